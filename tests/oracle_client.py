@@ -1,0 +1,90 @@
+"""A Python handle on the official client, run by ``tests/oracle/harness.mjs`` under node.
+
+One node process serves a whole test session (one JSON line in, one out), so that thousands
+of hypothesis examples cost milliseconds each instead of a node start-up each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+HARNESS_DIR = Path(__file__).resolve().parent / "oracle"
+
+
+def unavailable_reason() -> str | None:
+    """Why the oracle cannot run here, or ``None`` when it can."""
+    if shutil.which("node") is None:
+        return "node is not installed (the differential tests need the official @ag-ui/client)"
+    if not (HARNESS_DIR / "node_modules" / "@ag-ui" / "client").is_dir():
+        return "the oracle harness is not installed: run `npm ci --prefix tests/oracle`"
+    return None
+
+
+class Oracle:
+    """The official ``@ag-ui/client`` 1.0.0: replay, compact and verify."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, "SUPPRESS_TRANSFORMATION_WARNINGS": "1"}
+        self._proc = subprocess.Popen(
+            ["node", str(HARNESS_DIR / "harness.mjs")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=HARNESS_DIR,
+            env=env,
+            text=True,
+            encoding="utf-8",
+        )
+        self._lock = threading.Lock()
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        line = json.dumps(request, ensure_ascii=False, allow_nan=False) + "\n"
+        with self._lock:
+            assert self._proc.stdin is not None and self._proc.stdout is not None
+            self._proc.stdin.write(line)
+            self._proc.stdin.flush()
+            answer = self._proc.stdout.readline()
+        if not answer:
+            raise RuntimeError("the oracle process died")
+        result: dict[str, Any] = json.loads(answer)
+        return result
+
+    def replay(
+        self,
+        events: list[dict[str, Any]],
+        *,
+        messages: list[dict[str, Any]] | None = None,
+        state: Any = None,
+        mode: str = "reducer",
+    ) -> dict[str, Any]:
+        """``{"ok", "messages", "state", "pendingInterrupts"}`` as the client holds them."""
+        req: dict[str, Any] = {"op": "replay", "events": events, "mode": mode}
+        if messages is not None:
+            req["messages"] = messages
+        if state is not None:
+            req["state"] = state
+        return self.ask(req)
+
+    def compact(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        answer = self.ask({"op": "compact", "events": events})
+        if not answer["ok"]:
+            raise RuntimeError(answer["error"])
+        result: list[dict[str, Any]] = answer["events"]
+        return result
+
+    def verify(
+        self, events: list[dict[str, Any]], *, schema: bool = False, chunks: bool = False
+    ) -> dict[str, Any]:
+        """``{"ok": True, "count": n}`` or ``{"ok": False, "index": i, "error": text}``."""
+        return self.ask({"op": "verify", "events": events, "schema": schema, "chunks": chunks})
+
+    def close(self) -> None:
+        if self._proc.stdin:
+            self._proc.stdin.close()
+        self._proc.wait(timeout=10)
