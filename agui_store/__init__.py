@@ -13,8 +13,16 @@ from agui_store.errors import (
     SequenceError,
     StoreBusyError,
 )
+from agui_store.records import AppendResult, Branch, Checkout, Run
+from agui_store.store import Store, open
 
 __all__ = [
+    "AppendResult",
+    "Branch",
+    "Checkout",
+    "Run",
+    "Store",
+    "open",
     "AguiStoreError",
     "AmbiguousRunError",
     "BranchError",

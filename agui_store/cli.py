@@ -1,0 +1,373 @@
+"""``agui-store``: the command line, one subcommand per store verb.
+
+Every command takes ``--db PATH`` (default: ``$AGUI_STORE_DB`` or ``./agui-store.db``, the
+same as the API); ``--json`` prints machine-readable output; long imports show progress on a
+terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from agui_store import codec, database
+from agui_store.errors import AguiStoreError
+from agui_store.records import Checkout, Run
+from agui_store.store import Store
+
+EXAMPLES = {
+    "import": "agui-store import recording.sse --thread t1",
+    "threads": "agui-store threads",
+    "runs": "agui-store runs t1",
+    "log": "agui-store log HEAD --thread t1 --graph",
+    "show": "agui-store show run-2 --json",
+    "branch": "agui-store branch retry run-1 --thread t1",
+    "branches": "agui-store branches t1",
+    "demo": "agui-store demo",
+}
+
+
+class Progress:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, total: int, label: str, stream: TextIO | None = None) -> None:
+        self.total = max(total, 1)
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self.done = 0
+        self._last = 0.0
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.enabled and (now - self._last > 0.1 or self.done >= self.total):
+            self._last = now
+            width = 30
+            filled = int(width * self.done / self.total)
+            self.stream.write(
+                f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] "
+                f"{self.done}/{self.total}"
+            )
+            self.stream.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _short(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict):
+                if part.get("type") == "text":
+                    parts.append(str(part.get("text", "")))
+                else:
+                    parts.append(f"[{part.get('type')}]")
+        return " ".join(parts)
+    if content is None:
+        return ""
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _run_json(run: Run) -> dict[str, Any]:
+    return {
+        "threadId": run.thread_id,
+        "runId": run.run_id,
+        "parentRunId": run.parent_run_id,
+        "lineage": run.lineage,
+        "status": run.status,
+        "eventCount": run.event_count,
+        "createdAt": run.created_at.isoformat(),
+        "updatedAt": run.updated_at.isoformat() if run.updated_at else None,
+        "sentParentRunId": run.sent_parent_run_id,
+        "hasInput": run.has_input,
+        "branches": list(run.branches),
+    }
+
+
+def _run_line(run: Run) -> str:
+    refs = f" ({', '.join(run.branches)})" if run.branches else ""
+    parent = f" <- {run.parent_run_id} [{run.lineage}]" if run.parent_run_id else " [root]"
+    return f"{run.run_id}{refs}  {run.status}  {run.event_count} events{parent}"
+
+
+def format_transcript(co: Checkout) -> str:
+    """A readable transcript of a restored run, then its state."""
+    lines = [f"run {co.run.run_id} (thread {co.run.thread_id}) - {co.run.status}", ""]
+    for m in co.messages:
+        role = m.get("role", "?")
+        if role == "assistant" and m.get("toolCalls"):
+            text = _content_text(m.get("content"))
+            if text:
+                lines.append(f"assistant: {text}")
+            for call in m["toolCalls"]:
+                fn = call.get("function", {})
+                lines.append(f"assistant -> {fn.get('name')}({fn.get('arguments', '')})")
+        elif role == "tool":
+            lines.append(f"tool[{m.get('toolCallId')}]: {_content_text(m.get('content'))}")
+        elif role == "activity":
+            lines.append(f"activity[{m.get('activityType')}]: {json.dumps(m.get('content'))}")
+        else:
+            lines.append(f"{role}: {_content_text(m.get('content'))}")
+    if co.interrupts:
+        lines += ["", "pending interrupts:"]
+        lines += [f"  {i.get('id')}: {i.get('reason')} {i.get('message', '')}" for i in co.interrupts]
+    lines += ["", "state:", json.dumps(co.state, indent=2, ensure_ascii=False)]
+    return "\n".join(lines)
+
+
+def _first_user_words(store: Store, run: Run) -> str:
+    """First words of the last user message the run was started with (for log lines)."""
+    recorded = store.input(run.run_id, thread_id=run.thread_id)
+    if recorded is not None:
+        return _last_user(recorded.get("messages"))
+    events = store.events(run.run_id, thread_id=run.thread_id)
+    for ev in events[:1]:
+        echoed = ev.get("input") if isinstance(ev, dict) else None
+        if isinstance(echoed, dict):
+            return _last_user(echoed.get("messages"))
+    return ""
+
+
+def _last_user(messages: Any) -> str:
+    if not isinstance(messages, list):
+        return ""
+    for m in reversed(messages):
+        if isinstance(m, dict) and m.get("role") == "user":
+            return _content_text(m.get("content"))
+    return ""
+
+
+def draw_tree(runs: list[Run], summaries: dict[str, str]) -> list[str]:
+    """The run tree of a thread, children under their lineage parent (newest last)."""
+    children: dict[str | None, list[Run]] = {}
+    for run in runs:
+        children.setdefault(run.parent_run_id, []).append(run)
+    lines: list[str] = []
+
+    def walk(run: Run, prefix: str, last: bool, root: bool) -> None:
+        branch = "" if root else ("└─ " if last else "├─ ")
+        refs = f" ({', '.join(run.branches)})" if run.branches else ""
+        words = summaries.get(run.run_id, "")
+        said = f'  "{_short(words, 40)}"' if words else ""
+        lines.append(
+            f"{prefix}{branch}* {run.run_id}{refs} {run.status} {run.event_count} ev{said}"
+        )
+        kids = children.get(run.run_id, [])
+        for i, kid in enumerate(kids):
+            walk(kid, prefix + ("" if root else ("   " if last else "│  ")), i == len(kids) - 1,
+                 False)
+
+    for root in children.get(None, []):
+        walk(root, "", True, True)
+    return lines
+
+
+# --- commands ---------------------------------------------------------------------------
+
+
+def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    with open(args.file, "rb") as fh:
+        data = fh.read()
+    events = [e.data for e in codec.parse_events(data)]
+    # A recording may hold several threads: append each run of consecutive same-thread
+    # events as one batch, so every batch names one thread.
+    batches: list[list[dict[str, Any]]] = []
+    current_thread: str | None = args.thread
+    for ev in events:
+        if ev.get("type") == "RUN_STARTED":
+            tid = ev.get("threadId")
+            if not batches or (tid != current_thread and args.thread is None):
+                batches.append([])
+            current_thread = tid if args.thread is None else args.thread
+        elif not batches:
+            batches.append([])
+        batches[-1].append(ev)
+    progress = Progress(len(events), f"importing {args.file}")
+    runs = 0
+    for batch in batches:
+        result = store.append(batch, thread_id=args.thread,
+                              check_sequence=not args.no_sequence_check)
+        runs += len(result.new_run_ids)
+        progress.advance(len(batch))
+    progress.finish()
+    out.write(f"imported {len(events)} events, {runs} runs into {store.path}\n")
+    return 0
+
+
+def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    threads = store.threads()
+    if args.json:
+        out.write(json.dumps(threads) + "\n")
+    else:
+        for t in threads:
+            out.write(f"{t}\n")
+    return 0
+
+
+def cmd_runs(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    runs = store.runs(args.thread_id)
+    if args.json:
+        out.write(json.dumps([_run_json(r) for r in runs], indent=2) + "\n")
+    else:
+        for r in runs:
+            out.write(_run_line(r) + "\n")
+    return 0
+
+
+def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    if args.graph:
+        thread = args.thread or store.get_run(args.ref, thread_id=None).thread_id  # type: ignore[union-attr]
+        runs = store.runs(thread)
+        summaries = {r.run_id: _first_user_words(store, r) for r in runs}
+        for line in draw_tree(runs, summaries):
+            out.write(line + "\n")
+        return 0
+    chain = store.log(args.ref, thread_id=args.thread)
+    if args.json:
+        out.write(json.dumps([_run_json(r) for r in chain], indent=2) + "\n")
+        return 0
+    for r in chain:
+        words = _first_user_words(store, r)
+        said = f'  "{_short(words, 50)}"' if words else ""
+        out.write(_run_line(r) + said + "\n")
+    return 0
+
+
+def cmd_show(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    co = store.checkout(args.ref, thread_id=args.thread)
+    if args.json:
+        doc = {"run": _run_json(co.run), "messages": co.messages, "state": co.state,
+               "interrupts": co.interrupts}
+        out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    else:
+        out.write(format_transcript(co) + "\n")
+    return 0
+
+
+def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    if args.delete:
+        if not args.thread:
+            raise AguiStoreError("--delete needs --thread")
+        store.delete_branch(args.name, thread_id=args.thread)
+        out.write(f"deleted branch {args.name}\n")
+        return 0
+    if not args.run:
+        raise AguiStoreError("branch needs a run (or ref) to point at")
+    b = store.branch(args.name, args.run, thread_id=args.thread)
+    out.write(f"branch {b.name} -> {b.run_id} (thread {b.thread_id})\n")
+    return 0
+
+
+def cmd_branches(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    items = store.branches(args.thread_id)
+    if args.json:
+        out.write(json.dumps([{"name": b.name, "runId": b.run_id, "default": b.default}
+                              for b in items]) + "\n")
+    else:
+        for b in items:
+            mark = "*" if b.default else " "
+            out.write(f"{mark} {b.name} -> {b.run_id}\n")
+    return 0
+
+
+def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    from agui_store.demo import record_demo
+
+    thread, _ = record_demo(store)
+    out.write(f"recorded a demo conversation into {store.path} (thread {thread})\n\n")
+    out.write("$ agui-store log --graph --thread " + thread + "\n")
+    runs = store.runs(thread)
+    summaries = {r.run_id: _first_user_words(store, r) for r in runs}
+    for line in draw_tree(runs, summaries):
+        out.write(line + "\n")
+    out.write(f"\n$ agui-store show fahrenheit --thread {thread}\n")
+    out.write(format_transcript(store.checkout("fahrenheit", thread_id=thread)) + "\n")
+    return 0
+
+
+COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], str]] = {
+    "import": (cmd_import, "record events from a JSON, JSON Lines or SSE file"),
+    "threads": (cmd_threads, "list threads"),
+    "runs": (cmd_runs, "list a thread's runs in recorded order"),
+    "log": (cmd_log, "a run's lineage, newest first (--graph: the thread's run tree)"),
+    "show": (cmd_show, "restore a run: transcript and state (--json for machines)"),
+    "branch": (cmd_branch, "point a branch at a run (--delete to remove it)"),
+    "branches": (cmd_branches, "list a thread's branches"),
+    "demo": (cmd_demo, "record a demo conversation with a branch and show it"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--db", default=argparse.SUPPRESS,
+        help=f"store file (default: ${database.DEFAULT_DB_ENV} or ./{database.DEFAULT_DB_NAME})",
+    )
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="machine-readable output")
+    parser = argparse.ArgumentParser(
+        prog="agui-store", parents=[common],
+        description="Keep AG-UI conversations in one SQLite file, like git keeps code.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parsers = {}
+    for name, (_, help_text) in COMMANDS.items():
+        parsers[name] = sub.add_parser(
+            name, parents=[common], help=help_text, description=help_text,
+            epilog=f"example: {EXAMPLES[name]}",
+        )
+    p = parsers["import"]
+    p.add_argument("file", help="a .json, .jsonl or .sse recording")
+    p.add_argument("--thread", help="thread id for events that start no run")
+    p.add_argument("--no-sequence-check", action="store_true",
+                   help="keep well-formed but out-of-sequence streams")
+    parsers["runs"].add_argument("thread_id")
+    for name in ("log", "show"):
+        parsers[name].add_argument("ref", nargs="?", default="HEAD",
+                                   help="run id, unique prefix, branch, HEAD, REF~n")
+        parsers[name].add_argument("--thread", help="thread id (when the ref is ambiguous)")
+    parsers["log"].add_argument("--graph", action="store_true", help="draw the run tree")
+    p = parsers["branch"]
+    p.add_argument("name")
+    p.add_argument("run", nargs="?")
+    p.add_argument("--thread")
+    p.add_argument("--delete", "-d", action="store_true")
+    parsers["branches"].add_argument("thread_id")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    args = build_parser().parse_args(argv)
+    if not hasattr(args, "json"):
+        args.json = False
+    path = getattr(args, "db", None)
+    handler, _ = COMMANDS[args.command]
+    try:
+        with Store(path) as store:
+            return handler(store, args, out)
+    except AguiStoreError as e:
+        sys.stderr.write(f"agui-store {args.command}: {e}\n")
+        return 1
+    except OSError as e:
+        sys.stderr.write(f"agui-store {args.command}: {e}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,675 @@
+"""The ingest codec: everything a user hands to ``append`` becomes events with their JSON bytes.
+
+:func:`parse_events` reads dicts, pydantic models (``ag_ui.core``; anything with
+``model_dump``), msgspec structs, and JSON / JSON Lines / SSE text, bytes, files and paths. Each
+event comes back as an :class:`IncomingEvent`: ``data`` (a dict) and ``raw`` (its JSON text — the
+producer's bytes, verbatim, when the input was text; a compact encoding otherwise). It guarantees
+``decode(raw) == data`` and that ``data`` is a JSON object; it does not check event shapes
+(``model.validate_event`` does).
+
+JSON edge cases, decided so that an event reads back equal to what was given:
+
+* integers of any size are kept exactly (msgspec and ``json`` agree);
+* a number that overflows a double (``1e400``) is refused: it would read back as infinity, which
+  JSON cannot write; ``NaN``/``Infinity`` literals are not JSON and are refused, and so are
+  non-finite floats in a dict (msgspec would silently write them as ``null``);
+* duplicate keys: the last one wins, as in ``json.loads`` and ``JSON.parse``; ``raw`` keeps both;
+* ``-0.0`` stays ``-0.0``;
+* an escaped lone surrogate (``"\\ud83d"``, which JavaScript producers emit when they split an
+  emoji) is accepted as ``json.loads`` and ``JSON.parse`` accept it; msgspec refuses it, so those
+  payloads take a slower standard-library path. Raw (unescaped) surrogate bytes are invalid
+  UTF-8 and refused;
+* nesting deeper than ``max_depth`` is refused with the path of the first too-deep value, even
+  for a million brackets (no ``RecursionError`` escapes).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgspec
+
+from agui_store.errors import InvalidEventError
+from agui_store.model import kind_of, render_path
+
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "IncomingEvent",
+    "canonical_bytes",
+    "decode",
+    "decode_many",
+    "encode",
+    "parse_events",
+]
+
+DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
+"""Largest accepted event, in bytes of JSON text (8 MiB)."""
+
+DEFAULT_MAX_DEPTH = 64
+"""Deepest accepted nesting of objects and arrays; the event object itself is depth 1."""
+
+
+class IncomingEvent(msgspec.Struct):
+    """One event of a batch: the decoded object and its JSON text."""
+
+    data: dict[str, Any]
+    raw: bytes
+
+    @property
+    def type(self) -> str | None:
+        """The event's ``type`` when it is a string."""
+        value = self.data.get("type")
+        return value if isinstance(value, str) else None
+
+
+_ENCODER = msgspec.json.Encoder()
+_CANONICAL = msgspec.json.Encoder(order="sorted")
+_DECODER = msgspec.json.Decoder()
+_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+_LIST_DECODER = msgspec.json.Decoder(list[Any])
+
+_BOM = b"\xef\xbb\xbf"
+_WS = b" \t\r\n"
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_STRING_OR_NUMBER = re.compile(
+    rb'"[^"\\]*(?:\\.[^"\\]*)*"|-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?', re.S
+)
+_BYTE_AT = re.compile(r"\(byte (\d+)\)")
+_SSE_FIRST_LINE = re.compile(rb"^(?::|(?:data|event|id|retry)(?::|$))")
+# A JSON token scanner for error locations: strings (skipped whole) and structural characters.
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}:,]', re.S)
+
+
+# --------------------------------------------------------------------------------------------
+# Encoding
+# --------------------------------------------------------------------------------------------
+
+
+def encode(obj: Any) -> bytes:
+    """Compact JSON of a JSON value (or a msgspec struct).
+
+    Raises:
+        InvalidEventError: for values JSON cannot hold (NaN, infinities, non-JSON types).
+    """
+    return _encode_with(_ENCODER, obj, canonical=False)
+
+
+def canonical_bytes(obj: Any) -> bytes:
+    """Canonical JSON for content addressing: keys sorted, compact separators, UTF-8.
+
+    Equal JSON values (as ``==`` on decoded JSON) give equal bytes, whatever their key order.
+    """
+    return _encode_with(_CANONICAL, obj, canonical=True)
+
+
+def _encode_with(encoder: msgspec.json.Encoder, obj: Any, *, canonical: bool) -> bytes:
+    try:
+        out = encoder.encode(obj)
+    except UnicodeEncodeError:
+        out = _encode_surrogates(obj, canonical=canonical)
+    except RecursionError:
+        raise InvalidEventError("value is nested too deeply to encode") from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidEventError(f"value is not JSON: {exc}") from None
+    if b"null" in out:
+        # msgspec writes NaN and infinities as null; a walk tells them from real nulls.
+        problem = _find_non_finite(obj)
+        if problem is not None:
+            raise InvalidEventError(problem[0], path=problem[1])
+    return out
+
+
+def _encode_surrogates(obj: Any, *, canonical: bool) -> bytes:
+    """Encode a value holding lone surrogates (msgspec refuses them) with them escaped."""
+    if isinstance(obj, msgspec.Struct):
+        obj = msgspec.to_builtins(obj)
+    try:
+        text = json.dumps(
+            obj,
+            ensure_ascii=False,
+            allow_nan=False,
+            separators=(",", ":"),
+            sort_keys=canonical,
+        )
+    except (TypeError, ValueError) as exc:
+        raise InvalidEventError(f"value is not JSON: {exc}") from None
+    text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text.encode("utf-8")
+
+
+def _find_non_finite(obj: Any) -> tuple[str, str] | None:
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(obj, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return f"{value!r} is not a JSON number", render_path(path)
+        elif isinstance(value, dict):
+            stack.extend((v, (*path, str(k))) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((v, (*path, i)) for i, v in enumerate(value))
+        elif isinstance(value, msgspec.Struct):
+            stack.append((msgspec.to_builtins(value), path))
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Decoding
+# --------------------------------------------------------------------------------------------
+
+
+def decode(data: bytes | bytearray | memoryview | str) -> Any:
+    """Decode one JSON value, agreeing with ``json.loads`` (see the module notes).
+
+    Raises:
+        InvalidEventError: for malformed JSON, invalid UTF-8, numbers out of range or
+            nesting too deep to decode.
+    """
+    if isinstance(data, str):
+        try:
+            buf = data.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidEventError(f"text is not valid Unicode: {exc.reason}") from None
+    else:
+        buf = bytes(data)
+    return _decode_value(buf)
+
+
+def decode_many(payloads: Iterable[bytes | bytearray | memoryview | str]) -> list[Any]:
+    """Decode many JSON texts at once (joined into one array: one call into msgspec).
+
+    Each payload must be one complete JSON value, as ``IncomingEvent.raw`` is.
+    """
+    items = [p.encode("utf-8") if isinstance(p, str) else bytes(p) for p in payloads]
+    if not items:
+        return []
+    try:
+        values = _LIST_DECODER.decode(b"[" + b",".join(items) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
+        values = None
+    if values is None or len(values) != len(items):
+        return [_decode_value(item) for item in items]
+    return values
+
+
+def _decode_value(buf: bytes) -> Any:
+    try:
+        return _DECODER.decode(buf)
+    except RecursionError:
+        raise InvalidEventError("JSON is nested too deeply to decode") from None
+    except msgspec.ValidationError as exc:
+        raise InvalidEventError(f"{exc} (a number too large for a double)") from None
+    except UnicodeDecodeError:
+        raise InvalidEventError(f"invalid UTF-8 at byte {_utf8_error_offset(buf)}") from None
+    except msgspec.DecodeError as exc:
+        if _SURROGATE_ESCAPE.search(buf):
+            value, ok = _decode_stdlib(buf)
+            if ok:
+                return value
+        raise InvalidEventError(_decode_error_reason(buf, exc)) from None
+
+
+def _utf8_error_offset(buf: bytes) -> int:
+    """Where UTF-8 decoding of ``buf`` fails (msgspec reports an offset inside the string)."""
+    try:
+        buf.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start
+    return len(buf)  # pragma: no cover - only called after a decoding error
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} is out of range")
+    return value
+
+
+def _decode_stdlib(buf: bytes) -> tuple[Any, bool]:
+    """The standard library's reading, for escaped lone surrogates only."""
+    try:
+        text = buf.decode("utf-8")
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_parse_float), True
+    except (ValueError, RecursionError):
+        return None, False
+
+
+def _decode_error_reason(buf: bytes, exc: Exception) -> str:
+    message = str(exc)
+    match = _BYTE_AT.search(message)
+    offset = int(match.group(1)) if match else len(buf)
+    line = buf.count(b"\n", 0, offset) + 1
+    column = offset - (buf.rfind(b"\n", 0, offset) + 1) + 1
+    message = _BYTE_AT.sub("", message).strip()
+    return f"malformed JSON at line {line}, column {column} (byte {offset}): {message}"
+
+
+# --------------------------------------------------------------------------------------------
+# Locating problems in JSON text without recursion
+# --------------------------------------------------------------------------------------------
+
+
+def _key_text(token: bytes) -> str:
+    try:
+        value = json.loads(token.decode("utf-8", "surrogateescape"))
+    except ValueError:
+        return token.decode("utf-8", "replace").strip('"')
+    return value if isinstance(value, str) else str(value)
+
+
+def _scan(
+    buf: bytes, *, top_array: bool, max_depth: int | None = None, stop_at: int | None = None
+) -> tuple[int | None, list[str | int], bool]:
+    """Walk JSON text with a flat token scanner (no recursion, so any nesting is safe).
+
+    Returns ``(element, path, too_deep)``: the index of the top-level array element reached
+    (``None`` unless ``top_array``), the JSON path there (inside the element), and whether a
+    container deeper than ``max_depth`` was found (the scan stops at the first one). Without
+    ``max_depth`` the scan stops at byte ``stop_at`` (the place of a syntax error).
+    """
+    # Each open container: [is_object, current key or index].
+    stack: list[list[Any]] = []
+    element = 0
+    pending: bytes | None = None
+    base = 1 if top_array else 0
+    for match in _TOKEN.finditer(buf):
+        if stop_at is not None and match.start() >= stop_at:
+            break
+        token = match.group()
+        first = token[0]
+        if first == 0x22:  # a string
+            pending = token
+            continue
+        if first in (0x7B, 0x5B):  # { [
+            stack.append([first == 0x7B, None if first == 0x7B else 0])
+            if max_depth is not None and len(stack) - base > max_depth:
+                return (element if top_array else None), _path_of(stack[base:-1]), True
+        elif first in (0x7D, 0x5D):  # } ]
+            if stack:
+                stack.pop()
+        elif first == 0x3A:  # :
+            if stack and stack[-1][0] and pending is not None:
+                stack[-1][1] = _key_text(pending)
+        elif first == 0x2C and stack:  # ,
+            top = stack[-1]
+            if not top[0]:
+                top[1] += 1
+                if top_array and len(stack) == 1:
+                    element += 1
+            else:
+                top[1] = None
+        pending = None
+    return (element if top_array else None), _path_of(stack[base:]), False
+
+
+_BRACKETS_ONLY = bytes.maketrans(b"{}", b"[]")
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+
+
+def _deeper_than(raw: bytes, max_depth: int) -> bool:
+    """Whether well-formed JSON text nests deeper than ``max_depth``, at C speed.
+
+    Escapes are cut (pairs of backslashes first, so ``\\\\`` and ``\\"`` read right), then
+    everything but brackets and quotes is deleted, strings dropped (every other piece between
+    quotes), and innermost ``[]`` pairs removed one level per pass: passes count the depth.
+    """
+    if raw.count(b"[") + raw.count(b"{") <= max_depth:
+        return False
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    skeleton = raw.translate(_BRACKETS_ONLY, _NOT_STRUCTURE)
+    if b'"' in skeleton:
+        skeleton = b"".join(skeleton.split(b'"')[::2])
+    for _ in range(max_depth):
+        if not skeleton:
+            return False
+        skeleton = skeleton.replace(b"[]", b"")
+    return bool(skeleton)
+
+
+def _path_of(stack: list[list[Any]]) -> list[str | int]:
+    return [entry[1] for entry in stack if entry[1] is not None]
+
+
+# --------------------------------------------------------------------------------------------
+# parse_events
+# --------------------------------------------------------------------------------------------
+
+
+class _Limits:
+    __slots__ = ("max_depth", "max_event_bytes")
+
+    def __init__(self, max_event_bytes: int, max_depth: int) -> None:
+        self.max_event_bytes = max_event_bytes
+        self.max_depth = max_depth
+
+
+def parse_events(
+    source: Any,
+    *,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> list[IncomingEvent]:
+    """Turn whatever a user hands to ``append`` into a list of events with their JSON bytes.
+
+    Args:
+        source: a dict; a pydantic model (``model_dump``) or msgspec struct; a list, tuple or
+            iterator of those (mixed, and ``str``/``bytes`` items holding one JSON event each);
+            ``str``/``bytes`` holding one JSON event, a JSON array, JSON Lines or SSE (detected
+            from the content; CRLF, CR or LF; optional BOM); a text or binary file object; an
+            ``os.PathLike`` path to such a file.
+        max_event_bytes: largest accepted event (its JSON text).
+        max_depth: deepest accepted nesting (the event object is depth 1).
+
+    Returns:
+        The events in order: ``data`` is a dict, ``raw`` its JSON text with
+        ``decode(raw) == data``.
+
+    Raises:
+        InvalidEventError: naming the event's index in the batch (with the line and record in
+            the reason for JSON Lines and SSE), its type when known and the JSON path.
+    """
+    limits = _Limits(max_event_bytes, max_depth)
+    if isinstance(source, dict):
+        return [_from_object(source, 0, limits)]
+    if isinstance(source, (str, bytes, bytearray, memoryview)):
+        return _from_text(_as_bytes(source, None), limits)
+    if isinstance(source, os.PathLike):
+        with open(source, "rb") as handle:
+            return _from_text(handle.read(), limits)
+    if isinstance(source, msgspec.Struct) or _is_model(source):
+        return [_from_object(source, 0, limits)]
+    if hasattr(source, "read"):
+        content = source.read()
+        if not isinstance(content, (str, bytes, bytearray, memoryview)):
+            raise InvalidEventError(f"file object returned {kind_of(content)}, not text")
+        return _from_text(_as_bytes(content, None), limits)
+    if isinstance(source, Mapping):
+        return [_from_object(dict(source), 0, limits)]
+    if isinstance(source, Iterable):
+        return [_from_item(item, i, limits) for i, item in enumerate(source)]
+    raise InvalidEventError(
+        f"cannot read events from {type(source).__name__}: pass dicts, events, JSON, "
+        "JSON Lines or SSE text, bytes, a file or a path"
+    )
+
+
+def _is_model(value: Any) -> bool:
+    return callable(getattr(value, "model_dump", None)) and not isinstance(value, type)
+
+
+def _as_bytes(source: str | bytes | bytearray | memoryview, index: int | None) -> bytes:
+    if isinstance(source, str):
+        try:
+            return source.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidEventError(
+                f"text is not valid Unicode: a lone surrogate at character {exc.start}",
+                index=index,
+            ) from None
+    return bytes(source)
+
+
+def _from_item(item: Any, index: int, limits: _Limits) -> IncomingEvent:
+    if isinstance(item, (str, bytes, bytearray, memoryview)):
+        buf = _as_bytes(item, index).strip(_WS)
+        if buf.startswith(_BOM):
+            buf = buf[len(_BOM) :].strip(_WS)
+        return _event_from_bytes(buf, index, limits, where="")
+    if isinstance(item, (dict, msgspec.Struct)) or _is_model(item):
+        return _from_object(item, index, limits)
+    raise InvalidEventError(
+        f"an event must be a JSON object, got {kind_of(item)}", index=index, path="$"
+    )
+
+
+def _from_object(obj: Any, index: int, limits: _Limits) -> IncomingEvent:
+    """A dict, struct or pydantic model: encode it compactly, read it back, check it is JSON."""
+    if isinstance(obj, msgspec.Struct):
+        obj = msgspec.to_builtins(obj)
+    elif not isinstance(obj, dict) and _is_model(obj):
+        obj = obj.model_dump(mode="json", by_alias=True)
+    if not isinstance(obj, dict):
+        raise InvalidEventError(
+            f"an event must be a JSON object, got {kind_of(obj)}", index=index, path="$"
+        )
+    event_type = obj.get("type")
+    event_type = event_type if isinstance(event_type, str) else None
+    raw: bytes | None
+    try:
+        raw = _ENCODER.encode(obj)
+    except (UnicodeEncodeError, RecursionError, TypeError, ValueError, OverflowError):
+        raw = None  # lone surrogates, or not JSON: the walk below tells which
+    data: Any = _DECODER.decode(raw) if raw is not None else None
+    # Fast path: msgspec wrote it and read back the same thing, and it cannot nest too deeply.
+    if raw is None or data != obj or _deeper_than(raw, limits.max_depth):
+        problem = _check_json_value(obj, limits.max_depth)
+        if problem is not None:
+            raise InvalidEventError(
+                problem[0], index=index, event_type=event_type, path=render_path(problem[1])
+            )
+        if raw is None:
+            raw = _encode_surrogates(obj, canonical=False)
+            data = _decode_value(raw)
+    if len(raw) > limits.max_event_bytes:
+        raise InvalidEventError(
+            f"event is {len(raw)} bytes of JSON, over the limit of {limits.max_event_bytes}",
+            index=index,
+            event_type=event_type,
+        )
+    return IncomingEvent(data=data, raw=raw)
+
+
+def _check_json_value(obj: Any, max_depth: int) -> tuple[str, list[str | int]] | None:
+    """Why a Python value is not plain JSON (or nests too deeply), with its path; or None."""
+    stack: list[tuple[Any, int, list[str | int]]] = [(obj, 1, [])]
+    while stack:
+        value, depth, path = stack.pop()
+        if isinstance(value, dict):
+            if depth > max_depth:
+                return f"nested deeper than {max_depth} levels", path
+            for key, entry in value.items():
+                if not isinstance(key, str):
+                    return f"object key {key!r} is {kind_of(key)}, not a string", path
+                stack.append((entry, depth + 1, [*path, key]))
+        elif isinstance(value, (list, tuple)):
+            if depth > max_depth:
+                return f"nested deeper than {max_depth} levels", path
+            stack.extend((entry, depth + 1, [*path, i]) for i, entry in enumerate(value))
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                return f"{value!r} is not a JSON number", path
+        elif value is None or isinstance(value, (str, int)):
+            continue
+        else:
+            return f"{kind_of(value)} is not a JSON value", path
+    return None
+
+
+def _from_text(buf: bytes, limits: _Limits) -> list[IncomingEvent]:
+    if buf.startswith(_BOM):
+        buf = buf[len(_BOM) :]
+    body = buf.strip(_WS)
+    if not body:
+        return []
+    first = body[0]
+    if first == 0x5B:  # [
+        return _parse_array(body, limits)
+    if first == 0x7B:  # {
+        return _parse_object_or_lines(body, limits)
+    first_line = body.split(b"\n", 1)[0].split(b"\r", 1)[0]
+    if _SSE_FIRST_LINE.match(first_line):
+        return _parse_sse(buf, limits)
+    shown = first_line[:40].decode("utf-8", "replace")
+    raise InvalidEventError(
+        f"input is not a JSON object or array, JSON Lines or SSE (it starts with {shown!r})"
+    )
+
+
+def _parse_array(body: bytes, limits: _Limits) -> list[IncomingEvent]:
+    try:
+        items = _RAW_LIST_DECODER.decode(body)
+    except RecursionError:
+        element, path, too_deep = _scan(body, top_array=True, max_depth=limits.max_depth)
+        reason = (
+            f"nested deeper than {limits.max_depth} levels"
+            if too_deep
+            else "JSON is nested too deeply to decode"
+        )
+        raise InvalidEventError(reason, index=element, path=render_path(path)) from None
+    except UnicodeDecodeError:
+        offset = _utf8_error_offset(body)
+        element, path, _ = _scan(body, top_array=True, stop_at=offset)
+        raise InvalidEventError(
+            f"invalid UTF-8 at byte {offset}", index=element, path=render_path(path)
+        ) from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        match = _BYTE_AT.search(str(exc))
+        offset = int(match.group(1)) if match else len(body)
+        element, path, _ = _scan(body, top_array=True, stop_at=offset)
+        raise InvalidEventError(
+            _decode_error_reason(body, exc), index=element, path=render_path(path)
+        ) from None
+    return [_event_from_bytes(bytes(item), i, limits, where="") for i, item in enumerate(items)]
+
+
+def _parse_object_or_lines(body: bytes, limits: _Limits) -> list[IncomingEvent]:
+    """One JSON object (possibly pretty-printed over many lines), or JSON Lines."""
+    newline = re.search(rb"[\r\n]", body)
+    if newline is None:
+        return [_event_from_bytes(body, 0, limits, where="")]
+    first_line = body[: newline.start()].strip(_WS)
+    # JSON Lines when the first line is a complete JSON value by itself.
+    if len(first_line) <= limits.max_event_bytes:
+        try:
+            _DECODER.decode(first_line)
+            complete = True
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
+            complete = bool(_SURROGATE_ESCAPE.search(first_line)) and _decode_stdlib(first_line)[1]
+    else:
+        complete = True  # let the per-line size check report it
+    if not complete:
+        return [_event_from_bytes(body, 0, limits, where="")]
+    events: list[IncomingEvent] = []
+    for lineno, line in enumerate(body.splitlines(), 1):
+        line = line.strip(_WS)
+        if not line:
+            continue
+        events.append(
+            _event_from_bytes(line, len(events), limits, where=f"JSON Lines line {lineno}")
+        )
+    return events
+
+
+def _parse_sse(buf: bytes, limits: _Limits) -> list[IncomingEvent]:
+    """Server-sent events: ``data:`` lines (joined with LF), comments and other fields ignored."""
+    events: list[IncomingEvent] = []
+    data: list[bytes] = []
+    start = 0
+
+    def dispatch() -> None:
+        index = len(events)
+        where = f"SSE record {index} (data from line {start})"
+        payload = b"\n".join(data)
+        if not payload.strip(_WS):
+            raise InvalidEventError(f"{where}: the data is empty, not a JSON event", index=index)
+        events.append(_event_from_bytes(payload.strip(_WS), index, limits, where=where))
+
+    for lineno, line in enumerate(buf.splitlines(), 1):
+        if not line:
+            if data:
+                dispatch()
+                data = []
+            continue
+        if line[0] == 0x3A:  # ":" comment
+            continue
+        field, colon, value = line.partition(b":")
+        if colon and value[:1] == b" ":
+            value = value[1:]
+        if field == b"data":
+            if not data:
+                start = lineno
+            data.append(value)
+        # event:, id:, retry: and unknown fields carry nothing we keep.
+    if data:  # a last record without its blank line (as the official client reads it)
+        dispatch()
+    return events
+
+
+def _event_from_bytes(raw: bytes, index: int, limits: _Limits, *, where: str) -> IncomingEvent:
+    prefix = f"{where}: " if where else ""
+    if len(raw) > limits.max_event_bytes:
+        raise InvalidEventError(
+            f"{prefix}event is {len(raw)} bytes of JSON, over the limit of "
+            f"{limits.max_event_bytes}",
+            index=index,
+        )
+    data: Any = None
+    too_deep_to_decode = False
+    try:
+        data = _DECODER.decode(raw)
+    except RecursionError:
+        too_deep_to_decode = True
+    except UnicodeDecodeError:
+        offset = _utf8_error_offset(raw)
+        _, at, _ = _scan(raw, top_array=False, stop_at=offset)
+        raise InvalidEventError(
+            f"{prefix}invalid UTF-8 at byte {offset}", index=index, path=render_path(at)
+        ) from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        data, ok = _decode_stdlib(raw) if _SURROGATE_ESCAPE.search(raw) else (None, False)
+        if not ok:
+            reason, where_in = _syntax_problem(raw, exc)
+            raise InvalidEventError(f"{prefix}{reason}", index=index, path=where_in) from None
+    if too_deep_to_decode or _deeper_than(raw, limits.max_depth):
+        _, path, too_deep = _scan(raw, top_array=False, max_depth=limits.max_depth)
+        if too_deep or too_deep_to_decode:
+            event_type = data.get("type") if isinstance(data, dict) else None
+            reason = (
+                f"nested deeper than {limits.max_depth} levels"
+                if too_deep
+                else "JSON is nested too deeply to decode"
+            )
+            raise InvalidEventError(
+                f"{prefix}{reason}",
+                index=index,
+                event_type=event_type if isinstance(event_type, str) else None,
+                path=render_path(path),
+            )
+    if not isinstance(data, dict):
+        raise InvalidEventError(
+            f"{prefix}an event must be a JSON object, got {kind_of(data)}", index=index, path="$"
+        )
+    return IncomingEvent(data=data, raw=raw)
+
+
+def _syntax_problem(raw: bytes, exc: Exception) -> tuple[str, str]:
+    """Reason and JSON path of a msgspec decoding error in one event's text."""
+    if isinstance(exc, msgspec.ValidationError):
+        # msgspec's "Number out of range": find the number (msgspec's own path is "$[...]").
+        offset = len(raw)
+        for match in _STRING_OR_NUMBER.finditer(raw):
+            token = match.group()
+            if token[0] != 0x22 and math.isinf(float(token)):
+                offset, token_text = match.start(), token.decode("ascii")
+                break
+        else:
+            token_text = "a number"
+        _, segments, _ = _scan(raw, top_array=False, stop_at=offset)
+        reason = f"{token_text} is out of the range of a double (it would read back as infinity)"
+        return reason, render_path(segments)
+    match = _BYTE_AT.search(str(exc))
+    offset = int(match.group(1)) if match else len(raw)
+    _, segments, _ = _scan(raw, top_array=False, stop_at=offset)
+    return _decode_error_reason(raw, exc), render_path(segments)

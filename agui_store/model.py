@@ -1,0 +1,1122 @@
+"""The AG-UI 1.0 event model: msgspec structs for every event, message and part, and validation.
+
+The structs mirror ``ag_ui.core`` 1.0.0 (same class names, snake_case attributes, camelCase on
+the wire) and the zod schemas of ``@ag-ui/core`` 1.0.0 (same required fields and kinds). They are
+*views*: the store keeps the producer's bytes, and :func:`validate_event` only decides whether an
+event may be kept.
+
+Leniency, calibrated against the official client (``@ag-ui/client`` 1.0.0), whose inbound
+pipeline is ``CompatibilityBoundary`` then ``enforceEvents`` (zod):
+
+* Unknown event types and unknown fields are accepted (a newer protocol). ``enforceEvents`` drops
+  or strips them with a warning; a store keeps them.
+* An unknown *member* of a discriminated union (a message ``role``, content part ``type``, part
+  source ``type``, patch ``op`` or outcome ``type`` that 1.0 does not know, e.g. the retired
+  ``{"type": "binary"}`` part) is accepted without looking inside: ``enforceEvents`` strips such a
+  member rather than failing. A *missing* or non-string discriminator is rejected: that is a
+  broken object, not a newer one (``enforceEvents`` would silently drop it; we refuse to).
+* ``null`` is accepted exactly where the client's always-on ``CompatibilityBoundary`` turns it
+  into absence before validation: ``rawEvent``; ``result`` of ``RUN_FINISHED`` and
+  ``SUBAGENT_FINISHED``; ``parentMessageId`` of ``TOOL_CALL_START`` and ``TOOL_CALL_CHUNK``;
+  ``RUN_FINISHED.outcome``; ``metadata`` of media content parts; and, inside a
+  ``RunAgentInput``, ``state``, ``forwardedProps``, ``tools[].parameters`` and
+  ``resume[].payload``. Everywhere else an optional field is absent or of its kind, never
+  ``null`` (zod and the cross-SDK null-omission rule).
+* The 0.x ``THINKING_*`` events are accepted and validated against their 0.x shape (the client
+  converts them to ``REASONING_*``).
+* Integers (``timestamp``, token counts) are JSON numbers with an integral value inside
+  ``±(2**53 - 1)``, as zod's ``z.int()`` and ``ag_ui.core`` say: ``1.0`` is an integer (JavaScript
+  cannot tell it from ``1``), ``1.5``, ``true`` and ``"1"`` are not.
+"""
+
+import re
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Literal, get_args
+
+import msgspec
+import msgspec.inspect as mi
+from msgspec import UNSET, Meta, UnsetType
+
+from agui_store.errors import InvalidEventError
+
+__all__ = [
+    "EVENT_STRUCTS",
+    "EVENT_TYPES",
+    "LEGACY_EVENT_TYPES",
+    "MAX_SAFE_INTEGER",
+    "ActivityDeltaEvent",
+    "ActivityMessage",
+    "ActivitySnapshotEvent",
+    "AddOperation",
+    "AguiStruct",
+    "AssistantMessage",
+    "AudioPart",
+    "BaseEvent",
+    "BaseMessage",
+    "ContentPart",
+    "Context",
+    "CopyOperation",
+    "CustomEvent",
+    "DataSource",
+    "DeveloperMessage",
+    "DocumentPart",
+    "Event",
+    "FileSource",
+    "FunctionCall",
+    "ImagePart",
+    "Interrupt",
+    "JsonPatchOperation",
+    "Message",
+    "MessagesSnapshotEvent",
+    "MoveOperation",
+    "PartSource",
+    "RawEvent",
+    "ReasoningEncryptedValueEvent",
+    "ReasoningEndEvent",
+    "ReasoningMessage",
+    "ReasoningMessageChunkEvent",
+    "ReasoningMessageContentEvent",
+    "ReasoningMessageEndEvent",
+    "ReasoningMessageStartEvent",
+    "ReasoningStartEvent",
+    "RemoveOperation",
+    "ReplaceOperation",
+    "ResumeEntry",
+    "RunAgentInput",
+    "RunErrorEvent",
+    "RunFinishedCancelledOutcome",
+    "RunFinishedEvent",
+    "RunFinishedInterruptOutcome",
+    "RunFinishedOutcome",
+    "RunFinishedSuccessOutcome",
+    "RunStartedEvent",
+    "StateDeltaEvent",
+    "StateSnapshotEvent",
+    "StepFinishedEvent",
+    "StepStartedEvent",
+    "SubagentErrorEvent",
+    "SubagentFinishedEvent",
+    "SubagentFinishedOutcome",
+    "SubagentFinishedSuccessOutcome",
+    "SubagentFinishedSuspendedOutcome",
+    "SubagentStartedEvent",
+    "SystemMessage",
+    "TestOperation",
+    "TextMessageChunkEvent",
+    "TextMessageContentEvent",
+    "TextMessageEndEvent",
+    "TextMessageStartEvent",
+    "TextPart",
+    "ThinkingEndEvent",
+    "ThinkingStartEvent",
+    "ThinkingTextMessageContentEvent",
+    "ThinkingTextMessageEndEvent",
+    "ThinkingTextMessageStartEvent",
+    "TokenUsage",
+    "Tool",
+    "ToolCall",
+    "ToolCallArgsEvent",
+    "ToolCallChunkEvent",
+    "ToolCallEndEvent",
+    "ToolCallResultEvent",
+    "ToolCallStartEvent",
+    "ToolMessage",
+    "UrlSource",
+    "UserMessage",
+    "VideoPart",
+    "from_dict",
+    "to_dict",
+    "validate_event",
+    "validate_input",
+]
+
+# --------------------------------------------------------------------------------------------
+# Field kinds shared by the structs
+# --------------------------------------------------------------------------------------------
+
+MAX_SAFE_INTEGER = 2**53 - 1
+"""The largest integer a JSON number survives a JavaScript round trip with (zod ``z.int()``)."""
+
+SafeInt = Annotated[int, Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
+Count = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
+JsonPointer = Annotated[str, Meta(pattern=r"^(/([^/~]|~[01])*)*$")]
+Metadata = dict[str, Any]
+JsonObject = dict[str, Any]
+# Any JSON value except null (zod: ``z.any().refine(v => v !== null)`` where the client's
+# compatibility boundary does not translate null to absence).
+NonNullJson = dict[str, Any] | list[Any] | str | int | float | bool
+TextMessageRole = Literal["developer", "system", "assistant", "user"]
+ReasoningEncryptedValueSubtype = Literal["tool-call", "message"]
+ResumeStatus = Literal["resolved", "cancelled"]
+
+
+class AguiStruct(
+    msgspec.Struct,
+    rename="camel",
+    omit_defaults=True,
+    forbid_unknown_fields=False,
+    kw_only=True,
+):
+    """Base of every AG-UI struct: camelCase on the wire, unset optionals omitted."""
+
+
+# --------------------------------------------------------------------------------------------
+# Content parts
+# --------------------------------------------------------------------------------------------
+
+
+class TextPart(AguiStruct, tag_field="type", tag="text", kw_only=True):
+    text: str
+    id: str | UnsetType = UNSET
+    metadata: NonNullJson | UnsetType = UNSET
+
+
+class DataSource(AguiStruct, tag_field="type", tag="data", kw_only=True):
+    value: str
+    mime_type: str
+
+
+class UrlSource(AguiStruct, tag_field="type", tag="url", kw_only=True):
+    value: str
+    mime_type: str | UnsetType = UNSET
+
+
+class FileSource(AguiStruct, tag_field="type", tag="file", kw_only=True):
+    value: str
+    provider: str | UnsetType = UNSET
+    mime_type: str | UnsetType = UNSET
+
+
+PartSource = DataSource | UrlSource | FileSource
+
+
+class _MediaPart(AguiStruct, tag_field="type", kw_only=True):
+    source: PartSource
+    id: str | UnsetType = UNSET
+    # null: CompatibilityBoundary drops a null media-part metadata (pre-1.0 producers sent it).
+    metadata: Any = UNSET
+
+
+class ImagePart(_MediaPart, tag="image", kw_only=True):
+    pass
+
+
+class AudioPart(_MediaPart, tag="audio", kw_only=True):
+    pass
+
+
+class VideoPart(_MediaPart, tag="video", kw_only=True):
+    pass
+
+
+class DocumentPart(_MediaPart, tag="document", kw_only=True):
+    pass
+
+
+ContentPart = TextPart | ImagePart | AudioPart | VideoPart | DocumentPart
+
+# --------------------------------------------------------------------------------------------
+# Messages
+# --------------------------------------------------------------------------------------------
+
+
+class FunctionCall(AguiStruct, kw_only=True):
+    name: str
+    arguments: str
+
+
+class ToolCall(AguiStruct, kw_only=True):
+    id: str
+    type: Literal["function"]
+    function: FunctionCall
+    encrypted_value: str | UnsetType = UNSET
+    metadata: Metadata | UnsetType = UNSET
+
+
+class BaseMessage(AguiStruct, tag_field="role", kw_only=True):
+    id: str
+    subagent_run_id: str | UnsetType = UNSET
+    metadata: Metadata | UnsetType = UNSET
+
+
+class DeveloperMessage(BaseMessage, tag="developer", kw_only=True):
+    content: str
+    name: str | UnsetType = UNSET
+    encrypted_value: str | UnsetType = UNSET
+
+
+class SystemMessage(BaseMessage, tag="system", kw_only=True):
+    content: str
+    name: str | UnsetType = UNSET
+    encrypted_value: str | UnsetType = UNSET
+
+
+class AssistantMessage(BaseMessage, tag="assistant", kw_only=True):
+    content: str | UnsetType = UNSET
+    tool_calls: list[ToolCall] | UnsetType = UNSET
+    name: str | UnsetType = UNSET
+    encrypted_value: str | UnsetType = UNSET
+
+
+class UserMessage(BaseMessage, tag="user", kw_only=True):
+    content: str | list[ContentPart]
+    name: str | UnsetType = UNSET
+    encrypted_value: str | UnsetType = UNSET
+
+
+class ToolMessage(BaseMessage, tag="tool", kw_only=True):
+    content: str | list[ContentPart]
+    tool_call_id: str
+    error: str | UnsetType = UNSET
+    encrypted_value: str | UnsetType = UNSET
+
+
+class ActivityMessage(BaseMessage, tag="activity", kw_only=True):
+    activity_type: str
+    content: JsonObject
+
+
+class ReasoningMessage(BaseMessage, tag="reasoning", kw_only=True):
+    content: str
+    encrypted_value: str | UnsetType = UNSET
+
+
+Message = (
+    DeveloperMessage
+    | SystemMessage
+    | AssistantMessage
+    | UserMessage
+    | ToolMessage
+    | ActivityMessage
+    | ReasoningMessage
+)
+
+# --------------------------------------------------------------------------------------------
+# JSON Patch (RFC 6902)
+# --------------------------------------------------------------------------------------------
+
+
+class AddOperation(AguiStruct, tag_field="op", tag="add", kw_only=True):
+    path: JsonPointer
+    value: Any
+
+
+class RemoveOperation(AguiStruct, tag_field="op", tag="remove", kw_only=True):
+    path: JsonPointer
+
+
+class ReplaceOperation(AguiStruct, tag_field="op", tag="replace", kw_only=True):
+    path: JsonPointer
+    value: Any
+
+
+class MoveOperation(AguiStruct, tag_field="op", tag="move", kw_only=True):
+    from_: JsonPointer = msgspec.field(name="from")
+    path: JsonPointer
+
+
+class CopyOperation(AguiStruct, tag_field="op", tag="copy", kw_only=True):
+    from_: JsonPointer = msgspec.field(name="from")
+    path: JsonPointer
+
+
+class TestOperation(AguiStruct, tag_field="op", tag="test", kw_only=True):
+    __test__: ClassVar[bool] = False  # not a pytest test class, whatever its name says
+    path: JsonPointer
+    value: Any
+
+
+JsonPatchOperation = (
+    AddOperation
+    | RemoveOperation
+    | ReplaceOperation
+    | MoveOperation
+    | CopyOperation
+    | TestOperation
+)
+
+# --------------------------------------------------------------------------------------------
+# Run input, interrupts, outcomes, usage
+# --------------------------------------------------------------------------------------------
+
+
+class Tool(AguiStruct, kw_only=True):
+    name: str
+    description: str
+    parameters: Any = UNSET  # any JSON; null tolerated (CompatibilityBoundary)
+    metadata: Metadata | UnsetType = UNSET
+
+
+class Context(AguiStruct, kw_only=True):
+    description: str
+    value: str
+
+
+class ResumeEntry(AguiStruct, kw_only=True):
+    interrupt_id: str
+    status: ResumeStatus
+    payload: Any = UNSET  # any JSON; null tolerated (CompatibilityBoundary)
+    metadata: Metadata | UnsetType = UNSET
+
+
+class RunAgentInput(AguiStruct, kw_only=True):
+    thread_id: str
+    run_id: str
+    messages: list[Message]
+    protocol_version: str | UnsetType = UNSET
+    parent_run_id: str | UnsetType = UNSET
+    state: Any = UNSET  # any JSON; zod turns null into absence
+    tools: list[Tool] | UnsetType = UNSET
+    context: list[Context] | UnsetType = UNSET
+    forwarded_props: Any = UNSET  # any JSON; null tolerated (CompatibilityBoundary)
+    resume: list[ResumeEntry] | UnsetType = UNSET
+
+
+class Interrupt(AguiStruct, kw_only=True):
+    id: str
+    reason: str
+    message: str | UnsetType = UNSET
+    tool_call_id: str | UnsetType = UNSET
+    response_schema: JsonObject | UnsetType = UNSET
+    expires_at: str | UnsetType = UNSET
+    metadata: Metadata | UnsetType = UNSET
+    subagent_run_id: str | UnsetType = UNSET
+
+
+class RunFinishedSuccessOutcome(AguiStruct, tag_field="type", tag="success", kw_only=True):
+    pending_tool_call_ids: list[str] | UnsetType = UNSET
+
+
+class RunFinishedInterruptOutcome(AguiStruct, tag_field="type", tag="interrupt", kw_only=True):
+    interrupts: Annotated[list[Interrupt], Meta(min_length=1)]
+
+
+class RunFinishedCancelledOutcome(AguiStruct, tag_field="type", tag="cancelled", kw_only=True):
+    pass
+
+
+RunFinishedOutcome = (
+    RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedCancelledOutcome
+)
+
+
+class SubagentFinishedSuccessOutcome(AguiStruct, tag_field="type", tag="success", kw_only=True):
+    pass
+
+
+class SubagentFinishedSuspendedOutcome(AguiStruct, tag_field="type", tag="suspended", kw_only=True):
+    interrupt_ids: list[str] | UnsetType = UNSET
+
+
+SubagentFinishedOutcome = SubagentFinishedSuccessOutcome | SubagentFinishedSuspendedOutcome
+
+
+class TokenUsage(AguiStruct, kw_only=True):
+    provider: str | UnsetType = UNSET
+    model: str | UnsetType = UNSET
+    input_tokens: Count | UnsetType = UNSET
+    output_tokens: Count | UnsetType = UNSET
+    total_tokens: Count | UnsetType = UNSET
+    reasoning_tokens: Count | UnsetType = UNSET
+    cached_input_tokens: Count | UnsetType = UNSET
+    cache_write_input_tokens: Count | UnsetType = UNSET
+
+
+# --------------------------------------------------------------------------------------------
+# Events
+# --------------------------------------------------------------------------------------------
+
+
+class BaseEvent(AguiStruct, tag_field="type", kw_only=True):
+    """Fields every event carries. ``type`` is the struct's tag (``to_dict(e)["type"]``)."""
+
+    timestamp: SafeInt | UnsetType = UNSET
+    raw_event: Any = UNSET  # any JSON; null tolerated (CompatibilityBoundary)
+    metadata: Metadata | UnsetType = UNSET
+
+
+class _AttributableEvent(BaseEvent, kw_only=True):
+    subagent_run_id: str | UnsetType = UNSET
+
+
+class TextMessageStartEvent(_AttributableEvent, tag="TEXT_MESSAGE_START", kw_only=True):
+    message_id: str
+    role: TextMessageRole | UnsetType = UNSET
+    name: str | UnsetType = UNSET
+
+
+class TextMessageContentEvent(_AttributableEvent, tag="TEXT_MESSAGE_CONTENT", kw_only=True):
+    message_id: str
+    delta: str
+
+
+class TextMessageEndEvent(_AttributableEvent, tag="TEXT_MESSAGE_END", kw_only=True):
+    message_id: str
+
+
+class TextMessageChunkEvent(_AttributableEvent, tag="TEXT_MESSAGE_CHUNK", kw_only=True):
+    message_id: str | UnsetType = UNSET
+    role: TextMessageRole | UnsetType = UNSET
+    delta: str | UnsetType = UNSET
+    name: str | UnsetType = UNSET
+
+
+class ToolCallStartEvent(_AttributableEvent, tag="TOOL_CALL_START", kw_only=True):
+    tool_call_id: str
+    tool_call_name: str
+    parent_message_id: str | UnsetType | None = UNSET  # null: legacy (CompatibilityBoundary)
+
+
+class ToolCallArgsEvent(_AttributableEvent, tag="TOOL_CALL_ARGS", kw_only=True):
+    tool_call_id: str
+    delta: str
+
+
+class ToolCallEndEvent(_AttributableEvent, tag="TOOL_CALL_END", kw_only=True):
+    tool_call_id: str
+
+
+class ToolCallChunkEvent(_AttributableEvent, tag="TOOL_CALL_CHUNK", kw_only=True):
+    tool_call_id: str | UnsetType = UNSET
+    tool_call_name: str | UnsetType = UNSET
+    parent_message_id: str | UnsetType | None = UNSET  # null: legacy (CompatibilityBoundary)
+    delta: str | UnsetType = UNSET
+
+
+class ToolCallResultEvent(_AttributableEvent, tag="TOOL_CALL_RESULT", kw_only=True):
+    message_id: str
+    tool_call_id: str
+    content: str | list[ContentPart]
+    role: Literal["tool"] | UnsetType = UNSET
+
+
+class StateSnapshotEvent(_AttributableEvent, tag="STATE_SNAPSHOT", kw_only=True):
+    snapshot: Any  # required; any JSON value, null included
+
+
+class StateDeltaEvent(_AttributableEvent, tag="STATE_DELTA", kw_only=True):
+    delta: list[JsonPatchOperation]
+
+
+class MessagesSnapshotEvent(BaseEvent, tag="MESSAGES_SNAPSHOT", kw_only=True):
+    messages: list[Message]
+
+
+class ActivitySnapshotEvent(_AttributableEvent, tag="ACTIVITY_SNAPSHOT", kw_only=True):
+    message_id: str
+    activity_type: str
+    content: JsonObject
+    replace: bool | UnsetType = UNSET
+
+
+class ActivityDeltaEvent(_AttributableEvent, tag="ACTIVITY_DELTA", kw_only=True):
+    message_id: str
+    activity_type: str
+    patch: list[JsonPatchOperation]
+
+
+class RawEvent(_AttributableEvent, tag="RAW", kw_only=True):
+    event: Any  # required; any JSON value
+    source: str | UnsetType = UNSET
+
+
+class CustomEvent(_AttributableEvent, tag="CUSTOM", kw_only=True):
+    name: str
+    value: Any  # required; any JSON value
+
+
+class RunStartedEvent(BaseEvent, tag="RUN_STARTED", kw_only=True):
+    thread_id: str
+    run_id: str
+    protocol_version: str | UnsetType = UNSET
+    parent_run_id: str | UnsetType = UNSET
+    input: RunAgentInput | UnsetType = UNSET
+
+
+class RunFinishedEvent(BaseEvent, tag="RUN_FINISHED", kw_only=True):
+    thread_id: str
+    run_id: str
+    result: Any = UNSET  # any JSON; null tolerated (CompatibilityBoundary)
+    outcome: RunFinishedOutcome | UnsetType | None = UNSET  # null: legacy (CompatibilityBoundary)
+    usage: list[TokenUsage] | UnsetType = UNSET
+
+
+class RunErrorEvent(BaseEvent, tag="RUN_ERROR", kw_only=True):
+    message: str
+    code: str | UnsetType = UNSET
+    usage: list[TokenUsage] | UnsetType = UNSET
+
+
+class StepStartedEvent(_AttributableEvent, tag="STEP_STARTED", kw_only=True):
+    step_name: str
+
+
+class StepFinishedEvent(_AttributableEvent, tag="STEP_FINISHED", kw_only=True):
+    step_name: str
+
+
+class ReasoningStartEvent(_AttributableEvent, tag="REASONING_START", kw_only=True):
+    message_id: str
+
+
+class ReasoningMessageStartEvent(_AttributableEvent, tag="REASONING_MESSAGE_START", kw_only=True):
+    message_id: str
+    role: Literal["reasoning"]
+
+
+class ReasoningMessageContentEvent(
+    _AttributableEvent, tag="REASONING_MESSAGE_CONTENT", kw_only=True
+):
+    message_id: str
+    delta: str
+
+
+class ReasoningMessageEndEvent(_AttributableEvent, tag="REASONING_MESSAGE_END", kw_only=True):
+    message_id: str
+
+
+class ReasoningMessageChunkEvent(_AttributableEvent, tag="REASONING_MESSAGE_CHUNK", kw_only=True):
+    message_id: str | UnsetType = UNSET
+    delta: str | UnsetType = UNSET
+
+
+class ReasoningEndEvent(_AttributableEvent, tag="REASONING_END", kw_only=True):
+    message_id: str
+
+
+class ReasoningEncryptedValueEvent(
+    _AttributableEvent, tag="REASONING_ENCRYPTED_VALUE", kw_only=True
+):
+    subtype: ReasoningEncryptedValueSubtype
+    entity_id: str
+    encrypted_value: str
+
+
+class SubagentStartedEvent(BaseEvent, tag="SUBAGENT_STARTED", kw_only=True):
+    subagent_run_id: str
+    name: str
+    description: str | UnsetType = UNSET
+    parent_subagent_run_id: str | UnsetType = UNSET
+    parent_tool_call_id: str | UnsetType = UNSET
+    parent_message_id: str | UnsetType = UNSET
+
+
+class SubagentFinishedEvent(BaseEvent, tag="SUBAGENT_FINISHED", kw_only=True):
+    subagent_run_id: str
+    result: Any = UNSET  # any JSON; null tolerated (CompatibilityBoundary)
+    outcome: SubagentFinishedOutcome | UnsetType = UNSET
+
+
+class SubagentErrorEvent(BaseEvent, tag="SUBAGENT_ERROR", kw_only=True):
+    subagent_run_id: str
+    message: str
+    code: str | UnsetType = UNSET
+
+
+# 0.x reasoning events (removed in 1.0, still emitted by deployed producers; the 1.0 client
+# converts them to REASONING_*). Shapes as in @ag-ui/core 0.0.x.
+
+
+class ThinkingStartEvent(BaseEvent, tag="THINKING_START", kw_only=True):
+    title: str | UnsetType = UNSET
+
+
+class ThinkingEndEvent(BaseEvent, tag="THINKING_END", kw_only=True):
+    pass
+
+
+class ThinkingTextMessageStartEvent(BaseEvent, tag="THINKING_TEXT_MESSAGE_START", kw_only=True):
+    pass
+
+
+class ThinkingTextMessageContentEvent(BaseEvent, tag="THINKING_TEXT_MESSAGE_CONTENT", kw_only=True):
+    delta: str
+
+
+class ThinkingTextMessageEndEvent(BaseEvent, tag="THINKING_TEXT_MESSAGE_END", kw_only=True):
+    pass
+
+
+Event = (
+    TextMessageStartEvent
+    | TextMessageContentEvent
+    | TextMessageEndEvent
+    | TextMessageChunkEvent
+    | ToolCallStartEvent
+    | ToolCallArgsEvent
+    | ToolCallEndEvent
+    | ToolCallChunkEvent
+    | ToolCallResultEvent
+    | StateSnapshotEvent
+    | StateDeltaEvent
+    | MessagesSnapshotEvent
+    | ActivitySnapshotEvent
+    | ActivityDeltaEvent
+    | RawEvent
+    | CustomEvent
+    | RunStartedEvent
+    | RunFinishedEvent
+    | RunErrorEvent
+    | StepStartedEvent
+    | StepFinishedEvent
+    | ReasoningStartEvent
+    | ReasoningMessageStartEvent
+    | ReasoningMessageContentEvent
+    | ReasoningMessageEndEvent
+    | ReasoningMessageChunkEvent
+    | ReasoningEndEvent
+    | ReasoningEncryptedValueEvent
+    | SubagentStartedEvent
+    | SubagentFinishedEvent
+    | SubagentErrorEvent
+    | ThinkingStartEvent
+    | ThinkingEndEvent
+    | ThinkingTextMessageStartEvent
+    | ThinkingTextMessageContentEvent
+    | ThinkingTextMessageEndEvent
+)
+"""Every event struct: the 31 of protocol 1.0 and the 5 legacy ``THINKING_*``, tagged on type."""
+
+_LEGACY_STRUCTS: tuple[type[BaseEvent], ...] = (
+    ThinkingStartEvent,
+    ThinkingEndEvent,
+    ThinkingTextMessageStartEvent,
+    ThinkingTextMessageContentEvent,
+    ThinkingTextMessageEndEvent,
+)
+
+
+def _tag_of(cls: type[msgspec.Struct]) -> str:
+    tag = cls.__struct_config__.tag
+    assert isinstance(tag, str)
+    return tag
+
+
+EVENT_STRUCTS: dict[str, type[BaseEvent]] = {_tag_of(c): c for c in get_args(Event)}
+"""Event type → its struct class (36 entries)."""
+
+LEGACY_EVENT_TYPES: frozenset[str] = frozenset(_tag_of(c) for c in _LEGACY_STRUCTS)
+"""The 0.x ``THINKING_*`` event types, accepted and kept."""
+
+EVENT_TYPES: frozenset[str] = frozenset(EVENT_STRUCTS) - LEGACY_EVENT_TYPES
+"""The 31 event types of AG-UI 1.0."""
+
+assert len(EVENT_TYPES) == 31 and len(LEGACY_EVENT_TYPES) == 5
+
+# --------------------------------------------------------------------------------------------
+# Validation
+#
+# Fast path: ``msgspec.convert`` into the event's struct (well under a microsecond for a small
+# event). It is exact in one direction: whatever it accepts is valid. When it refuses, a walker
+# compiled from the same structs (``msgspec.inspect``) decides, because a few things are valid
+# that the struct types cannot express (an unknown union member, an integral float such as
+# ``1.0`` for an integer) and because the walker words the error and names the JSON path.
+# --------------------------------------------------------------------------------------------
+
+
+class _Missing:
+    pass
+
+
+_MISSING = _Missing()
+
+_IDENT = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
+
+_PathSeg = str | int
+
+
+def render_path(segments: list[_PathSeg] | tuple[_PathSeg, ...]) -> str:
+    """``["messages", 2, "role"]`` → ``$.messages[2].role`` (odd keys as ``["a b"]``)."""
+    out = ["$"]
+    for seg in segments:
+        if isinstance(seg, int):
+            out.append(f"[{seg}]")
+        elif _IDENT.match(seg):
+            out.append(f".{seg}")
+        else:
+            out.append("[" + msgspec.json.encode(seg).decode("utf-8", "backslashreplace") + "]")
+    return "".join(out)
+
+
+def kind_of(value: object) -> str:
+    """The JSON kind of a value, worded for an error message."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
+class _Problem(Exception):
+    """Raised inside the walker; carries the reason and the path (innermost segment last)."""
+
+    def __init__(self, reason: str, path: list[_PathSeg]) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.path = path
+
+
+_Check = Callable[[Any, list[_PathSeg]], None]
+
+
+def _fail(reason: str, path: list[_PathSeg]) -> None:
+    raise _Problem(reason, list(path))
+
+
+def _is_integral(value: object) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and value.is_integer()
+
+
+_NON_NULL_KINDS = {mi.DictType, mi.ListType, mi.StrType, mi.IntType, mi.FloatType, mi.BoolType}
+
+
+def _describe(t: mi.Type) -> str:
+    if isinstance(t, mi.StrType):
+        return "a string"
+    if isinstance(t, mi.IntType):
+        return "an integer"
+    if isinstance(t, mi.FloatType):
+        return "a number"
+    if isinstance(t, mi.BoolType):
+        return "a boolean"
+    if isinstance(t, mi.NoneType):
+        return "null"
+    if isinstance(t, mi.ListType):
+        return "an array"
+    if isinstance(t, (mi.DictType, mi.StructType)):
+        return "an object"
+    if isinstance(t, mi.LiteralType):
+        return " or ".join(repr(v) for v in t.values)
+    if isinstance(t, mi.UnionType):
+        kinds = {type(u) for u in t.types}
+        if kinds >= _NON_NULL_KINDS and mi.NoneType not in kinds:
+            return "a JSON value other than null"
+        return " or ".join(_describe(u) for u in t.types)
+    return "a JSON value"
+
+
+def _compile(t: mi.Type) -> _Check:
+    if isinstance(t, mi.AnyType):
+        return lambda value, path: None
+    if isinstance(t, mi.StrType):
+        pattern = re.compile(t.pattern) if t.pattern else None
+
+        def check_str(value: Any, path: list[_PathSeg]) -> None:
+            if not isinstance(value, str):
+                _fail(f"expected a string, got {kind_of(value)}", path)
+            if pattern is not None and not pattern.search(value):
+                _fail(f"expected a JSON Pointer (RFC 6901), got {value!r}", path)
+
+        return check_str
+    if isinstance(t, mi.IntType):
+        lo = t.ge if t.ge is not None else None
+        hi = t.le if t.le is not None else None
+
+        def check_int(value: Any, path: list[_PathSeg]) -> None:
+            if not _is_integral(value):
+                _fail(f"expected an integer, got {kind_of(value)}", path)
+            if (lo is not None and value < lo) or (hi is not None and value > hi):
+                _fail(f"expected an integer in [{lo}, {hi}], got {value!r}", path)
+
+        return check_int
+    if isinstance(t, mi.FloatType):
+
+        def check_float(value: Any, path: list[_PathSeg]) -> None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                _fail(f"expected a number, got {kind_of(value)}", path)
+
+        return check_float
+    if isinstance(t, mi.BoolType):
+
+        def check_bool(value: Any, path: list[_PathSeg]) -> None:
+            if not isinstance(value, bool):
+                _fail(f"expected a boolean, got {kind_of(value)}", path)
+
+        return check_bool
+    if isinstance(t, mi.NoneType):
+
+        def check_none(value: Any, path: list[_PathSeg]) -> None:
+            if value is not None:
+                _fail(f"expected null, got {kind_of(value)}", path)
+
+        return check_none
+    if isinstance(t, mi.LiteralType):
+        allowed = t.values
+        wording = ", ".join(repr(v) for v in allowed)
+
+        def check_literal(value: Any, path: list[_PathSeg]) -> None:
+            if not isinstance(value, str) or value not in allowed:
+                shown = repr(value) if isinstance(value, str) else kind_of(value)
+                if len(allowed) == 1:
+                    _fail(f"expected {wording}, got {shown}", path)
+                _fail(f"expected one of {wording}, got {shown}", path)
+
+        return check_literal
+    if isinstance(t, mi.ListType):
+        item = _compile(t.item_type)
+        min_length = t.min_length
+
+        def check_list(value: Any, path: list[_PathSeg]) -> None:
+            if not isinstance(value, list):
+                _fail(f"expected an array, got {kind_of(value)}", path)
+            if min_length is not None and len(value) < min_length:
+                _fail(f"expected at least {min_length} item(s), got {len(value)}", path)
+            for i, entry in enumerate(value):
+                path.append(i)
+                item(entry, path)
+                path.pop()
+
+        return check_list
+    if isinstance(t, mi.DictType):
+        values = _compile(t.value_type)
+
+        def check_dict(value: Any, path: list[_PathSeg]) -> None:
+            if not isinstance(value, dict):
+                _fail(f"expected an object, got {kind_of(value)}", path)
+            for key, entry in value.items():
+                path.append(key)
+                values(entry, path)
+                path.pop()
+
+        return check_dict
+    if isinstance(t, mi.StructType):
+        return _compile_struct(t)
+    if isinstance(t, mi.UnionType):
+        return _compile_union(t)
+    raise TypeError(f"no validator for {t!r}")  # pragma: no cover - model uses none other
+
+
+def _compile_struct(t: mi.StructType) -> _Check:
+    fields = [(f.encode_name, f.required, _compile(f.type)) for f in t.fields]
+
+    def check_struct(value: Any, path: list[_PathSeg]) -> None:
+        if not isinstance(value, dict):
+            _fail(f"expected an object, got {kind_of(value)}", path)
+        for name, required, check in fields:
+            if name in value:
+                path.append(name)
+                check(value[name], path)
+                path.pop()
+            elif required:
+                path.append(name)
+                _fail(f"missing required field {name!r}", path)
+
+    return check_struct
+
+
+def _compile_union(t: mi.UnionType) -> _Check:
+    structs = [u for u in t.types if isinstance(u, mi.StructType)]
+    others = [u for u in t.types if not isinstance(u, mi.StructType)]
+    if structs:
+        tag_field = structs[0].tag_field
+        assert tag_field is not None and all(s.tag_field == tag_field for s in structs)
+        by_tag = {s.tag: _compile_struct(s) for s in structs}
+        known = ", ".join(repr(k) for k in by_tag)
+        rest = _compile_union(mi.UnionType(tuple(others))) if others else None
+
+        def check_tagged(value: Any, path: list[_PathSeg]) -> None:
+            if not isinstance(value, dict):
+                if rest is not None:
+                    rest(value, path)
+                    return
+                _fail(f"expected an object, got {kind_of(value)}", path)
+            if tag_field not in value:
+                path.append(tag_field)
+                _fail(f"missing required field {tag_field!r} (one of {known})", path)
+            tag = value[tag_field]
+            if not isinstance(tag, str):
+                path.append(tag_field)
+                _fail(f"expected a string (one of {known}), got {kind_of(tag)}", path)
+            check = by_tag.get(tag)
+            # An unknown member (a newer protocol's part, role, op or outcome) is accepted
+            # unread, as the official client strips it instead of failing.
+            if check is not None:
+                check(value, path)
+
+        return check_tagged
+
+    checks = [(u, _compile(u)) for u in others]
+    wording = _describe(t)
+
+    def check_union(value: Any, path: list[_PathSeg]) -> None:
+        first: _Problem | None = None
+        depth = len(path)
+        for u, check in checks:
+            if not _same_kind(u, value):
+                continue
+            try:
+                check(value, path)
+                return
+            except _Problem as problem:
+                first = first or problem
+                del path[depth:]
+        if first is not None:
+            raise first
+        _fail(f"expected {wording}, got {kind_of(value)}", path)
+
+    return check_union
+
+
+def _same_kind(t: mi.Type, value: Any) -> bool:
+    """Whether ``value`` is of the basic JSON kind of ``t`` (the union member to try)."""
+    if isinstance(t, mi.AnyType):
+        return True
+    if isinstance(t, (mi.StrType, mi.LiteralType)):
+        return isinstance(value, str)
+    if isinstance(t, mi.BoolType):
+        return isinstance(value, bool)
+    if isinstance(t, (mi.IntType, mi.FloatType)):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(t, mi.NoneType):
+        return value is None
+    if isinstance(t, mi.ListType):
+        return isinstance(value, list)
+    if isinstance(t, (mi.DictType, mi.StructType)):
+        return isinstance(value, dict)
+    return True  # pragma: no cover
+
+
+def _struct_info(cls: type[msgspec.Struct]) -> mi.StructType:
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType)
+    return info
+
+
+_EVENT_CHECKS: dict[str, _Check] = {
+    name: _compile_struct(_struct_info(cls)) for name, cls in EVENT_STRUCTS.items()
+}
+_INPUT_CHECK: _Check = _compile_struct(_struct_info(RunAgentInput))
+
+
+def _walk(check: _Check, obj: Any) -> _Problem | None:
+    try:
+        check(obj, [])
+    except _Problem as problem:
+        return problem
+    return None
+
+
+def check_event_slow(obj: dict[str, Any]) -> tuple[str, str] | None:
+    """The walker's verdict alone: ``(reason, path)`` or ``None``. For tests and diagnostics."""
+    check = _EVENT_CHECKS.get(obj.get("type"))  # type: ignore[arg-type]
+    if check is None:
+        return None
+    problem = _walk(check, obj)
+    return None if problem is None else (problem.reason, render_path(problem.path))
+
+
+def validate_event(obj: Any, *, index: int | None = None) -> str:
+    """Check one event against its 1.0 shape and return its ``type``.
+
+    Args:
+        obj: the event as decoded JSON (a dict).
+        index: its position in the batch, carried into the error.
+
+    Returns:
+        The event's ``type`` (also for unknown types, which are accepted).
+
+    Raises:
+        InvalidEventError: naming ``index``, the type and the JSON path of the bad value, when
+            the event is not an object, has no string ``type``, or is of a known type and breaks
+            its shape (missing required field, wrong kind, value outside its enum).
+    """
+    if not isinstance(obj, dict):
+        raise InvalidEventError(
+            f"an event must be a JSON object, got {kind_of(obj)}", index=index, path="$"
+        )
+    event_type = obj.get("type", _MISSING)
+    if not isinstance(event_type, str):
+        if event_type is _MISSING:
+            raise InvalidEventError("missing required field 'type'", index=index, path="$.type")
+        raise InvalidEventError(
+            f"'type' must be a string, got {kind_of(event_type)}", index=index, path="$.type"
+        )
+    cls = EVENT_STRUCTS.get(event_type)
+    if cls is None:
+        if not event_type:
+            raise InvalidEventError("'type' must not be empty", index=index, path="$.type")
+        return event_type  # a newer protocol's event: kept as it is
+    try:
+        msgspec.convert(obj, cls)
+    except msgspec.ValidationError as exc:
+        problem = _walk(_EVENT_CHECKS[event_type], obj)
+        if problem is not None:
+            raise InvalidEventError(
+                problem.reason,
+                index=index,
+                event_type=event_type,
+                path=render_path(problem.path),
+            ) from exc
+    return event_type
+
+
+def validate_input(obj: Any) -> None:
+    """Check a ``RunAgentInput`` (a request body); errors name the JSON path (``$.messages[0]``).
+
+    Raises:
+        InvalidEventError: when the input breaks its 1.0 shape.
+    """
+    if not isinstance(obj, dict):
+        raise InvalidEventError(f"a RunAgentInput must be a JSON object, got {kind_of(obj)}")
+    try:
+        msgspec.convert(obj, RunAgentInput)
+    except msgspec.ValidationError as exc:
+        problem = _walk(_INPUT_CHECK, obj)
+        if problem is not None:
+            raise InvalidEventError(
+                f"RunAgentInput: {problem.reason}", path=render_path(problem.path)
+            ) from exc
+
+
+# --------------------------------------------------------------------------------------------
+# Conversions
+# --------------------------------------------------------------------------------------------
+
+
+def to_dict(struct: msgspec.Struct) -> dict[str, Any]:
+    """The camelCase wire dict of a struct (unset optionals omitted, ``type`` included)."""
+    out = msgspec.to_builtins(struct)
+    assert isinstance(out, dict)
+    return out
+
+
+def from_dict(obj: Any, *, index: int | None = None) -> Event:
+    """The struct of an event dict (unknown fields are dropped from the view).
+
+    Raises:
+        InvalidEventError: when the event is invalid, or valid but not representable by this
+            model: an unknown event type, an unknown union member inside it, or an integral
+            float where the model holds an int.
+    """
+    event_type = validate_event(obj, index=index)
+    cls = EVENT_STRUCTS.get(event_type)
+    if cls is None:
+        raise InvalidEventError(
+            f"unknown event type {event_type!r} has no struct in this model",
+            index=index,
+            event_type=event_type,
+            path="$.type",
+        )
+    try:
+        result: Event = msgspec.convert(obj, cls)  # type: ignore[assignment]
+    except msgspec.ValidationError as exc:
+        raise InvalidEventError(
+            f"valid, but not representable by the struct model: {exc}",
+            index=index,
+            event_type=event_type,
+        ) from exc
+    return result

@@ -1,0 +1,91 @@
+"""How a run's view is composed from its lineage (SPEC §3) — pure, no storage.
+
+``view(R)`` starts from the view of R's lineage parent (or from nothing), lets R's recorded
+input take over where the client sent one, then runs R's events through the official
+reducer. The storage layer only fetches ``(input, events)`` for each run of the chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agui_store.reducer import Reducer
+
+
+@dataclass
+class RunRecord:
+    """One run of an ancestor chain, as the restorer needs it."""
+
+    input: dict[str, Any] | None
+    events: Sequence[dict[str, Any]]
+
+
+def effective_input(record: RunRecord) -> dict[str, Any] | None:
+    """The input a run starts from: the request body recorded at append time, else the
+    ``RUN_STARTED.input`` a producer echoed (SPEC §3)."""
+    if record.input is not None:
+        return record.input
+    first = record.events[0] if record.events else None
+    if first is not None and first.get("type") == "RUN_STARTED":
+        echoed = first.get("input")
+        if isinstance(echoed, dict):
+            return echoed
+    return None
+
+
+def start_of_run(
+    base_messages: list[dict[str, Any]], base_state: Any, run_input: dict[str, Any] | None
+) -> tuple[list[dict[str, Any]], Any]:
+    """The messages and state a run starts from (SPEC §3).
+
+    A client that sent the whole history (``HttpAgent`` does) is believed as sent. An input
+    missing some of the lineage's messages is a normalized one (it names only what is new),
+    so the lineage's messages come first and the input's new ones follow.
+    """
+    if run_input is None:
+        return base_messages, base_state
+    sent = run_input.get("messages")
+    if not isinstance(sent, list):
+        sent = []
+    sent_ids = {m.get("id") for m in sent if isinstance(m, dict)}
+    if all(m.get("id") in sent_ids for m in base_messages):
+        messages = list(sent)
+    else:
+        known = {m.get("id") for m in base_messages}
+        messages = base_messages + [
+            m for m in sent if isinstance(m, dict) and m.get("id") not in known
+        ]
+    state = run_input["state"] if "state" in run_input else base_state
+    return messages, state
+
+
+@dataclass
+class View:
+    """The leaf's restored view, and every warning the reducer gave on the way."""
+
+    messages: list[dict[str, Any]]
+    state: Any
+    interrupts: list[dict[str, Any]]
+    warnings: list[str]
+
+
+def restore(chain: Iterable[RunRecord], *, start: View | None = None) -> View:
+    """Replay an ancestor chain, root first (from ``start`` when given, e.g. a checkpoint).
+
+    The records must be the caller's to give away (freshly decoded): the reducer takes
+    ownership of their values instead of copying them, which keeps a deep chain linear.
+    """
+    messages: list[dict[str, Any]] = start.messages if start else []
+    state: Any = start.state if start else {}
+    interrupts: list[dict[str, Any]] = start.interrupts if start else []
+    warnings: list[str] = list(start.warnings) if start else []
+    for record in chain:
+        messages, state = start_of_run(messages, state, effective_input(record))
+        reducer = Reducer(messages, state, copy=False)
+        reducer.feed(record.events)
+        messages, state = reducer.messages, reducer.state
+        interrupts = reducer.pending_interrupts
+        warnings.extend(reducer.warnings)
+    return View(messages, state, interrupts, warnings)

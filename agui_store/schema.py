@@ -1,0 +1,129 @@
+"""The SQLite schema of a store file, and its migrations.
+
+SQL lives here as module constants so that the statement text is stable (apsw's statement
+cache hits) and so that every other backend can be compared against one list of tables.
+
+Invariants the schema itself enforces (not just the library):
+- ``events``, ``runs`` and ``batches`` are append-only: UPDATE and DELETE fail inside SQLite,
+  whoever the writer is (triggers below).
+- A run belongs to one thread; ``(thread, run_id)`` is unique.
+- Integer keys on every hot join; each hot query has an index (asserted in tests with
+  ``EXPLAIN QUERY PLAN``).
+"""
+
+from __future__ import annotations
+
+#: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
+SCHEMA_VERSION = 1
+
+#: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
+APPLICATION_ID = 0x41475549
+
+CREATE_V1 = """
+CREATE TABLE threads (
+    id          INTEGER PRIMARY KEY,
+    thread_id   TEXT NOT NULL UNIQUE,
+    created_at  INTEGER NOT NULL            -- milliseconds since the epoch
+) STRICT;
+
+CREATE TABLE runs (
+    id            INTEGER PRIMARY KEY,      -- creation order: a parent's id is always smaller
+    thread        INTEGER NOT NULL REFERENCES threads(id),
+    run_id        TEXT NOT NULL,
+    parent        INTEGER REFERENCES runs(id),  -- the store's own lineage parent
+    lineage       TEXT NOT NULL,            -- why that parent: explicit|parentRunId|messages|head|root
+    parent_run_id TEXT,                     -- parentRunId as the client/producer sent it (data)
+    input         TEXT,                     -- the RunAgentInput recorded for the run (JSON), if any
+    synthetic     INTEGER NOT NULL DEFAULT 0,  -- 1: the store named it (a RUN_ERROR with no run)
+    created_at    INTEGER NOT NULL,
+    UNIQUE (thread, run_id),
+    CHECK (parent IS NULL OR parent < id)
+) STRICT;
+CREATE INDEX runs_by_parent ON runs(parent);
+CREATE INDEX runs_by_thread ON runs(thread, id);
+CREATE INDEX runs_by_run_id ON runs(run_id);
+
+CREATE TABLE events (
+    seq      INTEGER PRIMARY KEY,           -- global append order
+    run      INTEGER NOT NULL REFERENCES runs(id),
+    type     TEXT NOT NULL,
+    payload  TEXT NOT NULL                  -- the event's JSON text exactly as received
+) STRICT;
+CREATE INDEX events_by_run ON events(run, seq);
+
+-- One row per run touched by one append call: what landed together, and how it ended.
+CREATE TABLE batches (
+    id           INTEGER PRIMARY KEY,
+    run          INTEGER NOT NULL REFERENCES runs(id),
+    first_seq    INTEGER NOT NULL,
+    last_seq     INTEGER NOT NULL,
+    count        INTEGER NOT NULL,
+    outcome      TEXT,                      -- success|interrupt|cancelled|error when the batch ends the run
+    appended_at  INTEGER NOT NULL,
+    CHECK (first_seq <= last_seq AND count = last_seq - first_seq + 1)
+) STRICT;
+CREATE INDEX batches_by_run ON batches(run, id);
+
+-- Named branches: the only mutable table (refs move; history does not).
+CREATE TABLE branches (
+    thread      INTEGER NOT NULL REFERENCES threads(id),
+    name        TEXT NOT NULL,
+    run         INTEGER NOT NULL REFERENCES runs(id),
+    updated_at  INTEGER NOT NULL,
+    PRIMARY KEY (thread, name)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX branches_by_run ON branches(run);
+"""
+
+_APPEND_ONLY_TABLES = ("threads", "runs", "events", "batches")
+
+APPEND_ONLY_TRIGGERS = "\n".join(
+    f"""
+CREATE TRIGGER {table}_are_append_only_update BEFORE UPDATE ON {table}
+BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
+CREATE TRIGGER {table}_are_append_only_delete BEFORE DELETE ON {table}
+BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
+"""
+    for table in _APPEND_ONLY_TABLES
+)
+
+#: Migrations from version N-1 to N, applied in order inside one transaction.
+MIGRATIONS: dict[int, str] = {1: CREATE_V1 + APPEND_ONLY_TRIGGERS}
+
+# --- hot statements -------------------------------------------------------------------------
+
+INSERT_EVENT = "INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)"
+NEXT_SEQ = "SELECT coalesce(max(seq), 0) + 1 FROM events"
+
+#: The ancestor chain of a run, the run itself first. Walks ``runs`` by primary key only.
+ANCESTORS_CTE = """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT ?, 0
+    UNION ALL
+    SELECT runs.parent, chain.depth + 1 FROM chain JOIN runs ON runs.id = chain.id
+    WHERE runs.parent IS NOT NULL
+)
+"""
+
+#: Every event of a run's ancestor chain. ``CROSS JOIN`` pins the chain as the outer loop so
+#: each ancestor is one range probe of ``events_by_run`` (a plain JOIN may scan events).
+CHAIN_EVENTS = (
+    ANCESTORS_CTE
+    + "SELECT events.run, events.payload FROM chain CROSS JOIN events ON events.run = chain.id"
+)
+
+#: Per-run summaries: event count, last event, latest outcome, last append time.
+RUN_COLUMNS = """
+    runs.id, threads.thread_id, runs.run_id, parent_runs.run_id, runs.lineage,
+    runs.parent_run_id, runs.input IS NOT NULL, runs.synthetic, runs.created_at,
+    (SELECT sum(b.count) FROM batches b WHERE b.run = runs.id),
+    (SELECT max(b.last_seq) FROM batches b WHERE b.run = runs.id),
+    (SELECT max(b.appended_at) FROM batches b WHERE b.run = runs.id),
+    (SELECT b.outcome FROM batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL
+        ORDER BY b.id DESC LIMIT 1)
+"""
+RUN_FROM = """
+FROM runs JOIN threads ON threads.id = runs.thread
+LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent
+"""
+SELECT_RUN = "SELECT" + RUN_COLUMNS + RUN_FROM

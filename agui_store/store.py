@@ -1,0 +1,860 @@
+"""The store: a lossless AG-UI event log in one SQLite file, with git-like run lineage.
+
+``Store`` is a thin facade: parsing and validation come from :mod:`agui_store.codec` and
+:mod:`agui_store.model`, sequence rules from :mod:`agui_store.verify`, restoring from
+:mod:`agui_store.restore` (the official reducer, in Python). This module decides where events
+go (runs, lineage, branches) and talks SQL through :mod:`agui_store.database`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import apsw
+
+from agui_store import codec, database, model, schema
+from agui_store.errors import (
+    AmbiguousRunError,
+    BranchError,
+    InvalidEventError,
+    RunNotFoundError,
+    SequenceError,
+)
+from agui_store.records import AppendResult, Branch, Checkout, Run, when
+from agui_store.restore import RunRecord, View, restore
+from agui_store.verify import SequenceVerifier
+
+#: The implicit branch of every thread: it follows the thread's newest run.
+DEFAULT_BRANCH = "main"
+_RESERVED_REFS = frozenset({DEFAULT_BRANCH, "HEAD"})
+_BRANCH_NAME = re.compile(r"^[A-Za-z0-9._/@+-]+$")
+_ANCESTOR_SUFFIX = re.compile(r"^(?P<base>.+?)~(?P<n>\d*)$")
+
+_TERMINAL_STATUS = {"RUN_ERROR": "error"}
+_OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
+
+
+def _status_of_terminal(event: dict[str, Any]) -> str:
+    if event["type"] == "RUN_ERROR":
+        return "error"
+    outcome = event.get("outcome")
+    kind = outcome.get("type") if isinstance(outcome, dict) else None
+    return _OUTCOME_STATUS.get(kind or "success", "finished")
+
+
+@dataclass
+class _Segment:
+    """Consecutive events of one batch that belong to one run."""
+
+    first_index: int
+    events: list[codec.IncomingEvent] = field(default_factory=list)
+    types: list[str] = field(default_factory=list)
+    run_pk: int | None = None  # an existing run continued, or the new run once inserted
+    started: dict[str, Any] | None = None  # the RUN_STARTED that opens a new run
+
+
+@dataclass(frozen=True)
+class _RunKey:
+    pk: int
+    thread_pk: int
+
+
+class Store:
+    """An AG-UI conversation store on one SQLite file. Open it with :func:`agui_store.open`.
+
+    A ``Store`` may be shared between threads (calls are serialized); in a child process
+    after ``fork()`` it reopens its file on first use.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        busy_timeout_ms: int = database.DEFAULT_BUSY_TIMEOUT_MS,
+        max_event_bytes: int = codec.DEFAULT_MAX_EVENT_BYTES,
+        max_depth: int = codec.DEFAULT_MAX_DEPTH,
+    ) -> None:
+        self.path = os.fspath(path) if path is not None else database.default_path()
+        self.busy_timeout_ms = busy_timeout_ms
+        self.max_event_bytes = max_event_bytes
+        self.max_depth = max_depth
+        self._lock = threading.RLock()
+        self._conn: apsw.Connection | None = database.connect(
+            self.path, busy_timeout_ms=busy_timeout_ms
+        )
+        self._pid = os.getpid()
+        # Sequence state of each thread's newest run, so that a live run streamed in many
+        # small appends is not re-verified from its start each time. Keyed by thread; valid
+        # while the run's last sequence number is unchanged (another writer invalidates it).
+        self._verifiers: dict[int, tuple[int, int, SequenceVerifier]] = {}
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file. Further calls raise."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __repr__(self) -> str:
+        return f"<agui_store.Store {self.path!r}>"
+
+    @property
+    def _db(self) -> apsw.Connection:
+        if self._conn is None:
+            raise database.errors.AguiStoreError("the store is closed")
+        if os.getpid() != self._pid:
+            # A forked child must not share the parent's SQLite handle: open its own.
+            self._conn = database.connect(self.path, busy_timeout_ms=self.busy_timeout_ms)
+            self._pid = os.getpid()
+            self._verifiers.clear()
+        return self._conn
+
+    @contextmanager
+    def _reading(self) -> Iterator[apsw.Connection]:
+        with self._lock:
+            conn = self._db
+            with database.snapshot(conn):
+                yield conn
+
+    # --- append -------------------------------------------------------------------------
+
+    def append(
+        self,
+        events: Any,
+        *,
+        thread_id: str | None = None,
+        input: Any = None,
+        parent: str | None = None,
+        branch: str | None = None,
+        check_sequence: bool = True,
+    ) -> AppendResult:
+        """Record events, atomically: the whole batch lands or nothing does.
+
+        Args:
+            events: dicts, JSON text/bytes (one event, an array or JSON Lines), SSE text,
+                bytes or a file, official ``ag_ui.core`` events, or this library's structs.
+            thread_id: the thread; needed only when the batch starts no run and more than
+                one thread has an open run.
+            input: the ``RunAgentInput`` the client sent for the run the batch opens.
+            parent: explicit lineage parent (run id or ref) for the run the batch opens.
+            branch: put the run the batch opens on this branch (created or advanced).
+            check_sequence: ``False`` keeps well-formed but out-of-sequence streams (for
+                recording buggy producers); events are still validated one by one.
+
+        Raises:
+            InvalidEventError: naming the batch index, event type and JSON path, with the
+                file left exactly as it was.
+        """
+        incoming = codec.parse_events(
+            events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
+        )
+        types = [model.validate_event(ev.data, index=i) for i, ev in enumerate(incoming)]
+        run_input = self._parse_input(input) if input is not None else None
+        batch_thread = self._thread_of_batch(incoming, types, thread_id, run_input)
+        with self._lock:
+            conn = self._db
+            with database.immediate(conn):
+                return self._append_locked(
+                    conn, incoming, types, batch_thread, run_input, parent, branch,
+                    check_sequence,
+                )
+
+    def _parse_input(self, value: Any) -> tuple[dict[str, Any], str]:
+        parsed = codec.parse_events(
+            value, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
+        )
+        if len(parsed) != 1:
+            raise InvalidEventError("input must be one RunAgentInput object", path="input")
+        data = parsed[0].data
+        model.validate_input(data)
+        return data, parsed[0].raw.decode("utf-8")
+
+    @staticmethod
+    def _thread_of_batch(
+        incoming: list[codec.IncomingEvent],
+        types: list[str],
+        thread_id: str | None,
+        run_input: tuple[dict[str, Any], str] | None,
+    ) -> str | None:
+        """The one thread a batch writes to; events naming another thread are refused."""
+        named = thread_id
+        for i, (ev, kind) in enumerate(zip(incoming, types)):
+            if kind != "RUN_STARTED":
+                continue
+            tid = ev.data["threadId"]
+            if named is None:
+                named = tid
+            elif tid != named:
+                raise InvalidEventError(
+                    f"names thread {tid!r} but the batch writes to thread {named!r}; "
+                    "append each thread's events separately",
+                    index=i, event_type=kind, path="$.threadId",
+                )
+        if run_input is not None:
+            tid = run_input[0].get("threadId")
+            if named is not None and tid is not None and tid != named:
+                raise InvalidEventError(
+                    f"the input names thread {tid!r} but the events are for thread {named!r}",
+                    path="input.threadId",
+                )
+            named = named or tid
+        return named
+
+    def _append_locked(
+        self,
+        conn: apsw.Connection,
+        incoming: list[codec.IncomingEvent],
+        types: list[str],
+        thread_id: str | None,
+        run_input: tuple[dict[str, Any], str] | None,
+        parent_ref: str | None,
+        branch: str | None,
+        check_sequence: bool,
+    ) -> AppendResult:
+        now = database.now_ms()
+        if not incoming:
+            if run_input is not None:
+                raise InvalidEventError("an input was given but no events: it belongs to the run a batch starts", path="input")
+            return AppendResult(thread_id or "", (), (), 0, None, None)
+        starts_run = types[0] == "RUN_STARTED"
+        if thread_id is None:
+            thread_id = self._only_open_thread(conn, types[0])
+        thread_pk = self._thread_pk(conn, thread_id, create=True, now=now)
+        assert thread_pk is not None
+        newest = self._newest_run(conn, thread_pk)
+
+        # Sequence rules (SPEC §1): a batch that does not start a run continues the thread's
+        # newest run, so it is checked from that run's recorded state.
+        verifier: SequenceVerifier | None = None
+        if check_sequence:
+            if starts_run or newest is None:
+                verifier = SequenceVerifier()
+            else:
+                verifier = self._verifier_for(conn, thread_pk, newest).copy()
+            for i, ev in enumerate(incoming):
+                verifier.feed(ev.data, i)
+
+        segments = self._segments(incoming, types)
+        if run_input is not None and segments[0].started is None:
+            raise InvalidEventError(
+                "an input was given, but the batch starts no run (the input belongs to the "
+                "run its RUN_STARTED opens)", path="input",
+            )
+        explicit_parent = (
+            self._resolve(conn, parent_ref, thread_pk=thread_pk) if parent_ref else None
+        )
+        seq = int(conn.execute(schema.NEXT_SEQ).fetchone()[0])
+        first_seq = seq
+        run_ids: list[str] = []
+        new_run_ids: list[str] = []
+        for n, segment in enumerate(segments):
+            if segment.started is not None:
+                rid = segment.started["runId"]
+                self._refuse_duplicate_run(conn, thread_pk, rid, segment)
+                first_run = n == 0 or (n == 1 and segments[0].started is None)
+                segment.run_pk = self._insert_run(
+                    conn, thread_pk, segment.started, segment.first_index,
+                    run_input if first_run else None,
+                    explicit_parent if first_run else None,
+                    branch if first_run else None,
+                    now,
+                )
+                new_run_ids.append(rid)
+                run_ids.append(rid)
+            else:
+                if newest is None:
+                    # Only RUN_ERROR (a run that failed before it started) or, without
+                    # sequence checks, any event may open the thread's log.
+                    segment.run_pk = self._insert_synthetic_run(conn, thread_pk, seq, now)
+                    new_run_ids.append(self._run_id_of(conn, segment.run_pk))
+                else:
+                    segment.run_pk = newest
+                run_ids.append(self._run_id_of(conn, segment.run_pk))
+            rows = []
+            for ev, kind in zip(segment.events, segment.types):
+                rows.append((seq, segment.run_pk, kind, ev.raw.decode("utf-8")))
+                seq += 1
+            conn.executemany(schema.INSERT_EVENT, rows)
+            outcome = None
+            for ev, kind in zip(segment.events, segment.types):
+                if kind in ("RUN_FINISHED", "RUN_ERROR"):
+                    outcome = _status_of_terminal(ev.data)
+            conn.execute(
+                "INSERT INTO batches(run, first_seq, last_seq, count, outcome, appended_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (segment.run_pk, seq - len(rows), seq - 1, len(rows), outcome, now),
+            )
+        last_seq = seq - 1
+        if verifier is not None:
+            last_pk = segments[-1].run_pk
+            assert last_pk is not None
+            self._verifiers[thread_pk] = (last_pk, last_seq, verifier)
+        return AppendResult(
+            thread_id, tuple(dict.fromkeys(run_ids)), tuple(new_run_ids), len(incoming),
+            first_seq, last_seq,
+        )
+
+    @staticmethod
+    def _segments(incoming: list[codec.IncomingEvent], types: list[str]) -> list[_Segment]:
+        """Split a batch by position: RUN_STARTED opens a run; everything else belongs to
+        the run open before it (SPEC §1: never match RUN_FINISHED.runId)."""
+        segments: list[_Segment] = []
+        for i, (ev, kind) in enumerate(zip(incoming, types)):
+            if kind == "RUN_STARTED" or not segments:
+                segments.append(
+                    _Segment(first_index=i, started=ev.data if kind == "RUN_STARTED" else None)
+                )
+            segments[-1].events.append(ev)
+            segments[-1].types.append(kind)
+        return segments
+
+    def _only_open_thread(self, conn: apsw.Connection, first_type: str) -> str:
+        rows = conn.execute(
+            "SELECT threads.thread_id FROM threads JOIN runs ON runs.id = "
+            "(SELECT max(id) FROM runs WHERE runs.thread = threads.id) "
+            "WHERE NOT EXISTS (SELECT 1 FROM batches b WHERE b.run = runs.id "
+            "AND b.outcome IS NOT NULL) LIMIT 2"
+        ).fetchall()
+        if len(rows) == 1:
+            return str(rows[0][0])
+        reason = "no thread has an open run" if not rows else "several threads have open runs"
+        raise InvalidEventError(
+            f"the batch starts no run and names no thread ({reason}): pass thread_id=",
+            index=0, event_type=first_type,
+        )
+
+    def _refuse_duplicate_run(
+        self, conn: apsw.Connection, thread_pk: int, run_id: str, segment: _Segment
+    ) -> None:
+        row = conn.execute(
+            "SELECT 1 FROM runs WHERE thread = ? AND run_id = ?", (thread_pk, run_id)
+        ).fetchone()
+        if row:
+            raise InvalidEventError(
+                f"run {run_id!r} is already recorded in this thread; a run is recorded once "
+                "(continue a live run by appending events without a new RUN_STARTED)",
+                index=segment.first_index, event_type="RUN_STARTED", path="$.runId",
+            )
+
+    def _insert_run(
+        self,
+        conn: apsw.Connection,
+        thread_pk: int,
+        started: dict[str, Any],
+        index: int,
+        run_input: tuple[dict[str, Any], str] | None,
+        explicit_parent: _RunKey | None,
+        branch: str | None,
+        now: int,
+    ) -> int:
+        input_data = run_input[0] if run_input else None
+        echoed = started.get("input") if isinstance(started.get("input"), dict) else None
+        sent_parent = None
+        for source in (input_data, started, echoed):
+            if source and isinstance(source.get("parentRunId"), str):
+                sent_parent = source["parentRunId"]
+                break
+        parent_pk, reason = self._decide_parent(
+            conn, thread_pk, explicit_parent, sent_parent, branch
+        )
+        cur = conn.execute(
+            "INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                thread_pk, started["runId"], parent_pk, reason, sent_parent,
+                run_input[1] if run_input else None, now,
+            ),
+        )
+        run_pk = int(cur.fetchone()[0])
+        self._advance_branches(conn, thread_pk, parent_pk, run_pk, branch, now)
+        return run_pk
+
+    def _decide_parent(
+        self,
+        conn: apsw.Connection,
+        thread_pk: int,
+        explicit: _RunKey | None,
+        sent_parent: str | None,
+        branch: str | None,
+    ) -> tuple[int | None, str]:
+        """SPEC §2: explicit, then parentRunId within the thread, then the thread's head."""
+        if explicit is not None:
+            return explicit.pk, "explicit"
+        if sent_parent is not None:
+            row = conn.execute(
+                "SELECT id FROM runs WHERE thread = ? AND run_id = ?", (thread_pk, sent_parent)
+            ).fetchone()
+            if row:
+                return int(row[0]), "parentRunId"
+        if branch is not None:
+            row = conn.execute(
+                "SELECT run FROM branches WHERE thread = ? AND name = ?", (thread_pk, branch)
+            ).fetchone()
+            if row:
+                return int(row[0]), "explicit"
+        head = self._newest_run(conn, thread_pk)
+        return (head, "head") if head is not None else (None, "root")
+
+    def _advance_branches(
+        self,
+        conn: apsw.Connection,
+        thread_pk: int,
+        parent_pk: int | None,
+        run_pk: int,
+        branch: str | None,
+        now: int,
+    ) -> None:
+        """A new run on a branch advances it: the named one, else every branch whose tip
+        is the run's parent."""
+        if branch is not None:
+            _check_branch_name(branch)
+            conn.execute(
+                "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(thread, name) DO UPDATE SET run = excluded.run, "
+                "updated_at = excluded.updated_at",
+                (thread_pk, branch, run_pk, now),
+            )
+        elif parent_pk is not None:
+            conn.execute(
+                "UPDATE branches SET run = ?, updated_at = ? WHERE thread = ? AND run = ?",
+                (run_pk, now, thread_pk, parent_pk),
+            )
+
+    def _insert_synthetic_run(
+        self, conn: apsw.Connection, thread_pk: int, seq: int, now: int
+    ) -> int:
+        run_id = f"run-error-{seq}"
+        parent_pk = self._newest_run(conn, thread_pk)
+        cur = conn.execute(
+            "INSERT INTO runs(thread, run_id, parent, lineage, synthetic, created_at) "
+            "VALUES (?, ?, ?, ?, 1, ?) RETURNING id",
+            (thread_pk, run_id, parent_pk, "head" if parent_pk else "root", now),
+        )
+        return int(cur.fetchone()[0])
+
+    def _verifier_for(
+        self, conn: apsw.Connection, thread_pk: int, run_pk: int
+    ) -> SequenceVerifier:
+        """The sequence state at the end of a recorded run (cached while nobody appends)."""
+        last_seq = conn.execute(
+            "SELECT max(last_seq) FROM batches WHERE run = ?", (run_pk,)
+        ).fetchone()[0]
+        cached = self._verifiers.get(thread_pk)
+        if cached and cached[0] == run_pk and cached[1] == last_seq:
+            return cached[2]
+        verifier = SequenceVerifier()
+        payloads = [
+            row[0]
+            for row in conn.execute(
+                "SELECT payload FROM events WHERE run = ? ORDER BY seq", (run_pk,)
+            )
+        ]
+        try:
+            for i, event in enumerate(codec.decode_many(payloads)):
+                verifier.feed(event, i)
+        except SequenceError:
+            # Recorded with check_sequence=False: its state is unknown, so a continuation
+            # can only be judged on its own.
+            verifier = SequenceVerifier()
+        self._verifiers[thread_pk] = (run_pk, int(last_seq or 0), verifier)
+        return verifier
+
+    # --- lookups ------------------------------------------------------------------------
+
+    def _thread_pk(
+        self, conn: apsw.Connection, thread_id: str, *, create: bool = False, now: int = 0
+    ) -> int | None:
+        row = conn.execute("SELECT id FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+        if row:
+            return int(row[0])
+        if not create:
+            return None
+        cur = conn.execute(
+            "INSERT INTO threads(thread_id, created_at) VALUES (?, ?) RETURNING id",
+            (thread_id, now),
+        )
+        return int(cur.fetchone()[0])
+
+    @staticmethod
+    def _newest_run(conn: apsw.Connection, thread_pk: int) -> int | None:
+        row = conn.execute(
+            "SELECT id FROM runs WHERE thread = ? ORDER BY id DESC LIMIT 1", (thread_pk,)
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    @staticmethod
+    def _run_id_of(conn: apsw.Connection, run_pk: int) -> str:
+        return str(conn.execute("SELECT run_id FROM runs WHERE id = ?", (run_pk,)).fetchone()[0])
+
+    def _require_thread(self, conn: apsw.Connection, thread_id: str) -> int:
+        pk = self._thread_pk(conn, thread_id)
+        if pk is None:
+            raise RunNotFoundError(f"no thread {thread_id!r} in {self.path}")
+        return pk
+
+    def _resolve(
+        self,
+        conn: apsw.Connection,
+        ref: str,
+        *,
+        thread_id: str | None = None,
+        thread_pk: int | None = None,
+    ) -> _RunKey:
+        """A revision to a run: run id, branch name, ``HEAD``/``main``, unique run-id
+        prefix, each optionally followed by ``~n`` (n-th lineage ancestor)."""
+        if not isinstance(ref, str) or not ref:
+            raise RunNotFoundError(f"not a run id or ref: {ref!r}")
+        if thread_pk is None and thread_id is not None:
+            thread_pk = self._require_thread(conn, thread_id)
+        try:
+            return self._resolve_exact(conn, ref, thread_pk)
+        except RunNotFoundError:
+            match = _ANCESTOR_SUFFIX.match(ref)
+            if not match:
+                raise
+        key = self._resolve_exact(conn, match["base"], thread_pk)
+        steps = int(match["n"] or 1)
+        for _ in range(steps):
+            row = conn.execute("SELECT parent FROM runs WHERE id = ?", (key.pk,)).fetchone()
+            if row is None or row[0] is None:
+                raise RunNotFoundError(f"{ref}: the lineage has fewer than {steps} ancestors")
+            key = _RunKey(int(row[0]), key.thread_pk)
+        return key
+
+    def _resolve_exact(self, conn: apsw.Connection, ref: str, thread_pk: int | None) -> _RunKey:
+        where, args = ("AND runs.thread = ?", (thread_pk,)) if thread_pk is not None else ("", ())
+        rows = conn.execute(
+            f"SELECT runs.id, runs.thread, threads.thread_id FROM runs JOIN threads ON "
+            f"threads.id = runs.thread WHERE runs.run_id = ? {where} LIMIT 5",
+            (ref, *args),
+        ).fetchall()
+        if len(rows) == 1:
+            return _RunKey(int(rows[0][0]), int(rows[0][1]))
+        if len(rows) > 1:
+            threads = ", ".join(repr(r[2]) for r in rows)
+            raise AmbiguousRunError(
+                f"run id {ref!r} exists in several threads ({threads}): pass thread_id="
+            )
+        rows = conn.execute(
+            f"SELECT branches.run, branches.thread FROM branches JOIN runs ON runs.id = "
+            f"branches.run WHERE branches.name = ? {where} LIMIT 2",
+            (ref, *args),
+        ).fetchall()
+        if len(rows) == 1:
+            return _RunKey(int(rows[0][0]), int(rows[0][1]))
+        if len(rows) > 1:
+            raise AmbiguousRunError(f"branch {ref!r} exists in several threads: pass thread_id=")
+        if ref in _RESERVED_REFS:
+            if thread_pk is None:
+                pks = [int(r[0]) for r in conn.execute("SELECT id FROM threads LIMIT 2")]
+                if len(pks) != 1:
+                    raise AmbiguousRunError(
+                        f"{ref} needs a thread: the store has {len(pks) or 'no'} threads"
+                        if not pks
+                        else f"{ref} needs a thread: the store has several; pass thread_id="
+                    )
+                thread_pk = pks[0]
+            newest = self._newest_run(conn, thread_pk)
+            if newest is None:
+                raise RunNotFoundError(f"{ref}: the thread has no runs")
+            return _RunKey(newest, thread_pk)
+        # A unique prefix of a run id (git's abbreviated hashes).
+        prefix_end = ref[:-1] + chr(ord(ref[-1]) + 1)
+        rows = conn.execute(
+            f"SELECT runs.id, runs.thread, runs.run_id FROM runs WHERE runs.run_id >= ? "
+            f"AND runs.run_id < ? {where} LIMIT 6",
+            (ref, prefix_end, *args),
+        ).fetchall()
+        if len(rows) == 1:
+            return _RunKey(int(rows[0][0]), int(rows[0][1]))
+        if len(rows) > 1:
+            names = ", ".join(r[2] for r in rows[:5])
+            raise AmbiguousRunError(f"{ref!r} is a prefix of several runs ({names}, ...)")
+        raise RunNotFoundError(f"no run, branch or unique run-id prefix {ref!r}")
+
+    def _run_record(self, conn: apsw.Connection, pk: int) -> Run:
+        row = conn.execute(schema.SELECT_RUN + " WHERE runs.id = ?", (pk,)).fetchone()
+        branches = self._branch_names(conn, [pk])
+        return self._run_from_row(row, branches)
+
+    @staticmethod
+    def _branch_names(conn: apsw.Connection, pks: list[int]) -> dict[int, list[str]]:
+        names: dict[int, list[str]] = {}
+        if not pks:
+            return names
+        wanted = set(pks)
+        thread_rows = conn.execute(
+            "SELECT DISTINCT thread FROM runs WHERE id IN (%s)" % ",".join("?" * len(wanted)),
+            tuple(wanted),
+        ).fetchall()
+        for (thread_pk,) in thread_rows:
+            for run_pk, name in conn.execute(
+                "SELECT run, name FROM branches WHERE thread = ? ORDER BY name", (thread_pk,)
+            ):
+                if run_pk in wanted:
+                    names.setdefault(int(run_pk), []).append(str(name))
+            newest = Store._newest_run(conn, int(thread_pk))
+            if newest in wanted:
+                names.setdefault(newest, []).insert(0, DEFAULT_BRANCH)
+        return names
+
+    @staticmethod
+    def _run_from_row(row: Any, branches: dict[int, list[str]]) -> Run:
+        (pk, thread_id, run_id, parent_run_id, lineage, sent_parent, has_input, synthetic,
+         created_at, count, last_seq, updated_at, outcome) = row
+        return Run(
+            thread_id=thread_id,
+            run_id=run_id,
+            parent_run_id=parent_run_id,
+            lineage=lineage,
+            status=outcome or "incomplete",
+            event_count=int(count or 0),
+            created_at=when(created_at),  # type: ignore[arg-type]
+            updated_at=when(updated_at),
+            sent_parent_run_id=sent_parent,
+            has_input=bool(has_input),
+            synthetic=bool(synthetic),
+            branches=tuple(branches.get(pk, ())),
+            last_seq=last_seq,
+        )
+
+    # --- reading ------------------------------------------------------------------------
+
+    def threads(self) -> list[str]:
+        """Every thread id, oldest first."""
+        with self._reading() as conn:
+            return [str(r[0]) for r in conn.execute("SELECT thread_id FROM threads ORDER BY id")]
+
+    def runs(self, thread_id: str) -> list[Run]:
+        """Every run of a thread, in the order they were recorded."""
+        with self._reading() as conn:
+            pk = self._require_thread(conn, thread_id)
+            rows = conn.execute(
+                schema.SELECT_RUN + " WHERE runs.thread = ? ORDER BY runs.id", (pk,)
+            ).fetchall()
+            names = self._branch_names(conn, [r[0] for r in rows])
+            return [self._run_from_row(r, names) for r in rows]
+
+    def get_run(self, run_id: str, *, thread_id: str | None = None) -> Run | None:
+        """A run by id or ref, or ``None`` when nothing matches."""
+        with self._reading() as conn:
+            try:
+                key = self._resolve(conn, run_id, thread_id=thread_id)
+            except RunNotFoundError:
+                return None
+            return self._run_record(conn, key.pk)
+
+    def events(
+        self, run_id: str, *, thread_id: str | None = None, after: int | None = None
+    ) -> list[dict[str, Any]]:
+        """A run's events, verbatim and in order.
+
+        Args:
+            after: a global sequence number (exclusive), e.g. ``AppendResult.last_seq`` or
+                ``Run.last_seq``: only events recorded after it (a reconnecting reader's
+                cursor, like SSE's ``Last-Event-ID``).
+        """
+        with self._reading() as conn:
+            key = self._resolve(conn, run_id, thread_id=thread_id)
+            rows = conn.execute(
+                "SELECT payload FROM events WHERE run = ? AND seq > ? ORDER BY seq",
+                (key.pk, after if after is not None else 0),
+            ).fetchall()
+        return codec.decode_many([r[0] for r in rows])
+
+    def input(self, run_id: str, *, thread_id: str | None = None) -> dict[str, Any] | None:
+        """The ``RunAgentInput`` recorded for a run (``append(input=...)``), or ``None``."""
+        with self._reading() as conn:
+            key = self._resolve(conn, run_id, thread_id=thread_id)
+            row = conn.execute("SELECT input FROM runs WHERE id = ?", (key.pk,)).fetchone()
+        if row is None or row[0] is None:
+            return None
+        value: dict[str, Any] = codec.decode(row[0].encode("utf-8"))
+        return value
+
+    def history(self, run_id: str, *, thread_id: str | None = None) -> list[dict[str, Any]]:
+        """The events of a run's whole ancestor chain, root first: what replays it."""
+        with self._reading() as conn:
+            key = self._resolve(conn, run_id, thread_id=thread_id)
+            chain, grouped = self._chain_payloads(conn, key.pk)
+        payloads = [p for pk in chain for p in grouped.get(pk, [])]
+        return codec.decode_many(payloads)
+
+    @staticmethod
+    def _chain_payloads(
+        conn: apsw.Connection, pk: int
+    ) -> tuple[list[int], dict[int, list[str]]]:
+        """Ancestor run keys root first, and each one's payloads in order."""
+        grouped: dict[int, list[str]] = {}
+        for run_pk, payload in conn.execute(schema.CHAIN_EVENTS, (pk,)):
+            grouped.setdefault(run_pk, []).append(payload)
+        # A parent's key is always smaller than its child's (the schema checks it).
+        chain = [
+            int(r[0])
+            for r in conn.execute(schema.ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id", (pk,))
+        ]
+        return chain, grouped
+
+    def log(self, run_or_ref: str, *, thread_id: str | None = None) -> list[Run]:
+        """The run and its lineage ancestors, newest first (metadata only, no payloads)."""
+        with self._reading() as conn:
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            rows = conn.execute(
+                schema.ANCESTORS_CTE
+                + "SELECT" + schema.RUN_COLUMNS
+                + "FROM chain CROSS JOIN runs ON runs.id = chain.id "
+                "JOIN threads ON threads.id = runs.thread "
+                "LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent "
+                "ORDER BY chain.depth",
+                (key.pk,),
+            ).fetchall()
+            names = self._branch_names(conn, [r[0] for r in rows])
+        return [self._run_from_row(r, names) for r in rows]
+
+    def checkout(self, run_or_ref: str, *, thread_id: str | None = None) -> Checkout:
+        """Restore a run: the messages and state the official client holds after it."""
+        with self._reading() as conn:
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            run = self._run_record(conn, key.pk)
+            view = self._view(conn, key.pk)
+        return Checkout(run, view.messages, view.state, view.interrupts, view.warnings)
+
+    def _view(self, conn: apsw.Connection, pk: int) -> View:
+        chain, grouped = self._chain_payloads(conn, pk)
+        inputs = {
+            int(r[0]): r[1]
+            for r in conn.execute(
+                schema.ANCESTORS_CTE
+                + "SELECT runs.id, runs.input FROM chain CROSS JOIN runs ON runs.id = chain.id "
+                "WHERE runs.input IS NOT NULL",
+                (pk,),
+            )
+        }
+        payloads = [p for run_pk in chain for p in grouped.get(run_pk, [])]
+        decoded = codec.decode_many(payloads)
+        records = []
+        at = 0
+        for run_pk in chain:
+            n = len(grouped.get(run_pk, ()))
+            raw_input = inputs.get(run_pk)
+            records.append(
+                RunRecord(
+                    input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
+                    events=decoded[at : at + n],
+                )
+            )
+            at += n
+        return restore(records)
+
+    # --- branches and forks -------------------------------------------------------------
+
+    def branch(self, name: str, run_id: str, *, thread_id: str | None = None) -> Branch:
+        """Point branch ``name`` at a run (creating or moving it)."""
+        _check_branch_name(name)
+        with self._lock:
+            conn = self._db
+            with database.immediate(conn):
+                key = self._resolve(conn, run_id, thread_id=thread_id)
+                now = database.now_ms()
+                conn.execute(
+                    "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT(thread, name) DO UPDATE SET run = excluded.run, "
+                    "updated_at = excluded.updated_at",
+                    (key.thread_pk, name, key.pk, now),
+                )
+                thread = conn.execute(
+                    "SELECT thread_id FROM threads WHERE id = ?", (key.thread_pk,)
+                ).fetchone()[0]
+                return Branch(thread, name, self._run_id_of(conn, key.pk), False, when(now))
+
+    def branches(self, thread_id: str) -> list[Branch]:
+        """A thread's branches: the default one (following the newest run) first."""
+        with self._reading() as conn:
+            pk = self._require_thread(conn, thread_id)
+            out = []
+            newest = self._newest_run(conn, pk)
+            if newest is not None:
+                out.append(Branch(thread_id, DEFAULT_BRANCH, self._run_id_of(conn, newest), True))
+            for name, run_id, updated in conn.execute(
+                "SELECT branches.name, runs.run_id, branches.updated_at FROM branches "
+                "JOIN runs ON runs.id = branches.run WHERE branches.thread = ? ORDER BY name",
+                (pk,),
+            ):
+                out.append(Branch(thread_id, name, run_id, False, when(updated)))
+            return out
+
+    def delete_branch(self, name: str, *, thread_id: str) -> None:
+        """Delete a branch (the runs stay; only the name goes)."""
+        if name in _RESERVED_REFS:
+            raise BranchError(f"{name!r} is the thread's default branch; it cannot be deleted")
+        with self._lock:
+            conn = self._db
+            with database.immediate(conn):
+                pk = self._require_thread(conn, thread_id)
+                conn.execute("DELETE FROM branches WHERE thread = ? AND name = ?", (pk, name))
+                if conn.changes() == 0:
+                    raise BranchError(f"no branch {name!r} in thread {thread_id!r}")
+
+    def fork(
+        self, run_or_ref: str, *, thread_id: str | None = None, run_id: str | None = None
+    ) -> dict[str, Any]:
+        """The ``RunAgentInput`` a client sends to start a new run from this one.
+
+        Tools, context and forwarded props come from the newest recorded input in the
+        run's lineage (a client resends the same ones); messages and state are the view.
+        """
+        with self._reading() as conn:
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            run = self._run_record(conn, key.pk)
+            view = self._view(conn, key.pk)
+            row = conn.execute(
+                schema.ANCESTORS_CTE
+                + "SELECT runs.input FROM chain CROSS JOIN runs ON runs.id = chain.id "
+                "WHERE runs.input IS NOT NULL ORDER BY chain.depth LIMIT 1",
+                (key.pk,),
+            ).fetchone()
+        recorded = codec.decode(row[0].encode("utf-8")) if row else {}
+        fork_input: dict[str, Any] = {
+            "threadId": run.thread_id,
+            "runId": run_id or str(uuid.uuid4()),
+            "parentRunId": run.run_id,
+            "state": view.state,
+            "messages": [m for m in view.messages if m.get("role") != "activity"],
+            "tools": recorded.get("tools", []),
+            "context": recorded.get("context", []),
+            "forwardedProps": recorded.get("forwardedProps", {}),
+        }
+        return fork_input
+
+
+def _check_branch_name(name: str) -> None:
+    if name in _RESERVED_REFS:
+        raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
+    if not isinstance(name, str) or not _BRANCH_NAME.match(name) or name.startswith("-"):
+        raise BranchError(
+            f"invalid branch name {name!r}: use letters, digits and . _ / @ + - "
+            "(no spaces, no '~')"
+        )
+
+
+def open(  # noqa: A001 - the library's entry point reads as agui_store.open(...)
+    path: str | os.PathLike[str] | None = None, **options: Any
+) -> Store:
+    """Open (creating if needed) a store file. ``None``: ``$AGUI_STORE_DB`` or
+    ``./agui-store.db``; ``":memory:"`` keeps everything in memory."""
+    return Store(path, **options)

@@ -1,0 +1,68 @@
+"""Shared helpers for the benchmark scripts: environment header, timing, synthetic runs."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import apsw
+import msgspec
+
+
+def header(title: str) -> None:
+    print(f"# {title}")
+    print(
+        f"python {platform.python_version()} | apsw {apsw.apsw_version()} | "
+        f"sqlite {apsw.sqlite_lib_version()} | msgspec {msgspec.__version__} | "
+        f"{platform.machine()} | {os.cpu_count()} cores | {sys.platform}"
+    )
+
+
+def median_time(fn: Callable[[], Any], *, repeat: int = 5, setup: Callable[[], Any] | None = None) -> float:
+    """Median wall time of ``fn`` over ``repeat`` runs (``setup`` untimed before each)."""
+    times = []
+    for _ in range(repeat):
+        if setup:
+            setup()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def conversation_run(thread: str, run_id: str, n_events: int, turn: int, parent: str | None = None) -> list[dict[str, Any]]:
+    """A realistic run of exactly ``n_events`` events: streamed text, a tool call, state."""
+    started: dict[str, Any] = {"type": "RUN_STARTED", "threadId": thread, "runId": run_id}
+    if parent:
+        started["parentRunId"] = parent
+    events: list[dict[str, Any]] = [started]
+    call = f"call-{turn}"
+    events += [
+        {"type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": "search",
+         "parentMessageId": f"a-{turn}-tool"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": '{"q": "weather"}'},
+        {"type": "TOOL_CALL_END", "toolCallId": call},
+        {"type": "TOOL_CALL_RESULT", "messageId": f"r-{turn}", "toolCallId": call,
+         "content": "sunny, 21C"},
+        {"type": "STATE_DELTA", "delta": [{"op": "add", "path": f"/turns/-", "value": turn}]},
+    ]
+    mid = f"a-{turn}"
+    events.append({"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"})
+    n_deltas = n_events - len(events) - 2
+    events += [
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": f"word{i} "}
+        for i in range(n_deltas)
+    ]
+    events.append({"type": "TEXT_MESSAGE_END", "messageId": mid})
+    events.append({"type": "RUN_FINISHED", "threadId": thread, "runId": run_id})
+    assert len(events) == n_events
+    return events
+
+
+def first_state() -> dict[str, Any]:
+    return {"type": "STATE_SNAPSHOT", "snapshot": {"turns": []}}

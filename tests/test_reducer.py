@@ -1,0 +1,877 @@
+"""The reducer, differentially against the official client (``@ag-ui/client`` 1.0.0).
+
+Every comparison replays the same events through :mod:`agui_store.reducer` and through the
+client's own ``transformChunks`` + ``defaultApplyEvents`` (``tests/oracle``), and compares the
+parsed JSON of ``messages``, ``state`` and ``pendingInterrupts``, and how many warnings each
+gave. Where the client throws, the reducer must raise :class:`InvalidEventError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from agui_store.errors import InvalidEventError
+from agui_store.reducer import ReducedView, Reducer, reduce_events, transform_chunks
+from tests.conftest import SHARED, _skip_or_fail, fixture_params
+from tests.oracle_client import HARNESS_DIR, Oracle, unavailable_reason
+from tests.strategies import (
+    TEXT,
+    json_objects,
+    json_values,
+    legal_streams,
+    message_lists,
+    patches,
+)
+
+pytestmark = pytest.mark.oracle
+
+CASES = SHARED / "oracle" / "cases"
+TERMINALS = ("RUN_FINISHED", "RUN_ERROR")
+# Warnings of the chunk stage; the oracle process runs with them suppressed.
+TRANSFORM_WARNING = "[ag-ui][transform]"
+
+
+@pytest.fixture(scope="module")
+def oracle() -> Iterator[Oracle]:
+    """The shared oracle, but one that also closes its stdout when done.
+
+    ``Oracle.close`` leaves the pipe for the GC, whose ResourceWarning fails the session's
+    last test under ``filterwarnings = error``; until it closes the pipe itself, this module
+    runs its own handle.
+    """
+    reason = unavailable_reason()
+    if reason:
+        _skip_or_fail(reason)
+    handle = Oracle()
+    yield handle
+    handle.close()
+    stdout = handle._proc.stdout
+    if stdout is not None:
+        stdout.close()
+
+
+def as_json(value: Any) -> Any:
+    """The value as the client would see it after a JSON round trip."""
+    return json.loads(json.dumps(value))
+
+
+def js_numbers(value: Any) -> Any:
+    """Integers past 2**53 as the doubles they are in JS (node prints 6.2e16 as digits)."""
+    if isinstance(value, dict):
+        return {k: js_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [js_numbers(v) for v in value]
+    if type(value) is int and abs(value) > 2**53:
+        return float(value)
+    return value
+
+
+def client_view(answer: dict[str, Any]) -> dict[str, Any]:
+    return js_numbers(
+        {
+            "messages": answer["messages"],
+            "state": answer["state"],
+            "pendingInterrupts": answer["pendingInterrupts"],
+        }
+    )
+
+
+def our_view(view: ReducedView | Reducer) -> dict[str, Any]:
+    if isinstance(view, Reducer):
+        view = view.view()
+    return as_json(
+        {
+            "messages": view.messages,
+            "state": view.state,
+            "pendingInterrupts": view.pending_interrupts,
+        }
+    )
+
+
+def explain(text: str) -> None:
+    """Add ``text`` to a failing hypothesis example's report (a no-op outside one)."""
+    try:
+        note(text)
+    except InvalidArgument:
+        pass
+
+
+def reducer_warnings(warnings: list[str]) -> list[str]:
+    return [w for w in warnings if not w.startswith(TRANSFORM_WARNING)]
+
+
+def assert_matches_client(
+    oracle: Oracle,
+    events: list[dict[str, Any]],
+    *,
+    messages: list[dict[str, Any]] | None = None,
+    state: Any = None,
+    mode: str = "reducer",
+) -> ReducedView | None:
+    """Replay through both and compare; ``None`` when both refused the stream."""
+    answer = oracle.replay(events, messages=messages, state=state, mode=mode)
+    before = copy.deepcopy((events, messages, state))
+    start_state = {} if state is None else state
+    if not answer["ok"]:
+        explain(f"client error: {answer['error']}")
+        with pytest.raises(InvalidEventError):
+            reduce_events(
+                events, messages=messages, state=start_state, expand_chunks=mode != "raw"
+            )
+        return None
+    view = reduce_events(events, messages=messages, state=start_state, expand_chunks=mode != "raw")
+    assert our_view(view) == client_view(answer)
+    assert len(reducer_warnings(view.warnings)) == len(answer["warnings"]), (
+        view.warnings,
+        answer["warnings"],
+    )
+    assert (events, messages, state) == before, "the reducer modified its input"
+    return view
+
+
+# --------------------------------------------------------------------------------------
+# Recorded upstream streams and hand-written cases
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("events", fixture_params())
+def test_replaying_every_recorded_stream_matches_the_official_client(
+    oracle: Oracle, events: list[dict[str, Any]]
+) -> None:
+    assert_matches_client(oracle, events)
+
+
+@pytest.mark.parametrize("events", fixture_params())
+def test_every_run_boundary_of_a_recorded_stream_matches_the_official_client(
+    oracle: Oracle, events: list[dict[str, Any]]
+) -> None:
+    # One reducer fed run by run must hold, after each run, what the client holds after
+    # replaying the stream up to there.
+    reducer = Reducer()
+    start = 0
+    for end, event in enumerate(events, start=1):
+        if event["type"] not in TERMINALS:
+            continue
+        reducer.feed(events[start:end])
+        start = end
+        answer = oracle.replay(events[:end])
+        assert answer["ok"], answer
+        assert our_view(reducer) == client_view(answer), f"after event {end - 1}"
+
+
+@pytest.mark.parametrize("events", fixture_params())
+def test_handing_over_freshly_decoded_events_gives_the_same_result_as_copying(
+    events: list[dict[str, Any]],
+) -> None:
+    copied = reduce_events(events)
+    owned = Reducer(copy=False)
+    owned.feed(as_json(events))
+    assert our_view(owned) == our_view(copied)
+    assert owned.warnings == copied.warnings
+
+
+def oracle_cases() -> list[Any]:
+    paths = sorted(CASES.glob("*.json")) if CASES.is_dir() else []
+    if not paths:
+        return [pytest.param(None, id="no-cases", marks=pytest.mark.skip(f"no {CASES}"))]
+    return [pytest.param(path, id=path.stem) for path in paths]
+
+
+@pytest.mark.parametrize("path", oracle_cases())
+def test_each_hand_written_oracle_case_matches_the_official_client(
+    oracle: Oracle, path: Path
+) -> None:
+    case = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(case, dict):
+        assert_matches_client(
+            oracle, case["events"], messages=case.get("messages"), state=case.get("state")
+        )
+    else:
+        assert_matches_client(oracle, case)
+        assert_matches_client(oracle, case, mode="raw")
+
+
+# --------------------------------------------------------------------------------------
+# Random legal streams
+# --------------------------------------------------------------------------------------
+
+start_states = json_objects | json_values.filter(lambda v: v is not None)
+
+
+@given(events=legal_streams(), messages=message_lists, state=start_states)
+def test_random_legal_streams_from_random_starts_match_the_official_client(
+    oracle: Oracle, events: list[dict[str, Any]], messages: list[dict[str, Any]], state: Any
+) -> None:
+    assert_matches_client(oracle, events, messages=messages, state=state)
+
+
+@given(events=legal_streams(chunks=False), messages=message_lists)
+def test_applying_events_without_chunk_expansion_matches_the_raw_client(
+    oracle: Oracle, events: list[dict[str, Any]], messages: list[dict[str, Any]]
+) -> None:
+    assert_matches_client(oracle, events, messages=messages, mode="raw")
+
+
+def test_an_unexpanded_chunk_is_an_error_in_raw_mode_as_in_the_client(oracle: Oracle) -> None:
+    events = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "delta": "x"},
+    ]
+    assert not oracle.replay(events, mode="raw")["ok"]
+    with pytest.raises(InvalidEventError) as raised:
+        reduce_events(events, expand_chunks=False)
+    assert raised.value.index == 1
+    assert raised.value.event_type == "TEXT_MESSAGE_CHUNK"
+
+
+@st.composite
+def split_points(draw: st.DrawFn, events: list[Any]) -> list[int]:
+    cuts = draw(st.lists(st.integers(0, len(events)), max_size=6))
+    return sorted(set(cuts))
+
+
+@given(data=st.data())
+def test_feeding_a_stream_in_any_split_equals_feeding_it_whole(data: st.DataObject) -> None:
+    events = data.draw(st.one_of(legal_streams(), chaotic_streams()))
+    messages = data.draw(message_lists | rich_message_lists)
+    whole = Reducer(messages)
+    try:
+        whole.feed(events)
+    except InvalidEventError as e:
+        failed_at: int | None = e.index
+    else:
+        failed_at = None
+    pieces = Reducer(messages)
+    cuts = data.draw(split_points(events))
+    bounds = [0, *cuts, len(events)]
+    try:
+        for lo, hi in zip(bounds, bounds[1:]):
+            pieces.feed(events[lo:hi])
+    except InvalidEventError as e:
+        assert e.index == failed_at
+    else:
+        assert failed_at is None
+    assert our_view(pieces) == our_view(whole)
+    assert pieces.warnings == whole.warnings
+
+
+# --------------------------------------------------------------------------------------
+# Corner cases: anything shape-valid, in any order
+# --------------------------------------------------------------------------------------
+
+MESSAGE_IDS = ["m1", "m2", "a1", "c1", "r1"]  # c1 is also a tool call id
+TOOL_CALL_IDS = ["c1", "c2", "c3"]
+ACTIVITY_TYPES = ["plan", "search"]
+
+
+def optional(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """A field value, or ``ABSENT`` for a field left out."""
+    return st.just(ABSENT) | strategy
+
+
+ABSENT = object()
+tags = optional(st.sampled_from(["s1", "s2", None]))
+metadata_values = optional(json_objects)
+
+
+def event(kind: str, **fields: Any) -> dict[str, Any]:
+    out = {"type": kind}
+    out.update({k: v for k, v in fields.items() if v is not ABSENT})
+    return out
+
+
+@st.composite
+def tool_calls(draw: st.DrawFn) -> list[dict[str, Any]]:
+    calls = []
+    for tcid in draw(st.lists(st.sampled_from(TOOL_CALL_IDS), max_size=2)):
+        call: dict[str, Any] = {
+            "id": tcid,
+            "type": "function",
+            "function": {"name": draw(st.sampled_from(["f", "g"])), "arguments": "{}"},
+        }
+        if draw(st.integers(0, 4)) == 0:
+            call["metadata"] = draw(json_objects)
+        if draw(st.integers(0, 4)) == 0:
+            call["encryptedValue"] = "enc"
+        calls.append(call)
+    return calls
+
+
+@st.composite
+def rich_messages(draw: st.DrawFn) -> dict[str, Any]:
+    """Any role, with the optional fields the reducer treats specially."""
+    role = draw(
+        st.sampled_from(
+            ["user", "assistant", "tool", "system", "developer", "activity", "reasoning"]
+        )
+    )
+    msg: dict[str, Any] = {"id": draw(st.sampled_from(MESSAGE_IDS)), "role": role}
+    if role == "activity":
+        msg["activityType"] = draw(st.sampled_from(ACTIVITY_TYPES))
+        msg["content"] = draw(json_objects)
+    elif role == "assistant":
+        if draw(st.booleans()):
+            msg["content"] = draw(TEXT)
+        if draw(st.booleans()):
+            msg["toolCalls"] = draw(tool_calls())
+    elif role == "tool":
+        msg["toolCallId"] = draw(st.sampled_from(TOOL_CALL_IDS))
+        msg["content"] = draw(TEXT | st.just([{"type": "text", "text": "part"}]))
+    elif role == "user":
+        msg["content"] = draw(TEXT | st.just([{"type": "text", "text": "hi"}]))
+    else:
+        msg["content"] = draw(TEXT)
+    sub = draw(tags)
+    if sub is not ABSENT:
+        msg["subagentRunId"] = sub
+    if draw(st.integers(0, 3)) == 0:
+        msg["metadata"] = draw(json_objects)
+    return msg
+
+
+# Duplicate ids on purpose: the client then holds one message object at two positions.
+rich_message_lists = st.lists(rich_messages(), max_size=5)
+
+authoritative_metadata = st.one_of(
+    st.just(ABSENT),
+    json_objects,
+    st.builds(
+        lambda types: {"@ag-ui/client": {"authoritativeActivityTypes": types}},
+        st.none()
+        | st.lists(st.sampled_from(ACTIVITY_TYPES), max_size=2)
+        | st.just([1])
+        | st.just("plan"),
+    ),
+    st.just({"@ag-ui/client": "invalid"}),
+    st.just({"@ag-ui/client": {}}),
+)
+
+interrupts = st.lists(
+    st.builds(
+        lambda i, sub: {"id": i, "reason": "approval"}
+        | ({} if sub is ABSENT else {"subagentRunId": sub}),
+        st.sampled_from(["i1", "i2"]),
+        tags,
+    ),
+    max_size=2,
+)
+outcomes = st.one_of(
+    st.just(ABSENT),
+    st.just({"type": "success"}),
+    st.builds(lambda ids: {"type": "success", "pendingToolCallIds": ids}, st.lists(
+        st.sampled_from(TOOL_CALL_IDS), max_size=2)),
+    st.just({"type": "cancelled"}),
+    st.builds(lambda items: {"type": "interrupt", "interrupts": items}, interrupts),
+)
+
+
+def chaotic_event() -> st.SearchStrategy[dict[str, Any]]:
+    mid = st.sampled_from(MESSAGE_IDS)
+    tcid = st.sampled_from(TOOL_CALL_IDS)
+    meta = metadata_values
+    roles = optional(st.sampled_from(["assistant", "user", "system", "developer"]))
+    extra = optional(st.just("x"))
+    return st.one_of(
+        st.builds(
+            lambda *a: event("TEXT_MESSAGE_START", messageId=a[0], role=a[1], name=a[2],
+                             subagentRunId=a[3], metadata=a[4]),
+            mid, roles, optional(st.just("bot")), tags, meta,
+        ),
+        st.builds(
+            lambda *a: event("TEXT_MESSAGE_CONTENT", messageId=a[0], delta=a[1], metadata=a[2]),
+            mid, TEXT, meta,
+        ),
+        st.builds(lambda *a: event("TEXT_MESSAGE_END", messageId=a[0], metadata=a[1]), mid, meta),
+        st.builds(
+            lambda *a: event("TEXT_MESSAGE_CHUNK", messageId=a[0], role=a[1], delta=a[2],
+                             subagentRunId=a[3], metadata=a[4], rawEvent=a[5], name=a[6],
+                             unknownField=a[7]),
+            optional(mid), roles, optional(TEXT), tags, meta, optional(json_objects),
+            optional(st.just("bot")), extra,
+        ),
+        st.builds(
+            lambda *a: event("TOOL_CALL_START", toolCallId=a[0], toolCallName=a[1],
+                             parentMessageId=a[2], subagentRunId=a[3], metadata=a[4]),
+            tcid, st.sampled_from(["f", "g"]), optional(mid | st.just("")), tags, meta,
+        ),
+        st.builds(
+            lambda *a: event("TOOL_CALL_ARGS", toolCallId=a[0], delta=a[1], metadata=a[2]),
+            tcid, st.sampled_from(['{"q":', '"x"}', ""]), meta,
+        ),
+        st.builds(lambda *a: event("TOOL_CALL_END", toolCallId=a[0], metadata=a[1]), tcid, meta),
+        st.builds(
+            lambda *a: event("TOOL_CALL_CHUNK", toolCallId=a[0], toolCallName=a[1],
+                             parentMessageId=a[2], delta=a[3], subagentRunId=a[4], metadata=a[5],
+                             unknownField=a[6]),
+            optional(tcid), optional(st.sampled_from(["f", "g"])), optional(mid),
+            optional(st.sampled_from(["{", "}"])), tags, meta, extra,
+        ),
+        st.builds(
+            lambda *a: event("TOOL_CALL_RESULT", messageId=a[0], toolCallId=a[1], content=a[2],
+                             role=a[3], subagentRunId=a[4], metadata=a[5]),
+            mid | tcid, tcid, TEXT | st.just([{"type": "text", "text": "r"}]),
+            optional(st.just("tool")), tags, meta,
+        ),
+        st.builds(
+            lambda *a: event("REASONING_MESSAGE_START", messageId=a[0], role="reasoning",
+                             subagentRunId=a[1], metadata=a[2]),
+            mid, tags, meta,
+        ),
+        st.builds(
+            lambda *a: event("REASONING_MESSAGE_CONTENT", messageId=a[0], delta=a[1],
+                             metadata=a[2]),
+            mid, TEXT, meta,
+        ),
+        st.builds(
+            lambda *a: event("REASONING_MESSAGE_END", messageId=a[0], metadata=a[1]), mid, meta
+        ),
+        st.builds(
+            lambda *a: event("REASONING_MESSAGE_CHUNK", messageId=a[0], delta=a[1],
+                             subagentRunId=a[2], metadata=a[3], role=a[4]),
+            optional(mid), optional(TEXT), tags, meta, optional(st.just("reasoning")),
+        ),
+        st.builds(
+            lambda kind, m, meta: event(kind, messageId=m, metadata=meta),
+            st.sampled_from(["REASONING_START", "REASONING_END"]), mid, meta,
+        ),
+        st.builds(
+            lambda *a: event("REASONING_ENCRYPTED_VALUE", subtype=a[0], entityId=a[1],
+                             encryptedValue=a[2], metadata=a[3]),
+            st.sampled_from(["tool-call", "message"]), mid | tcid, st.sampled_from(["e1", "e2"]),
+            meta,
+        ),
+        st.builds(
+            lambda s, meta: event("STATE_SNAPSHOT", snapshot=s, metadata=meta),
+            json_values | json_objects | st.sampled_from([None, False, 0, "", [], {}]), meta,
+        ),
+        st.builds(lambda d: event("STATE_DELTA", delta=d), patches),
+        st.builds(
+            lambda ms, meta: event("MESSAGES_SNAPSHOT", messages=ms, metadata=meta),
+            rich_message_lists, authoritative_metadata,
+        ),
+        st.builds(
+            lambda *a: event("ACTIVITY_SNAPSHOT", messageId=a[0], activityType=a[1],
+                             content=a[2], replace=a[3], subagentRunId=a[4], metadata=a[5]),
+            mid, st.sampled_from(ACTIVITY_TYPES), json_objects, optional(st.booleans()), tags,
+            meta,
+        ),
+        st.builds(
+            lambda *a: event("ACTIVITY_DELTA", messageId=a[0], activityType=a[1], patch=a[2],
+                             metadata=a[3]),
+            mid, st.sampled_from(ACTIVITY_TYPES),
+            patches | st.just([{"op": "add", "path": "/k", "value": 1}]), meta,
+        ),
+        st.builds(
+            lambda ms: event("RUN_STARTED", threadId="t", runId="r",
+                             input=ABSENT if ms is ABSENT else {
+                                 "threadId": "t", "runId": "r", "messages": ms,
+                                 "tools": [], "context": []}),
+            optional(rich_message_lists),
+        ),
+        st.builds(
+            lambda o: event("RUN_FINISHED", threadId="t", runId="r", outcome=o), outcomes
+        ),
+        st.just(event("RUN_ERROR", message="boom")),
+        st.builds(
+            lambda kind, s: event(kind, subagentRunId=s, name="sub", message="m"),
+            st.sampled_from(["SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR"]),
+            st.sampled_from(["s1", "s2"]) | st.none(),
+        ),
+        st.builds(
+            lambda kind, s: event(kind, stepName="s", subagentRunId=s),
+            st.sampled_from(["STEP_STARTED", "STEP_FINISHED"]), tags,
+        ),
+        st.builds(lambda v: event("CUSTOM", name="c", value=v), json_values),
+        st.just(event("RAW", event={"x": 1})),
+        st.just(event("THINKING_TEXT_MESSAGE_START")),
+    )
+
+
+chaotic_streams = lambda: st.lists(chaotic_event(), max_size=25)  # noqa: E731
+
+
+@given(events=chaotic_streams(), messages=rich_message_lists, state=start_states)
+def test_any_shape_valid_events_in_any_order_match_the_official_client(
+    oracle: Oracle, events: list[dict[str, Any]], messages: list[dict[str, Any]], state: Any
+) -> None:
+    # Orphans (content for unknown ids, activity ids reused by text), reused ids, chunks in
+    # several subagent lanes, snapshots with activity and reasoning under every kind of
+    # authority declaration, encrypted values, interrupts, non-object states.
+    assert_matches_client(oracle, events, messages=messages, state=state)
+
+
+@given(events=chaotic_streams(), messages=rich_message_lists)
+def test_any_shape_valid_unexpanded_events_match_the_raw_client(
+    oracle: Oracle, events: list[dict[str, Any]], messages: list[dict[str, Any]]
+) -> None:
+    assert_matches_client(oracle, events, messages=messages, mode="raw")
+
+
+@st.composite
+def subagent_chunk_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Chunks of the parent and two subagents interleaved, tagged on the opener only or on
+    every chunk, with explicit events and subagent terminals in between."""
+    out: list[dict[str, Any]] = [event("RUN_STARTED", threadId="t", runId="r")]
+    for _ in range(draw(st.integers(1, 20))):
+        lane = draw(st.sampled_from([ABSENT, "s1", "s2"]))
+        kind = draw(st.sampled_from(["text", "tool", "reasoning", "explicit", "terminal"]))
+        tag_every = draw(st.booleans())
+        opens = draw(st.booleans())
+        tag = lane if (opens or tag_every) else ABSENT
+        if kind == "text":
+            out.append(event("TEXT_MESSAGE_CHUNK", delta=draw(TEXT), subagentRunId=tag,
+                             messageId=draw(st.sampled_from(MESSAGE_IDS)) if opens else ABSENT))
+        elif kind == "tool":
+            out.append(event("TOOL_CALL_CHUNK", delta="{}", subagentRunId=tag,
+                             toolCallId=draw(st.sampled_from(TOOL_CALL_IDS)) if opens else ABSENT,
+                             toolCallName="f" if opens else ABSENT,
+                             parentMessageId=draw(optional(st.sampled_from(MESSAGE_IDS)))
+                             if opens else ABSENT))
+        elif kind == "reasoning":
+            out.append(event("REASONING_MESSAGE_CHUNK", delta=draw(TEXT), subagentRunId=tag,
+                             messageId=draw(st.sampled_from(["r1", "r2"])) if opens else ABSENT))
+        elif kind == "explicit":
+            out.append(event("STEP_STARTED", stepName="x", subagentRunId=lane))
+        else:
+            out.append(event(draw(st.sampled_from(["SUBAGENT_FINISHED", "SUBAGENT_ERROR"])),
+                             subagentRunId=lane if lane is not ABSENT else None, message="m"))
+    if draw(st.booleans()):
+        out.append(event("RUN_FINISHED", threadId="t", runId="r"))
+    return out
+
+
+@given(events=subagent_chunk_streams())
+def test_chunks_assembled_in_subagent_lanes_match_the_official_client(
+    oracle: Oracle, events: list[dict[str, Any]]
+) -> None:
+    assert_matches_client(oracle, events)
+
+
+# --------------------------------------------------------------------------------------
+# transformChunks alone, against the client's own
+# --------------------------------------------------------------------------------------
+
+TRANSFORM_SCRIPT = """
+import { transformChunks } from "@ag-ui/client";
+import { createInterface } from "node:readline";
+import { from, lastValueFrom } from "rxjs";
+import { toArray } from "rxjs/operators";
+for await (const line of createInterface({ input: process.stdin })) {
+  const warnings = [];
+  const warn = console.warn;
+  console.warn = (...a) => warnings.push(a.map(String).join(" "));
+  let answer;
+  try {
+    const events = await lastValueFrom(
+      from(JSON.parse(line)).pipe(transformChunks(), toArray()));
+    answer = { ok: true, events, warnings };
+  } catch (e) {
+    answer = { ok: false, error: String(e) };
+  } finally {
+    console.warn = warn;
+  }
+  process.stdout.write(JSON.stringify(answer) + "\\n");
+}
+"""
+
+
+class ChunkOracle:
+    """The client's ``transformChunks`` alone, one JSON line per stream."""
+
+    def __init__(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "SUPPRESS_TRANSFORMATION_WARNINGS"}
+        self._proc = subprocess.Popen(
+            ["node", "--input-type=module", "-e", TRANSFORM_SCRIPT],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=HARNESS_DIR,  # resolves @ag-ui/client from the harness's node_modules
+            env=env,
+            text=True,
+            encoding="utf-8",
+        )
+        self._lock = threading.Lock()
+
+    def transform(self, events: list[dict[str, Any]]) -> dict[str, Any]:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        with self._lock:
+            self._proc.stdin.write(json.dumps(events, ensure_ascii=False) + "\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the transformChunks process died")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def close(self) -> None:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.close()
+        self._proc.wait(timeout=10)
+        self._proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def chunk_oracle() -> Iterator[ChunkOracle]:
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    handle = ChunkOracle()
+    yield handle
+    handle.close()
+
+
+@given(events=st.one_of(subagent_chunk_streams(), chaotic_streams(), legal_streams()))
+def test_expanding_chunks_gives_exactly_the_events_the_client_synthesizes(
+    chunk_oracle: ChunkOracle, events: list[dict[str, Any]]
+) -> None:
+    answer = chunk_oracle.transform(events)
+    if not answer["ok"]:
+        explain(answer["error"])
+        with pytest.raises(InvalidEventError):
+            transform_chunks(events)
+        return
+    assert js_numbers(as_json(transform_chunks(events))) == js_numbers(answer["events"])
+    reducer = Reducer()
+    reducer.feed(events)
+    transform_warnings = [w for w in reducer.warnings if w.startswith(TRANSFORM_WARNING)]
+    assert len(transform_warnings) == len(answer["warnings"])
+
+
+def test_a_continuation_chunk_that_contradicts_its_opener_is_an_error(
+    oracle: Oracle,
+) -> None:
+    events = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "TOOL_CALL_CHUNK", "toolCallId": "c1", "toolCallName": "f", "delta": "{"},
+        {"type": "TOOL_CALL_CHUNK", "toolCallName": "g", "delta": "}"},
+    ]
+    assert not oracle.replay(events)["ok"]
+    with pytest.raises(InvalidEventError) as raised:
+        Reducer().feed(events)
+    assert (raised.value.index, raised.value.path) == (2, "$.toolCallName")
+
+
+# --------------------------------------------------------------------------------------
+# Specific semantics, each pinned against the client
+# --------------------------------------------------------------------------------------
+
+
+def test_a_tool_result_goes_after_its_assistant_message_and_the_results_already_there(
+    oracle: Oracle,
+) -> None:
+    events = [
+        event("RUN_STARTED", threadId="t", runId="r"),
+        event("TOOL_CALL_START", toolCallId="c1", toolCallName="f", parentMessageId="a"),
+        event("TOOL_CALL_START", toolCallId="c2", toolCallName="f", parentMessageId="a"),
+        event("TEXT_MESSAGE_START", messageId="m"),
+        event("TEXT_MESSAGE_CONTENT", messageId="m", delta="later text"),
+        event("TOOL_CALL_RESULT", messageId="r1", toolCallId="c1", content="one"),
+        event("TOOL_CALL_RESULT", messageId="r2", toolCallId="c2", content="two"),
+        event("RUN_FINISHED", threadId="t", runId="r"),
+    ]
+    view = assert_matches_client(oracle, events)
+    assert view is not None
+    assert [m["id"] for m in view.messages] == ["a", "r1", "r2", "m"]
+    assert "content" not in view.messages[0]  # a created parent has no content key
+
+
+def test_a_snapshot_keeps_local_positions_and_client_only_activity_and_reasoning(
+    oracle: Oracle,
+) -> None:
+    start = [
+        {"id": "act", "role": "activity", "activityType": "plan", "content": {"s": 1}},
+        {"id": "u1", "role": "user", "content": "hi"},
+        {"id": "why", "role": "reasoning", "content": "thinking"},
+        {"id": "gone", "role": "assistant", "content": "dropped"},
+    ]
+    events = [
+        event(
+            "MESSAGES_SNAPSHOT",
+            messages=[
+                {"id": "new", "role": "assistant", "content": "appended", "subagentRunId": None},
+                {"id": "u1", "role": "user", "content": "edited"},
+            ],
+        )
+    ]
+    view = assert_matches_client(oracle, events, messages=start)
+    assert view is not None
+    assert [m["id"] for m in view.messages] == ["act", "u1", "why", "new"]
+    assert "subagentRunId" not in view.messages[3]
+
+
+def test_a_message_held_twice_stays_one_object_after_a_snapshot_as_in_the_client(
+    oracle: Oracle,
+) -> None:
+    # Two local messages share an id; the snapshot maps both onto its one message, so text
+    # streamed into it afterwards shows at both positions.
+    start = [
+        {"id": "m1", "role": "assistant", "content": "a"},
+        {"id": "m1", "role": "assistant", "content": "b"},
+    ]
+    events = [
+        event("MESSAGES_SNAPSHOT", messages=[{"id": "m1", "role": "assistant", "content": "s"}]),
+        event("TEXT_MESSAGE_CONTENT", messageId="m1", delta="+"),
+        event("TOOL_CALL_START", toolCallId="c1", toolCallName="f", parentMessageId="m1"),
+        event("TOOL_CALL_RESULT", messageId="r", toolCallId="c1", content="ok"),
+        event("ACTIVITY_SNAPSHOT", messageId="m1", activityType="plan", content={"x": 1}),
+    ]
+    view = assert_matches_client(oracle, events, messages=start)
+    assert view is not None
+    assert view.messages[2]["content"] == "s+"
+
+
+def test_pending_interrupts_follow_the_last_finished_run(oracle: Oracle) -> None:
+    interrupted = event(
+        "RUN_FINISHED",
+        threadId="t",
+        runId="r1",
+        outcome={"type": "interrupt", "interrupts": [{"id": "i", "reason": "approval",
+                                                     "subagentRunId": None}]},
+    )
+    run = [event("RUN_STARTED", threadId="t", runId="r1"), interrupted]
+    view = assert_matches_client(oracle, run)
+    assert view is not None
+    assert view.pending_interrupts == [{"id": "i", "reason": "approval"}]
+    # A run that errors leaves them; one that finishes clears them.
+    errored = [*run, event("RUN_STARTED", threadId="t", runId="r2"), event("RUN_ERROR", message="x")]
+    view = assert_matches_client(oracle, errored)
+    assert view is not None and view.pending_interrupts
+    cleared = [*errored, event("RUN_STARTED", threadId="t", runId="r3"),
+               event("RUN_FINISHED", threadId="t", runId="r3")]
+    view = assert_matches_client(oracle, cleared)
+    assert view is not None and view.pending_interrupts == []
+
+
+@pytest.mark.parametrize("snapshot", [None, False, 0, "", [], {}, [1, {"a": None}]])
+def test_a_state_snapshot_replaces_the_state_with_any_json_value(
+    oracle: Oracle, snapshot: Any
+) -> None:
+    events = [
+        event("STATE_SNAPSHOT", snapshot=snapshot),
+        event("STATE_DELTA", delta=[{"op": "add", "path": "/0", "value": "x"}]),
+    ]
+    assert_matches_client(oracle, events, state={"before": True})
+
+
+def test_a_failing_state_patch_leaves_the_state_unchanged_and_warns(oracle: Oracle) -> None:
+    events = [
+        event(
+            "STATE_DELTA",
+            delta=[
+                {"op": "add", "path": "/a", "value": 1},
+                {"op": "remove", "path": "/missing"},
+            ],
+        )
+    ]
+    view = assert_matches_client(oracle, events, state={"keep": 1})
+    assert view is not None
+    assert view.state == {"keep": 1}
+    assert len(view.warnings) == 1
+
+
+def test_metadata_is_merged_shallowly_onto_the_message_or_the_tool_call(oracle: Oracle) -> None:
+    events = [
+        event("TEXT_MESSAGE_START", messageId="m", metadata={"a": 1, "n": {"x": 1}}),
+        event("TEXT_MESSAGE_END", messageId="m", metadata={"n": {"y": 2}, "b": 2}),
+        event("TOOL_CALL_START", toolCallId="c", toolCallName="f", parentMessageId="m",
+              metadata={"t": 1}),
+        event("TOOL_CALL_END", toolCallId="c", metadata={"t": 2, "u": 3}),
+        event("RUN_STARTED", threadId="t", runId="r", metadata={"ignored": True}),
+    ]
+    view = assert_matches_client(oracle, events)
+    assert view is not None
+    assert view.messages[0]["metadata"] == {"a": 1, "n": {"y": 2}, "b": 2}
+    assert view.messages[0]["toolCalls"][0]["metadata"] == {"t": 2, "u": 3}
+
+
+def test_run_started_appends_only_the_input_messages_not_already_held(oracle: Oracle) -> None:
+    start = [{"id": "u1", "role": "user", "content": "old"}]
+    events = [
+        event(
+            "RUN_STARTED",
+            threadId="t",
+            runId="r",
+            input={
+                "threadId": "t",
+                "runId": "r",
+                "messages": [
+                    {"id": "u1", "role": "user", "content": "new"},
+                    {"id": "u2", "role": "user", "content": "hi", "subagentRunId": None},
+                    {"id": "u2", "role": "user", "content": "dup"},
+                ],
+                "tools": [],
+                "context": [],
+            },
+        )
+    ]
+    view = assert_matches_client(oracle, events, messages=start)
+    assert view is not None
+    assert view.messages == [
+        {"id": "u1", "role": "user", "content": "old"},
+        {"id": "u2", "role": "user", "content": "hi"},
+    ]
+
+
+# --------------------------------------------------------------------------------------
+# The API itself
+# --------------------------------------------------------------------------------------
+
+
+def test_the_reducer_never_modifies_the_start_or_the_events_it_was_given() -> None:
+    start = [{"id": "m", "role": "assistant", "content": "a", "metadata": {"k": [1]}}]
+    state = {"s": [1]}
+    snapshot = [{"id": "m", "role": "assistant", "content": "b"}]
+    events = [
+        event("MESSAGES_SNAPSHOT", messages=snapshot),
+        event("TEXT_MESSAGE_CONTENT", messageId="m", delta="c", metadata={"k": [2]}),
+        event("STATE_SNAPSHOT", snapshot=state),
+    ]
+    before = copy.deepcopy((start, state, events))
+    reducer = Reducer(start, {"x": 1})
+    reducer.feed(events)
+    reducer.messages[0]["content"] += "!"
+    reducer.state["s"].append(2)
+    assert (start, state, events) == before
+
+
+def test_reset_start_continues_with_new_messages_and_state() -> None:
+    reducer = Reducer()
+    reducer.feed([event("TEXT_MESSAGE_START", messageId="m"),
+                  event("TEXT_MESSAGE_CHUNK", messageId="k", delta="open")])
+    reducer.reset_start([{"id": "u", "role": "user", "content": "x"}], [1])
+    reducer.feed([event("TEXT_MESSAGE_CONTENT", messageId="u", delta="y"),
+                  event("STATE_DELTA", delta=[{"op": "add", "path": "/-", "value": 2}])])
+    assert reducer.messages == [{"id": "u", "role": "user", "content": "xy"}]
+    assert reducer.state == [1, 2]
+    same = reducer.messages
+    reducer.reset_start(reducer.messages, None)
+    assert reducer.messages is same and reducer.state is None
+
+
+def test_errors_name_the_position_of_the_event_across_feeds() -> None:
+    reducer = Reducer()
+    reducer.feed([event("RUN_STARTED", threadId="t", runId="r")])
+    with pytest.raises(InvalidEventError) as raised:
+        reducer.feed([event("STEP_STARTED", stepName="s"), event("TEXT_MESSAGE_CHUNK", delta="x")])
+    assert raised.value.index == 2
+    assert raised.value.event_type == "TEXT_MESSAGE_CHUNK"
+    assert raised.value.path == "$.messageId"
+    assert isinstance(raised.value, ValueError)
+
+
+def test_reduce_events_defaults_to_no_messages_and_an_empty_object_state() -> None:
+    view = reduce_events([])
+    assert view == ReducedView(messages=[], state={}, pending_interrupts=[], warnings=[])
+    assert reduce_events([], state=None).state is None
