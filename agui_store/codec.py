@@ -296,6 +296,8 @@ def _scan(
             if max_depth is not None and len(stack) - base > max_depth:
                 return (element if top_array else None), _path_of(stack[base:-1]), True
         elif first in (0x7D, 0x5D):  # } ]
+            if stop_at is not None and match.start() >= stop_at - 1:
+                break  # msgspec may place a syntax error one byte past the closer it tripped on
             if stack:
                 stack.pop()
         elif first == 0x3A:  # :
@@ -659,10 +661,10 @@ def _syntax_problem(raw: bytes, exc: Exception) -> tuple[str, str]:
     if isinstance(exc, msgspec.ValidationError):
         # msgspec's "Number out of range": find the number (msgspec's own path is "$[...]").
         offset = len(raw)
-        for match in _STRING_OR_NUMBER.finditer(raw):
-            token = match.group()
+        for number in _STRING_OR_NUMBER.finditer(raw):
+            token = number.group()
             if token[0] != 0x22 and math.isinf(float(token)):
-                offset, token_text = match.start(), token.decode("ascii")
+                offset, token_text = number.start(), token.decode("ascii")
                 break
         else:
             token_text = "a number"

@@ -223,8 +223,7 @@ class _Compactor:
             except PatchError as error:
                 if self.warnings is not None:
                     self.warnings.append(
-                        "[ag-ui][compact] Failed to apply state patch while compacting: "
-                        f"{error}"
+                        f"[ag-ui][compact] Failed to apply state patch while compacting: {error}"
                     )
         snapshot: dict[str, Any] = {"type": "STATE_SNAPSHOT"}
         if state is not UNDEFINED:
@@ -308,9 +307,7 @@ def _merge_metadata(existing: Any, incoming: Any) -> Any:
 def _carry_start_metadata(previous: dict[str, Any] | None, start: dict[str, Any]) -> Any:
     if previous is None:
         return start
-    metadata = _merge_metadata(
-        previous.get("metadata", _ABSENT), start.get("metadata", _ABSENT)
-    )
+    metadata = _merge_metadata(previous.get("metadata", _ABSENT), start.get("metadata", _ABSENT))
     return start if metadata is _ABSENT else {**start, "metadata": metadata}
 
 
@@ -367,21 +364,15 @@ def _js_string(value: Any) -> str:
     if isinstance(value, list):
         return ",".join(_js_join_element(item) for item in value)
     if isinstance(value, dict):
-        if "toString" in value or "valueOf" in value:
-            return _object_with_own_conversions(value)
+        if "toString" in value:
+            # ToPrimitive skips an own, non-callable toString; the inherited valueOf returns
+            # the object itself, which is no primitive either: JS throws.
+            raise _NoStringError(
+                "Cannot convert object to primitive value: a delta object owns 'toString' "
+                f"({json.dumps(value, ensure_ascii=False)[:80]})"
+            )
         return "[object Object]"
     return str(value)
-
-
-def _object_with_own_conversions(value: dict[str, Any]) -> str:
-    # An own, non-callable toString is skipped; then valueOf: an own value is not callable
-    # either, and the inherited one returns the object itself, which is not a primitive.
-    if "toString" not in value:
-        return "[object Object]"
-    raise _NoStringError(
-        f"Cannot convert object to primitive value: a delta object owns 'toString' "
-        f"({json.dumps(value, ensure_ascii=False)[:80]})"
-    )
 
 
 def _js_number(number: float) -> str:

@@ -77,15 +77,16 @@ def restore(chain: Iterable[RunRecord], *, start: View | None = None) -> View:
     The records must be the caller's to give away (freshly decoded): the reducer takes
     ownership of their values instead of copying them, which keeps a deep chain linear.
     """
-    messages: list[dict[str, Any]] = start.messages if start else []
-    state: Any = start.state if start else {}
-    interrupts: list[dict[str, Any]] = start.interrupts if start else []
-    warnings: list[str] = list(start.warnings) if start else []
+    reducer = Reducer(
+        start.messages if start else [],
+        start.state if start else {},
+        copy=False,
+        pending_interrupts=start.interrupts if start else None,
+    )
     for record in chain:
-        messages, state = start_of_run(messages, state, effective_input(record))
-        reducer = Reducer(messages, state, copy=False)
+        messages, state = start_of_run(reducer.messages, reducer.state, effective_input(record))
+        # Free when the run has no input: the reducer keeps its own lists and indexes.
+        reducer.reset_start(messages, state)
         reducer.feed(record.events)
-        messages, state = reducer.messages, reducer.state
-        interrupts = reducer.pending_interrupts
-        warnings.extend(reducer.warnings)
-    return View(messages, state, interrupts, warnings)
+    warnings = [*start.warnings, *reducer.warnings] if start else reducer.warnings
+    return View(reducer.messages, reducer.state, reducer.pending_interrupts, warnings)

@@ -16,6 +16,9 @@ from typing import Any
 
 HARNESS_DIR = Path(__file__).resolve().parent / "oracle"
 
+#: "No start value given" (``None`` is a real start state: JSON null).
+UNSET: Any = object()
+
 
 def unavailable_reason() -> str | None:
     """Why the oracle cannot run here, or ``None`` when it can."""
@@ -60,14 +63,14 @@ class Oracle:
         events: list[dict[str, Any]],
         *,
         messages: list[dict[str, Any]] | None = None,
-        state: Any = None,
+        state: Any = UNSET,
         mode: str = "reducer",
     ) -> dict[str, Any]:
         """``{"ok", "messages", "state", "pendingInterrupts"}`` as the client holds them."""
         req: dict[str, Any] = {"op": "replay", "events": events, "mode": mode}
         if messages is not None:
             req["messages"] = messages
-        if state is not None:
+        if state is not UNSET:
             req["state"] = state
         return self.ask(req)
 
@@ -88,3 +91,24 @@ class Oracle:
         if self._proc.stdin:
             self._proc.stdin.close()
         self._proc.wait(timeout=10)
+        if self._proc.stdout:
+            self._proc.stdout.close()
+
+
+_SAFE = 2**53
+
+
+def as_js(value: Any) -> Any:
+    """``value`` as JavaScript reads it back: every number is a double.
+
+    JSON.stringify prints a large double like 4.2e16 as the integer 42000000000000000, which
+    Python parses as an int that no longer equals the float it came from. Comparing through
+    this keeps such numbers equal when they are the same double.
+    """
+    if isinstance(value, dict):
+        return {k: as_js(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_js(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _SAFE:
+        return float(value)
+    return value
