@@ -27,6 +27,7 @@ EXAMPLES = {
     "show": "agui-store show run-2 --json",
     "branch": "agui-store branch retry run-1 --thread t1",
     "branches": "agui-store branches t1",
+    "check": "agui-store check --db chat.db",
     "demo": "agui-store demo",
 }
 
@@ -285,6 +286,20 @@ def cmd_branches(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    report = store.check()
+    if args.json:
+        out.write(json.dumps({"ok": report.ok, "checked": list(report.checked),
+                              "problems": [{"check": p.check, "detail": p.detail}
+                                           for p in report.problems]}) + "\n")
+    else:
+        for p in report.problems:
+            out.write(f"{p}\n")
+        out.write(("ok" if report.ok else f"{len(report.problems)} problem(s)")
+                  + f" ({', '.join(report.checked)})\n")
+    return 0 if report.ok else 1
+
+
 def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     from agui_store.demo import record_demo
 
@@ -308,6 +323,7 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
     "show": (cmd_show, "restore a run: transcript and state (--json for machines)"),
     "branch": (cmd_branch, "point a branch at a run (--delete to remove it)"),
     "branches": (cmd_branches, "list a thread's branches"),
+    "check": (cmd_check, "check the file's integrity (exit 1 on any problem)"),
     "demo": (cmd_demo, "record a demo conversation with a branch and show it"),
 }
 

@@ -27,6 +27,7 @@ from agui_store.errors import (
     RunNotFoundError,
     SequenceError,
 )
+from agui_store.integrity import CheckReport, check_database
 from agui_store.records import AppendResult, Branch, Checkout, Run, when
 from agui_store.restore import RunRecord, View, restore
 from agui_store.verify import SequenceVerifier
@@ -760,6 +761,12 @@ class Store:
             )
             at += n
         return restore(records)
+
+    def check(self) -> CheckReport:
+        """Check the file: SQLite's integrity and the store's own invariants (see
+        :mod:`agui_store.integrity`). Reports; never repairs."""
+        with self._reading() as conn:
+            return check_database(conn)
 
     # --- branches and forks -------------------------------------------------------------
 

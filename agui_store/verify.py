@@ -537,6 +537,7 @@ class SequenceVerifier:
         self._check_tag(etype, tag, self._owned_messages, mid, "message")
         if commit and etype == "TEXT_MESSAGE_END":
             del self._open_text[mid]
+            self._owned_messages.pop(mid, None)
 
     def _tool_start(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
         tid = _key(event.get("toolCallId", _UNDEFINED))

@@ -429,19 +429,57 @@ ID_FIELDS = ["messageId", "toolCallId", "parentMessageId", "entityId", "stepName
 tags = st.sampled_from(SUBAGENTS)
 
 
+ALL_KINDS = [
+    "RUN_STARTED", "RUN_FINISHED", "RUN_ERROR",
+    "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
+    "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
+    "STEP_STARTED", "STEP_FINISHED",
+    "REASONING_START", "REASONING_END", "REASONING_MESSAGE_START",
+    "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END", "REASONING_ENCRYPTED_VALUE",
+    "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA", "MESSAGES_SNAPSHOT",
+    "SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR",
+    "STATE_SNAPSHOT", "STATE_DELTA", "CUSTOM", "RAW",
+    "TEXT_MESSAGE_CHUNK", "TOOL_CALL_CHUNK", "THINKING_START", "FUTURE_EVENT",
+]  # fmt: skip
+# The kinds that open, continue, close or (re)own something, weighted towards openers.
+OWNERSHIP_KINDS = [
+    "TEXT_MESSAGE_START", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
+    "TOOL_CALL_START", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
+    "STEP_STARTED", "STEP_FINISHED",
+    "REASONING_START", "REASONING_END", "REASONING_MESSAGE_START",
+    "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END",
+    "REASONING_ENCRYPTED_VALUE", "REASONING_ENCRYPTED_VALUE",
+    "ACTIVITY_SNAPSHOT", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA", "ACTIVITY_DELTA",
+    "MESSAGES_SNAPSHOT", "SUBAGENT_STARTED", "SUBAGENT_FINISHED",
+    "RUN_STARTED", "RUN_FINISHED", "RUN_ERROR",
+]  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Pool:
-    """The values events draw their ids and tags from; the smaller, the more they collide."""
+    """What events draw their type, ids and tags from; the smaller, the more they collide."""
 
+    kinds: list[str]
     messages: list[Any]
     tools: list[Any]
     steps: list[Any]
     tags: list[Any]  # "absent" leaves the field out
 
 
-WIDE = Pool(MESSAGE_IDS, TOOL_IDS, ["a", "b"], ["absent"] * 6 + [None, *SUBAGENTS])
+WIDE = Pool(ALL_KINDS, MESSAGE_IDS, TOOL_IDS, ["a", "b"], ["absent"] * 6 + [None, *SUBAGENTS])
 # One id shared by every kind of entity, so that owners recorded by one kind meet the others.
-TIGHT = Pool(["x", "y"], ["x", "c"], ["x", "a"], ["absent"] * 4 + ["s1", "s1", "s2", ""])
+TIGHT = Pool(
+    OWNERSHIP_KINDS, ["x", "y"], ["x", "c"], ["x", "a"], ["absent"] * 4 + ["s1", "s1", "s2", ""]
+)
+# Ids and tags that are not strings, which JavaScript compares by type (and objects by
+# reference): true is not 1, 1.0 is 1, null is not absent, [] is not [].
+ODD = Pool(
+    OWNERSHIP_KINDS,
+    [1, 1.0, True, None, "1", [], {}],
+    [1, True, "1", None],
+    [1, True, None, 0, False],
+    ["absent"] * 3 + ["s1", 1, True, 0, [], {}],
+)
 
 
 @st.composite
@@ -470,22 +508,7 @@ def any_events(draw: st.DrawFn, pool: Pool = WIDE) -> Event:
     """One event of any type, with fields drawn from small pools so that they collide."""
     ids = st.sampled_from(pool.messages)
     tool_ids = st.sampled_from(pool.tools)
-    kind = draw(
-        st.sampled_from(
-            [
-                "RUN_STARTED", "RUN_FINISHED", "RUN_ERROR",
-                "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
-                "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
-                "STEP_STARTED", "STEP_FINISHED",
-                "REASONING_START", "REASONING_END", "REASONING_MESSAGE_START",
-                "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END", "REASONING_ENCRYPTED_VALUE",
-                "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA", "MESSAGES_SNAPSHOT",
-                "SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR",
-                "STATE_SNAPSHOT", "STATE_DELTA", "CUSTOM", "RAW",
-                "TEXT_MESSAGE_CHUNK", "TOOL_CALL_CHUNK", "THINKING_START", "FUTURE_EVENT",
-            ]
-        )
-    )  # fmt: skip
+    kind = draw(st.sampled_from(pool.kinds))
     ev: Event = {"type": kind}
     if kind == "RUN_STARTED":
         ev |= {"threadId": "t", "runId": "rx"}
@@ -799,16 +822,24 @@ def test_random_event_soup_gets_the_official_clients_verdict(
     assert_same_verdict(oracle, [RUN_STARTED, *body])
 
 
-@given(st.lists(any_events(TIGHT), min_size=1, max_size=30))
+@st.composite
+def walks(draw: st.DrawFn) -> list[Event]:
+    """A RUN_STARTED, maybe echoing seeded input, then candidates from one tight pool."""
+    pool = draw(st.sampled_from([TIGHT, TIGHT, ODD]))
+    first: Event = {**RUN_STARTED, "input": {"messages": draw(seeded_messages(pool))}}
+    return [first, *draw(st.lists(any_events(pool), min_size=1, max_size=30))]
+
+
+@given(walks())
 def test_every_step_of_a_random_walk_gets_the_official_clients_verdict(
-    oracle: Oracle, candidates: list[Event]
+    oracle: Oracle, walk: list[Event]
 ) -> None:
     # Each candidate is judged after the events accepted so far, so the walk reaches deep
     # states (owners recorded by one kind of entity meeting another, subagents closed and
     # reused) that whole random streams rarely get to.
-    accepted: list[Event] = [RUN_STARTED]
-    v = verify_events(accepted)
-    for ev in candidates:
+    accepted: list[Event] = []
+    v = SequenceVerifier()
+    for ev in walk:
         index = len(accepted)
         theirs = oracle.verify([*accepted, ev])
         try:
