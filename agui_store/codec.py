@@ -29,6 +29,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -204,16 +205,15 @@ def _decode_value(buf: bytes) -> Any:
         return _DECODER.decode(buf)
     except RecursionError:
         raise InvalidEventError("JSON is nested too deeply to decode") from None
-    except msgspec.ValidationError as exc:
-        raise InvalidEventError(f"{exc} (a number too large for a double)") from None
     except UnicodeDecodeError:
         raise InvalidEventError(f"invalid UTF-8 at byte {_utf8_error_offset(buf)}") from None
-    except msgspec.DecodeError as exc:
-        if _SURROGATE_ESCAPE.search(buf):
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        if isinstance(exc, msgspec.DecodeError) and _SURROGATE_ESCAPE.search(buf):
             value, ok = _decode_stdlib(buf)
             if ok:
                 return value
-        raise InvalidEventError(_decode_error_reason(buf, exc)) from None
+        reason, path = _syntax_problem(buf, exc)
+        raise InvalidEventError(reason, path=path) from None
 
 
 def _utf8_error_offset(buf: bytes) -> int:
@@ -462,8 +462,13 @@ def _from_object(obj: Any, index: int, limits: _Limits) -> IncomingEvent:
                 problem[0], index=index, event_type=event_type, path=render_path(problem[1])
             )
         if raw is None:
-            raw = _encode_surrogates(obj, canonical=False)
-            data = _decode_value(raw)
+            try:
+                raw = _encode_surrogates(obj, canonical=False)
+                data = _decode_value(raw)
+            except InvalidEventError as exc:
+                raise InvalidEventError(
+                    exc.reason, index=index, event_type=event_type, path=exc.path
+                ) from None
     if len(raw) > limits.max_event_bytes:
         raise InvalidEventError(
             f"event is {len(raw)} bytes of JSON, over the limit of {limits.max_event_bytes}",
@@ -659,17 +664,26 @@ def _event_from_bytes(raw: bytes, index: int, limits: _Limits, *, where: str) ->
 def _syntax_problem(raw: bytes, exc: Exception) -> tuple[str, str]:
     """Reason and JSON path of a msgspec decoding error in one event's text."""
     if isinstance(exc, msgspec.ValidationError):
-        # msgspec's "Number out of range": find the number (msgspec's own path is "$[...]").
-        offset = len(raw)
+        # A number out of range (msgspec's own path for it is "$[...]"): find it.
+        offset, reason = len(raw), f"number out of range ({exc})"
         for number in _STRING_OR_NUMBER.finditer(raw):
             token = number.group()
-            if token[0] != 0x22 and math.isinf(float(token)):
-                offset, token_text = number.start(), token.decode("ascii")
+            if token[0] == 0x22:
+                continue
+            shown = token[:24].decode("ascii") + ("..." if len(token) > 24 else "")
+            if not any(c in token for c in b".eE"):
+                if len(token.lstrip(b"-")) > sys.get_int_max_str_digits() > 0:
+                    offset = number.start()
+                    reason = (
+                        f"integer {shown} has {len(token.lstrip(b'-'))} digits, over Python's "
+                        f"limit of {sys.get_int_max_str_digits()} (json.loads refuses it too)"
+                    )
+                    break
+            elif math.isinf(float(token)):
+                offset = number.start()
+                reason = f"{shown} is out of the range of a double (it would read back as infinity)"
                 break
-        else:
-            token_text = "a number"
         _, segments, _ = _scan(raw, top_array=False, stop_at=offset)
-        reason = f"{token_text} is out of the range of a double (it would read back as infinity)"
         return reason, render_path(segments)
     match = _BYTE_AT.search(str(exc))
     offset = int(match.group(1)) if match else len(raw)

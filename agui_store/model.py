@@ -31,7 +31,7 @@ pipeline is ``CompatibilityBoundary`` then ``enforceEvents`` (zod):
 
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, NoReturn, get_args
 
 import msgspec
 import msgspec.inspect as mi
@@ -124,7 +124,10 @@ __all__ = [
     "UrlSource",
     "UserMessage",
     "VideoPart",
+    "check_event_slow",
     "from_dict",
+    "kind_of",
+    "render_path",
     "to_dict",
     "validate_event",
     "validate_input",
@@ -769,7 +772,7 @@ class _Problem(Exception):
 _Check = Callable[[Any, list[_PathSeg]], None]
 
 
-def _fail(reason: str, path: list[_PathSeg]) -> None:
+def _fail(reason: str, path: list[_PathSeg]) -> NoReturn:
     raise _Problem(reason, list(path))
 
 
@@ -823,8 +826,7 @@ def _compile(t: mi.Type) -> _Check:
 
         return check_str
     if isinstance(t, mi.IntType):
-        lo = t.ge if t.ge is not None else None
-        hi = t.le if t.le is not None else None
+        lo, hi = t.ge, t.le
 
         def check_int(value: Any, path: list[_PathSeg]) -> None:
             if not _is_integral(value):

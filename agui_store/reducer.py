@@ -31,7 +31,14 @@ import msgspec
 from agui_store.errors import InvalidEventError
 from agui_store.patch import UNDEFINED, PatchError, apply_patch
 
-__all__ = ["ReducedView", "Reducer", "reduce_events", "transform_chunks"]
+__all__ = [
+    "ACTIVITY_HISTORY_METADATA",
+    "ReducedView",
+    "Reducer",
+    "authoritative_activity_types",
+    "reduce_events",
+    "transform_chunks",
+]
 
 Event = dict[str, Any]
 Message = dict[str, Any]
@@ -76,10 +83,10 @@ def _clone_messages(messages: Iterable[Any]) -> list[Any]:
     seen: dict[int, Any] = {}
     out = []
     for m in messages:
-        copy = seen.get(id(m))
-        if copy is None:
-            copy = seen[id(m)] = _clone(m)
-        out.append(copy)
+        cloned = seen.get(id(m))
+        if cloned is None:
+            cloned = seen[id(m)] = _clone(m)
+        out.append(cloned)
     return out
 
 
@@ -619,7 +626,6 @@ class Reducer:
             pending_interrupts: the interrupts left pending before the first event.
         """
         self._copy = copy
-        self._expand = expand_chunks
         self.warnings: list[str] = []
         self._chunks = _ChunkExpander(self.warnings)
         self._handlers = _FEED_HANDLERS if expand_chunks else _APPLY_HANDLERS
@@ -668,12 +674,14 @@ class Reducer:
             self._fed = index
 
     def reset_start(self, messages: list[Message], state: Any) -> None:
-        """Replace what the client holds, as a new run's input does, keeping the rest.
+        """Start a new run from ``messages`` and ``state``, as the client does for each run.
 
-        Chunk lanes, pending interrupts and warnings carry over. Handing back
-        :attr:`messages` itself costs nothing; any other list is indexed anew (and copied
-        unless ``copy=False``).
+        The client runs each run through a fresh ``transformChunks``, so a chunk stream the
+        previous run left open is dropped (with no synthesized END). Pending interrupts and
+        warnings carry over. Handing back :attr:`messages` itself costs nothing; any other
+        list is indexed anew (and copied unless ``copy=False``).
         """
+        self._chunks.lanes.clear()
         if messages is not self.messages:
             self.messages = _clone_messages(messages) if self._copy else messages
             self._reindex()
@@ -828,8 +836,11 @@ class Reducer:
             self._merge_metadata(target, metadata)
 
     def _on_text_content(self, event: Event) -> None:
-        m = self._streaming_target(event, "TEXT_MESSAGE_CONTENT", "text")
-        if m is None:
+        # The hottest handler (one event per streamed token): the lookup is inlined.
+        mid = event.get("messageId", _ABSENT)
+        m = self._by_id.get(mid if type(mid) is str else _key(mid))
+        if m is None or m.get("role") == "activity":
+            self._streaming_target(event, "TEXT_MESSAGE_CONTENT", "text")  # warns
             return
         content = m.get("content")
         delta = event.get("delta", _ABSENT)

@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -75,6 +75,45 @@ CREATE TABLE branches (
 CREATE INDEX branches_by_run ON branches(run);
 """
 
+# Version 2: content-addressed checkpoints (derived data: the raw log is never rewritten).
+CREATE_V2 = """
+-- JSON values addressed by the sha256 of their canonical encoding (sorted keys, compact).
+-- codec 0: data is that canonical JSON text (UTF-8); codec 1: zlib of it.
+-- The integer id is a local handle: rows written together sit together on disk, so reading a
+-- view's messages walks neighbouring pages instead of jumping by random hash.
+CREATE TABLE blobs (
+    id     INTEGER PRIMARY KEY,
+    hash   BLOB NOT NULL UNIQUE,
+    codec  INTEGER NOT NULL CHECK (codec IN (0, 1)),
+    data   BLOB NOT NULL
+) STRICT;
+
+-- The restored view at the end of a complete run. Its messages are the first ``keep`` messages
+-- of ``base``'s checkpoint followed by this checkpoint's own rows in checkpoint_messages, so a
+-- conversation that grows by a few messages per run stores a few rows per run.
+CREATE TABLE checkpoints (
+    run         INTEGER PRIMARY KEY REFERENCES runs(id),
+    base        INTEGER REFERENCES checkpoints(run),
+    keep        INTEGER NOT NULL,
+    length      INTEGER NOT NULL,         -- number of messages in the view
+    chain       INTEGER NOT NULL,         -- checkpoints walked to rebuild the message list
+    state       INTEGER NOT NULL REFERENCES blobs(id),
+    interrupts  INTEGER REFERENCES blobs(id),
+    warnings    INTEGER REFERENCES blobs(id),
+    ids_hash    BLOB NOT NULL,            -- sha256 of the message ids, for lineage rule 3
+    created_at  INTEGER NOT NULL,
+    CHECK (base IS NULL OR base < run)
+) STRICT;
+CREATE INDEX checkpoints_by_ids ON checkpoints(ids_hash, length);
+
+CREATE TABLE checkpoint_messages (
+    run      INTEGER NOT NULL REFERENCES checkpoints(run),
+    pos      INTEGER NOT NULL,
+    message  INTEGER NOT NULL REFERENCES blobs(id),
+    PRIMARY KEY (run, pos)
+) STRICT, WITHOUT ROWID;
+"""
+
 _APPEND_ONLY_TABLES = ("threads", "runs", "events", "batches")
 
 APPEND_ONLY_TRIGGERS = "\n".join(
@@ -88,7 +127,7 @@ BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
 )
 
 #: Migrations from version N-1 to N, applied in order inside one transaction.
-MIGRATIONS: dict[int, str] = {1: CREATE_V1 + APPEND_ONLY_TRIGGERS}
+MIGRATIONS: dict[int, str] = {1: CREATE_V1 + APPEND_ONLY_TRIGGERS, 2: CREATE_V2}
 
 # --- hot statements -------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import apsw
 
-from agui_store import codec, database, model, schema
+from agui_store import blobs, checkpoints, codec, database, model, schema
 from agui_store.errors import (
     AmbiguousRunError,
     BranchError,
@@ -29,7 +29,7 @@ from agui_store.errors import (
 )
 from agui_store.integrity import CheckReport, check_database
 from agui_store.records import AppendResult, Branch, Checkout, Run, when
-from agui_store.restore import RunRecord, View, restore
+from agui_store.restore import RunRecord, View, effective_input, restore
 from agui_store.verify import SequenceVerifier
 
 #: The implicit branch of every thread: it follows the thread's newest run.
@@ -59,6 +59,18 @@ class _Segment:
     types: list[str] = field(default_factory=list)
     run_pk: int | None = None  # an existing run continued, or the new run once inserted
     started: dict[str, Any] | None = None  # the RUN_STARTED that opens a new run
+    outcome: str | None = None  # the status its last terminal event gives the run
+
+
+@dataclass
+class _CachedView:
+    """The newest checkpointed view of a thread, kept in memory so that the next run's
+    checkpoint costs a replay of that run alone. The reducer consumes it (mutates it)."""
+
+    run_pk: int
+    view: View
+    blob_ids: list[int]
+    chain: int
 
 
 @dataclass(frozen=True)
@@ -95,6 +107,7 @@ class Store:
         # small appends is not re-verified from its start each time. Keyed by thread; valid
         # while the run's last sequence number is unchanged (another writer invalidates it).
         self._verifiers: dict[int, tuple[int, int, SequenceVerifier]] = {}
+        self._views: dict[int, _CachedView] = {}
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -122,8 +135,13 @@ class Store:
             # A forked child must not share the parent's SQLite handle: open its own.
             self._conn = database.connect(self.path, busy_timeout_ms=self.busy_timeout_ms)
             self._pid = os.getpid()
-            self._verifiers.clear()
+            self._forget()
         return self._conn
+
+    def _forget(self) -> None:
+        """Drop in-memory caches (after a failed write, or in a forked child)."""
+        self._verifiers.clear()
+        self._views.clear()
 
     @contextmanager
     def _reading(self) -> Iterator[apsw.Connection]:
@@ -169,11 +187,15 @@ class Store:
         batch_thread = self._thread_of_batch(incoming, types, thread_id, run_input)
         with self._lock:
             conn = self._db
-            with database.immediate(conn):
-                return self._append_locked(
-                    conn, incoming, types, batch_thread, run_input, parent, branch,
-                    check_sequence,
-                )
+            try:
+                with database.immediate(conn):
+                    return self._append_locked(
+                        conn, incoming, types, batch_thread, run_input, parent, branch,
+                        check_sequence,
+                    )
+            except BaseException:
+                self._forget()
+                raise
 
     def _parse_input(self, value: Any) -> tuple[dict[str, Any], str]:
         parsed = codec.parse_events(
@@ -291,15 +313,16 @@ class Store:
                 rows.append((seq, segment.run_pk, kind, ev.raw.decode("utf-8")))
                 seq += 1
             conn.executemany(schema.INSERT_EVENT, rows)
-            outcome = None
             for ev, kind in zip(segment.events, segment.types):
                 if kind in ("RUN_FINISHED", "RUN_ERROR"):
-                    outcome = _status_of_terminal(ev.data)
+                    segment.outcome = _status_of_terminal(ev.data)
             conn.execute(
                 "INSERT INTO batches(run, first_seq, last_seq, count, outcome, appended_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (segment.run_pk, seq - len(rows), seq - 1, len(rows), outcome, now),
+                (segment.run_pk, seq - len(rows), seq - 1, len(rows), segment.outcome, now),
             )
+        for segment in segments:
+            self._keep_checkpoint_current(conn, thread_pk, segment, now)
         last_seq = seq - 1
         if verifier is not None:
             last_pk = segments[-1].run_pk
@@ -474,6 +497,100 @@ class Store:
             verifier = SequenceVerifier()
         self._verifiers[thread_pk] = (run_pk, int(last_seq or 0), verifier)
         return verifier
+
+    # --- checkpoints --------------------------------------------------------------------
+
+    def _keep_checkpoint_current(
+        self, conn: apsw.Connection, thread_pk: int, segment: _Segment, now: int
+    ) -> None:
+        """A run that completes gets its checkpoint now when that is cheap (its parent's view
+        is cached or checkpointed); events that change a checkpointed view drop it."""
+        assert segment.run_pk is not None
+        if checkpoints.has_checkpoint(conn, segment.run_pk):
+            if any(kind != "RUN_ERROR" for kind in segment.types):
+                # Only possible with check_sequence=False: events after the run's end.
+                checkpoints.drop_from(conn, segment.run_pk)
+                self._views.pop(thread_pk, None)
+            return
+        if segment.outcome is not None:
+            self._checkpoint(conn, thread_pk, segment.run_pk, now, only_if_cheap=True)
+
+    def _checkpoint(
+        self, conn: apsw.Connection, thread_pk: int, run_pk: int, now: int, *,
+        only_if_cheap: bool,
+    ) -> bool:
+        """Compute and store a complete run's checkpoint. Returns whether one was written."""
+        parent_pk, raw_input = conn.execute(
+            "SELECT parent, input FROM runs WHERE id = ?", (run_pk,)
+        ).fetchone()
+        cached = self._views.pop(thread_pk, None)
+        base: tuple[int, list[int], int] | None = None
+        if parent_pk is None:
+            start = View([], {}, [], [])
+        elif cached is not None and cached.run_pk == parent_pk:
+            start, base = cached.view, (parent_pk, cached.blob_ids, cached.chain)
+        elif checkpoints.has_checkpoint(conn, parent_pk):
+            snap = checkpoints.load(conn, parent_pk)
+            start, base = snap.view, (parent_pk, snap.blob_ids, snap.chain)
+        elif only_if_cheap:
+            return False
+        else:
+            start = self._view(conn, parent_pk)
+        known = dict(zip(map(id, start.messages), base[1])) if base else {}
+        keep_alive = list(start.messages)  # old objects stay alive: their id()s stay unique
+        payloads = [r[0] for r in conn.execute(
+            "SELECT payload FROM events WHERE run = ? ORDER BY seq", (run_pk,))]
+        record = RunRecord(
+            input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
+            events=codec.decode_many(payloads),
+        )
+        view = restore([record], start=start)
+        messages = _message_blobs(view.messages, record, known)
+        del keep_alive
+        blob_ids, chain = checkpoints.write(conn, run_pk, view, messages, base, now)
+        self._views[thread_pk] = _CachedView(run_pk, view, blob_ids, chain)
+        return True
+
+    def compact(self, run_or_ref: str | None = None, *, thread_id: str | None = None) -> int:
+        """Materialize checkpoints: for a run and its ancestors, a thread, or the whole store.
+
+        Checkpoints are derived data (the raw log is never rewritten); ``append`` keeps them
+        current where that is cheap, this fills in the rest. Returns how many were written.
+        """
+        with self._lock:
+            conn = self._db
+            try:
+                with database.immediate(conn):
+                    if run_or_ref is not None:
+                        key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+                        pks = [int(r[0]) for r in conn.execute(
+                            schema.ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id", (key.pk,))]
+                    elif thread_id is not None:
+                        thread_pk = self._require_thread(conn, thread_id)
+                        pks = [int(r[0]) for r in conn.execute(
+                            "SELECT id FROM runs WHERE thread = ? ORDER BY id", (thread_pk,))]
+                    else:
+                        pks = [int(r[0]) for r in conn.execute("SELECT id FROM runs ORDER BY id")]
+                    written = 0
+                    now = database.now_ms()
+                    for pk in pks:
+                        if checkpoints.has_checkpoint(conn, pk) or self._status(conn, pk) == "incomplete":
+                            continue
+                        thread_pk = int(conn.execute(
+                            "SELECT thread FROM runs WHERE id = ?", (pk,)).fetchone()[0])
+                        written += self._checkpoint(conn, thread_pk, pk, now, only_if_cheap=False)
+                    return written
+            except BaseException:
+                self._forget()
+                raise
+
+    @staticmethod
+    def _status(conn: apsw.Connection, run_pk: int) -> str:
+        row = conn.execute(
+            "SELECT outcome FROM batches WHERE run = ? AND outcome IS NOT NULL "
+            "ORDER BY id DESC LIMIT 1", (run_pk,)
+        ).fetchone()
+        return str(row[0]) if row else "incomplete"
 
     # --- lookups ------------------------------------------------------------------------
 
@@ -736,37 +853,45 @@ class Store:
         return Checkout(run, view.messages, view.state, view.interrupts, view.warnings)
 
     def _view(self, conn: apsw.Connection, pk: int) -> View:
-        chain, grouped = self._chain_payloads(conn, pk)
-        inputs = {
-            int(r[0]): r[1]
-            for r in conn.execute(
-                schema.ANCESTORS_CTE
-                + "SELECT runs.id, runs.input FROM chain CROSS JOIN runs ON runs.id = chain.id "
-                "WHERE runs.input IS NOT NULL",
-                (pk,),
-            )
-        }
-        payloads = [p for run_pk in chain for p in grouped.get(run_pk, [])]
-        decoded = codec.decode_many(payloads)
-        records = []
-        at = 0
-        for run_pk in chain:
-            n = len(grouped.get(run_pk, ()))
-            raw_input = inputs.get(run_pk)
-            records.append(
-                RunRecord(
-                    input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
-                    events=decoded[at : at + n],
-                )
-            )
-            at += n
-        return restore(records)
+        """view(R): from the nearest checkpoint on R's lineage, replaying only what follows."""
+        found, after = checkpoints.nearest(conn, pk)
+        start = checkpoints.load(conn, found, with_hashes=False).view if found is not None else None
+        if not after:
+            assert start is not None
+            return start
+        return restore(self._records(conn, after), start=start)
 
-    def check(self) -> CheckReport:
-        """Check the file: SQLite's integrity and the store's own invariants (see
-        :mod:`agui_store.integrity`). Reports; never repairs."""
-        with self._reading() as conn:
-            return check_database(conn)
+    def _replay_view(self, conn: apsw.Connection, pk: int) -> View:
+        """view(R) by full replay of its lineage, ignoring checkpoints (the reference)."""
+        chain = [int(r[0]) for r in conn.execute(
+            schema.ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id", (pk,))]
+        return restore(self._records(conn, chain))
+
+    @staticmethod
+    def _records(conn: apsw.Connection, run_pks: list[int]) -> list[RunRecord]:
+        """Inputs and decoded events of runs (root first: keys grow along a lineage)."""
+        marks = ",".join("?" * len(run_pks))
+        grouped: dict[int, list[str]] = {}
+        for run_pk, payload in conn.execute(
+            f"SELECT run, payload FROM events WHERE run IN ({marks}) ORDER BY run, seq",
+            tuple(run_pks),
+        ):
+            grouped.setdefault(run_pk, []).append(payload)
+        inputs = dict(conn.execute(
+            f"SELECT id, input FROM runs WHERE id IN ({marks}) AND input IS NOT NULL",
+            tuple(run_pks),
+        ).fetchall())
+        decoded = codec.decode_many([p for pk in run_pks for p in grouped.get(pk, ())])
+        records, at = [], 0
+        for pk in run_pks:
+            n = len(grouped.get(pk, ()))
+            raw_input = inputs.get(pk)
+            records.append(RunRecord(
+                input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
+                events=decoded[at : at + n],
+            ))
+            at += n
+        return records
 
     # --- branches and forks -------------------------------------------------------------
 
@@ -847,6 +972,37 @@ class Store:
             "forwardedProps": recorded.get("forwardedProps", {}),
         }
         return fork_input
+
+
+_ID_KEYS = ("messageId", "toolCallId", "parentMessageId", "entityId")
+
+
+def _message_blobs(
+    messages: list[dict[str, Any]], record: RunRecord, known: dict[int, int]
+) -> list[int | checkpoints.Packed]:
+    """Each message's blob: the parent's blob id for a message the run cannot have touched
+    (same object, its id and its tool calls' ids named by none of the run's events), else
+    the message packed anew."""
+    touched: set[Any] = set()
+    everything = effective_input(record) is not None
+    for ev in record.events:
+        if ev.get("type") == "MESSAGES_SNAPSHOT":
+            everything = True
+            break
+        for key in _ID_KEYS:
+            value = ev.get(key)
+            if isinstance(value, str):
+                touched.add(value)
+    out: list[int | checkpoints.Packed] = []
+    for m in messages:
+        blob_id = None if everything else known.get(id(m))
+        if blob_id is not None and (
+            m.get("id") in touched
+            or any(isinstance(c, dict) and c.get("id") in touched for c in m.get("toolCalls") or ())
+        ):
+            blob_id = None
+        out.append(blob_id if blob_id is not None else blobs.pack(m))
+    return out
 
 
 def _check_branch_name(name: str) -> None:

@@ -537,7 +537,6 @@ class SequenceVerifier:
         self._check_tag(etype, tag, self._owned_messages, mid, "message")
         if commit and etype == "TEXT_MESSAGE_END":
             del self._open_text[mid]
-            self._owned_messages.pop(mid, None)
 
     def _tool_start(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
         tid = _key(event.get("toolCallId", _UNDEFINED))
@@ -697,7 +696,7 @@ class SequenceVerifier:
             self._check_tag(etype, tag, self._owned_tools, entity, "tool call")
         elif subtype == "message":
             owners = (
-                self._owned_messages if entity in self._owned_messages else self._owned_reasoning
+                self._owned_messages
             )
             self._check_tag(etype, tag, owners, entity, "message")
         else:

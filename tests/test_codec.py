@@ -9,6 +9,7 @@ import io
 import json
 import math
 import string
+import timeit
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from agui_store import codec, model
 from agui_store.codec import IncomingEvent, parse_events
 from agui_store.errors import InvalidEventError
 from tests.conftest import fixture_params
-from tests.strategies import SAFE_INT, json_values, legal_streams
+from tests.strategies import json_values, legal_streams
 
 # ---------------------------------------------------------------------------------------------
 # Encoders: the same events in every form a user may hand over
@@ -207,7 +208,6 @@ def test_canonical_bytes_ignore_key_order(obj: dict[str, Any], rnd: Any) -> None
     canonical = codec.canonical_bytes(obj)
     assert codec.canonical_bytes(shuffled(obj)) == canonical
     assert json.loads(canonical) == obj
-    assert b", " not in canonical.replace(b'", "', b"") or isinstance(obj, dict)
 
 
 def test_canonical_bytes_sort_keys_and_use_compact_separators() -> None:
@@ -432,6 +432,17 @@ def test_json_values_read_back_as_json_loads_reads_them(fragment: str) -> None:
     assert again.data == expected
 
 
+def test_integers_json_loads_cannot_read_are_refused_with_their_path() -> None:
+    digits = "9" * 5000  # over Python's int-to-string limit (4300 digits)
+    for source in ('[{"type":"A"}, {"type":"CUSTOM","value":[1, ' + digits + "]}]",):
+        with pytest.raises(InvalidEventError, match="5000 digits") as info:
+            parse_events(source)
+        assert (info.value.index, info.value.path) == (1, "$.value[1]")
+    with pytest.raises(InvalidEventError) as info:
+        parse_events([{"type": "A"}, {"type": "CUSTOM", "value": 10**5000}])
+    assert (info.value.index, info.value.event_type) == (1, "CUSTOM")
+
+
 def test_duplicate_keys_read_back_last_one_wins_as_json_parse_does() -> None:
     text = '{"type":"CUSTOM","name":"a","name":"b","value":1}'
     [parsed] = parse_events(text)
@@ -645,7 +656,15 @@ def test_brackets_inside_strings_do_not_count_as_nesting(text: str) -> None:
     assert datas(text) == [json.loads(text)]
 
 
-@given(json_values)
+tricky_text = st.text(alphabet='[]{}"\\/:,ab', max_size=8)
+tricky_values = st.recursive(
+    st.none() | st.integers() | tricky_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(tricky_text, inner, max_size=3),
+    max_leaves=15,
+)
+
+
+@given(json_values | tricky_values)
 def test_the_fast_depth_check_agrees_with_the_real_depth(value: Any) -> None:
     def depth(v: Any) -> int:
         if isinstance(v, dict):
@@ -705,20 +724,18 @@ def test_the_limits_are_module_constants() -> None:
     assert codec.DEFAULT_MAX_DEPTH == 64
 
 
-def test_parsing_is_fast() -> None:
-    import time
-
+def test_parsing_keeps_pace_with_json_loads_of_the_same_lines() -> None:
+    # Relative to a baseline measured in the same run, so a loaded machine does not fail it.
     events = [
         {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": f"token {i}"}
-        for i in range(20_000)
+        for i in range(5_000)
     ]
-    text = as_jsonl(events).encode()
-    for source in (events, text):
-        start = time.perf_counter()
-        parsed = parse_events(source)
-        rate = len(parsed) / (time.perf_counter() - start)
-        assert rate > 100_000, f"{rate:.0f} events/s"
+    lines = [json.dumps(e).encode() for e in events]
+    text = b"\n".join(lines)
 
+    def best(f: Callable[[], Any]) -> float:
+        return min(timeit.repeat(f, number=1, repeat=5))
 
-def test_safe_int_bound_of_the_strategies_is_exact() -> None:
-    assert codec.decode(str(SAFE_INT).encode()) == 2**53 - 1
+    baseline = best(lambda: [json.loads(line) for line in lines])
+    assert best(lambda: parse_events(text)) < 2 * baseline
+    assert best(lambda: parse_events(events)) < 3 * baseline

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import timeit
 from collections.abc import Iterator
 from typing import Any
 
@@ -455,34 +456,43 @@ def test_unknown_event_types_and_unknown_fields_are_accepted() -> None:
     assert model.to_dict(model.from_dict(ev)) == {k: v for k, v in ev.items() if k != "newField"}
 
 
+UNKNOWN_MEMBERS: list[dict[str, Any]] = [
+    {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "n1", "role": "narrator", "content": 5}]},
+    {
+        "type": "MESSAGES_SNAPSHOT",
+        "messages": [
+            {
+                "id": "u",
+                "role": "user",
+                "content": [{"type": "binary", "mimeType": "image/png", "data": "x"}],
+            }
+        ],
+    },
+    {
+        "type": "TOOL_CALL_RESULT",
+        "messageId": "r",
+        "toolCallId": "c",
+        "content": [{"type": "image", "source": {"type": "s3", "bucket": 1}}],
+    },
+    {"type": "STATE_DELTA", "delta": [{"op": "merge", "path": 5}]},
+    {"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "outcome": {"type": "paused"}},
+    {"type": "SUBAGENT_FINISHED", "subagentRunId": "s", "outcome": {"type": "handoff"}},
+]
+
+
 @pytest.mark.parametrize(
     "ev",
-    [
-        {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "n1", "role": "narrator", "content": 5}]},
-        {
-            "type": "MESSAGES_SNAPSHOT",
-            "messages": [
-                {
-                    "id": "u",
-                    "role": "user",
-                    "content": [{"type": "binary", "mimeType": "image/png", "data": "x"}],
-                }
-            ],
-        },
-        {
-            "type": "TOOL_CALL_RESULT",
-            "messageId": "r",
-            "toolCallId": "c",
-            "content": [{"type": "image", "source": {"type": "s3", "bucket": 1}}],
-        },
-        {"type": "STATE_DELTA", "delta": [{"op": "merge", "path": 5}]},
-        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "outcome": {"type": "paused"}},
-        {"type": "SUBAGENT_FINISHED", "subagentRunId": "s", "outcome": {"type": "handoff"}},
-    ],
+    UNKNOWN_MEMBERS,
     ids=["role", "binary-part", "source", "patch-op", "run-outcome", "subagent-outcome"],
 )
 def test_unknown_union_members_are_accepted_as_the_client_strips_them(ev: dict[str, Any]) -> None:
     assert model.validate_event(ev) == ev["type"]
+
+
+@pytest.mark.oracle
+def test_the_clients_schema_also_accepts_unknown_union_members(oracle: Oracle) -> None:
+    for ev in UNKNOWN_MEMBERS:
+        assert zod_verdict(oracle, ev) is None, ev
 
 
 @pytest.mark.parametrize(
@@ -510,6 +520,30 @@ def test_legacy_nulls_the_client_normalizes_are_accepted(
         target = target[seg]
     target[field] = None
     assert model.validate_event(ev) == event_type
+
+
+@pytest.mark.oracle
+def test_the_clients_schema_alone_refuses_the_legacy_nulls_its_boundary_removes_first(
+    oracle: Oracle,
+) -> None:
+    # Documents the deviation above: zod (enforceEvents) refuses these nulls; the always-on
+    # CompatibilityBoundary that runs before it in every client pipeline turns them into absence.
+    cases = [
+        ("TEXT_MESSAGE_START", (), "rawEvent"),
+        ("RUN_FINISHED", (), "result"),
+        ("SUBAGENT_FINISHED", (), "result"),
+        ("TOOL_CALL_START", (), "parentMessageId"),
+        ("TOOL_CALL_CHUNK", (), "parentMessageId"),
+        ("RUN_FINISHED", (), "outcome"),
+        ("MESSAGES_SNAPSHOT", ("messages", 2, "content", 1), "metadata"),
+        ("RUN_STARTED", ("input",), "forwardedProps"),
+    ]
+    for event_type, where, field in cases:
+        ev = event(event_type, FULL[event_type])
+        at(ev, where)[field] = None
+        assert our_verdict(ev) is None
+        theirs = zod_verdict(oracle, ev)
+        assert theirs is not None and related(render((*where, field)), theirs), (event_type, field)
 
 
 @pytest.mark.parametrize(
@@ -974,16 +1008,15 @@ def test_the_fast_path_and_the_walker_never_disagree_on_what_is_invalid(ev: dict
         assert not fast_ok
 
 
-def test_validation_is_fast() -> None:
-    import time
-
+def test_validation_is_many_times_faster_than_decoding_the_event() -> None:
+    # Relative to a baseline measured in the same run (json.loads of the same event), so a
+    # loaded machine does not fail it; typically 1-2 million small events/s.
     small = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "hello"}
+    text = json.dumps(small)
     n = 20_000
-    start = time.perf_counter()
-    for _ in range(n):
-        model.validate_event(small)
-    rate = n / (time.perf_counter() - start)
-    assert rate > 100_000, f"{rate:.0f} events/s"
+    validate = min(timeit.repeat(lambda: model.validate_event(small), number=n, repeat=5))
+    baseline = min(timeit.repeat(lambda: json.loads(text), number=n, repeat=5))
+    assert validate < baseline / 2, f"{n / validate:.0f} events/s"
 
 
 def test_fixture_streams_exist_for_the_differential_tests() -> None:

@@ -906,7 +906,7 @@ def test_the_reducer_never_modifies_the_start_or_the_events_it_was_given() -> No
     assert (start, state, events) == before
 
 
-def test_reset_start_continues_with_new_messages_and_state() -> None:
+def test_reset_start_begins_a_run_from_new_messages_and_state() -> None:
     reducer = Reducer()
     reducer.feed(
         [
@@ -919,10 +919,13 @@ def test_reset_start_continues_with_new_messages_and_state() -> None:
         [
             event("TEXT_MESSAGE_CONTENT", messageId="u", delta="y"),
             event("STATE_DELTA", delta=[{"op": "add", "path": "/-", "value": 2}]),
+            # The chunk stream of the run before ended with it: nothing to close here.
+            event("RUN_STARTED", threadId="t", runId="r"),
         ]
     )
     assert reducer.messages == [{"id": "u", "role": "user", "content": "xy"}]
     assert reducer.state == [1, 2]
+    assert reducer.warnings == []
     same = reducer.messages
     reducer.reset_start(reducer.messages, None)
     assert reducer.messages is same and reducer.state is None

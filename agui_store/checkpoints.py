@@ -1,0 +1,266 @@
+"""Content-addressed checkpoints: the restored view at the end of a run, kept as blobs.
+
+A checkpoint holds a run's final view (messages, state, pending interrupts, warnings). Each
+message is its own blob (sha256 of its canonical JSON), so branches that share history share
+storage, and the message list itself is stored as a delta: the first ``keep`` messages of the
+base checkpoint (the lineage parent's) followed by the run's own rows. Every ``MAX_CHAIN``
+checkpoints a full list is written instead, so rebuilding a list walks a bounded chain.
+
+Checkpoints are derived data: they can be dropped and rebuilt from the raw log at any time,
+and ``checkout`` from a checkpoint equals a full replay (a hypothesis state machine checks it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from agui_store import blobs, codec
+from agui_store.restore import View
+
+#: Longest run of delta checkpoints before a full message list is written again.
+MAX_CHAIN = 64
+
+#: A run's ancestors up to (and including) the nearest one with a checkpoint, newest first.
+#: ``stop`` is 1 on the row that has a checkpoint.
+NEAREST = """
+WITH RECURSIVE chain(id, depth, stop) AS (
+    SELECT ?1, 0, EXISTS (SELECT 1 FROM checkpoints WHERE checkpoints.run = ?1)
+    UNION ALL
+    SELECT runs.parent, chain.depth + 1,
+           EXISTS (SELECT 1 FROM checkpoints WHERE checkpoints.run = runs.parent)
+    FROM chain JOIN runs ON runs.id = chain.id
+    WHERE chain.stop = 0 AND runs.parent IS NOT NULL
+)
+SELECT id, stop FROM chain ORDER BY depth
+"""
+
+#: The checkpoints whose rows make up a checkpoint's message list (base chain), root first.
+BASE_CHAIN = """
+WITH RECURSIVE cps(run, base, keep) AS (
+    SELECT run, base, keep FROM checkpoints WHERE run = ?
+    UNION ALL
+    SELECT checkpoints.run, checkpoints.base, checkpoints.keep
+    FROM cps JOIN checkpoints ON checkpoints.run = cps.base
+)
+"""
+CHAIN_KEEPS = BASE_CHAIN + "SELECT run, keep FROM cps ORDER BY run"
+#: Their message rows with the blobs, in the same order.
+MESSAGE_ROWS = BASE_CHAIN + """
+SELECT cps.run, cm.message, blobs.codec, blobs.data
+FROM cps CROSS JOIN checkpoint_messages AS cm ON cm.run = cps.run
+CROSS JOIN blobs ON blobs.id = cm.message
+ORDER BY cps.run, cm.pos
+"""
+
+#: The surviving message rows of a checkpoint's list: a row of checkpoint c at position p
+#: survives when every later checkpoint in the base chain keeps at least p + 1 messages.
+#: In (run, pos) order they are the final list, in order.
+SURVIVING = """
+WITH RECURSIVE cps(run, base, keep, lim) AS (
+    SELECT run, base, keep, length FROM checkpoints WHERE run = ?
+    UNION ALL
+    SELECT checkpoints.run, checkpoints.base, checkpoints.keep, min(cps.lim, cps.keep)
+    FROM cps JOIN checkpoints ON checkpoints.run = cps.base
+)
+"""
+#: Each checkpoint of the base chain with how many of its rows survive, root first.
+SURVIVING_LIMITS = SURVIVING + "SELECT run, lim FROM cps ORDER BY run"
+
+#: The whole message list as one JSON array text, built inside SQLite (one row instead of
+#: one per message), from ``[[run, lim], ...]`` root first: json_each walks that array in
+#: order, so the rows come out in list order without a sort. Valid only when no blob is
+#: compressed (``compressed`` = 0; compressed ones stand as null).
+MESSAGES_JSON = """
+SELECT count(*), coalesce(sum(blobs.codec), 0),
+       '[' || coalesce(group_concat(
+           CASE blobs.codec WHEN 0 THEN CAST(blobs.data AS TEXT) ELSE 'null' END, ','), '') || ']'
+FROM json_each(?) AS chain
+CROSS JOIN checkpoint_messages AS cm
+    ON cm.run = chain.value ->> 0 AND cm.pos < chain.value ->> 1
+CROSS JOIN blobs ON blobs.id = cm.message
+"""
+
+SELECT_CHECKPOINT = """
+SELECT c.keep, c.base, c.length, c.chain, s.codec, s.data, i.codec, i.data, w.codec, w.data
+FROM checkpoints c JOIN blobs s ON s.id = c.state
+LEFT JOIN blobs i ON i.id = c.interrupts
+LEFT JOIN blobs w ON w.id = c.warnings
+WHERE c.run = ?
+"""
+
+#: Store a blob unless its hash is there already; either way, its id (the no-op update makes
+#: RETURNING answer for an existing row too).
+UPSERT_BLOB = (
+    "INSERT INTO blobs(hash, codec, data) VALUES (?, ?, ?) "
+    "ON CONFLICT(hash) DO UPDATE SET hash = excluded.hash RETURNING id"
+)
+
+#: A message not stored yet: (hash, codec, data); else the id of its blob.
+Packed = tuple[bytes, int, bytes]
+
+
+@dataclass
+class Snapshot:
+    """A checkpoint loaded: the view, its messages' blob ids (aligned), its chain length."""
+
+    view: View
+    blob_ids: list[int]
+    chain: int
+
+
+def store_blob(conn: apsw.Connection, packed: Packed) -> int:
+    return int(conn.execute(UPSERT_BLOB, packed).fetchone()[0])
+
+
+def has_checkpoint(conn: apsw.Connection, run_pk: int) -> bool:
+    return conn.execute("SELECT 1 FROM checkpoints WHERE run = ?", (run_pk,)).fetchone() is not None
+
+
+def nearest(conn: apsw.Connection, run_pk: int) -> tuple[int | None, list[int]]:
+    """The nearest ancestor (or the run itself) with a checkpoint, and the runs after it,
+    root first."""
+    rows = conn.execute(NEAREST, (run_pk,)).fetchall()
+    found = int(rows[-1][0]) if rows and rows[-1][1] else None
+    after = [int(r[0]) for r in rows if not r[1]]
+    after.reverse()
+    return found, after
+
+
+def load(conn: apsw.Connection, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
+    """Decode a checkpoint into fresh objects (the caller may mutate them).
+
+    ``with_hashes=False`` (a plain checkout) skips the message hashes and lets SQLite build
+    the message array in one piece when no message blob is compressed.
+    """
+    row = conn.execute(SELECT_CHECKPOINT, (run_pk,)).fetchone()
+    if row is None:
+        raise LookupError(f"run {run_pk} has no checkpoint")
+    _, _, length, chain, s_codec, s_data, i_codec, i_data, w_codec, w_data = row
+    state = codec.decode(blobs.unpack(s_codec, s_data))
+    interrupts = codec.decode(blobs.unpack(i_codec, i_data)) if i_data is not None else []
+    warnings = codec.decode(blobs.unpack(w_codec, w_data)) if w_data is not None else []
+    if not with_hashes:
+        limits = conn.execute(SURVIVING_LIMITS, (run_pk,)).fetchall()
+        count, compressed, text = conn.execute(
+            MESSAGES_JSON, (codec.encode([list(r) for r in limits]).decode(),)
+        ).fetchone()
+        if count != length:
+            raise ValueError(f"checkpoint of run {run_pk} has {count} messages, not {length}")
+        if not compressed:
+            return Snapshot(View(codec.decode(text), state, interrupts, warnings), [], int(chain))
+    own: dict[int, list[tuple[int, bytes]]] = {}
+    for cp_run, digest, b_codec, b_data in conn.execute(MESSAGE_ROWS, (run_pk,)):
+        own.setdefault(cp_run, []).append((digest, blobs.unpack(b_codec, b_data)))
+    hashes: list[int] = []
+    texts: list[bytes] = []
+    # Root checkpoint first: each keeps a prefix of the list so far, then adds its own rows.
+    for cp_run, keep in conn.execute(CHAIN_KEEPS, (run_pk,)):
+        del hashes[keep:]
+        del texts[keep:]
+        for digest, text in own.get(cp_run, ()):
+            hashes.append(digest)
+            texts.append(text)
+    if len(hashes) != length:
+        raise ValueError(f"checkpoint of run {run_pk} has {len(hashes)} messages, not {length}")
+    messages = codec.decode(b"[" + b",".join(texts) + b"]") if texts else []
+    return Snapshot(View(messages, state, interrupts, warnings), hashes, int(chain))
+
+
+def lineage_ids(messages: Iterable[Any]) -> list[Any]:
+    """The message ids lineage rule 3 compares: activity messages left out, as clients strip
+    them from the input they send (``prepareRunAgentInput``)."""
+    return [
+        m.get("id") for m in messages if isinstance(m, dict) and m.get("role") != "activity"
+    ]
+
+
+def message_ids_digest(messages: Sequence[dict[str, Any]]) -> bytes:
+    """The digest of a view's :func:`lineage_ids`."""
+    digest = hashlib.sha256()
+    for mid in lineage_ids(messages):
+        digest.update(codec.canonical_bytes(mid) + b"\x00")
+    return digest.digest()
+
+
+def prefix_digests(ids: Sequence[Any]) -> list[bytes]:
+    """The digest of ``ids[:n]`` for n = 1..len(ids), in one pass."""
+    digest = hashlib.sha256()
+    out = []
+    for mid in ids:
+        digest.update(codec.canonical_bytes(mid) + b"\x00")
+        out.append(digest.copy().digest())
+    return out
+
+
+def write(
+    conn: apsw.Connection,
+    run_pk: int,
+    view: View,
+    messages: list[int | Packed],
+    base: tuple[int, list[int], int] | None,
+    now: int,
+) -> tuple[list[int], int]:
+    """Store a run's checkpoint; returns its messages' blob ids and its chain length.
+
+    Args:
+        messages: for each message of ``view``, its blob id when known, else its packed blob.
+        base: ``(base run, its blob ids, its chain length)`` to store the list as a delta.
+    """
+    made: dict[bytes, int] = {}
+    blob_ids = []
+    for item in messages:
+        if isinstance(item, int):
+            blob_ids.append(item)
+        else:
+            if item[0] not in made:
+                made[item[0]] = store_blob(conn, item)
+            blob_ids.append(made[item[0]])
+    keep, base_run, chain = 0, None, 1
+    if base is not None and base[2] < MAX_CHAIN:
+        base_ids = base[1]
+        limit = min(len(base_ids), len(blob_ids))
+        while keep < limit and base_ids[keep] == blob_ids[keep]:
+            keep += 1
+        if keep:
+            base_run, chain = base[0], base[2] + 1
+    state = store_blob(conn, blobs.pack(view.state))
+    interrupts = store_blob(conn, blobs.pack(view.interrupts)) if view.interrupts else None
+    warnings = store_blob(conn, blobs.pack(view.warnings)) if view.warnings else None
+    conn.execute(
+        "INSERT INTO checkpoints(run, base, keep, length, chain, state, interrupts, warnings, "
+        "ids_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            run_pk, base_run, keep, len(blob_ids), chain, state, interrupts, warnings,
+            message_ids_digest(view.messages), now,
+        ),
+    )
+    conn.executemany(
+        "INSERT INTO checkpoint_messages(run, pos, message) VALUES (?, ?, ?)",
+        [(run_pk, pos, blob_ids[pos]) for pos in range(keep, len(blob_ids))],
+    )
+    return blob_ids, chain
+
+
+def drop_from(conn: apsw.Connection, run_pk: int) -> int:
+    """Drop the checkpoints of a run and of every run below it (their views derive from it).
+
+    Only needed when a complete run receives view-changing events, which sequence checks
+    forbid; with ``check_sequence=False`` it can happen.
+    """
+    below = [
+        int(r[0])
+        for r in conn.execute(
+            "WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL SELECT runs.id FROM runs "
+            "JOIN sub ON runs.parent = sub.id) SELECT id FROM sub",
+            (run_pk,),
+        )
+    ]
+    for pk in sorted(below, reverse=True):
+        conn.execute("DELETE FROM checkpoint_messages WHERE run = ?", (pk,))
+        conn.execute("DELETE FROM checkpoints WHERE run = ?", (pk,))
+    return len(below)
