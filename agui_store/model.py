@@ -160,7 +160,11 @@ class AguiStruct(
     forbid_unknown_fields=False,
     kw_only=True,
 ):
-    """Base of every AG-UI struct: camelCase on the wire, unset optionals omitted."""
+    """Base of every AG-UI struct: camelCase on the wire, unset optionals omitted.
+
+    Subclasses repeat ``kw_only=True``: msgspec inherits it, but type checkers read dataclass
+    parameters per class statement (PEP 681) and would reject required-after-optional fields.
+    """
 
 
 # --------------------------------------------------------------------------------------------

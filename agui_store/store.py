@@ -393,8 +393,10 @@ class Store:
             if source and isinstance(source.get("parentRunId"), str):
                 sent_parent = source["parentRunId"]
                 break
+        sent = input_data if input_data is not None else echoed
         parent_pk, reason = self._decide_parent(
-            conn, thread_pk, explicit_parent, sent_parent, branch
+            conn, thread_pk, explicit_parent, sent_parent, branch,
+            sent.get("messages") if sent is not None else None,
         )
         cur = conn.execute(
             "INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, created_at)"
@@ -415,8 +417,10 @@ class Store:
         explicit: _RunKey | None,
         sent_parent: str | None,
         branch: str | None,
+        sent_messages: Any = None,
     ) -> tuple[int | None, str]:
-        """SPEC §2: explicit, then parentRunId within the thread, then the thread's head."""
+        """SPEC §2, first match wins: explicit; parentRunId within the thread; the run whose
+        restored message ids are the longest prefix of the input's; the thread's head."""
         if explicit is not None:
             return explicit.pk, "explicit"
         if sent_parent is not None:
@@ -431,8 +435,35 @@ class Store:
             ).fetchone()
             if row:
                 return int(row[0]), "explicit"
+        if isinstance(sent_messages, list) and sent_messages:
+            inferred = self._longest_prefix_run(conn, thread_pk, sent_messages)
+            if inferred is not None:
+                return inferred, "messages"
         head = self._newest_run(conn, thread_pk)
         return (head, "head") if head is not None else (None, "root")
+
+    @staticmethod
+    def _longest_prefix_run(
+        conn: apsw.Connection, thread_pk: int, sent_messages: list[Any]
+    ) -> int | None:
+        """Lineage rule 3: the run whose restored message ids form the longest prefix of the
+        input's message ids (the newest such run on a tie). Runs are compared through their
+        checkpoints, so a run without one (incomplete) is not a candidate."""
+        ids = checkpoints.lineage_ids(sent_messages)
+        if not ids:
+            return None
+        length_of = {d: n for n, d in enumerate(checkpoints.prefix_digests(ids), start=1)}
+        marks = ",".join("?" * len(length_of))
+        matches = conn.execute(
+            f"SELECT checkpoints.run, checkpoints.ids_hash FROM checkpoints "
+            f"JOIN runs ON runs.id = checkpoints.run "
+            f"WHERE checkpoints.ids_hash IN ({marks}) AND runs.thread = ?",
+            (*length_of, thread_pk),
+        ).fetchall()
+        if not matches:
+            return None
+        best = max(matches, key=lambda row: (length_of[row[1]], row[0]))
+        return int(best[0])
 
     def _advance_branches(
         self,
@@ -503,8 +534,9 @@ class Store:
     def _keep_checkpoint_current(
         self, conn: apsw.Connection, thread_pk: int, segment: _Segment, now: int
     ) -> None:
-        """A run that completes gets its checkpoint now when that is cheap (its parent's view
-        is cached or checkpointed); events that change a checkpointed view drop it."""
+        """A run that completes gets its checkpoint now (cheap: its parent's view is cached,
+        checkpointed, or a few incomplete runs from one); events that would change a
+        checkpointed view drop it."""
         assert segment.run_pk is not None
         if checkpoints.has_checkpoint(conn, segment.run_pk):
             if any(kind != "RUN_ERROR" for kind in segment.types):
@@ -513,13 +545,10 @@ class Store:
                 self._views.pop(thread_pk, None)
             return
         if segment.outcome is not None:
-            self._checkpoint(conn, thread_pk, segment.run_pk, now, only_if_cheap=True)
+            self._checkpoint(conn, thread_pk, segment.run_pk, now)
 
-    def _checkpoint(
-        self, conn: apsw.Connection, thread_pk: int, run_pk: int, now: int, *,
-        only_if_cheap: bool,
-    ) -> bool:
-        """Compute and store a complete run's checkpoint. Returns whether one was written."""
+    def _checkpoint(self, conn: apsw.Connection, thread_pk: int, run_pk: int, now: int) -> None:
+        """Compute and store a complete run's checkpoint."""
         parent_pk, raw_input = conn.execute(
             "SELECT parent, input FROM runs WHERE id = ?", (run_pk,)
         ).fetchone()
@@ -532,8 +561,6 @@ class Store:
         elif checkpoints.has_checkpoint(conn, parent_pk):
             snap = checkpoints.load(conn, parent_pk)
             start, base = snap.view, (parent_pk, snap.blob_ids, snap.chain)
-        elif only_if_cheap:
-            return False
         else:
             start = self._view(conn, parent_pk)
         known = dict(zip(map(id, start.messages), base[1])) if base else {}
@@ -549,7 +576,6 @@ class Store:
         del keep_alive
         blob_ids, chain = checkpoints.write(conn, run_pk, view, messages, base, now)
         self._views[thread_pk] = _CachedView(run_pk, view, blob_ids, chain)
-        return True
 
     def compact(self, run_or_ref: str | None = None, *, thread_id: str | None = None) -> int:
         """Materialize checkpoints: for a run and its ancestors, a thread, or the whole store.
@@ -578,7 +604,8 @@ class Store:
                             continue
                         thread_pk = int(conn.execute(
                             "SELECT thread FROM runs WHERE id = ?", (pk,)).fetchone()[0])
-                        written += self._checkpoint(conn, thread_pk, pk, now, only_if_cheap=False)
+                        self._checkpoint(conn, thread_pk, pk, now)
+                        written += 1
                     return written
             except BaseException:
                 self._forget()
@@ -851,6 +878,57 @@ class Store:
             run = self._run_record(conn, key.pk)
             view = self._view(conn, key.pk)
         return Checkout(run, view.messages, view.state, view.interrupts, view.warnings)
+
+    def compacted(self, run_or_ref: str, *, thread_id: str | None = None) -> list[dict[str, Any]]:
+        """The short stream that restores a run: what a reconnecting client is sent.
+
+        ``RUN_STARTED``, ``MESSAGES_SNAPSHOT``, ``STATE_SNAPSHOT`` and the run's terminal
+        event (its outcome, with pending interrupts), accepted by the official client's full
+        pipeline and restoring exactly ``checkout(run)`` (SPEC §4). An incomplete run ends
+        without a terminal event, as it was recorded.
+        """
+        with self._reading() as conn:
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            run = self._run_record(conn, key.pk)
+            view = self._view(conn, key.pk)
+            row = conn.execute(
+                "SELECT payload FROM events WHERE run = ? AND type IN ('RUN_FINISHED', "
+                "'RUN_ERROR') ORDER BY seq DESC LIMIT 1",
+                (key.pk,),
+            ).fetchone()
+        ids = {"threadId": run.thread_id, "runId": run.run_id}
+        started: dict[str, Any] = {"type": "RUN_STARTED", **ids}
+        if run.parent_run_id is not None:
+            started["parentRunId"] = run.parent_run_id
+        stream: list[dict[str, Any]] = [
+            started,
+            {"type": "MESSAGES_SNAPSHOT", "messages": view.messages},
+            {"type": "STATE_SNAPSHOT", "snapshot": view.state},
+        ]
+        if row is None:
+            # Still open: a live recorder continues it. Interrupts an earlier run left pending
+            # cannot be stated without ending the run, so they are not in this stream.
+            return stream
+        original = codec.decode(row[0].encode("utf-8"))
+        if original["type"] == "RUN_ERROR":
+            if view.interrupts:
+                # Interrupts an earlier run left pending survive this run's failure in the
+                # client; RUN_FINISHED then a late RUN_ERROR is the legal way to say both.
+                stream.append({"type": "RUN_FINISHED", **ids, "outcome": {
+                    "type": "interrupt", "interrupts": view.interrupts}})
+            stream.append({k: original[k] for k in ("type", "message", "code") if k in original})
+            return stream
+        finished: dict[str, Any] = {"type": "RUN_FINISHED", **ids}
+        for name in ("result", "usage"):
+            if name in original:
+                finished[name] = original[name]
+        outcome = original.get("outcome")
+        if view.interrupts:
+            finished["outcome"] = {"type": "interrupt", "interrupts": view.interrupts}
+        elif isinstance(outcome, dict) and outcome.get("type") != "interrupt":
+            finished["outcome"] = outcome
+        stream.append(finished)
+        return stream
 
     def _view(self, conn: apsw.Connection, pk: int) -> View:
         """view(R): from the nearest checkpoint on R's lineage, replaying only what follows."""

@@ -696,7 +696,7 @@ class SequenceVerifier:
             self._check_tag(etype, tag, self._owned_tools, entity, "tool call")
         elif subtype == "message":
             owners = (
-                self._owned_messages
+                self._owned_messages if entity in self._owned_messages else self._owned_reasoning
             )
             self._check_tag(etype, tag, owners, entity, "message")
         else:
@@ -750,7 +750,7 @@ class SequenceVerifier:
         messages = event.get("messages")
         self._check_seed(messages)
         if commit:
-            self._seed(messages, authoritative=True)
+            self._seed(messages, authoritative=False)
 
     def _run_started_event(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
         # The input echo carries replayed history the reducer applies.

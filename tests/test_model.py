@@ -1008,6 +1008,33 @@ def test_the_fast_path_and_the_walker_never_disagree_on_what_is_invalid(ev: dict
         assert not fast_ok
 
 
+@st.composite
+def junk_events(draw: st.DrawFn) -> dict[str, Any]:
+    """A known type with its own field names holding arbitrary JSON (mostly invalid)."""
+    event_type = draw(st.sampled_from(ALL_TYPES))
+    names = [f.encode_name for f in struct_of(event_type).fields]
+    fields = draw(st.dictionaries(st.sampled_from(names), json_values, max_size=len(names)))
+    return {**fields, "type": event_type}
+
+
+@given(junk_events() | mutated_events())
+def test_arbitrary_values_in_known_fields_give_a_verdict_and_never_a_crash(
+    ev: dict[str, Any],
+) -> None:
+    try:
+        model.validate_event(ev, index=1)
+        valid = True
+    except InvalidEventError as exc:
+        assert exc.index == 1 and exc.event_type == ev["type"] and exc.path.startswith("$.")
+        valid = False
+    try:
+        msgspec.convert(ev, model.EVENT_STRUCTS[ev["type"]])
+    except msgspec.ValidationError:
+        pass
+    else:
+        assert valid
+
+
 def test_validation_is_many_times_faster_than_decoding_the_event() -> None:
     # Relative to a baseline measured in the same run (json.loads of the same event), so a
     # loaded machine does not fail it; typically 1-2 million small events/s.

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agui_store
+from agui_store.checkpoints import lineage_ids
 from agui_store.restore import start_of_run
 from tests.conftest import fixture_params
 from tests.oracle_client import Oracle, as_js
@@ -90,6 +91,7 @@ def test_generated_run_trees_with_inputs_restore_as_the_official_client(
     oracle: Oracle, tmp_path_factory: pytest.TempPathFactory, tree: list[dict[str, Any]]
 ) -> None:
     expected: dict[str, dict[str, Any]] = {}
+    complete: set[str] = set()
     with agui_store.open(tmp_path_factory.mktemp("tree") / "s.db") as store:
         for spec in tree:
             rid = spec["run_id"]
@@ -113,10 +115,27 @@ def test_generated_run_trees_with_inputs_restore_as_the_official_client(
                 kwargs["input"] = run_input
             elif spec["how"] == "parentRunId" and parent:
                 spec["events"][0] = {**spec["events"][0], "parentRunId": parent}
+            echoed = spec["events"][0].get("input")
+            sent = run_input if run_input is not None else echoed
+            if spec["how"] == "head" and sent is not None:
+                # Lineage rule 3: the complete run whose view's ids are the longest prefix
+                # of the input's ids (the newest on a tie), before falling back to the head.
+                ids = lineage_ids(sent["messages"])
+                prefixed = [
+                    (len(lineage_ids(expected[r]["messages"])), n, r)
+                    for n, r in enumerate(expected)
+                    if r in complete and lineage_ids(expected[r]["messages"])
+                    and ids[: len(lineage_ids(expected[r]["messages"]))]
+                    == lineage_ids(expected[r]["messages"])
+                ]
+                if prefixed:
+                    parent = max(prefixed)[2]
+                    base = expected[parent]
             store.append(spec["events"], **kwargs)
             assert store.get_run(rid).parent_run_id == parent
+            if any(e["type"] in ("RUN_FINISHED", "RUN_ERROR") for e in spec["events"]):
+                complete.add(rid)
 
-            echoed = spec["events"][0].get("input")
             messages0, state0 = start_of_run(
                 json.loads(json.dumps(base["messages"])), base["state"],
                 run_input if run_input is not None else echoed,
@@ -137,3 +156,45 @@ def test_generated_run_trees_with_inputs_restore_as_the_official_client(
         for rid, want_view in expected.items():
             co = store.checkout(rid)
             assert as_js([co.messages, co.state]) == as_js([want_view["messages"], want_view["state"]])
+
+
+def assert_pipeline_restores(oracle: Oracle, store: Any, run_id: str, thread_id: str) -> list[dict[str, Any]]:
+    """The compacted stream, through the official client's full pipeline (schema enforcement,
+    verification, reducer), restores exactly what checkout restores."""
+    stream = store.compacted(run_id, thread_id=thread_id)
+    co = store.checkout(run_id, thread_id=thread_id)
+    got = oracle.replay(json.loads(json.dumps(stream)), mode="pipeline")
+    assert got["ok"], got
+    assert as_js(got["messages"]) == as_js(co.messages)
+    assert as_js(got["state"]) == as_js(co.state)
+    if co.run.status != "incomplete":  # an open run cannot state earlier interrupts
+        assert as_js(got["pendingInterrupts"]) == as_js(co.interrupts)
+    return stream
+
+
+@pytest.mark.parametrize("events", fixture_params())
+def test_the_compacted_stream_of_every_recorded_run_restores_through_the_full_client_pipeline(
+    oracle: Oracle, tmp_path: Path, events: list[dict[str, Any]]
+) -> None:
+    with agui_store.open(tmp_path / "s.db") as store:
+        store.append(events)
+        for a, b in run_bounds(events):
+            stream = assert_pipeline_restores(oracle, store, events[a]["runId"], events[a]["threadId"])
+            assert [e["type"] for e in stream][:3] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT"]
+            assert len(stream) <= 4 < b - a or b - a <= 4
+
+
+@given(tree=run_trees())
+def test_compacted_streams_of_generated_run_trees_restore_through_the_full_client_pipeline(
+    oracle: Oracle, tmp_path_factory: pytest.TempPathFactory, tree: list[dict[str, Any]]
+) -> None:
+    with agui_store.open(tmp_path_factory.mktemp("tree") / "s.db") as store:
+        for spec in tree:
+            kwargs: dict[str, Any] = {}
+            if spec["how"] == "explicit" and spec["parent"]:
+                kwargs["parent"] = spec["parent"]
+            if "input" in spec:
+                kwargs["input"] = spec["input"]
+            store.append(spec["events"], **kwargs)
+        for spec in tree:
+            assert_pipeline_restores(oracle, store, spec["run_id"], "t")
