@@ -11,21 +11,32 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agui_store.normalize import Refs, expand
 from agui_store.reducer import Reducer
 
 
 @dataclass
 class RunRecord:
-    """One run of an ancestor chain, as the restorer needs it."""
+    """One run of an ancestor chain, as the restorer needs it.
+
+    ``input_refs``: the input's messages normalized against the lineage parent's view
+    (:mod:`agui_store.normalize`); ``input`` then lacks its ``messages``.
+    """
 
     input: dict[str, Any] | None
     events: Sequence[dict[str, Any]]
+    input_refs: Refs | None = None
 
 
-def effective_input(record: RunRecord) -> dict[str, Any] | None:
-    """The input a run starts from: the request body recorded at append time, else the
-    ``RUN_STARTED.input`` a producer echoed (SPEC §3)."""
+def effective_input(
+    record: RunRecord, parent_messages: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any] | None:
+    """The input a run starts from: the request body recorded at append time (its
+    normalized messages expanded against the parent's view), else the ``RUN_STARTED.input``
+    a producer echoed (SPEC §3)."""
     if record.input is not None:
+        if record.input_refs is not None:
+            return {**record.input, "messages": expand(record.input_refs, parent_messages)}
         return record.input
     first = record.events[0] if record.events else None
     if first is not None and first.get("type") == "RUN_STARTED":
@@ -84,7 +95,8 @@ def restore(chain: Iterable[RunRecord], *, start: View | None = None) -> View:
         pending_interrupts=start.interrupts if start else None,
     )
     for record in chain:
-        messages, state = start_of_run(reducer.messages, reducer.state, effective_input(record))
+        run_input = effective_input(record, reducer.messages)
+        messages, state = start_of_run(reducer.messages, reducer.state, run_input)
         # Free when the run has no input: the reducer keeps its own lists and indexes.
         reducer.reset_start(messages, state)
         reducer.feed(record.events)

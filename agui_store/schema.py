@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -127,7 +127,16 @@ BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
 )
 
 #: Migrations from version N-1 to N, applied in order inside one transaction.
-MIGRATIONS: dict[int, str] = {1: CREATE_V1 + APPEND_ONLY_TRIGGERS, 2: CREATE_V2}
+# Version 3: input normalization. ``runs.input_refs`` holds the input's messages as references
+# into the lineage parent's view ([start, count] ranges) mixed with literal messages; the
+# ``messages`` key is then left out of ``runs.input``.
+CREATE_V3 = "ALTER TABLE runs ADD COLUMN input_refs TEXT;"
+
+MIGRATIONS: dict[int, str] = {
+    1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
+    2: CREATE_V2,
+    3: CREATE_V3,
+}
 
 # --- hot statements -------------------------------------------------------------------------
 

@@ -28,8 +28,9 @@ from agui_store.errors import (
     SequenceError,
 )
 from agui_store.integrity import CheckReport, check_database
+from agui_store.normalize import Refs, expand, normalize
 from agui_store.records import AppendResult, Branch, Checkout, Run, when
-from agui_store.restore import RunRecord, View, effective_input, restore
+from agui_store.restore import RunRecord, View, restore
 from agui_store.verify import SequenceVerifier
 
 #: The implicit branch of every thread: it follows the thread's newest run.
@@ -398,12 +399,19 @@ class Store:
             conn, thread_pk, explicit_parent, sent_parent, branch,
             sent.get("messages") if sent is not None else None,
         )
+        input_text, refs_text = run_input[1] if run_input else None, None
+        if run_input is not None and parent_pk is not None:
+            refs = self._normalized_messages(conn, thread_pk, parent_pk, run_input[0])
+            if refs is not None:
+                rest = {k: v for k, v in run_input[0].items() if k != "messages"}
+                input_text = codec.encode(rest).decode("utf-8")
+                refs_text = codec.encode(refs).decode("utf-8")
         cur = conn.execute(
-            "INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            "INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, input_refs,"
+            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 thread_pk, started["runId"], parent_pk, reason, sent_parent,
-                run_input[1] if run_input else None, now,
+                input_text, refs_text, now,
             ),
         )
         run_pk = int(cur.fetchone()[0])
@@ -441,6 +449,23 @@ class Store:
                 return inferred, "messages"
         head = self._newest_run(conn, thread_pk)
         return (head, "head") if head is not None else (None, "root")
+
+    def _normalized_messages(
+        self, conn: apsw.Connection, thread_pk: int, parent_pk: int, run_input: dict[str, Any]
+    ) -> Refs | None:
+        """The input's messages as references into the parent's view, when the parent is
+        complete (its view is final, kept in its checkpoint) and they share any."""
+        sent = run_input.get("messages")
+        if not isinstance(sent, list) or not sent:
+            return None
+        cached = self._views.get(thread_pk)
+        if cached is not None and cached.run_pk == parent_pk:
+            base = cached.view.messages
+        elif checkpoints.has_checkpoint(conn, parent_pk):
+            base = checkpoints.load(conn, parent_pk, with_hashes=False).view.messages
+        else:
+            return None
+        return normalize(sent, base)
 
     @staticmethod
     def _longest_prefix_run(
@@ -549,8 +574,8 @@ class Store:
 
     def _checkpoint(self, conn: apsw.Connection, thread_pk: int, run_pk: int, now: int) -> None:
         """Compute and store a complete run's checkpoint."""
-        parent_pk, raw_input = conn.execute(
-            "SELECT parent, input FROM runs WHERE id = ?", (run_pk,)
+        parent_pk, raw_input, raw_refs = conn.execute(
+            "SELECT parent, input, input_refs FROM runs WHERE id = ?", (run_pk,)
         ).fetchone()
         cached = self._views.pop(thread_pk, None)
         base: tuple[int, list[int], int] | None = None
@@ -570,6 +595,7 @@ class Store:
         record = RunRecord(
             input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
             events=codec.decode_many(payloads),
+            input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
         )
         view = restore([record], start=start)
         messages = _message_blobs(view.messages, record, known)
@@ -826,10 +852,15 @@ class Store:
         """The ``RunAgentInput`` recorded for a run (``append(input=...)``), or ``None``."""
         with self._reading() as conn:
             key = self._resolve(conn, run_id, thread_id=thread_id)
-            row = conn.execute("SELECT input FROM runs WHERE id = ?", (key.pk,)).fetchone()
-        if row is None or row[0] is None:
-            return None
-        value: dict[str, Any] = codec.decode(row[0].encode("utf-8"))
+            raw, raw_refs, parent_pk = conn.execute(
+                "SELECT input, input_refs, parent FROM runs WHERE id = ?", (key.pk,)
+            ).fetchone()
+            if raw is None:
+                return None
+            value: dict[str, Any] = codec.decode(raw.encode("utf-8"))
+            if raw_refs is not None:
+                base = self._view(conn, parent_pk).messages
+                value["messages"] = expand(codec.decode(raw_refs.encode("utf-8")), base)
         return value
 
     def history(self, run_id: str, *, thread_id: str | None = None) -> list[dict[str, Any]]:
@@ -955,18 +986,23 @@ class Store:
             tuple(run_pks),
         ):
             grouped.setdefault(run_pk, []).append(payload)
-        inputs = dict(conn.execute(
-            f"SELECT id, input FROM runs WHERE id IN ({marks}) AND input IS NOT NULL",
-            tuple(run_pks),
-        ).fetchall())
+        inputs = {
+            int(pk): (raw, refs)
+            for pk, raw, refs in conn.execute(
+                f"SELECT id, input, input_refs FROM runs WHERE id IN ({marks}) "
+                "AND input IS NOT NULL",
+                tuple(run_pks),
+            )
+        }
         decoded = codec.decode_many([p for pk in run_pks for p in grouped.get(pk, ())])
         records, at = [], 0
         for pk in run_pks:
             n = len(grouped.get(pk, ()))
-            raw_input = inputs.get(pk)
+            raw_input, raw_refs = inputs.get(pk, (None, None))
             records.append(RunRecord(
                 input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
                 events=decoded[at : at + n],
+                input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
             ))
             at += n
         return records
@@ -1059,10 +1095,11 @@ def _message_blobs(
     messages: list[dict[str, Any]], record: RunRecord, known: dict[int, int]
 ) -> list[int | checkpoints.Packed]:
     """Each message's blob: the parent's blob id for a message the run cannot have touched
-    (same object, its id and its tool calls' ids named by none of the run's events), else
-    the message packed anew."""
+    (the same object, still there, its id and its tool calls' ids named by none of the run's
+    events; an input's new or replaced messages are new objects), else the message packed
+    anew."""
     touched: set[Any] = set()
-    everything = effective_input(record) is not None
+    everything = False
     for ev in record.events:
         if ev.get("type") == "MESSAGES_SNAPSHOT":
             everything = True

@@ -750,7 +750,7 @@ class SequenceVerifier:
         messages = event.get("messages")
         self._check_seed(messages)
         if commit:
-            self._seed(messages, authoritative=False)
+            self._seed(messages, authoritative=True)
 
     def _run_started_event(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
         # The input echo carries replayed history the reducer applies.

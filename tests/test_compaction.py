@@ -319,21 +319,34 @@ def patch_is_in_scope(operations: Any) -> bool:
     return True
 
 
+EVENT_KINDS = st.sampled_from(
+    ["text"] * 6 + ["tool"] * 5 + ["run"] * 2 + ["state"] * 3 + ["other"] * 3 + ["odd"]
+)
+STREAMS = {
+    "text": ("TEXT_MESSAGE", "messageId", st.sampled_from(["START", "CONTENT", "END"]),
+             st.sampled_from(["m1", "m2", "m3", "m1"]) | odd_ids | st.just(...)),
+    "tool": ("TOOL_CALL", "toolCallId", st.sampled_from(["START", "ARGS", "END"]),
+             st.sampled_from(["c1", "c2", "c3", "c1"]) | odd_ids | st.just(...)),
+}  # fmt: skip
+run_types = st.sampled_from(["RUN_STARTED", "RUN_FINISHED", "RUN_ERROR"])
+odd_events = st.sampled_from([{}, {"type": 7}, {"type": None}, 1, "RUN_STARTED", [1]])
+EXTRA_FIELDS = [
+    ("metadata", metadata_values),
+    ("timestamp", st.integers(0, 9)),
+    ("rawEvent", json_values),
+    ("subagentRunId", st.sampled_from(["s1", "s2"])),
+]
+
+
 @st.composite
-def arbitrary_events(draw: st.DrawFn, document: Any) -> Any:
-    kind = draw(
-        st.sampled_from(
-            ["text"] * 6 + ["tool"] * 5 + ["run"] * 2 + ["state"] * 3 + ["other"] * 3 + ["odd"]
-        )
-    )
+def arbitrary_events(draw: st.DrawFn, snapshots: Any, state_patches: Any) -> Any:
+    kind = draw(EVENT_KINDS)
     ev: dict[str, Any]
-    if kind in ("text", "tool"):
-        id_field = "messageId" if kind == "text" else "toolCallId"
-        prefix = "TEXT_MESSAGE" if kind == "text" else "TOOL_CALL"
-        suffix = draw(st.sampled_from(["START", "CONTENT" if kind == "text" else "ARGS", "END"]))
+    if kind in STREAMS:
+        prefix, id_field, suffixes, ids = STREAMS[kind]
+        suffix = draw(suffixes)
         ev = {"type": f"{prefix}_{suffix}"}
-        pool = ["m1", "m2", "m3"] if kind == "text" else ["c1", "c2", "c3"]
-        ident = draw(st.sampled_from(pool) | st.sampled_from(pool) | odd_ids | st.just(...))
+        ident = draw(ids)
         if ident is not ...:
             ev[id_field] = ident
         if suffix == "START":
@@ -343,35 +356,28 @@ def arbitrary_events(draw: st.DrawFn, document: Any) -> Any:
                 ev["toolCallName"] = draw(st.sampled_from(["f", "g"]))
                 if draw(st.booleans()):
                     ev["parentMessageId"] = draw(st.sampled_from(["m1", "m2"]))
-        elif suffix in ("CONTENT", "ARGS") and draw(st.integers(0, 9)):
+        elif suffix != "END" and draw(st.integers(0, 9)):
             ev["delta"] = draw(delta_values)
     elif kind == "run":
-        ev = {"type": draw(st.sampled_from(["RUN_STARTED", "RUN_FINISHED", "RUN_ERROR"]))}
-        ev.update(threadId="t", runId=draw(st.sampled_from(["r1", "r2"])))
+        ev = {
+            "type": draw(run_types),
+            "threadId": "t",
+            "runId": draw(st.sampled_from(["r1", "r2"])),
+        }
     elif kind == "state":
         if draw(st.booleans()):
             ev = {"type": "STATE_SNAPSHOT"}
             if draw(st.integers(0, 9)):
-                ev["snapshot"] = draw(st.just(document) | documents)
+                ev["snapshot"] = draw(snapshots)
         else:
-            ev = {"type": "STATE_DELTA"}
-            operations = draw(
-                st.lists(operations_on(document), max_size=3)
-                | patches
-                | st.sampled_from([None, {}, "x"])
-            )
+            operations = draw(state_patches)
             assume(patch_is_in_scope(operations))
-            ev["delta"] = operations
+            ev = {"type": "STATE_DELTA", "delta": operations}
     elif kind == "other":
         ev = {"type": draw(st.sampled_from(OTHER_TYPES)), "value": draw(json_values)}
     else:
-        return draw(st.sampled_from([{}, {"type": 7}, {"type": None}, 1, "RUN_STARTED", [1]]))
-    for name, values in (
-        ("metadata", metadata_values),
-        ("timestamp", st.integers(0, 9)),
-        ("rawEvent", json_values),
-        ("subagentRunId", st.sampled_from(["s1", "s2"])),
-    ):
+        return draw(odd_events)
+    for name, values in EXTRA_FIELDS:
         if draw(st.integers(0, 3)) == 0:
             ev[name] = draw(values)
     return ev
@@ -379,8 +385,13 @@ def arbitrary_events(draw: st.DrawFn, document: Any) -> Any:
 
 @st.composite
 def arbitrary_streams(draw: st.DrawFn) -> list[Any]:
+    """Any events in any order, around one state document that the patches aim at."""
     document = draw(documents)
-    return draw(st.lists(arbitrary_events(document), max_size=25))
+    snapshots = st.just(document) | documents
+    state_patches = (
+        st.lists(operations_on(document), max_size=3) | patches | st.sampled_from([None, {}, "x"])
+    )
+    return draw(st.lists(arbitrary_events(snapshots, state_patches), max_size=25))
 
 
 @settings(max_examples=profile_examples(5))

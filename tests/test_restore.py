@@ -133,6 +133,7 @@ def test_generated_run_trees_with_inputs_restore_as_the_official_client(
                     base = expected[parent]
             store.append(spec["events"], **kwargs)
             assert store.get_run(rid).parent_run_id == parent
+            assert store.input(rid) == kwargs.get("input")  # whole again, normalized or not
             if any(e["type"] in ("RUN_FINISHED", "RUN_ERROR") for e in spec["events"]):
                 complete.add(rid)
 

@@ -434,3 +434,63 @@ def test_a_store_reopened_reads_the_same(tmp_path_factory: pytest.TempPathFactor
         before = {t: [r.run_id for r in s.runs(t)] for t in s.threads()}
     with agui_store.open(path) as s:
         assert {t: [r.run_id for r in s.runs(t)] for t in s.threads()} == before
+
+
+# --- input normalization and lineage rule 3 ---------------------------------------------
+
+
+def http_agent_turns(store: Any, n: int, thread: str = "t") -> list[dict[str, Any]]:
+    """n runs, each sent as HttpAgent sends them: the whole history plus a new user turn."""
+    inputs = []
+    history: list[dict[str, Any]] = []
+    for i in range(n):
+        user = {"id": f"u{i}", "role": "user", "content": f"question {i} " * 20}
+        run_input = {"threadId": thread, "runId": f"r{i}", "messages": [*history, user],
+                     "state": {"turn": i}, "tools": [], "context": []}
+        store.append(run(thread, f"r{i}", *say(f"a{i}", f"answer {i} " * 20)), input=run_input)
+        inputs.append(run_input)
+        history = store.checkout(f"r{i}").messages
+    return inputs
+
+
+def test_inputs_that_repeat_the_history_are_stored_by_reference_and_read_back_whole(
+    store: Any,
+) -> None:
+    inputs = http_agent_turns(store, 8)
+    for sent in inputs:
+        assert store.input(sent["runId"]) == sent
+    refs = [r[0] for r in store._db.execute("SELECT input_refs FROM runs ORDER BY id")]
+    assert refs[0] is None  # the first run has no parent to refer to
+    assert json.loads(refs[-1])[0] == [0, 14]  # seven turns of history: one range
+    assert store.checkout("r7").messages[-2:] == [
+        inputs[7]["messages"][-1],
+        {"id": "a7", "role": "assistant", "content": "answer 7 " * 20},
+    ]
+
+
+def test_a_branch_without_parent_run_id_finds_its_parent_by_its_messages(store: Any) -> None:
+    http_agent_turns(store, 3)
+    fork = store.fork("r1", run_id="retry")
+    del fork["parentRunId"]  # a client that time-travels without saying so
+    fork["messages"].append({"id": "u-retry", "role": "user", "content": "again?"})
+    store.append(run("t", "retry", *say("a-retry", "sure")), input=fork)
+    r = store.get_run("retry")
+    assert (r.parent_run_id, r.lineage) == ("r1", "messages")
+    assert [m["id"] for m in store.checkout("retry").messages] == [
+        "u0", "a0", "u1", "a1", "u-retry", "a-retry"]
+    assert [x.run_id for x in store.log("retry")] == ["retry", "r1", "r0"]
+
+
+def test_checkout_from_checkpoints_equals_a_full_replay_and_survives_reopening(
+    db_path: Path,
+) -> None:
+    with agui_store.open(db_path) as store:
+        http_agent_turns(store, 5)
+        store.append(run("t", "side", *say("s", "side"), parentRunId="r2"))
+        want = {r.run_id: store._replay_view(store._db, store._db.execute(
+            "SELECT id FROM runs WHERE run_id = ?", (r.run_id,)).fetchone()[0]) for r in store.runs("t")}
+    with agui_store.open(db_path) as store:
+        for run_id, view in want.items():
+            co = store.checkout(run_id)
+            assert (co.messages, co.state) == (view.messages, view.state)
+        assert store.compact() == 0  # append kept every complete run's checkpoint current

@@ -1,0 +1,156 @@
+"""Checkpoints are an optimization, never a change of meaning: a state machine drives append,
+branch, live continuation, checkout, compact, reopen and checkpoint loss, and checks after
+every step that checkout from checkpoints equals checkout by full replay, for every run."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import apsw
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    invariant,
+    precondition,
+    rule,
+)
+
+import agui_store
+from agui_store import blobs, checkpoints
+from tests.strategies import legal_streams, message_lists
+
+
+class CheckpointMachine(RuleBasedStateMachine):
+    runs = Bundle("runs")
+    live = Bundle("live")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = tempfile.mkdtemp(prefix="agui-sm-")
+        self.path = str(Path(self.dir) / "s.db")
+        self.store = agui_store.open(self.path)
+        self.count = 0
+        self.open_run: str | None = None
+
+    def teardown(self) -> None:
+        self.store.close()
+
+    def _new_id(self) -> str:
+        self.count += 1
+        return f"run{self.count}"
+
+    def _body(self, data: st.DataObject, run_id: str) -> list[dict[str, Any]]:
+        return data.draw(legal_streams(min_runs=1, max_runs=1, run_ids=[run_id], max_steps=8))
+
+    @rule(target=runs, data=st.data(), with_input=st.sampled_from(["none", "full", "partial"]),
+          parent=st.one_of(st.none(), runs))
+    def append_run(self, data: st.DataObject, with_input: str, parent: str | None) -> str:
+        run_id = self._new_id()
+        events = self._body(data, run_id)
+        kwargs: dict[str, Any] = {}
+        if parent is not None:
+            kwargs["parent"] = parent
+        if with_input != "none":
+            base = self.store.checkout(parent).messages if parent else []
+            extra = data.draw(message_lists)
+            have = {m["id"] for m in extra}
+            history = [m for m in base if m.get("id") not in have]
+            kwargs["input"] = {
+                "threadId": "t", "runId": run_id, "tools": [], "context": [],
+                "messages": (history if with_input == "full" else history[:1]) + extra,
+            }
+        self.store.append(events, **kwargs)
+        if not any(e["type"] in ("RUN_FINISHED", "RUN_ERROR") for e in events):
+            self.open_run = run_id
+        return run_id
+
+    @rule(target=live, data=st.data())
+    def start_live_run(self, data: st.DataObject) -> str:
+        run_id = self._new_id()
+        events = [e for e in self._body(data, run_id) if e["type"] not in ("RUN_FINISHED", "RUN_ERROR")]
+        self.store.append(events[:1])
+        self.pending = {run_id: events[1:]}
+        return run_id
+
+    @rule(run_id=consumes(live))
+    def finish_live_run(self, run_id: str) -> None:
+        rest = getattr(self, "pending", {}).get(run_id)
+        if rest is None:
+            return
+        newest = self.store.runs("t")[-1].run_id
+        if newest != run_id:
+            return  # another run started since: this one stays incomplete, as recorded
+        for ev in rest:
+            self.store.append([ev], thread_id="t")
+        self.store.append([{"type": "RUN_ERROR", "message": "cut"}], thread_id="t")
+
+    @rule(name=st.sampled_from(["b1", "b2"]), run_id=runs)
+    def branch(self, name: str, run_id: str) -> None:
+        self.store.branch(name, run_id, thread_id="t")
+
+    @rule()
+    def compact(self) -> None:
+        self.store.compact()
+
+    @rule()
+    def reopen(self) -> None:
+        self.store.close()
+        self.store = agui_store.open(self.path)
+
+    @rule()
+    def lose_every_checkpoint(self) -> None:
+        """A file from before checkpoints, or one whose derived data was dropped."""
+        self.store.close()
+        conn = apsw.Connection(self.path)
+        conn.execute("DELETE FROM checkpoint_messages; DELETE FROM checkpoints;")
+        conn.close()
+        self.store = agui_store.open(self.path)
+
+    @precondition(lambda self: self.count > 0)
+    @invariant()
+    def checkout_from_checkpoints_equals_full_replay(self) -> None:
+        conn = self.store._db
+        for pk, run_id in conn.execute("SELECT id, run_id FROM runs").fetchall():
+            co = self.store.checkout(run_id, thread_id="t")
+            want = self.store._replay_view(conn, pk)
+            assert json.dumps([co.messages, co.state, co.interrupts], sort_keys=True) == json.dumps(
+                [want.messages, want.state, want.interrupts], sort_keys=True
+            ), run_id
+
+    @invariant()
+    def every_blob_matches_its_hash(self) -> None:
+        for digest, kind, data in self.store._db.execute("SELECT hash, codec, data FROM blobs"):
+            assert blobs.digest(blobs.unpack(kind, data)) == digest
+
+
+CheckpointMachine.TestCase.settings = settings(stateful_step_count=12)
+test_checkpoints_never_change_what_checkout_restores = CheckpointMachine.TestCase
+
+
+def test_a_checkpointed_conversation_shares_history_between_branches(tmp_path: Path) -> None:
+    with agui_store.open(tmp_path / "s.db") as store:
+        say = lambda mid, text: [  # noqa: E731
+            {"type": "TEXT_MESSAGE_START", "messageId": mid},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": text},
+            {"type": "TEXT_MESSAGE_END", "messageId": mid},
+        ]
+        for i in range(10):
+            store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": f"r{i}"},
+                          *say(f"m{i}", "x" * 300),
+                          {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"}])
+        for i in range(3):
+            store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": f"b{i}",
+                           "parentRunId": "r9"}, *say(f"n{i}", "y" * 300),
+                          {"type": "RUN_FINISHED", "threadId": "t", "runId": f"b{i}"}])
+        conn = store._db
+        # 13 runs, 13 distinct messages: each stored once, however many views hold it.
+        assert conn.execute("SELECT count(*) FROM blobs WHERE length(data) > 200").fetchone()[0] == 13
+        rows = conn.execute("SELECT count(*) FROM checkpoint_messages").fetchone()[0]
+        assert rows == 13  # one new row per run: the message lists are deltas
+        assert checkpoints.MAX_CHAIN > 10
