@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from agui_store import codec, database
 from agui_store.errors import AguiStoreError
+from agui_store.interchange import FORMATS, serialize
 from agui_store.records import Checkout, Run
 from agui_store.store import Store
 
@@ -28,6 +29,8 @@ EXAMPLES = {
     "branch": "agui-store branch retry run-1 --thread t1",
     "branches": "agui-store branches t1",
     "check": "agui-store check --db chat.db",
+    "compact": "agui-store compact --thread t1",
+    "export": "agui-store export run-2 --compacted --format sse",
     "demo": "agui-store demo",
 }
 
@@ -300,6 +303,29 @@ def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_compact(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    written = store.compact(args.ref, thread_id=args.thread)
+    out.write(f"wrote {written} checkpoint(s)\n")
+    return 0
+
+
+def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    if args.compacted:
+        events = store.compacted(args.ref, thread_id=args.thread)
+    else:
+        events = store.history(args.ref, thread_id=args.thread)
+    chunks = serialize(events, args.format)
+    if args.output and args.output != "-":
+        with open(args.output, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+        sys.stderr.write(f"wrote {len(events)} events to {args.output}\n")
+    else:
+        for chunk in chunks:
+            out.write(chunk.decode("utf-8"))
+    return 0
+
+
 def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     from agui_store.demo import record_demo
 
@@ -323,6 +349,8 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
     "show": (cmd_show, "restore a run: transcript and state (--json for machines)"),
     "branch": (cmd_branch, "point a branch at a run (--delete to remove it)"),
     "branches": (cmd_branches, "list a thread's branches"),
+    "compact": (cmd_compact, "write checkpoints for complete runs that lack one"),
+    "export": (cmd_export, "a run's history, or its compacted hydration stream, as JSON/JSONL/SSE"),
     "check": (cmd_check, "check the file's integrity (exit 1 on any problem)"),
     "demo": (cmd_demo, "record a demo conversation with a branch and show it"),
 }
@@ -358,6 +386,16 @@ def build_parser() -> argparse.ArgumentParser:
                                    help="run id, unique prefix, branch, HEAD, REF~n")
         parsers[name].add_argument("--thread", help="thread id (when the ref is ambiguous)")
     parsers["log"].add_argument("--graph", action="store_true", help="draw the run tree")
+    p = parsers["compact"]
+    p.add_argument("ref", nargs="?", help="a run (and its ancestors); default: everything")
+    p.add_argument("--thread", help="only this thread")
+    p = parsers["export"]
+    p.add_argument("ref", nargs="?", default="HEAD", help="run id, branch, HEAD, REF~n")
+    p.add_argument("--thread")
+    p.add_argument("--compacted", action="store_true",
+                   help="the short stream that restores the run (what a reconnecting client gets)")
+    p.add_argument("--format", choices=FORMATS, default="jsonl")
+    p.add_argument("--output", "-o", help="file to write (default: stdout)")
     p = parsers["branch"]
     p.add_argument("name")
     p.add_argument("run", nargs="?")
@@ -380,6 +418,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except AguiStoreError as e:
         sys.stderr.write(f"agui-store {args.command}: {e}\n")
         return 1
+    except BrokenPipeError:
+        # The reader went away (`agui-store export | head`): not an error of ours.
+        sys.stderr.close()
+        return 0
     except OSError as e:
         sys.stderr.write(f"agui-store {args.command}: {e}\n")
         return 1

@@ -1007,6 +1007,12 @@ class Store:
             at += n
         return records
 
+    def check(self) -> CheckReport:
+        """Check the file: SQLite's integrity and the store's own invariants (see
+        :mod:`agui_store.integrity`). Reports; never repairs."""
+        with self._reading() as conn:
+            return check_database(conn)
+
     # --- branches and forks -------------------------------------------------------------
 
     def branch(self, name: str, run_id: str, *, thread_id: str | None = None) -> Branch:

@@ -219,6 +219,7 @@ class SequenceVerifier:
     """
 
     __slots__ = (
+        "_chunk_tail",
         "_closed_subagents",
         "_first_seen",
         "_open_reasoning_messages",
@@ -259,6 +260,9 @@ class SequenceVerifier:
         self._open_subagents: dict[str, None] = {}
         # Subagent ids closed in this run: an id names one invocation and cannot restart.
         self._closed_subagents: set[str] = set()
+        # verify_events(chunks=True) only: the raw events since the chunk lanes were last
+        # known to be empty, replayed through the expansion to continue a stream in pieces.
+        self._chunk_tail: tuple[Mapping[str, Any], ...] = ()
 
     # ---- public surface ---------------------------------------------------------------------
 
@@ -302,6 +306,7 @@ class SequenceVerifier:
         twin._steps = {owner: names.copy() for owner, names in self._steps.items()}
         twin._open_subagents = self._open_subagents.copy()
         twin._closed_subagents = self._closed_subagents.copy()
+        twin._chunk_tail = self._chunk_tail
         return twin
 
     def feed(self, event: Mapping[str, Any], index: int) -> None:
@@ -825,13 +830,19 @@ def verify_events(
     events: Iterable[Mapping[str, Any]],
     *,
     start: SequenceVerifier | None = None,
+    chunks: bool = False,
 ) -> SequenceVerifier:
     """Judge a stream as ``verifyEvents`` does and return the state after it.
 
     Args:
-        events: AG-UI events as JSON objects, in stream order. ``*_CHUNK`` events pass
-            unexpanded, as they do through the client when chunks are not transformed.
+        events: AG-UI events as JSON objects, in stream order.
         start: the state to continue from (a stream fed in pieces); it is not modified.
+        chunks: ``False`` judges the events as they are, ``*_CHUNK`` events passing unexpanded
+            (``verifyEvents`` alone). ``True`` expands chunks first, as a live client does
+            (``transformChunks`` then ``verifyEvents``): the expansion's own errors are
+            reported too, and the index is still that of the raw event. Continue a chunked
+            stream only with a verifier that :func:`verify_events` returned with
+            ``chunks=True`` (it carries the open chunk streams along).
 
     Returns:
         A new verifier holding the state after the last event.
@@ -840,6 +851,92 @@ def verify_events(
         SequenceError: the first event that breaks a rule, with its index in ``events``.
     """
     verifier = start.copy() if start is not None else SequenceVerifier()
-    for index, event in enumerate(events):
-        verifier.feed(event, index)
+    if chunks:
+        _verify_expanded(verifier, list(events))
+    else:
+        for index, event in enumerate(events):
+            verifier.feed(event, index)
     return verifier
+
+
+# Run-level events close every chunk lane (upstream's closeAllLanes).
+_CLOSES_ALL_LANES: Final = frozenset(
+    {"RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "MESSAGES_SNAPSHOT"}
+)
+_CHUNK_TYPES: Final = frozenset(
+    {"TEXT_MESSAGE_CHUNK", "TOOL_CALL_CHUNK", "REASONING_MESSAGE_CHUNK"}
+)
+
+
+class _Mark:
+    """The type of a marker event: unknown to the expansion, so passed through untouched."""
+
+    __slots__ = ()
+
+
+# Put after every raw event, so that the expanded stream splits back into one block per raw
+# event. transformChunks lets an event of a type it has no assembly for through as it is and
+# without touching any lane, so the markers change nothing in the expansion.
+_MARK: Final[Mapping[str, Any]] = {"type": _Mark()}
+
+
+def _verify_expanded(verifier: SequenceVerifier, events: list[Mapping[str, Any]]) -> None:
+    """Feed ``events`` through the chunk expansion into ``verifier``, raw indexes kept."""
+    from agui_store.errors import InvalidEventError
+    from agui_store.reducer import transform_chunks
+
+    # The expansion's state is not ours to hold, so the raw events since the lanes were
+    # last empty are expanded again; their blocks were already fed and are skipped.
+    tail = verifier._chunk_tail
+    raw = [*tail, *events]
+    marked: list[Mapping[str, Any]] = []
+    for event in raw:
+        marked += (event, _MARK)
+    failure: InvalidEventError | None = None
+    try:
+        expanded = transform_chunks(marked)  # type: ignore[arg-type]
+    except InvalidEventError as e:
+        # In the client the events before this one were verified as they were expanded, and
+        # their verdict comes first: expand the prefix, feed it, then report this one.
+        failure = e
+        assert e.index is not None
+        expanded = transform_chunks(marked[: e.index - e.index % 2])  # type: ignore[arg-type]
+    position = 0
+    block: list[Mapping[str, Any]] = []
+    for event in expanded:
+        if event is not _MARK:
+            block.append(event)
+            continue
+        index = position - len(tail)
+        if index >= 0:
+            for piece in block:
+                try:
+                    verifier.feed(piece, index)
+                except SequenceError as e:
+                    raise SequenceError(
+                        e.reason, index=index, event_type=_type_name(raw[position])
+                    ) from None
+        block = []
+        position += 1
+    if failure is not None:
+        index = position - len(tail)
+        raise SequenceError(
+            failure.reason, index=index, event_type=failure.event_type, path=failure.path
+        )
+    if position != len(raw):  # pragma: no cover - the expansion stopped passing markers
+        raise RuntimeError("transform_chunks did not pass unknown events through unchanged")
+    # Lanes open only at a chunk and all close at a run-level event: keep from the first
+    # chunk after the last run-level event.
+    keep = len(raw)
+    for i in range(len(raw) - 1, -1, -1):
+        kind = raw[i].get("type")
+        if kind in _CLOSES_ALL_LANES:
+            break
+        if kind in _CHUNK_TYPES:
+            keep = i
+    verifier._chunk_tail = tuple(raw[keep:])
+
+
+def _type_name(event: Mapping[str, Any]) -> str | None:
+    kind = event.get("type")
+    return kind if isinstance(kind, str) else None

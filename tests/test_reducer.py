@@ -887,6 +887,98 @@ def test_run_started_appends_only_the_input_messages_not_already_held(oracle: Or
     ]
 
 
+def test_activity_snapshots_and_deltas_replace_merge_and_keep_metadata(oracle: Oracle) -> None:
+    events = [
+        event(
+            "ACTIVITY_SNAPSHOT",
+            messageId="a",
+            activityType="plan",
+            content={"n": 1},
+            subagentRunId="s1",
+            metadata={"k": 1},
+        ),
+        event(
+            "ACTIVITY_SNAPSHOT",
+            messageId="a",
+            activityType="plan",
+            content={"n": 2},
+            replace=False,
+            metadata={"j": 2},
+        ),
+        event("ACTIVITY_SNAPSHOT", messageId="a", activityType="search", content={"n": 3}),
+        event(
+            "ACTIVITY_DELTA",
+            messageId="a",
+            activityType="plan",
+            patch=[{"op": "add", "path": "/m", "value": [1]}],
+        ),
+        event("ACTIVITY_DELTA", messageId="missing", activityType="plan", patch=[]),
+        event("TEXT_MESSAGE_START", messageId="u", role="user"),
+        event("ACTIVITY_DELTA", messageId="u", activityType="plan", patch=[]),
+        event("ACTIVITY_SNAPSHOT", messageId="u", activityType="plan", content={}, replace=False),
+        event("TEXT_MESSAGE_CONTENT", messageId="a", delta="ignored"),
+        event("ACTIVITY_SNAPSHOT", messageId="u", activityType="plan", content={"took": "over"}),
+    ]
+    view = assert_matches_client(oracle, events)
+    assert view is not None
+    assert view.messages[0] == {
+        "id": "a",
+        "role": "activity",
+        "activityType": "plan",
+        "content": {"n": 3, "m": [1]},
+        "metadata": {"k": 1, "j": 2},
+    }
+
+
+@pytest.mark.parametrize("types", [None, [], ["plan"], ["search"], [1], "plan", ABSENT])
+def test_a_snapshot_deletes_only_the_activity_types_it_declares_it_owns(
+    oracle: Oracle, types: Any
+) -> None:
+    start = [
+        {"id": "p", "role": "activity", "activityType": "plan", "content": {}},
+        {"id": "s", "role": "activity", "activityType": "search", "content": {}},
+        {"id": "u", "role": "user", "content": "hi"},
+    ]
+    declared = {} if types is ABSENT else {"@ag-ui/client": {"authoritativeActivityTypes": types}}
+    for carried in ([], [{"id": "q", "role": "activity", "activityType": "plan", "content": {}}]):
+        events = [event("MESSAGES_SNAPSHOT", messages=[start[2], *carried], metadata=declared)]
+        assert_matches_client(oracle, events, messages=start)
+
+
+def test_encrypted_values_attach_to_tool_calls_and_messages_but_not_activity(
+    oracle: Oracle,
+) -> None:
+    start = [
+        {
+            "id": "u",
+            "role": "user",
+            "content": "hi",
+            "toolCalls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": ""}}
+            ],
+        },
+        {
+            "id": "a",
+            "role": "assistant",
+            "toolCalls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": ""}}
+            ],
+        },
+        {"id": "x", "role": "activity", "activityType": "plan", "content": {}},
+    ]
+    events = [
+        event("REASONING_ENCRYPTED_VALUE", subtype="tool-call", entityId="c1", encryptedValue="e1"),
+        event("REASONING_ENCRYPTED_VALUE", subtype="message", entityId="u", encryptedValue="e2"),
+        event("REASONING_ENCRYPTED_VALUE", subtype="message", entityId="x", encryptedValue="e3"),
+        event("REASONING_ENCRYPTED_VALUE", subtype="tool-call", entityId="c9", encryptedValue="e"),
+        event("TOOL_CALL_RESULT", messageId="r", toolCallId="c1", content="ok"),
+        event("TOOL_CALL_ARGS", toolCallId="c1", delta="{}"),
+    ]
+    view = assert_matches_client(oracle, events, messages=start)
+    assert view is not None
+    assert [m["id"] for m in view.messages] == ["u", "a", "r", "x"]
+
+
 def test_activity_held_twice_is_replaced_and_patched_at_its_first_position_only(
     oracle: Oracle,
 ) -> None:

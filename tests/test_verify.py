@@ -10,6 +10,7 @@ pin the verdict by hand, so they document the rules without node.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,25 +42,29 @@ pytestmark = [
 # helpers
 
 
-def ours(events: list[Event]) -> Verdict:
+def ours(events: list[Event], *, chunks: bool = False) -> Verdict:
     """Our verdict in the oracle's shape."""
     try:
-        verify_events(events)
+        verify_events(events, chunks=chunks)
     except SequenceError as e:
         return {"ok": False, "index": e.index, "error": e.reason}
     return {"ok": True}
 
 
-def assert_same_verdict(oracle: Oracle, events: list[Event]) -> Verdict:
+def same_reason(mine: str, theirs: str) -> bool:
+    # Upstream's own words; a JS TypeError (toolCalls that cannot be iterated) keeps V8's
+    # text behind a plain-words prefix.
+    return mine == theirs or mine.endswith(": " + theirs)
+
+
+def assert_same_verdict(oracle: Oracle, events: list[Event], *, chunks: bool = False) -> Verdict:
     """Same acceptance, same failing index, same reason as the official client."""
-    theirs = oracle.verify(events)
-    mine = ours(events)
+    theirs = oracle.verify(events, chunks=chunks)
+    mine = ours(events, chunks=chunks)
     assert mine["ok"] == theirs["ok"], (mine, theirs)
     if not theirs["ok"]:
         assert mine["index"] == theirs["index"], (mine, theirs)
-        # Upstream's own words; a JS TypeError (toolCalls that cannot be iterated) keeps
-        # V8's text behind a plain-words prefix.
-        assert mine["error"] == theirs["error"] or mine["error"].endswith(": " + theirs["error"])
+        assert same_reason(mine["error"], theirs["error"]), (mine, theirs)
     return mine
 
 
@@ -302,7 +307,10 @@ SCENARIOS: list[tuple[str, list[Event], int | None]] = [
             RUN_STARTED,
             {
                 **RUN_FINISHED,
-                "outcome": {"type": "interrupt", "interrupts": [{"id": "i1", "subagentRunId": None}]},
+                "outcome": {
+                    "type": "interrupt",
+                    "interrupts": [{"id": "i1", "subagentRunId": None}],
+                },
             },
         ],
         1,
@@ -439,7 +447,8 @@ ALL_KINDS = [
     "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA", "MESSAGES_SNAPSHOT",
     "SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR",
     "STATE_SNAPSHOT", "STATE_DELTA", "CUSTOM", "RAW",
-    "TEXT_MESSAGE_CHUNK", "TOOL_CALL_CHUNK", "THINKING_START", "FUTURE_EVENT",
+    "TEXT_MESSAGE_CHUNK", "TOOL_CALL_CHUNK", "REASONING_MESSAGE_CHUNK",
+    "THINKING_START", "FUTURE_EVENT",
 ]  # fmt: skip
 # The kinds that open, continue, close or (re)own something, weighted towards openers.
 OWNERSHIP_KINDS = [
@@ -525,6 +534,8 @@ def any_events(draw: st.DrawFn, pool: Pool = WIDE) -> Event:
             ev["outcome"] = {"type": "interrupt", "interrupts": [interrupt]}
     elif kind == "RUN_ERROR":
         ev["message"] = "boom"
+    elif kind.endswith("_CHUNK"):
+        ev.update(draw(_chunk_fields(kind, pool)))
     elif kind.startswith("TEXT_MESSAGE") or kind.startswith("REASONING_"):
         ev["messageId"] = draw(ids)
         if kind.endswith("CONTENT") or kind.endswith("CHUNK"):
@@ -571,6 +582,42 @@ def any_events(draw: st.DrawFn, pool: Pool = WIDE) -> Event:
         if tag != "absent":
             ev["subagentRunId"] = tag
     return ev
+
+
+@st.composite
+def _chunk_fields(draw: st.DrawFn, kind: str, pool: Pool) -> Event:
+    """A chunk: an opener (id, name, role) or a continuation that leaves them out."""
+    fields: Event = {}
+    id_field = "toolCallId" if kind == "TOOL_CALL_CHUNK" else "messageId"
+    if draw(st.integers(0, 2)):
+        fields[id_field] = draw(
+            st.sampled_from(pool.tools if id_field == "toolCallId" else pool.messages)
+        )
+    if kind == "TOOL_CALL_CHUNK":
+        if draw(st.integers(0, 2)):
+            fields["toolCallName"] = draw(st.sampled_from(["f", "f", "g"]))
+        if draw(st.integers(0, 3)) == 0:
+            fields["parentMessageId"] = draw(st.sampled_from(pool.messages))
+    if kind == "TEXT_MESSAGE_CHUNK" and draw(st.integers(0, 3)) == 0:
+        fields["role"] = draw(st.sampled_from(["assistant", "assistant", "user"]))
+    if draw(st.integers(0, 4)):
+        fields["delta"] = draw(st.sampled_from(["", "a", "{}"]))
+    if draw(st.integers(0, 5)) == 0:
+        fields[draw(st.sampled_from(["metadata", "rawEvent", "extra"]))] = {"k": 1}
+    return fields
+
+
+CHUNKY = Pool(
+    [
+        *OWNERSHIP_KINDS,
+        *["TEXT_MESSAGE_CHUNK", "TOOL_CALL_CHUNK", "REASONING_MESSAGE_CHUNK"] * 6,
+        "SUBAGENT_FINISHED", "SUBAGENT_ERROR", "CUSTOM", "RAW",
+    ],
+    ["x", "y"],
+    ["x", "c"],
+    ["x"],
+    ["absent"] * 4 + ["s1", "s1", "s2", ""],
+)  # fmt: skip
 
 
 @st.composite
@@ -668,11 +715,23 @@ def attributed_streams(draw: st.DrawFn) -> list[Event]:
     return events
 
 
+def _subagent_terminals(sub: str) -> list[Event]:
+    return [
+        {"type": "SUBAGENT_FINISHED", "subagentRunId": sub},
+        {
+            "type": "SUBAGENT_FINISHED",
+            "subagentRunId": sub,
+            "outcome": {"type": "suspended", "interruptIds": ["i1"]},
+        },
+        {"type": "SUBAGENT_ERROR", "subagentRunId": sub, "message": "x"},
+    ]
+
+
 def _with_subagent_lifecycles(draw: st.DrawFn, events: list[Event], subs: list[str]) -> list[Event]:
     """SUBAGENT_STARTED after each RUN_STARTED and a terminal before the run's own."""
     out: list[Event] = []
     starts = [i for i, ev in enumerate(events) if ev["type"] == "RUN_STARTED"]
-    for lo, hi in zip(starts, [*starts[1:], len(events)], strict=False):
+    for lo, hi in itertools.pairwise([*starts, len(events)]):
         run = events[lo:hi]
         ends = [i for i, ev in enumerate(run) if ev["type"] in ("RUN_FINISHED", "RUN_ERROR")]
         cut = ends[0] if ends else len(run)
@@ -683,18 +742,7 @@ def _with_subagent_lifecycles(draw: st.DrawFn, events: list[Event], subs: list[s
             if opened and draw(st.booleans()):
                 started["parentSubagentRunId"] = opened[-1]["subagentRunId"]
             opened.append(started)
-            closed.append(
-                draw(
-                    st.sampled_from(
-                        [
-                            {"type": "SUBAGENT_FINISHED", "subagentRunId": sub},
-                            {"type": "SUBAGENT_FINISHED", "subagentRunId": sub,
-                             "outcome": {"type": "suspended", "interruptIds": ["i1"]}},
-                            {"type": "SUBAGENT_ERROR", "subagentRunId": sub, "message": "x"},
-                        ]
-                    )
-                )  # fmt: skip
-            )
+            closed.append(draw(st.sampled_from(_subagent_terminals(sub))))
         out += [run[0], *opened, *run[1:cut], *draw(st.permutations(closed)), *run[cut:]]
     return copy.deepcopy(out)
 
@@ -739,17 +787,12 @@ def mutated_streams(draw: st.DrawFn) -> list[Event]:
             sub = draw(tags)
             i = draw(st.integers(0, len(events)))
             events.insert(i, {"type": "SUBAGENT_STARTED", "subagentRunId": sub, "name": "h"})
-            end: Event = draw(
-                st.sampled_from(
-                    [
-                        {"type": "SUBAGENT_FINISHED", "subagentRunId": sub},
-                        {"type": "SUBAGENT_ERROR", "subagentRunId": sub, "message": "x"},
-                    ]
-                )
-            )
+            end = draw(st.sampled_from(_subagent_terminals(sub)))
             events.insert(draw(st.integers(i + 1, len(events))), end)
         else:
-            kind = draw(st.sampled_from(["SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR"]))
+            kind = draw(
+                st.sampled_from(["SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR"])
+            )
             ev = {"type": kind, **draw(_subagent_fields(kind))}
             events.insert(draw(st.integers(0, len(events))), ev)
     return events
@@ -844,7 +887,7 @@ def test_every_step_of_a_random_walk_gets_the_official_clients_verdict(
         except SequenceError as e:
             assert not theirs["ok"], (ev, e.reason)
             assert theirs["index"] == index
-            assert e.reason == theirs["error"] or e.reason.endswith(": " + theirs["error"])
+            assert same_reason(e.reason, theirs["error"])
             continue
         assert theirs["ok"], (ev, theirs)
         v.feed(ev, index)
@@ -871,7 +914,7 @@ def test_skipping_rejected_events_leaves_a_stream_the_client_accepts(
 def _verdict_in_pieces(events: list[Event], cuts: list[int]) -> Verdict:
     verifier: SequenceVerifier | None = None
     bounds = [0, *sorted(set(cuts)), len(events)]
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
+    for lo, hi in itertools.pairwise(bounds):
         try:
             verifier = verify_events(events[lo:hi], start=verifier)
         except SequenceError as e:
@@ -880,7 +923,9 @@ def _verdict_in_pieces(events: list[Event], cuts: list[int]) -> Verdict:
     return {"ok": True}
 
 
-@given(mutated_streams(), st.lists(st.integers(0, 40), max_size=4), st.lists(any_events(), max_size=4))
+@given(
+    mutated_streams(), st.lists(st.integers(0, 40), max_size=4), st.lists(any_events(), max_size=4)
+)
 def test_feeding_in_pieces_equals_feeding_whole(
     events: list[Event], cuts: list[int], probe: list[Event]
 ) -> None:
@@ -939,6 +984,7 @@ def test_copy_isolates_state(prefix: list[Event], at: int, other: list[Event]) -
             snapshot.feed(ev, i)
         except SequenceError:
             break
+
     # ...the original still judges the rest exactly as a fresh verifier of the head does.
     def rest_verdict(start: SequenceVerifier) -> Verdict:
         try:
@@ -957,3 +1003,99 @@ def test_copy_isolates_state(prefix: list[Event], at: int, other: list[Event]) -
         except SequenceError:
             break
     assert rest_verdict(kept) == {"ok": True}
+
+
+# ---------------------------------------------------------------------------------------------
+# with chunk expansion (transformChunks, then verifyEvents), as a live client verifies
+
+
+@pytest.mark.parametrize("events", fixture_params())
+def test_every_upstream_recording_gets_the_clients_verdict_with_chunks_expanded(
+    oracle: Oracle, events: list[Event] | None
+) -> None:
+    assert events is not None
+    assert_same_verdict(oracle, events, chunks=True)
+
+
+@pytest.mark.parametrize("events", case_params())
+def test_every_shared_case_gets_the_clients_verdict_with_chunks_expanded(
+    oracle: Oracle, events: list[Event]
+) -> None:
+    assert_same_verdict(oracle, events, chunks=True)
+
+
+@pytest.mark.parametrize(("events", "index"), SCENARIO_PARAMS)
+def test_each_named_scenario_gets_the_clients_verdict_with_chunks_expanded(
+    oracle: Oracle, events: list[Event], index: int | None
+) -> None:
+    assert_same_verdict(oracle, events, chunks=True)
+
+
+def test_a_chunk_reopening_a_started_message_is_rejected_only_when_chunks_expand() -> None:
+    events = _run(
+        _text("m1")[0],
+        {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m1", "delta": "x"},
+        _text("m1")[2],
+    )
+    assert ours(events) == {"ok": True}
+    expanded = ours(events, chunks=True)
+    assert (expanded["ok"], expanded["index"]) == (False, 2)
+    assert "already in progress" in expanded["error"]
+
+
+def test_an_expansion_error_names_the_raw_chunk() -> None:
+    with pytest.raises(SequenceError) as caught:
+        verify_events(_run({"type": "TEXT_MESSAGE_CHUNK", "delta": "x"}), chunks=True)
+    assert (caught.value.index, caught.value.event_type) == (1, "TEXT_MESSAGE_CHUNK")
+    assert caught.value.reason == "First TEXT_MESSAGE_CHUNK must have a messageId"
+
+
+@given(st.one_of(legal_streams(), mutated_streams()))
+def test_streams_get_the_clients_verdict_with_chunks_expanded(
+    oracle: Oracle, events: list[Event]
+) -> None:
+    assert_same_verdict(oracle, events, chunks=True)
+
+
+@given(st.data())
+def test_every_step_of_a_chunked_walk_gets_the_clients_verdict(
+    oracle: Oracle, data: st.DataObject
+) -> None:
+    # One event at a time through verify_events(start=…, chunks=True): open chunk streams
+    # must carry over from one piece to the next, as they do in one client subscription.
+    accepted: list[Event] = []
+    v = SequenceVerifier()
+    for _ in range(30):
+        if not v.run_active and data.draw(st.booleans()):
+            ev: Event = dict(RUN_STARTED)
+        else:
+            ev = data.draw(any_events(CHUNKY))
+        theirs = oracle.verify([*accepted, ev], chunks=True)
+        try:
+            after = verify_events([ev], start=v, chunks=True)
+        except SequenceError as e:
+            assert not theirs["ok"], (ev, e.reason)
+            assert theirs["index"] == len(accepted)
+            assert same_reason(e.reason, theirs["error"])
+            continue
+        assert theirs["ok"], (ev, theirs)
+        v = after
+        accepted.append(ev)
+
+
+@given(st.lists(any_events(CHUNKY), max_size=25), st.lists(st.integers(0, 26), max_size=4))
+def test_feeding_a_chunked_stream_in_pieces_equals_feeding_it_whole(
+    body: list[Event], cuts: list[int]
+) -> None:
+    events = [RUN_STARTED, *body]
+    verifier: SequenceVerifier | None = None
+    verdict: Verdict = {"ok": True}
+    bounds = [0, *sorted({c for c in cuts if c <= len(events)}), len(events)]
+    for lo, hi in itertools.pairwise(bounds):
+        try:
+            verifier = verify_events(events[lo:hi], start=verifier, chunks=True)
+        except SequenceError as e:
+            assert e.index is not None
+            verdict = {"ok": False, "index": lo + e.index, "error": e.reason}
+            break
+    assert verdict == ours(events, chunks=True)

@@ -1,0 +1,107 @@
+"""The command line through its real entry point, on real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import FIXTURE_STREAMS
+
+
+def cli(*args: str, db: Path | None = None, ok: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "agui_store", *args]
+    if db is not None:
+        argv += ["--db", str(db)]
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_demo_records_a_branched_conversation_into_the_default_file(tmp_path: Path) -> None:
+    out = cli("demo", cwd=tmp_path).stdout
+    assert (tmp_path / "agui-store.db").exists()
+    assert "run-1" in out and "└─" in out and "(main, fahrenheit)" in out
+    assert "user: Can you give me that in Fahrenheit?" in out
+    assert '"units": "fahrenheit"' in out
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    for command in ("import", "threads", "runs", "log", "show", "branch", "branches", "compact",
+                    "export", "check", "demo"):
+        text = cli(command, "-h").stdout
+        assert "example: agui-store" in text, command
+
+
+def sse_file(path: Path, events: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(f"data: {json.dumps(e)}\r\n\r\n" for e in events), encoding="utf-8")
+    return path
+
+
+@pytest.mark.skipif(not FIXTURE_STREAMS, reason="no upstream recordings in ../shared/fixtures")
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "sse"])
+def test_import_then_export_round_trips_a_recording_in_every_format(tmp_path: Path, fmt: str) -> None:
+    name, events = max(FIXTURE_STREAMS, key=lambda s: len(s[1]))
+    db = tmp_path / "s.db"
+    source = tmp_path / f"in.{fmt}"
+    if fmt == "json":
+        source.write_text(json.dumps(events))
+    elif fmt == "jsonl":
+        source.write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    else:
+        sse_file(source, events)
+    assert "imported" in cli("import", str(source), db=db).stdout
+    tid = events[0]["threadId"]
+    last_run = [e for e in events if e["type"] == "RUN_STARTED"][-1]["runId"]
+    out = tmp_path / f"out.{fmt}"
+    cli("export", last_run, "--thread", tid, "--format", fmt, "-o", str(out), db=db)
+    db2 = tmp_path / "again.db"
+    cli("import", str(out), db=db2)
+    shown = [json.loads(cli("show", last_run, "--thread", tid, "--json", db=d).stdout) for d in (db, db2)]
+    assert shown[0]["messages"] == shown[1]["messages"] and shown[0]["state"] == shown[1]["state"]
+
+
+def test_log_show_branch_and_compacted_export_work_together(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    events = []
+    for i in range(3):
+        events += [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": f"r{i}"},
+            {"type": "TEXT_MESSAGE_START", "messageId": f"m{i}", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}", "delta": f"reply {i}"},
+            {"type": "TEXT_MESSAGE_END", "messageId": f"m{i}"},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"},
+        ]
+    cli("import", str(sse_file(tmp_path / "s.sse", events)), db=db)
+    assert cli("threads", db=db).stdout.split() == ["t"]
+    assert [line.split()[0] for line in cli("runs", "t", db=db).stdout.splitlines()] == ["r0", "r1", "r2"]
+    assert [line.split()[0] for line in cli("log", "HEAD", db=db).stdout.splitlines()] == ["r2", "r1", "r0"]
+    cli("branch", "alt", "r1", "--thread", "t", db=db)
+    assert "alt -> r1" in cli("branches", "t", db=db).stdout
+    assert "assistant: reply 1" in cli("show", "alt", db=db).stdout
+    compacted = [json.loads(line) for line in cli("export", "r2", "--compacted", db=db).stdout.splitlines()]
+    assert [e["type"] for e in compacted] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert [m["content"] for m in compacted[1]["messages"]] == ["reply 0", "reply 1", "reply 2"]
+    cli("branch", "alt", "--delete", "--thread", "t", db=db)
+    assert "alt" not in cli("branches", "t", db=db).stdout
+    graph = cli("log", "--graph", "--thread", "t", db=db).stdout
+    assert graph.splitlines()[0].startswith("* r0")
+
+
+def test_errors_are_one_line_on_stderr_with_exit_code_1(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}\n{"type": "TEXT_MESSAGE_START"}\n')
+    proc = cli("import", str(bad), db=db, ok=False)
+    assert proc.returncode == 1
+    assert "event 1 (TEXT_MESSAGE_START)" in proc.stderr and "messageId" in proc.stderr
+    proc = cli("show", "nope", db=db, ok=False)
+    assert proc.returncode == 1 and "nope" in proc.stderr
+    assert cli("check", db=db).stdout.startswith("ok")
