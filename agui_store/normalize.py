@@ -1,10 +1,14 @@
-"""Input normalization (SPEC §4): a run's input names the messages its lineage already holds
-by reference instead of repeating them.
+"""Input normalization (SPEC §4): a run's input names what its lineage already holds by
+reference instead of repeating it.
 
-A client like ``HttpAgent`` sends the whole history with every run, so storing inputs as sent
-grows a thread quadratically. Here an input's message list becomes a mix of ``[start, count]``
-ranges into the lineage parent's view and literal messages; expanding it against that same
-view gives back the list as sent. Pure: no storage.
+A client like ``HttpAgent`` sends the whole history, and its state, with every run, so storing
+inputs as sent grows a thread quadratically. Here an input's message list becomes a mix of
+``[start, count]`` ranges into the lineage parent's view and literal messages, and a state
+equal to the parent's is named instead of copied; expanding against that same view gives back
+the input as sent. Pure: no storage.
+
+The stored form is ``(rest, refs)``: ``rest`` is the input without the keys ``refs`` stands
+for; ``refs`` is ``{"messages": [...]}`` and/or ``{"state": "parent"}``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,38 @@ def normalize(sent: Sequence[Any], base: Sequence[dict[str, Any]]) -> Refs | Non
         else:
             out.append(m)
     return out if shared else None
+
+
+def normalize_input(
+    sent: dict[str, Any], base_messages: Sequence[dict[str, Any]], base_state: Any
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """``(rest, refs)`` for an input against its parent's view; ``None`` if nothing is shared."""
+    refs: dict[str, Any] = {}
+    messages = sent.get("messages")
+    if isinstance(messages, list) and messages:
+        shared = normalize(messages, base_messages)
+        if shared is not None:
+            refs["messages"] = shared
+    if "state" in sent and _same(sent["state"], base_state):
+        refs["state"] = "parent"
+    if not refs:
+        return None
+    return {k: v for k, v in sent.items() if k not in refs}, refs
+
+
+def expand_input(
+    rest: dict[str, Any],
+    refs: dict[str, Any],
+    base_messages: Sequence[dict[str, Any]],
+    base_state: Any,
+) -> dict[str, Any]:
+    """The input as sent, from its stored form and the same parent view."""
+    out = dict(rest)
+    if "messages" in refs:
+        out["messages"] = expand(refs["messages"], base_messages)
+    if "state" in refs:
+        out["state"] = base_state
+    return out
 
 
 def _same(a: Any, b: Any) -> bool:

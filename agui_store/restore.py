@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agui_store.normalize import Refs, expand
+from agui_store.normalize import expand_input
 from agui_store.reducer import Reducer
 
 
@@ -19,24 +19,24 @@ from agui_store.reducer import Reducer
 class RunRecord:
     """One run of an ancestor chain, as the restorer needs it.
 
-    ``input_refs``: the input's messages normalized against the lineage parent's view
-    (:mod:`agui_store.normalize`); ``input`` then lacks its ``messages``.
+    ``input_refs``: what the input names in the lineage parent's view instead of repeating
+    it (:mod:`agui_store.normalize`); ``input`` then lacks those keys.
     """
 
     input: dict[str, Any] | None
     events: Sequence[dict[str, Any]]
-    input_refs: Refs | None = None
+    input_refs: dict[str, Any] | None = None
 
 
 def effective_input(
-    record: RunRecord, parent_messages: Sequence[dict[str, Any]] = ()
+    record: RunRecord, parent_messages: Sequence[dict[str, Any]] = (), parent_state: Any = None
 ) -> dict[str, Any] | None:
-    """The input a run starts from: the request body recorded at append time (its
-    normalized messages expanded against the parent's view), else the ``RUN_STARTED.input``
-    a producer echoed (SPEC §3)."""
+    """The input a run starts from: the request body recorded at append time (expanded
+    against the parent's view where it was normalized), else the ``RUN_STARTED.input`` a
+    producer echoed (SPEC §3)."""
     if record.input is not None:
         if record.input_refs is not None:
-            return {**record.input, "messages": expand(record.input_refs, parent_messages)}
+            return expand_input(record.input, record.input_refs, parent_messages, parent_state)
         return record.input
     first = record.events[0] if record.events else None
     if first is not None and first.get("type") == "RUN_STARTED":
@@ -95,7 +95,7 @@ def restore(chain: Iterable[RunRecord], *, start: View | None = None) -> View:
         pending_interrupts=start.interrupts if start else None,
     )
     for record in chain:
-        run_input = effective_input(record, reducer.messages)
+        run_input = effective_input(record, reducer.messages, reducer.state)
         messages, state = start_of_run(reducer.messages, reducer.state, run_input)
         # Free when the run has no input: the reducer keeps its own lists and indexes.
         reducer.reset_start(messages, state)

@@ -28,7 +28,7 @@ from agui_store.errors import (
     SequenceError,
 )
 from agui_store.integrity import CheckReport, check_database
-from agui_store.normalize import Refs, expand, normalize
+from agui_store.normalize import expand_input, normalize_input
 from agui_store.records import AppendResult, Branch, Checkout, Run, when
 from agui_store.restore import RunRecord, View, restore
 from agui_store.verify import SequenceVerifier
@@ -401,11 +401,10 @@ class Store:
         )
         input_text, refs_text = run_input[1] if run_input else None, None
         if run_input is not None and parent_pk is not None:
-            refs = self._normalized_messages(conn, thread_pk, parent_pk, run_input[0])
-            if refs is not None:
-                rest = {k: v for k, v in run_input[0].items() if k != "messages"}
-                input_text = codec.encode(rest).decode("utf-8")
-                refs_text = codec.encode(refs).decode("utf-8")
+            normalized = self._normalized_input(conn, thread_pk, parent_pk, run_input[0])
+            if normalized is not None:
+                input_text = codec.encode(normalized[0]).decode("utf-8")
+                refs_text = codec.encode(normalized[1]).decode("utf-8")
         cur = conn.execute(
             "INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, input_refs,"
             " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
@@ -450,22 +449,19 @@ class Store:
         head = self._newest_run(conn, thread_pk)
         return (head, "head") if head is not None else (None, "root")
 
-    def _normalized_messages(
+    def _normalized_input(
         self, conn: apsw.Connection, thread_pk: int, parent_pk: int, run_input: dict[str, Any]
-    ) -> Refs | None:
-        """The input's messages as references into the parent's view, when the parent is
-        complete (its view is final, kept in its checkpoint) and they share any."""
-        sent = run_input.get("messages")
-        if not isinstance(sent, list) or not sent:
-            return None
+    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The input naming what the parent's view holds instead of repeating it, when the
+        parent is complete (its view is final, kept in its checkpoint) and they share any."""
         cached = self._views.get(thread_pk)
         if cached is not None and cached.run_pk == parent_pk:
-            base = cached.view.messages
+            base = cached.view
         elif checkpoints.has_checkpoint(conn, parent_pk):
-            base = checkpoints.load(conn, parent_pk, with_hashes=False).view.messages
+            base = checkpoints.load(conn, parent_pk, with_hashes=False).view
         else:
             return None
-        return normalize(sent, base)
+        return normalize_input(run_input, base.messages, base.state)
 
     @staticmethod
     def _longest_prefix_run(
@@ -859,8 +855,9 @@ class Store:
                 return None
             value: dict[str, Any] = codec.decode(raw.encode("utf-8"))
             if raw_refs is not None:
-                base = self._view(conn, parent_pk).messages
-                value["messages"] = expand(codec.decode(raw_refs.encode("utf-8")), base)
+                base = self._view(conn, parent_pk)
+                refs = codec.decode(raw_refs.encode("utf-8"))
+                value = expand_input(value, refs, base.messages, base.state)
         return value
 
     def history(self, run_id: str, *, thread_id: str | None = None) -> list[dict[str, Any]]:

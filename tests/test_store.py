@@ -461,7 +461,7 @@ def test_inputs_that_repeat_the_history_are_stored_by_reference_and_read_back_wh
         assert store.input(sent["runId"]) == sent
     refs = [r[0] for r in store._db.execute("SELECT input_refs FROM runs ORDER BY id")]
     assert refs[0] is None  # the first run has no parent to refer to
-    assert json.loads(refs[-1])[0] == [0, 14]  # seven turns of history: one range
+    assert json.loads(refs[-1])["messages"][0] == [0, 14]  # seven turns of history: one range
     assert store.checkout("r7").messages[-2:] == [
         inputs[7]["messages"][-1],
         {"id": "a7", "role": "assistant", "content": "answer 7 " * 20},

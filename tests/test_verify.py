@@ -316,6 +316,191 @@ SCENARIOS: list[tuple[str, list[Event], int | None]] = [
         1,
     ),
     (
+        "only replace: false keeps an activity's owner; replace: 0 re-owns it",
+        _run(
+            {"type": "ACTIVITY_SNAPSHOT", "messageId": "a", "activityType": "p", "content": {}},
+            {
+                "type": "ACTIVITY_SNAPSHOT",
+                "messageId": "a",
+                "activityType": "p",
+                "content": {},
+                "replace": 0,
+                "subagentRunId": "s1",
+            },
+            {
+                "type": "ACTIVITY_DELTA",
+                "messageId": "a",
+                "activityType": "p",
+                "patch": [],
+                "subagentRunId": "s1",
+            },
+            {
+                "type": "ACTIVITY_SNAPSHOT",
+                "messageId": "a",
+                "activityType": "p",
+                "content": {},
+                "replace": False,
+            },
+            {"type": "ACTIVITY_DELTA", "messageId": "a", "activityType": "p", "patch": []},
+            {
+                "type": "ACTIVITY_DELTA",
+                "messageId": "a",
+                "activityType": "p",
+                "patch": [],
+                "subagentRunId": "s2",
+            },
+        ),
+        6,
+    ),
+    (
+        "a tool result re-owns the message it mints",
+        _run(
+            *_text("m1"),
+            {
+                "type": "TOOL_CALL_RESULT",
+                "messageId": "m1",
+                "toolCallId": "c1",
+                "content": "",
+                "subagentRunId": "s1",
+            },
+            *_text("m1", subagentRunId="s1"),
+        ),
+        None,
+    ),
+    (
+        "an untagged tool call reopened under another owner's message is rejected",
+        _run(
+            *_text("m1", subagentRunId="s1"),
+            *_text("m2"),
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": "c1",
+                "toolCallName": "f",
+                "parentMessageId": "m1",
+            },
+            {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{}", "subagentRunId": "s1"},
+            {"type": "TOOL_CALL_END", "toolCallId": "c1"},
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": "c1",
+                "toolCallName": "f",
+                "parentMessageId": "m2",
+            },
+        ),
+        10,
+    ),
+    (
+        "an encrypted message value is checked against the reasoning message's owner",
+        _run(
+            {
+                "type": "REASONING_MESSAGE_START",
+                "messageId": "r1",
+                "role": "reasoning",
+                "subagentRunId": "s1",
+            },
+            {"type": "REASONING_MESSAGE_END", "messageId": "r1"},
+            {
+                "type": "REASONING_ENCRYPTED_VALUE",
+                "subtype": "message",
+                "entityId": "r1",
+                "encryptedValue": "x",
+                "subagentRunId": "s2",
+            },
+        ),
+        3,
+    ),
+    (
+        "owners are forgotten when a new run starts",
+        [
+            *_run(*_text("m1", subagentRunId="s1")),
+            *_run(*_text("m1", subagentRunId="s2")),
+        ],
+        None,
+    ),
+    (
+        "the input echo does not override an owner it repeats; the first one counts",
+        [
+            {
+                **RUN_STARTED,
+                "input": {
+                    "messages": [
+                        {"id": "m1", "role": "assistant", "subagentRunId": "s1"},
+                        {"id": "m1", "role": "assistant"},
+                    ]
+                },
+            },
+            {"type": "TEXT_MESSAGE_START", "messageId": "m1", "subagentRunId": "s1"},
+        ],
+        None,
+    ),
+    (
+        "a subagent's parent must have started in this run",
+        _run(
+            {
+                "type": "SUBAGENT_STARTED",
+                "subagentRunId": "s2",
+                "name": "a",
+                "parentSubagentRunId": "s1",
+            }
+        ),
+        1,
+    ),
+    (
+        "a finished subagent may still parent a new one",
+        _run(
+            {"type": "SUBAGENT_STARTED", "subagentRunId": "s1", "name": "a"},
+            {"type": "SUBAGENT_FINISHED", "subagentRunId": "s1"},
+            {
+                "type": "SUBAGENT_STARTED",
+                "subagentRunId": "s2",
+                "name": "b",
+                "parentSubagentRunId": "s1",
+            },
+            {"type": "SUBAGENT_ERROR", "subagentRunId": "s2", "message": "x"},
+        ),
+        None,
+    ),
+    (
+        "a null optional field is rejected on SUBAGENT_* events",
+        _run({"type": "SUBAGENT_STARTED", "subagentRunId": "s1", "name": "a", "description": None}),
+        1,
+    ),
+    (
+        "RUN_FINISHED lists the open steps of every owner",
+        _run(
+            {"type": "STEP_STARTED", "stepName": "a", "subagentRunId": "s1"},
+            {"type": "STEP_STARTED", "stepName": "b"},
+            {"type": "STEP_STARTED", "stepName": "c", "subagentRunId": "s1"},
+        ),
+        4,
+    ),
+    (
+        "an empty subagent id is not the parent agent",
+        _run(
+            {"type": "STEP_STARTED", "stepName": "a"},
+            {"type": "STEP_FINISHED", "stepName": "a", "subagentRunId": ""},
+        ),
+        2,
+    ),
+    (
+        "true is not 1 and 1.0 is 1, as in JavaScript",
+        _run(
+            {"type": "TOOL_CALL_START", "toolCallId": 1, "toolCallName": "f"},
+            {"type": "TOOL_CALL_END", "toolCallId": 1.0},
+            {"type": "TOOL_CALL_START", "toolCallId": True, "toolCallName": "f"},
+            {"type": "TOOL_CALL_END", "toolCallId": 1},
+        ),
+        4,
+    ),
+    (
+        "an object id never matches another event's",
+        _run(
+            {"type": "REASONING_START", "messageId": {}},
+            {"type": "REASONING_END", "messageId": {}},
+        ),
+        2,
+    ),
+    (
         "chunk events pass unexpanded",
         _run({"type": "TEXT_MESSAGE_CHUNK", "messageId": "m1", "delta": "x"}),
         None,
