@@ -1,0 +1,89 @@
+"""Blob compression: zlib (standard library) against the alternatives, on real message blobs.
+
+Blobs are the canonical JSON of messages and states from the upstream recordings in
+../shared/fixtures (restored through agui-store), plus the demo conversation. For each codec:
+total size ratio, and decompression speed next to merely reading the plain bytes, since
+checkout decompresses on its hot path.
+
+    python -m benchmarks.bench_compression
+"""
+
+from __future__ import annotations
+
+import bz2
+import json
+import lzma
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import agui_store
+from agui_store.codec import canonical_bytes
+from agui_store.demo import record_demo
+from benchmarks._common import header
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+
+
+def _views(store: agui_store.Store) -> list[bytes]:
+    out: list[bytes] = []
+    for thread in store.threads():
+        for run in store.runs(thread):
+            co = store.checkout(run.run_id, thread_id=thread)
+            out += [canonical_bytes(m) for m in co.messages]
+            out.append(canonical_bytes(co.state))
+    return out
+
+
+def sample_blobs() -> list[bytes]:
+    out: list[bytes] = []
+    with agui_store.open(":memory:") as store:
+        record_demo(store)
+        out += _views(store)
+    for path in sorted(SHARED.glob("*/*.json")):
+        data = json.loads(path.read_text())
+        for events in data.values() if isinstance(data, dict) else [data]:
+            with agui_store.open(":memory:") as store:
+                store.append(events)
+                out += _views(store)
+    return list(dict.fromkeys(out))  # content addressing: each distinct blob once
+
+
+def main() -> None:
+    header("blob compression on real message and state blobs")
+    blobs = sample_blobs()
+    big = [b for b in blobs if len(b) >= 512]
+    total = sum(len(b) for b in big)
+    print(f"{len(blobs)} distinct blobs, {len(big)} of >= 512 bytes ({total / 1e3:.0f} kB)")
+    codecs: dict[str, tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]] = {
+        "zlib-1": (lambda b: zlib.compress(b, 1), zlib.decompress),
+        "zlib-6 (chosen)": (lambda b: zlib.compress(b, 6), zlib.decompress),
+        "zlib-9": (lambda b: zlib.compress(b, 9), zlib.decompress),
+        "bz2-9": (lambda b: bz2.compress(b, 9), bz2.decompress),
+        "lzma": (lzma.compress, lzma.decompress),
+    }
+    t0 = time.perf_counter()
+    for _ in range(20):
+        for b in big:
+            bytes(b)
+    copy = (time.perf_counter() - t0) / 20
+    print("| codec | size ratio | compress MB/s | decompress MB/s | decompress / plain copy |")
+    print("|---|---|---|---|---|")
+    for name, (comp, decomp) in codecs.items():
+        t0 = time.perf_counter()
+        packed = [comp(b) for b in big]
+        c = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(5):
+            for p in packed:
+                decomp(p)
+        d = (time.perf_counter() - t0) / 5
+        ratio = sum(len(p) for p in packed) / total
+        print(f"| {name} | {ratio:.2f} | {total / c / 1e6:.0f} | {total / d / 1e6:.0f} | {d / copy:.0f}x |")
+    print("zstd would need a new dependency (python-zstandard) until Python 3.14's compression.zstd;")
+    print("zlib is kept unless it loses clearly on size at similar speed.")
+
+
+if __name__ == "__main__":
+    main()
