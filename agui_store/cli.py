@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -17,7 +18,8 @@ from typing import Any, TextIO
 from agui_store import codec, database
 from agui_store.errors import AguiStoreError
 from agui_store.interchange import FORMATS, serialize
-from agui_store.records import Checkout, Run
+from agui_store.records import Run
+from agui_store.render import content_text, diff_text, graph, run_line, short, transcript
 from agui_store.store import Store
 
 EXAMPLES = {
@@ -30,8 +32,14 @@ EXAMPLES = {
     "branches": "agui-store branches t1",
     "check": "agui-store check --db chat.db",
     "compact": "agui-store compact --thread t1",
+    "diff": "agui-store diff main retry --thread t1 --stat",
+    "fork": "agui-store fork run-1 --thread t1 > next-input.json",
     "export": "agui-store export run-2 --compacted --format sse",
     "demo": "agui-store demo",
+    "analyze": "agui-store analyze analysis.db --thread t1",
+    "export-artifact": "agui-store export-artifact run-2 --thread t1 -o run-2.artifact.json",
+    "validate-artifact": "agui-store validate-artifact run-2.artifact.json",
+    "slim": "agui-store slim HEAD --thread t1 --preset minimal --last 5",
 }
 
 
@@ -65,28 +73,6 @@ class Progress:
             self.stream.flush()
 
 
-def _short(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict):
-                if part.get("type") == "text":
-                    parts.append(str(part.get("text", "")))
-                else:
-                    parts.append(f"[{part.get('type')}]")
-        return " ".join(parts)
-    if content is None:
-        return ""
-    return json.dumps(content, ensure_ascii=False)
-
-
 def _run_json(run: Run) -> dict[str, Any]:
     return {
         "threadId": run.thread_id,
@@ -101,37 +87,6 @@ def _run_json(run: Run) -> dict[str, Any]:
         "hasInput": run.has_input,
         "branches": list(run.branches),
     }
-
-
-def _run_line(run: Run) -> str:
-    refs = f" ({', '.join(run.branches)})" if run.branches else ""
-    parent = f" <- {run.parent_run_id} [{run.lineage}]" if run.parent_run_id else " [root]"
-    return f"{run.run_id}{refs}  {run.status}  {run.event_count} events{parent}"
-
-
-def format_transcript(co: Checkout) -> str:
-    """A readable transcript of a restored run, then its state."""
-    lines = [f"run {co.run.run_id} (thread {co.run.thread_id}) - {co.run.status}", ""]
-    for m in co.messages:
-        role = m.get("role", "?")
-        if role == "assistant" and m.get("toolCalls"):
-            text = _content_text(m.get("content"))
-            if text:
-                lines.append(f"assistant: {text}")
-            for call in m["toolCalls"]:
-                fn = call.get("function", {})
-                lines.append(f"assistant -> {fn.get('name')}({fn.get('arguments', '')})")
-        elif role == "tool":
-            lines.append(f"tool[{m.get('toolCallId')}]: {_content_text(m.get('content'))}")
-        elif role == "activity":
-            lines.append(f"activity[{m.get('activityType')}]: {json.dumps(m.get('content'))}")
-        else:
-            lines.append(f"{role}: {_content_text(m.get('content'))}")
-    if co.interrupts:
-        lines += ["", "pending interrupts:"]
-        lines += [f"  {i.get('id')}: {i.get('reason')} {i.get('message', '')}" for i in co.interrupts]
-    lines += ["", "state:", json.dumps(co.state, indent=2, ensure_ascii=False)]
-    return "\n".join(lines)
 
 
 def _first_user_words(store: Store, run: Run) -> str:
@@ -152,33 +107,8 @@ def _last_user(messages: Any) -> str:
         return ""
     for m in reversed(messages):
         if isinstance(m, dict) and m.get("role") == "user":
-            return _content_text(m.get("content"))
+            return content_text(m.get("content"))
     return ""
-
-
-def draw_tree(runs: list[Run], summaries: dict[str, str]) -> list[str]:
-    """The run tree of a thread, children under their lineage parent (newest last)."""
-    children: dict[str | None, list[Run]] = {}
-    for run in runs:
-        children.setdefault(run.parent_run_id, []).append(run)
-    lines: list[str] = []
-
-    def walk(run: Run, prefix: str, last: bool, root: bool) -> None:
-        branch = "" if root else ("└─ " if last else "├─ ")
-        refs = f" ({', '.join(run.branches)})" if run.branches else ""
-        words = summaries.get(run.run_id, "")
-        said = f'  "{_short(words, 40)}"' if words else ""
-        lines.append(
-            f"{prefix}{branch}* {run.run_id}{refs} {run.status} {run.event_count} ev{said}"
-        )
-        kids = children.get(run.run_id, [])
-        for i, kid in enumerate(kids):
-            walk(kid, prefix + ("" if root else ("   " if last else "│  ")), i == len(kids) - 1,
-                 False)
-
-    for root in children.get(None, []):
-        walk(root, "", True, True)
-    return lines
 
 
 # --- commands ---------------------------------------------------------------------------
@@ -229,7 +159,7 @@ def cmd_runs(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         out.write(json.dumps([_run_json(r) for r in runs], indent=2) + "\n")
     else:
         for r in runs:
-            out.write(_run_line(r) + "\n")
+            out.write(run_line(r) + "\n")
     return 0
 
 
@@ -238,7 +168,7 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         thread = args.thread or store.get_run(args.ref, thread_id=None).thread_id  # type: ignore[union-attr]
         runs = store.runs(thread)
         summaries = {r.run_id: _first_user_words(store, r) for r in runs}
-        for line in draw_tree(runs, summaries):
+        for line in graph(runs, summaries):
             out.write(line + "\n")
         return 0
     chain = store.log(args.ref, thread_id=args.thread)
@@ -247,8 +177,8 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         return 0
     for r in chain:
         words = _first_user_words(store, r)
-        said = f'  "{_short(words, 50)}"' if words else ""
-        out.write(_run_line(r) + said + "\n")
+        said = f'  "{short(words, 50)}"' if words else ""
+        out.write(run_line(r) + said + "\n")
     return 0
 
 
@@ -259,7 +189,7 @@ def cmd_show(store: Store, args: argparse.Namespace, out: TextIO) -> int:
                "interrupts": co.interrupts}
         out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     else:
-        out.write(format_transcript(co) + "\n")
+        out.write(transcript(co) + "\n")
     return 0
 
 
@@ -326,6 +256,36 @@ def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_diff(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    mode = "two-dot" if args.two_dot else "three-dot"
+    d = store.diff(args.a, args.b, thread_id=args.thread, mode=mode)
+    if args.json:
+        def side(change: Any) -> dict[str, Any]:
+            return {
+                "messages": [{"id": m.id, "kind": m.kind, "before": m.before, "after": m.after}
+                             for m in change.messages],
+                "statePatch": change.state_patch,
+            }
+        doc = {
+            "a": d.a.run_id, "b": d.b.run_id, "mode": d.mode,
+            "mergeBase": d.merge_base.run_id if d.merge_base else None,
+            "aRuns": [r.run_id for r in d.a_runs], "bRuns": [r.run_id for r in d.b_runs],
+            "changes": side(d.changes),
+            "aChanges": side(d.a_changes) if d.a_changes is not None else None,
+        }
+        out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        return 0
+    color = out.isatty() and "NO_COLOR" not in os.environ
+    out.write(diff_text(d, color=color, stat=args.stat) + "\n")
+    return 0
+
+
+def cmd_fork(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    fork = store.fork(args.ref, thread_id=args.thread, run_id=args.run_id)
+    out.write(json.dumps(fork, indent=2, ensure_ascii=False) + "\n")
+    return 0
+
+
 def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     from agui_store.demo import record_demo
 
@@ -334,10 +294,93 @@ def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     out.write("$ agui-store log --graph --thread " + thread + "\n")
     runs = store.runs(thread)
     summaries = {r.run_id: _first_user_words(store, r) for r in runs}
-    for line in draw_tree(runs, summaries):
+    for line in graph(runs, summaries):
         out.write(line + "\n")
     out.write(f"\n$ agui-store show fahrenheit --thread {thread}\n")
-    out.write(format_transcript(store.checkout("fahrenheit", thread_id=thread)) + "\n")
+    out.write(transcript(store.checkout("fahrenheit", thread_id=thread)) + "\n")
+    return 0
+
+
+def _write_analysis(
+    store: Store, out_path: str, args: argparse.Namespace, out: TextIO
+) -> int:
+    """The sqlite-utils analysis export, with a progress bar over the runs on a terminal."""
+    from dataclasses import asdict
+
+    from agui_store.analysis import export_sqlite
+
+    bar: Progress | None = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = Progress(total, f"analyzing {store.path}")
+        bar.advance(done - bar.done)
+
+    try:
+        summary = export_sqlite(store, out_path, thread_id=getattr(args, "thread", None),
+                                progress=progress, replace=getattr(args, "replace", False))
+    finally:
+        if bar is not None:
+            bar.finish()
+    if args.json:
+        out.write(json.dumps(asdict(summary)) + "\n")
+    else:
+        out.write(f"wrote {summary.threads} threads, {summary.runs} runs, {summary.messages} "
+                  f"messages ({summary.view_rows} rows of views), {summary.tool_calls} tool "
+                  f"calls to {out_path}\n")
+    return 0
+
+
+def cmd_analyze(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    return _write_analysis(store, args.out, args, out)
+
+
+def cmd_export_sqlite(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``export --sqlite OUT.db``: the same as ``analyze OUT.db``."""
+    return _write_analysis(store, args.sqlite, args, out)
+
+
+def cmd_export_artifact(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """The compacted-message-snapshot artifact of a run (``agui_store.artifact``)."""
+    from agui_store.artifact import dumps_artifact, export_run
+
+    text = dumps_artifact(export_run(store, args.ref, thread_id=args.thread))
+    if args.output and args.output != "-":
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        sys.stderr.write(f"wrote the artifact of {args.ref} to {args.output}\n")
+    else:
+        out.write(text)
+    return 0
+
+
+def cmd_validate_artifact(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """Exit 0 and ``valid``, or exit 1 and the JSON path and reason of the first problem."""
+    from pathlib import Path
+
+    from agui_store.artifact import ArtifactError, load_artifact
+
+    try:
+        load_artifact(sys.stdin.buffer.read() if args.file == "-" else Path(args.file))
+    except ArtifactError as e:
+        if args.json:
+            out.write(json.dumps({"valid": False, "path": e.path, "reason": e.reason}) + "\n")
+        else:
+            out.write(f"invalid: {e}\n")
+        return 1
+    out.write(json.dumps({"valid": True}) + "\n" if args.json else "valid\n")
+    return 0
+
+
+def cmd_slim(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """A run's messages, slimmed by preset (``agui_store.slim``), as JSON."""
+    from agui_store.slim import slim
+
+    overrides = {k: v for k, v in (("last", args.last), ("max_content", args.max_content))
+                 if v is not None}
+    messages = slim(store.checkout(args.ref, thread_id=args.thread), args.preset, **overrides)
+    out.write(json.dumps(messages, indent=2, ensure_ascii=False) + "\n")
     return 0
 
 
@@ -349,10 +392,19 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
     "show": (cmd_show, "restore a run: transcript and state (--json for machines)"),
     "branch": (cmd_branch, "point a branch at a run (--delete to remove it)"),
     "branches": (cmd_branches, "list a thread's branches"),
+    "diff": (cmd_diff, "compare two runs: each side since their merge base (or --two-dot)"),
+    "fork": (cmd_fork, "print the RunAgentInput that starts a new run from a past one"),
     "compact": (cmd_compact, "write checkpoints for complete runs that lack one"),
     "export": (cmd_export, "a run's history, or its compacted hydration stream, as JSON/JSONL/SSE"),
     "check": (cmd_check, "check the file's integrity (exit 1 on any problem)"),
     "demo": (cmd_demo, "record a demo conversation with a branch and show it"),
+    "analyze": (cmd_analyze, "write a separate, datasette-friendly SQLite database of threads, "
+                "runs, views and tool calls (sqlite-utils), with full-text search"),
+    "export-artifact": (cmd_export_artifact, "a finished run as an "
+                        "ag-ui.compacted-message-snapshot.export.v1 artifact (JSON)"),
+    "validate-artifact": (cmd_validate_artifact, "check a compacted-message-snapshot artifact "
+                          "(exit 0: valid; exit 1: the path and reason)"),
+    "slim": (cmd_slim, "a run's messages, slimmed for bandwidth or privacy (JSON)"),
 }
 
 
@@ -386,6 +438,16 @@ def build_parser() -> argparse.ArgumentParser:
                                    help="run id, unique prefix, branch, HEAD, REF~n")
         parsers[name].add_argument("--thread", help="thread id (when the ref is ambiguous)")
     parsers["log"].add_argument("--graph", action="store_true", help="draw the run tree")
+    p = parsers["diff"]
+    p.add_argument("a", help="run id, branch, HEAD, REF~n")
+    p.add_argument("b", help="run id, branch, HEAD, REF~n")
+    p.add_argument("--thread")
+    p.add_argument("--stat", action="store_true", help="counts only")
+    p.add_argument("--two-dot", action="store_true", help="compare the two views directly")
+    p = parsers["fork"]
+    p.add_argument("ref", nargs="?", default="HEAD")
+    p.add_argument("--thread")
+    p.add_argument("--run-id", help="id for the new run (default: a new UUID)")
     p = parsers["compact"]
     p.add_argument("ref", nargs="?", help="a run (and its ancestors); default: everything")
     p.add_argument("--thread", help="only this thread")
@@ -402,6 +464,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--thread")
     p.add_argument("--delete", "-d", action="store_true")
     parsers["branches"].add_argument("thread_id")
+    p = parsers["analyze"]
+    p.add_argument("out", metavar="OUT.db", help="the analysis database to write (not the store)")
+    p.add_argument("--thread", help="only this thread")
+    p.add_argument("--replace", action="store_true", help="overwrite OUT.db if it is not empty")
+    p = parsers["export-artifact"]
+    p.add_argument("ref", nargs="?", default="HEAD", help="run id, branch, HEAD, REF~n")
+    p.add_argument("--thread", help="thread id (when the ref is ambiguous)")
+    p.add_argument("--output", "-o", help="file to write (default: stdout)")
+    parsers["validate-artifact"].add_argument("file", help="the artifact (JSON); - for stdin")
+    p = parsers["slim"]
+    p.add_argument("ref", nargs="?", default="HEAD", help="run id, branch, HEAD, REF~n")
+    p.add_argument("--thread", help="thread id (when the ref is ambiguous)")
+    p.add_argument("--preset", choices=("minimal", "standard", "full"), default="standard",
+                   help="minimal: last 10, 200 chars, tool args redacted, tool results omitted; "
+                   "standard: last 50, 1000 chars; full: unchanged")
+    p.add_argument("--last", type=int, metavar="N", help="keep the most recent N messages")
+    p.add_argument("--max-content", type=int, metavar="N",
+                   help="cut message content at N characters (the … marker included)")
     return parser
 
 

@@ -28,8 +28,8 @@ users see. The departures that matter in practice:
   value with an own ``hasOwnProperty`` key never compares equal;
 * on a document that is a string, number or boolean, writes are silently ignored (the
   library runs in sloppy mode) and reads see JS properties (``"abc"`` has ``/length`` 3 and
-  ``/0`` ``"a"``); validation is skipped entirely on a falsy document (``0``, ``""``,
-  ``false``).
+  ``/0`` ``"a"``); on a falsy document (``0``, ``""``, ``false``) only the shape of each
+  operation is checked, not whether its paths exist.
 
 The python ``jsonpatch`` package follows the RFC in all of these places, so it cannot serve as
 the engine; this module interprets fast-json-patch's algorithm directly over a small model of
@@ -302,12 +302,16 @@ def _set(obj: Any, key: int | str | None, value: Any) -> None:
 
 
 def _set_length(array: _Array, value: Any) -> None:
-    number = _to_number(value) if isinstance(value, str) else value
-    if value is None:
-        number = 0
-    elif isinstance(value, bool):
-        number = int(value)
-    if not _is_number(number) or number != int(number) or not 0 <= number <= _MAX_INDEX + 1:
+    """``array.length = value`` (only reachable through an unchecked ``move`` or ``copy``)."""
+    if value is None or isinstance(value, bool):
+        number = float(bool(value))
+    elif isinstance(value, str):
+        number = _to_number(value)
+    elif _is_number(value):
+        number = _as_double(value)
+    else:
+        number = math.nan  # an object's ToNumber is not modelled
+    if not math.isfinite(number) or number != int(number) or not 0 <= number <= _MAX_INDEX + 1:
         raise _Fail("RangeError", "Invalid array length")
     length = int(number)
     if length < len(array):

@@ -79,6 +79,31 @@ class Checkout:
     interrupts: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
+    def __str__(self) -> str:
+        from agui_store.render import transcript
+
+        return transcript(self)
+
+    def _repr_html_(self) -> str:
+        from agui_store.render import checkout_html
+
+        return checkout_html(self)
+
+
+class Log(list[Run]):
+    """Runs newest first (what ``Store.log`` returns): a plain list that also reads well in
+    a terminal (``str``) and as a table in a notebook."""
+
+    def __str__(self) -> str:
+        from agui_store.render import runs_text
+
+        return runs_text(self)
+
+    def _repr_html_(self) -> str:
+        from agui_store.render import runs_html
+
+        return runs_html(self)
+
 
 @dataclass(frozen=True)
 class AppendResult:

@@ -160,6 +160,23 @@ CHAIN_EVENTS = (
     + "SELECT events.run, events.payload FROM chain CROSS JOIN events ON events.run = chain.id"
 )
 
+#: The merge base of two runs: the deepest run on both ancestor chains, with its depth
+#: below each. Both walks follow ``runs.parent`` by primary key.
+MERGE_BASE = """
+WITH RECURSIVE
+a(id, depth) AS (
+    SELECT ?1, 0
+    UNION ALL
+    SELECT runs.parent, a.depth + 1 FROM a JOIN runs ON runs.id = a.id WHERE runs.parent IS NOT NULL
+),
+b(id, depth) AS (
+    SELECT ?2, 0
+    UNION ALL
+    SELECT runs.parent, b.depth + 1 FROM b JOIN runs ON runs.id = b.id WHERE runs.parent IS NOT NULL
+)
+SELECT a.id, a.depth, b.depth FROM a JOIN b ON a.id = b.id ORDER BY a.depth LIMIT 1
+"""
+
 #: Per-run summaries: event count, last event, latest outcome, last append time.
 RUN_COLUMNS = """
     runs.id, threads.thread_id, runs.run_id, parent_runs.run_id, runs.lineage,

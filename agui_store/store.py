@@ -29,7 +29,8 @@ from agui_store.errors import (
 )
 from agui_store.integrity import CheckReport, check_database
 from agui_store.normalize import expand_input, normalize_input
-from agui_store.records import AppendResult, Branch, Checkout, Run, when
+from agui_store.diff import Diff, compare
+from agui_store.records import AppendResult, Branch, Checkout, Log, Run, when
 from agui_store.restore import RunRecord, View, restore
 from agui_store.verify import SequenceVerifier
 
@@ -883,7 +884,7 @@ class Store:
         ]
         return chain, grouped
 
-    def log(self, run_or_ref: str, *, thread_id: str | None = None) -> list[Run]:
+    def log(self, run_or_ref: str, *, thread_id: str | None = None) -> Log:
         """The run and its lineage ancestors, newest first (metadata only, no payloads)."""
         with self._reading() as conn:
             key = self._resolve(conn, run_or_ref, thread_id=thread_id)
@@ -897,7 +898,7 @@ class Store:
                 (key.pk,),
             ).fetchall()
             names = self._branch_names(conn, [r[0] for r in rows])
-        return [self._run_from_row(r, names) for r in rows]
+        return Log(self._run_from_row(r, names) for r in rows)
 
     def checkout(self, run_or_ref: str, *, thread_id: str | None = None) -> Checkout:
         """Restore a run: the messages and state the official client holds after it."""
@@ -1003,6 +1004,74 @@ class Store:
             ))
             at += n
         return records
+
+    # --- time travel ----------------------------------------------------------------------
+
+    def _merge_base_pk(self, conn: apsw.Connection, a: int, b: int) -> tuple[int, int, int] | None:
+        """(merge base, its depth below a, below b): the deepest run on both lineages."""
+        row = conn.execute(schema.MERGE_BASE, (a, b)).fetchone()
+        return (int(row[0]), int(row[1]), int(row[2])) if row else None
+
+    def merge_base(self, a: str, b: str, *, thread_id: str | None = None) -> Run | None:
+        """The nearest run both ``a`` and ``b`` descend from (either may be it), or ``None``."""
+        with self._reading() as conn:
+            ka = self._resolve(conn, a, thread_id=thread_id)
+            kb = self._resolve(conn, b, thread_id=thread_id)
+            found = self._merge_base_pk(conn, ka.pk, kb.pk)
+            return self._run_record(conn, found[0]) if found else None
+
+    def is_ancestor(self, a: str, b: str, *, thread_id: str | None = None) -> bool:
+        """Whether ``a`` is on ``b``'s lineage (a run is its own ancestor, as in git)."""
+        with self._reading() as conn:
+            ka = self._resolve(conn, a, thread_id=thread_id)
+            kb = self._resolve(conn, b, thread_id=thread_id)
+            found = self._merge_base_pk(conn, ka.pk, kb.pk)
+            return found is not None and found[0] == ka.pk
+
+    def diff(
+        self, a: str, b: str, *, thread_id: str | None = None, mode: str = "three-dot"
+    ) -> Diff:
+        """Compare two runs: merge base, the runs on each side since it, message changes by
+        id and the state change as an RFC 6902 patch.
+
+        Args:
+            mode: ``"three-dot"`` (default): what each side changed since the merge base, git
+                and Dolt style; ``changes`` is base -> b and ``a_changes`` base -> a.
+                ``"two-dot"``: the two views compared directly (``changes`` is a -> b).
+        """
+        if mode not in ("three-dot", "two-dot"):
+            raise ValueError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
+        with self._reading() as conn:
+            ka = self._resolve(conn, a, thread_id=thread_id)
+            kb = self._resolve(conn, b, thread_id=thread_id)
+            found = self._merge_base_pk(conn, ka.pk, kb.pk)
+            run_a, run_b = self._run_record(conn, ka.pk), self._run_record(conn, kb.pk)
+            base_run = self._run_record(conn, found[0]) if found else None
+            a_runs = self._side(conn, ka.pk, found[1] if found else None)
+            b_runs = self._side(conn, kb.pk, found[2] if found else None)
+            view_a, view_b = self._view(conn, ka.pk), self._view(conn, kb.pk)
+            base = self._view(conn, found[0]) if found else View([], {}, [], [])
+        if mode == "two-dot":
+            change = compare(view_a.messages, view_a.state, view_b.messages, view_b.state)
+            return Diff(run_a, run_b, mode, base_run, a_runs, b_runs, change)
+        return Diff(
+            run_a, run_b, mode, base_run, a_runs, b_runs,
+            compare(base.messages, base.state, view_b.messages, view_b.state),
+            compare(base.messages, base.state, view_a.messages, view_a.state),
+        )
+
+    def _side(self, conn: apsw.Connection, pk: int, depth: int | None) -> list[Run]:
+        """The runs of ``pk``'s lineage above the merge base (all of it when none)."""
+        rows = conn.execute(
+            schema.ANCESTORS_CTE + "SELECT" + schema.RUN_COLUMNS
+            + "FROM chain CROSS JOIN runs ON runs.id = chain.id "
+            "JOIN threads ON threads.id = runs.thread "
+            "LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent "
+            "WHERE ?2 IS NULL OR chain.depth < ?2 ORDER BY chain.depth",
+            (pk, depth),
+        ).fetchall()
+        names = self._branch_names(conn, [r[0] for r in rows])
+        return [self._run_from_row(r, names) for r in rows]
 
     def check(self) -> CheckReport:
         """Check the file: SQLite's integrity and the store's own invariants (see

@@ -223,15 +223,16 @@ def documents_and_patches(draw: st.DrawFn) -> tuple[Any, Any]:
     return document, operations
 
 
-def profile_examples(factor: int) -> int:
-    return int(settings.default.max_examples * factor)
+def profile_examples(factor: float) -> int:
+    """Examples for a test, as a multiple of the active hypothesis profile's budget."""
+    return max(1, int(settings.default.max_examples * factor))
 
 
 # ----------------------------------------------------------------------------- the oracle
 
 
 @pytest.mark.oracle
-@settings(max_examples=profile_examples(5))
+@settings(max_examples=profile_examples(2))
 @given(documents_and_patches())
 def test_apply_patch_succeeds_exactly_when_the_client_applies_the_delta_and_gives_its_state(
     oracle: Oracle, case: tuple[Any, Any]
@@ -294,6 +295,7 @@ def test_the_documented_departures_from_the_rfc_are_the_clients(
 # ----------------------------------------------------------------------------- purity
 
 
+@settings(max_examples=profile_examples(0.5))
 @given(documents_and_patches())
 def test_apply_patch_never_mutates_the_document_or_the_operations(case: tuple[Any, Any]) -> None:
     document, operations = case
@@ -317,6 +319,7 @@ def scribble(value: Any) -> None:
         value.append("scribbled")
 
 
+@settings(max_examples=profile_examples(0.5))
 @given(documents_and_patches())
 def test_a_failing_patch_changes_nothing_and_an_applied_one_returns_plain_json(
     case: tuple[Any, Any],
@@ -420,6 +423,7 @@ def plain_cases(draw: st.DrawFn) -> tuple[Any, list[dict[str, Any]]]:
     return document, draw(st.lists(op, max_size=3))
 
 
+@settings(max_examples=profile_examples(0.5))
 @given(plain_cases())
 def test_the_jsonpatch_package_agrees_on_plain_patches_over_objects_of_strings(
     case: tuple[Any, list[dict[str, Any]]],

@@ -52,9 +52,16 @@ def ours(events: list[Event], *, chunks: bool = False) -> Verdict:
 
 
 def same_reason(mine: str, theirs: str) -> bool:
-    # Upstream's own words; a JS TypeError (toolCalls that cannot be iterated) keeps V8's
-    # text behind a plain-words prefix.
-    return mine == theirs or mine.endswith(": " + theirs)
+    """Upstream's own words, except where upstream has none of its own.
+
+    Iterating ``toolCalls`` that are not iterable throws a JavaScript TypeError, whose text is
+    V8's and changes once the function is optimized ("object is not iterable …" at first,
+    "undefined is not a function" later in the same process). We give a plain-words reason
+    that ends in V8's first spelling and accept either.
+    """
+    if mine == theirs or mine.endswith(": " + theirs):
+        return True
+    return "is not iterable" in mine and theirs == "undefined is not a function"
 
 
 def assert_same_verdict(oracle: Oracle, events: list[Event], *, chunks: bool = False) -> Verdict:

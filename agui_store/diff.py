@@ -1,0 +1,156 @@
+"""Comparing two restored views (SPEC §5) — pure, no storage.
+
+Messages are compared by id (added / removed / modified, with both versions); the state
+change is an RFC 6902 patch made by ``jsonpatch`` that takes the old state to the new one.
+``Store.diff`` finds the merge base and feeds the views in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import jsonpatch
+
+from agui_store.records import Run
+
+ChangeKind = Literal["added", "removed", "modified"]
+
+
+@dataclass(frozen=True)
+class MessageChange:
+    """One message that differs, keyed by its id; ``before``/``after`` are ``None`` where
+    the message does not exist on that side."""
+
+    id: Any
+    kind: ChangeKind
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ViewChange:
+    """What changed from one view to another."""
+
+    messages: list[MessageChange] = field(default_factory=list)
+    state_patch: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.messages and not self.state_patch
+
+    def counts(self) -> dict[str, int]:
+        out = {"added": 0, "removed": 0, "modified": 0}
+        for change in self.messages:
+            out[change.kind] += 1
+        return out
+
+
+def _keyed(messages: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
+    """Messages by id; a repeated id is told apart by its occurrence (id, n)."""
+    out: dict[Any, dict[str, Any]] = {}
+    seen: dict[Any, int] = {}
+    for position, message in enumerate(messages):
+        mid = message.get("id") if isinstance(message, dict) else None
+        if not isinstance(mid, str):
+            mid = ("#", position)
+        n = seen.get(mid, 0)
+        seen[mid] = n + 1
+        out[mid if n == 0 else (mid, n)] = message
+    return out
+
+
+def message_changes(
+    old: list[dict[str, Any]], new: list[dict[str, Any]]
+) -> list[MessageChange]:
+    """Changes keyed by message id, in the new view's order, removals last in the old order.
+
+    A message counts as modified when its JSON differs (a reordering alone is not a change).
+    """
+    before, after = _keyed(old), _keyed(new)
+    out: list[MessageChange] = []
+    for key, message in after.items():
+        previous = before.get(key)
+        mid = key[0] if isinstance(key, tuple) and key[0] != "#" else message.get("id")
+        if previous is None:
+            out.append(MessageChange(mid, "added", None, message))
+        elif not _json_equal(previous, message):
+            out.append(MessageChange(mid, "modified", previous, message))
+    for key, message in before.items():
+        if key not in after:
+            mid = key[0] if isinstance(key, tuple) and key[0] != "#" else message.get("id")
+            out.append(MessageChange(mid, "removed", message, None))
+    return out
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    # JSON equality: Python's == says True == 1 == 1.0; JSON does not.
+    if type(a) is not type(b) and not (
+        isinstance(a, (int, float)) and isinstance(b, (int, float))
+        and not isinstance(a, bool) and not isinstance(b, bool)
+    ):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    return bool(a == b)
+
+
+def state_patch(old: Any, new: Any) -> list[dict[str, Any]]:
+    """An RFC 6902 patch taking ``old`` to ``new`` (empty when they are equal)."""
+    if _json_equal(old, new):
+        return []
+    if isinstance(old, (dict, list)) and isinstance(new, (dict, list)) and type(old) is type(new):
+        ops: list[dict[str, Any]] = jsonpatch.make_patch(old, new).patch
+        return ops
+    return [{"op": "replace", "path": "", "value": new}]
+
+
+def compare(
+    old_messages: list[dict[str, Any]], old_state: Any,
+    new_messages: list[dict[str, Any]], new_state: Any,
+) -> ViewChange:
+    return ViewChange(message_changes(old_messages, new_messages), state_patch(old_state, new_state))
+
+
+@dataclass(frozen=True)
+class Diff:
+    """Two runs compared.
+
+    Attributes:
+        a, b: the runs compared.
+        mode: ``"three-dot"`` (each side since the merge base, git and Dolt style) or
+            ``"two-dot"`` (the two views directly).
+        merge_base: their nearest common lineage ancestor (``None`` if they share none).
+        a_runs, b_runs: the runs on each side since the merge base, newest first.
+        changes: three-dot: merge base -> b; two-dot: a -> b.
+        a_changes: three-dot only: merge base -> a (the other side).
+    """
+
+    a: Run
+    b: Run
+    mode: str
+    merge_base: Run | None
+    a_runs: list[Run]
+    b_runs: list[Run]
+    changes: ViewChange
+    a_changes: ViewChange | None = None
+
+    @property
+    def messages(self) -> list[MessageChange]:
+        return self.changes.messages
+
+    @property
+    def state_patch(self) -> list[dict[str, Any]]:
+        return self.changes.state_patch
+
+    def __str__(self) -> str:
+        from agui_store.render import diff_text
+
+        return diff_text(self, color=False)
+
+    def _repr_html_(self) -> str:
+        from agui_store.render import diff_html
+
+        return diff_html(self)

@@ -1,0 +1,204 @@
+"""Time travel you can see: merge bases, diffs, the run graph and notebook rendering."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import agui_store
+from agui_store.demo import record_demo
+from agui_store.diff import compare, state_patch
+from agui_store.patch import apply_patch
+from agui_store.render import graph
+from tests.conftest import fixture_params
+from tests.strategies import json_values, legal_streams, message_lists
+
+
+def run(thread: str, run_id: str, text: str, **started: Any) -> list[dict[str, Any]]:
+    return [
+        {"type": "RUN_STARTED", "threadId": thread, "runId": run_id, **started},
+        {"type": "TEXT_MESSAGE_START", "messageId": f"m-{run_id}"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m-{run_id}", "delta": text},
+        {"type": "TEXT_MESSAGE_END", "messageId": f"m-{run_id}"},
+        {"type": "STATE_DELTA", "delta": [{"op": "add", "path": f"/{run_id}", "value": text}]},
+        {"type": "RUN_FINISHED", "threadId": thread, "runId": run_id},
+    ]
+
+
+@st.composite
+def trees(draw: st.DrawFn) -> list[int | None]:
+    """parents[i] = the index of run i's parent (None for a root)."""
+    n = draw(st.integers(1, 12))
+    return [None] + [draw(st.integers(0, i - 1)) for i in range(1, n)]
+
+
+def ancestors(parents: list[int | None], i: int) -> list[int]:
+    chain = [i]
+    while parents[chain[-1]] is not None:
+        chain.append(parents[chain[-1]])  # type: ignore[arg-type]
+    return chain
+
+
+@given(parents=trees(), data=st.data())
+def test_merge_bases_and_ancestry_match_a_model_at_every_depth(
+    tmp_path_factory: pytest.TempPathFactory, parents: list[int | None], data: st.DataObject
+) -> None:
+    with agui_store.open(tmp_path_factory.mktemp("mb") / "s.db") as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r0"},
+                      {"type": "STATE_SNAPSHOT", "snapshot": {}},
+                      {"type": "RUN_FINISHED", "threadId": "t", "runId": "r0"}])
+        for i, p in enumerate(parents[1:], start=1):
+            store.append(run("t", f"r{i}", f"text {i}"), parent=f"r{p}")
+        a = data.draw(st.integers(0, len(parents) - 1))
+        b = data.draw(st.integers(0, len(parents) - 1))
+        chain_a, chain_b = ancestors(parents, a), ancestors(parents, b)
+        want = next(x for x in chain_a if x in chain_b)
+        assert store.merge_base(f"r{a}", f"r{b}").run_id == f"r{want}"
+        assert store.is_ancestor(f"r{a}", f"r{b}") == (a in chain_b)
+        d = store.diff(f"r{a}", f"r{b}")
+        assert [r.run_id for r in d.a_runs] == [f"r{x}" for x in chain_a[: chain_a.index(want)]]
+        assert [r.run_id for r in d.b_runs] == [f"r{x}" for x in chain_b[: chain_b.index(want)]]
+        added = {c.id for c in d.changes.messages if c.kind == "added"}
+        assert added == {f"m-r{x}" for x in chain_b[: chain_b.index(want)]}
+
+
+def test_three_dot_shows_each_side_since_the_merge_base_and_two_dot_the_views(tmp_path: Path) -> None:
+    with agui_store.open(tmp_path / "s.db") as store:
+        thread, _ = record_demo(store)
+        d = store.diff("run-2", "fahrenheit", thread_id=thread)
+        assert d.mode == "three-dot" and d.merge_base.run_id == "run-1"
+        assert [c.id for c in d.a_changes.messages] == ["user-2", "assistant-3", "call-2-result", "assistant-4"]
+        assert [c.id for c in d.changes.messages] == ["user-3", "assistant-5"]
+        assert d.state_patch == [{"op": "replace", "path": "/units", "value": "fahrenheit"}]
+        two = store.diff("run-2", "run-3", thread_id=thread, mode="two-dot")
+        kinds = {c.id: c.kind for c in two.messages}
+        assert kinds == {"user-3": "added", "assistant-5": "added", "user-2": "removed",
+                         "assistant-3": "removed", "call-2-result": "removed", "assistant-4": "removed"}
+        removed = next(c for c in two.messages if c.id == "user-2")
+        assert removed.before == {"id": "user-2", "role": "user", "content": "And in Porto?"}
+        base = store.checkout("run-2", thread_id=thread).state
+        assert apply_patch(base, two.state_patch) == store.checkout("run-3", thread_id=thread).state
+
+
+def test_a_modified_message_carries_both_versions() -> None:
+    old = [{"id": "a", "role": "assistant", "content": "draft"}]
+    new = [{"id": "a", "role": "assistant", "content": "final"}]
+    (change,) = compare(old, {}, new, {}).messages
+    assert (change.kind, change.before["content"], change.after["content"]) == ("modified", "draft", "final")
+    assert compare(old, {"n": 1}, old, {"n": 1}).empty
+    # JSON, not Python, equality: true is not 1.
+    assert compare([{"id": "x", "v": True}], 1, [{"id": "x", "v": 1}], True).messages[0].kind == "modified"
+
+
+@given(old=message_lists, new=message_lists, a=json_values, b=json_values)
+def test_applying_a_diff_gives_the_other_side(old: list[dict[str, Any]], new: list[dict[str, Any]], a: Any, b: Any) -> None:
+    change = compare(old, a, new, b)
+    patched = apply_patch(copy.deepcopy(a), change.state_patch)
+    # Numbers compare as JSON numbers (0 == 0.0), booleans stay booleans.
+    assert patched == b and json.dumps(patched).count("true") == json.dumps(b).count("true")
+    assert jsonpatch.apply_patch(copy.deepcopy(a), change.state_patch) == b
+    by_id = {m["id"]: m for m in old}
+    for c in change.messages:
+        if c.kind == "removed":
+            del by_id[c.id]
+        else:
+            by_id[c.id] = c.after
+    assert by_id == {m["id"]: m for m in new}
+
+
+MULTI_RUN = [
+    p for p in fixture_params()
+    if p.values[0] is None or sum(e["type"] == "RUN_STARTED" for e in p.values[0]) >= 2
+]
+
+
+@pytest.mark.parametrize("events", MULTI_RUN)
+def test_recorded_runs_forked_and_compared_show_exactly_what_each_side_added(
+    tmp_path: Path, events: list[dict[str, Any]]
+) -> None:
+    starts = [i for i, e in enumerate(events) if e["type"] == "RUN_STARTED"] + [len(events)]
+    runs = [events[a:b] for a, b in zip(starts, starts[1:])]
+    with agui_store.open(tmp_path / "s.db") as store:
+        for run_events in runs[:-1]:
+            store.append(run_events)
+        # Replay the last run again as a sibling of the second to last: a fork.
+        last = copy.deepcopy(runs[-1])
+        last[0]["runId"] = "forked"
+        base_id = runs[-3][0]["runId"] if len(runs) >= 3 else None
+        tid = runs[0][0]["threadId"]
+        store.append(last, parent=base_id) if base_id else store.append(last)
+        prev = runs[-2][0]["runId"]
+        d = store.diff(prev, "forked", thread_id=tid, mode="two-dot")
+        a, b = store.checkout(prev, thread_id=tid), store.checkout("forked", thread_id=tid)
+        assert apply_patch(copy.deepcopy(a.state), d.state_patch) == b.state
+        ids_b = [m["id"] for m in b.messages]
+        assert {c.id for c in d.messages if c.kind == "added"} <= set(ids_b)
+
+
+def test_the_graph_draws_forks_like_git_log_graph(tmp_path: Path) -> None:
+    with agui_store.open(tmp_path / "s.db") as store:
+        for rid, parent in [("a", None), ("b", "a"), ("c", "b"), ("d", "a"), ("e", "c")]:
+            store.append(run("t", rid, rid), **({"parent": parent} if parent else {}))
+        lines = graph(store.runs("t"))
+    assert [line.split(" ev")[0] for line in lines] == [
+        "* e (main) finished 6",
+        "| * d finished 6",
+        "* | c finished 6",
+        "* | b finished 6",
+        "|/",
+        "* a finished 6",
+    ]
+
+
+def test_checkouts_logs_and_diffs_render_for_terminals_and_notebooks(tmp_path: Path) -> None:
+    with agui_store.open(tmp_path / "s.db") as store:
+        thread, _ = record_demo(store)
+        co = store.checkout("run-3", thread_id=thread)
+        assert "user: Can you give me that in Fahrenheit?" in str(co)
+        assert co._repr_html_().count("<tr>") == len(co.messages) + 1
+        log = store.log("run-3", thread_id=thread)
+        assert isinstance(log, list) and [r.run_id for r in log] == ["run-3", "run-1"]
+        assert str(log).splitlines()[0].startswith("run-3 (main, fahrenheit)")
+        assert "<table>" in log._repr_html_()
+        d = store.diff("run-2", "run-3", thread_id=thread)
+        assert "+ [user-3] user: Can you give me that in Fahrenheit?" in str(d)
+        assert "merge base run-1" in d._repr_html_()
+
+
+def test_diff_from_the_command_line_in_text_json_and_stat(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with agui_store.open(db) as store:
+        thread, _ = record_demo(store)
+
+    def cli(*args: str) -> str:
+        return subprocess.run([sys.executable, "-m", "agui_store", *args, "--db", str(db)],
+                              capture_output=True, text=True, check=True).stdout
+
+    text = cli("diff", "run-2", "fahrenheit", "--thread", thread)
+    assert "\033[" not in text and "+ [user-3]" in text and "(merge base: run-1)" in text
+    doc = json.loads(cli("diff", "run-2", "run-3", "--thread", thread, "--json"))
+    assert doc["mergeBase"] == "run-1" and doc["changes"]["statePatch"][0]["path"] == "/units"
+    assert "+2 -0 ~0 messages" in cli("diff", "run-2", "run-3", "--thread", thread, "--stat")
+    fork = json.loads(cli("fork", "run-1", "--thread", thread, "--run-id", "next"))
+    assert fork["parentRunId"] == "run-1" and fork["runId"] == "next"
+    graph_text = cli("log", "--graph", "--thread", thread)
+    assert graph_text.splitlines()[2] == "|/"
+
+
+@given(stream=legal_streams(max_runs=3))
+def test_diffing_a_run_with_itself_shows_no_change(tmp_path_factory: pytest.TempPathFactory, stream: list[dict[str, Any]]) -> None:
+    with agui_store.open(tmp_path_factory.mktemp("self") / "s.db") as store:
+        store.append(stream)
+        for r in store.runs("t"):
+            d = store.diff(r.run_id, r.run_id)
+            assert d.merge_base.run_id == r.run_id and d.changes.empty and d.a_changes.empty
+            assert state_patch(1, 1) == []
