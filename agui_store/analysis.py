@@ -159,7 +159,7 @@ _TABLES = (
         pk="id",
         not_null=("thread", "run_id", "lineage", "depth", "status", "event_count"),
         foreign_keys=(("thread", "threads", "id"), ("parent", "runs", "id")),
-        indexes=(("parent",), ("created_at",)),
+        indexes=(("run_id",), ("parent",), ("created_at",)),
         unique=(("thread", "run_id"),),
     ),
     _Table(

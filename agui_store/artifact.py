@@ -78,8 +78,11 @@ the contract:
   (48). A ``name`` that does not fit (empty or over 60 characters) is omitted, since it is
   optional. Ids are never cut: a message id, thread id or run id the contract cannot carry
   makes the export fail with :class:`ArtifactError`; an unusable lineage parent is omitted.
-* A message id seen earlier in the view is skipped (the first one is the one the client
-  finds by id).
+* Of messages that share an id, the first one with text is kept and the others are skipped
+  (ids must be unique in the artifact). Real producers do share ids: the .NET server's
+  recordings (``../shared/fixtures/dotnet_baselines`` Step02, Step12) give the assistant
+  message that calls a tool and the tool's result the tool call's id; the call-only
+  assistant message has no text, so the result is the message kept.
 * ``terminal_event`` follows the run's status: ``finished``, ``interrupted`` and
   ``cancelled`` runs ended with ``RUN_FINISHED``; ``error`` runs with ``RUN_ERROR`` (also a
   late ``RUN_ERROR`` after ``RUN_FINISHED``: the last terminal event counts, as in

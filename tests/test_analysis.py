@@ -65,7 +65,7 @@ def rows(db: sqlite_utils.Database, sql: str, params: Any = ()) -> list[dict[str
 
 def expected_tool_calls(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """(call id, function name, arguments, the answer in this view) in view order."""
-    answers: dict[str, Any] = {}
+    answers: dict[Any, Any] = {}
     for m in messages:
         if m.get("role") == "tool":
             answers.setdefault(m.get("toolCallId"), m.get("content"))
@@ -144,7 +144,7 @@ def test_the_demo_exports_its_tables_views_and_declared_foreign_keys(
     out = tmp_path / "analysis.db"
     export(store, out)
     with opened(out) as db:
-        assert TABLES <= set(db.table_names())
+        assert set(db.table_names()) >= TABLES
         assert set(db.view_names()) == VIEWS
         fks = {(fk.table, fk.column, fk.other_table, fk.other_column)
                for name in TABLES for fk in db.table(name).foreign_keys}
