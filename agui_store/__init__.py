@@ -17,19 +17,19 @@ from agui_store.records import AppendResult, Branch, Checkout, Run
 from agui_store.store import Store, open
 
 __all__ = [
-    "AppendResult",
-    "Branch",
-    "Checkout",
-    "Run",
-    "Store",
-    "open",
     "AguiStoreError",
     "AmbiguousRunError",
+    "AppendResult",
+    "Branch",
     "BranchError",
+    "Checkout",
     "IntegrityError",
     "InvalidEventError",
+    "Run",
     "RunNotFoundError",
     "SchemaVersionError",
     "SequenceError",
+    "Store",
     "StoreBusyError",
+    "open",
 ]

@@ -17,9 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import apsw
-
 from agui_store import blobs, codec
+from agui_store.database import Conn
 from agui_store.restore import View
 
 #: Longest run of delta checkpoints before a full message list is written again.
@@ -50,12 +49,15 @@ WITH RECURSIVE cps(run, base, keep) AS (
 """
 CHAIN_KEEPS = BASE_CHAIN + "SELECT run, keep FROM cps ORDER BY run"
 #: Their message rows with the blobs, in the same order.
-MESSAGE_ROWS = BASE_CHAIN + """
+MESSAGE_ROWS = (
+    BASE_CHAIN
+    + """
 SELECT cps.run, cm.message, blobs.codec, blobs.data
 FROM cps CROSS JOIN checkpoint_messages AS cm ON cm.run = cps.run
 CROSS JOIN blobs ON blobs.id = cm.message
 ORDER BY cps.run, cm.pos
 """
+)
 
 #: The surviving message rows of a checkpoint's list: a row of checkpoint c at position p
 #: survives when every later checkpoint in the base chain keeps at least p + 1 messages.
@@ -113,15 +115,15 @@ class Snapshot:
     chain: int
 
 
-def store_blob(conn: apsw.Connection, packed: Packed) -> int:
+def store_blob(conn: Conn, packed: Packed) -> int:
     return int(conn.execute(UPSERT_BLOB, packed).fetchone()[0])
 
 
-def has_checkpoint(conn: apsw.Connection, run_pk: int) -> bool:
+def has_checkpoint(conn: Conn, run_pk: int) -> bool:
     return conn.execute("SELECT 1 FROM checkpoints WHERE run = ?", (run_pk,)).fetchone() is not None
 
 
-def nearest(conn: apsw.Connection, run_pk: int) -> tuple[int | None, list[int]]:
+def nearest(conn: Conn, run_pk: int) -> tuple[int | None, list[int]]:
     """The nearest ancestor (or the run itself) with a checkpoint, and the runs after it,
     root first."""
     rows = conn.execute(NEAREST, (run_pk,)).fetchall()
@@ -131,7 +133,7 @@ def nearest(conn: apsw.Connection, run_pk: int) -> tuple[int | None, list[int]]:
     return found, after
 
 
-def load(conn: apsw.Connection, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
+def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
     """Decode a checkpoint into fresh objects (the caller may mutate them).
 
     ``with_hashes=False`` (a plain checkout) skips the message hashes and lets SQLite build
@@ -174,9 +176,7 @@ def load(conn: apsw.Connection, run_pk: int, *, with_hashes: bool = True) -> Sna
 def lineage_ids(messages: Iterable[Any]) -> list[Any]:
     """The message ids lineage rule 3 compares: activity messages left out, as clients strip
     them from the input they send (``prepareRunAgentInput``)."""
-    return [
-        m.get("id") for m in messages if isinstance(m, dict) and m.get("role") != "activity"
-    ]
+    return [m.get("id") for m in messages if isinstance(m, dict) and m.get("role") != "activity"]
 
 
 def message_ids_digest(messages: Sequence[dict[str, Any]]) -> bytes:
@@ -198,7 +198,7 @@ def prefix_digests(ids: Sequence[Any]) -> list[bytes]:
 
 
 def write(
-    conn: apsw.Connection,
+    conn: Conn,
     run_pk: int,
     view: View,
     messages: list[int | Packed],
@@ -235,8 +235,16 @@ def write(
         "INSERT INTO checkpoints(run, base, keep, length, chain, state, interrupts, warnings, "
         "ids_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            run_pk, base_run, keep, len(blob_ids), chain, state, interrupts, warnings,
-            message_ids_digest(view.messages), now,
+            run_pk,
+            base_run,
+            keep,
+            len(blob_ids),
+            chain,
+            state,
+            interrupts,
+            warnings,
+            message_ids_digest(view.messages),
+            now,
         ),
     )
     conn.executemany(
@@ -246,7 +254,7 @@ def write(
     return blob_ids, chain
 
 
-def drop_from(conn: apsw.Connection, run_pk: int) -> int:
+def drop_from(conn: Conn, run_pk: int) -> int:
     """Drop the checkpoints of a run and of every run below it (their views derive from it).
 
     Only needed when a complete run receives view-changing events, which sequence checks

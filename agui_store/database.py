@@ -11,10 +11,16 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, TypeAlias
 
 import apsw
 
 from agui_store import errors, schema
+
+#: An open store connection (``apsw.Connection``). apsw types every row value as the union of
+#: SQLite's types; the store reads its own STRICT schema, so its modules take rows as Any
+#: instead of narrowing them at each of a hundred call sites.
+Conn: TypeAlias = Any
 
 #: How long a writer waits for another writer before giving up (milliseconds).
 DEFAULT_BUSY_TIMEOUT_MS = 30_000

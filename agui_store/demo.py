@@ -26,13 +26,22 @@ def _text(message_id: str, text: str) -> list[dict[str, Any]]:
 def _tool(call_id: str, parent: str, name: str, args: str, result: str) -> list[dict[str, Any]]:
     half = len(args) // 2
     return [
-        {"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": name,
-         "parentMessageId": parent},
+        {
+            "type": "TOOL_CALL_START",
+            "toolCallId": call_id,
+            "toolCallName": name,
+            "parentMessageId": parent,
+        },
         {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": args[:half]},
         {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": args[half:]},
         {"type": "TOOL_CALL_END", "toolCallId": call_id},
-        {"type": "TOOL_CALL_RESULT", "messageId": f"{call_id}-result", "toolCallId": call_id,
-         "content": result, "role": "tool"},
+        {
+            "type": "TOOL_CALL_RESULT",
+            "messageId": f"{call_id}-result",
+            "toolCallId": call_id,
+            "content": result,
+            "role": "tool",
+        },
     ]
 
 
@@ -54,29 +63,57 @@ def record_demo(store: Store) -> tuple[str, list[str]]:
     run1: list[dict[str, Any]] = [
         {"type": "RUN_STARTED", "threadId": thread, "runId": "run-1"},
         {"type": "STEP_STARTED", "stepName": "plan"},
-        *_tool("call-1", "assistant-1", "get_weather", '{"city": "Lisbon"}',
-               '{"temp": 21, "sky": "sunny"}'),
+        *_tool(
+            "call-1",
+            "assistant-1",
+            "get_weather",
+            '{"city": "Lisbon"}',
+            '{"temp": 21, "sky": "sunny"}',
+        ),
         {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/cities/-", "value": "Lisbon"}]},
         {"type": "STEP_FINISHED", "stepName": "plan"},
         *_text("assistant-2", "It is 21°C and sunny in Lisbon right now."),
         {"type": "RUN_FINISHED", "threadId": thread, "runId": "run-1"},
     ]
-    store.append(run1, input={"threadId": thread, "runId": "run-1", "messages": [user1],
-                              "state": state0, "tools": TOOLS, "context": []})
+    store.append(
+        run1,
+        input={
+            "threadId": thread,
+            "runId": "run-1",
+            "messages": [user1],
+            "state": state0,
+            "tools": TOOLS,
+            "context": [],
+        },
+    )
 
     after1 = store.checkout("run-1", thread_id=thread)
     user2 = {"id": "user-2", "role": "user", "content": "And in Porto?"}
     run2: list[dict[str, Any]] = [
         {"type": "RUN_STARTED", "threadId": thread, "runId": "run-2"},
-        *_tool("call-2", "assistant-3", "get_weather", '{"city": "Porto"}',
-               '{"temp": 17, "sky": "cloudy"}'),
+        *_tool(
+            "call-2",
+            "assistant-3",
+            "get_weather",
+            '{"city": "Porto"}',
+            '{"temp": 17, "sky": "cloudy"}',
+        ),
         {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/cities/-", "value": "Porto"}]},
         *_text("assistant-4", "Porto is cooler: 17°C and cloudy."),
         {"type": "RUN_FINISHED", "threadId": thread, "runId": "run-2"},
     ]
-    store.append(run2, input={"threadId": thread, "runId": "run-2", "parentRunId": "run-1",
-                              "messages": [*after1.messages, user2], "state": after1.state,
-                              "tools": TOOLS, "context": []})
+    store.append(
+        run2,
+        input={
+            "threadId": thread,
+            "runId": "run-2",
+            "parentRunId": "run-1",
+            "messages": [*after1.messages, user2],
+            "state": after1.state,
+            "tools": TOOLS,
+            "context": [],
+        },
+    )
 
     # Time travel: back to the first answer, ask something else instead of "And in Porto?".
     store.branch("fahrenheit", "run-1", thread_id=thread)
@@ -86,8 +123,10 @@ def record_demo(store: Store) -> tuple[str, list[str]]:
     )
     run3: list[dict[str, Any]] = [
         {"type": "RUN_STARTED", "threadId": thread, "runId": "run-3"},
-        {"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "/units",
-                                          "value": "fahrenheit"}]},
+        {
+            "type": "STATE_DELTA",
+            "delta": [{"op": "replace", "path": "/units", "value": "fahrenheit"}],
+        },
         *_text("assistant-5", "Sure: 21°C is about 70°F in Lisbon."),
         {"type": "RUN_FINISHED", "threadId": thread, "runId": "run-3"},
     ]

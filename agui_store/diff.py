@@ -60,9 +60,7 @@ def _keyed(messages: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
     return out
 
 
-def message_changes(
-    old: list[dict[str, Any]], new: list[dict[str, Any]]
-) -> list[MessageChange]:
+def message_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[MessageChange]:
     """Changes keyed by message id, in the new view's order, removals last in the old order.
 
     A message counts as modified when its JSON differs (a reordering alone is not a change).
@@ -86,8 +84,10 @@ def message_changes(
 def _json_equal(a: Any, b: Any) -> bool:
     # JSON equality: Python's == says True == 1 == 1.0; JSON does not.
     if type(a) is not type(b) and not (
-        isinstance(a, (int, float)) and isinstance(b, (int, float))
-        and not isinstance(a, bool) and not isinstance(b, bool)
+        isinstance(a, (int, float))
+        and isinstance(b, (int, float))
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
     ):
         return False
     if isinstance(a, dict):
@@ -108,10 +108,14 @@ def state_patch(old: Any, new: Any) -> list[dict[str, Any]]:
 
 
 def compare(
-    old_messages: list[dict[str, Any]], old_state: Any,
-    new_messages: list[dict[str, Any]], new_state: Any,
+    old_messages: list[dict[str, Any]],
+    old_state: Any,
+    new_messages: list[dict[str, Any]],
+    new_state: Any,
 ) -> ViewChange:
-    return ViewChange(message_changes(old_messages, new_messages), state_patch(old_state, new_state))
+    return ViewChange(
+        message_changes(old_messages, new_messages), state_patch(old_state, new_state)
+    )
 
 
 @dataclass(frozen=True)

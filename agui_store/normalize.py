@@ -34,13 +34,13 @@ def normalize(sent: Sequence[Any], base: Sequence[dict[str, Any]]) -> Refs | Non
     out: Refs = []
     shared = 0
     for m in sent:
-        j = where.get(m.get("id")) if isinstance(m, dict) else None
-        if j is not None and (base[j] is m or _same(base[j], m)):
+        at = where.get(m.get("id")) if isinstance(m, dict) else None
+        if at is not None and (base[at] is m or _same(base[at], m)):
             last = out[-1] if out else None
-            if isinstance(last, list) and last[0] + last[1] == j:
+            if isinstance(last, list) and last[0] + last[1] == at:
                 last[1] += 1
             else:
-                out.append([j, 1])
+                out.append([at, 1])
             shared += 1
         else:
             out.append(m)

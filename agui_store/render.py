@@ -32,8 +32,11 @@ def content_text(content: Any) -> str:
         parts = []
         for part in content:
             if isinstance(part, dict):
-                parts.append(str(part.get("text", "")) if part.get("type") == "text"
-                             else f"[{part.get('type')}]")
+                parts.append(
+                    str(part.get("text", ""))
+                    if part.get("type") == "text"
+                    else f"[{part.get('type')}]"
+                )
         return " ".join(parts)
     if content is None:
         return ""
@@ -46,14 +49,17 @@ def message_line(m: dict[str, Any]) -> str:
     if role == "assistant" and m.get("toolCalls"):
         calls = ", ".join(
             f"{c.get('function', {}).get('name')}({c.get('function', {}).get('arguments', '')})"
-            for c in m["toolCalls"] if isinstance(c, dict)
+            for c in m["toolCalls"]
+            if isinstance(c, dict)
         )
         text = content_text(m.get("content"))
         return f"assistant: {text + ' ' if text else ''}-> {calls}"
     if role == "tool":
         return f"tool[{m.get('toolCallId')}]: {content_text(m.get('content'))}"
     if role == "activity":
-        return f"activity[{m.get('activityType')}]: {json.dumps(m.get('content'), ensure_ascii=False)}"
+        return (
+            f"activity[{m.get('activityType')}]: {json.dumps(m.get('content'), ensure_ascii=False)}"
+        )
     return f"{role}: {content_text(m.get('content'))}"
 
 
@@ -63,8 +69,10 @@ def transcript(co: Checkout) -> str:
     lines += [message_line(m) for m in co.messages]
     if co.interrupts:
         lines += ["", "pending interrupts:"]
-        lines += [f"  {i.get('id')}: {i.get('reason')} {i.get('message', '')}".rstrip()
-                  for i in co.interrupts]
+        lines += [
+            f"  {i.get('id')}: {i.get('reason')} {i.get('message', '')}".rstrip()
+            for i in co.interrupts
+        ]
     lines += ["", "state:", json.dumps(co.state, indent=2, ensure_ascii=False)]
     return "\n".join(lines)
 
@@ -180,8 +188,12 @@ def diff_text(d: Diff, *, color: bool = False, stat: bool = False) -> str:
     base = d.merge_base.run_id if d.merge_base else "nothing"
     dots = "..." if d.mode == "three-dot" else ".."
     lines = [f"@ diff {d.a.run_id}{dots}{d.b.run_id} (merge base: {base})"]
-    lines.append(f"  runs only on {d.a.run_id}'s side: {', '.join(r.run_id for r in d.a_runs) or '-'}")
-    lines.append(f"  runs only on {d.b.run_id}'s side: {', '.join(r.run_id for r in d.b_runs) or '-'}")
+    lines.append(
+        f"  runs only on {d.a.run_id}'s side: {', '.join(r.run_id for r in d.a_runs) or '-'}"
+    )
+    lines.append(
+        f"  runs only on {d.b.run_id}'s side: {', '.join(r.run_id for r in d.b_runs) or '-'}"
+    )
     sides: list[tuple[str, ViewChange]] = []
     if d.mode == "three-dot":
         assert d.a_changes is not None
@@ -191,8 +203,10 @@ def diff_text(d: Diff, *, color: bool = False, stat: bool = False) -> str:
     for title, change in sides:
         if stat:
             c = change.counts()
-            lines.append(f"  {title}: +{c['added']} -{c['removed']} ~{c['modified']} messages, "
-                         f"{len(change.state_patch)} state op(s)")
+            lines.append(
+                f"  {title}: +{c['added']} -{c['removed']} ~{c['modified']} messages, "
+                f"{len(change.state_patch)} state op(s)"
+            )
         else:
             lines.append(f"@ {title}")
             lines += _change_lines(change)
@@ -208,8 +222,10 @@ def diff_html(d: Diff) -> str:
             for m in change.messages
         )
         patch = html.escape(short(json.dumps(change.state_patch, ensure_ascii=False), 300))
-        return (f"<table><tr><th>change</th><th>id</th><th>before</th><th>after</th></tr>"
-                f"{rows}</table><div>state patch: <code>{patch}</code></div>")
+        return (
+            f"<table><tr><th>change</th><th>id</th><th>before</th><th>after</th></tr>"
+            f"{rows}</table><div>state patch: <code>{patch}</code></div>"
+        )
 
     base = html.escape(d.merge_base.run_id) if d.merge_base else "none"
     out = f"<div><b>{html.escape(d.a.run_id)} vs {html.escape(d.b.run_id)}</b> ({d.mode}, merge base {base})"

@@ -17,10 +17,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import apsw
-
 from agui_store import blobs, checkpoints, codec, database, model, schema
+from agui_store.diff import Diff, compare
 from agui_store.errors import (
+    AguiStoreError,
     AmbiguousRunError,
     BranchError,
     InvalidEventError,
@@ -29,7 +29,6 @@ from agui_store.errors import (
 )
 from agui_store.integrity import CheckReport, check_database
 from agui_store.normalize import expand_input, normalize_input
-from agui_store.diff import Diff, compare
 from agui_store.records import AppendResult, Branch, Checkout, Log, Run, when
 from agui_store.restore import RunRecord, View, restore
 from agui_store.verify import SequenceVerifier
@@ -101,7 +100,7 @@ class Store:
         self.max_event_bytes = max_event_bytes
         self.max_depth = max_depth
         self._lock = threading.RLock()
-        self._conn: apsw.Connection | None = database.connect(
+        self._conn: database.Conn | None = database.connect(
             self.path, busy_timeout_ms=busy_timeout_ms
         )
         self._pid = os.getpid()
@@ -130,9 +129,9 @@ class Store:
         return f"<agui_store.Store {self.path!r}>"
 
     @property
-    def _db(self) -> apsw.Connection:
+    def _db(self) -> database.Conn:
         if self._conn is None:
-            raise database.errors.AguiStoreError("the store is closed")
+            raise AguiStoreError("the store is closed")
         if os.getpid() != self._pid:
             # A forked child must not share the parent's SQLite handle: open its own.
             self._conn = database.connect(self.path, busy_timeout_ms=self.busy_timeout_ms)
@@ -146,7 +145,7 @@ class Store:
         self._views.clear()
 
     @contextmanager
-    def _reading(self) -> Iterator[apsw.Connection]:
+    def _reading(self) -> Iterator[database.Conn]:
         with self._lock:
             conn = self._db
             with database.snapshot(conn):
@@ -192,7 +191,13 @@ class Store:
             try:
                 with database.immediate(conn):
                     return self._append_locked(
-                        conn, incoming, types, batch_thread, run_input, parent, branch,
+                        conn,
+                        incoming,
+                        types,
+                        batch_thread,
+                        run_input,
+                        parent,
+                        branch,
                         check_sequence,
                     )
             except BaseException:
@@ -228,7 +233,9 @@ class Store:
                 raise InvalidEventError(
                     f"names thread {tid!r} but the batch writes to thread {named!r}; "
                     "append each thread's events separately",
-                    index=i, event_type=kind, path="$.threadId",
+                    index=i,
+                    event_type=kind,
+                    path="$.threadId",
                 )
         if run_input is not None:
             tid = run_input[0].get("threadId")
@@ -242,7 +249,7 @@ class Store:
 
     def _append_locked(
         self,
-        conn: apsw.Connection,
+        conn: database.Conn,
         incoming: list[codec.IncomingEvent],
         types: list[str],
         thread_id: str | None,
@@ -254,7 +261,10 @@ class Store:
         now = database.now_ms()
         if not incoming:
             if run_input is not None:
-                raise InvalidEventError("an input was given but no events: it belongs to the run a batch starts", path="input")
+                raise InvalidEventError(
+                    "an input was given but no events: it belongs to the run a batch starts",
+                    path="input",
+                )
             return AppendResult(thread_id or "", (), (), 0, None, None)
         starts_run = types[0] == "RUN_STARTED"
         if thread_id is None:
@@ -278,7 +288,8 @@ class Store:
         if run_input is not None and segments[0].started is None:
             raise InvalidEventError(
                 "an input was given, but the batch starts no run (the input belongs to the "
-                "run its RUN_STARTED opens)", path="input",
+                "run its RUN_STARTED opens)",
+                path="input",
             )
         explicit_parent = (
             self._resolve(conn, parent_ref, thread_pk=thread_pk) if parent_ref else None
@@ -293,7 +304,10 @@ class Store:
                 self._refuse_duplicate_run(conn, thread_pk, rid, segment)
                 first_run = n == 0 or (n == 1 and segments[0].started is None)
                 segment.run_pk = self._insert_run(
-                    conn, thread_pk, segment.started, segment.first_index,
+                    conn,
+                    thread_pk,
+                    segment.started,
+                    segment.first_index,
                     run_input if first_run else None,
                     explicit_parent if first_run else None,
                     branch if first_run else None,
@@ -331,8 +345,12 @@ class Store:
             assert last_pk is not None
             self._verifiers[thread_pk] = (last_pk, last_seq, verifier)
         return AppendResult(
-            thread_id, tuple(dict.fromkeys(run_ids)), tuple(new_run_ids), len(incoming),
-            first_seq, last_seq,
+            thread_id,
+            tuple(dict.fromkeys(run_ids)),
+            tuple(new_run_ids),
+            len(incoming),
+            first_seq,
+            last_seq,
         )
 
     @staticmethod
@@ -349,7 +367,7 @@ class Store:
             segments[-1].types.append(kind)
         return segments
 
-    def _only_open_thread(self, conn: apsw.Connection, first_type: str) -> str:
+    def _only_open_thread(self, conn: database.Conn, first_type: str) -> str:
         rows = conn.execute(
             "SELECT threads.thread_id FROM threads JOIN runs ON runs.id = "
             "(SELECT max(id) FROM runs WHERE runs.thread = threads.id) "
@@ -361,11 +379,12 @@ class Store:
         reason = "no thread has an open run" if not rows else "several threads have open runs"
         raise InvalidEventError(
             f"the batch starts no run and names no thread ({reason}): pass thread_id=",
-            index=0, event_type=first_type,
+            index=0,
+            event_type=first_type,
         )
 
     def _refuse_duplicate_run(
-        self, conn: apsw.Connection, thread_pk: int, run_id: str, segment: _Segment
+        self, conn: database.Conn, thread_pk: int, run_id: str, segment: _Segment
     ) -> None:
         row = conn.execute(
             "SELECT 1 FROM runs WHERE thread = ? AND run_id = ?", (thread_pk, run_id)
@@ -374,12 +393,14 @@ class Store:
             raise InvalidEventError(
                 f"run {run_id!r} is already recorded in this thread; a run is recorded once "
                 "(continue a live run by appending events without a new RUN_STARTED)",
-                index=segment.first_index, event_type="RUN_STARTED", path="$.runId",
+                index=segment.first_index,
+                event_type="RUN_STARTED",
+                path="$.runId",
             )
 
     def _insert_run(
         self,
-        conn: apsw.Connection,
+        conn: database.Conn,
         thread_pk: int,
         started: dict[str, Any],
         index: int,
@@ -397,7 +418,11 @@ class Store:
                 break
         sent = input_data if input_data is not None else echoed
         parent_pk, reason = self._decide_parent(
-            conn, thread_pk, explicit_parent, sent_parent, branch,
+            conn,
+            thread_pk,
+            explicit_parent,
+            sent_parent,
+            branch,
             sent.get("messages") if sent is not None else None,
         )
         input_text, refs_text = run_input[1] if run_input else None, None
@@ -410,8 +435,14 @@ class Store:
             "INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, input_refs,"
             " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
-                thread_pk, started["runId"], parent_pk, reason, sent_parent,
-                input_text, refs_text, now,
+                thread_pk,
+                started["runId"],
+                parent_pk,
+                reason,
+                sent_parent,
+                input_text,
+                refs_text,
+                now,
             ),
         )
         run_pk = int(cur.fetchone()[0])
@@ -420,7 +451,7 @@ class Store:
 
     def _decide_parent(
         self,
-        conn: apsw.Connection,
+        conn: database.Conn,
         thread_pk: int,
         explicit: _RunKey | None,
         sent_parent: str | None,
@@ -451,7 +482,7 @@ class Store:
         return (head, "head") if head is not None else (None, "root")
 
     def _normalized_input(
-        self, conn: apsw.Connection, thread_pk: int, parent_pk: int, run_input: dict[str, Any]
+        self, conn: database.Conn, thread_pk: int, parent_pk: int, run_input: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The input naming what the parent's view holds instead of repeating it, when the
         parent is complete (its view is final, kept in its checkpoint) and they share any."""
@@ -466,7 +497,7 @@ class Store:
 
     @staticmethod
     def _longest_prefix_run(
-        conn: apsw.Connection, thread_pk: int, sent_messages: list[Any]
+        conn: database.Conn, thread_pk: int, sent_messages: list[Any]
     ) -> int | None:
         """Lineage rule 3: the run whose restored message ids form the longest prefix of the
         input's message ids (the newest such run on a tie). Runs are compared through their
@@ -489,7 +520,7 @@ class Store:
 
     def _advance_branches(
         self,
-        conn: apsw.Connection,
+        conn: database.Conn,
         thread_pk: int,
         parent_pk: int | None,
         run_pk: int,
@@ -512,9 +543,7 @@ class Store:
                 (run_pk, now, thread_pk, parent_pk),
             )
 
-    def _insert_synthetic_run(
-        self, conn: apsw.Connection, thread_pk: int, seq: int, now: int
-    ) -> int:
+    def _insert_synthetic_run(self, conn: database.Conn, thread_pk: int, seq: int, now: int) -> int:
         run_id = f"run-error-{seq}"
         parent_pk = self._newest_run(conn, thread_pk)
         cur = conn.execute(
@@ -524,9 +553,7 @@ class Store:
         )
         return int(cur.fetchone()[0])
 
-    def _verifier_for(
-        self, conn: apsw.Connection, thread_pk: int, run_pk: int
-    ) -> SequenceVerifier:
+    def _verifier_for(self, conn: database.Conn, thread_pk: int, run_pk: int) -> SequenceVerifier:
         """The sequence state at the end of a recorded run (cached while nobody appends)."""
         last_seq = conn.execute(
             "SELECT max(last_seq) FROM batches WHERE run = ?", (run_pk,)
@@ -554,7 +581,7 @@ class Store:
     # --- checkpoints --------------------------------------------------------------------
 
     def _keep_checkpoint_current(
-        self, conn: apsw.Connection, thread_pk: int, segment: _Segment, now: int
+        self, conn: database.Conn, thread_pk: int, segment: _Segment, now: int
     ) -> None:
         """A run that completes gets its checkpoint now (cheap: its parent's view is cached,
         checkpointed, or a few incomplete runs from one); events that would change a
@@ -569,7 +596,7 @@ class Store:
         if segment.outcome is not None:
             self._checkpoint(conn, thread_pk, segment.run_pk, now)
 
-    def _checkpoint(self, conn: apsw.Connection, thread_pk: int, run_pk: int, now: int) -> None:
+    def _checkpoint(self, conn: database.Conn, thread_pk: int, run_pk: int, now: int) -> None:
         """Compute and store a complete run's checkpoint."""
         parent_pk, raw_input, raw_refs = conn.execute(
             "SELECT parent, input, input_refs FROM runs WHERE id = ?", (run_pk,)
@@ -587,8 +614,12 @@ class Store:
             start = self._view(conn, parent_pk)
         known = dict(zip(map(id, start.messages), base[1])) if base else {}
         keep_alive = list(start.messages)  # old objects stay alive: their id()s stay unique
-        payloads = [r[0] for r in conn.execute(
-            "SELECT payload FROM events WHERE run = ? ORDER BY seq", (run_pk,))]
+        payloads = [
+            r[0]
+            for r in conn.execute(
+                "SELECT payload FROM events WHERE run = ? ORDER BY seq", (run_pk,)
+            )
+        ]
         record = RunRecord(
             input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
             events=codec.decode_many(payloads),
@@ -612,21 +643,35 @@ class Store:
                 with database.immediate(conn):
                     if run_or_ref is not None:
                         key = self._resolve(conn, run_or_ref, thread_id=thread_id)
-                        pks = [int(r[0]) for r in conn.execute(
-                            schema.ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id", (key.pk,))]
+                        pks = [
+                            int(r[0])
+                            for r in conn.execute(
+                                schema.ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id", (key.pk,)
+                            )
+                        ]
                     elif thread_id is not None:
                         thread_pk = self._require_thread(conn, thread_id)
-                        pks = [int(r[0]) for r in conn.execute(
-                            "SELECT id FROM runs WHERE thread = ? ORDER BY id", (thread_pk,))]
+                        pks = [
+                            int(r[0])
+                            for r in conn.execute(
+                                "SELECT id FROM runs WHERE thread = ? ORDER BY id", (thread_pk,)
+                            )
+                        ]
                     else:
                         pks = [int(r[0]) for r in conn.execute("SELECT id FROM runs ORDER BY id")]
                     written = 0
                     now = database.now_ms()
                     for pk in pks:
-                        if checkpoints.has_checkpoint(conn, pk) or self._status(conn, pk) == "incomplete":
+                        if (
+                            checkpoints.has_checkpoint(conn, pk)
+                            or self._status(conn, pk) == "incomplete"
+                        ):
                             continue
-                        thread_pk = int(conn.execute(
-                            "SELECT thread FROM runs WHERE id = ?", (pk,)).fetchone()[0])
+                        thread_pk = int(
+                            conn.execute("SELECT thread FROM runs WHERE id = ?", (pk,)).fetchone()[
+                                0
+                            ]
+                        )
                         self._checkpoint(conn, thread_pk, pk, now)
                         written += 1
                     return written
@@ -635,17 +680,18 @@ class Store:
                 raise
 
     @staticmethod
-    def _status(conn: apsw.Connection, run_pk: int) -> str:
+    def _status(conn: database.Conn, run_pk: int) -> str:
         row = conn.execute(
             "SELECT outcome FROM batches WHERE run = ? AND outcome IS NOT NULL "
-            "ORDER BY id DESC LIMIT 1", (run_pk,)
+            "ORDER BY id DESC LIMIT 1",
+            (run_pk,),
         ).fetchone()
         return str(row[0]) if row else "incomplete"
 
     # --- lookups ------------------------------------------------------------------------
 
     def _thread_pk(
-        self, conn: apsw.Connection, thread_id: str, *, create: bool = False, now: int = 0
+        self, conn: database.Conn, thread_id: str, *, create: bool = False, now: int = 0
     ) -> int | None:
         row = conn.execute("SELECT id FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
         if row:
@@ -659,17 +705,17 @@ class Store:
         return int(cur.fetchone()[0])
 
     @staticmethod
-    def _newest_run(conn: apsw.Connection, thread_pk: int) -> int | None:
+    def _newest_run(conn: database.Conn, thread_pk: int) -> int | None:
         row = conn.execute(
             "SELECT id FROM runs WHERE thread = ? ORDER BY id DESC LIMIT 1", (thread_pk,)
         ).fetchone()
         return int(row[0]) if row else None
 
     @staticmethod
-    def _run_id_of(conn: apsw.Connection, run_pk: int) -> str:
+    def _run_id_of(conn: database.Conn, run_pk: int) -> str:
         return str(conn.execute("SELECT run_id FROM runs WHERE id = ?", (run_pk,)).fetchone()[0])
 
-    def _require_thread(self, conn: apsw.Connection, thread_id: str) -> int:
+    def _require_thread(self, conn: database.Conn, thread_id: str) -> int:
         pk = self._thread_pk(conn, thread_id)
         if pk is None:
             raise RunNotFoundError(f"no thread {thread_id!r} in {self.path}")
@@ -677,7 +723,7 @@ class Store:
 
     def _resolve(
         self,
-        conn: apsw.Connection,
+        conn: database.Conn,
         ref: str,
         *,
         thread_id: str | None = None,
@@ -704,7 +750,7 @@ class Store:
             key = _RunKey(int(row[0]), key.thread_pk)
         return key
 
-    def _resolve_exact(self, conn: apsw.Connection, ref: str, thread_pk: int | None) -> _RunKey:
+    def _resolve_exact(self, conn: database.Conn, ref: str, thread_pk: int | None) -> _RunKey:
         where, args = ("AND runs.thread = ?", (thread_pk,)) if thread_pk is not None else ("", ())
         rows = conn.execute(
             f"SELECT runs.id, runs.thread, threads.thread_id FROM runs JOIN threads ON "
@@ -755,13 +801,13 @@ class Store:
             raise AmbiguousRunError(f"{ref!r} is a prefix of several runs ({names}, ...)")
         raise RunNotFoundError(f"no run, branch or unique run-id prefix {ref!r}")
 
-    def _run_record(self, conn: apsw.Connection, pk: int) -> Run:
+    def _run_record(self, conn: database.Conn, pk: int) -> Run:
         row = conn.execute(schema.SELECT_RUN + " WHERE runs.id = ?", (pk,)).fetchone()
         branches = self._branch_names(conn, [pk])
         return self._run_from_row(row, branches)
 
     @staticmethod
-    def _branch_names(conn: apsw.Connection, pks: list[int]) -> dict[int, list[str]]:
+    def _branch_names(conn: database.Conn, pks: list[int]) -> dict[int, list[str]]:
         names: dict[int, list[str]] = {}
         if not pks:
             return names
@@ -783,8 +829,21 @@ class Store:
 
     @staticmethod
     def _run_from_row(row: Any, branches: dict[int, list[str]]) -> Run:
-        (pk, thread_id, run_id, parent_run_id, lineage, sent_parent, has_input, synthetic,
-         created_at, count, last_seq, updated_at, outcome) = row
+        (
+            pk,
+            thread_id,
+            run_id,
+            parent_run_id,
+            lineage,
+            sent_parent,
+            has_input,
+            synthetic,
+            created_at,
+            count,
+            last_seq,
+            updated_at,
+            outcome,
+        ) = row
         return Run(
             thread_id=thread_id,
             run_id=run_id,
@@ -870,9 +929,7 @@ class Store:
         return codec.decode_many(payloads)
 
     @staticmethod
-    def _chain_payloads(
-        conn: apsw.Connection, pk: int
-    ) -> tuple[list[int], dict[int, list[str]]]:
+    def _chain_payloads(conn: database.Conn, pk: int) -> tuple[list[int], dict[int, list[str]]]:
         """Ancestor run keys root first, and each one's payloads in order."""
         grouped: dict[int, list[str]] = {}
         for run_pk, payload in conn.execute(schema.CHAIN_EVENTS, (pk,)):
@@ -890,7 +947,8 @@ class Store:
             key = self._resolve(conn, run_or_ref, thread_id=thread_id)
             rows = conn.execute(
                 schema.ANCESTORS_CTE
-                + "SELECT" + schema.RUN_COLUMNS
+                + "SELECT"
+                + schema.RUN_COLUMNS
                 + "FROM chain CROSS JOIN runs ON runs.id = chain.id "
                 "JOIN threads ON threads.id = runs.thread "
                 "LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent "
@@ -943,8 +1001,13 @@ class Store:
             if view.interrupts:
                 # Interrupts an earlier run left pending survive this run's failure in the
                 # client; RUN_FINISHED then a late RUN_ERROR is the legal way to say both.
-                stream.append({"type": "RUN_FINISHED", **ids, "outcome": {
-                    "type": "interrupt", "interrupts": view.interrupts}})
+                stream.append(
+                    {
+                        "type": "RUN_FINISHED",
+                        **ids,
+                        "outcome": {"type": "interrupt", "interrupts": view.interrupts},
+                    }
+                )
             stream.append({k: original[k] for k in ("type", "message", "code") if k in original})
             return stream
         finished: dict[str, Any] = {"type": "RUN_FINISHED", **ids}
@@ -959,7 +1022,7 @@ class Store:
         stream.append(finished)
         return stream
 
-    def _view(self, conn: apsw.Connection, pk: int) -> View:
+    def _view(self, conn: database.Conn, pk: int) -> View:
         """view(R): from the nearest checkpoint on R's lineage, replaying only what follows."""
         found, after = checkpoints.nearest(conn, pk)
         start = checkpoints.load(conn, found, with_hashes=False).view if found is not None else None
@@ -968,14 +1031,16 @@ class Store:
             return start
         return restore(self._records(conn, after), start=start)
 
-    def _replay_view(self, conn: apsw.Connection, pk: int) -> View:
+    def _replay_view(self, conn: database.Conn, pk: int) -> View:
         """view(R) by full replay of its lineage, ignoring checkpoints (the reference)."""
-        chain = [int(r[0]) for r in conn.execute(
-            schema.ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id", (pk,))]
+        chain = [
+            int(r[0])
+            for r in conn.execute(schema.ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id", (pk,))
+        ]
         return restore(self._records(conn, chain))
 
     @staticmethod
-    def _records(conn: apsw.Connection, run_pks: list[int]) -> list[RunRecord]:
+    def _records(conn: database.Conn, run_pks: list[int]) -> list[RunRecord]:
         """Inputs and decoded events of runs (root first: keys grow along a lineage)."""
         marks = ",".join("?" * len(run_pks))
         grouped: dict[int, list[str]] = {}
@@ -997,17 +1062,19 @@ class Store:
         for pk in run_pks:
             n = len(grouped.get(pk, ()))
             raw_input, raw_refs = inputs.get(pk, (None, None))
-            records.append(RunRecord(
-                input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
-                events=decoded[at : at + n],
-                input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
-            ))
+            records.append(
+                RunRecord(
+                    input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
+                    events=decoded[at : at + n],
+                    input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
+                )
+            )
             at += n
         return records
 
     # --- time travel ----------------------------------------------------------------------
 
-    def _merge_base_pk(self, conn: apsw.Connection, a: int, b: int) -> tuple[int, int, int] | None:
+    def _merge_base_pk(self, conn: database.Conn, a: int, b: int) -> tuple[int, int, int] | None:
         """(merge base, its depth below a, below b): the deepest run on both lineages."""
         row = conn.execute(schema.MERGE_BASE, (a, b)).fetchone()
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
@@ -1055,15 +1122,22 @@ class Store:
             change = compare(view_a.messages, view_a.state, view_b.messages, view_b.state)
             return Diff(run_a, run_b, mode, base_run, a_runs, b_runs, change)
         return Diff(
-            run_a, run_b, mode, base_run, a_runs, b_runs,
+            run_a,
+            run_b,
+            mode,
+            base_run,
+            a_runs,
+            b_runs,
             compare(base.messages, base.state, view_b.messages, view_b.state),
             compare(base.messages, base.state, view_a.messages, view_a.state),
         )
 
-    def _side(self, conn: apsw.Connection, pk: int, depth: int | None) -> list[Run]:
+    def _side(self, conn: database.Conn, pk: int, depth: int | None) -> list[Run]:
         """The runs of ``pk``'s lineage above the merge base (all of it when none)."""
         rows = conn.execute(
-            schema.ANCESTORS_CTE + "SELECT" + schema.RUN_COLUMNS
+            schema.ANCESTORS_CTE
+            + "SELECT"
+            + schema.RUN_COLUMNS
             + "FROM chain CROSS JOIN runs ON runs.id = chain.id "
             "JOIN threads ON threads.id = runs.thread "
             "LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent "
@@ -1197,12 +1271,11 @@ def _check_branch_name(name: str) -> None:
         raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
     if not isinstance(name, str) or not _BRANCH_NAME.match(name) or name.startswith("-"):
         raise BranchError(
-            f"invalid branch name {name!r}: use letters, digits and . _ / @ + - "
-            "(no spaces, no '~')"
+            f"invalid branch name {name!r}: use letters, digits and . _ / @ + - (no spaces, no '~')"
         )
 
 
-def open(  # noqa: A001 - the library's entry point reads as agui_store.open(...)
+def open(
     path: str | os.PathLike[str] | None = None, **options: Any
 ) -> Store:
     """Open (creating if needed) a store file. ``None``: ``$AGUI_STORE_DB`` or

@@ -23,7 +23,9 @@ def header(title: str) -> None:
     )
 
 
-def median_time(fn: Callable[[], Any], *, repeat: int = 5, setup: Callable[[], Any] | None = None) -> float:
+def median_time(
+    fn: Callable[[], Any], *, repeat: int = 5, setup: Callable[[], Any] | None = None
+) -> float:
     """Median wall time of ``fn`` over ``repeat`` runs (``setup`` untimed before each)."""
     times = []
     for _ in range(repeat):
@@ -35,7 +37,9 @@ def median_time(fn: Callable[[], Any], *, repeat: int = 5, setup: Callable[[], A
     return statistics.median(times)
 
 
-def conversation_run(thread: str, run_id: str, n_events: int, turn: int, parent: str | None = None) -> list[dict[str, Any]]:
+def conversation_run(
+    thread: str, run_id: str, n_events: int, turn: int, parent: str | None = None
+) -> list[dict[str, Any]]:
     """A realistic run of exactly ``n_events`` events: streamed text, a tool call, state."""
     started: dict[str, Any] = {"type": "RUN_STARTED", "threadId": thread, "runId": run_id}
     if parent:
@@ -43,13 +47,21 @@ def conversation_run(thread: str, run_id: str, n_events: int, turn: int, parent:
     events: list[dict[str, Any]] = [started]
     call = f"call-{turn}"
     events += [
-        {"type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": "search",
-         "parentMessageId": f"a-{turn}-tool"},
+        {
+            "type": "TOOL_CALL_START",
+            "toolCallId": call,
+            "toolCallName": "search",
+            "parentMessageId": f"a-{turn}-tool",
+        },
         {"type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": '{"q": "weather"}'},
         {"type": "TOOL_CALL_END", "toolCallId": call},
-        {"type": "TOOL_CALL_RESULT", "messageId": f"r-{turn}", "toolCallId": call,
-         "content": "sunny, 21C"},
-        {"type": "STATE_DELTA", "delta": [{"op": "add", "path": f"/turns/-", "value": turn}]},
+        {
+            "type": "TOOL_CALL_RESULT",
+            "messageId": f"r-{turn}",
+            "toolCallId": call,
+            "content": "sunny, 21C",
+        },
+        {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/turns/-", "value": turn}]},
     ]
     mid = f"a-{turn}"
     events.append({"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"})

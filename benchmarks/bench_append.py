@@ -14,7 +14,6 @@ import argparse
 import os
 import tempfile
 
-import apsw
 import msgspec
 
 import agui_store
@@ -49,7 +48,9 @@ def raw_apsw(path: str, all_rows: list[list[tuple[int, int, str, str]]]) -> None
                 "INSERT INTO runs(id, thread, run_id, lineage, created_at) VALUES (?, 1, ?, 'root', 0)",
                 (run_pk, f"run-{run_pk}"),
             )
-            conn.executemany("INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)", rows)
+            conn.executemany(
+                "INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)", rows
+            )
     conn.close()
 
 
@@ -75,18 +76,27 @@ def main() -> None:
 
     paths: dict[str, str] = {}
     rows = prebuilt_rows(batches)
-    raw = median_time(lambda: raw_apsw(paths["p"], rows), repeat=args.repeat,
-                      setup=lambda: paths.__setitem__("p", fresh()))
-    api = median_time(lambda: public_api(paths["p"], batches), repeat=args.repeat,
-                      setup=lambda: paths.__setitem__("p", fresh()))
+    raw = median_time(
+        lambda: raw_apsw(paths["p"], rows),
+        repeat=args.repeat,
+        setup=lambda: paths.__setitem__("p", fresh()),
+    )
+    api = median_time(
+        lambda: public_api(paths["p"], batches),
+        repeat=args.repeat,
+        setup=lambda: paths.__setitem__("p", fresh()),
+    )
     print(f"{n} events in {args.runs} batches of {EVENTS_PER_RUN}, median of {args.repeat}")
-    print(f"| path | events/s | ratio to raw |")
-    print(f"|---|---|---|")
+    print("| path | events/s | ratio to raw |")
+    print("|---|---|---|")
     print(f"| raw apsw executemany | {n / raw:,.0f} | 1.00 |")
     print(f"| Store.append (dicts) | {n / api:,.0f} | {raw / api:.2f} |")
     as_json = [msgspec.json.encode(b) for b in batches]
-    api_json = median_time(lambda: public_api(paths["p"], as_json), repeat=args.repeat,
-                           setup=lambda: paths.__setitem__("p", fresh()))
+    api_json = median_time(
+        lambda: public_api(paths["p"], as_json),
+        repeat=args.repeat,
+        setup=lambda: paths.__setitem__("p", fresh()),
+    )
     print(f"| Store.append (JSON bytes) | {n / api_json:,.0f} | {raw / api_json:.2f} |")
     print(f"goal: Store.append >= 0.50 of raw -> {'met' if raw / api >= 0.5 else 'NOT met'}")
 

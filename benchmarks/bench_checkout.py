@@ -50,8 +50,10 @@ def main() -> None:
     print("checkout: from the nearest checkpoint (kept current by append)")
     print("result decode: msgspec decoding one JSON document of the result (issue 3 baseline)")
     print()
-    print("| runs | events | read+decode ms | full replay ms | replay / read | checkout ms "
-          "| result decode ms | checkout / decode | replay / checkout |")
+    print(
+        "| runs | events | read+decode ms | full replay ms | replay / read | checkout ms "
+        "| result decode ms | checkout / decode | replay / checkout |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     tmp = tempfile.mkdtemp(prefix="agui-bench-")
     results = {}
@@ -71,19 +73,27 @@ def main() -> None:
             checkout = median_time(lambda: store.checkout(leaf), repeat=args.repeat)
             decode = median_time(lambda: msgspec.json.decode(doc), repeat=args.repeat * 4)
             results[depth] = (read, replay, checkout, decode)
-            print(f"| {depth} | {n} | {read * 1e3:.1f} | {replay * 1e3:.1f} | {replay / read:.2f}x "
-                  f"| {checkout * 1e3:.2f} | {decode * 1e3:.2f} | {checkout / decode:.2f}x "
-                  f"| {replay / checkout:.0f}x |")
+            print(
+                f"| {depth} | {n} | {read * 1e3:.1f} | {replay * 1e3:.1f} | {replay / read:.2f}x "
+                f"| {checkout * 1e3:.2f} | {decode * 1e3:.2f} | {checkout / decode:.2f}x "
+                f"| {replay / checkout:.0f}x |"
+            )
     if 1000 in results:
         read, replay, _, _ = results[1000]
-        print(f"goal (issue 2): full replay at 1,000 runs <= 3x read+decode: {replay / read:.2f}x "
-              f"-> {'met' if replay / read <= 3 else 'NOT met'}")
+        print(
+            f"goal (issue 2): full replay at 1,000 runs <= 3x read+decode: {replay / read:.2f}x "
+            f"-> {'met' if replay / read <= 3 else 'NOT met'}"
+        )
     if 2000 in results:
         _, replay, checkout, decode = results[2000]
-        print(f"goal (issue 3): checkout at 2,000 runs >= 20x faster than full replay: "
-              f"{replay / checkout:.0f}x -> {'met' if replay / checkout >= 20 else 'NOT met'}")
-        print(f"goal (issue 3): checkout <= 3x decoding its result: {checkout / decode:.2f}x "
-              f"-> {'met' if checkout / decode <= 3 else 'NOT met'}")
+        print(
+            f"goal (issue 3): checkout at 2,000 runs >= 20x faster than full replay: "
+            f"{replay / checkout:.0f}x -> {'met' if replay / checkout >= 20 else 'NOT met'}"
+        )
+        print(
+            f"goal (issue 3): checkout <= 3x decoding its result: {checkout / decode:.2f}x "
+            f"-> {'met' if checkout / decode <= 3 else 'NOT met'}"
+        )
 
 
 if __name__ == "__main__":

@@ -80,8 +80,12 @@ def main() -> None:
                 decomp(p)
         d = (time.perf_counter() - t0) / 5
         ratio = sum(len(p) for p in packed) / total
-        print(f"| {name} | {ratio:.2f} | {total / c / 1e6:.0f} | {total / d / 1e6:.0f} | {d / copy:.0f}x |")
-    print("zstd would need a new dependency (python-zstandard) until Python 3.14's compression.zstd;")
+        print(
+            f"| {name} | {ratio:.2f} | {total / c / 1e6:.0f} | {total / d / 1e6:.0f} | {d / copy:.0f}x |"
+        )
+    print(
+        "zstd would need a new dependency (python-zstandard) until Python 3.14's compression.zstd;"
+    )
     print("zlib is kept unless it loses clearly on size at similar speed.")
 
 

@@ -19,8 +19,11 @@ from benchmarks._common import conversation_run, header
 
 
 def user_message(i: int) -> dict[str, Any]:
-    return {"id": f"user-{i}", "role": "user",
-            "content": f"Turn {i}: what about the weather in city number {i} tomorrow morning?"}
+    return {
+        "id": f"user-{i}",
+        "role": "user",
+        "content": f"Turn {i}: what about the weather in city number {i} tomorrow morning?",
+    }
 
 
 def build(path: str, runs: int, *, with_inputs: bool) -> None:
@@ -32,8 +35,14 @@ def build(path: str, runs: int, *, with_inputs: bool) -> None:
                 events.insert(1, {"type": "STATE_SNAPSHOT", "snapshot": {"turns": []}})
                 events.pop(-3)
             if with_inputs:
-                sent = {"threadId": "t", "runId": f"run-{i}", "messages": [*history, user_message(i)],
-                        "state": {"turns": list(range(i))}, "tools": [], "context": []}
+                sent = {
+                    "threadId": "t",
+                    "runId": f"run-{i}",
+                    "messages": [*history, user_message(i)],
+                    "state": {"turns": list(range(i))},
+                    "tools": [],
+                    "context": [],
+                }
                 if i:
                     sent["parentRunId"] = f"run-{i - 1}"
                 store.append(events, input=sent)

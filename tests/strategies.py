@@ -81,7 +81,9 @@ patches = st.lists(_patch_ops(), min_size=1, max_size=3)
 
 
 @st.composite
-def _run_body(draw: st.DrawFn, *, chunks: bool, max_steps: int) -> tuple[list[dict[str, Any]], bool]:
+def _run_body(
+    draw: st.DrawFn, *, chunks: bool, max_steps: int
+) -> tuple[list[dict[str, Any]], bool]:
     """Events inside one run, and whether everything was closed at the end."""
     events: list[dict[str, Any]] = []
     open_text: list[str] = []
@@ -132,7 +134,11 @@ def _run_body(draw: st.DrawFn, *, chunks: bool, max_steps: int) -> tuple[list[di
             events.append({"type": "TEXT_MESSAGE_END", "messageId": mid})
         elif kind == "tool_start":
             tid = draw(st.sampled_from(free_tools))
-            ev = {"type": "TOOL_CALL_START", "toolCallId": tid, "toolCallName": draw(st.sampled_from(["f", "g"]))}
+            ev = {
+                "type": "TOOL_CALL_START",
+                "toolCallId": tid,
+                "toolCallName": draw(st.sampled_from(["f", "g"])),
+            }
             parent = draw(st.sampled_from([None, *IDS]))
             if parent:
                 ev["parentMessageId"] = parent
@@ -141,7 +147,13 @@ def _run_body(draw: st.DrawFn, *, chunks: bool, max_steps: int) -> tuple[list[di
             started_tools.append(tid)
         elif kind == "tool_args":
             tid = draw(st.sampled_from(open_tools))
-            events.append({"type": "TOOL_CALL_ARGS", "toolCallId": tid, "delta": draw(st.sampled_from(['{"q":', '"x"', "}", "", "1"]))})
+            events.append(
+                {
+                    "type": "TOOL_CALL_ARGS",
+                    "toolCallId": tid,
+                    "delta": draw(st.sampled_from(['{"q":', '"x"', "}", "", "1"])),
+                }
+            )
         elif kind == "tool_end":
             tid = draw(st.sampled_from(open_tools))
             open_tools.remove(tid)
@@ -158,7 +170,9 @@ def _run_body(draw: st.DrawFn, *, chunks: bool, max_steps: int) -> tuple[list[di
             )
         elif kind == "state":
             if draw(st.booleans()):
-                events.append({"type": "STATE_SNAPSHOT", "snapshot": draw(json_objects | json_values)})
+                events.append(
+                    {"type": "STATE_SNAPSHOT", "snapshot": draw(json_objects | json_values)}
+                )
             else:
                 events.append({"type": "STATE_DELTA", "delta": draw(patches)})
         elif kind == "custom":
@@ -181,21 +195,37 @@ def _run_body(draw: st.DrawFn, *, chunks: bool, max_steps: int) -> tuple[list[di
         elif kind == "activity":
             aid = draw(st.sampled_from(["act1", "act2", "m1"]))
             if draw(st.booleans()):
-                ev = {"type": "ACTIVITY_SNAPSHOT", "messageId": aid, "activityType": "plan", "content": draw(json_objects)}
+                ev = {
+                    "type": "ACTIVITY_SNAPSHOT",
+                    "messageId": aid,
+                    "activityType": "plan",
+                    "content": draw(json_objects),
+                }
                 if draw(st.booleans()):
                     ev["replace"] = draw(st.booleans())
                 events.append(ev)
             else:
-                events.append({"type": "ACTIVITY_DELTA", "messageId": aid, "activityType": "plan", "patch": draw(patches)})
+                events.append(
+                    {
+                        "type": "ACTIVITY_DELTA",
+                        "messageId": aid,
+                        "activityType": "plan",
+                        "patch": draw(patches),
+                    }
+                )
         elif kind == "reasoning":
             rid = draw(st.sampled_from(["rs1", "rs2"]))
             if rid in open_reasoning:
                 continue
             open_reasoning.append(rid)
-            events.append({"type": "REASONING_MESSAGE_START", "messageId": rid, "role": "reasoning"})
+            events.append(
+                {"type": "REASONING_MESSAGE_START", "messageId": rid, "role": "reasoning"}
+            )
         elif kind == "reasoning_content":
             rid = draw(st.sampled_from(open_reasoning))
-            events.append({"type": "REASONING_MESSAGE_CONTENT", "messageId": rid, "delta": draw(TEXT)})
+            events.append(
+                {"type": "REASONING_MESSAGE_CONTENT", "messageId": rid, "delta": draw(TEXT)}
+            )
         elif kind == "reasoning_end":
             rid = draw(st.sampled_from(open_reasoning))
             open_reasoning.remove(rid)
@@ -209,7 +239,9 @@ def _run_body(draw: st.DrawFn, *, chunks: bool, max_steps: int) -> tuple[list[di
                 events.append(ev)
         elif kind == "tool_chunk":
             tid = draw(st.sampled_from(TOOL_IDS))
-            events.append({"type": "TOOL_CALL_CHUNK", "toolCallId": tid, "toolCallName": "f", "delta": "{"})
+            events.append(
+                {"type": "TOOL_CALL_CHUNK", "toolCallId": tid, "toolCallName": "f", "delta": "{"}
+            )
             events.append({"type": "TOOL_CALL_CHUNK", "toolCallId": tid, "delta": "}"})
             started_tools.append(tid)
     closed = draw(st.booleans())
@@ -254,7 +286,11 @@ def legal_streams(
         body, closed = draw(_run_body(chunks=chunks, max_steps=max_steps))
         out.extend(body)
         if closed and draw(st.integers(0, 5)) > 0:
-            finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id}
+            finished: dict[str, Any] = {
+                "type": "RUN_FINISHED",
+                "threadId": thread_id,
+                "runId": run_id,
+            }
             outcome = draw(st.sampled_from([None, "success", "interrupt", "cancelled"]))
             if outcome == "interrupt":
                 finished["outcome"] = {

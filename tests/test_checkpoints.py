@@ -48,8 +48,12 @@ class CheckpointMachine(RuleBasedStateMachine):
     def _body(self, data: st.DataObject, run_id: str) -> list[dict[str, Any]]:
         return data.draw(legal_streams(min_runs=1, max_runs=1, run_ids=[run_id], max_steps=8))
 
-    @rule(target=runs, data=st.data(), with_input=st.sampled_from(["none", "full", "partial"]),
-          parent=st.one_of(st.none(), runs))
+    @rule(
+        target=runs,
+        data=st.data(),
+        with_input=st.sampled_from(["none", "full", "partial"]),
+        parent=st.one_of(st.none(), runs),
+    )
     def append_run(self, data: st.DataObject, with_input: str, parent: str | None) -> str:
         run_id = self._new_id()
         events = self._body(data, run_id)
@@ -62,7 +66,10 @@ class CheckpointMachine(RuleBasedStateMachine):
             have = {m["id"] for m in extra}
             history = [m for m in base if m.get("id") not in have]
             kwargs["input"] = {
-                "threadId": "t", "runId": run_id, "tools": [], "context": [],
+                "threadId": "t",
+                "runId": run_id,
+                "tools": [],
+                "context": [],
                 "messages": (history if with_input == "full" else history[:1]) + extra,
             }
         self.store.append(events, **kwargs)
@@ -73,7 +80,9 @@ class CheckpointMachine(RuleBasedStateMachine):
     @rule(target=live, data=st.data())
     def start_live_run(self, data: st.DataObject) -> str:
         run_id = self._new_id()
-        events = [e for e in self._body(data, run_id) if e["type"] not in ("RUN_FINISHED", "RUN_ERROR")]
+        events = [
+            e for e in self._body(data, run_id) if e["type"] not in ("RUN_FINISHED", "RUN_ERROR")
+        ]
         self.store.append(events[:1])
         self.pending = {run_id: events[1:]}
         return run_id
@@ -141,16 +150,26 @@ def test_a_checkpointed_conversation_shares_history_between_branches(tmp_path: P
             {"type": "TEXT_MESSAGE_END", "messageId": mid},
         ]
         for i in range(10):
-            store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": f"r{i}"},
-                          *say(f"m{i}", "x" * 300),
-                          {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"}])
+            store.append(
+                [
+                    {"type": "RUN_STARTED", "threadId": "t", "runId": f"r{i}"},
+                    *say(f"m{i}", "x" * 300),
+                    {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"},
+                ]
+            )
         for i in range(3):
-            store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": f"b{i}",
-                           "parentRunId": "r9"}, *say(f"n{i}", "y" * 300),
-                          {"type": "RUN_FINISHED", "threadId": "t", "runId": f"b{i}"}])
+            store.append(
+                [
+                    {"type": "RUN_STARTED", "threadId": "t", "runId": f"b{i}", "parentRunId": "r9"},
+                    *say(f"n{i}", "y" * 300),
+                    {"type": "RUN_FINISHED", "threadId": "t", "runId": f"b{i}"},
+                ]
+            )
         conn = store._db
         # 13 runs, 13 distinct messages: each stored once, however many views hold it.
-        assert conn.execute("SELECT count(*) FROM blobs WHERE length(data) > 200").fetchone()[0] == 13
+        assert (
+            conn.execute("SELECT count(*) FROM blobs WHERE length(data) > 200").fetchone()[0] == 13
+        )
         rows = conn.execute("SELECT count(*) FROM checkpoint_messages").fetchone()[0]
         assert rows == 13  # one new row per run: the message lists are deltas
         assert checkpoints.MAX_CHAIN > 10

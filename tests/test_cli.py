@@ -14,7 +14,9 @@ import pytest
 from tests.conftest import FIXTURE_STREAMS
 
 
-def cli(*args: str, db: Path | None = None, ok: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, db: Path | None = None, ok: bool = True, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "agui_store", *args]
     if db is not None:
         argv += ["--db", str(db)]
@@ -34,8 +36,19 @@ def test_demo_records_a_branched_conversation_into_the_default_file(tmp_path: Pa
 
 
 def test_every_command_has_help_with_an_example() -> None:
-    for command in ("import", "threads", "runs", "log", "show", "branch", "branches", "compact",
-                    "export", "check", "demo"):
+    for command in (
+        "import",
+        "threads",
+        "runs",
+        "log",
+        "show",
+        "branch",
+        "branches",
+        "compact",
+        "export",
+        "check",
+        "demo",
+    ):
         text = cli(command, "-h").stdout
         assert "example: agui-store" in text, command
 
@@ -47,7 +60,9 @@ def sse_file(path: Path, events: list[dict[str, Any]]) -> Path:
 
 @pytest.mark.skipif(not FIXTURE_STREAMS, reason="no upstream recordings in ../shared/fixtures")
 @pytest.mark.parametrize("fmt", ["json", "jsonl", "sse"])
-def test_import_then_export_round_trips_a_recording_in_every_format(tmp_path: Path, fmt: str) -> None:
+def test_import_then_export_round_trips_a_recording_in_every_format(
+    tmp_path: Path, fmt: str
+) -> None:
     name, events = max(FIXTURE_STREAMS, key=lambda s: len(s[1]))
     db = tmp_path / "s.db"
     source = tmp_path / f"in.{fmt}"
@@ -64,7 +79,9 @@ def test_import_then_export_round_trips_a_recording_in_every_format(tmp_path: Pa
     cli("export", last_run, "--thread", tid, "--format", fmt, "-o", str(out), db=db)
     db2 = tmp_path / "again.db"
     cli("import", str(out), db=db2)
-    shown = [json.loads(cli("show", last_run, "--thread", tid, "--json", db=d).stdout) for d in (db, db2)]
+    shown = [
+        json.loads(cli("show", last_run, "--thread", tid, "--json", db=d).stdout) for d in (db, db2)
+    ]
     assert shown[0]["messages"] == shown[1]["messages"] and shown[0]["state"] == shown[1]["state"]
 
 
@@ -81,13 +98,28 @@ def test_log_show_branch_and_compacted_export_work_together(tmp_path: Path) -> N
         ]
     cli("import", str(sse_file(tmp_path / "s.sse", events)), db=db)
     assert cli("threads", db=db).stdout.split() == ["t"]
-    assert [line.split()[0] for line in cli("runs", "t", db=db).stdout.splitlines()] == ["r0", "r1", "r2"]
-    assert [line.split()[0] for line in cli("log", "HEAD", db=db).stdout.splitlines()] == ["r2", "r1", "r0"]
+    assert [line.split()[0] for line in cli("runs", "t", db=db).stdout.splitlines()] == [
+        "r0",
+        "r1",
+        "r2",
+    ]
+    assert [line.split()[0] for line in cli("log", "HEAD", db=db).stdout.splitlines()] == [
+        "r2",
+        "r1",
+        "r0",
+    ]
     cli("branch", "alt", "r1", "--thread", "t", db=db)
     assert "alt -> r1" in cli("branches", "t", db=db).stdout
     assert "assistant: reply 1" in cli("show", "alt", db=db).stdout
-    compacted = [json.loads(line) for line in cli("export", "r2", "--compacted", db=db).stdout.splitlines()]
-    assert [e["type"] for e in compacted] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    compacted = [
+        json.loads(line) for line in cli("export", "r2", "--compacted", db=db).stdout.splitlines()
+    ]
+    assert [e["type"] for e in compacted] == [
+        "RUN_STARTED",
+        "MESSAGES_SNAPSHOT",
+        "STATE_SNAPSHOT",
+        "RUN_FINISHED",
+    ]
     assert [m["content"] for m in compacted[1]["messages"]] == ["reply 0", "reply 1", "reply 2"]
     cli("branch", "alt", "--delete", "--thread", "t", db=db)
     assert "alt" not in cli("branches", "t", db=db).stdout
@@ -98,7 +130,9 @@ def test_log_show_branch_and_compacted_export_work_together(tmp_path: Path) -> N
 def test_errors_are_one_line_on_stderr_with_exit_code_1(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}\n{"type": "TEXT_MESSAGE_START"}\n')
+    bad.write_text(
+        '{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}\n{"type": "TEXT_MESSAGE_START"}\n'
+    )
     proc = cli("import", str(bad), db=db, ok=False)
     assert proc.returncode == 1
     assert "event 1 (TEXT_MESSAGE_START)" in proc.stderr and "messageId" in proc.stderr

@@ -53,9 +53,13 @@ def test_merge_bases_and_ancestry_match_a_model_at_every_depth(
     tmp_path_factory: pytest.TempPathFactory, parents: list[int | None], data: st.DataObject
 ) -> None:
     with agui_store.open(tmp_path_factory.mktemp("mb") / "s.db") as store:
-        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r0"},
-                      {"type": "STATE_SNAPSHOT", "snapshot": {}},
-                      {"type": "RUN_FINISHED", "threadId": "t", "runId": "r0"}])
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "r0"},
+                {"type": "STATE_SNAPSHOT", "snapshot": {}},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r0"},
+            ]
+        )
         for i, p in enumerate(parents[1:], start=1):
             store.append(run("t", f"r{i}", f"text {i}"), parent=f"r{p}")
         a = data.draw(st.integers(0, len(parents) - 1))
@@ -71,18 +75,31 @@ def test_merge_bases_and_ancestry_match_a_model_at_every_depth(
         assert added == {f"m-r{x}" for x in chain_b[: chain_b.index(want)]}
 
 
-def test_three_dot_shows_each_side_since_the_merge_base_and_two_dot_the_views(tmp_path: Path) -> None:
+def test_three_dot_shows_each_side_since_the_merge_base_and_two_dot_the_views(
+    tmp_path: Path,
+) -> None:
     with agui_store.open(tmp_path / "s.db") as store:
         thread, _ = record_demo(store)
         d = store.diff("run-2", "fahrenheit", thread_id=thread)
         assert d.mode == "three-dot" and d.merge_base.run_id == "run-1"
-        assert [c.id for c in d.a_changes.messages] == ["user-2", "assistant-3", "call-2-result", "assistant-4"]
+        assert [c.id for c in d.a_changes.messages] == [
+            "user-2",
+            "assistant-3",
+            "call-2-result",
+            "assistant-4",
+        ]
         assert [c.id for c in d.changes.messages] == ["user-3", "assistant-5"]
         assert d.state_patch == [{"op": "replace", "path": "/units", "value": "fahrenheit"}]
         two = store.diff("run-2", "run-3", thread_id=thread, mode="two-dot")
         kinds = {c.id: c.kind for c in two.messages}
-        assert kinds == {"user-3": "added", "assistant-5": "added", "user-2": "removed",
-                         "assistant-3": "removed", "call-2-result": "removed", "assistant-4": "removed"}
+        assert kinds == {
+            "user-3": "added",
+            "assistant-5": "added",
+            "user-2": "removed",
+            "assistant-3": "removed",
+            "call-2-result": "removed",
+            "assistant-4": "removed",
+        }
         removed = next(c for c in two.messages if c.id == "user-2")
         assert removed.before == {"id": "user-2", "role": "user", "content": "And in Porto?"}
         base = store.checkout("run-2", thread_id=thread).state
@@ -93,14 +110,23 @@ def test_a_modified_message_carries_both_versions() -> None:
     old = [{"id": "a", "role": "assistant", "content": "draft"}]
     new = [{"id": "a", "role": "assistant", "content": "final"}]
     (change,) = compare(old, {}, new, {}).messages
-    assert (change.kind, change.before["content"], change.after["content"]) == ("modified", "draft", "final")
+    assert (change.kind, change.before["content"], change.after["content"]) == (
+        "modified",
+        "draft",
+        "final",
+    )
     assert compare(old, {"n": 1}, old, {"n": 1}).empty
     # JSON, not Python, equality: true is not 1.
-    assert compare([{"id": "x", "v": True}], 1, [{"id": "x", "v": 1}], True).messages[0].kind == "modified"
+    assert (
+        compare([{"id": "x", "v": True}], 1, [{"id": "x", "v": 1}], True).messages[0].kind
+        == "modified"
+    )
 
 
 @given(old=message_lists, new=message_lists, a=json_values, b=json_values)
-def test_applying_a_diff_gives_the_other_side(old: list[dict[str, Any]], new: list[dict[str, Any]], a: Any, b: Any) -> None:
+def test_applying_a_diff_gives_the_other_side(
+    old: list[dict[str, Any]], new: list[dict[str, Any]], a: Any, b: Any
+) -> None:
     change = compare(old, a, new, b)
     patched = apply_patch(copy.deepcopy(a), change.state_patch)
     # Numbers compare as JSON numbers (0 == 0.0), booleans stay booleans.
@@ -116,7 +142,8 @@ def test_applying_a_diff_gives_the_other_side(old: list[dict[str, Any]], new: li
 
 
 MULTI_RUN = [
-    p for p in fixture_params()
+    p
+    for p in fixture_params()
     if p.values[0] is None or sum(e["type"] == "RUN_STARTED" for e in p.values[0]) >= 2
 ]
 
@@ -180,8 +207,12 @@ def test_diff_from_the_command_line_in_text_json_and_stat(tmp_path: Path) -> Non
         thread, _ = record_demo(store)
 
     def cli(*args: str) -> str:
-        return subprocess.run([sys.executable, "-m", "agui_store", *args, "--db", str(db)],
-                              capture_output=True, text=True, check=True).stdout
+        return subprocess.run(
+            [sys.executable, "-m", "agui_store", *args, "--db", str(db)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
     text = cli("diff", "run-2", "fahrenheit", "--thread", thread)
     assert "\033[" not in text and "+ [user-3]" in text and "(merge base: run-1)" in text
@@ -195,7 +226,9 @@ def test_diff_from_the_command_line_in_text_json_and_stat(tmp_path: Path) -> Non
 
 
 @given(stream=legal_streams(max_runs=3))
-def test_diffing_a_run_with_itself_shows_no_change(tmp_path_factory: pytest.TempPathFactory, stream: list[dict[str, Any]]) -> None:
+def test_diffing_a_run_with_itself_shows_no_change(
+    tmp_path_factory: pytest.TempPathFactory, stream: list[dict[str, Any]]
+) -> None:
     with agui_store.open(tmp_path_factory.mktemp("self") / "s.db") as store:
         store.append(stream)
         for r in store.runs("t"):

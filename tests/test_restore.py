@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import agui_store
@@ -20,7 +20,7 @@ from agui_store.checkpoints import lineage_ids
 from agui_store.restore import start_of_run
 from tests.conftest import fixture_params
 from tests.oracle_client import Oracle, as_js
-from tests.strategies import legal_streams, message_lists, json_objects
+from tests.strategies import json_objects, legal_streams, message_lists
 
 pytestmark = pytest.mark.oracle
 
@@ -50,7 +50,10 @@ def test_every_run_of_every_recording_restores_as_the_official_client(
 def test_recordings_appended_run_by_run_restore_like_appended_whole(
     tmp_path: Path, events: list[dict[str, Any]]
 ) -> None:
-    with agui_store.open(tmp_path / "whole.db") as whole, agui_store.open(tmp_path / "parts.db") as parts:
+    with (
+        agui_store.open(tmp_path / "whole.db") as whole,
+        agui_store.open(tmp_path / "parts.db") as parts,
+    ):
         whole.append(events)
         for a, b in run_bounds(events):
             parts.append(events[a:b])
@@ -124,7 +127,8 @@ def test_generated_run_trees_with_inputs_restore_as_the_official_client(
                 prefixed = [
                     (len(lineage_ids(expected[r]["messages"])), n, r)
                     for n, r in enumerate(expected)
-                    if r in complete and lineage_ids(expected[r]["messages"])
+                    if r in complete
+                    and lineage_ids(expected[r]["messages"])
                     and ids[: len(lineage_ids(expected[r]["messages"]))]
                     == lineage_ids(expected[r]["messages"])
                 ]
@@ -138,7 +142,8 @@ def test_generated_run_trees_with_inputs_restore_as_the_official_client(
                 complete.add(rid)
 
             messages0, state0 = start_of_run(
-                json.loads(json.dumps(base["messages"])), base["state"],
+                json.loads(json.dumps(base["messages"])),
+                base["state"],
                 run_input if run_input is not None else echoed,
             )
             want = oracle.replay(spec["events"], messages=messages0, state=state0)
@@ -156,10 +161,14 @@ def test_generated_run_trees_with_inputs_restore_as_the_official_client(
         # Every earlier run still restores the same once later branches exist.
         for rid, want_view in expected.items():
             co = store.checkout(rid)
-            assert as_js([co.messages, co.state]) == as_js([want_view["messages"], want_view["state"]])
+            assert as_js([co.messages, co.state]) == as_js(
+                [want_view["messages"], want_view["state"]]
+            )
 
 
-def assert_pipeline_restores(oracle: Oracle, store: Any, run_id: str, thread_id: str) -> list[dict[str, Any]]:
+def assert_pipeline_restores(
+    oracle: Oracle, store: Any, run_id: str, thread_id: str
+) -> list[dict[str, Any]]:
     """The compacted stream, through the official client's full pipeline (schema enforcement,
     verification, reducer), restores exactly what checkout restores."""
     stream = store.compacted(run_id, thread_id=thread_id)
@@ -180,8 +189,14 @@ def test_the_compacted_stream_of_every_recorded_run_restores_through_the_full_cl
     with agui_store.open(tmp_path / "s.db") as store:
         store.append(events)
         for a, b in run_bounds(events):
-            stream = assert_pipeline_restores(oracle, store, events[a]["runId"], events[a]["threadId"])
-            assert [e["type"] for e in stream][:3] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT"]
+            stream = assert_pipeline_restores(
+                oracle, store, events[a]["runId"], events[a]["threadId"]
+            )
+            assert [e["type"] for e in stream][:3] == [
+                "RUN_STARTED",
+                "MESSAGES_SNAPSHOT",
+                "STATE_SNAPSHOT",
+            ]
             assert len(stream) <= 4 < b - a or b - a <= 4
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import apsw
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import agui_store
@@ -30,7 +30,9 @@ from tests.conftest import fixture_params
 from tests.strategies import legal_streams
 
 
-def run(thread: str, run_id: str, *body: dict[str, Any], finish: bool = True, **started: Any) -> list[dict[str, Any]]:
+def run(
+    thread: str, run_id: str, *body: dict[str, Any], finish: bool = True, **started: Any
+) -> list[dict[str, Any]]:
     events = [{"type": "RUN_STARTED", "threadId": thread, "runId": run_id, **started}, *body]
     if finish:
         events.append({"type": "RUN_FINISHED", "threadId": thread, "runId": run_id})
@@ -72,7 +74,9 @@ def store(db_path: Path) -> Any:
 
 
 @pytest.mark.parametrize("events", fixture_params())
-def test_every_recorded_event_reads_back_json_equal(store: Any, events: list[dict[str, Any]]) -> None:
+def test_every_recorded_event_reads_back_json_equal(
+    store: Any, events: list[dict[str, Any]]
+) -> None:
     result = store.append(json.loads(json.dumps(events)))
     assert result.event_count == len(events)
     starts = [i for i, e in enumerate(events) if e["type"] == "RUN_STARTED"] + [len(events)]
@@ -123,8 +127,12 @@ def test_a_live_run_streamed_over_several_appends_is_one_run(store: Any) -> None
     assert store.get_run("r1").status == "incomplete"
     store.append([{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "a"}])
     store.append([{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "b"}], thread_id="t")
-    store.append([{"type": "TEXT_MESSAGE_END", "messageId": "m"},
-                  {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"}])
+    store.append(
+        [
+            {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+        ]
+    )
     r = store.get_run("r1")
     assert (r.status, r.event_count) == ("finished", 6)
     assert store.checkout("r1").messages[0]["content"] == "ab"
@@ -140,19 +148,42 @@ def test_a_continuation_is_checked_against_the_recorded_run(store: Any) -> None:
 def test_a_new_run_leaves_an_unfinished_one_incomplete(store: Any) -> None:
     store.append(run("t", "r1", {"type": "TEXT_MESSAGE_START", "messageId": "m"}, finish=False))
     store.append(run("t", "r2", *say("m2", "fresh")))
-    assert [(r.run_id, r.status) for r in store.runs("t")] == [("r1", "incomplete"), ("r2", "finished")]
+    assert [(r.run_id, r.status) for r in store.runs("t")] == [
+        ("r1", "incomplete"),
+        ("r2", "finished"),
+    ]
 
 
 def test_run_outcomes_become_statuses(store: Any) -> None:
     store.append(run("t", "a"))
-    store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "b"},
-                  {"type": "RUN_FINISHED", "threadId": "t", "runId": "b", "outcome": {
-                      "type": "interrupt", "interrupts": [{"id": "i1", "reason": "approve"}]}}])
-    store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "c"},
-                  {"type": "RUN_ERROR", "message": "boom"}])
-    store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "d"},
-                  {"type": "RUN_FINISHED", "threadId": "t", "runId": "d",
-                   "outcome": {"type": "cancelled"}}])
+    store.append(
+        [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "b"},
+            {
+                "type": "RUN_FINISHED",
+                "threadId": "t",
+                "runId": "b",
+                "outcome": {"type": "interrupt", "interrupts": [{"id": "i1", "reason": "approve"}]},
+            },
+        ]
+    )
+    store.append(
+        [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "c"},
+            {"type": "RUN_ERROR", "message": "boom"},
+        ]
+    )
+    store.append(
+        [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "d"},
+            {
+                "type": "RUN_FINISHED",
+                "threadId": "t",
+                "runId": "d",
+                "outcome": {"type": "cancelled"},
+            },
+        ]
+    )
     assert [r.status for r in store.runs("t")] == ["finished", "interrupted", "error", "cancelled"]
     assert store.checkout("b").interrupts == [{"id": "i1", "reason": "approve"}]
 
@@ -202,8 +233,17 @@ def test_lineage_follows_the_first_matching_rule(store: Any) -> None:
     store.append(run("t", "r1"))
     store.append(run("t", "r2"))  # rule 4: the thread's head
     store.append(run("t", "r3", parentRunId="r1"))  # rule 2: RUN_STARTED.parentRunId
-    store.append(run("t", "r4"), input={"threadId": "t", "runId": "r4", "parentRunId": "r2",
-                                        "messages": [], "tools": [], "context": []})  # rule 2: input
+    store.append(
+        run("t", "r4"),
+        input={
+            "threadId": "t",
+            "runId": "r4",
+            "parentRunId": "r2",
+            "messages": [],
+            "tools": [],
+            "context": [],
+        },
+    )  # rule 2: input
     store.append(run("t", "r5", parentRunId="r3"), parent="r1")  # rule 1: explicit wins
     store.append(run("t", "r6", parentRunId="elsewhere"))  # a parent outside the thread: data
     got = {r.run_id: (r.parent_run_id, r.lineage, r.sent_parent_run_id) for r in store.runs("t")}
@@ -244,9 +284,17 @@ def test_checkout_replays_only_the_branch_not_its_siblings(store: Any) -> None:
 
 def test_a_recorded_input_starts_the_run_from_what_the_client_sent(store: Any) -> None:
     user = {"id": "u1", "role": "user", "content": "hi"}
-    store.append(run("t", "r1", *say("a1", "hello")),
-                 input={"threadId": "t", "runId": "r1", "messages": [user], "state": {"n": 1},
-                        "tools": [], "context": []})
+    store.append(
+        run("t", "r1", *say("a1", "hello")),
+        input={
+            "threadId": "t",
+            "runId": "r1",
+            "messages": [user],
+            "state": {"n": 1},
+            "tools": [],
+            "context": [],
+        },
+    )
     co = store.checkout("r1")
     assert co.messages == [user, {"id": "a1", "role": "assistant", "content": "hello"}]
     assert co.state == {"n": 1}
@@ -255,9 +303,17 @@ def test_a_recorded_input_starts_the_run_from_what_the_client_sent(store: Any) -
 
 def test_fork_gives_the_input_for_a_new_run_from_any_past_run(store: Any) -> None:
     tools = [{"name": "f", "description": "d"}]
-    store.append(run("t", "r1", *say("a1", "hello")),
-                 input={"threadId": "t", "runId": "r1", "messages": [], "state": {"k": 1},
-                        "tools": tools, "context": []})
+    store.append(
+        run("t", "r1", *say("a1", "hello")),
+        input={
+            "threadId": "t",
+            "runId": "r1",
+            "messages": [],
+            "state": {"k": 1},
+            "tools": tools,
+            "context": [],
+        },
+    )
     store.append(run("t", "r2", *say("a2", "later")))
     fork = store.fork("r1", run_id="r9")
     assert fork["threadId"] == "t" and fork["runId"] == "r9" and fork["parentRunId"] == "r1"
@@ -313,24 +369,49 @@ def test_branch_names_are_checked_and_deletion_keeps_the_runs(store: Any) -> Non
 
 BAD_BATCHES: list[tuple[Any, dict[str, Any]]] = [
     ('[{"type": "RUN_STARTED", "threadId": "t", "runId": "x"}, {"type": ', {}),
-    ([{"type": "RUN_STARTED", "threadId": "t", "runId": "x"}, {"type": "TEXT_MESSAGE_START"}],
-     {"index": 1, "event_type": "TEXT_MESSAGE_START"}),
-    ([{"type": "RUN_STARTED", "threadId": "t", "runId": "x"},
-      {"type": "TEXT_MESSAGE_CONTENT", "messageId": 7, "delta": "x"}],
-     {"index": 1, "path": "$.messageId"}),
-    ([{"type": "RUN_STARTED", "threadId": "t", "runId": "x"}, ["not", "an", "object"]],
-     {"index": 1}),
-    ([{"type": "RUN_STARTED", "threadId": "t", "runId": "x"},
-      {"type": "RUN_STARTED", "threadId": "t", "runId": "y"}],
-     {"index": 1, "event_type": "RUN_STARTED"}),
-    ([{"type": "RUN_STARTED", "threadId": "t", "runId": "x"},
-      {"type": "RUN_STARTED", "threadId": "other", "runId": "y"}],
-     {"index": 1, "path": "$.threadId"}),
-    ([{"type": "RUN_STARTED", "threadId": "t", "runId": "x"},
-      {"type": "CUSTOM", "name": "n", "value": json.loads("[" * 200 + "]" * 200)}],
-     {"index": 1}),
-    ([{"type": "RUN_STARTED", "threadId": "t", "runId": "x"},
-      {"type": "CUSTOM", "name": "n", "value": float("nan")}], {"index": 1}),
+    (
+        [{"type": "RUN_STARTED", "threadId": "t", "runId": "x"}, {"type": "TEXT_MESSAGE_START"}],
+        {"index": 1, "event_type": "TEXT_MESSAGE_START"},
+    ),
+    (
+        [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "x"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": 7, "delta": "x"},
+        ],
+        {"index": 1, "path": "$.messageId"},
+    ),
+    (
+        [{"type": "RUN_STARTED", "threadId": "t", "runId": "x"}, ["not", "an", "object"]],
+        {"index": 1},
+    ),
+    (
+        [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "x"},
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "y"},
+        ],
+        {"index": 1, "event_type": "RUN_STARTED"},
+    ),
+    (
+        [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "x"},
+            {"type": "RUN_STARTED", "threadId": "other", "runId": "y"},
+        ],
+        {"index": 1, "path": "$.threadId"},
+    ),
+    (
+        [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "x"},
+            {"type": "CUSTOM", "name": "n", "value": json.loads("[" * 200 + "]" * 200)},
+        ],
+        {"index": 1},
+    ),
+    (
+        [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "x"},
+            {"type": "CUSTOM", "name": "n", "value": float("nan")},
+        ],
+        {"index": 1},
+    ),
 ]
 
 
@@ -390,8 +471,9 @@ def test_events_and_runs_are_append_only_even_for_another_driver(store: Any, db_
         "        bad += 'append-only' in str(e)\n"
         "print(bad)\n"
     )
-    out = subprocess.run([sys.executable, "-c", script, str(db_path)], capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(db_path)], capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "5"
     assert len(store.events("r1")) == 2
 
@@ -426,7 +508,9 @@ def test_memory_stores_work_and_the_default_path_comes_from_the_environment(
 
 
 @given(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=6))
-def test_a_store_reopened_reads_the_same(tmp_path_factory: pytest.TempPathFactory, order: list[str]) -> None:
+def test_a_store_reopened_reads_the_same(
+    tmp_path_factory: pytest.TempPathFactory, order: list[str]
+) -> None:
     path = tmp_path_factory.mktemp("re") / "s.db"
     with agui_store.open(path) as s:
         for i, thread in enumerate(order):
@@ -445,8 +529,14 @@ def http_agent_turns(store: Any, n: int, thread: str = "t") -> list[dict[str, An
     history: list[dict[str, Any]] = []
     for i in range(n):
         user = {"id": f"u{i}", "role": "user", "content": f"question {i} " * 20}
-        run_input = {"threadId": thread, "runId": f"r{i}", "messages": [*history, user],
-                     "state": {"turn": i}, "tools": [], "context": []}
+        run_input = {
+            "threadId": thread,
+            "runId": f"r{i}",
+            "messages": [*history, user],
+            "state": {"turn": i},
+            "tools": [],
+            "context": [],
+        }
         store.append(run(thread, f"r{i}", *say(f"a{i}", f"answer {i} " * 20)), input=run_input)
         inputs.append(run_input)
         history = store.checkout(f"r{i}").messages
@@ -477,7 +567,13 @@ def test_a_branch_without_parent_run_id_finds_its_parent_by_its_messages(store: 
     r = store.get_run("retry")
     assert (r.parent_run_id, r.lineage) == ("r1", "messages")
     assert [m["id"] for m in store.checkout("retry").messages] == [
-        "u0", "a0", "u1", "a1", "u-retry", "a-retry"]
+        "u0",
+        "a0",
+        "u1",
+        "a1",
+        "u-retry",
+        "a-retry",
+    ]
     assert [x.run_id for x in store.log("retry")] == ["retry", "r1", "r0"]
 
 
@@ -487,8 +583,15 @@ def test_checkout_from_checkpoints_equals_a_full_replay_and_survives_reopening(
     with agui_store.open(db_path) as store:
         http_agent_turns(store, 5)
         store.append(run("t", "side", *say("s", "side"), parentRunId="r2"))
-        want = {r.run_id: store._replay_view(store._db, store._db.execute(
-            "SELECT id FROM runs WHERE run_id = ?", (r.run_id,)).fetchone()[0]) for r in store.runs("t")}
+        want = {
+            r.run_id: store._replay_view(
+                store._db,
+                store._db.execute("SELECT id FROM runs WHERE run_id = ?", (r.run_id,)).fetchone()[
+                    0
+                ],
+            )
+            for r in store.runs("t")
+        }
     with agui_store.open(db_path) as store:
         for run_id, view in want.items():
             co = store.checkout(run_id)
