@@ -240,6 +240,8 @@ def cmd_compact(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    if args.sqlite:
+        return cmd_export_sqlite(store, args, out)
     if args.compacted:
         events = store.compacted(args.ref, thread_id=args.thread)
     else:
@@ -458,6 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the short stream that restores the run (what a reconnecting client gets)")
     p.add_argument("--format", choices=FORMATS, default="jsonl")
     p.add_argument("--output", "-o", help="file to write (default: stdout)")
+    p.add_argument("--sqlite", metavar="OUT.db",
+                   help="write a datasette-friendly analysis database (sqlite-utils) instead")
+    p.add_argument("--replace", action="store_true", help="with --sqlite: overwrite OUT.db")
     p = parsers["branch"]
     p.add_argument("name")
     p.add_argument("run", nargs="?")

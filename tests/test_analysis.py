@@ -431,7 +431,7 @@ def test_an_interrupted_export_leaves_no_file_behind(
 
 
 @pytest.mark.parametrize("suffix", ["", "-wal", "-shm", "-journal"])
-def test_the_store_s_own_file_and_its_siblings_are_refused(
+def test_the_stores_own_file_and_its_siblings_are_refused(
     demo: tuple[Any, str], db_path: Path, suffix: str
 ) -> None:
     store, thread = demo
