@@ -179,12 +179,28 @@ def lineage_ids(messages: Iterable[Any]) -> list[Any]:
     return [m.get("id") for m in messages if isinstance(m, dict) and m.get("role") != "activity"]
 
 
+def ids_hasher(messages: Iterable[Any], hasher: Any = None) -> Any:
+    """A sha256 over the :func:`lineage_ids` of ``messages`` (continuing ``hasher``, which
+    is copied, when given): digests of message lists that grow by appending extend cheaply."""
+    out = hasher.copy() if hasher is not None else hashlib.sha256()
+    for mid in lineage_ids(messages):
+        out.update(codec.canonical_bytes(mid) + b"\x00")
+    return out
+
+
 def message_ids_digest(messages: Sequence[dict[str, Any]]) -> bytes:
     """The digest of a view's :func:`lineage_ids`."""
-    digest = hashlib.sha256()
-    for mid in lineage_ids(messages):
-        digest.update(codec.canonical_bytes(mid) + b"\x00")
-    return digest.digest()
+    return bytes(ids_hasher(messages).digest())
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:  # the usual case (a list that grew), compared in C
+        return n
+    keep = 0
+    while a[keep] == b[keep]:
+        keep += 1
+    return keep
 
 
 def prefix_digests(ids: Sequence[Any]) -> list[bytes]:
@@ -197,20 +213,8 @@ def prefix_digests(ids: Sequence[Any]) -> list[bytes]:
     return out
 
 
-def write(
-    conn: Conn,
-    run_pk: int,
-    view: View,
-    messages: list[int | Packed],
-    base: tuple[int, list[int], int] | None,
-    now: int,
-) -> tuple[list[int], int]:
-    """Store a run's checkpoint; returns its messages' blob ids and its chain length.
-
-    Args:
-        messages: for each message of ``view``, its blob id when known, else its packed blob.
-        base: ``(base run, its blob ids, its chain length)`` to store the list as a delta.
-    """
+def store_messages(conn: Conn, messages: list[int | Packed]) -> list[int]:
+    """Blob ids for a view's messages, storing the packed ones not stored yet."""
     made: dict[bytes, int] = {}
     blob_ids = []
     for item in messages:
@@ -220,12 +224,28 @@ def write(
             if item[0] not in made:
                 made[item[0]] = store_blob(conn, item)
             blob_ids.append(made[item[0]])
+    return blob_ids
+
+
+def write(
+    conn: Conn,
+    run_pk: int,
+    view: View,
+    blob_ids: list[int],
+    base: tuple[int, list[int], int] | None,
+    ids_digest: bytes,
+    now: int,
+) -> int:
+    """Store a run's checkpoint; returns its chain length.
+
+    Args:
+        blob_ids: the blob of each message of ``view`` (:func:`store_messages`).
+        base: ``(base run, its blob ids, its chain length)`` to store the list as a delta.
+        ids_digest: the digest of the view's lineage ids (:func:`message_ids_digest`).
+    """
     keep, base_run, chain = 0, None, 1
     if base is not None and base[2] < MAX_CHAIN:
-        base_ids = base[1]
-        limit = min(len(base_ids), len(blob_ids))
-        while keep < limit and base_ids[keep] == blob_ids[keep]:
-            keep += 1
+        keep = common_prefix(base[1], blob_ids)
         if keep:
             base_run, chain = base[0], base[2] + 1
     state = store_blob(conn, blobs.pack(view.state))
@@ -251,7 +271,7 @@ def write(
         "INSERT INTO checkpoint_messages(run, pos, message) VALUES (?, ?, ?)",
         [(run_pk, pos, blob_ids[pos]) for pos in range(keep, len(blob_ids))],
     )
-    return blob_ids, chain
+    return chain
 
 
 def drop_from(conn: Conn, run_pk: int) -> int:

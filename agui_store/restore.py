@@ -82,23 +82,35 @@ class View:
     warnings: list[str]
 
 
+def start_reducer(start: View | None = None) -> Reducer:
+    """A reducer holding ``start`` (taking ownership of it), or nothing."""
+    if start is None:
+        return Reducer([], {}, copy=False)
+    reducer = Reducer(start.messages, start.state, copy=False, pending_interrupts=start.interrupts)
+    reducer.warnings[:0] = start.warnings  # in place: the chunk expander shares the list
+    return reducer
+
+
+def apply_run(reducer: Reducer, record: RunRecord) -> None:
+    """One run of a lineage on top of its parent's view, which ``reducer`` holds."""
+    run_input = effective_input(record, reducer.messages, reducer.state)
+    messages, state = start_of_run(reducer.messages, reducer.state, run_input)
+    # Free when the run has no input: the reducer keeps its own lists and indexes.
+    reducer.reset_start(messages, state)
+    reducer.feed(record.events)
+
+
+def view_of(reducer: Reducer) -> View:
+    return View(reducer.messages, reducer.state, reducer.pending_interrupts, reducer.warnings)
+
+
 def restore(chain: Iterable[RunRecord], *, start: View | None = None) -> View:
     """Replay an ancestor chain, root first (from ``start`` when given, e.g. a checkpoint).
 
     The records must be the caller's to give away (freshly decoded): the reducer takes
     ownership of their values instead of copying them, which keeps a deep chain linear.
     """
-    reducer = Reducer(
-        start.messages if start else [],
-        start.state if start else {},
-        copy=False,
-        pending_interrupts=start.interrupts if start else None,
-    )
+    reducer = start_reducer(start)
     for record in chain:
-        run_input = effective_input(record, reducer.messages, reducer.state)
-        messages, state = start_of_run(reducer.messages, reducer.state, run_input)
-        # Free when the run has no input: the reducer keeps its own lists and indexes.
-        reducer.reset_start(messages, state)
-        reducer.feed(record.events)
-    warnings = [*start.warnings, *reducer.warnings] if start else reducer.warnings
-    return View(reducer.messages, reducer.state, reducer.pending_interrupts, warnings)
+        apply_run(reducer, record)
+    return view_of(reducer)

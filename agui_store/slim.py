@@ -200,7 +200,7 @@ def slim_messages(
     _check_count("max_content", max_content, len(TRUNCATION_MARKER))
     kept = [m for m in messages if not (drop_tool_results and m.get("role") == "tool")]
     if last is not None:
-        kept = kept[len(kept) - last :] if last else []
+        kept = kept[-last:] if last else []
     return [_slim_one(m, max_content, redact_tool_args) for m in kept]
 
 

@@ -30,7 +30,8 @@ from agui_store.errors import (
 from agui_store.integrity import CheckReport, check_database
 from agui_store.normalize import expand_input, normalize_input
 from agui_store.records import AppendResult, Branch, Checkout, Log, Run, when
-from agui_store.restore import RunRecord, View, restore
+from agui_store.reducer import Reducer
+from agui_store.restore import RunRecord, View, apply_run, restore, start_reducer, view_of
 from agui_store.verify import SequenceVerifier
 
 #: The implicit branch of every thread: it follows the thread's newest run.
@@ -69,9 +70,14 @@ class _CachedView:
     checkpoint costs a replay of that run alone. The reducer consumes it (mutates it)."""
 
     run_pk: int
-    view: View
+    reducer: Reducer  # holds the view, with its indexes: the next run continues it
     blob_ids: list[int]
     chain: int
+    ids_hasher: Any  # sha256 state over the view's lineage ids (extends when the list grows)
+
+    @property
+    def view(self) -> View:
+        return view_of(self.reducer)
 
 
 @dataclass(frozen=True)
@@ -603,17 +609,21 @@ class Store:
         ).fetchone()
         cached = self._views.pop(thread_pk, None)
         base: tuple[int, list[int], int] | None = None
+        hasher = None
         if parent_pk is None:
-            start = View([], {}, [], [])
+            reducer = start_reducer()
         elif cached is not None and cached.run_pk == parent_pk:
-            start, base = cached.view, (parent_pk, cached.blob_ids, cached.chain)
+            reducer, hasher = cached.reducer, cached.ids_hasher
+            base = (parent_pk, cached.blob_ids, cached.chain)
         elif checkpoints.has_checkpoint(conn, parent_pk):
             snap = checkpoints.load(conn, parent_pk)
-            start, base = snap.view, (parent_pk, snap.blob_ids, snap.chain)
+            reducer = start_reducer(snap.view)
+            base = (parent_pk, snap.blob_ids, snap.chain)
         else:
-            start = self._view(conn, parent_pk)
-        known = dict(zip(map(id, start.messages), base[1])) if base else {}
-        keep_alive = list(start.messages)  # old objects stay alive: their id()s stay unique
+            reducer = start_reducer(self._view(conn, parent_pk))
+        # The parent's message objects stay alive (so their id()s stay unique) and known.
+        before = list(reducer.messages)
+        known = dict(zip(map(id, before), base[1])) if base else {}
         payloads = [
             r[0]
             for r in conn.execute(
@@ -625,11 +635,22 @@ class Store:
             events=codec.decode_many(payloads),
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
         )
-        view = restore([record], start=start)
-        messages = _message_blobs(view.messages, record, known)
-        del keep_alive
-        blob_ids, chain = checkpoints.write(conn, run_pk, view, messages, base, now)
-        self._views[thread_pk] = _CachedView(run_pk, view, blob_ids, chain)
+        apply_run(reducer, record)
+        view = view_of(reducer)
+        blob_ids = checkpoints.store_messages(conn, _message_blobs(view.messages, record, known))
+        del before, known
+        grown = base is not None and hasher is not None and (
+            checkpoints.common_prefix(base[1], blob_ids) == len(base[1])
+        )
+        if grown:
+            assert base is not None
+            hasher = checkpoints.ids_hasher(view.messages[len(base[1]) :], hasher)
+        else:
+            hasher = checkpoints.ids_hasher(view.messages)
+        chain = checkpoints.write(
+            conn, run_pk, view, blob_ids, base, bytes(hasher.digest()), now
+        )
+        self._views[thread_pk] = _CachedView(run_pk, reducer, blob_ids, chain, hasher)
 
     def compact(self, run_or_ref: str | None = None, *, thread_id: str | None = None) -> int:
         """Materialize checkpoints: for a run and its ancestors, a thread, or the whole store.
