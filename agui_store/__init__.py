@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from agui_store.artifact import ArtifactError, export_artifact, load_artifact, validate_artifact
+from agui_store.compaction import compact_events
+from agui_store.diff import Diff, MessageChange, ViewChange
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
@@ -13,23 +16,36 @@ from agui_store.errors import (
     SequenceError,
     StoreBusyError,
 )
-from agui_store.records import AppendResult, Branch, Checkout, Run
+from agui_store.records import AppendResult, Branch, Checkout, Log, Run
+from agui_store.slim import PRESETS as SLIM_PRESETS
+from agui_store.slim import slim
 from agui_store.store import Store, open
 
 __all__ = [
+    "SLIM_PRESETS",
     "AguiStoreError",
     "AmbiguousRunError",
     "AppendResult",
+    "ArtifactError",
     "Branch",
     "BranchError",
     "Checkout",
+    "Diff",
     "IntegrityError",
     "InvalidEventError",
+    "Log",
+    "MessageChange",
     "Run",
     "RunNotFoundError",
     "SchemaVersionError",
     "SequenceError",
     "Store",
     "StoreBusyError",
+    "ViewChange",
+    "compact_events",
+    "export_artifact",
+    "load_artifact",
     "open",
+    "slim",
+    "validate_artifact",
 ]

@@ -410,6 +410,10 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
 }
 
 
+#: Commands that work on files alone: no store is opened (or created) for them.
+NEEDS_NO_STORE = frozenset({"validate-artifact"})
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -498,6 +502,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     path = getattr(args, "db", None)
     handler, _ = COMMANDS[args.command]
     try:
+        if args.command in NEEDS_NO_STORE:  # never create a database file as a side effect
+            return handler(None, args, out)  # type: ignore[arg-type]
         with Store(path) as store:
             return handler(store, args, out)
     except AguiStoreError as e:

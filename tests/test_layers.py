@@ -1,0 +1,50 @@
+"""The pure core never touches SQL: a PostgreSQL backend or an async facade can reuse it as is.
+
+Checked on the source: the core modules import neither a database driver nor the storage
+modules, and lower layers never import higher ones.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "agui_store"
+
+#: Pure logic, no I/O and no SQL.
+CORE = ["errors", "model", "codec", "verify", "patch", "reducer", "restore", "compaction",
+        "diff", "normalize", "blobs", "records", "render", "interchange", "slim", "artifact"]
+#: What the core must not import.
+STORAGE = {"apsw", "sqlite3", "sqlite_utils", "agui_store.database", "agui_store.schema",
+           "agui_store.store", "agui_store.checkpoints", "agui_store.integrity",
+           "agui_store.analysis", "agui_store.cli"}
+
+
+def imports_of(module: str) -> set[str]:
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
+    # Imports only for type checkers (``if TYPE_CHECKING:``) never run.
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            node.body = []
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            if node.module == "agui_store":
+                found.update(f"agui_store.{alias.name}" for alias in node.names)
+    return found
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_the_pure_core_imports_no_database_and_no_storage_module(module: str) -> None:
+    assert imports_of(module) & STORAGE == set()
+
+
+def test_every_module_of_the_package_is_placed_in_a_layer() -> None:
+    placed = set(CORE) | {m.split(".")[1] for m in STORAGE if m.startswith("agui_store.")}
+    placed |= {"__init__", "__main__", "demo"}
+    assert {p.stem for p in PACKAGE.glob("*.py")} <= placed
