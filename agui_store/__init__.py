@@ -20,6 +20,7 @@ from agui_store.records import AppendResult, Branch, Checkout, Log, Run
 from agui_store.slim import PRESETS as SLIM_PRESETS
 from agui_store.slim import slim
 from agui_store.store import Store, open
+from agui_store.verify import SequenceVerifier, verify_events
 
 __all__ = [
     "SLIM_PRESETS",
@@ -39,6 +40,7 @@ __all__ = [
     "RunNotFoundError",
     "SchemaVersionError",
     "SequenceError",
+    "SequenceVerifier",
     "Store",
     "StoreBusyError",
     "ViewChange",
@@ -48,4 +50,5 @@ __all__ = [
     "open",
     "slim",
     "validate_artifact",
+    "verify_events",
 ]

@@ -593,17 +593,27 @@ class Store:
         checkpointed, or a few incomplete runs from one); events that would change a
         checkpointed view drop it."""
         assert segment.run_pk is not None
-        if checkpoints.has_checkpoint(conn, segment.run_pk):
+        whole = segment.started is not None  # the batch holds the whole run
+        if not whole and checkpoints.has_checkpoint(conn, segment.run_pk):
             if any(kind != "RUN_ERROR" for kind in segment.types):
                 # Only possible with check_sequence=False: events after the run's end.
                 checkpoints.drop_from(conn, segment.run_pk)
                 self._views.pop(thread_pk, None)
             return
         if segment.outcome is not None:
-            self._checkpoint(conn, thread_pk, segment.run_pk, now)
+            raws = [ev.raw for ev in segment.events] if whole else None
+            self._checkpoint(conn, thread_pk, segment.run_pk, now, raws)
 
-    def _checkpoint(self, conn: database.Conn, thread_pk: int, run_pk: int, now: int) -> None:
-        """Compute and store a complete run's checkpoint."""
+    def _checkpoint(
+        self,
+        conn: database.Conn,
+        thread_pk: int,
+        run_pk: int,
+        now: int,
+        raws: list[bytes] | None = None,
+    ) -> None:
+        """Compute and store a complete run's checkpoint (``raws``: the run's events as just
+        appended, when the batch held all of them)."""
         parent_pk, raw_input, raw_refs = conn.execute(
             "SELECT parent, input, input_refs FROM runs WHERE id = ?", (run_pk,)
         ).fetchone()
@@ -624,15 +634,17 @@ class Store:
         # The parent's message objects stay alive (so their id()s stay unique) and known.
         before = list(reducer.messages)
         known = dict(zip(map(id, before), base[1])) if base else {}
-        payloads = [
-            r[0]
-            for r in conn.execute(
-                "SELECT payload FROM events WHERE run = ? ORDER BY seq", (run_pk,)
-            )
-        ]
+        if raws is None:
+            raws = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT payload FROM events WHERE run = ? ORDER BY seq", (run_pk,)
+                )
+            ]
         record = RunRecord(
             input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
-            events=codec.decode_many(payloads),
+            # Decoded afresh (never the caller's dicts): the reducer takes ownership.
+            events=codec.decode_many(raws),
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
         )
         apply_run(reducer, record)
