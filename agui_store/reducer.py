@@ -655,16 +655,48 @@ class Reducer:
         """
         handlers = self._handlers
         lanes = self._chunks.lanes
+        by_id = self._by_id
+        tool_calls = self._tool_calls
         index = self._fed
         event: Any = None
         try:
             for event in events:
                 if lanes:
                     self._through_lanes(event)
-                else:
-                    handler = handlers.get(event.get("type"))
-                    if handler is not None:
-                        handler(self, event)
+                    index += 1
+                    continue
+                kind = event.get("type")
+                # The two events of every streamed token, inlined for their plain case (a
+                # string delta onto a string, no metadata); anything else takes the handler.
+                if kind == "TEXT_MESSAGE_CONTENT":
+                    mid = event.get("messageId")
+                    m = by_id.get(mid) if type(mid) is str else None
+                    if m is not None and "metadata" not in event:
+                        content = m.get("content")
+                        delta = event.get("delta")
+                        if (
+                            type(content) is str
+                            and type(delta) is str
+                            and m.get("role") != "activity"
+                        ):
+                            m["content"] = content + delta
+                            index += 1
+                            continue
+                elif kind == "TOOL_CALL_ARGS":
+                    tcid = event.get("toolCallId")
+                    found = tool_calls.get(tcid) if type(tcid) is str else None
+                    if found is not None and "metadata" not in event:
+                        function = found[1].get("function")
+                        if type(function) is dict:
+                            args = function.get("arguments")
+                            delta = event.get("delta")
+                            if type(args) is str and type(delta) is str:
+                                function["arguments"] = args + delta
+                                index += 1
+                                continue
+                handler = handlers.get(kind)
+                if handler is not None:
+                    handler(self, event)
                 index += 1
         except _StreamError as e:
             raise InvalidEventError(
@@ -719,8 +751,11 @@ class Reducer:
                     if type(call) is dict:
                         cid = call.get("id", _ABSENT)
                         tool_calls.setdefault(cid if type(cid) is str else _key(cid), (m, call))
-        self._by_id = by_id
-        self._tool_calls = tool_calls
+        # Refilled, not replaced: feed() holds on to these two dicts.
+        self._by_id.clear()
+        self._by_id.update(by_id)
+        self._tool_calls.clear()
+        self._tool_calls.update(tool_calls)
         # One object at two positions only ever shares an id with itself, so a list with
         # unique ids has none; with repeated ids, look.
         self._aliased = repeated and len({id(m) for m in self.messages}) < len(self.messages)
@@ -750,18 +785,22 @@ class Reducer:
                     return i
         raise AssertionError("indexed message is not in the list")  # pragma: no cover
 
-    def _replace_at(self, m: Message, new: Message) -> None:
-        """``messages[findIndex(id)] = new``: a new object at the first position of ``m``."""
+    def _replace_at(self, m: Message, new: Message) -> Message:
+        """``messages[findIndex(id)] = new``: a new object at the first position of ``m``.
+
+        Returns the object now at that position (``m`` itself, updated in place, when it
+        sits at no other position: the same thing, without a search).
+        """
         if not self._aliased:
-            # The object sits at one position only: updating it in place is the same thing.
             had_calls = bool(m.get("toolCalls"))
             m.clear()
             m.update(new)
             if had_calls:
                 self._reindex()
-            return
+            return m
         self.messages[self._position(m)] = new
         self._reindex()
+        return new
 
     def _merge_metadata(self, target: dict[str, Any], incoming: Any) -> None:
         """Fold an event's metadata into its target, key by key, the last write winning."""
@@ -1232,17 +1271,9 @@ class Reducer:
                         updated.pop(name, None)
                     else:
                         updated[name] = value
-                if self._aliased:
-                    self._replace_at(existing, updated)
-                    target = updated
-                else:
-                    existing.clear()
-                    existing.update(updated)
+                target = self._replace_at(existing, updated)
         elif replace:
-            target = minted()
-            self._replace_at(existing, target)
-            if not self._aliased:
-                target = existing  # replaced in place
+            target = self._replace_at(existing, minted())
         metadata = event.get("metadata", _ABSENT)
         if target is not None and metadata is not _ABSENT:
             self._merge_metadata(target, metadata)
@@ -1282,11 +1313,7 @@ class Reducer:
             updated.pop("activityType", None)
         else:
             updated["activityType"] = atype
-        if self._aliased:
-            self._replace_at(existing, updated)
-        else:
-            existing.clear()
-            existing.update(updated)
+        self._replace_at(existing, updated)
 
     # -- runs --------------------------------------------------------------------------
 

@@ -649,6 +649,11 @@ class Store:
         )
         apply_run(reducer, record)
         view = view_of(reducer)
+        if len({id(m) for m in view.messages}) < len(view.messages):
+            # One message object at two positions (repeated ids, then a MESSAGES_SNAPSHOT):
+            # the client edits both through one id. One blob per position would lose that
+            # sharing, so this run keeps no checkpoint; its children replay from an older one.
+            return
         blob_ids = checkpoints.store_messages(conn, _message_blobs(view.messages, record, known))
         del before, known
         grown = base is not None and hasher is not None and (

@@ -173,3 +173,25 @@ def test_a_checkpointed_conversation_shares_history_between_branches(tmp_path: P
         rows = conn.execute("SELECT count(*) FROM checkpoint_messages").fetchone()[0]
         assert rows == 13  # one new row per run: the message lists are deltas
         assert checkpoints.MAX_CHAIN > 10
+
+
+def test_a_message_object_shared_by_two_positions_is_restored_shared(tmp_path: Path) -> None:
+    """Two messages with one id, then a MESSAGES_SNAPSHOT naming it: the client keeps one
+    object at both positions and later edits reach both. A checkpoint cannot say that, so
+    such a view is restored by replay, and equals the client's."""
+    with agui_store.open(tmp_path / "s.db") as store:
+        twice = [{"id": "m1", "role": "user", "content": "a"}, {"id": "m1", "role": "user", "content": "b"}]
+        store.append([
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "r1",
+             "input": {"threadId": "t", "runId": "r1", "messages": twice}},
+            {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "m1", "role": "assistant", "content": "s"}]},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+        ])
+        store.append([
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m1"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "+"},
+            {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"},
+        ])
+        assert [m["content"] for m in store.checkout("r2").messages] == ["s+", "s+"]
