@@ -263,7 +263,7 @@ def write(
             state,
             interrupts,
             warnings,
-            message_ids_digest(view.messages),
+            ids_digest,
             now,
         ),
     )

@@ -35,7 +35,13 @@ events buffered behind it — instead of after the terminal event:
   ``verifyEvents`` refuses RUN_FINISHED while anything is open. A legal stream never has an
   open group there, so this only repairs illegal input; an END without metadata changes
   nothing on replay;
-* a group without a START (an orphan CONTENT or ARGS) is emitted as it is.
+* a group without a START (an orphan CONTENT or ARGS) is emitted as it is, after the
+  closed ones.
+
+Put in upstream's own terms: ``close_open`` output is ``compactEvents`` applied to each run
+separately (cut after every RUN_FINISHED / RUN_ERROR), the run end held back until the run's
+buffers are out, with an END appended for every message or tool call a RUN_FINISHED would
+otherwise find open.
 
 The group of one run therefore never absorbs a START with the same id from a later run (the
 "replayed later runs" case of #2813). When no group is pending at any terminal event, the
@@ -163,14 +169,24 @@ class _Compactor:
         self.out.append(event)
 
     def _flush_pending(self, *, close: bool) -> None:
+        """Emit every buffered group: texts, then tool calls, each in arrival order.
+
+        With ``close``, the groups that have a START are first closed as if their END had
+        arrived (an END is synthesized); the START-less rest follows as at the end of input.
+        """
+        for groups, names in ((self.texts, _TEXT), (self.tools, _TOOL)):
+            if close:
+                for key, group in list(groups.items()):
+                    if group.start is not None:
+                        group.end = {"type": names[2]}
+                        if group.id is not _ABSENT:
+                            group.end[names[3]] = group.id
+                        del groups[key]
+                        self._flush_group(group, group.id, names)
         for groups, names in ((self.texts, _TEXT), (self.tools, _TOOL)):
             pending = list(groups.values())
             groups.clear()
             for group in pending:
-                if close and group.start is not None:
-                    group.end = {"type": names[2]}
-                    if group.id is not _ABSENT:
-                        group.end[names[3]] = group.id
                 self._flush_group(group, group.id, names)
 
     def _flush_group(self, group: _Group, entity_id: Any, names: tuple[str, ...]) -> None:

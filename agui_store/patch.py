@@ -42,9 +42,9 @@ Known divergences (all need patches no producer writes):
   (``"op": ["add"]``) with effects that make no sense;
 * ``{"op": "move", "from": "", "path": "/x"}`` on an object or array is rejected: the client
   builds a cyclic document that it then cannot serialize;
-* properties of inherited JS functions (``/constructor/name``) read as ``undefined`` here,
-  and a document that *is* a function (the root copied from ``/toString``) is returned as
-  :data:`UNDEFINED`.
+* properties of inherited JS functions (``/toString/length``, ``/constructor/name``) read
+  as ``undefined`` here, and a document that *is* a function (the root copied from
+  ``/toString``) is returned as :data:`UNDEFINED`.
 """
 
 from __future__ import annotations
@@ -696,12 +696,13 @@ def _to_json(value: Any) -> Any:
     return _json_round_trip(value, list)
 
 
-def apply_patch(document: Any, operations: list[dict[str, Any]]) -> Any:
+def apply_patch(document: Any, operations: list[dict[str, Any]] | Any) -> Any:
     """Apply a JSON Patch the way ``@ag-ui/client`` 1.0.0 applies a ``STATE_DELTA``.
 
     Args:
         document: the current state (any JSON value; :data:`UNDEFINED` counts as ``null``).
-        operations: the RFC 6902 operations, as in ``STATE_DELTA.delta``.
+        operations: the RFC 6902 operations, as in ``STATE_DELTA.delta``; anything but a
+            list (a missing delta, say) fails as it does in the client.
 
     Returns:
         The new document, built fresh: neither ``document`` nor ``operations`` is touched,

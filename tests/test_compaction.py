@@ -19,11 +19,10 @@ from hypothesis import strategies as st
 
 from agui_store.compaction import compact_events
 from agui_store.errors import InvalidEventError
-from agui_store.patch import _ARRAY_PROTO, _FUNCTION_PROTO, _NUMBER_PROTO, _STRING_PROTO
 from tests.conftest import REQUIRE, SHARED, fixture_params
 from tests.oracle_client import Oracle
 from tests.strategies import IDS, TOOL_IDS, json_values, legal_streams, patches
-from tests.test_patch import documents, operations_on, strict
+from tests.test_patch import documents, in_scope, operations_on, strict
 
 pytestmark = pytest.mark.oracle
 
@@ -318,26 +317,6 @@ OTHER_TYPES = [
     "TEXT_MESSAGE_CHUNK", "TOOL_CALL_CHUNK", "SUBAGENT_STARTED", "SUBAGENT_FINISHED",
     "SOMETHING_NEW",
 ]  # fmt: skip
-FUNCTION_NAMES = (_ARRAY_PROTO | _STRING_PROTO | _NUMBER_PROTO | _FUNCTION_PROTO) - {"length"}
-
-
-def patch_is_in_scope(operations: Any) -> bool:
-    """Leaves out what agui_store.patch documents as out of scope (see test_patch)."""
-    if not isinstance(operations, list):
-        return True
-    for op in operations:
-        if not isinstance(op, dict) or op.get("op") not in ("move", "copy"):
-            continue
-        source = op.get("from")
-        if op["op"] == "move" and source == "" and op.get("path") != "":
-            return False  # the client builds a cyclic state and cannot write it out
-        if op.get("path") == "" and isinstance(source, str):
-            keys = {k.replace("~1", "/").replace("~0", "~") for k in source.split("/")}
-            if keys & FUNCTION_NAMES:
-                return False  # the state would become a JS function
-    return True
-
-
 EVENT_KINDS = st.sampled_from(
     ["text"] * 6 + ["tool"] * 5 + ["run"] * 2 + ["state"] * 3 + ["other"] * 3 + ["odd"]
 )
@@ -390,7 +369,7 @@ def arbitrary_events(draw: st.DrawFn, snapshots: Any, state_patches: Any) -> Any
                 ev["snapshot"] = draw(snapshots)
         else:
             operations = draw(state_patches)
-            assume(patch_is_in_scope(operations))
+            assume(in_scope(operations))
             ev = {"type": "STATE_DELTA", "delta": operations}
     elif kind == "other":
         ev = {"type": draw(st.sampled_from(OTHER_TYPES)), "value": draw(json_values)}
@@ -507,7 +486,7 @@ def aborted_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
             events.append(snapshot({"a": draw(st.integers(0, 3))}))
     events.append({"type": "RUN_ERROR", "message": "aborted", "code": "ABORTED"})
     later = draw(legal_streams(max_runs=2, run_ids=["later1", "later2"]))
-    return events + later  # fmt: skip
+    return events + later
 
 
 def split_runs(events: list[Any]) -> list[list[Any]]:

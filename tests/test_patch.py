@@ -18,7 +18,15 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from agui_store.errors import AguiStoreError
-from agui_store.patch import UNDEFINED, PatchError, apply_patch
+from agui_store.patch import (
+    _ARRAY_PROTO,
+    _FUNCTION_PROTO,
+    _NUMBER_PROTO,
+    _STRING_PROTO,
+    UNDEFINED,
+    PatchError,
+    apply_patch,
+)
 from tests.oracle_client import Oracle
 from tests.strategies import json_values, patches
 
@@ -183,6 +191,31 @@ def equality_tests(draw: st.DrawFn, document: Any) -> dict[str, Any]:
     return {"op": "test", "path": pointer, "value": draw(look_alikes(target))}
 
 
+# Values that are JS functions: reading *through* one (``/toString/length``) or making the
+# whole document one is outside what agui_store.patch models (see its docstring).
+FUNCTION_NAMES = _ARRAY_PROTO | _STRING_PROTO | _NUMBER_PROTO | _FUNCTION_PROTO
+
+
+def in_scope(operations: Any) -> bool:
+    """Leaves out the patches agui_store.patch documents as known divergences."""
+    if not isinstance(operations, list):
+        return True
+    for op in operations:
+        if not isinstance(op, dict) or op.get("op") not in ("move", "copy"):
+            continue
+        source = op.get("from")
+        if not isinstance(source, str):
+            continue
+        if op["op"] == "move" and source == "" and op.get("path") != "":
+            return False  # the client builds a cyclic state and cannot write it out
+        keys = [k.replace("~1", "/").replace("~0", "~") for k in source.split("/")]
+        if any(k in FUNCTION_NAMES for k in keys[:-1]):
+            return False  # reads a property of a JS function
+        if op.get("path") == "" and keys[-1] in FUNCTION_NAMES:
+            return False  # makes the document a JS function
+    return True
+
+
 @st.composite
 def documents_and_patches(draw: st.DrawFn) -> tuple[Any, Any]:
     document = draw(documents)
@@ -197,29 +230,7 @@ def documents_and_patches(draw: st.DrawFn) -> tuple[Any, Any]:
         operations = draw(patches)  # the project's shared STATE_DELTA strategy
     else:
         operations = draw(st.sampled_from([None, {}, "[]", 1, {"op": "add"}]))
-    if isinstance(operations, list):
-        # Out of scope, see the module docstring of agui_store.patch: moving the whole
-        # document into itself (the client builds a cyclic state and crashes on it), and a
-        # patch that goes on after turning the document into a JS function.
-        assume(
-            not any(
-                isinstance(op, dict)
-                and op.get("op") == "move"
-                and op.get("from") == ""
-                and op.get("path") != ""
-                for op in operations
-            )
-        )
-        assume(
-            not any(
-                isinstance(op, dict)
-                and op.get("op") in ("copy", "move")
-                and op.get("path") == ""
-                and isinstance(op.get("from"), str)
-                and op.get("from") not in existing_pointers(document)
-                for op in operations[:-1]
-            )
-        )
+    assume(in_scope(operations))
     return document, operations
 
 
@@ -321,13 +332,21 @@ def scribble(value: Any) -> None:
 
 @settings(max_examples=profile_examples(0.5))
 @given(documents_and_patches())
-def test_a_failing_patch_changes_nothing_and_an_applied_one_returns_plain_json(
+def test_an_applied_patch_returns_plain_json_values_only(
     case: tuple[Any, Any],
 ) -> None:
     document, operations = case
     kind, result = outcome(document, operations)
     if kind == "applied" and result is not UNDEFINED:
-        assert json.loads(json.dumps(result)) == result
+        assert is_plain_json(result)
+
+
+def is_plain_json(value: Any) -> bool:
+    if type(value) is dict:
+        return all(type(k) is str and is_plain_json(v) for k, v in value.items())
+    if type(value) is list:
+        return all(is_plain_json(item) for item in value)
+    return value is None or type(value) in (str, int, float, bool)
 
 
 # ----------------------------------------------------------------------------- errors
@@ -350,7 +369,7 @@ def test_patch_error_names_the_failing_operation_and_its_path() -> None:
 
 def test_a_patch_that_is_not_a_list_fails_as_a_whole() -> None:
     with pytest.raises(PatchError) as caught:
-        apply_patch({}, {"op": "add", "path": "/a", "value": 1})  # type: ignore[arg-type]
+        apply_patch({}, {"op": "add", "path": "/a", "value": 1})
     assert caught.value.index is None
     assert caught.value.code == "SEQUENCE_NOT_AN_ARRAY"
 
@@ -372,7 +391,8 @@ def test_an_undefined_document_is_patched_as_null() -> None:
 
 def jsonpatch_outcome(document: Any, operations: Any) -> tuple[str, Any]:
     try:
-        return "applied", jsonpatch.apply_patch(document, operations)
+        # Copies: jsonpatch inserts the operations' values by reference and mutates them.
+        return "applied", jsonpatch.apply_patch(copy.deepcopy(document), copy.deepcopy(operations))
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
         return "failed", None
 
