@@ -720,6 +720,22 @@ class Reducer:
         self.state = _clone(state) if self._copy and state is not self.state else state
         self._patch_base = _ABSENT
 
+    def holders(self, ids: Iterable[str]) -> list[Message]:
+        """The messages an event naming these ids would reach: the message with that id, or
+        the one holding a tool call with that id (first match, as the client finds them).
+
+        Lets a caller learn what a run may have changed without scanning every message.
+        """
+        found: list[Message] = []
+        for name in ids:
+            m = self._by_id.get(name)
+            if m is not None:
+                found.append(m)
+            held = self._tool_calls.get(name)
+            if held is not None:
+                found.append(held[0])
+        return found
+
     def view(self) -> ReducedView:
         """The current result (sharing the reducer's lists; copy before feeding more)."""
         return ReducedView(

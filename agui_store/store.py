@@ -654,7 +654,9 @@ class Store:
             # the client edits both through one id. One blob per position would lose that
             # sharing, so this run keeps no checkpoint; its children replay from an older one.
             return
-        blob_ids = checkpoints.store_messages(conn, _message_blobs(view.messages, record, known))
+        blob_ids = checkpoints.store_messages(
+            conn, _message_blobs(view.messages, record, known, reducer)
+        )
         del before, known
         grown = base is not None and hasher is not None and (
             checkpoints.common_prefix(base[1], blob_ids) == len(base[1])
@@ -1276,32 +1278,25 @@ _ID_KEYS = ("messageId", "toolCallId", "parentMessageId", "entityId")
 
 
 def _message_blobs(
-    messages: list[dict[str, Any]], record: RunRecord, known: dict[int, int]
+    messages: list[dict[str, Any]], record: RunRecord, known: dict[int, int], reducer: Reducer
 ) -> list[int | checkpoints.Packed]:
-    """Each message's blob: the parent's blob id for a message the run cannot have touched
-    (the same object, still there, its id and its tool calls' ids named by none of the run's
-    events; an input's new or replaced messages are new objects), else the message packed
-    anew."""
-    touched: set[Any] = set()
-    everything = False
+    """Each message's blob: the parent's blob id for a message the run cannot have changed
+    (the same object, still there, not reached by any id the run's events name; an input's
+    new or replaced messages are new objects), else the message packed anew."""
+    names: set[str] = set()
     for ev in record.events:
         if ev.get("type") == "MESSAGES_SNAPSHOT":
-            everything = True
-            break
+            return [blobs.pack(m) for m in messages]
         for key in _ID_KEYS:
             value = ev.get(key)
             if isinstance(value, str):
-                touched.add(value)
-    out: list[int | checkpoints.Packed] = []
-    for m in messages:
-        blob_id = None if everything else known.get(id(m))
-        if blob_id is not None and (
-            m.get("id") in touched
-            or any(isinstance(c, dict) and c.get("id") in touched for c in m.get("toolCalls") or ())
-        ):
-            blob_id = None
-        out.append(blob_id if blob_id is not None else blobs.pack(m))
-    return out
+                names.add(value)
+    changed = {id(m) for m in reducer.holders(names)}
+    get = known.get
+    return [
+        (None if id(m) in changed else get(id(m))) or blobs.pack(m)
+        for m in messages
+    ]
 
 
 def _check_branch_name(name: str) -> None:
