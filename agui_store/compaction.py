@@ -52,12 +52,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agui_store.errors import InvalidEventError
+from agui_store.js import as_double, number_to_string, utf16_units
 from agui_store.patch import UNDEFINED, PatchError, apply_patch
 
 __all__ = ["compact_events"]
@@ -211,7 +211,7 @@ class _Compactor:
         if value is _ABSENT or value is None or isinstance(value, (bool, str)):
             return (type(value).__name__, value)
         if isinstance(value, (int, float)):
-            return ("number", _as_double(value))
+            return ("number", as_double(value))
         # Objects are keyed by identity, and every parsed event holds its own objects.
         return ("object", next(self._object_ids))
 
@@ -307,7 +307,7 @@ def _spread(value: Any) -> dict[str, Any]:
     if isinstance(value, list):
         return {str(i): item for i, item in enumerate(value)}
     if isinstance(value, str):
-        return {str(i): unit for i, unit in enumerate(_utf16_units(value))}
+        return {str(i): unit for i, unit in enumerate(utf16_units(value))}
     return {}
 
 
@@ -340,26 +340,12 @@ class _NoStringError(Exception):
     """JS ``ToString`` threw (``Cannot convert object to primitive value``)."""
 
 
-def _as_double(value: int | float) -> float:
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
-
-
 def _clone_json(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _clone_json(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_clone_json(item) for item in value]
     return value
-
-
-def _utf16_units(text: str) -> list[str]:
-    if text.isascii():
-        return list(text)
-    raw = text.encode("utf-16-le", "surrogatepass")
-    return [raw[i : i + 2].decode("utf-16-le", "surrogatepass") for i in range(0, len(raw), 2)]
 
 
 def _js_join_element(value: Any) -> str:
@@ -376,7 +362,7 @@ def _js_string(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
-        return _js_number(_as_double(value))
+        return number_to_string(as_double(value))
     if isinstance(value, list):
         return ",".join(_js_join_element(item) for item in value)
     if isinstance(value, dict):
@@ -391,31 +377,3 @@ def _js_string(value: Any) -> str:
     return str(value)
 
 
-def _js_number(number: float) -> str:
-    """JS ``Number.prototype.toString()`` (shortest round-trip digits, JS exponent rules)."""
-    if math.isnan(number):
-        return "NaN"
-    if math.isinf(number):
-        return "Infinity" if number > 0 else "-Infinity"
-    if number == 0:
-        return "0"
-    sign = "-" if number < 0 else ""
-    mantissa, _, exponent = repr(abs(number)).partition("e")
-    whole, _, fraction = mantissa.partition(".")
-    all_digits = whole + fraction
-    point = len(whole) + int(exponent or 0)
-    stripped = all_digits.lstrip("0")
-    point -= len(all_digits) - len(stripped)
-    digits = stripped.rstrip("0")
-    k, n = len(digits), point
-    if k <= n <= 21:
-        text = digits + "0" * (n - k)
-    elif 0 < n <= 21:
-        text = f"{digits[:n]}.{digits[n:]}"
-    elif -6 < n <= 0:
-        text = "0." + "0" * -n + digits
-    else:
-        e = n - 1
-        mantissa_text = digits if k == 1 else f"{digits[0]}.{digits[1:]}"
-        text = f"{mantissa_text}e{'+' if e >= 0 else '-'}{abs(e)}"
-    return sign + text

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 import jsonpatch
 
+from agui_store.js import json_equal
+from agui_store.patch import PatchError, apply_patch
 from agui_store.records import Run
 
 ChangeKind = Literal["added", "removed", "modified"]
@@ -72,7 +74,7 @@ def message_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> lis
         mid = key[0] if isinstance(key, tuple) and key[0] != "#" else message.get("id")
         if previous is None:
             out.append(MessageChange(mid, "added", None, message))
-        elif not _json_equal(previous, message):
+        elif not json_equal(previous, message):
             out.append(MessageChange(mid, "modified", previous, message))
     for key, message in before.items():
         if key not in after:
@@ -81,30 +83,52 @@ def message_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> lis
     return out
 
 
-def _json_equal(a: Any, b: Any) -> bool:
-    # JSON equality: Python's == says True == 1 == 1.0; JSON does not.
-    if type(a) is not type(b) and not (
-        isinstance(a, (int, float))
-        and isinstance(b, (int, float))
-        and not isinstance(a, bool)
-        and not isinstance(b, bool)
-    ):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
-    return bool(a == b)
-
-
 def state_patch(old: Any, new: Any) -> list[dict[str, Any]]:
-    """An RFC 6902 patch taking ``old`` to ``new`` (empty when they are equal)."""
-    if _json_equal(old, new):
+    """An RFC 6902 patch taking ``old`` to ``new`` (empty when they are equal).
+
+    ``jsonpatch`` makes it; the result is checked the way the official client would apply it
+    (fast-json-patch semantics). ``jsonpatch`` sometimes moves a value into its own child,
+    which RFC 6902 forbids and the client rejects: then a plain add/remove/replace patch is
+    used instead.
+    """
+    if json_equal(old, new):
         return []
     if isinstance(old, (dict, list)) and isinstance(new, (dict, list)) and type(old) is type(new):
         ops: list[dict[str, Any]] = jsonpatch.make_patch(old, new).patch
-        return ops
+        try:
+            if json_equal(apply_patch(old, ops), new):
+                return ops
+        except PatchError:
+            pass
+        return _plain_patch(old, new, "")
     return [{"op": "replace", "path": "", "value": new}]
+
+
+def _pointer(path: str, key: str | int) -> str:
+    return f"{path}/{str(key).replace('~', '~0').replace('/', '~1')}"
+
+
+def _plain_patch(old: Any, new: Any, path: str) -> list[dict[str, Any]]:
+    """Only add, remove and replace: always valid, never clever."""
+    if json_equal(old, new):
+        return []
+    if isinstance(old, dict) and isinstance(new, dict):
+        ops = [{"op": "remove", "path": _pointer(path, k)} for k in old if k not in new]
+        for k, v in new.items():
+            if k in old:
+                ops += _plain_patch(old[k], v, _pointer(path, k))
+            else:
+                ops.append({"op": "add", "path": _pointer(path, k), "value": v})
+        return ops
+    if isinstance(old, list) and isinstance(new, list):
+        ops = []
+        for i in range(min(len(old), len(new))):
+            ops += _plain_patch(old[i], new[i], _pointer(path, i))
+        ops += [{"op": "add", "path": _pointer(path, "-"), "value": v} for v in new[len(old) :]]
+        ops += [{"op": "remove", "path": _pointer(path, i)}
+                for i in range(len(old) - 1, len(new) - 1, -1)]
+        return ops
+    return [{"op": "replace", "path": path, "value": new}]
 
 
 def compare(

@@ -16,16 +16,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agui_store.codec import canonical_bytes
+from agui_store.js import json_equal
 
 #: A normalized message list: ranges of the parent's view, and messages as sent.
 Refs = list[Any]
 
 
 def normalize(sent: Sequence[Any], base: Sequence[dict[str, Any]]) -> Refs | None:
-    """``sent`` as references into ``base`` where a message is exactly the one at that place
-    of ``base`` (same canonical JSON: key order aside, byte for byte, so ``1`` and ``1.0``
-    differ); ``None`` when nothing is shared."""
+    """``sent`` as references into ``base`` where a message is the one at that place of
+    ``base`` (JSON-equal as the client sees it); ``None`` when nothing is shared."""
     where: dict[Any, int] = {}
     for j, m in enumerate(base):
         mid = m.get("id") if isinstance(m, dict) else None
@@ -80,10 +79,7 @@ def expand_input(
 
 
 def _same(a: Any, b: Any) -> bool:
-    try:
-        return a == b and canonical_bytes(a) == canonical_bytes(b)
-    except ValueError:
-        return False
+    return json_equal(a, b)
 
 
 def expand(refs: Refs, base: Sequence[dict[str, Any]]) -> list[Any]:

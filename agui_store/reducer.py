@@ -29,6 +29,7 @@ from typing import Any, Final
 import msgspec
 
 from agui_store.errors import InvalidEventError
+from agui_store.js import as_double, number_to_string
 from agui_store.patch import UNDEFINED, PatchError, apply_patch
 
 __all__ = [
@@ -128,21 +129,6 @@ def _truthy(value: Any) -> bool:
     return True
 
 
-def _js_number(value: float) -> str:
-    if value != value:
-        return "NaN"
-    if value in (float("inf"), float("-inf")):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    text = repr(value)
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        sign = "-" if exponent.startswith("-") else "+"
-        text = f"{mantissa}e{sign}{exponent.lstrip('+-').lstrip('0') or '0'}"
-    return text
-
-
 def _js_str(value: Any) -> str:
     """``String(value)`` as JavaScript spells it (template literals, string concatenation)."""
     kind = type(value)
@@ -154,10 +140,8 @@ def _js_str(value: Any) -> str:
         return "null"
     if kind is bool:
         return "true" if value else "false"
-    if kind is int:
-        return str(value)
-    if kind is float:
-        return _js_number(value)
+    if kind is int or kind is float:
+        return number_to_string(as_double(value))
     if kind is list:
         return ",".join("" if v is None or v is _ABSENT else _js_str(v) for v in value)
     return "[object Object]"

@@ -180,7 +180,7 @@ SELECT a.id, a.depth, b.depth FROM a JOIN b ON a.id = b.id ORDER BY a.depth LIMI
 #: Per-run summaries: event count, last event, latest outcome, last append time.
 RUN_COLUMNS = """
     runs.id, threads.thread_id, runs.run_id, parent_runs.run_id, runs.lineage,
-    runs.parent_run_id, runs.input IS NOT NULL, runs.synthetic, runs.created_at,
+    runs.parent_run_id, typeof(runs.input) != 'null', runs.synthetic, runs.created_at,
     (SELECT sum(b.count) FROM batches b WHERE b.run = runs.id),
     (SELECT max(b.last_seq) FROM batches b WHERE b.run = runs.id),
     (SELECT max(b.appended_at) FROM batches b WHERE b.run = runs.id),

@@ -28,12 +28,11 @@ event. Messages reproduce upstream's wording, including JavaScript's spelling of
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping
-from decimal import Decimal
 from typing import Any, Final, Literal, NoReturn, TypeAlias
 
 from agui_store.errors import SequenceError
+from agui_store.js import as_double, number_to_string
 
 __all__ = ["SequenceVerifier", "verify_events"]
 
@@ -78,15 +77,8 @@ def _key(value: Any) -> _Key:
     if isinstance(value, bool):
         return ("bool", value)
     if isinstance(value, int | float):
-        return ("number", _double(value))
+        return ("number", as_double(value))
     return _Opaque(value)
-
-
-def _double(value: int | float) -> float:
-    try:
-        return float(value)
-    except OverflowError:  # an integer beyond the double range reads as ±Infinity in JS
-        return math.inf if value > 0 else -math.inf
 
 
 def _prop(value: Any, name: str) -> Any:
@@ -94,32 +86,6 @@ def _prop(value: Any, name: str) -> Any:
     if isinstance(value, Mapping):
         return value.get(name, _UNDEFINED)
     return _UNDEFINED
-
-
-def _js_number(x: float) -> str:
-    """``String(x)`` for a double (ECMAScript Number::toString, radix 10)."""
-    if x == 0:
-        return "0"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    if math.isnan(x):
-        return "NaN"
-    sign = "-" if x < 0 else ""
-    _, digit_tuple, exponent = Decimal(repr(abs(x))).normalize().as_tuple()
-    digits = "".join(map(str, digit_tuple))
-    assert isinstance(exponent, int)
-    k = len(digits)
-    n = k + exponent  # the value is 0.<digits> * 10**n
-    if k <= n <= 21:
-        text = digits + "0" * (n - k)
-    elif 0 < n <= 21:
-        text = f"{digits[:n]}.{digits[n:]}"
-    elif -6 < n <= 0:
-        text = "0." + "0" * -n + digits
-    else:
-        mantissa = digits if k == 1 else f"{digits[0]}.{digits[1:]}"
-        text = f"{mantissa}e{'+' if n - 1 >= 0 else '-'}{abs(n - 1)}"
-    return sign + text
 
 
 def _js_str(value: Any) -> str:
@@ -133,7 +99,7 @@ def _js_str(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
-        return _js_number(_double(value))
+        return number_to_string(as_double(value))
     if isinstance(value, list | tuple):
         return _js_join(value, ",")
     return "[object Object]"

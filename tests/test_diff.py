@@ -235,3 +235,12 @@ def test_diffing_a_run_with_itself_shows_no_change(
             d = store.diff(r.run_id, r.run_id)
             assert d.merge_base.run_id == r.run_id and d.changes.empty and d.a_changes.empty
             assert state_patch(1, 1) == []
+
+
+def test_a_state_patch_never_moves_a_value_into_its_own_child() -> None:
+    """jsonpatch.make_patch answers this pair with a move of /2 into /2/0, which RFC 6902
+    forbids and the official client rejects; the diff falls back to a plain patch."""
+    old, new = [None, None, []], [None, [], [None]]
+    ops = state_patch(old, new)
+    assert apply_patch(copy.deepcopy(old), ops) == new
+    assert all(op["op"] in ("add", "remove", "replace") for op in ops)

@@ -14,7 +14,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "agui_store"
 
 #: Pure logic, no I/O and no SQL.
-CORE = ["errors", "model", "codec", "verify", "patch", "reducer", "restore", "compaction",
+CORE = ["errors", "js", "model", "codec", "verify", "patch", "reducer", "restore", "compaction",
         "diff", "normalize", "blobs", "records", "render", "interchange", "slim", "artifact"]
 #: What the core must not import.
 STORAGE = {"apsw", "sqlite3", "sqlite_utils", "agui_store.database", "agui_store.schema",
