@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -696,6 +697,256 @@ def _to_json(value: Any) -> Any:
     return _json_round_trip(value, list)
 
 
+# --------------------------------------------------------------------------- fast path
+#
+# Most patches are plain: a document of JSON values (dict, list, str, int, float, bool, None)
+# and operations whose paths exist (or append/insert within bounds), with no inherited names,
+# no array quirks and nothing that fails. For those, fast-json-patch's answer is what the RFC
+# says, and it can be computed by path copying: a container is shallow-copied (once per call)
+# before the first write under it, together with the chain of containers above it, and every
+# untouched subtree is shared with the input, which is never written to. Anything else --
+# including every operation that would fail -- makes the fast path give up (``_Fallback``)
+# before it has touched the input, and :func:`_apply_js` answers from scratch, so errors and
+# quirks keep exactly the exact engine's behaviour.
+
+
+class _Fallback(Exception):
+    """The fast path cannot vouch for this patch: the exact engine answers instead."""
+
+
+_PLAIN_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+_INDEX_DIGITS: Final = 9  # a canonical index below 10**9 < 2**31: ``~~key`` leaves it as is
+
+
+def _is_plain(value: Any) -> bool:
+    """Whether ``value`` is made of JSON values only (exact types, no ``UNDEFINED``)."""
+    stack = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is dict:
+            for child in item.values():
+                if type(child) not in _PLAIN_SCALARS:
+                    push(child)
+        elif kind is list:
+            for child in item:
+                if type(child) not in _PLAIN_SCALARS:
+                    push(child)
+        elif kind not in _PLAIN_SCALARS:
+            return False
+    return True
+
+
+def _plain_copy(value: Any) -> Any:
+    """A deep copy of a plain JSON value (what ``_json_round_trip`` then ``_to_json`` give)."""
+    kind = type(value)
+    if kind is dict:
+        return {
+            key: item if type(item) in _PLAIN_SCALARS else _plain_copy(item)
+            for key, item in value.items()
+        }
+    if kind is list:
+        return [item if type(item) in _PLAIN_SCALARS else _plain_copy(item) for item in value]
+    if kind in _PLAIN_SCALARS:
+        return value
+    raise _Fallback
+
+
+def _plain_keys(pointer: Any) -> list[str]:
+    """The keys of a pointer whose every key means the same in JS as in the RFC."""
+    if type(pointer) is not str or not pointer.startswith("/"):
+        raise _Fallback
+    keys = pointer.split("/")[1:]
+    for i, key in enumerate(keys):
+        if "~" in key:
+            key = keys[i] = key.replace("~1", "/").replace("~0", "~")
+        # Inherited names (and the `__proto__` / `constructor/prototype` guards).
+        if key in _OBJECT_PROTO or key == "prototype":
+            raise _Fallback
+    return keys
+
+
+def _plain_index(key: str, limit: int) -> int:
+    """A canonical array index no larger than ``limit`` (else the JS quirks apply)."""
+    if (
+        0 < len(key) <= _INDEX_DIGITS
+        and key.isascii()
+        and key.isdigit()
+        and (key[0] != "0" or key == "0")
+    ):
+        index = int(key)
+        if index <= limit:
+            return index
+    raise _Fallback
+
+
+def _child_slot(node: Any, key: str) -> Any:
+    """Where an existing child ``key`` of container ``node`` is (a dict key or a list index)."""
+    if type(node) is dict:
+        if key in node:
+            return key
+        raise _Fallback
+    return _plain_index(key, len(node) - 1)
+
+
+def _container(value: Any) -> Any:
+    if type(value) is dict or type(value) is list:
+        return value
+    raise _Fallback
+
+
+def _resolve(root: Any, keys: list[str]) -> Any:
+    """The existing value at ``keys`` (all containers on the way plain dicts and lists)."""
+    node = root
+    for key in keys:
+        node = _container(node)[_child_slot(node, key)]
+    return node
+
+
+def _check_target(root: Any, keys: list[str]) -> None:
+    """The validated walk of a ``move``/``copy`` target: its parent exists and is plain."""
+    parent = _container(_resolve(root, keys[:-1]))
+    if type(parent) is list and keys[-1] != "-":
+        _plain_index(keys[-1], 10**_INDEX_DIGITS)
+
+
+class _CopyOnWrite:
+    """A document being patched: containers copied (once) before the first write under them.
+
+    ``owned`` holds the containers this call created, by id (they stay alive in it): only
+    those are ever written to. It is keyed by the *copy*, not by the original, so an input
+    subtree that appears twice in the input is copied separately at each place written to.
+    """
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.owned: dict[int, Any] = {}
+
+    def own(self, node: Any) -> Any:
+        if id(node) in self.owned:
+            return node
+        copy = dict(node) if type(node) is dict else list(node)
+        self.owned[id(copy)] = copy
+        return copy
+
+    def parent(self, keys: list[str]) -> Any:
+        """The (writable) container holding the last key, copying the chain down to it."""
+        node = self.root = self.own(_container(self.root))
+        for key in keys[:-1]:
+            slot = _child_slot(node, key)
+            child = _container(node[slot])
+            if id(child) not in self.owned:
+                child = node[slot] = self.own(child)
+            node = child
+        return node
+
+    def insert(self, keys: list[str], value: Any, *, clamp: bool) -> None:
+        """``add`` (``clamp``: unvalidated, an index past the end appends)."""
+        parent = self.parent(keys)
+        key = keys[-1]
+        if type(parent) is dict:
+            parent[key] = value
+        elif key == "-":
+            parent.append(value)
+        else:
+            limit = 10**_INDEX_DIGITS if clamp else len(parent)
+            parent.insert(_plain_index(key, limit), value)
+
+    def remove(self, keys: list[str]) -> Any:
+        parent = self.parent(keys)
+        slot = _child_slot(parent, keys[-1])
+        removed = parent[slot]
+        del parent[slot]
+        return removed
+
+    def replace(self, keys: list[str], value: Any) -> None:
+        parent = self.parent(keys)
+        parent[_child_slot(parent, keys[-1])] = value
+
+
+def _fast_apply(document: Any, operations: list[Any]) -> Any:
+    """The patched document, sharing untouched subtrees with ``document`` (never written).
+
+    ``document`` must be plain (see :func:`_is_plain`). Raises :class:`_Fallback` where the
+    answer may differ from the RFC's (then nothing was written to ``document``).
+    """
+    doc = _CopyOnWrite(document)
+    for operation in operations:
+        if not isinstance(operation, dict):
+            raise _Fallback
+        op = operation.get("op")
+        path = operation.get("path")
+        if path == "" and type(path) is str:
+            # At the root: the document is replaced, or compared (never checked for paths).
+            if op in ("add", "replace") and "value" in operation:
+                doc.root = _plain_copy(operation["value"])
+            elif op == "test" and "value" in operation:
+                value = operation["value"]
+                if not _is_plain(value) or not _js_equal(doc.root, value):
+                    raise _Fallback
+            elif op == "remove":
+                doc.root = None
+            else:
+                raise _Fallback
+            continue
+        keys = _plain_keys(path)
+        _container(doc.root)  # a document that is not an object or array has its own rules
+        if op == "add" and "value" in operation:
+            doc.insert(keys, _plain_copy(operation["value"]), clamp=False)
+        elif op == "replace" and "value" in operation:
+            value = _plain_copy(operation["value"])
+            doc.replace(keys, value)
+        elif op == "remove":
+            doc.remove(keys)
+        elif op == "test" and "value" in operation:
+            value = operation["value"]
+            if not _is_plain(value) or not _js_equal(_resolve(doc.root, keys), value):
+                raise _Fallback
+        elif op in ("move", "copy"):
+            source = _plain_keys(operation.get("from"))
+            _check_target(doc.root, keys)
+            found = _resolve(doc.root, source)
+            moved = doc.remove(source) if op == "move" else _plain_copy(found)
+            doc.insert(keys, moved, clamp=True)
+        else:
+            raise _Fallback
+    root = doc.root
+    if (type(root) is dict or type(root) is list) and id(root) not in doc.owned:
+        root = doc.own(root)  # a fresh top level even when nothing was written
+    return root
+
+
+# Documents known to be plain: recent results (kept alive here, so their ids stay theirs).
+# A document passed back in is assumed unchanged since it was returned.
+_KNOWN_PLAIN: Final[dict[int, Any]] = {}
+_KNOWN_PLAIN_SIZE: Final = 16
+_KNOWN_PLAIN_LOCK: Final = threading.Lock()
+
+
+def _known_plain(document: Any) -> bool:
+    if _KNOWN_PLAIN.get(id(document)) is not document:
+        return False
+    with _KNOWN_PLAIN_LOCK:  # least recently used first out
+        _KNOWN_PLAIN.pop(id(document), None)
+        _KNOWN_PLAIN[id(document)] = document
+    return True
+
+
+def _remember_plain(result: Any) -> None:
+    if type(result) is not dict and type(result) is not list:
+        return
+    with _KNOWN_PLAIN_LOCK:
+        _KNOWN_PLAIN[id(result)] = result
+        while len(_KNOWN_PLAIN) > _KNOWN_PLAIN_SIZE:
+            del _KNOWN_PLAIN[next(iter(_KNOWN_PLAIN))]
+
+
+def _apply_exact(document: Any, operations: Any) -> Any:
+    """The exact engine: the whole document modelled as JS values, then written out."""
+    return _to_json(_apply_js(document, operations))
+
+
 def apply_patch(document: Any, operations: list[dict[str, Any]] | Any) -> Any:
     """Apply a JSON Patch the way ``@ag-ui/client`` 1.0.0 applies a ``STATE_DELTA``.
 
@@ -705,10 +956,13 @@ def apply_patch(document: Any, operations: list[dict[str, Any]] | Any) -> Any:
             list (a missing delta, say) fails as it does in the client.
 
     Returns:
-        The new document, built fresh: neither ``document`` nor ``operations`` is touched,
-        and nothing in the result is shared with them. :data:`UNDEFINED` in the rare case
-        where the client's result is JS ``undefined`` (a root ``copy``/``move`` from a
-        missing path).
+        The new document. Neither ``document`` nor ``operations`` is touched; the values
+        the patch writes are copies (nothing is shared with ``operations``), and the top
+        level is always a new container, while subtrees the patch does not touch are
+        shared with ``document`` (so a patch costs the size of the paths it touches, not
+        of the document): treat both as immutable, or copy before editing in place.
+        :data:`UNDEFINED` in the rare case where the client's result is JS ``undefined``
+        (a root ``copy``/``move`` from a missing path).
 
     Raises:
         PatchError: exactly when the client's ``applyPatch`` throws; the patch is atomic,
@@ -718,4 +972,22 @@ def apply_patch(document: Any, operations: list[dict[str, Any]] | Any) -> Any:
         >>> apply_patch({"a": [1]}, [{"op": "add", "path": "/a/-", "value": 2}])
         {'a': [1, 2]}
     """
-    return _to_json(_apply_js(document, operations))
+    # A plain document (JSON values only) takes the path-copying fast path, which gives up
+    # (before writing anything) on every patch where fast-json-patch departs from the RFC or
+    # throws; the exact engine then answers. Plainness is checked once per document: results
+    # are remembered as plain, and a document passed back in is assumed unchanged.
+    if (
+        isinstance(operations, list)
+        and (type(document) is dict or type(document) is list)
+        and (_known_plain(document) or _is_plain(document))
+    ):
+        try:
+            result = _fast_apply(document, operations)
+        except (_Fallback, RecursionError):
+            pass
+        else:
+            _remember_plain(result)
+            return result
+    result = _apply_exact(document, operations)
+    _remember_plain(result)
+    return result

@@ -1149,7 +1149,8 @@ class Reducer:
     def _on_state_delta(self, event: Event) -> None:
         base = self.state if self._patch_base is _ABSENT else self._patch_base
         try:
-            # A fresh document: nothing in it is shared with the state or the event.
+            # A new document (the old state is never changed): untouched subtrees are shared
+            # with the old state, values from the event are copies.
             delta: Any = event.get("delta")
             state = apply_patch(base, delta)
         except PatchError as e:

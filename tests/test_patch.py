@@ -25,6 +25,10 @@ from agui_store.patch import (
     _STRING_PROTO,
     UNDEFINED,
     PatchError,
+    _apply_exact,
+    _Fallback,
+    _fast_apply,
+    _is_plain,
     apply_patch,
 )
 from tests.oracle_client import Oracle
@@ -314,19 +318,36 @@ def test_apply_patch_never_mutates_the_document_or_the_operations(case: tuple[An
     result = outcome(document, operations)[1]
     assert json.dumps([document, operations], sort_keys=True) == before
     if isinstance(result, (dict, list)):
-        # Nothing in the result is shared with the inputs: scribbling on it changes neither.
-        scribble(result)
+        # Nothing in the result is shared with the operations, and what is not shared with
+        # the document (untouched subtrees are) is fresh: scribbling on it changes neither.
+        # (The strategies may put one object in both the document and a `test` value.)
+        assert not containers(result) & (containers(operations) - containers(document))
+        scribble(result, containers(document))
         assert json.dumps([document, operations], sort_keys=True) == before
 
 
-def scribble(value: Any) -> None:
+def containers(value: Any) -> set[int]:
+    """The ids of the dicts and lists in ``value`` (which the caller keeps alive)."""
+    found: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (dict, list)) and id(item) not in found:
+            found.add(id(item))
+            stack.extend(item.values() if isinstance(item, dict) else item)
+    return found
+
+
+def scribble(value: Any, shared: set[int]) -> None:
+    if id(value) in shared:
+        return
     if isinstance(value, dict):
         for item in list(value.values()):
-            scribble(item)
+            scribble(item, shared)
         value["scribbled"] = True
     elif isinstance(value, list):
         for item in value:
-            scribble(item)
+            scribble(item, shared)
         value.append("scribbled")
 
 
@@ -450,3 +471,249 @@ def test_the_jsonpatch_package_agrees_on_plain_patches_over_objects_of_strings(
 ) -> None:
     document, operations = case
     assert jsonpatch_outcome(document, operations) == outcome(document, operations)
+
+
+# ----------------------------------------------------------------------------- fast path
+#
+# A plain document takes the path-copying fast path (agui_store.patch._fast_apply), which
+# gives up (_Fallback) wherever fast-json-patch may depart from the RFC; the exact engine
+# (_apply_exact, the one the oracle tests pin) answers then. Where the fast path answers, it
+# must answer exactly what the exact engine does, without writing to its input.
+
+
+def exact_form(value: Any) -> Any:
+    """``value`` with its types and key order: ``1``, ``1.0``, ``True`` and ``-0.0`` differ."""
+    if isinstance(value, dict):
+        return ("dict", type(value).__name__, [(k, exact_form(v)) for k, v in value.items()])
+    if isinstance(value, (list, tuple)):
+        return ("list", type(value).__name__, [exact_form(v) for v in value])
+    return (type(value).__name__, repr(value))
+
+
+def exact_outcome(document: Any, operations: Any) -> tuple[Any, ...]:
+    try:
+        return ("applied", exact_form(_apply_exact(document, operations)))
+    except PatchError as error:
+        return ("failed", error.code, error.index, error.reason)
+
+
+def public_outcome(document: Any, operations: Any) -> tuple[Any, ...]:
+    try:
+        return ("applied", exact_form(apply_patch(document, operations)))
+    except PatchError as error:
+        return ("failed", error.code, error.index, error.reason)
+
+
+def check_fast_path(document: Any, operations: Any) -> bool:
+    """The fast path agrees with the exact engine; ``True`` when it answered."""
+    before = exact_form([document, operations])
+    expected = exact_outcome(document, operations)
+    assert exact_form([document, operations]) == before
+    answered = False
+    if isinstance(operations, list) and type(document) in (dict, list) and _is_plain(document):
+        try:
+            fast = _fast_apply(document, operations)
+        except _Fallback:
+            pass
+        else:
+            answered = True
+            assert expected == ("applied", exact_form(fast))
+        assert exact_form([document, operations]) == before
+    assert public_outcome(document, operations) == expected
+    assert exact_form([document, operations]) == before
+    return answered
+
+
+def pointer_to(keys: list[Any]) -> str:
+    return "".join(f"/{escape(str(k))}" for k in keys)
+
+
+def paths_in(document: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(document, dict):
+        for key, value in document.items():
+            found += paths_in(value, (*prefix, key))
+    elif isinstance(document, list):
+        for index, value in enumerate(document):
+            found += paths_in(value, (*prefix, index))
+    return found
+
+
+@st.composite
+def fast_cases(draw: st.DrawFn) -> tuple[Any, list[dict[str, Any]]]:
+    """Plain documents and patches most of which the fast path takes (some it does not)."""
+    document: Any = draw(st.dictionaries(st.sampled_from(TRICKY_KEYS), documents, max_size=5)
+                    | st.lists(documents, max_size=5))  # fmt: skip
+    paths = paths_in(document)
+    existing = st.sampled_from([pointer_to(list(p)) for p in paths if p] or ["/missing"])
+    # New places: a fresh key in an object, or the end of (or past) an array.
+    new: list[str] = []
+    for p in paths:
+        target = document
+        for key in p:
+            target = target[key]
+        if isinstance(target, dict):
+            new.append(pointer_to([*p, "new"]))
+        elif isinstance(target, list):
+            new += [pointer_to([*p, "-"]), pointer_to([*p, len(target)])]
+            new.append(pointer_to([*p, len(target) + 1]))
+    anywhere = existing | st.sampled_from(new) | pointers | st.just("")
+    value = tricky_values | json_values
+    op = st.one_of(
+        st.builds(lambda p, v: {"op": "add", "path": p, "value": v}, anywhere, value),
+        st.builds(lambda p, v: {"op": "replace", "path": p, "value": v}, anywhere, value),
+        st.builds(lambda p: {"op": "remove", "path": p}, anywhere),
+        equality_tests(document),
+        st.builds(lambda f, p: {"op": "copy", "from": f, "path": p}, existing | loose_pointers,
+                  anywhere),
+        st.builds(lambda f, p: {"op": "move", "from": f, "path": p}, existing | loose_pointers,
+                  anywhere),
+    )  # fmt: skip
+    return document, draw(st.lists(op, max_size=5))
+
+
+@settings(max_examples=profile_examples(4))
+@given(fast_cases() | documents_and_patches())
+def test_the_fast_path_answers_exactly_what_the_exact_engine_does(case: tuple[Any, Any]) -> None:
+    document, operations = case
+    check_fast_path(document, operations)
+
+
+FAST_CASES = [
+    ({"turns": [1, 2]}, [{"op": "add", "path": "/turns/-", "value": {"n": [3]}}]),
+    ({"turns": [1, 2]}, [{"op": "add", "path": "/turns/1", "value": 9}]),
+    ({"turns": [1, 2]}, [{"op": "add", "path": "/turns/2", "value": 9}]),
+    ({"a": {"b": 1}}, [{"op": "replace", "path": "/a/b", "value": [1.0, None]}]),
+    ({"a": {"b": 1}, "c": 2}, [{"op": "remove", "path": "/a"}]),
+    ([0, [1, 2]], [{"op": "remove", "path": "/1/0"}]),
+    ({"a": {"b": 1}}, [{"op": "test", "path": "/a", "value": {"b": 1.0}}]),
+    ({"a": [1, 2]}, [{"op": "move", "from": "/a/0", "path": "/a/-"}]),
+    ({"a": [1, 2], "b": {}}, [{"op": "move", "from": "/a", "path": "/b/a"}]),
+    ({"a": [1, 2]}, [{"op": "copy", "from": "/a", "path": "/b"},
+                     {"op": "add", "path": "/b/-", "value": 3}]),
+    ({"a": [1, 2]}, [{"op": "copy", "from": "/a/0", "path": "/a/9"}]),
+    ({"a": 1, "b": 2}, [{"op": "move", "from": "/a", "path": "/a"}]),
+    ({"a/b": {"~": 1}}, [{"op": "replace", "path": "/a~1b/~0", "value": 2}]),
+    ({"a": 1}, [{"op": "replace", "path": "", "value": {"b": [1]}},
+                {"op": "add", "path": "/b/-", "value": 2}]),
+    ({"a": 1}, [{"op": "test", "path": "", "value": {"a": 1.0}}]),
+    ({"a": 1}, []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("document", "operations"), FAST_CASES)
+def test_the_fast_path_takes_the_common_patches(document: Any, operations: Any) -> None:
+    assert check_fast_path(document, operations)
+
+
+SLOW_CASES = [case for case in QUIRKS if type(case[0]) in (dict, list)] + [
+    ({"a": (1, 2), "b": {"c": UNDEFINED}}, [{"op": "add", "path": "/x", "value": 1}]),
+    ({"a": 1}, [{"op": "add", "path": "/x", "value": (1,)}]),
+    ({"a": 1}, [{"op": "replace", "path": "/missing", "value": 1}]),
+]
+
+
+@pytest.mark.parametrize(("document", "operations", "_expected"), [
+    (*case, None) if len(case) == 2 else case for case in SLOW_CASES
+])  # fmt: skip
+def test_quirks_failures_and_non_json_values_leave_the_fast_path(
+    document: Any, operations: Any, _expected: Any
+) -> None:
+    if operations == [] or operations == [{"op": "add", "path": "/a/-", "value": 9}]:
+        return  # plain after all
+    if operations == [{"op": "test", "path": "/a", "value": 1.0}]:
+        return
+    check_fast_path(document, operations)
+
+
+def test_a_document_with_non_json_values_gets_the_exact_engines_answer() -> None:
+    document = {"a": (1, 2), "b": {"c": UNDEFINED}, "d": {"e": [1]}}
+    result = apply_patch(document, [{"op": "add", "path": "/x", "value": 1}])
+    assert exact_form(result) == exact_form({"a": [1, 2], "b": {}, "d": {"e": [1]}, "x": 1})
+    assert result["d"] is not document["d"]  # built fresh, as the exact engine builds it
+
+
+# Documents whose keys are all plain (no inherited names, which the exact engine handles).
+shareable_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(plain_keys, inner, max_size=4),
+    max_leaves=16,
+)
+
+
+@settings(max_examples=profile_examples(1))
+@given(st.data())
+def test_subtrees_a_patch_does_not_touch_are_shared_with_the_input(data: st.DataObject) -> None:
+    document: Any = data.draw(st.dictionaries(plain_keys, shareable_values, max_size=4))
+    places = [p for p in paths_in(document) if p]
+    assume(places)
+    place = data.draw(st.sampled_from(places))
+    value = data.draw(json_values)
+    result = apply_patch(
+        document, [{"op": "replace", "path": pointer_to(list(place)), "value": value}]
+    )
+    assert result is not document
+    for other in places:
+        if other[: len(place)] == place or place[: len(other)] == other:
+            continue  # the replaced value, below it, or on the way to it
+        mine, theirs = document, result
+        for key in other:
+            mine, theirs = mine[key], theirs[key]
+        if isinstance(mine, (dict, list)):
+            assert theirs is mine
+    for depth in range(len(place)):
+        # The containers on the way down are copies: the input is left as it was.
+        mine, theirs = document, result
+        for key in place[:depth]:
+            mine, theirs = mine[key], theirs[key]
+        assert theirs is not mine
+
+
+def test_a_long_list_gains_an_item_without_being_copied_item_by_item() -> None:
+    turns = [{"turn": i, "messages": [{"text": "x"}]} for i in range(1000)]
+    document = {"turns": turns, **{f"key{i}": {"v": [i]} for i in range(20)}}
+    result = apply_patch(document, [{"op": "add", "path": "/turns/-", "value": {"turn": 1000}}])
+    assert len(result["turns"]) == 1001 and len(document["turns"]) == 1000
+    assert all(a is b for a, b in zip(result["turns"], turns, strict=False))
+    assert all(result[f"key{i}"] is document[f"key{i}"] for i in range(20))
+    again = apply_patch(result, [{"op": "add", "path": "/turns/-", "value": {"turn": 1001}}])
+    assert len(result["turns"]) == 1001 and len(again["turns"]) == 1002
+
+
+def test_a_subtree_at_two_places_in_the_input_is_copied_separately_at_each() -> None:
+    shared = {"k": [1]}
+    document = {"a": shared, "b": shared}
+    result = apply_patch(
+        document,
+        [{"op": "add", "path": "/a/k/-", "value": 2}, {"op": "add", "path": "/b/x", "value": 3}],
+    )
+    assert result == {"a": {"k": [1, 2]}, "b": {"k": [1], "x": 3}}
+    assert shared == {"k": [1]}
+
+
+def test_a_moved_subtree_is_written_to_once_and_a_copied_one_is_a_copy() -> None:
+    document = {"a": {"v": [1]}, "b": {}}
+    result = apply_patch(
+        document,
+        [
+            {"op": "copy", "from": "/a", "path": "/c"},
+            {"op": "move", "from": "/a", "path": "/b/a"},
+            {"op": "add", "path": "/b/a/v/-", "value": 2},
+            {"op": "add", "path": "/c/v/-", "value": 3},
+        ],
+    )
+    assert result == {"b": {"a": {"v": [1, 2]}}, "c": {"v": [1, 3]}}
+    assert document == {"a": {"v": [1]}, "b": {}}
+
+
+def test_a_failing_patch_leaves_the_document_as_it_was_after_partial_writes() -> None:
+    document = {"a": {"v": [1]}}
+    operations = [
+        {"op": "add", "path": "/a/v/-", "value": 2},
+        {"op": "remove", "path": "/a/v/0"},
+        {"op": "test", "path": "/a/v/0", "value": 3},
+    ]
+    with pytest.raises(PatchError) as caught:
+        apply_patch(document, operations)
+    assert caught.value.index == 2 and caught.value.code == "TEST_OPERATION_FAILED"
+    assert document == {"a": {"v": [1]}}
