@@ -73,14 +73,11 @@ WITH RECURSIVE cps(run, base, keep, lim) AS (
 #: Each checkpoint of the base chain with how many of its rows survive, root first.
 SURVIVING_LIMITS = SURVIVING + "SELECT run, lim FROM cps ORDER BY run"
 
-#: The whole message list as one JSON array text, built inside SQLite (one row instead of
-#: one per message), from ``[[run, lim], ...]`` root first: json_each walks that array in
-#: order, so the rows come out in list order without a sort. Valid only when no blob is
-#: compressed (``compressed`` = 0; compressed ones stand as null).
-MESSAGES_JSON = """
-SELECT count(*), coalesce(sum(blobs.codec), 0),
-       '[' || coalesce(group_concat(
-           CASE blobs.codec WHEN 0 THEN CAST(blobs.data AS TEXT) ELSE 'null' END, ','), '') || ']'
+#: The message blobs of a list in list order, from ``[[run, lim], ...]`` root first: json_each
+#: walks that array in order, so the rows come out in list order without a sort, each an
+#: integer-key probe into blobs (neighbouring pages: blobs written together sit together).
+MESSAGE_BLOBS = """
+SELECT blobs.codec, blobs.data
 FROM json_each(?) AS chain
 CROSS JOIN checkpoint_messages AS cm
     ON cm.run = chain.value ->> 0 AND cm.pos < chain.value ->> 1
@@ -136,8 +133,8 @@ def nearest(conn: Conn, run_pk: int) -> tuple[int | None, list[int]]:
 def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
     """Decode a checkpoint into fresh objects (the caller may mutate them).
 
-    ``with_hashes=False`` (a plain checkout) skips the message hashes and lets SQLite build
-    the message array in one piece when no message blob is compressed.
+    ``with_hashes=False`` (a plain checkout) skips the blob ids and reads the message blobs
+    in list order with one query, decoded as one JSON array.
     """
     row = conn.execute(SELECT_CHECKPOINT, (run_pk,)).fetchone()
     if row is None:
@@ -148,13 +145,15 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
     warnings = codec.decode(blobs.unpack(w_codec, w_data)) if w_data is not None else []
     if not with_hashes:
         limits = conn.execute(SURVIVING_LIMITS, (run_pk,)).fetchall()
-        count, compressed, text = conn.execute(
-            MESSAGES_JSON, (codec.encode([list(r) for r in limits]).decode(),)
-        ).fetchone()
-        if count != length:
-            raise ValueError(f"checkpoint of run {run_pk} has {count} messages, not {length}")
-        if not compressed:
-            return Snapshot(View(codec.decode(text), state, interrupts, warnings), [], int(chain))
+        rows = conn.execute(
+            MESSAGE_BLOBS, (codec.encode([list(r) for r in limits]).decode(),)
+        ).fetchall()
+        if len(rows) != length:
+            raise ValueError(f"checkpoint of run {run_pk}: {len(rows)} messages, not {length}")
+        plain = blobs.PLAIN
+        texts = [d if k == plain else blobs.unpack(k, d) for k, d in rows]
+        text = b"[" + b",".join(texts) + b"]"
+        return Snapshot(View(codec.decode(text), state, interrupts, warnings), [], int(chain))
     own: dict[int, list[tuple[int, bytes]]] = {}
     for cp_run, digest, b_codec, b_data in conn.execute(MESSAGE_ROWS, (run_pk,)):
         own.setdefault(cp_run, []).append((digest, blobs.unpack(b_codec, b_data)))

@@ -22,6 +22,9 @@ from agui_store import errors, schema
 #: instead of narrowing them at each of a hundred call sites.
 Conn: TypeAlias = Any
 
+#: How much of the file reads may map into memory.
+MMAP_BYTES = 256 * 1024 * 1024
+
 #: How long a writer waits for another writer before giving up (milliseconds).
 DEFAULT_BUSY_TIMEOUT_MS = 30_000
 
@@ -87,6 +90,9 @@ def connect(path: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> aps
         # only a power cut can lose the last transactions. See README, "Durability".
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
+        # Reads map the file instead of copying pages through the cache: a checkout reads a
+        # few thousand small blobs, about twice as fast mapped.
+        cur.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         _migrate(conn, path)
     return conn
 
