@@ -1,13 +1,96 @@
 """``Store.check()``: the file's integrity, SQLite's and the store's own invariants.
 
-Read-only: it reports, it never repairs.
+Read-only: it reports, it never repairs. Every check runs inside one read transaction, so a
+check of a file that other processes are writing sees one consistent state of it. Each problem
+names what is wrong where: the run (its id, thread and key), the branch, the sequence numbers,
+the batch or the table row.
+
+The checks, in the order they run (``CheckReport.checked`` lists the ones that ran):
+
+``sqlite``
+    ``PRAGMA integrity_check``: pages, indexes, ``NOT NULL`` and ``CHECK`` constraints.
+``foreign_keys``
+    ``PRAGMA foreign_key_check``: rows that name a row that does not exist (a writer that
+    connected without ``PRAGMA foreign_keys=ON`` can leave them).
+``schema``
+    The file says it is an agui-store file (``application_id``) of this version
+    (``user_version``), and holds every table, index and trigger that version defines, as it
+    defines them: a dropped or rewritten append-only trigger is a problem even before anything
+    was rewritten through the gap.
+``lineage``
+    Each run's lineage parent exists, belongs to the same thread and was recorded before it;
+    the lineage has no cycle; the recorded reason agrees with the parent (``root`` exactly
+    when there is none).
+``refs``
+    Each branch belongs to a thread that exists and points at a run of that thread; no branch
+    shadows the names every thread reserves (``main``, ``HEAD``).
+``batches``
+    The batches tile the event log: every event is in exactly one batch, of its own run; a
+    batch's range holds exactly ``count`` events; a batch's ``outcome`` is what its terminal
+    events say (``None`` when it has none).
+``runs``
+    Every run has events; a run the store named itself (``synthetic``) has no RUN_STARTED,
+    every other run has exactly one, first, naming the run's own ``runId`` and thread; a
+    recorded input is a JSON object.
+``events``
+    Each payload is a JSON object whose ``type`` is the ``type`` column.
+``blobs``
+    When the file has a ``blobs`` table (content-addressed values, see below): every blob's
+    data, decoded per its codec, hashes (sha256) to its address.
+``checkpoints``
+    When the file has checkpoints (derived views at the end of runs): each belongs to a
+    complete run; its base is a checkpoint of one of the run's lineage ancestors, one link
+    longer in chain; it keeps at most the base's messages and holds its own message rows at
+    exactly the positions after them. (That a checkpoint equals a replay of the run is what
+    the store's own tests prove; checking it here would mean replaying every run.)
+
+Events after a run's terminal event (other than one late RUN_ERROR after RUN_FINISHED) are
+reported as *warnings*, not problems: ``append(check_sequence=False)`` records them on purpose
+(recording buggy producers), and the file does not say which runs were recorded that way.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import hashlib
+import re
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import apsw
+
+from agui_store import codec, schema
+from agui_store.errors import InvalidEventError
+
+#: Every check, in the order it runs. ``blobs`` and ``checkpoints`` run only when the file
+#: has those tables (schema version 2 on).
+CHECKS = (
+    "sqlite",
+    "foreign_keys",
+    "schema",
+    "lineage",
+    "refs",
+    "batches",
+    "runs",
+    "events",
+    "blobs",
+    "checkpoints",
+)
+
+#: Problems listed per check; past that the report says how many more there were.
+MAX_PROBLEMS_PER_CHECK = 100
+
+#: The reasons the store records for a run's lineage parent (``runs.lineage``).
+LINEAGE_REASONS = frozenset({"explicit", "parentRunId", "messages", "head", "root"})
+
+#: Names every thread reserves for its default branch (a stored branch would shadow it).
+RESERVED_REFS = frozenset({"main", "HEAD"})
+
+_TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
+# How a terminal event ends a run; must agree with ``store._status_of_terminal``.
+_OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
 
 
 @dataclass(frozen=True)
@@ -23,10 +106,18 @@ class Problem:
 
 @dataclass(frozen=True)
 class CheckReport:
-    """What ``Store.check()`` found. Truthy when the file is sound."""
+    """What ``Store.check()`` found. Truthy when the file is sound.
+
+    Attributes:
+        problems: broken invariants; any one makes the report falsy.
+        checked: the checks that ran, in order (see :data:`CHECKS`).
+        warnings: things that are legal but worth knowing (events recorded after a run's end
+            with ``check_sequence=False``); they do not make the report falsy.
+    """
 
     problems: list[Problem] = field(default_factory=list)
     checked: tuple[str, ...] = ()
+    warnings: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -39,7 +130,761 @@ class CheckReport:
 def check_database(conn: apsw.Connection) -> CheckReport:
     """Run every check on an open store connection (inside one read transaction)."""
     problems: list[Problem] = []
-    for (line,) in conn.execute("PRAGMA integrity_check"):
+    warnings: list[Problem] = []
+    checked: list[str] = []
+    with _read_transaction(conn):
+        context = _Context(conn)
+        for name, run in _CHECKS:
+            if name in _OPTIONAL and not context.has_table(name):
+                continue
+            checked.append(name)
+            found = _Collector(name)
+            try:
+                run(context, found)
+            except apsw.Error as e:  # a file too broken to finish this check
+                found.problem(f"could not finish the check: {type(e).__name__}: {e}")
+            problems.extend(found.done(found.problems))
+            warnings.extend(found.done(found.warnings))
+    return CheckReport(problems, tuple(checked), warnings)
+
+
+# --- plumbing -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _read_transaction(conn: apsw.Connection) -> Iterator[None]:
+    if not conn.getautocommit():  # the caller's transaction (Store.check reads in one)
+        yield
+        return
+    conn.execute("BEGIN DEFERRED")
+    try:
+        yield
+    finally:
+        if not conn.getautocommit():
+            try:
+                conn.execute("COMMIT")
+            except apsw.Error:  # a corrupt file can fail even this; nothing was written
+                with contextlib.suppress(apsw.Error):
+                    conn.execute("ROLLBACK")
+
+
+class _Collector:
+    """The problems and warnings of one check, capped at MAX_PROBLEMS_PER_CHECK each."""
+
+    def __init__(self, check: str) -> None:
+        self.check = check
+        self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
+        self._dropped = {"problems": 0, "warnings": 0}
+
+    def problem(self, detail: str) -> None:
+        self._add(self.problems, "problems", detail)
+
+    def warning(self, detail: str) -> None:
+        self._add(self.warnings, "warnings", detail)
+
+    def _add(self, into: list[Problem], kind: str, detail: str) -> None:
+        if len(into) < MAX_PROBLEMS_PER_CHECK:
+            into.append(Problem(self.check, detail))
+        else:
+            self._dropped[kind] += 1
+
+    def done(self, into: list[Problem]) -> list[Problem]:
+        kind = "problems" if into is self.problems else "warnings"
+        dropped = self._dropped[kind]
+        if dropped:
+            return [*into, Problem(self.check, f"... and {dropped} more {kind} like these")]
+        return into
+
+
+@dataclass
+class _RunRow:
+    pk: int
+    thread_pk: int
+    run_id: str
+    parent: int | None
+    lineage: str
+    synthetic: bool
+    thread_id: str | None
+
+
+class _Context:
+    """What several checks read: the runs and threads (metadata only, never payloads)."""
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+        self._runs: dict[int, _RunRow] | None = None
+        self._log: _LogPass | None = None
+        try:
+            self._tables = {
+                str(r[0]) for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")
+            }
+        except apsw.Error:  # the sqlite check reports why
+            self._tables = set()
+
+    def has_table(self, name: str) -> bool:
+        return name in self._tables
+
+    @property
+    def log(self) -> _LogPass:
+        """The one pass over the event log that the batches and runs checks share."""
+        if self._log is None:
+            self._log = _LogPass(self)
+        return self._log
+
+    @property
+    def runs(self) -> dict[int, _RunRow]:
+        if self._runs is None:
+            self._runs = {
+                int(pk): _RunRow(
+                    int(pk),
+                    int(thread),
+                    str(run_id),
+                    None if parent is None else int(parent),
+                    str(lineage),
+                    bool(synthetic),
+                    None if thread_id is None else str(thread_id),
+                )
+                for pk, thread, run_id, parent, lineage, synthetic, thread_id in self.conn.execute(
+                    "SELECT runs.id, runs.thread, runs.run_id, runs.parent, runs.lineage, "
+                    "runs.synthetic, threads.thread_id FROM runs "
+                    "LEFT JOIN threads ON threads.id = runs.thread ORDER BY runs.id"
+                )
+            }
+        return self._runs
+
+    def name_run(self, pk: int) -> str:
+        """``run 'r1' (thread 't', #3)``: how a problem names a run."""
+        row = self.runs.get(pk)
+        if row is None:
+            return f"run #{pk} (missing)"
+        thread = _q(row.thread_id) if row.thread_id is not None else f"#{row.thread_pk}"
+        return f"run {_q(row.run_id)} (thread {thread}, #{pk})"
+
+
+def _q(value: object, width: int = 80) -> str:
+    """``repr`` of a value named in a problem, cut short: ids can be megabytes long."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 4] + "...'"
+
+
+def _seq_ranges(seqs: list[int]) -> str:
+    """``[3, 4, 5, 9]`` → ``3..5, 9``."""
+    parts: list[str] = []
+    start = prev = seqs[0]
+    for s in [*seqs[1:], None]:
+        if s is not None and s == prev + 1:
+            prev = s
+            continue
+        parts.append(str(start) if start == prev else f"{start}..{prev}")
+        if s is not None:
+            start = prev = s
+    return ", ".join(parts)
+
+
+def _status_of_terminal(event_type: str, payload: str | None) -> str:
+    if event_type == "RUN_ERROR":
+        return "error"
+    outcome = None
+    if payload is not None:
+        try:
+            data = codec.decode(payload)
+        except InvalidEventError:
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("outcome"), dict):
+            outcome = data["outcome"].get("type")
+    return _OUTCOME_STATUS.get(outcome or "success", "finished")
+
+
+# --- sqlite, foreign keys, schema -----------------------------------------------------------
+
+
+def _check_sqlite(ctx: _Context, out: _Collector) -> None:
+    for (line,) in ctx.conn.execute("PRAGMA integrity_check"):
         if line != "ok":
-            problems.append(Problem("sqlite", str(line)))
-    return CheckReport(problems, ("sqlite",))
+            out.problem(str(line))
+
+
+def _check_foreign_keys(ctx: _Context, out: _Collector) -> None:
+    columns: dict[tuple[str, int], list[str]] = {}
+    for table, rowid, parent, fkid in ctx.conn.execute("PRAGMA foreign_key_check"):
+        key = (str(table), int(fkid))
+        if key not in columns:
+            columns[key] = [
+                str(r[3])
+                for r in ctx.conn.execute(f'PRAGMA foreign_key_list("{table}")')
+                if int(r[0]) == fkid
+            ]
+        cols = columns[key]
+        if rowid is None:  # a WITHOUT ROWID table: name the row by its columns instead
+            out.problem(f"a {table} row names a missing {parent} row (through {', '.join(cols)})")
+            continue
+        values = ctx.conn.execute(
+            f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{table}" '
+            "WHERE rowid = ?",
+            (rowid,),
+        ).fetchone()
+        named = ", ".join(f"{c} = {_q(v)}" for c, v in zip(cols, values or (), strict=False))
+        out.problem(f"{table} row {rowid}: {named} names no row of {parent}")
+
+
+def expected_schema() -> dict[tuple[str, str], str]:
+    """Every table, index and trigger this version defines, with its SQL: the migrations
+    applied to an empty in-memory database (as ``database.connect`` applies them to a file)."""
+    mem = apsw.Connection(":memory:")
+    try:
+        for version in sorted(schema.MIGRATIONS):
+            mem.execute(schema.MIGRATIONS[version])
+        return _objects(mem)
+    finally:
+        mem.close()
+
+
+def _objects(conn: apsw.Connection) -> dict[tuple[str, str], str]:
+    return {
+        (str(kind), str(name)): str(sql)
+        for kind, name, sql in conn.execute(
+            "SELECT type, name, sql FROM sqlite_schema WHERE sql IS NOT NULL "
+            "AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+
+
+def _pragma_int(conn: apsw.Connection, name: str) -> int:
+    row = conn.execute(f"PRAGMA {name}").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _check_schema(ctx: _Context, out: _Collector) -> None:
+    app_id = _pragma_int(ctx.conn, "application_id")
+    if app_id != schema.APPLICATION_ID:
+        out.problem(
+            f"application_id is {app_id:#010x}, not {schema.APPLICATION_ID:#010x} ('AGUI'): "
+            "the file does not say it is an agui-store file"
+        )
+    version = _pragma_int(ctx.conn, "user_version")
+    if version != schema.SCHEMA_VERSION:
+        out.problem(
+            f"schema version (user_version) is {version}, but this agui-store reads and "
+            f"writes version {schema.SCHEMA_VERSION}"
+        )
+        return  # the objects to expect depend on the version
+    found = _objects(ctx.conn)
+    for (kind, name), sql in sorted(expected_schema().items()):
+        if (kind, name) not in found:
+            hint = ""
+            if kind == "trigger" and "append_only" in name:
+                table = name.split("_are_append_only_")[0]
+                how = name.rsplit("_", 1)[-1].upper()
+                hint = f": {how} of {table} is no longer refused"
+            out.problem(f"{kind} {name} is missing{hint}")
+        elif _normalize_sql(found[(kind, name)]) != _normalize_sql(sql):
+            out.problem(
+                f"{kind} {name} is not what schema version {version} defines "
+                f"(found: {_shorten(found[(kind, name)])})"
+            )
+
+
+def _normalize_sql(sql: str) -> str:
+    return " ".join(sql.split())
+
+
+def _shorten(text: str, width: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+# --- lineage and refs -----------------------------------------------------------------------
+
+
+def _check_lineage(ctx: _Context, out: _Collector) -> None:
+    runs = ctx.runs
+    for pk, row in runs.items():
+        name = ctx.name_run(pk)
+        if row.lineage not in LINEAGE_REASONS:
+            out.problem(
+                f"{name} records lineage reason {_q(row.lineage)}, which is not one of "
+                f"{', '.join(sorted(LINEAGE_REASONS))}"
+            )
+        if row.parent is None:
+            if row.lineage != "root" and row.lineage in LINEAGE_REASONS:
+                out.problem(
+                    f"{name} has no lineage parent but records reason {_q(row.lineage)} "
+                    "(a run without a parent is a 'root')"
+                )
+            continue
+        if row.lineage == "root":
+            out.problem(
+                f"{name} records reason 'root' but has lineage parent {ctx.name_run(row.parent)}"
+            )
+        parent = runs.get(row.parent)
+        if parent is None:
+            out.problem(f"{name} has lineage parent #{row.parent}, which does not exist")
+            continue
+        if parent.thread_pk != row.thread_pk:
+            out.problem(
+                f"{name} has lineage parent {ctx.name_run(row.parent)} in another "
+                "thread: lineage stays within one thread"
+            )
+        if row.parent >= pk:
+            out.problem(
+                f"{name} has lineage parent {ctx.name_run(row.parent)}, recorded after "
+                f"it (#{row.parent} >= #{pk}): a parent is always older"
+            )
+    # Cycles: follow parent pointers; each run is visited once overall.
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+    for start in runs:
+        if start in state:
+            continue
+        path: list[int] = []
+        at: int | None = start
+        while at is not None and at in runs and at not in state:
+            state[at] = 1
+            path.append(at)
+            at = runs[at].parent
+        if at is not None and state.get(at) == 1:
+            cycle = path[path.index(at) :]
+            names = " -> ".join(repr(runs[p].run_id) for p in [*cycle, at])
+            out.problem(
+                f"lineage cycle: {names} (thread {_q(runs[at].thread_id)}, "
+                f"#{', #'.join(map(str, cycle))}): an ancestor walk would never end"
+            )
+        for p in path:
+            state[p] = 2
+
+
+def _check_refs(ctx: _Context, out: _Collector) -> None:
+    runs = ctx.runs
+    for thread_pk, name, run_pk, thread_id in ctx.conn.execute(
+        "SELECT branches.thread, branches.name, branches.run, threads.thread_id "
+        "FROM branches LEFT JOIN threads ON threads.id = branches.thread "
+        "ORDER BY branches.thread, branches.name"
+    ):
+        if thread_id is None:
+            out.problem(f"branch {_q(name)} belongs to thread #{thread_pk}, which does not exist")
+            continue
+        where = f"branch {_q(name)} of thread {_q(thread_id)}"
+        if name in RESERVED_REFS:
+            out.problem(
+                f"{where} shadows the name every thread reserves for its default "
+                "branch (it follows the newest run)"
+            )
+        run = runs.get(int(run_pk))
+        if run is None:
+            out.problem(f"{where} points at run #{run_pk}, which does not exist")
+        elif run.thread_pk != thread_pk:
+            out.problem(
+                f"{where} points at {ctx.name_run(run.pk)}, in another thread: a "
+                "branch points into its own thread"
+            )
+
+
+# --- batches, runs and events ---------------------------------------------------------------
+
+
+@dataclass
+class _RunEvents:
+    """What one pass over the log learns about one run's events."""
+
+    count: int = 0
+    first_seq: int = 0
+    first_type: str = ""
+    started: list[tuple[int, str | None]] = field(default_factory=list)  # (seq, payload)
+    terminal: tuple[int, str] | None = None  # (seq, type) of the first terminal event
+    late_error: bool = False
+    after_end: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass
+class _Batch:
+    pk: int
+    run: int
+    first_seq: int
+    last_seq: int
+    count: int
+    outcome: str | None
+    found: int = 0
+    missing: list[int] = field(default_factory=list)
+    foreign: list[tuple[int, int]] = field(default_factory=list)  # (seq, run)
+    status: str | None = None
+    terminal_seq: int | None = None
+
+
+class _LogPass:
+    """One pass over ``events`` in seq order merged with ``batches`` in range order: every
+    event is read once, payloads only for RUN_STARTED and terminal events."""
+
+    def __init__(self, ctx: _Context) -> None:
+        self.ctx = ctx
+        self.per_run: dict[int, _RunEvents] = {}
+        self.uncovered: list[tuple[int, int, str]] = []  # (seq, run, type)
+        self.overlaps: list[tuple[_Batch, int, int, int]] = []  # (batch, other, lo, hi)
+        self.batches: list[_Batch] = []
+        self._run()
+
+    def _events(self) -> Iterator[tuple[int, int, str, str | None]]:
+        for seq, run, kind, payload in self.ctx.conn.execute(
+            "SELECT seq, run, type, CASE WHEN type IN ('RUN_STARTED', 'RUN_FINISHED', "
+            "'RUN_ERROR') THEN payload END FROM events ORDER BY seq"
+        ):
+            yield int(seq), int(run), str(kind), payload
+
+    def _observe(self, seq: int, run: int, kind: str, payload: str | None) -> None:
+        info = self.per_run.get(run)
+        if info is None:
+            info = self.per_run[run] = _RunEvents(first_seq=seq, first_type=kind)
+        info.count += 1
+        if kind == "RUN_STARTED":
+            info.started.append((seq, payload))
+        if info.terminal is None:
+            if kind in _TERMINAL:
+                info.terminal = (seq, kind)
+        elif (
+            kind == "RUN_ERROR"
+            and info.terminal[1] == "RUN_FINISHED"
+            and not info.late_error
+            and not info.after_end
+        ):
+            info.late_error = True
+        else:
+            info.after_end.append((seq, kind))
+
+    def _run(self) -> None:
+        events = self._events()
+        current = next(events, None)
+        end = 0  # highest seq claimed by a batch so far
+        end_batch: _Batch | None = None
+        for pk, run, first, last, count, outcome in self.ctx.conn.execute(
+            "SELECT id, run, first_seq, last_seq, count, outcome FROM batches "
+            "ORDER BY first_seq, id"
+        ):
+            batch = _Batch(int(pk), int(run), int(first), int(last), int(count), outcome)
+            self.batches.append(batch)
+            if batch.first_seq <= end and end_batch is not None:
+                self.overlaps.append(
+                    (batch, end_batch.pk, batch.first_seq, min(end, batch.last_seq))
+                )
+            while current is not None and current[0] < batch.first_seq:
+                if current[0] > end:
+                    self.uncovered.append((current[0], current[1], current[2]))
+                self._observe(*current)
+                current = next(events, None)
+            expect = max(batch.first_seq, end + 1)
+            while current is not None and current[0] <= batch.last_seq:
+                seq, run_pk, kind, payload = current
+                batch.missing.extend(range(expect, seq))
+                expect = seq + 1
+                batch.found += 1
+                if run_pk != batch.run:
+                    batch.foreign.append((seq, run_pk))
+                elif kind in _TERMINAL:
+                    batch.status = _status_of_terminal(kind, payload)
+                    batch.terminal_seq = seq
+                self._observe(*current)
+                current = next(events, None)
+            batch.missing.extend(range(expect, batch.last_seq + 1))
+            if batch.last_seq > end:
+                end, end_batch = batch.last_seq, batch
+        while current is not None:
+            if current[0] > end:
+                self.uncovered.append((current[0], current[1], current[2]))
+            self._observe(*current)
+            current = next(events, None)
+
+
+def _check_batches(ctx: _Context, out: _Collector) -> None:
+    log = ctx.log
+    for seq, run, kind in log.uncovered:
+        out.problem(f"event seq {seq} ({kind}) of {ctx.name_run(run)} is in no batch")
+    for batch, other, lo, hi in log.overlaps:
+        claimed = str(lo) if lo == hi else f"{lo}..{hi}"
+        out.problem(
+            f"batch #{batch.pk} of {ctx.name_run(batch.run)} claims seq {claimed}, "
+            f"already claimed by batch #{other}"
+        )
+    for b in log.batches:
+        where = f"batch #{b.pk} of {ctx.name_run(b.run)} (seq {b.first_seq}..{b.last_seq})"
+        span = b.last_seq - b.first_seq + 1
+        if b.first_seq > b.last_seq:
+            out.problem(f"{where} ends before it starts")
+            continue
+        if b.count != span:
+            out.problem(f"{where} records count {b.count}, but its range spans {span} events")
+        if b.missing:
+            out.problem(
+                f"{where} is missing seq {_seq_ranges(b.missing)}: part of the batch is gone"
+            )
+        foreign: dict[int, list[int]] = {}
+        for seq, run in b.foreign:
+            foreign.setdefault(run, []).append(seq)
+        for run, seqs in foreign.items():
+            out.problem(
+                f"{where} holds seq {_seq_ranges(seqs)} of {ctx.name_run(run)}: a batch holds "
+                "one run's events"
+            )
+        if b.outcome != b.status:
+            if b.status is None:
+                out.problem(
+                    f"{where} records outcome {b.outcome!r}, but holds no RUN_FINISHED or RUN_ERROR"
+                )
+            else:
+                out.problem(
+                    f"{where} records outcome {b.outcome!r}, but its terminal event "
+                    f"at seq {b.terminal_seq} ends the run as {b.status!r}"
+                )
+
+
+def _check_runs(ctx: _Context, out: _Collector) -> None:
+    log = ctx.log
+    for pk, row in ctx.runs.items():
+        name = ctx.name_run(pk)
+        info = log.per_run.get(pk)
+        if info is None:
+            out.problem(f"{name} has no events")
+            continue
+        if row.synthetic:
+            for seq, _ in info.started:
+                out.problem(
+                    f"{name} is synthetic (the store named it for events that started "
+                    f"no run) but holds a RUN_STARTED at seq {seq}"
+                )
+        else:
+            if info.first_type != "RUN_STARTED":
+                out.problem(
+                    f"{name} begins with {info.first_type} at seq {info.first_seq}, not RUN_STARTED"
+                )
+            for seq, _ in info.started[1:] if info.first_type == "RUN_STARTED" else info.started:
+                out.problem(
+                    f"{name} holds a second RUN_STARTED at seq {seq}: a RUN_STARTED "
+                    "always opens a new run"
+                )
+            if info.started and info.first_type == "RUN_STARTED":
+                _check_started(ctx, row, info.started[0], out)
+        if info.after_end:
+            assert info.terminal is not None
+            seqs = _seq_ranges([s for s, _ in info.after_end])
+            kinds = ", ".join(dict.fromkeys(k for _, k in info.after_end))
+            out.warning(
+                f"{name} has events after its terminal {info.terminal[1]} at seq "
+                f"{info.terminal[0]}: seq {seqs} ({kinds}); only "
+                "append(check_sequence=False) records that"
+            )
+    for pk, raw in ctx.conn.execute(
+        "SELECT id, input FROM runs WHERE input IS NOT NULL AND "
+        "(NOT json_valid(input) OR json_type(input) IS NOT 'object') ORDER BY id"
+    ):
+        try:
+            value = codec.decode(raw)
+        except InvalidEventError as e:
+            out.problem(f"the input of {ctx.name_run(int(pk))} is not JSON: {e}")
+            continue
+        if not isinstance(value, dict):
+            out.problem(f"the input of {ctx.name_run(int(pk))} is not a JSON object")
+
+
+def _check_started(
+    ctx: _Context, row: _RunRow, started: tuple[int, str | None], out: _Collector
+) -> None:
+    seq, payload = started
+    try:
+        data = codec.decode(payload or "")
+    except InvalidEventError:
+        return  # the events check reports it
+    if not isinstance(data, dict):
+        return
+    name = ctx.name_run(row.pk)
+    if data.get("runId") != row.run_id:
+        out.problem(
+            f"{name}: its RUN_STARTED at seq {seq} names runId "
+            f"{_q(data.get('runId'))}, not {_q(row.run_id)}"
+        )
+    if row.thread_id is not None and data.get("threadId") != row.thread_id:
+        out.problem(
+            f"{name}: its RUN_STARTED at seq {seq} names threadId "
+            f"{_q(data.get('threadId'))}, not {_q(row.thread_id)}"
+        )
+
+
+def _check_events(ctx: _Context, out: _Collector) -> None:
+    # SQLite's JSON functions find the suspects fast; the codec (the store's own reading of
+    # JSON: last duplicate key wins, any depth) decides, so that only real problems are shown.
+    for seq, run, kind, payload in ctx.conn.execute(
+        "SELECT seq, run, type, payload FROM events WHERE CASE WHEN json_valid(payload) "
+        "THEN json_type(payload) IS NOT 'object' OR json_extract(payload, '$.type') IS NOT type "
+        "ELSE 1 END ORDER BY seq"
+    ):
+        where = f"event seq {seq} ({kind}) of {ctx.name_run(int(run))}"
+        try:
+            data = codec.decode(payload)
+        except InvalidEventError as e:
+            out.problem(f"{where}: the payload is not JSON: {e}")
+            continue
+        if not isinstance(data, dict):
+            out.problem(f"{where}: the payload is not a JSON object")
+        elif data.get("type") != kind:
+            out.problem(
+                f"{where}: the payload's type is {_q(data.get('type'))}, but the type "
+                f"column says {_q(kind)}"
+            )
+
+
+# --- blobs ----------------------------------------------------------------------------------
+
+# The blobs table comes with content-addressed checkpoints. What this check assumes of it:
+#   hash   the sha256 of the value's canonical encoding: 32 raw bytes (BLOB) or 64 hex digits
+#          (TEXT, optionally prefixed "sha256:");
+#   data   the stored bytes (BLOB or TEXT);
+#   codec  (or "encoding" / "compression"), optional: how data encodes the canonical bytes:
+#          0 / NULL / "plain" / "identity" / "none" stored as is, 1 / "zlib" zlib, "gzip" gzip.
+#          Without such a column, data is taken as is, or as zlib when that alone matches.
+_CODEC_COLUMNS = ("codec", "encoding", "compression")
+_PLAIN_CODECS = {None, 0, "0", "", "plain", "identity", "none", "raw"}
+_DECODERS: dict[object, Callable[[bytes], bytes]] = {
+    1: zlib.decompress,
+    "1": zlib.decompress,
+    "zlib": zlib.decompress,
+    "deflate": zlib.decompress,
+    "gzip": gzip.decompress,
+    "gz": gzip.decompress,
+}
+_HEX_SHA256 = re.compile(r"^(?:sha256:)?([0-9a-fA-F]{64})$")
+
+
+def blob_bytes(codec_value: object, data: bytes) -> bytes:
+    """The canonical bytes a stored blob encodes (raises ValueError when it cannot say)."""
+    key = codec_value.lower() if isinstance(codec_value, str) else codec_value
+    if key in _PLAIN_CODECS:
+        return data
+    decoder = _DECODERS.get(key)
+    if decoder is None:
+        raise ValueError(f"unknown codec {codec_value!r}")
+    return decoder(data)
+
+
+def _address(value: object) -> tuple[bytes | None, str]:
+    """A blob address as raw digest bytes (None if malformed) and as text for messages."""
+    if isinstance(value, bytes):
+        return (value if len(value) == 32 else None), value.hex()
+    if isinstance(value, str):
+        match = _HEX_SHA256.match(value)
+        return (bytes.fromhex(match.group(1)) if match else None), value
+    return None, repr(value)
+
+
+def _check_blobs(ctx: _Context, out: _Collector) -> None:
+    columns = [str(r[1]) for r in ctx.conn.execute('PRAGMA table_info("blobs")')]
+    lower = {c.lower(): c for c in columns}
+    if "hash" not in lower or "data" not in lower:
+        out.problem(f"table blobs has no hash and data columns (it has {', '.join(columns)})")
+        return
+    codec_column = next((lower[c] for c in _CODEC_COLUMNS if c in lower), None)
+    select = (
+        f'SELECT "{lower["hash"]}", "{lower["data"]}", '
+        + (f'"{codec_column}"' if codec_column else "NULL")
+        + " FROM blobs ORDER BY 1"
+    )
+    for address, data, codec_value in ctx.conn.execute(select):
+        digest, shown = _address(address)
+        where = f"blob {shown}"
+        if digest is None:
+            out.problem(f"{where}: the address is not a sha256 (32 bytes or 64 hex digits)")
+            continue
+        stored = data.encode("utf-8") if isinstance(data, str) else bytes(data or b"")
+        try:
+            content = blob_bytes(codec_value, stored)
+        except (ValueError, zlib.error, OSError, EOFError) as e:
+            out.problem(
+                f"{where}: its data cannot be decoded ({codec_column} = {codec_value!r}): {e}"
+            )
+            continue
+        actual = hashlib.sha256(content).digest()
+        if actual != digest and codec_column is None:
+            with contextlib.suppress(zlib.error):
+                if hashlib.sha256(zlib.decompress(stored)).digest() == digest:
+                    continue
+        if actual != digest:
+            out.problem(f"{where}: its data hashes to {actual.hex()}: the blob is corrupt")
+
+
+# --- checkpoints ----------------------------------------------------------------------------
+
+
+def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
+    runs = ctx.runs
+    complete = {
+        int(r[0])
+        for r in ctx.conn.execute("SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL")
+    }
+    rows = {
+        int(run): (None if base is None else int(base), int(keep), int(length), int(chain))
+        for run, base, keep, length, chain in ctx.conn.execute(
+            "SELECT run, base, keep, length, chain FROM checkpoints ORDER BY run"
+        )
+    }
+    positions: dict[int, list[int]] = {}
+    for run, pos in ctx.conn.execute("SELECT run, pos FROM checkpoint_messages ORDER BY run, pos"):
+        positions.setdefault(int(run), []).append(int(pos))
+    for run, (base, keep, length, chain) in rows.items():
+        where = f"the checkpoint of {ctx.name_run(run)}"
+        if run in runs and run not in complete:
+            out.problem(
+                f"{where}: the run is incomplete, and a checkpoint holds the view at a run's end"
+            )
+        if base is None:
+            if keep != 0 or chain != 1:
+                out.problem(
+                    f"{where} has no base but keeps {keep} messages at chain {chain} "
+                    "(a full list keeps 0 at chain 1)"
+                )
+        else:
+            if not _is_ancestor(runs, base, run):
+                out.problem(
+                    f"{where} is based on the checkpoint of {ctx.name_run(base)}, which "
+                    "is not a lineage ancestor of the run"
+                )
+            found = rows.get(base)
+            if found is not None:
+                if chain != found[3] + 1:
+                    out.problem(
+                        f"{where} is at chain {chain}, but its base is at chain "
+                        f"{found[3]}: one link longer is {found[3] + 1}"
+                    )
+                if not 0 < keep <= found[2]:
+                    out.problem(f"{where} keeps {keep} of its base's {found[2]} messages")
+        if keep > length:
+            out.problem(f"{where} keeps {keep} messages of a list of {length}")
+        mine = positions.get(run, [])
+        if mine != list(range(keep, length)):
+            expected = f"{keep}..{length - 1}" if length > keep else "none"
+            got = _seq_ranges(mine) if mine else "none"
+            out.problem(f"{where} holds message rows at positions {got}, expected {expected}")
+    for run in sorted(set(positions) - set(rows)):
+        out.problem(f"message rows of a checkpoint of {ctx.name_run(run)}, which has none")
+
+
+def _is_ancestor(runs: dict[int, _RunRow], ancestor: int, run: int) -> bool:
+    seen: set[int] = set()
+    at = runs[run].parent if run in runs else None
+    while at is not None and at not in seen:
+        if at == ancestor:
+            return True
+        seen.add(at)
+        at = runs[at].parent if at in runs else None
+    return False
+
+
+#: Checks that run only when the file has their table.
+_OPTIONAL = frozenset({"blobs", "checkpoints"})
+
+_CHECKS: tuple[tuple[str, Callable[[_Context, _Collector], None]], ...] = (
+    ("sqlite", _check_sqlite),
+    ("foreign_keys", _check_foreign_keys),
+    ("schema", _check_schema),
+    ("lineage", _check_lineage),
+    ("refs", _check_refs),
+    ("batches", _check_batches),
+    ("runs", _check_runs),
+    ("events", _check_events),
+    ("blobs", _check_blobs),
+    ("checkpoints", _check_checkpoints),
+)

@@ -8,6 +8,7 @@ go (runs, lineage, branches) and talks SQL through :mod:`agui_store.database`.
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 import threading
@@ -631,9 +632,8 @@ class Store:
             base = (parent_pk, snap.blob_ids, snap.chain)
         else:
             reducer = start_reducer(self._view(conn, parent_pk))
-        # The parent's message objects stay alive (so their id()s stay unique) and known.
+        # The parent's message objects stay alive (so their id()s stay unique).
         before = list(reducer.messages)
-        known = dict(zip(map(id, before), base[1])) if base else {}
         if raws is None:
             raws = [
                 r[0]
@@ -649,15 +649,13 @@ class Store:
         )
         apply_run(reducer, record)
         view = view_of(reducer)
-        if len({id(m) for m in view.messages}) < len(view.messages):
+        blob_ids = _message_blobs(conn, view.messages, record, before, base, reducer)
+        del before
+        if blob_ids is None:
             # One message object at two positions (repeated ids, then a MESSAGES_SNAPSHOT):
             # the client edits both through one id. One blob per position would lose that
             # sharing, so this run keeps no checkpoint; its children replay from an older one.
             return
-        blob_ids = checkpoints.store_messages(
-            conn, _message_blobs(view.messages, record, known, reducer)
-        )
-        del before, known
         grown = base is not None and hasher is not None and (
             checkpoints.common_prefix(base[1], blob_ids) == len(base[1])
         )
@@ -853,7 +851,7 @@ class Store:
             return names
         wanted = set(pks)
         thread_rows = conn.execute(
-            "SELECT DISTINCT thread FROM runs WHERE id IN (%s)" % ",".join("?" * len(wanted)),
+            f"SELECT DISTINCT thread FROM runs WHERE id IN ({','.join('?' * len(wanted))})",
             tuple(wanted),
         ).fetchall()
         for (thread_pk,) in thread_rows:
@@ -1278,25 +1276,62 @@ _ID_KEYS = ("messageId", "toolCallId", "parentMessageId", "entityId")
 
 
 def _message_blobs(
-    messages: list[dict[str, Any]], record: RunRecord, known: dict[int, int], reducer: Reducer
-) -> list[int | checkpoints.Packed]:
-    """Each message's blob: the parent's blob id for a message the run cannot have changed
-    (the same object, still there, not reached by any id the run's events name; an input's
-    new or replaced messages are new objects), else the message packed anew."""
+    conn: database.Conn,
+    messages: list[dict[str, Any]],
+    record: RunRecord,
+    before: list[dict[str, Any]],
+    base: tuple[int, list[int], int] | None,
+    reducer: Reducer,
+) -> list[int] | None:
+    """Each message's blob id, storing the blobs that are new; ``None`` when one message
+    object stands at two positions (a checkpoint cannot say that).
+
+    A message keeps its parent's blob when it is the same object and the run cannot have
+    changed it: no id the run's events name reaches it. The common case costs the run's
+    new messages, not the whole history: the unchanged prefix is found by identity in C.
+    """
     names: set[str] = set()
+    snapshot = False
     for ev in record.events:
         if ev.get("type") == "MESSAGES_SNAPSHOT":
-            return [blobs.pack(m) for m in messages]
+            snapshot = True
+            break
         for key in _ID_KEYS:
             value = ev.get(key)
             if isinstance(value, str):
                 names.add(value)
-    changed = {id(m) for m in reducer.holders(names)}
-    get = known.get
-    return [
-        (None if id(m) in changed else get(id(m))) or blobs.pack(m)
-        for m in messages
-    ]
+    if (snapshot or record.input is not None or base is None) and len(
+        {id(m) for m in messages}
+    ) < len(messages):
+        return None  # only a snapshot (or an input) puts one object at two positions
+    made: dict[bytes, int] = {}
+
+    def stored(m: dict[str, Any]) -> int:
+        packed = blobs.pack(m)
+        if packed[0] not in made:
+            made[packed[0]] = checkpoints.store_blob(conn, packed)
+        return made[packed[0]]
+
+    if base is None or snapshot:
+        return [stored(m) for m in messages]
+    base_ids = base[1]
+    limit = min(len(before), len(messages))
+    same = list(map(operator.is_, before[:limit], messages))  # identity, in C
+    keep = same.index(False) if False in same else limit
+    out = base_ids[:keep]
+    changed = reducer.holders(names)
+    if changed:  # few: the messages the run's events name
+        position = dict(zip(map(id, messages[:keep]), range(keep)))
+        for m in changed:
+            at = position.get(id(m))
+            if at is not None:
+                out[at] = stored(m)
+    known = dict(zip(map(id, before[keep:]), base_ids[keep:]))
+    moved = {id(m) for m in changed}
+    for m in messages[keep:]:
+        blob_id = None if id(m) in moved else known.get(id(m))
+        out.append(blob_id if blob_id is not None else stored(m))
+    return out
 
 
 def _check_branch_name(name: str) -> None:

@@ -1,0 +1,244 @@
+"""Schema versions: old files open, migrate and read back unchanged; newer files are refused
+clearly and left alone; new files are private to their owner.
+
+``tests/data/v1.sqlite`` was written by schema version 1 code (``tests/data/make_v1_fixture.py``)
+with what that version read back from it in ``v1.expected.json``. The tests open copies of it,
+never the kept file itself: opening migrates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+import agui_store
+from agui_store import AguiStoreError, SchemaVersionError, schema
+from tests.data.make_v1_fixture import read_back
+from tests.workers.harness import ROOT, Worker, dump, worker_env
+
+DATA = Path(__file__).resolve().parent / "data"
+FIXTURES = sorted(DATA.glob("v*.sqlite"))
+
+
+def pragma(path: Path, name: str) -> int:
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return int(conn.execute(f"PRAGMA {name}").fetchone()[0])
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def v1(tmp_path: Path) -> Path:
+    path = tmp_path / "v1.db"
+    shutil.copy(DATA / "v1.sqlite", path)
+    return path
+
+
+def test_the_kept_fixture_is_a_version_1_file_no_test_has_migrated() -> None:
+    assert pragma(DATA / "v1.sqlite", "user_version") == 1
+    assert pragma(DATA / "v1.sqlite", "application_id") == schema.APPLICATION_ID
+    assert not Path(f"{DATA / 'v1.sqlite'}-wal").exists()
+
+
+def test_a_version_1_file_opens_migrated_and_reads_back_what_version_1_read(v1: Path) -> None:
+    expected = json.loads((DATA / "v1.expected.json").read_text(encoding="utf-8"))
+    with agui_store.open(v1) as store:
+        assert read_back(store) == expected
+        report = store.check()
+        assert report.ok, [str(p) for p in report.problems]
+    assert pragma(v1, "user_version") == schema.SCHEMA_VERSION
+    assert pragma(v1, "application_id") == schema.APPLICATION_ID
+    with agui_store.open(v1) as store:  # and once more, already migrated
+        assert read_back(store) == expected
+
+
+def test_a_migrated_file_takes_new_appends_where_version_1_left_off(v1: Path) -> None:
+    with agui_store.open(v1) as store:
+        # The live run recorded by version 1 continues, and finishes.
+        store.append(
+            [
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "a4", "delta": "..."},
+                {"type": "TEXT_MESSAGE_END", "messageId": "a4"},
+                {"type": "RUN_FINISHED", "threadId": "chat", "runId": "r4"},
+            ],
+            thread_id="chat",
+        )
+        run = store.get_run("r4", thread_id="chat")
+        assert run is not None and (run.status, run.event_count) == ("finished", 7)
+        assert store.checkout("r4", thread_id="chat").messages[-1] == {
+            "id": "a4",
+            "role": "assistant",
+            "content": "Still typing...",
+        }
+        # A new run on the branch version 1 wrote.
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "chat", "runId": "r5"},
+                {"type": "RUN_FINISHED", "threadId": "chat", "runId": "r5"},
+            ],
+            branch="first",
+        )
+        r5 = store.get_run("r5", thread_id="chat")
+        assert r5 is not None and r5.parent_run_id == "r1"
+        assert store.check().ok
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.name for f in FIXTURES])
+def test_every_kept_fixture_opens_with_this_version_and_checks_clean(
+    fixture: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / fixture.name
+    shutil.copy(fixture, path)
+    with agui_store.open(path) as store:
+        assert store.threads()
+        assert store.check().ok
+    assert pragma(path, "user_version") == schema.SCHEMA_VERSION
+
+
+def test_several_processes_opening_an_old_file_at_once_migrate_it_once(
+    v1: Path, tmp_path: Path
+) -> None:
+    workers = [
+        Worker("racer", "writer", str(v1), f"M{p}", "--threads", "2", "--runs", "3")
+        for p in range(3)
+    ]
+    for w in workers:
+        w.wait_for("spawned", timeout=60)
+    for w in workers:
+        w.send("go")
+    for w in workers:
+        lines = w.finish(timeout=120)
+        assert not [line for line in lines if line.startswith("error")], lines
+    expected = json.loads((DATA / "v1.expected.json").read_text(encoding="utf-8"))
+    with agui_store.open(v1) as store:
+        found = read_back(store)
+        assert store.check().ok
+    # The racers wrote to conversations of their own: the old ones read back unchanged.
+    assert {k: v for k, v in found["runs"].items() if k in expected["runs"]} == expected["runs"]
+    assert len(found["runs"]) == len(expected["runs"]) + 3 * 2 * 3
+    assert pragma(v1, "user_version") == schema.SCHEMA_VERSION
+
+
+def test_migrations_cover_every_version_in_order() -> None:
+    assert sorted(schema.MIGRATIONS) == list(range(1, schema.SCHEMA_VERSION + 1))
+
+
+# --- newer files ----------------------------------------------------------------------------
+
+
+def test_a_file_from_a_newer_version_is_refused_clearly_and_left_untouched(v1: Path) -> None:
+    with agui_store.open(v1):
+        pass
+    conn = apsw.Connection(str(v1))
+    conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")
+    conn.close()
+    before = dump(v1)
+    with pytest.raises(SchemaVersionError) as caught:
+        agui_store.open(v1)
+    error = caught.value
+    assert isinstance(error, AguiStoreError)
+    message = str(error)
+    assert str(v1) in message and f"schema version {schema.SCHEMA_VERSION + 1}" in message
+    assert f"reads up to {schema.SCHEMA_VERSION}" in message and "upgrade agui-store" in message
+    assert dump(v1) == before
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_store.cli", "threads", "--db", str(v1)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=worker_env(),
+        timeout=120,
+    )
+    assert done.returncode == 1 and "newer agui-store" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert dump(v1) == before
+
+
+def test_an_sqlite_file_of_another_application_is_not_taken_over(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    conn = apsw.Connection(str(path))
+    conn.execute("CREATE TABLE notes(body TEXT)")
+    conn.execute("INSERT INTO notes VALUES ('mine')")
+    conn.close()
+    before = dump(path)
+    with pytest.raises(AguiStoreError, match="something else"):
+        agui_store.open(path)
+    assert dump(path) == before
+
+
+def test_an_empty_file_becomes_a_store(tmp_path: Path) -> None:
+    path = tmp_path / "empty.db"
+    path.touch()
+    with agui_store.open(path) as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}])
+        assert store.check().ok
+    assert pragma(path, "user_version") == schema.SCHEMA_VERSION
+
+
+# --- file modes -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def umask() -> Iterator[Any]:
+    previous = os.umask(0o022)
+    os.umask(previous)
+
+    def set_umask(mask: int) -> None:
+        os.umask(mask)
+
+    yield set_umask
+    os.umask(previous)
+
+
+def mode(path: Path) -> str:
+    return oct(stat.S_IMODE(path.stat().st_mode))
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o002, 0o000])
+def test_new_files_and_their_wal_and_shm_are_readable_by_their_owner_only(
+    tmp_path: Path, umask: Any, mask: int
+) -> None:
+    umask(mask)
+    path = tmp_path / "private.db"
+    with agui_store.open(path) as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}])
+        wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+        assert wal.exists() and shm.exists()
+        assert {f.name: mode(f) for f in (path, wal, shm)} == {
+            path.name: "0o600",
+            wal.name: "0o600",
+            shm.name: "0o600",
+        }
+    assert mode(path) == "0o600"
+
+
+def test_a_file_created_by_the_cli_is_private_too(tmp_path: Path, umask: Any) -> None:
+    path = tmp_path / "cli.db"
+    recording = tmp_path / "run.jsonl"
+    recording.write_text(
+        '{"type":"RUN_STARTED","threadId":"t","runId":"r"}\n'
+        '{"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n',
+        encoding="utf-8",
+    )
+    umask(0)  # the child inherits it
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_store.cli", "import", str(recording), "--db", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=worker_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert mode(path) == "0o600"
