@@ -151,8 +151,8 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
         if len(rows) != length:
             raise ValueError(f"checkpoint of run {run_pk}: {len(rows)} messages, not {length}")
         plain = blobs.PLAIN
-        texts = [d if k == plain else blobs.unpack(k, d) for k, d in rows]
-        text = b"[" + b",".join(texts) + b"]"
+        parts = [d if k == plain else blobs.unpack(k, d) for k, d in rows]
+        text = b"[" + b",".join(parts) + b"]"
         return Snapshot(View(codec.decode(text), state, interrupts, warnings), [], int(chain))
     own: dict[int, list[tuple[int, bytes]]] = {}
     for cp_run, digest, b_codec, b_data in conn.execute(MESSAGE_ROWS, (run_pk,)):

@@ -441,7 +441,15 @@ def _from_object(obj: Any, index: int, limits: _Limits) -> IncomingEvent:
     if isinstance(obj, msgspec.Struct):
         obj = msgspec.to_builtins(obj)
     elif not isinstance(obj, dict) and _is_model(obj):
-        obj = obj.model_dump(mode="json", by_alias=True)
+        try:
+            obj = obj.model_dump(mode="json", by_alias=True, warnings=False)
+        except (ValueError, TypeError, RecursionError) as exc:  # pydantic's own limits
+            raise InvalidEventError(
+                f"the model could not be dumped to JSON: {str(exc)[:200]}",
+                index=index,
+                event_type=getattr(obj, "type", None) if isinstance(
+                    getattr(obj, "type", None), str) else None,
+            ) from None
     if not isinstance(obj, dict):
         raise InvalidEventError(
             f"an event must be a JSON object, got {kind_of(obj)}", index=index, path="$"
@@ -542,6 +550,12 @@ def _parse_array(body: bytes, limits: _Limits) -> list[IncomingEvent]:
             f"invalid UTF-8 at byte {offset}", index=element, path=render_path(path)
         ) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        if isinstance(exc, msgspec.DecodeError) and _SURROGATE_ESCAPE.search(body):
+            # msgspec refuses escaped lone surrogates, which JSON.parse and json.loads take
+            # (JS producers split emoji): read the array with the standard library instead.
+            items_or_none, ok = _decode_stdlib(body)
+            if ok and isinstance(items_or_none, list):
+                return [_from_object(item, i, limits) for i, item in enumerate(items_or_none)]
         match = _BYTE_AT.search(str(exc))
         offset = int(match.group(1)) if match else len(body)
         element, path, _ = _scan(body, top_array=True, stop_at=offset)

@@ -55,6 +55,10 @@ def translated() -> Iterator[None]:
         raise errors.IntegrityError(f"the database refused the write: {e}") from e
     except apsw.NotADBError as e:
         raise errors.AguiStoreError(f"not an SQLite database: {e}") from e
+    except apsw.CorruptError as e:
+        raise errors.AguiStoreError(
+            f"the database file is corrupt ({e}); run 'agui-store check' for details"
+        ) from e
     except apsw.CantOpenError as e:
         raise errors.AguiStoreError(f"cannot open the database file: {e}") from e
 
@@ -85,7 +89,7 @@ def connect(path: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> aps
         conn.set_busy_timeout(busy_timeout_ms)
         cur = conn.cursor()
         if not memory:
-            cur.execute("PRAGMA journal_mode=WAL")
+            _enter_wal(conn, busy_timeout_ms)
         # NORMAL in WAL mode survives a killed process (a committed transaction is in the WAL);
         # only a power cut can lose the last transactions. See README, "Durability".
         cur.execute("PRAGMA synchronous=NORMAL")
@@ -97,31 +101,46 @@ def connect(path: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> aps
     return conn
 
 
+def _enter_wal(conn: Conn, busy_timeout_ms: int) -> None:
+    """Switch the file to WAL (a no-op when it is already). Leaving another journal mode
+    needs the file to itself, and SQLite does not wait for that in the busy handler, so
+    several processes opening an old file at once wait here, within the same bound."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            return
+        except apsw.BusyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+
+
 def schema_version(conn: apsw.Connection) -> int:
     row = conn.execute("PRAGMA user_version").fetchone()
     return int(row[0]) if row else 0
 
 
-def _migrate(conn: apsw.Connection, path: str) -> None:
-    version = schema_version(conn)
-    if version == schema.SCHEMA_VERSION:
-        return
-    if version > schema.SCHEMA_VERSION:
-        raise errors.SchemaVersionError(
-            f"{path} was written by a newer agui-store (schema version {version}; this one "
-            f"reads up to {schema.SCHEMA_VERSION}): upgrade agui-store to open it"
-        )
-    if version == 0:
-        app_id = conn.execute("PRAGMA application_id").fetchone()
-        has_tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
-        if has_tables and has_tables[0] and (not app_id or app_id[0] != schema.APPLICATION_ID):
-            raise errors.AguiStoreError(
-                f"{path} is an SQLite database of something else (it has tables but is not an "
-                "agui-store file); give a new path"
-            )
+def _migrate(conn: Conn, path: str) -> None:
+    if schema_version(conn) == schema.SCHEMA_VERSION:
+        return  # the common case, without taking the write lock
     with immediate(conn):
-        # Re-read inside the write lock: another process may have migrated meanwhile.
+        # Everything is decided inside the write lock: another process may be creating or
+        # migrating the same file right now.
         version = schema_version(conn)
+        if version > schema.SCHEMA_VERSION:
+            raise errors.SchemaVersionError(
+                f"{path} was written by a newer agui-store (schema version {version}; this one "
+                f"reads up to {schema.SCHEMA_VERSION}): upgrade agui-store to open it"
+            )
+        if version == 0:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+            if tables and app_id != schema.APPLICATION_ID:
+                raise errors.AguiStoreError(
+                    f"{path} is an SQLite database of something else (it has tables but is "
+                    "not an agui-store file); give a new path"
+                )
         for target in range(version + 1, schema.SCHEMA_VERSION + 1):
             conn.execute(schema.MIGRATIONS[target])
         conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
@@ -159,4 +178,9 @@ def snapshot(conn: apsw.Connection) -> Iterator[None]:
         yield
     finally:
         if not conn.getautocommit():
-            conn.execute("COMMIT")
+            try:
+                conn.execute("COMMIT")
+            except apsw.Error:
+                # A read changed nothing; on a corrupt file even COMMIT can fail.
+                with contextlib.suppress(apsw.Error):
+                    conn.execute("ROLLBACK")

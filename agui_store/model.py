@@ -29,6 +29,7 @@ pipeline is ``CompatibilityBoundary`` then ``enforceEvents`` (zod):
   cannot tell it from ``1``), ``1.5``, ``true`` and ``"1"`` are not.
 """
 
+import json
 import re
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal, NoReturn, get_args
@@ -741,7 +742,11 @@ def render_path(segments: list[_PathSeg] | tuple[_PathSeg, ...]) -> str:
         elif _IDENT.match(seg):
             out.append(f".{seg}")
         else:
-            out.append("[" + msgspec.json.encode(seg).decode("utf-8", "backslashreplace") + "]")
+            try:
+                quoted = msgspec.json.encode(seg).decode("utf-8", "backslashreplace")
+            except UnicodeEncodeError:  # a key holding a lone surrogate
+                quoted = json.dumps(seg)
+            out.append(f"[{quoted}]")
     return "".join(out)
 
 

@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -132,10 +132,28 @@ BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
 # ``messages`` key is then left out of ``runs.input``.
 CREATE_V3 = "ALTER TABLE runs ADD COLUMN input_refs TEXT;"
 
+# Version 4: ``INSERT OR REPLACE`` deletes a conflicting row without firing DELETE triggers,
+# so the append-only tables also refuse an insert whose key already exists.
+_REPLACE_KEYS = {
+    "threads": "id = NEW.id OR thread_id = NEW.thread_id",
+    "runs": "id = NEW.id OR (thread = NEW.thread AND run_id = NEW.run_id)",
+    "events": "seq = NEW.seq",
+    "batches": "id = NEW.id",
+}
+CREATE_V4 = "\n".join(
+    f"""
+CREATE TRIGGER {table}_are_append_only_replace BEFORE INSERT ON {table}
+WHEN EXISTS (SELECT 1 FROM {table} WHERE {keys})
+BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
+"""
+    for table, keys in _REPLACE_KEYS.items()
+)
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
     3: CREATE_V3,
+    4: CREATE_V4,
 }
 
 # --- hot statements -------------------------------------------------------------------------

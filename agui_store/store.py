@@ -8,11 +8,13 @@ go (runs, lineage, branches) and talks SQL through :mod:`agui_store.database`.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import re
 import threading
 import uuid
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -111,6 +113,7 @@ class Store:
             self.path, busy_timeout_ms=busy_timeout_ms
         )
         self._pid = os.getpid()
+        _OPEN_STORES.add(self)
         # Sequence state of each thread's newest run, so that a live run streamed in many
         # small appends is not re-verified from its start each time. Keyed by thread; valid
         # while the run's last sequence number is unchanged (another writer invalidates it).
@@ -140,11 +143,23 @@ class Store:
         if self._conn is None:
             raise AguiStoreError("the store is closed")
         if os.getpid() != self._pid:
-            # A forked child must not share the parent's SQLite handle: open its own.
+            # A forked child must not use the parent's SQLite handle (the at-fork hook
+            # below already closed it): open its own.
             self._conn = database.connect(self.path, busy_timeout_ms=self.busy_timeout_ms)
             self._pid = os.getpid()
             self._forget()
         return self._conn
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: drop the parent's lock and close the inherited connection
+        before anything opens a new one (SQLite's own procedure, test/forkdemo.c). A child
+        whose new connection sat beside the inherited one would share the parent's lock
+        bookkeeping, and the parent's close could delete the WAL the child writes to."""
+        self._lock = threading.RLock()
+        if self._conn is not None and self._pid != os.getpid():
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = _REOPEN
 
     def _forget(self) -> None:
         """Drop in-memory caches (after a failed write, or in a forked child)."""
@@ -191,6 +206,14 @@ class Store:
             events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
         )
         types = [model.validate_event(ev.data, index=i) for i, ev in enumerate(incoming)]
+        for i, (ev, kind) in enumerate(zip(incoming, types)):
+            if kind == "RUN_STARTED":
+                for name in ("threadId", "runId", "parentRunId"):
+                    _storable(ev.data.get(name), index=i, event_type=kind, path=f"$.{name}")
+        for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
+            _storable(value, path=name)
+        if branch is not None:
+            _check_branch_name(branch)
         run_input = self._parse_input(input) if input is not None else None
         batch_thread = self._thread_of_batch(incoming, types, thread_id, run_input)
         with self._lock:
@@ -398,7 +421,7 @@ class Store:
         ).fetchone()
         if row:
             raise InvalidEventError(
-                f"run {run_id!r} is already recorded in this thread; a run is recorded once "
+                f"run {_quote(run_id)} is already recorded in this thread; a run is recorded once "
                 "(continue a live run by appending events without a new RUN_STARTED)",
                 index=segment.first_index,
                 event_type="RUN_STARTED",
@@ -656,17 +679,17 @@ class Store:
             # the client edits both through one id. One blob per position would lose that
             # sharing, so this run keeps no checkpoint; its children replay from an older one.
             return
-        grown = base is not None and hasher is not None and (
-            checkpoints.common_prefix(base[1], blob_ids) == len(base[1])
+        grown = (
+            base is not None
+            and hasher is not None
+            and (checkpoints.common_prefix(base[1], blob_ids) == len(base[1]))
         )
         if grown:
             assert base is not None
             hasher = checkpoints.ids_hasher(view.messages[len(base[1]) :], hasher)
         else:
             hasher = checkpoints.ids_hasher(view.messages)
-        chain = checkpoints.write(
-            conn, run_pk, view, blob_ids, base, bytes(hasher.digest()), now
-        )
+        chain = checkpoints.write(conn, run_pk, view, blob_ids, base, bytes(hasher.digest()), now)
         self._views[thread_pk] = _CachedView(run_pk, reducer, blob_ids, chain, hasher)
 
     def compact(self, run_or_ref: str | None = None, *, thread_id: str | None = None) -> int:
@@ -1334,6 +1357,53 @@ def _message_blobs(
     return out
 
 
+#: Every Store not yet garbage-collected, for the at-fork hook.
+_OPEN_STORES: weakref.WeakSet[Store] = weakref.WeakSet()
+
+
+class _Reopen:
+    """Stands for a connection a forked child closed: ``_db`` opens a new one on first use."""
+
+    def close(self) -> None:
+        pass
+
+
+_REOPEN: Any = _Reopen()
+
+
+def _close_inherited_connections() -> None:
+    for store in list(_OPEN_STORES):
+        store._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_inherited_connections)
+
+
+def _quote(value: str, limit: int = 80) -> str:
+    """An id for an error message: quoted, and cut when it is absurdly long."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 1]}…' ({len(value)} characters)"
+
+
+def _storable(
+    value: Any, *, path: str, index: int | None = None, event_type: str | None = None
+) -> None:
+    """Ids become SQLite TEXT, which must be valid UTF-8: a lone surrogate (legal in JSON
+    text as an escape) cannot be stored, so it is refused here, before any SQL."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidEventError(
+                "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which cannot "
+                "be stored as text",
+                index=index,
+                event_type=event_type,
+                path=path,
+            ) from None
+
+
 def _check_branch_name(name: str) -> None:
     if name in _RESERVED_REFS:
         raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
@@ -1343,9 +1413,7 @@ def _check_branch_name(name: str) -> None:
         )
 
 
-def open(
-    path: str | os.PathLike[str] | None = None, **options: Any
-) -> Store:
+def open(path: str | os.PathLike[str] | None = None, **options: Any) -> Store:
     """Open (creating if needed) a store file. ``None``: ``$AGUI_STORE_DB`` or
     ``./agui-store.db``; ``":memory:"`` keeps everything in memory."""
     return Store(path, **options)

@@ -145,7 +145,6 @@ def test_writer_processes_and_threads_racing_lose_and_duplicate_nothing(tmp_path
     )
 
 
-@pytest.mark.xfail(strict=True, reason=CREATION_RACE)
 def test_a_new_file_opened_while_another_writer_creates_it_is_not_taken_for_a_foreign_file(
     tmp_path: Path,
 ) -> None:
@@ -452,7 +451,6 @@ def test_a_store_used_in_a_forked_child_reopens_there_and_the_parent_carries_on(
         assert store.check().ok
 
 
-@pytest.mark.xfail(strict=True, reason=FORK_LOSS)
 @pytest.mark.parametrize("child_store", ["the inherited Store", "a new Store"])
 def test_what_a_forked_child_appends_survives_the_parent_closing_its_store(
     tmp_path: Path, child_store: str

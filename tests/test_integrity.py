@@ -774,7 +774,6 @@ CORRUPT_READ = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason=CORRUPT_READ)
 def test_a_corrupted_page_is_reported_by_store_check_and_the_cli(db: Path) -> None:
     corrupt_events_page(db)
     with agui_store.open(db) as store:
@@ -1035,7 +1034,6 @@ UPSERT_OR_REPLACE = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason=UPSERT_OR_REPLACE)
 def test_replacing_an_existing_row_fails_inside_sqlite_for_another_driver(db: Path) -> None:
     before = dump(db)
     statements = [
