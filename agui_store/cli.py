@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 from agui_store import codec, database
@@ -242,7 +242,13 @@ def cmd_compact(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     if args.sqlite:
         return cmd_export_sqlite(store, args, out)
-    if args.compacted:
+    events: Iterable[dict[str, Any]]
+    if args.all:
+        if not args.thread:
+            raise AguiStoreError("--all exports a whole thread: name it with --thread")
+        progress = Progress(sum(r.event_count for r in store.runs(args.thread)), "exporting")
+        events = _counted(store.thread_events(args.thread), progress)
+    elif args.compacted:
         events = store.compacted(args.ref, thread_id=args.thread)
     else:
         events = store.history(args.ref, thread_id=args.thread)
@@ -251,11 +257,19 @@ def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         with open(args.output, "wb") as fh:
             for chunk in chunks:
                 fh.write(chunk)
-        sys.stderr.write(f"wrote {len(events)} events to {args.output}\n")
+        sys.stderr.write(f"wrote {args.output}\n")
     else:
         for chunk in chunks:
             out.write(chunk.decode("utf-8"))
+    if args.all:
+        progress.finish()
     return 0
+
+
+def _counted(events: Iterable[dict[str, Any]], progress: Progress) -> Iterator[dict[str, Any]]:
+    for event in events:
+        progress.advance(1)
+        yield event
 
 
 def cmd_diff(store: Store, args: argparse.Namespace, out: TextIO) -> int:
@@ -460,6 +474,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = parsers["export"]
     p.add_argument("ref", nargs="?", default="HEAD", help="run id, branch, HEAD, REF~n")
     p.add_argument("--thread")
+    p.add_argument("--all", action="store_true",
+                   help="every run of the thread (--thread), in recorded order, streamed")
     p.add_argument("--compacted", action="store_true",
                    help="the short stream that restores the run (what a reconnecting client gets)")
     p.add_argument("--format", choices=FORMATS, default="jsonl")

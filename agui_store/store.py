@@ -965,6 +965,12 @@ class Store:
             ).fetchall()
         return codec.decode_many([r[0] for r in rows])
 
+    def thread_events(self, thread_id: str) -> Iterator[dict[str, Any]]:
+        """Every event of a thread in recorded order, read run by run (memory bounded by
+        the largest run): what a whole-thread export streams out."""
+        for run in self.runs(thread_id):
+            yield from self.events(run.run_id, thread_id=thread_id)
+
     def input(self, run_id: str, *, thread_id: str | None = None) -> dict[str, Any] | None:
         """The ``RunAgentInput`` recorded for a run (``append(input=...)``), or ``None``."""
         with self._reading() as conn:
