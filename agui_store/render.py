@@ -228,7 +228,8 @@ def diff_html(d: Diff) -> str:
         )
 
     base = html.escape(d.merge_base.run_id) if d.merge_base else "none"
-    out = f"<div><b>{html.escape(d.a.run_id)} vs {html.escape(d.b.run_id)}</b> ({d.mode}, merge base {base})"
+    names = f"{html.escape(d.a.run_id)} vs {html.escape(d.b.run_id)}"
+    out = f"<div><b>{names}</b> ({d.mode}, merge base {base})"
     if d.a_changes is not None:
         out += f"<div>{html.escape(d.a.run_id)} side</div>{table(d.a_changes)}"
     out += f"<div>{html.escape(d.b.run_id)} side</div>{table(d.changes)}</div>"

@@ -68,7 +68,7 @@ def start_of_run(
         messages = base_messages + [
             m for m in sent if isinstance(m, dict) and m.get("id") not in known
         ]
-    state = run_input["state"] if "state" in run_input else base_state
+    state = run_input.get("state", base_state)
     return messages, state
 
 

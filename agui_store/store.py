@@ -626,7 +626,14 @@ class Store:
             return
         if segment.outcome is not None:
             raws = [ev.raw for ev in segment.events] if whole else None
-            self._checkpoint(conn, thread_pk, segment.run_pk, now, raws)
+            try:
+                self._checkpoint(conn, thread_pk, segment.run_pk, now, raws)
+            except InvalidEventError:
+                # The lineage replays into something the official client itself would throw
+                # on (e.g. a first TOOL_CALL_CHUNK without a name, which verifyEvents lets
+                # through): the events are legal to record, the view cannot be derived. No
+                # checkpoint; checkout raises what the client would.
+                self._views.pop(thread_pk, None)
 
     def _checkpoint(
         self,

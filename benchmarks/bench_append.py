@@ -45,7 +45,8 @@ def raw_apsw(path: str, all_rows: list[list[tuple[int, int, str, str]]]) -> None
     for run_pk, rows in enumerate(all_rows, start=1):
         with database.immediate(conn):
             conn.execute(
-                "INSERT INTO runs(id, thread, run_id, lineage, created_at) VALUES (?, 1, ?, 'root', 0)",
+                "INSERT INTO runs(id, thread, run_id, lineage, created_at) "
+                "VALUES (?, 1, ?, 'root', 0)",
                 (run_pk, f"run-{run_pk}"),
             )
             conn.executemany(

@@ -68,10 +68,14 @@ def main() -> None:
             co = store.checkout(leaf)
             assert store._replay_view(conn, leaf_pk).messages == co.messages
             doc = msgspec.json.encode({"messages": co.messages, "state": co.state})
-            read = median_time(lambda: read_and_decode(store, leaf_pk), repeat=args.repeat)
-            replay = median_time(lambda: store._replay_view(conn, leaf_pk), repeat=args.repeat)
-            checkout = median_time(lambda: store.checkout(leaf), repeat=args.repeat)
-            decode = median_time(lambda: msgspec.json.decode(doc), repeat=args.repeat * 4)
+            read = median_time(
+                lambda s=store, pk=leaf_pk: read_and_decode(s, pk), repeat=args.repeat
+            )
+            replay = median_time(
+                lambda s=store, c=conn, pk=leaf_pk: s._replay_view(c, pk), repeat=args.repeat
+            )
+            checkout = median_time(lambda s=store, r=leaf: s.checkout(r), repeat=args.repeat)
+            decode = median_time(lambda d=doc: msgspec.json.decode(d), repeat=args.repeat * 4)
             results[depth] = (read, replay, checkout, decode)
             print(
                 f"| {depth} | {n} | {read * 1e3:.1f} | {replay * 1e3:.1f} | {replay / read:.2f}x "

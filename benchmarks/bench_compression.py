@@ -81,7 +81,8 @@ def main() -> None:
         d = (time.perf_counter() - t0) / 5
         ratio = sum(len(p) for p in packed) / total
         print(
-            f"| {name} | {ratio:.2f} | {total / c / 1e6:.0f} | {total / d / 1e6:.0f} | {d / copy:.0f}x |"
+            f"| {name} | {ratio:.2f} | {total / c / 1e6:.0f} | {total / d / 1e6:.0f} "
+            f"| {d / copy:.0f}x |"
         )
     print(
         "zstd would need a new dependency (python-zstandard) until Python 3.14's compression.zstd;"

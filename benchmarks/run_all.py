@@ -38,7 +38,12 @@ def main() -> None:
     ]
     for title, module, quick_args in BENCHMARKS:
         if module[0].endswith("langgraph") and importlib.util.find_spec("langgraph") is None:
-            out += [f"## {title}", "", "skipped: `pip install langgraph-checkpoint-sqlite` first", ""]
+            out += [
+                f"## {title}",
+                "",
+                "skipped: `pip install langgraph-checkpoint-sqlite` first",
+                "",
+            ]
             continue
         argv = [sys.executable, "-m", *module, *(quick_args if args.quick else [])]
         proc = subprocess.run(argv, capture_output=True, text=True, cwd=HERE.parent)

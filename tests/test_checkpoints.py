@@ -180,18 +180,49 @@ def test_a_message_object_shared_by_two_positions_is_restored_shared(tmp_path: P
     object at both positions and later edits reach both. A checkpoint cannot say that, so
     such a view is restored by replay, and equals the client's."""
     with agui_store.open(tmp_path / "s.db") as store:
-        twice = [{"id": "m1", "role": "user", "content": "a"}, {"id": "m1", "role": "user", "content": "b"}]
-        store.append([
-            {"type": "RUN_STARTED", "threadId": "t", "runId": "r1",
-             "input": {"threadId": "t", "runId": "r1", "messages": twice}},
-            {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "m1", "role": "assistant", "content": "s"}]},
-            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
-        ])
-        store.append([
-            {"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
-            {"type": "TEXT_MESSAGE_START", "messageId": "m1"},
-            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "+"},
-            {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
-            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"},
-        ])
+        twice = [
+            {"id": "m1", "role": "user", "content": "a"},
+            {"id": "m1", "role": "user", "content": "b"},
+        ]
+        store.append(
+            [
+                {
+                    "type": "RUN_STARTED",
+                    "threadId": "t",
+                    "runId": "r1",
+                    "input": {"threadId": "t", "runId": "r1", "messages": twice},
+                },
+                {
+                    "type": "MESSAGES_SNAPSHOT",
+                    "messages": [{"id": "m1", "role": "assistant", "content": "s"}],
+                },
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+            ]
+        )
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
+                {"type": "TEXT_MESSAGE_START", "messageId": "m1"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "+"},
+                {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"},
+            ]
+        )
         assert [m["content"] for m in store.checkout("r2").messages] == ["s+", "s+"]
+
+
+def test_a_run_the_client_cannot_replay_does_not_block_later_appends(tmp_path: Path) -> None:
+    """verifyEvents lets a nameless first TOOL_CALL_CHUNK through; transformChunks throws on
+    it. Recording it is legal; only restoring it fails, exactly where the client fails."""
+    with agui_store.open(tmp_path / "s.db") as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+                      {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"}])
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
+                      {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"}])
+        assert [r.status for r in store.runs("t")] == ["incomplete", "finished"]
+        try:
+            store.checkout("r2")
+        except agui_store.InvalidEventError as e:
+            assert e.event_type == "TOOL_CALL_CHUNK" and e.path == "$.toolCallName"
+        else:
+            raise AssertionError("the client throws on this lineage; so must checkout")

@@ -63,7 +63,7 @@ def sse_file(path: Path, events: list[dict[str, Any]]) -> Path:
 def test_import_then_export_round_trips_a_recording_in_every_format(
     tmp_path: Path, fmt: str
 ) -> None:
-    name, events = max(FIXTURE_STREAMS, key=lambda s: len(s[1]))
+    _, events = max(FIXTURE_STREAMS, key=lambda s: len(s[1]))
     db = tmp_path / "s.db"
     source = tmp_path / f"in.{fmt}"
     if fmt == "json":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import subprocess
 import sys
@@ -153,7 +154,7 @@ def test_recorded_runs_forked_and_compared_show_exactly_what_each_side_added(
     tmp_path: Path, events: list[dict[str, Any]]
 ) -> None:
     starts = [i for i, e in enumerate(events) if e["type"] == "RUN_STARTED"] + [len(events)]
-    runs = [events[a:b] for a, b in zip(starts, starts[1:])]
+    runs = [events[a:b] for a, b in itertools.pairwise(starts)]
     with agui_store.open(tmp_path / "s.db") as store:
         for run_events in runs[:-1]:
             store.append(run_events)

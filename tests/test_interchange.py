@@ -56,9 +56,22 @@ def test_a_whole_thread_exports_from_the_command_line_with_a_progress_bar_only_o
         want = list(store.thread_events(thread))
     out = tmp_path / "thread.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "agui_store", "export", "--all", "--thread", thread,
-         "-o", str(out), "--db", str(db)],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "agui_store",
+            "export",
+            "--all",
+            "--thread",
+            thread,
+            "-o",
+            str(out),
+            "--db",
+            str(db),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "[#" not in proc.stderr  # not a terminal: no bar
     got = [json.loads(line) for line in out.read_text().splitlines()]

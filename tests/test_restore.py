@@ -7,6 +7,7 @@ answer for the parent is itself the oracle's, so nothing of ours is trusted on t
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.oracle
 
 def run_bounds(events: list[dict[str, Any]]) -> list[tuple[int, int]]:
     starts = [i for i, e in enumerate(events) if e["type"] == "RUN_STARTED"] + [len(events)]
-    return list(zip(starts, starts[1:]))
+    return list(itertools.pairwise(starts))
 
 
 @pytest.mark.parametrize("events", fixture_params())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import stat
@@ -80,7 +81,7 @@ def test_every_recorded_event_reads_back_json_equal(
     result = store.append(json.loads(json.dumps(events)))
     assert result.event_count == len(events)
     starts = [i for i, e in enumerate(events) if e["type"] == "RUN_STARTED"] + [len(events)]
-    for a, b in zip(starts, starts[1:]):
+    for a, b in itertools.pairwise(starts):
         rs = events[a]
         assert store.events(rs["runId"], thread_id=rs["threadId"]) == events[a:b]
 
