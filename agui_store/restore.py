@@ -26,6 +26,8 @@ class RunRecord:
     input: dict[str, Any] | None
     events: Sequence[dict[str, Any]]
     input_refs: dict[str, Any] | None = None
+    #: The same for the ``input`` its RUN_STARTED echoed (stored normalized).
+    echo_refs: dict[str, Any] | None = None
 
 
 def effective_input(
@@ -93,6 +95,11 @@ def start_reducer(start: View | None = None) -> Reducer:
 
 def apply_run(reducer: Reducer, record: RunRecord) -> None:
     """One run of a lineage on top of its parent's view, which ``reducer`` holds."""
+    if record.echo_refs is not None and record.events:
+        started = record.events[0]
+        started["input"] = expand_input(
+            started["input"], record.echo_refs, reducer.messages, reducer.state
+        )
     run_input = effective_input(record, reducer.messages, reducer.state)
     messages, state = start_of_run(reducer.messages, reducer.state, run_input)
     # Free when the run has no input: the reducer keeps its own lists and indexes.

@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -149,11 +149,29 @@ BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
     for table, keys in _REPLACE_KEYS.items()
 )
 
+# Version 5: a RUN_STARTED whose echoed ``input`` repeats its lineage is stored with that input
+# normalized (as runs.input_refs does for recorded inputs); ``echo_refs`` holds what was
+# taken out, and reading the event puts it back. Part of the log: append-only too.
+CREATE_V5 = """
+CREATE TABLE echo_refs (
+    seq   INTEGER PRIMARY KEY REFERENCES events(seq),
+    refs  TEXT NOT NULL
+) STRICT;
+CREATE TRIGGER echo_refs_are_append_only_update BEFORE UPDATE ON echo_refs
+BEGIN SELECT RAISE(ABORT, 'agui-store: echo_refs are append-only'); END;
+CREATE TRIGGER echo_refs_are_append_only_delete BEFORE DELETE ON echo_refs
+BEGIN SELECT RAISE(ABORT, 'agui-store: echo_refs are append-only'); END;
+CREATE TRIGGER echo_refs_are_append_only_replace BEFORE INSERT ON echo_refs
+WHEN EXISTS (SELECT 1 FROM echo_refs WHERE seq = NEW.seq)
+BEGIN SELECT RAISE(ABORT, 'agui-store: echo_refs are append-only'); END;
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
     3: CREATE_V3,
     4: CREATE_V4,
+    5: CREATE_V5,
 }
 
 # --- hot statements -------------------------------------------------------------------------

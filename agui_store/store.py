@@ -358,7 +358,14 @@ class Store:
             for ev, kind in zip(segment.events, segment.types):
                 rows.append((seq, segment.run_pk, kind, ev.raw.decode("utf-8")))
                 seq += 1
+            echo = (
+                self._normalize_echo(conn, thread_pk, segment.run_pk, rows)
+                if segment.started is not None
+                else None
+            )
             conn.executemany(schema.INSERT_EVENT, rows)
+            if echo is not None:
+                conn.execute("INSERT INTO echo_refs(seq, refs) VALUES (?, ?)", echo)
             for ev, kind in zip(segment.events, segment.types):
                 if kind in ("RUN_FINISHED", "RUN_ERROR"):
                     segment.outcome = _status_of_terminal(ev.data)
@@ -583,6 +590,46 @@ class Store:
         )
         return int(cur.fetchone()[0])
 
+    def _normalize_echo(
+        self, conn: database.Conn, thread_pk: int, run_pk: int, rows: list[Any]
+    ) -> tuple[int, str] | None:
+        """Store a RUN_STARTED's echoed input by reference to its lineage (SPEC §4), like a
+        recorded input: producers such as ag-ui-langgraph echo the whole history each run.
+        ``rows[0]`` is the RUN_STARTED row; its payload is replaced when anything is shared,
+        and the ``echo_refs`` row to insert after it is returned."""
+        started = codec.decode(rows[0][3].encode("utf-8"))
+        echoed = started.get("input")
+        parent_pk = conn.execute("SELECT parent FROM runs WHERE id = ?", (run_pk,)).fetchone()[0]
+        if not isinstance(echoed, dict) or parent_pk is None:
+            return None
+        normalized = self._normalized_input(conn, thread_pk, parent_pk, echoed)
+        if normalized is None:
+            return None
+        started["input"] = normalized[0]
+        seq = rows[0][0]
+        rows[0] = (seq, rows[0][1], rows[0][2], codec.encode(started).decode("utf-8"))
+        return seq, codec.encode(normalized[1]).decode("utf-8")
+
+    def _run_events(self, conn: database.Conn, run_pk: int, after: int = 0) -> list[Any]:
+        """A run's events decoded, echoed inputs stored by reference put back whole."""
+        rows = conn.execute(
+            "SELECT events.payload, echo_refs.refs FROM events "
+            "LEFT JOIN echo_refs ON echo_refs.seq = events.seq "
+            "WHERE events.run = ? AND events.seq > ? ORDER BY events.seq",
+            (run_pk, after),
+        ).fetchall()
+        events = codec.decode_many([r[0] for r in rows])
+        for event, (_, refs) in zip(events, rows):
+            if refs is not None:
+                parent_pk = conn.execute(
+                    "SELECT parent FROM runs WHERE id = ?", (run_pk,)
+                ).fetchone()[0]
+                base = self._view(conn, parent_pk)
+                event["input"] = expand_input(
+                    event["input"], codec.decode(refs.encode("utf-8")), base.messages, base.state
+                )
+        return events
+
     def _verifier_for(self, conn: database.Conn, thread_pk: int, run_pk: int) -> SequenceVerifier:
         """The sequence state at the end of a recorded run (cached while nobody appends)."""
         last_seq = conn.execute(
@@ -592,14 +639,8 @@ class Store:
         if cached and cached[0] == run_pk and cached[1] == last_seq:
             return cached[2]
         verifier = SequenceVerifier()
-        payloads = [
-            row[0]
-            for row in conn.execute(
-                "SELECT payload FROM events WHERE run = ? ORDER BY seq", (run_pk,)
-            )
-        ]
         try:
-            for i, event in enumerate(codec.decode_many(payloads)):
+            for i, event in enumerate(self._run_events(conn, run_pk)):
                 verifier.feed(event, i)
         except SequenceError:
             # Recorded with check_sequence=False: its state is unknown, so a continuation
@@ -664,17 +705,11 @@ class Store:
             reducer = start_reducer(self._view(conn, parent_pk))
         # The parent's message objects stay alive (so their id()s stay unique).
         before = list(reducer.messages)
-        if raws is None:
-            raws = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT payload FROM events WHERE run = ? ORDER BY seq", (run_pk,)
-                )
-            ]
         record = RunRecord(
             input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
-            # Decoded afresh (never the caller's dicts): the reducer takes ownership.
-            events=codec.decode_many(raws),
+            # Decoded afresh (never the caller's dicts): the reducer takes ownership. The
+            # batch's own bytes are the events as sent (echoes whole), else read them back.
+            events=codec.decode_many(raws) if raws is not None else self._run_events(conn, run_pk),
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
         )
         apply_run(reducer, record)
@@ -966,11 +1001,7 @@ class Store:
         """
         with self._reading() as conn:
             key = self._resolve(conn, run_id, thread_id=thread_id)
-            rows = conn.execute(
-                "SELECT payload FROM events WHERE run = ? AND seq > ? ORDER BY seq",
-                (key.pk, after if after is not None else 0),
-            ).fetchall()
-        return codec.decode_many([r[0] for r in rows])
+            return self._run_events(conn, key.pk, after if after is not None else 0)
 
     def thread_events(self, thread_id: str) -> Iterator[dict[str, Any]]:
         """Every event of a thread in recorded order, read run by run (memory bounded by
@@ -999,6 +1030,20 @@ class Store:
         with self._reading() as conn:
             key = self._resolve(conn, run_id, thread_id=thread_id)
             chain, grouped = self._chain_payloads(conn, key.pk)
+            echoes = conn.execute(
+                schema.ANCESTORS_CTE + "SELECT events.run FROM chain CROSS JOIN events "
+                "ON events.run = chain.id CROSS JOIN echo_refs ON echo_refs.seq = events.seq",
+                (key.pk,),
+            ).fetchall()
+            if echoes:  # rare: read those runs through the expanding path
+                normalized = {int(r[0]) for r in echoes}
+                out: list[dict[str, Any]] = []
+                for pk in chain:
+                    if pk in normalized:
+                        out += self._run_events(conn, pk)
+                    else:
+                        out += codec.decode_many(grouped.get(pk, []))
+                return out
         payloads = [p for pk in chain for p in grouped.get(pk, [])]
         return codec.decode_many(payloads)
 
@@ -1131,6 +1176,14 @@ class Store:
                 tuple(run_pks),
             )
         }
+        echo_refs = {
+            int(run): codec.decode(refs.encode("utf-8"))
+            for run, refs in conn.execute(
+                f"SELECT events.run, echo_refs.refs FROM echo_refs JOIN events "
+                f"ON events.seq = echo_refs.seq WHERE events.run IN ({marks})",
+                tuple(run_pks),
+            )
+        }
         decoded = codec.decode_many([p for pk in run_pks for p in grouped.get(pk, ())])
         records, at = [], 0
         for pk in run_pks:
@@ -1141,6 +1194,7 @@ class Store:
                     input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
                     events=decoded[at : at + n],
                     input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
+                    echo_refs=echo_refs.get(pk),
                 )
             )
             at += n

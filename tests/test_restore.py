@@ -215,3 +215,68 @@ def test_compacted_streams_of_generated_run_trees_restore_through_the_full_clien
             store.append(spec["events"], **kwargs)
         for spec in tree:
             assert_pipeline_restores(oracle, store, spec["run_id"], "t")
+
+
+@pytest.mark.parametrize("events", fixture_params())
+def test_echoed_inputs_appended_run_by_run_are_stored_by_reference_and_read_back_whole(
+    oracle: Oracle, tmp_path: Path, events: list[dict[str, Any]]
+) -> None:
+    """ag-ui-langgraph echoes the whole history in every RUN_STARTED.input: appended as a
+    live server appends (one run per call), the echo is kept by reference, and every event,
+    history and checkout reads back as recorded and as the client restores it."""
+    with agui_store.open(tmp_path / "s.db") as store:
+        for a, b in run_bounds(events):
+            store.append(events[a:b])
+        tid = events[0]["threadId"]
+        assert list(store.thread_events(tid)) == events
+        for a, b in run_bounds(events):
+            rid = events[a]["runId"]
+            assert store.events(rid, thread_id=tid) == events[a:b]
+            assert store.history(rid, thread_id=tid) == events[:b]
+            want = oracle.replay(events[:b])
+            co = store.checkout(rid, thread_id=tid)
+            assert (co.messages, co.state) == (want["messages"], want["state"])
+        echoes = store._db.execute("SELECT count(*) FROM echo_refs").fetchone()[0]
+        shared = sum(
+            1 for a, _ in run_bounds(events)[1:]
+            if isinstance(events[a].get("input"), dict) and events[a]["input"].get("messages")
+        )
+        assert echoes <= shared and (shared == 0 or echoes > 0)
+
+
+@given(data=st.data(), n=st.integers(1, 4))
+def test_generated_conversations_echoing_their_history_read_back_and_restore_exactly(
+    oracle: Oracle, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, n: int
+) -> None:
+    """Each run echoes the conversation so far (plus new messages) in RUN_STARTED.input, as
+    ag-ui-langgraph does; stored by reference, every event reads back as sent, and each
+    view is the client's replay from the start SPEC §3 gives an echoed input."""
+    appended: list[dict[str, Any]] = []
+    view: dict[str, Any] = {"messages": [], "state": {}}
+    with agui_store.open(tmp_path_factory.mktemp("echo") / "s.db") as store:
+        for i in range(n):
+            rid = f"run{i}"
+            body = data.draw(legal_streams(min_runs=1, max_runs=1, run_ids=[rid], max_steps=6))
+            extra = data.draw(message_lists)
+            have = {m["id"] for m in extra}
+            echoed = [
+                m for m in view["messages"]
+                if m.get("id") not in have and m.get("role") != "activity"
+            ]
+            sent = {"threadId": "t", "runId": rid, "tools": [], "context": [],
+                    "messages": json.loads(json.dumps(echoed)) + extra}
+            if i:  # a linear conversation: the client names the run it continues
+                sent["parentRunId"] = f"run{i - 1}"
+            body[0] = {**body[0], "input": sent}
+            store.append(body)
+            appended += body
+            assert store.events(rid) == body
+            messages0, state0 = start_of_run(
+                json.loads(json.dumps(view["messages"])), view["state"], sent
+            )
+            want = oracle.replay(body, messages=messages0, state=state0)
+            assert want["ok"], want
+            view = {"messages": want["messages"], "state": want["state"]}
+            co = store.checkout(rid)
+            assert as_js([co.messages, co.state]) == as_js([want["messages"], want["state"]])
+        assert store.history(f"run{n - 1}") == appended
