@@ -1207,20 +1207,24 @@ class Store:
         row = conn.execute(schema.MERGE_BASE, (a, b)).fetchone()
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
+    def _pair(
+        self, conn: database.Conn, a: str, b: str, thread_id: str | None
+    ) -> tuple[_RunKey, _RunKey, tuple[int, int, int] | None]:
+        """Two revisions resolved, and their merge base (see :meth:`_merge_base_pk`)."""
+        ka = self._resolve(conn, a, thread_id=thread_id)
+        kb = self._resolve(conn, b, thread_id=thread_id)
+        return ka, kb, self._merge_base_pk(conn, ka.pk, kb.pk)
+
     def merge_base(self, a: str, b: str, *, thread_id: str | None = None) -> Run | None:
         """The nearest run both ``a`` and ``b`` descend from (either may be it), or ``None``."""
         with self._reading() as conn:
-            ka = self._resolve(conn, a, thread_id=thread_id)
-            kb = self._resolve(conn, b, thread_id=thread_id)
-            found = self._merge_base_pk(conn, ka.pk, kb.pk)
+            _, _, found = self._pair(conn, a, b, thread_id)
             return self._run_record(conn, found[0]) if found else None
 
     def is_ancestor(self, a: str, b: str, *, thread_id: str | None = None) -> bool:
         """Whether ``a`` is on ``b``'s lineage (a run is its own ancestor, as in git)."""
         with self._reading() as conn:
-            ka = self._resolve(conn, a, thread_id=thread_id)
-            kb = self._resolve(conn, b, thread_id=thread_id)
-            found = self._merge_base_pk(conn, ka.pk, kb.pk)
+            ka, _, found = self._pair(conn, a, b, thread_id)
             return found is not None and found[0] == ka.pk
 
     def diff(
@@ -1237,9 +1241,7 @@ class Store:
         if mode not in ("three-dot", "two-dot"):
             raise ValueError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
         with self._reading() as conn:
-            ka = self._resolve(conn, a, thread_id=thread_id)
-            kb = self._resolve(conn, b, thread_id=thread_id)
-            found = self._merge_base_pk(conn, ka.pk, kb.pk)
+            ka, kb, found = self._pair(conn, a, b, thread_id)
             run_a, run_b = self._run_record(conn, ka.pk), self._run_record(conn, kb.pk)
             base_run = self._run_record(conn, found[0]) if found else None
             a_runs = self._side(conn, ka.pk, found[1] if found else None)
