@@ -56,6 +56,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from agui_store.errors import AguiStoreError
+from agui_store.js import as_double, utf16_units
 
 __all__ = ["UNDEFINED", "PatchError", "apply_patch"]
 
@@ -200,18 +201,14 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _as_double(value: int | float) -> float:
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
+
 
 
 def _truthy(value: Any) -> bool:
     if value is None or value is UNDEFINED or value is False:
         return False
     if _is_number(value):
-        return _as_double(value) != 0
+        return as_double(value) != 0
     if isinstance(value, str):
         return value != ""
     return True
@@ -222,12 +219,7 @@ def _is_js_object(value: Any) -> bool:
     return isinstance(value, (dict, list))
 
 
-def _utf16_units(text: str) -> list[str]:
-    """A JS string's elements: UTF-16 code units (a non-BMP character is two of them)."""
-    if text.isascii():
-        return list(text)
-    raw = text.encode("utf-16-le", "surrogatepass")
-    return [raw[i : i + 2].decode("utf-16-le", "surrogatepass") for i in range(0, len(raw), 2)]
+
 
 
 def _canonical_index(key: int | str) -> int | None:
@@ -265,7 +257,7 @@ def _get(obj: Any, key: int | str | None) -> Any:
             return obj.props[name]
         return _Builtin(name) if name in _ARRAY_PROTO else UNDEFINED
     if isinstance(obj, str):
-        units = _utf16_units(obj)
+        units = utf16_units(obj)
         index = _canonical_index(key)
         if index is not None:
             return units[index] if index < len(units) else UNDEFINED
@@ -309,7 +301,7 @@ def _set_length(array: _Array, value: Any) -> None:
     elif isinstance(value, str):
         number = _to_number(value)
     elif _is_number(value):
-        number = _as_double(value)
+        number = as_double(value)
     else:
         number = math.nan  # an object's ToNumber is not modelled
     if not math.isfinite(number) or number != int(number) or not 0 <= number <= _MAX_INDEX + 1:
@@ -366,7 +358,7 @@ def _is_integer(key: int | str | None) -> bool:
 
 def _to_int32(key: int | str) -> int:
     """JS ``~~key`` for a key made of digits."""
-    number = _as_double(int(key)) if isinstance(key, int) else float(key or "0")
+    number = as_double(int(key)) if isinstance(key, int) else float(key or "0")
     if math.isinf(number):
         return 0
     wrapped = int(number) % 2**32
@@ -434,7 +426,7 @@ def _js_equal(doc_value: Any, value: Any) -> bool:
     if isinstance(doc_value, bool) or isinstance(value, bool):
         return doc_value is value
     if _is_number(doc_value) and _is_number(value):
-        return _as_double(doc_value) == _as_double(value)
+        return as_double(doc_value) == as_double(value)
     if isinstance(doc_value, str) and isinstance(value, str):
         return doc_value == value
     if doc_value is None or value is None:
