@@ -881,6 +881,10 @@ class Reducer:
         if m is None or m.get("role") == "activity":
             self._streaming_target(event, "TEXT_MESSAGE_CONTENT", "text")  # warns
             return
+        self._append_content(m, event)
+
+    def _append_content(self, m: Message, event: Event) -> None:
+        """``content += delta`` as JavaScript does it, then the event's metadata."""
         content = m.get("content")
         delta = event.get("delta", _ABSENT)
         if type(content) is str and type(delta) is str:
@@ -927,15 +931,7 @@ class Reducer:
         m = self._streaming_target(event, "REASONING_MESSAGE_CONTENT", "reasoning")
         if m is None:
             return
-        content = m.get("content")
-        delta = event.get("delta", _ABSENT)
-        if type(content) is str and type(delta) is str:
-            m["content"] = content + delta
-        else:
-            m["content"] = (content if type(content) is str else "") + _js_str(delta)
-        metadata = event.get("metadata", _ABSENT)
-        if metadata is not _ABSENT:
-            self._merge_metadata(m, metadata)
+        self._append_content(m, event)
 
     def _on_reasoning_end(self, event: Event) -> None:
         m = self._streaming_target(event, "REASONING_MESSAGE_END", "reasoning")
