@@ -99,9 +99,6 @@ UPSERT_BLOB = (
     "ON CONFLICT(hash) DO UPDATE SET hash = excluded.hash RETURNING id"
 )
 
-#: A message not stored yet: (hash, codec, data); else the id of its blob.
-Packed = tuple[bytes, int, bytes]
-
 
 @dataclass
 class Snapshot:
@@ -112,7 +109,8 @@ class Snapshot:
     chain: int
 
 
-def store_blob(conn: Conn, packed: Packed) -> int:
+def store_blob(conn: Conn, packed: tuple[bytes, int, bytes]) -> int:
+    """The id of a packed blob ``(hash, codec, data)``, storing it unless it is there."""
     return int(conn.execute(UPSERT_BLOB, packed).fetchone()[0])
 
 
@@ -187,11 +185,6 @@ def ids_hasher(messages: Iterable[Any], hasher: Any = None) -> Any:
     return out
 
 
-def message_ids_digest(messages: Sequence[dict[str, Any]]) -> bytes:
-    """The digest of a view's :func:`lineage_ids`."""
-    return bytes(ids_hasher(messages).digest())
-
-
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     if a[:n] == b[:n]:  # the usual case (a list that grew), compared in C
@@ -212,20 +205,6 @@ def prefix_digests(ids: Sequence[Any]) -> list[bytes]:
     return out
 
 
-def store_messages(conn: Conn, messages: list[int | Packed]) -> list[int]:
-    """Blob ids for a view's messages, storing the packed ones not stored yet."""
-    made: dict[bytes, int] = {}
-    blob_ids = []
-    for item in messages:
-        if isinstance(item, int):
-            blob_ids.append(item)
-        else:
-            if item[0] not in made:
-                made[item[0]] = store_blob(conn, item)
-            blob_ids.append(made[item[0]])
-    return blob_ids
-
-
 def write(
     conn: Conn,
     run_pk: int,
@@ -238,9 +217,9 @@ def write(
     """Store a run's checkpoint; returns its chain length.
 
     Args:
-        blob_ids: the blob of each message of ``view`` (:func:`store_messages`).
+        blob_ids: the blob of each message of ``view``.
         base: ``(base run, its blob ids, its chain length)`` to store the list as a delta.
-        ids_digest: the digest of the view's lineage ids (:func:`message_ids_digest`).
+        ids_digest: the digest of the view's lineage ids (:func:`ids_hasher`).
     """
     keep, base_run, chain = 0, None, 1
     if base is not None and base[2] < MAX_CHAIN:
