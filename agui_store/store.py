@@ -666,9 +666,11 @@ class Store:
                 self._views.pop(thread_pk, None)
             return
         if segment.outcome is not None:
-            raws = [ev.raw for ev in segment.events] if whole else None
+            # The batch's own decoded events, as sent (echoes whole): fresh objects nobody
+            # else holds, so the reducer may take them over.
+            events = [ev.data for ev in segment.events] if whole else None
             try:
-                self._checkpoint(conn, thread_pk, segment.run_pk, now, raws)
+                self._checkpoint(conn, thread_pk, segment.run_pk, now, events)
             except InvalidEventError:
                 # The lineage replays into something the official client itself would throw
                 # on (e.g. a first TOOL_CALL_CHUNK without a name, which verifyEvents lets
@@ -682,10 +684,10 @@ class Store:
         thread_pk: int,
         run_pk: int,
         now: int,
-        raws: list[bytes] | None = None,
+        events: list[dict[str, Any]] | None = None,
     ) -> None:
-        """Compute and store a complete run's checkpoint (``raws``: the run's events as just
-        appended, when the batch held all of them)."""
+        """Compute and store a complete run's checkpoint (``events``: the run's events as
+        just appended, decoded and owned by the store, when the batch held all of them)."""
         parent_pk, raw_input, raw_refs = conn.execute(
             "SELECT parent, input, input_refs FROM runs WHERE id = ?", (run_pk,)
         ).fetchone()
@@ -707,9 +709,7 @@ class Store:
         before = list(reducer.messages)
         record = RunRecord(
             input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
-            # Decoded afresh (never the caller's dicts): the reducer takes ownership. The
-            # batch's own bytes are the events as sent (echoes whole), else read them back.
-            events=codec.decode_many(raws) if raws is not None else self._run_events(conn, run_pk),
+            events=events if events is not None else self._run_events(conn, run_pk),
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
         )
         apply_run(reducer, record)
@@ -1408,16 +1408,27 @@ def _message_blobs(
         return [stored(m) for m in messages]
     base_ids = base[1]
     limit = min(len(before), len(messages))
-    same = list(map(operator.is_, before[:limit], messages))  # identity, in C
-    keep = same.index(False) if False in same else limit
+    # The unchanged prefix. List equality compares identical objects by identity, in C:
+    # a list that only grew passes without looking into any message. (An equal but
+    # distinct object there holds the same content, so it keeps the same blob.)
+    if before[:limit] == messages[:limit]:
+        keep = limit
+    else:
+        keep = list(map(operator.is_, before[:limit], messages)).index(False)
     out = base_ids[:keep]
     changed = reducer.holders(names)
     if changed:  # few: the messages the run's events name
-        position = dict(zip(map(id, messages[:keep]), range(keep)))
-        for m in changed:
-            at = position.get(id(m))
-            if at is not None:
+        # Where they stand in the prefix, searched from the end (a run mostly reaches
+        # recent messages); the new ones past the prefix are stored below anyway.
+        pending = {id(m): m for m in changed}
+        for m in messages[keep:]:
+            pending.pop(id(m), None)
+        at = keep - 1
+        while pending and at >= 0:
+            m = pending.pop(id(messages[at]), None)
+            if m is not None:
                 out[at] = stored(m)
+            at -= 1
     known = dict(zip(map(id, before[keep:]), base_ids[keep:]))
     moved = {id(m) for m in changed}
     for m in messages[keep:]:

@@ -285,6 +285,19 @@ class SequenceVerifier:
         Raises:
             SequenceError: the event breaks a rule; the state is unchanged.
         """
+        # Most of a stream is deltas to an open text message or tool call. Without an
+        # attribution, inside a live run, _judge passes them and changes nothing.
+        etype = event.get("type")
+        if etype in _DELTAS and self._first_seen and "subagentRunId" not in event:
+            entity, open_now = _DELTAS[etype]
+            key = event.get(entity)
+            if (
+                type(key) is str
+                and key in open_now(self)
+                and not self._run_finished
+                and not self._run_errored
+            ):
+                return
         self._judge(event, index, commit=True)
 
     def check(self, event: Mapping[str, Any], index: int) -> None:
@@ -789,6 +802,12 @@ _HANDLERS: Final[dict[str, _Handler]] = {
     "RUN_STARTED": SequenceVerifier._run_started_event,
     "RUN_FINISHED": SequenceVerifier._run_finished_event,
     "RUN_ERROR": SequenceVerifier._run_error_event,
+}
+
+#: The delta events feed() passes straight through: the id field, and the open set it needs.
+_DELTAS: Final[Mapping[str, tuple[str, Callable[[SequenceVerifier], Mapping[Any, Any]]]]] = {
+    "TEXT_MESSAGE_CONTENT": ("messageId", lambda v: v._open_text),
+    "TOOL_CALL_ARGS": ("toolCallId", lambda v: v._open_tools),
 }
 
 

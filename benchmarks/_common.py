@@ -76,5 +76,13 @@ def conversation_run(
     return events
 
 
-def first_state() -> dict[str, Any]:
-    return {"type": "STATE_SNAPSHOT", "snapshot": {"turns": []}}
+def conversation(thread: str, n_runs: int, n_events: int) -> list[list[dict[str, Any]]]:
+    """A chain of ``n_runs`` runs of ``n_events`` events each; the first run sets the state
+    the later ones patch (without it every STATE_DELTA would fail and pile up warnings)."""
+    runs = [conversation_run(thread, f"run-{i}", n_events, i) for i in range(n_runs)]
+    if runs:
+        runs[0].insert(1, {"type": "STATE_SNAPSHOT", "snapshot": {"turns": []}})
+        runs[0].pop(-3)  # a text delta: keep exactly n_events events
+    return runs
+
+

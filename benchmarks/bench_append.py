@@ -18,13 +18,13 @@ import msgspec
 
 import agui_store
 from agui_store import database
-from benchmarks._common import conversation_run, header, median_time
+from benchmarks._common import conversation, header, median_time
 
 EVENTS_PER_RUN = 50
 
 
 def make_batches(n_runs: int) -> list[list[dict]]:
-    return [conversation_run("t", f"run-{i}", EVENTS_PER_RUN, i) for i in range(n_runs)]
+    return conversation("t", n_runs, EVENTS_PER_RUN)
 
 
 def prebuilt_rows(batches: list[list[dict]]) -> list[list[tuple[int, int, str, str]]]:

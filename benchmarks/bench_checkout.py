@@ -18,18 +18,14 @@ import msgspec
 
 import agui_store
 from agui_store import schema
-from benchmarks._common import conversation_run, header, median_time
+from benchmarks._common import conversation, header, median_time
 
 EVENTS_PER_RUN = 50
 
 
 def build(path: str, depth: int) -> None:
     with agui_store.open(path) as store:
-        for i in range(depth):
-            events = conversation_run("t", f"run-{i}", EVENTS_PER_RUN, i)
-            if i == 0:
-                events.insert(1, {"type": "STATE_SNAPSHOT", "snapshot": {"turns": []}})
-                events.pop(-3)  # keep exactly 50 events
+        for events in conversation("t", depth, EVENTS_PER_RUN):
             store.append(events)
 
 
