@@ -1425,9 +1425,9 @@ def _message_blobs(
             pending.pop(id(m), None)
         at = keep - 1
         while pending and at >= 0:
-            m = pending.pop(id(messages[at]), None)
-            if m is not None:
-                out[at] = stored(m)
+            held = pending.pop(id(messages[at]), None)
+            if held is not None:
+                out[at] = stored(held)
             at -= 1
     known = dict(zip(map(id, before[keep:]), base_ids[keep:]))
     moved = {id(m) for m in changed}

@@ -288,8 +288,9 @@ class SequenceVerifier:
         # Most of a stream is deltas to an open text message or tool call. Without an
         # attribution, inside a live run, _judge passes them and changes nothing.
         etype = event.get("type")
-        if etype in _DELTAS and self._first_seen and "subagentRunId" not in event:
-            entity, open_now = _DELTAS[etype]
+        delta = _DELTAS.get(etype) if type(etype) is str else None
+        if delta is not None and self._first_seen and "subagentRunId" not in event:
+            entity, open_now = delta
             key = event.get(entity)
             if (
                 type(key) is str

@@ -12,7 +12,9 @@ def first_screen_commands() -> list[str]:
     return [line.strip() for line in lines if line.startswith("    ") and line.strip()]
 
 
-def test_the_first_screen_gives_exactly_an_install_and_run_and_an_install_and_test_command() -> None:
+def test_the_first_screen_gives_exactly_an_install_and_run_and_an_install_and_test_command() -> (
+    None
+):
     run, test = first_screen_commands()
     assert run.startswith("python3 -m pip install") and run.endswith("agui-store demo")
     assert test.startswith("python3 -m pip install") and "pytest" in test
