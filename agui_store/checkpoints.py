@@ -253,7 +253,8 @@ def write(
 
 
 def drop_from(conn: Conn, run_pk: int) -> int:
-    """Drop the checkpoints of a run and of every run below it (their views derive from it).
+    """Drop the checkpoints and lineage digests of a run and of every run below it (their
+    views derive from it).
 
     Only needed when a complete run receives view-changing events, which sequence checks
     forbid; with ``check_sequence=False`` it can happen.
@@ -269,4 +270,10 @@ def drop_from(conn: Conn, run_pk: int) -> int:
     for pk in sorted(below, reverse=True):
         conn.execute("DELETE FROM checkpoint_messages WHERE run = ?", (pk,))
         conn.execute("DELETE FROM checkpoints WHERE run = ?", (pk,))
+    # Keyed by digest, so this scans the table: fine for a path only sequence-unchecked
+    # recording reaches.
+    conn.execute(
+        "DELETE FROM lineage_digests WHERE run IN (SELECT value FROM json_each(?))",
+        (codec.encode(below).decode(),),
+    )
     return len(below)

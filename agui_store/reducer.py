@@ -720,6 +720,12 @@ class Reducer:
                 found.append(held[0])
         return found
 
+    def ids_unique(self) -> bool:
+        """Whether every message has an id of its own. Then no message object was swapped
+        for another (only a list with a repeated id does that, or a snapshot), so a
+        position that holds an equal message holds the same one."""
+        return len(self._by_id) == len(self.messages)
+
     def view(self) -> ReducedView:
         """The current result (sharing the reducer's lists; copy before feeding more)."""
         return ReducedView(

@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -166,12 +166,27 @@ WHEN EXISTS (SELECT 1 FROM echo_refs WHERE seq = NEW.seq)
 BEGIN SELECT RAISE(ABORT, 'agui-store: echo_refs are append-only'); END;
 """
 
+# Version 6: lineage rule 3 reads each complete run's message-id digest from a table of its
+# own, so that ``append`` can write a full checkpoint every few runs instead of after every run
+# (the digest is one row in one B-tree). Derived data, like checkpoints: rebuilt by ``compact``.
+# Keyed by the digest, the only way rule 3 looks it up.
+CREATE_V6 = """
+CREATE TABLE lineage_digests (
+    ids_hash  BLOB NOT NULL,              -- sha256 of the view's lineage message ids
+    run       INTEGER NOT NULL REFERENCES runs(id),
+    PRIMARY KEY (ids_hash, run)
+) STRICT, WITHOUT ROWID;
+INSERT INTO lineage_digests(ids_hash, run) SELECT ids_hash, run FROM checkpoints;
+DROP INDEX checkpoints_by_ids;
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
     3: CREATE_V3,
     4: CREATE_V4,
     5: CREATE_V5,
+    6: CREATE_V6,
 }
 
 # --- hot statements -------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import re
 import threading
 import uuid
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,18 +65,41 @@ class _Segment:
     run_pk: int | None = None  # an existing run continued, or the new run once inserted
     started: dict[str, Any] | None = None  # the RUN_STARTED that opens a new run
     outcome: str | None = None  # the status its last terminal event gives the run
+    was_complete: bool = False  # it continues a run that had already ended
+
+
+@dataclass
+class _SinceCheckpoint:
+    """The newest checkpoint on a cached view's lineage, and what the runs after it did:
+    what the next checkpoint needs to be written as a delta of it."""
+
+    run_pk: int | None  # None: no checkpoint on the lineage (the next one is a full list)
+    blob_ids: list[int]  # its messages' blobs, aligned with ``messages``
+    chain: int
+    messages: list[Any]  # its message objects, kept alive so that their id()s stay unique
+    names: set[str] = field(default_factory=set)  # ids the runs since then named
+    snapshot: bool = False  # a MESSAGES_SNAPSHOT since then
+    had_input: bool = False  # a recorded input since then
+    events: int = 0  # events since then: what a checkout from it replays
+
+    @classmethod
+    def start(
+        cls, messages: list[Any], snap: checkpoints.Snapshot | None, run_pk: int | None
+    ) -> _SinceCheckpoint:
+        if snap is None:
+            return cls(None, [], 0, list(messages))
+        return cls(run_pk, snap.blob_ids, snap.chain, list(messages))
 
 
 @dataclass
 class _CachedView:
-    """The newest checkpointed view of a thread, kept in memory so that the next run's
-    checkpoint costs a replay of that run alone. The reducer consumes it (mutates it)."""
+    """The newest completed run of a thread, replayed, kept in memory so that the next run
+    costs a replay of that run alone. The reducer consumes it (mutates it)."""
 
     run_pk: int
     reducer: Reducer  # holds the view, with its indexes: the next run continues it
-    blob_ids: list[int]
-    chain: int
     ids_hasher: Any  # sha256 state over the view's lineage ids (extends when the list grows)
+    since: _SinceCheckpoint
 
     @property
     def view(self) -> View:
@@ -353,6 +376,7 @@ class Store:
                     new_run_ids.append(self._run_id_of(conn, segment.run_pk))
                 else:
                     segment.run_pk = newest
+                    segment.was_complete = self._status(conn, newest) != "incomplete"
                 run_ids.append(self._run_id_of(conn, segment.run_pk))
             rows = []
             for ev, kind in zip(segment.events, segment.types):
@@ -522,12 +546,15 @@ class Store:
         self, conn: database.Conn, thread_pk: int, parent_pk: int, run_input: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The input naming what the parent's view holds instead of repeating it, when the
-        parent is complete (its view is final, kept in its checkpoint) and they share any."""
+        parent is complete (its view is final) and they share any."""
         cached = self._views.get(thread_pk)
         if cached is not None and cached.run_pk == parent_pk:
             base = cached.view
-        elif checkpoints.has_checkpoint(conn, parent_pk):
-            base = checkpoints.load(conn, parent_pk, with_hashes=False).view
+        elif self._status(conn, parent_pk) != "incomplete":
+            try:
+                base = self._view(conn, parent_pk)
+            except InvalidEventError:
+                return None  # a lineage the client cannot replay: nothing to refer to
         else:
             return None
         return normalize_input(run_input, base.messages, base.state)
@@ -538,16 +565,16 @@ class Store:
     ) -> int | None:
         """Lineage rule 3: the run whose restored message ids form the longest prefix of the
         input's message ids (the newest such run on a tie). Runs are compared through their
-        checkpoints, so a run without one (incomplete) is not a candidate."""
+        lineage digests, which complete runs have: an incomplete run is not a candidate."""
         ids = checkpoints.lineage_ids(sent_messages)
         if not ids:
             return None
         length_of = {d: n for n, d in enumerate(checkpoints.prefix_digests(ids), start=1)}
         marks = ",".join("?" * len(length_of))
         matches = conn.execute(
-            f"SELECT checkpoints.run, checkpoints.ids_hash FROM checkpoints "
-            f"JOIN runs ON runs.id = checkpoints.run "
-            f"WHERE checkpoints.ids_hash IN ({marks}) AND runs.thread = ?",
+            f"SELECT d.run, d.ids_hash FROM lineage_digests AS d "
+            f"JOIN runs ON runs.id = d.run "
+            f"WHERE d.ids_hash IN ({marks}) AND runs.thread = ?",
             (*length_of, thread_pk),
         ).fetchall()
         if not matches:
@@ -599,8 +626,10 @@ class Store:
         and the ``echo_refs`` row to insert after it is returned."""
         started = codec.decode(rows[0][3].encode("utf-8"))
         echoed = started.get("input")
+        if not isinstance(echoed, dict):
+            return None
         parent_pk = conn.execute("SELECT parent FROM runs WHERE id = ?", (run_pk,)).fetchone()[0]
-        if not isinstance(echoed, dict) or parent_pk is None:
+        if parent_pk is None:
             return None
         normalized = self._normalized_input(conn, thread_pk, parent_pk, echoed)
         if normalized is None:
@@ -654,12 +683,12 @@ class Store:
     def _keep_checkpoint_current(
         self, conn: database.Conn, thread_pk: int, segment: _Segment, now: int
     ) -> None:
-        """A run that completes gets its checkpoint now (cheap: its parent's view is cached,
-        checkpointed, or a few incomplete runs from one); events that would change a
-        checkpointed view drop it."""
+        """A run that completes is replayed now (cheap: its parent's view is cached, or a few
+        runs from a checkpoint): it gets its lineage digest, and a checkpoint when the runs
+        since the last one add up to :data:`CHECKPOINT_EVENTS`. Events that would change a
+        completed run's view drop what was derived from it."""
         assert segment.run_pk is not None
-        whole = segment.started is not None  # the batch holds the whole run
-        if not whole and checkpoints.has_checkpoint(conn, segment.run_pk):
+        if segment.was_complete:
             if any(kind != "RUN_ERROR" for kind in segment.types):
                 # Only possible with check_sequence=False: events after the run's end.
                 checkpoints.drop_from(conn, segment.run_pk)
@@ -668,71 +697,126 @@ class Store:
         if segment.outcome is not None:
             # The batch's own decoded events, as sent (echoes whole): fresh objects nobody
             # else holds, so the reducer may take them over.
+            whole = segment.started is not None  # the batch holds the whole run
             events = [ev.data for ev in segment.events] if whole else None
             try:
-                self._checkpoint(conn, thread_pk, segment.run_pk, now, events)
+                self._complete(conn, thread_pk, segment.run_pk, now, events)
             except InvalidEventError:
                 # The lineage replays into something the official client itself would throw
                 # on (e.g. a first TOOL_CALL_CHUNK without a name, which verifyEvents lets
                 # through): the events are legal to record, the view cannot be derived. No
-                # checkpoint; checkout raises what the client would.
+                # digest, no checkpoint; checkout raises what the client would.
                 self._views.pop(thread_pk, None)
 
-    def _checkpoint(
+    def _complete(
         self,
         conn: database.Conn,
         thread_pk: int,
         run_pk: int,
         now: int,
         events: list[dict[str, Any]] | None = None,
-    ) -> None:
-        """Compute and store a complete run's checkpoint (``events``: the run's events as
-        just appended, decoded and owned by the store, when the batch held all of them)."""
+        *,
+        force_checkpoint: bool = False,
+    ) -> bool:
+        """Replay a complete run onto its parent's view and store what derives from it: its
+        lineage digest, and its checkpoint when due (or forced). Returns whether a
+        checkpoint was written.
+
+        Args:
+            events: the run's events as just appended, decoded and owned by the store, when
+                the batch held all of them (else they are read back).
+        """
         parent_pk, raw_input, raw_refs = conn.execute(
             "SELECT parent, input, input_refs FROM runs WHERE id = ?", (run_pk,)
         ).fetchone()
         cached = self._views.pop(thread_pk, None)
-        base: tuple[int, list[int], int] | None = None
-        hasher = None
-        if parent_pk is None:
-            reducer = start_reducer()
-        elif cached is not None and cached.run_pk == parent_pk:
-            reducer, hasher = cached.reducer, cached.ids_hasher
-            base = (parent_pk, cached.blob_ids, cached.chain)
-        elif checkpoints.has_checkpoint(conn, parent_pk):
-            snap = checkpoints.load(conn, parent_pk)
-            reducer = start_reducer(snap.view)
-            base = (parent_pk, snap.blob_ids, snap.chain)
+        if cached is not None and cached.run_pk == parent_pk:
+            reducer, hasher, since = cached.reducer, cached.ids_hasher, cached.since
         else:
-            reducer = start_reducer(self._view(conn, parent_pk))
-        # The parent's message objects stay alive (so their id()s stay unique).
-        before = list(reducer.messages)
+            reducer, hasher, since = self._replayed_to(conn, parent_pk)
         record = RunRecord(
             input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
             events=events if events is not None else self._run_events(conn, run_pk),
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
         )
+        names, snapshot = _named_ids(record.events)
+        replaced = snapshot or record.input is not None
+        # What the digest needs to tell a list that grew from one that changed: the list
+        # before, and the id and kind of each message the run's events can reach.
+        before = list(reducer.messages)
+        reached = [(m, m.get("id"), m.get("role")) for m in reducer.holders(names)]
         apply_run(reducer, record)
+        messages = reducer.messages
+        grown = (
+            not replaced
+            and before == messages[: len(before)]
+            and all(m.get("id") == mid and m.get("role") == role for m, mid, role in reached)
+        )
+        if grown:
+            hasher = checkpoints.ids_hasher(messages[len(before) :], hasher)
+        else:
+            hasher = checkpoints.ids_hasher(messages)
+        digest = bytes(hasher.digest())
+        conn.execute(
+            "INSERT OR IGNORE INTO lineage_digests(ids_hash, run) VALUES (?, ?)", (digest, run_pk)
+        )
+        since.names |= names
+        since.snapshot |= snapshot
+        since.had_input |= record.input is not None
+        since.events += len(record.events)
+        written = False
+        if force_checkpoint or since.events >= CHECKPOINT_EVENTS:
+            written = self._write_checkpoint(conn, run_pk, reducer, since, digest, now)
+            if written:
+                since = _SinceCheckpoint(
+                    run_pk, since.blob_ids, since.chain, list(reducer.messages)
+                )
+        self._views[thread_pk] = _CachedView(run_pk, reducer, hasher, since)
+        return written
+
+    def _replayed_to(
+        self, conn: database.Conn, run_pk: int | None
+    ) -> tuple[Reducer, Any, _SinceCheckpoint]:
+        """A reducer holding view(run) (an empty one for ``None``), replayed from the
+        nearest checkpoint, with its digest state and what the runs since did."""
+        if run_pk is None:
+            reducer = start_reducer()
+            return reducer, checkpoints.ids_hasher([]), _SinceCheckpoint.start([], None, None)
+        found, after = checkpoints.nearest(conn, run_pk)
+        snap = checkpoints.load(conn, found) if found is not None else None
+        reducer = start_reducer(snap.view if snap is not None else None)
+        since = _SinceCheckpoint.start(reducer.messages, snap, found)
+        for record in self._records(conn, after):
+            names, snapshot = _named_ids(record.events)
+            since.names |= names
+            since.snapshot |= snapshot
+            since.had_input |= record.input is not None
+            since.events += len(record.events)
+            apply_run(reducer, record)
+        return reducer, checkpoints.ids_hasher(reducer.messages), since
+
+    @staticmethod
+    def _write_checkpoint(
+        conn: database.Conn,
+        run_pk: int,
+        reducer: Reducer,
+        since: _SinceCheckpoint,
+        digest: bytes,
+        now: int,
+    ) -> bool:
+        """Store the reducer's view as the run's checkpoint, a delta of ``since``'s; on
+        success ``since.blob_ids`` and ``since.chain`` describe the new one."""
         view = view_of(reducer)
-        blob_ids = _message_blobs(conn, view.messages, record, before, base, reducer)
-        del before
+        base = (since.run_pk, since.blob_ids, since.chain) if since.run_pk is not None else None
+        blob_ids = _message_blobs(conn, view.messages, since, base, reducer)
         if blob_ids is None:
             # One message object at two positions (repeated ids, then a MESSAGES_SNAPSHOT):
             # the client edits both through one id. One blob per position would lose that
-            # sharing, so this run keeps no checkpoint; its children replay from an older one.
-            return
-        grown = (
-            base is not None
-            and hasher is not None
-            and (checkpoints.common_prefix(base[1], blob_ids) == len(base[1]))
-        )
-        if grown:
-            assert base is not None
-            hasher = checkpoints.ids_hasher(view.messages[len(base[1]) :], hasher)
-        else:
-            hasher = checkpoints.ids_hasher(view.messages)
-        chain = checkpoints.write(conn, run_pk, view, blob_ids, base, bytes(hasher.digest()), now)
-        self._views[thread_pk] = _CachedView(run_pk, reducer, blob_ids, chain, hasher)
+            # sharing, so this run keeps no checkpoint; later runs replay from an older one.
+            return False
+        since.chain = checkpoints.write(conn, run_pk, view, blob_ids, base, digest, now)
+        since.blob_ids = blob_ids
+        return True
 
     def compact(self, run_or_ref: str | None = None, *, thread_id: str | None = None) -> int:
         """Materialize checkpoints: for a run and its ancestors, a thread, or the whole store.
@@ -764,6 +848,11 @@ class Store:
                         pks = [int(r[0]) for r in conn.execute("SELECT id FROM runs ORDER BY id")]
                     written = 0
                     now = database.now_ms()
+                    # Digests lost while their checkpoints stayed: the checkpoint has it.
+                    conn.execute(
+                        "INSERT OR IGNORE INTO lineage_digests(ids_hash, run) "
+                        "SELECT ids_hash, run FROM checkpoints"
+                    )
                     for pk in pks:
                         if (
                             checkpoints.has_checkpoint(conn, pk)
@@ -775,8 +864,7 @@ class Store:
                                 0
                             ]
                         )
-                        self._checkpoint(conn, thread_pk, pk, now)
-                        written += 1
+                        written += self._complete(conn, thread_pk, pk, now, force_checkpoint=True)
                     return written
             except BaseException:
                 self._forget()
@@ -1364,35 +1452,45 @@ class Store:
         return fork_input
 
 
+#: ``append`` writes a run's checkpoint when the runs since the last one on its lineage hold
+#: at least this many events: a checkout then replays fewer than that many (plus the run's
+#: own), and appending writes a checkpoint every few runs instead of after each one.
+#: ``compact`` writes one for every complete run.
+CHECKPOINT_EVENTS = 200
+
 _ID_KEYS = ("messageId", "toolCallId", "parentMessageId", "entityId")
+
+
+def _named_ids(events: Sequence[dict[str, Any]]) -> tuple[set[str], bool]:
+    """The ids a run's events name (what they can reach in the view), and whether one of
+    them is a MESSAGES_SNAPSHOT (which can reach every message)."""
+    names: set[str] = set()
+    for ev in events:
+        if ev.get("type") == "MESSAGES_SNAPSHOT":
+            return names, True
+        for key in _ID_KEYS:
+            value = ev.get(key)
+            if isinstance(value, str):
+                names.add(value)
+    return names, False
 
 
 def _message_blobs(
     conn: database.Conn,
     messages: list[dict[str, Any]],
-    record: RunRecord,
-    before: list[dict[str, Any]],
+    since: _SinceCheckpoint,
     base: tuple[int, list[int], int] | None,
     reducer: Reducer,
 ) -> list[int] | None:
     """Each message's blob id, storing the blobs that are new; ``None`` when one message
     object stands at two positions (a checkpoint cannot say that).
 
-    A message keeps its parent's blob when it is the same object and the run cannot have
-    changed it: no id the run's events name reaches it. The common case costs the run's
-    new messages, not the whole history: the unchanged prefix is found by identity in C.
+    A message keeps its blob in the base checkpoint when it is the same object and no run
+    since could have changed it: no id their events named reaches it. The common case costs
+    the new messages, not the whole history: the unchanged prefix is found by identity in C.
     """
-    names: set[str] = set()
-    snapshot = False
-    for ev in record.events:
-        if ev.get("type") == "MESSAGES_SNAPSHOT":
-            snapshot = True
-            break
-        for key in _ID_KEYS:
-            value = ev.get(key)
-            if isinstance(value, str):
-                names.add(value)
-    if (snapshot or record.input is not None or base is None) and len(
+    names, snapshot, before = since.names, since.snapshot, since.messages
+    if (snapshot or since.had_input or base is None) and len(
         {id(m) for m in messages}
     ) < len(messages):
         return None  # only a snapshot (or an input) puts one object at two positions
@@ -1408,13 +1506,14 @@ def _message_blobs(
         return [stored(m) for m in messages]
     base_ids = base[1]
     limit = min(len(before), len(messages))
-    # The unchanged prefix. List equality compares identical objects by identity, in C:
-    # a list that only grew passes without looking into any message. (An equal but
-    # distinct object there holds the same content, so it keeps the same blob.)
-    if before[:limit] == messages[:limit]:
+    # The unchanged prefix: where the same objects stand. List equality, in C, passes
+    # identical objects without looking into them; with unique ids and no input since,
+    # equal positions hold identical objects (Reducer.ids_unique).
+    if not since.had_input and reducer.ids_unique() and before[:limit] == messages[:limit]:
         keep = limit
     else:
-        keep = list(map(operator.is_, before[:limit], messages)).index(False)
+        same = list(map(operator.is_, before[:limit], messages))
+        keep = same.index(False) if False in same else limit
     out = base_ids[:keep]
     changed = reducer.holders(names)
     if changed:  # few: the messages the run's events name

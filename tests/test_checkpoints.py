@@ -117,7 +117,9 @@ class CheckpointMachine(RuleBasedStateMachine):
         """A file from before checkpoints, or one whose derived data was dropped."""
         self.store.close()
         conn = apsw.Connection(self.path)
-        conn.execute("DELETE FROM checkpoint_messages; DELETE FROM checkpoints;")
+        conn.execute(
+            "DELETE FROM checkpoint_messages; DELETE FROM checkpoints; DELETE FROM lineage_digests;"
+        )
         conn.close()
         self.store = agui_store.open(self.path)
 
@@ -165,6 +167,7 @@ def test_a_checkpointed_conversation_shares_history_between_branches(tmp_path: P
                     {"type": "RUN_FINISHED", "threadId": "t", "runId": f"b{i}"},
                 ]
             )
+        store.compact()  # a checkpoint for every run (append writes one every few runs)
         conn = store._db
         # 13 runs, 13 distinct messages: each stored once, however many views hold it.
         assert (

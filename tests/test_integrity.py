@@ -67,6 +67,7 @@ def build(path: Path) -> None:
         )
         store.append([{"type": "RUN_ERROR", "message": "late"}], thread_id="u")
         store.branch("feature", "r1", thread_id="t")
+        store.compact()  # a checkpoint for every complete run, for the corruptions to break
 
 
 @pytest.fixture(scope="module")
