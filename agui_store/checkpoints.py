@@ -73,11 +73,11 @@ WITH RECURSIVE cps(run, base, keep, lim) AS (
 #: Each checkpoint of the base chain with how many of its rows survive, root first.
 SURVIVING_LIMITS = SURVIVING + "SELECT run, lim FROM cps ORDER BY run"
 
-#: The message blobs of a list in list order, from ``[[run, lim], ...]`` root first: json_each
+#: The message texts of a list in list order, from ``[[run, lim], ...]`` root first: json_each
 #: walks that array in order, so the rows come out in list order without a sort, each an
 #: integer-key probe into blobs (neighbouring pages: blobs written together sit together).
-MESSAGE_BLOBS = """
-SELECT blobs.codec, blobs.data
+MESSAGE_TEXTS = f"""
+SELECT iif(blobs.codec = {blobs.PLAIN}, blobs.data, agui_inflate(blobs.data))
 FROM json_each(?) AS chain
 CROSS JOIN checkpoint_messages AS cm
     ON cm.run = chain.value ->> 0 AND cm.pos < chain.value ->> 1
@@ -143,13 +143,14 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
     warnings = codec.decode(blobs.unpack(w_codec, w_data)) if w_data is not None else []
     if not with_hashes:
         limits = conn.execute(SURVIVING_LIMITS, (run_pk,)).fetchall()
-        rows = conn.execute(
-            MESSAGE_BLOBS, (codec.encode([list(r) for r in limits]).decode(),)
-        ).fetchall()
-        if len(rows) != length:
-            raise ValueError(f"checkpoint of run {run_pk}: {len(rows)} messages, not {length}")
-        plain = blobs.PLAIN
-        parts = [d if k == plain else blobs.unpack(k, d) for k, d in rows]
+        parts = [
+            row[0]
+            for row in conn.execute(
+                MESSAGE_TEXTS, (codec.encode([list(r) for r in limits]).decode(),)
+            )
+        ]
+        if len(parts) != length:
+            raise ValueError(f"checkpoint of run {run_pk}: {len(parts)} messages, not {length}")
         text = b"[" + b",".join(parts) + b"]"
         return Snapshot(View(codec.decode(text), state, interrupts, warnings), [], int(chain))
     own: dict[int, list[tuple[int, bytes]]] = {}

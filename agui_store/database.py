@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -97,8 +98,16 @@ def connect(path: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> aps
         # Reads map the file instead of copying pages through the cache: a checkout reads a
         # few thousand small blobs, about twice as fast mapped.
         cur.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+        # Compressed blobs inflate inside a query, so reading a list of blobs returns the
+        # JSON texts alone, in one column (see checkpoints.MESSAGE_TEXTS).
+        conn.create_scalar_function("agui_inflate", _inflate, 1, deterministic=True)
         _migrate(conn, path)
     return conn
+
+
+def _inflate(*args: Any) -> Any:
+    """``agui_inflate(data)``: a zlib blob's bytes (apsw's SQL function signature)."""
+    return zlib.decompress(args[0])
 
 
 def _enter_wal(conn: Conn, busy_timeout_ms: int) -> None:

@@ -23,6 +23,7 @@ shape-valid streams are guaranteed to match the client.
 from __future__ import annotations
 
 import enum
+import operator
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
@@ -89,6 +90,9 @@ def _clone_messages(messages: Iterable[Any]) -> list[Any]:
             cloned = seen[id(m)] = _clone(m)
         out.append(cloned)
     return out
+
+
+_GET_ID = operator.itemgetter("id")
 
 
 def _key(value: Any) -> Any:
@@ -739,6 +743,8 @@ class Reducer:
 
     def _reindex(self) -> None:
         """Rebuild the id indexes from scratch (first match wins, as ``Array.find``)."""
+        if self._reindex_plain():
+            return
         by_id: dict[Any, Message] = {}
         tool_calls: dict[Any, tuple[Message, dict[str, Any]]] = {}
         repeated = False
@@ -765,6 +771,41 @@ class Reducer:
         # One object at two positions only ever shares an id with itself, so a list with
         # unique ids has none; with repeated ids, look.
         self._aliased = repeated and len({id(m) for m in self.messages}) < len(self.messages)
+
+    def _reindex_plain(self) -> bool:
+        """:meth:`_reindex` for the common list (every message a dict with a string id of its
+        own, tool calls with string ids), mostly in C: a checkout that replays a few runs
+        after a checkpoint indexes thousands of messages. ``False``: not that list."""
+        messages = self.messages
+        if not messages:
+            return False
+        if set(map(type, messages)) != {dict}:
+            return False
+        try:
+            ids = list(map(_GET_ID, messages))
+        except KeyError:
+            return False
+        if set(map(type, ids)) != {str}:
+            return False
+        by_id = dict(zip(ids, messages))
+        if len(by_id) != len(messages):
+            return False  # a repeated id: the loop keeps the first and looks for aliasing
+        tool_calls: dict[Any, tuple[Message, dict[str, Any]]] = {}
+        for m in [m for m in messages if "toolCalls" in m]:
+            calls = m["toolCalls"]
+            if type(calls) is list:
+                for call in calls:
+                    if type(call) is dict:
+                        cid = call.get("id", _ABSENT)
+                        if type(cid) is not str:
+                            return False
+                        tool_calls.setdefault(cid, (m, call))
+        self._by_id.clear()
+        self._by_id.update(by_id)
+        self._tool_calls.clear()
+        self._tool_calls.update(tool_calls)
+        self._aliased = False
+        return True
 
     def _index_pushed(self, m: Message) -> None:
         """Index a message just appended to the end of the list."""
