@@ -114,6 +114,28 @@ def store_blob(conn: Conn, packed: tuple[bytes, int, bytes]) -> int:
     return int(conn.execute(UPSERT_BLOB, packed).fetchone()[0])
 
 
+def store_blobs(conn: Conn, packed: list[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
+    """The ids of packed blobs by hash, storing those that are not there: two statements
+    however many blobs (a checkpoint stores every new message of the runs since the last)."""
+    if not packed:
+        return {}
+    ids = {
+        bytes(h): int(i)
+        for i, h in conn.executemany(
+            "INSERT INTO blobs(hash, codec, data) VALUES (?, ?, ?) "
+            "ON CONFLICT(hash) DO NOTHING RETURNING id, hash",
+            packed,
+        )
+    }
+    there = [p[0] for p in packed if p[0] not in ids]  # stored before: look them up
+    for at in range(0, len(there), 500):  # well under SQLite's limit on parameters
+        hashes = there[at : at + 500]
+        marks = ",".join("?" * len(hashes))
+        for i, h in conn.execute(f"SELECT id, hash FROM blobs WHERE hash IN ({marks})", hashes):
+            ids[bytes(h)] = int(i)
+    return ids
+
+
 def has_checkpoint(conn: Conn, run_pk: int) -> bool:
     return conn.execute("SELECT 1 FROM checkpoints WHERE run = ?", (run_pk,)).fetchone() is not None
 

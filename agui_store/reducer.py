@@ -99,7 +99,9 @@ def _key(value: Any) -> Any:
     """A dict key that is equal exactly when the client's ``===`` says the ids are equal.
 
     Strings, ``None`` and an absent id are their own keys; numbers and booleans are tagged
-    (``True == 1`` in Python, not in JavaScript); a container never equals a parsed id.
+    (``True == 1`` in Python, not in JavaScript). A container compares by reference, as in
+    JavaScript: parsed events never share one, but the events ``transformChunks`` makes
+    from one chunk do. (The indexed message holds the object, so its ``id()`` stays its own.)
     """
     kind = type(value)
     if kind is str or value is None or value is _ABSENT:
@@ -108,7 +110,7 @@ def _key(value: Any) -> Any:
         return ("bool", value)
     if kind is int or kind is float:
         return ("number", value)
-    return object()
+    return ("reference", id(value))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -790,16 +792,22 @@ class Reducer:
         by_id = dict(zip(ids, messages))
         if len(by_id) != len(messages):
             return False  # a repeated id: the loop keeps the first and looks for aliasing
-        tool_calls: dict[Any, tuple[Message, dict[str, Any]]] = {}
-        for m in [m for m in messages if "toolCalls" in m]:
-            calls = m["toolCalls"]
-            if type(calls) is list:
-                for call in calls:
-                    if type(call) is dict:
-                        cid = call.get("id", _ABSENT)
-                        if type(cid) is not str:
-                            return False
-                        tool_calls.setdefault(cid, (m, call))
+        holders = [m for m in messages if "toolCalls" in m]
+        lists = [m["toolCalls"] for m in holders]
+        if lists and set(map(type, lists)) != {list}:
+            return False
+        owned = [(m, call) for m, calls in zip(holders, lists) for call in calls]
+        calls = [pair[1] for pair in owned]
+        if calls and set(map(type, calls)) != {dict}:
+            return False
+        try:
+            call_ids = list(map(_GET_ID, calls))
+        except KeyError:
+            return False
+        if call_ids and set(map(type, call_ids)) != {str}:
+            return False
+        # First match wins (as setdefault in the loop): the reversed pairs, last write wins.
+        tool_calls = dict(zip(reversed(call_ids), reversed(owned)))
         self._by_id.clear()
         self._by_id.update(by_id)
         self._tool_calls.clear()

@@ -9,13 +9,14 @@ go (runs, lineage, branches) and talks SQL through :mod:`agui_store.database`.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import operator
 import os
 import re
 import threading
 import uuid
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,7 @@ class _Segment:
     started: dict[str, Any] | None = None  # the RUN_STARTED that opens a new run
     outcome: str | None = None  # the status its last terminal event gives the run
     was_complete: bool = False  # it continues a run that had already ended
+    run_row: tuple[int | None, str | None, str | None] | None = None  # new run: parent, input
 
 
 @dataclass
@@ -106,10 +108,30 @@ class _CachedView:
         return view_of(self.reducer)
 
 
+@dataclass
+class _Known:
+    """What this store's appends left in the file: trusted while SQLite's data version says
+    nothing was written since (by another connection, or by this store's other methods),
+    it spares each append the queries that would find it again."""
+
+    version: int | None = None  # the data version our last append's commit produced
+    thread_pks: dict[str, int] = field(default_factory=dict)
+    newest: dict[int, int | None] = field(default_factory=dict)  # thread pk -> newest run
+    next_seq: int | None = None
+    branched: dict[int, bool] = field(default_factory=dict)  # thread pk -> has branches
+
+
 @dataclass(frozen=True)
 class _RunKey:
     pk: int
     thread_pk: int
+
+
+#: The default ``checkpoint_events``: ``append`` writes a run's checkpoint when the runs since
+#: the last one on its lineage hold at least this many events. A checkout then replays fewer
+#: than that many (plus the run's own), and appending writes a checkpoint every few runs
+#: instead of after each one. ``compact`` writes one for every complete run.
+CHECKPOINT_EVENTS = 200
 
 
 class Store:
@@ -117,6 +139,10 @@ class Store:
 
     A ``Store`` may be shared between threads (calls are serialized); in a child process
     after ``fork()`` it reopens its file on first use.
+
+    Options: ``busy_timeout_ms`` (how long a writer waits for another), ``max_event_bytes``
+    and ``max_depth`` (limits on one event), ``checkpoint_events`` (events of replay
+    between the checkpoints ``append`` writes; 1 writes one after every complete run).
     """
 
     def __init__(
@@ -126,11 +152,19 @@ class Store:
         busy_timeout_ms: int = database.DEFAULT_BUSY_TIMEOUT_MS,
         max_event_bytes: int = codec.DEFAULT_MAX_EVENT_BYTES,
         max_depth: int = codec.DEFAULT_MAX_DEPTH,
+        checkpoint_events: int = CHECKPOINT_EVENTS,
     ) -> None:
         self.path = os.fspath(path) if path is not None else database.default_path()
         self.busy_timeout_ms = busy_timeout_ms
         self.max_event_bytes = max_event_bytes
         self.max_depth = max_depth
+        if type(checkpoint_events) is not int or checkpoint_events < 1:
+            raise ValueError(
+                f"checkpoint_events must be a positive integer, not {checkpoint_events!r}"
+            )
+        # Events of replay between checkpoints: 1 checkpoints every complete run (fastest
+        # checkout, slowest append); the default balances the two (README, "Checkpoints").
+        self.checkpoint_events = checkpoint_events
         self._lock = threading.RLock()
         self._conn: database.Conn | None = database.connect(
             self.path, busy_timeout_ms=busy_timeout_ms
@@ -142,6 +176,7 @@ class Store:
         # while the run's last sequence number is unchanged (another writer invalidates it).
         self._verifiers: dict[int, tuple[int, int, SequenceVerifier]] = {}
         self._views: dict[int, _CachedView] = {}
+        self._known = _Known()
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -188,6 +223,7 @@ class Store:
         """Drop in-memory caches (after a failed write, or in a forked child)."""
         self._verifiers.clear()
         self._views.clear()
+        self._known = _Known()
 
     @contextmanager
     def _reading(self) -> Iterator[database.Conn]:
@@ -228,7 +264,7 @@ class Store:
         incoming = codec.parse_events(
             events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
         )
-        types = [model.validate_event(ev.data, index=i) for i, ev in enumerate(incoming)]
+        types = model.validate_events([ev.data for ev in incoming])
         for i, (ev, kind) in enumerate(zip(incoming, types)):
             if kind == "RUN_STARTED":
                 for name in ("threadId", "runId", "parentRunId"):
@@ -243,7 +279,9 @@ class Store:
             conn = self._db
             try:
                 with database.immediate(conn):
-                    return self._append_locked(
+                    if conn.data_version() != self._known.version:
+                        self._known = _Known()  # someone wrote since: find it all again
+                    result = self._append_locked(
                         conn,
                         incoming,
                         types,
@@ -253,6 +291,10 @@ class Store:
                         branch,
                         check_sequence,
                     )
+                    # The commit adds one to the data version: the next append sees exactly
+                    # that unless something else was written in between.
+                    self._known.version = conn.data_version() + 1
+                return result
             except BaseException:
                 self._forget()
                 raise
@@ -322,9 +364,13 @@ class Store:
         starts_run = types[0] == "RUN_STARTED"
         if thread_id is None:
             thread_id = self._only_open_thread(conn, types[0])
-        thread_pk = self._thread_pk(conn, thread_id, create=True, now=now)
-        assert thread_pk is not None
-        newest = self._newest_run(conn, thread_pk)
+        known = self._known
+        thread_pk = known.thread_pks.get(thread_id)
+        if thread_pk is None:
+            thread_pk = self._thread_pk(conn, thread_id, create=True, now=now)
+            assert thread_pk is not None
+            known.thread_pks[thread_id] = thread_pk
+        newest = self._head(conn, thread_pk)
 
         # Sequence rules (SPEC §1): a batch that does not start a run continues the thread's
         # newest run, so it is checked from that run's recorded state.
@@ -334,8 +380,7 @@ class Store:
                 verifier = SequenceVerifier()
             else:
                 verifier = self._verifier_for(conn, thread_pk, newest).copy()
-            for i, ev in enumerate(incoming):
-                verifier.feed(ev.data, i)
+            verifier.feed_many([ev.data for ev in incoming])
 
         segments = self._segments(incoming, types)
         if run_input is not None and segments[0].started is None:
@@ -347,7 +392,9 @@ class Store:
         explicit_parent = (
             self._resolve(conn, parent_ref, thread_pk=thread_pk) if parent_ref else None
         )
-        seq = int(conn.execute(schema.NEXT_SEQ).fetchone()[0])
+        if known.next_seq is None:
+            known.next_seq = int(conn.execute(schema.NEXT_SEQ).fetchone()[0])
+        seq = known.next_seq
         first_seq = seq
         run_ids: list[str] = []
         new_run_ids: list[str] = []
@@ -356,7 +403,7 @@ class Store:
                 rid = segment.started["runId"]
                 self._refuse_duplicate_run(conn, thread_pk, rid, segment)
                 first_run = n == 0 or (n == 1 and segments[0].started is None)
-                segment.run_pk = self._insert_run(
+                segment.run_pk, segment.run_row = self._insert_run(
                     conn,
                     thread_pk,
                     segment.started,
@@ -366,6 +413,7 @@ class Store:
                     branch if first_run else None,
                     now,
                 )
+                known.newest[thread_pk] = segment.run_pk
                 new_run_ids.append(rid)
                 run_ids.append(rid)
             else:
@@ -373,26 +421,31 @@ class Store:
                     # Only RUN_ERROR (a run that failed before it started) or, without
                     # sequence checks, any event may open the thread's log.
                     segment.run_pk = self._insert_synthetic_run(conn, thread_pk, seq, now)
+                    known.newest[thread_pk] = segment.run_pk
                     new_run_ids.append(self._run_id_of(conn, segment.run_pk))
                 else:
                     segment.run_pk = newest
                     segment.was_complete = self._status(conn, newest) != "incomplete"
                 run_ids.append(self._run_id_of(conn, segment.run_pk))
-            rows = []
-            for ev, kind in zip(segment.events, segment.types):
-                rows.append((seq, segment.run_pk, kind, ev.raw.decode("utf-8")))
-                seq += 1
+            run_pk = segment.run_pk
+            rows = [
+                (at, run_pk, kind, ev.raw.decode("utf-8"))
+                for at, ev, kind in zip(itertools.count(seq), segment.events, segment.types)
+            ]
+            seq += len(rows)
             echo = (
                 self._normalize_echo(conn, thread_pk, segment.run_pk, rows)
                 if segment.started is not None
                 else None
             )
             conn.executemany(schema.INSERT_EVENT, rows)
+            known.next_seq = seq
             if echo is not None:
                 conn.execute("INSERT INTO echo_refs(seq, refs) VALUES (?, ?)", echo)
-            for ev, kind in zip(segment.events, segment.types):
-                if kind in ("RUN_FINISHED", "RUN_ERROR"):
-                    segment.outcome = _status_of_terminal(ev.data)
+            if "RUN_FINISHED" in segment.types or "RUN_ERROR" in segment.types:
+                for ev, kind in zip(segment.events, segment.types):
+                    if kind in ("RUN_FINISHED", "RUN_ERROR"):
+                        segment.outcome = _status_of_terminal(ev.data)
             conn.execute(
                 "INSERT INTO batches(run, first_seq, last_seq, count, outcome, appended_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -418,6 +471,10 @@ class Store:
     def _segments(incoming: list[codec.IncomingEvent], types: list[str]) -> list[_Segment]:
         """Split a batch by position: RUN_STARTED opens a run; everything else belongs to
         the run open before it (SPEC §1: never match RUN_FINISHED.runId)."""
+        if types and types.count("RUN_STARTED") == (types[0] == "RUN_STARTED"):
+            # The usual batch: one run, or the continuation of one.
+            started = incoming[0].data if types[0] == "RUN_STARTED" else None
+            return [_Segment(0, list(incoming), list(types), started=started)]
         segments: list[_Segment] = []
         for i, (ev, kind) in enumerate(zip(incoming, types)):
             if kind == "RUN_STARTED" or not segments:
@@ -469,7 +526,8 @@ class Store:
         explicit_parent: _RunKey | None,
         branch: str | None,
         now: int,
-    ) -> int:
+    ) -> tuple[int, tuple[int | None, str | None, str | None]]:
+        """Insert a run; its pk and the row's ``(parent, input, input_refs)``."""
         input_data = run_input[0] if run_input else None
         echoed = started.get("input") if isinstance(started.get("input"), dict) else None
         sent_parent = None
@@ -508,7 +566,7 @@ class Store:
         )
         run_pk = int(cur.fetchone()[0])
         self._advance_branches(conn, thread_pk, parent_pk, run_pk, branch, now)
-        return run_pk
+        return run_pk, (parent_pk, input_text, refs_text)
 
     def _decide_parent(
         self,
@@ -539,7 +597,7 @@ class Store:
             inferred = self._longest_prefix_run(conn, thread_pk, sent_messages)
             if inferred is not None:
                 return inferred, "messages"
-        head = self._newest_run(conn, thread_pk)
+        head = self._head(conn, thread_pk)
         return (head, "head") if head is not None else (None, "root")
 
     def _normalized_input(
@@ -593,6 +651,7 @@ class Store:
     ) -> None:
         """A new run on a branch advances it: the named one, else every branch whose tip
         is the run's parent."""
+        branched = self._known.branched
         if branch is not None:
             _check_branch_name(branch)
             conn.execute(
@@ -601,15 +660,21 @@ class Store:
                 "updated_at = excluded.updated_at",
                 (thread_pk, branch, run_pk, now),
             )
+            branched[thread_pk] = True
         elif parent_pk is not None:
-            conn.execute(
-                "UPDATE branches SET run = ?, updated_at = ? WHERE thread = ? AND run = ?",
-                (run_pk, now, thread_pk, parent_pk),
-            )
+            if thread_pk not in branched:
+                branched[thread_pk] = conn.execute(
+                    "SELECT EXISTS (SELECT 1 FROM branches WHERE thread = ?)", (thread_pk,)
+                ).fetchone()[0] == 1
+            if branched[thread_pk]:
+                conn.execute(
+                    "UPDATE branches SET run = ?, updated_at = ? WHERE thread = ? AND run = ?",
+                    (run_pk, now, thread_pk, parent_pk),
+                )
 
     def _insert_synthetic_run(self, conn: database.Conn, thread_pk: int, seq: int, now: int) -> int:
         run_id = f"run-error-{seq}"
-        parent_pk = self._newest_run(conn, thread_pk)
+        parent_pk = self._head(conn, thread_pk)
         cur = conn.execute(
             "INSERT INTO runs(thread, run_id, parent, lineage, synthetic, created_at) "
             "VALUES (?, ?, ?, ?, 1, ?) RETURNING id",
@@ -685,7 +750,7 @@ class Store:
     ) -> None:
         """A run that completes is replayed now (cheap: its parent's view is cached, or a few
         runs from a checkpoint): it gets its lineage digest, and a checkpoint when the runs
-        since the last one add up to :data:`CHECKPOINT_EVENTS`. Events that would change a
+        since the last one add up to ``checkpoint_events``. Events that would change a
         completed run's view drop what was derived from it."""
         assert segment.run_pk is not None
         if segment.was_complete:
@@ -700,7 +765,7 @@ class Store:
             whole = segment.started is not None  # the batch holds the whole run
             events = [ev.data for ev in segment.events] if whole else None
             try:
-                self._complete(conn, thread_pk, segment.run_pk, now, events)
+                self._complete(conn, thread_pk, segment.run_pk, now, events, segment.run_row)
             except InvalidEventError:
                 # The lineage replays into something the official client itself would throw
                 # on (e.g. a first TOOL_CALL_CHUNK without a name, which verifyEvents lets
@@ -715,6 +780,7 @@ class Store:
         run_pk: int,
         now: int,
         events: list[dict[str, Any]] | None = None,
+        run_row: tuple[int | None, str | None, str | None] | None = None,
         *,
         force_checkpoint: bool = False,
     ) -> bool:
@@ -725,10 +791,13 @@ class Store:
         Args:
             events: the run's events as just appended, decoded and owned by the store, when
                 the batch held all of them (else they are read back).
+            run_row: the run's ``(parent, input, input_refs)`` when the caller has them.
         """
-        parent_pk, raw_input, raw_refs = conn.execute(
-            "SELECT parent, input, input_refs FROM runs WHERE id = ?", (run_pk,)
-        ).fetchone()
+        if run_row is None:
+            run_row = conn.execute(
+                "SELECT parent, input, input_refs FROM runs WHERE id = ?", (run_pk,)
+            ).fetchone()
+        parent_pk, raw_input, raw_refs = run_row
         cached = self._views.pop(thread_pk, None)
         if cached is not None and cached.run_pk == parent_pk:
             reducer, hasher, since = cached.reducer, cached.ids_hasher, cached.since
@@ -765,7 +834,7 @@ class Store:
         since.had_input |= record.input is not None
         since.events += len(record.events)
         written = False
-        if force_checkpoint or since.events >= CHECKPOINT_EVENTS:
+        if force_checkpoint or since.events >= self.checkpoint_events:
             written = self._write_checkpoint(conn, run_pk, reducer, since, digest, now)
             if written:
                 since = _SinceCheckpoint(
@@ -894,6 +963,13 @@ class Store:
             (thread_id, now),
         )
         return int(cur.fetchone()[0])
+
+    def _head(self, conn: database.Conn, thread_pk: int) -> int | None:
+        """The thread's newest run, inside an append (remembered between appends)."""
+        newest = self._known.newest
+        if thread_pk not in newest:
+            newest[thread_pk] = self._newest_run(conn, thread_pk)
+        return newest[thread_pk]
 
     @staticmethod
     def _newest_run(conn: database.Conn, thread_pk: int) -> int | None:
@@ -1452,11 +1528,6 @@ class Store:
         return fork_input
 
 
-#: ``append`` writes a run's checkpoint when the runs since the last one on its lineage hold
-#: at least this many events: a checkout then replays fewer than that many (plus the run's
-#: own), and appending writes a checkpoint every few runs instead of after each one.
-#: ``compact`` writes one for every complete run.
-CHECKPOINT_EVENTS = 200
 
 _ID_KEYS = ("messageId", "toolCallId", "parentMessageId", "entityId")
 
@@ -1464,15 +1535,12 @@ _ID_KEYS = ("messageId", "toolCallId", "parentMessageId", "entityId")
 def _named_ids(events: Sequence[dict[str, Any]]) -> tuple[set[str], bool]:
     """The ids a run's events name (what they can reach in the view), and whether one of
     them is a MESSAGES_SNAPSHOT (which can reach every message)."""
-    names: set[str] = set()
-    for ev in events:
-        if ev.get("type") == "MESSAGES_SNAPSHOT":
-            return names, True
-        for key in _ID_KEYS:
-            value = ev.get(key)
-            if isinstance(value, str):
-                names.add(value)
-    return names, False
+    if any(ev.get("type") == "MESSAGES_SNAPSHOT" for ev in events):
+        return set(), True
+    named: set[Any] = set()
+    for key in _ID_KEYS:  # a key at a time: comprehensions, in C
+        named.update([ev.get(key) for ev in events])
+    return {name for name in named if type(name) is str}, False
 
 
 def _message_blobs(
@@ -1494,17 +1562,38 @@ def _message_blobs(
         {id(m) for m in messages}
     ) < len(messages):
         return None  # only a snapshot (or an input) puts one object at two positions
-    made: dict[bytes, int] = {}
+    # New blobs are packed as they are met and stored together at the end: ``out`` holds
+    # a blob id, or the hash of a blob to store.
+    new: dict[bytes, tuple[bytes, int, bytes]] = {}
 
-    def stored(m: dict[str, Any]) -> int:
+    def stored(m: dict[str, Any]) -> bytes:
         packed = blobs.pack(m)
-        if packed[0] not in made:
-            made[packed[0]] = checkpoints.store_blob(conn, packed)
-        return made[packed[0]]
+        new.setdefault(packed[0], packed)
+        return packed[0]
 
     if base is None or snapshot:
-        return [stored(m) for m in messages]
-    base_ids = base[1]
+        hashes = [stored(m) for m in messages]
+        ids = checkpoints.store_blobs(conn, list(new.values()))
+        return [ids[h] for h in hashes]
+    out, unresolved = _blobs_after(messages, before, base[1], names, since, reducer, stored)
+    ids = checkpoints.store_blobs(conn, list(new.values()))
+    for at, digest in unresolved:  # the few positions that hold a new blob
+        out[at] = ids[digest]
+    return out
+
+
+def _blobs_after(
+    messages: list[dict[str, Any]],
+    before: list[dict[str, Any]],
+    base_ids: list[int],
+    names: set[str],
+    since: _SinceCheckpoint,
+    reducer: Reducer,
+    stored: Callable[[dict[str, Any]], bytes],
+) -> tuple[list[int], list[tuple[int, bytes]]]:
+    """The blob ids of ``messages``, given the base checkpoint's ``before`` and its
+    ``base_ids`` (the prefix still standing keeps its blobs), with the positions that hold a
+    new blob instead: ``(position, hash)``, their ids still 0."""
     limit = min(len(before), len(messages))
     # The unchanged prefix: where the same objects stand. List equality, in C, passes
     # identical objects without looking into them; with unique ids and no input since,
@@ -1515,10 +1604,11 @@ def _message_blobs(
         same = list(map(operator.is_, before[:limit], messages))
         keep = same.index(False) if False in same else limit
     out = base_ids[:keep]
+    unresolved: list[tuple[int, bytes]] = []
     changed = reducer.holders(names)
-    if changed:  # few: the messages the run's events name
-        # Where they stand in the prefix, searched from the end (a run mostly reaches
-        # recent messages); the new ones past the prefix are stored below anyway.
+    if changed:  # few: the messages the runs' events name
+        # Where they stand in the prefix, searched from the end (runs mostly reach recent
+        # messages); the new ones past the prefix are stored below anyway.
         pending = {id(m): m for m in changed}
         for m in messages[keep:]:
             pending.pop(id(m), None)
@@ -1526,14 +1616,17 @@ def _message_blobs(
         while pending and at >= 0:
             held = pending.pop(id(messages[at]), None)
             if held is not None:
-                out[at] = stored(held)
+                unresolved.append((at, stored(held)))
             at -= 1
     known = dict(zip(map(id, before[keep:]), base_ids[keep:]))
     moved = {id(m) for m in changed}
-    for m in messages[keep:]:
+    for at, m in enumerate(messages[keep:], start=keep):
         blob_id = None if id(m) in moved else known.get(id(m))
-        out.append(blob_id if blob_id is not None else stored(m))
-    return out
+        if blob_id is None:
+            unresolved.append((at, stored(m)))
+            blob_id = 0
+        out.append(blob_id)
+    return out, unresolved
 
 
 #: Every Store not yet garbage-collected, for the at-fork hook.

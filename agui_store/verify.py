@@ -56,14 +56,21 @@ _UNDEFINED: Final = _Undefined()
 class _Opaque:
     """A JSON object or array used as an id.
 
-    JavaScript compares those by reference, and every event is parsed into fresh objects, so
-    such an id equals nothing but itself (the identity ``__eq__`` inherited from ``object``).
+    JavaScript compares those by reference: two parsed events never share one, but the
+    events ``transformChunks`` makes from one chunk do (its START and CONTENT carry the
+    chunk's very ``messageId`` object), so the wrapper equals another of the same object.
     """
 
     __slots__ = ("value",)
 
     def __init__(self, value: Any) -> None:
         self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Opaque) and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
 
 
 # A value as a Map/Set key under JavaScript's SameValueZero: strings as themselves (the common
@@ -285,21 +292,30 @@ class SequenceVerifier:
         Raises:
             SequenceError: the event breaks a rule; the state is unchanged.
         """
-        # Most of a stream is deltas to an open text message or tool call. Without an
-        # attribution, inside a live run, _judge passes them and changes nothing.
-        etype = event.get("type")
-        delta = _DELTAS.get(etype) if type(etype) is str else None
-        if delta is not None and self._first_seen and "subagentRunId" not in event:
-            entity, open_now = delta
-            key = event.get(entity)
+        self._feed((event,), index)
+
+    def feed_many(self, events: Iterable[Mapping[str, Any]]) -> None:
+        """:meth:`feed` each event in turn, indexed from 0; on an error, the events before
+        it have been accepted."""
+        self._feed(events, 0)
+
+    def _feed(self, events: Iterable[Mapping[str, Any]], first_index: int) -> None:
+        for index, event in enumerate(events, first_index):
+            # Most of a stream is deltas to an open text message or tool call. Without an
+            # attribution, inside a live run, _judge passes them and changes nothing.
+            etype = event.get("type")
+            delta = _DELTAS.get(etype) if type(etype) is str else None
             if (
-                type(key) is str
-                and key in open_now(self)
+                delta is not None
+                and self._first_seen
                 and not self._run_finished
                 and not self._run_errored
+                and "subagentRunId" not in event
             ):
-                return
-        self._judge(event, index, commit=True)
+                key = event.get(delta[0])
+                if type(key) is str and key in delta[1](self):
+                    continue
+            self._judge(event, index, commit=True)
 
     def check(self, event: Mapping[str, Any], index: int) -> None:
         """Raise as :meth:`feed` would, without changing the state."""

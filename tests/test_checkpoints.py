@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -229,3 +230,76 @@ def test_a_run_the_client_cannot_replay_does_not_block_later_appends(tmp_path: P
             assert e.event_type == "TOOL_CALL_CHUNK" and e.path == "$.toolCallName"
         else:
             raise AssertionError("the client throws on this lineage; so must checkout")
+
+
+def _talk(store: agui_store.Store, run_id: str, words: int, **started: Any) -> None:
+    mid = f"m-{run_id}"
+    store.append(
+        [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": run_id, **started},
+            {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"},
+            *(
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": f"w{i} "}
+                for i in range(words)
+            ),
+            {"type": "TEXT_MESSAGE_END", "messageId": mid},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
+        ]
+    )
+
+
+def _replay_debt(conn: apsw.Connection) -> dict[int, int]:
+    """For each run: the events a checkout replays after its nearest checkpoint."""
+    debt = {}
+    for (pk,) in conn.execute("SELECT id FROM runs ORDER BY id").fetchall():
+        _, after = checkpoints.nearest(conn, pk)
+        marks = ",".join("?" * len(after))
+        debt[pk] = (
+            conn.execute(f"SELECT count(*) FROM events WHERE run IN ({marks})", after).fetchone()[0]
+            if after
+            else 0
+        )
+    return debt
+
+
+@pytest.mark.parametrize("every", [1, 30, 200])
+def test_append_keeps_every_checkout_within_checkpoint_events_of_replay(
+    tmp_path: Path, every: int
+) -> None:
+    with agui_store.open(tmp_path / "s.db", checkpoint_events=every) as store:
+        for i in range(40):
+            _talk(store, f"r{i}", words=i % 7)  # runs of 4 to 10 events
+        conn = store._db
+        sizes = dict(conn.execute("SELECT run, count(*) FROM events GROUP BY run").fetchall())
+        for pk, debt in _replay_debt(conn).items():
+            assert debt < every + sizes[pk], (pk, debt)
+        written = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+        if every == 1:
+            assert written == 40 and store.compact() == 0
+        else:  # one per `every` events, no more: appending is cheaper by that much
+            assert 1 <= written <= sum(sizes.values()) // every
+
+
+def test_lineage_rule_3_finds_a_run_that_has_no_checkpoint(tmp_path: Path) -> None:
+    with agui_store.open(tmp_path / "s.db", checkpoint_events=10_000) as store:
+        for i in range(3):
+            _talk(store, f"r{i}", words=2)
+        assert store._db.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 0
+        # A client that restored r1 sends its messages: r1 is the parent, not the head (r2).
+        sent = [*store.checkout("r1").messages, {"id": "u", "role": "user", "content": "again"}]
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "again"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "again"},
+            ],
+            input={"threadId": "t", "runId": "again", "messages": sent},
+        )
+        again = store.get_run("again")
+        assert again is not None
+        assert (again.parent_run_id, again.lineage) == ("r1", "messages")
+
+
+def test_checkpoint_events_must_be_a_positive_integer(tmp_path: Path) -> None:
+    for bad in (0, -5, 2.5, True, "200"):
+        with pytest.raises(ValueError, match="checkpoint_events"):
+            agui_store.open(tmp_path / "s.db", checkpoint_events=bad)

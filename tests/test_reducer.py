@@ -1100,3 +1100,21 @@ def test_reduce_events_defaults_to_no_messages_and_an_empty_object_state() -> No
     view = reduce_events([])
     assert view == ReducedView(messages=[], state={}, pending_interrupts=[], warnings=[])
     assert reduce_events([], state=None).state is None
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        {"type": "TEXT_MESSAGE_CHUNK", "messageId": {}, "delta": "hi"},
+        {"type": "TEXT_MESSAGE_CHUNK", "messageId": [1], "role": "assistant", "delta": "hi"},
+        {"type": "TOOL_CALL_CHUNK", "toolCallId": {}, "toolCallName": "f", "delta": "{}"},
+    ],
+)
+def test_an_object_id_reaches_what_its_own_chunk_opened_as_in_the_client(
+    oracle: Oracle, chunk: dict[str, Any]
+) -> None:
+    # The events transformChunks makes from one chunk share its id object, which JavaScript
+    # compares by reference; two events parsed apart never do.
+    started = {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
+    assert_matches_client(oracle, [started, chunk])
+    assert_matches_client(oracle, [started, chunk, json.loads(json.dumps(chunk))])

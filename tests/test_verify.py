@@ -38,10 +38,17 @@ pytestmark = pytest.mark.oracle
 # helpers
 
 
+def parsed(events: list[Event]) -> list[Event]:
+    """The events as a client holds them: each parsed from its own JSON, so no two share an
+    object (strategies may draw one object into several events; an object id compares by
+    reference, as in JavaScript)."""
+    return [json.loads(json.dumps(ev)) for ev in events]
+
+
 def ours(events: list[Event], *, chunks: bool = False) -> Verdict:
     """Our verdict in the oracle's shape."""
     try:
-        verify_events(events, chunks=chunks)
+        verify_events(parsed(events), chunks=chunks)
     except SequenceError as e:
         return {"ok": False, "index": e.index, "error": e.reason}
     return {"ok": True}
@@ -1078,6 +1085,7 @@ def test_every_step_of_a_random_walk_gets_the_official_clients_verdict(
             ev = data.draw(any_events(pool))
         index = len(accepted)
         theirs = oracle.verify([*accepted, ev])
+        (ev,) = parsed([ev])
         try:
             v.check(ev, index)
         except SequenceError as e:
@@ -1098,7 +1106,7 @@ def test_skipping_rejected_events_leaves_a_stream_the_client_accepts(
     # A rejected event leaves no trace: what was accepted is a legal stream on its own.
     v = SequenceVerifier()
     accepted = []
-    for i, ev in enumerate(events):
+    for i, ev in enumerate(parsed(events)):
         try:
             v.feed(ev, i)
         except SequenceError:
@@ -1110,6 +1118,7 @@ def test_skipping_rejected_events_leaves_a_stream_the_client_accepts(
 
 def _verdict_in_pieces(events: list[Event], cuts: list[int]) -> Verdict:
     verifier: SequenceVerifier | None = None
+    events = parsed(events)
     bounds = [0, *sorted(set(cuts)), len(events)]
     for lo, hi in itertools.pairwise(bounds):
         try:
@@ -1142,7 +1151,7 @@ def test_checking_then_feeding_one_shared_verifier_equals_verify_events(
     # feed() after it would see every opener twice.
     shared = SequenceVerifier()
     verdict: Verdict = {"ok": True}
-    for i, ev in enumerate([*events, *probe]):
+    for i, ev in enumerate(parsed([*events, *probe])):
         try:
             shared.check(ev, i)
             shared.feed(ev, i)
@@ -1153,7 +1162,7 @@ def test_checking_then_feeding_one_shared_verifier_equals_verify_events(
 
 
 def _feed_what_passes(verifier: SequenceVerifier, events: list[Event]) -> None:
-    for i, ev in enumerate(events):
+    for i, ev in enumerate(parsed(events)):
         with contextlib.suppress(SequenceError):
             verifier.feed(ev, i)
 
@@ -1242,7 +1251,7 @@ def test_every_step_of_a_chunked_walk_gets_the_clients_verdict(
             ev = data.draw(any_events(CHUNKY))
         theirs = oracle.verify([*accepted, ev], chunks=True)
         try:
-            after = verify_events([ev], start=v, chunks=True)
+            after = verify_events(parsed([ev]), start=v, chunks=True)
         except SequenceError as e:
             assert not theirs["ok"], (ev, e.reason)
             assert theirs["index"] == len(accepted)
@@ -1270,3 +1279,30 @@ def test_feeding_a_chunked_stream_in_pieces_equals_feeding_it_whole(
             verdict = {"ok": False, "index": lo + e.index, "error": e.reason}
             break
     assert verdict == ours(events, chunks=True)
+
+
+def test_an_object_id_continues_what_its_own_chunk_opened_as_in_the_client(
+    oracle: Oracle,
+) -> None:
+    # Found by the random profile: transformChunks gives the START and CONTENT it makes of
+    # one chunk the chunk's very messageId object, and JavaScript compares it by reference.
+    started = {**RUN_STARTED, "input": {"threadId": "t", "runId": "r0", "messages": []}}
+    assert_same_verdict(
+        oracle,
+        [
+            started,
+            {"type": "TEXT_MESSAGE_CHUNK", "messageId": {}, "delta": ""},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m1", "metadata": {}},
+            {"type": "STEP_STARTED", "stepName": "s1"},
+        ],
+        chunks=True,
+    )
+    assert_same_verdict(
+        oracle,
+        [
+            started,
+            {"type": "TOOL_CALL_CHUNK", "toolCallId": {}, "toolCallName": "f", "delta": "{"},
+            {"type": "TOOL_CALL_CHUNK", "toolCallId": "c1", "delta": "}"},
+        ],
+        chunks=True,
+    )
