@@ -43,6 +43,8 @@ The checks, in the order they run (``CheckReport.checked`` lists the ones that r
     longer in chain; it keeps at most the base's messages and holds its own message rows at
     exactly the positions after them. (That a checkpoint equals a replay of the run is what
     the store's own tests prove; checking it here would mean replaying every run.)
+``lineage_digests``
+    Each belongs to a complete run (a digest is of the view at a run's end).
 
 Events after a run's terminal event (other than one late RUN_ERROR after RUN_FINISHED) are
 reported as *warnings*, not problems: ``append(check_sequence=False)`` records them on purpose
@@ -77,6 +79,7 @@ CHECKS = (
     "events",
     "blobs",
     "checkpoints",
+    "lineage_digests",
 )
 
 #: Problems listed per check; past that the report says how many more there were.
@@ -873,8 +876,24 @@ def _is_ancestor(runs: dict[int, _RunRow], ancestor: int, run: int) -> bool:
     return False
 
 
+# --- lineage digests ------------------------------------------------------------------------
+
+
+def _check_lineage_digests(ctx: _Context, out: _Collector) -> None:
+    complete = {
+        int(r[0])
+        for r in ctx.conn.execute("SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL")
+    }
+    for (run,) in ctx.conn.execute("SELECT DISTINCT run FROM lineage_digests ORDER BY run"):
+        if int(run) in ctx.runs and int(run) not in complete:
+            out.problem(
+                f"the lineage digest of {ctx.name_run(int(run))}: the run is incomplete, and a "
+                "digest is of the view at a run's end"
+            )
+
+
 #: Checks that run only when the file has their table.
-_OPTIONAL = frozenset({"blobs", "checkpoints"})
+_OPTIONAL = frozenset({"blobs", "checkpoints", "lineage_digests"})
 
 _CHECKS: tuple[tuple[str, Callable[[_Context, _Collector], None]], ...] = (
     ("sqlite", _check_sqlite),
@@ -887,4 +906,5 @@ _CHECKS: tuple[tuple[str, Callable[[_Context, _Collector], None]], ...] = (
     ("events", _check_events),
     ("blobs", _check_blobs),
     ("checkpoints", _check_checkpoints),
+    ("lineage_digests", _check_lineage_digests),
 )

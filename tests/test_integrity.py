@@ -123,7 +123,9 @@ def problems(path: Path) -> list[str]:
 #: content-addressed checkpoints, schema version 2).
 TABLES = {name for kind, name in integrity.expected_schema() if kind == "table"}
 EXPECTED_CHECKS = tuple(
-    c for c in integrity.CHECKS if c in TABLES or c not in ("blobs", "checkpoints")
+    c
+    for c in integrity.CHECKS
+    if c in TABLES or c not in ("blobs", "checkpoints", "lineage_digests")
 )
 
 
@@ -366,6 +368,15 @@ def if_checkpoints(*lines: str) -> list[str]:
     return list(lines) if "checkpoints" in TABLES else []
 
 
+def if_digests(*lines: str) -> list[str]:
+    """Lines expected only from a schema with lineage digests (version 6 on)."""
+    return list(lines) if "lineage_digests" in TABLES else []
+
+
+def _digest_of_a_live_run(conn: apsw.Connection) -> None:
+    conn.execute("INSERT INTO lineage_digests(ids_hash, run) VALUES (x'00', 3)")
+
+
 def _checkpoint_on_a_stranger(conn: apsw.Connection) -> None:
     conn.execute("UPDATE checkpoints SET base = 1 WHERE run = 5")
 
@@ -500,6 +511,10 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
                 f"checkpoints: the checkpoint of {R2}: the run is incomplete, and a checkpoint "
                 "holds the view at a run's end"
             ),
+            *if_digests(
+                f"lineage_digests: the lineage digest of {R2}: the run is incomplete, and a "
+                "digest is of the view at a run's end"
+            ),
         ],
     ),
     (
@@ -619,6 +634,18 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         ],
     ),
 ]
+
+if "lineage_digests" in TABLES:
+    CORRUPTIONS += [
+        (
+            "a lineage digest of a live run",
+            _digest_of_a_live_run,
+            [
+                f"lineage_digests: the lineage digest of {R3}: the run is incomplete, and a "
+                "digest is of the view at a run's end"
+            ],
+        ),
+    ]
 
 if "checkpoints" in TABLES:
     _FIRST = hashlib.sha256(b'{"role":"forged"}').hexdigest()
