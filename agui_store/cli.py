@@ -224,12 +224,18 @@ def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         out.write(json.dumps({"ok": report.ok, "checked": list(report.checked),
                               "problems": [{"check": p.check, "detail": p.detail}
-                                           for p in report.problems]}) + "\n")
+                                           for p in report.problems],
+                              "warnings": [{"check": w.check, "detail": w.detail}
+                                           for w in report.warnings]}) + "\n")
     else:
         for p in report.problems:
             out.write(f"{p}\n")
-        out.write(("ok" if report.ok else f"{len(report.problems)} problem(s)")
-                  + f" ({', '.join(report.checked)})\n")
+        for w in report.warnings:  # legal, worth knowing: they do not fail the check
+            out.write(f"warning: {w}\n")
+        summary = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+        if report.warnings:
+            summary += f", {len(report.warnings)} warning(s)"
+        out.write(f"{summary} ({', '.join(report.checked)})\n")
     return 0 if report.ok else 1
 
 

@@ -160,10 +160,17 @@ def test_events_recorded_after_a_runs_end_on_purpose_are_a_warning_not_a_problem
         )
         report = store.check()
     assert report.ok
-    assert [str(w) for w in report.warnings] == [
+    warning = (
         "runs: run 'u1' (thread 'u', #5) has events after its terminal RUN_FINISHED at seq "
         "16: seq 18 (TEXT_MESSAGE_END); only append(check_sequence=False) records that"
-    ]
+    )
+    assert [str(w) for w in report.warnings] == [warning]
+    code, out = run_cli(db)
+    assert code == 0
+    assert out.splitlines()[0] == f"warning: {warning}"
+    assert out.splitlines()[1].startswith("ok, 1 warning(s) (sqlite,")
+    code, out = run_cli(db, "--json")
+    assert json.loads(out)["warnings"] == [{"check": "runs", "detail": warning[len("runs: ") :]}]
 
 
 def test_a_payload_with_duplicate_keys_is_judged_as_the_store_reads_it(db: Path) -> None:
