@@ -857,6 +857,12 @@ class Reducer:
         self._reindex()
         return new
 
+    def _merge_event_metadata(self, target: dict[str, Any], event: Event) -> None:
+        """Merge the event's ``metadata`` into ``target`` when the event carries one."""
+        metadata = event.get("metadata", _ABSENT)
+        if metadata is not _ABSENT:
+            self._merge_metadata(target, metadata)
+
     def _merge_metadata(self, target: dict[str, Any], incoming: Any) -> None:
         """Fold an event's metadata into its target, key by key, the last write winning."""
         added = _spread(incoming, clone=self._copy)
@@ -925,9 +931,7 @@ class Reducer:
                 target["subagentRunId"] = sub
             self.messages.append(target)
             self._by_id[mid if type(mid) is str else _key(mid)] = target
-        metadata = event.get("metadata", _ABSENT)
-        if metadata is not _ABSENT:
-            self._merge_metadata(target, metadata)
+        self._merge_event_metadata(target, event)
 
     def _on_text_content(self, event: Event) -> None:
         # The hottest handler (one event per streamed token): the lookup is inlined.
@@ -946,16 +950,12 @@ class Reducer:
             m["content"] = content + delta
         else:
             m["content"] = (content if type(content) is str else "") + _js_str(delta)
-        metadata = event.get("metadata", _ABSENT)
-        if metadata is not _ABSENT:
-            self._merge_metadata(m, metadata)
+        self._merge_event_metadata(m, event)
 
     def _on_text_end(self, event: Event) -> None:
         m = self._streaming_target(event, "TEXT_MESSAGE_END", "text")
         if m is not None:
-            metadata = event.get("metadata", _ABSENT)
-            if metadata is not _ABSENT:
-                self._merge_metadata(m, metadata)
+            self._merge_event_metadata(m, event)
 
     # -- reasoning ---------------------------------------------------------------------
 
@@ -978,9 +978,7 @@ class Reducer:
                 target["subagentRunId"] = sub
             self.messages.append(target)
             self._by_id[mid if type(mid) is str else _key(mid)] = target
-        metadata = event.get("metadata", _ABSENT)
-        if metadata is not _ABSENT:
-            self._merge_metadata(target, metadata)
+        self._merge_event_metadata(target, event)
 
     def _on_reasoning_content(self, event: Event) -> None:
         m = self._streaming_target(event, "REASONING_MESSAGE_CONTENT", "reasoning")
@@ -991,9 +989,7 @@ class Reducer:
     def _on_reasoning_end(self, event: Event) -> None:
         m = self._streaming_target(event, "REASONING_MESSAGE_END", "reasoning")
         if m is not None:
-            metadata = event.get("metadata", _ABSENT)
-            if metadata is not _ABSENT:
-                self._merge_metadata(m, metadata)
+            self._merge_event_metadata(m, event)
 
     def _on_encrypted_value(self, event: Event) -> None:
         # Attaches a blob to an entity that exists; its metadata stays on the event.
@@ -1048,9 +1044,7 @@ class Reducer:
                     held.pop("name", None)
                 else:
                     held["name"] = name
-            metadata = event.get("metadata", _ABSENT)
-            if metadata is not _ABSENT:
-                self._merge_metadata(call, metadata)
+            self._merge_event_metadata(call, event)
             return
 
         parent_id = event.get("parentMessageId", _ABSENT)
@@ -1095,9 +1089,7 @@ class Reducer:
         if type(calls) is list:
             calls.append(call)
             self._tool_calls[tcid if type(tcid) is str else _key(tcid)] = (target, call)
-        metadata = event.get("metadata", _ABSENT)
-        if metadata is not _ABSENT:
-            self._merge_metadata(call, metadata)
+        self._merge_event_metadata(call, event)
 
     def _on_tool_args(self, event: Event) -> None:
         tcid = event.get("toolCallId", _ABSENT)
@@ -1117,9 +1109,7 @@ class Reducer:
             function["arguments"] = args + delta
         else:
             function["arguments"] = _js_plus(args, delta)
-        metadata = event.get("metadata", _ABSENT)
-        if metadata is not _ABSENT:
-            self._merge_metadata(call, metadata)
+        self._merge_event_metadata(call, event)
 
     def _on_tool_end(self, event: Event) -> None:
         tcid = event.get("toolCallId", _ABSENT)
@@ -1129,9 +1119,7 @@ class Reducer:
                 f"TOOL_CALL_END: No message found containing tool call with ID '{_show(tcid)}'"
             )
             return
-        metadata = event.get("metadata", _ABSENT)
-        if metadata is not _ABSENT:
-            self._merge_metadata(found[1], metadata)
+        self._merge_event_metadata(found[1], event)
 
     def _on_tool_result(self, event: Event) -> None:
         mid = event.get("messageId", _ABSENT)
@@ -1147,9 +1135,7 @@ class Reducer:
         sub = event.get("subagentRunId")
         if sub is not None:
             message["subagentRunId"] = sub
-        metadata = event.get("metadata", _ABSENT)
-        if metadata is not _ABSENT:
-            self._merge_metadata(message, metadata)
+        self._merge_event_metadata(message, event)
 
         # Right after the assistant message that issued the call, after any tool results
         # already there (parallel results keep their order); appended when there is none.
@@ -1326,9 +1312,8 @@ class Reducer:
                 target = self._replace_at(existing, updated)
         elif replace:
             target = self._replace_at(existing, minted())
-        metadata = event.get("metadata", _ABSENT)
-        if target is not None and metadata is not _ABSENT:
-            self._merge_metadata(target, metadata)
+        if target is not None:
+            self._merge_event_metadata(target, event)
 
     def _on_activity_delta(self, event: Event) -> None:
         mid = event.get("messageId", _ABSENT)
@@ -1341,9 +1326,7 @@ class Reducer:
             )
             return
         # The metadata does not depend on the patch: a stale path costs the message nothing.
-        metadata = event.get("metadata", _ABSENT)
-        if metadata is not _ABSENT:
-            self._merge_metadata(existing, metadata)
+        self._merge_event_metadata(existing, event)
         base = existing.get("content")
         if base is None:
             base = {}
