@@ -496,3 +496,28 @@ def test_what_a_forked_child_appends_survives_the_parent_closing_its_store(
             "child-3",
         ], "appends the child was told had landed are gone"
         assert reopened.check().ok
+
+
+def test_two_stores_on_one_file_take_turns_without_trusting_stale_facts(tmp_path: Path) -> None:
+    """Each append remembers the thread's newest run, the next sequence number and whether
+    the thread has branches; a write by another connection (even a branch) must make it
+    look again."""
+    path = tmp_path / "s.db"
+
+    def one_run(run_id: str) -> list[dict[str, Any]]:
+        return [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
+        ]
+
+    with agui_store.open(path) as a, agui_store.open(path) as b:
+        a.append(one_run("a1"))
+        b.append(one_run("b1"))  # a's newest run and next seq are stale now
+        a.append(one_run("a2"))
+        b.branch("feature", "a2", thread_id="t")  # a has seen no branch in this thread
+        a.append(one_run("a3"))
+        assert [r.run_id for r in a.log("a3", thread_id="t")] == ["a3", "a2", "b1", "a1"]
+        assert {br.name: br.run_id for br in a.branches("t")}["feature"] == "a3"
+        seqs = [row[0] for row in a._db.execute("SELECT seq FROM events ORDER BY seq")]
+        assert seqs == list(range(1, 9))
+        assert a.check().ok
