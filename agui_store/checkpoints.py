@@ -202,8 +202,13 @@ def lineage_ids(messages: Iterable[Any]) -> list[Any]:
 def ids_hasher(messages: Iterable[Any], hasher: Any = None) -> Any:
     """A sha256 over the :func:`lineage_ids` of ``messages`` (continuing ``hasher``, which
     is copied, when given): digests of message lists that grow by appending extend cheaply."""
+    return hash_ids(lineage_ids(messages), hasher)
+
+
+def hash_ids(ids: Iterable[Any], hasher: Any = None) -> Any:
+    """:func:`ids_hasher` over ids already picked out of their messages."""
     out = hasher.copy() if hasher is not None else hashlib.sha256()
-    for mid in lineage_ids(messages):
+    for mid in ids:
         out.update(codec.canonical_bytes(mid) + b"\x00")
     return out
 
@@ -218,13 +223,14 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return keep
 
 
-def prefix_digests(ids: Sequence[Any]) -> list[bytes]:
-    """The digest of ``ids[:n]`` for n = 1..len(ids), in one pass."""
-    digest = hashlib.sha256()
-    out = []
-    for mid in ids:
+def prefix_digests(ids: Sequence[Any], hasher: Any = None, done: int = 0) -> dict[bytes, int]:
+    """The digest of ``ids[:n]`` (as :func:`ids_hasher` computes it) for every n, in one
+    pass: digest -> n. Given ``hasher`` holding the first ``done`` ids, for every longer n."""
+    digest = hasher.copy() if hasher is not None else hashlib.sha256()
+    out = {}
+    for n, mid in enumerate(ids[done:], start=done + 1):
         digest.update(codec.canonical_bytes(mid) + b"\x00")
-        out.append(digest.copy().digest())
+        out[digest.copy().digest()] = n
     return out
 
 

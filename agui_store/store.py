@@ -617,27 +617,45 @@ class Store:
             return None
         return normalize_input(run_input, base.messages, base.state)
 
-    @staticmethod
     def _longest_prefix_run(
-        conn: database.Conn, thread_pk: int, sent_messages: list[Any]
+        self, conn: database.Conn, thread_pk: int, sent_messages: list[Any]
     ) -> int | None:
         """Lineage rule 3: the run whose restored message ids form the longest prefix of the
         input's message ids (the newest such run on a tie). Runs are compared through their
-        lineage digests, which complete runs have: an incomplete run is not a candidate."""
+        lineage digests, which complete runs have: an incomplete run is not a candidate.
+
+        A client usually sends the view of the run appended last plus its new messages, so
+        that view (cached) is tried first: when it is a prefix, only longer prefixes can
+        beat it, and only their digests are looked up.
+        """
         ids = checkpoints.lineage_ids(sent_messages)
         if not ids:
             return None
-        length_of = {d: n for n, d in enumerate(checkpoints.prefix_digests(ids), start=1)}
-        marks = ",".join("?" * len(length_of))
-        matches = conn.execute(
-            f"SELECT d.run, d.ids_hash FROM lineage_digests AS d "
-            f"JOIN runs ON runs.id = d.run "
-            f"WHERE d.ids_hash IN ({marks}) AND runs.thread = ?",
-            (*length_of, thread_pk),
-        ).fetchall()
+        length_of: dict[bytes, int] | None = None
+        cached = self._views.get(thread_pk)
+        if cached is not None:
+            known = len(checkpoints.lineage_ids(cached.reducer.messages))
+            if 0 < known <= len(ids):
+                head = checkpoints.hash_ids(ids[:known])
+                if head.digest() == cached.ids_hasher.digest():
+                    length_of = checkpoints.prefix_digests(ids, head, known)
+                    length_of[head.digest()] = known
+        if length_of is None:
+            length_of = checkpoints.prefix_digests(ids)
+        matches: list[tuple[int, bytes]] = []
+        digests = list(length_of)
+        for at in range(0, len(digests), 500):  # well under SQLite's limit on parameters
+            chunk = digests[at : at + 500]
+            marks = ",".join("?" * len(chunk))
+            matches += conn.execute(
+                f"SELECT d.run, d.ids_hash FROM lineage_digests AS d "
+                f"JOIN runs ON runs.id = d.run "
+                f"WHERE d.ids_hash IN ({marks}) AND runs.thread = ?",
+                (*chunk, thread_pk),
+            ).fetchall()
         if not matches:
             return None
-        best = max(matches, key=lambda row: (length_of[row[1]], row[0]))
+        best = max(matches, key=lambda row: (length_of[bytes(row[1])], row[0]))
         return int(best[0])
 
     def _advance_branches(

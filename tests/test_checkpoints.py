@@ -303,3 +303,31 @@ def test_checkpoint_events_must_be_a_positive_integer(tmp_path: Path) -> None:
     for bad in (0, -5, 2.5, True, "200"):
         with pytest.raises(ValueError, match="checkpoint_events"):
             agui_store.open(tmp_path / "s.db", checkpoint_events=bad)
+
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_rule_3_takes_an_input_longer_than_sqlites_limit_on_parameters(
+    tmp_path: Path, reopen: bool
+) -> None:
+    # Every prefix of the input's ids is a candidate; SQLite takes 32,766 parameters at most.
+    path = tmp_path / "s.db"
+    store = agui_store.open(path)
+    for i in range(3):
+        _talk(store, f"r{i}", words=1)
+    if reopen:  # a store that appended nothing yet has no view in memory to try first
+        store.close()
+        store = agui_store.open(path)
+    many = [{"id": f"u{i}", "role": "user", "content": "?"} for i in range(33_000)]
+    for run_id, base in (("long", "r2"), ("side", "r1")):
+        history = store.checkout(base).messages
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
+            ],
+            input={"threadId": "t", "runId": run_id, "messages": [*history, *many]},
+        )
+        run = store.get_run(run_id)
+        assert run is not None
+        assert (run.parent_run_id, run.lineage) == (base, "messages")
+    store.close()
