@@ -1343,27 +1343,31 @@ class Store:
     @staticmethod
     def _records(conn: database.Conn, run_pks: list[int]) -> list[RunRecord]:
         """Inputs and decoded events of runs (root first: keys grow along a lineage)."""
-        marks = ",".join("?" * len(run_pks))
+        # The runs go in as one JSON array: a lineage can be longer than SQLite takes
+        # parameters (when it has no checkpoint to start from).
+        pks = (codec.encode(run_pks).decode(),)
         grouped: dict[int, list[str]] = {}
         for run_pk, payload in conn.execute(
-            f"SELECT run, payload FROM events WHERE run IN ({marks}) ORDER BY run, seq",
-            tuple(run_pks),
+            "SELECT run, payload FROM events WHERE run IN (SELECT value FROM json_each(?)) "
+            "ORDER BY run, seq",
+            pks,
         ):
             grouped.setdefault(run_pk, []).append(payload)
         inputs = {
             int(pk): (raw, refs)
             for pk, raw, refs in conn.execute(
-                f"SELECT id, input, input_refs FROM runs WHERE id IN ({marks}) "
-                "AND input IS NOT NULL",
-                tuple(run_pks),
+                "SELECT id, input, input_refs FROM runs WHERE id IN "
+                "(SELECT value FROM json_each(?)) AND input IS NOT NULL",
+                pks,
             )
         }
         echo_refs = {
             int(run): codec.decode(refs.encode("utf-8"))
             for run, refs in conn.execute(
-                f"SELECT events.run, echo_refs.refs FROM echo_refs JOIN events "
-                f"ON events.seq = echo_refs.seq WHERE events.run IN ({marks})",
-                tuple(run_pks),
+                "SELECT events.run, echo_refs.refs FROM echo_refs JOIN events "
+                "ON events.seq = echo_refs.seq WHERE events.run IN "
+                "(SELECT value FROM json_each(?))",
+                pks,
             )
         }
         decoded = codec.decode_many([p for pk in run_pks for p in grouped.get(pk, ())])

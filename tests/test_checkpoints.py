@@ -331,3 +331,16 @@ def test_rule_3_takes_an_input_longer_than_sqlites_limit_on_parameters(
         assert run is not None
         assert (run.parent_run_id, run.lineage) == (base, "messages")
     store.close()
+
+
+def test_replaying_more_runs_than_sqlite_takes_parameters_reads_them_all(tmp_path: Path) -> None:
+    # A lineage with no checkpoint to start from is replayed whole: its runs go to SQLite as
+    # one JSON array, not one parameter each (a chain of 33,000 runs would be too slow here,
+    # so the list holds the real runs among runs that do not exist).
+    with agui_store.open(tmp_path / "s.db") as store:
+        for i in range(3):
+            _talk(store, f"r{i}", words=1)
+        real = [pk for (pk,) in store._db.execute("SELECT id FROM runs ORDER BY id")]
+        records = store._records(store._db, [*real, *range(1000, 34_000)])
+        assert [len(r.events) for r in records[:3]] == [5, 5, 5]
+        assert all(not r.events for r in records[3:])
