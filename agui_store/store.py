@@ -451,7 +451,8 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (segment.run_pk, seq - len(rows), seq - 1, len(rows), segment.outcome, now),
             )
-        for segment in segments:
+            # Before the next run of the batch is placed: its lineage and its echoed input
+            # then see this one complete, as they would had it come in an append of its own.
             self._keep_checkpoint_current(conn, thread_pk, segment, now)
         last_seq = seq - 1
         if verifier is not None:

@@ -344,3 +344,33 @@ def test_replaying_more_runs_than_sqlite_takes_parameters_reads_them_all(tmp_pat
         records = store._records(store._db, [*real, *range(1000, 34_000)])
         assert [len(r.events) for r in records[:3]] == [5, 5, 5]
         assert all(not r.events for r in records[3:])
+
+
+def test_a_run_echoing_the_run_before_it_in_the_same_batch_descends_from_that_run(
+    tmp_path: Path,
+) -> None:
+    # r1 completes inside the batch; the echo of r2 holds r1's messages, so rule 3 must see
+    # r1 (longest prefix), not only r0, which was complete before the batch came.
+    with agui_store.open(tmp_path / "s.db") as store:
+        _talk(store, "r0", words=1)
+        r0 = store.checkout("r0").messages
+        said = {"id": "m-r1", "role": "assistant", "content": "w0 "}
+        batch = [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "r1", "parentRunId": "r0"},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m-r1", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m-r1", "delta": "w0 "},
+            {"type": "TEXT_MESSAGE_END", "messageId": "m-r1"},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+            {
+                "type": "RUN_STARTED",
+                "threadId": "t",
+                "runId": "r2",
+                "input": {"threadId": "t", "runId": "r2", "messages": [*r0, said]},
+            },
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"},
+        ]
+        store.append(batch)
+        r2 = store.get_run("r2")
+        assert r2 is not None
+        assert (r2.parent_run_id, r2.lineage) == ("r1", "messages")
+        assert store.events("r2")[0] == batch[5]  # the echo reads back whole

@@ -244,6 +244,28 @@ def test_echoed_inputs_appended_run_by_run_are_stored_by_reference_and_read_back
         assert echoes <= shared and (shared == 0 or echoes > 0)
 
 
+@pytest.mark.parametrize("events", fixture_params())
+def test_a_recording_appended_in_one_batch_stores_what_run_by_run_appends_store(
+    oracle: Oracle, tmp_path: Path, events: list[dict[str, Any]]
+) -> None:
+    """Each run of a batch is placed after the one before it completed: its lineage and its
+    echoed input see that run, as they would had each come in an append of its own."""
+    tid = events[0]["threadId"]
+    with agui_store.open(tmp_path / "one.db") as one, agui_store.open(tmp_path / "each.db") as each:
+        one.append(events)
+        for a, b in run_bounds(events):
+            each.append(events[a:b])
+        for table in ("runs", "echo_refs"):
+            columns = "run_id, parent, lineage, input_refs" if table == "runs" else "refs"
+            query = f"SELECT {columns} FROM {table} ORDER BY 1"
+            assert one._db.execute(query).fetchall() == each._db.execute(query).fetchall()
+        assert list(one.thread_events(tid)) == events
+        for a, b in run_bounds(events):
+            want = oracle.replay(events[:b])
+            co = one.checkout(events[a]["runId"], thread_id=tid)
+            assert (co.messages, co.state) == (want["messages"], want["state"])
+
+
 @given(data=st.data(), n=st.integers(1, 4))
 def test_generated_conversations_echoing_their_history_read_back_and_restore_exactly(
     oracle: Oracle, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, n: int
