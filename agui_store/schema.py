@@ -228,6 +228,14 @@ b(id, depth) AS (
 SELECT a.id, a.depth, b.depth FROM a JOIN b ON a.id = b.id ORDER BY a.depth LIMIT 1
 """
 
+#: Lineage rule 3: the runs of a thread whose lineage digest is one of ``{marks}``. CROSS JOIN
+#: keeps the digests the outer loop (a primary-key probe each); a plain JOIN lets SQLite walk
+#: the thread's runs and probe every digest for each, quadratic in a long thread.
+RUNS_WITH_DIGESTS = """
+SELECT d.run, d.ids_hash FROM lineage_digests AS d CROSS JOIN runs ON runs.id = d.run
+WHERE d.ids_hash IN ({marks}) AND runs.thread = ?
+"""
+
 #: Per-run summaries: event count, last event, latest outcome, last append time.
 RUN_COLUMNS = """
     runs.id, threads.thread_id, runs.run_id, parent_runs.run_id, runs.lineage,

@@ -649,10 +649,7 @@ class Store:
             chunk = digests[at : at + 500]
             marks = ",".join("?" * len(chunk))
             matches += conn.execute(
-                f"SELECT d.run, d.ids_hash FROM lineage_digests AS d "
-                f"JOIN runs ON runs.id = d.run "
-                f"WHERE d.ids_hash IN ({marks}) AND runs.thread = ?",
-                (*chunk, thread_pk),
+                schema.RUNS_WITH_DIGESTS.format(marks=marks), (*chunk, thread_pk)
             ).fetchall()
         if not matches:
             return None

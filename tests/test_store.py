@@ -487,6 +487,15 @@ def test_ancestry_queries_probe_the_indexes_instead_of_scanning_events(store: An
         assert "events USING" in plan and "INDEX events_by_run" in plan, plan
 
 
+def test_lineage_rule_3_probes_digests_by_key_instead_of_walking_the_threads_runs(
+    store: Any,
+) -> None:
+    sql = schema.RUNS_WITH_DIGESTS.format(marks="?,?,?")
+    plan = [row[3] for row in store._db.execute("EXPLAIN QUERY PLAN " + sql, (b"a", b"b", b"c", 1))]
+    assert plan[0].startswith("SEARCH d USING PRIMARY KEY (ids_hash=?)"), plan
+    assert all("SCAN" not in step for step in plan), plan
+
+
 def test_an_sqlite_file_of_something_else_is_not_taken_over(tmp_path: Path) -> None:
     other = tmp_path / "other.db"
     conn = apsw.Connection(str(other))
