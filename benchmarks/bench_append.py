@@ -1,9 +1,11 @@
 """append: events/s through the public API, next to raw apsw executemany of the same rows.
 
 Both sides write the same rows (seq, run, type, payload JSON text) into a fresh WAL file with
-the same pragmas, one transaction per batch of one 50-event run. The public API also parses,
-validates each event against its 1.0 shape, checks the sequence rules, decides lineage and
-writes run and batch rows: the ratio is what that safety costs.
+the same pragmas, one transaction per batch of one 50-event run; the raw rows are encoded
+before the clock starts. The public API also encodes and parses, validates each event
+against its 1.0 shape, checks the sequence rules, decides lineage, writes run and batch
+rows, replays the run through the reducer for its lineage digest, and writes a checkpoint
+every ``checkpoint_events`` events (200): the ratio is what that costs.
 
     python benchmarks/bench_append.py [--runs 400]
 """
