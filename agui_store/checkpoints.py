@@ -17,9 +17,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from agui_store import blobs, codec
 from agui_store.database import Conn
+from agui_store.errors import InvalidEventError
 from agui_store.restore import View
+
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 
 #: Longest run of delta checkpoints before a full message list is written again.
 MAX_CHAIN = 64
@@ -208,6 +213,18 @@ def ids_hasher(messages: Iterable[Any], hasher: Any = None) -> Any:
 def hash_ids(ids: Iterable[Any], hasher: Any = None) -> Any:
     """:func:`ids_hasher` over ids already picked out of their messages."""
     out = hasher.copy() if hasher is not None else hashlib.sha256()
+    ids = list(ids)
+    if not ids:
+        return out
+    try:
+        # Each id's canonical JSON, as one array encoded and cut apart in C: the digest is
+        # over "id\0id\0...", the same bytes the loop below feeds one id at a time.
+        texts = _RAW_LIST.decode(codec.canonical_bytes(ids))
+    except (InvalidEventError, msgspec.DecodeError):  # lone surrogates: one at a time
+        texts = None
+    if texts is not None:
+        out.update(b"\x00".join(map(bytes, texts)) + b"\x00")
+        return out
     for mid in ids:
         out.update(codec.canonical_bytes(mid) + b"\x00")
     return out

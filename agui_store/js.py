@@ -12,7 +12,8 @@ from typing import Any
 
 import msgspec
 
-_ENCODE = msgspec.json.Encoder().encode
+#: Keys sorted: equal objects built in another key order still read as the same text.
+_ENCODE = msgspec.json.Encoder(order="sorted").encode
 
 
 def as_double(value: int | float) -> float:
@@ -64,8 +65,8 @@ def json_equal(a: Any, b: Any) -> bool:
     if a is b:
         return True
     # JavaScript-equal values are Python-equal, so ``!=`` (in C) settles most inequalities;
-    # equal containers with the same JSON text are equal, and only the rest (a boolean
-    # meeting a number, 1 meeting 1.0, keys in another order) need the walk.
+    # equal containers with the same JSON text (keys sorted) are equal, and only the rest (a
+    # boolean meeting a number, 1 meeting 1.0) need the walk.
     if a != b:
         return False
     if type(a) is dict or type(a) is list:
