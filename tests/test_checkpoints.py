@@ -31,12 +31,13 @@ from tests.strategies import legal_streams, message_lists
 class CheckpointMachine(RuleBasedStateMachine):
     runs = Bundle("runs")
     live = Bundle("live")
+    every = 1  # checkpoint_events: a checkpoint after every complete run
 
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="agui-sm-")
         self.path = str(Path(self.dir) / "s.db")
-        self.store = agui_store.open(self.path)
+        self.store = agui_store.open(self.path, checkpoint_events=self.every)
         self.count = 0
         self.open_run: str | None = None
 
@@ -112,7 +113,7 @@ class CheckpointMachine(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.store.close()
-        self.store = agui_store.open(self.path)
+        self.store = agui_store.open(self.path, checkpoint_events=self.every)
 
     @rule()
     def lose_every_checkpoint(self) -> None:
@@ -123,7 +124,7 @@ class CheckpointMachine(RuleBasedStateMachine):
             "DELETE FROM checkpoint_messages; DELETE FROM checkpoints; DELETE FROM lineage_digests;"
         )
         conn.close()
-        self.store = agui_store.open(self.path)
+        self.store = agui_store.open(self.path, checkpoint_events=self.every)
 
     @precondition(lambda self: self.count > 0)
     @invariant()
@@ -144,6 +145,14 @@ class CheckpointMachine(RuleBasedStateMachine):
 
 CheckpointMachine.TestCase.settings = settings(stateful_step_count=12)
 test_checkpoints_never_change_what_checkout_restores = CheckpointMachine.TestCase
+
+
+class SparseCheckpointMachine(CheckpointMachine):
+    every = 12  # a checkpoint every few generated runs: checkouts replay from an older one
+
+
+SparseCheckpointMachine.TestCase.settings = settings(stateful_step_count=12)
+test_sparse_checkpoints_never_change_what_checkout_restores = SparseCheckpointMachine.TestCase
 
 
 def test_a_checkpointed_conversation_shares_history_between_branches(tmp_path: Path) -> None:

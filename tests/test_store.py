@@ -587,10 +587,11 @@ def test_a_branch_without_parent_run_id_finds_its_parent_by_its_messages(store: 
     assert [x.run_id for x in store.log("retry")] == ["retry", "r1", "r0"]
 
 
+@pytest.mark.parametrize("every", [1, 200])
 def test_checkout_from_checkpoints_equals_a_full_replay_and_survives_reopening(
-    db_path: Path,
+    db_path: Path, every: int
 ) -> None:
-    with agui_store.open(db_path) as store:
+    with agui_store.open(db_path, checkpoint_events=every) as store:
         http_agent_turns(store, 5)
         store.append(run("t", "side", *say("s", "side"), parentRunId="r2"))
         want = {
@@ -606,8 +607,8 @@ def test_checkout_from_checkpoints_equals_a_full_replay_and_survives_reopening(
         for run_id, view in want.items():
             co = store.checkout(run_id)
             assert (co.messages, co.state) == (view.messages, view.state)
-        # append checkpoints every few runs; compact fills in the rest, once
-        assert store.compact() > 0
+        # append checkpoints every run by default, else every few; compact fills in the rest
+        assert (store.compact() > 0) == (every > 1)
         assert store.compact() == 0
         for run_id, view in want.items():
             co = store.checkout(run_id)
