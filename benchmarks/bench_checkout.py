@@ -24,8 +24,8 @@ from benchmarks._common import conversation, header, median_time
 EVENTS_PER_RUN = 50
 
 
-def build(path: str, depth: int) -> None:
-    with agui_store.open(path) as store:
+def build(path: str, depth: int, checkpoint_events: int = CHECKPOINT_EVENTS) -> None:
+    with agui_store.open(path, checkpoint_events=checkpoint_events) as store:
         for events in conversation("t", depth, EVENTS_PER_RUN):
             store.append(events)
 
@@ -40,13 +40,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--depths", default="10,100,1000,2000")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--checkpoint-events", type=int, default=CHECKPOINT_EVENTS,
+        help="the store's checkpoint_events (1: a checkpoint after every run)",
+    )
     args = parser.parse_args()
     header("checkout: restore the leaf of a chain of 50-event runs")
     print("read+decode: the chain's events read and decoded, nothing applied (issue 2 baseline)")
     print("full replay: the view replayed from the root through the reducer, no checkpoints")
     print(
         "checkout: from the nearest checkpoint (append writes one every "
-        f"{CHECKPOINT_EVENTS} events): the slowest of the last runs, one checkpoint apart"
+        f"{args.checkpoint_events} events): the slowest of the last runs, one checkpoint apart"
     )
     print("result decode: msgspec decoding one JSON document of the result (issue 3 baseline)")
     print()
@@ -59,7 +63,7 @@ def main() -> None:
     results = {}
     for depth in (int(d) for d in args.depths.split(",")):
         path = os.path.join(tmp, f"chain-{depth}.db")
-        build(path, depth)
+        build(path, depth, args.checkpoint_events)
         with agui_store.open(path) as store:
             leaf = f"run-{depth - 1}"
             conn = store._db
@@ -74,10 +78,11 @@ def main() -> None:
             replay = median_time(
                 lambda s=store, c=conn, pk=leaf_pk: s._replay_view(c, pk), repeat=args.repeat
             )
-            # append checkpoints every CHECKPOINT_EVENTS events, so a run's distance from
+            # append checkpoints every checkpoint_events events, so a run's distance from
             # its checkpoint depends on where it falls: the slowest run of the last window
             # is the figure (the leaf itself may be checkpointed, or the farthest from it).
-            window = range(max(0, depth - CHECKPOINT_EVENTS // EVENTS_PER_RUN - 1), depth)
+            spacing = args.checkpoint_events // EVENTS_PER_RUN
+            window = range(max(0, depth - spacing - 1), depth)
             checkout = max(
                 median_time(lambda s=store, r=f"run-{i}": s.checkout(r), repeat=args.repeat)
                 for i in window
