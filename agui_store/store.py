@@ -176,6 +176,8 @@ class Store:
         # while the run's last sequence number is unchanged (another writer invalidates it).
         self._verifiers: dict[int, tuple[int, int, SequenceVerifier]] = {}
         self._views: dict[int, _CachedView] = {}
+        # Threads whose cached view another writer may have made stale (see _cached_view).
+        self._unverified: set[int] = set()
         self._known = _Known()
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -279,8 +281,7 @@ class Store:
             conn = self._db
             try:
                 with database.immediate(conn):
-                    if conn.data_version() != self._known.version:
-                        self._known = _Known()  # someone wrote since: find it all again
+                    self._notice_other_writes(conn)
                     result = self._append_locked(
                         conn,
                         incoming,
@@ -298,6 +299,14 @@ class Store:
             except BaseException:
                 self._forget()
                 raise
+
+    def _notice_other_writes(self, conn: database.Conn) -> None:
+        """Inside a write transaction: when anything was written since this store's last
+        append (by another connection, or by its own other methods), what it remembers of
+        the file is found again, and its cached views are checked before use."""
+        if conn.data_version() != self._known.version:
+            self._known = _Known()
+            self._unverified = set(self._views)
 
     def _parse_input(self, value: Any) -> tuple[dict[str, Any], str]:
         parsed = codec.parse_events(
@@ -606,7 +615,7 @@ class Store:
     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The input naming what the parent's view holds instead of repeating it, when the
         parent is complete (its view is final) and they share any."""
-        cached = self._views.get(thread_pk)
+        cached = self._cached_view(conn, thread_pk)
         if cached is not None and cached.run_pk == parent_pk:
             base = cached.view
         elif self._status(conn, parent_pk) != "incomplete":
@@ -633,7 +642,7 @@ class Store:
         if not ids:
             return None
         length_of: dict[bytes, int] | None = None
-        cached = self._views.get(thread_pk)
+        cached = self._cached_view(conn, thread_pk)
         if cached is not None:
             known = len(checkpoints.lineage_ids(cached.reducer.messages))
             if 0 < known <= len(ids):
@@ -814,7 +823,8 @@ class Store:
                 "SELECT parent, input, input_refs FROM runs WHERE id = ?", (run_pk,)
             ).fetchone()
         parent_pk, raw_input, raw_refs = run_row
-        cached = self._views.pop(thread_pk, None)
+        cached = self._cached_view(conn, thread_pk)
+        self._views.pop(thread_pk, None)
         if cached is not None and cached.run_pk == parent_pk:
             reducer, hasher, since = cached.reducer, cached.ids_hasher, cached.since
         else:
@@ -858,6 +868,28 @@ class Store:
                 )
         self._views[thread_pk] = _CachedView(run_pk, reducer, hasher, since)
         return written
+
+    def _cached_view(self, conn: database.Conn, thread_pk: int) -> _CachedView | None:
+        """The thread's view in memory, when the file still holds what it stands on.
+
+        Another writer can make it stale: events recorded after a run's end (with
+        ``check_sequence=False``) drop that run's digest and checkpoints, and those below.
+        Two key probes tell, once after each such write.
+        """
+        cached = self._views.get(thread_pk)
+        if cached is None or thread_pk not in self._unverified:
+            return cached
+        self._unverified.discard(thread_pk)
+        since_cp = cached.since.run_pk
+        digest = conn.execute(
+            "SELECT 1 FROM lineage_digests WHERE ids_hash = ? AND run = ?",
+            (bytes(cached.ids_hasher.digest()), cached.run_pk),
+        ).fetchone()
+        base_gone = since_cp is not None and not checkpoints.has_checkpoint(conn, since_cp)
+        if digest is None or base_gone:
+            del self._views[thread_pk]
+            return None
+        return cached
 
     def _replayed_to(
         self, conn: database.Conn, run_pk: int | None
@@ -913,6 +945,7 @@ class Store:
             conn = self._db
             try:
                 with database.immediate(conn):
+                    self._notice_other_writes(conn)
                     if run_or_ref is not None:
                         key = self._resolve(conn, run_or_ref, thread_id=thread_id)
                         pks = [

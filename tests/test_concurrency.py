@@ -521,3 +521,34 @@ def test_two_stores_on_one_file_take_turns_without_trusting_stale_facts(tmp_path
         seqs = [row[0] for row in a._db.execute("SELECT seq FROM events ORDER BY seq")]
         assert seqs == list(range(1, 9))
         assert a.check().ok
+
+
+def test_a_view_another_store_changed_is_not_reused_from_memory(tmp_path: Path) -> None:
+    """Events recorded after a run's end (check_sequence=False) change its view; a store
+    that kept that view in memory must not build the next run's checkpoint on it."""
+    path = tmp_path / "s.db"
+
+    def said(run_id: str, text: str) -> list[dict[str, Any]]:
+        mid = f"m-{run_id}"
+        return [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
+            {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": text},
+            {"type": "TEXT_MESSAGE_END", "messageId": mid},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
+        ]
+
+    with agui_store.open(path) as a, agui_store.open(path) as b:
+        a.append(said("r1", "one"))  # a keeps r1's view in memory
+        b.append(
+            [
+                {"type": "TEXT_MESSAGE_START", "messageId": "late", "role": "assistant"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "late", "delta": "after the end"},
+            ],
+            thread_id="t",
+            check_sequence=False,
+        )
+        a.append(said("r2", "two"))
+        pk = a._db.execute("SELECT id FROM runs WHERE run_id = 'r2'").fetchone()[0]
+        assert a.checkout("r2").messages == a._replay_view(a._db, pk).messages
+        assert [m["id"] for m in a.checkout("r2").messages] == ["m-r1", "late", "m-r2"]
