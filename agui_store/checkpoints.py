@@ -3,11 +3,15 @@
 A checkpoint holds a run's final view (messages, state, pending interrupts, warnings). Each
 message is its own blob (sha256 of its canonical JSON), so branches that share history share
 storage, and the message list itself is stored as a delta: the first ``keep`` messages of the
-base checkpoint (the lineage parent's) followed by the run's own rows. Every ``MAX_CHAIN``
-checkpoints a full list is written instead, so rebuilding a list walks a bounded chain.
+base checkpoint (the nearest one up the lineage: the parent's, with a checkpoint per run)
+followed by the run's own rows. Every ``MAX_CHAIN`` checkpoints a full list is written
+instead, so rebuilding a list walks a bounded chain.
 
-Checkpoints are derived data: they can be dropped and rebuilt from the raw log at any time,
-and ``checkout`` from a checkpoint equals a full replay (a hypothesis state machine checks it).
+Every complete run also has a lineage digest (``lineage_digests``: the sha256 of its view's
+message ids, what lineage rule 3 compares), with or without a checkpoint.
+
+Both are derived data: they can be dropped and rebuilt from the raw log at any time, and
+``checkout`` from a checkpoint equals a full replay (hypothesis state machines check it).
 """
 
 from __future__ import annotations
