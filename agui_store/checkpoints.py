@@ -123,6 +123,17 @@ def store_blob(conn: Conn, packed: tuple[bytes, int, bytes]) -> int:
     return int(conn.execute(UPSERT_BLOB, packed).fetchone()[0])
 
 
+def store_value(conn: Conn, value: Any) -> int:
+    """The id of a JSON value's blob, storing it unless it is there. Looked up before it is
+    compressed: a run that leaves a large state as it was costs no compression."""
+    text = codec.canonical_bytes(value)
+    digest = blobs.digest(text)
+    row = conn.execute("SELECT id FROM blobs WHERE hash = ?", (digest,)).fetchone()
+    if row is not None:
+        return int(row[0])
+    return store_blob(conn, (digest, *blobs.compress(text)))
+
+
 def store_blobs(conn: Conn, packed: list[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
     """The ids of packed blobs by hash, storing those that are not there: two statements
     however many blobs (a checkpoint stores every new message of the runs since the last)."""
@@ -276,9 +287,9 @@ def write(
         keep = common_prefix(base[1], blob_ids)
         if keep:
             base_run, chain = base[0], base[2] + 1
-    state = store_blob(conn, blobs.pack(view.state))
-    interrupts = store_blob(conn, blobs.pack(view.interrupts)) if view.interrupts else None
-    warnings = store_blob(conn, blobs.pack(view.warnings)) if view.warnings else None
+    state = store_value(conn, view.state)
+    interrupts = store_value(conn, view.interrupts) if view.interrupts else None
+    warnings = store_value(conn, view.warnings) if view.warnings else None
     conn.execute(
         "INSERT INTO checkpoints(run, base, keep, length, chain, state, interrupts, warnings, "
         "ids_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
