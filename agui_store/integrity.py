@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from agui_store import codec, schema
+from agui_store import codec, database, schema
 from agui_store.errors import InvalidEventError
 
 #: Every check, in the order it runs. ``blobs`` and ``checkpoints`` run only when the file
@@ -135,7 +135,7 @@ def check_database(conn: apsw.Connection) -> CheckReport:
     problems: list[Problem] = []
     warnings: list[Problem] = []
     checked: list[str] = []
-    with _read_transaction(conn):
+    with database.snapshot(conn):
         context = _Context(conn)
         for name, run in _CHECKS:
             if name in _OPTIONAL and not context.has_table(name):
@@ -152,23 +152,6 @@ def check_database(conn: apsw.Connection) -> CheckReport:
 
 
 # --- plumbing -------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _read_transaction(conn: apsw.Connection) -> Iterator[None]:
-    if not conn.getautocommit():  # the caller's transaction (Store.check reads in one)
-        yield
-        return
-    conn.execute("BEGIN DEFERRED")
-    try:
-        yield
-    finally:
-        if not conn.getautocommit():
-            try:
-                conn.execute("COMMIT")
-            except apsw.Error:  # a corrupt file can fail even this; nothing was written
-                with contextlib.suppress(apsw.Error):
-                    conn.execute("ROLLBACK")
 
 
 class _Collector:
