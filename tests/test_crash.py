@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, partial
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -66,6 +67,16 @@ class Tally:
     in_flight_lost: int = 0  # ... or had not (it is absent, whole)
     acked: int = 0
     seconds_per_byte: list[float] = field(default_factory=list)
+
+    def count_survivors(self, acked: int, acked_upto: int, in_flight: Any, held: int) -> None:
+        """After a kill: ``acked`` batches were acknowledged; the file now ``held`` up to
+        the batch in flight, if any, or not."""
+        self.acked += acked
+        if in_flight is not None:
+            if held > acked_upto:
+                self.in_flight_kept += 1
+            else:
+                self.in_flight_lost += 1
 
     def summary(self, label: str) -> str:
         return (
@@ -213,12 +224,7 @@ def test_a_writer_killed_at_random_moments_keeps_every_acknowledged_run_whole(
             next_worker = None if last else Worker("writer", "runs", str(path), str(seed))
             acked_upto = held + len(acked)
             new_held = verify_runs_file(path, seed, held, acked_upto, in_flight)
-            tally.acked += len(acked)
-            if in_flight is not None:
-                if new_held > acked_upto:
-                    tally.in_flight_kept += 1
-                else:
-                    tally.in_flight_lost += 1
+            tally.count_survivors(len(acked), acked_upto, in_flight, new_held)
             held = new_held
             if next_worker is not None:
                 worker = next_worker
@@ -281,12 +287,7 @@ def test_a_live_run_streamed_in_many_appends_keeps_what_was_acknowledged_and_sta
             next_worker = None if last else Worker("writer", "live", str(path), str(seed))
             acked_upto = held + len(acked)
             new_held = verify_live_file(path, seed, acked_upto, in_flight)
-            tally.acked += len(acked)
-            if in_flight is not None:
-                if new_held > acked_upto:
-                    tally.in_flight_kept += 1
-                else:
-                    tally.in_flight_lost += 1
+            tally.count_survivors(len(acked), acked_upto, in_flight, new_held)
             held = new_held
             if next_worker is not None:
                 worker = next_worker
