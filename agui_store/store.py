@@ -1277,18 +1277,7 @@ class Store:
         """The run and its lineage ancestors, newest first (metadata only, no payloads)."""
         with self._reading() as conn:
             key = self._resolve(conn, run_or_ref, thread_id=thread_id)
-            rows = conn.execute(
-                schema.ANCESTORS_CTE
-                + "SELECT"
-                + schema.RUN_COLUMNS
-                + "FROM chain CROSS JOIN runs ON runs.id = chain.id "
-                "JOIN threads ON threads.id = runs.thread "
-                "LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent "
-                "ORDER BY chain.depth",
-                (key.pk,),
-            ).fetchall()
-            names = self._branch_names(conn, [r[0] for r in rows])
-        return Log(self._run_from_row(r, names) for r in rows)
+            return Log(self._side(conn, key.pk, None))
 
     def checkout(self, run_or_ref: str, *, thread_id: str | None = None) -> Checkout:
         """Restore a run: the messages and state the official client holds after it."""
@@ -1480,7 +1469,8 @@ class Store:
         )
 
     def _side(self, conn: database.Conn, pk: int, depth: int | None) -> list[Run]:
-        """The runs of ``pk``'s lineage above the merge base (all of it when none)."""
+        """The runs of ``pk``'s lineage, newest first: those above ``depth`` (the merge
+        base's), or all of it for ``None``."""
         rows = conn.execute(
             schema.ANCESTORS_CTE
             + "SELECT"
