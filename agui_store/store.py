@@ -837,8 +837,9 @@ class Store:
         names, snapshot = _named_ids(record.events)
         replaced = snapshot or record.input is not None
         # What the digest needs to tell a list that grew from one that changed: the list
-        # before, and the id and kind of each message the run's events can reach.
-        before = list(reducer.messages)
+        # before, and the id and kind of each message the run's events can reach. Right
+        # after a checkpoint that list is the one kept for the next checkpoint's delta.
+        before = since.messages if since.events == 0 else list(reducer.messages)
         reached = [(m, m.get("id"), m.get("role")) for m in reducer.holders(names)]
         apply_run(reducer, record)
         messages = reducer.messages
