@@ -119,6 +119,12 @@ class _Known:
     newest: dict[int, int | None] = field(default_factory=dict)  # thread pk -> newest run
     next_seq: int | None = None
     branched: dict[int, bool] = field(default_factory=dict)  # thread pk -> has branches
+    # Of the runs appends touch (a live run streamed in many small appends touches one):
+    run_ids: dict[int, str] = field(default_factory=dict)  # run pk -> run id
+    last_seqs: dict[int, int] = field(default_factory=dict)  # run pk -> its last event
+    statuses: dict[int, str] = field(default_factory=dict)  # run pk -> status
+    # The threads whose newest run is open, for a batch that names no thread.
+    open_threads: set[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -423,6 +429,8 @@ class Store:
                     now,
                 )
                 known.newest[thread_pk] = segment.run_pk
+                known.run_ids[segment.run_pk] = rid
+                known.statuses[segment.run_pk] = "incomplete"
                 new_run_ids.append(rid)
                 run_ids.append(rid)
             else:
@@ -431,11 +439,11 @@ class Store:
                     # sequence checks, any event may open the thread's log.
                     segment.run_pk = self._insert_synthetic_run(conn, thread_pk, seq, now)
                     known.newest[thread_pk] = segment.run_pk
-                    new_run_ids.append(self._run_id_of(conn, segment.run_pk))
+                    new_run_ids.append(self._known_run_id(conn, segment.run_pk))
                 else:
                     segment.run_pk = newest
-                    segment.was_complete = self._status(conn, newest) != "incomplete"
-                run_ids.append(self._run_id_of(conn, segment.run_pk))
+                    segment.was_complete = self._known_status(conn, newest) != "incomplete"
+                run_ids.append(self._known_run_id(conn, segment.run_pk))
             run_pk = segment.run_pk
             rows = [
                 (at, run_pk, kind, ev.raw.decode("utf-8"))
@@ -460,6 +468,7 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (segment.run_pk, seq - len(rows), seq - 1, len(rows), segment.outcome, now),
             )
+            self._remember_batch(thread_id, segment, seq - 1)
             # Before the next run of the batch is placed: its lineage and its echoed input
             # then see this one complete, as they would had it come in an append of its own.
             self._keep_checkpoint_current(conn, thread_pk, segment, now)
@@ -476,6 +485,41 @@ class Store:
             first_seq,
             last_seq,
         )
+
+    def _remember_batch(self, thread_id: str, segment: _Segment, last_seq: int) -> None:
+        """What a segment just written changes in the facts appends remember."""
+        known = self._known
+        assert segment.run_pk is not None
+        known.last_seqs[segment.run_pk] = last_seq
+        if segment.outcome is not None:
+            known.statuses[segment.run_pk] = segment.outcome
+        if known.open_threads is not None:
+            # The segment's run is its thread's newest now.
+            if known.statuses.get(segment.run_pk) == "incomplete":
+                known.open_threads.add(thread_id)
+            else:
+                known.open_threads.discard(thread_id)
+
+    def _known_run_id(self, conn: database.Conn, run_pk: int) -> str:
+        run_ids = self._known.run_ids
+        if run_pk not in run_ids:
+            run_ids[run_pk] = self._run_id_of(conn, run_pk)
+        return run_ids[run_pk]
+
+    def _known_status(self, conn: database.Conn, run_pk: int) -> str:
+        statuses = self._known.statuses
+        if run_pk not in statuses:
+            statuses[run_pk] = self._status(conn, run_pk)
+        return statuses[run_pk]
+
+    def _known_last_seq(self, conn: database.Conn, run_pk: int) -> int:
+        last_seqs = self._known.last_seqs
+        if run_pk not in last_seqs:
+            last_seq = conn.execute(
+                "SELECT max(last_seq) FROM batches WHERE run = ?", (run_pk,)
+            ).fetchone()[0]
+            last_seqs[run_pk] = int(last_seq or 0)
+        return last_seqs[run_pk]
 
     @staticmethod
     def _segments(incoming: list[codec.IncomingEvent], types: list[str]) -> list[_Segment]:
@@ -496,15 +540,24 @@ class Store:
         return segments
 
     def _only_open_thread(self, conn: database.Conn, first_type: str) -> str:
-        rows = conn.execute(
-            "SELECT threads.thread_id FROM threads JOIN runs ON runs.id = "
-            "(SELECT max(id) FROM runs WHERE runs.thread = threads.id) "
-            "WHERE NOT EXISTS (SELECT 1 FROM batches b WHERE b.run = runs.id "
-            "AND b.outcome IS NOT NULL) LIMIT 2"
-        ).fetchall()
-        if len(rows) == 1:
-            return str(rows[0][0])
-        reason = "no thread has an open run" if not rows else "several threads have open runs"
+        known = self._known
+        if known.open_threads is None:
+            known.open_threads = {
+                str(row[0])
+                for row in conn.execute(
+                    "SELECT threads.thread_id FROM threads JOIN runs ON runs.id = "
+                    "(SELECT max(id) FROM runs WHERE runs.thread = threads.id) "
+                    "WHERE NOT EXISTS (SELECT 1 FROM batches b WHERE b.run = runs.id "
+                    "AND b.outcome IS NOT NULL)"
+                )
+            }
+        if len(known.open_threads) == 1:
+            return next(iter(known.open_threads))
+        reason = (
+            "no thread has an open run"
+            if not known.open_threads
+            else "several threads have open runs"
+        )
         raise InvalidEventError(
             f"the batch starts no run and names no thread ({reason}): pass thread_id=",
             index=0,
@@ -751,9 +804,7 @@ class Store:
 
     def _verifier_for(self, conn: database.Conn, thread_pk: int, run_pk: int) -> SequenceVerifier:
         """The sequence state at the end of a recorded run (cached while nobody appends)."""
-        last_seq = conn.execute(
-            "SELECT max(last_seq) FROM batches WHERE run = ?", (run_pk,)
-        ).fetchone()[0]
+        last_seq = self._known_last_seq(conn, run_pk)
         cached = self._verifiers.get(thread_pk)
         if cached and cached[0] == run_pk and cached[1] == last_seq:
             return cached[2]
@@ -765,7 +816,7 @@ class Store:
             # Recorded with check_sequence=False: its state is unknown, so a continuation
             # can only be judged on its own.
             verifier = SequenceVerifier()
-        self._verifiers[thread_pk] = (run_pk, int(last_seq or 0), verifier)
+        self._verifiers[thread_pk] = (run_pk, last_seq, verifier)
         return verifier
 
     # --- checkpoints --------------------------------------------------------------------

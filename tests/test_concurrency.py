@@ -523,6 +523,40 @@ def test_two_stores_on_one_file_take_turns_without_trusting_stale_facts(tmp_path
         assert a.check().ok
 
 
+def test_a_live_run_another_store_ended_or_joined_is_seen_by_the_next_streamed_append(
+    tmp_path: Path,
+) -> None:
+    """A store streaming a live run remembers the run's status, its last sequence number
+    and which threads have an open run; another writer's append must make it look again."""
+    path = tmp_path / "s.db"
+    start = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"}]
+    text = {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}
+    with agui_store.open(path) as a, agui_store.open(path) as b:
+        a.append(start)
+        a.append([text])  # no thread named: t's run is the only open one
+        # b opens a run in another thread: a batch naming no thread is now ambiguous.
+        b.append([{"type": "RUN_STARTED", "threadId": "u", "runId": "u1"}])
+        with pytest.raises(agui_store.InvalidEventError, match="several threads have open runs"):
+            a.append([{"type": "TEXT_MESSAGE_END", "messageId": "m"}])
+        # b ends t's run: a's next event for it breaks the sequence rules, from b's state.
+        b.append(
+            [
+                {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+            ],
+            thread_id="t",
+        )
+        with pytest.raises(agui_store.InvalidEventError):
+            a.append(
+                [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}], thread_id="t"
+            )
+        assert a.get_run("r1", thread_id="t").status == "finished"
+        # Only u's run is open now, so a batch naming no thread goes there.
+        result = a.append([{"type": "RUN_FINISHED", "threadId": "u", "runId": "u1"}])
+        assert result.thread_id == "u"
+        assert a.check().ok
+
+
 def test_a_view_another_store_changed_is_not_reused_from_memory(tmp_path: Path) -> None:
     """Events recorded after a run's end (check_sequence=False) change its view; a store
     that kept that view in memory must not build the next run's checkpoint on it."""
