@@ -313,9 +313,9 @@ def write(
     return chain
 
 
-def drop_from(conn: Conn, run_pk: int) -> int:
+def drop_from(conn: Conn, run_pk: int) -> list[int]:
     """Drop the checkpoints and lineage digests of a run and of every run below it (their
-    views derive from it).
+    views derive from it); returns those runs.
 
     Only needed when a complete run receives view-changing events, which sequence checks
     forbid; with ``check_sequence=False`` it can happen.
@@ -337,4 +337,4 @@ def drop_from(conn: Conn, run_pk: int) -> int:
         "DELETE FROM lineage_digests WHERE run IN (SELECT value FROM json_each(?))",
         (codec.encode(below).decode(),),
     )
-    return len(below)
+    return below

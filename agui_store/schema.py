@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -180,6 +180,16 @@ INSERT INTO lineage_digests(ids_hash, run) SELECT ids_hash, run FROM checkpoints
 DROP INDEX checkpoints_by_ids;
 """
 
+# Version 7: a store may leave a complete run's derived data (lineage digest, checkpoint) for
+# later (``Store(derive_on_append=False)``, or a run whose view events after its end changed).
+# ``underived`` lists those runs; whoever needs their digests (lineage rule 3, ``derive``,
+# ``compact``) derives them first. Derived bookkeeping, not part of the log: rows come and go.
+CREATE_V7 = """
+CREATE TABLE underived (
+    run  INTEGER PRIMARY KEY REFERENCES runs(id)
+) STRICT;
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -187,6 +197,7 @@ MIGRATIONS: dict[int, str] = {
     4: CREATE_V4,
     5: CREATE_V5,
     6: CREATE_V6,
+    7: CREATE_V7,
 }
 
 # --- hot statements -------------------------------------------------------------------------

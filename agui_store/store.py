@@ -125,6 +125,8 @@ class _Known:
     statuses: dict[int, str] = field(default_factory=dict)  # run pk -> status
     # The threads whose newest run is open, for a batch that names no thread.
     open_threads: set[str] | None = None
+    # The threads with complete runs whose derived data was left for later (``underived``).
+    underived: set[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,10 @@ class Store:
 
     Options: ``busy_timeout_ms`` (how long a writer waits for another), ``max_event_bytes``
     and ``max_depth`` (limits on one event), ``checkpoint_events`` (events of replay
-    between the checkpoints ``append`` writes; 1 writes one after every complete run).
+    between the checkpoints ``append`` writes; 1 writes one after every complete run),
+    ``derive_on_append`` (``False``: ``append`` writes the log alone and leaves each
+    complete run's derived data, its lineage digest and checkpoint, to :meth:`derive`,
+    :meth:`compact` or the first lineage decision that needs it).
     """
 
     def __init__(
@@ -161,6 +166,7 @@ class Store:
         max_event_bytes: int = codec.DEFAULT_MAX_EVENT_BYTES,
         max_depth: int = codec.DEFAULT_MAX_DEPTH,
         checkpoint_events: int = CHECKPOINT_EVENTS,
+        derive_on_append: bool = True,
     ) -> None:
         self.path = os.fspath(path) if path is not None else database.default_path()
         self.busy_timeout_ms = busy_timeout_ms
@@ -171,6 +177,7 @@ class Store:
                 f"checkpoint_events must be a positive integer, not {checkpoint_events!r}"
             )
         self.checkpoint_events = checkpoint_events  # see CHECKPOINT_EVENTS
+        self.derive_on_append = bool(derive_on_append)
         self._lock = threading.RLock()
         self._conn: database.Conn | None = database.connect(
             self.path, busy_timeout_ms=busy_timeout_ms
@@ -668,6 +675,7 @@ class Store:
     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The input naming what the parent's view holds instead of repeating it, when the
         parent is complete (its view is final) and they share any."""
+        self._derive_underived(conn, thread_pk)  # the parent's view, kept in memory after
         cached = self._cached_view(conn, thread_pk)
         if cached is not None and cached.run_pk == parent_pk:
             base = cached.view
@@ -694,6 +702,7 @@ class Store:
         ids = checkpoints.lineage_ids(sent_messages)
         if not ids:
             return None
+        self._derive_underived(conn, thread_pk)  # every complete run is a candidate
         length_of: dict[bytes, int] | None = None
         cached = self._cached_view(conn, thread_pk)
         if cached is not None:
@@ -831,23 +840,90 @@ class Store:
         assert segment.run_pk is not None
         if segment.was_complete:
             if any(kind != "RUN_ERROR" for kind in segment.types):
-                # Only possible with check_sequence=False: events after the run's end.
-                checkpoints.drop_from(conn, segment.run_pk)
-                self._views.pop(thread_pk, None)
+                # Only possible with check_sequence=False: events after the run's end. What
+                # derives from the run is dropped, and derived again when next needed.
+                self._leave_underived(conn, thread_pk, checkpoints.drop_from(conn, segment.run_pk))
             return
-        if segment.outcome is not None:
-            # The batch's own decoded events, as sent (echoes whole): fresh objects nobody
-            # else holds, so the reducer may take them over.
-            whole = segment.started is not None  # the batch holds the whole run
-            events = [ev.data for ev in segment.events] if whole else None
-            try:
-                self._complete(conn, thread_pk, segment.run_pk, now, events, segment.run_row)
-            except InvalidEventError:
-                # The lineage replays into something the official client itself would throw
-                # on (e.g. a first TOOL_CALL_CHUNK without a name, which verifyEvents lets
-                # through): the events are legal to record, the view cannot be derived. No
-                # digest, no checkpoint; checkout raises what the client would.
-                self._views.pop(thread_pk, None)
+        if segment.outcome is None:
+            return
+        if not self.derive_on_append:
+            self._leave_underived(conn, thread_pk, [segment.run_pk])
+            return
+        self._derive_underived(conn, thread_pk)  # what another store left, if anything
+        # The batch's own decoded events, as sent (echoes whole): fresh objects nobody else
+        # holds, so the reducer may take them over.
+        whole = segment.started is not None  # the batch holds the whole run
+        events = [ev.data for ev in segment.events] if whole else None
+        self._derive(conn, thread_pk, segment.run_pk, now, events, segment.run_row)
+
+    def _derive(
+        self,
+        conn: database.Conn,
+        thread_pk: int,
+        run_pk: int,
+        now: int,
+        events: list[dict[str, Any]] | None = None,
+        run_row: tuple[int | None, str | None, str | None] | None = None,
+    ) -> None:
+        """:meth:`_complete` a run, for a lineage the client can replay."""
+        try:
+            self._complete(conn, thread_pk, run_pk, now, events, run_row)
+        except InvalidEventError:
+            # The lineage replays into something the official client itself would throw on
+            # (e.g. a first TOOL_CALL_CHUNK without a name, which verifyEvents lets through):
+            # the events are legal to record, the view cannot be derived. No digest, no
+            # checkpoint; checkout raises what the client would.
+            self._views.pop(thread_pk, None)
+
+    def _leave_underived(self, conn: database.Conn, thread_pk: int, run_pks: list[int]) -> None:
+        """Note runs whose derived data is missing, for whoever needs it next."""
+        conn.execute(
+            "INSERT OR IGNORE INTO underived(run) SELECT value FROM json_each(?)",
+            (codec.encode(run_pks).decode(),),
+        )
+        # The cached view no longer leads to the thread's next run.
+        self._views.pop(thread_pk, None)
+        if self._known.underived is not None:
+            self._known.underived.add(thread_pk)
+
+    def _derive_underived(self, conn: database.Conn, thread_pk: int | None) -> int:
+        """Derive what was left for later, in a thread (``None``: everywhere), in run order
+        (a parent before its runs): their lineage digests, and checkpoints per
+        ``checkpoint_events``. Returns how many runs were derived."""
+        known = self._known
+        if known.underived is None:
+            known.underived = {
+                int(row[0])
+                for row in conn.execute(
+                    "SELECT DISTINCT runs.thread FROM underived "
+                    "JOIN runs ON runs.id = underived.run"
+                )
+            }
+        if thread_pk is not None and thread_pk not in known.underived:
+            return 0
+        if thread_pk is None and not known.underived:
+            return 0
+        rows = conn.execute(
+            "SELECT underived.run, runs.thread FROM underived JOIN runs "
+            "ON runs.id = underived.run WHERE ?1 IS NULL OR runs.thread = ?1 "
+            "ORDER BY underived.run",
+            (thread_pk,),
+        ).fetchall()
+        now = database.now_ms()
+        derived = 0
+        for run_pk, run_thread in rows:
+            conn.execute("DELETE FROM underived WHERE run = ?", (run_pk,))
+            if self._known_status(conn, run_pk) == "incomplete":
+                continue  # below a run that changed; it is noted again when it completes
+            if checkpoints.has_checkpoint(conn, run_pk):
+                continue  # compact got there first
+            self._derive(conn, int(run_thread), int(run_pk), now)
+            derived += 1
+        if thread_pk is None:
+            known.underived.clear()
+        else:
+            known.underived.discard(thread_pk)
+        return derived
 
     def _complete(
         self,
@@ -987,6 +1063,28 @@ class Store:
         since.blob_ids = blob_ids
         return True
 
+    def derive(self, thread_id: str | None = None) -> int:
+        """Derive what appends left for later (``derive_on_append=False``), in a thread or
+        everywhere: each complete run's lineage digest, and checkpoints as ``append`` would
+        have written them. Returns how many runs were derived.
+
+        A recorder that keeps appends short (``derive_on_append=False``) calls this once a
+        run has ended and its response is out; nothing is lost if it never does: lineage
+        decisions derive what they need first, and checkout replays what has no checkpoint.
+        """
+        with self._lock:
+            conn = self._db
+            try:
+                with database.immediate(conn):
+                    self._notice_other_writes(conn)
+                    thread_pk = self._require_thread(conn, thread_id) if thread_id else None
+                    derived = self._derive_underived(conn, thread_pk)
+                    self._known.version = conn.data_version() + 1
+                return derived
+            except BaseException:
+                self._forget()
+                raise
+
     def compact(self, run_or_ref: str | None = None, *, thread_id: str | None = None) -> int:
         """Materialize checkpoints: for a run and its ancestors, a thread, or the whole store.
 
@@ -998,8 +1096,10 @@ class Store:
             try:
                 with database.immediate(conn):
                     self._notice_other_writes(conn)
+                    scope: int | None = None  # the thread, when compacting one
                     if run_or_ref is not None:
                         key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+                        scope = key.thread_pk
                         pks = [
                             int(r[0])
                             for r in conn.execute(
@@ -1007,22 +1107,25 @@ class Store:
                             )
                         ]
                     elif thread_id is not None:
-                        thread_pk = self._require_thread(conn, thread_id)
+                        scope = self._require_thread(conn, thread_id)
                         pks = [
                             int(r[0])
                             for r in conn.execute(
-                                "SELECT id FROM runs WHERE thread = ? ORDER BY id", (thread_pk,)
+                                "SELECT id FROM runs WHERE thread = ? ORDER BY id", (scope,)
                             )
                         ]
                     else:
                         pks = [int(r[0]) for r in conn.execute("SELECT id FROM runs ORDER BY id")]
-                    written = 0
                     now = database.now_ms()
+                    before = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
                     # Digests lost while their checkpoints stayed: the checkpoint has it.
                     conn.execute(
                         "INSERT OR IGNORE INTO lineage_digests(ids_hash, run) "
                         "SELECT ids_hash, run FROM checkpoints"
                     )
+                    # What appends left for later first, in run order: each run then
+                    # continues the view its parent left in memory.
+                    self._derive_underived(conn, scope)
                     for pk in pks:
                         if (
                             checkpoints.has_checkpoint(conn, pk)
@@ -1034,8 +1137,10 @@ class Store:
                                 0
                             ]
                         )
-                        written += self._complete(conn, thread_pk, pk, now, force_checkpoint=True)
-                    return written
+                        self._complete(conn, thread_pk, pk, now, force_checkpoint=True)
+                        conn.execute("DELETE FROM underived WHERE run = ?", (pk,))
+                    written = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+                    return int(written - before)
             except BaseException:
                 self._forget()
                 raise

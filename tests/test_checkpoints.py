@@ -80,6 +80,25 @@ class CheckpointMachine(RuleBasedStateMachine):
             self.open_run = run_id
         return run_id
 
+    @rule(target=runs, data=st.data(), base=runs)
+    def continue_a_restored_run_without_naming_it(self, data: st.DataObject, base: str) -> str:
+        """What a client that went back in time sends: the view it restored and a new
+        message, no parentRunId; lineage rule 3 finds the parent."""
+        run_id = self._new_id()
+        events = self._body(data, run_id)
+        try:
+            restored = self.store.checkout(base, thread_id="t").messages
+        except agui_store.InvalidEventError:
+            restored = []  # a lineage the client itself cannot replay
+        sent = [*restored, {"id": f"u-{run_id}", "role": "user", "content": "again"}]
+        self.store.append(
+            events,
+            input={"threadId": "t", "runId": run_id, "tools": [], "context": [], "messages": sent},
+        )
+        if not any(e["type"] in ("RUN_FINISHED", "RUN_ERROR") for e in events):
+            self.open_run = run_id
+        return run_id
+
     @rule(target=live, data=st.data())
     def start_live_run(self, data: st.DataObject) -> str:
         run_id = self._new_id()
@@ -153,6 +172,159 @@ class SparseCheckpointMachine(CheckpointMachine):
 
 SparseCheckpointMachine.TestCase.settings = settings(stateful_step_count=12)
 test_sparse_checkpoints_never_change_what_checkout_restores = SparseCheckpointMachine.TestCase
+
+
+class _Mirrored:
+    """A store that defers derived data and a default one, each on a file of its own, fed
+    the same calls: what they decide must never differ."""
+
+    def __init__(self, deferred: agui_store.Store, eager: agui_store.Store) -> None:
+        self.deferred, self.eager = deferred, eager
+
+    def _both(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        outcomes = []
+        for store in (self.deferred, self.eager):
+            try:
+                outcomes.append((getattr(store, name)(*args, **kwargs), None))
+            except agui_store.AguiStoreError as e:
+                outcomes.append((None, type(e)))
+        assert outcomes[0][1] == outcomes[1][1], (name, outcomes)
+        if outcomes[0][1] is not None:
+            raise outcomes[0][1]("raised by both stores")
+        return outcomes[0][0]
+
+    def append(self, *args: Any, **kwargs: Any) -> Any:
+        return self._both("append", *args, **kwargs)
+
+    def branch(self, *args: Any, **kwargs: Any) -> Any:
+        return self._both("branch", *args, **kwargs)
+
+    def close(self) -> None:
+        self.deferred.close()
+        self.eager.close()
+
+    def __getattr__(self, name: str) -> Any:  # reads go to the deferring store
+        return getattr(self.deferred, name)
+
+
+class DeferredDerivationMachine(CheckpointMachine):
+    """``derive_on_append=False``: appends leave digests and checkpoints for later. Every
+    lineage decision, checkout and compaction must come out as a default store's does."""
+
+    def _open(self) -> _Mirrored:
+        return _Mirrored(
+            agui_store.open(self.path, derive_on_append=False),
+            agui_store.open(self.path + ".eager", checkpoint_events=self.every),
+        )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store.close()
+        self.store = self._open()  # type: ignore[assignment]
+
+    @rule()
+    def reopen(self) -> None:
+        self.store.close()
+        self.store = self._open()  # type: ignore[assignment]
+
+    @rule()
+    def derive(self) -> None:
+        self.store.deferred.derive()  # type: ignore[attr-defined]
+
+    @rule()
+    def compact(self) -> None:
+        self.store.deferred.compact()  # type: ignore[attr-defined]
+        self.store.eager.compact()  # type: ignore[attr-defined]
+
+    @rule()
+    def lose_every_checkpoint(self) -> None:
+        self.store.close()
+        for path in (self.path, self.path + ".eager"):
+            conn = apsw.Connection(path)
+            conn.execute(
+                "DELETE FROM checkpoint_messages; DELETE FROM checkpoints; "
+                "DELETE FROM lineage_digests; DELETE FROM underived;"
+            )
+            conn.close()
+        self.store = self._open()  # type: ignore[assignment]
+
+    @invariant()
+    def both_stores_decide_the_same_lineage(self) -> None:
+        def tree(store: agui_store.Store) -> list[tuple[Any, ...]]:
+            runs = store.runs("t") if "t" in store.threads() else []
+            return [(r.run_id, r.parent_run_id, r.lineage, r.status) for r in runs]
+
+        assert tree(self.store.deferred) == tree(self.store.eager)  # type: ignore[attr-defined]
+
+
+DeferredDerivationMachine.TestCase.settings = settings(stateful_step_count=12)
+test_deferred_derivation_never_changes_a_decision_or_a_checkout = (
+    DeferredDerivationMachine.TestCase
+)
+
+
+def test_a_deferring_store_writes_the_log_alone_and_derive_fills_in_the_rest(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    with agui_store.open(path, derive_on_append=False) as store:
+        for i in range(4):
+            _talk(store, f"r{i}", words=2)
+        conn = store._db
+
+        def count(table: str) -> int:
+            return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+        assert (count("checkpoints"), count("lineage_digests"), count("underived")) == (0, 0, 4)
+        assert store.checkout("r3").messages == store._replay_view(conn, 4).messages
+        assert store.derive() == 4
+        assert (count("checkpoints"), count("lineage_digests"), count("underived")) == (4, 4, 0)
+        assert store.derive() == 0 and store.compact() == 0
+        assert store.check().ok
+
+
+def test_lineage_rule_3_derives_what_a_deferring_store_left_before_it_decides(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    with agui_store.open(path, derive_on_append=False) as deferring:
+        for i in range(3):
+            _talk(deferring, f"r{i}", words=2)
+        sent = [*deferring.checkout("r1").messages, {"id": "u", "role": "user", "content": "?"}]
+    # Another store, deriving as it appends, must still see r0..r2 as candidates.
+    with agui_store.open(path) as store:
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "again"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "again"},
+            ],
+            input={"threadId": "t", "runId": "again", "messages": sent},
+        )
+        again = store.get_run("again")
+        assert again is not None
+        assert (again.parent_run_id, again.lineage) == ("r1", "messages")
+        assert store._db.execute("SELECT count(*) FROM underived").fetchone()[0] == 0
+
+
+def test_events_after_a_runs_end_leave_it_and_its_descendants_to_be_derived_again(
+    tmp_path: Path,
+) -> None:
+    with agui_store.open(tmp_path / "s.db") as store:
+        for i in range(3):
+            _talk(store, f"r{i}", words=1)
+        store.append(
+            [{"type": "TEXT_MESSAGE_START", "messageId": "late", "role": "assistant"}],
+            thread_id="t",
+            check_sequence=False,
+        )
+        conn = store._db
+        assert conn.execute("SELECT run FROM underived").fetchall() == [(3,)]
+        # The next run derives r2 anew first: its view now holds the late message.
+        _talk(store, "r3", words=1)
+        assert conn.execute("SELECT count(*) FROM underived").fetchone()[0] == 0
+        ids = [m["id"] for m in store.checkout("r3").messages]
+        assert "late" in ids
+        assert store.checkout("r2").messages == store._replay_view(conn, 3).messages
 
 
 def test_a_checkpointed_conversation_shares_history_between_branches(tmp_path: Path) -> None:
