@@ -25,14 +25,20 @@ Refs = list[Any]
 def normalize(sent: Sequence[Any], base: Sequence[dict[str, Any]]) -> Refs | None:
     """``sent`` as references into ``base`` where a message is the one at that place of
     ``base`` (JSON-equal as the client sees it); ``None`` when nothing is shared."""
+    out: Refs = []
+    shared = _shared_prefix(sent, base)
+    if shared:
+        # What HttpAgent sends: the whole history, then the new messages.
+        out.append([0, shared])
+    rest = sent[shared:]
+    if not rest:
+        return out or None
     where: dict[Any, int] = {}
     for j, m in enumerate(base):
         mid = m.get("id") if isinstance(m, dict) else None
         if isinstance(mid, str):
             where.setdefault(mid, j)
-    out: Refs = []
-    shared = 0
-    for m in sent:
+    for m in rest:
         at = where.get(m.get("id")) if isinstance(m, dict) else None
         if at is not None and (base[at] is m or _same(base[at], m)):
             last = out[-1] if out else None
@@ -80,6 +86,24 @@ def expand_input(
 
 def _same(a: Any, b: Any) -> bool:
     return json_equal(a, b)
+
+
+def _shared_prefix(sent: Sequence[Any], base: Sequence[dict[str, Any]]) -> int:
+    """How many of ``sent``'s first messages are ``base``'s first ones, JSON-equal, when
+    they all are: ``0`` unless the whole of ``base`` leads ``sent`` (the message-by-message
+    path decides the rest). The checks run over whole lists, in C."""
+    n = len(base)
+    if not n or len(sent) < n:
+        return 0
+    base = list(base)
+    # The message-by-message path refers to messages with string ids, each at its id's
+    # first place: with every id a string, and none repeated, that place is its own.
+    if set(map(type, base)) != {dict}:
+        return 0
+    ids = [m.get("id") for m in base]
+    if set(map(type, ids)) != {str} or len(set(ids)) != n:
+        return 0
+    return n if json_equal(sent[:n], base) else 0
 
 
 def expand(refs: Refs, base: Sequence[dict[str, Any]]) -> list[Any]:

@@ -710,6 +710,33 @@ class Reducer:
         self.state = _clone(state) if self._copy and state is not self.state else state
         self._patch_base = _ABSENT
 
+    def continue_start(self, sent: Any, state: Any) -> bool:
+        """:meth:`reset_start` for a run whose input is this reducer's own messages (the same
+        objects, as an input stored by reference expands to) followed by new ones: those are
+        appended and indexed, the rest of the list keeps its index. ``False``, with nothing
+        done, for any other input (``reset_start`` then indexes the whole list)."""
+        messages = self.messages
+        n = len(messages)
+        if self._copy or type(sent) is not list or len(sent) < n:
+            return False
+        if not all(map(operator.is_, sent, messages)):
+            return False
+        extra = sent[n:]
+        if extra:
+            if set(map(type, extra)) != {dict}:
+                return False
+            # New objects only: one object at two places is what a reindex looks for.
+            fresh = set(map(id, extra))
+            if len(fresh) < len(extra) or not fresh.isdisjoint(map(id, messages)):
+                return False
+        self._chunks.lanes.clear()
+        for m in extra:
+            messages.append(m)
+            self._index_pushed(m)
+        self.state = state
+        self._patch_base = _ABSENT
+        return True
+
     def holders(self, ids: Iterable[str]) -> list[Message]:
         """The messages an event naming these ids would reach: the message with that id, or
         the one holding a tool call with that id (first match, as the client finds them).

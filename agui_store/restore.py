@@ -101,9 +101,14 @@ def apply_run(reducer: Reducer, record: RunRecord) -> None:
             started["input"], record.echo_refs, reducer.messages, reducer.state
         )
     run_input = effective_input(record, reducer.messages, reducer.state)
-    messages, state = start_of_run(reducer.messages, reducer.state, run_input)
-    # Free when the run has no input: the reducer keeps its own lists and indexes.
-    reducer.reset_start(messages, state)
+    # An input that resends the lineage's messages and adds some (what HttpAgent sends, as
+    # its stored references expand) continues the reducer's list instead of replacing it.
+    if run_input is None or not reducer.continue_start(
+        run_input.get("messages"), run_input.get("state", reducer.state)
+    ):
+        messages, state = start_of_run(reducer.messages, reducer.state, run_input)
+        # Free when the run has no input: the reducer keeps its own lists and indexes.
+        reducer.reset_start(messages, state)
     reducer.feed(record.events)
 
 

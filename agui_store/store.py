@@ -102,6 +102,7 @@ class _CachedView:
     reducer: Reducer  # holds the view, with its indexes: the next run continues it
     ids_hasher: Any  # sha256 state over the view's lineage ids (extends when the list grows)
     since: _SinceCheckpoint
+    lineage: list[Any]  # the view's lineage ids (checkpoints.lineage_ids), what rule 3 compares
 
     @property
     def view(self) -> View:
@@ -706,10 +707,16 @@ class Store:
         length_of: dict[bytes, int] | None = None
         cached = self._cached_view(conn, thread_pk)
         if cached is not None:
-            known = len(checkpoints.lineage_ids(cached.reducer.messages))
+            known = len(cached.lineage)
             if 0 < known <= len(ids):
-                head = checkpoints.hash_ids(ids[:known])
-                if head.digest() == cached.ids_hasher.digest():
+                head = None
+                if ids[:known] == cached.lineage and set(map(type, cached.lineage)) == {str}:
+                    head = cached.ids_hasher  # equal strings: the same digest, unhashed
+                else:
+                    candidate = checkpoints.hash_ids(ids[:known])
+                    if candidate.digest() == cached.ids_hasher.digest():
+                        head = candidate
+                if head is not None:
                     length_of = checkpoints.prefix_digests(ids, head, known)
                     length_of[head.digest()] = known
         if length_of is None:
@@ -952,8 +959,10 @@ class Store:
         parent_pk, raw_input, raw_refs = run_row
         cached = self._cached_view(conn, thread_pk)
         self._views.pop(thread_pk, None)
+        lineage: list[Any] | None = None
         if cached is not None and cached.run_pk == parent_pk:
             reducer, hasher, since = cached.reducer, cached.ids_hasher, cached.since
+            lineage = cached.lineage  # consumed with the view: extended in place below
         else:
             reducer, hasher, since = self._replayed_to(conn, parent_pk)
         record = RunRecord(
@@ -976,9 +985,14 @@ class Store:
             and all(m.get("id") == mid and m.get("role") == role for m, mid, role in reached)
         )
         if grown:
-            hasher = checkpoints.ids_hasher(messages[len(before) :], hasher)
+            new_ids = checkpoints.lineage_ids(messages[len(before) :])
+            hasher = checkpoints.hash_ids(new_ids, hasher)
+            if lineage is None:
+                lineage = checkpoints.lineage_ids(before)
+            lineage.extend(new_ids)
         else:
-            hasher = checkpoints.ids_hasher(messages)
+            lineage = checkpoints.lineage_ids(messages)
+            hasher = checkpoints.hash_ids(lineage)
         digest = bytes(hasher.digest())
         conn.execute(
             "INSERT OR IGNORE INTO lineage_digests(ids_hash, run) VALUES (?, ?)", (digest, run_pk)
@@ -994,7 +1008,7 @@ class Store:
                 since = _SinceCheckpoint(
                     run_pk, since.blob_ids, since.chain, list(reducer.messages)
                 )
-        self._views[thread_pk] = _CachedView(run_pk, reducer, hasher, since)
+        self._views[thread_pk] = _CachedView(run_pk, reducer, hasher, since, lineage)
         return written
 
     def _cached_view(self, conn: database.Conn, thread_pk: int) -> _CachedView | None:

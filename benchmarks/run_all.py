@@ -21,6 +21,7 @@ BENCHMARKS = [
     ("append", ["benchmarks.bench_append"], ["--runs", "100", "--repeat", "3"]),
     ("checkout", ["benchmarks.bench_checkout"], ["--depths", "10,100", "--repeat", "3"]),
     ("file size", ["benchmarks.bench_file_size"], ["--runs", "200"]),
+    ("HttpAgent appends", ["benchmarks.bench_http_agent"], ["--runs", "200"]),
     ("compression", ["benchmarks.bench_compression"], []),
     ("LangGraph SqliteSaver", ["benchmarks.bench_langgraph"], ["--runs", "200"]),
 ]

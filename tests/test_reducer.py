@@ -34,6 +34,7 @@ from tests.strategies import (
     json_values,
     legal_streams,
     message_lists,
+    messages,
     patches,
 )
 
@@ -1118,3 +1119,41 @@ def test_an_object_id_reaches_what_its_own_chunk_opened_as_in_the_client(
     started = {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
     assert_matches_client(oracle, [started, chunk])
     assert_matches_client(oracle, [started, chunk, json.loads(json.dumps(chunk))])
+
+
+@given(
+    st.lists(messages(), max_size=5),  # ids may repeat: first match wins
+    st.lists(messages(), max_size=3),
+    legal_streams(min_runs=1, max_runs=1, max_steps=6),
+)
+def test_a_run_whose_input_extends_the_list_continues_it_as_a_full_reindex_would(
+    base: list[dict[str, Any]], extra: list[dict[str, Any]], events: list[dict[str, Any]]
+) -> None:
+    # What restore does for an input stored by reference: the reducer's own message objects
+    # followed by new ones. Continuing the list must index exactly as starting anew does.
+    def run(continued: bool) -> ReducedView:
+        start = copy.deepcopy(base)
+        reducer = Reducer(start, {"a": 1}, copy=False)
+        sent = [*start, *copy.deepcopy(extra)]
+        if continued:
+            assert reducer.continue_start(sent, {"b": 2})
+        else:
+            reducer.reset_start(sent, {"b": 2})
+        with contextlib.suppress(InvalidEventError):
+            reducer.feed(copy.deepcopy(events))
+        return reducer.view()
+
+    def plain(view: ReducedView) -> str:
+        return json.dumps([view.messages, view.state, view.pending_interrupts, view.warnings])
+
+    assert plain(run(True)) == plain(run(False))
+
+
+def test_an_input_that_is_not_the_list_and_new_messages_is_left_to_a_full_start() -> None:
+    own = [{"id": "a", "role": "user", "content": "hi"}]
+    reducer = Reducer(own, {}, copy=False)
+    assert not reducer.continue_start([{"id": "a", "role": "user", "content": "hi"}], {})
+    assert not reducer.continue_start([own[0], own[0]], {})  # one object at two places
+    assert not reducer.continue_start([own[0], "not a message"], {})
+    assert not reducer.continue_start(None, {})
+    assert reducer.messages == own and reducer.messages is own
