@@ -193,7 +193,11 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
         ]
         if len(parts) != length:
             raise ValueError(f"checkpoint of run {run_pk}: {len(parts)} messages, not {length}")
-        text = b"[" + b",".join(parts) + b"]"
+        # The brackets go on the end pieces: one copy of the whole list, not three.
+        if parts:
+            parts[0] = b"[" + parts[0]
+            parts[-1] += b"]"
+        text = b",".join(parts) if parts else b"[]"
         return Snapshot(View(codec.decode(text), state, interrupts, warnings), [], int(chain))
     own: dict[int, list[tuple[int, bytes]]] = {}
     for cp_run, digest, b_codec, b_data in conn.execute(MESSAGE_ROWS, (run_pk,)):

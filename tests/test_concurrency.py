@@ -557,6 +557,29 @@ def test_a_live_run_another_store_ended_or_joined_is_seen_by_the_next_streamed_a
         assert a.check().ok
 
 
+def test_a_write_that_wrote_nothing_does_not_make_another_stores_next_write_look_like_its_own(
+    tmp_path: Path,
+) -> None:
+    """A store trusts what it remembers while SQLite's data version is the one its own last
+    commit made; a call that committed nothing must not claim the next version."""
+    path = tmp_path / "s.db"
+
+    def one_run(run_id: str) -> list[dict[str, Any]]:
+        return [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
+        ]
+
+    with agui_store.open(path) as a, agui_store.open(path) as b:
+        a.append(one_run("a1"))
+        a.append([])  # commits nothing
+        a.derive()  # nothing to derive: commits nothing either
+        b.append(one_run("b1"))  # the one write a must notice
+        a.append(one_run("a2"))
+        assert [r.run_id for r in a.log("a2", thread_id="t")] == ["a2", "b1", "a1"]
+        assert a.check().ok
+
+
 def test_a_view_another_store_changed_is_not_reused_from_memory(tmp_path: Path) -> None:
     """Events recorded after a run's end (check_sequence=False) change its view; a store
     that kept that view in memory must not build the next run's checkpoint on it."""
