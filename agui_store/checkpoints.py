@@ -26,6 +26,7 @@ import msgspec
 from agui_store import blobs, codec
 from agui_store.database import Conn
 from agui_store.errors import InvalidEventError
+from agui_store.patch import PatchError, apply_patch
 from agui_store.restore import View
 
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
@@ -94,7 +95,8 @@ CROSS JOIN blobs ON blobs.id = cm.message
 """
 
 SELECT_CHECKPOINT = """
-SELECT c.keep, c.base, c.length, c.chain, s.codec, s.data, i.codec, i.data, w.codec, w.data
+SELECT c.keep, c.base, c.length, c.chain, s.codec, s.data, i.codec, i.data, w.codec, w.data,
+       c.state_base
 FROM checkpoints c JOIN blobs s ON s.id = c.state
 LEFT JOIN blobs i ON i.id = c.interrupts
 LEFT JOIN blobs w ON w.id = c.warnings
@@ -109,13 +111,31 @@ UPSERT_BLOB = (
 )
 
 
+#: A checkpoint's state is stored as patches on its state base's while they number at most
+#: ``MAX_STATE_PATCHES`` and their JSON text is at most 1/``STATE_PATCH_SHARE`` of the base
+#: state's: loading one applies them all, and beyond that the whole state is smaller.
+MAX_STATE_PATCHES = 64
+STATE_PATCH_SHARE = 4
+
+#: The whole state a checkpoint's state is patched from.
+SELECT_STATE = """
+SELECT c.state_base, s.codec, s.data FROM checkpoints c JOIN blobs s ON s.id = c.state
+WHERE c.run = ?
+"""
+
+
 @dataclass
 class Snapshot:
-    """A checkpoint loaded: the view, its messages' blob ids (aligned), its chain length."""
+    """A checkpoint loaded: the view, its messages' blob ids (aligned), its chain length,
+    and where its state comes from: the checkpoint whose state is stored whole
+    (``state_anchor``, itself when ``state_patches`` is None) and the patches since."""
 
     view: View
     blob_ids: list[int]
     chain: int
+    state_anchor: int = 0
+    state_patches: list[Any] | None = None
+    state_bytes: int = 0  # the JSON text of the anchor's whole state
 
 
 def store_blob(conn: Conn, packed: tuple[bytes, int, bytes]) -> int:
@@ -126,7 +146,11 @@ def store_blob(conn: Conn, packed: tuple[bytes, int, bytes]) -> int:
 def store_value(conn: Conn, value: Any) -> int:
     """The id of a JSON value's blob, storing it unless it is there. Looked up before it is
     compressed: a run that leaves a large state as it was costs no compression."""
-    text = codec.canonical_bytes(value)
+    return store_text(conn, codec.canonical_bytes(value))
+
+
+def store_text(conn: Conn, text: bytes) -> int:
+    """:func:`store_value` of a value already in its canonical encoding."""
     digest = blobs.digest(text)
     row = conn.execute("SELECT id FROM blobs WHERE hash = ?", (digest,)).fetchone()
     if row is not None:
@@ -179,8 +203,14 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
     row = conn.execute(SELECT_CHECKPOINT, (run_pk,)).fetchone()
     if row is None:
         raise LookupError(f"run {run_pk} has no checkpoint")
-    _, _, length, chain, s_codec, s_data, i_codec, i_data, w_codec, w_data = row
-    state = codec.decode(blobs.unpack(s_codec, s_data))
+    _, _, length, chain, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base = row
+    text = blobs.unpack(s_codec, s_data)
+    state = codec.decode(text)
+    patches: list[Any] | None = None
+    state_bytes = len(text)
+    if state_base is not None:
+        patches = state
+        state, state_bytes = _patched_state(conn, run_pk, int(state_base), patches)
     interrupts = codec.decode(blobs.unpack(i_codec, i_data)) if i_data is not None else []
     warnings = codec.decode(blobs.unpack(w_codec, w_data)) if w_data is not None else []
     if not with_hashes:
@@ -198,7 +228,8 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
             parts[0] = b"[" + parts[0]
             parts[-1] += b"]"
         text = b",".join(parts) if parts else b"[]"
-        return Snapshot(View(codec.decode(text), state, interrupts, warnings), [], int(chain))
+        view = View(codec.decode(text), state, interrupts, warnings)
+        return Snapshot(view, [], int(chain), int(state_base or run_pk), patches, state_bytes)
     own: dict[int, list[tuple[int, bytes]]] = {}
     for cp_run, digest, b_codec, b_data in conn.execute(MESSAGE_ROWS, (run_pk,)):
         own.setdefault(cp_run, []).append((digest, blobs.unpack(b_codec, b_data)))
@@ -214,7 +245,24 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
     if len(hashes) != length:
         raise ValueError(f"checkpoint of run {run_pk} has {len(hashes)} messages, not {length}")
     messages = codec.decode(b"[" + b",".join(texts) + b"]") if texts else []
-    return Snapshot(View(messages, state, interrupts, warnings), hashes, int(chain))
+    view = View(messages, state, interrupts, warnings)
+    return Snapshot(view, hashes, int(chain), int(state_base or run_pk), patches, state_bytes)
+
+
+def _patched_state(conn: Conn, run_pk: int, state_base: int, patches: Any) -> tuple[Any, int]:
+    """The state a checkpoint stores as patches (its state base's, patched; they all applied
+    when they were recorded, so they apply as one), and the size of the base state's text."""
+    row = conn.execute(SELECT_STATE, (state_base,)).fetchone()
+    if row is None or row[0] is not None:
+        raise ValueError(
+            f"checkpoint of run {run_pk}: its state base {state_base} is not a checkpoint "
+            "whose state is stored whole"
+        )
+    text = blobs.unpack(row[1], row[2])
+    try:
+        return apply_patch(codec.decode(text), [op for patch in patches for op in patch]), len(text)
+    except (PatchError, TypeError) as e:
+        raise ValueError(f"checkpoint of run {run_pk}: its state patches do not apply: {e}") from e
 
 
 def lineage_ids(messages: Iterable[Any]) -> list[Any]:
@@ -278,25 +326,33 @@ def write(
     base: tuple[int, list[int], int] | None,
     ids_digest: bytes,
     now: int,
-) -> int:
-    """Store a run's checkpoint; returns its chain length.
+    state_patches: tuple[int, list[Any]] | None = None,
+) -> tuple[int, int]:
+    """Store a run's checkpoint; returns its chain length, and the size of the JSON text its
+    state is stored as.
 
     Args:
         blob_ids: the blob of each message of ``view``.
         base: ``(base run, its blob ids, its chain length)`` to store the list as a delta.
         ids_digest: the digest of the view's lineage ids (:func:`ids_hasher`).
+        state_patches: ``(state base, patches)`` to store the state as the patches that
+            turn that checkpoint's (whole) state into ``view.state``.
     """
     keep, base_run, chain = 0, None, 1
     if base is not None and base[2] < MAX_CHAIN:
         keep = common_prefix(base[1], blob_ids)
         if keep:
             base_run, chain = base[0], base[2] + 1
-    state = store_value(conn, view.state)
+    state_base = state_patches[0] if state_patches is not None else None
+    state_text = codec.canonical_bytes(
+        state_patches[1] if state_patches is not None else view.state
+    )
+    state = store_text(conn, state_text)
     interrupts = store_value(conn, view.interrupts) if view.interrupts else None
     warnings = store_value(conn, view.warnings) if view.warnings else None
     conn.execute(
         "INSERT INTO checkpoints(run, base, keep, length, chain, state, interrupts, warnings, "
-        "ids_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "ids_hash, created_at, state_base) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             run_pk,
             base_run,
@@ -308,13 +364,14 @@ def write(
             warnings,
             ids_digest,
             now,
+            state_base,
         ),
     )
     conn.executemany(
         "INSERT INTO checkpoint_messages(run, pos, message) VALUES (?, ?, ?)",
         [(run_pk, pos, blob_ids[pos]) for pos in range(keep, len(blob_ids))],
     )
-    return chain
+    return chain, len(state_text)
 
 
 def drop_from(conn: Conn, run_pk: int) -> list[int]:

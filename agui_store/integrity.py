@@ -41,8 +41,10 @@ The checks, in the order they run (``CheckReport.checked`` lists the ones that r
     When the file has checkpoints (derived views at the end of runs): each belongs to a
     complete run; its base is a checkpoint of one of the run's lineage ancestors, one link
     longer in chain; it keeps at most the base's messages and holds its own message rows at
-    exactly the positions after them. (That a checkpoint equals a replay of the run is what
-    the store's own tests prove; checking it here would mean replaying every run.)
+    exactly the positions after them; a state stored as patches is patched from a lineage
+    ancestor's checkpoint whose state is stored whole. (That a checkpoint equals a replay
+    of the run is what the store's own tests prove; checking it here would mean replaying
+    every run.)
 ``lineage_digests``
     Each belongs to a complete run (a digest is of the view at a run's end).
 
@@ -210,6 +212,10 @@ class _Context:
 
     def has_table(self, name: str) -> bool:
         return name in self._tables
+
+    def columns(self, table: str) -> set[str]:
+        """The columns of a table (an older schema may lack the newer ones)."""
+        return {str(r[1]) for r in self.conn.execute(f"PRAGMA table_info({table})")}
 
     @property
     def log(self) -> _LogPass:
@@ -807,6 +813,8 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
             "SELECT run, base, keep, length, chain FROM checkpoints ORDER BY run"
         )
     }
+    if "state_base" in ctx.columns("checkpoints"):
+        _check_state_bases(ctx, out)
     positions: dict[int, list[int]] = {}
     for run, pos in ctx.conn.execute("SELECT run, pos FROM checkpoint_messages ORDER BY run, pos"):
         positions.setdefault(int(run), []).append(int(pos))
@@ -846,6 +854,28 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
             out.problem(f"{where} holds message rows at positions {got}, expected {expected}")
     for run in sorted(set(positions) - set(rows)):
         out.problem(f"message rows of a checkpoint of {ctx.name_run(run)}, which has none")
+
+
+def _check_state_bases(ctx: _Context, out: _Collector) -> None:
+    """A state stored as patches is patched from a lineage ancestor's whole state."""
+    bases = {
+        int(run): None if base is None else int(base)
+        for run, base in ctx.conn.execute("SELECT run, state_base FROM checkpoints")
+    }
+    for run, base in sorted(bases.items()):
+        if base is None:
+            continue
+        where = f"the checkpoint of {ctx.name_run(run)}"
+        if not _is_ancestor(ctx.runs, base, run):
+            out.problem(
+                f"{where} stores its state as patches on the state of {ctx.name_run(base)}, "
+                "which is not a lineage ancestor of the run"
+            )
+        elif bases.get(base, 0) is not None:
+            out.problem(
+                f"{where} stores its state as patches on the checkpoint of "
+                f"{ctx.name_run(base)}, whose own state is not stored whole"
+            )
 
 
 def _is_ancestor(runs: dict[int, _RunRow], ancestor: int, run: int) -> bool:

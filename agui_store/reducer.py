@@ -630,6 +630,10 @@ class Reducer:
         self._aliased = False
         # What the next STATE_DELTA patches when it is not the visible state (UNDEFINED).
         self._patch_base: Any = _ABSENT
+        #: The STATE_DELTA patches applied since :meth:`track_state` (in order: applied to
+        #: the state it saw, they give the current one), or ``None`` when the state was
+        #: replaced since (a snapshot, a run's input) or tracking is off.
+        self.state_deltas: list[Any] | None = None
         self.reset_start([] if messages is None else messages, {} if state is _UNSET else state)
 
     # -- public ------------------------------------------------------------------------
@@ -707,8 +711,15 @@ class Reducer:
         if messages is not self.messages:
             self.messages = _clone_messages(messages) if self._copy else messages
             self._reindex()
+        if state is not self.state:
+            self.state_deltas = None
         self.state = _clone(state) if self._copy and state is not self.state else state
         self._patch_base = _ABSENT
+
+    def track_state(self, applied: list[Any] | None = None) -> None:
+        """Record the STATE_DELTA patches applied from now on in :attr:`state_deltas`
+        (continuing ``applied``, the ones that led to the current state, when given)."""
+        self.state_deltas = [] if applied is None else applied
 
     def continue_start(self, sent: Any, state: Any) -> bool:
         """:meth:`reset_start` for a run whose input is this reducer's own messages (the same
@@ -733,6 +744,8 @@ class Reducer:
         for m in extra:
             messages.append(m)
             self._index_pushed(m)
+        if state is not self.state:
+            self.state_deltas = None
         self.state = state
         self._patch_base = _ABSENT
         return True
@@ -1205,10 +1218,12 @@ class Reducer:
             # The client's state becomes undefined, which it never shows: it keeps showing
             # the last state while the next patch starts from nothing.
             self._patch_base = UNDEFINED
+            self.state_deltas = None
             return
         snapshot = event["snapshot"]
         self.state = _clone(snapshot) if self._copy else snapshot
         self._patch_base = _ABSENT
+        self.state_deltas = None
 
     def _on_state_delta(self, event: Event) -> None:
         base = self.state if self._patch_base is _ABSENT else self._patch_base
@@ -1221,6 +1236,10 @@ class Reducer:
             # Atomic: a patch that fails leaves the state as it was.
             self.warnings.append(f"Failed to apply state patch: {e}")
             return
+        if state is UNDEFINED or base is not self.state:
+            self.state_deltas = None  # not a patch of the state shown before it
+        elif self.state_deltas is not None:
+            self.state_deltas.append(delta)
         if state is UNDEFINED:
             self._patch_base = UNDEFINED
         else:

@@ -184,10 +184,17 @@ DROP INDEX checkpoints_by_ids;
 # later (``Store(derive_on_append=False)``, or a run whose view events after its end changed).
 # ``underived`` lists those runs; whoever needs their digests (lineage rule 3, ``derive``,
 # ``compact``) derives them first. Derived bookkeeping, not part of the log: rows come and go.
+#
+# Also: a checkpoint's state may be stored as the STATE_DELTA patches the client applied since
+# an earlier checkpoint on its lineage whose state is stored whole (``state_base``), so that a
+# state that grows a little every run is not stored, nor encoded, whole every run.
 CREATE_V7 = """
 CREATE TABLE underived (
     run  INTEGER PRIMARY KEY REFERENCES runs(id)
 ) STRICT;
+-- NULL: the ``state`` blob is the state. Else it is a JSON array of JSON Patches which,
+-- applied in order to that checkpoint's state (stored whole), give this one.
+ALTER TABLE checkpoints ADD COLUMN state_base INTEGER REFERENCES checkpoints(run);
 """
 
 MIGRATIONS: dict[int, str] = {

@@ -83,6 +83,10 @@ class _SinceCheckpoint:
     snapshot: bool = False  # a MESSAGES_SNAPSHOT since then
     had_input: bool = False  # a recorded input since then
     events: int = 0  # events since then: what a checkout from it replays
+    # The checkpoint on the lineage whose state is stored whole, which the reducer's
+    # state_deltas patch into the current state, and the size of that state's JSON text.
+    state_anchor: int | None = None
+    state_bytes: int = 0
 
     @classmethod
     def start(
@@ -90,7 +94,14 @@ class _SinceCheckpoint:
     ) -> _SinceCheckpoint:
         if snap is None:
             return cls(None, [], 0, list(messages))
-        return cls(run_pk, snap.blob_ids, snap.chain, list(messages))
+        return cls(
+            run_pk,
+            snap.blob_ids,
+            snap.chain,
+            list(messages),
+            state_anchor=snap.state_anchor,
+            state_bytes=snap.state_bytes,
+        )
 
 
 @dataclass
@@ -1006,7 +1017,12 @@ class Store:
             written = self._write_checkpoint(conn, run_pk, reducer, since, digest, now)
             if written:
                 since = _SinceCheckpoint(
-                    run_pk, since.blob_ids, since.chain, list(reducer.messages)
+                    run_pk,
+                    since.blob_ids,
+                    since.chain,
+                    list(reducer.messages),
+                    state_anchor=since.state_anchor,
+                    state_bytes=since.state_bytes,
                 )
         self._views[thread_pk] = _CachedView(run_pk, reducer, hasher, since, lineage)
         return written
@@ -1044,6 +1060,8 @@ class Store:
         found, after = checkpoints.nearest(conn, run_pk)
         snap = checkpoints.load(conn, found) if found is not None else None
         reducer = start_reducer(snap.view if snap is not None else None)
+        if snap is not None:
+            reducer.track_state(snap.state_patches)
         since = _SinceCheckpoint.start(reducer.messages, snap, found)
         for record in self._records(conn, after):
             names, snapshot = _named_ids(record.events)
@@ -1073,8 +1091,14 @@ class Store:
             # the client edits both through one id. One blob per position would lose that
             # sharing, so this run keeps no checkpoint; later runs replay from an older one.
             return False
-        since.chain = checkpoints.write(conn, run_pk, view, blob_ids, base, digest, now)
+        patches = _state_patches(reducer, since)
+        since.chain, stored = checkpoints.write(
+            conn, run_pk, view, blob_ids, base, digest, now, patches
+        )
         since.blob_ids = blob_ids
+        if patches is None:  # the state stored whole: later ones patch this one
+            since.state_anchor, since.state_bytes = run_pk, stored
+            reducer.track_state()
         return True
 
     def derive(self, thread_id: str | None = None) -> int:
@@ -1744,6 +1768,20 @@ class Store:
 
 
 _ID_KEYS = ("messageId", "toolCallId", "parentMessageId", "entityId")
+
+
+def _state_patches(reducer: Reducer, since: _SinceCheckpoint) -> tuple[int, list[Any]] | None:
+    """``(state base, patches)`` to store the reducer's state as the STATE_DELTA patches
+    applied since the lineage's last whole state, when there are few and they are small
+    next to that state; ``None``: store it whole."""
+    deltas = reducer.state_deltas
+    if since.state_anchor is None or deltas is None:
+        return None
+    if len(deltas) > checkpoints.MAX_STATE_PATCHES:
+        return None
+    if deltas and checkpoints.STATE_PATCH_SHARE * len(codec.encode(deltas)) > since.state_bytes:
+        return None
+    return since.state_anchor, deltas
 
 
 def _named_ids(events: Sequence[dict[str, Any]]) -> tuple[set[str], bool]:

@@ -99,6 +99,21 @@ class CheckpointMachine(RuleBasedStateMachine):
             self.open_run = run_id
         return run_id
 
+    @rule(target=runs, parent=st.one_of(st.none(), runs), value=st.integers(0, 3))
+    def change_the_state(self, parent: str | None, value: int) -> str:
+        """A run whose one patch applies to any object state (generated patches mostly
+        fail), so that states change by patches across runs."""
+        run_id = self._new_id()
+        self.store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
+                {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/n", "value": value}]},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
+            ],
+            **({"parent": parent} if parent is not None else {}),
+        )
+        return run_id
+
     @rule(target=live, data=st.data())
     def start_live_run(self, data: st.DataObject) -> str:
         run_id = self._new_id()
@@ -172,6 +187,92 @@ class SparseCheckpointMachine(CheckpointMachine):
 
 SparseCheckpointMachine.TestCase.settings = settings(stateful_step_count=12)
 test_sparse_checkpoints_never_change_what_checkout_restores = SparseCheckpointMachine.TestCase
+
+
+class StatePatchMachine(CheckpointMachine):
+    """States stored as the patches since the last whole one, whatever their size, and a
+    whole state again after every third patch: checkout must not tell the difference."""
+
+    def __init__(self) -> None:
+        self._limits = (checkpoints.STATE_PATCH_SHARE, checkpoints.MAX_STATE_PATCHES)
+        checkpoints.STATE_PATCH_SHARE, checkpoints.MAX_STATE_PATCHES = 0, 3
+        super().__init__()
+
+    def teardown(self) -> None:
+        checkpoints.STATE_PATCH_SHARE, checkpoints.MAX_STATE_PATCHES = self._limits
+        super().teardown()
+
+
+StatePatchMachine.TestCase.settings = settings(stateful_step_count=12)
+test_states_stored_as_patches_never_change_what_checkout_restores = StatePatchMachine.TestCase
+
+
+def test_a_state_that_grows_by_patches_is_stored_as_patches_between_whole_states(
+    tmp_path: Path,
+) -> None:
+    with agui_store.open(tmp_path / "s.db") as store:
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "r0"},
+                {"type": "STATE_SNAPSHOT", "snapshot": {"log": ["x" * 40] * 50}},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r0"},
+            ]
+        )
+        for i in range(1, 150):
+            store.append(
+                [
+                    {"type": "RUN_STARTED", "threadId": "t", "runId": f"r{i}"},
+                    {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/log/-", "value": i}]},
+                    # A failing patch changes nothing, and is not among the stored ones.
+                    {"type": "STATE_DELTA", "delta": [{"op": "remove", "path": "/nothing"}]},
+                    {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"},
+                ]
+            )
+        conn = store._db
+        whole, patched = conn.execute(
+            "SELECT count(*) - count(state_base), count(state_base) FROM checkpoints"
+        ).fetchone()
+        assert whole + patched == 150
+        # Whole again when the patches reach a quarter of the whole state's size: about
+        # every 12 runs here (each patch adds ~50 bytes to a state of ~2 kB).
+        assert 5 <= whole <= 20 and patched >= 130
+        for i in (0, 1, 63, 64, 65, 149):
+            pk = conn.execute("SELECT id FROM runs WHERE run_id = ?", (f"r{i}",)).fetchone()[0]
+            assert store.checkout(f"r{i}").state == store._replay_view(conn, pk).state
+        assert store.checkout("r149").state["log"][-3:] == [147, 148, 149]
+        # A snapshot replaces the state: the next checkpoint stores it whole.
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "snap"},
+                {"type": "STATE_SNAPSHOT", "snapshot": {"log": []}},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "snap"},
+            ]
+        )
+        pk = conn.execute("SELECT id FROM runs WHERE run_id = 'snap'").fetchone()[0]
+        base = conn.execute("SELECT state_base FROM checkpoints WHERE run = ?", (pk,)).fetchone()
+        assert base == (None,) and store.checkout("snap").state == {"log": []}
+        assert store.check().ok
+    # Reopened, the store continues the patches from what it loads.
+    with agui_store.open(tmp_path / "s.db") as store:
+        _talk(store, "after", words=1)
+        assert store.checkout("after").state == {"log": []}
+        assert store.check().ok
+
+
+def test_a_checkpoint_patched_from_a_state_that_is_not_whole_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with agui_store.open(path) as store:
+        for i in range(3):
+            _talk(store, f"r{i}", words=1)
+    conn = apsw.Connection(str(path))
+    conn.execute("UPDATE checkpoints SET state_base = 2 WHERE run = 3")
+    conn.execute("UPDATE checkpoints SET state_base = 1 WHERE run = 2")
+    conn.close()
+    with agui_store.open(path) as store:
+        problems = [str(p) for p in store.check().problems]
+        assert any("whose own state is not stored whole" in p for p in problems), problems
+        with pytest.raises(ValueError, match="not a checkpoint whose state is stored whole"):
+            store.checkout("r2")
 
 
 class _Mirrored:

@@ -456,6 +456,11 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         [
             f"lineage: {U1} has lineage parent {R2} in another thread: lineage stays within one "
             "thread",
+            # u1's checkpoint patched the state of its former parent, no ancestor any more.
+            *if_checkpoints(
+                f"checkpoints: the checkpoint of {U1} stores its state as patches on the state "
+                f"of {SYN}, which is not a lineage ancestor of the run"
+            ),
         ],
     ),
     (
