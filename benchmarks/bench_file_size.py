@@ -15,7 +15,7 @@ import tempfile
 from typing import Any
 
 import agui_store
-from benchmarks._common import conversation_run, header
+from benchmarks._common import conversation, header
 
 
 def user_message(i: int) -> dict[str, Any]:
@@ -26,23 +26,26 @@ def user_message(i: int) -> dict[str, Any]:
     }
 
 
+def http_agent_input(i: int, history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``RunAgentInput`` ``HttpAgent`` posts for run i: the whole history it holds, the
+    new user message, and the state."""
+    return {
+        "threadId": "t",
+        "runId": f"run-{i}",
+        "messages": [*history, user_message(i)],
+        "state": {"turns": list(range(i))},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+
+
 def build(path: str, runs: int, *, with_inputs: bool) -> None:
     with agui_store.open(path) as store:
         history: list[dict[str, Any]] = []
-        for i in range(runs):
-            events = conversation_run("t", f"run-{i}", 50, i)
-            if i == 0:
-                events.insert(1, {"type": "STATE_SNAPSHOT", "snapshot": {"turns": []}})
-                events.pop(-3)
+        for i, events in enumerate(conversation("t", runs, 50)):
             if with_inputs:
-                sent = {
-                    "threadId": "t",
-                    "runId": f"run-{i}",
-                    "messages": [*history, user_message(i)],
-                    "state": {"turns": list(range(i))},
-                    "tools": [],
-                    "context": [],
-                }
+                sent = http_agent_input(i, history)
                 if i:
                     sent["parentRunId"] = f"run-{i - 1}"
                 store.append(events, input=sent)

@@ -20,8 +20,8 @@ from typing import Any
 import msgspec
 
 import agui_store
-from benchmarks._common import conversation_run, header
-from benchmarks.bench_file_size import user_message
+from benchmarks._common import conversation, header
+from benchmarks.bench_file_size import http_agent_input
 
 EVENTS_PER_RUN = 50
 
@@ -37,22 +37,8 @@ def main() -> None:
     decodes: list[float] = []
     with agui_store.open(path) as store:
         history: list[dict[str, Any]] = []
-        for i in range(args.runs):
-            events = conversation_run("t", f"run-{i}", EVENTS_PER_RUN, i)
-            if i == 0:
-                events.insert(1, {"type": "STATE_SNAPSHOT", "snapshot": {"turns": []}})
-                events.pop(-3)
-            body = msgspec.json.encode(
-                {
-                    "threadId": "t",
-                    "runId": f"run-{i}",
-                    "messages": [*history, user_message(i)],
-                    "state": {"turns": list(range(i))},
-                    "tools": [],
-                    "context": [],
-                    "forwardedProps": {},
-                }
-            )
+        for i, events in enumerate(conversation("t", args.runs, EVENTS_PER_RUN)):
+            body = msgspec.json.encode(http_agent_input(i, history))
             t0 = time.perf_counter()
             msgspec.json.decode(body)
             t1 = time.perf_counter()

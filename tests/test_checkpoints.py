@@ -394,16 +394,7 @@ def test_lineage_rule_3_derives_what_a_deferring_store_left_before_it_decides(
         sent = [*deferring.checkout("r1").messages, {"id": "u", "role": "user", "content": "?"}]
     # Another store, deriving as it appends, must still see r0..r2 as candidates.
     with agui_store.open(path) as store:
-        store.append(
-            [
-                {"type": "RUN_STARTED", "threadId": "t", "runId": "again"},
-                {"type": "RUN_FINISHED", "threadId": "t", "runId": "again"},
-            ],
-            input={"threadId": "t", "runId": "again", "messages": sent},
-        )
-        again = store.get_run("again")
-        assert again is not None
-        assert (again.parent_run_id, again.lineage) == ("r1", "messages")
+        assert _lineage_of_a_run_sent(store, sent) == ("r1", "messages")
         assert store._db.execute("SELECT count(*) FROM underived").fetchone()[0] == 0
 
 
@@ -531,6 +522,20 @@ def _talk(store: agui_store.Store, run_id: str, words: int, **started: Any) -> N
     )
 
 
+def _lineage_of_a_run_sent(store: agui_store.Store, sent: list[Any]) -> tuple[Any, str]:
+    """Append a run whose input is ``sent`` and no parent: its parent and why (rule 3)."""
+    store.append(
+        [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "again"},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "again"},
+        ],
+        input={"threadId": "t", "runId": "again", "messages": sent},
+    )
+    again = store.get_run("again")
+    assert again is not None
+    return again.parent_run_id, again.lineage
+
+
 def _replay_debt(conn: apsw.Connection) -> dict[int, int]:
     """For each run: the events a checkout replays after its nearest checkpoint."""
     debt = {}
@@ -570,16 +575,7 @@ def test_lineage_rule_3_finds_a_run_that_has_no_checkpoint(tmp_path: Path) -> No
         assert store._db.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 0
         # A client that restored r1 sends its messages: r1 is the parent, not the head (r2).
         sent = [*store.checkout("r1").messages, {"id": "u", "role": "user", "content": "again"}]
-        store.append(
-            [
-                {"type": "RUN_STARTED", "threadId": "t", "runId": "again"},
-                {"type": "RUN_FINISHED", "threadId": "t", "runId": "again"},
-            ],
-            input={"threadId": "t", "runId": "again", "messages": sent},
-        )
-        again = store.get_run("again")
-        assert again is not None
-        assert (again.parent_run_id, again.lineage) == ("r1", "messages")
+        assert _lineage_of_a_run_sent(store, sent) == ("r1", "messages")
 
 
 def test_checkpoint_events_must_be_a_positive_integer(tmp_path: Path) -> None:

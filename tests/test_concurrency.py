@@ -498,18 +498,19 @@ def test_what_a_forked_child_appends_survives_the_parent_closing_its_store(
         assert reopened.check().ok
 
 
+def one_run(run_id: str) -> list[dict[str, Any]]:
+    """A whole run of thread t with no content."""
+    return [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
+    ]
+
+
 def test_two_stores_on_one_file_take_turns_without_trusting_stale_facts(tmp_path: Path) -> None:
     """Each append remembers the thread's newest run, the next sequence number and whether
     the thread has branches; a write by another connection (even a branch) must make it
     look again."""
     path = tmp_path / "s.db"
-
-    def one_run(run_id: str) -> list[dict[str, Any]]:
-        return [
-            {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
-            {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
-        ]
-
     with agui_store.open(path) as a, agui_store.open(path) as b:
         a.append(one_run("a1"))
         b.append(one_run("b1"))  # a's newest run and next seq are stale now
@@ -563,13 +564,6 @@ def test_a_write_that_wrote_nothing_does_not_make_another_stores_next_write_look
     """A store trusts what it remembers while SQLite's data version is the one its own last
     commit made; a call that committed nothing must not claim the next version."""
     path = tmp_path / "s.db"
-
-    def one_run(run_id: str) -> list[dict[str, Any]]:
-        return [
-            {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
-            {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
-        ]
-
     with agui_store.open(path) as a, agui_store.open(path) as b:
         a.append(one_run("a1"))
         a.append([])  # commits nothing
