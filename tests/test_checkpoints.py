@@ -625,12 +625,13 @@ def test_replaying_more_runs_than_sqlite_takes_parameters_reads_them_all(tmp_pat
         assert all(not r.events for r in records[3:])
 
 
+@pytest.mark.parametrize("derive_on_append", [True, False])
 def test_a_run_echoing_the_run_before_it_in_the_same_batch_descends_from_that_run(
-    tmp_path: Path,
+    tmp_path: Path, derive_on_append: bool
 ) -> None:
     # r1 completes inside the batch; the echo of r2 holds r1's messages, so rule 3 must see
     # r1 (longest prefix), not only r0, which was complete before the batch came.
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(tmp_path / "s.db", derive_on_append=derive_on_append) as store:
         _talk(store, "r0", words=1)
         r0 = store.checkout("r0").messages
         said = {"id": "m-r1", "role": "assistant", "content": "w0 "}
