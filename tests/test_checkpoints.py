@@ -384,6 +384,28 @@ def test_a_deferring_store_writes_the_log_alone_and_derive_fills_in_the_rest(
         assert store.check().ok
 
 
+def test_derive_of_one_thread_leaves_the_others_and_refuses_a_thread_it_does_not_have(
+    tmp_path: Path,
+) -> None:
+    with agui_store.open(tmp_path / "s.db", derive_on_append=False) as store:
+        for thread in ("t", "u"):
+            for i in range(2):
+                store.append(
+                    [
+                        {"type": "RUN_STARTED", "threadId": thread, "runId": f"{thread}{i}"},
+                        {"type": "RUN_FINISHED", "threadId": thread, "runId": f"{thread}{i}"},
+                    ]
+                )
+        assert store.derive("u") == 2
+        left = store._db.execute(
+            "SELECT runs.run_id FROM underived JOIN runs ON runs.id = underived.run ORDER BY 1"
+        ).fetchall()
+        assert left == [("t0",), ("t1",)]
+        with pytest.raises(agui_store.RunNotFoundError, match="no thread 'nope'"):
+            store.derive("nope")
+        assert store.derive() == 2 and store.derive() == 0
+
+
 def test_lineage_rule_3_derives_what_a_deferring_store_left_before_it_decides(
     tmp_path: Path,
 ) -> None:
