@@ -223,12 +223,7 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
         ]
         if len(parts) != length:
             raise ValueError(f"checkpoint of run {run_pk}: {len(parts)} messages, not {length}")
-        # The brackets go on the end pieces: one copy of the whole list, not three.
-        if parts:
-            parts[0] = b"[" + parts[0]
-            parts[-1] += b"]"
-        text = b",".join(parts) if parts else b"[]"
-        view = View(codec.decode(text), state, interrupts, warnings)
+        view = View(codec.decode(_json_array(parts)), state, interrupts, warnings)
         return Snapshot(view, [], int(chain), int(state_base or run_pk), patches, state_bytes)
     own: dict[int, list[tuple[int, bytes]]] = {}
     for cp_run, digest, b_codec, b_data in conn.execute(MESSAGE_ROWS, (run_pk,)):
@@ -244,9 +239,18 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
             texts.append(text)
     if len(hashes) != length:
         raise ValueError(f"checkpoint of run {run_pk} has {len(hashes)} messages, not {length}")
-    messages = codec.decode(b"[" + b",".join(texts) + b"]") if texts else []
-    view = View(messages, state, interrupts, warnings)
+    view = View(codec.decode(_json_array(texts)), state, interrupts, warnings)
     return Snapshot(view, hashes, int(chain), int(state_base or run_pk), patches, state_bytes)
+
+
+def _json_array(parts: list[bytes]) -> bytes:
+    """The JSON array of JSON texts (``parts`` is consumed). The brackets go on the end
+    pieces: one copy of a view's texts, not three."""
+    if not parts:
+        return b"[]"
+    parts[0] = b"[" + parts[0]
+    parts[-1] += b"]"
+    return b",".join(parts)
 
 
 def _patched_state(conn: Conn, run_pk: int, state_base: int, patches: Any) -> tuple[Any, int]:
@@ -271,14 +275,9 @@ def lineage_ids(messages: Iterable[Any]) -> list[Any]:
     return [m.get("id") for m in messages if isinstance(m, dict) and m.get("role") != "activity"]
 
 
-def ids_hasher(messages: Iterable[Any], hasher: Any = None) -> Any:
-    """A sha256 over the :func:`lineage_ids` of ``messages`` (continuing ``hasher``, which
-    is copied, when given): digests of message lists that grow by appending extend cheaply."""
-    return hash_ids(lineage_ids(messages), hasher)
-
-
 def hash_ids(ids: Iterable[Any], hasher: Any = None) -> Any:
-    """:func:`ids_hasher` over ids already picked out of their messages."""
+    """A sha256 over lineage ids (:func:`lineage_ids`), continuing ``hasher`` (which is
+    copied) when given: digests of id lists that grow by appending extend cheaply."""
     out = hasher.copy() if hasher is not None else hashlib.sha256()
     ids = list(ids)
     if not ids:
@@ -308,7 +307,7 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 def prefix_digests(ids: Sequence[Any], hasher: Any = None, done: int = 0) -> dict[bytes, int]:
-    """The digest of ``ids[:n]`` (as :func:`ids_hasher` computes it) for every n, in one
+    """The digest of ``ids[:n]`` (as :func:`hash_ids` computes it) for every n, in one
     pass: digest -> n. Given ``hasher`` holding the first ``done`` ids, for every longer n."""
     digest = hasher.copy() if hasher is not None else hashlib.sha256()
     out = {}
@@ -334,7 +333,7 @@ def write(
     Args:
         blob_ids: the blob of each message of ``view``.
         base: ``(base run, its blob ids, its chain length)`` to store the list as a delta.
-        ids_digest: the digest of the view's lineage ids (:func:`ids_hasher`).
+        ids_digest: the digest of the view's lineage ids (:func:`hash_ids`).
         state_patches: ``(state base, patches)`` to store the state as the patches that
             turn that checkpoint's (whole) state into ``view.state``.
     """

@@ -88,6 +88,16 @@ class _SinceCheckpoint:
     state_anchor: int | None = None
     state_bytes: int = 0
 
+    def note(self, record: RunRecord) -> tuple[set[str], bool]:
+        """Count a run replayed since the checkpoint; returns what its events name (see
+        :func:`_named_ids`)."""
+        names, snapshot = _named_ids(record.events)
+        self.names |= names
+        self.snapshot |= snapshot
+        self.had_input |= record.input is not None
+        self.events += len(record.events)
+        return names, snapshot
+
     @classmethod
     def start(
         cls, messages: list[Any], snap: checkpoints.Snapshot | None, run_pk: int | None
@@ -109,7 +119,7 @@ class _CachedView:
     """The newest completed run of a thread, replayed, kept in memory so that the next run
     costs a replay of that run alone. The reducer consumes it (mutates it)."""
 
-    run_pk: int
+    run_pk: int | None  # None: the empty view before a thread's first run
     reducer: Reducer  # holds the view, with its indexes: the next run continues it
     ids_hasher: Any  # sha256 state over the view's lineage ids (extends when the list grows)
     since: _SinceCheckpoint
@@ -691,7 +701,7 @@ class Store:
         cached = self._cached_view(conn, thread_pk)
         if cached is not None and cached.run_pk == parent_pk:
             base = cached.view
-        elif self._status(conn, parent_pk) != "incomplete":
+        elif self._known_status(conn, parent_pk) != "incomplete":
             try:
                 base = self._view(conn, parent_pk)
             except InvalidEventError:
@@ -970,18 +980,21 @@ class Store:
         parent_pk, raw_input, raw_refs = run_row
         cached = self._cached_view(conn, thread_pk)
         self._views.pop(thread_pk, None)
-        lineage: list[Any] | None = None
-        if cached is not None and cached.run_pk == parent_pk:
-            reducer, hasher, since = cached.reducer, cached.ids_hasher, cached.since
-            lineage = cached.lineage  # consumed with the view: extended in place below
-        else:
-            reducer, hasher, since = self._replayed_to(conn, parent_pk)
+        if cached is None or cached.run_pk != parent_pk:
+            cached = self._replayed_to(conn, parent_pk)
+        # Consumed: the reducer, the digest state and the id list go on from the parent's.
+        reducer, hasher, since, lineage = (
+            cached.reducer,
+            cached.ids_hasher,
+            cached.since,
+            cached.lineage,
+        )
         record = RunRecord(
             input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
             events=events if events is not None else self._run_events(conn, run_pk),
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
         )
-        names, snapshot = _named_ids(record.events)
+        names, snapshot = since.note(record)
         replaced = snapshot or record.input is not None
         # What the digest needs to tell a list that grew from one that changed: the list
         # before, and the id and kind of each message the run's events can reach. Right
@@ -998,8 +1011,6 @@ class Store:
         if grown:
             new_ids = checkpoints.lineage_ids(messages[len(before) :])
             hasher = checkpoints.hash_ids(new_ids, hasher)
-            if lineage is None:
-                lineage = checkpoints.lineage_ids(before)
             lineage.extend(new_ids)
         else:
             lineage = checkpoints.lineage_ids(messages)
@@ -1008,10 +1019,6 @@ class Store:
         conn.execute(
             "INSERT OR IGNORE INTO lineage_digests(ids_hash, run) VALUES (?, ?)", (digest, run_pk)
         )
-        since.names |= names
-        since.snapshot |= snapshot
-        since.had_input |= record.input is not None
-        since.events += len(record.events)
         written = False
         if force_checkpoint or since.events >= self.checkpoint_events:
             written = self._write_checkpoint(conn, run_pk, reducer, since, digest, now)
@@ -1049,28 +1056,25 @@ class Store:
             return None
         return cached
 
-    def _replayed_to(
-        self, conn: database.Conn, run_pk: int | None
-    ) -> tuple[Reducer, Any, _SinceCheckpoint]:
-        """A reducer holding view(run) (an empty one for ``None``), replayed from the
-        nearest checkpoint, with its digest state and what the runs since did."""
+    def _replayed_to(self, conn: database.Conn, run_pk: int | None) -> _CachedView:
+        """view(run) (the empty view for ``None``) in a reducer, replayed from the nearest
+        checkpoint, with its lineage ids and their digest state, and what the runs since
+        that checkpoint did."""
         if run_pk is None:
             reducer = start_reducer()
-            return reducer, checkpoints.ids_hasher([]), _SinceCheckpoint.start([], None, None)
-        found, after = checkpoints.nearest(conn, run_pk)
-        snap = checkpoints.load(conn, found) if found is not None else None
-        reducer = start_reducer(snap.view if snap is not None else None)
-        if snap is not None:
-            reducer.track_state(snap.state_patches)
-        since = _SinceCheckpoint.start(reducer.messages, snap, found)
-        for record in self._records(conn, after):
-            names, snapshot = _named_ids(record.events)
-            since.names |= names
-            since.snapshot |= snapshot
-            since.had_input |= record.input is not None
-            since.events += len(record.events)
-            apply_run(reducer, record)
-        return reducer, checkpoints.ids_hasher(reducer.messages), since
+            since = _SinceCheckpoint.start([], None, None)
+        else:
+            found, after = checkpoints.nearest(conn, run_pk)
+            snap = checkpoints.load(conn, found) if found is not None else None
+            reducer = start_reducer(snap.view if snap is not None else None)
+            if snap is not None:
+                reducer.track_state(snap.state_patches)
+            since = _SinceCheckpoint.start(reducer.messages, snap, found)
+            for record in self._records(conn, after):
+                since.note(record)
+                apply_run(reducer, record)
+        lineage = checkpoints.lineage_ids(reducer.messages)
+        return _CachedView(run_pk, reducer, checkpoints.hash_ids(lineage), since, lineage)
 
     @staticmethod
     def _write_checkpoint(
@@ -1176,7 +1180,6 @@ class Store:
                             ]
                         )
                         self._complete(conn, thread_pk, pk, now, force_checkpoint=True)
-                        conn.execute("DELETE FROM underived WHERE run = ?", (pk,))
                     written = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
                     return int(written - before)
             except BaseException:
