@@ -892,10 +892,14 @@ class Store:
         now: int,
         events: list[dict[str, Any]] | None = None,
         run_row: tuple[int | None, str | None, str | None] | None = None,
+        *,
+        force_checkpoint: bool = False,
     ) -> None:
         """:meth:`_complete` a run, for a lineage the client can replay."""
         try:
-            self._complete(conn, thread_pk, run_pk, now, events, run_row)
+            self._complete(
+                conn, thread_pk, run_pk, now, events, run_row, force_checkpoint=force_checkpoint
+            )
         except InvalidEventError:
             # The lineage replays into something the official client itself would throw on
             # (e.g. a first TOOL_CALL_CHUNK without a name, which verifyEvents lets through):
@@ -1179,7 +1183,7 @@ class Store:
                                 0
                             ]
                         )
-                        self._complete(conn, thread_pk, pk, now, force_checkpoint=True)
+                        self._derive(conn, thread_pk, pk, now, force_checkpoint=True)
                     written = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
                     return int(written - before)
             except BaseException:

@@ -528,6 +528,23 @@ def test_a_run_the_client_cannot_replay_does_not_block_later_appends(tmp_path: P
             raise AssertionError("the client throws on this lineage; so must checkout")
 
 
+def test_compact_skips_a_run_the_client_cannot_replay_and_compacts_the_rest(
+    tmp_path: Path,
+) -> None:
+    with agui_store.open(tmp_path / "s.db", derive_on_append=False) as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "u", "runId": "bad"},
+                      {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"},
+                      {"type": "RUN_FINISHED", "threadId": "u", "runId": "bad"}])
+        for i in range(3):
+            _talk(store, f"r{i}", words=1)
+        # Each of r0..r2 gets its checkpoint; "bad" has none to get, as on append.
+        assert store.compact() == 3
+        assert store.compact() == 0
+        with pytest.raises(agui_store.InvalidEventError, match="toolCallName"):
+            store.checkout("bad")
+        assert store.check().ok
+
+
 def _talk(store: agui_store.Store, run_id: str, words: int, **started: Any) -> None:
     mid = f"m-{run_id}"
     store.append(
