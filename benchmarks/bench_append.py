@@ -29,6 +29,8 @@ from agui_store import database
 from benchmarks._common import conversation, header, median_time
 
 EVENTS_PER_RUN = 50
+#: A ``checkpoint_events`` no benchmark reaches: every run gets its digest, none a checkpoint.
+NO_CHECKPOINTS = 10**12
 
 
 def make_batches(n_runs: int) -> list[list[dict]]:
@@ -153,6 +155,17 @@ def main() -> None:
     print(
         f"| Store.append (dicts), checkpoint_events=200 | {n / api_sparse:,.0f} "
         f"| {raw / api_sparse:.2f} |"
+    )
+    # Every run replayed for its lineage digest, but no checkpoint written: what the
+    # derivation costs before its checkpoints.
+    api_digests = median_time(
+        lambda: public_api(paths["p"], batches, checkpoint_events=NO_CHECKPOINTS),
+        repeat=args.repeat,
+        setup=lambda: paths.__setitem__("p", fresh()),
+    )
+    print(
+        f"| Store.append (dicts), digests but no checkpoints | {n / api_digests:,.0f} "
+        f"| {raw / api_digests:.2f} |"
     )
     # The log alone: lineage digests and checkpoints left for derive() (timed apart: the
     # same work, moved off the append path).

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
+import time
 
 import msgspec
 
@@ -24,10 +26,15 @@ from benchmarks._common import conversation, header, median_time
 EVENTS_PER_RUN = 50
 
 
-def build(path: str, depth: int, checkpoint_events: int = CHECKPOINT_EVENTS) -> None:
+def build(path: str, depth: int, checkpoint_events: int = CHECKPOINT_EVENTS) -> list[float]:
+    """Append the chain run by run; returns each append's time."""
+    times = []
     with agui_store.open(path, checkpoint_events=checkpoint_events) as store:
         for events in conversation("t", depth, EVENTS_PER_RUN):
+            t0 = time.perf_counter()
             store.append(events)
+            times.append(time.perf_counter() - t0)
+    return times
 
 
 def read_and_decode(store: agui_store.Store, leaf_pk: int) -> int:
@@ -61,9 +68,10 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     tmp = tempfile.mkdtemp(prefix="agui-bench-")
     results = {}
+    growth: tuple[float, float] | None = None
     for depth in (int(d) for d in args.depths.split(",")):
         path = os.path.join(tmp, f"chain-{depth}.db")
-        build(path, depth, args.checkpoint_events)
+        append_times = build(path, depth, args.checkpoint_events)
         with agui_store.open(path) as store:
             leaf = f"run-{depth - 1}"
             conn = store._db
@@ -89,11 +97,23 @@ def main() -> None:
             )
             decode = median_time(lambda d=doc: msgspec.json.decode(d), repeat=args.repeat * 4)
             results[depth] = (read, replay, checkout, decode)
+            if depth >= 1000:
+                growth = (
+                    statistics.median(append_times[400:500]),
+                    statistics.median(append_times[-100:]),
+                )
             print(
                 f"| {depth} | {n} | {read * 1e3:.1f} | {replay * 1e3:.1f} | {replay / read:.2f}x "
                 f"| {checkout * 1e3:.2f} | {decode * 1e3:.2f} | {checkout / decode:.2f}x "
                 f"| {replay / checkout:.0f}x |"
             )
+    if growth:
+        # The state of this conversation grows every run: an append should not.
+        early, late = growth
+        print(
+            f"appending as the thread grows: median {late * 1e3:.2f} ms an append over the "
+            f"last 100 runs against {early * 1e3:.2f} ms over runs 400-500: {late / early:.2f}x"
+        )
     if 1000 in results:
         read, replay, _, _ = results[1000]
         print(
