@@ -69,25 +69,19 @@ from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import apsw
 import sqlite_utils
 
 from agui_store import codec
-from agui_store.errors import AguiStoreError
 from agui_store.records import Run
 from agui_store.store import Store
+from agui_store.targets import SIBLINGS, ExportTargetError, check_target, is_sqlite_file
 
 #: ``progress(done_runs, total_runs)``: called once with ``done_runs=0``, then after each run.
 ProgressCallback = Callable[[int, int], None]
 
 #: Rows buffered (over all tables) before they are written.
 DEFAULT_BATCH_SIZE = 2000
-
-_SIBLINGS = ("", "-wal", "-shm", "-journal")
-
-
-class ExportTargetError(AguiStoreError, ValueError):
-    """The analysis database cannot be written where asked (the store's own file, an
-    existing non-empty file without ``replace=True``, a folder)."""
 
 
 @dataclass(frozen=True)
@@ -369,7 +363,7 @@ def export_sqlite(
         _fsync(tmp)
         os.replace(tmp, target)
     except BaseException:
-        for suffix in _SIBLINGS:
+        for suffix in SIBLINGS:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp + suffix)
         raise
@@ -379,48 +373,46 @@ def export_sqlite(
 # --- the target file ----------------------------------------------------------------------
 
 
-def _store_file(path: str) -> str | None:
-    """The file behind a store path (``None`` for an in-memory store)."""
-    if path in ("", ":memory:") or path.startswith("file::memory:"):
-        return None
-    if path.startswith("file:"):
-        parsed = urllib.parse.urlparse(path)
-        if urllib.parse.parse_qs(parsed.query).get("mode") == ["memory"]:
-            return None
-        path = urllib.parse.unquote(parsed.path)
-    return os.path.realpath(path)
-
-
 def _check_target(store: Store, out_path: str | os.PathLike[str], *, replace: bool) -> str:
+    """Where the analysis database goes: ``targets.check_target``, and no silent replace."""
     shown = os.fspath(out_path)
-    target = os.path.realpath(shown)
-    store_file = _store_file(store.path)
-    if store_file is not None:
-        for suffix in _SIBLINGS:
-            own = store_file + suffix
-            same = target == own or (
-                os.path.exists(target) and os.path.exists(own) and os.path.samefile(target, own)
-            )
-            if same:
-                what = "file" if not suffix else f"{suffix[1:]} file"
-                raise ExportTargetError(
-                    f"{shown} is the store's own {what} ({store.path}): the analysis database "
-                    "is a separate file; give another path, e.g. analysis.db"
-                )
-    if os.path.isdir(target):
-        raise ExportTargetError(f"{shown} is a folder: give a file path, e.g. {shown}/analysis.db")
+    target = check_target(shown, store.path, replace=True)
     if os.path.exists(target) and os.path.getsize(target) > 0:
         if not replace:
             raise ExportTargetError(
                 f"{shown} exists and is not empty: pass replace=True (--replace) to overwrite it"
             )
-        for suffix in _SIBLINGS[1:]:
+        if is_sqlite_file(target) and not _is_analysis_database(target):
+            raise ExportTargetError(
+                f"{shown} is a SQLite database that is not an agui-store analysis export "
+                "(it has no export_info table): agui-store never replaces one; give a new path"
+            )
+        for suffix in SIBLINGS[1:]:
             if os.path.exists(target + suffix):
                 raise ExportTargetError(
                     f"{shown}{suffix} exists: {shown} is open elsewhere or was not closed "
                     "cleanly; close it (or remove that file) before replacing it"
                 )
     return target
+
+
+def _is_analysis_database(path: str) -> bool:
+    """Whether the SQLite file at ``path`` holds this module's ``export_info`` table.
+
+    Opened read-only and immutable, so that looking writes nothing (no -wal, no -shm).
+    """
+    uri = "file:" + urllib.parse.quote(path) + "?immutable=1"
+    try:
+        conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        try:
+            rows = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'export_info'"
+            ).fetchall()
+        finally:
+            conn.close()
+    except apsw.Error:
+        return False
+    return bool(rows)
 
 
 def _fsync(path: str) -> None:

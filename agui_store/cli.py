@@ -21,6 +21,7 @@ from agui_store.interchange import FORMATS, serialize
 from agui_store.records import Run
 from agui_store.render import content_text, diff_text, graph, run_line, short, transcript
 from agui_store.store import Store
+from agui_store.targets import check_target, write_file
 
 EXAMPLES = {
     "import": "agui-store import recording.sse --thread t1",
@@ -260,9 +261,7 @@ def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         events = store.history(args.ref, thread_id=args.thread)
     chunks = serialize(events, args.format)
     if args.output and args.output != "-":
-        with open(args.output, "wb") as fh:
-            for chunk in chunks:
-                fh.write(chunk)
+        write_file(check_target(args.output, store.path), chunks)
         sys.stderr.write(f"wrote {args.output}\n")
     else:
         for chunk in chunks:
@@ -369,8 +368,7 @@ def cmd_export_artifact(store: Store, args: argparse.Namespace, out: TextIO) -> 
 
     text = dumps_artifact(export_run(store, args.ref, thread_id=args.thread))
     if args.output and args.output != "-":
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        write_file(check_target(args.output, store.path), [text.encode("utf-8")])
         sys.stderr.write(f"wrote the artifact of {args.ref} to {args.output}\n")
     else:
         out.write(text)

@@ -139,3 +139,55 @@ def test_errors_are_one_line_on_stderr_with_exit_code_1(tmp_path: Path) -> None:
     proc = cli("show", "nope", db=db, ok=False)
     assert proc.returncode == 1 and "nope" in proc.stderr
     assert cli("check", db=db).stdout.startswith("ok")
+
+
+@pytest.mark.parametrize("command", ["export", "export-artifact"])
+def test_an_output_path_naming_the_store_or_a_database_is_refused_and_nothing_changes(
+    tmp_path: Path, command: str
+) -> None:
+    db = tmp_path / "chat.db"
+    cli("demo", db=db)
+    other = tmp_path / "other.db"
+    cli("demo", db=other)
+    (tmp_path / "link-to-store").symlink_to(db)
+    (tmp_path / "link-to-other").symlink_to(other)
+    before = {p: p.read_bytes() for p in (db, other)}
+    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]
+    for target in [db, tmp_path / "link-to-store", tmp_path / ".." / tmp_path.name / "chat.db",
+                   other, tmp_path / "link-to-other", tmp_path]:
+        proc = cli(command, "HEAD", "--thread", thread, "-o", str(target), db=db, ok=False)
+        assert proc.returncode == 1, (target, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert str(target) in proc.stderr
+    assert {p: p.read_bytes() for p in (db, other)} == before
+    assert cli("check", db=db).returncode == 0
+
+
+def test_an_export_replaces_a_plain_file_through_a_symlink_and_keeps_the_link(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "chat.db"
+    cli("demo", db=db)
+    real = tmp_path / "history.jsonl"
+    real.write_text("old\n", encoding="utf-8")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]
+    cli("export", "HEAD", "--thread", thread, "--format", "jsonl", "-o", str(link), db=db)
+    assert link.is_symlink()
+    lines = real.read_text(encoding="utf-8").splitlines()
+    assert lines and json.loads(lines[0])["type"] == "RUN_STARTED"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")] == []
+
+
+def test_analyze_replace_refuses_a_database_it_did_not_write(tmp_path: Path) -> None:
+    db, other = tmp_path / "chat.db", tmp_path / "other.db"
+    cli("demo", db=db)
+    cli("demo", db=other)
+    before = other.read_bytes()
+    proc = cli("analyze", str(other), "--replace", db=db, ok=False)
+    assert proc.returncode == 1 and "not an agui-store analysis export" in proc.stderr
+    assert other.read_bytes() == before
+    out = tmp_path / "analysis.db"
+    cli("analyze", str(out), db=db)
+    cli("analyze", str(out), "--replace", db=db)  # its own earlier export may be replaced

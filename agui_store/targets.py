@@ -1,0 +1,117 @@
+"""Where a command may write its output: never over the store, never over a database.
+
+An export pointed at the store's own file once overwrote it and exited 0. Every file a
+command writes goes through :func:`check_target` first, and :func:`write_file` lands it
+whole or not at all (a temporary file beside the target, renamed over it at the end), so a
+failed export never leaves half a file behind either.
+
+The rule, stated once:
+- the store's own file and its ``-wal``, ``-shm`` and ``-journal`` siblings are refused,
+  whatever path (a symlink, a hard link, ``..``) names them;
+- an existing SQLite database is refused (a file beginning with SQLite's header), unless the
+  caller passes ``replace=True`` for a command whose output is itself a database;
+- a folder is refused;
+- any other existing file is replaced, as a shell's ``>`` would; through a symlink, the file
+  it points to is replaced and the link stays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import urllib.parse
+from collections.abc import Iterable
+
+from agui_store.errors import AguiStoreError
+
+#: The files SQLite keeps beside a database.
+SIBLINGS = ("", "-wal", "-shm", "-journal")
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class ExportTargetError(AguiStoreError, ValueError):
+    """An output path that would destroy data: the store's own file, a database, a folder."""
+
+
+def store_file(path: str) -> str | None:
+    """The real file behind a store path (``None`` for an in-memory store)."""
+    if path in ("", ":memory:") or path.startswith("file::memory:"):
+        return None
+    if path.startswith("file:"):
+        parsed = urllib.parse.urlparse(path)
+        if urllib.parse.parse_qs(parsed.query).get("mode") == ["memory"]:
+            return None
+        path = urllib.parse.unquote(parsed.path)
+    return os.path.realpath(path)
+
+
+def is_sqlite_file(path: str) -> bool:
+    """Whether ``path`` is an existing file that begins with SQLite's header."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+def check_target(
+    out_path: str | os.PathLike[str], store_path: str | None, *, replace: bool = False
+) -> str:
+    """The real path to write ``out_path`` to, or :class:`ExportTargetError` if it may not be.
+
+    Args:
+        out_path: the path the user gave.
+        store_path: the open store's path (``None`` when no store is open).
+        replace: allow replacing an existing SQLite database that is not the store (for an
+            output that is itself a database, asked for explicitly).
+    """
+    shown = os.fspath(out_path)
+    target = os.path.realpath(shown)
+    own_file = store_file(store_path) if store_path is not None else None
+    if own_file is not None:
+        for suffix in SIBLINGS:
+            own = own_file + suffix
+            same = target == own or (
+                os.path.exists(target) and os.path.exists(own) and os.path.samefile(target, own)
+            )
+            if same:
+                what = "file" if not suffix else f"{suffix[1:]} file"
+                raise ExportTargetError(
+                    f"{shown} is the store's own {what} ({store_path}): write the output to "
+                    "another path"
+                )
+    if os.path.isdir(target):
+        raise ExportTargetError(f"{shown} is a folder: give a file path inside it")
+    if not replace and is_sqlite_file(target):
+        raise ExportTargetError(
+            f"{shown} is an existing SQLite database: agui-store never writes over one; "
+            "give a new path"
+        )
+    return target
+
+
+def write_file(target: str, chunks: Iterable[bytes]) -> None:
+    """Write ``chunks`` to ``target`` whole or not at all (``target`` from check_target)."""
+    folder, name = os.path.split(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder or ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        # mkstemp makes the file 0600: keep the mode of the file replaced, or the mode a
+        # plain open() would have given a new one.
+        try:
+            mode = os.stat(target).st_mode & 0o7777
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
