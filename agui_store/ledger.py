@@ -87,8 +87,22 @@ def compute(conn: Any) -> dict[int, RunLink]:
     stored link verified."""
     runs: dict[int, RunLink] = {}
     for row in conn.execute(_RUNS):
-        (pk, thread_pk, thread_id, run_id, parent, lineage, sent_parent, synthetic, created,
-         raw_input, raw_refs, s_parent, s_input, s_start) = row
+        (
+            pk,
+            thread_pk,
+            thread_id,
+            run_id,
+            parent,
+            lineage,
+            sent_parent,
+            synthetic,
+            created,
+            raw_input,
+            raw_refs,
+            s_parent,
+            s_input,
+            s_start,
+        ) = row
         link = RunLink(
             int(pk),
             int(thread_pk),
@@ -151,8 +165,9 @@ def compute(conn: Any) -> dict[int, RunLink]:
             and previous is not None
             and stored_hash == hashing.chain(previous, digest)
         )
-        link.batches.append(BatchLink(int(pk), int(first), int(last), stored_hash, computed,
-                                      verified))
+        link.batches.append(
+            BatchLink(int(pk), int(first), int(last), stored_hash, computed, verified)
+        )
         current[link.pk] = computed
         current_stored[link.pk] = stored_hash
     for link in runs.values():
@@ -175,8 +190,10 @@ def backfill(conn: Any, relax: Callable[[], Any]) -> None:
                 "UPDATE batches SET hash = ? WHERE id = ?",
                 [(b.computed, b.pk) for b in link.batches],
             )
-    final = {pk: (link.batches[-1].computed if link.batches else link.start_hash)
-             for pk, link in links.items()}
+    final = {
+        pk: (link.batches[-1].computed if link.batches else link.start_hash)
+        for pk, link in links.items()
+    }
     for run_pk, view_hash in checkpoint_digests(conn):
         conn.execute(
             "UPDATE checkpoints SET run_hash = ?, view_hash = ? WHERE run = ?",

@@ -264,9 +264,7 @@ def test_a_version_7_file_gets_every_hash_backfilled_and_reads_back_what_version
         report = store.check()
         assert report.ok, [str(p) for p in report.problems]
         assert "hashes" in report.checked and "derived" in report.checked
-        hashes = {
-            (t, r.run_id): r.hash for t in store.threads() for r in store.runs(t)
-        }
+        hashes = {(t, r.run_id): r.hash for t in store.threads() for r in store.runs(t)}
     assert all(h is not None and len(h) == 64 for h in hashes.values()), hashes
     assert len(set(hashes.values())) == len(hashes)
     conn = apsw.Connection(str(v7), flags=apsw.SQLITE_OPEN_READONLY)
