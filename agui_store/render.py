@@ -104,15 +104,20 @@ def _hash_tag(run: Run) -> str:
     return f" [{run.short_hash}{'' if run.is_complete else '+'}]"
 
 
-def _hash_prefix(run: Run) -> str:
+def _hash_suffix(run: Run, gap: str) -> str:
+    """The short hash after a run's line (its first word stays the run id, which scripts
+    read), ``+`` after it while the run is live."""
     tag = _hash_tag(run)
-    return f"{tag[2:-1]} " if tag else ""
+    return f"{gap}{tag[2:-1]}" if tag else ""
 
 
 def run_line(run: Run) -> str:
     refs = f" ({', '.join(run.branches)})" if run.branches else ""
     parent = f" <- {run.parent_run_id} [{run.lineage}]" if run.parent_run_id else " [root]"
-    return f"{_hash_prefix(run)}{run.run_id}{refs}  {run.status}  {run.event_count} events{parent}"
+    return (
+        f"{run.run_id}{refs}  {run.status}  {run.event_count} events{parent}"
+        f"{_hash_suffix(run, '  ')}"
+    )
 
 
 def runs_text(runs: Sequence[Run]) -> str:
@@ -161,7 +166,8 @@ def graph(runs: Sequence[Run], summaries: dict[str, str] | None = None) -> list[
         said = f' "{short(words, 48)}"' if words else ""
         marks = " ".join("*" if i == col else "|" for i in range(len(columns)))
         lines.append(
-            f"{marks} {_hash_prefix(run)}{run.run_id}{refs} {run.status} {run.event_count} ev{said}"
+            f"{marks} {run.run_id}{refs} {run.status} {run.event_count} ev"
+            f"{_hash_suffix(run, ' ')}{said}"
         )
         if run.parent_run_id is None:
             del columns[col]

@@ -885,16 +885,23 @@ class Store:
         rows[0] = (seq, rows[0][1], rows[0][2], codec.encode(started).decode("utf-8"))
         return seq, codec.encode(normalized[1]).decode("utf-8")
 
-    def _run_events(self, conn: database.Conn, run_pk: int, after: int = 0) -> list[Any]:
-        """A run's events decoded, echoed inputs stored by reference put back whole."""
+    def _run_events(
+        self, conn: database.Conn, run_pk: int, after: int = 0, *, verify: bool = False
+    ) -> list[Any]:
+        """A run's events decoded, echoed inputs stored by reference put back whole;
+        ``verify``: all of them (``after`` 0), checked against the run's hashes first."""
         rows = conn.execute(
-            "SELECT events.payload, echo_refs.refs FROM events "
+            "SELECT events.payload, echo_refs.refs, events.seq, events.type FROM events "
             "LEFT JOIN echo_refs ON echo_refs.seq = events.seq "
             "WHERE events.run = ? AND events.seq > ? ORDER BY events.seq",
             (run_pk, after),
         ).fetchall()
+        if verify and not after:
+            pks = (codec.encode([run_pk]).decode(),)
+            self._verified_runs(conn, pks)
+            self._verify_batches(conn, pks, {run_pk: [(r[2], r[3], r[0], r[1]) for r in rows]})
         events = codec.decode_many([r[0] for r in rows])
-        for event, (_, refs) in zip(events, rows):
+        for event, (_, refs, _, _) in zip(events, rows):
             if refs is not None:
                 parent_pk = conn.execute(
                     "SELECT parent FROM runs WHERE id = ?", (run_pk,)
@@ -1496,10 +1503,16 @@ class Store:
             after: a global sequence number (exclusive), e.g. ``AppendResult.last_seq`` or
                 ``Run.last_seq``: only events recorded after it (a reconnecting reader's
                 cursor, like SSE's ``Last-Event-ID``).
+
+        Raises:
+            HashMismatchError: (the whole run, without ``after``) the stored events are not
+                the ones the run's hashes cover: the file was edited outside agui-store.
         """
         with self._reading() as conn:
             key = self._resolve(conn, run_id, thread_id=thread_id)
-            return self._run_events(conn, key.pk, after if after is not None else 0)
+            return self._run_events(
+                conn, key.pk, after if after is not None else 0, verify=after is None
+            )
 
     def thread_events(self, thread_id: str) -> Iterator[dict[str, Any]]:
         """Every event of a thread in recorded order, read run by run (memory bounded by

@@ -208,8 +208,10 @@ def test_a_changed_event_is_named_and_a_checkout_replaying_it_is_refused(db: Pat
     assert (error.thread_id, error.run_id) == (T, "r3")
     assert "events at seq 15..15 are not the ones its hash covers" in str(error)
     # The complete run is served from the checkpoint derived before the edit: what was
-    # recorded, not what the edit says.
+    # recorded, not what the edit says. Its events, read whole, are refused.
     assert checkout(db, "r2") == before
+    with agui_store.open(db) as store, pytest.raises(HashMismatchError, match=r"seq 7\.\.12"):
+        store.events("r2", thread_id=T)
 
 
 def test_a_forged_blob_with_its_sha256_recomputed_is_named_and_refused(db: Path) -> None:
@@ -440,11 +442,11 @@ def test_log_and_show_print_the_short_hash_and_json_the_whole_one(db: Path) -> N
     out = io.StringIO()
     assert cli.main(["--db", str(db), "log", "r3", "--thread", T], out=out) == 0
     lines = out.getvalue().splitlines()
-    assert [line.split()[0] for line in lines] == [
-        f"{runs['r3'].short_hash}+",  # live: the hash of what was recorded so far
-        runs["r2"].short_hash,
-        runs["r1"].short_hash,
-    ]
+    assert [line.split()[0] for line in lines] == ["r3", "r2", "r1"]
+    # After the lineage, before the user's words; "+" while live (what was recorded so far).
+    assert f"[messages]  {runs['r3'].short_hash}+  " in lines[0]
+    assert f"]  {runs['r2'].short_hash}  " in lines[1]
+    assert lines[2].endswith(f"[root]  {runs['r1'].short_hash}")
     out = io.StringIO()
     assert cli.main(["--db", str(db), "show", "r2", "--thread", T], out=out) == 0
     assert out.getvalue().startswith(f"run r2 [{runs['r2'].short_hash}] (thread t) - finished")
