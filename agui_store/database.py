@@ -100,9 +100,14 @@ def connect(path: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> aps
         cur.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         # Compressed blobs inflate inside a query, so reading a list of blobs returns the
         # JSON texts alone, in one column (see checkpoints.MESSAGE_TEXTS).
-        conn.create_scalar_function("agui_inflate", _inflate, 1, deterministic=True)
+        register_functions(conn)
         _migrate(conn, path)
     return conn
+
+
+def register_functions(conn: Conn) -> None:
+    """The SQL functions the store's queries use (``agui_inflate``), on a connection."""
+    conn.create_scalar_function("agui_inflate", _inflate, 1, deterministic=True)
 
 
 def _inflate(*args: Any) -> Any:

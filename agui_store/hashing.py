@@ -20,15 +20,17 @@ The run's hash is the hash of its newest batch: appending costs the batch, not t
 the history. It is final once the run is complete (one late ``RUN_ERROR`` after
 ``RUN_FINISHED`` can still extend it, as the log itself allows).
 
-A checkpoint (derived data) records the run hash it was derived at, and ``view_digest``: the
-addresses (sha256) of its message blobs in list order and of its state, interrupts and
-warnings blobs, so that a checkout verifies what it reads at the cost of what it reads.
+A checkpoint (derived data) records the run hash it was derived at, and ``view_digest``: a
+sha256 over its message texts in list order, and the addresses (sha256) of its state,
+interrupts and warnings blobs, so that a checkout verifies what it reads with one pass over
+the bytes it reads. Appends extend the message digest as the list grows.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from typing import Any
 
 #: Hashes are sha256 digests: 32 bytes.
 SIZE = 32
@@ -110,19 +112,45 @@ def chain(previous: bytes, batch: bytes) -> bytes:
     return hashlib.sha256(b"agui-store chain 1\x00" + previous + batch).digest()
 
 
+def messages_hasher(texts: Iterable[bytes] = ()) -> Any:
+    """A sha256 over a message list's canonical JSON texts joined by ``,`` (the inside of
+    the JSON array a checkout decodes, so verifying it costs one pass over bytes it reads
+    anyway). Continue it with :func:`extend_messages` as the list grows."""
+    return hashlib.sha256(b",".join(texts))
+
+
+def joined_messages_hasher(joined: Any) -> Any:
+    """:func:`messages_hasher` of texts already joined by ``,`` (bytes or a memoryview)."""
+    return hashlib.sha256(joined)
+
+
+def extend_messages(hasher: Any, count: int, texts: list[bytes]) -> Any:
+    """``hasher`` (over ``count`` texts) continued with more texts; a copy."""
+    out = hasher.copy()
+    if texts:
+        out.update((b"," if count else b"") + b",".join(texts))
+    return out
+
+
 def view_digest(
-    message_addresses: Iterable[bytes],
+    messages: bytes,
     state: bytes,
     state_base: bytes | None,
     interrupts: bytes | None,
     warnings: bytes | None,
 ) -> bytes:
-    """The digest of a checkpoint's content: its blobs' addresses. ``state_base`` is the
-    address of the whole state that ``state`` (then a list of patches) applies to."""
-    digest = hashlib.sha256(b"agui-store view 1\x00")
-    digest.update(_field(state) + _field(state_base) + _field(interrupts) + _field(warnings))
-    digest.update(b"".join(message_addresses))
-    return digest.digest()
+    """The digest of a checkpoint's content: the digest of its message texts
+    (:func:`messages_hasher`) and the addresses (sha256 of their text) of its state,
+    interrupts and warnings blobs. ``state_base`` is the address of the whole state that
+    ``state`` (then a list of patches) applies to."""
+    return hashlib.sha256(
+        b"agui-store view 1\x00"
+        + _field(messages)
+        + _field(state)
+        + _field(state_base)
+        + _field(interrupts)
+        + _field(warnings)
+    ).digest()
 
 
 def short(value: bytes | None) -> str | None:
