@@ -392,8 +392,30 @@ def _migrate(conn: Conn, path: str) -> None:
                 )
         for target in range(version + 1, schema.SCHEMA_VERSION + 1):
             conn.execute(schema.MIGRATIONS[target])
+            if target in schema.BACKFILLS:
+                from agui_store import ledger  # the hashes of the log (imports this module)
+
+                ledger.backfill(conn, lambda: _lifted(conn, ("runs", "batches"), "update"))
         conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version={schema.SCHEMA_VERSION}")
+
+
+@contextlib.contextmanager
+def _lifted(conn: Conn, tables: tuple[str, ...], kind: str) -> Iterator[None]:
+    """Inside a migration's transaction: the append-only triggers of ``kind`` on ``tables``
+    dropped for the block and put back, exactly as they were, after it (a backfill writes
+    values computed from the log into columns the migration just added)."""
+    names = [f"{table}_are_append_only_{kind}" for table in tables]
+    marks = ",".join("?" * len(names))
+    triggers = conn.execute(
+        f"SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND name IN ({marks})",
+        names,
+    ).fetchall()
+    for name, _ in triggers:
+        conn.execute(f'DROP TRIGGER "{name}"')
+    yield
+    for _, sql in triggers:
+        conn.execute(sql)
 
 
 @contextlib.contextmanager
