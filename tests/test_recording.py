@@ -15,6 +15,7 @@ import msgspec
 import pytest
 from ag_ui.core import (
     CustomEvent,
+    Event,
     RunFinishedEvent,
     RunStartedEvent,
     StateDeltaEvent,
@@ -23,6 +24,7 @@ from ag_ui.core import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
+from pydantic import TypeAdapter
 
 import agui_store
 from agui_store import aio, model
@@ -68,6 +70,20 @@ def pydantic_run(thread: str, run_id: str) -> list[Any]:
 @pytest.mark.parametrize("event", pydantic_run("t", "r"), ids=lambda e: e.type.value)
 def test_a_pydantic_event_is_kept_as_the_json_its_encoder_writes(event: Any) -> None:
     assert json.loads(event_json(event)) == json.loads(event.model_dump_json(by_alias=True))
+
+
+def test_every_upstream_event_as_a_pydantic_model_is_kept_as_its_encoder_writes_it(
+    fixture_streams: list[tuple[str, list[dict[str, Any]]]],
+) -> None:
+    as_model = TypeAdapter(Event)
+    checked = 0
+    for name, events in fixture_streams:
+        for i, data in enumerate(events):
+            event = as_model.validate_python(data)
+            want = json.loads(event.model_dump_json(by_alias=True))
+            assert json.loads(event_json(event)) == want, f"{name} event {i}"
+            checked += 1
+    assert checked > 1000
 
 
 def test_a_pydantic_value_msgspec_cannot_write_falls_back_to_pydantic_whole() -> None:
