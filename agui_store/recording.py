@@ -26,7 +26,7 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -318,6 +318,19 @@ def _append_takes_run_id() -> bool:
     return "run_id" in inspect.signature(Store.append).parameters
 
 
+#: Called after each batch is written, in order, with its receipt and its events' JSON.
+OnWritten = Callable[[AppendResult, list[bytes]], None]
+
+
+def _tell(on_written: OnWritten | None, result: AppendResult, batch: list[bytes]) -> None:
+    if on_written is None:
+        return
+    try:
+        on_written(result, batch)
+    except Exception:  # the listener's problem: the recording goes on
+        log.exception("on_written raised for thread %s, run %s", result.thread_id, result.run_ids)
+
+
 # --------------------------------------------------------------------------------------------
 # Over a Store: a flusher thread
 # --------------------------------------------------------------------------------------------
@@ -339,11 +352,13 @@ class Batcher:
         thread_id: str | None = None,
         interval: float = FLUSH_INTERVAL,
         max_bytes: int = FLUSH_BYTES,
+        on_written: OnWritten | None = None,
     ) -> None:
         self._store = store
         self._pending = _Pending(
             input=input, thread_id=thread_id, interval=interval, max_bytes=max_bytes
         )
+        self._on_written = on_written
         self._changed = threading.Condition()
         self._flush_now = False
         self._writing = False
@@ -458,6 +473,7 @@ class Batcher:
             self._pending.refused(batch, result)
         else:
             self._pending.written(batch, result)
+            _tell(self._on_written, result, batch)
 
 
 def record(
@@ -504,11 +520,13 @@ class AsyncBatcher:
         thread_id: str | None = None,
         interval: float = FLUSH_INTERVAL,
         max_bytes: int = FLUSH_BYTES,
+        on_written: OnWritten | None = None,
     ) -> None:
         self._astore = astore
         self._pending = _Pending(
             input=input, thread_id=thread_id, interval=interval, max_bytes=max_bytes
         )
+        self._on_written = on_written
         self._timer: asyncio.TimerHandle | None = None
         self._writer: asyncio.Task[None] | None = None
         self._closing: asyncio.Task[None] | None = None
@@ -583,6 +601,7 @@ class AsyncBatcher:
                     pending.refused(batch, exc)
                 else:
                     pending.written(batch, result)
+                    _tell(self._on_written, result, batch)
                 due = pending.due_at()
                 loop_time = asyncio.get_running_loop().time()
                 if due is not None and loop_time < due and pending.size < pending.max_bytes:

@@ -5,6 +5,7 @@ passed whatever ends the stream."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 from collections.abc import AsyncIterator, Coroutine
@@ -224,3 +225,41 @@ def test_an_async_batcher_appends_in_batches_in_order(db_path: Path) -> None:
     with agui_store.open(db_path) as store:
         counts = [r[0] for r in store._db.execute("SELECT count FROM batches ORDER BY id")]
     assert sum(counts) == 300 and len(counts) > 1
+
+
+def test_on_written_hears_of_every_batch_in_order_with_its_payloads(db_path: Path) -> None:
+    events = [msgspec.json.encode(e) for e in conversation_run("t", "r1", 120, 0)]
+    heard: list[tuple[agui_store.AppendResult, list[bytes]]] = []
+
+    async def main() -> None:
+        async with aio.open(db_path) as astore:
+            batcher = AsyncBatcher(
+                astore, max_bytes=500, on_written=lambda r, p: heard.append((r, p))
+            )
+            for raw in events:
+                batcher.add(raw)
+                await asyncio.sleep(0)
+            await batcher.aclose()
+
+    run(main())
+    assert [p for _, payloads in heard for p in payloads] == events
+    assert len(heard) > 1
+    seqs = [(r.first_seq, r.last_seq) for r, _ in heard]
+    assert seqs[0][0] == 1 and seqs[-1][1] == 120
+    assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(seqs))
+
+
+def test_a_listener_that_raises_does_not_stop_the_recording(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def deaf(result: agui_store.AppendResult, payloads: list[bytes]) -> None:
+        raise RuntimeError("listener broke")
+
+    events = conversation_run("t", "r1", 30, 0)
+    with agui_store.open(db_path) as store:
+        logging_errors = caplog.at_level(logging.ERROR, logger="agui_store.recording")
+        with logging_errors, Batcher(store, max_bytes=200, on_written=deaf) as batcher:
+            for e in events:
+                batcher.add_event(e)
+        assert store.events("r1", thread_id="t") == events
+    assert "listener broke" in caplog.text
