@@ -21,6 +21,7 @@ gap would record a run that never happened.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import logging
@@ -183,7 +184,13 @@ class _Pending:
             raise ValueError(f"max_bytes must be positive, not {max_bytes!r}")
         self.interval = interval
         self.max_bytes = max_bytes
-        self.input = input
+        # Taken as it is now (the app may change its objects later), and as JSON text, which
+        # a writer process receives as a plain copy. What cannot be written as JSON is kept
+        # as given, for the store to refuse with its own error.
+        self.input: Any = input
+        if input is not None and not isinstance(input, (bytes, str)):
+            with contextlib.suppress(InvalidEventError):
+                self.input = event_json(input)
         self.thread_id = thread_id
         self.run_id: str | None = None
         self.events: list[bytes] = []
