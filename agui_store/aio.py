@@ -120,7 +120,9 @@ class AsyncStore:
         and its arguments are plain data (a file object or a generator cannot be sent: such
         a call runs here, on this thread)."""
         if self.writer == "process" and _sendable(args, kwargs):
-            if self._writer_process is None:
+            if self._writer_process is None or not self._writer_process.alive:
+                # The first write, or the last writer died (the call that saw it raised):
+                # a new one, for the same file and options.
                 options = {name: getattr(self._store, name) for name in _STORE_OPTIONS}
                 self._writer_process = WriterProcess(self._store.path, options)
             return self._writer_process.call(name, args, kwargs)

@@ -56,6 +56,11 @@ class WriterProcess:
         self._closed = False
         self.call("__open__", (path,), options)
 
+    @property
+    def alive(self) -> bool:
+        """False once closed or once the child was found gone."""
+        return not self._closed
+
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``store.<name>(*args, **kwargs)`` in the child; its exception is raised here."""
         if self._closed:
@@ -65,6 +70,10 @@ class WriterProcess:
             ok, value = self._recv.recv()
         except (EOFError, OSError) as exc:
             self._closed = True
+            self._send.close()
+            self._recv.close()
+            self._proc.kill()  # gone already, or going: its pipe is
+            self._proc.wait()
             raise AguiStoreError(
                 f"the writer process ended unexpectedly (exit code {self._proc.poll()})"
             ) from exc
