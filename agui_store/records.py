@@ -137,6 +137,22 @@ class AppendResult:
 
 
 @dataclass(frozen=True)
+class ImportResult:
+    """The receipt of ``Store.import_file``: what one file added, in one transaction.
+
+    Attributes:
+        event_count: how many events were stored.
+        new_run_count: how many runs the file started.
+        first_seq / last_seq: the global sequence numbers given to its events.
+    """
+
+    event_count: int
+    new_run_count: int
+    first_seq: int | None
+    last_seq: int | None
+
+
+@dataclass(frozen=True)
 class Branch:
     """A named ref to a run. ``default`` marks the thread's implicit branch, which follows
     its newest run and cannot be moved or deleted."""

@@ -17,9 +17,10 @@ import re
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agui_store import blobs, checkpoints, codec, database, hashing, model, schema
@@ -35,7 +36,7 @@ from agui_store.errors import (
 )
 from agui_store.integrity import CheckReport, check_database
 from agui_store.normalize import expand_input, normalize_input
-from agui_store.records import AppendResult, Branch, Checkout, Log, Run, when
+from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, when
 from agui_store.reducer import Reducer
 from agui_store.restore import RunRecord, View, apply_run, restore, start_reducer, view_of
 from agui_store.verify import SequenceVerifier
@@ -308,11 +309,7 @@ class Store:
         incoming = codec.parse_events(
             events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
         )
-        types = model.validate_events([ev.data for ev in incoming])
-        for i, (ev, kind) in enumerate(zip(incoming, types)):
-            if kind == "RUN_STARTED":
-                for name in ("threadId", "runId", "parentRunId"):
-                    _storable(ev.data.get(name), index=i, event_type=kind, path=f"$.{name}")
+        types = self._validated(incoming)
         for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
             _storable(value, path=name)
         if branch is not None:
@@ -341,6 +338,89 @@ class Store:
             except BaseException:
                 self._forget()
                 raise
+
+    @staticmethod
+    def _validated(incoming: list[codec.IncomingEvent]) -> list[str]:
+        """Validate a batch's events one by one (what needs no database); their types."""
+        types = model.validate_events([ev.data for ev in incoming])
+        for i, (ev, kind) in enumerate(zip(incoming, types)):
+            if kind == "RUN_STARTED":
+                for name in ("threadId", "runId", "parentRunId"):
+                    _storable(ev.data.get(name), index=i, event_type=kind, path=f"$.{name}")
+        return types
+
+    def import_file(
+        self,
+        source: str | os.PathLike[str] | Any,
+        *,
+        thread_id: str | None = None,
+        check_sequence: bool = True,
+    ) -> ImportResult:
+        """Record a JSON array, JSON Lines or SSE recording, whole or not at all, in memory
+        that does not grow with the file.
+
+        The file is read a chunk at a time (:func:`agui_store.codec.iter_events`) and
+        appended in batches of whole runs, all inside one write transaction: a bad event
+        near the end, a full disk or a killed process leave the store as it was. Each
+        event is stored as its JSON text in the file. The result is what ``append`` of the
+        file's events, one batch per stretch of one thread's runs, would give.
+
+        Args:
+            source: a path, or a binary (or text) file object.
+            thread_id: the thread for events that start no run (as ``append``'s).
+            check_sequence: as ``append``'s.
+
+        Raises:
+            InvalidEventError: naming the event's index in the file, its type and JSON
+                path; nothing of the file is stored.
+        """
+        _storable(thread_id, path="thread_id")
+        if isinstance(source, str):
+            source = Path(source)
+        events = codec.iter_events(
+            source, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
+        )
+        batches = _import_batches(events, thread_id, IMPORT_BATCH_EVENTS, IMPORT_BATCH_BYTES)
+        count = runs = 0
+        first_seq: int | None = None
+        last_seq: int | None = None
+        with self._lock:
+            conn = self._db
+            try:
+                with database.immediate(conn):
+                    self._notice_other_writes(conn)
+                    for offset, batch, batch_thread in batches:
+                        try:
+                            types = self._validated(batch)
+                            thread = self._thread_of_batch(batch, types, batch_thread, None)
+                            result = self._append_locked(
+                                conn, batch, types, thread, None, None, None, check_sequence
+                            )
+                        except InvalidEventError as e:
+                            raise _counted_from(e, offset) from None
+                        count += result.event_count
+                        runs += len(result.new_run_ids)
+                        first_seq = first_seq if first_seq is not None else result.first_seq
+                        last_seq = result.last_seq
+                        self._keep_caches_small(result.thread_id)
+                    self._known.version = conn.data_version() + 1
+            except BaseException:
+                self._forget()
+                raise
+        return ImportResult(count, runs, first_seq, last_seq)
+
+    def _keep_caches_small(self, thread_id: str) -> None:
+        """Between an import's batches: keep what the next batch may use (the cached view
+        and sequence state of the thread just written), not every thread's view, so that
+        memory does not grow with the threads of a large file. What is dropped is found
+        again in the file when needed."""
+        thread_pk = self._known.thread_pks.get(thread_id)
+        for cache in (self._views, self._verifiers):
+            for pk in [pk for pk in cache if pk != thread_pk]:
+                del cache[pk]
+        known = self._known
+        if len(known.run_ids) + len(known.last_seqs) + len(known.thread_pks) > _KNOWN_LIMIT:
+            self._known = _Known()
 
     def _notice_other_writes(self, conn: database.Conn) -> None:
         """Inside a write transaction: when anything was written since this store's last
@@ -1470,6 +1550,17 @@ class Store:
             hash=bytes(run_hash).hex() if run_hash is not None else None,
         )
 
+    def record(
+        self, events: Iterable[Any], *, input: Any = None, thread_id: str | None = None
+    ) -> Iterator[Any]:
+        """Yield each of ``events`` unchanged, as it arrives, while recording it in batches
+        (appended by a thread at the latest every 0.1 s, and at the end). If the producer
+        raises or the consumer stops, what passed is recorded and the run is left
+        incomplete. See :mod:`agui_store.recording`."""
+        from agui_store import recording  # it builds on this module
+
+        return recording.record(self, events, input=input, thread_id=thread_id)
+
     # --- reading ------------------------------------------------------------------------
 
     def threads(self) -> list[str]:
@@ -2137,6 +2228,72 @@ def _close_inherited_connections() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_close_inherited_connections)
+
+
+#: An import appends batches of whole runs of about this many events (or bytes of JSON);
+#: a run longer than four times that is cut, and continued by the next batch.
+IMPORT_BATCH_EVENTS = 1000
+IMPORT_BATCH_BYTES = 2 * 1024 * 1024
+#: How many runs and threads an import remembers (``_Known``) before forgetting them all.
+_KNOWN_LIMIT = 10_000
+
+
+def _import_batches(
+    events: Iterator[codec.IncomingEvent],
+    thread_id: str | None,
+    batch_events: int,
+    batch_bytes: int,
+) -> Iterator[tuple[int, list[codec.IncomingEvent], str | None]]:
+    """An import's appends: ``(index of the first event in the file, events, thread)``.
+
+    A batch holds consecutive events of one thread, as the whole stretch would be appended
+    before (a RUN_STARTED naming another thread starts a batch). A stretch is cut in front
+    of a RUN_STARTED that follows a terminal event, once the batch is full: there a new
+    append's sequence check starts where the stretch's would be (``verifyEvents`` forgets
+    everything at a RUN_STARTED after a terminal). A run longer than four batches is cut
+    anywhere: the next batch continues it, in the thread given (a batch without a
+    RUN_STARTED otherwise goes to the thread's newest run, which it is).
+    """
+    batch: list[codec.IncomingEvent] = []
+    size = 0
+    offset = 0
+    thread = thread_id  # the thread of the run being read
+    previous: str | None = None
+    for index, event in enumerate(events):
+        kind = event.type
+        if kind == "RUN_STARTED":
+            named = event.data.get("threadId") if thread_id is None else thread_id
+            full = len(batch) >= batch_events or size >= batch_bytes
+            if batch and (named != thread or (full and previous in _TERMINALS)):
+                yield offset, batch, (thread_id if batch[0].type == "RUN_STARTED" else thread)
+                batch, size, offset = [], 0, index
+            thread = named if isinstance(named, str) else None
+        elif len(batch) >= 4 * batch_events or size >= 4 * batch_bytes:
+            yield offset, batch, (thread_id if batch[0].type == "RUN_STARTED" else thread)
+            batch, size, offset = [], 0, index
+        batch.append(event)
+        size += len(event.raw)
+        previous = kind
+    if batch:
+        yield offset, batch, (thread_id if batch[0].type == "RUN_STARTED" else thread)
+
+
+_TERMINALS = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+
+
+def _counted_from(error: InvalidEventError, offset: int) -> InvalidEventError:
+    """A batch's error with the event's index counted from the start of the file."""
+    if error.index is None or offset == 0:
+        return error
+    try:
+        return type(error)(
+            error.reason,
+            index=error.index + offset,
+            event_type=error.event_type,
+            path=error.path,
+        )
+    except TypeError:  # a subclass with another constructor: its own message stands
+        return error
 
 
 def _quote(value: str, limit: int = 80) -> str:

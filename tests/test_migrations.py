@@ -172,7 +172,7 @@ def test_an_sqlite_file_of_another_application_is_not_taken_over(tmp_path: Path)
     conn.execute("INSERT INTO notes VALUES ('mine')")
     conn.close()
     before = dump(path)
-    with pytest.raises(AguiStoreError, match="something else"):
+    with pytest.raises(AguiStoreError, match="another application"):
         agui_store.open(path)
     assert dump(path) == before
 
