@@ -25,7 +25,7 @@ import msgspec
 
 from agui_store import blobs, codec
 from agui_store.database import Conn
-from agui_store.errors import InvalidEventError
+from agui_store.errors import CorruptStoreError, InvalidEventError
 from agui_store.patch import PatchError, apply_patch
 from agui_store.restore import View
 
@@ -202,7 +202,7 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
     """
     row = conn.execute(SELECT_CHECKPOINT, (run_pk,)).fetchone()
     if row is None:
-        raise LookupError(f"run {run_pk} has no checkpoint")
+        raise CorruptStoreError(f"run {run_pk} has no checkpoint")
     _, _, length, chain, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base = row
     text = blobs.unpack(s_codec, s_data)
     state = codec.decode(text)
@@ -222,7 +222,9 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
             )
         ]
         if len(parts) != length:
-            raise ValueError(f"checkpoint of run {run_pk}: {len(parts)} messages, not {length}")
+            raise CorruptStoreError(
+                f"checkpoint of run {run_pk}: {len(parts)} messages, not {length}"
+            )
         view = View(codec.decode(_json_array(parts)), state, interrupts, warnings)
         return Snapshot(view, [], int(chain), int(state_base or run_pk), patches, state_bytes)
     own: dict[int, list[tuple[int, bytes]]] = {}
@@ -238,7 +240,9 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
             hashes.append(digest)
             texts.append(text)
     if len(hashes) != length:
-        raise ValueError(f"checkpoint of run {run_pk} has {len(hashes)} messages, not {length}")
+        raise CorruptStoreError(
+            f"checkpoint of run {run_pk} has {len(hashes)} messages, not {length}"
+        )
     view = View(codec.decode(_json_array(texts)), state, interrupts, warnings)
     return Snapshot(view, hashes, int(chain), int(state_base or run_pk), patches, state_bytes)
 
@@ -258,7 +262,7 @@ def _patched_state(conn: Conn, run_pk: int, state_base: int, patches: Any) -> tu
     when they were recorded, so they apply as one), and the size of the base state's text."""
     row = conn.execute(SELECT_STATE, (state_base,)).fetchone()
     if row is None or row[0] is not None:
-        raise ValueError(
+        raise CorruptStoreError(
             f"checkpoint of run {run_pk}: its state base {state_base} is not a checkpoint "
             "whose state is stored whole"
         )
@@ -266,7 +270,9 @@ def _patched_state(conn: Conn, run_pk: int, state_base: int, patches: Any) -> tu
     try:
         return apply_patch(codec.decode(text), [op for patch in patches for op in patch]), len(text)
     except (PatchError, TypeError) as e:
-        raise ValueError(f"checkpoint of run {run_pk}: its state patches do not apply: {e}") from e
+        raise CorruptStoreError(
+            f"checkpoint of run {run_pk}: its state patches do not apply: {e}"
+        ) from e
 
 
 def lineage_ids(messages: Iterable[Any]) -> list[Any]:
