@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from agui_store import blobs, checkpoints, codec, database, model, revisions, schema
+from agui_store import arguments, blobs, checkpoints, codec, database, model, schema
 from agui_store.diff import Diff, compare
 from agui_store.errors import (
     AguiStoreError,
@@ -190,10 +190,12 @@ class Store:
         checkpoint_events: int = CHECKPOINT_EVENTS,
         derive_on_append: bool = True,
     ) -> None:
-        self.path = os.fspath(path) if path is not None else database.default_path()
-        self.busy_timeout_ms = busy_timeout_ms
-        self.max_event_bytes = max_event_bytes
-        self.max_depth = max_depth
+        self.path = arguments.path_text(path) if path is not None else database.default_path()
+        self.busy_timeout_ms = arguments.positive_int(
+            "busy_timeout_ms", busy_timeout_ms, minimum=0
+        )
+        self.max_event_bytes = arguments.positive_int("max_event_bytes", max_event_bytes)
+        self.max_depth = arguments.positive_int("max_depth", max_depth)
         if type(checkpoint_events) is not int or checkpoint_events < 1:
             raise InvalidArgumentError(
                 f"checkpoint_events must be a positive integer, not {checkpoint_events!r}"
@@ -1204,7 +1206,7 @@ class Store:
     def _thread_pk(
         self, conn: database.Conn, thread_id: str, *, create: bool = False, now: int = 0
     ) -> int | None:
-        if not create and not (isinstance(thread_id, str) and revisions.storable_text(thread_id)):
+        if not create and not (isinstance(thread_id, str) and arguments.storable_text(thread_id)):
             return None  # no stored thread id holds a lone surrogate (nor is not text)
         row = conn.execute("SELECT id FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
         if row:
@@ -1253,7 +1255,7 @@ class Store:
         prefix, each optionally followed by ``~n`` (n-th lineage ancestor)."""
         if not isinstance(ref, str) or not ref:
             raise RunNotFoundError(f"not a run id or ref: {_quote(ref) if ref else ref!r}")
-        if not revisions.storable_text(ref):
+        if not arguments.storable_text(ref):
             raise RunNotFoundError(
                 f"no run, branch or ref {_quote(ref)}: it holds a lone surrogate, which no "
                 "stored id can"
@@ -1263,7 +1265,7 @@ class Store:
         try:
             return self._resolve_exact(conn, ref, thread_pk)
         except RunNotFoundError:
-            ancestor = revisions.split_ancestor(ref)
+            ancestor = arguments.split_ancestor(ref)
             if ancestor is None:
                 raise
         base, steps = ancestor
@@ -1313,7 +1315,7 @@ class Store:
                 raise RunNotFoundError(f"{ref}: the thread has no runs")
             return _RunKey(newest, thread_pk)
         # A unique prefix of a run id (git's abbreviated hashes).
-        prefix_end = revisions.prefix_bound(ref)
+        prefix_end = arguments.prefix_bound(ref)
         below = "AND runs.run_id < ?" if prefix_end is not None else ""
         rows = conn.execute(
             f"SELECT runs.id, runs.thread, runs.run_id FROM runs WHERE runs.run_id >= ? "
@@ -1424,7 +1426,7 @@ class Store:
         """
         with self._reading() as conn:
             key = self._resolve(conn, run_id, thread_id=thread_id)
-            return self._run_events(conn, key.pk, revisions.cursor(after))
+            return self._run_events(conn, key.pk, arguments.cursor(after))
 
     def thread_events(self, thread_id: str) -> Iterator[dict[str, Any]]:
         """Every event of a thread in recorded order, read run by run (memory bounded by
@@ -1626,7 +1628,7 @@ class Store:
     def _pair(
         self, conn: database.Conn, a: str, b: str, thread_id: str | None
     ) -> tuple[_RunKey, _RunKey, tuple[int, int, int] | None]:
-        """Two revisions resolved, and their merge base (see :meth:`_merge_base_pk`)."""
+        """Two arguments resolved, and their merge base (see :meth:`_merge_base_pk`)."""
         ka = self._resolve(conn, a, thread_id=thread_id)
         kb = self._resolve(conn, b, thread_id=thread_id)
         return ka, kb, self._merge_base_pk(conn, ka.pk, kb.pk)
@@ -1770,6 +1772,10 @@ class Store:
                 (key.pk,),
             ).fetchone()
         recorded = codec.decode(row[0].encode("utf-8")) if row else {}
+        if run_id is not None and not (
+            isinstance(run_id, str) and run_id and arguments.storable_text(run_id)
+        ):
+            raise InvalidArgumentError(f"run_id= must be a non-empty id, not {_quote(run_id)}")
         fork_input: dict[str, Any] = {
             "threadId": run.thread_id,
             "runId": run_id or str(uuid.uuid4()),

@@ -281,3 +281,26 @@ def test_ctrl_c_is_exit_130_in_one_line(tmp_path: Path) -> None:
     ]
     with agui_store.open(path) as store:
         assert store.check().ok
+
+
+def test_an_analysis_export_onto_a_full_disk_is_exit_1_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.db"
+    with agui_store.open(path) as store:
+        for i in range(30):
+            started, finished = one_run(f"run-{i}")
+            store.append([
+                started,
+                {"type": "TEXT_MESSAGE_START", "messageId": f"m{i}", "role": "user"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}", "delta": "word " * 4000},
+                {"type": "TEXT_MESSAGE_END", "messageId": f"m{i}"},
+                finished,
+            ])
+    out = tmp_path / "out"
+    out.mkdir()
+    limit = ("import resource, signal\nsignal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+             "resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, resource.RLIM_INFINITY))")
+    done = agui("--db", str(path), "analyze", str(out / "analysis.db"), prelude=limit)
+    assert_fails(done, 1, "analyze", str(out / "analysis.db"), "cannot write")
+    assert list(out.iterdir()) == []

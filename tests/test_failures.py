@@ -1,4 +1,4 @@
-"""Every failure is a store error: damaged files, absurd revisions and cursors, driver errors.
+"""Every failure is a store error: damaged files, absurd arguments and cursors, driver errors.
 
 Faults are real where they can be: a page of a real file overwritten with garbage, a
 compressed blob whose bytes no longer inflate, revision strings of 5,000 digits, lone
@@ -34,8 +34,8 @@ from agui_store import (
     StorageError,
     StorageFullError,
     StoreBusyError,
+    arguments,
     database,
-    revisions,
 )
 from tests.workers.harness import scale
 
@@ -66,11 +66,11 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> agui_store.Store:
     return store
 
 
-# --- revisions ---------------------------------------------------------------------------------
+# --- arguments ---------------------------------------------------------------------------------
 
 ODD = ["\ud800", "\udfff", "\U0010ffff", "\0", "\ud7ff", "\ue000", "~", "\n", "é",
        "\U0001d7d8", "\u0663"]  # a mathematical digit zero, an Arabic-Indic digit three
-#: Pieces revisions are made of: real names, suffixes, and what breaks naive parsing.
+#: Pieces arguments are made of: real names, suffixes, and what breaks naive parsing.
 PIECES = st.one_of(
     st.sampled_from(["HEAD", "main", "r", "r1", "r3", "retry", "s1", "t1", "~", "~1", "~0",
                      "~" + "9" * 5000, "~99999999999999999999", "~-1", "~\u0663"]),
@@ -184,7 +184,7 @@ def test_the_prefix_range_holds_exactly_the_strings_that_start_with_the_prefix(
 ) -> None:
     """SQLite orders text by its UTF-8 bytes, which is code point order."""
     for candidate in (text, prefix + text, prefix[:-1] + text):
-        bound = revisions.prefix_bound(prefix)
+        bound = arguments.prefix_bound(prefix)
         in_range = candidate.encode() >= prefix.encode() and (
             bound is None or candidate.encode() < bound.encode()
         )
@@ -384,3 +384,41 @@ def test_a_closed_store_says_so(tmp_path: Path) -> None:
     with pytest.raises(AguiStoreError, match="closed"):
         store.threads()
     assert os.path.exists(tmp_path / "c.db")
+
+
+@pytest.mark.parametrize(
+    ("call", "expected", "words"),
+    [
+        (lambda p: agui_store.open(5), InvalidArgumentError, "store path"),
+        (lambda p: agui_store.open(p, busy_timeout_ms="x"), InvalidArgumentError,
+         "busy_timeout_ms"),
+        (lambda p: agui_store.open(p, max_depth=0), InvalidArgumentError, "max_depth"),
+        (lambda p: agui_store.open(p, max_event_bytes=True), InvalidArgumentError,
+         "max_event_bytes"),
+        (lambda p: agui_store.open(p).append(p.parent), StorageError, "Is a directory"),
+        (lambda p: agui_store.open(p).append(p.parent / "none.jsonl"), StorageError,
+         "No such file"),
+        (lambda p: agui_store.open(p).fork("HEAD", run_id=5), InvalidArgumentError, "run_id"),
+        (lambda p: agui_store.open(p).fork("HEAD", run_id="\ud800"), InvalidArgumentError,
+         "run_id"),
+    ],
+    ids=["a path that is a number", "a timeout that is text", "a depth of 0",
+         "a size that is a bool", "events from a folder", "events from a missing file",
+         "a fork's run id that is a number", "a fork's run id with a lone surrogate"],
+)
+def test_bad_arguments_are_store_errors_naming_the_argument(
+    tmp_path: Path, call: Callable[[Path], Any], expected: type[AguiStoreError], words: str
+) -> None:
+    path = tmp_path / "args.db"
+    with agui_store.open(path) as store:
+        store.append(run("r1"))
+    with pytest.raises(expected, match=words):
+        call(path)
+
+
+def test_a_bytes_path_opens_the_same_store(tmp_path: Path) -> None:
+    path = tmp_path / "bytes.db"
+    with agui_store.open(os.fsencode(path)) as store:
+        store.append(run("r1"))
+    with agui_store.open(path) as store:
+        assert store.get_run("r1") is not None

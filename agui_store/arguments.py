@@ -1,14 +1,16 @@
-"""Revision strings and cursors as callers give them, checked before any SQL sees them.
+"""What callers pass, checked before any SQL sees it: revisions, cursors, paths, options.
 
 Pure functions (no I/O): the store resolves what these return. Each turns a value the
 caller may have built from anything (a URL, a command line, a fuzzer) into either something
 SQLite can bind or an answer: a revision no stored id can match names no run, an ancestor
 count beyond any lineage has no such ancestor, a cursor beyond any sequence number has
-nothing after it.
+nothing after it. What cannot be an answer is an :class:`InvalidArgumentError` (also a
+``ValueError``) naming the argument.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -86,5 +88,23 @@ def cursor(after: Any) -> int:
 
 
 def _short_int(value: int) -> str:
-    text = str(value) if value.bit_length() < 200 else f"a {value.bit_length()}-bit number"
-    return text
+    return str(value) if value.bit_length() < 200 else f"a {value.bit_length()}-bit number"
+
+
+def path_text(path: Any) -> str:
+    """A store path as text: ``str``, ``bytes`` (decoded as the file system does) or any
+    ``os.PathLike``."""
+    try:
+        return os.fsdecode(path)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"a store path is text, bytes or a path object, not {type(path).__name__}"
+        ) from None
+
+
+def positive_int(name: str, value: Any, *, minimum: int = 1) -> int:
+    """An integer option, at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        shown = repr(value) if isinstance(value, (int, float, str)) else type(value).__name__
+        raise InvalidArgumentError(f"{name} must be an integer >= {minimum}, not {shown[:60]}")
+    return value
