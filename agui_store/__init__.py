@@ -10,6 +10,7 @@ from agui_store.errors import (
     AmbiguousRunError,
     BranchError,
     CorruptStoreError,
+    HashMismatchError,
     IntegrityError,
     InternalError,
     InvalidArgumentError,
@@ -40,6 +41,7 @@ __all__ = [
     "Checkout",
     "CorruptStoreError",
     "Diff",
+    "HashMismatchError",
     "IntegrityError",
     "InternalError",
     "InvalidArgumentError",
@@ -66,3 +68,12 @@ __all__ = [
     "validate_artifact",
     "verify_events",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # ``agui_store.aio`` without importing asyncio for every user of the sync store.
+    if name == "aio":
+        import importlib
+
+        return importlib.import_module("agui_store.aio")
+    raise AttributeError(f"module 'agui_store' has no attribute {name!r}")

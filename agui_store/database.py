@@ -82,6 +82,11 @@ def translated(where: str, conn: Conn | None = None) -> Iterator[None]:
         ) from e
     except MemoryError as e:
         raise errors.OutOfMemoryError(f"ran out of memory working on {where}") from e
+    except OSError as e:  # a file the call reads besides the store (import_file's source)
+        shown = os.fsdecode(e.filename) if e.filename is not None else where
+        raise errors.StorageError(
+            f"{shown}: {e.strerror or e}", path=shown, errno=e.errno
+        ) from e
     except RecursionError as e:
         raise errors.InternalError(
             f"data nested too deeply for Python's recursion limit while working on {where}"
@@ -392,8 +397,30 @@ def _migrate(conn: Conn, path: str) -> None:
                 )
         for target in range(version + 1, schema.SCHEMA_VERSION + 1):
             conn.execute(schema.MIGRATIONS[target])
+            if target in schema.BACKFILLS:
+                from agui_store import ledger  # the hashes of the log (imports this module)
+
+                ledger.backfill(conn, lambda: _lifted(conn, ("runs", "batches"), "update"))
         conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version={schema.SCHEMA_VERSION}")
+
+
+@contextlib.contextmanager
+def _lifted(conn: Conn, tables: tuple[str, ...], kind: str) -> Iterator[None]:
+    """Inside a migration's transaction: the append-only triggers of ``kind`` on ``tables``
+    dropped for the block and put back, exactly as they were, after it (a backfill writes
+    values computed from the log into columns the migration just added)."""
+    names = [f"{table}_are_append_only_{kind}" for table in tables]
+    marks = ",".join("?" * len(names))
+    triggers = conn.execute(
+        f"SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND name IN ({marks})",
+        names,
+    ).fetchall()
+    for name, _ in triggers:
+        conn.execute(f'DROP TRIGGER "{name}"')
+    yield
+    for _, sql in triggers:
+        conn.execute(sql)
 
 
 @contextlib.contextmanager

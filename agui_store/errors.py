@@ -116,3 +116,27 @@ class OutOfMemoryError(AguiStoreError, MemoryError):
 class InternalError(AguiStoreError, RuntimeError):
     """An unexpected error inside agui-store: a bug. The original exception is chained as
     ``__cause__``; please report it with the message."""
+
+
+class HashMismatchError(IntegrityError):
+    """Stored data does not match the content hash that covers it: the file was edited
+    outside agui-store (or is damaged). Raised instead of returning what it would have read.
+
+    Attributes:
+        thread_id / run_id: the run whose data failed (``None`` when not known).
+        what: what differs, in words.
+    """
+
+    def __init__(
+        self, what: str, *, thread_id: str | None = None, run_id: str | None = None
+    ) -> None:
+        self.what = what
+        self.thread_id = thread_id
+        self.run_id = run_id
+        where = ""
+        if run_id is not None:
+            where = f"run {run_id!r}" + (f" of thread {thread_id!r}" if thread_id else "") + ": "
+        super().__init__(
+            f"{where}{what}; the file was changed outside agui-store or is damaged "
+            "('agui-store check' lists what differs)"
+        )
