@@ -154,6 +154,11 @@ def _serve(receive: Connection, send: Connection, nice: int = 0) -> None:
                 if name == "__open__":
                     store = Store(*args, **kwargs)
                     result = None
+                elif name == "append_batch":  # a recorder's batch
+                    from agui_store.recording import append_batch
+
+                    assert store is not None
+                    result = append_batch(store, *args, **kwargs)
                 else:
                     assert store is not None
                     result = getattr(store, name)(*args, **kwargs)
