@@ -174,12 +174,14 @@ class AsyncStore:
         *,
         input: Any = None,
         thread_id: str | None = None,
+        scope: str | None = None,
     ) -> AsyncIterator[Any]:
         """Yield each event of ``events`` unchanged, as it arrives, while recording it in
         batches (at the latest every 0.1 s, and at the end). If the producer raises or the
         consumer stops or is cancelled, what passed is recorded and the run is left
-        incomplete. See :mod:`agui_store.recording`."""
-        return recording.record_async(self, events, input=input, thread_id=thread_id)
+        incomplete. ``scope`` names the owner the run is recorded for (``append``'s).
+        See :mod:`agui_store.recording`."""
+        return recording.record_async(self, events, input=input, thread_id=thread_id, scope=scope)
 
     # --- lifecycle ------------------------------------------------------------------------
 

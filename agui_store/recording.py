@@ -174,7 +174,13 @@ class _Pending:
     the run they continue, and what was written, refused or dropped."""
 
     def __init__(
-        self, *, input: Any, thread_id: str | None, interval: float, max_bytes: int
+        self,
+        *,
+        input: Any,
+        thread_id: str | None,
+        interval: float,
+        max_bytes: int,
+        scope: str | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be positive, not {interval!r}")
@@ -190,6 +196,7 @@ class _Pending:
             with contextlib.suppress(InvalidEventError):
                 self.input = event_json(input)
         self.thread_id = thread_id
+        self.scope = scope
         self.run_id: str | None = None
         self.events: list[bytes] = []
         self.size = 0
@@ -230,6 +237,8 @@ class _Pending:
         options: dict[str, Any] = {"check_sequence": True}
         if self.thread_id is not None:
             options["thread_id"] = self.thread_id
+        if self.scope is not None:
+            options["scope"] = self.scope
         if self.run_id is None:
             if self.input is not None:
                 options["input"] = self.input
@@ -373,11 +382,16 @@ class Batcher:
         thread_id: str | None = None,
         interval: float = FLUSH_INTERVAL,
         max_bytes: int = FLUSH_BYTES,
+        scope: str | None = None,
         on_written: OnWritten | None = None,
     ) -> None:
         self._store = store
         self._pending = _Pending(
-            input=input, thread_id=thread_id, interval=interval, max_bytes=max_bytes
+            input=input,
+            thread_id=thread_id,
+            interval=interval,
+            max_bytes=max_bytes,
+            scope=scope,
         )
         self._on_written = on_written
         self._changed = threading.Condition()
@@ -503,9 +517,10 @@ def record(
     *,
     input: Any = None,
     thread_id: str | None = None,
+    scope: str | None = None,
 ) -> Iterator[Any]:
     """Yield each of ``events`` unchanged while recording it (``Store.record``)."""
-    batcher = Batcher(store, input=input, thread_id=thread_id)
+    batcher = Batcher(store, input=input, thread_id=thread_id, scope=scope)
     source = iter(events)
     try:
         for event in source:
@@ -541,11 +556,16 @@ class AsyncBatcher:
         thread_id: str | None = None,
         interval: float = FLUSH_INTERVAL,
         max_bytes: int = FLUSH_BYTES,
+        scope: str | None = None,
         on_written: OnWritten | None = None,
     ) -> None:
         self._astore = astore
         self._pending = _Pending(
-            input=input, thread_id=thread_id, interval=interval, max_bytes=max_bytes
+            input=input,
+            thread_id=thread_id,
+            interval=interval,
+            max_bytes=max_bytes,
+            scope=scope,
         )
         self._on_written = on_written
         self._timer: asyncio.TimerHandle | None = None
@@ -642,9 +662,10 @@ async def record_async(
     *,
     input: Any = None,
     thread_id: str | None = None,
+    scope: str | None = None,
 ) -> AsyncIterator[Any]:
     """Yield each of ``events`` unchanged while recording it (``AsyncStore.record``)."""
-    batcher = AsyncBatcher(astore, input=input, thread_id=thread_id)
+    batcher = AsyncBatcher(astore, input=input, thread_id=thread_id, scope=scope)
     source = aiter(events)
     try:
         async for event in source:

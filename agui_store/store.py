@@ -1702,15 +1702,21 @@ class Store:
         )
 
     def record(
-        self, events: Iterable[Any], *, input: Any = None, thread_id: str | None = None
+        self,
+        events: Iterable[Any],
+        *,
+        input: Any = None,
+        thread_id: str | None = None,
+        scope: str | None = None,
     ) -> Iterator[Any]:
         """Yield each of ``events`` unchanged, as it arrives, while recording it in batches
         (appended by a thread at the latest every 0.1 s, and at the end). If the producer
         raises or the consumer stops, what passed is recorded and the run is left
-        incomplete. See :mod:`agui_store.recording`."""
+        incomplete. ``scope`` names the owner the run is recorded for (``append``'s).
+        See :mod:`agui_store.recording`."""
         from agui_store import recording  # it builds on this module
 
-        return recording.record(self, events, input=input, thread_id=thread_id)
+        return recording.record(self, events, input=input, thread_id=thread_id, scope=scope)
 
     # --- reading ------------------------------------------------------------------------
 

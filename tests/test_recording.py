@@ -263,3 +263,21 @@ def test_a_listener_that_raises_does_not_stop_the_recording(
                 batcher.add_event(e)
         assert store.events("r1", thread_id="t") == events
     assert "listener broke" in caplog.text
+
+
+def test_the_scope_goes_with_every_batch_of_the_recording(db_path: Path) -> None:
+    scopes: list[Any] = []
+
+    class Spy(agui_store.Store):
+        def append(self, events: Any, **options: Any) -> agui_store.AppendResult:
+            scopes.append(options.pop("scope", "(none)"))
+            return super().append(events, **options)
+
+    events = conversation_run("t", "r1", 40, 0)
+    with Spy(db_path) as store:
+        with Batcher(store, scope="alice", max_bytes=300) as batcher:
+            for event in events:
+                batcher.add_event(event)
+        assert store.events("r1", thread_id="t") == events
+        list(store.record(conversation_run("u", "r2", 12, 0)))
+    assert len(scopes) > 2 and set(scopes[:-1]) == {"alice"} and scopes[-1] == "(none)"
