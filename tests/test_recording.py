@@ -275,9 +275,11 @@ def test_the_scope_goes_with_every_batch_of_the_recording(db_path: Path) -> None
 
     events = conversation_run("t", "r1", 40, 0)
     with Spy(db_path) as store:
-        with Batcher(store, scope="alice", max_bytes=300) as batcher:
-            for event in events:
+        with Batcher(store, scope="alice") as batcher:
+            for n, event in enumerate(events, 1):
                 batcher.add_event(event)
+                if n % 10 == 0:
+                    batcher.flush()
         assert store.events("r1", thread_id="t") == events
         list(store.record(conversation_run("u", "r2", 12, 0)))
-    assert len(scopes) > 2 and set(scopes[:-1]) == {"alice"} and scopes[-1] == "(none)"
+    assert scopes == ["alice"] * 4 + ["(none)"]
