@@ -212,6 +212,13 @@ class _Pending:
         """Keep one event; ``True`` when the batch is full and should be appended now."""
         if self.failed is not None or self.closed:
             self.dropped += 1
+            if self.failed is None and self.dropped == 1:
+                log.warning(
+                    "thread %s, run %s: an event came after the recorder was closed; "
+                    "it and any later ones are not recorded",
+                    self.thread_id or "?",
+                    self.run_id or "(none recorded)",
+                )
             return False
         if not self.events:
             self.oldest = now
