@@ -1,0 +1,693 @@
+"""Record the AG-UI runs an ASGI app serves, and answer clients that reconnect: pure ASGI.
+
+```python
+app = agui_store.asgi.Recorder(app, store=store_or_astore, scope=None)
+app.add_middleware(agui_store.asgi.Recorder, store=...)   # the same, Starlette style
+```
+
+A request is an AG-UI run when it is a POST whose JSON body is a ``RunAgentInput`` and whose
+response is 200 ``text/event-stream`` without a content encoding (SPEC §8). Its body becomes
+the run's ``input=`` and the ``data:`` payloads of the response its events, byte-exact. Every
+other request passes through untouched. The client always gets exactly the bytes the app
+sent: each chunk is forwarded first and recorded after, off the response's path; what cannot
+be recorded is logged (logger ``agui_store.asgi``) and never reaches the client.
+
+``POST <endpoint>/connect`` with a ``RunAgentInput`` body answers the hydration stream of a
+run (``Store.compacted``) as SSE, each event with an ``id:`` (the store's global sequence
+cursor), then the live rest of the run when it is still streaming through this recorder.
+A ``Last-Event-ID`` header resumes after that cursor.
+
+Nothing here imports a web framework: the module speaks the ASGI 3 protocol only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import logging
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from agui_store.errors import AguiStoreError
+
+__all__ = ["Recorder", "SSEFramer", "encode_sse"]
+
+logger = logging.getLogger("agui_store.asgi")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: The latest a recorded event waits before its batch is written (issue 13: 100 ms).
+FLUSH_INTERVAL = 0.1
+
+_LINE_END = re.compile(rb"\r\n?|\n")
+
+
+class SSEFramer:
+    """Incremental ``text/event-stream`` parser: bytes in, complete ``data`` payloads out.
+
+    It follows the WHATWG event-stream rules on bytes, so a chunk may end anywhere: inside a
+    line, between the ``\\r`` and ``\\n`` of a CRLF, inside a UTF-8 sequence. A payload is
+    the event's ``data`` lines joined by ``\\n``, each without its ``data:`` prefix and one
+    optional space; comments and other fields are skipped; an event not ended by a blank line
+    when the stream ends is dropped (as every SSE client drops it).
+    """
+
+    __slots__ = ("_buffer", "_data", "_skip_lf")
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._data: list[bytes] = []
+        # The previous chunk ended with "\r": a "\n" opening the next one belongs to it.
+        self._skip_lf = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The payloads of the events this chunk completes, in order."""
+        if not chunk:
+            return []
+        buffer = self._buffer
+        buffer += chunk
+        start = 0
+        if self._skip_lf:
+            self._skip_lf = False
+            if buffer[:1] == b"\n":
+                start = 1
+        done: list[bytes] = []
+        end_of_buffer = len(buffer)
+        while True:
+            found = _LINE_END.search(buffer, start)
+            if found is None:
+                break
+            if found.group() == b"\r" and found.end() == end_of_buffer:
+                self._skip_lf = True
+            self._line(bytes(buffer[start : found.start()]), done)
+            start = found.end()
+        del buffer[:start]
+        return done
+
+    def _line(self, line: bytes, done: list[bytes]) -> None:
+        if not line:
+            if self._data:
+                done.append(b"\n".join(self._data))
+                self._data = []
+            return
+        if line.startswith(b":"):
+            return  # a comment (keep-alive pings)
+        name, colon, value = line.partition(b":")
+        if name != b"data":
+            return  # id, event, retry: AG-UI events live in data alone
+        if colon and value.startswith(b" "):
+            value = value[1:]
+        self._data.append(value)
+
+
+def encode_sse(payload: bytes, event_id: int | None = None) -> bytes:
+    """One SSE event: ``id:`` (when given) and the payload as ``data:`` lines."""
+    head = b"id: %d\n" % event_id if event_id is not None else b""
+    if b"\n" not in payload:
+        return head + b"data: " + payload + b"\n\n"
+    return head + b"".join(b"data: " + line + b"\n" for line in payload.split(b"\n")) + b"\n"
+
+
+def _header(headers: Any, name: bytes) -> bytes | None:
+    for key, value in headers or ():
+        if bytes(key).lower() == name:
+            return bytes(value)
+    return None
+
+
+class _Ids(msgspec.Struct):
+    """What the recorder reads of a request body on the event loop: the rest is validated
+    by the store, off the loop."""
+
+    threadId: str  # the wire names
+    runId: str
+
+
+class _Head(msgspec.Struct):
+    type: str = ""
+
+
+_ids_decoder = msgspec.json.Decoder(_Ids)
+_head_decoder = msgspec.json.Decoder(_Head)
+
+
+def _ids_of(body: bytes) -> _Ids | None:
+    try:
+        return _ids_decoder.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _type_of(payload: bytes) -> str:
+    try:
+        return _head_decoder.decode(payload).type
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return ""  # malformed: the store refuses it and says why
+
+
+# --- the store, as coroutines ----------------------------------------------------------------
+
+
+class _ThreadedStore:
+    """A sync ``Store`` seen as coroutines: each call runs in a worker thread."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._store, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(functools.partial(method, *args, **kwargs))
+
+        return call
+
+
+def _as_async(store: Any) -> Any:
+    if inspect.iscoroutinefunction(getattr(store, "append", None)):
+        return store
+    return _ThreadedStore(store)
+
+
+# --- live runs: what a reconnecting client is sent after its hydration ----------------------
+
+_END: Any = None  # what a subscriber's queue receives when the run's response is over
+
+
+@dataclass
+class _LiveRun:
+    """A run whose response is streaming through this recorder: every event written so far
+    (with its sequence number) and the queues of the clients that follow it."""
+
+    written: list[tuple[int, bytes]] = field(default_factory=list)
+    followers: list[asyncio.Queue[Any]] = field(default_factory=list)
+
+    def publish(self, events: list[tuple[int, bytes]]) -> None:
+        self.written += events
+        for queue in self.followers:
+            queue.put_nowait(events)
+
+    def end(self) -> None:
+        for queue in self.followers:
+            queue.put_nowait(_END)
+
+
+# --- one recorded response --------------------------------------------------------------------
+
+
+class _Recording:
+    """The events of one response on their way to the store, in batches, in order."""
+
+    def __init__(
+        self, recorder: Recorder, body: bytes, thread_id: str, run_id: str, owner: str | None
+    ) -> None:
+        self._recorder = recorder
+        self._store = recorder._store
+        self._body = body
+        self.thread_id = thread_id
+        self.run_id: str | None = None  # the run the next batch continues, once opened
+        self._requested_run_id = run_id
+        self._owner = owner
+        self._framer = SSEFramer()
+        self._pending: list[bytes] = []
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._dead = False  # nothing more of this response can be recorded
+        self._opened_input = False
+        self.dropped = 0  # events not written because recording stopped
+        self._writer = asyncio.get_running_loop().create_task(self._write_batches())
+
+    def feed(self, chunk: bytes) -> None:
+        """A chunk the client got: its complete events are queued for the store."""
+        try:
+            payloads = self._framer.feed(chunk)
+        except Exception as exc:  # never let recording break the response
+            self._give_up(f"the response could not be read as SSE: {exc!r}")
+            return
+        if self._dead:
+            self.dropped += len(payloads)
+            return
+        if payloads:
+            self._pending += payloads
+            self._wake.set()
+
+    async def close(self) -> None:
+        """The response is over (ended, aborted or failed): write what is queued, then end."""
+        self._closing = True
+        self._wake.set()
+        # Shielded: a cancelled request still gets what its client was sent recorded.
+        await asyncio.shield(self._writer)
+
+    async def _write_batches(self) -> None:
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                if self._pending and not self._dead:
+                    batch, self._pending = self._pending, []
+                    await self._write(batch)
+                if self._closing and not self._pending:
+                    break
+                if not self._closing:
+                    # Let the next events gather: one append per batch, not per event. The
+                    # wait is short next to FLUSH_INTERVAL, the latest an event may wait.
+                    await asyncio.sleep(self._recorder.batch_delay)
+        except Exception:  # a bug here must not leak into the response
+            logger.exception("recording stopped: thread %s, run %s", self.thread_id, self.run_id)
+        finally:
+            if self.dropped:
+                logger.warning(
+                    "not recorded: thread %s, run %s: %d later events of the response",
+                    self.thread_id,
+                    self.run_id or self._requested_run_id,
+                    self.dropped,
+                )
+            self._recorder._run_ended(self.thread_id, self.run_id)
+
+    def _give_up(self, reason: str) -> None:
+        self._dead = True
+        self.dropped += len(self._pending)
+        self._pending = []
+        logger.warning(
+            "not recorded: thread %s, run %s: %s",
+            self.thread_id,
+            self.run_id or self._requested_run_id,
+            reason,
+        )
+
+    async def _write(self, payloads: list[bytes]) -> None:
+        # A batch continues one run; a RUN_STARTED inside it opens another (a response may
+        # carry several runs), so the batch is cut there.
+        segment: list[bytes] = []
+        for payload in payloads:
+            if segment and _type_of(payload) == "RUN_STARTED":
+                await self._write_segment(segment)
+                segment = []
+            segment.append(payload)
+        if segment:
+            await self._write_segment(segment)
+
+    async def _write_segment(self, segment: list[bytes]) -> None:
+        if self._dead:
+            self.dropped += len(segment)
+            return
+        opens = _type_of(segment[0]) == "RUN_STARTED"
+        if not opens and self.run_id is None:
+            self._give_up("the response's first event is not RUN_STARTED")
+            return
+        try:
+            result = await self._append(segment, opens)
+        except AguiStoreError as exc:
+            # The store kept nothing of the batch. Later events are not written either: after
+            # a gap they would record a run that never happened (as agui_store.recording).
+            self._give_up(f"a batch of {len(segment)} events was refused: {exc}")
+            return
+        except Exception as exc:
+            self._give_up(f"a batch of {len(segment)} events was lost to a store failure: {exc!r}")
+            return
+        self._written(result, segment)
+
+    async def _append(self, segment: list[bytes], opens: bool) -> Any:
+        options: dict[str, Any] = {"thread_id": self.thread_id}
+        if self._owner is not None:
+            options["scope"] = self._owner
+        if opens:
+            if not self._opened_input:
+                # The request body is the input of the run the response opens first.
+                options["input"] = self._body
+        elif self._recorder._names_runs:
+            options["run_id"] = self.run_id
+        return await self._store.append(segment, **options)
+
+    def _written(self, result: Any, segment: list[bytes]) -> None:
+        if result.new_run_ids:
+            self._opened_input = True
+            if self.run_id is not None:
+                self._recorder._run_ended(self.thread_id, self.run_id)
+            self.run_id = result.new_run_ids[-1]
+            self._recorder._run_opened(self.thread_id, self.run_id)
+        live = self._recorder._live.get((self.thread_id, self.run_id or ""))
+        if live is None or result.first_seq is None:
+            return
+        if result.last_seq - result.first_seq + 1 == len(segment):
+            live.publish([(result.first_seq + i, p) for i, p in enumerate(segment)])
+
+
+# --- the middleware ---------------------------------------------------------------------------
+
+
+class Recorder:
+    """ASGI middleware: records the AG-UI runs ``app`` serves and answers reconnects.
+
+    Args:
+        app: the ASGI application (Starlette, FastAPI, anything ASGI 3).
+        store: a ``Store`` or an ``AsyncStore``; a ``Store`` is used from worker threads.
+        scope: ``callable(asgi_scope) -> str | None``, the owner of a request; a thread
+            belongs to the owner that first wrote it, and another owner's requests are
+            neither recorded into it nor answered by ``connect`` (404).
+        connect_suffix: the path suffix of the reconnect endpoint (``POST <endpoint>/connect``);
+            ``None`` leaves every such request to the app.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        store: Any,
+        scope: Callable[[Scope], str | None] | None = None,
+        connect_suffix: str | None = "/connect",
+    ) -> None:
+        self.app = app
+        self._store = _as_async(store)
+        self._owner_of = scope
+        self.connect_suffix = connect_suffix
+        #: How long a batch gathers events after the first one arrives (seconds).
+        self.batch_delay = 0.01
+        self._live: dict[tuple[str, str], _LiveRun] = {}
+        self._recordings = 0
+        # Stores from before append(..., run_id=) continue the thread's newest run instead.
+        append = getattr(store, "append", None)
+        self._names_runs = "run_id" in inspect.signature(append).parameters if append else False
+
+    @property
+    def recording(self) -> int:
+        """How many responses are being recorded now (their last batch not yet written)."""
+        return self._recordings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        suffix = self.connect_suffix
+        if suffix and scope.get("path", "").endswith(suffix):
+            await self._connect(scope, receive, send)
+            return
+        await self._record(scope, receive, send)
+
+    def _owner(self, scope: Scope) -> str | None:
+        return self._owner_of(scope) if self._owner_of is not None else None
+
+    def _run_opened(self, thread_id: str, run_id: str) -> None:
+        self._live[(thread_id, run_id)] = _LiveRun()
+
+    def _run_ended(self, thread_id: str, run_id: str | None) -> None:
+        live = self._live.pop((thread_id, run_id or ""), None)
+        if live is not None:
+            live.end()
+
+    # --- recording ----------------------------------------------------------------------
+
+    async def _record(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body_parts: list[bytes] = []
+        body_complete = False
+
+        async def tee_receive() -> Message:
+            nonlocal body_complete
+            message = await receive()
+            if message["type"] == "http.request" and not body_complete:
+                # bytes() of bytes is the same immutable object: no copy on the hot path.
+                body_parts.append(bytes(message.get("body", b"")))
+                body_complete = not message.get("more_body", False)
+            return message
+
+        recording: _Recording | None = None
+
+        async def tee_send(message: Message) -> None:
+            nonlocal recording
+            kind = message["type"]
+            if kind == "http.response.body" and recording is not None:
+                # Copied before the send: a compressing layer below may rewrite the message.
+                chunk = bytes(message.get("body", b""))
+                await send(message)
+                recording.feed(chunk)
+                return
+            if kind == "http.response.start":
+                recording = self._start(scope, message, body_parts, body_complete)
+            await send(message)
+
+        try:
+            await self.app(scope, tee_receive, tee_send)
+        finally:
+            if recording is not None:
+                await recording.close()
+                self._recordings -= 1
+
+    def _start(
+        self, scope: Scope, start: Message, body_parts: list[bytes], body_complete: bool
+    ) -> _Recording | None:
+        """The recording of this response, or ``None`` when it is not an AG-UI run."""
+        try:
+            if start.get("status") != 200:
+                return None
+            headers = start.get("headers") or ()
+            content_type = _header(headers, b"content-type") or b""
+            if not content_type.lower().startswith(b"text/event-stream"):
+                return None
+            if _header(headers, b"content-encoding") not in (None, b"identity"):
+                return None  # a compressing layer sits below: its bytes are not SSE
+            if _header(scope.get("headers"), b"content-encoding") not in (None, b"identity"):
+                return None
+            body = b"".join(body_parts)
+            ids = _ids_of(body) if body_complete else None
+            if ids is None:
+                looks_like_run = b'"threadId"' in body
+                (logger.warning if looks_like_run else logger.debug)(
+                    "not recorded: %s %s answered an event stream, but its request body is "
+                    "not a RunAgentInput%s",
+                    scope.get("method"),
+                    scope.get("path"),
+                    "" if body_complete else " (the app answered before reading it whole)",
+                )
+                return None
+            owner = self._owner(scope)
+            recording = _Recording(self, body, ids.threadId, ids.runId, owner)
+            self._recordings += 1
+            return recording
+        except Exception:
+            logger.exception("not recorded: %s %s", scope.get("method"), scope.get("path"))
+            return None
+
+    # --- reconnect ----------------------------------------------------------------------
+
+    async def _connect(self, scope: Scope, receive: Receive, send: Send) -> None:
+        parts: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            parts.append(bytes(message.get("body", b"")))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(parts)
+        ids = _ids_of(body)
+        if ids is None:
+            # Not a reconnect: the app may have a route of its own there.
+            await self.app(scope, _replay(body, receive), send)
+            return
+        owner = self._owner(scope)
+        last_event_id = _header(scope.get("headers"), b"last-event-id")
+        try:
+            after = int(last_event_id) if last_event_id is not None else None
+        except ValueError:
+            await _reply(send, 400, b"Last-Event-ID must be a sequence number")
+            return
+        disconnected = asyncio.Event()
+        watcher = asyncio.get_running_loop().create_task(_watch(receive, disconnected))
+        try:
+            await self._answer_connect(ids, owner, after, send, disconnected)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    async def _answer_connect(
+        self,
+        ids: _Ids,
+        owner: str | None,
+        after: int | None,
+        send: Send,
+        disconnected: asyncio.Event,
+    ) -> None:
+        store = self._store
+        reads: dict[str, Any] = {"thread_id": ids.threadId}
+        if owner is not None:
+            reads["scope"] = owner
+        run = await _find_run(store, ids, reads)
+        if run is None:
+            await _reply(send, 404, b"no such thread")
+            return
+        key = (run.thread_id, run.run_id)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        live = self._live.get(key)
+        if live is not None:
+            live.followers.append(queue)
+        try:
+            if after is not None and live is not None:
+                # Everything this recorder wrote of the run is in memory, with its cursor.
+                head: list[tuple[int | None, bytes]] = [
+                    (seq, p) for seq, p in live.written if seq > after
+                ]
+                sent = max([after, *(seq for seq, _ in head if seq is not None)])
+            else:
+                head, sent = await _snapshot(store, run.run_id, reads, after, live is not None)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [
+                        (b"content-type", b"text/event-stream; charset=utf-8"),
+                        (b"cache-control", b"no-cache"),
+                    ],
+                }
+            )
+            if head:
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": b"".join(encode_sse(p, seq) for seq, p in head),
+                        "more_body": True,
+                    }
+                )
+            if live is not None:
+                await _follow(queue, sent, send, disconnected)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            if live is not None and queue in live.followers:
+                live.followers.remove(queue)
+
+
+async def _find_run(store: Any, ids: _Ids, reads: dict[str, Any]) -> Any:
+    """The run the body names (exactly, in its thread), else the thread's newest."""
+    run = await store.get_run(ids.runId, **reads)
+    if run is not None and run.run_id == ids.runId:
+        return run
+    return await store.get_run("HEAD", **reads)
+
+
+async def _snapshot(
+    store: Any, run_id: str, reads: dict[str, Any], after: int | None, live: bool
+) -> tuple[list[tuple[int | None, bytes]], int]:
+    """What a reconnecting client is sent before the live rest, and its cursor.
+
+    The reads are repeated until the run's cursor is the same before and after them, so that
+    the hydration and the cursor describe the same moment of a run that is being written.
+    """
+    for _ in range(20):
+        before = await store.get_run(run_id, **reads)
+        if after is not None:
+            backlog = await store.events(run_id, after=after, **reads)
+        else:
+            backlog = await store.compacted(run_id, **reads)
+            if live:
+                backlog += _reopen(await store.events(run_id, **reads))
+        again = await store.get_run(run_id, **reads)
+        if before.last_seq == again.last_seq:
+            cursor = int(before.last_seq or 0)
+            # A backlog read by Last-Event-ID carries the cursor on its last event only: the
+            # store's read API gives events without their own sequence numbers.
+            if after is not None:
+                payloads = [msgspec.json.encode(ev) for ev in backlog]
+                head: list[tuple[int | None, bytes]] = [(None, p) for p in payloads]
+                if head:
+                    head[-1] = (cursor, head[-1][1])
+                return head, max(cursor, after)
+            return [(cursor, msgspec.json.encode(ev)) for ev in backlog], cursor
+    raise AguiStoreError(f"run {run_id} changed under every read of its hydration stream")
+
+
+def _reopen(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """START events for the messages and tool calls a live run has open.
+
+    The hydration stream holds their content so far (MESSAGES_SNAPSHOT); the live rest goes
+    on with CONTENT/ARGS/END events, which the client only accepts inside a started stream.
+    The official client reuses the message or tool call a START names when it exists, so the
+    content already in the snapshot is kept and continued.
+    """
+    texts: dict[str, dict[str, Any]] = {}
+    calls: dict[str, dict[str, Any]] = {}
+    for ev in events:
+        kind = ev.get("type")
+        if kind == "TEXT_MESSAGE_START":
+            texts[ev["messageId"]] = {
+                "type": "TEXT_MESSAGE_START",
+                "messageId": ev["messageId"],
+                "role": ev.get("role", "assistant"),
+            }
+        elif kind == "TEXT_MESSAGE_END":
+            texts.pop(str(ev.get("messageId")), None)
+        elif kind == "TOOL_CALL_START":
+            start: dict[str, Any] = {"type": "TOOL_CALL_START"}
+            for name in ("toolCallId", "toolCallName", "parentMessageId"):
+                if name in ev:
+                    start[name] = ev[name]
+            calls[ev["toolCallId"]] = start
+        elif kind == "TOOL_CALL_END":
+            calls.pop(str(ev.get("toolCallId")), None)
+    return [*texts.values(), *calls.values()]
+
+
+async def _follow(
+    queue: asyncio.Queue[Any], sent: int, send: Send, disconnected: asyncio.Event
+) -> None:
+    """The live rest of a run, from its cursor, until its response ends or the client goes."""
+    gone = asyncio.ensure_future(disconnected.wait())
+    try:
+        while True:
+            getting = asyncio.ensure_future(queue.get())
+            await asyncio.wait({getting, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not getting.done():
+                getting.cancel()
+                return
+            events = getting.result()
+            if events is _END:
+                return
+            fresh = [(seq, p) for seq, p in events if seq > sent]
+            if fresh:
+                sent = fresh[-1][0]
+                chunk = b"".join(encode_sse(p, seq) for seq, p in fresh)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    finally:
+        gone.cancel()
+
+
+async def _watch(receive: Receive, disconnected: asyncio.Event) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            disconnected.set()
+            return
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` for an app, giving back a body the recorder already read."""
+    given = False
+
+    async def replayed() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+async def _reply(send: Send, status: int, text: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"text/plain; charset=utf-8")],
+        }
+    )
+    await send({"type": "http.response.body", "body": text, "more_body": False})
