@@ -58,8 +58,8 @@ class SSEFramer:
     It follows the WHATWG event-stream rules on bytes, so a chunk may end anywhere: inside a
     line, between the ``\\r`` and ``\\n`` of a CRLF, inside a UTF-8 sequence. A payload is
     the event's ``data`` lines joined by ``\\n``, each without its ``data:`` prefix and one
-    optional space; comments and other fields are skipped; an event not ended by a blank line
-    when the stream ends is dropped (as every SSE client drops it).
+    optional space; comments and other fields are skipped. An event the stream does not end
+    with a blank line comes out of :meth:`finish`.
     """
 
     __slots__ = ("_buffer", "_data", "_skip_lf")
@@ -92,6 +92,17 @@ class SSEFramer:
             self._line(bytes(buffer[start : found.start()]), done)
             start = found.end()
         del buffer[:start]
+        return done
+
+    def finish(self) -> list[bytes]:
+        """The stream ended normally: the payload of an event it did not end with a blank
+        line. ``@ag-ui/client`` parses what is left in its buffer at the end of a response,
+        so that event reached the client and is recorded too."""
+        done: list[bytes] = []
+        if self._buffer:
+            self._line(bytes(self._buffer), done)
+            self._buffer.clear()
+        self._line(b"", done)
         return done
 
     def _line(self, line: bytes, done: list[bytes]) -> None:
@@ -238,6 +249,15 @@ class _Recording:
             self.dropped += len(payloads)
             return
         if payloads:
+            self._pending += payloads
+            self._wake.set()
+
+    def finish(self) -> None:
+        """The response ended normally (its last body chunk came)."""
+        payloads = self._framer.finish()
+        if self._dead:
+            self.dropped += len(payloads)
+        elif payloads:
             self._pending += payloads
             self._wake.set()
 
@@ -428,8 +448,11 @@ class Recorder:
             if kind == "http.response.body" and recording is not None:
                 # Copied before the send: a compressing layer below may rewrite the message.
                 chunk = bytes(message.get("body", b""))
+                final = not message.get("more_body", False)
                 await send(message)
                 recording.feed(chunk)
+                if final:
+                    recording.finish()
                 return
             if kind == "http.response.start":
                 recording = self._start(scope, message, body_parts, body_complete)
