@@ -52,3 +52,12 @@ __all__ = [
     "validate_artifact",
     "verify_events",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # ``agui_store.aio`` without importing asyncio for every user of the sync store.
+    if name == "aio":
+        import importlib
+
+        return importlib.import_module("agui_store.aio")
+    raise AttributeError(f"module 'agui_store' has no attribute {name!r}")

@@ -16,7 +16,7 @@ import re
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -1377,6 +1377,17 @@ class Store:
             branches=tuple(branches.get(pk, ())),
             last_seq=last_seq,
         )
+
+    def record(
+        self, events: Iterable[Any], *, input: Any = None, thread_id: str | None = None
+    ) -> Iterator[Any]:
+        """Yield each of ``events`` unchanged, as it arrives, while recording it in batches
+        (appended by a thread at the latest every 0.1 s, and at the end). If the producer
+        raises or the consumer stops, what passed is recorded and the run is left
+        incomplete. See :mod:`agui_store.recording`."""
+        from agui_store import recording  # it builds on this module
+
+        return recording.record(self, events, input=input, thread_id=thread_id)
 
     # --- reading ------------------------------------------------------------------------
 

@@ -19,7 +19,8 @@ CORE = ["errors", "js", "model", "codec", "verify", "patch", "reducer", "restore
 #: What the core must not import.
 STORAGE = {"apsw", "sqlite3", "sqlite_utils", "agui_store.database", "agui_store.schema",
            "agui_store.store", "agui_store.checkpoints", "agui_store.integrity",
-           "agui_store.analysis", "agui_store.cli", "agui_store.targets"}
+           "agui_store.analysis", "agui_store.cli", "agui_store.targets",
+           "agui_store.recording", "agui_store.aio"}
 
 
 def imports_of(module: str) -> set[str]:
