@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import inspect
 import logging
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -34,7 +32,11 @@ from typing import Any
 
 import msgspec
 
+from agui_store import recording
+from agui_store.aio import AsyncStore
 from agui_store.errors import AguiStoreError
+from agui_store.records import AppendResult
+from agui_store.store import Store
 
 __all__ = ["Recorder", "SSEFramer", "encode_sse"]
 
@@ -45,9 +47,6 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-#: The latest a recorded event waits before its batch is written (issue 13: 100 ms).
-FLUSH_INTERVAL = 0.1
 
 _LINE_END = re.compile(rb"\r\n?|\n")
 
@@ -144,12 +143,7 @@ class _Ids(msgspec.Struct):
     runId: str
 
 
-class _Head(msgspec.Struct):
-    type: str = ""
-
-
 _ids_decoder = msgspec.json.Decoder(_Ids)
-_head_decoder = msgspec.json.Decoder(_Head)
 
 
 def _ids_of(body: bytes) -> _Ids | None:
@@ -159,35 +153,16 @@ def _ids_of(body: bytes) -> _Ids | None:
         return None
 
 
-def _type_of(payload: bytes) -> str:
-    try:
-        return _head_decoder.decode(payload).type
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return ""  # malformed: the store refuses it and says why
+# --- the store, as coroutines ------------------------------------------------------------------
 
 
-# --- the store, as coroutines ----------------------------------------------------------------
-
-
-class _ThreadedStore:
-    """A sync ``Store`` seen as coroutines: each call runs in a worker thread."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._store, name)
-
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return await asyncio.to_thread(functools.partial(method, *args, **kwargs))
-
-        return call
-
-
-def _as_async(store: Any) -> Any:
-    if inspect.iscoroutinefunction(getattr(store, "append", None)):
+def _as_async(store: Any) -> AsyncStore:
+    """An ``AsyncStore`` as it is; a ``Store`` seen through one (its calls off the loop)."""
+    if isinstance(store, AsyncStore):
         return store
-    return _ThreadedStore(store)
+    if isinstance(store, Store):
+        return AsyncStore(store)
+    raise TypeError(f"store= takes an agui_store Store or AsyncStore, not {type(store).__name__}")
 
 
 # --- live runs: what a reconnecting client is sent after its hydration ----------------------
@@ -216,151 +191,104 @@ class _LiveRun:
 # --- one recorded response --------------------------------------------------------------------
 
 
+class _Pending(recording._Pending):
+    """The batching core of :mod:`agui_store.recording`, writing as the request's owner and
+    telling the recorder of every batch written (for the clients that follow the run)."""
+
+    def __init__(
+        self,
+        *,
+        owner: str | None,
+        on_written: Callable[[list[bytes], AppendResult], None],
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        self._owner = owner
+        self._on_written = on_written
+
+    def take(self) -> tuple[list[bytes], dict[str, Any]]:
+        batch, options = super().take()
+        if self._owner is not None:
+            options["scope"] = self._owner
+        return batch, options
+
+    def written(self, batch: list[bytes], result: AppendResult) -> None:
+        super().written(batch, result)
+        self._on_written(batch, result)
+
+
 class _Recording:
-    """The events of one response on their way to the store, in batches, in order."""
+    """The events of one response on their way to the store: an ``AsyncBatcher`` fed with
+    the response's ``data:`` payloads (appended at the latest 0.1 s after they passed, in
+    order, off the loop)."""
 
     def __init__(
         self, recorder: Recorder, body: bytes, thread_id: str, run_id: str, owner: str | None
     ) -> None:
         self._recorder = recorder
-        self._store = recorder._store
-        self._body = body
         self.thread_id = thread_id
-        self.run_id: str | None = None  # the run the next batch continues, once opened
-        self._requested_run_id = run_id
-        self._owner = owner
+        self.requested_run_id = run_id
+        self.run_id: str | None = None  # the run recorded, once its first batch is written
         self._framer = SSEFramer()
-        self._pending: list[bytes] = []
-        self._wake = asyncio.Event()
-        self._closing = False
-        self._dead = False  # nothing more of this response can be recorded
-        self._opened_input = False
-        self.dropped = 0  # events not written because recording stopped
-        self._writer = asyncio.get_running_loop().create_task(self._write_batches())
+        self._batcher = recording.AsyncBatcher(recorder._store, input=body, thread_id=thread_id)
+        self._batcher._pending = _Pending(
+            owner=owner,
+            on_written=self._written,
+            input=body,
+            thread_id=thread_id,
+            interval=recorder.flush_interval,
+            max_bytes=recording.FLUSH_BYTES,
+        )
+        self._unreadable: Exception | None = None
 
     def feed(self, chunk: bytes) -> None:
-        """A chunk the client got: its complete events are queued for the store."""
+        """A chunk the client got: its complete events go to the batch."""
+        if self._unreadable is not None:
+            return
         try:
             payloads = self._framer.feed(chunk)
         except Exception as exc:  # never let recording break the response
-            self._give_up(f"the response could not be read as SSE: {exc!r}")
+            self._unreadable = exc
             return
-        if self._dead:
-            self.dropped += len(payloads)
-            return
-        if payloads:
-            self._pending += payloads
-            self._wake.set()
+        for payload in payloads:
+            self._batcher.add(payload)
 
     def finish(self) -> None:
         """The response ended normally (its last body chunk came)."""
-        payloads = self._framer.finish()
-        if self._dead:
-            self.dropped += len(payloads)
-        elif payloads:
-            self._pending += payloads
-            self._wake.set()
+        if self._unreadable is None:
+            for payload in self._framer.finish():
+                self._batcher.add(payload)
 
     async def close(self) -> None:
-        """The response is over (ended, aborted or failed): write what is queued, then end."""
-        self._closing = True
-        self._wake.set()
-        # Shielded: a cancelled request still gets what its client was sent recorded.
-        await asyncio.shield(self._writer)
-
-    async def _write_batches(self) -> None:
+        """The response is over (ended, aborted or failed): write what is pending, report
+        what could not be recorded."""
         try:
-            while True:
-                await self._wake.wait()
-                self._wake.clear()
-                if self._pending and not self._dead:
-                    batch, self._pending = self._pending, []
-                    await self._write(batch)
-                if self._closing and not self._pending:
-                    break
-                if not self._closing:
-                    # Let the next events gather: one append per batch, not per event. The
-                    # wait is short next to FLUSH_INTERVAL, the latest an event may wait.
-                    await asyncio.sleep(self._recorder.batch_delay)
-        except Exception:  # a bug here must not leak into the response
-            logger.exception("recording stopped: thread %s, run %s", self.thread_id, self.run_id)
+            await self._batcher.aclose()  # shielded: a cancelled request still records
         finally:
-            if self.dropped:
-                logger.warning(
-                    "not recorded: thread %s, run %s: %d later events of the response",
-                    self.thread_id,
-                    self.run_id or self._requested_run_id,
-                    self.dropped,
-                )
             self._recorder._run_ended(self.thread_id, self.run_id)
+        batcher = self._batcher
+        reason = batcher.failed or self._unreadable
+        if reason is not None:
+            logger.warning(
+                "not recorded: thread %s, run %s: %d event(s) recorded, %d not: %s",
+                self.thread_id,
+                batcher.run_id or self.requested_run_id,
+                batcher.recorded,
+                batcher.dropped,
+                reason,
+            )
 
-    def _give_up(self, reason: str) -> None:
-        self._dead = True
-        self.dropped += len(self._pending)
-        self._pending = []
-        logger.warning(
-            "not recorded: thread %s, run %s: %s",
-            self.thread_id,
-            self.run_id or self._requested_run_id,
-            reason,
-        )
-
-    async def _write(self, payloads: list[bytes]) -> None:
-        # A batch continues one run; a RUN_STARTED inside it opens another (a response may
-        # carry several runs), so the batch is cut there.
-        segment: list[bytes] = []
-        for payload in payloads:
-            if segment and _type_of(payload) == "RUN_STARTED":
-                await self._write_segment(segment)
-                segment = []
-            segment.append(payload)
-        if segment:
-            await self._write_segment(segment)
-
-    async def _write_segment(self, segment: list[bytes]) -> None:
-        if self._dead:
-            self.dropped += len(segment)
-            return
-        opens = _type_of(segment[0]) == "RUN_STARTED"
-        if not opens and self.run_id is None:
-            self._give_up("the response's first event is not RUN_STARTED")
-            return
-        try:
-            result = await self._append(segment, opens)
-        except AguiStoreError as exc:
-            # The store kept nothing of the batch. Later events are not written either: after
-            # a gap they would record a run that never happened (as agui_store.recording).
-            self._give_up(f"a batch of {len(segment)} events was refused: {exc}")
-            return
-        except Exception as exc:
-            self._give_up(f"a batch of {len(segment)} events was lost to a store failure: {exc!r}")
-            return
-        self._written(result, segment)
-
-    async def _append(self, segment: list[bytes], opens: bool) -> Any:
-        options: dict[str, Any] = {"thread_id": self.thread_id}
-        if self._owner is not None:
-            options["scope"] = self._owner
-        if opens:
-            if not self._opened_input:
-                # The request body is the input of the run the response opens first.
-                options["input"] = self._body
-        elif self._recorder._names_runs:
-            options["run_id"] = self.run_id
-        return await self._store.append(segment, **options)
-
-    def _written(self, result: Any, segment: list[bytes]) -> None:
+    def _written(self, batch: list[bytes], result: AppendResult) -> None:
         if result.new_run_ids:
-            self._opened_input = True
             if self.run_id is not None:
                 self._recorder._run_ended(self.thread_id, self.run_id)
             self.run_id = result.new_run_ids[-1]
             self._recorder._run_opened(self.thread_id, self.run_id)
         live = self._recorder._live.get((self.thread_id, self.run_id or ""))
-        if live is None or result.first_seq is None:
-            return
-        if result.last_seq - result.first_seq + 1 == len(segment):
-            live.publish([(result.first_seq + i, p) for i, p in enumerate(segment)])
+        first, last = result.first_seq, result.last_seq
+        # One append's events have consecutive sequence numbers (one write transaction).
+        if live is not None and first is not None and last == first + len(batch) - 1:
+            live.publish([(first + i, payload) for i, payload in enumerate(batch)])
 
 
 # --- the middleware ---------------------------------------------------------------------------
@@ -389,15 +317,12 @@ class Recorder:
     ) -> None:
         self.app = app
         self._store = _as_async(store)
+        #: The latest a recorded event waits before its batch is appended (seconds).
+        self.flush_interval = recording.FLUSH_INTERVAL
         self._owner_of = scope
         self.connect_suffix = connect_suffix
-        #: How long a batch gathers events after the first one arrives (seconds).
-        self.batch_delay = 0.01
         self._live: dict[tuple[str, str], _LiveRun] = {}
         self._recordings = 0
-        # Stores from before append(..., run_id=) continue the thread's newest run instead.
-        append = getattr(store, "append", None)
-        self._names_runs = "run_id" in inspect.signature(append).parameters if append else False
 
     @property
     def recording(self) -> int:
@@ -440,29 +365,29 @@ class Recorder:
                 body_complete = not message.get("more_body", False)
             return message
 
-        recording: _Recording | None = None
+        current: _Recording | None = None
 
         async def tee_send(message: Message) -> None:
-            nonlocal recording
+            nonlocal current
             kind = message["type"]
-            if kind == "http.response.body" and recording is not None:
+            if kind == "http.response.body" and current is not None:
                 # Copied before the send: a compressing layer below may rewrite the message.
                 chunk = bytes(message.get("body", b""))
                 final = not message.get("more_body", False)
                 await send(message)
-                recording.feed(chunk)
+                current.feed(chunk)
                 if final:
-                    recording.finish()
+                    current.finish()
                 return
             if kind == "http.response.start":
-                recording = self._start(scope, message, body_parts, body_complete)
+                current = self._start(scope, message, body_parts, body_complete)
             await send(message)
 
         try:
             await self.app(scope, tee_receive, tee_send)
         finally:
-            if recording is not None:
-                await recording.close()
+            if current is not None:
+                await current.close()
                 self._recordings -= 1
 
     def _start(
