@@ -73,6 +73,20 @@ class SSEFramer:
         """The payloads of the events this chunk completes, in order."""
         if not chunk:
             return []
+        done: list[bytes] = []
+        if not self._buffer and not self._data and not self._skip_lf and b"\r" not in chunk:
+            # The common case (every Python producer): LF line ends, the chunk starting at an
+            # event. Whole events are cut with bytes.split; the rest goes the general way.
+            *events, chunk = chunk.split(b"\n\n")
+            for event in events:
+                if event.startswith(b"data: ") and b"\n" not in event:
+                    done.append(event[6:])
+                else:
+                    for line in event.split(b"\n"):
+                        self._line(line, done)
+                    self._line(b"", done)
+            if not chunk:
+                return done
         buffer = self._buffer
         buffer += chunk
         start = 0
@@ -80,7 +94,6 @@ class SSEFramer:
             self._skip_lf = False
             if buffer[:1] == b"\n":
                 start = 1
-        done: list[bytes] = []
         end_of_buffer = len(buffer)
         while True:
             found = _LINE_END.search(buffer, start)
