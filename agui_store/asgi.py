@@ -34,7 +34,7 @@ import msgspec
 
 from agui_store import recording
 from agui_store.aio import AsyncStore
-from agui_store.errors import AguiStoreError
+from agui_store.errors import AguiStoreError, InvalidEventError
 from agui_store.records import AppendResult
 from agui_store.store import Store
 
@@ -50,6 +50,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _LINE_END = re.compile(rb"\r\n?|\n")
 
+#: The largest SSE event the framer holds while it arrives (bytes).
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+
 
 class SSEFramer:
     """Incremental ``text/event-stream`` parser: bytes in, complete ``data`` payloads out.
@@ -61,11 +64,15 @@ class SSEFramer:
     with a blank line comes out of :meth:`finish`.
     """
 
-    __slots__ = ("_buffer", "_data", "_skip_lf")
+    __slots__ = ("_buffer", "_data", "_data_size", "_skip_lf", "max_event_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        #: The largest event held while it arrives; a larger one raises (the official client
+        #: fails at 10 MB, the store refuses events over 8 MiB by default).
+        self.max_event_bytes = max_event_bytes
         self._buffer = bytearray()
         self._data: list[bytes] = []
+        self._data_size = 0
         # The previous chunk ended with "\r": a "\n" opening the next one belongs to it.
         self._skip_lf = False
 
@@ -104,6 +111,11 @@ class SSEFramer:
             self._line(bytes(buffer[start : found.start()]), done)
             start = found.end()
         del buffer[:start]
+        if len(buffer) + self._data_size > self.max_event_bytes:
+            raise InvalidEventError(
+                f"an SSE event of the response exceeds {self.max_event_bytes:,} bytes "
+                "before its end"
+            )
         return done
 
     def finish(self) -> list[bytes]:
@@ -122,6 +134,7 @@ class SSEFramer:
             if self._data:
                 done.append(b"\n".join(self._data))
                 self._data = []
+                self._data_size = 0
             return
         if line.startswith(b":"):
             return  # a comment (keep-alive pings)
@@ -131,6 +144,7 @@ class SSEFramer:
         if colon and value.startswith(b" "):
             value = value[1:]
         self._data.append(value)
+        self._data_size += len(value) + 1
 
 
 def encode_sse(payload: bytes, event_id: int | None = None) -> bytes:
@@ -242,7 +256,7 @@ class _Recording:
         self.thread_id = thread_id
         self.requested_run_id = run_id
         self.run_id: str | None = None  # the run recorded, once its first batch is written
-        self._framer = SSEFramer()
+        self._framer = SSEFramer(max_event_bytes=MAX_EVENT_BYTES)
         self._batcher = recording.AsyncBatcher(recorder._store, input=body, thread_id=thread_id)
         self._batcher._pending = _Pending(
             owner=owner,
@@ -464,8 +478,21 @@ class Recorder:
             return
         disconnected = asyncio.Event()
         watcher = asyncio.get_running_loop().create_task(_watch(receive, disconnected))
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
         try:
-            await self._answer_connect(ids, owner, after, send, disconnected)
+            await self._answer_connect(ids, owner, after, tracked, disconnected)
+        except Exception:
+            logger.exception("connect failed: thread %s, run %s", ids.threadId, ids.runId)
+            if not started:
+                await _reply(send, 500, b"the store could not be read")
+            else:  # end the stream: the client reconnects with its Last-Event-ID
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -90,6 +90,13 @@ def test_an_event_the_stream_does_not_end_with_a_blank_line_comes_out_at_its_end
     assert unterminated.finish() == [b'{"c":3}']
 
 
+def test_an_event_larger_than_the_framer_holds_is_refused_with_its_size() -> None:
+    framer = SSEFramer(max_event_bytes=100)
+    framer.feed(b"data: " + b"x" * 60 + b"\n")
+    with pytest.raises(agui_store.InvalidEventError, match="exceeds 100 bytes"):
+        framer.feed(b"data: " + b"y" * 60)
+
+
 def test_encode_sse_writes_the_cursor_and_one_data_line_per_payload_line() -> None:
     assert encode_sse(b"{}", 12) == b"id: 12\ndata: {}\n\n"
     assert SSEFramer().feed(encode_sse(b"a\nb")) == [b"a\nb"]
@@ -262,6 +269,55 @@ def test_events_split_across_chunks_anywhere_are_recorded_whole(store: Any) -> N
     )
     assert response.body == stream
     assert store.events("r1", thread_id="t1") == events
+
+
+def test_add_middleware_starlette_style_records_the_same(store: Any) -> None:
+    from fastapi import FastAPI
+    from fastapi.responses import StreamingResponse
+
+    events = run_events("t1", "r1")
+    app = FastAPI()
+
+    @app.post("/agent")
+    async def agent() -> StreamingResponse:
+        async def stream() -> Any:
+            for chunk in sse(events):
+                yield chunk
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    app.add_middleware(Recorder, store=store)
+    response = asyncio.run(call(app, request_body("t1", "r1")))
+    assert response.body == b"".join(sse(events))
+    assert store.events("r1", thread_id="t1") == events
+
+
+def test_a_last_event_the_app_does_not_end_with_a_blank_line_is_recorded(store: Any) -> None:
+    """@ag-ui/client parses what is left in its buffer when the body ends: so does the
+    recorder."""
+    events = run_events("t1", "r1")
+    chunks = sse(events)
+    chunks[-1] = chunks[-1].rstrip(b"\n")
+    asyncio.run(call(Recorder(streaming_app(chunks), store=store), request_body("t1", "r1")))
+    assert store.get_run("r1", thread_id="t1").status == "finished"
+
+
+def test_an_oversized_event_stops_the_recording_not_the_response(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    events = run_events("t1", "r1")
+    huge = b"data: " + b"x" * 2000 + b"\n"  # no blank line: the framer holds it
+    chunks = [*sse(events[:2]), huge, huge, *sse(events[2:])]
+    recorder = Recorder(streaming_app(chunks), store=store)
+    with (
+        caplog.at_level(logging.WARNING, logger="agui_store.asgi"),
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        patch.setattr("agui_store.asgi.MAX_EVENT_BYTES", 3000)
+        response = asyncio.run(call(recorder, request_body("t1", "r1")))
+    assert response.body == b"".join(chunks) and response.complete
+    assert store.events("r1", thread_id="t1") == events[:2]
+    assert any("exceeds 3,000 bytes" in r.getMessage() for r in caplog.records)
 
 
 def test_the_client_gets_each_chunk_before_it_is_recorded(store: Any) -> None:
@@ -452,6 +508,17 @@ def test_connect_restores_the_run_the_body_names(store: Any) -> None:
     recorder = Recorder(streaming_app([]), store=store)
     response = asyncio.run(call(recorder, request_body("t1", "r1"), path="/agent/connect"))
     assert [ev for _, ev in read_stream(response.body)] == store.compacted("r1", thread_id="t1")
+
+
+def test_connect_on_a_store_that_cannot_be_read_answers_500(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = Recorder(streaming_app([]), store=store)
+    store.close()
+    with caplog.at_level(logging.ERROR, logger="agui_store.asgi"):
+        response = asyncio.run(call(recorder, request_body("t1", "r1"), path="/agent/connect"))
+    assert response.status == 500
+    assert any("connect failed: thread t1" in r.getMessage() for r in caplog.records)
 
 
 def test_connect_to_an_unknown_thread_is_404_and_writes_nothing(store: Any) -> None:
