@@ -245,3 +245,12 @@ def test_another_owner_neither_writes_into_a_thread_nor_reads_it(live: Live) -> 
     assert peek["messages"] == []
     (again,) = live.drive("pydantic", thread, {"steps": [{"op": "connect"}]}, user="alice")
     assert again["messages"] == alice["messages"]
+
+
+def test_the_readme_shows_exactly_the_reconnecting_agent_these_tests_run() -> None:
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    if "ReconnectingAgent" not in readme:
+        pytest.skip("the README does not show the reconnect code (yet)")
+    code = (root / "tests" / "oracle" / "reconnecting_agent.mjs").read_text(encoding="utf-8")
+    assert f"```js\n{code}```" in readme
