@@ -553,6 +553,14 @@ def test_last_event_id_resumes_after_the_cursor(store: Any) -> None:
     assert got[-1][0] == store.get_run("r1", thread_id="t1").last_seq
 
 
+async def recorded_until(store: Any, event_type: str) -> None:
+    """Wait until the store holds an event of that type in run r1 of thread t1."""
+    while store.get_run("r1", thread_id="t1") is None or not any(
+        ev["type"] == event_type for ev in store.events("r1", thread_id="t1")
+    ):
+        await asyncio.sleep(0.01)
+
+
 def test_a_client_reconnecting_to_a_live_run_gets_its_hydration_then_the_live_rest(
     store: Any, oracle: Any
 ) -> None:
@@ -561,7 +569,7 @@ def test_a_client_reconnecting_to_a_live_run_gets_its_hydration_then_the_live_re
 
     async def scenario() -> tuple[Response, Response]:
         running = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
-        await asyncio.sleep(0.15)  # mid-message
+        await recorded_until(store, "TEXT_MESSAGE_CONTENT")  # mid-message
         assert not running.done()
         reconnected = await call(recorder, request_body("t1", "r1"), path="/agent/connect")
         return await running, reconnected
@@ -587,13 +595,61 @@ def test_a_client_reconnecting_to_a_live_run_gets_its_hydration_then_the_live_re
     assert original.complete
 
 
+def test_a_client_reconnecting_inside_a_tool_call_gets_it_reopened(store: Any, oracle: Any) -> None:
+    started = {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"}
+    call_id = "call-1"
+    events = [
+        started,
+        {"type": "TEXT_MESSAGE_START", "messageId": "a1", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "a1", "delta": "Let me look."},
+        {"type": "TEXT_MESSAGE_END", "messageId": "a1"},
+        {
+            "type": "TOOL_CALL_START",
+            "toolCallId": call_id,
+            "toolCallName": "search",
+            "parentMessageId": "a1",
+        },
+        *(
+            {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": part}
+            for part in ['{"q"', ': "wea', "ther", ' in "', ', "n"', ": 3", "}"]
+        ),
+        {"type": "TOOL_CALL_END", "toolCallId": call_id},
+        {"type": "TOOL_CALL_RESULT", "messageId": "r1", "toolCallId": call_id, "content": "ok"},
+        {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"},
+    ]
+    recorder = Recorder(streaming_app(sse(events), pause=0.05), store=store)
+
+    async def scenario() -> Response:
+        running = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
+        await recorded_until(store, "TOOL_CALL_START")
+        reconnected = await call(recorder, request_body("t1", "r1"), path="/agent/connect")
+        await running
+        return reconnected
+
+    got = [ev for _, ev in read_stream(asyncio.run(scenario()).body)]
+    assert [ev["type"] for ev in got[1:4]] == [
+        "MESSAGES_SNAPSHOT",
+        "STATE_SNAPSHOT",
+        "TOOL_CALL_START",
+    ]
+    (snapshot_call,) = got[1]["messages"][1]["toolCalls"]
+    assert snapshot_call["id"] == got[3]["toolCallId"] == call_id
+    replayed = oracle.replay(got, mode="pipeline")
+    assert replayed["ok"], replayed
+    checkout = store.checkout("r1", thread_id="t1")
+    assert replayed["messages"] == checkout.messages
+    assert checkout.messages[1]["toolCalls"][0]["function"]["arguments"] == (
+        '{"q": "weather in ", "n": 3}'
+    )
+
+
 def test_last_event_id_on_a_live_run_resumes_with_every_events_own_cursor(store: Any) -> None:
     events = run_events("t1", "r1", text="abcdefghij")
     recorder = Recorder(streaming_app(sse(events), pause=0.02), store=store)
 
     async def scenario() -> Response:
         running = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
-        await asyncio.sleep(0.12)
+        await recorded_until(store, "TEXT_MESSAGE_CONTENT")
         cursor = store.get_run("r1", thread_id="t1").last_seq
         resumed = await call(
             recorder,

@@ -179,13 +179,13 @@ def test_a_reload_of_a_langgraph_thread_is_restored_through_connect(live: Live) 
 
 def test_a_client_that_reloads_while_the_run_streams_follows_it_live(live: Live) -> None:
     thread = new_thread()
-    streaming = run("slow 120")
-    # The first client starts a slow run; the second "reloads" 150 ms in and follows it.
+    streaming = run("slow 300")
+    # The first client starts a slow run (1.5 s); the second "reloads" 400 ms in and follows it.
     held, follower = live.drive(
         "pydantic",
         thread,
         {"steps": [streaming]},
-        {"steps": [{"op": "sleep", "ms": 150}, {"op": "connect"}]},
+        {"steps": [{"op": "sleep", "ms": 400}, {"op": "connect"}]},
     )
     events = follower["steps"][1]["events"]
     assert events[:3] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT"]
