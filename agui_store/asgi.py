@@ -155,6 +155,11 @@ def encode_sse(payload: bytes, event_id: int | None = None) -> bytes:
     return head + b"".join(b"data: " + line + b"\n" for line in payload.split(b"\n")) + b"\n"
 
 
+def _is_json(content_type: bytes | None) -> bool:
+    media = (content_type or b"").partition(b";")[0].strip().lower()
+    return media == b"application/json" or media.endswith(b"+json")
+
+
 def _header(headers: Any, name: bytes) -> bytes | None:
     for key, value in headers or ():
         if bytes(key).lower() == name:
@@ -358,6 +363,11 @@ class Recorder:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        if not _is_json(_header(scope.get("headers"), b"content-type")):
+            # A RunAgentInput is JSON (HttpAgent says so; pydantic-ai answers 415 otherwise):
+            # uploads and forms go by without their bodies being kept.
             await self.app(scope, receive, send)
             return
         suffix = self.connect_suffix

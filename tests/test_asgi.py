@@ -129,6 +129,7 @@ async def call(
     """One request, as uvicorn runs it: the body, then http.disconnect after the response
     (or when ``disconnect`` is set: the client went away)."""
     response = Response()
+    json_type = (b"content-type", b"application/json")
     gone = disconnect or asyncio.Event()
     pending = [{"type": "http.request", "body": body, "more_body": False}]
 
@@ -156,7 +157,10 @@ async def call(
         "path": path,
         "raw_path": path.encode(),
         "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), *(headers or [])],
+        "headers": [
+            *([] if any(k == b"content-type" for k, _ in headers or []) else [json_type]),
+            *(headers or []),
+        ],
         "client": ("127.0.0.1", 5000),
         "server": ("127.0.0.1", 8000),
     }
@@ -352,6 +356,36 @@ def test_what_is_not_an_agui_run_passes_through_unrecorded(
     )
     assert response.status == status and response.body == b"".join(chunks)
     assert store.threads() == []
+
+
+def test_a_request_that_is_not_json_passes_through_unrecorded(store: Any) -> None:
+    chunks = sse(run_events("t1", "r1"))
+    response = asyncio.run(
+        call(
+            Recorder(streaming_app(chunks), store=store),
+            request_body("t1", "r1"),
+            headers=[(b"content-type", b"multipart/form-data; boundary=x")],
+        )
+    )
+    assert response.body == b"".join(chunks)
+    assert store.threads() == []
+
+
+def test_an_app_that_fails_mid_stream_leaves_the_run_incomplete_and_its_error_as_it_was(
+    store: Any,
+) -> None:
+    events = run_events("t1", "r1")
+    inner = streaming_app(sse(events[:3]), finish=False)
+
+    async def failing(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await inner(scope, receive, send)
+        raise RuntimeError("the agent crashed")
+
+    with pytest.raises(RuntimeError, match="the agent crashed"):
+        asyncio.run(call(Recorder(failing, store=store), request_body("t1", "r1")))
+    run = store.get_run("r1", thread_id="t1")
+    assert run is not None and run.status == "incomplete"
+    assert store.events("r1", thread_id="t1") == events[:3]
 
 
 def test_a_body_that_is_not_a_run_agent_input_is_logged_and_passes_through(
