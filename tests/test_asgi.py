@@ -484,7 +484,6 @@ def test_a_response_compressed_below_the_recorder_is_not_recorded(store: Any) ->
     assert store.threads() == []
 
 
-@pytest.mark.xfail(strict=True, reason="needs live-core: append(run_id=, scope=), SPEC §3 bodies")
 def test_two_runs_of_one_thread_streaming_at_once_are_recorded_apart(store: Any) -> None:
     first = run_events("t1", "r1", text="a" * 8)
     second = run_events("t1", "r2", text="b" * 8)

@@ -143,7 +143,7 @@ def test_a_branch_sent_from_fork_restores_what_the_client_holds(live: Live) -> N
     assert branched is not None and branched.parent_run_id == first["runId"]
 
 
-@pytest.mark.xfail(strict=True, reason="needs live-core: append(run_id=, scope=), SPEC §3 bodies")
+@pytest.mark.xfail(strict=True, reason="needs live-core: scope= and SPEC §3 request-body fidelity")
 def test_a_fresh_client_on_an_existing_thread_restores_exactly_what_it_holds(live: Live) -> None:
     thread = new_thread()
     live.drive("pydantic", thread, {"steps": [run("hello"), run("tool weather")]})
@@ -222,16 +222,23 @@ def test_an_aborted_run_is_left_incomplete_with_what_the_server_sent(live: Live)
     assert events[-1]["type"] != "RUN_FINISHED"
 
 
-@pytest.mark.xfail(strict=True, reason="needs live-core: append(run_id=, scope=), SPEC §3 bodies")
 def test_two_concurrent_runs_on_one_thread_are_recorded_apart(live: Live) -> None:
+    """Two tabs on one conversation send a run each at the same time."""
     thread = new_thread()
-    first, second = run("slow 40"), run("slow 30")
-    one, two = live.drive("pydantic", thread, {"steps": [first]}, {"steps": [second]})
+    (earlier,) = live.drive("pydantic", thread, {"steps": [run("tool weather")]})
+    tab = {"messages": earlier["messages"], "state": earlier["state"]}
+    first, second = run("slow 60"), run("slow 50")
+    one, two = live.drive("pydantic", thread, {**tab, "steps": [first]}, {**tab, "steps": [second]})
     live.assert_restores(first["runId"], thread, one)
     live.assert_restores(second["runId"], thread, two)
+    a, b = (live.store.get_run(s["runId"], thread_id=thread) for s in (first, second))
+    assert a is not None and b is not None and a.parent_run_id == b.parent_run_id
+    # They streamed at the same time: each was written to before the other ended.
+    assert a.updated_at is not None and b.updated_at is not None
+    assert a.created_at < b.updated_at and b.created_at < a.updated_at
 
 
-@pytest.mark.xfail(strict=True, reason="needs live-core: append(run_id=, scope=), SPEC §3 bodies")
+@pytest.mark.xfail(strict=True, reason="needs live-core: scope= and SPEC §3 request-body fidelity")
 def test_another_owner_neither_writes_into_a_thread_nor_reads_it(live: Live) -> None:
     thread = new_thread()
     (alice,) = live.drive("pydantic", thread, {"steps": [run("hello")]}, user="alice")
