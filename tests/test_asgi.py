@@ -594,6 +594,7 @@ async def recorded_until(store: Any, event_type: str) -> None:
         await asyncio.sleep(0.01)
 
 
+@pytest.mark.oracle
 def test_a_client_reconnecting_to_a_live_run_gets_its_hydration_then_the_live_rest(
     store: Any, oracle: Any
 ) -> None:
@@ -628,6 +629,7 @@ def test_a_client_reconnecting_to_a_live_run_gets_its_hydration_then_the_live_re
     assert original.complete
 
 
+@pytest.mark.oracle
 def test_a_client_reconnecting_inside_a_tool_call_gets_it_reopened(store: Any, oracle: Any) -> None:
     started = {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"}
     call_id = "call-1"

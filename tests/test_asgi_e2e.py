@@ -24,7 +24,10 @@ from tests.oracle_client import unavailable_reason
 
 # ag-ui-langgraph 0.0.47 still calls LangGraph's deprecated get_config_jsonschema; the suite
 # turns warnings into errors, which would fail every LangGraph run inside the server.
-pytestmark = pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
+pytestmark = [
+    pytest.mark.oracle,
+    pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10"),
+]
 
 
 def owner_header(scope: dict[str, Any]) -> str | None:
