@@ -21,12 +21,13 @@ gap would record a run that never happened.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import logging
 import threading
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -54,7 +55,6 @@ FLUSH_BYTES = 1 << 20
 # --------------------------------------------------------------------------------------------
 
 _ENCODER = msgspec.json.Encoder()
-_FREE_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
 def event_json(event: Any) -> bytes:
@@ -86,26 +86,35 @@ def event_json(event: Any) -> bytes:
 
 
 def _model_json(event: Any) -> bytes:
-    """A pydantic event's JSON. Its ``Any`` fields (a state snapshot, a RAW event, a CUSTOM
-    value) hold plain JSON values that pydantic serializes by inspecting every value, about
-    six times slower than msgspec: a 4 MB snapshot took 23-37 ms against 4-7 ms, all of it
-    holding the GIL. Those values are encoded by msgspec and the rest of the event by
-    pydantic; anything msgspec cannot write exactly as JSON falls back to pydantic whole."""
-    free = [
-        (name, alias)
-        for name, alias in _free_fields(type(event))
-        if isinstance(getattr(event, name, None), (dict, list))
-    ]
-    if free:
+    """A pydantic event's JSON, as ``model_dump_json(by_alias=True)`` writes it.
+
+    ``ag_ui.core`` events serialize through a Python wrap serializer, and their ``Any``
+    fields (a state snapshot, a RAW event, a CUSTOM value) by inspecting every value: a
+    small event took 27 us, a 4 MB snapshot 23-37 ms, all of it on the event loop and
+    holding the GIL. For those classes the fields are read directly and written by msgspec
+    (6 us; 4-7 ms), with the same names and the same omissions; nested models are dumped by
+    pydantic. Other models, and values msgspec cannot write, go through pydantic whole.
+    """
+    plan = _plan_of(type(event))
+    if plan is not None:
+        values = event.__dict__
+        out: dict[str, Any] = {}
         try:
-            rest: dict[str, Any] = event.model_dump(
-                mode="json", by_alias=True, exclude={name for name, _ in free}
-            )
-            for name, alias in free:
-                rest[alias] = getattr(event, name)
-            return codec.encode(rest)
-        except (InvalidEventError, TypeError, ValueError):
-            pass  # a value msgspec refuses (or a model inside it): pydantic writes it all
+            for name, wire, omittable in plan:
+                value = values[name]
+                if value is None and omittable:
+                    continue
+                if isinstance(value, list) and value and hasattr(value[0], "model_dump"):
+                    value = [_dumped(item) for item in value]
+                elif hasattr(value, "model_dump") and not isinstance(value, type):
+                    value = _dumped(value)
+                out[wire] = value
+            extra = getattr(event, "__pydantic_extra__", None)
+            if extra:
+                out.update(extra)
+            return _ENCODER.encode(out)
+        except (KeyError, TypeError, ValueError, OverflowError, UnicodeEncodeError):
+            pass  # something msgspec cannot write as pydantic would: pydantic writes it all
     try:
         text = event.model_dump_json(by_alias=True)
     except (ValueError, TypeError, RecursionError) as exc:
@@ -116,23 +125,45 @@ def _model_json(event: Any) -> bytes:
     return result
 
 
-def _free_fields(cls: type) -> tuple[tuple[str, str], ...]:
-    """The fields of a pydantic model class annotated ``Any`` (or ``Optional[Any]``), with
-    the names they are written under."""
-    known = _FREE_FIELDS.get(cls)
-    if known is None:
-        found = []
-        for name, field in getattr(cls, "model_fields", {}).items():
-            annotation = field.annotation
-            if annotation is Any or (
-                getattr(annotation, "__args__", None) is not None
-                and Any in annotation.__args__
-                and type(None) in annotation.__args__
-            ):
-                alias = field.serialization_alias or field.alias or name
-                found.append((name, alias))
-        known = _FREE_FIELDS[cls] = tuple(found)
-    return known
+def _dumped(model: Any) -> Any:
+    if not hasattr(model, "model_dump"):
+        return model
+    return model.model_dump(mode="json", by_alias=True)
+
+
+#: Per pydantic class: how to write it directly ((attribute, wire name, omitted when None)),
+#: or None when it must go through pydantic.
+_PLANS: dict[type, tuple[tuple[str, str, bool], ...] | None] = {}
+#: The only serializer the direct path reproduces: ag_ui's base model omits an optional
+#: field whose default is None when it has no value.
+_KNOWN_SERIALIZERS = {"_omit_fields_without_value"}
+
+
+def _plan_of(cls: type) -> tuple[tuple[str, str, bool], ...] | None:
+    if cls in _PLANS:
+        return _PLANS[cls]
+    plan: tuple[tuple[str, str, bool], ...] | None = None
+    decorators = getattr(cls, "__pydantic_decorators__", None)
+    fields = getattr(cls, "model_fields", None)
+    if (
+        cls.__module__.startswith("ag_ui.")
+        and decorators is not None
+        and fields is not None
+        and not decorators.field_serializers
+        and set(decorators.model_serializers) <= _KNOWN_SERIALIZERS
+        and not getattr(cls, "model_computed_fields", None)
+    ):
+        plan = tuple(
+            (
+                name,
+                field.serialization_alias or field.alias or name,
+                not field.is_required() and field.default is None,
+            )
+            for name, field in fields.items()
+            if not field.exclude
+        )
+    _PLANS[cls] = plan
+    return plan
 
 
 # --------------------------------------------------------------------------------------------
@@ -153,7 +184,13 @@ class _Pending:
             raise ValueError(f"max_bytes must be positive, not {max_bytes!r}")
         self.interval = interval
         self.max_bytes = max_bytes
-        self.input = input
+        # Taken as it is now (the app may change its objects later), and as JSON text, which
+        # a writer process receives as a plain copy. What cannot be written as JSON is kept
+        # as given, for the store to refuse with its own error.
+        self.input: Any = input
+        if input is not None and not isinstance(input, (bytes, str)):
+            with contextlib.suppress(InvalidEventError):
+                self.input = event_json(input)
         self.thread_id = thread_id
         self.run_id: str | None = None
         self.events: list[bytes] = []
@@ -288,6 +325,19 @@ def _append_takes_run_id() -> bool:
     return "run_id" in inspect.signature(Store.append).parameters
 
 
+#: Called after each batch is written, in order, with its receipt and its events' JSON.
+OnWritten = Callable[[AppendResult, list[bytes]], None]
+
+
+def _tell(on_written: OnWritten | None, result: AppendResult, batch: list[bytes]) -> None:
+    if on_written is None:
+        return
+    try:
+        on_written(result, batch)
+    except Exception:  # the listener's problem: the recording goes on
+        log.exception("on_written raised for thread %s, run %s", result.thread_id, result.run_ids)
+
+
 # --------------------------------------------------------------------------------------------
 # Over a Store: a flusher thread
 # --------------------------------------------------------------------------------------------
@@ -309,11 +359,13 @@ class Batcher:
         thread_id: str | None = None,
         interval: float = FLUSH_INTERVAL,
         max_bytes: int = FLUSH_BYTES,
+        on_written: OnWritten | None = None,
     ) -> None:
         self._store = store
         self._pending = _Pending(
             input=input, thread_id=thread_id, interval=interval, max_bytes=max_bytes
         )
+        self._on_written = on_written
         self._changed = threading.Condition()
         self._flush_now = False
         self._writing = False
@@ -428,6 +480,7 @@ class Batcher:
             self._pending.refused(batch, result)
         else:
             self._pending.written(batch, result)
+            _tell(self._on_written, result, batch)
 
 
 def record(
@@ -474,11 +527,13 @@ class AsyncBatcher:
         thread_id: str | None = None,
         interval: float = FLUSH_INTERVAL,
         max_bytes: int = FLUSH_BYTES,
+        on_written: OnWritten | None = None,
     ) -> None:
         self._astore = astore
         self._pending = _Pending(
             input=input, thread_id=thread_id, interval=interval, max_bytes=max_bytes
         )
+        self._on_written = on_written
         self._timer: asyncio.TimerHandle | None = None
         self._writer: asyncio.Task[None] | None = None
         self._closing: asyncio.Task[None] | None = None
@@ -548,11 +603,12 @@ class AsyncBatcher:
             while pending.events:
                 batch, options = pending.take()
                 try:
-                    result = await self._astore._run(self._astore.store.append, batch, **options)
+                    result = await self._astore.append(batch, **options)
                 except Exception as exc:  # never into the stream: reported, kept in `failed`
                     pending.refused(batch, exc)
                 else:
                     pending.written(batch, result)
+                    _tell(self._on_written, result, batch)
                 due = pending.due_at()
                 loop_time = asyncio.get_running_loop().time()
                 if due is not None and loop_time < due and pending.size < pending.max_bytes:

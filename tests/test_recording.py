@@ -5,6 +5,7 @@ passed whatever ends the stream."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 from collections.abc import AsyncIterator, Coroutine
@@ -15,6 +16,7 @@ import msgspec
 import pytest
 from ag_ui.core import (
     CustomEvent,
+    Event,
     RunFinishedEvent,
     RunStartedEvent,
     StateDeltaEvent,
@@ -23,6 +25,7 @@ from ag_ui.core import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
+from pydantic import TypeAdapter
 
 import agui_store
 from agui_store import aio, model
@@ -68,6 +71,20 @@ def pydantic_run(thread: str, run_id: str) -> list[Any]:
 @pytest.mark.parametrize("event", pydantic_run("t", "r"), ids=lambda e: e.type.value)
 def test_a_pydantic_event_is_kept_as_the_json_its_encoder_writes(event: Any) -> None:
     assert json.loads(event_json(event)) == json.loads(event.model_dump_json(by_alias=True))
+
+
+def test_every_upstream_event_as_a_pydantic_model_is_kept_as_its_encoder_writes_it(
+    fixture_streams: list[tuple[str, list[dict[str, Any]]]],
+) -> None:
+    as_model = TypeAdapter(Event)
+    checked = 0
+    for name, events in fixture_streams:
+        for i, data in enumerate(events):
+            event = as_model.validate_python(data)
+            want = json.loads(event.model_dump_json(by_alias=True))
+            assert json.loads(event_json(event)) == want, f"{name} event {i}"
+            checked += 1
+    assert checked > 1000
 
 
 def test_a_pydantic_value_msgspec_cannot_write_falls_back_to_pydantic_whole() -> None:
@@ -208,3 +225,41 @@ def test_an_async_batcher_appends_in_batches_in_order(db_path: Path) -> None:
     with agui_store.open(db_path) as store:
         counts = [r[0] for r in store._db.execute("SELECT count FROM batches ORDER BY id")]
     assert sum(counts) == 300 and len(counts) > 1
+
+
+def test_on_written_hears_of_every_batch_in_order_with_its_payloads(db_path: Path) -> None:
+    events = [msgspec.json.encode(e) for e in conversation_run("t", "r1", 120, 0)]
+    heard: list[tuple[agui_store.AppendResult, list[bytes]]] = []
+
+    async def main() -> None:
+        async with aio.open(db_path) as astore:
+            batcher = AsyncBatcher(
+                astore, max_bytes=500, on_written=lambda r, p: heard.append((r, p))
+            )
+            for raw in events:
+                batcher.add(raw)
+                await asyncio.sleep(0)
+            await batcher.aclose()
+
+    run(main())
+    assert [p for _, payloads in heard for p in payloads] == events
+    assert len(heard) > 1
+    seqs = [(r.first_seq, r.last_seq) for r, _ in heard]
+    assert seqs[0][0] == 1 and seqs[-1][1] == 120
+    assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(seqs))
+
+
+def test_a_listener_that_raises_does_not_stop_the_recording(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def deaf(result: agui_store.AppendResult, payloads: list[bytes]) -> None:
+        raise RuntimeError("listener broke")
+
+    events = conversation_run("t", "r1", 30, 0)
+    with agui_store.open(db_path) as store:
+        logging_errors = caplog.at_level(logging.ERROR, logger="agui_store.recording")
+        with logging_errors, Batcher(store, max_bytes=200, on_written=deaf) as batcher:
+            for e in events:
+                batcher.add_event(e)
+        assert store.events("r1", thread_id="t") == events
+    assert "listener broke" in caplog.text
