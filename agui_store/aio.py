@@ -133,6 +133,7 @@ class AsyncStore:
     append = _off_loop(Store.append, parses=True)
     derive = _off_loop(Store.derive, parses=True)
     compact = _off_loop(Store.compact, parses=True)
+    import_file = _off_loop(Store.import_file, parses=True)
     threads = _off_loop(Store.threads)
     runs = _off_loop(Store.runs)
     get_run = _off_loop(Store.get_run)
