@@ -81,7 +81,7 @@ from typing import Any
 import apsw
 
 from agui_store import checkpoints, codec, database, hashing, ledger, schema
-from agui_store.errors import HashMismatchError, InvalidEventError
+from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventError
 from agui_store.restore import RunRecord, View, apply_run, start_reducer, view_of
 
 #: Every check, in the order it runs. ``blobs`` and ``checkpoints`` run only when the file
@@ -1079,7 +1079,7 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
                     f"no longer replays: {e}"
                 )
             continue
-        except (ValueError, TypeError, KeyError) as e:
+        except (AguiStoreError, ValueError, TypeError, KeyError) as e:
             out.problem(f"{name}: its lineage cannot be replayed from the log: {e}")
             continue
         view = view_of(reducer)
@@ -1114,7 +1114,7 @@ def _compare_checkpoint(
     except HashMismatchError as e:
         out.problem(f"{where} cannot be read: {e.what}")
         return
-    except (ValueError, LookupError, TypeError, zlib.error) as e:
+    except (AguiStoreError, ValueError, LookupError, TypeError, zlib.error) as e:
         out.problem(f"{where} cannot be read: {e}")
         return
     held = snap.view
