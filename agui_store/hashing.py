@@ -91,20 +91,24 @@ EventRow = tuple[int, str, str, "str | None"]
 
 def batch_digest(events: Iterable[EventRow], outcome: str | None, appended_at: int) -> bytes:
     """The digest of one batch: its events in order, its outcome and its time."""
-    digest = hashlib.sha256(b"agui-store batch 1\x00")
-    digest.update(_field(_text(outcome)) + int(appended_at).to_bytes(8, "big", signed=True))
+    # One buffer for the batch, fields inlined: this runs on every append.
+    parts = [
+        b"agui-store batch 1\x00",
+        _field(_text(outcome)),
+        int(appended_at).to_bytes(8, "big", signed=True),
+    ]
     for seq, kind, payload, refs in events:
-        digest.update(
-            b"".join(
-                (
-                    int(seq).to_bytes(8, "big", signed=True),
-                    _field(_text(kind)),
-                    _field(_text(payload)),
-                    _field(_text(refs)),
-                )
-            )
+        kind_bytes = kind.encode("utf-8", "surrogatepass")
+        payload_bytes = payload.encode("utf-8", "surrogatepass")
+        parts += (
+            int(seq).to_bytes(8, "big", signed=True),
+            len(kind_bytes).to_bytes(8, "big"),
+            kind_bytes,
+            len(payload_bytes).to_bytes(8, "big"),
+            payload_bytes,
+            _NONE if refs is None else _field(_text(refs)),
         )
-    return digest.digest()
+    return hashlib.sha256(b"".join(parts)).digest()
 
 
 def chain(previous: bytes, batch: bytes) -> bytes:
