@@ -466,6 +466,10 @@ def test_log_and_show_print_the_short_hash_and_json_the_whole_one(db: Path) -> N
     out = io.StringIO()
     assert cli.main(["--db", str(db), "show", "r2", "--thread", T], out=out) == 0
     assert out.getvalue().startswith(f"run r2 [{runs['r2'].short_hash}] (thread t) - finished")
+    with agui_store.open(db) as store:
+        html = store.log("r3", thread_id=T)._repr_html_()
+    assert f"<td><code>{runs['r2'].short_hash}</code></td>" in html
+    assert f"<td><code>{runs['r3'].short_hash}+</code></td>" in html
     out = io.StringIO()
     assert cli.main(["--db", str(db), "show", "r2", "--thread", T, "--json"], out=out) == 0
     shown = json.loads(out.getvalue())["run"]
