@@ -483,6 +483,8 @@ class Recorder:
         last_event_id = _header(scope.get("headers"), b"last-event-id")
         try:
             after = int(last_event_id) if last_event_id is not None else None
+            if after is not None and after < 0:  # store.events refuses it: a 400, not a 500
+                raise ValueError(last_event_id)
         except ValueError:
             await _reply(send, 400, b"Last-Event-ID must be a sequence number")
             return

@@ -22,7 +22,7 @@ from agui_store.interchange import FORMATS, serialize
 from agui_store.records import Run
 from agui_store.render import content_text, diff_text, graph, run_line, short, transcript
 from agui_store.store import Store
-from agui_store.targets import check_target, write_file
+from agui_store.targets import check_source, check_target, write_file
 
 EXAMPLES = {
     "import": "agui-store import recording.sse --thread t1",
@@ -146,6 +146,7 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             handle: BinaryIO = sys.stdin.buffer
             total = 0
         else:
+            check_source(args.file, store.path)
             handle = stack.enter_context(open(args.file, "rb"))
             total = os.fstat(handle.fileno()).st_size
         progress = Progress(total, f"importing {args.file}", unit="bytes")

@@ -81,7 +81,12 @@ from typing import Any
 import apsw
 
 from agui_store import checkpoints, codec, database, hashing, ledger, schema
-from agui_store.errors import CorruptStoreError, HashMismatchError, InvalidEventError
+from agui_store.errors import (
+    AguiStoreError,
+    CorruptStoreError,
+    HashMismatchError,
+    InvalidEventError,
+)
 from agui_store.restore import RunRecord, View, apply_run, start_reducer, view_of
 
 #: Every check, in the order it runs. ``blobs`` and ``checkpoints`` run only when the file
@@ -166,7 +171,7 @@ def check_database(conn: apsw.Connection) -> CheckReport:
             found = _Collector(name)
             try:
                 run(context, found)
-            except (apsw.Error, TypeError, ValueError) as e:  # too broken to finish this check
+            except (apsw.Error, AguiStoreError, TypeError, ValueError) as e:  # too broken to finish
                 found.problem(f"could not finish the check: {type(e).__name__}: {e}")
             problems.extend(found.done(found.problems))
             warnings.extend(found.done(found.warnings))

@@ -586,6 +586,32 @@ def test_last_event_id_resumes_after_the_cursor(store: Any) -> None:
     assert got[-1][0] == store.get_run("r1", thread_id="t1").last_seq
 
 
+@pytest.mark.parametrize("cursor", [b"-1", b"x", b"1.5", b"9" * 5000])
+def test_a_last_event_id_that_is_no_sequence_number_is_400_or_nothing_after_it(
+    store: Any, cursor: bytes
+) -> None:
+    events = run_events("t1", "r1")
+    store.append(events, input=request_body("t1", "r1"))
+    recorder = Recorder(streaming_app([]), store=store)
+    response = asyncio.run(
+        call(recorder, request_body("t1", "r1"), path="/agent/connect",
+             headers=[(b"last-event-id", cursor)])
+    )
+    assert response.status == 400, response.body
+
+
+def test_a_last_event_id_beyond_every_sequence_number_resumes_with_nothing(store: Any) -> None:
+    events = run_events("t1", "r1")
+    store.append(events, input=request_body("t1", "r1"))
+    recorder = Recorder(streaming_app([]), store=store)
+    response = asyncio.run(
+        call(recorder, request_body("t1", "r1"), path="/agent/connect",
+             headers=[(b"last-event-id", str(10**30).encode())])
+    )
+    assert response.status == 200
+    assert read_stream(response.body) == []
+
+
 async def recorded_until(store: Any, event_type: str) -> None:
     """Wait until the store holds an event of that type in run r1 of thread t1."""
     while store.get_run("r1", thread_id="t1") is None or not any(
