@@ -129,12 +129,13 @@ def runs_html(runs: Sequence[Run]) -> str:
         f"<tr><td><code>{_cell(r.run_id, 40)}</code></td><td>{_cell(', '.join(r.branches))}</td>"
         f"<td>{_cell(r.status)}</td><td>{_cell(r.parent_run_id or '')}</td>"
         f"<td>{_cell(r.lineage)}</td><td>{r.event_count}</td>"
-        f"<td>{_cell(r.created_at.isoformat(timespec='seconds'))}</td></tr>"
+        f"<td>{_cell(r.created_at.isoformat(timespec='seconds'))}</td>"
+        f"<td><code>{_cell(_hash_tag(r)[2:-1])}</code></td></tr>"
         for r in runs
     )
     return (
         "<table><tr><th>run</th><th>branches</th><th>status</th><th>parent</th>"
-        f"<th>lineage</th><th>events</th><th>created</th></tr>{rows}</table>"
+        f"<th>lineage</th><th>events</th><th>created</th><th>hash</th></tr>{rows}</table>"
     )
 
 

@@ -83,7 +83,9 @@ class _SinceCheckpoint:
     blob_ids: list[int]  # its messages' blobs, aligned with ``messages``
     chain: int
     messages: list[Any]  # its message objects, kept alive so that their id()s stay unique
-    blob_addresses: list[bytes] = field(default_factory=list)  # aligned with blob_ids
+    # sha256 state over the texts of its messages (hashing.messages_hasher): a checkpoint
+    # whose list only grew extends it by the new messages' texts.
+    texts_hasher: Any = None
     names: set[str] = field(default_factory=set)  # ids the runs since then named
     snapshot: bool = False  # a MESSAGES_SNAPSHOT since then
     had_input: bool = False  # a recorded input since then
@@ -114,7 +116,7 @@ class _SinceCheckpoint:
             snap.blob_ids,
             snap.chain,
             list(messages),
-            snap.blob_addresses,
+            snap.texts_hasher,
             state_anchor=snap.state_anchor,
             state_bytes=snap.state_bytes,
         )
@@ -1342,7 +1344,7 @@ class Store:
                     since.blob_ids,
                     since.chain,
                     list(reducer.messages),
-                    since.blob_addresses,
+                    since.texts_hasher,
                     state_anchor=since.state_anchor,
                     state_bytes=since.state_bytes,
                 )
@@ -1411,7 +1413,7 @@ class Store:
             # the client edits both through one id. One blob per position would lose that
             # sharing, so this run keeps no checkpoint; later runs replay from an older one.
             return False
-        blob_ids, addresses = found
+        blob_ids, texts_hasher = found
         patches = _state_patches(reducer, since)
         since.chain, stored = checkpoints.write(
             conn,
@@ -1422,11 +1424,11 @@ class Store:
             digest,
             now,
             patches,
-            addresses=addresses,
+            messages_digest=texts_hasher.digest(),
             run_hash=run_hash,
         )
         since.blob_ids = blob_ids
-        since.blob_addresses = addresses
+        since.texts_hasher = texts_hasher
         if patches is None:  # the state stored whole: later ones patch this one
             since.state_anchor, since.state_bytes = run_pk, stored
             reducer.track_state()
@@ -2277,13 +2279,15 @@ def _message_blobs(
     since: _SinceCheckpoint,
     base: tuple[int, list[int], int] | None,
     reducer: Reducer,
-) -> tuple[list[int], list[bytes]] | None:
-    """Each message's blob id and address, storing the blobs that are new; ``None`` when
-    one message object stands at two positions (a checkpoint cannot say that).
+) -> tuple[list[int], Any] | None:
+    """Each message's blob id, storing the blobs that are new, and the digest state of the
+    list's texts (:func:`hashing.messages_hasher`); ``None`` when one message object stands
+    at two positions (a checkpoint cannot say that).
 
     A message keeps its blob in the base checkpoint when it is the same object and no run
     since could have changed it: no id their events named reaches it. The common case costs
-    the new messages, not the whole history: the unchanged prefix is found by identity in C.
+    the new messages, not the whole history: the unchanged prefix is found by identity in C,
+    and when the list only grew the digest extends the base's by the new texts.
     """
     names, snapshot, before = since.names, since.snapshot, since.messages
     if (snapshot or since.had_input or base is None) and len(
@@ -2293,36 +2297,53 @@ def _message_blobs(
     # New blobs are packed as they are met and stored together at the end: ``out`` holds
     # a blob id, or the hash of a blob to store.
     new: dict[bytes, tuple[bytes, int, bytes]] = {}
+    text_of: dict[bytes, bytes] = {}
 
     def stored(m: dict[str, Any]) -> bytes:
-        packed = blobs.pack(m)
-        new.setdefault(packed[0], packed)
-        return packed[0]
+        text = codec.canonical_bytes(m)
+        digest = blobs.digest(text)
+        if digest not in new:
+            new[digest] = (digest, *blobs.compress(text))
+            text_of[digest] = text
+        return digest
 
     if base is None or snapshot:
         hashes = [stored(m) for m in messages]
         ids = checkpoints.store_blobs(conn, list(new.values()))
-        return [ids[h] for h in hashes], hashes
-    out, addresses, unresolved = _blobs_after(
-        messages, before, base[1], since.blob_addresses, names, since, reducer, stored
-    )
+        return [ids[h] for h in hashes], hashing.messages_hasher(text_of[h] for h in hashes)
+    out, unresolved = _blobs_after(messages, before, base[1], names, since, reducer, stored)
     ids = checkpoints.store_blobs(conn, list(new.values()))
     for at, digest in unresolved:  # the few positions that hold a new blob
         out[at] = ids[digest]
-        addresses[at] = digest
-    return out, addresses
+    grown = len(base[1])
+    if (
+        since.texts_hasher is not None
+        and len(unresolved) == len(messages) - grown
+        and all(at >= grown for at, _ in unresolved)
+        and out[:grown] == base[1]
+    ):
+        # The base's list, then new messages only: extend its digest by their texts.
+        hasher = hashing.extend_messages(
+            since.texts_hasher, grown, [text_of[digest] for _, digest in unresolved]
+        )
+    else:  # a message changed in place, or messages moved: the whole list's texts
+        fresh = dict(unresolved)
+        hasher = hashing.messages_hasher(
+            text_of[fresh[at]] if at in fresh else codec.canonical_bytes(m)
+            for at, m in enumerate(messages)
+        )
+    return out, hasher
 
 
 def _blobs_after(
     messages: list[dict[str, Any]],
     before: list[dict[str, Any]],
     base_ids: list[int],
-    base_addresses: list[bytes],
     names: set[str],
     since: _SinceCheckpoint,
     reducer: Reducer,
     stored: Callable[[dict[str, Any]], bytes],
-) -> tuple[list[int], list[bytes], list[tuple[int, bytes]]]:
+) -> tuple[list[int], list[tuple[int, bytes]]]:
     """The blob ids of ``messages``, given the base checkpoint's ``before`` and its
     ``base_ids`` (the prefix still standing keeps its blobs), with the positions that hold a
     new blob instead: ``(position, hash)``, their ids still 0."""
@@ -2336,7 +2357,6 @@ def _blobs_after(
         same = list(map(operator.is_, before[:limit], messages))
         keep = same.index(False) if False in same else limit
     out = base_ids[:keep]
-    addresses = base_addresses[:keep]
     unresolved: list[tuple[int, bytes]] = []
     changed = reducer.holders(names)
     if changed:  # few: the messages the runs' events name
@@ -2351,16 +2371,15 @@ def _blobs_after(
             if held is not None:
                 unresolved.append((at, stored(held)))
             at -= 1
-    known = dict(zip(map(id, before[keep:]), zip(base_ids[keep:], base_addresses[keep:])))
+    known = dict(zip(map(id, before[keep:]), base_ids[keep:]))
     moved = {id(m) for m in changed}
     for at, m in enumerate(messages[keep:], start=keep):
-        kept = None if id(m) in moved else known.get(id(m))
-        if kept is None:
+        blob_id = None if id(m) in moved else known.get(id(m))
+        if blob_id is None:
             unresolved.append((at, stored(m)))
-            kept = (0, b"")
-        out.append(kept[0])
-        addresses.append(kept[1])
-    return out, addresses, unresolved
+            blob_id = 0
+        out.append(blob_id)
+    return out, unresolved
 
 
 #: Every Store not yet garbage-collected, for the at-fork hook.

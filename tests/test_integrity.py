@@ -763,8 +763,12 @@ if "checkpoints" in TABLES:
                 f"blobs: blob *: its data hashes to {_FIRST}: the blob is corrupt",
                 f"derived: the checkpoint of {R1} differs from a replay of the log at message 0 "
                 "(id 'm-r1')",
+                f"derived: the checkpoint of {R1} holds other content than it was written with: "
+                "its blobs give view digest *, it recorded *",
                 f"derived: the checkpoint of {R2} differs from a replay of the log at message 0 "
                 "(id 'm-r1')",
+                f"derived: the checkpoint of {R2} holds other content than it was written with: "
+                "its blobs give view digest *, it recorded *",
             ],
         ),
     ]
