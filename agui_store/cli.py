@@ -13,13 +13,21 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from agui_store import codec, database
 from agui_store.errors import AguiStoreError
 from agui_store.interchange import FORMATS, serialize
 from agui_store.records import Run
-from agui_store.render import content_text, diff_text, graph, run_line, short, transcript
+from agui_store.render import (
+    content_text,
+    diff_text,
+    graph,
+    printable,
+    run_line,
+    short,
+    transcript,
+)
 from agui_store.store import Store
 from agui_store.targets import check_target, write_file
 
@@ -72,6 +80,21 @@ class Progress:
         if self.enabled:
             self.stream.write("\n")
             self.stream.flush()
+
+
+class _Printable:
+    """The output stream of every command, which no stored text can make fail: lone
+    surrogates (legal in recorded JSON) are written as ``\\udXXX`` escapes, so text stays
+    readable and ``--json`` output stays valid JSON (see :func:`render.printable`)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(printable(text))
+
+    def __getattr__(self, name: str) -> Any:  # isatty, flush, buffer, ...
+        return getattr(self._stream, name)
 
 
 def _run_json(run: Run) -> dict[str, Any]:
@@ -515,7 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
+    out = cast(TextIO, _Printable(out or sys.stdout))
     args = build_parser().parse_args(argv)
     if not hasattr(args, "json"):
         args.json = False
