@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from agui_store import blobs, checkpoints, codec, database, model, schema
+from agui_store import blobs, checkpoints, codec, database, model, nesting, schema
 from agui_store.diff import Diff, compare
 from agui_store.errors import (
     AguiStoreError,
@@ -33,6 +33,7 @@ from agui_store.errors import (
 )
 from agui_store.integrity import CheckReport, check_database
 from agui_store.normalize import expand_input, normalize_input
+from agui_store.patch import UNDEFINED
 from agui_store.records import AppendResult, Branch, Checkout, Log, Run, when
 from agui_store.reducer import Reducer
 from agui_store.restore import RunRecord, View, apply_run, restore, start_reducer, view_of
@@ -149,6 +150,15 @@ class _Known:
     open_threads: set[str] | None = None
     # The threads with complete runs whose derived data was left for later (``underived``).
     underived: set[int] | None = None
+
+
+class _TooDeep(Exception):
+    """A copy or move that nests too deeply, at event ``at`` of a segment, operation ``op``
+    of its patch field ``field``."""
+
+    def __init__(self, at: int, field: str, op: int, levels: int) -> None:
+        super().__init__(at, field, op, levels)
+        self.at, self.field, self.op, self.levels = at, field, op, levels
 
 
 @dataclass(frozen=True)
@@ -306,6 +316,7 @@ class Store:
             if kind == "RUN_STARTED":
                 for name in ("threadId", "runId", "parentRunId"):
                     _storable(ev.data.get(name), index=i, event_type=kind, path=f"$.{name}")
+        nesting.refuse_deep_writes([ev.data for ev in incoming], types, self.max_depth)
         for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
             _storable(value, path=name)
         if branch is not None:
@@ -474,6 +485,7 @@ class Store:
                     segment.was_complete = self._known_status(conn, newest) != "incomplete"
                 run_ids.append(self._known_run_id(conn, segment.run_pk))
             run_pk = segment.run_pk
+            self._refuse_deep_copies(conn, segment, run_input)
             rows = [
                 (at, run_pk, kind, ev.raw.decode("utf-8"))
                 for at, ev, kind in zip(itertools.count(seq), segment.events, segment.types)
@@ -607,6 +619,60 @@ class Store:
                 event_type="RUN_STARTED",
                 path="$.runId",
             )
+
+    def _refuse_deep_copies(
+        self,
+        conn: database.Conn,
+        segment: _Segment,
+        run_input: tuple[dict[str, Any], str] | None,
+    ) -> None:
+        """Refuse a ``copy``/``move`` that would nest the state (or an activity's content)
+        deeper than a snapshot may (:mod:`agui_store.nesting`). How deep the copied value is
+        depends on the state, so a segment holding such an operation (rare) is replayed
+        from the run's view so far, before its rows are written."""
+        risky = set(nesting.deepening_copies([ev.data for ev in segment.events], segment.types))
+        if not risky:
+            return
+        fresh = [codec.decode(ev.raw) for ev in segment.events]  # the reducer may own these
+        try:
+            if segment.started is not None:
+                assert segment.run_row is not None
+                parent_pk, recorded, _ = segment.run_row
+                reducer = start_reducer(None if parent_pk is None else self._view(conn, parent_pk))
+                given = codec.decode(run_input[1]) if run_input and recorded else None
+                apply_run(reducer, RunRecord(input=given, events=fresh[:1]))
+                first = 1
+            else:
+                assert segment.run_pk is not None
+                reducer = start_reducer(self._view(conn, segment.run_pk))
+                first = 0
+            limit = nesting.state_depth_limit(self.max_depth)
+            for at in range(first, len(fresh)):
+                event = fresh[at]
+                if at in risky:
+                    target = reducer.patch_target(event)
+                    field = nesting.PATCH_FIELDS[segment.types[at]]
+                    found = (
+                        None
+                        if target is UNDEFINED
+                        else nesting.deep_copy_at(target, event[field], limit)
+                    )
+                    if found is not None:
+                        raise _TooDeep(at, field, *found)
+                reducer.feed([event])
+        except _TooDeep as deep:
+            raise InvalidEventError(
+                f"copies a value {deep.levels} levels deep into the "
+                f"{'state' if deep.field == 'delta' else 'activity content'}; the store keeps "
+                f"at most {nesting.state_depth_limit(self.max_depth)} (max_depth "
+                f"{self.max_depth} less the event's own level, what a snapshot can carry), so "
+                "that every reader can read it back",
+                index=segment.first_index + deep.at,
+                event_type=segment.types[deep.at],
+                path=f"$.{deep.field}[{deep.op}]",
+            ) from None
+        except InvalidEventError:
+            return  # the client throws on this lineage: there is no state to measure
 
     def _insert_run(
         self,
