@@ -42,7 +42,10 @@ from agui_store.verify import SequenceVerifier
 #: The implicit branch of every thread: it follows the thread's newest run.
 DEFAULT_BRANCH = "main"
 _RESERVED_REFS = frozenset({DEFAULT_BRANCH, "HEAD"})
-_BRANCH_NAME = re.compile(r"^[A-Za-z0-9._/@+-]+$")
+_BRANCH_NAME = re.compile(r"[A-Za-z0-9._/@+-]{1,255}")  # fullmatch: no trailing newline
+# git check-ref-format's rules on those characters: no component that starts with a dot or
+# ends with ".lock", no "..", no empty component, no "." at the end, not "@" alone.
+_BRANCH_NAME_FORBIDDEN = re.compile(r"(?:^|/)\.|\.lock(?:/|$)|\.\.|//|^/|/$|\.$|^@$")
 _ANCESTOR_SUFFIX = re.compile(r"^(?P<base>.+?)~(?P<n>\d*)$")
 
 _TERMINAL_STATUS = {"RUN_ERROR": "error"}
@@ -316,12 +319,17 @@ class Store:
             if kind == "RUN_STARTED":
                 for name in ("threadId", "runId", "parentRunId"):
                     _storable(ev.data.get(name), index=i, event_type=kind, path=f"$.{name}")
+                _check_run_names(ev.data, i)
         nesting.refuse_deep_writes([ev.data for ev in incoming], types, self.max_depth)
         for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
             _storable(value, path=name)
+        if thread_id == "":
+            raise InvalidEventError("is empty: name a thread or pass None", path="thread_id")
         if branch is not None:
             _check_branch_name(branch)
         run_input = self._parse_input(input) if input is not None else None
+        if run_input is not None:
+            _check_input_run_id(incoming, types, run_input[0])
         batch_thread = self._thread_of_batch(incoming, types, thread_id, run_input)
         with self._lock:
             conn = self._db
@@ -619,6 +627,18 @@ class Store:
                 event_type="RUN_STARTED",
                 path="$.runId",
             )
+        # A run id and a branch name are both revisions: neither may hide the other.
+        if self._known.branched.get(thread_pk, True) and conn.execute(
+            "SELECT 1 FROM branches WHERE thread = ? AND name = ?", (thread_pk, run_id)
+        ).fetchone():
+            raise InvalidEventError(
+                f"run id {_quote(run_id)} is the name of a branch of this thread, and would "
+                "shadow it as a revision: delete or rename the branch (delete_branch, then "
+                "branch under another name), or record the run under another id",
+                index=segment.first_index,
+                event_type="RUN_STARTED",
+                path="$.runId",
+            )
 
     def _refuse_deep_copies(
         self,
@@ -835,6 +855,7 @@ class Store:
         branched = self._known.branched
         if branch is not None:
             _check_branch_name(branch)
+            _refuse_branch_shadowing_run(conn, thread_pk, branch)
             conn.execute(
                 "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT(thread, name) DO UPDATE SET run = excluded.run, "
@@ -1342,6 +1363,19 @@ class Store:
             (ref, *args),
         ).fetchall()
         if len(rows) == 1:
+            if thread_pk is None:
+                # The same name as a branch of another thread (within a thread, append and
+                # branch refuse the clash): the caller must say which thread.
+                other = conn.execute(
+                    "SELECT threads.thread_id FROM branches JOIN threads ON threads.id = "
+                    "branches.thread WHERE branches.name = ? AND branches.thread != ? LIMIT 1",
+                    (ref, rows[0][1]),
+                ).fetchone()
+                if other is not None:
+                    raise AmbiguousRunError(
+                        f"{ref!r} is a run of thread {rows[0][2]!r} and a branch of thread "
+                        f"{other[0]!r}: pass thread_id="
+                    )
             return _RunKey(int(rows[0][0]), int(rows[0][1]))
         if len(rows) > 1:
             threads = ", ".join(repr(r[2]) for r in rows)
@@ -1767,6 +1801,7 @@ class Store:
             conn = self._db
             with database.immediate(conn):
                 key = self._resolve(conn, run_id, thread_id=thread_id)
+                _refuse_branch_shadowing_run(conn, key.thread_pk, name)
                 now = database.now_ms()
                 conn.execute(
                     "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, ?) "
@@ -2002,12 +2037,75 @@ def _storable(
 
 
 def _check_branch_name(name: str) -> None:
+    """A branch name is a revision, so it must read back as one, like git's
+    check-ref-format: 1-255 ASCII letters, digits and ``. _ / @ + -`` (no whitespace,
+    control characters or ``~``), not starting with ``-``, no component starting with ``.``
+    or ending with ``.lock``, no ``..``, no empty component, not ending with ``.``, not
+    ``@``, and neither ``HEAD`` nor ``main``."""
     if name in _RESERVED_REFS:
         raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
-    if not isinstance(name, str) or not _BRANCH_NAME.match(name) or name.startswith("-"):
+    if (
+        not isinstance(name, str)
+        or not _BRANCH_NAME.fullmatch(name)
+        or name.startswith("-")
+        or _BRANCH_NAME_FORBIDDEN.search(name)
+    ):
         raise BranchError(
-            f"invalid branch name {name!r}: use letters, digits and . _ / @ + - (no spaces, no '~')"
+            f"invalid branch name {_quote(name) if isinstance(name, str) else repr(name)}: use "
+            "1-255 letters, digits and . _ / @ + - (no spaces or control characters, no '~', "
+            "not starting with '-', no '..', '//', component starting with '.' or ending "
+            "with '.lock', no '/' or '.' at the end)"
         )
+
+
+def _refuse_branch_shadowing_run(conn: database.Conn, thread_pk: int, name: str) -> None:
+    """A branch may not take the name of a run of its thread: the two would be the same
+    revision (the run id would win, silently)."""
+    if conn.execute(
+        "SELECT 1 FROM runs WHERE thread = ? AND run_id = ?", (thread_pk, name)
+    ).fetchone():
+        raise BranchError(
+            f"branch name {_quote(name)} is the id of a run of this thread, and would be "
+            "shadowed by it as a revision: choose another name"
+        )
+
+
+def _check_run_names(started: dict[str, Any], index: int) -> None:
+    """A RUN_STARTED's ids must name something: not empty, and no run may be called like
+    the refs every thread has (``HEAD``, ``main``)."""
+    for name in ("threadId", "runId"):
+        if started.get(name) == "":
+            raise InvalidEventError(
+                "is empty: a run needs a non-empty id",
+                index=index,
+                event_type="RUN_STARTED",
+                path=f"$.{name}",
+            )
+    if started.get("runId") in _RESERVED_REFS:
+        raise InvalidEventError(
+            f"run id {started['runId']!r} is the name of a ref every thread has (HEAD and "
+            "main name its newest run): record the run under another id",
+            index=index,
+            event_type="RUN_STARTED",
+            path="$.runId",
+        )
+
+
+def _check_input_run_id(
+    incoming: list[codec.IncomingEvent], types: list[str], run_input: dict[str, Any]
+) -> None:
+    """An input belongs to the first run its batch starts: it must name that run, as it
+    must name its thread."""
+    sent = run_input.get("runId")
+    for i, kind in enumerate(types):
+        if kind == "RUN_STARTED":
+            started = incoming[i].data.get("runId")
+            if sent is not None and sent != started:
+                raise InvalidEventError(
+                    f"the input names run {sent!r} but the batch starts run {started!r}",
+                    path="input.runId",
+                )
+            return
 
 
 def open(path: str | os.PathLike[str] | None = None, **options: Any) -> Store:
