@@ -320,7 +320,9 @@ class Store:
                 for name in ("threadId", "runId", "parentRunId"):
                     _storable(ev.data.get(name), index=i, event_type=kind, path=f"$.{name}")
                 _check_run_names(ev.data, i)
-        nesting.refuse_deep_writes([ev.data for ev in incoming], types, self.max_depth)
+        nesting.refuse_deep_writes(
+            [ev.data for ev in incoming], types, self.max_depth, [ev.raw for ev in incoming]
+        )
         for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
             _storable(value, path=name)
         if thread_id == "":
@@ -650,7 +652,11 @@ class Store:
         deeper than a snapshot may (:mod:`agui_store.nesting`). How deep the copied value is
         depends on the state, so a segment holding such an operation (rare) is replayed
         from the run's view so far, before its rows are written."""
-        risky = set(nesting.deepening_copies([ev.data for ev in segment.events], segment.types))
+        risky = set(
+            nesting.deepening_copies(
+                [ev.data for ev in segment.events], segment.types, [ev.raw for ev in segment.events]
+            )
+        )
         if not risky:
             return
         fresh = [codec.decode(ev.raw) for ev in segment.events]  # the reducer may own these
