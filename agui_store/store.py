@@ -170,6 +170,11 @@ class _RunKey:
     thread_pk: int
 
 
+#: The largest ``max_depth`` a store takes: ``json.dumps``, msgspec and the CLI recurse once
+#: per level, and near 1,000 levels (Python's recursion limit) even ``append`` failed with
+#: a RecursionError; 512 leaves the caller's own stack room.
+MAX_DEPTH_LIMIT = 512
+
 #: The default ``checkpoint_events``: ``append`` writes a run's checkpoint when the runs since
 #: the last one on its lineage hold at least this many events, so 1 checkpoints every
 #: complete run. The thread's newest run, what a reconnecting client restores, is then
@@ -206,6 +211,11 @@ class Store:
         self.path = os.fspath(path) if path is not None else database.default_path()
         self.busy_timeout_ms = busy_timeout_ms
         self.max_event_bytes = max_event_bytes
+        if type(max_depth) is not int or not 2 <= max_depth <= MAX_DEPTH_LIMIT:
+            raise ValueError(
+                f"max_depth must be an integer from 2 to {MAX_DEPTH_LIMIT}, not {max_depth!r}: "
+                "deeper values could not be read back (JSON encoders recurse)"
+            )
         self.max_depth = max_depth
         if type(checkpoint_events) is not int or checkpoint_events < 1:
             raise ValueError(

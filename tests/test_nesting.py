@@ -87,3 +87,28 @@ def test_deepening_copies_are_found_from_the_data_whatever_the_text_says() -> No
     raws = [codec.encode(e) for e in events]
     assert nesting.deepening_copies(events, types) == [0, 2]
     assert nesting.deepening_copies(events, types, raws) == [0, 2]
+
+
+@pytest.mark.parametrize("max_depth", [0, 1, 513, 10_000, 64.0, "64"])
+def test_a_store_refuses_a_max_depth_its_readers_could_not_read_back(
+    tmp_path: Path, max_depth: object
+) -> None:
+    with pytest.raises(ValueError, match="max_depth"):
+        agui_store.open(tmp_path / "store.db", max_depth=max_depth)
+    assert not (tmp_path / "store.db").exists()
+
+
+def test_a_state_as_deep_as_the_largest_max_depth_allows_reads_back(tmp_path: Path) -> None:
+    from agui_store.store import MAX_DEPTH_LIMIT
+
+    state: object = {}
+    for _ in range(MAX_DEPTH_LIMIT - 2):
+        state = {"a": state}
+    with agui_store.open(tmp_path / "store.db", max_depth=MAX_DEPTH_LIMIT) as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+                      {"type": "STATE_SNAPSHOT", "snapshot": state},
+                      {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"}])
+        co = store.checkout("r1", thread_id="t")
+        assert co.state == state
+        str(co), co._repr_html_(), store.fork("r1", thread_id="t")
+        assert store.check().ok
