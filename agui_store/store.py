@@ -8,6 +8,7 @@ go (runs, lineage, branches) and talks SQL through :mod:`agui_store.database`.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import itertools
 import operator
@@ -16,25 +17,39 @@ import re
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from agui_store import blobs, checkpoints, codec, database, model, nesting, schema
+from agui_store import (
+    arguments,
+    blobs,
+    checkpoints,
+    codec,
+    database,
+    hashing,
+    model,
+    nesting,
+    schema,
+)
 from agui_store.diff import Diff, compare
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
     BranchError,
+    HashMismatchError,
+    InvalidArgumentError,
     InvalidEventError,
+    OpenRunsError,
     RunNotFoundError,
     SequenceError,
 )
 from agui_store.integrity import CheckReport, check_database
 from agui_store.normalize import expand_input, normalize_input
 from agui_store.patch import UNDEFINED
-from agui_store.records import AppendResult, Branch, Checkout, Log, Run, when
+from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, when
 from agui_store.reducer import Reducer
 from agui_store.restore import RunRecord, View, apply_run, restore, start_reducer, view_of
 from agui_store.verify import SequenceVerifier
@@ -46,7 +61,6 @@ _BRANCH_NAME = re.compile(r"[A-Za-z0-9._/@+-]{1,255}")  # fullmatch: no trailing
 # git check-ref-format's rules on those characters: no component that starts with a dot or
 # ends with ".lock", no "..", no empty component, no "." at the end, not "@" alone.
 _BRANCH_NAME_FORBIDDEN = re.compile(r"(?:^|/)\.|\.lock(?:/|$)|\.\.|//|^/|/$|\.$|^@$")
-_ANCESTOR_SUFFIX = re.compile(r"^(?P<base>.+?)~(?P<n>\d*)$")
 
 _TERMINAL_STATUS = {"RUN_ERROR": "error"}
 _OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
@@ -83,6 +97,7 @@ class _SinceCheckpoint:
     blob_ids: list[int]  # its messages' blobs, aligned with ``messages``
     chain: int
     messages: list[Any]  # its message objects, kept alive so that their id()s stay unique
+    blob_addresses: list[bytes] = field(default_factory=list)  # aligned with blob_ids
     names: set[str] = field(default_factory=set)  # ids the runs since then named
     snapshot: bool = False  # a MESSAGES_SNAPSHOT since then
     had_input: bool = False  # a recorded input since then
@@ -113,6 +128,7 @@ class _SinceCheckpoint:
             snap.blob_ids,
             snap.chain,
             list(messages),
+            snap.blob_addresses,
             state_anchor=snap.state_anchor,
             state_bytes=snap.state_bytes,
         )
@@ -149,6 +165,10 @@ class _Known:
     run_ids: dict[int, str] = field(default_factory=dict)  # run pk -> run id
     last_seqs: dict[int, int] = field(default_factory=dict)  # run pk -> its last event
     statuses: dict[int, str] = field(default_factory=dict)  # run pk -> status
+    run_hashes: dict[int, bytes] = field(default_factory=dict)  # run pk -> its hash now
+    run_pks: dict[tuple[int, str], int] = field(default_factory=dict)  # (thread, run id) -> pk
+    # Thread pk -> its incomplete runs: an unnamed continuation must find exactly one.
+    open_runs: dict[int, set[int]] = field(default_factory=dict)
     # The threads whose newest run is open, for a batch that names no thread.
     open_threads: set[str] | None = None
     # The threads with complete runs whose derived data was left for later (``underived``).
@@ -208,17 +228,19 @@ class Store:
         checkpoint_events: int = CHECKPOINT_EVENTS,
         derive_on_append: bool = True,
     ) -> None:
-        self.path = os.fspath(path) if path is not None else database.default_path()
-        self.busy_timeout_ms = busy_timeout_ms
-        self.max_event_bytes = max_event_bytes
-        if type(max_depth) is not int or not 2 <= max_depth <= MAX_DEPTH_LIMIT:
-            raise ValueError(
-                f"max_depth must be an integer from 2 to {MAX_DEPTH_LIMIT}, not {max_depth!r}: "
-                "deeper values could not be read back (JSON encoders recurse)"
+        self.path = arguments.path_text(path) if path is not None else database.default_path()
+        self.busy_timeout_ms = arguments.positive_int(
+            "busy_timeout_ms", busy_timeout_ms, minimum=0
+        )
+        self.max_event_bytes = arguments.positive_int("max_event_bytes", max_event_bytes)
+        self.max_depth = arguments.positive_int("max_depth", max_depth, minimum=2)
+        if max_depth > MAX_DEPTH_LIMIT:
+            raise InvalidArgumentError(
+                f"max_depth must be at most {MAX_DEPTH_LIMIT}, not {max_depth}: deeper values "
+                "could not be read back (JSON encoders recurse once per level)"
             )
-        self.max_depth = max_depth
         if type(checkpoint_events) is not int or checkpoint_events < 1:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"checkpoint_events must be a positive integer, not {checkpoint_events!r}"
             )
         self.checkpoint_events = checkpoint_events  # see CHECKPOINT_EVENTS
@@ -229,10 +251,11 @@ class Store:
         )
         self._pid = os.getpid()
         _OPEN_STORES.add(self)
-        # Sequence state of each thread's newest run, so that a live run streamed in many
-        # small appends is not re-verified from its start each time. Keyed by thread; valid
-        # while the run's last sequence number is unchanged (another writer invalidates it).
-        self._verifiers: dict[int, tuple[int, int, SequenceVerifier]] = {}
+        # Sequence state of each open run, so that a live run streamed in many small appends
+        # is not re-verified from its start each time. Keyed by run (two runs of a thread may
+        # stream at once); valid while the run's last sequence number is unchanged (another
+        # writer invalidates it).
+        self._verifiers: dict[int, tuple[int, SequenceVerifier]] = {}
         self._views: dict[int, _CachedView] = {}
         # Threads whose cached view another writer may have made stale (see _cached_view).
         self._unverified: set[int] = set()
@@ -250,8 +273,8 @@ class Store:
         """Close the file. Further calls raise."""
         with self._lock:
             if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+                conn, self._conn = self._conn, None
+                database.close(conn, self.path)
 
     def __repr__(self) -> str:
         return f"<agui_store.Store {self.path!r}>"
@@ -303,6 +326,7 @@ class Store:
         parent: str | None = None,
         branch: str | None = None,
         check_sequence: bool = True,
+        run_id: str | None = None,
     ) -> AppendResult:
         """Record events, atomically: the whole batch lands or nothing does.
 
@@ -316,27 +340,33 @@ class Store:
             branch: put the run the batch opens on this branch (created or advanced).
             check_sequence: ``False`` keeps well-formed but out-of-sequence streams (for
                 recording buggy producers); events are still validated one by one.
+            run_id: the run a batch that starts no run continues (SPEC §8: several runs of
+                a thread may stream at once). Without it such a batch continues the thread's
+                newest run, unless several runs of the thread are open. A batch that starts
+                with a RUN_STARTED may name the run it starts. Without ``thread_id`` the run
+                id finds its thread while it is unambiguous.
 
         Raises:
             InvalidEventError: naming the batch index, event type and JSON path, with the
                 file left exactly as it was.
+            RunNotFoundError: ``run_id`` names no run (of the thread).
+            OpenRunsError: the batch starts no run, names none, and its thread has several
+                open runs.
         """
         incoming = codec.parse_events(
             events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
         )
-        types = model.validate_events([ev.data for ev in incoming])
-        for i, (ev, kind) in enumerate(zip(incoming, types)):
-            if kind == "RUN_STARTED":
-                for name in ("threadId", "runId", "parentRunId"):
-                    _storable(ev.data.get(name), index=i, event_type=kind, path=f"$.{name}")
-                _check_run_names(ev.data, i)
-        nesting.refuse_deep_writes(
-            [ev.data for ev in incoming], types, self.max_depth, [ev.raw for ev in incoming]
-        )
+        types = self._validated(incoming)
         for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
             _storable(value, path=name)
         if thread_id == "":
             raise InvalidEventError("is empty: name a thread or pass None", path="thread_id")
+        if run_id is not None:
+            if not isinstance(run_id, str) or not run_id:
+                raise InvalidEventError(
+                    f"must be a run id (a non-empty string), not {run_id!r}", path="run_id"
+                )
+            _storable(run_id, path="run_id")
         if branch is not None:
             _check_branch_name(branch)
         run_input = self._parse_input(input) if input is not None else None
@@ -357,6 +387,7 @@ class Store:
                         parent,
                         branch,
                         check_sequence,
+                        run_id,
                     )
                     # The commit adds one to the data version: the next append sees exactly
                     # that unless something else was written in between.
@@ -365,6 +396,92 @@ class Store:
             except BaseException:
                 self._forget()
                 raise
+
+    def _validated(self, incoming: list[codec.IncomingEvent]) -> list[str]:
+        """Validate a batch's events one by one (what needs no database); their types."""
+        types = model.validate_events([ev.data for ev in incoming])
+        for i, (ev, kind) in enumerate(zip(incoming, types)):
+            if kind == "RUN_STARTED":
+                for name in ("threadId", "runId", "parentRunId"):
+                    _storable(ev.data.get(name), index=i, event_type=kind, path=f"$.{name}")
+                _check_run_names(ev.data, i)
+        nesting.refuse_deep_writes(
+            [ev.data for ev in incoming], types, self.max_depth, [ev.raw for ev in incoming]
+        )
+        return types
+
+    def import_file(
+        self,
+        source: str | os.PathLike[str] | Any,
+        *,
+        thread_id: str | None = None,
+        check_sequence: bool = True,
+    ) -> ImportResult:
+        """Record a JSON array, JSON Lines or SSE recording, whole or not at all, in memory
+        that does not grow with the file.
+
+        The file is read a chunk at a time (:func:`agui_store.codec.iter_events`) and
+        appended in batches of whole runs, all inside one write transaction: a bad event
+        near the end, a full disk or a killed process leave the store as it was. Each
+        event is stored as its JSON text in the file. The result is what ``append`` of the
+        file's events, one batch per stretch of one thread's runs, would give.
+
+        Args:
+            source: a path, or a binary (or text) file object.
+            thread_id: the thread for events that start no run (as ``append``'s).
+            check_sequence: as ``append``'s.
+
+        Raises:
+            InvalidEventError: naming the event's index in the file, its type and JSON
+                path; nothing of the file is stored.
+        """
+        _storable(thread_id, path="thread_id")
+        if isinstance(source, str):
+            source = Path(source)
+        events = codec.iter_events(
+            source, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
+        )
+        batches = _import_batches(events, thread_id, IMPORT_BATCH_EVENTS, IMPORT_BATCH_BYTES)
+        count = runs = 0
+        first_seq: int | None = None
+        last_seq: int | None = None
+        with self._lock:
+            conn = self._db
+            try:
+                with database.immediate(conn):
+                    self._notice_other_writes(conn)
+                    for offset, batch, batch_thread in batches:
+                        try:
+                            types = self._validated(batch)
+                            thread = self._thread_of_batch(batch, types, batch_thread, None)
+                            result = self._append_locked(
+                                conn, batch, types, thread, None, None, None, check_sequence
+                            )
+                        except InvalidEventError as e:
+                            raise _counted_from(e, offset) from None
+                        count += result.event_count
+                        runs += len(result.new_run_ids)
+                        first_seq = first_seq if first_seq is not None else result.first_seq
+                        last_seq = result.last_seq
+                        self._keep_caches_small(result.thread_id)
+                    self._known.version = conn.data_version() + 1
+            except BaseException:
+                self._forget()
+                raise
+        return ImportResult(count, runs, first_seq, last_seq)
+
+    def _keep_caches_small(self, thread_id: str) -> None:
+        """Between an import's batches: keep what the next batch may use (the cached view
+        and sequence state of the thread just written), not every thread's view, so that
+        memory does not grow with the threads of a large file. What is dropped is found
+        again in the file when needed."""
+        thread_pk = self._known.thread_pks.get(thread_id)
+        for cache in (self._views, self._verifiers):
+            for pk in [pk for pk in cache if pk != thread_pk]:
+                del cache[pk]
+        known = self._known
+        if len(known.run_ids) + len(known.last_seqs) + len(known.thread_pks) > _KNOWN_LIMIT:
+            self._known = _Known()
 
     def _notice_other_writes(self, conn: database.Conn) -> None:
         """Inside a write transaction: when anything was written since this store's last
@@ -427,6 +544,7 @@ class Store:
         parent_ref: str | None,
         branch: str | None,
         check_sequence: bool,
+        named_run: str | None = None,
     ) -> AppendResult:
         now = database.now_ms()
         if not incoming:
@@ -437,8 +555,19 @@ class Store:
                 )
             return AppendResult(thread_id or "", (), (), 0, None, None)
         starts_run = types[0] == "RUN_STARTED"
+        if named_run is not None and starts_run and incoming[0].data["runId"] != named_run:
+            raise InvalidEventError(
+                f"the batch starts run {_quote(incoming[0].data['runId'])} but names "
+                f"run_id={_quote(named_run)}",
+                index=0,
+                event_type="RUN_STARTED",
+                path="$.runId",
+            )
         if thread_id is None:
-            thread_id = self._only_open_thread(conn, types[0])
+            if named_run is not None:
+                thread_id = self._thread_of_run(conn, named_run)
+            else:
+                thread_id = self._only_open_thread(conn, types[0])
         known = self._known
         thread_pk = known.thread_pks.get(thread_id)
         if thread_pk is None:
@@ -446,15 +575,21 @@ class Store:
             assert thread_pk is not None
             known.thread_pks[thread_id] = thread_pk
         newest = self._head(conn, thread_pk)
+        # The run a batch that starts none continues: the one it names, else the newest.
+        continued = (
+            None
+            if starts_run
+            else self._continued_run(conn, thread_pk, thread_id, named_run, newest, types[0])
+        )
 
-        # Sequence rules (SPEC §1): a batch that does not start a run continues the thread's
-        # newest run, so it is checked from that run's recorded state.
+        # Sequence rules (SPEC §1): a batch that does not start a run continues a recorded
+        # run, so it is checked from that run's recorded state.
         verifier: SequenceVerifier | None = None
         if check_sequence:
-            if starts_run or newest is None:
+            if continued is None:
                 verifier = SequenceVerifier()
             else:
-                verifier = self._verifier_for(conn, thread_pk, newest).copy()
+                verifier = self._verifier_for(conn, continued).copy()
             verifier.feed_many([ev.data for ev in incoming])
 
         segments = self._segments(incoming, types)
@@ -490,19 +625,28 @@ class Store:
                 )
                 known.newest[thread_pk] = segment.run_pk
                 known.run_ids[segment.run_pk] = rid
+                known.run_pks[(thread_pk, rid)] = segment.run_pk
                 known.statuses[segment.run_pk] = "incomplete"
                 new_run_ids.append(rid)
                 run_ids.append(rid)
             else:
-                if newest is None:
+                if continued is None:
                     # Only RUN_ERROR (a run that failed before it started) or, without
                     # sequence checks, any event may open the thread's log.
-                    segment.run_pk = self._insert_synthetic_run(conn, thread_pk, seq, now)
+                    segment.run_pk = self._insert_synthetic_run(
+                        conn, thread_pk, thread_id, seq, now
+                    )
                     known.newest[thread_pk] = segment.run_pk
+                    known.statuses[segment.run_pk] = "incomplete"
                     new_run_ids.append(self._known_run_id(conn, segment.run_pk))
                 else:
-                    segment.run_pk = newest
-                    segment.was_complete = self._known_status(conn, newest) != "incomplete"
+                    segment.run_pk = continued
+                    segment.was_complete = self._known_status(conn, continued) != "incomplete"
+                    if continued != newest and not segment.was_complete:
+                        # An open run with runs after it: those placed below it (lineage
+                        # rule 4 takes the head, open or not) derived their views from
+                        # what it held then; they are derived again when next needed.
+                        self._drop_below(conn, thread_pk, continued)
                 run_ids.append(self._known_run_id(conn, segment.run_pk))
             run_pk = segment.run_pk
             self._refuse_deep_copies(conn, segment, run_input)
@@ -524,12 +668,31 @@ class Store:
                 for ev, kind in zip(segment.events, segment.types):
                     if kind in ("RUN_FINISHED", "RUN_ERROR"):
                         segment.outcome = _status_of_terminal(ev.data)
-            conn.execute(
-                "INSERT INTO batches(run, first_seq, last_seq, count, outcome, appended_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (segment.run_pk, seq - len(rows), seq - 1, len(rows), segment.outcome, now),
+            # The run's hash after this batch: the batch's stored bytes chained onto it.
+            refs = {echo[0]: echo[1]} if echo is not None else {}
+            batch_hash = hashing.chain(
+                self._known_run_hash(conn, run_pk),
+                hashing.batch_digest(
+                    [(at, kind, text, refs.get(at)) for at, _, kind, text in rows],
+                    segment.outcome,
+                    now,
+                ),
             )
-            self._remember_batch(thread_id, segment, seq - 1)
+            known.run_hashes[run_pk] = batch_hash
+            conn.execute(
+                "INSERT INTO batches(run, first_seq, last_seq, count, outcome, appended_at, hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    segment.run_pk,
+                    seq - len(rows),
+                    seq - 1,
+                    len(rows),
+                    segment.outcome,
+                    now,
+                    batch_hash,
+                ),
+            )
+            self._remember_batch(thread_pk, thread_id, segment, seq - 1)
             # Before the next run of the batch is placed: its lineage and its echoed input
             # then see this one complete, as they would had it come in an append of its own.
             self._keep_checkpoint_current(conn, thread_pk, segment, now)
@@ -537,7 +700,10 @@ class Store:
         if verifier is not None:
             last_pk = segments[-1].run_pk
             assert last_pk is not None
-            self._verifiers[thread_pk] = (last_pk, last_seq, verifier)
+            if known.statuses.get(last_pk) == "incomplete":
+                self._verifiers[last_pk] = (last_seq, verifier)
+            else:  # what continues a complete run is rare: found again if it comes
+                self._verifiers.pop(last_pk, None)
         return AppendResult(
             thread_id,
             tuple(dict.fromkeys(run_ids)),
@@ -547,19 +713,121 @@ class Store:
             last_seq,
         )
 
-    def _remember_batch(self, thread_id: str, segment: _Segment, last_seq: int) -> None:
+    def _remember_batch(
+        self, thread_pk: int, thread_id: str, segment: _Segment, last_seq: int
+    ) -> None:
         """What a segment just written changes in the facts appends remember."""
         known = self._known
-        assert segment.run_pk is not None
-        known.last_seqs[segment.run_pk] = last_seq
+        run_pk = segment.run_pk
+        assert run_pk is not None
+        known.last_seqs[run_pk] = last_seq
         if segment.outcome is not None:
-            known.statuses[segment.run_pk] = segment.outcome
-        if known.open_threads is not None:
-            # The segment's run is its thread's newest now.
-            if known.statuses.get(segment.run_pk) == "incomplete":
+            known.statuses[run_pk] = segment.outcome
+        is_open = known.statuses.get(run_pk) == "incomplete"
+        open_runs = known.open_runs.get(thread_pk)
+        if open_runs is not None:
+            if is_open:
+                open_runs.add(run_pk)
+            else:
+                open_runs.discard(run_pk)
+        if known.open_threads is not None and known.newest.get(thread_pk) == run_pk:
+            if is_open:
                 known.open_threads.add(thread_id)
             else:
                 known.open_threads.discard(thread_id)
+
+    def _continued_run(
+        self,
+        conn: database.Conn,
+        thread_pk: int,
+        thread_id: str,
+        named: str | None,
+        newest: int | None,
+        first_type: str,
+    ) -> int | None:
+        """The run a batch that starts none continues (SPEC §8): the run it names; else the
+        thread's newest (``None``: the thread has none), unless several runs are open."""
+        if named is not None:
+            run_pk = self._known.run_pks.get((thread_pk, named))
+            if run_pk is None:
+                row = conn.execute(
+                    "SELECT id FROM runs WHERE thread = ? AND run_id = ?", (thread_pk, named)
+                ).fetchone()
+                if row is None:
+                    raise RunNotFoundError(
+                        f"no run {_quote(named)} in thread {_quote(thread_id)} to continue "
+                        "(a run's first batch starts with its RUN_STARTED)"
+                    )
+                run_pk = self._known.run_pks[(thread_pk, named)] = int(row[0])
+            return run_pk
+        open_runs = self._open_runs(conn, thread_pk)
+        if len(open_runs) > 1:
+            names = tuple(self._known_run_id(conn, pk) for pk in sorted(open_runs))
+            shown = ", ".join(_quote(n) for n in names[:10])
+            more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+            raise OpenRunsError(
+                f"event 0 ({first_type}): the batch starts no run and names none, but thread "
+                f"{_quote(thread_id)} has {len(names)} open runs ({shown}{more}): "
+                "pass run_id= to say which one it continues",
+                thread_id=thread_id,
+                run_ids=names,
+            )
+        return newest
+
+    def _open_runs(self, conn: database.Conn, thread_pk: int) -> set[int]:
+        """The thread's incomplete runs (remembered between appends)."""
+        open_runs = self._known.open_runs
+        if thread_pk not in open_runs:
+            open_runs[thread_pk] = {
+                int(row[0])
+                for row in conn.execute(
+                    "SELECT id FROM runs WHERE thread = ? AND NOT EXISTS (SELECT 1 FROM "
+                    "batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL)",
+                    (thread_pk,),
+                )
+            }
+        return open_runs[thread_pk]
+
+    def _open_above(self, conn: database.Conn, thread_pk: int, run_pk: int) -> bool:
+        """Whether an open run of the thread is on ``run_pk``'s lineage, above it (a run
+        continued by name may have runs below it: SPEC §8)."""
+        above = [pk for pk in self._open_runs(conn, thread_pk) if pk < run_pk]
+        if not above:
+            return False
+        chain = conn.execute(
+            schema.ANCESTORS_CTE + "SELECT 1 FROM chain WHERE id IN "
+            "(SELECT value FROM json_each(?2)) LIMIT 1",
+            (run_pk, codec.encode(above).decode()),
+        ).fetchone()
+        return chain is not None
+
+    def _thread_of_run(self, conn: database.Conn, run_id: str) -> str:
+        """The thread of a run named without its thread, while the id is unambiguous."""
+        rows = conn.execute(
+            "SELECT threads.thread_id FROM runs JOIN threads ON threads.id = runs.thread "
+            "WHERE runs.run_id = ? LIMIT 6",
+            (run_id,),
+        ).fetchall()
+        if not rows:
+            raise RunNotFoundError(f"no run {_quote(run_id)} to continue")
+        if len(rows) > 1:
+            threads = ", ".join(_quote(str(r[0])) for r in rows[:5])
+            raise AmbiguousRunError(
+                f"run id {_quote(run_id)} exists in several threads ({threads}): pass thread_id="
+            )
+        return str(rows[0][0])
+
+    def _drop_below(self, conn: database.Conn, thread_pk: int, run_pk: int) -> None:
+        """Leave underived the runs below an open run whose view is still growing."""
+        child = conn.execute("SELECT 1 FROM runs WHERE parent = ? LIMIT 1", (run_pk,)).fetchone()
+        if child is not None:
+            # Open ones are derived when they complete, as usual.
+            below = [
+                pk
+                for pk in checkpoints.drop_from(conn, run_pk)
+                if self._known_status(conn, pk) != "incomplete"
+            ]
+            self._leave_underived(conn, thread_pk, below)
 
     def _known_run_id(self, conn: database.Conn, run_pk: int) -> str:
         run_ids = self._known.run_ids
@@ -744,9 +1012,22 @@ class Store:
             if normalized is not None:
                 input_text = codec.encode(normalized[0]).decode("utf-8")
                 refs_text = codec.encode(normalized[1]).decode("utf-8")
+        parent_hash = self._known_run_hash(conn, parent_pk) if parent_pk is not None else None
+        input_hash = hashing.input_digest(input_text, refs_text)
+        start_hash = hashing.start(
+            thread_id=started["threadId"],
+            run_id=started["runId"],
+            lineage=reason,
+            sent_parent_run_id=sent_parent,
+            synthetic=False,
+            created_at=now,
+            parent_hash=parent_hash,
+            input_hash=input_hash,
+        )
         cur = conn.execute(
             "INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, input_refs,"
-            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            " created_at, parent_hash, input_hash, start_hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 thread_pk,
                 started["runId"],
@@ -756,9 +1037,13 @@ class Store:
                 input_text,
                 refs_text,
                 now,
+                parent_hash,
+                input_hash,
+                start_hash,
             ),
         )
         run_pk = int(cur.fetchone()[0])
+        self._known.run_hashes[run_pk] = start_hash
         self._advance_branches(conn, thread_pk, parent_pk, run_pk, branch, now)
         return run_pk, (parent_pk, input_text, refs_text)
 
@@ -798,7 +1083,9 @@ class Store:
         self, conn: database.Conn, thread_pk: int, parent_pk: int, run_input: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The input naming what the parent's view holds instead of repeating it, when the
-        parent is complete (its view is final) and they share any."""
+        parent's view is final (it and every run above it complete) and they share any."""
+        if self._open_above(conn, thread_pk, parent_pk):
+            return None  # a run above it still streams: its view may still change
         self._derive_underived(conn, thread_pk)  # the parent's view, kept in memory after
         cached = self._cached_view(conn, thread_pk)
         if cached is not None and cached.run_pk == parent_pk:
@@ -890,15 +1177,38 @@ class Store:
                     (run_pk, now, thread_pk, parent_pk),
                 )
 
-    def _insert_synthetic_run(self, conn: database.Conn, thread_pk: int, seq: int, now: int) -> int:
+    def _insert_synthetic_run(
+        self, conn: database.Conn, thread_pk: int, thread_id: str, seq: int, now: int
+    ) -> int:
         run_id = f"run-error-{seq}"
         parent_pk = self._head(conn, thread_pk)
-        cur = conn.execute(
-            "INSERT INTO runs(thread, run_id, parent, lineage, synthetic, created_at) "
-            "VALUES (?, ?, ?, ?, 1, ?) RETURNING id",
-            (thread_pk, run_id, parent_pk, "head" if parent_pk else "root", now),
+        lineage = "head" if parent_pk else "root"
+        parent_hash = self._known_run_hash(conn, parent_pk) if parent_pk is not None else None
+        start_hash = hashing.start(
+            thread_id=thread_id,
+            run_id=run_id,
+            lineage=lineage,
+            sent_parent_run_id=None,
+            synthetic=True,
+            created_at=now,
+            parent_hash=parent_hash,
+            input_hash=None,
         )
-        return int(cur.fetchone()[0])
+        cur = conn.execute(
+            "INSERT INTO runs(thread, run_id, parent, lineage, synthetic, created_at, "
+            "parent_hash, start_hash) VALUES (?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
+            (thread_pk, run_id, parent_pk, lineage, now, parent_hash, start_hash),
+        )
+        run_pk = int(cur.fetchone()[0])
+        self._known.run_hashes[run_pk] = start_hash
+        return run_pk
+
+    def _known_run_hash(self, conn: database.Conn, run_pk: int) -> bytes:
+        """A run's hash now: its newest batch's (remembered between appends)."""
+        run_hashes = self._known.run_hashes
+        if run_pk not in run_hashes:
+            run_hashes[run_pk] = bytes(conn.execute(schema.RUN_HASH, (run_pk,)).fetchone()[0])
+        return run_hashes[run_pk]
 
     def _normalize_echo(
         self, conn: database.Conn, thread_pk: int, run_pk: int, rows: list[Any]
@@ -922,16 +1232,23 @@ class Store:
         rows[0] = (seq, rows[0][1], rows[0][2], codec.encode(started).decode("utf-8"))
         return seq, codec.encode(normalized[1]).decode("utf-8")
 
-    def _run_events(self, conn: database.Conn, run_pk: int, after: int = 0) -> list[Any]:
-        """A run's events decoded, echoed inputs stored by reference put back whole."""
+    def _run_events(
+        self, conn: database.Conn, run_pk: int, after: int = 0, *, verify: bool = False
+    ) -> list[Any]:
+        """A run's events decoded, echoed inputs stored by reference put back whole;
+        ``verify``: all of them (``after`` 0), checked against the run's hashes first."""
         rows = conn.execute(
-            "SELECT events.payload, echo_refs.refs FROM events "
+            "SELECT events.payload, echo_refs.refs, events.seq, events.type FROM events "
             "LEFT JOIN echo_refs ON echo_refs.seq = events.seq "
             "WHERE events.run = ? AND events.seq > ? ORDER BY events.seq",
             (run_pk, after),
         ).fetchall()
+        if verify and not after:
+            pks = (codec.encode([run_pk]).decode(),)
+            self._verified_runs(conn, pks)
+            self._verify_batches(conn, pks, {run_pk: [(r[2], r[3], r[0], r[1]) for r in rows]})
         events = codec.decode_many([r[0] for r in rows])
-        for event, (_, refs) in zip(events, rows):
+        for event, (_, refs, _, _) in zip(events, rows):
             if refs is not None:
                 parent_pk = conn.execute(
                     "SELECT parent FROM runs WHERE id = ?", (run_pk,)
@@ -942,12 +1259,12 @@ class Store:
                 )
         return events
 
-    def _verifier_for(self, conn: database.Conn, thread_pk: int, run_pk: int) -> SequenceVerifier:
+    def _verifier_for(self, conn: database.Conn, run_pk: int) -> SequenceVerifier:
         """The sequence state at the end of a recorded run (cached while nobody appends)."""
         last_seq = self._known_last_seq(conn, run_pk)
-        cached = self._verifiers.get(thread_pk)
-        if cached and cached[0] == run_pk and cached[1] == last_seq:
-            return cached[2]
+        cached = self._verifiers.get(run_pk)
+        if cached and cached[0] == last_seq:
+            return cached[1]
         verifier = SequenceVerifier()
         try:
             for i, event in enumerate(self._run_events(conn, run_pk)):
@@ -956,7 +1273,7 @@ class Store:
             # Recorded with check_sequence=False: its state is unknown, so a continuation
             # can only be judged on its own.
             verifier = SequenceVerifier()
-        self._verifiers[thread_pk] = (run_pk, last_seq, verifier)
+        self._verifiers[run_pk] = (last_seq, verifier)
         return verifier
 
     # --- checkpoints --------------------------------------------------------------------
@@ -1128,13 +1445,16 @@ class Store:
         )
         written = False
         if force_checkpoint or since.events >= self.checkpoint_events:
-            written = self._write_checkpoint(conn, run_pk, reducer, since, digest, now)
+            written = self._write_checkpoint(
+                conn, run_pk, reducer, since, digest, now, self._known_run_hash(conn, run_pk)
+            )
             if written:
                 since = _SinceCheckpoint(
                     run_pk,
                     since.blob_ids,
                     since.chain,
                     list(reducer.messages),
+                    since.blob_addresses,
                     state_anchor=since.state_anchor,
                     state_bytes=since.state_bytes,
                 )
@@ -1172,7 +1492,7 @@ class Store:
             since = _SinceCheckpoint.start([], None, None)
         else:
             found, after = checkpoints.nearest(conn, run_pk)
-            snap = checkpoints.load(conn, found) if found is not None else None
+            snap = self._load_checkpoint(conn, found) if found is not None else None
             reducer = start_reducer(snap.view if snap is not None else None)
             if snap is not None:
                 reducer.track_state(snap.state_patches)
@@ -1191,22 +1511,34 @@ class Store:
         since: _SinceCheckpoint,
         digest: bytes,
         now: int,
+        run_hash: bytes,
     ) -> bool:
         """Store the reducer's view as the run's checkpoint, a delta of ``since``'s; on
         success ``since.blob_ids`` and ``since.chain`` describe the new one."""
         view = view_of(reducer)
         base = (since.run_pk, since.blob_ids, since.chain) if since.run_pk is not None else None
-        blob_ids = _message_blobs(conn, view.messages, since, base, reducer)
-        if blob_ids is None:
+        found = _message_blobs(conn, view.messages, since, base, reducer)
+        if found is None:
             # One message object at two positions (repeated ids, then a MESSAGES_SNAPSHOT):
             # the client edits both through one id. One blob per position would lose that
             # sharing, so this run keeps no checkpoint; later runs replay from an older one.
             return False
+        blob_ids, addresses = found
         patches = _state_patches(reducer, since)
         since.chain, stored = checkpoints.write(
-            conn, run_pk, view, blob_ids, base, digest, now, patches
+            conn,
+            run_pk,
+            view,
+            blob_ids,
+            base,
+            digest,
+            now,
+            patches,
+            addresses=addresses,
+            run_hash=run_hash,
         )
         since.blob_ids = blob_ids
+        since.blob_addresses = addresses
         if patches is None:  # the state stored whole: later ones patch this one
             since.state_anchor, since.state_bytes = run_pk, stored
             reducer.track_state()
@@ -1307,6 +1639,8 @@ class Store:
     def _thread_pk(
         self, conn: database.Conn, thread_id: str, *, create: bool = False, now: int = 0
     ) -> int | None:
+        if not create and not (isinstance(thread_id, str) and arguments.storable_text(thread_id)):
+            return None  # no stored thread id holds a lone surrogate (nor is not text)
         row = conn.execute("SELECT id FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
         if row:
             return int(row[0])
@@ -1339,7 +1673,7 @@ class Store:
     def _require_thread(self, conn: database.Conn, thread_id: str) -> int:
         pk = self._thread_pk(conn, thread_id)
         if pk is None:
-            raise RunNotFoundError(f"no thread {thread_id!r} in {self.path}")
+            raise RunNotFoundError(f"no thread {_quote(thread_id)} in {self.path}")
         return pk
 
     def _resolve(
@@ -1353,21 +1687,26 @@ class Store:
         """A revision to a run: run id, branch name, ``HEAD``/``main``, unique run-id
         prefix, each optionally followed by ``~n`` (n-th lineage ancestor)."""
         if not isinstance(ref, str) or not ref:
-            raise RunNotFoundError(f"not a run id or ref: {ref!r}")
+            raise RunNotFoundError(f"not a run id or ref: {_quote(ref) if ref else ref!r}")
+        if not arguments.storable_text(ref):
+            raise RunNotFoundError(
+                f"no run, branch or ref {_quote(ref)}: it holds a lone surrogate, which no "
+                "stored id can"
+            )
         if thread_pk is None and thread_id is not None:
             thread_pk = self._require_thread(conn, thread_id)
         try:
             return self._resolve_exact(conn, ref, thread_pk)
         except RunNotFoundError:
-            match = _ANCESTOR_SUFFIX.match(ref)
-            if not match:
+            ancestor = arguments.split_ancestor(ref)
+            if ancestor is None:
                 raise
-        key = self._resolve_exact(conn, match["base"], thread_pk)
-        steps = int(match["n"] or 1)
+        base, steps = ancestor
+        key = self._resolve_exact(conn, base, thread_pk)
         for _ in range(steps):
             row = conn.execute("SELECT parent FROM runs WHERE id = ?", (key.pk,)).fetchone()
             if row is None or row[0] is None:
-                raise RunNotFoundError(f"{ref}: the lineage has fewer than {steps} ancestors")
+                raise RunNotFoundError(f"{_quote(ref)}: the lineage has no ancestor that far back")
             key = _RunKey(int(row[0]), key.thread_pk)
         return key
 
@@ -1422,18 +1761,19 @@ class Store:
                 raise RunNotFoundError(f"{ref}: the thread has no runs")
             return _RunKey(newest, thread_pk)
         # A unique prefix of a run id (git's abbreviated hashes).
-        prefix_end = ref[:-1] + chr(ord(ref[-1]) + 1)
+        prefix_end = arguments.prefix_bound(ref)
+        below = "AND runs.run_id < ?" if prefix_end is not None else ""
         rows = conn.execute(
             f"SELECT runs.id, runs.thread, runs.run_id FROM runs WHERE runs.run_id >= ? "
-            f"AND runs.run_id < ? {where} LIMIT 6",
-            (ref, prefix_end, *args),
+            f"{below} {where} LIMIT 6",
+            (ref, *([prefix_end] if prefix_end is not None else []), *args),
         ).fetchall()
         if len(rows) == 1:
             return _RunKey(int(rows[0][0]), int(rows[0][1]))
         if len(rows) > 1:
             names = ", ".join(r[2] for r in rows[:5])
-            raise AmbiguousRunError(f"{ref!r} is a prefix of several runs ({names}, ...)")
-        raise RunNotFoundError(f"no run, branch or unique run-id prefix {ref!r}")
+            raise AmbiguousRunError(f"{_quote(ref)} is a prefix of several runs ({names}, ...)")
+        raise RunNotFoundError(f"no run, branch or unique run-id prefix {_quote(ref)}")
 
     def _run_record(self, conn: database.Conn, pk: int) -> Run:
         row = conn.execute(schema.SELECT_RUN + " WHERE runs.id = ?", (pk,)).fetchone()
@@ -1477,6 +1817,7 @@ class Store:
             last_seq,
             updated_at,
             outcome,
+            run_hash,
         ) = row
         return Run(
             thread_id=thread_id,
@@ -1492,7 +1833,25 @@ class Store:
             synthetic=bool(synthetic),
             branches=tuple(branches.get(pk, ())),
             last_seq=last_seq,
+            hash=bytes(run_hash).hex() if run_hash is not None else None,
         )
+
+    def record(
+        self,
+        events: Iterable[Any],
+        *,
+        input: Any = None,
+        thread_id: str | None = None,
+        scope: str | None = None,
+    ) -> Iterator[Any]:
+        """Yield each of ``events`` unchanged, as it arrives, while recording it in batches
+        (appended by a thread at the latest every 0.1 s, and at the end). If the producer
+        raises or the consumer stops, what passed is recorded and the run is left
+        incomplete. ``scope`` names the owner the run is recorded for (``append``'s).
+        See :mod:`agui_store.recording`."""
+        from agui_store import recording  # it builds on this module
+
+        return recording.record(self, events, input=input, thread_id=thread_id, scope=scope)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -1529,10 +1888,16 @@ class Store:
             after: a global sequence number (exclusive), e.g. ``AppendResult.last_seq`` or
                 ``Run.last_seq``: only events recorded after it (a reconnecting reader's
                 cursor, like SSE's ``Last-Event-ID``).
+
+        Raises:
+            HashMismatchError: (the whole run, without ``after``) the stored events are not
+                the ones the run's hashes cover: the file was edited outside agui-store.
         """
         with self._reading() as conn:
             key = self._resolve(conn, run_id, thread_id=thread_id)
-            return self._run_events(conn, key.pk, after if after is not None else 0)
+            return self._run_events(
+                conn, key.pk, arguments.cursor(after), verify=after is None
+            )
 
     def thread_events(self, thread_id: str) -> Iterator[dict[str, Any]]:
         """Every event of a thread in recorded order, read run by run (memory bounded by
@@ -1544,9 +1909,11 @@ class Store:
         """The ``RunAgentInput`` recorded for a run (``append(input=...)``), or ``None``."""
         with self._reading() as conn:
             key = self._resolve(conn, run_id, thread_id=thread_id)
-            raw, raw_refs, parent_pk = conn.execute(
-                "SELECT input, input_refs, parent FROM runs WHERE id = ?", (key.pk,)
+            raw, raw_refs, parent_pk, recorded = conn.execute(
+                "SELECT input, input_refs, parent, input_hash FROM runs WHERE id = ?", (key.pk,)
             ).fetchone()
+            if hashing.input_digest(raw, raw_refs) != recorded:
+                raise self._named(conn, key.pk, "its input is not the one its hash covers")
             if raw is None:
                 return None
             value: dict[str, Any] = codec.decode(raw.encode("utf-8"))
@@ -1664,11 +2031,36 @@ class Store:
     def _view(self, conn: database.Conn, pk: int) -> View:
         """view(R): from the nearest checkpoint on R's lineage, replaying only what follows."""
         found, after = checkpoints.nearest(conn, pk)
-        start = checkpoints.load(conn, found, with_hashes=False).view if found is not None else None
+        start = (
+            self._load_checkpoint(conn, found, with_hashes=False).view
+            if found is not None
+            else None
+        )
         if not after:
             assert start is not None
             return start
         return restore(self._records(conn, after), start=start)
+
+    def _load_checkpoint(
+        self, conn: database.Conn, pk: int, *, with_hashes: bool = True
+    ) -> checkpoints.Snapshot:
+        """A checkpoint, verified against its hashes as it is read (refused, naming its run,
+        when it fails them)."""
+        try:
+            return checkpoints.load(conn, pk, with_hashes=with_hashes)
+        except HashMismatchError as e:
+            raise self._named(conn, pk, e.what) from None
+
+    @staticmethod
+    def _named(conn: database.Conn, pk: int, what: str) -> HashMismatchError:
+        row = conn.execute(
+            "SELECT threads.thread_id, runs.run_id FROM runs JOIN threads "
+            "ON threads.id = runs.thread WHERE runs.id = ?",
+            (pk,),
+        ).fetchone()
+        if row is None:
+            return HashMismatchError(what)
+        return HashMismatchError(what, thread_id=str(row[0]), run_id=str(row[1]))
 
     def _replay_view(self, conn: database.Conn, pk: int) -> View:
         """view(R) by full replay of its lineage, ignoring checkpoints (the reference)."""
@@ -1678,27 +2070,25 @@ class Store:
         ]
         return restore(self._records(conn, chain))
 
-    @staticmethod
-    def _records(conn: database.Conn, run_pks: list[int]) -> list[RunRecord]:
-        """Inputs and decoded events of runs (root first: keys grow along a lineage)."""
+    @classmethod
+    def _records(cls, conn: database.Conn, run_pks: list[int]) -> list[RunRecord]:
+        """Inputs and decoded events of runs (root first: keys grow along a lineage),
+        verified against the runs' batch hashes as they are read."""
         # The runs go in as one JSON array: a lineage can be longer than SQLite takes
         # parameters (when it has no checkpoint to start from).
         pks = (codec.encode(run_pks).decode(),)
         grouped: dict[int, list[str]] = {}
-        for run_pk, payload in conn.execute(
-            "SELECT run, payload FROM events WHERE run IN (SELECT value FROM json_each(?)) "
-            "ORDER BY run, seq",
+        rows: dict[int, list[Any]] = {}
+        for run_pk, seq, kind, payload, refs in conn.execute(
+            "SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs "
+            "FROM events LEFT JOIN echo_refs ON echo_refs.seq = events.seq "
+            "WHERE events.run IN (SELECT value FROM json_each(?)) ORDER BY events.run, events.seq",
             pks,
         ):
             grouped.setdefault(run_pk, []).append(payload)
-        inputs = {
-            int(pk): (raw, refs)
-            for pk, raw, refs in conn.execute(
-                "SELECT id, input, input_refs FROM runs WHERE id IN "
-                "(SELECT value FROM json_each(?)) AND input IS NOT NULL",
-                pks,
-            )
-        }
+            rows.setdefault(run_pk, []).append((seq, kind, payload, refs))
+        inputs = cls._verified_runs(conn, pks)
+        cls._verify_batches(conn, pks, rows)
         echo_refs = {
             int(run): codec.decode(refs.encode("utf-8"))
             for run, refs in conn.execute(
@@ -1724,6 +2114,88 @@ class Store:
             at += n
         return records
 
+    @classmethod
+    def _verified_runs(
+        cls, conn: database.Conn, pks: tuple[str]
+    ) -> dict[int, tuple[str | None, str | None]]:
+        """The inputs of runs about to be replayed (``run -> (input, input_refs)``), once
+        each run's record, input and parent link are verified against its hashes: what
+        decides where its replay starts from and what it starts with."""
+        inputs = {}
+        for (pk, thread_id, run_id, lineage, sent_parent, synthetic, created, raw, refs,
+             parent_hash, input_hash, start_hash, parent_link) in conn.execute(
+            "SELECT runs.id, threads.thread_id, runs.run_id, runs.lineage, runs.parent_run_id, "
+            "runs.synthetic, runs.created_at, runs.input, runs.input_refs, runs.parent_hash, "
+            "runs.input_hash, runs.start_hash, "
+            "CASE WHEN runs.parent IS NULL THEN runs.parent_hash IS NULL "
+            "ELSE runs.parent_hash IN (SELECT p.start_hash FROM runs AS p WHERE p.id = runs.parent"
+            " UNION ALL SELECT b.hash FROM batches AS b WHERE b.run = runs.parent) END "
+            "FROM runs JOIN threads ON threads.id = runs.thread "
+            "WHERE runs.id IN (SELECT value FROM json_each(?))",
+            pks,
+        ):
+            if hashing.input_digest(raw, refs) != input_hash:
+                raise cls._named(conn, int(pk), "its input is not the one its hash covers")
+            if not parent_link:
+                raise cls._named(
+                    conn, int(pk), "its lineage parent is not the one its hash covers"
+                )
+            if start_hash is None or start_hash != hashing.start(
+                thread_id=thread_id,
+                run_id=run_id,
+                lineage=lineage,
+                sent_parent_run_id=sent_parent,
+                synthetic=bool(synthetic),
+                created_at=created,
+                parent_hash=parent_hash,
+                input_hash=input_hash,
+            ):
+                raise cls._named(conn, int(pk), "its record is not the one its hash covers")
+            if raw is not None:
+                inputs[int(pk)] = (raw, refs)
+        return inputs
+
+    @classmethod
+    def _verify_batches(
+        cls, conn: database.Conn, pks: tuple[str], rows: dict[int, list[Any]]
+    ) -> None:
+        """The events read for runs (``rows``: run -> ``(seq, type, payload, refs)``) are
+        the ones their batch hashes cover: each batch's digest, chained from the hash before
+        it, gives the hash it recorded. Costs a hash of what was read."""
+        previous: dict[int, bytes | None] = {}
+        covered: dict[int, int] = {}
+        seqs = {run_pk: [e[0] for e in events] for run_pk, events in rows.items()}
+        for run_pk, start, first, last, outcome, appended_at, recorded in conn.execute(
+            "SELECT batches.run, runs.start_hash, batches.first_seq, batches.last_seq, "
+            "batches.outcome, batches.appended_at, batches.hash FROM batches "
+            "JOIN runs ON runs.id = batches.run "
+            "WHERE batches.run IN (SELECT value FROM json_each(?)) "
+            "ORDER BY batches.run, batches.id",
+            pks,
+        ):
+            events = rows.get(run_pk, [])
+            i = bisect.bisect_left(seqs.get(run_pk, []), first)
+            j = bisect.bisect_right(seqs.get(run_pk, []), last)
+            covered[run_pk] = covered.get(run_pk, 0) + (j - i)
+            before = previous.get(run_pk, start)
+            if (
+                recorded is None
+                or before is None
+                or hashing.chain(before, hashing.batch_digest(events[i:j], outcome, appended_at))
+                != recorded
+            ):
+                raise cls._named(
+                    conn,
+                    int(run_pk),
+                    f"its events at seq {first}..{last} are not the ones its hash covers",
+                )
+            previous[run_pk] = recorded
+        for run_pk, events in rows.items():
+            if covered.get(run_pk, 0) != len(events):
+                raise cls._named(
+                    conn, int(run_pk), "it holds events that none of its batch hashes covers"
+                )
+
     # --- time travel ----------------------------------------------------------------------
 
     def _merge_base_pk(self, conn: database.Conn, a: int, b: int) -> tuple[int, int, int] | None:
@@ -1734,7 +2206,7 @@ class Store:
     def _pair(
         self, conn: database.Conn, a: str, b: str, thread_id: str | None
     ) -> tuple[_RunKey, _RunKey, tuple[int, int, int] | None]:
-        """Two revisions resolved, and their merge base (see :meth:`_merge_base_pk`)."""
+        """Two arguments resolved, and their merge base (see :meth:`_merge_base_pk`)."""
         ka = self._resolve(conn, a, thread_id=thread_id)
         kb = self._resolve(conn, b, thread_id=thread_id)
         return ka, kb, self._merge_base_pk(conn, ka.pk, kb.pk)
@@ -1763,7 +2235,7 @@ class Store:
                 ``"two-dot"``: the two views compared directly (``changes`` is a -> b).
         """
         if mode not in ("three-dot", "two-dot"):
-            raise ValueError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
+            raise InvalidArgumentError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
         with self._reading() as conn:
             ka, kb, found = self._pair(conn, a, b, thread_id)
             run_a, run_b = self._run_record(conn, ka.pk), self._run_record(conn, kb.pk)
@@ -1856,7 +2328,9 @@ class Store:
                 pk = self._require_thread(conn, thread_id)
                 conn.execute("DELETE FROM branches WHERE thread = ? AND name = ?", (pk, name))
                 if conn.changes() == 0:
-                    raise BranchError(f"no branch {name!r} in thread {thread_id!r}")
+                    raise BranchError(
+                        f"no branch {_quote(name)} in thread {_quote(thread_id)}"
+                    )
 
     def fork(
         self, run_or_ref: str, *, thread_id: str | None = None, run_id: str | None = None
@@ -1877,6 +2351,10 @@ class Store:
                 (key.pk,),
             ).fetchone()
         recorded = codec.decode(row[0].encode("utf-8")) if row else {}
+        if run_id is not None and not (
+            isinstance(run_id, str) and run_id and arguments.storable_text(run_id)
+        ):
+            raise InvalidArgumentError(f"run_id= must be a non-empty id, not {_quote(run_id)}")
         fork_input: dict[str, Any] = {
             "threadId": run.thread_id,
             "runId": run_id or str(uuid.uuid4()),
@@ -1925,9 +2403,9 @@ def _message_blobs(
     since: _SinceCheckpoint,
     base: tuple[int, list[int], int] | None,
     reducer: Reducer,
-) -> list[int] | None:
-    """Each message's blob id, storing the blobs that are new; ``None`` when one message
-    object stands at two positions (a checkpoint cannot say that).
+) -> tuple[list[int], list[bytes]] | None:
+    """Each message's blob id and address, storing the blobs that are new; ``None`` when
+    one message object stands at two positions (a checkpoint cannot say that).
 
     A message keeps its blob in the base checkpoint when it is the same object and no run
     since could have changed it: no id their events named reaches it. The common case costs
@@ -1950,23 +2428,27 @@ def _message_blobs(
     if base is None or snapshot:
         hashes = [stored(m) for m in messages]
         ids = checkpoints.store_blobs(conn, list(new.values()))
-        return [ids[h] for h in hashes]
-    out, unresolved = _blobs_after(messages, before, base[1], names, since, reducer, stored)
+        return [ids[h] for h in hashes], hashes
+    out, addresses, unresolved = _blobs_after(
+        messages, before, base[1], since.blob_addresses, names, since, reducer, stored
+    )
     ids = checkpoints.store_blobs(conn, list(new.values()))
     for at, digest in unresolved:  # the few positions that hold a new blob
         out[at] = ids[digest]
-    return out
+        addresses[at] = digest
+    return out, addresses
 
 
 def _blobs_after(
     messages: list[dict[str, Any]],
     before: list[dict[str, Any]],
     base_ids: list[int],
+    base_addresses: list[bytes],
     names: set[str],
     since: _SinceCheckpoint,
     reducer: Reducer,
     stored: Callable[[dict[str, Any]], bytes],
-) -> tuple[list[int], list[tuple[int, bytes]]]:
+) -> tuple[list[int], list[bytes], list[tuple[int, bytes]]]:
     """The blob ids of ``messages``, given the base checkpoint's ``before`` and its
     ``base_ids`` (the prefix still standing keeps its blobs), with the positions that hold a
     new blob instead: ``(position, hash)``, their ids still 0."""
@@ -1980,6 +2462,7 @@ def _blobs_after(
         same = list(map(operator.is_, before[:limit], messages))
         keep = same.index(False) if False in same else limit
     out = base_ids[:keep]
+    addresses = base_addresses[:keep]
     unresolved: list[tuple[int, bytes]] = []
     changed = reducer.holders(names)
     if changed:  # few: the messages the runs' events name
@@ -1994,15 +2477,16 @@ def _blobs_after(
             if held is not None:
                 unresolved.append((at, stored(held)))
             at -= 1
-    known = dict(zip(map(id, before[keep:]), base_ids[keep:]))
+    known = dict(zip(map(id, before[keep:]), zip(base_ids[keep:], base_addresses[keep:])))
     moved = {id(m) for m in changed}
     for at, m in enumerate(messages[keep:], start=keep):
-        blob_id = None if id(m) in moved else known.get(id(m))
-        if blob_id is None:
+        kept = None if id(m) in moved else known.get(id(m))
+        if kept is None:
             unresolved.append((at, stored(m)))
-            blob_id = 0
-        out.append(blob_id)
-    return out, unresolved
+            kept = (0, b"")
+        out.append(kept[0])
+        addresses.append(kept[1])
+    return out, addresses, unresolved
 
 
 #: Every Store not yet garbage-collected, for the at-fork hook.
@@ -2026,6 +2510,72 @@ def _close_inherited_connections() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_close_inherited_connections)
+
+
+#: An import appends batches of whole runs of about this many events (or bytes of JSON);
+#: a run longer than four times that is cut, and continued by the next batch.
+IMPORT_BATCH_EVENTS = 1000
+IMPORT_BATCH_BYTES = 2 * 1024 * 1024
+#: How many runs and threads an import remembers (``_Known``) before forgetting them all.
+_KNOWN_LIMIT = 10_000
+
+
+def _import_batches(
+    events: Iterator[codec.IncomingEvent],
+    thread_id: str | None,
+    batch_events: int,
+    batch_bytes: int,
+) -> Iterator[tuple[int, list[codec.IncomingEvent], str | None]]:
+    """An import's appends: ``(index of the first event in the file, events, thread)``.
+
+    A batch holds consecutive events of one thread, as the whole stretch would be appended
+    before (a RUN_STARTED naming another thread starts a batch). A stretch is cut in front
+    of a RUN_STARTED that follows a terminal event, once the batch is full: there a new
+    append's sequence check starts where the stretch's would be (``verifyEvents`` forgets
+    everything at a RUN_STARTED after a terminal). A run longer than four batches is cut
+    anywhere: the next batch continues it, in the thread given (a batch without a
+    RUN_STARTED otherwise goes to the thread's newest run, which it is).
+    """
+    batch: list[codec.IncomingEvent] = []
+    size = 0
+    offset = 0
+    thread = thread_id  # the thread of the run being read
+    previous: str | None = None
+    for index, event in enumerate(events):
+        kind = event.type
+        if kind == "RUN_STARTED":
+            named = event.data.get("threadId") if thread_id is None else thread_id
+            full = len(batch) >= batch_events or size >= batch_bytes
+            if batch and (named != thread or (full and previous in _TERMINALS)):
+                yield offset, batch, (thread_id if batch[0].type == "RUN_STARTED" else thread)
+                batch, size, offset = [], 0, index
+            thread = named if isinstance(named, str) else None
+        elif len(batch) >= 4 * batch_events or size >= 4 * batch_bytes:
+            yield offset, batch, (thread_id if batch[0].type == "RUN_STARTED" else thread)
+            batch, size, offset = [], 0, index
+        batch.append(event)
+        size += len(event.raw)
+        previous = kind
+    if batch:
+        yield offset, batch, (thread_id if batch[0].type == "RUN_STARTED" else thread)
+
+
+_TERMINALS = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+
+
+def _counted_from(error: InvalidEventError, offset: int) -> InvalidEventError:
+    """A batch's error with the event's index counted from the start of the file."""
+    if error.index is None or offset == 0:
+        return error
+    try:
+        return type(error)(
+            error.reason,
+            index=error.index + offset,
+            event_type=error.event_type,
+            path=error.path,
+        )
+    except TypeError:  # a subclass with another constructor: its own message stands
+        return error
 
 
 def _quote(value: str, limit: int = 80) -> str:
