@@ -81,7 +81,7 @@ from typing import Any
 import apsw
 
 from agui_store import checkpoints, codec, database, hashing, ledger, schema
-from agui_store.errors import HashMismatchError, InvalidEventError
+from agui_store.errors import CorruptStoreError, HashMismatchError, InvalidEventError
 from agui_store.restore import RunRecord, View, apply_run, start_reducer, view_of
 
 #: Every check, in the order it runs. ``blobs`` and ``checkpoints`` run only when the file
@@ -1106,7 +1106,7 @@ def _compare_checkpoint(
     except HashMismatchError as e:
         out.problem(f"{where} cannot be read: {e.what}")
         return
-    except (ValueError, LookupError, TypeError, zlib.error) as e:
+    except (CorruptStoreError, ValueError, LookupError, TypeError, zlib.error) as e:
         out.problem(f"{where} cannot be read: {e}")
         return
     held = snap.view
