@@ -23,7 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agui_store import arguments, blobs, checkpoints, codec, database, hashing, model, schema
+from agui_store import (
+    arguments,
+    blobs,
+    checkpoints,
+    codec,
+    database,
+    hashing,
+    model,
+    nesting,
+    schema,
+)
 from agui_store.diff import Diff, compare
 from agui_store.errors import (
     AguiStoreError,
@@ -38,6 +48,7 @@ from agui_store.errors import (
 )
 from agui_store.integrity import CheckReport, check_database
 from agui_store.normalize import expand_input, normalize_input
+from agui_store.patch import UNDEFINED
 from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, when
 from agui_store.reducer import Reducer
 from agui_store.restore import RunRecord, View, apply_run, restore, start_reducer, view_of
@@ -46,7 +57,10 @@ from agui_store.verify import SequenceVerifier
 #: The implicit branch of every thread: it follows the thread's newest run.
 DEFAULT_BRANCH = "main"
 _RESERVED_REFS = frozenset({DEFAULT_BRANCH, "HEAD"})
-_BRANCH_NAME = re.compile(r"^[A-Za-z0-9._/@+-]+$")
+_BRANCH_NAME = re.compile(r"[A-Za-z0-9._/@+-]{1,255}")  # fullmatch: no trailing newline
+# git check-ref-format's rules on those characters: no component that starts with a dot or
+# ends with ".lock", no "..", no empty component, no "." at the end, not "@" alone.
+_BRANCH_NAME_FORBIDDEN = re.compile(r"(?:^|/)\.|\.lock(?:/|$)|\.\.|//|^/|/$|\.$|^@$")
 
 _TERMINAL_STATUS = {"RUN_ERROR": "error"}
 _OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
@@ -163,11 +177,25 @@ class _Known:
     underived: set[int] | None = None
 
 
+class _TooDeep(Exception):
+    """A copy or move that nests too deeply, at event ``at`` of a segment, operation ``op``
+    of its patch field ``field``."""
+
+    def __init__(self, at: int, field: str, op: int, levels: int) -> None:
+        super().__init__(at, field, op, levels)
+        self.at, self.field, self.op, self.levels = at, field, op, levels
+
+
 @dataclass(frozen=True)
 class _RunKey:
     pk: int
     thread_pk: int
 
+
+#: The largest ``max_depth`` a store takes: ``json.dumps``, msgspec and the CLI recurse once
+#: per level, and near 1,000 levels (Python's recursion limit) even ``append`` failed with
+#: a RecursionError; 512 leaves the caller's own stack room.
+MAX_DEPTH_LIMIT = 512
 
 #: The default ``checkpoint_events``: ``append`` writes a run's checkpoint when the runs since
 #: the last one on its lineage hold at least this many events, so 1 checkpoints every
@@ -207,7 +235,12 @@ class Store:
             "busy_timeout_ms", busy_timeout_ms, minimum=0
         )
         self.max_event_bytes = arguments.positive_int("max_event_bytes", max_event_bytes)
-        self.max_depth = arguments.positive_int("max_depth", max_depth)
+        self.max_depth = arguments.positive_int("max_depth", max_depth, minimum=2)
+        if max_depth > MAX_DEPTH_LIMIT:
+            raise InvalidArgumentError(
+                f"max_depth must be at most {MAX_DEPTH_LIMIT}, not {max_depth}: deeper values "
+                "could not be read back (JSON encoders recurse once per level)"
+            )
         if type(checkpoint_events) is not int or checkpoint_events < 1:
             raise InvalidArgumentError(
                 f"checkpoint_events must be a positive integer, not {checkpoint_events!r}"
@@ -328,6 +361,8 @@ class Store:
         types = self._validated(incoming)
         for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
             _storable(value, path=name)
+        if thread_id == "":
+            raise InvalidEventError("is empty: name a thread or pass None", path="thread_id")
         if run_id is not None:
             if not isinstance(run_id, str) or not run_id:
                 raise InvalidEventError(
@@ -337,6 +372,8 @@ class Store:
         if branch is not None:
             _check_branch_name(branch)
         run_input = self._parse_input(input) if input is not None else None
+        if run_input is not None:
+            _check_input_run_id(incoming, types, run_input[0])
         batch_thread = self._thread_of_batch(incoming, types, thread_id, run_input)
         with self._lock:
             conn = self._db
@@ -362,14 +399,17 @@ class Store:
                 self._forget()
                 raise
 
-    @staticmethod
-    def _validated(incoming: list[codec.IncomingEvent]) -> list[str]:
+    def _validated(self, incoming: list[codec.IncomingEvent]) -> list[str]:
         """Validate a batch's events one by one (what needs no database); their types."""
         types = model.validate_events([ev.data for ev in incoming])
         for i, (ev, kind) in enumerate(zip(incoming, types)):
             if kind == "RUN_STARTED":
                 for name in ("threadId", "runId", "parentRunId"):
                     _storable(ev.data.get(name), index=i, event_type=kind, path=f"$.{name}")
+                _check_run_names(ev.data, i)
+        nesting.refuse_deep_writes(
+            [ev.data for ev in incoming], types, self.max_depth, [ev.raw for ev in incoming]
+        )
         return types
 
     def import_file(
@@ -611,6 +651,7 @@ class Store:
                         self._drop_below(conn, thread_pk, continued)
                 run_ids.append(self._known_run_id(conn, segment.run_pk))
             run_pk = segment.run_pk
+            self._refuse_deep_copies(conn, segment, run_input)
             rows = [
                 (at, run_pk, kind, ev.raw.decode("utf-8"))
                 for at, ev, kind in zip(itertools.count(seq), segment.events, segment.types)
@@ -868,6 +909,76 @@ class Store:
                 event_type="RUN_STARTED",
                 path="$.runId",
             )
+        # A run id and a branch name are both revisions: neither may hide the other.
+        if self._known.branched.get(thread_pk, True) and conn.execute(
+            "SELECT 1 FROM branches WHERE thread = ? AND name = ?", (thread_pk, run_id)
+        ).fetchone():
+            raise InvalidEventError(
+                f"run id {_quote(run_id)} is the name of a branch of this thread, and would "
+                "shadow it as a revision: delete or rename the branch (delete_branch, then "
+                "branch under another name), or record the run under another id",
+                index=segment.first_index,
+                event_type="RUN_STARTED",
+                path="$.runId",
+            )
+
+    def _refuse_deep_copies(
+        self,
+        conn: database.Conn,
+        segment: _Segment,
+        run_input: tuple[dict[str, Any], str] | None,
+    ) -> None:
+        """Refuse a ``copy``/``move`` that would nest the state (or an activity's content)
+        deeper than a snapshot may (:mod:`agui_store.nesting`). How deep the copied value is
+        depends on the state, so a segment holding such an operation (rare) is replayed
+        from the run's view so far, before its rows are written."""
+        risky = set(
+            nesting.deepening_copies(
+                [ev.data for ev in segment.events], segment.types, [ev.raw for ev in segment.events]
+            )
+        )
+        if not risky:
+            return
+        fresh = [codec.decode(ev.raw) for ev in segment.events]  # the reducer may own these
+        try:
+            if segment.started is not None:
+                assert segment.run_row is not None
+                parent_pk, recorded, _ = segment.run_row
+                reducer = start_reducer(None if parent_pk is None else self._view(conn, parent_pk))
+                given = codec.decode(run_input[1]) if run_input and recorded else None
+                apply_run(reducer, RunRecord(input=given, events=fresh[:1]))
+                first = 1
+            else:
+                assert segment.run_pk is not None
+                reducer = start_reducer(self._view(conn, segment.run_pk))
+                first = 0
+            limit = nesting.state_depth_limit(self.max_depth)
+            for at in range(first, len(fresh)):
+                event = fresh[at]
+                if at in risky:
+                    target = reducer.patch_target(event)
+                    field = nesting.PATCH_FIELDS[segment.types[at]]
+                    found = (
+                        None
+                        if target is UNDEFINED
+                        else nesting.deep_copy_at(target, event[field], limit)
+                    )
+                    if found is not None:
+                        raise _TooDeep(at, field, *found)
+                reducer.feed([event])
+        except _TooDeep as deep:
+            raise InvalidEventError(
+                f"copies a value {deep.levels} levels deep into the "
+                f"{'state' if deep.field == 'delta' else 'activity content'}; the store keeps "
+                f"at most {nesting.state_depth_limit(self.max_depth)} (max_depth "
+                f"{self.max_depth} less the event's own level, what a snapshot can carry), so "
+                "that every reader can read it back",
+                index=segment.first_index + deep.at,
+                event_type=segment.types[deep.at],
+                path=f"$.{deep.field}[{deep.op}]",
+            ) from None
+        except InvalidEventError:
+            return  # the client throws on this lineage: there is no state to measure
 
     def _insert_run(
         self,
@@ -1049,6 +1160,7 @@ class Store:
         branched = self._known.branched
         if branch is not None:
             _check_branch_name(branch)
+            _refuse_branch_shadowing_run(conn, thread_pk, branch)
             conn.execute(
                 "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT(thread, name) DO UPDATE SET run = excluded.run, "
@@ -1608,6 +1720,19 @@ class Store:
             (ref, *args),
         ).fetchall()
         if len(rows) == 1:
+            if thread_pk is None:
+                # The same name as a branch of another thread (within a thread, append and
+                # branch refuse the clash): the caller must say which thread.
+                other = conn.execute(
+                    "SELECT threads.thread_id FROM branches JOIN threads ON threads.id = "
+                    "branches.thread WHERE branches.name = ? AND branches.thread != ? LIMIT 1",
+                    (ref, rows[0][1]),
+                ).fetchone()
+                if other is not None:
+                    raise AmbiguousRunError(
+                        f"{ref!r} is a run of thread {rows[0][2]!r} and a branch of thread "
+                        f"{other[0]!r}: pass thread_id="
+                    )
             return _RunKey(int(rows[0][0]), int(rows[0][1]))
         if len(rows) > 1:
             threads = ", ".join(repr(r[2]) for r in rows)
@@ -2166,6 +2291,7 @@ class Store:
             conn = self._db
             with database.immediate(conn):
                 key = self._resolve(conn, run_id, thread_id=thread_id)
+                _refuse_branch_shadowing_run(conn, key.thread_pk, name)
                 now = database.now_ms()
                 conn.execute(
                     "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, ?) "
@@ -2496,13 +2622,75 @@ def _storable(
 
 
 def _check_branch_name(name: str) -> None:
+    """A branch name is a revision, so it must read back as one, like git's
+    check-ref-format: 1-255 ASCII letters, digits and ``. _ / @ + -`` (no whitespace,
+    control characters or ``~``), not starting with ``-``, no component starting with ``.``
+    or ending with ``.lock``, no ``..``, no empty component, not ending with ``.``, not
+    ``@``, and neither ``HEAD`` nor ``main``."""
     if name in _RESERVED_REFS:
         raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
-    if not isinstance(name, str) or not _BRANCH_NAME.match(name) or name.startswith("-"):
+    if (
+        not isinstance(name, str)
+        or not _BRANCH_NAME.fullmatch(name)
+        or name.startswith("-")
+        or _BRANCH_NAME_FORBIDDEN.search(name)
+    ):
         raise BranchError(
-            f"invalid branch name {_quote(name)}: use letters, digits and . _ / @ + - (no "
-            "spaces, no '~')"
+            f"invalid branch name {_quote(name) if isinstance(name, str) else repr(name)}: use "
+            "1-255 letters, digits and . _ / @ + - (no spaces or control characters, no '~', "
+            "not starting with '-', no '..', '//', component starting with '.' or ending "
+            "with '.lock', no '/' or '.' at the end)"
         )
+
+
+def _refuse_branch_shadowing_run(conn: database.Conn, thread_pk: int, name: str) -> None:
+    """A branch may not take the name of a run of its thread: the two would be the same
+    revision (the run id would win, silently)."""
+    if conn.execute(
+        "SELECT 1 FROM runs WHERE thread = ? AND run_id = ?", (thread_pk, name)
+    ).fetchone():
+        raise BranchError(
+            f"branch name {_quote(name)} is the id of a run of this thread, and would be "
+            "shadowed by it as a revision: choose another name"
+        )
+
+
+def _check_run_names(started: dict[str, Any], index: int) -> None:
+    """A RUN_STARTED's ids must name something: not empty, and no run may be called like
+    the refs every thread has (``HEAD``, ``main``)."""
+    for name in ("threadId", "runId"):
+        if started.get(name) == "":
+            raise InvalidEventError(
+                "is empty: a run needs a non-empty id",
+                index=index,
+                event_type="RUN_STARTED",
+                path=f"$.{name}",
+            )
+    if started.get("runId") in _RESERVED_REFS:
+        raise InvalidEventError(
+            f"run id {started['runId']!r} is the name of a ref every thread has (HEAD and "
+            "main name its newest run): record the run under another id",
+            index=index,
+            event_type="RUN_STARTED",
+            path="$.runId",
+        )
+
+
+def _check_input_run_id(
+    incoming: list[codec.IncomingEvent], types: list[str], run_input: dict[str, Any]
+) -> None:
+    """An input belongs to the first run its batch starts: it must name that run, as it
+    must name its thread."""
+    sent = run_input.get("runId")
+    for i, kind in enumerate(types):
+        if kind == "RUN_STARTED":
+            started = incoming[i].data.get("runId")
+            if sent is not None and sent != started:
+                raise InvalidEventError(
+                    f"the input names run {sent!r} but the batch starts run {started!r}",
+                    path="input.runId",
+                )
+            return
 
 
 def open(path: str | os.PathLike[str] | None = None, **options: Any) -> Store:
