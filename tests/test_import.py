@@ -136,13 +136,16 @@ FORMS = st.sampled_from([
 
 
 @given(events=legal_streams(max_runs=3), form=FORMS, read_bytes=st.integers(1, 97),
-       bom=st.booleans())
+       bom=st.booleans(), fast_bytes=st.integers(1, 300))
 def test_streaming_a_file_reads_the_same_events_and_bytes_as_reading_it_whole(
-    events: list[dict[str, Any]], form: Any, read_bytes: int, bom: bool
+    events: list[dict[str, Any]], form: Any, read_bytes: int, bom: bool, fast_bytes: int
 ) -> None:
     text = (b"\xef\xbb\xbf" if bom else b"") + form(events)
     whole = codec.parse_events(text)
-    streamed = list(codec.iter_events(io.BytesIO(text), read_bytes=read_bytes))
+    with pytest.MonkeyPatch.context() as mp:
+        # Arrays: many elements in one msgspec call once this much is read, else one by one.
+        mp.setattr(codec, "_FAST_BYTES", fast_bytes)
+        streamed = list(codec.iter_events(io.BytesIO(text), read_bytes=read_bytes))
     assert [(e.raw, e.data) for e in streamed] == [(e.raw, e.data) for e in whole]
     assert [e.data for e in streamed] == events
 
@@ -162,10 +165,13 @@ BROKEN = [
 
 
 @pytest.mark.parametrize("text", BROKEN)
-def test_a_broken_file_fails_streamed_where_it_fails_whole(text: bytes) -> None:
+def test_a_broken_file_fails_streamed_where_it_fails_whole(
+    text: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(InvalidEventError) as whole:
         codec.parse_events(text)
-    for read_bytes in (1, 5, 1 << 20):
+    for read_bytes, fast_bytes in ((1, 1), (5, 1 << 16), (1 << 20, 1), (1 << 20, 1 << 16)):
+        monkeypatch.setattr(codec, "_FAST_BYTES", fast_bytes)
         with pytest.raises(InvalidEventError) as streamed:
             list(codec.iter_events(io.BytesIO(text), read_bytes=read_bytes))
         assert streamed.value.index == whole.value.index, (streamed.value, whole.value)
