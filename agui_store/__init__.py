@@ -16,7 +16,7 @@ from agui_store.errors import (
     SequenceError,
     StoreBusyError,
 )
-from agui_store.records import AppendResult, Branch, Checkout, Log, Run
+from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run
 from agui_store.slim import PRESETS as SLIM_PRESETS
 from agui_store.slim import slim
 from agui_store.store import Store, open
@@ -32,6 +32,7 @@ __all__ = [
     "BranchError",
     "Checkout",
     "Diff",
+    "ImportResult",
     "IntegrityError",
     "InvalidEventError",
     "Log",
