@@ -496,3 +496,46 @@ def test_an_array_with_an_escaped_lone_surrogate_keeps_every_events_bytes() -> N
         assert [e.raw for e in events] == [b'{"type": "A", "n": 1.0}',
                                            b'{"type": "B", "x": "\\ud83d \\u00e9"}']
         assert events[1].data["x"] == "\ud83d \u00e9"
+
+
+DISK_FULL = r"""
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+import agui_store
+db, source, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+with agui_store.open(db) as store:
+    before = store.threads()
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        store.import_file(source)
+    except Exception as e:
+        print("failed:", type(e).__name__, e)
+    else:
+        raise SystemExit("the import fitted under the limit")
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert store.threads() == before, store.threads()
+    result = store.import_file(source)  # the same store object, once there is space
+    print("imported", result.event_count)
+"""
+
+
+def test_a_disk_filling_up_mid_import_leaves_the_store_as_it_was_and_it_imports_later(
+    tmp_path: Path, seeded: Path
+) -> None:
+    source = write(tmp_path / "r.jsonl", recording(3_000_000))
+    before = contents(seeded)
+    limit = seeded.stat().st_size + 1_000_000
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", DISK_FULL, str(seeded), str(source), str(limit)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("failed:"), proc.stdout
+    lines = source.read_bytes().count(b"\n")
+    assert proc.stdout.splitlines()[-1] == f"imported {lines}"
+    after = contents(seeded)
+    assert after["before/r0"] == before["before/r0"]
+    assert len(after) == 1 + lines // len(run_events("x", "y", 40))
