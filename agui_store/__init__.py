@@ -9,11 +9,19 @@ from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
     BranchError,
+    CorruptStoreError,
+    HashMismatchError,
     IntegrityError,
+    InternalError,
+    InvalidArgumentError,
     InvalidEventError,
+    NotAStoreError,
+    OutOfMemoryError,
     RunNotFoundError,
     SchemaVersionError,
     SequenceError,
+    StorageError,
+    StorageFullError,
     StoreBusyError,
 )
 from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run
@@ -31,17 +39,25 @@ __all__ = [
     "Branch",
     "BranchError",
     "Checkout",
+    "CorruptStoreError",
     "Diff",
+    "HashMismatchError",
     "ImportResult",
     "IntegrityError",
+    "InternalError",
+    "InvalidArgumentError",
     "InvalidEventError",
     "Log",
     "MessageChange",
+    "NotAStoreError",
+    "OutOfMemoryError",
     "Run",
     "RunNotFoundError",
     "SchemaVersionError",
     "SequenceError",
     "SequenceVerifier",
+    "StorageError",
+    "StorageFullError",
     "Store",
     "StoreBusyError",
     "ViewChange",
@@ -53,3 +69,12 @@ __all__ = [
     "validate_artifact",
     "verify_events",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # ``agui_store.aio`` without importing asyncio for every user of the sync store.
+    if name == "aio":
+        import importlib
+
+        return importlib.import_module("agui_store.aio")
+    raise AttributeError(f"module 'agui_store' has no attribute {name!r}")

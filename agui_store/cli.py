@@ -95,6 +95,8 @@ def _run_json(run: Run) -> dict[str, Any]:
         "sentParentRunId": run.sent_parent_run_id,
         "hasInput": run.has_input,
         "branches": list(run.branches),
+        "hash": run.hash,
+        "shortHash": run.short_hash,
     }
 
 

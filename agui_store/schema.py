@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -197,6 +197,22 @@ CREATE TABLE underived (
 ALTER TABLE checkpoints ADD COLUMN state_base INTEGER REFERENCES checkpoints(run);
 """
 
+# Version 8: content hashes (see :mod:`agui_store.hashing`). A run records the hash its batch
+# chain starts from (``start_hash``: its record, its parent's hash when it was placed, its
+# input's digest) and those two parts, so that a check can say which one differs; each batch
+# records the run's hash after it. A checkpoint records the run hash it was derived at and the
+# digest of its blobs' addresses. Files of older versions get theirs computed on open
+# (``database.backfill_hashes``): the append-only triggers refuse that UPDATE, so the backfill
+# lifts them for the moment it needs, inside the migration's transaction.
+CREATE_V8 = """
+ALTER TABLE runs ADD COLUMN parent_hash BLOB;  -- the parent's hash when the run was placed
+ALTER TABLE runs ADD COLUMN input_hash BLOB;   -- digest of input and input_refs as stored
+ALTER TABLE runs ADD COLUMN start_hash BLOB;   -- where the run's batch chain starts
+ALTER TABLE batches ADD COLUMN hash BLOB;      -- the run's hash after this batch
+ALTER TABLE checkpoints ADD COLUMN run_hash BLOB;   -- the run's hash it was derived at
+ALTER TABLE checkpoints ADD COLUMN view_hash BLOB;  -- digest of its blobs' addresses
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -205,7 +221,11 @@ MIGRATIONS: dict[int, str] = {
     5: CREATE_V5,
     6: CREATE_V6,
     7: CREATE_V7,
+    8: CREATE_V8,
 }
+
+#: The versions whose migration also computes values in Python, after its SQL.
+BACKFILLS = frozenset({8})
 
 # --- hot statements -------------------------------------------------------------------------
 
@@ -262,7 +282,15 @@ RUN_COLUMNS = """
     (SELECT max(b.last_seq) FROM batches b WHERE b.run = runs.id),
     (SELECT max(b.appended_at) FROM batches b WHERE b.run = runs.id),
     (SELECT b.outcome FROM batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL
-        ORDER BY b.id DESC LIMIT 1)
+        ORDER BY b.id DESC LIMIT 1),
+    coalesce((SELECT b.hash FROM batches b WHERE b.run = runs.id ORDER BY b.id DESC LIMIT 1),
+        runs.start_hash)
+"""
+
+#: A run's hash: its newest batch's (its chain's start while it has none).
+RUN_HASH = """
+SELECT coalesce((SELECT b.hash FROM batches b WHERE b.run = ?1 ORDER BY b.id DESC LIMIT 1),
+    (SELECT start_hash FROM runs WHERE id = ?1))
 """
 RUN_FROM = """
 FROM runs JOIN threads ON threads.id = runs.thread

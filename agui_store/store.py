@@ -8,6 +8,7 @@ go (runs, lineage, branches) and talks SQL through :mod:`agui_store.database`.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import itertools
 import operator
@@ -16,18 +17,19 @@ import re
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agui_store import blobs, checkpoints, codec, database, model, schema
+from agui_store import blobs, checkpoints, codec, database, hashing, model, schema
 from agui_store.diff import Diff, compare
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
     BranchError,
+    HashMismatchError,
     InvalidEventError,
     RunNotFoundError,
     SequenceError,
@@ -80,6 +82,7 @@ class _SinceCheckpoint:
     blob_ids: list[int]  # its messages' blobs, aligned with ``messages``
     chain: int
     messages: list[Any]  # its message objects, kept alive so that their id()s stay unique
+    blob_addresses: list[bytes] = field(default_factory=list)  # aligned with blob_ids
     names: set[str] = field(default_factory=set)  # ids the runs since then named
     snapshot: bool = False  # a MESSAGES_SNAPSHOT since then
     had_input: bool = False  # a recorded input since then
@@ -110,6 +113,7 @@ class _SinceCheckpoint:
             snap.blob_ids,
             snap.chain,
             list(messages),
+            snap.blob_addresses,
             state_anchor=snap.state_anchor,
             state_bytes=snap.state_bytes,
         )
@@ -146,6 +150,7 @@ class _Known:
     run_ids: dict[int, str] = field(default_factory=dict)  # run pk -> run id
     last_seqs: dict[int, int] = field(default_factory=dict)  # run pk -> its last event
     statuses: dict[int, str] = field(default_factory=dict)  # run pk -> status
+    run_hashes: dict[int, bytes] = field(default_factory=dict)  # run pk -> its hash now
     # The threads whose newest run is open, for a batch that names no thread.
     open_threads: set[str] | None = None
     # The threads with complete runs whose derived data was left for later (``underived``).
@@ -411,8 +416,8 @@ class Store:
         for cache in (self._views, self._verifiers):
             for pk in [pk for pk in cache if pk != thread_pk]:
                 del cache[pk]
-        known = self._known
-        if len(known.run_ids) + len(known.last_seqs) + len(known.thread_pks) > _KNOWN_LIMIT:
+        remembered = (v for v in vars(self._known).values() if isinstance(v, (dict, set)))
+        if sum(len(v) for v in remembered) > _KNOWN_LIMIT:
             self._known = _Known()
 
     def _notice_other_writes(self, conn: database.Conn) -> None:
@@ -546,7 +551,9 @@ class Store:
                 if newest is None:
                     # Only RUN_ERROR (a run that failed before it started) or, without
                     # sequence checks, any event may open the thread's log.
-                    segment.run_pk = self._insert_synthetic_run(conn, thread_pk, seq, now)
+                    segment.run_pk = self._insert_synthetic_run(
+                        conn, thread_pk, thread_id, seq, now
+                    )
                     known.newest[thread_pk] = segment.run_pk
                     new_run_ids.append(self._known_run_id(conn, segment.run_pk))
                 else:
@@ -572,10 +579,29 @@ class Store:
                 for ev, kind in zip(segment.events, segment.types):
                     if kind in ("RUN_FINISHED", "RUN_ERROR"):
                         segment.outcome = _status_of_terminal(ev.data)
+            # The run's hash after this batch: the batch's stored bytes chained onto it.
+            refs = {echo[0]: echo[1]} if echo is not None else {}
+            batch_hash = hashing.chain(
+                self._known_run_hash(conn, run_pk),
+                hashing.batch_digest(
+                    [(at, kind, text, refs.get(at)) for at, _, kind, text in rows],
+                    segment.outcome,
+                    now,
+                ),
+            )
+            known.run_hashes[run_pk] = batch_hash
             conn.execute(
-                "INSERT INTO batches(run, first_seq, last_seq, count, outcome, appended_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (segment.run_pk, seq - len(rows), seq - 1, len(rows), segment.outcome, now),
+                "INSERT INTO batches(run, first_seq, last_seq, count, outcome, appended_at, hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    segment.run_pk,
+                    seq - len(rows),
+                    seq - 1,
+                    len(rows),
+                    segment.outcome,
+                    now,
+                    batch_hash,
+                ),
             )
             self._remember_batch(thread_id, segment, seq - 1)
             # Before the next run of the batch is placed: its lineage and its echoed input
@@ -722,9 +748,22 @@ class Store:
             if normalized is not None:
                 input_text = codec.encode(normalized[0]).decode("utf-8")
                 refs_text = codec.encode(normalized[1]).decode("utf-8")
+        parent_hash = self._known_run_hash(conn, parent_pk) if parent_pk is not None else None
+        input_hash = hashing.input_digest(input_text, refs_text)
+        start_hash = hashing.start(
+            thread_id=started["threadId"],
+            run_id=started["runId"],
+            lineage=reason,
+            sent_parent_run_id=sent_parent,
+            synthetic=False,
+            created_at=now,
+            parent_hash=parent_hash,
+            input_hash=input_hash,
+        )
         cur = conn.execute(
             "INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, input_refs,"
-            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            " created_at, parent_hash, input_hash, start_hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 thread_pk,
                 started["runId"],
@@ -734,9 +773,13 @@ class Store:
                 input_text,
                 refs_text,
                 now,
+                parent_hash,
+                input_hash,
+                start_hash,
             ),
         )
         run_pk = int(cur.fetchone()[0])
+        self._known.run_hashes[run_pk] = start_hash
         self._advance_branches(conn, thread_pk, parent_pk, run_pk, branch, now)
         return run_pk, (parent_pk, input_text, refs_text)
 
@@ -867,15 +910,38 @@ class Store:
                     (run_pk, now, thread_pk, parent_pk),
                 )
 
-    def _insert_synthetic_run(self, conn: database.Conn, thread_pk: int, seq: int, now: int) -> int:
+    def _insert_synthetic_run(
+        self, conn: database.Conn, thread_pk: int, thread_id: str, seq: int, now: int
+    ) -> int:
         run_id = f"run-error-{seq}"
         parent_pk = self._head(conn, thread_pk)
-        cur = conn.execute(
-            "INSERT INTO runs(thread, run_id, parent, lineage, synthetic, created_at) "
-            "VALUES (?, ?, ?, ?, 1, ?) RETURNING id",
-            (thread_pk, run_id, parent_pk, "head" if parent_pk else "root", now),
+        lineage = "head" if parent_pk else "root"
+        parent_hash = self._known_run_hash(conn, parent_pk) if parent_pk is not None else None
+        start_hash = hashing.start(
+            thread_id=thread_id,
+            run_id=run_id,
+            lineage=lineage,
+            sent_parent_run_id=None,
+            synthetic=True,
+            created_at=now,
+            parent_hash=parent_hash,
+            input_hash=None,
         )
-        return int(cur.fetchone()[0])
+        cur = conn.execute(
+            "INSERT INTO runs(thread, run_id, parent, lineage, synthetic, created_at, "
+            "parent_hash, start_hash) VALUES (?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
+            (thread_pk, run_id, parent_pk, lineage, now, parent_hash, start_hash),
+        )
+        run_pk = int(cur.fetchone()[0])
+        self._known.run_hashes[run_pk] = start_hash
+        return run_pk
+
+    def _known_run_hash(self, conn: database.Conn, run_pk: int) -> bytes:
+        """A run's hash now: its newest batch's (remembered between appends)."""
+        run_hashes = self._known.run_hashes
+        if run_pk not in run_hashes:
+            run_hashes[run_pk] = bytes(conn.execute(schema.RUN_HASH, (run_pk,)).fetchone()[0])
+        return run_hashes[run_pk]
 
     def _normalize_echo(
         self, conn: database.Conn, thread_pk: int, run_pk: int, rows: list[Any]
@@ -899,16 +965,23 @@ class Store:
         rows[0] = (seq, rows[0][1], rows[0][2], codec.encode(started).decode("utf-8"))
         return seq, codec.encode(normalized[1]).decode("utf-8")
 
-    def _run_events(self, conn: database.Conn, run_pk: int, after: int = 0) -> list[Any]:
-        """A run's events decoded, echoed inputs stored by reference put back whole."""
+    def _run_events(
+        self, conn: database.Conn, run_pk: int, after: int = 0, *, verify: bool = False
+    ) -> list[Any]:
+        """A run's events decoded, echoed inputs stored by reference put back whole;
+        ``verify``: all of them (``after`` 0), checked against the run's hashes first."""
         rows = conn.execute(
-            "SELECT events.payload, echo_refs.refs FROM events "
+            "SELECT events.payload, echo_refs.refs, events.seq, events.type FROM events "
             "LEFT JOIN echo_refs ON echo_refs.seq = events.seq "
             "WHERE events.run = ? AND events.seq > ? ORDER BY events.seq",
             (run_pk, after),
         ).fetchall()
+        if verify and not after:
+            pks = (codec.encode([run_pk]).decode(),)
+            self._verified_runs(conn, pks)
+            self._verify_batches(conn, pks, {run_pk: [(r[2], r[3], r[0], r[1]) for r in rows]})
         events = codec.decode_many([r[0] for r in rows])
-        for event, (_, refs) in zip(events, rows):
+        for event, (_, refs, _, _) in zip(events, rows):
             if refs is not None:
                 parent_pk = conn.execute(
                     "SELECT parent FROM runs WHERE id = ?", (run_pk,)
@@ -1105,13 +1178,16 @@ class Store:
         )
         written = False
         if force_checkpoint or since.events >= self.checkpoint_events:
-            written = self._write_checkpoint(conn, run_pk, reducer, since, digest, now)
+            written = self._write_checkpoint(
+                conn, run_pk, reducer, since, digest, now, self._known_run_hash(conn, run_pk)
+            )
             if written:
                 since = _SinceCheckpoint(
                     run_pk,
                     since.blob_ids,
                     since.chain,
                     list(reducer.messages),
+                    since.blob_addresses,
                     state_anchor=since.state_anchor,
                     state_bytes=since.state_bytes,
                 )
@@ -1149,7 +1225,7 @@ class Store:
             since = _SinceCheckpoint.start([], None, None)
         else:
             found, after = checkpoints.nearest(conn, run_pk)
-            snap = checkpoints.load(conn, found) if found is not None else None
+            snap = self._load_checkpoint(conn, found) if found is not None else None
             reducer = start_reducer(snap.view if snap is not None else None)
             if snap is not None:
                 reducer.track_state(snap.state_patches)
@@ -1168,22 +1244,34 @@ class Store:
         since: _SinceCheckpoint,
         digest: bytes,
         now: int,
+        run_hash: bytes,
     ) -> bool:
         """Store the reducer's view as the run's checkpoint, a delta of ``since``'s; on
         success ``since.blob_ids`` and ``since.chain`` describe the new one."""
         view = view_of(reducer)
         base = (since.run_pk, since.blob_ids, since.chain) if since.run_pk is not None else None
-        blob_ids = _message_blobs(conn, view.messages, since, base, reducer)
-        if blob_ids is None:
+        found = _message_blobs(conn, view.messages, since, base, reducer)
+        if found is None:
             # One message object at two positions (repeated ids, then a MESSAGES_SNAPSHOT):
             # the client edits both through one id. One blob per position would lose that
             # sharing, so this run keeps no checkpoint; later runs replay from an older one.
             return False
+        blob_ids, addresses = found
         patches = _state_patches(reducer, since)
         since.chain, stored = checkpoints.write(
-            conn, run_pk, view, blob_ids, base, digest, now, patches
+            conn,
+            run_pk,
+            view,
+            blob_ids,
+            base,
+            digest,
+            now,
+            patches,
+            addresses=addresses,
+            run_hash=run_hash,
         )
         since.blob_ids = blob_ids
+        since.blob_addresses = addresses
         if patches is None:  # the state stored whole: later ones patch this one
             since.state_anchor, since.state_bytes = run_pk, stored
             reducer.track_state()
@@ -1441,6 +1529,7 @@ class Store:
             last_seq,
             updated_at,
             outcome,
+            run_hash,
         ) = row
         return Run(
             thread_id=thread_id,
@@ -1456,7 +1545,19 @@ class Store:
             synthetic=bool(synthetic),
             branches=tuple(branches.get(pk, ())),
             last_seq=last_seq,
+            hash=bytes(run_hash).hex() if run_hash is not None else None,
         )
+
+    def record(
+        self, events: Iterable[Any], *, input: Any = None, thread_id: str | None = None
+    ) -> Iterator[Any]:
+        """Yield each of ``events`` unchanged, as it arrives, while recording it in batches
+        (appended by a thread at the latest every 0.1 s, and at the end). If the producer
+        raises or the consumer stops, what passed is recorded and the run is left
+        incomplete. See :mod:`agui_store.recording`."""
+        from agui_store import recording  # it builds on this module
+
+        return recording.record(self, events, input=input, thread_id=thread_id)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -1493,10 +1594,16 @@ class Store:
             after: a global sequence number (exclusive), e.g. ``AppendResult.last_seq`` or
                 ``Run.last_seq``: only events recorded after it (a reconnecting reader's
                 cursor, like SSE's ``Last-Event-ID``).
+
+        Raises:
+            HashMismatchError: (the whole run, without ``after``) the stored events are not
+                the ones the run's hashes cover: the file was edited outside agui-store.
         """
         with self._reading() as conn:
             key = self._resolve(conn, run_id, thread_id=thread_id)
-            return self._run_events(conn, key.pk, after if after is not None else 0)
+            return self._run_events(
+                conn, key.pk, after if after is not None else 0, verify=after is None
+            )
 
     def thread_events(self, thread_id: str) -> Iterator[dict[str, Any]]:
         """Every event of a thread in recorded order, read run by run (memory bounded by
@@ -1508,9 +1615,11 @@ class Store:
         """The ``RunAgentInput`` recorded for a run (``append(input=...)``), or ``None``."""
         with self._reading() as conn:
             key = self._resolve(conn, run_id, thread_id=thread_id)
-            raw, raw_refs, parent_pk = conn.execute(
-                "SELECT input, input_refs, parent FROM runs WHERE id = ?", (key.pk,)
+            raw, raw_refs, parent_pk, recorded = conn.execute(
+                "SELECT input, input_refs, parent, input_hash FROM runs WHERE id = ?", (key.pk,)
             ).fetchone()
+            if hashing.input_digest(raw, raw_refs) != recorded:
+                raise self._named(conn, key.pk, "its input is not the one its hash covers")
             if raw is None:
                 return None
             value: dict[str, Any] = codec.decode(raw.encode("utf-8"))
@@ -1628,11 +1737,36 @@ class Store:
     def _view(self, conn: database.Conn, pk: int) -> View:
         """view(R): from the nearest checkpoint on R's lineage, replaying only what follows."""
         found, after = checkpoints.nearest(conn, pk)
-        start = checkpoints.load(conn, found, with_hashes=False).view if found is not None else None
+        start = (
+            self._load_checkpoint(conn, found, with_hashes=False).view
+            if found is not None
+            else None
+        )
         if not after:
             assert start is not None
             return start
         return restore(self._records(conn, after), start=start)
+
+    def _load_checkpoint(
+        self, conn: database.Conn, pk: int, *, with_hashes: bool = True
+    ) -> checkpoints.Snapshot:
+        """A checkpoint, verified against its hashes as it is read (refused, naming its run,
+        when it fails them)."""
+        try:
+            return checkpoints.load(conn, pk, with_hashes=with_hashes)
+        except HashMismatchError as e:
+            raise self._named(conn, pk, e.what) from None
+
+    @staticmethod
+    def _named(conn: database.Conn, pk: int, what: str) -> HashMismatchError:
+        row = conn.execute(
+            "SELECT threads.thread_id, runs.run_id FROM runs JOIN threads "
+            "ON threads.id = runs.thread WHERE runs.id = ?",
+            (pk,),
+        ).fetchone()
+        if row is None:
+            return HashMismatchError(what)
+        return HashMismatchError(what, thread_id=str(row[0]), run_id=str(row[1]))
 
     def _replay_view(self, conn: database.Conn, pk: int) -> View:
         """view(R) by full replay of its lineage, ignoring checkpoints (the reference)."""
@@ -1642,27 +1776,25 @@ class Store:
         ]
         return restore(self._records(conn, chain))
 
-    @staticmethod
-    def _records(conn: database.Conn, run_pks: list[int]) -> list[RunRecord]:
-        """Inputs and decoded events of runs (root first: keys grow along a lineage)."""
+    @classmethod
+    def _records(cls, conn: database.Conn, run_pks: list[int]) -> list[RunRecord]:
+        """Inputs and decoded events of runs (root first: keys grow along a lineage),
+        verified against the runs' batch hashes as they are read."""
         # The runs go in as one JSON array: a lineage can be longer than SQLite takes
         # parameters (when it has no checkpoint to start from).
         pks = (codec.encode(run_pks).decode(),)
         grouped: dict[int, list[str]] = {}
-        for run_pk, payload in conn.execute(
-            "SELECT run, payload FROM events WHERE run IN (SELECT value FROM json_each(?)) "
-            "ORDER BY run, seq",
+        rows: dict[int, list[Any]] = {}
+        for run_pk, seq, kind, payload, refs in conn.execute(
+            "SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs "
+            "FROM events LEFT JOIN echo_refs ON echo_refs.seq = events.seq "
+            "WHERE events.run IN (SELECT value FROM json_each(?)) ORDER BY events.run, events.seq",
             pks,
         ):
             grouped.setdefault(run_pk, []).append(payload)
-        inputs = {
-            int(pk): (raw, refs)
-            for pk, raw, refs in conn.execute(
-                "SELECT id, input, input_refs FROM runs WHERE id IN "
-                "(SELECT value FROM json_each(?)) AND input IS NOT NULL",
-                pks,
-            )
-        }
+            rows.setdefault(run_pk, []).append((seq, kind, payload, refs))
+        inputs = cls._verified_runs(conn, pks)
+        cls._verify_batches(conn, pks, rows)
         echo_refs = {
             int(run): codec.decode(refs.encode("utf-8"))
             for run, refs in conn.execute(
@@ -1687,6 +1819,88 @@ class Store:
             )
             at += n
         return records
+
+    @classmethod
+    def _verified_runs(
+        cls, conn: database.Conn, pks: tuple[str]
+    ) -> dict[int, tuple[str | None, str | None]]:
+        """The inputs of runs about to be replayed (``run -> (input, input_refs)``), once
+        each run's record, input and parent link are verified against its hashes: what
+        decides where its replay starts from and what it starts with."""
+        inputs = {}
+        for (pk, thread_id, run_id, lineage, sent_parent, synthetic, created, raw, refs,
+             parent_hash, input_hash, start_hash, parent_link) in conn.execute(
+            "SELECT runs.id, threads.thread_id, runs.run_id, runs.lineage, runs.parent_run_id, "
+            "runs.synthetic, runs.created_at, runs.input, runs.input_refs, runs.parent_hash, "
+            "runs.input_hash, runs.start_hash, "
+            "CASE WHEN runs.parent IS NULL THEN runs.parent_hash IS NULL "
+            "ELSE runs.parent_hash IN (SELECT p.start_hash FROM runs AS p WHERE p.id = runs.parent"
+            " UNION ALL SELECT b.hash FROM batches AS b WHERE b.run = runs.parent) END "
+            "FROM runs JOIN threads ON threads.id = runs.thread "
+            "WHERE runs.id IN (SELECT value FROM json_each(?))",
+            pks,
+        ):
+            if hashing.input_digest(raw, refs) != input_hash:
+                raise cls._named(conn, int(pk), "its input is not the one its hash covers")
+            if not parent_link:
+                raise cls._named(
+                    conn, int(pk), "its lineage parent is not the one its hash covers"
+                )
+            if start_hash is None or start_hash != hashing.start(
+                thread_id=thread_id,
+                run_id=run_id,
+                lineage=lineage,
+                sent_parent_run_id=sent_parent,
+                synthetic=bool(synthetic),
+                created_at=created,
+                parent_hash=parent_hash,
+                input_hash=input_hash,
+            ):
+                raise cls._named(conn, int(pk), "its record is not the one its hash covers")
+            if raw is not None:
+                inputs[int(pk)] = (raw, refs)
+        return inputs
+
+    @classmethod
+    def _verify_batches(
+        cls, conn: database.Conn, pks: tuple[str], rows: dict[int, list[Any]]
+    ) -> None:
+        """The events read for runs (``rows``: run -> ``(seq, type, payload, refs)``) are
+        the ones their batch hashes cover: each batch's digest, chained from the hash before
+        it, gives the hash it recorded. Costs a hash of what was read."""
+        previous: dict[int, bytes | None] = {}
+        covered: dict[int, int] = {}
+        seqs = {run_pk: [e[0] for e in events] for run_pk, events in rows.items()}
+        for run_pk, start, first, last, outcome, appended_at, recorded in conn.execute(
+            "SELECT batches.run, runs.start_hash, batches.first_seq, batches.last_seq, "
+            "batches.outcome, batches.appended_at, batches.hash FROM batches "
+            "JOIN runs ON runs.id = batches.run "
+            "WHERE batches.run IN (SELECT value FROM json_each(?)) "
+            "ORDER BY batches.run, batches.id",
+            pks,
+        ):
+            events = rows.get(run_pk, [])
+            i = bisect.bisect_left(seqs.get(run_pk, []), first)
+            j = bisect.bisect_right(seqs.get(run_pk, []), last)
+            covered[run_pk] = covered.get(run_pk, 0) + (j - i)
+            before = previous.get(run_pk, start)
+            if (
+                recorded is None
+                or before is None
+                or hashing.chain(before, hashing.batch_digest(events[i:j], outcome, appended_at))
+                != recorded
+            ):
+                raise cls._named(
+                    conn,
+                    int(run_pk),
+                    f"its events at seq {first}..{last} are not the ones its hash covers",
+                )
+            previous[run_pk] = recorded
+        for run_pk, events in rows.items():
+            if covered.get(run_pk, 0) != len(events):
+                raise cls._named(
+                    conn, int(run_pk), "it holds events that none of its batch hashes covers"
+                )
 
     # --- time travel ----------------------------------------------------------------------
 
@@ -1888,9 +2102,9 @@ def _message_blobs(
     since: _SinceCheckpoint,
     base: tuple[int, list[int], int] | None,
     reducer: Reducer,
-) -> list[int] | None:
-    """Each message's blob id, storing the blobs that are new; ``None`` when one message
-    object stands at two positions (a checkpoint cannot say that).
+) -> tuple[list[int], list[bytes]] | None:
+    """Each message's blob id and address, storing the blobs that are new; ``None`` when
+    one message object stands at two positions (a checkpoint cannot say that).
 
     A message keeps its blob in the base checkpoint when it is the same object and no run
     since could have changed it: no id their events named reaches it. The common case costs
@@ -1913,23 +2127,27 @@ def _message_blobs(
     if base is None or snapshot:
         hashes = [stored(m) for m in messages]
         ids = checkpoints.store_blobs(conn, list(new.values()))
-        return [ids[h] for h in hashes]
-    out, unresolved = _blobs_after(messages, before, base[1], names, since, reducer, stored)
+        return [ids[h] for h in hashes], hashes
+    out, addresses, unresolved = _blobs_after(
+        messages, before, base[1], since.blob_addresses, names, since, reducer, stored
+    )
     ids = checkpoints.store_blobs(conn, list(new.values()))
     for at, digest in unresolved:  # the few positions that hold a new blob
         out[at] = ids[digest]
-    return out
+        addresses[at] = digest
+    return out, addresses
 
 
 def _blobs_after(
     messages: list[dict[str, Any]],
     before: list[dict[str, Any]],
     base_ids: list[int],
+    base_addresses: list[bytes],
     names: set[str],
     since: _SinceCheckpoint,
     reducer: Reducer,
     stored: Callable[[dict[str, Any]], bytes],
-) -> tuple[list[int], list[tuple[int, bytes]]]:
+) -> tuple[list[int], list[bytes], list[tuple[int, bytes]]]:
     """The blob ids of ``messages``, given the base checkpoint's ``before`` and its
     ``base_ids`` (the prefix still standing keeps its blobs), with the positions that hold a
     new blob instead: ``(position, hash)``, their ids still 0."""
@@ -1943,6 +2161,7 @@ def _blobs_after(
         same = list(map(operator.is_, before[:limit], messages))
         keep = same.index(False) if False in same else limit
     out = base_ids[:keep]
+    addresses = base_addresses[:keep]
     unresolved: list[tuple[int, bytes]] = []
     changed = reducer.holders(names)
     if changed:  # few: the messages the runs' events name
@@ -1957,15 +2176,16 @@ def _blobs_after(
             if held is not None:
                 unresolved.append((at, stored(held)))
             at -= 1
-    known = dict(zip(map(id, before[keep:]), base_ids[keep:]))
+    known = dict(zip(map(id, before[keep:]), zip(base_ids[keep:], base_addresses[keep:])))
     moved = {id(m) for m in changed}
     for at, m in enumerate(messages[keep:], start=keep):
-        blob_id = None if id(m) in moved else known.get(id(m))
-        if blob_id is None:
+        kept = None if id(m) in moved else known.get(id(m))
+        if kept is None:
             unresolved.append((at, stored(m)))
-            blob_id = 0
-        out.append(blob_id)
-    return out, unresolved
+            kept = (0, b"")
+        out.append(kept[0])
+        addresses.append(kept[1])
+    return out, addresses, unresolved
 
 
 #: Every Store not yet garbage-collected, for the at-fork hook.

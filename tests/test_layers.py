@@ -15,11 +15,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "agui_store"
 
 #: Pure logic, no I/O and no SQL.
 CORE = ["errors", "js", "model", "codec", "verify", "patch", "reducer", "restore", "compaction",
-        "diff", "normalize", "blobs", "records", "render", "interchange", "slim", "artifact"]
+        "diff", "normalize", "blobs", "hashing", "records", "render", "interchange", "slim",
+        "artifact"]
 #: What the core must not import.
 STORAGE = {"apsw", "sqlite3", "sqlite_utils", "agui_store.database", "agui_store.schema",
            "agui_store.store", "agui_store.checkpoints", "agui_store.integrity",
-           "agui_store.analysis", "agui_store.cli", "agui_store.targets"}
+           "agui_store.analysis", "agui_store.cli", "agui_store.targets",
+           "agui_store.ledger", "agui_store.recording", "agui_store.aio",
+           "agui_store.writer"}
 
 
 def imports_of(module: str) -> set[str]:
