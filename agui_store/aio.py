@@ -11,11 +11,12 @@ await astore.close()
 
 Each call runs on the store's own worker thread, one at a time and in the order they were
 made, so the loop never waits for SQLite; reads hand their results back as they are (no
-copies). Writes that parse and replay events (``append``, ``derive``, ``compact``) go one step
-further, to a writer process (:mod:`agui_store.writer`): parsing and replaying hold the GIL,
-and on a thread a 4 MB event kept the loop from running for tens of milliseconds. The worker
-thread only hands the call over and waits on a pipe. ``writer="thread"`` keeps them on the
-thread (always so for ``:memory:``, which another process cannot open).
+copies). Writes that parse and replay events (``append``, ``import_file``, ``derive``,
+``compact``) go one step further, to a writer process (:mod:`agui_store.writer`): parsing
+and replaying hold the GIL, and on a thread a 4 MB event kept the loop from running for tens
+of milliseconds. The worker thread only hands the call over and waits on a pipe.
+``writer="thread"`` keeps them on the thread (always so for ``:memory:``, which another
+process cannot open).
 
 A call whose awaiting task is cancelled still runs to its end (an append lands whole or not
 at all either way). ``close`` waits for what was queued and for every recorder still open,
@@ -29,12 +30,14 @@ import concurrent.futures
 import functools
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Generator
+from pathlib import PurePath
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import msgspec
 
 from agui_store import recording
 from agui_store.errors import AguiStoreError
+from agui_store.records import AppendResult
 from agui_store.store import Store
 from agui_store.writer import WriterProcess
 
@@ -115,6 +118,11 @@ class AsyncStore:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._worker, functools.partial(fn, *args, **kwargs))
 
+    async def _append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
+        """A recorder's batch (:func:`agui_store.recording.append_batch`), where appends run."""
+        result: AppendResult = await self._run(self._write, "append_batch", (batch,), options)
+        return result
+
     def _write(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """On the worker thread: a parsing write, in the writer process when there is one
         and its arguments are plain data (a file object or a generator cannot be sent: such
@@ -126,6 +134,8 @@ class AsyncStore:
                 options = {name: getattr(self._store, name) for name in _STORE_OPTIONS}
                 self._writer_process = WriterProcess(self._store.path, options)
             return self._writer_process.call(name, args, kwargs)
+        if name == "append_batch":
+            return recording.append_batch(self._store, *args, **kwargs)
         return getattr(self._store, name)(*args, **kwargs)
 
     # --- the Store's methods, off the loop ------------------------------------------------
@@ -164,12 +174,14 @@ class AsyncStore:
         *,
         input: Any = None,
         thread_id: str | None = None,
+        scope: str | None = None,
     ) -> AsyncIterator[Any]:
         """Yield each event of ``events`` unchanged, as it arrives, while recording it in
         batches (at the latest every 0.1 s, and at the end). If the producer raises or the
         consumer stops or is cancelled, what passed is recorded and the run is left
-        incomplete. See :mod:`agui_store.recording`."""
-        return recording.record_async(self, events, input=input, thread_id=thread_id)
+        incomplete. ``scope`` names the owner the run is recorded for (``append``'s).
+        See :mod:`agui_store.recording`."""
+        return recording.record_async(self, events, input=input, thread_id=thread_id, scope=scope)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -242,12 +254,12 @@ def open(path: str | os.PathLike[str] | None = None, **options: Any) -> _Opening
     return _Opening(path, options)
 
 
-_PLAIN = (bytes, bytearray, str, dict, msgspec.Struct)
+_PLAIN = (bytes, bytearray, str, dict, msgspec.Struct, PurePath)
 
 
 def _sendable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether a call's arguments are plain data that pickles cheaply and exactly: JSON text,
-    dicts and msgspec structs, or lists and tuples of them."""
+    dicts, msgspec structs and paths, or lists and tuples of them."""
     for value in (*args, *kwargs.values()):
         if value is None or isinstance(value, (_PLAIN, int, float)):
             continue

@@ -58,6 +58,21 @@ class AmbiguousRunError(AguiStoreError, LookupError):
     """A run id or prefix names more than one run (in different threads, or by prefix)."""
 
 
+class OpenRunsError(AmbiguousRunError):
+    """A batch that starts no run and names none (``append(..., run_id=)``) reached a thread
+    with several open runs: which one it continues is ambiguous, so nothing was written.
+
+    Attributes:
+        thread_id: the thread.
+        run_ids: its open runs, oldest first.
+    """
+
+    def __init__(self, message: str, *, thread_id: str, run_ids: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.run_ids = run_ids
+
+
 class BranchError(AguiStoreError, ValueError):
     """A branch name is invalid or a branch operation is not allowed."""
 

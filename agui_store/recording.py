@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import inspect
 import logging
 import threading
 import time
@@ -40,7 +38,7 @@ if TYPE_CHECKING:
     from agui_store.aio import AsyncStore
     from agui_store.store import Store
 
-__all__ = ["AsyncBatcher", "Batcher", "event_json", "record", "record_async"]
+__all__ = ["AsyncBatcher", "Batcher", "append_batch", "event_json", "record", "record_async"]
 
 log = logging.getLogger("agui_store.recording")
 
@@ -176,7 +174,13 @@ class _Pending:
     the run they continue, and what was written, refused or dropped."""
 
     def __init__(
-        self, *, input: Any, thread_id: str | None, interval: float, max_bytes: int
+        self,
+        *,
+        input: Any,
+        thread_id: str | None,
+        interval: float,
+        max_bytes: int,
+        scope: str | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be positive, not {interval!r}")
@@ -192,6 +196,7 @@ class _Pending:
             with contextlib.suppress(InvalidEventError):
                 self.input = event_json(input)
         self.thread_id = thread_id
+        self.scope = scope
         self.run_id: str | None = None
         self.events: list[bytes] = []
         self.size = 0
@@ -207,6 +212,13 @@ class _Pending:
         """Keep one event; ``True`` when the batch is full and should be appended now."""
         if self.failed is not None or self.closed:
             self.dropped += 1
+            if self.failed is None and self.dropped == 1:
+                log.warning(
+                    "thread %s, run %s: an event came after the recorder was closed; "
+                    "it and any later ones are not recorded",
+                    self.thread_id or "?",
+                    self.run_id or "(none recorded)",
+                )
             return False
         if not self.events:
             self.oldest = now
@@ -226,17 +238,19 @@ class _Pending:
         return None if self.oldest is None else self.oldest + self.interval
 
     def take(self) -> tuple[list[bytes], dict[str, Any]]:
-        """The pending events and the keywords of their ``append`` (the first batch carries
-        the input; later ones name the run they continue)."""
+        """The pending events and the keywords of :func:`append_batch` (the first batch
+        carries the input; later ones name the run they may continue)."""
         batch, self.events, self.size, self.oldest = self.events, [], 0, None
         options: dict[str, Any] = {"check_sequence": True}
         if self.thread_id is not None:
             options["thread_id"] = self.thread_id
+        if self.scope is not None:
+            options["scope"] = self.scope
         if self.run_id is None:
             if self.input is not None:
                 options["input"] = self.input
-        elif _append_takes_run_id():
-            options["run_id"] = self.run_id
+        else:
+            options["continues"] = self.run_id
         return batch, options
 
     def written(self, batch: list[bytes], result: AppendResult) -> None:
@@ -317,12 +331,28 @@ def _ids_of(source: Any) -> _Ids | None:
     return None
 
 
-@functools.cache
-def _append_takes_run_id() -> bool:
-    """Until ``append(..., run_id=)`` exists, a continuation joins the thread's newest run."""
-    from agui_store.store import Store
+class _Type(msgspec.Struct):
+    type: Any = None
 
-    return "run_id" in inspect.signature(Store.append).parameters
+
+_TYPE = msgspec.json.Decoder(_Type)
+
+
+def append_batch(
+    store: Store, batch: list[bytes], *, continues: str | None = None, **options: Any
+) -> AppendResult:
+    """Append one batch of a recording: a batch that does not open a run of its own
+    continues ``continues`` (the run the previous batch ended in), by name, so that two runs
+    of one thread streaming at once are recorded apart. Runs where the store runs (the
+    writer process), so that the loop never reads the batch."""
+    if continues is not None and batch:
+        try:
+            opens_run = _TYPE.decode(batch[0]).type == "RUN_STARTED"
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            opens_run = False  # not JSON: the store refuses it, naming the problem
+        if not opens_run:
+            options["run_id"] = continues
+    return store.append(batch, **options)
 
 
 #: Called after each batch is written, in order, with its receipt and its events' JSON.
@@ -359,11 +389,16 @@ class Batcher:
         thread_id: str | None = None,
         interval: float = FLUSH_INTERVAL,
         max_bytes: int = FLUSH_BYTES,
+        scope: str | None = None,
         on_written: OnWritten | None = None,
     ) -> None:
         self._store = store
         self._pending = _Pending(
-            input=input, thread_id=thread_id, interval=interval, max_bytes=max_bytes
+            input=input,
+            thread_id=thread_id,
+            interval=interval,
+            max_bytes=max_bytes,
+            scope=scope,
         )
         self._on_written = on_written
         self._changed = threading.Condition()
@@ -471,7 +506,7 @@ class Batcher:
         self, batch: list[bytes], options: dict[str, Any]
     ) -> AppendResult | BaseException:
         try:
-            return self._store.append(batch, **options)
+            return append_batch(self._store, batch, **options)
         except Exception as exc:  # never into the stream: reported and kept in `failed`
             return exc
 
@@ -489,9 +524,10 @@ def record(
     *,
     input: Any = None,
     thread_id: str | None = None,
+    scope: str | None = None,
 ) -> Iterator[Any]:
     """Yield each of ``events`` unchanged while recording it (``Store.record``)."""
-    batcher = Batcher(store, input=input, thread_id=thread_id)
+    batcher = Batcher(store, input=input, thread_id=thread_id, scope=scope)
     source = iter(events)
     try:
         for event in source:
@@ -527,11 +563,16 @@ class AsyncBatcher:
         thread_id: str | None = None,
         interval: float = FLUSH_INTERVAL,
         max_bytes: int = FLUSH_BYTES,
+        scope: str | None = None,
         on_written: OnWritten | None = None,
     ) -> None:
         self._astore = astore
         self._pending = _Pending(
-            input=input, thread_id=thread_id, interval=interval, max_bytes=max_bytes
+            input=input,
+            thread_id=thread_id,
+            interval=interval,
+            max_bytes=max_bytes,
+            scope=scope,
         )
         self._on_written = on_written
         self._timer: asyncio.TimerHandle | None = None
@@ -603,7 +644,7 @@ class AsyncBatcher:
             while pending.events:
                 batch, options = pending.take()
                 try:
-                    result = await self._astore.append(batch, **options)
+                    result = await self._astore._append_batch(batch, options)
                 except Exception as exc:  # never into the stream: reported, kept in `failed`
                     pending.refused(batch, exc)
                 else:
@@ -628,9 +669,10 @@ async def record_async(
     *,
     input: Any = None,
     thread_id: str | None = None,
+    scope: str | None = None,
 ) -> AsyncIterator[Any]:
     """Yield each of ``events`` unchanged while recording it (``AsyncStore.record``)."""
-    batcher = AsyncBatcher(astore, input=input, thread_id=thread_id)
+    batcher = AsyncBatcher(astore, input=input, thread_id=thread_id, scope=scope)
     source = aiter(events)
     try:
         async for event in source:

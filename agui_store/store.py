@@ -23,14 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agui_store import blobs, checkpoints, codec, database, hashing, model, schema
+from agui_store import arguments, blobs, checkpoints, codec, database, hashing, model, schema
 from agui_store.diff import Diff, compare
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
     BranchError,
     HashMismatchError,
+    InvalidArgumentError,
     InvalidEventError,
+    OpenRunsError,
     RunNotFoundError,
     SequenceError,
 )
@@ -45,7 +47,6 @@ from agui_store.verify import SequenceVerifier
 DEFAULT_BRANCH = "main"
 _RESERVED_REFS = frozenset({DEFAULT_BRANCH, "HEAD"})
 _BRANCH_NAME = re.compile(r"^[A-Za-z0-9._/@+-]+$")
-_ANCESTOR_SUFFIX = re.compile(r"^(?P<base>.+?)~(?P<n>\d*)$")
 
 _TERMINAL_STATUS = {"RUN_ERROR": "error"}
 _OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
@@ -151,6 +152,9 @@ class _Known:
     last_seqs: dict[int, int] = field(default_factory=dict)  # run pk -> its last event
     statuses: dict[int, str] = field(default_factory=dict)  # run pk -> status
     run_hashes: dict[int, bytes] = field(default_factory=dict)  # run pk -> its hash now
+    run_pks: dict[tuple[int, str], int] = field(default_factory=dict)  # (thread, run id) -> pk
+    # Thread pk -> its incomplete runs: an unnamed continuation must find exactly one.
+    open_runs: dict[int, set[int]] = field(default_factory=dict)
     # The threads whose newest run is open, for a batch that names no thread.
     open_threads: set[str] | None = None
     # The threads with complete runs whose derived data was left for later (``underived``).
@@ -196,12 +200,14 @@ class Store:
         checkpoint_events: int = CHECKPOINT_EVENTS,
         derive_on_append: bool = True,
     ) -> None:
-        self.path = os.fspath(path) if path is not None else database.default_path()
-        self.busy_timeout_ms = busy_timeout_ms
-        self.max_event_bytes = max_event_bytes
-        self.max_depth = max_depth
+        self.path = arguments.path_text(path) if path is not None else database.default_path()
+        self.busy_timeout_ms = arguments.positive_int(
+            "busy_timeout_ms", busy_timeout_ms, minimum=0
+        )
+        self.max_event_bytes = arguments.positive_int("max_event_bytes", max_event_bytes)
+        self.max_depth = arguments.positive_int("max_depth", max_depth)
         if type(checkpoint_events) is not int or checkpoint_events < 1:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"checkpoint_events must be a positive integer, not {checkpoint_events!r}"
             )
         self.checkpoint_events = checkpoint_events  # see CHECKPOINT_EVENTS
@@ -212,10 +218,11 @@ class Store:
         )
         self._pid = os.getpid()
         _OPEN_STORES.add(self)
-        # Sequence state of each thread's newest run, so that a live run streamed in many
-        # small appends is not re-verified from its start each time. Keyed by thread; valid
-        # while the run's last sequence number is unchanged (another writer invalidates it).
-        self._verifiers: dict[int, tuple[int, int, SequenceVerifier]] = {}
+        # Sequence state of each open run, so that a live run streamed in many small appends
+        # is not re-verified from its start each time. Keyed by run (two runs of a thread may
+        # stream at once); valid while the run's last sequence number is unchanged (another
+        # writer invalidates it).
+        self._verifiers: dict[int, tuple[int, SequenceVerifier]] = {}
         self._views: dict[int, _CachedView] = {}
         # Threads whose cached view another writer may have made stale (see _cached_view).
         self._unverified: set[int] = set()
@@ -233,8 +240,8 @@ class Store:
         """Close the file. Further calls raise."""
         with self._lock:
             if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+                conn, self._conn = self._conn, None
+                database.close(conn, self.path)
 
     def __repr__(self) -> str:
         return f"<agui_store.Store {self.path!r}>"
@@ -286,6 +293,7 @@ class Store:
         parent: str | None = None,
         branch: str | None = None,
         check_sequence: bool = True,
+        run_id: str | None = None,
     ) -> AppendResult:
         """Record events, atomically: the whole batch lands or nothing does.
 
@@ -299,10 +307,18 @@ class Store:
             branch: put the run the batch opens on this branch (created or advanced).
             check_sequence: ``False`` keeps well-formed but out-of-sequence streams (for
                 recording buggy producers); events are still validated one by one.
+            run_id: the run a batch that starts no run continues (SPEC §8: several runs of
+                a thread may stream at once). Without it such a batch continues the thread's
+                newest run, unless several runs of the thread are open. A batch that starts
+                with a RUN_STARTED may name the run it starts. Without ``thread_id`` the run
+                id finds its thread while it is unambiguous.
 
         Raises:
             InvalidEventError: naming the batch index, event type and JSON path, with the
                 file left exactly as it was.
+            RunNotFoundError: ``run_id`` names no run (of the thread).
+            OpenRunsError: the batch starts no run, names none, and its thread has several
+                open runs.
         """
         incoming = codec.parse_events(
             events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
@@ -310,6 +326,12 @@ class Store:
         types = self._validated(incoming)
         for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
             _storable(value, path=name)
+        if run_id is not None:
+            if not isinstance(run_id, str) or not run_id:
+                raise InvalidEventError(
+                    f"must be a run id (a non-empty string), not {run_id!r}", path="run_id"
+                )
+            _storable(run_id, path="run_id")
         if branch is not None:
             _check_branch_name(branch)
         run_input = self._parse_input(input) if input is not None else None
@@ -328,6 +350,7 @@ class Store:
                         parent,
                         branch,
                         check_sequence,
+                        run_id,
                     )
                     # The commit adds one to the data version: the next append sees exactly
                     # that unless something else was written in between.
@@ -481,6 +504,7 @@ class Store:
         parent_ref: str | None,
         branch: str | None,
         check_sequence: bool,
+        named_run: str | None = None,
     ) -> AppendResult:
         now = database.now_ms()
         if not incoming:
@@ -491,8 +515,19 @@ class Store:
                 )
             return AppendResult(thread_id or "", (), (), 0, None, None)
         starts_run = types[0] == "RUN_STARTED"
+        if named_run is not None and starts_run and incoming[0].data["runId"] != named_run:
+            raise InvalidEventError(
+                f"the batch starts run {_quote(incoming[0].data['runId'])} but names "
+                f"run_id={_quote(named_run)}",
+                index=0,
+                event_type="RUN_STARTED",
+                path="$.runId",
+            )
         if thread_id is None:
-            thread_id = self._only_open_thread(conn, types[0])
+            if named_run is not None:
+                thread_id = self._thread_of_run(conn, named_run)
+            else:
+                thread_id = self._only_open_thread(conn, types[0])
         known = self._known
         thread_pk = known.thread_pks.get(thread_id)
         if thread_pk is None:
@@ -500,15 +535,21 @@ class Store:
             assert thread_pk is not None
             known.thread_pks[thread_id] = thread_pk
         newest = self._head(conn, thread_pk)
+        # The run a batch that starts none continues: the one it names, else the newest.
+        continued = (
+            None
+            if starts_run
+            else self._continued_run(conn, thread_pk, thread_id, named_run, newest, types[0])
+        )
 
-        # Sequence rules (SPEC §1): a batch that does not start a run continues the thread's
-        # newest run, so it is checked from that run's recorded state.
+        # Sequence rules (SPEC §1): a batch that does not start a run continues a recorded
+        # run, so it is checked from that run's recorded state.
         verifier: SequenceVerifier | None = None
         if check_sequence:
-            if starts_run or newest is None:
+            if continued is None:
                 verifier = SequenceVerifier()
             else:
-                verifier = self._verifier_for(conn, thread_pk, newest).copy()
+                verifier = self._verifier_for(conn, continued).copy()
             verifier.feed_many([ev.data for ev in incoming])
 
         segments = self._segments(incoming, types)
@@ -544,21 +585,28 @@ class Store:
                 )
                 known.newest[thread_pk] = segment.run_pk
                 known.run_ids[segment.run_pk] = rid
+                known.run_pks[(thread_pk, rid)] = segment.run_pk
                 known.statuses[segment.run_pk] = "incomplete"
                 new_run_ids.append(rid)
                 run_ids.append(rid)
             else:
-                if newest is None:
+                if continued is None:
                     # Only RUN_ERROR (a run that failed before it started) or, without
                     # sequence checks, any event may open the thread's log.
                     segment.run_pk = self._insert_synthetic_run(
                         conn, thread_pk, thread_id, seq, now
                     )
                     known.newest[thread_pk] = segment.run_pk
+                    known.statuses[segment.run_pk] = "incomplete"
                     new_run_ids.append(self._known_run_id(conn, segment.run_pk))
                 else:
-                    segment.run_pk = newest
-                    segment.was_complete = self._known_status(conn, newest) != "incomplete"
+                    segment.run_pk = continued
+                    segment.was_complete = self._known_status(conn, continued) != "incomplete"
+                    if continued != newest and not segment.was_complete:
+                        # An open run with runs after it: those placed below it (lineage
+                        # rule 4 takes the head, open or not) derived their views from
+                        # what it held then; they are derived again when next needed.
+                        self._drop_below(conn, thread_pk, continued)
                 run_ids.append(self._known_run_id(conn, segment.run_pk))
             run_pk = segment.run_pk
             rows = [
@@ -603,7 +651,7 @@ class Store:
                     batch_hash,
                 ),
             )
-            self._remember_batch(thread_id, segment, seq - 1)
+            self._remember_batch(thread_pk, thread_id, segment, seq - 1)
             # Before the next run of the batch is placed: its lineage and its echoed input
             # then see this one complete, as they would had it come in an append of its own.
             self._keep_checkpoint_current(conn, thread_pk, segment, now)
@@ -611,7 +659,10 @@ class Store:
         if verifier is not None:
             last_pk = segments[-1].run_pk
             assert last_pk is not None
-            self._verifiers[thread_pk] = (last_pk, last_seq, verifier)
+            if known.statuses.get(last_pk) == "incomplete":
+                self._verifiers[last_pk] = (last_seq, verifier)
+            else:  # what continues a complete run is rare: found again if it comes
+                self._verifiers.pop(last_pk, None)
         return AppendResult(
             thread_id,
             tuple(dict.fromkeys(run_ids)),
@@ -621,19 +672,121 @@ class Store:
             last_seq,
         )
 
-    def _remember_batch(self, thread_id: str, segment: _Segment, last_seq: int) -> None:
+    def _remember_batch(
+        self, thread_pk: int, thread_id: str, segment: _Segment, last_seq: int
+    ) -> None:
         """What a segment just written changes in the facts appends remember."""
         known = self._known
-        assert segment.run_pk is not None
-        known.last_seqs[segment.run_pk] = last_seq
+        run_pk = segment.run_pk
+        assert run_pk is not None
+        known.last_seqs[run_pk] = last_seq
         if segment.outcome is not None:
-            known.statuses[segment.run_pk] = segment.outcome
-        if known.open_threads is not None:
-            # The segment's run is its thread's newest now.
-            if known.statuses.get(segment.run_pk) == "incomplete":
+            known.statuses[run_pk] = segment.outcome
+        is_open = known.statuses.get(run_pk) == "incomplete"
+        open_runs = known.open_runs.get(thread_pk)
+        if open_runs is not None:
+            if is_open:
+                open_runs.add(run_pk)
+            else:
+                open_runs.discard(run_pk)
+        if known.open_threads is not None and known.newest.get(thread_pk) == run_pk:
+            if is_open:
                 known.open_threads.add(thread_id)
             else:
                 known.open_threads.discard(thread_id)
+
+    def _continued_run(
+        self,
+        conn: database.Conn,
+        thread_pk: int,
+        thread_id: str,
+        named: str | None,
+        newest: int | None,
+        first_type: str,
+    ) -> int | None:
+        """The run a batch that starts none continues (SPEC §8): the run it names; else the
+        thread's newest (``None``: the thread has none), unless several runs are open."""
+        if named is not None:
+            run_pk = self._known.run_pks.get((thread_pk, named))
+            if run_pk is None:
+                row = conn.execute(
+                    "SELECT id FROM runs WHERE thread = ? AND run_id = ?", (thread_pk, named)
+                ).fetchone()
+                if row is None:
+                    raise RunNotFoundError(
+                        f"no run {_quote(named)} in thread {_quote(thread_id)} to continue "
+                        "(a run's first batch starts with its RUN_STARTED)"
+                    )
+                run_pk = self._known.run_pks[(thread_pk, named)] = int(row[0])
+            return run_pk
+        open_runs = self._open_runs(conn, thread_pk)
+        if len(open_runs) > 1:
+            names = tuple(self._known_run_id(conn, pk) for pk in sorted(open_runs))
+            shown = ", ".join(_quote(n) for n in names[:10])
+            more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+            raise OpenRunsError(
+                f"event 0 ({first_type}): the batch starts no run and names none, but thread "
+                f"{_quote(thread_id)} has {len(names)} open runs ({shown}{more}): "
+                "pass run_id= to say which one it continues",
+                thread_id=thread_id,
+                run_ids=names,
+            )
+        return newest
+
+    def _open_runs(self, conn: database.Conn, thread_pk: int) -> set[int]:
+        """The thread's incomplete runs (remembered between appends)."""
+        open_runs = self._known.open_runs
+        if thread_pk not in open_runs:
+            open_runs[thread_pk] = {
+                int(row[0])
+                for row in conn.execute(
+                    "SELECT id FROM runs WHERE thread = ? AND NOT EXISTS (SELECT 1 FROM "
+                    "batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL)",
+                    (thread_pk,),
+                )
+            }
+        return open_runs[thread_pk]
+
+    def _open_above(self, conn: database.Conn, thread_pk: int, run_pk: int) -> bool:
+        """Whether an open run of the thread is on ``run_pk``'s lineage, above it (a run
+        continued by name may have runs below it: SPEC §8)."""
+        above = [pk for pk in self._open_runs(conn, thread_pk) if pk < run_pk]
+        if not above:
+            return False
+        chain = conn.execute(
+            schema.ANCESTORS_CTE + "SELECT 1 FROM chain WHERE id IN "
+            "(SELECT value FROM json_each(?2)) LIMIT 1",
+            (run_pk, codec.encode(above).decode()),
+        ).fetchone()
+        return chain is not None
+
+    def _thread_of_run(self, conn: database.Conn, run_id: str) -> str:
+        """The thread of a run named without its thread, while the id is unambiguous."""
+        rows = conn.execute(
+            "SELECT threads.thread_id FROM runs JOIN threads ON threads.id = runs.thread "
+            "WHERE runs.run_id = ? LIMIT 6",
+            (run_id,),
+        ).fetchall()
+        if not rows:
+            raise RunNotFoundError(f"no run {_quote(run_id)} to continue")
+        if len(rows) > 1:
+            threads = ", ".join(_quote(str(r[0])) for r in rows[:5])
+            raise AmbiguousRunError(
+                f"run id {_quote(run_id)} exists in several threads ({threads}): pass thread_id="
+            )
+        return str(rows[0][0])
+
+    def _drop_below(self, conn: database.Conn, thread_pk: int, run_pk: int) -> None:
+        """Leave underived the runs below an open run whose view is still growing."""
+        child = conn.execute("SELECT 1 FROM runs WHERE parent = ? LIMIT 1", (run_pk,)).fetchone()
+        if child is not None:
+            # Open ones are derived when they complete, as usual.
+            below = [
+                pk
+                for pk in checkpoints.drop_from(conn, run_pk)
+                if self._known_status(conn, pk) != "incomplete"
+            ]
+            self._leave_underived(conn, thread_pk, below)
 
     def _known_run_id(self, conn: database.Conn, run_pk: int) -> str:
         run_ids = self._known.run_ids
@@ -819,7 +972,9 @@ class Store:
         self, conn: database.Conn, thread_pk: int, parent_pk: int, run_input: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The input naming what the parent's view holds instead of repeating it, when the
-        parent is complete (its view is final) and they share any."""
+        parent's view is final (it and every run above it complete) and they share any."""
+        if self._open_above(conn, thread_pk, parent_pk):
+            return None  # a run above it still streams: its view may still change
         self._derive_underived(conn, thread_pk)  # the parent's view, kept in memory after
         cached = self._cached_view(conn, thread_pk)
         if cached is not None and cached.run_pk == parent_pk:
@@ -992,12 +1147,12 @@ class Store:
                 )
         return events
 
-    def _verifier_for(self, conn: database.Conn, thread_pk: int, run_pk: int) -> SequenceVerifier:
+    def _verifier_for(self, conn: database.Conn, run_pk: int) -> SequenceVerifier:
         """The sequence state at the end of a recorded run (cached while nobody appends)."""
         last_seq = self._known_last_seq(conn, run_pk)
-        cached = self._verifiers.get(thread_pk)
-        if cached and cached[0] == run_pk and cached[1] == last_seq:
-            return cached[2]
+        cached = self._verifiers.get(run_pk)
+        if cached and cached[0] == last_seq:
+            return cached[1]
         verifier = SequenceVerifier()
         try:
             for i, event in enumerate(self._run_events(conn, run_pk)):
@@ -1006,7 +1161,7 @@ class Store:
             # Recorded with check_sequence=False: its state is unknown, so a continuation
             # can only be judged on its own.
             verifier = SequenceVerifier()
-        self._verifiers[thread_pk] = (run_pk, last_seq, verifier)
+        self._verifiers[run_pk] = (last_seq, verifier)
         return verifier
 
     # --- checkpoints --------------------------------------------------------------------
@@ -1372,6 +1527,8 @@ class Store:
     def _thread_pk(
         self, conn: database.Conn, thread_id: str, *, create: bool = False, now: int = 0
     ) -> int | None:
+        if not create and not (isinstance(thread_id, str) and arguments.storable_text(thread_id)):
+            return None  # no stored thread id holds a lone surrogate (nor is not text)
         row = conn.execute("SELECT id FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
         if row:
             return int(row[0])
@@ -1404,7 +1561,7 @@ class Store:
     def _require_thread(self, conn: database.Conn, thread_id: str) -> int:
         pk = self._thread_pk(conn, thread_id)
         if pk is None:
-            raise RunNotFoundError(f"no thread {thread_id!r} in {self.path}")
+            raise RunNotFoundError(f"no thread {_quote(thread_id)} in {self.path}")
         return pk
 
     def _resolve(
@@ -1418,21 +1575,26 @@ class Store:
         """A revision to a run: run id, branch name, ``HEAD``/``main``, unique run-id
         prefix, each optionally followed by ``~n`` (n-th lineage ancestor)."""
         if not isinstance(ref, str) or not ref:
-            raise RunNotFoundError(f"not a run id or ref: {ref!r}")
+            raise RunNotFoundError(f"not a run id or ref: {_quote(ref) if ref else ref!r}")
+        if not arguments.storable_text(ref):
+            raise RunNotFoundError(
+                f"no run, branch or ref {_quote(ref)}: it holds a lone surrogate, which no "
+                "stored id can"
+            )
         if thread_pk is None and thread_id is not None:
             thread_pk = self._require_thread(conn, thread_id)
         try:
             return self._resolve_exact(conn, ref, thread_pk)
         except RunNotFoundError:
-            match = _ANCESTOR_SUFFIX.match(ref)
-            if not match:
+            ancestor = arguments.split_ancestor(ref)
+            if ancestor is None:
                 raise
-        key = self._resolve_exact(conn, match["base"], thread_pk)
-        steps = int(match["n"] or 1)
+        base, steps = ancestor
+        key = self._resolve_exact(conn, base, thread_pk)
         for _ in range(steps):
             row = conn.execute("SELECT parent FROM runs WHERE id = ?", (key.pk,)).fetchone()
             if row is None or row[0] is None:
-                raise RunNotFoundError(f"{ref}: the lineage has fewer than {steps} ancestors")
+                raise RunNotFoundError(f"{_quote(ref)}: the lineage has no ancestor that far back")
             key = _RunKey(int(row[0]), key.thread_pk)
         return key
 
@@ -1474,18 +1636,19 @@ class Store:
                 raise RunNotFoundError(f"{ref}: the thread has no runs")
             return _RunKey(newest, thread_pk)
         # A unique prefix of a run id (git's abbreviated hashes).
-        prefix_end = ref[:-1] + chr(ord(ref[-1]) + 1)
+        prefix_end = arguments.prefix_bound(ref)
+        below = "AND runs.run_id < ?" if prefix_end is not None else ""
         rows = conn.execute(
             f"SELECT runs.id, runs.thread, runs.run_id FROM runs WHERE runs.run_id >= ? "
-            f"AND runs.run_id < ? {where} LIMIT 6",
-            (ref, prefix_end, *args),
+            f"{below} {where} LIMIT 6",
+            (ref, *([prefix_end] if prefix_end is not None else []), *args),
         ).fetchall()
         if len(rows) == 1:
             return _RunKey(int(rows[0][0]), int(rows[0][1]))
         if len(rows) > 1:
             names = ", ".join(r[2] for r in rows[:5])
-            raise AmbiguousRunError(f"{ref!r} is a prefix of several runs ({names}, ...)")
-        raise RunNotFoundError(f"no run, branch or unique run-id prefix {ref!r}")
+            raise AmbiguousRunError(f"{_quote(ref)} is a prefix of several runs ({names}, ...)")
+        raise RunNotFoundError(f"no run, branch or unique run-id prefix {_quote(ref)}")
 
     def _run_record(self, conn: database.Conn, pk: int) -> Run:
         row = conn.execute(schema.SELECT_RUN + " WHERE runs.id = ?", (pk,)).fetchone()
@@ -1549,15 +1712,21 @@ class Store:
         )
 
     def record(
-        self, events: Iterable[Any], *, input: Any = None, thread_id: str | None = None
+        self,
+        events: Iterable[Any],
+        *,
+        input: Any = None,
+        thread_id: str | None = None,
+        scope: str | None = None,
     ) -> Iterator[Any]:
         """Yield each of ``events`` unchanged, as it arrives, while recording it in batches
         (appended by a thread at the latest every 0.1 s, and at the end). If the producer
         raises or the consumer stops, what passed is recorded and the run is left
-        incomplete. See :mod:`agui_store.recording`."""
+        incomplete. ``scope`` names the owner the run is recorded for (``append``'s).
+        See :mod:`agui_store.recording`."""
         from agui_store import recording  # it builds on this module
 
-        return recording.record(self, events, input=input, thread_id=thread_id)
+        return recording.record(self, events, input=input, thread_id=thread_id, scope=scope)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -1602,7 +1771,7 @@ class Store:
         with self._reading() as conn:
             key = self._resolve(conn, run_id, thread_id=thread_id)
             return self._run_events(
-                conn, key.pk, after if after is not None else 0, verify=after is None
+                conn, key.pk, arguments.cursor(after), verify=after is None
             )
 
     def thread_events(self, thread_id: str) -> Iterator[dict[str, Any]]:
@@ -1912,7 +2081,7 @@ class Store:
     def _pair(
         self, conn: database.Conn, a: str, b: str, thread_id: str | None
     ) -> tuple[_RunKey, _RunKey, tuple[int, int, int] | None]:
-        """Two revisions resolved, and their merge base (see :meth:`_merge_base_pk`)."""
+        """Two arguments resolved, and their merge base (see :meth:`_merge_base_pk`)."""
         ka = self._resolve(conn, a, thread_id=thread_id)
         kb = self._resolve(conn, b, thread_id=thread_id)
         return ka, kb, self._merge_base_pk(conn, ka.pk, kb.pk)
@@ -1941,7 +2110,7 @@ class Store:
                 ``"two-dot"``: the two views compared directly (``changes`` is a -> b).
         """
         if mode not in ("three-dot", "two-dot"):
-            raise ValueError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
+            raise InvalidArgumentError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
         with self._reading() as conn:
             ka, kb, found = self._pair(conn, a, b, thread_id)
             run_a, run_b = self._run_record(conn, ka.pk), self._run_record(conn, kb.pk)
@@ -2033,7 +2202,9 @@ class Store:
                 pk = self._require_thread(conn, thread_id)
                 conn.execute("DELETE FROM branches WHERE thread = ? AND name = ?", (pk, name))
                 if conn.changes() == 0:
-                    raise BranchError(f"no branch {name!r} in thread {thread_id!r}")
+                    raise BranchError(
+                        f"no branch {_quote(name)} in thread {_quote(thread_id)}"
+                    )
 
     def fork(
         self, run_or_ref: str, *, thread_id: str | None = None, run_id: str | None = None
@@ -2054,6 +2225,10 @@ class Store:
                 (key.pk,),
             ).fetchone()
         recorded = codec.decode(row[0].encode("utf-8")) if row else {}
+        if run_id is not None and not (
+            isinstance(run_id, str) and run_id and arguments.storable_text(run_id)
+        ):
+            raise InvalidArgumentError(f"run_id= must be a non-empty id, not {_quote(run_id)}")
         fork_input: dict[str, Any] = {
             "threadId": run.thread_id,
             "runId": run_id or str(uuid.uuid4()),
@@ -2306,7 +2481,8 @@ def _check_branch_name(name: str) -> None:
         raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
     if not isinstance(name, str) or not _BRANCH_NAME.match(name) or name.startswith("-"):
         raise BranchError(
-            f"invalid branch name {name!r}: use letters, digits and . _ / @ + - (no spaces, no '~')"
+            f"invalid branch name {_quote(name)}: use letters, digits and . _ / @ + - (no "
+            "spaces, no '~')"
         )
 
 

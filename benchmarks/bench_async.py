@@ -12,7 +12,7 @@ wakes: that lateness is the lag every other task on the loop suffers.
 Both for events as pydantic ``ag_ui.core`` objects (what pydantic-ai and ag-ui-langgraph yield
 in-process) and as JSON bytes (what the ASGI recorder hands over). Goal: every ratio <= 1.5.
 
-    python -m benchmarks.bench_async [--rounds 5] [--streams 20] [--events 200]
+    python -m benchmarks.bench_async [--rounds 7] [--streams 20] [--events 200] [--writer thread]
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ from agui_store import aio
 from benchmarks._common import header
 
 PROBE_INTERVAL = 0.001
-TOKEN_PAUSE = 0.002  # between two events of one stream
+#: Between two events of one stream: 10 ms is a fast model (100 tokens a second); the stress
+#: row streams every 2 ms (20 streams: 10,000 events a second on one loop).
+TOKEN_PAUSES = (0.010, 0.002)
 
 
 def big_state(n_bytes: int) -> dict[str, Any]:
@@ -110,11 +112,11 @@ class Probe:
         self._stop = True
 
 
-async def produce(events: list[Any], as_json: bool) -> AsyncIterator[Any]:
-    """The agent: one event every ``TOKEN_PAUSE``; ``as_json``: already encoded, as an ASGI
+async def produce(events: list[Any], as_json: bool, pause: float) -> AsyncIterator[Any]:
+    """The agent: one event every ``pause``; ``as_json``: already encoded, as an ASGI
     recorder receives them (the app serializes each event before it reaches the wire)."""
     for event in events:
-        await asyncio.sleep(TOKEN_PAUSE)
+        await asyncio.sleep(pause)
         yield event.model_dump_json(by_alias=True).encode() if as_json else event
 
 
@@ -130,13 +132,14 @@ async def one_round(
     runs: list[tuple[str, str, list[Any]]],
     encode: Callable[[Any], bytes],
     as_json: bool,
+    pause: float,
 ) -> list[float]:
     probe = Probe()
     probe_task = asyncio.create_task(probe.run())
     await asyncio.sleep(0.02)
 
     async def serve(thread: str, run: str, events: list[Any]) -> None:
-        source = produce(events, as_json)
+        source = produce(events, as_json, pause)
         if astore is None:
             await consume(source, encode)
         else:
@@ -162,6 +165,7 @@ async def scenario(
     make_runs: Callable[[int], list[tuple[str, str, list[Any]]]],
     encode: Callable[[Any], bytes],
     as_json: bool,
+    pause: float,
     measure: Callable[[list[float]], float],
     rounds: int,
     directory: str,
@@ -171,17 +175,17 @@ async def scenario(
     recorded: list[float] = []
     async with aio.open(os.path.join(directory, f"{name}.db"), **options) as astore:
         # Warm up: the file, the writer process, imports, caches.
-        await one_round(astore, make_runs(-1), encode, as_json)
+        await one_round(astore, make_runs(-1), encode, as_json, pause)
         for i in range(rounds):
             # Alternated, so that a busy moment of the machine falls on both sides.
-            base.append(measure(await one_round(None, make_runs(i), encode, as_json)))
-            recorded.append(measure(await one_round(astore, make_runs(i), encode, as_json)))
+            base.append(measure(await one_round(None, make_runs(i), encode, as_json, pause)))
+            recorded.append(measure(await one_round(astore, make_runs(i), encode, as_json, pause)))
     return statistics.median(base), statistics.median(recorded)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--streams", type=int, default=20)
     parser.add_argument("--events", type=int, default=200)
     parser.add_argument("--snapshot-mb", type=float, default=4.0)
@@ -225,9 +229,11 @@ def main() -> None:
 
     print("| scenario | events as | without recording (ms) | with (ms) | ratio | goal |")
     print("|---|---|---|---|---|---|")
-    for label, make, measure, what in (
-        (f"{args.streams} streams: p99 lag", many, p99, "p99"),
-        (f"one {args.snapshot_mb:g} MB event: longest stall", big, max, "max"),
+    pause_fast, pause_stress = TOKEN_PAUSES
+    for label, make, measure, what, pause in (
+        (f"{args.streams} streams, an event every 10 ms: p99 lag", many, p99, "p99", pause_fast),
+        (f"{args.streams} streams, every 2 ms (stress): p99 lag", many, p99, "p99", pause_stress),
+        (f"one {args.snapshot_mb:g} MB event: longest stall", big, max, "max", pause_fast),
     ):
         for form, encode, as_json in (
             ("pydantic", encode_model, False),
@@ -235,10 +241,11 @@ def main() -> None:
         ):
             base, rec = asyncio.run(
                 scenario(
-                    f"{what}-{form.split()[0]}",
+                    f"{what}-{form.split()[0]}-{pause}",
                     make,
                     encode,
                     as_json,
+                    pause,
                     measure,
                     args.rounds,
                     directory,

@@ -40,6 +40,8 @@ class CheckpointMachine(RuleBasedStateMachine):
         self.store = agui_store.open(self.path, checkpoint_events=self.every)
         self.count = 0
         self.open_run: str | None = None
+        self.pending: dict[str, list[dict[str, Any]]] = {}  # live runs: what is still to come
+        self.sent: dict[str, list[dict[str, Any]]] = {}  # live runs: what was appended
 
     def teardown(self) -> None:
         self.store.close()
@@ -121,20 +123,54 @@ class CheckpointMachine(RuleBasedStateMachine):
             e for e in self._body(data, run_id) if e["type"] not in ("RUN_FINISHED", "RUN_ERROR")
         ]
         self.store.append(events[:1])
-        self.pending = {run_id: events[1:]}
+        self.pending[run_id] = events[1:]
+        self.sent[run_id] = events[:1]
         return run_id
+
+    def _stream(self, live_run: str, pieces: list[dict[str, Any]], **kwargs: Any) -> None:
+        self.store.append(pieces, **kwargs)
+        self.sent[live_run] += pieces
+
+    @rule(run_id=live, n=st.integers(1, 3), name_the_thread=st.booleans())
+    def stream_a_piece_of_a_live_run(self, run_id: str, n: int, name_the_thread: bool) -> None:
+        """Pieces of several open runs of one thread, interleaved (two tabs, a detached
+        run): each batch names its run, with or without its thread."""
+        piece, self.pending[run_id] = self.pending[run_id][:n], self.pending[run_id][n:]
+        if piece:
+            thread = {"thread_id": "t"} if name_the_thread else {}
+            self._stream(run_id, piece, run_id=run_id, **thread)
+
+    @precondition(lambda self: bool(self.pending))
+    @rule()
+    def stream_a_piece_naming_no_run(self) -> None:
+        """Without a name a piece continues the newest run, unless several runs are open:
+        then it is refused, naming them, and nothing is written."""
+        runs = self.store.runs("t")
+        open_runs = [r.run_id for r in runs if r.status == "incomplete"]
+        newest = runs[-1].run_id
+        piece = self.pending.get(newest, [])[:1]
+        if not piece:
+            return
+        if len(open_runs) > 1:
+            before = self.store._db.execute("SELECT count(*) FROM events").fetchone()[0]
+            with pytest.raises(agui_store.OpenRunsError) as refused:
+                self.store.append(piece, thread_id="t")
+            assert refused.value.run_ids == tuple(open_runs)
+            after = self.store._db.execute("SELECT count(*) FROM events").fetchone()[0]
+            assert after == before
+            return
+        self.pending[newest] = self.pending[newest][1:]
+        self._stream(newest, piece, thread_id="t")
 
     @rule(run_id=consumes(live))
     def finish_live_run(self, run_id: str) -> None:
-        rest = getattr(self, "pending", {}).get(run_id)
-        if rest is None:
-            return
-        newest = self.store.runs("t")[-1].run_id
-        if newest != run_id:
-            return  # another run started since: this one stays incomplete, as recorded
-        for ev in rest:
-            self.store.append([ev], thread_id="t")
-        self.store.append([{"type": "RUN_ERROR", "message": "cut"}], thread_id="t")
+        rest = self.pending.pop(run_id)
+        self._stream(run_id, [*rest, {"type": "RUN_ERROR", "message": "cut"}], run_id=run_id)
+
+    @invariant()
+    def every_live_run_holds_exactly_the_pieces_sent_to_it(self) -> None:
+        for run_id, sent in self.sent.items():
+            assert self.store.events(run_id, thread_id="t") == sent, run_id
 
     @rule(name=st.sampled_from(["b1", "b2"]), run_id=runs)
     def branch(self, name: str, run_id: str) -> None:
@@ -271,7 +307,9 @@ def test_a_checkpoint_patched_from_a_state_that_is_not_whole_is_reported(tmp_pat
     with agui_store.open(path) as store:
         problems = [str(p) for p in store.check().problems]
         assert any("whose own state is not stored whole" in p for p in problems), problems
-        with pytest.raises(ValueError, match="not a checkpoint whose state is stored whole"):
+        with pytest.raises(
+            agui_store.CorruptStoreError, match="not a checkpoint whose state is stored whole"
+        ):
             store.checkout("r2")
 
 
@@ -283,15 +321,15 @@ class _Mirrored:
         self.deferred, self.eager = deferred, eager
 
     def _both(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        outcomes = []
+        outcomes: list[tuple[Any, agui_store.AguiStoreError | None]] = []
         for store in (self.deferred, self.eager):
             try:
                 outcomes.append((getattr(store, name)(*args, **kwargs), None))
             except agui_store.AguiStoreError as e:
-                outcomes.append((None, type(e)))
-        assert outcomes[0][1] == outcomes[1][1], (name, outcomes)
+                outcomes.append((None, e))
+        assert type(outcomes[0][1]) is type(outcomes[1][1]), (name, outcomes)
         if outcomes[0][1] is not None:
-            raise outcomes[0][1]("raised by both stores")
+            raise outcomes[0][1]  # raised by both stores
         return outcomes[0][0]
 
     def append(self, *args: Any, **kwargs: Any) -> Any:

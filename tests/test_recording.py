@@ -25,6 +25,8 @@ from ag_ui.core import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 import agui_store
@@ -263,3 +265,67 @@ def test_a_listener_that_raises_does_not_stop_the_recording(
                 batcher.add_event(e)
         assert store.events("r1", thread_id="t") == events
     assert "listener broke" in caplog.text
+
+
+def test_the_scope_goes_with_every_batch_of_the_recording(db_path: Path) -> None:
+    scopes: list[Any] = []
+
+    class Spy(agui_store.Store):
+        def append(self, events: Any, **options: Any) -> agui_store.AppendResult:
+            scopes.append(options.pop("scope", "(none)"))
+            return super().append(events, **options)
+
+    events = conversation_run("t", "r1", 40, 0)
+    with Spy(db_path) as store:
+        with Batcher(store, scope="alice") as batcher:
+            for n, event in enumerate(events, 1):
+                batcher.add_event(event)
+                if n % 10 == 0:
+                    batcher.flush()
+        assert store.events("r1", thread_id="t") == events
+        list(store.record(conversation_run("u", "r2", 12, 0)))
+    assert scopes == ["alice"] * 4 + ["(none)"]
+
+
+@settings(max_examples=25)
+@given(
+    cuts=st.lists(st.integers(min_value=1, max_value=30), min_size=1, max_size=8),
+    max_bytes=st.integers(min_value=1, max_value=5000),
+)
+def test_whatever_the_batching_every_event_lands_once_in_order(
+    tmp_path_factory: pytest.TempPathFactory, cuts: list[int], max_bytes: int
+) -> None:
+    """Flushes at arbitrary points and any batch size: the file holds exactly the events
+    added, in order, in contiguous batches, and the run is what its events make it."""
+    events = conversation_run("t", "r1", 60, 0)
+    path = tmp_path_factory.mktemp("batching") / "store.db"
+    with agui_store.open(path) as store:
+        with Batcher(store, max_bytes=max_bytes) as batcher:
+            added = 0
+            for cut in cuts:
+                for event in events[added : added + cut]:
+                    batcher.add_event(event)
+                added = min(added + cut, len(events))
+                batcher.flush()
+        assert batcher.recorded == added and batcher.dropped == 0
+        assert store.events("r1", thread_id="t") == events[:added]
+        rows = store._db.execute("SELECT first_seq, last_seq FROM batches ORDER BY id").fetchall()
+        assert rows[0][0] == 1 and rows[-1][1] == added
+        assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(rows))
+        want = "finished" if added == len(events) else "incomplete"
+        assert store.get_run("r1", thread_id="t").status == want  # type: ignore[union-attr]
+
+
+def test_an_event_after_the_recorder_closed_is_not_recorded_and_is_logged(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    events = conversation_run("t", "r1", 12, 0)
+    with agui_store.open(db_path) as store, caplog.at_level(logging.WARNING):
+        batcher = Batcher(store)
+        for event in events[:5]:
+            batcher.add_event(event)
+        batcher.close()
+        batcher.add_event(events[5])
+        assert batcher.recorded == 5 and batcher.dropped == 1
+        assert store.events("r1", thread_id="t") == events[:5]
+    assert "came after the recorder was closed" in caplog.text

@@ -35,6 +35,7 @@ from typing_extensions import TypedDict
 
 import agui_store
 from agui_store import aio
+from agui_store.recording import AsyncBatcher
 from benchmarks._common import conversation_run
 from tests.oracle_client import Oracle, as_js
 
@@ -423,3 +424,55 @@ def test_the_sync_recorder_never_appends_on_the_consumers_thread(db_path: Path) 
         for _ in store.record(conversation_run("t", "r1", 30, 0)):
             pass
     assert appended_on and threading.current_thread().name not in appended_on
+
+
+# --- several runs ------------------------------------------------------------------------
+
+
+def test_two_runs_of_one_thread_recorded_at_once_are_kept_apart(db_path: Path) -> None:
+    """Two tabs on one thread: their batches interleave, and each continues its own run."""
+    first = conversation_run("t", "r1", 60, 0)
+    second = conversation_run("t", "r2", 60, 1)
+    turn = [asyncio.Event(), asyncio.Event()]
+
+    async def producer(events: list[dict[str, Any]], me: int) -> AsyncIterator[Any]:
+        for start in range(0, len(events), 10):
+            await turn[me].wait()
+            turn[me].clear()
+            for event in events[start : start + 10]:
+                yield event
+            # Let the other stream go, once this part is in the file.
+            await asyncio.to_thread(
+                wait_until_visible, db_path, "t", events[0]["runId"], start + 10
+            )
+            turn[1 - me].set()
+
+    async def main() -> None:
+        async with aio.open(db_path) as astore:
+
+            async def consume(events: list[dict[str, Any]], me: int) -> None:
+                async for _ in astore.record(producer(events, me)):
+                    pass
+
+            turn[0].set()
+            await asyncio.gather(consume(first, 0), consume(second, 1))
+
+    run(main())
+    assert recorded(db_path, "t", "r1") == (first, "finished")
+    assert recorded(db_path, "t", "r2") == (second, "finished")
+
+
+def test_a_stream_of_two_runs_in_batches_of_one_event_records_both(db_path: Path) -> None:
+    events = conversation_run("t", "r1", 12, 0) + conversation_run("t", "r2", 12, 1)
+
+    async def main() -> None:
+        async with aio.open(db_path) as astore:
+            async with AsyncBatcher(astore, max_bytes=1) as batcher:
+                for event in events:
+                    batcher.add_event(event)
+                    await batcher.flush()
+            assert batcher.recorded == 24 and batcher.run_id == "r2"
+
+    run(main())
+    assert recorded(db_path, "t", "r1") == (events[:12], "finished")
+    assert recorded(db_path, "t", "r2") == (events[12:], "finished")
