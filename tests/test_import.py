@@ -393,19 +393,21 @@ def imports_like_stretches(events: list[dict[str, Any]], text: bytes) -> None:
         assert snapshot(imported) == snapshot(appended)
 
 
-def test_a_run_longer_than_four_batches_is_cut_and_continued_in_its_own_thread(
+def test_a_run_longer_than_four_batches_is_cut_and_continued_by_name_in_its_own_thread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(store_module, "IMPORT_BATCH_EVENTS", 5)
-    long_run = run_events("long", "r0", 100)
+    long_run = run_events("long", "r1", 100)
     open_elsewhere = run_events("other", "r0", 1)[:-1]  # another thread's run stays open
     text = as_lines(open_elsewhere + long_run, "\n")
     with agui_store.open(":memory:") as s:
+        s.append(run_events("long", "r0", 1)[:-1])  # and an older run of the same thread
         result = s.import_file(io.BytesIO(text))
         assert result.event_count == len(open_elsewhere) + len(long_run)
-        [run] = s.runs("long")
+        old, run = s.runs("long")
         assert run.status == "finished" and run.event_count == len(long_run)
-        assert s.checkout("r0", thread_id="long").messages[0]["content"].count("caf\u00e9") == 100
+        assert old.status == "incomplete" and old.event_count == 4
+        assert s.checkout("r1", thread_id="long").messages[-1]["content"].count("caf\u00e9") == 100
         assert s.runs("other")[0].status == "incomplete"
 
 
