@@ -25,7 +25,7 @@ from agui_store.errors import (
     StorageFullError,
     StoreBusyError,
 )
-from agui_store.records import AppendResult, Branch, Checkout, Log, Run
+from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run
 from agui_store.slim import PRESETS as SLIM_PRESETS
 from agui_store.slim import slim
 from agui_store.store import Store, open
@@ -43,6 +43,7 @@ __all__ = [
     "CorruptStoreError",
     "Diff",
     "HashMismatchError",
+    "ImportResult",
     "IntegrityError",
     "InternalError",
     "InvalidArgumentError",

@@ -452,12 +452,13 @@ class Store:
             try:
                 with database.immediate(conn):
                     self._notice_other_writes(conn)
-                    for offset, batch, batch_thread in batches:
+                    for offset, batch, batch_thread, batch_run in batches:
                         try:
                             types = self._validated(batch)
                             thread = self._thread_of_batch(batch, types, batch_thread, None)
                             result = self._append_locked(
-                                conn, batch, types, thread, None, None, None, check_sequence
+                                conn, batch, types, thread, None, None, None, check_sequence,
+                                batch_run,
                             )
                         except InvalidEventError as e:
                             raise _counted_from(e, offset) from None
@@ -478,11 +479,13 @@ class Store:
         memory does not grow with the threads of a large file. What is dropped is found
         again in the file when needed."""
         thread_pk = self._known.thread_pks.get(thread_id)
-        for cache in (self._views, self._verifiers):
-            for pk in [pk for pk in cache if pk != thread_pk]:
-                del cache[pk]
-        known = self._known
-        if len(known.run_ids) + len(known.last_seqs) + len(known.thread_pks) > _KNOWN_LIMIT:
+        for pk in [pk for pk in self._views if pk != thread_pk]:  # keyed by thread
+            del self._views[pk]
+        # Keyed by run, newest last: the run a next batch may continue is among the last.
+        for pk in list(self._verifiers)[:-4]:
+            del self._verifiers[pk]
+        remembered = (v for v in vars(self._known).values() if isinstance(v, (dict, set)))
+        if sum(len(v) for v in remembered) > _KNOWN_LIMIT:
             self._known = _Known()
 
     def _notice_other_writes(self, conn: database.Conn) -> None:
@@ -2544,21 +2547,26 @@ def _import_batches(
     thread_id: str | None,
     batch_events: int,
     batch_bytes: int,
-) -> Iterator[tuple[int, list[codec.IncomingEvent], str | None]]:
-    """An import's appends: ``(index of the first event in the file, events, thread)``.
+) -> Iterator[tuple[int, list[codec.IncomingEvent], str | None, str | None]]:
+    """An import's appends: ``(index of the first event in the file, events, thread, run)``,
+    ``run`` naming the run a batch cut from the middle of a run continues.
 
     A batch holds consecutive events of one thread, as the whole stretch would be appended
     before (a RUN_STARTED naming another thread starts a batch). A stretch is cut in front
     of a RUN_STARTED that follows a terminal event, once the batch is full: there a new
     append's sequence check starts where the stretch's would be (``verifyEvents`` forgets
     everything at a RUN_STARTED after a terminal). A run longer than four batches is cut
-    anywhere: the next batch continues it, in the thread given (a batch without a
-    RUN_STARTED otherwise goes to the thread's newest run, which it is).
+    anywhere: the next batch continues it by name, in its thread (other runs of the thread
+    may be open). Events before the file's first RUN_STARTED go where ``append`` would put
+    them.
     """
     batch: list[codec.IncomingEvent] = []
     size = 0
     offset = 0
     thread = thread_id  # the thread of the run being read
+    run: str | None = None  # its id, once a RUN_STARTED was read
+    # Where the batch goes: the thread and run of its first event when that continues one.
+    target: tuple[str | None, str | None] = (thread_id, None)
     previous: str | None = None
     for index, event in enumerate(events):
         kind = event.type
@@ -2566,17 +2574,21 @@ def _import_batches(
             named = event.data.get("threadId") if thread_id is None else thread_id
             full = len(batch) >= batch_events or size >= batch_bytes
             if batch and (named != thread or (full and previous in _TERMINALS)):
-                yield offset, batch, (thread_id if batch[0].type == "RUN_STARTED" else thread)
+                yield offset, batch, *target
                 batch, size, offset = [], 0, index
             thread = named if isinstance(named, str) else None
+            run_id = event.data.get("runId")
+            run = run_id if isinstance(run_id, str) else None
         elif len(batch) >= 4 * batch_events or size >= 4 * batch_bytes:
-            yield offset, batch, (thread_id if batch[0].type == "RUN_STARTED" else thread)
+            yield offset, batch, *target
             batch, size, offset = [], 0, index
+        if not batch:
+            target = (thread_id, None) if kind == "RUN_STARTED" else (thread, run)
         batch.append(event)
         size += len(event.raw)
         previous = kind
     if batch:
-        yield offset, batch, (thread_id if batch[0].type == "RUN_STARTED" else thread)
+        yield offset, batch, *target
 
 
 _TERMINALS = frozenset({"RUN_FINISHED", "RUN_ERROR"})
