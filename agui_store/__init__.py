@@ -14,6 +14,7 @@ from agui_store.errors import (
     OpenRunsError,
     RunNotFoundError,
     SchemaVersionError,
+    ScopeError,
     SequenceError,
     StoreBusyError,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "Run",
     "RunNotFoundError",
     "SchemaVersionError",
+    "ScopeError",
     "SequenceError",
     "SequenceVerifier",
     "Store",

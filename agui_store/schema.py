@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -197,6 +197,32 @@ CREATE TABLE underived (
 ALTER TABLE checkpoints ADD COLUMN state_base INTEGER REFERENCES checkpoints(run);
 """
 
+# Version 8: ownership and request-body fidelity (SPEC §8, §3 amended).
+#
+# A thread belongs to the owner (scope) that first wrote it: ``threads.owner``, set when the
+# thread is created and never changed (threads stay append-only); NULL: written without a
+# scope, visible to the operator (calls without a scope) only.
+#
+# A run whose input is a request body and whose lineage parent was not named (rule 4, the
+# head) now starts from the body's messages as sent, not the head's with the body's new ones
+# after them. What earlier versions derived for such runs, and for the runs below them, may
+# hold the old start: it is dropped here and derived again when next needed.
+CREATE_V8 = """
+ALTER TABLE threads ADD COLUMN owner TEXT;
+CREATE INDEX threads_by_owner ON threads(owner);
+CREATE TEMP TABLE v8_rederive AS
+WITH RECURSIVE below(id) AS (
+    SELECT id FROM runs WHERE input IS NOT NULL AND lineage = 'head'
+    UNION SELECT runs.id FROM runs JOIN below ON runs.parent = below.id
+)
+SELECT id FROM below;
+DELETE FROM checkpoint_messages WHERE run IN (SELECT id FROM temp.v8_rederive);
+DELETE FROM checkpoints WHERE run IN (SELECT id FROM temp.v8_rederive);
+DELETE FROM lineage_digests WHERE run IN (SELECT id FROM temp.v8_rederive);
+INSERT OR IGNORE INTO underived(run) SELECT id FROM temp.v8_rederive;
+DROP TABLE temp.v8_rederive;
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -205,6 +231,7 @@ MIGRATIONS: dict[int, str] = {
     5: CREATE_V5,
     6: CREATE_V6,
     7: CREATE_V7,
+    8: CREATE_V8,
 }
 
 # --- hot statements -------------------------------------------------------------------------

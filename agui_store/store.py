@@ -30,6 +30,7 @@ from agui_store.errors import (
     InvalidEventError,
     OpenRunsError,
     RunNotFoundError,
+    ScopeError,
     SequenceError,
 )
 from agui_store.integrity import CheckReport, check_database
@@ -139,6 +140,7 @@ class _Known:
 
     version: int | None = None  # the data version our last append's commit produced
     thread_pks: dict[str, int] = field(default_factory=dict)
+    owners: dict[int, str | None] = field(default_factory=dict)  # thread pk -> its owner
     newest: dict[int, int | None] = field(default_factory=dict)  # thread pk -> newest run
     next_seq: int | None = None
     branched: dict[int, bool] = field(default_factory=dict)  # thread pk -> has branches
@@ -286,6 +288,7 @@ class Store:
         branch: str | None = None,
         check_sequence: bool = True,
         run_id: str | None = None,
+        scope: str | None = None,
     ) -> AppendResult:
         """Record events, atomically: the whole batch lands or nothing does.
 
@@ -304,6 +307,10 @@ class Store:
                 newest run, unless several runs of the thread are open. A batch that starts
                 with a RUN_STARTED may name the run it starts. Without ``thread_id`` the run
                 id finds its thread while it is unambiguous.
+            scope: the owner writing (SPEC §8). A thread belongs to the scope that first
+                wrote it; a scoped batch for a thread of another owner, or of none, is
+                refused. ``None`` (the operator) writes anywhere; the threads it creates
+                have no owner.
 
         Raises:
             InvalidEventError: naming the batch index, event type and JSON path, with the
@@ -311,6 +318,7 @@ class Store:
             RunNotFoundError: ``run_id`` names no run (of the thread).
             OpenRunsError: the batch starts no run, names none, and its thread has several
                 open runs.
+            ScopeError: the thread belongs to another owner than ``scope``.
         """
         incoming = codec.parse_events(
             events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
@@ -328,6 +336,7 @@ class Store:
                     f"must be a run id (a non-empty string), not {run_id!r}", path="run_id"
                 )
             _storable(run_id, path="run_id")
+        _check_scope(scope)
         if branch is not None:
             _check_branch_name(branch)
         run_input = self._parse_input(input) if input is not None else None
@@ -347,6 +356,7 @@ class Store:
                         branch,
                         check_sequence,
                         run_id,
+                        scope,
                     )
                     # The commit adds one to the data version: the next append sees exactly
                     # that unless something else was written in between.
@@ -418,6 +428,7 @@ class Store:
         branch: str | None,
         check_sequence: bool,
         named_run: str | None = None,
+        scope: str | None = None,
     ) -> AppendResult:
         now = database.now_ms()
         if not incoming:
@@ -438,15 +449,20 @@ class Store:
             )
         if thread_id is None:
             if named_run is not None:
-                thread_id = self._thread_of_run(conn, named_run)
+                thread_id = self._thread_of_run(conn, named_run, scope)
             else:
-                thread_id = self._only_open_thread(conn, types[0])
+                thread_id = self._only_open_thread(conn, types[0], scope)
         known = self._known
         thread_pk = known.thread_pks.get(thread_id)
         if thread_pk is None:
-            thread_pk = self._thread_pk(conn, thread_id, create=True, now=now)
-            assert thread_pk is not None
+            thread_pk, owner = self._thread_row(conn, thread_id, create=True, now=now, owner=scope)
             known.thread_pks[thread_id] = thread_pk
+            known.owners[thread_pk] = owner
+        if scope is not None and known.owners[thread_pk] != scope:
+            raise ScopeError(
+                f"thread {_quote(thread_id)} belongs to another owner: scope {_quote(scope)} "
+                "may not write to it (nothing was written)"
+            )
         newest = self._head(conn, thread_pk)
         # The run a batch that starts none continues: the one it names, else the newest.
         continued = (
@@ -652,12 +668,13 @@ class Store:
         ).fetchone()
         return chain is not None
 
-    def _thread_of_run(self, conn: database.Conn, run_id: str) -> str:
-        """The thread of a run named without its thread, while the id is unambiguous."""
+    def _thread_of_run(self, conn: database.Conn, run_id: str, scope: str | None) -> str:
+        """The thread of a run named without its thread, while the id is unambiguous (among
+        the scope's threads: another owner's are absent)."""
         rows = conn.execute(
             "SELECT threads.thread_id FROM runs JOIN threads ON threads.id = runs.thread "
-            "WHERE runs.run_id = ? LIMIT 6",
-            (run_id,),
+            "WHERE runs.run_id = ?1 AND (?2 IS NULL OR threads.owner = ?2) LIMIT 6",
+            (run_id, scope),
         ).fetchall()
         if not rows:
             raise RunNotFoundError(f"no run {_quote(run_id)} to continue")
@@ -719,7 +736,9 @@ class Store:
             segments[-1].types.append(kind)
         return segments
 
-    def _only_open_thread(self, conn: database.Conn, first_type: str) -> str:
+    def _only_open_thread(
+        self, conn: database.Conn, first_type: str, scope: str | None = None
+    ) -> str:
         known = self._known
         if known.open_threads is None:
             known.open_threads = {
@@ -731,18 +750,21 @@ class Store:
                     "AND b.outcome IS NOT NULL)"
                 )
             }
-        if len(known.open_threads) == 1:
-            return next(iter(known.open_threads))
-        reason = (
-            "no thread has an open run"
-            if not known.open_threads
-            else "several threads have open runs"
-        )
+        candidates = known.open_threads
+        if scope is not None:  # only the scope's own threads count
+            candidates = {t for t in candidates if self._owner_of(conn, t) == scope}
+        if len(candidates) == 1:
+            return next(iter(candidates))
+        reason = "no thread has an open run" if not candidates else "several threads have open runs"
         raise InvalidEventError(
             f"the batch starts no run and names no thread ({reason}): pass thread_id=",
             index=0,
             event_type=first_type,
         )
+
+    def _owner_of(self, conn: database.Conn, thread_id: str) -> str | None:
+        row = conn.execute("SELECT owner FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+        return row[0] if row else None
 
     def _refuse_duplicate_run(
         self, conn: database.Conn, thread_pk: int, run_id: str, segment: _Segment
@@ -1262,7 +1284,7 @@ class Store:
             reducer.track_state()
         return True
 
-    def derive(self, thread_id: str | None = None) -> int:
+    def derive(self, thread_id: str | None = None, *, scope: str | None = None) -> int:
         """Derive what appends left for later (``derive_on_append=False``), in a thread or
         everywhere: each complete run's lineage digest, and checkpoints as ``append`` would
         have written them. Returns how many runs were derived.
@@ -1270,35 +1292,48 @@ class Store:
         A recorder that keeps appends short (``derive_on_append=False``) calls this once a
         run has ended and its response is out; nothing is lost if it never does: lineage
         decisions derive what they need first, and checkout replays what has no checkpoint.
+        With a ``scope``, only that owner's threads.
         """
+        _check_scope(scope)
         with self._lock:
             conn = self._db
             try:
                 with database.immediate(conn):
                     self._notice_other_writes(conn)
-                    thread_pk = self._require_thread(conn, thread_id) if thread_id else None
-                    derived = self._derive_underived(conn, thread_pk)
+                    if thread_id:
+                        threads: list[int | None] = [self._require_thread(conn, thread_id, scope)]
+                    else:
+                        threads = self._owned_threads(conn, scope)
+                    derived = sum(self._derive_underived(conn, pk) for pk in threads)
                     self._known.version = conn.data_version() + 1
                 return derived
             except BaseException:
                 self._forget()
                 raise
 
-    def compact(self, run_or_ref: str | None = None, *, thread_id: str | None = None) -> int:
-        """Materialize checkpoints: for a run and its ancestors, a thread, or the whole store.
+    def compact(
+        self,
+        run_or_ref: str | None = None,
+        *,
+        thread_id: str | None = None,
+        scope: str | None = None,
+    ) -> int:
+        """Materialize checkpoints: for a run and its ancestors, a thread, or the whole store
+        (with a ``scope``: that owner's threads).
 
         Checkpoints are derived data (the raw log is never rewritten); ``append`` keeps them
         current where that is cheap, this fills in the rest. Returns how many were written.
         """
+        _check_scope(scope)
         with self._lock:
             conn = self._db
             try:
                 with database.immediate(conn):
                     self._notice_other_writes(conn)
-                    scope: int | None = None  # the thread, when compacting one
+                    only: list[int | None] = [None]  # the threads compacted; None: all
                     if run_or_ref is not None:
-                        key = self._resolve(conn, run_or_ref, thread_id=thread_id)
-                        scope = key.thread_pk
+                        key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
+                        only = [key.thread_pk]
                         pks = [
                             int(r[0])
                             for r in conn.execute(
@@ -1306,11 +1341,21 @@ class Store:
                             )
                         ]
                     elif thread_id is not None:
-                        scope = self._require_thread(conn, thread_id)
+                        only = [self._require_thread(conn, thread_id, scope)]
                         pks = [
                             int(r[0])
                             for r in conn.execute(
-                                "SELECT id FROM runs WHERE thread = ? ORDER BY id", (scope,)
+                                "SELECT id FROM runs WHERE thread = ? ORDER BY id", (only[0],)
+                            )
+                        ]
+                    elif scope is not None:
+                        only = self._owned_threads(conn, scope)
+                        pks = [
+                            int(r[0])
+                            for r in conn.execute(
+                                "SELECT runs.id FROM runs JOIN threads ON threads.id = "
+                                "runs.thread WHERE threads.owner = ? ORDER BY runs.id",
+                                (scope,),
                             )
                         ]
                     else:
@@ -1324,7 +1369,8 @@ class Store:
                     )
                     # What appends left for later first, in run order: each run then
                     # continues the view its parent left in memory.
-                    self._derive_underived(conn, scope)
+                    for thread_pk in only:
+                        self._derive_underived(conn, thread_pk)
                     for pk in pks:
                         if (
                             checkpoints.has_checkpoint(conn, pk)
@@ -1344,6 +1390,14 @@ class Store:
                 raise
 
     @staticmethod
+    def _owned_threads(conn: database.Conn, scope: str | None) -> list[int | None]:
+        """The threads a scope may touch: ``[None]`` (all of them) for the operator."""
+        if scope is None:
+            return [None]
+        rows = conn.execute("SELECT id FROM threads WHERE owner = ? ORDER BY id", (scope,))
+        return [int(r[0]) for r in rows]
+
+    @staticmethod
     def _status(conn: database.Conn, run_pk: int) -> str:
         row = conn.execute(
             "SELECT outcome FROM batches WHERE run = ? AND outcome IS NOT NULL "
@@ -1354,19 +1408,29 @@ class Store:
 
     # --- lookups ------------------------------------------------------------------------
 
-    def _thread_pk(
-        self, conn: database.Conn, thread_id: str, *, create: bool = False, now: int = 0
-    ) -> int | None:
-        row = conn.execute("SELECT id FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+    @staticmethod
+    def _thread_row(
+        conn: database.Conn,
+        thread_id: str,
+        *,
+        create: bool = False,
+        now: int = 0,
+        owner: str | None = None,
+    ) -> tuple[int, str | None]:
+        """A thread's ``(pk, owner)``; created (owned by ``owner``) when missing and asked
+        to, else ``(0, None)`` for a missing one."""
+        row = conn.execute(
+            "SELECT id, owner FROM threads WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
         if row:
-            return int(row[0])
+            return int(row[0]), row[1]
         if not create:
-            return None
+            return 0, None
         cur = conn.execute(
-            "INSERT INTO threads(thread_id, created_at) VALUES (?, ?) RETURNING id",
-            (thread_id, now),
+            "INSERT INTO threads(thread_id, created_at, owner) VALUES (?, ?, ?) RETURNING id",
+            (thread_id, now, owner),
         )
-        return int(cur.fetchone()[0])
+        return int(cur.fetchone()[0]), owner
 
     def _head(self, conn: database.Conn, thread_pk: int) -> int | None:
         """The thread's newest run, inside an append (remembered between appends)."""
@@ -1386,9 +1450,12 @@ class Store:
     def _run_id_of(conn: database.Conn, run_pk: int) -> str:
         return str(conn.execute("SELECT run_id FROM runs WHERE id = ?", (run_pk,)).fetchone()[0])
 
-    def _require_thread(self, conn: database.Conn, thread_id: str) -> int:
-        pk = self._thread_pk(conn, thread_id)
-        if pk is None:
+    def _require_thread(
+        self, conn: database.Conn, thread_id: str, scope: str | None = None
+    ) -> int:
+        """A thread's pk; a thread of another owner than ``scope`` is absent (SPEC §8)."""
+        pk, owner = self._thread_row(conn, thread_id)
+        if not pk or (scope is not None and owner != scope):
             raise RunNotFoundError(f"no thread {thread_id!r} in {self.path}")
         return pk
 
@@ -1399,20 +1466,23 @@ class Store:
         *,
         thread_id: str | None = None,
         thread_pk: int | None = None,
+        scope: str | None = None,
     ) -> _RunKey:
         """A revision to a run: run id, branch name, ``HEAD``/``main``, unique run-id
-        prefix, each optionally followed by ``~n`` (n-th lineage ancestor)."""
+        prefix, each optionally followed by ``~n`` (n-th lineage ancestor). With a
+        ``scope``, only that owner's threads are searched (``thread_pk`` is then one)."""
         if not isinstance(ref, str) or not ref:
             raise RunNotFoundError(f"not a run id or ref: {ref!r}")
+        _check_scope(scope)
         if thread_pk is None and thread_id is not None:
-            thread_pk = self._require_thread(conn, thread_id)
+            thread_pk = self._require_thread(conn, thread_id, scope)
         try:
-            return self._resolve_exact(conn, ref, thread_pk)
+            return self._resolve_exact(conn, ref, thread_pk, scope)
         except RunNotFoundError:
             match = _ANCESTOR_SUFFIX.match(ref)
             if not match:
                 raise
-        key = self._resolve_exact(conn, match["base"], thread_pk)
+        key = self._resolve_exact(conn, match["base"], thread_pk, scope)
         steps = int(match["n"] or 1)
         for _ in range(steps):
             row = conn.execute("SELECT parent FROM runs WHERE id = ?", (key.pk,)).fetchone()
@@ -1421,8 +1491,13 @@ class Store:
             key = _RunKey(int(row[0]), key.thread_pk)
         return key
 
-    def _resolve_exact(self, conn: database.Conn, ref: str, thread_pk: int | None) -> _RunKey:
-        where, args = ("AND runs.thread = ?", (thread_pk,)) if thread_pk is not None else ("", ())
+    def _resolve_exact(
+        self, conn: database.Conn, ref: str, thread_pk: int | None, scope: str | None = None
+    ) -> _RunKey:
+        where: str = "AND runs.thread = ?" if thread_pk is not None else ""
+        args: tuple[Any, ...] = (thread_pk,) if thread_pk is not None else ()
+        if thread_pk is None and scope is not None:  # another owner's threads are absent
+            where, args = "AND runs.thread IN (SELECT id FROM threads WHERE owner = ?)", (scope,)
         rows = conn.execute(
             f"SELECT runs.id, runs.thread, threads.thread_id FROM runs JOIN threads ON "
             f"threads.id = runs.thread WHERE runs.run_id = ? {where} LIMIT 5",
@@ -1446,7 +1521,12 @@ class Store:
             raise AmbiguousRunError(f"branch {ref!r} exists in several threads: pass thread_id=")
         if ref in _RESERVED_REFS:
             if thread_pk is None:
-                pks = [int(r[0]) for r in conn.execute("SELECT id FROM threads LIMIT 2")]
+                pks = [
+                    int(r[0])
+                    for r in conn.execute(
+                        "SELECT id FROM threads WHERE ?1 IS NULL OR owner = ?1 LIMIT 2", (scope,)
+                    )
+                ]
                 if len(pks) != 1:
                     raise AmbiguousRunError(
                         f"{ref} needs a thread: the store has {len(pks) or 'no'} threads"
@@ -1533,32 +1613,52 @@ class Store:
 
     # --- reading ------------------------------------------------------------------------
 
-    def threads(self) -> list[str]:
-        """Every thread id, oldest first."""
-        with self._reading() as conn:
-            return [str(r[0]) for r in conn.execute("SELECT thread_id FROM threads ORDER BY id")]
+    def threads(self, *, scope: str | None = None) -> list[str]:
+        """Every thread id, oldest first (with a ``scope``: that owner's threads).
 
-    def runs(self, thread_id: str) -> list[Run]:
-        """Every run of a thread, in the order they were recorded."""
+        Every reading method takes ``scope=``: a thread of another owner (or of none) is
+        then absent, as if it did not exist (SPEC §8). ``None``, the default, is the
+        operator, who sees every thread."""
+        _check_scope(scope)
         with self._reading() as conn:
-            pk = self._require_thread(conn, thread_id)
+            return [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT thread_id FROM threads WHERE ?1 IS NULL OR owner = ?1 ORDER BY id",
+                    (scope,),
+                )
+            ]
+
+    def runs(self, thread_id: str, *, scope: str | None = None) -> list[Run]:
+        """Every run of a thread, in the order they were recorded."""
+        _check_scope(scope)
+        with self._reading() as conn:
+            pk = self._require_thread(conn, thread_id, scope)
             rows = conn.execute(
                 schema.SELECT_RUN + " WHERE runs.thread = ? ORDER BY runs.id", (pk,)
             ).fetchall()
             names = self._branch_names(conn, [r[0] for r in rows])
             return [self._run_from_row(r, names) for r in rows]
 
-    def get_run(self, run_id: str, *, thread_id: str | None = None) -> Run | None:
+    def get_run(
+        self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Run | None:
         """A run by id or ref, or ``None`` when nothing matches."""
+        _check_scope(scope)
         with self._reading() as conn:
             try:
-                key = self._resolve(conn, run_id, thread_id=thread_id)
+                key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
             except RunNotFoundError:
                 return None
             return self._run_record(conn, key.pk)
 
     def events(
-        self, run_id: str, *, thread_id: str | None = None, after: int | None = None
+        self,
+        run_id: str,
+        *,
+        thread_id: str | None = None,
+        after: int | None = None,
+        scope: str | None = None,
     ) -> list[dict[str, Any]]:
         """A run's events, verbatim and in order.
 
@@ -1568,19 +1668,23 @@ class Store:
                 cursor, like SSE's ``Last-Event-ID``).
         """
         with self._reading() as conn:
-            key = self._resolve(conn, run_id, thread_id=thread_id)
+            key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
             return self._run_events(conn, key.pk, after if after is not None else 0)
 
-    def thread_events(self, thread_id: str) -> Iterator[dict[str, Any]]:
+    def thread_events(
+        self, thread_id: str, *, scope: str | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Every event of a thread in recorded order, read run by run (memory bounded by
         the largest run): what a whole-thread export streams out."""
-        for run in self.runs(thread_id):
-            yield from self.events(run.run_id, thread_id=thread_id)
+        for run in self.runs(thread_id, scope=scope):
+            yield from self.events(run.run_id, thread_id=thread_id, scope=scope)
 
-    def input(self, run_id: str, *, thread_id: str | None = None) -> dict[str, Any] | None:
+    def input(
+        self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> dict[str, Any] | None:
         """The ``RunAgentInput`` recorded for a run (``append(input=...)``), or ``None``."""
         with self._reading() as conn:
-            key = self._resolve(conn, run_id, thread_id=thread_id)
+            key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
             raw, raw_refs, parent_pk = conn.execute(
                 "SELECT input, input_refs, parent FROM runs WHERE id = ?", (key.pk,)
             ).fetchone()
@@ -1593,10 +1697,12 @@ class Store:
                 value = expand_input(value, refs, base.messages, base.state)
         return value
 
-    def history(self, run_id: str, *, thread_id: str | None = None) -> list[dict[str, Any]]:
+    def history(
+        self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> list[dict[str, Any]]:
         """The events of a run's whole ancestor chain, root first: what replays it."""
         with self._reading() as conn:
-            key = self._resolve(conn, run_id, thread_id=thread_id)
+            key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
             chain, grouped = self._chain_payloads(conn, key.pk)
             echoes = conn.execute(
                 schema.ANCESTORS_CTE + "SELECT events.run FROM chain CROSS JOIN events "
@@ -1628,21 +1734,27 @@ class Store:
         ]
         return chain, grouped
 
-    def log(self, run_or_ref: str, *, thread_id: str | None = None) -> Log:
+    def log(
+        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Log:
         """The run and its lineage ancestors, newest first (metadata only, no payloads)."""
         with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
             return Log(self._side(conn, key.pk, None))
 
-    def checkout(self, run_or_ref: str, *, thread_id: str | None = None) -> Checkout:
+    def checkout(
+        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Checkout:
         """Restore a run: the messages and state the official client holds after it."""
         with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(conn, key.pk)
             view = self._view(conn, key.pk)
         return Checkout(run, view.messages, view.state, view.interrupts, view.warnings)
 
-    def compacted(self, run_or_ref: str, *, thread_id: str | None = None) -> list[dict[str, Any]]:
+    def compacted(
+        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> list[dict[str, Any]]:
         """The short stream that restores a run: what a reconnecting client is sent.
 
         ``RUN_STARTED``, ``MESSAGES_SNAPSHOT``, ``STATE_SNAPSHOT`` and the run's terminal
@@ -1651,7 +1763,7 @@ class Store:
         without a terminal event, as it was recorded.
         """
         with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(conn, key.pk)
             view = self._view(conn, key.pk)
             row = conn.execute(
@@ -1769,27 +1881,37 @@ class Store:
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     def _pair(
-        self, conn: database.Conn, a: str, b: str, thread_id: str | None
+        self, conn: database.Conn, a: str, b: str, thread_id: str | None, scope: str | None
     ) -> tuple[_RunKey, _RunKey, tuple[int, int, int] | None]:
         """Two revisions resolved, and their merge base (see :meth:`_merge_base_pk`)."""
-        ka = self._resolve(conn, a, thread_id=thread_id)
-        kb = self._resolve(conn, b, thread_id=thread_id)
+        ka = self._resolve(conn, a, thread_id=thread_id, scope=scope)
+        kb = self._resolve(conn, b, thread_id=thread_id, scope=scope)
         return ka, kb, self._merge_base_pk(conn, ka.pk, kb.pk)
 
-    def merge_base(self, a: str, b: str, *, thread_id: str | None = None) -> Run | None:
+    def merge_base(
+        self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Run | None:
         """The nearest run both ``a`` and ``b`` descend from (either may be it), or ``None``."""
         with self._reading() as conn:
-            _, _, found = self._pair(conn, a, b, thread_id)
+            _, _, found = self._pair(conn, a, b, thread_id, scope)
             return self._run_record(conn, found[0]) if found else None
 
-    def is_ancestor(self, a: str, b: str, *, thread_id: str | None = None) -> bool:
+    def is_ancestor(
+        self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> bool:
         """Whether ``a`` is on ``b``'s lineage (a run is its own ancestor, as in git)."""
         with self._reading() as conn:
-            ka, _, found = self._pair(conn, a, b, thread_id)
+            ka, _, found = self._pair(conn, a, b, thread_id, scope)
             return found is not None and found[0] == ka.pk
 
     def diff(
-        self, a: str, b: str, *, thread_id: str | None = None, mode: str = "three-dot"
+        self,
+        a: str,
+        b: str,
+        *,
+        thread_id: str | None = None,
+        mode: str = "three-dot",
+        scope: str | None = None,
     ) -> Diff:
         """Compare two runs: merge base, the runs on each side since it, message changes by
         id and the state change as an RFC 6902 patch.
@@ -1802,7 +1924,7 @@ class Store:
         if mode not in ("three-dot", "two-dot"):
             raise ValueError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
         with self._reading() as conn:
-            ka, kb, found = self._pair(conn, a, b, thread_id)
+            ka, kb, found = self._pair(conn, a, b, thread_id, scope)
             run_a, run_b = self._run_record(conn, ka.pk), self._run_record(conn, kb.pk)
             base_run = self._run_record(conn, found[0]) if found else None
             a_runs = self._side(conn, ka.pk, found[1] if found else None)
@@ -1847,13 +1969,16 @@ class Store:
 
     # --- branches and forks -------------------------------------------------------------
 
-    def branch(self, name: str, run_id: str, *, thread_id: str | None = None) -> Branch:
-        """Point branch ``name`` at a run (creating or moving it)."""
+    def branch(
+        self, name: str, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Branch:
+        """Point branch ``name`` at a run (creating or moving it). With a ``scope``, only a
+        run of that owner's threads (another owner's are absent: ``RunNotFoundError``)."""
         _check_branch_name(name)
         with self._lock:
             conn = self._db
             with database.immediate(conn):
-                key = self._resolve(conn, run_id, thread_id=thread_id)
+                key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
                 now = database.now_ms()
                 conn.execute(
                     "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, ?) "
@@ -1866,10 +1991,11 @@ class Store:
                 ).fetchone()[0]
                 return Branch(thread, name, self._run_id_of(conn, key.pk), False, when(now))
 
-    def branches(self, thread_id: str) -> list[Branch]:
+    def branches(self, thread_id: str, *, scope: str | None = None) -> list[Branch]:
         """A thread's branches: the default one (following the newest run) first."""
+        _check_scope(scope)
         with self._reading() as conn:
-            pk = self._require_thread(conn, thread_id)
+            pk = self._require_thread(conn, thread_id, scope)
             out = []
             newest = self._newest_run(conn, pk)
             if newest is not None:
@@ -1882,20 +2008,26 @@ class Store:
                 out.append(Branch(thread_id, name, run_id, False, when(updated)))
             return out
 
-    def delete_branch(self, name: str, *, thread_id: str) -> None:
+    def delete_branch(self, name: str, *, thread_id: str, scope: str | None = None) -> None:
         """Delete a branch (the runs stay; only the name goes)."""
         if name in _RESERVED_REFS:
             raise BranchError(f"{name!r} is the thread's default branch; it cannot be deleted")
+        _check_scope(scope)
         with self._lock:
             conn = self._db
             with database.immediate(conn):
-                pk = self._require_thread(conn, thread_id)
+                pk = self._require_thread(conn, thread_id, scope)
                 conn.execute("DELETE FROM branches WHERE thread = ? AND name = ?", (pk, name))
                 if conn.changes() == 0:
                     raise BranchError(f"no branch {name!r} in thread {thread_id!r}")
 
     def fork(
-        self, run_or_ref: str, *, thread_id: str | None = None, run_id: str | None = None
+        self,
+        run_or_ref: str,
+        *,
+        thread_id: str | None = None,
+        run_id: str | None = None,
+        scope: str | None = None,
     ) -> dict[str, Any]:
         """The ``RunAgentInput`` a client sends to start a new run from this one.
 
@@ -1903,7 +2035,7 @@ class Store:
         run's lineage (a client resends the same ones); messages and state are the view.
         """
         with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(conn, key.pk)
             view = self._view(conn, key.pk)
             row = conn.execute(
@@ -2086,6 +2218,19 @@ def _storable(
                 event_type=event_type,
                 path=path,
             ) from None
+
+
+def _check_scope(scope: Any) -> None:
+    """A scope is an owner's name (a non-empty string), or ``None``: the operator's calls,
+    which see and write every thread."""
+    if scope is None:
+        return
+    if not isinstance(scope, str) or not scope:
+        raise TypeError(
+            f"scope must be None (the operator) or an owner's name (a non-empty string), "
+            f"not {scope!r}"
+        )
+    _storable(scope, path="scope")
 
 
 def _check_branch_name(name: str) -> None:
