@@ -58,6 +58,18 @@ def _status_of_terminal(event: dict[str, Any]) -> str:
     return _OUTCOME_STATUS.get(kind or "success", "finished")
 
 
+#: What replaying a run needs of its row: ``(parent, input, input_refs, lineage)``.
+_RunRow = tuple[int | None, str | None, str | None, str]
+
+
+def _body_as_sent(raw_input: str | None, lineage: str) -> bool:
+    """Whether a run starts from its request body's messages as sent (SPEC §3 amended): a
+    body whose parent was neither named (rules 1, 2) nor found by its messages (rule 3).
+    With rule 3 the body continues its parent's view, whose messages it holds but for the
+    activity messages a client strips from what it sends: those stay, in place."""
+    return raw_input is not None and lineage == "head"
+
+
 @dataclass
 class _Segment:
     """Consecutive events of one batch that belong to one run."""
@@ -69,7 +81,7 @@ class _Segment:
     started: dict[str, Any] | None = None  # the RUN_STARTED that opens a new run
     outcome: str | None = None  # the status its last terminal event gives the run
     was_complete: bool = False  # it continues a run that had already ended
-    run_row: tuple[int | None, str | None, str | None] | None = None  # new run: parent, input
+    run_row: _RunRow | None = None  # a new run's row
 
 
 @dataclass
@@ -686,10 +698,23 @@ class Store:
         return str(rows[0][0])
 
     def _drop_below(self, conn: database.Conn, thread_pk: int, run_pk: int) -> None:
-        """Leave underived the runs below an open run whose view is still growing."""
+        """Leave underived the complete runs below an open run whose view is still growing
+        (open ones have nothing derived yet; they are derived when they complete)."""
         child = conn.execute("SELECT 1 FROM runs WHERE parent = ? LIMIT 1", (run_pk,)).fetchone()
-        if child is not None:
-            # Open ones are derived when they complete, as usual.
+        if child is None:
+            return
+        # Those already left underived by an earlier piece hold nothing to drop: a live run
+        # streamed in many pieces drops what is below it once, not once a piece.
+        derived = [
+            int(row[0])
+            for row in conn.execute(
+                "WITH RECURSIVE sub(id) AS (SELECT id FROM runs WHERE parent = ? UNION ALL "
+                "SELECT runs.id FROM runs JOIN sub ON runs.parent = sub.id) "
+                "SELECT id FROM sub WHERE id NOT IN (SELECT run FROM underived)",
+                (run_pk,),
+            )
+        ]
+        if any(self._known_status(conn, pk) != "incomplete" for pk in derived):
             below = [
                 pk
                 for pk in checkpoints.drop_from(conn, run_pk)
@@ -791,8 +816,8 @@ class Store:
         explicit_parent: _RunKey | None,
         branch: str | None,
         now: int,
-    ) -> tuple[int, tuple[int | None, str | None, str | None]]:
-        """Insert a run; its pk and the row's ``(parent, input, input_refs)``."""
+    ) -> tuple[int, _RunRow]:
+        """Insert a run; its pk and the row's ``(parent, input, input_refs, lineage)``."""
         input_data = run_input[0] if run_input else None
         echoed = started.get("input") if isinstance(started.get("input"), dict) else None
         sent_parent = None
@@ -831,7 +856,7 @@ class Store:
         )
         run_pk = int(cur.fetchone()[0])
         self._advance_branches(conn, thread_pk, parent_pk, run_pk, branch, now)
-        return run_pk, (parent_pk, input_text, refs_text)
+        return run_pk, (parent_pk, input_text, refs_text, reason)
 
     def _decide_parent(
         self,
@@ -1066,7 +1091,7 @@ class Store:
         run_pk: int,
         now: int,
         events: list[dict[str, Any]] | None = None,
-        run_row: tuple[int | None, str | None, str | None] | None = None,
+        run_row: _RunRow | None = None,
         *,
         force_checkpoint: bool = False,
     ) -> None:
@@ -1139,7 +1164,7 @@ class Store:
         run_pk: int,
         now: int,
         events: list[dict[str, Any]] | None = None,
-        run_row: tuple[int | None, str | None, str | None] | None = None,
+        run_row: _RunRow | None = None,
         *,
         force_checkpoint: bool = False,
     ) -> bool:
@@ -1150,13 +1175,14 @@ class Store:
         Args:
             events: the run's events as just appended, decoded and owned by the store, when
                 the batch held all of them (else they are read back).
-            run_row: the run's ``(parent, input, input_refs)`` when the caller has them.
+            run_row: the run's ``(parent, input, input_refs, lineage)`` when the caller has
+                them.
         """
         if run_row is None:
             run_row = conn.execute(
-                "SELECT parent, input, input_refs FROM runs WHERE id = ?", (run_pk,)
+                "SELECT parent, input, input_refs, lineage FROM runs WHERE id = ?", (run_pk,)
             ).fetchone()
-        parent_pk, raw_input, raw_refs = run_row
+        parent_pk, raw_input, raw_refs, reason = run_row
         cached = self._cached_view(conn, thread_pk)
         self._views.pop(thread_pk, None)
         if cached is None or cached.run_pk != parent_pk:
@@ -1172,6 +1198,7 @@ class Store:
             input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
             events=events if events is not None else self._run_events(conn, run_pk),
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
+            as_sent=_body_as_sent(raw_input, reason),
         )
         names, snapshot = since.note(record)
         replaced = snapshot or record.input is not None
@@ -1841,9 +1868,9 @@ class Store:
         ):
             grouped.setdefault(run_pk, []).append(payload)
         inputs = {
-            int(pk): (raw, refs)
-            for pk, raw, refs in conn.execute(
-                "SELECT id, input, input_refs FROM runs WHERE id IN "
+            int(pk): (raw, refs, lineage)
+            for pk, raw, refs, lineage in conn.execute(
+                "SELECT id, input, input_refs, lineage FROM runs WHERE id IN "
                 "(SELECT value FROM json_each(?)) AND input IS NOT NULL",
                 pks,
             )
@@ -1861,13 +1888,14 @@ class Store:
         records, at = [], 0
         for pk in run_pks:
             n = len(grouped.get(pk, ()))
-            raw_input, raw_refs = inputs.get(pk, (None, None))
+            raw_input, raw_refs, lineage = inputs.get(pk, (None, None, ""))
             records.append(
                 RunRecord(
                     input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
                     events=decoded[at : at + n],
                     input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
                     echo_refs=echo_refs.get(pk),
+                    as_sent=_body_as_sent(raw_input, lineage),
                 )
             )
             at += n
