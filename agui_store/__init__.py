@@ -9,13 +9,21 @@ from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
     BranchError,
+    CorruptStoreError,
+    HashMismatchError,
     IntegrityError,
+    InternalError,
+    InvalidArgumentError,
     InvalidEventError,
+    NotAStoreError,
     OpenRunsError,
+    OutOfMemoryError,
     RunNotFoundError,
     SchemaVersionError,
     ScopeError,
     SequenceError,
+    StorageError,
+    StorageFullError,
     StoreBusyError,
 )
 from agui_store.records import AppendResult, Branch, Checkout, Log, Run
@@ -33,18 +41,26 @@ __all__ = [
     "Branch",
     "BranchError",
     "Checkout",
+    "CorruptStoreError",
     "Diff",
+    "HashMismatchError",
     "IntegrityError",
+    "InternalError",
+    "InvalidArgumentError",
     "InvalidEventError",
     "Log",
     "MessageChange",
+    "NotAStoreError",
     "OpenRunsError",
+    "OutOfMemoryError",
     "Run",
     "RunNotFoundError",
     "SchemaVersionError",
     "ScopeError",
     "SequenceError",
     "SequenceVerifier",
+    "StorageError",
+    "StorageFullError",
     "Store",
     "StoreBusyError",
     "ViewChange",
@@ -56,3 +72,12 @@ __all__ = [
     "validate_artifact",
     "verify_events",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # ``agui_store.aio`` without importing asyncio for every user of the sync store.
+    if name == "aio":
+        import importlib
+
+        return importlib.import_module("agui_store.aio")
+    raise AttributeError(f"module 'agui_store' has no attribute {name!r}")

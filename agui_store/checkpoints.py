@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
-from agui_store import blobs, codec
+from agui_store import blobs, codec, hashing
 from agui_store.database import Conn
-from agui_store.errors import InvalidEventError
+from agui_store.errors import CorruptStoreError, HashMismatchError, InvalidEventError
 from agui_store.patch import PatchError, apply_patch
 from agui_store.restore import View
 
@@ -62,7 +62,7 @@ CHAIN_KEEPS = BASE_CHAIN + "SELECT run, keep FROM cps ORDER BY run"
 MESSAGE_ROWS = (
     BASE_CHAIN
     + """
-SELECT cps.run, cm.message, blobs.codec, blobs.data
+SELECT cps.run, cm.message, blobs.codec, blobs.data, blobs.hash
 FROM cps CROSS JOIN checkpoint_messages AS cm ON cm.run = cps.run
 CROSS JOIN blobs ON blobs.id = cm.message
 ORDER BY cps.run, cm.pos
@@ -87,7 +87,7 @@ SURVIVING_LIMITS = SURVIVING + "SELECT run, lim FROM cps ORDER BY run"
 #: walks that array in order, so the rows come out in list order without a sort, each an
 #: integer-key probe into blobs (neighbouring pages: blobs written together sit together).
 MESSAGE_TEXTS = f"""
-SELECT iif(blobs.codec = {blobs.PLAIN}, blobs.data, agui_inflate(blobs.data))
+SELECT iif(blobs.codec = {blobs.PLAIN}, blobs.data, agui_inflate(blobs.data)), blobs.hash
 FROM json_each(?) AS chain
 CROSS JOIN checkpoint_messages AS cm
     ON cm.run = chain.value ->> 0 AND cm.pos < chain.value ->> 1
@@ -96,7 +96,12 @@ CROSS JOIN blobs ON blobs.id = cm.message
 
 SELECT_CHECKPOINT = """
 SELECT c.keep, c.base, c.length, c.chain, s.codec, s.data, i.codec, i.data, w.codec, w.data,
-       c.state_base
+       c.state_base, s.hash, i.hash, w.hash, c.view_hash,
+       -- whether the run hash it was derived at is one of the run's (its newest, usually)
+       CASE WHEN c.run_hash = (SELECT b.hash FROM batches b WHERE b.run = c.run
+                               ORDER BY b.id DESC LIMIT 1) THEN 1
+            ELSE EXISTS (SELECT 1 FROM batches b WHERE b.run = c.run AND b.hash = c.run_hash)
+       END
 FROM checkpoints c JOIN blobs s ON s.id = c.state
 LEFT JOIN blobs i ON i.id = c.interrupts
 LEFT JOIN blobs w ON w.id = c.warnings
@@ -111,6 +116,27 @@ UPSERT_BLOB = (
 )
 
 
+#: The addresses of a list's blobs, in list order (as MESSAGE_TEXTS, without the data).
+MESSAGE_ADDRESSES = """
+SELECT blobs.hash
+FROM json_each(?) AS chain
+CROSS JOIN checkpoint_messages AS cm
+    ON cm.run = chain.value ->> 0 AND cm.pos < chain.value ->> 1
+CROSS JOIN blobs ON blobs.id = cm.message
+"""
+
+#: A checkpoint's own blobs' addresses, the whole state it patches (if it does), and what
+#: it recorded: the view digest and the run hash it was derived at.
+SELECT_ADDRESSES = """
+SELECT s.hash, i.hash, w.hash, a.hash, c.view_hash, c.run_hash
+FROM checkpoints c JOIN blobs s ON s.id = c.state
+LEFT JOIN blobs i ON i.id = c.interrupts
+LEFT JOIN blobs w ON w.id = c.warnings
+LEFT JOIN checkpoints ac ON ac.run = c.state_base
+LEFT JOIN blobs a ON a.id = ac.state
+WHERE c.run = ?
+"""
+
 #: A checkpoint's state is stored as patches on its state base's while they number at most
 #: ``MAX_STATE_PATCHES`` and their JSON text is at most 1/``STATE_PATCH_SHARE`` of the base
 #: state's: loading one applies them all, and beyond that the whole state is smaller.
@@ -119,7 +145,7 @@ STATE_PATCH_SHARE = 4
 
 #: The whole state a checkpoint's state is patched from.
 SELECT_STATE = """
-SELECT c.state_base, s.codec, s.data FROM checkpoints c JOIN blobs s ON s.id = c.state
+SELECT c.state_base, s.codec, s.data, s.hash FROM checkpoints c JOIN blobs s ON s.id = c.state
 WHERE c.run = ?
 """
 
@@ -133,6 +159,7 @@ class Snapshot:
     view: View
     blob_ids: list[int]
     chain: int
+    blob_addresses: list[bytes] = field(default_factory=list)  # aligned with blob_ids
     state_anchor: int = 0
     state_patches: list[Any] | None = None
     state_bytes: int = 0  # the JSON text of the anchor's whole state
@@ -146,16 +173,16 @@ def store_blob(conn: Conn, packed: tuple[bytes, int, bytes]) -> int:
 def store_value(conn: Conn, value: Any) -> int:
     """The id of a JSON value's blob, storing it unless it is there. Looked up before it is
     compressed: a run that leaves a large state as it was costs no compression."""
-    return store_text(conn, codec.canonical_bytes(value))
+    return store_text(conn, codec.canonical_bytes(value))[0]
 
 
-def store_text(conn: Conn, text: bytes) -> int:
-    """:func:`store_value` of a value already in its canonical encoding."""
+def store_text(conn: Conn, text: bytes) -> tuple[int, bytes]:
+    """:func:`store_value` of a value already in its canonical encoding; with its address."""
     digest = blobs.digest(text)
     row = conn.execute("SELECT id FROM blobs WHERE hash = ?", (digest,)).fetchone()
     if row is not None:
-        return int(row[0])
-    return store_blob(conn, (digest, *blobs.compress(text)))
+        return int(row[0]), digest
+    return store_blob(conn, (digest, *blobs.compress(text))), digest
 
 
 def store_blobs(conn: Conn, packed: list[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
@@ -194,53 +221,143 @@ def nearest(conn: Conn, run_pk: int) -> tuple[int | None, list[int]]:
     return found, after
 
 
-def load(conn: Conn, run_pk: int, *, with_hashes: bool = True) -> Snapshot:
+def load(conn: Conn, run_pk: int, *, with_hashes: bool = True, verify: bool = True) -> Snapshot:
     """Decode a checkpoint into fresh objects (the caller may mutate them).
 
     ``with_hashes=False`` (a plain checkout) skips the blob ids and reads the message blobs
     in list order with one query, decoded as one JSON array.
+
+    ``verify`` (the default) checks what is read against what the checkpoint recorded, at the
+    cost of what is read: every blob's text hashes to its address; the addresses, in order,
+    give the checkpoint's view digest; the run hash it was derived at is one of its run's.
+    A failure raises :class:`HashMismatchError` (naming the run by key only: the caller
+    knows its names).
     """
     row = conn.execute(SELECT_CHECKPOINT, (run_pk,)).fetchone()
     if row is None:
-        raise LookupError(f"run {run_pk} has no checkpoint")
-    _, _, length, chain, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base = row
+        raise CorruptStoreError(f"run {run_pk} has no checkpoint")
+    (_, _, length, chain, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base,
+     s_addr, i_addr, w_addr, view_hash, run_hash_ok) = row
+    if verify and not run_hash_ok:
+        raise _mismatch(
+            run_pk,
+            "its checkpoint was derived from other events than the run now holds (the run "
+            "hash it recorded is none of the run's)",
+        )
     text = blobs.unpack(s_codec, s_data)
+    checked = [(text, s_addr)]
     state = codec.decode(text)
     patches: list[Any] | None = None
     state_bytes = len(text)
+    anchor_addr = None
     if state_base is not None:
         patches = state
-        state, state_bytes = _patched_state(conn, run_pk, int(state_base), patches)
-    interrupts = codec.decode(blobs.unpack(i_codec, i_data)) if i_data is not None else []
-    warnings = codec.decode(blobs.unpack(w_codec, w_data)) if w_data is not None else []
+        state, state_bytes, anchor_addr = _patched_state(
+            conn, run_pk, int(state_base), patches, verify=verify
+        )
+    interrupts, warnings = [], []
+    if i_data is not None:
+        text = blobs.unpack(i_codec, i_data)
+        checked.append((text, i_addr))
+        interrupts = codec.decode(text)
+    if w_data is not None:
+        text = blobs.unpack(w_codec, w_data)
+        checked.append((text, w_addr))
+        warnings = codec.decode(text)
+    anchor = int(state_base or run_pk)
     if not with_hashes:
         limits = conn.execute(SURVIVING_LIMITS, (run_pk,)).fetchall()
-        parts = [
-            row[0]
-            for row in conn.execute(
-                MESSAGE_TEXTS, (codec.encode([list(r) for r in limits]).decode(),)
-            )
-        ]
-        if len(parts) != length:
-            raise ValueError(f"checkpoint of run {run_pk}: {len(parts)} messages, not {length}")
+        rows = conn.execute(
+            MESSAGE_TEXTS, (codec.encode([list(r) for r in limits]).decode(),)
+        ).fetchall()
+        if len(rows) != length:
+            raise _mismatch(run_pk, f"its checkpoint holds {len(rows)} messages, not {length}")
+        parts = [r[0] for r in rows]
+        addresses = [r[1] for r in rows]
+        if verify:
+            _verify(run_pk, checked, parts, addresses, view_hash,
+                    (s_addr, anchor_addr, i_addr, w_addr))
         view = View(codec.decode(_json_array(parts)), state, interrupts, warnings)
-        return Snapshot(view, [], int(chain), int(state_base or run_pk), patches, state_bytes)
-    own: dict[int, list[tuple[int, bytes]]] = {}
-    for cp_run, digest, b_codec, b_data in conn.execute(MESSAGE_ROWS, (run_pk,)):
-        own.setdefault(cp_run, []).append((digest, blobs.unpack(b_codec, b_data)))
-    hashes: list[int] = []
+        return Snapshot(view, [], int(chain), state_anchor=anchor, state_patches=patches,
+                        state_bytes=state_bytes)
+    own: dict[int, list[tuple[int, bytes, bytes]]] = {}
+    for cp_run, blob_id, b_codec, b_data, b_addr in conn.execute(MESSAGE_ROWS, (run_pk,)):
+        own.setdefault(cp_run, []).append((blob_id, blobs.unpack(b_codec, b_data), b_addr))
+    ids: list[int] = []
     texts: list[bytes] = []
+    addresses = []
     # Root checkpoint first: each keeps a prefix of the list so far, then adds its own rows.
     for cp_run, keep in conn.execute(CHAIN_KEEPS, (run_pk,)):
-        del hashes[keep:]
+        del ids[keep:]
         del texts[keep:]
-        for digest, text in own.get(cp_run, ()):
-            hashes.append(digest)
+        del addresses[keep:]
+        for blob_id, text, address in own.get(cp_run, ()):
+            ids.append(blob_id)
             texts.append(text)
-    if len(hashes) != length:
-        raise ValueError(f"checkpoint of run {run_pk} has {len(hashes)} messages, not {length}")
+            addresses.append(address)
+    if len(ids) != length:
+        raise _mismatch(run_pk, f"its checkpoint holds {len(ids)} messages, not {length}")
+    if verify:
+        _verify(run_pk, checked, texts, addresses, view_hash,
+                (s_addr, anchor_addr, i_addr, w_addr))
     view = View(codec.decode(_json_array(texts)), state, interrupts, warnings)
-    return Snapshot(view, hashes, int(chain), int(state_base or run_pk), patches, state_bytes)
+    return Snapshot(view, ids, int(chain), [bytes(a) for a in addresses], anchor, patches,
+                    state_bytes)
+
+
+def _mismatch(run_pk: int, what: str) -> HashMismatchError:
+    error = HashMismatchError(what)
+    error.run_pk = run_pk  # type: ignore[attr-defined]  # the caller names the run
+    return error
+
+
+def _verify(
+    run_pk: int,
+    checked: list[tuple[bytes, Any]],
+    message_texts: list[bytes],
+    message_addresses: list[Any],
+    view_hash: Any,
+    others: tuple[Any, Any, Any, Any],
+) -> None:
+    """A checkpoint's blobs as read against their addresses, and the addresses against the
+    digest the checkpoint recorded (before ``_json_array`` consumes the texts)."""
+    sha = blobs.digest
+    for position, (text, address) in enumerate(zip(message_texts, message_addresses)):
+        if sha(text) != address:
+            raise _mismatch(
+                run_pk,
+                f"message {position} of its checkpoint does not hash to its address "
+                f"{bytes(address).hex()[:hashing.SHORT]}",
+            )
+    for text, address in checked:
+        if sha(text) != address:
+            raise _mismatch(
+                run_pk,
+                f"a blob of its checkpoint does not hash to its address "
+                f"{bytes(address).hex()[:hashing.SHORT]}",
+            )
+    if view_hash is None or hashing.view_digest(message_addresses, *others) != view_hash:
+        raise _mismatch(
+            run_pk,
+            "its checkpoint holds other blobs than it was written with (a message, state, "
+            "interrupts or warnings row points elsewhere)",
+        )
+
+
+def stored_view_digest(conn: Conn, run_pk: int) -> tuple[bytes, bytes | None, bytes | None]:
+    """``(view digest from the addresses held now, the digest recorded, the run hash
+    recorded)`` of a checkpoint: what a migration writes and what a check compares."""
+    limits = conn.execute(SURVIVING_LIMITS, (run_pk,)).fetchall()
+    addresses = [
+        bytes(r[0])
+        for r in conn.execute(
+            MESSAGE_ADDRESSES, (codec.encode([list(r) for r in limits]).decode(),)
+        )
+    ]
+    row = conn.execute(SELECT_ADDRESSES, (run_pk,)).fetchone()
+    s_addr, i_addr, w_addr, a_addr, recorded, run_hash = row
+    digest = hashing.view_digest(addresses, s_addr, a_addr, i_addr, w_addr)
+    return digest, recorded, run_hash
 
 
 def _json_array(parts: list[bytes]) -> bytes:
@@ -253,20 +370,32 @@ def _json_array(parts: list[bytes]) -> bytes:
     return b",".join(parts)
 
 
-def _patched_state(conn: Conn, run_pk: int, state_base: int, patches: Any) -> tuple[Any, int]:
+def _patched_state(
+    conn: Conn, run_pk: int, state_base: int, patches: Any, *, verify: bool = True
+) -> tuple[Any, int, bytes]:
     """The state a checkpoint stores as patches (its state base's, patched; they all applied
-    when they were recorded, so they apply as one), and the size of the base state's text."""
+    when they were recorded, so they apply as one), the size of the base state's text, and
+    its address."""
     row = conn.execute(SELECT_STATE, (state_base,)).fetchone()
     if row is None or row[0] is not None:
-        raise ValueError(
+        raise CorruptStoreError(
             f"checkpoint of run {run_pk}: its state base {state_base} is not a checkpoint "
             "whose state is stored whole"
         )
     text = blobs.unpack(row[1], row[2])
+    if verify and blobs.digest(text) != row[3]:
+        raise _mismatch(
+            run_pk,
+            f"the state its checkpoint patches does not hash to its address "
+            f"{bytes(row[3]).hex()[:hashing.SHORT]}",
+        )
     try:
-        return apply_patch(codec.decode(text), [op for patch in patches for op in patch]), len(text)
+        state = apply_patch(codec.decode(text), [op for patch in patches for op in patch])
     except (PatchError, TypeError) as e:
-        raise ValueError(f"checkpoint of run {run_pk}: its state patches do not apply: {e}") from e
+        raise CorruptStoreError(
+            f"checkpoint of run {run_pk}: its state patches do not apply: {e}"
+        ) from e
+    return state, len(text), bytes(row[3])
 
 
 def lineage_ids(messages: Iterable[Any]) -> list[Any]:
@@ -326,16 +455,20 @@ def write(
     ids_digest: bytes,
     now: int,
     state_patches: tuple[int, list[Any]] | None = None,
+    *,
+    addresses: Sequence[bytes],
+    run_hash: bytes | None,
 ) -> tuple[int, int]:
     """Store a run's checkpoint; returns its chain length, and the size of the JSON text its
     state is stored as.
 
     Args:
-        blob_ids: the blob of each message of ``view``.
+        blob_ids: the blob of each message of ``view``; ``addresses`` their hashes.
         base: ``(base run, its blob ids, its chain length)`` to store the list as a delta.
         ids_digest: the digest of the view's lineage ids (:func:`hash_ids`).
         state_patches: ``(state base, patches)`` to store the state as the patches that
             turn that checkpoint's (whole) state into ``view.state``.
+        run_hash: the run's hash now (what the checkpoint is derived from).
     """
     keep, base_run, chain = 0, None, 1
     if base is not None and base[2] < MAX_CHAIN:
@@ -346,12 +479,28 @@ def write(
     state_text = codec.canonical_bytes(
         state_patches[1] if state_patches is not None else view.state
     )
-    state = store_text(conn, state_text)
-    interrupts = store_value(conn, view.interrupts) if view.interrupts else None
-    warnings = store_value(conn, view.warnings) if view.warnings else None
+    state, state_addr = store_text(conn, state_text)
+    interrupts = warnings = None
+    interrupts_addr = warnings_addr = anchor_addr = None
+    if view.interrupts:
+        interrupts, interrupts_addr = store_text(conn, codec.canonical_bytes(view.interrupts))
+    if view.warnings:
+        warnings, warnings_addr = store_text(conn, codec.canonical_bytes(view.warnings))
+    if state_base is not None:
+        anchor_addr = bytes(
+            conn.execute(
+                "SELECT blobs.hash FROM checkpoints JOIN blobs ON blobs.id = checkpoints.state "
+                "WHERE checkpoints.run = ?",
+                (state_base,),
+            ).fetchone()[0]
+        )
+    view_hash = hashing.view_digest(
+        addresses, state_addr, anchor_addr, interrupts_addr, warnings_addr
+    )
     conn.execute(
         "INSERT INTO checkpoints(run, base, keep, length, chain, state, interrupts, warnings, "
-        "ids_hash, created_at, state_base) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "ids_hash, created_at, state_base, run_hash, view_hash) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             run_pk,
             base_run,
@@ -364,6 +513,8 @@ def write(
             ids_digest,
             now,
             state_base,
+            run_hash,
+            view_hash,
         ),
     )
     conn.executemany(

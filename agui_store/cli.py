@@ -8,15 +8,16 @@ terminal.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
-from agui_store import codec, database
-from agui_store.errors import AguiStoreError
+from agui_store import database
+from agui_store.errors import AguiStoreError, InternalError
 from agui_store.interchange import FORMATS, serialize
 from agui_store.records import Run
 from agui_store.render import content_text, diff_text, graph, run_line, short, transcript
@@ -47,13 +48,19 @@ EXAMPLES = {
 class Progress:
     """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
 
-    def __init__(self, total: int, label: str, stream: TextIO | None = None) -> None:
+    def __init__(
+        self, total: int, label: str, stream: TextIO | None = None, *, unit: str = ""
+    ) -> None:
         self.total = max(total, 1)
         self.label = label
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty()
+        self.unit = unit  # "bytes": counts shown in MB
         self.done = 0
         self._last = 0.0
+
+    def _shown(self, count: int) -> str:
+        return f"{count / 1e6:.1f}" if self.unit == "bytes" else str(count)
 
     def advance(self, n: int) -> None:
         self.done += n
@@ -64,7 +71,8 @@ class Progress:
             filled = int(width * self.done / self.total)
             self.stream.write(
                 f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] "
-                f"{self.done}/{self.total}"
+                f"{self._shown(self.done)}/{self._shown(self.total)}"
+                + (" MB" if self.unit == "bytes" else "")
             )
             self.stream.flush()
 
@@ -87,6 +95,8 @@ def _run_json(run: Run) -> dict[str, Any]:
         "sentParentRunId": run.sent_parent_run_id,
         "hasInput": run.has_input,
         "branches": list(run.branches),
+        "hash": run.hash,
+        "shortHash": run.short_hash,
     }
 
 
@@ -115,32 +125,40 @@ def _last_user(messages: Any) -> str:
 # --- commands ---------------------------------------------------------------------------
 
 
+class _CountedReads:
+    """A binary file whose reads advance a progress bar by the bytes read."""
+
+    def __init__(self, handle: BinaryIO, progress: Progress) -> None:
+        self._handle = handle
+        self._progress = progress
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self._handle.read(size)
+        self._progress.advance(len(chunk))
+        return chunk
+
+
 def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    with open(args.file, "rb") as fh:
-        data = fh.read()
-    events = [e.data for e in codec.parse_events(data)]
-    # A recording may hold several threads: append each run of consecutive same-thread
-    # events as one batch, so every batch names one thread.
-    batches: list[list[dict[str, Any]]] = []
-    current_thread: str | None = args.thread
-    for ev in events:
-        if ev.get("type") == "RUN_STARTED":
-            tid = ev.get("threadId")
-            if not batches or (tid != current_thread and args.thread is None):
-                batches.append([])
-            current_thread = tid if args.thread is None else args.thread
-        elif not batches:
-            batches.append([])
-        batches[-1].append(ev)
-    progress = Progress(len(events), f"importing {args.file}")
-    runs = 0
-    for batch in batches:
-        result = store.append(batch, thread_id=args.thread,
-                              check_sequence=not args.no_sequence_check)
-        runs += len(result.new_run_ids)
-        progress.advance(len(batch))
-    progress.finish()
-    out.write(f"imported {len(events)} events, {runs} runs into {store.path}\n")
+    """Stream the file into the store in one transaction (``Store.import_file``): all of
+    it or nothing, in memory that does not grow with the file."""
+    with contextlib.ExitStack() as stack:
+        if args.file == "-":
+            handle: BinaryIO = sys.stdin.buffer
+            total = 0
+        else:
+            handle = stack.enter_context(open(args.file, "rb"))
+            total = os.fstat(handle.fileno()).st_size
+        progress = Progress(total, f"importing {args.file}", unit="bytes")
+        progress.enabled &= total > 0  # a pipe has no size to measure against
+        stack.callback(progress.finish)
+        result = store.import_file(
+            _CountedReads(handle, progress),
+            thread_id=args.thread,
+            check_sequence=not args.no_sequence_check,
+        )
+    out.write(
+        f"imported {result.event_count} events, {result.new_run_count} runs into {store.path}\n"
+    )
     return 0
 
 
@@ -452,7 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=f"example: {EXAMPLES[name]}",
         )
     p = parsers["import"]
-    p.add_argument("file", help="a .json, .jsonl or .sse recording")
+    p.add_argument("file", help="a .json, .jsonl or .sse recording (- for stdin)")
     p.add_argument("--thread", help="thread id for events that start no run")
     p.add_argument("--no-sequence-check", action="store_true",
                    help="keep well-formed but out-of-sequence streams")
@@ -514,9 +532,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: What the exit status means (README, "Command line"). Every failure prints one line on
+#: stderr, ``agui-store COMMAND: what and where``; never a traceback.
+EXIT_OK = 0
+EXIT_STORE_ERROR = 1  # a store error (bad input, a damaged or foreign file, a full disk...),
+#                       or a command's negative answer: check found problems, an invalid artifact
+EXIT_USAGE = 2  # argparse: unknown command or option, missing argument
+EXIT_INTERNAL = 3  # an unexpected error inside agui-store: a bug to report
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
+
+#: Set (to anything) to print the traceback of an internal error after its one line.
+DEBUG_ENV = "AGUI_STORE_DEBUG"
+
+#: Longest message printed: errors name places, they do not echo megabytes of input back.
+MAX_MESSAGE = 1_000
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # usage errors: exit 2, argparse's one line
     if not hasattr(args, "json"):
         args.json = False
     path = getattr(args, "db", None)
@@ -526,16 +560,46 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             return handler(None, args, out)  # type: ignore[arg-type]
         with Store(path) as store:
             return handler(store, args, out)
+    except InternalError as e:
+        return _internal(args.command, e)
     except AguiStoreError as e:
-        sys.stderr.write(f"agui-store {args.command}: {e}\n")
-        return 1
+        _say(args.command, str(e))
+        return EXIT_STORE_ERROR
     except BrokenPipeError:
         # The reader went away (`agui-store export | head`): not an error of ours.
         sys.stderr.close()
-        return 0
-    except OSError as e:
-        sys.stderr.write(f"agui-store {args.command}: {e}\n")
-        return 1
+        return EXIT_OK
+    except OSError as e:  # a file the command reads or writes itself (import FILE, -o FILE)
+        where = f"{e.filename}: " if e.filename else ""
+        _say(args.command, f"{where}{e.strerror or e}")
+        return EXIT_STORE_ERROR
+    except KeyboardInterrupt:
+        _say(args.command, "interrupted (the transaction under way was rolled back)")
+        return EXIT_INTERRUPTED
+    except Exception as e:
+        return _internal(args.command, e)
+
+
+def _say(command: str, message: str) -> None:
+    """One line on stderr: newlines folded, length bounded."""
+    line = " ".join(message.split())
+    if len(line) > MAX_MESSAGE:
+        line = line[: MAX_MESSAGE - 1] + "…"
+    sys.stderr.write(f"agui-store {command}: {line}\n")
+    sys.stderr.flush()
+
+
+def _internal(command: str, e: BaseException) -> int:
+    if isinstance(e, InternalError):  # its message already says what to do
+        _say(command, f"internal error: {e} (set {DEBUG_ENV}=1 for the traceback)")
+    else:
+        _say(command, f"internal error: {type(e).__name__}: {e} (a bug in agui-store: please "
+                      f"report it with this message; set {DEBUG_ENV}=1 for the traceback)")
+    if os.environ.get(DEBUG_ENV):
+        import traceback
+
+        traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

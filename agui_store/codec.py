@@ -31,12 +31,12 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import msgspec
 
-from agui_store.errors import InvalidEventError
+from agui_store.errors import InvalidEventError, StorageError
 from agui_store.model import kind_of, render_path
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "decode",
     "decode_many",
     "encode",
+    "iter_events",
     "parse_events",
 ]
 
@@ -394,8 +395,15 @@ def parse_events(
     if isinstance(source, (str, bytes, bytearray, memoryview)):
         return _from_text(_as_bytes(source, None), limits)
     if isinstance(source, os.PathLike):
-        with open(source, "rb") as handle:
-            return _from_text(handle.read(), limits)
+        try:
+            with open(source, "rb") as handle:
+                data = handle.read()
+        except OSError as e:
+            shown = os.fsdecode(source)
+            raise StorageError(
+                f"cannot read events from {shown}: {e.strerror or e}", path=shown, errno=e.errno
+            ) from e
+        return _from_text(data, limits)
     if isinstance(source, msgspec.Struct) or _is_model(source):
         return [_from_object(source, 0, limits)]
     if hasattr(source, "read"):
@@ -560,21 +568,34 @@ def _check_json_value(obj: Any, max_depth: int) -> tuple[str, list[str | int]] |
 def _from_text(buf: bytes, limits: _Limits) -> list[IncomingEvent]:
     if buf.startswith(_BOM):
         buf = buf[len(_BOM) :]
-    body = buf.strip(_WS)
+    body = buf.lstrip(_WS)
+    if body[:1] == b"[":
+        # In memory, one msgspec call reads the whole array (much faster than splitting it).
+        return _parse_array(body.rstrip(_WS), limits)
+    return list(_events_of_text(iter(()), buf, limits))
+
+
+def _events_of_text(
+    chunks: Iterator[bytes], head: bytes, limits: _Limits
+) -> Iterator[IncomingEvent]:
+    """The events of a JSON array, one JSON object, JSON Lines or SSE, detected from the
+    content: ``head`` is the start (without its BOM), ``chunks`` the rest."""
+    body = head.lstrip(_WS)
     if not body:
-        return []
+        return
     first = body[0]
     if first == 0x5B:  # [
-        return _parse_array(body, limits)
-    if first == 0x7B:  # {
-        return _parse_object_or_lines(body, limits)
-    first_line = body.split(b"\n", 1)[0].split(b"\r", 1)[0]
-    if _SSE_FIRST_LINE.match(first_line):
-        return _parse_sse(buf, limits)
-    shown = first_line[:40].decode("utf-8", "replace")
-    raise InvalidEventError(
-        f"input is not a JSON object or array, JSON Lines or SSE (it starts with {shown!r})"
-    )
+        yield from _stream_array(chunks, body, limits)
+    elif first == 0x7B:  # {
+        yield from _object_or_lines(chunks, body, limits)
+    else:
+        first_line = body.split(b"\n", 1)[0].split(b"\r", 1)[0]
+        if not _SSE_FIRST_LINE.match(first_line):
+            shown = first_line[:40].decode("utf-8", "replace")
+            raise InvalidEventError(
+                f"input is not a JSON object or array, JSON Lines or SSE (it starts with {shown!r})"
+            )
+        yield from _stream_sse(chunks, head, limits)
 
 
 def _parse_array(body: bytes, limits: _Limits) -> list[IncomingEvent]:
@@ -601,10 +622,10 @@ def _parse_array(body: bytes, limits: _Limits) -> list[IncomingEvent]:
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         if isinstance(exc, msgspec.DecodeError) and _SURROGATE_ESCAPE.search(body):
             # msgspec refuses escaped lone surrogates, which JSON.parse and json.loads take
-            # (JS producers split emoji): read the array with the standard library instead.
-            items_or_none, ok = _decode_stdlib(body)
-            if ok and isinstance(items_or_none, list):
-                return [_from_object(item, i, limits) for i, item in enumerate(items_or_none)]
+            # (JS producers split emoji): read the array element by element instead, each
+            # keeping its bytes (the standard library reads the ones with surrogates), and
+            # a problem elsewhere named at its own element.
+            return list(_stream_array(iter(()), body, limits))
         match = _BYTE_AT.search(str(exc))
         offset = int(match.group(1)) if match else len(body)
         element, path, _ = _scan(body, top_array=True, stop_at=offset)
@@ -614,15 +635,138 @@ def _parse_array(body: bytes, limits: _Limits) -> list[IncomingEvent]:
     return [_event_from_bytes(bytes(item), i, limits, where="") for i, item in enumerate(items)]
 
 
-def _parse_object_or_lines(body: bytes, limits: _Limits) -> list[IncomingEvent]:
+# --------------------------------------------------------------------------------------------
+# Streaming: a file read a chunk at a time, each event's bytes cut out as it completes
+# --------------------------------------------------------------------------------------------
+
+READ_BYTES = 1024 * 1024
+"""How much :func:`iter_events` reads from a file at a time."""
+
+# Slack over ``max_event_bytes`` for what surrounds an event's JSON in a file (whitespace, an
+# SSE field name): a line or record longer than the limit plus this is refused unread.
+_SLACK = 64 * 1024
+
+_WS_RUN = re.compile(rb"[ \t\r\n]*")
+# From a place outside any string, everything up to the next bracket (or comma, at the top
+# level), whole strings included; it stops early at a string the buffer cuts short.
+_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+_TO_BRACKET = re.compile(rb'[^"\[\]{}]*(?:' + _STRING + rb'[^"\[\]{}]*)*', re.S)
+_TO_BRACKET_OR_COMMA = re.compile(rb'[^"\[\]{},]*(?:' + _STRING + rb'[^"\[\]{},]*)*', re.S)
+
+
+class _Overlong(Exception):
+    """A line longer than the caller's limit (the caller says where)."""
+
+
+def iter_events(
+    source: Any,
+    *,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    read_bytes: int = READ_BYTES,
+) -> Iterator[IncomingEvent]:
+    """The events of a JSON array, JSON Lines or SSE file, read incrementally.
+
+    Memory stays bounded by one event and one read, whatever the file's size: the file is
+    read ``read_bytes`` at a time, each event's bytes are cut out as soon as they are
+    complete and decoded alone. Each event's ``raw`` is its JSON text exactly as the file
+    spells it (escapes, number spellings, whitespace inside the event): a JSON array's
+    element without the separators around it; a JSON Lines line without its line end and
+    surrounding whitespace; an SSE record's ``data:`` values joined with LF (the field name,
+    the one space after its colon, and a CR of CRLF are not part of the event), without
+    surrounding whitespace. What :func:`parse_events` accepts as text, this accepts, with
+    the same events and errors naming the event's index in the file.
+
+    Args:
+        source: a binary (or text) file object, or an ``os.PathLike`` path.
+        max_event_bytes: largest accepted event (its JSON text).
+        max_depth: deepest accepted nesting (the event object is depth 1).
+        read_bytes: how much to read at a time.
+
+    Raises:
+        InvalidEventError: as :func:`parse_events`; the events before it were yielded.
+    """
+    limits = _Limits(max_event_bytes, max_depth)
+    if isinstance(source, os.PathLike):
+        with open(source, "rb") as handle:
+            yield from _events_of_stream(_chunks(handle, read_bytes), limits)
+        return
+    if not hasattr(source, "read"):
+        raise InvalidEventError(
+            f"cannot stream events from {type(source).__name__}: pass a file or a path"
+        )
+    yield from _events_of_stream(_chunks(source, read_bytes), limits)
+
+
+def _chunks(handle: Any, read_bytes: int) -> Iterator[bytes]:
+    while True:
+        chunk = handle.read(read_bytes)
+        if not chunk:
+            return
+        if not isinstance(chunk, (str, bytes, bytearray, memoryview)):
+            raise InvalidEventError(f"file object returned {kind_of(chunk)}, not text")
+        yield _as_bytes(chunk, None)
+
+
+def _events_of_stream(chunks: Iterator[bytes], limits: _Limits) -> Iterator[IncomingEvent]:
+    """Read enough of the start to tell the format (the first line, for SSE), then stream."""
+    head = b""
+    for chunk in chunks:
+        head += chunk
+        start = head[len(_BOM) :] if head.startswith(_BOM) else head
+        body = start.lstrip(_WS)
+        if len(head) >= len(_BOM) and body and (
+            body[0] in b"[{" or b"\n" in body or b"\r" in body
+        ):
+            break
+        if len(start) > limits.max_event_bytes + _SLACK:
+            if not body:
+                raise InvalidEventError(
+                    f"no event in the first {len(start)} bytes: the input is only whitespace"
+                )
+            break
+    if head.startswith(_BOM):
+        head = head[len(_BOM) :]
+    yield from _events_of_text(chunks, head, limits)
+
+
+def _lines(chunks: Iterator[bytes], buf: bytes, limit: int) -> Iterator[bytes]:
+    """The lines of ``buf`` then ``chunks``, ended by LF, CR or CRLF (``bytes.splitlines``),
+    without their ends. Raises :class:`_Overlong` when a line passes ``limit`` bytes unended."""
+    for chunk in chunks:
+        buf = buf + chunk if buf else chunk
+        end = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
+        if end == len(buf) - 1 and buf[end] == 0x0D:
+            # Perhaps the CR of a CRLF the read cut in two: wait for the next byte.
+            end = max(buf.rfind(b"\n", 0, end), buf.rfind(b"\r", 0, end))
+        if end >= 0:
+            yield from buf[: end + 1].splitlines()
+            buf = buf[end + 1 :]
+        if len(buf) > limit:
+            raise _Overlong
+    yield from buf.splitlines()
+
+
+def _object_or_lines(
+    chunks: Iterator[bytes], body: bytes, limits: _Limits
+) -> Iterator[IncomingEvent]:
     """One JSON object (possibly pretty-printed over many lines), or JSON Lines."""
+    limit = limits.max_event_bytes + _SLACK
+    ended = False
+    while body.find(b"\n") < 0 and body.find(b"\r") < 0 and len(body) <= limit:
+        chunk = next(chunks, None)
+        if chunk is None:
+            ended = True
+            break
+        body += chunk
     # bytes.find is memchr: a request body of a few MB holds no newline in the common case.
     ends = [at for at in (body.find(b"\n"), body.find(b"\r")) if at >= 0]
-    if not ends:
-        return [_event_from_bytes(body, 0, limits, where="")]
-    first_line = body[: min(ends)].strip(_WS)
+    if not ends and ended:
+        yield _event_from_bytes(body.strip(_WS), 0, limits, where="")
+        return
+    first_line = body[: min(ends)].strip(_WS) if ends else body
     # JSON Lines when the first line is a complete JSON value by itself.
-    if len(first_line) <= limits.max_event_bytes:
+    if ends and len(first_line) <= limits.max_event_bytes:
         try:
             _DECODER.decode(first_line)
             complete = True
@@ -631,51 +775,199 @@ def _parse_object_or_lines(body: bytes, limits: _Limits) -> list[IncomingEvent]:
     else:
         complete = True  # let the per-line size check report it
     if not complete:
-        return [_event_from_bytes(body, 0, limits, where="")]
-    events: list[IncomingEvent] = []
-    for lineno, line in enumerate(body.splitlines(), 1):
-        line = line.strip(_WS)
-        if not line:
-            continue
-        events.append(
-            _event_from_bytes(line, len(events), limits, where=f"JSON Lines line {lineno}")
-        )
-    return events
+        # One object over many lines: it is read whole, as far as the limit allows.
+        for chunk in chunks:
+            body += chunk
+            if len(body) > limit:
+                raise InvalidEventError(
+                    f"event is more than {len(body)} bytes of JSON, over the limit of "
+                    f"{limits.max_event_bytes}",
+                    index=0,
+                )
+        yield _event_from_bytes(body.strip(_WS), 0, limits, where="")
+        return
+    index = lineno = 0
+    try:
+        for lineno, line in enumerate(_lines(chunks, body, limit), 1):
+            line = line.strip(_WS)
+            if not line:
+                continue
+            yield _event_from_bytes(line, index, limits, where=f"JSON Lines line {lineno}")
+            index += 1
+    except _Overlong:
+        raise InvalidEventError(
+            f"JSON Lines line {lineno + 1}: the line is longer than the limit of "
+            f"{limits.max_event_bytes} bytes for an event",
+            index=index,
+        ) from None
 
 
-def _parse_sse(buf: bytes, limits: _Limits) -> list[IncomingEvent]:
+def _stream_sse(chunks: Iterator[bytes], buf: bytes, limits: _Limits) -> Iterator[IncomingEvent]:
     """Server-sent events: ``data:`` lines (joined with LF), comments and other fields ignored."""
-    events: list[IncomingEvent] = []
+    limit = limits.max_event_bytes + _SLACK
+    index = lineno = start = size = 0
     data: list[bytes] = []
-    start = 0
-
-    def dispatch() -> None:
-        index = len(events)
-        where = f"SSE record {index} (data from line {start})"
-        payload = b"\n".join(data)
-        if not payload.strip(_WS):
-            raise InvalidEventError(f"{where}: the data is empty, not a JSON event", index=index)
-        events.append(_event_from_bytes(payload.strip(_WS), index, limits, where=where))
-
-    for lineno, line in enumerate(buf.splitlines(), 1):
-        if not line:
-            if data:
-                dispatch()
-                data = []
-            continue
-        if line[0] == 0x3A:  # ":" comment
-            continue
-        field, colon, value = line.partition(b":")
-        if colon and value[:1] == b" ":
-            value = value[1:]
-        if field == b"data":
-            if not data:
-                start = lineno
-            data.append(value)
-        # event:, id:, retry: and unknown fields carry nothing we keep.
+    try:
+        for lineno, line in enumerate(_lines(chunks, buf, limit), 1):
+            if not line:
+                if data:
+                    yield _sse_event(data, index, start, limits)
+                    index += 1
+                    data, size = [], 0
+                continue
+            if line[0] == 0x3A:  # ":" comment
+                continue
+            field, colon, value = line.partition(b":")
+            if colon and value[:1] == b" ":
+                value = value[1:]
+            if field == b"data":
+                if not data:
+                    start = lineno
+                data.append(value)
+                size += len(value) + 1
+                if size > limit:
+                    raise InvalidEventError(
+                        f"SSE record {index} (data from line {start}): event is more than "
+                        f"{size} bytes of JSON, over the limit of {limits.max_event_bytes}",
+                        index=index,
+                    )
+            # event:, id:, retry: and unknown fields carry nothing we keep.
+    except _Overlong:
+        raise InvalidEventError(
+            f"SSE line {lineno + 1} is longer than the limit of {limits.max_event_bytes} "
+            "bytes for an event",
+            index=index,
+        ) from None
     if data:  # a last record without its blank line (as the official client reads it)
-        dispatch()
-    return events
+        yield _sse_event(data, index, start, limits)
+
+
+def _sse_event(data: list[bytes], index: int, start: int, limits: _Limits) -> IncomingEvent:
+    where = f"SSE record {index} (data from line {start})"
+    payload = b"\n".join(data).strip(_WS)
+    if not payload:
+        raise InvalidEventError(f"{where}: the data is empty, not a JSON event", index=index)
+    return _event_from_bytes(payload, index, limits, where=where)
+
+
+def _stream_array(
+    chunks: Iterator[bytes], buf: bytes, limits: _Limits
+) -> Iterator[IncomingEvent]:
+    """The elements of a JSON array (``buf`` starts with its ``[``), each cut out by counting
+    brackets outside strings as soon as it is complete, then decoded alone (which checks it
+    is well-formed: the cut is right for every element that is)."""
+    limit = limits.max_event_bytes + _SLACK
+    base = 0  # the input's offset of buf[0], for messages
+    pos = 1
+    index = 0
+    while True:
+        # Whitespace, then an element, or the array's end.
+        pos = _WS_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+        while pos == len(buf):
+            chunk = next(chunks, None)
+            if chunk is None:
+                raise InvalidEventError(
+                    f"the input is truncated inside the JSON array, before event {index} (it "
+                    f"ends at byte {base + pos})",
+                    index=index,
+                )
+            base += len(buf)
+            buf, pos = chunk, 0
+            pos = _WS_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+        if index == 0 and buf[pos] == 0x5D:  # ]: an empty array
+            _expect_end(chunks, buf, pos + 1, base, None)
+            return
+        start = p = pos
+        depth = 0
+        while True:
+            scan = _TO_BRACKET if depth else _TO_BRACKET_OR_COMMA
+            p = scan.match(buf, p).end()  # type: ignore[union-attr]
+            if p < len(buf) and buf[p] != 0x22:
+                c = buf[p]
+                if c == 0x7B or c == 0x5B:  # { [
+                    depth += 1
+                elif c == 0x7D or c == 0x5D:  # } ]
+                    if depth == 0:
+                        break  # the array's end after a value that is not an object
+                    depth -= 1
+                    if depth == 0:
+                        p += 1
+                        break
+                else:  # a comma at the top level, after a value that is not an object
+                    break
+                p += 1
+                continue
+            # The read ends inside this element (perhaps inside a string): read on.
+            if p - start > limit:
+                raise InvalidEventError(
+                    f"event is more than {p - start} bytes of JSON, over the limit of "
+                    f"{limits.max_event_bytes}",
+                    index=index,
+                )
+            chunk = next(chunks, None)
+            if chunk is None:
+                raise InvalidEventError(
+                    f"the input is truncated inside event {index} of the JSON array (it ends "
+                    f"at byte {base + len(buf)})",
+                    index=index,
+                )
+            base += start
+            buf = buf[start:] + chunk
+            p -= start
+            pos = start = 0
+        element = buf[start:p].rstrip(_WS)
+        if not element:
+            raise InvalidEventError(
+                f"malformed JSON at byte {base + start}: expected an event, found "
+                f"{buf[start : start + 1].decode('utf-8', 'replace')!r}",
+                index=index,
+            )
+        yield _event_from_bytes(element, index, limits, where="")
+        index += 1
+        # A comma and the next element, or the array's end.
+        pos = _WS_RUN.match(buf, p).end()  # type: ignore[union-attr]
+        while pos == len(buf):
+            chunk = next(chunks, None)
+            if chunk is None:
+                raise InvalidEventError(
+                    f"the input is truncated after event {index - 1} of the JSON array (no "
+                    "closing ']')",
+                    index=index - 1,
+                )
+            base += len(buf)
+            buf, pos = chunk, 0
+            pos = _WS_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+        if buf[pos] == 0x5D:  # ]
+            _expect_end(chunks, buf, pos + 1, base, index - 1)
+            return
+        if buf[pos] != 0x2C:  # ,
+            shown = buf[pos : pos + 20].decode("utf-8", "replace")
+            raise InvalidEventError(
+                f"malformed JSON at byte {base + pos}: expected ',' or ']' after event "
+                f"{index - 1}, found {shown!r}",
+                index=index - 1,
+            )
+        pos += 1
+
+
+def _expect_end(
+    chunks: Iterator[bytes], buf: bytes, pos: int, base: int, last: int | None
+) -> None:
+    """Only whitespace may follow a JSON array."""
+    while True:
+        rest = buf[pos:].lstrip(_WS)
+        if rest:
+            shown = rest[:20].decode("utf-8", "replace")
+            at = base + len(buf) - len(rest)
+            raise InvalidEventError(
+                f"malformed JSON at byte {at}: {shown!r} after the end of the JSON array",
+                index=last,
+            )
+        chunk = next(chunks, None)
+        if chunk is None:
+            return
+        base += len(buf)
+        buf, pos = chunk, 0
 
 
 def _event_from_bytes(raw: bytes, index: int, limits: _Limits, *, where: str) -> IncomingEvent:

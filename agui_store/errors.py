@@ -92,3 +92,71 @@ class StoreBusyError(AguiStoreError, TimeoutError):
 
 class IntegrityError(AguiStoreError):
     """The database breaks one of the store's own invariants (see ``Store.check``)."""
+
+
+class CorruptStoreError(IntegrityError):
+    """The file is damaged: SQLite found a corrupt page, or a stored blob or checkpoint does
+    not decode. ``agui-store check`` says where; the log itself may still be readable."""
+
+
+class NotAStoreError(AguiStoreError):
+    """The path names something that is not an agui-store file: a folder, a device, a text
+    or binary file, or another application's SQLite database. Nothing was written to it."""
+
+
+class StorageError(AguiStoreError, OSError):
+    """The file system failed the store: a missing folder, a permission, an I/O error, a
+    read-only file. ``errno`` is set when the system reported one.
+
+    The transaction that met it was rolled back: every batch acknowledged before is intact,
+    and the same ``Store`` works again once the cause is gone.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, errno: int | None = None):
+        super().__init__(message)
+        self.path = path
+        if errno is not None:
+            self.errno = errno
+
+
+class StorageFullError(StorageError):
+    """The disk, a quota or the process's file-size limit is full (SQLITE_FULL, ENOSPC,
+    EDQUOT, EFBIG). Free space and retry: the same ``Store`` works again."""
+
+
+class InvalidArgumentError(AguiStoreError, ValueError):
+    """An argument no store call can take: a cursor that is not a non-negative integer, a
+    path holding a NUL byte, an option out of range."""
+
+
+class OutOfMemoryError(AguiStoreError, MemoryError):
+    """The process ran out of memory inside a store call (nothing was written)."""
+
+
+class InternalError(AguiStoreError, RuntimeError):
+    """An unexpected error inside agui-store: a bug. The original exception is chained as
+    ``__cause__``; please report it with the message."""
+
+
+class HashMismatchError(IntegrityError):
+    """Stored data does not match the content hash that covers it: the file was edited
+    outside agui-store (or is damaged). Raised instead of returning what it would have read.
+
+    Attributes:
+        thread_id / run_id: the run whose data failed (``None`` when not known).
+        what: what differs, in words.
+    """
+
+    def __init__(
+        self, what: str, *, thread_id: str | None = None, run_id: str | None = None
+    ) -> None:
+        self.what = what
+        self.thread_id = thread_id
+        self.run_id = run_id
+        where = ""
+        if run_id is not None:
+            where = f"run {run_id!r}" + (f" of thread {thread_id!r}" if thread_id else "") + ": "
+        super().__init__(
+            f"{where}{what}; the file was changed outside agui-store or is damaged "
+            "('agui-store check' lists what differs)"
+        )

@@ -47,6 +47,20 @@ The checks, in the order they run (``CheckReport.checked`` lists the ones that r
     every run.)
 ``lineage_digests``
     Each belongs to a complete run (a digest is of the view at a run's end).
+``hashes``
+    When the file has content hashes (schema version 8 on, see :mod:`agui_store.hashing`):
+    every hash computed again from the log and compared link by link, so that an edit is
+    named where it was made: a run's input against its input digest, its lineage parent's
+    hash (when the run was placed) against the one it recorded, its record (run id, thread,
+    lineage reason, sent ``parentRunId``, synthetic flag, creation time) against its start
+    hash, and each batch's events (sequence numbers, types, stored bytes, echo references),
+    outcome and time against the hash after that batch.
+``derived``
+    Every derived structure against a replay of the log (each run replayed once, onto its
+    parent's view): each checkpoint's messages, state (whole or as patches), interrupts and
+    warnings equal the replay; its blobs' addresses give the view digest it recorded; the run
+    hash it recorded is one of its run's; each lineage digest is the replay's; every input
+    and echo reference falls inside its parent's view.
 
 Events after a run's terminal event (other than one late RUN_ERROR after RUN_FINISHED) are
 reported as *warnings*, not problems: ``append(check_sequence=False)`` records them on purpose
@@ -62,11 +76,13 @@ import re
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import apsw
 
-from agui_store import codec, database, schema
-from agui_store.errors import InvalidEventError
+from agui_store import checkpoints, codec, database, hashing, ledger, schema
+from agui_store.errors import HashMismatchError, InvalidEventError
+from agui_store.restore import RunRecord, View, apply_run, body_as_sent, start_reducer, view_of
 
 #: Every check, in the order it runs. ``blobs`` and ``checkpoints`` run only when the file
 #: has those tables (schema version 2 on).
@@ -82,6 +98,8 @@ CHECKS = (
     "blobs",
     "checkpoints",
     "lineage_digests",
+    "hashes",
+    "derived",
 )
 
 #: Problems listed per check; past that the report says how many more there were.
@@ -141,6 +159,8 @@ def check_database(conn: apsw.Connection) -> CheckReport:
         context = _Context(conn)
         for name, run in _CHECKS:
             if name in _OPTIONAL and not context.has_table(name):
+                continue
+            if name == "hashes" and "hash" not in context.columns("batches"):
                 continue
             checked.append(name)
             found = _Collector(name)
@@ -203,6 +223,7 @@ class _Context:
         self.conn = conn
         self._runs: dict[int, _RunRow] | None = None
         self._log: _LogPass | None = None
+        self._links: dict[int, ledger.RunLink] | None = None
         try:
             self._tables = {
                 str(r[0]) for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")
@@ -216,6 +237,13 @@ class _Context:
     def columns(self, table: str) -> set[str]:
         """The columns of a table (an older schema may lack the newer ones)."""
         return {str(r[1]) for r in self.conn.execute(f"PRAGMA table_info({table})")}
+
+    @property
+    def links(self) -> dict[int, ledger.RunLink]:
+        """Every run's hashes, computed again from the log (see :mod:`agui_store.ledger`)."""
+        if self._links is None:
+            self._links = ledger.compute(self.conn)
+        return self._links
 
     @property
     def log(self) -> _LogPass:
@@ -905,6 +933,215 @@ def _check_lineage_digests(ctx: _Context, out: _Collector) -> None:
             )
 
 
+# --- hashes ---------------------------------------------------------------------------------
+
+
+def _short(value: bytes | None) -> str:
+    return hashing.short(value) or "none"
+
+
+def _check_hashes(ctx: _Context, out: _Collector) -> None:
+    links = ctx.links
+    # Which run a stored hash is of, to name the parent a run's hash says it had.
+    owner: dict[bytes, int] = {}
+    for link in links.values():
+        if link.stored_start is not None:
+            owner.setdefault(link.stored_start, link.pk)
+        for b in link.batches:
+            if b.stored is not None:
+                owner.setdefault(b.stored, link.pk)
+    for link in links.values():
+        name = ctx.name_run(link.pk)
+        if link.stored_start is None:
+            out.problem(f"{name} has no hash: it was not recorded by agui-store")
+            continue
+        if not link.input_verified:
+            out.problem(
+                f"{name}: its input differs from what its hash covers (the input as stored "
+                f"hashes to {_short(link.input_hash)}, the run recorded "
+                f"{_short(link.stored_input)})"
+            )
+        if not link.parent_verified:
+            if link.parent is None:
+                now = "it has no lineage parent"
+            else:
+                now = (
+                    f"its lineage parent is {ctx.name_run(link.parent)}, whose hash was "
+                    f"{_short(link.parent_stored_then)} when the run was placed"
+                )
+            was = owner.get(link.stored_parent) if link.stored_parent is not None else None
+            said = (
+                "no parent"
+                if link.stored_parent is None
+                else f"a parent whose hash was {_short(link.stored_parent)}"
+                + (f" ({ctx.name_run(was)})" if was is not None else "")
+            )
+            out.problem(f"{name}: {now}, but its hash covers {said}")
+        if not link.start_verified:
+            out.problem(
+                f"{name}: its record (run id, thread, lineage reason, sent parentRunId, "
+                "synthetic flag or creation time) differs from what its hash covers"
+            )
+        for b in link.batches:
+            where = f"{name}: batch #{b.pk} (seq {b.first_seq}..{b.last_seq})"
+            if b.stored is None:
+                out.problem(f"{where} has no hash: it was not recorded by agui-store")
+            elif not b.verified:
+                out.problem(
+                    f"{where}: its events (their sequence numbers, types or bytes), outcome or "
+                    "time differ from what the run's hash covers"
+                )
+
+
+# --- derived structures against a replay ----------------------------------------------------
+
+
+def _record(conn: Any, pk: int) -> RunRecord:
+    rows = conn.execute(
+        "SELECT events.payload, echo_refs.refs FROM events LEFT JOIN echo_refs "
+        "ON echo_refs.seq = events.seq WHERE events.run = ? ORDER BY events.seq",
+        (pk,),
+    ).fetchall()
+    events = codec.decode_many([r[0] for r in rows])
+    echo = next((codec.decode(r[1]) for r in rows[:1] if r[1] is not None), None)
+    raw_input, raw_refs, lineage = conn.execute(
+        "SELECT input, input_refs, lineage FROM runs WHERE id = ?", (pk,)
+    ).fetchone()
+    return RunRecord(
+        input=codec.decode(raw_input) if raw_input is not None else None,
+        events=events,
+        input_refs=codec.decode(raw_refs) if raw_refs is not None else None,
+        echo_refs=echo,
+        as_sent=body_as_sent(raw_input is not None, lineage),
+    )
+
+
+def _first_difference(found: list[Any], replayed: list[Any]) -> str:
+    for i, (a, b) in enumerate(zip(found, replayed)):
+        if a != b:
+            mid = b.get("id") if isinstance(b, dict) else None
+            return f"message {i}" + (f" (id {_q(mid)})" if mid is not None else "")
+    return f"{len(found)} messages where the replay has {len(replayed)}"
+
+
+def _check_derived(ctx: _Context, out: _Collector) -> None:
+    conn = ctx.conn
+    runs = ctx.runs
+    complete = {
+        int(r[0])
+        for r in conn.execute("SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL")
+    }
+    has_checkpoints = ctx.has_table("checkpoints")
+    with_checkpoint = (
+        {int(r[0]) for r in conn.execute("SELECT run FROM checkpoints")}
+        if has_checkpoints
+        else set()
+    )
+    digests: dict[int, list[bytes]] = {}
+    if ctx.has_table("lineage_digests"):
+        for digest, run in conn.execute("SELECT ids_hash, run FROM lineage_digests"):
+            digests.setdefault(int(run), []).append(bytes(digest))
+    has_hashes = "view_hash" in ctx.columns("checkpoints") if has_checkpoints else False
+    run_hashes = {
+        pk: {b.stored for b in link.batches if b.stored is not None}
+        for pk, link in (ctx.links.items() if has_hashes else ())
+    }
+    children: dict[int, int] = {}
+    for row in runs.values():
+        if row.parent is not None:
+            children[row.parent] = children.get(row.parent, 0) + 1
+    views: dict[int, Any] = {}  # reducers of runs whose children are still to come
+    for pk, row in runs.items():
+        parent = row.parent
+        if parent is None:
+            reducer = start_reducer()
+        else:
+            if parent not in views:
+                continue  # not replayable (the lineage check, or the replay above, says why)
+            children[parent] -= 1
+            if children[parent] == 0:
+                reducer = views.pop(parent)
+            else:  # a branch point: the other children need the parent's view unchanged
+                held = view_of(views[parent])
+                messages, state, interrupts, warnings = codec.decode(
+                    codec.encode([held.messages, held.state, held.interrupts, held.warnings])
+                )
+                reducer = start_reducer(View(messages, state, interrupts, warnings))
+        name = ctx.name_run(pk)
+        try:
+            apply_run(reducer, _record(conn, pk))
+        except InvalidEventError as e:
+            # Events the official client itself refuses to replay: nothing may derive from
+            # them (the store writes no checkpoint or digest for such a lineage).
+            if pk in with_checkpoint or pk in digests:
+                out.problem(
+                    f"{name} has derived data (a checkpoint or lineage digest), but its log "
+                    f"no longer replays: {e}"
+                )
+            continue
+        except (ValueError, TypeError, KeyError) as e:
+            out.problem(f"{name}: its lineage cannot be replayed from the log: {e}")
+            continue
+        view = view_of(reducer)
+        if pk in complete and pk in digests:
+            expected = checkpoints.hash_ids(checkpoints.lineage_ids(view.messages)).digest()
+            for found in digests[pk]:
+                if found != expected:
+                    out.problem(
+                        f"the lineage digest of {name} is {found.hex()[:hashing.SHORT]}, but a "
+                        f"replay of the log gives {expected.hex()[:hashing.SHORT]}: lineage "
+                        "rule 3 would place runs by a view the run does not have"
+                    )
+        if pk in with_checkpoint:
+            _compare_checkpoint(ctx, out, pk, view, has_hashes, run_hashes.get(pk, set()))
+        if children.get(pk):
+            views[pk] = reducer
+
+
+def _compare_checkpoint(
+    ctx: _Context, out: _Collector, pk: int, view: View, has_hashes: bool, run_hashes: set[Any]
+) -> None:
+    where = f"the checkpoint of {ctx.name_run(pk)}"
+    try:
+        snap = checkpoints.load(ctx.conn, pk, verify=False)
+    except HashMismatchError as e:
+        out.problem(f"{where} cannot be read: {e.what}")
+        return
+    except (ValueError, LookupError, TypeError, zlib.error) as e:
+        out.problem(f"{where} cannot be read: {e}")
+        return
+    held = snap.view
+    if held.messages != view.messages:
+        out.problem(
+            f"{where} differs from a replay of the log at "
+            f"{_first_difference(held.messages, view.messages)}"
+        )
+    for what, found, replayed in (
+        ("state", held.state, view.state),
+        ("pending interrupts", held.interrupts, view.interrupts),
+        ("warnings", held.warnings, view.warnings),
+    ):
+        if found != replayed:
+            verb = "differs" if what == "state" else "differ"
+            out.problem(f"{where}: its {what} {verb} from a replay of the log")
+    if not has_hashes:
+        return
+    digest, recorded, run_hash = checkpoints.stored_view_digest(ctx.conn, pk)
+    if recorded is None or run_hash is None:
+        out.problem(f"{where} records no hashes: it was not written by agui-store")
+        return
+    if bytes(recorded) != digest:
+        out.problem(
+            f"{where} holds other blobs than it was written with: its blobs' addresses give "
+            f"{digest.hex()[:hashing.SHORT]}, it recorded {_short(recorded)}"
+        )
+    if bytes(run_hash) not in run_hashes:
+        out.problem(
+            f"{where} was derived at run hash {_short(run_hash)}, which is none of the run's: "
+            "the run's hashes were rewritten since"
+        )
+
+
 #: Checks that run only when the file has their table.
 _OPTIONAL = frozenset({"blobs", "checkpoints", "lineage_digests"})
 
@@ -920,4 +1157,6 @@ _CHECKS: tuple[tuple[str, Callable[[_Context, _Collector], None]], ...] = (
     ("blobs", _check_blobs),
     ("checkpoints", _check_checkpoints),
     ("lineage_digests", _check_lineage_digests),
+    ("hashes", _check_hashes),
+    ("derived", _check_derived),
 )

@@ -39,6 +39,12 @@ class Run:
         has_input: whether the RunAgentInput the client sent was recorded.
         synthetic: the store made up the run id (a stream that began with RUN_ERROR).
         branches: names of the branches that point at this run.
+        last_seq: the global sequence number of its newest event.
+        hash: the run's content hash (hex sha256), git style: it covers the run's record,
+            its input, its parent's hash and every event, in order (see
+            :mod:`agui_store.hashing`). Final once the run is complete; while it is live it
+            is the hash of what has been recorded so far. ``short_hash`` is its first 12
+            digits, as ``log`` and ``show`` print it.
     """
 
     thread_id: str
@@ -54,10 +60,15 @@ class Run:
     synthetic: bool = False
     branches: tuple[str, ...] = ()
     last_seq: int | None = None
+    hash: str | None = None
 
     @property
     def is_complete(self) -> bool:
         return self.status != "incomplete"
+
+    @property
+    def short_hash(self) -> str | None:
+        return self.hash[:12] if self.hash is not None else None
 
 
 @dataclass(frozen=True)
@@ -121,6 +132,22 @@ class AppendResult:
     run_ids: tuple[str, ...]
     new_run_ids: tuple[str, ...]
     event_count: int
+    first_seq: int | None
+    last_seq: int | None
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """The receipt of ``Store.import_file``: what one file added, in one transaction.
+
+    Attributes:
+        event_count: how many events were stored.
+        new_run_count: how many runs the file started.
+        first_seq / last_seq: the global sequence numbers given to its events.
+    """
+
+    event_count: int
+    new_run_count: int
     first_seq: int | None
     last_seq: int | None
 

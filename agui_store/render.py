@@ -65,7 +65,8 @@ def message_line(m: dict[str, Any]) -> str:
 
 def transcript(co: Checkout) -> str:
     """A restored run as a readable transcript, then its state."""
-    lines = [f"run {co.run.run_id} (thread {co.run.thread_id}) - {co.run.status}", ""]
+    run = co.run
+    lines = [f"run {run.run_id}{_hash_tag(run)} (thread {run.thread_id}) - {run.status}", ""]
     lines += [message_line(m) for m in co.messages]
     if co.interrupts:
         lines += ["", "pending interrupts:"]
@@ -95,10 +96,28 @@ def checkout_html(co: Checkout) -> str:
     )
 
 
+def _hash_tag(run: Run) -> str:
+    """`` [3f2a9c01b7de]``: the run's short hash, as git shows a commit's (``+`` after it
+    while the run is live: the hash of what was recorded so far)."""
+    if run.short_hash is None:
+        return ""
+    return f" [{run.short_hash}{'' if run.is_complete else '+'}]"
+
+
+def _hash_suffix(run: Run, gap: str) -> str:
+    """The short hash after a run's line (its first word stays the run id, which scripts
+    read), ``+`` after it while the run is live."""
+    tag = _hash_tag(run)
+    return f"{gap}{tag[2:-1]}" if tag else ""
+
+
 def run_line(run: Run) -> str:
     refs = f" ({', '.join(run.branches)})" if run.branches else ""
     parent = f" <- {run.parent_run_id} [{run.lineage}]" if run.parent_run_id else " [root]"
-    return f"{run.run_id}{refs}  {run.status}  {run.event_count} events{parent}"
+    return (
+        f"{run.run_id}{refs}  {run.status}  {run.event_count} events{parent}"
+        f"{_hash_suffix(run, '  ')}"
+    )
 
 
 def runs_text(runs: Sequence[Run]) -> str:
@@ -146,7 +165,10 @@ def graph(runs: Sequence[Run], summaries: dict[str, str] | None = None) -> list[
         words = summaries.get(run.run_id, "")
         said = f' "{short(words, 48)}"' if words else ""
         marks = " ".join("*" if i == col else "|" for i in range(len(columns)))
-        lines.append(f"{marks} {run.run_id}{refs} {run.status} {run.event_count} ev{said}")
+        lines.append(
+            f"{marks} {run.run_id}{refs} {run.status} {run.event_count} ev"
+            f"{_hash_suffix(run, ' ')}{said}"
+        )
         if run.parent_run_id is None:
             del columns[col]
         else:

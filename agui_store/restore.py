@@ -33,6 +33,15 @@ class RunRecord:
     as_sent: bool = False
 
 
+def body_as_sent(has_input: bool, lineage: str) -> bool:
+    """Whether a run starts from its recorded request body's messages as sent (SPEC §3
+    amended): a body whose parent was neither named (lineage rules 1, 2) nor found by its
+    messages (rule 3), so it was placed at the head (``lineage`` is the run's reason). With
+    rule 3 the body continues its parent's view, whose messages it holds but for the
+    activity messages a client strips from what it sends: those stay, in place."""
+    return has_input and lineage == "head"
+
+
 def effective_input(
     record: RunRecord, parent_messages: Sequence[dict[str, Any]] = (), parent_state: Any = None
 ) -> dict[str, Any] | None:

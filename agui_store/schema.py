@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -197,7 +197,23 @@ CREATE TABLE underived (
 ALTER TABLE checkpoints ADD COLUMN state_base INTEGER REFERENCES checkpoints(run);
 """
 
-# Version 8: ownership and request-body fidelity (SPEC §8, §3 amended).
+# Version 8: content hashes (see :mod:`agui_store.hashing`). A run records the hash its batch
+# chain starts from (``start_hash``: its record, its parent's hash when it was placed, its
+# input's digest) and those two parts, so that a check can say which one differs; each batch
+# records the run's hash after it. A checkpoint records the run hash it was derived at and the
+# digest of its blobs' addresses. Files of older versions get theirs computed on open
+# (``database.backfill_hashes``): the append-only triggers refuse that UPDATE, so the backfill
+# lifts them for the moment it needs, inside the migration's transaction.
+CREATE_V8 = """
+ALTER TABLE runs ADD COLUMN parent_hash BLOB;  -- the parent's hash when the run was placed
+ALTER TABLE runs ADD COLUMN input_hash BLOB;   -- digest of input and input_refs as stored
+ALTER TABLE runs ADD COLUMN start_hash BLOB;   -- where the run's batch chain starts
+ALTER TABLE batches ADD COLUMN hash BLOB;      -- the run's hash after this batch
+ALTER TABLE checkpoints ADD COLUMN run_hash BLOB;   -- the run's hash it was derived at
+ALTER TABLE checkpoints ADD COLUMN view_hash BLOB;  -- digest of its blobs' addresses
+"""
+
+# Version 9: ownership and request-body fidelity (SPEC §8, §3 amended).
 #
 # A thread belongs to the owner (scope) that first wrote it: ``threads.owner``, set when the
 # thread is created and never changed (threads stay append-only); NULL: written without a
@@ -207,20 +223,20 @@ ALTER TABLE checkpoints ADD COLUMN state_base INTEGER REFERENCES checkpoints(run
 # head) now starts from the body's messages as sent, not the head's with the body's new ones
 # after them. What earlier versions derived for such runs, and for the runs below them, may
 # hold the old start: it is dropped here and derived again when next needed.
-CREATE_V8 = """
+CREATE_V9 = """
 ALTER TABLE threads ADD COLUMN owner TEXT;
 CREATE INDEX threads_by_owner ON threads(owner);
-CREATE TEMP TABLE v8_rederive AS
+CREATE TEMP TABLE v9_rederive AS
 WITH RECURSIVE below(id) AS (
     SELECT id FROM runs WHERE input IS NOT NULL AND lineage = 'head'
     UNION SELECT runs.id FROM runs JOIN below ON runs.parent = below.id
 )
 SELECT id FROM below;
-DELETE FROM checkpoint_messages WHERE run IN (SELECT id FROM temp.v8_rederive);
-DELETE FROM checkpoints WHERE run IN (SELECT id FROM temp.v8_rederive);
-DELETE FROM lineage_digests WHERE run IN (SELECT id FROM temp.v8_rederive);
-INSERT OR IGNORE INTO underived(run) SELECT id FROM temp.v8_rederive;
-DROP TABLE temp.v8_rederive;
+DELETE FROM checkpoint_messages WHERE run IN (SELECT id FROM temp.v9_rederive);
+DELETE FROM checkpoints WHERE run IN (SELECT id FROM temp.v9_rederive);
+DELETE FROM lineage_digests WHERE run IN (SELECT id FROM temp.v9_rederive);
+INSERT OR IGNORE INTO underived(run) SELECT id FROM temp.v9_rederive;
+DROP TABLE temp.v9_rederive;
 """
 
 MIGRATIONS: dict[int, str] = {
@@ -232,7 +248,11 @@ MIGRATIONS: dict[int, str] = {
     6: CREATE_V6,
     7: CREATE_V7,
     8: CREATE_V8,
+    9: CREATE_V9,
 }
+
+#: The versions whose migration also computes values in Python, after its SQL.
+BACKFILLS = frozenset({8})
 
 # --- hot statements -------------------------------------------------------------------------
 
@@ -289,7 +309,15 @@ RUN_COLUMNS = """
     (SELECT max(b.last_seq) FROM batches b WHERE b.run = runs.id),
     (SELECT max(b.appended_at) FROM batches b WHERE b.run = runs.id),
     (SELECT b.outcome FROM batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL
-        ORDER BY b.id DESC LIMIT 1)
+        ORDER BY b.id DESC LIMIT 1),
+    coalesce((SELECT b.hash FROM batches b WHERE b.run = runs.id ORDER BY b.id DESC LIMIT 1),
+        runs.start_hash)
+"""
+
+#: A run's hash: its newest batch's (its chain's start while it has none).
+RUN_HASH = """
+SELECT coalesce((SELECT b.hash FROM batches b WHERE b.run = ?1 ORDER BY b.id DESC LIMIT 1),
+    (SELECT start_hash FROM runs WHERE id = ?1))
 """
 RUN_FROM = """
 FROM runs JOIN threads ON threads.id = runs.thread

@@ -8,6 +8,7 @@ go (runs, lineage, branches) and talks SQL through :mod:`agui_store.database`.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import itertools
 import operator
@@ -16,17 +17,20 @@ import re
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from agui_store import blobs, checkpoints, codec, database, model, schema
+from agui_store import arguments, blobs, checkpoints, codec, database, hashing, model, schema
 from agui_store.diff import Diff, compare
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
     BranchError,
+    HashMismatchError,
+    InvalidArgumentError,
     InvalidEventError,
     OpenRunsError,
     RunNotFoundError,
@@ -35,16 +39,23 @@ from agui_store.errors import (
 )
 from agui_store.integrity import CheckReport, check_database
 from agui_store.normalize import expand_input, normalize_input
-from agui_store.records import AppendResult, Branch, Checkout, Log, Run, when
+from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, when
 from agui_store.reducer import Reducer
-from agui_store.restore import RunRecord, View, apply_run, restore, start_reducer, view_of
+from agui_store.restore import (
+    RunRecord,
+    View,
+    apply_run,
+    body_as_sent,
+    restore,
+    start_reducer,
+    view_of,
+)
 from agui_store.verify import SequenceVerifier
 
 #: The implicit branch of every thread: it follows the thread's newest run.
 DEFAULT_BRANCH = "main"
 _RESERVED_REFS = frozenset({DEFAULT_BRANCH, "HEAD"})
 _BRANCH_NAME = re.compile(r"^[A-Za-z0-9._/@+-]+$")
-_ANCESTOR_SUFFIX = re.compile(r"^(?P<base>.+?)~(?P<n>\d*)$")
 
 _TERMINAL_STATUS = {"RUN_ERROR": "error"}
 _OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
@@ -60,14 +71,6 @@ def _status_of_terminal(event: dict[str, Any]) -> str:
 
 #: What replaying a run needs of its row: ``(parent, input, input_refs, lineage)``.
 _RunRow = tuple[int | None, str | None, str | None, str]
-
-
-def _body_as_sent(raw_input: str | None, lineage: str) -> bool:
-    """Whether a run starts from its request body's messages as sent (SPEC §3 amended): a
-    body whose parent was neither named (rules 1, 2) nor found by its messages (rule 3).
-    With rule 3 the body continues its parent's view, whose messages it holds but for the
-    activity messages a client strips from what it sends: those stay, in place."""
-    return raw_input is not None and lineage == "head"
 
 
 @dataclass
@@ -93,6 +96,7 @@ class _SinceCheckpoint:
     blob_ids: list[int]  # its messages' blobs, aligned with ``messages``
     chain: int
     messages: list[Any]  # its message objects, kept alive so that their id()s stay unique
+    blob_addresses: list[bytes] = field(default_factory=list)  # aligned with blob_ids
     names: set[str] = field(default_factory=set)  # ids the runs since then named
     snapshot: bool = False  # a MESSAGES_SNAPSHOT since then
     had_input: bool = False  # a recorded input since then
@@ -123,6 +127,7 @@ class _SinceCheckpoint:
             snap.blob_ids,
             snap.chain,
             list(messages),
+            snap.blob_addresses,
             state_anchor=snap.state_anchor,
             state_bytes=snap.state_bytes,
         )
@@ -160,6 +165,7 @@ class _Known:
     run_ids: dict[int, str] = field(default_factory=dict)  # run pk -> run id
     last_seqs: dict[int, int] = field(default_factory=dict)  # run pk -> its last event
     statuses: dict[int, str] = field(default_factory=dict)  # run pk -> status
+    run_hashes: dict[int, bytes] = field(default_factory=dict)  # run pk -> its hash now
     run_pks: dict[tuple[int, str], int] = field(default_factory=dict)  # (thread, run id) -> pk
     # Thread pk -> its incomplete runs: an unnamed continuation must find exactly one.
     open_runs: dict[int, set[int]] = field(default_factory=dict)
@@ -208,12 +214,14 @@ class Store:
         checkpoint_events: int = CHECKPOINT_EVENTS,
         derive_on_append: bool = True,
     ) -> None:
-        self.path = os.fspath(path) if path is not None else database.default_path()
-        self.busy_timeout_ms = busy_timeout_ms
-        self.max_event_bytes = max_event_bytes
-        self.max_depth = max_depth
+        self.path = arguments.path_text(path) if path is not None else database.default_path()
+        self.busy_timeout_ms = arguments.positive_int(
+            "busy_timeout_ms", busy_timeout_ms, minimum=0
+        )
+        self.max_event_bytes = arguments.positive_int("max_event_bytes", max_event_bytes)
+        self.max_depth = arguments.positive_int("max_depth", max_depth)
         if type(checkpoint_events) is not int or checkpoint_events < 1:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"checkpoint_events must be a positive integer, not {checkpoint_events!r}"
             )
         self.checkpoint_events = checkpoint_events  # see CHECKPOINT_EVENTS
@@ -246,8 +254,8 @@ class Store:
         """Close the file. Further calls raise."""
         with self._lock:
             if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+                conn, self._conn = self._conn, None
+                database.close(conn, self.path)
 
     def __repr__(self) -> str:
         return f"<agui_store.Store {self.path!r}>"
@@ -335,11 +343,7 @@ class Store:
         incoming = codec.parse_events(
             events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
         )
-        types = model.validate_events([ev.data for ev in incoming])
-        for i, (ev, kind) in enumerate(zip(incoming, types)):
-            if kind == "RUN_STARTED":
-                for name in ("threadId", "runId", "parentRunId"):
-                    _storable(ev.data.get(name), index=i, event_type=kind, path=f"$.{name}")
+        types = self._validated(incoming)
         for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
             _storable(value, path=name)
         if run_id is not None:
@@ -377,6 +381,92 @@ class Store:
             except BaseException:
                 self._forget()
                 raise
+
+    @staticmethod
+    def _validated(incoming: list[codec.IncomingEvent]) -> list[str]:
+        """Validate a batch's events one by one (what needs no database); their types."""
+        types = model.validate_events([ev.data for ev in incoming])
+        for i, (ev, kind) in enumerate(zip(incoming, types)):
+            if kind == "RUN_STARTED":
+                for name in ("threadId", "runId", "parentRunId"):
+                    _storable(ev.data.get(name), index=i, event_type=kind, path=f"$.{name}")
+        return types
+
+    def import_file(
+        self,
+        source: str | os.PathLike[str] | Any,
+        *,
+        thread_id: str | None = None,
+        check_sequence: bool = True,
+    ) -> ImportResult:
+        """Record a JSON array, JSON Lines or SSE recording, whole or not at all, in memory
+        that does not grow with the file.
+
+        The file is read a chunk at a time (:func:`agui_store.codec.iter_events`) and
+        appended in batches of whole runs, all inside one write transaction: a bad event
+        near the end, a full disk or a killed process leave the store as it was. Each
+        event is stored as its JSON text in the file. The result is what ``append`` of the
+        file's events, one batch per stretch of one thread's runs, would give.
+
+        Args:
+            source: a path, or a binary (or text) file object.
+            thread_id: the thread for events that start no run (as ``append``'s).
+            check_sequence: as ``append``'s.
+
+        Raises:
+            InvalidEventError: naming the event's index in the file, its type and JSON
+                path; nothing of the file is stored.
+        """
+        _storable(thread_id, path="thread_id")
+        if isinstance(source, str):
+            source = Path(source)
+        events = codec.iter_events(
+            source, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
+        )
+        batches = _import_batches(events, thread_id, IMPORT_BATCH_EVENTS, IMPORT_BATCH_BYTES)
+        count = runs = 0
+        first_seq: int | None = None
+        last_seq: int | None = None
+        with self._lock:
+            conn = self._db
+            try:
+                with database.immediate(conn):
+                    self._notice_other_writes(conn)
+                    for offset, batch, batch_thread in batches:
+                        try:
+                            types = self._validated(batch)
+                            thread = self._thread_of_batch(batch, types, batch_thread, None)
+                            result = self._append_locked(
+                                conn, batch, types, thread, None, None, None, check_sequence
+                            )
+                        except InvalidEventError as e:
+                            raise _counted_from(e, offset) from None
+                        count += result.event_count
+                        runs += len(result.new_run_ids)
+                        first_seq = first_seq if first_seq is not None else result.first_seq
+                        last_seq = result.last_seq
+                        self._keep_caches_small(result.thread_id)
+                    self._known.version = conn.data_version() + 1
+            except BaseException:
+                self._forget()
+                raise
+        return ImportResult(count, runs, first_seq, last_seq)
+
+    def _keep_caches_small(self, thread_id: str) -> None:
+        """Between an import's batches: keep what the next batch may use (the cached view
+        and sequence state of the thread just written), not every thread's view, so that
+        memory does not grow with the threads of a large file. What is dropped is found
+        again in the file when needed."""
+        thread_pk = self._known.thread_pks.get(thread_id)
+        for pk in [pk for pk in self._views if pk != thread_pk]:
+            del self._views[pk]
+        # Sequence state is kept per run: the thread's newest run is what a batch continues.
+        newest = self._known.newest.get(thread_pk) if thread_pk is not None else None
+        for pk in [pk for pk in self._verifiers if pk != newest]:
+            del self._verifiers[pk]
+        known = self._known
+        if len(known.run_ids) + len(known.last_seqs) + len(known.thread_pks) > _KNOWN_LIMIT:
+            self._known = _Known()
 
     def _notice_other_writes(self, conn: database.Conn) -> None:
         """Inside a write transaction: when anything was written since this store's last
@@ -534,7 +624,9 @@ class Store:
                 if continued is None:
                     # Only RUN_ERROR (a run that failed before it started) or, without
                     # sequence checks, any event may open the thread's log.
-                    segment.run_pk = self._insert_synthetic_run(conn, thread_pk, seq, now)
+                    segment.run_pk = self._insert_synthetic_run(
+                        conn, thread_pk, thread_id, seq, now
+                    )
                     known.newest[thread_pk] = segment.run_pk
                     known.statuses[segment.run_pk] = "incomplete"
                     new_run_ids.append(self._known_run_id(conn, segment.run_pk))
@@ -566,10 +658,29 @@ class Store:
                 for ev, kind in zip(segment.events, segment.types):
                     if kind in ("RUN_FINISHED", "RUN_ERROR"):
                         segment.outcome = _status_of_terminal(ev.data)
+            # The run's hash after this batch: the batch's stored bytes chained onto it.
+            refs = {echo[0]: echo[1]} if echo is not None else {}
+            batch_hash = hashing.chain(
+                self._known_run_hash(conn, run_pk),
+                hashing.batch_digest(
+                    [(at, kind, text, refs.get(at)) for at, _, kind, text in rows],
+                    segment.outcome,
+                    now,
+                ),
+            )
+            known.run_hashes[run_pk] = batch_hash
             conn.execute(
-                "INSERT INTO batches(run, first_seq, last_seq, count, outcome, appended_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (segment.run_pk, seq - len(rows), seq - 1, len(rows), segment.outcome, now),
+                "INSERT INTO batches(run, first_seq, last_seq, count, outcome, appended_at, hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    segment.run_pk,
+                    seq - len(rows),
+                    seq - 1,
+                    len(rows),
+                    segment.outcome,
+                    now,
+                    batch_hash,
+                ),
             )
             self._remember_batch(thread_pk, thread_id, segment, seq - 1)
             # Before the next run of the batch is placed: its lineage and its echoed input
@@ -840,9 +951,22 @@ class Store:
             if normalized is not None:
                 input_text = codec.encode(normalized[0]).decode("utf-8")
                 refs_text = codec.encode(normalized[1]).decode("utf-8")
+        parent_hash = self._known_run_hash(conn, parent_pk) if parent_pk is not None else None
+        input_hash = hashing.input_digest(input_text, refs_text)
+        start_hash = hashing.start(
+            thread_id=started["threadId"],
+            run_id=started["runId"],
+            lineage=reason,
+            sent_parent_run_id=sent_parent,
+            synthetic=False,
+            created_at=now,
+            parent_hash=parent_hash,
+            input_hash=input_hash,
+        )
         cur = conn.execute(
             "INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, input_refs,"
-            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            " created_at, parent_hash, input_hash, start_hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 thread_pk,
                 started["runId"],
@@ -852,9 +976,13 @@ class Store:
                 input_text,
                 refs_text,
                 now,
+                parent_hash,
+                input_hash,
+                start_hash,
             ),
         )
         run_pk = int(cur.fetchone()[0])
+        self._known.run_hashes[run_pk] = start_hash
         self._advance_branches(conn, thread_pk, parent_pk, run_pk, branch, now)
         return run_pk, (parent_pk, input_text, refs_text, reason)
 
@@ -987,15 +1115,38 @@ class Store:
                     (run_pk, now, thread_pk, parent_pk),
                 )
 
-    def _insert_synthetic_run(self, conn: database.Conn, thread_pk: int, seq: int, now: int) -> int:
+    def _insert_synthetic_run(
+        self, conn: database.Conn, thread_pk: int, thread_id: str, seq: int, now: int
+    ) -> int:
         run_id = f"run-error-{seq}"
         parent_pk = self._head(conn, thread_pk)
-        cur = conn.execute(
-            "INSERT INTO runs(thread, run_id, parent, lineage, synthetic, created_at) "
-            "VALUES (?, ?, ?, ?, 1, ?) RETURNING id",
-            (thread_pk, run_id, parent_pk, "head" if parent_pk else "root", now),
+        lineage = "head" if parent_pk else "root"
+        parent_hash = self._known_run_hash(conn, parent_pk) if parent_pk is not None else None
+        start_hash = hashing.start(
+            thread_id=thread_id,
+            run_id=run_id,
+            lineage=lineage,
+            sent_parent_run_id=None,
+            synthetic=True,
+            created_at=now,
+            parent_hash=parent_hash,
+            input_hash=None,
         )
-        return int(cur.fetchone()[0])
+        cur = conn.execute(
+            "INSERT INTO runs(thread, run_id, parent, lineage, synthetic, created_at, "
+            "parent_hash, start_hash) VALUES (?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
+            (thread_pk, run_id, parent_pk, lineage, now, parent_hash, start_hash),
+        )
+        run_pk = int(cur.fetchone()[0])
+        self._known.run_hashes[run_pk] = start_hash
+        return run_pk
+
+    def _known_run_hash(self, conn: database.Conn, run_pk: int) -> bytes:
+        """A run's hash now: its newest batch's (remembered between appends)."""
+        run_hashes = self._known.run_hashes
+        if run_pk not in run_hashes:
+            run_hashes[run_pk] = bytes(conn.execute(schema.RUN_HASH, (run_pk,)).fetchone()[0])
+        return run_hashes[run_pk]
 
     def _normalize_echo(
         self, conn: database.Conn, thread_pk: int, run_pk: int, rows: list[Any]
@@ -1019,16 +1170,23 @@ class Store:
         rows[0] = (seq, rows[0][1], rows[0][2], codec.encode(started).decode("utf-8"))
         return seq, codec.encode(normalized[1]).decode("utf-8")
 
-    def _run_events(self, conn: database.Conn, run_pk: int, after: int = 0) -> list[Any]:
-        """A run's events decoded, echoed inputs stored by reference put back whole."""
+    def _run_events(
+        self, conn: database.Conn, run_pk: int, after: int = 0, *, verify: bool = False
+    ) -> list[Any]:
+        """A run's events decoded, echoed inputs stored by reference put back whole;
+        ``verify``: all of them (``after`` 0), checked against the run's hashes first."""
         rows = conn.execute(
-            "SELECT events.payload, echo_refs.refs FROM events "
+            "SELECT events.payload, echo_refs.refs, events.seq, events.type FROM events "
             "LEFT JOIN echo_refs ON echo_refs.seq = events.seq "
             "WHERE events.run = ? AND events.seq > ? ORDER BY events.seq",
             (run_pk, after),
         ).fetchall()
+        if verify and not after:
+            pks = (codec.encode([run_pk]).decode(),)
+            self._verified_runs(conn, pks)
+            self._verify_batches(conn, pks, {run_pk: [(r[2], r[3], r[0], r[1]) for r in rows]})
         events = codec.decode_many([r[0] for r in rows])
-        for event, (_, refs) in zip(events, rows):
+        for event, (_, refs, _, _) in zip(events, rows):
             if refs is not None:
                 parent_pk = conn.execute(
                     "SELECT parent FROM runs WHERE id = ?", (run_pk,)
@@ -1077,6 +1235,11 @@ class Store:
         if not self.derive_on_append:
             self._leave_underived(conn, thread_pk, [segment.run_pk])
             return
+        underived = self._known.underived
+        if underived is None or thread_pk in underived:
+            # The run itself may be listed (an open run below one that changed, or below a
+            # migration's): it is derived below, once, from the batch's own events.
+            conn.execute("DELETE FROM underived WHERE run = ?", (segment.run_pk,))
         self._derive_underived(conn, thread_pk)  # what another store left, if anything
         # The batch's own decoded events, as sent (echoes whole): fresh objects nobody else
         # holds, so the reducer may take them over.
@@ -1198,7 +1361,7 @@ class Store:
             input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
             events=events if events is not None else self._run_events(conn, run_pk),
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
-            as_sent=_body_as_sent(raw_input, reason),
+            as_sent=body_as_sent(raw_input is not None, reason),
         )
         names, snapshot = since.note(record)
         replaced = snapshot or record.input is not None
@@ -1227,13 +1390,16 @@ class Store:
         )
         written = False
         if force_checkpoint or since.events >= self.checkpoint_events:
-            written = self._write_checkpoint(conn, run_pk, reducer, since, digest, now)
+            written = self._write_checkpoint(
+                conn, run_pk, reducer, since, digest, now, self._known_run_hash(conn, run_pk)
+            )
             if written:
                 since = _SinceCheckpoint(
                     run_pk,
                     since.blob_ids,
                     since.chain,
                     list(reducer.messages),
+                    since.blob_addresses,
                     state_anchor=since.state_anchor,
                     state_bytes=since.state_bytes,
                 )
@@ -1271,7 +1437,7 @@ class Store:
             since = _SinceCheckpoint.start([], None, None)
         else:
             found, after = checkpoints.nearest(conn, run_pk)
-            snap = checkpoints.load(conn, found) if found is not None else None
+            snap = self._load_checkpoint(conn, found) if found is not None else None
             reducer = start_reducer(snap.view if snap is not None else None)
             if snap is not None:
                 reducer.track_state(snap.state_patches)
@@ -1290,22 +1456,34 @@ class Store:
         since: _SinceCheckpoint,
         digest: bytes,
         now: int,
+        run_hash: bytes,
     ) -> bool:
         """Store the reducer's view as the run's checkpoint, a delta of ``since``'s; on
         success ``since.blob_ids`` and ``since.chain`` describe the new one."""
         view = view_of(reducer)
         base = (since.run_pk, since.blob_ids, since.chain) if since.run_pk is not None else None
-        blob_ids = _message_blobs(conn, view.messages, since, base, reducer)
-        if blob_ids is None:
+        found = _message_blobs(conn, view.messages, since, base, reducer)
+        if found is None:
             # One message object at two positions (repeated ids, then a MESSAGES_SNAPSHOT):
             # the client edits both through one id. One blob per position would lose that
             # sharing, so this run keeps no checkpoint; later runs replay from an older one.
             return False
+        blob_ids, addresses = found
         patches = _state_patches(reducer, since)
         since.chain, stored = checkpoints.write(
-            conn, run_pk, view, blob_ids, base, digest, now, patches
+            conn,
+            run_pk,
+            view,
+            blob_ids,
+            base,
+            digest,
+            now,
+            patches,
+            addresses=addresses,
+            run_hash=run_hash,
         )
         since.blob_ids = blob_ids
+        since.blob_addresses = addresses
         if patches is None:  # the state stored whole: later ones patch this one
             since.state_anchor, since.state_bytes = run_pk, stored
             reducer.track_state()
@@ -1446,6 +1624,8 @@ class Store:
     ) -> tuple[int, str | None]:
         """A thread's ``(pk, owner)``; created (owned by ``owner``) when missing and asked
         to, else ``(0, None)`` for a missing one."""
+        if not create and not (isinstance(thread_id, str) and arguments.storable_text(thread_id)):
+            return 0, None  # no stored thread id holds a lone surrogate (nor is not text)
         row = conn.execute(
             "SELECT id, owner FROM threads WHERE thread_id = ?", (thread_id,)
         ).fetchone()
@@ -1483,7 +1663,7 @@ class Store:
         """A thread's pk; a thread of another owner than ``scope`` is absent (SPEC §8)."""
         pk, owner = self._thread_row(conn, thread_id)
         if not pk or (scope is not None and owner != scope):
-            raise RunNotFoundError(f"no thread {thread_id!r} in {self.path}")
+            raise RunNotFoundError(f"no thread {_quote(thread_id)} in {self.path}")
         return pk
 
     def _resolve(
@@ -1499,22 +1679,27 @@ class Store:
         prefix, each optionally followed by ``~n`` (n-th lineage ancestor). With a
         ``scope``, only that owner's threads are searched (``thread_pk`` is then one)."""
         if not isinstance(ref, str) or not ref:
-            raise RunNotFoundError(f"not a run id or ref: {ref!r}")
+            raise RunNotFoundError(f"not a run id or ref: {_quote(ref) if ref else ref!r}")
+        if not arguments.storable_text(ref):
+            raise RunNotFoundError(
+                f"no run, branch or ref {_quote(ref)}: it holds a lone surrogate, which no "
+                "stored id can"
+            )
         _check_scope(scope)
         if thread_pk is None and thread_id is not None:
             thread_pk = self._require_thread(conn, thread_id, scope)
         try:
             return self._resolve_exact(conn, ref, thread_pk, scope)
         except RunNotFoundError:
-            match = _ANCESTOR_SUFFIX.match(ref)
-            if not match:
+            ancestor = arguments.split_ancestor(ref)
+            if ancestor is None:
                 raise
-        key = self._resolve_exact(conn, match["base"], thread_pk, scope)
-        steps = int(match["n"] or 1)
+        base, steps = ancestor
+        key = self._resolve_exact(conn, base, thread_pk, scope)
         for _ in range(steps):
             row = conn.execute("SELECT parent FROM runs WHERE id = ?", (key.pk,)).fetchone()
             if row is None or row[0] is None:
-                raise RunNotFoundError(f"{ref}: the lineage has fewer than {steps} ancestors")
+                raise RunNotFoundError(f"{_quote(ref)}: the lineage has no ancestor that far back")
             key = _RunKey(int(row[0]), key.thread_pk)
         return key
 
@@ -1566,18 +1751,19 @@ class Store:
                 raise RunNotFoundError(f"{ref}: the thread has no runs")
             return _RunKey(newest, thread_pk)
         # A unique prefix of a run id (git's abbreviated hashes).
-        prefix_end = ref[:-1] + chr(ord(ref[-1]) + 1)
+        prefix_end = arguments.prefix_bound(ref)
+        below = "AND runs.run_id < ?" if prefix_end is not None else ""
         rows = conn.execute(
             f"SELECT runs.id, runs.thread, runs.run_id FROM runs WHERE runs.run_id >= ? "
-            f"AND runs.run_id < ? {where} LIMIT 6",
-            (ref, prefix_end, *args),
+            f"{below} {where} LIMIT 6",
+            (ref, *([prefix_end] if prefix_end is not None else []), *args),
         ).fetchall()
         if len(rows) == 1:
             return _RunKey(int(rows[0][0]), int(rows[0][1]))
         if len(rows) > 1:
             names = ", ".join(r[2] for r in rows[:5])
-            raise AmbiguousRunError(f"{ref!r} is a prefix of several runs ({names}, ...)")
-        raise RunNotFoundError(f"no run, branch or unique run-id prefix {ref!r}")
+            raise AmbiguousRunError(f"{_quote(ref)} is a prefix of several runs ({names}, ...)")
+        raise RunNotFoundError(f"no run, branch or unique run-id prefix {_quote(ref)}")
 
     def _run_record(self, conn: database.Conn, pk: int) -> Run:
         row = conn.execute(schema.SELECT_RUN + " WHERE runs.id = ?", (pk,)).fetchone()
@@ -1621,6 +1807,7 @@ class Store:
             last_seq,
             updated_at,
             outcome,
+            run_hash,
         ) = row
         return Run(
             thread_id=thread_id,
@@ -1636,7 +1823,25 @@ class Store:
             synthetic=bool(synthetic),
             branches=tuple(branches.get(pk, ())),
             last_seq=last_seq,
+            hash=bytes(run_hash).hex() if run_hash is not None else None,
         )
+
+    def record(
+        self,
+        events: Iterable[Any],
+        *,
+        input: Any = None,
+        thread_id: str | None = None,
+        scope: str | None = None,
+    ) -> Iterator[Any]:
+        """Yield each of ``events`` unchanged, as it arrives, while recording it in batches
+        (appended by a thread at the latest every 0.1 s, and at the end). If the producer
+        raises or the consumer stops, what passed is recorded and the run is left
+        incomplete. ``scope`` names the owner the run is recorded for (``append``'s).
+        See :mod:`agui_store.recording`."""
+        from agui_store import recording  # it builds on this module
+
+        return recording.record(self, events, input=input, thread_id=thread_id, scope=scope)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -1693,10 +1898,16 @@ class Store:
             after: a global sequence number (exclusive), e.g. ``AppendResult.last_seq`` or
                 ``Run.last_seq``: only events recorded after it (a reconnecting reader's
                 cursor, like SSE's ``Last-Event-ID``).
+
+        Raises:
+            HashMismatchError: (the whole run, without ``after``) the stored events are not
+                the ones the run's hashes cover: the file was edited outside agui-store.
         """
         with self._reading() as conn:
             key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
-            return self._run_events(conn, key.pk, after if after is not None else 0)
+            return self._run_events(
+                conn, key.pk, arguments.cursor(after), verify=after is None
+            )
 
     def thread_events(
         self, thread_id: str, *, scope: str | None = None
@@ -1712,9 +1923,11 @@ class Store:
         """The ``RunAgentInput`` recorded for a run (``append(input=...)``), or ``None``."""
         with self._reading() as conn:
             key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
-            raw, raw_refs, parent_pk = conn.execute(
-                "SELECT input, input_refs, parent FROM runs WHERE id = ?", (key.pk,)
+            raw, raw_refs, parent_pk, recorded = conn.execute(
+                "SELECT input, input_refs, parent, input_hash FROM runs WHERE id = ?", (key.pk,)
             ).fetchone()
+            if hashing.input_digest(raw, raw_refs) != recorded:
+                raise self._named(conn, key.pk, "its input is not the one its hash covers")
             if raw is None:
                 return None
             value: dict[str, Any] = codec.decode(raw.encode("utf-8"))
@@ -1840,11 +2053,36 @@ class Store:
     def _view(self, conn: database.Conn, pk: int) -> View:
         """view(R): from the nearest checkpoint on R's lineage, replaying only what follows."""
         found, after = checkpoints.nearest(conn, pk)
-        start = checkpoints.load(conn, found, with_hashes=False).view if found is not None else None
+        start = (
+            self._load_checkpoint(conn, found, with_hashes=False).view
+            if found is not None
+            else None
+        )
         if not after:
             assert start is not None
             return start
         return restore(self._records(conn, after), start=start)
+
+    def _load_checkpoint(
+        self, conn: database.Conn, pk: int, *, with_hashes: bool = True
+    ) -> checkpoints.Snapshot:
+        """A checkpoint, verified against its hashes as it is read (refused, naming its run,
+        when it fails them)."""
+        try:
+            return checkpoints.load(conn, pk, with_hashes=with_hashes)
+        except HashMismatchError as e:
+            raise self._named(conn, pk, e.what) from None
+
+    @staticmethod
+    def _named(conn: database.Conn, pk: int, what: str) -> HashMismatchError:
+        row = conn.execute(
+            "SELECT threads.thread_id, runs.run_id FROM runs JOIN threads "
+            "ON threads.id = runs.thread WHERE runs.id = ?",
+            (pk,),
+        ).fetchone()
+        if row is None:
+            return HashMismatchError(what)
+        return HashMismatchError(what, thread_id=str(row[0]), run_id=str(row[1]))
 
     def _replay_view(self, conn: database.Conn, pk: int) -> View:
         """view(R) by full replay of its lineage, ignoring checkpoints (the reference)."""
@@ -1854,27 +2092,25 @@ class Store:
         ]
         return restore(self._records(conn, chain))
 
-    @staticmethod
-    def _records(conn: database.Conn, run_pks: list[int]) -> list[RunRecord]:
-        """Inputs and decoded events of runs (root first: keys grow along a lineage)."""
+    @classmethod
+    def _records(cls, conn: database.Conn, run_pks: list[int]) -> list[RunRecord]:
+        """Inputs and decoded events of runs (root first: keys grow along a lineage),
+        verified against the runs' batch hashes as they are read."""
         # The runs go in as one JSON array: a lineage can be longer than SQLite takes
         # parameters (when it has no checkpoint to start from).
         pks = (codec.encode(run_pks).decode(),)
         grouped: dict[int, list[str]] = {}
-        for run_pk, payload in conn.execute(
-            "SELECT run, payload FROM events WHERE run IN (SELECT value FROM json_each(?)) "
-            "ORDER BY run, seq",
+        rows: dict[int, list[Any]] = {}
+        for run_pk, seq, kind, payload, refs in conn.execute(
+            "SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs "
+            "FROM events LEFT JOIN echo_refs ON echo_refs.seq = events.seq "
+            "WHERE events.run IN (SELECT value FROM json_each(?)) ORDER BY events.run, events.seq",
             pks,
         ):
             grouped.setdefault(run_pk, []).append(payload)
-        inputs = {
-            int(pk): (raw, refs, lineage)
-            for pk, raw, refs, lineage in conn.execute(
-                "SELECT id, input, input_refs, lineage FROM runs WHERE id IN "
-                "(SELECT value FROM json_each(?)) AND input IS NOT NULL",
-                pks,
-            )
-        }
+            rows.setdefault(run_pk, []).append((seq, kind, payload, refs))
+        inputs = cls._verified_runs(conn, pks)
+        cls._verify_batches(conn, pks, rows)
         echo_refs = {
             int(run): codec.decode(refs.encode("utf-8"))
             for run, refs in conn.execute(
@@ -1895,11 +2131,93 @@ class Store:
                     events=decoded[at : at + n],
                     input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
                     echo_refs=echo_refs.get(pk),
-                    as_sent=_body_as_sent(raw_input, lineage),
+                    as_sent=body_as_sent(raw_input is not None, lineage),
                 )
             )
             at += n
         return records
+
+    @classmethod
+    def _verified_runs(
+        cls, conn: database.Conn, pks: tuple[str]
+    ) -> dict[int, tuple[str | None, str | None, str]]:
+        """The inputs of runs about to be replayed (``run -> (input, input_refs, lineage)``), once
+        each run's record, input and parent link are verified against its hashes: what
+        decides where its replay starts from and what it starts with."""
+        inputs = {}
+        for (pk, thread_id, run_id, lineage, sent_parent, synthetic, created, raw, refs,
+             parent_hash, input_hash, start_hash, parent_link) in conn.execute(
+            "SELECT runs.id, threads.thread_id, runs.run_id, runs.lineage, runs.parent_run_id, "
+            "runs.synthetic, runs.created_at, runs.input, runs.input_refs, runs.parent_hash, "
+            "runs.input_hash, runs.start_hash, "
+            "CASE WHEN runs.parent IS NULL THEN runs.parent_hash IS NULL "
+            "ELSE runs.parent_hash IN (SELECT p.start_hash FROM runs AS p WHERE p.id = runs.parent"
+            " UNION ALL SELECT b.hash FROM batches AS b WHERE b.run = runs.parent) END "
+            "FROM runs JOIN threads ON threads.id = runs.thread "
+            "WHERE runs.id IN (SELECT value FROM json_each(?))",
+            pks,
+        ):
+            if hashing.input_digest(raw, refs) != input_hash:
+                raise cls._named(conn, int(pk), "its input is not the one its hash covers")
+            if not parent_link:
+                raise cls._named(
+                    conn, int(pk), "its lineage parent is not the one its hash covers"
+                )
+            if start_hash is None or start_hash != hashing.start(
+                thread_id=thread_id,
+                run_id=run_id,
+                lineage=lineage,
+                sent_parent_run_id=sent_parent,
+                synthetic=bool(synthetic),
+                created_at=created,
+                parent_hash=parent_hash,
+                input_hash=input_hash,
+            ):
+                raise cls._named(conn, int(pk), "its record is not the one its hash covers")
+            if raw is not None:
+                inputs[int(pk)] = (raw, refs, lineage)
+        return inputs
+
+    @classmethod
+    def _verify_batches(
+        cls, conn: database.Conn, pks: tuple[str], rows: dict[int, list[Any]]
+    ) -> None:
+        """The events read for runs (``rows``: run -> ``(seq, type, payload, refs)``) are
+        the ones their batch hashes cover: each batch's digest, chained from the hash before
+        it, gives the hash it recorded. Costs a hash of what was read."""
+        previous: dict[int, bytes | None] = {}
+        covered: dict[int, int] = {}
+        seqs = {run_pk: [e[0] for e in events] for run_pk, events in rows.items()}
+        for run_pk, start, first, last, outcome, appended_at, recorded in conn.execute(
+            "SELECT batches.run, runs.start_hash, batches.first_seq, batches.last_seq, "
+            "batches.outcome, batches.appended_at, batches.hash FROM batches "
+            "JOIN runs ON runs.id = batches.run "
+            "WHERE batches.run IN (SELECT value FROM json_each(?)) "
+            "ORDER BY batches.run, batches.id",
+            pks,
+        ):
+            events = rows.get(run_pk, [])
+            i = bisect.bisect_left(seqs.get(run_pk, []), first)
+            j = bisect.bisect_right(seqs.get(run_pk, []), last)
+            covered[run_pk] = covered.get(run_pk, 0) + (j - i)
+            before = previous.get(run_pk, start)
+            if (
+                recorded is None
+                or before is None
+                or hashing.chain(before, hashing.batch_digest(events[i:j], outcome, appended_at))
+                != recorded
+            ):
+                raise cls._named(
+                    conn,
+                    int(run_pk),
+                    f"its events at seq {first}..{last} are not the ones its hash covers",
+                )
+            previous[run_pk] = recorded
+        for run_pk, events in rows.items():
+            if covered.get(run_pk, 0) != len(events):
+                raise cls._named(
+                    conn, int(run_pk), "it holds events that none of its batch hashes covers"
+                )
 
     # --- time travel ----------------------------------------------------------------------
 
@@ -1911,7 +2229,7 @@ class Store:
     def _pair(
         self, conn: database.Conn, a: str, b: str, thread_id: str | None, scope: str | None
     ) -> tuple[_RunKey, _RunKey, tuple[int, int, int] | None]:
-        """Two revisions resolved, and their merge base (see :meth:`_merge_base_pk`)."""
+        """Two arguments resolved, and their merge base (see :meth:`_merge_base_pk`)."""
         ka = self._resolve(conn, a, thread_id=thread_id, scope=scope)
         kb = self._resolve(conn, b, thread_id=thread_id, scope=scope)
         return ka, kb, self._merge_base_pk(conn, ka.pk, kb.pk)
@@ -1950,7 +2268,7 @@ class Store:
                 ``"two-dot"``: the two views compared directly (``changes`` is a -> b).
         """
         if mode not in ("three-dot", "two-dot"):
-            raise ValueError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
+            raise InvalidArgumentError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
         with self._reading() as conn:
             ka, kb, found = self._pair(conn, a, b, thread_id, scope)
             run_a, run_b = self._run_record(conn, ka.pk), self._run_record(conn, kb.pk)
@@ -2047,7 +2365,9 @@ class Store:
                 pk = self._require_thread(conn, thread_id, scope)
                 conn.execute("DELETE FROM branches WHERE thread = ? AND name = ?", (pk, name))
                 if conn.changes() == 0:
-                    raise BranchError(f"no branch {name!r} in thread {thread_id!r}")
+                    raise BranchError(
+                        f"no branch {_quote(name)} in thread {_quote(thread_id)}"
+                    )
 
     def fork(
         self,
@@ -2073,6 +2393,10 @@ class Store:
                 (key.pk,),
             ).fetchone()
         recorded = codec.decode(row[0].encode("utf-8")) if row else {}
+        if run_id is not None and not (
+            isinstance(run_id, str) and run_id and arguments.storable_text(run_id)
+        ):
+            raise InvalidArgumentError(f"run_id= must be a non-empty id, not {_quote(run_id)}")
         fork_input: dict[str, Any] = {
             "threadId": run.thread_id,
             "runId": run_id or str(uuid.uuid4()),
@@ -2121,9 +2445,9 @@ def _message_blobs(
     since: _SinceCheckpoint,
     base: tuple[int, list[int], int] | None,
     reducer: Reducer,
-) -> list[int] | None:
-    """Each message's blob id, storing the blobs that are new; ``None`` when one message
-    object stands at two positions (a checkpoint cannot say that).
+) -> tuple[list[int], list[bytes]] | None:
+    """Each message's blob id and address, storing the blobs that are new; ``None`` when
+    one message object stands at two positions (a checkpoint cannot say that).
 
     A message keeps its blob in the base checkpoint when it is the same object and no run
     since could have changed it: no id their events named reaches it. The common case costs
@@ -2146,23 +2470,27 @@ def _message_blobs(
     if base is None or snapshot:
         hashes = [stored(m) for m in messages]
         ids = checkpoints.store_blobs(conn, list(new.values()))
-        return [ids[h] for h in hashes]
-    out, unresolved = _blobs_after(messages, before, base[1], names, since, reducer, stored)
+        return [ids[h] for h in hashes], hashes
+    out, addresses, unresolved = _blobs_after(
+        messages, before, base[1], since.blob_addresses, names, since, reducer, stored
+    )
     ids = checkpoints.store_blobs(conn, list(new.values()))
     for at, digest in unresolved:  # the few positions that hold a new blob
         out[at] = ids[digest]
-    return out
+        addresses[at] = digest
+    return out, addresses
 
 
 def _blobs_after(
     messages: list[dict[str, Any]],
     before: list[dict[str, Any]],
     base_ids: list[int],
+    base_addresses: list[bytes],
     names: set[str],
     since: _SinceCheckpoint,
     reducer: Reducer,
     stored: Callable[[dict[str, Any]], bytes],
-) -> tuple[list[int], list[tuple[int, bytes]]]:
+) -> tuple[list[int], list[bytes], list[tuple[int, bytes]]]:
     """The blob ids of ``messages``, given the base checkpoint's ``before`` and its
     ``base_ids`` (the prefix still standing keeps its blobs), with the positions that hold a
     new blob instead: ``(position, hash)``, their ids still 0."""
@@ -2176,6 +2504,7 @@ def _blobs_after(
         same = list(map(operator.is_, before[:limit], messages))
         keep = same.index(False) if False in same else limit
     out = base_ids[:keep]
+    addresses = base_addresses[:keep]
     unresolved: list[tuple[int, bytes]] = []
     changed = reducer.holders(names)
     if changed:  # few: the messages the runs' events name
@@ -2190,15 +2519,16 @@ def _blobs_after(
             if held is not None:
                 unresolved.append((at, stored(held)))
             at -= 1
-    known = dict(zip(map(id, before[keep:]), base_ids[keep:]))
+    known = dict(zip(map(id, before[keep:]), zip(base_ids[keep:], base_addresses[keep:])))
     moved = {id(m) for m in changed}
     for at, m in enumerate(messages[keep:], start=keep):
-        blob_id = None if id(m) in moved else known.get(id(m))
-        if blob_id is None:
+        kept = None if id(m) in moved else known.get(id(m))
+        if kept is None:
             unresolved.append((at, stored(m)))
-            blob_id = 0
-        out.append(blob_id)
-    return out, unresolved
+            kept = (0, b"")
+        out.append(kept[0])
+        addresses.append(kept[1])
+    return out, addresses, unresolved
 
 
 #: Every Store not yet garbage-collected, for the at-fork hook.
@@ -2222,6 +2552,72 @@ def _close_inherited_connections() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_close_inherited_connections)
+
+
+#: An import appends batches of whole runs of about this many events (or bytes of JSON);
+#: a run longer than four times that is cut, and continued by the next batch.
+IMPORT_BATCH_EVENTS = 1000
+IMPORT_BATCH_BYTES = 2 * 1024 * 1024
+#: How many runs and threads an import remembers (``_Known``) before forgetting them all.
+_KNOWN_LIMIT = 10_000
+
+
+def _import_batches(
+    events: Iterator[codec.IncomingEvent],
+    thread_id: str | None,
+    batch_events: int,
+    batch_bytes: int,
+) -> Iterator[tuple[int, list[codec.IncomingEvent], str | None]]:
+    """An import's appends: ``(index of the first event in the file, events, thread)``.
+
+    A batch holds consecutive events of one thread, as the whole stretch would be appended
+    before (a RUN_STARTED naming another thread starts a batch). A stretch is cut in front
+    of a RUN_STARTED that follows a terminal event, once the batch is full: there a new
+    append's sequence check starts where the stretch's would be (``verifyEvents`` forgets
+    everything at a RUN_STARTED after a terminal). A run longer than four batches is cut
+    anywhere: the next batch continues it, in the thread given (a batch without a
+    RUN_STARTED otherwise goes to the thread's newest run, which it is).
+    """
+    batch: list[codec.IncomingEvent] = []
+    size = 0
+    offset = 0
+    thread = thread_id  # the thread of the run being read
+    previous: str | None = None
+    for index, event in enumerate(events):
+        kind = event.type
+        if kind == "RUN_STARTED":
+            named = event.data.get("threadId") if thread_id is None else thread_id
+            full = len(batch) >= batch_events or size >= batch_bytes
+            if batch and (named != thread or (full and previous in _TERMINALS)):
+                yield offset, batch, (thread_id if batch[0].type == "RUN_STARTED" else thread)
+                batch, size, offset = [], 0, index
+            thread = named if isinstance(named, str) else None
+        elif len(batch) >= 4 * batch_events or size >= 4 * batch_bytes:
+            yield offset, batch, (thread_id if batch[0].type == "RUN_STARTED" else thread)
+            batch, size, offset = [], 0, index
+        batch.append(event)
+        size += len(event.raw)
+        previous = kind
+    if batch:
+        yield offset, batch, (thread_id if batch[0].type == "RUN_STARTED" else thread)
+
+
+_TERMINALS = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+
+
+def _counted_from(error: InvalidEventError, offset: int) -> InvalidEventError:
+    """A batch's error with the event's index counted from the start of the file."""
+    if error.index is None or offset == 0:
+        return error
+    try:
+        return type(error)(
+            error.reason,
+            index=error.index + offset,
+            event_type=error.event_type,
+            path=error.path,
+        )
+    except TypeError:  # a subclass with another constructor: its own message stands
+        return error
 
 
 def _quote(value: str, limit: int = 80) -> str:
@@ -2266,7 +2662,8 @@ def _check_branch_name(name: str) -> None:
         raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
     if not isinstance(name, str) or not _BRANCH_NAME.match(name) or name.startswith("-"):
         raise BranchError(
-            f"invalid branch name {name!r}: use letters, digits and . _ / @ + - (no spaces, no '~')"
+            f"invalid branch name {_quote(name)}: use letters, digits and . _ / @ + - (no "
+            "spaces, no '~')"
         )
 
 

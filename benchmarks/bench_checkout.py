@@ -19,7 +19,7 @@ import time
 import msgspec
 
 import agui_store
-from agui_store import schema
+from agui_store import checkpoints, database, schema
 from agui_store.store import CHECKPOINT_EVENTS
 from benchmarks._common import conversation, header, median_time
 
@@ -68,6 +68,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     tmp = tempfile.mkdtemp(prefix="agui-bench-")
     results = {}
+    verifying: dict[int, tuple[float, float, float, float]] = {}
     growth: tuple[float, float] | None = None
     for depth in (int(d) for d in args.depths.split(",")):
         path = os.path.join(tmp, f"chain-{depth}.db")
@@ -96,6 +97,7 @@ def main() -> None:
                 for i in window
             )
             decode = median_time(lambda d=doc: msgspec.json.decode(d), repeat=args.repeat * 4)
+            verifying[depth] = verification_cost(store, leaf_pk, args.repeat)
             results[depth] = (read, replay, checkout, decode)
             if depth >= 1000:
                 growth = (
@@ -107,6 +109,20 @@ def main() -> None:
                 f"| {checkout * 1e3:.2f} | {decode * 1e3:.2f} | {checkout / decode:.2f}x "
                 f"| {replay / checkout:.0f}x |"
             )
+    print()
+    print(
+        "tamper evidence: reading the leaf's checkpoint verified (every blob re-hashed, the "
+        "addresses against its view digest, its run hash against the run's) vs unverified, "
+        "same run; and check() (hashes recomputed, every checkpoint and digest compared with a "
+        "replay) vs the full replay"
+    )
+    print("| runs | load verified ms | unverified ms | ratio | check() s | check / replay |")
+    print("|---|---|---|---|---|---|")
+    for depth, (verified, unverified, check, replay) in verifying.items():
+        print(
+            f"| {depth} | {verified * 1e3:.2f} | {unverified * 1e3:.2f} "
+            f"| {verified / unverified:.2f}x | {check:.2f} | {check / replay:.1f}x |"
+        )
     if growth:
         # The state of this conversation grows every run: an append should not.
         early, late = growth
@@ -130,6 +146,25 @@ def main() -> None:
             f"goal (issue 3): checkout <= 3x decoding its result: {checkout / decode:.2f}x "
             f"-> {'met' if checkout / decode <= 3 else 'NOT met'}"
         )
+
+
+def verification_cost(
+    store: agui_store.Store, leaf_pk: int, repeat: int
+) -> tuple[float, float, float, float]:
+    """``(checkpoint load verified, unverified, check(), full replay)`` in seconds."""
+    conn = store._db
+
+    def load(verify: bool) -> None:
+        with database.snapshot(conn):
+            checkpoints.load(conn, leaf_pk, with_hashes=False, verify=verify)
+
+    verified = median_time(lambda: load(True), repeat=repeat * 2)
+    unverified = median_time(lambda: load(False), repeat=repeat * 2)
+    t0 = time.perf_counter()
+    assert store.check().ok
+    check = time.perf_counter() - t0
+    replay = median_time(lambda: store._replay_view(conn, leaf_pk), repeat=1)
+    return verified, unverified, check, replay
 
 
 if __name__ == "__main__":

@@ -205,18 +205,18 @@ def test_a_body_that_continues_no_view_restores_as_sent_and_reads_back_whole(
         assert_pipeline_restores(oracle, store, "fresh", "t")
 
 
-def test_a_version_7_file_derives_again_what_the_amended_start_changes(
+def test_a_version_8_file_derives_again_what_the_amended_start_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A file written before SPEC §3 was amended holds checkpoints of a body placed at the
-    head that start from the head's messages: migrating drops them (and those below) so that
-    checkout gives the amended view, from checkpoints as by full replay."""
+    """A file written before SPEC §3 was amended (schema 8) holds checkpoints of a body
+    placed at the head that start from the head's messages: migrating drops them (and those
+    below) so that checkout gives the amended view, from checkpoints as by full replay."""
     from agui_store import store as store_module
 
     path = tmp_path / "s.db"
     fresh = _body("r3", [{"id": "e1", "role": "user", "content": "edited"}])
     with monkeypatch.context() as old_rule:
-        old_rule.setattr(store_module, "_body_as_sent", lambda raw, lineage: False)
+        old_rule.setattr(store_module, "body_as_sent", lambda has_input, lineage: False)
         with agui_store.open(path) as store:
             store.append(_reply("r1", "a1", "hi"))
             store.append(_reply("r2", "a2", "fine"))
@@ -225,7 +225,7 @@ def test_a_version_7_file_derives_again_what_the_amended_start_changes(
             assert len(store.checkout("r4").messages) == 5  # r1 and r2's, then e1, a3, a4
     conn = apsw.Connection(str(path))
     conn.execute("DROP INDEX threads_by_owner; ALTER TABLE threads DROP COLUMN owner")
-    conn.execute("PRAGMA user_version = 7")
+    conn.execute("PRAGMA user_version = 8")
     conn.close()
     with agui_store.open(path) as store:
         underived = store._db.execute(

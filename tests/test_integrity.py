@@ -357,7 +357,9 @@ def _input_not_json(conn: apsw.Connection) -> None:
 
 
 def _application_id(conn: apsw.Connection) -> None:
-    conn.execute("PRAGMA application_id = 7")
+    # Unmarked: still opened (recognized by its tables), and reported. Another application's
+    # id makes the file refused at open instead (tests/test_opening.py).
+    conn.execute("PRAGMA application_id = 0")
 
 
 def _trigger_dropped(conn: apsw.Connection) -> None:
@@ -414,6 +416,15 @@ def _blob_tampered(conn: apsw.Connection) -> None:
 R1, R2, R3 = ("run 'r1' (thread 't', #1)", "run 'r2' (thread 't', #2)", "run 'r3' (thread 't', #3)")
 SYN, U1 = "run 'run-error-14' (thread 'u', #4)", "run 'u1' (thread 'u', #5)"
 FINE = ("an ancestor walk would never end", "a parent is always older")
+RECORD = (
+    "its record (run id, thread, lineage reason, sent parentRunId, synthetic flag or creation "
+    "time) differs from what its hash covers"
+)
+EVENTS = (
+    "its events (their sequence numbers, types or bytes), outcome or time differ from what the "
+    "run's hash covers"
+)
+UNHASHED = "has no hash: it was not recorded by agui-store"
 
 CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
     (
@@ -449,6 +460,8 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
             f"lineage: {R1} records reason 'root' but has lineage parent {R2}",
             f"lineage: {R1} has lineage parent {R2}, recorded after it (#2 >= #1): {FINE[1]}",
             f"lineage: lineage cycle: 'r1' -> 'r2' -> 'r1' (thread 't', #1, #2): {FINE[0]}",
+            f"hashes: {R1}: its lineage parent is {R2}, whose hash was * when the run was "
+            "placed, but its hash covers no parent",
         ],
     ),
     (
@@ -462,6 +475,12 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
                 f"checkpoints: the checkpoint of {U1} stores its state as patches on the state "
                 f"of {SYN}, which is not a lineage ancestor of the run"
             ),
+            f"hashes: {U1}: its lineage parent is {R2}, whose hash was * when the run was "
+            f"placed, but its hash covers a parent whose hash was * ({SYN})",
+            f"derived: the lineage digest of {U1} is *, but a replay of the log gives *: "
+            "lineage rule 3 would place runs by a view the run does not have",
+            f"derived: the checkpoint of {U1} differs from a replay of the log at 0 messages "
+            "where the replay has 2",
         ],
     ),
     (
@@ -472,6 +491,8 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
             "parent is a 'root')",
             f"lineage: {R2} records lineage reason 'guessed', which is not one of explicit, head, "
             "messages, parentRunId, root",
+            f"hashes: {R1}: {RECORD}",
+            f"hashes: {R2}: {RECORD}",
         ],
     ),
     (
@@ -503,6 +524,9 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         _event_cut_out_of_a_batch,
         [
             f"batches: batch #2 of {R2} (seq 6..10) is missing seq 8: part of the batch is gone",
+            f"hashes: {R2}: batch #2 (seq 6..10): {EVENTS}",
+            f"derived: the checkpoint of {R2} differs from a replay of the log at message 1 "
+            "(id 'm-r2')",
         ],
     ),
     (
@@ -528,6 +552,13 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
                 f"lineage_digests: the lineage digest of {R2}: the run is incomplete, and a "
                 "digest is of the view at a run's end"
             ),
+            f"hashes: {R1}: batch #2 (seq 6..10): {EVENTS}",
+            f"hashes: {R2}: its lineage parent is {R1}, whose hash was * when the run was "
+            f"placed, but its hash covers a parent whose hash was * ({R1})",
+            f"hashes: {R3}: its lineage parent is {R2}, whose hash was * when the run was "
+            f"placed, but its hash covers a parent whose hash was * ({R1})",
+            f"derived: the checkpoint of {R2} was derived at run hash *, which is none of the "
+            "run's: the run's hashes were rewritten since",
         ],
     ),
     (
@@ -535,6 +566,7 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         _overlapping_batches,
         [
             f"batches: batch #8 of {R2} claims seq 9..10, already claimed by batch #2",
+            f"hashes: {R2}: batch #8 (seq 9..10) {UNHASHED}",
         ],
     ),
     (
@@ -555,6 +587,9 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
             "RUN_FINISHED or RUN_ERROR",
             f"batches: batch #7 of {U1} (seq 17..17) records outcome None, but its terminal event "
             "at seq 17 ends the run as 'error'",
+            f"hashes: {R1}: batch #1 (seq 1..5): {EVENTS}",
+            f"hashes: {R3}: batch #3 (seq 11..12): {EVENTS}",
+            f"hashes: {U1}: batch #7 (seq 17..17): {EVENTS}",
         ],
     ),
     (
@@ -563,6 +598,7 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         [
             "runs: run 'r9' (thread 't', #6) begins with TEXT_MESSAGE_START at seq 18, not "
             "RUN_STARTED",
+            f"hashes: run 'r9' (thread 't', #6) {UNHASHED}",
         ],
     ),
     (
@@ -570,6 +606,7 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         _run_with_no_events,
         [
             "runs: run 'empty' (thread 't', #6) has no events",
+            f"hashes: run 'empty' (thread 't', #6) {UNHASHED}",
         ],
     ),
     (
@@ -578,6 +615,7 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         [
             f"runs: {R1} is synthetic (the store named it for events that started no run) but "
             "holds a RUN_STARTED at seq 1",
+            f"hashes: {R1}: {RECORD}",
         ],
     ),
     (
@@ -586,6 +624,7 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         [
             f"runs: {R3} holds a second RUN_STARTED at seq 18: a RUN_STARTED always opens a "
             "new run",
+            f"hashes: {R3}: batch #8 (seq 18..18) {UNHASHED}",
         ],
     ),
     (
@@ -596,6 +635,9 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
             "'renamed'",
             "runs: run 'u1' (thread 'u2', #5): its RUN_STARTED at seq 15 names threadId 'u', not "
             "'u2'",
+            f"hashes: run 'renamed' (thread 't', #1): {RECORD}",
+            f"hashes: run 'run-error-14' (thread 'u2', #4): {RECORD}",
+            f"hashes: run 'u1' (thread 'u2', #5): {RECORD}",
         ],
     ),
     (
@@ -604,6 +646,9 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         [
             f"events: event seq 3 (TEXT_MESSAGE_CONTENT) of {R1}: the payload is not JSON: *",
             f"events: event seq 4 (TEXT_MESSAGE_END) of {R1}: the payload is not a JSON object",
+            f"hashes: {R1}: batch #1 (seq 1..5): {EVENTS}",
+            f"derived: {R1} has derived data (a checkpoint or lineage digest), but its log no "
+            "longer replays: *",
         ],
     ),
     (
@@ -612,6 +657,7 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         [
             f"events: event seq 3 (TEXT_MESSAGE_END) of {R1}: the payload's type is "
             "'TEXT_MESSAGE_CONTENT', but the type column says 'TEXT_MESSAGE_END'",
+            f"hashes: {R1}: batch #1 (seq 1..5): {EVENTS}",
         ],
     ),
     (
@@ -619,13 +665,17 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         _input_not_json,
         [
             f"runs: the input of {R2} is not JSON: *",
+            f"hashes: {R2}: its input differs from what its hash covers (the input as stored "
+            "hashes to *, the run recorded none)",
+            f"derived: {R2} has derived data (a checkpoint or lineage digest), but its log no "
+            "longer replays: *",
         ],
     ),
     (
-        "another application id",
+        "no application id",
         _application_id,
         [
-            "schema: application_id is 0x00000007, not 0x41475549 ('AGUI'): the file does not say "
+            "schema: application_id is 0x00000000, not 0x41475549 ('AGUI'): the file does not say "
             "it is an agui-store file",
         ],
     ),
@@ -679,7 +729,9 @@ if "checkpoints" in TABLES:
             _checkpoint_rows_gone,
             [
                 f"checkpoints: the checkpoint of {R2} holds message rows at positions none, "
-                "expected 1..1"
+                "expected 1..1",
+                f"derived: the checkpoint of {R2} cannot be read: its checkpoint holds 1 "
+                "messages, not 2",
             ],
         ),
         (
@@ -688,6 +740,11 @@ if "checkpoints" in TABLES:
             [
                 f"checkpoints: the checkpoint of {R3}: the run is incomplete, and a checkpoint "
                 "holds the view at a run's end",
+                f"derived: the checkpoint of {R3} differs from a replay of the log at 2 "
+                "messages where the replay has 3",
+                f"derived: the checkpoint of {R3}: its state differs from a replay of the log",
+                f"derived: the checkpoint of {R3} records no hashes: it was not written by "
+                "agui-store",
             ],
         ),
         (
@@ -702,7 +759,13 @@ if "checkpoints" in TABLES:
         (
             "a tampered message blob",
             _blob_tampered,
-            [f"blobs: blob *: its data hashes to {_FIRST}: the blob is corrupt"],
+            [
+                f"blobs: blob *: its data hashes to {_FIRST}: the blob is corrupt",
+                f"derived: the checkpoint of {R1} differs from a replay of the log at message 0 "
+                "(id 'm-r1')",
+                f"derived: the checkpoint of {R2} differs from a replay of the log at message 0 "
+                "(id 'm-r1')",
+            ],
         ),
     ]
 

@@ -172,7 +172,7 @@ def test_an_sqlite_file_of_another_application_is_not_taken_over(tmp_path: Path)
     conn.execute("INSERT INTO notes VALUES ('mine')")
     conn.close()
     before = dump(path)
-    with pytest.raises(AguiStoreError, match="something else"):
+    with pytest.raises(AguiStoreError, match="another application"):
         agui_store.open(path)
     assert dump(path) == before
 
@@ -242,3 +242,67 @@ def test_a_file_created_by_the_cli_is_private_too(tmp_path: Path, umask: Any) ->
     )
     assert done.returncode == 0, done.stderr
     assert mode(path) == "0o600"
+
+
+# --- version 7 -> 8: content hashes backfilled ----------------------------------------------
+
+
+@pytest.fixture
+def v7(tmp_path: Path) -> Path:
+    path = tmp_path / "v7.db"
+    shutil.copy(DATA / "v7.sqlite", path)
+    return path
+
+
+def test_a_version_7_file_gets_every_hash_backfilled_and_reads_back_what_version_7_read(
+    v7: Path,
+) -> None:
+    assert pragma(DATA / "v7.sqlite", "user_version") == 7
+    expected = json.loads((DATA / "v7.expected.json").read_text(encoding="utf-8"))
+    with agui_store.open(v7) as store:
+        assert read_back(store) == expected
+        report = store.check()
+        assert report.ok, [str(p) for p in report.problems]
+        assert "hashes" in report.checked and "derived" in report.checked
+        hashes = {(t, r.run_id): r.hash for t in store.threads() for r in store.runs(t)}
+    assert all(h is not None and len(h) == 64 for h in hashes.values()), hashes
+    assert len(set(hashes.values())) == len(hashes)
+    conn = apsw.Connection(str(v7), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        unhashed = conn.execute(
+            "SELECT (SELECT count(*) FROM runs WHERE start_hash IS NULL), "
+            "(SELECT count(*) FROM batches WHERE hash IS NULL), "
+            "(SELECT count(*) FROM checkpoints WHERE run_hash IS NULL OR view_hash IS NULL), "
+            "(SELECT count(*) FROM checkpoints)"
+        ).fetchone()
+    finally:
+        conn.close()
+    assert unhashed[:3] == (0, 0, 0) and unhashed[3] > 0
+    with agui_store.open(v7) as store:  # reopened: the same hashes, nothing recomputed
+        assert {(t, r.run_id): r.hash for t in store.threads() for r in store.runs(t)} == hashes
+
+
+def test_a_migrated_version_7_file_continues_its_live_run_and_chains_new_runs_onto_its_hashes(
+    v7: Path,
+) -> None:
+    with agui_store.open(v7) as store:
+        live = store.get_run("live", thread_id="resend")
+        assert live is not None and live.status == "incomplete"
+        store.append(
+            [
+                {"type": "TEXT_MESSAGE_END", "messageId": "live-a"},
+                {"type": "RUN_FINISHED", "threadId": "resend", "runId": "live"},
+            ],
+            thread_id="resend",
+        )
+        finished = store.get_run("live", thread_id="resend")
+        assert finished is not None and finished.hash != live.hash
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "resend", "runId": "after"},
+                {"type": "RUN_FINISHED", "threadId": "resend", "runId": "after"},
+            ]
+        )
+        assert store.checkout("after", thread_id="resend").messages[-1]["id"] == "live-a"
+        report = store.check()
+        assert report.ok, [str(p) for p in report.problems]

@@ -178,19 +178,19 @@ def test_a_scope_is_an_owners_name_or_none(store: Any) -> None:
     assert store.threads() == []
 
 
-def test_a_version_7_file_migrates_with_its_threads_unowned(tmp_path: Path) -> None:
+def test_a_version_8_file_migrates_with_its_threads_unowned(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with agui_store.open(path) as store:
         store.append(run("t", "r1", *say("m1", "old")))
     conn = apsw.Connection(str(path))
     conn.execute("DROP INDEX threads_by_owner; ALTER TABLE threads DROP COLUMN owner")
-    conn.execute("PRAGMA user_version = 7")
+    conn.execute("PRAGMA user_version = 8")
     conn.close()
     with agui_store.open(path) as store:
         assert store.threads() == ["t"] and store.threads(scope="alice") == []
         assert store.checkout("r1").messages[0]["content"] == "old"
         assert store.check().ok
-    assert schema.SCHEMA_VERSION == 8
+    assert schema.SCHEMA_VERSION == 9
 
 
 OWNERS = st.sampled_from([None, "alice", "bob"])

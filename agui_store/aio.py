@@ -1,0 +1,269 @@
+"""The store for asyncio code: every ``Store`` method as a coroutine, run off the event loop.
+
+```python
+astore = await agui_store.aio.open("chat.db")          # or: async with agui_store.aio.open(...)
+await astore.append(events, input=run_agent_input)
+co = await astore.checkout("HEAD", thread_id="t1")
+async for event in astore.record(agent_events, input=run_agent_input):
+    ...                                                # each event as it arrives, recorded
+await astore.close()
+```
+
+Each call runs on the store's own worker thread, one at a time and in the order they were
+made, so the loop never waits for SQLite; reads hand their results back as they are (no
+copies). Writes that parse and replay events (``append``, ``import_file``, ``derive``,
+``compact``) go one step further, to a writer process (:mod:`agui_store.writer`): parsing
+and replaying hold the GIL, and on a thread a 4 MB event kept the loop from running for tens
+of milliseconds. The worker thread only hands the call over and waits on a pipe.
+``writer="thread"`` keeps them on the thread (always so for ``:memory:``, which another
+process cannot open).
+
+A call whose awaiting task is cancelled still runs to its end (an append lands whole or not
+at all either way). ``close`` waits for what was queued and for every recorder still open,
+then closes the writer process and the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import os
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Generator
+from pathlib import PurePath
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import msgspec
+
+from agui_store import recording
+from agui_store.errors import AguiStoreError
+from agui_store.records import AppendResult
+from agui_store.store import Store
+from agui_store.writer import WriterProcess
+
+__all__ = ["AsyncStore", "open"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+#: Where writes that parse and replay events run: a child process, or the worker thread.
+WRITERS = ("process", "thread")
+#: The Store options a writer process opens its own Store with.
+_STORE_OPTIONS = (
+    "busy_timeout_ms",
+    "max_event_bytes",
+    "max_depth",
+    "checkpoint_events",
+    "derive_on_append",
+)
+
+
+def _off_loop(
+    method: Callable[Concatenate[Store, _P], _R], *, parses: bool = False
+) -> Callable[Concatenate[AsyncStore, _P], Coroutine[Any, Any, _R]]:
+    """``Store.<method>`` as a coroutine method of ``AsyncStore`` with the same parameters
+    (``inspect.signature`` reads them through ``__wrapped__``), run on the worker; with
+    ``parses``, in the writer process when there is one."""
+
+    name = method.__name__
+
+    @functools.wraps(method)
+    async def off_loop(self: AsyncStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if parses:
+            result: _R = await self._run(self._write, name, args, kwargs)
+            return result
+        # Looked up on the instance, so that a Store subclass's override is the one called.
+        bound: Callable[_P, _R] = getattr(self._store, name)
+        return await self._run(bound, *args, **kwargs)
+
+    return off_loop
+
+
+class AsyncStore:
+    """A :class:`~agui_store.store.Store` for asyncio: each public method, with the same
+    name and arguments, as a coroutine run on a worker thread. Open one with
+    :func:`agui_store.aio.open`, or wrap a ``Store`` you have: ``AsyncStore(store)`` (which
+    closes it on ``close`` only with ``owns=True``)."""
+
+    def __init__(self, store: Store, *, owns: bool = False, writer: str = "process") -> None:
+        if writer not in WRITERS:
+            raise ValueError(f"writer must be one of {WRITERS}, not {writer!r}")
+        self._store = store
+        self._owns = owns
+        self._worker = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="agui-store"
+        )
+        memory = store.path == ":memory:" or store.path.startswith("file::memory:")
+        self.writer = "thread" if memory else writer
+        self._writer_process: WriterProcess | None = None  # started by the first write
+        self._batchers: set[recording.AsyncBatcher] = set()
+        self._closed = False
+
+    @property
+    def store(self) -> Store:
+        """The synchronous store underneath (its calls block: use it off the loop)."""
+        return self._store
+
+    @property
+    def path(self) -> str:
+        return self._store.path
+
+    def __repr__(self) -> str:
+        return f"<agui_store.aio.AsyncStore {self._store.path!r}>"
+
+    async def _run(self, fn: Callable[..., _R], /, *args: Any, **kwargs: Any) -> _R:
+        """``fn(*args, **kwargs)`` on the worker thread."""
+        if self._closed:
+            raise AguiStoreError("the store is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, functools.partial(fn, *args, **kwargs))
+
+    async def _append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
+        """A recorder's batch (:func:`agui_store.recording.append_batch`), where appends run."""
+        result: AppendResult = await self._run(self._write, "append_batch", (batch,), options)
+        return result
+
+    def _write(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """On the worker thread: a parsing write, in the writer process when there is one
+        and its arguments are plain data (a file object or a generator cannot be sent: such
+        a call runs here, on this thread)."""
+        if self.writer == "process" and _sendable(args, kwargs):
+            if self._writer_process is None or not self._writer_process.alive:
+                # The first write, or the last writer died (the call that saw it raised):
+                # a new one, for the same file and options.
+                options = {name: getattr(self._store, name) for name in _STORE_OPTIONS}
+                self._writer_process = WriterProcess(self._store.path, options)
+            return self._writer_process.call(name, args, kwargs)
+        if name == "append_batch":
+            return recording.append_batch(self._store, *args, **kwargs)
+        return getattr(self._store, name)(*args, **kwargs)
+
+    # --- the Store's methods, off the loop ------------------------------------------------
+
+    append = _off_loop(Store.append, parses=True)
+    derive = _off_loop(Store.derive, parses=True)
+    compact = _off_loop(Store.compact, parses=True)
+    import_file = _off_loop(Store.import_file, parses=True)
+    threads = _off_loop(Store.threads)
+    runs = _off_loop(Store.runs)
+    get_run = _off_loop(Store.get_run)
+    events = _off_loop(Store.events)
+    input = _off_loop(Store.input)
+    history = _off_loop(Store.history)
+    log = _off_loop(Store.log)
+    checkout = _off_loop(Store.checkout)
+    compacted = _off_loop(Store.compacted)
+    merge_base = _off_loop(Store.merge_base)
+    is_ancestor = _off_loop(Store.is_ancestor)
+    diff = _off_loop(Store.diff)
+    check = _off_loop(Store.check)
+    branch = _off_loop(Store.branch)
+    branches = _off_loop(Store.branches)
+    delete_branch = _off_loop(Store.delete_branch)
+    fork = _off_loop(Store.fork)
+
+    async def thread_events(self, thread_id: str) -> AsyncIterator[dict[str, Any]]:
+        """Every event of a thread in recorded order, read run by run off the loop."""
+        for run in await self.runs(thread_id):
+            for event in await self.events(run.run_id, thread_id=thread_id):
+                yield event
+
+    def record(
+        self,
+        events: AsyncIterable[Any],
+        *,
+        input: Any = None,
+        thread_id: str | None = None,
+        scope: str | None = None,
+    ) -> AsyncIterator[Any]:
+        """Yield each event of ``events`` unchanged, as it arrives, while recording it in
+        batches (at the latest every 0.1 s, and at the end). If the producer raises or the
+        consumer stops or is cancelled, what passed is recorded and the run is left
+        incomplete. ``scope`` names the owner the run is recorded for (``append``'s).
+        See :mod:`agui_store.recording`."""
+        return recording.record_async(self, events, input=input, thread_id=thread_id, scope=scope)
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Finish what is queued (open recorders append the rest), then release the worker
+        and, when this AsyncStore owns it, the file. Further calls raise."""
+        if self._closed:
+            return
+        while self._batchers:
+            await asyncio.gather(*(b.aclose() for b in list(self._batchers)))
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._shutdown)
+
+    def _shutdown(self) -> None:
+        self._worker.shutdown(wait=True)
+        try:
+            if self._writer_process is not None:
+                self._writer_process.close()
+        finally:
+            if self._owns:
+                self._store.close()
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class _Opening:
+    """What :func:`open` returns: await it for the store, or use it in ``async with``."""
+
+    def __init__(self, path: str | os.PathLike[str] | None, options: dict[str, Any]) -> None:
+        self._path = path
+        self._options = options
+        self._store: AsyncStore | None = None
+
+    def __await__(self) -> Generator[Any, None, AsyncStore]:
+        return self._open().__await__()
+
+    async def _open(self) -> AsyncStore:
+        options = dict(self._options)
+        writer = options.pop("writer", "process")
+        loop = asyncio.get_running_loop()
+        store = await loop.run_in_executor(None, functools.partial(Store, self._path, **options))
+        try:
+            return AsyncStore(store, owns=True, writer=writer)
+        except BaseException:
+            store.close()
+            raise
+
+    async def __aenter__(self) -> AsyncStore:
+        self._store = await self._open()
+        return self._store
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._store is not None:
+            await self._store.close()
+
+
+def open(path: str | os.PathLike[str] | None = None, **options: Any) -> _Opening:
+    """Open (creating if needed) a store file for asyncio code, off the loop.
+
+    ``astore = await agui_store.aio.open(path, **options)``, or
+    ``async with agui_store.aio.open(path, **options) as astore:``. The path and options
+    are those of :func:`agui_store.open`, plus ``writer``: ``"process"`` (default) or
+    ``"thread"`` (see the module notes).
+    """
+    return _Opening(path, options)
+
+
+_PLAIN = (bytes, bytearray, str, dict, msgspec.Struct, PurePath)
+
+
+def _sendable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a call's arguments are plain data that pickles cheaply and exactly: JSON text,
+    dicts, msgspec structs and paths, or lists and tuples of them."""
+    for value in (*args, *kwargs.values()):
+        if value is None or isinstance(value, (_PLAIN, int, float)):
+            continue
+        if type(value) in (list, tuple) and all(isinstance(item, _PLAIN) for item in value):
+            continue
+        return False
+    return True

@@ -1,0 +1,130 @@
+"""Content hashes of the log, git style: a run's hash covers its record, its input, its
+parent's hash and every batch of its events, so that an edit anywhere in a lineage changes
+the hash of every run below it. Pure: the storage layers feed it what they read or write.
+
+How a run's hash is made (every field length-prefixed, so no two layouts collide):
+
+- ``input_digest``: the input as stored (``runs.input`` and ``runs.input_refs``). A
+  normalized input refers to its parent's view, which derives from the parent's log, which
+  the parent's hash covers: hashing the stored form covers the input whole, at the cost of
+  the new content only.
+- ``start``: the run's record (thread, run id, lineage reason, the ``parentRunId`` that was
+  sent, whether the store named it, when it was created), its parent's hash at the moment the
+  run was placed, and ``input_digest``.
+- each batch (one ``append`` of the run's events): ``chain(previous, batch_digest)``, where
+  ``previous`` is ``start`` for the first batch and the hash of the batch before it after
+  that, and ``batch_digest`` covers the batch's events (sequence number, type, stored bytes,
+  and the echo references of a normalized ``RUN_STARTED``), its outcome and its time.
+
+The run's hash is the hash of its newest batch: appending costs the batch, not the run or
+the history. It is final once the run is complete (one late ``RUN_ERROR`` after
+``RUN_FINISHED`` can still extend it, as the log itself allows).
+
+A checkpoint (derived data) records the run hash it was derived at, and ``view_digest``: the
+addresses (sha256) of its message blobs in list order and of its state, interrupts and
+warnings blobs, so that a checkout verifies what it reads at the cost of what it reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+#: Hashes are sha256 digests: 32 bytes.
+SIZE = 32
+#: How many hex digits ``short`` shows (git shows 7; a store has far fewer objects than
+#: a large repository, but ids also travel in logs and tickets).
+SHORT = 12
+
+_NONE = b"\xff" * 8  # a missing field, unlike any length prefix
+
+
+def _field(value: bytes | None) -> bytes:
+    if value is None:
+        return _NONE
+    return len(value).to_bytes(8, "big") + value
+
+
+def _text(value: str | None) -> bytes | None:
+    return None if value is None else value.encode("utf-8", "surrogatepass")
+
+
+def input_digest(input_text: str | None, refs_text: str | None) -> bytes | None:
+    """The digest of a run's input as stored; ``None`` for a run without an input."""
+    if input_text is None and refs_text is None:
+        return None
+    return hashlib.sha256(
+        b"agui-store input 1\x00" + _field(_text(input_text)) + _field(_text(refs_text))
+    ).digest()
+
+
+def start(
+    *,
+    thread_id: str,
+    run_id: str,
+    lineage: str,
+    sent_parent_run_id: str | None,
+    synthetic: bool,
+    created_at: int,
+    parent_hash: bytes | None,
+    input_hash: bytes | None,
+) -> bytes:
+    """The hash a run's batch chain starts from."""
+    return hashlib.sha256(
+        b"agui-store run 1\x00"
+        + _field(_text(thread_id))
+        + _field(_text(run_id))
+        + _field(_text(lineage))
+        + _field(_text(sent_parent_run_id))
+        + (b"\x01" if synthetic else b"\x00")
+        + int(created_at).to_bytes(8, "big", signed=True)
+        + _field(parent_hash)
+        + _field(input_hash)
+    ).digest()
+
+
+#: One event as a batch digest sees it: ``(seq, type, payload, echo refs or None)``.
+EventRow = tuple[int, str, str, "str | None"]
+
+
+def batch_digest(events: Iterable[EventRow], outcome: str | None, appended_at: int) -> bytes:
+    """The digest of one batch: its events in order, its outcome and its time."""
+    digest = hashlib.sha256(b"agui-store batch 1\x00")
+    digest.update(_field(_text(outcome)) + int(appended_at).to_bytes(8, "big", signed=True))
+    for seq, kind, payload, refs in events:
+        digest.update(
+            b"".join(
+                (
+                    int(seq).to_bytes(8, "big", signed=True),
+                    _field(_text(kind)),
+                    _field(_text(payload)),
+                    _field(_text(refs)),
+                )
+            )
+        )
+    return digest.digest()
+
+
+def chain(previous: bytes, batch: bytes) -> bytes:
+    """The run's hash after a batch."""
+    return hashlib.sha256(b"agui-store chain 1\x00" + previous + batch).digest()
+
+
+def view_digest(
+    message_addresses: Iterable[bytes],
+    state: bytes,
+    state_base: bytes | None,
+    interrupts: bytes | None,
+    warnings: bytes | None,
+) -> bytes:
+    """The digest of a checkpoint's content: its blobs' addresses. ``state_base`` is the
+    address of the whole state that ``state`` (then a list of patches) applies to."""
+    digest = hashlib.sha256(b"agui-store view 1\x00")
+    digest.update(_field(state) + _field(state_base) + _field(interrupts) + _field(warnings))
+    digest.update(b"".join(message_addresses))
+    return digest.digest()
+
+
+def short(value: bytes | None) -> str | None:
+    """The hash as git shows a commit id: the first hex digits."""
+    return None if value is None else value.hex()[:SHORT]

@@ -1,0 +1,687 @@
+"""Recording live runs: events are recorded in batches as they pass, without holding them up.
+
+``store.record(events, input=body)`` and ``astore.record(agen, input=body)`` wrap a producer's
+events: each one is yielded unchanged as it arrives, and kept as JSON text in a batch that is
+appended when its oldest event is ``interval`` old (0.1 s), when it holds ``max_bytes``, and
+at the end. Whatever ends the stream (its last event, the producer raising, the consumer
+stopping or being cancelled), everything that passed is recorded and nothing is added: a run
+that did not end is left incomplete.
+
+The batching itself is :class:`Batcher` (over a :class:`~agui_store.store.Store`, with a
+flusher thread) and :class:`AsyncBatcher` (over an :class:`~agui_store.aio.AsyncStore`,
+whose worker thread does the appends), both driving one :class:`_Pending` core; the ASGI
+recorder feeds them the ``data:`` payloads of a response.
+
+A recording failure never reaches the stream. A batch the store refuses is reported through
+``logging`` (logger ``agui_store.recording``) with the thread, run and reason, and leaves the
+file as it was; the run stops being recorded there, since appending its later events after a
+gap would record a run that never happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from agui_store import codec
+from agui_store.errors import InvalidEventError
+from agui_store.records import AppendResult
+
+if TYPE_CHECKING:
+    from agui_store.aio import AsyncStore
+    from agui_store.store import Store
+
+__all__ = ["AsyncBatcher", "Batcher", "append_batch", "event_json", "record", "record_async"]
+
+log = logging.getLogger("agui_store.recording")
+
+#: A batch is appended at the latest this long (seconds) after its oldest event passed.
+FLUSH_INTERVAL = 0.1
+#: ... or as soon as it holds this many bytes of JSON.
+FLUSH_BYTES = 1 << 20
+
+
+# --------------------------------------------------------------------------------------------
+# One event as JSON text
+# --------------------------------------------------------------------------------------------
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def event_json(event: Any) -> bytes:
+    """An event's JSON text, taken as it passes: bytes and text as they are, dicts and
+    msgspec structs encoded compactly, pydantic events (``ag_ui.core``) as their
+    ``model_dump_json(by_alias=True)`` reads (what ``EventEncoder`` puts on the wire).
+
+    Raises:
+        InvalidEventError: the value cannot be written as JSON.
+    """
+    if isinstance(event, bytes):
+        return event
+    if isinstance(event, (bytearray, memoryview)):
+        return bytes(event)
+    if isinstance(event, str):
+        try:
+            return event.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidEventError(f"text is not valid Unicode: {exc.reason}") from None
+    if isinstance(event, (dict, msgspec.Struct)):
+        return codec.encode(event)
+    dump_json = getattr(event, "model_dump_json", None)
+    if callable(dump_json) and not isinstance(event, type):
+        return _model_json(event)
+    raise InvalidEventError(
+        f"cannot record {type(event).__name__} as an event: pass dicts, ag_ui.core events, "
+        "msgspec structs or JSON text"
+    )
+
+
+def _model_json(event: Any) -> bytes:
+    """A pydantic event's JSON, as ``model_dump_json(by_alias=True)`` writes it.
+
+    ``ag_ui.core`` events serialize through a Python wrap serializer, and their ``Any``
+    fields (a state snapshot, a RAW event, a CUSTOM value) by inspecting every value: a
+    small event took 27 us, a 4 MB snapshot 23-37 ms, all of it on the event loop and
+    holding the GIL. For those classes the fields are read directly and written by msgspec
+    (6 us; 4-7 ms), with the same names and the same omissions; nested models are dumped by
+    pydantic. Other models, and values msgspec cannot write, go through pydantic whole.
+    """
+    plan = _plan_of(type(event))
+    if plan is not None:
+        values = event.__dict__
+        out: dict[str, Any] = {}
+        try:
+            for name, wire, omittable in plan:
+                value = values[name]
+                if value is None and omittable:
+                    continue
+                if isinstance(value, list) and value and hasattr(value[0], "model_dump"):
+                    value = [_dumped(item) for item in value]
+                elif hasattr(value, "model_dump") and not isinstance(value, type):
+                    value = _dumped(value)
+                out[wire] = value
+            extra = getattr(event, "__pydantic_extra__", None)
+            if extra:
+                out.update(extra)
+            return _ENCODER.encode(out)
+        except (KeyError, TypeError, ValueError, OverflowError, UnicodeEncodeError):
+            pass  # something msgspec cannot write as pydantic would: pydantic writes it all
+    try:
+        text = event.model_dump_json(by_alias=True)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise InvalidEventError(
+            f"the event could not be dumped to JSON: {str(exc)[:200]}"
+        ) from None
+    result: bytes = text.encode("utf-8")
+    return result
+
+
+def _dumped(model: Any) -> Any:
+    if not hasattr(model, "model_dump"):
+        return model
+    return model.model_dump(mode="json", by_alias=True)
+
+
+#: Per pydantic class: how to write it directly ((attribute, wire name, omitted when None)),
+#: or None when it must go through pydantic.
+_PLANS: dict[type, tuple[tuple[str, str, bool], ...] | None] = {}
+#: The only serializer the direct path reproduces: ag_ui's base model omits an optional
+#: field whose default is None when it has no value.
+_KNOWN_SERIALIZERS = {"_omit_fields_without_value"}
+
+
+def _plan_of(cls: type) -> tuple[tuple[str, str, bool], ...] | None:
+    if cls in _PLANS:
+        return _PLANS[cls]
+    plan: tuple[tuple[str, str, bool], ...] | None = None
+    decorators = getattr(cls, "__pydantic_decorators__", None)
+    fields = getattr(cls, "model_fields", None)
+    if (
+        cls.__module__.startswith("ag_ui.")
+        and decorators is not None
+        and fields is not None
+        and not decorators.field_serializers
+        and set(decorators.model_serializers) <= _KNOWN_SERIALIZERS
+        and not getattr(cls, "model_computed_fields", None)
+    ):
+        plan = tuple(
+            (
+                name,
+                field.serialization_alias or field.alias or name,
+                not field.is_required() and field.default is None,
+            )
+            for name, field in fields.items()
+            if not field.exclude
+        )
+    _PLANS[cls] = plan
+    return plan
+
+
+# --------------------------------------------------------------------------------------------
+# The batching core: what is pending, which run it continues, what happened
+# --------------------------------------------------------------------------------------------
+
+
+class _Pending:
+    """What a batcher holds and knows, without any I/O: the events waiting to be appended,
+    the run they continue, and what was written, refused or dropped."""
+
+    def __init__(
+        self,
+        *,
+        input: Any,
+        thread_id: str | None,
+        interval: float,
+        max_bytes: int,
+        scope: str | None = None,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError(f"interval must be positive, not {interval!r}")
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be positive, not {max_bytes!r}")
+        self.interval = interval
+        self.max_bytes = max_bytes
+        # Taken as it is now (the app may change its objects later), and as JSON text, which
+        # a writer process receives as a plain copy. What cannot be written as JSON is kept
+        # as given, for the store to refuse with its own error.
+        self.input: Any = input
+        if input is not None and not isinstance(input, (bytes, str)):
+            with contextlib.suppress(InvalidEventError):
+                self.input = event_json(input)
+        self.thread_id = thread_id
+        self.scope = scope
+        self.run_id: str | None = None
+        self.events: list[bytes] = []
+        self.size = 0
+        self.oldest: float | None = None  # when the oldest pending event passed
+        self.recorded = 0
+        self.dropped = 0
+        self.last_seq: int | None = None
+        self.failed: BaseException | None = None
+        self.closed = False
+        self.finished = False
+
+    def add(self, raw: bytes, now: float) -> bool:
+        """Keep one event; ``True`` when the batch is full and should be appended now."""
+        if self.failed is not None or self.closed:
+            self.dropped += 1
+            if self.failed is None and self.dropped == 1:
+                log.warning(
+                    "thread %s, run %s: an event came after the recorder was closed; "
+                    "it and any later ones are not recorded",
+                    self.thread_id or "?",
+                    self.run_id or "(none recorded)",
+                )
+            return False
+        if not self.events:
+            self.oldest = now
+        self.events.append(raw)
+        self.size += len(raw)
+        return self.size >= self.max_bytes
+
+    def refuse(self, exc: BaseException) -> None:
+        """An event that could not even be turned into JSON: recording stops there (what
+        passed before it is still appended)."""
+        self.dropped += 1
+        self._name_from(self.events[0] if self.events else None)
+        self._fail(exc, 1)
+
+    def due_at(self) -> float | None:
+        """When the pending batch must be appended (``None``: nothing pending)."""
+        return None if self.oldest is None else self.oldest + self.interval
+
+    def take(self) -> tuple[list[bytes], dict[str, Any]]:
+        """The pending events and the keywords of :func:`append_batch` (the first batch
+        carries the input; later ones name the run they may continue)."""
+        batch, self.events, self.size, self.oldest = self.events, [], 0, None
+        options: dict[str, Any] = {"check_sequence": True}
+        if self.thread_id is not None:
+            options["thread_id"] = self.thread_id
+        if self.scope is not None:
+            options["scope"] = self.scope
+        if self.run_id is None:
+            if self.input is not None:
+                options["input"] = self.input
+        else:
+            options["continues"] = self.run_id
+        return batch, options
+
+    def written(self, batch: list[bytes], result: AppendResult) -> None:
+        self.recorded += len(batch)
+        self.thread_id = result.thread_id or self.thread_id
+        if result.run_ids:
+            self.run_id = result.run_ids[-1]
+        if result.last_seq is not None:
+            self.last_seq = result.last_seq
+        self.input = None
+
+    def _name_from(self, first: bytes | None) -> None:
+        """Before any batch is written, the thread and run for reports: from the input, or
+        the batch's RUN_STARTED."""
+        if self.run_id is not None:
+            return
+        for source in (self.input, first):
+            ids = _ids_of(source)
+            if ids is not None and ids.runId is not None:
+                self.thread_id = self.thread_id or ids.threadId
+                self.run_id = ids.runId
+                return
+
+    def refused(self, batch: list[bytes], exc: BaseException) -> None:
+        """The store refused a batch (the file is as it was): stop recording this run.
+        Events that came after the batch are dropped too: they would follow a gap."""
+        self.dropped += len(batch) + len(self.events)
+        self._name_from(batch[0] if batch else None)
+        self._fail(exc, len(batch) + len(self.events))
+        self.events, self.size, self.oldest = [], 0, None
+
+    def _fail(self, exc: BaseException, count: int) -> None:
+        if self.failed is None:
+            self.failed = exc
+            log.warning(
+                "recording stopped: thread %s, run %s: %d event(s) not recorded: %s",
+                self.thread_id or "?",
+                self.run_id or "(not started yet)",
+                count,
+                exc,
+            )
+
+    def finish(self) -> None:
+        """The stream ended: say what was not recorded (the run is known by now when any
+        batch was written)."""
+        if not self.finished and self.failed is not None:
+            log.warning(
+                "recording of thread %s, run %s stopped: %d event(s) recorded, %d not: %s",
+                self.thread_id or "?",
+                self.run_id or "(none recorded)",
+                self.recorded,
+                self.dropped,
+                self.failed,
+            )
+        self.closed = self.finished = True
+
+
+class _Ids(msgspec.Struct):
+    threadId: str | None = None
+    runId: str | None = None
+
+
+_IDS = msgspec.json.Decoder(_Ids)
+
+
+def _ids_of(source: Any) -> _Ids | None:
+    """The ``threadId`` and ``runId`` of an input or a RUN_STARTED, for reports only (the
+    store validates them); ``None`` when they cannot be read."""
+    try:
+        if isinstance(source, dict):
+            return msgspec.convert(source, _Ids)
+        if isinstance(source, str):
+            source = source.encode("utf-8")
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            return _IDS.decode(source)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeError):
+        pass
+    return None
+
+
+class _Type(msgspec.Struct):
+    type: Any = None
+
+
+_TYPE = msgspec.json.Decoder(_Type)
+
+
+def append_batch(
+    store: Store, batch: list[bytes], *, continues: str | None = None, **options: Any
+) -> AppendResult:
+    """Append one batch of a recording: a batch that does not open a run of its own
+    continues ``continues`` (the run the previous batch ended in), by name, so that two runs
+    of one thread streaming at once are recorded apart. Runs where the store runs (the
+    writer process), so that the loop never reads the batch."""
+    if continues is not None and batch:
+        try:
+            opens_run = _TYPE.decode(batch[0]).type == "RUN_STARTED"
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            opens_run = False  # not JSON: the store refuses it, naming the problem
+        if not opens_run:
+            options["run_id"] = continues
+    return store.append(batch, **options)
+
+
+#: Called after each batch is written, in order, with its receipt and its events' JSON.
+OnWritten = Callable[[AppendResult, list[bytes]], None]
+
+
+def _tell(on_written: OnWritten | None, result: AppendResult, batch: list[bytes]) -> None:
+    if on_written is None:
+        return
+    try:
+        on_written(result, batch)
+    except Exception:  # the listener's problem: the recording goes on
+        log.exception("on_written raised for thread %s, run %s", result.thread_id, result.run_ids)
+
+
+# --------------------------------------------------------------------------------------------
+# Over a Store: a flusher thread
+# --------------------------------------------------------------------------------------------
+
+
+class Batcher:
+    """Records one stream of events into a :class:`~agui_store.store.Store` in batches.
+
+    ``add`` only keeps the event; a flusher thread of the batcher appends each batch when
+    it is due, so the producer and the consumer never wait for SQLite. ``close`` appends
+    the rest and stops the thread.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        input: Any = None,
+        thread_id: str | None = None,
+        interval: float = FLUSH_INTERVAL,
+        max_bytes: int = FLUSH_BYTES,
+        scope: str | None = None,
+        on_written: OnWritten | None = None,
+    ) -> None:
+        self._store = store
+        self._pending = _Pending(
+            input=input,
+            thread_id=thread_id,
+            interval=interval,
+            max_bytes=max_bytes,
+            scope=scope,
+        )
+        self._on_written = on_written
+        self._changed = threading.Condition()
+        self._flush_now = False
+        self._writing = False
+        self._thread: threading.Thread | None = None
+
+    # What it knows, read-only.
+    thread_id = property(lambda self: self._pending.thread_id)
+    run_id = property(lambda self: self._pending.run_id)
+    recorded = property(lambda self: self._pending.recorded)
+    dropped = property(lambda self: self._pending.dropped)
+    failed = property(lambda self: self._pending.failed)
+    last_seq = property(lambda self: self._pending.last_seq)
+
+    def add(self, raw: bytes | bytearray | memoryview) -> None:
+        """Keep one event's JSON text (copied) for the next batch."""
+        with self._changed:
+            full = self._pending.add(bytes(raw), time.monotonic())
+            if self._thread is None and not self._pending.closed:
+                self._thread = threading.Thread(
+                    target=self._run, name="agui-store-recorder", daemon=True
+                )
+                self._thread.start()
+            if full:
+                self._flush_now = True
+            self._changed.notify_all()
+
+    def add_event(self, event: Any) -> None:
+        """Keep one event of any form (see :func:`event_json`)."""
+        try:
+            raw = event_json(event)
+        except InvalidEventError as exc:
+            with self._changed:
+                self._pending.refuse(exc)
+            return
+        self.add(raw)
+
+    def flush(self) -> None:
+        """Append what is pending now, and wait until it is written."""
+        with self._changed:
+            if self._thread is None or not self._thread.is_alive():
+                self._write_here()
+                return
+            self._flush_now = True
+            self._changed.notify_all()
+            self._changed.wait_for(lambda: not self._pending.events and not self._writing)
+
+    def close(self) -> None:
+        """Append the rest and stop. Further events are counted as dropped."""
+        with self._changed:
+            if self._pending.closed:
+                return
+            self._pending.closed = True
+            self._changed.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        with self._changed:
+            self._write_here()  # when there was never a thread, or it ended early
+            self._pending.finish()
+
+    def __enter__(self) -> Batcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write_here(self) -> None:
+        """With the condition held and no flusher running: append what is pending."""
+        while self._pending.events:
+            batch, options = self._pending.take()
+            self._append(batch, options)
+
+    def _run(self) -> None:
+        pending = self._pending
+        with self._changed:
+            while True:
+                due = pending.due_at()
+                now_due = due is not None and time.monotonic() >= due
+                if pending.events and (self._flush_now or pending.closed or now_due):
+                    batch, options = pending.take()
+                    self._flush_now = False
+                    self._writing = True
+                    self._changed.release()
+                    try:
+                        result = self._call_append(batch, options)
+                    finally:
+                        self._changed.acquire()
+                        self._writing = False
+                    self._settle(batch, result)
+                    self._changed.notify_all()
+                    continue
+                if pending.closed:
+                    return
+                self._flush_now = False
+                self._changed.notify_all()
+                timeout = None if due is None else max(0.0, due - time.monotonic())
+                self._changed.wait(timeout)
+
+    def _append(self, batch: list[bytes], options: dict[str, Any]) -> None:
+        self._settle(batch, self._call_append(batch, options))
+
+    def _call_append(
+        self, batch: list[bytes], options: dict[str, Any]
+    ) -> AppendResult | BaseException:
+        try:
+            return append_batch(self._store, batch, **options)
+        except Exception as exc:  # never into the stream: reported and kept in `failed`
+            return exc
+
+    def _settle(self, batch: list[bytes], result: AppendResult | BaseException) -> None:
+        if isinstance(result, BaseException):
+            self._pending.refused(batch, result)
+        else:
+            self._pending.written(batch, result)
+            _tell(self._on_written, result, batch)
+
+
+def record(
+    store: Store,
+    events: Iterable[Any],
+    *,
+    input: Any = None,
+    thread_id: str | None = None,
+    scope: str | None = None,
+) -> Iterator[Any]:
+    """Yield each of ``events`` unchanged while recording it (``Store.record``)."""
+    batcher = Batcher(store, input=input, thread_id=thread_id, scope=scope)
+    source = iter(events)
+    try:
+        for event in source:
+            batcher.add_event(event)
+            yield event
+    finally:
+        try:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()  # the consumer stopped: so does the producer (a no-op once it ended)
+        finally:
+            batcher.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Over an AsyncStore: the store's worker thread appends, the loop only keeps the events
+# --------------------------------------------------------------------------------------------
+
+
+class AsyncBatcher:
+    """Records one stream of events into an :class:`~agui_store.aio.AsyncStore` in batches.
+
+    ``add`` is synchronous and cheap (it runs on the event loop); each batch is appended on
+    the store's worker when it is due, at most one at a time and in order. ``aclose`` appends
+    the rest; the store's ``close`` waits for batchers still open.
+    """
+
+    def __init__(
+        self,
+        astore: AsyncStore,
+        *,
+        input: Any = None,
+        thread_id: str | None = None,
+        interval: float = FLUSH_INTERVAL,
+        max_bytes: int = FLUSH_BYTES,
+        scope: str | None = None,
+        on_written: OnWritten | None = None,
+    ) -> None:
+        self._astore = astore
+        self._pending = _Pending(
+            input=input,
+            thread_id=thread_id,
+            interval=interval,
+            max_bytes=max_bytes,
+            scope=scope,
+        )
+        self._on_written = on_written
+        self._timer: asyncio.TimerHandle | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._closing: asyncio.Task[None] | None = None
+        astore._batchers.add(self)
+
+    thread_id = property(lambda self: self._pending.thread_id)
+    run_id = property(lambda self: self._pending.run_id)
+    recorded = property(lambda self: self._pending.recorded)
+    dropped = property(lambda self: self._pending.dropped)
+    failed = property(lambda self: self._pending.failed)
+    last_seq = property(lambda self: self._pending.last_seq)
+
+    def add(self, raw: bytes | bytearray | memoryview) -> None:
+        """Keep one event's JSON text (copied) for the next batch. Call it on the loop."""
+        loop = asyncio.get_running_loop()
+        if self._pending.add(bytes(raw), loop.time()):
+            self._start_writer()
+        elif self._timer is None and self._writer is None and self._pending.events:
+            self._timer = loop.call_later(self._pending.interval, self._start_writer)
+
+    def add_event(self, event: Any) -> None:
+        """Keep one event of any form (see :func:`event_json`)."""
+        try:
+            raw = event_json(event)
+        except InvalidEventError as exc:
+            self._pending.refuse(exc)
+            return
+        self.add(raw)
+
+    async def flush(self) -> None:
+        """Append what is pending now, and wait until it is written."""
+        while self._pending.events or self._writer is not None:
+            self._start_writer()
+            writer = self._writer
+            if writer is not None:
+                await asyncio.shield(writer)
+
+    async def aclose(self) -> None:
+        """Append the rest and stop; the appends finish even if the caller is cancelled."""
+        if self._closing is None:
+            self._closing = asyncio.get_running_loop().create_task(self._close())
+        await asyncio.shield(self._closing)
+
+    async def __aenter__(self) -> AsyncBatcher:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _close(self) -> None:
+        try:
+            await self.flush()
+        finally:
+            self._pending.finish()
+            self._astore._batchers.discard(self)
+
+    def _start_writer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._writer is None and self._pending.events:
+            self._writer = asyncio.get_running_loop().create_task(self._write())
+
+    async def _write(self) -> None:
+        pending = self._pending
+        try:
+            while pending.events:
+                batch, options = pending.take()
+                try:
+                    result = await self._astore._append_batch(batch, options)
+                except Exception as exc:  # never into the stream: reported, kept in `failed`
+                    pending.refused(batch, exc)
+                else:
+                    pending.written(batch, result)
+                    _tell(self._on_written, result, batch)
+                due = pending.due_at()
+                loop_time = asyncio.get_running_loop().time()
+                if due is not None and loop_time < due and pending.size < pending.max_bytes:
+                    break  # not due yet: the timer below takes it
+        finally:
+            self._writer = None
+            if pending.events and self._timer is None:
+                loop = asyncio.get_running_loop()
+                due = pending.due_at()
+                delay = 0.0 if due is None else max(0.0, due - loop.time())
+                self._timer = loop.call_later(delay, self._start_writer)
+
+
+async def record_async(
+    astore: AsyncStore,
+    events: AsyncIterable[Any],
+    *,
+    input: Any = None,
+    thread_id: str | None = None,
+    scope: str | None = None,
+) -> AsyncIterator[Any]:
+    """Yield each of ``events`` unchanged while recording it (``AsyncStore.record``)."""
+    batcher = AsyncBatcher(astore, input=input, thread_id=thread_id, scope=scope)
+    source = aiter(events)
+    try:
+        async for event in source:
+            batcher.add_event(event)
+            yield event
+    finally:
+        try:
+            aclose = getattr(source, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        finally:
+            await batcher.aclose()

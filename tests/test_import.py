@@ -1,0 +1,492 @@
+"""``agui-store import`` and ``Store.import_file``: whole or nothing, each event's bytes as the
+file spells them, memory that does not grow with the file, a progress bar on a terminal.
+
+The faults are real: a bad event near the end of a file of thousands, a CLI process killed
+with SIGKILL in the middle of its import, peak memory of child processes read from the
+kernel (``os.wait4``), a pseudo-terminal for the progress bar.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agui_store
+from agui_store import codec
+from agui_store import store as store_module
+from agui_store.errors import InvalidEventError, SequenceError
+from tests.strategies import legal_streams
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# ---------------------------------------------------------------------------------------------
+# Recordings
+# ---------------------------------------------------------------------------------------------
+
+
+def run_events(thread: str, run: str, deltas: int) -> list[dict[str, Any]]:
+    mid = f"m-{run}"
+    return [
+        {"type": "RUN_STARTED", "threadId": thread, "runId": run},
+        {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"},
+        *({"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": f"caf\u00e9 {i} / "}
+          for i in range(deltas)),
+        {"type": "TEXT_MESSAGE_END", "messageId": mid},
+        {"type": "RUN_FINISHED", "threadId": thread, "runId": run},
+    ]
+
+
+def recording(target_bytes: int, runs_per_thread: int = 4, deltas: int = 40) -> Iterator[bytes]:
+    """JSON Lines of threads of a few runs, until about ``target_bytes``; ends after a run."""
+    written = thread = 0
+    while written < target_bytes:
+        for r in range(runs_per_thread):
+            for event in run_events(f"t{thread}", f"r{r}", deltas):
+                line = json.dumps(event).encode() + b"\n"
+                written += len(line)
+                yield line
+        thread += 1
+
+
+def write(path: Path, lines: Iterator[bytes] | list[bytes]) -> Path:
+    with path.open("wb") as out:
+        out.writelines(lines)
+    return path
+
+
+def cli(*args: str, db: Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "agui_store", "--db", str(db), *args],
+        capture_output=True, input=stdin, env=env, cwd=ROOT, timeout=300,
+    )
+
+
+def contents(path: Path) -> dict[str, Any]:
+    """Everything a reader sees in a store: threads, runs, every event."""
+    with agui_store.open(path) as s:
+        out: dict[str, Any] = {}
+        for thread in s.threads():
+            for run in s.runs(thread):
+                out[f"{thread}/{run.run_id}"] = (
+                    run.status, run.lineage, run.parent_run_id,
+                    s.events(run.run_id, thread_id=thread),
+                )
+        assert s.check().ok
+        return out
+
+
+def payloads(path: Path) -> list[bytes]:
+    """The events' stored JSON text, read with apsw directly (read-only)."""
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return [row[0].encode() for row in conn.execute("SELECT payload FROM events ORDER BY seq")]
+    finally:
+        conn.close()
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# Streaming reads the same events as reading the whole text
+# ---------------------------------------------------------------------------------------------
+
+
+def as_array(events: list[dict[str, Any]], indent: int | None) -> bytes:
+    return json.dumps(events, indent=indent).encode()
+
+
+def as_lines(events: list[dict[str, Any]], newline: str) -> bytes:
+    return "".join(json.dumps(e, ensure_ascii=False) + newline for e in events).encode()
+
+
+def as_sse(events: list[dict[str, Any]], newline: str) -> bytes:
+    out = [f": hello{newline}"]
+    for i, e in enumerate(events):
+        out.append(f"event: agui{newline}id: {i}{newline}")
+        out.extend(f"data: {line}{newline}" for line in json.dumps(e, indent=1).split("\n"))
+        out.append(newline)
+    return "".join(out).encode()
+
+
+FORMS = st.sampled_from([
+    lambda evs: as_array(evs, None), lambda evs: as_array(evs, 2),
+    lambda evs: as_lines(evs, "\n"), lambda evs: as_lines(evs, "\r\n"),
+    lambda evs: as_lines(evs, "\r"), lambda evs: as_sse(evs, "\r\n"),
+    lambda evs: as_sse(evs, "\n"),
+])
+
+
+@given(events=legal_streams(max_runs=3), form=FORMS, read_bytes=st.integers(1, 97),
+       bom=st.booleans())
+def test_streaming_a_file_reads_the_same_events_and_bytes_as_reading_it_whole(
+    events: list[dict[str, Any]], form: Any, read_bytes: int, bom: bool
+) -> None:
+    text = (b"\xef\xbb\xbf" if bom else b"") + form(events)
+    whole = codec.parse_events(text)
+    streamed = list(codec.iter_events(io.BytesIO(text), read_bytes=read_bytes))
+    assert [(e.raw, e.data) for e in streamed] == [(e.raw, e.data) for e in whole]
+    assert [e.data for e in streamed] == events
+
+
+BROKEN = [
+    b'[{"type":"A"},]',
+    b'[{"type":"A"} {"type":"B"}]',
+    b'[{"type":"A"},{"type":',
+    b'[{"type":"A"}',
+    b'[{"type":"A"}] trailing',
+    b'[{"type":"A"}, 1]',
+    b'[{"type":"A"}, {"type": "B", "x": "\\ud83d"}, {"a": 1e400}]',
+    b'{"type":"A"}\n{"type": "B"\n',
+    b'data: {"type":"A"}\n\ndata: [1]\n\n',
+    b'data: {"type":"A"}\n\ndata:\n\n',
+]
+
+
+@pytest.mark.parametrize("text", BROKEN)
+def test_a_broken_file_fails_streamed_where_it_fails_whole(text: bytes) -> None:
+    with pytest.raises(InvalidEventError) as whole:
+        codec.parse_events(text)
+    for read_bytes in (1, 5, 1 << 20):
+        with pytest.raises(InvalidEventError) as streamed:
+            list(codec.iter_events(io.BytesIO(text), read_bytes=read_bytes))
+        assert streamed.value.index == whole.value.index, (streamed.value, whole.value)
+
+
+def test_an_event_over_the_size_limit_is_refused_without_reading_it_whole() -> None:
+    text = b'[{"type":"A"}, {"type": "B", "x": "' + b"x" * 300_000 + b'"}]'
+    with pytest.raises(InvalidEventError, match="over the limit") as caught:
+        list(codec.iter_events(io.BytesIO(text), max_event_bytes=1000, read_bytes=4096))
+    assert caught.value.index == 1
+    line = b'{"type": "B", "x": "' + b"x" * 300_000 + b'"}\n'
+    with pytest.raises(InvalidEventError, match="longer than the limit") as caught:
+        list(codec.iter_events(io.BytesIO(b'{"type":"A"}\n' + line), max_event_bytes=1000,
+                               read_bytes=4096))
+    assert caught.value.index == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Each event's bytes, as the file spells them
+# ---------------------------------------------------------------------------------------------
+
+#: An event whose JSON text a re-encoding would change: escapes, number spellings, spaces.
+SPELLED = (
+    b'{ "type" : "CUSTOM", "name": "caf\\u00e9 \\/ \\"q\\"",\t"value": '
+    b'{"n": [1.0, 1e2, 1E+2, -0, -0.0, 0.5e-3, 10000000000000000000001], "u": "\\ud83d\\ude00",'
+    b' "nested" : { "ok" : true } } }'
+)
+RUN = [
+    b'{"type":"RUN_STARTED","threadId":"t","runId":"r1"}',
+    SPELLED,
+    b'{"type":"RUN_FINISHED","threadId":"t","runId":"r1"}',
+]
+
+
+def spelled_files(tmp_path: Path) -> dict[str, tuple[Path, list[bytes]]]:
+    """The same events in each format, and the bytes each event must keep."""
+    multi_line = SPELLED.replace(b', "nested"', b',\n "nested"')
+    kept_multi = SPELLED.replace(b', "nested"', b',\n "nested"')  # data lines joined by LF
+    sse = b"".join(
+        b"event: agui\r\ndata: " + raw.replace(b"\n", b"\r\ndata: ") + b"\r\n\r\n"
+        for raw in [RUN[0], multi_line, RUN[2]]
+    )
+    return {
+        "json": (write(tmp_path / "r.json", [b"[\n  ", b",\n  ".join(RUN), b"\n]\n"]), RUN),
+        "jsonl": (write(tmp_path / "r.jsonl", [b"  " + raw + b" \r\n" for raw in RUN]), RUN),
+        "sse": (write(tmp_path / "r.sse", [sse]), [RUN[0], kept_multi, RUN[2]]),
+    }
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "sse"])
+def test_import_keeps_each_events_json_text_as_the_file_spells_it(
+    tmp_path: Path, fmt: str
+) -> None:
+    source, kept = spelled_files(tmp_path)[fmt]
+    db = tmp_path / "s.db"
+    proc = cli("import", str(source), db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert payloads(db) == kept
+    with agui_store.open(db) as s:  # and reads back JSON-equal, as every event does
+        assert s.events("r1", thread_id="t") == [json.loads(raw) for raw in kept]
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole or nothing
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Path:
+    """A store holding one run already, closed (its WAL folded into the file)."""
+    db = tmp_path / "s.db"
+    with agui_store.open(db) as s:
+        s.append(run_events("before", "r0", 3))
+    return db
+
+
+@pytest.mark.parametrize(
+    ("broken", "reason"),
+    [
+        (b'{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m-r1", "delta": 5}', "delta"),
+        (b'{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m-r1", "delta": "x"', "malformed"),
+        (b'{"type": "TEXT_MESSAGE_CONTENT", "messageId": "nope", "delta": "x"}', "nope"),
+    ],
+    ids=["invalid-field", "malformed-json", "out-of-sequence"],
+)
+def test_a_bad_event_near_the_end_of_a_large_file_leaves_the_store_as_it_was(
+    tmp_path: Path, seeded: Path, broken: bytes, reason: str
+) -> None:
+    lines = list(recording(1_500_000))
+    at = len(lines) - 4  # a TEXT_MESSAGE_CONTENT of the last run
+    assert b"TEXT_MESSAGE_CONTENT" in lines[at]
+    lines[at] = broken + b"\n"
+    source = write(tmp_path / "bad.jsonl", lines)
+    before, digest = contents(seeded), file_digest(seeded)
+
+    proc = cli("import", str(source), db=seeded)
+    assert proc.returncode == 1
+    message = proc.stderr.decode()
+    assert message.count("\n") == 1 and "Traceback" not in message
+    assert f"event {at}" in message and reason in message
+    assert file_digest(seeded) == digest
+    assert contents(seeded) == before
+
+    with agui_store.open(seeded) as s:  # the same store object goes on working
+        with pytest.raises(InvalidEventError) as caught:
+            s.import_file(source)
+        assert caught.value.index == at
+        s.append(run_events("after", "r0", 1))
+        assert sorted(s.threads()) == ["after", "before"]
+
+
+def test_importing_the_same_file_twice_refuses_the_second_whole(
+    tmp_path: Path, seeded: Path
+) -> None:
+    source = write(tmp_path / "r.jsonl", recording(200_000))
+    assert cli("import", str(source), db=seeded).returncode == 0
+    once = contents(seeded)
+    proc = cli("import", str(source), db=seeded)
+    assert proc.returncode == 1 and "already" in proc.stderr.decode()
+    assert contents(seeded) == once
+
+
+def test_an_import_killed_mid_file_leaves_the_store_as_it_was_and_a_rerun_completes(
+    tmp_path: Path, seeded: Path
+) -> None:
+    source = write(tmp_path / "big.jsonl", recording(12_000_000))
+    before = contents(seeded)
+    wal = Path(f"{seeded}-wal")
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agui_store", "--db", str(seeded), "import", str(source)],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    # Kill once the transaction has spilled pages into the WAL: well inside the import.
+    while not (wal.exists() and wal.stat().st_size > 2_000_000):
+        assert proc.poll() is None, "the import ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL
+
+    assert contents(seeded) == before
+
+    assert cli("import", str(source), db=seeded).returncode == 0
+    after = contents(seeded)
+    lines = source.read_bytes().count(b"\n")
+    assert sum(len(v[3]) for v in after.values()) == lines + len(before["before/r0"][3])
+    threads = {k.split("/")[0] for k in after}
+    assert len(after) == 1 + 4 * (len(threads) - 1)  # every run once, no duplicates
+
+
+# ---------------------------------------------------------------------------------------------
+# The same result as appending each thread's stretch in one batch
+# ---------------------------------------------------------------------------------------------
+
+
+def stretches(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """What import appended before: each run of consecutive same-thread events, one batch."""
+    out: list[list[dict[str, Any]]] = []
+    for ev in events:
+        if not out or (ev["type"] == "RUN_STARTED" and ev["threadId"] != out[-1][0]["threadId"]):
+            out.append([])
+        out[-1].append(ev)
+    return out
+
+
+def snapshot(s: agui_store.Store) -> dict[str, Any]:
+    out = {}
+    for thread in s.threads():
+        for run in s.runs(thread):
+            co = s.checkout(run.run_id, thread_id=thread)
+            out[f"{thread}/{run.run_id}"] = (
+                run.status, run.lineage, run.parent_run_id, run.event_count,
+                s.events(run.run_id, thread_id=thread), co.messages, co.state,
+            )
+    return out
+
+
+@settings(max_examples=40)
+@given(
+    streams=st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), st.data()), min_size=1, max_size=4
+    ),
+    batch_events=st.integers(1, 6),
+)
+def test_an_import_in_small_batches_ends_as_appending_each_threads_stretch_whole(
+    streams: list[tuple[str, Any]], batch_events: int
+) -> None:
+    events: list[dict[str, Any]] = []
+    for n, (thread, data) in enumerate(streams):
+        names = [f"r{n}-{i}" for i in range(3)]
+        events += data.draw(legal_streams(thread_id=thread, max_runs=3, run_ids=names))
+    text = as_lines(events, "\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(store_module, "IMPORT_BATCH_EVENTS", batch_events)
+        mp.setattr(store_module, "IMPORT_BATCH_BYTES", 1 << 30)
+        imports_like_stretches(events, text)
+
+
+def imports_like_stretches(events: list[dict[str, Any]], text: bytes) -> None:
+    with agui_store.open(":memory:") as imported, agui_store.open(":memory:") as appended:
+        try:
+            for batch in stretches(events):
+                appended.append(batch)
+        except InvalidEventError as e:
+            expected: Exception | None = e
+        else:
+            expected = None
+        try:
+            imported.import_file(io.BytesIO(text))
+        except InvalidEventError as e:
+            assert expected is not None and type(e) is type(expected), (e, expected)
+            assert imported.threads() == []
+            return
+        assert expected is None
+        assert snapshot(imported) == snapshot(appended)
+
+
+def test_a_run_longer_than_four_batches_is_cut_and_continued_in_its_own_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(store_module, "IMPORT_BATCH_EVENTS", 5)
+    long_run = run_events("long", "r0", 100)
+    open_elsewhere = run_events("other", "r0", 1)[:-1]  # another thread's run stays open
+    text = as_lines(open_elsewhere + long_run, "\n")
+    with agui_store.open(":memory:") as s:
+        result = s.import_file(io.BytesIO(text))
+        assert result.event_count == len(open_elsewhere) + len(long_run)
+        [run] = s.runs("long")
+        assert run.status == "finished" and run.event_count == len(long_run)
+        assert s.checkout("r0", thread_id="long").messages[0]["content"].count("caf\u00e9") == 100
+        assert s.runs("other")[0].status == "incomplete"
+
+
+def test_a_second_run_started_while_one_is_open_is_refused_across_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(store_module, "IMPORT_BATCH_EVENTS", 2)
+    never_ends = run_events("t", "r0", 5)[:-1]
+    text = as_lines(never_ends + run_events("t", "r1", 1), "\n")
+    with agui_store.open(":memory:") as s:
+        with pytest.raises(SequenceError) as caught:
+            s.import_file(io.BytesIO(text))
+        assert caught.value.index == len(never_ends)
+        assert s.threads() == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory, progress, stdin
+# ---------------------------------------------------------------------------------------------
+
+
+def peak_rss_mb(argv: list[str]) -> float:
+    """Peak resident memory of one child process, from the kernel."""
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    env["PYTHONPATH"] = str(ROOT)
+    with subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE) as proc:
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    return usage.ru_maxrss / 1024
+
+
+def test_peak_memory_of_an_import_does_not_grow_with_the_file(tmp_path: Path) -> None:
+    peaks = {}
+    for mb in (2, 10):
+        source = write(tmp_path / f"{mb}.jsonl", recording(mb * 1_000_000))
+        db = tmp_path / f"{mb}.db"
+        peaks[mb] = peak_rss_mb(
+            [sys.executable, "-m", "agui_store", "--db", str(db), "import", str(source)]
+        )
+    # Reading the whole file and decoding every event at once grew by ~12x the file's size
+    # (~95 MB more for these 8 MB more); streaming stays within a few MB.
+    assert peaks[10] - peaks[2] < 12, peaks
+
+
+def test_the_progress_bar_counts_the_bytes_read_on_a_terminal(tmp_path: Path) -> None:
+    source = write(tmp_path / "r.jsonl", recording(300_000))
+    size = source.stat().st_size
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    env["PYTHONPATH"] = str(ROOT)
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agui_store", "--db", str(tmp_path / "s.db"), "import",
+         str(source)],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=follower,
+    )
+    os.close(follower)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(leader)
+    assert proc.wait() == 0
+    bars = [bar for bar in drawn.decode().split("\r") if bar.strip()]  # the pty adds CRs
+    total = f"{size / 1e6:.1f}"
+    assert bars[-1].strip() == f"importing {source} [{'#' * 30}] {total}/{total} MB"
+
+
+def test_the_progress_bar_stays_off_without_a_terminal_and_stdin_is_read_as_a_file(
+    tmp_path: Path,
+) -> None:
+    text = b"".join(recording(100_000))
+    proc = cli("import", "-", db=tmp_path / "s.db", stdin=text)
+    assert proc.returncode == 0 and proc.stderr == b""
+    lines = text.count(b"\n")
+    assert proc.stdout.decode().startswith(f"imported {lines} events")
+
+
+def test_an_array_with_an_escaped_lone_surrogate_keeps_every_events_bytes() -> None:
+    text = b'[ {"type": "A", "n": 1.0},\n {"type": "B", "x": "\\ud83d \\u00e9"} ]'
+    for events in (codec.parse_events(text), list(codec.iter_events(io.BytesIO(text)))):
+        assert [e.raw for e in events] == [b'{"type": "A", "n": 1.0}',
+                                           b'{"type": "B", "x": "\\ud83d \\u00e9"}']
+        assert events[1].data["x"] == "\ud83d \u00e9"

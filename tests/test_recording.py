@@ -1,0 +1,331 @@
+"""The in-process recorder: ``store.record(events)`` and ``astore.record(agen)`` yield every
+event unchanged as it arrives, record it in batches as it passes, and record exactly what
+passed whatever ends the stream."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+from collections.abc import AsyncIterator, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import pytest
+from ag_ui.core import (
+    CustomEvent,
+    Event,
+    RunFinishedEvent,
+    RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import TypeAdapter
+
+import agui_store
+from agui_store import aio, model
+from agui_store.recording import AsyncBatcher, Batcher, event_json
+from benchmarks._common import conversation_run
+
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+def body(thread: str, run_id: str, text: str = "hello") -> dict[str, Any]:
+    return {
+        "threadId": thread,
+        "runId": run_id,
+        "messages": [{"id": f"u-{run_id}", "role": "user", "content": text}],
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+
+
+def pydantic_run(thread: str, run_id: str) -> list[Any]:
+    return [
+        RunStartedEvent(thread_id=thread, run_id=run_id),
+        StateSnapshotEvent(snapshot={"items": [1, 2.5, {"x": None}], "n": "é"}),
+        StateDeltaEvent(delta=[{"op": "add", "path": "/items/-", "value": 3}]),
+        TextMessageStartEvent(message_id=f"a-{run_id}", role="assistant"),
+        TextMessageContentEvent(message_id=f"a-{run_id}", delta="hi "),
+        TextMessageContentEvent(message_id=f"a-{run_id}", delta="there"),
+        TextMessageEndEvent(message_id=f"a-{run_id}"),
+        CustomEvent(name="note", value={"k": [True, None]}),
+        RunFinishedEvent(thread_id=thread, run_id=run_id, result={"ok": 1}),
+    ]
+
+
+# --- event_json -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("event", pydantic_run("t", "r"), ids=lambda e: e.type.value)
+def test_a_pydantic_event_is_kept_as_the_json_its_encoder_writes(event: Any) -> None:
+    assert json.loads(event_json(event)) == json.loads(event.model_dump_json(by_alias=True))
+
+
+def test_every_upstream_event_as_a_pydantic_model_is_kept_as_its_encoder_writes_it(
+    fixture_streams: list[tuple[str, list[dict[str, Any]]]],
+) -> None:
+    as_model = TypeAdapter(Event)
+    checked = 0
+    for name, events in fixture_streams:
+        for i, data in enumerate(events):
+            event = as_model.validate_python(data)
+            want = json.loads(event.model_dump_json(by_alias=True))
+            assert json.loads(event_json(event)) == want, f"{name} event {i}"
+            checked += 1
+    assert checked > 1000
+
+
+def test_a_pydantic_value_msgspec_cannot_write_falls_back_to_pydantic_whole() -> None:
+    class Odd:
+        pass
+
+    event = CustomEvent(name="n", value={"when": {1, 2}})  # a set: pydantic writes a list
+    assert json.loads(event_json(event)) == json.loads(event.model_dump_json(by_alias=True))
+    with pytest.raises(agui_store.InvalidEventError, match=r"Odd|JSON"):
+        event_json(CustomEvent(name="n", value={"x": Odd()}))
+
+
+def test_bytes_and_text_are_kept_as_they_arrived_and_dicts_encoded_compactly() -> None:
+    raw = b'{"type": "RUN_STARTED",  "threadId":"t","runId":"r"}'
+    assert event_json(raw) is raw
+    assert event_json(bytearray(raw)) == raw
+    assert event_json(raw.decode()) == raw
+    assert event_json({"type": "CUSTOM", "name": "n", "value": 1}) == (
+        b'{"type":"CUSTOM","name":"n","value":1}'
+    )
+    struct = model.RunStartedEvent(thread_id="t", run_id="r")
+    assert json.loads(event_json(struct)) == {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
+    with pytest.raises(agui_store.InvalidEventError, match="cannot record int"):
+        event_json(42)
+
+
+# --- the sync recorder --------------------------------------------------------------------
+
+
+def test_record_yields_each_event_itself_and_records_the_run(db_path: Path) -> None:
+    events = pydantic_run("t", "r1")
+    with agui_store.open(db_path) as store:
+        passed = list(store.record(iter(events), input=body("t", "r1")))
+        assert all(a is b for a, b in zip(passed, events)) and len(passed) == len(events)
+        assert store.events("r1", thread_id="t") == [
+            json.loads(e.model_dump_json(by_alias=True)) for e in events
+        ]
+        assert store.input("r1", thread_id="t") == body("t", "r1")
+        co = store.checkout("r1", thread_id="t")
+        assert co.run.status == "finished"
+        assert co.state == {"items": [1, 2.5, {"x": None}, 3], "n": "é"}
+        assert [m["content"] for m in co.messages] == ["hello", "hi there"]
+
+
+def test_record_keeps_raw_json_bytes_verbatim(db_path: Path) -> None:
+    raws = [
+        b'{"type":"RUN_STARTED",  "threadId":"t","runId":"r1"}',
+        b'{"type":"STATE_SNAPSHOT","snapshot":{"b":1,"a":1.50}}',
+        b'{"type":"RUN_FINISHED","threadId":"t","runId":"r1"}',
+    ]
+    with agui_store.open(db_path) as store:
+        assert list(store.record(raws)) == raws
+        rows = store._db.execute("SELECT payload FROM events ORDER BY seq").fetchall()
+    assert [r[0].encode() for r in rows] == raws
+
+
+def test_a_batcher_appends_in_batches_not_event_by_event(db_path: Path) -> None:
+    events = [msgspec.json.encode(e) for e in conversation_run("t", "r1", 300, 0)]
+    with agui_store.open(db_path) as store, Batcher(store, interval=60) as batcher:
+        for raw in events:
+            batcher.add(raw)
+        batcher.flush()
+        assert batcher.recorded == 300 and batcher.run_id == "r1"
+        batches = store._db.execute("SELECT count(*) FROM batches").fetchone()[0]
+    assert batches == 1
+
+
+def test_an_event_that_cannot_be_json_stops_recording_and_is_logged(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    events: list[Any] = conversation_run("t", "r1", 10, 0)
+    events.insert(5, {"type": "CUSTOM", "name": "n", "value": float("nan")})
+    with agui_store.open(db_path) as store:
+        with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
+            assert list(store.record(events)) == events
+        assert store.events("r1", thread_id="t") == events[:5]
+        assert store.get_run("r1", thread_id="t").status == "incomplete"  # type: ignore[union-attr]
+    assert "recording of thread t, run r1 stopped: 5 event(s) recorded, 6 not" in caplog.text
+    assert "nan is not a JSON number" in caplog.text
+
+
+def test_a_batch_the_store_refuses_is_logged_and_leaves_the_file_as_it_was(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    events: list[Any] = conversation_run("t", "r1", 10, 0)
+    bad = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "nope", "delta": "x"}
+    with agui_store.open(db_path) as store:
+        with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
+            assert list(store.record([*events[:3], bad, *events[3:]])) == [
+                *events[:3],
+                bad,
+                *events[3:],
+            ]
+        assert store.threads() == []
+        assert store.check().ok
+    assert "recording of thread t, run r1 stopped: 0 event(s) recorded, 11 not" in caplog.text
+    assert "TEXT_MESSAGE_CONTENT" in caplog.text
+
+
+# --- the async recorder -------------------------------------------------------------------
+
+
+async def agen(events: list[Any]) -> AsyncIterator[Any]:
+    for event in events:
+        await asyncio.sleep(0)
+        yield event
+
+
+def test_async_record_yields_each_event_itself_and_records_the_run(db_path: Path) -> None:
+    events = pydantic_run("t", "r1")
+
+    async def main() -> None:
+        async with aio.open(db_path) as astore:
+            passed = [e async for e in astore.record(agen(events), input=body("t", "r1"))]
+            assert all(a is b for a, b in zip(passed, events)) and len(passed) == len(events)
+            co = await astore.checkout("r1", thread_id="t")
+            assert co.run.status == "finished"
+            assert [m["content"] for m in co.messages] == ["hello", "hi there"]
+
+    run(main())
+
+
+def test_an_async_batcher_appends_in_batches_in_order(db_path: Path) -> None:
+    events = [msgspec.json.encode(e) for e in conversation_run("t", "r1", 300, 0)]
+
+    async def main() -> None:
+        async with aio.open(db_path) as astore:
+            async with AsyncBatcher(astore, max_bytes=2000) as batcher:
+                for raw in events:
+                    batcher.add(raw)
+                    await asyncio.sleep(0)
+            assert batcher.recorded == 300 and batcher.last_seq == 300
+            assert [e["type"] for e in await astore.events("r1")] == [
+                json.loads(e)["type"] for e in events
+            ]
+
+    run(main())
+    with agui_store.open(db_path) as store:
+        counts = [r[0] for r in store._db.execute("SELECT count FROM batches ORDER BY id")]
+    assert sum(counts) == 300 and len(counts) > 1
+
+
+def test_on_written_hears_of_every_batch_in_order_with_its_payloads(db_path: Path) -> None:
+    events = [msgspec.json.encode(e) for e in conversation_run("t", "r1", 120, 0)]
+    heard: list[tuple[agui_store.AppendResult, list[bytes]]] = []
+
+    async def main() -> None:
+        async with aio.open(db_path) as astore:
+            batcher = AsyncBatcher(
+                astore, max_bytes=500, on_written=lambda r, p: heard.append((r, p))
+            )
+            for raw in events:
+                batcher.add(raw)
+                await asyncio.sleep(0)
+            await batcher.aclose()
+
+    run(main())
+    assert [p for _, payloads in heard for p in payloads] == events
+    assert len(heard) > 1
+    seqs = [(r.first_seq, r.last_seq) for r, _ in heard]
+    assert seqs[0][0] == 1 and seqs[-1][1] == 120
+    assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(seqs))
+
+
+def test_a_listener_that_raises_does_not_stop_the_recording(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def deaf(result: agui_store.AppendResult, payloads: list[bytes]) -> None:
+        raise RuntimeError("listener broke")
+
+    events = conversation_run("t", "r1", 30, 0)
+    with agui_store.open(db_path) as store:
+        logging_errors = caplog.at_level(logging.ERROR, logger="agui_store.recording")
+        with logging_errors, Batcher(store, max_bytes=200, on_written=deaf) as batcher:
+            for e in events:
+                batcher.add_event(e)
+        assert store.events("r1", thread_id="t") == events
+    assert "listener broke" in caplog.text
+
+
+def test_the_scope_goes_with_every_batch_of_the_recording(db_path: Path) -> None:
+    scopes: list[Any] = []
+
+    class Spy(agui_store.Store):
+        def append(self, events: Any, **options: Any) -> agui_store.AppendResult:
+            scopes.append(options.pop("scope", "(none)"))
+            return super().append(events, **options)
+
+    events = conversation_run("t", "r1", 40, 0)
+    with Spy(db_path) as store:
+        with Batcher(store, scope="alice") as batcher:
+            for n, event in enumerate(events, 1):
+                batcher.add_event(event)
+                if n % 10 == 0:
+                    batcher.flush()
+        assert store.events("r1", thread_id="t") == events
+        list(store.record(conversation_run("u", "r2", 12, 0)))
+    assert scopes == ["alice"] * 4 + ["(none)"]
+
+
+@settings(max_examples=25)
+@given(
+    cuts=st.lists(st.integers(min_value=1, max_value=30), min_size=1, max_size=8),
+    max_bytes=st.integers(min_value=1, max_value=5000),
+)
+def test_whatever_the_batching_every_event_lands_once_in_order(
+    tmp_path_factory: pytest.TempPathFactory, cuts: list[int], max_bytes: int
+) -> None:
+    """Flushes at arbitrary points and any batch size: the file holds exactly the events
+    added, in order, in contiguous batches, and the run is what its events make it."""
+    events = conversation_run("t", "r1", 60, 0)
+    path = tmp_path_factory.mktemp("batching") / "store.db"
+    with agui_store.open(path) as store:
+        with Batcher(store, max_bytes=max_bytes) as batcher:
+            added = 0
+            for cut in cuts:
+                for event in events[added : added + cut]:
+                    batcher.add_event(event)
+                added = min(added + cut, len(events))
+                batcher.flush()
+        assert batcher.recorded == added and batcher.dropped == 0
+        assert store.events("r1", thread_id="t") == events[:added]
+        rows = store._db.execute("SELECT first_seq, last_seq FROM batches ORDER BY id").fetchall()
+        assert rows[0][0] == 1 and rows[-1][1] == added
+        assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(rows))
+        want = "finished" if added == len(events) else "incomplete"
+        assert store.get_run("r1", thread_id="t").status == want  # type: ignore[union-attr]
+
+
+def test_an_event_after_the_recorder_closed_is_not_recorded_and_is_logged(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    events = conversation_run("t", "r1", 12, 0)
+    with agui_store.open(db_path) as store, caplog.at_level(logging.WARNING):
+        batcher = Batcher(store)
+        for event in events[:5]:
+            batcher.add_event(event)
+        batcher.close()
+        batcher.add_event(events[5])
+        assert batcher.recorded == 5 and batcher.dropped == 1
+        assert store.events("r1", thread_id="t") == events[:5]
+    assert "came after the recorder was closed" in caplog.text

@@ -1,0 +1,486 @@
+"""Tamper-evident history: edits that keep the JSON valid, done for real by another driver.
+
+Each test builds a real store file, closes it, then edits it the way a hostile user would:
+the standard library's ``sqlite3`` in another process, append-only triggers dropped for the
+edit and put back after it (so the schema check sees nothing), SHA-256 recomputed wherever a
+content address would give the edit away. Then:
+
+- ``check()`` names the edit: the check, the thread, the run and what differs;
+- a checkout that reads the edited structure raises ``HashMismatchError`` (an
+  ``IntegrityError``) naming the run, instead of returning what the edit made up.
+
+The store: thread ``t`` with
+  r1 (#1): a state snapshot and an answer, complete;
+  r2 (#2): its input resends r1's messages plus a question (stored by reference), its
+           RUN_STARTED echoes that input (stored by reference), an answer and a STATE_DELTA
+           (its checkpoint stores the state as patches on r1's), complete;
+  r3 (#3): live, with an input; two batches (RUN_STARTED + TEXT_MESSAGE_START, then a
+           TEXT_MESSAGE_CONTENT): a checkout replays it from r2's checkpoint.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agui_store
+from agui_store import HashMismatchError, IntegrityError, cli
+from tests.workers.harness import worker_env
+
+T = "t"
+R1, R2, R3 = (f"run '{r}' (thread 't', #{n})" for n, r in ((1, "r1"), (2, "r2"), (3, "r3")))
+EVENTS_DIFFER = (
+    "its events (their sequence numbers, types or bytes), outcome or time differ from what "
+    "the run's hash covers"
+)
+
+
+def answer(run: str, text: str) -> list[dict[str, Any]]:
+    mid = f"m-{run}"
+    return [
+        {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": text},
+        {"type": "TEXT_MESSAGE_END", "messageId": mid},
+    ]
+
+
+def build(path: Path) -> None:
+    with agui_store.open(path) as store:
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": T, "runId": "r1"},
+                {"type": "STATE_SNAPSHOT", "snapshot": {"notes": [f"note {i}" for i in range(40)]}},
+                *answer("r1", "one"),
+                {"type": "RUN_FINISHED", "threadId": T, "runId": "r1"},
+            ]
+        )
+        r1 = store.checkout("r1", thread_id=T)
+        body = {
+            "threadId": T,
+            "runId": "r2",
+            "state": r1.state,
+            "messages": [*r1.messages, {"id": "u2", "role": "user", "content": "and two?"}],
+            "tools": [],
+            "context": [],
+            "forwardedProps": {"n": 2},
+        }
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": T, "runId": "r2", "input": body},
+                *answer("r2", "two"),
+                {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/notes/-", "value": "2"}]},
+                {"type": "RUN_FINISHED", "threadId": T, "runId": "r2"},
+            ],
+            input=body,
+        )
+        r2 = store.checkout("r2", thread_id=T)
+        body3 = {
+            **body,
+            "runId": "r3",
+            "state": r2.state,
+            "messages": [*r2.messages, {"id": "u3", "role": "user", "content": "three?"}],
+            "forwardedProps": {"n": 3},
+        }
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": T, "runId": "r3"},
+                {"type": "TEXT_MESSAGE_START", "messageId": "m-r3", "role": "assistant"},
+            ],
+            input=body3,
+        )
+        store.append(
+            [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m-r3", "delta": "thr"}], thread_id=T
+        )
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tamper") / "store.db"
+    build(path)
+    with agui_store.open(path) as store:
+        report = store.check()
+        assert report.ok, [str(p) for p in report.problems]
+        layout = store._db.execute(  # the layout the edits below rely on
+            "SELECT (SELECT count(*) FROM checkpoints), (SELECT count(state_base) FROM "
+            "checkpoints), (SELECT count(*) FROM echo_refs), (SELECT count(input_refs) FROM runs)"
+        ).fetchone()
+    assert layout == (2, 1, 1, 2)
+    return path
+
+
+@pytest.fixture
+def db(pristine: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "store.db"
+    shutil.copy(pristine, path)
+    return path
+
+
+EDIT = r"""
+import hashlib, json, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.create_function("sha256", 1, lambda data: hashlib.sha256(data).digest())
+conn.execute("BEGIN")
+triggers = conn.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'trigger'").fetchall()
+for name, _ in triggers:
+    conn.execute(f'DROP TRIGGER "{name}"')
+for sql in json.loads(sys.argv[2]):
+    conn.execute(sql)
+for _, sql in triggers:
+    conn.execute(sql)
+conn.execute("COMMIT")
+print(conn.total_changes)
+"""
+
+
+def edit(path: Path, *statements: str) -> None:
+    """Run the statements with the standard library's sqlite3 in another process, with the
+    append-only triggers dropped for them and put back after (one transaction)."""
+    done = subprocess.run(
+        [sys.executable, "-c", EDIT, str(path), json.dumps(statements)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=worker_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 0, "the edit changed nothing"
+
+
+def problems(path: Path) -> list[str]:
+    with agui_store.open(path) as store:
+        report = store.check()
+    return [str(p) for p in report.problems]
+
+
+def refused(path: Path, run: str) -> HashMismatchError:
+    with agui_store.open(path) as store, pytest.raises(HashMismatchError) as caught:
+        store.checkout(run, thread_id=T)
+    error = caught.value
+    assert isinstance(error, IntegrityError)
+    return error
+
+
+def checkout(path: Path, run: str) -> dict[str, Any]:
+    with agui_store.open(path) as store:
+        co = store.checkout(run, thread_id=T)
+    return {"messages": co.messages, "state": co.state}
+
+
+def event_seq(path: Path, run: str, kind: str) -> int:
+    with agui_store.open(path) as store:
+        row = store._db.execute(
+            "SELECT events.seq FROM events JOIN runs ON runs.id = events.run "
+            "WHERE runs.run_id = ? AND events.type = ?",
+            (run, kind),
+        ).fetchone()
+    return int(row[0])
+
+
+# --- the edits --------------------------------------------------------------------------
+
+
+def test_a_changed_event_is_named_and_a_checkout_replaying_it_is_refused(db: Path) -> None:
+    before = checkout(db, "r2")
+    edit(
+        db,
+        # the live run's streamed text, replayed by its checkout
+        "UPDATE events SET payload = json_set(payload, '$.delta', 'FORGED') "
+        "WHERE seq = (SELECT max(seq) FROM events)",
+        # a complete run's answer, whose checkpoint was derived before the edit
+        "UPDATE events SET payload = json_set(payload, '$.delta', 'TWO') "
+        "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
+    )
+    found = problems(db)
+    assert f"hashes: {R3}: batch #4 (seq 15..15): {EVENTS_DIFFER}" in found
+    assert f"hashes: {R2}: batch #2 (seq 7..12): {EVENTS_DIFFER}" in found
+    assert (
+        f"derived: the checkpoint of {R2} differs from a replay of the log at message 2 "
+        "(id 'm-r2')" in found
+    )
+    error = refused(db, "r3")
+    assert (error.thread_id, error.run_id) == (T, "r3")
+    assert "events at seq 15..15 are not the ones its hash covers" in str(error)
+    # The complete run is served from the checkpoint derived before the edit: what was
+    # recorded, not what the edit says. Its events, read whole, are refused.
+    assert checkout(db, "r2") == before
+    with agui_store.open(db) as store, pytest.raises(HashMismatchError, match=r"seq 7\.\.12"):
+        store.events("r2", thread_id=T)
+
+
+def test_a_forged_blob_with_its_sha256_recomputed_is_named_and_refused(db: Path) -> None:
+    forged = '{"content":"and FORGED?","id":"u2","role":"user"}'
+    edit(
+        db,
+        f"UPDATE blobs SET data = CAST('{forged}' AS BLOB), "
+        f"hash = sha256(CAST('{forged}' AS BLOB)) WHERE data = "
+        """CAST('{"content":"and two?","id":"u2","role":"user"}' AS BLOB)""",
+    )
+    found = problems(db)
+    assert not [p for p in found if p.startswith("blobs:")]  # every blob hashes to its address
+    assert (
+        f"derived: the checkpoint of {R2} differs from a replay of the log at message 1 "
+        "(id 'u2')" in found
+    )
+    assert any(
+        p.startswith(f"derived: the checkpoint of {R2} holds other blobs than it was written with")
+        for p in found
+    ), found
+    for run in ("r2", "r3"):  # r3 replays on top of r2's checkpoint
+        error = refused(db, run)
+        assert error.run_id == "r2"
+        assert "checkpoint holds other blobs than it was written with" in str(error)
+
+
+def test_a_checkpoint_pointed_at_another_blob_is_named_and_refused(db: Path) -> None:
+    edit(
+        db,
+        "UPDATE checkpoint_messages SET message = "
+        "(SELECT message FROM checkpoint_messages WHERE run = 1 AND pos = 0) "
+        "WHERE run = 2 AND pos = 2",
+    )
+    found = problems(db)
+    assert (
+        f"derived: the checkpoint of {R2} differs from a replay of the log at message 2 "
+        "(id 'm-r2')" in found
+    )
+    assert any(p.startswith(f"derived: the checkpoint of {R2} holds other blobs") for p in found)
+    error = refused(db, "r2")
+    assert (error.thread_id, error.run_id) == (T, "r2")
+
+
+def test_swapped_sequence_numbers_are_named_and_refused(db: Path) -> None:
+    start, content = (
+        event_seq(db, "r3", "TEXT_MESSAGE_START"),
+        event_seq(db, "r3", "TEXT_MESSAGE_CONTENT"),
+    )
+    edit(
+        db,
+        f"UPDATE events SET seq = -1 WHERE seq = {start}",
+        f"UPDATE events SET seq = {start} WHERE seq = {content}",
+        f"UPDATE events SET seq = {content} WHERE seq = -1",
+    )
+    found = problems(db)
+    assert f"hashes: {R3}: batch #3 (seq 13..14): {EVENTS_DIFFER}" in found
+    assert f"hashes: {R3}: batch #4 (seq 15..15): {EVENTS_DIFFER}" in found
+    error = refused(db, "r3")
+    assert "events at seq 13..14 are not the ones its hash covers" in str(error)
+
+
+def test_renumbered_sequence_numbers_are_named_and_refused(db: Path) -> None:
+    edit(
+        db,
+        "UPDATE events SET seq = seq + 1000 WHERE run = 3",
+        "UPDATE echo_refs SET seq = seq + 1000 WHERE seq IN (SELECT seq FROM events WHERE run = 3)",
+        "UPDATE batches SET first_seq = first_seq + 1000, last_seq = last_seq + 1000 WHERE run = 3",
+    )
+    found = problems(db)
+    # The batches still tile the log: only the hashes tell.
+    assert found == [
+        f"hashes: {R3}: batch #3 (seq 1013..1014): {EVENTS_DIFFER}",
+        f"hashes: {R3}: batch #4 (seq 1015..1015): {EVENTS_DIFFER}",
+    ]
+    refused(db, "r3")
+
+
+def test_a_re_pointed_parent_is_named_with_the_parent_the_hash_covers_and_refused(
+    db: Path,
+) -> None:
+    edit(db, "UPDATE runs SET parent = 1 WHERE id = 3")
+    found = problems(db)
+    assert any(
+        p.startswith(f"hashes: {R3}: its lineage parent is {R1}, whose hash was ")
+        and p.endswith(f"but its hash covers a parent whose hash was {_short(db, 'r2')} ({R2})")
+        for p in found
+    ), found
+    error = refused(db, "r3")
+    assert "lineage parent is not the one its hash covers" in str(error)
+
+
+def _short(path: Path, run: str) -> str:
+    with agui_store.open(path) as store:
+        found = store.get_run(run, thread_id=T)
+    assert found is not None and found.short_hash is not None
+    return found.short_hash
+
+
+def test_an_edited_input_is_named_and_refused_by_input_and_checkout(db: Path) -> None:
+    edit(
+        db,
+        "UPDATE runs SET input = json_set(input, '$.forwardedProps.n', 99) WHERE id IN (2, 3)",
+    )
+    found = problems(db)
+    for name in (R2, R3):
+        assert any(
+            p.startswith(f"hashes: {name}: its input differs from what its hash covers")
+            for p in found
+        ), found
+    with agui_store.open(db) as store:
+        for run in ("r2", "r3"):
+            with pytest.raises(HashMismatchError, match="its input is not the one its hash"):
+                store.input(run, thread_id=T)
+    refused(db, "r3")  # the live run starts from its input
+
+
+def test_edited_input_references_are_named(db: Path) -> None:
+    # r2's input names r1's messages by [start, count]: point it at fewer of them.
+    edit(db, """UPDATE runs SET input_refs = '{"messages":[[0,1]]}' WHERE id = 2""")
+    found = problems(db)
+    assert any(
+        p.startswith(f"hashes: {R2}: its input differs from what its hash covers") for p in found
+    ), found
+    with agui_store.open(db) as store, pytest.raises(HashMismatchError):
+        store.input("r2", thread_id=T)
+
+
+def test_edited_echo_references_are_named(db: Path) -> None:
+    edit(db, """UPDATE echo_refs SET refs = '{"messages":[[0,1]]}'""")
+    assert f"hashes: {R2}: batch #2 (seq 7..12): {EVENTS_DIFFER}" in problems(db)
+
+
+def test_a_forged_lineage_digest_is_named(db: Path) -> None:
+    edit(db, "UPDATE lineage_digests SET ids_hash = sha256(CAST('x' AS BLOB)) WHERE run = 2")
+    found = problems(db)
+    assert any(
+        p.startswith(f"derived: the lineage digest of {R2} is ")
+        and p.endswith("lineage rule 3 would place runs by a view the run does not have")
+        for p in found
+    ), found
+
+
+def test_forged_state_patches_with_their_address_recomputed_are_named_and_refused(
+    db: Path,
+) -> None:
+    patches = '[[{"op":"add","path":"/notes/-","value":"FORGED"}]]'
+    edit(
+        db,
+        f"UPDATE blobs SET data = CAST('{patches}' AS BLOB), "
+        f"hash = sha256(CAST('{patches}' AS BLOB)) "
+        "WHERE id = (SELECT state FROM checkpoints WHERE run = 2)",
+    )
+    found = problems(db)
+    assert f"derived: the checkpoint of {R2}: its state differs from a replay of the log" in found
+    refused(db, "r2")
+
+
+def test_a_run_whose_own_hashes_were_rewritten_breaks_its_childs_link(db: Path) -> None:
+    """The hostile user who also recomputes the edited run's batch hashes (with this very
+    library's algorithm) still leaves the runs below it pointing at the old hash, and the
+    checkpoint derived at the old hash."""
+    edit(
+        db,
+        "UPDATE events SET payload = json_set(payload, '$.delta', 'TWO') "
+        "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
+    )
+    rehash = r"""
+import sqlite3, sys
+from agui_store import hashing, ledger
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("DROP TRIGGER batches_are_append_only_update")
+start, = conn.execute("SELECT start_hash FROM runs WHERE id = 2").fetchone()
+for pk, first, last, outcome, at in conn.execute(
+    "SELECT id, first_seq, last_seq, outcome, appended_at FROM batches WHERE run = 2 ORDER BY id"
+).fetchall():
+    rows = conn.execute(ledger.BATCH_EVENTS, (first, last, 2)).fetchall()
+    start = hashing.chain(start, hashing.batch_digest(rows, outcome, at))
+    conn.execute("UPDATE batches SET hash = ? WHERE id = ?", (start, pk))
+"""
+    schema_sql = _trigger_sql(db, "batches_are_append_only_update")
+    subprocess.run(
+        [sys.executable, "-c", rehash + f"\nconn.execute({schema_sql!r})\n", str(db)],
+        check=True,
+        env=worker_env(),
+        timeout=120,
+    )
+    found = problems(db)
+    assert not [p for p in found if p.startswith(f"hashes: {R2}")], found
+    assert any(
+        p.startswith(f"hashes: {R3}: its lineage parent is {R2}, whose hash was ")
+        and p.endswith("but its hash covers a parent whose hash was " + p.split()[-1])
+        for p in found
+    ), found
+    assert any(
+        p.startswith(f"derived: the checkpoint of {R2} was derived at run hash ") for p in found
+    ), found
+    error = refused(db, "r2")
+    assert "derived from other events than the run now holds" in str(error)
+
+
+def _trigger_sql(path: Path, name: str) -> str:
+    with agui_store.open(path) as store:
+        return str(
+            store._db.execute("SELECT sql FROM sqlite_schema WHERE name = ?", (name,)).fetchone()[0]
+        )
+
+
+# --- the command line -------------------------------------------------------------------
+
+
+def test_the_cli_check_fails_and_show_refuses_with_one_line_naming_the_run(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    edit(db, "UPDATE runs SET parent = 1 WHERE id = 3")
+    out = io.StringIO()
+    assert cli.main(["--db", str(db), "check"], out=out) == 1
+    assert f"hashes: {R3}: its lineage parent is {R1}" in out.getvalue()
+    capsys.readouterr()
+    assert cli.main(["--db", str(db), "show", "r3", "--thread", T], out=io.StringIO()) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "run 'r3' of thread 't'" in err
+
+
+def test_log_and_show_print_the_short_hash_and_json_the_whole_one(db: Path) -> None:
+    with agui_store.open(db) as store:
+        runs = {r.run_id: r for r in store.runs(T)}
+    assert all(r.hash is not None and len(r.hash) == 64 for r in runs.values())
+    out = io.StringIO()
+    assert cli.main(["--db", str(db), "log", "r3", "--thread", T], out=out) == 0
+    lines = out.getvalue().splitlines()
+    assert [line.split()[0] for line in lines] == ["r3", "r2", "r1"]
+    # After the lineage, before the user's words; "+" while live (what was recorded so far).
+    assert f"[messages]  {runs['r3'].short_hash}+  " in lines[0]
+    assert f"]  {runs['r2'].short_hash}  " in lines[1]
+    assert lines[2].endswith(f"[root]  {runs['r1'].short_hash}")
+    out = io.StringIO()
+    assert cli.main(["--db", str(db), "show", "r2", "--thread", T], out=out) == 0
+    assert out.getvalue().startswith(f"run r2 [{runs['r2'].short_hash}] (thread t) - finished")
+    out = io.StringIO()
+    assert cli.main(["--db", str(db), "show", "r2", "--thread", T, "--json"], out=out) == 0
+    shown = json.loads(out.getvalue())["run"]
+    assert (shown["hash"], shown["shortHash"]) == (runs["r2"].hash, runs["r2"].short_hash)
+
+
+# --- what the hash covers ---------------------------------------------------------------
+
+
+def test_a_run_hash_follows_its_batches_and_its_parent_and_is_final_once_complete(
+    tmp_path: Path,
+) -> None:
+    def run_of(store: agui_store.Store, run: str) -> str:
+        found = store.get_run(run, thread_id="h")
+        assert found is not None and found.hash is not None
+        return found.hash
+
+    with agui_store.open(tmp_path / "h.db") as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "h", "runId": "a"}])
+        seen = [run_of(store, "a")]
+        for event in answer("a", "x"):
+            store.append([event], thread_id="h")
+            seen.append(run_of(store, "a"))
+        store.append([{"type": "RUN_FINISHED", "threadId": "h", "runId": "a"}], thread_id="h")
+        final = run_of(store, "a")
+        assert len({*seen, final}) == len(seen) + 1  # every batch moves the hash on
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "h", "runId": "b"},
+                {"type": "RUN_FINISHED", "threadId": "h", "runId": "b"},
+            ]
+        )
+        assert run_of(store, "a") == final  # a child does not change its parent
+        assert store.check().ok
