@@ -44,6 +44,7 @@ from agui_store.errors import (
     InvalidEventError,
     OpenRunsError,
     RunNotFoundError,
+    ScopeError,
     SequenceError,
 )
 from agui_store.integrity import CheckReport, check_database
@@ -51,7 +52,15 @@ from agui_store.normalize import expand_input, normalize_input
 from agui_store.patch import UNDEFINED
 from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, when
 from agui_store.reducer import Reducer
-from agui_store.restore import RunRecord, View, apply_run, restore, start_reducer, view_of
+from agui_store.restore import (
+    RunRecord,
+    View,
+    apply_run,
+    body_as_sent,
+    restore,
+    start_reducer,
+    view_of,
+)
 from agui_store.verify import SequenceVerifier
 
 #: The implicit branch of every thread: it follows the thread's newest run.
@@ -74,6 +83,10 @@ def _status_of_terminal(event: dict[str, Any]) -> str:
     return _OUTCOME_STATUS.get(kind or "success", "finished")
 
 
+#: What replaying a run needs of its row: ``(parent, input, input_refs, lineage)``.
+_RunRow = tuple[int | None, str | None, str | None, str]
+
+
 @dataclass
 class _Segment:
     """Consecutive events of one batch that belong to one run."""
@@ -85,7 +98,7 @@ class _Segment:
     started: dict[str, Any] | None = None  # the RUN_STARTED that opens a new run
     outcome: str | None = None  # the status its last terminal event gives the run
     was_complete: bool = False  # it continues a run that had already ended
-    run_row: tuple[int | None, str | None, str | None] | None = None  # new run: parent, input
+    run_row: _RunRow | None = None  # a new run's row
 
 
 @dataclass
@@ -160,6 +173,7 @@ class _Known:
 
     version: int | None = None  # the data version our last append's commit produced
     thread_pks: dict[str, int] = field(default_factory=dict)
+    owners: dict[int, str | None] = field(default_factory=dict)  # thread pk -> its owner
     newest: dict[int, int | None] = field(default_factory=dict)  # thread pk -> newest run
     next_seq: int | None = None
     branched: dict[int, bool] = field(default_factory=dict)  # thread pk -> has branches
@@ -329,6 +343,7 @@ class Store:
         branch: str | None = None,
         check_sequence: bool = True,
         run_id: str | None = None,
+        scope: str | None = None,
     ) -> AppendResult:
         """Record events, atomically: the whole batch lands or nothing does.
 
@@ -347,6 +362,10 @@ class Store:
                 newest run, unless several runs of the thread are open. A batch that starts
                 with a RUN_STARTED may name the run it starts. Without ``thread_id`` the run
                 id finds its thread while it is unambiguous.
+            scope: the owner writing (SPEC §8). A thread belongs to the scope that first
+                wrote it; a scoped batch for a thread of another owner, or of none, is
+                refused. ``None`` (the operator) writes anywhere; the threads it creates
+                have no owner.
 
         Raises:
             InvalidEventError: naming the batch index, event type and JSON path, with the
@@ -354,6 +373,7 @@ class Store:
             RunNotFoundError: ``run_id`` names no run (of the thread).
             OpenRunsError: the batch starts no run, names none, and its thread has several
                 open runs.
+            ScopeError: the thread belongs to another owner than ``scope``.
         """
         incoming = codec.parse_events(
             events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
@@ -369,6 +389,7 @@ class Store:
                     f"must be a run id (a non-empty string), not {run_id!r}", path="run_id"
                 )
             _storable(run_id, path="run_id")
+        _check_scope(scope)
         if branch is not None:
             _check_branch_name(branch)
         run_input = self._parse_input(input) if input is not None else None
@@ -390,6 +411,7 @@ class Store:
                         branch,
                         check_sequence,
                         run_id,
+                        scope,
                     )
                     # The commit adds one to the data version: the next append sees exactly
                     # that unless something else was written in between.
@@ -550,6 +572,7 @@ class Store:
         branch: str | None,
         check_sequence: bool,
         named_run: str | None = None,
+        scope: str | None = None,
     ) -> AppendResult:
         now = database.now_ms()
         if not incoming:
@@ -570,15 +593,20 @@ class Store:
             )
         if thread_id is None:
             if named_run is not None:
-                thread_id = self._thread_of_run(conn, named_run)
+                thread_id = self._thread_of_run(conn, named_run, scope)
             else:
-                thread_id = self._only_open_thread(conn, types[0])
+                thread_id = self._only_open_thread(conn, types[0], scope)
         known = self._known
         thread_pk = known.thread_pks.get(thread_id)
         if thread_pk is None:
-            thread_pk = self._thread_pk(conn, thread_id, create=True, now=now)
-            assert thread_pk is not None
+            thread_pk, owner = self._thread_row(conn, thread_id, create=True, now=now, owner=scope)
             known.thread_pks[thread_id] = thread_pk
+            known.owners[thread_pk] = owner
+        if scope is not None and known.owners[thread_pk] != scope:
+            raise ScopeError(
+                f"thread {_quote(thread_id)} belongs to another owner: scope {_quote(scope)} "
+                "may not write to it (nothing was written)"
+            )
         newest = self._head(conn, thread_pk)
         # The run a batch that starts none continues: the one it names, else the newest.
         continued = (
@@ -806,12 +834,13 @@ class Store:
         ).fetchone()
         return chain is not None
 
-    def _thread_of_run(self, conn: database.Conn, run_id: str) -> str:
-        """The thread of a run named without its thread, while the id is unambiguous."""
+    def _thread_of_run(self, conn: database.Conn, run_id: str, scope: str | None) -> str:
+        """The thread of a run named without its thread, while the id is unambiguous (among
+        the scope's threads: another owner's are absent)."""
         rows = conn.execute(
             "SELECT threads.thread_id FROM runs JOIN threads ON threads.id = runs.thread "
-            "WHERE runs.run_id = ? LIMIT 6",
-            (run_id,),
+            "WHERE runs.run_id = ?1 AND (?2 IS NULL OR threads.owner = ?2) LIMIT 6",
+            (run_id, scope),
         ).fetchall()
         if not rows:
             raise RunNotFoundError(f"no run {_quote(run_id)} to continue")
@@ -823,10 +852,23 @@ class Store:
         return str(rows[0][0])
 
     def _drop_below(self, conn: database.Conn, thread_pk: int, run_pk: int) -> None:
-        """Leave underived the runs below an open run whose view is still growing."""
+        """Leave underived the complete runs below an open run whose view is still growing
+        (open ones have nothing derived yet; they are derived when they complete)."""
         child = conn.execute("SELECT 1 FROM runs WHERE parent = ? LIMIT 1", (run_pk,)).fetchone()
-        if child is not None:
-            # Open ones are derived when they complete, as usual.
+        if child is None:
+            return
+        # Those already left underived by an earlier piece hold nothing to drop: a live run
+        # streamed in many pieces drops what is below it once, not once a piece.
+        derived = [
+            int(row[0])
+            for row in conn.execute(
+                "WITH RECURSIVE sub(id) AS (SELECT id FROM runs WHERE parent = ? UNION ALL "
+                "SELECT runs.id FROM runs JOIN sub ON runs.parent = sub.id) "
+                "SELECT id FROM sub WHERE id NOT IN (SELECT run FROM underived)",
+                (run_pk,),
+            )
+        ]
+        if any(self._known_status(conn, pk) != "incomplete" for pk in derived):
             below = [
                 pk
                 for pk in checkpoints.drop_from(conn, run_pk)
@@ -873,7 +915,9 @@ class Store:
             segments[-1].types.append(kind)
         return segments
 
-    def _only_open_thread(self, conn: database.Conn, first_type: str) -> str:
+    def _only_open_thread(
+        self, conn: database.Conn, first_type: str, scope: str | None = None
+    ) -> str:
         known = self._known
         if known.open_threads is None:
             known.open_threads = {
@@ -885,18 +929,21 @@ class Store:
                     "AND b.outcome IS NOT NULL)"
                 )
             }
-        if len(known.open_threads) == 1:
-            return next(iter(known.open_threads))
-        reason = (
-            "no thread has an open run"
-            if not known.open_threads
-            else "several threads have open runs"
-        )
+        candidates = known.open_threads
+        if scope is not None:  # only the scope's own threads count
+            candidates = {t for t in candidates if self._owner_of(conn, t) == scope}
+        if len(candidates) == 1:
+            return next(iter(candidates))
+        reason = "no thread has an open run" if not candidates else "several threads have open runs"
         raise InvalidEventError(
             f"the batch starts no run and names no thread ({reason}): pass thread_id=",
             index=0,
             event_type=first_type,
         )
+
+    def _owner_of(self, conn: database.Conn, thread_id: str) -> str | None:
+        row = conn.execute("SELECT owner FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+        return row[0] if row else None
 
     def _refuse_duplicate_run(
         self, conn: database.Conn, thread_pk: int, run_id: str, segment: _Segment
@@ -946,10 +993,11 @@ class Store:
         try:
             if segment.started is not None:
                 assert segment.run_row is not None
-                parent_pk, recorded, _ = segment.run_row
+                parent_pk, recorded, _, reason = segment.run_row
                 reducer = start_reducer(None if parent_pk is None else self._view(conn, parent_pk))
                 given = codec.decode(run_input[1]) if run_input and recorded else None
-                apply_run(reducer, RunRecord(input=given, events=fresh[:1]))
+                as_sent = body_as_sent(recorded is not None, reason)
+                apply_run(reducer, RunRecord(input=given, events=fresh[:1], as_sent=as_sent))
                 first = 1
             else:
                 assert segment.run_pk is not None
@@ -993,8 +1041,8 @@ class Store:
         explicit_parent: _RunKey | None,
         branch: str | None,
         now: int,
-    ) -> tuple[int, tuple[int | None, str | None, str | None]]:
-        """Insert a run; its pk and the row's ``(parent, input, input_refs)``."""
+    ) -> tuple[int, _RunRow]:
+        """Insert a run; its pk and the row's ``(parent, input, input_refs, lineage)``."""
         input_data = run_input[0] if run_input else None
         echoed = started.get("input") if isinstance(started.get("input"), dict) else None
         sent_parent = None
@@ -1050,7 +1098,7 @@ class Store:
         run_pk = int(cur.fetchone()[0])
         self._known.run_hashes[run_pk] = start_hash
         self._advance_branches(conn, thread_pk, parent_pk, run_pk, branch, now)
-        return run_pk, (parent_pk, input_text, refs_text)
+        return run_pk, (parent_pk, input_text, refs_text, reason)
 
     def _decide_parent(
         self,
@@ -1302,6 +1350,11 @@ class Store:
         if not self.derive_on_append:
             self._leave_underived(conn, thread_pk, [segment.run_pk])
             return
+        underived = self._known.underived
+        if underived is None or thread_pk in underived:
+            # The run itself may be listed (an open run below one that changed, or below a
+            # migration's): it is derived below, once, from the batch's own events.
+            conn.execute("DELETE FROM underived WHERE run = ?", (segment.run_pk,))
         self._derive_underived(conn, thread_pk)  # what another store left, if anything
         # The batch's own decoded events, as sent (echoes whole): fresh objects nobody else
         # holds, so the reducer may take them over.
@@ -1316,7 +1369,7 @@ class Store:
         run_pk: int,
         now: int,
         events: list[dict[str, Any]] | None = None,
-        run_row: tuple[int | None, str | None, str | None] | None = None,
+        run_row: _RunRow | None = None,
         *,
         force_checkpoint: bool = False,
     ) -> None:
@@ -1389,7 +1442,7 @@ class Store:
         run_pk: int,
         now: int,
         events: list[dict[str, Any]] | None = None,
-        run_row: tuple[int | None, str | None, str | None] | None = None,
+        run_row: _RunRow | None = None,
         *,
         force_checkpoint: bool = False,
     ) -> bool:
@@ -1400,13 +1453,14 @@ class Store:
         Args:
             events: the run's events as just appended, decoded and owned by the store, when
                 the batch held all of them (else they are read back).
-            run_row: the run's ``(parent, input, input_refs)`` when the caller has them.
+            run_row: the run's ``(parent, input, input_refs, lineage)`` when the caller has
+                them.
         """
         if run_row is None:
             run_row = conn.execute(
-                "SELECT parent, input, input_refs FROM runs WHERE id = ?", (run_pk,)
+                "SELECT parent, input, input_refs, lineage FROM runs WHERE id = ?", (run_pk,)
             ).fetchone()
-        parent_pk, raw_input, raw_refs = run_row
+        parent_pk, raw_input, raw_refs, reason = run_row
         cached = self._cached_view(conn, thread_pk)
         self._views.pop(thread_pk, None)
         if cached is None or cached.run_pk != parent_pk:
@@ -1422,6 +1476,7 @@ class Store:
             input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
             events=events if events is not None else self._run_events(conn, run_pk),
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
+            as_sent=body_as_sent(raw_input is not None, reason),
         )
         names, snapshot = since.note(record)
         replaced = snapshot or record.input is not None
@@ -1549,7 +1604,7 @@ class Store:
             reducer.track_state()
         return True
 
-    def derive(self, thread_id: str | None = None) -> int:
+    def derive(self, thread_id: str | None = None, *, scope: str | None = None) -> int:
         """Derive what appends left for later (``derive_on_append=False``), in a thread or
         everywhere: each complete run's lineage digest, and checkpoints as ``append`` would
         have written them. Returns how many runs were derived.
@@ -1557,35 +1612,48 @@ class Store:
         A recorder that keeps appends short (``derive_on_append=False``) calls this once a
         run has ended and its response is out; nothing is lost if it never does: lineage
         decisions derive what they need first, and checkout replays what has no checkpoint.
+        With a ``scope``, only that owner's threads.
         """
+        _check_scope(scope)
         with self._lock:
             conn = self._db
             try:
                 with database.immediate(conn):
                     self._notice_other_writes(conn)
-                    thread_pk = self._require_thread(conn, thread_id) if thread_id else None
-                    derived = self._derive_underived(conn, thread_pk)
+                    if thread_id:
+                        threads: list[int | None] = [self._require_thread(conn, thread_id, scope)]
+                    else:
+                        threads = self._owned_threads(conn, scope)
+                    derived = sum(self._derive_underived(conn, pk) for pk in threads)
                     self._known.version = conn.data_version() + 1
                 return derived
             except BaseException:
                 self._forget()
                 raise
 
-    def compact(self, run_or_ref: str | None = None, *, thread_id: str | None = None) -> int:
-        """Materialize checkpoints: for a run and its ancestors, a thread, or the whole store.
+    def compact(
+        self,
+        run_or_ref: str | None = None,
+        *,
+        thread_id: str | None = None,
+        scope: str | None = None,
+    ) -> int:
+        """Materialize checkpoints: for a run and its ancestors, a thread, or the whole store
+        (with a ``scope``: that owner's threads).
 
         Checkpoints are derived data (the raw log is never rewritten); ``append`` keeps them
         current where that is cheap, this fills in the rest. Returns how many were written.
         """
+        _check_scope(scope)
         with self._lock:
             conn = self._db
             try:
                 with database.immediate(conn):
                     self._notice_other_writes(conn)
-                    scope: int | None = None  # the thread, when compacting one
+                    only: list[int | None] = [None]  # the threads compacted; None: all
                     if run_or_ref is not None:
-                        key = self._resolve(conn, run_or_ref, thread_id=thread_id)
-                        scope = key.thread_pk
+                        key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
+                        only = [key.thread_pk]
                         pks = [
                             int(r[0])
                             for r in conn.execute(
@@ -1593,11 +1661,21 @@ class Store:
                             )
                         ]
                     elif thread_id is not None:
-                        scope = self._require_thread(conn, thread_id)
+                        only = [self._require_thread(conn, thread_id, scope)]
                         pks = [
                             int(r[0])
                             for r in conn.execute(
-                                "SELECT id FROM runs WHERE thread = ? ORDER BY id", (scope,)
+                                "SELECT id FROM runs WHERE thread = ? ORDER BY id", (only[0],)
+                            )
+                        ]
+                    elif scope is not None:
+                        only = self._owned_threads(conn, scope)
+                        pks = [
+                            int(r[0])
+                            for r in conn.execute(
+                                "SELECT runs.id FROM runs JOIN threads ON threads.id = "
+                                "runs.thread WHERE threads.owner = ? ORDER BY runs.id",
+                                (scope,),
                             )
                         ]
                     else:
@@ -1611,7 +1689,8 @@ class Store:
                     )
                     # What appends left for later first, in run order: each run then
                     # continues the view its parent left in memory.
-                    self._derive_underived(conn, scope)
+                    for thread_pk in only:
+                        self._derive_underived(conn, thread_pk)
                     for pk in pks:
                         if (
                             checkpoints.has_checkpoint(conn, pk)
@@ -1631,6 +1710,14 @@ class Store:
                 raise
 
     @staticmethod
+    def _owned_threads(conn: database.Conn, scope: str | None) -> list[int | None]:
+        """The threads a scope may touch: ``[None]`` (all of them) for the operator."""
+        if scope is None:
+            return [None]
+        rows = conn.execute("SELECT id FROM threads WHERE owner = ? ORDER BY id", (scope,))
+        return [int(r[0]) for r in rows]
+
+    @staticmethod
     def _status(conn: database.Conn, run_pk: int) -> str:
         row = conn.execute(
             "SELECT outcome FROM batches WHERE run = ? AND outcome IS NOT NULL "
@@ -1641,21 +1728,31 @@ class Store:
 
     # --- lookups ------------------------------------------------------------------------
 
-    def _thread_pk(
-        self, conn: database.Conn, thread_id: str, *, create: bool = False, now: int = 0
-    ) -> int | None:
+    @staticmethod
+    def _thread_row(
+        conn: database.Conn,
+        thread_id: str,
+        *,
+        create: bool = False,
+        now: int = 0,
+        owner: str | None = None,
+    ) -> tuple[int, str | None]:
+        """A thread's ``(pk, owner)``; created (owned by ``owner``) when missing and asked
+        to, else ``(0, None)`` for a missing one."""
         if not create and not (isinstance(thread_id, str) and arguments.storable_text(thread_id)):
-            return None  # no stored thread id holds a lone surrogate (nor is not text)
-        row = conn.execute("SELECT id FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+            return 0, None  # no stored thread id holds a lone surrogate (nor is not text)
+        row = conn.execute(
+            "SELECT id, owner FROM threads WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
         if row:
-            return int(row[0])
+            return int(row[0]), row[1]
         if not create:
-            return None
+            return 0, None
         cur = conn.execute(
-            "INSERT INTO threads(thread_id, created_at) VALUES (?, ?) RETURNING id",
-            (thread_id, now),
+            "INSERT INTO threads(thread_id, created_at, owner) VALUES (?, ?, ?) RETURNING id",
+            (thread_id, now, owner),
         )
-        return int(cur.fetchone()[0])
+        return int(cur.fetchone()[0]), owner
 
     def _head(self, conn: database.Conn, thread_pk: int) -> int | None:
         """The thread's newest run, inside an append (remembered between appends)."""
@@ -1675,9 +1772,12 @@ class Store:
     def _run_id_of(conn: database.Conn, run_pk: int) -> str:
         return str(conn.execute("SELECT run_id FROM runs WHERE id = ?", (run_pk,)).fetchone()[0])
 
-    def _require_thread(self, conn: database.Conn, thread_id: str) -> int:
-        pk = self._thread_pk(conn, thread_id)
-        if pk is None:
+    def _require_thread(
+        self, conn: database.Conn, thread_id: str, scope: str | None = None
+    ) -> int:
+        """A thread's pk; a thread of another owner than ``scope`` is absent (SPEC §8)."""
+        pk, owner = self._thread_row(conn, thread_id)
+        if not pk or (scope is not None and owner != scope):
             raise RunNotFoundError(f"no thread {_quote(thread_id)} in {self.path}")
         return pk
 
@@ -1688,9 +1788,11 @@ class Store:
         *,
         thread_id: str | None = None,
         thread_pk: int | None = None,
+        scope: str | None = None,
     ) -> _RunKey:
         """A revision to a run: run id, branch name, ``HEAD``/``main``, unique run-id
-        prefix, each optionally followed by ``~n`` (n-th lineage ancestor)."""
+        prefix, each optionally followed by ``~n`` (n-th lineage ancestor). With a
+        ``scope``, only that owner's threads are searched (``thread_pk`` is then one)."""
         if not isinstance(ref, str) or not ref:
             raise RunNotFoundError(f"not a run id or ref: {_quote(ref) if ref else ref!r}")
         if not arguments.storable_text(ref):
@@ -1698,16 +1800,17 @@ class Store:
                 f"no run, branch or ref {_quote(ref)}: it holds a lone surrogate, which no "
                 "stored id can"
             )
+        _check_scope(scope)
         if thread_pk is None and thread_id is not None:
-            thread_pk = self._require_thread(conn, thread_id)
+            thread_pk = self._require_thread(conn, thread_id, scope)
         try:
-            return self._resolve_exact(conn, ref, thread_pk)
+            return self._resolve_exact(conn, ref, thread_pk, scope)
         except RunNotFoundError:
             ancestor = arguments.split_ancestor(ref)
             if ancestor is None:
                 raise
         base, steps = ancestor
-        key = self._resolve_exact(conn, base, thread_pk)
+        key = self._resolve_exact(conn, base, thread_pk, scope)
         for _ in range(steps):
             row = conn.execute("SELECT parent FROM runs WHERE id = ?", (key.pk,)).fetchone()
             if row is None or row[0] is None:
@@ -1715,8 +1818,13 @@ class Store:
             key = _RunKey(int(row[0]), key.thread_pk)
         return key
 
-    def _resolve_exact(self, conn: database.Conn, ref: str, thread_pk: int | None) -> _RunKey:
-        where, args = ("AND runs.thread = ?", (thread_pk,)) if thread_pk is not None else ("", ())
+    def _resolve_exact(
+        self, conn: database.Conn, ref: str, thread_pk: int | None, scope: str | None = None
+    ) -> _RunKey:
+        where: str = "AND runs.thread = ?" if thread_pk is not None else ""
+        args: tuple[Any, ...] = (thread_pk,) if thread_pk is not None else ()
+        if thread_pk is None and scope is not None:  # another owner's threads are absent
+            where, args = "AND runs.thread IN (SELECT id FROM threads WHERE owner = ?)", (scope,)
         rows = conn.execute(
             f"SELECT runs.id, runs.thread, threads.thread_id FROM runs JOIN threads ON "
             f"threads.id = runs.thread WHERE runs.run_id = ? {where} LIMIT 5",
@@ -1753,7 +1861,12 @@ class Store:
             raise AmbiguousRunError(f"branch {ref!r} exists in several threads: pass thread_id=")
         if ref in _RESERVED_REFS:
             if thread_pk is None:
-                pks = [int(r[0]) for r in conn.execute("SELECT id FROM threads LIMIT 2")]
+                pks = [
+                    int(r[0])
+                    for r in conn.execute(
+                        "SELECT id FROM threads WHERE ?1 IS NULL OR owner = ?1 LIMIT 2", (scope,)
+                    )
+                ]
                 if len(pks) != 1:
                     raise AmbiguousRunError(
                         f"{ref} needs a thread: the store has {len(pks) or 'no'} threads"
@@ -1860,32 +1973,52 @@ class Store:
 
     # --- reading ------------------------------------------------------------------------
 
-    def threads(self) -> list[str]:
-        """Every thread id, oldest first."""
-        with self._reading() as conn:
-            return [str(r[0]) for r in conn.execute("SELECT thread_id FROM threads ORDER BY id")]
+    def threads(self, *, scope: str | None = None) -> list[str]:
+        """Every thread id, oldest first (with a ``scope``: that owner's threads).
 
-    def runs(self, thread_id: str) -> list[Run]:
-        """Every run of a thread, in the order they were recorded."""
+        Every reading method takes ``scope=``: a thread of another owner (or of none) is
+        then absent, as if it did not exist (SPEC §8). ``None``, the default, is the
+        operator, who sees every thread."""
+        _check_scope(scope)
         with self._reading() as conn:
-            pk = self._require_thread(conn, thread_id)
+            return [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT thread_id FROM threads WHERE ?1 IS NULL OR owner = ?1 ORDER BY id",
+                    (scope,),
+                )
+            ]
+
+    def runs(self, thread_id: str, *, scope: str | None = None) -> list[Run]:
+        """Every run of a thread, in the order they were recorded."""
+        _check_scope(scope)
+        with self._reading() as conn:
+            pk = self._require_thread(conn, thread_id, scope)
             rows = conn.execute(
                 schema.SELECT_RUN + " WHERE runs.thread = ? ORDER BY runs.id", (pk,)
             ).fetchall()
             names = self._branch_names(conn, [r[0] for r in rows])
             return [self._run_from_row(r, names) for r in rows]
 
-    def get_run(self, run_id: str, *, thread_id: str | None = None) -> Run | None:
+    def get_run(
+        self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Run | None:
         """A run by id or ref, or ``None`` when nothing matches."""
+        _check_scope(scope)
         with self._reading() as conn:
             try:
-                key = self._resolve(conn, run_id, thread_id=thread_id)
+                key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
             except RunNotFoundError:
                 return None
             return self._run_record(conn, key.pk)
 
     def events(
-        self, run_id: str, *, thread_id: str | None = None, after: int | None = None
+        self,
+        run_id: str,
+        *,
+        thread_id: str | None = None,
+        after: int | None = None,
+        scope: str | None = None,
     ) -> list[dict[str, Any]]:
         """A run's events, verbatim and in order.
 
@@ -1899,21 +2032,25 @@ class Store:
                 the ones the run's hashes cover: the file was edited outside agui-store.
         """
         with self._reading() as conn:
-            key = self._resolve(conn, run_id, thread_id=thread_id)
+            key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
             return self._run_events(
                 conn, key.pk, arguments.cursor(after), verify=after is None
             )
 
-    def thread_events(self, thread_id: str) -> Iterator[dict[str, Any]]:
+    def thread_events(
+        self, thread_id: str, *, scope: str | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Every event of a thread in recorded order, read run by run (memory bounded by
         the largest run): what a whole-thread export streams out."""
-        for run in self.runs(thread_id):
-            yield from self.events(run.run_id, thread_id=thread_id)
+        for run in self.runs(thread_id, scope=scope):
+            yield from self.events(run.run_id, thread_id=thread_id, scope=scope)
 
-    def input(self, run_id: str, *, thread_id: str | None = None) -> dict[str, Any] | None:
+    def input(
+        self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> dict[str, Any] | None:
         """The ``RunAgentInput`` recorded for a run (``append(input=...)``), or ``None``."""
         with self._reading() as conn:
-            key = self._resolve(conn, run_id, thread_id=thread_id)
+            key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
             raw, raw_refs, parent_pk, recorded = conn.execute(
                 "SELECT input, input_refs, parent, input_hash FROM runs WHERE id = ?", (key.pk,)
             ).fetchone()
@@ -1928,10 +2065,12 @@ class Store:
                 value = expand_input(value, refs, base.messages, base.state)
         return value
 
-    def history(self, run_id: str, *, thread_id: str | None = None) -> list[dict[str, Any]]:
+    def history(
+        self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> list[dict[str, Any]]:
         """The events of a run's whole ancestor chain, root first: what replays it."""
         with self._reading() as conn:
-            key = self._resolve(conn, run_id, thread_id=thread_id)
+            key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
             chain, grouped = self._chain_payloads(conn, key.pk)
             echoes = conn.execute(
                 schema.ANCESTORS_CTE + "SELECT events.run FROM chain CROSS JOIN events "
@@ -1963,21 +2102,27 @@ class Store:
         ]
         return chain, grouped
 
-    def log(self, run_or_ref: str, *, thread_id: str | None = None) -> Log:
+    def log(
+        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Log:
         """The run and its lineage ancestors, newest first (metadata only, no payloads)."""
         with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
             return Log(self._side(conn, key.pk, None))
 
-    def checkout(self, run_or_ref: str, *, thread_id: str | None = None) -> Checkout:
+    def checkout(
+        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Checkout:
         """Restore a run: the messages and state the official client holds after it."""
         with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(conn, key.pk)
             view = self._view(conn, key.pk)
         return Checkout(run, view.messages, view.state, view.interrupts, view.warnings)
 
-    def compacted(self, run_or_ref: str, *, thread_id: str | None = None) -> list[dict[str, Any]]:
+    def compacted(
+        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> list[dict[str, Any]]:
         """The short stream that restores a run: what a reconnecting client is sent.
 
         ``RUN_STARTED``, ``MESSAGES_SNAPSHOT``, ``STATE_SNAPSHOT`` and the run's terminal
@@ -1986,7 +2131,7 @@ class Store:
         without a terminal event, as it was recorded.
         """
         with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(conn, key.pk)
             view = self._view(conn, key.pk)
             row = conn.execute(
@@ -2107,13 +2252,14 @@ class Store:
         records, at = [], 0
         for pk in run_pks:
             n = len(grouped.get(pk, ()))
-            raw_input, raw_refs = inputs.get(pk, (None, None))
+            raw_input, raw_refs, lineage = inputs.get(pk, (None, None, ""))
             records.append(
                 RunRecord(
                     input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
                     events=decoded[at : at + n],
                     input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
                     echo_refs=echo_refs.get(pk),
+                    as_sent=body_as_sent(raw_input is not None, lineage),
                 )
             )
             at += n
@@ -2122,8 +2268,8 @@ class Store:
     @classmethod
     def _verified_runs(
         cls, conn: database.Conn, pks: tuple[str]
-    ) -> dict[int, tuple[str | None, str | None]]:
-        """The inputs of runs about to be replayed (``run -> (input, input_refs)``), once
+    ) -> dict[int, tuple[str | None, str | None, str]]:
+        """The inputs of runs about to be replayed (``run -> (input, input_refs, lineage)``), once
         each run's record, input and parent link are verified against its hashes: what
         decides where its replay starts from and what it starts with."""
         inputs = {}
@@ -2157,7 +2303,7 @@ class Store:
             ):
                 raise cls._named(conn, int(pk), "its record is not the one its hash covers")
             if raw is not None:
-                inputs[int(pk)] = (raw, refs)
+                inputs[int(pk)] = (raw, refs, lineage)
         return inputs
 
     @classmethod
@@ -2209,27 +2355,37 @@ class Store:
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     def _pair(
-        self, conn: database.Conn, a: str, b: str, thread_id: str | None
+        self, conn: database.Conn, a: str, b: str, thread_id: str | None, scope: str | None
     ) -> tuple[_RunKey, _RunKey, tuple[int, int, int] | None]:
         """Two arguments resolved, and their merge base (see :meth:`_merge_base_pk`)."""
-        ka = self._resolve(conn, a, thread_id=thread_id)
-        kb = self._resolve(conn, b, thread_id=thread_id)
+        ka = self._resolve(conn, a, thread_id=thread_id, scope=scope)
+        kb = self._resolve(conn, b, thread_id=thread_id, scope=scope)
         return ka, kb, self._merge_base_pk(conn, ka.pk, kb.pk)
 
-    def merge_base(self, a: str, b: str, *, thread_id: str | None = None) -> Run | None:
+    def merge_base(
+        self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Run | None:
         """The nearest run both ``a`` and ``b`` descend from (either may be it), or ``None``."""
         with self._reading() as conn:
-            _, _, found = self._pair(conn, a, b, thread_id)
+            _, _, found = self._pair(conn, a, b, thread_id, scope)
             return self._run_record(conn, found[0]) if found else None
 
-    def is_ancestor(self, a: str, b: str, *, thread_id: str | None = None) -> bool:
+    def is_ancestor(
+        self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> bool:
         """Whether ``a`` is on ``b``'s lineage (a run is its own ancestor, as in git)."""
         with self._reading() as conn:
-            ka, _, found = self._pair(conn, a, b, thread_id)
+            ka, _, found = self._pair(conn, a, b, thread_id, scope)
             return found is not None and found[0] == ka.pk
 
     def diff(
-        self, a: str, b: str, *, thread_id: str | None = None, mode: str = "three-dot"
+        self,
+        a: str,
+        b: str,
+        *,
+        thread_id: str | None = None,
+        mode: str = "three-dot",
+        scope: str | None = None,
     ) -> Diff:
         """Compare two runs: merge base, the runs on each side since it, message changes by
         id and the state change as an RFC 6902 patch.
@@ -2242,7 +2398,7 @@ class Store:
         if mode not in ("three-dot", "two-dot"):
             raise InvalidArgumentError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
         with self._reading() as conn:
-            ka, kb, found = self._pair(conn, a, b, thread_id)
+            ka, kb, found = self._pair(conn, a, b, thread_id, scope)
             run_a, run_b = self._run_record(conn, ka.pk), self._run_record(conn, kb.pk)
             base_run = self._run_record(conn, found[0]) if found else None
             a_runs = self._side(conn, ka.pk, found[1] if found else None)
@@ -2287,13 +2443,16 @@ class Store:
 
     # --- branches and forks -------------------------------------------------------------
 
-    def branch(self, name: str, run_id: str, *, thread_id: str | None = None) -> Branch:
-        """Point branch ``name`` at a run (creating or moving it)."""
+    def branch(
+        self, name: str, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Branch:
+        """Point branch ``name`` at a run (creating or moving it). With a ``scope``, only a
+        run of that owner's threads (another owner's are absent: ``RunNotFoundError``)."""
         _check_branch_name(name)
         with self._lock:
             conn = self._db
             with database.immediate(conn):
-                key = self._resolve(conn, run_id, thread_id=thread_id)
+                key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
                 _refuse_branch_shadowing_run(conn, key.thread_pk, name)
                 now = database.now_ms()
                 conn.execute(
@@ -2307,10 +2466,11 @@ class Store:
                 ).fetchone()[0]
                 return Branch(thread, name, self._run_id_of(conn, key.pk), False, when(now))
 
-    def branches(self, thread_id: str) -> list[Branch]:
+    def branches(self, thread_id: str, *, scope: str | None = None) -> list[Branch]:
         """A thread's branches: the default one (following the newest run) first."""
+        _check_scope(scope)
         with self._reading() as conn:
-            pk = self._require_thread(conn, thread_id)
+            pk = self._require_thread(conn, thread_id, scope)
             out = []
             newest = self._newest_run(conn, pk)
             if newest is not None:
@@ -2323,14 +2483,15 @@ class Store:
                 out.append(Branch(thread_id, name, run_id, False, when(updated)))
             return out
 
-    def delete_branch(self, name: str, *, thread_id: str) -> None:
+    def delete_branch(self, name: str, *, thread_id: str, scope: str | None = None) -> None:
         """Delete a branch (the runs stay; only the name goes)."""
         if name in _RESERVED_REFS:
             raise BranchError(f"{name!r} is the thread's default branch; it cannot be deleted")
+        _check_scope(scope)
         with self._lock:
             conn = self._db
             with database.immediate(conn):
-                pk = self._require_thread(conn, thread_id)
+                pk = self._require_thread(conn, thread_id, scope)
                 conn.execute("DELETE FROM branches WHERE thread = ? AND name = ?", (pk, name))
                 if conn.changes() == 0:
                     raise BranchError(
@@ -2338,7 +2499,12 @@ class Store:
                     )
 
     def fork(
-        self, run_or_ref: str, *, thread_id: str | None = None, run_id: str | None = None
+        self,
+        run_or_ref: str,
+        *,
+        thread_id: str | None = None,
+        run_id: str | None = None,
+        scope: str | None = None,
     ) -> dict[str, Any]:
         """The ``RunAgentInput`` a client sends to start a new run from this one.
 
@@ -2346,7 +2512,7 @@ class Store:
         run's lineage (a client resends the same ones); messages and state are the view.
         """
         with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(conn, key.pk)
             view = self._view(conn, key.pk)
             row = conn.execute(
@@ -2631,6 +2797,19 @@ def _storable(
                 event_type=event_type,
                 path=path,
             ) from None
+
+
+def _check_scope(scope: Any) -> None:
+    """A scope is an owner's name (a non-empty string), or ``None``: the operator's calls,
+    which see and write every thread."""
+    if scope is None:
+        return
+    if not isinstance(scope, str) or not scope:
+        raise TypeError(
+            f"scope must be None (the operator) or an owner's name (a non-empty string), "
+            f"not {scope!r}"
+        )
+    _storable(scope, path="scope")
 
 
 def _check_branch_name(name: str) -> None:
