@@ -431,7 +431,7 @@ class Batcher:
         """Keep one event of any form (see :func:`event_json`)."""
         try:
             raw = event_json(event)
-        except InvalidEventError as exc:
+        except Exception as exc:  # not JSON, or a model that fails to dump: not the stream's
             with self._changed:
                 self._pending.refuse(exc)
             return
@@ -599,7 +599,7 @@ class AsyncBatcher:
         """Keep one event of any form (see :func:`event_json`)."""
         try:
             raw = event_json(event)
-        except InvalidEventError as exc:
+        except Exception as exc:  # not JSON, or a model that fails to dump: not the stream's
             self._pending.refuse(exc)
             return
         self.add(raw)
