@@ -61,6 +61,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sqlite3
 import tempfile
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
@@ -73,6 +74,7 @@ import apsw
 import sqlite_utils
 
 from agui_store import codec
+from agui_store.errors import AguiStoreError, StorageError
 from agui_store.records import Run
 from agui_store.store import Store
 from agui_store.targets import SIBLINGS, ExportTargetError, check_target, is_sqlite_file
@@ -339,7 +341,10 @@ def export_sqlite(
     if progress is not None:
         progress(0, total)
     folder, name = os.path.split(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder or ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder or ".")
+    except OSError as e:
+        raise _cannot_write(target, e) from e
     os.close(fd)
     try:
         db = sqlite_utils.Database(tmp)
@@ -362,12 +367,23 @@ def export_sqlite(
             db.close()
         _fsync(tmp)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         for suffix in SIBLINGS:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp + suffix)
+        if isinstance(e, (sqlite3.OperationalError, OSError)) and not isinstance(
+            e, AguiStoreError
+        ):  # a full disk, an I/O error: the output's file system, not the store
+            raise _cannot_write(target, e) from e
         raise
     return summary
+
+
+def _cannot_write(target: str, e: BaseException) -> StorageError:
+    return StorageError(
+        f"cannot write the analysis database {target}: {e}; nothing was left behind",
+        path=target, errno=e.errno if isinstance(e, OSError) else None,
+    )
 
 
 # --- the target file ----------------------------------------------------------------------

@@ -25,7 +25,7 @@ import msgspec
 
 from agui_store import blobs, codec, hashing
 from agui_store.database import Conn
-from agui_store.errors import HashMismatchError, InvalidEventError
+from agui_store.errors import CorruptStoreError, HashMismatchError, InvalidEventError
 from agui_store.patch import PatchError, apply_patch
 from agui_store.restore import View
 
@@ -235,7 +235,7 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True, verify: bool = Tr
     """
     row = conn.execute(SELECT_CHECKPOINT, (run_pk,)).fetchone()
     if row is None:
-        raise LookupError(f"run {run_pk} has no checkpoint")
+        raise CorruptStoreError(f"run {run_pk} has no checkpoint")
     (_, _, length, chain, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base,
      s_addr, i_addr, w_addr, view_hash, run_hash_ok) = row
     if verify and not run_hash_ok:
@@ -378,7 +378,7 @@ def _patched_state(
     its address."""
     row = conn.execute(SELECT_STATE, (state_base,)).fetchone()
     if row is None or row[0] is not None:
-        raise ValueError(
+        raise CorruptStoreError(
             f"checkpoint of run {run_pk}: its state base {state_base} is not a checkpoint "
             "whose state is stored whole"
         )
@@ -392,7 +392,9 @@ def _patched_state(
     try:
         state = apply_patch(codec.decode(text), [op for patch in patches for op in patch])
     except (PatchError, TypeError) as e:
-        raise ValueError(f"checkpoint of run {run_pk}: its state patches do not apply: {e}") from e
+        raise CorruptStoreError(
+            f"checkpoint of run {run_pk}: its state patches do not apply: {e}"
+        ) from e
     return state, len(text), bytes(row[3])
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, TextIO
 
 from agui_store import database
-from agui_store.errors import AguiStoreError
+from agui_store.errors import AguiStoreError, InternalError
 from agui_store.interchange import FORMATS, serialize
 from agui_store.records import Run
 from agui_store.render import content_text, diff_text, graph, run_line, short, transcript
@@ -532,9 +532,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: What the exit status means (README, "Command line"). Every failure prints one line on
+#: stderr, ``agui-store COMMAND: what and where``; never a traceback.
+EXIT_OK = 0
+EXIT_STORE_ERROR = 1  # a store error (bad input, a damaged or foreign file, a full disk...),
+#                       or a command's negative answer: check found problems, an invalid artifact
+EXIT_USAGE = 2  # argparse: unknown command or option, missing argument
+EXIT_INTERNAL = 3  # an unexpected error inside agui-store: a bug to report
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
+
+#: Set (to anything) to print the traceback of an internal error after its one line.
+DEBUG_ENV = "AGUI_STORE_DEBUG"
+
+#: Longest message printed: errors name places, they do not echo megabytes of input back.
+MAX_MESSAGE = 1_000
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # usage errors: exit 2, argparse's one line
     if not hasattr(args, "json"):
         args.json = False
     path = getattr(args, "db", None)
@@ -544,16 +560,46 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             return handler(None, args, out)  # type: ignore[arg-type]
         with Store(path) as store:
             return handler(store, args, out)
+    except InternalError as e:
+        return _internal(args.command, e)
     except AguiStoreError as e:
-        sys.stderr.write(f"agui-store {args.command}: {e}\n")
-        return 1
+        _say(args.command, str(e))
+        return EXIT_STORE_ERROR
     except BrokenPipeError:
         # The reader went away (`agui-store export | head`): not an error of ours.
         sys.stderr.close()
-        return 0
-    except OSError as e:
-        sys.stderr.write(f"agui-store {args.command}: {e}\n")
-        return 1
+        return EXIT_OK
+    except OSError as e:  # a file the command reads or writes itself (import FILE, -o FILE)
+        where = f"{e.filename}: " if e.filename else ""
+        _say(args.command, f"{where}{e.strerror or e}")
+        return EXIT_STORE_ERROR
+    except KeyboardInterrupt:
+        _say(args.command, "interrupted (the transaction under way was rolled back)")
+        return EXIT_INTERRUPTED
+    except Exception as e:
+        return _internal(args.command, e)
+
+
+def _say(command: str, message: str) -> None:
+    """One line on stderr: newlines folded, length bounded."""
+    line = " ".join(message.split())
+    if len(line) > MAX_MESSAGE:
+        line = line[: MAX_MESSAGE - 1] + "…"
+    sys.stderr.write(f"agui-store {command}: {line}\n")
+    sys.stderr.flush()
+
+
+def _internal(command: str, e: BaseException) -> int:
+    if isinstance(e, InternalError):  # its message already says what to do
+        _say(command, f"internal error: {e} (set {DEBUG_ENV}=1 for the traceback)")
+    else:
+        _say(command, f"internal error: {type(e).__name__}: {e} (a bug in agui-store: please "
+                      f"report it with this message; set {DEBUG_ENV}=1 for the traceback)")
+    if os.environ.get(DEBUG_ENV):
+        import traceback
+
+        traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

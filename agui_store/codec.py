@@ -36,7 +36,7 @@ from typing import Any
 
 import msgspec
 
-from agui_store.errors import InvalidEventError
+from agui_store.errors import InvalidEventError, StorageError
 from agui_store.model import kind_of, render_path
 
 __all__ = [
@@ -395,8 +395,15 @@ def parse_events(
     if isinstance(source, (str, bytes, bytearray, memoryview)):
         return _from_text(_as_bytes(source, None), limits)
     if isinstance(source, os.PathLike):
-        with open(source, "rb") as handle:
-            return _from_text(handle.read(), limits)
+        try:
+            with open(source, "rb") as handle:
+                data = handle.read()
+        except OSError as e:
+            shown = os.fsdecode(source)
+            raise StorageError(
+                f"cannot read events from {shown}: {e.strerror or e}", path=shown, errno=e.errno
+            ) from e
+        return _from_text(data, limits)
     if isinstance(source, msgspec.Struct) or _is_model(source):
         return [_from_object(source, 0, limits)]
     if hasattr(source, "read"):

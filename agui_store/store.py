@@ -23,13 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agui_store import blobs, checkpoints, codec, database, hashing, model, schema
+from agui_store import arguments, blobs, checkpoints, codec, database, hashing, model, schema
 from agui_store.diff import Diff, compare
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
     BranchError,
     HashMismatchError,
+    InvalidArgumentError,
     InvalidEventError,
     OpenRunsError,
     RunNotFoundError,
@@ -46,7 +47,6 @@ from agui_store.verify import SequenceVerifier
 DEFAULT_BRANCH = "main"
 _RESERVED_REFS = frozenset({DEFAULT_BRANCH, "HEAD"})
 _BRANCH_NAME = re.compile(r"^[A-Za-z0-9._/@+-]+$")
-_ANCESTOR_SUFFIX = re.compile(r"^(?P<base>.+?)~(?P<n>\d*)$")
 
 _TERMINAL_STATUS = {"RUN_ERROR": "error"}
 _OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
@@ -200,12 +200,14 @@ class Store:
         checkpoint_events: int = CHECKPOINT_EVENTS,
         derive_on_append: bool = True,
     ) -> None:
-        self.path = os.fspath(path) if path is not None else database.default_path()
-        self.busy_timeout_ms = busy_timeout_ms
-        self.max_event_bytes = max_event_bytes
-        self.max_depth = max_depth
+        self.path = arguments.path_text(path) if path is not None else database.default_path()
+        self.busy_timeout_ms = arguments.positive_int(
+            "busy_timeout_ms", busy_timeout_ms, minimum=0
+        )
+        self.max_event_bytes = arguments.positive_int("max_event_bytes", max_event_bytes)
+        self.max_depth = arguments.positive_int("max_depth", max_depth)
         if type(checkpoint_events) is not int or checkpoint_events < 1:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"checkpoint_events must be a positive integer, not {checkpoint_events!r}"
             )
         self.checkpoint_events = checkpoint_events  # see CHECKPOINT_EVENTS
@@ -238,8 +240,8 @@ class Store:
         """Close the file. Further calls raise."""
         with self._lock:
             if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+                conn, self._conn = self._conn, None
+                database.close(conn, self.path)
 
     def __repr__(self) -> str:
         return f"<agui_store.Store {self.path!r}>"
@@ -1525,6 +1527,8 @@ class Store:
     def _thread_pk(
         self, conn: database.Conn, thread_id: str, *, create: bool = False, now: int = 0
     ) -> int | None:
+        if not create and not (isinstance(thread_id, str) and arguments.storable_text(thread_id)):
+            return None  # no stored thread id holds a lone surrogate (nor is not text)
         row = conn.execute("SELECT id FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
         if row:
             return int(row[0])
@@ -1557,7 +1561,7 @@ class Store:
     def _require_thread(self, conn: database.Conn, thread_id: str) -> int:
         pk = self._thread_pk(conn, thread_id)
         if pk is None:
-            raise RunNotFoundError(f"no thread {thread_id!r} in {self.path}")
+            raise RunNotFoundError(f"no thread {_quote(thread_id)} in {self.path}")
         return pk
 
     def _resolve(
@@ -1571,21 +1575,26 @@ class Store:
         """A revision to a run: run id, branch name, ``HEAD``/``main``, unique run-id
         prefix, each optionally followed by ``~n`` (n-th lineage ancestor)."""
         if not isinstance(ref, str) or not ref:
-            raise RunNotFoundError(f"not a run id or ref: {ref!r}")
+            raise RunNotFoundError(f"not a run id or ref: {_quote(ref) if ref else ref!r}")
+        if not arguments.storable_text(ref):
+            raise RunNotFoundError(
+                f"no run, branch or ref {_quote(ref)}: it holds a lone surrogate, which no "
+                "stored id can"
+            )
         if thread_pk is None and thread_id is not None:
             thread_pk = self._require_thread(conn, thread_id)
         try:
             return self._resolve_exact(conn, ref, thread_pk)
         except RunNotFoundError:
-            match = _ANCESTOR_SUFFIX.match(ref)
-            if not match:
+            ancestor = arguments.split_ancestor(ref)
+            if ancestor is None:
                 raise
-        key = self._resolve_exact(conn, match["base"], thread_pk)
-        steps = int(match["n"] or 1)
+        base, steps = ancestor
+        key = self._resolve_exact(conn, base, thread_pk)
         for _ in range(steps):
             row = conn.execute("SELECT parent FROM runs WHERE id = ?", (key.pk,)).fetchone()
             if row is None or row[0] is None:
-                raise RunNotFoundError(f"{ref}: the lineage has fewer than {steps} ancestors")
+                raise RunNotFoundError(f"{_quote(ref)}: the lineage has no ancestor that far back")
             key = _RunKey(int(row[0]), key.thread_pk)
         return key
 
@@ -1627,18 +1636,19 @@ class Store:
                 raise RunNotFoundError(f"{ref}: the thread has no runs")
             return _RunKey(newest, thread_pk)
         # A unique prefix of a run id (git's abbreviated hashes).
-        prefix_end = ref[:-1] + chr(ord(ref[-1]) + 1)
+        prefix_end = arguments.prefix_bound(ref)
+        below = "AND runs.run_id < ?" if prefix_end is not None else ""
         rows = conn.execute(
             f"SELECT runs.id, runs.thread, runs.run_id FROM runs WHERE runs.run_id >= ? "
-            f"AND runs.run_id < ? {where} LIMIT 6",
-            (ref, prefix_end, *args),
+            f"{below} {where} LIMIT 6",
+            (ref, *([prefix_end] if prefix_end is not None else []), *args),
         ).fetchall()
         if len(rows) == 1:
             return _RunKey(int(rows[0][0]), int(rows[0][1]))
         if len(rows) > 1:
             names = ", ".join(r[2] for r in rows[:5])
-            raise AmbiguousRunError(f"{ref!r} is a prefix of several runs ({names}, ...)")
-        raise RunNotFoundError(f"no run, branch or unique run-id prefix {ref!r}")
+            raise AmbiguousRunError(f"{_quote(ref)} is a prefix of several runs ({names}, ...)")
+        raise RunNotFoundError(f"no run, branch or unique run-id prefix {_quote(ref)}")
 
     def _run_record(self, conn: database.Conn, pk: int) -> Run:
         row = conn.execute(schema.SELECT_RUN + " WHERE runs.id = ?", (pk,)).fetchone()
@@ -1761,7 +1771,7 @@ class Store:
         with self._reading() as conn:
             key = self._resolve(conn, run_id, thread_id=thread_id)
             return self._run_events(
-                conn, key.pk, after if after is not None else 0, verify=after is None
+                conn, key.pk, arguments.cursor(after), verify=after is None
             )
 
     def thread_events(self, thread_id: str) -> Iterator[dict[str, Any]]:
@@ -2071,7 +2081,7 @@ class Store:
     def _pair(
         self, conn: database.Conn, a: str, b: str, thread_id: str | None
     ) -> tuple[_RunKey, _RunKey, tuple[int, int, int] | None]:
-        """Two revisions resolved, and their merge base (see :meth:`_merge_base_pk`)."""
+        """Two arguments resolved, and their merge base (see :meth:`_merge_base_pk`)."""
         ka = self._resolve(conn, a, thread_id=thread_id)
         kb = self._resolve(conn, b, thread_id=thread_id)
         return ka, kb, self._merge_base_pk(conn, ka.pk, kb.pk)
@@ -2100,7 +2110,7 @@ class Store:
                 ``"two-dot"``: the two views compared directly (``changes`` is a -> b).
         """
         if mode not in ("three-dot", "two-dot"):
-            raise ValueError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
+            raise InvalidArgumentError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
         with self._reading() as conn:
             ka, kb, found = self._pair(conn, a, b, thread_id)
             run_a, run_b = self._run_record(conn, ka.pk), self._run_record(conn, kb.pk)
@@ -2192,7 +2202,9 @@ class Store:
                 pk = self._require_thread(conn, thread_id)
                 conn.execute("DELETE FROM branches WHERE thread = ? AND name = ?", (pk, name))
                 if conn.changes() == 0:
-                    raise BranchError(f"no branch {name!r} in thread {thread_id!r}")
+                    raise BranchError(
+                        f"no branch {_quote(name)} in thread {_quote(thread_id)}"
+                    )
 
     def fork(
         self, run_or_ref: str, *, thread_id: str | None = None, run_id: str | None = None
@@ -2213,6 +2225,10 @@ class Store:
                 (key.pk,),
             ).fetchone()
         recorded = codec.decode(row[0].encode("utf-8")) if row else {}
+        if run_id is not None and not (
+            isinstance(run_id, str) and run_id and arguments.storable_text(run_id)
+        ):
+            raise InvalidArgumentError(f"run_id= must be a non-empty id, not {_quote(run_id)}")
         fork_input: dict[str, Any] = {
             "threadId": run.thread_id,
             "runId": run_id or str(uuid.uuid4()),
@@ -2465,7 +2481,8 @@ def _check_branch_name(name: str) -> None:
         raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
     if not isinstance(name, str) or not _BRANCH_NAME.match(name) or name.startswith("-"):
         raise BranchError(
-            f"invalid branch name {name!r}: use letters, digits and . _ / @ + - (no spaces, no '~')"
+            f"invalid branch name {_quote(name)}: use letters, digits and . _ / @ + - (no "
+            "spaces, no '~')"
         )
 
 

@@ -83,6 +83,9 @@ def check_target(
                 )
     if os.path.isdir(target):
         raise ExportTargetError(f"{shown} is a folder: give a file path inside it")
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        raise ExportTargetError(f"cannot write {shown}: folder {folder} does not exist")
     if not replace and is_sqlite_file(target):
         raise ExportTargetError(
             f"{shown} is an existing SQLite database: agui-store never writes over one; "

@@ -307,7 +307,9 @@ def test_a_checkpoint_patched_from_a_state_that_is_not_whole_is_reported(tmp_pat
     with agui_store.open(path) as store:
         problems = [str(p) for p in store.check().problems]
         assert any("whose own state is not stored whole" in p for p in problems), problems
-        with pytest.raises(ValueError, match="not a checkpoint whose state is stored whole"):
+        with pytest.raises(
+            agui_store.CorruptStoreError, match="not a checkpoint whose state is stored whole"
+        ):
             store.checkout("r2")
 
 

@@ -227,6 +227,22 @@ def test_a_store_without_its_application_id_is_still_recognized_by_its_tables(
         assert [r.run_id for r in store.runs("t1")] == ["r1"]
 
 
+def test_a_store_re_marked_with_another_applications_id_is_refused_untouched(
+    tmp_path: Path,
+) -> None:
+    """The mark is what the file says it is: another application's id wins over our tables."""
+    path = tmp_path / "claimed.db"
+    with agui_store.open(path) as store:
+        store.append(EVENTS)
+    conn = apsw.Connection(str(path))
+    conn.execute("PRAGMA application_id = 7")
+    conn.close()
+    before = folder_state(tmp_path)
+    with pytest.raises(NotAStoreError, match="application_id 0x00000007"):
+        agui_store.open(path)
+    assert folder_state(tmp_path) == before
+
+
 def test_a_newer_store_in_rollback_journal_mode_is_refused_before_anything_is_written(
     tmp_path: Path,
 ) -> None:

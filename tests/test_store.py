@@ -501,7 +501,7 @@ def test_an_sqlite_file_of_something_else_is_not_taken_over(tmp_path: Path) -> N
     conn = apsw.Connection(str(other))
     conn.execute("CREATE TABLE notes(x)")
     conn.close()
-    with pytest.raises(AguiStoreError, match="something else"):
+    with pytest.raises(AguiStoreError, match="another application"):
         agui_store.open(other)
 
 

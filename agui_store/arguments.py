@@ -1,0 +1,110 @@
+"""What callers pass, checked before any SQL sees it: revisions, cursors, paths, options.
+
+Pure functions (no I/O): the store resolves what these return. Each turns a value the
+caller may have built from anything (a URL, a command line, a fuzzer) into either something
+SQLite can bind or an answer: a revision no stored id can match names no run, an ancestor
+count beyond any lineage has no such ancestor, a cursor beyond any sequence number has
+nothing after it. What cannot be an answer is an :class:`InvalidArgumentError` (also a
+``ValueError``) naming the argument.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from agui_store.errors import InvalidArgumentError
+
+#: SQLite's largest integer: no sequence number, run key or lineage depth exceeds it.
+MAX_INT64 = 2**63 - 1
+
+#: ``REV~n``: the n-th lineage ancestor (``REV~`` is ``REV~1``). ASCII digits only: ``\\d``
+#: would also take other scripts' digits, which ``int()`` accepts.
+ANCESTOR_SUFFIX = re.compile(r"(?P<base>.+?)~(?P<n>[0-9]*)", re.ASCII | re.DOTALL)
+
+_LAST_CHAR = 0x10FFFF
+_SURROGATES = range(0xD800, 0xE000)
+
+
+def storable_text(value: str) -> bool:
+    """Whether SQLite text can hold ``value`` (valid UTF-8: no lone surrogate). Ids are
+    checked with this when stored, so a revision that fails it names nothing."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def split_ancestor(ref: str) -> tuple[str, int] | None:
+    """``(base, n)`` for ``base~n``, else ``None``. An ``n`` beyond SQLite's integers (5,000
+    digits, say) is capped there: no lineage has that many ancestors either way, and the
+    cap keeps ``int()`` away from Python's limit on digit strings."""
+    match = ANCESTOR_SUFFIX.fullmatch(ref)
+    if not match:
+        return None
+    digits = match["n"].lstrip("0")
+    if not match["n"]:
+        steps = 1
+    elif len(digits) > len(str(MAX_INT64)):
+        steps = MAX_INT64
+    else:
+        steps = min(int(digits or "0"), MAX_INT64)
+    return match["base"], steps
+
+
+def prefix_bound(prefix: str) -> str | None:
+    """The smallest string above every string that starts with ``prefix``, in SQLite's
+    text order (UTF-8 bytes, which is code point order); ``None`` when no string is above
+    them all (``prefix`` is made of U+10FFFF only). ``prefix`` must be :func:`storable_text`.
+
+    So ``run_id >= prefix AND run_id < bound`` is a range scan of exactly the run ids that
+    start with ``prefix``.
+    """
+    stem = prefix.rstrip(chr(_LAST_CHAR))
+    if not stem:
+        return None
+    code = ord(stem[-1]) + 1
+    if code in _SURROGATES:  # not text: the next code point SQLite can hold
+        code = _SURROGATES.stop
+    return stem[:-1] + chr(code)
+
+
+def cursor(after: Any) -> int:
+    """``events(after=)`` as a sequence number: ``None`` is 0 (from the start); a cursor
+    beyond SQLite's integers is capped (nothing comes after it)."""
+    if after is None:
+        return 0
+    if isinstance(after, bool) or not isinstance(after, int):
+        raise InvalidArgumentError(
+            f"after= must be a sequence number (a non-negative int), not {type(after).__name__}"
+        )
+    if after < 0:
+        raise InvalidArgumentError(
+            f"after= must be a sequence number (a non-negative int), not {_short_int(after)}"
+        )
+    return min(after, MAX_INT64)
+
+
+def _short_int(value: int) -> str:
+    return str(value) if value.bit_length() < 200 else f"a {value.bit_length()}-bit number"
+
+
+def path_text(path: Any) -> str:
+    """A store path as text: ``str``, ``bytes`` (decoded as the file system does) or any
+    ``os.PathLike``."""
+    try:
+        return os.fsdecode(path)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"a store path is text, bytes or a path object, not {type(path).__name__}"
+        ) from None
+
+
+def positive_int(name: str, value: Any, *, minimum: int = 1) -> int:
+    """An integer option, at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        shown = repr(value) if isinstance(value, (int, float, str)) else type(value).__name__
+        raise InvalidArgumentError(f"{name} must be an integer >= {minimum}, not {shown[:60]}")
+    return value

@@ -1,0 +1,691 @@
+"""Record the AG-UI runs an ASGI app serves, and answer clients that reconnect: pure ASGI.
+
+```python
+app = agui_store.asgi.Recorder(app, store=store_or_astore, scope=None)
+app.add_middleware(agui_store.asgi.Recorder, store=...)   # the same, Starlette style
+```
+
+A request is an AG-UI run when it is a POST whose JSON body is a ``RunAgentInput`` and whose
+response is 200 ``text/event-stream`` without a content encoding (SPEC §8). Its body becomes
+the run's ``input=`` and the ``data:`` payloads of the response its events, byte-exact. Every
+other request passes through untouched. The client always gets exactly the bytes the app
+sent: each chunk is forwarded first and recorded after, off the response's path; what cannot
+be recorded is logged (logger ``agui_store.asgi``) and never reaches the client.
+
+``POST <endpoint>/connect`` with a ``RunAgentInput`` body answers the hydration stream of a
+run (``Store.compacted``) as SSE, each event with an ``id:`` (the store's global sequence
+cursor), then the live rest of the run when it is still streaming through this recorder.
+A ``Last-Event-ID`` header resumes after that cursor.
+
+Nothing here imports a web framework: the module speaks the ASGI 3 protocol only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from agui_store import recording
+from agui_store.aio import AsyncStore
+from agui_store.errors import AguiStoreError, InvalidEventError
+from agui_store.records import AppendResult
+from agui_store.store import Store
+
+__all__ = ["Recorder", "SSEFramer", "encode_sse"]
+
+logger = logging.getLogger("agui_store.asgi")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_LINE_END = re.compile(rb"\r\n?|\n")
+
+#: The largest SSE event the framer holds while it arrives (bytes).
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+
+class SSEFramer:
+    """Incremental ``text/event-stream`` parser: bytes in, complete ``data`` payloads out.
+
+    It follows the WHATWG event-stream rules on bytes, so a chunk may end anywhere: inside a
+    line, between the ``\\r`` and ``\\n`` of a CRLF, inside a UTF-8 sequence. A payload is
+    the event's ``data`` lines joined by ``\\n``, each without its ``data:`` prefix and one
+    optional space; comments and other fields are skipped. An event the stream does not end
+    with a blank line comes out of :meth:`finish`.
+    """
+
+    __slots__ = ("_buffer", "_data", "_data_size", "_skip_lf", "max_event_bytes")
+
+    def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        #: The largest event held while it arrives; a larger one raises (the official client
+        #: fails at 10 MB, the store refuses events over 8 MiB by default).
+        self.max_event_bytes = max_event_bytes
+        self._buffer = bytearray()
+        self._data: list[bytes] = []
+        self._data_size = 0
+        # The previous chunk ended with "\r": a "\n" opening the next one belongs to it.
+        self._skip_lf = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The payloads of the events this chunk completes, in order."""
+        if not chunk:
+            return []
+        done: list[bytes] = []
+        if not self._buffer and not self._data and not self._skip_lf and b"\r" not in chunk:
+            # The common case (every Python producer): LF line ends, the chunk starting at an
+            # event. Whole events are cut with bytes.split; the rest goes the general way.
+            *events, chunk = chunk.split(b"\n\n")
+            for event in events:
+                if event.startswith(b"data: ") and b"\n" not in event:
+                    done.append(event[6:])
+                else:
+                    for line in event.split(b"\n"):
+                        self._line(line, done)
+                    self._line(b"", done)
+            if not chunk:
+                return done
+        buffer = self._buffer
+        buffer += chunk
+        start = 0
+        if self._skip_lf:
+            self._skip_lf = False
+            if buffer[:1] == b"\n":
+                start = 1
+        end_of_buffer = len(buffer)
+        while True:
+            found = _LINE_END.search(buffer, start)
+            if found is None:
+                break
+            if found.group() == b"\r" and found.end() == end_of_buffer:
+                self._skip_lf = True
+            self._line(bytes(buffer[start : found.start()]), done)
+            start = found.end()
+        del buffer[:start]
+        if len(buffer) + self._data_size > self.max_event_bytes:
+            raise InvalidEventError(
+                f"an SSE event of the response exceeds {self.max_event_bytes:,} bytes "
+                "before its end"
+            )
+        return done
+
+    def finish(self) -> list[bytes]:
+        """The stream ended normally: the payload of an event it did not end with a blank
+        line. ``@ag-ui/client`` parses what is left in its buffer at the end of a response,
+        so that event reached the client and is recorded too."""
+        done: list[bytes] = []
+        if self._buffer:
+            self._line(bytes(self._buffer), done)
+            self._buffer.clear()
+        self._line(b"", done)
+        return done
+
+    def _line(self, line: bytes, done: list[bytes]) -> None:
+        if not line:
+            if self._data:
+                done.append(b"\n".join(self._data))
+                self._data = []
+                self._data_size = 0
+            return
+        if line.startswith(b":"):
+            return  # a comment (keep-alive pings)
+        name, colon, value = line.partition(b":")
+        if name != b"data":
+            return  # id, event, retry: AG-UI events live in data alone
+        if colon and value.startswith(b" "):
+            value = value[1:]
+        self._data.append(value)
+        self._data_size += len(value) + 1
+
+
+def encode_sse(payload: bytes, event_id: int | None = None) -> bytes:
+    """One SSE event: ``id:`` (when given) and the payload as ``data:`` lines."""
+    head = b"id: %d\n" % event_id if event_id is not None else b""
+    if b"\n" not in payload:
+        return head + b"data: " + payload + b"\n\n"
+    return head + b"".join(b"data: " + line + b"\n" for line in payload.split(b"\n")) + b"\n"
+
+
+def _is_json(content_type: bytes | None) -> bool:
+    media = (content_type or b"").partition(b";")[0].strip().lower()
+    return media == b"application/json" or media.endswith(b"+json")
+
+
+def _header(headers: Any, name: bytes) -> bytes | None:
+    for key, value in headers or ():
+        if bytes(key).lower() == name:
+            return bytes(value)
+    return None
+
+
+class _Ids(msgspec.Struct):
+    """What the recorder reads of a request body on the event loop: the rest is validated
+    by the store, off the loop."""
+
+    threadId: str  # the wire names
+    runId: str
+
+
+_ids_decoder = msgspec.json.Decoder(_Ids)
+
+
+def _ids_of(body: bytes) -> _Ids | None:
+    try:
+        return _ids_decoder.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+# --- the store, as coroutines ------------------------------------------------------------------
+
+
+def _as_async(store: Any) -> AsyncStore:
+    """An ``AsyncStore`` as it is; a ``Store`` seen through one (its calls off the loop)."""
+    if isinstance(store, AsyncStore):
+        return store
+    if isinstance(store, Store):
+        return AsyncStore(store)
+    raise TypeError(f"store= takes an agui_store Store or AsyncStore, not {type(store).__name__}")
+
+
+# --- live runs: what a reconnecting client is sent after its hydration ----------------------
+
+_END: Any = None  # what a subscriber's queue receives when the run's response is over
+
+
+@dataclass
+class _LiveRun:
+    """A run whose response is streaming through this recorder: every event written so far
+    (with its sequence number) and the queues of the clients that follow it."""
+
+    written: list[tuple[int, bytes]] = field(default_factory=list)
+    followers: list[asyncio.Queue[Any]] = field(default_factory=list)
+
+    def publish(self, events: list[tuple[int, bytes]]) -> None:
+        self.written += events
+        for queue in self.followers:
+            queue.put_nowait(events)
+
+    def end(self) -> None:
+        for queue in self.followers:
+            queue.put_nowait(_END)
+
+
+# --- one recorded response --------------------------------------------------------------------
+
+
+class _Pending(recording._Pending):
+    """The batching core of :mod:`agui_store.recording`, writing as the request's owner and
+    telling the recorder of every batch written (for the clients that follow the run)."""
+
+    def __init__(
+        self,
+        *,
+        owner: str | None,
+        on_written: Callable[[list[bytes], AppendResult], None],
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        self._owner = owner
+        self._on_written = on_written
+
+    def take(self) -> tuple[list[bytes], dict[str, Any]]:
+        batch, options = super().take()
+        if self._owner is not None:
+            options["scope"] = self._owner
+        return batch, options
+
+    def written(self, batch: list[bytes], result: AppendResult) -> None:
+        super().written(batch, result)
+        self._on_written(batch, result)
+
+
+class _Recording:
+    """The events of one response on their way to the store: an ``AsyncBatcher`` fed with
+    the response's ``data:`` payloads (appended at the latest 0.1 s after they passed, in
+    order, off the loop)."""
+
+    def __init__(
+        self, recorder: Recorder, body: bytes, thread_id: str, run_id: str, owner: str | None
+    ) -> None:
+        self._recorder = recorder
+        self.thread_id = thread_id
+        self.requested_run_id = run_id
+        self.run_id: str | None = None  # the run recorded, once its first batch is written
+        self._framer = SSEFramer(max_event_bytes=MAX_EVENT_BYTES)
+        self._batcher = recording.AsyncBatcher(recorder._store, input=body, thread_id=thread_id)
+        self._batcher._pending = _Pending(
+            owner=owner,
+            on_written=self._written,
+            input=body,
+            thread_id=thread_id,
+            interval=recorder.flush_interval,
+            max_bytes=recording.FLUSH_BYTES,
+        )
+        self._unreadable: Exception | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        """A chunk the client got: its complete events go to the batch."""
+        if self._unreadable is not None:
+            return
+        try:
+            payloads = self._framer.feed(chunk)
+        except Exception as exc:  # never let recording break the response
+            self._unreadable = exc
+            return
+        for payload in payloads:
+            self._batcher.add(payload)
+
+    def finish(self) -> None:
+        """The response ended normally (its last body chunk came)."""
+        if self._unreadable is None:
+            for payload in self._framer.finish():
+                self._batcher.add(payload)
+
+    async def close(self) -> None:
+        """The response is over (ended, aborted or failed): write what is pending, report
+        what could not be recorded."""
+        try:
+            await self._batcher.aclose()  # shielded: a cancelled request still records
+        finally:
+            self._recorder._run_ended(self.thread_id, self.run_id)
+        batcher = self._batcher
+        reason = batcher.failed or self._unreadable
+        if reason is not None:
+            logger.warning(
+                "not recorded: thread %s, run %s: %d event(s) recorded, %d not: %s",
+                self.thread_id,
+                batcher.run_id or self.requested_run_id,
+                batcher.recorded,
+                batcher.dropped,
+                reason,
+            )
+
+    def _written(self, batch: list[bytes], result: AppendResult) -> None:
+        if result.new_run_ids:
+            if self.run_id is not None:
+                self._recorder._run_ended(self.thread_id, self.run_id)
+            self.run_id = result.new_run_ids[-1]
+            self._recorder._run_opened(self.thread_id, self.run_id)
+        live = self._recorder._live.get((self.thread_id, self.run_id or ""))
+        first, last = result.first_seq, result.last_seq
+        # One append's events have consecutive sequence numbers (one write transaction).
+        if live is not None and first is not None and last == first + len(batch) - 1:
+            live.publish([(first + i, payload) for i, payload in enumerate(batch)])
+
+
+# --- the middleware ---------------------------------------------------------------------------
+
+
+class Recorder:
+    """ASGI middleware: records the AG-UI runs ``app`` serves and answers reconnects.
+
+    Args:
+        app: the ASGI application (Starlette, FastAPI, anything ASGI 3).
+        store: a ``Store`` or an ``AsyncStore``; a ``Store`` is used from worker threads.
+        scope: ``callable(asgi_scope) -> str | None``, the owner of a request; a thread
+            belongs to the owner that first wrote it, and another owner's requests are
+            neither recorded into it nor answered by ``connect`` (404).
+        connect_suffix: the path suffix of the reconnect endpoint (``POST <endpoint>/connect``);
+            ``None`` leaves every such request to the app.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        store: Any,
+        scope: Callable[[Scope], str | None] | None = None,
+        connect_suffix: str | None = "/connect",
+    ) -> None:
+        self.app = app
+        self._store = _as_async(store)
+        #: The latest a recorded event waits before its batch is appended (seconds).
+        self.flush_interval = recording.FLUSH_INTERVAL
+        self._owner_of = scope
+        self.connect_suffix = connect_suffix
+        self._live: dict[tuple[str, str], _LiveRun] = {}
+        self._recordings = 0
+
+    @property
+    def recording(self) -> int:
+        """How many responses are being recorded now (their last batch not yet written)."""
+        return self._recordings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        if not _is_json(_header(scope.get("headers"), b"content-type")):
+            # A RunAgentInput is JSON (HttpAgent says so; pydantic-ai answers 415 otherwise):
+            # uploads and forms go by without their bodies being kept.
+            await self.app(scope, receive, send)
+            return
+        suffix = self.connect_suffix
+        if suffix and scope.get("path", "").endswith(suffix):
+            await self._connect(scope, receive, send)
+            return
+        await self._record(scope, receive, send)
+
+    def _owner(self, scope: Scope) -> str | None:
+        return self._owner_of(scope) if self._owner_of is not None else None
+
+    def _run_opened(self, thread_id: str, run_id: str) -> None:
+        self._live[(thread_id, run_id)] = _LiveRun()
+
+    def _run_ended(self, thread_id: str, run_id: str | None) -> None:
+        live = self._live.pop((thread_id, run_id or ""), None)
+        if live is not None:
+            live.end()
+
+    # --- recording ----------------------------------------------------------------------
+
+    async def _record(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body_parts: list[bytes] = []
+        body_complete = False
+
+        async def tee_receive() -> Message:
+            nonlocal body_complete
+            message = await receive()
+            if message["type"] == "http.request" and not body_complete:
+                # bytes() of bytes is the same immutable object: no copy on the hot path.
+                body_parts.append(bytes(message.get("body", b"")))
+                body_complete = not message.get("more_body", False)
+            return message
+
+        current: _Recording | None = None
+
+        async def tee_send(message: Message) -> None:
+            nonlocal current
+            kind = message["type"]
+            if kind == "http.response.body" and current is not None:
+                # Copied before the send: a compressing layer below may rewrite the message.
+                chunk = bytes(message.get("body", b""))
+                final = not message.get("more_body", False)
+                await send(message)
+                current.feed(chunk)
+                if final:
+                    current.finish()
+                return
+            if kind == "http.response.start":
+                current = self._start(scope, message, body_parts, body_complete)
+            await send(message)
+
+        try:
+            await self.app(scope, tee_receive, tee_send)
+        finally:
+            if current is not None:
+                await current.close()
+                self._recordings -= 1
+
+    def _start(
+        self, scope: Scope, start: Message, body_parts: list[bytes], body_complete: bool
+    ) -> _Recording | None:
+        """The recording of this response, or ``None`` when it is not an AG-UI run."""
+        try:
+            if start.get("status") != 200:
+                return None
+            headers = start.get("headers") or ()
+            content_type = _header(headers, b"content-type") or b""
+            if not content_type.lower().startswith(b"text/event-stream"):
+                return None
+            if _header(headers, b"content-encoding") not in (None, b"identity"):
+                return None  # a compressing layer sits below: its bytes are not SSE
+            if _header(scope.get("headers"), b"content-encoding") not in (None, b"identity"):
+                return None
+            body = b"".join(body_parts)
+            ids = _ids_of(body) if body_complete else None
+            if ids is None:
+                looks_like_run = b'"threadId"' in body
+                (logger.warning if looks_like_run else logger.debug)(
+                    "not recorded: %s %s answered an event stream, but its request body is "
+                    "not a RunAgentInput%s",
+                    scope.get("method"),
+                    scope.get("path"),
+                    "" if body_complete else " (the app answered before reading it whole)",
+                )
+                return None
+            owner = self._owner(scope)
+            recording = _Recording(self, body, ids.threadId, ids.runId, owner)
+            self._recordings += 1
+            return recording
+        except Exception:
+            logger.exception("not recorded: %s %s", scope.get("method"), scope.get("path"))
+            return None
+
+    # --- reconnect ----------------------------------------------------------------------
+
+    async def _connect(self, scope: Scope, receive: Receive, send: Send) -> None:
+        parts: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            parts.append(bytes(message.get("body", b"")))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(parts)
+        ids = _ids_of(body)
+        if ids is None:
+            # Not a reconnect: the app may have a route of its own there.
+            await self.app(scope, _replay(body, receive), send)
+            return
+        owner = self._owner(scope)
+        last_event_id = _header(scope.get("headers"), b"last-event-id")
+        try:
+            after = int(last_event_id) if last_event_id is not None else None
+        except ValueError:
+            await _reply(send, 400, b"Last-Event-ID must be a sequence number")
+            return
+        disconnected = asyncio.Event()
+        watcher = asyncio.get_running_loop().create_task(_watch(receive, disconnected))
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self._answer_connect(ids, owner, after, tracked, disconnected)
+        except Exception:
+            logger.exception("connect failed: thread %s, run %s", ids.threadId, ids.runId)
+            if not started:
+                await _reply(send, 500, b"the store could not be read")
+            else:  # end the stream: the client reconnects with its Last-Event-ID
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    async def _answer_connect(
+        self,
+        ids: _Ids,
+        owner: str | None,
+        after: int | None,
+        send: Send,
+        disconnected: asyncio.Event,
+    ) -> None:
+        store = self._store
+        reads: dict[str, Any] = {"thread_id": ids.threadId}
+        if owner is not None:
+            reads["scope"] = owner
+        run = await _find_run(store, ids, reads)
+        if run is None:
+            await _reply(send, 404, b"no such thread")
+            return
+        key = (run.thread_id, run.run_id)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        live = self._live.get(key)
+        if live is not None:
+            live.followers.append(queue)
+        try:
+            if after is not None and live is not None:
+                # Everything this recorder wrote of the run is in memory, with its cursor.
+                head: list[tuple[int | None, bytes]] = [
+                    (seq, p) for seq, p in live.written if seq > after
+                ]
+                sent = max([after, *(seq for seq, _ in head if seq is not None)])
+            else:
+                head, sent = await _snapshot(store, run.run_id, reads, after, live is not None)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [
+                        (b"content-type", b"text/event-stream; charset=utf-8"),
+                        (b"cache-control", b"no-cache"),
+                    ],
+                }
+            )
+            if head:
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": b"".join(encode_sse(p, seq) for seq, p in head),
+                        "more_body": True,
+                    }
+                )
+            if live is not None:
+                await _follow(queue, sent, send, disconnected)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            if live is not None and queue in live.followers:
+                live.followers.remove(queue)
+
+
+async def _find_run(store: Any, ids: _Ids, reads: dict[str, Any]) -> Any:
+    """The run the body names (exactly, in its thread), else the thread's newest."""
+    run = await store.get_run(ids.runId, **reads)
+    if run is not None and run.run_id == ids.runId:
+        return run
+    return await store.get_run("HEAD", **reads)
+
+
+async def _snapshot(
+    store: Any, run_id: str, reads: dict[str, Any], after: int | None, live: bool
+) -> tuple[list[tuple[int | None, bytes]], int]:
+    """What a reconnecting client is sent before the live rest, and its cursor.
+
+    The reads are repeated until the run's cursor is the same before and after them, so that
+    the hydration and the cursor describe the same moment of a run that is being written.
+    """
+    for _ in range(20):
+        before = await store.get_run(run_id, **reads)
+        if after is not None:
+            backlog = await store.events(run_id, after=after, **reads)
+        else:
+            backlog = await store.compacted(run_id, **reads)
+            if live:
+                backlog += _reopen(await store.events(run_id, **reads))
+        again = await store.get_run(run_id, **reads)
+        if before.last_seq == again.last_seq:
+            cursor = int(before.last_seq or 0)
+            # A backlog read by Last-Event-ID carries the cursor on its last event only: the
+            # store's read API gives events without their own sequence numbers.
+            if after is not None:
+                payloads = [msgspec.json.encode(ev) for ev in backlog]
+                head: list[tuple[int | None, bytes]] = [(None, p) for p in payloads]
+                if head:
+                    head[-1] = (cursor, head[-1][1])
+                return head, max(cursor, after)
+            return [(cursor, msgspec.json.encode(ev)) for ev in backlog], cursor
+    raise AguiStoreError(f"run {run_id} changed under every read of its hydration stream")
+
+
+def _reopen(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """START events for the messages and tool calls a live run has open.
+
+    The hydration stream holds their content so far (MESSAGES_SNAPSHOT); the live rest goes
+    on with CONTENT/ARGS/END events, which the client only accepts inside a started stream.
+    The official client reuses the message or tool call a START names when it exists, so the
+    content already in the snapshot is kept and continued.
+    """
+    texts: dict[str, dict[str, Any]] = {}
+    calls: dict[str, dict[str, Any]] = {}
+    for ev in events:
+        kind = ev.get("type")
+        if kind == "TEXT_MESSAGE_START":
+            texts[ev["messageId"]] = {
+                "type": "TEXT_MESSAGE_START",
+                "messageId": ev["messageId"],
+                "role": ev.get("role", "assistant"),
+            }
+        elif kind == "TEXT_MESSAGE_END":
+            texts.pop(str(ev.get("messageId")), None)
+        elif kind == "TOOL_CALL_START":
+            start: dict[str, Any] = {"type": "TOOL_CALL_START"}
+            for name in ("toolCallId", "toolCallName", "parentMessageId"):
+                if name in ev:
+                    start[name] = ev[name]
+            calls[ev["toolCallId"]] = start
+        elif kind == "TOOL_CALL_END":
+            calls.pop(str(ev.get("toolCallId")), None)
+    return [*texts.values(), *calls.values()]
+
+
+async def _follow(
+    queue: asyncio.Queue[Any], sent: int, send: Send, disconnected: asyncio.Event
+) -> None:
+    """The live rest of a run, from its cursor, until its response ends or the client goes."""
+    gone = asyncio.ensure_future(disconnected.wait())
+    try:
+        while True:
+            getting = asyncio.ensure_future(queue.get())
+            await asyncio.wait({getting, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not getting.done():
+                getting.cancel()
+                return
+            events = getting.result()
+            if events is _END:
+                return
+            fresh = [(seq, p) for seq, p in events if seq > sent]
+            if fresh:
+                sent = fresh[-1][0]
+                chunk = b"".join(encode_sse(p, seq) for seq, p in fresh)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    finally:
+        gone.cancel()
+
+
+async def _watch(receive: Receive, disconnected: asyncio.Event) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            disconnected.set()
+            return
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` for an app, giving back a body the recorder already read."""
+    given = False
+
+    async def replayed() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+async def _reply(send: Send, status: int, text: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"text/plain; charset=utf-8")],
+        }
+    )
+    await send({"type": "http.response.body", "body": text, "more_body": False})

@@ -1,0 +1,190 @@
+"""Real AG-UI servers for the live-recording tests and benchmark, and the real client.
+
+- :func:`agent_app`: a FastAPI app serving a pydantic-ai agent (``AGUIAdapter.dispatch_request``
+  over a scripted ``FunctionModel``) at ``/pydantic`` and an ag-ui-langgraph endpoint over a
+  small scripted graph at ``/langgraph``. No LLM, no network beyond 127.0.0.1.
+- :func:`serve`: uvicorn on a free port of 127.0.0.1, in a thread, stopped on exit.
+- :class:`LiveClient`: the official ``@ag-ui/client`` 1.0.0 ``HttpAgent`` in node
+  (``tests/oracle/live_client.mjs``).
+
+The scripted model reads the last user message: ``tool <topic>`` calls a tool that sets the
+state; ``count <n>`` streams ``n`` text deltas at once; ``slow <n>`` streams ``n`` deltas 5 ms
+apart; anything else is echoed back in a few deltas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from ag_ui.core import EventType, StateSnapshotEvent
+from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
+from fastapi import FastAPI, Request
+from langchain_core.messages import AIMessage
+from langgraph.checkpoint.memory import MemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from pydantic_ai import Agent, RunContext, ToolReturn
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.ui.ag_ui import AGUIAdapter
+from typing_extensions import TypedDict
+
+ORACLE_DIR = Path(__file__).resolve().parent / "oracle"
+
+
+class GraphState(TypedDict, total=False):
+    """The scripted graph's state: its messages and a topic (what AG-UI sees as state)."""
+
+    messages: Annotated[list[Any], add_messages]
+    topic: str
+
+
+@dataclass
+class Deps:
+    """Receives the client's state (pydantic-ai's StateHandler protocol)."""
+
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+def agent_app() -> Any:
+    """The FastAPI app with both producers."""
+
+    def last_prompt(messages: list[ModelMessage]) -> tuple[str, bool]:
+        """The last user text, and whether the model is called back after a tool."""
+        after_tool = False
+        for message in reversed(messages):
+            if not isinstance(message, ModelRequest):
+                continue
+            for part in message.parts:
+                if isinstance(part, ToolReturnPart):
+                    after_tool = True
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    return part.content, after_tool
+        return "", after_tool
+
+    async def model(
+        messages: list[ModelMessage], info: AgentInfo
+    ) -> AsyncIterator[str | DeltaToolCalls]:
+        text, after_tool = last_prompt(messages)
+        verb, _, rest = text.partition(" ")
+        if verb == "tool" and not after_tool:
+            yield {0: DeltaToolCall(name="set_topic", json_args=json.dumps({"topic": rest}))}
+        elif verb == "tool":
+            for word in ("The ", "topic ", "is ", rest):
+                yield word
+        elif verb in ("count", "slow"):
+            for i in range(int(rest)):
+                yield f"{i} "
+                if verb == "slow":
+                    await asyncio.sleep(0.005)
+        else:
+            for word in f"You said: {text}".split(" "):
+                yield word + " "
+
+    agent = Agent(FunctionModel(stream_function=model), deps_type=Deps)
+
+    @agent.tool
+    async def set_topic(ctx: RunContext[Deps], topic: str) -> ToolReturn:
+        """Remember the topic in the shared state."""
+        state = {**ctx.deps.state, "topic": topic, "turns": ctx.deps.state.get("turns", 0) + 1}
+        return ToolReturn(
+            return_value=f"topic set to {topic}",
+            metadata=[StateSnapshotEvent(type=EventType.STATE_SNAPSHOT, snapshot=state)],
+        )
+
+    app = FastAPI()
+
+    @app.post("/pydantic")
+    async def pydantic_endpoint(request: Request) -> Any:
+        return await AGUIAdapter.dispatch_request(request, agent=agent, deps=Deps())
+
+    add_langgraph(app)
+    return app
+
+
+def add_langgraph(app: Any) -> None:
+    """An ag-ui-langgraph endpoint at /langgraph over a one-node scripted graph."""
+
+    def reply(state: dict[str, Any]) -> dict[str, Any]:
+        last = state["messages"][-1].content if state.get("messages") else ""
+        return {"messages": [AIMessage(content=f"echo: {last}")], "topic": str(last)}
+
+    graph = StateGraph(GraphState)
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "reply")
+    graph.add_edge("reply", END)
+    compiled = graph.compile(checkpointer=MemorySaver())
+    add_langgraph_fastapi_endpoint(app, LangGraphAgent(name="echo", graph=compiled), "/langgraph")
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """uvicorn serving ``app`` on a free port of 127.0.0.1; yields its base URL."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+        sock.close()
+
+
+class LiveClient:
+    """The official ``HttpAgent`` in one long-lived node process (``live_client.mjs``)."""
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen(
+            ["node", str(ORACLE_DIR / "live_client.mjs")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=ORACLE_DIR,
+            env={**os.environ, "SUPPRESS_TRANSFORMATION_WARNINGS": "1"},
+            text=True,
+            encoding="utf-8",
+        )
+
+    def run(self, command: dict[str, Any]) -> dict[str, Any]:
+        """One command (see live_client.mjs); its answer, or RuntimeError."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(json.dumps(command) + "\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError("live_client.mjs died")
+        answer: dict[str, Any] = json.loads(line)
+        if not answer["ok"]:
+            raise RuntimeError(answer["error"])
+        return answer
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        self._proc.wait(timeout=10)
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()

@@ -1,0 +1,712 @@
+"""agui_store.asgi: the SSE framer, what the Recorder records and passes through, reconnects.
+
+The apps here are real ASGI 3 apps with scripted answers (what a producer sends, chunk by
+chunk), driven in-process the way uvicorn drives them: the request body, then
+``http.disconnect`` once the response is over. The end-to-end tests with uvicorn, real agents
+and the official client are in ``test_asgi_e2e.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from starlette.middleware.gzip import GZipMiddleware
+
+import agui_store
+from agui_store.asgi import Recorder, SSEFramer, encode_sse
+
+# --- the framer ---------------------------------------------------------------------------
+
+payload_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"),
+    max_size=40,
+)
+
+
+@st.composite
+def sse_streams(draw: Any) -> tuple[bytes, list[bytes]]:
+    """An event stream with mixed line ends, comments, other fields and multi-line data, and
+    the payloads a conforming parser reads from it."""
+    events = draw(st.lists(st.lists(payload_text, min_size=1, max_size=3), max_size=8))
+    out = bytearray()
+    expected = []
+    for lines in events:
+        end = draw(st.sampled_from([b"\n", b"\r\n", b"\r"]))
+        if draw(st.booleans()):
+            out += b": keep-alive" + end
+        if draw(st.booleans()):
+            out += b"id: 7" + end + b"event: message" + end
+        encoded = [line.encode("utf-8") for line in lines]
+        for value in encoded:
+            # One space after the colon is not data; without it, data starts right there.
+            space = b" " if value.startswith(b" ") else draw(st.sampled_from([b" ", b""]))
+            out += b"data:" + space + value + end
+        out += end
+        expected.append(b"\n".join(encoded))
+    return bytes(out), expected
+
+
+@given(sse_streams(), st.lists(st.integers(min_value=0, max_value=400), max_size=12))
+def test_the_framer_reads_the_same_payloads_however_the_stream_is_cut(
+    stream: tuple[bytes, list[bytes]], cuts: list[int]
+) -> None:
+    data, expected = stream
+    points = sorted({min(c, len(data)) for c in cuts})
+    framer = SSEFramer()
+    got: list[bytes] = []
+    last = 0
+    for point in [*points, len(data)]:
+        got += framer.feed(data[last:point])
+        last = point
+    assert got == expected
+
+
+def test_the_framer_splits_inside_crlf_and_inside_a_utf8_sequence() -> None:
+    data = 'data: {"delta":"é"}\r\n\r\n'.encode()
+    at_e = data.index("é".encode()) + 1  # between the two bytes of é
+    at_crlf = data.index(b"\r") + 1  # between \r and \n
+    framer = SSEFramer()
+    got = framer.feed(data[:at_e]) + framer.feed(data[at_e:at_crlf])
+    got += framer.feed(data[at_crlf:])
+    assert got == ['{"delta":"é"}'.encode()]
+
+
+def test_an_event_the_stream_does_not_end_with_a_blank_line_comes_out_at_its_end() -> None:
+    """As @ag-ui/client reads it: what is left in its buffer is parsed when the body ends."""
+    framer = SSEFramer()
+    assert framer.feed(b'data: {"a":1}\n\ndata: {"b":2}\n') == [b'{"a":1}']
+    assert framer.finish() == [b'{"b":2}']
+    unterminated = SSEFramer()
+    assert unterminated.feed(b'data: {"c":3}') == []
+    assert unterminated.finish() == [b'{"c":3}']
+
+
+def test_an_event_larger_than_the_framer_holds_is_refused_with_its_size() -> None:
+    framer = SSEFramer(max_event_bytes=100)
+    framer.feed(b"data: " + b"x" * 60 + b"\n")
+    with pytest.raises(agui_store.InvalidEventError, match="exceeds 100 bytes"):
+        framer.feed(b"data: " + b"y" * 60)
+
+
+def test_encode_sse_writes_the_cursor_and_one_data_line_per_payload_line() -> None:
+    assert encode_sse(b"{}", 12) == b"id: 12\ndata: {}\n\n"
+    assert SSEFramer().feed(encode_sse(b"a\nb")) == [b"a\nb"]
+
+
+# --- driving an ASGI app in-process --------------------------------------------------------
+
+
+class Response:
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self.headers: dict[bytes, bytes] = {}
+        self.chunks: list[bytes] = []
+        self.complete = False
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+async def call(
+    app: Any,
+    body: bytes = b"",
+    *,
+    method: str = "POST",
+    path: str = "/agent",
+    headers: list[tuple[bytes, bytes]] | None = None,
+    disconnect: asyncio.Event | None = None,
+) -> Response:
+    """One request, as uvicorn runs it: the body, then http.disconnect after the response
+    (or when ``disconnect`` is set: the client went away)."""
+    response = Response()
+    json_type = (b"content-type", b"application/json")
+    gone = disconnect or asyncio.Event()
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if pending:
+            return pending.pop()
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            response.status = message["status"]
+            response.headers = {bytes(k).lower(): bytes(v) for k, v in message["headers"]}
+        elif message["type"] == "http.response.body":
+            response.chunks.append(bytes(message.get("body", b"")))
+            if not message.get("more_body", False):
+                response.complete = True
+                gone.set()
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [
+            *([] if any(k == b"content-type" for k, _ in headers or []) else [json_type]),
+            *(headers or []),
+        ],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8000),
+    }
+    await app(scope, receive, send)
+    return response
+
+
+def streaming_app(
+    chunks: list[bytes],
+    *,
+    status: int = 200,
+    content_type: bytes = b"text/event-stream; charset=utf-8",
+    finish: bool = True,
+    pause: float = 0.0,
+    extra_headers: list[tuple[bytes, bytes]] | None = None,
+) -> Any:
+    """An app that reads the request and answers ``chunks`` as they are, one message each."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        while (await receive()).get("more_body", False):
+            pass
+        headers = [(b"content-type", content_type), *(extra_headers or [])]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        for chunk in chunks:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if pause:
+                await asyncio.sleep(pause)
+        if finish:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return app
+
+
+def run_events(thread: str, run: str, text: str = "hello") -> list[dict[str, Any]]:
+    m = f"m-{run}"
+    return [
+        {"type": "RUN_STARTED", "threadId": thread, "runId": run},
+        {"type": "TEXT_MESSAGE_START", "messageId": m, "role": "assistant"},
+        *({"type": "TEXT_MESSAGE_CONTENT", "messageId": m, "delta": c} for c in text),
+        {"type": "TEXT_MESSAGE_END", "messageId": m},
+        {"type": "STATE_SNAPSHOT", "snapshot": {"said": text}},
+        {"type": "RUN_FINISHED", "threadId": thread, "runId": run},
+    ]
+
+
+def request_body(thread: str, run: str, messages: list[dict[str, Any]] | None = None) -> bytes:
+    body = {
+        "threadId": thread,
+        "runId": run,
+        "state": {},
+        "messages": messages
+        if messages is not None
+        else [{"id": f"u-{run}", "role": "user", "content": "hi"}],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+    return json.dumps(body).encode()
+
+
+def sse(events: list[dict[str, Any]], end: bytes = b"\n") -> list[bytes]:
+    """One chunk per event, framed as pydantic-ai frames them (or with ``end`` line ends);
+    the JSON is written with spaces so that a re-encoding would show."""
+    return [b"data: " + json.dumps(ev).encode() + end + end for ev in events]
+
+
+def stored_payloads(store: agui_store.Store, thread: str) -> list[str]:
+    """The events' JSON text as the store keeps it."""
+    with store._reading() as conn:
+        return [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT events.payload FROM events JOIN runs ON runs.id = events.run "
+                "JOIN threads ON threads.id = runs.thread WHERE threads.thread_id = ? "
+                "ORDER BY events.seq",
+                (thread,),
+            )
+        ]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    with agui_store.open(tmp_path / "live.db") as opened:
+        yield opened
+
+
+# --- recording ----------------------------------------------------------------------------
+
+
+def test_a_run_is_recorded_byte_exact_with_its_request_body_as_input(store: Any) -> None:
+    events = run_events("t1", "r1")
+    chunks = sse(events, end=b"\r\n")
+    body = request_body("t1", "r1")
+    response = asyncio.run(call(Recorder(streaming_app(chunks), store=store), body))
+    assert response.body == b"".join(chunks) and response.complete
+    assert stored_payloads(store, "t1") == [json.dumps(ev) for ev in events]
+    assert store.input("r1", thread_id="t1") == json.loads(body)
+    checkout = store.checkout("r1", thread_id="t1")
+    assert checkout.run.status == "finished"
+    assert [m["id"] for m in checkout.messages] == ["u-r1", "m-r1"]
+    assert checkout.state == {"said": "hello"}
+
+
+def test_events_split_across_chunks_anywhere_are_recorded_whole(store: Any) -> None:
+    events = run_events("t1", "r1", text="héllo wörld")
+    stream = b"".join(sse(events, end=b"\r\n"))
+    chunks = [stream[i : i + 7] for i in range(0, len(stream), 7)]  # cuts CRLFs and é, ö
+    response = asyncio.run(
+        call(Recorder(streaming_app(chunks), store=store), request_body("t1", "r1"))
+    )
+    assert response.body == stream
+    assert store.events("r1", thread_id="t1") == events
+
+
+def test_add_middleware_starlette_style_records_the_same(store: Any) -> None:
+    from fastapi import FastAPI
+    from fastapi.responses import StreamingResponse
+
+    events = run_events("t1", "r1")
+    app = FastAPI()
+
+    @app.post("/agent")
+    async def agent() -> StreamingResponse:
+        async def stream() -> Any:
+            for chunk in sse(events):
+                yield chunk
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    app.add_middleware(Recorder, store=store)
+    response = asyncio.run(call(app, request_body("t1", "r1")))
+    assert response.body == b"".join(sse(events))
+    assert store.events("r1", thread_id="t1") == events
+
+
+def test_a_last_event_the_app_does_not_end_with_a_blank_line_is_recorded(store: Any) -> None:
+    """@ag-ui/client parses what is left in its buffer when the body ends: so does the
+    recorder."""
+    events = run_events("t1", "r1")
+    chunks = sse(events)
+    chunks[-1] = chunks[-1].rstrip(b"\n")
+    asyncio.run(call(Recorder(streaming_app(chunks), store=store), request_body("t1", "r1")))
+    assert store.get_run("r1", thread_id="t1").status == "finished"
+
+
+def test_an_oversized_event_stops_the_recording_not_the_response(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    events = run_events("t1", "r1")
+    huge = b"data: " + b"x" * 2000 + b"\n"  # no blank line: the framer holds it
+    chunks = [*sse(events[:2]), huge, huge, *sse(events[2:])]
+    recorder = Recorder(streaming_app(chunks), store=store)
+    with (
+        caplog.at_level(logging.WARNING, logger="agui_store.asgi"),
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        patch.setattr("agui_store.asgi.MAX_EVENT_BYTES", 3000)
+        response = asyncio.run(call(recorder, request_body("t1", "r1")))
+    assert response.body == b"".join(chunks) and response.complete
+    assert store.events("r1", thread_id="t1") == events[:2]
+    assert any("exceeds 3,000 bytes" in r.getMessage() for r in caplog.records)
+
+
+def test_the_client_gets_each_chunk_before_it_is_recorded(store: Any) -> None:
+    """A store that cannot be written at all changes nothing the client gets."""
+    store.close()
+    events = run_events("t1", "r1")
+    response = asyncio.run(
+        call(Recorder(streaming_app(sse(events)), store=store), request_body("t1", "r1"))
+    )
+    assert response.body == b"".join(sse(events)) and response.complete
+
+
+@pytest.mark.parametrize(
+    ("method", "status", "content_type", "headers"),
+    [
+        ("GET", 200, b"text/event-stream", []),
+        ("PUT", 200, b"text/event-stream", []),
+        ("POST", 500, b"text/event-stream", []),
+        ("POST", 200, b"application/json", []),
+        ("POST", 200, b"application/vnd.ag-ui.event+proto", []),
+        ("POST", 200, b"text/event-stream", [(b"content-encoding", b"gzip")]),
+    ],
+    ids=["GET", "PUT", "status-500", "json", "protobuf", "content-encoded"],
+)
+def test_what_is_not_an_agui_run_passes_through_unrecorded(
+    store: Any, method: str, status: int, content_type: bytes, headers: list[Any]
+) -> None:
+    chunks = sse(run_events("t1", "r1"))
+    app = streaming_app(chunks, status=status, content_type=content_type, extra_headers=headers)
+    response = asyncio.run(
+        call(Recorder(app, store=store), request_body("t1", "r1"), method=method)
+    )
+    assert response.status == status and response.body == b"".join(chunks)
+    assert store.threads() == []
+
+
+def test_a_request_that_is_not_json_passes_through_unrecorded(store: Any) -> None:
+    chunks = sse(run_events("t1", "r1"))
+    response = asyncio.run(
+        call(
+            Recorder(streaming_app(chunks), store=store),
+            request_body("t1", "r1"),
+            headers=[(b"content-type", b"multipart/form-data; boundary=x")],
+        )
+    )
+    assert response.body == b"".join(chunks)
+    assert store.threads() == []
+
+
+def test_an_app_that_fails_mid_stream_leaves_the_run_incomplete_and_its_error_as_it_was(
+    store: Any,
+) -> None:
+    events = run_events("t1", "r1")
+    inner = streaming_app(sse(events[:3]), finish=False)
+
+    async def failing(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await inner(scope, receive, send)
+        raise RuntimeError("the agent crashed")
+
+    with pytest.raises(RuntimeError, match="the agent crashed"):
+        asyncio.run(call(Recorder(failing, store=store), request_body("t1", "r1")))
+    run = store.get_run("r1", thread_id="t1")
+    assert run is not None and run.status == "incomplete"
+    assert store.events("r1", thread_id="t1") == events[:3]
+
+
+def test_a_body_that_is_not_a_run_agent_input_is_logged_and_passes_through(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    chunks = sse(run_events("t1", "r1"))
+    recorder = Recorder(streaming_app(chunks), store=store)
+    with caplog.at_level(logging.DEBUG, logger="agui_store.asgi"):
+        response = asyncio.run(call(recorder, b'{"threadId": 3}'))
+    assert response.body == b"".join(chunks)
+    assert store.threads() == []
+    assert any("not a RunAgentInput" in r.getMessage() for r in caplog.records)
+
+
+def test_a_run_agent_input_the_store_refuses_leaves_the_store_as_it_was(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = json.dumps({"threadId": "t1", "runId": "r1", "messages": "not a list"}).encode()
+    chunks = sse(run_events("t1", "r1"))
+    with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
+        response = asyncio.run(call(Recorder(streaming_app(chunks), store=store), body))
+    assert response.body == b"".join(chunks)
+    assert store.threads() == []
+    (report,) = [r.getMessage() for r in caplog.records if r.name == "agui_store.asgi"]
+    assert "thread t1, run r1" in report and "$.messages" in report
+
+
+def test_malformed_sse_is_logged_and_the_response_is_unchanged(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    events = run_events("t1", "r1")
+    chunks = [*sse(events[:3]), b"data: {not json\n\n", *sse(events[3:])]
+    recorder = Recorder(streaming_app(chunks, pause=0.05), store=store)
+    recorder.flush_interval = 0.01  # the events before the bad one are written by then
+    with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
+        response = asyncio.run(call(recorder, request_body("t1", "r1")))
+    assert response.body == b"".join(chunks) and response.complete
+    # What came before the bad event is recorded; the batch holding it is not, nor what
+    # follows (it would record a run that never happened): the run stays incomplete.
+    run = store.get_run("r1", thread_id="t1")
+    assert run is not None and run.status == "incomplete"
+    assert store.events("r1", thread_id="t1") == events[:3]
+    (report,) = [r.getMessage() for r in caplog.records if r.name == "agui_store.asgi"]
+    assert "thread t1, run r1" in report and "malformed JSON" in report
+
+
+def test_an_event_the_store_refuses_by_sequence_is_logged(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    events = run_events("t1", "r1")
+    bad = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "nobody", "delta": "x"}
+    chunks = sse([*events[:-1], bad, events[-1]])
+    with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
+        asyncio.run(call(Recorder(streaming_app(chunks), store=store), request_body("t1", "r1")))
+    assert any("TEXT_MESSAGE_CONTENT" in r.getMessage() for r in caplog.records)
+
+
+def test_an_aborted_response_leaves_the_run_incomplete_with_what_was_sent(store: Any) -> None:
+    events = run_events("t1", "r1")
+    app = streaming_app([*sse(events[:4]), b'data: {"type": "TEXT_MESS'], finish=False)
+    response = asyncio.run(call(Recorder(app, store=store), request_body("t1", "r1")))
+    assert not response.complete
+    run = store.get_run("r1", thread_id="t1")
+    assert run is not None and run.status == "incomplete"
+    assert store.events("r1", thread_id="t1") == events[:4]
+
+
+def test_a_response_compressed_above_the_recorder_is_recorded_from_its_own_bytes(
+    store: Any,
+) -> None:
+    """GZipMiddleware rewrites message["body"] in place after the recorder saw it."""
+    events = run_events("t1", "r1", text="x" * 300)
+    chunks = sse(events)
+    app = GZipMiddleware(
+        Recorder(streaming_app(chunks), store=store), minimum_size=1, exclude_content_types=()
+    )
+    response = asyncio.run(
+        call(app, request_body("t1", "r1"), headers=[(b"accept-encoding", b"gzip")])
+    )
+    assert response.headers[b"content-encoding"] == b"gzip"
+    assert gzip.decompress(response.body) == b"".join(chunks)
+    assert store.events("r1", thread_id="t1") == events
+
+
+def test_a_response_compressed_below_the_recorder_is_not_recorded(store: Any) -> None:
+    chunks = sse(run_events("t1", "r1"))
+    inner = GZipMiddleware(streaming_app(chunks), minimum_size=1, exclude_content_types=())
+    response = asyncio.run(
+        call(
+            Recorder(inner, store=store),
+            request_body("t1", "r1"),
+            headers=[(b"accept-encoding", b"gzip")],
+        )
+    )
+    assert gzip.decompress(response.body) == b"".join(chunks)
+    assert store.threads() == []
+
+
+def test_two_runs_of_one_thread_streaming_at_once_are_recorded_apart(store: Any) -> None:
+    first = run_events("t1", "r1", text="a" * 8)
+    second = run_events("t1", "r2", text="b" * 8)
+    recorder = Recorder(streaming_app(sse(first), pause=0.01), store=store)
+    other = Recorder(streaming_app(sse(second), pause=0.013), store=store)
+    # One store, two recorders or one: the runs interleave in the log either way.
+    other._live = recorder._live
+
+    async def both() -> None:
+        await asyncio.gather(
+            call(recorder, request_body("t1", "r1")), call(other, request_body("t1", "r2"))
+        )
+
+    asyncio.run(both())
+    assert store.events("r1", thread_id="t1") == first
+    assert store.events("r2", thread_id="t1") == second
+    assert store.checkout("r2", thread_id="t1").state == {"said": "b" * 8}
+
+
+# --- reconnect ----------------------------------------------------------------------------
+
+
+def read_stream(body: bytes) -> list[tuple[int | None, dict[str, Any]]]:
+    """(id, event) of each SSE event, as an EventSource reads them."""
+    out = []
+    for block in body.decode().split("\n\n"):
+        if not block:
+            continue
+        event_id, data = None, []
+        for line in block.split("\n"):
+            name, _, value = line.partition(": ")
+            if name == "id":
+                event_id = int(value)
+            elif name == "data":
+                data.append(value)
+        out.append((event_id, json.loads("\n".join(data))))
+    return out
+
+
+def test_connect_answers_the_hydration_stream_with_the_runs_cursor(store: Any) -> None:
+    events = run_events("t1", "r1")
+    result = store.append(events, input=request_body("t1", "r1"))
+    recorder = Recorder(streaming_app([]), store=store)
+    response = asyncio.run(call(recorder, request_body("t1", "fresh"), path="/agent/connect"))
+    assert response.status == 200
+    assert response.headers[b"content-type"].startswith(b"text/event-stream")
+    got = read_stream(response.body)
+    assert [ev for _, ev in got] == store.compacted("r1", thread_id="t1")
+    assert {i for i, _ in got} == {result.last_seq}
+
+
+def test_connect_restores_the_run_the_body_names(store: Any) -> None:
+    store.append(run_events("t1", "r1", text="one"), input=request_body("t1", "r1"))
+    store.append(run_events("t1", "r2", text="two"), input=request_body("t1", "r2"))
+    recorder = Recorder(streaming_app([]), store=store)
+    response = asyncio.run(call(recorder, request_body("t1", "r1"), path="/agent/connect"))
+    assert [ev for _, ev in read_stream(response.body)] == store.compacted("r1", thread_id="t1")
+
+
+def test_connect_on_a_store_that_cannot_be_read_answers_500(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = Recorder(streaming_app([]), store=store)
+    store.close()
+    with caplog.at_level(logging.ERROR, logger="agui_store.asgi"):
+        response = asyncio.run(call(recorder, request_body("t1", "r1"), path="/agent/connect"))
+    assert response.status == 500
+    assert any("connect failed: thread t1" in r.getMessage() for r in caplog.records)
+
+
+def test_connect_to_an_unknown_thread_is_404_and_writes_nothing(store: Any) -> None:
+    recorder = Recorder(streaming_app([]), store=store)
+    response = asyncio.run(call(recorder, request_body("nobody", "r"), path="/agent/connect"))
+    assert response.status == 404
+    assert store.threads() == []
+
+
+def test_connect_with_a_body_that_is_not_a_run_agent_input_goes_to_the_app(store: Any) -> None:
+    chunks = [b"the app's own route"]
+    recorder = Recorder(streaming_app(chunks, content_type=b"text/plain"), store=store)
+    response = asyncio.run(call(recorder, b"hello", path="/agent/connect"))
+    assert response.body == b"the app's own route"
+
+
+def test_last_event_id_resumes_after_the_cursor(store: Any) -> None:
+    events = run_events("t1", "r1")
+    first = store.append(events[:4], input=request_body("t1", "r1"))
+    store.append(events[4:], thread_id="t1")
+    recorder = Recorder(streaming_app([]), store=store)
+    response = asyncio.run(
+        call(
+            recorder,
+            request_body("t1", "r1"),
+            path="/agent/connect",
+            headers=[(b"last-event-id", str(first.last_seq).encode())],
+        )
+    )
+    got = read_stream(response.body)
+    assert [ev for _, ev in got] == events[4:]
+    assert got[-1][0] == store.get_run("r1", thread_id="t1").last_seq
+
+
+async def recorded_until(store: Any, event_type: str) -> None:
+    """Wait until the store holds an event of that type in run r1 of thread t1."""
+    while store.get_run("r1", thread_id="t1") is None or not any(
+        ev["type"] == event_type for ev in store.events("r1", thread_id="t1")
+    ):
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.oracle
+def test_a_client_reconnecting_to_a_live_run_gets_its_hydration_then_the_live_rest(
+    store: Any, oracle: Any
+) -> None:
+    events = run_events("t1", "r1", text="abcdefghijklmnop")
+    recorder = Recorder(streaming_app(sse(events), pause=0.02), store=store)
+
+    async def scenario() -> tuple[Response, Response]:
+        running = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
+        await recorded_until(store, "TEXT_MESSAGE_CONTENT")  # mid-message
+        assert not running.done()
+        reconnected = await call(recorder, request_body("t1", "r1"), path="/agent/connect")
+        return await running, reconnected
+
+    original, reconnected = asyncio.run(scenario())
+    got = read_stream(reconnected.body)
+    ids = [i for i, _ in got]
+    assert ids == sorted(ids) and got[-1][1]["type"] == "RUN_FINISHED"
+    assert got[0][1]["type"] == "RUN_STARTED"
+    # It reopened the message it joined in the middle of: the official client, fed the
+    # reconnect stream through its whole pipeline, holds what the store holds.
+    assert [ev["type"] for _, ev in got[:4]] == [
+        "RUN_STARTED",
+        "MESSAGES_SNAPSHOT",
+        "STATE_SNAPSHOT",
+        "TEXT_MESSAGE_START",
+    ]
+    replayed = oracle.replay([ev for _, ev in got], mode="pipeline")
+    assert replayed["ok"], replayed
+    checkout = store.checkout("r1", thread_id="t1")
+    assert replayed["messages"] == checkout.messages
+    assert replayed["state"] == checkout.state
+    assert original.complete
+
+
+@pytest.mark.oracle
+def test_a_client_reconnecting_inside_a_tool_call_gets_it_reopened(store: Any, oracle: Any) -> None:
+    started = {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"}
+    call_id = "call-1"
+    events = [
+        started,
+        {"type": "TEXT_MESSAGE_START", "messageId": "a1", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "a1", "delta": "Let me look."},
+        {"type": "TEXT_MESSAGE_END", "messageId": "a1"},
+        {
+            "type": "TOOL_CALL_START",
+            "toolCallId": call_id,
+            "toolCallName": "search",
+            "parentMessageId": "a1",
+        },
+        *(
+            {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": part}
+            for part in ['{"q"', ': "wea', "ther", ' in "', ', "n"', ": 3", "}"]
+        ),
+        {"type": "TOOL_CALL_END", "toolCallId": call_id},
+        {"type": "TOOL_CALL_RESULT", "messageId": "r1", "toolCallId": call_id, "content": "ok"},
+        {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"},
+    ]
+    recorder = Recorder(streaming_app(sse(events), pause=0.05), store=store)
+
+    async def scenario() -> Response:
+        running = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
+        await recorded_until(store, "TOOL_CALL_START")
+        reconnected = await call(recorder, request_body("t1", "r1"), path="/agent/connect")
+        await running
+        return reconnected
+
+    got = [ev for _, ev in read_stream(asyncio.run(scenario()).body)]
+    assert [ev["type"] for ev in got[1:4]] == [
+        "MESSAGES_SNAPSHOT",
+        "STATE_SNAPSHOT",
+        "TOOL_CALL_START",
+    ]
+    (snapshot_call,) = got[1]["messages"][1]["toolCalls"]
+    assert snapshot_call["id"] == got[3]["toolCallId"] == call_id
+    replayed = oracle.replay(got, mode="pipeline")
+    assert replayed["ok"], replayed
+    checkout = store.checkout("r1", thread_id="t1")
+    assert replayed["messages"] == checkout.messages
+    assert checkout.messages[1]["toolCalls"][0]["function"]["arguments"] == (
+        '{"q": "weather in ", "n": 3}'
+    )
+
+
+def test_last_event_id_on_a_live_run_resumes_with_every_events_own_cursor(store: Any) -> None:
+    events = run_events("t1", "r1", text="abcdefghij")
+    recorder = Recorder(streaming_app(sse(events), pause=0.02), store=store)
+
+    async def scenario() -> Response:
+        running = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
+        await recorded_until(store, "TEXT_MESSAGE_CONTENT")
+        cursor = store.get_run("r1", thread_id="t1").last_seq
+        resumed = await call(
+            recorder,
+            request_body("t1", "r1"),
+            path="/agent/connect",
+            headers=[(b"last-event-id", str(cursor).encode())],
+        )
+        await running
+        return resumed
+
+    resumed = asyncio.run(scenario())
+    got = read_stream(resumed.body)
+    seen = store.events("r1", thread_id="t1")
+    assert [ev for _, ev in got] == seen[len(seen) - len(got) :]
+    assert [i for i, _ in got] == list(range(got[0][0], got[0][0] + len(got)))
+
+
+def make_scoped(store: Any) -> Callable[[dict[str, Any]], str | None]:
+    def owner(scope: dict[str, Any]) -> str | None:
+        for key, value in scope["headers"]:
+            if key == b"x-user":
+                return str(value.decode())
+        return None
+
+    return owner
