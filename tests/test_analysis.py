@@ -30,16 +30,8 @@ from agui_store.demo import record_demo
 from agui_store.errors import RunNotFoundError
 from tests.conftest import fixture_params
 
-TABLES = {
-    "threads",
-    "runs",
-    "messages",
-    "view_messages",
-    "tool_calls",
-    "event_counts",
-    "branches",
-    "export_info",
-}
+TABLES = {"threads", "runs", "messages", "view_messages", "tool_calls", "event_counts",
+          "branches", "export_info"}
 VIEWS = {"run_messages", "run_tool_calls"}
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -79,8 +71,7 @@ def expected_tool_calls(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]
             answers.setdefault(m.get("toolCallId"), m.get("content"))
     return [
         (c["id"], c["function"]["name"], c["function"]["arguments"], answers.get(c["id"]))
-        for m in messages
-        for c in m.get("toolCalls") or ()
+        for m in messages for c in m.get("toolCalls") or ()
     ]
 
 
@@ -89,78 +80,50 @@ def assert_export_equals_store(store: Any, out: Path) -> None:
     with opened(out) as db:
         assert list(db.execute("PRAGMA foreign_key_check")) == []
         assert rows(db, "PRAGMA integrity_check") == [{"integrity_check": "ok"}]
-        assert [
-            r["thread_id"] for r in rows(db, "SELECT thread_id FROM threads ORDER BY id")
-        ] == store.threads()
+        assert [r["thread_id"] for r in rows(db, "SELECT thread_id FROM threads ORDER BY id")] \
+            == store.threads()
         for thread in store.threads():
             runs = store.runs(thread)
-            got = rows(
-                db,
-                """
+            got = rows(db, """
                 SELECT runs.*, parent.run_id AS parent_key_run_id FROM runs
                 JOIN threads ON threads.id = runs.thread
                 LEFT JOIN runs AS parent ON parent.id = runs.parent
-                WHERE threads.thread_id = ? ORDER BY runs.id""",
-                [thread],
-            )
+                WHERE threads.thread_id = ? ORDER BY runs.id""", [thread])
             assert [r["run_id"] for r in got] == [r.run_id for r in runs]
             for run, row in zip(runs, got, strict=True):
                 assert row["parent_key_run_id"] == row["parent_run_id"] == run.parent_run_id
                 assert (row["lineage"], row["status"], row["event_count"]) == (
-                    run.lineage,
-                    run.status,
-                    run.event_count,
-                )
+                    run.lineage, run.status, run.event_count)
                 assert row["sent_parent_run_id"] == run.sent_parent_run_id
                 assert (bool(row["has_input"]), bool(row["synthetic"])) == (
-                    run.has_input,
-                    run.synthetic,
-                )
+                    run.has_input, run.synthetic)
                 assert json.loads(row["branches"]) == list(run.branches)
-                for column, moment in (
-                    ("created_at", run.created_at),
-                    ("updated_at", run.updated_at),
-                ):
+                for column, moment in (("created_at", run.created_at),
+                                       ("updated_at", run.updated_at)):
                     assert ISO.match(row[column]), row[column]
-                    assert abs(datetime.fromisoformat(row[column]) - moment) <= timedelta(
-                        milliseconds=1
-                    )
+                    assert abs(datetime.fromisoformat(row[column]) - moment) \
+                        <= timedelta(milliseconds=1)
 
                 co = store.checkout(run.run_id, thread_id=thread)
                 assert json.loads(row["state"]) == co.state
                 assert json.loads(row["interrupts"]) == co.interrupts
                 assert row["message_count"] == len(co.messages)
-                view = rows(
-                    db, "SELECT * FROM run_messages WHERE run = ? ORDER BY position", [row["id"]]
-                )
+                view = rows(db, "SELECT * FROM run_messages WHERE run = ? ORDER BY position",
+                            [row["id"]])
                 assert [json.loads(v["json"]) for v in view] == co.messages
                 assert [v["position"] for v in view] == list(range(len(co.messages)))
                 for v, m in zip(view, co.messages, strict=True):
                     assert (v["message_id"], v["role"], v["tool_call_id"], v["name"]) == (
-                        m.get("id"),
-                        m.get("role"),
-                        m.get("toolCallId"),
-                        m.get("name"),
-                    )
+                        m.get("id"), m.get("role"), m.get("toolCallId"), m.get("name"))
                     assert v["content"] == content_text(m.get("content"))
                     assert (v["run_id"], v["thread_id"]) == (run.run_id, thread)
-                calls = rows(
-                    db,
-                    "SELECT * FROM run_tool_calls WHERE run = ? "
-                    "ORDER BY message_position, position",
-                    [row["id"]],
-                )
-                assert [
-                    (c["tool_call_id"], c["function_name"], c["arguments"], c["result"])
-                    for c in calls
-                ] == expected_tool_calls(co.messages)
+                calls = rows(db, "SELECT * FROM run_tool_calls WHERE run = ? "
+                             "ORDER BY message_position, position", [row["id"]])
+                assert [(c["tool_call_id"], c["function_name"], c["arguments"], c["result"])
+                        for c in calls] == expected_tool_calls(co.messages)
 
-                counts = {
-                    r["type"]: r["count"]
-                    for r in rows(
-                        db, "SELECT type, count FROM event_counts WHERE run = ?", [row["id"]]
-                    )
-                }
+                counts = {r["type"]: r["count"] for r in rows(
+                    db, "SELECT type, count FROM event_counts WHERE run = ?", [row["id"]])}
                 types = [e["type"] for e in store.events(run.run_id, thread_id=thread)]
                 assert counts == {t: types.count(t) for t in set(types)}
 
@@ -183,16 +146,11 @@ def test_the_demo_exports_its_tables_views_and_declared_foreign_keys(
     with opened(out) as db:
         assert set(db.table_names()) >= TABLES
         assert set(db.view_names()) == VIEWS
-        fks = {
-            (fk.table, fk.column, fk.other_table, fk.other_column)
-            for name in TABLES
-            for fk in db.table(name).foreign_keys
-        }
+        fks = {(fk.table, fk.column, fk.other_table, fk.other_column)
+               for name in TABLES for fk in db.table(name).foreign_keys}
         assert fks == {
-            ("runs", "thread", "threads", "id"),
-            ("runs", "parent", "runs", "id"),
-            ("messages", "thread", "threads", "id"),
-            ("messages", "first_run", "runs", "id"),
+            ("runs", "thread", "threads", "id"), ("runs", "parent", "runs", "id"),
+            ("messages", "thread", "threads", "id"), ("messages", "first_run", "runs", "id"),
             ("view_messages", "run", "runs", "id"),
             ("view_messages", "message", "messages", "id"),
             ("tool_calls", "thread", "threads", "id"),
@@ -200,8 +158,7 @@ def test_the_demo_exports_its_tables_views_and_declared_foreign_keys(
             ("tool_calls", "first_run", "runs", "id"),
             ("tool_calls", "result_message", "messages", "id"),
             ("event_counts", "run", "runs", "id"),
-            ("branches", "thread", "threads", "id"),
-            ("branches", "run", "runs", "id"),
+            ("branches", "thread", "threads", "id"), ("branches", "run", "runs", "id"),
         }
         # Every foreign key column leads an index (or the primary key), so joins are lookups.
         for table, column, _, _ in fks:
@@ -220,35 +177,20 @@ def test_run_lineage_rows_follow_the_branches_of_the_demo(
     out = tmp_path / "analysis.db"
     export(store, out)
     with opened(out) as db:
-        got = rows(
-            db, "SELECT run_id, parent_run_id, depth, lineage, branches FROM runs ORDER BY id"
-        )
-        branches = rows(
-            db,
-            "SELECT name, runs.run_id, is_default FROM branches "
-            "JOIN runs ON runs.id = branches.run ORDER BY name",
-        )
+        got = rows(db, "SELECT run_id, parent_run_id, depth, lineage, branches FROM runs "
+                       "ORDER BY id")
+        branches = rows(db, "SELECT name, runs.run_id, is_default FROM branches "
+                            "JOIN runs ON runs.id = branches.run ORDER BY name")
     assert got == [
-        {"run_id": "run-1", "parent_run_id": None, "depth": 0, "lineage": "root", "branches": "[]"},
-        {
-            "run_id": "run-2",
-            "parent_run_id": "run-1",
-            "depth": 1,
-            "lineage": "parentRunId",
-            "branches": "[]",
-        },
-        {
-            "run_id": "run-3",
-            "parent_run_id": "run-1",
-            "depth": 1,
-            "lineage": "parentRunId",
-            "branches": '["main","fahrenheit"]',
-        },
+        {"run_id": "run-1", "parent_run_id": None, "depth": 0, "lineage": "root",
+         "branches": "[]"},
+        {"run_id": "run-2", "parent_run_id": "run-1", "depth": 1, "lineage": "parentRunId",
+         "branches": "[]"},
+        {"run_id": "run-3", "parent_run_id": "run-1", "depth": 1, "lineage": "parentRunId",
+         "branches": '["main","fahrenheit"]'},
     ]
-    assert branches == [
-        {"name": "fahrenheit", "run_id": "run-3", "is_default": 0},
-        {"name": "main", "run_id": "run-3", "is_default": 1},
-    ]
+    assert branches == [{"name": "fahrenheit", "run_id": "run-3", "is_default": 0},
+                        {"name": "main", "run_id": "run-3", "is_default": 1}]
     assert [b.name for b in store.branches(thread)] == ["main", "fahrenheit"]
 
 
@@ -271,21 +213,14 @@ def test_new_in_run_marks_only_what_a_run_added_to_its_parents_view(
     out = tmp_path / "analysis.db"
     export(store, out)
     with opened(out) as db:
-        added = rows(
-            db,
-            "SELECT run_id, message_id FROM run_messages WHERE new_in_run ORDER BY run, position",
-        )
+        added = rows(db, "SELECT run_id, message_id FROM run_messages WHERE new_in_run "
+                         "ORDER BY run, position")
     assert [(r["run_id"], r["message_id"]) for r in added] == [
-        ("run-1", "user-1"),
-        ("run-1", "assistant-1"),
-        ("run-1", "call-1-result"),
+        ("run-1", "user-1"), ("run-1", "assistant-1"), ("run-1", "call-1-result"),
         ("run-1", "assistant-2"),
-        ("run-2", "user-2"),
-        ("run-2", "assistant-3"),
-        ("run-2", "call-2-result"),
+        ("run-2", "user-2"), ("run-2", "assistant-3"), ("run-2", "call-2-result"),
         ("run-2", "assistant-4"),
-        ("run-3", "user-3"),
-        ("run-3", "assistant-5"),
+        ("run-3", "user-3"), ("run-3", "assistant-5"),
     ]
 
 
@@ -298,13 +233,9 @@ def test_full_text_search_finds_a_word_of_a_message_once(
     with opened(out) as db:
         found = list(db.table("messages").search("Fahrenheit"))
         assert [m["message_id"] for m in found] == ["user-3"]
-        lisbon = rows(
-            db,
-            "SELECT messages.message_id FROM messages_fts "
-            "JOIN messages ON messages.id = messages_fts.rowid "
-            "WHERE messages_fts MATCH ? ORDER BY messages.id",
-            ["lisbon"],
-        )
+        lisbon = rows(db, "SELECT messages.message_id FROM messages_fts "
+                          "JOIN messages ON messages.id = messages_fts.rowid "
+                          "WHERE messages_fts MATCH ? ORDER BY messages.id", ["lisbon"])
         # Three texts mention Lisbon; each is one row, not one per run that shows it.
         assert [r["message_id"] for r in lisbon] == ["user-1", "assistant-2", "assistant-5"]
         # The triggers keep the index current if someone edits the file afterwards.
@@ -320,34 +251,19 @@ def test_tool_calls_carry_their_function_arguments_and_result(
     out = tmp_path / "analysis.db"
     export(store, out)
     with opened(out) as db:
-        calls = rows(
-            db,
-            """
+        calls = rows(db, """
             SELECT tool_calls.tool_call_id, function_name, arguments, result,
                    runs.run_id AS first_run, m.message_id AS message, r.message_id AS answer
             FROM tool_calls JOIN runs ON runs.id = tool_calls.first_run
             JOIN messages AS m ON m.id = tool_calls.message
-            JOIN messages AS r ON r.id = tool_calls.result_message ORDER BY tool_calls.id""",
-        )
+            JOIN messages AS r ON r.id = tool_calls.result_message ORDER BY tool_calls.id""")
     assert calls == [
-        {
-            "tool_call_id": "call-1",
-            "function_name": "get_weather",
-            "arguments": '{"city": "Lisbon"}',
-            "result": '{"temp": 21, "sky": "sunny"}',
-            "first_run": "run-1",
-            "message": "assistant-1",
-            "answer": "call-1-result",
-        },
-        {
-            "tool_call_id": "call-2",
-            "function_name": "get_weather",
-            "arguments": '{"city": "Porto"}',
-            "result": '{"temp": 17, "sky": "cloudy"}',
-            "first_run": "run-2",
-            "message": "assistant-3",
-            "answer": "call-2-result",
-        },
+        {"tool_call_id": "call-1", "function_name": "get_weather",
+         "arguments": '{"city": "Lisbon"}', "result": '{"temp": 21, "sky": "sunny"}',
+         "first_run": "run-1", "message": "assistant-1", "answer": "call-1-result"},
+        {"tool_call_id": "call-2", "function_name": "get_weather",
+         "arguments": '{"city": "Porto"}', "result": '{"temp": 17, "sky": "cloudy"}',
+         "first_run": "run-2", "message": "assistant-3", "answer": "call-2-result"},
     ]
     assert json.loads(calls[0]["arguments"]) == {"city": "Lisbon"}
 
@@ -365,8 +281,7 @@ def test_every_recording_exports_views_and_tool_calls_equal_to_checkout(
     assert_export_equals_store(store, out)
     texts = [
         (m.get("id"), word)
-        for t in store.threads()
-        for r in store.runs(t)
+        for t in store.threads() for r in store.runs(t)
         for m in store.checkout(r.run_id, thread_id=t).messages
         for word in re.findall(r"[A-Za-z]{5,}", content_text(m.get("content")) or "")[:1]
     ]
@@ -383,40 +298,23 @@ def test_every_recording_exports_views_and_tool_calls_equal_to_checkout(
 def frontend_tool_thread(store: Any) -> None:
     """A frontend tool called in run-1, answered "yes" in run-2 and "no" on a fork (run-3)."""
     user = {"id": "u1", "role": "user", "content": "Delete the file?"}
-    store.append(
-        [
-            {"type": "RUN_STARTED", "threadId": "t", "runId": "run-1"},
-            {
-                "type": "TOOL_CALL_START",
-                "toolCallId": "call-1",
-                "toolCallName": "confirm",
-                "parentMessageId": "a1",
-            },
-            {"type": "TOOL_CALL_ARGS", "toolCallId": "call-1", "delta": '{"question": "sure?"}'},
-            {"type": "TOOL_CALL_END", "toolCallId": "call-1"},
-            {"type": "RUN_FINISHED", "threadId": "t", "runId": "run-1"},
-        ],
-        input={
-            "threadId": "t",
-            "runId": "run-1",
-            "messages": [user],
-            "state": {},
-            "tools": [],
-            "context": [],
-        },
-    )
+    store.append([
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "run-1"},
+        {"type": "TOOL_CALL_START", "toolCallId": "call-1", "toolCallName": "confirm",
+         "parentMessageId": "a1"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "call-1", "delta": '{"question": "sure?"}'},
+        {"type": "TOOL_CALL_END", "toolCallId": "call-1"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "run-1"},
+    ], input={"threadId": "t", "runId": "run-1", "messages": [user], "state": {},
+              "tools": [], "context": []})
     for run_id, answer in (("run-2", "yes"), ("run-3", "no")):
         fork = store.fork("run-1", thread_id="t", run_id=run_id)
-        fork["messages"].append(
-            {"id": f"r-{run_id}", "role": "tool", "toolCallId": "call-1", "content": answer}
-        )
-        store.append(
-            [
-                {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
-                {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
-            ],
-            input=fork,
-        )
+        fork["messages"].append({"id": f"r-{run_id}", "role": "tool", "toolCallId": "call-1",
+                                 "content": answer})
+        store.append([
+            {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
+        ], input=fork)
 
 
 @pytest.mark.parametrize("batch_size", [1, 7, 2000])
@@ -432,70 +330,42 @@ def test_a_call_answered_in_later_runs_keeps_each_branchs_answer(
         per_run = rows(db, "SELECT run_id, result FROM run_tool_calls ORDER BY run")
     # One call (one assistant message version), first answered by run-2.
     assert calls == [{"tool_call_id": "call-1", "result": "yes"}]
-    assert per_run == [
-        {"run_id": "run-1", "result": None},
-        {"run_id": "run-2", "result": "yes"},
-        {"run_id": "run-3", "result": "no"},
-    ]
+    assert per_run == [{"run_id": "run-1", "result": None}, {"run_id": "run-2", "result": "yes"},
+                       {"run_id": "run-3", "result": "no"}]
 
 
 def test_a_message_a_later_run_changes_gets_a_second_version(store: Any, tmp_path: Path) -> None:
-    store.append(
-        [
-            {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
-            {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
-            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "draft answer"},
-            {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
-            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
-            {"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
-            {
-                "type": "MESSAGES_SNAPSHOT",
-                "messages": [
-                    {"id": "m1", "role": "assistant", "content": "final answer"},
-                    {
-                        "id": "u2",
-                        "role": "user",
-                        "content": [
-                            {"type": "text", "text": "what about"},
-                            {
-                                "type": "image",
-                                "source": {"type": "url", "value": "https://x/y.png"},
-                            },
-                            {"type": "text", "text": "this picture"},
-                        ],
-                    },
-                ],
-            },
-            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"},
-        ],
-        check_sequence=False,
-    )
+    store.append([
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "draft answer"},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
+        {"type": "MESSAGES_SNAPSHOT", "messages": [
+            {"id": "m1", "role": "assistant", "content": "final answer"},
+            {"id": "u2", "role": "user", "content": [
+                {"type": "text", "text": "what about"},
+                {"type": "image", "source": {"type": "url", "value": "https://x/y.png"}},
+                {"type": "text", "text": "this picture"}]}]},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"},
+    ], check_sequence=False)
     out = tmp_path / "analysis.db"
     export(store, out)
     assert_export_equals_store(store, out)
     with opened(out) as db:
-        got = rows(
-            db,
-            "SELECT run_id, message_id, content, new_in_run FROM run_messages "
-            "ORDER BY run, position",
-        )
+        got = rows(db, "SELECT run_id, message_id, content, new_in_run FROM run_messages "
+                       "ORDER BY run, position")
     assert got == [
         {"run_id": "r1", "message_id": "m1", "content": "draft answer", "new_in_run": 1},
         {"run_id": "r2", "message_id": "m1", "content": "final answer", "new_in_run": 1},
-        {
-            "run_id": "r2",
-            "message_id": "u2",
-            "content": "what about\nthis picture",
-            "new_in_run": 1,
-        },
+        {"run_id": "r2", "message_id": "u2", "content": "what about\nthis picture",
+         "new_in_run": 1},
     ]
     with opened(out) as db:
         versions = rows(db, "SELECT message_id, first_run FROM messages ORDER BY id")
-    assert versions == [
-        {"message_id": "m1", "first_run": 1},
-        {"message_id": "m1", "first_run": 2},
-        {"message_id": "u2", "first_run": 2},
-    ]
+    assert versions == [{"message_id": "m1", "first_run": 1}, {"message_id": "m1", "first_run": 2},
+                        {"message_id": "u2", "first_run": 2}]
 
 
 def test_small_batches_write_the_same_rows_as_one_big_batch(
@@ -508,9 +378,8 @@ def test_small_batches_write_the_same_rows_as_one_big_batch(
         out = tmp_path / f"b{size}.db"
         export(store, out, batch_size=size)
         with opened(out) as db:
-            dumps.append(
-                {name: rows(db, f"SELECT * FROM [{name}]") for name in TABLES - {"export_info"}}
-            )
+            dumps.append({name: rows(db, f"SELECT * FROM [{name}]")
+                          for name in TABLES - {"export_info"}})
     assert dumps[0] == dumps[1]
 
 
@@ -527,12 +396,8 @@ def test_one_thread_is_exported_alone_and_an_unknown_one_writes_nothing(
         assert db.table("export_info").get(1)["thread_filter"] == "t"
     with pytest.raises(RunNotFoundError, match="nope"):
         export_sqlite(store, tmp_path / "other.db", thread_id="nope")
-    assert sorted(os.listdir(tmp_path)) == [
-        "analysis.db",
-        "store.db",
-        "store.db-shm",
-        "store.db-wal",
-    ]
+    assert sorted(os.listdir(tmp_path)) == ["analysis.db", "store.db", "store.db-shm",
+                                            "store.db-wal"]
     assert thread in store.threads()
 
 
@@ -546,7 +411,9 @@ def test_progress_reports_the_total_up_front_then_each_run(
     assert calls == [(n, 6) for n in range(7)]
 
 
-def test_an_interrupted_export_leaves_no_file_behind(demo: tuple[Any, str], tmp_path: Path) -> None:
+def test_an_interrupted_export_leaves_no_file_behind(
+    demo: tuple[Any, str], tmp_path: Path
+) -> None:
     store, _ = demo
     out = tmp_path / "out"
     out.mkdir()
@@ -610,16 +477,8 @@ def test_iso_times_are_utc_with_milliseconds() -> None:
 
 def test_content_text_keeps_text_and_flattens_text_parts_only() -> None:
     assert content_text("hi") == "hi"
-    assert (
-        content_text(
-            [
-                {"type": "text", "text": "a"},
-                {"type": "binary", "data": "x"},
-                {"type": "text", "text": "b"},
-            ]
-        )
-        == "a\nb"
-    )
+    assert content_text([{"type": "text", "text": "a"}, {"type": "binary", "data": "x"},
+                         {"type": "text", "text": "b"}]) == "a\nb"
     assert content_text([{"type": "image"}]) is None
     assert content_text({"kind": "activity"}) is None
     assert content_text(None) is None
@@ -657,10 +516,7 @@ def test_the_library_never_opens_the_store_file_with_sqlite3(tmp_path: Path) -> 
     store_path, out_path = tmp_path / "store.db", tmp_path / "analysis.db"
     proc = subprocess.run(
         [sys.executable, "-c", AUDIT_SCRIPT, str(store_path), str(out_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[1],
     )
     assert proc.returncode == 0, proc.stderr
     connected = json.loads(proc.stdout.splitlines()[-1])
@@ -675,13 +531,8 @@ def test_the_library_never_opens_the_store_file_with_sqlite3(tmp_path: Path) -> 
 
 def cli(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "agui_store", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    proc = subprocess.run([sys.executable, "-m", "agui_store", *args], capture_output=True,
+                          text=True, env=env, timeout=60)
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -696,10 +547,8 @@ def test_the_analyze_command_writes_the_database_and_refuses_the_store_file(
     assert "1 threads, 3 runs, 10 messages" in said and str(out) in said
     with opened(out) as analysis:
         assert analysis.table("runs").count == 3
-        assert [m["message_id"] for m in analysis.table("messages").search("Porto")] == [
-            "user-2",
-            "assistant-4",
-        ]
+        assert [m["message_id"] for m in analysis.table("messages").search("Porto")] \
+            == ["user-2", "assistant-4"]
     refused = cli("analyze", str(db), "--db", str(db), ok=False)
     assert refused.returncode == 1 and "the store's own file" in refused.stderr
     again = cli("analyze", str(out), "--db", str(db), ok=False)

@@ -121,21 +121,11 @@ def test_a_failed_run_needs_only_its_error_message_beside_the_required_fields() 
 
 def test_the_contract_names_eight_required_and_four_optional_fields() -> None:
     assert set(REQUIRED_FIELDS) == {
-        "schema",
-        "framework",
-        "surface",
-        "thread_id_ref",
-        "run_id_ref",
-        "started_at",
-        "messages",
-        "terminal_event",
+        "schema", "framework", "surface", "thread_id_ref", "run_id_ref", "started_at",
+        "messages", "terminal_event",
     }
-    assert set(OPTIONAL_FIELDS) == {
-        "finished_at",
-        "parent_run_id_ref",
-        "error_code",
-        "error_message",
-    }
+    assert set(OPTIONAL_FIELDS) == {"finished_at", "parent_run_id_ref", "error_code",
+                                    "error_message"}
 
 
 @pytest.mark.parametrize("role", MESSAGE_ROLES)
@@ -154,13 +144,8 @@ def test_every_text_role_is_accepted(role: str) -> None:
         ("content", "  padded text is still text  "),
         ("content", "emoji 🎉 and accents é count as one character each"),
     ],
-    ids=[
-        "content-at-its-limit",
-        "name-at-its-limit",
-        "id-at-its-limit",
-        "padded-content",
-        "non-ascii-content",
-    ],
+    ids=["content-at-its-limit", "name-at-its-limit", "id-at-its-limit", "padded-content",
+         "non-ascii-content"],
 )
 def test_message_values_at_their_bounds_are_accepted(field: str, value: str) -> None:
     artifact = required_only()
@@ -233,423 +218,166 @@ def case(name: str, mutate: Mutation, path: str, reason: str, *, error: bool = F
 MALFORMED = [
     # extra fields and other event families, at every level
     case("extra-top-level-state", put("state", value={"a": 1}), "$.state", "unexpected field"),
-    case(
-        "other-event-family-events",
-        put("events", value=[{"type": "STATE_SNAPSHOT"}]),
-        "$.events",
-        "no other event families",
-    ),
-    case("event-type-field", put("type", value="MESSAGES_SNAPSHOT"), "$.type", "unexpected field"),
-    case("camel-case-field", put("threadId", value="thread-7"), "$.threadId", "unexpected field"),
-    case(
-        "message-tool-calls",
-        put("messages", 2, "toolCalls", value=[]),
-        "$.messages[2].toolCalls",
-        "only id, role, text content",
-    ),
-    case(
-        "message-tool-call-id",
-        put("messages", 1, "toolCallId", value="c1"),
-        "$.messages[1].toolCallId",
-        "unexpected field",
-    ),
-    case(
-        "message-metadata",
-        put("messages", 0, "metadata", value={}),
-        "$.messages[0].metadata",
-        "unexpected field",
-    ),
-    case(
-        "message-encrypted-value",
-        put("messages", 0, "encryptedValue", value="x"),
-        "$.messages[0].encryptedValue",
-        "unexpected field",
-    ),
+    case("other-event-family-events", put("events", value=[{"type": "STATE_SNAPSHOT"}]),
+         "$.events", "no other event families"),
+    case("event-type-field", put("type", value="MESSAGES_SNAPSHOT"), "$.type",
+         "unexpected field"),
+    case("camel-case-field", put("threadId", value="thread-7"), "$.threadId",
+         "unexpected field"),
+    case("message-tool-calls", put("messages", 2, "toolCalls", value=[]),
+         "$.messages[2].toolCalls", "only id, role, text content"),
+    case("message-tool-call-id", put("messages", 1, "toolCallId", value="c1"),
+         "$.messages[1].toolCallId", "unexpected field"),
+    case("message-metadata", put("messages", 0, "metadata", value={}),
+         "$.messages[0].metadata", "unexpected field"),
+    case("message-encrypted-value", put("messages", 0, "encryptedValue", value="x"),
+         "$.messages[0].encryptedValue", "unexpected field"),
     # every required field missing
-    *[
-        case(f"missing-{f}", drop(f), f"$.{f}", f"missing required field '{f}'")
-        for f in REQUIRED_FIELDS
-    ],
-    case(
-        "message-missing-id",
-        drop("messages", 0, "id"),
-        "$.messages[0].id",
-        "missing required field 'id'",
-    ),
-    case(
-        "message-missing-role",
-        drop("messages", 0, "role"),
-        "$.messages[0].role",
-        "missing required field 'role'",
-    ),
-    case(
-        "message-missing-content",
-        drop("messages", 0, "content"),
-        "$.messages[0].content",
-        "missing required field 'content'",
-    ),
+    *[case(f"missing-{f}", drop(f), f"$.{f}", f"missing required field '{f}'")
+      for f in REQUIRED_FIELDS],
+    case("message-missing-id", drop("messages", 0, "id"), "$.messages[0].id",
+         "missing required field 'id'"),
+    case("message-missing-role", drop("messages", 0, "role"), "$.messages[0].role",
+         "missing required field 'role'"),
+    case("message-missing-content", drop("messages", 0, "content"), "$.messages[0].content",
+         "missing required field 'content'"),
     # schema, framework, surface
-    case(
-        "schema-v2",
-        put("schema", value="ag-ui.compacted-message-snapshot.export.v2"),
-        "$.schema",
-        "expected 'ag-ui.compacted-message-snapshot.export.v1'",
-    ),
+    case("schema-v2", put("schema", value="ag-ui.compacted-message-snapshot.export.v2"),
+         "$.schema", "expected 'ag-ui.compacted-message-snapshot.export.v1'"),
     case("schema-case", put("schema", value=SCHEMA.upper()), "$.schema", "expected"),
     case("schema-number", put("schema", value=1), "$.schema", "expected a string, got an integer"),
-    case("framework-other", put("framework", value="langgraph"), "$.framework", "expected 'ag_ui'"),
+    case("framework-other", put("framework", value="langgraph"), "$.framework",
+         "expected 'ag_ui'"),
     case("framework-null", put("framework", value=None), "$.framework", "got null"),
-    case(
-        "surface-other",
-        put("surface", value="event_stream"),
-        "$.surface",
-        "expected 'compacted_message_snapshot_artifact'",
-    ),
+    case("surface-other", put("surface", value="event_stream"), "$.surface",
+         "expected 'compacted_message_snapshot_artifact'"),
     # refs
-    case(
-        "thread-ref-empty", put("thread_id_ref", value=""), "$.thread_id_ref", "must not be empty"
-    ),
-    case(
-        "thread-ref-blank", put("thread_id_ref", value="  "), "$.thread_id_ref", "must not be empty"
-    ),
-    case(
-        "thread-ref-number",
-        put("thread_id_ref", value=7),
-        "$.thread_id_ref",
-        "expected a string, got an integer",
-    ),
-    case(
-        "thread-ref-url",
-        put("thread_id_ref", value="https://app.example/t/7"),
-        "$.thread_id_ref",
-        "not a URL",
-    ),
-    case(
-        "thread-ref-too-long",
-        put("thread_id_ref", value="t" * 97),
-        "$.thread_id_ref",
-        "at most 96 characters",
-    ),
-    case(
-        "thread-ref-padded",
-        put("thread_id_ref", value=" thread-7"),
-        "$.thread_id_ref",
-        "white space",
-    ),
+    case("thread-ref-empty", put("thread_id_ref", value=""), "$.thread_id_ref",
+         "must not be empty"),
+    case("thread-ref-blank", put("thread_id_ref", value="  "), "$.thread_id_ref",
+         "must not be empty"),
+    case("thread-ref-number", put("thread_id_ref", value=7), "$.thread_id_ref",
+         "expected a string, got an integer"),
+    case("thread-ref-url", put("thread_id_ref", value="https://app.example/t/7"),
+         "$.thread_id_ref", "not a URL"),
+    case("thread-ref-too-long", put("thread_id_ref", value="t" * 97), "$.thread_id_ref",
+         "at most 96 characters"),
+    case("thread-ref-padded", put("thread_id_ref", value=" thread-7"), "$.thread_id_ref",
+         "white space"),
     case("run-ref-null", put("run_id_ref", value=None), "$.run_id_ref", "got null"),
     case("run-ref-url", put("run_id_ref", value="s3://bucket/run"), "$.run_id_ref", "not a URL"),
-    case(
-        "parent-ref-empty",
-        put("parent_run_id_ref", value=""),
-        "$.parent_run_id_ref",
-        "must not be empty",
-    ),
-    case(
-        "parent-ref-array",
-        put("parent_run_id_ref", value=["run-7a"]),
-        "$.parent_run_id_ref",
-        "got an array",
-    ),
-    case(
-        "parent-ref-url",
-        put("parent_run_id_ref", value="http://x/run-7a"),
-        "$.parent_run_id_ref",
-        "not a URL",
-    ),
+    case("parent-ref-empty", put("parent_run_id_ref", value=""), "$.parent_run_id_ref",
+         "must not be empty"),
+    case("parent-ref-array", put("parent_run_id_ref", value=["run-7a"]), "$.parent_run_id_ref",
+         "got an array"),
+    case("parent-ref-url", put("parent_run_id_ref", value="http://x/run-7a"),
+         "$.parent_run_id_ref", "not a URL"),
     # timestamps
     case("started-prose", put("started_at", value="yesterday"), "$.started_at", "RFC 3339"),
-    case(
-        "started-naive",
-        put("started_at", value="2026-05-01T09:30:00"),
-        "$.started_at",
-        "with a time zone",
-    ),
-    case("started-date-only", put("started_at", value="2026-05-01"), "$.started_at", "RFC 3339"),
-    case(
-        "started-space", put("started_at", value="2026-05-01 09:30:00Z"), "$.started_at", "RFC 3339"
-    ),
-    case(
-        "started-lower-case",
-        put("started_at", value="2026-05-01t09:30:00z"),
-        "$.started_at",
-        "RFC 3339",
-    ),
-    case(
-        "started-epoch-number",
-        put("started_at", value=1777627800),
-        "$.started_at",
-        "expected a string, got an integer",
-    ),
-    case(
-        "started-month-13",
-        put("started_at", value="2026-13-01T09:30:00Z"),
-        "$.started_at",
-        "not a real date",
-    ),
-    case(
-        "started-feb-30",
-        put("started_at", value="2026-02-30T09:30:00Z"),
-        "$.started_at",
-        "not a real date",
-    ),
-    case(
-        "started-leap-second",
-        put("started_at", value="2026-06-30T23:59:60Z"),
-        "$.started_at",
-        "not a real date",
-    ),
-    case(
-        "started-offset-out-of-range",
-        put("started_at", value="2026-05-01T09:30:00+24:00"),
-        "$.started_at",
-        "out of range",
-    ),
-    case(
-        "started-unicode-digits",
-        put("started_at", value="\uff12\uff10\uff12\uff16-05-01T09:30:00Z"),
-        "$.started_at",
-        "RFC 3339",
-    ),
-    case(
-        "finished-before-started",
-        put("finished_at", value="2026-05-01T09:29:59.999Z"),
-        "$.finished_at",
-        "not be earlier than started_at",
-    ),
-    case(
-        "finished-before-started-across-zones",
-        put("finished_at", value="2026-05-01T10:00:00+01:00"),
-        "$.finished_at",
-        "not be earlier than started_at",
-    ),
+    case("started-naive", put("started_at", value="2026-05-01T09:30:00"), "$.started_at",
+         "with a time zone"),
+    case("started-date-only", put("started_at", value="2026-05-01"), "$.started_at",
+         "RFC 3339"),
+    case("started-space", put("started_at", value="2026-05-01 09:30:00Z"), "$.started_at",
+         "RFC 3339"),
+    case("started-lower-case", put("started_at", value="2026-05-01t09:30:00z"),
+         "$.started_at", "RFC 3339"),
+    case("started-epoch-number", put("started_at", value=1777627800), "$.started_at",
+         "expected a string, got an integer"),
+    case("started-month-13", put("started_at", value="2026-13-01T09:30:00Z"), "$.started_at",
+         "not a real date"),
+    case("started-feb-30", put("started_at", value="2026-02-30T09:30:00Z"), "$.started_at",
+         "not a real date"),
+    case("started-leap-second", put("started_at", value="2026-06-30T23:59:60Z"),
+         "$.started_at", "not a real date"),
+    case("started-offset-out-of-range", put("started_at", value="2026-05-01T09:30:00+24:00"),
+         "$.started_at", "out of range"),
+    case("started-unicode-digits",
+         put("started_at", value="\uff12\uff10\uff12\uff16-05-01T09:30:00Z"),
+         "$.started_at", "RFC 3339"),
+    case("finished-before-started", put("finished_at", value="2026-05-01T09:29:59.999Z"),
+         "$.finished_at", "not be earlier than started_at"),
+    case("finished-before-started-across-zones",
+         put("finished_at", value="2026-05-01T10:00:00+01:00"), "$.finished_at",
+         "not be earlier than started_at"),
     case("finished-null", put("finished_at", value=None), "$.finished_at", "got null"),
     case("finished-prose", put("finished_at", value="later"), "$.finished_at", "RFC 3339"),
     # messages
-    case(
-        "messages-object",
-        put("messages", value={"u1": "hi"}),
-        "$.messages",
-        "expected an array of messages, got an object",
-    ),
+    case("messages-object", put("messages", value={"u1": "hi"}), "$.messages",
+         "expected an array of messages, got an object"),
     case("messages-empty", put("messages", value=[]), "$.messages", "at least one message"),
-    case(
-        "message-string",
-        put("messages", 0, value="hello"),
-        "$.messages[0]",
-        "a message must be an object, got a string",
-    ),
-    case(
-        "message-id-empty",
-        put("messages", 0, "id", value=""),
-        "$.messages[0].id",
-        "must not be empty",
-    ),
-    case(
-        "message-id-number",
-        put("messages", 0, "id", value=1),
-        "$.messages[0].id",
-        "expected a string",
-    ),
-    case(
-        "message-id-too-long",
-        put("messages", 0, "id", value="m" * 97),
-        "$.messages[0].id",
-        "at most 96",
-    ),
-    case(
-        "message-id-padded",
-        put("messages", 0, "id", value="u1 "),
-        "$.messages[0].id",
-        "white space",
-    ),
-    case(
-        "message-id-duplicate",
-        put("messages", 2, "id", value="u1"),
-        "$.messages[2].id",
-        "duplicate message id 'u1'",
-    ),
-    case(
-        "role-reasoning",
-        put("messages", 2, "role", value="reasoning"),
-        "$.messages[2].role",
-        "role must be one of",
-    ),
-    case(
-        "role-activity",
-        put("messages", 2, "role", value="activity"),
-        "$.messages[2].role",
-        "got 'activity'",
-    ),
-    case(
-        "role-capitalised",
-        put("messages", 0, "role", value="User"),
-        "$.messages[0].role",
-        "got 'User'",
-    ),
-    case(
-        "role-empty",
-        put("messages", 0, "role", value=""),
-        "$.messages[0].role",
-        "role must be one of",
-    ),
+    case("message-string", put("messages", 0, value="hello"), "$.messages[0]",
+         "a message must be an object, got a string"),
+    case("message-id-empty", put("messages", 0, "id", value=""), "$.messages[0].id",
+         "must not be empty"),
+    case("message-id-number", put("messages", 0, "id", value=1), "$.messages[0].id",
+         "expected a string"),
+    case("message-id-too-long", put("messages", 0, "id", value="m" * 97), "$.messages[0].id",
+         "at most 96"),
+    case("message-id-padded", put("messages", 0, "id", value="u1 "), "$.messages[0].id",
+         "white space"),
+    case("message-id-duplicate", put("messages", 2, "id", value="u1"), "$.messages[2].id",
+         "duplicate message id 'u1'"),
+    case("role-reasoning", put("messages", 2, "role", value="reasoning"),
+         "$.messages[2].role", "role must be one of"),
+    case("role-activity", put("messages", 2, "role", value="activity"), "$.messages[2].role",
+         "got 'activity'"),
+    case("role-capitalised", put("messages", 0, "role", value="User"), "$.messages[0].role",
+         "got 'User'"),
+    case("role-empty", put("messages", 0, "role", value=""), "$.messages[0].role",
+         "role must be one of"),
     case("role-null", put("messages", 0, "role", value=None), "$.messages[0].role", "got null"),
-    case(
-        "content-parts",
-        put("messages", 0, "content", value=[{"type": "text", "text": "hi"}]),
-        "$.messages[0].content",
-        "an array of content parts",
-    ),
-    case(
-        "content-image-part",
-        put(
-            "messages",
-            0,
-            "content",
-            value=[{"type": "image", "source": {"type": "url", "value": "https://x/i.png"}}],
-        ),
-        "$.messages[0].content",
-        "expected text content",
-    ),
-    case(
-        "content-activity-object",
-        put("messages", 0, "content", value={"progress": 1}),
-        "$.messages[0].content",
-        "expected a string, got an object",
-    ),
-    case(
-        "content-null",
-        put("messages", 2, "content", value=None),
-        "$.messages[2].content",
-        "got null",
-    ),
-    case(
-        "content-empty",
-        put("messages", 0, "content", value=""),
-        "$.messages[0].content",
-        "must not be empty",
-    ),
-    case(
-        "content-blank",
-        put("messages", 0, "content", value="\n\t "),
-        "$.messages[0].content",
-        "must not be empty",
-    ),
-    case(
-        "content-too-long",
-        put("messages", 0, "content", value="x" * 401),
-        "$.messages[0].content",
-        "at most 400 characters, got 401",
-    ),
-    case(
-        "content-lone-surrogate",
-        put("messages", 0, "content", value="bad \ud800 text"),
-        "$.messages[0].content",
-        "lone surrogate",
-    ),
-    case(
-        "name-empty",
-        put("messages", 2, "name", value=""),
-        "$.messages[2].name",
-        "must not be empty",
-    ),
-    case(
-        "name-number",
-        put("messages", 2, "name", value=3),
-        "$.messages[2].name",
-        "expected a string",
-    ),
-    case(
-        "name-too-long",
-        put("messages", 2, "name", value="n" * 61),
-        "$.messages[2].name",
-        "at most 60",
-    ),
+    case("content-parts", put("messages", 0, "content", value=[{"type": "text", "text": "hi"}]),
+         "$.messages[0].content", "an array of content parts"),
+    case("content-image-part",
+         put("messages", 0, "content",
+             value=[{"type": "image", "source": {"type": "url", "value": "https://x/i.png"}}]),
+         "$.messages[0].content", "expected text content"),
+    case("content-activity-object", put("messages", 0, "content", value={"progress": 1}),
+         "$.messages[0].content", "expected a string, got an object"),
+    case("content-null", put("messages", 2, "content", value=None), "$.messages[2].content",
+         "got null"),
+    case("content-empty", put("messages", 0, "content", value=""), "$.messages[0].content",
+         "must not be empty"),
+    case("content-blank", put("messages", 0, "content", value="\n\t "),
+         "$.messages[0].content", "must not be empty"),
+    case("content-too-long", put("messages", 0, "content", value="x" * 401),
+         "$.messages[0].content", "at most 400 characters, got 401"),
+    case("content-lone-surrogate", put("messages", 0, "content", value="bad \ud800 text"),
+         "$.messages[0].content", "lone surrogate"),
+    case("name-empty", put("messages", 2, "name", value=""), "$.messages[2].name",
+         "must not be empty"),
+    case("name-number", put("messages", 2, "name", value=3), "$.messages[2].name",
+         "expected a string"),
+    case("name-too-long", put("messages", 2, "name", value="n" * 61), "$.messages[2].name",
+         "at most 60"),
     # terminal event and error details
-    case(
-        "terminal-run-started",
-        put("terminal_event", value="RUN_STARTED"),
-        "$.terminal_event",
-        "expected 'RUN_FINISHED' or 'RUN_ERROR'",
-    ),
-    case(
-        "terminal-messages-snapshot",
-        put("terminal_event", value="MESSAGES_SNAPSHOT"),
-        "$.terminal_event",
-        "got 'MESSAGES_SNAPSHOT'",
-    ),
-    case(
-        "terminal-lower-case",
-        put("terminal_event", value="run_finished"),
-        "$.terminal_event",
-        "got 'run_finished'",
-    ),
-    case(
-        "terminal-event-object",
-        put("terminal_event", value={"type": "RUN_FINISHED"}),
-        "$.terminal_event",
-        "expected a string, got an object",
-    ),
-    case(
-        "error-code-without-run-error",
-        put("error_code", value="E1"),
-        "$.error_code",
-        "only allowed when terminal_event is 'RUN_ERROR'",
-    ),
-    case(
-        "error-message-without-run-error",
-        put("error_message", value="boom"),
-        "$.error_message",
-        "only allowed when terminal_event is 'RUN_ERROR'",
-    ),
-    case(
-        "run-error-without-message",
-        drop("error_message"),
-        "$.error_message",
-        "required when terminal_event is 'RUN_ERROR'",
-        error=True,
-    ),
-    case(
-        "error-message-empty",
-        put("error_message", value=" "),
-        "$.error_message",
-        "must not be empty",
-        error=True,
-    ),
-    case(
-        "error-message-too-long",
-        put("error_message", value="e" * 201),
-        "$.error_message",
-        "at most 200",
-        error=True,
-    ),
-    case(
-        "error-message-object",
-        put("error_message", value={"message": "boom"}),
-        "$.error_message",
-        "got an object",
-        error=True,
-    ),
-    case(
-        "error-code-empty",
-        put("error_code", value=""),
-        "$.error_code",
-        "must not be empty",
-        error=True,
-    ),
-    case(
-        "error-code-too-long",
-        put("error_code", value="E" * 49),
-        "$.error_code",
-        "at most 48",
-        error=True,
-    ),
-    case(
-        "error-code-number",
-        put("error_code", value=500),
-        "$.error_code",
-        "expected a string, got an integer",
-        error=True,
-    ),
+    case("terminal-run-started", put("terminal_event", value="RUN_STARTED"),
+         "$.terminal_event", "expected 'RUN_FINISHED' or 'RUN_ERROR'"),
+    case("terminal-messages-snapshot", put("terminal_event", value="MESSAGES_SNAPSHOT"),
+         "$.terminal_event", "got 'MESSAGES_SNAPSHOT'"),
+    case("terminal-lower-case", put("terminal_event", value="run_finished"),
+         "$.terminal_event", "got 'run_finished'"),
+    case("terminal-event-object", put("terminal_event", value={"type": "RUN_FINISHED"}),
+         "$.terminal_event", "expected a string, got an object"),
+    case("error-code-without-run-error", put("error_code", value="E1"), "$.error_code",
+         "only allowed when terminal_event is 'RUN_ERROR'"),
+    case("error-message-without-run-error", put("error_message", value="boom"),
+         "$.error_message", "only allowed when terminal_event is 'RUN_ERROR'"),
+    case("run-error-without-message", drop("error_message"), "$.error_message",
+         "required when terminal_event is 'RUN_ERROR'", error=True),
+    case("error-message-empty", put("error_message", value=" "), "$.error_message",
+         "must not be empty", error=True),
+    case("error-message-too-long", put("error_message", value="e" * 201), "$.error_message",
+         "at most 200", error=True),
+    case("error-message-object", put("error_message", value={"message": "boom"}),
+         "$.error_message", "got an object", error=True),
+    case("error-code-empty", put("error_code", value=""), "$.error_code", "must not be empty",
+         error=True),
+    case("error-code-too-long", put("error_code", value="E" * 49), "$.error_code",
+         "at most 48", error=True),
+    case("error-code-number", put("error_code", value=500), "$.error_code",
+         "expected a string, got an integer", error=True),
 ]
 
 
@@ -663,9 +391,8 @@ def test_each_way_to_be_malformed_is_rejected_with_its_path_and_reason(
     rejects(artifact, path, reason)
 
 
-@pytest.mark.parametrize(
-    "value", [[], "artifact", None, 1, True], ids=["array", "string", "null", "number", "boolean"]
-)
+@pytest.mark.parametrize("value", [[], "artifact", None, 1, True],
+                         ids=["array", "string", "null", "number", "boolean"])
 def test_anything_but_a_json_object_is_rejected_at_the_root(value: Any) -> None:
     rejects(value, "$", "an artifact must be a JSON object")
 
@@ -708,16 +435,8 @@ def test_an_artifact_loads_from_text_bytes_a_path_and_an_open_file(tmp_path: Pat
         (b'{"x": -Infinity}', "-Infinity is not JSON"),
         (b'{"schema": "\xff"}', "not UTF-8"),
     ],
-    ids=[
-        "truncated",
-        "empty",
-        "trailing-data",
-        "duplicate-key",
-        "nested-duplicate-key",
-        "nan",
-        "infinity",
-        "not-utf8",
-    ],
+    ids=["truncated", "empty", "trailing-data", "duplicate-key", "nested-duplicate-key", "nan",
+         "infinity", "not-utf8"],
 )
 def test_bytes_that_are_not_strict_json_are_rejected_before_validation(
     data: bytes, reason: str
@@ -768,21 +487,14 @@ def test_the_demo_artifact_keeps_text_and_tool_results_and_drops_tool_calls(demo
     assert artifact["terminal_event"] == "RUN_FINISHED"
     assert "error_code" not in artifact and "error_message" not in artifact
     assert [(m["id"], m["role"]) for m in artifact["messages"]] == [
-        ("user-1", "user"),
-        ("call-1-result", "tool"),
-        ("assistant-2", "assistant"),
-        ("user-2", "user"),
-        ("call-2-result", "tool"),
-        ("assistant-4", "assistant"),
+        ("user-1", "user"), ("call-1-result", "tool"), ("assistant-2", "assistant"),
+        ("user-2", "user"), ("call-2-result", "tool"), ("assistant-4", "assistant"),
     ]
     assert artifact["messages"][-1]["content"] == "Porto is cooler: 17°C and cloudy."
     assert TIMESTAMP.fullmatch(artifact["started_at"])
     assert TIMESTAMP.fullmatch(artifact["finished_at"])
-    assert (
-        artifact["started_at"]
-        == run.created_at.strftime("%Y-%m-%dT%H:%M:%S.")
-        + f"{run.created_at.microsecond // 1000:03d}Z"
-    )
+    assert artifact["started_at"] == run.created_at.strftime("%Y-%m-%dT%H:%M:%S.") + \
+        f"{run.created_at.microsecond // 1000:03d}Z"
 
 
 def test_a_root_run_has_no_parent_ref(demo: Any) -> None:
@@ -798,9 +510,8 @@ def test_the_same_export_comes_from_a_checkout(demo: Any) -> None:
 
 def test_other_labels_are_written_and_then_validated_with_the_same_labels(demo: Any) -> None:
     store, thread, _ = demo
-    artifact = export_artifact(
-        store.checkout("run-1", thread_id=thread), framework="agui-store", surface="run-export"
-    )
+    artifact = export_artifact(store.checkout("run-1", thread_id=thread),
+                               framework="agui-store", surface="run-export")
     assert artifact["framework"] == "agui-store"
     validate_artifact(artifact, framework="agui-store", surface="run-export")
     with pytest.raises(ArtifactError, match="framework"):
@@ -820,28 +531,21 @@ def test_every_recorded_run_exports_a_valid_artifact_or_says_it_has_no_text(
             except ArtifactError as exc:
                 # Only a run whose view holds no text at all (tool calls only) is refused.
                 assert exc.path == "$.messages" and "no text message" in exc.reason
-                assert not any(
-                    isinstance(m.get("content"), str)
-                    and m["content"].strip()
-                    and m["role"] in MESSAGE_ROLES
-                    for m in checkout.messages
-                )
+                assert not any(isinstance(m.get("content"), str) and m["content"].strip()
+                               and m["role"] in MESSAGE_ROLES for m in checkout.messages)
                 continue
             validate_artifact(artifact)
             assert load_artifact(dumps_artifact(artifact)) == artifact
             # The artifact's messages are the view's text messages, in the view's order.
             view = iter((m["id"], m["role"]) for m in checkout.messages)
-            assert all(
-                any(pair == v for v in view)
-                for pair in ((m["id"], m["role"]) for m in artifact["messages"])
-            )
+            assert all(any(pair == v for v in view)
+                       for pair in ((m["id"], m["role"]) for m in artifact["messages"]))
 
 
 def test_an_incomplete_run_cannot_produce_an_artifact() -> None:
     with Store(":memory:") as store:
-        store.append(
-            [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}, *say("m1", "half an ans")]
-        )
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+                      *say("m1", "half an ans")])
         with pytest.raises(ArtifactError, match="incomplete") as info:
             export_run(store, "r", thread_id="t")
         assert info.value.path == "$.terminal_event"
@@ -856,62 +560,44 @@ def say(message_id: str, text: str, role: str = "assistant") -> list[dict[str, A
     ]
 
 
-def one_run(
-    store: Store,
-    *body: dict[str, Any],
-    end: list[dict[str, Any]] | None = None,
-    run_input: dict[str, Any] | None = None,
-    thread: str = "t",
-    run_id: str = "r",
-) -> Artifact:
+def one_run(store: Store, *body: dict[str, Any], end: list[dict[str, Any]] | None = None,
+            run_input: dict[str, Any] | None = None, thread: str = "t",
+            run_id: str = "r") -> Artifact:
     started = {"type": "RUN_STARTED", "threadId": thread, "runId": run_id}
-    closing = (
-        end if end is not None else [{"type": "RUN_FINISHED", "threadId": thread, "runId": run_id}]
-    )
+    closing = end if end is not None else [{"type": "RUN_FINISHED", "threadId": thread,
+                                            "runId": run_id}]
     store.append([started, *body, *closing], input=run_input)
     return export_run(store, run_id, thread_id=thread)
 
 
 def test_a_failed_run_carries_its_error_message_and_code() -> None:
     with Store(":memory:") as store:
-        artifact = one_run(
-            store,
-            *say("a1", "Looking"),
-            end=[{"type": "RUN_ERROR", "message": "model overloaded", "code": "overloaded"}],
-        )
+        artifact = one_run(store, *say("a1", "Looking"),
+                           end=[{"type": "RUN_ERROR", "message": "model overloaded",
+                                 "code": "overloaded"}])
     assert artifact["terminal_event"] == "RUN_ERROR"
-    assert (artifact["error_message"], artifact["error_code"]) == ("model overloaded", "overloaded")
+    assert (artifact["error_message"], artifact["error_code"]) == ("model overloaded",
+                                                                   "overloaded")
 
 
 def test_a_late_run_error_after_run_finished_makes_a_run_error_artifact() -> None:
     with Store(":memory:") as store:
-        artifact = one_run(
-            store,
-            *say("a1", "Done"),
-            end=[
-                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
-                {"type": "RUN_ERROR", "message": "late failure"},
-            ],
-        )
+        artifact = one_run(store, *say("a1", "Done"), end=[
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+            {"type": "RUN_ERROR", "message": "late failure"},
+        ])
     assert artifact["terminal_event"] == "RUN_ERROR"
     assert artifact["error_message"] == "late failure" and "error_code" not in artifact
 
 
 def test_long_and_empty_error_details_are_cut_or_replaced() -> None:
     with Store(":memory:") as store:
-        artifact = one_run(
-            store,
-            *say("a1", "x"),
-            end=[{"type": "RUN_ERROR", "message": "m" * 500, "code": "c" * 60}],
-        )
+        artifact = one_run(store, *say("a1", "x"), end=[
+            {"type": "RUN_ERROR", "message": "m" * 500, "code": "c" * 60}])
         assert len(artifact["error_message"]) == 200 and artifact["error_message"][-1] == "…"
         assert len(artifact["error_code"]) == 48
-        artifact = one_run(
-            store,
-            *say("a2", "x"),
-            run_id="r2",
-            end=[{"type": "RUN_ERROR", "message": " ", "code": ""}],
-        )
+        artifact = one_run(store, *say("a2", "x"), run_id="r2", end=[
+            {"type": "RUN_ERROR", "message": " ", "code": ""}])
         assert artifact["error_message"] == UNKNOWN_ERROR_MESSAGE
         assert "error_code" not in artifact
 
@@ -925,12 +611,8 @@ def test_an_error_checkout_without_its_event_gets_the_unknown_error_message() ->
 
 @pytest.mark.parametrize("outcome", ["interrupt", "cancelled", "success"])
 def test_interrupted_and_cancelled_runs_end_with_run_finished(outcome: str) -> None:
-    finished: dict[str, Any] = {
-        "type": "RUN_FINISHED",
-        "threadId": "t",
-        "runId": "r",
-        "outcome": {"type": outcome},
-    }
+    finished: dict[str, Any] = {"type": "RUN_FINISHED", "threadId": "t", "runId": "r",
+                                "outcome": {"type": outcome}}
     if outcome == "interrupt":
         finished["outcome"]["interrupts"] = [{"id": "i1", "reason": "approval"}]
     with Store(":memory:") as store:
@@ -940,42 +622,21 @@ def test_interrupted_and_cancelled_runs_end_with_run_finished(outcome: str) -> N
 
 def test_content_is_reduced_to_text_and_non_text_messages_are_dropped() -> None:
     run_input = {
-        "threadId": "t",
-        "runId": "r",
+        "threadId": "t", "runId": "r",
         "messages": [
             {"id": "sys", "role": "system", "content": "Be brief.", "name": "policy"},
-            {
-                "id": "u1",
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": "What is in"},
-                    {"type": "image", "source": {"type": "url", "value": "https://x/cat.png"}},
-                    {"type": "text", "text": "this picture?"},
-                ],
-            },
-            {
-                "id": "u2",
-                "role": "user",
-                "content": [
-                    {
-                        "type": "image",
-                        "source": {"type": "data", "value": "AAAA", "mimeType": "image/png"},
-                    }
-                ],
-            },
+            {"id": "u1", "role": "user", "content": [
+                {"type": "text", "text": "What is in"},
+                {"type": "image", "source": {"type": "url", "value": "https://x/cat.png"}},
+                {"type": "text", "text": "this picture?"},
+            ]},
+            {"id": "u2", "role": "user", "content": [
+                {"type": "image", "source": {"type": "data", "value": "AAAA",
+                                             "mimeType": "image/png"}}]},
             {"id": "r1", "role": "reasoning", "content": "thinking about cats"},
             {"id": "act", "role": "activity", "activityType": "progress", "content": {"p": 1}},
-            {
-                "id": "a0",
-                "role": "assistant",
-                "toolCalls": [
-                    {
-                        "id": "c1",
-                        "type": "function",
-                        "function": {"name": "look", "arguments": "{}"},
-                    }
-                ],
-            },
+            {"id": "a0", "role": "assistant", "toolCalls": [
+                {"id": "c1", "type": "function", "function": {"name": "look", "arguments": "{}"}}]},
             {"id": "t0", "role": "tool", "toolCallId": "c1", "content": ""},
             {"id": "dev", "role": "developer", "content": "debug on", "name": " "},
             {"id": "u1", "role": "user", "content": "a later message with a reused id"},
@@ -985,7 +646,8 @@ def test_content_is_reduced_to_text_and_non_text_messages_are_dropped() -> None:
         artifact = one_run(store, *say("a1", "A cat. " + "Meow " * 100), run_input=run_input)
     messages = artifact["messages"]
     assert [m["id"] for m in messages] == ["sys", "u1", "dev", "a1"]
-    assert messages[0] == {"id": "sys", "role": "system", "content": "Be brief.", "name": "policy"}
+    assert messages[0] == {"id": "sys", "role": "system", "content": "Be brief.",
+                           "name": "policy"}
     assert messages[1]["content"] == "What is in\nthis picture?"
     assert "name" not in messages[2]  # a blank name is optional, so it is left out
     assert len(messages[3]["content"]) == MAX_CONTENT_LENGTH
@@ -994,11 +656,9 @@ def test_content_is_reduced_to_text_and_non_text_messages_are_dropped() -> None:
 
 def test_a_run_with_only_tool_calls_cannot_produce_an_artifact() -> None:
     with Store(":memory:") as store, pytest.raises(ArtifactError, match="no text") as info:
-        one_run(
-            store,
-            {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "f"},
-            {"type": "TOOL_CALL_END", "toolCallId": "c1"},
-        )
+        one_run(store,
+                {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "f"},
+                {"type": "TOOL_CALL_END", "toolCallId": "c1"})
     assert info.value.path == "$.messages"
 
 
@@ -1044,18 +704,15 @@ def test_every_artifact_exported_from_a_generated_conversation_validates(
             validate_artifact(artifact)
             assert load_artifact(dumps_artifact(artifact)) == artifact
             assert artifact["terminal_event"] == (
-                "RUN_ERROR" if run.status == "error" else "RUN_FINISHED"
-            )
+                "RUN_ERROR" if run.status == "error" else "RUN_FINISHED")
 
 
 ID_CHARS = st.characters(codec="utf-8", exclude_categories=["Cs", "Zs", "Zl", "Zp", "Cc"])
 IDS = st.text(ID_CHARS, min_size=1, max_size=20).filter(lambda s: "://" not in s)
-TEXT = st.text(
-    st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=60
-).filter(str.strip)
-MOMENTS = st.datetimes(
-    min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(timezone.utc)
-)
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1,
+               max_size=60).filter(str.strip)
+MOMENTS = st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1),
+                       timezones=st.just(timezone.utc))
 
 
 def stamp(moment: datetime, zone: timedelta) -> str:
@@ -1069,20 +726,17 @@ def valid_artifacts(draw: st.DrawFn) -> Artifact:
     ids = draw(st.lists(IDS, min_size=1, max_size=5, unique=True))
     messages = []
     for mid in ids:
-        message = {"id": mid, "role": draw(st.sampled_from(MESSAGE_ROLES)), "content": draw(TEXT)}
+        message = {"id": mid, "role": draw(st.sampled_from(MESSAGE_ROLES)),
+                   "content": draw(TEXT)}
         if draw(st.booleans()):
             message["name"] = draw(TEXT)
         messages.append(message)
     zone = timedelta(minutes=draw(st.integers(-12 * 60, 14 * 60)))
     started = draw(MOMENTS)
     artifact: Artifact = {
-        "schema": SCHEMA,
-        "framework": FRAMEWORK,
-        "surface": SURFACE,
-        "thread_id_ref": draw(IDS),
-        "run_id_ref": draw(IDS),
-        "started_at": stamp(started, zone),
-        "messages": messages,
+        "schema": SCHEMA, "framework": FRAMEWORK, "surface": SURFACE,
+        "thread_id_ref": draw(IDS), "run_id_ref": draw(IDS),
+        "started_at": stamp(started, zone), "messages": messages,
         "terminal_event": draw(st.sampled_from(["RUN_FINISHED", "RUN_ERROR"])),
     }
     if draw(st.booleans()):
@@ -1105,18 +759,14 @@ def test_generated_valid_artifacts_validate_and_survive_a_json_round_trip(
     assert load_artifact(dumps_artifact(artifact)) == artifact
 
 
-NOT_STRINGS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(),
-    st.floats(allow_nan=False),
-    st.lists(st.integers(), max_size=2),
-    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
-)
+NOT_STRINGS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+                        st.lists(st.integers(), max_size=2),
+                        st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
 BAD_REFS = st.one_of(NOT_STRINGS, st.sampled_from(["", " ", "a" * 97, "x://y", " a"]))
 BAD_TIMESTAMPS = st.one_of(
     NOT_STRINGS,
-    st.text(max_size=30).filter(lambda s: not re.fullmatch(r"[0-9-]+T[0-9:.]+(Z|[+-][0-9:]+)", s)),
+    st.text(max_size=30).filter(
+        lambda s: not re.fullmatch(r"[0-9-]+T[0-9:.]+(Z|[+-][0-9:]+)", s)),
     st.sampled_from(["2026-02-30T00:00:00Z", "2026-01-01T24:00:00Z", "2026-01-01T00:00:00"]),
 )
 BAD_TEXT = st.one_of(NOT_STRINGS, st.sampled_from(["", "  ", "\n"]))
@@ -1130,37 +780,14 @@ def broken(draw: st.DrawFn) -> tuple[Artifact, str]:
     n = len(artifact["messages"])
     i = draw(st.integers(0, n - 1))
     message = artifact["messages"][i]
-    kind = draw(
-        st.sampled_from(
-            [
-                "extra",
-                "missing",
-                "schema",
-                "framework",
-                "surface",
-                "ref",
-                "started",
-                "finished",
-                "messages",
-                "message-extra",
-                "message-missing",
-                "id",
-                "duplicate",
-                "role",
-                "content",
-                "name",
-                "terminal",
-                "error-field",
-                "no-error-message",
-            ]
-        )
-    )
+    kind = draw(st.sampled_from([
+        "extra", "missing", "schema", "framework", "surface", "ref", "started", "finished",
+        "messages", "message-extra", "message-missing", "id", "duplicate", "role", "content",
+        "name", "terminal", "error-field", "no-error-message",
+    ]))
     if kind == "extra":
-        key = draw(
-            st.text(min_size=1, max_size=12).filter(
-                lambda k: k not in REQUIRED_FIELDS + OPTIONAL_FIELDS
-            )
-        )
+        key = draw(st.text(min_size=1, max_size=12).filter(
+            lambda k: k not in REQUIRED_FIELDS + OPTIONAL_FIELDS))
         artifact[key] = draw(st.none() | st.integers() | st.text(max_size=3))
         return artifact, render_path([key])
     if kind == "missing":
@@ -1186,9 +813,8 @@ def broken(draw: st.DrawFn) -> tuple[Artifact, str]:
         artifact["finished_at"] = draw(st.one_of(BAD_TIMESTAMPS, st.just(earlier)))
         return artifact, "$.finished_at"
     if kind == "messages":
-        artifact["messages"] = draw(
-            st.one_of(st.just([]), NOT_STRINGS.filter(lambda v: not isinstance(v, list)), st.text())
-        )
+        artifact["messages"] = draw(st.one_of(st.just([]), NOT_STRINGS.filter(
+            lambda v: not isinstance(v, list)), st.text()))
         return artifact, "$.messages"
     if kind == "message-extra":
         key = draw(st.sampled_from(["toolCalls", "toolCallId", "metadata", "type", "parts"]))
@@ -1205,28 +831,20 @@ def broken(draw: st.DrawFn) -> tuple[Artifact, str]:
         artifact["messages"].append(dict(message))
         return artifact, f"$.messages[{n}].id"
     if kind == "role":
-        message["role"] = draw(
-            st.one_of(NOT_STRINGS, st.text().filter(lambda r: r not in MESSAGE_ROLES))
-        )
+        message["role"] = draw(st.one_of(NOT_STRINGS, st.text().filter(
+            lambda r: r not in MESSAGE_ROLES)))
         return artifact, f"$.messages[{i}].role"
     if kind == "content":
-        message["content"] = draw(
-            st.one_of(
-                BAD_TEXT,
-                st.just("x" * 401),
-                st.just([{"type": "text", "text": message["content"]}]),
-            )
-        )
+        message["content"] = draw(st.one_of(
+            BAD_TEXT, st.just("x" * 401),
+            st.just([{"type": "text", "text": message["content"]}])))
         return artifact, f"$.messages[{i}].content"
     if kind == "name":
         message["name"] = draw(st.one_of(BAD_TEXT, st.just("n" * 61)))
         return artifact, f"$.messages[{i}].name"
     if kind == "terminal":
-        artifact["terminal_event"] = draw(
-            st.one_of(
-                NOT_STRINGS, st.text().filter(lambda t: t not in ("RUN_FINISHED", "RUN_ERROR"))
-            )
-        )
+        artifact["terminal_event"] = draw(st.one_of(NOT_STRINGS, st.text().filter(
+            lambda t: t not in ("RUN_FINISHED", "RUN_ERROR"))))
         return artifact, "$.terminal_event"
     if kind == "error-field":
         if artifact["terminal_event"] == "RUN_ERROR":
@@ -1260,14 +878,8 @@ def test_any_single_field_mutation_that_breaks_the_contract_is_rejected_at_that_
 
 def cli(*args: str, db: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
-    return subprocess.run(
-        [sys.executable, "-m", "agui_store", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        input=stdin,
-        timeout=120,
-    )
+    return subprocess.run([sys.executable, "-m", "agui_store", "--db", str(db), *args],
+                          capture_output=True, text=True, env=env, input=stdin, timeout=120)
 
 
 @pytest.fixture
@@ -1310,10 +922,8 @@ def test_validate_artifact_exits_1_with_the_path_and_reason(
     path.write_text(json.dumps(bad), encoding="utf-8")
     done = cli("validate-artifact", str(path), db=db)
     assert done.returncode == 1
-    assert done.stdout == (
-        "invalid: $.messages[0].content: expected text content (a string), "
-        "got an array of content parts\n"
-    )
+    assert done.stdout == ("invalid: $.messages[0].content: expected text content (a string), "
+                           "got an array of content parts\n")
     done = cli("--json", "validate-artifact", "-", db=db, stdin=json.dumps(bad))
     assert done.returncode == 1
     assert json.loads(done.stdout)["path"] == "$.messages[0].content"

@@ -395,7 +395,9 @@ class DeferredDerivationMachine(CheckpointMachine):
 
 
 DeferredDerivationMachine.TestCase.settings = settings(stateful_step_count=12)
-test_deferred_derivation_never_changes_a_decision_or_a_checkout = DeferredDerivationMachine.TestCase
+test_deferred_derivation_never_changes_a_decision_or_a_checkout = (
+    DeferredDerivationMachine.TestCase
+)
 
 
 def test_a_deferring_store_writes_the_log_alone_and_derive_fills_in_the_rest(
@@ -549,18 +551,10 @@ def test_a_run_the_client_cannot_replay_does_not_block_later_appends(tmp_path: P
     """verifyEvents lets a nameless first TOOL_CALL_CHUNK through; transformChunks throws on
     it. Recording it is legal; only restoring it fails, exactly where the client fails."""
     with agui_store.open(tmp_path / "s.db") as store:
-        store.append(
-            [
-                {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
-                {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"},
-            ]
-        )
-        store.append(
-            [
-                {"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
-                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"},
-            ]
-        )
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+                      {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"}])
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
+                      {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"}])
         assert [r.status for r in store.runs("t")] == ["incomplete", "finished"]
         try:
             store.checkout("r2")
@@ -574,13 +568,9 @@ def test_compact_skips_a_run_the_client_cannot_replay_and_compacts_the_rest(
     tmp_path: Path,
 ) -> None:
     with agui_store.open(tmp_path / "s.db", derive_on_append=False) as store:
-        store.append(
-            [
-                {"type": "RUN_STARTED", "threadId": "u", "runId": "bad"},
-                {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"},
-                {"type": "RUN_FINISHED", "threadId": "u", "runId": "bad"},
-            ]
-        )
+        store.append([{"type": "RUN_STARTED", "threadId": "u", "runId": "bad"},
+                      {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"},
+                      {"type": "RUN_FINISHED", "threadId": "u", "runId": "bad"}])
         for i in range(3):
             _talk(store, f"r{i}", words=1)
         # Each of r0..r2 gets its checkpoint; "bad" has none to get, as on append.

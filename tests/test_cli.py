@@ -153,14 +153,8 @@ def test_an_output_path_naming_the_store_or_a_database_is_refused_and_nothing_ch
     (tmp_path / "link-to-other").symlink_to(other)
     before = {p: p.read_bytes() for p in (db, other)}
     thread = json.loads(cli("threads", "--json", db=db).stdout)[0]
-    for target in [
-        db,
-        tmp_path / "link-to-store",
-        tmp_path / ".." / tmp_path.name / "chat.db",
-        other,
-        tmp_path / "link-to-other",
-        tmp_path,
-    ]:
+    for target in [db, tmp_path / "link-to-store", tmp_path / ".." / tmp_path.name / "chat.db",
+                   other, tmp_path / "link-to-other", tmp_path]:
         proc = cli(command, "HEAD", "--thread", thread, "-o", str(target), db=db, ok=False)
         assert proc.returncode == 1, (target, proc.stderr)
         assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr

@@ -141,7 +141,9 @@ def test_a_complete_named_run_takes_only_what_a_complete_run_takes(store: Any) -
     assert store.get_run("b").status == "incomplete"
 
 
-def test_a_batch_that_starts_a_run_may_name_it_but_not_another(store: Any, db_path: Path) -> None:
+def test_a_batch_that_starts_a_run_may_name_it_but_not_another(
+    store: Any, db_path: Path
+) -> None:
     store.append(run("t", "r1", finish=False), run_id="r1")
     assert store.get_run("r1").status == "incomplete"
     before = dump(db_path)
@@ -157,7 +159,9 @@ def test_a_batch_that_starts_a_run_may_name_it_but_not_another(store: Any, db_pa
 
 def test_a_named_piece_that_ends_one_run_and_starts_the_next_splits_there(store: Any) -> None:
     _open_two_runs(store)
-    result = store.append([*_end("ma", "a"), *run("t", "c", *say("mc", "next"))], run_id="a")
+    result = store.append(
+        [*_end("ma", "a"), *run("t", "c", *say("mc", "next"))], run_id="a"
+    )
     assert result.run_ids == ("a", "c") and result.new_run_ids == ("c",)
     assert store.get_run("a").status == "finished"
     assert store.get_run("b").status == "incomplete"

@@ -44,10 +44,8 @@ def run_events(thread: str, run: str, deltas: int) -> list[dict[str, Any]]:
     return [
         {"type": "RUN_STARTED", "threadId": thread, "runId": run},
         {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"},
-        *(
-            {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": f"caf\u00e9 {i} / "}
-            for i in range(deltas)
-        ),
+        *({"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": f"caf\u00e9 {i} / "}
+          for i in range(deltas)),
         {"type": "TEXT_MESSAGE_END", "messageId": mid},
         {"type": "RUN_FINISHED", "threadId": thread, "runId": run},
     ]
@@ -76,11 +74,7 @@ def cli(*args: str, db: Path, stdin: bytes | None = None) -> subprocess.Complete
     env["PYTHONPATH"] = str(ROOT)
     return subprocess.run(
         [sys.executable, "-m", "agui_store", "--db", str(db), *args],
-        capture_output=True,
-        input=stdin,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
+        capture_output=True, input=stdin, env=env, cwd=ROOT, timeout=300,
     )
 
 
@@ -91,9 +85,7 @@ def contents(path: Path) -> dict[str, Any]:
         for thread in s.threads():
             for run in s.runs(thread):
                 out[f"{thread}/{run.run_id}"] = (
-                    run.status,
-                    run.lineage,
-                    run.parent_run_id,
+                    run.status, run.lineage, run.parent_run_id,
                     s.events(run.run_id, thread_id=thread),
                 )
         assert s.check().ok
@@ -135,22 +127,16 @@ def as_sse(events: list[dict[str, Any]], newline: str) -> bytes:
     return "".join(out).encode()
 
 
-FORMS = st.sampled_from(
-    [
-        lambda evs: as_array(evs, None),
-        lambda evs: as_array(evs, 2),
-        lambda evs: as_lines(evs, "\n"),
-        lambda evs: as_lines(evs, "\r\n"),
-        lambda evs: as_lines(evs, "\r"),
-        lambda evs: as_sse(evs, "\r\n"),
-        lambda evs: as_sse(evs, "\n"),
-    ]
-)
+FORMS = st.sampled_from([
+    lambda evs: as_array(evs, None), lambda evs: as_array(evs, 2),
+    lambda evs: as_lines(evs, "\n"), lambda evs: as_lines(evs, "\r\n"),
+    lambda evs: as_lines(evs, "\r"), lambda evs: as_sse(evs, "\r\n"),
+    lambda evs: as_sse(evs, "\n"),
+])
 
 
-@given(
-    events=legal_streams(max_runs=3), form=FORMS, read_bytes=st.integers(1, 97), bom=st.booleans()
-)
+@given(events=legal_streams(max_runs=3), form=FORMS, read_bytes=st.integers(1, 97),
+       bom=st.booleans())
 def test_streaming_a_file_reads_the_same_events_and_bytes_as_reading_it_whole(
     events: list[dict[str, Any]], form: Any, read_bytes: int, bom: bool
 ) -> None:
@@ -192,11 +178,8 @@ def test_an_event_over_the_size_limit_is_refused_without_reading_it_whole() -> N
     assert caught.value.index == 1
     line = b'{"type": "B", "x": "' + b"x" * 300_000 + b'"}\n'
     with pytest.raises(InvalidEventError, match="longer than the limit") as caught:
-        list(
-            codec.iter_events(
-                io.BytesIO(b'{"type":"A"}\n' + line), max_event_bytes=1000, read_bytes=4096
-            )
-        )
+        list(codec.iter_events(io.BytesIO(b'{"type":"A"}\n' + line), max_event_bytes=1000,
+                               read_bytes=4096))
     assert caught.value.index == 1
 
 
@@ -233,7 +216,9 @@ def spelled_files(tmp_path: Path) -> dict[str, tuple[Path, list[bytes]]]:
 
 
 @pytest.mark.parametrize("fmt", ["json", "jsonl", "sse"])
-def test_import_keeps_each_events_json_text_as_the_file_spells_it(tmp_path: Path, fmt: str) -> None:
+def test_import_keeps_each_events_json_text_as_the_file_spells_it(
+    tmp_path: Path, fmt: str
+) -> None:
     source, kept = spelled_files(tmp_path)[fmt]
     db = tmp_path / "s.db"
     proc = cli("import", str(source), db=db)
@@ -313,10 +298,7 @@ def test_an_import_killed_mid_file_leaves_the_store_as_it_was_and_a_rerun_comple
     env["PYTHONPATH"] = str(ROOT)
     proc = subprocess.Popen(
         [sys.executable, "-m", "agui_store", "--db", str(seeded), "import", str(source)],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 120
     # Kill once the transaction has spilled pages into the WAL: well inside the import.
@@ -359,20 +341,17 @@ def snapshot(s: agui_store.Store) -> dict[str, Any]:
         for run in s.runs(thread):
             co = s.checkout(run.run_id, thread_id=thread)
             out[f"{thread}/{run.run_id}"] = (
-                run.status,
-                run.lineage,
-                run.parent_run_id,
-                run.event_count,
-                s.events(run.run_id, thread_id=thread),
-                co.messages,
-                co.state,
+                run.status, run.lineage, run.parent_run_id, run.event_count,
+                s.events(run.run_id, thread_id=thread), co.messages, co.state,
             )
     return out
 
 
 @settings(max_examples=40)
 @given(
-    streams=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.data()), min_size=1, max_size=4),
+    streams=st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), st.data()), min_size=1, max_size=4
+    ),
     batch_events=st.integers(1, 6),
 )
 def test_an_import_in_small_batches_ends_as_appending_each_threads_stretch_whole(
@@ -446,9 +425,8 @@ def peak_rss_mb(argv: list[str]) -> float:
     """Peak resident memory of one child process, from the kernel."""
     env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
     env["PYTHONPATH"] = str(ROOT)
-    with subprocess.Popen(
-        argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    ) as proc:
+    with subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE) as proc:
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
@@ -475,11 +453,9 @@ def test_the_progress_bar_counts_the_bytes_read_on_a_terminal(tmp_path: Path) ->
     env["PYTHONPATH"] = str(ROOT)
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agui_store", "--db", str(tmp_path / "s.db"), "import", str(source)],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=follower,
+        [sys.executable, "-m", "agui_store", "--db", str(tmp_path / "s.db"), "import",
+         str(source)],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=follower,
     )
     os.close(follower)
     drawn = b""
@@ -511,8 +487,6 @@ def test_the_progress_bar_stays_off_without_a_terminal_and_stdin_is_read_as_a_fi
 def test_an_array_with_an_escaped_lone_surrogate_keeps_every_events_bytes() -> None:
     text = b'[ {"type": "A", "n": 1.0},\n {"type": "B", "x": "\\ud83d \\u00e9"} ]'
     for events in (codec.parse_events(text), list(codec.iter_events(io.BytesIO(text)))):
-        assert [e.raw for e in events] == [
-            b'{"type": "A", "n": 1.0}',
-            b'{"type": "B", "x": "\\ud83d \\u00e9"}',
-        ]
+        assert [e.raw for e in events] == [b'{"type": "A", "n": 1.0}',
+                                           b'{"type": "B", "x": "\\ud83d \\u00e9"}']
         assert events[1].data["x"] == "\ud83d \u00e9"

@@ -14,45 +14,15 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "agui_store"
 
 #: Pure logic, no I/O and no SQL.
-CORE = [
-    "errors",
-    "js",
-    "model",
-    "codec",
-    "verify",
-    "patch",
-    "reducer",
-    "restore",
-    "compaction",
-    "diff",
-    "normalize",
-    "blobs",
-    "hashing",
-    "records",
-    "render",
-    "interchange",
-    "slim",
-    "artifact",
-]
+CORE = ["errors", "js", "model", "codec", "verify", "patch", "reducer", "restore", "compaction",
+        "diff", "normalize", "blobs", "hashing", "records", "render", "interchange", "slim",
+        "artifact"]
 #: What the core must not import.
-STORAGE = {
-    "apsw",
-    "sqlite3",
-    "sqlite_utils",
-    "agui_store.database",
-    "agui_store.schema",
-    "agui_store.store",
-    "agui_store.checkpoints",
-    "agui_store.integrity",
-    "agui_store.analysis",
-    "agui_store.cli",
-    "agui_store.targets",
-    "agui_store.ledger",
-    "agui_store.recording",
-    "agui_store.aio",
-    "agui_store.writer",
-    "agui_store.asgi",
-}
+STORAGE = {"apsw", "sqlite3", "sqlite_utils", "agui_store.database", "agui_store.schema",
+           "agui_store.store", "agui_store.checkpoints", "agui_store.integrity",
+           "agui_store.analysis", "agui_store.cli", "agui_store.targets",
+           "agui_store.ledger", "agui_store.recording", "agui_store.aio",
+           "agui_store.writer", "agui_store.asgi"}
 
 
 def imports_of(module: str) -> set[str]:
@@ -86,14 +56,5 @@ def test_every_module_of_the_package_is_placed_in_a_layer() -> None:
 def test_the_asgi_recorder_imports_no_web_framework() -> None:
     """Pure ASGI: no runtime dependency beyond the store's own."""
     outside = {name.split(".")[0] for name in imports_of("asgi")} - {"agui_store"}
-    assert outside <= {
-        "__future__",
-        "asyncio",
-        "contextlib",
-        "logging",
-        "re",
-        "collections",
-        "dataclasses",
-        "typing",
-        "msgspec",
-    }
+    assert outside <= {"__future__", "asyncio", "contextlib", "logging", "re", "collections",
+                       "dataclasses", "typing", "msgspec"}

@@ -49,16 +49,13 @@ def folder_state(folder: Path) -> dict[str, str]:
     }
 
 
-def cli(
-    *args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
-) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> (
+    subprocess.CompletedProcess[str]
+):
     """The real entry point, as a user runs it."""
     return subprocess.run(
         [*prefix, sys.executable, "-m", "agui_store", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
     )
 
@@ -160,9 +157,8 @@ def test_the_command_line_refuses_it_in_one_line_and_leaves_it_byte_for_byte(
         assert folder_state(foreign.parent) == before
 
 
-@pytest.mark.parametrize(
-    "make", [_rollback_db, _wal_db, _marked_db], ids=["rollback", "WAL", "application_id"]
-)
+@pytest.mark.parametrize("make", [_rollback_db, _wal_db, _marked_db], ids=["rollback", "WAL",
+                                                                         "application_id"])
 def test_the_other_applications_database_still_holds_its_rows_in_its_journal_mode(
     tmp_path: Path, make: Callable[[Path], None]
 ) -> None:
@@ -176,8 +172,7 @@ def test_the_other_applications_database_still_holds_its_rows_in_its_journal_mod
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert conn.execute("SELECT body FROM notes ORDER BY id").fetchall() == [
-            ("keep me",),
-            ("and me",),
+            ("keep me",), ("and me",)
         ]
     finally:
         conn.close()
@@ -283,11 +278,8 @@ def _without_file_permission_override() -> tuple[str, ...]:
         return ()
     if shutil.which("setpriv") is None:
         pytest.skip("running as root without setpriv: permissions cannot be made to apply")
-    return (
-        "setpriv",
-        "--bounding-set=-dac_override,-dac_read_search",
-        "--inh-caps=-dac_override,-dac_read_search",
-    )
+    return ("setpriv", "--bounding-set=-dac_override,-dac_read_search",
+            "--inh-caps=-dac_override,-dac_read_search")
 
 
 @pytest.fixture
@@ -318,9 +310,7 @@ def test_an_unreadable_file_is_a_storage_error_through_the_api(unreadable: Path)
     )
     result = subprocess.run(
         [*_without_file_permission_override(), sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
+        capture_output=True, text=True, timeout=60,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -238,8 +238,7 @@ def test_echoed_inputs_appended_run_by_run_are_stored_by_reference_and_read_back
             assert (co.messages, co.state) == (want["messages"], want["state"])
         echoes = store._db.execute("SELECT count(*) FROM echo_refs").fetchone()[0]
         shared = sum(
-            1
-            for a, _ in run_bounds(events)[1:]
+            1 for a, _ in run_bounds(events)[1:]
             if isinstance(events[a].get("input"), dict) and events[a]["input"].get("messages")
         )
         assert echoes <= shared and (shared == 0 or echoes > 0)
@@ -283,17 +282,11 @@ def test_generated_conversations_echoing_their_history_read_back_and_restore_exa
             extra = data.draw(message_lists)
             have = {m["id"] for m in extra}
             echoed = [
-                m
-                for m in view["messages"]
+                m for m in view["messages"]
                 if m.get("id") not in have and m.get("role") != "activity"
             ]
-            sent = {
-                "threadId": "t",
-                "runId": rid,
-                "tools": [],
-                "context": [],
-                "messages": json.loads(json.dumps(echoed)) + extra,
-            }
+            sent = {"threadId": "t", "runId": rid, "tools": [], "context": [],
+                    "messages": json.loads(json.dumps(echoed)) + extra}
             if i:  # a linear conversation: the client names the run it continues
                 sent["parentRunId"] = f"run{i - 1}"
             body[0] = {**body[0], "input": sent}

@@ -60,9 +60,8 @@ def demo() -> Any:
 
 
 def test_the_presets_have_the_documented_numbers() -> None:
-    assert PRESETS["minimal"] == SlimOptions(
-        last=10, max_content=200, redact_tool_args=True, drop_tool_results=True
-    )
+    assert PRESETS["minimal"] == SlimOptions(last=10, max_content=200, redact_tool_args=True,
+                                             drop_tool_results=True)
     assert PRESETS["standard"] == SlimOptions(last=50, max_content=1000)
     assert PRESETS["full"] == SlimOptions()
     assert list(PRESETS) == ["minimal", "standard", "full"]
@@ -79,17 +78,10 @@ def test_the_full_preset_returns_the_messages_unchanged_as_a_copy(demo: Checkout
 
 def test_the_minimal_preset_drops_tool_results_and_redacts_the_calls(demo: Checkout) -> None:
     out = slim(demo, "minimal")
-    assert [m["id"] for m in out] == [
-        "user-1",
-        "assistant-1",
-        "assistant-2",
-        "user-2",
-        "assistant-3",
-        "assistant-4",
-    ]
-    assert out[1]["toolCalls"] == [
-        {"id": "call-1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}
-    ]
+    assert [m["id"] for m in out] == ["user-1", "assistant-1", "assistant-2", "user-2",
+                                      "assistant-3", "assistant-4"]
+    assert out[1]["toolCalls"] == [{"id": "call-1", "type": "function",
+                                    "function": {"name": "get_weather", "arguments": ""}}]
     assert_valid_messages(out)
 
 
@@ -127,7 +119,7 @@ def test_last_keeps_exactly_the_most_recent_n_messages(
 ) -> None:
     out = slim_messages(demo.messages, last=last)
     assert len(out) == expected
-    assert out == demo.messages[len(demo.messages) - expected :]
+    assert out == demo.messages[len(demo.messages) - expected:]
 
 
 def test_last_counts_the_messages_left_after_tool_results_are_dropped(demo: Checkout) -> None:
@@ -143,9 +135,8 @@ def test_a_cut_window_may_start_with_a_tool_result_whose_call_it_left_out(
     assert_valid_messages(out)
 
 
-@pytest.mark.parametrize(
-    ("name", "value"), [("last", -1), ("max_content", 0), ("last", 1.5), ("last", True)]
-)
+@pytest.mark.parametrize(("name", "value"),
+                         [("last", -1), ("max_content", 0), ("last", 1.5), ("last", True)])
 def test_out_of_range_values_are_slim_errors(demo: Checkout, name: str, value: Any) -> None:
     with pytest.raises(SlimError, match=name):
         slim_messages(demo.messages, **{name: value})
@@ -182,14 +173,13 @@ def test_content_longer_than_max_content_ends_with_the_marker(demo: Checkout) ->
             assert after["content"] == before["content"]
         assert len(text_of(after)) <= 12
     # Tool results are content too; tool call arguments are not.
-    assert out[2]["content"] == '{"temp": 21,'[:11] + TRUNCATION_MARKER
+    assert out[2]["content"] == '{"temp": 21,' [:11] + TRUNCATION_MARKER
     assert out[1]["toolCalls"] == demo.messages[1]["toolCalls"]
 
 
 def parts_message() -> Message:
     return {
-        "id": "u1",
-        "role": "user",
+        "id": "u1", "role": "user",
         "content": [
             {"type": "text", "text": "abcdef"},
             {"type": "image", "source": {"type": "url", "value": "https://x/1.png"}},
@@ -225,12 +215,8 @@ def test_a_cut_exactly_at_a_part_boundary_still_shows_the_marker() -> None:
 
 
 def test_activity_content_is_an_object_and_is_left_alone() -> None:
-    activity = {
-        "id": "a",
-        "role": "activity",
-        "activityType": "progress",
-        "content": {"log": "x" * 500},
-    }
+    activity = {"id": "a", "role": "activity", "activityType": "progress",
+                "content": {"log": "x" * 500}}
     assert slim_messages([activity], max_content=10) == [activity]
 
 
@@ -238,21 +224,11 @@ def test_activity_content_is_an_object_and_is_left_alone() -> None:
 
 
 def test_redacted_tool_calls_keep_only_id_and_name() -> None:
-    message = {
-        "id": "a",
-        "role": "assistant",
-        "content": "Checking.",
-        "toolCalls": [
-            {
-                "id": "c1",
-                "type": "function",
-                "metadata": {"user": "alice"},
-                "encryptedValue": "e",
-                "function": {"name": "lookup", "arguments": '{"ssn": "123-45-6789"}'},
-            },
-            {"id": "c2", "type": "function", "function": {"name": "mail", "arguments": "{}"}},
-        ],
-    }
+    message = {"id": "a", "role": "assistant", "content": "Checking.", "toolCalls": [
+        {"id": "c1", "type": "function", "metadata": {"user": "alice"}, "encryptedValue": "e",
+         "function": {"name": "lookup", "arguments": '{"ssn": "123-45-6789"}'}},
+        {"id": "c2", "type": "function", "function": {"name": "mail", "arguments": "{}"}},
+    ]}
     (out,) = slim_messages([message], redact_tool_args=True)
     assert out["toolCalls"] == [
         {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": ""}},
@@ -272,9 +248,8 @@ def test_dropping_tool_results_keeps_the_calls_that_produced_them(demo: Checkout
 
 def test_the_input_messages_are_never_modified(demo: Checkout) -> None:
     before = copy.deepcopy(demo.messages)
-    slim_messages(
-        demo.messages, last=3, max_content=2, redact_tool_args=True, drop_tool_results=True
-    )
+    slim_messages(demo.messages, last=3, max_content=2, redact_tool_args=True,
+                  drop_tool_results=True)
     assert demo.messages == before
 
 
@@ -299,7 +274,7 @@ def check_slimmed(before: list[Message], out: list[Message], options: SlimOption
     assert_valid_messages(out)
     kept = [m for m in before if not (options.drop_tool_results and m["role"] == "tool")]
     if options.last is not None:
-        kept = kept[max(0, len(kept) - options.last) :]
+        kept = kept[max(0, len(kept) - options.last):]
     assert [m["id"] for m in out] == [m["id"] for m in kept]  # the most recent ones, in order
     for original, slimmed in zip(kept, out, strict=True):
         if options.max_content is not None:
@@ -314,35 +289,26 @@ def check_slimmed(before: list[Message], out: list[Message], options: SlimOption
         if calls is not None:
             assert [c["id"] for c in slimmed["toolCalls"]] == [c["id"] for c in calls]
             assert [c["function"]["name"] for c in slimmed["toolCalls"]] == [
-                c["function"]["name"] for c in calls
-            ]
+                c["function"]["name"] for c in calls]
             if options.redact_tool_args:
                 assert all(c["function"]["arguments"] == "" for c in slimmed["toolCalls"])
     if options == PRESETS["full"]:
         assert out == before
 
 
-@given(
-    messages=message_lists,
-    options=st.builds(
-        SlimOptions,
-        last=st.none() | st.integers(0, 6),
-        max_content=st.none() | st.integers(1, 10),
-        redact_tool_args=st.booleans(),
-        drop_tool_results=st.booleans(),
-    ),
-)
+@given(messages=message_lists,
+       options=st.builds(SlimOptions,
+                         last=st.none() | st.integers(0, 6),
+                         max_content=st.none() | st.integers(1, 10),
+                         redact_tool_args=st.booleans(),
+                         drop_tool_results=st.booleans()))
 def test_any_options_on_generated_messages_give_the_documented_result(
     messages: list[Message], options: SlimOptions
 ) -> None:
     before = copy.deepcopy(messages)
-    out = slim_messages(
-        messages,
-        last=options.last,
-        max_content=options.max_content,
-        redact_tool_args=options.redact_tool_args,
-        drop_tool_results=options.drop_tool_results,
-    )
+    out = slim_messages(messages, last=options.last, max_content=options.max_content,
+                        redact_tool_args=options.redact_tool_args,
+                        drop_tool_results=options.drop_tool_results)
     assert messages == before
     check_slimmed(messages, out, options)
 
@@ -352,13 +318,8 @@ def test_any_options_on_generated_messages_give_the_documented_result(
 
 def cli(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
-    return subprocess.run(
-        [sys.executable, "-m", "agui_store", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    return subprocess.run([sys.executable, "-m", "agui_store", "--db", str(db), *args],
+                          capture_output=True, text=True, env=env, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -385,8 +346,7 @@ def test_the_slim_command_takes_last_and_max_content_over_the_preset(
     done = cli("slim", "run-2", "--thread", thread, "--last", "1", "--max-content", "10", db=db)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [
-        {"id": "assistant-4", "role": "assistant", "content": "Porto is " + TRUNCATION_MARKER}
-    ]
+        {"id": "assistant-4", "role": "assistant", "content": "Porto is " + TRUNCATION_MARKER}]
 
 
 def test_the_slim_command_defaults_to_the_standard_preset_and_head(
