@@ -331,7 +331,9 @@ class Recorder:
             closed at the app's lifespan shutdown or by :meth:`aclose`.
         scope: ``callable(asgi_scope) -> str | None``, the owner of a request; a thread
             belongs to the owner that first wrote it, and another owner's requests are
-            neither recorded into it nor answered by ``connect`` (404).
+            neither recorded into it nor answered by ``connect`` (404). A request the
+            callable gives no owner (``None``) is not recorded, and ``connect`` answers it
+            404. Without ``scope``, every request is the store's operator (one user).
         connect_suffix: the path suffix of the reconnect endpoint (``POST <endpoint>/connect``);
             ``None`` leaves every such request to the app.
     """
@@ -477,6 +479,15 @@ class Recorder:
                 )
                 return None
             owner = self._owner(scope)
+            if owner is None and self._owner_of is not None:
+                # Owners are on, and this request has none: written without a scope it would
+                # reach every owner's threads (the store's operator), so it is not written.
+                logger.info(
+                    "not recorded: thread %s, run %s: the request has no owner",
+                    ids.threadId,
+                    ids.runId,
+                )
+                return None
             recording = _Recording(self, body, ids.threadId, ids.runId, owner)
             self._recordings += 1
             return recording
@@ -502,6 +513,9 @@ class Recorder:
             await self.app(scope, _replay(body, receive), send)
             return
         owner = self._owner(scope)
+        if owner is None and self._owner_of is not None:
+            await _reply(send, 404, b"no such thread")  # no owner: no thread is its
+            return
         last_event_id = _header(scope.get("headers"), b"last-event-id")
         try:
             after = int(last_event_id) if last_event_id is not None else None

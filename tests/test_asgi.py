@@ -12,7 +12,6 @@ import asyncio
 import gzip
 import json
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -770,11 +769,21 @@ def test_last_event_id_on_a_live_run_resumes_with_every_events_own_cursor(
     assert [i for i, _ in got] == list(range(got[0][0], got[0][0] + len(got)))
 
 
-def make_scoped(store: Any) -> Callable[[dict[str, Any]], str | None]:
-    def owner(scope: dict[str, Any]) -> str | None:
-        for key, value in scope["headers"]:
-            if key == b"x-user":
-                return str(value.decode())
-        return None
+def owner_header(scope: dict[str, Any]) -> str | None:
+    for key, value in scope["headers"]:
+        if key == b"x-user":
+            return str(value.decode())
+    return None
 
-    return owner
+
+def test_with_owners_on_a_request_without_one_is_not_recorded_nor_answered_by_connect(
+    store: Any, astore: Any
+) -> None:
+    store.append(run_events("t0", "r0"), input=request_body("t0", "r0"))
+    chunks = sse(run_events("t1", "r1"))
+    recorder = Recorder(streaming_app(chunks), store=astore, scope=owner_header)
+    response = asyncio.run(call(recorder, request_body("t1", "r1")))
+    assert response.body == b"".join(chunks)
+    assert store.threads() == ["t0"]
+    reconnect = asyncio.run(call(recorder, request_body("t0", "r0"), path="/agent/connect"))
+    assert reconnect.status == 404
