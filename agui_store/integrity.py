@@ -82,7 +82,7 @@ import apsw
 
 from agui_store import checkpoints, codec, database, hashing, ledger, schema
 from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventError
-from agui_store.restore import RunRecord, View, apply_run, start_reducer, view_of
+from agui_store.restore import RunRecord, View, apply_run, body_as_sent, start_reducer, view_of
 
 #: Every check, in the order it runs. ``blobs`` and ``checkpoints`` run only when the file
 #: has those tables (schema version 2 on).
@@ -1005,14 +1005,15 @@ def _record(conn: Any, pk: int) -> RunRecord:
     ).fetchall()
     events = codec.decode_many([r[0] for r in rows])
     echo = next((codec.decode(r[1]) for r in rows[:1] if r[1] is not None), None)
-    raw_input, raw_refs = conn.execute(
-        "SELECT input, input_refs FROM runs WHERE id = ?", (pk,)
+    raw_input, raw_refs, lineage = conn.execute(
+        "SELECT input, input_refs, lineage FROM runs WHERE id = ?", (pk,)
     ).fetchone()
     return RunRecord(
         input=codec.decode(raw_input) if raw_input is not None else None,
         events=events,
         input_refs=codec.decode(raw_refs) if raw_refs is not None else None,
         echo_refs=echo,
+        as_sent=body_as_sent(raw_input is not None, lineage),
     )
 
 

@@ -181,6 +181,7 @@ def test_a_payload_with_duplicate_keys_is_judged_as_the_store_reads_it(db: Path)
         store.append(
             '{"type":"STEP_STARTED","stepName":"a","type":"CUSTOM","name":"n","value":1}',
             thread_id="t",
+            run_id="dup",  # the fixture leaves r3 open in thread t too
         )
         assert store.check().ok
 
