@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, TextIO, cast
 
 from agui_store import database
-from agui_store.errors import AguiStoreError, InternalError
+from agui_store.errors import AguiStoreError, InternalError, NotAStoreError
 from agui_store.interchange import FORMATS, serialize
 from agui_store.records import Run
 from agui_store.render import (
@@ -472,6 +472,9 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
 
 #: Commands that work on files alone: no store is opened (or created) for them.
 NEEDS_NO_STORE = frozenset({"validate-artifact"})
+#: The commands that may create the store file; every other one needs it to exist, so that a
+#: mistyped ``--db`` is an error instead of a new empty store left behind.
+CREATES_STORE = frozenset({"import", "demo"})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -582,6 +585,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         if args.command in NEEDS_NO_STORE:  # never create a database file as a side effect
             return handler(None, args, out)  # type: ignore[arg-type]
+        if args.command not in CREATES_STORE:
+            _require_store_file(path if path is not None else database.default_path())
         with Store(path) as store:
             return handler(store, args, out)
     except InternalError as e:
@@ -602,6 +607,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as e:
         return _internal(args.command, e)
+
+
+def _require_store_file(path: str) -> None:
+    """Refuse a store path that names no file (in-memory and URI paths are SQLite's own)."""
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    if not os.path.lexists(path):
+        raise NotAStoreError(
+            f"no store at {path}: the file does not exist (record one first with agui-store "
+            "import FILE or agui-store demo, or give the store's path with --db)"
+        )
 
 
 def _say(command: str, message: str) -> None:

@@ -191,3 +191,13 @@ def test_analyze_replace_refuses_a_database_it_did_not_write(tmp_path: Path) -> 
     out = tmp_path / "analysis.db"
     cli("analyze", str(out), db=db)
     cli("analyze", str(out), "--replace", db=db)  # its own earlier export may be replaced
+
+
+def test_a_command_that_only_reads_refuses_a_store_path_that_names_no_file(
+    tmp_path: Path,
+) -> None:
+    typo = tmp_path / "chta.db"
+    for args in (["threads"], ["show", "HEAD"], ["check"], ["log"]):
+        proc = cli(*args, db=typo, ok=False)
+        assert proc.returncode == 1 and f"no store at {typo}" in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []
