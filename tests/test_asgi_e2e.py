@@ -154,7 +154,6 @@ def test_a_branch_sent_from_fork_restores_what_the_client_holds(live: Live) -> N
     assert branched is not None and branched.parent_run_id == first["runId"]
 
 
-@pytest.mark.xfail(strict=True, reason="needs SPEC §3 request-body fidelity (live-core)")
 def test_a_fresh_client_on_an_existing_thread_restores_exactly_what_it_holds(live: Live) -> None:
     thread = new_thread()
     live.drive("pydantic", thread, {"steps": [run("hello"), run("tool weather")]})
@@ -249,7 +248,6 @@ def test_two_concurrent_runs_on_one_thread_are_recorded_apart(live: Live) -> Non
     assert a.created_at < b.updated_at and b.created_at < a.updated_at
 
 
-@pytest.mark.xfail(strict=True, reason="needs append(scope=) and scoped reads (live-core)")
 def test_another_owner_neither_writes_into_a_thread_nor_reads_it(owned: Live) -> None:
     thread = new_thread()
     (alice,) = owned.drive("pydantic", thread, {"steps": [run("hello")]}, user="alice")
