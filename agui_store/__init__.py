@@ -20,12 +20,13 @@ from agui_store.errors import (
     OutOfMemoryError,
     RunNotFoundError,
     SchemaVersionError,
+    ScopeError,
     SequenceError,
     StorageError,
     StorageFullError,
     StoreBusyError,
 )
-from agui_store.records import AppendResult, Branch, Checkout, Log, Run
+from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run
 from agui_store.slim import PRESETS as SLIM_PRESETS
 from agui_store.slim import slim
 from agui_store.store import Store, open
@@ -43,6 +44,7 @@ __all__ = [
     "CorruptStoreError",
     "Diff",
     "HashMismatchError",
+    "ImportResult",
     "IntegrityError",
     "InternalError",
     "InvalidArgumentError",
@@ -55,6 +57,7 @@ __all__ = [
     "Run",
     "RunNotFoundError",
     "SchemaVersionError",
+    "ScopeError",
     "SequenceError",
     "SequenceVerifier",
     "StorageError",

@@ -860,6 +860,7 @@ def _stream_array(
     base = 0  # the input's offset of buf[0], for messages
     pos = 1
     index = 0
+    fast_failed = -1  # where the buffer ended when _whole_elements last found nothing
     while True:
         # Whitespace, then an element, or the array's end.
         pos = _WS_RUN.match(buf, pos).end()  # type: ignore[union-attr]
@@ -877,53 +878,63 @@ def _stream_array(
         if index == 0 and buf[pos] == 0x5D:  # ]: an empty array
             _expect_end(chunks, buf, pos + 1, base, None)
             return
-        start = p = pos
-        depth = 0
-        while True:
-            scan = _TO_BRACKET if depth else _TO_BRACKET_OR_COMMA
-            p = scan.match(buf, p).end()  # type: ignore[union-attr]
-            if p < len(buf) and buf[p] != 0x22:
-                c = buf[p]
-                if c == 0x7B or c == 0x5B:  # { [
-                    depth += 1
-                elif c == 0x7D or c == 0x5D:  # } ]
-                    if depth == 0:
-                        break  # the array's end after a value that is not an object
-                    depth -= 1
-                    if depth == 0:
-                        p += 1
+        fast = None
+        if len(buf) - pos >= _FAST_BYTES and base + len(buf) > fast_failed:
+            fast = _whole_elements(buf, pos, limits)
+            if fast is None:
+                fast_failed = base + len(buf)  # not again before more is read
+        if fast is not None:
+            events, p = fast
+            yield from events
+            index += len(events)
+        else:
+            start = p = pos
+            depth = 0
+            while True:
+                scan = _TO_BRACKET if depth else _TO_BRACKET_OR_COMMA
+                p = scan.match(buf, p).end()  # type: ignore[union-attr]
+                if p < len(buf) and buf[p] != 0x22:
+                    c = buf[p]
+                    if c == 0x7B or c == 0x5B:  # { [
+                        depth += 1
+                    elif c == 0x7D or c == 0x5D:  # } ]
+                        if depth == 0:
+                            break  # the array's end after a value that is not an object
+                        depth -= 1
+                        if depth == 0:
+                            p += 1
+                            break
+                    else:  # a comma at the top level, after a value that is not an object
                         break
-                else:  # a comma at the top level, after a value that is not an object
-                    break
-                p += 1
-                continue
-            # The read ends inside this element (perhaps inside a string): read on.
-            if p - start > limit:
+                    p += 1
+                    continue
+                # The read ends inside this element (perhaps inside a string): read on.
+                if p - start > limit:
+                    raise InvalidEventError(
+                        f"event is more than {p - start} bytes of JSON, over the limit of "
+                        f"{limits.max_event_bytes}",
+                        index=index,
+                    )
+                chunk = next(chunks, None)
+                if chunk is None:
+                    raise InvalidEventError(
+                        f"the input is truncated inside event {index} of the JSON array (it ends "
+                        f"at byte {base + len(buf)})",
+                        index=index,
+                    )
+                base += start
+                buf = buf[start:] + chunk
+                p -= start
+                pos = start = 0
+            element = buf[start:p].rstrip(_WS)
+            if not element:
                 raise InvalidEventError(
-                    f"event is more than {p - start} bytes of JSON, over the limit of "
-                    f"{limits.max_event_bytes}",
+                    f"malformed JSON at byte {base + start}: expected an event, found "
+                    f"{buf[start : start + 1].decode('utf-8', 'replace')!r}",
                     index=index,
                 )
-            chunk = next(chunks, None)
-            if chunk is None:
-                raise InvalidEventError(
-                    f"the input is truncated inside event {index} of the JSON array (it ends "
-                    f"at byte {base + len(buf)})",
-                    index=index,
-                )
-            base += start
-            buf = buf[start:] + chunk
-            p -= start
-            pos = start = 0
-        element = buf[start:p].rstrip(_WS)
-        if not element:
-            raise InvalidEventError(
-                f"malformed JSON at byte {base + start}: expected an event, found "
-                f"{buf[start : start + 1].decode('utf-8', 'replace')!r}",
-                index=index,
-            )
-        yield _event_from_bytes(element, index, limits, where="")
-        index += 1
+            yield _event_from_bytes(element, index, limits, where="")
+            index += 1
         # A comma and the next element, or the array's end.
         pos = _WS_RUN.match(buf, p).end()  # type: ignore[union-attr]
         while pos == len(buf):
@@ -948,6 +959,41 @@ def _stream_array(
                 index=index - 1,
             )
         pos += 1
+
+
+#: A JSON array's elements are first tried many at a time, in one msgspec call, when this
+#: much of the array is in memory.
+_FAST_BYTES = 64 * 1024
+
+
+def _whole_elements(
+    buf: bytes, pos: int, limits: _Limits
+) -> tuple[list[IncomingEvent], int] | None:
+    """The elements of ``buf`` from ``pos`` (the start of an element) to the last ``}``, in
+    one msgspec call, and where they end; ``None`` when that is not a run of whole events.
+
+    Decoding ``[`` + that text + ``]`` succeeds only when the ``}`` ends an element of the
+    array: JSON is read the same way from the same start, so a ``}`` inside an element
+    would leave a string or a container open. Anything unusual (a lone surrogate, an
+    element that is not an object, too deep, too large) is left to the element scanner,
+    which names the problem."""
+    end = len(buf)
+    for _ in range(8):  # the last "}" that a comma or the array's "]" follows
+        end = buf.rfind(b"}", pos, end)
+        if end < 0:
+            return None
+        if buf[end + 1 : end + 65].lstrip(_WS)[:1] in (b",", b"]"):
+            break
+    else:
+        return None
+    end += 1
+    whole = b"[" + buf[pos:end] + b"]"
+    try:
+        data = _DECODER.decode(whole)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
+        return None
+    events = _from_array_text(whole, data, None, limits)
+    return (events, end) if events else None
 
 
 def _expect_end(

@@ -136,13 +136,16 @@ FORMS = st.sampled_from([
 
 
 @given(events=legal_streams(max_runs=3), form=FORMS, read_bytes=st.integers(1, 97),
-       bom=st.booleans())
+       bom=st.booleans(), fast_bytes=st.integers(1, 300))
 def test_streaming_a_file_reads_the_same_events_and_bytes_as_reading_it_whole(
-    events: list[dict[str, Any]], form: Any, read_bytes: int, bom: bool
+    events: list[dict[str, Any]], form: Any, read_bytes: int, bom: bool, fast_bytes: int
 ) -> None:
     text = (b"\xef\xbb\xbf" if bom else b"") + form(events)
     whole = codec.parse_events(text)
-    streamed = list(codec.iter_events(io.BytesIO(text), read_bytes=read_bytes))
+    with pytest.MonkeyPatch.context() as mp:
+        # Arrays: many elements in one msgspec call once this much is read, else one by one.
+        mp.setattr(codec, "_FAST_BYTES", fast_bytes)
+        streamed = list(codec.iter_events(io.BytesIO(text), read_bytes=read_bytes))
     assert [(e.raw, e.data) for e in streamed] == [(e.raw, e.data) for e in whole]
     assert [e.data for e in streamed] == events
 
@@ -162,10 +165,13 @@ BROKEN = [
 
 
 @pytest.mark.parametrize("text", BROKEN)
-def test_a_broken_file_fails_streamed_where_it_fails_whole(text: bytes) -> None:
+def test_a_broken_file_fails_streamed_where_it_fails_whole(
+    text: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(InvalidEventError) as whole:
         codec.parse_events(text)
-    for read_bytes in (1, 5, 1 << 20):
+    for read_bytes, fast_bytes in ((1, 1), (5, 1 << 16), (1 << 20, 1), (1 << 20, 1 << 16)):
+        monkeypatch.setattr(codec, "_FAST_BYTES", fast_bytes)
         with pytest.raises(InvalidEventError) as streamed:
             list(codec.iter_events(io.BytesIO(text), read_bytes=read_bytes))
         assert streamed.value.index == whole.value.index, (streamed.value, whole.value)
@@ -387,19 +393,21 @@ def imports_like_stretches(events: list[dict[str, Any]], text: bytes) -> None:
         assert snapshot(imported) == snapshot(appended)
 
 
-def test_a_run_longer_than_four_batches_is_cut_and_continued_in_its_own_thread(
+def test_a_run_longer_than_four_batches_is_cut_and_continued_by_name_in_its_own_thread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(store_module, "IMPORT_BATCH_EVENTS", 5)
-    long_run = run_events("long", "r0", 100)
+    long_run = run_events("long", "r1", 100)
     open_elsewhere = run_events("other", "r0", 1)[:-1]  # another thread's run stays open
     text = as_lines(open_elsewhere + long_run, "\n")
     with agui_store.open(":memory:") as s:
+        s.append(run_events("long", "r0", 1)[:-1])  # and an older run of the same thread
         result = s.import_file(io.BytesIO(text))
         assert result.event_count == len(open_elsewhere) + len(long_run)
-        [run] = s.runs("long")
+        old, run = s.runs("long")
         assert run.status == "finished" and run.event_count == len(long_run)
-        assert s.checkout("r0", thread_id="long").messages[0]["content"].count("caf\u00e9") == 100
+        assert old.status == "incomplete" and old.event_count == 4
+        assert s.checkout("r1", thread_id="long").messages[-1]["content"].count("caf\u00e9") == 100
         assert s.runs("other")[0].status == "incomplete"
 
 
@@ -490,3 +498,46 @@ def test_an_array_with_an_escaped_lone_surrogate_keeps_every_events_bytes() -> N
         assert [e.raw for e in events] == [b'{"type": "A", "n": 1.0}',
                                            b'{"type": "B", "x": "\\ud83d \\u00e9"}']
         assert events[1].data["x"] == "\ud83d \u00e9"
+
+
+DISK_FULL = r"""
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+import agui_store
+db, source, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+with agui_store.open(db) as store:
+    before = store.threads()
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        store.import_file(source)
+    except Exception as e:
+        print("failed:", type(e).__name__, e)
+    else:
+        raise SystemExit("the import fitted under the limit")
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert store.threads() == before, store.threads()
+    result = store.import_file(source)  # the same store object, once there is space
+    print("imported", result.event_count)
+"""
+
+
+def test_a_disk_filling_up_mid_import_leaves_the_store_as_it_was_and_it_imports_later(
+    tmp_path: Path, seeded: Path
+) -> None:
+    source = write(tmp_path / "r.jsonl", recording(3_000_000))
+    before = contents(seeded)
+    limit = seeded.stat().st_size + 1_000_000
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", DISK_FULL, str(seeded), str(source), str(limit)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("failed:"), proc.stdout
+    lines = source.read_bytes().count(b"\n")
+    assert proc.stdout.splitlines()[-1] == f"imported {lines}"
+    after = contents(seeded)
+    assert after["before/r0"] == before["before/r0"]
+    assert len(after) == 1 + lines // len(run_events("x", "y", 40))
