@@ -198,10 +198,12 @@ class AsyncStore:
     delete_branch = _off_loop(Store.delete_branch)
     fork = _off_loop(Store.fork)
 
-    async def thread_events(self, thread_id: str) -> AsyncIterator[dict[str, Any]]:
+    async def thread_events(
+        self, thread_id: str, *, scope: str | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         """Every event of a thread in recorded order, read run by run off the loop."""
-        for run in await self.runs(thread_id):
-            for event in await self.events(run.run_id, thread_id=thread_id):
+        for run in await self.runs(thread_id, scope=scope):
+            for event in await self.events(run.run_id, thread_id=thread_id, scope=scope):
                 yield event
 
     def record(
