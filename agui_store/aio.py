@@ -9,14 +9,14 @@ async for event in astore.record(agent_events, input=run_agent_input):
 await astore.close()
 ```
 
-Each call runs on the store's own worker thread, one at a time and in the order they were
-made, so the loop never waits for SQLite; reads hand their results back as they are (no
-copies). Writes that parse and replay events (``append``, ``import_file``, ``derive``,
-``compact``) go one step further, to a writer process (:mod:`agui_store.writer`): parsing
-and replaying hold the GIL, and on a thread a 4 MB event kept the loop from running for tens
-of milliseconds. The worker thread only hands the call over and waits on a pipe.
-``writer="thread"`` keeps them on the thread (always so for ``:memory:``, which another
-process cannot open).
+Reads run on the store's own worker thread, one at a time and in the order they were made,
+so the loop never waits for SQLite; they hand their results back as they are (no copies).
+Writes that parse and replay events (``append``, ``import_file``, ``derive``, ``compact``)
+go one step further, to a writer process (:mod:`agui_store.writer`, started with the
+AsyncStore): parsing and replaying hold the GIL, and on a thread a 4 MB event kept the loop
+from running for tens of milliseconds. A second thread only hands each write over and waits
+on a pipe, so reads never queue behind writes. ``writer="thread"`` keeps writes on the worker
+thread (always so for ``:memory:``, which another process cannot open).
 
 A call whose awaiting task is cancelled still runs to its end (an append lands whole or not
 at all either way). ``close`` waits for what was queued and for every recorder still open,
