@@ -167,7 +167,7 @@ def check_database(conn: apsw.Connection) -> CheckReport:
             found = _Collector(name)
             try:
                 run(context, found)
-            except (apsw.Error, TypeError, ValueError) as e:  # too broken to finish this check
+            except (apsw.Error, AguiStoreError, TypeError, ValueError) as e:  # too broken to finish
                 found.problem(f"could not finish the check: {type(e).__name__}: {e}")
             problems.extend(found.done(found.problems))
             warnings.extend(found.done(found.warnings))

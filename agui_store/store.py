@@ -2068,7 +2068,12 @@ class Store:
     def history(
         self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> list[dict[str, Any]]:
-        """The events of a run's whole ancestor chain, root first: what replays it."""
+        """The events of a run's whole ancestor chain, root first: what replays it.
+
+        Raises:
+            HashMismatchError: the chain's events, records or inputs are not the ones its
+                runs' hashes cover (the file was edited outside agui-store).
+        """
         with self._reading() as conn:
             key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
             chain, grouped = self._chain_payloads(conn, key.pk)
@@ -2089,17 +2094,25 @@ class Store:
         payloads = [p for pk in chain for p in grouped.get(pk, [])]
         return codec.decode_many(payloads)
 
-    @staticmethod
-    def _chain_payloads(conn: database.Conn, pk: int) -> tuple[list[int], dict[int, list[str]]]:
-        """Ancestor run keys root first, and each one's payloads in order."""
+    @classmethod
+    def _chain_payloads(
+        cls, conn: database.Conn, pk: int
+    ) -> tuple[list[int], dict[int, list[str]]]:
+        """Ancestor run keys root first, and each one's payloads in order, verified against
+        the runs' hashes as they are read."""
         grouped: dict[int, list[str]] = {}
-        for run_pk, payload in conn.execute(schema.CHAIN_EVENTS, (pk,)):
+        rows: dict[int, list[Any]] = {}
+        for run_pk, seq, kind, payload, refs in conn.execute(_CHAIN_EVENT_ROWS, (pk,)):
             grouped.setdefault(run_pk, []).append(payload)
+            rows.setdefault(run_pk, []).append((seq, kind, payload, refs))
         # A parent's key is always smaller than its child's (the schema checks it).
         chain = [
             int(r[0])
             for r in conn.execute(schema.ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id", (pk,))
         ]
+        pks = (codec.encode(chain).decode(),)
+        cls._verified_runs(conn, pks)
+        cls._verify_batches(conn, pks, rows)
         return chain, grouped
 
     def log(
@@ -2676,6 +2689,15 @@ def _blobs_after(
         out.append(blob_id)
     return out, unresolved
 
+
+#: Every event of a run's ancestor chain with what its batch digest covers (see
+#: ``schema.CHAIN_EVENTS``, whose plan it keeps: each ancestor one range probe of events).
+_CHAIN_EVENT_ROWS = (
+    schema.ANCESTORS_CTE
+    + "SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs "
+    "FROM chain CROSS JOIN events ON events.run = chain.id "
+    "LEFT JOIN echo_refs ON echo_refs.seq = events.seq"
+)
 
 #: Every Store not yet garbage-collected, for the at-fork hook.
 _OPEN_STORES: weakref.WeakSet[Store] = weakref.WeakSet()

@@ -210,8 +210,10 @@ def test_a_changed_event_is_named_and_a_checkout_replaying_it_is_refused(db: Pat
     # The complete run is served from the checkpoint derived before the edit: what was
     # recorded, not what the edit says. Its events, read whole, are refused.
     assert checkout(db, "r2") == before
-    with agui_store.open(db) as store, pytest.raises(HashMismatchError, match=r"seq 7\.\.12"):
-        store.events("r2", thread_id=T)
+    with agui_store.open(db) as store:
+        for read in (store.events, store.history):
+            with pytest.raises(HashMismatchError, match=r"seq 7\.\.12"):
+                read("r2", thread_id=T)
 
 
 def test_a_forged_blob_with_its_sha256_recomputed_is_named_and_refused(db: Path) -> None:
