@@ -9,14 +9,14 @@ async for event in astore.record(agent_events, input=run_agent_input):
 await astore.close()
 ```
 
-Each call runs on the store's own worker thread, one at a time and in the order they were
-made, so the loop never waits for SQLite; reads hand their results back as they are (no
-copies). Writes that parse and replay events (``append``, ``import_file``, ``derive``,
-``compact``) go one step further, to a writer process (:mod:`agui_store.writer`): parsing
-and replaying hold the GIL, and on a thread a 4 MB event kept the loop from running for tens
-of milliseconds. The worker thread only hands the call over and waits on a pipe.
-``writer="thread"`` keeps them on the thread (always so for ``:memory:``, which another
-process cannot open).
+Reads run on the store's own worker thread, one at a time and in the order they were made,
+so the loop never waits for SQLite; they hand their results back as they are (no copies).
+Writes that parse and replay events (``append``, ``import_file``, ``derive``, ``compact``)
+go one step further, to a writer process (:mod:`agui_store.writer`, started with the
+AsyncStore): parsing and replaying hold the GIL, and on a thread a 4 MB event kept the loop
+from running for tens of milliseconds. A second thread only hands each write over and waits
+on a pipe, so reads never queue behind writes. ``writer="thread"`` keeps writes on the worker
+thread (always so for ``:memory:``, which another process cannot open).
 
 A call whose awaiting task is cancelled still runs to its end (an append lands whole or not
 at all either way). ``close`` waits for what was queued and for every recorder still open,
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Generator
@@ -70,7 +71,7 @@ def _off_loop(
     @functools.wraps(method)
     async def off_loop(self: AsyncStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         if parses:
-            result: _R = await self._run(self._write, name, args, kwargs)
+            result: _R = await self._run_on(self._forwarder, self._write, name, args, kwargs)
             return result
         # Looked up on the instance, so that a Store subclass's override is the one called.
         bound: Callable[_P, _R] = getattr(self._store, name)
@@ -95,9 +96,23 @@ class AsyncStore:
         )
         memory = store.path == ":memory:" or store.path.startswith("file::memory:")
         self.writer = "thread" if memory else writer
-        self._writer_process: WriterProcess | None = None  # started by the first write
+        # With a writer process, a second thread hands writes over to it and waits for
+        # them, so that a read never queues behind an append the process is busy with.
+        self._forwarder = (
+            concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="agui-store-writer"
+            )
+            if self.writer == "process"
+            else self._worker
+        )
+        self._writer_process: WriterProcess | None = None
         self._batchers: set[recording.AsyncBatcher] = set()
         self._closed = False
+        if self.writer == "process":
+            # Started now: a fresh interpreter takes a moment to import the store (1.8-2.2 s
+            # measured on 2 cores at load average 10), which the first recorded batch would
+            # otherwise wait for.
+            self._forwarder.submit(self._start_writer)
 
     @property
     def store(self) -> Store:
@@ -113,30 +128,51 @@ class AsyncStore:
 
     async def _run(self, fn: Callable[..., _R], /, *args: Any, **kwargs: Any) -> _R:
         """``fn(*args, **kwargs)`` on the worker thread."""
+        return await self._run_on(self._worker, fn, *args, **kwargs)
+
+    async def _run_on(
+        self,
+        executor: concurrent.futures.Executor,
+        fn: Callable[..., _R],
+        /,
+        *args: Any,
+        **kwargs: Any,
+    ) -> _R:
         if self._closed:
             raise AguiStoreError("the store is closed")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._worker, functools.partial(fn, *args, **kwargs))
+        return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
 
     async def _append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
         """A recorder's batch (:func:`agui_store.recording.append_batch`), where appends run."""
-        result: AppendResult = await self._run(self._write, "append_batch", (batch,), options)
+        result: AppendResult = await self._run_on(
+            self._forwarder, self._write, "append_batch", (batch,), options
+        )
         return result
 
     def _write(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """On the worker thread: a parsing write, in the writer process when there is one
-        and its arguments are plain data (a file object or a generator cannot be sent: such
-        a call runs here, on this thread)."""
+        """On the forwarding thread: a parsing write, in the writer process when there is
+        one and its arguments are plain data (a file object or a generator cannot be sent:
+        such a call runs here, on this thread)."""
         if self.writer == "process" and _sendable(args, kwargs):
             if self._writer_process is None or not self._writer_process.alive:
-                # The first write, or the last writer died (the call that saw it raised):
-                # a new one, for the same file and options.
-                options = {name: getattr(self._store, name) for name in _STORE_OPTIONS}
-                self._writer_process = WriterProcess(self._store.path, options)
+                # It failed to start, or died (the call that saw it raised): a new one.
+                self._writer_process = self._new_writer()
             return self._writer_process.call(name, args, kwargs)
         if name == "append_batch":
             return recording.append_batch(self._store, *args, **kwargs)
         return getattr(self._store, name)(*args, **kwargs)
+
+    def _new_writer(self) -> WriterProcess:
+        """A writer process for the same file, with the same options."""
+        options = {name: getattr(self._store, name) for name in _STORE_OPTIONS}
+        return WriterProcess(self._store.path, options)
+
+    def _start_writer(self) -> None:
+        """On the worker, at once: a writer that fails to start is tried again (and its
+        error raised) by the first write."""
+        with contextlib.suppress(Exception):
+            self._writer_process = self._new_writer()
 
     # --- the Store's methods, off the loop ------------------------------------------------
 
@@ -199,6 +235,7 @@ class AsyncStore:
         await loop.run_in_executor(None, self._shutdown)
 
     def _shutdown(self) -> None:
+        self._forwarder.shutdown(wait=True)
         self._worker.shutdown(wait=True)
         try:
             if self._writer_process is not None:

@@ -238,14 +238,21 @@ def test_the_thread_writer_and_memory_stores_append_on_the_worker_thread(
 
 def test_a_call_that_cannot_be_sent_runs_on_the_worker_thread(db_path: Path) -> None:
     events = conversation_run("t", "r1", 12, 0)
+    appended_here: list[str] = []
+
+    class Spy(Store):
+        def append(self, *args: Any, **kwargs: Any) -> agui_store.AppendResult:
+            appended_here.append(threading.current_thread().name)
+            return super().append(*args, **kwargs)
 
     async def main() -> None:
-        async with aio.open(db_path) as astore:
+        async with aio.AsyncStore(Spy(db_path), owns=True) as astore:
             await astore.append(iter(events))  # a generator does not pickle
-            assert astore._writer_process is None
             assert await astore.events("r1") == events
+            await astore.append(conversation_run("t", "r2", 12, 1))  # this one is sent
 
     run(main())
+    assert len(appended_here) == 1 and appended_here[0].startswith("agui-store")
 
 
 def test_an_unknown_writer_is_refused(db_path: Path) -> None:
@@ -301,6 +308,7 @@ def test_an_async_store_dropped_without_close_leaves_no_writer_running(db_path: 
         await astore.append(conversation_run("t", "r1", 12, 0))
         assert astore._writer_process is not None
         pid = astore._writer_process._proc.pid
+        astore._forwarder.shutdown()
         astore._worker.shutdown()
         del astore
         return pid

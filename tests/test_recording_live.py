@@ -476,3 +476,18 @@ def test_a_stream_of_two_runs_in_batches_of_one_event_records_both(db_path: Path
     run(main())
     assert recorded(db_path, "t", "r1") == (events[:12], "finished")
     assert recorded(db_path, "t", "r2") == (events[12:], "finished")
+
+
+def test_a_run_recorded_for_an_owner_belongs_to_it(db_path: Path) -> None:
+    events = conversation_run("t", "r1", 30, 0)
+
+    async def main() -> None:
+        async with aio.open(db_path) as astore:
+            async for _ in astore.record(failing_producer(events, 12), scope="alice"):
+                pass
+
+    with pytest.raises(ProducerFailed):
+        run(main())
+    with agui_store.open(db_path) as store:
+        assert store.events("r1", thread_id="t", scope="alice") == events[:12]
+        assert store.get_run("r1", thread_id="t", scope="bob") is None
