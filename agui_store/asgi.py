@@ -188,12 +188,13 @@ def _ids_of(body: bytes) -> _Ids | None:
 # --- the store, as coroutines ------------------------------------------------------------------
 
 
-def _as_async(store: Any) -> AsyncStore:
-    """An ``AsyncStore`` as it is; a ``Store`` seen through one (its calls off the loop)."""
+def _as_async(store: Any) -> tuple[AsyncStore, bool]:
+    """An ``AsyncStore`` as it is; a ``Store`` seen through a new one (its writes in a writer
+    process, its reads on a worker thread), which the Recorder then owns and closes."""
     if isinstance(store, AsyncStore):
-        return store
+        return store, False
     if isinstance(store, Store):
-        return AsyncStore(store)
+        return AsyncStore(store), True
     raise TypeError(f"store= takes an agui_store Store or AsyncStore, not {type(store).__name__}")
 
 
@@ -224,29 +225,17 @@ class _LiveRun:
 
 
 class _Pending(recording._Pending):
-    """The batching core of :mod:`agui_store.recording`, writing as the request's owner and
-    telling the recorder of every batch written (for the clients that follow the run)."""
+    """The batching core of :mod:`agui_store.recording`, writing as the request's owner."""
 
-    def __init__(
-        self,
-        *,
-        owner: str | None,
-        on_written: Callable[[list[bytes], AppendResult], None],
-        **options: Any,
-    ) -> None:
+    def __init__(self, *, owner: str | None, **options: Any) -> None:
         super().__init__(**options)
         self._owner = owner
-        self._on_written = on_written
 
     def take(self) -> tuple[list[bytes], dict[str, Any]]:
         batch, options = super().take()
         if self._owner is not None:
             options["scope"] = self._owner
         return batch, options
-
-    def written(self, batch: list[bytes], result: AppendResult) -> None:
-        super().written(batch, result)
-        self._on_written(batch, result)
 
 
 class _Recording:
@@ -262,15 +251,21 @@ class _Recording:
         self.requested_run_id = run_id
         self.run_id: str | None = None  # the run recorded, once its first batch is written
         self._framer = SSEFramer(max_event_bytes=MAX_EVENT_BYTES)
-        self._batcher = recording.AsyncBatcher(recorder._store, input=body, thread_id=thread_id)
-        self._batcher._pending = _Pending(
-            owner=owner,
-            on_written=self._written,
+        self._batcher = recording.AsyncBatcher(
+            recorder._store,
             input=body,
             thread_id=thread_id,
             interval=recorder.flush_interval,
-            max_bytes=recording.FLUSH_BYTES,
+            on_written=self._written,
         )
+        if owner is not None:  # AsyncBatcher has no scope= (yet): its core writes with it
+            self._batcher._pending = _Pending(
+                owner=owner,
+                input=body,
+                thread_id=thread_id,
+                interval=recorder.flush_interval,
+                max_bytes=recording.FLUSH_BYTES,
+            )
         self._unreadable: Exception | None = None
 
     def feed(self, chunk: bytes) -> None:
@@ -310,7 +305,7 @@ class _Recording:
                 reason,
             )
 
-    def _written(self, batch: list[bytes], result: AppendResult) -> None:
+    def _written(self, result: AppendResult, batch: list[bytes]) -> None:
         if result.new_run_ids:
             if self.run_id is not None:
                 self._recorder._run_ended(self.thread_id, self.run_id)
@@ -331,10 +326,14 @@ class Recorder:
 
     Args:
         app: the ASGI application (Starlette, FastAPI, anything ASGI 3).
-        store: a ``Store`` or an ``AsyncStore``; a ``Store`` is used from worker threads.
+        store: an ``AsyncStore``, or a ``Store``, which the Recorder wraps in an
+            ``AsyncStore`` of its own (writes in a writer process, off the loop's GIL),
+            closed at the app's lifespan shutdown or by :meth:`aclose`.
         scope: ``callable(asgi_scope) -> str | None``, the owner of a request; a thread
             belongs to the owner that first wrote it, and another owner's requests are
-            neither recorded into it nor answered by ``connect`` (404).
+            neither recorded into it nor answered by ``connect`` (404). A request the
+            callable gives no owner (``None``) is not recorded, and ``connect`` answers it
+            404. Without ``scope``, every request is the store's operator (one user).
         connect_suffix: the path suffix of the reconnect endpoint (``POST <endpoint>/connect``);
             ``None`` leaves every such request to the app.
     """
@@ -348,7 +347,7 @@ class Recorder:
         connect_suffix: str | None = "/connect",
     ) -> None:
         self.app = app
-        self._store = _as_async(store)
+        self._store, self._owns_store = _as_async(store)
         #: The latest a recorded event waits before its batch is appended (seconds).
         self.flush_interval = recording.FLUSH_INTERVAL
         self._owner_of = scope
@@ -361,7 +360,18 @@ class Recorder:
         """How many responses are being recorded now (their last batch not yet written)."""
         return self._recordings
 
+    async def aclose(self) -> None:
+        """Write what is pending and release the ``AsyncStore`` the Recorder made for a
+        ``Store`` it was given (its writer process); the ``Store`` itself stays open. Done
+        at the ASGI lifespan's shutdown; call it yourself where no lifespan runs. An
+        ``AsyncStore`` you gave is yours to close."""
+        if self._owns_store:
+            await self._store.close()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, self._at_shutdown(send))
+            return
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
@@ -375,6 +385,20 @@ class Recorder:
             await self._connect(scope, receive, send)
             return
         await self._record(scope, receive, send)
+
+    def _at_shutdown(self, send: Send) -> Send:
+        """``send`` for the app's lifespan: the Recorder closes what it owns once the app
+        has shut down (uvicorn has waited for every request by then)."""
+
+        async def lifespan_send(message: Message) -> None:
+            if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+                try:
+                    await self.aclose()
+                except Exception:
+                    logger.exception("closing the recorder's store failed")
+            await send(message)
+
+        return lifespan_send
 
     def _owner(self, scope: Scope) -> str | None:
         return self._owner_of(scope) if self._owner_of is not None else None
@@ -455,6 +479,15 @@ class Recorder:
                 )
                 return None
             owner = self._owner(scope)
+            if owner is None and self._owner_of is not None:
+                # Owners are on, and this request has none: written without a scope it would
+                # reach every owner's threads (the store's operator), so it is not written.
+                logger.info(
+                    "not recorded: thread %s, run %s: the request has no owner",
+                    ids.threadId,
+                    ids.runId,
+                )
+                return None
             recording = _Recording(self, body, ids.threadId, ids.runId, owner)
             self._recordings += 1
             return recording
@@ -480,9 +513,14 @@ class Recorder:
             await self.app(scope, _replay(body, receive), send)
             return
         owner = self._owner(scope)
+        if owner is None and self._owner_of is not None:
+            await _reply(send, 404, b"no such thread")  # no owner: no thread is its
+            return
         last_event_id = _header(scope.get("headers"), b"last-event-id")
         try:
             after = int(last_event_id) if last_event_id is not None else None
+            if after is not None and after < 0:  # store.events refuses it: a 400, not a 500
+                raise ValueError(last_event_id)
         except ValueError:
             await _reply(send, 400, b"Last-Event-ID must be a sequence number")
             return

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -62,7 +62,7 @@ CHAIN_KEEPS = BASE_CHAIN + "SELECT run, keep FROM cps ORDER BY run"
 MESSAGE_ROWS = (
     BASE_CHAIN
     + """
-SELECT cps.run, cm.message, blobs.codec, blobs.data, blobs.hash
+SELECT cps.run, cm.message, blobs.codec, blobs.data
 FROM cps CROSS JOIN checkpoint_messages AS cm ON cm.run = cps.run
 CROSS JOIN blobs ON blobs.id = cm.message
 ORDER BY cps.run, cm.pos
@@ -87,7 +87,7 @@ SURVIVING_LIMITS = SURVIVING + "SELECT run, lim FROM cps ORDER BY run"
 #: walks that array in order, so the rows come out in list order without a sort, each an
 #: integer-key probe into blobs (neighbouring pages: blobs written together sit together).
 MESSAGE_TEXTS = f"""
-SELECT iif(blobs.codec = {blobs.PLAIN}, blobs.data, agui_inflate(blobs.data)), blobs.hash
+SELECT iif(blobs.codec = {blobs.PLAIN}, blobs.data, agui_inflate(blobs.data))
 FROM json_each(?) AS chain
 CROSS JOIN checkpoint_messages AS cm
     ON cm.run = chain.value ->> 0 AND cm.pos < chain.value ->> 1
@@ -115,15 +115,6 @@ UPSERT_BLOB = (
     "ON CONFLICT(hash) DO UPDATE SET hash = excluded.hash RETURNING id"
 )
 
-
-#: The addresses of a list's blobs, in list order (as MESSAGE_TEXTS, without the data).
-MESSAGE_ADDRESSES = """
-SELECT blobs.hash
-FROM json_each(?) AS chain
-CROSS JOIN checkpoint_messages AS cm
-    ON cm.run = chain.value ->> 0 AND cm.pos < chain.value ->> 1
-CROSS JOIN blobs ON blobs.id = cm.message
-"""
 
 #: A checkpoint's own blobs' addresses, the whole state it patches (if it does), and what
 #: it recorded: the view digest and the run hash it was derived at.
@@ -159,7 +150,8 @@ class Snapshot:
     view: View
     blob_ids: list[int]
     chain: int
-    blob_addresses: list[bytes] = field(default_factory=list)  # aligned with blob_ids
+    #: sha256 state over the message texts (hashing.messages_hasher), for the next delta
+    texts_hasher: Any = None
     state_anchor: int = 0
     state_patches: list[Any] | None = None
     state_bytes: int = 0  # the JSON text of the anchor's whole state
@@ -228,10 +220,11 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True, verify: bool = Tr
     in list order with one query, decoded as one JSON array.
 
     ``verify`` (the default) checks what is read against what the checkpoint recorded, at the
-    cost of what is read: every blob's text hashes to its address; the addresses, in order,
-    give the checkpoint's view digest; the run hash it was derived at is one of its run's.
-    A failure raises :class:`HashMismatchError` (naming the run by key only: the caller
-    knows its names).
+    cost of one pass over the bytes read: the message texts, state, interrupts and warnings
+    give its view digest (so a blob edited, forged with its address recomputed, or a row
+    pointed at another blob, all fail), and the run hash it was derived at is one of its
+    run's. A failure raises :class:`HashMismatchError` (naming the run by key only: the
+    caller knows its names).
     """
     row = conn.execute(SELECT_CHECKPOINT, (run_pk,)).fetchone()
     if row is None:
@@ -265,44 +258,43 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True, verify: bool = Tr
         checked.append((text, w_addr))
         warnings = codec.decode(text)
     anchor = int(state_base or run_pk)
+    others = (s_addr, anchor_addr, i_addr, w_addr)
     if not with_hashes:
         limits = conn.execute(SURVIVING_LIMITS, (run_pk,)).fetchall()
-        rows = conn.execute(
-            MESSAGE_TEXTS, (codec.encode([list(r) for r in limits]).decode(),)
-        ).fetchall()
-        if len(rows) != length:
-            raise _mismatch(run_pk, f"its checkpoint holds {len(rows)} messages, not {length}")
-        parts = [r[0] for r in rows]
-        addresses = [r[1] for r in rows]
+        parts = [
+            r[0]
+            for r in conn.execute(
+                MESSAGE_TEXTS, (codec.encode([list(r) for r in limits]).decode(),)
+            )
+        ]
+        if len(parts) != length:
+            raise _mismatch(run_pk, f"its checkpoint holds {len(parts)} messages, not {length}")
+        array = _json_array(parts)
         if verify:
-            _verify(run_pk, checked, parts, addresses, view_hash,
-                    (s_addr, anchor_addr, i_addr, w_addr))
-        view = View(codec.decode(_json_array(parts)), state, interrupts, warnings)
+            inside = memoryview(array)[1:-1]
+            _verify(run_pk, checked, hashing.joined_messages_hasher(inside), view_hash, others)
+        view = View(codec.decode(array), state, interrupts, warnings)
         return Snapshot(view, [], int(chain), state_anchor=anchor, state_patches=patches,
                         state_bytes=state_bytes)
-    own: dict[int, list[tuple[int, bytes, bytes]]] = {}
-    for cp_run, blob_id, b_codec, b_data, b_addr in conn.execute(MESSAGE_ROWS, (run_pk,)):
-        own.setdefault(cp_run, []).append((blob_id, blobs.unpack(b_codec, b_data), b_addr))
+    own: dict[int, list[tuple[int, bytes]]] = {}
+    for cp_run, blob_id, b_codec, b_data in conn.execute(MESSAGE_ROWS, (run_pk,)):
+        own.setdefault(cp_run, []).append((blob_id, blobs.unpack(b_codec, b_data)))
     ids: list[int] = []
     texts: list[bytes] = []
-    addresses = []
     # Root checkpoint first: each keeps a prefix of the list so far, then adds its own rows.
     for cp_run, keep in conn.execute(CHAIN_KEEPS, (run_pk,)):
         del ids[keep:]
         del texts[keep:]
-        del addresses[keep:]
-        for blob_id, text, address in own.get(cp_run, ()):
+        for blob_id, text in own.get(cp_run, ()):
             ids.append(blob_id)
             texts.append(text)
-            addresses.append(address)
     if len(ids) != length:
         raise _mismatch(run_pk, f"its checkpoint holds {len(ids)} messages, not {length}")
+    hasher = hashing.messages_hasher(texts)
     if verify:
-        _verify(run_pk, checked, texts, addresses, view_hash,
-                (s_addr, anchor_addr, i_addr, w_addr))
+        _verify(run_pk, checked, hasher, view_hash, others)
     view = View(codec.decode(_json_array(texts)), state, interrupts, warnings)
-    return Snapshot(view, ids, int(chain), [bytes(a) for a in addresses], anchor, patches,
-                    state_bytes)
+    return Snapshot(view, ids, int(chain), hasher, anchor, patches, state_bytes)
 
 
 def _mismatch(run_pk: int, what: str) -> HashMismatchError:
@@ -314,49 +306,40 @@ def _mismatch(run_pk: int, what: str) -> HashMismatchError:
 def _verify(
     run_pk: int,
     checked: list[tuple[bytes, Any]],
-    message_texts: list[bytes],
-    message_addresses: list[Any],
+    messages: Any,
     view_hash: Any,
     others: tuple[Any, Any, Any, Any],
 ) -> None:
-    """A checkpoint's blobs as read against their addresses, and the addresses against the
-    digest the checkpoint recorded (before ``_json_array`` consumes the texts)."""
-    sha = blobs.digest
-    for position, (text, address) in enumerate(zip(message_texts, message_addresses)):
-        if sha(text) != address:
-            raise _mismatch(
-                run_pk,
-                f"message {position} of its checkpoint does not hash to its address "
-                f"{bytes(address).hex()[:hashing.SHORT]}",
-            )
+    """A checkpoint's single blobs (state, interrupts, warnings) as read against their
+    addresses, and its content against the digest the checkpoint recorded."""
     for text, address in checked:
-        if sha(text) != address:
+        if blobs.digest(text) != address:
             raise _mismatch(
                 run_pk,
                 f"a blob of its checkpoint does not hash to its address "
                 f"{bytes(address).hex()[:hashing.SHORT]}",
             )
-    if view_hash is None or hashing.view_digest(message_addresses, *others) != view_hash:
+    if view_hash is None or hashing.view_digest(messages.digest(), *others) != view_hash:
         raise _mismatch(
             run_pk,
-            "its checkpoint holds other blobs than it was written with (a message, state, "
-            "interrupts or warnings row points elsewhere)",
+            "its checkpoint holds other content than it was written with (a message blob "
+            "edited or forged, or a row pointed at another blob)",
         )
 
 
 def stored_view_digest(conn: Conn, run_pk: int) -> tuple[bytes, bytes | None, bytes | None]:
-    """``(view digest from the addresses held now, the digest recorded, the run hash
+    """``(view digest of the content held now, the digest recorded, the run hash
     recorded)`` of a checkpoint: what a migration writes and what a check compares."""
     limits = conn.execute(SURVIVING_LIMITS, (run_pk,)).fetchall()
-    addresses = [
+    texts = [
         bytes(r[0])
-        for r in conn.execute(
-            MESSAGE_ADDRESSES, (codec.encode([list(r) for r in limits]).decode(),)
-        )
+        for r in conn.execute(MESSAGE_TEXTS, (codec.encode([list(r) for r in limits]).decode(),))
     ]
     row = conn.execute(SELECT_ADDRESSES, (run_pk,)).fetchone()
     s_addr, i_addr, w_addr, a_addr, recorded, run_hash = row
-    digest = hashing.view_digest(addresses, s_addr, a_addr, i_addr, w_addr)
+    digest = hashing.view_digest(
+        hashing.messages_hasher(texts).digest(), s_addr, a_addr, i_addr, w_addr
+    )
     return digest, recorded, run_hash
 
 
@@ -456,14 +439,15 @@ def write(
     now: int,
     state_patches: tuple[int, list[Any]] | None = None,
     *,
-    addresses: Sequence[bytes],
+    messages_digest: bytes,
     run_hash: bytes | None,
 ) -> tuple[int, int]:
     """Store a run's checkpoint; returns its chain length, and the size of the JSON text its
     state is stored as.
 
     Args:
-        blob_ids: the blob of each message of ``view``; ``addresses`` their hashes.
+        blob_ids: the blob of each message of ``view``; ``messages_digest`` the digest of
+            their texts (:func:`hashing.messages_hasher`).
         base: ``(base run, its blob ids, its chain length)`` to store the list as a delta.
         ids_digest: the digest of the view's lineage ids (:func:`hash_ids`).
         state_patches: ``(state base, patches)`` to store the state as the patches that
@@ -495,7 +479,7 @@ def write(
             ).fetchone()[0]
         )
     view_hash = hashing.view_digest(
-        addresses, state_addr, anchor_addr, interrupts_addr, warnings_addr
+        messages_digest, state_addr, anchor_addr, interrupts_addr, warnings_addr
     )
     conn.execute(
         "INSERT INTO checkpoints(run, base, keep, length, chain, state, interrupts, warnings, "

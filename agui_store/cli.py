@@ -14,15 +14,23 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO, cast
 
 from agui_store import database
 from agui_store.errors import AguiStoreError, InternalError
 from agui_store.interchange import FORMATS, serialize
 from agui_store.records import Run
-from agui_store.render import content_text, diff_text, graph, run_line, short, transcript
+from agui_store.render import (
+    content_text,
+    diff_text,
+    graph,
+    printable,
+    run_line,
+    short,
+    transcript,
+)
 from agui_store.store import Store
-from agui_store.targets import check_target, write_file
+from agui_store.targets import check_source, check_target, write_file
 
 EXAMPLES = {
     "import": "agui-store import recording.sse --thread t1",
@@ -80,6 +88,21 @@ class Progress:
         if self.enabled:
             self.stream.write("\n")
             self.stream.flush()
+
+
+class _Printable:
+    """The output stream of every command, which no stored text can make fail: lone
+    surrogates (legal in recorded JSON) are written as ``\\udXXX`` escapes, so text stays
+    readable and ``--json`` output stays valid JSON (see :func:`render.printable`)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(printable(text))
+
+    def __getattr__(self, name: str) -> Any:  # isatty, flush, buffer, ...
+        return getattr(self._stream, name)
 
 
 def _run_json(run: Run) -> dict[str, Any]:
@@ -146,6 +169,7 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             handle: BinaryIO = sys.stdin.buffer
             total = 0
         else:
+            check_source(args.file, store.path)
             handle = stack.enter_context(open(args.file, "rb"))
             total = os.fstat(handle.fileno()).st_size
         progress = Progress(total, f"importing {args.file}", unit="bytes")
@@ -549,7 +573,7 @@ MAX_MESSAGE = 1_000
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
+    out = cast(TextIO, _Printable(out or sys.stdout))
     args = build_parser().parse_args(argv)  # usage errors: exit 2, argparse's one line
     if not hasattr(args, "json"):
         args.json = False

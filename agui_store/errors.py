@@ -73,6 +73,11 @@ class OpenRunsError(AmbiguousRunError):
         self.run_ids = run_ids
 
 
+class ScopeError(AguiStoreError, PermissionError):
+    """A call with a ``scope`` tried to write to a thread that belongs to another owner (or
+    to none): nothing was written. Reads in a scope treat such a thread as absent instead."""
+
+
 class BranchError(AguiStoreError, ValueError):
     """A branch name is invalid or a branch operation is not allowed."""
 

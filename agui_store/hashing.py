@@ -20,15 +20,17 @@ The run's hash is the hash of its newest batch: appending costs the batch, not t
 the history. It is final once the run is complete (one late ``RUN_ERROR`` after
 ``RUN_FINISHED`` can still extend it, as the log itself allows).
 
-A checkpoint (derived data) records the run hash it was derived at, and ``view_digest``: the
-addresses (sha256) of its message blobs in list order and of its state, interrupts and
-warnings blobs, so that a checkout verifies what it reads at the cost of what it reads.
+A checkpoint (derived data) records the run hash it was derived at, and ``view_digest``: a
+sha256 over its message texts in list order, and the addresses (sha256) of its state,
+interrupts and warnings blobs, so that a checkout verifies what it reads with one pass over
+the bytes it reads. Appends extend the message digest as the list grows.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from typing import Any
 
 #: Hashes are sha256 digests: 32 bytes.
 SIZE = 32
@@ -89,20 +91,24 @@ EventRow = tuple[int, str, str, "str | None"]
 
 def batch_digest(events: Iterable[EventRow], outcome: str | None, appended_at: int) -> bytes:
     """The digest of one batch: its events in order, its outcome and its time."""
-    digest = hashlib.sha256(b"agui-store batch 1\x00")
-    digest.update(_field(_text(outcome)) + int(appended_at).to_bytes(8, "big", signed=True))
+    # One buffer for the batch, fields inlined: this runs on every append.
+    parts = [
+        b"agui-store batch 1\x00",
+        _field(_text(outcome)),
+        int(appended_at).to_bytes(8, "big", signed=True),
+    ]
     for seq, kind, payload, refs in events:
-        digest.update(
-            b"".join(
-                (
-                    int(seq).to_bytes(8, "big", signed=True),
-                    _field(_text(kind)),
-                    _field(_text(payload)),
-                    _field(_text(refs)),
-                )
-            )
+        kind_bytes = kind.encode("utf-8", "surrogatepass")
+        payload_bytes = payload.encode("utf-8", "surrogatepass")
+        parts += (
+            int(seq).to_bytes(8, "big", signed=True),
+            len(kind_bytes).to_bytes(8, "big"),
+            kind_bytes,
+            len(payload_bytes).to_bytes(8, "big"),
+            payload_bytes,
+            _NONE if refs is None else _field(_text(refs)),
         )
-    return digest.digest()
+    return hashlib.sha256(b"".join(parts)).digest()
 
 
 def chain(previous: bytes, batch: bytes) -> bytes:
@@ -110,19 +116,45 @@ def chain(previous: bytes, batch: bytes) -> bytes:
     return hashlib.sha256(b"agui-store chain 1\x00" + previous + batch).digest()
 
 
+def messages_hasher(texts: Iterable[bytes] = ()) -> Any:
+    """A sha256 over a message list's canonical JSON texts joined by ``,`` (the inside of
+    the JSON array a checkout decodes, so verifying it costs one pass over bytes it reads
+    anyway). Continue it with :func:`extend_messages` as the list grows."""
+    return hashlib.sha256(b",".join(texts))
+
+
+def joined_messages_hasher(joined: Any) -> Any:
+    """:func:`messages_hasher` of texts already joined by ``,`` (bytes or a memoryview)."""
+    return hashlib.sha256(joined)
+
+
+def extend_messages(hasher: Any, count: int, texts: list[bytes]) -> Any:
+    """``hasher`` (over ``count`` texts) continued with more texts; a copy."""
+    out = hasher.copy()
+    if texts:
+        out.update((b"," if count else b"") + b",".join(texts))
+    return out
+
+
 def view_digest(
-    message_addresses: Iterable[bytes],
+    messages: bytes,
     state: bytes,
     state_base: bytes | None,
     interrupts: bytes | None,
     warnings: bytes | None,
 ) -> bytes:
-    """The digest of a checkpoint's content: its blobs' addresses. ``state_base`` is the
-    address of the whole state that ``state`` (then a list of patches) applies to."""
-    digest = hashlib.sha256(b"agui-store view 1\x00")
-    digest.update(_field(state) + _field(state_base) + _field(interrupts) + _field(warnings))
-    digest.update(b"".join(message_addresses))
-    return digest.digest()
+    """The digest of a checkpoint's content: the digest of its message texts
+    (:func:`messages_hasher`) and the addresses (sha256 of their text) of its state,
+    interrupts and warnings blobs. ``state_base`` is the address of the whole state that
+    ``state`` (then a list of patches) applies to."""
+    return hashlib.sha256(
+        b"agui-store view 1\x00"
+        + _field(messages)
+        + _field(state)
+        + _field(state_base)
+        + _field(interrupts)
+        + _field(warnings)
+    ).digest()
 
 
 def short(value: bytes | None) -> str | None:

@@ -58,8 +58,8 @@ The checks, in the order they run (``CheckReport.checked`` lists the ones that r
 ``derived``
     Every derived structure against a replay of the log (each run replayed once, onto its
     parent's view): each checkpoint's messages, state (whole or as patches), interrupts and
-    warnings equal the replay; its blobs' addresses give the view digest it recorded; the run
-    hash it recorded is one of its run's; each lineage digest is the replay's; every input
+    warnings equal the replay; its content gives the view digest it recorded; the run hash it
+    recorded is one of its run's; each lineage digest is the replay's; every input
     and echo reference falls inside its parent's view.
 
 Events after a run's terminal event (other than one late RUN_ERROR after RUN_FINISHED) are
@@ -81,8 +81,8 @@ from typing import Any
 import apsw
 
 from agui_store import checkpoints, codec, database, hashing, ledger, schema
-from agui_store.errors import HashMismatchError, InvalidEventError
-from agui_store.restore import RunRecord, View, apply_run, start_reducer, view_of
+from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventError
+from agui_store.restore import RunRecord, View, apply_run, body_as_sent, start_reducer, view_of
 
 #: Every check, in the order it runs. ``blobs`` and ``checkpoints`` run only when the file
 #: has those tables (schema version 2 on).
@@ -155,6 +155,7 @@ def check_database(conn: apsw.Connection) -> CheckReport:
     problems: list[Problem] = []
     warnings: list[Problem] = []
     checked: list[str] = []
+    database.register_functions(conn)  # a connection opened without the store's help too
     with database.snapshot(conn):
         context = _Context(conn)
         for name, run in _CHECKS:
@@ -1004,14 +1005,15 @@ def _record(conn: Any, pk: int) -> RunRecord:
     ).fetchall()
     events = codec.decode_many([r[0] for r in rows])
     echo = next((codec.decode(r[1]) for r in rows[:1] if r[1] is not None), None)
-    raw_input, raw_refs = conn.execute(
-        "SELECT input, input_refs FROM runs WHERE id = ?", (pk,)
+    raw_input, raw_refs, lineage = conn.execute(
+        "SELECT input, input_refs, lineage FROM runs WHERE id = ?", (pk,)
     ).fetchone()
     return RunRecord(
         input=codec.decode(raw_input) if raw_input is not None else None,
         events=events,
         input_refs=codec.decode(raw_refs) if raw_refs is not None else None,
         echo_refs=echo,
+        as_sent=body_as_sent(raw_input is not None, lineage),
     )
 
 
@@ -1078,7 +1080,7 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
                     f"no longer replays: {e}"
                 )
             continue
-        except (ValueError, TypeError, KeyError) as e:
+        except (AguiStoreError, ValueError, TypeError, KeyError) as e:
             out.problem(f"{name}: its lineage cannot be replayed from the log: {e}")
             continue
         view = view_of(reducer)
@@ -1101,12 +1103,19 @@ def _compare_checkpoint(
     ctx: _Context, out: _Collector, pk: int, view: View, has_hashes: bool, run_hashes: set[Any]
 ) -> None:
     where = f"the checkpoint of {ctx.name_run(pk)}"
+    verified = True
     try:
-        snap = checkpoints.load(ctx.conn, pk, verify=False)
+        try:
+            # As a checkout reads it: one pass over its bytes (each blob is also hashed
+            # against its address by the blobs check).
+            snap = checkpoints.load(ctx.conn, pk, with_hashes=False, verify=has_hashes)
+        except HashMismatchError:
+            verified = False
+            snap = checkpoints.load(ctx.conn, pk, with_hashes=False, verify=False)
     except HashMismatchError as e:
         out.problem(f"{where} cannot be read: {e.what}")
         return
-    except (ValueError, LookupError, TypeError, zlib.error) as e:
+    except (AguiStoreError, ValueError, LookupError, TypeError, zlib.error) as e:
         out.problem(f"{where} cannot be read: {e}")
         return
     held = snap.view
@@ -1123,7 +1132,7 @@ def _compare_checkpoint(
         if found != replayed:
             verb = "differs" if what == "state" else "differ"
             out.problem(f"{where}: its {what} {verb} from a replay of the log")
-    if not has_hashes:
+    if verified:
         return
     digest, recorded, run_hash = checkpoints.stored_view_digest(ctx.conn, pk)
     if recorded is None or run_hash is None:
@@ -1131,8 +1140,8 @@ def _compare_checkpoint(
         return
     if bytes(recorded) != digest:
         out.problem(
-            f"{where} holds other blobs than it was written with: its blobs' addresses give "
-            f"{digest.hex()[:hashing.SHORT]}, it recorded {_short(recorded)}"
+            f"{where} holds other content than it was written with: its blobs give view "
+            f"digest {digest.hex()[:hashing.SHORT]}, it recorded {_short(recorded)}"
         )
     if bytes(run_hash) not in run_hashes:
         out.problem(

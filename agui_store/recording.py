@@ -31,14 +31,22 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from agui_store import codec
-from agui_store.errors import InvalidEventError
+from agui_store.errors import AguiStoreError, InvalidEventError
 from agui_store.records import AppendResult
 
 if TYPE_CHECKING:
     from agui_store.aio import AsyncStore
     from agui_store.store import Store
 
-__all__ = ["AsyncBatcher", "Batcher", "append_batch", "event_json", "record", "record_async"]
+__all__ = [
+    "AsyncBatcher",
+    "Batcher",
+    "PartlyRecorded",
+    "append_batch",
+    "event_json",
+    "record",
+    "record_async",
+]
 
 log = logging.getLogger("agui_store.recording")
 
@@ -338,13 +346,27 @@ class _Type(msgspec.Struct):
 _TYPE = msgspec.json.Decoder(_Type)
 
 
+class PartlyRecorded(AguiStoreError):
+    """The store refused an event of a batch: the events before it were written
+    (``result``), it and the rest were not. Its message is the refusal's."""
+
+    def __init__(self, message: str, result: AppendResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 def append_batch(
     store: Store, batch: list[bytes], *, continues: str | None = None, **options: Any
 ) -> AppendResult:
-    """Append one batch of a recording: a batch that does not open a run of its own
-    continues ``continues`` (the run the previous batch ended in), by name, so that two runs
-    of one thread streaming at once are recorded apart. Runs where the store runs (the
-    writer process), so that the loop never reads the batch."""
+    """Append one batch of a recording, where the store runs (the writer process), so that
+    the loop never reads the batch.
+
+    A batch that does not open a run of its own continues ``continues`` (the run the
+    previous batch ended in), by name, so that two runs of one thread streaming at once are
+    recorded apart. When the store refuses an event, the events before it are appended
+    alone (they passed, and they are valid), so that what is recorded does not depend on
+    where the batches happened to be cut; :class:`PartlyRecorded` then tells both.
+    """
     if continues is not None and batch:
         try:
             opens_run = _TYPE.decode(batch[0]).type == "RUN_STARTED"
@@ -352,11 +374,38 @@ def append_batch(
             opens_run = False  # not JSON: the store refuses it, naming the problem
         if not opens_run:
             options["run_id"] = continues
-    return store.append(batch, **options)
+    try:
+        return store.append(batch, **options)
+    except InvalidEventError as exc:
+        good = exc.index
+        if good is None or not 0 < good < len(batch):
+            raise
+        result = store.append(batch[:good], **options)
+        raise PartlyRecorded(str(exc), result) from exc
 
 
 #: Called after each batch is written, in order, with its receipt and its events' JSON.
 OnWritten = Callable[[AppendResult, list[bytes]], None]
+
+
+def _settle(
+    pending: _Pending,
+    on_written: OnWritten | None,
+    batch: list[bytes],
+    outcome: AppendResult | BaseException,
+) -> None:
+    """What one append did, told to the core and the listener: written, refused, or the
+    events before a refused one written and the rest refused."""
+    if isinstance(outcome, PartlyRecorded):
+        written = outcome.result.event_count
+        pending.written(batch[:written], outcome.result)
+        _tell(on_written, outcome.result, batch[:written])
+        pending.refused(batch[written:], outcome)
+    elif isinstance(outcome, BaseException):
+        pending.refused(batch, outcome)
+    else:
+        pending.written(batch, outcome)
+        _tell(on_written, outcome, batch)
 
 
 def _tell(on_written: OnWritten | None, result: AppendResult, batch: list[bytes]) -> None:
@@ -431,7 +480,7 @@ class Batcher:
         """Keep one event of any form (see :func:`event_json`)."""
         try:
             raw = event_json(event)
-        except InvalidEventError as exc:
+        except Exception as exc:  # not JSON, or a model that fails to dump: not the stream's
             with self._changed:
                 self._pending.refuse(exc)
             return
@@ -511,11 +560,7 @@ class Batcher:
             return exc
 
     def _settle(self, batch: list[bytes], result: AppendResult | BaseException) -> None:
-        if isinstance(result, BaseException):
-            self._pending.refused(batch, result)
-        else:
-            self._pending.written(batch, result)
-            _tell(self._on_written, result, batch)
+        _settle(self._pending, self._on_written, batch, result)
 
 
 def record(
@@ -599,7 +644,7 @@ class AsyncBatcher:
         """Keep one event of any form (see :func:`event_json`)."""
         try:
             raw = event_json(event)
-        except InvalidEventError as exc:
+        except Exception as exc:  # not JSON, or a model that fails to dump: not the stream's
             self._pending.refuse(exc)
             return
         self.add(raw)
@@ -643,13 +688,12 @@ class AsyncBatcher:
         try:
             while pending.events:
                 batch, options = pending.take()
+                outcome: AppendResult | BaseException
                 try:
-                    result = await self._astore._append_batch(batch, options)
+                    outcome = await self._astore._append_batch(batch, options)
                 except Exception as exc:  # never into the stream: reported, kept in `failed`
-                    pending.refused(batch, exc)
-                else:
-                    pending.written(batch, result)
-                    _tell(self._on_written, result, batch)
+                    outcome = exc
+                _settle(pending, self._on_written, batch, outcome)
                 due = pending.due_at()
                 loop_time = asyncio.get_running_loop().time()
                 if due is not None and loop_time < due and pending.size < pending.max_bytes:

@@ -721,6 +721,19 @@ class Reducer:
         (continuing ``applied``, the ones that led to the current state, when given)."""
         self.state_deltas = [] if applied is None else applied
 
+    def patch_target(self, event: Event) -> Any:
+        """The document a ``STATE_DELTA`` or ``ACTIVITY_DELTA`` would patch now (the state,
+        or the activity message's content), as the handlers below find it; ``UNDEFINED``
+        when the event patches nothing. Read-only: the store asks it before an event is fed,
+        to measure what the patch builds (:mod:`agui_store.nesting`)."""
+        if event.get("type") == "STATE_DELTA":
+            return self.state if self._patch_base is _ABSENT else self._patch_base
+        existing = self._find(event.get("messageId", _ABSENT))
+        if existing is None or existing.get("role") != "activity":
+            return UNDEFINED
+        content = existing.get("content")
+        return {} if content is None else content
+
     def continue_start(self, sent: Any, state: Any) -> bool:
         """:meth:`reset_start` for a run whose input is this reducer's own messages (the same
         objects, as an input stored by reference expands to) followed by new ones: those are

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,23 @@ if TYPE_CHECKING:
 
 _COLORS = {"+": "\033[32m", "-": "\033[31m", "~": "\033[33m", "@": "\033[36m", "*": "\033[1m"}
 _RESET = "\033[0m"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """Text any UTF-8 writer accepts: what the store reads back may hold lone surrogates
+    (JSON's ``"\\ud83d"``, which JavaScript producers emit when they split an emoji), and
+    those cannot be encoded. A high and low surrogate side by side join into the character
+    they spell together (as JavaScript reads them); any other surrogate is written as its
+    JSON escape ``\\udXXX``, which keeps JSON output valid JSON that decodes to the same text.
+    """
+    try:
+        text.encode("utf-8")  # C speed; a regex search costs as much as a transcript
+        return text
+    except UnicodeEncodeError:
+        pass
+    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", joined)
 
 
 def short(text: str, width: int) -> str:
@@ -75,7 +93,7 @@ def transcript(co: Checkout) -> str:
             for i in co.interrupts
         ]
     lines += ["", "state:", json.dumps(co.state, indent=2, ensure_ascii=False)]
-    return "\n".join(lines)
+    return printable("\n".join(lines))
 
 
 def _cell(text: str, width: int = 120) -> str:
@@ -89,7 +107,7 @@ def checkout_html(co: Checkout) -> str:
         for m in co.messages
     )
     state = html.escape(short(json.dumps(co.state, ensure_ascii=False), 300))
-    return (
+    return printable(
         f"<div><b>run {html.escape(co.run.run_id)}</b> ({html.escape(co.run.status)}, "
         f"{len(co.messages)} messages)<table><tr><th>role</th><th>id</th><th>content</th></tr>"
         f"{rows}</table><div>state: <code>{state}</code></div></div>"
@@ -121,7 +139,7 @@ def run_line(run: Run) -> str:
 
 
 def runs_text(runs: Sequence[Run]) -> str:
-    return "\n".join(run_line(r) for r in runs)
+    return printable("\n".join(run_line(r) for r in runs))
 
 
 def runs_html(runs: Sequence[Run]) -> str:
@@ -129,12 +147,13 @@ def runs_html(runs: Sequence[Run]) -> str:
         f"<tr><td><code>{_cell(r.run_id, 40)}</code></td><td>{_cell(', '.join(r.branches))}</td>"
         f"<td>{_cell(r.status)}</td><td>{_cell(r.parent_run_id or '')}</td>"
         f"<td>{_cell(r.lineage)}</td><td>{r.event_count}</td>"
-        f"<td>{_cell(r.created_at.isoformat(timespec='seconds'))}</td></tr>"
+        f"<td>{_cell(r.created_at.isoformat(timespec='seconds'))}</td>"
+        f"<td><code>{_cell(_hash_tag(r)[2:-1])}</code></td></tr>"
         for r in runs
     )
-    return (
+    return printable(
         "<table><tr><th>run</th><th>branches</th><th>status</th><th>parent</th>"
-        f"<th>lineage</th><th>events</th><th>created</th></tr>{rows}</table>"
+        f"<th>lineage</th><th>events</th><th>created</th><th>hash</th></tr>{rows}</table>"
     )
 
 
@@ -166,8 +185,10 @@ def graph(runs: Sequence[Run], summaries: dict[str, str] | None = None) -> list[
         said = f' "{short(words, 48)}"' if words else ""
         marks = " ".join("*" if i == col else "|" for i in range(len(columns)))
         lines.append(
-            f"{marks} {run.run_id}{refs} {run.status} {run.event_count} ev"
-            f"{_hash_suffix(run, ' ')}{said}"
+            printable(
+                f"{marks} {run.run_id}{refs} {run.status} {run.event_count} ev"
+                f"{_hash_suffix(run, ' ')}{said}"
+            )
         )
         if run.parent_run_id is None:
             del columns[col]
@@ -232,7 +253,7 @@ def diff_text(d: Diff, *, color: bool = False, stat: bool = False) -> str:
         else:
             lines.append(f"@ {title}")
             lines += _change_lines(change)
-    return "\n".join(_paint(line, color) for line in lines)
+    return printable("\n".join(_paint(line, color) for line in lines))
 
 
 def diff_html(d: Diff) -> str:
@@ -255,4 +276,4 @@ def diff_html(d: Diff) -> str:
     if d.a_changes is not None:
         out += f"<div>{html.escape(d.a.run_id)} side</div>{table(d.a_changes)}"
     out += f"<div>{html.escape(d.b.run_id)} side</div>{table(d.changes)}</div>"
-    return out
+    return printable(out)

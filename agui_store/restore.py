@@ -28,6 +28,18 @@ class RunRecord:
     input_refs: dict[str, Any] | None = None
     #: The same for the ``input`` its RUN_STARTED echoed (stored normalized).
     echo_refs: dict[str, Any] | None = None
+    #: ``input`` is a request body that continued no restored view (its parent was not
+    #: named, and lineage rule 3 found none): its messages are the run's start, as sent.
+    as_sent: bool = False
+
+
+def body_as_sent(has_input: bool, lineage: str) -> bool:
+    """Whether a run starts from its recorded request body's messages as sent (SPEC §3
+    amended): a body whose parent was neither named (lineage rules 1, 2) nor found by its
+    messages (rule 3), so it was placed at the head (``lineage`` is the run's reason). With
+    rule 3 the body continues its parent's view, whose messages it holds but for the
+    activity messages a client strips from what it sends: those stay, in place."""
+    return has_input and lineage == "head"
 
 
 def effective_input(
@@ -49,13 +61,20 @@ def effective_input(
 
 
 def start_of_run(
-    base_messages: list[dict[str, Any]], base_state: Any, run_input: dict[str, Any] | None
+    base_messages: list[dict[str, Any]],
+    base_state: Any,
+    run_input: dict[str, Any] | None,
+    *,
+    as_sent: bool = False,
 ) -> tuple[list[dict[str, Any]], Any]:
     """The messages and state a run starts from (SPEC §3).
 
-    A client that sent the whole history (``HttpAgent`` does) is believed as sent. An input
-    missing some of the lineage's messages is a normalized one (it names only what is new),
-    so the lineage's messages come first and the input's new ones follow.
+    A client that sent the whole history (``HttpAgent`` does) is believed as sent, and so is
+    a request body that continued no restored view (``as_sent``: a fresh client on an
+    existing thread, an edited first message): it is what that client holds. Any other
+    input missing some of the lineage's messages is a normalized one (it names only what is
+    new), or a client's body that left out the activity messages it holds (``HttpAgent``
+    strips them): the lineage's messages come first and the input's new ones follow.
     """
     if run_input is None:
         return base_messages, base_state
@@ -63,7 +82,7 @@ def start_of_run(
     if not isinstance(sent, list):
         sent = []
     sent_ids = {m.get("id") for m in sent if isinstance(m, dict)}
-    if all(m.get("id") in sent_ids for m in base_messages):
+    if as_sent or all(m.get("id") in sent_ids for m in base_messages):
         messages = list(sent)
     else:
         known = {m.get("id") for m in base_messages}
@@ -106,7 +125,8 @@ def apply_run(reducer: Reducer, record: RunRecord) -> None:
     if run_input is None or not reducer.continue_start(
         run_input.get("messages"), run_input.get("state", reducer.state)
     ):
-        messages, state = start_of_run(reducer.messages, reducer.state, run_input)
+        as_sent = record.as_sent and record.input is not None
+        messages, state = start_of_run(reducer.messages, reducer.state, run_input, as_sent=as_sent)
         # Free when the run has no input: the reducer keeps its own lists and indexes.
         reducer.reset_start(messages, state)
     reducer.feed(record.events)

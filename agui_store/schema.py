@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -213,6 +213,32 @@ ALTER TABLE checkpoints ADD COLUMN run_hash BLOB;   -- the run's hash it was der
 ALTER TABLE checkpoints ADD COLUMN view_hash BLOB;  -- digest of its blobs' addresses
 """
 
+# Version 9: ownership and request-body fidelity (SPEC §8, §3 amended).
+#
+# A thread belongs to the owner (scope) that first wrote it: ``threads.owner``, set when the
+# thread is created and never changed (threads stay append-only); NULL: written without a
+# scope, visible to the operator (calls without a scope) only.
+#
+# A run whose input is a request body and whose lineage parent was not named (rule 4, the
+# head) now starts from the body's messages as sent, not the head's with the body's new ones
+# after them. What earlier versions derived for such runs, and for the runs below them, may
+# hold the old start: it is dropped here and derived again when next needed.
+CREATE_V9 = """
+ALTER TABLE threads ADD COLUMN owner TEXT;
+CREATE INDEX threads_by_owner ON threads(owner);
+CREATE TEMP TABLE v9_rederive AS
+WITH RECURSIVE below(id) AS (
+    SELECT id FROM runs WHERE input IS NOT NULL AND lineage = 'head'
+    UNION SELECT runs.id FROM runs JOIN below ON runs.parent = below.id
+)
+SELECT id FROM below;
+DELETE FROM checkpoint_messages WHERE run IN (SELECT id FROM temp.v9_rederive);
+DELETE FROM checkpoints WHERE run IN (SELECT id FROM temp.v9_rederive);
+DELETE FROM lineage_digests WHERE run IN (SELECT id FROM temp.v9_rederive);
+INSERT OR IGNORE INTO underived(run) SELECT id FROM temp.v9_rederive;
+DROP TABLE temp.v9_rederive;
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -222,6 +248,7 @@ MIGRATIONS: dict[int, str] = {
     6: CREATE_V6,
     7: CREATE_V7,
     8: CREATE_V8,
+    9: CREATE_V9,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.

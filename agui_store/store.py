@@ -23,7 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agui_store import arguments, blobs, checkpoints, codec, database, hashing, model, schema
+from agui_store import (
+    arguments,
+    blobs,
+    checkpoints,
+    codec,
+    database,
+    hashing,
+    model,
+    nesting,
+    schema,
+)
 from agui_store.diff import Diff, compare
 from agui_store.errors import (
     AguiStoreError,
@@ -34,19 +44,32 @@ from agui_store.errors import (
     InvalidEventError,
     OpenRunsError,
     RunNotFoundError,
+    ScopeError,
     SequenceError,
 )
 from agui_store.integrity import CheckReport, check_database
 from agui_store.normalize import expand_input, normalize_input
+from agui_store.patch import UNDEFINED
 from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, when
 from agui_store.reducer import Reducer
-from agui_store.restore import RunRecord, View, apply_run, restore, start_reducer, view_of
+from agui_store.restore import (
+    RunRecord,
+    View,
+    apply_run,
+    body_as_sent,
+    restore,
+    start_reducer,
+    view_of,
+)
 from agui_store.verify import SequenceVerifier
 
 #: The implicit branch of every thread: it follows the thread's newest run.
 DEFAULT_BRANCH = "main"
 _RESERVED_REFS = frozenset({DEFAULT_BRANCH, "HEAD"})
-_BRANCH_NAME = re.compile(r"^[A-Za-z0-9._/@+-]+$")
+_BRANCH_NAME = re.compile(r"[A-Za-z0-9._/@+-]{1,255}")  # fullmatch: no trailing newline
+# git check-ref-format's rules on those characters: no component that starts with a dot or
+# ends with ".lock", no "..", no empty component, no "." at the end, not "@" alone.
+_BRANCH_NAME_FORBIDDEN = re.compile(r"(?:^|/)\.|\.lock(?:/|$)|\.\.|//|^/|/$|\.$|^@$")
 
 _TERMINAL_STATUS = {"RUN_ERROR": "error"}
 _OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
@@ -60,6 +83,10 @@ def _status_of_terminal(event: dict[str, Any]) -> str:
     return _OUTCOME_STATUS.get(kind or "success", "finished")
 
 
+#: What replaying a run needs of its row: ``(parent, input, input_refs, lineage)``.
+_RunRow = tuple[int | None, str | None, str | None, str]
+
+
 @dataclass
 class _Segment:
     """Consecutive events of one batch that belong to one run."""
@@ -71,7 +98,7 @@ class _Segment:
     started: dict[str, Any] | None = None  # the RUN_STARTED that opens a new run
     outcome: str | None = None  # the status its last terminal event gives the run
     was_complete: bool = False  # it continues a run that had already ended
-    run_row: tuple[int | None, str | None, str | None] | None = None  # new run: parent, input
+    run_row: _RunRow | None = None  # a new run's row
 
 
 @dataclass
@@ -83,7 +110,9 @@ class _SinceCheckpoint:
     blob_ids: list[int]  # its messages' blobs, aligned with ``messages``
     chain: int
     messages: list[Any]  # its message objects, kept alive so that their id()s stay unique
-    blob_addresses: list[bytes] = field(default_factory=list)  # aligned with blob_ids
+    # sha256 state over the texts of its messages (hashing.messages_hasher): a checkpoint
+    # whose list only grew extends it by the new messages' texts.
+    texts_hasher: Any = None
     names: set[str] = field(default_factory=set)  # ids the runs since then named
     snapshot: bool = False  # a MESSAGES_SNAPSHOT since then
     had_input: bool = False  # a recorded input since then
@@ -114,7 +143,7 @@ class _SinceCheckpoint:
             snap.blob_ids,
             snap.chain,
             list(messages),
-            snap.blob_addresses,
+            snap.texts_hasher,
             state_anchor=snap.state_anchor,
             state_bytes=snap.state_bytes,
         )
@@ -144,6 +173,7 @@ class _Known:
 
     version: int | None = None  # the data version our last append's commit produced
     thread_pks: dict[str, int] = field(default_factory=dict)
+    owners: dict[int, str | None] = field(default_factory=dict)  # thread pk -> its owner
     newest: dict[int, int | None] = field(default_factory=dict)  # thread pk -> newest run
     next_seq: int | None = None
     branched: dict[int, bool] = field(default_factory=dict)  # thread pk -> has branches
@@ -161,11 +191,25 @@ class _Known:
     underived: set[int] | None = None
 
 
+class _TooDeep(Exception):
+    """A copy or move that nests too deeply, at event ``at`` of a segment, operation ``op``
+    of its patch field ``field``."""
+
+    def __init__(self, at: int, field: str, op: int, levels: int) -> None:
+        super().__init__(at, field, op, levels)
+        self.at, self.field, self.op, self.levels = at, field, op, levels
+
+
 @dataclass(frozen=True)
 class _RunKey:
     pk: int
     thread_pk: int
 
+
+#: The largest ``max_depth`` a store takes: ``json.dumps``, msgspec and the CLI recurse once
+#: per level, and near 1,000 levels (Python's recursion limit) even ``append`` failed with
+#: a RecursionError; 512 leaves the caller's own stack room.
+MAX_DEPTH_LIMIT = 512
 
 #: The default ``checkpoint_events``: ``append`` writes a run's checkpoint when the runs since
 #: the last one on its lineage hold at least this many events, so 1 checkpoints every
@@ -205,7 +249,12 @@ class Store:
             "busy_timeout_ms", busy_timeout_ms, minimum=0
         )
         self.max_event_bytes = arguments.positive_int("max_event_bytes", max_event_bytes)
-        self.max_depth = arguments.positive_int("max_depth", max_depth)
+        self.max_depth = arguments.positive_int("max_depth", max_depth, minimum=2)
+        if max_depth > MAX_DEPTH_LIMIT:
+            raise InvalidArgumentError(
+                f"max_depth must be at most {MAX_DEPTH_LIMIT}, not {max_depth}: deeper values "
+                "could not be read back (JSON encoders recurse once per level)"
+            )
         if type(checkpoint_events) is not int or checkpoint_events < 1:
             raise InvalidArgumentError(
                 f"checkpoint_events must be a positive integer, not {checkpoint_events!r}"
@@ -294,6 +343,7 @@ class Store:
         branch: str | None = None,
         check_sequence: bool = True,
         run_id: str | None = None,
+        scope: str | None = None,
     ) -> AppendResult:
         """Record events, atomically: the whole batch lands or nothing does.
 
@@ -312,6 +362,10 @@ class Store:
                 newest run, unless several runs of the thread are open. A batch that starts
                 with a RUN_STARTED may name the run it starts. Without ``thread_id`` the run
                 id finds its thread while it is unambiguous.
+            scope: the owner writing (SPEC §8). A thread belongs to the scope that first
+                wrote it; a scoped batch for a thread of another owner, or of none, is
+                refused. ``None`` (the operator) writes anywhere; the threads it creates
+                have no owner.
 
         Raises:
             InvalidEventError: naming the batch index, event type and JSON path, with the
@@ -319,6 +373,7 @@ class Store:
             RunNotFoundError: ``run_id`` names no run (of the thread).
             OpenRunsError: the batch starts no run, names none, and its thread has several
                 open runs.
+            ScopeError: the thread belongs to another owner than ``scope``.
         """
         incoming = codec.parse_events(
             events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
@@ -326,15 +381,20 @@ class Store:
         types = self._validated(incoming)
         for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
             _storable(value, path=name)
+        if thread_id == "":
+            raise InvalidEventError("is empty: name a thread or pass None", path="thread_id")
         if run_id is not None:
             if not isinstance(run_id, str) or not run_id:
                 raise InvalidEventError(
                     f"must be a run id (a non-empty string), not {run_id!r}", path="run_id"
                 )
             _storable(run_id, path="run_id")
+        _check_scope(scope)
         if branch is not None:
             _check_branch_name(branch)
         run_input = self._parse_input(input) if input is not None else None
+        if run_input is not None:
+            _check_input_run_id(incoming, types, run_input[0])
         batch_thread = self._thread_of_batch(incoming, types, thread_id, run_input)
         with self._lock:
             conn = self._db
@@ -351,6 +411,7 @@ class Store:
                         branch,
                         check_sequence,
                         run_id,
+                        scope,
                     )
                     # The commit adds one to the data version: the next append sees exactly
                     # that unless something else was written in between.
@@ -360,14 +421,17 @@ class Store:
                 self._forget()
                 raise
 
-    @staticmethod
-    def _validated(incoming: list[codec.IncomingEvent]) -> list[str]:
+    def _validated(self, incoming: list[codec.IncomingEvent]) -> list[str]:
         """Validate a batch's events one by one (what needs no database); their types."""
         types = model.validate_events([ev.data for ev in incoming])
         for i, (ev, kind) in enumerate(zip(incoming, types)):
             if kind == "RUN_STARTED":
                 for name in ("threadId", "runId", "parentRunId"):
                     _storable(ev.data.get(name), index=i, event_type=kind, path=f"$.{name}")
+                _check_run_names(ev.data, i)
+        nesting.refuse_deep_writes(
+            [ev.data for ev in incoming], types, self.max_depth, [ev.raw for ev in incoming]
+        )
         return types
 
     def import_file(
@@ -508,6 +572,7 @@ class Store:
         branch: str | None,
         check_sequence: bool,
         named_run: str | None = None,
+        scope: str | None = None,
     ) -> AppendResult:
         now = database.now_ms()
         if not incoming:
@@ -528,15 +593,20 @@ class Store:
             )
         if thread_id is None:
             if named_run is not None:
-                thread_id = self._thread_of_run(conn, named_run)
+                thread_id = self._thread_of_run(conn, named_run, scope)
             else:
-                thread_id = self._only_open_thread(conn, types[0])
+                thread_id = self._only_open_thread(conn, types[0], scope)
         known = self._known
         thread_pk = known.thread_pks.get(thread_id)
         if thread_pk is None:
-            thread_pk = self._thread_pk(conn, thread_id, create=True, now=now)
-            assert thread_pk is not None
+            thread_pk, owner = self._thread_row(conn, thread_id, create=True, now=now, owner=scope)
             known.thread_pks[thread_id] = thread_pk
+            known.owners[thread_pk] = owner
+        if scope is not None and known.owners[thread_pk] != scope:
+            raise ScopeError(
+                f"thread {_quote(thread_id)} belongs to another owner: scope {_quote(scope)} "
+                "may not write to it (nothing was written)"
+            )
         newest = self._head(conn, thread_pk)
         # The run a batch that starts none continues: the one it names, else the newest.
         continued = (
@@ -612,6 +682,7 @@ class Store:
                         self._drop_below(conn, thread_pk, continued)
                 run_ids.append(self._known_run_id(conn, segment.run_pk))
             run_pk = segment.run_pk
+            self._refuse_deep_copies(conn, segment, run_input)
             rows = [
                 (at, run_pk, kind, ev.raw.decode("utf-8"))
                 for at, ev, kind in zip(itertools.count(seq), segment.events, segment.types)
@@ -763,12 +834,13 @@ class Store:
         ).fetchone()
         return chain is not None
 
-    def _thread_of_run(self, conn: database.Conn, run_id: str) -> str:
-        """The thread of a run named without its thread, while the id is unambiguous."""
+    def _thread_of_run(self, conn: database.Conn, run_id: str, scope: str | None) -> str:
+        """The thread of a run named without its thread, while the id is unambiguous (among
+        the scope's threads: another owner's are absent)."""
         rows = conn.execute(
             "SELECT threads.thread_id FROM runs JOIN threads ON threads.id = runs.thread "
-            "WHERE runs.run_id = ? LIMIT 6",
-            (run_id,),
+            "WHERE runs.run_id = ?1 AND (?2 IS NULL OR threads.owner = ?2) LIMIT 6",
+            (run_id, scope),
         ).fetchall()
         if not rows:
             raise RunNotFoundError(f"no run {_quote(run_id)} to continue")
@@ -780,10 +852,23 @@ class Store:
         return str(rows[0][0])
 
     def _drop_below(self, conn: database.Conn, thread_pk: int, run_pk: int) -> None:
-        """Leave underived the runs below an open run whose view is still growing."""
+        """Leave underived the complete runs below an open run whose view is still growing
+        (open ones have nothing derived yet; they are derived when they complete)."""
         child = conn.execute("SELECT 1 FROM runs WHERE parent = ? LIMIT 1", (run_pk,)).fetchone()
-        if child is not None:
-            # Open ones are derived when they complete, as usual.
+        if child is None:
+            return
+        # Those already left underived by an earlier piece hold nothing to drop: a live run
+        # streamed in many pieces drops what is below it once, not once a piece.
+        derived = [
+            int(row[0])
+            for row in conn.execute(
+                "WITH RECURSIVE sub(id) AS (SELECT id FROM runs WHERE parent = ? UNION ALL "
+                "SELECT runs.id FROM runs JOIN sub ON runs.parent = sub.id) "
+                "SELECT id FROM sub WHERE id NOT IN (SELECT run FROM underived)",
+                (run_pk,),
+            )
+        ]
+        if any(self._known_status(conn, pk) != "incomplete" for pk in derived):
             below = [
                 pk
                 for pk in checkpoints.drop_from(conn, run_pk)
@@ -830,7 +915,9 @@ class Store:
             segments[-1].types.append(kind)
         return segments
 
-    def _only_open_thread(self, conn: database.Conn, first_type: str) -> str:
+    def _only_open_thread(
+        self, conn: database.Conn, first_type: str, scope: str | None = None
+    ) -> str:
         known = self._known
         if known.open_threads is None:
             known.open_threads = {
@@ -842,18 +929,21 @@ class Store:
                     "AND b.outcome IS NOT NULL)"
                 )
             }
-        if len(known.open_threads) == 1:
-            return next(iter(known.open_threads))
-        reason = (
-            "no thread has an open run"
-            if not known.open_threads
-            else "several threads have open runs"
-        )
+        candidates = known.open_threads
+        if scope is not None:  # only the scope's own threads count
+            candidates = {t for t in candidates if self._owner_of(conn, t) == scope}
+        if len(candidates) == 1:
+            return next(iter(candidates))
+        reason = "no thread has an open run" if not candidates else "several threads have open runs"
         raise InvalidEventError(
             f"the batch starts no run and names no thread ({reason}): pass thread_id=",
             index=0,
             event_type=first_type,
         )
+
+    def _owner_of(self, conn: database.Conn, thread_id: str) -> str | None:
+        row = conn.execute("SELECT owner FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+        return row[0] if row else None
 
     def _refuse_duplicate_run(
         self, conn: database.Conn, thread_pk: int, run_id: str, segment: _Segment
@@ -869,6 +959,77 @@ class Store:
                 event_type="RUN_STARTED",
                 path="$.runId",
             )
+        # A run id and a branch name are both revisions: neither may hide the other.
+        if self._known.branched.get(thread_pk, True) and conn.execute(
+            "SELECT 1 FROM branches WHERE thread = ? AND name = ?", (thread_pk, run_id)
+        ).fetchone():
+            raise InvalidEventError(
+                f"run id {_quote(run_id)} is the name of a branch of this thread, and would "
+                "shadow it as a revision: delete or rename the branch (delete_branch, then "
+                "branch under another name), or record the run under another id",
+                index=segment.first_index,
+                event_type="RUN_STARTED",
+                path="$.runId",
+            )
+
+    def _refuse_deep_copies(
+        self,
+        conn: database.Conn,
+        segment: _Segment,
+        run_input: tuple[dict[str, Any], str] | None,
+    ) -> None:
+        """Refuse a ``copy``/``move`` that would nest the state (or an activity's content)
+        deeper than a snapshot may (:mod:`agui_store.nesting`). How deep the copied value is
+        depends on the state, so a segment holding such an operation (rare) is replayed
+        from the run's view so far, before its rows are written."""
+        risky = set(
+            nesting.deepening_copies(
+                [ev.data for ev in segment.events], segment.types, [ev.raw for ev in segment.events]
+            )
+        )
+        if not risky:
+            return
+        fresh = [codec.decode(ev.raw) for ev in segment.events]  # the reducer may own these
+        try:
+            if segment.started is not None:
+                assert segment.run_row is not None
+                parent_pk, recorded, _, reason = segment.run_row
+                reducer = start_reducer(None if parent_pk is None else self._view(conn, parent_pk))
+                given = codec.decode(run_input[1]) if run_input and recorded else None
+                as_sent = body_as_sent(recorded is not None, reason)
+                apply_run(reducer, RunRecord(input=given, events=fresh[:1], as_sent=as_sent))
+                first = 1
+            else:
+                assert segment.run_pk is not None
+                reducer = start_reducer(self._view(conn, segment.run_pk))
+                first = 0
+            limit = nesting.state_depth_limit(self.max_depth)
+            for at in range(first, len(fresh)):
+                event = fresh[at]
+                if at in risky:
+                    target = reducer.patch_target(event)
+                    field = nesting.PATCH_FIELDS[segment.types[at]]
+                    found = (
+                        None
+                        if target is UNDEFINED
+                        else nesting.deep_copy_at(target, event[field], limit)
+                    )
+                    if found is not None:
+                        raise _TooDeep(at, field, *found)
+                reducer.feed([event])
+        except _TooDeep as deep:
+            raise InvalidEventError(
+                f"copies a value {deep.levels} levels deep into the "
+                f"{'state' if deep.field == 'delta' else 'activity content'}; the store keeps "
+                f"at most {nesting.state_depth_limit(self.max_depth)} (max_depth "
+                f"{self.max_depth} less the event's own level, what a snapshot can carry), so "
+                "that every reader can read it back",
+                index=segment.first_index + deep.at,
+                event_type=segment.types[deep.at],
+                path=f"$.{deep.field}[{deep.op}]",
+            ) from None
+        except InvalidEventError:
+            return  # the client throws on this lineage: there is no state to measure
 
     def _insert_run(
         self,
@@ -880,8 +1041,8 @@ class Store:
         explicit_parent: _RunKey | None,
         branch: str | None,
         now: int,
-    ) -> tuple[int, tuple[int | None, str | None, str | None]]:
-        """Insert a run; its pk and the row's ``(parent, input, input_refs)``."""
+    ) -> tuple[int, _RunRow]:
+        """Insert a run; its pk and the row's ``(parent, input, input_refs, lineage)``."""
         input_data = run_input[0] if run_input else None
         echoed = started.get("input") if isinstance(started.get("input"), dict) else None
         sent_parent = None
@@ -937,7 +1098,7 @@ class Store:
         run_pk = int(cur.fetchone()[0])
         self._known.run_hashes[run_pk] = start_hash
         self._advance_branches(conn, thread_pk, parent_pk, run_pk, branch, now)
-        return run_pk, (parent_pk, input_text, refs_text)
+        return run_pk, (parent_pk, input_text, refs_text, reason)
 
     def _decide_parent(
         self,
@@ -1050,6 +1211,7 @@ class Store:
         branched = self._known.branched
         if branch is not None:
             _check_branch_name(branch)
+            _refuse_branch_shadowing_run(conn, thread_pk, branch)
             conn.execute(
                 "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT(thread, name) DO UPDATE SET run = excluded.run, "
@@ -1188,6 +1350,11 @@ class Store:
         if not self.derive_on_append:
             self._leave_underived(conn, thread_pk, [segment.run_pk])
             return
+        underived = self._known.underived
+        if underived is None or thread_pk in underived:
+            # The run itself may be listed (an open run below one that changed, or below a
+            # migration's): it is derived below, once, from the batch's own events.
+            conn.execute("DELETE FROM underived WHERE run = ?", (segment.run_pk,))
         self._derive_underived(conn, thread_pk)  # what another store left, if anything
         # The batch's own decoded events, as sent (echoes whole): fresh objects nobody else
         # holds, so the reducer may take them over.
@@ -1202,7 +1369,7 @@ class Store:
         run_pk: int,
         now: int,
         events: list[dict[str, Any]] | None = None,
-        run_row: tuple[int | None, str | None, str | None] | None = None,
+        run_row: _RunRow | None = None,
         *,
         force_checkpoint: bool = False,
     ) -> None:
@@ -1275,7 +1442,7 @@ class Store:
         run_pk: int,
         now: int,
         events: list[dict[str, Any]] | None = None,
-        run_row: tuple[int | None, str | None, str | None] | None = None,
+        run_row: _RunRow | None = None,
         *,
         force_checkpoint: bool = False,
     ) -> bool:
@@ -1286,13 +1453,14 @@ class Store:
         Args:
             events: the run's events as just appended, decoded and owned by the store, when
                 the batch held all of them (else they are read back).
-            run_row: the run's ``(parent, input, input_refs)`` when the caller has them.
+            run_row: the run's ``(parent, input, input_refs, lineage)`` when the caller has
+                them.
         """
         if run_row is None:
             run_row = conn.execute(
-                "SELECT parent, input, input_refs FROM runs WHERE id = ?", (run_pk,)
+                "SELECT parent, input, input_refs, lineage FROM runs WHERE id = ?", (run_pk,)
             ).fetchone()
-        parent_pk, raw_input, raw_refs = run_row
+        parent_pk, raw_input, raw_refs, reason = run_row
         cached = self._cached_view(conn, thread_pk)
         self._views.pop(thread_pk, None)
         if cached is None or cached.run_pk != parent_pk:
@@ -1308,6 +1476,7 @@ class Store:
             input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
             events=events if events is not None else self._run_events(conn, run_pk),
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
+            as_sent=body_as_sent(raw_input is not None, reason),
         )
         names, snapshot = since.note(record)
         replaced = snapshot or record.input is not None
@@ -1345,7 +1514,7 @@ class Store:
                     since.blob_ids,
                     since.chain,
                     list(reducer.messages),
-                    since.blob_addresses,
+                    since.texts_hasher,
                     state_anchor=since.state_anchor,
                     state_bytes=since.state_bytes,
                 )
@@ -1414,7 +1583,7 @@ class Store:
             # the client edits both through one id. One blob per position would lose that
             # sharing, so this run keeps no checkpoint; later runs replay from an older one.
             return False
-        blob_ids, addresses = found
+        blob_ids, texts_hasher = found
         patches = _state_patches(reducer, since)
         since.chain, stored = checkpoints.write(
             conn,
@@ -1425,17 +1594,17 @@ class Store:
             digest,
             now,
             patches,
-            addresses=addresses,
+            messages_digest=texts_hasher.digest(),
             run_hash=run_hash,
         )
         since.blob_ids = blob_ids
-        since.blob_addresses = addresses
+        since.texts_hasher = texts_hasher
         if patches is None:  # the state stored whole: later ones patch this one
             since.state_anchor, since.state_bytes = run_pk, stored
             reducer.track_state()
         return True
 
-    def derive(self, thread_id: str | None = None) -> int:
+    def derive(self, thread_id: str | None = None, *, scope: str | None = None) -> int:
         """Derive what appends left for later (``derive_on_append=False``), in a thread or
         everywhere: each complete run's lineage digest, and checkpoints as ``append`` would
         have written them. Returns how many runs were derived.
@@ -1443,35 +1612,48 @@ class Store:
         A recorder that keeps appends short (``derive_on_append=False``) calls this once a
         run has ended and its response is out; nothing is lost if it never does: lineage
         decisions derive what they need first, and checkout replays what has no checkpoint.
+        With a ``scope``, only that owner's threads.
         """
+        _check_scope(scope)
         with self._lock:
             conn = self._db
             try:
                 with database.immediate(conn):
                     self._notice_other_writes(conn)
-                    thread_pk = self._require_thread(conn, thread_id) if thread_id else None
-                    derived = self._derive_underived(conn, thread_pk)
+                    if thread_id:
+                        threads: list[int | None] = [self._require_thread(conn, thread_id, scope)]
+                    else:
+                        threads = self._owned_threads(conn, scope)
+                    derived = sum(self._derive_underived(conn, pk) for pk in threads)
                     self._known.version = conn.data_version() + 1
                 return derived
             except BaseException:
                 self._forget()
                 raise
 
-    def compact(self, run_or_ref: str | None = None, *, thread_id: str | None = None) -> int:
-        """Materialize checkpoints: for a run and its ancestors, a thread, or the whole store.
+    def compact(
+        self,
+        run_or_ref: str | None = None,
+        *,
+        thread_id: str | None = None,
+        scope: str | None = None,
+    ) -> int:
+        """Materialize checkpoints: for a run and its ancestors, a thread, or the whole store
+        (with a ``scope``: that owner's threads).
 
         Checkpoints are derived data (the raw log is never rewritten); ``append`` keeps them
         current where that is cheap, this fills in the rest. Returns how many were written.
         """
+        _check_scope(scope)
         with self._lock:
             conn = self._db
             try:
                 with database.immediate(conn):
                     self._notice_other_writes(conn)
-                    scope: int | None = None  # the thread, when compacting one
+                    only: list[int | None] = [None]  # the threads compacted; None: all
                     if run_or_ref is not None:
-                        key = self._resolve(conn, run_or_ref, thread_id=thread_id)
-                        scope = key.thread_pk
+                        key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
+                        only = [key.thread_pk]
                         pks = [
                             int(r[0])
                             for r in conn.execute(
@@ -1479,11 +1661,21 @@ class Store:
                             )
                         ]
                     elif thread_id is not None:
-                        scope = self._require_thread(conn, thread_id)
+                        only = [self._require_thread(conn, thread_id, scope)]
                         pks = [
                             int(r[0])
                             for r in conn.execute(
-                                "SELECT id FROM runs WHERE thread = ? ORDER BY id", (scope,)
+                                "SELECT id FROM runs WHERE thread = ? ORDER BY id", (only[0],)
+                            )
+                        ]
+                    elif scope is not None:
+                        only = self._owned_threads(conn, scope)
+                        pks = [
+                            int(r[0])
+                            for r in conn.execute(
+                                "SELECT runs.id FROM runs JOIN threads ON threads.id = "
+                                "runs.thread WHERE threads.owner = ? ORDER BY runs.id",
+                                (scope,),
                             )
                         ]
                     else:
@@ -1497,7 +1689,8 @@ class Store:
                     )
                     # What appends left for later first, in run order: each run then
                     # continues the view its parent left in memory.
-                    self._derive_underived(conn, scope)
+                    for thread_pk in only:
+                        self._derive_underived(conn, thread_pk)
                     for pk in pks:
                         if (
                             checkpoints.has_checkpoint(conn, pk)
@@ -1517,6 +1710,14 @@ class Store:
                 raise
 
     @staticmethod
+    def _owned_threads(conn: database.Conn, scope: str | None) -> list[int | None]:
+        """The threads a scope may touch: ``[None]`` (all of them) for the operator."""
+        if scope is None:
+            return [None]
+        rows = conn.execute("SELECT id FROM threads WHERE owner = ? ORDER BY id", (scope,))
+        return [int(r[0]) for r in rows]
+
+    @staticmethod
     def _status(conn: database.Conn, run_pk: int) -> str:
         row = conn.execute(
             "SELECT outcome FROM batches WHERE run = ? AND outcome IS NOT NULL "
@@ -1527,21 +1728,31 @@ class Store:
 
     # --- lookups ------------------------------------------------------------------------
 
-    def _thread_pk(
-        self, conn: database.Conn, thread_id: str, *, create: bool = False, now: int = 0
-    ) -> int | None:
+    @staticmethod
+    def _thread_row(
+        conn: database.Conn,
+        thread_id: str,
+        *,
+        create: bool = False,
+        now: int = 0,
+        owner: str | None = None,
+    ) -> tuple[int, str | None]:
+        """A thread's ``(pk, owner)``; created (owned by ``owner``) when missing and asked
+        to, else ``(0, None)`` for a missing one."""
         if not create and not (isinstance(thread_id, str) and arguments.storable_text(thread_id)):
-            return None  # no stored thread id holds a lone surrogate (nor is not text)
-        row = conn.execute("SELECT id FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+            return 0, None  # no stored thread id holds a lone surrogate (nor is not text)
+        row = conn.execute(
+            "SELECT id, owner FROM threads WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
         if row:
-            return int(row[0])
+            return int(row[0]), row[1]
         if not create:
-            return None
+            return 0, None
         cur = conn.execute(
-            "INSERT INTO threads(thread_id, created_at) VALUES (?, ?) RETURNING id",
-            (thread_id, now),
+            "INSERT INTO threads(thread_id, created_at, owner) VALUES (?, ?, ?) RETURNING id",
+            (thread_id, now, owner),
         )
-        return int(cur.fetchone()[0])
+        return int(cur.fetchone()[0]), owner
 
     def _head(self, conn: database.Conn, thread_pk: int) -> int | None:
         """The thread's newest run, inside an append (remembered between appends)."""
@@ -1561,9 +1772,12 @@ class Store:
     def _run_id_of(conn: database.Conn, run_pk: int) -> str:
         return str(conn.execute("SELECT run_id FROM runs WHERE id = ?", (run_pk,)).fetchone()[0])
 
-    def _require_thread(self, conn: database.Conn, thread_id: str) -> int:
-        pk = self._thread_pk(conn, thread_id)
-        if pk is None:
+    def _require_thread(
+        self, conn: database.Conn, thread_id: str, scope: str | None = None
+    ) -> int:
+        """A thread's pk; a thread of another owner than ``scope`` is absent (SPEC §8)."""
+        pk, owner = self._thread_row(conn, thread_id)
+        if not pk or (scope is not None and owner != scope):
             raise RunNotFoundError(f"no thread {_quote(thread_id)} in {self.path}")
         return pk
 
@@ -1574,9 +1788,11 @@ class Store:
         *,
         thread_id: str | None = None,
         thread_pk: int | None = None,
+        scope: str | None = None,
     ) -> _RunKey:
         """A revision to a run: run id, branch name, ``HEAD``/``main``, unique run-id
-        prefix, each optionally followed by ``~n`` (n-th lineage ancestor)."""
+        prefix, each optionally followed by ``~n`` (n-th lineage ancestor). With a
+        ``scope``, only that owner's threads are searched (``thread_pk`` is then one)."""
         if not isinstance(ref, str) or not ref:
             raise RunNotFoundError(f"not a run id or ref: {_quote(ref) if ref else ref!r}")
         if not arguments.storable_text(ref):
@@ -1584,16 +1800,17 @@ class Store:
                 f"no run, branch or ref {_quote(ref)}: it holds a lone surrogate, which no "
                 "stored id can"
             )
+        _check_scope(scope)
         if thread_pk is None and thread_id is not None:
-            thread_pk = self._require_thread(conn, thread_id)
+            thread_pk = self._require_thread(conn, thread_id, scope)
         try:
-            return self._resolve_exact(conn, ref, thread_pk)
+            return self._resolve_exact(conn, ref, thread_pk, scope)
         except RunNotFoundError:
             ancestor = arguments.split_ancestor(ref)
             if ancestor is None:
                 raise
         base, steps = ancestor
-        key = self._resolve_exact(conn, base, thread_pk)
+        key = self._resolve_exact(conn, base, thread_pk, scope)
         for _ in range(steps):
             row = conn.execute("SELECT parent FROM runs WHERE id = ?", (key.pk,)).fetchone()
             if row is None or row[0] is None:
@@ -1601,14 +1818,32 @@ class Store:
             key = _RunKey(int(row[0]), key.thread_pk)
         return key
 
-    def _resolve_exact(self, conn: database.Conn, ref: str, thread_pk: int | None) -> _RunKey:
-        where, args = ("AND runs.thread = ?", (thread_pk,)) if thread_pk is not None else ("", ())
+    def _resolve_exact(
+        self, conn: database.Conn, ref: str, thread_pk: int | None, scope: str | None = None
+    ) -> _RunKey:
+        where: str = "AND runs.thread = ?" if thread_pk is not None else ""
+        args: tuple[Any, ...] = (thread_pk,) if thread_pk is not None else ()
+        if thread_pk is None and scope is not None:  # another owner's threads are absent
+            where, args = "AND runs.thread IN (SELECT id FROM threads WHERE owner = ?)", (scope,)
         rows = conn.execute(
             f"SELECT runs.id, runs.thread, threads.thread_id FROM runs JOIN threads ON "
             f"threads.id = runs.thread WHERE runs.run_id = ? {where} LIMIT 5",
             (ref, *args),
         ).fetchall()
         if len(rows) == 1:
+            if thread_pk is None:
+                # The same name as a branch of another thread (within a thread, append and
+                # branch refuse the clash): the caller must say which thread.
+                other = conn.execute(
+                    "SELECT threads.thread_id FROM branches JOIN threads ON threads.id = "
+                    "branches.thread WHERE branches.name = ? AND branches.thread != ? LIMIT 1",
+                    (ref, rows[0][1]),
+                ).fetchone()
+                if other is not None:
+                    raise AmbiguousRunError(
+                        f"{ref!r} is a run of thread {rows[0][2]!r} and a branch of thread "
+                        f"{other[0]!r}: pass thread_id="
+                    )
             return _RunKey(int(rows[0][0]), int(rows[0][1]))
         if len(rows) > 1:
             threads = ", ".join(repr(r[2]) for r in rows)
@@ -1626,7 +1861,12 @@ class Store:
             raise AmbiguousRunError(f"branch {ref!r} exists in several threads: pass thread_id=")
         if ref in _RESERVED_REFS:
             if thread_pk is None:
-                pks = [int(r[0]) for r in conn.execute("SELECT id FROM threads LIMIT 2")]
+                pks = [
+                    int(r[0])
+                    for r in conn.execute(
+                        "SELECT id FROM threads WHERE ?1 IS NULL OR owner = ?1 LIMIT 2", (scope,)
+                    )
+                ]
                 if len(pks) != 1:
                     raise AmbiguousRunError(
                         f"{ref} needs a thread: the store has {len(pks) or 'no'} threads"
@@ -1733,32 +1973,52 @@ class Store:
 
     # --- reading ------------------------------------------------------------------------
 
-    def threads(self) -> list[str]:
-        """Every thread id, oldest first."""
-        with self._reading() as conn:
-            return [str(r[0]) for r in conn.execute("SELECT thread_id FROM threads ORDER BY id")]
+    def threads(self, *, scope: str | None = None) -> list[str]:
+        """Every thread id, oldest first (with a ``scope``: that owner's threads).
 
-    def runs(self, thread_id: str) -> list[Run]:
-        """Every run of a thread, in the order they were recorded."""
+        Every reading method takes ``scope=``: a thread of another owner (or of none) is
+        then absent, as if it did not exist (SPEC §8). ``None``, the default, is the
+        operator, who sees every thread."""
+        _check_scope(scope)
         with self._reading() as conn:
-            pk = self._require_thread(conn, thread_id)
+            return [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT thread_id FROM threads WHERE ?1 IS NULL OR owner = ?1 ORDER BY id",
+                    (scope,),
+                )
+            ]
+
+    def runs(self, thread_id: str, *, scope: str | None = None) -> list[Run]:
+        """Every run of a thread, in the order they were recorded."""
+        _check_scope(scope)
+        with self._reading() as conn:
+            pk = self._require_thread(conn, thread_id, scope)
             rows = conn.execute(
                 schema.SELECT_RUN + " WHERE runs.thread = ? ORDER BY runs.id", (pk,)
             ).fetchall()
             names = self._branch_names(conn, [r[0] for r in rows])
             return [self._run_from_row(r, names) for r in rows]
 
-    def get_run(self, run_id: str, *, thread_id: str | None = None) -> Run | None:
+    def get_run(
+        self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Run | None:
         """A run by id or ref, or ``None`` when nothing matches."""
+        _check_scope(scope)
         with self._reading() as conn:
             try:
-                key = self._resolve(conn, run_id, thread_id=thread_id)
+                key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
             except RunNotFoundError:
                 return None
             return self._run_record(conn, key.pk)
 
     def events(
-        self, run_id: str, *, thread_id: str | None = None, after: int | None = None
+        self,
+        run_id: str,
+        *,
+        thread_id: str | None = None,
+        after: int | None = None,
+        scope: str | None = None,
     ) -> list[dict[str, Any]]:
         """A run's events, verbatim and in order.
 
@@ -1772,21 +2032,25 @@ class Store:
                 the ones the run's hashes cover: the file was edited outside agui-store.
         """
         with self._reading() as conn:
-            key = self._resolve(conn, run_id, thread_id=thread_id)
+            key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
             return self._run_events(
                 conn, key.pk, arguments.cursor(after), verify=after is None
             )
 
-    def thread_events(self, thread_id: str) -> Iterator[dict[str, Any]]:
+    def thread_events(
+        self, thread_id: str, *, scope: str | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Every event of a thread in recorded order, read run by run (memory bounded by
         the largest run): what a whole-thread export streams out."""
-        for run in self.runs(thread_id):
-            yield from self.events(run.run_id, thread_id=thread_id)
+        for run in self.runs(thread_id, scope=scope):
+            yield from self.events(run.run_id, thread_id=thread_id, scope=scope)
 
-    def input(self, run_id: str, *, thread_id: str | None = None) -> dict[str, Any] | None:
+    def input(
+        self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> dict[str, Any] | None:
         """The ``RunAgentInput`` recorded for a run (``append(input=...)``), or ``None``."""
         with self._reading() as conn:
-            key = self._resolve(conn, run_id, thread_id=thread_id)
+            key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
             raw, raw_refs, parent_pk, recorded = conn.execute(
                 "SELECT input, input_refs, parent, input_hash FROM runs WHERE id = ?", (key.pk,)
             ).fetchone()
@@ -1801,10 +2065,12 @@ class Store:
                 value = expand_input(value, refs, base.messages, base.state)
         return value
 
-    def history(self, run_id: str, *, thread_id: str | None = None) -> list[dict[str, Any]]:
+    def history(
+        self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> list[dict[str, Any]]:
         """The events of a run's whole ancestor chain, root first: what replays it."""
         with self._reading() as conn:
-            key = self._resolve(conn, run_id, thread_id=thread_id)
+            key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
             chain, grouped = self._chain_payloads(conn, key.pk)
             echoes = conn.execute(
                 schema.ANCESTORS_CTE + "SELECT events.run FROM chain CROSS JOIN events "
@@ -1836,21 +2102,27 @@ class Store:
         ]
         return chain, grouped
 
-    def log(self, run_or_ref: str, *, thread_id: str | None = None) -> Log:
+    def log(
+        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Log:
         """The run and its lineage ancestors, newest first (metadata only, no payloads)."""
         with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
             return Log(self._side(conn, key.pk, None))
 
-    def checkout(self, run_or_ref: str, *, thread_id: str | None = None) -> Checkout:
+    def checkout(
+        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Checkout:
         """Restore a run: the messages and state the official client holds after it."""
         with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(conn, key.pk)
             view = self._view(conn, key.pk)
         return Checkout(run, view.messages, view.state, view.interrupts, view.warnings)
 
-    def compacted(self, run_or_ref: str, *, thread_id: str | None = None) -> list[dict[str, Any]]:
+    def compacted(
+        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> list[dict[str, Any]]:
         """The short stream that restores a run: what a reconnecting client is sent.
 
         ``RUN_STARTED``, ``MESSAGES_SNAPSHOT``, ``STATE_SNAPSHOT`` and the run's terminal
@@ -1859,7 +2131,7 @@ class Store:
         without a terminal event, as it was recorded.
         """
         with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(conn, key.pk)
             view = self._view(conn, key.pk)
             row = conn.execute(
@@ -1980,13 +2252,14 @@ class Store:
         records, at = [], 0
         for pk in run_pks:
             n = len(grouped.get(pk, ()))
-            raw_input, raw_refs = inputs.get(pk, (None, None))
+            raw_input, raw_refs, lineage = inputs.get(pk, (None, None, ""))
             records.append(
                 RunRecord(
                     input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
                     events=decoded[at : at + n],
                     input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
                     echo_refs=echo_refs.get(pk),
+                    as_sent=body_as_sent(raw_input is not None, lineage),
                 )
             )
             at += n
@@ -1995,8 +2268,8 @@ class Store:
     @classmethod
     def _verified_runs(
         cls, conn: database.Conn, pks: tuple[str]
-    ) -> dict[int, tuple[str | None, str | None]]:
-        """The inputs of runs about to be replayed (``run -> (input, input_refs)``), once
+    ) -> dict[int, tuple[str | None, str | None, str]]:
+        """The inputs of runs about to be replayed (``run -> (input, input_refs, lineage)``), once
         each run's record, input and parent link are verified against its hashes: what
         decides where its replay starts from and what it starts with."""
         inputs = {}
@@ -2030,7 +2303,7 @@ class Store:
             ):
                 raise cls._named(conn, int(pk), "its record is not the one its hash covers")
             if raw is not None:
-                inputs[int(pk)] = (raw, refs)
+                inputs[int(pk)] = (raw, refs, lineage)
         return inputs
 
     @classmethod
@@ -2082,27 +2355,37 @@ class Store:
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     def _pair(
-        self, conn: database.Conn, a: str, b: str, thread_id: str | None
+        self, conn: database.Conn, a: str, b: str, thread_id: str | None, scope: str | None
     ) -> tuple[_RunKey, _RunKey, tuple[int, int, int] | None]:
         """Two arguments resolved, and their merge base (see :meth:`_merge_base_pk`)."""
-        ka = self._resolve(conn, a, thread_id=thread_id)
-        kb = self._resolve(conn, b, thread_id=thread_id)
+        ka = self._resolve(conn, a, thread_id=thread_id, scope=scope)
+        kb = self._resolve(conn, b, thread_id=thread_id, scope=scope)
         return ka, kb, self._merge_base_pk(conn, ka.pk, kb.pk)
 
-    def merge_base(self, a: str, b: str, *, thread_id: str | None = None) -> Run | None:
+    def merge_base(
+        self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Run | None:
         """The nearest run both ``a`` and ``b`` descend from (either may be it), or ``None``."""
         with self._reading() as conn:
-            _, _, found = self._pair(conn, a, b, thread_id)
+            _, _, found = self._pair(conn, a, b, thread_id, scope)
             return self._run_record(conn, found[0]) if found else None
 
-    def is_ancestor(self, a: str, b: str, *, thread_id: str | None = None) -> bool:
+    def is_ancestor(
+        self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> bool:
         """Whether ``a`` is on ``b``'s lineage (a run is its own ancestor, as in git)."""
         with self._reading() as conn:
-            ka, _, found = self._pair(conn, a, b, thread_id)
+            ka, _, found = self._pair(conn, a, b, thread_id, scope)
             return found is not None and found[0] == ka.pk
 
     def diff(
-        self, a: str, b: str, *, thread_id: str | None = None, mode: str = "three-dot"
+        self,
+        a: str,
+        b: str,
+        *,
+        thread_id: str | None = None,
+        mode: str = "three-dot",
+        scope: str | None = None,
     ) -> Diff:
         """Compare two runs: merge base, the runs on each side since it, message changes by
         id and the state change as an RFC 6902 patch.
@@ -2115,7 +2398,7 @@ class Store:
         if mode not in ("three-dot", "two-dot"):
             raise InvalidArgumentError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
         with self._reading() as conn:
-            ka, kb, found = self._pair(conn, a, b, thread_id)
+            ka, kb, found = self._pair(conn, a, b, thread_id, scope)
             run_a, run_b = self._run_record(conn, ka.pk), self._run_record(conn, kb.pk)
             base_run = self._run_record(conn, found[0]) if found else None
             a_runs = self._side(conn, ka.pk, found[1] if found else None)
@@ -2160,13 +2443,17 @@ class Store:
 
     # --- branches and forks -------------------------------------------------------------
 
-    def branch(self, name: str, run_id: str, *, thread_id: str | None = None) -> Branch:
-        """Point branch ``name`` at a run (creating or moving it)."""
+    def branch(
+        self, name: str, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Branch:
+        """Point branch ``name`` at a run (creating or moving it). With a ``scope``, only a
+        run of that owner's threads (another owner's are absent: ``RunNotFoundError``)."""
         _check_branch_name(name)
         with self._lock:
             conn = self._db
             with database.immediate(conn):
-                key = self._resolve(conn, run_id, thread_id=thread_id)
+                key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
+                _refuse_branch_shadowing_run(conn, key.thread_pk, name)
                 now = database.now_ms()
                 conn.execute(
                     "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, ?) "
@@ -2179,10 +2466,11 @@ class Store:
                 ).fetchone()[0]
                 return Branch(thread, name, self._run_id_of(conn, key.pk), False, when(now))
 
-    def branches(self, thread_id: str) -> list[Branch]:
+    def branches(self, thread_id: str, *, scope: str | None = None) -> list[Branch]:
         """A thread's branches: the default one (following the newest run) first."""
+        _check_scope(scope)
         with self._reading() as conn:
-            pk = self._require_thread(conn, thread_id)
+            pk = self._require_thread(conn, thread_id, scope)
             out = []
             newest = self._newest_run(conn, pk)
             if newest is not None:
@@ -2195,14 +2483,15 @@ class Store:
                 out.append(Branch(thread_id, name, run_id, False, when(updated)))
             return out
 
-    def delete_branch(self, name: str, *, thread_id: str) -> None:
+    def delete_branch(self, name: str, *, thread_id: str, scope: str | None = None) -> None:
         """Delete a branch (the runs stay; only the name goes)."""
         if name in _RESERVED_REFS:
             raise BranchError(f"{name!r} is the thread's default branch; it cannot be deleted")
+        _check_scope(scope)
         with self._lock:
             conn = self._db
             with database.immediate(conn):
-                pk = self._require_thread(conn, thread_id)
+                pk = self._require_thread(conn, thread_id, scope)
                 conn.execute("DELETE FROM branches WHERE thread = ? AND name = ?", (pk, name))
                 if conn.changes() == 0:
                     raise BranchError(
@@ -2210,7 +2499,12 @@ class Store:
                     )
 
     def fork(
-        self, run_or_ref: str, *, thread_id: str | None = None, run_id: str | None = None
+        self,
+        run_or_ref: str,
+        *,
+        thread_id: str | None = None,
+        run_id: str | None = None,
+        scope: str | None = None,
     ) -> dict[str, Any]:
         """The ``RunAgentInput`` a client sends to start a new run from this one.
 
@@ -2218,7 +2512,7 @@ class Store:
         run's lineage (a client resends the same ones); messages and state are the view.
         """
         with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id)
+            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(conn, key.pk)
             view = self._view(conn, key.pk)
             row = conn.execute(
@@ -2280,13 +2574,15 @@ def _message_blobs(
     since: _SinceCheckpoint,
     base: tuple[int, list[int], int] | None,
     reducer: Reducer,
-) -> tuple[list[int], list[bytes]] | None:
-    """Each message's blob id and address, storing the blobs that are new; ``None`` when
-    one message object stands at two positions (a checkpoint cannot say that).
+) -> tuple[list[int], Any] | None:
+    """Each message's blob id, storing the blobs that are new, and the digest state of the
+    list's texts (:func:`hashing.messages_hasher`); ``None`` when one message object stands
+    at two positions (a checkpoint cannot say that).
 
     A message keeps its blob in the base checkpoint when it is the same object and no run
     since could have changed it: no id their events named reaches it. The common case costs
-    the new messages, not the whole history: the unchanged prefix is found by identity in C.
+    the new messages, not the whole history: the unchanged prefix is found by identity in C,
+    and when the list only grew the digest extends the base's by the new texts.
     """
     names, snapshot, before = since.names, since.snapshot, since.messages
     if (snapshot or since.had_input or base is None) and len(
@@ -2296,36 +2592,53 @@ def _message_blobs(
     # New blobs are packed as they are met and stored together at the end: ``out`` holds
     # a blob id, or the hash of a blob to store.
     new: dict[bytes, tuple[bytes, int, bytes]] = {}
+    text_of: dict[bytes, bytes] = {}
 
     def stored(m: dict[str, Any]) -> bytes:
-        packed = blobs.pack(m)
-        new.setdefault(packed[0], packed)
-        return packed[0]
+        text = codec.canonical_bytes(m)
+        digest = blobs.digest(text)
+        if digest not in new:
+            new[digest] = (digest, *blobs.compress(text))
+            text_of[digest] = text
+        return digest
 
     if base is None or snapshot:
         hashes = [stored(m) for m in messages]
         ids = checkpoints.store_blobs(conn, list(new.values()))
-        return [ids[h] for h in hashes], hashes
-    out, addresses, unresolved = _blobs_after(
-        messages, before, base[1], since.blob_addresses, names, since, reducer, stored
-    )
+        return [ids[h] for h in hashes], hashing.messages_hasher(text_of[h] for h in hashes)
+    out, unresolved = _blobs_after(messages, before, base[1], names, since, reducer, stored)
     ids = checkpoints.store_blobs(conn, list(new.values()))
     for at, digest in unresolved:  # the few positions that hold a new blob
         out[at] = ids[digest]
-        addresses[at] = digest
-    return out, addresses
+    grown = len(base[1])
+    if (
+        since.texts_hasher is not None
+        and len(unresolved) == len(messages) - grown
+        and all(at >= grown for at, _ in unresolved)
+        and out[:grown] == base[1]
+    ):
+        # The base's list, then new messages only: extend its digest by their texts.
+        hasher = hashing.extend_messages(
+            since.texts_hasher, grown, [text_of[digest] for _, digest in unresolved]
+        )
+    else:  # a message changed in place, or messages moved: the whole list's texts
+        fresh = dict(unresolved)
+        hasher = hashing.messages_hasher(
+            text_of[fresh[at]] if at in fresh else codec.canonical_bytes(m)
+            for at, m in enumerate(messages)
+        )
+    return out, hasher
 
 
 def _blobs_after(
     messages: list[dict[str, Any]],
     before: list[dict[str, Any]],
     base_ids: list[int],
-    base_addresses: list[bytes],
     names: set[str],
     since: _SinceCheckpoint,
     reducer: Reducer,
     stored: Callable[[dict[str, Any]], bytes],
-) -> tuple[list[int], list[bytes], list[tuple[int, bytes]]]:
+) -> tuple[list[int], list[tuple[int, bytes]]]:
     """The blob ids of ``messages``, given the base checkpoint's ``before`` and its
     ``base_ids`` (the prefix still standing keeps its blobs), with the positions that hold a
     new blob instead: ``(position, hash)``, their ids still 0."""
@@ -2339,7 +2652,6 @@ def _blobs_after(
         same = list(map(operator.is_, before[:limit], messages))
         keep = same.index(False) if False in same else limit
     out = base_ids[:keep]
-    addresses = base_addresses[:keep]
     unresolved: list[tuple[int, bytes]] = []
     changed = reducer.holders(names)
     if changed:  # few: the messages the runs' events name
@@ -2354,16 +2666,15 @@ def _blobs_after(
             if held is not None:
                 unresolved.append((at, stored(held)))
             at -= 1
-    known = dict(zip(map(id, before[keep:]), zip(base_ids[keep:], base_addresses[keep:])))
+    known = dict(zip(map(id, before[keep:]), base_ids[keep:]))
     moved = {id(m) for m in changed}
     for at, m in enumerate(messages[keep:], start=keep):
-        kept = None if id(m) in moved else known.get(id(m))
-        if kept is None:
+        blob_id = None if id(m) in moved else known.get(id(m))
+        if blob_id is None:
             unresolved.append((at, stored(m)))
-            kept = (0, b"")
-        out.append(kept[0])
-        addresses.append(kept[1])
-    return out, addresses, unresolved
+            blob_id = 0
+        out.append(blob_id)
+    return out, unresolved
 
 
 #: Every Store not yet garbage-collected, for the at-fork hook.
@@ -2488,14 +2799,89 @@ def _storable(
             ) from None
 
 
+def _check_scope(scope: Any) -> None:
+    """A scope is an owner's name (a non-empty string), or ``None``: the operator's calls,
+    which see and write every thread."""
+    if scope is None:
+        return
+    if not isinstance(scope, str) or not scope:
+        raise TypeError(
+            f"scope must be None (the operator) or an owner's name (a non-empty string), "
+            f"not {scope!r}"
+        )
+    _storable(scope, path="scope")
+
+
 def _check_branch_name(name: str) -> None:
+    """A branch name is a revision, so it must read back as one, like git's
+    check-ref-format: 1-255 ASCII letters, digits and ``. _ / @ + -`` (no whitespace,
+    control characters or ``~``), not starting with ``-``, no component starting with ``.``
+    or ending with ``.lock``, no ``..``, no empty component, not ending with ``.``, not
+    ``@``, and neither ``HEAD`` nor ``main``."""
     if name in _RESERVED_REFS:
         raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
-    if not isinstance(name, str) or not _BRANCH_NAME.match(name) or name.startswith("-"):
+    if (
+        not isinstance(name, str)
+        or not _BRANCH_NAME.fullmatch(name)
+        or name.startswith("-")
+        or _BRANCH_NAME_FORBIDDEN.search(name)
+    ):
         raise BranchError(
-            f"invalid branch name {_quote(name)}: use letters, digits and . _ / @ + - (no "
-            "spaces, no '~')"
+            f"invalid branch name {_quote(name) if isinstance(name, str) else repr(name)}: use "
+            "1-255 letters, digits and . _ / @ + - (no spaces or control characters, no '~', "
+            "not starting with '-', no '..', '//', component starting with '.' or ending "
+            "with '.lock', no '/' or '.' at the end)"
         )
+
+
+def _refuse_branch_shadowing_run(conn: database.Conn, thread_pk: int, name: str) -> None:
+    """A branch may not take the name of a run of its thread: the two would be the same
+    revision (the run id would win, silently)."""
+    if conn.execute(
+        "SELECT 1 FROM runs WHERE thread = ? AND run_id = ?", (thread_pk, name)
+    ).fetchone():
+        raise BranchError(
+            f"branch name {_quote(name)} is the id of a run of this thread, and would be "
+            "shadowed by it as a revision: choose another name"
+        )
+
+
+def _check_run_names(started: dict[str, Any], index: int) -> None:
+    """A RUN_STARTED's ids must name something: not empty, and no run may be called like
+    the refs every thread has (``HEAD``, ``main``)."""
+    for name in ("threadId", "runId"):
+        if started.get(name) == "":
+            raise InvalidEventError(
+                "is empty: a run needs a non-empty id",
+                index=index,
+                event_type="RUN_STARTED",
+                path=f"$.{name}",
+            )
+    if started.get("runId") in _RESERVED_REFS:
+        raise InvalidEventError(
+            f"run id {started['runId']!r} is the name of a ref every thread has (HEAD and "
+            "main name its newest run): record the run under another id",
+            index=index,
+            event_type="RUN_STARTED",
+            path="$.runId",
+        )
+
+
+def _check_input_run_id(
+    incoming: list[codec.IncomingEvent], types: list[str], run_input: dict[str, Any]
+) -> None:
+    """An input belongs to the first run its batch starts: it must name that run, as it
+    must name its thread."""
+    sent = run_input.get("runId")
+    for i, kind in enumerate(types):
+        if kind == "RUN_STARTED":
+            started = incoming[i].data.get("runId")
+            if sent is not None and sent != started:
+                raise InvalidEventError(
+                    f"the input names run {sent!r} but the batch starts run {started!r}",
+                    path="input.runId",
+                )
+            return
 
 
 def open(path: str | os.PathLike[str] | None = None, **options: Any) -> Store:

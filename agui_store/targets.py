@@ -55,6 +55,34 @@ def is_sqlite_file(path: str) -> bool:
         return False
 
 
+def store_part(path: str, store_path: str | None) -> str | None:
+    """``"file"``, ``"wal file"``... when ``path`` (resolved) is the store's own file or one
+    of its siblings, whatever path names it; else ``None``."""
+    own_file = store_file(store_path) if store_path is not None else None
+    if own_file is None:
+        return None
+    for suffix in SIBLINGS:
+        own = own_file + suffix
+        same = path == own or (
+            os.path.exists(path) and os.path.exists(own) and os.path.samefile(path, own)
+        )
+        if same:
+            return "file" if not suffix else f"{suffix[1:]} file"
+    return None
+
+
+def check_source(in_path: str | os.PathLike[str], store_path: str | None) -> None:
+    """Refuse to read the store's own files as input (``import``): besides making no sense,
+    opening and closing them with Python's ``open`` would drop the SQLite locks this
+    process holds on them (POSIX locks belong to the process, and any close releases them)."""
+    shown = os.fspath(in_path)
+    what = store_part(os.path.realpath(shown), store_path)
+    if what is not None:
+        raise ExportTargetError(
+            f"{shown} is the store's own {what} ({store_path}), not a recording to import"
+        )
+
+
 def check_target(
     out_path: str | os.PathLike[str], store_path: str | None, *, replace: bool = False
 ) -> str:
@@ -68,19 +96,12 @@ def check_target(
     """
     shown = os.fspath(out_path)
     target = os.path.realpath(shown)
-    own_file = store_file(store_path) if store_path is not None else None
-    if own_file is not None:
-        for suffix in SIBLINGS:
-            own = own_file + suffix
-            same = target == own or (
-                os.path.exists(target) and os.path.exists(own) and os.path.samefile(target, own)
-            )
-            if same:
-                what = "file" if not suffix else f"{suffix[1:]} file"
-                raise ExportTargetError(
-                    f"{shown} is the store's own {what} ({store_path}): write the output to "
-                    "another path"
-                )
+    what = store_part(target, store_path)
+    if what is not None:
+        raise ExportTargetError(
+            f"{shown} is the store's own {what} ({store_path}): write the output to "
+            "another path"
+        )
     if os.path.isdir(target):
         raise ExportTargetError(f"{shown} is a folder: give a file path inside it")
     folder = os.path.dirname(target)

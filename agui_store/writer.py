@@ -20,6 +20,8 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
+import weakref
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -69,6 +71,9 @@ class WriterProcess:
         self._send = Connection(to_child_w, readable=False)
         self._recv = Connection(from_child_r, writable=False)
         self._closed = False
+        # Never closed (its AsyncStore dropped without close()): closing our ends of the
+        # pipes ends the child, and a thread reaps it, so nothing is left running.
+        self._abandoned = weakref.finalize(self, _abandon, self._proc, self._send, self._recv)
         self.call("__open__", (path,), options)
 
     @property
@@ -85,6 +90,7 @@ class WriterProcess:
             ok, value = self._recv.recv()
         except (EOFError, OSError) as exc:
             self._closed = True
+            self._abandoned.detach()
             self._send.close()
             self._recv.close()
             self._proc.kill()  # gone already, or going: its pipe is
@@ -107,13 +113,26 @@ class WriterProcess:
         except (EOFError, OSError):
             pass
         finally:
+            self._abandoned.detach()
             self._send.close()
             self._recv.close()
-            try:
-                self._proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+            _reap(self._proc)
+
+
+def _abandon(proc: subprocess.Popen[bytes], send: Connection, recv: Connection) -> None:
+    for end in (send, recv):
+        with contextlib.suppress(OSError):
+            end.close()
+    reaper = threading.Thread(target=_reap, args=(proc,), name="agui-store-reaper", daemon=True)
+    reaper.start()
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _portable(exc: BaseException) -> tuple[Any, ...]:

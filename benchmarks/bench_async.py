@@ -38,7 +38,8 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 
 from agui_store import aio
-from benchmarks._common import header
+from agui_store.recording import event_json
+from benchmarks._common import header, median_time
 
 PROBE_INTERVAL = 0.001
 #: Between two events of one stream: 10 ms is a fast model (100 tokens a second); the stress
@@ -257,6 +258,29 @@ def main() -> None:
                 f"{rec / base:.2f} | <= 1.5 |",
                 flush=True,
             )
+    conversion_rows(snapshot)
+
+
+def conversion_rows(snapshot: dict[str, Any]) -> None:
+    """What the recorder spends on the loop per pydantic event: its JSON, against the
+    event's own ``model_dump_json`` (what EventEncoder does for the wire)."""
+    small = TextMessageContentEvent(message_id="m1", delta="a token ")
+    big = StateSnapshotEvent(snapshot=snapshot)
+    print()
+    print("| pydantic event to JSON | model_dump_json (ms) | event_json (ms) | ratio |")
+    print("|---|---|---|---|")
+    for label, event, n in (("a text delta (x1000)", small, 1000), ("the 4 MB snapshot", big, 1)):
+
+        def dump(event: Any = event, n: int = n) -> None:
+            for _ in range(n):
+                event.model_dump_json(by_alias=True)
+
+        def ours(event: Any = event, n: int = n) -> None:
+            for _ in range(n):
+                event_json(event)
+
+        base, mine = median_time(dump, repeat=7), median_time(ours, repeat=7)
+        print(f"| {label} | {base * 1e3:.2f} | {mine * 1e3:.2f} | {mine / base:.2f} |")
 
 
 if __name__ == "__main__":

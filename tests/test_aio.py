@@ -4,9 +4,11 @@ real file, alone and from many tasks at once."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import os
 import threading
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -291,3 +293,31 @@ def test_many_tasks_streaming_and_reading_at_once_lose_nothing(db_path: Path) ->
             assert (await astore.check()).ok
 
     run(main())
+
+
+def test_an_async_store_dropped_without_close_leaves_no_writer_running(db_path: Path) -> None:
+    async def main() -> int:
+        astore = aio.AsyncStore(agui_store.open(db_path), owns=True)
+        await astore.append(conversation_run("t", "r1", 12, 0))
+        assert astore._writer_process is not None
+        pid = astore._writer_process._proc.pid
+        astore._worker.shutdown()
+        del astore
+        return pid
+
+    pid = run(main())
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{pid}") and not _is_zombie(pid):
+        assert time.monotonic() < deadline, "the writer process outlived its AsyncStore"
+        time.sleep(0.01)
+    with agui_store.open(db_path) as store:
+        assert store.get_run("r1").status == "finished"  # type: ignore[union-attr]
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True

@@ -12,7 +12,6 @@ import asyncio
 import gzip
 import json
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from hypothesis import strategies as st
 from starlette.middleware.gzip import GZipMiddleware
 
 import agui_store
+from agui_store.aio import AsyncStore
 from agui_store.asgi import Recorder, SSEFramer, encode_sse
 
 # --- the framer ---------------------------------------------------------------------------
@@ -97,7 +97,7 @@ def test_an_event_larger_than_the_framer_holds_is_refused_with_its_size() -> Non
         framer.feed(b"data: " + b"y" * 60)
 
 
-def test_encode_sse_writes_the_cursor_and_one_data_line_per_payload_line() -> None:
+def test_encode_sse_writes_the_cursor_and_one_data_line_per_payload_line(astore: Any) -> None:
     assert encode_sse(b"{}", 12) == b"id: 12\ndata: {}\n\n"
     assert SSEFramer().feed(encode_sse(b"a\nb")) == [b"a\nb"]
 
@@ -247,14 +247,25 @@ def store(tmp_path: Path) -> Any:
         yield opened
 
 
+@pytest.fixture
+def astore(store: agui_store.Store) -> Any:
+    """The store as the Recorders here use it: writes on a worker thread (a writer process
+    per test would cost a process start each; one test below runs the default)."""
+    wrapped = AsyncStore(store, writer="thread")
+    yield wrapped
+    asyncio.run(wrapped.close())
+
+
 # --- recording ----------------------------------------------------------------------------
 
 
-def test_a_run_is_recorded_byte_exact_with_its_request_body_as_input(store: Any) -> None:
+def test_a_run_is_recorded_byte_exact_with_its_request_body_as_input(
+    store: Any, astore: Any
+) -> None:
     events = run_events("t1", "r1")
     chunks = sse(events, end=b"\r\n")
     body = request_body("t1", "r1")
-    response = asyncio.run(call(Recorder(streaming_app(chunks), store=store), body))
+    response = asyncio.run(call(Recorder(streaming_app(chunks), store=astore), body))
     assert response.body == b"".join(chunks) and response.complete
     assert stored_payloads(store, "t1") == [json.dumps(ev) for ev in events]
     assert store.input("r1", thread_id="t1") == json.loads(body)
@@ -264,18 +275,18 @@ def test_a_run_is_recorded_byte_exact_with_its_request_body_as_input(store: Any)
     assert checkout.state == {"said": "hello"}
 
 
-def test_events_split_across_chunks_anywhere_are_recorded_whole(store: Any) -> None:
+def test_events_split_across_chunks_anywhere_are_recorded_whole(store: Any, astore: Any) -> None:
     events = run_events("t1", "r1", text="héllo wörld")
     stream = b"".join(sse(events, end=b"\r\n"))
     chunks = [stream[i : i + 7] for i in range(0, len(stream), 7)]  # cuts CRLFs and é, ö
     response = asyncio.run(
-        call(Recorder(streaming_app(chunks), store=store), request_body("t1", "r1"))
+        call(Recorder(streaming_app(chunks), store=astore), request_body("t1", "r1"))
     )
     assert response.body == stream
     assert store.events("r1", thread_id="t1") == events
 
 
-def test_add_middleware_starlette_style_records_the_same(store: Any) -> None:
+def test_add_middleware_starlette_style_records_the_same(store: Any, astore: Any) -> None:
     from fastapi import FastAPI
     from fastapi.responses import StreamingResponse
 
@@ -290,29 +301,73 @@ def test_add_middleware_starlette_style_records_the_same(store: Any) -> None:
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
-    app.add_middleware(Recorder, store=store)
+    app.add_middleware(Recorder, store=astore)
     response = asyncio.run(call(app, request_body("t1", "r1")))
     assert response.body == b"".join(sse(events))
     assert store.events("r1", thread_id="t1") == events
 
 
-def test_a_last_event_the_app_does_not_end_with_a_blank_line_is_recorded(store: Any) -> None:
+def test_a_store_given_as_is_is_written_by_a_writer_process_closed_at_lifespan_shutdown(
+    store: Any,
+) -> None:
+    from fastapi import FastAPI
+    from fastapi.responses import StreamingResponse
+
+    events = run_events("t1", "r1")
+    app = FastAPI()
+
+    @app.post("/agent")
+    async def agent() -> StreamingResponse:
+        return StreamingResponse(iter(sse(events)), media_type="text/event-stream")
+
+    recorder = Recorder(app, store=store)
+
+    async def lifetime() -> None:
+        said: list[str] = []
+        steps = [{"type": "lifespan.startup"}]
+        shutdown = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            if steps:
+                return steps.pop()
+            await shutdown.wait()
+            return {"type": "lifespan.shutdown"}
+
+        async def send(message: dict[str, Any]) -> None:
+            said.append(message["type"])
+
+        lifespan = asyncio.ensure_future(recorder({"type": "lifespan"}, receive, send))
+        await call(recorder, request_body("t1", "r1"))
+        assert recorder._store._writer_process is not None  # the appends went through it
+        assert recorder._store._writer_process.alive
+        shutdown.set()
+        await lifespan
+        assert said == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+    asyncio.run(lifetime())
+    assert recorder._store._closed and not recorder._store._writer_process.alive
+    assert store.events("r1", thread_id="t1") == events  # and the Store is still open
+
+
+def test_a_last_event_the_app_does_not_end_with_a_blank_line_is_recorded(
+    store: Any, astore: Any
+) -> None:
     """@ag-ui/client parses what is left in its buffer when the body ends: so does the
     recorder."""
     events = run_events("t1", "r1")
     chunks = sse(events)
     chunks[-1] = chunks[-1].rstrip(b"\n")
-    asyncio.run(call(Recorder(streaming_app(chunks), store=store), request_body("t1", "r1")))
+    asyncio.run(call(Recorder(streaming_app(chunks), store=astore), request_body("t1", "r1")))
     assert store.get_run("r1", thread_id="t1").status == "finished"
 
 
 def test_an_oversized_event_stops_the_recording_not_the_response(
-    store: Any, caplog: pytest.LogCaptureFixture
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     events = run_events("t1", "r1")
     huge = b"data: " + b"x" * 2000 + b"\n"  # no blank line: the framer holds it
     chunks = [*sse(events[:2]), huge, huge, *sse(events[2:])]
-    recorder = Recorder(streaming_app(chunks), store=store)
+    recorder = Recorder(streaming_app(chunks), store=astore)
     with (
         caplog.at_level(logging.WARNING, logger="agui_store.asgi"),
         pytest.MonkeyPatch.context() as patch,
@@ -324,12 +379,12 @@ def test_an_oversized_event_stops_the_recording_not_the_response(
     assert any("exceeds 3,000 bytes" in r.getMessage() for r in caplog.records)
 
 
-def test_the_client_gets_each_chunk_before_it_is_recorded(store: Any) -> None:
+def test_the_client_gets_each_chunk_before_it_is_recorded(store: Any, astore: Any) -> None:
     """A store that cannot be written at all changes nothing the client gets."""
     store.close()
     events = run_events("t1", "r1")
     response = asyncio.run(
-        call(Recorder(streaming_app(sse(events)), store=store), request_body("t1", "r1"))
+        call(Recorder(streaming_app(sse(events)), store=astore), request_body("t1", "r1"))
     )
     assert response.body == b"".join(sse(events)) and response.complete
 
@@ -347,22 +402,22 @@ def test_the_client_gets_each_chunk_before_it_is_recorded(store: Any) -> None:
     ids=["GET", "PUT", "status-500", "json", "protobuf", "content-encoded"],
 )
 def test_what_is_not_an_agui_run_passes_through_unrecorded(
-    store: Any, method: str, status: int, content_type: bytes, headers: list[Any]
+    store: Any, astore: Any, method: str, status: int, content_type: bytes, headers: list[Any]
 ) -> None:
     chunks = sse(run_events("t1", "r1"))
     app = streaming_app(chunks, status=status, content_type=content_type, extra_headers=headers)
     response = asyncio.run(
-        call(Recorder(app, store=store), request_body("t1", "r1"), method=method)
+        call(Recorder(app, store=astore), request_body("t1", "r1"), method=method)
     )
     assert response.status == status and response.body == b"".join(chunks)
     assert store.threads() == []
 
 
-def test_a_request_that_is_not_json_passes_through_unrecorded(store: Any) -> None:
+def test_a_request_that_is_not_json_passes_through_unrecorded(store: Any, astore: Any) -> None:
     chunks = sse(run_events("t1", "r1"))
     response = asyncio.run(
         call(
-            Recorder(streaming_app(chunks), store=store),
+            Recorder(streaming_app(chunks), store=astore),
             request_body("t1", "r1"),
             headers=[(b"content-type", b"multipart/form-data; boundary=x")],
         )
@@ -373,6 +428,7 @@ def test_a_request_that_is_not_json_passes_through_unrecorded(store: Any) -> Non
 
 def test_an_app_that_fails_mid_stream_leaves_the_run_incomplete_and_its_error_as_it_was(
     store: Any,
+    astore: Any,
 ) -> None:
     events = run_events("t1", "r1")
     inner = streaming_app(sse(events[:3]), finish=False)
@@ -382,17 +438,17 @@ def test_an_app_that_fails_mid_stream_leaves_the_run_incomplete_and_its_error_as
         raise RuntimeError("the agent crashed")
 
     with pytest.raises(RuntimeError, match="the agent crashed"):
-        asyncio.run(call(Recorder(failing, store=store), request_body("t1", "r1")))
+        asyncio.run(call(Recorder(failing, store=astore), request_body("t1", "r1")))
     run = store.get_run("r1", thread_id="t1")
     assert run is not None and run.status == "incomplete"
     assert store.events("r1", thread_id="t1") == events[:3]
 
 
 def test_a_body_that_is_not_a_run_agent_input_is_logged_and_passes_through(
-    store: Any, caplog: pytest.LogCaptureFixture
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     chunks = sse(run_events("t1", "r1"))
-    recorder = Recorder(streaming_app(chunks), store=store)
+    recorder = Recorder(streaming_app(chunks), store=astore)
     with caplog.at_level(logging.DEBUG, logger="agui_store.asgi"):
         response = asyncio.run(call(recorder, b'{"threadId": 3}'))
     assert response.body == b"".join(chunks)
@@ -401,12 +457,12 @@ def test_a_body_that_is_not_a_run_agent_input_is_logged_and_passes_through(
 
 
 def test_a_run_agent_input_the_store_refuses_leaves_the_store_as_it_was(
-    store: Any, caplog: pytest.LogCaptureFixture
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     body = json.dumps({"threadId": "t1", "runId": "r1", "messages": "not a list"}).encode()
     chunks = sse(run_events("t1", "r1"))
     with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
-        response = asyncio.run(call(Recorder(streaming_app(chunks), store=store), body))
+        response = asyncio.run(call(Recorder(streaming_app(chunks), store=astore), body))
     assert response.body == b"".join(chunks)
     assert store.threads() == []
     (report,) = [r.getMessage() for r in caplog.records if r.name == "agui_store.asgi"]
@@ -414,11 +470,11 @@ def test_a_run_agent_input_the_store_refuses_leaves_the_store_as_it_was(
 
 
 def test_malformed_sse_is_logged_and_the_response_is_unchanged(
-    store: Any, caplog: pytest.LogCaptureFixture
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     events = run_events("t1", "r1")
     chunks = [*sse(events[:3]), b"data: {not json\n\n", *sse(events[3:])]
-    recorder = Recorder(streaming_app(chunks, pause=0.05), store=store)
+    recorder = Recorder(streaming_app(chunks, pause=0.05), store=astore)
     recorder.flush_interval = 0.01  # the events before the bad one are written by then
     with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
         response = asyncio.run(call(recorder, request_body("t1", "r1")))
@@ -433,20 +489,22 @@ def test_malformed_sse_is_logged_and_the_response_is_unchanged(
 
 
 def test_an_event_the_store_refuses_by_sequence_is_logged(
-    store: Any, caplog: pytest.LogCaptureFixture
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     events = run_events("t1", "r1")
     bad = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "nobody", "delta": "x"}
     chunks = sse([*events[:-1], bad, events[-1]])
     with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
-        asyncio.run(call(Recorder(streaming_app(chunks), store=store), request_body("t1", "r1")))
+        asyncio.run(call(Recorder(streaming_app(chunks), store=astore), request_body("t1", "r1")))
     assert any("TEXT_MESSAGE_CONTENT" in r.getMessage() for r in caplog.records)
 
 
-def test_an_aborted_response_leaves_the_run_incomplete_with_what_was_sent(store: Any) -> None:
+def test_an_aborted_response_leaves_the_run_incomplete_with_what_was_sent(
+    store: Any, astore: Any
+) -> None:
     events = run_events("t1", "r1")
     app = streaming_app([*sse(events[:4]), b'data: {"type": "TEXT_MESS'], finish=False)
-    response = asyncio.run(call(Recorder(app, store=store), request_body("t1", "r1")))
+    response = asyncio.run(call(Recorder(app, store=astore), request_body("t1", "r1")))
     assert not response.complete
     run = store.get_run("r1", thread_id="t1")
     assert run is not None and run.status == "incomplete"
@@ -455,12 +513,13 @@ def test_an_aborted_response_leaves_the_run_incomplete_with_what_was_sent(store:
 
 def test_a_response_compressed_above_the_recorder_is_recorded_from_its_own_bytes(
     store: Any,
+    astore: Any,
 ) -> None:
     """GZipMiddleware rewrites message["body"] in place after the recorder saw it."""
     events = run_events("t1", "r1", text="x" * 300)
     chunks = sse(events)
     app = GZipMiddleware(
-        Recorder(streaming_app(chunks), store=store), minimum_size=1, exclude_content_types=()
+        Recorder(streaming_app(chunks), store=astore), minimum_size=1, exclude_content_types=()
     )
     response = asyncio.run(
         call(app, request_body("t1", "r1"), headers=[(b"accept-encoding", b"gzip")])
@@ -470,12 +529,12 @@ def test_a_response_compressed_above_the_recorder_is_recorded_from_its_own_bytes
     assert store.events("r1", thread_id="t1") == events
 
 
-def test_a_response_compressed_below_the_recorder_is_not_recorded(store: Any) -> None:
+def test_a_response_compressed_below_the_recorder_is_not_recorded(store: Any, astore: Any) -> None:
     chunks = sse(run_events("t1", "r1"))
     inner = GZipMiddleware(streaming_app(chunks), minimum_size=1, exclude_content_types=())
     response = asyncio.run(
         call(
-            Recorder(inner, store=store),
+            Recorder(inner, store=astore),
             request_body("t1", "r1"),
             headers=[(b"accept-encoding", b"gzip")],
         )
@@ -484,11 +543,13 @@ def test_a_response_compressed_below_the_recorder_is_not_recorded(store: Any) ->
     assert store.threads() == []
 
 
-def test_two_runs_of_one_thread_streaming_at_once_are_recorded_apart(store: Any) -> None:
+def test_two_runs_of_one_thread_streaming_at_once_are_recorded_apart(
+    store: Any, astore: Any
+) -> None:
     first = run_events("t1", "r1", text="a" * 8)
     second = run_events("t1", "r2", text="b" * 8)
-    recorder = Recorder(streaming_app(sse(first), pause=0.01), store=store)
-    other = Recorder(streaming_app(sse(second), pause=0.013), store=store)
+    recorder = Recorder(streaming_app(sse(first), pause=0.01), store=astore)
+    other = Recorder(streaming_app(sse(second), pause=0.013), store=astore)
     # One store, two recorders or one: the runs interleave in the log either way.
     other._live = recorder._live
 
@@ -523,10 +584,10 @@ def read_stream(body: bytes) -> list[tuple[int | None, dict[str, Any]]]:
     return out
 
 
-def test_connect_answers_the_hydration_stream_with_the_runs_cursor(store: Any) -> None:
+def test_connect_answers_the_hydration_stream_with_the_runs_cursor(store: Any, astore: Any) -> None:
     events = run_events("t1", "r1")
     result = store.append(events, input=request_body("t1", "r1"))
-    recorder = Recorder(streaming_app([]), store=store)
+    recorder = Recorder(streaming_app([]), store=astore)
     response = asyncio.run(call(recorder, request_body("t1", "fresh"), path="/agent/connect"))
     assert response.status == 200
     assert response.headers[b"content-type"].startswith(b"text/event-stream")
@@ -535,18 +596,18 @@ def test_connect_answers_the_hydration_stream_with_the_runs_cursor(store: Any) -
     assert {i for i, _ in got} == {result.last_seq}
 
 
-def test_connect_restores_the_run_the_body_names(store: Any) -> None:
+def test_connect_restores_the_run_the_body_names(store: Any, astore: Any) -> None:
     store.append(run_events("t1", "r1", text="one"), input=request_body("t1", "r1"))
     store.append(run_events("t1", "r2", text="two"), input=request_body("t1", "r2"))
-    recorder = Recorder(streaming_app([]), store=store)
+    recorder = Recorder(streaming_app([]), store=astore)
     response = asyncio.run(call(recorder, request_body("t1", "r1"), path="/agent/connect"))
     assert [ev for _, ev in read_stream(response.body)] == store.compacted("r1", thread_id="t1")
 
 
 def test_connect_on_a_store_that_cannot_be_read_answers_500(
-    store: Any, caplog: pytest.LogCaptureFixture
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    recorder = Recorder(streaming_app([]), store=store)
+    recorder = Recorder(streaming_app([]), store=astore)
     store.close()
     with caplog.at_level(logging.ERROR, logger="agui_store.asgi"):
         response = asyncio.run(call(recorder, request_body("t1", "r1"), path="/agent/connect"))
@@ -554,25 +615,27 @@ def test_connect_on_a_store_that_cannot_be_read_answers_500(
     assert any("connect failed: thread t1" in r.getMessage() for r in caplog.records)
 
 
-def test_connect_to_an_unknown_thread_is_404_and_writes_nothing(store: Any) -> None:
-    recorder = Recorder(streaming_app([]), store=store)
+def test_connect_to_an_unknown_thread_is_404_and_writes_nothing(store: Any, astore: Any) -> None:
+    recorder = Recorder(streaming_app([]), store=astore)
     response = asyncio.run(call(recorder, request_body("nobody", "r"), path="/agent/connect"))
     assert response.status == 404
     assert store.threads() == []
 
 
-def test_connect_with_a_body_that_is_not_a_run_agent_input_goes_to_the_app(store: Any) -> None:
+def test_connect_with_a_body_that_is_not_a_run_agent_input_goes_to_the_app(
+    store: Any, astore: Any
+) -> None:
     chunks = [b"the app's own route"]
-    recorder = Recorder(streaming_app(chunks, content_type=b"text/plain"), store=store)
+    recorder = Recorder(streaming_app(chunks, content_type=b"text/plain"), store=astore)
     response = asyncio.run(call(recorder, b"hello", path="/agent/connect"))
     assert response.body == b"the app's own route"
 
 
-def test_last_event_id_resumes_after_the_cursor(store: Any) -> None:
+def test_last_event_id_resumes_after_the_cursor(store: Any, astore: Any) -> None:
     events = run_events("t1", "r1")
     first = store.append(events[:4], input=request_body("t1", "r1"))
     store.append(events[4:], thread_id="t1")
-    recorder = Recorder(streaming_app([]), store=store)
+    recorder = Recorder(streaming_app([]), store=astore)
     response = asyncio.run(
         call(
             recorder,
@@ -586,6 +649,32 @@ def test_last_event_id_resumes_after_the_cursor(store: Any) -> None:
     assert got[-1][0] == store.get_run("r1", thread_id="t1").last_seq
 
 
+@pytest.mark.parametrize("cursor", [b"-1", b"x", b"1.5", b"9" * 5000])
+def test_a_last_event_id_that_is_no_sequence_number_is_400_or_nothing_after_it(
+    store: Any, cursor: bytes
+) -> None:
+    events = run_events("t1", "r1")
+    store.append(events, input=request_body("t1", "r1"))
+    recorder = Recorder(streaming_app([]), store=store)
+    response = asyncio.run(
+        call(recorder, request_body("t1", "r1"), path="/agent/connect",
+             headers=[(b"last-event-id", cursor)])
+    )
+    assert response.status == 400, response.body
+
+
+def test_a_last_event_id_beyond_every_sequence_number_resumes_with_nothing(store: Any) -> None:
+    events = run_events("t1", "r1")
+    store.append(events, input=request_body("t1", "r1"))
+    recorder = Recorder(streaming_app([]), store=store)
+    response = asyncio.run(
+        call(recorder, request_body("t1", "r1"), path="/agent/connect",
+             headers=[(b"last-event-id", str(10**30).encode())])
+    )
+    assert response.status == 200
+    assert read_stream(response.body) == []
+
+
 async def recorded_until(store: Any, event_type: str) -> None:
     """Wait until the store holds an event of that type in run r1 of thread t1."""
     while store.get_run("r1", thread_id="t1") is None or not any(
@@ -596,10 +685,10 @@ async def recorded_until(store: Any, event_type: str) -> None:
 
 @pytest.mark.oracle
 def test_a_client_reconnecting_to_a_live_run_gets_its_hydration_then_the_live_rest(
-    store: Any, oracle: Any
+    store: Any, astore: Any, oracle: Any
 ) -> None:
     events = run_events("t1", "r1", text="abcdefghijklmnop")
-    recorder = Recorder(streaming_app(sse(events), pause=0.02), store=store)
+    recorder = Recorder(streaming_app(sse(events), pause=0.02), store=astore)
 
     async def scenario() -> tuple[Response, Response]:
         running = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
@@ -630,7 +719,9 @@ def test_a_client_reconnecting_to_a_live_run_gets_its_hydration_then_the_live_re
 
 
 @pytest.mark.oracle
-def test_a_client_reconnecting_inside_a_tool_call_gets_it_reopened(store: Any, oracle: Any) -> None:
+def test_a_client_reconnecting_inside_a_tool_call_gets_it_reopened(
+    store: Any, astore: Any, oracle: Any
+) -> None:
     started = {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"}
     call_id = "call-1"
     events = [
@@ -652,7 +743,7 @@ def test_a_client_reconnecting_inside_a_tool_call_gets_it_reopened(store: Any, o
         {"type": "TOOL_CALL_RESULT", "messageId": "r1", "toolCallId": call_id, "content": "ok"},
         {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"},
     ]
-    recorder = Recorder(streaming_app(sse(events), pause=0.05), store=store)
+    recorder = Recorder(streaming_app(sse(events), pause=0.05), store=astore)
 
     async def scenario() -> Response:
         running = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
@@ -678,9 +769,11 @@ def test_a_client_reconnecting_inside_a_tool_call_gets_it_reopened(store: Any, o
     )
 
 
-def test_last_event_id_on_a_live_run_resumes_with_every_events_own_cursor(store: Any) -> None:
+def test_last_event_id_on_a_live_run_resumes_with_every_events_own_cursor(
+    store: Any, astore: Any
+) -> None:
     events = run_events("t1", "r1", text="abcdefghij")
-    recorder = Recorder(streaming_app(sse(events), pause=0.02), store=store)
+    recorder = Recorder(streaming_app(sse(events), pause=0.02), store=astore)
 
     async def scenario() -> Response:
         running = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
@@ -702,11 +795,21 @@ def test_last_event_id_on_a_live_run_resumes_with_every_events_own_cursor(store:
     assert [i for i, _ in got] == list(range(got[0][0], got[0][0] + len(got)))
 
 
-def make_scoped(store: Any) -> Callable[[dict[str, Any]], str | None]:
-    def owner(scope: dict[str, Any]) -> str | None:
-        for key, value in scope["headers"]:
-            if key == b"x-user":
-                return str(value.decode())
-        return None
+def owner_header(scope: dict[str, Any]) -> str | None:
+    for key, value in scope["headers"]:
+        if key == b"x-user":
+            return str(value.decode())
+    return None
 
-    return owner
+
+def test_with_owners_on_a_request_without_one_is_not_recorded_nor_answered_by_connect(
+    store: Any, astore: Any
+) -> None:
+    store.append(run_events("t0", "r0"), input=request_body("t0", "r0"))
+    chunks = sse(run_events("t1", "r1"))
+    recorder = Recorder(streaming_app(chunks), store=astore, scope=owner_header)
+    response = asyncio.run(call(recorder, request_body("t1", "r1")))
+    assert response.body == b"".join(chunks)
+    assert store.threads() == ["t0"]
+    reconnect = asyncio.run(call(recorder, request_body("t0", "r0"), path="/agent/connect"))
+    assert reconnect.status == 404

@@ -88,13 +88,21 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         _skip_or_fail(reason)
     path = Path(tmp_path_factory.mktemp("live")) / "live.db"
     with agui_store.open(path) as store:
-        recorder = Recorder(live_servers.agent_app(), store=store, scope=owner_header)
+        recorder = Recorder(live_servers.agent_app(), store=store)
         client = live_servers.LiveClient()
         try:
             with live_servers.serve(recorder) as url:
                 yield Live(store, recorder, url, client)
         finally:
             client.close()
+
+
+@pytest.fixture(scope="module")
+def owned(live: Live) -> Iterator[Live]:
+    """The same agents and store behind a Recorder with owners (the X-User header)."""
+    recorder = Recorder(live_servers.agent_app(), store=live.store, scope=owner_header)
+    with live_servers.serve(recorder) as url:
+        yield Live(live.store, recorder, url, live.client)
 
 
 def new_thread() -> str:
@@ -146,7 +154,7 @@ def test_a_branch_sent_from_fork_restores_what_the_client_holds(live: Live) -> N
     assert branched is not None and branched.parent_run_id == first["runId"]
 
 
-@pytest.mark.xfail(strict=True, reason="needs live-core: scope= and SPEC §3 request-body fidelity")
+@pytest.mark.xfail(strict=True, reason="needs SPEC §3 request-body fidelity (live-core)")
 def test_a_fresh_client_on_an_existing_thread_restores_exactly_what_it_holds(live: Live) -> None:
     thread = new_thread()
     live.drive("pydantic", thread, {"steps": [run("hello"), run("tool weather")]})
@@ -241,19 +249,22 @@ def test_two_concurrent_runs_on_one_thread_are_recorded_apart(live: Live) -> Non
     assert a.created_at < b.updated_at and b.created_at < a.updated_at
 
 
-@pytest.mark.xfail(strict=True, reason="needs live-core: scope= and SPEC §3 request-body fidelity")
-def test_another_owner_neither_writes_into_a_thread_nor_reads_it(live: Live) -> None:
+@pytest.mark.xfail(strict=True, reason="needs append(scope=) and scoped reads (live-core)")
+def test_another_owner_neither_writes_into_a_thread_nor_reads_it(owned: Live) -> None:
     thread = new_thread()
-    (alice,) = live.drive("pydantic", thread, {"steps": [run("hello")]}, user="alice")
-    before = live.store.runs(thread)
+    (alice,) = owned.drive("pydantic", thread, {"steps": [run("hello")]}, user="alice")
+    owned.assert_restores("HEAD", thread, alice)
+    before = owned.store.runs(thread)
     intruder = run("tool mine")
-    (bob,) = live.drive("pydantic", thread, {"steps": [intruder]}, user="bob")
+    (bob,) = owned.drive("pydantic", thread, {"steps": [intruder]}, user="bob")
     # Bob's client got its answer untouched; nothing of it was written into Alice's thread.
     assert "error" not in bob["steps"][0] and bob["state"]["topic"] == "mine"
-    assert live.store.runs(thread) == before
-    (peek,) = live.drive("pydantic", thread, {"steps": [{"op": "connect"}]}, user="bob")
+    assert owned.store.runs(thread) == before
+    (peek,) = owned.drive("pydantic", thread, {"steps": [{"op": "connect"}]}, user="bob")
     assert peek["messages"] == []
-    (again,) = live.drive("pydantic", thread, {"steps": [{"op": "connect"}]}, user="alice")
+    (nobody,) = owned.drive("pydantic", thread, {"steps": [{"op": "connect"}]})
+    assert nobody["messages"] == []
+    (again,) = owned.drive("pydantic", thread, {"steps": [{"op": "connect"}]}, user="alice")
     assert again["messages"] == alice["messages"]
 
 

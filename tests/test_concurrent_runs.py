@@ -221,3 +221,20 @@ def test_an_input_below_a_run_still_streaming_is_not_stored_by_reference(store: 
     pk = conn.execute("SELECT id FROM runs WHERE run_id = 'c'").fetchone()[0]
     assert store.checkout("c").messages == store._replay_view(conn, pk).messages
     assert store.check().ok
+
+
+def test_an_open_run_left_underived_above_completes_once_derived(store: Any) -> None:
+    """Events after a complete run's end (check_sequence=False), named to it, leave the open
+    run below it underived too; when that run completes it is derived once, from its own
+    events."""
+    store.append(run("t", "x", *say("mx", "done")))
+    store.append(run("t", "y", {"type": "TEXT_MESSAGE_START", "messageId": "my"}, finish=False))
+    store.append(
+        [{"type": "TEXT_MESSAGE_START", "messageId": "late"}], run_id="x", check_sequence=False
+    )
+    store.append(_end("my", "y"), run_id="y")
+    conn = store._db
+    for rid, pk in (("x", 1), ("y", 2)):
+        assert store.checkout(rid).messages == store._replay_view(conn, pk).messages
+    assert [m["id"] for m in store.checkout("y").messages] == ["mx", "late", "my"]
+    assert store.check().ok

@@ -154,6 +154,8 @@ def test_bad_store_paths_are_exit_1_in_one_line(
         (["export", "r1", "-o", "{nowhere}"], ["out.jsonl", "does not exist"]),
         (["export", "r1", "-o", "{db}"], ["the store's own file"]),
         (["validate-artifact", "{missing}"], ["missing.jsonl"]),
+        (["import", "{db}"], ["the store's own file", "not a recording"]),
+        (["import", "{db}-wal"], ["the store's own wal file"]),
     ],
 )
 def test_bad_files_given_to_commands_are_exit_1_in_one_line(

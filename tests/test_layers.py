@@ -14,9 +14,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "agui_store"
 
 #: Pure logic, no I/O and no SQL.
-CORE = ["errors", "js", "model", "codec", "verify", "patch", "reducer", "restore", "compaction",
-        "diff", "normalize", "blobs", "hashing", "records", "render", "interchange", "slim",
-        "artifact", "arguments"]
+CORE = ["errors", "js", "model", "codec", "verify", "patch", "nesting", "reducer", "restore",
+        "compaction", "diff", "normalize", "blobs", "hashing", "records", "render", "interchange",
+        "slim", "artifact", "arguments"]
 #: What the core must not import.
 STORAGE = {"apsw", "sqlite3", "sqlite_utils", "agui_store.database", "agui_store.schema",
            "agui_store.store", "agui_store.checkpoints", "agui_store.integrity",

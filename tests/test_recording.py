@@ -31,7 +31,7 @@ from pydantic import TypeAdapter
 
 import agui_store
 from agui_store import aio, model
-from agui_store.recording import AsyncBatcher, Batcher, event_json
+from agui_store.recording import AsyncBatcher, Batcher, PartlyRecorded, event_json
 from benchmarks._common import conversation_run
 
 T = TypeVar("T")
@@ -168,22 +168,48 @@ def test_an_event_that_cannot_be_json_stops_recording_and_is_logged(
     assert "nan is not a JSON number" in caplog.text
 
 
-def test_a_batch_the_store_refuses_is_logged_and_leaves_the_file_as_it_was(
+def test_an_event_the_store_refuses_stops_the_recording_after_the_events_before_it(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Whatever the batch it fell in, the events that passed before a refused one are
+    recorded; it and the rest are not (they would record a run that never happened)."""
     events: list[Any] = conversation_run("t", "r1", 10, 0)
     bad = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "nope", "delta": "x"}
+    stream = [*events[:3], bad, *events[3:]]
     with agui_store.open(db_path) as store:
         with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
-            assert list(store.record([*events[:3], bad, *events[3:]])) == [
-                *events[:3],
-                bad,
-                *events[3:],
-            ]
-        assert store.threads() == []
+            assert list(store.record(stream)) == stream  # one batch: it all passed at once
+        assert store.events("r1", thread_id="t") == events[:3]
+        assert store.get_run("r1", thread_id="t").status == "incomplete"  # type: ignore[union-attr]
         assert store.check().ok
-    assert "recording of thread t, run r1 stopped: 0 event(s) recorded, 11 not" in caplog.text
+    assert "recording of thread t, run r1 stopped: 3 event(s) recorded, 8 not" in caplog.text
     assert "TEXT_MESSAGE_CONTENT" in caplog.text
+
+
+def test_a_refused_event_first_in_its_batch_leaves_the_file_as_it_was(db_path: Path) -> None:
+    bad = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "nope", "delta": "x"}
+    with agui_store.open(db_path) as store:
+        list(store.record([bad, *conversation_run("t", "r1", 10, 0)]))
+        assert store.threads() == []
+
+
+def test_through_the_writer_process_the_events_before_a_refused_one_are_recorded(
+    db_path: Path,
+) -> None:
+    events: list[Any] = conversation_run("t", "r1", 30, 0)
+    bad = {"type": "TOOL_CALL_ARGS", "toolCallId": "none-open", "delta": "{}"}
+
+    async def main() -> None:
+        async with aio.open(db_path) as astore:
+            async with AsyncBatcher(astore, interval=60) as batcher:
+                for event in [*events[:17], bad, *events[17:]]:
+                    batcher.add_event(event)
+            assert batcher.recorded == 17 and batcher.dropped == 14
+            assert isinstance(batcher.failed, PartlyRecorded)
+            assert "TOOL_CALL_ARGS" in str(batcher.failed)
+            assert await astore.events("r1", thread_id="t") == events[:17]
+
+    run(main())
 
 
 # --- the async recorder -------------------------------------------------------------------

@@ -121,6 +121,7 @@ def test_generated_run_trees_with_inputs_restore_as_the_official_client(
                 spec["events"][0] = {**spec["events"][0], "parentRunId": parent}
             echoed = spec["events"][0].get("input")
             sent = run_input if run_input is not None else echoed
+            prefixed: list[Any] = []
             if spec["how"] == "head" and sent is not None:
                 # Lineage rule 3: the complete run whose view's ids are the longest prefix
                 # of the input's ids (the newest on a tie), before falling back to the head.
@@ -147,6 +148,11 @@ def test_generated_run_trees_with_inputs_restore_as_the_official_client(
                 base["state"],
                 run_input if run_input is not None else echoed,
             )
+            if run_input is not None and spec["how"] == "head" and parent and not prefixed:
+                # SPEC §3 amended: a request body placed at the head (its parent not named,
+                # no restored view it continues) is what its client holds, as sent.
+                messages0 = json.loads(json.dumps(run_input["messages"]))
+                state0 = run_input.get("state", base["state"])
             want = oracle.replay(spec["events"], messages=messages0, state=state0)
             assert want["ok"], want
             finished = any(e["type"] == "RUN_FINISHED" for e in spec["events"])

@@ -229,13 +229,29 @@ def test_a_forged_blob_with_its_sha256_recomputed_is_named_and_refused(db: Path)
         "(id 'u2')" in found
     )
     assert any(
-        p.startswith(f"derived: the checkpoint of {R2} holds other blobs than it was written with")
+        p.startswith(f"derived: the checkpoint of {R2} holds other content than it was written")
         for p in found
     ), found
     for run in ("r2", "r3"):  # r3 replays on top of r2's checkpoint
         error = refused(db, run)
         assert error.run_id == "r2"
-        assert "checkpoint holds other blobs than it was written with" in str(error)
+        assert "checkpoint holds other content than it was written with" in str(error)
+
+
+def test_a_blob_edited_in_place_is_named_and_refused(db: Path) -> None:
+    edit(
+        db,
+        """UPDATE blobs SET data = CAST('{"content":"and 2?","id":"u2","role":"user"}' AS BLOB) """
+        """WHERE data = CAST('{"content":"and two?","id":"u2","role":"user"}' AS BLOB)""",
+    )
+    found = problems(db)
+    assert any(p.startswith("blobs: blob ") and p.endswith("the blob is corrupt") for p in found)
+    assert (
+        f"derived: the checkpoint of {R2} differs from a replay of the log at message 1 "
+        "(id 'u2')" in found
+    )
+    error = refused(db, "r2")
+    assert "checkpoint holds other content than it was written with" in str(error)
 
 
 def test_a_checkpoint_pointed_at_another_blob_is_named_and_refused(db: Path) -> None:
@@ -250,7 +266,7 @@ def test_a_checkpoint_pointed_at_another_blob_is_named_and_refused(db: Path) -> 
         f"derived: the checkpoint of {R2} differs from a replay of the log at message 2 "
         "(id 'm-r2')" in found
     )
-    assert any(p.startswith(f"derived: the checkpoint of {R2} holds other blobs") for p in found)
+    assert any(p.startswith(f"derived: the checkpoint of {R2} holds other content") for p in found)
     error = refused(db, "r2")
     assert (error.thread_id, error.run_id) == (T, "r2")
 
@@ -450,6 +466,10 @@ def test_log_and_show_print_the_short_hash_and_json_the_whole_one(db: Path) -> N
     out = io.StringIO()
     assert cli.main(["--db", str(db), "show", "r2", "--thread", T], out=out) == 0
     assert out.getvalue().startswith(f"run r2 [{runs['r2'].short_hash}] (thread t) - finished")
+    with agui_store.open(db) as store:
+        html = store.log("r3", thread_id=T)._repr_html_()
+    assert f"<td><code>{runs['r2'].short_hash}</code></td>" in html
+    assert f"<td><code>{runs['r3'].short_hash}+</code></td>" in html
     out = io.StringIO()
     assert cli.main(["--db", str(db), "show", "r2", "--thread", T, "--json"], out=out) == 0
     shown = json.loads(out.getvalue())["run"]
