@@ -511,7 +511,7 @@ with agui_store.open(db) as store:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
     try:
         store.import_file(source)
-    except Exception as e:
+    except agui_store.AguiStoreError as e:  # a store error, not the driver's
         print("failed:", type(e).__name__, e)
     else:
         raise SystemExit("the import fitted under the limit")
