@@ -6,6 +6,7 @@ of hypothesis examples cost milliseconds each instead of a node start-up each.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -33,8 +34,13 @@ class Oracle:
     """The official ``@ag-ui/client`` 1.0.0: replay, compact and verify."""
 
     def __init__(self) -> None:
+        self._proc = self._spawn()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _spawn() -> subprocess.Popen[str]:
         env = {**os.environ, "SUPPRESS_TRANSFORMATION_WARNINGS": "1"}
-        self._proc = subprocess.Popen(
+        return subprocess.Popen(
             ["node", str(HARNESS_DIR / "harness.mjs")],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -44,19 +50,37 @@ class Oracle:
             text=True,
             encoding="utf-8",
         )
-        self._lock = threading.Lock()
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         line = json.dumps(request, ensure_ascii=False, allow_nan=False) + "\n"
         with self._lock:
             assert self._proc.stdin is not None and self._proc.stdout is not None
-            self._proc.stdin.write(line)
-            self._proc.stdin.flush()
-            answer = self._proc.stdout.readline()
-        if not answer:
-            raise RuntimeError("the oracle process died")
+            try:
+                self._proc.stdin.write(line)
+                self._proc.stdin.flush()
+                answer = self._proc.stdout.readline()
+            except BrokenPipeError:
+                answer = ""
+            if not answer:
+                # One request that kills node (out of memory, say) fails its own test only:
+                # the next request gets a new process instead of a broken pipe.
+                self._restart()
+                raise RuntimeError(
+                    f"the oracle process died on a {request.get('op')} request of "
+                    f"{len(line)} characters"
+                )
         result: dict[str, Any] = json.loads(answer)
         return result
+
+    def _restart(self) -> None:
+        with contextlib.suppress(OSError):
+            self._proc.kill()
+        self._proc.wait(timeout=10)
+        for stream in (self._proc.stdin, self._proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        self._proc = self._spawn()
 
     def replay(
         self,

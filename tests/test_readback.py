@@ -296,11 +296,17 @@ _OPS = st.one_of(
     st.builds(lambda p: {"op": "remove", "path": p}, _POINTERS),
 )
 
-#: Shallow writes and copies only: states that grow deeper by copying alone.
+#: Shallow writes and copies only: states that grow deeper by copying alone. Each copy goes
+#: into its source (deeper), never beside it: a copy beside its source doubles the state's
+#: size at the same depth, and 75 of them blow the official client's memory (it clones what
+#: it copies), which is a size limit the store does not have yet (README, known limitations).
 _GROWING = st.one_of(
     st.builds(lambda p: {"op": "add", "path": p, "value": {}}, st.sampled_from(["/a", "/b"])),
-    st.builds(lambda f, p: {"op": "copy", "from": f, "path": p}, _SHALLOW,
-              st.sampled_from(["/a", "/b", "/a/b", "/b/a/a"])),
+    st.sampled_from([
+        {"op": "copy", "from": f, "path": p}
+        for f, p in [("", "/a"), ("", "/b"), ("", "/a/b"), ("", "/b/a/a"), ("/a", "/a/b"),
+                     ("/b", "/b/a/a"), ("/a/a", "/a/a/b")]
+    ]),
 )
 
 
