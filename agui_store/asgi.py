@@ -224,20 +224,6 @@ class _LiveRun:
 # --- one recorded response --------------------------------------------------------------------
 
 
-class _Pending(recording._Pending):
-    """The batching core of :mod:`agui_store.recording`, writing as the request's owner."""
-
-    def __init__(self, *, owner: str | None, **options: Any) -> None:
-        super().__init__(**options)
-        self._owner = owner
-
-    def take(self) -> tuple[list[bytes], dict[str, Any]]:
-        batch, options = super().take()
-        if self._owner is not None:
-            options["scope"] = self._owner
-        return batch, options
-
-
 class _Recording:
     """The events of one response on their way to the store: an ``AsyncBatcher`` fed with
     the response's ``data:`` payloads (appended at the latest 0.1 s after they passed, in
@@ -256,16 +242,9 @@ class _Recording:
             input=body,
             thread_id=thread_id,
             interval=recorder.flush_interval,
+            scope=owner,
             on_written=self._written,
         )
-        if owner is not None:  # AsyncBatcher has no scope= (yet): its core writes with it
-            self._batcher._pending = _Pending(
-                owner=owner,
-                input=body,
-                thread_id=thread_id,
-                interval=recorder.flush_interval,
-                max_bytes=recording.FLUSH_BYTES,
-            )
         self._unreadable: Exception | None = None
 
     def feed(self, chunk: bytes) -> None:
