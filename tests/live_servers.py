@@ -57,21 +57,23 @@ class Deps:
     state: dict[str, Any] = field(default_factory=dict)
 
 
+def last_prompt(messages: list[ModelMessage]) -> tuple[str, bool]:
+    """The last user text, and whether the model is called back after a tool (shared by the
+    scripted models of the end-to-end and the in-process recording tests)."""
+    after_tool = False
+    for message in reversed(messages):
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart):
+                after_tool = True
+            if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                return part.content, after_tool
+    return "", after_tool
+
+
 def agent_app() -> Any:
     """The FastAPI app with both producers."""
-
-    def last_prompt(messages: list[ModelMessage]) -> tuple[str, bool]:
-        """The last user text, and whether the model is called back after a tool."""
-        after_tool = False
-        for message in reversed(messages):
-            if not isinstance(message, ModelRequest):
-                continue
-            for part in message.parts:
-                if isinstance(part, ToolReturnPart):
-                    after_tool = True
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    return part.content, after_tool
-        return "", after_tool
 
     async def model(
         messages: list[ModelMessage], info: AgentInfo

@@ -28,7 +28,7 @@ from langgraph.checkpoint.memory import MemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from pydantic_ai import Agent, RunContext, ToolReturn
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.ui.ag_ui import AGUIAdapter
 from typing_extensions import TypedDict
@@ -37,6 +37,7 @@ import agui_store
 from agui_store import aio
 from agui_store.recording import AsyncBatcher
 from benchmarks._common import conversation_run
+from tests.live_servers import last_prompt
 from tests.oracle_client import Oracle, as_js
 
 T = TypeVar("T")
@@ -89,19 +90,6 @@ class Deps:
     """Receives the client's state (pydantic-ai's StateHandler protocol)."""
 
     state: dict[str, Any] = field(default_factory=dict)
-
-
-def last_prompt(messages: list[ModelMessage]) -> tuple[str, bool]:
-    """The last user text, and whether the model is called back after a tool."""
-    after_tool = False
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, ToolReturnPart):
-                    after_tool = True
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    return part.content, after_tool
-    return "", after_tool
 
 
 async def scripted_model(
