@@ -43,10 +43,8 @@ def connect(dsn: str, **kwargs: Any) -> Any:
 
 
 @pytest.fixture
-def installed(postgres_database: str) -> str:
-    with connect(postgres_database) as conn:
-        pg_schema.install(conn)
-    return postgres_database
+def installed(postgres_store_database: str) -> str:
+    return postgres_store_database
 
 
 def store_tables(conn: Any) -> dict[str, list[str]]:
