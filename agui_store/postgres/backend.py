@@ -65,7 +65,9 @@ def without_password(url: str) -> str:
         ],
         safe="/",
     )
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    # Built by hand: urlunsplit drops the empty authority of postgresql:///db?host=/socket.
+    shown = f"{parts.scheme}://{netloc}{parts.path}"
+    return shown + (f"?{query}" if query else "")
 
 
 def translate(e: Exception, where: str) -> errors.AguiStoreError:
