@@ -175,5 +175,4 @@ def postgres_cluster(postgres_server: PostgresServer) -> Iterator[PostgresCluste
     if cluster is None:
         pytest.skip("AGUI_STORE_TEST_POSTGRES names an external server, which tests never stop")
     yield cluster
-    if not cluster.running:
-        cluster.start()
+    postgres_server.ensure_running()

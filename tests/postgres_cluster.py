@@ -360,12 +360,18 @@ class PostgresServer:
         from psycopg.conninfo import conninfo_to_dict
 
         name = str(conninfo_to_dict(dsn)["dbname"])
+        self.ensure_running()
         with self.connect() as conn:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
         if name in self.databases:
             self.databases.remove(name)
+
+    def ensure_running(self) -> None:
+        """Start the throwaway cluster again if a test stopped or crashed it."""
+        if self.cluster is not None and not self.cluster.running:
+            self.cluster.start()
 
     def terminate_backends(self, dsn: str) -> int:
         """``pg_terminate_backend`` every session on ``dsn``'s database; returns how many.

@@ -79,6 +79,17 @@ def test_a_crashed_and_restarted_server_keeps_committed_rows_and_the_old_session
         assert again.execute("SELECT x FROM kept").fetchall() == [(1,)]
 
 
+def test_a_test_that_leaves_the_server_stopped_still_gets_its_database_dropped(
+    postgres_cluster: PostgresCluster, postgres_server: PostgresServer
+) -> None:
+    dsn = postgres_server.create_database()
+    postgres_cluster.stop("immediate")
+    postgres_server.drop_database(dsn)  # what the postgres_database fixture's teardown does
+    assert postgres_cluster.running
+    with pytest.raises(psycopg.OperationalError, match="does not exist"):
+        psycopg.connect(dsn).close()
+
+
 def test_terminating_a_databases_backends_kills_its_sessions_only(
     postgres_server: PostgresServer, postgres_database: str
 ) -> None:
