@@ -283,6 +283,108 @@ def test_a_store_reopened_reads_the_same(store_url: str) -> None:
         assert (s.checkout("r2", thread_id="t"), [r.hash for r in s.runs("t")]) == before
 
 
+# --- two stores taking turns: what each remembers between writes ------------------------
+
+
+def one_run(run_id: str) -> list[dict[str, Any]]:
+    return run("t", run_id)
+
+
+def test_two_stores_take_turns_without_trusting_stale_facts(store_url: str) -> None:
+    """Each append remembers the thread's newest run, the next sequence number and whether
+    the thread has branches while the server's version says nobody else wrote; a write by
+    another connection (even a branch) must make it look again."""
+    with agui_store.open(store_url) as a, agui_store.open(store_url) as b:
+        a.append(one_run("a1"))
+        b.append(one_run("b1"))  # a's newest run and next seq are stale now
+        a.append(one_run("a2"))
+        b.branch("feature", "a2", thread_id="t")  # a has seen no branch in this thread
+        a.append(one_run("a3"))
+        assert [r.run_id for r in a.log("a3", thread_id="t")] == ["a3", "a2", "b1", "a1"]
+        assert {br.name: br.run_id for br in a.branches("t")}["feature"] == "a3"
+        seqs = [
+            row[0]
+            for row in testing.connection(a).execute(
+                f"SELECT seq FROM {schema.SCHEMA}.events ORDER BY seq"
+            )
+        ]
+        assert seqs == list(range(1, 9))
+
+
+def test_a_live_run_another_store_ended_or_joined_is_seen_by_the_next_streamed_append(
+    store_url: str,
+) -> None:
+    start = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"}]
+    text = {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}
+    with agui_store.open(store_url) as a, agui_store.open(store_url) as b:
+        a.append(start)
+        a.append([text])  # no thread named: t's run is the only open one
+        b.append([{"type": "RUN_STARTED", "threadId": "u", "runId": "u1"}])
+        with pytest.raises(InvalidEventError, match="several threads have open runs"):
+            a.append([{"type": "TEXT_MESSAGE_END", "messageId": "m"}])
+        b.append(
+            [
+                {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+            ],
+            thread_id="t",
+        )
+        with pytest.raises(InvalidEventError):
+            a.append(
+                [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}], thread_id="t"
+            )
+        assert a.get_run("r1", thread_id="t").status == "finished"
+        result = a.append([{"type": "RUN_FINISHED", "threadId": "u", "runId": "u1"}])
+        assert result.thread_id == "u"
+
+
+def test_a_write_that_wrote_nothing_does_not_make_another_stores_next_write_look_like_its_own(
+    store_url: str,
+) -> None:
+    with agui_store.open(store_url) as a, agui_store.open(store_url) as b:
+        a.append(one_run("a1"))
+        a.append([])  # commits nothing
+        a.derive()  # nothing to derive: commits nothing either
+        b.append(one_run("b1"))  # the one write a must notice
+        a.append(one_run("a2"))
+        assert [r.run_id for r in a.log("a2", thread_id="t")] == ["a2", "b1", "a1"]
+
+
+def test_a_view_another_store_changed_is_not_reused_from_memory(store_url: str) -> None:
+    with agui_store.open(store_url) as a, agui_store.open(store_url) as b:
+        a.append(run("t", "r1", *say("m-r1", "one", "assistant")))  # a keeps r1's view
+        b.append(
+            [
+                {"type": "TEXT_MESSAGE_START", "messageId": "late", "role": "assistant"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "late", "delta": "after the end"},
+            ],
+            thread_id="t",
+            check_sequence=False,
+        )
+        a.append(run("t", "r2", *say("m-r2", "two", "assistant")))
+        assert [m["id"] for m in a.checkout("r2", thread_id="t").messages] == [
+            "m-r1",
+            "late",
+            "m-r2",
+        ]
+        # Lineage rule 3 compares digests of what each run's view holds: r2's own is that of
+        # the view with the late message, so a client resending it continues from r2.
+        view = a.checkout("r2", thread_id="t").messages
+        a.append(
+            run("t", "r3", *say("m-r3", "three", "assistant")),
+            input={
+                "threadId": "t",
+                "runId": "r3",
+                "state": {},
+                "messages": view,
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+            },
+        )
+        assert a.get_run("r3", thread_id="t").parent_run_id == "r2"
+
+
 # --- many writers -----------------------------------------------------------------------
 
 
@@ -500,11 +602,17 @@ def test_a_server_restart_between_calls_costs_at_most_one_failed_call(
 ) -> None:
     store.append(run("t", "r1", *say("m1", "a")))
     postgres_cluster.stop("fast")
-    with pytest.raises(StorageError, match="PostgreSQL"):
+    with pytest.raises(StorageError, match="cannot connect to postgresql://"):
         store.append(run("t", "r2", *say("m2", "b")))
     postgres_cluster.start()
     store.append(run("t", "r2", *say("m2", "b")))
     assert [r.run_id for r in store.runs("t")] == ["r1", "r2"]
+
+
+def test_a_database_that_does_not_exist_is_a_clear_store_error(store_url: str) -> None:
+    missing = store_url.replace("postgresql:///agui_test_", "postgresql:///missing_")
+    with pytest.raises(StorageError, match="cannot connect to postgresql:///missing_"):
+        agui_store.open(missing)
 
 
 def test_imported_behaviour_is_collected_here_once_each() -> None:

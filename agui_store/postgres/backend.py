@@ -145,7 +145,11 @@ class PostgresBackend:
     def _connect(self) -> Any:
         try:
             conn = psycopg.connect(self.url, autocommit=True)
-        except Exception as e:
+        except psycopg.OperationalError as e:  # no server, no database, refused login
+            raise errors.StorageError(
+                f"cannot connect to {self.where}: {_first_line(e)}", path=self.where
+            ) from e
+        except Exception as e:  # a malformed URL, among others
             raise translate(e, self.where) from e
         try:
             schema.install(conn)

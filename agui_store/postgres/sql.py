@@ -118,6 +118,10 @@ BEGIN_READING = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 BEGIN_WRITING = "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE"
 WRITER_LOCK = LOCK_EVENT_ORDER
 
+#: The port's ``version()``: the first transaction id not yet completed when the statement
+#: started (``latestCompletedXid + 1``). See PostgresTransaction.version for why it works.
+VERSION = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+
 #: Per-run summaries (the port's RunSummary columns). ``sum`` of bigint is numeric in
 #: PostgreSQL: cast back so the engine gets ints.
 RUN_COLUMNS = """

@@ -31,13 +31,14 @@ def _keys(keys: Iterable[int]) -> list[int]:
 class PostgresTransaction:
     """Reads and writes on one psycopg connection, inside a transaction its backend opened."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "_version")
 
     #: Checkpoints are not stored here yet: the engine replays instead (see the module).
     keeps_checkpoints = False
 
     def __init__(self, conn: Any) -> None:
         self._conn = conn
+        self._version: int | None = None
 
     def _all(self, statement: str, args: Any = ()) -> list[Any]:
         return self._conn.execute(statement, args).fetchall()  # type: ignore[no-any-return]
@@ -62,9 +63,20 @@ class PostgresTransaction:
         return self._conn
 
     def version(self) -> int | None:
-        # PostgreSQL has no cheap counter of other connections' commits (SQLite's
-        # data_version): None makes the engine re-read what it remembered at each write.
-        return None
+        """The server's next transaction id not yet completed (:data:`sql.VERSION`), read
+        once per transaction.
+
+        What the engine needs: a number that is one more after its own write commits, and
+        anything else if another transaction wrote meanwhile. Every store writer takes the
+        writer lock before it writes, so a write committed between two of this store's
+        got its transaction id after this store's last one completed, and moves the number
+        by two or more. Writes elsewhere on the server move it too: the engine then merely
+        re-reads what it remembered. A write transaction that wrote nothing gets no id, and
+        the next compare fails the same harmless way.
+        """
+        if self._version is None:
+            self._version = int(self._value(sql.VERSION))
+        return self._version
 
     # --- checkpoints (none kept yet: see the module) ----------------------------------------
 
