@@ -32,8 +32,9 @@ from agui_store.errors import (
     InvalidEventError,
     RunNotFoundError,
     StorageError,
+    StoreBusyError,
 )
-from agui_store.postgres import schema
+from agui_store.postgres import schema, sql
 from tests.test_store import (  # the store-only behaviour, on PostgreSQL
     BAD_BATCHES,
     run,
@@ -613,6 +614,58 @@ def test_a_database_that_does_not_exist_is_a_clear_store_error(store_url: str) -
     missing = store_url.replace("postgresql:///agui_test_", "postgresql:///missing_")
     with pytest.raises(StorageError, match="cannot connect to postgresql:///missing_"):
         agui_store.open(missing)
+
+
+def test_a_writer_waiting_longer_than_its_busy_timeout_gets_a_store_busy_error(
+    store_url: str,
+) -> None:
+    with agui_store.open(store_url, busy_timeout_ms=200) as s:
+        s.append(run("t", "r1"))
+        with psycopg.connect(store_url) as other:  # another writer, inside its transaction
+            other.execute(sql.WRITER_LOCK)
+            started = time.monotonic()
+            with pytest.raises(StoreBusyError, match="busy timeout"):
+                s.append(run("t", "r2"))
+            assert time.monotonic() - started < 20
+        s.append(run("t", "r2"))  # the other writer is gone: the lock is free
+        assert [r.run_id for r in s.runs("t")] == ["r1", "r2"]
+
+
+def test_a_store_used_in_a_forked_child_reconnects_there_and_the_parent_carries_on(
+    store: Any,
+) -> None:
+    store.append(run("t", "parent-1"))
+    parent_session = testing.connection(store).info.backend_pid
+    pid = os.fork()
+    if pid == 0:  # the child: its own connection, the parent's left alone
+        code = 1
+        try:
+            store.append(run("t", "child-1"))
+            if testing.connection(store).info.backend_pid != parent_session:
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert testing.connection(store).info.backend_pid == parent_session
+    store.append(run("t", "parent-2"))
+    assert [r.run_id for r in store.runs("t")] == ["parent-1", "child-1", "parent-2"]
+
+
+def test_a_forked_child_that_exits_normally_leaves_the_parents_session_alone(
+    store: Any,
+) -> None:
+    """A child exiting through the interpreter finalizes what it inherited: the parent's
+    connection must not say goodbye to the server on the shared socket."""
+    store.append(run("t", "parent-1"))
+    parent_session = testing.connection(store).info.backend_pid
+    pid = os.fork()
+    if pid == 0:
+        store.close()  # closing in the child, then exiting normally
+        os._exit(0)
+    os.waitpid(pid, 0)
+    store.append(run("t", "parent-2"))
+    assert testing.connection(store).info.backend_pid == parent_session
 
 
 def test_imported_behaviour_is_collected_here_once_each() -> None:
