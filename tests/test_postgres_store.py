@@ -12,11 +12,14 @@ params and the imported tests drop out of this module.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -666,6 +669,37 @@ def test_a_forked_child_that_exits_normally_leaves_the_parents_session_alone(
     os.waitpid(pid, 0)
     store.append(run("t", "parent-2"))
     assert testing.connection(store).info.backend_pid == parent_session
+
+
+def test_the_command_line_reads_a_postgresql_store_from_db_and_the_environment(
+    store: Any, store_url: str
+) -> None:
+    store.append(run("t", "r1", *say("m1", "hello", "user")))
+    store.append(run("t", "r2", *say("m2", "hi", "assistant")))
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    log = subprocess.run(
+        [sys.executable, "-m", "agui_store", "--db", store_url, "log", "r2", "--thread", "t"],
+        capture_output=True, text=True, env=env, check=False,
+    )
+    assert log.returncode == 0, log.stderr
+    assert [line.split()[0] for line in log.stdout.splitlines() if line] == ["r2", "r1"]
+    env["AGUI_STORE_DB"] = store_url
+    threads = subprocess.run(
+        [sys.executable, "-m", "agui_store", "threads"],
+        capture_output=True, text=True, env=env, check=False,
+    )
+    assert (threads.returncode, threads.stdout.split()) == (0, ["t"]), threads.stderr
+
+
+def test_the_asyncio_store_appends_through_its_writer_process_and_reads(store_url: str) -> None:
+    from agui_store import aio
+
+    async def use() -> list[Any]:
+        async with aio.open(store_url) as astore:
+            await astore.append(run("t", "r1", *say("m1", "async", "assistant")))
+            return (await astore.checkout("r1", thread_id="t")).messages
+
+    assert asyncio.run(use()) == [{"id": "m1", "role": "assistant", "content": "async"}]
 
 
 def test_imported_behaviour_is_collected_here_once_each() -> None:
