@@ -2603,7 +2603,7 @@ def _backend_for(path: str, busy_timeout_ms: int) -> port.Backend:
     if is_url(path):
         try:
             # Imported on demand: psycopg is an optional extra.
-            from agui_store.postgres import (  # type: ignore[import-not-found,unused-ignore]
+            from agui_store.postgres import (  # type: ignore[import-not-found,attr-defined,unused-ignore]
                 PostgresBackend,
             )
         except ImportError as e:
