@@ -181,7 +181,7 @@ def postgres_cluster(postgres_server: PostgresServer) -> Iterator[PostgresCluste
 
 # --- every backend ------------------------------------------------------------------------
 #
-# The store's behavioural tests take ``new_store`` (or ``store_location``) instead of a file
+# The store's behavioural tests take ``new_location`` (or ``store_location``) instead of a file
 # path, and run once per backend: SQLite always, PostgreSQL on the session's server (skipped
 # with the reason when there is none, a failure in CI). SQLite-only tests (file modes,
 # triggers through sqlite3, query plans) keep ``db_path``.
