@@ -11,13 +11,19 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, TextIO, cast
 
 from agui_store import database
-from agui_store.errors import AguiStoreError, InternalError, NotAStoreError
+from agui_store.errors import (
+    AguiStoreError,
+    InternalError,
+    InvalidArgumentError,
+    NotAStoreError,
+)
 from agui_store.interchange import FORMATS, serialize
 from agui_store.records import Run, content_text, printable, run_line, short, transcript
 from agui_store.render import diff_text, graph
@@ -181,6 +187,10 @@ def cmd_runs(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    if args.graph and (args.limit is not None or args.cursor is not None):
+        raise InvalidArgumentError(
+            "--graph draws the thread's whole run tree: it takes no --limit or --cursor"
+        )
     if args.graph:
         thread = args.thread or store.get_run(args.ref, thread_id=None).thread_id  # type: ignore[union-attr]
         runs = store.runs(thread)
@@ -188,15 +198,30 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         for line in graph(runs, summaries):
             out.write(line + "\n")
         return 0
-    chain = store.log(args.ref, thread_id=args.thread)
+    chain = store.log(args.ref, thread_id=args.thread, limit=args.limit, cursor=args.cursor)
     if args.json:
         out.write(json.dumps(chain.to_json(), indent=2) + "\n")
-        return 0
-    for r in chain:
-        words = _first_user_words(store, r)
-        said = f'  "{short(words, 50)}"' if words else ""
-        out.write(run_line(r) + said + "\n")
+    else:
+        for r in chain:
+            words = _first_user_words(store, r)
+            said = f'  "{short(words, 50)}"' if words else ""
+            out.write(run_line(r) + said + "\n")
+    if chain.next_cursor is not None:
+        # On stderr, so that stdout stays the runs (and --json one JSON list) page by page.
+        command = _next_page_command(args, chain[0].thread_id, chain.next_cursor)
+        sys.stderr.write(f"next page: {command}\n")
     return 0
+
+
+def _next_page_command(args: argparse.Namespace, thread_id: str, cursor: str) -> str:
+    """The command line that prints the page after this one, ready to paste."""
+    words = ["agui-store", "log", args.ref, "--thread", thread_id, "--limit", str(args.limit),
+             "--cursor", cursor]
+    if getattr(args, "db", None) is not None:
+        words[1:1] = ["--db", args.db]
+    if args.json:
+        words.append("--json")
+    return printable(" ".join(shlex.quote(word) for word in words))
 
 
 def cmd_show(store: Store, args: argparse.Namespace, out: TextIO) -> int:
@@ -459,6 +484,13 @@ def build_parser() -> argparse.ArgumentParser:
                                    help="run id, unique prefix, branch, HEAD, REF~n")
         parsers[name].add_argument("--thread", help="thread id (when the ref is ambiguous)")
     parsers["log"].add_argument("--graph", action="store_true", help="draw the run tree")
+    parsers["log"].add_argument(
+        "--limit", type=int, metavar="N",
+        help="at most N runs; when the lineage goes on, stderr says the command for the next "
+        "page (its --cursor)")
+    parsers["log"].add_argument(
+        "--cursor", metavar="RUN",
+        help="start the page at this run of the thread (the cursor the page before gave)")
     p = parsers["diff"]
     p.add_argument("a", help="run id, branch, HEAD, REF~n")
     p.add_argument("b", help="run id, branch, HEAD, REF~n")

@@ -324,3 +324,29 @@ FROM runs JOIN threads ON threads.id = runs.thread
 LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent
 """
 SELECT_RUN = "SELECT" + RUN_COLUMNS + RUN_FROM
+
+#: One page of ``Store.log``: the run ``?1`` and its lineage ancestors, newest first, at most
+#: ``?2`` of them (``-1``: all). The walk stops after ``?2`` rows, so a page reads what it
+#: shows whatever the lineage's depth: each step is one primary-key probe of ``runs`` (CROSS
+#: JOIN keeps the chain the outer loop), and the summaries are computed for those rows only.
+LOG_PAGE = (
+    """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT ?1, 0
+    UNION ALL
+    SELECT runs.parent, chain.depth + 1 FROM chain JOIN runs ON runs.id = chain.id
+    WHERE runs.parent IS NOT NULL
+    LIMIT ?2
+)
+SELECT"""
+    + RUN_COLUMNS
+    + """FROM chain CROSS JOIN runs ON runs.id = chain.id
+JOIN threads ON threads.id = runs.thread
+LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent
+ORDER BY chain.depth
+"""
+)
+
+#: A run of a thread by its id (``UNIQUE (thread, run_id)`` serves it): a log cursor.
+RUN_OF_THREAD = "SELECT id FROM runs WHERE thread = ? AND run_id = ?"
+THREAD_ID = "SELECT thread_id FROM threads WHERE id = ?"
