@@ -110,11 +110,11 @@ def positive_int(name: str, value: Any, *, minimum: int = 1) -> int:
     return value
 
 
-def page_size(limit: Any) -> int:
-    """``log(limit=)`` as SQLite's ``LIMIT``: ``None`` is every row (``-1``); a positive
-    int beyond SQLite's integers is capped (no lineage is that long)."""
+def page_size(limit: Any) -> int | None:
+    """``log(limit=)``: ``None`` (every run) or a positive int, capped at a database's largest
+    integer (no lineage is that long)."""
     if limit is None:
-        return -1
+        return None
     return min(positive_int("limit", limit), MAX_INT64)
 
 

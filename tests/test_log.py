@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 import agui_store
 import agui_store.aio
-from agui_store import InvalidArgumentError, Log, RunNotFoundError, schema
+from agui_store import InvalidArgumentError, Log, RunNotFoundError
+from agui_store.sqlite import sql
 
 
 def run(thread: str, run_id: str, parent: str | None = None) -> list[dict[str, Any]]:
@@ -160,17 +161,18 @@ def test_the_async_store_pages_the_log_too(tmp_path: Path) -> None:
 
 
 def test_a_page_walks_the_lineage_by_primary_key_and_stops_at_its_limit(tmp_path: Path) -> None:
-    """What makes a page cost its length, not the lineage's depth."""
+    """What makes a page cost its length, not the lineage's depth (the SQLite backend)."""
     path = tmp_path / "s.db"
     with agui_store.open(path) as store:
         record_tree(store, "t", [None, 0])
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + schema.LOG_PAGE, (2, 20))]
+    plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql.LINEAGE_RUNS, (2, None, 20))]
     conn.close()
     scans = {step for step in plan if step.startswith("SCAN")}
     assert scans <= {"SCAN chain", "SCAN CONSTANT ROW"}, plan  # no table is scanned
     assert any("SEARCH runs USING INTEGER PRIMARY KEY" in step for step in plan), plan
-    assert "LIMIT" in schema.LOG_PAGE.split("SELECT")[2], "the recursive walk must stop"
+    walk = sql.LINEAGE_RUNS.split("WITH RECURSIVE")[1].split("\n)\n")[0]
+    assert "LIMIT ?3" in walk, "the recursive walk itself must stop at the limit"
 
 
 # --- the command line ---------------------------------------------------------------------
