@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.postgres_cluster import PostgresCluster, PostgresServer, uri, with_dbname
+from tests.postgres_cluster import (
+    ClusterUnavailable,
+    PostgresCluster,
+    PostgresServer,
+    uri,
+    with_dbname,
+)
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -193,15 +199,25 @@ def _run_one_postgres_test(**env: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def test_without_server_binaries_the_tests_skip_and_say_why() -> None:
-    result = _run_one_postgres_test()
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 skipped" in result.stdout
-    assert "no PostgreSQL server binaries" in result.stdout
-    assert "/nonexistent/bin" in result.stdout
+def test_without_server_binaries_the_tests_skip_and_say_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In process (a child pytest costs seconds): the cluster says what is missing, and the
+    fixtures' helper turns that into a skip unless PostgreSQL is required."""
+    from tests import conftest
+
+    monkeypatch.setenv("AGUI_STORE_PG_BINDIR", "/nonexistent/bin")
+    with pytest.raises(ClusterUnavailable) as missing:
+        PostgresCluster.create()
+    assert "no PostgreSQL server binaries" in str(missing.value)
+    assert "/nonexistent/bin" in str(missing.value)
+    monkeypatch.setattr(conftest, "REQUIRE_POSTGRES", False)
+    with pytest.raises(pytest.skip.Exception, match="no PostgreSQL server binaries"):
+        conftest._postgres_unavailable(str(missing.value))
 
 
 def test_without_server_binaries_the_tests_fail_where_postgres_is_required() -> None:
+    """End to end, in a child pytest, as CI runs it."""
     result = _run_one_postgres_test(AGUI_STORE_REQUIRE_POSTGRES="1")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "required in CI (AGUI_STORE_REQUIRE_POSTGRES=1)" in result.stdout
