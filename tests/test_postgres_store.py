@@ -38,6 +38,8 @@ from agui_store.errors import (
     StoreBusyError,
 )
 from agui_store.postgres import schema, sql
+from tests.test_log import pages as log_pages
+from tests.test_log import record_tree
 from tests.test_store import (  # the store-only behaviour, on PostgreSQL
     BAD_BATCHES,
     run,
@@ -244,6 +246,25 @@ def test_merge_base_diff_compacted_fork_and_derive_work_as_on_sqlite(
     on_postgres, on_sqlite = results
     on_sqlite["derive"] = (on_sqlite["derive"][0], 0)  # compact writes checkpoints on SQLite only
     assert on_postgres == on_sqlite
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5, 8])
+def test_paging_through_a_lineage_gives_exactly_the_whole_log(store: Any, limit: int) -> None:
+    parents = [None, 0, 1, 1, 3, 4, 2, 6, 7]  # two branches below r1
+    record_tree(store, "t", parents)
+    for start in ("r5", "r8"):
+        whole = store.log(start, thread_id="t")
+        got = log_pages(store, start, limit, thread_id="t")
+        assert [r for page in got for r in page] == whole
+        assert all(len(page) == limit for page in got[:-1]) and 1 <= len(got[-1]) <= limit
+
+
+def test_a_limit_past_the_root_or_beyond_64_bit_integers_is_the_whole_log(store: Any) -> None:
+    record_tree(store, "t", [None, 0, 1])
+    whole = store.log("HEAD", thread_id="t")
+    for limit in (3, 4, 2**63 - 1, 2**63, 10**40):
+        page = store.log("HEAD", thread_id="t", limit=limit)
+        assert page == whole and page.next_cursor is None
 
 
 def test_checkouts_without_checkpoints_replay_long_threads_exactly(store: Any) -> None:

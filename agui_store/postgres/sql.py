@@ -262,16 +262,25 @@ NEWEST_INPUT = (
     "WHERE runs.input IS NOT NULL ORDER BY chain.depth LIMIT 1"
 )
 #: Run summaries of a lineage, newest first, above a depth (NULL: all of it), at most a
-#: limit of them (NULL: no limit). The run is the CTE's one positional parameter, hence the
-#: named ones after it cannot be used: all positional.
+#: limit of them (NULL: no limit). The limit bounds the recursive walk itself (PostgreSQL
+#: takes no LIMIT inside a recursive term: the depth does it), so a page of a deep lineage
+#: (``log(limit=)``) reads its own runs only.
 LINEAGE_RUNS = (
-    ANCESTORS_CTE
-    + "SELECT"
+    """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT %(run)s::bigint, 0
+    UNION ALL
+    SELECT runs.parent, chain.depth + 1 FROM chain JOIN runs ON runs.id = chain.id
+    WHERE runs.parent IS NOT NULL
+      AND (%(limit)s::bigint IS NULL OR chain.depth + 1 < %(limit)s)
+)
+SELECT"""
     + RUN_COLUMNS
     + "FROM chain JOIN runs ON runs.id = chain.id "
     "JOIN threads ON threads.id = runs.thread "
     "LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent "
-    "WHERE %s::bigint IS NULL OR chain.depth < %s ORDER BY chain.depth LIMIT %s"
+    "WHERE (%(depth)s::bigint IS NULL OR chain.depth < %(depth)s) "
+    "AND (%(limit)s::bigint IS NULL OR %(limit)s > 0) ORDER BY chain.depth"
 )
 
 # events

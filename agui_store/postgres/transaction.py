@@ -250,7 +250,7 @@ class PostgresTransaction:
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     def lineage_runs(self, run_pk: int, depth: int | None, limit: int | None) -> list[RunSummary]:
-        args = (run_pk, depth, depth, limit)
+        args = {"run": run_pk, "depth": depth, "limit": limit}
         return self._all(sql.LINEAGE_RUNS, args)
 
     def newest_input(self, run_pk: int) -> str | None:
