@@ -308,6 +308,74 @@ def test_a_store_reopened_reads_the_same(store_url: str) -> None:
         assert (s.checkout("r2", thread_id="t"), [r.hash for r in s.runs("t")]) == before
 
 
+# --- query plans of the port's hot statements -------------------------------------------
+
+
+def _hot_port_reads(pk: dict[str, Any]) -> dict[str, tuple[str, Any]]:
+    """Each statement an append, a checkout, a log or a ref lookup runs, with parameters."""
+    tip, mid, thread = pk["tip"], pk["mid"], pk["thread"]
+    return {
+        "run pk": (sql.RUN_PK, (thread, "r20")),
+        "newest run": (sql.NEWEST_RUN, (thread,)),
+        "run hash": (sql.RUN_HASH, {"run": tip}),
+        "run summary": (sql.RUN_SUMMARY, (tip,)),
+        "thread run summaries": (sql.THREAD_RUN_SUMMARIES, (thread,)),
+        "lineage runs (a log page)": (sql.LINEAGE_RUNS, {"run": tip, "depth": None, "limit": 5}),
+        "newest input": (sql.NEWEST_INPUT, (tip,)),
+        "ancestor among": (sql.ANCESTOR_AMONG, (tip, [mid, mid + 1])),
+        "derived descendants": (sql.DERIVED_DESCENDANTS, (mid,)),
+        "events of runs": (sql.EVENTS_OF_RUNS, ([mid, tip],)),
+        "batches of runs": (sql.BATCHES_OF_RUNS, ([mid, tip],)),
+        "run records": (sql.RUN_RECORDS, ([mid, tip],)),
+        "open runs": (sql.OPEN_RUNS, (thread,)),
+        "run status": (sql.RUN_STATUS, (tip,)),
+        "terminal event": (sql.TERMINAL_EVENT, (tip,)),
+        "runs with digests (rule 3)": (sql.RUNS_WITH_DIGESTS, ([pk["digest"]], thread)),
+        "has digest": (sql.HAS_DIGEST, (pk["digest"], mid)),
+        "runs named": (sql.RUNS_NAMED_WHERE, {"run_id": "r7", "thread": thread, "scope": None}),
+        "runs prefixed": (
+            sql.RUNS_PREFIXED,
+            {"prefix": "r1", "below": "r2", "thread": thread, "scope": None},
+        ),
+        "threads of run id": (sql.THREADS_OF_RUN_ID, {"run_id": "r7", "scope": None}),
+        "branch run": (sql.BRANCH_RUN, (thread, "side")),
+        "branch tips": (sql.BRANCH_TIPS, (thread,)),
+        "branches named": (
+            sql.BRANCHES_NAMED,
+            {"name": "side", "thread": thread, "scope": None},
+        ),
+    }
+
+
+def test_the_hot_port_statements_probe_indexes_and_scan_no_table(
+    store: Any, store_url: str
+) -> None:
+    from tests.test_postgres_schema import INDEXED, plan_scans
+
+    parent = None
+    for i in range(40):
+        store.append(run("t", f"r{i}", *say(f"m{i}", f"text {i}")), parent=parent)
+        parent = f"r{i}"
+    store.branch("side", "r20", thread_id="t")
+    for k in range(5):  # other threads, so that a thread's rows are a part of each table
+        store.append(run(f"other-{k}", "r7", *say(f"o{k}", "elsewhere")))
+    with psycopg.connect(store_url) as conn:
+        conn.execute(f"SET search_path TO {schema.SCHEMA}")
+        conn.execute("ANALYZE")
+        # As in test_postgres_schema: at test size a scan beats any index, so scans are
+        # priced out; a statement no index serves still shows its Seq Scan.
+        conn.execute("SET enable_seqscan = off")
+        (thread,) = conn.execute("SELECT id FROM threads WHERE thread_id = 't'").fetchone()
+        ids = dict(conn.execute("SELECT run_id, id FROM runs WHERE thread = %s", (thread,)))
+        (digest,) = conn.execute(
+            "SELECT ids_hash FROM lineage_digests WHERE run = %s", (ids["r30"],)
+        ).fetchone()
+        marks = {"tip": ids["r39"], "mid": ids["r10"], "thread": thread, "digest": digest}
+        for name, (query, params) in _hot_port_reads(marks).items():
+            scans = plan_scans(conn, query, params)
+            assert scans and all(kind in INDEXED for kind, _, _ in scans), (name, scans)
+
+
 # --- two stores taking turns: what each remembers between writes ------------------------
 
 
