@@ -567,14 +567,36 @@ def test_eight_writers_on_eight_threads_and_a_polling_reader_see_every_event_onc
                     return
                 time.sleep(0.005)
 
+    gaps: list[tuple[int, int]] = []
+    snapshots = [0]
+
+    def log_watcher() -> None:
+        """What a reader following the global log sees: in every snapshot the sequence
+        numbers committed so far are 1..N with no hole, so an ``after=N`` cursor can never
+        pass over an event that commits later with a lower number."""
+        with psycopg.connect(store_url, autocommit=True) as conn:
+            while not done.is_set():
+                count, top = conn.execute(
+                    f"SELECT count(*), coalesce(max(seq), 0) FROM {schema.SCHEMA}.events"
+                ).fetchone()
+                snapshots[0] += 1
+                if count != top:
+                    gaps.append((count, top))
+                time.sleep(0.002)
+
     polling = threading.Thread(target=reader)
+    watching = threading.Thread(target=log_watcher)
     polling.start()
+    watching.start()
     procs, out = _start_writers(store_url, threads)
     try:
         results = _collect(procs, out, WRITERS * BATCHES)
     finally:
         done.set()
         polling.join(timeout=120)
+        watching.join(timeout=120)
+    assert not gaps, f"{len(gaps)} of {snapshots[0]} snapshots had a hole: {gaps[:5]}"
+    assert snapshots[0] > 10
     assert len(results) == WRITERS * BATCHES
     with agui_store.open(store_url) as s:
         for thread in threads:
