@@ -1,13 +1,11 @@
 """The store on a real PostgreSQL server, through the public API only.
 
-The ``store`` fixture here opens a PostgreSQL store (a fresh database per test), and the
-behavioural tests of ``tests/test_store.py`` that take nothing but a store are collected here
-again against it. The rest are PostgreSQL's own: the log unchanged by a refused batch, payload
-bytes kept exactly, many writer processes on one thread and on many, a polling reader, a
-writer killed mid-append, and a terminated or restarted server.
-
-When the suite is parametrized over backends, the ``store`` fixture below becomes one of its
-params and the imported tests drop out of this module.
+The behavioural suite runs on every backend through ``store_location`` (tests/conftest.py);
+this module holds what is PostgreSQL's own: payload bytes kept exactly in the table, text
+PostgreSQL cannot hold, a differential state machine against an SQLite file, the plans of the
+port's hot statements, two stores taking turns, many writer processes on one thread and on
+many with polling readers, a writer killed mid-append, a terminated backend and a restarted
+server, fork, the lock timeout, the CLI and the asyncio store on a URL.
 """
 
 from __future__ import annotations
@@ -52,60 +50,7 @@ from agui_store.errors import (
 )
 from agui_store.postgres import schema, sql
 from tests.strategies import legal_streams, message_lists
-from tests.test_log import pages as log_pages
-from tests.test_log import record_tree
-from tests.test_store import (  # the store-only behaviour, on PostgreSQL
-    BAD_BATCHES,
-    run,
-    say,
-    test_a_branch_without_parent_run_id_finds_its_parent_by_its_messages,
-    test_a_continuation_is_checked_against_the_recorded_run,
-    test_a_late_run_error_after_run_finished_belongs_to_that_run,
-    test_a_live_run_streamed_over_several_appends_is_one_run,
-    test_a_new_run_leaves_an_unfinished_one_incomplete,
-    test_a_new_run_on_a_branch_advances_it,
-    test_a_recorded_input_starts_the_run_from_what_the_client_sent,
-    test_a_stream_that_begins_with_run_error_gets_a_synthetic_run,
-    test_branch_names_are_checked_and_deletion_keeps_the_runs,
-    test_checkout_replays_only_the_branch_not_its_siblings,
-    test_every_recorded_event_reads_back_json_equal,
-    test_fork_gives_the_input_for_a_new_run_from_any_past_run,
-    test_history_is_the_ancestor_chains_events_root_first,
-    test_inputs_that_repeat_the_history_are_stored_by_reference_and_read_back_whole,
-    test_lineage_follows_the_first_matching_rule,
-    test_log_walks_the_lineage_newest_first,
-    test_official_pydantic_events_are_accepted_without_depending_on_pydantic,
-    test_out_of_sequence_streams_are_kept_when_the_check_is_off,
-    test_refs_resolve_run_ids_prefixes_branches_head_and_ancestors,
-    test_run_outcomes_become_statuses,
-    test_sse_text_appends_like_the_events_it_carries,
-    test_the_same_run_id_in_two_threads_is_two_runs_and_ambiguous_alone,
-)
-
-IMPORTED = [
-    test_a_branch_without_parent_run_id_finds_its_parent_by_its_messages,
-    test_a_continuation_is_checked_against_the_recorded_run,
-    test_a_late_run_error_after_run_finished_belongs_to_that_run,
-    test_a_live_run_streamed_over_several_appends_is_one_run,
-    test_a_new_run_leaves_an_unfinished_one_incomplete,
-    test_a_new_run_on_a_branch_advances_it,
-    test_a_recorded_input_starts_the_run_from_what_the_client_sent,
-    test_a_stream_that_begins_with_run_error_gets_a_synthetic_run,
-    test_branch_names_are_checked_and_deletion_keeps_the_runs,
-    test_checkout_replays_only_the_branch_not_its_siblings,
-    test_every_recorded_event_reads_back_json_equal,
-    test_fork_gives_the_input_for_a_new_run_from_any_past_run,
-    test_history_is_the_ancestor_chains_events_root_first,
-    test_inputs_that_repeat_the_history_are_stored_by_reference_and_read_back_whole,
-    test_lineage_follows_the_first_matching_rule,
-    test_log_walks_the_lineage_newest_first,
-    test_official_pydantic_events_are_accepted_without_depending_on_pydantic,
-    test_out_of_sequence_streams_are_kept_when_the_check_is_off,
-    test_refs_resolve_run_ids_prefixes_branches_head_and_ancestors,
-    test_run_outcomes_become_statuses,
-    test_sse_text_appends_like_the_events_it_carries,
-    test_the_same_run_id_in_two_threads_is_two_runs_and_ambiguous_alone,
-]
+from tests.test_store import run, say
 
 #: Writer processes in the concurrency tests, and batches each appends.
 WRITERS = 8
@@ -134,32 +79,6 @@ def dump(url: str) -> list[Any]:
 
 
 # --- behaviour --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(("batch", "where"), BAD_BATCHES)
-def test_bad_input_names_where_and_leaves_the_database_unchanged(
-    store: Any, store_url: str, batch: Any, where: dict[str, Any]
-) -> None:
-    store.append(run("t", "r0", *say("m", "before")))
-    before = dump(store_url)
-    with pytest.raises(AguiStoreError) as e:
-        store.append(batch)
-    assert isinstance(e.value, ValueError)
-    for attr, value in where.items():
-        assert getattr(e.value, attr) == value, str(e.value)
-    assert dump(store_url) == before
-
-
-def test_a_failure_late_in_a_multi_run_batch_writes_none_of_it(store: Any, store_url: str) -> None:
-    store.append(run("t", "r0"))
-    before = dump(store_url)
-    batch = run("t", "r1") + run("t", "r2") + run("t", "r0")  # r0 again: refused at index 4
-    with pytest.raises(InvalidEventError) as e:
-        store.append(batch)
-    assert e.value.index == 4
-    assert dump(store_url) == before
-    store.append(run("t", "r1"))  # and the store goes on
-    assert [r.run_id for r in store.runs("t")] == ["r0", "r1"]
 
 
 def test_text_postgresql_cannot_hold_is_refused_as_a_bad_argument_and_writes_nothing(
@@ -260,25 +179,6 @@ def test_merge_base_diff_compacted_fork_and_derive_work_as_on_sqlite(
     on_postgres, on_sqlite = results
     on_sqlite["derive"] = (on_sqlite["derive"][0], 0)  # compact writes checkpoints on SQLite only
     assert on_postgres == on_sqlite
-
-
-@pytest.mark.parametrize("limit", [1, 2, 3, 5, 8])
-def test_paging_through_a_lineage_gives_exactly_the_whole_log(store: Any, limit: int) -> None:
-    parents = [None, 0, 1, 1, 3, 4, 2, 6, 7]  # two branches below r1
-    record_tree(store, "t", parents)
-    for start in ("r5", "r8"):
-        whole = store.log(start, thread_id="t")
-        got = log_pages(store, start, limit, thread_id="t")
-        assert [r for page in got for r in page] == whole
-        assert all(len(page) == limit for page in got[:-1]) and 1 <= len(got[-1]) <= limit
-
-
-def test_a_limit_past_the_root_or_beyond_64_bit_integers_is_the_whole_log(store: Any) -> None:
-    record_tree(store, "t", [None, 0, 1])
-    whole = store.log("HEAD", thread_id="t")
-    for limit in (3, 4, 2**63 - 1, 2**63, 10**40):
-        page = store.log("HEAD", thread_id="t", limit=limit)
-        assert page == whole and page.next_cursor is None
 
 
 def test_checkouts_without_checkpoints_replay_long_threads_exactly(store: Any) -> None:
@@ -1016,7 +916,3 @@ def test_the_asyncio_store_appends_through_its_writer_process_and_reads(store_ur
     assert asyncio.run(use()) == [{"id": "m1", "role": "assistant", "content": "async"}]
 
 
-def test_imported_behaviour_is_collected_here_once_each() -> None:
-    names = [f.__name__ for f in IMPORTED]
-    assert len(names) == len(set(names)) and all(n in globals() for n in names)
-    assert json.dumps(names)  # listed for the backend fixture that will replace this module
