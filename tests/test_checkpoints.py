@@ -27,6 +27,14 @@ import agui_store
 from agui_store import blobs, checkpoints, codec
 from tests.strategies import legal_streams, message_lists
 
+# Each example of these machines is 12 steps, and after every step the invariants check out
+# and fully replay every run so far: one example costs as much as dozens of a plain
+# property's, and each machine cost 35-45 s in CI at 300 examples. The machines keep
+# their 12 steps (the depth at which checkpoints, branches, reopening and checkpoint loss
+# meet) and CI runs 100 sequences of them per machine, 4,800 steps over the four machines;
+# the dev profile's budget (60) is below that and stays.
+MACHINE = settings(stateful_step_count=12, max_examples=min(settings.default.max_examples, 100))
+
 
 class CheckpointMachine(RuleBasedStateMachine):
     runs = Bundle("runs")
@@ -213,7 +221,7 @@ class CheckpointMachine(RuleBasedStateMachine):
             assert blobs.digest(blobs.unpack(kind, data)) == digest
 
 
-CheckpointMachine.TestCase.settings = settings(stateful_step_count=12)
+CheckpointMachine.TestCase.settings = MACHINE
 test_checkpoints_never_change_what_checkout_restores = CheckpointMachine.TestCase
 
 
@@ -221,7 +229,7 @@ class SparseCheckpointMachine(CheckpointMachine):
     every = 12  # a checkpoint every few generated runs: checkouts replay from an older one
 
 
-SparseCheckpointMachine.TestCase.settings = settings(stateful_step_count=12)
+SparseCheckpointMachine.TestCase.settings = MACHINE
 test_sparse_checkpoints_never_change_what_checkout_restores = SparseCheckpointMachine.TestCase
 
 
@@ -239,7 +247,7 @@ class StatePatchMachine(CheckpointMachine):
         super().teardown()
 
 
-StatePatchMachine.TestCase.settings = settings(stateful_step_count=12)
+StatePatchMachine.TestCase.settings = MACHINE
 test_states_stored_as_patches_never_change_what_checkout_restores = StatePatchMachine.TestCase
 
 
@@ -396,10 +404,8 @@ class DeferredDerivationMachine(CheckpointMachine):
         assert tree(self.store.deferred) == tree(self.store.eager)  # type: ignore[attr-defined]
 
 
-DeferredDerivationMachine.TestCase.settings = settings(stateful_step_count=12)
-test_deferred_derivation_never_changes_a_decision_or_a_checkout = (
-    DeferredDerivationMachine.TestCase
-)
+DeferredDerivationMachine.TestCase.settings = MACHINE
+test_deferred_derivation_never_changes_a_decision_or_a_checkout = DeferredDerivationMachine.TestCase
 
 
 def test_a_deferring_store_writes_the_log_alone_and_derive_fills_in_the_rest(
@@ -553,10 +559,18 @@ def test_a_run_the_client_cannot_replay_does_not_block_later_appends(tmp_path: P
     """verifyEvents lets a nameless first TOOL_CALL_CHUNK through; transformChunks throws on
     it. Recording it is legal; only restoring it fails, exactly where the client fails."""
     with agui_store.open(tmp_path / "s.db") as store:
-        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
-                      {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"}])
-        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
-                      {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"}])
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+                {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"},
+            ]
+        )
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"},
+            ]
+        )
         assert [r.status for r in store.runs("t")] == ["incomplete", "finished"]
         try:
             store.checkout("r2")
@@ -570,9 +584,13 @@ def test_compact_skips_a_run_the_client_cannot_replay_and_compacts_the_rest(
     tmp_path: Path,
 ) -> None:
     with agui_store.open(tmp_path / "s.db", derive_on_append=False) as store:
-        store.append([{"type": "RUN_STARTED", "threadId": "u", "runId": "bad"},
-                      {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"},
-                      {"type": "RUN_FINISHED", "threadId": "u", "runId": "bad"}])
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "u", "runId": "bad"},
+                {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"},
+                {"type": "RUN_FINISHED", "threadId": "u", "runId": "bad"},
+            ]
+        )
         for i in range(3):
             _talk(store, f"r{i}", words=1)
         # Each of r0..r2 gets its checkpoint; "bad" has none to get, as on append.
