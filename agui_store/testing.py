@@ -1,0 +1,80 @@
+"""Test hooks: what tests and benchmarks may reach inside a store, and nothing else.
+
+These are documented, stable entry points for the store's own test suite and benchmarks
+(and for anyone testing code built on agui-store). They are not part of the API an
+application should use: they bypass the store's rules.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import TYPE_CHECKING, Any
+
+from agui_store.restore import View
+from agui_store.store import Store
+
+if TYPE_CHECKING:  # asyncio and the ASGI code load only for those who use them
+    from agui_store.aio import AsyncStore
+    from agui_store.asgi import Recorder
+
+
+def connection(store: Store) -> Any:
+    """The backend's open database connection (SQLite: an ``apsw.Connection``), to inspect
+    tables, query plans and triggers. Writing through it bypasses the store."""
+    return store._backend.connection()
+
+
+def replayed_view(store: Store, run: int | str, *, thread_id: str | None = None) -> View:
+    """The view of a run (a revision, or its integer key) by full replay of its lineage,
+    ignoring every checkpoint: the reference checkouts are compared with."""
+    with store._reading() as tx:
+        pk = run if isinstance(run, int) else store._resolve(tx, run, thread_id=thread_id).pk
+        return store._replay_view(tx, pk)
+
+
+def records(store: Store, run_pks: list[int]) -> list[Any]:
+    """The replay records (inputs and decoded events) of runs, by key, verified against
+    their hashes."""
+    with store._reading() as tx:
+        return store._records(tx, run_pks)
+
+
+def forget(store: Store) -> None:
+    """Drop everything the store keeps in memory between calls (cached views, sequence
+    state, what appends remember), so that the next call is cold."""
+    with store._lock:
+        store._forget()
+
+
+# --- the async store and the ASGI recorder ------------------------------------------------
+
+
+def writer_process(astore: AsyncStore) -> subprocess.Popen[bytes] | None:
+    """The child process an AsyncStore's writes run in, while one runs (``None`` before the
+    first start, or when it writes on its worker thread): to check its priority, to end it
+    and see the next write recover, to see it gone after ``close``."""
+    process = astore._writer_process
+    return None if process is None else process._proc
+
+
+def closed(astore: AsyncStore) -> bool:
+    """Whether ``close()`` has finished (its writer process and threads are ended)."""
+    return astore._closed
+
+
+def stop_threads(astore: AsyncStore) -> None:
+    """End an AsyncStore's worker and forwarding threads without closing it: what is left
+    of one a program dropped (its writer process must then end on its own)."""
+    astore._forwarder.shutdown()
+    astore._worker.shutdown()
+
+
+def recording(astore: AsyncStore) -> int:
+    """How many ``record()`` streams of an AsyncStore still have batches to write."""
+    return len(astore._batchers)
+
+
+def recorder_store(recorder: Recorder) -> AsyncStore:
+    """The AsyncStore a Recorder writes through (the one it made for a ``Store`` it was
+    given, or the one it was given)."""
+    return recorder._store
