@@ -25,11 +25,13 @@ from agui_store.errors import (
     StorageError,
     StorageFullError,
     StoreBusyError,
+    SyncConflictError,
 )
 from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run
 from agui_store.slim import PRESETS as SLIM_PRESETS
 from agui_store.slim import slim
 from agui_store.store import Store, open
+from agui_store.sync import CopyResult, copy
 from agui_store.verify import SequenceVerifier, verify_events
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "Branch",
     "BranchError",
     "Checkout",
+    "CopyResult",
     "CorruptStoreError",
     "Diff",
     "HashMismatchError",
@@ -64,8 +67,10 @@ __all__ = [
     "StorageFullError",
     "Store",
     "StoreBusyError",
+    "SyncConflictError",
     "ViewChange",
     "compact_events",
+    "copy",
     "export_artifact",
     "load_artifact",
     "open",
