@@ -54,7 +54,7 @@ from agui_store.errors import (
     RunNotFoundError,
     SyncConflictError,
 )
-from agui_store.store import Store, is_url
+from agui_store.store import Store, _check_scope, is_url
 
 #: Runs whose events one read fetches from the source while writing (bounds memory).
 RUNS_PER_READ = 200
@@ -569,20 +569,23 @@ def copy(
     dst: Store | str | os.PathLike[str],
     *,
     thread_id: str | None = None,
+    scope: str | None = None,
     progress: ProgressCallback | None = None,
 ) -> CopyResult:
     """Copy threads from ``src`` to ``dst`` (open stores, or paths and
     ``postgresql://`` URLs, opened and closed here: the source must exist, the destination
-    is created when missing): every thread, or ``thread_id`` alone. Only what ``dst``
-    lacks is copied, so a second copy copies nothing.
+    is created when missing): every thread, or ``thread_id`` alone; with a ``scope``,
+    only that owner's threads (another owner's thread is absent, as to every read). Only
+    what ``dst`` lacks is copied, so a second copy copies nothing.
 
     ``progress(copied, total)`` is called as events land.
 
     Raises:
         SyncConflictError: both hold a run, a thread's owner or a branch with different
             content (see the module's documentation); nothing was written.
-        RunNotFoundError: ``src`` has no thread ``thread_id``.
+        RunNotFoundError: ``src`` has no thread ``thread_id`` (in the ``scope``).
     """
+    _check_scope(scope)
     if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
         raise InvalidArgumentError(f"thread_id must be a non-empty string, not {thread_id!r}")
     with _opened(src, must_exist=True) as source, _opened(dst, must_exist=False) as target:
@@ -592,11 +595,12 @@ def copy(
             )
         with source._reading() as stx, target._replicating() as dtx:
             if thread_id is not None:
-                if stx.thread(thread_id) is None:
+                found = stx.thread(thread_id)
+                if found is None or (scope is not None and found[1] != scope):
                     raise RunNotFoundError(f"no thread {thread_id!r} in {source.path}")
                 thread_ids = [thread_id]
             else:
-                thread_ids = stx.thread_ids(None)
+                thread_ids = stx.thread_ids(scope)
             # Every thread compared before anything is written: a conflict anywhere
             # leaves the destination as it was.
             plans = [_plan_thread(stx, dtx, t) for t in thread_ids]

@@ -128,7 +128,10 @@ def record_run(
     branch: str | None = None,
     scope: str | None = None,
     pieces: int = 1,
+    between: Callable[[], Any] | None = None,
 ) -> None:
+    """Record a run, in ``pieces`` batches (``between`` is called after the first: a copy
+    while the run streams)."""
     body = input_after(store, thread_id, parent, run_id) if (with_input or echo) else None
     events = run_events(thread_id, run_id, f"answer {run_id}", echo=body if echo else None)
     cuts = [round(i * len(events) / pieces) for i in range(pieces + 1)]
@@ -143,6 +146,8 @@ def record_run(
                 branch=branch,
                 scope=scope,
             )
+            if between is not None:
+                between()
         else:
             store.append(piece, thread_id=thread_id, run_id=run_id, scope=scope)
 
@@ -316,6 +321,18 @@ def test_thread_copies_that_thread_alone(src_dst: tuple[str, str]) -> None:
         assert right["threads"] == ["t2", "t1", "t3"]
         for key in ("t1", "t2", "t3", "owners", "scoped"):
             assert left[key] == right[key]
+
+
+def test_a_scope_copies_that_owners_threads_alone(src_dst: tuple[str, str]) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        sample_history(store)
+    result = agui_store.copy(src, dst, scope="alice")
+    assert (result.threads, result.runs) == (1, 2)
+    with agui_store.open(dst) as store:
+        assert store.threads() == ["t2"] and store.threads(scope="alice") == ["t2"]
+    with pytest.raises(RunNotFoundError, match="no thread 't1'"):
+        agui_store.copy(src, dst, thread_id="t1", scope="alice")
 
 
 def test_a_thread_the_source_lacks_is_a_clear_error(src_dst: tuple[str, str]) -> None:
@@ -503,6 +520,7 @@ def histories(draw: st.DrawFn) -> list[tuple[Any, ...]]:
                     draw(st.booleans()),  # echo
                     draw(st.sampled_from([None, "b1", "b2"])),
                     draw(st.integers(1, 3)),  # pieces
+                    draw(st.booleans()),  # a copy after the first piece
                 )
             )
             made[thread].append(run_id)
@@ -523,7 +541,7 @@ def play(store: Store, steps: list[tuple[Any, ...]], copy: Callable[[], None]) -
     owner = {"t1": None, "t2": "alice"}
     for step in steps:
         if step[0] == "run":
-            _, thread, run_id, parent, with_input, echo, branch, pieces = step
+            _, thread, run_id, parent, with_input, echo, branch, pieces, midway = step
             record_run(
                 store,
                 thread,
@@ -534,6 +552,7 @@ def play(store: Store, steps: list[tuple[Any, ...]], copy: Callable[[], None]) -
                 branch=branch,
                 scope=owner[thread],
                 pieces=pieces,
+                between=copy if midway else None,
             )
         elif step[0] == "interleaved":
             _, thread, run_id, parent = step
@@ -541,6 +560,7 @@ def play(store: Store, steps: list[tuple[Any, ...]], copy: Callable[[], None]) -
             b = run_events(thread, run_id + "b", "b")
             store.append(a[:3], thread_id=thread, parent=parent, scope=owner[thread])
             store.append(b[:2], thread_id=thread, parent=parent, scope=owner[thread])
+            copy()  # two runs open
             store.append(b[2:], thread_id=thread, run_id=run_id + "b", scope=owner[thread])
             store.append(a[3:], thread_id=thread, run_id=run_id + "a", scope=owner[thread])
         elif step[0] == "error":
@@ -555,7 +575,7 @@ def play(store: Store, steps: list[tuple[Any, ...]], copy: Callable[[], None]) -
 
 @pytest.mark.parametrize("pair", [PAIRS[0]], indirect=True)
 @settings(
-    max_examples=25,
+    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
