@@ -1906,12 +1906,61 @@ class Store:
         return chain, grouped, normalized
 
     def log(
-        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+        self,
+        run_or_ref: str,
+        *,
+        thread_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        scope: str | None = None,
     ) -> Log:
-        """The run and its lineage ancestors, newest first (metadata only, no payloads)."""
+        """The run and its lineage ancestors, newest first (metadata only, no payloads).
+
+        Pages: ``limit`` runs at a time, each page continued from the one before by its
+        ``next_cursor``. A page reads only the runs it holds, whatever the lineage's depth::
+
+            page = store.log("HEAD", thread_id="t", limit=20)
+            while page.next_cursor is not None:
+                page = store.log("HEAD", thread_id="t", limit=20, cursor=page.next_cursor)
+
+        Args:
+            limit: at most this many runs (a positive int); ``None``: the whole lineage.
+            cursor: where the page starts: ``Log.next_cursor`` of the page before, which is
+                the id of the run the page starts with (a run of the thread ``run_or_ref``
+                names; that ref then only names the thread). Its lineage is walked, not the
+                ref's: runs and their parents never change, so pages continue the lineage
+                they began on even when the ref (``HEAD``, a branch) has moved since.
+                ``None``: the page starts at ``run_or_ref``.
+
+        Returns:
+            The runs; ``next_cursor`` is set when ``limit`` cut the lineage short, and
+            ``None`` when the page reached its root.
+
+        Raises:
+            InvalidArgumentError: a ``limit`` that is not a positive int; a ``cursor`` that
+                is not a run id of the thread (a cursor of another thread included).
+        """
+        size = arguments.page_size(limit)
+        start = arguments.page_cursor(cursor)
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
-            return Log(self._side(tx, key.pk, None))
+            first = key.pk
+            if start is not None:
+                # Text SQLite cannot hold names no run.
+                named = tx.run_pk(key.thread_pk, start) if arguments.storable_text(start) else None
+                if named is None:
+                    raise InvalidArgumentError(
+                        f"cursor {_quote(start)} names no run of thread "
+                        f"{_quote(tx.thread_id(key.thread_pk))}: a cursor continues the log "
+                        "of the thread it came from"
+                    )
+                first = named
+            rows = tx.lineage_runs(first, None, size)
+            names = self._branch_names(tx, [r[0] for r in rows])
+            runs = [self._run_from_row(r, names) for r in rows]
+        # The last run's parent starts the next page (None at the root, or the whole log).
+        more = runs[-1].parent_run_id if runs and len(runs) == size else None
+        return Log(runs, next_cursor=more)
 
     def checkout(
         self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
@@ -2614,7 +2663,7 @@ def _backend_for(path: str, busy_timeout_ms: int) -> port.Backend:
     if is_url(path):
         try:
             # Imported on demand: psycopg is an optional extra.
-            from agui_store.postgres import (  # type: ignore[import-not-found,unused-ignore]
+            from agui_store.postgres import (  # type: ignore[import-not-found,attr-defined,unused-ignore]
                 PostgresBackend,
             )
         except ImportError as e:

@@ -158,7 +158,8 @@ def postgres_store_database(
     postgres_server: PostgresServer, postgres_store_template: str
 ) -> Iterator[str]:
     """A fresh database of this test's own with an empty store installed (a DSN): cloning
-    the installed template skips the DDL, about half the cost of a new store."""
+    the installed template skips the DDL (0.15 s against 0.4 s for a new database plus
+    install, on a busy 2-core machine)."""
     dsn = postgres_server.create_database(template=postgres_store_template)
     yield dsn
     postgres_server.drop_database(dsn)
@@ -175,5 +176,66 @@ def postgres_cluster(postgres_server: PostgresServer) -> Iterator[PostgresCluste
     if cluster is None:
         pytest.skip("AGUI_STORE_TEST_POSTGRES names an external server, which tests never stop")
     yield cluster
-    if not cluster.running:
-        cluster.start()
+    postgres_server.ensure_running()
+
+
+# --- every backend ------------------------------------------------------------------------
+#
+# The store's behavioural tests take ``new_location`` (or ``store_location``) instead of a file
+# path, and run once per backend: SQLite always, PostgreSQL on the session's server (skipped
+# with the reason when there is none, a failure in CI). SQLite-only tests (file modes,
+# triggers through sqlite3, query plans) keep ``db_path``.
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+class StoreLocations:
+    """Fresh, empty store locations of one backend: file paths, or new databases' URLs."""
+
+    def __init__(self, backend: str, tmp_path: Path, server: Any = None, template: Any = None):
+        self.backend = backend
+        self._tmp_path = tmp_path
+        self._server = server
+        self._template = template
+        self._made: list[str] = []
+
+    def __call__(self) -> str:
+        if self.backend == "sqlite":
+            path = self._tmp_path / f"store-{len(self._made)}.db"
+            self._made.append(str(path))
+            return str(path)
+        dsn = self._server.create_database(template=self._template)
+        self._made.append(dsn)
+        return str(dsn)
+
+    def drop(self) -> None:
+        if self.backend == "postgres":
+            for dsn in self._made:
+                self._server.drop_database(dsn)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend a behavioural test runs on."""
+    return str(request.param)
+
+
+@pytest.fixture
+def new_location(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[StoreLocations]:
+    """Makes fresh, empty store locations on the test's backend (call it)."""
+    if backend == "postgres":
+        server = request.getfixturevalue("postgres_server")
+        template = request.getfixturevalue("postgres_store_template")
+        locations = StoreLocations(backend, tmp_path, server, template)
+    else:
+        locations = StoreLocations(backend, tmp_path)
+    yield locations
+    locations.drop()
+
+
+@pytest.fixture
+def store_location(new_location: StoreLocations) -> str:
+    """One fresh, empty store location on the test's backend."""
+    return new_location()

@@ -71,9 +71,14 @@ class ClusterUnavailable(RuntimeError):
 def find_bindir() -> Path | None:
     """The directory holding ``initdb``, ``pg_ctl`` and ``postgres``, newest version first.
 
-    Debian keeps the server binaries out of PATH (/usr/lib/postgresql/<major>/bin); other
-    installs put them on PATH.
+    ``$AGUI_STORE_PG_BINDIR`` if set (and only it). Else Debian's place, which keeps the
+    server binaries out of PATH (/usr/lib/postgresql/<major>/bin), then PATH.
     """
+    chosen = os.environ.get("AGUI_STORE_PG_BINDIR")
+    if chosen:
+        bindir = Path(chosen)
+        tools = ("initdb", "pg_ctl", "postgres")
+        return bindir if all((bindir / tool).is_file() for tool in tools) else None
     candidates = sorted(
         glob.glob("/usr/lib/postgresql/*/bin"),
         key=lambda path: int(Path(path).parent.name) if Path(path).parent.name.isdigit() else 0,
@@ -152,10 +157,11 @@ class PostgresCluster:
         """initdb and start a new cluster; raises ClusterUnavailable when that cannot work."""
         bindir = find_bindir()
         if bindir is None:
+            where = os.environ.get("AGUI_STORE_PG_BINDIR") or "/usr/lib/postgresql/*/bin or PATH"
             raise ClusterUnavailable(
-                "no PostgreSQL server binaries (initdb, pg_ctl, postgres) under "
-                "/usr/lib/postgresql/*/bin or on PATH; install the postgresql package, or "
-                "set AGUI_STORE_TEST_POSTGRES to the DSN of a server the tests may use"
+                f"no PostgreSQL server binaries (initdb, pg_ctl, postgres) in {where}; install "
+                "the postgresql package, or set AGUI_STORE_TEST_POSTGRES to the DSN of a "
+                "server the tests may use"
             )
         run_as = _run_as()
         parent = cluster_parent()
@@ -354,12 +360,18 @@ class PostgresServer:
         from psycopg.conninfo import conninfo_to_dict
 
         name = str(conninfo_to_dict(dsn)["dbname"])
+        self.ensure_running()
         with self.connect() as conn:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
         if name in self.databases:
             self.databases.remove(name)
+
+    def ensure_running(self) -> None:
+        """Start the throwaway cluster again if a test stopped or crashed it."""
+        if self.cluster is not None and not self.cluster.running:
+            self.cluster.start()
 
     def terminate_backends(self, dsn: str) -> int:
         """``pg_terminate_backend`` every session on ``dsn``'s database; returns how many.

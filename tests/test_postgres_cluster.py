@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.postgres_cluster import PostgresCluster, PostgresServer, uri, with_dbname
+from tests.postgres_cluster import (
+    ClusterUnavailable,
+    PostgresCluster,
+    PostgresServer,
+    uri,
+    with_dbname,
+)
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -77,6 +83,17 @@ def test_a_crashed_and_restarted_server_keeps_committed_rows_and_the_old_session
     assert postgres_cluster.running
     with psycopg.connect(postgres_database) as again:
         assert again.execute("SELECT x FROM kept").fetchall() == [(1,)]
+
+
+def test_a_test_that_leaves_the_server_stopped_still_gets_its_database_dropped(
+    postgres_cluster: PostgresCluster, postgres_server: PostgresServer
+) -> None:
+    dsn = postgres_server.create_database()
+    postgres_cluster.stop("immediate")
+    postgres_server.drop_database(dsn)  # what the postgres_database fixture's teardown does
+    assert postgres_cluster.running
+    with pytest.raises(psycopg.OperationalError, match="does not exist"):
+        psycopg.connect(dsn).close()
 
 
 def test_terminating_a_databases_backends_kills_its_sessions_only(
@@ -163,3 +180,45 @@ def test_a_test_process_killed_with_sigkill_leaves_no_server_and_no_directory(
     while (root.exists() or _postmaster_alive(root)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not root.exists()
+
+
+def _run_one_postgres_test(**env: str) -> subprocess.CompletedProcess[str]:
+    """pytest, in a child, on one test that needs the server, without server binaries."""
+    child_env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("AGUI_STORE_TEST_POSTGRES", "AGUI_STORE_REQUIRE_POSTGRES")
+    }
+    child_env.update(PYTHONPATH=str(ROOT), AGUI_STORE_PG_BINDIR="/nonexistent/bin", **env)
+    return subprocess.run(
+        [
+            sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+            "tests/test_postgres_cluster.py::test_the_server_listens_on_its_socket_only",
+        ],
+        cwd=ROOT, env=child_env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_without_server_binaries_the_tests_skip_and_say_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In process (a child pytest costs seconds): the cluster says what is missing, and the
+    fixtures' helper turns that into a skip unless PostgreSQL is required."""
+    from tests import conftest
+
+    monkeypatch.setenv("AGUI_STORE_PG_BINDIR", "/nonexistent/bin")
+    with pytest.raises(ClusterUnavailable) as missing:
+        PostgresCluster.create()
+    assert "no PostgreSQL server binaries" in str(missing.value)
+    assert "/nonexistent/bin" in str(missing.value)
+    monkeypatch.setattr(conftest, "REQUIRE_POSTGRES", False)
+    with pytest.raises(pytest.skip.Exception, match="no PostgreSQL server binaries"):
+        conftest._postgres_unavailable(str(missing.value))
+
+
+def test_without_server_binaries_the_tests_fail_where_postgres_is_required() -> None:
+    """End to end, in a child pytest, as CI runs it."""
+    result = _run_one_postgres_test(AGUI_STORE_REQUIRE_POSTGRES="1")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "required in CI (AGUI_STORE_REQUIRE_POSTGRES=1)" in result.stdout
+    assert "no PostgreSQL server binaries" in result.stdout

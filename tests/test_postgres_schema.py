@@ -662,3 +662,63 @@ def test_the_owner_role_could_disable_the_triggers_so_the_application_must_not_b
         with owner.transaction(force_rollback=True):
             owner.execute("ALTER TABLE echo_refs DISABLE TRIGGER echo_refs_are_append_only")
             owner.execute("DELETE FROM echo_refs")
+
+
+# --- text order -------------------------------------------------------------------------------
+
+
+def test_every_text_column_compares_bytes_as_sqlite_does(installed: str) -> None:
+    with connect(installed) as conn:
+        collations = conn.execute(
+            "SELECT table_name, column_name, collation_name FROM information_schema.columns "
+            "WHERE table_schema = %s AND data_type = 'text'",
+            (pg_schema.SCHEMA,),
+        ).fetchall()
+    assert collations and all(collation == "C" for _, _, collation in collations), collations
+
+
+IDS = ["b", "B", "a-b", "ab", "A", "a", "é", "z", "_x", "a b"]
+
+
+def test_in_a_database_with_a_linguistic_collation_ids_still_sort_and_range_by_bytes(
+    postgres_server: Any,
+) -> None:
+    from tests.postgres_cluster import with_dbname
+
+    name = f"agui_test_icu_{uuid.uuid4().hex[:12]}"
+    with postgres_server.connect() as admin:
+        if not admin.execute(
+            "SELECT count(*) FROM pg_collation WHERE collprovider = 'i'"
+        ).fetchone()[0]:
+            pytest.skip("this PostgreSQL is built without ICU: no linguistic collation to test")
+        admin.execute(
+            f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C' "
+            "LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
+        )
+    dsn = with_dbname(postgres_server.dsn, name)
+    try:
+        with connect(dsn) as conn:
+            pg_schema.install(conn)
+            for index, thread_id in enumerate(IDS):
+                conn.execute(
+                    "INSERT INTO threads(thread_id, created_at) VALUES (%s, %s)", (thread_id, index)
+                )
+            ordered = [row[0] for row in conn.execute("SELECT thread_id FROM threads ORDER BY 1")]
+            linguistic = [
+                row[0]
+                for row in conn.execute(
+                    'SELECT thread_id FROM threads ORDER BY thread_id COLLATE "default"'
+                )
+            ]
+            in_range = sorted(
+                row[0]
+                for row in conn.execute(
+                    "SELECT thread_id FROM threads WHERE thread_id >= 'a' AND thread_id < 'b'"
+                )
+            )
+    finally:
+        postgres_server.drop_database(dsn)
+    by_bytes = sorted(IDS, key=lambda text: text.encode("utf-8"))
+    assert ordered == by_bytes
+    assert linguistic != by_bytes  # the database's own order would have differed
+    assert in_range == sorted(i for i in IDS if "a" <= i < "b")
