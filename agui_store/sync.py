@@ -29,7 +29,8 @@ What a copy refuses (:class:`~agui_store.errors.SyncConflictError`, nothing writ
   not a conflict: the batches it lacks are copied;
 - a thread whose owner (scope) differs;
 - a branch both stores hold at different runs, unless the destination's tip is an
-  ancestor of the source's (the branch then moves forward, as ``git push`` fast-forwards).
+  ancestor of the source's (the branch then moves forward, as ``git push`` fast-forwards;
+  at the same run, the later ``updated_at`` wins).
   A destination ahead of, or diverged from, the source is refused like git's
   non-fast-forward push.
 
@@ -327,7 +328,10 @@ def _branches_to_set(
             out.append((str(name), str(run_id), int(updated_at)))
             continue
         if there[0] == run_id:
-            continue  # the same tip: the destination's time of setting it stays
+            # The same tip: only a later setting of it (moved away and back) is news.
+            if int(updated_at) > int(there[1]):
+                out.append((str(name), str(run_id), int(updated_at)))
+            continue
         if not _is_ancestor(parent_of, there[0], run_id):
             raise SyncConflictError(
                 f"it points at run {there[0]!r} in the destination and {run_id!r} in the "

@@ -457,6 +457,23 @@ def test_a_branch_behind_in_the_destination_moves_forward_and_a_diverged_one_is_
         assert everything(store) == before
 
 
+def test_a_branch_set_again_at_the_same_run_takes_the_later_time(
+    src_dst: tuple[str, str],
+) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        record_run(store, "t1", "r1")
+        record_run(store, "t1", "r2")
+        store.branch("pin", "r1", thread_id="t1")
+    agui_store.copy(src, dst)
+    with agui_store.open(src) as store:
+        store.branch("pin", "r2", thread_id="t1")
+        time.sleep(0.002)
+        store.branch("pin", "r1", thread_id="t1")  # moved away and back
+    assert agui_store.copy(src, dst).branches == 1
+    assert_same(src, dst)
+
+
 def test_open_stores_are_used_as_they_are_and_stay_open(src_dst: tuple[str, str]) -> None:
     src, dst = src_dst
     with agui_store.open(src) as a, agui_store.open(dst) as b:
