@@ -387,6 +387,22 @@ def test_a_run_held_on_both_sides_with_different_content_is_refused_and_nothing_
         assert everything(store) == before
 
 
+def test_a_conflict_in_the_last_thread_leaves_the_earlier_threads_uncopied(
+    src_dst: tuple[str, str],
+) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as a, agui_store.open(dst) as b:
+        record_run(a, "t1", "r1")
+        record_run(a, "t1", "r2", with_input=True, parent="r1")
+        record_run(a, "t2", "q1")
+        b.append(run_events("t2", "q1", "another answer"), thread_id="t2")
+        before = everything(b)
+    with pytest.raises(SyncConflictError, match="run 'q1' of thread 't2'"):
+        agui_store.copy(src, dst)
+    with agui_store.open(dst) as b:
+        assert everything(b) == before and b.threads() == ["t2"]
+
+
 @pytest.mark.parametrize(
     ("change", "what"),
     [
