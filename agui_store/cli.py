@@ -27,7 +27,7 @@ from agui_store.errors import (
 from agui_store.interchange import FORMATS, serialize
 from agui_store.records import Run, content_text, printable, run_line, short, transcript
 from agui_store.render import diff_text, graph
-from agui_store.store import Store
+from agui_store.store import Store, is_url
 from agui_store.targets import check_source, check_target, write_file
 
 EXAMPLES = {
@@ -643,8 +643,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 
 def _require_store_file(path: str) -> None:
-    """Refuse a store path that names no file (in-memory and URI paths are SQLite's own)."""
-    if path == ":memory:" or path.startswith("file:"):
+    """Refuse a store path that names no file (in-memory and URI paths are SQLite's own; a
+    PostgreSQL URL names a database, which opening creates the store in)."""
+    if path == ":memory:" or path.startswith("file:") or is_url(path):
         return
     if not os.path.lexists(path):
         raise NotAStoreError(

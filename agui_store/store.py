@@ -35,6 +35,7 @@ from agui_store import (
 )
 from agui_store.diff import Diff, compare
 from agui_store.errors import (
+    AguiStoreError,
     AmbiguousRunError,
     BranchError,
     HashMismatchError,
@@ -830,7 +831,7 @@ class Store:
         if any(self._known_status(tx, pk) != "incomplete" for pk in derived):
             below = [
                 pk
-                for pk in checkpoints.drop_from(tx.connection, run_pk)
+                for pk in tx.drop_derived_from(run_pk)
                 if self._known_status(tx, pk) != "incomplete"
             ]
             self._leave_underived(tx, thread_pk, below)
@@ -1264,7 +1265,7 @@ class Store:
             if any(kind != "RUN_ERROR" for kind in segment.types):
                 # Only possible with check_sequence=False: events after the run's end. What
                 # derives from the run is dropped, and derived again when next needed.
-                dropped = checkpoints.drop_from(tx.connection, segment.run_pk)
+                dropped = tx.drop_derived_from(segment.run_pk)
                 self._leave_underived(tx, thread_pk, dropped)
             return
         if segment.outcome is None:
@@ -1333,7 +1334,7 @@ class Store:
             tx.clear_underived(run_pk)
             if self._known_status(tx, run_pk) == "incomplete":
                 continue  # below a run that changed; it is noted again when it completes
-            if checkpoints.has_checkpoint(tx.connection, run_pk):
+            if tx.has_checkpoint(run_pk):
                 continue  # compact got there first
             self._derive(tx, run_thread, run_pk, now)
             derived += 1
@@ -1408,7 +1409,8 @@ class Store:
         digest = bytes(hasher.digest())
         tx.insert_digest(digest, run_pk)
         written = False
-        if force_checkpoint or since.events >= self.checkpoint_events:
+        # A backend without checkpoints (PostgreSQL, for now) replays lineages whole.
+        if tx.keeps_checkpoints and (force_checkpoint or since.events >= self.checkpoint_events):
             written = self._write_checkpoint(
                 tx, run_pk, reducer, since, digest, now, self._known_run_hash(tx, run_pk)
             )
@@ -1440,7 +1442,7 @@ class Store:
         digest_kept = cached.run_pk is not None and tx.has_digest(
             bytes(cached.ids_hasher.digest()), cached.run_pk
         )
-        base_gone = since_cp is not None and not checkpoints.has_checkpoint(tx.connection, since_cp)
+        base_gone = since_cp is not None and not tx.has_checkpoint(since_cp)
         if not digest_kept or base_gone:
             del self._views[thread_pk]
             return None
@@ -1454,7 +1456,7 @@ class Store:
             reducer = start_reducer()
             since = _SinceCheckpoint.start([], None, None)
         else:
-            found, after = checkpoints.nearest(tx.connection, run_pk)
+            found, after = tx.nearest_checkpoint(run_pk)
             snap = self._load_checkpoint(tx, found) if found is not None else None
             reducer = start_reducer(snap.view if snap is not None else None)
             if snap is not None:
@@ -1568,7 +1570,7 @@ class Store:
                 self._derive_underived(tx, only_pk)
             for pk in pks:
                 if (
-                    checkpoints.has_checkpoint(tx.connection, pk)
+                    tx.has_checkpoint(pk)
                     or self._status(tx, pk) == "incomplete"
                 ):
                     continue
@@ -2028,7 +2030,7 @@ class Store:
 
     def _view(self, tx: port.Reading, pk: int) -> View:
         """view(R): from the nearest checkpoint on R's lineage, replaying only what follows."""
-        found, after = checkpoints.nearest(tx.connection, pk)
+        found, after = tx.nearest_checkpoint(pk)
         start = (
             self._load_checkpoint(tx, found, with_hashes=False).view
             if found is not None
@@ -2238,6 +2240,11 @@ class Store:
         """Check the file: SQLite's integrity and the store's own invariants (see
         :mod:`agui_store.integrity`). Reports; never repairs."""
         with self._reading() as tx:
+            if not tx.keeps_checkpoints:
+                raise AguiStoreError(
+                    f"check() is not available on PostgreSQL yet ({self.path}): it checks "
+                    "an SQLite file"
+                )
             return check_database(tx.connection)
 
     # --- branches and forks -------------------------------------------------------------

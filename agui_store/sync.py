@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agui_store import checkpoints, hashing, port
+from agui_store import hashing, port
 from agui_store.errors import (
     InvalidArgumentError,
     NotAStoreError,
@@ -432,7 +432,7 @@ class _Writer:
         self._flush()
         for _run, run_pk, _kept in plan.extended:
             # Events after what it held change what derives from it and from runs below.
-            underived.update(checkpoints.drop_from(dst.connection, run_pk))
+            underived.update(dst.drop_derived_from(run_pk))
         for name, run_id, updated_at in plan.branches:
             dst.set_branch(thread_pk, name, pks[run_id], updated_at)
         if underived:

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 import agui_store
 from agui_store import Store, SyncConflictError, cli, database
 from agui_store.errors import NotAStoreError, RunNotFoundError
+from agui_store.store import is_url
 
 try:
     from agui_store.postgres import PostgresBackend  # type: ignore[attr-defined]  # noqa: F401
@@ -229,10 +230,18 @@ def everything(store: Store) -> dict[str, Any]:
     return out
 
 
+def check_passes(store: Store) -> bool:
+    """``check()`` on the destination (it checks SQLite files only, so far): the hashes the
+    copy computed there verify."""
+    if is_url(store.path):
+        return True
+    return store.check().ok
+
+
 def assert_same(src: str | Store, dst: str | Store) -> None:
     with _store(src) as a, _store(dst) as b:
         assert everything(a) == everything(b)
-        assert b.check().ok
+        assert check_passes(b)
 
 
 class _store:
@@ -606,7 +615,7 @@ def play(store: Store, steps: list[tuple[Any, ...]], copy: Callable[[], None]) -
             copy()
 
 
-@pytest.mark.parametrize("pair", [PAIRS[0]], indirect=True)
+@pytest.mark.parametrize("pair", [PAIRS[0], PAIRS[1]], indirect=True)
 @settings(
     max_examples=40,
     deadline=None,
@@ -624,7 +633,7 @@ def test_any_history_copied_at_any_points_reads_back_equal_and_copying_again_is_
         agui_store.copy(a, dst)
         with agui_store.open(dst) as b:
             assert everything(a) == everything(b)
-            assert b.check().ok
+            assert check_passes(b)
         again = agui_store.copy(a, dst)
         assert (again.runs, again.events, again.branches, again.runs_extended) == (0, 0, 0, 0)
 
