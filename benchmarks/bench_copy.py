@@ -17,6 +17,12 @@ Measured, median of ``--repeat`` runs, each into a new destination file:
 - ``copy`` again onto the full destination: nothing to copy, both sides compared.
 
     python -m benchmarks.bench_copy [--runs 2000] [--events 20] [--repeat 3] [--input-every 50]
+                                    [--postgres [--dsn postgresql://...]]
+
+``--postgres`` also copies the file into a PostgreSQL database (a push: log and lineage
+digests; PostgreSQL keeps no checkpoints yet) and back into a new file (a pull), on a
+throwaway socket-only cluster (``tests/postgres_cluster.py``) unless ``--dsn`` names a
+server's maintenance database.
 """
 
 from __future__ import annotations
@@ -67,6 +73,46 @@ def build_source(path: Path, runs: int, events: int, input_every: int) -> int:
     return total
 
 
+def postgres_figures(
+    src: Path, tmp: Path, dsn: str | None, repeat: int, total: int
+) -> list[tuple[str, list[float]]]:
+    """Push the file into new PostgreSQL databases, again (nothing to copy), and pull one
+    back into new files."""
+    from tests.postgres_cluster import PostgresCluster, PostgresServer
+
+    cluster = None
+    if dsn is None:
+        cluster = PostgresCluster.create()
+        dsn = cluster.dsn()
+    server = PostgresServer(dsn=dsn)
+    made: list[str] = []
+    push, again, pull = [], [], []
+    try:
+        for n in range(repeat):
+            target = server.create_database()
+            made.append(target)
+            t0 = time.perf_counter()
+            result = agui_store.copy(src, target)
+            push.append(time.perf_counter() - t0)
+            assert result.events == total
+            t0 = time.perf_counter()
+            agui_store.copy(src, target)
+            again.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            agui_store.copy(target, tmp / f"pulled-{n}.db")
+            pull.append(time.perf_counter() - t0)
+    finally:
+        for target in made:
+            server.drop_database(target)
+        if cluster is not None:
+            cluster.destroy()
+    return [
+        ("file -> PostgreSQL (+ digests)", push),
+        ("file -> PostgreSQL again", again),
+        ("PostgreSQL -> file (+ derive)", pull),
+    ]
+
+
 def median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
@@ -77,6 +123,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--input-every", type=int, default=50)
+    parser.add_argument("--postgres", action="store_true", help="also file <-> PostgreSQL")
+    parser.add_argument("--dsn", help="with --postgres: an existing server instead")
     args = parser.parse_args()
     header(f"copy: one thread of {args.runs} runs x {args.events} events, file to file")
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,14 +160,17 @@ def main() -> None:
             again.append(time.perf_counter() - t0)
             assert result.runs == 0 and result.runs_present == args.runs
 
-        base = median(raw)
-        print(f"{'':32} {'seconds':>9} {'events/s':>12} {'vs raw read':>12}")
-        for label, times in (
+        rows = [
             ("raw read (apsw, baseline)", raw),
             ("copy, log only", logged),
             ("copy + derive (default)", derived),
             ("copy again (nothing to copy)", again),
-        ):
+        ]
+        if args.postgres:
+            rows += postgres_figures(src, Path(tmp), args.dsn, args.repeat, total)
+        base = median(raw)
+        print(f"{'':32} {'seconds':>9} {'events/s':>12} {'vs raw read':>12}")
+        for label, times in rows:
             t = median(times)
             print(f"{label:32} {t:9.3f} {total / t:12,.0f} {base / t:12.3f}")
 
