@@ -24,11 +24,12 @@ def connection(store: Store) -> Any:
     return store._backend.connection()
 
 
-def replayed_view(store: Store, run_pk: int) -> View:
-    """The view of a run (by its integer key) by full replay of its lineage, ignoring every
-    checkpoint: the reference checkouts are compared with."""
+def replayed_view(store: Store, run: int | str, *, thread_id: str | None = None) -> View:
+    """The view of a run (a revision, or its integer key) by full replay of its lineage,
+    ignoring every checkpoint: the reference checkouts are compared with."""
     with store._reading() as tx:
-        return store._replay_view(tx, run_pk)
+        pk = run if isinstance(run, int) else store._resolve(tx, run, thread_id=thread_id).pk
+        return store._replay_view(tx, pk)
 
 
 def records(store: Store, run_pks: list[int]) -> list[Any]:

@@ -52,9 +52,9 @@ def trees(draw: st.DrawFn) -> list[int | None]:
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(parents=trees(), data=st.data())
 def test_paging_through_a_lineage_gives_exactly_the_whole_log(
-    tmp_path_factory: pytest.TempPathFactory, parents: list[int | None], data: st.DataObject
+    new_location: Any, parents: list[int | None], data: st.DataObject
 ) -> None:
-    with agui_store.open(tmp_path_factory.mktemp("log") / "s.db") as store:
+    with agui_store.open(new_location()) as store:
         record_tree(store, "t", parents)
         start = f"r{data.draw(st.integers(0, len(parents) - 1), label='start')}"
         limit = data.draw(st.integers(1, len(parents) + 2), label="limit")
@@ -69,8 +69,8 @@ def test_paging_through_a_lineage_gives_exactly_the_whole_log(
                                                            for page in got[:-1]]
 
 
-def test_a_page_continues_its_lineage_after_the_ref_has_moved(tmp_path: Path) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+def test_a_page_continues_its_lineage_after_the_ref_has_moved(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
         record_tree(store, "t", [None, 0, 1, 2, 3])
         first = store.log("HEAD", thread_id="t", limit=2)
         assert [r.run_id for r in first] == ["r4", "r3"] and first.next_cursor == "r2"
@@ -80,9 +80,9 @@ def test_a_page_continues_its_lineage_after_the_ref_has_moved(tmp_path: Path) ->
 
 
 def test_a_limit_past_the_root_or_beyond_sqlites_integers_is_the_whole_log(
-    tmp_path: Path,
+    store_location: str,
 ) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         record_tree(store, "t", [None, 0, 1])
         whole = store.log("HEAD", thread_id="t")
         for limit in (3, 4, 2**63 - 1, 2**63, 10**40):
@@ -92,9 +92,9 @@ def test_a_limit_past_the_root_or_beyond_sqlites_integers_is_the_whole_log(
 
 @pytest.mark.parametrize("limit", [0, -1, True, False, 1.5, "3", [2]])
 def test_a_limit_that_is_not_a_positive_int_is_an_invalid_argument(
-    tmp_path: Path, limit: Any
+    store_location: str, limit: Any
 ) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         record_tree(store, "t", [None, 0])
         with pytest.raises(InvalidArgumentError, match="limit must be an integer >= 1"):
             store.log("HEAD", thread_id="t", limit=limit)
@@ -102,24 +102,26 @@ def test_a_limit_that_is_not_a_positive_int_is_an_invalid_argument(
 
 @pytest.mark.parametrize("cursor", ["", 3, b"r1", ["r1"]])
 def test_a_cursor_that_is_not_a_run_id_is_an_invalid_argument(
-    tmp_path: Path, cursor: Any
+    store_location: str, cursor: Any
 ) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         record_tree(store, "t", [None, 0])
         with pytest.raises(InvalidArgumentError, match="cursor= must be None or a run id"):
             store.log("HEAD", thread_id="t", limit=1, cursor=cursor)
 
 
 @pytest.mark.parametrize("cursor", ["nosuch", "r", "HEAD", "main", "r1~1", "\ud800"])
-def test_a_cursor_is_a_run_id_of_the_thread_not_a_revision(tmp_path: Path, cursor: str) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+def test_a_cursor_is_a_run_id_of_the_thread_not_a_revision(
+    store_location: str, cursor: str
+) -> None:
+    with agui_store.open(store_location) as store:
         record_tree(store, "t", [None, 0])
         with pytest.raises(InvalidArgumentError, match="names no run of thread 't'"):
             store.log("HEAD", thread_id="t", limit=1, cursor=cursor)
 
 
-def test_a_cursor_from_another_thread_is_refused(tmp_path: Path) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+def test_a_cursor_from_another_thread_is_refused(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
         record_tree(store, "a", [None, 0, 1])
         store.append(run("b", "b0"))
         store.append(run("b", "b1", "b0"))
@@ -133,8 +135,8 @@ def test_a_cursor_from_another_thread_is_refused(tmp_path: Path) -> None:
         assert [(r.thread_id, r.run_id) for r in page] == [("a", "r1"), ("a", "r0")]
 
 
-def test_a_scoped_log_pages_only_its_owners_thread(tmp_path: Path) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+def test_a_scoped_log_pages_only_its_owners_thread(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
         store.append(run("mine", "m0"), scope="alice")
         store.append(run("mine", "m1", "m0"), scope="alice")
         store.append(run("theirs", "x0"), scope="bob")
