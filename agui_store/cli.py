@@ -437,7 +437,9 @@ def cmd_copy(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         progress.advance(done - progress.done)
 
     try:
-        result = copy(args.src, args.dst, thread_id=args.thread, progress=advance)
+        result = copy(
+            args.src, args.dst, thread_id=args.thread, force=args.force, progress=advance
+        )
     finally:
         if progress is not None:
             progress.finish()
@@ -580,6 +582,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("src", metavar="SRC", help="the store to copy from (it must exist)")
     p.add_argument("dst", metavar="DST", help="the store to copy to (created if missing)")
     p.add_argument("--thread", help="only this thread")
+    p.add_argument("--force", action="store_true",
+                   help="a branch DST holds off SRC's lineage takes SRC's tip (runs never move)")
     p = parsers["slim"]
     p.add_argument("ref", nargs="?", default="HEAD", help="run id, branch, HEAD, REF~n")
     p.add_argument("--thread", help="thread id (when the ref is ambiguous)")

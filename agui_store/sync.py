@@ -32,7 +32,7 @@ What a copy refuses (:class:`~agui_store.errors.SyncConflictError`, nothing writ
   ancestor of the source's (the branch then moves forward, as ``git push`` fast-forwards;
   at the same run, the later ``updated_at`` wins).
   A destination ahead of, or diverged from, the source is refused like git's
-  non-fast-forward push.
+  non-fast-forward push (``force=True``, ``--force``: the source's tip wins).
 
 One write transaction on the destination for the whole copy, after every thread was
 compared: a conflict anywhere leaves the destination exactly as it was, and a copy that
@@ -210,7 +210,9 @@ def _events_by_run(
     return out
 
 
-def _plan_thread(src: port.Reading, dst: port.Reading, thread_id: str) -> _ThreadPlan:
+def _plan_thread(
+    src: port.Reading, dst: port.Reading, thread_id: str, force: bool = False
+) -> _ThreadPlan:
     """Compare one thread on both sides: what the destination lacks, or the conflict."""
     found = src.thread(thread_id)
     assert found is not None
@@ -266,7 +268,7 @@ def _plan_thread(src: port.Reading, dst: port.Reading, thread_id: str) -> _Threa
         else:
             present += 1
     _compare_events(src, dst, thread_id, overlapping)
-    branches = _branches_to_set(src, dst, thread_id, src_pk, dst_found, runs)
+    branches = _branches_to_set(src, dst, thread_id, src_pk, dst_found, runs, force)
     return _ThreadPlan(
         thread_id=thread_id,
         src_pk=src_pk,
@@ -313,8 +315,10 @@ def _branches_to_set(
     src_pk: int,
     dst_found: tuple[int, str | None] | None,
     runs: list[_SrcRun],
+    force: bool,
 ) -> list[tuple[str, str, int]]:
-    """The source's branches the destination lacks or holds behind (fast-forward only)."""
+    """The source's branches the destination lacks or holds behind (fast-forward only,
+    unless ``force``)."""
     theirs = (
         {name: (run_id, updated) for name, run_id, updated in dst.branch_list(dst_found[0])}
         if dst_found is not None
@@ -332,11 +336,11 @@ def _branches_to_set(
             if int(updated_at) > int(there[1]):
                 out.append((str(name), str(run_id), int(updated_at)))
             continue
-        if not _is_ancestor(parent_of, there[0], run_id):
+        if not force and not _is_ancestor(parent_of, there[0], run_id):
             raise SyncConflictError(
                 f"it points at run {there[0]!r} in the destination and {run_id!r} in the "
                 "source, which does not descend from it (not a fast-forward: move or delete "
-                "one side's branch first)",
+                "one side's branch first, or force the copy)",
                 thread_id=thread_id,
                 branch=str(name),
             )
@@ -574,6 +578,7 @@ def copy(
     *,
     thread_id: str | None = None,
     scope: str | None = None,
+    force: bool = False,
     progress: ProgressCallback | None = None,
 ) -> CopyResult:
     """Copy threads from ``src`` to ``dst`` (open stores, or paths and
@@ -581,6 +586,10 @@ def copy(
     is created when missing): every thread, or ``thread_id`` alone; with a ``scope``,
     only that owner's threads (another owner's thread is absent, as to every read). Only
     what ``dst`` lacks is copied, so a second copy copies nothing.
+
+    ``force``: a branch both hold at runs where the destination's tip is not an ancestor
+    of the source's (the source moved it back, or both moved it) takes the source's tip
+    instead of being refused. Runs are never forced: they are append-only on both sides.
 
     ``progress(copied, total)`` is called as events land.
 
@@ -607,7 +616,7 @@ def copy(
                 thread_ids = stx.thread_ids(scope)
             # Every thread compared before anything is written: a conflict anywhere
             # leaves the destination as it was.
-            plans = [_plan_thread(stx, dtx, t) for t in thread_ids]
+            plans = [_plan_thread(stx, dtx, t, force) for t in thread_ids]
             writer = _Writer(stx, dtx, sum(p.events_to_copy for p in plans), progress)
             touched: list[str] = []
             derive: list[str] = []
