@@ -50,6 +50,7 @@ from agui_store.errors import (
 )
 from agui_store.postgres import schema, sql
 from tests.strategies import legal_streams, message_lists
+from tests.test_postgres_schema import deployment  # noqa: F401 (the fixture, used by name)
 from tests.test_store import run, say
 
 #: Writer processes in the concurrency tests, and batches each appends.
@@ -825,6 +826,33 @@ def test_a_server_restart_between_calls_costs_at_most_one_failed_call(
     postgres_cluster.start()
     store.append(run("t", "r2", *say("m2", "b")))
     assert [r.run_id for r in store.runs("t")] == ["r1", "r2"]
+
+
+def test_the_application_role_of_the_readme_deployment_runs_the_whole_store(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Connected as the role that owns nothing and has only the grants
+    ``application_grants`` prints: appends, branches moved and deleted, derive and compact
+    all work, and the log tables still refuse changes."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from tests.postgres_cluster import uri
+
+    _, app_dsn = request.getfixturevalue("deployment")  # test_postgres_schema's
+    app_url = uri({key: str(value) for key, value in conninfo_to_dict(app_dsn).items()})
+    with agui_store.open(app_url, derive_on_append=False) as s:
+        s.append(run("t", "r1", *say("m1", "a", "user")))
+        s.branch("feature", "r1", thread_id="t")
+        s.append(run("t", "r2", *say("m2", "b", "assistant")), branch="feature")
+        assert {b.name: b.run_id for b in s.branches("t")}["feature"] == "r2"
+        s.delete_branch("feature", thread_id="t")
+        assert s.derive() >= 0 and s.compact() == 0
+        assert [m["content"] for m in s.checkout("r2", thread_id="t").messages] == ["a", "b"]
+        with pytest.raises(psycopg.Error):
+            testing.connection(s).execute(f"DELETE FROM {schema.SCHEMA}.events")
+        testing.connection(s).rollback()
+        s.append(run("t", "r3"))
+        assert [r.run_id for r in s.runs("t")] == ["r1", "r2", "r3"]
 
 
 def test_a_database_that_does_not_exist_is_a_clear_store_error(store_url: str) -> None:
