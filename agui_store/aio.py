@@ -166,7 +166,8 @@ class AsyncStore:
     def _new_writer(self) -> WriterProcess:
         """A writer process for the same file, with the same options."""
         options = {name: getattr(self._store, name) for name in _STORE_OPTIONS}
-        return WriterProcess(self._store.path, options)
+        # The location, not the path shown: a database URL's password opens it again.
+        return WriterProcess(self._store._backend.location, options)
 
     def _start_writer(self) -> None:
         """On the worker, at once: a writer that fails to start is tried again (and its

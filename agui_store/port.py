@@ -229,6 +229,8 @@ class Backend(Protocol):
 
     #: How the database is named in messages (a path, or a URL without its password).
     where: str
+    #: What opens it again (a path, or the URL with its credentials): never shown.
+    location: str
 
     def reading(self) -> AbstractContextManager[Reading]: ...
     def writing(self) -> AbstractContextManager[Writing]: ...

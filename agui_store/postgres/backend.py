@@ -133,6 +133,7 @@ class PostgresBackend:
 
     def __init__(self, url: str, *, busy_timeout_ms: int) -> None:
         self.url = url
+        self.location = url
         self.where = without_password(url)
         self.busy_timeout_ms = busy_timeout_ms
         self._closed = False

@@ -31,6 +31,7 @@ class SqliteBackend:
 
     def __init__(self, path: str, *, busy_timeout_ms: int) -> None:
         self.where = path
+        self.location = path
         self.busy_timeout_ms = busy_timeout_ms
         self._conn: Any = database.connect(path, busy_timeout_ms=busy_timeout_ms)
         self._pid = os.getpid()
