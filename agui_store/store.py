@@ -17,7 +17,7 @@ import re
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +25,6 @@ from typing import Any
 
 from agui_store import (
     arguments,
-    blobs,
     checkpoints,
     codec,
     database,
@@ -106,13 +105,9 @@ class _SinceCheckpoint:
     """The newest checkpoint on a cached view's lineage, and what the runs after it did:
     what the next checkpoint needs to be written as a delta of it."""
 
-    run_pk: int | None  # None: no checkpoint on the lineage (the next one is a full list)
-    blob_ids: list[int]  # its messages' blobs, aligned with ``messages``
-    chain: int
+    run_pk: int | None  # None: no checkpoint on the lineage (the next one stores all)
+    layout: checkpoints.Layout | None  # where its message list is stored
     messages: list[Any]  # its message objects, kept alive so that their id()s stay unique
-    # sha256 state over the texts of its messages (hashing.messages_hasher): a checkpoint
-    # whose list only grew extends it by the new messages' texts.
-    texts_hasher: Any = None
     names: set[str] = field(default_factory=set)  # ids the runs since then named
     snapshot: bool = False  # a MESSAGES_SNAPSHOT since then
     had_input: bool = False  # a recorded input since then
@@ -137,13 +132,11 @@ class _SinceCheckpoint:
         cls, messages: list[Any], snap: checkpoints.Snapshot | None, run_pk: int | None
     ) -> _SinceCheckpoint:
         if snap is None:
-            return cls(None, [], 0, list(messages))
+            return cls(None, None, list(messages))
         return cls(
             run_pk,
-            snap.blob_ids,
-            snap.chain,
+            snap.layout,
             list(messages),
-            snap.texts_hasher,
             state_anchor=snap.state_anchor,
             state_bytes=snap.state_bytes,
         )
@@ -1511,10 +1504,8 @@ class Store:
             if written:
                 since = _SinceCheckpoint(
                     run_pk,
-                    since.blob_ids,
-                    since.chain,
+                    since.layout,
                     list(reducer.messages),
-                    since.texts_hasher,
                     state_anchor=since.state_anchor,
                     state_bytes=since.state_bytes,
                 )
@@ -1573,32 +1564,20 @@ class Store:
         now: int,
         run_hash: bytes,
     ) -> bool:
-        """Store the reducer's view as the run's checkpoint, a delta of ``since``'s; on
-        success ``since.blob_ids`` and ``since.chain`` describe the new one."""
+        """Store the reducer's view as the run's checkpoint, sharing the chunks of
+        ``since``'s; on success ``since.layout`` describes the new one."""
         view = view_of(reducer)
-        base = (since.run_pk, since.blob_ids, since.chain) if since.run_pk is not None else None
-        found = _message_blobs(conn, view.messages, since, base, reducer)
-        if found is None:
+        layout = _message_chunks(conn, view.messages, since, reducer)
+        if layout is None:
             # One message object at two positions (repeated ids, then a MESSAGES_SNAPSHOT):
             # the client edits both through one id. One blob per position would lose that
             # sharing, so this run keeps no checkpoint; later runs replay from an older one.
             return False
-        blob_ids, texts_hasher = found
         patches = _state_patches(reducer, since)
-        since.chain, stored = checkpoints.write(
-            conn,
-            run_pk,
-            view,
-            blob_ids,
-            base,
-            digest,
-            now,
-            patches,
-            messages_digest=texts_hasher.digest(),
-            run_hash=run_hash,
+        stored = checkpoints.write(
+            conn, run_pk, view, layout, digest, now, patches, run_hash=run_hash
         )
-        since.blob_ids = blob_ids
-        since.texts_hasher = texts_hasher
+        since.layout = layout
         if patches is None:  # the state stored whole: later ones patch this one
             since.state_anchor, since.state_bytes = run_pk, stored
             reducer.track_state()
@@ -2581,80 +2560,43 @@ def _named_ids(events: Sequence[dict[str, Any]]) -> tuple[set[str], bool]:
     return {name for name in named if type(name) is str}, False
 
 
-def _message_blobs(
+def _message_chunks(
     conn: database.Conn,
     messages: list[dict[str, Any]],
     since: _SinceCheckpoint,
-    base: tuple[int, list[int], int] | None,
     reducer: Reducer,
-) -> tuple[list[int], Any] | None:
-    """Each message's blob id, storing the blobs that are new, and the digest state of the
-    list's texts (:func:`hashing.messages_hasher`); ``None`` when one message object stands
-    at two positions (a checkpoint cannot say that).
+) -> checkpoints.Layout | None:
+    """Store the message list as chunks sharing those of ``since``'s checkpoint; its layout,
+    or ``None`` when one message object stands at two positions (a checkpoint cannot say
+    that).
 
-    A message keeps its blob in the base checkpoint when it is the same object and no run
-    since could have changed it: no id their events named reaches it. The common case costs
-    the new messages, not the whole history: the unchanged prefix is found by identity in C,
-    and when the list only grew the digest extends the base's by the new texts.
+    A position keeps its place in the base checkpoint when it holds the same object and no
+    run since could have changed it: no id their events named reaches it. The common case
+    costs the new messages, not the whole history: the unchanged prefix is found by identity
+    in C.
     """
     names, snapshot, before = since.names, since.snapshot, since.messages
+    base = since.layout if since.run_pk is not None else None
     if (snapshot or since.had_input or base is None) and len(
         {id(m) for m in messages}
     ) < len(messages):
         return None  # only a snapshot (or an input) puts one object at two positions
-    # New blobs are packed as they are met and stored together at the end: ``out`` holds
-    # a blob id, or the hash of a blob to store.
-    new: dict[bytes, tuple[bytes, int, bytes]] = {}
-    text_of: dict[bytes, bytes] = {}
-
-    def stored(m: dict[str, Any]) -> bytes:
-        text = codec.canonical_bytes(m)
-        digest = blobs.digest(text)
-        if digest not in new:
-            new[digest] = (digest, *blobs.compress(text))
-            text_of[digest] = text
-        return digest
-
     if base is None or snapshot:
-        hashes = [stored(m) for m in messages]
-        ids = checkpoints.store_blobs(conn, list(new.values()))
-        return [ids[h] for h in hashes], hashing.messages_hasher(text_of[h] for h in hashes)
-    out, unresolved = _blobs_after(messages, before, base[1], names, since, reducer, stored)
-    ids = checkpoints.store_blobs(conn, list(new.values()))
-    for at, digest in unresolved:  # the few positions that hold a new blob
-        out[at] = ids[digest]
-    grown = len(base[1])
-    if (
-        since.texts_hasher is not None
-        and len(unresolved) == len(messages) - grown
-        and all(at >= grown for at, _ in unresolved)
-        and out[:grown] == base[1]
-    ):
-        # The base's list, then new messages only: extend its digest by their texts.
-        hasher = hashing.extend_messages(
-            since.texts_hasher, grown, [text_of[digest] for _, digest in unresolved]
-        )
-    else:  # a message changed in place, or messages moved: the whole list's texts
-        fresh = dict(unresolved)
-        hasher = hashing.messages_hasher(
-            text_of[fresh[at]] if at in fresh else codec.canonical_bytes(m)
-            for at, m in enumerate(messages)
-        )
-    return out, hasher
+        return checkpoints.lay_out(conn, messages, base)
+    keep, changed = _unchanged(messages, before, names, since, reducer)
+    return checkpoints.lay_out(conn, messages, base, keep, changed)
 
 
-def _blobs_after(
+def _unchanged(
     messages: list[dict[str, Any]],
     before: list[dict[str, Any]],
-    base_ids: list[int],
     names: set[str],
     since: _SinceCheckpoint,
     reducer: Reducer,
-    stored: Callable[[dict[str, Any]], bytes],
-) -> tuple[list[int], list[tuple[int, bytes]]]:
-    """The blob ids of ``messages``, given the base checkpoint's ``before`` and its
-    ``base_ids`` (the prefix still standing keeps its blobs), with the positions that hold a
-    new blob instead: ``(position, hash)``, their ids still 0."""
+) -> tuple[int, list[int]]:
+    """How long a prefix of ``messages`` stands where the base checkpoint's ``before`` had
+    it, and the positions in that prefix whose message the runs since may have changed
+    (their events named it)."""
     limit = min(len(before), len(messages))
     # The unchanged prefix: where the same objects stand. List equality, in C, passes
     # identical objects without looking into them; with unique ids and no input since,
@@ -2664,30 +2606,21 @@ def _blobs_after(
     else:
         same = list(map(operator.is_, before[:limit], messages))
         keep = same.index(False) if False in same else limit
-    out = base_ids[:keep]
-    unresolved: list[tuple[int, bytes]] = []
-    changed = reducer.holders(names)
-    if changed:  # few: the messages the runs' events name
+    changed: list[int] = []
+    held = reducer.holders(names)
+    if held:  # few: the messages the runs' events name
         # Where they stand in the prefix, searched from the end (runs mostly reach recent
-        # messages); the new ones past the prefix are stored below anyway.
-        pending = {id(m): m for m in changed}
+        # messages); the ones past the prefix are stored anyway.
+        pending = {id(m) for m in held}
         for m in messages[keep:]:
-            pending.pop(id(m), None)
+            pending.discard(id(m))
         at = keep - 1
         while pending and at >= 0:
-            held = pending.pop(id(messages[at]), None)
-            if held is not None:
-                unresolved.append((at, stored(held)))
+            if id(messages[at]) in pending:
+                pending.discard(id(messages[at]))
+                changed.append(at)
             at -= 1
-    known = dict(zip(map(id, before[keep:]), base_ids[keep:]))
-    moved = {id(m) for m in changed}
-    for at, m in enumerate(messages[keep:], start=keep):
-        blob_id = None if id(m) in moved else known.get(id(m))
-        if blob_id is None:
-            unresolved.append((at, stored(m)))
-            blob_id = 0
-        out.append(blob_id)
-    return out, unresolved
+    return keep, changed
 
 
 #: Every event of a run's ancestor chain with what its batch digest covers (see

@@ -265,6 +265,12 @@ def test_a_version_7_file_gets_every_hash_backfilled_and_reads_back_what_version
         assert report.ok, [str(p) for p in report.problems]
         assert "hashes" in report.checked and "derived" in report.checked
         hashes = {(t, r.run_id): r.hash for t in store.threads() for r in store.runs(t)}
+        # Its checkpoints were dropped by the migration to version 10 (chunked lists), and
+        # are derived again, with hashes, from the backfilled log.
+        assert store.derive() > 0
+        assert read_back(store) == expected
+        report = store.check()
+        assert report.ok, [str(p) for p in report.problems]
     assert all(h is not None and len(h) == 64 for h in hashes.values()), hashes
     assert len(set(hashes.values())) == len(hashes)
     conn = apsw.Connection(str(v7), flags=apsw.SQLITE_OPEN_READONLY)
@@ -304,5 +310,74 @@ def test_a_migrated_version_7_file_continues_its_live_run_and_chains_new_runs_on
             ]
         )
         assert store.checkout("after", thread_id="resend").messages[-1]["id"] == "live-a"
+        report = store.check()
+        assert report.ok, [str(p) for p in report.problems]
+
+
+# --- version 9 -> 10: checkpoints as chunks ---------------------------------------------------
+
+
+@pytest.fixture
+def v9(tmp_path: Path) -> Path:
+    path = tmp_path / "v9.db"
+    shutil.copy(DATA / "v9.sqlite", path)
+    return path
+
+
+def _read_back_as_kept(store: agui_store.Store, expected: dict[str, Any]) -> dict[str, Any]:
+    """read_back, keeping the runs the fixture kept (a few of its long thread)."""
+    found = read_back(store)
+    found["runs"] = {key: found["runs"][key] for key in expected["runs"]}
+    return found
+
+
+def test_a_version_9_file_drops_its_checkpoints_opening_and_derives_them_again_as_chunks(
+    v9: Path,
+) -> None:
+    assert pragma(DATA / "v9.sqlite", "user_version") == 9
+    expected = json.loads((DATA / "v9.expected.json").read_text(encoding="utf-8"))
+    with agui_store.open(v9) as store:
+        conn = store._db
+        # Opening only drops: the runs are listed to derive when next needed.
+        assert conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 0
+        complete = conn.execute(
+            "SELECT count(DISTINCT run) FROM batches WHERE outcome IS NOT NULL"
+        ).fetchone()[0]
+        assert conn.execute("SELECT count(*) FROM underived").fetchone()[0] == complete
+        assert _read_back_as_kept(store, expected) == expected  # by replay meanwhile
+        report = store.check()
+        assert report.ok, [str(p) for p in report.problems]
+        assert store.derive() == complete
+        manifests = conn.execute("SELECT count(DISTINCT chunks) FROM checkpoints").fetchone()[0]
+        assert manifests >= 2  # the long thread's list grew past one chunk, then two
+        assert _read_back_as_kept(store, expected) == expected  # now from chunks
+        report = store.check()
+        assert report.ok, [str(p) for p in report.problems]
+    assert pragma(v9, "user_version") == schema.SCHEMA_VERSION
+
+
+def test_a_migrated_version_9_thread_derives_its_checkpoints_on_its_next_append(v9: Path) -> None:
+    with agui_store.open(v9) as store:
+        before = store.checkout("late", thread_id="long").messages
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "long", "runId": "next"},
+                {"type": "TEXT_MESSAGE_START", "messageId": "next-a", "role": "assistant"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "next-a", "delta": "after"},
+                {"type": "TEXT_MESSAGE_END", "messageId": "next-a"},
+                {"type": "RUN_FINISHED", "threadId": "long", "runId": "next"},
+            ]
+        )
+        conn = store._db
+        long_runs = conn.execute(
+            "SELECT count(*) FROM runs JOIN threads ON threads.id = runs.thread "
+            "WHERE threads.thread_id = 'long'"
+        ).fetchone()[0]
+        derived = conn.execute(
+            "SELECT count(*) FROM checkpoints JOIN runs ON runs.id = checkpoints.run "
+            "JOIN threads ON threads.id = runs.thread WHERE threads.thread_id = 'long'"
+        ).fetchone()[0]
+        assert derived == long_runs
+        assert store.checkout("next", thread_id="long").messages[:-1] == before
         report = store.check()
         assert report.ok, [str(p) for p in report.problems]

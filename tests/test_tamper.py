@@ -253,15 +253,15 @@ def test_a_blob_edited_in_place_is_named_and_refused(db: Path) -> None:
         "(id 'u2')" in found
     )
     error = refused(db, "r2")
-    assert "checkpoint holds other content than it was written with" in str(error)
+    assert "a blob of its checkpoint does not hash to its address" in str(error)
+    assert any(p.startswith(f"derived: the checkpoint of {R2} fails its hashes") for p in found)
 
 
 def test_a_checkpoint_pointed_at_another_blob_is_named_and_refused(db: Path) -> None:
     edit(
         db,
-        "UPDATE checkpoint_messages SET message = "
-        "(SELECT message FROM checkpoint_messages WHERE run = 1 AND pos = 0) "
-        "WHERE run = 2 AND pos = 2",
+        "UPDATE checkpoints SET tail = json_replace(tail, '$[2]', "
+        "(SELECT tail ->> 0 FROM checkpoints WHERE run = 1)) WHERE run = 2",
     )
     found = problems(db)
     assert (
