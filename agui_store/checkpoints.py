@@ -5,14 +5,16 @@ message list is cut at fixed positions into chunks of ``CHUNK`` messages: positi
 64-127, and so on. Each full chunk is one blob (the canonical JSON array of its messages,
 addressed by its sha256), listed in order by a small manifest blob (a JSON array of the
 chunks' blob ids). The messages after the last full chunk (the tail, fewer than ``CHUNK``)
-are one blob each, listed by the checkpoint row itself.
+are segments: each a blob holding a JSON array of consecutive messages (usually what one run
+added), listed with their lengths by the checkpoint row itself.
 
-So a run that adds a few messages writes those messages' blobs and a new tail list; every
+So a run that adds a few messages writes one segment of them and a new tail list; every
 ``CHUNK`` messages it writes one chunk and one manifest. A message edited in place (a
 MESSAGES_SNAPSHOT, a late TOOL_CALL_RESULT) rewrites the chunk that holds it and the
 manifest: copy on write, the other chunks are shared. Branches share the chunks before their
 fork, and ``checkout`` reads one checkpoint row, its manifest, and its chunks and tail blobs
 by key: a bounded number of rows (``len / CHUNK + CHUNK``), no walk up the lineage.
+Chunks and segments alike are JSON arrays of messages: the list is their insides joined.
 
 Every complete run also has a lineage digest (``lineage_digests``: the sha256 of its view's
 message ids, what lineage rule 3 compares), with or without a checkpoint.
@@ -23,6 +25,7 @@ Both are derived data: they can be dropped and rebuilt from the raw log at any t
 
 from __future__ import annotations
 
+import gc
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +41,7 @@ from agui_store.restore import View
 
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _IDS = msgspec.json.Decoder(list[int])
+_SEGMENTS = msgspec.json.Decoder(list[tuple[int, int]])
 
 #: Messages in a full chunk. Fixed positions: an edit rewrites the chunk that holds it only.
 CHUNK = 64
@@ -154,13 +158,15 @@ WHERE c.run = ?
 @dataclass
 class Layout:
     """Where a checkpoint's message list is stored: its manifest (``None``: no full chunk),
-    the blob ids and addresses of its full chunks, and of its tail's messages."""
+    the blob ids and addresses of its full chunks, and of its tail's segments with how many
+    messages each holds."""
 
     manifest: int | None = None
     chunk_ids: list[int] = field(default_factory=list)
     chunk_addrs: list[bytes] = field(default_factory=list)
     tail_ids: list[int] = field(default_factory=list)
     tail_addrs: list[bytes] = field(default_factory=list)
+    tail_counts: list[int] = field(default_factory=list)
 
     def digest(self) -> bytes:
         """Its messages digest (:func:`hashing.messages_digest`)."""
@@ -250,6 +256,15 @@ def _id_list(run_pk: int, what: str, text: Any) -> list[int]:
         ) from None
 
 
+def _segment_list(run_pk: int, text: Any) -> list[tuple[int, int]]:
+    try:
+        return _SEGMENTS.decode(text)
+    except msgspec.DecodeError as e:
+        raise CorruptStoreError(
+            f"checkpoint of run {run_pk}: its tail is not a list of [blob id, count]: {e}"
+        ) from None
+
+
 def load(conn: Conn, run_pk: int, *, with_hashes: bool = True, verify: bool = True) -> Snapshot:
     """Decode a checkpoint into fresh objects (the caller may mutate them): one row, its
     manifest, then its chunks and tail blobs in list order with one query, decoded as one
@@ -301,12 +316,14 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True, verify: bool = Tr
         if m_data is None:
             raise CorruptStoreError(f"checkpoint of run {run_pk}: its manifest blob is missing")
         layout.chunk_ids = _id_list(run_pk, "manifest", blobs.unpack(m_codec, m_data))
-    layout.tail_ids = _id_list(run_pk, "tail", tail_text)
+    segments = _segment_list(run_pk, tail_text)
+    layout.tail_ids = [blob_id for blob_id, _ in segments]
+    layout.tail_counts = [count for _, count in segments]
     n_chunks = len(layout.chunk_ids)
     wanted = codec.encode([*layout.chunk_ids, *layout.tail_ids]).decode()
     parts: list[Any] = []
     addrs: list[bytes] = []
-    for at, (_, b_codec, b_data, b_addr) in enumerate(conn.execute(BLOBS_IN_ORDER, (wanted,))):
+    for _, b_codec, b_data, b_addr in conn.execute(BLOBS_IN_ORDER, (wanted,)):
         text = blobs.unpack(b_codec, b_data)
         address = bytes(b_addr)
         if verify and blobs.digest(text) != address:
@@ -316,23 +333,16 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True, verify: bool = Tr
                 f"{address.hex()[:hashing.SHORT]}",
             )
         addrs.append(address)
-        # A chunk is a JSON array: its inside joins the list; a tail blob is one message.
-        parts.append(memoryview(text)[1:-1] if at < n_chunks else text)
+        parts.append(text)
     if len(parts) != n_chunks + len(layout.tail_ids):
         raise _mismatch(run_pk, "a blob its checkpoint lists is missing")
     layout.chunk_addrs, layout.tail_addrs = addrs[:n_chunks], addrs[n_chunks:]
     if verify:
         others = (s_addr, anchor_addr, i_addr, w_addr)
         _verify(run_pk, checked, layout.digest(), view_hash, others)
-    try:
-        messages = codec.decode(_json_array(parts))
-    except InvalidEventError as e:
-        raise CorruptStoreError(
-            f"checkpoint of run {run_pk}: its message chunks are not JSON: {e}"
-        ) from None
-    if not isinstance(messages, list) or len(messages) != length:
-        count = len(messages) if isinstance(messages, list) else "no"
-        raise _mismatch(run_pk, f"its checkpoint holds {count} messages, not {length}")
+    messages = _decode_arrays(run_pk, parts)
+    if len(messages) != length:
+        raise _mismatch(run_pk, f"its checkpoint holds {len(messages)} messages, not {length}")
     view = View(messages, state, interrupts, warnings)
     return Snapshot(view, layout, int(state_base or run_pk), patches, state_bytes)
 
@@ -373,7 +383,7 @@ def stored_view_digest(conn: Conn, run_pk: int) -> tuple[bytes, bytes | None, by
     against its address is the blobs check's)."""
     row = conn.execute(SELECT_ADDRESSES, (run_pk,)).fetchone()
     s_addr, i_addr, w_addr, a_addr, recorded, run_hash, m_codec, m_data, tail = row
-    ids = _id_list(run_pk, "tail", tail)
+    ids = [blob_id for blob_id, _ in _segment_list(run_pk, tail)]
     if m_data is not None:
         ids = _id_list(run_pk, "manifest", blobs.unpack(m_codec, m_data)) + ids
     found = dict(
@@ -387,15 +397,35 @@ def stored_view_digest(conn: Conn, run_pk: int) -> tuple[bytes, bytes | None, by
     return digest, recorded, run_hash
 
 
-def _json_array(parts: list[Any]) -> bytes:
-    """The JSON array of JSON texts (bytes or memoryviews), copied once."""
-    if not parts:
-        return b"[]"
-    pieces: list[Any] = [b"["]
-    for part in parts:
-        pieces += (part, b",")
-    pieces[-1] = b"]"
-    return b"".join(pieces)
+def _decode_arrays(run_pk: int, parts: list[bytes]) -> list[Any]:
+    """The messages of chunks and segments (JSON arrays), in order.
+
+    Each is decoded on its own and the lists joined: joining the texts first would copy the
+    whole view once more (tens of MB at 10,000 runs). The garbage collector is paused
+    meanwhile: a view is tens of thousands of new dicts, and each collection they trigger
+    walks every object the process holds, so a long view decoded with it running costs
+    more than its length.
+    """
+    messages: list[Any] = []
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        for text in parts:
+            found = codec.decode(text)
+            if not isinstance(found, list):
+                raise CorruptStoreError(
+                    f"checkpoint of run {run_pk}: a chunk of its messages is not a JSON array"
+                )
+            messages += found
+    except InvalidEventError as e:
+        raise CorruptStoreError(
+            f"checkpoint of run {run_pk}: its message chunks are not JSON: {e}"
+        ) from None
+    finally:
+        if paused:
+            gc.enable()
+    return messages
 
 
 def _patched_state(
@@ -475,11 +505,12 @@ def lay_out(
     layout of an earlier checkpoint of its lineage); returns its layout.
 
     The first ``keep`` positions hold the messages ``base``'s list held there, except those
-    in ``changed``: a chunk of those is shared, and so is a tail message (copy on write: a
-    changed position rewrites its chunk, or its tail message, and the manifest). Anything
+    in ``changed``: a chunk of those is shared, and so is a tail segment (copy on write: a
+    changed position rewrites its chunk, or its segment, and the manifest). Anything
     else is encoded and stored unless a blob with its address is there already (a branch
     that arrives at the same content shares it too). The common case, a list that grew by a
-    few messages, costs those messages, their tail list, and every ``CHUNK`` of them a chunk.
+    few messages, costs a segment of those messages, the tail list, and every ``CHUNK`` of
+    them a chunk and a manifest.
     """
     base = base if base is not None else Layout()
     n = len(messages)
@@ -498,18 +529,32 @@ def lay_out(
         out.chunk_ids.append(0)  # resolved below
         out.chunk_addrs.append(packed[0])
     changed_set = set(changed)
-    base_start = len(base.chunk_ids) * CHUNK
-    for pos in range(full * CHUNK, n):
-        at = pos - base_start
-        if pos < keep and pos not in changed_set and 0 <= at < len(base.tail_ids):
-            out.tail_ids.append(base.tail_ids[at])
-            out.tail_addrs.append(base.tail_addrs[at])
+    # The base's segments that stand where they stood, unchanged: by their first position.
+    shared: dict[int, tuple[int, bytes, int]] = {}
+    lo = len(base.chunk_ids) * CHUNK
+    for blob_id, address, count in zip(base.tail_ids, base.tail_addrs, base.tail_counts):
+        hi = lo + count
+        if lo >= full * CHUNK and hi <= keep and changed_set.isdisjoint(range(lo, hi)):
+            shared[lo] = (blob_id, address, count)
+        lo = hi
+    pos = full * CHUNK
+    while pos < n:
+        found = shared.get(pos)
+        if found is not None:
+            out.tail_ids.append(found[0])
+            out.tail_addrs.append(found[1])
+            out.tail_counts.append(found[2])
+            pos += found[2]
             continue
-        text = codec.canonical_bytes(messages[pos])
-        address = blobs.digest(text)
-        new[address] = (address, *blobs.compress(text))
+        end = pos + 1  # a new segment: up to the next shared one
+        while end < n and end not in shared:
+            end += 1
+        packed = pack_chunk(chunk_text([codec.canonical_bytes(m) for m in messages[pos:end]]))
+        new[packed[0]] = packed
         out.tail_ids.append(0)
-        out.tail_addrs.append(address)
+        out.tail_addrs.append(packed[0])
+        out.tail_counts.append(end - pos)
+        pos = end
     ids = store_blobs(conn, list(new.values()))
     for listed, addrs in ((out.chunk_ids, out.chunk_addrs), (out.tail_ids, out.tail_addrs)):
         for i, blob_id in enumerate(listed):
@@ -565,7 +610,7 @@ def write(
             run_pk,
             len(view.messages),
             layout.manifest,
-            codec.encode(layout.tail_ids).decode(),
+            codec.encode(list(zip(layout.tail_ids, layout.tail_counts))).decode(),
             state,
             interrupts,
             warnings,

@@ -40,8 +40,9 @@ The checks, in the order they run (``CheckReport.checked`` lists the ones that r
 ``checkpoints``
     When the file has checkpoints (derived views at the end of runs): each belongs to a
     complete run; its manifest is a blob holding a JSON array of blob ids, each a chunk
-    holding a JSON array of exactly ``CHUNK`` messages; its tail is a JSON array of fewer
-    than ``CHUNK`` blob ids, each one message; together they hold the checkpoint's length;
+    holding a JSON array of exactly ``CHUNK`` messages; its tail lists segments, blobs each
+    holding a JSON array of as many messages as the tail says, fewer than ``CHUNK`` in all;
+    together they hold the checkpoint's length;
     a state stored as patches is patched from a lineage ancestor's checkpoint whose state is
     stored whole. (That a checkpoint equals a replay
     of the run is what the store's own tests prove; checking it here would mean replaying
@@ -890,8 +891,17 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
             ).fetchone()
             assert row is not None  # array_length read it
             chunk_ids = id_list(where, "manifest", blob_bytes(row[0], bytes(row[1])))
-        tail_ids = id_list(where, "tail", tail)
-        if chunk_ids is None or tail_ids is None:
+        try:
+            segments = codec.decode(str(tail).encode())
+        except ValueError:
+            segments = None
+        if not isinstance(segments, list) or not all(
+            isinstance(s, list) and len(s) == 2 and all(type(v) is int for v in s)
+            for s in segments
+        ):
+            out.problem(f"{where}: its tail is not a JSON array of [blob id, count] pairs")
+            continue
+        if chunk_ids is None:
             continue
         for at, chunk in enumerate(chunk_ids):
             found = array_length(chunk)
@@ -901,18 +911,23 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
                     f"{where}: its chunk {at} (blob id {chunk}) {said}, where a chunk holds "
                     f"{size}"
                 )
-        for at, blob in enumerate(tail_ids):
-            if ctx.conn.execute("SELECT 1 FROM blobs WHERE id = ?", (blob,)).fetchone() is None:
-                out.problem(f"{where}: message {at} of its tail (blob id {blob}) is missing")
-        if len(tail_ids) >= size:
-            out.problem(
-                f"{where}: its tail holds {len(tail_ids)} messages, where {size} make a chunk"
-            )
-        held = size * len(chunk_ids) + len(tail_ids)
+        in_tail = 0
+        for at, (blob, count) in enumerate(segments):
+            found = array_length(blob)
+            if found != count or count <= 0:
+                said = f"holds {found} messages" if isinstance(found, int) else found
+                out.problem(
+                    f"{where}: segment {at} of its tail (blob id {blob}) {said}, where the "
+                    f"tail says {count}"
+                )
+            in_tail += count
+        if in_tail >= size:
+            out.problem(f"{where}: its tail holds {in_tail} messages, where {size} make a chunk")
+        held = size * len(chunk_ids) + in_tail
         if held != length:
             out.problem(
                 f"{where} holds {held} messages ({len(chunk_ids)} chunks and a tail of "
-                f"{len(tail_ids)}), but records {length}"
+                f"{in_tail}), but records {length}"
             )
 
 

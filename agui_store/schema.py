@@ -240,13 +240,14 @@ DROP TABLE temp.v9_rederive;
 """
 
 # Version 10: checkpoints store their message list as chunks (see :mod:`agui_store.checkpoints`):
-# full chunks of 64 messages at fixed positions, one blob each, listed by a manifest blob
-# shared by every checkpoint with the same chunks; the messages after them (the tail) one
-# blob each, listed by the row. ``checkout`` reads a bounded number of rows, and the file no
-# longer rewrites a whole list every 64 checkpoints. Checkpoints are derived data: those of
-# earlier versions are dropped, their runs listed in ``underived``, and derived again (as
-# chunks) when next needed. Lineage digests stay: they do not depend on the layout. Message
-# blobs the old lists referenced stay too (chunks and tails of new checkpoints share them).
+# full chunks of 64 messages at fixed positions, one blob each (a JSON array), listed by a
+# manifest blob shared by every checkpoint with the same chunks; the messages after them (the
+# tail) as segments, blobs holding JSON arrays of consecutive messages, listed with their
+# lengths by the row. ``checkout`` reads a bounded number of rows, and the file no longer
+# rewrites a whole list every 64 checkpoints. Checkpoints are derived data: those of earlier
+# versions are dropped, their runs listed in ``underived``, and derived again (as chunks) when
+# next needed. Lineage digests stay: they do not depend on the layout. The message blobs of
+# the old lists stay too (blobs are never deleted; new chunks do not refer to them).
 CREATE_V10 = """
 DROP TABLE checkpoint_messages;
 DROP TABLE checkpoints;
@@ -254,7 +255,7 @@ CREATE TABLE checkpoints (
     run         INTEGER PRIMARY KEY REFERENCES runs(id),
     length      INTEGER NOT NULL,         -- number of messages in the view
     chunks      INTEGER REFERENCES blobs(id),  -- manifest: JSON array of the full chunks' blob ids
-    tail        TEXT NOT NULL,            -- JSON array of the blob ids of the messages after them
+    tail        TEXT NOT NULL,            -- JSON array of [blob id, count]: the segments after them
     state       INTEGER NOT NULL REFERENCES blobs(id),
     interrupts  INTEGER REFERENCES blobs(id),
     warnings    INTEGER REFERENCES blobs(id),

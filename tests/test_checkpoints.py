@@ -507,8 +507,8 @@ def test_a_checkpointed_conversation_shares_history_between_branches(tmp_path: P
         assert (
             conn.execute("SELECT count(*) FROM blobs WHERE length(data) > 200").fetchone()[0] == 13
         )
-        # Shorter than a chunk, so each list is a tail of message blobs: every branch's starts
-        # with the blobs of the run it forked from.
+        # Shorter than a chunk, so each list is a tail of segments (one per run here): every
+        # branch's starts with the segments of the run it forked from.
         tails = {
             run_id: json.loads(tail)
             for run_id, tail in conn.execute(
@@ -519,7 +519,7 @@ def test_a_checkpointed_conversation_shares_history_between_branches(tmp_path: P
         assert len(tails) == 13
         for i in range(3):
             assert tails[f"b{i}"][:10] == tails["r9"]
-        assert len({blob for tail in tails.values() for blob in tail}) == 13
+        assert len({blob for tail in tails.values() for blob, _ in tail}) == 13
 
 
 def test_a_message_object_shared_by_two_positions_is_restored_shared(tmp_path: Path) -> None:

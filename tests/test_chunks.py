@@ -48,12 +48,12 @@ def talk(store: agui_store.Store, run_id: str, n: int, **kw: Any) -> None:
     run(store, run_id, [e for i in range(n) for e in say(f"{run_id}-{i}", f"{run_id} {i}")], **kw)
 
 
-def layout(store: agui_store.Store, run_id: str) -> tuple[list[int], list[int]]:
-    """The run's checkpoint: its chunks' blob ids and its tail's."""
+def layout(store: agui_store.Store, run_id: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """The run's checkpoint: its chunks' blob ids, and its tail's segments (blob id, count)."""
     conn = store._db
     pk = conn.execute("SELECT id FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
-    snap = checkpoints.load(conn, pk)
-    return snap.layout.chunk_ids, snap.layout.tail_ids
+    found = checkpoints.load(conn, pk).layout
+    return found.chunk_ids, list(zip(found.tail_ids, found.tail_counts))
 
 
 def replayed(store: agui_store.Store, run_id: str) -> list[Any]:
@@ -71,7 +71,7 @@ def store(tmp_path: Path) -> Any:
 def test_a_long_list_is_full_chunks_of_json_arrays_and_a_tail(store: agui_store.Store) -> None:
     talk(store, "r0", 2 * CHUNK + 5)
     chunks, tail = layout(store, "r0")
-    assert len(chunks) == 2 and len(tail) == 5
+    assert len(chunks) == 2 and [count for _, count in tail] == [5]
     messages = store.checkout("r0").messages
     assert messages == replayed(store, "r0")
     conn = store._db
@@ -91,7 +91,8 @@ def test_a_list_that_grows_shares_every_full_chunk_and_its_manifest(
     assert manifests[0] == manifests[1] and manifests[0][0] is not None
     chunks0, tail0 = layout(store, "r0")
     chunks1, tail1 = layout(store, "r1")
-    assert chunks1 == chunks0 and tail1[:3] == tail0 and len(tail1) == 5
+    # The run's new messages are a segment of their own after the shared one.
+    assert chunks1 == chunks0 and tail0 == tail1[:1] and [c for _, c in tail1] == [3, 2]
     # Filling the chunk writes one chunk and a manifest that extends the old one.
     talk(store, "r2", CHUNK - 5)
     chunks2, tail2 = layout(store, "r2")
@@ -210,8 +211,8 @@ def test_check_names_a_manifest_pointed_at_a_short_chunk(tmp_path: Path) -> None
         talk(store, "r0", CHUNK + 2)
         talk(store, "r1", 1)
         _, tail = layout(store, "r1")
-    # The manifest lists a tail message where a chunk of 64 should be, its address forged.
-    text = f"[{tail[0]}]".encode()
+    # The manifest lists a tail segment where a chunk of 64 should be, its address forged.
+    text = f"[{tail[0][0]}]".encode()
     _edit(
         path,
         f"UPDATE blobs SET data = CAST('{text.decode()}' AS BLOB), "
@@ -221,7 +222,7 @@ def test_check_names_a_manifest_pointed_at_a_short_chunk(tmp_path: Path) -> None
     found = _problems(path)
     assert (
         f"checkpoints: the checkpoint of run 'r0' (thread 't', #1): its chunk 0 (blob id "
-        f"{tail[0]}) is not a JSON array, where a chunk holds {CHUNK}" in found
+        f"{tail[0][0]}) holds 2 messages, where a chunk holds {CHUNK}" in found
     ), found
     assert any(
         p.startswith("derived: the checkpoint of run 'r0' (thread 't', #1) cannot be read")

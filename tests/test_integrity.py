@@ -392,7 +392,10 @@ def _checkpoint_tail_cut(conn: apsw.Connection) -> None:
 
 
 def _checkpoint_tail_dangling(conn: apsw.Connection) -> None:
-    conn.execute("UPDATE checkpoints SET tail = json_insert(tail, '$[#]', 999999) WHERE run = 2")
+    conn.execute(
+        "UPDATE checkpoints SET tail = json_insert(tail, '$[#]', json('[999999, 1]')) "
+        "WHERE run = 2"
+    )
 
 
 def _checkpoint_of_a_live_run(conn: apsw.Connection) -> None:
@@ -408,8 +411,8 @@ def _checkpoint_tail_not_ids(conn: apsw.Connection) -> None:
 
 def _blob_tampered(conn: apsw.Connection) -> None:
     conn.execute(
-        'UPDATE blobs SET data = CAST(\'{"role":"forged"}\' AS BLOB) WHERE id = '
-        "(SELECT tail ->> 0 FROM checkpoints WHERE run = 1)"
+        'UPDATE blobs SET data = CAST(\'[{"role":"forged"}]\' AS BLOB) WHERE id = '
+        "(SELECT tail ->> '$[0][0]' FROM checkpoints WHERE run = 1)"
     )
 
 
@@ -711,7 +714,7 @@ if "lineage_digests" in TABLES:
     ]
 
 if "checkpoints" in TABLES:
-    _FIRST = hashlib.sha256(b'{"role":"forged"}').hexdigest()
+    _FIRST = hashlib.sha256(b'[{"role":"forged"}]').hexdigest()
     CORRUPTIONS += [
         (
             "a checkpoint whose tail lost its messages",
@@ -727,8 +730,8 @@ if "checkpoints" in TABLES:
             "a checkpoint whose tail names a missing blob",
             _checkpoint_tail_dangling,
             [
-                f"checkpoints: the checkpoint of {R2}: message 2 of its tail (blob id 999999) "
-                "is missing",
+                f"checkpoints: the checkpoint of {R2}: segment 2 of its tail (blob id 999999) "
+                "is missing, where the tail says 1",
                 f"checkpoints: the checkpoint of {R2} holds 3 messages (0 chunks and a tail "
                 "of 3), but records 2",
                 f"derived: the checkpoint of {R2} cannot be read: a blob its checkpoint lists "
@@ -752,9 +755,10 @@ if "checkpoints" in TABLES:
             "a checkpoint whose tail is not a list of blob ids",
             _checkpoint_tail_not_ids,
             [
-                f"checkpoints: the checkpoint of {R2}: its tail is not a JSON array of blob ids",
+                f"checkpoints: the checkpoint of {R2}: its tail is not a JSON array of [blob id, "
+                "count] pairs",
                 f"derived: the checkpoint of {R2} cannot be read: checkpoint of run 2: its "
-                "tail is not a list of blob ids: *",
+                "tail is not a list of [blob id, count]: *",
             ],
         ),
         (
