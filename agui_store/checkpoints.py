@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,10 +47,16 @@ _SEGMENTS = msgspec.json.Decoder(list[tuple[int, int]])
 #: Messages in a full chunk. Fixed positions: an edit rewrites the chunk that holds it only.
 CHUNK = 64
 
-#: Whether chunks are kept zlib-compressed when that pays (``blobs.compress``). Off: a
-#: checkout then reads them as they are (decompressing a 2,000-run view costs about what
-#: decoding it does; see ``benchmarks/bench_view.py`` and the notes of issue 10).
+#: Whether full chunks are kept zlib-compressed when that pays. Off: every chunk is read by
+#: every checkout of a run at or below it, and inflating them cost more than the rest of a
+#: checkout on the measuring machine (zlib inflated these chunks at 75 MB/s there, where
+#: they shrank 3.1x; see the notes of issue 10). Tail segments are compressed instead: one
+#: is written by every run, and a checkout reads a few of them at most.
 COMPRESS_CHUNKS = False
+#: A tail segment of at least this many bytes is kept compressed when that saves at least
+#: ``SEGMENT_MIN_SAVING`` (a run's new messages, a few KB of JSON, shrink about 2x).
+SEGMENT_COMPRESS_MIN_BYTES = 1024
+SEGMENT_MIN_SAVING = 0.15
 
 #: A run's ancestors up to (and including) the nearest one with a checkpoint, newest first.
 #: ``stop`` is 1 on the row that has a checkpoint.
@@ -241,9 +248,18 @@ def chunk_text(texts: Sequence[bytes]) -> bytes:
 
 
 def pack_chunk(text: bytes) -> tuple[bytes, int, bytes]:
-    """``(hash, codec, data)`` of a chunk's text."""
+    """``(hash, codec, data)`` of a full chunk's text."""
     if COMPRESS_CHUNKS:
         return blobs.digest(text), *blobs.compress(text)
+    return blobs.digest(text), blobs.PLAIN, text
+
+
+def pack_segment(text: bytes) -> tuple[bytes, int, bytes]:
+    """``(hash, codec, data)`` of a tail segment's text."""
+    if len(text) >= SEGMENT_COMPRESS_MIN_BYTES:
+        packed = zlib.compress(text, 6)
+        if len(packed) <= len(text) * (1 - SEGMENT_MIN_SAVING):
+            return blobs.digest(text), blobs.ZLIB, packed
     return blobs.digest(text), blobs.PLAIN, text
 
 
@@ -549,7 +565,7 @@ def lay_out(
         end = pos + 1  # a new segment: up to the next shared one
         while end < n and end not in shared:
             end += 1
-        packed = pack_chunk(chunk_text([codec.canonical_bytes(m) for m in messages[pos:end]]))
+        packed = pack_segment(chunk_text([codec.canonical_bytes(m) for m in messages[pos:end]]))
         new[packed[0]] = packed
         out.tail_ids.append(0)
         out.tail_addrs.append(packed[0])

@@ -14,7 +14,7 @@ Issue 10's goals: checkout <= 1.0x get_tuple at both sizes; bytes per run at 10,
 <= 1.1x those at 2,000; file <= 2.5x the raw JSON of its events at 10,000 runs.
 
     pip install langgraph-checkpoint-sqlite   # for the get_tuple baseline only
-    python -m benchmarks.bench_view [--runs 2000,10000] [--repeat 7]
+    python -m benchmarks.bench_view [--runs 2000,10000] [--repeat 11]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any
 import msgspec
 
 import agui_store
+from agui_store import checkpoints
 from benchmarks._common import header
 from benchmarks.bench_langgraph import (
     THREAD,
@@ -66,33 +67,39 @@ def build(path: str, lg_path: str, n_runs: int, seed: int) -> tuple[int, float]:
     return raw, spent
 
 
-def cold_checkout(path: str, run_id: str, repeat: int) -> tuple[float, list[Any]]:
-    times = []
-    messages: list[Any] = []
-    for _ in range(repeat):
-        with agui_store.open(path) as store:
-            t0 = time.perf_counter()
-            messages = store.checkout(run_id).messages
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times), messages
-
-
-def cold_get_tuple(path: str, repeat: int) -> tuple[float, list[Any]]:
+def cold_reads(
+    path: str, run_id: str, lg_path: str, repeat: int
+) -> tuple[float, float, list[Any], list[Any]]:
+    """Median times of a cold ``checkout`` (a new Store each time) and a cold ``get_tuple``
+    (a new connection each time), taken in turns so that a busy machine slows both alike."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     config = {"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}
-    times = []
-    messages: list[Any] = []
+    ours: list[float] = []
+    theirs: list[float] = []
+    mine: list[Any] = []
+    found_lg: list[Any] = []
     for _ in range(repeat):
-        conn = sqlite3.connect(path, check_same_thread=False)
+        with agui_store.open(path) as store:
+            t0 = time.perf_counter()
+            mine = store.checkout(run_id).messages
+            ours.append(time.perf_counter() - t0)
+        del mine[:]  # freed outside the timing, as a caller would
+        conn = sqlite3.connect(lg_path, check_same_thread=False)
         saver = SqliteSaver(conn)
         t0 = time.perf_counter()
         found = saver.get_tuple(config)
-        times.append(time.perf_counter() - t0)
+        theirs.append(time.perf_counter() - t0)
         assert found is not None
-        messages = found.checkpoint["channel_values"]["messages"]
         conn.close()
-    return statistics.median(times), messages
+    with agui_store.open(path) as store:
+        mine = store.checkout(run_id).messages
+    conn = sqlite3.connect(lg_path, check_same_thread=False)
+    found = SqliteSaver(conn).get_tuple(config)
+    assert found is not None
+    found_lg = found.checkpoint["channel_values"]["messages"]
+    conn.close()
+    return statistics.median(ours), statistics.median(theirs), mine, found_lg
 
 
 def size(path: str) -> int:
@@ -102,11 +109,19 @@ def size(path: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", default="2000,10000")
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=11)
     parser.add_argument("--seed", type=int, default=20260)
     parser.add_argument("--keep", action="store_true", help="keep the files")
+    parser.add_argument(
+        "--compress-chunks",
+        action="store_true",
+        help="keep full chunks zlib-compressed (checkpoints.COMPRESS_CHUNKS): smaller file, "
+        "slower checkout",
+    )
     args = parser.parse_args()
+    checkpoints.COMPRESS_CHUNKS = args.compress_chunks
     header("view representation: file size and cold checkout of the newest run")
+    print(f"full chunks compressed: {checkpoints.COMPRESS_CHUNKS}")
     print(
         "| runs | messages | checkout ms (cold) | get_tuple ms (cold) | checkout / get_tuple "
         "| file MB | bytes / run | file / raw events JSON | appends s |"
@@ -121,8 +136,7 @@ def main() -> None:
             lg_path = os.path.join(tmp, f"langgraph-{n}.db")
             raw, spent = build(path, lg_path, n, args.seed)
             leaf = f"run-{n - 1:05d}"
-            co, ours = cold_checkout(path, leaf, args.repeat)
-            lg, theirs = cold_get_tuple(lg_path, args.repeat)
+            co, lg, ours, theirs = cold_reads(path, leaf, lg_path, args.repeat)
             assert ours == theirs
             total = size(path)
             per_run[n] = total / n
