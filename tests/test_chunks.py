@@ -228,3 +228,16 @@ def test_check_names_a_manifest_pointed_at_a_short_chunk(tmp_path: Path) -> None
         p.startswith("derived: the checkpoint of run 'r0' (thread 't', #1) cannot be read")
         for p in found
     ), found
+
+
+def test_a_tail_segment_of_long_messages_is_kept_compressed_and_reads_back(
+    store: agui_store.Store,
+) -> None:
+    words = "the store keeps every event and restores any run as the client holds it "
+    run(store, "r0", [e for i in range(4) for e in say(f"m{i}", words * (i + 8))])
+    _, tail = layout(store, "r0")
+    conn = store._db
+    (codec_value,) = conn.execute("SELECT codec FROM blobs WHERE id = ?", (tail[0][0],)).fetchone()
+    assert codec_value == 1  # zlib
+    assert store.checkout("r0").messages == replayed(store, "r0")
+    assert store.check().ok
