@@ -9,7 +9,6 @@ go (runs, lineage, branches) and talks SQL through :mod:`agui_store.database`.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import itertools
 import operator
 import os
@@ -31,11 +30,10 @@ from agui_store import (
     hashing,
     model,
     nesting,
-    schema,
+    port,
 )
 from agui_store.diff import Diff, compare
 from agui_store.errors import (
-    AguiStoreError,
     AmbiguousRunError,
     BranchError,
     HashMismatchError,
@@ -60,6 +58,7 @@ from agui_store.restore import (
     start_reducer,
     view_of,
 )
+from agui_store.sqlite import SqliteBackend
 from agui_store.verify import SequenceVerifier
 
 #: The implicit branch of every thread: it follows the thread's newest run.
@@ -255,9 +254,8 @@ class Store:
         self.checkpoint_events = checkpoint_events  # see CHECKPOINT_EVENTS
         self.derive_on_append = bool(derive_on_append)
         self._lock = threading.RLock()
-        self._conn: database.Conn | None = database.connect(
-            self.path, busy_timeout_ms=busy_timeout_ms
-        )
+        self._backend: port.Backend = _backend_for(self.path, busy_timeout_ms)
+        self.path = self._backend.where  # a URL is shown without its password
         self._pid = os.getpid()
         _OPEN_STORES.add(self)
         # Sequence state of each open run, so that a live run streamed in many small appends
@@ -281,35 +279,19 @@ class Store:
     def close(self) -> None:
         """Close the file. Further calls raise."""
         with self._lock:
-            if self._conn is not None:
-                conn, self._conn = self._conn, None
-                database.close(conn, self.path)
+            self._backend.close()
 
     def __repr__(self) -> str:
         return f"<agui_store.Store {self.path!r}>"
 
-    @property
-    def _db(self) -> database.Conn:
-        if self._conn is None:
-            raise AguiStoreError("the store is closed")
-        if os.getpid() != self._pid:
-            # A forked child must not use the parent's SQLite handle (the at-fork hook
-            # below already closed it): open its own.
-            self._conn = database.connect(self.path, busy_timeout_ms=self.busy_timeout_ms)
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: drop the parent's lock and its connection (the backend opens
+        its own on first use) and what the parent remembered of the database."""
+        self._lock = threading.RLock()
+        self._backend.after_fork()
+        if self._pid != os.getpid():
             self._pid = os.getpid()
             self._forget()
-        return self._conn
-
-    def _after_fork_in_child(self) -> None:
-        """In a forked child: drop the parent's lock and close the inherited connection
-        before anything opens a new one (SQLite's own procedure, test/forkdemo.c). A child
-        whose new connection sat beside the inherited one would share the parent's lock
-        bookkeeping, and the parent's close could delete the WAL the child writes to."""
-        self._lock = threading.RLock()
-        if self._conn is not None and self._pid != os.getpid():
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = _REOPEN
 
     def _forget(self) -> None:
         """Drop in-memory caches (after a failed write, or in a forked child)."""
@@ -318,11 +300,21 @@ class Store:
         self._known = _Known()
 
     @contextmanager
-    def _reading(self) -> Iterator[database.Conn]:
+    def _reading(self) -> Iterator[port.Reading]:
+        with self._lock, self._backend.reading() as tx:
+            yield tx
+
+    @contextmanager
+    def _writing(self) -> Iterator[port.Writing]:
+        """A write transaction; what the store remembers of the database is dropped when
+        it fails (the database is then as it was)."""
         with self._lock:
-            conn = self._db
-            with database.snapshot(conn):
-                yield conn
+            try:
+                with self._backend.writing() as tx:
+                    yield tx
+            except BaseException:
+                self._forget()
+                raise
 
     # --- append -------------------------------------------------------------------------
 
@@ -389,30 +381,22 @@ class Store:
         if run_input is not None:
             _check_input_run_id(incoming, types, run_input[0])
         batch_thread = self._thread_of_batch(incoming, types, thread_id, run_input)
-        with self._lock:
-            conn = self._db
-            try:
-                with database.immediate(conn):
-                    self._notice_other_writes(conn)
-                    result = self._append_locked(
-                        conn,
-                        incoming,
-                        types,
-                        batch_thread,
-                        run_input,
-                        parent,
-                        branch,
-                        check_sequence,
-                        run_id,
-                        scope,
-                    )
-                    # The commit adds one to the data version: the next append sees exactly
-                    # that unless something else was written in between.
-                    self._known.version = conn.data_version() + 1
-                return result
-            except BaseException:
-                self._forget()
-                raise
+        with self._writing() as tx:
+            self._notice_other_writes(tx)
+            result = self._append_locked(
+                tx,
+                incoming,
+                types,
+                batch_thread,
+                run_input,
+                parent,
+                branch,
+                check_sequence,
+                run_id,
+                scope,
+            )
+            self._remember_version(tx)
+        return result
 
     def _validated(self, incoming: list[codec.IncomingEvent]) -> list[str]:
         """Validate a batch's events one by one (what needs no database); their types."""
@@ -462,30 +446,23 @@ class Store:
         count = runs = 0
         first_seq: int | None = None
         last_seq: int | None = None
-        with self._lock:
-            conn = self._db
-            try:
-                with database.immediate(conn):
-                    self._notice_other_writes(conn)
-                    for offset, batch, batch_thread, batch_run in batches:
-                        try:
-                            types = self._validated(batch)
-                            thread = self._thread_of_batch(batch, types, batch_thread, None)
-                            result = self._append_locked(
-                                conn, batch, types, thread, None, None, None, check_sequence,
-                                batch_run,
-                            )
-                        except InvalidEventError as e:
-                            raise _counted_from(e, offset) from None
-                        count += result.event_count
-                        runs += len(result.new_run_ids)
-                        first_seq = first_seq if first_seq is not None else result.first_seq
-                        last_seq = result.last_seq
-                        self._keep_caches_small(result.thread_id)
-                    self._known.version = conn.data_version() + 1
-            except BaseException:
-                self._forget()
-                raise
+        with self._writing() as tx:
+            self._notice_other_writes(tx)
+            for offset, batch, batch_thread, batch_run in batches:
+                try:
+                    types = self._validated(batch)
+                    thread = self._thread_of_batch(batch, types, batch_thread, None)
+                    result = self._append_locked(
+                        tx, batch, types, thread, None, None, None, check_sequence, batch_run
+                    )
+                except InvalidEventError as e:
+                    raise _counted_from(e, offset) from None
+                count += result.event_count
+                runs += len(result.new_run_ids)
+                first_seq = first_seq if first_seq is not None else result.first_seq
+                last_seq = result.last_seq
+                self._keep_caches_small(result.thread_id)
+            self._remember_version(tx)
         return ImportResult(count, runs, first_seq, last_seq)
 
     def _keep_caches_small(self, thread_id: str) -> None:
@@ -503,13 +480,20 @@ class Store:
         if sum(len(v) for v in remembered) > _KNOWN_LIMIT:
             self._known = _Known()
 
-    def _notice_other_writes(self, conn: database.Conn) -> None:
+    def _notice_other_writes(self, tx: port.Reading) -> None:
         """Inside a write transaction: when anything was written since this store's last
         append (by another connection, or by its own other methods), what it remembers of
-        the file is found again, and its cached views are checked before use."""
-        if conn.data_version() != self._known.version:
+        the database is found again, and its cached views are checked before use."""
+        version = tx.version()
+        if version is None or version != self._known.version:
             self._known = _Known()
             self._unverified = set(self._views)
+
+    def _remember_version(self, tx: port.Reading) -> None:
+        """At the end of an append: the commit adds one to the data version, so the next
+        append sees exactly that unless something else was written in between."""
+        version = tx.version()
+        self._known.version = None if version is None else version + 1
 
     def _parse_input(self, value: Any) -> tuple[dict[str, Any], str]:
         parsed = codec.parse_events(
@@ -556,7 +540,7 @@ class Store:
 
     def _append_locked(
         self,
-        conn: database.Conn,
+        tx: port.Writing,
         incoming: list[codec.IncomingEvent],
         types: list[str],
         thread_id: str | None,
@@ -586,13 +570,16 @@ class Store:
             )
         if thread_id is None:
             if named_run is not None:
-                thread_id = self._thread_of_run(conn, named_run, scope)
+                thread_id = self._thread_of_run(tx, named_run, scope)
             else:
-                thread_id = self._only_open_thread(conn, types[0], scope)
+                thread_id = self._only_open_thread(tx, types[0], scope)
         known = self._known
         thread_pk = known.thread_pks.get(thread_id)
         if thread_pk is None:
-            thread_pk, owner = self._thread_row(conn, thread_id, create=True, now=now, owner=scope)
+            thread_pk, owner = tx.thread(thread_id) or (
+                tx.insert_thread(thread_id, now, scope),
+                scope,
+            )
             known.thread_pks[thread_id] = thread_pk
             known.owners[thread_pk] = owner
         if scope is not None and known.owners[thread_pk] != scope:
@@ -600,12 +587,12 @@ class Store:
                 f"thread {_quote(thread_id)} belongs to another owner: scope {_quote(scope)} "
                 "may not write to it (nothing was written)"
             )
-        newest = self._head(conn, thread_pk)
+        newest = self._head(tx, thread_pk)
         # The run a batch that starts none continues: the one it names, else the newest.
         continued = (
             None
             if starts_run
-            else self._continued_run(conn, thread_pk, thread_id, named_run, newest, types[0])
+            else self._continued_run(tx, thread_pk, thread_id, named_run, newest, types[0])
         )
 
         # Sequence rules (SPEC §1): a batch that does not start a run continues a recorded
@@ -615,7 +602,7 @@ class Store:
             if continued is None:
                 verifier = SequenceVerifier()
             else:
-                verifier = self._verifier_for(conn, continued).copy()
+                verifier = self._verifier_for(tx, continued).copy()
             verifier.feed_many([ev.data for ev in incoming])
 
         segments = self._segments(incoming, types)
@@ -626,10 +613,10 @@ class Store:
                 path="input",
             )
         explicit_parent = (
-            self._resolve(conn, parent_ref, thread_pk=thread_pk) if parent_ref else None
+            self._resolve(tx, parent_ref, thread_pk=thread_pk) if parent_ref else None
         )
         if known.next_seq is None:
-            known.next_seq = int(conn.execute(schema.NEXT_SEQ).fetchone()[0])
+            known.next_seq = tx.next_seq()
         seq = known.next_seq
         first_seq = seq
         run_ids: list[str] = []
@@ -637,10 +624,10 @@ class Store:
         for n, segment in enumerate(segments):
             if segment.started is not None:
                 rid = segment.started["runId"]
-                self._refuse_duplicate_run(conn, thread_pk, rid, segment)
+                self._refuse_duplicate_run(tx, thread_pk, rid, segment)
                 first_run = n == 0 or (n == 1 and segments[0].started is None)
                 segment.run_pk, segment.run_row = self._insert_run(
-                    conn,
+                    tx,
                     thread_pk,
                     segment.started,
                     segment.first_index,
@@ -660,36 +647,36 @@ class Store:
                     # Only RUN_ERROR (a run that failed before it started) or, without
                     # sequence checks, any event may open the thread's log.
                     segment.run_pk = self._insert_synthetic_run(
-                        conn, thread_pk, thread_id, seq, now
+                        tx, thread_pk, thread_id, seq, now
                     )
                     known.newest[thread_pk] = segment.run_pk
                     known.statuses[segment.run_pk] = "incomplete"
-                    new_run_ids.append(self._known_run_id(conn, segment.run_pk))
+                    new_run_ids.append(self._known_run_id(tx, segment.run_pk))
                 else:
                     segment.run_pk = continued
-                    segment.was_complete = self._known_status(conn, continued) != "incomplete"
+                    segment.was_complete = self._known_status(tx, continued) != "incomplete"
                     if continued != newest and not segment.was_complete:
                         # An open run with runs after it: those placed below it (lineage
                         # rule 4 takes the head, open or not) derived their views from
                         # what it held then; they are derived again when next needed.
-                        self._drop_below(conn, thread_pk, continued)
-                run_ids.append(self._known_run_id(conn, segment.run_pk))
+                        self._drop_below(tx, thread_pk, continued)
+                run_ids.append(self._known_run_id(tx, segment.run_pk))
             run_pk = segment.run_pk
-            self._refuse_deep_copies(conn, segment, run_input)
+            self._refuse_deep_copies(tx, segment, run_input)
             rows = [
                 (at, run_pk, kind, ev.raw.decode("utf-8"))
                 for at, ev, kind in zip(itertools.count(seq), segment.events, segment.types)
             ]
             seq += len(rows)
             echo = (
-                self._normalize_echo(conn, thread_pk, segment.run_pk, rows)
+                self._normalize_echo(tx, thread_pk, segment.run_pk, rows)
                 if segment.started is not None
                 else None
             )
-            conn.executemany(schema.INSERT_EVENT, rows)
+            tx.insert_events(rows)
             known.next_seq = seq
             if echo is not None:
-                conn.execute("INSERT INTO echo_refs(seq, refs) VALUES (?, ?)", echo)
+                tx.insert_echo_refs(*echo)
             if "RUN_FINISHED" in segment.types or "RUN_ERROR" in segment.types:
                 for ev, kind in zip(segment.events, segment.types):
                     if kind in ("RUN_FINISHED", "RUN_ERROR"):
@@ -697,7 +684,7 @@ class Store:
             # The run's hash after this batch: the batch's stored bytes chained onto it.
             refs = {echo[0]: echo[1]} if echo is not None else {}
             batch_hash = hashing.chain(
-                self._known_run_hash(conn, run_pk),
+                self._known_run_hash(tx, run_pk),
                 hashing.batch_digest(
                     [(at, kind, text, refs.get(at)) for at, _, kind, text in rows],
                     segment.outcome,
@@ -705,23 +692,11 @@ class Store:
                 ),
             )
             known.run_hashes[run_pk] = batch_hash
-            conn.execute(
-                "INSERT INTO batches(run, first_seq, last_seq, count, outcome, appended_at, hash) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    segment.run_pk,
-                    seq - len(rows),
-                    seq - 1,
-                    len(rows),
-                    segment.outcome,
-                    now,
-                    batch_hash,
-                ),
-            )
+            tx.insert_batch(run_pk, seq - len(rows), seq - 1, segment.outcome, now, batch_hash)
             self._remember_batch(thread_pk, thread_id, segment, seq - 1)
             # Before the next run of the batch is placed: its lineage and its echoed input
             # then see this one complete, as they would had it come in an append of its own.
-            self._keep_checkpoint_current(conn, thread_pk, segment, now)
+            self._keep_checkpoint_current(tx, thread_pk, segment, now)
         last_seq = seq - 1
         if verifier is not None:
             last_pk = segments[-1].run_pk
@@ -764,7 +739,7 @@ class Store:
 
     def _continued_run(
         self,
-        conn: database.Conn,
+        tx: port.Reading,
         thread_pk: int,
         thread_id: str,
         named: str | None,
@@ -776,19 +751,17 @@ class Store:
         if named is not None:
             run_pk = self._known.run_pks.get((thread_pk, named))
             if run_pk is None:
-                row = conn.execute(
-                    "SELECT id FROM runs WHERE thread = ? AND run_id = ?", (thread_pk, named)
-                ).fetchone()
-                if row is None:
+                found = tx.run_pk(thread_pk, named)
+                if found is None:
                     raise RunNotFoundError(
                         f"no run {_quote(named)} in thread {_quote(thread_id)} to continue "
                         "(a run's first batch starts with its RUN_STARTED)"
                     )
-                run_pk = self._known.run_pks[(thread_pk, named)] = int(row[0])
+                run_pk = self._known.run_pks[(thread_pk, named)] = found
             return run_pk
-        open_runs = self._open_runs(conn, thread_pk)
+        open_runs = self._open_runs(tx, thread_pk)
         if len(open_runs) > 1:
-            names = tuple(self._known_run_id(conn, pk) for pk in sorted(open_runs))
+            names = tuple(self._known_run_id(tx, pk) for pk in sorted(open_runs))
             shown = ", ".join(_quote(n) for n in names[:10])
             more = f" and {len(names) - 10} more" if len(names) > 10 else ""
             raise OpenRunsError(
@@ -800,94 +773,66 @@ class Store:
             )
         return newest
 
-    def _open_runs(self, conn: database.Conn, thread_pk: int) -> set[int]:
+    def _open_runs(self, tx: port.Reading, thread_pk: int) -> set[int]:
         """The thread's incomplete runs (remembered between appends)."""
         open_runs = self._known.open_runs
         if thread_pk not in open_runs:
-            open_runs[thread_pk] = {
-                int(row[0])
-                for row in conn.execute(
-                    "SELECT id FROM runs WHERE thread = ? AND NOT EXISTS (SELECT 1 FROM "
-                    "batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL)",
-                    (thread_pk,),
-                )
-            }
+            open_runs[thread_pk] = tx.open_runs(thread_pk)
         return open_runs[thread_pk]
 
-    def _open_above(self, conn: database.Conn, thread_pk: int, run_pk: int) -> bool:
+    def _open_above(self, tx: port.Reading, thread_pk: int, run_pk: int) -> bool:
         """Whether an open run of the thread is on ``run_pk``'s lineage, above it (a run
         continued by name may have runs below it: SPEC §8)."""
-        above = [pk for pk in self._open_runs(conn, thread_pk) if pk < run_pk]
+        above = [pk for pk in self._open_runs(tx, thread_pk) if pk < run_pk]
         if not above:
             return False
-        chain = conn.execute(
-            schema.ANCESTORS_CTE + "SELECT 1 FROM chain WHERE id IN "
-            "(SELECT value FROM json_each(?2)) LIMIT 1",
-            (run_pk, codec.encode(above).decode()),
-        ).fetchone()
-        return chain is not None
+        return tx.ancestor_among(run_pk, above)
 
-    def _thread_of_run(self, conn: database.Conn, run_id: str, scope: str | None) -> str:
+    def _thread_of_run(self, tx: port.Reading, run_id: str, scope: str | None) -> str:
         """The thread of a run named without its thread, while the id is unambiguous (among
         the scope's threads: another owner's are absent)."""
-        rows = conn.execute(
-            "SELECT threads.thread_id FROM runs JOIN threads ON threads.id = runs.thread "
-            "WHERE runs.run_id = ?1 AND (?2 IS NULL OR threads.owner = ?2) LIMIT 6",
-            (run_id, scope),
-        ).fetchall()
-        if not rows:
+        found = tx.threads_of_run_id(run_id, scope)
+        if not found:
             raise RunNotFoundError(f"no run {_quote(run_id)} to continue")
-        if len(rows) > 1:
-            threads = ", ".join(_quote(str(r[0])) for r in rows[:5])
+        if len(found) > 1:
+            threads = ", ".join(_quote(t) for t in found[:5])
             raise AmbiguousRunError(
                 f"run id {_quote(run_id)} exists in several threads ({threads}): pass thread_id="
             )
-        return str(rows[0][0])
+        return found[0]
 
-    def _drop_below(self, conn: database.Conn, thread_pk: int, run_pk: int) -> None:
+    def _drop_below(self, tx: port.Writing, thread_pk: int, run_pk: int) -> None:
         """Leave underived the complete runs below an open run whose view is still growing
         (open ones have nothing derived yet; they are derived when they complete)."""
-        child = conn.execute("SELECT 1 FROM runs WHERE parent = ? LIMIT 1", (run_pk,)).fetchone()
-        if child is None:
+        if not tx.has_child(run_pk):
             return
         # Those already left underived by an earlier piece hold nothing to drop: a live run
         # streamed in many pieces drops what is below it once, not once a piece.
-        derived = [
-            int(row[0])
-            for row in conn.execute(
-                "WITH RECURSIVE sub(id) AS (SELECT id FROM runs WHERE parent = ? UNION ALL "
-                "SELECT runs.id FROM runs JOIN sub ON runs.parent = sub.id) "
-                "SELECT id FROM sub WHERE id NOT IN (SELECT run FROM underived)",
-                (run_pk,),
-            )
-        ]
-        if any(self._known_status(conn, pk) != "incomplete" for pk in derived):
+        derived = tx.derived_descendants(run_pk)
+        if any(self._known_status(tx, pk) != "incomplete" for pk in derived):
             below = [
                 pk
-                for pk in checkpoints.drop_from(conn, run_pk)
-                if self._known_status(conn, pk) != "incomplete"
+                for pk in checkpoints.drop_from(tx.connection, run_pk)
+                if self._known_status(tx, pk) != "incomplete"
             ]
-            self._leave_underived(conn, thread_pk, below)
+            self._leave_underived(tx, thread_pk, below)
 
-    def _known_run_id(self, conn: database.Conn, run_pk: int) -> str:
+    def _known_run_id(self, tx: port.Reading, run_pk: int) -> str:
         run_ids = self._known.run_ids
         if run_pk not in run_ids:
-            run_ids[run_pk] = self._run_id_of(conn, run_pk)
+            run_ids[run_pk] = self._run_id_of(tx, run_pk)
         return run_ids[run_pk]
 
-    def _known_status(self, conn: database.Conn, run_pk: int) -> str:
+    def _known_status(self, tx: port.Reading, run_pk: int) -> str:
         statuses = self._known.statuses
         if run_pk not in statuses:
-            statuses[run_pk] = self._status(conn, run_pk)
+            statuses[run_pk] = self._status(tx, run_pk)
         return statuses[run_pk]
 
-    def _known_last_seq(self, conn: database.Conn, run_pk: int) -> int:
+    def _known_last_seq(self, tx: port.Reading, run_pk: int) -> int:
         last_seqs = self._known.last_seqs
         if run_pk not in last_seqs:
-            last_seq = conn.execute(
-                "SELECT max(last_seq) FROM batches WHERE run = ?", (run_pk,)
-            ).fetchone()[0]
-            last_seqs[run_pk] = int(last_seq or 0)
+            last_seqs[run_pk] = tx.run_last_seq(run_pk)
         return last_seqs[run_pk]
 
     @staticmethod
@@ -909,22 +854,14 @@ class Store:
         return segments
 
     def _only_open_thread(
-        self, conn: database.Conn, first_type: str, scope: str | None = None
+        self, tx: port.Reading, first_type: str, scope: str | None = None
     ) -> str:
         known = self._known
         if known.open_threads is None:
-            known.open_threads = {
-                str(row[0])
-                for row in conn.execute(
-                    "SELECT threads.thread_id FROM threads JOIN runs ON runs.id = "
-                    "(SELECT max(id) FROM runs WHERE runs.thread = threads.id) "
-                    "WHERE NOT EXISTS (SELECT 1 FROM batches b WHERE b.run = runs.id "
-                    "AND b.outcome IS NOT NULL)"
-                )
-            }
+            known.open_threads = tx.threads_with_open_head()
         candidates = known.open_threads
         if scope is not None:  # only the scope's own threads count
-            candidates = {t for t in candidates if self._owner_of(conn, t) == scope}
+            candidates = {t for t in candidates if self._owner_of(tx, t) == scope}
         if len(candidates) == 1:
             return next(iter(candidates))
         reason = "no thread has an open run" if not candidates else "several threads have open runs"
@@ -934,17 +871,14 @@ class Store:
             event_type=first_type,
         )
 
-    def _owner_of(self, conn: database.Conn, thread_id: str) -> str | None:
-        row = conn.execute("SELECT owner FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
-        return row[0] if row else None
+    def _owner_of(self, tx: port.Reading, thread_id: str) -> str | None:
+        found = tx.thread(thread_id)
+        return found[1] if found else None
 
     def _refuse_duplicate_run(
-        self, conn: database.Conn, thread_pk: int, run_id: str, segment: _Segment
+        self, tx: port.Reading, thread_pk: int, run_id: str, segment: _Segment
     ) -> None:
-        row = conn.execute(
-            "SELECT 1 FROM runs WHERE thread = ? AND run_id = ?", (thread_pk, run_id)
-        ).fetchone()
-        if row:
+        if tx.run_pk(thread_pk, run_id) is not None:
             raise InvalidEventError(
                 f"run {_quote(run_id)} is already recorded in this thread; a run is recorded once "
                 "(continue a live run by appending events without a new RUN_STARTED)",
@@ -953,9 +887,10 @@ class Store:
                 path="$.runId",
             )
         # A run id and a branch name are both revisions: neither may hide the other.
-        if self._known.branched.get(thread_pk, True) and conn.execute(
-            "SELECT 1 FROM branches WHERE thread = ? AND name = ?", (thread_pk, run_id)
-        ).fetchone():
+        if (
+            self._known.branched.get(thread_pk, True)
+            and tx.branch_run(thread_pk, run_id) is not None
+        ):
             raise InvalidEventError(
                 f"run id {_quote(run_id)} is the name of a branch of this thread, and would "
                 "shadow it as a revision: delete or rename the branch (delete_branch, then "
@@ -967,7 +902,7 @@ class Store:
 
     def _refuse_deep_copies(
         self,
-        conn: database.Conn,
+        tx: port.Writing,
         segment: _Segment,
         run_input: tuple[dict[str, Any], str] | None,
     ) -> None:
@@ -987,14 +922,14 @@ class Store:
             if segment.started is not None:
                 assert segment.run_row is not None
                 parent_pk, recorded, _, reason = segment.run_row
-                reducer = start_reducer(None if parent_pk is None else self._view(conn, parent_pk))
+                reducer = start_reducer(None if parent_pk is None else self._view(tx, parent_pk))
                 given = codec.decode(run_input[1]) if run_input and recorded else None
                 as_sent = body_as_sent(recorded is not None, reason)
                 apply_run(reducer, RunRecord(input=given, events=fresh[:1], as_sent=as_sent))
                 first = 1
             else:
                 assert segment.run_pk is not None
-                reducer = start_reducer(self._view(conn, segment.run_pk))
+                reducer = start_reducer(self._view(tx, segment.run_pk))
                 first = 0
             limit = nesting.state_depth_limit(self.max_depth)
             for at in range(first, len(fresh)):
@@ -1026,7 +961,7 @@ class Store:
 
     def _insert_run(
         self,
-        conn: database.Conn,
+        tx: port.Writing,
         thread_pk: int,
         started: dict[str, Any],
         index: int,
@@ -1045,7 +980,7 @@ class Store:
                 break
         sent = input_data if input_data is not None else echoed
         parent_pk, reason = self._decide_parent(
-            conn,
+            tx,
             thread_pk,
             explicit_parent,
             sent_parent,
@@ -1054,11 +989,11 @@ class Store:
         )
         input_text, refs_text = run_input[1] if run_input else None, None
         if run_input is not None and parent_pk is not None:
-            normalized = self._normalized_input(conn, thread_pk, parent_pk, run_input[0])
+            normalized = self._normalized_input(tx, thread_pk, parent_pk, run_input[0])
             if normalized is not None:
                 input_text = codec.encode(normalized[0]).decode("utf-8")
                 refs_text = codec.encode(normalized[1]).decode("utf-8")
-        parent_hash = self._known_run_hash(conn, parent_pk) if parent_pk is not None else None
+        parent_hash = self._known_run_hash(tx, parent_pk) if parent_pk is not None else None
         input_hash = hashing.input_digest(input_text, refs_text)
         start_hash = hashing.start(
             thread_id=started["threadId"],
@@ -1070,32 +1005,27 @@ class Store:
             parent_hash=parent_hash,
             input_hash=input_hash,
         )
-        cur = conn.execute(
-            "INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, input_refs,"
-            " created_at, parent_hash, input_hash, start_hash) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (
-                thread_pk,
-                started["runId"],
-                parent_pk,
-                reason,
-                sent_parent,
-                input_text,
-                refs_text,
-                now,
-                parent_hash,
-                input_hash,
-                start_hash,
-            ),
+        run_pk = tx.insert_run(
+            thread_pk,
+            started["runId"],
+            parent_pk,
+            reason,
+            sent_parent,
+            input_text,
+            refs_text,
+            False,
+            now,
+            parent_hash,
+            input_hash,
+            start_hash,
         )
-        run_pk = int(cur.fetchone()[0])
         self._known.run_hashes[run_pk] = start_hash
-        self._advance_branches(conn, thread_pk, parent_pk, run_pk, branch, now)
+        self._advance_branches(tx, thread_pk, parent_pk, run_pk, branch, now)
         return run_pk, (parent_pk, input_text, refs_text, reason)
 
     def _decide_parent(
         self,
-        conn: database.Conn,
+        tx: port.Writing,
         thread_pk: int,
         explicit: _RunKey | None,
         sent_parent: str | None,
@@ -1107,38 +1037,34 @@ class Store:
         if explicit is not None:
             return explicit.pk, "explicit"
         if sent_parent is not None:
-            row = conn.execute(
-                "SELECT id FROM runs WHERE thread = ? AND run_id = ?", (thread_pk, sent_parent)
-            ).fetchone()
-            if row:
-                return int(row[0]), "parentRunId"
+            found = tx.run_pk(thread_pk, sent_parent)
+            if found is not None:
+                return found, "parentRunId"
         if branch is not None:
-            row = conn.execute(
-                "SELECT run FROM branches WHERE thread = ? AND name = ?", (thread_pk, branch)
-            ).fetchone()
-            if row:
-                return int(row[0]), "explicit"
+            found = tx.branch_run(thread_pk, branch)
+            if found is not None:
+                return found, "explicit"
         if isinstance(sent_messages, list) and sent_messages:
-            inferred = self._longest_prefix_run(conn, thread_pk, sent_messages)
+            inferred = self._longest_prefix_run(tx, thread_pk, sent_messages)
             if inferred is not None:
                 return inferred, "messages"
-        head = self._head(conn, thread_pk)
+        head = self._head(tx, thread_pk)
         return (head, "head") if head is not None else (None, "root")
 
     def _normalized_input(
-        self, conn: database.Conn, thread_pk: int, parent_pk: int, run_input: dict[str, Any]
+        self, tx: port.Writing, thread_pk: int, parent_pk: int, run_input: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The input naming what the parent's view holds instead of repeating it, when the
         parent's view is final (it and every run above it complete) and they share any."""
-        if self._open_above(conn, thread_pk, parent_pk):
+        if self._open_above(tx, thread_pk, parent_pk):
             return None  # a run above it still streams: its view may still change
-        self._derive_underived(conn, thread_pk)  # the parent's view, kept in memory after
-        cached = self._cached_view(conn, thread_pk)
+        self._derive_underived(tx, thread_pk)  # the parent's view, kept in memory after
+        cached = self._cached_view(tx, thread_pk)
         if cached is not None and cached.run_pk == parent_pk:
             base = cached.view
-        elif self._known_status(conn, parent_pk) != "incomplete":
+        elif self._known_status(tx, parent_pk) != "incomplete":
             try:
-                base = self._view(conn, parent_pk)
+                base = self._view(tx, parent_pk)
             except InvalidEventError:
                 return None  # a lineage the client cannot replay: nothing to refer to
         else:
@@ -1146,7 +1072,7 @@ class Store:
         return normalize_input(run_input, base.messages, base.state)
 
     def _longest_prefix_run(
-        self, conn: database.Conn, thread_pk: int, sent_messages: list[Any]
+        self, tx: port.Writing, thread_pk: int, sent_messages: list[Any]
     ) -> int | None:
         """Lineage rule 3: the run whose restored message ids form the longest prefix of the
         input's message ids (the newest such run on a tie). Runs are compared through their
@@ -1159,9 +1085,9 @@ class Store:
         ids = checkpoints.lineage_ids(sent_messages)
         if not ids:
             return None
-        self._derive_underived(conn, thread_pk)  # every complete run is a candidate
+        self._derive_underived(tx, thread_pk)  # every complete run is a candidate
         length_of: dict[bytes, int] | None = None
-        cached = self._cached_view(conn, thread_pk)
+        cached = self._cached_view(tx, thread_pk)
         if cached is not None:
             known = len(cached.lineage)
             if 0 < known <= len(ids):
@@ -1177,22 +1103,15 @@ class Store:
                     length_of[head.digest()] = known
         if length_of is None:
             length_of = checkpoints.prefix_digests(ids)
-        matches: list[tuple[int, bytes]] = []
-        digests = list(length_of)
-        for at in range(0, len(digests), 500):  # well under SQLite's limit on parameters
-            chunk = digests[at : at + 500]
-            marks = ",".join("?" * len(chunk))
-            matches += conn.execute(
-                schema.RUNS_WITH_DIGESTS.format(marks=marks), (*chunk, thread_pk)
-            ).fetchall()
+        matches = tx.runs_with_digests(thread_pk, list(length_of))
         if not matches:
             return None
-        best = max(matches, key=lambda row: (length_of[bytes(row[1])], row[0]))
-        return int(best[0])
+        best = max(matches, key=lambda row: (length_of[row[1]], row[0]))
+        return best[0]
 
     def _advance_branches(
         self,
-        conn: database.Conn,
+        tx: port.Writing,
         thread_pk: int,
         parent_pk: int | None,
         run_pk: int,
@@ -1204,32 +1123,22 @@ class Store:
         branched = self._known.branched
         if branch is not None:
             _check_branch_name(branch)
-            _refuse_branch_shadowing_run(conn, thread_pk, branch)
-            conn.execute(
-                "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(thread, name) DO UPDATE SET run = excluded.run, "
-                "updated_at = excluded.updated_at",
-                (thread_pk, branch, run_pk, now),
-            )
+            _refuse_branch_shadowing_run(tx, thread_pk, branch)
+            tx.set_branch(thread_pk, branch, run_pk, now)
             branched[thread_pk] = True
         elif parent_pk is not None:
             if thread_pk not in branched:
-                branched[thread_pk] = conn.execute(
-                    "SELECT EXISTS (SELECT 1 FROM branches WHERE thread = ?)", (thread_pk,)
-                ).fetchone()[0] == 1
+                branched[thread_pk] = tx.has_branches(thread_pk)
             if branched[thread_pk]:
-                conn.execute(
-                    "UPDATE branches SET run = ?, updated_at = ? WHERE thread = ? AND run = ?",
-                    (run_pk, now, thread_pk, parent_pk),
-                )
+                tx.move_branches(thread_pk, parent_pk, run_pk, now)
 
     def _insert_synthetic_run(
-        self, conn: database.Conn, thread_pk: int, thread_id: str, seq: int, now: int
+        self, tx: port.Writing, thread_pk: int, thread_id: str, seq: int, now: int
     ) -> int:
         run_id = f"run-error-{seq}"
-        parent_pk = self._head(conn, thread_pk)
+        parent_pk = self._head(tx, thread_pk)
         lineage = "head" if parent_pk else "root"
-        parent_hash = self._known_run_hash(conn, parent_pk) if parent_pk is not None else None
+        parent_hash = self._known_run_hash(tx, parent_pk) if parent_pk is not None else None
         start_hash = hashing.start(
             thread_id=thread_id,
             run_id=run_id,
@@ -1240,24 +1149,32 @@ class Store:
             parent_hash=parent_hash,
             input_hash=None,
         )
-        cur = conn.execute(
-            "INSERT INTO runs(thread, run_id, parent, lineage, synthetic, created_at, "
-            "parent_hash, start_hash) VALUES (?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
-            (thread_pk, run_id, parent_pk, lineage, now, parent_hash, start_hash),
+        run_pk = tx.insert_run(
+            thread_pk,
+            run_id,
+            parent_pk,
+            lineage,
+            None,
+            None,
+            None,
+            True,
+            now,
+            parent_hash,
+            None,
+            start_hash,
         )
-        run_pk = int(cur.fetchone()[0])
         self._known.run_hashes[run_pk] = start_hash
         return run_pk
 
-    def _known_run_hash(self, conn: database.Conn, run_pk: int) -> bytes:
+    def _known_run_hash(self, tx: port.Reading, run_pk: int) -> bytes:
         """A run's hash now: its newest batch's (remembered between appends)."""
         run_hashes = self._known.run_hashes
         if run_pk not in run_hashes:
-            run_hashes[run_pk] = bytes(conn.execute(schema.RUN_HASH, (run_pk,)).fetchone()[0])
+            run_hashes[run_pk] = tx.run_hash(run_pk)
         return run_hashes[run_pk]
 
     def _normalize_echo(
-        self, conn: database.Conn, thread_pk: int, run_pk: int, rows: list[Any]
+        self, tx: port.Writing, thread_pk: int, run_pk: int, rows: list[Any]
     ) -> tuple[int, str] | None:
         """Store a RUN_STARTED's echoed input by reference to its lineage (SPEC §4), like a
         recorded input: producers such as ag-ui-langgraph echo the whole history each run.
@@ -1267,10 +1184,10 @@ class Store:
         echoed = started.get("input")
         if not isinstance(echoed, dict):
             return None
-        parent_pk = conn.execute("SELECT parent FROM runs WHERE id = ?", (run_pk,)).fetchone()[0]
+        parent_pk = tx.run_parent(run_pk)
         if parent_pk is None:
             return None
-        normalized = self._normalized_input(conn, thread_pk, parent_pk, echoed)
+        normalized = self._normalized_input(tx, thread_pk, parent_pk, echoed)
         if normalized is None:
             return None
         started["input"] = normalized[0]
@@ -1279,41 +1196,34 @@ class Store:
         return seq, codec.encode(normalized[1]).decode("utf-8")
 
     def _run_events(
-        self, conn: database.Conn, run_pk: int, after: int = 0, *, verify: bool = False
+        self, tx: port.Reading, run_pk: int, after: int = 0, *, verify: bool = False
     ) -> list[Any]:
         """A run's events decoded, echoed inputs stored by reference put back whole;
         ``verify``: all of them (``after`` 0), checked against the run's hashes first."""
-        rows = conn.execute(
-            "SELECT events.payload, echo_refs.refs, events.seq, events.type FROM events "
-            "LEFT JOIN echo_refs ON echo_refs.seq = events.seq "
-            "WHERE events.run = ? AND events.seq > ? ORDER BY events.seq",
-            (run_pk, after),
-        ).fetchall()
+        rows = tx.run_events(run_pk, after)
         if verify and not after:
-            pks = (codec.encode([run_pk]).decode(),)
-            self._verified_runs(conn, pks)
-            self._verify_batches(conn, pks, {run_pk: [(r[2], r[3], r[0], r[1]) for r in rows]})
+            self._verified_runs(tx, [run_pk])
+            self._verify_batches(tx, [run_pk], {run_pk: [(r[2], r[3], r[0], r[1]) for r in rows]})
         events = codec.decode_many([r[0] for r in rows])
         for event, (_, refs, _, _) in zip(events, rows):
             if refs is not None:
-                parent_pk = conn.execute(
-                    "SELECT parent FROM runs WHERE id = ?", (run_pk,)
-                ).fetchone()[0]
-                base = self._view(conn, parent_pk)
+                parent_pk = tx.run_parent(run_pk)
+                assert parent_pk is not None  # an echo is stored by reference to its parent
+                base = self._view(tx, parent_pk)
                 event["input"] = expand_input(
                     event["input"], codec.decode(refs.encode("utf-8")), base.messages, base.state
                 )
         return events
 
-    def _verifier_for(self, conn: database.Conn, run_pk: int) -> SequenceVerifier:
+    def _verifier_for(self, tx: port.Reading, run_pk: int) -> SequenceVerifier:
         """The sequence state at the end of a recorded run (cached while nobody appends)."""
-        last_seq = self._known_last_seq(conn, run_pk)
+        last_seq = self._known_last_seq(tx, run_pk)
         cached = self._verifiers.get(run_pk)
         if cached and cached[0] == last_seq:
             return cached[1]
         verifier = SequenceVerifier()
         try:
-            for i, event in enumerate(self._run_events(conn, run_pk)):
+            for i, event in enumerate(self._run_events(tx, run_pk)):
                 verifier.feed(event, i)
         except SequenceError:
             # Recorded with check_sequence=False: its state is unknown, so a continuation
@@ -1325,7 +1235,7 @@ class Store:
     # --- checkpoints --------------------------------------------------------------------
 
     def _keep_checkpoint_current(
-        self, conn: database.Conn, thread_pk: int, segment: _Segment, now: int
+        self, tx: port.Writing, thread_pk: int, segment: _Segment, now: int
     ) -> None:
         """A run that completes is replayed now (cheap: its parent's view is cached, or a few
         runs from a checkpoint): it gets its lineage digest, and a checkpoint when the runs
@@ -1336,28 +1246,29 @@ class Store:
             if any(kind != "RUN_ERROR" for kind in segment.types):
                 # Only possible with check_sequence=False: events after the run's end. What
                 # derives from the run is dropped, and derived again when next needed.
-                self._leave_underived(conn, thread_pk, checkpoints.drop_from(conn, segment.run_pk))
+                dropped = checkpoints.drop_from(tx.connection, segment.run_pk)
+                self._leave_underived(tx, thread_pk, dropped)
             return
         if segment.outcome is None:
             return
         if not self.derive_on_append:
-            self._leave_underived(conn, thread_pk, [segment.run_pk])
+            self._leave_underived(tx, thread_pk, [segment.run_pk])
             return
         underived = self._known.underived
         if underived is None or thread_pk in underived:
             # The run itself may be listed (an open run below one that changed, or below a
             # migration's): it is derived below, once, from the batch's own events.
-            conn.execute("DELETE FROM underived WHERE run = ?", (segment.run_pk,))
-        self._derive_underived(conn, thread_pk)  # what another store left, if anything
+            tx.clear_underived(segment.run_pk)
+        self._derive_underived(tx, thread_pk)  # what another store left, if anything
         # The batch's own decoded events, as sent (echoes whole): fresh objects nobody else
         # holds, so the reducer may take them over.
         whole = segment.started is not None  # the batch holds the whole run
         events = [ev.data for ev in segment.events] if whole else None
-        self._derive(conn, thread_pk, segment.run_pk, now, events, segment.run_row)
+        self._derive(tx, thread_pk, segment.run_pk, now, events, segment.run_row)
 
     def _derive(
         self,
-        conn: database.Conn,
+        tx: port.Writing,
         thread_pk: int,
         run_pk: int,
         now: int,
@@ -1369,7 +1280,7 @@ class Store:
         """:meth:`_complete` a run, for a lineage the client can replay."""
         try:
             self._complete(
-                conn, thread_pk, run_pk, now, events, run_row, force_checkpoint=force_checkpoint
+                tx, thread_pk, run_pk, now, events, run_row, force_checkpoint=force_checkpoint
             )
         except InvalidEventError:
             # The lineage replays into something the official client itself would throw on
@@ -1378,49 +1289,35 @@ class Store:
             # checkpoint; checkout raises what the client would.
             self._views.pop(thread_pk, None)
 
-    def _leave_underived(self, conn: database.Conn, thread_pk: int, run_pks: list[int]) -> None:
+    def _leave_underived(self, tx: port.Writing, thread_pk: int, run_pks: list[int]) -> None:
         """Note runs whose derived data is missing, for whoever needs it next."""
-        conn.execute(
-            "INSERT OR IGNORE INTO underived(run) SELECT value FROM json_each(?)",
-            (codec.encode(run_pks).decode(),),
-        )
+        tx.mark_underived(run_pks)
         # The cached view no longer leads to the thread's next run.
         self._views.pop(thread_pk, None)
         if self._known.underived is not None:
             self._known.underived.add(thread_pk)
 
-    def _derive_underived(self, conn: database.Conn, thread_pk: int | None) -> int:
+    def _derive_underived(self, tx: port.Writing, thread_pk: int | None) -> int:
         """Derive what was left for later, in a thread (``None``: everywhere), in run order
         (a parent before its runs): their lineage digests, and checkpoints per
         ``checkpoint_events``. Returns how many runs were derived."""
         known = self._known
         if known.underived is None:
-            known.underived = {
-                int(row[0])
-                for row in conn.execute(
-                    "SELECT DISTINCT runs.thread FROM underived "
-                    "JOIN runs ON runs.id = underived.run"
-                )
-            }
+            known.underived = tx.underived_threads()
         if thread_pk is not None and thread_pk not in known.underived:
             return 0
         if thread_pk is None and not known.underived:
             return 0
-        rows = conn.execute(
-            "SELECT underived.run, runs.thread FROM underived JOIN runs "
-            "ON runs.id = underived.run WHERE ?1 IS NULL OR runs.thread = ?1 "
-            "ORDER BY underived.run",
-            (thread_pk,),
-        ).fetchall()
+        rows = tx.underived_runs(thread_pk)
         now = database.now_ms()
         derived = 0
         for run_pk, run_thread in rows:
-            conn.execute("DELETE FROM underived WHERE run = ?", (run_pk,))
-            if self._known_status(conn, run_pk) == "incomplete":
+            tx.clear_underived(run_pk)
+            if self._known_status(tx, run_pk) == "incomplete":
                 continue  # below a run that changed; it is noted again when it completes
-            if checkpoints.has_checkpoint(conn, run_pk):
+            if checkpoints.has_checkpoint(tx.connection, run_pk):
                 continue  # compact got there first
-            self._derive(conn, int(run_thread), int(run_pk), now)
+            self._derive(tx, run_thread, run_pk, now)
             derived += 1
         if thread_pk is None:
             known.underived.clear()
@@ -1430,7 +1327,7 @@ class Store:
 
     def _complete(
         self,
-        conn: database.Conn,
+        tx: port.Writing,
         thread_pk: int,
         run_pk: int,
         now: int,
@@ -1450,14 +1347,12 @@ class Store:
                 them.
         """
         if run_row is None:
-            run_row = conn.execute(
-                "SELECT parent, input, input_refs, lineage FROM runs WHERE id = ?", (run_pk,)
-            ).fetchone()
+            run_row = tx.run_row(run_pk)
         parent_pk, raw_input, raw_refs, reason = run_row
-        cached = self._cached_view(conn, thread_pk)
+        cached = self._cached_view(tx, thread_pk)
         self._views.pop(thread_pk, None)
         if cached is None or cached.run_pk != parent_pk:
-            cached = self._replayed_to(conn, parent_pk)
+            cached = self._replayed_to(tx, parent_pk)
         # Consumed: the reducer, the digest state and the id list go on from the parent's.
         reducer, hasher, since, lineage = (
             cached.reducer,
@@ -1467,7 +1362,7 @@ class Store:
         )
         record = RunRecord(
             input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
-            events=events if events is not None else self._run_events(conn, run_pk),
+            events=events if events is not None else self._run_events(tx, run_pk),
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
             as_sent=body_as_sent(raw_input is not None, reason),
         )
@@ -1493,13 +1388,11 @@ class Store:
             lineage = checkpoints.lineage_ids(messages)
             hasher = checkpoints.hash_ids(lineage)
         digest = bytes(hasher.digest())
-        conn.execute(
-            "INSERT OR IGNORE INTO lineage_digests(ids_hash, run) VALUES (?, ?)", (digest, run_pk)
-        )
+        tx.insert_digest(digest, run_pk)
         written = False
         if force_checkpoint or since.events >= self.checkpoint_events:
             written = self._write_checkpoint(
-                conn, run_pk, reducer, since, digest, now, self._known_run_hash(conn, run_pk)
+                tx, run_pk, reducer, since, digest, now, self._known_run_hash(tx, run_pk)
             )
             if written:
                 since = _SinceCheckpoint(
@@ -1512,7 +1405,7 @@ class Store:
         self._views[thread_pk] = _CachedView(run_pk, reducer, hasher, since, lineage)
         return written
 
-    def _cached_view(self, conn: database.Conn, thread_pk: int) -> _CachedView | None:
+    def _cached_view(self, tx: port.Reading, thread_pk: int) -> _CachedView | None:
         """The thread's view in memory, when the file still holds what it stands on.
 
         Another writer can make it stale: events recorded after a run's end (with
@@ -1524,17 +1417,16 @@ class Store:
             return cached
         self._unverified.discard(thread_pk)
         since_cp = cached.since.run_pk
-        digest = conn.execute(
-            "SELECT 1 FROM lineage_digests WHERE ids_hash = ? AND run = ?",
-            (bytes(cached.ids_hasher.digest()), cached.run_pk),
-        ).fetchone()
-        base_gone = since_cp is not None and not checkpoints.has_checkpoint(conn, since_cp)
-        if digest is None or base_gone:
+        digest_kept = cached.run_pk is not None and tx.has_digest(
+            bytes(cached.ids_hasher.digest()), cached.run_pk
+        )
+        base_gone = since_cp is not None and not checkpoints.has_checkpoint(tx.connection, since_cp)
+        if not digest_kept or base_gone:
             del self._views[thread_pk]
             return None
         return cached
 
-    def _replayed_to(self, conn: database.Conn, run_pk: int | None) -> _CachedView:
+    def _replayed_to(self, tx: port.Reading, run_pk: int | None) -> _CachedView:
         """view(run) (the empty view for ``None``) in a reducer, replayed from the nearest
         checkpoint, with its lineage ids and their digest state, and what the runs since
         that checkpoint did."""
@@ -1542,13 +1434,13 @@ class Store:
             reducer = start_reducer()
             since = _SinceCheckpoint.start([], None, None)
         else:
-            found, after = checkpoints.nearest(conn, run_pk)
-            snap = self._load_checkpoint(conn, found) if found is not None else None
+            found, after = checkpoints.nearest(tx.connection, run_pk)
+            snap = self._load_checkpoint(tx, found) if found is not None else None
             reducer = start_reducer(snap.view if snap is not None else None)
             if snap is not None:
                 reducer.track_state(snap.state_patches)
             since = _SinceCheckpoint.start(reducer.messages, snap, found)
-            for record in self._records(conn, after):
+            for record in self._records(tx, after):
                 since.note(record)
                 apply_run(reducer, record)
         lineage = checkpoints.lineage_ids(reducer.messages)
@@ -1556,7 +1448,7 @@ class Store:
 
     @staticmethod
     def _write_checkpoint(
-        conn: database.Conn,
+        tx: port.Writing,
         run_pk: int,
         reducer: Reducer,
         since: _SinceCheckpoint,
@@ -1567,7 +1459,7 @@ class Store:
         """Store the reducer's view as the run's checkpoint, sharing the chunks of
         ``since``'s; on success ``since.layout`` describes the new one."""
         view = view_of(reducer)
-        layout = _message_chunks(conn, view.messages, since, reducer)
+        layout = _message_chunks(tx, view.messages, since, reducer)
         if layout is None:
             # One message object at two positions (repeated ids, then a MESSAGES_SNAPSHOT):
             # the client edits both through one id. One blob per position would lose that
@@ -1575,7 +1467,7 @@ class Store:
             return False
         patches = _state_patches(reducer, since)
         stored = checkpoints.write(
-            conn, run_pk, view, layout, digest, now, patches, run_hash=run_hash
+            tx.connection, run_pk, view, layout, digest, now, patches, run_hash=run_hash
         )
         since.layout = layout
         if patches is None:  # the state stored whole: later ones patch this one
@@ -1594,21 +1486,15 @@ class Store:
         With a ``scope``, only that owner's threads.
         """
         _check_scope(scope)
-        with self._lock:
-            conn = self._db
-            try:
-                with database.immediate(conn):
-                    self._notice_other_writes(conn)
-                    if thread_id:
-                        threads: list[int | None] = [self._require_thread(conn, thread_id, scope)]
-                    else:
-                        threads = self._owned_threads(conn, scope)
-                    derived = sum(self._derive_underived(conn, pk) for pk in threads)
-                    self._known.version = conn.data_version() + 1
-                return derived
-            except BaseException:
-                self._forget()
-                raise
+        with self._writing() as tx:
+            self._notice_other_writes(tx)
+            if thread_id:
+                threads: list[int | None] = [self._require_thread(tx, thread_id, scope)]
+            else:
+                threads = self._owned_threads(tx, scope)
+            derived = sum(self._derive_underived(tx, pk) for pk in threads)
+            self._remember_version(tx)
+        return derived
 
     def compact(
         self,
@@ -1624,145 +1510,86 @@ class Store:
         current where that is cheap, this fills in the rest. Returns how many were written.
         """
         _check_scope(scope)
-        with self._lock:
-            conn = self._db
-            try:
-                with database.immediate(conn):
-                    self._notice_other_writes(conn)
-                    only: list[int | None] = [None]  # the threads compacted; None: all
-                    if run_or_ref is not None:
-                        key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
-                        only = [key.thread_pk]
-                        pks = [
-                            int(r[0])
-                            for r in conn.execute(
-                                schema.ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id", (key.pk,)
-                            )
-                        ]
-                    elif thread_id is not None:
-                        only = [self._require_thread(conn, thread_id, scope)]
-                        pks = [
-                            int(r[0])
-                            for r in conn.execute(
-                                "SELECT id FROM runs WHERE thread = ? ORDER BY id", (only[0],)
-                            )
-                        ]
-                    elif scope is not None:
-                        only = self._owned_threads(conn, scope)
-                        pks = [
-                            int(r[0])
-                            for r in conn.execute(
-                                "SELECT runs.id FROM runs JOIN threads ON threads.id = "
-                                "runs.thread WHERE threads.owner = ? ORDER BY runs.id",
-                                (scope,),
-                            )
-                        ]
-                    else:
-                        pks = [int(r[0]) for r in conn.execute("SELECT id FROM runs ORDER BY id")]
-                    now = database.now_ms()
-                    before = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
-                    # Digests lost while their checkpoints stayed: the checkpoint has it.
-                    conn.execute(
-                        "INSERT OR IGNORE INTO lineage_digests(ids_hash, run) "
-                        "SELECT ids_hash, run FROM checkpoints"
-                    )
-                    # What appends left for later first, in run order: each run then
-                    # continues the view its parent left in memory.
-                    for thread_pk in only:
-                        self._derive_underived(conn, thread_pk)
-                    for pk in pks:
-                        if (
-                            checkpoints.has_checkpoint(conn, pk)
-                            or self._status(conn, pk) == "incomplete"
-                        ):
-                            continue
-                        thread_pk = int(
-                            conn.execute("SELECT thread FROM runs WHERE id = ?", (pk,)).fetchone()[
-                                0
-                            ]
-                        )
-                        self._derive(conn, thread_pk, pk, now, force_checkpoint=True)
-                    written = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
-                    return int(written - before)
-            except BaseException:
-                self._forget()
-                raise
+        with self._writing() as tx:
+            self._notice_other_writes(tx)
+            only: list[int | None] = [None]  # the threads compacted; None: all
+            if run_or_ref is not None:
+                key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
+                only = [key.thread_pk]
+                pks = tx.ancestors(key.pk)
+            elif thread_id is not None:
+                thread_pk = self._require_thread(tx, thread_id, scope)
+                only = [thread_pk]
+                pks = tx.thread_run_pks(thread_pk)
+            elif scope is not None:
+                only = self._owned_threads(tx, scope)
+                pks = tx.owner_run_pks(scope)
+            else:
+                pks = tx.all_run_pks()
+            now = database.now_ms()
+            before = tx.checkpoint_count()
+            # Digests lost while their checkpoints stayed: the checkpoint has it.
+            tx.digests_from_checkpoints()
+            # What appends left for later first, in run order: each run then continues the
+            # view its parent left in memory.
+            for only_pk in only:
+                self._derive_underived(tx, only_pk)
+            for pk in pks:
+                if (
+                    checkpoints.has_checkpoint(tx.connection, pk)
+                    or self._status(tx, pk) == "incomplete"
+                ):
+                    continue
+                self._derive(tx, tx.run_thread(pk), pk, now, force_checkpoint=True)
+            return tx.checkpoint_count() - before
 
     @staticmethod
-    def _owned_threads(conn: database.Conn, scope: str | None) -> list[int | None]:
+    def _owned_threads(tx: port.Reading, scope: str | None) -> list[int | None]:
         """The threads a scope may touch: ``[None]`` (all of them) for the operator."""
         if scope is None:
             return [None]
-        rows = conn.execute("SELECT id FROM threads WHERE owner = ? ORDER BY id", (scope,))
-        return [int(r[0]) for r in rows]
+        return list(tx.owned_thread_pks(scope))
 
     @staticmethod
-    def _status(conn: database.Conn, run_pk: int) -> str:
-        row = conn.execute(
-            "SELECT outcome FROM batches WHERE run = ? AND outcome IS NOT NULL "
-            "ORDER BY id DESC LIMIT 1",
-            (run_pk,),
-        ).fetchone()
-        return str(row[0]) if row else "incomplete"
+    def _status(tx: port.Reading, run_pk: int) -> str:
+        return tx.run_status(run_pk) or "incomplete"
 
     # --- lookups ------------------------------------------------------------------------
 
     @staticmethod
-    def _thread_row(
-        conn: database.Conn,
-        thread_id: str,
-        *,
-        create: bool = False,
-        now: int = 0,
-        owner: str | None = None,
-    ) -> tuple[int, str | None]:
-        """A thread's ``(pk, owner)``; created (owned by ``owner``) when missing and asked
-        to, else ``(0, None)`` for a missing one."""
-        if not create and not (isinstance(thread_id, str) and arguments.storable_text(thread_id)):
+    def _thread_row(tx: port.Reading, thread_id: str) -> tuple[int, str | None]:
+        """A thread's ``(pk, owner)``, ``(0, None)`` for a missing one."""
+        if not (isinstance(thread_id, str) and arguments.storable_text(thread_id)):
             return 0, None  # no stored thread id holds a lone surrogate (nor is not text)
-        row = conn.execute(
-            "SELECT id, owner FROM threads WHERE thread_id = ?", (thread_id,)
-        ).fetchone()
-        if row:
-            return int(row[0]), row[1]
-        if not create:
-            return 0, None
-        cur = conn.execute(
-            "INSERT INTO threads(thread_id, created_at, owner) VALUES (?, ?, ?) RETURNING id",
-            (thread_id, now, owner),
-        )
-        return int(cur.fetchone()[0]), owner
+        return tx.thread(thread_id) or (0, None)
 
-    def _head(self, conn: database.Conn, thread_pk: int) -> int | None:
+    def _head(self, tx: port.Reading, thread_pk: int) -> int | None:
         """The thread's newest run, inside an append (remembered between appends)."""
         newest = self._known.newest
         if thread_pk not in newest:
-            newest[thread_pk] = self._newest_run(conn, thread_pk)
+            newest[thread_pk] = self._newest_run(tx, thread_pk)
         return newest[thread_pk]
 
     @staticmethod
-    def _newest_run(conn: database.Conn, thread_pk: int) -> int | None:
-        row = conn.execute(
-            "SELECT id FROM runs WHERE thread = ? ORDER BY id DESC LIMIT 1", (thread_pk,)
-        ).fetchone()
-        return int(row[0]) if row else None
+    def _newest_run(tx: port.Reading, thread_pk: int) -> int | None:
+        return tx.newest_run(thread_pk)
 
     @staticmethod
-    def _run_id_of(conn: database.Conn, run_pk: int) -> str:
-        return str(conn.execute("SELECT run_id FROM runs WHERE id = ?", (run_pk,)).fetchone()[0])
+    def _run_id_of(tx: port.Reading, run_pk: int) -> str:
+        return tx.run_id(run_pk)
 
     def _require_thread(
-        self, conn: database.Conn, thread_id: str, scope: str | None = None
+        self, tx: port.Reading, thread_id: str, scope: str | None = None
     ) -> int:
         """A thread's pk; a thread of another owner than ``scope`` is absent (SPEC §8)."""
-        pk, owner = self._thread_row(conn, thread_id)
+        pk, owner = self._thread_row(tx, thread_id)
         if not pk or (scope is not None and owner != scope):
             raise RunNotFoundError(f"no thread {_quote(thread_id)} in {self.path}")
         return pk
 
     def _resolve(
         self,
-        conn: database.Conn,
+        tx: port.Reading,
         ref: str,
         *,
         thread_id: str | None = None,
@@ -1781,71 +1608,52 @@ class Store:
             )
         _check_scope(scope)
         if thread_pk is None and thread_id is not None:
-            thread_pk = self._require_thread(conn, thread_id, scope)
+            thread_pk = self._require_thread(tx, thread_id, scope)
         try:
-            return self._resolve_exact(conn, ref, thread_pk, scope)
+            return self._resolve_exact(tx, ref, thread_pk, scope)
         except RunNotFoundError:
             ancestor = arguments.split_ancestor(ref)
             if ancestor is None:
                 raise
         base, steps = ancestor
-        key = self._resolve_exact(conn, base, thread_pk, scope)
+        key = self._resolve_exact(tx, base, thread_pk, scope)
         for _ in range(steps):
-            row = conn.execute("SELECT parent FROM runs WHERE id = ?", (key.pk,)).fetchone()
-            if row is None or row[0] is None:
+            parent = tx.run_parent(key.pk)
+            if parent is None:
                 raise RunNotFoundError(f"{_quote(ref)}: the lineage has no ancestor that far back")
-            key = _RunKey(int(row[0]), key.thread_pk)
+            key = _RunKey(parent, key.thread_pk)
         return key
 
     def _resolve_exact(
-        self, conn: database.Conn, ref: str, thread_pk: int | None, scope: str | None = None
+        self, tx: port.Reading, ref: str, thread_pk: int | None, scope: str | None = None
     ) -> _RunKey:
-        where: str = "AND runs.thread = ?" if thread_pk is not None else ""
-        args: tuple[Any, ...] = (thread_pk,) if thread_pk is not None else ()
-        if thread_pk is None and scope is not None:  # another owner's threads are absent
-            where, args = "AND runs.thread IN (SELECT id FROM threads WHERE owner = ?)", (scope,)
-        rows = conn.execute(
-            f"SELECT runs.id, runs.thread, threads.thread_id FROM runs JOIN threads ON "
-            f"threads.id = runs.thread WHERE runs.run_id = ? {where} LIMIT 5",
-            (ref, *args),
-        ).fetchall()
-        if len(rows) == 1:
+        # Within one thread, the scope was checked when it was found.
+        owner = scope if thread_pk is None else None
+        runs = tx.runs_named(ref, thread_pk, owner)
+        if len(runs) == 1:
             if thread_pk is None:
                 # The same name as a branch of another thread (within a thread, append and
                 # branch refuse the clash): the caller must say which thread.
-                other = conn.execute(
-                    "SELECT threads.thread_id FROM branches JOIN threads ON threads.id = "
-                    "branches.thread WHERE branches.name = ? AND branches.thread != ? LIMIT 1",
-                    (ref, rows[0][1]),
-                ).fetchone()
+                other = tx.branch_elsewhere(ref, runs[0][1])
                 if other is not None:
                     raise AmbiguousRunError(
-                        f"{ref!r} is a run of thread {rows[0][2]!r} and a branch of thread "
-                        f"{other[0]!r}: pass thread_id="
+                        f"{ref!r} is a run of thread {runs[0][2]!r} and a branch of thread "
+                        f"{other!r}: pass thread_id="
                     )
-            return _RunKey(int(rows[0][0]), int(rows[0][1]))
-        if len(rows) > 1:
-            threads = ", ".join(repr(r[2]) for r in rows)
+            return _RunKey(runs[0][0], runs[0][1])
+        if len(runs) > 1:
+            threads = ", ".join(repr(r[2]) for r in runs)
             raise AmbiguousRunError(
                 f"run id {ref!r} exists in several threads ({threads}): pass thread_id="
             )
-        rows = conn.execute(
-            f"SELECT branches.run, branches.thread FROM branches JOIN runs ON runs.id = "
-            f"branches.run WHERE branches.name = ? {where} LIMIT 2",
-            (ref, *args),
-        ).fetchall()
-        if len(rows) == 1:
-            return _RunKey(int(rows[0][0]), int(rows[0][1]))
-        if len(rows) > 1:
+        tips = tx.branches_named(ref, thread_pk, owner)
+        if len(tips) == 1:
+            return _RunKey(*tips[0])
+        if len(tips) > 1:
             raise AmbiguousRunError(f"branch {ref!r} exists in several threads: pass thread_id=")
         if ref in _RESERVED_REFS:
             if thread_pk is None:
-                pks = [
-                    int(r[0])
-                    for r in conn.execute(
-                        "SELECT id FROM threads WHERE ?1 IS NULL OR owner = ?1 LIMIT 2", (scope,)
-                    )
-                ]
+                pks = tx.thread_pks(scope, 2)
                 if len(pks) != 1:
                     raise AmbiguousRunError(
                         f"{ref} needs a thread: the store has {len(pks) or 'no'} threads"
@@ -1853,47 +1661,35 @@ class Store:
                         else f"{ref} needs a thread: the store has several; pass thread_id="
                     )
                 thread_pk = pks[0]
-            newest = self._newest_run(conn, thread_pk)
+            newest = self._newest_run(tx, thread_pk)
             if newest is None:
                 raise RunNotFoundError(f"{ref}: the thread has no runs")
             return _RunKey(newest, thread_pk)
         # A unique prefix of a run id (git's abbreviated hashes).
-        prefix_end = arguments.prefix_bound(ref)
-        below = "AND runs.run_id < ?" if prefix_end is not None else ""
-        rows = conn.execute(
-            f"SELECT runs.id, runs.thread, runs.run_id FROM runs WHERE runs.run_id >= ? "
-            f"{below} {where} LIMIT 6",
-            (ref, *([prefix_end] if prefix_end is not None else []), *args),
-        ).fetchall()
-        if len(rows) == 1:
-            return _RunKey(int(rows[0][0]), int(rows[0][1]))
-        if len(rows) > 1:
-            names = ", ".join(r[2] for r in rows[:5])
+        prefixed = tx.runs_prefixed(ref, arguments.prefix_bound(ref), thread_pk, owner)
+        if len(prefixed) == 1:
+            return _RunKey(prefixed[0][0], prefixed[0][1])
+        if len(prefixed) > 1:
+            names = ", ".join(r[2] for r in prefixed[:5])
             raise AmbiguousRunError(f"{_quote(ref)} is a prefix of several runs ({names}, ...)")
         raise RunNotFoundError(f"no run, branch or unique run-id prefix {_quote(ref)}")
 
-    def _run_record(self, conn: database.Conn, pk: int) -> Run:
-        row = conn.execute(schema.SELECT_RUN + " WHERE runs.id = ?", (pk,)).fetchone()
-        branches = self._branch_names(conn, [pk])
+    def _run_record(self, tx: port.Reading, pk: int) -> Run:
+        row = tx.run_summary(pk)
+        branches = self._branch_names(tx, [pk])
         return self._run_from_row(row, branches)
 
     @staticmethod
-    def _branch_names(conn: database.Conn, pks: list[int]) -> dict[int, list[str]]:
+    def _branch_names(tx: port.Reading, pks: list[int]) -> dict[int, list[str]]:
         names: dict[int, list[str]] = {}
         if not pks:
             return names
         wanted = set(pks)
-        thread_rows = conn.execute(
-            f"SELECT DISTINCT thread FROM runs WHERE id IN ({','.join('?' * len(wanted))})",
-            tuple(wanted),
-        ).fetchall()
-        for (thread_pk,) in thread_rows:
-            for run_pk, name in conn.execute(
-                "SELECT run, name FROM branches WHERE thread = ? ORDER BY name", (thread_pk,)
-            ):
+        for thread_pk in tx.threads_of_runs(sorted(wanted)):
+            for run_pk, name in tx.branch_tips(thread_pk):
                 if run_pk in wanted:
-                    names.setdefault(int(run_pk), []).append(str(name))
-            newest = Store._newest_run(conn, int(thread_pk))
+                    names.setdefault(run_pk, []).append(name)
+            newest = tx.newest_run(thread_pk)
             if newest in wanted:
                 names.setdefault(newest, []).insert(0, DEFAULT_BRANCH)
         return names
@@ -1959,24 +1755,16 @@ class Store:
         then absent, as if it did not exist (SPEC §8). ``None``, the default, is the
         operator, who sees every thread."""
         _check_scope(scope)
-        with self._reading() as conn:
-            return [
-                str(r[0])
-                for r in conn.execute(
-                    "SELECT thread_id FROM threads WHERE ?1 IS NULL OR owner = ?1 ORDER BY id",
-                    (scope,),
-                )
-            ]
+        with self._reading() as tx:
+            return tx.thread_ids(scope)
 
     def runs(self, thread_id: str, *, scope: str | None = None) -> list[Run]:
         """Every run of a thread, in the order they were recorded."""
         _check_scope(scope)
-        with self._reading() as conn:
-            pk = self._require_thread(conn, thread_id, scope)
-            rows = conn.execute(
-                schema.SELECT_RUN + " WHERE runs.thread = ? ORDER BY runs.id", (pk,)
-            ).fetchall()
-            names = self._branch_names(conn, [r[0] for r in rows])
+        with self._reading() as tx:
+            pk = self._require_thread(tx, thread_id, scope)
+            rows = tx.thread_run_summaries(pk)
+            names = self._branch_names(tx, [r[0] for r in rows])
             return [self._run_from_row(r, names) for r in rows]
 
     def get_run(
@@ -1984,12 +1772,12 @@ class Store:
     ) -> Run | None:
         """A run by id or ref, or ``None`` when nothing matches."""
         _check_scope(scope)
-        with self._reading() as conn:
+        with self._reading() as tx:
             try:
-                key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
+                key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             except RunNotFoundError:
                 return None
-            return self._run_record(conn, key.pk)
+            return self._run_record(tx, key.pk)
 
     def events(
         self,
@@ -2010,10 +1798,10 @@ class Store:
             HashMismatchError: (the whole run, without ``after``) the stored events are not
                 the ones the run's hashes cover: the file was edited outside agui-store.
         """
-        with self._reading() as conn:
-            key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
+        with self._reading() as tx:
+            key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             return self._run_events(
-                conn, key.pk, arguments.cursor(after), verify=after is None
+                tx, key.pk, arguments.cursor(after), verify=after is None
             )
 
     def thread_events(
@@ -2028,18 +1816,17 @@ class Store:
         self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> dict[str, Any] | None:
         """The ``RunAgentInput`` recorded for a run (``append(input=...)``), or ``None``."""
-        with self._reading() as conn:
-            key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
-            raw, raw_refs, parent_pk, recorded = conn.execute(
-                "SELECT input, input_refs, parent, input_hash FROM runs WHERE id = ?", (key.pk,)
-            ).fetchone()
+        with self._reading() as tx:
+            key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
+            raw, raw_refs, parent_pk, recorded = tx.run_input(key.pk)
             if hashing.input_digest(raw, raw_refs) != recorded:
-                raise self._named(conn, key.pk, "its input is not the one its hash covers")
+                raise self._named(tx, key.pk, "its input is not the one its hash covers")
             if raw is None:
                 return None
             value: dict[str, Any] = codec.decode(raw.encode("utf-8"))
             if raw_refs is not None:
-                base = self._view(conn, parent_pk)
+                assert parent_pk is not None  # refs name what the parent's view holds
+                base = self._view(tx, parent_pk)
                 refs = codec.decode(raw_refs.encode("utf-8"))
                 value = expand_input(value, refs, base.messages, base.state)
         return value
@@ -2053,20 +1840,14 @@ class Store:
             HashMismatchError: the chain's events, records or inputs are not the ones its
                 runs' hashes cover (the file was edited outside agui-store).
         """
-        with self._reading() as conn:
-            key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
-            chain, grouped = self._chain_payloads(conn, key.pk)
-            echoes = conn.execute(
-                schema.ANCESTORS_CTE + "SELECT events.run FROM chain CROSS JOIN events "
-                "ON events.run = chain.id CROSS JOIN echo_refs ON echo_refs.seq = events.seq",
-                (key.pk,),
-            ).fetchall()
-            if echoes:  # rare: read those runs through the expanding path
-                normalized = {int(r[0]) for r in echoes}
+        with self._reading() as tx:
+            key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
+            chain, grouped, normalized = self._chain_payloads(tx, key.pk)
+            if normalized:  # rare: read those runs through the expanding path
                 out: list[dict[str, Any]] = []
                 for pk in chain:
                     if pk in normalized:
-                        out += self._run_events(conn, pk)
+                        out += self._run_events(tx, pk)
                     else:
                         out += codec.decode_many(grouped.get(pk, []))
                 return out
@@ -2075,41 +1856,39 @@ class Store:
 
     @classmethod
     def _chain_payloads(
-        cls, conn: database.Conn, pk: int
-    ) -> tuple[list[int], dict[int, list[str]]]:
-        """Ancestor run keys root first, and each one's payloads in order, verified against
-        the runs' hashes as they are read."""
+        cls, tx: port.Reading, pk: int
+    ) -> tuple[list[int], dict[int, list[str]], set[int]]:
+        """Ancestor run keys root first, each one's payloads in order, verified against the
+        runs' hashes as they are read, and the runs holding an echo stored by reference."""
         grouped: dict[int, list[str]] = {}
         rows: dict[int, list[Any]] = {}
-        for run_pk, seq, kind, payload, refs in conn.execute(_CHAIN_EVENT_ROWS, (pk,)):
+        normalized: set[int] = set()
+        for run_pk, seq, kind, payload, refs in tx.chain_events(pk):
             grouped.setdefault(run_pk, []).append(payload)
             rows.setdefault(run_pk, []).append((seq, kind, payload, refs))
-        # A parent's key is always smaller than its child's (the schema checks it).
-        chain = [
-            int(r[0])
-            for r in conn.execute(schema.ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id", (pk,))
-        ]
-        pks = (codec.encode(chain).decode(),)
-        cls._verified_runs(conn, pks)
-        cls._verify_batches(conn, pks, rows)
-        return chain, grouped
+            if refs is not None:
+                normalized.add(run_pk)
+        chain = tx.ancestors(pk)
+        cls._verified_runs(tx, chain)
+        cls._verify_batches(tx, chain, rows)
+        return chain, grouped, normalized
 
     def log(
         self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> Log:
         """The run and its lineage ancestors, newest first (metadata only, no payloads)."""
-        with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
-            return Log(self._side(conn, key.pk, None))
+        with self._reading() as tx:
+            key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
+            return Log(self._side(tx, key.pk, None))
 
     def checkout(
         self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> Checkout:
         """Restore a run: the messages and state the official client holds after it."""
-        with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
-            run = self._run_record(conn, key.pk)
-            view = self._view(conn, key.pk)
+        with self._reading() as tx:
+            key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
+            run = self._run_record(tx, key.pk)
+            view = self._view(tx, key.pk)
         return Checkout(run, view.messages, view.state, view.interrupts, view.warnings)
 
     def compacted(
@@ -2122,15 +1901,11 @@ class Store:
         pipeline and restoring exactly ``checkout(run)`` (SPEC §4). An incomplete run ends
         without a terminal event, as it was recorded.
         """
-        with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
-            run = self._run_record(conn, key.pk)
-            view = self._view(conn, key.pk)
-            row = conn.execute(
-                "SELECT payload FROM events WHERE run = ? AND type IN ('RUN_FINISHED', "
-                "'RUN_ERROR') ORDER BY seq DESC LIMIT 1",
-                (key.pk,),
-            ).fetchone()
+        with self._reading() as tx:
+            key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
+            run = self._run_record(tx, key.pk)
+            view = self._view(tx, key.pk)
+            terminal = tx.terminal_event(key.pk)
         ids = {"threadId": run.thread_id, "runId": run.run_id}
         started: dict[str, Any] = {"type": "RUN_STARTED", **ids}
         if run.parent_run_id is not None:
@@ -2140,11 +1915,11 @@ class Store:
             {"type": "MESSAGES_SNAPSHOT", "messages": view.messages},
             {"type": "STATE_SNAPSHOT", "snapshot": view.state},
         ]
-        if row is None:
+        if terminal is None:
             # Still open: a live recorder continues it. Interrupts an earlier run left pending
             # cannot be stated without ending the run, so they are not in this stream.
             return stream
-        original = codec.decode(row[0].encode("utf-8"))
+        original = codec.decode(terminal.encode("utf-8"))
         if original["type"] == "RUN_ERROR":
             if view.interrupts:
                 # Interrupts an earlier run left pending survive this run's failure in the
@@ -2170,76 +1945,54 @@ class Store:
         stream.append(finished)
         return stream
 
-    def _view(self, conn: database.Conn, pk: int) -> View:
+    def _view(self, tx: port.Reading, pk: int) -> View:
         """view(R): from the nearest checkpoint on R's lineage, replaying only what follows."""
-        found, after = checkpoints.nearest(conn, pk)
+        found, after = checkpoints.nearest(tx.connection, pk)
         start = (
-            self._load_checkpoint(conn, found, with_hashes=False).view
+            self._load_checkpoint(tx, found, with_hashes=False).view
             if found is not None
             else None
         )
         if not after:
             assert start is not None
             return start
-        return restore(self._records(conn, after), start=start)
+        return restore(self._records(tx, after), start=start)
 
     def _load_checkpoint(
-        self, conn: database.Conn, pk: int, *, with_hashes: bool = True
+        self, tx: port.Reading, pk: int, *, with_hashes: bool = True
     ) -> checkpoints.Snapshot:
         """A checkpoint, verified against its hashes as it is read (refused, naming its run,
         when it fails them)."""
         try:
-            return checkpoints.load(conn, pk, with_hashes=with_hashes)
+            return checkpoints.load(tx.connection, pk, with_hashes=with_hashes)
         except HashMismatchError as e:
-            raise self._named(conn, pk, e.what) from None
+            raise self._named(tx, pk, e.what) from None
 
     @staticmethod
-    def _named(conn: database.Conn, pk: int, what: str) -> HashMismatchError:
-        row = conn.execute(
-            "SELECT threads.thread_id, runs.run_id FROM runs JOIN threads "
-            "ON threads.id = runs.thread WHERE runs.id = ?",
-            (pk,),
-        ).fetchone()
-        if row is None:
+    def _named(tx: port.Reading, pk: int, what: str) -> HashMismatchError:
+        names = tx.run_names(pk)
+        if names is None:
             return HashMismatchError(what)
-        return HashMismatchError(what, thread_id=str(row[0]), run_id=str(row[1]))
+        return HashMismatchError(what, thread_id=names[0], run_id=names[1])
 
-    def _replay_view(self, conn: database.Conn, pk: int) -> View:
+    def _replay_view(self, tx: port.Reading, pk: int) -> View:
         """view(R) by full replay of its lineage, ignoring checkpoints (the reference)."""
-        chain = [
-            int(r[0])
-            for r in conn.execute(schema.ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id", (pk,))
-        ]
-        return restore(self._records(conn, chain))
+        return restore(self._records(tx, tx.ancestors(pk)))
 
     @classmethod
-    def _records(cls, conn: database.Conn, run_pks: list[int]) -> list[RunRecord]:
+    def _records(cls, tx: port.Reading, run_pks: list[int]) -> list[RunRecord]:
         """Inputs and decoded events of runs (root first: keys grow along a lineage),
         verified against the runs' batch hashes as they are read."""
-        # The runs go in as one JSON array: a lineage can be longer than SQLite takes
-        # parameters (when it has no checkpoint to start from).
-        pks = (codec.encode(run_pks).decode(),)
         grouped: dict[int, list[str]] = {}
         rows: dict[int, list[Any]] = {}
-        for run_pk, seq, kind, payload, refs in conn.execute(
-            "SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs "
-            "FROM events LEFT JOIN echo_refs ON echo_refs.seq = events.seq "
-            "WHERE events.run IN (SELECT value FROM json_each(?)) ORDER BY events.run, events.seq",
-            pks,
-        ):
+        echo_refs: dict[int, Any] = {}
+        for run_pk, seq, kind, payload, refs in tx.events_of_runs(run_pks):
             grouped.setdefault(run_pk, []).append(payload)
             rows.setdefault(run_pk, []).append((seq, kind, payload, refs))
-        inputs = cls._verified_runs(conn, pks)
-        cls._verify_batches(conn, pks, rows)
-        echo_refs = {
-            int(run): codec.decode(refs.encode("utf-8"))
-            for run, refs in conn.execute(
-                "SELECT events.run, echo_refs.refs FROM echo_refs JOIN events "
-                "ON events.seq = echo_refs.seq WHERE events.run IN "
-                "(SELECT value FROM json_each(?))",
-                pks,
-            )
-        }
+            if refs is not None:
+                echo_refs[run_pk] = codec.decode(refs.encode("utf-8"))
+        inputs = cls._verified_runs(tx, run_pks)
+        cls._verify_batches(tx, run_pks, rows)
         decoded = codec.decode_many([p for pk in run_pks for p in grouped.get(pk, ())])
         records, at = [], 0
         for pk in run_pks:
@@ -2259,29 +2012,19 @@ class Store:
 
     @classmethod
     def _verified_runs(
-        cls, conn: database.Conn, pks: tuple[str]
+        cls, tx: port.Reading, pks: Sequence[int]
     ) -> dict[int, tuple[str | None, str | None, str]]:
         """The inputs of runs about to be replayed (``run -> (input, input_refs, lineage)``), once
         each run's record, input and parent link are verified against its hashes: what
         decides where its replay starts from and what it starts with."""
         inputs = {}
         for (pk, thread_id, run_id, lineage, sent_parent, synthetic, created, raw, refs,
-             parent_hash, input_hash, start_hash, parent_link) in conn.execute(
-            "SELECT runs.id, threads.thread_id, runs.run_id, runs.lineage, runs.parent_run_id, "
-            "runs.synthetic, runs.created_at, runs.input, runs.input_refs, runs.parent_hash, "
-            "runs.input_hash, runs.start_hash, "
-            "CASE WHEN runs.parent IS NULL THEN runs.parent_hash IS NULL "
-            "ELSE runs.parent_hash IN (SELECT p.start_hash FROM runs AS p WHERE p.id = runs.parent"
-            " UNION ALL SELECT b.hash FROM batches AS b WHERE b.run = runs.parent) END "
-            "FROM runs JOIN threads ON threads.id = runs.thread "
-            "WHERE runs.id IN (SELECT value FROM json_each(?))",
-            pks,
-        ):
+             parent_hash, input_hash, start_hash, parent_link) in tx.run_records(pks):
             if hashing.input_digest(raw, refs) != input_hash:
-                raise cls._named(conn, int(pk), "its input is not the one its hash covers")
+                raise cls._named(tx, int(pk), "its input is not the one its hash covers")
             if not parent_link:
                 raise cls._named(
-                    conn, int(pk), "its lineage parent is not the one its hash covers"
+                    tx, int(pk), "its lineage parent is not the one its hash covers"
                 )
             if start_hash is None or start_hash != hashing.start(
                 thread_id=thread_id,
@@ -2293,14 +2036,14 @@ class Store:
                 parent_hash=parent_hash,
                 input_hash=input_hash,
             ):
-                raise cls._named(conn, int(pk), "its record is not the one its hash covers")
+                raise cls._named(tx, int(pk), "its record is not the one its hash covers")
             if raw is not None:
                 inputs[int(pk)] = (raw, refs, lineage)
         return inputs
 
     @classmethod
     def _verify_batches(
-        cls, conn: database.Conn, pks: tuple[str], rows: dict[int, list[Any]]
+        cls, tx: port.Reading, pks: Sequence[int], rows: dict[int, list[Any]]
     ) -> None:
         """The events read for runs (``rows``: run -> ``(seq, type, payload, refs)``) are
         the ones their batch hashes cover: each batch's digest, chained from the hash before
@@ -2308,14 +2051,7 @@ class Store:
         previous: dict[int, bytes | None] = {}
         covered: dict[int, int] = {}
         seqs = {run_pk: [e[0] for e in events] for run_pk, events in rows.items()}
-        for run_pk, start, first, last, outcome, appended_at, recorded in conn.execute(
-            "SELECT batches.run, runs.start_hash, batches.first_seq, batches.last_seq, "
-            "batches.outcome, batches.appended_at, batches.hash FROM batches "
-            "JOIN runs ON runs.id = batches.run "
-            "WHERE batches.run IN (SELECT value FROM json_each(?)) "
-            "ORDER BY batches.run, batches.id",
-            pks,
-        ):
+        for run_pk, start, first, last, outcome, appended_at, recorded in tx.batches_of_runs(pks):
             events = rows.get(run_pk, [])
             i = bisect.bisect_left(seqs.get(run_pk, []), first)
             j = bisect.bisect_right(seqs.get(run_pk, []), last)
@@ -2328,7 +2064,7 @@ class Store:
                 != recorded
             ):
                 raise cls._named(
-                    conn,
+                    tx,
                     int(run_pk),
                     f"its events at seq {first}..{last} are not the ones its hash covers",
                 )
@@ -2336,38 +2072,37 @@ class Store:
         for run_pk, events in rows.items():
             if covered.get(run_pk, 0) != len(events):
                 raise cls._named(
-                    conn, int(run_pk), "it holds events that none of its batch hashes covers"
+                    tx, int(run_pk), "it holds events that none of its batch hashes covers"
                 )
 
     # --- time travel ----------------------------------------------------------------------
 
-    def _merge_base_pk(self, conn: database.Conn, a: int, b: int) -> tuple[int, int, int] | None:
+    def _merge_base_pk(self, tx: port.Reading, a: int, b: int) -> tuple[int, int, int] | None:
         """(merge base, its depth below a, below b): the deepest run on both lineages."""
-        row = conn.execute(schema.MERGE_BASE, (a, b)).fetchone()
-        return (int(row[0]), int(row[1]), int(row[2])) if row else None
+        return tx.merge_base(a, b)
 
     def _pair(
-        self, conn: database.Conn, a: str, b: str, thread_id: str | None, scope: str | None
+        self, tx: port.Reading, a: str, b: str, thread_id: str | None, scope: str | None
     ) -> tuple[_RunKey, _RunKey, tuple[int, int, int] | None]:
         """Two arguments resolved, and their merge base (see :meth:`_merge_base_pk`)."""
-        ka = self._resolve(conn, a, thread_id=thread_id, scope=scope)
-        kb = self._resolve(conn, b, thread_id=thread_id, scope=scope)
-        return ka, kb, self._merge_base_pk(conn, ka.pk, kb.pk)
+        ka = self._resolve(tx, a, thread_id=thread_id, scope=scope)
+        kb = self._resolve(tx, b, thread_id=thread_id, scope=scope)
+        return ka, kb, self._merge_base_pk(tx, ka.pk, kb.pk)
 
     def merge_base(
         self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> Run | None:
         """The nearest run both ``a`` and ``b`` descend from (either may be it), or ``None``."""
-        with self._reading() as conn:
-            _, _, found = self._pair(conn, a, b, thread_id, scope)
-            return self._run_record(conn, found[0]) if found else None
+        with self._reading() as tx:
+            _, _, found = self._pair(tx, a, b, thread_id, scope)
+            return self._run_record(tx, found[0]) if found else None
 
     def is_ancestor(
         self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> bool:
         """Whether ``a`` is on ``b``'s lineage (a run is its own ancestor, as in git)."""
-        with self._reading() as conn:
-            ka, _, found = self._pair(conn, a, b, thread_id, scope)
+        with self._reading() as tx:
+            ka, _, found = self._pair(tx, a, b, thread_id, scope)
             return found is not None and found[0] == ka.pk
 
     def diff(
@@ -2389,14 +2124,14 @@ class Store:
         """
         if mode not in ("three-dot", "two-dot"):
             raise InvalidArgumentError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
-        with self._reading() as conn:
-            ka, kb, found = self._pair(conn, a, b, thread_id, scope)
-            run_a, run_b = self._run_record(conn, ka.pk), self._run_record(conn, kb.pk)
-            base_run = self._run_record(conn, found[0]) if found else None
-            a_runs = self._side(conn, ka.pk, found[1] if found else None)
-            b_runs = self._side(conn, kb.pk, found[2] if found else None)
-            view_a, view_b = self._view(conn, ka.pk), self._view(conn, kb.pk)
-            base = self._view(conn, found[0]) if found else View([], {}, [], [])
+        with self._reading() as tx:
+            ka, kb, found = self._pair(tx, a, b, thread_id, scope)
+            run_a, run_b = self._run_record(tx, ka.pk), self._run_record(tx, kb.pk)
+            base_run = self._run_record(tx, found[0]) if found else None
+            a_runs = self._side(tx, ka.pk, found[1] if found else None)
+            b_runs = self._side(tx, kb.pk, found[2] if found else None)
+            view_a, view_b = self._view(tx, ka.pk), self._view(tx, kb.pk)
+            base = self._view(tx, found[0]) if found else View([], {}, [], [])
         if mode == "two-dot":
             change = compare(view_a.messages, view_a.state, view_b.messages, view_b.state)
             return Diff(run_a, run_b, mode, base_run, a_runs, b_runs, change)
@@ -2411,27 +2146,18 @@ class Store:
             compare(base.messages, base.state, view_a.messages, view_a.state),
         )
 
-    def _side(self, conn: database.Conn, pk: int, depth: int | None) -> list[Run]:
+    def _side(self, tx: port.Reading, pk: int, depth: int | None) -> list[Run]:
         """The runs of ``pk``'s lineage, newest first: those above ``depth`` (the merge
         base's), or all of it for ``None``."""
-        rows = conn.execute(
-            schema.ANCESTORS_CTE
-            + "SELECT"
-            + schema.RUN_COLUMNS
-            + "FROM chain CROSS JOIN runs ON runs.id = chain.id "
-            "JOIN threads ON threads.id = runs.thread "
-            "LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent "
-            "WHERE ?2 IS NULL OR chain.depth < ?2 ORDER BY chain.depth",
-            (pk, depth),
-        ).fetchall()
-        names = self._branch_names(conn, [r[0] for r in rows])
+        rows = tx.lineage_runs(pk, depth, None)
+        names = self._branch_names(tx, [r[0] for r in rows])
         return [self._run_from_row(r, names) for r in rows]
 
     def check(self) -> CheckReport:
         """Check the file: SQLite's integrity and the store's own invariants (see
         :mod:`agui_store.integrity`). Reports; never repairs."""
-        with self._reading() as conn:
-            return check_database(conn)
+        with self._reading() as tx:
+            return check_database(tx.connection)
 
     # --- branches and forks -------------------------------------------------------------
 
@@ -2441,37 +2167,24 @@ class Store:
         """Point branch ``name`` at a run (creating or moving it). With a ``scope``, only a
         run of that owner's threads (another owner's are absent: ``RunNotFoundError``)."""
         _check_branch_name(name)
-        with self._lock:
-            conn = self._db
-            with database.immediate(conn):
-                key = self._resolve(conn, run_id, thread_id=thread_id, scope=scope)
-                _refuse_branch_shadowing_run(conn, key.thread_pk, name)
-                now = database.now_ms()
-                conn.execute(
-                    "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT(thread, name) DO UPDATE SET run = excluded.run, "
-                    "updated_at = excluded.updated_at",
-                    (key.thread_pk, name, key.pk, now),
-                )
-                thread = conn.execute(
-                    "SELECT thread_id FROM threads WHERE id = ?", (key.thread_pk,)
-                ).fetchone()[0]
-                return Branch(thread, name, self._run_id_of(conn, key.pk), False, when(now))
+        with self._writing() as tx:
+            key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
+            _refuse_branch_shadowing_run(tx, key.thread_pk, name)
+            now = database.now_ms()
+            tx.set_branch(key.thread_pk, name, key.pk, now)
+            thread = tx.thread_id(key.thread_pk)
+            return Branch(thread, name, tx.run_id(key.pk), False, when(now))
 
     def branches(self, thread_id: str, *, scope: str | None = None) -> list[Branch]:
         """A thread's branches: the default one (following the newest run) first."""
         _check_scope(scope)
-        with self._reading() as conn:
-            pk = self._require_thread(conn, thread_id, scope)
+        with self._reading() as tx:
+            pk = self._require_thread(tx, thread_id, scope)
             out = []
-            newest = self._newest_run(conn, pk)
+            newest = self._newest_run(tx, pk)
             if newest is not None:
-                out.append(Branch(thread_id, DEFAULT_BRANCH, self._run_id_of(conn, newest), True))
-            for name, run_id, updated in conn.execute(
-                "SELECT branches.name, runs.run_id, branches.updated_at FROM branches "
-                "JOIN runs ON runs.id = branches.run WHERE branches.thread = ? ORDER BY name",
-                (pk,),
-            ):
+                out.append(Branch(thread_id, DEFAULT_BRANCH, self._run_id_of(tx, newest), True))
+            for name, run_id, updated in tx.branch_list(pk):
                 out.append(Branch(thread_id, name, run_id, False, when(updated)))
             return out
 
@@ -2480,15 +2193,10 @@ class Store:
         if name in _RESERVED_REFS:
             raise BranchError(f"{name!r} is the thread's default branch; it cannot be deleted")
         _check_scope(scope)
-        with self._lock:
-            conn = self._db
-            with database.immediate(conn):
-                pk = self._require_thread(conn, thread_id, scope)
-                conn.execute("DELETE FROM branches WHERE thread = ? AND name = ?", (pk, name))
-                if conn.changes() == 0:
-                    raise BranchError(
-                        f"no branch {_quote(name)} in thread {_quote(thread_id)}"
-                    )
+        with self._writing() as tx:
+            pk = self._require_thread(tx, thread_id, scope)
+            if not tx.delete_branch(pk, name):
+                raise BranchError(f"no branch {_quote(name)} in thread {_quote(thread_id)}")
 
     def fork(
         self,
@@ -2503,17 +2211,12 @@ class Store:
         Tools, context and forwarded props come from the newest recorded input in the
         run's lineage (a client resends the same ones); messages and state are the view.
         """
-        with self._reading() as conn:
-            key = self._resolve(conn, run_or_ref, thread_id=thread_id, scope=scope)
-            run = self._run_record(conn, key.pk)
-            view = self._view(conn, key.pk)
-            row = conn.execute(
-                schema.ANCESTORS_CTE
-                + "SELECT runs.input FROM chain CROSS JOIN runs ON runs.id = chain.id "
-                "WHERE runs.input IS NOT NULL ORDER BY chain.depth LIMIT 1",
-                (key.pk,),
-            ).fetchone()
-        recorded = codec.decode(row[0].encode("utf-8")) if row else {}
+        with self._reading() as tx:
+            key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
+            run = self._run_record(tx, key.pk)
+            view = self._view(tx, key.pk)
+            newest_input = tx.newest_input(key.pk)
+        recorded = codec.decode(newest_input.encode("utf-8")) if newest_input else {}
         if run_id is not None and not (
             isinstance(run_id, str) and run_id and arguments.storable_text(run_id)
         ):
@@ -2561,7 +2264,7 @@ def _named_ids(events: Sequence[dict[str, Any]]) -> tuple[set[str], bool]:
 
 
 def _message_chunks(
-    conn: database.Conn,
+    tx: port.Reading,
     messages: list[dict[str, Any]],
     since: _SinceCheckpoint,
     reducer: Reducer,
@@ -2582,9 +2285,9 @@ def _message_chunks(
     ) < len(messages):
         return None  # only a snapshot (or an input) puts one object at two positions
     if base is None or snapshot:
-        return checkpoints.lay_out(conn, messages, base)
+        return checkpoints.lay_out(tx.connection, messages, base)
     keep, changed = _unchanged(messages, before, names, since, reducer)
-    return checkpoints.lay_out(conn, messages, base, keep, changed)
+    return checkpoints.lay_out(tx.connection, messages, base, keep, changed)
 
 
 def _unchanged(
@@ -2623,27 +2326,8 @@ def _unchanged(
     return keep, changed
 
 
-#: Every event of a run's ancestor chain with what its batch digest covers (see
-#: ``schema.CHAIN_EVENTS``, whose plan it keeps: each ancestor one range probe of events).
-_CHAIN_EVENT_ROWS = (
-    schema.ANCESTORS_CTE
-    + "SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs "
-    "FROM chain CROSS JOIN events ON events.run = chain.id "
-    "LEFT JOIN echo_refs ON echo_refs.seq = events.seq"
-)
-
 #: Every Store not yet garbage-collected, for the at-fork hook.
 _OPEN_STORES: weakref.WeakSet[Store] = weakref.WeakSet()
-
-
-class _Reopen:
-    """Stands for a connection a forked child closed: ``_db`` opens a new one on first use."""
-
-    def close(self) -> None:
-        pass
-
-
-_REOPEN: Any = _Reopen()
 
 
 def _close_inherited_connections() -> None:
@@ -2789,12 +2473,10 @@ def _check_branch_name(name: str) -> None:
         )
 
 
-def _refuse_branch_shadowing_run(conn: database.Conn, thread_pk: int, name: str) -> None:
+def _refuse_branch_shadowing_run(tx: port.Reading, thread_pk: int, name: str) -> None:
     """A branch may not take the name of a run of its thread: the two would be the same
     revision (the run id would win, silently)."""
-    if conn.execute(
-        "SELECT 1 FROM runs WHERE thread = ? AND run_id = ?", (thread_pk, name)
-    ).fetchone():
+    if tx.run_pk(thread_pk, name) is not None:
         raise BranchError(
             f"branch name {_quote(name)} is the id of a run of this thread, and would be "
             "shadowed by it as a revision: choose another name"
@@ -2839,7 +2521,35 @@ def _check_input_run_id(
             return
 
 
+#: What a database URL (rather than a file path) starts with.
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_url(path: str) -> bool:
+    """Whether ``path`` names a PostgreSQL database instead of an SQLite file."""
+    return path.startswith(POSTGRES_SCHEMES)
+
+
+def _backend_for(path: str, busy_timeout_ms: int) -> port.Backend:
+    """The backend a path or URL names: PostgreSQL for ``postgresql://`` URLs (psycopg, the
+    ``postgres`` extra), else an SQLite file."""
+    if is_url(path):
+        try:
+            # Imported on demand: psycopg is an optional extra.
+            from agui_store.postgres import (  # type: ignore[import-not-found,attr-defined,unused-ignore]
+                PostgresBackend,
+            )
+        except ImportError as e:
+            raise InvalidArgumentError(
+                f"a PostgreSQL store needs psycopg 3: pip install 'agui-store[postgres]' ({e})"
+            ) from e
+        backend: port.Backend = PostgresBackend(path, busy_timeout_ms=busy_timeout_ms)
+        return backend
+    return SqliteBackend(path, busy_timeout_ms=busy_timeout_ms)
+
+
 def open(path: str | os.PathLike[str] | None = None, **options: Any) -> Store:
-    """Open (creating if needed) a store file. ``None``: ``$AGUI_STORE_DB`` or
-    ``./agui-store.db``; ``":memory:"`` keeps everything in memory."""
+    """Open (creating if needed) a store: an SQLite file, or a PostgreSQL database named by a
+    ``postgresql://`` URL. ``None``: ``$AGUI_STORE_DB`` or ``./agui-store.db``;
+    ``":memory:"`` keeps everything in memory."""
     return Store(path, **options)

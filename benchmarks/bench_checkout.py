@@ -19,7 +19,8 @@ import time
 import msgspec
 
 import agui_store
-from agui_store import checkpoints, database, schema
+from agui_store import checkpoints, database, testing
+from agui_store.sqlite import sql as statements
 from agui_store.store import CHECKPOINT_EVENTS
 from benchmarks._common import conversation, header, median_time
 
@@ -38,8 +39,8 @@ def build(path: str, depth: int, checkpoint_events: int = CHECKPOINT_EVENTS) -> 
 
 
 def read_and_decode(store: agui_store.Store, leaf_pk: int) -> int:
-    conn = store._db
-    payloads = [p for _, p in conn.execute(schema.CHAIN_EVENTS, (leaf_pk,))]
+    conn = testing.connection(store)
+    payloads = [p for _, p in conn.execute(statements.CHAIN_EVENTS, (leaf_pk,))]
     return len(msgspec.json.decode("[" + ",".join(payloads) + "]"))
 
 
@@ -75,17 +76,17 @@ def main() -> None:
         append_times = build(path, depth, args.checkpoint_events)
         with agui_store.open(path) as store:
             leaf = f"run-{depth - 1}"
-            conn = store._db
+            conn = testing.connection(store)
             leaf_pk = conn.execute("SELECT id FROM runs WHERE run_id = ?", (leaf,)).fetchone()[0]
             n = read_and_decode(store, leaf_pk)
             co = store.checkout(leaf)
-            assert store._replay_view(conn, leaf_pk).messages == co.messages
+            assert testing.replayed_view(store, leaf_pk).messages == co.messages
             doc = msgspec.json.encode({"messages": co.messages, "state": co.state})
             read = median_time(
                 lambda s=store, pk=leaf_pk: read_and_decode(s, pk), repeat=args.repeat
             )
             replay = median_time(
-                lambda s=store, c=conn, pk=leaf_pk: s._replay_view(c, pk), repeat=args.repeat
+                lambda s=store, c=conn, pk=leaf_pk: testing.replayed_view(s, pk), repeat=args.repeat
             )
             # append checkpoints every checkpoint_events events, so a run's distance from
             # its checkpoint depends on where it falls: the slowest run of the last window
@@ -152,7 +153,7 @@ def verification_cost(
     store: agui_store.Store, leaf_pk: int, repeat: int
 ) -> tuple[float, float, float, float]:
     """``(checkpoint load verified, unverified, check(), full replay)`` in seconds."""
-    conn = store._db
+    conn = testing.connection(store)
 
     def load(verify: bool) -> None:
         with database.snapshot(conn):
@@ -163,7 +164,7 @@ def verification_cost(
     t0 = time.perf_counter()
     assert store.check().ok
     check = time.perf_counter() - t0
-    replay = median_time(lambda: store._replay_view(conn, leaf_pk), repeat=1)
+    replay = median_time(lambda: testing.replayed_view(store, leaf_pk), repeat=1)
     return verified, unverified, check, replay
 
 

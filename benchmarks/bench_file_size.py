@@ -15,6 +15,7 @@ import tempfile
 from typing import Any
 
 import agui_store
+from agui_store import testing
 from benchmarks._common import conversation, header
 
 
@@ -52,7 +53,7 @@ def build(path: str, runs: int, *, with_inputs: bool) -> None:
                 history = store.checkout(f"run-{i}").messages
             else:
                 store.append(events)
-        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        testing.connection(store).execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def size(path: str) -> int:
@@ -61,7 +62,7 @@ def size(path: str) -> int:
 
 def table_sizes(path: str) -> str:
     with agui_store.open(path) as store:
-        rows = store._db.execute(
+        rows = testing.connection(store).execute(
             "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 6"
         ).fetchall()
     return ", ".join(f"{name} {n / 1e6:.2f} MB" for name, n in rows)

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from starlette.middleware.gzip import GZipMiddleware
 
 import agui_store
+from agui_store import testing
 from agui_store.aio import AsyncStore
 from agui_store.asgi import Recorder, SSEFramer, encode_sse
 
@@ -229,10 +230,10 @@ def sse(events: list[dict[str, Any]], end: bytes = b"\n") -> list[bytes]:
 
 def stored_payloads(store: agui_store.Store, thread: str) -> list[str]:
     """The events' JSON text as the store keeps it."""
-    with store._reading() as conn:
+    with agui_store.open(store.path) as reader:
         return [
             str(r[0])
-            for r in conn.execute(
+            for r in testing.connection(reader).execute(
                 "SELECT events.payload FROM events JOIN runs ON runs.id = events.run "
                 "JOIN threads ON threads.id = runs.thread WHERE threads.thread_id = ? "
                 "ORDER BY events.seq",

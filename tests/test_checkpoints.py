@@ -24,7 +24,7 @@ from hypothesis.stateful import (
 )
 
 import agui_store
-from agui_store import blobs, checkpoints, codec
+from agui_store import blobs, checkpoints, codec, testing
 from tests.strategies import legal_streams, message_lists
 
 
@@ -152,11 +152,14 @@ class CheckpointMachine(RuleBasedStateMachine):
         if not piece:
             return
         if len(open_runs) > 1:
-            before = self.store._db.execute("SELECT count(*) FROM events").fetchone()[0]
+            db = testing.connection(self.store)
+            before = db.execute("SELECT count(*) FROM events").fetchone()[0]
             with pytest.raises(agui_store.OpenRunsError) as refused:
                 self.store.append(piece, thread_id="t")
             assert refused.value.run_ids == tuple(open_runs)
-            after = self.store._db.execute("SELECT count(*) FROM events").fetchone()[0]
+            after = (
+                testing.connection(self.store).execute("SELECT count(*) FROM events").fetchone()[0]
+            )
             assert after == before
             return
         self.pending[newest] = self.pending[newest][1:]
@@ -199,17 +202,19 @@ class CheckpointMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.count > 0)
     @invariant()
     def checkout_from_checkpoints_equals_full_replay(self) -> None:
-        conn = self.store._db
+        conn = testing.connection(self.store)
         for pk, run_id in conn.execute("SELECT id, run_id FROM runs").fetchall():
             co = self.store.checkout(run_id, thread_id="t")
-            want = self.store._replay_view(conn, pk)
+            want = testing.replayed_view(self.store, pk)
             assert json.dumps([co.messages, co.state, co.interrupts], sort_keys=True) == json.dumps(
                 [want.messages, want.state, want.interrupts], sort_keys=True
             ), run_id
 
     @invariant()
     def every_blob_matches_its_hash(self) -> None:
-        for digest, kind, data in self.store._db.execute("SELECT hash, codec, data FROM blobs"):
+        for digest, kind, data in testing.connection(self.store).execute(
+            "SELECT hash, codec, data FROM blobs"
+        ):
             assert blobs.digest(blobs.unpack(kind, data)) == digest
 
 
@@ -264,7 +269,7 @@ def test_a_state_that_grows_by_patches_is_stored_as_patches_between_whole_states
                     {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"},
                 ]
             )
-        conn = store._db
+        conn = testing.connection(store)
         whole, patched = conn.execute(
             "SELECT count(*) - count(state_base), count(state_base) FROM checkpoints"
         ).fetchone()
@@ -274,7 +279,7 @@ def test_a_state_that_grows_by_patches_is_stored_as_patches_between_whole_states
         assert 5 <= whole <= 20 and patched >= 130
         for i in (0, 1, 63, 64, 65, 149):
             pk = conn.execute("SELECT id FROM runs WHERE run_id = ?", (f"r{i}",)).fetchone()[0]
-            assert store.checkout(f"r{i}").state == store._replay_view(conn, pk).state
+            assert store.checkout(f"r{i}").state == testing.replayed_view(store, pk).state
         assert store.checkout("r149").state["log"][-3:] == [147, 148, 149]
         # A snapshot replaces the state: the next checkpoint stores it whole.
         store.append(
@@ -396,9 +401,7 @@ class DeferredDerivationMachine(CheckpointMachine):
 
 
 DeferredDerivationMachine.TestCase.settings = settings(stateful_step_count=12)
-test_deferred_derivation_never_changes_a_decision_or_a_checkout = (
-    DeferredDerivationMachine.TestCase
-)
+test_deferred_derivation_never_changes_a_decision_or_a_checkout = DeferredDerivationMachine.TestCase
 
 
 def test_a_deferring_store_writes_the_log_alone_and_derive_fills_in_the_rest(
@@ -408,13 +411,13 @@ def test_a_deferring_store_writes_the_log_alone_and_derive_fills_in_the_rest(
     with agui_store.open(path, derive_on_append=False) as store:
         for i in range(4):
             _talk(store, f"r{i}", words=2)
-        conn = store._db
+        conn = testing.connection(store)
 
         def count(table: str) -> int:
             return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
         assert (count("checkpoints"), count("lineage_digests"), count("underived")) == (0, 0, 4)
-        assert store.checkout("r3").messages == store._replay_view(conn, 4).messages
+        assert store.checkout("r3").messages == testing.replayed_view(store, 4).messages
         assert store.derive() == 4
         assert (count("checkpoints"), count("lineage_digests"), count("underived")) == (4, 4, 0)
         assert store.derive() == 0 and store.compact() == 0
@@ -434,9 +437,13 @@ def test_derive_of_one_thread_leaves_the_others_and_refuses_a_thread_it_does_not
                     ]
                 )
         assert store.derive("u") == 2
-        left = store._db.execute(
-            "SELECT runs.run_id FROM underived JOIN runs ON runs.id = underived.run ORDER BY 1"
-        ).fetchall()
+        left = (
+            testing.connection(store)
+            .execute(
+                "SELECT runs.run_id FROM underived JOIN runs ON runs.id = underived.run ORDER BY 1"
+            )
+            .fetchall()
+        )
         assert left == [("t0",), ("t1",)]
         with pytest.raises(agui_store.RunNotFoundError, match="no thread 'nope'"):
             store.derive("nope")
@@ -454,7 +461,9 @@ def test_lineage_rule_3_derives_what_a_deferring_store_left_before_it_decides(
     # Another store, deriving as it appends, must still see r0..r2 as candidates.
     with agui_store.open(path) as store:
         assert _lineage_of_a_run_sent(store, sent) == ("r1", "messages")
-        assert store._db.execute("SELECT count(*) FROM underived").fetchone()[0] == 0
+        assert (
+            testing.connection(store).execute("SELECT count(*) FROM underived").fetchone()[0] == 0
+        )
 
 
 def test_events_after_a_runs_end_leave_it_and_its_descendants_to_be_derived_again(
@@ -468,14 +477,14 @@ def test_events_after_a_runs_end_leave_it_and_its_descendants_to_be_derived_agai
             thread_id="t",
             check_sequence=False,
         )
-        conn = store._db
+        conn = testing.connection(store)
         assert conn.execute("SELECT run FROM underived").fetchall() == [(3,)]
         # The next run derives r2 anew first: its view now holds the late message.
         _talk(store, "r3", words=1)
         assert conn.execute("SELECT count(*) FROM underived").fetchone()[0] == 0
         ids = [m["id"] for m in store.checkout("r3").messages]
         assert "late" in ids
-        assert store.checkout("r2").messages == store._replay_view(conn, 3).messages
+        assert store.checkout("r2").messages == testing.replayed_view(store, 3).messages
 
 
 def test_a_checkpointed_conversation_shares_history_between_branches(tmp_path: Path) -> None:
@@ -502,7 +511,7 @@ def test_a_checkpointed_conversation_shares_history_between_branches(tmp_path: P
                 ]
             )
         store.compact()  # a checkpoint for every run (append writes one every few runs)
-        conn = store._db
+        conn = testing.connection(store)
         # 13 runs, 13 distinct messages: each stored once, however many views hold it.
         assert (
             conn.execute("SELECT count(*) FROM blobs WHERE length(data) > 200").fetchone()[0] == 13
@@ -562,10 +571,18 @@ def test_a_run_the_client_cannot_replay_does_not_block_later_appends(tmp_path: P
     """verifyEvents lets a nameless first TOOL_CALL_CHUNK through; transformChunks throws on
     it. Recording it is legal; only restoring it fails, exactly where the client fails."""
     with agui_store.open(tmp_path / "s.db") as store:
-        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
-                      {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"}])
-        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
-                      {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"}])
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+                {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"},
+            ]
+        )
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"},
+            ]
+        )
         assert [r.status for r in store.runs("t")] == ["incomplete", "finished"]
         try:
             store.checkout("r2")
@@ -579,9 +596,13 @@ def test_compact_skips_a_run_the_client_cannot_replay_and_compacts_the_rest(
     tmp_path: Path,
 ) -> None:
     with agui_store.open(tmp_path / "s.db", derive_on_append=False) as store:
-        store.append([{"type": "RUN_STARTED", "threadId": "u", "runId": "bad"},
-                      {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"},
-                      {"type": "RUN_FINISHED", "threadId": "u", "runId": "bad"}])
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "u", "runId": "bad"},
+                {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"},
+                {"type": "RUN_FINISHED", "threadId": "u", "runId": "bad"},
+            ]
+        )
         for i in range(3):
             _talk(store, f"r{i}", words=1)
         # Each of r0..r2 gets its checkpoint; "bad" has none to get, as on append.
@@ -643,7 +664,7 @@ def test_append_keeps_every_checkout_within_checkpoint_events_of_replay(
     with agui_store.open(tmp_path / "s.db", checkpoint_events=every) as store:
         for i in range(40):
             _talk(store, f"r{i}", words=i % 7)  # runs of 4 to 10 events
-        conn = store._db
+        conn = testing.connection(store)
         sizes = dict(conn.execute("SELECT run, count(*) FROM events GROUP BY run").fetchall())
         for pk, debt in _replay_debt(conn).items():
             assert debt < every + sizes[pk], (pk, debt)
@@ -658,7 +679,9 @@ def test_lineage_rule_3_finds_a_run_that_has_no_checkpoint(tmp_path: Path) -> No
     with agui_store.open(tmp_path / "s.db", checkpoint_events=10_000) as store:
         for i in range(3):
             _talk(store, f"r{i}", words=2)
-        assert store._db.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 0
+        assert (
+            testing.connection(store).execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 0
+        )
         # A client that restored r1 sends its messages: r1 is the parent, not the head (r2).
         sent = [*store.checkout("r1").messages, {"id": "u", "role": "user", "content": "again"}]
         assert _lineage_of_a_run_sent(store, sent) == ("r1", "messages")
@@ -705,8 +728,10 @@ def test_replaying_more_runs_than_sqlite_takes_parameters_reads_them_all(tmp_pat
     with agui_store.open(tmp_path / "s.db") as store:
         for i in range(3):
             _talk(store, f"r{i}", words=1)
-        real = [pk for (pk,) in store._db.execute("SELECT id FROM runs ORDER BY id")]
-        records = store._records(store._db, [*real, *range(1000, 34_000)])
+        real = [
+            pk for (pk,) in testing.connection(store).execute("SELECT id FROM runs ORDER BY id")
+        ]
+        records = testing.records(store, [*real, *range(1000, 34_000)])
         assert [len(r.events) for r in records[:3]] == [5, 5, 5]
         assert all(not r.events for r in records[3:])
 

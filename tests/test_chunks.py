@@ -20,7 +20,7 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import checkpoints
+from agui_store import checkpoints, testing
 
 CHUNK = checkpoints.CHUNK
 
@@ -50,16 +50,16 @@ def talk(store: agui_store.Store, run_id: str, n: int, **kw: Any) -> None:
 
 def layout(store: agui_store.Store, run_id: str) -> tuple[list[int], list[tuple[int, int]]]:
     """The run's checkpoint: its chunks' blob ids, and its tail's segments (blob id, count)."""
-    conn = store._db
+    conn = testing.connection(store)
     pk = conn.execute("SELECT id FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
     found = checkpoints.load(conn, pk).layout
     return found.chunk_ids, list(zip(found.tail_ids, found.tail_counts))
 
 
 def replayed(store: agui_store.Store, run_id: str) -> list[Any]:
-    conn = store._db
+    conn = testing.connection(store)
     pk = conn.execute("SELECT id FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
-    return store._replay_view(conn, pk).messages
+    return testing.replayed_view(store, pk).messages
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_a_long_list_is_full_chunks_of_json_arrays_and_a_tail(store: agui_store.
     assert len(chunks) == 2 and [count for _, count in tail] == [5]
     messages = store.checkout("r0").messages
     assert messages == replayed(store, "r0")
-    conn = store._db
+    conn = testing.connection(store)
     for k, chunk in enumerate(chunks):
         data = conn.execute("SELECT data FROM blobs WHERE id = ?", (chunk,)).fetchone()[0]
         assert json.loads(bytes(data)) == messages[k * CHUNK : (k + 1) * CHUNK]
@@ -86,7 +86,7 @@ def test_a_list_that_grows_shares_every_full_chunk_and_its_manifest(
 ) -> None:
     talk(store, "r0", CHUNK + 3)
     talk(store, "r1", 2)
-    conn = store._db
+    conn = testing.connection(store)
     manifests = conn.execute("SELECT chunks FROM checkpoints ORDER BY run").fetchall()
     assert manifests[0] == manifests[1] and manifests[0][0] is not None
     chunks0, tail0 = layout(store, "r0")
@@ -236,7 +236,7 @@ def test_a_tail_segment_of_long_messages_is_kept_compressed_and_reads_back(
     words = "the store keeps every event and restores any run as the client holds it "
     run(store, "r0", [e for i in range(4) for e in say(f"m{i}", words * (i + 8))])
     _, tail = layout(store, "r0")
-    conn = store._db
+    conn = testing.connection(store)
     (codec_value,) = conn.execute("SELECT codec FROM blobs WHERE id = ?", (tail[0][0],)).fetchone()
     assert codec_value == 1  # zlib
     assert store.checkout("r0").messages == replayed(store, "r0")

@@ -24,7 +24,7 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import AguiStoreError, StoreBusyError
+from agui_store import AguiStoreError, StoreBusyError, testing
 from tests.workers import plans
 from tests.workers.harness import ROOT, Worker, dump, scale, worker_env
 from tests.workers.racer import SHARED_THREAD, conversation_of
@@ -519,7 +519,8 @@ def test_two_stores_on_one_file_take_turns_without_trusting_stale_facts(tmp_path
         a.append(one_run("a3"))
         assert [r.run_id for r in a.log("a3", thread_id="t")] == ["a3", "a2", "b1", "a1"]
         assert {br.name: br.run_id for br in a.branches("t")}["feature"] == "a3"
-        seqs = [row[0] for row in a._db.execute("SELECT seq FROM events ORDER BY seq")]
+        db = testing.connection(a)
+        seqs = [row[0] for row in db.execute("SELECT seq FROM events ORDER BY seq")]
         assert seqs == list(range(1, 9))
         assert a.check().ok
 
@@ -600,6 +601,6 @@ def test_a_view_another_store_changed_is_not_reused_from_memory(tmp_path: Path) 
             check_sequence=False,
         )
         a.append(said("r2", "two"))
-        pk = a._db.execute("SELECT id FROM runs WHERE run_id = 'r2'").fetchone()[0]
-        assert a.checkout("r2").messages == a._replay_view(a._db, pk).messages
+        pk = testing.connection(a).execute("SELECT id FROM runs WHERE run_id = 'r2'").fetchone()[0]
+        assert a.checkout("r2").messages == testing.replayed_view(a, pk).messages
         assert [m["id"] for m in a.checkout("r2").messages] == ["m-r1", "late", "m-r2"]

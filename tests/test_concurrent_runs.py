@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import agui_store
+from agui_store import testing
 from agui_store.errors import (
     AmbiguousRunError,
     InvalidEventError,
@@ -177,11 +178,11 @@ def test_continuing_an_open_run_below_which_runs_were_placed_derives_them_again(
     store.append(run("t", "b", *say("mb", "below")))
     assert store.get_run("b").parent_run_id == "a"
     store.append(_piece("ma", "grown"), run_id="a")
-    conn = store._db
+    conn = testing.connection(store)
     for rid in ("a", "b"):
         pk = conn.execute("SELECT id FROM runs WHERE run_id = ?", (rid,)).fetchone()[0]
         co = store.checkout(rid)
-        assert co.messages == store._replay_view(conn, pk).messages
+        assert co.messages == testing.replayed_view(store, pk).messages
     assert store.checkout("b").messages[0]["content"] == "grown"
     store.append(run("t", "c", *say("mc", "after")))  # derives b again on the way
     assert store.checkout("c").messages[0]["content"] == "grown"
@@ -217,9 +218,9 @@ def test_an_input_below_a_run_still_streaming_is_not_stored_by_reference(store: 
     assert store.get_run("c").parent_run_id == "b"
     store.append(_piece("ma", "grown"), run_id="a")  # b's view changes under c's input
     assert store.input("c") == body
-    conn = store._db
+    conn = testing.connection(store)
     pk = conn.execute("SELECT id FROM runs WHERE run_id = 'c'").fetchone()[0]
-    assert store.checkout("c").messages == store._replay_view(conn, pk).messages
+    assert store.checkout("c").messages == testing.replayed_view(store, pk).messages
     assert store.check().ok
 
 
@@ -233,8 +234,7 @@ def test_an_open_run_left_underived_above_completes_once_derived(store: Any) -> 
         [{"type": "TEXT_MESSAGE_START", "messageId": "late"}], run_id="x", check_sequence=False
     )
     store.append(_end("my", "y"), run_id="y")
-    conn = store._db
     for rid, pk in (("x", 1), ("y", 2)):
-        assert store.checkout(rid).messages == store._replay_view(conn, pk).messages
+        assert store.checkout(rid).messages == testing.replayed_view(store, pk).messages
     assert [m["id"] for m in store.checkout("y").messages] == ["mx", "late", "my"]
     assert store.check().ok

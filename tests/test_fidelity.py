@@ -22,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agui_store
+from agui_store import testing
 from tests.oracle_client import Oracle, as_js
 from tests.strategies import json_objects, legal_streams, messages
 from tests.test_restore import assert_pipeline_restores
@@ -228,12 +229,12 @@ def test_a_version_8_file_derives_again_what_the_amended_start_changes(
     conn.execute("PRAGMA user_version = 8")
     conn.close()
     with agui_store.open(path) as store:
-        underived = store._db.execute(
+        underived = testing.connection(store).execute(
             "SELECT runs.run_id FROM underived JOIN runs ON runs.id = underived.run ORDER BY 1"
         ).fetchall()
         assert underived == [("r3",), ("r4",)]
         assert [m["id"] for m in store.checkout("r4").messages] == ["e1", "a3", "a4"]
         for pk in (3, 4):
             co = store.checkout(f"r{pk}")
-            assert co.messages == store._replay_view(store._db, pk).messages
+            assert co.messages == testing.replayed_view(store, pk).messages
         assert store.compact() == 2 and store.check().ok

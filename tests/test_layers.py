@@ -7,6 +7,7 @@ modules, and lower layers never import higher ones.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "agui_store"
 #: Pure logic, no I/O and no SQL.
 CORE = ["errors", "js", "model", "codec", "verify", "patch", "nesting", "reducer", "restore",
         "compaction", "diff", "normalize", "blobs", "hashing", "records", "render", "interchange",
-        "slim", "artifact", "arguments"]
+        "slim", "artifact", "arguments", "port"]
 #: What the core must not import.
 STORAGE = {"apsw", "sqlite3", "sqlite_utils", "agui_store.database", "agui_store.schema",
            "agui_store.store", "agui_store.checkpoints", "agui_store.integrity",
            "agui_store.analysis", "agui_store.cli", "agui_store.targets",
            "agui_store.ledger", "agui_store.recording", "agui_store.aio",
-           "agui_store.writer", "agui_store.asgi"}
+           "agui_store.writer", "agui_store.asgi", "agui_store.testing",
+           "agui_store.sqlite"}
 
 
 def imports_of(module: str) -> set[str]:
@@ -58,3 +60,50 @@ def test_the_asgi_recorder_imports_no_web_framework() -> None:
     outside = {name.split(".")[0] for name in imports_of("asgi")} - {"agui_store"}
     assert outside <= {"__future__", "asyncio", "contextlib", "logging", "re", "collections",
                        "dataclasses", "typing", "msgspec"}
+
+
+#: Modules of the engine that speak to the database only through the storage port.
+ENGINE = ["store"]
+#: A string that is a statement: SQL stays in the backends' packages.
+_SQL = re.compile(
+    r"\b(SELECT\b.*\bFROM|INSERT\s+INTO|UPDATE\b.*\bSET|DELETE\s+FROM|WITH\s+RECURSIVE)\b",
+    re.S | re.I,
+)
+
+
+def _is_statement(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and bool(_SQL.search(node.value))
+    )
+
+
+@pytest.mark.parametrize("module", ENGINE)
+def test_the_engine_holds_no_sql_and_imports_no_driver(module: str) -> None:
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
+    statements = [
+        node.value
+        for node in ast.walk(tree)
+        if _is_statement(node) and not str(node.value).lstrip().startswith(("The ", "A ", "An "))
+    ]
+    assert statements == []
+    assert imports_of(module) & {"apsw", "sqlite3", "psycopg", "agui_store.schema"} == set()
+
+
+def test_every_statement_of_the_sqlite_backend_is_a_named_constant() -> None:
+    """The SQLite backend's transaction runs the constants of its sql module, never text
+    built on the spot."""
+    tree = ast.parse((PACKAGE / "sqlite" / "transaction.py").read_text(encoding="utf-8"))
+    built = [
+        ast.unparse(node)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.JoinedStr, ast.BinOp)) and "execute" not in ast.unparse(node)
+        and _SQL.search(ast.unparse(node))
+    ]
+    inline = [
+        node.value
+        for node in ast.walk(tree)
+        if _is_statement(node)
+    ]
+    assert built == [] and inline == []

@@ -22,7 +22,7 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import AguiStoreError, SchemaVersionError, schema
+from agui_store import AguiStoreError, SchemaVersionError, schema, testing
 from tests.data.make_v1_fixture import read_back
 from tests.workers.harness import ROOT, Worker, dump, worker_env
 
@@ -337,7 +337,7 @@ def test_a_version_9_file_drops_its_checkpoints_opening_and_derives_them_again_a
     assert pragma(DATA / "v9.sqlite", "user_version") == 9
     expected = json.loads((DATA / "v9.expected.json").read_text(encoding="utf-8"))
     with agui_store.open(v9) as store:
-        conn = store._db
+        conn = testing.connection(store)
         # Opening only drops: the runs are listed to derive when next needed.
         assert conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 0
         complete = conn.execute(
@@ -368,7 +368,7 @@ def test_a_migrated_version_9_thread_derives_its_checkpoints_on_its_next_append(
                 {"type": "RUN_FINISHED", "threadId": "long", "runId": "next"},
             ]
         )
-        conn = store._db
+        conn = testing.connection(store)
         long_runs = conn.execute(
             "SELECT count(*) FROM runs JOIN threads ON threads.id = runs.thread "
             "WHERE threads.thread_id = 'long'"

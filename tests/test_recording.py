@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 import agui_store
-from agui_store import aio, model
+from agui_store import aio, model, testing
 from agui_store.recording import AsyncBatcher, Batcher, PartlyRecorded, event_json
 from benchmarks._common import conversation_run
 
@@ -139,7 +139,8 @@ def test_record_keeps_raw_json_bytes_verbatim(db_path: Path) -> None:
     ]
     with agui_store.open(db_path) as store:
         assert list(store.record(raws)) == raws
-        rows = store._db.execute("SELECT payload FROM events ORDER BY seq").fetchall()
+        db = testing.connection(store)
+        rows = db.execute("SELECT payload FROM events ORDER BY seq").fetchall()
     assert [r[0].encode() for r in rows] == raws
 
 
@@ -150,7 +151,7 @@ def test_a_batcher_appends_in_batches_not_event_by_event(db_path: Path) -> None:
             batcher.add(raw)
         batcher.flush()
         assert batcher.recorded == 300 and batcher.run_id == "r1"
-        batches = store._db.execute("SELECT count(*) FROM batches").fetchone()[0]
+        batches = testing.connection(store).execute("SELECT count(*) FROM batches").fetchone()[0]
     assert batches == 1
 
 
@@ -251,7 +252,9 @@ def test_an_async_batcher_appends_in_batches_in_order(db_path: Path) -> None:
 
     run(main())
     with agui_store.open(db_path) as store:
-        counts = [r[0] for r in store._db.execute("SELECT count FROM batches ORDER BY id")]
+        counts = [
+            r[0] for r in testing.connection(store).execute("SELECT count FROM batches ORDER BY id")
+        ]
     assert sum(counts) == 300 and len(counts) > 1
 
 
@@ -335,7 +338,11 @@ def test_whatever_the_batching_every_event_lands_once_in_order(
                 batcher.flush()
         assert batcher.recorded == added and batcher.dropped == 0
         assert store.events("r1", thread_id="t") == events[:added]
-        rows = store._db.execute("SELECT first_seq, last_seq FROM batches ORDER BY id").fetchall()
+        rows = (
+            testing.connection(store)
+            .execute("SELECT first_seq, last_seq FROM batches ORDER BY id")
+            .fetchall()
+        )
         assert rows[0][0] == 1 and rows[-1][1] == added
         assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(rows))
         want = "finished" if added == len(events) else "incomplete"

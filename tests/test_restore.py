@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agui_store
+from agui_store import testing
 from agui_store.checkpoints import lineage_ids
 from agui_store.restore import start_of_run
 from tests.conftest import fixture_params
@@ -242,7 +243,7 @@ def test_echoed_inputs_appended_run_by_run_are_stored_by_reference_and_read_back
             want = oracle.replay(events[:b])
             co = store.checkout(rid, thread_id=tid)
             assert (co.messages, co.state) == (want["messages"], want["state"])
-        echoes = store._db.execute("SELECT count(*) FROM echo_refs").fetchone()[0]
+        echoes = testing.connection(store).execute("SELECT count(*) FROM echo_refs").fetchone()[0]
         shared = sum(
             1 for a, _ in run_bounds(events)[1:]
             if isinstance(events[a].get("input"), dict) and events[a]["input"].get("messages")
@@ -264,7 +265,8 @@ def test_a_recording_appended_in_one_batch_stores_what_run_by_run_appends_store(
         for table in ("runs", "echo_refs"):
             columns = "run_id, parent, lineage, input_refs" if table == "runs" else "refs"
             query = f"SELECT {columns} FROM {table} ORDER BY 1"
-            assert one._db.execute(query).fetchall() == each._db.execute(query).fetchall()
+            rows = testing.connection(one).execute(query).fetchall()
+            assert rows == testing.connection(each).execute(query).fetchall()
         assert list(one.thread_events(tid)) == events
         for a, b in run_bounds(events):
             want = oracle.replay(events[:b])
@@ -288,11 +290,17 @@ def test_generated_conversations_echoing_their_history_read_back_and_restore_exa
             extra = data.draw(message_lists)
             have = {m["id"] for m in extra}
             echoed = [
-                m for m in view["messages"]
+                m
+                for m in view["messages"]
                 if m.get("id") not in have and m.get("role") != "activity"
             ]
-            sent = {"threadId": "t", "runId": rid, "tools": [], "context": [],
-                    "messages": json.loads(json.dumps(echoed)) + extra}
+            sent = {
+                "threadId": "t",
+                "runId": rid,
+                "tools": [],
+                "context": [],
+                "messages": json.loads(json.dumps(echoed)) + extra,
+            }
             if i:  # a linear conversation: the client names the run it continues
                 sent["parentRunId"] = f"run{i - 1}"
             body[0] = {**body[0], "input": sent}

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import schema
+from agui_store import schema, testing
 from agui_store.errors import (
     AmbiguousRunError,
     InvalidEventError,
@@ -135,7 +135,7 @@ def test_the_operator_reads_and_writes_every_thread_and_the_owner_stays(store: A
     store.append(run("t", "r3", *say("m3", "by the operator")))
     assert [r.run_id for r in store.runs("t", scope="alice")] == ["r1", "r2", "r3"]
     store.append(run("t", "r4"), scope="alice")  # still alice's
-    assert store._db.execute("SELECT owner FROM threads").fetchall() == [("alice",)]
+    assert testing.connection(store).execute("SELECT owner FROM threads").fetchall() == [("alice",)]
 
 
 def test_a_run_id_alone_resolves_among_the_scopes_own_threads(store: Any) -> None:

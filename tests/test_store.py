@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import schema
+from agui_store import schema, testing
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
@@ -27,6 +27,7 @@ from agui_store.errors import (
     SchemaVersionError,
     SequenceError,
 )
+from agui_store.sqlite import sql as statements
 from tests.conftest import fixture_params
 from tests.strategies import legal_streams
 
@@ -480,8 +481,8 @@ def test_events_and_runs_are_append_only_even_for_another_driver(store: Any, db_
 
 
 def test_ancestry_queries_probe_the_indexes_instead_of_scanning_events(store: Any) -> None:
-    conn = store._db
-    for sql in (schema.CHAIN_EVENTS,):
+    conn = testing.connection(store)
+    for sql in (statements.CHAIN_EVENTS,):
         plan = " | ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, (1,)))
         assert "SCAN events" not in plan, plan
         assert "events USING" in plan and "INDEX events_by_run" in plan, plan
@@ -490,10 +491,14 @@ def test_ancestry_queries_probe_the_indexes_instead_of_scanning_events(store: An
 def test_lineage_rule_3_probes_digests_by_key_instead_of_walking_the_threads_runs(
     store: Any,
 ) -> None:
-    sql = schema.RUNS_WITH_DIGESTS.format(marks="?,?,?")
-    plan = [row[3] for row in store._db.execute("EXPLAIN QUERY PLAN " + sql, (b"a", b"b", b"c", 1))]
-    assert plan[0].startswith("SEARCH d USING PRIMARY KEY (ids_hash=?)"), plan
-    assert all("SCAN" not in step for step in plan), plan
+    db = testing.connection(store)
+    query = "EXPLAIN QUERY PLAN " + statements.RUNS_WITH_DIGESTS
+    plan = [row[3] for row in db.execute(query, ('["0a", "0b", "0c"]', 1))]
+    # The digests wanted are the outer loop (a table-valued function, walked once), each one
+    # a primary-key probe: never a walk over the thread's runs.
+    assert plan[0].startswith("SCAN json_each VIRTUAL TABLE"), plan
+    assert plan[1].startswith("SEARCH d USING PRIMARY KEY (ids_hash=?)"), plan
+    assert all("SCAN" not in step for step in plan[1:]), plan
 
 
 def test_an_sqlite_file_of_something_else_is_not_taken_over(tmp_path: Path) -> None:
@@ -559,7 +564,9 @@ def test_inputs_that_repeat_the_history_are_stored_by_reference_and_read_back_wh
     inputs = http_agent_turns(store, 8)
     for sent in inputs:
         assert store.input(sent["runId"]) == sent
-    refs = [r[0] for r in store._db.execute("SELECT input_refs FROM runs ORDER BY id")]
+    refs = [
+        r[0] for r in testing.connection(store).execute("SELECT input_refs FROM runs ORDER BY id")
+    ]
     assert refs[0] is None  # the first run has no parent to refer to
     assert json.loads(refs[-1])["messages"][0] == [0, 14]  # seven turns of history: one range
     assert store.checkout("r7").messages[-2:] == [
@@ -595,11 +602,9 @@ def test_checkout_from_checkpoints_equals_a_full_replay_and_survives_reopening(
         http_agent_turns(store, 5)
         store.append(run("t", "side", *say("s", "side"), parentRunId="r2"))
         want = {
-            r.run_id: store._replay_view(
-                store._db,
-                store._db.execute("SELECT id FROM runs WHERE run_id = ?", (r.run_id,)).fetchone()[
-                    0
-                ],
+            r.run_id: testing.replayed_view(store, testing.connection(store)
+                .execute("SELECT id FROM runs WHERE run_id = ?", (r.run_id,))
+                .fetchone()[0],
             )
             for r in store.runs("t")
         }

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 import agui_store
-from agui_store import HashMismatchError, IntegrityError, cli
+from agui_store import HashMismatchError, IntegrityError, cli, testing
 from tests.workers.harness import worker_env
 
 T = "t"
@@ -107,7 +107,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with agui_store.open(path) as store:
         report = store.check()
         assert report.ok, [str(p) for p in report.problems]
-        layout = store._db.execute(  # the layout the edits below rely on
+        layout = testing.connection(store).execute(  # the layout the edits below rely on
             "SELECT (SELECT count(*) FROM checkpoints), (SELECT count(state_base) FROM "
             "checkpoints), (SELECT count(*) FROM echo_refs), (SELECT count(input_refs) FROM runs)"
         ).fetchone()
@@ -175,7 +175,7 @@ def checkout(path: Path, run: str) -> dict[str, Any]:
 
 def event_seq(path: Path, run: str, kind: str) -> int:
     with agui_store.open(path) as store:
-        row = store._db.execute(
+        row = testing.connection(store).execute(
             "SELECT events.seq FROM events JOIN runs ON runs.id = events.run "
             "WHERE runs.run_id = ? AND events.type = ?",
             (run, kind),
@@ -432,7 +432,9 @@ for pk, first, last, outcome, at in conn.execute(
 def _trigger_sql(path: Path, name: str) -> str:
     with agui_store.open(path) as store:
         return str(
-            store._db.execute("SELECT sql FROM sqlite_schema WHERE name = ?", (name,)).fetchone()[0]
+            testing.connection(store)
+            .execute("SELECT sql FROM sqlite_schema WHERE name = ?", (name,))
+            .fetchone()[0]
         )
 
 

@@ -1,0 +1,209 @@
+"""The storage port: what the engine asks of a database, and nothing else.
+
+The engine (:mod:`agui_store.store` and the modules it builds on) holds every rule of the
+store: lineage, branches, derived views, revisions, verification. A backend holds tables and
+answers these one-purpose operations inside a transaction, with its own SQL; it knows no
+rule. SQLite (:mod:`agui_store.sqlite`) is the first backend.
+
+A backend opens transactions: :meth:`Backend.reading` gives a consistent snapshot
+(:class:`Reading`), :meth:`Backend.writing` the single writer (:class:`Writing`, which
+reads too). Either translates every driver error into the :class:`~agui_store.errors.
+AguiStoreError` tree when it exits, and a failed write leaves nothing behind.
+
+Keys: threads and runs have integer keys (``pk``) local to one database; a run's key is
+always larger than its parent's. Event sequence numbers (``seq``) are global and assigned
+by the engine from :meth:`Reading.next_seq` inside the write transaction.
+
+Rows are plain tuples, in the column order each operation documents (they are the hot
+path: no object per row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+#: A run summary row: ``(pk, thread_id, run_id, parent run_id, lineage, sent parentRunId,
+#: has input, synthetic, created_at, event count, last seq, updated_at, outcome, hash)``.
+RunSummary = tuple[Any, ...]
+
+#: An event row of a run: ``(run pk, seq, type, payload, echo refs or None)``.
+EventRow = tuple[int, int, str, str, "str | None"]
+
+
+class Reading(Protocol):
+    """Operations on a consistent snapshot of the database."""
+
+    # threads
+    def thread(self, thread_id: str) -> tuple[int, str | None] | None:
+        """``(pk, owner)`` of a thread, or ``None``."""
+    def thread_id(self, thread_pk: int) -> str: ...
+    def thread_ids(self, scope: str | None) -> list[str]:
+        """Thread ids of an owner (``None``: all), oldest first."""
+    def thread_pks(self, scope: str | None, limit: int) -> list[int]: ...
+    def owned_thread_pks(self, owner: str) -> list[int]: ...
+    def threads_with_open_head(self) -> set[str]:
+        """Threads whose newest run is incomplete."""
+
+    # runs
+    def run_pk(self, thread_pk: int, run_id: str) -> int | None: ...
+    def run_id(self, run_pk: int) -> str: ...
+    def run_parent(self, run_pk: int) -> int | None: ...
+    def run_thread(self, run_pk: int) -> int: ...
+    def run_row(self, run_pk: int) -> tuple[int | None, str | None, str | None, str]:
+        """``(parent, input, input_refs, lineage)``: what replaying a run needs."""
+    def run_input(self, run_pk: int) -> tuple[str | None, str | None, int | None, bytes | None]:
+        """``(input, input_refs, parent, input_hash)``."""
+    def run_names(self, run_pk: int) -> tuple[str, str] | None:
+        """``(thread_id, run_id)``."""
+    def newest_run(self, thread_pk: int) -> int | None: ...
+    def has_child(self, run_pk: int) -> bool: ...
+    def open_runs(self, thread_pk: int) -> set[int]:
+        """The thread's runs without a terminal batch."""
+    def run_status(self, run_pk: int) -> str | None:
+        """The outcome of the run's newest terminal batch (``None``: incomplete)."""
+    def run_last_seq(self, run_pk: int) -> int: ...
+    def threads_of_run_id(self, run_id: str, scope: str | None) -> list[str]:
+        """Threads (of an owner; ``None``: any) holding a run id, at most six."""
+    def runs_named(
+        self, run_id: str, thread_pk: int | None, scope: str | None
+    ) -> list[tuple[int, int, str]]:
+        """``(pk, thread pk, thread_id)`` of runs with this id, at most five."""
+    def runs_prefixed(
+        self, prefix: str, below: str | None, thread_pk: int | None, scope: str | None
+    ) -> list[tuple[int, int, str]]:
+        """``(pk, thread pk, run_id)`` of runs whose id is in ``[prefix, below)``, at most six."""
+    def thread_run_pks(self, thread_pk: int) -> list[int]: ...
+    def owner_run_pks(self, owner: str) -> list[int]: ...
+    def all_run_pks(self) -> list[int]: ...
+    def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]: ...
+    def run_summary(self, run_pk: int) -> RunSummary: ...
+    def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]: ...
+    def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
+        """What verifying runs against their hashes reads: ``(pk, thread_id, run_id,
+        lineage, sent parentRunId, synthetic, created_at, input, input_refs, parent_hash,
+        input_hash, start_hash, parent link verified)``."""
+
+    # lineage
+    def ancestors(self, run_pk: int) -> list[int]:
+        """The run's lineage, root first, the run last."""
+    def ancestor_among(self, run_pk: int, candidates: Sequence[int]) -> bool:
+        """Whether one of ``candidates`` is on the run's lineage (itself included)."""
+    def derived_descendants(self, run_pk: int) -> list[int]:
+        """Runs below this one, at any depth, not listed as underived."""
+    def merge_base(self, a: int, b: int) -> tuple[int, int, int] | None:
+        """``(base, its depth below a, below b)``: the deepest run on both lineages."""
+    def lineage_runs(self, run_pk: int, depth: int | None, limit: int | None) -> list[RunSummary]:
+        """Summaries of the run's lineage, newest first: those above ``depth`` (``None``:
+        all), at most ``limit``."""
+    def newest_input(self, run_pk: int) -> str | None:
+        """The newest recorded input on the run's lineage."""
+
+    # events
+    def next_seq(self) -> int: ...
+    def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
+        """``(payload, echo refs, seq, type)`` of a run's events after ``after``."""
+    def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:
+        """The events of runs, run by run, in order."""
+    def chain_events(self, run_pk: int) -> Iterable[EventRow]:
+        """The events of a run's lineage (run order unspecified, in order within a run)."""
+    def terminal_event(self, run_pk: int) -> str | None:
+        """The payload of a run's newest RUN_FINISHED or RUN_ERROR."""
+    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
+        """``(run, start_hash, first_seq, last_seq, outcome, appended_at, hash)``, in order."""
+    def run_hash(self, run_pk: int) -> bytes:
+        """The hash of the run's newest batch (its chain's start while it has none)."""
+
+    # branches
+    def branch_run(self, thread_pk: int, name: str) -> int | None: ...
+    def has_branches(self, thread_pk: int) -> bool: ...
+    def branch_tips(self, thread_pk: int) -> list[tuple[int, str]]:
+        """``(run pk, name)`` by name."""
+    def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
+        """``(name, run_id, updated_at)`` by name."""
+    def branches_named(
+        self, name: str, thread_pk: int | None, scope: str | None
+    ) -> list[tuple[int, int]]:
+        """``(run pk, thread pk)`` of branches with this name, at most two."""
+    def branch_elsewhere(self, name: str, thread_pk: int) -> str | None:
+        """A thread other than ``thread_pk`` with a branch of this name."""
+
+    # derived data
+    def has_digest(self, digest: bytes, run_pk: int) -> bool: ...
+    def runs_with_digests(
+        self, thread_pk: int, digests: Sequence[bytes]
+    ) -> list[tuple[int, bytes]]:
+        """``(run pk, digest)`` of the thread's runs whose lineage digest is one of these."""
+    def underived_threads(self) -> set[int]: ...
+    def underived_runs(self, thread_pk: int | None) -> list[tuple[int, int]]:
+        """``(run pk, thread pk)`` left underived, in run order."""
+    def checkpoint_count(self) -> int: ...
+
+    # what is not yet behind the port (see checkpoints.py and integrity.py)
+    @property
+    def connection(self) -> Any: ...
+    def version(self) -> int | None:
+        """A number that changes whenever another connection commits (``None``: unknown,
+        so the engine forgets what it remembered of the database)."""
+
+
+class Writing(Reading, Protocol):
+    """Operations of the single writer (reads see the writes made so far)."""
+
+    def insert_thread(self, thread_id: str, created_at: int, owner: str | None) -> int: ...
+    def insert_run(
+        self,
+        thread_pk: int,
+        run_id: str,
+        parent: int | None,
+        lineage: str,
+        sent_parent: str | None,
+        input_text: str | None,
+        refs_text: str | None,
+        synthetic: bool,
+        created_at: int,
+        parent_hash: bytes | None,
+        input_hash: bytes | None,
+        start_hash: bytes,
+    ) -> int: ...
+    def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
+        """``(seq, run pk, type, payload)`` rows."""
+    def insert_echo_refs(self, seq: int, refs: str) -> None: ...
+    def insert_batch(
+        self,
+        run_pk: int,
+        first_seq: int,
+        last_seq: int,
+        outcome: str | None,
+        appended_at: int,
+        batch_hash: bytes,
+    ) -> None: ...
+    def set_branch(self, thread_pk: int, name: str, run_pk: int, now: int) -> None: ...
+    def move_branches(self, thread_pk: int, tip: int, to: int, now: int) -> None:
+        """Every branch of the thread at ``tip`` now points at ``to``."""
+    def delete_branch(self, thread_pk: int, name: str) -> bool:
+        """Whether there was one."""
+    def insert_digest(self, digest: bytes, run_pk: int) -> None: ...
+    def digests_from_checkpoints(self) -> None:
+        """Every checkpoint's digest is a lineage digest again."""
+    def mark_underived(self, run_pks: Sequence[int]) -> None: ...
+    def clear_underived(self, run_pk: int) -> None: ...
+
+
+class Backend(Protocol):
+    """One database: opens transactions on it."""
+
+    #: How the database is named in messages (a path, or a URL without its password).
+    where: str
+
+    def reading(self) -> AbstractContextManager[Reading]: ...
+    def writing(self) -> AbstractContextManager[Writing]: ...
+    def close(self) -> None: ...
+    def connection(self) -> Any:
+        """The driver's connection, for :mod:`agui_store.testing` only."""
+    def after_fork(self) -> None:
+        """In a forked child: drop the parent's connection; the next use opens a new one."""
+
+
+__all__ = ["Backend", "EventRow", "Reading", "RunSummary", "Writing"]

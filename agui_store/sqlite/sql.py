@@ -1,0 +1,284 @@
+"""Every statement the SQLite backend runs for the engine, as named constants.
+
+One constant per operation of :mod:`agui_store.port` (the transaction's method of the same
+name in lower case runs it). Constant text keeps apsw's statement cache hitting. The
+``EXPLAIN QUERY PLAN`` of the hot ones is asserted in tests (``CROSS JOIN`` pins a join
+order where SQLite's planner would otherwise pick a scan).
+"""
+
+from __future__ import annotations
+
+# --- shared parts -----------------------------------------------------------------------------
+
+#: The ancestor chain of a run, the run itself first. Walks ``runs`` by primary key only.
+ANCESTORS_CTE = """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT ?, 0
+    UNION ALL
+    SELECT runs.parent, chain.depth + 1 FROM chain JOIN runs ON runs.id = chain.id
+    WHERE runs.parent IS NOT NULL
+)
+"""
+
+#: The merge base of two runs: the deepest run on both ancestor chains, with its depth
+#: below each. Both walks follow ``runs.parent`` by primary key.
+MERGE_BASE = """
+WITH RECURSIVE
+a(id, depth) AS (
+    SELECT ?1, 0
+    UNION ALL
+    SELECT runs.parent, a.depth + 1 FROM a JOIN runs ON runs.id = a.id WHERE runs.parent IS NOT NULL
+),
+b(id, depth) AS (
+    SELECT ?2, 0
+    UNION ALL
+    SELECT runs.parent, b.depth + 1 FROM b JOIN runs ON runs.id = b.id WHERE runs.parent IS NOT NULL
+)
+SELECT a.id, a.depth, b.depth FROM a JOIN b ON a.id = b.id ORDER BY a.depth LIMIT 1
+"""
+
+#: Per-run summaries: event count, last event, latest outcome, last append time.
+RUN_COLUMNS = """
+    runs.id, threads.thread_id, runs.run_id, parent_runs.run_id, runs.lineage,
+    runs.parent_run_id, typeof(runs.input) != 'null', runs.synthetic, runs.created_at,
+    (SELECT sum(b.count) FROM batches b WHERE b.run = runs.id),
+    (SELECT max(b.last_seq) FROM batches b WHERE b.run = runs.id),
+    (SELECT max(b.appended_at) FROM batches b WHERE b.run = runs.id),
+    (SELECT b.outcome FROM batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL
+        ORDER BY b.id DESC LIMIT 1),
+    coalesce((SELECT b.hash FROM batches b WHERE b.run = runs.id ORDER BY b.id DESC LIMIT 1),
+        runs.start_hash)
+"""
+
+#: A run's hash: its newest batch's (its chain's start while it has none).
+RUN_HASH = """
+SELECT coalesce((SELECT b.hash FROM batches b WHERE b.run = ?1 ORDER BY b.id DESC LIMIT 1),
+    (SELECT start_hash FROM runs WHERE id = ?1))
+"""
+RUN_FROM = """
+FROM runs JOIN threads ON threads.id = runs.thread
+LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent
+"""
+SELECT_RUN = "SELECT" + RUN_COLUMNS + RUN_FROM
+
+# --- threads --------------------------------------------------------------------------------
+
+THREAD = "SELECT id, owner FROM threads WHERE thread_id = ?"
+INSERT_THREAD = (
+    "INSERT INTO threads(thread_id, created_at, owner) VALUES (?, ?, ?) RETURNING id"
+)
+THREAD_ID = "SELECT thread_id FROM threads WHERE id = ?"
+#: Thread ids visible to a scope (NULL: every thread), oldest first.
+THREAD_IDS = "SELECT thread_id FROM threads WHERE ?1 IS NULL OR owner = ?1 ORDER BY id"
+THREAD_PKS = "SELECT id FROM threads WHERE ?1 IS NULL OR owner = ?1 ORDER BY id LIMIT ?2"
+OWNED_THREAD_PKS = "SELECT id FROM threads WHERE owner = ? ORDER BY id"
+#: Threads whose newest run has no terminal batch.
+THREADS_WITH_OPEN_HEAD = """
+SELECT threads.thread_id FROM threads JOIN runs ON runs.id =
+    (SELECT max(id) FROM runs WHERE runs.thread = threads.id)
+WHERE NOT EXISTS (SELECT 1 FROM batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL)
+"""
+
+# --- runs -----------------------------------------------------------------------------------
+
+RUN_PK = "SELECT id FROM runs WHERE thread = ? AND run_id = ?"
+RUN_ID = "SELECT run_id FROM runs WHERE id = ?"
+RUN_PARENT = "SELECT parent FROM runs WHERE id = ?"
+RUN_THREAD = "SELECT thread FROM runs WHERE id = ?"
+RUN_ROW = "SELECT parent, input, input_refs, lineage FROM runs WHERE id = ?"
+RUN_INPUT = "SELECT input, input_refs, parent, input_hash FROM runs WHERE id = ?"
+RUN_NAMES = (
+    "SELECT threads.thread_id, runs.run_id FROM runs JOIN threads "
+    "ON threads.id = runs.thread WHERE runs.id = ?"
+)
+NEWEST_RUN = "SELECT id FROM runs WHERE thread = ? ORDER BY id DESC LIMIT 1"
+HAS_CHILD = "SELECT 1 FROM runs WHERE parent = ? LIMIT 1"
+INSERT_RUN = """
+INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, input_refs, synthetic,
+                 created_at, parent_hash, input_hash, start_hash)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+"""
+#: The incomplete runs of a thread (no batch with an outcome).
+OPEN_RUNS = (
+    "SELECT id FROM runs WHERE thread = ? AND NOT EXISTS (SELECT 1 FROM "
+    "batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL)"
+)
+RUN_STATUS = (
+    "SELECT outcome FROM batches WHERE run = ? AND outcome IS NOT NULL "
+    "ORDER BY id DESC LIMIT 1"
+)
+RUN_LAST_SEQ = "SELECT max(last_seq) FROM batches WHERE run = ?"
+#: The threads holding a run id (within a scope's threads; NULL: all), a few.
+THREADS_OF_RUN_ID = (
+    "SELECT threads.thread_id FROM runs JOIN threads ON threads.id = runs.thread "
+    "WHERE runs.run_id = ?1 AND (?2 IS NULL OR threads.owner = ?2) LIMIT 6"
+)
+#: Runs named ``?1`` in thread ``?2`` (NULL: any), of owner ``?3`` (NULL: any).
+RUNS_NAMED = """
+SELECT runs.id, runs.thread, threads.thread_id FROM runs JOIN threads ON threads.id = runs.thread
+WHERE runs.run_id = ?1 AND (?2 IS NULL OR runs.thread = ?2)
+  AND (?3 IS NULL OR threads.owner = ?3) LIMIT 5
+"""
+#: Runs whose id starts with ``?1`` (below ``?2``, its upper bound; NULL: none), as RUNS_NAMED.
+RUNS_PREFIXED = """
+SELECT runs.id, runs.thread, runs.run_id FROM runs JOIN threads ON threads.id = runs.thread
+WHERE runs.run_id >= ?1 AND (?2 IS NULL OR runs.run_id < ?2)
+  AND (?3 IS NULL OR runs.thread = ?3) AND (?4 IS NULL OR threads.owner = ?4) LIMIT 6
+"""
+THREAD_RUN_PKS = "SELECT id FROM runs WHERE thread = ? ORDER BY id"
+OWNER_RUN_PKS = (
+    "SELECT runs.id FROM runs JOIN threads ON threads.id = runs.thread "
+    "WHERE threads.owner = ? ORDER BY runs.id"
+)
+ALL_RUN_PKS = "SELECT id FROM runs ORDER BY id"
+THREADS_OF_RUNS = "SELECT DISTINCT thread FROM runs WHERE id IN (SELECT value FROM json_each(?))"
+
+# --- lineage --------------------------------------------------------------------------------
+
+#: A run's ancestors and itself, root first (a parent's key is always smaller).
+ANCESTORS = ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id"
+#: Whether one of the runs in the JSON array ``?2`` is on ``?1``'s lineage.
+ANCESTOR_AMONG = (
+    ANCESTORS_CTE + "SELECT 1 FROM chain WHERE id IN (SELECT value FROM json_each(?2)) LIMIT 1"
+)
+#: The runs below ``?`` (all depths) not already listed as underived.
+DERIVED_DESCENDANTS = """
+WITH RECURSIVE sub(id) AS (
+    SELECT id FROM runs WHERE parent = ?
+    UNION ALL SELECT runs.id FROM runs JOIN sub ON runs.parent = sub.id
+)
+SELECT id FROM sub WHERE id NOT IN (SELECT run FROM underived)
+"""
+#: The newest recorded input on a run's lineage.
+NEWEST_INPUT = (
+    ANCESTORS_CTE
+    + "SELECT runs.input FROM chain CROSS JOIN runs ON runs.id = chain.id "
+    "WHERE runs.input IS NOT NULL ORDER BY chain.depth LIMIT 1"
+)
+#: Run summaries of a lineage, newest first, above depth ``?2`` (NULL: all of it), at most
+#: ``?3`` of them (-1: no limit).
+LINEAGE_RUNS = (
+    ANCESTORS_CTE
+    + "SELECT"
+    + RUN_COLUMNS
+    + "FROM chain CROSS JOIN runs ON runs.id = chain.id "
+    "JOIN threads ON threads.id = runs.thread "
+    "LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent "
+    "WHERE ?2 IS NULL OR chain.depth < ?2 ORDER BY chain.depth LIMIT ?3"
+)
+RUN_SUMMARY = SELECT_RUN + " WHERE runs.id = ?"
+THREAD_RUN_SUMMARIES = SELECT_RUN + " WHERE runs.thread = ? ORDER BY runs.id"
+assert RUN_FROM in SELECT_RUN
+
+# --- events ---------------------------------------------------------------------------------
+
+INSERT_EVENT = "INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)"
+NEXT_SEQ = "SELECT coalesce(max(seq), 0) + 1 FROM events"
+INSERT_ECHO_REFS = "INSERT INTO echo_refs(seq, refs) VALUES (?, ?)"
+#: A run's events after a sequence number, with their echo refs.
+RUN_EVENTS = """
+SELECT events.payload, echo_refs.refs, events.seq, events.type FROM events
+LEFT JOIN echo_refs ON echo_refs.seq = events.seq
+WHERE events.run = ? AND events.seq > ? ORDER BY events.seq
+"""
+#: The events of the runs in a JSON array, run by run, with their echo refs.
+EVENTS_OF_RUNS = """
+SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs
+FROM events LEFT JOIN echo_refs ON echo_refs.seq = events.seq
+WHERE events.run IN (SELECT value FROM json_each(?)) ORDER BY events.run, events.seq
+"""
+#: Every event of a run's ancestor chain, with its echo refs (each ancestor one range probe
+#: of ``events_by_run``: CROSS JOIN keeps the chain the outer loop).
+CHAIN_EVENTS = (
+    ANCESTORS_CTE
+    + "SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs "
+    "FROM chain CROSS JOIN events ON events.run = chain.id "
+    "LEFT JOIN echo_refs ON echo_refs.seq = events.seq"
+)
+#: The newest terminal event of a run.
+TERMINAL_EVENT = (
+    "SELECT payload FROM events WHERE run = ? AND type IN ('RUN_FINISHED', 'RUN_ERROR') "
+    "ORDER BY seq DESC LIMIT 1"
+)
+
+# --- batches and hashes ---------------------------------------------------------------------
+
+INSERT_BATCH = (
+    "INSERT INTO batches(run, first_seq, last_seq, count, outcome, appended_at, hash) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+#: What verifying runs' records against their hashes reads, for the runs in a JSON array.
+RUN_RECORDS = """
+SELECT runs.id, threads.thread_id, runs.run_id, runs.lineage, runs.parent_run_id,
+       runs.synthetic, runs.created_at, runs.input, runs.input_refs, runs.parent_hash,
+       runs.input_hash, runs.start_hash,
+       CASE WHEN runs.parent IS NULL THEN runs.parent_hash IS NULL
+       ELSE runs.parent_hash IN (
+           SELECT p.start_hash FROM runs AS p WHERE p.id = runs.parent
+           UNION ALL SELECT b.hash FROM batches AS b WHERE b.run = runs.parent)
+       END
+FROM runs JOIN threads ON threads.id = runs.thread
+WHERE runs.id IN (SELECT value FROM json_each(?))
+"""
+#: The batches of the runs in a JSON array, in order, with each run's chain start.
+BATCHES_OF_RUNS = """
+SELECT batches.run, runs.start_hash, batches.first_seq, batches.last_seq, batches.outcome,
+       batches.appended_at, batches.hash
+FROM batches JOIN runs ON runs.id = batches.run
+WHERE batches.run IN (SELECT value FROM json_each(?)) ORDER BY batches.run, batches.id
+"""
+
+# --- branches -------------------------------------------------------------------------------
+
+BRANCH_RUN = "SELECT run FROM branches WHERE thread = ? AND name = ?"
+HAS_BRANCHES = "SELECT EXISTS (SELECT 1 FROM branches WHERE thread = ?)"
+SET_BRANCH = """
+INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, ?)
+ON CONFLICT(thread, name) DO UPDATE SET run = excluded.run, updated_at = excluded.updated_at
+"""
+MOVE_BRANCHES = "UPDATE branches SET run = ?, updated_at = ? WHERE thread = ? AND run = ?"
+DELETE_BRANCH = "DELETE FROM branches WHERE thread = ? AND name = ?"
+BRANCH_TIPS = "SELECT run, name FROM branches WHERE thread = ? ORDER BY name"
+BRANCH_LIST = """
+SELECT branches.name, runs.run_id, branches.updated_at FROM branches
+JOIN runs ON runs.id = branches.run WHERE branches.thread = ? ORDER BY name
+"""
+#: Branches named ``?1`` in thread ``?2`` (NULL: any) of owner ``?3`` (NULL: any).
+BRANCHES_NAMED = """
+SELECT branches.run, branches.thread FROM branches JOIN threads ON threads.id = branches.thread
+WHERE branches.name = ?1 AND (?2 IS NULL OR branches.thread = ?2)
+  AND (?3 IS NULL OR threads.owner = ?3) LIMIT 2
+"""
+#: A thread other than ``?2`` with a branch named ``?1``.
+BRANCH_ELSEWHERE = """
+SELECT threads.thread_id FROM branches JOIN threads ON threads.id = branches.thread
+WHERE branches.name = ? AND branches.thread != ? LIMIT 1
+"""
+
+# --- derived data ---------------------------------------------------------------------------
+
+INSERT_DIGEST = "INSERT OR IGNORE INTO lineage_digests(ids_hash, run) VALUES (?, ?)"
+HAS_DIGEST = "SELECT 1 FROM lineage_digests WHERE ids_hash = ? AND run = ?"
+#: Lineage rule 3: the runs of a thread whose lineage digest is one of a JSON array of hex
+#: digests. CROSS JOIN keeps the digests the outer loop (a primary-key probe each); a plain
+#: JOIN lets SQLite walk the thread's runs and probe every digest for each.
+RUNS_WITH_DIGESTS = """
+SELECT d.run, d.ids_hash FROM (SELECT unhex(value) AS h FROM json_each(?1)) AS wanted
+CROSS JOIN lineage_digests AS d ON d.ids_hash = wanted.h
+CROSS JOIN runs ON runs.id = d.run
+WHERE runs.thread = ?2
+"""
+#: Digests lost while their checkpoints stayed: the checkpoint has it.
+DIGESTS_FROM_CHECKPOINTS = (
+    "INSERT OR IGNORE INTO lineage_digests(ids_hash, run) SELECT ids_hash, run FROM checkpoints"
+)
+MARK_UNDERIVED = "INSERT OR IGNORE INTO underived(run) SELECT value FROM json_each(?)"
+CLEAR_UNDERIVED = "DELETE FROM underived WHERE run = ?"
+UNDERIVED_THREADS = (
+    "SELECT DISTINCT runs.thread FROM underived JOIN runs ON runs.id = underived.run"
+)
+UNDERIVED_RUNS = """
+SELECT underived.run, runs.thread FROM underived JOIN runs ON runs.id = underived.run
+WHERE ?1 IS NULL OR runs.thread = ?1 ORDER BY underived.run
+"""
+CHECKPOINT_COUNT = "SELECT count(*) FROM checkpoints"

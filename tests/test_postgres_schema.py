@@ -1,0 +1,722 @@
+"""The PostgreSQL schema on a real server: it installs once whoever races, the server itself
+keeps the log append-only, payloads keep their bytes, the hot reads use indexes, and the
+application role of a deployment can neither write around the triggers nor remove them.
+
+Runs against the throwaway cluster of ``tests/postgres_cluster.py`` (skips without PostgreSQL,
+fails in CI).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agui_store import errors
+from agui_store.postgres import schema as pg_schema
+from agui_store.postgres import sql
+
+psycopg = pytest.importorskip("psycopg")
+from psycopg import errors as pg_errors  # noqa: E402
+from psycopg.conninfo import make_conninfo  # noqa: E402
+
+try:  # the SQLite schema moves under agui_store/sqlite/ with the storage port
+    from agui_store.sqlite import schema as sqlite_schema  # type: ignore[attr-defined,unused-ignore]
+except ImportError:
+    from agui_store import schema as sqlite_schema
+
+SEARCH_PATH = f"-c search_path={pg_schema.SCHEMA}"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def connect(dsn: str, **kwargs: Any) -> Any:
+    return psycopg.connect(dsn, autocommit=True, options=SEARCH_PATH, **kwargs)
+
+
+@pytest.fixture
+def installed(postgres_store_database: str) -> str:
+    return postgres_store_database
+
+
+def store_tables(conn: Any) -> dict[str, list[str]]:
+    """Each table of the store's schema with its columns in order."""
+    rows = conn.execute(
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_schema = %s ORDER BY table_name, ordinal_position",
+        (pg_schema.SCHEMA,),
+    ).fetchall()
+    tables: dict[str, list[str]] = {}
+    for table, column in rows:
+        tables.setdefault(table, []).append(column)
+    return tables
+
+
+def add_log_rows(conn: Any, *, thread_id: str = "t1", runs: int = 1) -> list[int]:
+    """A thread with a chain of ``runs`` runs, one event, one batch and one echo ref each."""
+    (thread,) = conn.execute(
+        "INSERT INTO threads(thread_id, created_at) VALUES (%s, 0) RETURNING id", (thread_id,)
+    ).fetchone()
+    (seq,) = conn.execute(sql.NEXT_SEQ).fetchone()
+    pks: list[int] = []
+    parent = None
+    for number in range(runs):
+        (run,) = conn.execute(
+            "INSERT INTO runs(thread, run_id, parent, lineage, created_at) "
+            "VALUES (%s, %s, %s, 'head', 0) RETURNING id",
+            (thread, f"{thread_id}-r{number}", parent),
+        ).fetchone()
+        conn.execute(
+            "INSERT INTO events(seq, run, type, payload) VALUES (%s, %s, 'RUN_STARTED', '{}')",
+            (seq, run),
+        )
+        conn.execute(
+            "INSERT INTO batches(run, first_seq, last_seq, count, appended_at) "
+            "VALUES (%s, %s, %s, 1, 0)",
+            (run, seq, seq),
+        )
+        conn.execute("INSERT INTO echo_refs(seq, refs) VALUES (%s, '[]')", (seq,))
+        pks.append(run)
+        parent, seq = run, seq + 1
+    return pks
+
+
+# --- installing -------------------------------------------------------------------------------
+
+
+def test_the_schema_installs_on_an_empty_database_with_every_table_and_its_version(
+    postgres_database: str,
+) -> None:
+    with connect(postgres_database) as conn:
+        assert pg_schema.install(conn) == 0
+        assert set(store_tables(conn)) == set(pg_schema.TABLES)
+        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    assert meta == {"application": "agui-store", "schema_version": str(pg_schema.SCHEMA_VERSION)}
+
+
+def test_installing_again_changes_nothing(installed: str) -> None:
+    with connect(installed) as conn:
+        before = conn.execute(
+            "SELECT c.oid, c.relname, c.xmin::text FROM pg_class c JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = %s ORDER BY c.oid",
+            (pg_schema.SCHEMA,),
+        ).fetchall()
+        meta_row = conn.execute("SELECT xmin::text FROM meta ORDER BY key").fetchall()
+        assert pg_schema.install(conn) == pg_schema.SCHEMA_VERSION
+        after = conn.execute(
+            "SELECT c.oid, c.relname, c.xmin::text FROM pg_class c JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = %s ORDER BY c.oid",
+            (pg_schema.SCHEMA,),
+        ).fetchall()
+        assert conn.execute("SELECT xmin::text FROM meta ORDER BY key").fetchall() == meta_row
+    assert after == before
+
+
+#: An installer process: connects, says so, waits for "go" on stdin, installs, prints the result.
+_INSTALLER = """
+import sys
+sys.path.insert(0, sys.argv[2])
+import psycopg
+from agui_store.postgres import schema
+with psycopg.connect(sys.argv[1], autocommit=True) as conn:
+    print("ready", flush=True)
+    sys.stdin.readline()
+    try:
+        print("ok", schema.install(conn), flush=True)
+    except Exception as e:
+        print("error", repr(e), flush=True)
+"""
+
+
+def test_processes_installing_on_a_fresh_database_at_once_all_succeed_and_one_creates_it(
+    postgres_database: str,
+) -> None:
+    installers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _INSTALLER, postgres_database, str(ROOT)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    try:
+        for process in installers:
+            assert process.stdout is not None and process.stdout.readline() == "ready\n"
+        for process in installers:  # all connected: release them together
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+        outcomes = sorted(process.communicate(timeout=120)[0].strip() for process in installers)
+    finally:
+        for process in installers:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert outcomes == ["ok 0"] + [f"ok {pg_schema.SCHEMA_VERSION}"] * 3
+
+
+def test_a_schema_from_a_newer_agui_store_is_refused_and_left_alone(installed: str) -> None:
+    with connect(installed) as conn:
+        conn.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+        with pytest.raises(errors.SchemaVersionError, match="999"):
+            pg_schema.install(conn)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+            "999",
+        )
+
+
+def test_a_schema_holding_another_applications_tables_is_not_taken_over(
+    postgres_database: str,
+) -> None:
+    with connect(postgres_database) as conn:
+        conn.execute(f"CREATE SCHEMA {pg_schema.SCHEMA}")
+        conn.execute(f"CREATE TABLE {pg_schema.SCHEMA}.events (id int)")
+        with pytest.raises(errors.NotAStoreError, match="another application"):
+            pg_schema.install(conn)
+        assert set(store_tables(conn)) == {"events"}
+
+
+def test_the_store_can_live_in_a_schema_of_another_name(postgres_database: str) -> None:
+    with psycopg.connect(postgres_database, autocommit=True) as conn:
+        assert pg_schema.install(conn, schema="team store") == 0
+        assert pg_schema.installed_version(conn, schema="team store") == pg_schema.SCHEMA_VERSION
+        assert pg_schema.installed_version(conn) == 0
+
+
+def test_the_tables_and_columns_mirror_the_sqlite_schema_they_copy_from(installed: str) -> None:
+    """One engine reads both and ``copy`` moves rows between them: same tables, same columns
+    in the same order, and every index SQLite has by name."""
+    lite = apsw.Connection(":memory:")
+    for version in sorted(sqlite_schema.MIGRATIONS):
+        lite.execute(sqlite_schema.MIGRATIONS[version])
+    assert sqlite_schema.SCHEMA_VERSION == pg_schema.MIRRORS_SQLITE_VERSION
+    lite_tables = {
+        name: [column[1] for column in lite.execute(f"PRAGMA table_info({name})")]
+        for (name,) in lite.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    lite_indexes = {
+        name
+        for (name,) in lite.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL"
+        )
+    }
+    with connect(installed) as conn:
+        tables = store_tables(conn)
+        indexes = {
+            name
+            for (name,) in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (pg_schema.SCHEMA,)
+            )
+        }
+    tables.pop("meta")
+    assert tables == lite_tables
+    assert lite_indexes <= indexes
+
+
+# --- append-only ------------------------------------------------------------------------------
+
+CHANGES = {
+    "UPDATE": "UPDATE {table} SET {column} = {column}",
+    "DELETE": "DELETE FROM {table}",
+    "TRUNCATE": "TRUNCATE {table}",
+    "TRUNCATE CASCADE": "TRUNCATE {table} CASCADE",
+}
+#: Log tables other tables reference: a plain TRUNCATE of one fails its foreign keys first.
+REFERENCED = {"threads", "runs", "events"}
+FIRST_COLUMN = {
+    "threads": "thread_id",
+    "runs": "run_id",
+    "events": "payload",
+    "batches": "outcome",
+    "echo_refs": "refs",
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+@pytest.mark.parametrize("table", pg_schema.LOG_TABLES)
+def test_the_server_refuses_to_change_a_log_table_even_for_its_owner(
+    installed: str, table: str, change: str
+) -> None:
+    with connect(installed) as conn:
+        add_log_rows(conn)
+        before = conn.execute(f"SELECT * FROM {table}").fetchall()
+        statement = CHANGES[change].format(table=table, column=FIRST_COLUMN[table])
+        if change == "TRUNCATE" and table in REFERENCED:
+            # The foreign keys refuse it before the trigger runs (CASCADE reaches the trigger).
+            with pytest.raises(pg_errors.FeatureNotSupported, match="foreign key"):
+                conn.execute(statement)
+        else:
+            with pytest.raises(pg_errors.RestrictViolation, match=f"{table} are append-only"):
+                conn.execute(statement)
+        assert conn.execute(f"SELECT * FROM {table}").fetchall() == before
+
+
+def test_an_upsert_that_would_rewrite_a_log_row_is_refused(installed: str) -> None:
+    with connect(installed) as conn:
+        add_log_rows(conn)
+        with pytest.raises(pg_errors.RestrictViolation, match="events are append-only"):
+            conn.execute(
+                "INSERT INTO events(seq, run, type, payload) SELECT seq, run, type, 'x' "
+                "FROM events ON CONFLICT (seq) DO UPDATE SET payload = excluded.payload"
+            )
+        conn.execute(
+            "INSERT INTO events(seq, run, type, payload) SELECT seq, run, type, 'x' "
+            "FROM events ON CONFLICT (seq) DO NOTHING"
+        )
+        assert conn.execute("SELECT payload FROM events").fetchall() == [("{}",)]
+
+
+def test_refs_and_derived_tables_still_move(installed: str) -> None:
+    with connect(installed) as conn:
+        first, second = add_log_rows(conn, runs=2)
+        conn.execute(
+            "INSERT INTO branches(thread, name, run, updated_at) SELECT thread, 'main', id, 0 "
+            "FROM runs WHERE id = %s",
+            (first,),
+        )
+        conn.execute("UPDATE branches SET run = %s", (second,))
+        conn.execute("INSERT INTO underived(run) VALUES (%s)", (second,))
+        conn.execute("DELETE FROM underived")
+        conn.execute("DELETE FROM branches")
+        assert conn.execute("SELECT count(*) FROM branches").fetchone() == (0,)
+
+
+# --- payload bytes ----------------------------------------------------------------------------
+
+#: Texts jsonb would change or refuse (a test below checks that it does); the store must not.
+TRICKY_PAYLOADS = [
+    '{"type":"CUSTOM","name":"a","value":1,"value":2}',  # duplicate key: jsonb keeps the last
+    '{"z":1,"a":2,"type":"CUSTOM"}',  # key order: jsonb sorts by length, then bytes
+    '{ "type" : "CUSTOM" ,\n\t"value" : [ 1 , 2 ] }',  # whitespace: jsonb normalizes it
+    '{"type":"TEXT_MESSAGE_CONTENT","delta":"caf\\u00e9 \\ud83d\\ude00 \\u0000"}',  # escapes
+    '{"type":"CUSTOM","value":1.0e2,"big":12345678901234567890123}',  # number spelling
+    '{"type":"CUSTOM","value":"caf\u00e9 \U0001f600 \u202e"}',  # raw non-ASCII
+]
+
+
+def _round_trip(conn: Any, payload: str) -> tuple[str, str, str, str]:
+    runs = conn.execute("SELECT id FROM runs ORDER BY id").fetchall()
+    (seq,) = conn.execute(sql.NEXT_SEQ).fetchone()
+    (run,) = conn.execute(
+        "INSERT INTO runs(thread, run_id, parent, lineage, input, input_refs, created_at) "
+        "VALUES (1, %s, NULL, 'root', %s, %s, 0) RETURNING id",
+        (f"r{len(runs)}", payload, payload),
+    ).fetchone()
+    conn.execute(
+        "INSERT INTO events(seq, run, type, payload) VALUES (%s, %s, 'CUSTOM', %s)",
+        (seq, run, payload),
+    )
+    conn.execute("INSERT INTO echo_refs(seq, refs) VALUES (%s, %s)", (seq, payload))
+    row = conn.execute(
+        "SELECT events.payload, runs.input, runs.input_refs, echo_refs.refs FROM events "
+        "JOIN runs ON runs.id = events.run JOIN echo_refs ON echo_refs.seq = events.seq "
+        "WHERE events.seq = %s",
+        (seq,),
+    ).fetchone()
+    return (row[0], row[1], row[2], row[3])
+
+
+@pytest.fixture
+def one_thread(installed: str) -> Iterator[Any]:
+    with connect(installed) as conn:
+        conn.execute("INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)")
+        yield conn
+
+
+@pytest.mark.parametrize("payload", TRICKY_PAYLOADS)
+def test_payloads_inputs_and_echo_refs_read_back_byte_identical_where_jsonb_would_not(
+    one_thread: Any, payload: str
+) -> None:
+    try:
+        as_jsonb = one_thread.execute("SELECT %s::jsonb::text", (payload,)).fetchone()[0]
+    except pg_errors.UntranslatableCharacter:  # jsonb cannot even hold "\u0000"
+        as_jsonb = None
+    assert as_jsonb != payload
+    assert _round_trip(one_thread, payload) == (payload,) * 4
+    raw = one_thread.execute(
+        "SELECT convert_to(payload, 'UTF8') FROM events ORDER BY seq DESC LIMIT 1"
+    ).fetchone()[0]
+    assert bytes(raw) == payload.encode("utf-8")
+
+
+#: Any text JSON can carry: JSON forbids raw control characters (NUL included, which text
+#: cannot hold) and lone surrogates do not encode to UTF-8.
+JSON_TEXT = st.text(
+    alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00")
+)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(st.tuples(JSON_TEXT, JSON_TEXT), max_size=6), spacing=JSON_TEXT)
+def test_any_json_text_reads_back_as_it_was_written(
+    one_thread: Any, values: list[tuple[str, str]], spacing: str
+) -> None:
+    # Duplicate and unsorted keys kept, odd spacing between members (any text, in fact).
+    payload = "{" + spacing.join(f"{json.dumps(k)}:{json.dumps(v)}" for k, v in values) + "}"
+    assert _round_trip(one_thread, payload) == (payload,) * 4
+
+
+def test_payload_columns_are_text_never_json(installed: str) -> None:
+    with connect(installed) as conn:
+        types = dict(
+            ((table, column), kind)
+            for table, column, kind in conn.execute(
+                "SELECT table_name, column_name, data_type FROM information_schema.columns "
+                "WHERE table_schema = %s",
+                (pg_schema.SCHEMA,),
+            )
+        )
+    for column in [("events", "payload"), ("runs", "input"), ("runs", "input_refs"),
+                   ("echo_refs", "refs")]:  # fmt: skip
+        assert types[column] == "text", column
+    assert "jsonb" not in types.values() and "json" not in types.values()
+
+
+# --- query plans ------------------------------------------------------------------------------
+
+#: A store big enough that the planner's choices are the ones production gets: 1,000 threads,
+#: a 2,000-run chain with a side branch in the first, 3 runs in each other, 10 events a run
+#: (the first echoing its input).
+THREADS = 1000
+CHAIN_RUNS = 2000
+EVENTS_PER_RUN = 10
+
+
+@pytest.fixture(scope="module")
+def big_store(postgres_server: Any) -> Iterator[tuple[str, dict[str, int]]]:
+    dsn = postgres_server.create_database()
+    with connect(dsn) as conn:
+        pg_schema.install(conn)
+        with conn.transaction():
+            marks = _fill(conn)
+        conn.execute("ANALYZE")
+    yield dsn, marks
+    postgres_server.drop_database(dsn)
+
+
+def _fill(conn: Any) -> dict[str, int]:
+    with conn.cursor().copy("COPY threads(id, thread_id, created_at, owner) FROM STDIN") as copy:
+        for thread in range(1, THREADS + 1):
+            copy.write_row((thread, f"thread-{thread}", 0, f"owner-{thread % 7}"))
+    runs: list[tuple[int, int, str, int | None]] = []
+    for number in range(1, CHAIN_RUNS + 1):  # thread 1: one long chain
+        runs.append((number, 1, f"chain-{number}", number - 1 or None))
+    fork_at = CHAIN_RUNS // 2
+    for number in range(CHAIN_RUNS + 1, CHAIN_RUNS + 51):  # a side branch off its middle
+        parent = fork_at if number == CHAIN_RUNS + 1 else number - 1
+        runs.append((number, 1, f"side-{number}", parent))
+    for thread in range(2, THREADS + 1):
+        first = len(runs) + 1
+        for number in range(first, first + 3):
+            runs.append(
+                (number, thread, f"t{thread}-{number}", number - 1 if number > first else None)
+            )
+    with conn.cursor().copy(
+        "COPY runs(id, thread, run_id, parent, lineage, created_at) FROM STDIN"
+    ) as copy:
+        for run, thread, run_id, parent in runs:
+            copy.write_row((run, thread, run_id, parent, "head", 0))
+    seq = 0
+    with conn.cursor().copy("COPY events(seq, run, type, payload) FROM STDIN") as copy:
+        for run, *_ in runs:
+            for _ in range(EVENTS_PER_RUN):
+                seq += 1
+                copy.write_row((seq, run, "TEXT_MESSAGE_CONTENT", '{"delta":"' + "x" * 100 + '"}'))
+    with conn.cursor().copy("COPY echo_refs(seq, refs) FROM STDIN") as copy:
+        for index in range(len(runs)):
+            copy.write_row((index * EVENTS_PER_RUN + 1, "[[0, 3]]"))
+    with conn.cursor().copy(
+        "COPY batches(run, first_seq, last_seq, count, appended_at) FROM STDIN"
+    ) as copy:
+        for index, (run, *_) in enumerate(runs):
+            first = index * EVENTS_PER_RUN + 1
+            copy.write_row((run, first, first + EVENTS_PER_RUN - 1, EVENTS_PER_RUN, 0))
+    for table in ("threads", "runs", "batches"):
+        conn.execute(
+            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))"
+        )
+    return {"tip": CHAIN_RUNS, "side_tip": CHAIN_RUNS + 50, "fork": fork_at, "events": seq}
+
+
+def plan_scans(conn: Any, query: str, params: Any) -> list[tuple[str, str, str]]:
+    """Every scan of a table in ``query``'s plan: (node type, table, index or "")."""
+    (plan,) = conn.execute("EXPLAIN (FORMAT JSON) " + query, params).fetchone()
+    scans: list[tuple[str, str, str]] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if "Relation Name" in node:
+            index = node.get("Index Name", "")
+            if node["Node Type"] == "Bitmap Heap Scan":  # the index is its child's
+                index = node["Plans"][0]["Index Name"]
+            scans.append((node["Node Type"], node["Relation Name"], index))
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan[0]["Plan"])
+    return scans
+
+
+INDEXED = {"Index Scan", "Index Only Scan", "Bitmap Heap Scan"}
+
+#: Each hot read, with its parameters and the indexes it must probe.
+HOT_READS = {
+    "ancestry": (sql.ANCESTORS, lambda m: (m["tip"],), {"runs_pkey"}),
+    "merge base": (sql.MERGE_BASE, lambda m: {"a": m["tip"], "b": m["side_tip"]}, {"runs_pkey"}),
+    "chain events": (
+        sql.CHAIN_EVENT_ROWS,
+        lambda m: (m["side_tip"],),
+        {"runs_pkey", "events_by_run"},
+    ),
+    "run events": (sql.RUN_EVENTS, lambda m: (m["fork"], 0), {"events_by_run"}),
+    "log after a cursor": (sql.EVENTS_AFTER, lambda m: (m["events"] - 50, 100), {"events_pkey"}),
+    "run batches": (sql.RUN_BATCHES, lambda m: (m["fork"],), {"batches_by_run"}),
+    "thread runs": (sql.THREAD_RUNS, lambda m: (2,), {"runs_by_thread"}),
+    "runs named": (sql.RUNS_NAMED, lambda m: ("chain-7",), {"runs_by_run_id"}),
+    "owner threads": (sql.OWNER_THREADS, lambda m: ("owner-3",), {"threads_by_owner"}),
+    "next seq": (sql.NEXT_SEQ, lambda m: (), {"events_pkey"}),
+}
+
+
+@pytest.mark.parametrize("read", list(HOT_READS))
+def test_each_hot_read_probes_its_indexes_and_scans_no_table(
+    big_store: tuple[str, dict[str, int]], read: str
+) -> None:
+    dsn, marks = big_store
+    query, params, indexes = HOT_READS[read]
+    with connect(dsn) as conn:
+        # Sequential scans off: at test size, hashing a small table (echo_refs here holds a
+        # few thousand rows) beats probing its index, a choice that turns into a scan of the
+        # whole table per read as the store grows. A query no index can serve still shows
+        # its Seq Scan (at a prohibitive cost), so a missing index still fails the test.
+        conn.execute("SET enable_seqscan = off")
+        scans = plan_scans(conn, query, params(marks))
+    assert all(kind in INDEXED for kind, _, _ in scans), scans
+    used = {index for _, _, index in scans}
+    assert indexes <= used, scans
+
+
+def test_the_walks_give_the_answers_the_plans_are_for(
+    big_store: tuple[str, dict[str, int]],
+) -> None:
+    """The plan test's queries are the right ones: the chain, its events and the merge base."""
+    dsn, marks = big_store
+    with connect(dsn) as conn:
+        chain = [row[0] for row in conn.execute(sql.ANCESTORS, (marks["side_tip"],))]
+        base = conn.execute(sql.MERGE_BASE, {"a": marks["tip"], "b": marks["side_tip"]}).fetchone()
+        events = conn.execute(sql.CHAIN_EVENT_ROWS, (marks["side_tip"],)).fetchall()
+    assert chain == [*range(1, marks["fork"] + 1), *range(CHAIN_RUNS + 1, marks["side_tip"] + 1)]
+    assert base == (marks["fork"], CHAIN_RUNS - marks["fork"], 50)
+    assert len(events) == len(chain) * EVENTS_PER_RUN
+    assert [row[0] for row in events[::EVENTS_PER_RUN]] == chain
+
+
+# --- deployment: an owner role and an application role ----------------------------------------
+
+
+@pytest.fixture
+def deployment(postgres_server: Any, postgres_database: str) -> Iterator[tuple[str, str]]:
+    """The README's deployment on a fresh database: (owner's DSN, application's DSN).
+
+    Roles are cluster-wide, so their names are unique to the test, and dropped after it.
+    """
+    suffix = uuid.uuid4().hex[:10]
+    owner, app = f"agui_owner_{suffix}", f"agui_app_{suffix}"
+    dbname = make_conninfo_dict(postgres_database)["dbname"]
+    with connect(postgres_database) as admin:
+        admin.execute(f"CREATE ROLE {owner} LOGIN")
+        admin.execute(f"CREATE ROLE {app} LOGIN")
+        admin.execute(f'GRANT CREATE ON DATABASE "{dbname}" TO {owner}')
+    owner_dsn = make_conninfo(postgres_database, user=owner)
+    app_dsn = make_conninfo(postgres_database, user=app)
+    with connect(owner_dsn) as conn:
+        pg_schema.install(conn)
+        conn.execute(pg_schema.application_grants(app))
+    try:
+        yield owner_dsn, app_dsn
+    finally:
+        with connect(postgres_database) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)",
+                ([owner, app],),
+            )
+            admin.execute(f"DROP OWNED BY {owner}, {app}")
+            admin.execute(f"DROP ROLE {owner}")
+            admin.execute(f"DROP ROLE {app}")
+
+
+def make_conninfo_dict(dsn: str) -> dict[str, Any]:
+    return dict(psycopg.conninfo.conninfo_to_dict(dsn))
+
+
+def test_the_application_role_appends_and_reads_the_log(deployment: tuple[str, str]) -> None:
+    _, app_dsn = deployment
+    with connect(app_dsn) as app:
+        assert pg_schema.install(app) == pg_schema.SCHEMA_VERSION  # opening: nothing to do
+        with app.transaction():
+            app.execute(sql.LOCK_THREAD, ("t1",))
+            app.execute(sql.LOCK_EVENT_ORDER)
+            add_log_rows(app, runs=3)
+        assert app.execute("SELECT count(*) FROM events").fetchone() == (3,)
+
+
+#: What an application role would do to write around the append-only triggers, or remove
+#: them. Every one is refused with "permission denied" or "must be owner".
+AROUND_THE_TRIGGERS = [
+    "UPDATE events SET payload = '{}'",
+    "DELETE FROM events",
+    "TRUNCATE events",
+    "TRUNCATE threads CASCADE",
+    "INSERT INTO events(seq, run, type, payload) SELECT seq, run, type, 'x' FROM events "
+    "ON CONFLICT (seq) DO UPDATE SET payload = excluded.payload",
+    "ALTER TABLE events DISABLE TRIGGER events_are_append_only",
+    "ALTER TABLE events DISABLE TRIGGER ALL",
+    "DROP TRIGGER events_are_append_only ON events",
+    "DROP FUNCTION refuse_log_change() CASCADE",
+    "SET session_replication_role = replica",
+    "ALTER TABLE events ALTER COLUMN payload TYPE jsonb USING payload::jsonb",
+    "DROP TABLE events CASCADE",
+    "CREATE TABLE agui_store.shadow (x int)",
+    "SELECT * FROM threads FOR UPDATE",
+    "UPDATE meta SET value = '0' WHERE key = 'schema_version'",
+]
+
+
+@pytest.mark.parametrize("statement", AROUND_THE_TRIGGERS)
+def test_the_application_role_can_neither_write_around_nor_remove_the_triggers(
+    deployment: tuple[str, str], statement: str
+) -> None:
+    owner_dsn, app_dsn = deployment
+    with connect(owner_dsn) as owner:
+        add_log_rows(owner)
+    with connect(app_dsn) as app, pytest.raises(pg_errors.InsufficientPrivilege):
+        app.execute(statement)
+    with connect(owner_dsn) as owner:
+        enabled = owner.execute(
+            "SELECT tgrelid::regclass::text, tgname, tgenabled FROM pg_trigger "
+            "WHERE NOT tgisinternal ORDER BY 1, 2"
+        ).fetchall()
+        assert owner.execute("SELECT payload FROM events").fetchall() == [("{}",)]
+    assert enabled == sorted(
+        (table, f"{table}_are_append_only{suffix}", "O")
+        for table in pg_schema.LOG_TABLES
+        for suffix in ("", "_truncate")
+    )
+
+
+def test_the_application_role_moves_branches_and_rebuilds_derived_data(
+    deployment: tuple[str, str],
+) -> None:
+    _, app_dsn = deployment
+    with connect(app_dsn) as app:
+        first, second = add_log_rows(app, runs=2)
+        app.execute(
+            "INSERT INTO branches(thread, name, run, updated_at) "
+            "SELECT thread, 'main', id, 0 FROM runs WHERE id = %s",
+            (first,),
+        )
+        app.execute("UPDATE branches SET run = %s", (second,))
+        (blob,) = app.execute(
+            "INSERT INTO blobs(hash, codec, data) VALUES ('\\x01', 0, '\\x5b5d') "
+            "ON CONFLICT (hash) DO UPDATE SET hash = excluded.hash RETURNING id"
+        ).fetchone()
+        assert app.execute(
+            "INSERT INTO blobs(hash, codec, data) VALUES ('\\x01', 0, '\\x5b5d') "
+            "ON CONFLICT (hash) DO UPDATE SET hash = excluded.hash RETURNING id"
+        ).fetchone() == (blob,)
+        app.execute(
+            "INSERT INTO checkpoints(run, length, tail, state, ids_hash, created_at) "
+            "VALUES (%s, 0, '[]', %s, '\\x00', 0)",
+            (first, blob),
+        )
+        app.execute("INSERT INTO lineage_digests(ids_hash, run) VALUES ('\\x00', %s)", (first,))
+        app.execute("INSERT INTO underived(run) VALUES (%s)", (second,))
+        for table in ("checkpoints", "lineage_digests", "underived"):
+            app.execute(f"DELETE FROM {table}")
+        app.execute("DELETE FROM branches")
+        assert app.execute("SELECT count(*) FROM checkpoints").fetchone() == (0,)
+
+
+def test_the_owner_role_could_disable_the_triggers_so_the_application_must_not_be_it(
+    deployment: tuple[str, str],
+) -> None:
+    """Why two roles: the table owner may disable a trigger (within its transaction here)."""
+    owner_dsn, _ = deployment
+    with connect(owner_dsn) as owner:
+        add_log_rows(owner)
+        with pytest.raises(pg_errors.RestrictViolation):
+            owner.execute("DELETE FROM echo_refs")
+        with owner.transaction(force_rollback=True):
+            owner.execute("ALTER TABLE echo_refs DISABLE TRIGGER echo_refs_are_append_only")
+            owner.execute("DELETE FROM echo_refs")
+
+
+# --- text order -------------------------------------------------------------------------------
+
+
+def test_every_text_column_compares_bytes_as_sqlite_does(installed: str) -> None:
+    with connect(installed) as conn:
+        collations = conn.execute(
+            "SELECT table_name, column_name, collation_name FROM information_schema.columns "
+            "WHERE table_schema = %s AND data_type = 'text'",
+            (pg_schema.SCHEMA,),
+        ).fetchall()
+    assert collations and all(collation == "C" for _, _, collation in collations), collations
+
+
+IDS = ["b", "B", "a-b", "ab", "A", "a", "é", "z", "_x", "a b"]
+
+
+def test_in_a_database_with_a_linguistic_collation_ids_still_sort_and_range_by_bytes(
+    postgres_server: Any,
+) -> None:
+    from tests.postgres_cluster import with_dbname
+
+    name = f"agui_test_icu_{uuid.uuid4().hex[:12]}"
+    with postgres_server.connect() as admin:
+        if not admin.execute(
+            "SELECT count(*) FROM pg_collation WHERE collprovider = 'i'"
+        ).fetchone()[0]:
+            pytest.skip("this PostgreSQL is built without ICU: no linguistic collation to test")
+        admin.execute(
+            f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C' "
+            "LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
+        )
+    dsn = with_dbname(postgres_server.dsn, name)
+    try:
+        with connect(dsn) as conn:
+            pg_schema.install(conn)
+            for index, thread_id in enumerate(IDS):
+                conn.execute(
+                    "INSERT INTO threads(thread_id, created_at) VALUES (%s, %s)", (thread_id, index)
+                )
+            ordered = [row[0] for row in conn.execute("SELECT thread_id FROM threads ORDER BY 1")]
+            linguistic = [
+                row[0]
+                for row in conn.execute(
+                    'SELECT thread_id FROM threads ORDER BY thread_id COLLATE "default"'
+                )
+            ]
+            in_range = sorted(
+                row[0]
+                for row in conn.execute(
+                    "SELECT thread_id FROM threads WHERE thread_id >= 'a' AND thread_id < 'b'"
+                )
+            )
+    finally:
+        postgres_server.drop_database(dsn)
+    by_bytes = sorted(IDS, key=lambda text: text.encode("utf-8"))
+    assert ordered == by_bytes
+    assert linguistic != by_bytes  # the database's own order would have differed
+    assert in_range == sorted(i for i in IDS if "a" <= i < "b")
