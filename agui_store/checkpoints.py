@@ -101,6 +101,10 @@ ADDRESSES_IN_ORDER = """
 SELECT ids.value, blobs.hash FROM json_each(?) AS ids CROSS JOIN blobs ON blobs.id = ids.value
 """
 
+#: A checkpoint's manifest blob (NULL when it has no full chunk); no row: no checkpoint.
+SELECT_MANIFEST = """
+SELECT m.codec, m.data FROM checkpoints c LEFT JOIN blobs m ON m.id = c.chunks WHERE c.run = ?
+"""
 SELECT_BLOB_ID = "SELECT id FROM blobs WHERE hash = ?"
 SELECT_BLOB_IDS = "SELECT id, hash FROM blobs WHERE hash IN ({marks})"
 INSERT_NEW_BLOBS = (
@@ -281,7 +285,14 @@ def _segment_list(run_pk: int, text: Any) -> list[tuple[int, int]]:
         ) from None
 
 
-def load(conn: Conn, run_pk: int, *, with_hashes: bool = True, verify: bool = True) -> Snapshot:
+def load(
+    conn: Conn,
+    run_pk: int,
+    *,
+    with_hashes: bool = True,
+    verify: bool = True,
+    skip_chunks: int = 0,
+) -> Snapshot:
     """Decode a checkpoint into fresh objects (the caller may mutate them): one row, its
     manifest, then its chunks and tail blobs in list order with one query, decoded as one
     JSON array. ``with_hashes`` is accepted for callers that continue from the checkpoint;
@@ -294,6 +305,10 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True, verify: bool = Tr
     blob, all fail); and that the run hash it was derived at is one of its run's. A failure
     raises :class:`HashMismatchError` (naming the run by key only: the caller knows its
     names).
+
+    ``skip_chunks``: leave out the first full chunks (``view.messages`` then starts at
+    ``skip_chunks * CHUNK``): a diff skips the chunks both sides share. Only their
+    addresses are read, for the view digest.
     """
     del with_hashes
     row = conn.execute(SELECT_CHECKPOINT, (run_pk,)).fetchone()
@@ -336,9 +351,13 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True, verify: bool = Tr
     layout.tail_ids = [blob_id for blob_id, _ in segments]
     layout.tail_counts = [count for _, count in segments]
     n_chunks = len(layout.chunk_ids)
-    wanted = codec.encode([*layout.chunk_ids, *layout.tail_ids]).decode()
-    parts: list[Any] = []
+    skip = min(skip_chunks, n_chunks)
     addrs: list[bytes] = []
+    if skip:
+        skipped = codec.encode(layout.chunk_ids[:skip]).decode()
+        addrs = [bytes(a) for _, a in conn.execute(ADDRESSES_IN_ORDER, (skipped,))]
+    wanted = codec.encode([*layout.chunk_ids[skip:], *layout.tail_ids]).decode()
+    parts: list[Any] = []
     for _, b_codec, b_data, b_addr in conn.execute(BLOBS_IN_ORDER, (wanted,)):
         text = blobs.unpack(b_codec, b_data)
         address = bytes(b_addr)
@@ -350,17 +369,39 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True, verify: bool = Tr
             )
         addrs.append(address)
         parts.append(text)
-    if len(parts) != n_chunks + len(layout.tail_ids):
+    if len(addrs) != n_chunks + len(layout.tail_ids):
         raise _mismatch(run_pk, "a blob its checkpoint lists is missing")
     layout.chunk_addrs, layout.tail_addrs = addrs[:n_chunks], addrs[n_chunks:]
     if verify:
         others = (s_addr, anchor_addr, i_addr, w_addr)
         _verify(run_pk, checked, layout.digest(), view_hash, others)
     messages = _decode_arrays(run_pk, parts)
-    if len(messages) != length:
-        raise _mismatch(run_pk, f"its checkpoint holds {len(messages)} messages, not {length}")
+    if len(messages) + skip * CHUNK != length:
+        count = len(messages) + skip * CHUNK
+        raise _mismatch(run_pk, f"its checkpoint holds {count} messages, not {length}")
     view = View(messages, state, interrupts, warnings)
     return Snapshot(view, layout, int(state_base or run_pk), patches, state_bytes)
+
+
+def manifest(conn: Conn, run_pk: int) -> list[int] | None:
+    """The blob ids of a checkpoint's full chunks (``None``: the run has no checkpoint)."""
+    row = conn.execute(SELECT_MANIFEST, (run_pk,)).fetchone()
+    if row is None:
+        return None
+    if row[1] is None:
+        return []
+    return _id_list(run_pk, "manifest", blobs.unpack(row[0], row[1]))
+
+
+def shared_chunks(manifests: Sequence[Sequence[int]]) -> int:
+    """How many leading full chunks every list shares: the same chunk at the same position
+    is the same messages there (content-addressed), so comparing views may skip them."""
+    shared = 0
+    for ids in zip(*manifests):
+        if any(i != ids[0] for i in ids):
+            break
+        shared += 1
+    return shared
 
 
 def _mismatch(run_pk: int, what: str) -> HashMismatchError:

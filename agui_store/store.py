@@ -1958,13 +1958,28 @@ class Store:
             return start
         return restore(self._records(tx, after), start=start)
 
+    def _views_past_shared(self, tx: port.Reading, pks: list[int]) -> list[View]:
+        """The views of runs to compare, without the leading chunks their checkpoints all
+        share (git compares trees by hash the same way): the same chunk at the same
+        position holds the same messages on every side, so comparing what follows finds
+        the same changes (positions and repeated ids shift alike on every side). Runs
+        that are not all checkpointed themselves get their whole views."""
+        conn = tx.connection
+        manifests = [checkpoints.manifest(conn, pk) for pk in pks]
+        if any(m is None for m in manifests):
+            return [self._view(tx, pk) for pk in pks]
+        skip = checkpoints.shared_chunks([m for m in manifests if m is not None])
+        return [self._load_checkpoint(tx, pk, skip_chunks=skip).view for pk in pks]
+
     def _load_checkpoint(
-        self, tx: port.Reading, pk: int, *, with_hashes: bool = True
+        self, tx: port.Reading, pk: int, *, with_hashes: bool = True, skip_chunks: int = 0
     ) -> checkpoints.Snapshot:
         """A checkpoint, verified against its hashes as it is read (refused, naming its run,
         when it fails them)."""
         try:
-            return checkpoints.load(tx.connection, pk, with_hashes=with_hashes)
+            return checkpoints.load(
+                tx.connection, pk, with_hashes=with_hashes, skip_chunks=skip_chunks
+            )
         except HashMismatchError as e:
             raise self._named(tx, pk, e.what) from None
 
@@ -2130,8 +2145,11 @@ class Store:
             base_run = self._run_record(tx, found[0]) if found else None
             a_runs = self._side(tx, ka.pk, found[1] if found else None)
             b_runs = self._side(tx, kb.pk, found[2] if found else None)
-            view_a, view_b = self._view(tx, ka.pk), self._view(tx, kb.pk)
-            base = self._view(tx, found[0]) if found else View([], {}, [], [])
+            if found:
+                view_a, view_b, base = self._views_past_shared(tx, [ka.pk, kb.pk, found[0]])
+            else:
+                view_a, view_b = self._views_past_shared(tx, [ka.pk, kb.pk])
+                base = View([], {}, [], [])
         if mode == "two-dot":
             change = compare(view_a.messages, view_a.state, view_b.messages, view_b.state)
             return Diff(run_a, run_b, mode, base_run, a_runs, b_runs, change)

@@ -241,3 +241,38 @@ def test_a_tail_segment_of_long_messages_is_kept_compressed_and_reads_back(
     assert codec_value == 1  # zlib
     assert store.checkout("r0").messages == replayed(store, "r0")
     assert store.check().ok
+
+
+def test_a_diff_skips_the_chunks_both_sides_share_and_finds_what_a_full_compare_finds(
+    store: agui_store.Store,
+) -> None:
+    from agui_store.diff import compare
+
+    talk(store, "r0", 3 * CHUNK + 2)
+    talk(store, "a1", 3)
+    talk(store, "b1", 2, parentRunId="r0")
+    messages = store.checkout("b1").messages
+    messages[-1] = {**messages[-1], "content": "changed"}
+    messages[CHUNK + 1] = {**messages[CHUNK + 1], "content": "edited"}
+    run(store, "b2", [{"type": "MESSAGES_SNAPSHOT", "messages": messages}])
+    for a, b in (("a1", "b2"), ("a1", "b1"), ("r0", "b2")):
+        for mode in ("three-dot", "two-dot"):
+            found = store.diff(a, b, mode=mode)
+            view_a, view_b = store.checkout(a), store.checkout(b)
+            if mode == "two-dot":
+                expected = compare(view_a.messages, view_a.state, view_b.messages, view_b.state)
+                assert found.changes == expected
+            else:
+                assert found.merge_base is not None
+                base = store.checkout(found.merge_base.run_id)
+                assert found.changes == compare(
+                    base.messages, base.state, view_b.messages, view_b.state
+                )
+                assert found.a_changes == compare(
+                    base.messages, base.state, view_a.messages, view_a.state
+                )
+    # What the comparisons above skipped: a1 and b2 share their first chunk (the edit is in
+    # the second), a1 and b1 all three.
+    assert layout(store, "a1")[0][:1] == layout(store, "b2")[0][:1]
+    assert layout(store, "a1")[0][1] != layout(store, "b2")[0][1]
+    assert layout(store, "a1")[0] == layout(store, "b1")[0]
