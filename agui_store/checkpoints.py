@@ -573,18 +573,24 @@ def lay_out(
     n = len(messages)
     full = n // CHUNK
     dirty = {pos // CHUNK for pos in changed}
-    out = Layout()
+    # The base's chunks that stand in the unchanged prefix, copied as one slice (a long
+    # list has hundreds: a loop over them would cost every run the length of the history);
+    # then the few that are new or dirty, each encoded whole.
+    shared_chunks = min(len(base.chunk_ids), keep // CHUNK, full)
+    out = Layout(
+        chunk_ids=base.chunk_ids[:shared_chunks], chunk_addrs=base.chunk_addrs[:shared_chunks]
+    )
     new: dict[bytes, tuple[bytes, int, bytes]] = {}
-    for k in range(full):
+    pending: list[tuple[list[int], int, bytes]] = []  # (list, index, address) to resolve
+    rewrite = sorted({k for k in dirty if k < shared_chunks} | set(range(shared_chunks, full)))
+    out.chunk_ids.extend([0] * (full - shared_chunks))
+    out.chunk_addrs.extend([b""] * (full - shared_chunks))
+    for k in rewrite:
         lo, hi = k * CHUNK, (k + 1) * CHUNK
-        if k < len(base.chunk_ids) and hi <= keep and k not in dirty:
-            out.chunk_ids.append(base.chunk_ids[k])
-            out.chunk_addrs.append(base.chunk_addrs[k])
-            continue
         packed = pack_chunk(chunk_text([codec.canonical_bytes(m) for m in messages[lo:hi]]))
         new[packed[0]] = packed
-        out.chunk_ids.append(0)  # resolved below
-        out.chunk_addrs.append(packed[0])
+        out.chunk_addrs[k] = packed[0]
+        pending.append((out.chunk_ids, k, packed[0]))
     changed_set = set(changed)
     # The base's segments that stand where they stood, unchanged: by their first position.
     shared: dict[int, tuple[int, bytes, int]] = {}
@@ -608,15 +614,14 @@ def lay_out(
             end += 1
         packed = pack_segment(chunk_text([codec.canonical_bytes(m) for m in messages[pos:end]]))
         new[packed[0]] = packed
+        pending.append((out.tail_ids, len(out.tail_ids), packed[0]))
         out.tail_ids.append(0)
         out.tail_addrs.append(packed[0])
         out.tail_counts.append(end - pos)
         pos = end
     ids = store_blobs(conn, list(new.values()))
-    for listed, addrs in ((out.chunk_ids, out.chunk_addrs), (out.tail_ids, out.tail_addrs)):
-        for i, blob_id in enumerate(listed):
-            if not blob_id:
-                listed[i] = ids[addrs[i]]
+    for listed, at, address in pending:
+        listed[at] = ids[address]
     if out.chunk_ids == base.chunk_ids and base.manifest is not None:
         out.manifest = base.manifest
     elif out.chunk_ids:

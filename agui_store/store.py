@@ -107,6 +107,10 @@ class _SinceCheckpoint:
     run_pk: int | None  # None: no checkpoint on the lineage (the next one stores all)
     layout: checkpoints.Layout | None  # where its message list is stored
     messages: list[Any]  # its message objects, kept alive so that their id()s stay unique
+    # When the only run since the checkpoint left its list's first ``intact`` messages
+    # equal to ``messages`` (it appended after them): the next checkpoint shares them
+    # without comparing the lists again. None: not known.
+    intact: int | None = None
     names: set[str] = field(default_factory=set)  # ids the runs since then named
     snapshot: bool = False  # a MESSAGES_SNAPSHOT since then
     had_input: bool = False  # a recorded input since then
@@ -1366,19 +1370,21 @@ class Store:
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
             as_sent=body_as_sent(raw_input is not None, reason),
         )
+        # Right after a checkpoint (nothing replayed since) the list before this run is the
+        # one kept for the next checkpoint's delta: no copy of a long list per run.
+        at_checkpoint = since.events == 0
         names, snapshot = since.note(record)
         replaced = snapshot or record.input is not None
         # What the digest needs to tell a list that grew from one that changed: the list
-        # before, and the id and kind of each message the run's events can reach. Right
-        # after a checkpoint that list is the one kept for the next checkpoint's delta.
-        before = since.messages if since.events == 0 else list(reducer.messages)
+        # before, and the id and kind of each message the run's events can reach.
+        before = since.messages if at_checkpoint else list(reducer.messages)
         reached = [(m, m.get("id"), m.get("role")) for m in reducer.holders(names)]
         apply_run(reducer, record)
         messages = reducer.messages
-        grown = (
-            not replaced
-            and before == messages[: len(before)]
-            and all(m.get("id") == mid and m.get("role") == role for m, mid, role in reached)
+        intact = not replaced and before == messages[: len(before)]
+        since.intact = len(before) if intact and at_checkpoint else None
+        grown = intact and all(
+            m.get("id") == mid and m.get("role") == role for m, mid, role in reached
         )
         if grown:
             new_ids = checkpoints.lineage_ids(messages[len(before) :])
@@ -2321,8 +2327,12 @@ def _unchanged(
     limit = min(len(before), len(messages))
     # The unchanged prefix: where the same objects stand. List equality, in C, passes
     # identical objects without looking into them; with unique ids and no input since,
-    # equal positions hold identical objects (Reducer.ids_unique).
-    if not since.had_input and reducer.ids_unique() and before[:limit] == messages[:limit]:
+    # equal positions hold identical objects (Reducer.ids_unique). The run just replayed
+    # may have compared them already (``since.intact``): a chunk is its messages' content,
+    # so equal messages share it whether or not they are the same objects.
+    if since.intact == limit or (
+        not since.had_input and reducer.ids_unique() and before[:limit] == messages[:limit]
+    ):
         keep = limit
     else:
         same = list(map(operator.is_, before[:limit], messages))
