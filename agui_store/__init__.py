@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from agui_store.artifact import ArtifactError, export_artifact, load_artifact, validate_artifact
 from agui_store.compaction import compact_events
-from agui_store.diff import Diff, MessageChange, ViewChange
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
@@ -26,7 +25,17 @@ from agui_store.errors import (
     StorageFullError,
     StoreBusyError,
 )
-from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run
+from agui_store.records import (
+    AppendResult,
+    Branch,
+    Checkout,
+    Diff,
+    ImportResult,
+    Log,
+    MessageChange,
+    Run,
+    ViewChange,
+)
 from agui_store.slim import PRESETS as SLIM_PRESETS
 from agui_store.slim import slim
 from agui_store.store import Store, open

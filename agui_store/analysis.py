@@ -75,6 +75,7 @@ import sqlite_utils
 
 from agui_store import codec
 from agui_store.errors import AguiStoreError, StorageError
+from agui_store.records import ExportSummary as ExportSummary  # what export_sqlite returns
 from agui_store.records import Run
 from agui_store.store import Store
 from agui_store.targets import SIBLINGS, ExportTargetError, check_target, is_sqlite_file
@@ -84,26 +85,6 @@ ProgressCallback = Callable[[int, int], None]
 
 #: Rows buffered (over all tables) before they are written.
 DEFAULT_BATCH_SIZE = 2000
-
-
-@dataclass(frozen=True)
-class ExportSummary:
-    """What :func:`export_sqlite` wrote.
-
-    Attributes:
-        path: the analysis database.
-        threads / runs: how many of each were exported.
-        messages: distinct message versions (rows of ``messages``).
-        view_rows: (run, position) rows of ``view_messages``: the sum of all views' lengths.
-        tool_calls: rows of ``tool_calls``.
-    """
-
-    path: str
-    threads: int
-    runs: int
-    messages: int
-    view_rows: int
-    tool_calls: int
 
 
 # --- schema -------------------------------------------------------------------------------

@@ -108,3 +108,23 @@ def positive_int(name: str, value: Any, *, minimum: int = 1) -> int:
         shown = repr(value) if isinstance(value, (int, float, str)) else type(value).__name__
         raise InvalidArgumentError(f"{name} must be an integer >= {minimum}, not {shown[:60]}")
     return value
+
+
+def page_size(limit: Any) -> int | None:
+    """``log(limit=)``: ``None`` (every run) or a positive int, capped at a database's largest
+    integer (no lineage is that long)."""
+    if limit is None:
+        return None
+    return min(positive_int("limit", limit), MAX_INT64)
+
+
+def page_cursor(cursor: Any) -> str | None:
+    """``log(cursor=)``: ``None`` (the first page) or a run id, ``Log.next_cursor``."""
+    if cursor is None:
+        return None
+    if not isinstance(cursor, str) or not cursor:
+        shown = repr(cursor)[:60] if isinstance(cursor, str) else type(cursor).__name__
+        raise InvalidArgumentError(
+            f"cursor= must be None or a run id (a previous page's Log.next_cursor), not {shown}"
+        )
+    return cursor

@@ -11,25 +11,23 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, TextIO, cast
 
 from agui_store import database
-from agui_store.errors import AguiStoreError, InternalError, NotAStoreError
-from agui_store.interchange import FORMATS, serialize
-from agui_store.records import Run
-from agui_store.render import (
-    content_text,
-    diff_text,
-    graph,
-    printable,
-    run_line,
-    short,
-    transcript,
+from agui_store.errors import (
+    AguiStoreError,
+    InternalError,
+    InvalidArgumentError,
+    NotAStoreError,
 )
-from agui_store.store import Store
+from agui_store.interchange import FORMATS, serialize
+from agui_store.records import Run, content_text, printable, run_line, short, transcript
+from agui_store.render import diff_text, graph
+from agui_store.store import Store, is_url
 from agui_store.targets import check_source, check_target, write_file
 
 EXAMPLES = {
@@ -93,7 +91,7 @@ class Progress:
 class _Printable:
     """The output stream of every command, which no stored text can make fail: lone
     surrogates (legal in recorded JSON) are written as ``\\udXXX`` escapes, so text stays
-    readable and ``--json`` output stays valid JSON (see :func:`render.printable`)."""
+    readable and ``--json`` output stays valid JSON (see :func:`records.printable`)."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -103,24 +101,6 @@ class _Printable:
 
     def __getattr__(self, name: str) -> Any:  # isatty, flush, buffer, ...
         return getattr(self._stream, name)
-
-
-def _run_json(run: Run) -> dict[str, Any]:
-    return {
-        "threadId": run.thread_id,
-        "runId": run.run_id,
-        "parentRunId": run.parent_run_id,
-        "lineage": run.lineage,
-        "status": run.status,
-        "eventCount": run.event_count,
-        "createdAt": run.created_at.isoformat(),
-        "updatedAt": run.updated_at.isoformat() if run.updated_at else None,
-        "sentParentRunId": run.sent_parent_run_id,
-        "hasInput": run.has_input,
-        "branches": list(run.branches),
-        "hash": run.hash,
-        "shortHash": run.short_hash,
-    }
 
 
 def _first_user_words(store: Store, run: Run) -> str:
@@ -199,7 +179,7 @@ def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 def cmd_runs(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     runs = store.runs(args.thread_id)
     if args.json:
-        out.write(json.dumps([_run_json(r) for r in runs], indent=2) + "\n")
+        out.write(json.dumps([r.to_json() for r in runs], indent=2) + "\n")
     else:
         for r in runs:
             out.write(run_line(r) + "\n")
@@ -207,6 +187,10 @@ def cmd_runs(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    if args.graph and (args.limit is not None or args.cursor is not None):
+        raise InvalidArgumentError(
+            "--graph draws the thread's whole run tree: it takes no --limit or --cursor"
+        )
     if args.graph:
         thread = args.thread or store.get_run(args.ref, thread_id=None).thread_id  # type: ignore[union-attr]
         runs = store.runs(thread)
@@ -214,23 +198,36 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         for line in graph(runs, summaries):
             out.write(line + "\n")
         return 0
-    chain = store.log(args.ref, thread_id=args.thread)
+    chain = store.log(args.ref, thread_id=args.thread, limit=args.limit, cursor=args.cursor)
     if args.json:
-        out.write(json.dumps([_run_json(r) for r in chain], indent=2) + "\n")
-        return 0
-    for r in chain:
-        words = _first_user_words(store, r)
-        said = f'  "{short(words, 50)}"' if words else ""
-        out.write(run_line(r) + said + "\n")
+        out.write(json.dumps(chain.to_json(), indent=2) + "\n")
+    else:
+        for r in chain:
+            words = _first_user_words(store, r)
+            said = f'  "{short(words, 50)}"' if words else ""
+            out.write(run_line(r) + said + "\n")
+    if chain.next_cursor is not None:
+        # On stderr, so that stdout stays the runs (and --json one JSON list) page by page.
+        command = _next_page_command(args, chain[0].thread_id, chain.next_cursor)
+        sys.stderr.write(f"next page: {command}\n")
     return 0
+
+
+def _next_page_command(args: argparse.Namespace, thread_id: str, cursor: str) -> str:
+    """The command line that prints the page after this one, ready to paste."""
+    words = ["agui-store", "log", args.ref, "--thread", thread_id, "--limit", str(args.limit),
+             "--cursor", cursor]
+    if getattr(args, "db", None) is not None:
+        words[1:1] = ["--db", args.db]
+    if args.json:
+        words.append("--json")
+    return printable(" ".join(shlex.quote(word) for word in words))
 
 
 def cmd_show(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     co = store.checkout(args.ref, thread_id=args.thread)
     if args.json:
-        doc = {"run": _run_json(co.run), "messages": co.messages, "state": co.state,
-               "interrupts": co.interrupts}
-        out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        out.write(json.dumps(co.to_json(), indent=2, ensure_ascii=False) + "\n")
     else:
         out.write(transcript(co) + "\n")
     return 0
@@ -253,8 +250,7 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 def cmd_branches(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     items = store.branches(args.thread_id)
     if args.json:
-        out.write(json.dumps([{"name": b.name, "runId": b.run_id, "default": b.default}
-                              for b in items]) + "\n")
+        out.write(json.dumps([b.to_json() for b in items]) + "\n")
     else:
         for b in items:
             mark = "*" if b.default else " "
@@ -265,11 +261,7 @@ def cmd_branches(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     report = store.check()
     if args.json:
-        out.write(json.dumps({"ok": report.ok, "checked": list(report.checked),
-                              "problems": [{"check": p.check, "detail": p.detail}
-                                           for p in report.problems],
-                              "warnings": [{"check": w.check, "detail": w.detail}
-                                           for w in report.warnings]}) + "\n")
+        out.write(json.dumps(report.to_json()) + "\n")
     else:
         for p in report.problems:
             out.write(f"{p}\n")
@@ -323,20 +315,7 @@ def cmd_diff(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     mode = "two-dot" if args.two_dot else "three-dot"
     d = store.diff(args.a, args.b, thread_id=args.thread, mode=mode)
     if args.json:
-        def side(change: Any) -> dict[str, Any]:
-            return {
-                "messages": [{"id": m.id, "kind": m.kind, "before": m.before, "after": m.after}
-                             for m in change.messages],
-                "statePatch": change.state_patch,
-            }
-        doc = {
-            "a": d.a.run_id, "b": d.b.run_id, "mode": d.mode,
-            "mergeBase": d.merge_base.run_id if d.merge_base else None,
-            "aRuns": [r.run_id for r in d.a_runs], "bRuns": [r.run_id for r in d.b_runs],
-            "changes": side(d.changes),
-            "aChanges": side(d.a_changes) if d.a_changes is not None else None,
-        }
-        out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        out.write(json.dumps(d.to_json(), indent=2, ensure_ascii=False) + "\n")
         return 0
     color = out.isatty() and "NO_COLOR" not in os.environ
     out.write(diff_text(d, color=color, stat=args.stat) + "\n")
@@ -368,8 +347,6 @@ def _write_analysis(
     store: Store, out_path: str, args: argparse.Namespace, out: TextIO
 ) -> int:
     """The sqlite-utils analysis export, with a progress bar over the runs on a terminal."""
-    from dataclasses import asdict
-
     from agui_store.analysis import export_sqlite
 
     bar: Progress | None = None
@@ -387,7 +364,7 @@ def _write_analysis(
         if bar is not None:
             bar.finish()
     if args.json:
-        out.write(json.dumps(asdict(summary)) + "\n")
+        out.write(json.dumps(summary.to_json()) + "\n")
     else:
         out.write(f"wrote {summary.threads} threads, {summary.runs} runs, {summary.messages} "
                   f"messages ({summary.view_rows} rows of views), {summary.tool_calls} tool "
@@ -507,6 +484,13 @@ def build_parser() -> argparse.ArgumentParser:
                                    help="run id, unique prefix, branch, HEAD, REF~n")
         parsers[name].add_argument("--thread", help="thread id (when the ref is ambiguous)")
     parsers["log"].add_argument("--graph", action="store_true", help="draw the run tree")
+    parsers["log"].add_argument(
+        "--limit", type=int, metavar="N",
+        help="at most N runs; when the lineage goes on, stderr says the command for the next "
+        "page (its --cursor)")
+    parsers["log"].add_argument(
+        "--cursor", metavar="RUN",
+        help="start the page at this run of the thread (the cursor the page before gave)")
     p = parsers["diff"]
     p.add_argument("a", help="run id, branch, HEAD, REF~n")
     p.add_argument("b", help="run id, branch, HEAD, REF~n")
@@ -610,8 +594,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 
 def _require_store_file(path: str) -> None:
-    """Refuse a store path that names no file (in-memory and URI paths are SQLite's own)."""
-    if path == ":memory:" or path.startswith("file:"):
+    """Refuse a store path that names no file (in-memory and URI paths are SQLite's own; a
+    PostgreSQL URL names a database, which opening creates the store in)."""
+    if path == ":memory:" or path.startswith("file:") or is_url(path):
         return
     if not os.path.lexists(path):
         raise NotAStoreError(

@@ -2,51 +2,32 @@
 
 Messages are compared by id (added / removed / modified, with both versions); the state
 change is an RFC 6902 patch made by ``jsonpatch`` that takes the old state to the new one.
-``Store.diff`` finds the merge base and feeds the views in.
+``Store.diff`` finds the merge base and feeds the views in; the records it returns
+(:class:`~agui_store.records.Diff`, ``ViewChange``, ``MessageChange``) are in
+:mod:`agui_store.records`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import jsonpatch
 
 from agui_store.js import json_equal
 from agui_store.patch import PatchError, apply_patch
-from agui_store.records import Run
+from agui_store.records import ChangeKind, Diff, MessageChange, ViewChange
 
-ChangeKind = Literal["added", "removed", "modified"]
-
-
-@dataclass(frozen=True)
-class MessageChange:
-    """One message that differs, keyed by its id; ``before``/``after`` are ``None`` where
-    the message does not exist on that side."""
-
-    id: Any
-    kind: ChangeKind
-    before: dict[str, Any] | None
-    after: dict[str, Any] | None
-
-
-@dataclass(frozen=True)
-class ViewChange:
-    """What changed from one view to another."""
-
-    messages: list[MessageChange] = field(default_factory=list)
-    state_patch: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def empty(self) -> bool:
-        return not self.messages and not self.state_patch
-
-    def counts(self) -> dict[str, int]:
-        out = {"added": 0, "removed": 0, "modified": 0}
-        for change in self.messages:
-            out[change.kind] += 1
-        return out
-
+# The records a comparison makes live with the other records; they are named here too, where
+# they were first defined (``from agui_store.diff import Diff`` keeps working).
+__all__ = [
+    "ChangeKind",
+    "Diff",
+    "MessageChange",
+    "ViewChange",
+    "compare",
+    "message_changes",
+    "state_patch",
+]
 
 def _keyed(messages: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
     """Messages by id; a repeated id is told apart by its occurrence (id, n)."""
@@ -140,45 +121,3 @@ def compare(
     return ViewChange(
         message_changes(old_messages, new_messages), state_patch(old_state, new_state)
     )
-
-
-@dataclass(frozen=True)
-class Diff:
-    """Two runs compared.
-
-    Attributes:
-        a, b: the runs compared.
-        mode: ``"three-dot"`` (each side since the merge base, git and Dolt style) or
-            ``"two-dot"`` (the two views directly).
-        merge_base: their nearest common lineage ancestor (``None`` if they share none).
-        a_runs, b_runs: the runs on each side since the merge base, newest first.
-        changes: three-dot: merge base -> b; two-dot: a -> b.
-        a_changes: three-dot only: merge base -> a (the other side).
-    """
-
-    a: Run
-    b: Run
-    mode: str
-    merge_base: Run | None
-    a_runs: list[Run]
-    b_runs: list[Run]
-    changes: ViewChange
-    a_changes: ViewChange | None = None
-
-    @property
-    def messages(self) -> list[MessageChange]:
-        return self.changes.messages
-
-    @property
-    def state_patch(self) -> list[dict[str, Any]]:
-        return self.changes.state_patch
-
-    def __str__(self) -> str:
-        from agui_store.render import diff_text
-
-        return diff_text(self, color=False)
-
-    def _repr_html_(self) -> str:
-        from agui_store.render import diff_html
-
-        return diff_html(self)

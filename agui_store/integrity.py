@@ -84,6 +84,8 @@ import apsw
 
 from agui_store import checkpoints, codec, database, hashing, ledger, schema
 from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventError
+from agui_store.records import CheckReport as CheckReport  # what check() returns, with its JSON
+from agui_store.records import Problem as Problem
 from agui_store.restore import RunRecord, View, apply_run, body_as_sent, start_reducer, view_of
 
 #: Every check, in the order it runs. ``blobs`` and ``checkpoints`` run only when the file
@@ -116,40 +118,6 @@ RESERVED_REFS = frozenset({"main", "HEAD"})
 _TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
 # How a terminal event ends a run; must agree with ``store._status_of_terminal``.
 _OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One broken invariant: which check, and what exactly is wrong where."""
-
-    check: str
-    detail: str
-
-    def __str__(self) -> str:
-        return f"{self.check}: {self.detail}"
-
-
-@dataclass(frozen=True)
-class CheckReport:
-    """What ``Store.check()`` found. Truthy when the file is sound.
-
-    Attributes:
-        problems: broken invariants; any one makes the report falsy.
-        checked: the checks that ran, in order (see :data:`CHECKS`).
-        warnings: things that are legal but worth knowing (events recorded after a run's end
-            with ``check_sequence=False``); they do not make the report falsy.
-    """
-
-    problems: list[Problem] = field(default_factory=list)
-    checked: tuple[str, ...] = ()
-    warnings: list[Problem] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def __bool__(self) -> bool:
-        return self.ok
 
 
 def check_database(conn: apsw.Connection) -> CheckReport:

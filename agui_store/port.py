@@ -140,6 +140,15 @@ class Reading(Protocol):
         """``(run pk, thread pk)`` left underived, in run order."""
     def checkpoint_count(self) -> int: ...
 
+    # checkpoints (their storage itself is not yet behind the port: checkpoints.py)
+    #: Whether the backend stores checkpoints; without them the engine replays lineages
+    #: from their root and never writes one (PostgreSQL, for now).
+    keeps_checkpoints: bool
+    def nearest_checkpoint(self, run_pk: int) -> tuple[int | None, list[int]]:
+        """The nearest run of the lineage (itself included) with a checkpoint (``None``:
+        none), and the lineage's runs after it, root first."""
+    def has_checkpoint(self, run_pk: int) -> bool: ...
+
     # what is not yet behind the port (see checkpoints.py and integrity.py)
     @property
     def connection(self) -> Any: ...
@@ -187,6 +196,9 @@ class Writing(Reading, Protocol):
     def insert_digest(self, digest: bytes, run_pk: int) -> None: ...
     def digests_from_checkpoints(self) -> None:
         """Every checkpoint's digest is a lineage digest again."""
+    def drop_derived_from(self, run_pk: int) -> list[int]:
+        """Drop the checkpoints and lineage digests of a run and of every run below it;
+        returns those runs."""
     def mark_underived(self, run_pks: Sequence[int]) -> None: ...
     def clear_underived(self, run_pk: int) -> None: ...
 

@@ -1,14 +1,28 @@
-"""What the store hands back: runs, restored views, append receipts, branches.
+"""What the store hands back, and how each of it looks: JSON, text and HTML.
 
-Plain frozen dataclasses with no behaviour beyond presentation, so that every backend (SQLite
-now; PostgreSQL and an async facade later) returns the same things.
+Plain frozen dataclasses, so that every backend (SQLite now; PostgreSQL and an async facade
+later) returns the same things. Each record carries its three presentations here, beside its
+fields, so that a field added to a record is added to what it shows in one place:
+
+- ``to_json()``: the JSON-ready dict the CLI prints for ``--json`` (the command line's
+  machine-readable contract: ``runs``, ``log``, ``show``, ``branches``, ``diff``, ``check``,
+  ``analyze``);
+- ``str()``: readable text for a terminal (a transcript, a run list, a unified diff);
+- ``_repr_html_()``: a compact table for Jupyter.
+
+A leaf module: it imports nothing else of agui_store, so every layer may use it (a test in
+``tests/test_layers.py`` keeps it so).
 """
 
 from __future__ import annotations
 
+import html
+import json
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 #: How a run ended. ``incomplete``: no RUN_FINISHED/RUN_ERROR was recorded (yet).
 RUN_STATUSES = ("finished", "interrupted", "cancelled", "error", "incomplete")
@@ -17,8 +31,12 @@ RUN_STATUSES = ("finished", "interrupted", "cancelled", "error", "incomplete")
 LINEAGE_REASONS = ("explicit", "parentRunId", "messages", "head", "root")
 
 
-def _when(ms: int | None) -> datetime | None:
+def when(ms: int | None) -> datetime | None:
+    """Milliseconds since the epoch as an aware UTC datetime."""
     return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+# --- runs -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -70,6 +88,50 @@ class Run:
     def short_hash(self) -> str | None:
         return self.hash[:12] if self.hash is not None else None
 
+    def to_json(self) -> dict[str, Any]:
+        """The run as ``runs --json`` and ``log --json`` print it (camelCase, as AG-UI
+        spells its fields; times in ISO 8601). ``synthetic`` and ``last_seq`` are not part
+        of it."""
+        return {
+            "threadId": self.thread_id,
+            "runId": self.run_id,
+            "parentRunId": self.parent_run_id,
+            "lineage": self.lineage,
+            "status": self.status,
+            "eventCount": self.event_count,
+            "createdAt": self.created_at.isoformat(),
+            "updatedAt": self.updated_at.isoformat() if self.updated_at else None,
+            "sentParentRunId": self.sent_parent_run_id,
+            "hasInput": self.has_input,
+            "branches": list(self.branches),
+            "hash": self.hash,
+            "shortHash": self.short_hash,
+        }
+
+
+class Log(list[Run]):
+    """Runs newest first (what ``Store.log`` returns): a plain list that also reads well in
+    a terminal (``str``) and as a table in a notebook.
+
+    Attributes:
+        next_cursor: when the log was asked for a page (``limit=``) and the lineage goes on
+            below it: the id of the run the next page starts with, to pass back as
+            ``cursor=``. ``None`` when the page ends at the lineage's root.
+    """
+
+    def __init__(self, runs: Iterable[Run] = (), *, next_cursor: str | None = None) -> None:
+        super().__init__(runs)
+        self.next_cursor = next_cursor
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [run.to_json() for run in self]
+
+    def __str__(self) -> str:
+        return runs_text(self)
+
+    def _repr_html_(self) -> str:
+        return runs_html(self)
+
 
 @dataclass(frozen=True)
 class Checkout:
@@ -90,30 +152,21 @@ class Checkout:
     interrupts: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
-    def __str__(self) -> str:
-        from agui_store.render import transcript
+    def to_json(self) -> dict[str, Any]:
+        """What ``show --json`` prints: the run, its messages, state and pending
+        interrupts (the reducer's warnings are not part of it)."""
+        return {
+            "run": self.run.to_json(),
+            "messages": self.messages,
+            "state": self.state,
+            "interrupts": self.interrupts,
+        }
 
+    def __str__(self) -> str:
         return transcript(self)
 
     def _repr_html_(self) -> str:
-        from agui_store.render import checkout_html
-
         return checkout_html(self)
-
-
-class Log(list[Run]):
-    """Runs newest first (what ``Store.log`` returns): a plain list that also reads well in
-    a terminal (``str``) and as a table in a notebook."""
-
-    def __str__(self) -> str:
-        from agui_store.render import runs_text
-
-        return runs_text(self)
-
-    def _repr_html_(self) -> str:
-        from agui_store.render import runs_html
-
-        return runs_html(self)
 
 
 @dataclass(frozen=True)
@@ -163,7 +216,400 @@ class Branch:
     default: bool = False
     updated_at: datetime | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """What ``branches THREAD --json`` prints for each branch (the thread is the one
+        the command named)."""
+        return {"name": self.name, "runId": self.run_id, "default": self.default}
 
-def when(ms: int | None) -> datetime | None:
-    """Milliseconds since the epoch as an aware UTC datetime."""
-    return _when(ms)
+
+# --- diffs ----------------------------------------------------------------------------------
+
+ChangeKind = Literal["added", "removed", "modified"]
+
+
+@dataclass(frozen=True)
+class MessageChange:
+    """One message that differs, keyed by its id; ``before``/``after`` are ``None`` where
+    the message does not exist on that side."""
+
+    id: Any
+    kind: ChangeKind
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "before": self.before, "after": self.after}
+
+
+@dataclass(frozen=True)
+class ViewChange:
+    """What changed from one view to another."""
+
+    messages: list[MessageChange] = field(default_factory=list)
+    state_patch: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.messages and not self.state_patch
+
+    def counts(self) -> dict[str, int]:
+        out = {"added": 0, "removed": 0, "modified": 0}
+        for change in self.messages:
+            out[change.kind] += 1
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "messages": [m.to_json() for m in self.messages],
+            "statePatch": self.state_patch,
+        }
+
+
+@dataclass(frozen=True)
+class Diff:
+    """Two runs compared.
+
+    Attributes:
+        a, b: the runs compared.
+        mode: ``"three-dot"`` (each side since the merge base, git and Dolt style) or
+            ``"two-dot"`` (the two views directly).
+        merge_base: their nearest common lineage ancestor (``None`` if they share none).
+        a_runs, b_runs: the runs on each side since the merge base, newest first.
+        changes: three-dot: merge base -> b; two-dot: a -> b.
+        a_changes: three-dot only: merge base -> a (the other side).
+    """
+
+    a: Run
+    b: Run
+    mode: str
+    merge_base: Run | None
+    a_runs: list[Run]
+    b_runs: list[Run]
+    changes: ViewChange
+    a_changes: ViewChange | None = None
+
+    @property
+    def messages(self) -> list[MessageChange]:
+        return self.changes.messages
+
+    @property
+    def state_patch(self) -> list[dict[str, Any]]:
+        return self.changes.state_patch
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``diff --json`` prints: runs by id, each side's changes."""
+        return {
+            "a": self.a.run_id,
+            "b": self.b.run_id,
+            "mode": self.mode,
+            "mergeBase": self.merge_base.run_id if self.merge_base else None,
+            "aRuns": [r.run_id for r in self.a_runs],
+            "bRuns": [r.run_id for r in self.b_runs],
+            "changes": self.changes.to_json(),
+            "aChanges": self.a_changes.to_json() if self.a_changes is not None else None,
+        }
+
+    def __str__(self) -> str:
+        return printable("\n".join(diff_lines(self)))
+
+    def _repr_html_(self) -> str:
+        return diff_html(self)
+
+
+# --- reports --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One broken invariant: which check, and what exactly is wrong where."""
+
+    check: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.check}: {self.detail}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"check": self.check, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What ``Store.check()`` found. Truthy when the file is sound.
+
+    Attributes:
+        problems: broken invariants; any one makes the report falsy.
+        checked: the checks that ran, in order (see ``agui_store.integrity.CHECKS``).
+        warnings: things that are legal but worth knowing (events recorded after a run's end
+            with ``check_sequence=False``); they do not make the report falsy.
+    """
+
+    problems: list[Problem] = field(default_factory=list)
+    checked: tuple[str, ...] = ()
+    warnings: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``check --json`` prints."""
+        return {
+            "ok": self.ok,
+            "checked": list(self.checked),
+            "problems": [p.to_json() for p in self.problems],
+            "warnings": [w.to_json() for w in self.warnings],
+        }
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    """What ``agui_store.analysis.export_sqlite`` wrote.
+
+    Attributes:
+        path: the analysis database.
+        threads / runs: how many of each were exported.
+        messages: distinct message versions (rows of ``messages``).
+        view_rows: (run, position) rows of ``view_messages``: the sum of all views' lengths.
+        tool_calls: rows of ``tool_calls``.
+    """
+
+    path: str
+    threads: int
+    runs: int
+    messages: int
+    view_rows: int
+    tool_calls: int
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``analyze --json`` (and ``export --sqlite --json``) prints."""
+        return {
+            "path": self.path,
+            "threads": self.threads,
+            "runs": self.runs,
+            "messages": self.messages,
+            "view_rows": self.view_rows,
+            "tool_calls": self.tool_calls,
+        }
+
+
+# --- text for people ------------------------------------------------------------------------
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """Text any UTF-8 writer accepts: what the store reads back may hold lone surrogates
+    (JSON's ``"\\ud83d"``, which JavaScript producers emit when they split an emoji), and
+    those cannot be encoded. A high and low surrogate side by side join into the character
+    they spell together (as JavaScript reads them); any other surrogate is written as its
+    JSON escape ``\\udXXX``, which keeps JSON output valid JSON that decodes to the same text.
+    """
+    try:
+        text.encode("utf-8")  # C speed; a regex search costs as much as a transcript
+        return text
+    except UnicodeEncodeError:
+        pass
+    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", joined)
+
+
+def short(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def content_text(content: Any) -> str:
+    """A message's content as plain text (text parts joined, other parts as [type])."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict):
+                parts.append(
+                    str(part.get("text", ""))
+                    if part.get("type") == "text"
+                    else f"[{part.get('type')}]"
+                )
+        return " ".join(parts)
+    if content is None:
+        return ""
+    return json.dumps(content, ensure_ascii=False)
+
+
+def message_line(m: dict[str, Any]) -> str:
+    """One message as one readable line."""
+    role = m.get("role", "?")
+    if role == "assistant" and m.get("toolCalls"):
+        calls = ", ".join(
+            f"{c.get('function', {}).get('name')}({c.get('function', {}).get('arguments', '')})"
+            for c in m["toolCalls"]
+            if isinstance(c, dict)
+        )
+        text = content_text(m.get("content"))
+        return f"assistant: {text + ' ' if text else ''}-> {calls}"
+    if role == "tool":
+        return f"tool[{m.get('toolCallId')}]: {content_text(m.get('content'))}"
+    if role == "activity":
+        return (
+            f"activity[{m.get('activityType')}]: {json.dumps(m.get('content'), ensure_ascii=False)}"
+        )
+    return f"{role}: {content_text(m.get('content'))}"
+
+
+def hash_label(run: Run) -> str:
+    """The run's short hash as ``log`` and ``show`` print it, as git shows a commit's,
+    with ``+`` after it while the run is live (the hash of what was recorded so far); ``""``
+    for a run without a hash."""
+    if run.short_hash is None:
+        return ""
+    return f"{run.short_hash}{'' if run.is_complete else '+'}"
+
+
+def transcript(co: Checkout) -> str:
+    """A restored run as a readable transcript, then its state."""
+    run = co.run
+    label = hash_label(run)
+    tag = f" [{label}]" if label else ""
+    lines = [f"run {run.run_id}{tag} (thread {run.thread_id}) - {run.status}", ""]
+    lines += [message_line(m) for m in co.messages]
+    if co.interrupts:
+        lines += ["", "pending interrupts:"]
+        lines += [
+            f"  {i.get('id')}: {i.get('reason')} {i.get('message', '')}".rstrip()
+            for i in co.interrupts
+        ]
+    lines += ["", "state:", json.dumps(co.state, indent=2, ensure_ascii=False)]
+    return printable("\n".join(lines))
+
+
+def run_line(run: Run) -> str:
+    """One run as one line; its first word is the run id, which scripts read."""
+    refs = f" ({', '.join(run.branches)})" if run.branches else ""
+    parent = f" <- {run.parent_run_id} [{run.lineage}]" if run.parent_run_id else " [root]"
+    label = hash_label(run)
+    return (
+        f"{run.run_id}{refs}  {run.status}  {run.event_count} events{parent}"
+        f"{'  ' + label if label else ''}"
+    )
+
+
+def runs_text(runs: Sequence[Run]) -> str:
+    return printable("\n".join(run_line(r) for r in runs))
+
+
+def diff_lines(d: Diff, *, stat: bool = False) -> list[str]:
+    """A unified view, line by line: both sides since the merge base (three-dot) or A
+    against B. The first character of each line says what it is (``@`` a heading, ``+``
+    added, ``-`` removed, ``~`` a state operation), which a terminal may colour."""
+    base = d.merge_base.run_id if d.merge_base else "nothing"
+    dots = "..." if d.mode == "three-dot" else ".."
+    lines = [f"@ diff {d.a.run_id}{dots}{d.b.run_id} (merge base: {base})"]
+    lines.append(
+        f"  runs only on {d.a.run_id}'s side: {', '.join(r.run_id for r in d.a_runs) or '-'}"
+    )
+    lines.append(
+        f"  runs only on {d.b.run_id}'s side: {', '.join(r.run_id for r in d.b_runs) or '-'}"
+    )
+    sides: list[tuple[str, ViewChange]] = []
+    if d.mode == "three-dot":
+        assert d.a_changes is not None
+        sides = [(f"{base} -> {d.a.run_id}", d.a_changes), (f"{base} -> {d.b.run_id}", d.changes)]
+    else:
+        sides = [(f"{d.a.run_id} -> {d.b.run_id}", d.changes)]
+    for title, change in sides:
+        if stat:
+            c = change.counts()
+            lines.append(
+                f"  {title}: +{c['added']} -{c['removed']} ~{c['modified']} messages, "
+                f"{len(change.state_patch)} state op(s)"
+            )
+        else:
+            lines.append(f"@ {title}")
+            lines += _change_lines(change)
+    return lines
+
+
+def _change_lines(change: ViewChange) -> list[str]:
+    out: list[str] = []
+    for m in change.messages:
+        out += _message_change_lines(m)
+    for op in change.state_patch:
+        value = f" {json.dumps(op['value'], ensure_ascii=False)}" if "value" in op else ""
+        source = f" from {op['from']}" if "from" in op else ""
+        out.append(f"~ state {op['op']} {op['path'] or '/'}{source}{value}")
+    return out or ["  (no change)"]
+
+
+def _message_change_lines(m: MessageChange) -> list[str]:
+    if m.kind == "added":
+        assert m.after is not None
+        return [f"+ [{m.id}] {message_line(m.after)}"]
+    if m.kind == "removed":
+        assert m.before is not None
+        return [f"- [{m.id}] {message_line(m.before)}"]
+    assert m.before is not None and m.after is not None
+    return [f"- [{m.id}] {message_line(m.before)}", f"+ [{m.id}] {message_line(m.after)}"]
+
+
+# --- HTML for notebooks ---------------------------------------------------------------------
+
+
+def _cell(text: str, width: int = 120) -> str:
+    return html.escape(short(text, width))
+
+
+def checkout_html(co: Checkout) -> str:
+    rows = "".join(
+        f"<tr><td>{_cell(str(m.get('role', '')))}</td><td><code>{_cell(str(m.get('id', '')), 24)}"
+        f"</code></td><td>{_cell(message_line(m).split(': ', 1)[-1])}</td></tr>"
+        for m in co.messages
+    )
+    state = html.escape(short(json.dumps(co.state, ensure_ascii=False), 300))
+    return printable(
+        f"<div><b>run {html.escape(co.run.run_id)}</b> ({html.escape(co.run.status)}, "
+        f"{len(co.messages)} messages)<table><tr><th>role</th><th>id</th><th>content</th></tr>"
+        f"{rows}</table><div>state: <code>{state}</code></div></div>"
+    )
+
+
+def runs_html(runs: Sequence[Run]) -> str:
+    rows = "".join(
+        f"<tr><td><code>{_cell(r.run_id, 40)}</code></td><td>{_cell(', '.join(r.branches))}</td>"
+        f"<td>{_cell(r.status)}</td><td>{_cell(r.parent_run_id or '')}</td>"
+        f"<td>{_cell(r.lineage)}</td><td>{r.event_count}</td>"
+        f"<td>{_cell(r.created_at.isoformat(timespec='seconds'))}</td>"
+        f"<td><code>{_cell(hash_label(r))}</code></td></tr>"
+        for r in runs
+    )
+    return printable(
+        "<table><tr><th>run</th><th>branches</th><th>status</th><th>parent</th>"
+        f"<th>lineage</th><th>events</th><th>created</th><th>hash</th></tr>{rows}</table>"
+    )
+
+
+def diff_html(d: Diff) -> str:
+    def table(change: ViewChange) -> str:
+        rows = "".join(
+            f"<tr><td>{m.kind}</td><td><code>{_cell(str(m.id), 24)}</code></td>"
+            f"<td>{_cell(message_line(m.before)) if m.before else ''}</td>"
+            f"<td>{_cell(message_line(m.after)) if m.after else ''}</td></tr>"
+            for m in change.messages
+        )
+        patch = html.escape(short(json.dumps(change.state_patch, ensure_ascii=False), 300))
+        return (
+            f"<table><tr><th>change</th><th>id</th><th>before</th><th>after</th></tr>"
+            f"{rows}</table><div>state patch: <code>{patch}</code></div>"
+        )
+
+    base = html.escape(d.merge_base.run_id) if d.merge_base else "none"
+    names = f"{html.escape(d.a.run_id)} vs {html.escape(d.b.run_id)}"
+    out = f"<div><b>{names}</b> ({d.mode}, merge base {base})"
+    if d.a_changes is not None:
+        out += f"<div>{html.escape(d.a.run_id)} side</div>{table(d.a_changes)}"
+    out += f"<div>{html.escape(d.b.run_id)} side</div>{table(d.changes)}</div>"
+    return printable(out)

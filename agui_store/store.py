@@ -34,6 +34,7 @@ from agui_store import (
 )
 from agui_store.diff import Diff, compare
 from agui_store.errors import (
+    AguiStoreError,
     AmbiguousRunError,
     BranchError,
     HashMismatchError,
@@ -816,7 +817,7 @@ class Store:
         if any(self._known_status(tx, pk) != "incomplete" for pk in derived):
             below = [
                 pk
-                for pk in checkpoints.drop_from(tx.connection, run_pk)
+                for pk in tx.drop_derived_from(run_pk)
                 if self._known_status(tx, pk) != "incomplete"
             ]
             self._leave_underived(tx, thread_pk, below)
@@ -1250,7 +1251,7 @@ class Store:
             if any(kind != "RUN_ERROR" for kind in segment.types):
                 # Only possible with check_sequence=False: events after the run's end. What
                 # derives from the run is dropped, and derived again when next needed.
-                dropped = checkpoints.drop_from(tx.connection, segment.run_pk)
+                dropped = tx.drop_derived_from(segment.run_pk)
                 self._leave_underived(tx, thread_pk, dropped)
             return
         if segment.outcome is None:
@@ -1319,7 +1320,7 @@ class Store:
             tx.clear_underived(run_pk)
             if self._known_status(tx, run_pk) == "incomplete":
                 continue  # below a run that changed; it is noted again when it completes
-            if checkpoints.has_checkpoint(tx.connection, run_pk):
+            if tx.has_checkpoint(run_pk):
                 continue  # compact got there first
             self._derive(tx, run_thread, run_pk, now)
             derived += 1
@@ -1396,7 +1397,8 @@ class Store:
         digest = bytes(hasher.digest())
         tx.insert_digest(digest, run_pk)
         written = False
-        if force_checkpoint or since.events >= self.checkpoint_events:
+        # A backend without checkpoints (PostgreSQL, for now) replays lineages whole.
+        if tx.keeps_checkpoints and (force_checkpoint or since.events >= self.checkpoint_events):
             written = self._write_checkpoint(
                 tx, run_pk, reducer, since, digest, now, self._known_run_hash(tx, run_pk)
             )
@@ -1426,7 +1428,7 @@ class Store:
         digest_kept = cached.run_pk is not None and tx.has_digest(
             bytes(cached.ids_hasher.digest()), cached.run_pk
         )
-        base_gone = since_cp is not None and not checkpoints.has_checkpoint(tx.connection, since_cp)
+        base_gone = since_cp is not None and not tx.has_checkpoint(since_cp)
         if not digest_kept or base_gone:
             del self._views[thread_pk]
             return None
@@ -1440,7 +1442,7 @@ class Store:
             reducer = start_reducer()
             since = _SinceCheckpoint.start([], None, None)
         else:
-            found, after = checkpoints.nearest(tx.connection, run_pk)
+            found, after = tx.nearest_checkpoint(run_pk)
             snap = self._load_checkpoint(tx, found) if found is not None else None
             reducer = start_reducer(snap.view if snap is not None else None)
             if snap is not None:
@@ -1542,7 +1544,7 @@ class Store:
                 self._derive_underived(tx, only_pk)
             for pk in pks:
                 if (
-                    checkpoints.has_checkpoint(tx.connection, pk)
+                    tx.has_checkpoint(pk)
                     or self._status(tx, pk) == "incomplete"
                 ):
                     continue
@@ -1880,12 +1882,61 @@ class Store:
         return chain, grouped, normalized
 
     def log(
-        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+        self,
+        run_or_ref: str,
+        *,
+        thread_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        scope: str | None = None,
     ) -> Log:
-        """The run and its lineage ancestors, newest first (metadata only, no payloads)."""
+        """The run and its lineage ancestors, newest first (metadata only, no payloads).
+
+        Pages: ``limit`` runs at a time, each page continued from the one before by its
+        ``next_cursor``. A page reads only the runs it holds, whatever the lineage's depth::
+
+            page = store.log("HEAD", thread_id="t", limit=20)
+            while page.next_cursor is not None:
+                page = store.log("HEAD", thread_id="t", limit=20, cursor=page.next_cursor)
+
+        Args:
+            limit: at most this many runs (a positive int); ``None``: the whole lineage.
+            cursor: where the page starts: ``Log.next_cursor`` of the page before, which is
+                the id of the run the page starts with (a run of the thread ``run_or_ref``
+                names; that ref then only names the thread). Its lineage is walked, not the
+                ref's: runs and their parents never change, so pages continue the lineage
+                they began on even when the ref (``HEAD``, a branch) has moved since.
+                ``None``: the page starts at ``run_or_ref``.
+
+        Returns:
+            The runs; ``next_cursor`` is set when ``limit`` cut the lineage short, and
+            ``None`` when the page reached its root.
+
+        Raises:
+            InvalidArgumentError: a ``limit`` that is not a positive int; a ``cursor`` that
+                is not a run id of the thread (a cursor of another thread included).
+        """
+        size = arguments.page_size(limit)
+        start = arguments.page_cursor(cursor)
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
-            return Log(self._side(tx, key.pk, None))
+            first = key.pk
+            if start is not None:
+                # Text SQLite cannot hold names no run.
+                named = tx.run_pk(key.thread_pk, start) if arguments.storable_text(start) else None
+                if named is None:
+                    raise InvalidArgumentError(
+                        f"cursor {_quote(start)} names no run of thread "
+                        f"{_quote(tx.thread_id(key.thread_pk))}: a cursor continues the log "
+                        "of the thread it came from"
+                    )
+                first = named
+            rows = tx.lineage_runs(first, None, size)
+            names = self._branch_names(tx, [r[0] for r in rows])
+            runs = [self._run_from_row(r, names) for r in rows]
+        # The last run's parent starts the next page (None at the root, or the whole log).
+        more = runs[-1].parent_run_id if runs and len(runs) == size else None
+        return Log(runs, next_cursor=more)
 
     def checkout(
         self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
@@ -1953,7 +2004,7 @@ class Store:
 
     def _view(self, tx: port.Reading, pk: int) -> View:
         """view(R): from the nearest checkpoint on R's lineage, replaying only what follows."""
-        found, after = checkpoints.nearest(tx.connection, pk)
+        found, after = tx.nearest_checkpoint(pk)
         start = (
             self._load_checkpoint(tx, found, with_hashes=False).view
             if found is not None
@@ -2181,6 +2232,11 @@ class Store:
         """Check the file: SQLite's integrity and the store's own invariants (see
         :mod:`agui_store.integrity`). Reports; never repairs."""
         with self._reading() as tx:
+            if not tx.keeps_checkpoints:
+                raise AguiStoreError(
+                    f"check() is not available on PostgreSQL yet ({self.path}): it checks "
+                    "an SQLite file"
+                )
             return check_database(tx.connection)
 
     # --- branches and forks -------------------------------------------------------------

@@ -7,10 +7,15 @@ application should use: they bypass the store's rules.
 
 from __future__ import annotations
 
-from typing import Any
+import subprocess
+from typing import TYPE_CHECKING, Any
 
 from agui_store.restore import View
 from agui_store.store import Store
+
+if TYPE_CHECKING:  # asyncio and the ASGI code load only for those who use them
+    from agui_store.aio import AsyncStore
+    from agui_store.asgi import Recorder
 
 
 def connection(store: Store) -> Any:
@@ -19,11 +24,12 @@ def connection(store: Store) -> Any:
     return store._backend.connection()
 
 
-def replayed_view(store: Store, run_pk: int) -> View:
-    """The view of a run (by its integer key) by full replay of its lineage, ignoring every
-    checkpoint: the reference checkouts are compared with."""
+def replayed_view(store: Store, run: int | str, *, thread_id: str | None = None) -> View:
+    """The view of a run (a revision, or its integer key) by full replay of its lineage,
+    ignoring every checkpoint: the reference checkouts are compared with."""
     with store._reading() as tx:
-        return store._replay_view(tx, run_pk)
+        pk = run if isinstance(run, int) else store._resolve(tx, run, thread_id=thread_id).pk
+        return store._replay_view(tx, pk)
 
 
 def records(store: Store, run_pks: list[int]) -> list[Any]:
@@ -38,3 +44,37 @@ def forget(store: Store) -> None:
     state, what appends remember), so that the next call is cold."""
     with store._lock:
         store._forget()
+
+
+# --- the async store and the ASGI recorder ------------------------------------------------
+
+
+def writer_process(astore: AsyncStore) -> subprocess.Popen[bytes] | None:
+    """The child process an AsyncStore's writes run in, while one runs (``None`` before the
+    first start, or when it writes on its worker thread): to check its priority, to end it
+    and see the next write recover, to see it gone after ``close``."""
+    process = astore._writer_process
+    return None if process is None else process._proc
+
+
+def closed(astore: AsyncStore) -> bool:
+    """Whether ``close()`` has finished (its writer process and threads are ended)."""
+    return astore._closed
+
+
+def stop_threads(astore: AsyncStore) -> None:
+    """End an AsyncStore's worker and forwarding threads without closing it: what is left
+    of one a program dropped (its writer process must then end on its own)."""
+    astore._forwarder.shutdown()
+    astore._worker.shutdown()
+
+
+def recording(astore: AsyncStore) -> int:
+    """How many ``record()`` streams of an AsyncStore still have batches to write."""
+    return len(astore._batchers)
+
+
+def recorder_store(recorder: Recorder) -> AsyncStore:
+    """The AsyncStore a Recorder writes through (the one it made for a ``Store`` it was
+    given, or the one it was given)."""
+    return recorder._store

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import apsw
 import msgspec
+
+import agui_store
+from agui_store import testing
 
 
 def header(title: str) -> None:
@@ -35,6 +39,16 @@ def median_time(
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+@contextlib.contextmanager
+def raw_connection(path: str) -> Iterator[apsw.Connection]:
+    """The connection a store opens on ``path`` (its schema, pragmas and busy timeout), for
+    the raw-apsw baselines: they write their rows with ``with conn:`` (apsw's transaction),
+    bypassing everything the store does. Reached through the documented test hook
+    :func:`agui_store.testing.connection`."""
+    with agui_store.open(path) as store:
+        yield testing.connection(store)
 
 
 def conversation_run(

@@ -25,8 +25,8 @@ from typing import Any
 import msgspec
 
 import agui_store
-from agui_store import database, hashing
-from benchmarks._common import conversation, header, median_time
+from agui_store import hashing
+from benchmarks._common import conversation, header, median_time, raw_connection
 
 EVENTS_PER_RUN = 50
 #: A ``checkpoint_events`` no benchmark reaches: every run gets its digest, none a checkpoint.
@@ -50,19 +50,18 @@ def prebuilt_rows(batches: list[list[dict]]) -> list[list[tuple[int, int, str, s
 
 
 def raw_apsw(path: str, all_rows: list[list[tuple[int, int, str, str]]]) -> None:
-    conn = database.connect(path)  # same pragmas and schema as the store
-    conn.execute("INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)")
-    for run_pk, rows in enumerate(all_rows, start=1):
-        with database.immediate(conn):
-            conn.execute(
-                "INSERT INTO runs(id, thread, run_id, lineage, created_at) "
-                "VALUES (?, 1, ?, 'root', 0)",
-                (run_pk, f"run-{run_pk}"),
-            )
-            conn.executemany(
-                "INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)", rows
-            )
-    conn.close()
+    with raw_connection(path) as conn:  # the store's connection: its pragmas and schema
+        conn.execute("INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)")
+        for run_pk, rows in enumerate(all_rows, start=1):
+            with conn:
+                conn.execute(
+                    "INSERT INTO runs(id, thread, run_id, lineage, created_at) "
+                    "VALUES (?, 1, ?, 'root', 0)",
+                    (run_pk, f"run-{run_pk}"),
+                )
+                conn.executemany(
+                    "INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)", rows
+                )
 
 
 def public_api(path: str, batches: list, **options: Any) -> None:
@@ -84,19 +83,20 @@ def deferred_then_derived(path: str, batches: list, times: list[tuple[float, flo
 
 def raw_per_event(path: str, all_rows: list[list[tuple[int, int, str, str]]]) -> None:
     """Raw apsw, one transaction per event (the run row with its first event)."""
-    conn = database.connect(path)
-    conn.execute("INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)")
-    for run_pk, rows in enumerate(all_rows, start=1):
-        for n, row in enumerate(rows):
-            with database.immediate(conn):
-                if n == 0:
+    with raw_connection(path) as conn:
+        conn.execute("INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)")
+        for run_pk, rows in enumerate(all_rows, start=1):
+            for n, row in enumerate(rows):
+                with conn:
+                    if n == 0:
+                        conn.execute(
+                            "INSERT INTO runs(id, thread, run_id, lineage, created_at) "
+                            "VALUES (?, 1, ?, 'root', 0)",
+                            (run_pk, f"run-{run_pk}"),
+                        )
                     conn.execute(
-                        "INSERT INTO runs(id, thread, run_id, lineage, created_at) "
-                        "VALUES (?, 1, ?, 'root', 0)",
-                        (run_pk, f"run-{run_pk}"),
+                        "INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)", row
                     )
-                conn.execute("INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)", row)
-    conn.close()
 
 
 def streamed(path: str, batches: list) -> None:

@@ -37,7 +37,7 @@ from ag_ui.core import (
 )
 from ag_ui.encoder import EventEncoder
 
-from agui_store import aio
+from agui_store import aio, testing
 from agui_store.recording import event_json
 from benchmarks._common import header, median_time
 
@@ -149,7 +149,7 @@ async def one_round(
     await asyncio.gather(*(serve(t, r, e) for t, r, e in runs))
     if astore is not None:
         # The recording's own tail (its last batches) belongs to what it costs the loop.
-        while astore._batchers:
+        while testing.recording(astore):
             await asyncio.sleep(PROBE_INTERVAL)
     await asyncio.sleep(0.02)
     probe.stop()

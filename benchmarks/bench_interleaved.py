@@ -23,8 +23,7 @@ from typing import Any
 import msgspec
 
 import agui_store
-from agui_store import database
-from benchmarks._common import conversation_run, header, median_time
+from benchmarks._common import conversation_run, header, median_time, raw_connection
 
 
 def make_runs(n_runs: int, n_events: int) -> list[list[dict[str, Any]]]:
@@ -71,23 +70,22 @@ def stream(path: str, order: list[tuple[int, dict[str, Any]]], with_inputs: bool
 def raw(path: str, order: list[tuple[int, dict[str, Any]]]) -> None:
     """Raw apsw, one transaction per event (the run row with its first event)."""
     rows = [(i, msgspec.json.encode(ev).decode(), ev["type"]) for i, ev in order]
-    conn = database.connect(path)
-    conn.execute("INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)")
-    started: set[int] = set()
-    for seq, (i, payload, kind) in enumerate(rows, start=1):
-        with database.immediate(conn):
-            if i not in started:
+    with raw_connection(path) as conn:
+        conn.execute("INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)")
+        started: set[int] = set()
+        for seq, (i, payload, kind) in enumerate(rows, start=1):
+            with conn:
+                if i not in started:
+                    conn.execute(
+                        "INSERT INTO runs(id, thread, run_id, lineage, created_at) "
+                        "VALUES (?, 1, ?, 'root', 0)",
+                        (i + 1, f"run-{i}"),
+                    )
+                    started.add(i)
                 conn.execute(
-                    "INSERT INTO runs(id, thread, run_id, lineage, created_at) "
-                    "VALUES (?, 1, ?, 'root', 0)",
-                    (i + 1, f"run-{i}"),
+                    "INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)",
+                    (seq, i + 1, kind, payload),
                 )
-                started.add(i)
-            conn.execute(
-                "INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)",
-                (seq, i + 1, kind, payload),
-            )
-    conn.close()
 
 
 def main() -> None:

@@ -5,7 +5,7 @@
 ``copy``/``move`` operations that need the state. This measures those checks on a batch
 against what every append already did with it (parse and validate), in the same run, for
 a realistic run and for a run of deep-path ``STATE_DELTA`` patches (the checks' worst case:
-every value is measured). Printing goes through ``render.printable`` too: its cost on a
+every value is measured). Printing goes through ``records.printable`` too: its cost on a
 transcript with no surrogate (one regex search) is measured against building the transcript.
 
     python -m benchmarks.bench_readback_checks [--runs 200]
@@ -18,8 +18,7 @@ from typing import Any
 
 import agui_store
 from agui_store import codec, model, nesting
-from agui_store.records import Checkout, Run, when
-from agui_store.render import printable, transcript
+from agui_store.records import Checkout, Run, printable, transcript, when
 from benchmarks._common import conversation_run, header, median_time
 
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import pytest
 
 import agui_store
-from agui_store import aio, writer
+from agui_store import aio, testing, writer
 from agui_store.store import Store
 from benchmarks._common import conversation_run
 
@@ -188,16 +188,16 @@ def test_appends_go_to_the_writer_process_and_reads_see_them(db_path: Path) -> N
         async with aio.open(db_path) as astore:
             result = await astore.append(conversation_run("t", "r1", 12, 0))
             assert result.new_run_ids == ("r1",)
-            process = astore._writer_process
-            assert process is not None and process.alive
-            assert process._proc.pid != os.getpid()
+            process = testing.writer_process(astore)
+            assert process is not None and process.poll() is None
+            assert process.pid != os.getpid()
             # Background priority: the server's own process is served first.
-            child = os.getpriority(os.PRIO_PROCESS, process._proc.pid)
+            child = os.getpriority(os.PRIO_PROCESS, process.pid)
             assert child == min(os.getpriority(os.PRIO_PROCESS, 0) + writer.NICE, 19)
             assert (await astore.get_run("r1")).status == "finished"  # type: ignore[union-attr]
             assert await astore.derive() == 0
             assert await astore.compact() == 0
-        assert process._proc.poll() is not None  # close() ended it
+        assert process.poll() is not None  # close() ended it
 
     run(main())
 
@@ -206,10 +206,10 @@ def test_a_writer_process_that_died_is_replaced_by_the_next_write(db_path: Path)
     async def main() -> None:
         async with aio.open(db_path) as astore:
             await astore.append(conversation_run("t", "r1", 12, 0))
-            process = astore._writer_process
+            process = testing.writer_process(astore)
             assert process is not None
-            process._proc.kill()
-            process._proc.wait()
+            process.kill()
+            process.wait()
             with pytest.raises(agui_store.AguiStoreError, match="ended unexpectedly"):
                 await astore.append(conversation_run("t", "r2", 12, 1))
             await astore.append(conversation_run("t", "r2", 12, 1))
@@ -230,7 +230,7 @@ def test_the_thread_writer_and_memory_stores_append_on_the_worker_thread(
         async with aio.open(target, **options) as astore:
             assert astore.writer == "thread"
             await astore.append(conversation_run("t", "r1", 12, 0))
-            assert astore._writer_process is None
+            assert testing.writer_process(astore) is None
             assert (await astore.checkout("r1")).run.status == "finished"
 
     run(main())
@@ -306,10 +306,11 @@ def test_an_async_store_dropped_without_close_leaves_no_writer_running(db_path: 
     async def main() -> int:
         astore = aio.AsyncStore(agui_store.open(db_path), owns=True)
         await astore.append(conversation_run("t", "r1", 12, 0))
-        assert astore._writer_process is not None
-        pid = astore._writer_process._proc.pid
-        astore._forwarder.shutdown()
-        astore._worker.shutdown()
+        process = testing.writer_process(astore)
+        assert process is not None
+        pid = process.pid
+        testing.stop_threads(astore)
+        del process
         del astore
         return pid
 

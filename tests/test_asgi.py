@@ -12,6 +12,7 @@ import asyncio
 import gzip
 import json
 import logging
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -323,7 +324,7 @@ def test_a_store_given_as_is_is_written_by_a_writer_process_closed_at_lifespan_s
 
     recorder = Recorder(app, store=store)
 
-    async def lifetime() -> None:
+    async def lifetime() -> subprocess.Popen[bytes]:
         said: list[str] = []
         steps = [{"type": "lifespan.startup"}]
         shutdown = asyncio.Event()
@@ -339,14 +340,17 @@ def test_a_store_given_as_is_is_written_by_a_writer_process_closed_at_lifespan_s
 
         lifespan = asyncio.ensure_future(recorder({"type": "lifespan"}, receive, send))
         await call(recorder, request_body("t1", "r1"))
-        assert recorder._store._writer_process is not None  # the appends went through it
-        assert recorder._store._writer_process.alive
+        process = testing.writer_process(testing.recorder_store(recorder))
+        assert process is not None  # the appends went through it
+        assert process.poll() is None
         shutdown.set()
         await lifespan
         assert said == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+        return process
 
-    asyncio.run(lifetime())
-    assert recorder._store._closed and not recorder._store._writer_process.alive
+    process = asyncio.run(lifetime())
+    assert testing.closed(testing.recorder_store(recorder))
+    assert process.poll() is not None
     assert store.events("r1", thread_id="t1") == events  # and the Store is still open
 
 

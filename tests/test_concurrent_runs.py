@@ -4,7 +4,6 @@ ambiguous. Everything on real SQLite files."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,12 +17,13 @@ from agui_store.errors import (
     RunNotFoundError,
     SequenceError,
 )
-from tests.test_store import dump, run, say
+from tests.backends import checked, dump
+from tests.test_store import run, say
 
 
 @pytest.fixture
-def store(db_path: Path) -> Any:
-    with agui_store.open(db_path) as s:
+def store(store_location: str) -> Any:
+    with agui_store.open(store_location) as s:
         yield s
 
 
@@ -65,7 +65,7 @@ def test_interleaved_pieces_of_two_open_runs_are_recorded_apart(store: Any) -> N
         ("a", "finished"),
         ("b", "finished"),
     ]
-    assert store.check().ok
+    assert checked(store)
 
 
 def test_each_run_is_sequence_checked_against_its_own_events(store: Any) -> None:
@@ -78,16 +78,16 @@ def test_each_run_is_sequence_checked_against_its_own_events(store: Any) -> None
 
 
 def test_an_unnamed_piece_is_refused_naming_the_open_runs_and_writes_nothing(
-    store: Any, db_path: Path
+    store: Any, store_location: str
 ) -> None:
     _open_two_runs(store)
-    before = dump(db_path)
+    before = dump(store_location)
     with pytest.raises(OpenRunsError) as e:
         store.append(_piece("mb", "x"), thread_id="t")
     assert e.value.run_ids == ("a", "b") and e.value.thread_id == "t"
     assert "'a', 'b'" in str(e.value) and "run_id=" in str(e.value)
     assert isinstance(e.value, AmbiguousRunError) and isinstance(e.value, LookupError)
-    assert dump(db_path) == before
+    assert dump(store_location) == before
     # Once one of them has ended, an unnamed piece continues the newest run, as before.
     store.append(_end("ma", "a"), run_id="a")
     store.append(_piece("mb", "y"), thread_id="t")
@@ -116,10 +116,10 @@ def test_a_run_named_without_its_thread_finds_it_while_unambiguous(store: Any) -
 
 
 def test_a_named_run_that_does_not_exist_is_refused_and_nothing_is_written(
-    store: Any, db_path: Path
+    store: Any, store_location: str
 ) -> None:
     _open_two_runs(store)
-    before = dump(db_path)
+    before = dump(store_location)
     with pytest.raises(RunNotFoundError, match=r"no run 'c' in thread 't' to continue"):
         store.append(_piece("ma", "x"), thread_id="t", run_id="c")
     with pytest.raises(RunNotFoundError, match=r"no run 'c' to continue"):
@@ -127,7 +127,7 @@ def test_a_named_run_that_does_not_exist_is_refused_and_nothing_is_written(
     # Not in a thread that does not exist either: the thread is not created.
     with pytest.raises(RunNotFoundError, match=r"no run 'a' in thread 'new'"):
         store.append(_piece("ma", "x"), thread_id="new", run_id="a")
-    assert dump(db_path) == before
+    assert dump(store_location) == before
     assert store.threads() == ["t"]
 
 
@@ -143,11 +143,11 @@ def test_a_complete_named_run_takes_only_what_a_complete_run_takes(store: Any) -
 
 
 def test_a_batch_that_starts_a_run_may_name_it_but_not_another(
-    store: Any, db_path: Path
+    store: Any, store_location: str
 ) -> None:
     store.append(run("t", "r1", finish=False), run_id="r1")
     assert store.get_run("r1").status == "incomplete"
-    before = dump(db_path)
+    before = dump(store_location)
     with pytest.raises(InvalidEventError) as e:
         store.append(run("t", "r2"), run_id="r1")
     assert (e.value.index, e.value.event_type, e.value.path) == (0, "RUN_STARTED", "$.runId")
@@ -155,7 +155,7 @@ def test_a_batch_that_starts_a_run_may_name_it_but_not_another(
     for bad in ("", 7):
         with pytest.raises(InvalidEventError, match="run_id: must be a run id"):
             store.append(_piece("m", "x"), run_id=bad)
-    assert dump(db_path) == before
+    assert dump(store_location) == before
 
 
 def test_a_named_piece_that_ends_one_run_and_starts_the_next_splits_there(store: Any) -> None:
@@ -178,21 +178,19 @@ def test_continuing_an_open_run_below_which_runs_were_placed_derives_them_again(
     store.append(run("t", "b", *say("mb", "below")))
     assert store.get_run("b").parent_run_id == "a"
     store.append(_piece("ma", "grown"), run_id="a")
-    conn = testing.connection(store)
     for rid in ("a", "b"):
-        pk = conn.execute("SELECT id FROM runs WHERE run_id = ?", (rid,)).fetchone()[0]
         co = store.checkout(rid)
-        assert co.messages == testing.replayed_view(store, pk).messages
+        assert co.messages == testing.replayed_view(store, rid).messages
     assert store.checkout("b").messages[0]["content"] == "grown"
     store.append(run("t", "c", *say("mc", "after")))  # derives b again on the way
     assert store.checkout("c").messages[0]["content"] == "grown"
-    assert store.check().ok
+    assert checked(store)
 
 
-def test_two_stores_on_one_file_stream_two_runs_of_a_thread(db_path: Path) -> None:
+def test_two_stores_on_one_file_stream_two_runs_of_a_thread(store_location: str) -> None:
     """What each store remembers between appends is per run, and given up when the other
     wrote: the interleaved pieces land where they are named."""
-    with agui_store.open(db_path) as one, agui_store.open(db_path) as two:
+    with agui_store.open(store_location) as one, agui_store.open(store_location) as two:
         one.append(run("t", "a", {"type": "TEXT_MESSAGE_START", "messageId": "ma"}, finish=False))
         two.append(run("t", "b", {"type": "TEXT_MESSAGE_START", "messageId": "mb"}, finish=False))
         for i in range(3):
@@ -204,7 +202,7 @@ def test_two_stores_on_one_file_stream_two_runs_of_a_thread(db_path: Path) -> No
         two.append(_end("mb", "b"), run_id="b")
         assert one.checkout("a").messages[-1]["content"] == "a0a1a2"
         assert two.checkout("b").messages[-1]["content"] == "b0b1b2"
-        assert one.check().ok
+        assert checked(one)
 
 
 def test_an_input_below_a_run_still_streaming_is_not_stored_by_reference(store: Any) -> None:
@@ -218,10 +216,8 @@ def test_an_input_below_a_run_still_streaming_is_not_stored_by_reference(store: 
     assert store.get_run("c").parent_run_id == "b"
     store.append(_piece("ma", "grown"), run_id="a")  # b's view changes under c's input
     assert store.input("c") == body
-    conn = testing.connection(store)
-    pk = conn.execute("SELECT id FROM runs WHERE run_id = 'c'").fetchone()[0]
-    assert store.checkout("c").messages == testing.replayed_view(store, pk).messages
-    assert store.check().ok
+    assert store.checkout("c").messages == testing.replayed_view(store, "c").messages
+    assert checked(store)
 
 
 def test_an_open_run_left_underived_above_completes_once_derived(store: Any) -> None:
@@ -234,7 +230,7 @@ def test_an_open_run_left_underived_above_completes_once_derived(store: Any) -> 
         [{"type": "TEXT_MESSAGE_START", "messageId": "late"}], run_id="x", check_sequence=False
     )
     store.append(_end("my", "y"), run_id="y")
-    for rid, pk in (("x", 1), ("y", 2)):
-        assert store.checkout(rid).messages == testing.replayed_view(store, pk).messages
+    for rid in ("x", "y"):
+        assert store.checkout(rid).messages == testing.replayed_view(store, rid).messages
     assert [m["id"] for m in store.checkout("y").messages] == ["mx", "late", "my"]
-    assert store.check().ok
+    assert checked(store)

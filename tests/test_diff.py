@@ -12,7 +12,7 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agui_store
@@ -49,11 +49,12 @@ def ancestors(parents: list[int | None], i: int) -> list[int]:
     return chain
 
 
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(parents=trees(), data=st.data())
 def test_merge_bases_and_ancestry_match_a_model_at_every_depth(
-    tmp_path_factory: pytest.TempPathFactory, parents: list[int | None], data: st.DataObject
+    new_location: Any, parents: list[int | None], data: st.DataObject
 ) -> None:
-    with agui_store.open(tmp_path_factory.mktemp("mb") / "s.db") as store:
+    with agui_store.open(new_location()) as store:
         store.append(
             [
                 {"type": "RUN_STARTED", "threadId": "t", "runId": "r0"},
@@ -77,9 +78,9 @@ def test_merge_bases_and_ancestry_match_a_model_at_every_depth(
 
 
 def test_three_dot_shows_each_side_since_the_merge_base_and_two_dot_the_views(
-    tmp_path: Path,
+    store_location: str,
 ) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         thread, _ = record_demo(store)
         d = store.diff("run-2", "fahrenheit", thread_id=thread)
         assert d.mode == "three-dot" and d.merge_base.run_id == "run-1"
@@ -151,11 +152,11 @@ MULTI_RUN = [
 
 @pytest.mark.parametrize("events", MULTI_RUN)
 def test_recorded_runs_forked_and_compared_show_exactly_what_each_side_added(
-    tmp_path: Path, events: list[dict[str, Any]]
+    store_location: str, events: list[dict[str, Any]]
 ) -> None:
     starts = [i for i, e in enumerate(events) if e["type"] == "RUN_STARTED"] + [len(events)]
     runs = [events[a:b] for a, b in itertools.pairwise(starts)]
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         for run_events in runs[:-1]:
             store.append(run_events)
         # Replay the last run again as a sibling of the second to last: a fork.
@@ -172,8 +173,8 @@ def test_recorded_runs_forked_and_compared_show_exactly_what_each_side_added(
         assert {c.id for c in d.messages if c.kind == "added"} <= set(ids_b)
 
 
-def test_the_graph_draws_forks_like_git_log_graph(tmp_path: Path) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+def test_the_graph_draws_forks_like_git_log_graph(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
         for rid, parent in [("a", None), ("b", "a"), ("c", "b"), ("d", "a"), ("e", "c")]:
             store.append(run("t", rid, rid), **({"parent": parent} if parent else {}))
         lines = graph(store.runs("t"))
@@ -187,8 +188,8 @@ def test_the_graph_draws_forks_like_git_log_graph(tmp_path: Path) -> None:
     ]
 
 
-def test_checkouts_logs_and_diffs_render_for_terminals_and_notebooks(tmp_path: Path) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+def test_checkouts_logs_and_diffs_render_for_terminals_and_notebooks(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
         thread, _ = record_demo(store)
         co = store.checkout("run-3", thread_id=thread)
         assert "user: Can you give me that in Fahrenheit?" in str(co)
@@ -226,11 +227,12 @@ def test_diff_from_the_command_line_in_text_json_and_stat(tmp_path: Path) -> Non
     assert graph_text.splitlines()[2] == "|/"
 
 
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stream=legal_streams(max_runs=3))
 def test_diffing_a_run_with_itself_shows_no_change(
-    tmp_path_factory: pytest.TempPathFactory, stream: list[dict[str, Any]]
+    new_location: Any, stream: list[dict[str, Any]]
 ) -> None:
-    with agui_store.open(tmp_path_factory.mktemp("self") / "s.db") as store:
+    with agui_store.open(new_location()) as store:
         store.append(stream)
         for r in store.runs("t"):
             d = store.diff(r.run_id, r.run_id)

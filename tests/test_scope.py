@@ -20,12 +20,13 @@ from agui_store.errors import (
     RunNotFoundError,
     ScopeError,
 )
-from tests.test_store import dump, run, say
+from tests.backends import checked, dump
+from tests.test_store import run, say
 
 
 @pytest.fixture
-def store(db_path: Path) -> Any:
-    with agui_store.open(db_path) as s:
+def store(store_location: str) -> Any:
+    with agui_store.open(store_location) as s:
         yield s
 
 
@@ -78,10 +79,10 @@ def test_another_owner_finds_no_thread_and_no_run(store: Any) -> None:
     assert store.get_run("r1", scope="alice").thread_id == "t"
 
 
-def test_another_owner_writes_nothing_into_a_thread(store: Any, db_path: Path) -> None:
+def test_another_owner_writes_nothing_into_a_thread(store: Any, store_location: str) -> None:
     _alices_thread(store)
     store.append(run("t", "open", finish=False), scope="alice")
-    before = dump(db_path)
+    before = dump(store_location)
     with pytest.raises(ScopeError, match="thread 't' belongs to another owner"):
         store.append(run("t", "r3", *say("m3", "hijack")), scope="bob")
     with pytest.raises(ScopeError):
@@ -107,26 +108,26 @@ def test_another_owner_writes_nothing_into_a_thread(store: Any, db_path: Path) -
     with pytest.raises(RunNotFoundError):
         store.derive("t", scope="bob")
     assert store.compact(scope="bob") == 0 and store.derive(scope="bob") == 0
-    assert dump(db_path) == before
+    assert dump(store_location) == before
     # Nothing of it is a failure to record for alice, whose pieces land as before.
     store.append([{"type": "RUN_ERROR", "message": "x"}], run_id="open", scope="alice")
     assert store.get_run("open").status == "error"
 
 
 def test_a_thread_written_without_a_scope_is_no_scopes_to_read_or_take(
-    store: Any, db_path: Path
+    store: Any, store_location: str
 ) -> None:
     """An unowned thread (the operator's, or recorded before ownership existed) is not
     visible to a scoped call: a scoped request can never read or hijack it."""
     store.append(run("t", "r1", *say("m1", "operator")))
-    before = dump(db_path)
+    before = dump(store_location)
     assert store.threads(scope="alice") == []
     assert store.get_run("r1", scope="alice") is None
     with pytest.raises(RunNotFoundError):
         store.checkout("HEAD", thread_id="t", scope="alice")
     with pytest.raises(ScopeError):
         store.append(run("t", "r2"), scope="alice")
-    assert dump(db_path) == before
+    assert dump(store_location) == before
     assert store.threads() == ["t"]
 
 
@@ -189,7 +190,7 @@ def test_a_version_8_file_migrates_with_its_threads_unowned(tmp_path: Path) -> N
     with agui_store.open(path) as store:
         assert store.threads() == ["t"] and store.threads(scope="alice") == []
         assert store.checkout("r1").messages[0]["content"] == "old"
-        assert store.check().ok
+        assert checked(store)
     assert schema.SCHEMA_VERSION == 9
 
 

@@ -28,6 +28,7 @@ from agui_store.errors import (
     SequenceError,
 )
 from agui_store.sqlite import sql as statements
+from tests.backends import dump
 from tests.conftest import fixture_params
 from tests.strategies import legal_streams
 
@@ -52,22 +53,16 @@ def say(message_id: str, text: str, role: str | None = None) -> list[dict[str, A
     ]
 
 
-def dump(path: Path) -> list[Any]:
-    """Everything the file holds, as rows (for 'unchanged' comparisons)."""
-    conn = apsw.Connection(str(path))
-    try:
-        out: list[Any] = []
-        for (name,) in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name"
-        ).fetchall():
-            out.append((name, conn.execute(f"SELECT * FROM {name}").fetchall()))
-        return out
-    finally:
-        conn.close()
+@pytest.fixture
+def store(store_location: str) -> Any:
+    """A store on each backend in turn (tests/conftest.py ``backend``)."""
+    with agui_store.open(store_location) as s:
+        yield s
 
 
 @pytest.fixture
-def store(db_path: Path) -> Any:
+def sqlite_store(db_path: Path) -> Any:
+    """A store file, for what only SQLite has (its query plans, its triggers, sqlite3)."""
     with agui_store.open(db_path) as s:
         yield s
 
@@ -203,13 +198,13 @@ def test_a_stream_that_begins_with_run_error_gets_a_synthetic_run(store: Any) ->
     assert r.synthetic and r.status == "error" and r.run_id == result.run_ids[0]
 
 
-def test_a_run_id_is_recorded_once_per_thread(store: Any, db_path: Path) -> None:
+def test_a_run_id_is_recorded_once_per_thread(store: Any, store_location: str) -> None:
     store.append(run("t", "r1"))
-    before = dump(db_path)
+    before = dump(store_location)
     with pytest.raises(InvalidEventError, match="already recorded") as e:
         store.append(run("t", "r1"))
     assert e.value.index == 0 and e.value.path == "$.runId"
-    assert dump(db_path) == before
+    assert dump(store_location) == before
 
 
 def test_the_same_run_id_in_two_threads_is_two_runs_and_ambiguous_alone(store: Any) -> None:
@@ -419,26 +414,28 @@ BAD_BATCHES: list[tuple[Any, dict[str, Any]]] = [
 
 @pytest.mark.parametrize(("batch", "where"), BAD_BATCHES)
 def test_bad_input_names_where_and_leaves_the_file_unchanged(
-    store: Any, db_path: Path, batch: Any, where: dict[str, Any]
+    store: Any, store_location: str, batch: Any, where: dict[str, Any]
 ) -> None:
     store.append(run("t", "r0", *say("m", "before")))
-    before = dump(db_path)
+    before = dump(store_location)
     with pytest.raises(AguiStoreError) as e:
         store.append(batch)
     assert isinstance(e.value, ValueError)
     for attr, value in where.items():
         assert getattr(e.value, attr) == value, str(e.value)
-    assert dump(db_path) == before
+    assert dump(store_location) == before
 
 
-def test_a_failure_late_in_a_multi_run_batch_writes_none_of_it(store: Any, db_path: Path) -> None:
+def test_a_failure_late_in_a_multi_run_batch_writes_none_of_it(
+    store: Any, store_location: str
+) -> None:
     store.append(run("t", "r0"))
-    before = dump(db_path)
+    before = dump(store_location)
     batch = run("t", "r1") + run("t", "r2") + run("t", "r0")  # r0 again: refused at index 4
     with pytest.raises(InvalidEventError) as e:
         store.append(batch)
     assert e.value.index == 4
-    assert dump(db_path) == before
+    assert dump(store_location) == before
 
 
 # --- the file ---------------------------------------------------------------------------
@@ -459,7 +456,10 @@ def test_the_schema_version_is_recorded_and_a_newer_file_is_refused(db_path: Pat
         agui_store.open(db_path)
 
 
-def test_events_and_runs_are_append_only_even_for_another_driver(store: Any, db_path: Path) -> None:
+def test_events_and_runs_are_append_only_even_for_another_driver(
+    sqlite_store: Any, db_path: Path
+) -> None:
+    store = sqlite_store
     store.append(run("t", "r1"))
     script = (
         "import sqlite3, sys\n"
@@ -480,8 +480,8 @@ def test_events_and_runs_are_append_only_even_for_another_driver(store: Any, db_
     assert len(store.events("r1")) == 2
 
 
-def test_ancestry_queries_probe_the_indexes_instead_of_scanning_events(store: Any) -> None:
-    conn = testing.connection(store)
+def test_ancestry_queries_probe_the_indexes_instead_of_scanning_events(sqlite_store: Any) -> None:
+    conn = testing.connection(sqlite_store)
     for sql in (statements.CHAIN_EVENTS,):
         plan = " | ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, (1,)))
         assert "SCAN events" not in plan, plan
@@ -489,9 +489,9 @@ def test_ancestry_queries_probe_the_indexes_instead_of_scanning_events(store: An
 
 
 def test_lineage_rule_3_probes_digests_by_key_instead_of_walking_the_threads_runs(
-    store: Any,
+    sqlite_store: Any,
 ) -> None:
-    db = testing.connection(store)
+    db = testing.connection(sqlite_store)
     query = "EXPLAIN QUERY PLAN " + statements.RUNS_WITH_DIGESTS
     plan = [row[3] for row in db.execute(query, ('["0a", "0b", "0c"]', 1))]
     # The digests wanted are the outer loop (a table-valued function, walked once), each one
@@ -559,8 +559,9 @@ def http_agent_turns(store: Any, n: int, thread: str = "t") -> list[dict[str, An
 
 
 def test_inputs_that_repeat_the_history_are_stored_by_reference_and_read_back_whole(
-    store: Any,
+    sqlite_store: Any,
 ) -> None:
+    store = sqlite_store
     inputs = http_agent_turns(store, 8)
     for sent in inputs:
         assert store.input(sent["runId"]) == sent

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 import agui_store
 from agui_store import AmbiguousRunError, BranchError, InvalidEventError, cli
-from tests.workers.harness import dump, scale
+from tests.backends import dump
+from tests.workers.harness import scale
 
 SOME = settings(
     max_examples=scale(dev=60, ci=300), suppress_health_check=[HealthCheck.too_slow], deadline=None
@@ -33,8 +34,8 @@ def run(run_id: str, thread_id: str = "t", **extra: Any) -> list[dict[str, Any]]
 
 
 @pytest.fixture
-def store(db_path: Path) -> Any:
-    with agui_store.open(db_path) as s:
+def store(store_location: str) -> Any:
+    with agui_store.open(store_location) as s:
         s.append(run("r1"))
         yield s
 
@@ -51,14 +52,14 @@ REFUSED_NAMES = [
 
 @pytest.mark.parametrize("name", REFUSED_NAMES, ids=repr)
 def test_a_branch_name_that_would_not_read_back_as_a_revision_is_refused(
-    store: Any, db_path: Path, name: str
+    store: Any, store_location: str, name: str
 ) -> None:
-    before = dump(db_path)
+    before = dump(store_location)
     with pytest.raises(BranchError):
         store.branch(name, "r1", thread_id="t")
     with pytest.raises(BranchError):
         store.append(run("r2"), branch=name)
-    assert dump(db_path) == before
+    assert dump(store_location) == before
 
 
 @pytest.mark.parametrize("name", ["retry", "feature/x-2", "v1.2", "a@b", "x+y", "_", "x" * 255])
@@ -100,46 +101,46 @@ def test_every_branch_name_is_kept_exactly_when_the_documented_rule_says_so(
 # --- run ids and refs -------------------------------------------------------------------
 
 
-def test_a_run_named_like_an_existing_branch_is_refused(store: Any, db_path: Path) -> None:
+def test_a_run_named_like_an_existing_branch_is_refused(store: Any, store_location: str) -> None:
     store.branch("retry", "r1", thread_id="t")
-    before = dump(db_path)
+    before = dump(store_location)
     with pytest.raises(InvalidEventError) as caught:
         store.append(run("r2") + run("retry"))
     assert (caught.value.index, caught.value.event_type, caught.value.path) == (
         2, "RUN_STARTED", "$.runId"
     )
     assert "branch" in str(caught.value)
-    assert dump(db_path) == before
+    assert dump(store_location) == before
     assert store.checkout("retry", thread_id="t").run.run_id == "r1"
     store.delete_branch("retry", thread_id="t")  # the fix the message names
     store.append(run("retry"))
     assert store.checkout("retry", thread_id="t").run.run_id == "retry"
 
 
-def test_a_branch_named_like_an_existing_run_is_refused(store: Any, db_path: Path) -> None:
+def test_a_branch_named_like_an_existing_run_is_refused(store: Any, store_location: str) -> None:
     store.append(run("r2"))
-    before = dump(db_path)
+    before = dump(store_location)
     with pytest.raises(BranchError, match="id of a run"):
         store.branch("r2", "r1", thread_id="t")
     with pytest.raises(BranchError, match="id of a run"):
         store.append(run("r3"), branch="r1")
     with pytest.raises(BranchError, match="id of a run"):
         store.append(run("r3"), branch="r3")  # the run the same batch records
-    assert dump(db_path) == before
+    assert dump(store_location) == before
     assert store.checkout("r2", thread_id="t").run.run_id == "r2"
 
 
 @pytest.mark.parametrize("ref", ["HEAD", "main"])
 def test_a_run_named_like_a_ref_every_thread_has_is_refused(
-    store: Any, db_path: Path, ref: str
+    store: Any, store_location: str, ref: str
 ) -> None:
-    before = dump(db_path)
+    before = dump(store_location)
     with pytest.raises(InvalidEventError, match="ref every thread has") as caught:
         store.append(run(ref))
     assert caught.value.path == "$.runId"
     with pytest.raises(InvalidEventError):
         store.append(run(ref, thread_id="other"))
-    assert dump(db_path) == before
+    assert dump(store_location) == before
 
 
 def test_a_run_id_and_a_branch_of_another_thread_need_a_thread_to_tell_them_apart(
@@ -158,16 +159,16 @@ def test_a_run_id_and_a_branch_of_another_thread_need_a_thread_to_tell_them_apar
 
 
 @pytest.mark.parametrize("field", ["runId", "threadId"])
-def test_an_empty_run_or_thread_id_is_refused(store: Any, db_path: Path, field: str) -> None:
+def test_an_empty_run_or_thread_id_is_refused(store: Any, store_location: str, field: str) -> None:
     events = run("r2")
     events[0][field] = ""
-    before = dump(db_path)
+    before = dump(store_location)
     with pytest.raises(InvalidEventError, match="empty") as caught:
         store.append(events)
     assert (caught.value.index, caught.value.path) == (0, f"$.{field}")
     with pytest.raises(InvalidEventError, match="empty"):
         store.append([{"type": "RUN_ERROR", "message": "x"}], thread_id="")
-    assert dump(db_path) == before
+    assert dump(store_location) == before
 
 
 def _input(run_id: str, thread_id: str = "t") -> dict[str, Any]:
@@ -176,15 +177,15 @@ def _input(run_id: str, thread_id: str = "t") -> dict[str, Any]:
 
 
 def test_an_input_for_another_run_is_refused_as_one_for_another_thread_is(
-    store: Any, db_path: Path
+    store: Any, store_location: str
 ) -> None:
-    before = dump(db_path)
+    before = dump(store_location)
     with pytest.raises(InvalidEventError, match="names run 'other'") as caught:
         store.append(run("r2"), input=_input("other"))
     assert caught.value.path == "input.runId"
     with pytest.raises(InvalidEventError, match="names thread"):
         store.append(run("r2"), input=_input("r2", thread_id="u"))
-    assert dump(db_path) == before
+    assert dump(store_location) == before
     store.append(run("r2") + run("r3"), input=_input("r2"))  # the batch's first run
     assert store.input("r2", thread_id="t") is not None
     assert store.input("r3", thread_id="t") is None
@@ -203,19 +204,19 @@ def test_an_input_for_another_run_is_refused_as_one_for_another_thread_is(
     ids=["newline", "shadows-a-run", "reserved"],
 )
 def test_the_command_line_says_what_is_wrong_in_one_line(
-    store: Any, db_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+    store: Any, store_location: str, argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli.main(["--db", str(db_path), *argv], out=io.StringIO()) == 1
+    assert cli.main(["--db", store_location, *argv], out=io.StringIO()) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("agui-store branch: "), err
 
 
 def test_importing_a_run_named_like_a_branch_fails_in_one_line(
-    store: Any, db_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    store: Any, store_location: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store.branch("retry", "r1", thread_id="t")
     recording = tmp_path / "rec.jsonl"
     recording.write_text("\n".join(json.dumps(e) for e in run("retry")))
-    assert cli.main(["--db", str(db_path), "import", str(recording)], out=io.StringIO()) == 1
+    assert cli.main(["--db", store_location, "import", str(recording)], out=io.StringIO()) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "$.runId" in err and "branch" in err, err

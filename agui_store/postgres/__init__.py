@@ -3,3 +3,7 @@
 ``pip install 'agui-store[postgres]'``. Nothing here is imported by ``import agui_store``:
 the SQLite path needs no driver beyond apsw.
 """
+
+from agui_store.postgres.backend import PostgresBackend
+
+__all__ = ["PostgresBackend"]

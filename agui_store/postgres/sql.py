@@ -104,3 +104,262 @@ RUNS_NAMED = "SELECT id, thread FROM runs WHERE run_id = %s"
 
 #: The threads an owner (scope) wrote.
 OWNER_THREADS = "SELECT id, thread_id FROM threads WHERE owner = %s ORDER BY id"
+
+# --- the port's operations (agui_store.port), one constant per operation ---------------------
+#
+# Transactions (agui_store.postgres.backend): readers see one snapshot; writers run READ
+# COMMITTED behind one global advisory lock (WRITER_LOCK) held to commit, so each statement
+# sees every batch committed before it, ``seq = max + 1`` is assigned in commit order, and a
+# reader polling ``after=cursor`` sees a prefix of the log.
+
+#: Second advisory-lock key (``LOCK_CLASS`` first) of the one lock every writer holds: the
+#: event-order lock, taken for the whole write transaction.
+BEGIN_READING = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+BEGIN_WRITING = "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE"
+WRITER_LOCK = LOCK_EVENT_ORDER
+
+#: The port's ``version()``: the first transaction id not yet completed when the statement
+#: started (``latestCompletedXid + 1``). See PostgresTransaction.version for why it works.
+VERSION = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+
+#: Per-run summaries (the port's RunSummary columns). ``sum`` of bigint is numeric in
+#: PostgreSQL: cast back so the engine gets ints.
+RUN_COLUMNS = """
+    runs.id, threads.thread_id, runs.run_id, parent_runs.run_id, runs.lineage,
+    runs.parent_run_id, runs.input IS NOT NULL, runs.synthetic, runs.created_at,
+    (SELECT sum(b.count)::bigint FROM batches b WHERE b.run = runs.id),
+    (SELECT max(b.last_seq) FROM batches b WHERE b.run = runs.id),
+    (SELECT max(b.appended_at) FROM batches b WHERE b.run = runs.id),
+    (SELECT b.outcome FROM batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL
+        ORDER BY b.id DESC LIMIT 1),
+    coalesce((SELECT b.hash FROM batches b WHERE b.run = runs.id ORDER BY b.id DESC LIMIT 1),
+        runs.start_hash)
+"""
+RUN_FROM = """
+FROM runs JOIN threads ON threads.id = runs.thread
+LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent
+"""
+SELECT_RUN = "SELECT" + RUN_COLUMNS + RUN_FROM
+
+#: A run's hash: its newest batch's (its chain's start while it has none).
+RUN_HASH = """
+SELECT coalesce(
+    (SELECT b.hash FROM batches b WHERE b.run = %(run)s ORDER BY b.id DESC LIMIT 1),
+    (SELECT start_hash FROM runs WHERE id = %(run)s))
+"""
+
+# threads
+THREAD = "SELECT id, owner FROM threads WHERE thread_id = %s"
+INSERT_THREAD = (
+    "INSERT INTO threads(thread_id, created_at, owner) VALUES (%s, %s, %s) RETURNING id"
+)
+THREAD_ID = "SELECT thread_id FROM threads WHERE id = %s"
+#: Thread ids visible to a scope (NULL: every thread), oldest first.
+THREAD_IDS = (
+    "SELECT thread_id FROM threads WHERE %(scope)s::text IS NULL OR owner = %(scope)s "
+    "ORDER BY id"
+)
+THREAD_PKS = (
+    "SELECT id FROM threads WHERE %(scope)s::text IS NULL OR owner = %(scope)s "
+    "ORDER BY id LIMIT %(limit)s"
+)
+OWNED_THREAD_PKS = "SELECT id FROM threads WHERE owner = %s ORDER BY id"
+THREADS_WITH_OPEN_HEAD = """
+SELECT threads.thread_id FROM threads JOIN runs ON runs.id =
+    (SELECT max(id) FROM runs WHERE runs.thread = threads.id)
+WHERE NOT EXISTS (SELECT 1 FROM batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL)
+"""
+
+# runs
+RUN_PK = "SELECT id FROM runs WHERE thread = %s AND run_id = %s"
+RUN_ID = "SELECT run_id FROM runs WHERE id = %s"
+RUN_PARENT = "SELECT parent FROM runs WHERE id = %s"
+RUN_THREAD = "SELECT thread FROM runs WHERE id = %s"
+RUN_ROW = "SELECT parent, input, input_refs, lineage FROM runs WHERE id = %s"
+RUN_INPUT = "SELECT input, input_refs, parent, input_hash FROM runs WHERE id = %s"
+RUN_NAMES = (
+    "SELECT threads.thread_id, runs.run_id FROM runs JOIN threads "
+    "ON threads.id = runs.thread WHERE runs.id = %s"
+)
+NEWEST_RUN = "SELECT id FROM runs WHERE thread = %s ORDER BY id DESC LIMIT 1"
+HAS_CHILD = "SELECT 1 FROM runs WHERE parent = %s LIMIT 1"
+INSERT_RUN = """
+INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, input_refs, synthetic,
+                 created_at, parent_hash, input_hash, start_hash)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id
+"""
+OPEN_RUNS = (
+    "SELECT id FROM runs WHERE thread = %s AND NOT EXISTS (SELECT 1 FROM "
+    "batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL)"
+)
+RUN_STATUS = (
+    "SELECT outcome FROM batches WHERE run = %s AND outcome IS NOT NULL "
+    "ORDER BY id DESC LIMIT 1"
+)
+RUN_LAST_SEQ = "SELECT max(last_seq) FROM batches WHERE run = %s"
+THREADS_OF_RUN_ID = """
+SELECT threads.thread_id FROM runs JOIN threads ON threads.id = runs.thread
+WHERE runs.run_id = %(run_id)s AND (%(scope)s::text IS NULL OR threads.owner = %(scope)s) LIMIT 6
+"""
+#: Runs with an id, in a thread (NULL: any), of an owner (NULL: any); the port's
+#: ``runs_named`` (RUNS_NAMED above is the plain lookup whose plan a test asserts).
+RUNS_NAMED_WHERE = """
+SELECT runs.id, runs.thread, threads.thread_id FROM runs JOIN threads ON threads.id = runs.thread
+WHERE runs.run_id = %(run_id)s AND (%(thread)s::bigint IS NULL OR runs.thread = %(thread)s)
+  AND (%(scope)s::text IS NULL OR threads.owner = %(scope)s) LIMIT 5
+"""
+#: Runs whose id is in ``[prefix, below)`` (``below`` NULL: no upper bound). ``COLLATE "C"``
+#: compares code points, as SQLite's BINARY does, whatever the database's collation.
+RUNS_PREFIXED = """
+SELECT runs.id, runs.thread, runs.run_id FROM runs JOIN threads ON threads.id = runs.thread
+WHERE runs.run_id COLLATE "C" >= %(prefix)s
+  AND (%(below)s::text IS NULL OR runs.run_id COLLATE "C" < %(below)s)
+  AND (%(thread)s::bigint IS NULL OR runs.thread = %(thread)s)
+  AND (%(scope)s::text IS NULL OR threads.owner = %(scope)s) LIMIT 6
+"""
+THREAD_RUN_PKS = "SELECT id FROM runs WHERE thread = %s ORDER BY id"
+OWNER_RUN_PKS = (
+    "SELECT runs.id FROM runs JOIN threads ON threads.id = runs.thread "
+    "WHERE threads.owner = %s ORDER BY runs.id"
+)
+ALL_RUN_PKS = "SELECT id FROM runs ORDER BY id"
+THREADS_OF_RUNS = "SELECT DISTINCT thread FROM runs WHERE id = ANY(%s::bigint[])"
+RUN_SUMMARY = SELECT_RUN + " WHERE runs.id = %s"
+THREAD_RUN_SUMMARIES = SELECT_RUN + " WHERE runs.thread = %s ORDER BY runs.id"
+RUN_RECORDS = """
+SELECT runs.id, threads.thread_id, runs.run_id, runs.lineage, runs.parent_run_id,
+       runs.synthetic, runs.created_at, runs.input, runs.input_refs, runs.parent_hash,
+       runs.input_hash, runs.start_hash,
+       CASE WHEN runs.parent IS NULL THEN runs.parent_hash IS NULL
+       ELSE coalesce(runs.parent_hash IN (
+           SELECT p.start_hash FROM runs AS p WHERE p.id = runs.parent
+           UNION ALL SELECT b.hash FROM batches AS b WHERE b.run = runs.parent), false)
+       END
+FROM runs JOIN threads ON threads.id = runs.thread
+WHERE runs.id = ANY(%s::bigint[])
+"""
+
+# lineage
+ANCESTOR_AMONG = ANCESTORS_CTE + "SELECT 1 FROM chain WHERE id = ANY(%s::bigint[]) LIMIT 1"
+DERIVED_DESCENDANTS = """
+WITH RECURSIVE sub(id) AS (
+    SELECT id FROM runs WHERE parent = %s
+    UNION ALL SELECT runs.id FROM runs JOIN sub ON runs.parent = sub.id
+)
+SELECT id FROM sub WHERE id NOT IN (SELECT run FROM underived)
+"""
+#: A run and every run below it (what dropping derived data from a run reaches).
+SUBTREE = """
+WITH RECURSIVE sub(id) AS (
+    SELECT %s::bigint
+    UNION ALL SELECT runs.id FROM runs JOIN sub ON runs.parent = sub.id
+)
+SELECT id FROM sub
+"""
+NEWEST_INPUT = (
+    ANCESTORS_CTE
+    + "SELECT runs.input FROM chain JOIN runs ON runs.id = chain.id "
+    "WHERE runs.input IS NOT NULL ORDER BY chain.depth LIMIT 1"
+)
+#: Run summaries of a lineage, newest first, above a depth (NULL: all of it), at most a
+#: limit of them (NULL: no limit). The limit bounds the recursive walk itself (PostgreSQL
+#: takes no LIMIT inside a recursive term: the depth does it), so a page of a deep lineage
+#: (``log(limit=)``) reads its own runs only.
+LINEAGE_RUNS = (
+    """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT %(run)s::bigint, 0
+    UNION ALL
+    SELECT runs.parent, chain.depth + 1 FROM chain JOIN runs ON runs.id = chain.id
+    WHERE runs.parent IS NOT NULL
+      AND (%(limit)s::bigint IS NULL OR chain.depth + 1 < %(limit)s)
+)
+SELECT"""
+    + RUN_COLUMNS
+    + "FROM chain JOIN runs ON runs.id = chain.id "
+    "JOIN threads ON threads.id = runs.thread "
+    "LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent "
+    "WHERE (%(depth)s::bigint IS NULL OR chain.depth < %(depth)s) "
+    "AND (%(limit)s::bigint IS NULL OR %(limit)s > 0) ORDER BY chain.depth"
+)
+
+# events
+INSERT_EVENT = "INSERT INTO events(seq, run, type, payload) VALUES (%s, %s, %s, %s)"
+COPY_EVENTS = "COPY events(seq, run, type, payload) FROM STDIN"
+INSERT_ECHO_REFS = "INSERT INTO echo_refs(seq, refs) VALUES (%s, %s)"
+EVENTS_OF_RUNS = """
+SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs
+FROM events LEFT JOIN echo_refs ON echo_refs.seq = events.seq
+WHERE events.run = ANY(%s::bigint[]) ORDER BY events.run, events.seq
+"""
+CHAIN_EVENTS = CHAIN_EVENT_ROWS
+TERMINAL_EVENT = (
+    "SELECT payload FROM events WHERE run = %s AND type IN ('RUN_FINISHED', 'RUN_ERROR') "
+    "ORDER BY seq DESC LIMIT 1"
+)
+
+# batches
+INSERT_BATCH = (
+    "INSERT INTO batches(run, first_seq, last_seq, count, outcome, appended_at, hash) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s)"
+)
+BATCHES_OF_RUNS = """
+SELECT batches.run, runs.start_hash, batches.first_seq, batches.last_seq, batches.outcome,
+       batches.appended_at, batches.hash
+FROM batches JOIN runs ON runs.id = batches.run
+WHERE batches.run = ANY(%s::bigint[]) ORDER BY batches.run, batches.id
+"""
+
+# branches
+BRANCH_RUN = "SELECT run FROM branches WHERE thread = %s AND name = %s"
+HAS_BRANCHES = "SELECT EXISTS (SELECT 1 FROM branches WHERE thread = %s)"
+SET_BRANCH = """
+INSERT INTO branches(thread, name, run, updated_at) VALUES (%s, %s, %s, %s)
+ON CONFLICT (thread, name) DO UPDATE SET run = excluded.run, updated_at = excluded.updated_at
+"""
+MOVE_BRANCHES = "UPDATE branches SET run = %s, updated_at = %s WHERE thread = %s AND run = %s"
+DELETE_BRANCH = "DELETE FROM branches WHERE thread = %s AND name = %s"
+#: By name in code-point order (SQLite's BINARY collation), whatever the database's.
+BRANCH_TIPS = 'SELECT run, name FROM branches WHERE thread = %s ORDER BY name COLLATE "C"'
+BRANCH_LIST = """
+SELECT branches.name, runs.run_id, branches.updated_at FROM branches
+JOIN runs ON runs.id = branches.run WHERE branches.thread = %s ORDER BY name COLLATE "C"
+"""
+BRANCHES_NAMED = """
+SELECT branches.run, branches.thread FROM branches JOIN threads ON threads.id = branches.thread
+WHERE branches.name = %(name)s AND (%(thread)s::bigint IS NULL OR branches.thread = %(thread)s)
+  AND (%(scope)s::text IS NULL OR threads.owner = %(scope)s) LIMIT 2
+"""
+BRANCH_ELSEWHERE = """
+SELECT threads.thread_id FROM branches JOIN threads ON threads.id = branches.thread
+WHERE branches.name = %s AND branches.thread != %s LIMIT 1
+"""
+
+# derived data
+INSERT_DIGEST = (
+    "INSERT INTO lineage_digests(ids_hash, run) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+)
+HAS_DIGEST = "SELECT 1 FROM lineage_digests WHERE ids_hash = %s AND run = %s"
+#: Lineage rule 3: the thread's runs whose lineage digest is one of an array of digests (a
+#: primary-key probe per digest).
+RUNS_WITH_DIGESTS = """
+SELECT d.run, d.ids_hash FROM lineage_digests AS d JOIN runs ON runs.id = d.run
+WHERE d.ids_hash = ANY(%s::bytea[]) AND runs.thread = %s
+"""
+DIGESTS_FROM_CHECKPOINTS = (
+    "INSERT INTO lineage_digests(ids_hash, run) SELECT ids_hash, run FROM checkpoints "
+    "ON CONFLICT DO NOTHING"
+)
+DROP_DIGESTS = "DELETE FROM lineage_digests WHERE run = ANY(%s::bigint[])"
+MARK_UNDERIVED = (
+    "INSERT INTO underived(run) SELECT unnest(%s::bigint[]) ON CONFLICT DO NOTHING"
+)
+CLEAR_UNDERIVED = "DELETE FROM underived WHERE run = %s"
+UNDERIVED_THREADS = (
+    "SELECT DISTINCT runs.thread FROM underived JOIN runs ON runs.id = underived.run"
+)
+UNDERIVED_RUNS = """
+SELECT underived.run, runs.thread FROM underived JOIN runs ON runs.id = underived.run
+WHERE %(thread)s::bigint IS NULL OR runs.thread = %(thread)s ORDER BY underived.run
+"""
+CHECKPOINT_COUNT = "SELECT count(*) FROM checkpoints"

@@ -156,16 +156,22 @@ NEWEST_INPUT = (
     "WHERE runs.input IS NOT NULL ORDER BY chain.depth LIMIT 1"
 )
 #: Run summaries of a lineage, newest first, above depth ``?2`` (NULL: all of it), at most
-#: ``?3`` of them (-1: no limit).
-LINEAGE_RUNS = (
-    ANCESTORS_CTE
-    + "SELECT"
-    + RUN_COLUMNS
-    + "FROM chain CROSS JOIN runs ON runs.id = chain.id "
-    "JOIN threads ON threads.id = runs.thread "
-    "LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent "
-    "WHERE ?2 IS NULL OR chain.depth < ?2 ORDER BY chain.depth LIMIT ?3"
+#: ``?3`` of them (-1: no limit). The limit is on the recursive walk itself, which stops
+#: after ``?3`` runs: a page of a deep lineage (``log(limit=)``) reads its own runs only (a
+#: LIMIT after ``ORDER BY`` would walk and summarize the whole chain to sort it first).
+LINEAGE_RUNS = """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT ?1, 0
+    UNION ALL
+    SELECT runs.parent, chain.depth + 1 FROM chain JOIN runs ON runs.id = chain.id
+    WHERE runs.parent IS NOT NULL
+    LIMIT ?3
 )
+SELECT""" + RUN_COLUMNS + """FROM chain CROSS JOIN runs ON runs.id = chain.id
+JOIN threads ON threads.id = runs.thread
+LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent
+WHERE ?2 IS NULL OR chain.depth < ?2 ORDER BY chain.depth
+"""
 RUN_SUMMARY = SELECT_RUN + " WHERE runs.id = ?"
 THREAD_RUN_SUMMARIES = SELECT_RUN + " WHERE runs.thread = ? ORDER BY runs.id"
 assert RUN_FROM in SELECT_RUN

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agui_store import codec
+from agui_store import checkpoints, codec
 from agui_store.port import EventRow, RunSummary
 from agui_store.sqlite import sql
 
@@ -53,6 +53,19 @@ class SqliteTransaction:
 
     def version(self) -> int | None:
         return int(self._conn.data_version())
+
+    # --- checkpoints (their SQL is in agui_store.checkpoints for now) ------------------------
+
+    keeps_checkpoints = True
+
+    def nearest_checkpoint(self, run_pk: int) -> tuple[int | None, list[int]]:
+        return checkpoints.nearest(self._conn, run_pk)
+
+    def has_checkpoint(self, run_pk: int) -> bool:
+        return checkpoints.has_checkpoint(self._conn, run_pk)
+
+    def drop_derived_from(self, run_pk: int) -> list[int]:
+        return checkpoints.drop_from(self._conn, run_pk)
 
     # --- threads ----------------------------------------------------------------------------
 

@@ -1,0 +1,376 @@
+"""The PostgreSQL implementation of the port's transactions (:mod:`agui_store.port`).
+
+Each method runs one statement of :mod:`agui_store.postgres.sql` and shapes its rows, with
+the same names and row shapes as :class:`~agui_store.sqlite.transaction.SqliteTransaction`;
+none decides anything. Errors are not caught here: the backend's transaction translates
+them when it exits (:mod:`agui_store.postgres.backend`).
+
+Checkpoints are not kept on PostgreSQL yet (their storage is SQLite SQL in
+:mod:`agui_store.checkpoints`): ``keeps_checkpoints`` is false, so the engine replays a
+lineage from its root, and derived data is the lineage digests alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from agui_store.port import EventRow, RunSummary
+from agui_store.postgres import sql
+
+#: Batches of at least this many events are sent with COPY (one stream) rather than as
+#: pipelined INSERTs; small batches, the common live case, skip COPY's extra messages.
+COPY_FROM_EVENTS = 16
+
+
+def _keys(keys: Iterable[int]) -> list[int]:
+    """Many keys as one parameter (a bigint array, read with ``= ANY``)."""
+    return list(keys)
+
+
+class PostgresTransaction:
+    """Reads and writes on one psycopg connection, inside a transaction its backend opened."""
+
+    __slots__ = ("_conn", "_version")
+
+    #: Checkpoints are not stored here yet: the engine replays instead (see the module).
+    keeps_checkpoints = False
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self._version: int | None = None
+
+    def _all(self, statement: str, args: Any = ()) -> list[Any]:
+        return self._conn.execute(statement, args).fetchall()  # type: ignore[no-any-return]
+
+    def _rows(self, statement: str, args: Any = ()) -> Iterable[Any]:
+        return self._conn.execute(statement, args)  # type: ignore[no-any-return]
+
+    def _one(self, statement: str, args: Any = ()) -> Any:
+        return self._conn.execute(statement, args).fetchone()
+
+    def _value(self, statement: str, args: Any = ()) -> Any:
+        row = self._conn.execute(statement, args).fetchone()
+        return None if row is None else row[0]
+
+    def _column(self, statement: str, args: Any = ()) -> list[Any]:
+        return [row[0] for row in self._conn.execute(statement, args)]
+
+    # --- not yet behind the port ------------------------------------------------------------
+
+    @property
+    def connection(self) -> Any:
+        return self._conn
+
+    def version(self) -> int | None:
+        """The server's next transaction id not yet completed (:data:`sql.VERSION`), read
+        once per transaction.
+
+        What the engine needs: a number that is one more after its own write commits, and
+        anything else if another transaction wrote meanwhile. Every store writer takes the
+        writer lock before it writes, so a write committed between two of this store's
+        got its transaction id after this store's last one completed, and moves the number
+        by two or more. Writes elsewhere on the server move it too: the engine then merely
+        re-reads what it remembered. A write transaction that wrote nothing gets no id, and
+        the next compare fails the same harmless way.
+        """
+        if self._version is None:
+            self._version = int(self._value(sql.VERSION))
+        return self._version
+
+    # --- checkpoints (none kept yet: see the module) ----------------------------------------
+
+    def nearest_checkpoint(self, run_pk: int) -> tuple[int | None, list[int]]:
+        return None, self.ancestors(run_pk)
+
+    def has_checkpoint(self, run_pk: int) -> bool:
+        return False
+
+    def drop_derived_from(self, run_pk: int) -> list[int]:
+        below = [int(pk) for pk in self._column(sql.SUBTREE, (run_pk,))]
+        self._conn.execute(sql.DROP_DIGESTS, (below,))
+        return below
+
+    # --- threads ----------------------------------------------------------------------------
+
+    def thread(self, thread_id: str) -> tuple[int, str | None] | None:
+        row = self._one(sql.THREAD, (thread_id,))
+        return (int(row[0]), row[1]) if row else None
+
+    def thread_id(self, thread_pk: int) -> str:
+        return str(self._value(sql.THREAD_ID, (thread_pk,)))
+
+    def thread_ids(self, scope: str | None) -> list[str]:
+        return [str(t) for t in self._column(sql.THREAD_IDS, {"scope": scope})]
+
+    def thread_pks(self, scope: str | None, limit: int) -> list[int]:
+        return [int(pk) for pk in self._column(sql.THREAD_PKS, {"scope": scope, "limit": limit})]
+
+    def owned_thread_pks(self, owner: str) -> list[int]:
+        return [int(pk) for pk in self._column(sql.OWNED_THREAD_PKS, (owner,))]
+
+    def threads_with_open_head(self) -> set[str]:
+        return {str(t) for t in self._column(sql.THREADS_WITH_OPEN_HEAD)}
+
+    def insert_thread(self, thread_id: str, created_at: int, owner: str | None) -> int:
+        return int(self._value(sql.INSERT_THREAD, (thread_id, created_at, owner)))
+
+    # --- runs -------------------------------------------------------------------------------
+
+    def run_pk(self, thread_pk: int, run_id: str) -> int | None:
+        pk = self._value(sql.RUN_PK, (thread_pk, run_id))
+        return None if pk is None else int(pk)
+
+    def run_id(self, run_pk: int) -> str:
+        return str(self._value(sql.RUN_ID, (run_pk,)))
+
+    def run_parent(self, run_pk: int) -> int | None:
+        pk = self._value(sql.RUN_PARENT, (run_pk,))
+        return None if pk is None else int(pk)
+
+    def run_thread(self, run_pk: int) -> int:
+        return int(self._value(sql.RUN_THREAD, (run_pk,)))
+
+    def run_row(self, run_pk: int) -> tuple[int | None, str | None, str | None, str]:
+        parent, raw_input, raw_refs, lineage = self._one(sql.RUN_ROW, (run_pk,))
+        return parent, raw_input, raw_refs, lineage
+
+    def run_input(self, run_pk: int) -> tuple[str | None, str | None, int | None, bytes | None]:
+        raw, raw_refs, parent, input_hash = self._one(sql.RUN_INPUT, (run_pk,))
+        return raw, raw_refs, parent, input_hash
+
+    def run_names(self, run_pk: int) -> tuple[str, str] | None:
+        row = self._one(sql.RUN_NAMES, (run_pk,))
+        return (str(row[0]), str(row[1])) if row else None
+
+    def newest_run(self, thread_pk: int) -> int | None:
+        pk = self._value(sql.NEWEST_RUN, (thread_pk,))
+        return None if pk is None else int(pk)
+
+    def has_child(self, run_pk: int) -> bool:
+        return self._one(sql.HAS_CHILD, (run_pk,)) is not None
+
+    def open_runs(self, thread_pk: int) -> set[int]:
+        return {int(pk) for pk in self._column(sql.OPEN_RUNS, (thread_pk,))}
+
+    def run_status(self, run_pk: int) -> str | None:
+        outcome = self._value(sql.RUN_STATUS, (run_pk,))
+        return None if outcome is None else str(outcome)
+
+    def run_last_seq(self, run_pk: int) -> int:
+        return int(self._value(sql.RUN_LAST_SEQ, (run_pk,)) or 0)
+
+    def threads_of_run_id(self, run_id: str, scope: str | None) -> list[str]:
+        return [str(t) for t in self._column(
+            sql.THREADS_OF_RUN_ID, {"run_id": run_id, "scope": scope}
+        )]
+
+    def runs_named(
+        self, run_id: str, thread_pk: int | None, scope: str | None
+    ) -> list[tuple[int, int, str]]:
+        rows = self._conn.execute(
+            sql.RUNS_NAMED_WHERE, {"run_id": run_id, "thread": thread_pk, "scope": scope}
+        )
+        return [(int(pk), int(thread), str(tid)) for pk, thread, tid in rows]
+
+    def runs_prefixed(
+        self, prefix: str, below: str | None, thread_pk: int | None, scope: str | None
+    ) -> list[tuple[int, int, str]]:
+        rows = self._conn.execute(
+            sql.RUNS_PREFIXED,
+            {"prefix": prefix, "below": below, "thread": thread_pk, "scope": scope},
+        )
+        return [(int(pk), int(thread), str(rid)) for pk, thread, rid in rows]
+
+    def thread_run_pks(self, thread_pk: int) -> list[int]:
+        return [int(pk) for pk in self._column(sql.THREAD_RUN_PKS, (thread_pk,))]
+
+    def owner_run_pks(self, owner: str) -> list[int]:
+        return [int(pk) for pk in self._column(sql.OWNER_RUN_PKS, (owner,))]
+
+    def all_run_pks(self) -> list[int]:
+        return [int(pk) for pk in self._column(sql.ALL_RUN_PKS)]
+
+    def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]:
+        return [int(pk) for pk in self._column(sql.THREADS_OF_RUNS, (_keys(run_pks),))]
+
+    def run_summary(self, run_pk: int) -> RunSummary:
+        return tuple(self._one(sql.RUN_SUMMARY, (run_pk,)))
+
+    def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]:
+        return self._all(sql.THREAD_RUN_SUMMARIES, (thread_pk,))
+
+    def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
+        return self._all(sql.RUN_RECORDS, (_keys(run_pks),))
+
+    def insert_run(
+        self,
+        thread_pk: int,
+        run_id: str,
+        parent: int | None,
+        lineage: str,
+        sent_parent: str | None,
+        input_text: str | None,
+        refs_text: str | None,
+        synthetic: bool,
+        created_at: int,
+        parent_hash: bytes | None,
+        input_hash: bytes | None,
+        start_hash: bytes,
+    ) -> int:
+        args = (
+            thread_pk,
+            run_id,
+            parent,
+            lineage,
+            sent_parent,
+            input_text,
+            refs_text,
+            int(synthetic),
+            created_at,
+            parent_hash,
+            input_hash,
+            start_hash,
+        )
+        return int(self._value(sql.INSERT_RUN, args))
+
+    # --- lineage ----------------------------------------------------------------------------
+
+    def ancestors(self, run_pk: int) -> list[int]:
+        return [int(pk) for pk in self._column(sql.ANCESTORS, (run_pk,))]
+
+    def ancestor_among(self, run_pk: int, candidates: Sequence[int]) -> bool:
+        return self._one(sql.ANCESTOR_AMONG, (run_pk, _keys(candidates))) is not None
+
+    def derived_descendants(self, run_pk: int) -> list[int]:
+        return [int(pk) for pk in self._column(sql.DERIVED_DESCENDANTS, (run_pk,))]
+
+    def merge_base(self, a: int, b: int) -> tuple[int, int, int] | None:
+        row = self._one(sql.MERGE_BASE, {"a": a, "b": b})
+        return (int(row[0]), int(row[1]), int(row[2])) if row else None
+
+    def lineage_runs(self, run_pk: int, depth: int | None, limit: int | None) -> list[RunSummary]:
+        args = {"run": run_pk, "depth": depth, "limit": limit}
+        return self._all(sql.LINEAGE_RUNS, args)
+
+    def newest_input(self, run_pk: int) -> str | None:
+        return self._value(sql.NEWEST_INPUT, (run_pk,))  # type: ignore[no-any-return]
+
+    # --- events -----------------------------------------------------------------------------
+
+    def next_seq(self) -> int:
+        return int(self._value(sql.NEXT_SEQ))
+
+    def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
+        return self._all(sql.RUN_EVENTS, (run_pk, after))
+
+    def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:
+        return self._rows(sql.EVENTS_OF_RUNS, (_keys(run_pks),))
+
+    def chain_events(self, run_pk: int) -> Iterable[EventRow]:
+        return self._rows(sql.CHAIN_EVENTS, (run_pk,))
+
+    def terminal_event(self, run_pk: int) -> str | None:
+        return self._value(sql.TERMINAL_EVENT, (run_pk,))  # type: ignore[no-any-return]
+
+    def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
+        if len(rows) < COPY_FROM_EVENTS:
+            self._conn.cursor().executemany(sql.INSERT_EVENT, rows)
+            return
+        with self._conn.cursor().copy(sql.COPY_EVENTS) as copy:
+            for row in rows:
+                copy.write_row(row)
+
+    def insert_echo_refs(self, seq: int, refs: str) -> None:
+        self._conn.execute(sql.INSERT_ECHO_REFS, (seq, refs))
+
+    # --- batches and hashes -----------------------------------------------------------------
+
+    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
+        return self._rows(sql.BATCHES_OF_RUNS, (_keys(run_pks),))
+
+    def run_hash(self, run_pk: int) -> bytes:
+        return bytes(self._value(sql.RUN_HASH, {"run": run_pk}))
+
+    def insert_batch(
+        self,
+        run_pk: int,
+        first_seq: int,
+        last_seq: int,
+        outcome: str | None,
+        appended_at: int,
+        batch_hash: bytes,
+    ) -> None:
+        count = last_seq - first_seq + 1
+        self._conn.execute(
+            sql.INSERT_BATCH, (run_pk, first_seq, last_seq, count, outcome, appended_at, batch_hash)
+        )
+
+    # --- branches ---------------------------------------------------------------------------
+
+    def branch_run(self, thread_pk: int, name: str) -> int | None:
+        pk = self._value(sql.BRANCH_RUN, (thread_pk, name))
+        return None if pk is None else int(pk)
+
+    def has_branches(self, thread_pk: int) -> bool:
+        return bool(self._value(sql.HAS_BRANCHES, (thread_pk,)))
+
+    def branch_tips(self, thread_pk: int) -> list[tuple[int, str]]:
+        rows = self._conn.execute(sql.BRANCH_TIPS, (thread_pk,))
+        return [(int(run), str(name)) for run, name in rows]
+
+    def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
+        return self._all(sql.BRANCH_LIST, (thread_pk,))
+
+    def branches_named(
+        self, name: str, thread_pk: int | None, scope: str | None
+    ) -> list[tuple[int, int]]:
+        rows = self._conn.execute(
+            sql.BRANCHES_NAMED, {"name": name, "thread": thread_pk, "scope": scope}
+        )
+        return [(int(run), int(thread)) for run, thread in rows]
+
+    def branch_elsewhere(self, name: str, thread_pk: int) -> str | None:
+        return self._value(sql.BRANCH_ELSEWHERE, (name, thread_pk))  # type: ignore[no-any-return]
+
+    def set_branch(self, thread_pk: int, name: str, run_pk: int, now: int) -> None:
+        self._conn.execute(sql.SET_BRANCH, (thread_pk, name, run_pk, now))
+
+    def move_branches(self, thread_pk: int, tip: int, to: int, now: int) -> None:
+        self._conn.execute(sql.MOVE_BRANCHES, (to, now, thread_pk, tip))
+
+    def delete_branch(self, thread_pk: int, name: str) -> bool:
+        return bool(self._conn.execute(sql.DELETE_BRANCH, (thread_pk, name)).rowcount)
+
+    # --- derived data -----------------------------------------------------------------------
+
+    def has_digest(self, digest: bytes, run_pk: int) -> bool:
+        return self._one(sql.HAS_DIGEST, (digest, run_pk)) is not None
+
+    def runs_with_digests(
+        self, thread_pk: int, digests: Sequence[bytes]
+    ) -> list[tuple[int, bytes]]:
+        rows = self._conn.execute(sql.RUNS_WITH_DIGESTS, ([bytes(d) for d in digests], thread_pk))
+        return [(int(run), bytes(digest)) for run, digest in rows]
+
+    def underived_threads(self) -> set[int]:
+        return {int(pk) for pk in self._column(sql.UNDERIVED_THREADS)}
+
+    def underived_runs(self, thread_pk: int | None) -> list[tuple[int, int]]:
+        rows = self._conn.execute(sql.UNDERIVED_RUNS, {"thread": thread_pk})
+        return [(int(run), int(thread)) for run, thread in rows]
+
+    def checkpoint_count(self) -> int:
+        return int(self._value(sql.CHECKPOINT_COUNT))
+
+    def insert_digest(self, digest: bytes, run_pk: int) -> None:
+        self._conn.execute(sql.INSERT_DIGEST, (digest, run_pk))
+
+    def digests_from_checkpoints(self) -> None:
+        self._conn.execute(sql.DIGESTS_FROM_CHECKPOINTS)
+
+    def mark_underived(self, run_pks: Sequence[int]) -> None:
+        self._conn.execute(sql.MARK_UNDERIVED, (_keys(run_pks),))
+
+    def clear_underived(self, run_pk: int) -> None:
+        self._conn.execute(sql.CLEAR_UNDERIVED, (run_pk,))

@@ -1,0 +1,121 @@
+"""The store on PostgreSQL against the same store on an SQLite file, measured in one run.
+
+A chain of runs of 50 events each (``_common.conversation``), appended run by run as a live
+server would, then: the append time at the end of the chain, ``checkout`` of the leaf (a
+full replay on PostgreSQL, which keeps no checkpoints yet; from checkpoints on SQLite, and
+by full replay there too for a like-for-like figure), ``log`` of the leaf, and one raw
+psycopg ``COPY`` of the same event rows into a bare table (the floor an append through the
+API is compared with).
+
+    python -m benchmarks.bench_postgres [--runs 200] [--dsn postgresql://...]
+
+Without ``--dsn`` a throwaway socket-only cluster is started (``tests/postgres_cluster.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+import psycopg
+
+import agui_store
+from agui_store import codec, testing
+from benchmarks._common import conversation, header, median_time
+
+EVENTS_PER_RUN = 50
+#: The last appends whose median is "append at the end of the chain".
+TAIL = 20
+
+
+def build(target: str, runs: int) -> tuple[agui_store.Store, list[float]]:
+    store = agui_store.open(target)
+    times = []
+    for events in conversation("t", runs, EVENTS_PER_RUN):
+        t0 = time.perf_counter()
+        store.append(events)
+        times.append(time.perf_counter() - t0)
+    return store, times
+
+
+def full_replay(store: agui_store.Store) -> None:
+    leaf = store.runs("t")[-1]
+    with store._reading() as tx:
+        pk = tx.run_pk(tx.thread("t")[0], leaf.run_id)  # type: ignore[index]
+    testing.replayed_view(store, pk)
+
+
+def raw_copy(dsn: str, rows: list[tuple[int, int, str, str]]) -> float:
+    """One transaction that COPYs one run's event rows into a bare table (no index, no key)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TEMP TABLE bare(seq bigint, run bigint, type text, payload text)"
+        )
+
+        def copy() -> None:
+            with conn.transaction(), conn.cursor().copy(
+                "COPY bare(seq, run, type, payload) FROM STDIN"
+            ) as out:
+                for row in rows:
+                    out.write_row(row)
+
+        return median_time(copy, repeat=15)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--dsn", help="an existing server's database instead of a throwaway one")
+    args = parser.parse_args()
+    header(f"postgres: a {args.runs}-run thread of {EVENTS_PER_RUN} events a run, against SQLite")
+    cluster = None
+    dsn = args.dsn
+    if dsn is None:
+        from tests.postgres_cluster import PostgresCluster, PostgresServer
+
+        cluster = PostgresCluster.create()
+        dsn = PostgresServer(dsn=cluster.dsn()).create_database()
+    try:
+        with psycopg.connect(dsn) as conn:
+            server = conn.execute("SELECT version()").fetchone()
+            print(f"psycopg {psycopg.__version__} | {server[0] if server else '?'}")
+        with tempfile.TemporaryDirectory() as tmp:
+            figures = {}
+            for name, target in (("sqlite", os.path.join(tmp, "s.db")), ("postgres", dsn)):
+                store, times = build(target, args.runs)
+                leaf = store.runs("t")[-1].run_id
+                figures[name] = {
+                    "append (first 20)": statistics.median(times[:TAIL]),
+                    f"append (last {TAIL})": statistics.median(times[-TAIL:]),
+                    "checkout leaf": median_time(
+                        lambda s=store, r=leaf: s.checkout(r, thread_id="t")
+                    ),
+                    "full replay leaf": median_time(lambda s=store: full_replay(s)),
+                    "log leaf": median_time(lambda s=store, r=leaf: s.log(r, thread_id="t")),
+                }
+                store.close()
+            rows = [
+                (i, 1, e["type"], codec.encode(e).decode())
+                for i, e in enumerate(conversation("t", 1, EVENTS_PER_RUN)[0], start=1)
+            ]
+            copy_time = raw_copy(dsn, rows)
+        print()
+        print(f"{'':24} {'SQLite':>10} {'PostgreSQL':>11} {'PG/SQLite':>10}")
+        for key in figures["sqlite"]:
+            s, p = figures["sqlite"][key], figures["postgres"][key]
+            print(f"{key:24} {s * 1e3:8.2f}ms {p * 1e3:9.2f}ms {p / s:9.1f}x")
+        last = figures["postgres"][f"append (last {TAIL})"]
+        print(
+            f"\nraw psycopg COPY of one run's {EVENTS_PER_RUN} rows: {copy_time * 1e3:.2f}ms; "
+            f"an append through the API runs at {copy_time / last:.0%} of it"
+        )
+    finally:
+        if cluster is not None:
+            cluster.destroy()
+
+
+if __name__ == "__main__":
+    main()

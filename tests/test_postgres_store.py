@@ -1,0 +1,729 @@
+"""The store on a real PostgreSQL server, through the public API only.
+
+The ``store`` fixture here opens a PostgreSQL store (a fresh database per test), and the
+behavioural tests of ``tests/test_store.py`` that take nothing but a store are collected here
+again against it. The rest are PostgreSQL's own: the log unchanged by a refused batch, payload
+bytes kept exactly, many writer processes on one thread and on many, a polling reader, a
+writer killed mid-append, and a terminated or restarted server.
+
+When the suite is parametrized over backends, the ``store`` fixture below becomes one of its
+params and the imported tests drop out of this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+import agui_store
+from agui_store import testing
+from agui_store.errors import (
+    AguiStoreError,
+    InvalidEventError,
+    RunNotFoundError,
+    StorageError,
+    StoreBusyError,
+)
+from agui_store.postgres import schema, sql
+from tests.test_log import pages as log_pages
+from tests.test_log import record_tree
+from tests.test_store import (  # the store-only behaviour, on PostgreSQL
+    BAD_BATCHES,
+    run,
+    say,
+    test_a_branch_without_parent_run_id_finds_its_parent_by_its_messages,
+    test_a_continuation_is_checked_against_the_recorded_run,
+    test_a_late_run_error_after_run_finished_belongs_to_that_run,
+    test_a_live_run_streamed_over_several_appends_is_one_run,
+    test_a_new_run_leaves_an_unfinished_one_incomplete,
+    test_a_new_run_on_a_branch_advances_it,
+    test_a_recorded_input_starts_the_run_from_what_the_client_sent,
+    test_a_stream_that_begins_with_run_error_gets_a_synthetic_run,
+    test_branch_names_are_checked_and_deletion_keeps_the_runs,
+    test_checkout_replays_only_the_branch_not_its_siblings,
+    test_every_recorded_event_reads_back_json_equal,
+    test_fork_gives_the_input_for_a_new_run_from_any_past_run,
+    test_history_is_the_ancestor_chains_events_root_first,
+    test_inputs_that_repeat_the_history_are_stored_by_reference_and_read_back_whole,
+    test_lineage_follows_the_first_matching_rule,
+    test_log_walks_the_lineage_newest_first,
+    test_official_pydantic_events_are_accepted_without_depending_on_pydantic,
+    test_out_of_sequence_streams_are_kept_when_the_check_is_off,
+    test_refs_resolve_run_ids_prefixes_branches_head_and_ancestors,
+    test_run_outcomes_become_statuses,
+    test_sse_text_appends_like_the_events_it_carries,
+    test_the_same_run_id_in_two_threads_is_two_runs_and_ambiguous_alone,
+)
+
+IMPORTED = [
+    test_a_branch_without_parent_run_id_finds_its_parent_by_its_messages,
+    test_a_continuation_is_checked_against_the_recorded_run,
+    test_a_late_run_error_after_run_finished_belongs_to_that_run,
+    test_a_live_run_streamed_over_several_appends_is_one_run,
+    test_a_new_run_leaves_an_unfinished_one_incomplete,
+    test_a_new_run_on_a_branch_advances_it,
+    test_a_recorded_input_starts_the_run_from_what_the_client_sent,
+    test_a_stream_that_begins_with_run_error_gets_a_synthetic_run,
+    test_branch_names_are_checked_and_deletion_keeps_the_runs,
+    test_checkout_replays_only_the_branch_not_its_siblings,
+    test_every_recorded_event_reads_back_json_equal,
+    test_fork_gives_the_input_for_a_new_run_from_any_past_run,
+    test_history_is_the_ancestor_chains_events_root_first,
+    test_inputs_that_repeat_the_history_are_stored_by_reference_and_read_back_whole,
+    test_lineage_follows_the_first_matching_rule,
+    test_log_walks_the_lineage_newest_first,
+    test_official_pydantic_events_are_accepted_without_depending_on_pydantic,
+    test_out_of_sequence_streams_are_kept_when_the_check_is_off,
+    test_refs_resolve_run_ids_prefixes_branches_head_and_ancestors,
+    test_run_outcomes_become_statuses,
+    test_sse_text_appends_like_the_events_it_carries,
+    test_the_same_run_id_in_two_threads_is_two_runs_and_ambiguous_alone,
+]
+
+#: Writer processes in the concurrency tests, and batches each appends.
+WRITERS = 8
+BATCHES = 25
+
+
+@pytest.fixture
+def store_url(postgres_store_database: str) -> str:
+    return postgres_store_database
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Any]:
+    with agui_store.open(store_url) as s:
+        yield s
+
+
+def dump(url: str) -> list[Any]:
+    """Every row of every store table (for "unchanged" comparisons)."""
+    with psycopg.connect(url) as conn:
+        out: list[Any] = []
+        for table in schema.TABLES:
+            rows = conn.execute(f"SELECT * FROM {schema.SCHEMA}.{table} ORDER BY 1").fetchall()
+            out.append((table, rows))
+        return out
+
+
+# --- behaviour --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("batch", "where"), BAD_BATCHES)
+def test_bad_input_names_where_and_leaves_the_database_unchanged(
+    store: Any, store_url: str, batch: Any, where: dict[str, Any]
+) -> None:
+    store.append(run("t", "r0", *say("m", "before")))
+    before = dump(store_url)
+    with pytest.raises(AguiStoreError) as e:
+        store.append(batch)
+    assert isinstance(e.value, ValueError)
+    for attr, value in where.items():
+        assert getattr(e.value, attr) == value, str(e.value)
+    assert dump(store_url) == before
+
+
+def test_a_failure_late_in_a_multi_run_batch_writes_none_of_it(store: Any, store_url: str) -> None:
+    store.append(run("t", "r0"))
+    before = dump(store_url)
+    batch = run("t", "r1") + run("t", "r2") + run("t", "r0")  # r0 again: refused at index 4
+    with pytest.raises(InvalidEventError) as e:
+        store.append(batch)
+    assert e.value.index == 4
+    assert dump(store_url) == before
+    store.append(run("t", "r1"))  # and the store goes on
+    assert [r.run_id for r in store.runs("t")] == ["r0", "r1"]
+
+
+def test_text_postgresql_cannot_hold_is_refused_as_a_bad_argument_and_writes_nothing(
+    store: Any, store_url: str
+) -> None:
+    store.append(run("t", "r0"))
+    before = dump(store_url)
+    with pytest.raises(AguiStoreError) as e:
+        store.append(run("t\0x", "r1"))
+    assert isinstance(e.value, ValueError), repr(e.value)
+    assert dump(store_url) == before
+
+
+def test_payloads_read_back_byte_for_byte_with_duplicate_keys_order_and_spacing(
+    store: Any, store_url: str
+) -> None:
+    texts = [
+        '{"type":"RUN_STARTED","threadId":"t","runId":"r1"}',
+        '{ "type" : "CUSTOM", "name":"n", "value": {"b":1, "a":2, "b":3} ,"z" :[ 1,2 ] }',
+        '{"value":{"\\u00e9":"\\ud83d\\ude00"},"name":"n","type":"CUSTOM"}',
+        '{"type":"RUN_FINISHED","threadId":"t","runId":"r1"}',
+    ]
+    store.append("\n".join(texts))
+    with psycopg.connect(store_url) as conn:
+        stored = [
+            row[0]
+            for row in conn.execute(
+                f"SELECT payload FROM {schema.SCHEMA}.events ORDER BY seq"
+            ).fetchall()
+        ]
+    assert stored == texts
+    events = store.events("r1", thread_id="t")
+    assert events[1]["value"] == {"b": 3, "a": 2}  # the last duplicate wins, as in JSON.parse
+    assert list(events[2]) == ["value", "name", "type"]
+
+
+def test_events_after_a_cursor_are_those_appended_since_and_none_twice(store: Any) -> None:
+    first = store.append(run("t", "r1", *say("m1", "a"), finish=False))
+    assert first.last_seq is not None
+    other = store.append(run("u", "x1", *say("n1", "elsewhere")))
+    second = store.append(
+        [
+            {"type": "TEXT_MESSAGE_START", "messageId": "m2", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_END", "messageId": "m2"},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+        ],
+        thread_id="t",
+    )
+    assert second.first_seq == other.last_seq + 1
+    later = store.events("r1", thread_id="t", after=first.last_seq)
+    assert [e["type"] for e in later] == ["TEXT_MESSAGE_START", "TEXT_MESSAGE_END", "RUN_FINISHED"]
+    assert store.events("r1", thread_id="t", after=second.last_seq) == []
+    whole = store.events("r1", thread_id="t")
+    assert whole[-3:] == later and len(whole) == 4 + 3
+
+
+def test_merge_base_diff_compacted_fork_and_derive_work_as_on_sqlite(
+    store: Any, tmp_path: Any
+) -> None:
+    """The same calls on PostgreSQL and on an SQLite file give the same answers."""
+    results = []
+    for target in (store, agui_store.open(tmp_path / "same.db")):
+        target.append(run("t", "r1", *say("m1", "hello", "user")))
+        target.append(run("t", "r2", *say("m2", "one", "assistant")))
+        target.append(run("t", "r3", *say("m3", "two", "assistant"), parentRunId="r1"))
+        target.branch("side", "r3", thread_id="t")
+        target.append(run("t", "r4", *say("m4", "three", "assistant")), branch="side")
+        target.append(
+            run("t", "r5", {"type": "STATE_SNAPSHOT", "snapshot": {"k": [1, 2]}}), parent="r2"
+        )
+        results.append(
+            {
+                "base": target.merge_base("r4", "r5", thread_id="t").run_id,
+                "ancestor": (
+                    target.is_ancestor("r1", "r4", thread_id="t"),
+                    target.is_ancestor("r2", "r4", thread_id="t"),
+                ),
+                "diff": str(target.diff("r4", "r5", thread_id="t")),
+                "compacted": target.compacted("r4", thread_id="t"),
+                "checkout": [
+                    (c.messages, c.state)
+                    for c in (target.checkout(r, thread_id="t") for r in ("r4", "r5"))
+                ],
+                "log": [
+                    (r.run_id, r.parent_run_id, r.lineage)
+                    for r in target.log("r4", thread_id="t")
+                ],
+                "history": target.history("r5", thread_id="t"),
+                "branches": [(b.name, b.run_id) for b in target.branches("t")],
+                "fork": target.fork("r3", thread_id="t", run_id="new"),
+                "input": target.input("r1", thread_id="t"),
+                "threads": target.threads(),
+                "derive": (target.derive(), target.compact() if target is not store else 0),
+            }
+        )
+        if target is not store:
+            target.close()
+    on_postgres, on_sqlite = results
+    on_sqlite["derive"] = (on_sqlite["derive"][0], 0)  # compact writes checkpoints on SQLite only
+    assert on_postgres == on_sqlite
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5, 8])
+def test_paging_through_a_lineage_gives_exactly_the_whole_log(store: Any, limit: int) -> None:
+    parents = [None, 0, 1, 1, 3, 4, 2, 6, 7]  # two branches below r1
+    record_tree(store, "t", parents)
+    for start in ("r5", "r8"):
+        whole = store.log(start, thread_id="t")
+        got = log_pages(store, start, limit, thread_id="t")
+        assert [r for page in got for r in page] == whole
+        assert all(len(page) == limit for page in got[:-1]) and 1 <= len(got[-1]) <= limit
+
+
+def test_a_limit_past_the_root_or_beyond_64_bit_integers_is_the_whole_log(store: Any) -> None:
+    record_tree(store, "t", [None, 0, 1])
+    whole = store.log("HEAD", thread_id="t")
+    for limit in (3, 4, 2**63 - 1, 2**63, 10**40):
+        page = store.log("HEAD", thread_id="t", limit=limit)
+        assert page == whole and page.next_cursor is None
+
+
+def test_checkouts_without_checkpoints_replay_long_threads_exactly(store: Any) -> None:
+    parent = None
+    for i in range(60):
+        store.append(run("t", f"r{i}", *say(f"m{i}", f"text {i}", "assistant")), parent=parent)
+        parent = f"r{i}"
+    checkout = store.checkout("r59", thread_id="t")
+    assert [m["content"] for m in checkout.messages] == [f"text {i}" for i in range(60)]
+    assert checkout == store.checkout("HEAD", thread_id="t")
+    assert store.compact() == 0  # no checkpoints on PostgreSQL yet
+
+
+def test_check_says_clearly_that_it_is_not_available_on_postgresql(store: Any) -> None:
+    with pytest.raises(AguiStoreError, match="not available on PostgreSQL"):
+        store.check()
+
+
+@pytest.mark.parametrize("where", ["authority", "query"])
+def test_the_url_is_shown_without_its_password(store_url: str, where: str) -> None:
+    assert store_url.startswith("postgresql:///") and "?" in store_url
+    if where == "authority":
+        with_password = store_url.replace("postgresql:///", "postgresql://postgres:s3cret@/")
+    else:
+        with_password = store_url + "&password=s3cret"
+    with agui_store.open(with_password) as s:  # the test server trusts local sockets
+        s.append(run("t", "r1"))
+        assert "s3cret" not in s.path and "s3cret" not in repr(s)
+        assert s.path.split("?")[0] == with_password.split("?")[0].replace(":s3cret", "")
+        with pytest.raises(RunNotFoundError) as e:
+            s.checkout("nothing", thread_id="t")
+        assert "s3cret" not in str(e.value)
+
+
+def test_a_store_reopened_reads_the_same(store_url: str) -> None:
+    with agui_store.open(store_url) as s:
+        s.append(run("t", "r1", *say("m1", "a")))
+        s.append(run("t", "r2", *say("m2", "b")))
+        before = (s.checkout("r2", thread_id="t"), [r.hash for r in s.runs("t")])
+    with agui_store.open(store_url) as s:
+        assert (s.checkout("r2", thread_id="t"), [r.hash for r in s.runs("t")]) == before
+
+
+# --- two stores taking turns: what each remembers between writes ------------------------
+
+
+def one_run(run_id: str) -> list[dict[str, Any]]:
+    return run("t", run_id)
+
+
+def test_two_stores_take_turns_without_trusting_stale_facts(store_url: str) -> None:
+    """Each append remembers the thread's newest run, the next sequence number and whether
+    the thread has branches while the server's version says nobody else wrote; a write by
+    another connection (even a branch) must make it look again."""
+    with agui_store.open(store_url) as a, agui_store.open(store_url) as b:
+        a.append(one_run("a1"))
+        b.append(one_run("b1"))  # a's newest run and next seq are stale now
+        a.append(one_run("a2"))
+        b.branch("feature", "a2", thread_id="t")  # a has seen no branch in this thread
+        a.append(one_run("a3"))
+        assert [r.run_id for r in a.log("a3", thread_id="t")] == ["a3", "a2", "b1", "a1"]
+        assert {br.name: br.run_id for br in a.branches("t")}["feature"] == "a3"
+        seqs = [
+            row[0]
+            for row in testing.connection(a).execute(
+                f"SELECT seq FROM {schema.SCHEMA}.events ORDER BY seq"
+            )
+        ]
+        assert seqs == list(range(1, 9))
+
+
+def test_a_live_run_another_store_ended_or_joined_is_seen_by_the_next_streamed_append(
+    store_url: str,
+) -> None:
+    start = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"}]
+    text = {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}
+    with agui_store.open(store_url) as a, agui_store.open(store_url) as b:
+        a.append(start)
+        a.append([text])  # no thread named: t's run is the only open one
+        b.append([{"type": "RUN_STARTED", "threadId": "u", "runId": "u1"}])
+        with pytest.raises(InvalidEventError, match="several threads have open runs"):
+            a.append([{"type": "TEXT_MESSAGE_END", "messageId": "m"}])
+        b.append(
+            [
+                {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+            ],
+            thread_id="t",
+        )
+        with pytest.raises(InvalidEventError):
+            a.append(
+                [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}], thread_id="t"
+            )
+        assert a.get_run("r1", thread_id="t").status == "finished"
+        result = a.append([{"type": "RUN_FINISHED", "threadId": "u", "runId": "u1"}])
+        assert result.thread_id == "u"
+
+
+def test_a_write_that_wrote_nothing_does_not_make_another_stores_next_write_look_like_its_own(
+    store_url: str,
+) -> None:
+    with agui_store.open(store_url) as a, agui_store.open(store_url) as b:
+        a.append(one_run("a1"))
+        a.append([])  # commits nothing
+        a.derive()  # nothing to derive: commits nothing either
+        b.append(one_run("b1"))  # the one write a must notice
+        a.append(one_run("a2"))
+        assert [r.run_id for r in a.log("a2", thread_id="t")] == ["a2", "b1", "a1"]
+
+
+def test_a_view_another_store_changed_is_not_reused_from_memory(store_url: str) -> None:
+    with agui_store.open(store_url) as a, agui_store.open(store_url) as b:
+        a.append(run("t", "r1", *say("m-r1", "one", "assistant")))  # a keeps r1's view
+        b.append(
+            [
+                {"type": "TEXT_MESSAGE_START", "messageId": "late", "role": "assistant"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "late", "delta": "after the end"},
+            ],
+            thread_id="t",
+            check_sequence=False,
+        )
+        a.append(run("t", "r2", *say("m-r2", "two", "assistant")))
+        assert [m["id"] for m in a.checkout("r2", thread_id="t").messages] == [
+            "m-r1",
+            "late",
+            "m-r2",
+        ]
+        # Lineage rule 3 compares digests of what each run's view holds: r2's own is that of
+        # the view with the late message, so a client resending it continues from r2.
+        view = a.checkout("r2", thread_id="t").messages
+        a.append(
+            run("t", "r3", *say("m-r3", "three", "assistant")),
+            input={
+                "threadId": "t",
+                "runId": "r3",
+                "state": {},
+                "messages": view,
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+            },
+        )
+        assert a.get_run("r3", thread_id="t").parent_run_id == "r2"
+
+
+# --- many writers -----------------------------------------------------------------------
+
+
+def _append_runs(url: str, name: str, thread: str, count: int, out: Any) -> None:
+    """A writer process: ``count`` whole runs on ``thread``, each placed on the head."""
+    try:
+        with agui_store.open(url) as s:
+            for i in range(count):
+                result = s.append(run(thread, f"{name}-{i}", *say(f"{name}-m{i}", f"{name} {i}")))
+                out.put((name, i, result.first_seq, result.last_seq))
+    except BaseException as e:  # reported, so that the test fails with it
+        out.put(("error", name, repr(e), 0))
+        raise
+
+
+def _start_writers(url: str, threads: list[str]) -> tuple[list[Any], Any]:
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_append_runs, args=(url, f"w{k}", thread, BATCHES, out))
+        for k, thread in enumerate(threads)
+    ]
+    for p in procs:
+        p.start()
+    return procs, out
+
+
+def _collect(procs: list[Any], out: Any, expected: int) -> list[tuple[Any, ...]]:
+    results = []
+    deadline = time.monotonic() + 120
+    while len(results) < expected and time.monotonic() < deadline:
+        item = out.get(timeout=120)
+        assert item[0] != "error", item
+        results.append(item)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    return results
+
+
+def test_eight_writer_processes_on_one_thread_lose_duplicate_and_fork_nothing(
+    store_url: str,
+) -> None:
+    procs, out = _start_writers(store_url, ["shared"] * WRITERS)
+    results = _collect(procs, out, WRITERS * BATCHES)
+    ranges = sorted((first, last) for _, _, first, last in results)
+    assert ranges[0][0] == 1
+    for (_, last), (first, _) in itertools.pairwise(ranges):
+        assert first == last + 1, "batches overlap or leave gaps in the global sequence"
+    with agui_store.open(store_url) as s:
+        runs = s.runs("shared")
+        assert len(runs) == WRITERS * BATCHES == len({r.run_id for r in runs})
+        assert {r.run_id for r in runs} == {f"{n}-{i}" for n, i, _, _ in results}
+        # One chain: each run continues the one committed before it.
+        assert [r.parent_run_id for r in runs] == [None] + [r.run_id for r in runs[:-1]]
+        assert all(r.event_count == 5 and r.status == "finished" for r in runs)
+        messages = s.checkout("HEAD", thread_id="shared").messages
+        assert len(messages) == WRITERS * BATCHES
+
+
+def test_eight_writers_on_eight_threads_and_a_polling_reader_see_every_event_once_in_order(
+    store_url: str,
+) -> None:
+    threads = [f"thread-{k}" for k in range(WRITERS)]
+    seen: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    # Per poll, the global sequence numbers the reader saw, in the order it read them.
+    order: list[int] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        with agui_store.open(store_url) as s:
+            cursors: dict[tuple[str, str], int] = {}
+            while True:
+                finished = done.is_set()
+                for thread in s.threads():
+                    for r in s.runs(thread):
+                        key = (thread, r.run_id)
+                        if r.last_seq <= cursors.get(key, 0):
+                            continue
+                        events = s.events(
+                            r.run_id, thread_id=thread, after=cursors.get(key) or None
+                        )
+                        seen.setdefault(key, []).extend(events)
+                        cursors[key] = r.last_seq
+                        order.append(r.last_seq)
+                if finished:
+                    return
+                time.sleep(0.005)
+
+    polling = threading.Thread(target=reader)
+    polling.start()
+    procs, out = _start_writers(store_url, threads)
+    try:
+        results = _collect(procs, out, WRITERS * BATCHES)
+    finally:
+        done.set()
+        polling.join(timeout=120)
+    assert len(results) == WRITERS * BATCHES
+    with agui_store.open(store_url) as s:
+        for thread in threads:
+            for r in s.runs(thread):
+                assert seen[(thread, r.run_id)] == s.events(r.run_id, thread_id=thread)
+        assert sum(len(v) for v in seen.values()) == 5 * WRITERS * BATCHES
+    ranges = sorted((first, last) for _, _, first, last in results)
+    assert [first for first, _ in ranges[1:]] == [last + 1 for _, last in ranges[:-1]]
+    # Each run was read exactly once, as one whole batch.
+    assert sorted(order) == [last for _, last in ranges]
+
+
+def _append_forever(url: str, ready: Any) -> None:
+    """A writer that appends big batches until killed, saying when each one starts."""
+    with agui_store.open(url) as s:
+        for i in range(10_000):
+            body = [
+                e
+                for k in range(400)
+                for e in say(f"k{i}-{k}", "x" * 100, "assistant")
+            ]
+            ready.put(("start", i))
+            s.append(run("t", f"big-{i}", *body))
+            ready.put(("done", i))
+
+
+def test_a_writer_killed_mid_append_loses_nothing_committed_and_leaves_no_partial_batch(
+    store_url: str,
+) -> None:
+    ctx = multiprocessing.get_context("fork")
+    ready = ctx.Queue()
+    proc = ctx.Process(target=_append_forever, args=(store_url, ready))
+    proc.start()
+    done: list[int] = []
+    try:
+        while len(done) < 2:
+            kind, i = ready.get(timeout=60)
+            if kind == "done":
+                done.append(i)
+        while ready.get(timeout=60)[0] != "start":
+            pass
+        time.sleep(0.02)  # inside the append of a batch of 1,202 events
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join(timeout=30)
+    with agui_store.open(store_url, busy_timeout_ms=5_000) as s:
+        runs = s.runs("t")
+        assert {f"big-{i}" for i in done} <= {r.run_id for r in runs}
+        assert all(r.event_count == 1 + 3 * 400 + 1 for r in runs), "a partial batch landed"
+        # The killed writer's lock went with its session: the next writer gets it.
+        s.append(run("t", "after", *say("m", "still here")))
+        assert s.runs("t")[-1].run_id == "after"
+        assert s.runs("t")[-1].parent_run_id == runs[-1].run_id
+
+
+# --- a lost connection ------------------------------------------------------------------
+
+
+def test_a_terminated_connection_fails_one_call_at_most_and_the_store_works_again(
+    store: Any, postgres_server: Any
+) -> None:
+    store.append(run("t", "r1", *say("m1", "a")))
+    pid = testing.connection(store).info.backend_pid
+    assert postgres_server.terminate_backend(pid)
+    try:
+        store.append(run("t", "r2", *say("m2", "b")))
+    except StorageError as e:
+        assert "lost the connection" in str(e)
+        store.append(run("t", "r2", *say("m2", "b")))
+    assert testing.connection(store).info.backend_pid != pid
+    assert [r.run_id for r in store.runs("t")] == ["r1", "r2"]
+    assert [m["content"] for m in store.checkout("r2", thread_id="t").messages] == ["a", "b"]
+
+
+def test_a_connection_terminated_inside_a_write_leaves_the_batch_absent(
+    store: Any, postgres_server: Any, store_url: str
+) -> None:
+    store.append(run("t", "r1", *say("m1", "a")))
+    before = dump(store_url)
+    pid = testing.connection(store).info.backend_pid
+    failure: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            store.append(run("t", "r2", *say("m2", "b")))
+        except BaseException as e:
+            failure.append(e)
+
+    # Another session inserts run r2 and keeps its transaction open: the store's insert of
+    # the same run waits for it, inside the store's write transaction, until terminated.
+    with psycopg.connect(store_url) as other:
+        other.execute(
+            f"INSERT INTO {schema.SCHEMA}.runs(thread, run_id, lineage, created_at) "
+            f"SELECT id, 'r2', 'root', 0 FROM {schema.SCHEMA}.threads WHERE thread_id = 't'"
+        )
+        writer = threading.Thread(target=append)
+        writer.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            row = other.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
+            ).fetchone()
+            if row and row[0] == "Lock":
+                break
+            time.sleep(0.01)
+        assert postgres_server.terminate_backend(pid)
+        writer.join(timeout=30)
+        other.rollback()
+    assert len(failure) == 1 and isinstance(failure[0], StorageError), failure
+    assert "lost the connection" in str(failure[0])
+    assert dump(store_url) == before
+    store.append(run("t", "r2", *say("m2", "b")))
+    assert [r.run_id for r in store.runs("t")] == ["r1", "r2"]
+
+
+def test_a_server_restart_between_calls_costs_at_most_one_failed_call(
+    store: Any, postgres_cluster: Any
+) -> None:
+    store.append(run("t", "r1", *say("m1", "a")))
+    postgres_cluster.stop("fast")
+    with pytest.raises(StorageError, match="cannot connect to postgresql://"):
+        store.append(run("t", "r2", *say("m2", "b")))
+    postgres_cluster.start()
+    store.append(run("t", "r2", *say("m2", "b")))
+    assert [r.run_id for r in store.runs("t")] == ["r1", "r2"]
+
+
+def test_a_database_that_does_not_exist_is_a_clear_store_error(store_url: str) -> None:
+    missing = store_url.replace("postgresql:///agui_test_", "postgresql:///missing_")
+    with pytest.raises(StorageError, match="cannot connect to postgresql:///missing_"):
+        agui_store.open(missing)
+
+
+def test_a_writer_waiting_longer_than_its_busy_timeout_gets_a_store_busy_error(
+    store_url: str,
+) -> None:
+    with agui_store.open(store_url, busy_timeout_ms=200) as s:
+        s.append(run("t", "r1"))
+        with psycopg.connect(store_url) as other:  # another writer, inside its transaction
+            other.execute(sql.WRITER_LOCK)
+            started = time.monotonic()
+            with pytest.raises(StoreBusyError, match="busy timeout"):
+                s.append(run("t", "r2"))
+            assert time.monotonic() - started < 20
+        s.append(run("t", "r2"))  # the other writer is gone: the lock is free
+        assert [r.run_id for r in s.runs("t")] == ["r1", "r2"]
+
+
+def test_a_store_used_in_a_forked_child_reconnects_there_and_the_parent_carries_on(
+    store: Any,
+) -> None:
+    store.append(run("t", "parent-1"))
+    parent_session = testing.connection(store).info.backend_pid
+    pid = os.fork()
+    if pid == 0:  # the child: its own connection, the parent's left alone
+        code = 1
+        try:
+            store.append(run("t", "child-1"))
+            if testing.connection(store).info.backend_pid != parent_session:
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert testing.connection(store).info.backend_pid == parent_session
+    store.append(run("t", "parent-2"))
+    assert [r.run_id for r in store.runs("t")] == ["parent-1", "child-1", "parent-2"]
+
+
+def test_a_forked_child_that_exits_normally_leaves_the_parents_session_alone(
+    store: Any,
+) -> None:
+    """A child exiting through the interpreter finalizes what it inherited: the parent's
+    connection must not say goodbye to the server on the shared socket."""
+    store.append(run("t", "parent-1"))
+    parent_session = testing.connection(store).info.backend_pid
+    pid = os.fork()
+    if pid == 0:
+        store.close()  # closing in the child, then exiting normally
+        os._exit(0)
+    os.waitpid(pid, 0)
+    store.append(run("t", "parent-2"))
+    assert testing.connection(store).info.backend_pid == parent_session
+
+
+def test_the_command_line_reads_a_postgresql_store_from_db_and_the_environment(
+    store: Any, store_url: str
+) -> None:
+    store.append(run("t", "r1", *say("m1", "hello", "user")))
+    store.append(run("t", "r2", *say("m2", "hi", "assistant")))
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    log = subprocess.run(
+        [sys.executable, "-m", "agui_store", "--db", store_url, "log", "r2", "--thread", "t"],
+        capture_output=True, text=True, env=env, check=False,
+    )
+    assert log.returncode == 0, log.stderr
+    assert [line.split()[0] for line in log.stdout.splitlines() if line] == ["r2", "r1"]
+    env["AGUI_STORE_DB"] = store_url
+    threads = subprocess.run(
+        [sys.executable, "-m", "agui_store", "threads"],
+        capture_output=True, text=True, env=env, check=False,
+    )
+    assert (threads.returncode, threads.stdout.split()) == (0, ["t"]), threads.stderr
+
+
+def test_the_asyncio_store_appends_through_its_writer_process_and_reads(store_url: str) -> None:
+    from agui_store import aio
+
+    async def use() -> list[Any]:
+        async with aio.open(store_url) as astore:
+            await astore.append(run("t", "r1", *say("m1", "async", "assistant")))
+            return (await astore.checkout("r1", thread_id="t")).messages
+
+    assert asyncio.run(use()) == [{"id": "m1", "role": "assistant", "content": "async"}]
+
+
+def test_imported_behaviour_is_collected_here_once_each() -> None:
+    names = [f.__name__ for f in IMPORTED]
+    assert len(names) == len(set(names)) and all(n in globals() for n in names)
+    assert json.dumps(names)  # listed for the backend fixture that will replace this module
