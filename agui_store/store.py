@@ -2021,6 +2021,8 @@ class Store:
         position holds the same messages on every side, so comparing what follows finds
         the same changes (positions and repeated ids shift alike on every side). Runs
         that are not all checkpointed themselves get their whole views."""
+        if not tx.keeps_checkpoints:
+            return [self._view(tx, pk) for pk in pks]
         conn = tx.connection
         manifests = [checkpoints.manifest(conn, pk) for pk in pks]
         if any(m is None for m in manifests):
