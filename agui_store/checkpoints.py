@@ -293,13 +293,13 @@ def load(
     verify: bool = True,
     skip_chunks: int = 0,
 ) -> Snapshot:
-    """Decode a checkpoint into fresh objects (the caller may mutate them): one row, its
-    manifest, then its chunks and tail blobs in list order with one query, decoded as one
-    JSON array. ``with_hashes`` is accepted for callers that continue from the checkpoint;
+    """Decode a checkpoint into fresh objects (the caller may mutate them): its row with its
+    manifest, then its chunks and tail segments in list order with one query, each decoded
+    on its own. ``with_hashes`` is accepted for callers that continue from the checkpoint;
     the layout (ids and addresses) comes with every load, at no extra cost.
 
     ``verify`` (the default) checks what is read against what the checkpoint recorded, at the
-    cost of one pass over the bytes read: each chunk and message text against its address,
+    cost of one pass over the bytes read: each chunk and segment text against its address,
     and those addresses, the state, interrupts and warnings against its view digest (so a
     blob edited, forged with its address recomputed, or a row or list pointed at another
     blob, all fail); and that the run hash it was derived at is one of its run's. A failure
