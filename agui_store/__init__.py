@@ -24,6 +24,7 @@ from agui_store.errors import (
     StorageError,
     StorageFullError,
     StoreBusyError,
+    SyncConflictError,
 )
 from agui_store.records import (
     AppendResult,
@@ -39,6 +40,7 @@ from agui_store.records import (
 from agui_store.slim import PRESETS as SLIM_PRESETS
 from agui_store.slim import slim
 from agui_store.store import Store, open
+from agui_store.sync import CopyResult, copy
 from agui_store.verify import SequenceVerifier, verify_events
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "Branch",
     "BranchError",
     "Checkout",
+    "CopyResult",
     "CorruptStoreError",
     "Diff",
     "HashMismatchError",
@@ -73,8 +76,10 @@ __all__ = [
     "StorageFullError",
     "Store",
     "StoreBusyError",
+    "SyncConflictError",
     "ViewChange",
     "compact_events",
+    "copy",
     "export_artifact",
     "load_artifact",
     "open",

@@ -48,6 +48,7 @@ EXAMPLES = {
     "export-artifact": "agui-store export-artifact run-2 --thread t1 -o run-2.artifact.json",
     "validate-artifact": "agui-store validate-artifact run-2.artifact.json",
     "slim": "agui-store slim HEAD --thread t1 --preset minimal --last 5",
+    "copy": "agui-store copy local.db postgresql://host/agents --thread t1",
 }
 
 
@@ -423,6 +424,50 @@ def cmd_slim(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_copy(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """Copy threads from SRC to DST (``--db`` plays no part: both are named)."""
+    from agui_store.sync import copy
+
+    progress: Progress | None = None
+
+    def advance(done: int, total: int) -> None:
+        nonlocal progress
+        if progress is None:
+            progress = Progress(total, "copying")
+        progress.advance(done - progress.done)
+
+    try:
+        result = copy(
+            args.src, args.dst, thread_id=args.thread, force=args.force, progress=advance
+        )
+    finally:
+        if progress is not None:
+            progress.finish()
+    if args.json:
+        out.write(
+            json.dumps(
+                {
+                    "threads": result.threads,
+                    "threadsCreated": result.threads_created,
+                    "runs": result.runs,
+                    "events": result.events,
+                    "runsPresent": result.runs_present,
+                    "runsExtended": result.runs_extended,
+                    "branches": result.branches,
+                }
+            )
+            + "\n"
+        )
+        return 0
+    extended = f", {result.runs_extended} runs completed" if result.runs_extended else ""
+    out.write(
+        f"copied {result.threads} threads, {result.runs} runs, {result.events} events"
+        f"{extended}, {result.branches} branches ({result.runs_present} runs already present)"
+        "\n"
+    )
+    return 0
+
+
 COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], str]] = {
     "import": (cmd_import, "record events from a JSON, JSON Lines or SSE file"),
     "threads": (cmd_threads, "list threads"),
@@ -444,11 +489,13 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
     "validate-artifact": (cmd_validate_artifact, "check a compacted-message-snapshot artifact "
                           "(exit 0: valid; exit 1: the path and reason)"),
     "slim": (cmd_slim, "a run's messages, slimmed for bandwidth or privacy (JSON)"),
+    "copy": (cmd_copy, "copy threads from store SRC to store DST (files or postgresql:// URLs): "
+             "only what DST lacks, losslessly, refusing runs that differ"),
 }
 
 
 #: Commands that work on files alone: no store is opened (or created) for them.
-NEEDS_NO_STORE = frozenset({"validate-artifact"})
+NEEDS_NO_STORE = frozenset({"validate-artifact", "copy"})
 #: The commands that may create the store file; every other one needs it to exist, so that a
 #: mistyped ``--db`` is an error instead of a new empty store left behind.
 CREATES_STORE = frozenset({"import", "demo"})
@@ -531,6 +578,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--thread", help="thread id (when the ref is ambiguous)")
     p.add_argument("--output", "-o", help="file to write (default: stdout)")
     parsers["validate-artifact"].add_argument("file", help="the artifact (JSON); - for stdin")
+    p = parsers["copy"]
+    p.add_argument("src", metavar="SRC", help="the store to copy from (it must exist)")
+    p.add_argument("dst", metavar="DST", help="the store to copy to (created if missing)")
+    p.add_argument("--thread", help="only this thread")
+    p.add_argument("--force", action="store_true",
+                   help="a branch DST holds off SRC's lineage takes SRC's tip (runs never move)")
     p = parsers["slim"]
     p.add_argument("ref", nargs="?", default="HEAD", help="run id, branch, HEAD, REF~n")
     p.add_argument("--thread", help="thread id (when the ref is ambiguous)")

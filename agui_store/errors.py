@@ -160,3 +160,36 @@ class HashMismatchError(IntegrityError):
             f"{where}{what}; the file was changed outside agui-store or is damaged "
             "('agui-store check' lists what differs)"
         )
+
+
+class SyncConflictError(AguiStoreError):
+    """A copy between stores (:func:`agui_store.copy`) found a run, a thread's owner or a
+    branch that both stores hold with different content: nothing was written.
+
+    Attributes:
+        thread_id: the thread where the two stores differ.
+        run_id: the run that differs (``None`` for a thread's owner).
+        branch: the branch whose tips diverge (``None`` unless a branch differs).
+        what: what differs, in words.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        thread_id: str,
+        run_id: str | None = None,
+        branch: str | None = None,
+    ) -> None:
+        self.what = what
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.branch = branch
+        where = f"thread {thread_id!r}"
+        if run_id is not None:
+            where = f"run {run_id!r} of {where}"
+        if branch is not None:
+            where = f"branch {branch!r} of {where}"
+        super().__init__(
+            f"{where} differs between the two stores: {what}; nothing was copied"
+        )

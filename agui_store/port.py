@@ -31,6 +31,14 @@ RunSummary = tuple[Any, ...]
 #: An event row of a run: ``(run pk, seq, type, payload, echo refs or None)``.
 EventRow = tuple[int, int, str, str, "str | None"]
 
+#: A run as recorded, what copying it to another store needs: ``(pk, run_id, parent
+#: run_id, lineage, sent parentRunId, input, input_refs, synthetic, created_at,
+#: parent_hash, start_hash)``.
+ReplicaRun = tuple[Any, ...]
+
+#: A batch as recorded: ``(run pk, first_seq, last_seq, outcome, appended_at, hash)``.
+BatchRow = tuple[int, int, int, "str | None", int, bytes]
+
 
 class Reading(Protocol):
     """Operations on a consistent snapshot of the database."""
@@ -39,6 +47,7 @@ class Reading(Protocol):
     def thread(self, thread_id: str) -> tuple[int, str | None] | None:
         """``(pk, owner)`` of a thread, or ``None``."""
     def thread_id(self, thread_pk: int) -> str: ...
+    def thread_created_at(self, thread_pk: int) -> int: ...
     def thread_ids(self, scope: str | None) -> list[str]:
         """Thread ids of an owner (``None``: all), oldest first."""
     def thread_pks(self, scope: str | None, limit: int) -> list[int]: ...
@@ -80,6 +89,8 @@ class Reading(Protocol):
     def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]: ...
     def run_summary(self, run_pk: int) -> RunSummary: ...
     def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]: ...
+    def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
+        """The thread's runs as recorded, in run order (see :data:`ReplicaRun`)."""
     def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
         """What verifying runs against their hashes reads: ``(pk, thread_id, run_id,
         lineage, sent parentRunId, synthetic, created_at, input, input_refs, parent_hash,
@@ -188,6 +199,16 @@ class Writing(Reading, Protocol):
         appended_at: int,
         batch_hash: bytes,
     ) -> None: ...
+    def replicate_log(
+        self,
+        events: Sequence[tuple[int, int, str, str]],
+        echo_refs: Sequence[tuple[int, str]],
+        batches: Sequence[BatchRow],
+    ) -> None:
+        """Insert events (``(seq, run pk, type, payload)``), their echo references and
+        their batches exactly as given, in bulk: a copy from another store
+        (:mod:`agui_store.sync`) lands runs as they were recorded there, with this
+        database's sequence numbers and the hashes they give."""
     def set_branch(self, thread_pk: int, name: str, run_pk: int, now: int) -> None: ...
     def move_branches(self, thread_pk: int, tip: int, to: int, now: int) -> None:
         """Every branch of the thread at ``tip`` now points at ``to``."""
@@ -218,4 +239,4 @@ class Backend(Protocol):
         """In a forked child: drop the parent's connection; the next use opens a new one."""
 
 
-__all__ = ["Backend", "EventRow", "Reading", "RunSummary", "Writing"]
+__all__ = ["Backend", "BatchRow", "EventRow", "Reading", "ReplicaRun", "RunSummary", "Writing"]

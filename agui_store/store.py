@@ -321,6 +321,17 @@ class Store:
                 self._forget()
                 raise
 
+    @contextmanager
+    def _replicating(self) -> Iterator[port.Writing]:
+        """The write transaction of :func:`agui_store.sync.copy`, which inserts runs as
+        another store recorded them, beside the rules ``append`` applies: what this store
+        remembers of the database is dropped after it, whether it commits or not."""
+        try:
+            with self._writing() as tx:
+                yield tx
+        finally:
+            self._forget()
+
     # --- append -------------------------------------------------------------------------
 
     def append(

@@ -27,6 +27,14 @@ import agui_store
 from agui_store import blobs, checkpoints, codec, testing
 from tests.strategies import legal_streams, message_lists
 
+# Each example of these machines is 12 steps, and after every step the invariants check out
+# and fully replay every run so far: one example costs as much as dozens of a plain
+# property's, and each machine cost 35-45 s in CI at 300 examples. The machines keep
+# their 12 steps (the depth at which checkpoints, branches, reopening and checkpoint loss
+# meet) and CI runs 100 sequences of them per machine, 4,800 steps over the four machines;
+# the dev profile's budget (60) is below that and stays.
+MACHINE = settings(stateful_step_count=12, max_examples=min(settings.default.max_examples, 100))
+
 
 class CheckpointMachine(RuleBasedStateMachine):
     runs = Bundle("runs")
@@ -218,7 +226,7 @@ class CheckpointMachine(RuleBasedStateMachine):
             assert blobs.digest(blobs.unpack(kind, data)) == digest
 
 
-CheckpointMachine.TestCase.settings = settings(stateful_step_count=12)
+CheckpointMachine.TestCase.settings = MACHINE
 test_checkpoints_never_change_what_checkout_restores = CheckpointMachine.TestCase
 
 
@@ -226,7 +234,7 @@ class SparseCheckpointMachine(CheckpointMachine):
     every = 12  # a checkpoint every few generated runs: checkouts replay from an older one
 
 
-SparseCheckpointMachine.TestCase.settings = settings(stateful_step_count=12)
+SparseCheckpointMachine.TestCase.settings = MACHINE
 test_sparse_checkpoints_never_change_what_checkout_restores = SparseCheckpointMachine.TestCase
 
 
@@ -244,7 +252,7 @@ class StatePatchMachine(CheckpointMachine):
         super().teardown()
 
 
-StatePatchMachine.TestCase.settings = settings(stateful_step_count=12)
+StatePatchMachine.TestCase.settings = MACHINE
 test_states_stored_as_patches_never_change_what_checkout_restores = StatePatchMachine.TestCase
 
 
@@ -400,7 +408,7 @@ class DeferredDerivationMachine(CheckpointMachine):
         assert tree(self.store.deferred) == tree(self.store.eager)  # type: ignore[attr-defined]
 
 
-DeferredDerivationMachine.TestCase.settings = settings(stateful_step_count=12)
+DeferredDerivationMachine.TestCase.settings = MACHINE
 test_deferred_derivation_never_changes_a_decision_or_a_checkout = DeferredDerivationMachine.TestCase
 
 

@@ -210,8 +210,13 @@ def test_a_writer_killed_at_random_moments_keeps_every_acknowledged_run_whole(
         path = tmp_path / f"runs-{number}.db"
         seed = SEED + number
         held = 0
+        kills = min(KILLS_PER_FILE, RUN_KILLS - tally.kills)
         worker = Worker("writer", "runs", str(path), str(seed))
-        for kill in range(min(KILLS_PER_FILE, RUN_KILLS - tally.kills)):
+        for kill in range(kills):
+            # The next writer imports while this one writes, is killed and its file is
+            # checked (importing agui_store is most of a kill's time otherwise); it touches
+            # the file only once told where to start.
+            upcoming = Worker("writer", "runs", str(path), str(seed)) if kill + 1 < kills else None
             worker.wait_for("spawned")
             worker.send(f"go {held}")
             kill_somewhere(worker, held, tally, rng, partial(crash_batch_size, seed))
@@ -219,15 +224,12 @@ def test_a_writer_killed_at_random_moments_keeps_every_acknowledged_run_whole(
             assert not acked or acked == list(range(held, held + len(acked)))
             torn = wal_tail(path)[1]
             tally.torn_commits += bool(torn)
-            # Start the next writer (it imports while this file is checked).
-            last = kill == KILLS_PER_FILE - 1 or tally.kills == RUN_KILLS
-            next_worker = None if last else Worker("writer", "runs", str(path), str(seed))
             acked_upto = held + len(acked)
             new_held = verify_runs_file(path, seed, held, acked_upto, in_flight)
             tally.count_survivors(len(acked), acked_upto, in_flight, new_held)
             held = new_held
-            if next_worker is not None:
-                worker = next_worker
+            if upcoming is not None:
+                worker = upcoming
     print("\n" + tally.summary("whole runs"), file=sys.stderr)
     assert tally.kills == RUN_KILLS
     # The kills were aimed at append(): most must have landed inside one.
@@ -273,8 +275,11 @@ def test_a_live_run_streamed_in_many_appends_keeps_what_was_acknowledged_and_sta
         path = tmp_path / f"live-{number}.db"
         seed = SEED + 100 + number
         held = 0
+        kills = min(KILLS_PER_FILE, LIVE_KILLS - tally.kills)
         worker = Worker("writer", "live", str(path), str(seed))
-        for kill in range(min(KILLS_PER_FILE, LIVE_KILLS - tally.kills)):
+        for kill in range(kills):
+            # The next writer imports meanwhile (see the runs test above).
+            upcoming = Worker("writer", "live", str(path), str(seed)) if kill + 1 < kills else None
             worker.wait_for("spawned")
             worker.send("go")
             kill_somewhere(worker, held, tally, rng, partial(live_batch_size, seed))
@@ -283,14 +288,12 @@ def test_a_live_run_streamed_in_many_appends_keeps_what_was_acknowledged_and_sta
             if ready:  # the writer found where the file stopped: exactly where we did
                 assert ready[0] == f"ready {held}"
             tally.torn_commits += bool(wal_tail(path)[1])
-            last = kill == KILLS_PER_FILE - 1 or tally.kills == LIVE_KILLS
-            next_worker = None if last else Worker("writer", "live", str(path), str(seed))
             acked_upto = held + len(acked)
             new_held = verify_live_file(path, seed, acked_upto, in_flight)
             tally.count_survivors(len(acked), acked_upto, in_flight, new_held)
             held = new_held
-            if next_worker is not None:
-                worker = next_worker
+            if upcoming is not None:
+                worker = upcoming
     print("\n" + tally.summary("live run"), file=sys.stderr)
     assert tally.kills == LIVE_KILLS
     assert tally.in_append >= LIVE_KILLS // 2, tally.summary("live run")
@@ -305,9 +308,17 @@ def test_a_writer_killed_while_it_creates_the_file_leaves_a_file_that_opens(
 ) -> None:
     rng = random.Random(SEED + 2)
     outcomes = {"before open": 0, "after open": 0}
+
+    def writer(number: int) -> Worker:
+        return Worker("writer", "runs", str(tmp_path / f"new-{number}.db"), str(SEED))
+
+    upcoming: Worker | None = writer(0)
     for number in range(CREATE_KILLS):
         path = tmp_path / f"new-{number}.db"
-        worker = Worker("writer", "runs", str(path), str(SEED))
+        assert upcoming is not None
+        worker = upcoming
+        # The next writer imports while this one is killed and its file checked.
+        upcoming = writer(number + 1) if number + 1 < CREATE_KILLS else None
         worker.wait_for("spawned")
         worker.send("go 0")
         time.sleep(rng.uniform(0, 0.03))

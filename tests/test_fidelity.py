@@ -18,11 +18,12 @@ from typing import Any
 
 import apsw
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agui_store
 from agui_store import testing
+from tests.backends import checked
 from tests.oracle_client import Oracle, as_js
 from tests.strategies import json_objects, legal_streams, messages
 from tests.test_restore import assert_pipeline_restores
@@ -90,9 +91,9 @@ def _four_messages(store: Any, oracle: Oracle) -> Client:
 
 @pytest.mark.parametrize("same_id", [False, True], ids=["new-id", "same-id"])
 def test_a_fresh_client_that_edits_the_first_message_restores_as_it_holds_it(
-    oracle: Oracle, tmp_path: Path, same_id: bool
+    oracle: Oracle, store_location: str, same_id: bool
 ) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         _four_messages(store, oracle)
         fresh = Client(oracle)
         fresh.say("u1" if same_id else "e1", "hello, edited")
@@ -115,11 +116,11 @@ def test_a_fresh_client_that_edits_the_first_message_restores_as_it_holds_it(
         co = store.checkout("r4")
         assert as_js([co.messages, co.state]) == as_js([fresh.messages, fresh.state])
         assert store.get_run("r4").parent_run_id == "r3"
-        assert store.check().ok
+        assert checked(store)
 
 
 def test_a_client_continuing_a_view_keeps_the_activity_messages_it_did_not_send(
-    oracle: Oracle, tmp_path: Path
+    oracle: Oracle, store_location: str
 ) -> None:
     activity = {
         "type": "ACTIVITY_SNAPSHOT",
@@ -127,7 +128,7 @@ def test_a_client_continuing_a_view_keeps_the_activity_messages_it_did_not_send(
         "activityType": "plan",
         "content": {"steps": ["look", "answer"]},
     }
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         client = Client(oracle)
         client.say("u1", "plan it")
         client.run(store, _reply("r1", "a1", "planned", activity))
@@ -141,11 +142,11 @@ def test_a_client_continuing_a_view_keeps_the_activity_messages_it_did_not_send(
 
 
 def test_a_body_whose_parent_is_named_may_leave_out_what_the_lineage_holds(
-    oracle: Oracle, tmp_path: Path
+    oracle: Oracle, store_location: str
 ) -> None:
     """Only an input whose parent is named may be normalized: its messages follow the
     lineage's (what `fork` users and producers that send only new messages rely on)."""
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         client = _four_messages(store, oracle)
         events = _reply("r3", "a3", "named")
         body = _body("r3", [{"id": "u3", "role": "user", "content": "only the new one"}])
@@ -176,15 +177,16 @@ def fresh_bodies(draw: st.DrawFn, known: list[dict[str, Any]]) -> list[dict[str,
     return list(unique.values())
 
 
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), n=st.integers(1, 3))
 def test_a_body_that_continues_no_view_restores_as_sent_and_reads_back_whole(
-    oracle: Oracle, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, n: int
+    oracle: Oracle, new_location: Any, data: st.DataObject, n: int
 ) -> None:
     """Generated threads, then a fresh client's body with no parentRunId: the store's view is
     the official client's replay from that body, whatever the thread held before; and the
     body is stored by reference where it shares messages with the head, and read back
     whole."""
-    with agui_store.open(tmp_path_factory.mktemp("fresh") / "s.db") as store:
+    with agui_store.open(new_location()) as store:
         for i in range(n):
             events = data.draw(legal_streams(min_runs=1, max_runs=1, run_ids=[f"r{i}"]))
             store.append(events)
@@ -237,4 +239,4 @@ def test_a_version_8_file_derives_again_what_the_amended_start_changes(
         for pk in (3, 4):
             co = store.checkout(f"r{pk}")
             assert co.messages == testing.replayed_view(store, pk).messages
-        assert store.compact() == 2 and store.check().ok
+        assert store.compact() == 2 and checked(store)

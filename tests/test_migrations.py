@@ -2,8 +2,9 @@
 clearly and left alone; new files are private to their owner.
 
 ``tests/data/v1.sqlite`` was written by schema version 1 code (``tests/data/make_v1_fixture.py``)
-with what that version read back from it in ``v1.expected.json``. The tests open copies of it,
-never the kept file itself: opening migrates.
+with what that version read back from it in ``v1.expected.json``; ``v7.sqlite`` and ``v9.sqlite``
+likewise by versions 7 and 9 (``tests/data/fixtures.py`` writes them all). The tests open
+copies of them, never the kept files themselves: opening migrates.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import AguiStoreError, SchemaVersionError, schema, testing
-from tests.data.make_v1_fixture import read_back
+from agui_store import AguiStoreError, SchemaVersionError, ScopeError, schema, testing
+from tests.data.fixtures import read_back_v1, read_back_v9
 from tests.workers.harness import ROOT, Worker, dump, worker_env
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -54,13 +55,13 @@ def test_the_kept_fixture_is_a_version_1_file_no_test_has_migrated() -> None:
 def test_a_version_1_file_opens_migrated_and_reads_back_what_version_1_read(v1: Path) -> None:
     expected = json.loads((DATA / "v1.expected.json").read_text(encoding="utf-8"))
     with agui_store.open(v1) as store:
-        assert read_back(store) == expected
+        assert read_back_v1(store) == expected
         report = store.check()
         assert report.ok, [str(p) for p in report.problems]
     assert pragma(v1, "user_version") == schema.SCHEMA_VERSION
     assert pragma(v1, "application_id") == schema.APPLICATION_ID
     with agui_store.open(v1) as store:  # and once more, already migrated
-        assert read_back(store) == expected
+        assert read_back_v1(store) == expected
 
 
 def test_a_migrated_file_takes_new_appends_where_version_1_left_off(v1: Path) -> None:
@@ -122,7 +123,7 @@ def test_several_processes_opening_an_old_file_at_once_migrate_it_once(
         assert not [line for line in lines if line.startswith("error")], lines
     expected = json.loads((DATA / "v1.expected.json").read_text(encoding="utf-8"))
     with agui_store.open(v1) as store:
-        found = read_back(store)
+        found = read_back_v1(store)
         assert store.check().ok
     # The racers wrote to conversations of their own: the old ones read back unchanged.
     assert {k: v for k, v in found["runs"].items() if k in expected["runs"]} == expected["runs"]
@@ -260,7 +261,7 @@ def test_a_version_7_file_gets_every_hash_backfilled_and_reads_back_what_version
     assert pragma(DATA / "v7.sqlite", "user_version") == 7
     expected = json.loads((DATA / "v7.expected.json").read_text(encoding="utf-8"))
     with agui_store.open(v7) as store:
-        assert read_back(store) == expected
+        assert read_back_v1(store) == expected
         report = store.check()
         assert report.ok, [str(p) for p in report.problems]
         assert "hashes" in report.checked and "derived" in report.checked
@@ -268,7 +269,7 @@ def test_a_version_7_file_gets_every_hash_backfilled_and_reads_back_what_version
         # Its checkpoints were dropped by the migration to version 10 (chunked lists), and
         # are derived again, with hashes, from the backfilled log.
         assert store.derive() > 0
-        assert read_back(store) == expected
+        assert read_back_v1(store) == expected
         report = store.check()
         assert report.ok, [str(p) for p in report.problems]
     assert all(h is not None and len(h) == 64 for h in hashes.values()), hashes
@@ -314,7 +315,7 @@ def test_a_migrated_version_7_file_continues_its_live_run_and_chains_new_runs_on
         assert report.ok, [str(p) for p in report.problems]
 
 
-# --- version 9 -> 10: checkpoints as chunks ---------------------------------------------------
+# --- version 9: the schema before issue 10's engine -----------------------------------------
 
 
 @pytest.fixture
@@ -324,60 +325,186 @@ def v9(tmp_path: Path) -> Path:
     return path
 
 
-def _read_back_as_kept(store: agui_store.Store, expected: dict[str, Any]) -> dict[str, Any]:
-    """read_back, keeping the runs the fixture kept (a few of its long thread)."""
-    found = read_back(store)
-    found["runs"] = {key: found["runs"][key] for key in expected["runs"]}
-    return found
+def v9_expected() -> dict[str, Any]:
+    expected: dict[str, Any] = json.loads((DATA / "v9.expected.json").read_text(encoding="utf-8"))
+    return expected
+
+
+def assert_reads_back(found: dict[str, Any], expected: dict[str, Any]) -> None:
+    """Equal, compared a part and a run at a time so that a failure names what differs."""
+    assert found.keys() == expected.keys()
+    for part in ("threads", "branches", "diffs", "check"):
+        assert found[part] == expected[part], part
+    assert list(found["runs"]) == list(expected["runs"])
+    for run, read in expected["runs"].items():
+        for what, value in read.items():
+            assert found["runs"][run][what] == value, f"{run}: {what}"
+
+
+def test_the_kept_version_9_file_holds_everything_version_9_can_hold() -> None:
+    kept = DATA / "v9.sqlite"
+    assert pragma(kept, "user_version") == 9
+    assert not Path(f"{kept}-wal").exists()
+    conn = apsw.Connection(str(kept), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        counts = {
+            name: conn.execute(query).fetchone()[0]
+            for name, query in {
+                "owned threads": "SELECT count(*) FROM threads WHERE owner IS NOT NULL",
+                "unowned threads": "SELECT count(*) FROM threads WHERE owner IS NULL",
+                "synthetic runs": "SELECT count(*) FROM runs WHERE synthetic",
+                "forks": "SELECT count(*) FROM runs WHERE lineage = 'parentRunId'",
+                "request bodies": "SELECT count(*) FROM runs WHERE input IS NOT NULL",
+                "inputs by reference": "SELECT count(*) FROM runs WHERE input_refs IS NOT NULL",
+                "echoes": "SELECT count(*) FROM echo_refs",
+                "branches": "SELECT count(*) FROM branches",
+                "checkpoints": "SELECT count(*) FROM checkpoints",
+                "underived runs": "SELECT count(*) FROM underived",
+                "unhashed runs": "SELECT count(*) FROM runs WHERE start_hash IS NULL",
+            }.items()
+        }
+        kinds = {row[0] for row in conn.execute("SELECT DISTINCT type FROM events")}
+    finally:
+        conn.close()
+    assert counts.pop("unhashed runs") == 0
+    assert all(counts.values()), counts
+    assert {
+        "TOOL_CALL_RESULT",
+        "STATE_SNAPSHOT",
+        "STATE_DELTA",
+        "MESSAGES_SNAPSHOT",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_ENCRYPTED_VALUE",
+        "ACTIVITY_SNAPSHOT",
+        "ACTIVITY_DELTA",
+        "RUN_ERROR",
+    } <= kinds
+    runs = v9_expected()["runs"]
+    assert {r["status"] for r in runs.values()} >= {"finished", "error", "incomplete"}
+    assert {r["lineage"] for r in runs.values()} >= {"root", "head", "messages", "parentRunId"}
+
+
+def test_a_version_9_file_opens_with_this_version_and_reads_back_what_version_9_read(
+    v9: Path,
+) -> None:
+    expected = v9_expected()
+    with agui_store.open(v9) as store:
+        assert_reads_back(read_back_v9(store), expected)
+    assert pragma(v9, "user_version") == schema.SCHEMA_VERSION
+    assert pragma(v9, "application_id") == schema.APPLICATION_ID
+    with agui_store.open(v9) as store:  # and once more, already migrated
+        assert_reads_back(read_back_v9(store), expected)
+
+
+def test_a_migrated_version_9_file_derives_what_it_left_underived_without_changing_a_read(
+    v9: Path,
+) -> None:
+    with agui_store.open(v9) as store:
+        # Version 10 dropped every checkpoint (chunked lists since): every complete run is
+        # derived again, besides what version 9 itself left underived.
+        conn = testing.connection(store)
+        complete = dict(
+            conn.execute(
+                "SELECT threads.thread_id, count(DISTINCT batches.run) FROM batches "
+                "JOIN runs ON runs.id = batches.run JOIN threads ON threads.id = runs.thread "
+                "WHERE batches.outcome IS NOT NULL GROUP BY threads.thread_id"
+            ).fetchall()
+        )
+        assert store.derive("bulk", scope="bob") == complete["bulk"] >= 2
+        assert store.derive() == sum(complete.values()) - complete["bulk"]
+        assert store.derive() == 0
+        assert_reads_back(read_back_v9(store), v9_expected())
+
+
+def test_a_migrated_version_9_file_takes_appends_of_every_kind_afterwards(v9: Path) -> None:
+    with agui_store.open(v9) as store:
+        # The live run continues and finishes.
+        live = store.get_run("p3", thread_id="ops")
+        assert live is not None and live.status == "incomplete"
+        store.append(
+            [
+                {"type": "TEXT_MESSAGE_END", "messageId": "m4"},
+                {"type": "RUN_FINISHED", "threadId": "ops", "runId": "p3"},
+            ],
+            thread_id="ops",
+            run_id="p3",
+        )
+        done = store.get_run("p3", thread_id="ops")
+        assert done is not None and done.status == "finished" and done.hash != live.hash
+        assert store.checkout("p3", thread_id="ops").messages[-1] == {
+            "id": "m4",
+            "role": "assistant",
+            "content": "Still running",
+        }
+        # The owner's HttpAgent client sends its whole history again: placed below h5.
+        held = store.checkout("retry", thread_id="help", scope="alice")
+        sent = [*held.messages, {"id": "u6", "role": "user", "content": "And in Rankine?"}]
+        body = {
+            "threadId": "help",
+            "runId": "h6",
+            "state": held.state,
+            "messages": sent,
+            "tools": [],
+            "context": [],
+            "forwardedProps": {},
+        }
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "help", "runId": "h6"},
+                {"type": "RUN_FINISHED", "threadId": "help", "runId": "h6"},
+            ],
+            input=body,
+            scope="alice",
+        )
+        h6 = store.get_run("h6", thread_id="help", scope="alice")
+        assert h6 is not None and h6.parent_run_id == "h5" and h6.lineage == "messages"
+        assert store.checkout("h6", thread_id="help").messages == sent
+        assert store.input("h6", thread_id="help") == body
+        assert [b.run_id for b in store.branches("help") if b.name == "retry"] == ["h6"]
+        # Another owner's write is refused and changes nothing.
+        before = read_back_v9(store)
+        with pytest.raises(ScopeError):
+            store.append([{"type": "RUN_STARTED", "threadId": "help", "runId": "x"}], scope="bob")
+        assert read_back_v9(store) == before
+        # The underived thread takes a run; its earlier runs read as they did.
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "bulk", "runId": "b4"},
+                {"type": "RUN_FINISHED", "threadId": "bulk", "runId": "b4"},
+            ],
+            scope="bob",
+        )
+        b4 = store.get_run("b4", thread_id="bulk")
+        assert b4 is not None and b4.parent_run_id == "b3"
+        # Every run recorded by version 9 but the one continued reads as it did (but for
+        # the branches that moved).
+        found = read_back_v9(store)["runs"]
+        for run, read in v9_expected()["runs"].items():
+            if run != "ops/p3":
+                del found[run]["branches"], read["branches"]
+                assert found[run] == read, run
+        report = store.check()
+        assert report.ok, [str(p) for p in report.problems]
 
 
 def test_a_version_9_file_drops_its_checkpoints_opening_and_derives_them_again_as_chunks(
     v9: Path,
 ) -> None:
-    assert pragma(DATA / "v9.sqlite", "user_version") == 9
-    expected = json.loads((DATA / "v9.expected.json").read_text(encoding="utf-8"))
     with agui_store.open(v9) as store:
         conn = testing.connection(store)
         # Opening only drops: the runs are listed to derive when next needed.
         assert conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 0
-        complete = conn.execute(
-            "SELECT count(DISTINCT run) FROM batches WHERE outcome IS NOT NULL"
-        ).fetchone()[0]
-        assert conn.execute("SELECT count(*) FROM underived").fetchone()[0] == complete
-        assert _read_back_as_kept(store, expected) == expected  # by replay meanwhile
+        complete = {
+            int(r[0])
+            for r in conn.execute("SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL")
+        }
+        underived = {int(r[0]) for r in conn.execute("SELECT run FROM underived")}
+        assert complete <= underived
         report = store.check()
         assert report.ok, [str(p) for p in report.problems]
-        assert store.derive() == complete
-        manifests = conn.execute("SELECT count(DISTINCT chunks) FROM checkpoints").fetchone()[0]
-        assert manifests >= 2  # the long thread's list grew past one chunk, then two
-        assert _read_back_as_kept(store, expected) == expected  # now from chunks
-        report = store.check()
-        assert report.ok, [str(p) for p in report.problems]
-    assert pragma(v9, "user_version") == schema.SCHEMA_VERSION
-
-
-def test_a_migrated_version_9_thread_derives_its_checkpoints_on_its_next_append(v9: Path) -> None:
-    with agui_store.open(v9) as store:
-        before = store.checkout("late", thread_id="long").messages
-        store.append(
-            [
-                {"type": "RUN_STARTED", "threadId": "long", "runId": "next"},
-                {"type": "TEXT_MESSAGE_START", "messageId": "next-a", "role": "assistant"},
-                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "next-a", "delta": "after"},
-                {"type": "TEXT_MESSAGE_END", "messageId": "next-a"},
-                {"type": "RUN_FINISHED", "threadId": "long", "runId": "next"},
-            ]
-        )
-        conn = testing.connection(store)
-        long_runs = conn.execute(
-            "SELECT count(*) FROM runs JOIN threads ON threads.id = runs.thread "
-            "WHERE threads.thread_id = 'long'"
-        ).fetchone()[0]
-        derived = conn.execute(
-            "SELECT count(*) FROM checkpoints JOIN runs ON runs.id = checkpoints.run "
-            "JOIN threads ON threads.id = runs.thread WHERE threads.thread_id = 'long'"
-        ).fetchone()[0]
-        assert derived == long_runs
-        assert store.checkout("next", thread_id="long").messages[:-1] == before
+        assert store.compact() > 0  # what derive leaves between checkpoints too
+        layouts = conn.execute("SELECT length, chunks, tail FROM checkpoints").fetchall()
+        assert layouts and all(json.loads(tail) is not None for _, _, tail in layouts)
+        assert_reads_back(read_back_v9(store), v9_expected())  # now from chunks
         report = store.check()
         assert report.ok, [str(p) for p in report.problems]

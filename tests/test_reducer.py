@@ -4,6 +4,10 @@ Every comparison replays the same events through :mod:`agui_store.reducer` and t
 client's own ``transformChunks`` + ``defaultApplyEvents`` (``tests/oracle``), and compares the
 parsed JSON of ``messages``, ``state`` and ``pendingInterrupts``, and how many warnings each
 gave. Where the client throws, the reducer must raise :class:`InvalidEventError`.
+
+Generating a stream costs more than checking it, so each generated stream is checked for
+everything at once (``assert_generated_stream_matches_the_client``): the client's view, the
+chunks the client's ``transformChunks`` synthesizes, and feeding it in any split.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, note, settings
+from hypothesis import given, note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
@@ -182,13 +186,22 @@ def test_each_hand_written_oracle_case_matches_the_official_client(
 # --------------------------------------------------------------------------------------
 
 start_states = json_objects | json_values
+#: Where a generated stream is cut to be fed in pieces: positions modulo its length + 1.
+CUTS = st.lists(st.integers(0, 10_000), max_size=6)
 
 
-@given(events=legal_streams(), messages=message_lists, state=start_states)
+@given(events=legal_streams(), messages=message_lists, state=start_states, cuts=CUTS)
 def test_random_legal_streams_from_random_starts_match_the_official_client(
-    oracle: Oracle, events: list[dict[str, Any]], messages: list[dict[str, Any]], state: Any
+    oracle: Oracle,
+    chunk_oracle: ChunkOracle,
+    events: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
+    state: Any,
+    cuts: list[int],
 ) -> None:
-    assert_matches_client(oracle, events, messages=messages, state=state)
+    assert_generated_stream_matches_the_client(
+        oracle, chunk_oracle, events, cuts, messages=messages, state=state
+    )
 
 
 def test_an_unexpanded_chunk_is_an_error_in_raw_mode_as_in_the_client(oracle: Oracle) -> None:
@@ -476,44 +489,41 @@ def chaotic_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
     messages=rich_message_lists,
     state=start_states,
     mode=st.sampled_from(["reducer", "raw"]),
+    cuts=CUTS,
 )
 def test_any_shape_valid_events_in_any_order_match_the_official_client(
     oracle: Oracle,
+    chunk_oracle: ChunkOracle,
     events: list[dict[str, Any]],
     messages: list[dict[str, Any]],
     state: Any,
     mode: str,
+    cuts: list[int],
 ) -> None:
     # Orphans (content for unknown ids, activity ids reused by text), reused ids, chunks in
     # several subagent lanes, snapshots with activity and reasoning under every kind of
     # authority declaration, encrypted values, interrupts, non-object states; with chunk
     # expansion, and raw (where a chunk is an error).
-    assert_matches_client(oracle, events, messages=messages, state=state, mode=mode)
+    assert_generated_stream_matches_the_client(
+        oracle, chunk_oracle, events, cuts, messages=messages, state=state, mode=mode
+    )
 
 
-@st.composite
-def split_points(draw: st.DrawFn, events: list[Any]) -> list[int]:
-    cuts = draw(st.lists(st.integers(0, len(events)), max_size=6))
-    return sorted(set(cuts))
-
-
-# Pure Python and its generation dominates: a third of the profile's examples (every
-# differential test also feeds its stream one event at a time).
-@settings(max_examples=max(20, settings.default.max_examples // 3))
-@given(data=st.data())
-def test_feeding_a_stream_in_any_split_equals_feeding_it_whole(data: st.DataObject) -> None:
-    events = data.draw(st.one_of(legal_streams(), chaotic_streams()))
-    messages = data.draw(message_lists | rich_message_lists)
-    whole = Reducer(messages)
+def assert_feeding_it_in_any_split_equals_feeding_it_whole(
+    events: list[Any], cuts: list[int], *, messages: Any, state: Any, expand_chunks: bool
+) -> None:
+    """Fed in pieces cut at ``cuts``, the reducer ends where it ends fed the whole stream at
+    once: the same view and warnings, or the same refused event."""
+    start = {} if state is UNSET else state
+    whole = Reducer(messages, start, expand_chunks=expand_chunks)
     try:
         whole.feed(events)
     except InvalidEventError as e:
         failed_at: int | None = e.index
     else:
         failed_at = None
-    pieces = Reducer(messages)
-    cuts = data.draw(split_points(events))
-    bounds = [0, *cuts, len(events)]
+    pieces = Reducer(messages, start, expand_chunks=expand_chunks)
+    bounds = [0, *sorted({cut % (len(events) + 1) for cut in cuts}), len(events)]
     try:
         for lo, hi in itertools.pairwise(bounds):
             pieces.feed(events[lo:hi])
@@ -523,6 +533,27 @@ def test_feeding_a_stream_in_any_split_equals_feeding_it_whole(data: st.DataObje
         assert failed_at is None
     assert our_view(pieces) == our_view(whole)
     assert pieces.warnings == whole.warnings
+
+
+def assert_generated_stream_matches_the_client(
+    oracle: Oracle,
+    chunk_oracle: ChunkOracle,
+    events: list[dict[str, Any]],
+    cuts: list[int],
+    *,
+    messages: Any = None,
+    state: Any = UNSET,
+    mode: str = "reducer",
+) -> None:
+    """Everything a generated stream is checked for (generating it costs most of a test's
+    time, so each stream is checked for all of it): the client's view of it, one event at a
+    time and whole (:func:`assert_matches_client`); its chunks expanded as the client's
+    ``transformChunks`` alone expands them; and fed cut anywhere, the same as whole."""
+    assert_matches_client(oracle, events, messages=messages, state=state, mode=mode)
+    assert_expands_chunks_like_the_client(chunk_oracle, events)
+    assert_feeding_it_in_any_split_equals_feeding_it_whole(
+        events, cuts, messages=messages, state=state, expand_chunks=mode != "raw"
+    )
 
 
 @st.composite
@@ -582,11 +613,11 @@ def subagent_chunk_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
     return out
 
 
-@given(events=subagent_chunk_streams())
+@given(events=subagent_chunk_streams(), cuts=CUTS)
 def test_chunks_assembled_in_subagent_lanes_match_the_official_client(
-    oracle: Oracle, events: list[dict[str, Any]]
+    oracle: Oracle, chunk_oracle: ChunkOracle, events: list[dict[str, Any]], cuts: list[int]
 ) -> None:
-    assert_matches_client(oracle, events)
+    assert_generated_stream_matches_the_client(oracle, chunk_oracle, events, cuts)
 
 
 # --------------------------------------------------------------------------------------
@@ -662,10 +693,11 @@ def chunk_oracle() -> Iterator[ChunkOracle]:
     handle.close()
 
 
-@given(events=st.one_of(subagent_chunk_streams(), chaotic_streams(), legal_streams()))
-def test_expanding_chunks_gives_exactly_the_events_the_client_synthesizes(
+def assert_expands_chunks_like_the_client(
     chunk_oracle: ChunkOracle, events: list[dict[str, Any]]
 ) -> None:
+    """Chunks expand to exactly the events the client's ``transformChunks`` synthesizes, with
+    as many warnings; where it throws, expanding them is an error."""
     answer = chunk_oracle.transform(events)
     if not answer["ok"]:
         explain(answer["error"])

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agui_store
@@ -34,9 +34,9 @@ def run_bounds(events: list[dict[str, Any]]) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize("events", fixture_params())
 def test_every_run_of_every_recording_restores_as_the_official_client(
-    oracle: Oracle, tmp_path: Path, events: list[dict[str, Any]]
+    oracle: Oracle, store_location: str, events: list[dict[str, Any]]
 ) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         store.append(events)
         for _, end in run_bounds(events):
             started = events[_]
@@ -91,13 +91,14 @@ def run_trees(draw: st.DrawFn) -> list[dict[str, Any]]:
     return runs
 
 
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tree=run_trees())
 def test_generated_run_trees_with_inputs_restore_as_the_official_client(
-    oracle: Oracle, tmp_path_factory: pytest.TempPathFactory, tree: list[dict[str, Any]]
+    oracle: Oracle, new_location: Any, tree: list[dict[str, Any]]
 ) -> None:
     expected: dict[str, dict[str, Any]] = {}
     complete: set[str] = set()
-    with agui_store.open(tmp_path_factory.mktemp("tree") / "s.db") as store:
+    with agui_store.open(new_location()) as store:
         for spec in tree:
             rid = spec["run_id"]
             parent = spec["parent"]
@@ -192,9 +193,9 @@ def assert_pipeline_restores(
 
 @pytest.mark.parametrize("events", fixture_params())
 def test_the_compacted_stream_of_every_recorded_run_restores_through_the_full_client_pipeline(
-    oracle: Oracle, tmp_path: Path, events: list[dict[str, Any]]
+    oracle: Oracle, store_location: str, events: list[dict[str, Any]]
 ) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         store.append(events)
         for a, b in run_bounds(events):
             stream = assert_pipeline_restores(
@@ -208,11 +209,12 @@ def test_the_compacted_stream_of_every_recorded_run_restores_through_the_full_cl
             assert len(stream) <= 4 < b - a or b - a <= 4
 
 
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tree=run_trees())
 def test_compacted_streams_of_generated_run_trees_restore_through_the_full_client_pipeline(
-    oracle: Oracle, tmp_path_factory: pytest.TempPathFactory, tree: list[dict[str, Any]]
+    oracle: Oracle, new_location: Any, tree: list[dict[str, Any]]
 ) -> None:
-    with agui_store.open(tmp_path_factory.mktemp("tree") / "s.db") as store:
+    with agui_store.open(new_location()) as store:
         for spec in tree:
             kwargs: dict[str, Any] = {}
             if spec["how"] == "explicit" and spec["parent"]:
@@ -226,12 +228,12 @@ def test_compacted_streams_of_generated_run_trees_restore_through_the_full_clien
 
 @pytest.mark.parametrize("events", fixture_params())
 def test_echoed_inputs_appended_run_by_run_are_stored_by_reference_and_read_back_whole(
-    oracle: Oracle, tmp_path: Path, events: list[dict[str, Any]]
+    oracle: Oracle, store_location: str, events: list[dict[str, Any]]
 ) -> None:
     """ag-ui-langgraph echoes the whole history in every RUN_STARTED.input: appended as a
     live server appends (one run per call), the echo is kept by reference, and every event,
     history and checkout reads back as recorded and as the client restores it."""
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         for a, b in run_bounds(events):
             store.append(events[a:b])
         tid = events[0]["threadId"]
@@ -274,16 +276,17 @@ def test_a_recording_appended_in_one_batch_stores_what_run_by_run_appends_store(
             assert (co.messages, co.state) == (want["messages"], want["state"])
 
 
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), n=st.integers(1, 4))
 def test_generated_conversations_echoing_their_history_read_back_and_restore_exactly(
-    oracle: Oracle, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, n: int
+    oracle: Oracle, new_location: Any, data: st.DataObject, n: int
 ) -> None:
     """Each run echoes the conversation so far (plus new messages) in RUN_STARTED.input, as
     ag-ui-langgraph does; stored by reference, every event reads back as sent, and each
     view is the client's replay from the start SPEC §3 gives an echoed input."""
     appended: list[dict[str, Any]] = []
     view: dict[str, Any] = {"messages": [], "state": {}}
-    with agui_store.open(tmp_path_factory.mktemp("echo") / "s.db") as store:
+    with agui_store.open(new_location()) as store:
         for i in range(n):
             rid = f"run{i}"
             body = data.draw(legal_streams(min_runs=1, max_runs=1, run_ids=[rid], max_steps=6))

@@ -154,6 +154,14 @@ INSERT_THREAD = (
     "INSERT INTO threads(thread_id, created_at, owner) VALUES (%s, %s, %s) RETURNING id"
 )
 THREAD_ID = "SELECT thread_id FROM threads WHERE id = %s"
+THREAD_CREATED_AT = "SELECT created_at FROM threads WHERE id = %s"
+#: A thread's runs as recorded, in run order (what a copy to another store needs).
+REPLICA_RUNS = """
+SELECT runs.id, runs.run_id, parent.run_id, runs.lineage, runs.parent_run_id, runs.input,
+       runs.input_refs, runs.synthetic, runs.created_at, runs.parent_hash, runs.start_hash
+FROM runs LEFT JOIN runs AS parent ON parent.id = runs.parent
+WHERE runs.thread = %s ORDER BY runs.id
+"""
 #: Thread ids visible to a scope (NULL: every thread), oldest first.
 THREAD_IDS = (
     "SELECT thread_id FROM threads WHERE %(scope)s::text IS NULL OR owner = %(scope)s "

@@ -68,6 +68,7 @@ INSERT_THREAD = (
     "INSERT INTO threads(thread_id, created_at, owner) VALUES (?, ?, ?) RETURNING id"
 )
 THREAD_ID = "SELECT thread_id FROM threads WHERE id = ?"
+THREAD_CREATED_AT = "SELECT created_at FROM threads WHERE id = ?"
 #: Thread ids visible to a scope (NULL: every thread), oldest first.
 THREAD_IDS = "SELECT thread_id FROM threads WHERE ?1 IS NULL OR owner = ?1 ORDER BY id"
 THREAD_PKS = "SELECT id FROM threads WHERE ?1 IS NULL OR owner = ?1 ORDER BY id LIMIT ?2"
@@ -214,6 +215,13 @@ INSERT_BATCH = (
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 #: What verifying runs' records against their hashes reads, for the runs in a JSON array.
+#: A thread's runs as recorded, in run order (what a copy to another store needs).
+REPLICA_RUNS = """
+SELECT runs.id, runs.run_id, parent.run_id, runs.lineage, runs.parent_run_id, runs.input,
+       runs.input_refs, runs.synthetic, runs.created_at, runs.parent_hash, runs.start_hash
+FROM runs LEFT JOIN runs AS parent ON parent.id = runs.parent
+WHERE runs.thread = ? ORDER BY runs.id
+"""
 RUN_RECORDS = """
 SELECT runs.id, threads.thread_id, runs.run_id, runs.lineage, runs.parent_run_id,
        runs.synthetic, runs.created_at, runs.input, runs.input_refs, runs.parent_hash,

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agui_store import checkpoints, codec
-from agui_store.port import EventRow, RunSummary
+from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary
 from agui_store.sqlite import sql
 
 
@@ -75,6 +75,9 @@ class SqliteTransaction:
 
     def thread_id(self, thread_pk: int) -> str:
         return str(self._value(sql.THREAD_ID, (thread_pk,)))
+
+    def thread_created_at(self, thread_pk: int) -> int:
+        return int(self._value(sql.THREAD_CREATED_AT, (thread_pk,)))
 
     def thread_ids(self, scope: str | None) -> list[str]:
         return [str(t) for t in self._column(sql.THREAD_IDS, (scope,))]
@@ -168,6 +171,9 @@ class SqliteTransaction:
 
     def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]:
         return self._all(sql.THREAD_RUN_SUMMARIES, (thread_pk,))
+
+    def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
+        return self._all(sql.REPLICA_RUNS, (thread_pk,))
 
     def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
         return self._all(sql.RUN_RECORDS, (_json_keys(run_pks),))
@@ -268,6 +274,22 @@ class SqliteTransaction:
         count = last_seq - first_seq + 1
         self._conn.execute(
             sql.INSERT_BATCH, (run_pk, first_seq, last_seq, count, outcome, appended_at, batch_hash)
+        )
+
+    def replicate_log(
+        self,
+        events: Sequence[tuple[int, int, str, str]],
+        echo_refs: Sequence[tuple[int, str]],
+        batches: Sequence[BatchRow],
+    ) -> None:
+        self._conn.executemany(sql.INSERT_EVENT, events)
+        self._conn.executemany(sql.INSERT_ECHO_REFS, echo_refs)
+        self._conn.executemany(
+            sql.INSERT_BATCH,
+            [
+                (run, first, last, last - first + 1, outcome, appended_at, batch_hash)
+                for run, first, last, outcome, appended_at, batch_hash in batches
+            ],
         )
 
     # --- branches ---------------------------------------------------------------------------

@@ -9,31 +9,23 @@ whose producer echoes it in ``RUN_STARTED.input``, whose state grows by ``STATE_
 patches, with a branch and a live run; every complete run has a checkpoint. It also writes
 ``v7.expected.json``: what version 7 read back from the file.
 
-    python tests/data/make_v7_fixture.py --from-git a3afe09
+    python tests/data/make_v7_fixture.py --from-git a3afe09 [--out DIR]
 
 ``--from-git REV`` (default a3afe09, the last commit whose schema is version 7) runs this
-script on that revision's ``agui_store``. Regenerate only on purpose.
+script on that revision's ``agui_store``. The writing is ``tests/data/fixtures.py``'s.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-DB = HERE / "v7.sqlite"
-EXPECTED = HERE / "v7.expected.json"
-LAST_V7_COMMIT = "a3afe09"
+if __name__ == "__main__":  # run as a script: tests.data.fixtures from the repository
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
 
-sys.path.insert(0, str(HERE))
-from make_v1_fixture import read_back, record  # noqa: E402
+from tests.data.fixtures import Fixture, main, read_back_v1
+from tests.data.make_v1_fixture import record
 
 
 def turn(thread: str, run: str, n: int, history: list[dict[str, Any]]) -> tuple[Any, Any]:
@@ -93,55 +85,13 @@ def record_v7(store: Any) -> None:
     store.compact()
 
 
-def write(db: Path, expected: Path) -> None:
-    import apsw
-
-    import agui_store
-    from agui_store import schema
-
-    if schema.SCHEMA_VERSION != 7:
-        raise SystemExit(
-            f"this agui_store writes schema version {schema.SCHEMA_VERSION}; "
-            "run with --from-git to use version 7 code"
-        )
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    with agui_store.open(db) as store:
-        record_v7(store)
-        found = read_back(store)
-    conn = apsw.Connection(str(db))  # the last connection: fold the WAL into the file
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.execute("PRAGMA journal_mode=DELETE")
-    conn.execute("VACUUM")
-    conn.close()
-    expected.write_text(json.dumps(found, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {db} ({db.stat().st_size} bytes, schema version 7) and {expected.name}")
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--from-git",
-        nargs="?",
-        const=LAST_V7_COMMIT,
-        metavar="REV",
-        help=f"use agui_store as of this revision (default {LAST_V7_COMMIT})",
-    )
-    args = parser.parse_args()
-    if args.from_git:
-        with tempfile.TemporaryDirectory() as folder:
-            archive = subprocess.run(
-                ["git", "archive", args.from_git, "agui_store"],
-                cwd=ROOT,
-                check=True,
-                capture_output=True,
-            ).stdout
-            subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-            env = {**os.environ, "PYTHONPATH": folder}
-            return subprocess.run([sys.executable, __file__], env=env, check=False).returncode
-    write(DB, EXPECTED)
-    return 0
-
+FIXTURE = Fixture(
+    version=7,
+    last_commit="a3afe09",
+    record=record_v7,
+    read_back=read_back_v1,
+    script=__file__,
+)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(FIXTURE, __doc__ or ""))

@@ -1,152 +1,274 @@
-"""Write ``tests/data/v9.sqlite``: a store file written by agui-store at schema version 9 (the
-last version whose checkpoints store message lists as per-message rows and deltas), so that
-the migration to version 10 (chunked lists) is proven on a file written by that code: its
-checkpoints are dropped and derived again, and the file reads back what version 9 read.
+"""Write ``tests/data/v9.sqlite``: a store file written by agui-store at schema version 9, kept so
+that the versions after it are proven to migrate it on open and read it back unchanged, and
+``v9.expected.json``: every public read of it by version 9 (``fixtures.read_back_v9``).
 
-It holds the version 7 fixture's threads (``make_v7_fixture.record_v7``: inputs stored by
-reference, echoes, state patches, a branch, a live run) and a thread long enough for full
-chunks (150 messages), with a run whose MESSAGES_SNAPSHOT edits an early message and a late
-tool result. It also writes ``v9.expected.json``: what version 9 read back from the file
-(of the long thread, a few runs).
+It holds what version 9 can hold, in three threads:
 
-    python tests/data/make_v9_fixture.py --from-git 6906989
+- ``help``, owned by ``alice`` (``scope=``): a client that resends its whole history with every
+  run (HttpAgent: request bodies, no ``parentRunId``, no echo) through a tool call, a state
+  snapshot and deltas, reasoning (with an encrypted value), activity, steps and an interrupt;
+  a fresh client whose body edits the first message (SPEC §3: it restores as exactly its own
+  messages); branches on the runs before and after that edit; and a fork of an earlier run
+  on a branch of its own.
+- ``ops``, owned by nobody: a RUN_ERROR-only (synthetic) run, two runs streamed interleaved
+  (``run_id=``), a late RUN_ERROR after one of them finished, a branch, and a live run left
+  open with a messages snapshot.
+- ``bulk``, owned by ``bob``, written by a store with ``derive_on_append=False`` and never
+  derived: its last complete runs have no lineage digest and no checkpoint in the file (the
+  first was derived when the second's lineage needed it); the second run's producer echoes
+  its request in ``RUN_STARTED.input``.
 
-``--from-git REV`` (default 6906989, the last commit whose schema is version 9) runs this
-script on that revision's ``agui_store``. Regenerate only on purpose.
+Every run has a hash.
+
+    python tests/data/make_v9_fixture.py --from-git REV [--out DIR]
+
+``--from-git REV`` (default 6906989, this script's commit, whose schema is version 9) runs it on
+that revision's ``agui_store``. The writing is ``tests/data/fixtures.py``'s.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-DB = HERE / "v9.sqlite"
-EXPECTED = HERE / "v9.expected.json"
-LAST_V9_COMMIT = "6906989"
+if __name__ == "__main__":  # run as a script: tests.data.fixtures from the repository
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
 
-sys.path.insert(0, str(HERE))
-from make_v1_fixture import read_back  # noqa: E402
-from make_v7_fixture import record_v7  # noqa: E402
+from tests.data.fixtures import Fixture, finished, main, read_back_v9, say, started
+
+SYSTEM = {"id": "s0", "role": "system", "content": "Answer in one line."}
+TOOLS = [
+    {
+        "name": "weather",
+        "description": "today's weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+]
+CONTEXT = [{"description": "locale", "value": "en-GB"}]
 
 
-def long_thread(store: Any) -> None:
-    """75 runs of a question and an answer, then a snapshot that edits message 3, then a
-    run whose tool result arrives for a call made 140 messages earlier."""
-    thread = "long"
+def user(message_id: str, text: str) -> dict[str, Any]:
+    return {"id": message_id, "role": "user", "content": text}
+
+
+def body(
+    thread: str, run: str, messages: list[dict[str, Any]], state: Any, **extra: Any
+) -> dict[str, Any]:
+    """An HttpAgent request body: the whole history the client holds, and its state."""
+    return {
+        "threadId": thread,
+        "runId": run,
+        "state": state,
+        "messages": messages,
+        "tools": TOOLS,
+        "context": CONTEXT,
+        "forwardedProps": {"model": "scripted"},
+        **extra,
+    }
+
+
+def next_body(store: Any, thread: str, run: str, after: str, question: dict[str, Any]) -> Any:
+    """What the client sends after run ``after``: what it holds then, and a new question."""
+    held = store.checkout(after, thread_id=thread)
+    messages = [m for m in held.messages if m.get("role") != "activity"]
+    return body(thread, run, [*messages, question], held.state)
+
+
+def record_help(store: Any) -> None:
+    """An owned thread of an HttpAgent client: every run carries the whole history."""
+    t, alice = "help", {"scope": "alice"}
+    first = body(t, "h1", [SYSTEM, user("u1", "Weather in Paris?")], {})
     store.append(
         [
-            {"type": "RUN_STARTED", "threadId": thread, "runId": "call"},
+            started(t, "h1"),
+            {"type": "STATE_SNAPSHOT", "snapshot": {"units": "metric", "asked": []}},
             {
                 "type": "TOOL_CALL_START",
-                "toolCallId": "c0",
-                "toolCallName": "lookup",
-                "parentMessageId": "call-a",
+                "toolCallId": "c1",
+                "toolCallName": "weather",
+                "parentMessageId": "a1",
             },
-            {"type": "TOOL_CALL_ARGS", "toolCallId": "c0", "delta": "{}"},
-            {"type": "TOOL_CALL_END", "toolCallId": "c0"},
-            {"type": "RUN_FINISHED", "threadId": thread, "runId": "call"},
+            {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": '{"city":'},
+            {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": '"Paris"}'},
+            {"type": "TOOL_CALL_END", "toolCallId": "c1"},
+            {"type": "TOOL_CALL_RESULT", "messageId": "t1", "toolCallId": "c1", "content": "18 °C"},
+            {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/asked/-", "value": "Paris"}]},
+            *say("a1b", "18 °C and ", "sunny ☀"),
+            finished(t, "h1", result={"city": "Paris", "celsius": 18}),
+        ],
+        input=first,
+        **alice,
+    )
+    store.append(
+        [
+            started(t, "h2"),
+            {"type": "REASONING_START", "messageId": "r2"},
+            {"type": "REASONING_MESSAGE_START", "messageId": "r2", "role": "reasoning"},
+            {"type": "REASONING_MESSAGE_CONTENT", "messageId": "r2", "delta": "Paris again: "},
+            {"type": "REASONING_MESSAGE_CONTENT", "messageId": "r2", "delta": "use the cache"},
+            {"type": "REASONING_MESSAGE_END", "messageId": "r2"},
+            {
+                "type": "REASONING_ENCRYPTED_VALUE",
+                "subtype": "message",
+                "entityId": "r2",
+                "encryptedValue": "ZW5jcnlwdGVk",
+            },
+            {"type": "REASONING_END", "messageId": "r2"},
+            {
+                "type": "STATE_DELTA",
+                "delta": [
+                    {"op": "add", "path": "/asked/-", "value": "Paris"},
+                    {"op": "replace", "path": "/units", "value": "imperial"},
+                ],
+            },
+            *say("a2", "64 °F"),
+            finished(t, "h2"),
+        ],
+        input=next_body(store, t, "h2", "h1", user("u2", "And in Fahrenheit?")),
+        **alice,
+    )
+    store.append(
+        [
+            started(t, "h3"),
+            {"type": "STEP_STARTED", "stepName": "plan"},
+            {
+                "type": "ACTIVITY_SNAPSHOT",
+                "messageId": "act3",
+                "activityType": "plan",
+                "content": {"steps": ["look up", "book"], "done": 0},
+            },
+            {
+                "type": "ACTIVITY_DELTA",
+                "messageId": "act3",
+                "activityType": "plan",
+                "patch": [{"op": "replace", "path": "/done", "value": 1}],
+            },
+            {"type": "STEP_FINISHED", "stepName": "plan"},
+            *say("a3", "Book the 9:40 train?"),
+            finished(
+                t,
+                "h3",
+                outcome={
+                    "type": "interrupt",
+                    "interrupts": [{"id": "i3", "reason": "approval", "message": "Book it?"}],
+                },
+            ),
+        ],
+        input=next_body(store, t, "h3", "h2", user("u3", "Book me a train there.")),
+        **alice,
+    )
+    # A fresh client whose history edits the first question: no parent named, so the body
+    # restores as exactly its own messages (SPEC §3), never with the head's before them.
+    edited = body(t, "h4", [SYSTEM, user("u1", "Weather in Lyon?")], {"units": "metric"})
+    store.append([started(t, "h4"), *say("a4", "21 °C"), finished(t, "h4")], input=edited, **alice)
+    store.branch("before-edit", "h3", thread_id=t, **alice)
+    store.branch("edited", "h4", thread_id=t, **alice)
+    # A fork of h2, the way a client starts one: the input fork() gives, plus a question.
+    forked = store.fork("h2", thread_id=t, run_id="h5", **alice)
+    forked["messages"].append(user("u5", "And in Kelvin?"))
+    store.append(
+        [started(t, "h5", parentRunId="h2"), *say("a5", "291 K"), finished(t, "h5")],
+        input=forked,
+        branch="retry",
+        **alice,
+    )
+
+
+def record_ops(store: Any) -> None:
+    """An unowned thread: interleaved runs, a failure with no run, a live run."""
+    t = "ops"
+    # A run that failed before it started: the store names it (a synthetic run).
+    store.append([{"type": "RUN_ERROR", "message": "quota exceeded", "code": "QUOTA"}], thread_id=t)
+    store.append([started(t, "p1"), *say("m1", "Indexing")[:2]])
+    store.append([started(t, "p2"), {"type": "TEXT_MESSAGE_START", "messageId": "m2"}])
+    store.append(
+        [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m2", "delta": "Sending"}],
+        thread_id=t,
+        run_id="p2",
+    )
+    store.append(
+        [
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": " 40%"},
+            {"type": "CUSTOM", "name": "progress", "value": {"done": 0.4}},
+        ],
+        thread_id=t,
+        run_id="p1",
+    )
+    store.append([{"type": "TEXT_MESSAGE_END", "messageId": "m2"}, finished(t, "p2")], run_id="p2")
+    store.append(
+        [
+            {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+            {"type": "RAW", "event": {"vendor": "x", "n": [1, 2.5, None]}, "source": "x"},
+            finished(t, "p1", result={"indexed": 40}),
+        ],
+        thread_id=t,
+        run_id="p1",
+    )
+    store.branch("pinned", "p1", thread_id=t)
+    # A late failure, after the run it names had finished.
+    store.append([{"type": "RUN_ERROR", "message": "hook failed"}], thread_id=t, run_id="p2")
+    store.append(
+        [
+            started(t, "p3"),
+            {
+                "type": "MESSAGES_SNAPSHOT",
+                "messages": [
+                    user("q1", "status?"),
+                    {"id": "m3", "role": "assistant", "content": "checking"},
+                ],
+            },
+            {"type": "TEXT_MESSAGE_START", "messageId": "m4", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m4", "delta": "Still "},
         ]
     )
-    for n in range(75):
-        run = f"l{n}"
+    store.append(
+        [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m4", "delta": "running"}], thread_id=t
+    )
+
+
+def record_bulk(path: str) -> None:
+    """A thread of another owner, appended with ``derive_on_append=False`` and left so."""
+    import agui_store
+
+    t, bob = "bulk", {"scope": "bob"}
+    with agui_store.open(path, derive_on_append=False) as store:
+        history = [user("v1", "Summarise the report.")]
+        store.append(
+            [started(t, "b1"), *say("w1", "It is long."), finished(t, "b1")],
+            input=body(t, "b1", history, {"pages": 1}),
+            **bob,
+        )
+        history += [{"id": "w1", "role": "assistant", "content": "It is long."}]
+        history += [user("v2", "Shorter?")]
+        second = body(t, "b2", history, {"pages": 1})
         store.append(
             [
-                {"type": "RUN_STARTED", "threadId": thread, "runId": run},
-                {"type": "TEXT_MESSAGE_START", "messageId": f"{run}-u", "role": "user"},
-                {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"{run}-u", "delta": f"q{n}"},
-                {"type": "TEXT_MESSAGE_END", "messageId": f"{run}-u"},
-                {"type": "TEXT_MESSAGE_START", "messageId": f"{run}-a", "role": "assistant"},
-                {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"{run}-a", "delta": f"a{n}"},
-                {"type": "TEXT_MESSAGE_END", "messageId": f"{run}-a"},
-                {"type": "RUN_FINISHED", "threadId": thread, "runId": run},
-            ]
+                started(t, "b2", input=second),  # the producer echoes the request
+                {"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "/pages", "value": 2}]},
+                *say("w2", "Long."),
+                finished(t, "b2"),
+            ],
+            input=second,
+            **bob,
         )
-    messages = store.checkout("l74", thread_id=thread).messages
-    messages[3] = {**messages[3], "content": "edited by a snapshot"}
-    store.append(
-        [
-            {"type": "RUN_STARTED", "threadId": thread, "runId": "snap"},
-            {"type": "MESSAGES_SNAPSHOT", "messages": messages},
-            {"type": "RUN_FINISHED", "threadId": thread, "runId": "snap"},
-        ]
-    )
-    store.append(
-        [
-            {"type": "RUN_STARTED", "threadId": thread, "runId": "late"},
-            {
-                "type": "TOOL_CALL_RESULT",
-                "messageId": "late-r",
-                "toolCallId": "c0",
-                "content": "found it",
-            },
-            {"type": "RUN_FINISHED", "threadId": thread, "runId": "late"},
-        ]
-    )
+        store.append([started(t, "b3"), *say("w3", "Done."), finished(t, "b3")], **bob)
 
 
-def write(db: Path, expected: Path) -> None:
-    import apsw
-
-    import agui_store
-    from agui_store import schema
-
-    if schema.SCHEMA_VERSION != 9:
-        raise SystemExit(
-            f"this agui_store writes schema version {schema.SCHEMA_VERSION}; "
-            "run with --from-git to use version 9 code"
-        )
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    with agui_store.open(db) as store:
-        record_v7(store)
-        long_thread(store)
-        found = read_back(store)
-    # The long thread's runs read back alike: a few of them keep the file small.
-    kept = {"long/call", "long/l0", "long/l31", "long/l74", "long/snap", "long/late"}
-    found["runs"] = {
-        key: run for key, run in found["runs"].items() if not key.startswith("long/") or key in kept
-    }
-    conn = apsw.Connection(str(db))  # the last connection: fold the WAL into the file
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.execute("PRAGMA journal_mode=DELETE")
-    conn.execute("VACUUM")
-    conn.close()
-    expected.write_text(json.dumps(found, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {db} ({db.stat().st_size} bytes, schema version 9) and {expected.name}")
+def record(store: Any) -> None:
+    """Everything the fixture holds, in the order it is appended."""
+    record_help(store)
+    record_ops(store)
+    record_bulk(store.path)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--from-git",
-        nargs="?",
-        const=LAST_V9_COMMIT,
-        metavar="REV",
-        help=f"use agui_store as of this revision (default {LAST_V9_COMMIT})",
-    )
-    args = parser.parse_args()
-    if args.from_git:
-        with tempfile.TemporaryDirectory() as folder:
-            archive = subprocess.run(
-                ["git", "archive", args.from_git, "agui_store"],
-                cwd=ROOT,
-                check=True,
-                capture_output=True,
-            ).stdout
-            subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-            env = {**os.environ, "PYTHONPATH": folder}
-            return subprocess.run([sys.executable, __file__], env=env, check=False).returncode
-    write(DB, EXPECTED)
-    return 0
-
+FIXTURE = Fixture(
+    version=9,
+    last_commit="6906989",
+    record=record,
+    read_back=read_back_v9,
+    script=__file__,
+)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(FIXTURE, __doc__ or ""))

@@ -1,0 +1,784 @@
+"""Copying threads between stores (``agui_store.copy``, ``agui-store copy``): lossless, only
+what the destination lacks, conflicts refused with nothing written.
+
+Store locations come from ``locations(kind)``: SQLite files today; PostgreSQL databases once
+``agui_store.postgres.PostgresBackend`` exists (those parameters skip until then), so every
+test here also runs file to database, back, and database to database.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import agui_store
+from agui_store import Store, SyncConflictError, cli, database
+from agui_store.errors import NotAStoreError, RunNotFoundError
+from tests.backends import checked, dump
+
+try:
+    from agui_store.postgres import PostgresBackend  # type: ignore[attr-defined]  # noqa: F401
+
+    HAS_POSTGRES = True
+except ImportError:
+    HAS_POSTGRES = False
+
+_NO_PG = pytest.mark.skipif(
+    not HAS_POSTGRES, reason="agui_store.postgres.PostgresBackend does not exist yet"
+)
+
+#: (source backend, destination backend)
+PAIRS = [
+    pytest.param(("sqlite", "sqlite"), id="sqlite-to-sqlite"),
+    pytest.param(("sqlite", "postgres"), id="sqlite-to-postgres", marks=_NO_PG),
+    pytest.param(("postgres", "sqlite"), id="postgres-to-sqlite", marks=_NO_PG),
+    pytest.param(("postgres", "postgres"), id="postgres-to-postgres", marks=_NO_PG),
+]
+
+
+@pytest.fixture(params=PAIRS)
+def pair(request: pytest.FixtureRequest) -> tuple[str, str]:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def locations(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[[str], str]]:
+    """``locations(kind)``: a fresh, empty store location of a backend (``sqlite`` or
+    ``postgres``)."""
+    made: list[tuple[Any, str]] = []
+
+    def make(kind: str) -> str:
+        if kind == "sqlite":
+            return str(tmp_path / f"store-{len(made)}-{os.urandom(3).hex()}.db")
+        server = request.getfixturevalue("postgres_server")
+        template = request.getfixturevalue("postgres_store_template")
+        dsn = server.create_database(template=template)
+        made.append((server, dsn))
+        return str(dsn)
+
+    yield make
+    for server, dsn in made:
+        server.drop_database(dsn)
+
+
+@pytest.fixture
+def src_dst(pair: tuple[str, str], locations: Callable[[str], str]) -> tuple[str, str]:
+    return locations(pair[0]), locations(pair[1])
+
+
+# --- building histories -------------------------------------------------------------------
+
+
+def run_events(thread_id: str, run_id: str, text: str, *, echo: Any = None) -> list[dict[str, Any]]:
+    started: dict[str, Any] = {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
+    if echo is not None:
+        started["input"] = echo
+    mid = f"{run_id}-m"
+    return [
+        started,
+        {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": text},
+        {"type": "TEXT_MESSAGE_END", "messageId": mid},
+        {"type": "STATE_SNAPSHOT", "snapshot": {"last": run_id, "n": len(text)}},
+        {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id},
+    ]
+
+
+def input_after(store: Store, thread_id: str, run_id: str | None, new_run: str) -> dict[str, Any]:
+    """The request body a client sends after ``run_id``: its view plus a new user message
+    (what the store stores normalized, by reference to that view)."""
+    messages: list[dict[str, Any]] = []
+    state: Any = {}
+    if run_id is not None:
+        view = store.checkout(run_id, thread_id=thread_id)
+        messages, state = list(view.messages), view.state
+    messages.append({"id": f"{new_run}-u", "role": "user", "content": f"and {new_run}?"})
+    body: dict[str, Any] = {
+        "threadId": thread_id,
+        "runId": new_run,
+        "messages": messages,
+        "tools": [],
+        "context": [],
+        "state": state,
+        "forwardedProps": {},
+    }
+    if run_id is not None:
+        body["parentRunId"] = run_id
+    return body
+
+
+def record_run(
+    store: Store,
+    thread_id: str,
+    run_id: str,
+    *,
+    parent: str | None = None,
+    with_input: bool = False,
+    echo: bool = False,
+    branch: str | None = None,
+    scope: str | None = None,
+    pieces: int = 1,
+    between: Callable[[], Any] | None = None,
+) -> None:
+    """Record a run, in ``pieces`` batches (``between`` is called after the first: a copy
+    while the run streams)."""
+    body = input_after(store, thread_id, parent, run_id) if (with_input or echo) else None
+    events = run_events(thread_id, run_id, f"answer {run_id}", echo=body if echo else None)
+    cuts = [round(i * len(events) / pieces) for i in range(pieces + 1)]
+    for n in range(pieces):
+        piece = events[cuts[n] : cuts[n + 1]]
+        if n == 0:
+            store.append(
+                piece,
+                thread_id=thread_id,
+                input=body if with_input else None,
+                parent=parent,
+                branch=branch,
+                scope=scope,
+            )
+            if between is not None:
+                between()
+        else:
+            store.append(piece, thread_id=thread_id, run_id=run_id, scope=scope)
+
+
+def sample_history(store: Store) -> None:
+    """Two threads, one owned: inputs and echoed inputs stored by reference, a branch off an
+    older run, a run appended in three batches, two runs streaming at once, a synthetic run."""
+    record_run(store, "t1", "r1", with_input=True)
+    record_run(store, "t1", "r2", parent="r1", with_input=True, pieces=3)
+    record_run(store, "t1", "r3", parent="r1", echo=True, branch="alt")
+    # Two runs streaming at once, interleaved batches.
+    a, b = run_events("t1", "r4", "four"), run_events("t1", "r5", "five")
+    store.append(a[:2], thread_id="t1", parent="r2")
+    store.append(b[:2], thread_id="t1", parent="r2")
+    store.append(a[2:], thread_id="t1", run_id="r4")
+    store.append(b[2:], thread_id="t1", run_id="r5")
+    store.append([{"type": "RUN_ERROR", "message": "late"}], thread_id="t1")  # ends r5 again
+    store.append([{"type": "RUN_ERROR", "message": "boom"}], thread_id="t3")  # synthetic
+    record_run(store, "t2", "q1", scope="alice", with_input=True)
+    record_run(store, "t2", "q2", scope="alice", parent="q1", echo=True)
+
+
+# --- reading everything back --------------------------------------------------------------
+
+
+def _run_dict(run: agui_store.Run) -> dict[str, Any]:
+    """A run as a reader sees it, without what is local to one database (its sequence
+    numbers, and the hash that covers them)."""
+    out = dataclasses.asdict(run)
+    del out["last_seq"], out["hash"]
+    return out
+
+
+def everything(store: Store) -> dict[str, Any]:
+    """Every public read of a store, JSON-comparable."""
+    threads = store.threads()
+    owners = {
+        thread_id: next(
+            (s for s in ("alice", "bob") if thread_id in store.threads(scope=s)), None
+        )
+        for thread_id in threads
+    }
+    out: dict[str, Any] = {
+        "threads": threads,
+        "scoped": {s: store.threads(scope=s) for s in ("alice", "bob")},
+        "owners": owners,
+    }
+    for thread_id in threads:
+        scope = owners[thread_id]
+        runs = store.runs(thread_id, scope=scope)
+        per_run = {}
+        for run in runs:
+            rid = run.run_id
+            try:
+                checkout = store.checkout(rid, thread_id=thread_id, scope=scope)
+                view: Any = {
+                    "run": _run_dict(checkout.run),
+                    "messages": checkout.messages,
+                    "state": checkout.state,
+                    "interrupts": checkout.interrupts,
+                    "warnings": checkout.warnings,
+                }
+            except agui_store.InvalidEventError as e:
+                view = f"refused: {e}"
+            per_run[rid] = {
+                "events": store.events(rid, thread_id=thread_id, scope=scope),
+                "input": store.input(rid, thread_id=thread_id, scope=scope),
+                "log": [_run_dict(r) for r in store.log(rid, thread_id=thread_id, scope=scope)],
+                "checkout": view,
+            }
+        out[thread_id] = {
+            "runs": [_run_dict(r) for r in runs],
+            "branches": [
+                dataclasses.asdict(b) for b in store.branches(thread_id, scope=scope)
+            ],
+            "head": _run_dict(store.get_run("HEAD", thread_id=thread_id, scope=scope)),
+            "per_run": per_run,
+        }
+    return out
+
+
+def check_passes(store: Store) -> bool:
+    """``check()`` on the destination: the hashes the copy computed there verify (where the
+    backend has a check: see tests.backends.checked)."""
+    return checked(store)
+
+
+def assert_same(src: str | Store, dst: str | Store) -> None:
+    with _store(src) as a, _store(dst) as b:
+        assert everything(a) == everything(b)
+        assert check_passes(b)
+
+
+class _store:
+    def __init__(self, where: str | Store) -> None:
+        self.where = where
+        self.opened: Store | None = None
+
+    def __enter__(self) -> Store:
+        if isinstance(self.where, Store):
+            return self.where
+        self.opened = agui_store.open(self.where)
+        return self.opened
+
+    def __exit__(self, *exc: object) -> None:
+        if self.opened is not None:
+            self.opened.close()
+
+
+# --- the API ------------------------------------------------------------------------------
+
+
+def test_a_copy_to_an_empty_store_reads_back_equal_in_every_public_read(
+    src_dst: tuple[str, str],
+) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        sample_history(store)
+    result = agui_store.copy(src, dst)
+    assert result.threads == 3 and result.threads_created == 3
+    assert result.runs == 8 and result.runs_present == 0
+    assert result.events == 6 * 7 + 2 and result.branches == 1
+    assert_same(src, dst)
+
+
+def test_copying_again_copies_nothing_and_changes_nothing(src_dst: tuple[str, str]) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        sample_history(store)
+    agui_store.copy(src, dst)
+    with agui_store.open(dst) as store:
+        before = everything(store)
+        seq = store.runs("t1")[-1].last_seq
+    again = agui_store.copy(src, dst)
+    assert again == agui_store.CopyResult(runs_present=8)
+    with agui_store.open(dst) as store:
+        assert everything(store) == before
+        assert store.runs("t1")[-1].last_seq == seq
+
+
+def test_the_copy_keeps_inputs_stored_by_reference_and_derives_every_complete_run(
+    src_dst: tuple[str, str],
+) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        sample_history(store)
+    agui_store.copy(src, dst)
+    with agui_store.open(src) as a, agui_store.open(dst) as b:
+        for store in (a, b):
+            with store._reading() as tx:
+                pk = tx.thread("t1")[0]  # type: ignore[index]
+                rows = {r[1]: (r[5], r[6]) for r in tx.replica_runs(pk)}
+                assert rows["r2"][1] is not None  # the input by reference to r1's view
+                assert not tx.underived_runs(None)
+        # Lineage rule 3 works in the copy: an input repeating r4's view is placed below r4.
+        body = input_after(b, "t1", "r4", "r6")
+        del body["parentRunId"]
+        b.append(run_events("t1", "r6", "six"), thread_id="t1", input=body)
+        assert b.get_run("r6", thread_id="t1").parent_run_id == "r4"
+        assert b.get_run("r6", thread_id="t1").lineage == "messages"
+
+
+def test_thread_copies_that_thread_alone(src_dst: tuple[str, str]) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        sample_history(store)
+    result = agui_store.copy(src, dst, thread_id="t2")
+    assert (result.threads, result.runs) == (1, 2)
+    with agui_store.open(dst) as store:
+        assert store.threads() == ["t2"]
+        assert store.threads(scope="alice") == ["t2"]
+    rest = agui_store.copy(src, dst)
+    assert (rest.runs, rest.runs_present) == (6, 2)
+    # Thread order differs (t2 was copied first); everything within each thread is equal.
+    with agui_store.open(src) as a, agui_store.open(dst) as b:
+        left, right = everything(a), everything(b)
+        assert right["threads"] == ["t2", "t1", "t3"]
+        for key in ("t1", "t2", "t3", "owners", "scoped"):
+            assert left[key] == right[key]
+
+
+def test_a_scope_copies_that_owners_threads_alone(src_dst: tuple[str, str]) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        sample_history(store)
+    result = agui_store.copy(src, dst, scope="alice")
+    assert (result.threads, result.runs) == (1, 2)
+    with agui_store.open(dst) as store:
+        assert store.threads() == ["t2"] and store.threads(scope="alice") == ["t2"]
+    with pytest.raises(RunNotFoundError, match="no thread 't1'"):
+        agui_store.copy(src, dst, thread_id="t1", scope="alice")
+
+
+def test_a_thread_the_source_lacks_is_a_clear_error(src_dst: tuple[str, str]) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        sample_history(store)
+    with pytest.raises(RunNotFoundError, match="no thread 'nope'"):
+        agui_store.copy(src, dst, thread_id="nope")
+
+
+def test_a_destination_holding_the_first_runs_gets_only_the_rest(
+    src_dst: tuple[str, str],
+) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        record_run(store, "t1", "r1", with_input=True)
+        record_run(store, "t1", "r2", with_input=True, parent="r1")
+        # r3 streams: its first batch only.
+        store.append(run_events("t1", "r3", "three")[:2], thread_id="t1", parent="r2")
+    first = agui_store.copy(src, dst)
+    assert (first.runs, first.events) == (3, 14)
+    with agui_store.open(src) as store:
+        store.append(run_events("t1", "r3", "three")[2:], thread_id="t1", run_id="r3")
+        record_run(store, "t1", "r4", echo=True, parent="r3", branch="main2")
+    second = agui_store.copy(src, dst)
+    assert second.runs == 1 and second.runs_extended == 1 and second.runs_present == 2
+    assert second.events == 4 + 6
+    assert_same(src, dst)
+
+
+def test_a_run_held_on_both_sides_with_different_content_is_refused_and_nothing_written(
+    src_dst: tuple[str, str],
+) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        sample_history(store)
+    with agui_store.open(dst) as store:
+        record_run(store, "t3", "x1")  # something of its own, unrelated
+    agui_store.copy(src, dst, thread_id="t2")
+    with agui_store.open(src) as store:
+        record_run(store, "t1", "r9", parent="r5")
+    with agui_store.open(dst) as store:
+        # The destination's own run r1 in t1: same id, other events.
+        store.append(run_events("t1", "r1", "not the same"), thread_id="t1")
+        before = everything(store)
+    rows = dump(dst)
+    with pytest.raises(SyncConflictError) as caught:
+        agui_store.copy(src, dst)
+    error = caught.value
+    assert (error.thread_id, error.run_id) == ("t1", "r1")
+    assert "run 'r1' of thread 't1'" in str(error) and "nothing was copied" in str(error)
+    assert dump(dst) == rows
+    with agui_store.open(dst) as store:
+        assert everything(store) == before
+
+
+def test_a_conflict_in_the_last_thread_leaves_the_earlier_threads_uncopied(
+    src_dst: tuple[str, str],
+) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as a, agui_store.open(dst) as b:
+        record_run(a, "t1", "r1")
+        record_run(a, "t1", "r2", with_input=True, parent="r1")
+        record_run(a, "t2", "q1")
+        b.append(run_events("t2", "q1", "another answer"), thread_id="t2")
+        before = everything(b)
+    rows = dump(dst)
+    with pytest.raises(SyncConflictError, match="run 'q1' of thread 't2'"):
+        agui_store.copy(src, dst)
+    assert dump(dst) == rows
+    with agui_store.open(dst) as b:
+        assert everything(b) == before and b.threads() == ["t2"]
+
+
+@pytest.mark.parametrize(
+    ("change", "what"),
+    [
+        ("payload", "its event 2 \\(TEXT_MESSAGE_CONTENT\\) differs in its payload"),
+        ("batches", "its batch 0 is"),
+        ("record", "its created_at is"),
+        ("owner", "its owner \\(scope\\) is None in the source but 'bob'"),
+    ],
+)
+def test_each_kind_of_difference_is_named(
+    src_dst: tuple[str, str], change: str, what: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, dst = src_dst
+    # Both stores record at the same instant, so that only the difference made here differs.
+    if change != "record":
+        monkeypatch.setattr(database, "now_ms", lambda: 1_700_000_000_000)
+    with agui_store.open(src) as a, agui_store.open(dst) as b:
+        a.append(run_events("t1", "r1", "same"), thread_id="t1")
+        events = run_events("t1", "r1", "SAME" if change == "payload" else "same")
+        scope = "bob" if change == "owner" else None
+        if change == "batches":
+            b.append(events[:3], thread_id="t1")
+            b.append(events[3:], thread_id="t1", run_id="r1")
+        else:
+            if change == "record":
+                time.sleep(0.002)
+            b.append(events, thread_id="t1", scope=scope)
+        before = everything(b)
+    rows = dump(dst)
+    with pytest.raises(SyncConflictError, match=what):
+        agui_store.copy(src, dst)
+    assert dump(dst) == rows
+    with agui_store.open(dst) as b:
+        assert everything(b) == before
+
+
+def test_a_branch_behind_in_the_destination_moves_forward_and_a_diverged_one_is_refused(
+    src_dst: tuple[str, str],
+) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        record_run(store, "t1", "r1")
+        record_run(store, "t1", "r2", branch="feature")
+    agui_store.copy(src, dst)
+    with agui_store.open(src) as store:
+        record_run(store, "t1", "r3", parent="r2")  # advances feature
+    result = agui_store.copy(src, dst)
+    assert result.branches == 1
+    assert_same(src, dst)
+    # The destination moves feature back to r1; the source moves it to a new run r4 off
+    # r3: the destination's tip (r1) is an ancestor of r4, a fast-forward.
+    with agui_store.open(dst) as store:
+        store.branch("feature", "r1", thread_id="t1")
+    with agui_store.open(src) as store:
+        record_run(store, "t1", "r4", parent="r3")
+    agui_store.copy(src, dst)
+    with agui_store.open(dst) as store:
+        assert store.get_run("feature", thread_id="t1").run_id == "r4"
+    # Diverged: the destination points it at a run the source's tip does not descend from.
+    with agui_store.open(dst) as store:
+        record_run(store, "t1", "d1", parent="r1")
+        store.branch("feature", "d1", thread_id="t1")
+        before = everything(store)
+    with agui_store.open(src) as store:
+        record_run(store, "t1", "r5", parent="r4")
+    rows = dump(dst)
+    with pytest.raises(SyncConflictError, match="not a fast-forward") as caught:
+        agui_store.copy(src, dst)
+    assert dump(dst) == rows
+    assert caught.value.branch == "feature"
+    with agui_store.open(dst) as store:
+        assert everything(store) == before
+    forced = agui_store.copy(src, dst, force=True)
+    assert (forced.runs, forced.branches) == (1, 1)
+    with agui_store.open(dst) as store:
+        assert store.get_run("feature", thread_id="t1").run_id == "r5"
+        assert store.get_run("d1", thread_id="t1").parent_run_id == "r1"  # its own run stays
+
+
+def test_a_branch_set_again_at_the_same_run_takes_the_later_time(
+    src_dst: tuple[str, str],
+) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        record_run(store, "t1", "r1")
+        record_run(store, "t1", "r2")
+        store.branch("pin", "r1", thread_id="t1")
+    agui_store.copy(src, dst)
+    with agui_store.open(src) as store:
+        store.branch("pin", "r2", thread_id="t1")
+        time.sleep(0.002)
+        store.branch("pin", "r1", thread_id="t1")  # moved away and back
+    assert agui_store.copy(src, dst).branches == 1
+    assert_same(src, dst)
+
+
+def test_open_stores_are_used_as_they_are_and_stay_open(src_dst: tuple[str, str]) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as a, agui_store.open(dst) as b:
+        sample_history(a)
+        b.threads()  # the destination remembers nothing stale after the copy
+        agui_store.copy(a, b)
+        assert everything(a) == everything(b)
+        record_run(b, "t1", "r7", parent="r5")  # the destination appends on from the copy
+        assert b.get_run("r7", thread_id="t1").parent_run_id == "r5"
+
+
+def test_a_missing_source_is_refused_and_no_file_is_made(tmp_path: Path) -> None:
+    with pytest.raises(NotAStoreError, match="does not exist"):
+        agui_store.copy(tmp_path / "nope.db", tmp_path / "dst.db")
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_a_store_is_not_copied_onto_itself(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    with agui_store.open(path) as store:
+        record_run(store, "t1", "r1")
+    with pytest.raises(agui_store.InvalidArgumentError, match="same store"):
+        agui_store.copy(path, str(path))
+
+
+def test_progress_is_reported_up_to_the_events_copied(src_dst: tuple[str, str]) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        sample_history(store)
+    seen: list[tuple[int, int]] = []
+    result = agui_store.copy(src, dst, progress=lambda done, total: seen.append((done, total)))
+    assert seen and seen[-1] == (result.events, result.events)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+# --- generated histories --------------------------------------------------------------------
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[tuple[Any, ...]]:
+    """Steps on two threads: runs below any earlier run (by parentRunId, input, echo or the
+    head), on branches, in pieces, streaming two at once; a copy point between steps."""
+    steps: list[tuple[Any, ...]] = []
+    made: dict[str, list[str]] = {"t1": [], "t2": []}
+    errored: set[str] = set()  # threads whose newest run ended in RUN_ERROR
+    for n in range(draw(st.integers(1, 7))):
+        thread = draw(st.sampled_from(["t1", "t2"]))
+        run_id = f"{thread}-r{n}"
+        kind = draw(st.sampled_from(["run", "run", "interleaved", "error", "copy"]))
+        if kind == "error" and thread in errored:
+            kind = "copy"
+        parent = draw(st.sampled_from([None, *made[thread]])) if made[thread] else None
+        if kind == "run":
+            steps.append(
+                (
+                    "run",
+                    thread,
+                    run_id,
+                    parent,
+                    draw(st.booleans()),  # with input
+                    draw(st.booleans()),  # echo
+                    draw(st.sampled_from([None, "b1", "b2"])),
+                    draw(st.integers(1, 3)),  # pieces
+                    draw(st.booleans()),  # a copy after the first piece
+                )
+            )
+            made[thread].append(run_id)
+            errored.discard(thread)
+        elif kind == "interleaved":
+            steps.append(("interleaved", thread, run_id, parent))
+            made[thread] += [run_id + "a", run_id + "b"]
+            errored.discard(thread)
+        elif kind == "error":
+            steps.append(("error", thread))
+            errored.add(thread)
+        else:
+            steps.append(("copy",))
+    return steps
+
+
+def play(store: Store, steps: list[tuple[Any, ...]], copy: Callable[[], None]) -> None:
+    owner = {"t1": None, "t2": "alice"}
+    for step in steps:
+        if step[0] == "run":
+            _, thread, run_id, parent, with_input, echo, branch, pieces, midway = step
+            record_run(
+                store,
+                thread,
+                run_id,
+                parent=parent,
+                with_input=with_input,
+                echo=echo,
+                branch=branch,
+                scope=owner[thread],
+                pieces=pieces,
+                between=copy if midway else None,
+            )
+        elif step[0] == "interleaved":
+            _, thread, run_id, parent = step
+            a = run_events(thread, run_id + "a", "a")
+            b = run_events(thread, run_id + "b", "b")
+            store.append(a[:3], thread_id=thread, parent=parent, scope=owner[thread])
+            store.append(b[:2], thread_id=thread, parent=parent, scope=owner[thread])
+            copy()  # two runs open
+            store.append(b[2:], thread_id=thread, run_id=run_id + "b", scope=owner[thread])
+            store.append(a[3:], thread_id=thread, run_id=run_id + "a", scope=owner[thread])
+        elif step[0] == "error":
+            store.append(
+                [{"type": "RUN_ERROR", "message": "failed"}],
+                thread_id=step[1],
+                scope=owner[step[1]],
+            )
+        else:
+            copy()
+
+
+def copy_forcing_rewritten_branches(src: Store, dst: str) -> None:
+    """Copy; a branch the source moved off its earlier tip (``append(branch=, parent=)``
+    resets it) is refused with nothing written, then copied with ``force=True``."""
+    rows = dump(dst) if os.path.exists(dst) or "://" in dst else None
+    try:
+        agui_store.copy(src, dst)
+    except SyncConflictError as e:
+        assert e.branch is not None and "not a fast-forward" in str(e), e
+        assert dump(dst) == rows
+        agui_store.copy(src, dst, force=True)
+
+
+def copied_at_any_points(
+    pair: tuple[str, str], locations: Callable[[str], str], steps: list[tuple[Any, ...]]
+) -> None:
+    src, dst = locations(pair[0]), locations(pair[1])
+    with agui_store.open(src) as a:
+        play(a, steps, lambda: copy_forcing_rewritten_branches(a, dst))
+        if not a.threads():
+            return
+        copy_forcing_rewritten_branches(a, dst)
+        with agui_store.open(dst) as b:
+            assert everything(a) == everything(b)
+            assert check_passes(b)
+        again = agui_store.copy(a, dst)
+        assert (again.runs, again.events, again.branches, again.runs_extended) == (0, 0, 0, 0)
+
+
+_GENERATED = settings(
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@pytest.mark.parametrize("pair", [PAIRS[0]], indirect=True)
+@settings(_GENERATED, max_examples=40)
+@given(steps=histories())
+def test_any_history_copied_at_any_points_reads_back_equal_and_copying_again_is_a_no_op(
+    pair: tuple[str, str], locations: Callable[[str], str], steps: list[tuple[Any, ...]]
+) -> None:
+    copied_at_any_points(pair, locations, steps)
+
+
+@pytest.mark.parametrize("pair", [PAIRS[1], PAIRS[2]], indirect=True)
+@settings(_GENERATED, max_examples=12)
+@given(steps=histories())
+def test_any_history_copied_between_backends_reads_back_equal(
+    pair: tuple[str, str], locations: Callable[[str], str], steps: list[tuple[Any, ...]]
+) -> None:
+    copied_at_any_points(pair, locations, steps)
+
+
+# --- the command line -----------------------------------------------------------------------
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    out = io.StringIO()
+    err = io.StringIO()
+    old = sys.stderr
+    sys.stderr = err
+    try:
+        code = cli.main(list(argv), out=out)
+    finally:
+        sys.stderr = old
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_command_copies_reports_counts_and_a_second_run_copies_nothing(
+    src_dst: tuple[str, str],
+) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        sample_history(store)
+    code, out, err = run_cli("copy", src, dst)
+    assert (code, err) == (0, "")
+    assert "copied 3 threads, 8 runs, 44 events" in out
+    code, out, _ = run_cli("copy", src, dst, "--json")
+    assert code == 0
+    import json
+
+    assert json.loads(out)["runs"] == 0 and json.loads(out)["runsPresent"] == 8
+    assert_same(src, dst)
+
+
+def test_the_command_copies_one_thread(src_dst: tuple[str, str]) -> None:
+    src, dst = src_dst
+    with agui_store.open(src) as store:
+        sample_history(store)
+    code, out, _ = run_cli("copy", src, dst, "--thread", "t2")
+    assert code == 0 and "2 runs" in out
+    with agui_store.open(dst) as store:
+        assert store.threads() == ["t2"]
+
+
+def test_the_command_refuses_a_conflict_in_one_line_with_exit_1(tmp_path: Path) -> None:
+    src, dst = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    with agui_store.open(src) as a, agui_store.open(dst) as b:
+        a.append(run_events("t1", "r1", "one"), thread_id="t1")
+        b.append(run_events("t1", "r1", "other"), thread_id="t1")
+    code, out, err = run_cli("copy", src, dst)
+    assert code == 1 and out == ""
+    assert err.startswith("agui-store copy: run 'r1' of thread 't1' differs")
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_command_refuses_a_missing_source_and_creates_no_file(tmp_path: Path) -> None:
+    code, _, err = run_cli("copy", str(tmp_path / "none.db"), str(tmp_path / "b.db"))
+    assert code == 1 and "no store at" in err and err.count("\n") == 1
+    assert not (tmp_path / "none.db").exists() and not (tmp_path / "b.db").exists()
+
+
+def test_the_command_needs_both_stores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["copy", str(tmp_path / "a.db")])
+    assert exited.value.code == cli.EXIT_USAGE
+    assert "required: DST" in capsys.readouterr().err
+
+
+def test_the_command_draws_progress_only_on_a_terminal(tmp_path: Path) -> None:
+    src = str(tmp_path / "a.db")
+    with agui_store.open(src) as store:
+        sample_history(store)
+    # Not a terminal (a pipe): no bar.
+    piped = subprocess.run(
+        [sys.executable, "-m", "agui_store", "copy", src, str(tmp_path / "b.db")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+        check=False,
+    )
+    assert piped.returncode == 0 and piped.stderr == ""
+    # A terminal: the bar is drawn on stderr, and ends with a newline.
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agui_store", "copy", src, str(tmp_path / "c.db")],
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    )
+    os.close(follower)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    assert proc.wait() == 0
+    os.close(leader)
+    assert b"copying [" in drawn and b"44/44" in drawn
