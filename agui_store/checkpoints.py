@@ -1,11 +1,20 @@
 """Content-addressed checkpoints: the restored view at the end of a run, kept as blobs.
 
-A checkpoint holds a run's final view (messages, state, pending interrupts, warnings). Each
-message is its own blob (sha256 of its canonical JSON), so branches that share history share
-storage, and the message list itself is stored as a delta: the first ``keep`` messages of the
-base checkpoint (the nearest one up the lineage: the parent's, with a checkpoint per run)
-followed by the run's own rows. Every ``MAX_CHAIN`` checkpoints a full list is written
-instead, so rebuilding a list walks a bounded chain.
+A checkpoint holds a run's final view (messages, state, pending interrupts, warnings). Its
+message list is cut at fixed positions into chunks of ``CHUNK`` messages: positions 0-63,
+64-127, and so on. Each full chunk is one blob (the canonical JSON array of its messages,
+addressed by its sha256), listed in order by a small manifest blob (a JSON array of the
+chunks' blob ids). The messages after the last full chunk (the tail, fewer than ``CHUNK``)
+are segments: each a blob holding a JSON array of consecutive messages (usually what one run
+added), listed with their lengths by the checkpoint row itself.
+
+So a run that adds a few messages writes one segment of them and a new tail list; every
+``CHUNK`` messages it writes one chunk and one manifest. A message edited in place (a
+MESSAGES_SNAPSHOT, a late TOOL_CALL_RESULT) rewrites the chunk that holds it and the
+manifest: copy on write, the other chunks are shared. Branches share the chunks before their
+fork, and ``checkout`` reads one checkpoint row, its manifest, and its chunks and tail blobs
+by key: a bounded number of rows (``len / CHUNK + CHUNK``), no walk up the lineage.
+Chunks and segments alike are JSON arrays of messages: the list is their insides joined.
 
 Every complete run also has a lineage digest (``lineage_digests``: the sha256 of its view's
 message ids, what lineage rule 3 compares), with or without a checkpoint.
@@ -16,9 +25,11 @@ Both are derived data: they can be dropped and rebuilt from the raw log at any t
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -30,9 +41,22 @@ from agui_store.patch import PatchError, apply_patch
 from agui_store.restore import View
 
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+_IDS = msgspec.json.Decoder(list[int])
+_SEGMENTS = msgspec.json.Decoder(list[tuple[int, int]])
 
-#: Longest run of delta checkpoints before a full message list is written again.
-MAX_CHAIN = 64
+#: Messages in a full chunk. Fixed positions: an edit rewrites the chunk that holds it only.
+CHUNK = 64
+
+#: Whether full chunks are kept zlib-compressed when that pays. Off: every chunk is read by
+#: every checkout of a run at or below it, and inflating them cost more than the rest of a
+#: checkout on the measuring machine (zlib inflated these chunks at 75 MB/s there, where
+#: they shrank 3.1x; see the notes of issue 10). Tail segments are compressed instead: one
+#: is written by every run, and a checkout reads a few of them at most.
+COMPRESS_CHUNKS = False
+#: A tail segment of at least this many bytes is kept compressed when that saves at least
+#: ``SEGMENT_MIN_SAVING`` (a run's new messages, a few KB of JSON, shrink about 2x).
+SEGMENT_COMPRESS_MIN_BYTES = 1024
+SEGMENT_MIN_SAVING = 0.15
 
 #: A run's ancestors up to (and including) the nearest one with a checkpoint, newest first.
 #: ``stop`` is 1 on the row that has a checkpoint.
@@ -48,65 +72,45 @@ WITH RECURSIVE chain(id, depth, stop) AS (
 SELECT id, stop FROM chain ORDER BY depth
 """
 
-#: The checkpoints whose rows make up a checkpoint's message list (base chain), root first.
-BASE_CHAIN = """
-WITH RECURSIVE cps(run, base, keep) AS (
-    SELECT run, base, keep FROM checkpoints WHERE run = ?
-    UNION ALL
-    SELECT checkpoints.run, checkpoints.base, checkpoints.keep
-    FROM cps JOIN checkpoints ON checkpoints.run = cps.base
-)
-"""
-CHAIN_KEEPS = BASE_CHAIN + "SELECT run, keep FROM cps ORDER BY run"
-#: Their message rows with the blobs, in the same order.
-MESSAGE_ROWS = (
-    BASE_CHAIN
-    + """
-SELECT cps.run, cm.message, blobs.codec, blobs.data
-FROM cps CROSS JOIN checkpoint_messages AS cm ON cm.run = cps.run
-CROSS JOIN blobs ON blobs.id = cm.message
-ORDER BY cps.run, cm.pos
-"""
-)
-
-#: The surviving message rows of a checkpoint's list: a row of checkpoint c at position p
-#: survives when every later checkpoint in the base chain keeps at least p + 1 messages.
-#: In (run, pos) order they are the final list, in order.
-SURVIVING = """
-WITH RECURSIVE cps(run, base, keep, lim) AS (
-    SELECT run, base, keep, length FROM checkpoints WHERE run = ?
-    UNION ALL
-    SELECT checkpoints.run, checkpoints.base, checkpoints.keep, min(cps.lim, cps.keep)
-    FROM cps JOIN checkpoints ON checkpoints.run = cps.base
-)
-"""
-#: Each checkpoint of the base chain with how many of its rows survive, root first.
-SURVIVING_LIMITS = SURVIVING + "SELECT run, lim FROM cps ORDER BY run"
-
-#: The message texts of a list in list order, from ``[[run, lim], ...]`` root first: json_each
-#: walks that array in order, so the rows come out in list order without a sort, each an
-#: integer-key probe into blobs (neighbouring pages: blobs written together sit together).
-MESSAGE_TEXTS = f"""
-SELECT iif(blobs.codec = {blobs.PLAIN}, blobs.data, agui_inflate(blobs.data))
-FROM json_each(?) AS chain
-CROSS JOIN checkpoint_messages AS cm
-    ON cm.run = chain.value ->> 0 AND cm.pos < chain.value ->> 1
-CROSS JOIN blobs ON blobs.id = cm.message
-"""
-
+#: A checkpoint: its list's length, tail ids and manifest, its single blobs, its state base,
+#: the addresses and digest it recorded, and whether the run hash it was derived at is one of
+#: the run's (its newest, usually).
 SELECT_CHECKPOINT = """
-SELECT c.keep, c.base, c.length, c.chain, s.codec, s.data, i.codec, i.data, w.codec, w.data,
+SELECT c.length, c.tail, m.data, s.codec, s.data, i.codec, i.data, w.codec, w.data,
        c.state_base, s.hash, i.hash, w.hash, c.view_hash,
-       -- whether the run hash it was derived at is one of the run's (its newest, usually)
        CASE WHEN c.run_hash = (SELECT b.hash FROM batches b WHERE b.run = c.run
                                ORDER BY b.id DESC LIMIT 1) THEN 1
             ELSE EXISTS (SELECT 1 FROM batches b WHERE b.run = c.run AND b.hash = c.run_hash)
-       END
+       END,
+       c.chunks, m.codec
 FROM checkpoints c JOIN blobs s ON s.id = c.state
+LEFT JOIN blobs m ON m.id = c.chunks
 LEFT JOIN blobs i ON i.id = c.interrupts
 LEFT JOIN blobs w ON w.id = c.warnings
 WHERE c.run = ?
 """
+
+#: Blobs by id in the order of a JSON array of ids: json_each walks it in order and each row
+#: is one integer-key probe (``CROSS JOIN`` keeps the array the outer loop).
+BLOBS_IN_ORDER = """
+SELECT ids.value, blobs.codec, blobs.data, blobs.hash
+FROM json_each(?) AS ids CROSS JOIN blobs ON blobs.id = ids.value
+"""
+#: Their addresses only (a digest recomputed from what a checkpoint points at).
+ADDRESSES_IN_ORDER = """
+SELECT ids.value, blobs.hash FROM json_each(?) AS ids CROSS JOIN blobs ON blobs.id = ids.value
+"""
+
+#: A checkpoint's manifest blob (NULL when it has no full chunk); no row: no checkpoint.
+SELECT_MANIFEST = """
+SELECT m.codec, m.data FROM checkpoints c LEFT JOIN blobs m ON m.id = c.chunks WHERE c.run = ?
+"""
+SELECT_BLOB_ID = "SELECT id FROM blobs WHERE hash = ?"
+SELECT_BLOB_IDS = "SELECT id, hash FROM blobs WHERE hash IN ({marks})"
+INSERT_NEW_BLOBS = (
+    "INSERT INTO blobs(hash, codec, data) VALUES (?, ?, ?) "
+    "ON CONFLICT(hash) DO NOTHING RETURNING id, hash"
+)
 
 #: Store a blob unless its hash is there already; either way, its id (the no-op update makes
 #: RETURNING answer for an existing row too).
@@ -115,12 +119,33 @@ UPSERT_BLOB = (
     "ON CONFLICT(hash) DO UPDATE SET hash = excluded.hash RETURNING id"
 )
 
+INSERT_CHECKPOINT = (
+    "INSERT INTO checkpoints(run, length, chunks, tail, state, interrupts, warnings, "
+    "ids_hash, created_at, state_base, run_hash, view_hash) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+HAS_CHECKPOINT = "SELECT 1 FROM checkpoints WHERE run = ?"
+STATE_ADDRESS = (
+    "SELECT blobs.hash FROM checkpoints JOIN blobs ON blobs.id = checkpoints.state "
+    "WHERE checkpoints.run = ?"
+)
+#: A run and every run below it.
+SUBTREE = (
+    "WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL SELECT runs.id FROM runs "
+    "JOIN sub ON runs.parent = sub.id) SELECT id FROM sub"
+)
+DELETE_CHECKPOINTS = "DELETE FROM checkpoints WHERE run IN (SELECT value FROM json_each(?))"
+DELETE_LINEAGE_DIGESTS = (
+    "DELETE FROM lineage_digests WHERE run IN (SELECT value FROM json_each(?))"
+)
 
-#: A checkpoint's own blobs' addresses, the whole state it patches (if it does), and what
-#: it recorded: the view digest and the run hash it was derived at.
+
+#: A checkpoint's own blobs' addresses, the whole state it patches (if it does), what it
+#: recorded (the view digest and the run hash it was derived at), and its chunk lists.
 SELECT_ADDRESSES = """
-SELECT s.hash, i.hash, w.hash, a.hash, c.view_hash, c.run_hash
+SELECT s.hash, i.hash, w.hash, a.hash, c.view_hash, c.run_hash, m.codec, m.data, c.tail
 FROM checkpoints c JOIN blobs s ON s.id = c.state
+LEFT JOIN blobs m ON m.id = c.chunks
 LEFT JOIN blobs i ON i.id = c.interrupts
 LEFT JOIN blobs w ON w.id = c.warnings
 LEFT JOIN checkpoints ac ON ac.run = c.state_base
@@ -142,16 +167,31 @@ WHERE c.run = ?
 
 
 @dataclass
+class Layout:
+    """Where a checkpoint's message list is stored: its manifest (``None``: no full chunk),
+    the blob ids and addresses of its full chunks, and of its tail's segments with how many
+    messages each holds."""
+
+    manifest: int | None = None
+    chunk_ids: list[int] = field(default_factory=list)
+    chunk_addrs: list[bytes] = field(default_factory=list)
+    tail_ids: list[int] = field(default_factory=list)
+    tail_addrs: list[bytes] = field(default_factory=list)
+    tail_counts: list[int] = field(default_factory=list)
+
+    def digest(self) -> bytes:
+        """Its messages digest (:func:`hashing.messages_digest`)."""
+        return hashing.messages_digest([*self.chunk_addrs, *self.tail_addrs])
+
+
+@dataclass
 class Snapshot:
-    """A checkpoint loaded: the view, its messages' blob ids (aligned), its chain length,
-    and where its state comes from: the checkpoint whose state is stored whole
-    (``state_anchor``, itself when ``state_patches`` is None) and the patches since."""
+    """A checkpoint loaded: the view, where its list is stored, and where its state comes
+    from: the checkpoint whose state is stored whole (``state_anchor``, itself when
+    ``state_patches`` is None) and the patches since."""
 
     view: View
-    blob_ids: list[int]
-    chain: int
-    #: sha256 state over the message texts (hashing.messages_hasher), for the next delta
-    texts_hasher: Any = None
+    layout: Layout
     state_anchor: int = 0
     state_patches: list[Any] | None = None
     state_bytes: int = 0  # the JSON text of the anchor's whole state
@@ -171,7 +211,7 @@ def store_value(conn: Conn, value: Any) -> int:
 def store_text(conn: Conn, text: bytes) -> tuple[int, bytes]:
     """:func:`store_value` of a value already in its canonical encoding; with its address."""
     digest = blobs.digest(text)
-    row = conn.execute("SELECT id FROM blobs WHERE hash = ?", (digest,)).fetchone()
+    row = conn.execute(SELECT_BLOB_ID, (digest,)).fetchone()
     if row is not None:
         return int(row[0]), digest
     return store_blob(conn, (digest, *blobs.compress(text))), digest
@@ -182,25 +222,18 @@ def store_blobs(conn: Conn, packed: list[tuple[bytes, int, bytes]]) -> dict[byte
     however many blobs (a checkpoint stores every new message of the runs since the last)."""
     if not packed:
         return {}
-    ids = {
-        bytes(h): int(i)
-        for i, h in conn.executemany(
-            "INSERT INTO blobs(hash, codec, data) VALUES (?, ?, ?) "
-            "ON CONFLICT(hash) DO NOTHING RETURNING id, hash",
-            packed,
-        )
-    }
+    ids = {bytes(h): int(i) for i, h in conn.executemany(INSERT_NEW_BLOBS, packed)}
     there = [p[0] for p in packed if p[0] not in ids]  # stored before: look them up
     for at in range(0, len(there), 500):  # well under SQLite's limit on parameters
         hashes = there[at : at + 500]
         marks = ",".join("?" * len(hashes))
-        for i, h in conn.execute(f"SELECT id, hash FROM blobs WHERE hash IN ({marks})", hashes):
+        for i, h in conn.execute(SELECT_BLOB_IDS.format(marks=marks), hashes):
             ids[bytes(h)] = int(i)
     return ids
 
 
 def has_checkpoint(conn: Conn, run_pk: int) -> bool:
-    return conn.execute("SELECT 1 FROM checkpoints WHERE run = ?", (run_pk,)).fetchone() is not None
+    return conn.execute(HAS_CHECKPOINT, (run_pk,)).fetchone() is not None
 
 
 def nearest(conn: Conn, run_pk: int) -> tuple[int | None, list[int]]:
@@ -213,24 +246,76 @@ def nearest(conn: Conn, run_pk: int) -> tuple[int | None, list[int]]:
     return found, after
 
 
-def load(conn: Conn, run_pk: int, *, with_hashes: bool = True, verify: bool = True) -> Snapshot:
-    """Decode a checkpoint into fresh objects (the caller may mutate them).
+def chunk_text(texts: Sequence[bytes]) -> bytes:
+    """A chunk's stored text: the JSON array of its messages' canonical texts."""
+    return b"[" + b",".join(texts) + b"]"
 
-    ``with_hashes=False`` (a plain checkout) skips the blob ids and reads the message blobs
-    in list order with one query, decoded as one JSON array.
+
+def pack_chunk(text: bytes) -> tuple[bytes, int, bytes]:
+    """``(hash, codec, data)`` of a full chunk's text."""
+    if COMPRESS_CHUNKS:
+        return blobs.digest(text), *blobs.compress(text)
+    return blobs.digest(text), blobs.PLAIN, text
+
+
+def pack_segment(text: bytes) -> tuple[bytes, int, bytes]:
+    """``(hash, codec, data)`` of a tail segment's text."""
+    if len(text) >= SEGMENT_COMPRESS_MIN_BYTES:
+        packed = zlib.compress(text, 6)
+        if len(packed) <= len(text) * (1 - SEGMENT_MIN_SAVING):
+            return blobs.digest(text), blobs.ZLIB, packed
+    return blobs.digest(text), blobs.PLAIN, text
+
+
+def _id_list(run_pk: int, what: str, text: Any) -> list[int]:
+    try:
+        return _IDS.decode(text)
+    except msgspec.DecodeError as e:
+        raise CorruptStoreError(
+            f"checkpoint of run {run_pk}: its {what} is not a list of blob ids: {e}"
+        ) from None
+
+
+def _segment_list(run_pk: int, text: Any) -> list[tuple[int, int]]:
+    try:
+        return _SEGMENTS.decode(text)
+    except msgspec.DecodeError as e:
+        raise CorruptStoreError(
+            f"checkpoint of run {run_pk}: its tail is not a list of [blob id, count]: {e}"
+        ) from None
+
+
+def load(
+    conn: Conn,
+    run_pk: int,
+    *,
+    with_hashes: bool = True,
+    verify: bool = True,
+    skip_chunks: int = 0,
+) -> Snapshot:
+    """Decode a checkpoint into fresh objects (the caller may mutate them): its row with its
+    manifest, then its chunks and tail segments in list order with one query, each decoded
+    on its own. ``with_hashes`` is accepted for callers that continue from the checkpoint;
+    the layout (ids and addresses) comes with every load, at no extra cost.
 
     ``verify`` (the default) checks what is read against what the checkpoint recorded, at the
-    cost of one pass over the bytes read: the message texts, state, interrupts and warnings
-    give its view digest (so a blob edited, forged with its address recomputed, or a row
-    pointed at another blob, all fail), and the run hash it was derived at is one of its
-    run's. A failure raises :class:`HashMismatchError` (naming the run by key only: the
-    caller knows its names).
+    cost of one pass over the bytes read: each chunk and segment text against its address,
+    and those addresses, the state, interrupts and warnings against its view digest (so a
+    blob edited, forged with its address recomputed, or a row or list pointed at another
+    blob, all fail); and that the run hash it was derived at is one of its run's. A failure
+    raises :class:`HashMismatchError` (naming the run by key only: the caller knows its
+    names).
+
+    ``skip_chunks``: leave out the first full chunks (``view.messages`` then starts at
+    ``skip_chunks * CHUNK``): a diff skips the chunks both sides share. Only their
+    addresses are read, for the view digest.
     """
+    del with_hashes
     row = conn.execute(SELECT_CHECKPOINT, (run_pk,)).fetchone()
     if row is None:
         raise CorruptStoreError(f"run {run_pk} has no checkpoint")
-    (_, _, length, chain, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base,
-     s_addr, i_addr, w_addr, view_hash, run_hash_ok) = row
+    (length, tail_text, m_data, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base,
+     s_addr, i_addr, w_addr, view_hash, run_hash_ok, manifest, m_codec) = row
     if verify and not run_hash_ok:
         raise _mismatch(
             run_pk,
@@ -257,44 +342,66 @@ def load(conn: Conn, run_pk: int, *, with_hashes: bool = True, verify: bool = Tr
         text = blobs.unpack(w_codec, w_data)
         checked.append((text, w_addr))
         warnings = codec.decode(text)
-    anchor = int(state_base or run_pk)
-    others = (s_addr, anchor_addr, i_addr, w_addr)
-    if not with_hashes:
-        limits = conn.execute(SURVIVING_LIMITS, (run_pk,)).fetchall()
-        parts = [
-            r[0]
-            for r in conn.execute(
-                MESSAGE_TEXTS, (codec.encode([list(r) for r in limits]).decode(),)
+    layout = Layout(int(manifest) if manifest is not None else None)
+    if manifest is not None:
+        if m_data is None:
+            raise CorruptStoreError(f"checkpoint of run {run_pk}: its manifest blob is missing")
+        layout.chunk_ids = _id_list(run_pk, "manifest", blobs.unpack(m_codec, m_data))
+    segments = _segment_list(run_pk, tail_text)
+    layout.tail_ids = [blob_id for blob_id, _ in segments]
+    layout.tail_counts = [count for _, count in segments]
+    n_chunks = len(layout.chunk_ids)
+    skip = min(skip_chunks, n_chunks)
+    addrs: list[bytes] = []
+    if skip:
+        skipped = codec.encode(layout.chunk_ids[:skip]).decode()
+        addrs = [bytes(a) for _, a in conn.execute(ADDRESSES_IN_ORDER, (skipped,))]
+    wanted = codec.encode([*layout.chunk_ids[skip:], *layout.tail_ids]).decode()
+    parts: list[Any] = []
+    for _, b_codec, b_data, b_addr in conn.execute(BLOBS_IN_ORDER, (wanted,)):
+        text = blobs.unpack(b_codec, b_data)
+        address = bytes(b_addr)
+        if verify and blobs.digest(text) != address:
+            raise _mismatch(
+                run_pk,
+                f"a blob of its checkpoint does not hash to its address "
+                f"{address.hex()[:hashing.SHORT]}",
             )
-        ]
-        if len(parts) != length:
-            raise _mismatch(run_pk, f"its checkpoint holds {len(parts)} messages, not {length}")
-        array = _json_array(parts)
-        if verify:
-            inside = memoryview(array)[1:-1]
-            _verify(run_pk, checked, hashing.joined_messages_hasher(inside), view_hash, others)
-        view = View(codec.decode(array), state, interrupts, warnings)
-        return Snapshot(view, [], int(chain), state_anchor=anchor, state_patches=patches,
-                        state_bytes=state_bytes)
-    own: dict[int, list[tuple[int, bytes]]] = {}
-    for cp_run, blob_id, b_codec, b_data in conn.execute(MESSAGE_ROWS, (run_pk,)):
-        own.setdefault(cp_run, []).append((blob_id, blobs.unpack(b_codec, b_data)))
-    ids: list[int] = []
-    texts: list[bytes] = []
-    # Root checkpoint first: each keeps a prefix of the list so far, then adds its own rows.
-    for cp_run, keep in conn.execute(CHAIN_KEEPS, (run_pk,)):
-        del ids[keep:]
-        del texts[keep:]
-        for blob_id, text in own.get(cp_run, ()):
-            ids.append(blob_id)
-            texts.append(text)
-    if len(ids) != length:
-        raise _mismatch(run_pk, f"its checkpoint holds {len(ids)} messages, not {length}")
-    hasher = hashing.messages_hasher(texts)
+        addrs.append(address)
+        parts.append(text)
+    if len(addrs) != n_chunks + len(layout.tail_ids):
+        raise _mismatch(run_pk, "a blob its checkpoint lists is missing")
+    layout.chunk_addrs, layout.tail_addrs = addrs[:n_chunks], addrs[n_chunks:]
     if verify:
-        _verify(run_pk, checked, hasher, view_hash, others)
-    view = View(codec.decode(_json_array(texts)), state, interrupts, warnings)
-    return Snapshot(view, ids, int(chain), hasher, anchor, patches, state_bytes)
+        others = (s_addr, anchor_addr, i_addr, w_addr)
+        _verify(run_pk, checked, layout.digest(), view_hash, others)
+    messages = _decode_arrays(run_pk, parts)
+    if len(messages) + skip * CHUNK != length:
+        count = len(messages) + skip * CHUNK
+        raise _mismatch(run_pk, f"its checkpoint holds {count} messages, not {length}")
+    view = View(messages, state, interrupts, warnings)
+    return Snapshot(view, layout, int(state_base or run_pk), patches, state_bytes)
+
+
+def manifest(conn: Conn, run_pk: int) -> list[int] | None:
+    """The blob ids of a checkpoint's full chunks (``None``: the run has no checkpoint)."""
+    row = conn.execute(SELECT_MANIFEST, (run_pk,)).fetchone()
+    if row is None:
+        return None
+    if row[1] is None:
+        return []
+    return _id_list(run_pk, "manifest", blobs.unpack(row[0], row[1]))
+
+
+def shared_chunks(manifests: Sequence[Sequence[int]]) -> int:
+    """How many leading full chunks every list shares: the same chunk at the same position
+    is the same messages there (content-addressed), so comparing views may skip them."""
+    shared = 0
+    for ids in zip(*manifests):
+        if any(i != ids[0] for i in ids):
+            break
+        shared += 1
+    return shared
 
 
 def _mismatch(run_pk: int, what: str) -> HashMismatchError:
@@ -306,7 +413,7 @@ def _mismatch(run_pk: int, what: str) -> HashMismatchError:
 def _verify(
     run_pk: int,
     checked: list[tuple[bytes, Any]],
-    messages: Any,
+    messages: bytes,
     view_hash: Any,
     others: tuple[Any, Any, Any, Any],
 ) -> None:
@@ -319,38 +426,63 @@ def _verify(
                 f"a blob of its checkpoint does not hash to its address "
                 f"{bytes(address).hex()[:hashing.SHORT]}",
             )
-    if view_hash is None or hashing.view_digest(messages.digest(), *others) != view_hash:
+    if view_hash is None or hashing.view_digest(messages, *others) != view_hash:
         raise _mismatch(
             run_pk,
             "its checkpoint holds other content than it was written with (a message blob "
-            "edited or forged, or a row pointed at another blob)",
+            "edited or forged, or a list pointed at another blob)",
         )
 
 
 def stored_view_digest(conn: Conn, run_pk: int) -> tuple[bytes, bytes | None, bytes | None]:
-    """``(view digest of the content held now, the digest recorded, the run hash
-    recorded)`` of a checkpoint: what a migration writes and what a check compares."""
-    limits = conn.execute(SURVIVING_LIMITS, (run_pk,)).fetchall()
-    texts = [
-        bytes(r[0])
-        for r in conn.execute(MESSAGE_TEXTS, (codec.encode([list(r) for r in limits]).decode(),))
-    ]
+    """``(view digest of what the checkpoint points at now, the digest recorded, the run
+    hash recorded)``: what a check compares. From the addresses only (each blob's content
+    against its address is the blobs check's)."""
     row = conn.execute(SELECT_ADDRESSES, (run_pk,)).fetchone()
-    s_addr, i_addr, w_addr, a_addr, recorded, run_hash = row
+    s_addr, i_addr, w_addr, a_addr, recorded, run_hash, m_codec, m_data, tail = row
+    ids = [blob_id for blob_id, _ in _segment_list(run_pk, tail)]
+    if m_data is not None:
+        ids = _id_list(run_pk, "manifest", blobs.unpack(m_codec, m_data)) + ids
+    found = dict(
+        (int(i), bytes(h))
+        for i, h in conn.execute(ADDRESSES_IN_ORDER, (codec.encode(ids).decode(),))
+    )
+    addresses = [found.get(i, b"") for i in ids]
     digest = hashing.view_digest(
-        hashing.messages_hasher(texts).digest(), s_addr, a_addr, i_addr, w_addr
+        hashing.messages_digest(addresses), s_addr, a_addr, i_addr, w_addr
     )
     return digest, recorded, run_hash
 
 
-def _json_array(parts: list[bytes]) -> bytes:
-    """The JSON array of JSON texts (``parts`` is consumed). The brackets go on the end
-    pieces: one copy of a view's texts, not three."""
-    if not parts:
-        return b"[]"
-    parts[0] = b"[" + parts[0]
-    parts[-1] += b"]"
-    return b",".join(parts)
+def _decode_arrays(run_pk: int, parts: list[bytes]) -> list[Any]:
+    """The messages of chunks and segments (JSON arrays), in order.
+
+    Each is decoded on its own and the lists joined: joining the texts first would copy the
+    whole view once more (tens of MB at 10,000 runs). The garbage collector is paused
+    meanwhile: a view is tens of thousands of new dicts, and each collection they trigger
+    walks every object the process holds, so a long view decoded with it running costs
+    more than its length.
+    """
+    messages: list[Any] = []
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        for text in parts:
+            found = codec.decode(text)
+            if not isinstance(found, list):
+                raise CorruptStoreError(
+                    f"checkpoint of run {run_pk}: a chunk of its messages is not a JSON array"
+                )
+            messages += found
+    except InvalidEventError as e:
+        raise CorruptStoreError(
+            f"checkpoint of run {run_pk}: its message chunks are not JSON: {e}"
+        ) from None
+    finally:
+        if paused:
+            gc.enable()
+    return messages
 
 
 def _patched_state(
@@ -408,16 +540,6 @@ def hash_ids(ids: Iterable[Any], hasher: Any = None) -> Any:
     return out
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:  # the usual case (a list that grew), compared in C
-        return n
-    keep = 0
-    while a[keep] == b[keep]:
-        keep += 1
-    return keep
-
-
 def prefix_digests(ids: Sequence[Any], hasher: Any = None, done: int = 0) -> dict[bytes, int]:
     """The digest of ``ids[:n]`` (as :func:`hash_ids` computes it) for every n, in one
     pass: digest -> n. Given ``hasher`` holding the first ``done`` ids, for every longer n."""
@@ -429,36 +551,105 @@ def prefix_digests(ids: Sequence[Any], hasher: Any = None, done: int = 0) -> dic
     return out
 
 
+def lay_out(
+    conn: Conn,
+    messages: Sequence[Any],
+    base: Layout | None,
+    keep: int = 0,
+    changed: Iterable[int] = (),
+) -> Layout:
+    """Store a message list as chunks, sharing what it has in common with ``base`` (the
+    layout of an earlier checkpoint of its lineage); returns its layout.
+
+    The first ``keep`` positions hold the messages ``base``'s list held there, except those
+    in ``changed``: a chunk of those is shared, and so is a tail segment (copy on write: a
+    changed position rewrites its chunk, or its segment, and the manifest). Anything
+    else is encoded and stored unless a blob with its address is there already (a branch
+    that arrives at the same content shares it too). The common case, a list that grew by a
+    few messages, costs a segment of those messages, the tail list, and every ``CHUNK`` of
+    them a chunk and a manifest.
+    """
+    base = base if base is not None else Layout()
+    n = len(messages)
+    full = n // CHUNK
+    dirty = {pos // CHUNK for pos in changed}
+    # The base's chunks that stand in the unchanged prefix, copied as one slice (a long
+    # list has hundreds: a loop over them would cost every run the length of the history);
+    # then the few that are new or dirty, each encoded whole.
+    shared_chunks = min(len(base.chunk_ids), keep // CHUNK, full)
+    out = Layout(
+        chunk_ids=base.chunk_ids[:shared_chunks], chunk_addrs=base.chunk_addrs[:shared_chunks]
+    )
+    new: dict[bytes, tuple[bytes, int, bytes]] = {}
+    pending: list[tuple[list[int], int, bytes]] = []  # (list, index, address) to resolve
+    rewrite = sorted({k for k in dirty if k < shared_chunks} | set(range(shared_chunks, full)))
+    out.chunk_ids.extend([0] * (full - shared_chunks))
+    out.chunk_addrs.extend([b""] * (full - shared_chunks))
+    for k in rewrite:
+        lo, hi = k * CHUNK, (k + 1) * CHUNK
+        packed = pack_chunk(chunk_text([codec.canonical_bytes(m) for m in messages[lo:hi]]))
+        new[packed[0]] = packed
+        out.chunk_addrs[k] = packed[0]
+        pending.append((out.chunk_ids, k, packed[0]))
+    changed_set = set(changed)
+    # The base's segments that stand where they stood, unchanged: by their first position.
+    shared: dict[int, tuple[int, bytes, int]] = {}
+    lo = len(base.chunk_ids) * CHUNK
+    for blob_id, address, count in zip(base.tail_ids, base.tail_addrs, base.tail_counts):
+        hi = lo + count
+        if lo >= full * CHUNK and hi <= keep and changed_set.isdisjoint(range(lo, hi)):
+            shared[lo] = (blob_id, address, count)
+        lo = hi
+    pos = full * CHUNK
+    while pos < n:
+        found = shared.get(pos)
+        if found is not None:
+            out.tail_ids.append(found[0])
+            out.tail_addrs.append(found[1])
+            out.tail_counts.append(found[2])
+            pos += found[2]
+            continue
+        end = pos + 1  # a new segment: up to the next shared one
+        while end < n and end not in shared:
+            end += 1
+        packed = pack_segment(chunk_text([codec.canonical_bytes(m) for m in messages[pos:end]]))
+        new[packed[0]] = packed
+        pending.append((out.tail_ids, len(out.tail_ids), packed[0]))
+        out.tail_ids.append(0)
+        out.tail_addrs.append(packed[0])
+        out.tail_counts.append(end - pos)
+        pos = end
+    ids = store_blobs(conn, list(new.values()))
+    for listed, at, address in pending:
+        listed[at] = ids[address]
+    if out.chunk_ids == base.chunk_ids and base.manifest is not None:
+        out.manifest = base.manifest
+    elif out.chunk_ids:
+        out.manifest = store_text(conn, codec.canonical_bytes(out.chunk_ids))[0]
+    return out
+
+
 def write(
     conn: Conn,
     run_pk: int,
     view: View,
-    blob_ids: list[int],
-    base: tuple[int, list[int], int] | None,
+    layout: Layout,
     ids_digest: bytes,
     now: int,
     state_patches: tuple[int, list[Any]] | None = None,
     *,
-    messages_digest: bytes,
     run_hash: bytes | None,
-) -> tuple[int, int]:
-    """Store a run's checkpoint; returns its chain length, and the size of the JSON text its
+) -> int:
+    """Store a run's checkpoint, its message list laid out as ``layout`` (its blobs stored
+    already: see ``store.py``'s ``_message_chunks``); returns the size of the JSON text its
     state is stored as.
 
     Args:
-        blob_ids: the blob of each message of ``view``; ``messages_digest`` the digest of
-            their texts (:func:`hashing.messages_hasher`).
-        base: ``(base run, its blob ids, its chain length)`` to store the list as a delta.
         ids_digest: the digest of the view's lineage ids (:func:`hash_ids`).
         state_patches: ``(state base, patches)`` to store the state as the patches that
             turn that checkpoint's (whole) state into ``view.state``.
         run_hash: the run's hash now (what the checkpoint is derived from).
     """
-    keep, base_run, chain = 0, None, 1
-    if base is not None and base[2] < MAX_CHAIN:
-        keep = common_prefix(base[1], blob_ids)
-        if keep:
-            base_run, chain = base[0], base[2] + 1
     state_base = state_patches[0] if state_patches is not None else None
     state_text = codec.canonical_bytes(
         state_patches[1] if state_patches is not None else view.state
@@ -471,26 +662,17 @@ def write(
     if view.warnings:
         warnings, warnings_addr = store_text(conn, codec.canonical_bytes(view.warnings))
     if state_base is not None:
-        anchor_addr = bytes(
-            conn.execute(
-                "SELECT blobs.hash FROM checkpoints JOIN blobs ON blobs.id = checkpoints.state "
-                "WHERE checkpoints.run = ?",
-                (state_base,),
-            ).fetchone()[0]
-        )
+        anchor_addr = bytes(conn.execute(STATE_ADDRESS, (state_base,)).fetchone()[0])
     view_hash = hashing.view_digest(
-        messages_digest, state_addr, anchor_addr, interrupts_addr, warnings_addr
+        layout.digest(), state_addr, anchor_addr, interrupts_addr, warnings_addr
     )
     conn.execute(
-        "INSERT INTO checkpoints(run, base, keep, length, chain, state, interrupts, warnings, "
-        "ids_hash, created_at, state_base, run_hash, view_hash) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        INSERT_CHECKPOINT,
         (
             run_pk,
-            base_run,
-            keep,
-            len(blob_ids),
-            chain,
+            len(view.messages),
+            layout.manifest,
+            codec.encode(list(zip(layout.tail_ids, layout.tail_counts))).decode(),
             state,
             interrupts,
             warnings,
@@ -501,11 +683,7 @@ def write(
             view_hash,
         ),
     )
-    conn.executemany(
-        "INSERT INTO checkpoint_messages(run, pos, message) VALUES (?, ?, ?)",
-        [(run_pk, pos, blob_ids[pos]) for pos in range(keep, len(blob_ids))],
-    )
-    return chain, len(state_text)
+    return len(state_text)
 
 
 def drop_from(conn: Conn, run_pk: int) -> list[int]:
@@ -515,21 +693,10 @@ def drop_from(conn: Conn, run_pk: int) -> list[int]:
     Only needed when a complete run receives view-changing events, which sequence checks
     forbid; with ``check_sequence=False`` it can happen.
     """
-    below = [
-        int(r[0])
-        for r in conn.execute(
-            "WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL SELECT runs.id FROM runs "
-            "JOIN sub ON runs.parent = sub.id) SELECT id FROM sub",
-            (run_pk,),
-        )
-    ]
-    for pk in sorted(below, reverse=True):
-        conn.execute("DELETE FROM checkpoint_messages WHERE run = ?", (pk,))
-        conn.execute("DELETE FROM checkpoints WHERE run = ?", (pk,))
+    below = [int(r[0]) for r in conn.execute(SUBTREE, (run_pk,))]
+    listed = codec.encode(below).decode()
+    conn.execute(DELETE_CHECKPOINTS, (listed,))
     # Keyed by digest, so this scans the table: fine for a path only sequence-unchecked
     # recording reaches.
-    conn.execute(
-        "DELETE FROM lineage_digests WHERE run IN (SELECT value FROM json_each(?))",
-        (codec.encode(below).decode(),),
-    )
+    conn.execute(DELETE_LINEAGE_DIGESTS, (listed,))
     return below

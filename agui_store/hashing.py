@@ -21,16 +21,15 @@ the history. It is final once the run is complete (one late ``RUN_ERROR`` after
 ``RUN_FINISHED`` can still extend it, as the log itself allows).
 
 A checkpoint (derived data) records the run hash it was derived at, and ``view_digest``: a
-sha256 over its message texts in list order, and the addresses (sha256) of its state,
+sha256 over the addresses of its message chunks (``messages_digest``) and of its state,
 interrupts and warnings blobs, so that a checkout verifies what it reads with one pass over
-the bytes it reads. Appends extend the message digest as the list grows.
+the bytes it reads, and a checkpoint that shares chunks with its parent's costs what changed.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Any
 
 #: Hashes are sha256 digests: 32 bytes.
 SIZE = 32
@@ -116,24 +115,13 @@ def chain(previous: bytes, batch: bytes) -> bytes:
     return hashlib.sha256(b"agui-store chain 1\x00" + previous + batch).digest()
 
 
-def messages_hasher(texts: Iterable[bytes] = ()) -> Any:
-    """A sha256 over a message list's canonical JSON texts joined by ``,`` (the inside of
-    the JSON array a checkout decodes, so verifying it costs one pass over bytes it reads
-    anyway). Continue it with :func:`extend_messages` as the list grows."""
-    return hashlib.sha256(b",".join(texts))
-
-
-def joined_messages_hasher(joined: Any) -> Any:
-    """:func:`messages_hasher` of texts already joined by ``,`` (bytes or a memoryview)."""
-    return hashlib.sha256(joined)
-
-
-def extend_messages(hasher: Any, count: int, texts: list[bytes]) -> Any:
-    """``hasher`` (over ``count`` texts) continued with more texts; a copy."""
-    out = hasher.copy()
-    if texts:
-        out.update((b"," if count else b"") + b",".join(texts))
-    return out
+def messages_digest(addresses: Iterable[bytes]) -> bytes:
+    """The digest of a message list stored as chunks (:mod:`agui_store.checkpoints`): over
+    the addresses (sha256 of their text) of its full chunks then of its tail's messages, in
+    list order. A Merkle digest: a checkpoint that shares its chunks with another extends the
+    shared addresses, so writing one costs what changed, and verifying one hashes each text
+    it reads once."""
+    return hashlib.sha256(b"agui-store chunks 1\x00" + b"".join(addresses)).digest()
 
 
 def view_digest(
@@ -143,8 +131,8 @@ def view_digest(
     interrupts: bytes | None,
     warnings: bytes | None,
 ) -> bytes:
-    """The digest of a checkpoint's content: the digest of its message texts
-    (:func:`messages_hasher`) and the addresses (sha256 of their text) of its state,
+    """The digest of a checkpoint's content: the digest of its message chunks
+    (:func:`messages_digest`) and the addresses (sha256 of their text) of its state,
     interrupts and warnings blobs. ``state_base`` is the address of the whole state that
     ``state`` (then a list of patches) applies to."""
     return hashlib.sha256(

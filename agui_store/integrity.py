@@ -39,10 +39,12 @@ The checks, in the order they run (``CheckReport.checked`` lists the ones that r
     data, decoded per its codec, hashes (sha256) to its address.
 ``checkpoints``
     When the file has checkpoints (derived views at the end of runs): each belongs to a
-    complete run; its base is a checkpoint of one of the run's lineage ancestors, one link
-    longer in chain; it keeps at most the base's messages and holds its own message rows at
-    exactly the positions after them; a state stored as patches is patched from a lineage
-    ancestor's checkpoint whose state is stored whole. (That a checkpoint equals a replay
+    complete run; its manifest is a blob holding a JSON array of blob ids, each a chunk
+    holding a JSON array of exactly ``CHUNK`` messages; its tail lists segments, blobs each
+    holding a JSON array of as many messages as the tail says, fewer than ``CHUNK`` in all;
+    together they hold the checkpoint's length;
+    a state stored as patches is patched from a lineage ancestor's checkpoint whose state is
+    stored whole. (That a checkpoint equals a replay
     of the run is what the store's own tests prove; checking it here would mean replaying
     every run.)
 ``lineage_digests``
@@ -804,53 +806,97 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
         int(r[0])
         for r in ctx.conn.execute("SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL")
     }
-    rows = {
-        int(run): (None if base is None else int(base), int(keep), int(length), int(chain))
-        for run, base, keep, length, chain in ctx.conn.execute(
-            "SELECT run, base, keep, length, chain FROM checkpoints ORDER BY run"
-        )
-    }
     if "state_base" in ctx.columns("checkpoints"):
         _check_state_bases(ctx, out)
-    positions: dict[int, list[int]] = {}
-    for run, pos in ctx.conn.execute("SELECT run, pos FROM checkpoint_messages ORDER BY run, pos"):
-        positions.setdefault(int(run), []).append(int(pos))
-    for run, (base, keep, length, chain) in rows.items():
+    size = checkpoints.CHUNK
+    items: dict[int, int | str] = {}  # blob id -> JSON array length, or what is wrong
+
+    def array_length(blob_id: int) -> int | str:
+        """How many items the blob's JSON array holds (read once per blob)."""
+        if blob_id not in items:
+            row = ctx.conn.execute(
+                "SELECT codec, data FROM blobs WHERE id = ?", (blob_id,)
+            ).fetchone()
+            if row is None:
+                items[blob_id] = "is missing"
+            else:
+                try:
+                    value = codec.decode(blob_bytes(row[0], bytes(row[1])))
+                    items[blob_id] = (
+                        len(value) if isinstance(value, list) else "is not a JSON array"
+                    )
+                except (ValueError, zlib.error) as e:
+                    items[blob_id] = f"cannot be read: {e}"
+        return items[blob_id]
+
+    def id_list(where: str, what: str, value: Any) -> list[int] | None:
+        try:
+            ids = codec.decode(value if isinstance(value, bytes) else str(value).encode())
+        except ValueError:
+            ids = None
+        if not isinstance(ids, list) or not all(type(i) is int for i in ids):
+            out.problem(f"{where}: its {what} is not a JSON array of blob ids")
+            return None
+        return ids
+
+    for run, length, manifest, tail in ctx.conn.execute(
+        "SELECT run, length, chunks, tail FROM checkpoints ORDER BY run"
+    ).fetchall():
+        run = int(run)  # type: ignore[arg-type]  # INTEGER PRIMARY KEY
         where = f"the checkpoint of {ctx.name_run(run)}"
         if run in runs and run not in complete:
             out.problem(
                 f"{where}: the run is incomplete, and a checkpoint holds the view at a run's end"
             )
-        if base is None:
-            if keep != 0 or chain != 1:
+        chunk_ids: list[int] | None = []
+        if manifest is not None:
+            found = array_length(int(manifest))
+            if isinstance(found, str):
+                out.problem(f"{where}: its manifest (blob id {manifest}) {found}")
+                continue
+            row = ctx.conn.execute(
+                "SELECT codec, data FROM blobs WHERE id = ?", (manifest,)
+            ).fetchone()
+            assert row is not None  # array_length read it
+            chunk_ids = id_list(where, "manifest", blob_bytes(row[0], bytes(row[1])))
+        try:
+            segments = codec.decode(str(tail).encode())
+        except ValueError:
+            segments = None
+        if not isinstance(segments, list) or not all(
+            isinstance(s, list) and len(s) == 2 and all(type(v) is int for v in s)
+            for s in segments
+        ):
+            out.problem(f"{where}: its tail is not a JSON array of [blob id, count] pairs")
+            continue
+        if chunk_ids is None:
+            continue
+        for at, chunk in enumerate(chunk_ids):
+            found = array_length(chunk)
+            if found != size:
+                said = f"holds {found} messages" if isinstance(found, int) else found
                 out.problem(
-                    f"{where} has no base but keeps {keep} messages at chain {chain} "
-                    "(a full list keeps 0 at chain 1)"
+                    f"{where}: its chunk {at} (blob id {chunk}) {said}, where a chunk holds "
+                    f"{size}"
                 )
-        else:
-            if not _is_ancestor(runs, base, run):
+        in_tail = 0
+        for at, (blob, count) in enumerate(segments):
+            found = array_length(blob)
+            if found != count or count <= 0:
+                said = f"holds {found} messages" if isinstance(found, int) else found
                 out.problem(
-                    f"{where} is based on the checkpoint of {ctx.name_run(base)}, which "
-                    "is not a lineage ancestor of the run"
+                    f"{where}: segment {at} of its tail (blob id {blob}) {said}, where the "
+                    f"tail says {count}"
                 )
-            found = rows.get(base)
-            if found is not None:
-                if chain != found[3] + 1:
-                    out.problem(
-                        f"{where} is at chain {chain}, but its base is at chain "
-                        f"{found[3]}: one link longer is {found[3] + 1}"
-                    )
-                if not 0 < keep <= found[2]:
-                    out.problem(f"{where} keeps {keep} of its base's {found[2]} messages")
-        if keep > length:
-            out.problem(f"{where} keeps {keep} messages of a list of {length}")
-        mine = positions.get(run, [])
-        if mine != list(range(keep, length)):
-            expected = f"{keep}..{length - 1}" if length > keep else "none"
-            got = _seq_ranges(mine) if mine else "none"
-            out.problem(f"{where} holds message rows at positions {got}, expected {expected}")
-    for run in sorted(set(positions) - set(rows)):
-        out.problem(f"message rows of a checkpoint of {ctx.name_run(run)}, which has none")
+            in_tail += count
+        if in_tail >= size:
+            out.problem(f"{where}: its tail holds {in_tail} messages, where {size} make a chunk")
+        held = size * len(chunk_ids) + in_tail
+        if held != length:
+            out.problem(
+                f"{where} holds {held} messages ({len(chunk_ids)} chunks and a tail of "
+                f"{in_tail}), but records {length}"
+            )
 
 
 def _check_state_bases(ctx: _Context, out: _Collector) -> None:
@@ -1072,13 +1118,15 @@ def _compare_checkpoint(
 ) -> None:
     where = f"the checkpoint of {ctx.name_run(pk)}"
     verified = True
+    refused = ""
     try:
         try:
             # As a checkout reads it: one pass over its bytes (each blob is also hashed
             # against its address by the blobs check).
             snap = checkpoints.load(ctx.conn, pk, with_hashes=False, verify=has_hashes)
-        except HashMismatchError:
+        except HashMismatchError as e:
             verified = False
+            refused = e.what
             snap = checkpoints.load(ctx.conn, pk, with_hashes=False, verify=False)
     except HashMismatchError as e:
         out.problem(f"{where} cannot be read: {e.what}")
@@ -1116,6 +1164,9 @@ def _compare_checkpoint(
             f"{where} was derived at run hash {_short(run_hash)}, which is none of the run's: "
             "the run's hashes were rewritten since"
         )
+    elif bytes(recorded) == digest:
+        # It points at the blobs it was written with, and one of them was edited in place.
+        out.problem(f"{where} fails its hashes: {refused}")
 
 
 #: Checks that run only when the file has their table.

@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -239,6 +239,38 @@ INSERT OR IGNORE INTO underived(run) SELECT id FROM temp.v9_rederive;
 DROP TABLE temp.v9_rederive;
 """
 
+# Version 10: checkpoints store their message list as chunks (see :mod:`agui_store.checkpoints`):
+# full chunks of 64 messages at fixed positions, one blob each (a JSON array), listed by a
+# manifest blob shared by every checkpoint with the same chunks; the messages after them (the
+# tail) as segments, blobs holding JSON arrays of consecutive messages, listed with their
+# lengths by the row. ``checkout`` reads a bounded number of rows, and the file no longer
+# rewrites a whole list every 64 checkpoints. Checkpoints are derived data: those of earlier
+# versions are dropped, their runs listed in ``underived``, and derived again (as chunks) when
+# next needed. Lineage digests stay: they do not depend on the layout. The message blobs of
+# the old lists stay too (blobs are never deleted; new chunks do not refer to them).
+CREATE_V10 = """
+DROP TABLE checkpoint_messages;
+DROP TABLE checkpoints;
+CREATE TABLE checkpoints (
+    run         INTEGER PRIMARY KEY REFERENCES runs(id),
+    length      INTEGER NOT NULL,         -- number of messages in the view
+    chunks      INTEGER REFERENCES blobs(id),  -- manifest: JSON array of the full chunks' blob ids
+    tail        TEXT NOT NULL,            -- JSON array of [blob id, count]: the segments after them
+    state       INTEGER NOT NULL REFERENCES blobs(id),
+    interrupts  INTEGER REFERENCES blobs(id),
+    warnings    INTEGER REFERENCES blobs(id),
+    ids_hash    BLOB NOT NULL,            -- sha256 of the message ids, for lineage rule 3
+    created_at  INTEGER NOT NULL,
+    -- NULL: the ``state`` blob is the state. Else a JSON array of JSON Patches which, applied
+    -- in order to that checkpoint's state (stored whole), give this one.
+    state_base  INTEGER REFERENCES checkpoints(run),
+    run_hash    BLOB,                     -- the run's hash it was derived at
+    view_hash   BLOB                      -- digest of its blobs' addresses
+) STRICT;
+INSERT OR IGNORE INTO underived(run)
+SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL ORDER BY run;
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -249,6 +281,7 @@ MIGRATIONS: dict[int, str] = {
     7: CREATE_V7,
     8: CREATE_V8,
     9: CREATE_V9,
+    10: CREATE_V10,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.

@@ -16,7 +16,7 @@ import re
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +24,6 @@ from typing import Any
 
 from agui_store import (
     arguments,
-    blobs,
     checkpoints,
     codec,
     database,
@@ -106,13 +105,13 @@ class _SinceCheckpoint:
     """The newest checkpoint on a cached view's lineage, and what the runs after it did:
     what the next checkpoint needs to be written as a delta of it."""
 
-    run_pk: int | None  # None: no checkpoint on the lineage (the next one is a full list)
-    blob_ids: list[int]  # its messages' blobs, aligned with ``messages``
-    chain: int
+    run_pk: int | None  # None: no checkpoint on the lineage (the next one stores all)
+    layout: checkpoints.Layout | None  # where its message list is stored
     messages: list[Any]  # its message objects, kept alive so that their id()s stay unique
-    # sha256 state over the texts of its messages (hashing.messages_hasher): a checkpoint
-    # whose list only grew extends it by the new messages' texts.
-    texts_hasher: Any = None
+    # When the only run since the checkpoint left its list's first ``intact`` messages
+    # equal to ``messages`` (it appended after them): the next checkpoint shares them
+    # without comparing the lists again. None: not known.
+    intact: int | None = None
     names: set[str] = field(default_factory=set)  # ids the runs since then named
     snapshot: bool = False  # a MESSAGES_SNAPSHOT since then
     had_input: bool = False  # a recorded input since then
@@ -137,13 +136,11 @@ class _SinceCheckpoint:
         cls, messages: list[Any], snap: checkpoints.Snapshot | None, run_pk: int | None
     ) -> _SinceCheckpoint:
         if snap is None:
-            return cls(None, [], 0, list(messages))
+            return cls(None, None, list(messages))
         return cls(
             run_pk,
-            snap.blob_ids,
-            snap.chain,
+            snap.layout,
             list(messages),
-            snap.texts_hasher,
             state_anchor=snap.state_anchor,
             state_bytes=snap.state_bytes,
         )
@@ -1385,19 +1382,21 @@ class Store:
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
             as_sent=body_as_sent(raw_input is not None, reason),
         )
+        # Right after a checkpoint (nothing replayed since) the list before this run is the
+        # one kept for the next checkpoint's delta: no copy of a long list per run.
+        at_checkpoint = since.events == 0
         names, snapshot = since.note(record)
         replaced = snapshot or record.input is not None
         # What the digest needs to tell a list that grew from one that changed: the list
-        # before, and the id and kind of each message the run's events can reach. Right
-        # after a checkpoint that list is the one kept for the next checkpoint's delta.
-        before = since.messages if since.events == 0 else list(reducer.messages)
+        # before, and the id and kind of each message the run's events can reach.
+        before = since.messages if at_checkpoint else list(reducer.messages)
         reached = [(m, m.get("id"), m.get("role")) for m in reducer.holders(names)]
         apply_run(reducer, record)
         messages = reducer.messages
-        grown = (
-            not replaced
-            and before == messages[: len(before)]
-            and all(m.get("id") == mid and m.get("role") == role for m, mid, role in reached)
+        intact = not replaced and before == messages[: len(before)]
+        since.intact = len(before) if intact and at_checkpoint else None
+        grown = intact and all(
+            m.get("id") == mid and m.get("role") == role for m, mid, role in reached
         )
         if grown:
             new_ids = checkpoints.lineage_ids(messages[len(before) :])
@@ -1417,10 +1416,8 @@ class Store:
             if written:
                 since = _SinceCheckpoint(
                     run_pk,
-                    since.blob_ids,
-                    since.chain,
+                    since.layout,
                     list(reducer.messages),
-                    since.texts_hasher,
                     state_anchor=since.state_anchor,
                     state_bytes=since.state_bytes,
                 )
@@ -1478,32 +1475,20 @@ class Store:
         now: int,
         run_hash: bytes,
     ) -> bool:
-        """Store the reducer's view as the run's checkpoint, a delta of ``since``'s; on
-        success ``since.blob_ids`` and ``since.chain`` describe the new one."""
+        """Store the reducer's view as the run's checkpoint, sharing the chunks of
+        ``since``'s; on success ``since.layout`` describes the new one."""
         view = view_of(reducer)
-        base = (since.run_pk, since.blob_ids, since.chain) if since.run_pk is not None else None
-        found = _message_blobs(tx, view.messages, since, base, reducer)
-        if found is None:
+        layout = _message_chunks(tx, view.messages, since, reducer)
+        if layout is None:
             # One message object at two positions (repeated ids, then a MESSAGES_SNAPSHOT):
             # the client edits both through one id. One blob per position would lose that
             # sharing, so this run keeps no checkpoint; later runs replay from an older one.
             return False
-        blob_ids, texts_hasher = found
         patches = _state_patches(reducer, since)
-        since.chain, stored = checkpoints.write(
-            tx.connection,
-            run_pk,
-            view,
-            blob_ids,
-            base,
-            digest,
-            now,
-            patches,
-            messages_digest=texts_hasher.digest(),
-            run_hash=run_hash,
+        stored = checkpoints.write(
+            tx.connection, run_pk, view, layout, digest, now, patches, run_hash=run_hash
         )
-        since.blob_ids = blob_ids
-        since.texts_hasher = texts_hasher
+        since.layout = layout
         if patches is None:  # the state stored whole: later ones patch this one
             since.state_anchor, since.state_bytes = run_pk, stored
             reducer.track_state()
@@ -2041,13 +2026,30 @@ class Store:
             return start
         return restore(self._records(tx, after), start=start)
 
+    def _views_past_shared(self, tx: port.Reading, pks: list[int]) -> list[View]:
+        """The views of runs to compare, without the leading chunks their checkpoints all
+        share (git compares trees by hash the same way): the same chunk at the same
+        position holds the same messages on every side, so comparing what follows finds
+        the same changes (positions and repeated ids shift alike on every side). Runs
+        that are not all checkpointed themselves get their whole views."""
+        if not tx.keeps_checkpoints:
+            return [self._view(tx, pk) for pk in pks]
+        conn = tx.connection
+        manifests = [checkpoints.manifest(conn, pk) for pk in pks]
+        if any(m is None for m in manifests):
+            return [self._view(tx, pk) for pk in pks]
+        skip = checkpoints.shared_chunks([m for m in manifests if m is not None])
+        return [self._load_checkpoint(tx, pk, skip_chunks=skip).view for pk in pks]
+
     def _load_checkpoint(
-        self, tx: port.Reading, pk: int, *, with_hashes: bool = True
+        self, tx: port.Reading, pk: int, *, with_hashes: bool = True, skip_chunks: int = 0
     ) -> checkpoints.Snapshot:
         """A checkpoint, verified against its hashes as it is read (refused, naming its run,
         when it fails them)."""
         try:
-            return checkpoints.load(tx.connection, pk, with_hashes=with_hashes)
+            return checkpoints.load(
+                tx.connection, pk, with_hashes=with_hashes, skip_chunks=skip_chunks
+            )
         except HashMismatchError as e:
             raise self._named(tx, pk, e.what) from None
 
@@ -2213,8 +2215,11 @@ class Store:
             base_run = self._run_record(tx, found[0]) if found else None
             a_runs = self._side(tx, ka.pk, found[1] if found else None)
             b_runs = self._side(tx, kb.pk, found[2] if found else None)
-            view_a, view_b = self._view(tx, ka.pk), self._view(tx, kb.pk)
-            base = self._view(tx, found[0]) if found else View([], {}, [], [])
+            if found:
+                view_a, view_b, base = self._views_past_shared(tx, [ka.pk, kb.pk, found[0]])
+            else:
+                view_a, view_b = self._views_past_shared(tx, [ka.pk, kb.pk])
+                base = View([], {}, [], [])
         if mode == "two-dot":
             change = compare(view_a.messages, view_a.state, view_b.messages, view_b.state)
             return Diff(run_a, run_b, mode, base_run, a_runs, b_runs, change)
@@ -2351,113 +2356,71 @@ def _named_ids(events: Sequence[dict[str, Any]]) -> tuple[set[str], bool]:
     return {name for name in named if type(name) is str}, False
 
 
-def _message_blobs(
+def _message_chunks(
     tx: port.Reading,
     messages: list[dict[str, Any]],
     since: _SinceCheckpoint,
-    base: tuple[int, list[int], int] | None,
     reducer: Reducer,
-) -> tuple[list[int], Any] | None:
-    """Each message's blob id, storing the blobs that are new, and the digest state of the
-    list's texts (:func:`hashing.messages_hasher`); ``None`` when one message object stands
-    at two positions (a checkpoint cannot say that).
+) -> checkpoints.Layout | None:
+    """Store the message list as chunks sharing those of ``since``'s checkpoint; its layout,
+    or ``None`` when one message object stands at two positions (a checkpoint cannot say
+    that).
 
-    A message keeps its blob in the base checkpoint when it is the same object and no run
-    since could have changed it: no id their events named reaches it. The common case costs
-    the new messages, not the whole history: the unchanged prefix is found by identity in C,
-    and when the list only grew the digest extends the base's by the new texts.
+    A position keeps its place in the base checkpoint when it holds the same object and no
+    run since could have changed it: no id their events named reaches it. The common case
+    costs the new messages, not the whole history: the unchanged prefix is found by identity
+    in C.
     """
     names, snapshot, before = since.names, since.snapshot, since.messages
+    base = since.layout if since.run_pk is not None else None
     if (snapshot or since.had_input or base is None) and len(
         {id(m) for m in messages}
     ) < len(messages):
         return None  # only a snapshot (or an input) puts one object at two positions
-    # New blobs are packed as they are met and stored together at the end: ``out`` holds
-    # a blob id, or the hash of a blob to store.
-    new: dict[bytes, tuple[bytes, int, bytes]] = {}
-    text_of: dict[bytes, bytes] = {}
-
-    def stored(m: dict[str, Any]) -> bytes:
-        text = codec.canonical_bytes(m)
-        digest = blobs.digest(text)
-        if digest not in new:
-            new[digest] = (digest, *blobs.compress(text))
-            text_of[digest] = text
-        return digest
-
     if base is None or snapshot:
-        hashes = [stored(m) for m in messages]
-        ids = checkpoints.store_blobs(tx.connection, list(new.values()))
-        return [ids[h] for h in hashes], hashing.messages_hasher(text_of[h] for h in hashes)
-    out, unresolved = _blobs_after(messages, before, base[1], names, since, reducer, stored)
-    ids = checkpoints.store_blobs(tx.connection, list(new.values()))
-    for at, digest in unresolved:  # the few positions that hold a new blob
-        out[at] = ids[digest]
-    grown = len(base[1])
-    if (
-        since.texts_hasher is not None
-        and len(unresolved) == len(messages) - grown
-        and all(at >= grown for at, _ in unresolved)
-        and out[:grown] == base[1]
-    ):
-        # The base's list, then new messages only: extend its digest by their texts.
-        hasher = hashing.extend_messages(
-            since.texts_hasher, grown, [text_of[digest] for _, digest in unresolved]
-        )
-    else:  # a message changed in place, or messages moved: the whole list's texts
-        fresh = dict(unresolved)
-        hasher = hashing.messages_hasher(
-            text_of[fresh[at]] if at in fresh else codec.canonical_bytes(m)
-            for at, m in enumerate(messages)
-        )
-    return out, hasher
+        return checkpoints.lay_out(tx.connection, messages, base)
+    keep, changed = _unchanged(messages, before, names, since, reducer)
+    return checkpoints.lay_out(tx.connection, messages, base, keep, changed)
 
 
-def _blobs_after(
+def _unchanged(
     messages: list[dict[str, Any]],
     before: list[dict[str, Any]],
-    base_ids: list[int],
     names: set[str],
     since: _SinceCheckpoint,
     reducer: Reducer,
-    stored: Callable[[dict[str, Any]], bytes],
-) -> tuple[list[int], list[tuple[int, bytes]]]:
-    """The blob ids of ``messages``, given the base checkpoint's ``before`` and its
-    ``base_ids`` (the prefix still standing keeps its blobs), with the positions that hold a
-    new blob instead: ``(position, hash)``, their ids still 0."""
+) -> tuple[int, list[int]]:
+    """How long a prefix of ``messages`` stands where the base checkpoint's ``before`` had
+    it, and the positions in that prefix whose message the runs since may have changed
+    (their events named it)."""
     limit = min(len(before), len(messages))
     # The unchanged prefix: where the same objects stand. List equality, in C, passes
     # identical objects without looking into them; with unique ids and no input since,
-    # equal positions hold identical objects (Reducer.ids_unique).
-    if not since.had_input and reducer.ids_unique() and before[:limit] == messages[:limit]:
+    # equal positions hold identical objects (Reducer.ids_unique). The run just replayed
+    # may have compared them already (``since.intact``): a chunk is its messages' content,
+    # so equal messages share it whether or not they are the same objects.
+    if since.intact == limit or (
+        not since.had_input and reducer.ids_unique() and before[:limit] == messages[:limit]
+    ):
         keep = limit
     else:
         same = list(map(operator.is_, before[:limit], messages))
         keep = same.index(False) if False in same else limit
-    out = base_ids[:keep]
-    unresolved: list[tuple[int, bytes]] = []
-    changed = reducer.holders(names)
-    if changed:  # few: the messages the runs' events name
+    changed: list[int] = []
+    held = reducer.holders(names)
+    if held:  # few: the messages the runs' events name
         # Where they stand in the prefix, searched from the end (runs mostly reach recent
-        # messages); the new ones past the prefix are stored below anyway.
-        pending = {id(m): m for m in changed}
+        # messages); the ones past the prefix are stored anyway.
+        pending = {id(m) for m in held}
         for m in messages[keep:]:
-            pending.pop(id(m), None)
+            pending.discard(id(m))
         at = keep - 1
         while pending and at >= 0:
-            held = pending.pop(id(messages[at]), None)
-            if held is not None:
-                unresolved.append((at, stored(held)))
+            if id(messages[at]) in pending:
+                pending.discard(id(messages[at]))
+                changed.append(at)
             at -= 1
-    known = dict(zip(map(id, before[keep:]), base_ids[keep:]))
-    moved = {id(m) for m in changed}
-    for at, m in enumerate(messages[keep:], start=keep):
-        blob_id = None if id(m) in moved else known.get(id(m))
-        if blob_id is None:
-            unresolved.append((at, stored(m)))
-            blob_id = 0
-        out.append(blob_id)
-    return out, unresolved
+    return keep, changed
 
 
 #: Every Store not yet garbage-collected, for the at-fork hook.

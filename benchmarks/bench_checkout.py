@@ -40,7 +40,7 @@ def build(path: str, depth: int, checkpoint_events: int = CHECKPOINT_EVENTS) -> 
 
 def read_and_decode(store: agui_store.Store, leaf_pk: int) -> int:
     conn = testing.connection(store)
-    payloads = [p for _, p in conn.execute(statements.CHAIN_EVENTS, (leaf_pk,))]
+    payloads = [row[3] for row in conn.execute(statements.CHAIN_EVENTS, (leaf_pk,))]
     return len(msgspec.json.decode("[" + ",".join(payloads) + "]"))
 
 

@@ -387,29 +387,32 @@ def _digest_of_a_live_run(conn: apsw.Connection) -> None:
     conn.execute("INSERT INTO lineage_digests(ids_hash, run) VALUES (x'00', 3)")
 
 
-def _checkpoint_on_a_stranger(conn: apsw.Connection) -> None:
-    conn.execute("UPDATE checkpoints SET base = 1 WHERE run = 5")
+def _checkpoint_tail_cut(conn: apsw.Connection) -> None:
+    conn.execute("UPDATE checkpoints SET tail = '[]' WHERE run = 2")
 
 
-def _checkpoint_rows_gone(conn: apsw.Connection) -> None:
-    conn.execute("DELETE FROM checkpoint_messages WHERE run = 2")
+def _checkpoint_tail_dangling(conn: apsw.Connection) -> None:
+    conn.execute(
+        "UPDATE checkpoints SET tail = json_insert(tail, '$[#]', json('[999999, 1]')) "
+        "WHERE run = 2"
+    )
 
 
 def _checkpoint_of_a_live_run(conn: apsw.Connection) -> None:
     conn.execute(
-        "INSERT INTO checkpoints(run, base, keep, length, chain, state, ids_hash, created_at) "
-        "SELECT 3, 2, 2, 2, 3, state, ids_hash, 0 FROM checkpoints WHERE run = 2"
+        "INSERT INTO checkpoints(run, length, chunks, tail, state, ids_hash, created_at) "
+        "SELECT 3, length, chunks, tail, state, ids_hash, 0 FROM checkpoints WHERE run = 2"
     )
 
 
-def _checkpoint_rows_of_no_checkpoint(conn: apsw.Connection) -> None:
-    conn.execute("INSERT INTO checkpoint_messages(run, pos, message) VALUES (3, 0, 1)")
+def _checkpoint_tail_not_ids(conn: apsw.Connection) -> None:
+    conn.execute("""UPDATE checkpoints SET tail = '{"m": 1}' WHERE run = 2""")
 
 
 def _blob_tampered(conn: apsw.Connection) -> None:
     conn.execute(
-        'UPDATE blobs SET data = CAST(\'{"role":"forged"}\' AS BLOB) WHERE id = '
-        "(SELECT message FROM checkpoint_messages WHERE run = 1 AND pos = 0)"
+        'UPDATE blobs SET data = CAST(\'[{"role":"forged"}]\' AS BLOB) WHERE id = '
+        "(SELECT tail ->> '$[0][0]' FROM checkpoints WHERE run = 1)"
     )
 
 
@@ -711,27 +714,28 @@ if "lineage_digests" in TABLES:
     ]
 
 if "checkpoints" in TABLES:
-    _FIRST = hashlib.sha256(b'{"role":"forged"}').hexdigest()
+    _FIRST = hashlib.sha256(b'[{"role":"forged"}]').hexdigest()
     CORRUPTIONS += [
         (
-            "a checkpoint based on a run of another lineage",
-            _checkpoint_on_a_stranger,
+            "a checkpoint whose tail lost its messages",
+            _checkpoint_tail_cut,
             [
-                f"checkpoints: the checkpoint of {U1} is based on the checkpoint of {R1}, which "
-                "is not a lineage ancestor of the run",
-                f"checkpoints: the checkpoint of {U1} is at chain 1, but its base is at chain 1: "
-                "one link longer is 2",
-                f"checkpoints: the checkpoint of {U1} keeps 0 of its base's 1 messages",
+                f"checkpoints: the checkpoint of {R2} holds 0 messages (0 chunks and a tail "
+                "of 0), but records 2",
+                f"derived: the checkpoint of {R2} cannot be read: its checkpoint holds 0 "
+                "messages, not 2",
             ],
         ),
         (
-            "a checkpoint that lost its message rows",
-            _checkpoint_rows_gone,
+            "a checkpoint whose tail names a missing blob",
+            _checkpoint_tail_dangling,
             [
-                f"checkpoints: the checkpoint of {R2} holds message rows at positions none, "
-                "expected 1..1",
-                f"derived: the checkpoint of {R2} cannot be read: its checkpoint holds 1 "
-                "messages, not 2",
+                f"checkpoints: the checkpoint of {R2}: segment 2 of its tail (blob id 999999) "
+                "is missing, where the tail says 1",
+                f"checkpoints: the checkpoint of {R2} holds 3 messages (0 chunks and a tail "
+                "of 3), but records 2",
+                f"derived: the checkpoint of {R2} cannot be read: a blob its checkpoint lists "
+                "is missing",
             ],
         ),
         (
@@ -748,12 +752,13 @@ if "checkpoints" in TABLES:
             ],
         ),
         (
-            "message rows of no checkpoint",
-            _checkpoint_rows_of_no_checkpoint,
+            "a checkpoint whose tail is not a list of blob ids",
+            _checkpoint_tail_not_ids,
             [
-                "foreign_keys: a checkpoint_messages row names a missing checkpoints row "
-                "(through run)",
-                f"checkpoints: message rows of a checkpoint of {R3}, which has none",
+                f"checkpoints: the checkpoint of {R2}: its tail is not a JSON array of [blob id, "
+                "count] pairs",
+                f"derived: the checkpoint of {R2} cannot be read: checkpoint of run 2: its "
+                "tail is not a list of [blob id, count]: *",
             ],
         ),
         (
@@ -763,12 +768,12 @@ if "checkpoints" in TABLES:
                 f"blobs: blob *: its data hashes to {_FIRST}: the blob is corrupt",
                 f"derived: the checkpoint of {R1} differs from a replay of the log at message 0 "
                 "(id 'm-r1')",
-                f"derived: the checkpoint of {R1} holds other content than it was written with: "
-                "its blobs give view digest *, it recorded *",
+                f"derived: the checkpoint of {R1} fails its hashes: a blob of its checkpoint "
+                "does not hash to its address *",
                 f"derived: the checkpoint of {R2} differs from a replay of the log at message 0 "
                 "(id 'm-r1')",
-                f"derived: the checkpoint of {R2} holds other content than it was written with: "
-                "its blobs give view digest *, it recorded *",
+                f"derived: the checkpoint of {R2} fails its hashes: a blob of its checkpoint "
+                "does not hash to its address *",
             ],
         ),
     ]

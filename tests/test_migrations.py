@@ -23,7 +23,7 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import AguiStoreError, SchemaVersionError, ScopeError, schema
+from agui_store import AguiStoreError, SchemaVersionError, ScopeError, schema, testing
 from tests.data.fixtures import read_back_v1, read_back_v9
 from tests.workers.harness import ROOT, Worker, dump, worker_env
 
@@ -266,6 +266,12 @@ def test_a_version_7_file_gets_every_hash_backfilled_and_reads_back_what_version
         assert report.ok, [str(p) for p in report.problems]
         assert "hashes" in report.checked and "derived" in report.checked
         hashes = {(t, r.run_id): r.hash for t in store.threads() for r in store.runs(t)}
+        # Its checkpoints were dropped by the migration to version 10 (chunked lists), and
+        # are derived again, with hashes, from the backfilled log.
+        assert store.derive() > 0
+        assert read_back_v1(store) == expected
+        report = store.check()
+        assert report.ok, [str(p) for p in report.problems]
     assert all(h is not None and len(h) == 64 for h in hashes.values()), hashes
     assert len(set(hashes.values())) == len(hashes)
     conn = apsw.Connection(str(v7), flags=apsw.SQLITE_OPEN_READONLY)
@@ -394,7 +400,18 @@ def test_a_migrated_version_9_file_derives_what_it_left_underived_without_changi
     v9: Path,
 ) -> None:
     with agui_store.open(v9) as store:
-        assert store.derive("bulk", scope="bob") == 2
+        # Version 10 dropped every checkpoint (chunked lists since): every complete run is
+        # derived again, besides what version 9 itself left underived.
+        conn = testing.connection(store)
+        complete = dict(
+            conn.execute(
+                "SELECT threads.thread_id, count(DISTINCT batches.run) FROM batches "
+                "JOIN runs ON runs.id = batches.run JOIN threads ON threads.id = runs.thread "
+                "WHERE batches.outcome IS NOT NULL GROUP BY threads.thread_id"
+            ).fetchall()
+        )
+        assert store.derive("bulk", scope="bob") == complete["bulk"] >= 2
+        assert store.derive() == sum(complete.values()) - complete["bulk"]
         assert store.derive() == 0
         assert_reads_back(read_back_v9(store), v9_expected())
 
@@ -466,5 +483,28 @@ def test_a_migrated_version_9_file_takes_appends_of_every_kind_afterwards(v9: Pa
             if run != "ops/p3":
                 del found[run]["branches"], read["branches"]
                 assert found[run] == read, run
+        report = store.check()
+        assert report.ok, [str(p) for p in report.problems]
+
+
+def test_a_version_9_file_drops_its_checkpoints_opening_and_derives_them_again_as_chunks(
+    v9: Path,
+) -> None:
+    with agui_store.open(v9) as store:
+        conn = testing.connection(store)
+        # Opening only drops: the runs are listed to derive when next needed.
+        assert conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 0
+        complete = {
+            int(r[0])
+            for r in conn.execute("SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL")
+        }
+        underived = {int(r[0]) for r in conn.execute("SELECT run FROM underived")}
+        assert complete <= underived
+        report = store.check()
+        assert report.ok, [str(p) for p in report.problems]
+        assert store.compact() > 0  # what derive leaves between checkpoints too
+        layouts = conn.execute("SELECT length, chunks, tail FROM checkpoints").fetchall()
+        assert layouts and all(json.loads(tail) is not None for _, _, tail in layouts)
+        assert_reads_back(read_back_v9(store), v9_expected())  # now from chunks
         report = store.check()
         assert report.ok, [str(p) for p in report.problems]

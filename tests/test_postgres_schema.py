@@ -636,15 +636,13 @@ def test_the_application_role_moves_branches_and_rebuilds_derived_data(
             "ON CONFLICT (hash) DO UPDATE SET hash = excluded.hash RETURNING id"
         ).fetchone() == (blob,)
         app.execute(
-            "INSERT INTO checkpoints(run, keep, length, chain, state, ids_hash, created_at) "
-            "VALUES (%s, 0, 0, 0, %s, '\\x00', 0)",
+            "INSERT INTO checkpoints(run, length, tail, state, ids_hash, created_at) "
+            "VALUES (%s, 0, '[]', %s, '\\x00', 0)",
             (first, blob),
         )
-        app.execute("INSERT INTO checkpoint_messages(run, pos, message) VALUES (%s, 0, %s)",
-                    (first, blob))  # fmt: skip
         app.execute("INSERT INTO lineage_digests(ids_hash, run) VALUES ('\\x00', %s)", (first,))
         app.execute("INSERT INTO underived(run) VALUES (%s)", (second,))
-        for table in ("checkpoint_messages", "checkpoints", "lineage_digests", "underived"):
+        for table in ("checkpoints", "lineage_digests", "underived"):
             app.execute(f"DELETE FROM {table}")
         app.execute("DELETE FROM branches")
         assert app.execute("SELECT count(*) FROM checkpoints").fetchone() == (0,)

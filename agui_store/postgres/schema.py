@@ -50,7 +50,7 @@ SCHEMA = "agui_store"
 SCHEMA_VERSION = 1
 
 #: The SQLite schema version whose tables and columns these mirror (a test compares them).
-MIRRORS_SQLITE_VERSION = 9
+MIRRORS_SQLITE_VERSION = 10
 
 #: ``meta``'s ``application`` row: what marks a PostgreSQL schema as an agui-store.
 APPLICATION = "agui-store"
@@ -156,10 +156,9 @@ CREATE TABLE blobs (
 CHECKPOINTS = """
 CREATE TABLE checkpoints (
     run         bigint PRIMARY KEY REFERENCES runs(id),
-    base        bigint REFERENCES checkpoints(run),
-    keep        bigint NOT NULL,
     length      bigint NOT NULL,
-    chain       bigint NOT NULL,
+    chunks      bigint REFERENCES blobs(id),
+    tail        text COLLATE "C" NOT NULL,
     state       bigint NOT NULL REFERENCES blobs(id),
     interrupts  bigint REFERENCES blobs(id),
     warnings    bigint REFERENCES blobs(id),
@@ -167,20 +166,9 @@ CREATE TABLE checkpoints (
     created_at  bigint NOT NULL,
     state_base  bigint REFERENCES checkpoints(run),
     run_hash    bytea,
-    view_hash   bytea,
-    CHECK (base IS NULL OR base < run)
+    view_hash   bytea
 );
-CREATE INDEX checkpoints_by_base ON checkpoints(base) WHERE base IS NOT NULL;
 CREATE INDEX checkpoints_by_state_base ON checkpoints(state_base) WHERE state_base IS NOT NULL;
-"""
-
-CHECKPOINT_MESSAGES = """
-CREATE TABLE checkpoint_messages (
-    run      bigint NOT NULL REFERENCES checkpoints(run),
-    pos      bigint NOT NULL,
-    message  bigint NOT NULL REFERENCES blobs(id),
-    PRIMARY KEY (run, pos)
-);
 """
 
 LINEAGE_DIGESTS = """
@@ -205,7 +193,6 @@ DERIVED_TABLES = (
     "branches",
     "blobs",
     "checkpoints",
-    "checkpoint_messages",
     "lineage_digests",
     "underived",
 )
@@ -246,7 +233,6 @@ CREATE_V1 = (
     + ECHO_REFS
     + BLOBS
     + CHECKPOINTS
-    + CHECKPOINT_MESSAGES
     + LINEAGE_DIGESTS
     + UNDERIVED
     + APPEND_ONLY_TRIGGERS
