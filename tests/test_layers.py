@@ -75,7 +75,7 @@ CORE = ["errors", "js", "model", "codec", "verify", "patch", "nesting", "reducer
 BACKENDS = ["sqlite", "sqlite.*", "postgres", "postgres.*"]
 #: The storage edge and everything built on it: what the core must not import.
 STORAGE = ["database", "schema", "store", "checkpoints", "integrity", "analysis", "cli",
-           "targets", "ledger", "recording", "aio", "writer", "asgi", "testing", *BACKENDS]
+           "targets", "ledger", "recording", "aio", "writer", "asgi", "testing", "sync", *BACKENDS]
 #: Modules that are neither: entry points and the demo conversation.
 TOP = ["__init__", "__main__", "demo"]
 
