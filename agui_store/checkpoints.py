@@ -35,9 +35,9 @@ from typing import Any
 import msgspec
 
 from agui_store import blobs, codec, hashing
-from agui_store.database import Conn
 from agui_store.errors import CorruptStoreError, HashMismatchError, InvalidEventError
 from agui_store.patch import PatchError, apply_patch
+from agui_store.port import Reading, Writing
 from agui_store.restore import View
 
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
@@ -58,112 +58,12 @@ COMPRESS_CHUNKS = False
 SEGMENT_COMPRESS_MIN_BYTES = 1024
 SEGMENT_MIN_SAVING = 0.15
 
-#: A run's ancestors up to (and including) the nearest one with a checkpoint, newest first.
-#: ``stop`` is 1 on the row that has a checkpoint.
-NEAREST = """
-WITH RECURSIVE chain(id, depth, stop) AS (
-    SELECT ?1, 0, EXISTS (SELECT 1 FROM checkpoints WHERE checkpoints.run = ?1)
-    UNION ALL
-    SELECT runs.parent, chain.depth + 1,
-           EXISTS (SELECT 1 FROM checkpoints WHERE checkpoints.run = runs.parent)
-    FROM chain JOIN runs ON runs.id = chain.id
-    WHERE chain.stop = 0 AND runs.parent IS NOT NULL
-)
-SELECT id, stop FROM chain ORDER BY depth
-"""
-
-#: A checkpoint: its list's length, tail ids and manifest, its single blobs, its state base,
-#: the addresses and digest it recorded, and whether the run hash it was derived at is one of
-#: the run's (its newest, usually).
-SELECT_CHECKPOINT = """
-SELECT c.length, c.tail, m.data, s.codec, s.data, i.codec, i.data, w.codec, w.data,
-       c.state_base, s.hash, i.hash, w.hash, c.view_hash,
-       CASE WHEN c.run_hash = (SELECT b.hash FROM batches b WHERE b.run = c.run
-                               ORDER BY b.id DESC LIMIT 1) THEN 1
-            ELSE EXISTS (SELECT 1 FROM batches b WHERE b.run = c.run AND b.hash = c.run_hash)
-       END,
-       c.chunks, m.codec
-FROM checkpoints c JOIN blobs s ON s.id = c.state
-LEFT JOIN blobs m ON m.id = c.chunks
-LEFT JOIN blobs i ON i.id = c.interrupts
-LEFT JOIN blobs w ON w.id = c.warnings
-WHERE c.run = ?
-"""
-
-#: Blobs by id in the order of a JSON array of ids: json_each walks it in order and each row
-#: is one integer-key probe (``CROSS JOIN`` keeps the array the outer loop).
-BLOBS_IN_ORDER = """
-SELECT ids.value, blobs.codec, blobs.data, blobs.hash
-FROM json_each(?) AS ids CROSS JOIN blobs ON blobs.id = ids.value
-"""
-#: Their addresses only (a digest recomputed from what a checkpoint points at).
-ADDRESSES_IN_ORDER = """
-SELECT ids.value, blobs.hash FROM json_each(?) AS ids CROSS JOIN blobs ON blobs.id = ids.value
-"""
-
-#: A checkpoint's manifest blob (NULL when it has no full chunk); no row: no checkpoint.
-SELECT_MANIFEST = """
-SELECT m.codec, m.data FROM checkpoints c LEFT JOIN blobs m ON m.id = c.chunks WHERE c.run = ?
-"""
-SELECT_BLOB_ID = "SELECT id FROM blobs WHERE hash = ?"
-SELECT_BLOB_IDS = "SELECT id, hash FROM blobs WHERE hash IN ({marks})"
-INSERT_NEW_BLOBS = (
-    "INSERT INTO blobs(hash, codec, data) VALUES (?, ?, ?) "
-    "ON CONFLICT(hash) DO NOTHING RETURNING id, hash"
-)
-
-#: Store a blob unless its hash is there already; either way, its id (the no-op update makes
-#: RETURNING answer for an existing row too).
-UPSERT_BLOB = (
-    "INSERT INTO blobs(hash, codec, data) VALUES (?, ?, ?) "
-    "ON CONFLICT(hash) DO UPDATE SET hash = excluded.hash RETURNING id"
-)
-
-INSERT_CHECKPOINT = (
-    "INSERT INTO checkpoints(run, length, chunks, tail, state, interrupts, warnings, "
-    "ids_hash, created_at, state_base, run_hash, view_hash) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-HAS_CHECKPOINT = "SELECT 1 FROM checkpoints WHERE run = ?"
-STATE_ADDRESS = (
-    "SELECT blobs.hash FROM checkpoints JOIN blobs ON blobs.id = checkpoints.state "
-    "WHERE checkpoints.run = ?"
-)
-#: A run and every run below it.
-SUBTREE = (
-    "WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL SELECT runs.id FROM runs "
-    "JOIN sub ON runs.parent = sub.id) SELECT id FROM sub"
-)
-DELETE_CHECKPOINTS = "DELETE FROM checkpoints WHERE run IN (SELECT value FROM json_each(?))"
-DELETE_LINEAGE_DIGESTS = (
-    "DELETE FROM lineage_digests WHERE run IN (SELECT value FROM json_each(?))"
-)
-
-
-#: A checkpoint's own blobs' addresses, the whole state it patches (if it does), what it
-#: recorded (the view digest and the run hash it was derived at), and its chunk lists.
-SELECT_ADDRESSES = """
-SELECT s.hash, i.hash, w.hash, a.hash, c.view_hash, c.run_hash, m.codec, m.data, c.tail
-FROM checkpoints c JOIN blobs s ON s.id = c.state
-LEFT JOIN blobs m ON m.id = c.chunks
-LEFT JOIN blobs i ON i.id = c.interrupts
-LEFT JOIN blobs w ON w.id = c.warnings
-LEFT JOIN checkpoints ac ON ac.run = c.state_base
-LEFT JOIN blobs a ON a.id = ac.state
-WHERE c.run = ?
-"""
 
 #: A checkpoint's state is stored as patches on its state base's while they number at most
 #: ``MAX_STATE_PATCHES`` and their JSON text is at most 1/``STATE_PATCH_SHARE`` of the base
 #: state's: loading one applies them all, and beyond that the whole state is smaller.
 MAX_STATE_PATCHES = 64
 STATE_PATCH_SHARE = 4
-
-#: The whole state a checkpoint's state is patched from.
-SELECT_STATE = """
-SELECT c.state_base, s.codec, s.data, s.hash FROM checkpoints c JOIN blobs s ON s.id = c.state
-WHERE c.run = ?
-"""
 
 
 @dataclass
@@ -197,53 +97,19 @@ class Snapshot:
     state_bytes: int = 0  # the JSON text of the anchor's whole state
 
 
-def store_blob(conn: Conn, packed: tuple[bytes, int, bytes]) -> int:
-    """The id of a packed blob ``(hash, codec, data)``, storing it unless it is there."""
-    return int(conn.execute(UPSERT_BLOB, packed).fetchone()[0])
-
-
-def store_value(conn: Conn, value: Any) -> int:
+def store_value(tx: Writing, value: Any) -> int:
     """The id of a JSON value's blob, storing it unless it is there. Looked up before it is
     compressed: a run that leaves a large state as it was costs no compression."""
-    return store_text(conn, codec.canonical_bytes(value))[0]
+    return store_text(tx, codec.canonical_bytes(value))[0]
 
 
-def store_text(conn: Conn, text: bytes) -> tuple[int, bytes]:
+def store_text(tx: Writing, text: bytes) -> tuple[int, bytes]:
     """:func:`store_value` of a value already in its canonical encoding; with its address."""
     digest = blobs.digest(text)
-    row = conn.execute(SELECT_BLOB_ID, (digest,)).fetchone()
-    if row is not None:
-        return int(row[0]), digest
-    return store_blob(conn, (digest, *blobs.compress(text))), digest
-
-
-def store_blobs(conn: Conn, packed: list[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
-    """The ids of packed blobs by hash, storing those that are not there: two statements
-    however many blobs (a checkpoint stores every new message of the runs since the last)."""
-    if not packed:
-        return {}
-    ids = {bytes(h): int(i) for i, h in conn.executemany(INSERT_NEW_BLOBS, packed)}
-    there = [p[0] for p in packed if p[0] not in ids]  # stored before: look them up
-    for at in range(0, len(there), 500):  # well under SQLite's limit on parameters
-        hashes = there[at : at + 500]
-        marks = ",".join("?" * len(hashes))
-        for i, h in conn.execute(SELECT_BLOB_IDS.format(marks=marks), hashes):
-            ids[bytes(h)] = int(i)
-    return ids
-
-
-def has_checkpoint(conn: Conn, run_pk: int) -> bool:
-    return conn.execute(HAS_CHECKPOINT, (run_pk,)).fetchone() is not None
-
-
-def nearest(conn: Conn, run_pk: int) -> tuple[int | None, list[int]]:
-    """The nearest ancestor (or the run itself) with a checkpoint, and the runs after it,
-    root first."""
-    rows = conn.execute(NEAREST, (run_pk,)).fetchall()
-    found = int(rows[-1][0]) if rows and rows[-1][1] else None
-    after = [int(r[0]) for r in rows if not r[1]]
-    after.reverse()
-    return found, after
+    found = tx.blob_id(digest)
+    if found is not None:
+        return found, digest
+    return tx.store_blob((digest, *blobs.compress(text))), digest
 
 
 def chunk_text(texts: Sequence[bytes]) -> bytes:
@@ -286,7 +152,7 @@ def _segment_list(run_pk: int, text: Any) -> list[tuple[int, int]]:
 
 
 def load(
-    conn: Conn,
+    tx: Reading,
     run_pk: int,
     *,
     with_hashes: bool = True,
@@ -311,7 +177,7 @@ def load(
     addresses are read, for the view digest.
     """
     del with_hashes
-    row = conn.execute(SELECT_CHECKPOINT, (run_pk,)).fetchone()
+    row = tx.checkpoint_row(run_pk)
     if row is None:
         raise CorruptStoreError(f"run {run_pk} has no checkpoint")
     (length, tail_text, m_data, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base,
@@ -331,7 +197,7 @@ def load(
     if state_base is not None:
         patches = state
         state, state_bytes, anchor_addr = _patched_state(
-            conn, run_pk, int(state_base), patches, verify=verify
+            tx, run_pk, int(state_base), patches, verify=verify
         )
     interrupts, warnings = [], []
     if i_data is not None:
@@ -354,11 +220,10 @@ def load(
     skip = min(skip_chunks, n_chunks)
     addrs: list[bytes] = []
     if skip:
-        skipped = codec.encode(layout.chunk_ids[:skip]).decode()
-        addrs = [bytes(a) for _, a in conn.execute(ADDRESSES_IN_ORDER, (skipped,))]
-    wanted = codec.encode([*layout.chunk_ids[skip:], *layout.tail_ids]).decode()
+        addrs = [bytes(a) for _, a in tx.addresses_in_order(layout.chunk_ids[:skip])]
+    wanted = [*layout.chunk_ids[skip:], *layout.tail_ids]
     parts: list[Any] = []
-    for _, b_codec, b_data, b_addr in conn.execute(BLOBS_IN_ORDER, (wanted,)):
+    for _, b_codec, b_data, b_addr in tx.blobs_in_order(wanted):
         text = blobs.unpack(b_codec, b_data)
         address = bytes(b_addr)
         if verify and blobs.digest(text) != address:
@@ -383,9 +248,9 @@ def load(
     return Snapshot(view, layout, int(state_base or run_pk), patches, state_bytes)
 
 
-def manifest(conn: Conn, run_pk: int) -> list[int] | None:
+def manifest(tx: Reading, run_pk: int) -> list[int] | None:
     """The blob ids of a checkpoint's full chunks (``None``: the run has no checkpoint)."""
-    row = conn.execute(SELECT_MANIFEST, (run_pk,)).fetchone()
+    row = tx.checkpoint_manifest(run_pk)
     if row is None:
         return None
     if row[1] is None:
@@ -434,18 +299,18 @@ def _verify(
         )
 
 
-def stored_view_digest(conn: Conn, run_pk: int) -> tuple[bytes, bytes | None, bytes | None]:
+def stored_view_digest(tx: Reading, run_pk: int) -> tuple[bytes, bytes | None, bytes | None]:
     """``(view digest of what the checkpoint points at now, the digest recorded, the run
     hash recorded)``: what a check compares. From the addresses only (each blob's content
     against its address is the blobs check's)."""
-    row = conn.execute(SELECT_ADDRESSES, (run_pk,)).fetchone()
+    row = tx.checkpoint_addresses(run_pk)
     s_addr, i_addr, w_addr, a_addr, recorded, run_hash, m_codec, m_data, tail = row
     ids = [blob_id for blob_id, _ in _segment_list(run_pk, tail)]
     if m_data is not None:
         ids = _id_list(run_pk, "manifest", blobs.unpack(m_codec, m_data)) + ids
     found = dict(
         (int(i), bytes(h))
-        for i, h in conn.execute(ADDRESSES_IN_ORDER, (codec.encode(ids).decode(),))
+        for i, h in tx.addresses_in_order(ids)
     )
     addresses = [found.get(i, b"") for i in ids]
     digest = hashing.view_digest(
@@ -486,12 +351,12 @@ def _decode_arrays(run_pk: int, parts: list[bytes]) -> list[Any]:
 
 
 def _patched_state(
-    conn: Conn, run_pk: int, state_base: int, patches: Any, *, verify: bool = True
+    tx: Reading, run_pk: int, state_base: int, patches: Any, *, verify: bool = True
 ) -> tuple[Any, int, bytes]:
     """The state a checkpoint stores as patches (its state base's, patched; they all applied
     when they were recorded, so they apply as one), the size of the base state's text, and
     its address."""
-    row = conn.execute(SELECT_STATE, (state_base,)).fetchone()
+    row = tx.checkpoint_state(state_base)
     if row is None or row[0] is not None:
         raise CorruptStoreError(
             f"checkpoint of run {run_pk}: its state base {state_base} is not a checkpoint "
@@ -552,7 +417,7 @@ def prefix_digests(ids: Sequence[Any], hasher: Any = None, done: int = 0) -> dic
 
 
 def lay_out(
-    conn: Conn,
+    tx: Writing,
     messages: Sequence[Any],
     base: Layout | None,
     keep: int = 0,
@@ -619,18 +484,18 @@ def lay_out(
         out.tail_addrs.append(packed[0])
         out.tail_counts.append(end - pos)
         pos = end
-    ids = store_blobs(conn, list(new.values()))
+    ids = tx.store_blobs(list(new.values()))
     for listed, at, address in pending:
         listed[at] = ids[address]
     if out.chunk_ids == base.chunk_ids and base.manifest is not None:
         out.manifest = base.manifest
     elif out.chunk_ids:
-        out.manifest = store_text(conn, codec.canonical_bytes(out.chunk_ids))[0]
+        out.manifest = store_text(tx, codec.canonical_bytes(out.chunk_ids))[0]
     return out
 
 
 def write(
-    conn: Conn,
+    tx: Writing,
     run_pk: int,
     view: View,
     layout: Layout,
@@ -654,20 +519,19 @@ def write(
     state_text = codec.canonical_bytes(
         state_patches[1] if state_patches is not None else view.state
     )
-    state, state_addr = store_text(conn, state_text)
+    state, state_addr = store_text(tx, state_text)
     interrupts = warnings = None
     interrupts_addr = warnings_addr = anchor_addr = None
     if view.interrupts:
-        interrupts, interrupts_addr = store_text(conn, codec.canonical_bytes(view.interrupts))
+        interrupts, interrupts_addr = store_text(tx, codec.canonical_bytes(view.interrupts))
     if view.warnings:
-        warnings, warnings_addr = store_text(conn, codec.canonical_bytes(view.warnings))
+        warnings, warnings_addr = store_text(tx, codec.canonical_bytes(view.warnings))
     if state_base is not None:
-        anchor_addr = bytes(conn.execute(STATE_ADDRESS, (state_base,)).fetchone()[0])
+        anchor_addr = tx.state_address(state_base)
     view_hash = hashing.view_digest(
         layout.digest(), state_addr, anchor_addr, interrupts_addr, warnings_addr
     )
-    conn.execute(
-        INSERT_CHECKPOINT,
+    tx.insert_checkpoint(
         (
             run_pk,
             len(view.messages),
@@ -684,19 +548,3 @@ def write(
         ),
     )
     return len(state_text)
-
-
-def drop_from(conn: Conn, run_pk: int) -> list[int]:
-    """Drop the checkpoints and lineage digests of a run and of every run below it (their
-    views derive from it); returns those runs.
-
-    Only needed when a complete run receives view-changing events, which sequence checks
-    forbid; with ``check_sequence=False`` it can happen.
-    """
-    below = [int(r[0]) for r in conn.execute(SUBTREE, (run_pk,))]
-    listed = codec.encode(below).decode()
-    conn.execute(DELETE_CHECKPOINTS, (listed,))
-    # Keyed by digest, so this scans the table: fine for a path only sequence-unchecked
-    # recording reaches.
-    conn.execute(DELETE_LINEAGE_DIGESTS, (listed,))
-    return below

@@ -87,6 +87,7 @@ from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventErr
 from agui_store.records import CheckReport as CheckReport  # what check() returns, with its JSON
 from agui_store.records import Problem as Problem
 from agui_store.restore import RunRecord, View, apply_run, body_as_sent, start_reducer, view_of
+from agui_store.sqlite.transaction import SqliteTransaction
 
 #: Every check, in the order it runs. ``blobs`` and ``checkpoints`` run only when the file
 #: has those tables (schema version 2 on).
@@ -1123,11 +1124,15 @@ def _compare_checkpoint(
         try:
             # As a checkout reads it: one pass over its bytes (each blob is also hashed
             # against its address by the blobs check).
-            snap = checkpoints.load(ctx.conn, pk, with_hashes=False, verify=has_hashes)
+            snap = checkpoints.load(
+                SqliteTransaction(ctx.conn), pk, with_hashes=False, verify=has_hashes
+            )
         except HashMismatchError as e:
             verified = False
             refused = e.what
-            snap = checkpoints.load(ctx.conn, pk, with_hashes=False, verify=False)
+            snap = checkpoints.load(
+                SqliteTransaction(ctx.conn), pk, with_hashes=False, verify=False
+            )
     except HashMismatchError as e:
         out.problem(f"{where} cannot be read: {e.what}")
         return
@@ -1150,7 +1155,7 @@ def _compare_checkpoint(
             out.problem(f"{where}: its {what} {verb} from a replay of the log")
     if verified:
         return
-    digest, recorded, run_hash = checkpoints.stored_view_digest(ctx.conn, pk)
+    digest, recorded, run_hash = checkpoints.stored_view_digest(SqliteTransaction(ctx.conn), pk)
     if recorded is None or run_hash is None:
         out.problem(f"{where} records no hashes: it was not written by agui-store")
         return

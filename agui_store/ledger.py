@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store import hashing
+from agui_store.sqlite.transaction import SqliteTransaction
 
 _RUNS = """
 SELECT runs.id, runs.thread, threads.thread_id, runs.run_id, runs.parent, runs.lineage,
@@ -212,5 +213,6 @@ def checkpoint_digests(conn: Any) -> list[tuple[int, bytes]]:
 
     out = []
     for (run_pk,) in conn.execute("SELECT run FROM checkpoints ORDER BY run").fetchall():
-        out.append((int(run_pk), checkpoints.stored_view_digest(conn, int(run_pk))[0]))
+        digest = checkpoints.stored_view_digest(SqliteTransaction(conn), int(run_pk))[0]
+        out.append((int(run_pk), digest))
     return out

@@ -151,16 +151,37 @@ class Reading(Protocol):
         """``(run pk, thread pk)`` left underived, in run order."""
     def checkpoint_count(self) -> int: ...
 
-    # checkpoints (their storage itself is not yet behind the port: checkpoints.py)
+    # checkpoints: chunked message lists (agui_store.checkpoints holds the layout)
     #: Whether the backend stores checkpoints; without them the engine replays lineages
-    #: from their root and never writes one (PostgreSQL, for now).
+    #: from their root and never writes one.
     keeps_checkpoints: bool
     def nearest_checkpoint(self, run_pk: int) -> tuple[int | None, list[int]]:
         """The nearest run of the lineage (itself included) with a checkpoint (``None``:
         none), and the lineage's runs after it, root first."""
     def has_checkpoint(self, run_pk: int) -> bool: ...
+    def checkpoint_row(self, run_pk: int) -> tuple[Any, ...] | None:
+        """``(length, tail, manifest codec+data..., state codec, state data, interrupts
+        codec, data, warnings codec, data, state_base, state/interrupts/warnings
+        addresses, view_hash, run hash is the run's, manifest id, manifest codec)``: see
+        :func:`agui_store.checkpoints.load` (the SQLite statement names the columns)."""
+    def checkpoint_manifest(self, run_pk: int) -> tuple[Any, Any] | None:
+        """``(codec, data)`` of the manifest blob (both ``None``: no full chunk); ``None``:
+        no checkpoint."""
+    def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
+        """``(state, interrupts, warnings, state base's state addresses, view_hash,
+        run_hash, manifest codec, manifest data, tail)``: what a check recomputes."""
+    def checkpoint_state(self, run_pk: int) -> tuple[Any, ...] | None:
+        """``(state_base, codec, data, address)`` of a checkpoint's state blob."""
+    def state_address(self, run_pk: int) -> bytes:
+        """The address of a checkpoint's state blob."""
+    def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
+        """``(id, codec, data, address)`` of blobs, in the order of ``blob_ids``."""
+    def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
+        """``(id, address)`` of blobs, in the order of ``blob_ids``."""
+    def blob_id(self, address: bytes) -> int | None: ...
 
-    # what is not yet behind the port (see checkpoints.py and integrity.py)
+    # what is not behind the port: check() of an SQLite file (integrity.py) reads the file
+    # itself, and agui_store.testing hands tests the driver's connection
     @property
     def connection(self) -> Any: ...
     def version(self) -> int | None:
@@ -222,6 +243,13 @@ class Writing(Reading, Protocol):
         returns those runs."""
     def mark_underived(self, run_pks: Sequence[int]) -> None: ...
     def clear_underived(self, run_pk: int) -> None: ...
+    def store_blob(self, packed: tuple[bytes, int, bytes]) -> int:
+        """The id of a packed blob ``(address, codec, data)``, stored unless it is there."""
+    def store_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
+        """The ids of packed blobs by address, storing those that are not there."""
+    def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
+        """``(run, length, manifest, tail, state, interrupts, warnings, ids_hash,
+        created_at, state_base, run_hash, view_hash)``."""
 
 
 class Backend(Protocol):

@@ -1486,7 +1486,7 @@ class Store:
             return False
         patches = _state_patches(reducer, since)
         stored = checkpoints.write(
-            tx.connection, run_pk, view, layout, digest, now, patches, run_hash=run_hash
+            tx, run_pk, view, layout, digest, now, patches, run_hash=run_hash
         )
         since.layout = layout
         if patches is None:  # the state stored whole: later ones patch this one
@@ -2034,8 +2034,7 @@ class Store:
         that are not all checkpointed themselves get their whole views."""
         if not tx.keeps_checkpoints:
             return [self._view(tx, pk) for pk in pks]
-        conn = tx.connection
-        manifests = [checkpoints.manifest(conn, pk) for pk in pks]
+        manifests = [checkpoints.manifest(tx, pk) for pk in pks]
         if any(m is None for m in manifests):
             return [self._view(tx, pk) for pk in pks]
         skip = checkpoints.shared_chunks([m for m in manifests if m is not None])
@@ -2047,9 +2046,7 @@ class Store:
         """A checkpoint, verified against its hashes as it is read (refused, naming its run,
         when it fails them)."""
         try:
-            return checkpoints.load(
-                tx.connection, pk, with_hashes=with_hashes, skip_chunks=skip_chunks
-            )
+            return checkpoints.load(tx, pk, with_hashes=with_hashes, skip_chunks=skip_chunks)
         except HashMismatchError as e:
             raise self._named(tx, pk, e.what) from None
 
@@ -2245,7 +2242,7 @@ class Store:
         """Check the file: SQLite's integrity and the store's own invariants (see
         :mod:`agui_store.integrity`). Reports; never repairs."""
         with self._reading() as tx:
-            if not tx.keeps_checkpoints:
+            if is_url(self.path):
                 raise AguiStoreError(
                     f"check() is not available on PostgreSQL yet ({self.path}): it checks "
                     "an SQLite file"
@@ -2357,7 +2354,7 @@ def _named_ids(events: Sequence[dict[str, Any]]) -> tuple[set[str], bool]:
 
 
 def _message_chunks(
-    tx: port.Reading,
+    tx: port.Writing,
     messages: list[dict[str, Any]],
     since: _SinceCheckpoint,
     reducer: Reducer,
@@ -2378,9 +2375,9 @@ def _message_chunks(
     ) < len(messages):
         return None  # only a snapshot (or an input) puts one object at two positions
     if base is None or snapshot:
-        return checkpoints.lay_out(tx.connection, messages, base)
+        return checkpoints.lay_out(tx, messages, base)
     keep, changed = _unchanged(messages, before, names, since, reducer)
-    return checkpoints.lay_out(tx.connection, messages, base, keep, changed)
+    return checkpoints.lay_out(tx, messages, base, keep, changed)
 
 
 def _unchanged(

@@ -21,6 +21,7 @@ import msgspec
 import agui_store
 from agui_store import checkpoints, database, testing
 from agui_store.sqlite import sql as statements
+from agui_store.sqlite.transaction import SqliteTransaction
 from agui_store.store import CHECKPOINT_EVENTS
 from benchmarks._common import conversation, header, median_time
 
@@ -157,7 +158,7 @@ def verification_cost(
 
     def load(verify: bool) -> None:
         with database.snapshot(conn):
-            checkpoints.load(conn, leaf_pk, with_hashes=False, verify=verify)
+            checkpoints.load(SqliteTransaction(conn), leaf_pk, with_hashes=False, verify=verify)
 
     verified = median_time(lambda: load(True), repeat=repeat * 2)
     unverified = median_time(lambda: load(False), repeat=repeat * 2)

@@ -25,6 +25,7 @@ from hypothesis.stateful import (
 
 import agui_store
 from agui_store import blobs, checkpoints, codec, testing
+from agui_store.sqlite.transaction import SqliteTransaction
 from tests.strategies import legal_streams, message_lists
 
 # Each example of these machines is 12 steps, and after every step the invariants check out
@@ -655,7 +656,7 @@ def _replay_debt(conn: apsw.Connection) -> dict[int, int]:
     """For each run: the events a checkout replays after its nearest checkpoint."""
     debt = {}
     for (pk,) in conn.execute("SELECT id FROM runs ORDER BY id").fetchall():
-        _, after = checkpoints.nearest(conn, pk)
+        _, after = SqliteTransaction(conn).nearest_checkpoint(pk)
         marks = ",".join("?" * len(after))
         debt[pk] = (
             conn.execute(f"SELECT count(*) FROM events WHERE run IN ({marks})", after).fetchone()[0]

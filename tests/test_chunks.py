@@ -21,6 +21,7 @@ import pytest
 
 import agui_store
 from agui_store import checkpoints, testing
+from agui_store.sqlite.transaction import SqliteTransaction
 
 CHUNK = checkpoints.CHUNK
 
@@ -52,7 +53,7 @@ def layout(store: agui_store.Store, run_id: str) -> tuple[list[int], list[tuple[
     """The run's checkpoint: its chunks' blob ids, and its tail's segments (blob id, count)."""
     conn = testing.connection(store)
     pk = conn.execute("SELECT id FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
-    found = checkpoints.load(conn, pk).layout
+    found = checkpoints.load(SqliteTransaction(conn), pk).layout
     return found.chunk_ids, list(zip(found.tail_ids, found.tail_counts))
 
 

@@ -227,16 +227,27 @@ def test_a_version_8_file_derives_again_what_the_amended_start_changes(
             store.append(_reply("r4", "a4", "below"))
             assert len(store.checkout("r4").messages) == 5  # r1 and r2's, then e1, a3, a4
     conn = apsw.Connection(str(path))
+    # What version 8 had and later versions do not: threads without owners, and message
+    # lists as rows (version 10 stores them as chunks).
     conn.execute("DROP INDEX threads_by_owner; ALTER TABLE threads DROP COLUMN owner")
+    conn.execute("CREATE TABLE checkpoint_messages (run INTEGER, pos INTEGER, message INTEGER)")
     conn.execute("PRAGMA user_version = 8")
     conn.close()
     with agui_store.open(path) as store:
-        underived = testing.connection(store).execute(
+        db = testing.connection(store)
+        underived = db.execute(
             "SELECT runs.run_id FROM underived JOIN runs ON runs.id = underived.run ORDER BY 1"
         ).fetchall()
-        assert underived == [("r3",), ("r4",)]
+        # Version 10 derives every checkpoint again (as chunks); version 9 also dropped the
+        # lineage digests of the body's run and the one below it, which started wrong.
+        assert underived == [("r1",), ("r2",), ("r3",), ("r4",)]
+        digests = db.execute(
+            "SELECT runs.run_id FROM lineage_digests JOIN runs ON runs.id = lineage_digests.run "
+            "ORDER BY 1"
+        ).fetchall()
+        assert digests == [("r1",), ("r2",)]
         assert [m["id"] for m in store.checkout("r4").messages] == ["e1", "a3", "a4"]
         for pk in (3, 4):
             co = store.checkout(f"r{pk}")
             assert co.messages == testing.replayed_view(store, pk).messages
-        assert store.compact() == 2 and checked(store)
+        assert store.compact() == 4 and checked(store)

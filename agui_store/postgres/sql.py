@@ -371,3 +371,82 @@ SELECT underived.run, runs.thread FROM underived JOIN runs ON runs.id = underive
 WHERE %(thread)s::bigint IS NULL OR runs.thread = %(thread)s ORDER BY underived.run
 """
 CHECKPOINT_COUNT = "SELECT count(*) FROM checkpoints"
+
+
+# --- checkpoints (chunked message lists: agui_store.checkpoints) ----------------------------
+
+#: A run's ancestors up to (and including) the nearest one with a checkpoint, newest first.
+NEAREST_CHECKPOINT = """
+WITH RECURSIVE chain(id, depth, stop) AS (
+    SELECT %(run)s::bigint, 0, EXISTS (SELECT 1 FROM checkpoints c WHERE c.run = %(run)s)
+    UNION ALL
+    SELECT runs.parent, chain.depth + 1,
+           EXISTS (SELECT 1 FROM checkpoints c WHERE c.run = runs.parent)
+    FROM chain JOIN runs ON runs.id = chain.id
+    WHERE NOT chain.stop AND runs.parent IS NOT NULL
+)
+SELECT id, stop FROM chain ORDER BY depth
+"""
+HAS_CHECKPOINT = "SELECT 1 FROM checkpoints WHERE run = %s"
+#: The columns of SQLite's ``SELECT_CHECKPOINT``, in its order.
+SELECT_CHECKPOINT = """
+SELECT c.length, c.tail, m.data, s.codec, s.data, i.codec, i.data, w.codec, w.data,
+       c.state_base, s.hash, i.hash, w.hash, c.view_hash,
+       CASE WHEN c.run_hash = (SELECT b.hash FROM batches b WHERE b.run = c.run
+                               ORDER BY b.id DESC LIMIT 1) THEN 1
+            WHEN EXISTS (SELECT 1 FROM batches b WHERE b.run = c.run AND b.hash = c.run_hash)
+            THEN 1 ELSE 0
+       END,
+       c.chunks, m.codec
+FROM checkpoints c JOIN blobs s ON s.id = c.state
+LEFT JOIN blobs m ON m.id = c.chunks
+LEFT JOIN blobs i ON i.id = c.interrupts
+LEFT JOIN blobs w ON w.id = c.warnings
+WHERE c.run = %s
+"""
+SELECT_MANIFEST = """
+SELECT m.codec, m.data FROM checkpoints c LEFT JOIN blobs m ON m.id = c.chunks WHERE c.run = %s
+"""
+SELECT_ADDRESSES = """
+SELECT s.hash, i.hash, w.hash, a.hash, c.view_hash, c.run_hash, m.codec, m.data, c.tail
+FROM checkpoints c JOIN blobs s ON s.id = c.state
+LEFT JOIN blobs m ON m.id = c.chunks
+LEFT JOIN blobs i ON i.id = c.interrupts
+LEFT JOIN blobs w ON w.id = c.warnings
+LEFT JOIN checkpoints ac ON ac.run = c.state_base
+LEFT JOIN blobs a ON a.id = ac.state
+WHERE c.run = %s
+"""
+SELECT_STATE = """
+SELECT c.state_base, s.codec, s.data, s.hash FROM checkpoints c JOIN blobs s ON s.id = c.state
+WHERE c.run = %s
+"""
+STATE_ADDRESS = (
+    "SELECT blobs.hash FROM checkpoints JOIN blobs ON blobs.id = checkpoints.state "
+    "WHERE checkpoints.run = %s"
+)
+#: Blobs by id in the order of an array of ids (each one a primary-key probe).
+BLOBS_IN_ORDER = """
+SELECT b.id, b.codec, b.data, b.hash
+FROM unnest(%s::bigint[]) WITH ORDINALITY AS ids(id, n) JOIN blobs b ON b.id = ids.id
+ORDER BY ids.n
+"""
+ADDRESSES_IN_ORDER = """
+SELECT b.id, b.hash
+FROM unnest(%s::bigint[]) WITH ORDINALITY AS ids(id, n) JOIN blobs b ON b.id = ids.id
+ORDER BY ids.n
+"""
+SELECT_BLOB_ID = "SELECT id FROM blobs WHERE hash = %s"
+SELECT_BLOB_IDS = "SELECT id, hash FROM blobs WHERE hash = ANY(%s::bytea[])"
+#: Store blobs unless their address is there: the new ones' ids come back.
+INSERT_NEW_BLOBS = """
+INSERT INTO blobs(hash, codec, data)
+SELECT * FROM unnest(%s::bytea[], %s::smallint[], %s::bytea[])
+ON CONFLICT (hash) DO NOTHING RETURNING id, hash
+"""
+INSERT_CHECKPOINT = """
+INSERT INTO checkpoints(run, length, chunks, tail, state, interrupts, warnings, ids_hash,
+                        created_at, state_base, run_hash, view_hash)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+DROP_CHECKPOINTS = "DELETE FROM checkpoints WHERE run = ANY(%s::bigint[])"

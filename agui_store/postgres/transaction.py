@@ -5,9 +5,8 @@ the same names and row shapes as :class:`~agui_store.sqlite.transaction.SqliteTr
 none decides anything. Errors are not caught here: the backend's transaction translates
 them when it exits (:mod:`agui_store.postgres.backend`).
 
-Checkpoints are not kept on PostgreSQL yet (their storage is SQLite SQL in
-:mod:`agui_store.checkpoints`): ``keeps_checkpoints`` is false, so the engine replays a
-lineage from its root, and derived data is the lineage digests alone.
+Checkpoints are kept as on SQLite: the engine lays a view out as chunks
+(:mod:`agui_store.checkpoints`) and this class stores and reads the blobs and rows.
 """
 
 from __future__ import annotations
@@ -33,8 +32,8 @@ class PostgresTransaction:
 
     __slots__ = ("_conn", "_version")
 
-    #: Checkpoints are not stored here yet: the engine replays instead (see the module).
-    keeps_checkpoints = False
+    #: Checkpoints (chunked message lists) are stored as on SQLite.
+    keeps_checkpoints = True
 
     def __init__(self, conn: Any) -> None:
         self._conn = conn
@@ -78,18 +77,68 @@ class PostgresTransaction:
             self._version = int(self._value(sql.VERSION))
         return self._version
 
-    # --- checkpoints (none kept yet: see the module) ----------------------------------------
+    # --- checkpoints (chunked message lists: agui_store.checkpoints) ------------------------
 
     def nearest_checkpoint(self, run_pk: int) -> tuple[int | None, list[int]]:
-        return None, self.ancestors(run_pk)
+        rows = self._all(sql.NEAREST_CHECKPOINT, {"run": run_pk})
+        found = int(rows[-1][0]) if rows and rows[-1][1] else None
+        after = [int(r[0]) for r in rows if not r[1]]
+        after.reverse()
+        return found, after
 
     def has_checkpoint(self, run_pk: int) -> bool:
-        return False
+        return self._one(sql.HAS_CHECKPOINT, (run_pk,)) is not None
 
     def drop_derived_from(self, run_pk: int) -> list[int]:
         below = [int(pk) for pk in self._column(sql.SUBTREE, (run_pk,))]
+        self._conn.execute(sql.DROP_CHECKPOINTS, (below,))
         self._conn.execute(sql.DROP_DIGESTS, (below,))
         return below
+
+    def checkpoint_row(self, run_pk: int) -> tuple[Any, ...] | None:
+        row = self._one(sql.SELECT_CHECKPOINT, (run_pk,))
+        return None if row is None else tuple(row)
+
+    def checkpoint_manifest(self, run_pk: int) -> tuple[Any, Any] | None:
+        row = self._one(sql.SELECT_MANIFEST, (run_pk,))
+        return None if row is None else (row[0], row[1])
+
+    def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
+        return tuple(self._one(sql.SELECT_ADDRESSES, (run_pk,)))
+
+    def checkpoint_state(self, run_pk: int) -> tuple[Any, ...] | None:
+        row = self._one(sql.SELECT_STATE, (run_pk,))
+        return None if row is None else tuple(row)
+
+    def state_address(self, run_pk: int) -> bytes:
+        return bytes(self._value(sql.STATE_ADDRESS, (run_pk,)))
+
+    def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
+        return self._all(sql.BLOBS_IN_ORDER, (list(blob_ids),))
+
+    def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
+        return self._all(sql.ADDRESSES_IN_ORDER, (list(blob_ids),))
+
+    def blob_id(self, address: bytes) -> int | None:
+        found = self._value(sql.SELECT_BLOB_ID, (address,))
+        return None if found is None else int(found)
+
+    def store_blob(self, packed: tuple[bytes, int, bytes]) -> int:
+        return self.store_blobs([packed])[packed[0]]
+
+    def store_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
+        if not packed:
+            return {}
+        columns = ([p[0] for p in packed], [p[1] for p in packed], [p[2] for p in packed])
+        ids = {bytes(h): int(i) for i, h in self._all(sql.INSERT_NEW_BLOBS, columns)}
+        there = [p[0] for p in packed if p[0] not in ids]  # stored before: look them up
+        if there:
+            for i, h in self._all(sql.SELECT_BLOB_IDS, (there,)):
+                ids[bytes(h)] = int(i)
+        return ids
+
+    def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
+        self._conn.execute(sql.INSERT_CHECKPOINT, row)
 
     # --- threads ----------------------------------------------------------------------------
 

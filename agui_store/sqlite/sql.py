@@ -296,3 +296,118 @@ SELECT underived.run, runs.thread FROM underived JOIN runs ON runs.id = underive
 WHERE ?1 IS NULL OR runs.thread = ?1 ORDER BY underived.run
 """
 CHECKPOINT_COUNT = "SELECT count(*) FROM checkpoints"
+
+# --- checkpoints (chunked message lists: agui_store.checkpoints) ----------------------------
+
+#: A run's ancestors up to (and including) the nearest one with a checkpoint, newest first.
+#: ``stop`` is 1 on the row that has a checkpoint.
+NEAREST = """
+WITH RECURSIVE chain(id, depth, stop) AS (
+    SELECT ?1, 0, EXISTS (SELECT 1 FROM checkpoints WHERE checkpoints.run = ?1)
+    UNION ALL
+    SELECT runs.parent, chain.depth + 1,
+           EXISTS (SELECT 1 FROM checkpoints WHERE checkpoints.run = runs.parent)
+    FROM chain JOIN runs ON runs.id = chain.id
+    WHERE chain.stop = 0 AND runs.parent IS NOT NULL
+)
+SELECT id, stop FROM chain ORDER BY depth
+"""
+
+#: A checkpoint: its list's length, tail ids and manifest, its single blobs, its state base,
+#: the addresses and digest it recorded, and whether the run hash it was derived at is one of
+#: the run's (its newest, usually).
+SELECT_CHECKPOINT = """
+SELECT c.length, c.tail, m.data, s.codec, s.data, i.codec, i.data, w.codec, w.data,
+       c.state_base, s.hash, i.hash, w.hash, c.view_hash,
+       CASE WHEN c.run_hash = (SELECT b.hash FROM batches b WHERE b.run = c.run
+                               ORDER BY b.id DESC LIMIT 1) THEN 1
+            ELSE EXISTS (SELECT 1 FROM batches b WHERE b.run = c.run AND b.hash = c.run_hash)
+       END,
+       c.chunks, m.codec
+FROM checkpoints c JOIN blobs s ON s.id = c.state
+LEFT JOIN blobs m ON m.id = c.chunks
+LEFT JOIN blobs i ON i.id = c.interrupts
+LEFT JOIN blobs w ON w.id = c.warnings
+WHERE c.run = ?
+"""
+
+#: Blobs by id in the order of a JSON array of ids: json_each walks it in order and each row
+#: is one integer-key probe (``CROSS JOIN`` keeps the array the outer loop).
+BLOBS_IN_ORDER = """
+SELECT ids.value, blobs.codec, blobs.data, blobs.hash
+FROM json_each(?) AS ids CROSS JOIN blobs ON blobs.id = ids.value
+"""
+
+#: Their addresses only (a digest recomputed from what a checkpoint points at).
+ADDRESSES_IN_ORDER = """
+SELECT ids.value, blobs.hash FROM json_each(?) AS ids CROSS JOIN blobs ON blobs.id = ids.value
+"""
+
+#: A checkpoint's manifest blob (NULL when it has no full chunk); no row: no checkpoint.
+SELECT_MANIFEST = """
+SELECT m.codec, m.data FROM checkpoints c LEFT JOIN blobs m ON m.id = c.chunks WHERE c.run = ?
+"""
+
+SELECT_BLOB_ID = "SELECT id FROM blobs WHERE hash = ?"
+
+#: The ids of blobs whose addresses are in a JSON array of hex digests (each one a key probe).
+SELECT_BLOB_IDS = """
+SELECT blobs.id, blobs.hash FROM json_each(?) AS wanted
+CROSS JOIN blobs ON blobs.hash = unhex(wanted.value)
+"""
+
+INSERT_NEW_BLOBS = (
+    "INSERT INTO blobs(hash, codec, data) VALUES (?, ?, ?) "
+    "ON CONFLICT(hash) DO NOTHING RETURNING id, hash"
+)
+
+#: Store a blob unless its hash is there already; either way, its id (the no-op update makes
+#: RETURNING answer for an existing row too).
+UPSERT_BLOB = (
+    "INSERT INTO blobs(hash, codec, data) VALUES (?, ?, ?) "
+    "ON CONFLICT(hash) DO UPDATE SET hash = excluded.hash RETURNING id"
+)
+
+INSERT_CHECKPOINT = (
+    "INSERT INTO checkpoints(run, length, chunks, tail, state, interrupts, warnings, "
+    "ids_hash, created_at, state_base, run_hash, view_hash) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+HAS_CHECKPOINT = "SELECT 1 FROM checkpoints WHERE run = ?"
+
+STATE_ADDRESS = (
+    "SELECT blobs.hash FROM checkpoints JOIN blobs ON blobs.id = checkpoints.state "
+    "WHERE checkpoints.run = ?"
+)
+
+#: A run and every run below it.
+SUBTREE = (
+    "WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL SELECT runs.id FROM runs "
+    "JOIN sub ON runs.parent = sub.id) SELECT id FROM sub"
+)
+
+DELETE_CHECKPOINTS = "DELETE FROM checkpoints WHERE run IN (SELECT value FROM json_each(?))"
+
+DELETE_LINEAGE_DIGESTS = (
+    "DELETE FROM lineage_digests WHERE run IN (SELECT value FROM json_each(?))"
+)
+
+#: A checkpoint's own blobs' addresses, the whole state it patches (if it does), what it
+#: recorded (the view digest and the run hash it was derived at), and its chunk lists.
+SELECT_ADDRESSES = """
+SELECT s.hash, i.hash, w.hash, a.hash, c.view_hash, c.run_hash, m.codec, m.data, c.tail
+FROM checkpoints c JOIN blobs s ON s.id = c.state
+LEFT JOIN blobs m ON m.id = c.chunks
+LEFT JOIN blobs i ON i.id = c.interrupts
+LEFT JOIN blobs w ON w.id = c.warnings
+LEFT JOIN checkpoints ac ON ac.run = c.state_base
+LEFT JOIN blobs a ON a.id = ac.state
+WHERE c.run = ?
+"""
+
+#: The whole state a checkpoint's state is patched from.
+SELECT_STATE = """
+SELECT c.state_base, s.codec, s.data, s.hash FROM checkpoints c JOIN blobs s ON s.id = c.state
+WHERE c.run = ?
+"""

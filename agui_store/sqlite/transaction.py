@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agui_store import checkpoints, codec
+from agui_store import codec
 from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary
 from agui_store.sqlite import sql
 
@@ -54,18 +54,72 @@ class SqliteTransaction:
     def version(self) -> int | None:
         return int(self._conn.data_version())
 
-    # --- checkpoints (their SQL is in agui_store.checkpoints for now) ------------------------
+    # --- checkpoints (chunked message lists: agui_store.checkpoints) ------------------------
 
     keeps_checkpoints = True
 
     def nearest_checkpoint(self, run_pk: int) -> tuple[int | None, list[int]]:
-        return checkpoints.nearest(self._conn, run_pk)
+        rows = self._all(sql.NEAREST, (run_pk,))
+        found = int(rows[-1][0]) if rows and rows[-1][1] else None
+        after = [int(r[0]) for r in rows if not r[1]]
+        after.reverse()
+        return found, after
 
     def has_checkpoint(self, run_pk: int) -> bool:
-        return checkpoints.has_checkpoint(self._conn, run_pk)
+        return self._one(sql.HAS_CHECKPOINT, (run_pk,)) is not None
 
     def drop_derived_from(self, run_pk: int) -> list[int]:
-        return checkpoints.drop_from(self._conn, run_pk)
+        below = [int(pk) for pk in self._column(sql.SUBTREE, (run_pk,))]
+        listed = _json_keys(below)
+        self._conn.execute(sql.DELETE_CHECKPOINTS, (listed,))
+        # Keyed by digest, so this scans the table: fine for a path only sequence-unchecked
+        # recording reaches.
+        self._conn.execute(sql.DELETE_LINEAGE_DIGESTS, (listed,))
+        return below
+
+    def checkpoint_row(self, run_pk: int) -> tuple[Any, ...] | None:
+        row = self._one(sql.SELECT_CHECKPOINT, (run_pk,))
+        return None if row is None else tuple(row)
+
+    def checkpoint_manifest(self, run_pk: int) -> tuple[Any, Any] | None:
+        row = self._one(sql.SELECT_MANIFEST, (run_pk,))
+        return None if row is None else (row[0], row[1])
+
+    def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
+        return tuple(self._one(sql.SELECT_ADDRESSES, (run_pk,)))
+
+    def checkpoint_state(self, run_pk: int) -> tuple[Any, ...] | None:
+        row = self._one(sql.SELECT_STATE, (run_pk,))
+        return None if row is None else tuple(row)
+
+    def state_address(self, run_pk: int) -> bytes:
+        return bytes(self._value(sql.STATE_ADDRESS, (run_pk,)))
+
+    def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
+        return self._rows(sql.BLOBS_IN_ORDER, (_json_keys(blob_ids),))
+
+    def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
+        return self._rows(sql.ADDRESSES_IN_ORDER, (_json_keys(blob_ids),))
+
+    def blob_id(self, address: bytes) -> int | None:
+        found = self._value(sql.SELECT_BLOB_ID, (address,))
+        return None if found is None else int(found)
+
+    def store_blob(self, packed: tuple[bytes, int, bytes]) -> int:
+        return int(self._value(sql.UPSERT_BLOB, packed))
+
+    def store_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
+        if not packed:
+            return {}
+        ids = {bytes(h): int(i) for i, h in self._conn.executemany(sql.INSERT_NEW_BLOBS, packed)}
+        there = [p[0].hex() for p in packed if p[0] not in ids]  # stored before: look them up
+        if there:
+            for i, h in self._rows(sql.SELECT_BLOB_IDS, (codec.encode(there).decode(),)):
+                ids[bytes(h)] = int(i)
+        return ids
+
+    def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
+        self._conn.execute(sql.INSERT_CHECKPOINT, row)
 
     # --- threads ----------------------------------------------------------------------------
 
