@@ -1,9 +1,9 @@
 """The store on PostgreSQL against the same store on an SQLite file, measured in one run.
 
 A chain of runs of 50 events each (``_common.conversation``), appended run by run as a live
-server would, then: the append time at the end of the chain, ``checkout`` of the leaf (a
-full replay on PostgreSQL, which keeps no checkpoints yet; from checkpoints on SQLite, and
-by full replay there too for a like-for-like figure), ``log`` of the leaf, and one raw
+server would, then: the append time at the end of the chain, ``checkout`` of the leaf (from
+its chunked checkpoint on both backends), a full replay of the leaf (the engine's own work,
+like for like), ``log`` of the leaf, and one raw
 psycopg ``COPY`` of the same event rows into a bare table (the floor an append through the
 API is compared with).
 
