@@ -2234,7 +2234,9 @@ class Store:
     def _side(self, tx: port.Reading, pk: int, depth: int | None) -> list[Run]:
         """The runs of ``pk``'s lineage, newest first: those above ``depth`` (the merge
         base's), or all of it for ``None``."""
-        rows = tx.lineage_runs(pk, depth, None)
+        # The runs above the merge base are the first ``depth`` of the lineage: the walk
+        # stops there instead of going on to the root.
+        rows = tx.lineage_runs(pk, depth, depth)
         names = self._branch_names(tx, [r[0] for r in rows])
         return [self._run_from_row(r, names) for r in rows]
 

@@ -59,22 +59,20 @@ CHAIN_EVENT_ROWS = (
 )
 
 #: The merge base of runs ``a`` and ``b``: the deepest run on both ancestor chains, with its
-#: depth below each. Both walks follow ``runs.parent`` by primary key.
+#: depth below each. A parent's key is smaller than its child's, so stepping the side with
+#: the larger key up to its parent (a primary-key probe) meets the base after as many steps
+#: as the runs are from it, not from the root.
 MERGE_BASE = """
-WITH RECURSIVE
-a(id, depth) AS (
-    SELECT %(a)s::bigint, 0
+WITH RECURSIVE walk(a, b, da, db) AS (
+    SELECT %(a)s::bigint, %(b)s::bigint, 0, 0
     UNION ALL
-    SELECT runs.parent, a.depth + 1 FROM a JOIN runs ON runs.id = a.id
-    WHERE runs.parent IS NOT NULL
-),
-b(id, depth) AS (
-    SELECT %(b)s::bigint, 0
-    UNION ALL
-    SELECT runs.parent, b.depth + 1 FROM b JOIN runs ON runs.id = b.id
-    WHERE runs.parent IS NOT NULL
+    SELECT CASE WHEN walk.a > walk.b THEN runs.parent ELSE walk.a END,
+           CASE WHEN walk.b > walk.a THEN runs.parent ELSE walk.b END,
+           walk.da + (walk.a > walk.b)::int, walk.db + (walk.b > walk.a)::int
+    FROM walk JOIN runs ON runs.id = greatest(walk.a, walk.b)
+    WHERE walk.a <> walk.b
 )
-SELECT a.id, a.depth, b.depth FROM a JOIN b ON a.id = b.id ORDER BY a.depth LIMIT 1
+SELECT a, da, db FROM walk WHERE a = b LIMIT 1
 """
 
 #: One run's events after a sequence number, echoed inputs' references beside them.

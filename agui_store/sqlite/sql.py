@@ -20,21 +20,22 @@ WITH RECURSIVE chain(id, depth) AS (
 )
 """
 
-#: The merge base of two runs: the deepest run on both ancestor chains, with its depth
-#: below each. Both walks follow ``runs.parent`` by primary key.
+#: The merge base of two runs: the deepest run on both lineages, with its depth below each.
+#: A parent's key is always smaller than its child's, so stepping whichever side has the
+#: larger key up to its parent meets the base after as many steps as the two runs are from
+#: it, not from the root (each step one primary-key probe); a NULL (a root passed) ends the
+#: walk without a base.
 MERGE_BASE = """
-WITH RECURSIVE
-a(id, depth) AS (
-    SELECT ?1, 0
+WITH RECURSIVE walk(a, b, da, db) AS (
+    SELECT ?1, ?2, 0, 0
     UNION ALL
-    SELECT runs.parent, a.depth + 1 FROM a JOIN runs ON runs.id = a.id WHERE runs.parent IS NOT NULL
-),
-b(id, depth) AS (
-    SELECT ?2, 0
-    UNION ALL
-    SELECT runs.parent, b.depth + 1 FROM b JOIN runs ON runs.id = b.id WHERE runs.parent IS NOT NULL
+    SELECT CASE WHEN walk.a > walk.b THEN runs.parent ELSE walk.a END,
+           CASE WHEN walk.b > walk.a THEN runs.parent ELSE walk.b END,
+           walk.da + (walk.a > walk.b), walk.db + (walk.b > walk.a)
+    FROM walk JOIN runs ON runs.id = max(walk.a, walk.b)
+    WHERE walk.a != walk.b
 )
-SELECT a.id, a.depth, b.depth FROM a JOIN b ON a.id = b.id ORDER BY a.depth LIMIT 1
+SELECT a, da, db FROM walk WHERE a = b LIMIT 1
 """
 
 #: Per-run summaries: event count, last event, latest outcome, last append time.
