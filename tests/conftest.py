@@ -245,3 +245,28 @@ def new_location(
 def store_location(new_location: StoreLocations) -> str:
     """One fresh, empty store location on the test's backend."""
     return new_location()
+
+
+#: The most examples a hypothesis test runs on PostgreSQL. Each example there is a fresh
+#: database (a template clone, about 0.15 s) and every store call a round trip, so the second
+#: backend runs the same properties on fewer examples; SQLite keeps the profile's budget.
+POSTGRES_MAX_EXAMPLES = 25
+
+
+@pytest.fixture(autouse=True)
+def _fewer_examples_on_postgres(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Give a hypothesis test parametrized with ``backend="postgres"`` at most
+    :data:`POSTGRES_MAX_EXAMPLES` examples, for this call only (hypothesis reads its
+    settings from the test function when it runs)."""
+    callspec = getattr(request.node, "callspec", None)
+    test = getattr(request.node, "obj", None)
+    own = getattr(test, "_hypothesis_internal_use_settings", None)
+    if callspec is None or callspec.params.get("backend") != "postgres" or own is None:
+        yield
+        return
+    capped = settings(parent=own, max_examples=min(own.max_examples, POSTGRES_MAX_EXAMPLES))
+    test._hypothesis_internal_use_settings = capped  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        test._hypothesis_internal_use_settings = own  # type: ignore[union-attr]
