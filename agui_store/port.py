@@ -3,7 +3,8 @@
 The engine (:mod:`agui_store.store` and the modules it builds on) holds every rule of the
 store: lineage, branches, derived views, revisions, verification. A backend holds tables and
 answers these one-purpose operations inside a transaction, with its own SQL; it knows no
-rule. SQLite (:mod:`agui_store.sqlite`) is the first backend.
+rule. SQLite (:mod:`agui_store.sqlite`) and PostgreSQL (:mod:`agui_store.postgres`)
+implement it.
 
 A backend opens transactions: :meth:`Backend.reading` gives a consistent snapshot
 (:class:`Reading`), :meth:`Backend.writing` the single writer (:class:`Writing`, which
