@@ -109,7 +109,28 @@ def store_text(tx: Writing, text: bytes) -> tuple[int, bytes]:
     found = tx.blob_id(digest)
     if found is not None:
         return found, digest
-    return tx.store_blob((digest, *blobs.compress(text))), digest
+    return store_blobs(tx, [(digest, *blobs.compress(text))])[digest], digest
+
+
+def store_blobs(tx: Writing, packed: list[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
+    """The ids of packed blobs ``(address, codec, data)`` by address, storing those that
+    are not there: two statements however many blobs."""
+    if not packed:
+        return {}
+    ids = tx.insert_new_blobs(packed)
+    there = [p[0] for p in packed if p[0] not in ids]  # stored before: look them up
+    if there:
+        ids.update(tx.blob_ids(there))
+    return ids
+
+
+def nearest(tx: Reading, run_pk: int) -> tuple[int | None, list[int]]:
+    """The nearest run of the lineage (itself included) with a checkpoint (``None``: none),
+    and the lineage's runs after it, root first."""
+    walk = tx.checkpoint_walk(run_pk)
+    found = walk[-1][0] if walk and walk[-1][1] else None
+    after = [pk for pk, stop in reversed(walk) if not stop]
+    return found, after
 
 
 def chunk_text(texts: Sequence[bytes]) -> bytes:
@@ -484,7 +505,7 @@ def lay_out(
         out.tail_addrs.append(packed[0])
         out.tail_counts.append(end - pos)
         pos = end
-    ids = tx.store_blobs(list(new.values()))
+    ids = store_blobs(tx, list(new.values()))
     for listed, at, address in pending:
         listed[at] = ids[address]
     if out.chunk_ids == base.chunk_ids and base.manifest is not None:

@@ -156,9 +156,9 @@ class Reading(Protocol):
     #: Whether the backend stores checkpoints; without them the engine replays lineages
     #: from their root and never writes one.
     keeps_checkpoints: bool
-    def nearest_checkpoint(self, run_pk: int) -> tuple[int | None, list[int]]:
-        """The nearest run of the lineage (itself included) with a checkpoint (``None``:
-        none), and the lineage's runs after it, root first."""
+    def checkpoint_walk(self, run_pk: int) -> list[tuple[int, bool]]:
+        """The run's lineage from the run up to the nearest run with a checkpoint (or the
+        root), newest first, each with whether it has one."""
     def has_checkpoint(self, run_pk: int) -> bool: ...
     def checkpoint_row(self, run_pk: int) -> tuple[Any, ...] | None:
         """``(length, tail, manifest codec+data..., state codec, state data, interrupts
@@ -180,6 +180,8 @@ class Reading(Protocol):
     def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
         """``(id, address)`` of blobs, in the order of ``blob_ids``."""
     def blob_id(self, address: bytes) -> int | None: ...
+    def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
+        """The ids of the stored blobs among ``addresses``, by address."""
 
     # what is not behind the port: check() of an SQLite file (integrity.py) reads the file
     # itself, and agui_store.testing hands tests the driver's connection
@@ -244,10 +246,9 @@ class Writing(Reading, Protocol):
         returns those runs."""
     def mark_underived(self, run_pks: Sequence[int]) -> None: ...
     def clear_underived(self, run_pk: int) -> None: ...
-    def store_blob(self, packed: tuple[bytes, int, bytes]) -> int:
-        """The id of a packed blob ``(address, codec, data)``, stored unless it is there."""
-    def store_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
-        """The ids of packed blobs by address, storing those that are not there."""
+    def insert_new_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
+        """Store packed blobs ``(address, codec, data)`` whose address is not there; the
+        ids of those stored, by address."""
     def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
         """``(run, length, manifest, tail, state, interrupts, warnings, ids_hash,
         created_at, state_base, run_hash, view_hash)``."""

@@ -1453,7 +1453,7 @@ class Store:
             reducer = start_reducer()
             since = _SinceCheckpoint.start([], None, None)
         else:
-            found, after = tx.nearest_checkpoint(run_pk)
+            found, after = checkpoints.nearest(tx, run_pk)
             snap = self._load_checkpoint(tx, found) if found is not None else None
             reducer = start_reducer(snap.view if snap is not None else None)
             if snap is not None:
@@ -2015,7 +2015,7 @@ class Store:
 
     def _view(self, tx: port.Reading, pk: int) -> View:
         """view(R): from the nearest checkpoint on R's lineage, replaying only what follows."""
-        found, after = tx.nearest_checkpoint(pk)
+        found, after = checkpoints.nearest(tx, pk)
         start = (
             self._load_checkpoint(tx, found, with_hashes=False).view
             if found is not None

@@ -656,7 +656,7 @@ def _replay_debt(conn: apsw.Connection) -> dict[int, int]:
     """For each run: the events a checkout replays after its nearest checkpoint."""
     debt = {}
     for (pk,) in conn.execute("SELECT id FROM runs ORDER BY id").fetchall():
-        _, after = SqliteTransaction(conn).nearest_checkpoint(pk)
+        _, after = checkpoints.nearest(SqliteTransaction(conn), pk)
         marks = ",".join("?" * len(after))
         debt[pk] = (
             conn.execute(f"SELECT count(*) FROM events WHERE run IN ({marks})", after).fetchone()[0]

@@ -79,12 +79,9 @@ class PostgresTransaction:
 
     # --- checkpoints (chunked message lists: agui_store.checkpoints) ------------------------
 
-    def nearest_checkpoint(self, run_pk: int) -> tuple[int | None, list[int]]:
-        rows = self._all(sql.NEAREST_CHECKPOINT, {"run": run_pk})
-        found = int(rows[-1][0]) if rows and rows[-1][1] else None
-        after = [int(r[0]) for r in rows if not r[1]]
-        after.reverse()
-        return found, after
+    def checkpoint_walk(self, run_pk: int) -> list[tuple[int, bool]]:
+        rows = self._rows(sql.NEAREST_CHECKPOINT, {"run": run_pk})
+        return [(int(pk), bool(stop)) for pk, stop in rows]
 
     def has_checkpoint(self, run_pk: int) -> bool:
         return self._one(sql.HAS_CHECKPOINT, (run_pk,)) is not None
@@ -123,19 +120,13 @@ class PostgresTransaction:
         found = self._value(sql.SELECT_BLOB_ID, (address,))
         return None if found is None else int(found)
 
-    def store_blob(self, packed: tuple[bytes, int, bytes]) -> int:
-        return self.store_blobs([packed])[packed[0]]
+    def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
+        rows = self._all(sql.SELECT_BLOB_IDS, (list(addresses),))
+        return {bytes(h): int(i) for i, h in rows}
 
-    def store_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
-        if not packed:
-            return {}
+    def insert_new_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
         columns = ([p[0] for p in packed], [p[1] for p in packed], [p[2] for p in packed])
-        ids = {bytes(h): int(i) for i, h in self._all(sql.INSERT_NEW_BLOBS, columns)}
-        there = [p[0] for p in packed if p[0] not in ids]  # stored before: look them up
-        if there:
-            for i, h in self._all(sql.SELECT_BLOB_IDS, (there,)):
-                ids[bytes(h)] = int(i)
-        return ids
+        return {bytes(h): int(i) for i, h in self._all(sql.INSERT_NEW_BLOBS, columns)}
 
     def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
         self._conn.execute(sql.INSERT_CHECKPOINT, row)

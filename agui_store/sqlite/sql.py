@@ -362,12 +362,6 @@ INSERT_NEW_BLOBS = (
     "ON CONFLICT(hash) DO NOTHING RETURNING id, hash"
 )
 
-#: Store a blob unless its hash is there already; either way, its id (the no-op update makes
-#: RETURNING answer for an existing row too).
-UPSERT_BLOB = (
-    "INSERT INTO blobs(hash, codec, data) VALUES (?, ?, ?) "
-    "ON CONFLICT(hash) DO UPDATE SET hash = excluded.hash RETURNING id"
-)
 
 INSERT_CHECKPOINT = (
     "INSERT INTO checkpoints(run, length, chunks, tail, state, interrupts, warnings, "

@@ -58,12 +58,8 @@ class SqliteTransaction:
 
     keeps_checkpoints = True
 
-    def nearest_checkpoint(self, run_pk: int) -> tuple[int | None, list[int]]:
-        rows = self._all(sql.NEAREST, (run_pk,))
-        found = int(rows[-1][0]) if rows and rows[-1][1] else None
-        after = [int(r[0]) for r in rows if not r[1]]
-        after.reverse()
-        return found, after
+    def checkpoint_walk(self, run_pk: int) -> list[tuple[int, bool]]:
+        return [(int(pk), bool(stop)) for pk, stop in self._rows(sql.NEAREST, (run_pk,))]
 
     def has_checkpoint(self, run_pk: int) -> bool:
         return self._one(sql.HAS_CHECKPOINT, (run_pk,)) is not None
@@ -105,18 +101,13 @@ class SqliteTransaction:
         found = self._value(sql.SELECT_BLOB_ID, (address,))
         return None if found is None else int(found)
 
-    def store_blob(self, packed: tuple[bytes, int, bytes]) -> int:
-        return int(self._value(sql.UPSERT_BLOB, packed))
+    def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
+        wanted = codec.encode([a.hex() for a in addresses]).decode()
+        return {bytes(h): int(i) for i, h in self._rows(sql.SELECT_BLOB_IDS, (wanted,))}
 
-    def store_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
-        if not packed:
-            return {}
-        ids = {bytes(h): int(i) for i, h in self._conn.executemany(sql.INSERT_NEW_BLOBS, packed)}
-        there = [p[0].hex() for p in packed if p[0] not in ids]  # stored before: look them up
-        if there:
-            for i, h in self._rows(sql.SELECT_BLOB_IDS, (codec.encode(there).decode(),)):
-                ids[bytes(h)] = int(i)
-        return ids
+    def insert_new_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
+        rows = self._conn.executemany(sql.INSERT_NEW_BLOBS, packed)
+        return {bytes(h): int(i) for i, h in rows}
 
     def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
         self._conn.execute(sql.INSERT_CHECKPOINT, row)
