@@ -25,7 +25,7 @@ def dump(location: str) -> list[Any]:
     try:
         out: list[Any] = []
         for (name,) in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name"
+            "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view') ORDER BY name"
         ).fetchall():
             out.append((name, conn.execute(f"SELECT * FROM {name}").fetchall()))
         return out

@@ -180,7 +180,11 @@ assert RUN_FROM in SELECT_RUN
 
 # --- events ---------------------------------------------------------------------------------
 
-INSERT_EVENT = "INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)"
+#: An event row: ``type`` is its ``event_types`` code (schema version 11).
+INSERT_EVENT = "INSERT INTO event_log(seq, run, type, payload) VALUES (?, ?, ?, ?)"
+#: A type no code was fixed for (never one AG-UI defines): it gets the next free code.
+ADD_EVENT_TYPE = "INSERT OR IGNORE INTO event_types(name) VALUES (?)"
+EVENT_TYPE_CODE = "SELECT code FROM event_types WHERE name = ?"
 NEXT_SEQ = "SELECT coalesce(max(seq), 0) + 1 FROM events"
 INSERT_ECHO_REFS = "INSERT INTO echo_refs(seq, refs) VALUES (?, ?)"
 #: A run's events after a sequence number, with their echo refs.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agui_store import codec
+from agui_store import codec, schema
 from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary
 from agui_store.sqlite import sql
 
@@ -294,7 +294,22 @@ class SqliteTransaction:
         return self._value(sql.TERMINAL_EVENT, (run_pk,))  # type: ignore[no-any-return]
 
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
-        self._conn.executemany(sql.INSERT_EVENT, rows)
+        self._conn.executemany(sql.INSERT_EVENT, self._coded(rows))
+
+    def _coded(self, rows: Sequence[tuple[int, int, str, str]]) -> list[tuple[int, int, int, str]]:
+        """Event rows with their type's code in place of its name (``schema.EVENT_TYPE_CODES``)."""
+        codes = schema.EVENT_TYPE_CODES
+        try:
+            return [(seq, run, codes[kind], payload) for seq, run, kind, payload in rows]
+        except KeyError:
+            return [(seq, run, self._code(kind), payload) for seq, run, kind, payload in rows]
+
+    def _code(self, kind: str) -> int:
+        code = schema.EVENT_TYPE_CODES.get(kind)
+        if code is None:
+            self._conn.execute(sql.ADD_EVENT_TYPE, (kind,))
+            code = int(self._value(sql.EVENT_TYPE_CODE, (kind,)))
+        return code
 
     def insert_echo_refs(self, seq: int, refs: str) -> None:
         self._conn.execute(sql.INSERT_ECHO_REFS, (seq, refs))
@@ -327,7 +342,7 @@ class SqliteTransaction:
         echo_refs: Sequence[tuple[int, str]],
         batches: Sequence[BatchRow],
     ) -> None:
-        self._conn.executemany(sql.INSERT_EVENT, events)
+        self._conn.executemany(sql.INSERT_EVENT, self._coded(events))
         self._conn.executemany(sql.INSERT_ECHO_REFS, echo_refs)
         self._conn.executemany(
             sql.INSERT_BATCH,
