@@ -358,3 +358,34 @@ def test_a_three_dot_diff_of_unrelated_runs_with_the_same_long_history_shows_all
         assert [c.id for c in found.changes.messages] == [m["id"] for m in messages]
         assert [c.id for c in found.a_changes.messages] == [m["id"] for m in messages]
         assert store.diff("t-0", "u-0", mode="two-dot").changes.empty
+
+
+_small_values = st.integers(0, 3) | st.sampled_from([None, True, False, 1.0, "x"]) | st.lists(
+    st.integers(0, 3), max_size=2
+)
+
+
+@st.composite
+def _lists_that_share_a_start(draw: st.DrawFn) -> tuple[Any, Any]:
+    """Two documents holding long lists that start alike and then differ (values from a
+    small pool, so that jsonpatch pairs removals with additions into moves)."""
+    shared = draw(st.lists(_small_values, min_size=0, max_size=120))
+    old = shared + draw(st.lists(_small_values, max_size=8))
+    new = shared + draw(st.lists(_small_values, max_size=8))
+    if draw(st.booleans()):  # an edit inside the shared start too
+        at = draw(st.integers(0, max(0, len(new) - 1)))
+        new = [*new[:at], draw(_small_values), *new[at + 1 :]]
+    if draw(st.booleans()):
+        return {"turns": old, "same": shared}, {"turns": new, "same": list(shared)}
+    return [old, 1], [new, 1]
+
+
+@given(pair=_lists_that_share_a_start() | st.tuples(json_values, json_values))
+def test_the_state_patch_skipping_shared_list_starts_is_jsonpatchs_own(pair: Any) -> None:
+    """diff.make_patch starts comparing lists past their common start; its operations are
+    exactly jsonpatch.make_patch's, moves and indices included."""
+    from agui_store import diff
+
+    assert diff.SKIPS_SHARED_LIST_STARTS  # the installed jsonpatch is the one it extends
+    old, new = pair
+    assert diff.make_patch(old, new) == jsonpatch.make_patch(old, new).patch
