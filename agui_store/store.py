@@ -2205,6 +2205,11 @@ class Store:
         """Compare two runs: merge base, the runs on each side since it, message changes by
         id and the state change as an RFC 6902 patch.
 
+        What it reads follows what the two runs changed, not the thread's length: each
+        side's runs down to the merge base, and each run's checkpoint past the chunks and
+        tail segments all sides share (the same blob at the same place: compared by
+        address, as git compares trees), with a state they share read once.
+
         Args:
             mode: ``"three-dot"`` (default): what each side changed since the merge base, git
                 and Dolt style; ``changes`` is base -> b and ``a_changes`` base -> a.
@@ -2215,8 +2220,10 @@ class Store:
         with self._reading() as tx:
             ka, kb, found = self._pair(tx, a, b, thread_id, scope)
             run_a, run_b, base_run, a_runs, b_runs = self._sides(tx, ka.pk, kb.pk, found)
-            # Each distinct run is loaded once (one side is often the merge base itself).
-            pks = list(dict.fromkeys([ka.pk, kb.pk, *([found[0]] if found else [])]))
+            # Each distinct run is loaded once (one side is often the merge base itself);
+            # two-dot needs no base.
+            with_base = [found[0]] if found and mode == "three-dot" else []
+            pks = list(dict.fromkeys([ka.pk, kb.pk, *with_base]))
             # Without a merge base, three-dot compares each side with an empty view: nothing
             # the sides share may be left out then.
             skip = found is not None or mode == "two-dot"
