@@ -310,8 +310,11 @@ def test_a_diff_that_skips_what_its_sides_share_equals_the_diff_of_replayed_view
                     {"type": "STATE_DELTA",
                      "delta": [{"op": "add", "path": f"/{run_id}", "value": [i, "x"]}]}
                 )
-            elif edits["state"] == "snapshot":
-                body.append({"type": "STATE_SNAPSHOT", "snapshot": {"only": run_id}})
+            elif edits["state"] == "snapshot" or parent is None:
+                # A large state, so that the runs after it store theirs as patches on it.
+                body.append(
+                    {"type": "STATE_SNAPSHOT", "snapshot": {"only": run_id, "big": "x" * 4000}}
+                )
             started: dict[str, Any] = {"type": "RUN_STARTED", "threadId": "t", "runId": run_id}
             store.append(
                 [started, *body, {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id}],
@@ -389,3 +392,52 @@ def test_the_state_patch_skipping_shared_list_starts_is_jsonpatchs_own(pair: Any
     assert diff.SKIPS_SHARED_LIST_STARTS  # the installed jsonpatch is the one it extends
     old, new = pair
     assert diff.make_patch(old, new) == jsonpatch.make_patch(old, new).patch
+
+
+def test_a_diff_of_two_runs_whose_states_are_patches_on_one_state_equals_the_replayed_one(
+    store_location: str,
+) -> None:
+    """Runs after a large state store theirs as the patches since it: the nearer run's
+    state is made once and the farther one continues it with the patches that follow."""
+    from agui_store import testing
+
+    with agui_store.open(store_location) as store:
+        for i in range(8):
+            if i == 0:
+                body = [{"type": "STATE_SNAPSHOT", "snapshot": {"big": "x" * 4000, "n": []}}]
+            else:
+                second = (
+                    {"op": "replace", "path": "/big", "value": f"{i}"}
+                    if i == 5
+                    else {"op": "add", "path": f"/r{i}", "value": True}
+                )
+                body = [
+                    {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/n/-", "value": i}]},
+                    {"type": "STATE_DELTA", "delta": [second]},
+                ]
+            store.append(
+                [
+                    {"type": "RUN_STARTED", "threadId": "t", "runId": f"r{i}"},
+                    *body,
+                    {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"},
+                ]
+            )
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "side", "parentRunId": "r3"},
+                {"type": "STATE_DELTA", "delta": [{"op": "remove", "path": "/n/0"}]},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "side"},
+            ]
+        )
+        views = {r: testing.replayed_view(store, r, thread_id="t")
+                 for r in ("r2", "r3", "r4", "r7", "side")}
+        for a, b in (("r2", "r7"), ("r4", "r7"), ("side", "r7"), ("r7", "r2"), ("side", "r4")):
+            base = store.merge_base(a, b)
+            assert base is not None
+            vbase = views[base.run_id]
+            found = store.diff(a, b)
+            assert found.changes.state_patch == state_patch(vbase.state, views[b].state)
+            assert found.a_changes.state_patch == state_patch(vbase.state, views[a].state)
+            two = store.diff(a, b, mode="two-dot")
+            assert two.changes.state_patch == state_patch(views[a].state, views[b].state)
+            assert apply_patch(views[a].state, two.changes.state_patch) == views[b].state
