@@ -1699,12 +1699,18 @@ class Store:
         return self._run_from_row(row, branches)
 
     @staticmethod
-    def _branch_names(tx: port.Reading, pks: list[int]) -> dict[int, list[str]]:
+    def _branch_names(
+        tx: port.Reading, pks: list[int], thread_pks: list[int] | None = None
+    ) -> dict[int, list[str]]:
+        """The branches naming runs (the default branch first), by run; ``thread_pks``:
+        the threads holding them, when the caller knows."""
         names: dict[int, list[str]] = {}
         if not pks:
             return names
         wanted = set(pks)
-        for thread_pk in tx.threads_of_runs(sorted(wanted)):
+        if thread_pks is None:
+            thread_pks = tx.threads_of_runs(sorted(wanted))
+        for thread_pk in thread_pks:
             for run_pk, name in tx.branch_tips(thread_pk):
                 if run_pk in wanted:
                     names.setdefault(run_pk, []).append(name)
@@ -2174,7 +2180,9 @@ class Store:
     ) -> tuple[_RunKey, _RunKey, tuple[int, int, int] | None]:
         """Two arguments resolved, and their merge base (see :meth:`_merge_base_pk`)."""
         ka = self._resolve(tx, a, thread_id=thread_id, scope=scope)
-        kb = self._resolve(tx, b, thread_id=thread_id, scope=scope)
+        # The thread ``a`` was found in is the one ``thread_id`` names: not looked up again.
+        in_thread = ka.thread_pk if thread_id is not None else None
+        kb = self._resolve(tx, b, thread_id=thread_id, thread_pk=in_thread, scope=scope)
         return ka, kb, self._merge_base_pk(tx, ka.pk, kb.pk)
 
     def merge_base(
@@ -2219,7 +2227,9 @@ class Store:
             raise InvalidArgumentError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
         with self._reading() as tx:
             ka, kb, found = self._pair(tx, a, b, thread_id, scope)
-            run_a, run_b, base_run, a_runs, b_runs = self._sides(tx, ka.pk, kb.pk, found)
+            run_a, run_b, base_run, a_runs, b_runs = self._sides(
+                tx, ka.pk, kb.pk, found, ka.thread_pk
+            )
             # Each distinct run is loaded once (one side is often the merge base itself);
             # two-dot needs no base.
             with_base = [found[0]] if found and mode == "three-dot" else []
@@ -2244,12 +2254,17 @@ class Store:
         )
 
     def _sides(
-        self, tx: port.Reading, a: int, b: int, found: tuple[int, int, int] | None
+        self,
+        tx: port.Reading,
+        a: int,
+        b: int,
+        found: tuple[int, int, int] | None,
+        thread_pk: int,
     ) -> tuple[Run, Run, Run | None, list[Run], list[Run]]:
         """A diff's runs: ``a``, ``b``, their merge base, and the runs of each side above
         the base, newest first (whole lineages when there is none). Each side is one walk
         from its run down to the base, which it includes (so no run is read twice), and
-        the branches naming them are read once for all."""
+        the branches naming them are read once for all (``thread_pk``: ``a``'s thread)."""
         if found is None:
             a_rows, b_rows = tx.lineage_runs(a, None, None), tx.lineage_runs(b, None, None)
             a_side, b_side, base_row = a_rows, b_rows, None
@@ -2259,7 +2274,9 @@ class Store:
             b_rows = tx.lineage_runs(b, depth_b + 1, depth_b + 1)
             a_side, b_side, base_row = a_rows[:depth_a], b_rows[:depth_b], a_rows[depth_a]
         rows = [*a_rows, *b_rows]
-        names = self._branch_names(tx, sorted({int(r[0]) for r in rows}))
+        # With a merge base both runs are on one lineage, so in one thread.
+        threads = None if found is None else [thread_pk]
+        names = self._branch_names(tx, sorted({int(r[0]) for r in rows}), threads)
         run_a = self._run_from_row(a_rows[0], names)
         run_b = self._run_from_row(b_rows[0], names)
         base_run = self._run_from_row(base_row, names) if base_row is not None else None
