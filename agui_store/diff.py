@@ -88,11 +88,11 @@ def state_patch(old: Any, new: Any) -> list[dict[str, Any]]:
 
 
 def make_patch(old: Any, new: Any) -> list[dict[str, Any]]:
-    """``jsonpatch.make_patch(old, new).patch``, with the same operations, at the cost of
+    """:func:`ordered_make_patch`, with the same operations, at the cost of
     where the two differ: a long list that only grew (a state's history, say) is not walked
     element by element through the start both share."""
     if not SKIPS_SHARED_LIST_STARTS:
-        return jsonpatch.make_patch(old, new).patch  # type: ignore[no-any-return]
+        return ordered_make_patch(old, new)
     builder = _PrefixSkippingBuilder(
         old, new, jsonpatch.JsonPatch.json_dumper, pointer_cls=jsonpatch.JsonPointer
     )
@@ -113,7 +113,35 @@ def _common_start(a: Any, b: Any) -> int:
     return known
 
 
-class _PrefixSkippingBuilder(jsonpatch.DiffBuilder):  # type: ignore[misc]
+class OrderedDiffBuilder(jsonpatch.DiffBuilder):  # type: ignore[misc]
+    """jsonpatch's diff builder comparing an object's keys in sorted order (removed keys,
+    then added ones, then the shared ones), where jsonpatch walks Python sets of them: its
+    operations came out in an order that changed with ``PYTHONHASHSEED``, so ``diff --json``
+    printed the same diff differently from one process to the next. Sorted, not in the
+    objects' own order: two equal states may hold their keys in different orders (one
+    replayed, one read from a checkpoint), and their diffs must not differ. Each key's
+    operations are jsonpatch's."""
+
+    def _compare_dicts(self, path: str, src: Any, dst: Any) -> None:
+        for key in sorted(key for key in src if key not in dst):
+            self._item_removed(path, str(key), src[key])
+        for key in sorted(key for key in dst if key not in src):
+            self._item_added(path, str(key), dst[key])
+        for key in sorted(key for key in src if key in dst):
+            self._compare_values(path, key, src[key], dst[key])
+
+
+def ordered_make_patch(old: Any, new: Any) -> list[dict[str, Any]]:
+    """``jsonpatch.make_patch(old, new).patch`` with objects' keys compared in sorted order
+    (:class:`OrderedDiffBuilder`): the same operations whatever the hash seed."""
+    builder = OrderedDiffBuilder(
+        old, new, jsonpatch.JsonPatch.json_dumper, pointer_cls=jsonpatch.JsonPointer
+    )
+    builder._compare_values("", None, old, new)
+    return list(builder.execute())
+
+
+class _PrefixSkippingBuilder(OrderedDiffBuilder):
     """jsonpatch 1.33's diff builder, whose list comparison starts past the elements both
     lists share. Its own loop skips them one at a time in Python (``if old == new:
     continue``, no operation and no bookkeeping for them), so starting past them gives the

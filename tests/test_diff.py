@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -386,12 +387,47 @@ def _lists_that_share_a_start(draw: st.DrawFn) -> tuple[Any, Any]:
 @given(pair=_lists_that_share_a_start() | st.tuples(json_values, json_values))
 def test_the_state_patch_skipping_shared_list_starts_is_jsonpatchs_own(pair: Any) -> None:
     """diff.make_patch starts comparing lists past their common start; its operations are
-    exactly jsonpatch.make_patch's, moves and indices included."""
+    exactly those of jsonpatch's builder comparing objects' keys in sorted order, moves and
+    indices included, and (without moves) jsonpatch.make_patch's own in another order."""
     from agui_store import diff
 
     assert diff.SKIPS_SHARED_LIST_STARTS  # the installed jsonpatch is the one it extends
     old, new = pair
-    assert diff.make_patch(old, new) == jsonpatch.make_patch(old, new).patch
+    ops = diff.make_patch(old, new)
+    assert ops == diff.ordered_make_patch(old, new)
+    # Keys in sorted order change only the order of jsonpatch's own operations.
+    assert sorted(ops, key=json.dumps) == sorted(
+        jsonpatch.make_patch(old, new).patch, key=json.dumps
+    ) or _has_moves(ops)
+
+
+def _has_moves(ops: list[dict[str, Any]]) -> bool:
+    """Which removed value jsonpatch pairs with an added one as a move depends on the order
+    it meets them: with moves, only the operations' count is its own."""
+    return any(op["op"] == "move" for op in ops)
+
+
+def test_a_diff_prints_the_same_state_patch_whatever_the_hash_seed(tmp_path: Path) -> None:
+    """jsonpatch walks an object's keys as a set: the order of its operations changed with
+    PYTHONHASHSEED, so two processes printed one diff two ways."""
+    script = (
+        "import json; from agui_store import diff\n"
+        "old = {f'k{i}': i for i in range(40)}\n"
+        "new = {**{f'k{i}': i + 1 for i in range(0, 40, 3)}, **{f'n{i}': i for i in range(20)}}\n"
+        "for k in list(old)[1::4]: new.pop(k, None)\n"
+        "print(json.dumps(diff.state_patch({'s': old}, {'s': new})))\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in (1, 2, 3, 4)
+    }
+    assert len(outputs) == 1, outputs
 
 
 def test_a_diff_of_two_runs_whose_states_are_patches_on_one_state_equals_the_replayed_one(
