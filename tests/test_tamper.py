@@ -397,14 +397,15 @@ def test_a_run_whose_own_hashes_were_rewritten_breaks_its_childs_link(db: Path) 
     )
     rehash = r"""
 import sqlite3, sys
-from agui_store import hashing, ledger
+from agui_store import hashing
+from agui_store.sqlite import sql as sqlite_sql
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
 conn.execute("DROP TRIGGER batches_are_append_only_update")
 start, = conn.execute("SELECT start_hash FROM runs WHERE id = 2").fetchone()
 for pk, first, last, outcome, at in conn.execute(
     "SELECT id, first_seq, last_seq, outcome, appended_at FROM batches WHERE run = 2 ORDER BY id"
 ).fetchall():
-    rows = conn.execute(ledger.BATCH_EVENTS, (first, last, 2)).fetchall()
+    rows = conn.execute(sqlite_sql.BATCH_EVENTS, (first, last, 2)).fetchall()
     start = hashing.chain(start, hashing.batch_digest(rows, outcome, at))
     conn.execute("UPDATE batches SET hash = ? WHERE id = ?", (start, pk))
 """

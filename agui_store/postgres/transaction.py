@@ -11,15 +11,25 @@ Checkpoints are kept as on SQLite: the engine lays a view out as chunks
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import psycopg
+
 from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary
-from agui_store.postgres import sql
+from agui_store.postgres import checks, sql
 
 #: Batches of at least this many events are sent with COPY (one stream) rather than as
 #: pipelined INSERTs; small batches, the common live case, skip COPY's extra messages.
 COPY_FROM_EVENTS = 16
+
+
+#: Rows a server-side cursor fetches per round trip (:meth:`PostgresTransaction._stream`).
+STREAM_PAGE_ROWS = 2000
+
+#: Names of server-side cursors, unique in the process.
+_CURSORS = itertools.count()
 
 
 def _keys(keys: Iterable[int]) -> list[int]:
@@ -438,3 +448,68 @@ class PostgresTransaction:
 
     def clear_underived(self, run_pk: int) -> None:
         self._conn.execute(sql.CLEAR_UNDERIVED, (run_pk,))
+
+    # --- check(): whole-store reads of agui_store.integrity ---------------------------------
+
+    #: What a check of a database too broken to read meets.
+    storage_errors: tuple[type[Exception], ...] = (psycopg.Error,)
+
+    def _stream(self, statement: str, args: Any = ()) -> Iterator[Any]:
+        """The rows of a long read through a server-side cursor, a page at a time: neither
+        side holds them all. Several can be open at once in one transaction."""
+        cursor = self._conn.cursor(name=f"agui_store_check_{next(_CURSORS)}")
+        cursor.itersize = STREAM_PAGE_ROWS
+        try:
+            cursor.execute(statement, args)
+            yield from cursor
+        finally:
+            cursor.close()
+
+    def storage_checks(self) -> tuple[str, ...]:
+        return checks.CHECKS
+
+    def storage_problems(self, check: str) -> Iterable[str]:
+        return checks.problems(self._conn, check)
+
+    def every_run(self) -> Iterable[tuple[Any, ...]]:
+        return self._stream(sql.EVERY_RUN)
+
+    def every_branch(self) -> Iterable[tuple[Any, ...]]:
+        return self._all(sql.EVERY_BRANCH)
+
+    def log_in_order(self) -> Iterable[tuple[int, int, str, str | None]]:
+        return self._stream(sql.LOG_IN_ORDER)
+
+    def batches_in_order(self) -> Iterable[tuple[Any, ...]]:
+        return self._stream(sql.BATCHES_IN_ORDER)
+
+    def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
+        return self._stream(sql.SUSPECT_EVENTS)
+
+    def suspect_inputs(self) -> Iterable[tuple[int, str]]:
+        return self._stream(sql.SUSPECT_INPUTS)
+
+    def every_blob(self) -> Iterable[tuple[bytes, int, bytes]]:
+        return self._stream(sql.EVERY_BLOB)
+
+    def blob_content(self, blob_id: int) -> tuple[int, bytes] | None:
+        row = self._one(sql.BLOB_CONTENT, (blob_id,))
+        return None if row is None else (row[0], row[1])
+
+    def checkpoint_layouts(self) -> list[tuple[Any, ...]]:
+        return self._all(sql.CHECKPOINT_LAYOUTS)
+
+    def complete_runs(self) -> set[int]:
+        return {int(pk) for pk in self._column(sql.COMPLETE_RUNS)}
+
+    def every_lineage_digest(self) -> list[tuple[bytes, int]]:
+        return self._all(sql.EVERY_LINEAGE_DIGEST)
+
+    def hashed_runs(self) -> Iterable[tuple[Any, ...]]:
+        return self._stream(sql.HASHED_RUNS)
+
+    def hashed_batches(self) -> list[tuple[Any, ...]]:
+        return self._all(sql.HASHED_BATCHES)
+
+    def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
+        return self._all(sql.BATCH_EVENTS, {"first": first_seq, "last": last_seq, "run": run_pk})
