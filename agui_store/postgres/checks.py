@@ -376,8 +376,9 @@ def _triggers(conn: Any, want: Expected) -> Iterator[str]:
     for name, trigger in sorted(want.triggers.items()):
         refused = " OR ".join(e for e in trigger.events)
         what = f"{_REFUSED.get(refused, refused)} of {trigger.table}"
+        what += " are no longer refused" if " and " in what else " is no longer refused"
         if name not in found:
-            yield f"trigger {name} is missing: {what} is no longer refused"
+            yield f"trigger {name} is missing: {what}"
             continue
         enabled, definition = found[name]
         if definition != trigger.definition:
@@ -386,8 +387,6 @@ def _triggers(conn: Any, want: Expected) -> Iterator[str]:
                 f"{_shorten(definition)})"
             )
         if enabled == "D":
-            yield f"trigger {name} is disabled: {what} is no longer refused"
+            yield f"trigger {name} is disabled: {what}"
         elif enabled == "R":
-            yield (
-                f"trigger {name} fires only in replica sessions: {what} is no longer refused"
-            )
+            yield f"trigger {name} fires only in replica sessions: {what}"

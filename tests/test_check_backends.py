@@ -1,0 +1,392 @@
+"""``Store.check()`` on every backend: the store's own invariants, written once above the port,
+report the same problems on SQLite and PostgreSQL; and PostgreSQL's own storage checks (its
+schema's objects and triggers, its foreign keys) find what the owner of the tables can break.
+
+Each corruption builds the store of tests/test_integrity.py, breaks one invariant as a hostile
+or buggy tool would (on SQLite with the append-only triggers dropped for the moment, on
+PostgreSQL as the owner with ``session_replication_role = replica``, which silences the
+append-only and foreign-key triggers alike), and compares the report line by line with the
+lines tests/test_integrity.py expects on SQLite, leaving out the SQLite file's own checks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import apsw
+import pytest
+
+import agui_store
+from agui_store import cli, integrity
+from agui_store.store import is_url
+from tests.test_integrity import BIG, CORRUPTIONS, GOOD, build, matches
+
+Statement = str | dict[str, str]
+
+#: Corruptions that need no backend's own feature, by the name tests/test_integrity.py gives
+#: them; a dict gives each backend its own spelling.
+PORTABLE: dict[str, list[Statement]] = {
+    "a branch to a missing run": [
+        "INSERT INTO branches(thread, name, run, updated_at) VALUES (1, 'ghost', 99, 0)"
+    ],
+    "an event of a missing run": [
+        "INSERT INTO events(seq, run, type, payload) VALUES "
+        """(18, 99, 'CUSTOM', '{"type":"CUSTOM","name":"n","value":1}')""",
+        "INSERT INTO batches(run, first_seq, last_seq, count, appended_at) "
+        "VALUES (99, 18, 18, 1, 0)",
+    ],
+    "a lineage parent in another thread": ["UPDATE runs SET parent = 2 WHERE id = 5"],
+    "a lineage reason that says otherwise": [
+        "UPDATE runs SET lineage = 'guessed' WHERE id = 2",
+        "UPDATE runs SET lineage = 'head' WHERE id = 1",
+    ],
+    "a branch into another thread": ["UPDATE branches SET run = 5 WHERE name = 'feature'"],
+    "a branch shadowing the default branch": [
+        "INSERT INTO branches(thread, name, run, updated_at) VALUES (1, 'main', 1, 0)"
+    ],
+    "a branch of no thread": [
+        "INSERT INTO branches(thread, name, run, updated_at) VALUES (9, 'lost', 1, 0)"
+    ],
+    "an event cut out of its batch": ["DELETE FROM events WHERE seq = 8"],
+    "an event in no batch": [
+        "INSERT INTO events(seq, run, type, payload) VALUES (18, 3, "
+        """'TEXT_MESSAGE_CONTENT', '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m-r3","""
+        """"delta":"!"}')"""
+    ],
+    "a batch holding another run's events": ["UPDATE batches SET run = 1 WHERE id = 2"],
+    "two batches claiming the same events": [
+        "INSERT INTO batches(run, first_seq, last_seq, count, appended_at) VALUES (2, 9, 10, 2, 0)"
+    ],
+    "batch outcomes that disagree with their events": [
+        "UPDATE batches SET outcome = 'error' WHERE id = 1",
+        "UPDATE batches SET outcome = NULL WHERE id = 7",
+        "UPDATE batches SET outcome = 'finished' WHERE id = 3",
+    ],
+    "a run that does not begin with RUN_STARTED": [
+        "INSERT INTO runs(id, thread, run_id, parent, lineage, created_at) "
+        "VALUES (6, 1, 'r9', 3, 'head', 0)",
+        "INSERT INTO events(seq, run, type, payload) VALUES (18, 6, "
+        """'TEXT_MESSAGE_START', '{"type":"TEXT_MESSAGE_START","messageId":"x"}')""",
+        "INSERT INTO batches(run, first_seq, last_seq, count, appended_at) "
+        "VALUES (6, 18, 18, 1, 0)",
+    ],
+    "a run with no events": [
+        "INSERT INTO runs(id, thread, run_id, parent, lineage, created_at) "
+        "VALUES (6, 1, 'empty', 3, 'head', 0)"
+    ],
+    "a synthetic run holding a RUN_STARTED": ["UPDATE runs SET synthetic = 1 WHERE id = 1"],
+    "a second RUN_STARTED inside a run": [
+        "INSERT INTO events(seq, run, type, payload) VALUES (18, 3, 'RUN_STARTED', "
+        """'{"type":"RUN_STARTED","threadId":"t","runId":"r3b"}')""",
+        "INSERT INTO batches(run, first_seq, last_seq, count, appended_at) "
+        "VALUES (3, 18, 18, 1, 0)",
+    ],
+    "a run and a thread renamed": [
+        "UPDATE runs SET run_id = 'renamed' WHERE id = 1",
+        "UPDATE threads SET thread_id = 'u2' WHERE id = 2",
+    ],
+    "payloads that are not JSON objects": [
+        """UPDATE events SET payload = '{"type":"TEXT_MESSAGE_CONTENT",' WHERE seq = 3""",
+        "UPDATE events SET payload = '[1, 2]' WHERE seq = 4",
+    ],
+    "a type column that disagrees with the payload": [
+        "UPDATE events SET type = 'TEXT_MESSAGE_END' WHERE seq = 3"
+    ],
+    "an input that is not JSON": ["UPDATE runs SET input = 'nope' WHERE id = 2"],
+    "a lineage digest of a live run": [
+        {
+            "sqlite": "INSERT INTO lineage_digests(ids_hash, run) VALUES (x'00', 3)",
+            "postgres": "INSERT INTO lineage_digests(ids_hash, run) VALUES ('\\x00', 3)",
+        }
+    ],
+    "a checkpoint whose tail lost its messages": [
+        "UPDATE checkpoints SET tail = '[]' WHERE run = 2"
+    ],
+    "a checkpoint whose tail names a missing blob": [
+        {
+            "sqlite": "UPDATE checkpoints SET tail = json_insert(tail, '$[#]', "
+            "json('[999999, 1]')) WHERE run = 2",
+            "postgres": "UPDATE checkpoints SET tail = (tail::jsonb || '[[999999, 1]]')::text "
+            "WHERE run = 2",
+        }
+    ],
+    "a checkpoint of a live run": [
+        "INSERT INTO checkpoints(run, length, chunks, tail, state, ids_hash, created_at) "
+        "SELECT 3, length, chunks, tail, state, ids_hash, 0 FROM checkpoints WHERE run = 2"
+    ],
+    "a checkpoint whose tail is not a list of blob ids": [
+        """UPDATE checkpoints SET tail = '{"m": 1}' WHERE run = 2"""
+    ],
+    "a tampered message blob": [
+        {
+            "sqlite": """UPDATE blobs SET data = CAST('[{"role":"forged"}]' AS BLOB) WHERE id = """
+            "(SELECT tail ->> '$[0][0]' FROM checkpoints WHERE run = 1)",
+            "postgres": """UPDATE blobs SET data = convert_to('[{"role":"forged"}]', 'UTF8') """
+            "WHERE id = (SELECT (tail::jsonb -> 0 ->> 0)::bigint FROM checkpoints WHERE run = 1)",
+        }
+    ],
+}
+
+#: What tests/test_integrity.py expects, by corruption.
+EXPECTED = {name: lines for name, _, lines in CORRUPTIONS}
+
+#: The SQLite file's own checks: the ones a portable corruption is not about.
+FILE_CHECKS = ("sqlite", "schema")
+
+
+def backend_of(location: str) -> str:
+    return "postgres" if is_url(location) else "sqlite"
+
+
+@contextlib.contextmanager
+def owner(location: str) -> Iterator[Any]:
+    """A connection of the tables' owner with the append-only (and, on PostgreSQL, the
+    foreign-key) guards off, in one transaction committed at the end."""
+    if is_url(location):
+        import psycopg
+
+        with psycopg.connect(location) as conn:
+            conn.execute("SET search_path TO agui_store")
+            conn.execute("SET session_replication_role = replica")
+            yield conn
+        return
+    conn = apsw.Connection(location)
+    try:
+        conn.execute("BEGIN")
+        triggers = conn.execute(
+            "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger'"
+        ).fetchall()
+        for name, _ in triggers:
+            conn.execute(f'DROP TRIGGER "{name}"')
+        yield conn
+        for _, sql in triggers:
+            conn.execute(sql)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def tamper(location: str, statements: list[Statement]) -> None:
+    backend = backend_of(location)
+    with owner(location) as conn:
+        for statement in statements:
+            conn.execute(statement[backend] if isinstance(statement, dict) else statement)
+
+
+def report_of(location: str) -> Any:
+    with agui_store.open(location) as store:
+        return store.check()
+
+
+def problems(location: str) -> list[str]:
+    return [str(p) for p in report_of(location).problems]
+
+
+def storage_checks(location: str) -> tuple[str, ...]:
+    return (
+        ("sqlite", "foreign_keys", "schema")
+        if backend_of(location) == "sqlite"
+        else (
+            "foreign_keys",
+            "schema",
+        )
+    )
+
+
+@pytest.fixture
+def built(store_location: str) -> str:
+    build(store_location)
+    return store_location
+
+
+def run_cli(location: str, *extra: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = cli.main(["check", "--db", location, *extra], out=out)
+    return code, out.getvalue()
+
+
+def test_a_sound_store_passes_every_check_on_every_backend(built: str) -> None:
+    report = report_of(built)
+    assert report.ok, [str(p) for p in report.problems]
+    assert report.checked == (*storage_checks(built), *integrity.CHECKS)
+    assert run_cli(built) == (0, f"ok ({', '.join(report.checked)})\n")
+
+
+@pytest.mark.parametrize("name", list(PORTABLE))
+def test_each_broken_invariant_is_reported_alike_on_every_backend(built: str, name: str) -> None:
+    tamper(built, PORTABLE[name])
+    found = problems(built)
+    expected = [line for line in EXPECTED[name] if line.split(":")[0] not in FILE_CHECKS]
+    assert matches(found, expected), "\n".join(found)
+    code, out = run_cli(built, "--json")
+    assert code == 1
+    assert [f"{p['check']}: {p['detail']}" for p in json.loads(out)["problems"]] == found
+
+
+def test_every_blob_is_checked_against_its_sha256_on_every_backend(built: str) -> None:
+    def sha(data: bytes) -> bytes:
+        return hashlib.sha256(data).digest()
+
+    rows = [
+        (sha(GOOD), 0, GOOD),
+        (sha(BIG), 1, zlib.compress(BIG)),
+        (sha(b"other"), 0, GOOD),
+        (sha(b"z"), 1, b"not zlib"),
+        (b"short", 0, GOOD),
+    ]
+    mark = "%s" if is_url(built) else "?"
+    with owner(built) as conn:
+        for row in rows:
+            conn.execute(
+                f"INSERT INTO blobs(hash, codec, data) VALUES ({mark}, {mark}, {mark})", row
+            )
+    assert sorted(problems(built)) == sorted(
+        [
+            f"blobs: blob {sha(b'other').hex()}: its data hashes to {sha(GOOD).hex()}: the blob "
+            "is corrupt",
+            f"blobs: blob {sha(b'z').hex()}: its data cannot be decoded (codec = 1): Error -3 "
+            "while decompressing data: incorrect header check",
+            f"blobs: blob {b'short'.hex()}: the address is not a sha256 (32 bytes)",
+        ]
+    )
+
+
+def test_an_edited_event_that_stays_valid_json_is_named_by_its_hash_on_every_backend(
+    built: str,
+) -> None:
+    """Tamper evidence (tests/test_tamper.py on SQLite): an answer rewritten in place."""
+    tamper(
+        built, ["UPDATE events SET payload = replace(payload, '\"one\"', '\"ONE\"') WHERE seq = 3"]
+    )
+    assert problems(built) == [
+        "hashes: run 'r1' (thread 't', #1): batch #1 (seq 1..5): its events (their sequence "
+        "numbers, types or bytes), outcome or time differ from what the run's hash covers",
+        "derived: the checkpoint of run 'r1' (thread 't', #1) differs from a replay of the log "
+        "at message 0 (id 'm-r1')",
+        "derived: the checkpoint of run 'r2' (thread 't', #2) differs from a replay of the log "
+        "at message 0 (id 'm-r1')",
+    ]
+
+
+# --- PostgreSQL's own storage checks ------------------------------------------------------
+
+
+@pytest.fixture
+def pg_built(postgres_store_database: str) -> str:
+    build(postgres_store_database)
+    return postgres_store_database
+
+
+def pg_owner_does(location: str, *statements: str) -> list[str]:
+    """Run DDL as the tables' owner (the superuser here), then check."""
+    import psycopg
+
+    with psycopg.connect(location) as conn:
+        conn.execute("SET search_path TO agui_store")
+        for statement in statements:
+            conn.execute(statement)
+    return problems(location)
+
+
+def test_a_disabled_append_only_trigger_on_postgresql_is_a_schema_problem(pg_built: str) -> None:
+    assert pg_owner_does(pg_built, "ALTER TABLE events DISABLE TRIGGER events_are_append_only") == [
+        "schema: trigger events_are_append_only is disabled: UPDATE and DELETE of events are no "
+        "longer refused"
+    ]
+
+
+def test_a_dropped_or_replica_only_trigger_on_postgresql_is_a_schema_problem(
+    pg_built: str,
+) -> None:
+    assert pg_owner_does(
+        pg_built,
+        "DROP TRIGGER runs_are_append_only_truncate ON runs",
+        "ALTER TABLE batches ENABLE REPLICA TRIGGER batches_are_append_only",
+    ) == [
+        "schema: trigger batches_are_append_only fires only in replica sessions: UPDATE and "
+        "DELETE of batches are no longer refused",
+        "schema: trigger runs_are_append_only_truncate is missing: TRUNCATE of runs is no longer "
+        "refused",
+    ]
+
+
+def test_a_disarmed_trigger_function_on_postgresql_is_a_schema_problem(pg_built: str) -> None:
+    found = pg_owner_does(
+        pg_built,
+        "CREATE OR REPLACE FUNCTION refuse_log_change() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RETURN OLD; END $$",
+    )
+    assert found == [
+        "schema: function refuse_log_change is not what schema version 1 defines (found: BEGIN "
+        "RETURN OLD; END)"
+    ]
+
+
+def test_foreign_keys_switched_off_on_postgresql_are_named_and_their_orphans_found(
+    pg_built: str,
+) -> None:
+    found = pg_owner_does(
+        pg_built,
+        "ALTER TABLE branches DISABLE TRIGGER ALL",
+        "INSERT INTO branches(thread, name, run, updated_at) VALUES (1, 'ghost', 99, 0)",
+        "ALTER TABLE events DROP CONSTRAINT events_run_fkey",
+        "INSERT INTO events(seq, run, type, payload) VALUES "
+        """(18, 98, 'CUSTOM', '{"type":"CUSTOM","name":"n","value":1}')""",
+    )
+    assert found == [
+        "foreign_keys: a branches row names a missing runs row (through run)",
+        "foreign_keys: events row 18: run = 98 names no row of runs",
+        "schema: the foreign key events.run -> runs.id is missing: the server no longer refuses "
+        "rows that name no row",
+        "schema: the foreign keys of branches are not enforced: their triggers are disabled "
+        "(ALTER TABLE ... DISABLE TRIGGER ALL)",
+        "refs: branch 'ghost' of thread 't' points at run #99, which does not exist",
+        "batches: event seq 18 (CUSTOM) of run #98 (missing) is in no batch",
+    ]
+
+
+def test_a_dropped_check_constraint_on_postgresql_lets_a_lineage_cycle_in_and_both_are_named(
+    pg_built: str,
+) -> None:
+    found = pg_owner_does(
+        pg_built,
+        "ALTER TABLE runs DROP CONSTRAINT runs_check",
+        "SET session_replication_role = replica",
+        "UPDATE runs SET parent = 2 WHERE id = 1",
+    )
+    expected = [
+        "schema: table runs has 1 CHECK constraints, where schema version 1 defines 2",
+        *(line for line in EXPECTED["a lineage cycle"] if not line.startswith("sqlite:")),
+    ]
+    assert matches(found, expected), "\n".join(found)
+
+
+def test_a_changed_index_column_type_or_schema_version_on_postgresql_is_named(
+    pg_built: str,
+) -> None:
+    assert pg_owner_does(
+        pg_built,
+        "DROP INDEX events_by_run",
+        "CREATE INDEX events_by_run ON events(type, seq)",
+        "DROP INDEX runs_by_run_id",
+        "ALTER TABLE threads ADD COLUMN note text",
+    ) == [
+        "schema: table threads has column note, which schema version 1 does not define",
+        "schema: index events_by_run is not what schema version 1 defines (found: CREATE INDEX "
+        "events_by_run ON events USING btree (type, seq))",
+        "schema: index runs_by_run_id is missing",
+    ]
+    with agui_store.open(pg_built) as store:  # opened: a store of another version is not
+        import psycopg
+
+        with psycopg.connect(pg_built) as conn:
+            conn.execute("UPDATE agui_store.meta SET value = '0' WHERE key = 'schema_version'")
+        assert [str(p) for p in store.check().problems] == [
+            "schema: schema version (meta) is 0, but this agui-store reads and writes version 1"
+        ]
