@@ -23,7 +23,7 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import cli, integrity
+from agui_store import cli, integrity, testing
 from agui_store.store import is_url
 from tests.test_integrity import BIG, CORRUPTIONS, GOOD, build, matches
 
@@ -216,6 +216,93 @@ def test_a_sound_store_passes_every_check_on_every_backend(built: str) -> None:
     assert report.ok, [str(p) for p in report.problems]
     assert report.checked == (*storage_checks(built), *integrity.CHECKS)
     assert run_cli(built) == (0, f"ok ({', '.join(report.checked)})\n")
+
+
+def test_events_after_a_runs_end_are_a_warning_on_every_backend(built: str) -> None:
+    with agui_store.open(built) as store:
+        store.append(
+            [{"type": "TEXT_MESSAGE_END", "messageId": "m-u1"}], thread_id="u", check_sequence=False
+        )
+        report = store.check()
+    assert report.ok
+    assert [str(w) for w in report.warnings] == [
+        "runs: run 'u1' (thread 'u', #5) has events after its terminal RUN_FINISHED at seq "
+        "16: seq 18 (TEXT_MESSAGE_END); only append(check_sequence=False) records that"
+    ]
+
+
+def test_a_payload_with_duplicate_keys_is_judged_as_the_store_reads_it_on_every_backend(
+    built: str,
+) -> None:
+    with agui_store.open(built) as store:
+        store.append('{"type":"RUN_STARTED","threadId":"t","runId":"dup","type":"RUN_STARTED"}')
+        store.append(
+            '{"type":"STEP_STARTED","stepName":"a","type":"CUSTOM","name":"n","value":1}',
+            thread_id="t",
+            run_id="dup",
+        )
+        assert store.check().ok
+
+
+def test_a_log_longer_than_a_page_of_the_stream_is_checked_to_its_end(store_location: str) -> None:
+    """More events than a server-side cursor fetches at once (PostgreSQL), an edit at the end."""
+    from agui_store.postgres.transaction import STREAM_PAGE_ROWS
+
+    runs = STREAM_PAGE_ROWS // 20 + 20
+    with agui_store.open(store_location) as store:
+        for i in range(runs):
+            thread = f"t{i % 7}"
+            store.append(
+                [
+                    {"type": "RUN_STARTED", "threadId": thread, "runId": f"r{i}"},
+                    *[{"type": "CUSTOM", "name": "n", "value": k} for k in range(20)],
+                    {"type": "RUN_FINISHED", "threadId": thread, "runId": f"r{i}"},
+                ]
+            )
+        assert store.check().ok
+    last = runs * 22
+    tamper(store_location, [f"UPDATE events SET type = 'CUSTOM' WHERE seq = {last}"])
+    assert problems(store_location) == [
+        f"batches: batch #{runs} of run 'r{runs - 1}' (thread 't{(runs - 1) % 7}', #{runs}) "
+        f"(seq {last - 21}..{last}) records outcome 'finished', but holds no RUN_FINISHED or "
+        "RUN_ERROR",
+        f"events: event seq {last} (CUSTOM) of run 'r{runs - 1}' (thread 't{(runs - 1) % 7}', "
+        f"#{runs}): the payload's type is 'RUN_FINISHED', but the type column says 'CUSTOM'",
+        f"hashes: run 'r{runs - 1}' (thread 't{(runs - 1) % 7}', #{runs}): batch #{runs} (seq "
+        f"{last - 21}..{last}): its events (their sequence numbers, types or bytes), outcome or "
+        "time differ from what the run's hash covers",
+    ]
+
+
+def test_problems_are_capped_per_check_on_every_backend(built: str) -> None:
+    tamper(
+        built,
+        [
+            "INSERT INTO events(seq, run, type, payload) VALUES "
+            f"""({seq}, 3, 'CUSTOM', '{{"type":"CUSTOM","name":"n","value":1}}')"""
+            for seq in range(18, 18 + integrity.MAX_PROBLEMS_PER_CHECK + 25)
+        ],
+    )
+    found = problems(built)
+    assert len(found) == integrity.MAX_PROBLEMS_PER_CHECK + 1
+    assert found[-1] == "batches: ... and 25 more problems like these"
+
+
+def test_the_log_pass_on_postgresql_reads_through_server_side_cursors(pg_built: str) -> None:
+    """The log is streamed a page at a time, not fetched whole into the client."""
+    from agui_store.postgres.transaction import PostgresTransaction
+
+    with agui_store.open(pg_built) as store:
+        conn = testing.connection(store)
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        tx = PostgresTransaction(conn)
+        events, batches = iter(tx.log_in_order()), iter(tx.batches_in_order())
+        assert next(events)[:3] == (1, 1, "RUN_STARTED") and next(batches)[0] == 1
+        open_cursors = "SELECT count(*) FROM pg_cursors WHERE name LIKE 'agui_store_check_%'"
+        assert conn.execute(open_cursors).fetchone()[0] == 2
+        assert len(list(events)) == 16 and len(list(batches)) == 6
+        assert conn.execute(open_cursors).fetchone()[0] == 0  # closed once read to the end
+        conn.execute("ROLLBACK")
 
 
 @pytest.mark.parametrize("name", list(PORTABLE))
