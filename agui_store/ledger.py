@@ -21,7 +21,6 @@ from typing import Any
 
 from agui_store import hashing
 from agui_store.port import Reading
-from agui_store.sqlite.transaction import SqliteTransaction
 
 
 @dataclass
@@ -162,10 +161,11 @@ def compute(tx: Reading) -> dict[int, RunLink]:
     return runs
 
 
-def backfill(conn: Any, relax: Callable[[], Any]) -> None:
-    """Write every hash computed from the log (the migration to version 8). ``relax``: a
-    context manager lifting the append-only triggers on runs and batches meanwhile."""
-    links = compute(SqliteTransaction(conn))
+def backfill(conn: Any, tx: Reading, relax: Callable[[], Any]) -> None:
+    """Write every hash computed from the log (the migration to version 8 of an SQLite file:
+    ``conn`` its connection, ``tx`` the port's reads on it). ``relax``: a context manager
+    lifting the append-only triggers on runs and batches meanwhile."""
+    links = compute(tx)
     with relax():
         for link in links.values():
             conn.execute(
@@ -185,19 +185,19 @@ def backfill(conn: Any, relax: Callable[[], Any]) -> None:
         # Checkpoints laid out as before version 10: that migration drops them (derived
         # data, derived again as chunks), so they get no digests now.
         return
-    for run_pk, view_hash in checkpoint_digests(conn):
+    for run_pk, view_hash in checkpoint_digests(conn, tx):
         conn.execute(
             "UPDATE checkpoints SET run_hash = ?, view_hash = ? WHERE run = ?",
             (final.get(run_pk), view_hash, run_pk),
         )
 
 
-def checkpoint_digests(conn: Any) -> list[tuple[int, bytes]]:
+def checkpoint_digests(conn: Any, tx: Reading) -> list[tuple[int, bytes]]:
     """Each checkpoint's view digest, from the addresses of the blobs it holds now."""
     from agui_store import checkpoints  # storage sibling; imported late (it imports database)
 
     out = []
     for (run_pk,) in conn.execute("SELECT run FROM checkpoints ORDER BY run").fetchall():
-        digest = checkpoints.stored_view_digest(SqliteTransaction(conn), int(run_pk))[0]
+        digest = checkpoints.stored_view_digest(tx, int(run_pk))[0]
         out.append((int(run_pk), digest))
     return out

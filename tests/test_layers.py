@@ -133,6 +133,9 @@ RULES = [
     }),
     Rule("the engine reaches a database through the port only", ("store", "integrity"),
          ("apsw", "sqlite3", "psycopg", "psycopg.*", "agui_store.schema"), {}),
+    Rule("the store's checks are written once for every backend: they read through the port",
+         ("integrity", "ledger"), ("agui_store.sqlite*", "agui_store.postgres*",
+                                   "agui_store.database", *DRIVERS), {}),
     Rule("sqlite3 and sqlite-utils write analysis exports only (two SQLite libraries on one "
          "file in one process can corrupt it)", ("*",), ("sqlite3", "sqlite_utils"), {
         "analysis -> sqlite3": "writes the analysis export, another file, with sqlite-utils",
