@@ -218,6 +218,33 @@ def test_a_sound_store_passes_every_check_on_every_backend(built: str) -> None:
     assert run_cli(built) == (0, f"ok ({', '.join(report.checked)})\n")
 
 
+def test_the_cli_command_checks_either_backend_in_its_own_process(built: str) -> None:
+    """``agui-store check --db PATH_OR_URL``: exit 0 on a sound store, 1 and the problem on a
+    broken one."""
+    import subprocess
+    import sys
+
+    from tests.workers.harness import ROOT, worker_env
+
+    def command() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "agui_store.cli", "check", "--db", built],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=worker_env(),
+            timeout=120,
+        )
+
+    sound = command()
+    assert sound.returncode == 0, sound.stderr
+    assert sound.stdout.startswith("ok (") and "derived" in sound.stdout
+    tamper(built, PORTABLE["an event cut out of its batch"])
+    broken = command()
+    assert broken.returncode == 1 and "Traceback" not in broken.stderr
+    assert "batch #2 of run 'r2' (thread 't', #2) (seq 6..10) is missing seq 8" in broken.stdout
+
+
 def test_events_after_a_runs_end_are_a_warning_on_every_backend(built: str) -> None:
     with agui_store.open(built) as store:
         store.append(
