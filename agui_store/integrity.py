@@ -127,7 +127,8 @@ def check(tx: Reading) -> CheckReport:
         checked.append(name)
         found = _Collector(name)
         try:
-            run(found)
+            with tx.contained():
+                run(found)
         except too_broken as e:  # a store too broken to finish this check
             found.problem(f"could not finish the check: {type(e).__name__}: {e}")
         problems.extend(found.done(found.problems))

@@ -201,6 +201,10 @@ class Reading(Protocol):
         run, before the store's own (:data:`agui_store.integrity.CHECKS`)."""
     def storage_problems(self, check: str) -> Iterable[str]:
         """What one of :meth:`storage_checks` finds wrong, a sentence each."""
+    def contained(self) -> AbstractContextManager[None]:
+        """A part of the transaction whose failure leaves the rest of it usable (a check
+        that could not finish, and the next one still runs): PostgreSQL aborts a whole
+        transaction on an error, so there it is a savepoint; SQLite needs nothing."""
     def every_run(self) -> Iterable[tuple[Any, ...]]:
         """``(pk, thread pk, run_id, parent, lineage, synthetic, thread_id or None: no
         such thread)`` of every run, by pk."""

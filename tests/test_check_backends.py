@@ -504,3 +504,14 @@ def test_a_changed_index_column_type_or_schema_version_on_postgresql_is_named(
         assert [str(p) for p in store.check().problems] == [
             "schema: schema version (meta) is 0, but this agui-store reads and writes version 1"
         ]
+
+
+def test_a_check_that_cannot_finish_on_postgresql_leaves_the_others_running(
+    pg_built: str,
+) -> None:
+    """PostgreSQL aborts a transaction at its first error: each check runs in a savepoint, so
+    a table the owner dropped fails the checks that read it, and only those."""
+    found = pg_owner_does(pg_built, "DROP TABLE lineage_digests")
+    assert found[0] == "schema: table lineage_digests is missing"
+    assert [p.split(":")[0] for p in found[1:]] == ["lineage_digests", "derived"]
+    assert all("could not finish the check: UndefinedTable" in p for p in found[1:]), found

@@ -453,6 +453,11 @@ DROP_CHECKPOINTS = "DELETE FROM checkpoints WHERE run = ANY(%s::bigint[])"
 # The long ones are read through a server-side cursor (PostgresTransaction._stream): the log
 # is never held whole, on the server's side or the client's.
 
+#: Each check runs inside a savepoint: one that fails leaves the transaction usable.
+SAVEPOINT_CHECK = "SAVEPOINT agui_store_check"
+ROLLBACK_TO_CHECK = "ROLLBACK TO SAVEPOINT agui_store_check"
+RELEASE_CHECK = "RELEASE SAVEPOINT agui_store_check"
+
 #: Every run with its thread's id (NULL: the thread is missing).
 EVERY_RUN = """
 SELECT runs.id, runs.thread, runs.run_id, runs.parent, runs.lineage, runs.synthetic,

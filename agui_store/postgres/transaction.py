@@ -11,6 +11,7 @@ Checkpoints are kept as on SQLite: the engine lays a view out as chunks
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -470,6 +471,17 @@ class PostgresTransaction:
 
     def storage_problems(self, check: str) -> Iterable[str]:
         return checks.problems(self._conn, check)
+
+    @contextlib.contextmanager
+    def contained(self) -> Iterator[None]:
+        """A savepoint: an error inside aborts only what came after it."""
+        self._conn.execute(sql.SAVEPOINT_CHECK)
+        try:
+            yield
+        except BaseException:
+            self._conn.execute(sql.ROLLBACK_TO_CHECK)
+            raise
+        self._conn.execute(sql.RELEASE_CHECK)
 
     def every_run(self) -> Iterable[tuple[Any, ...]]:
         return self._stream(sql.EVERY_RUN)

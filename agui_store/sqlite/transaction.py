@@ -7,6 +7,7 @@ translates them when it exits (:mod:`agui_store.database`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -418,6 +419,9 @@ class SqliteTransaction:
 
     def storage_problems(self, check: str) -> Iterable[str]:
         return checks.problems(self._conn, check)
+
+    def contained(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # an error leaves an SQLite read transaction usable
 
     def every_run(self) -> Iterable[tuple[Any, ...]]:
         return self._rows(sql.EVERY_RUN)
