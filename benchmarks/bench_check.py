@@ -1,7 +1,10 @@
 """check(): time and peak memory on both backends, against reading the log raw.
 
-A conversation of ``--runs`` runs (``_common.conversation``, 20 events a run) is built in a
-store file, and ``--scale`` times as many in another; with ``--postgres`` each is copied into a
+Two stores are built, one ``--scale`` times the other: ``--shape conversation`` (the
+default) is a chain of ``--runs`` runs (``_common.conversation``, 20 events a run), whose
+views grow with the log; ``--shape log`` is ``--runs`` runs over 7 threads, each a
+RUN_STARTED, 100 CUSTOM events of 1 KB and a RUN_FINISHED, whose views stay empty, so that
+the check's memory shows what it keeps of the log itself; with ``--postgres`` each is copied into a
 PostgreSQL database (``agui_store.copy``) on a throwaway socket-only cluster
 (``tests/postgres_cluster.py``) unless ``--dsn`` names a server's maintenance database.
 
@@ -17,7 +20,8 @@ Printed: the check's time as a multiple of the raw read's; the peak of the Pytho
 the log grows (the log pass streams: what grows is per-run metadata and the largest view
 replayed, not the log).
 
-    python -m benchmarks.bench_check [--runs 500] [--scale 4] [--postgres [--dsn ...]]
+    python -m benchmarks.bench_check [--runs 500] [--scale 4] [--shape conversation|log]
+                                     [--postgres [--dsn ...]]
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import agui_store
 from benchmarks._common import conversation, header
@@ -68,12 +73,28 @@ def measure(location: str, what: str) -> dict[str, float]:
     return result
 
 
-def build(path: Path, runs: int) -> int:
+def log_runs(runs: int) -> list[list[dict[str, Any]]]:
+    """Runs whose events make no view: CUSTOM events of 1 KB, over 7 threads."""
+    out = []
+    for i in range(runs):
+        thread = f"t{i % 7}"
+        out.append(
+            [
+                {"type": "RUN_STARTED", "threadId": thread, "runId": f"r{i}"},
+                *[{"type": "CUSTOM", "name": "n", "value": "x" * 1000} for _ in range(100)],
+                {"type": "RUN_FINISHED", "threadId": thread, "runId": f"r{i}"},
+            ]
+        )
+    return out
+
+
+def build(path: Path, runs: int, shape: str) -> int:
     """The store file; returns the log's payload bytes."""
+    made = conversation("t", runs, 20) if shape == "conversation" else log_runs(runs)
     with agui_store.open(path) as store:
-        for run in conversation("t", runs, 20):
-            store.append(run, thread_id="t")
-    return sum(len(json.dumps(e)) for run in conversation("t", runs, 20) for e in run)
+        for run in made:
+            store.append(run)
+    return sum(len(json.dumps(e)) for run in made for e in run)
 
 
 def figures(name: str, locations: list[tuple[str, int, int]]) -> None:
@@ -101,15 +122,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=500)
     parser.add_argument("--scale", type=int, default=4)
+    parser.add_argument("--shape", choices=["conversation", "log"], default="conversation")
     parser.add_argument("--postgres", action="store_true")
     parser.add_argument("--dsn", help="with --postgres: an existing server instead")
     args = parser.parse_args()
-    header("check(): time and peak memory against the raw read of the log")
+    header(f"check(): time and peak memory against the raw read of the log ({args.shape})")
     with tempfile.TemporaryDirectory() as tmp:
         files = []
         for runs in (args.runs, args.runs * args.scale):
             path = Path(tmp) / f"store-{runs}.db"
-            files.append((str(path), runs, build(path, runs)))
+            files.append((str(path), runs, build(path, runs, args.shape)))
         figures("sqlite", files)
         if args.postgres:
             sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
