@@ -490,8 +490,11 @@ def test_a_changed_index_column_type_or_schema_version_on_postgresql_is_named(
         "CREATE INDEX events_by_run ON events(type, seq)",
         "DROP INDEX runs_by_run_id",
         "ALTER TABLE threads ADD COLUMN note text",
+        'ALTER TABLE branches ALTER COLUMN name TYPE text COLLATE "POSIX"',
     ) == [
         "schema: table threads has column note, which schema version 1 does not define",
+        "schema: column branches.name collates by 'POSIX', where schema version 1 defines 'C' "
+        "(the store relies on byte order: run-id prefixes, sorted ids)",
         "schema: index events_by_run is not what schema version 1 defines (found: CREATE INDEX "
         "events_by_run ON events USING btree (type, seq))",
         "schema: index runs_by_run_id is missing",

@@ -35,8 +35,9 @@ CHECKS = ("foreign_keys", "schema")
 
 #: Every column of the schema's tables, in table order.
 COLUMNS = """
-SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod)
+SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), coll.collname
 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+LEFT JOIN pg_collation coll ON coll.oid = a.attcollation
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p') AND a.attnum > 0
   AND NOT a.attisdropped
@@ -95,6 +96,7 @@ _EVENT_ORDER = ("INSERT", "DELETE", "UPDATE", "TRUNCATE")
 class Table:
     name: str
     columns: dict[str, str] = field(default_factory=dict)  # name -> type
+    collations: dict[str, str] = field(default_factory=dict)  # name -> collation, if named
     key: str | None = None  # the single-column primary key, if it has one
     checks: int = 0
     unique: int = 0  # primary key and unique constraints
@@ -147,6 +149,7 @@ _CREATE_TRIGGER = re.compile(
 )
 _CREATE_FUNCTION = re.compile(r"CREATE FUNCTION (\w+)\(\).*?AS \$\$(.*?)\$\$;", re.S)
 _REFERENCE = re.compile(r"REFERENCES (\w+)\((\w+)\)")
+_COLLATE = re.compile(r'COLLATE "([^"]+)"')
 _TABLE_CONSTRAINT = ("PRIMARY", "UNIQUE", "CHECK", "FOREIGN", "CONSTRAINT")
 
 
@@ -169,6 +172,9 @@ def expected() -> Expected:
                 continue
             column = words[0]
             table.columns[column] = words[1]
+            collation = _COLLATE.search(line)
+            if collation:
+                table.collations[column] = collation.group(1)
             if "PRIMARY KEY" in line:
                 table.key = column
             for target, target_column in _REFERENCE.findall(line):
@@ -221,7 +227,7 @@ def _q(value: object, width: int = 80) -> str:
 
 
 def _present(conn: Any) -> set[str]:
-    return {str(table) for table, _, _ in conn.execute(COLUMNS, {"schema": schema.SCHEMA})}
+    return {str(row[0]) for row in conn.execute(COLUMNS, {"schema": schema.SCHEMA})}
 
 
 def _foreign_keys(conn: Any) -> Iterator[str]:
@@ -268,8 +274,12 @@ def _schema(conn: Any) -> Iterator[str]:
         return  # the objects to expect depend on the version
     want = expected()
     found_columns: dict[str, dict[str, str]] = {}
-    for table, column, kind in conn.execute(COLUMNS, {"schema": schema.SCHEMA}).fetchall():
+    found_collations: dict[tuple[str, str], str | None] = {}
+    for table, column, kind, collation in conn.execute(
+        COLUMNS, {"schema": schema.SCHEMA}
+    ).fetchall():
         found_columns.setdefault(str(table), {})[str(column)] = str(kind)
+        found_collations[(str(table), str(column))] = collation
     for name, table in want.tables.items():
         columns = found_columns.get(name)
         if columns is None:
@@ -282,6 +292,15 @@ def _schema(conn: Any) -> Iterator[str]:
                 yield (
                     f"column {name}.{column} is {columns[column]}, where schema version "
                     f"{version} defines {kind}"
+                )
+            elif column in table.collations and (
+                found_collations.get((name, column)) != table.collations[column]
+            ):
+                yield (
+                    f"column {name}.{column} collates by "
+                    f"{_q(found_collations.get((name, column)))}, where schema version "
+                    f"{version} defines {table.collations[column]!r} (the store relies on "
+                    "byte order: run-id prefixes, sorted ids)"
                 )
         for column in columns.keys() - table.columns.keys():
             yield (
