@@ -518,3 +518,39 @@ def test_a_check_that_cannot_finish_on_postgresql_leaves_the_others_running(
     assert found[0] == "schema: table lineage_digests is missing"
     assert [p.split(":")[0] for p in found[1:]] == ["lineage_digests", "derived"]
     assert all("could not finish the check: UndefinedTable" in p for p in found[1:]), found
+
+
+def test_a_check_sees_one_consistent_state_while_another_writer_appends(built: str) -> None:
+    """The log pass, the batches, the hashes and the replay read one snapshot: a writer
+    committing between them must not make a sound store look broken."""
+    import threading
+
+    stop = threading.Event()
+    appended: list[int] = []
+
+    def write() -> None:
+        with agui_store.open(built) as writer:
+            i = 0
+            while not stop.is_set():
+                writer.append(
+                    [
+                        {"type": "RUN_STARTED", "threadId": "w", "runId": f"w{i}"},
+                        *[{"type": "CUSTOM", "name": "n", "value": k} for k in range(5)],
+                        {"type": "RUN_FINISHED", "threadId": "w", "runId": f"w{i}"},
+                    ]
+                )
+                appended.append(i)
+                i += 1
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    try:
+        with agui_store.open(built) as store:
+            reports = []
+            while len(reports) < 3 or len(appended) < 3:
+                reports.append(store.check())
+    finally:
+        stop.set()
+        thread.join()
+    assert all(r.ok for r in reports), [[str(p) for p in r.problems] for r in reports]
+    assert report_of(built).ok
