@@ -554,3 +554,28 @@ def test_a_check_sees_one_consistent_state_while_another_writer_appends(built: s
         thread.join()
     assert all(r.ok for r in reports), [[str(p) for p in r.problems] for r in reports]
     assert report_of(built).ok
+
+
+def test_a_part_that_fails_with_a_stream_open_leaves_the_postgresql_transaction_usable(
+    pg_built: str,
+) -> None:
+    """A check that fails halfway through a server-side cursor: the savepoint is rolled back,
+    the cursor closed first, and the rest of the transaction reads on (closing the dropped
+    cursor afterwards would have aborted it)."""
+    import gc
+
+    from agui_store.postgres.transaction import PostgresTransaction
+
+    with agui_store.open(pg_built) as store:
+        conn = testing.connection(store)
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        tx = PostgresTransaction(conn)
+        events = iter(tx.log_in_order())
+        with pytest.raises(ZeroDivisionError), tx.contained():
+            next(events)
+            next(iter(tx.every_blob()))
+            1 / 0  # noqa: B018  # a check's own failure, a stream still open
+        del events
+        gc.collect()  # the abandoned generator's cleanup runs now
+        assert len(list(tx.log_in_order())) == 17 and tx.complete_runs() == {1, 2, 4, 5}
+        conn.execute("ROLLBACK")

@@ -41,7 +41,7 @@ def _keys(keys: Iterable[int]) -> list[int]:
 class PostgresTransaction:
     """Reads and writes on one psycopg connection, inside a transaction its backend opened."""
 
-    __slots__ = ("_conn", "_version")
+    __slots__ = ("_conn", "_streams", "_version")
 
     #: Checkpoints (chunked message lists) are stored as on SQLite.
     keeps_checkpoints = True
@@ -49,6 +49,7 @@ class PostgresTransaction:
     def __init__(self, conn: Any) -> None:
         self._conn = conn
         self._version: int | None = None
+        self._streams: list[Any] = []  # the server-side cursors open (_stream)
 
     def _all(self, statement: str, args: Any = ()) -> list[Any]:
         return self._conn.execute(statement, args).fetchall()  # type: ignore[no-any-return]
@@ -460,10 +461,13 @@ class PostgresTransaction:
         side holds them all. Several can be open at once in one transaction."""
         cursor = self._conn.cursor(name=f"agui_store_check_{next(_CURSORS)}")
         cursor.itersize = STREAM_PAGE_ROWS
+        self._streams.append(cursor)
         try:
             cursor.execute(statement, args)
             yield from cursor
         finally:
+            if cursor in self._streams:  # not closed already by contained()
+                self._streams.remove(cursor)
             cursor.close()
 
     def storage_checks(self) -> tuple[str, ...]:
@@ -476,9 +480,15 @@ class PostgresTransaction:
     def contained(self) -> Iterator[None]:
         """A savepoint: an error inside aborts only what came after it."""
         self._conn.execute(sql.SAVEPOINT_CHECK)
+        streams = len(self._streams)
         try:
             yield
         except BaseException:
+            # Close the cursors the failed part left open first: the rollback drops them on
+            # the server, and closing one later would then fail and abort the transaction.
+            for cursor in self._streams[streams:]:
+                cursor.close()  # a no-op on the wire if the transaction is in error
+            del self._streams[streams:]
             self._conn.execute(sql.ROLLBACK_TO_CHECK)
             raise
         self._conn.execute(sql.RELEASE_CHECK)
