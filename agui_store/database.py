@@ -409,8 +409,13 @@ def _migrate(conn: Conn, path: str) -> None:
             conn.execute(schema.MIGRATIONS[target])
             if target in schema.BACKFILLS:
                 from agui_store import ledger  # the hashes of the log (imports this module)
+                from agui_store.sqlite.transaction import SqliteTransaction
 
-                ledger.backfill(conn, lambda: _lifted(conn, ("runs", "batches"), "update"))
+                ledger.backfill(
+                    conn,
+                    SqliteTransaction(conn),
+                    lambda: _lifted(conn, ("runs", "batches"), "update"),
+                )
         conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version={schema.SCHEMA_VERSION}")
 
