@@ -161,7 +161,8 @@ def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiSt
     )
 
 
-#: The tables every agui-store file has had since schema version 1.
+#: The tables every agui-store file has had since schema version 1 (``events`` a view over
+#: ``event_log`` since version 11).
 STORE_TABLES = frozenset({"threads", "runs", "events", "batches", "branches"})
 
 
@@ -277,7 +278,9 @@ def _read_unmarked(real: str, shown: str) -> tuple[int, int, frozenset[str]]:
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             tables = frozenset(
                 str(r[0])
-                for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view')"
+                )
             )
         finally:
             conn.close()

@@ -206,7 +206,7 @@ def test_a_large_store_is_checked_in_one_pass(tmp_path: Path) -> None:
 def _corrupt_index(conn: apsw.Connection) -> None:
     conn.execute("PRAGMA writable_schema=ON")
     conn.execute(
-        "UPDATE sqlite_schema SET sql = 'CREATE INDEX events_by_run ON events(type, seq)'"
+        "UPDATE sqlite_schema SET sql = 'CREATE INDEX events_by_run ON event_log(payload, seq)'"
         " WHERE name = 'events_by_run'"
     )
     conn.execute("PRAGMA writable_schema=OFF")
@@ -257,8 +257,8 @@ def _branch_of_no_thread(conn: apsw.Connection) -> None:
 
 
 def _event_cut_out_of_a_batch(conn: apsw.Connection) -> None:
-    with unguarded(conn, "events"):
-        conn.execute("DELETE FROM events WHERE seq = 8")
+    with unguarded(conn, "event_log"):
+        conn.execute("DELETE FROM event_log WHERE seq = 8")
 
 
 def _event_in_no_batch(conn: apsw.Connection) -> None:
@@ -337,16 +337,19 @@ def _run_renamed(conn: apsw.Connection) -> None:
 
 
 def _payload_not_json(conn: apsw.Connection) -> None:
-    with unguarded(conn, "events"):
+    with unguarded(conn, "event_log"):
         conn.execute(
-            'UPDATE events SET payload = \'{"type":"TEXT_MESSAGE_CONTENT",\' WHERE seq = 3'
+            'UPDATE event_log SET payload = \'{"type":"TEXT_MESSAGE_CONTENT",\' WHERE seq = 3'
         )
-        conn.execute("UPDATE events SET payload = '[1, 2]' WHERE seq = 4")
+        conn.execute("UPDATE event_log SET payload = '[1, 2]' WHERE seq = 4")
 
 
 def _type_column(conn: apsw.Connection) -> None:
-    with unguarded(conn, "events"):
-        conn.execute("UPDATE events SET type = 'TEXT_MESSAGE_END' WHERE seq = 3")
+    with unguarded(conn, "event_log"):
+        conn.execute(
+            "UPDATE event_log SET type = (SELECT code FROM event_types "
+            "WHERE name = 'TEXT_MESSAGE_END') WHERE seq = 3"
+        )
 
 
 def _input_not_json(conn: apsw.Connection) -> None:
@@ -361,7 +364,7 @@ def _application_id(conn: apsw.Connection) -> None:
 
 
 def _trigger_dropped(conn: apsw.Connection) -> None:
-    conn.execute("DROP TRIGGER events_are_append_only_update")
+    conn.execute("DROP TRIGGER event_log_are_append_only_update")
 
 
 def _trigger_disarmed(conn: apsw.Connection) -> None:
@@ -434,7 +437,7 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         [
             *[f"sqlite: row {seq} missing from index events_by_run" for seq in range(1, 18)],
             "schema: index events_by_run is not what schema version {V} defines (found: CREATE "
-            "INDEX events_by_run ON events(type, seq))",
+            "INDEX events_by_run ON event_log(payload, seq))",
         ],
     ),
     (
@@ -449,8 +452,8 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         "an event of a missing run",
         _orphan_event,
         [
+            "foreign_keys: event_log row 18: run = 99 names no row of runs",
             "foreign_keys: batches row 8: run = 99 names no row of runs",
-            "foreign_keys: events row 18: run = 99 names no row of runs",
         ],
     ),
     (
@@ -684,8 +687,8 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         "a dropped append-only trigger",
         _trigger_dropped,
         [
-            "schema: trigger events_are_append_only_update is missing: UPDATE of events is no "
-            "longer refused",
+            "schema: trigger event_log_are_append_only_update is missing: UPDATE of event_log "
+            "is no longer refused",
         ],
     ),
     (
@@ -853,9 +856,9 @@ def test_a_file_too_broken_to_open_fails_the_cli_with_a_message(tmp_path: Path) 
 def corrupt_events_page(db: Path) -> None:
     """Overwrite the cell pointers of the events table's root page on disk."""
     with raw(db) as conn:
-        root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'events'").fetchone()[
-            0
-        ]
+        root = conn.execute(
+            "SELECT rootpage FROM sqlite_schema WHERE name = 'event_log'"
+        ).fetchone()[0]
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     data = bytearray(db.read_bytes())
@@ -1016,7 +1019,7 @@ def test_a_corrupt_blob_in_a_store_fails_its_check_and_the_cli(db: Path) -> None
 # --- append-only, inside SQLite, for any driver -------------------------------------------
 
 
-APPEND_ONLY = ("threads", "runs", "events", "batches")
+APPEND_ONLY = ("threads", "runs", "event_log", "event_types", "batches")
 
 ATTACK = r"""
 import json, sqlite3, sys
@@ -1115,7 +1118,7 @@ def test_replacing_an_existing_row_fails_inside_sqlite_for_another_driver(db: Pa
 def test_upserts_on_history_fail_inside_sqlite_for_another_driver(db: Path) -> None:
     before = dump(db)
     statements = [
-        "INSERT INTO events(seq, run, type, payload) VALUES (1, 1, 'X', '{}') "
+        "INSERT INTO event_log(seq, run, type, payload) VALUES (1, 1, 1, '{}') "
         "ON CONFLICT(seq) DO UPDATE SET payload = excluded.payload",
         "INSERT INTO runs(id, thread, run_id, lineage, created_at) VALUES (1, 1, 'x', 'root', 0)"
         " ON CONFLICT(id) DO UPDATE SET run_id = excluded.run_id",
