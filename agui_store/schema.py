@@ -278,8 +278,10 @@ SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL ORDER BY run;
 # name), which every query of the store and every SQL by hand reads as before. The codes of
 # AG-UI's types are fixed here (``EVENT_TYPE_CODES``), in this order, forever; a type an older
 # file holds that is not among them gets the next free code. ``echo_refs`` is rebuilt to refer
-# to ``event_log``. Inserting into ``events`` by hand still works (an INSTEAD OF trigger looks
-# the code up); the store inserts into ``event_log`` with the code it knows.
+# to ``event_log``. SQL by hand on ``events`` still works as on a table: INSTEAD OF triggers
+# pass inserts, updates and deletes on to ``event_log`` (the code looked up), where the
+# append-only guards refuse the updates and deletes as before. The store inserts into
+# ``event_log`` with the code it knows.
 EVENT_TYPE_NAMES: tuple[str, ...] = (
     "RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "STEP_STARTED", "STEP_FINISHED",
     "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TEXT_MESSAGE_CHUNK",
@@ -343,6 +345,16 @@ CREATE TRIGGER events_insert INSTEAD OF INSERT ON events
 BEGIN
     INSERT INTO event_log(seq, run, type, payload)
     VALUES (NEW.seq, NEW.run, (SELECT code FROM event_types WHERE name = NEW.type), NEW.payload);
+END;
+CREATE TRIGGER events_update INSTEAD OF UPDATE ON events
+BEGIN
+    UPDATE event_log SET seq = NEW.seq, run = NEW.run,
+        type = (SELECT code FROM event_types WHERE name = NEW.type), payload = NEW.payload
+    WHERE seq = OLD.seq;
+END;
+CREATE TRIGGER events_delete INSTEAD OF DELETE ON events
+BEGIN
+    DELETE FROM event_log WHERE seq = OLD.seq;
 END;
 """
     + _EVENT_LOG_GUARDS

@@ -452,8 +452,8 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         "an event of a missing run",
         _orphan_event,
         [
-            "foreign_keys: event_log row 18: run = 99 names no row of runs",
             "foreign_keys: batches row 8: run = 99 names no row of runs",
+            "foreign_keys: events row 18: run = 99 names no row of runs",
         ],
     ),
     (

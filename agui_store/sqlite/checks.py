@@ -60,8 +60,14 @@ def _shorten(text: str, width: int = 120) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+#: Tables named in reports as the store's readers know them: ``event_log`` holds the rows of
+#: the ``events`` view (schema version 11), which is what every query and PostgreSQL call it.
+_SHOWN_AS = {"event_log": "events"}
+
+
 def _foreign_keys(conn: apsw.Connection) -> Iterator[str]:
     columns: dict[tuple[str, int], list[str]] = {}
+    found: list[tuple[str, int, str]] = []
     for table, rowid, parent, fkid in conn.execute(FOREIGN_KEY_CHECK).fetchall():
         key = (str(table), int(fkid))  # type: ignore[arg-type]  # an integer column
         if key not in columns:
@@ -71,8 +77,10 @@ def _foreign_keys(conn: apsw.Connection) -> Iterator[str]:
                 if int(r[0]) == fkid
             ]
         cols = columns[key]
+        shown = _SHOWN_AS.get(str(table), str(table))
         if rowid is None:  # a WITHOUT ROWID table: name the row by its columns instead
-            yield f"a {table} row names a missing {parent} row (through {', '.join(cols)})"
+            problem = f"a {shown} row names a missing {parent} row (through {', '.join(cols)})"
+            found.append((shown, -1, problem))
             continue
         values = conn.execute(
             f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{table}" '
@@ -80,7 +88,10 @@ def _foreign_keys(conn: apsw.Connection) -> Iterator[str]:
             (rowid,),
         ).fetchone()
         named = ", ".join(f"{c} = {_q(v)}" for c, v in zip(cols, values or (), strict=False))
-        yield f"{table} row {rowid}: {named} names no row of {parent}"
+        found.append((shown, int(rowid), f"{shown} row {rowid}: {named} names no row of {parent}"))
+    # By table and row, whatever order SQLite checks its tables in: as PostgreSQL reports them.
+    for _, _, problem in sorted(found, key=lambda f: (f[0], f[1])):
+        yield problem
 
 
 def expected_schema() -> dict[tuple[str, str], str]:
