@@ -50,7 +50,7 @@ SCHEMA = "agui_store"
 SCHEMA_VERSION = 1
 
 #: The SQLite schema version whose tables and columns these mirror (a test compares them).
-MIRRORS_SQLITE_VERSION = 10
+MIRRORS_SQLITE_VERSION = 11
 
 #: ``meta``'s ``application`` row: what marks a PostgreSQL schema as an agui-store.
 APPLICATION = "agui-store"
