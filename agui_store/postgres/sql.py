@@ -30,9 +30,18 @@ THREAD_LOCK_CLASS = 0x41475554
 LOCK_THREAD = f"SELECT pg_advisory_xact_lock({THREAD_LOCK_CLASS}, hashtext(%s))"
 LOCK_EVENT_ORDER = f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, {EVENT_ORDER_LOCK_KEY})"
 
+#: Events are stored a page to a row (``event_pages``, schema version 2): these unnest a
+#: page ``p`` into its events ``e``, the event's seq being ``p.first_seq + e.n - 1``.
+PAGE_EVENTS = (
+    "CROSS JOIN LATERAL unnest(p.types, p.payloads) WITH ORDINALITY AS e(type, payload, n)"
+)
+EVENT_SEQ = "(p.first_seq + e.n - 1)"
+
 #: The next global sequence number: read under LOCK_EVENT_ORDER (one backward probe of the
-#: primary key).
-NEXT_SEQ = "SELECT coalesce(max(seq), 0) + 1 FROM events"
+#: primary key: pages never overlap, so the one that starts last ends last).
+NEXT_SEQ = (
+    "SELECT coalesce((SELECT last_seq FROM event_pages ORDER BY first_seq DESC LIMIT 1), 0) + 1"
+)
 
 #: The ancestor chain of a run (parameter 1), the run itself first at depth 0. Walks ``runs``
 #: by primary key only.
@@ -40,8 +49,9 @@ ANCESTORS_CTE = """
 WITH RECURSIVE chain(id, depth) AS (
     SELECT %s::bigint, 0
     UNION ALL
-    SELECT runs.parent, chain.depth + 1 FROM chain JOIN runs ON runs.id = chain.id
-    WHERE runs.parent IS NOT NULL
+    SELECT step.parent, chain.depth + 1 FROM chain CROSS JOIN LATERAL (
+        SELECT runs.parent FROM runs WHERE runs.id = chain.id OFFSET 0) AS step
+    WHERE step.parent IS NOT NULL
 )
 """
 
@@ -52,10 +62,10 @@ ANCESTORS = ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id"
 #: range probe of ``events_by_run``.
 CHAIN_EVENT_ROWS = (
     ANCESTORS_CTE
-    + "SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs "
-    "FROM chain JOIN events ON events.run = chain.id "
-    "LEFT JOIN echo_refs ON echo_refs.seq = events.seq "
-    "ORDER BY events.run, events.seq"
+    + f"SELECT p.run, {EVENT_SEQ}, e.type, e.payload, echo_refs.refs "
+    f"FROM chain JOIN event_pages p ON p.run = chain.id {PAGE_EVENTS} "
+    f"LEFT JOIN echo_refs ON echo_refs.seq = {EVENT_SEQ} "
+    "ORDER BY p.run, p.first_seq, e.n"
 )
 
 #: The merge base of runs ``a`` and ``b``: the deepest run on both ancestor chains, with its
@@ -66,26 +76,33 @@ MERGE_BASE = """
 WITH RECURSIVE walk(a, b, da, db) AS (
     SELECT %(a)s::bigint, %(b)s::bigint, 0, 0
     UNION ALL
-    SELECT CASE WHEN walk.a > walk.b THEN runs.parent ELSE walk.a END,
-           CASE WHEN walk.b > walk.a THEN runs.parent ELSE walk.b END,
+    SELECT CASE WHEN walk.a > walk.b THEN step.parent ELSE walk.a END,
+           CASE WHEN walk.b > walk.a THEN step.parent ELSE walk.b END,
            walk.da + (walk.a > walk.b)::int, walk.db + (walk.b > walk.a)::int
-    FROM walk JOIN runs ON runs.id = greatest(walk.a, walk.b)
+    FROM walk CROSS JOIN LATERAL (
+        SELECT runs.parent FROM runs WHERE runs.id = greatest(walk.a, walk.b) OFFSET 0) AS step
     WHERE walk.a <> walk.b
 )
 SELECT a, da, db FROM walk WHERE a = b LIMIT 1
 """
 
-#: One run's events after a sequence number, echoed inputs' references beside them.
-RUN_EVENTS = """
-SELECT events.payload, echo_refs.refs, events.seq, events.type FROM events
-LEFT JOIN echo_refs ON echo_refs.seq = events.seq
-WHERE events.run = %s AND events.seq > %s ORDER BY events.seq
+#: One run's events after a sequence number, echoed inputs' references beside them: the
+#: run's pages that end after it (a range probe of ``event_pages_by_run``).
+RUN_EVENTS = f"""
+SELECT e.payload, echo_refs.refs, {EVENT_SEQ}, e.type FROM event_pages p {PAGE_EVENTS}
+LEFT JOIN echo_refs ON echo_refs.seq = {EVENT_SEQ}
+WHERE p.run = %(run)s AND p.last_seq > %(after)s AND {EVENT_SEQ} > %(after)s
+ORDER BY p.first_seq, e.n
 """
 
-#: The global log after a cursor (``events(after=)``), in append order, a page at a time.
-EVENTS_AFTER = """
-SELECT events.seq, events.run, events.type, events.payload FROM events
-WHERE events.seq > %s ORDER BY events.seq LIMIT %s
+#: The global log after a cursor, in append order, at most a limit of events: from the page
+#: holding the cursor on (primary-key probes and a forward range).
+EVENTS_AFTER = f"""
+SELECT {EVENT_SEQ}, p.run, e.type, e.payload FROM event_pages p {PAGE_EVENTS}
+WHERE p.first_seq >= coalesce(
+        (SELECT max(first_seq) FROM event_pages WHERE first_seq <= %(after)s), 0)
+  AND {EVENT_SEQ} > %(after)s
+ORDER BY p.first_seq, e.n LIMIT %(limit)s
 """
 
 #: A run's batches in the order they landed.
@@ -120,23 +137,34 @@ WRITER_LOCK = LOCK_EVENT_ORDER
 #: started (``latestCompletedXid + 1``). See PostgresTransaction.version for why it works.
 VERSION = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
 
-#: Per-run summaries (the port's RunSummary columns). ``sum`` of bigint is numeric in
-#: PostgreSQL: cast back so the engine gets ints.
+#: Per-run summaries (the port's RunSummary columns): the run's row, and what its batches
+#: say, aggregated in ONE probe of ``batches_by_run`` per run (:data:`RUN_FACTS`: five
+#: correlated subqueries cost five). ``sum`` of bigint is numeric in PostgreSQL: cast back so
+#: the engine gets ints.
 RUN_COLUMNS = """
     runs.id, threads.thread_id, runs.run_id, parent_runs.run_id, runs.lineage,
     runs.parent_run_id, runs.input IS NOT NULL, runs.synthetic, runs.created_at,
-    (SELECT sum(b.count)::bigint FROM batches b WHERE b.run = runs.id),
-    (SELECT max(b.last_seq) FROM batches b WHERE b.run = runs.id),
-    (SELECT max(b.appended_at) FROM batches b WHERE b.run = runs.id),
-    (SELECT b.outcome FROM batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL
-        ORDER BY b.id DESC LIMIT 1),
-    coalesce((SELECT b.hash FROM batches b WHERE b.run = runs.id ORDER BY b.id DESC LIMIT 1),
-        runs.start_hash)
+    facts.events, facts.last_seq, facts.appended_at, facts.outcome,
+    coalesce(facts.hash, runs.start_hash)
 """
-RUN_FROM = """
+#: The batches' facts of ``runs`` (joined after it): event count, last seq, last append,
+#: the newest outcome set, the newest batch's hash.
+RUN_FACTS = """
+CROSS JOIN LATERAL (
+    SELECT sum(b.count)::bigint AS events, max(b.last_seq) AS last_seq,
+           max(b.appended_at) AS appended_at,
+           (array_agg(b.outcome ORDER BY b.id DESC) FILTER (WHERE b.outcome IS NOT NULL))[1]
+               AS outcome,
+           (array_agg(b.hash ORDER BY b.id DESC))[1] AS hash
+    FROM batches b WHERE b.run = runs.id) AS facts
+"""
+RUN_FROM = (
+    """
 FROM runs JOIN threads ON threads.id = runs.thread
 LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent
 """
+    + RUN_FACTS
+)
 SELECT_RUN = "SELECT" + RUN_COLUMNS + RUN_FROM
 
 #: A run's hash: its newest batch's (its chain's start while it has none).
@@ -250,7 +278,8 @@ ANCESTOR_AMONG = ANCESTORS_CTE + "SELECT 1 FROM chain WHERE id = ANY(%s::bigint[
 DERIVED_DESCENDANTS = """
 WITH RECURSIVE sub(id) AS (
     SELECT id FROM runs WHERE parent = %s
-    UNION ALL SELECT runs.id FROM runs JOIN sub ON runs.parent = sub.id
+    UNION ALL SELECT child.id FROM sub CROSS JOIN LATERAL (
+        SELECT runs.id FROM runs WHERE runs.parent = sub.id OFFSET 0) AS child
 )
 SELECT id FROM sub WHERE id NOT IN (SELECT run FROM underived)
 """
@@ -258,7 +287,8 @@ SELECT id FROM sub WHERE id NOT IN (SELECT run FROM underived)
 SUBTREE = """
 WITH RECURSIVE sub(id) AS (
     SELECT %s::bigint
-    UNION ALL SELECT runs.id FROM runs JOIN sub ON runs.parent = sub.id
+    UNION ALL SELECT child.id FROM sub CROSS JOIN LATERAL (
+        SELECT runs.id FROM runs WHERE runs.parent = sub.id OFFSET 0) AS child
 )
 SELECT id FROM sub
 """
@@ -276,8 +306,9 @@ LINEAGE_RUNS = (
 WITH RECURSIVE chain(id, depth) AS (
     SELECT %(run)s::bigint, 0
     UNION ALL
-    SELECT runs.parent, chain.depth + 1 FROM chain JOIN runs ON runs.id = chain.id
-    WHERE runs.parent IS NOT NULL
+    SELECT step.parent, chain.depth + 1 FROM chain CROSS JOIN LATERAL (
+        SELECT runs.parent FROM runs WHERE runs.id = chain.id OFFSET 0) AS step
+    WHERE step.parent IS NOT NULL
       AND (%(limit)s::bigint IS NULL OR chain.depth + 1 < %(limit)s)
 )
 SELECT"""
@@ -285,23 +316,28 @@ SELECT"""
     + "FROM chain JOIN runs ON runs.id = chain.id "
     "JOIN threads ON threads.id = runs.thread "
     "LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent "
-    "WHERE (%(depth)s::bigint IS NULL OR chain.depth < %(depth)s) "
+    + RUN_FACTS
+    + "WHERE (%(depth)s::bigint IS NULL OR chain.depth < %(depth)s) "
     "AND (%(limit)s::bigint IS NULL OR %(limit)s > 0) ORDER BY chain.depth"
 )
 
 # events
-INSERT_EVENT = "INSERT INTO events(seq, run, type, payload) VALUES (%s, %s, %s, %s)"
-COPY_EVENTS = "COPY events(seq, run, type, payload) FROM STDIN"
+#: One page of events. The arrays go in binary (``%b``): no quoting of every payload.
+INSERT_PAGE = (
+    "INSERT INTO event_pages(first_seq, run, last_seq, types, payloads) "
+    "VALUES (%s, %s, %s, %b, %b)"
+)
 INSERT_ECHO_REFS = "INSERT INTO echo_refs(seq, refs) VALUES (%s, %s)"
-EVENTS_OF_RUNS = """
-SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs
-FROM events LEFT JOIN echo_refs ON echo_refs.seq = events.seq
-WHERE events.run = ANY(%s::bigint[]) ORDER BY events.run, events.seq
+EVENTS_OF_RUNS = f"""
+SELECT p.run, {EVENT_SEQ}, e.type, e.payload, echo_refs.refs
+FROM event_pages p {PAGE_EVENTS} LEFT JOIN echo_refs ON echo_refs.seq = {EVENT_SEQ}
+WHERE p.run = ANY(%s::bigint[]) ORDER BY p.run, p.first_seq, e.n
 """
 CHAIN_EVENTS = CHAIN_EVENT_ROWS
 TERMINAL_EVENT = (
-    "SELECT payload FROM events WHERE run = %s AND type IN ('RUN_FINISHED', 'RUN_ERROR') "
-    "ORDER BY seq DESC LIMIT 1"
+    f"SELECT e.payload FROM event_pages p {PAGE_EVENTS} "
+    "WHERE p.run = %s AND e.type IN ('RUN_FINISHED', 'RUN_ERROR') "
+    "ORDER BY p.first_seq DESC, e.n DESC LIMIT 1"
 )
 
 # batches
@@ -378,10 +414,12 @@ NEAREST_CHECKPOINT = """
 WITH RECURSIVE chain(id, depth, stop) AS (
     SELECT %(run)s::bigint, 0, EXISTS (SELECT 1 FROM checkpoints c WHERE c.run = %(run)s)
     UNION ALL
-    SELECT runs.parent, chain.depth + 1,
-           EXISTS (SELECT 1 FROM checkpoints c WHERE c.run = runs.parent)
-    FROM chain JOIN runs ON runs.id = chain.id
-    WHERE NOT chain.stop AND runs.parent IS NOT NULL
+    SELECT step.parent, chain.depth + 1,
+           -- a scalar probe of the primary key (an EXISTS may be hashed: a scan a step)
+           (SELECT true FROM checkpoints c WHERE c.run = step.parent) IS NOT NULL
+    FROM chain CROSS JOIN LATERAL (
+        SELECT runs.parent FROM runs WHERE runs.id = chain.id OFFSET 0) AS step
+    WHERE NOT chain.stop AND step.parent IS NOT NULL
 )
 SELECT id, stop FROM chain ORDER BY depth
 """

@@ -17,9 +17,33 @@ from typing import Any
 from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary
 from agui_store.postgres import sql
 
-#: Batches of at least this many events are sent with COPY (one stream) rather than as
-#: pipelined INSERTs; small batches, the common live case, skip COPY's extra messages.
-COPY_FROM_EVENTS = 16
+#: At most this many events to a page (a row of ``event_pages``): a 50-event run is one
+#: page, and a reader after a cursor decompresses at most this many events it skips.
+PAGE_EVENTS = 256
+
+
+#: A page as inserted: (first_seq, run, last_seq, types, payloads).
+Page = tuple[int, int, int, list[str], list[str]]
+
+
+def pages(rows: Sequence[tuple[int, int, str, str]]) -> list[Page]:
+    """Event rows ``(seq, run, type, payload)`` as pages ``(first_seq, run, last_seq, types,
+    payloads)``: runs of rows of one run with consecutive seqs, at most PAGE_EVENTS each."""
+    out: list[Page] = []
+    first = run = last = -1
+    types: list[str] = []
+    payloads: list[str] = []
+    for seq, row_run, kind, payload in rows:
+        if row_run != run or seq != last + 1 or len(payloads) == PAGE_EVENTS:
+            if payloads:
+                out.append((first, run, last, types, payloads))
+            first, run, types, payloads = seq, row_run, [], []
+        types.append(kind)
+        payloads.append(payload)
+        last = seq
+    if payloads:
+        out.append((first, run, last, types, payloads))
+    return out
 
 
 def _keys(keys: Iterable[int]) -> list[int]:
@@ -39,21 +63,24 @@ class PostgresTransaction:
         self._conn = conn
         self._version: int | None = None
 
+    # Rows come back in binary format: bytea arrives as its bytes rather than as hex text
+    # twice their size to parse (a checkout's chunks: 3.2 MB read in 17 ms instead of 44 ms).
+
     def _all(self, statement: str, args: Any = ()) -> list[Any]:
-        return self._conn.execute(statement, args).fetchall()  # type: ignore[no-any-return]
+        return self._conn.execute(statement, args, binary=True).fetchall()  # type: ignore[no-any-return]
 
     def _rows(self, statement: str, args: Any = ()) -> Iterable[Any]:
-        return self._conn.execute(statement, args)  # type: ignore[no-any-return]
+        return self._conn.execute(statement, args, binary=True)  # type: ignore[no-any-return]
 
     def _one(self, statement: str, args: Any = ()) -> Any:
-        return self._conn.execute(statement, args).fetchone()
+        return self._conn.execute(statement, args, binary=True).fetchone()
 
     def _value(self, statement: str, args: Any = ()) -> Any:
-        row = self._conn.execute(statement, args).fetchone()
+        row = self._conn.execute(statement, args, binary=True).fetchone()
         return None if row is None else row[0]
 
     def _column(self, statement: str, args: Any = ()) -> list[Any]:
-        return [row[0] for row in self._conn.execute(statement, args)]
+        return [row[0] for row in self._conn.execute(statement, args, binary=True)]
 
     # --- not yet behind the port ------------------------------------------------------------
 
@@ -308,7 +335,7 @@ class PostgresTransaction:
         return int(self._value(sql.NEXT_SEQ))
 
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
-        return self._all(sql.RUN_EVENTS, (run_pk, after))
+        return self._all(sql.RUN_EVENTS, {"run": run_pk, "after": after})
 
     def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:
         return self._rows(sql.EVENTS_OF_RUNS, (_keys(run_pks),))
@@ -320,12 +347,11 @@ class PostgresTransaction:
         return self._value(sql.TERMINAL_EVENT, (run_pk,))  # type: ignore[no-any-return]
 
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
-        if len(rows) < COPY_FROM_EVENTS:
-            self._conn.cursor().executemany(sql.INSERT_EVENT, rows)
-            return
-        with self._conn.cursor().copy(sql.COPY_EVENTS) as copy:
-            for row in rows:
-                copy.write_row(row)
+        paged = pages(rows)
+        if len(paged) == 1:
+            self._conn.execute(sql.INSERT_PAGE, paged[0])
+        elif paged:
+            self._conn.cursor().executemany(sql.INSERT_PAGE, paged)
 
     def insert_echo_refs(self, seq: int, refs: str) -> None:
         self._conn.execute(sql.INSERT_ECHO_REFS, (seq, refs))
@@ -358,7 +384,7 @@ class PostgresTransaction:
         echo_refs: Sequence[tuple[int, str]],
         batches: Sequence[BatchRow],
     ) -> None:
-        self.insert_events(events)  # COPY for all but the smallest
+        self.insert_events(events)  # a page per run's consecutive events
         if echo_refs:
             self._conn.cursor().executemany(sql.INSERT_ECHO_REFS, echo_refs)
         if batches:
