@@ -59,7 +59,7 @@ WITH RECURSIVE chain(id, depth) AS (
 ANCESTORS = ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id"
 
 #: Every event of a run's ancestor chain with what its batch digest covers: each ancestor one
-#: range probe of ``events_by_run``.
+#: range probe of ``event_pages_by_run``.
 CHAIN_EVENT_ROWS = (
     ANCESTORS_CTE
     + f"SELECT p.run, {EVENT_SEQ}, e.type, e.payload, echo_refs.refs "
