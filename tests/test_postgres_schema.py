@@ -852,3 +852,16 @@ def test_a_version_1_store_migrates_to_event_pages_with_every_event_as_it_was(
         assert run_events == [(payload, None, seq, kind) for seq, _, kind, payload in events[5:]]
         with pytest.raises(pg_errors.RestrictViolation, match="event_pages are append-only"):
             conn.execute("DELETE FROM event_pages")
+
+
+def test_checkpoint_chunks_are_compressed_with_lz4_where_the_server_has_it(installed: str) -> None:
+    with connect(installed) as conn:
+        (has_lz4,) = conn.execute(
+            "SELECT 'lz4' = ANY(enumvals) FROM pg_settings "
+            "WHERE name = 'default_toast_compression'"
+        ).fetchone()
+        (method,) = conn.execute(
+            "SELECT attcompression FROM pg_attribute "
+            "WHERE attrelid = 'blobs'::regclass AND attname = 'data'"
+        ).fetchone()
+    assert method == ("l" if has_lz4 else "")

