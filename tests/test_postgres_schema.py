@@ -75,9 +75,8 @@ def add_log_rows(conn: Any, *, thread_id: str = "t1", runs: int = 1) -> list[int
             (thread, f"{thread_id}-r{number}", parent),
         ).fetchone()
         conn.execute(
-            "INSERT INTO event_pages(first_seq, run, last_seq, types, payloads) "
-            "VALUES (%s, %s, %s, ARRAY['RUN_STARTED'], ARRAY['{}'])",
-            (seq, run, seq),
+            "INSERT INTO events(seq, run, type, payload) VALUES (%s, %s, 'RUN_STARTED', '{}')",
+            (seq, run),
         )
         conn.execute(
             "INSERT INTO batches(run, first_seq, last_seq, count, appended_at) "
@@ -98,7 +97,7 @@ def test_the_schema_installs_on_an_empty_database_with_every_table_and_its_versi
 ) -> None:
     with connect(postgres_database) as conn:
         assert pg_schema.install(conn) == 0
-        assert set(store_tables(conn)) == {*pg_schema.TABLES, *pg_schema.VIEWS}
+        assert set(store_tables(conn)) == set(pg_schema.TABLES)
         assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
     assert meta == {"application": "agui-store", "schema_version": str(pg_schema.SCHEMA_VERSION)}
@@ -222,19 +221,8 @@ def test_the_tables_and_columns_mirror_the_sqlite_schema_they_copy_from(installe
             )
         }
     tables.pop("meta")
-    # Schema version 2 stores events a page to a row (event_pages: a row of events cost more
-    # than its payload, and rows that small are never compressed); the view ``events`` keeps
-    # SQLite's columns for readers, and copy moves event rows through the port, not tables.
-    assert tables.pop("event_pages") == ["first_seq", "run", "last_seq", "types", "payloads"]
-    with connect(installed) as conn:
-        (kind,) = conn.execute(
-            "SELECT relkind FROM pg_class WHERE oid = 'events'::regclass"
-        ).fetchone()
-    assert kind == "v"
     assert tables == lite_tables
-    # SQLite's events index has no rows to serve here: event_pages_by_run serves its reads.
-    assert lite_indexes - {"events_by_run"} <= indexes
-    assert "event_pages_by_run" in indexes
+    assert lite_indexes <= indexes
 
 
 # --- append-only ------------------------------------------------------------------------------
@@ -246,11 +234,11 @@ CHANGES = {
     "TRUNCATE CASCADE": "TRUNCATE {table} CASCADE",
 }
 #: Log tables other tables reference: a plain TRUNCATE of one fails its foreign keys first.
-REFERENCED = {"threads", "runs"}
+REFERENCED = {"threads", "runs", "events"}
 FIRST_COLUMN = {
     "threads": "thread_id",
     "runs": "run_id",
-    "event_pages": "payloads",
+    "events": "payload",
     "batches": "outcome",
     "echo_refs": "refs",
 }
@@ -278,15 +266,14 @@ def test_the_server_refuses_to_change_a_log_table_even_for_its_owner(
 def test_an_upsert_that_would_rewrite_a_log_row_is_refused(installed: str) -> None:
     with connect(installed) as conn:
         add_log_rows(conn)
-        with pytest.raises(pg_errors.RestrictViolation, match="event_pages are append-only"):
+        with pytest.raises(pg_errors.RestrictViolation, match="events are append-only"):
             conn.execute(
-                "INSERT INTO event_pages SELECT first_seq, run, last_seq, types, ARRAY['x'] "
-                "FROM event_pages ON CONFLICT (first_seq) DO UPDATE SET payloads = "
-                "excluded.payloads"
+                "INSERT INTO events(seq, run, type, payload) SELECT seq, run, type, 'x' "
+                "FROM events ON CONFLICT (seq) DO UPDATE SET payload = excluded.payload"
             )
         conn.execute(
-            "INSERT INTO event_pages SELECT first_seq, run, last_seq, types, ARRAY['x'] "
-            "FROM event_pages ON CONFLICT (first_seq) DO NOTHING"
+            "INSERT INTO events(seq, run, type, payload) SELECT seq, run, type, 'x' "
+            "FROM events ON CONFLICT (seq) DO NOTHING"
         )
         assert conn.execute("SELECT payload FROM events").fetchall() == [("{}",)]
 
@@ -327,10 +314,9 @@ def _round_trip(conn: Any, payload: str) -> tuple[str, str, str, str]:
         "VALUES (1, %s, NULL, 'root', %s, %s, 0) RETURNING id",
         (f"r{len(runs)}", payload, payload),
     ).fetchone()
-    conn.execute(  # as the store writes it: the arrays in binary
-        "INSERT INTO event_pages(first_seq, run, last_seq, types, payloads) "
-        "VALUES (%s, %s, %s, %b, %b)",
-        (seq, run, seq, ["CUSTOM"], [payload]),
+    conn.execute(
+        "INSERT INTO events(seq, run, type, payload) VALUES (%s, %s, 'CUSTOM', %s)",
+        (seq, run, payload),
     )
     conn.execute("INSERT INTO echo_refs(seq, refs) VALUES (%s, %s)", (seq, payload))
     row = conn.execute(
@@ -395,13 +381,6 @@ def test_payload_columns_are_text_never_json(installed: str) -> None:
     for column in [("events", "payload"), ("runs", "input"), ("runs", "input_refs"),
                    ("echo_refs", "refs")]:  # fmt: skip
         assert types[column] == "text", column
-    assert types[("event_pages", "payloads")] == "ARRAY"
-    with connect(installed) as conn:
-        (element,) = conn.execute(
-            "SELECT format_type(atttypid, NULL) FROM pg_attribute "
-            "WHERE attrelid = 'event_pages'::regclass AND attname = 'payloads'"
-        ).fetchone()
-    assert element == "text[]"
     assert "jsonb" not in types.values() and "json" not in types.values()
 
 
@@ -450,16 +429,11 @@ def _fill(conn: Any) -> dict[str, int]:
         for run, thread, run_id, parent in runs:
             copy.write_row((run, thread, run_id, parent, "head", 0))
     seq = 0
-    with conn.cursor().copy(
-        "COPY event_pages(first_seq, run, last_seq, types, payloads) FROM STDIN"
-    ) as copy:
-        for run, *_ in runs:  # a page a run, as a run appended whole is stored
-            copy.write_row((
-                seq + 1, run, seq + EVENTS_PER_RUN,
-                ["TEXT_MESSAGE_CONTENT"] * EVENTS_PER_RUN,
-                ['{"delta":"' + "x" * 100 + '"}'] * EVENTS_PER_RUN,
-            ))  # fmt: skip
-            seq += EVENTS_PER_RUN
+    with conn.cursor().copy("COPY events(seq, run, type, payload) FROM STDIN") as copy:
+        for run, *_ in runs:
+            for _ in range(EVENTS_PER_RUN):
+                seq += 1
+                copy.write_row((seq, run, "TEXT_MESSAGE_CONTENT", '{"delta":"' + "x" * 100 + '"}'))
     with conn.cursor().copy("COPY echo_refs(seq, refs) FROM STDIN") as copy:
         for index in range(len(runs)):
             copy.write_row((index * EVENTS_PER_RUN + 1, "[[0, 3]]"))
@@ -503,21 +477,15 @@ HOT_READS = {
     "chain events": (
         sql.CHAIN_EVENT_ROWS,
         lambda m: (m["side_tip"],),
-        {"runs_pkey", "event_pages_by_run"},
+        {"runs_pkey", "events_by_run"},
     ),
-    "run events": (
-        sql.RUN_EVENTS, lambda m: {"run": m["fork"], "after": 0}, {"event_pages_by_run"}
-    ),
-    "log after a cursor": (
-        sql.EVENTS_AFTER,
-        lambda m: {"after": m["events"] - 55, "limit": 100},
-        {"event_pages_pkey"},
-    ),
+    "run events": (sql.RUN_EVENTS, lambda m: (m["fork"], 0), {"events_by_run"}),
+    "log after a cursor": (sql.EVENTS_AFTER, lambda m: (m["events"] - 50, 100), {"events_pkey"}),
     "run batches": (sql.RUN_BATCHES, lambda m: (m["fork"],), {"batches_by_run"}),
     "thread runs": (sql.THREAD_RUNS, lambda m: (2,), {"runs_by_thread"}),
     "runs named": (sql.RUNS_NAMED, lambda m: ("chain-7",), {"runs_by_run_id"}),
     "owner threads": (sql.OWNER_THREADS, lambda m: ("owner-3",), {"threads_by_owner"}),
-    "next seq": (sql.NEXT_SEQ, lambda m: (), {"event_pages_pkey"}),
+    "next seq": (sql.NEXT_SEQ, lambda m: (), {"events_pkey"}),
 }
 
 
@@ -606,20 +574,19 @@ def test_the_application_role_appends_and_reads_the_log(deployment: tuple[str, s
 #: What an application role would do to write around the append-only triggers, or remove
 #: them. Every one is refused with "permission denied" or "must be owner".
 AROUND_THE_TRIGGERS = [
-    "UPDATE event_pages SET payloads = ARRAY['{}']",
-    "DELETE FROM event_pages",
-    "TRUNCATE event_pages",
+    "UPDATE events SET payload = '{}'",
+    "DELETE FROM events",
+    "TRUNCATE events",
     "TRUNCATE threads CASCADE",
-    "INSERT INTO event_pages SELECT first_seq, run, last_seq, types, ARRAY['x'] "
-    "FROM event_pages ON CONFLICT (first_seq) DO UPDATE SET payloads = excluded.payloads",
-    "ALTER TABLE event_pages DISABLE TRIGGER event_pages_are_append_only",
-    "ALTER TABLE event_pages DISABLE TRIGGER ALL",
-    "DROP TRIGGER event_pages_are_append_only ON event_pages",
+    "INSERT INTO events(seq, run, type, payload) SELECT seq, run, type, 'x' FROM events "
+    "ON CONFLICT (seq) DO UPDATE SET payload = excluded.payload",
+    "ALTER TABLE events DISABLE TRIGGER events_are_append_only",
+    "ALTER TABLE events DISABLE TRIGGER ALL",
+    "DROP TRIGGER events_are_append_only ON events",
     "DROP FUNCTION refuse_log_change() CASCADE",
     "SET session_replication_role = replica",
-    "ALTER TABLE event_pages ALTER COLUMN payloads TYPE jsonb[] USING payloads::jsonb[]",
-    "DROP TABLE event_pages CASCADE",
-    "DROP VIEW events",
+    "ALTER TABLE events ALTER COLUMN payload TYPE jsonb USING payload::jsonb",
+    "DROP TABLE events CASCADE",
     "CREATE TABLE agui_store.shadow (x int)",
     "SELECT * FROM threads FOR UPDATE",
     "UPDATE meta SET value = '0' WHERE key = 'schema_version'",
@@ -806,52 +773,6 @@ def test_each_step_of_a_walk_probes_an_index_before_the_table_is_ever_analyzed(
         (plan,) = conn.execute("EXPLAIN (FORMAT JSON) " + query, params(pks[-1])).fetchone()
     steps = _recursive_steps(plan[0]["Plan"])
     assert steps and all(kind in INDEXED for kind, _, _ in steps), steps
-
-
-# --- migrations -------------------------------------------------------------------------------
-
-
-def test_a_version_1_store_migrates_to_event_pages_with_every_event_as_it_was(
-    postgres_database: str,
-) -> None:
-    """Version 1 held a row per event; version 2 moves them into pages (one per batch) and
-    reads them back through the ``events`` view: same seq, run, type and bytes."""
-    with connect(postgres_database) as conn:
-        conn.execute(f"CREATE SCHEMA {pg_schema.SCHEMA}")
-        conn.execute(pg_schema.MIGRATIONS[1])
-        conn.execute(pg_schema.WRITE_VERSION, {"application": pg_schema.APPLICATION,
-                                               "version": "1"})  # fmt: skip
-        conn.execute("INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)")
-        conn.execute(
-            "INSERT INTO runs(id, thread, run_id, lineage, created_at) "
-            "VALUES (1, 1, 'r1', 'root', 0), (2, 1, 'r2', 'head', 0)"
-        )
-        events = [  # r1 in two batches (seq 1-3, 4-4), r2 in one (5-7)
-            (seq, run, "CUSTOM" if seq % 2 else "RAW", payload)
-            for seq, run, payload in zip(
-                range(1, 8), (1, 1, 1, 1, 2, 2, 2), [*TRICKY_PAYLOADS, "{}"]
-            )
-        ]
-        for row in events:
-            conn.execute("INSERT INTO events(seq, run, type, payload) VALUES (%s, %s, %s, %s)", row)
-        conn.execute(
-            "INSERT INTO batches(run, first_seq, last_seq, count, appended_at) "
-            "VALUES (1, 1, 3, 3, 0), (1, 4, 4, 1, 0), (2, 5, 7, 3, 0)"
-        )
-        conn.execute("INSERT INTO echo_refs(seq, refs) VALUES (5, '[[0, 1]]')")
-
-        assert pg_schema.install(conn) == 1
-        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION == 2
-        assert conn.execute("SELECT * FROM events ORDER BY seq").fetchall() == events
-        assert conn.execute(
-            "SELECT first_seq, run, last_seq, cardinality(payloads) FROM event_pages "
-            "ORDER BY first_seq"
-        ).fetchall() == [(1, 1, 3, 3), (4, 1, 4, 1), (5, 2, 7, 3)]
-        assert conn.execute("SELECT seq, refs FROM echo_refs").fetchall() == [(5, "[[0, 1]]")]
-        run_events = conn.execute(sql.RUN_EVENTS, {"run": 2, "after": 5}).fetchall()
-        assert run_events == [(payload, None, seq, kind) for seq, _, kind, payload in events[5:]]
-        with pytest.raises(pg_errors.RestrictViolation, match="event_pages are append-only"):
-            conn.execute("DELETE FROM event_pages")
 
 
 def test_checkpoint_chunks_are_compressed_with_lz4_where_the_server_has_it(installed: str) -> None:

@@ -4,15 +4,11 @@ The tables mirror the SQLite schema (``agui_store/schema.py``, version
 :data:`MIRRORS_SQLITE_VERSION`) column for column, so that one engine reads and writes both and
 ``copy`` moves rows between them unchanged. Where PostgreSQL differs:
 
-- **Events a page to a row** (version 2, :data:`MIGRATE_V2`): ``event_pages`` holds a batch's
-  events (types and payloads as two text arrays), which TOAST compresses; a row per event
-  costs more than the payload it holds, uncompressed. The view ``events`` shows them as
-  SQLite's ``events`` rows.
-- **Payloads keep their bytes.** Payloads (``text[]`` elements), ``runs.input``,
-  ``runs.input_refs`` and ``echo_refs.refs`` are text: ``jsonb`` reorders keys and drops
-  duplicate keys. Hashes and blob data are ``bytea``.
+- **Payloads keep their bytes.** ``events.payload``, ``runs.input``, ``runs.input_refs`` and
+  ``echo_refs.refs`` are ``text``: ``jsonb`` reorders keys and drops duplicate keys. Hashes
+  and blob data are ``bytea``.
 - **Keys.** SQLite's ``INTEGER PRIMARY KEY`` becomes a ``bigint`` identity (``BY DEFAULT``, so
-  the engine may also name an id, as it may in SQLite). An event's ``seq``, the global append
+  the engine may also name an id, as it may in SQLite). ``events.seq``, the global append
   order a reader's ``after=`` cursor follows, has **no** default: the store assigns it (see
   :mod:`agui_store.postgres.sql`), because a sequence hands out numbers in call order while
   transactions commit in another order, and a reader polling ``after=N`` then skips an event
@@ -190,9 +186,7 @@ CREATE TABLE underived (
 """
 
 #: The log: what was appended stays as it was. Triggers refuse every change but INSERT.
-LOG_TABLES = ("threads", "runs", "event_pages", "batches", "echo_refs")
-#: Version 1's log tables (its migration creates their triggers, events then a table).
-V1_LOG_TABLES = ("threads", "runs", "events", "batches", "echo_refs")
+LOG_TABLES = ("threads", "runs", "events", "batches", "echo_refs")
 
 #: Derived data and refs: rows come, go and move (branches move; checkpoints are rebuilt).
 DERIVED_TABLES = (
@@ -203,10 +197,8 @@ DERIVED_TABLES = (
     "underived",
 )
 
-#: Every table (each after the tables it references).
+#: Every table, in creation order (each after the tables it references).
 TABLES = ("meta", *LOG_TABLES[:4], "branches", "echo_refs", *DERIVED_TABLES[1:])
-#: Views: ``events`` shows the pages' events as rows, SQLite's ``events`` columns.
-VIEWS = ("events",)
 
 #: SQLSTATE of the append-only refusal: restrict_violation, an integrity error to drivers
 #: (psycopg raises ``psycopg.errors.RestrictViolation``), as SQLite's RAISE(ABORT) is.
@@ -221,20 +213,14 @@ END
 $$;
 """
 
-
-
-def append_only_triggers(table: str) -> str:
-    """The triggers that refuse every change but INSERT on ``table``."""
-    return f"""
+APPEND_ONLY_TRIGGERS = APPEND_ONLY_FUNCTION + "\n".join(
+    f"""
 CREATE TRIGGER {table}_are_append_only BEFORE UPDATE OR DELETE ON {table}
     FOR EACH ROW EXECUTE FUNCTION refuse_log_change();
 CREATE TRIGGER {table}_are_append_only_truncate BEFORE TRUNCATE ON {table}
     FOR EACH STATEMENT EXECUTE FUNCTION refuse_log_change();
 """
-
-
-APPEND_ONLY_TRIGGERS = APPEND_ONLY_FUNCTION + "\n".join(
-    append_only_triggers(table) for table in V1_LOG_TABLES
+    for table in LOG_TABLES
 )
 
 CREATE_V1 = (
@@ -252,57 +238,11 @@ CREATE_V1 = (
     + APPEND_ONLY_TRIGGERS
 )
 
-#: Version 2: events are stored a page to a row (the events of one batch, or of one run's
-#: consecutive batches in a copy), their types and payloads as two text arrays. A row of
-#: ``events`` cost about 44 bytes of tuple header, keys and line pointer plus two index
-#: entries, more than the ~93-byte payload it held, and rows that small are never
-#: compressed: on a 2,000-run conversation (100,000 events) the events took 21.7 MB of a
-#: 27.4 MB store. A page of 50 events is one ~4.7 KB array value, which TOAST compresses
-#: (about 3x on AG-UI JSON) in the row itself: the same events take 4.1 MB. The payloads
-#: keep their exact text (``text[]`` elements, never ``jsonb``). The view ``events`` shows
-#: the rows version 1 stored, column for column, for readers and SQL by hand.
-EVENT_PAGES = """
-CREATE TABLE event_pages (
-    first_seq  bigint PRIMARY KEY,                 -- seq of the page's first event
-    run        bigint NOT NULL REFERENCES runs(id),
-    last_seq   bigint NOT NULL,                    -- seq of its last: the events are contiguous
-    types      text[] COLLATE "C" NOT NULL,        -- each event's type, in seq order
-    payloads   text[] COLLATE "C" NOT NULL,        -- each event's JSON text exactly as received
-    CHECK (first_seq <= last_seq
-           AND cardinality(payloads) = last_seq - first_seq + 1
-           AND cardinality(types) = cardinality(payloads))
-);
-CREATE INDEX event_pages_by_run ON event_pages(run, first_seq);
-"""
-EVENTS_VIEW = """
-CREATE VIEW events(seq, run, type, payload) AS
-SELECT p.first_seq + e.n - 1, p.run, e.type, e.payload
-FROM event_pages p
-CROSS JOIN LATERAL unnest(p.types, p.payloads) WITH ORDINALITY AS e(type, payload, n);
-"""
-MIGRATE_V2 = (
-    EVENT_PAGES
-    + """
-INSERT INTO event_pages(first_seq, run, last_seq, types, payloads)
-SELECT b.first_seq, b.run, b.last_seq, array_agg(e.type ORDER BY e.seq),
-       array_agg(e.payload ORDER BY e.seq)
-FROM batches b JOIN events e ON e.run = b.run AND e.seq BETWEEN b.first_seq AND b.last_seq
-GROUP BY b.id, b.first_seq, b.run, b.last_seq;
--- Events no batch covers (none is written so, but nothing is lost): a page each.
-INSERT INTO event_pages(first_seq, run, last_seq, types, payloads)
-SELECT e.seq, e.run, e.seq, ARRAY[e.type], ARRAY[e.payload] FROM events e
-WHERE NOT EXISTS (SELECT 1 FROM event_pages p
-                  WHERE p.first_seq <= e.seq AND e.seq <= p.last_seq AND p.run = e.run);
--- echo_refs.seq named a row of events; a page holds many, so no key is left to reference.
-ALTER TABLE echo_refs DROP CONSTRAINT IF EXISTS echo_refs_seq_fkey;
-DROP TABLE events;
-"""
-    + EVENTS_VIEW
-    + append_only_triggers("event_pages")
-    # Checkpoint chunks are read whole on every checkout: lz4 decompresses them about twice
-    # as fast as pglz (a 2,000-run checkout's 3.2 MB: 11-14 ms against 23-29 ms to fetch)
-    # for 11% more bytes in blobs. Only on a server built with lz4; new values only.
-    + """
+#: Version 2: checkpoint chunks are read whole on every checkout, and lz4 decompresses them
+#: about twice as fast as pglz (a 2,000-run checkout's 3.2 MB: 11-14 ms against 23-29 ms to
+#: fetch; the checkout 35.1 -> 29.9 ms) for 11% more bytes in blobs. Only on a server built
+#: with lz4; values written from then on.
+MIGRATE_V2 = """
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_settings
@@ -312,7 +252,6 @@ BEGIN
 END
 $$;
 """
-)
 
 #: Migrations from version N-1 to N, each applied inside :func:`install`'s transaction.
 MIGRATIONS: dict[int, str] = {1: CREATE_V1, 2: MIGRATE_V2}
@@ -411,7 +350,7 @@ def application_grants(role: str, schema: str = SCHEMA) -> str:
     derived = ", ".join(f"{where}.{table}" for table in DERIVED_TABLES)
     return f"""\
 GRANT USAGE ON SCHEMA {where} TO {who};
-GRANT SELECT ON {where}.meta, {where}.events TO {who};
+GRANT SELECT ON {where}.meta TO {who};
 GRANT SELECT, INSERT ON {log} TO {who};
 GRANT SELECT, INSERT, UPDATE, DELETE ON {derived} TO {who};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA {where} TO {who};

@@ -30,18 +30,9 @@ THREAD_LOCK_CLASS = 0x41475554
 LOCK_THREAD = f"SELECT pg_advisory_xact_lock({THREAD_LOCK_CLASS}, hashtext(%s))"
 LOCK_EVENT_ORDER = f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, {EVENT_ORDER_LOCK_KEY})"
 
-#: Events are stored a page to a row (``event_pages``, schema version 2): these unnest a
-#: page ``p`` into its events ``e``, the event's seq being ``p.first_seq + e.n - 1``.
-PAGE_EVENTS = (
-    "CROSS JOIN LATERAL unnest(p.types, p.payloads) WITH ORDINALITY AS e(type, payload, n)"
-)
-EVENT_SEQ = "(p.first_seq + e.n - 1)"
-
 #: The next global sequence number: read under LOCK_EVENT_ORDER (one backward probe of the
-#: primary key: pages never overlap, so the one that starts last ends last).
-NEXT_SEQ = (
-    "SELECT coalesce((SELECT last_seq FROM event_pages ORDER BY first_seq DESC LIMIT 1), 0) + 1"
-)
+#: primary key).
+NEXT_SEQ = "SELECT coalesce(max(seq), 0) + 1 FROM events"
 
 #: The ancestor chain of a run (parameter 1), the run itself first at depth 0. Walks ``runs``
 #: by primary key only.
@@ -59,13 +50,13 @@ WITH RECURSIVE chain(id, depth) AS (
 ANCESTORS = ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id"
 
 #: Every event of a run's ancestor chain with what its batch digest covers: each ancestor one
-#: range probe of ``event_pages_by_run``.
+#: range probe of ``events_by_run``.
 CHAIN_EVENT_ROWS = (
     ANCESTORS_CTE
-    + f"SELECT p.run, {EVENT_SEQ}, e.type, e.payload, echo_refs.refs "
-    f"FROM chain JOIN event_pages p ON p.run = chain.id {PAGE_EVENTS} "
-    f"LEFT JOIN echo_refs ON echo_refs.seq = {EVENT_SEQ} "
-    "ORDER BY p.run, p.first_seq, e.n"
+    + "SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs "
+    "FROM chain JOIN events ON events.run = chain.id "
+    "LEFT JOIN echo_refs ON echo_refs.seq = events.seq "
+    "ORDER BY events.run, events.seq"
 )
 
 #: The merge base of runs ``a`` and ``b``: the deepest run on both ancestor chains, with its
@@ -86,23 +77,17 @@ WITH RECURSIVE walk(a, b, da, db) AS (
 SELECT a, da, db FROM walk WHERE a = b LIMIT 1
 """
 
-#: One run's events after a sequence number, echoed inputs' references beside them: the
-#: run's pages that end after it (a range probe of ``event_pages_by_run``).
-RUN_EVENTS = f"""
-SELECT e.payload, echo_refs.refs, {EVENT_SEQ}, e.type FROM event_pages p {PAGE_EVENTS}
-LEFT JOIN echo_refs ON echo_refs.seq = {EVENT_SEQ}
-WHERE p.run = %(run)s AND p.last_seq > %(after)s AND {EVENT_SEQ} > %(after)s
-ORDER BY p.first_seq, e.n
+#: One run's events after a sequence number, echoed inputs' references beside them.
+RUN_EVENTS = """
+SELECT events.payload, echo_refs.refs, events.seq, events.type FROM events
+LEFT JOIN echo_refs ON echo_refs.seq = events.seq
+WHERE events.run = %s AND events.seq > %s ORDER BY events.seq
 """
 
-#: The global log after a cursor, in append order, at most a limit of events: from the page
-#: holding the cursor on (primary-key probes and a forward range).
-EVENTS_AFTER = f"""
-SELECT {EVENT_SEQ}, p.run, e.type, e.payload FROM event_pages p {PAGE_EVENTS}
-WHERE p.first_seq >= coalesce(
-        (SELECT max(first_seq) FROM event_pages WHERE first_seq <= %(after)s), 0)
-  AND {EVENT_SEQ} > %(after)s
-ORDER BY p.first_seq, e.n LIMIT %(limit)s
+#: The global log after a cursor (``events(after=)``), in append order, a page at a time.
+EVENTS_AFTER = """
+SELECT events.seq, events.run, events.type, events.payload FROM events
+WHERE events.seq > %s ORDER BY events.seq LIMIT %s
 """
 
 #: A run's batches in the order they landed.
@@ -322,22 +307,18 @@ SELECT"""
 )
 
 # events
-#: One page of events. The arrays go in binary (``%b``): no quoting of every payload.
-INSERT_PAGE = (
-    "INSERT INTO event_pages(first_seq, run, last_seq, types, payloads) "
-    "VALUES (%s, %s, %s, %b, %b)"
-)
+INSERT_EVENT = "INSERT INTO events(seq, run, type, payload) VALUES (%s, %s, %s, %s)"
+COPY_EVENTS = "COPY events(seq, run, type, payload) FROM STDIN"
 INSERT_ECHO_REFS = "INSERT INTO echo_refs(seq, refs) VALUES (%s, %s)"
-EVENTS_OF_RUNS = f"""
-SELECT p.run, {EVENT_SEQ}, e.type, e.payload, echo_refs.refs
-FROM event_pages p {PAGE_EVENTS} LEFT JOIN echo_refs ON echo_refs.seq = {EVENT_SEQ}
-WHERE p.run = ANY(%s::bigint[]) ORDER BY p.run, p.first_seq, e.n
+EVENTS_OF_RUNS = """
+SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs
+FROM events LEFT JOIN echo_refs ON echo_refs.seq = events.seq
+WHERE events.run = ANY(%s::bigint[]) ORDER BY events.run, events.seq
 """
 CHAIN_EVENTS = CHAIN_EVENT_ROWS
 TERMINAL_EVENT = (
-    f"SELECT e.payload FROM event_pages p {PAGE_EVENTS} "
-    "WHERE p.run = %s AND e.type IN ('RUN_FINISHED', 'RUN_ERROR') "
-    "ORDER BY p.first_seq DESC, e.n DESC LIMIT 1"
+    "SELECT payload FROM events WHERE run = %s AND type IN ('RUN_FINISHED', 'RUN_ERROR') "
+    "ORDER BY seq DESC LIMIT 1"
 )
 
 # batches

@@ -21,33 +21,9 @@ import psycopg
 from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary
 from agui_store.postgres import checks, sql
 
-#: At most this many events to a page (a row of ``event_pages``): a 50-event run is one
-#: page, and a reader after a cursor decompresses at most this many events it skips.
-PAGE_EVENTS = 256
-
-
-#: A page as inserted: (first_seq, run, last_seq, types, payloads).
-Page = tuple[int, int, int, list[str], list[str]]
-
-
-def pages(rows: Sequence[tuple[int, int, str, str]]) -> list[Page]:
-    """Event rows ``(seq, run, type, payload)`` as pages ``(first_seq, run, last_seq, types,
-    payloads)``: runs of rows of one run with consecutive seqs, at most PAGE_EVENTS each."""
-    out: list[Page] = []
-    first = run = last = -1
-    types: list[str] = []
-    payloads: list[str] = []
-    for seq, row_run, kind, payload in rows:
-        if row_run != run or seq != last + 1 or len(payloads) == PAGE_EVENTS:
-            if payloads:
-                out.append((first, run, last, types, payloads))
-            first, run, types, payloads = seq, row_run, [], []
-        types.append(kind)
-        payloads.append(payload)
-        last = seq
-    if payloads:
-        out.append((first, run, last, types, payloads))
-    return out
+#: Batches of at least this many events are sent with COPY (one stream) rather than as
+#: pipelined INSERTs; small batches, the common live case, skip COPY's extra messages.
+COPY_FROM_EVENTS = 16
 
 
 #: Rows a server-side cursor fetches per round trip (:meth:`PostgresTransaction._stream`).
@@ -347,7 +323,7 @@ class PostgresTransaction:
         return int(self._value(sql.NEXT_SEQ))
 
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
-        return self._all(sql.RUN_EVENTS, {"run": run_pk, "after": after})
+        return self._all(sql.RUN_EVENTS, (run_pk, after))
 
     def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:
         return self._rows(sql.EVENTS_OF_RUNS, (_keys(run_pks),))
@@ -359,11 +335,12 @@ class PostgresTransaction:
         return self._value(sql.TERMINAL_EVENT, (run_pk,))  # type: ignore[no-any-return]
 
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
-        paged = pages(rows)
-        if len(paged) == 1:
-            self._conn.execute(sql.INSERT_PAGE, paged[0])
-        elif paged:
-            self._conn.cursor().executemany(sql.INSERT_PAGE, paged)
+        if len(rows) < COPY_FROM_EVENTS:
+            self._conn.cursor().executemany(sql.INSERT_EVENT, rows)
+            return
+        with self._conn.cursor().copy(sql.COPY_EVENTS) as copy:
+            for row in rows:
+                copy.write_row(row)
 
     def insert_echo_refs(self, seq: int, refs: str) -> None:
         self._conn.execute(sql.INSERT_ECHO_REFS, (seq, refs))
@@ -396,7 +373,7 @@ class PostgresTransaction:
         echo_refs: Sequence[tuple[int, str]],
         batches: Sequence[BatchRow],
     ) -> None:
-        self.insert_events(events)  # a page per run's consecutive events
+        self.insert_events(events)  # COPY for all but the smallest
         if echo_refs:
             self._conn.cursor().executemany(sql.INSERT_ECHO_REFS, echo_refs)
         if batches:
