@@ -24,6 +24,7 @@ import pytest
 
 import agui_store
 from agui_store import cli, integrity, testing
+from agui_store.postgres.schema import SCHEMA_VERSION as PG_VERSION  # named in check()'s findings
 from agui_store.store import is_url
 from tests.test_integrity import BIG, CORRUPTIONS, GOOD, build, matches
 
@@ -438,7 +439,8 @@ def test_a_disarmed_trigger_function_on_postgresql_is_a_schema_problem(pg_built:
         "$$ BEGIN RETURN OLD; END $$",
     )
     assert found == [
-        "schema: function refuse_log_change is not what schema version 1 defines (found: BEGIN "
+        f"schema: function refuse_log_change is not what schema version {PG_VERSION} defines "
+        "(found: BEGIN "
         "RETURN OLD; END)"
     ]
 
@@ -476,7 +478,7 @@ def test_a_dropped_check_constraint_on_postgresql_lets_a_lineage_cycle_in_and_bo
         "UPDATE runs SET parent = 2 WHERE id = 1",
     )
     expected = [
-        "schema: table runs has 1 CHECK constraints, where schema version 1 defines 2",
+        f"schema: table runs has 1 CHECK constraints, where schema version {PG_VERSION} defines 2",
         *(line for line in EXPECTED["a lineage cycle"] if not line.startswith("sqlite:")),
     ]
     assert matches(found, expected), "\n".join(found)
@@ -493,10 +495,12 @@ def test_a_changed_index_column_type_or_schema_version_on_postgresql_is_named(
         "ALTER TABLE threads ADD COLUMN note text",
         'ALTER TABLE branches ALTER COLUMN name TYPE text COLLATE "POSIX"',
     ) == [
-        "schema: table threads has column note, which schema version 1 does not define",
-        "schema: column branches.name collates by 'POSIX', where schema version 1 defines 'C' "
+        f"schema: table threads has column note, which schema version {PG_VERSION} does not define",
+        f"schema: column branches.name collates by 'POSIX', where schema version {PG_VERSION} "
+        "defines 'C' "
         "(the store relies on byte order: run-id prefixes, sorted ids)",
-        "schema: index events_by_run is not what schema version 1 defines (found: CREATE INDEX "
+        f"schema: index events_by_run is not what schema version {PG_VERSION} defines "
+        "(found: CREATE INDEX "
         "events_by_run ON events USING btree (type, seq))",
         "schema: index runs_by_run_id is missing",
     ]
@@ -506,7 +510,8 @@ def test_a_changed_index_column_type_or_schema_version_on_postgresql_is_named(
         with psycopg.connect(pg_built) as conn:
             conn.execute("UPDATE agui_store.meta SET value = '0' WHERE key = 'schema_version'")
         assert [str(p) for p in store.check().problems] == [
-            "schema: schema version (meta) is 0, but this agui-store reads and writes version 1"
+            "schema: schema version (meta) is 0, but this agui-store reads and writes version "
+            f"{PG_VERSION}"
         ]
 
 

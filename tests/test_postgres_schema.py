@@ -725,3 +725,69 @@ def test_in_a_database_with_a_linguistic_collation_ids_still_sort_and_range_by_b
     assert ordered == by_bytes
     assert linguistic != by_bytes  # the database's own order would have differed
     assert in_range == sorted(i for i in IDS if "a" <= i < "b")
+
+
+# --- plans before the server has statistics ---------------------------------------------------
+
+#: The walks, each step of which must be a probe of an index whatever the planner knows.
+WALKS = {
+    "ancestry": (sql.ANCESTORS, lambda last: (last,)),
+    "lineage runs (log)": (sql.LINEAGE_RUNS, lambda last: {"run": last, "depth": None,
+                                                           "limit": None}),
+    "merge base": (sql.MERGE_BASE, lambda last: {"a": last, "b": last - 3}),
+    "nearest checkpoint": (sql.NEAREST_CHECKPOINT, lambda last: {"run": last}),
+    "subtree": (sql.SUBTREE, lambda last: (last - 10,)),
+    "derived descendants": (sql.DERIVED_DESCENDANTS, lambda last: (last - 10,)),
+}  # fmt: skip
+
+
+def _recursive_steps(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The table scans inside each Recursive Union's recursive term."""
+    found: list[tuple[str, str, str]] = []
+
+    def scans(node: dict[str, Any]) -> None:
+        if "Relation Name" in node:
+            found.append((node["Node Type"], node["Relation Name"], node.get("Index Name", "")))
+        for child in node.get("Plans", []):
+            scans(child)
+
+    def walk(node: dict[str, Any]) -> None:
+        if node["Node Type"] == "Recursive Union":
+            scans(node["Plans"][1])
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan)
+    return found
+
+
+@pytest.mark.parametrize("walk", list(WALKS))
+def test_each_step_of_a_walk_probes_an_index_before_the_table_is_ever_analyzed(
+    installed: str, walk: str
+) -> None:
+    """A new store (or one autovacuum has not analyzed yet) has no statistics: the planner
+    then hashed the whole runs table at every step of a walk, and a 2,000-run log took a
+    second instead of 50 ms. Each step is a lateral probe the planner cannot turn into a
+    join (sequential scans are NOT priced out here)."""
+    with connect(installed) as conn:
+        pks = add_log_rows(conn, runs=40)
+        assert conn.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = 'runs'::regclass"
+        ).fetchone() == (-1,)
+        query, params = WALKS[walk]
+        (plan,) = conn.execute("EXPLAIN (FORMAT JSON) " + query, params(pks[-1])).fetchone()
+    steps = _recursive_steps(plan[0]["Plan"])
+    assert steps and all(kind in INDEXED for kind, _, _ in steps), steps
+
+
+def test_checkpoint_chunks_are_compressed_with_lz4_where_the_server_has_it(installed: str) -> None:
+    with connect(installed) as conn:
+        (has_lz4,) = conn.execute(
+            "SELECT 'lz4' = ANY(enumvals) FROM pg_settings "
+            "WHERE name = 'default_toast_compression'"
+        ).fetchone()
+        (method,) = conn.execute(
+            "SELECT attcompression FROM pg_attribute "
+            "WHERE attrelid = 'blobs'::regclass AND attname = 'data'"
+        ).fetchone()
+    assert method == ("l" if has_lz4 else "")

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 SCHEMA = "agui_store"
 
 #: Bumped whenever this schema changes; recorded in ``meta`` under ``schema_version``.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: The SQLite schema version whose tables and columns these mirror (a test compares them).
 MIRRORS_SQLITE_VERSION = 11
@@ -238,8 +238,23 @@ CREATE_V1 = (
     + APPEND_ONLY_TRIGGERS
 )
 
+#: Version 2: checkpoint chunks are read whole on every checkout, and lz4 decompresses them
+#: about twice as fast as pglz (a 2,000-run checkout's 3.2 MB: 11-14 ms against 23-29 ms to
+#: fetch; the checkout 35.1 -> 29.9 ms) for 11% more bytes in blobs. Only on a server built
+#: with lz4; values written from then on.
+MIGRATE_V2 = """
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_settings
+               WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)) THEN
+        ALTER TABLE blobs ALTER COLUMN data SET COMPRESSION lz4;
+    END IF;
+END
+$$;
+"""
+
 #: Migrations from version N-1 to N, each applied inside :func:`install`'s transaction.
-MIGRATIONS: dict[int, str] = {1: CREATE_V1}
+MIGRATIONS: dict[int, str] = {1: CREATE_V1, 2: MIGRATE_V2}
 
 READ_META = "SELECT key, value FROM {schema}.meta WHERE key IN ('application', 'schema_version')"
 WRITE_VERSION = (
@@ -284,7 +299,12 @@ def install(conn: Connection, schema: str = SCHEMA) -> int:
     advisory lock makes concurrent installers wait for the first, which then leaves them
     nothing to do. Leaves ``search_path`` on ``schema`` for the rest of the transaction.
     Raises SchemaVersionError for a schema written by a newer agui-store.
+
+    A store at this version (every open after the first) costs one round trip: the version
+    is read without the lock, as it only ever moves forward under it.
     """
+    if _at_this_version(conn, schema):
+        return SCHEMA_VERSION
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, INSTALL_LOCK_KEY))
         conn.execute("SELECT set_config('search_path', %s, true)", (_ident(schema),))
@@ -301,6 +321,21 @@ def install(conn: Connection, schema: str = SCHEMA) -> int:
             conn.execute(MIGRATIONS[version])
         conn.execute(WRITE_VERSION, {"application": APPLICATION, "version": str(SCHEMA_VERSION)})
     return found
+
+
+def _at_this_version(conn: Connection, schema: str) -> bool:
+    """Whether ``schema`` is an agui-store at :data:`SCHEMA_VERSION`, in one statement, when
+    the connection is in autocommit and outside a transaction (a failing statement then
+    aborts nothing); False when unsure, so that :func:`install` looks under its lock."""
+    from psycopg.pq import TransactionStatus
+
+    if not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+        return False
+    try:
+        rows = dict(conn.execute(READ_META.format(schema=_ident(schema))).fetchall())
+    except Exception:  # no such schema or table yet: install creates them
+        return False
+    return rows == {"application": APPLICATION, "schema_version": str(SCHEMA_VERSION)}
 
 
 def application_grants(role: str, schema: str = SCHEMA) -> str:

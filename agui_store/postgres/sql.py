@@ -40,8 +40,9 @@ ANCESTORS_CTE = """
 WITH RECURSIVE chain(id, depth) AS (
     SELECT %s::bigint, 0
     UNION ALL
-    SELECT runs.parent, chain.depth + 1 FROM chain JOIN runs ON runs.id = chain.id
-    WHERE runs.parent IS NOT NULL
+    SELECT step.parent, chain.depth + 1 FROM chain CROSS JOIN LATERAL (
+        SELECT runs.parent FROM runs WHERE runs.id = chain.id OFFSET 0) AS step
+    WHERE step.parent IS NOT NULL
 )
 """
 
@@ -66,10 +67,11 @@ MERGE_BASE = """
 WITH RECURSIVE walk(a, b, da, db) AS (
     SELECT %(a)s::bigint, %(b)s::bigint, 0, 0
     UNION ALL
-    SELECT CASE WHEN walk.a > walk.b THEN runs.parent ELSE walk.a END,
-           CASE WHEN walk.b > walk.a THEN runs.parent ELSE walk.b END,
+    SELECT CASE WHEN walk.a > walk.b THEN step.parent ELSE walk.a END,
+           CASE WHEN walk.b > walk.a THEN step.parent ELSE walk.b END,
            walk.da + (walk.a > walk.b)::int, walk.db + (walk.b > walk.a)::int
-    FROM walk JOIN runs ON runs.id = greatest(walk.a, walk.b)
+    FROM walk CROSS JOIN LATERAL (
+        SELECT runs.parent FROM runs WHERE runs.id = greatest(walk.a, walk.b) OFFSET 0) AS step
     WHERE walk.a <> walk.b
 )
 SELECT a, da, db FROM walk WHERE a = b LIMIT 1
@@ -120,23 +122,34 @@ WRITER_LOCK = LOCK_EVENT_ORDER
 #: started (``latestCompletedXid + 1``). See PostgresTransaction.version for why it works.
 VERSION = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
 
-#: Per-run summaries (the port's RunSummary columns). ``sum`` of bigint is numeric in
-#: PostgreSQL: cast back so the engine gets ints.
+#: Per-run summaries (the port's RunSummary columns): the run's row, and what its batches
+#: say, aggregated in ONE probe of ``batches_by_run`` per run (:data:`RUN_FACTS`: five
+#: correlated subqueries cost five). ``sum`` of bigint is numeric in PostgreSQL: cast back so
+#: the engine gets ints.
 RUN_COLUMNS = """
     runs.id, threads.thread_id, runs.run_id, parent_runs.run_id, runs.lineage,
     runs.parent_run_id, runs.input IS NOT NULL, runs.synthetic, runs.created_at,
-    (SELECT sum(b.count)::bigint FROM batches b WHERE b.run = runs.id),
-    (SELECT max(b.last_seq) FROM batches b WHERE b.run = runs.id),
-    (SELECT max(b.appended_at) FROM batches b WHERE b.run = runs.id),
-    (SELECT b.outcome FROM batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL
-        ORDER BY b.id DESC LIMIT 1),
-    coalesce((SELECT b.hash FROM batches b WHERE b.run = runs.id ORDER BY b.id DESC LIMIT 1),
-        runs.start_hash)
+    facts.events, facts.last_seq, facts.appended_at, facts.outcome,
+    coalesce(facts.hash, runs.start_hash)
 """
-RUN_FROM = """
+#: The batches' facts of ``runs`` (joined after it): event count, last seq, last append,
+#: the newest outcome set, the newest batch's hash.
+RUN_FACTS = """
+CROSS JOIN LATERAL (
+    SELECT sum(b.count)::bigint AS events, max(b.last_seq) AS last_seq,
+           max(b.appended_at) AS appended_at,
+           (array_agg(b.outcome ORDER BY b.id DESC) FILTER (WHERE b.outcome IS NOT NULL))[1]
+               AS outcome,
+           (array_agg(b.hash ORDER BY b.id DESC))[1] AS hash
+    FROM batches b WHERE b.run = runs.id) AS facts
+"""
+RUN_FROM = (
+    """
 FROM runs JOIN threads ON threads.id = runs.thread
 LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent
 """
+    + RUN_FACTS
+)
 SELECT_RUN = "SELECT" + RUN_COLUMNS + RUN_FROM
 
 #: A run's hash: its newest batch's (its chain's start while it has none).
@@ -250,7 +263,8 @@ ANCESTOR_AMONG = ANCESTORS_CTE + "SELECT 1 FROM chain WHERE id = ANY(%s::bigint[
 DERIVED_DESCENDANTS = """
 WITH RECURSIVE sub(id) AS (
     SELECT id FROM runs WHERE parent = %s
-    UNION ALL SELECT runs.id FROM runs JOIN sub ON runs.parent = sub.id
+    UNION ALL SELECT child.id FROM sub CROSS JOIN LATERAL (
+        SELECT runs.id FROM runs WHERE runs.parent = sub.id OFFSET 0) AS child
 )
 SELECT id FROM sub WHERE id NOT IN (SELECT run FROM underived)
 """
@@ -258,7 +272,8 @@ SELECT id FROM sub WHERE id NOT IN (SELECT run FROM underived)
 SUBTREE = """
 WITH RECURSIVE sub(id) AS (
     SELECT %s::bigint
-    UNION ALL SELECT runs.id FROM runs JOIN sub ON runs.parent = sub.id
+    UNION ALL SELECT child.id FROM sub CROSS JOIN LATERAL (
+        SELECT runs.id FROM runs WHERE runs.parent = sub.id OFFSET 0) AS child
 )
 SELECT id FROM sub
 """
@@ -276,8 +291,9 @@ LINEAGE_RUNS = (
 WITH RECURSIVE chain(id, depth) AS (
     SELECT %(run)s::bigint, 0
     UNION ALL
-    SELECT runs.parent, chain.depth + 1 FROM chain JOIN runs ON runs.id = chain.id
-    WHERE runs.parent IS NOT NULL
+    SELECT step.parent, chain.depth + 1 FROM chain CROSS JOIN LATERAL (
+        SELECT runs.parent FROM runs WHERE runs.id = chain.id OFFSET 0) AS step
+    WHERE step.parent IS NOT NULL
       AND (%(limit)s::bigint IS NULL OR chain.depth + 1 < %(limit)s)
 )
 SELECT"""
@@ -285,7 +301,8 @@ SELECT"""
     + "FROM chain JOIN runs ON runs.id = chain.id "
     "JOIN threads ON threads.id = runs.thread "
     "LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent "
-    "WHERE (%(depth)s::bigint IS NULL OR chain.depth < %(depth)s) "
+    + RUN_FACTS
+    + "WHERE (%(depth)s::bigint IS NULL OR chain.depth < %(depth)s) "
     "AND (%(limit)s::bigint IS NULL OR %(limit)s > 0) ORDER BY chain.depth"
 )
 
@@ -378,10 +395,12 @@ NEAREST_CHECKPOINT = """
 WITH RECURSIVE chain(id, depth, stop) AS (
     SELECT %(run)s::bigint, 0, EXISTS (SELECT 1 FROM checkpoints c WHERE c.run = %(run)s)
     UNION ALL
-    SELECT runs.parent, chain.depth + 1,
-           EXISTS (SELECT 1 FROM checkpoints c WHERE c.run = runs.parent)
-    FROM chain JOIN runs ON runs.id = chain.id
-    WHERE NOT chain.stop AND runs.parent IS NOT NULL
+    SELECT step.parent, chain.depth + 1,
+           -- a scalar probe of the primary key (an EXISTS may be hashed: a scan a step)
+           (SELECT true FROM checkpoints c WHERE c.run = step.parent) IS NOT NULL
+    FROM chain CROSS JOIN LATERAL (
+        SELECT runs.parent FROM runs WHERE runs.id = chain.id OFFSET 0) AS step
+    WHERE NOT chain.stop AND step.parent IS NOT NULL
 )
 SELECT id, stop FROM chain ORDER BY depth
 """
