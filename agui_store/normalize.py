@@ -13,7 +13,7 @@ for; ``refs`` is ``{"messages": [...]}`` and/or ``{"state": "parent"}``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agui_store.js import json_equal
@@ -22,9 +22,19 @@ from agui_store.js import json_equal
 Refs = list[Any]
 
 
-def normalize(sent: Sequence[Any], base: Sequence[dict[str, Any]]) -> Refs | None:
+#: Where a base list holds a message with a string id first: its position, or ``None``.
+Finder = Callable[[str], "int | None"]
+
+
+def normalize(
+    sent: Sequence[Any], base: Sequence[dict[str, Any]], find: Finder | None = None
+) -> Refs | None:
     """``sent`` as references into ``base`` where a message is the one at that place of
-    ``base`` (JSON-equal as the client sees it); ``None`` when nothing is shared."""
+    ``base`` (JSON-equal as the client sees it); ``None`` when nothing is shared.
+
+    ``find``: where ``base`` holds an id first, from an index the caller keeps (a store's
+    reducer indexes its view), so that an input that sends only new messages costs those,
+    not the length of ``base``. Without it the ids of ``base`` are indexed here."""
     out: Refs = []
     shared = _shared_prefix(sent, base)
     if shared:
@@ -33,13 +43,11 @@ def normalize(sent: Sequence[Any], base: Sequence[dict[str, Any]]) -> Refs | Non
     rest = sent[shared:]
     if not rest:
         return out or None
-    where: dict[Any, int] = {}
-    for j, m in enumerate(base):
-        mid = m.get("id") if isinstance(m, dict) else None
-        if isinstance(mid, str):
-            where.setdefault(mid, j)
+    if find is None:
+        find = _first_positions(base).get
     for m in rest:
-        at = where.get(m.get("id")) if isinstance(m, dict) else None
+        mid = m.get("id") if isinstance(m, dict) else None
+        at = find(mid) if isinstance(mid, str) else None
         if at is not None and (base[at] is m or _same(base[at], m)):
             last = out[-1] if out else None
             if isinstance(last, list) and last[0] + last[1] == at:
@@ -52,14 +60,28 @@ def normalize(sent: Sequence[Any], base: Sequence[dict[str, Any]]) -> Refs | Non
     return out if shared else None
 
 
+def _first_positions(base: Sequence[Any]) -> dict[str, int]:
+    """The first position of each string id of ``base``."""
+    where: dict[str, int] = {}
+    for j, m in enumerate(base):
+        mid = m.get("id") if isinstance(m, dict) else None
+        if isinstance(mid, str):
+            where.setdefault(mid, j)
+    return where
+
+
 def normalize_input(
-    sent: dict[str, Any], base_messages: Sequence[dict[str, Any]], base_state: Any
+    sent: dict[str, Any],
+    base_messages: Sequence[dict[str, Any]],
+    base_state: Any,
+    find: Finder | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """``(rest, refs)`` for an input against its parent's view; ``None`` if nothing is shared."""
+    """``(rest, refs)`` for an input against its parent's view; ``None`` if nothing is shared
+    (``find``: see :func:`normalize`)."""
     refs: dict[str, Any] = {}
     messages = sent.get("messages")
     if isinstance(messages, list) and messages:
-        shared = normalize(messages, base_messages)
+        shared = normalize(messages, base_messages, find)
         if shared is not None:
             refs["messages"] = shared
     if "state" in sent and _same(sent["state"], base_state):
