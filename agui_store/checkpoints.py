@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import itertools
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -82,6 +83,12 @@ class Layout:
     def digest(self) -> bytes:
         """Its messages digest (:func:`hashing.messages_digest`)."""
         return hashing.messages_digest([*self.chunk_addrs, *self.tail_addrs])
+
+    def pieces(self) -> list[tuple[bytes, int]]:
+        """Its message list in consecutive pieces, ``(address, count)`` each: the full chunks,
+        then the tail's segments (what an input that resends the list is compared with)."""
+        chunks = zip(self.chunk_addrs, itertools.repeat(CHUNK))
+        return [*chunks, *zip(self.tail_addrs, self.tail_counts)]
 
 
 @dataclass

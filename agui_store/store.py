@@ -1082,10 +1082,14 @@ class Store:
         self._derive_underived(tx, thread_pk)  # the parent's view, kept in memory after
         cached = self._cached_view(tx, thread_pk)
         if cached is not None and cached.run_pk == parent_pk:
-            # Its reducer's index finds a message sent again without a pass over the view.
-            reducer = cached.reducer
+            # Its reducer's index finds a message sent again, and when the parent's checkpoint
+            # is the view's (nothing replayed since), a resent history is compared with the
+            # addresses of its chunks: no pass over the view's old objects.
+            reducer, since = cached.reducer, cached.since
+            at_checkpoint = since.run_pk == parent_pk and since.events == 0
+            pieces = since.layout.pieces() if at_checkpoint and since.layout else None
             return normalize_input(
-                run_input, reducer.messages, reducer.state, reducer.first_position
+                run_input, reducer.messages, reducer.state, reducer.first_position, pieces
             )
         if self._known_status(tx, parent_pk) != "incomplete":
             try:
