@@ -13,6 +13,7 @@ for; ``refs`` is ``{"messages": [...]}`` and/or ``{"state": "parent"}``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -141,7 +142,7 @@ def _shared_prefix(
     # lists hold equal ids: checking those sent checks those of ``base``).
     if set(map(type, prefix)) != {dict}:
         return 0
-    ids = [m.get("id") for m in prefix]
+    ids = list(map(dict.get, prefix, itertools.repeat("id")))
     if set(map(type, ids)) != {str} or len(set(ids)) != n:
         return 0
     if pieces is not None and _matches(prefix, pieces):
