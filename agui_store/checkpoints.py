@@ -37,7 +37,7 @@ import msgspec
 
 from agui_store import blobs, codec, hashing
 from agui_store.errors import CorruptStoreError, HashMismatchError, InvalidEventError
-from agui_store.patch import PatchError, apply_patch
+from agui_store.patch import PatchError, apply_patch, known_plain
 from agui_store.port import Reading, Writing
 from agui_store.restore import View
 
@@ -102,6 +102,7 @@ class Snapshot:
     state_anchor: int = 0
     state_patches: list[Any] | None = None
     state_bytes: int = 0  # the JSON text of the anchor's whole state
+    skipped: int = 0  # messages left out at the start of ``view.messages`` (a diff's)
 
 
 def store_value(tx: Writing, value: Any) -> int:
@@ -201,15 +202,121 @@ def load(
     names).
 
     ``skip_chunks``: leave out the first full chunks (``view.messages`` then starts at
-    ``skip_chunks * CHUNK``): a diff skips the chunks both sides share. Only their
-    addresses are read, for the view digest.
+    ``skip_chunks * CHUNK``). Only their addresses are read, for the view digest.
     """
     del with_hashes
+    row, layout = _header(tx, run_pk)
+    skip = min(skip_chunks, len(layout.chunk_ids))
+    return _finish(tx, run_pk, row, layout, skip, _Reads(), verify=verify)
+
+
+def load_past_shared(
+    tx: Reading, run_pks: Sequence[int], *, skip_shared: bool = True
+) -> list[Snapshot] | None:
+    """Checkpoints loaded to be compared (a diff), verified as :func:`load` verifies them,
+    reading what they share once: git compares trees by hash the same way.
+
+    Each view leaves out the leading blobs (full chunks, then tail segments) that every
+    checkpoint's list starts with (``Snapshot.skipped`` counts their messages): the same
+    blob at the same place holds the same messages on every side, so comparing what follows
+    finds the same changes (positions and repeated ids shift alike on every side). Their
+    addresses are read once, for the view digests. A state base several checkpoints patch
+    is read and decoded once, and checkpoints whose states have the same addresses (the
+    same whole state, or the same patches on the same base) share one state object:
+    comparing them costs nothing; a state whose patches continue another's (a descendant's
+    on the same base) is that state with the patches that follow applied. The views share
+    objects, so they are for reading only.
+
+    ``skip_shared=False`` leaves nothing out (what is read once still is).
+    ``None`` when one of the runs has no checkpoint.
+    """
+    headers = []
+    for run_pk in run_pks:
+        try:
+            headers.append(_header(tx, run_pk))
+        except _NoCheckpoint:
+            return None
+    lists = [[*layout.chunk_ids, *layout.tail_ids] for _, layout in headers]
+    skip = shared_prefix(lists) if skip_shared else 0
+    reads = _Reads()
+    # Ancestors first (a parent's key is smaller): a descendant's state continues theirs.
+    loaded = {
+        run_pk: _finish(tx, run_pk, row, layout, skip, reads)
+        for run_pk, (row, layout) in sorted(zip(run_pks, headers), key=lambda x: x[0])
+    }
+    return [loaded[run_pk] for run_pk in run_pks]
+
+
+class _NoCheckpoint(CorruptStoreError):
+    """The run has no checkpoint (an error for :func:`load`, an answer for a diff)."""
+
+
+class _Reads:
+    """What loading several checkpoints together reads once: the addresses of the blobs
+    they all start with, and the states they patch (or hold) by address."""
+
+    def __init__(self) -> None:
+        self.prefix: list[bytes] | None = None
+        self.bases: dict[int, tuple[Any, int, bytes]] = {}
+        self.states: dict[tuple[bytes, bytes | None], Any] = {}
+        #: by state base: (patch list's text, how many patches, the state they make)
+        self.patched: dict[int, list[tuple[bytes, int, Any]]] = {}
+
+    def patched_state(
+        self, run_pk: int, state_base: int, text: bytes, patches: Any, document: Any
+    ) -> Any:
+        """The state a checkpoint's patches make of its state base's ``document``,
+        continuing from a state loaded before whose patch list this one's starts with
+        (the state of a run nearer the base, on the same lineage): only the patches after
+        it are applied. The patches are one per run, so applying them in two steps is
+        what recording them did."""
+        start, done = document, 0
+        for earlier, count, state in self.patched.get(state_base, ()):
+            # A canonical JSON array that starts with another's elements and a comma
+            # holds those elements first.
+            if done < count < len(patches) and text.startswith(earlier[:-1] + b","):
+                start, done = state, count
+        state = _patched(run_pk, start, patches[done:])
+        self.patched.setdefault(state_base, []).append((text, len(patches), state))
+        return state
+
+    def prefix_addresses(self, tx: Reading, blob_ids: list[int]) -> list[bytes]:
+        if self.prefix is None or len(self.prefix) != len(blob_ids):
+            self.prefix = [bytes(a) for _, a in tx.addresses_in_order(blob_ids)]
+        return self.prefix
+
+
+def _header(tx: Reading, run_pk: int) -> tuple[tuple[Any, ...], Layout]:
+    """A checkpoint's row and where its list is stored (ids and counts; no addresses yet)."""
     row = tx.checkpoint_row(run_pk)
     if row is None:
-        raise CorruptStoreError(f"run {run_pk} has no checkpoint")
-    (length, tail_text, m_data, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base,
-     s_addr, i_addr, w_addr, view_hash, run_hash_ok, manifest, m_codec) = row
+        raise _NoCheckpoint(f"run {run_pk} has no checkpoint")
+    tail_text, m_data, manifest, m_codec = row[1], row[2], row[15], row[16]
+    layout = Layout(int(manifest) if manifest is not None else None)
+    if manifest is not None:
+        if m_data is None:
+            raise CorruptStoreError(f"checkpoint of run {run_pk}: its manifest blob is missing")
+        layout.chunk_ids = _id_list(run_pk, "manifest", blobs.unpack(m_codec, m_data))
+    segments = _segment_list(run_pk, tail_text)
+    layout.tail_ids = [blob_id for blob_id, _ in segments]
+    layout.tail_counts = [count for _, count in segments]
+    return row, layout
+
+
+def _finish(
+    tx: Reading,
+    run_pk: int,
+    row: tuple[Any, ...],
+    layout: Layout,
+    skip: int,
+    reads: _Reads,
+    *,
+    verify: bool = True,
+) -> Snapshot:
+    """A checkpoint's view from its row and layout, leaving out the first ``skip`` blobs of
+    its list (full chunks, then tail segments)."""
+    (length, _, _, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base,
+     s_addr, i_addr, w_addr, view_hash, run_hash_ok, _, _) = row
     if verify and not run_hash_ok:
         raise _mismatch(
             run_pk,
@@ -218,15 +325,26 @@ def load(
         )
     text = blobs.unpack(s_codec, s_data)
     checked = [(text, s_addr)]
-    state = codec.decode(text)
     patches: list[Any] | None = None
     state_bytes = len(text)
     anchor_addr = None
+    document: Any = None
     if state_base is not None:
-        patches = state
-        state, state_bytes, anchor_addr = _patched_state(
-            tx, run_pk, int(state_base), patches, verify=verify
+        patches = codec.decode(text)
+        document, state_bytes, anchor_addr = _state_base(
+            tx, run_pk, int(state_base), reads, verify=verify
         )
+    # The same state text (on the same state base) is the same state: decoded once.
+    key = (bytes(s_addr), anchor_addr)
+    if key in reads.states:
+        state = reads.states[key]
+    else:
+        state = (
+            codec.decode(text)
+            if patches is None
+            else reads.patched_state(run_pk, int(state_base), text, patches, document)
+        )
+        reads.states[key] = state
     interrupts, warnings = [], []
     if i_data is not None:
         text = blobs.unpack(i_codec, i_data)
@@ -236,22 +354,14 @@ def load(
         text = blobs.unpack(w_codec, w_data)
         checked.append((text, w_addr))
         warnings = codec.decode(text)
-    layout = Layout(int(manifest) if manifest is not None else None)
-    if manifest is not None:
-        if m_data is None:
-            raise CorruptStoreError(f"checkpoint of run {run_pk}: its manifest blob is missing")
-        layout.chunk_ids = _id_list(run_pk, "manifest", blobs.unpack(m_codec, m_data))
-    segments = _segment_list(run_pk, tail_text)
-    layout.tail_ids = [blob_id for blob_id, _ in segments]
-    layout.tail_counts = [count for _, count in segments]
     n_chunks = len(layout.chunk_ids)
-    skip = min(skip_chunks, n_chunks)
+    listed = [*layout.chunk_ids, *layout.tail_ids]
+    skip = min(skip, len(listed))
     addrs: list[bytes] = []
     if skip:
-        addrs = [bytes(a) for _, a in tx.addresses_in_order(layout.chunk_ids[:skip])]
-    wanted = [*layout.chunk_ids[skip:], *layout.tail_ids]
+        addrs = list(reads.prefix_addresses(tx, listed[:skip]))
     parts: list[Any] = []
-    for _, b_codec, b_data, b_addr in tx.blobs_in_order(wanted):
+    for _, b_codec, b_data, b_addr in tx.blobs_in_order(listed[skip:]):
         text = blobs.unpack(b_codec, b_data)
         address = bytes(b_addr)
         if verify and blobs.digest(text) != address:
@@ -262,38 +372,38 @@ def load(
             )
         addrs.append(address)
         parts.append(text)
-    if len(addrs) != n_chunks + len(layout.tail_ids):
+    if len(addrs) != len(listed):
         raise _mismatch(run_pk, "a blob its checkpoint lists is missing")
     layout.chunk_addrs, layout.tail_addrs = addrs[:n_chunks], addrs[n_chunks:]
     if verify:
         others = (s_addr, anchor_addr, i_addr, w_addr)
         _verify(run_pk, checked, layout.digest(), view_hash, others)
     messages = _decode_arrays(run_pk, parts)
-    if len(messages) + skip * CHUNK != length:
-        count = len(messages) + skip * CHUNK
+    skipped = min(skip, n_chunks) * CHUNK + sum(layout.tail_counts[: max(0, skip - n_chunks)])
+    if len(messages) + skipped != length:
+        count = len(messages) + skipped
         raise _mismatch(run_pk, f"its checkpoint holds {count} messages, not {length}")
     view = View(messages, state, interrupts, warnings)
-    return Snapshot(view, layout, int(state_base or run_pk), patches, state_bytes)
+    return Snapshot(view, layout, int(state_base or run_pk), patches, state_bytes, skipped)
 
 
-def manifest(tx: Reading, run_pk: int) -> list[int] | None:
-    """The blob ids of a checkpoint's full chunks (``None``: the run has no checkpoint)."""
-    row = tx.checkpoint_manifest(run_pk)
-    if row is None:
-        return None
-    if row[1] is None:
-        return []
-    return _id_list(run_pk, "manifest", blobs.unpack(row[0], row[1]))
-
-
-def shared_chunks(manifests: Sequence[Sequence[int]]) -> int:
-    """How many leading full chunks every list shares: the same chunk at the same position
-    is the same messages there (content-addressed), so comparing views may skip them."""
-    shared = 0
-    for ids in zip(*manifests):
-        if any(i != ids[0] for i in ids):
-            break
-        shared += 1
+def shared_prefix(lists: Sequence[Sequence[int]]) -> int:
+    """How many leading blob ids every list shares: the same blob at the same place holds
+    the same messages there (content-addressed), so comparing views may skip them. Found by
+    halving with slice comparisons (in C: a manifest lists hundreds of chunks)."""
+    if not lists:
+        return 0
+    first = lists[0]
+    shared = min(len(ids) for ids in lists)
+    for other in lists[1:]:
+        known, limit = 0, shared  # first[:known] == other[:known]; none past limit
+        while known < limit:
+            mid = (known + limit + 1) // 2
+            if first[known:mid] == other[known:mid]:
+                known = mid
+            else:
+                limit = mid - 1
+        shared = known
     return shared
 
 
@@ -378,12 +488,13 @@ def _decode_arrays(run_pk: int, parts: list[bytes]) -> list[Any]:
     return messages
 
 
-def _patched_state(
-    tx: Reading, run_pk: int, state_base: int, patches: Any, *, verify: bool = True
+def _state_base(
+    tx: Reading, run_pk: int, state_base: int, reads: _Reads, *, verify: bool = True
 ) -> tuple[Any, int, bytes]:
-    """The state a checkpoint stores as patches (its state base's, patched; they all applied
-    when they were recorded, so they apply as one), the size of the base state's text, and
-    its address."""
+    """The whole state a checkpoint's patches apply to (its state base's, decoded once for
+    all the checkpoints ``reads`` serves), the size of its text, and its address."""
+    if state_base in reads.bases:
+        return reads.bases[state_base]
     row = tx.checkpoint_state(state_base)
     if row is None or row[0] is not None:
         raise CorruptStoreError(
@@ -397,13 +508,20 @@ def _patched_state(
             f"the state its checkpoint patches does not hash to its address "
             f"{bytes(row[3]).hex()[:hashing.SHORT]}",
         )
+    # Decoded JSON is plain: the patches need not walk it to find out.
+    found = reads.bases[state_base] = (known_plain(codec.decode(text)), len(text), bytes(row[3]))
+    return found
+
+
+def _patched(run_pk: int, document: Any, patches: Any) -> Any:
+    """A state base's state with a checkpoint's patches applied (they all applied when they
+    were recorded, so they apply as one); ``document`` is not touched."""
     try:
-        state = apply_patch(codec.decode(text), [op for patch in patches for op in patch])
+        return apply_patch(document, [op for patch in patches for op in patch])
     except (PatchError, TypeError) as e:
         raise CorruptStoreError(
             f"checkpoint of run {run_pk}: its state patches do not apply: {e}"
         ) from e
-    return state, len(text), bytes(row[3])
 
 
 def lineage_ids(messages: Iterable[Any]) -> list[Any]:

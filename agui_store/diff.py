@@ -9,6 +9,7 @@ change is an RFC 6902 patch made by ``jsonpatch`` that takes the old state to th
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping, MutableSequence
 from typing import Any
 
 import jsonpatch
@@ -25,6 +26,7 @@ __all__ = [
     "MessageChange",
     "ViewChange",
     "compare",
+    "make_patch",
     "message_changes",
     "state_patch",
 ]
@@ -75,7 +77,7 @@ def state_patch(old: Any, new: Any) -> list[dict[str, Any]]:
     if json_equal(old, new):
         return []
     if isinstance(old, (dict, list)) and isinstance(new, (dict, list)) and type(old) is type(new):
-        ops: list[dict[str, Any]] = jsonpatch.make_patch(old, new).patch
+        ops = make_patch(old, new)
         try:
             if json_equal(apply_patch(old, ops), new):
                 return ops
@@ -83,6 +85,100 @@ def state_patch(old: Any, new: Any) -> list[dict[str, Any]]:
             pass
         return _plain_patch(old, new, "")
     return [{"op": "replace", "path": "", "value": new}]
+
+
+def make_patch(old: Any, new: Any) -> list[dict[str, Any]]:
+    """:func:`ordered_make_patch`, with the same operations, at the cost of
+    where the two differ: a long list that only grew (a state's history, say) is not walked
+    element by element through the start both share."""
+    if not SKIPS_SHARED_LIST_STARTS:
+        return ordered_make_patch(old, new)
+    builder = _PrefixSkippingBuilder(
+        old, new, jsonpatch.JsonPatch.json_dumper, pointer_cls=jsonpatch.JsonPointer
+    )
+    builder._compare_values("", None, old, new)
+    return list(builder.execute())
+
+
+def _common_start(a: Any, b: Any) -> int:
+    """How many leading elements two lists share (``==``), found by halving with slice
+    comparisons: in C, and each element compared about once."""
+    known, limit = 0, min(len(a), len(b))  # a[:known] == b[:known]; none past limit
+    while known < limit:
+        mid = (known + limit + 1) // 2
+        if a[known:mid] == b[known:mid]:
+            known = mid
+        else:
+            limit = mid - 1
+    return known
+
+
+class OrderedDiffBuilder(jsonpatch.DiffBuilder):  # type: ignore[misc]
+    """jsonpatch's diff builder comparing an object's keys in sorted order (removed keys,
+    then added ones, then the shared ones), where jsonpatch walks Python sets of them: its
+    operations came out in an order that changed with ``PYTHONHASHSEED``, so ``diff --json``
+    printed the same diff differently from one process to the next. Sorted, not in the
+    objects' own order: two equal states may hold their keys in different orders (one
+    replayed, one read from a checkpoint), and their diffs must not differ. Each key's
+    operations are jsonpatch's."""
+
+    def _compare_dicts(self, path: str, src: Any, dst: Any) -> None:
+        for key in sorted(key for key in src if key not in dst):
+            self._item_removed(path, str(key), src[key])
+        for key in sorted(key for key in dst if key not in src):
+            self._item_added(path, str(key), dst[key])
+        for key in sorted(key for key in src if key in dst):
+            self._compare_values(path, key, src[key], dst[key])
+
+
+def ordered_make_patch(old: Any, new: Any) -> list[dict[str, Any]]:
+    """``jsonpatch.make_patch(old, new).patch`` with objects' keys compared in sorted order
+    (:class:`OrderedDiffBuilder`): the same operations whatever the hash seed."""
+    builder = OrderedDiffBuilder(
+        old, new, jsonpatch.JsonPatch.json_dumper, pointer_cls=jsonpatch.JsonPointer
+    )
+    builder._compare_values("", None, old, new)
+    return list(builder.execute())
+
+
+class _PrefixSkippingBuilder(OrderedDiffBuilder):
+    """jsonpatch 1.33's diff builder, whose list comparison starts past the elements both
+    lists share. Its own loop skips them one at a time in Python (``if old == new:
+    continue``, no operation and no bookkeeping for them), so starting past them gives the
+    same operations. (Slices compare identical elements as equal without calling ``==``:
+    that differs only for NaN, which JSON does not have.)"""
+
+    def _compare_lists(self, path: str, src: Any, dst: Any) -> None:
+        len_src, len_dst = len(src), len(dst)
+        max_len, min_len = max(len_src, len_dst), min(len_src, len_dst)
+        start = _common_start(src, dst) if min_len >= _PREFIX_WORTH_SKIPPING else 0
+        # The rest is jsonpatch 1.33's DiffBuilder._compare_lists, from ``start``.
+        for key in range(start, max_len):
+            if key < min_len:
+                old, new = src[key], dst[key]
+                if old == new:
+                    continue
+                if isinstance(old, MutableMapping) and isinstance(new, MutableMapping):
+                    self._compare_dicts(jsonpatch._path_join(path, key), old, new)
+                elif isinstance(old, MutableSequence) and isinstance(new, MutableSequence):
+                    self._compare_lists(jsonpatch._path_join(path, key), old, new)
+                else:
+                    self._item_removed(path, key, old)
+                    self._item_added(path, key, new)
+            elif len_src > len_dst:
+                self._item_removed(path, len_dst, src[key])
+            else:
+                self._item_added(path, key, dst[key])
+
+
+#: Lists shorter than this are compared as jsonpatch compares them (halving costs more).
+_PREFIX_WORTH_SKIPPING = 32
+#: Whether the installed jsonpatch is the one whose builder ``_PrefixSkippingBuilder``
+#: extends (its list comparison is copied there); any other compares as it does.
+SKIPS_SHARED_LIST_STARTS = getattr(jsonpatch, "__version__", "") == "1.33" and all(
+    hasattr(jsonpatch.DiffBuilder, name)
+    for name in ("_compare_values", "_compare_dicts", "_item_added", "_item_removed", "execute")
+) and hasattr(jsonpatch, "_path_join")
 
 
 def _pointer(path: str, key: str | int) -> str:

@@ -934,6 +934,14 @@ def _remember_plain(result: Any) -> None:
             del _KNOWN_PLAIN[next(iter(_KNOWN_PLAIN))]
 
 
+def known_plain(document: Any) -> Any:
+    """``document``, remembered as plain: the caller has just decoded it from JSON, so it
+    is made of JSON values only and :func:`apply_patch` need not walk it to find out (at
+    tens of thousands of values, the walk costs more than the patch)."""
+    _remember_plain(document)
+    return document
+
+
 def _apply_exact(document: Any, operations: Any) -> Any:
     """The exact engine: the whole document modelled as JS values, then written out."""
     return _to_json(_apply_js(document, operations))

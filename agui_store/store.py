@@ -31,7 +31,7 @@ from agui_store import (
     nesting,
     port,
 )
-from agui_store.diff import Diff, compare
+from agui_store.diff import Diff, ViewChange, compare
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
@@ -1715,12 +1715,18 @@ class Store:
         return self._run_from_row(row, branches)
 
     @staticmethod
-    def _branch_names(tx: port.Reading, pks: list[int]) -> dict[int, list[str]]:
+    def _branch_names(
+        tx: port.Reading, pks: list[int], thread_pks: list[int] | None = None
+    ) -> dict[int, list[str]]:
+        """The branches naming runs (the default branch first), by run; ``thread_pks``:
+        the threads holding them, when the caller knows."""
         names: dict[int, list[str]] = {}
         if not pks:
             return names
         wanted = set(pks)
-        for thread_pk in tx.threads_of_runs(sorted(wanted)):
+        if thread_pks is None:
+            thread_pks = tx.threads_of_runs(sorted(wanted))
+        for thread_pk in thread_pks:
             for run_pk, name in tx.branch_tips(thread_pk):
                 if run_pk in wanted:
                     names.setdefault(run_pk, []).append(name)
@@ -2042,19 +2048,25 @@ class Store:
             return start
         return restore(self._records(tx, after), start=start)
 
-    def _views_past_shared(self, tx: port.Reading, pks: list[int]) -> list[View]:
-        """The views of runs to compare, without the leading chunks their checkpoints all
-        share (git compares trees by hash the same way): the same chunk at the same
-        position holds the same messages on every side, so comparing what follows finds
-        the same changes (positions and repeated ids shift alike on every side). Runs
-        that are not all checkpointed themselves get their whole views."""
-        if not tx.keeps_checkpoints:
-            return [self._view(tx, pk) for pk in pks]
-        manifests = [checkpoints.manifest(tx, pk) for pk in pks]
-        if any(m is None for m in manifests):
-            return [self._view(tx, pk) for pk in pks]
-        skip = checkpoints.shared_chunks([m for m in manifests if m is not None])
-        return [self._load_checkpoint(tx, pk, skip_chunks=skip).view for pk in pks]
+    def _views_past_shared(
+        self, tx: port.Reading, pks: list[int], *, skip_shared: bool = True
+    ) -> list[View]:
+        """The views of runs to compare, without the leading blobs (chunks, then tail
+        segments) their checkpoints all share, with what they share read once (see
+        :func:`checkpoints.load_past_shared`): git compares trees by hash the same way.
+        Runs that are not all checkpointed themselves get their whole views. The views may
+        share objects: for reading only."""
+        if tx.keeps_checkpoints:
+            try:
+                loaded = checkpoints.load_past_shared(tx, pks, skip_shared=skip_shared)
+            except HashMismatchError as e:
+                run_pk = getattr(e, "run_pk", None)
+                if run_pk is None:
+                    raise
+                raise self._named(tx, run_pk, e.what) from None
+            if loaded is not None:
+                return [snapshot.view for snapshot in loaded]
+        return [self._view(tx, pk) for pk in pks]
 
     def _load_checkpoint(
         self, tx: port.Reading, pk: int, *, with_hashes: bool = True, skip_chunks: int = 0
@@ -2184,7 +2196,9 @@ class Store:
     ) -> tuple[_RunKey, _RunKey, tuple[int, int, int] | None]:
         """Two arguments resolved, and their merge base (see :meth:`_merge_base_pk`)."""
         ka = self._resolve(tx, a, thread_id=thread_id, scope=scope)
-        kb = self._resolve(tx, b, thread_id=thread_id, scope=scope)
+        # The thread ``a`` was found in is the one ``thread_id`` names: not looked up again.
+        in_thread = ka.thread_pk if thread_id is not None else None
+        kb = self._resolve(tx, b, thread_id=thread_id, thread_pk=in_thread, scope=scope)
         return ka, kb, self._merge_base_pk(tx, ka.pk, kb.pk)
 
     def merge_base(
@@ -2215,6 +2229,11 @@ class Store:
         """Compare two runs: merge base, the runs on each side since it, message changes by
         id and the state change as an RFC 6902 patch.
 
+        What it reads follows what the two runs changed, not the thread's length: each
+        side's runs down to the merge base, and each run's checkpoint past the chunks and
+        tail segments all sides share (the same blob at the same place: compared by
+        address, as git compares trees), with a state they share read once.
+
         Args:
             mode: ``"three-dot"`` (default): what each side changed since the merge base, git
                 and Dolt style; ``changes`` is base -> b and ``a_changes`` base -> a.
@@ -2224,18 +2243,21 @@ class Store:
             raise InvalidArgumentError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
         with self._reading() as tx:
             ka, kb, found = self._pair(tx, a, b, thread_id, scope)
-            run_a, run_b = self._run_record(tx, ka.pk), self._run_record(tx, kb.pk)
-            base_run = self._run_record(tx, found[0]) if found else None
-            a_runs = self._side(tx, ka.pk, found[1] if found else None)
-            b_runs = self._side(tx, kb.pk, found[2] if found else None)
-            if found:
-                view_a, view_b, base = self._views_past_shared(tx, [ka.pk, kb.pk, found[0]])
-            else:
-                view_a, view_b = self._views_past_shared(tx, [ka.pk, kb.pk])
-                base = View([], {}, [], [])
+            run_a, run_b, base_run, a_runs, b_runs = self._sides(
+                tx, ka.pk, kb.pk, found, ka.thread_pk
+            )
+            # Each distinct run is loaded once (one side is often the merge base itself);
+            # two-dot needs no base.
+            with_base = [found[0]] if found and mode == "three-dot" else []
+            pks = list(dict.fromkeys([ka.pk, kb.pk, *with_base]))
+            # Without a merge base, three-dot compares each side with an empty view: nothing
+            # the sides share may be left out then.
+            skip = found is not None or mode == "two-dot"
+            views = dict(zip(pks, self._views_past_shared(tx, pks, skip_shared=skip)))
+        view_a, view_b = views[ka.pk], views[kb.pk]
         if mode == "two-dot":
-            change = compare(view_a.messages, view_a.state, view_b.messages, view_b.state)
-            return Diff(run_a, run_b, mode, base_run, a_runs, b_runs, change)
+            return Diff(run_a, run_b, mode, base_run, a_runs, b_runs, _compare(view_a, view_b))
+        base = views[found[0]] if found else View([], {}, [], [])
         return Diff(
             run_a,
             run_b,
@@ -2243,18 +2265,44 @@ class Store:
             base_run,
             a_runs,
             b_runs,
-            compare(base.messages, base.state, view_b.messages, view_b.state),
-            compare(base.messages, base.state, view_a.messages, view_a.state),
+            _compare(base, view_b),
+            _compare(base, view_a),
         )
 
-    def _side(self, tx: port.Reading, pk: int, depth: int | None) -> list[Run]:
-        """The runs of ``pk``'s lineage, newest first: those above ``depth`` (the merge
-        base's), or all of it for ``None``."""
-        # The runs above the merge base are the first ``depth`` of the lineage: the walk
-        # stops there instead of going on to the root.
-        rows = tx.lineage_runs(pk, depth, depth)
-        names = self._branch_names(tx, [r[0] for r in rows])
-        return [self._run_from_row(r, names) for r in rows]
+    def _sides(
+        self,
+        tx: port.Reading,
+        a: int,
+        b: int,
+        found: tuple[int, int, int] | None,
+        thread_pk: int,
+    ) -> tuple[Run, Run, Run | None, list[Run], list[Run]]:
+        """A diff's runs: ``a``, ``b``, their merge base, and the runs of each side above
+        the base, newest first (whole lineages when there is none). Each side is one walk
+        from its run down to the base, which it includes (so no run is read twice), and
+        the branches naming them are read once for all (``thread_pk``: ``a``'s thread)."""
+        if found is None:
+            a_rows, b_rows = tx.lineage_runs(a, None, None), tx.lineage_runs(b, None, None)
+            a_side, b_side, base_row = a_rows, b_rows, None
+        else:
+            _, depth_a, depth_b = found
+            a_rows = tx.lineage_runs(a, depth_a + 1, depth_a + 1)
+            b_rows = tx.lineage_runs(b, depth_b + 1, depth_b + 1)
+            a_side, b_side, base_row = a_rows[:depth_a], b_rows[:depth_b], a_rows[depth_a]
+        rows = [*a_rows, *b_rows]
+        # With a merge base both runs are on one lineage, so in one thread.
+        threads = None if found is None else [thread_pk]
+        names = self._branch_names(tx, sorted({int(r[0]) for r in rows}), threads)
+        run_a = self._run_from_row(a_rows[0], names)
+        run_b = self._run_from_row(b_rows[0], names)
+        base_run = self._run_from_row(base_row, names) if base_row is not None else None
+        return (
+            run_a,
+            run_b,
+            base_run,
+            [self._run_from_row(r, names) for r in a_side],
+            [self._run_from_row(r, names) for r in b_side],
+        )
 
     def check(self) -> CheckReport:
         """Check the file: SQLite's integrity and the store's own invariants (see
@@ -2564,6 +2612,14 @@ def _check_branch_name(name: str) -> None:
             "not starting with '-', no '..', '//', component starting with '.' or ending "
             "with '.lock', no '/' or '.' at the end)"
         )
+
+
+def _compare(old: View, new: View) -> ViewChange:
+    """:func:`~agui_store.diff.compare` of two views; a view with itself (a side that is
+    its merge base) has no change."""
+    if old is new:
+        return ViewChange([], [])
+    return compare(old.messages, old.state, new.messages, new.state)
 
 
 def _refuse_branch_shadowing_run(tx: port.Reading, thread_pk: int, name: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from hypothesis.stateful import (
     invariant,
     precondition,
     rule,
+    run_state_machine_as_test,
 )
 
 import agui_store
@@ -35,22 +37,32 @@ from tests.strategies import legal_streams, message_lists
 # meet) and CI runs 100 sequences of them per machine, 4,800 steps over the four machines;
 # the dev profile's budget (60) is below that and stays.
 MACHINE = settings(stateful_step_count=12, max_examples=min(settings.default.max_examples, 100))
+#: On PostgreSQL every example is one or two new databases and each step a few round trips
+#: per run replayed: the same machines, fewer sequences (the suite stays within its budget).
+POSTGRES_MACHINE = settings(MACHINE, max_examples=min(MACHINE.max_examples, 6))
 
 
 class CheckpointMachine(RuleBasedStateMachine):
     runs = Bundle("runs")
     live = Bundle("live")
     every = 1  # checkpoint_events: a checkpoint after every complete run
+    #: Makes a fresh store location (a file path, or a new PostgreSQL database's URL): set by
+    #: :func:`run_on` for the backend under test; a temporary file when run by hypothesis alone.
+    new_location: Callable[[], str] | None = None
 
     def __init__(self) -> None:
         super().__init__()
-        self.dir = tempfile.mkdtemp(prefix="agui-sm-")
-        self.path = str(Path(self.dir) / "s.db")
+        self.path = self._location()
         self.store = agui_store.open(self.path, checkpoint_events=self.every)
         self.count = 0
         self.open_run: str | None = None
         self.pending: dict[str, list[dict[str, Any]]] = {}  # live runs: what is still to come
         self.sent: dict[str, list[dict[str, Any]]] = {}  # live runs: what was appended
+
+    def _location(self) -> str:
+        if type(self).new_location is not None:
+            return type(self).new_location()  # type: ignore[misc]
+        return str(Path(tempfile.mkdtemp(prefix="agui-sm-")) / "s.db")
 
     def teardown(self) -> None:
         self.store.close()
@@ -200,12 +212,8 @@ class CheckpointMachine(RuleBasedStateMachine):
     @rule()
     def lose_every_checkpoint(self) -> None:
         """A file from before checkpoints, or one whose derived data was dropped."""
+        drop_derived(self.store, "checkpoints", "lineage_digests")
         self.store.close()
-        conn = apsw.Connection(self.path)
-        conn.execute(
-            "DELETE FROM checkpoints; DELETE FROM lineage_digests;"
-        )
-        conn.close()
         self.store = agui_store.open(self.path, checkpoint_events=self.every)
 
     @precondition(lambda self: self.count > 0)
@@ -227,16 +235,36 @@ class CheckpointMachine(RuleBasedStateMachine):
             assert blobs.digest(blobs.unpack(kind, data)) == digest
 
 
-CheckpointMachine.TestCase.settings = MACHINE
-test_checkpoints_never_change_what_checkout_restores = CheckpointMachine.TestCase
+def drop_derived(store: agui_store.Store, *tables: str) -> None:
+    """Delete every row of derived tables, through the store's own connection (the SQL is the
+    same on both backends), as a file from before them, or one that lost them, has none."""
+    conn = testing.connection(store)
+    for table in tables:
+        conn.execute(f"DELETE FROM {table}")
+
+
+def run_on(machine: type[CheckpointMachine], new_location: Callable[[], str], backend: str) -> None:
+    """Run a machine with its stores on ``backend``, in locations ``new_location`` makes."""
+    bound = type(machine.__name__, (machine,), {"new_location": staticmethod(new_location)})
+    run_state_machine_as_test(
+        bound, settings=POSTGRES_MACHINE if backend == "postgres" else MACHINE
+    )
+
+
+def test_checkpoints_never_change_what_checkout_restores(
+    new_location: Callable[[], str], backend: str
+) -> None:
+    run_on(CheckpointMachine, new_location, backend)
 
 
 class SparseCheckpointMachine(CheckpointMachine):
     every = 12  # a checkpoint every few generated runs: checkouts replay from an older one
 
 
-SparseCheckpointMachine.TestCase.settings = MACHINE
-test_sparse_checkpoints_never_change_what_checkout_restores = SparseCheckpointMachine.TestCase
+def test_sparse_checkpoints_never_change_what_checkout_restores(
+    new_location: Callable[[], str], backend: str
+) -> None:
+    run_on(SparseCheckpointMachine, new_location, backend)
 
 
 class StatePatchMachine(CheckpointMachine):
@@ -253,8 +281,10 @@ class StatePatchMachine(CheckpointMachine):
         super().teardown()
 
 
-StatePatchMachine.TestCase.settings = MACHINE
-test_states_stored_as_patches_never_change_what_checkout_restores = StatePatchMachine.TestCase
+def test_states_stored_as_patches_never_change_what_checkout_restores(
+    new_location: Callable[[], str], backend: str
+) -> None:
+    run_on(StatePatchMachine, new_location, backend)
 
 
 def test_a_state_that_grows_by_patches_is_stored_as_patches_between_whole_states(
@@ -367,12 +397,13 @@ class DeferredDerivationMachine(CheckpointMachine):
     def _open(self) -> _Mirrored:
         return _Mirrored(
             agui_store.open(self.path, derive_on_append=False),
-            agui_store.open(self.path + ".eager", checkpoint_events=self.every),
+            agui_store.open(self.eager_path, checkpoint_events=self.every),
         )
 
     def __init__(self) -> None:
         super().__init__()
         self.store.close()
+        self.eager_path = self._location()
         self.store = self._open()  # type: ignore[assignment]
 
     @rule()
@@ -391,13 +422,9 @@ class DeferredDerivationMachine(CheckpointMachine):
 
     @rule()
     def lose_every_checkpoint(self) -> None:
+        for store in (self.store.deferred, self.store.eager):  # type: ignore[attr-defined]
+            drop_derived(store, "checkpoints", "lineage_digests", "underived")
         self.store.close()
-        for path in (self.path, self.path + ".eager"):
-            conn = apsw.Connection(path)
-            conn.execute(
-                "DELETE FROM checkpoints; DELETE FROM lineage_digests; DELETE FROM underived;"
-            )
-            conn.close()
         self.store = self._open()  # type: ignore[assignment]
 
     @invariant()
@@ -409,8 +436,10 @@ class DeferredDerivationMachine(CheckpointMachine):
         assert tree(self.store.deferred) == tree(self.store.eager)  # type: ignore[attr-defined]
 
 
-DeferredDerivationMachine.TestCase.settings = MACHINE
-test_deferred_derivation_never_changes_a_decision_or_a_checkout = DeferredDerivationMachine.TestCase
+def test_deferred_derivation_never_changes_a_decision_or_a_checkout(
+    new_location: Callable[[], str], backend: str
+) -> None:
+    run_on(DeferredDerivationMachine, new_location, backend)
 
 
 def test_a_deferring_store_writes_the_log_alone_and_derive_fills_in_the_rest(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -247,3 +248,232 @@ def test_a_state_patch_never_moves_a_value_into_its_own_child() -> None:
     ops = state_patch(old, new)
     assert apply_patch(copy.deepcopy(old), ops) == new
     assert all(op["op"] in ("add", "remove", "replace") for op in ops)
+
+
+def _grown(run_id: str, count: int) -> list[dict[str, Any]]:
+    """Events adding ``count`` assistant messages."""
+    out: list[dict[str, Any]] = []
+    for i in range(count):
+        mid = f"{run_id}-{i}"
+        out += [
+            {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": f"{run_id} says {i}"},
+            {"type": "TEXT_MESSAGE_END", "messageId": mid},
+        ]
+    return out
+
+
+@st.composite
+def _edits(draw: st.DrawFn) -> dict[str, Any]:
+    """What one run does to its parent's view: add messages (enough to cross chunk
+    boundaries), or resend the list edited in place (snapshot), and change the state or not."""
+    return {
+        "grow": draw(st.integers(0, 70)),
+        "snapshot": draw(
+            st.none()
+            | st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(["edit", "drop", "dup"])),
+                       max_size=3)
+        ),
+        "state": draw(st.sampled_from(["same", "delta", "snapshot"])),
+    }
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=30)
+@given(parents=trees(), data=st.data())
+def test_a_diff_that_skips_what_its_sides_share_equals_the_diff_of_replayed_views(
+    new_location: Any, parents: list[int | None], data: st.DataObject
+) -> None:
+    """Diff reads its sides' checkpoints past the chunks and tail segments they share, the
+    state they share once: whatever the tree, its changes are those of the whole views,
+    replayed from the log with no checkpoint (``testing.replayed_view``)."""
+    from agui_store import testing
+
+    with agui_store.open(new_location()) as store:
+        for i, parent in enumerate(parents):
+            edits = data.draw(_edits())
+            run_id = f"r{i}"
+            body = _grown(run_id, edits["grow"])
+            if edits["snapshot"] is not None and parent is not None:
+                messages = store.checkout(f"r{parent}").messages
+                for at, what in edits["snapshot"]:
+                    if not messages:
+                        break
+                    k = at % len(messages)
+                    if what == "edit":
+                        messages[k] = {**messages[k], "content": f"edited by {run_id}"}
+                    elif what == "drop":
+                        del messages[k]
+                    else:  # the same id twice: diff tells them apart by occurrence
+                        messages.insert(k, {**messages[k], "content": f"again in {run_id}"})
+                body = [{"type": "MESSAGES_SNAPSHOT", "messages": messages}, *body]
+            if edits["state"] == "delta":
+                body.append(
+                    {"type": "STATE_DELTA",
+                     "delta": [{"op": "add", "path": f"/{run_id}", "value": [i, "x"]}]}
+                )
+            elif edits["state"] == "snapshot" or parent is None:
+                # A large state, so that the runs after it store theirs as patches on it.
+                body.append(
+                    {"type": "STATE_SNAPSHOT", "snapshot": {"only": run_id, "big": "x" * 4000}}
+                )
+            started: dict[str, Any] = {"type": "RUN_STARTED", "threadId": "t", "runId": run_id}
+            store.append(
+                [started, *body, {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id}],
+                parent=None if parent is None else f"r{parent}",
+            )
+        views = {i: testing.replayed_view(store, f"r{i}", thread_id="t")
+                 for i in range(len(parents))}
+        records = {r.run_id: r for r in store.runs("t")}
+        for _ in range(3):
+            a = data.draw(st.integers(0, len(parents) - 1))
+            b = data.draw(st.integers(0, len(parents) - 1))
+            chain_a, chain_b = ancestors(parents, a), ancestors(parents, b)
+            base = next(x for x in chain_a if x in chain_b)
+            va, vb, vbase = views[a], views[b], views[base]
+            three = store.diff(f"r{a}", f"r{b}")
+            assert three.merge_base is not None and three.merge_base.run_id == f"r{base}"
+            assert three.changes == compare(vbase.messages, vbase.state, vb.messages, vb.state)
+            assert three.a_changes == compare(vbase.messages, vbase.state, va.messages, va.state)
+            assert three.a_runs == [records[f"r{x}"] for x in chain_a[: chain_a.index(base)]]
+            assert (three.a, three.b) == (records[f"r{a}"], records[f"r{b}"])
+            assert three.merge_base == records[f"r{base}"]
+            assert three.b_runs == [records[f"r{x}"] for x in chain_b[: chain_b.index(base)]]
+            two = store.diff(f"r{a}", f"r{b}", mode="two-dot")
+            assert two.changes == compare(va.messages, va.state, vb.messages, vb.state)
+
+
+def test_a_three_dot_diff_of_unrelated_runs_with_the_same_long_history_shows_all_of_it(
+    store_location: str,
+) -> None:
+    """Two threads holding the same 70 messages share their first chunk's blob, but with no
+    merge base each side is compared with an empty view: every message is added."""
+    messages = [{"id": f"m{i}", "role": "user", "content": f"hello {i}"} for i in range(70)]
+    with agui_store.open(store_location) as store:
+        for thread in ("t", "u"):
+            store.append(
+                [
+                    {"type": "RUN_STARTED", "threadId": thread, "runId": f"{thread}-0"},
+                    {"type": "MESSAGES_SNAPSHOT", "messages": messages},
+                    {"type": "RUN_FINISHED", "threadId": thread, "runId": f"{thread}-0"},
+                ]
+            )
+        found = store.diff("t-0", "u-0")
+        assert found.merge_base is None
+        assert [c.id for c in found.changes.messages] == [m["id"] for m in messages]
+        assert [c.id for c in found.a_changes.messages] == [m["id"] for m in messages]
+        assert store.diff("t-0", "u-0", mode="two-dot").changes.empty
+
+
+_small_values = st.integers(0, 3) | st.sampled_from([None, True, False, 1.0, "x"]) | st.lists(
+    st.integers(0, 3), max_size=2
+)
+
+
+@st.composite
+def _lists_that_share_a_start(draw: st.DrawFn) -> tuple[Any, Any]:
+    """Two documents holding long lists that start alike and then differ (values from a
+    small pool, so that jsonpatch pairs removals with additions into moves)."""
+    shared = draw(st.lists(_small_values, min_size=0, max_size=120))
+    old = shared + draw(st.lists(_small_values, max_size=8))
+    new = shared + draw(st.lists(_small_values, max_size=8))
+    if draw(st.booleans()):  # an edit inside the shared start too
+        at = draw(st.integers(0, max(0, len(new) - 1)))
+        new = [*new[:at], draw(_small_values), *new[at + 1 :]]
+    if draw(st.booleans()):
+        return {"turns": old, "same": shared}, {"turns": new, "same": list(shared)}
+    return [old, 1], [new, 1]
+
+
+@given(pair=_lists_that_share_a_start() | st.tuples(json_values, json_values))
+def test_the_state_patch_skipping_shared_list_starts_is_jsonpatchs_own(pair: Any) -> None:
+    """diff.make_patch starts comparing lists past their common start; its operations are
+    exactly those of jsonpatch's builder comparing objects' keys in sorted order, moves and
+    indices included, and (without moves) jsonpatch.make_patch's own in another order."""
+    from agui_store import diff
+
+    assert diff.SKIPS_SHARED_LIST_STARTS  # the installed jsonpatch is the one it extends
+    old, new = pair
+    ops = diff.make_patch(old, new)
+    assert ops == diff.ordered_make_patch(old, new)
+    # Keys in sorted order change only the order of jsonpatch's own operations.
+    assert sorted(ops, key=json.dumps) == sorted(
+        jsonpatch.make_patch(old, new).patch, key=json.dumps
+    ) or _has_moves(ops)
+
+
+def _has_moves(ops: list[dict[str, Any]]) -> bool:
+    """Which removed value jsonpatch pairs with an added one as a move depends on the order
+    it meets them: with moves, only the operations' count is its own."""
+    return any(op["op"] == "move" for op in ops)
+
+
+def test_a_diff_prints_the_same_state_patch_whatever_the_hash_seed(tmp_path: Path) -> None:
+    """jsonpatch walks an object's keys as a set: the order of its operations changed with
+    PYTHONHASHSEED, so two processes printed one diff two ways."""
+    script = (
+        "import json; from agui_store import diff\n"
+        "old = {f'k{i}': i for i in range(40)}\n"
+        "new = {**{f'k{i}': i + 1 for i in range(0, 40, 3)}, **{f'n{i}': i for i in range(20)}}\n"
+        "for k in list(old)[1::4]: new.pop(k, None)\n"
+        "print(json.dumps(diff.state_patch({'s': old}, {'s': new})))\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in (1, 2, 3, 4)
+    }
+    assert len(outputs) == 1, outputs
+
+
+def test_a_diff_of_two_runs_whose_states_are_patches_on_one_state_equals_the_replayed_one(
+    store_location: str,
+) -> None:
+    """Runs after a large state store theirs as the patches since it: the nearer run's
+    state is made once and the farther one continues it with the patches that follow."""
+    from agui_store import testing
+
+    with agui_store.open(store_location) as store:
+        for i in range(8):
+            if i == 0:
+                body = [{"type": "STATE_SNAPSHOT", "snapshot": {"big": "x" * 4000, "n": []}}]
+            else:
+                second = (
+                    {"op": "replace", "path": "/big", "value": f"{i}"}
+                    if i == 5
+                    else {"op": "add", "path": f"/r{i}", "value": True}
+                )
+                body = [
+                    {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/n/-", "value": i}]},
+                    {"type": "STATE_DELTA", "delta": [second]},
+                ]
+            store.append(
+                [
+                    {"type": "RUN_STARTED", "threadId": "t", "runId": f"r{i}"},
+                    *body,
+                    {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"},
+                ]
+            )
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "side", "parentRunId": "r3"},
+                {"type": "STATE_DELTA", "delta": [{"op": "remove", "path": "/n/0"}]},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "side"},
+            ]
+        )
+        views = {r: testing.replayed_view(store, r, thread_id="t")
+                 for r in ("r2", "r3", "r4", "r7", "side")}
+        for a, b in (("r2", "r7"), ("r4", "r7"), ("side", "r7"), ("r7", "r2"), ("side", "r4")):
+            base = store.merge_base(a, b)
+            assert base is not None
+            vbase = views[base.run_id]
+            found = store.diff(a, b)
+            assert found.changes.state_patch == state_patch(vbase.state, views[b].state)
+            assert found.a_changes.state_patch == state_patch(vbase.state, views[a].state)
+            two = store.diff(a, b, mode="two-dot")
+            assert two.changes.state_patch == state_patch(views[a].state, views[b].state)
+            assert apply_patch(views[a].state, two.changes.state_patch) == views[b].state
