@@ -1087,7 +1087,9 @@ class Store:
             # addresses of its chunks: no pass over the view's old objects.
             reducer, since = cached.reducer, cached.since
             at_checkpoint = since.run_pk == parent_pk and since.events == 0
-            pieces = since.layout.pieces() if at_checkpoint and since.layout else None
+            sent = run_input.get("messages")
+            resent = isinstance(sent, list) and len(sent) >= len(reducer.messages)
+            pieces = since.layout.pieces() if resent and at_checkpoint and since.layout else None
             return normalize_input(
                 run_input, reducer.messages, reducer.state, reducer.first_position, pieces
             )
