@@ -480,7 +480,7 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
     "fork": (cmd_fork, "print the RunAgentInput that starts a new run from a past one"),
     "compact": (cmd_compact, "write checkpoints for complete runs that lack one"),
     "export": (cmd_export, "a run's history, or its compacted hydration stream, as JSON/JSONL/SSE"),
-    "check": (cmd_check, "check the file's integrity (exit 1 on any problem)"),
+    "check": (cmd_check, "check the store's integrity (exit 1 on any problem)"),
     "demo": (cmd_demo, "record a demo conversation with a branch and show it"),
     "analyze": (cmd_analyze, "write a separate, datasette-friendly SQLite database of threads, "
                 "runs, views and tool calls (sqlite-utils), with full-text search"),

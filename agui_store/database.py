@@ -161,7 +161,8 @@ def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiSt
     )
 
 
-#: The tables every agui-store file has had since schema version 1.
+#: The tables every agui-store file has had since schema version 1 (``events`` a view over
+#: ``event_log`` since version 11).
 STORE_TABLES = frozenset({"threads", "runs", "events", "batches", "branches"})
 
 
@@ -277,7 +278,9 @@ def _read_unmarked(real: str, shown: str) -> tuple[int, int, frozenset[str]]:
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             tables = frozenset(
                 str(r[0])
-                for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view')"
+                )
             )
         finally:
             conn.close()
@@ -409,8 +412,13 @@ def _migrate(conn: Conn, path: str) -> None:
             conn.execute(schema.MIGRATIONS[target])
             if target in schema.BACKFILLS:
                 from agui_store import ledger  # the hashes of the log (imports this module)
+                from agui_store.sqlite.transaction import SqliteTransaction
 
-                ledger.backfill(conn, lambda: _lifted(conn, ("runs", "batches"), "update"))
+                ledger.backfill(
+                    conn,
+                    SqliteTransaction(conn),
+                    lambda: _lifted(conn, ("runs", "batches"), "update"),
+                )
         conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version={schema.SCHEMA_VERSION}")
 

@@ -1,22 +1,20 @@
-"""``Store.check()``: the file's integrity, SQLite's and the store's own invariants.
+"""``Store.check()``: the store's own invariants, on every backend, plus its storage's.
 
 Read-only: it reports, it never repairs. Every check runs inside one read transaction, so a
-check of a file that other processes are writing sees one consistent state of it. Each problem
+check of a store that other processes are writing sees one consistent state of it. Each problem
 names what is wrong where: the run (its id, thread and key), the branch, the sequence numbers,
 the batch or the table row.
 
-The checks, in the order they run (``CheckReport.checked`` lists the ones that ran):
+The checks here are written once, above the storage port (:mod:`agui_store.port`): they read
+through one-purpose operations of a read transaction and hold no SQL. The log is read as a
+stream (one pass in sequence order), never held whole. A backend first runs the checks of its
+own storage (:meth:`~agui_store.port.Reading.storage_checks`): for SQLite ``sqlite``
+(``PRAGMA integrity_check``), ``foreign_keys`` and ``schema`` (:mod:`agui_store.sqlite.checks`);
+for PostgreSQL ``foreign_keys`` and ``schema`` (:mod:`agui_store.postgres.checks`).
 
-``sqlite``
-    ``PRAGMA integrity_check``: pages, indexes, ``NOT NULL`` and ``CHECK`` constraints.
-``foreign_keys``
-    ``PRAGMA foreign_key_check``: rows that name a row that does not exist (a writer that
-    connected without ``PRAGMA foreign_keys=ON`` can leave them).
-``schema``
-    The file says it is an agui-store file (``application_id``) of this version
-    (``user_version``), and holds every table, index and trigger that version defines, as it
-    defines them: a dropped or rewritten append-only trigger is a problem even before anything
-    was rewritten through the gap.
+The store's checks, in the order they run after those (``CheckReport.checked`` lists every
+check that ran):
+
 ``lineage``
     Each run's lineage parent exists, belongs to the same thread and was recorded before it;
     the lineage has no cycle; the recorded reason agrees with the parent (``root`` exactly
@@ -35,28 +33,25 @@ The checks, in the order they run (``CheckReport.checked`` lists the ones that r
 ``events``
     Each payload is a JSON object whose ``type`` is the ``type`` column.
 ``blobs``
-    When the file has a ``blobs`` table (content-addressed values, see below): every blob's
-    data, decoded per its codec, hashes (sha256) to its address.
+    Content-addressed values: every blob's data, decoded per its codec, hashes (sha256) to
+    its address.
 ``checkpoints``
-    When the file has checkpoints (derived views at the end of runs): each belongs to a
-    complete run; its manifest is a blob holding a JSON array of blob ids, each a chunk
-    holding a JSON array of exactly ``CHUNK`` messages; its tail lists segments, blobs each
-    holding a JSON array of as many messages as the tail says, fewer than ``CHUNK`` in all;
-    together they hold the checkpoint's length;
+    Derived views at the end of runs: each belongs to a complete run; its manifest is a blob
+    holding a JSON array of blob ids, each a chunk holding a JSON array of exactly ``CHUNK``
+    messages; its tail lists segments, blobs each holding a JSON array of as many messages as
+    the tail says, fewer than ``CHUNK`` in all; together they hold the checkpoint's length;
     a state stored as patches is patched from a lineage ancestor's checkpoint whose state is
-    stored whole. (That a checkpoint equals a replay
-    of the run is what the store's own tests prove; checking it here would mean replaying
-    every run.)
+    stored whole.
 ``lineage_digests``
     Each belongs to a complete run (a digest is of the view at a run's end).
 ``hashes``
-    When the file has content hashes (schema version 8 on, see :mod:`agui_store.hashing`):
-    every hash computed again from the log and compared link by link, so that an edit is
-    named where it was made: a run's input against its input digest, its lineage parent's
-    hash (when the run was placed) against the one it recorded, its record (run id, thread,
-    lineage reason, sent ``parentRunId``, synthetic flag, creation time) against its start
-    hash, and each batch's events (sequence numbers, types, stored bytes, echo references),
-    outcome and time against the hash after that batch.
+    Every content hash (see :mod:`agui_store.hashing`) computed again from the log and
+    compared link by link, so that an edit is named where it was made: a run's input against
+    its input digest, its lineage parent's hash (when the run was placed) against the one it
+    recorded, its record (run id, thread, lineage reason, sent ``parentRunId``, synthetic
+    flag, creation time) against its start hash, and each batch's events (sequence numbers,
+    types, stored bytes, echo references), outcome and time against the hash after that
+    batch.
 ``derived``
     Every derived structure against a replay of the log (each run replayed once, onto its
     parent's view): each checkpoint's messages, state (whole or as patches), interrupts and
@@ -66,35 +61,27 @@ The checks, in the order they run (``CheckReport.checked`` lists the ones that r
 
 Events after a run's terminal event (other than one late RUN_ERROR after RUN_FINISHED) are
 reported as *warnings*, not problems: ``append(check_sequence=False)`` records them on purpose
-(recording buggy producers), and the file does not say which runs were recorded that way.
+(recording buggy producers), and the store does not say which runs were recorded that way.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gzip
+import functools
 import hashlib
-import re
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import apsw
-
-from agui_store import checkpoints, codec, database, hashing, ledger, schema
+from agui_store import blobs, checkpoints, codec, hashing, ledger
 from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventError
+from agui_store.port import Reading
 from agui_store.records import CheckReport as CheckReport  # what check() returns, with its JSON
 from agui_store.records import Problem as Problem
 from agui_store.restore import RunRecord, View, apply_run, body_as_sent, start_reducer, view_of
-from agui_store.sqlite.transaction import SqliteTransaction
 
-#: Every check, in the order it runs. ``blobs`` and ``checkpoints`` run only when the file
-#: has those tables (schema version 2 on).
+#: The store's own checks, in the order they run (after the backend's storage checks).
 CHECKS = (
-    "sqlite",
-    "foreign_keys",
-    "schema",
     "lineage",
     "refs",
     "batches",
@@ -120,29 +107,38 @@ _TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
 # How a terminal event ends a run; must agree with ``store._status_of_terminal``.
 _OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
 
+#: What a check may meet in a store too broken to finish it (besides the driver's errors).
+_TOO_BROKEN = (AguiStoreError, TypeError, ValueError, LookupError, zlib.error)
 
-def check_database(conn: apsw.Connection) -> CheckReport:
-    """Run every check on an open store connection (inside one read transaction)."""
+
+def check(tx: Reading) -> CheckReport:
+    """Run every check inside the read transaction ``tx``: its backend's storage checks,
+    then the store's own."""
     problems: list[Problem] = []
     warnings: list[Problem] = []
     checked: list[str] = []
-    database.register_functions(conn)  # a connection opened without the store's help too
-    with database.snapshot(conn):
-        context = _Context(conn)
-        for name, run in _CHECKS:
-            if name in _OPTIONAL and not context.has_table(name):
-                continue
-            if name == "hashes" and "hash" not in context.columns("batches"):
-                continue
-            checked.append(name)
-            found = _Collector(name)
-            try:
-                run(context, found)
-            except (apsw.Error, AguiStoreError, TypeError, ValueError) as e:  # too broken to finish
-                found.problem(f"could not finish the check: {type(e).__name__}: {e}")
-            problems.extend(found.done(found.problems))
-            warnings.extend(found.done(found.warnings))
+    too_broken: tuple[type[BaseException], ...] = (*_TOO_BROKEN, *tx.storage_errors)
+    context = _Context(tx)
+    runs: list[tuple[str, Callable[[_Collector], None]]] = [
+        (name, functools.partial(_storage_check, tx, name)) for name in tx.storage_checks()
+    ]
+    runs += [(name, functools.partial(run, context)) for name, run in _CHECKS]
+    for name, run in runs:
+        checked.append(name)
+        found = _Collector(name)
+        try:
+            with tx.contained():
+                run(found)
+        except too_broken as e:  # a store too broken to finish this check
+            found.problem(f"could not finish the check: {type(e).__name__}: {e}")
+        problems.extend(found.done(found.problems))
+        warnings.extend(found.done(found.warnings))
     return CheckReport(problems, tuple(checked), warnings)
+
+
+def _storage_check(tx: Reading, name: str, out: _Collector) -> None:
+    for detail in tx.storage_problems(name):
+        out.problem(detail)
 
 
 # --- plumbing -------------------------------------------------------------------------------
@@ -191,30 +187,18 @@ class _RunRow:
 class _Context:
     """What several checks read: the runs and threads (metadata only, never payloads)."""
 
-    def __init__(self, conn: apsw.Connection) -> None:
-        self.conn = conn
+    def __init__(self, tx: Reading) -> None:
+        self.tx = tx
         self._runs: dict[int, _RunRow] | None = None
         self._log: _LogPass | None = None
         self._links: dict[int, ledger.RunLink] | None = None
-        try:
-            self._tables = {
-                str(r[0]) for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")
-            }
-        except apsw.Error:  # the sqlite check reports why
-            self._tables = set()
-
-    def has_table(self, name: str) -> bool:
-        return name in self._tables
-
-    def columns(self, table: str) -> set[str]:
-        """The columns of a table (an older schema may lack the newer ones)."""
-        return {str(r[1]) for r in self.conn.execute(f"PRAGMA table_info({table})")}
+        self._complete: set[int] | None = None
 
     @property
     def links(self) -> dict[int, ledger.RunLink]:
         """Every run's hashes, computed again from the log (see :mod:`agui_store.ledger`)."""
         if self._links is None:
-            self._links = ledger.compute(self.conn)
+            self._links = ledger.compute(self.tx)
         return self._links
 
     @property
@@ -223,6 +207,13 @@ class _Context:
         if self._log is None:
             self._log = _LogPass(self)
         return self._log
+
+    @property
+    def complete(self) -> set[int]:
+        """The runs with a terminal batch."""
+        if self._complete is None:
+            self._complete = self.tx.complete_runs()
+        return self._complete
 
     @property
     def runs(self) -> dict[int, _RunRow]:
@@ -237,10 +228,8 @@ class _Context:
                     bool(synthetic),
                     None if thread_id is None else str(thread_id),
                 )
-                for pk, thread, run_id, parent, lineage, synthetic, thread_id in self.conn.execute(
-                    "SELECT runs.id, runs.thread, runs.run_id, runs.parent, runs.lineage, "
-                    "runs.synthetic, threads.thread_id FROM runs "
-                    "LEFT JOIN threads ON threads.id = runs.thread ORDER BY runs.id"
+                for pk, thread, run_id, parent, lineage, synthetic, thread_id in (
+                    self.tx.every_run()
                 )
             }
         return self._runs
@@ -286,104 +275,6 @@ def _status_of_terminal(event_type: str, payload: str | None) -> str:
         if isinstance(data, dict) and isinstance(data.get("outcome"), dict):
             outcome = data["outcome"].get("type")
     return _OUTCOME_STATUS.get(outcome or "success", "finished")
-
-
-# --- sqlite, foreign keys, schema -----------------------------------------------------------
-
-
-def _check_sqlite(ctx: _Context, out: _Collector) -> None:
-    for (line,) in ctx.conn.execute("PRAGMA integrity_check"):
-        if line != "ok":
-            out.problem(str(line))
-
-
-def _check_foreign_keys(ctx: _Context, out: _Collector) -> None:
-    columns: dict[tuple[str, int], list[str]] = {}
-    for table, rowid, parent, fkid in ctx.conn.execute("PRAGMA foreign_key_check"):
-        key = (str(table), int(fkid))
-        if key not in columns:
-            columns[key] = [
-                str(r[3])
-                for r in ctx.conn.execute(f'PRAGMA foreign_key_list("{table}")')
-                if int(r[0]) == fkid
-            ]
-        cols = columns[key]
-        if rowid is None:  # a WITHOUT ROWID table: name the row by its columns instead
-            out.problem(f"a {table} row names a missing {parent} row (through {', '.join(cols)})")
-            continue
-        values = ctx.conn.execute(
-            f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{table}" '
-            "WHERE rowid = ?",
-            (rowid,),
-        ).fetchone()
-        named = ", ".join(f"{c} = {_q(v)}" for c, v in zip(cols, values or (), strict=False))
-        out.problem(f"{table} row {rowid}: {named} names no row of {parent}")
-
-
-def expected_schema() -> dict[tuple[str, str], str]:
-    """Every table, index and trigger this version defines, with its SQL: the migrations
-    applied to an empty in-memory database (as ``database.connect`` applies them to a file)."""
-    mem = apsw.Connection(":memory:")
-    try:
-        for version in sorted(schema.MIGRATIONS):
-            mem.execute(schema.MIGRATIONS[version])
-        return _objects(mem)
-    finally:
-        mem.close()
-
-
-def _objects(conn: apsw.Connection) -> dict[tuple[str, str], str]:
-    return {
-        (str(kind), str(name)): str(sql)
-        for kind, name, sql in conn.execute(
-            "SELECT type, name, sql FROM sqlite_schema WHERE sql IS NOT NULL "
-            "AND name NOT LIKE 'sqlite_%'"
-        )
-    }
-
-
-def _pragma_int(conn: apsw.Connection, name: str) -> int:
-    row = conn.execute(f"PRAGMA {name}").fetchone()
-    return int(row[0]) if row else 0
-
-
-def _check_schema(ctx: _Context, out: _Collector) -> None:
-    app_id = _pragma_int(ctx.conn, "application_id")
-    if app_id != schema.APPLICATION_ID:
-        out.problem(
-            f"application_id is {app_id:#010x}, not {schema.APPLICATION_ID:#010x} ('AGUI'): "
-            "the file does not say it is an agui-store file"
-        )
-    version = _pragma_int(ctx.conn, "user_version")
-    if version != schema.SCHEMA_VERSION:
-        out.problem(
-            f"schema version (user_version) is {version}, but this agui-store reads and "
-            f"writes version {schema.SCHEMA_VERSION}"
-        )
-        return  # the objects to expect depend on the version
-    found = _objects(ctx.conn)
-    for (kind, name), sql in sorted(expected_schema().items()):
-        if (kind, name) not in found:
-            hint = ""
-            if kind == "trigger" and "append_only" in name:
-                table = name.split("_are_append_only_")[0]
-                how = name.rsplit("_", 1)[-1].upper()
-                hint = f": {how} of {table} is no longer refused"
-            out.problem(f"{kind} {name} is missing{hint}")
-        elif _normalize_sql(found[(kind, name)]) != _normalize_sql(sql):
-            out.problem(
-                f"{kind} {name} is not what schema version {version} defines "
-                f"(found: {_shorten(found[(kind, name)])})"
-            )
-
-
-def _normalize_sql(sql: str) -> str:
-    return " ".join(sql.split())
-
-
-def _shorten(text: str, width: int = 120) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 # --- lineage and refs -----------------------------------------------------------------------
@@ -447,11 +338,7 @@ def _check_lineage(ctx: _Context, out: _Collector) -> None:
 
 def _check_refs(ctx: _Context, out: _Collector) -> None:
     runs = ctx.runs
-    for thread_pk, name, run_pk, thread_id in ctx.conn.execute(
-        "SELECT branches.thread, branches.name, branches.run, threads.thread_id "
-        "FROM branches LEFT JOIN threads ON threads.id = branches.thread "
-        "ORDER BY branches.thread, branches.name"
-    ):
+    for thread_pk, name, run_pk, thread_id in ctx.tx.every_branch():
         if thread_id is None:
             out.problem(f"branch {_q(name)} belongs to thread #{thread_pk}, which does not exist")
             continue
@@ -515,10 +402,7 @@ class _LogPass:
         self._run()
 
     def _events(self) -> Iterator[tuple[int, int, str, str | None]]:
-        for seq, run, kind, payload in self.ctx.conn.execute(
-            "SELECT seq, run, type, CASE WHEN type IN ('RUN_STARTED', 'RUN_FINISHED', "
-            "'RUN_ERROR') THEN payload END FROM events ORDER BY seq"
-        ):
+        for seq, run, kind, payload in self.ctx.tx.log_in_order():
             yield int(seq), int(run), str(kind), payload
 
     def _observe(self, seq: int, run: int, kind: str, payload: str | None) -> None:
@@ -546,10 +430,7 @@ class _LogPass:
         current = next(events, None)
         end = 0  # highest seq claimed by a batch so far
         end_batch: _Batch | None = None
-        for pk, run, first, last, count, outcome in self.ctx.conn.execute(
-            "SELECT id, run, first_seq, last_seq, count, outcome FROM batches "
-            "ORDER BY first_seq, id"
-        ):
+        for pk, run, first, last, count, outcome in self.ctx.tx.batches_in_order():
             batch = _Batch(int(pk), int(run), int(first), int(last), int(count), outcome)
             self.batches.append(batch)
             if batch.first_seq <= end and end_batch is not None:
@@ -661,10 +542,7 @@ def _check_runs(ctx: _Context, out: _Collector) -> None:
                 f"{info.terminal[0]}: seq {seqs} ({kinds}); only "
                 "append(check_sequence=False) records that"
             )
-    for pk, raw in ctx.conn.execute(
-        "SELECT id, input FROM runs WHERE input IS NOT NULL AND "
-        "(NOT json_valid(input) OR json_type(input) IS NOT 'object') ORDER BY id"
-    ):
+    for pk, raw in ctx.tx.suspect_inputs():
         try:
             value = codec.decode(raw)
         except InvalidEventError as e:
@@ -698,13 +576,10 @@ def _check_started(
 
 
 def _check_events(ctx: _Context, out: _Collector) -> None:
-    # SQLite's JSON functions find the suspects fast; the codec (the store's own reading of
-    # JSON: last duplicate key wins, any depth) decides, so that only real problems are shown.
-    for seq, run, kind, payload in ctx.conn.execute(
-        "SELECT seq, run, type, payload FROM events WHERE CASE WHEN json_valid(payload) "
-        "THEN json_type(payload) IS NOT 'object' OR json_extract(payload, '$.type') IS NOT type "
-        "ELSE 1 END ORDER BY seq"
-    ):
+    # The backend narrows the log down to suspects as far as it can tell cheaply; the codec
+    # (the store's own reading of JSON: last duplicate key wins, any depth) decides, so that
+    # only real problems are shown.
+    for seq, run, kind, payload in ctx.tx.suspect_events():
         where = f"event seq {seq} ({kind}) of {ctx.name_run(int(run))}"
         try:
             data = codec.decode(payload)
@@ -722,79 +597,21 @@ def _check_events(ctx: _Context, out: _Collector) -> None:
 
 # --- blobs ----------------------------------------------------------------------------------
 
-# The blobs table comes with content-addressed checkpoints. What this check assumes of it:
-#   hash   the sha256 of the value's canonical encoding: 32 raw bytes (BLOB) or 64 hex digits
-#          (TEXT, optionally prefixed "sha256:");
-#   data   the stored bytes (BLOB or TEXT);
-#   codec  (or "encoding" / "compression"), optional: how data encodes the canonical bytes:
-#          0 / NULL / "plain" / "identity" / "none" stored as is, 1 / "zlib" zlib, "gzip" gzip.
-#          Without such a column, data is taken as is, or as zlib when that alone matches.
-_CODEC_COLUMNS = ("codec", "encoding", "compression")
-_PLAIN_CODECS = {None, 0, "0", "", "plain", "identity", "none", "raw"}
-_DECODERS: dict[object, Callable[[bytes], bytes]] = {
-    1: zlib.decompress,
-    "1": zlib.decompress,
-    "zlib": zlib.decompress,
-    "deflate": zlib.decompress,
-    "gzip": gzip.decompress,
-    "gz": gzip.decompress,
-}
-_HEX_SHA256 = re.compile(r"^(?:sha256:)?([0-9a-fA-F]{64})$")
-
-
-def blob_bytes(codec_value: object, data: bytes) -> bytes:
-    """The canonical bytes a stored blob encodes (raises ValueError when it cannot say)."""
-    key = codec_value.lower() if isinstance(codec_value, str) else codec_value
-    if key in _PLAIN_CODECS:
-        return data
-    decoder = _DECODERS.get(key)
-    if decoder is None:
-        raise ValueError(f"unknown codec {codec_value!r}")
-    return decoder(data)
-
-
-def _address(value: object) -> tuple[bytes | None, str]:
-    """A blob address as raw digest bytes (None if malformed) and as text for messages."""
-    if isinstance(value, bytes):
-        return (value if len(value) == 32 else None), value.hex()
-    if isinstance(value, str):
-        match = _HEX_SHA256.match(value)
-        return (bytes.fromhex(match.group(1)) if match else None), value
-    return None, repr(value)
-
 
 def _check_blobs(ctx: _Context, out: _Collector) -> None:
-    columns = [str(r[1]) for r in ctx.conn.execute('PRAGMA table_info("blobs")')]
-    lower = {c.lower(): c for c in columns}
-    if "hash" not in lower or "data" not in lower:
-        out.problem(f"table blobs has no hash and data columns (it has {', '.join(columns)})")
-        return
-    codec_column = next((lower[c] for c in _CODEC_COLUMNS if c in lower), None)
-    select = (
-        f'SELECT "{lower["hash"]}", "{lower["data"]}", '
-        + (f'"{codec_column}"' if codec_column else "NULL")
-        + " FROM blobs ORDER BY 1"
-    )
-    for address, data, codec_value in ctx.conn.execute(select):
-        digest, shown = _address(address)
-        where = f"blob {shown}"
-        if digest is None:
-            out.problem(f"{where}: the address is not a sha256 (32 bytes or 64 hex digits)")
+    for address, codec_value, data in ctx.tx.every_blob():
+        stored_address = bytes(address)
+        where = f"blob {stored_address.hex()}"
+        if len(stored_address) != hashlib.sha256().digest_size:
+            out.problem(f"{where}: the address is not a sha256 (32 bytes)")
             continue
-        stored = data.encode("utf-8") if isinstance(data, str) else bytes(data or b"")
         try:
-            content = blob_bytes(codec_value, stored)
-        except (ValueError, zlib.error, OSError, EOFError) as e:
-            out.problem(
-                f"{where}: its data cannot be decoded ({codec_column} = {codec_value!r}): {e}"
-            )
+            content = blobs.unpack(codec_value, bytes(data))
+        except (ValueError, zlib.error) as e:
+            out.problem(f"{where}: its data cannot be decoded (codec = {codec_value!r}): {e}")
             continue
         actual = hashlib.sha256(content).digest()
-        if actual != digest and codec_column is None:
-            with contextlib.suppress(zlib.error):
-                if hashlib.sha256(zlib.decompress(stored)).digest() == digest:
-                    continue
-        if actual != digest:
+        if actual != stored_address:
             out.problem(f"{where}: its data hashes to {actual.hex()}: the blob is corrupt")
 
 
@@ -803,26 +620,21 @@ def _check_blobs(ctx: _Context, out: _Collector) -> None:
 
 def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
     runs = ctx.runs
-    complete = {
-        int(r[0])
-        for r in ctx.conn.execute("SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL")
-    }
-    if "state_base" in ctx.columns("checkpoints"):
-        _check_state_bases(ctx, out)
+    complete = ctx.complete
+    layouts = ctx.tx.checkpoint_layouts()
+    _check_state_bases(ctx, out, {int(run): base for run, _, _, _, base in layouts})
     size = checkpoints.CHUNK
     items: dict[int, int | str] = {}  # blob id -> JSON array length, or what is wrong
 
     def array_length(blob_id: int) -> int | str:
         """How many items the blob's JSON array holds (read once per blob)."""
         if blob_id not in items:
-            row = ctx.conn.execute(
-                "SELECT codec, data FROM blobs WHERE id = ?", (blob_id,)
-            ).fetchone()
+            row = ctx.tx.blob_content(blob_id)
             if row is None:
                 items[blob_id] = "is missing"
             else:
                 try:
-                    value = codec.decode(blob_bytes(row[0], bytes(row[1])))
+                    value = codec.decode(blobs.unpack(row[0], bytes(row[1])))
                     items[blob_id] = (
                         len(value) if isinstance(value, list) else "is not a JSON array"
                     )
@@ -840,10 +652,8 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
             return None
         return ids
 
-    for run, length, manifest, tail in ctx.conn.execute(
-        "SELECT run, length, chunks, tail FROM checkpoints ORDER BY run"
-    ).fetchall():
-        run = int(run)  # type: ignore[arg-type]  # INTEGER PRIMARY KEY
+    for run, length, manifest, tail, _ in layouts:
+        run = int(run)
         where = f"the checkpoint of {ctx.name_run(run)}"
         if run in runs and run not in complete:
             out.problem(
@@ -855,11 +665,9 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
             if isinstance(found, str):
                 out.problem(f"{where}: its manifest (blob id {manifest}) {found}")
                 continue
-            row = ctx.conn.execute(
-                "SELECT codec, data FROM blobs WHERE id = ?", (manifest,)
-            ).fetchone()
+            row = ctx.tx.blob_content(int(manifest))
             assert row is not None  # array_length read it
-            chunk_ids = id_list(where, "manifest", blob_bytes(row[0], bytes(row[1])))
+            chunk_ids = id_list(where, "manifest", blobs.unpack(row[0], bytes(row[1])))
         try:
             segments = codec.decode(str(tail).encode())
         except ValueError:
@@ -900,12 +708,9 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
             )
 
 
-def _check_state_bases(ctx: _Context, out: _Collector) -> None:
+def _check_state_bases(ctx: _Context, out: _Collector, stored: dict[int, Any]) -> None:
     """A state stored as patches is patched from a lineage ancestor's whole state."""
-    bases = {
-        int(run): None if base is None else int(base)
-        for run, base in ctx.conn.execute("SELECT run, state_base FROM checkpoints")
-    }
+    bases = {run: None if base is None else int(base) for run, base in stored.items()}
     for run, base in sorted(bases.items()):
         if base is None:
             continue
@@ -937,12 +742,9 @@ def _is_ancestor(runs: dict[int, _RunRow], ancestor: int, run: int) -> bool:
 
 
 def _check_lineage_digests(ctx: _Context, out: _Collector) -> None:
-    complete = {
-        int(r[0])
-        for r in ctx.conn.execute("SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL")
-    }
-    for (run,) in ctx.conn.execute("SELECT DISTINCT run FROM lineage_digests ORDER BY run"):
-        if int(run) in ctx.runs and int(run) not in complete:
+    complete = ctx.complete
+    for run in sorted({int(run) for _, run in ctx.tx.every_lineage_digest()}):
+        if run in ctx.runs and run not in complete:
             out.problem(
                 f"the lineage digest of {ctx.name_run(int(run))}: the run is incomplete, and a "
                 "digest is of the view at a run's end"
@@ -1012,17 +814,11 @@ def _check_hashes(ctx: _Context, out: _Collector) -> None:
 # --- derived structures against a replay ----------------------------------------------------
 
 
-def _record(conn: Any, pk: int) -> RunRecord:
-    rows = conn.execute(
-        "SELECT events.payload, echo_refs.refs FROM events LEFT JOIN echo_refs "
-        "ON echo_refs.seq = events.seq WHERE events.run = ? ORDER BY events.seq",
-        (pk,),
-    ).fetchall()
+def _record(tx: Reading, pk: int) -> RunRecord:
+    rows = tx.run_events(pk, 0)  # every event: sequence numbers start at 1
     events = codec.decode_many([r[0] for r in rows])
     echo = next((codec.decode(r[1]) for r in rows[:1] if r[1] is not None), None)
-    raw_input, raw_refs, lineage = conn.execute(
-        "SELECT input, input_refs, lineage FROM runs WHERE id = ?", (pk,)
-    ).fetchone()
+    _, raw_input, raw_refs, lineage = tx.run_row(pk)
     return RunRecord(
         input=codec.decode(raw_input) if raw_input is not None else None,
         events=events,
@@ -1041,26 +837,16 @@ def _first_difference(found: list[Any], replayed: list[Any]) -> str:
 
 
 def _check_derived(ctx: _Context, out: _Collector) -> None:
-    conn = ctx.conn
+    tx = ctx.tx
     runs = ctx.runs
-    complete = {
-        int(r[0])
-        for r in conn.execute("SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL")
-    }
-    has_checkpoints = ctx.has_table("checkpoints")
-    with_checkpoint = (
-        {int(r[0]) for r in conn.execute("SELECT run FROM checkpoints")}
-        if has_checkpoints
-        else set()
-    )
+    complete = ctx.complete
+    with_checkpoint = {int(layout[0]) for layout in tx.checkpoint_layouts()}
     digests: dict[int, list[bytes]] = {}
-    if ctx.has_table("lineage_digests"):
-        for digest, run in conn.execute("SELECT ids_hash, run FROM lineage_digests"):
-            digests.setdefault(int(run), []).append(bytes(digest))
-    has_hashes = "view_hash" in ctx.columns("checkpoints") if has_checkpoints else False
+    for digest, run in tx.every_lineage_digest():
+        digests.setdefault(int(run), []).append(bytes(digest))
     run_hashes = {
         pk: {b.stored for b in link.batches if b.stored is not None}
-        for pk, link in (ctx.links.items() if has_hashes else ())
+        for pk, link in ctx.links.items()
     }
     children: dict[int, int] = {}
     for row in runs.values():
@@ -1085,7 +871,7 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
                 reducer = start_reducer(View(messages, state, interrupts, warnings))
         name = ctx.name_run(pk)
         try:
-            apply_run(reducer, _record(conn, pk))
+            apply_run(reducer, _record(tx, pk))
         except InvalidEventError as e:
             # Events the official client itself refuses to replay: nothing may derive from
             # them (the store writes no checkpoint or digest for such a lineage).
@@ -1109,13 +895,13 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
                         "rule 3 would place runs by a view the run does not have"
                     )
         if pk in with_checkpoint:
-            _compare_checkpoint(ctx, out, pk, view, has_hashes, run_hashes.get(pk, set()))
+            _compare_checkpoint(ctx, out, pk, view, run_hashes.get(pk, set()))
         if children.get(pk):
             views[pk] = reducer
 
 
 def _compare_checkpoint(
-    ctx: _Context, out: _Collector, pk: int, view: View, has_hashes: bool, run_hashes: set[Any]
+    ctx: _Context, out: _Collector, pk: int, view: View, run_hashes: set[Any]
 ) -> None:
     where = f"the checkpoint of {ctx.name_run(pk)}"
     verified = True
@@ -1124,15 +910,11 @@ def _compare_checkpoint(
         try:
             # As a checkout reads it: one pass over its bytes (each blob is also hashed
             # against its address by the blobs check).
-            snap = checkpoints.load(
-                SqliteTransaction(ctx.conn), pk, with_hashes=False, verify=has_hashes
-            )
+            snap = checkpoints.load(ctx.tx, pk, with_hashes=False, verify=True)
         except HashMismatchError as e:
             verified = False
             refused = e.what
-            snap = checkpoints.load(
-                SqliteTransaction(ctx.conn), pk, with_hashes=False, verify=False
-            )
+            snap = checkpoints.load(ctx.tx, pk, with_hashes=False, verify=False)
     except HashMismatchError as e:
         out.problem(f"{where} cannot be read: {e.what}")
         return
@@ -1155,7 +937,7 @@ def _compare_checkpoint(
             out.problem(f"{where}: its {what} {verb} from a replay of the log")
     if verified:
         return
-    digest, recorded, run_hash = checkpoints.stored_view_digest(SqliteTransaction(ctx.conn), pk)
+    digest, recorded, run_hash = checkpoints.stored_view_digest(ctx.tx, pk)
     if recorded is None or run_hash is None:
         out.problem(f"{where} records no hashes: it was not written by agui-store")
         return
@@ -1174,13 +956,7 @@ def _compare_checkpoint(
         out.problem(f"{where} fails its hashes: {refused}")
 
 
-#: Checks that run only when the file has their table.
-_OPTIONAL = frozenset({"blobs", "checkpoints", "lineage_digests"})
-
 _CHECKS: tuple[tuple[str, Callable[[_Context, _Collector], None]], ...] = (
-    ("sqlite", _check_sqlite),
-    ("foreign_keys", _check_foreign_keys),
-    ("schema", _check_schema),
     ("lineage", _check_lineage),
     ("refs", _check_refs),
     ("batches", _check_batches),

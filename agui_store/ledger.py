@@ -20,23 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store import hashing
-from agui_store.sqlite.transaction import SqliteTransaction
-
-_RUNS = """
-SELECT runs.id, runs.thread, threads.thread_id, runs.run_id, runs.parent, runs.lineage,
-       runs.parent_run_id, runs.synthetic, runs.created_at, runs.input, runs.input_refs,
-       runs.parent_hash, runs.input_hash, runs.start_hash
-FROM runs LEFT JOIN threads ON threads.id = runs.thread ORDER BY runs.id
-"""
-_BATCHES = (
-    "SELECT id, run, first_seq, last_seq, outcome, appended_at, hash FROM batches ORDER BY id"
-)
-#: A batch's events as its digest covers them (the ones of its run inside its range).
-BATCH_EVENTS = """
-SELECT events.seq, events.type, events.payload, echo_refs.refs FROM events
-LEFT JOIN echo_refs ON echo_refs.seq = events.seq
-WHERE events.seq BETWEEN ?1 AND ?2 AND events.run = ?3 ORDER BY events.seq
-"""
+from agui_store.port import Reading
 
 
 @dataclass
@@ -83,11 +67,11 @@ def _hex(value: Any) -> bytes | None:
     return None if value is None else bytes(value)
 
 
-def compute(conn: Any) -> dict[int, RunLink]:
+def compute(tx: Reading) -> dict[int, RunLink]:
     """Every run's hashes, recomputed from the log in the order it was written, with each
-    stored link verified."""
+    stored link verified (inside a read transaction of any backend)."""
     runs: dict[int, RunLink] = {}
-    for row in conn.execute(_RUNS):
+    for row in tx.hashed_runs():
         (
             pk,
             thread_pk,
@@ -149,14 +133,14 @@ def compute(conn: Any) -> dict[int, RunLink]:
         current[link.pk] = link.start_hash
         current_stored[link.pk] = link.stored_start
 
-    for pk, run, first, last, outcome, appended_at, stored in conn.execute(_BATCHES).fetchall():
+    for pk, run, first, last, outcome, appended_at, stored in tx.hashed_batches():
         found = runs.get(int(run))
         if found is None:
             continue  # the foreign-key check reports it
         link = found
         if link.pk not in placed:
             place(link)
-        events = conn.execute(BATCH_EVENTS, (first, last, link.pk)).fetchall()
+        events = tx.batch_events(int(first), int(last), link.pk)
         digest = hashing.batch_digest(events, outcome, int(appended_at))
         computed = hashing.chain(current[link.pk], digest)
         previous = current_stored[link.pk]
@@ -177,10 +161,11 @@ def compute(conn: Any) -> dict[int, RunLink]:
     return runs
 
 
-def backfill(conn: Any, relax: Callable[[], Any]) -> None:
-    """Write every hash computed from the log (the migration to version 8). ``relax``: a
-    context manager lifting the append-only triggers on runs and batches meanwhile."""
-    links = compute(conn)
+def backfill(conn: Any, tx: Reading, relax: Callable[[], Any]) -> None:
+    """Write every hash computed from the log (the migration to version 8 of an SQLite file:
+    ``conn`` its connection, ``tx`` the port's reads on it). ``relax``: a context manager
+    lifting the append-only triggers on runs and batches meanwhile."""
+    links = compute(tx)
     with relax():
         for link in links.values():
             conn.execute(
@@ -200,19 +185,19 @@ def backfill(conn: Any, relax: Callable[[], Any]) -> None:
         # Checkpoints laid out as before version 10: that migration drops them (derived
         # data, derived again as chunks), so they get no digests now.
         return
-    for run_pk, view_hash in checkpoint_digests(conn):
+    for run_pk, view_hash in checkpoint_digests(conn, tx):
         conn.execute(
             "UPDATE checkpoints SET run_hash = ?, view_hash = ? WHERE run = ?",
             (final.get(run_pk), view_hash, run_pk),
         )
 
 
-def checkpoint_digests(conn: Any) -> list[tuple[int, bytes]]:
+def checkpoint_digests(conn: Any, tx: Reading) -> list[tuple[int, bytes]]:
     """Each checkpoint's view digest, from the addresses of the blobs it holds now."""
     from agui_store import checkpoints  # storage sibling; imported late (it imports database)
 
     out = []
     for (run_pk,) in conn.execute("SELECT run FROM checkpoints ORDER BY run").fetchall():
-        digest = checkpoints.stored_view_digest(SqliteTransaction(conn), int(run_pk))[0]
+        digest = checkpoints.stored_view_digest(tx, int(run_pk))[0]
         out.append((int(run_pk), digest))
     return out

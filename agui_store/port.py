@@ -183,13 +183,67 @@ class Reading(Protocol):
     def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
         """The ids of the stored blobs among ``addresses``, by address."""
 
-    # what is not behind the port: check() of an SQLite file (integrity.py) reads the file
-    # itself, and agui_store.testing hands tests the driver's connection
+    # what is not behind the port: agui_store.testing hands tests the driver's connection
     @property
     def connection(self) -> Any: ...
     def version(self) -> int | None:
         """A number that changes whenever another connection commits (``None``: unknown,
         so the engine forgets what it remembered of the database)."""
+
+    # check(): whole-store reads for agui_store.integrity, each in key order. The long ones
+    # (marked "streamed") are read a page at a time: a check never holds the log whole.
+    #: The driver's errors, which a check of a store too broken to read can meet (reported
+    #: as a check it could not finish, not raised).
+    storage_errors: tuple[type[Exception], ...]
+    def storage_checks(self) -> tuple[str, ...]:
+        """The names of the checks of the backend's own storage (SQLite: the file's pages,
+        foreign keys and schema; PostgreSQL: foreign keys and schema), in the order they
+        run, before the store's own (:data:`agui_store.integrity.CHECKS`)."""
+    def storage_problems(self, check: str) -> Iterable[str]:
+        """What one of :meth:`storage_checks` finds wrong, a sentence each."""
+    def contained(self) -> AbstractContextManager[None]:
+        """A part of the transaction whose failure leaves the rest of it usable (a check
+        that could not finish, and the next one still runs): PostgreSQL aborts a whole
+        transaction on an error, so there it is a savepoint; SQLite needs nothing."""
+    def every_run(self) -> Iterable[tuple[Any, ...]]:
+        """``(pk, thread pk, run_id, parent, lineage, synthetic, thread_id or None: no
+        such thread)`` of every run, by pk."""
+    def every_branch(self) -> Iterable[tuple[Any, ...]]:
+        """``(thread pk, name, run pk, thread_id or None)`` by thread pk and name."""
+    def log_in_order(self) -> Iterable[tuple[int, int, str, str | None]]:
+        """``(seq, run pk, type, payload)`` of every event by seq, the payload only for
+        RUN_STARTED, RUN_FINISHED and RUN_ERROR (``None`` for others); streamed."""
+    def batches_in_order(self) -> Iterable[tuple[Any, ...]]:
+        """``(id, run pk, first_seq, last_seq, count, outcome)`` by first_seq and id;
+        streamed."""
+    def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
+        """``(seq, run pk, type, payload)`` of the events whose payload may not be a JSON
+        object of their type, by seq: at least those (a backend that cannot tell cheaply
+        returns every event; the engine decides); streamed."""
+    def suspect_inputs(self) -> Iterable[tuple[int, str]]:
+        """``(run pk, input)`` of the recorded inputs that may not be JSON objects (at
+        least those), by pk; streamed."""
+    def every_blob(self) -> Iterable[tuple[bytes, int, bytes]]:
+        """``(address, codec, data)`` of every blob, by address; streamed."""
+    def blob_content(self, blob_id: int) -> tuple[int, bytes] | None:
+        """``(codec, data)`` of a blob, or ``None``: no such blob."""
+    def checkpoint_layouts(self) -> list[tuple[Any, ...]]:
+        """``(run pk, length, manifest blob id, tail, state_base)`` of every checkpoint,
+        by run."""
+    def complete_runs(self) -> set[int]:
+        """The runs with a terminal batch."""
+    def every_lineage_digest(self) -> list[tuple[bytes, int]]:
+        """``(digest, run pk)`` of every lineage digest, by run."""
+    def hashed_runs(self) -> Iterable[tuple[Any, ...]]:
+        """Every run as its hashes cover it, by pk: ``(pk, thread pk, thread_id, run_id,
+        parent, lineage, sent parentRunId, synthetic, created_at, input, input_refs,
+        parent_hash, input_hash, start_hash)``; streamed."""
+    def hashed_batches(self) -> list[tuple[Any, ...]]:
+        """``(id, run pk, first_seq, last_seq, outcome, appended_at, hash)`` of every batch,
+        in the order they were written."""
+    def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
+        """``(seq, type, payload, echo refs)`` of the run's events in the range, by seq:
+        what a batch's hash covers."""
 
 
 class Writing(Reading, Protocol):

@@ -335,11 +335,13 @@ class Problem:
 
 @dataclass(frozen=True)
 class CheckReport:
-    """What ``Store.check()`` found. Truthy when the file is sound.
+    """What ``Store.check()`` found. Truthy when the store is sound.
 
     Attributes:
         problems: broken invariants; any one makes the report falsy.
-        checked: the checks that ran, in order (see ``agui_store.integrity.CHECKS``).
+        checked: the checks that ran, in order: the backend's own (SQLite: ``sqlite``,
+            ``foreign_keys``, ``schema``; PostgreSQL: ``foreign_keys``, ``schema``), then
+            the store's (``agui_store.integrity.CHECKS``).
         warnings: things that are legal but worth knowing (events recorded after a run's end
             with ``check_sequence=False``); they do not make the report falsy.
     """

@@ -27,13 +27,13 @@ from agui_store import (
     codec,
     database,
     hashing,
+    integrity,
     model,
     nesting,
     port,
 )
 from agui_store.diff import Diff, ViewChange, compare
 from agui_store.errors import (
-    AguiStoreError,
     AmbiguousRunError,
     BranchError,
     HashMismatchError,
@@ -44,7 +44,7 @@ from agui_store.errors import (
     ScopeError,
     SequenceError,
 )
-from agui_store.integrity import CheckReport, check_database
+from agui_store.integrity import CheckReport
 from agui_store.normalize import expand_input, normalize_input
 from agui_store.patch import UNDEFINED
 from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, when
@@ -2307,15 +2307,11 @@ class Store:
         )
 
     def check(self) -> CheckReport:
-        """Check the file: SQLite's integrity and the store's own invariants (see
-        :mod:`agui_store.integrity`). Reports; never repairs."""
+        """Check the store: its storage's integrity (an SQLite file's pages, foreign keys
+        and schema; a PostgreSQL schema's foreign keys and objects) and the store's own
+        invariants (see :mod:`agui_store.integrity`). Reports; never repairs."""
         with self._reading() as tx:
-            if is_url(self.path):
-                raise AguiStoreError(
-                    f"check() is not available on PostgreSQL yet ({self.path}): it checks "
-                    "an SQLite file"
-                )
-            return check_database(tx.connection)
+            return integrity.check(tx)
 
     # --- branches and forks -------------------------------------------------------------
 

@@ -25,7 +25,7 @@ def dump(location: str) -> list[Any]:
     try:
         out: list[Any] = []
         for (name,) in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name"
+            "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view') ORDER BY name"
         ).fetchall():
             out.append((name, conn.execute(f"SELECT * FROM {name}").fetchall()))
         return out
@@ -34,15 +34,7 @@ def dump(location: str) -> list[Any]:
 
 
 def checked(store: Any) -> bool:
-    """``store.check().ok`` where the backend has a check: SQLite. On PostgreSQL, check() is
-    not written yet and says so (a store error naming the gap); when it is, this fails and
-    must go."""
-    if is_url(store.path):
-        from agui_store.errors import AguiStoreError
-
-        try:
-            store.check()
-        except AguiStoreError as e:
-            return "not available on PostgreSQL yet" in str(e)
-        return False
-    return bool(store.check().ok)
+    """``store.check().ok``, the problems shown when it fails."""
+    report = store.check()
+    assert report.ok, [str(p) for p in report.problems]
+    return bool(report.ok)

@@ -257,7 +257,7 @@ def test_a_corrupt_page_is_a_store_error_naming_the_file_and_check_reports_it(
 ) -> None:
     path = tmp_path / "damaged.db"
     _many_runs(path)
-    pages = _pages_of(path, "events")
+    pages = _pages_of(path, "event_log")
     _overwrite_page(path, pages[len(pages) // 2])
     with agui_store.open(path) as store:
         with pytest.raises(CorruptStoreError) as caught:

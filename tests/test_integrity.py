@@ -25,6 +25,8 @@ import pytest
 
 import agui_store
 from agui_store import cli, integrity, schema
+from agui_store.sqlite import checks as sqlite_checks
+from agui_store.sqlite.backend import check_file
 from tests.workers.harness import ROOT, dump, worker_env
 
 V = schema.SCHEMA_VERSION
@@ -119,14 +121,10 @@ def problems(path: Path) -> list[str]:
     return [str(p) for p in report.problems]
 
 
-#: The checks that run on a store of this schema version (blobs and checkpoints come with
-#: content-addressed checkpoints, schema version 2).
-TABLES = {name for kind, name in integrity.expected_schema() if kind == "table"}
-EXPECTED_CHECKS = tuple(
-    c
-    for c in integrity.CHECKS
-    if c in TABLES or c not in ("blobs", "checkpoints", "lineage_digests")
-)
+#: The tables of this schema version, and the checks that run on an SQLite store: the file's,
+#: then the store's own.
+TABLES = {name for kind, name in sqlite_checks.expected_schema() if kind == "table"}
+EXPECTED_CHECKS = (*sqlite_checks.CHECKS, *integrity.CHECKS)
 
 
 def run_cli(path: Path, *extra: str) -> tuple[int, str]:
@@ -208,7 +206,7 @@ def test_a_large_store_is_checked_in_one_pass(tmp_path: Path) -> None:
 def _corrupt_index(conn: apsw.Connection) -> None:
     conn.execute("PRAGMA writable_schema=ON")
     conn.execute(
-        "UPDATE sqlite_schema SET sql = 'CREATE INDEX events_by_run ON events(type, seq)'"
+        "UPDATE sqlite_schema SET sql = 'CREATE INDEX events_by_run ON event_log(payload, seq)'"
         " WHERE name = 'events_by_run'"
     )
     conn.execute("PRAGMA writable_schema=OFF")
@@ -259,8 +257,8 @@ def _branch_of_no_thread(conn: apsw.Connection) -> None:
 
 
 def _event_cut_out_of_a_batch(conn: apsw.Connection) -> None:
-    with unguarded(conn, "events"):
-        conn.execute("DELETE FROM events WHERE seq = 8")
+    with unguarded(conn, "event_log"):
+        conn.execute("DELETE FROM event_log WHERE seq = 8")
 
 
 def _event_in_no_batch(conn: apsw.Connection) -> None:
@@ -339,16 +337,19 @@ def _run_renamed(conn: apsw.Connection) -> None:
 
 
 def _payload_not_json(conn: apsw.Connection) -> None:
-    with unguarded(conn, "events"):
+    with unguarded(conn, "event_log"):
         conn.execute(
-            'UPDATE events SET payload = \'{"type":"TEXT_MESSAGE_CONTENT",\' WHERE seq = 3'
+            'UPDATE event_log SET payload = \'{"type":"TEXT_MESSAGE_CONTENT",\' WHERE seq = 3'
         )
-        conn.execute("UPDATE events SET payload = '[1, 2]' WHERE seq = 4")
+        conn.execute("UPDATE event_log SET payload = '[1, 2]' WHERE seq = 4")
 
 
 def _type_column(conn: apsw.Connection) -> None:
-    with unguarded(conn, "events"):
-        conn.execute("UPDATE events SET type = 'TEXT_MESSAGE_END' WHERE seq = 3")
+    with unguarded(conn, "event_log"):
+        conn.execute(
+            "UPDATE event_log SET type = (SELECT code FROM event_types "
+            "WHERE name = 'TEXT_MESSAGE_END') WHERE seq = 3"
+        )
 
 
 def _input_not_json(conn: apsw.Connection) -> None:
@@ -363,7 +364,7 @@ def _application_id(conn: apsw.Connection) -> None:
 
 
 def _trigger_dropped(conn: apsw.Connection) -> None:
-    conn.execute("DROP TRIGGER events_are_append_only_update")
+    conn.execute("DROP TRIGGER event_log_are_append_only_update")
 
 
 def _trigger_disarmed(conn: apsw.Connection) -> None:
@@ -436,7 +437,7 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         [
             *[f"sqlite: row {seq} missing from index events_by_run" for seq in range(1, 18)],
             "schema: index events_by_run is not what schema version {V} defines (found: CREATE "
-            "INDEX events_by_run ON events(type, seq))",
+            "INDEX events_by_run ON event_log(payload, seq))",
         ],
     ),
     (
@@ -686,8 +687,8 @@ CORRUPTIONS: list[tuple[str, Callable[[apsw.Connection], None], list[str]]] = [
         "a dropped append-only trigger",
         _trigger_dropped,
         [
-            "schema: trigger events_are_append_only_update is missing: UPDATE of events is no "
-            "longer refused",
+            "schema: trigger event_log_are_append_only_update is missing: UPDATE of event_log "
+            "is no longer refused",
         ],
     ),
     (
@@ -855,9 +856,9 @@ def test_a_file_too_broken_to_open_fails_the_cli_with_a_message(tmp_path: Path) 
 def corrupt_events_page(db: Path) -> None:
     """Overwrite the cell pointers of the events table's root page on disk."""
     with raw(db) as conn:
-        root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'events'").fetchone()[
-            0
-        ]
+        root = conn.execute(
+            "SELECT rootpage FROM sqlite_schema WHERE name = 'event_log'"
+        ).fetchone()[0]
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     data = bytearray(db.read_bytes())
@@ -871,7 +872,7 @@ def test_a_corrupted_page_is_reported_not_raised(db: Path) -> None:
     (SQLite's own words, then each check it could not finish) instead of dying on it."""
     corrupt_events_page(db)
     with raw(db) as conn:
-        report = integrity.check_database(conn)
+        report = check_file(conn)
     assert not report.ok
     assert report.problems[0].check == "sqlite", report.problems
     assert "Tree" in report.problems[0].detail and "page" in report.problems[0].detail
@@ -907,7 +908,7 @@ def test_a_corrupted_page_is_reported_by_store_check_and_the_cli(db: Path) -> No
 def test_a_file_of_another_schema_version_is_reported_by_the_check(db: Path) -> None:
     with raw(db) as conn:
         conn.execute("PRAGMA user_version = 0")
-        report = integrity.check_database(conn)
+        report = check_file(conn)
     assert [str(p) for p in report.problems] == [
         f"schema: schema version (user_version) is 0, but this agui-store reads and writes "
         f"version {V}"
@@ -916,10 +917,10 @@ def test_a_file_of_another_schema_version_is_reported_by_the_check(db: Path) -> 
 
 def test_the_check_reads_one_consistent_state_inside_a_transaction(db: Path) -> None:
     with raw(db) as conn:
-        report = integrity.check_database(conn)
+        report = check_file(conn)
         assert report.ok and conn.getautocommit()  # its own transaction, ended
         conn.execute("BEGIN")
-        assert integrity.check_database(conn).ok and not conn.getautocommit()  # the caller's
+        assert check_file(conn).ok and not conn.getautocommit()  # the caller's
         conn.execute("COMMIT")
 
 
@@ -964,83 +965,29 @@ BIG = json.dumps(
 ).encode()
 
 
-@pytest.mark.parametrize(
-    "layout",
-    ["hash BLOB + codec INTEGER", "hash TEXT + encoding TEXT", "hash TEXT, no codec column"],
-)
-def test_every_blob_is_checked_against_its_sha256_whatever_the_layout(
-    tmp_path: Path, layout: str
-) -> None:
-    """The blobs table comes with content-addressed checkpoints; the check assumes sha256 of
-    the canonical bytes as the address, and decodes the stored data per its codec first."""
-    path = tmp_path / "blobs.db"
-    conn = apsw.Connection(str(path))
-    zipped = zlib.compress(BIG)
-    if layout == "hash BLOB + codec INTEGER":
-        conn.execute(
-            "CREATE TABLE blobs (hash BLOB PRIMARY KEY, codec INTEGER NOT NULL, data BLOB NOT NULL)"
-        )
-        rows = [
-            (sha(GOOD), 0, GOOD),
-            (sha(BIG), 1, zipped),
-            (sha(b"other"), 0, GOOD),
-            (sha(b"z"), 1, b"not zlib"),
-            (b"short", 0, GOOD),
-            (sha(GOOD[:5]), 7, GOOD[:5]),
-        ]
-    elif layout == "hash TEXT + encoding TEXT":
-        conn.execute("CREATE TABLE blobs (hash TEXT PRIMARY KEY, encoding TEXT, data BLOB)")
-        rows = [
-            (sha(GOOD).hex(), None, GOOD),
-            ("sha256:" + sha(BIG).hex(), "zlib", zipped),
-            (sha(b"other").hex(), "plain", GOOD),
-            (sha(b"z").hex().upper(), "zlib", b"not zlib"),
-            ("not-a-hash", None, GOOD),
-            (sha(GOOD[:5]).hex(), "brotli", GOOD[:5]),
-        ]
-    else:
-        conn.execute("CREATE TABLE blobs (hash TEXT PRIMARY KEY, data BLOB)")
-        rows = [
-            (sha(GOOD).hex(), GOOD),
-            (sha(BIG).hex(), zipped),
-            (sha(b"other").hex(), GOOD),
-            (sha(b"x").hex(), b"y"),
-            ("not-a-hash", GOOD),
-            (sha(GOOD[:5]).hex(), GOOD[:5]),
-        ]
-    marks = ",".join("?" * len(rows[0]))
-    conn.executemany(f"INSERT INTO blobs VALUES ({marks})", rows)
-    report = integrity.check_database(conn)
-    conn.close()
-    assert "blobs" in report.checked
-    found = sorted(p.detail for p in report.problems if p.check == "blobs")
-    labels = [str(r[0].hex() if isinstance(r[0], bytes) else r[0]) for r in rows]
-    other = hashlib.sha256(GOOD).hexdigest()
-    if layout == "hash BLOB + codec INTEGER":
-        expected = [
-            f"blob {labels[2]}: its data hashes to {other}: the blob is corrupt",
-            f"blob {labels[3]}: its data cannot be decoded (codec = 1): Error -3 while "
-            "decompressing data: incorrect header check",
-            f"blob {labels[4]}: the address is not a sha256 (32 bytes or 64 hex digits)",
-            f"blob {labels[5]}: its data cannot be decoded (codec = 7): unknown codec 7",
-        ]
-    elif layout == "hash TEXT + encoding TEXT":
-        expected = [
-            f"blob {labels[2]}: its data hashes to {other}: the blob is corrupt",
-            f"blob {labels[3]}: its data cannot be decoded (encoding = 'zlib'): Error -3 while "
-            "decompressing data: incorrect header check",
-            f"blob {labels[4]}: the address is not a sha256 (32 bytes or 64 hex digits)",
-            f"blob {labels[5]}: its data cannot be decoded (encoding = 'brotli'): unknown "
-            "codec 'brotli'",
-        ]
-    else:
-        expected = [
-            f"blob {labels[2]}: its data hashes to {other}: the blob is corrupt",
-            f"blob {labels[3]}: its data hashes to {hashlib.sha256(b'y').hexdigest()}: the blob "
+def test_every_blob_is_checked_against_its_sha256(db: Path) -> None:
+    """A blob's address is the sha256 of its canonical bytes: its data is decoded per its
+    codec first (tests/test_check_backends.py runs the same on every backend)."""
+    rows = [
+        (sha(GOOD), 0, GOOD),
+        (sha(BIG), 1, zlib.compress(BIG)),
+        (sha(b"other"), 0, GOOD),
+        (sha(b"z"), 1, b"not zlib"),
+        (b"short", 0, GOOD),
+    ]
+    with raw(db) as conn:
+        conn.executemany("INSERT INTO blobs(hash, codec, data) VALUES (?, ?, ?)", rows)
+        report = check_file(conn)
+    found = sorted(str(p) for p in report.problems if p.check == "blobs")
+    assert found == sorted(
+        [
+            f"blobs: blob {sha(b'other').hex()}: its data hashes to {sha(GOOD).hex()}: the blob "
             "is corrupt",
-            f"blob {labels[4]}: the address is not a sha256 (32 bytes or 64 hex digits)",
+            f"blobs: blob {sha(b'z').hex()}: its data cannot be decoded (codec = 1): Error -3 "
+            "while decompressing data: incorrect header check",
+            f"blobs: blob {b'short'.hex()}: the address is not a sha256 (32 bytes)",
         ]
-    assert found == sorted(expected)
+    )
 
 
 def test_a_corrupt_blob_in_a_store_fails_its_check_and_the_cli(db: Path) -> None:
@@ -1072,7 +1019,7 @@ def test_a_corrupt_blob_in_a_store_fails_its_check_and_the_cli(db: Path) -> None
 # --- append-only, inside SQLite, for any driver -------------------------------------------
 
 
-APPEND_ONLY = ("threads", "runs", "events", "batches")
+APPEND_ONLY = ("threads", "runs", "event_log", "event_types", "batches")
 
 ATTACK = r"""
 import json, sqlite3, sys
@@ -1171,7 +1118,7 @@ def test_replacing_an_existing_row_fails_inside_sqlite_for_another_driver(db: Pa
 def test_upserts_on_history_fail_inside_sqlite_for_another_driver(db: Path) -> None:
     before = dump(db)
     statements = [
-        "INSERT INTO events(seq, run, type, payload) VALUES (1, 1, 'X', '{}') "
+        "INSERT INTO event_log(seq, run, type, payload) VALUES (1, 1, 1, '{}') "
         "ON CONFLICT(seq) DO UPDATE SET payload = excluded.payload",
         "INSERT INTO runs(id, thread, run_id, lineage, created_at) VALUES (1, 1, 'x', 'root', 0)"
         " ON CONFLICT(id) DO UPDATE SET run_id = excluded.run_id",

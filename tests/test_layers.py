@@ -125,16 +125,17 @@ RULES = [
         "database -> apsw": "the SQLite connection, transactions and error translation, "
         "under the sqlite package (which it will join)",
         "sqlite* -> apsw": "the SQLite backend package",
-        "integrity -> apsw": "check() runs SQLite's own checks (PRAGMA integrity_check) on "
-        "the backend's connection and reports its errors; it joins the backend package",
         "analysis -> apsw": "reads another file (an analysis export it may replace, "
         "read-only) to tell whether it wrote it: not the store",
     }),
     Rule("only the PostgreSQL backend talks to psycopg", ("*",), ("psycopg", "psycopg.*"), {
         "postgres* -> psycopg*": "the PostgreSQL backend package",
     }),
-    Rule("the engine reaches a database through the port only", ("store",),
+    Rule("the engine reaches a database through the port only", ("store", "integrity"),
          ("apsw", "sqlite3", "psycopg", "psycopg.*", "agui_store.schema"), {}),
+    Rule("the store's checks are written once for every backend: they read through the port",
+         ("integrity", "ledger"), ("agui_store.sqlite*", "agui_store.postgres*",
+                                   "agui_store.database", *DRIVERS), {}),
     Rule("sqlite3 and sqlite-utils write analysis exports only (two SQLite libraries on one "
          "file in one process can corrupt it)", ("*",), ("sqlite3", "sqlite_utils"), {
         "analysis -> sqlite3": "writes the analysis export, another file, with sqlite-utils",
@@ -241,7 +242,7 @@ _SQL = re.compile(
 )
 
 #: Modules of the engine that speak to the database only through the storage port.
-ENGINE = ["store"]
+ENGINE = ["store", "integrity"]
 
 
 def _is_statement(node: ast.AST) -> bool:

@@ -23,7 +23,7 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import AguiStoreError, SchemaVersionError, ScopeError, schema, testing
+from agui_store import AguiStoreError, SchemaVersionError, ScopeError, model, schema, testing
 from tests.data.fixtures import read_back_v1, read_back_v9
 from tests.workers.harness import ROOT, Worker, dump, worker_env
 
@@ -508,3 +508,57 @@ def test_a_version_9_file_drops_its_checkpoints_opening_and_derives_them_again_a
         assert_reads_back(read_back_v9(store), v9_expected())  # now from chunks
         report = store.check()
         assert report.ok, [str(p) for p in report.problems]
+
+
+def test_version_11_keeps_every_event_row_as_it_was_with_its_type_as_a_code(v9: Path) -> None:
+    """Version 11 moves the log into ``event_log`` (the type a code) behind an ``events`` view
+    with the old columns: every row reads back byte for byte, in order, echo refs included."""
+    old = apsw.Connection(str(v9))
+    before = old.execute("SELECT seq, run, type, payload FROM events ORDER BY seq").fetchall()
+    refs_before = old.execute("SELECT seq, refs FROM echo_refs ORDER BY seq").fetchall()
+    old.close()
+    assert before and refs_before
+    agui_store.open(v9).close()
+    new = apsw.Connection(str(v9))
+    try:
+        assert (
+            new.execute("SELECT seq, run, type, payload FROM events ORDER BY seq").fetchall()
+            == before
+        )
+        assert new.execute("SELECT seq, refs FROM echo_refs ORDER BY seq").fetchall() == refs_before
+        coded = dict(new.execute("SELECT seq, type FROM event_log").fetchall())
+        assert {seq: schema.EVENT_TYPE_NAMES[coded[seq] - 1] for seq, *_ in before} == {
+            seq: kind for seq, _, kind, _ in before
+        }
+        kinds = {
+            row[0] for row in new.execute("SELECT type FROM sqlite_schema WHERE name = 'events'")
+        }
+        assert kinds == {"view"}
+    finally:
+        new.close()
+
+
+def test_the_event_type_codes_cover_every_type_and_never_move() -> None:
+    """Codes are stored in files: AG-UI's types keep the codes version 11 gave them."""
+    assert set(schema.EVENT_TYPE_NAMES) == model.EVENT_TYPES | model.LEGACY_EVENT_TYPES
+    assert schema.EVENT_TYPE_NAMES[:3] == ("RUN_STARTED", "RUN_FINISHED", "RUN_ERROR")
+    assert schema.EVENT_TYPE_CODES["THINKING_TEXT_MESSAGE_END"] == 36
+    assert len(set(schema.EVENT_TYPE_CODES.values())) == len(schema.EVENT_TYPE_NAMES)
+
+
+def test_an_event_inserted_into_the_view_by_hand_lands_in_the_log_with_its_code(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    with agui_store.open(path) as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}])
+    conn = apsw.Connection(str(path))
+    try:
+        conn.execute(
+            "INSERT INTO events(seq, run, type, payload) VALUES "
+            '(2, 1, \'RUN_FINISHED\', \'{"type":"RUN_FINISHED","threadId":"t","runId":"r"}\')'
+        )
+        assert conn.execute("SELECT type FROM event_log WHERE seq = 2").fetchone() == (2,)
+        assert conn.execute("SELECT type FROM events WHERE seq = 2").fetchone() == ("RUN_FINISHED",)
+    finally:
+        conn.close()

@@ -193,9 +193,11 @@ def test_checkouts_without_checkpoints_replay_long_threads_exactly(store: Any) -
     assert store.compact() == 0  # no checkpoints on PostgreSQL yet
 
 
-def test_check_says_clearly_that_it_is_not_available_on_postgresql(store: Any) -> None:
-    with pytest.raises(AguiStoreError, match="not available on PostgreSQL"):
-        store.check()
+def test_check_runs_on_postgresql_its_schema_checks_then_the_stores_own(store: Any) -> None:
+    store.append(run("t", "r1", *say("m1", "hi", "assistant")))
+    report = store.check()
+    assert report.ok, [str(p) for p in report.problems]
+    assert report.checked[:2] == ("foreign_keys", "schema") and "derived" in report.checked
 
 
 @pytest.mark.parametrize("where", ["authority", "query"])

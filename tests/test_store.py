@@ -465,7 +465,8 @@ def test_events_and_runs_are_append_only_even_for_another_driver(
         "import sqlite3, sys\n"
         "c = sqlite3.connect(sys.argv[1])\n"
         "bad = 0\n"
-        "for sql in ['UPDATE events SET payload = 1', 'DELETE FROM events',\n"
+        "for sql in ['UPDATE event_log SET payload = 1', 'DELETE FROM event_log',\n"
+        "            'UPDATE event_types SET name = 1', 'DELETE FROM event_types',\n"
         "            'UPDATE runs SET run_id = 1', 'DELETE FROM runs', 'DELETE FROM batches']:\n"
         "    try:\n"
         "        c.execute(sql); c.commit()\n"
@@ -476,7 +477,7 @@ def test_events_and_runs_are_append_only_even_for_another_driver(
     out = subprocess.run(
         [sys.executable, "-c", script, str(db_path)], capture_output=True, text=True, check=True
     )
-    assert out.stdout.strip() == "5"
+    assert out.stdout.strip() == "7"
     assert len(store.events("r1")) == 2
 
 
@@ -484,8 +485,9 @@ def test_ancestry_queries_probe_the_indexes_instead_of_scanning_events(sqlite_st
     conn = testing.connection(sqlite_store)
     for sql in (statements.CHAIN_EVENTS,):
         plan = " | ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, (1,)))
-        assert "SCAN events" not in plan, plan
-        assert "events USING" in plan and "INDEX events_by_run" in plan, plan
+        assert "SCAN event_log" not in plan and "SCAN event_types" not in plan, plan
+        assert "event_log USING INDEX events_by_run" in plan, plan
+        assert "event_types USING INTEGER PRIMARY KEY" in plan, plan
 
 
 def test_lineage_rule_3_probes_digests_by_key_instead_of_walking_the_threads_runs(

@@ -1,8 +1,10 @@
 """Tamper-evident history: edits that keep the JSON valid, done for real by another driver.
 
-Each test builds a real store file, closes it, then edits it the way a hostile user would:
-the standard library's ``sqlite3`` in another process, append-only triggers dropped for the
-edit and put back after it (so the schema check sees nothing), SHA-256 recomputed wherever a
+Each test runs on every backend. It builds a real store, closes it, then edits it the way a
+hostile user would: on SQLite with the standard library's ``sqlite3`` in another process,
+append-only triggers dropped for the edit and put back after it (so the schema check sees
+nothing); on PostgreSQL as the tables' owner with ``session_replication_role = replica`` (the
+triggers silenced for that session only); SHA-256 recomputed wherever a
 content address would give the edit away. Then:
 
 - ``check()`` names the edit: the check, the thread, the run and what differs;
@@ -32,6 +34,7 @@ import pytest
 
 import agui_store
 from agui_store import HashMismatchError, IntegrityError, cli, testing
+from agui_store.store import is_url
 from tests.workers.harness import worker_env
 
 T = "t"
@@ -51,7 +54,7 @@ def answer(run: str, text: str) -> list[dict[str, Any]]:
     ]
 
 
-def build(path: Path) -> None:
+def build(path: str | Path) -> None:
     with agui_store.open(path) as store:
         store.append(
             [
@@ -116,10 +119,19 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def db(pristine: Path, tmp_path: Path) -> Path:
-    path = tmp_path / "store.db"
-    shutil.copy(pristine, path)
-    return path
+def db(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The store of :func:`build`, fresh for the test, on the test's backend."""
+    if backend == "sqlite":
+        path = tmp_path / "store.db"
+        shutil.copy(request.getfixturevalue("pristine"), path)
+        return str(path)
+    location = str(request.getfixturevalue("store_location"))
+    build(location)
+    return location
+
+
+#: An edit: one statement, or each backend's spelling of it.
+Edit = str | dict[str, str]
 
 
 EDIT = r"""
@@ -139,9 +151,23 @@ print(conn.total_changes)
 """
 
 
-def edit(path: Path, *statements: str) -> None:
-    """Run the statements with the standard library's sqlite3 in another process, with the
-    append-only triggers dropped for them and put back after (one transaction)."""
+def edit(path: str, *statements: Edit) -> None:
+    """Run the statements in one transaction, the append-only triggers off for them: on
+    SQLite with the standard library's sqlite3 in another process (triggers dropped and put
+    back after), on PostgreSQL as the owner in a replica session."""
+    if is_url(path):
+        import psycopg
+
+        changed = 0
+        with psycopg.connect(path) as conn:
+            conn.execute("SET search_path TO agui_store")
+            conn.execute("SET session_replication_role = replica")
+            for statement in statements:
+                text = statement["postgres"] if isinstance(statement, dict) else statement
+                changed += conn.execute(text).rowcount
+        assert changed > 0, "the edit changed nothing"
+        return
+    statements = tuple(s["sqlite"] if isinstance(s, dict) else s for s in statements)
     done = subprocess.run(
         [sys.executable, "-c", EDIT, str(path), json.dumps(statements)],
         capture_output=True,
@@ -153,13 +179,13 @@ def edit(path: Path, *statements: str) -> None:
     assert int(done.stdout) > 0, "the edit changed nothing"
 
 
-def problems(path: Path) -> list[str]:
+def problems(path: str) -> list[str]:
     with agui_store.open(path) as store:
         report = store.check()
     return [str(p) for p in report.problems]
 
 
-def refused(path: Path, run: str) -> HashMismatchError:
+def refused(path: str, run: str) -> HashMismatchError:
     with agui_store.open(path) as store, pytest.raises(HashMismatchError) as caught:
         store.checkout(run, thread_id=T)
     error = caught.value
@@ -167,17 +193,18 @@ def refused(path: Path, run: str) -> HashMismatchError:
     return error
 
 
-def checkout(path: Path, run: str) -> dict[str, Any]:
+def checkout(path: str, run: str) -> dict[str, Any]:
     with agui_store.open(path) as store:
         co = store.checkout(run, thread_id=T)
     return {"messages": co.messages, "state": co.state}
 
 
-def event_seq(path: Path, run: str, kind: str) -> int:
+def event_seq(path: str, run: str, kind: str) -> int:
     with agui_store.open(path) as store:
+        mark = "%s" if is_url(path) else "?"
         row = testing.connection(store).execute(
             "SELECT events.seq FROM events JOIN runs ON runs.id = events.run "
-            "WHERE runs.run_id = ? AND events.type = ?",
+            f"WHERE runs.run_id = {mark} AND events.type = {mark}",
             (run, kind),
         ).fetchone()
     return int(row[0])
@@ -186,16 +213,26 @@ def event_seq(path: Path, run: str, kind: str) -> int:
 # --- the edits --------------------------------------------------------------------------
 
 
-def test_a_changed_event_is_named_and_a_checkout_replaying_it_is_refused(db: Path) -> None:
+def test_a_changed_event_is_named_and_a_checkout_replaying_it_is_refused(db: str) -> None:
     before = checkout(db, "r2")
     edit(
         db,
         # the live run's streamed text, replayed by its checkout
-        "UPDATE events SET payload = json_set(payload, '$.delta', 'FORGED') "
-        "WHERE seq = (SELECT max(seq) FROM events)",
+        {
+            "sqlite": "UPDATE event_log SET payload = json_set(payload, '$.delta', 'FORGED') "
+            "WHERE seq = (SELECT max(seq) FROM events)",
+            "postgres": "UPDATE events SET payload = jsonb_set(payload::jsonb, '{delta}', "
+            "'\"FORGED\"')::text WHERE seq = (SELECT max(seq) FROM events)",
+        },
         # a complete run's answer, whose checkpoint was derived before the edit
-        "UPDATE events SET payload = json_set(payload, '$.delta', 'TWO') "
-        "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
+        {
+            "sqlite": "UPDATE event_log SET payload = json_set(payload, '$.delta', 'TWO') "
+            "WHERE type = (SELECT code FROM event_types WHERE name = 'TEXT_MESSAGE_CONTENT') "
+            "AND payload LIKE '%\"two\"%'",
+            "postgres": "UPDATE events SET payload = jsonb_set(payload::jsonb, '{delta}', "
+            "'\"TWO\"')::text "
+            "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
+        },
     )
     found = problems(db)
     assert f"hashes: {R3}: batch #4 (seq 15..15): {EVENTS_DIFFER}" in found
@@ -216,12 +253,20 @@ def test_a_changed_event_is_named_and_a_checkout_replaying_it_is_refused(db: Pat
                 read("r2", thread_id=T)
 
 
-def test_a_forged_blob_with_its_sha256_recomputed_is_named_and_refused(db: Path) -> None:
+def test_a_forged_blob_with_its_sha256_recomputed_is_named_and_refused(db: str) -> None:
     forged = "CAST(replace(CAST(data AS TEXT), '\"and two?\"', '\"and FORGED?\"') AS BLOB)"
+    pg_forged = (
+        "convert_to(replace(convert_from(data, 'UTF8'), '\"and two?\"', '\"and FORGED?\"'), "
+        "'UTF8')"
+    )
     edit(
         db,
-        f"UPDATE blobs SET data = {forged}, hash = sha256({forged}) "
-        """WHERE CAST(data AS TEXT) LIKE '%"and two?"%'""",
+        {
+            "sqlite": f"UPDATE blobs SET data = {forged}, hash = sha256({forged}) "
+            """WHERE CAST(data AS TEXT) LIKE '%"and two?"%'""",
+            "postgres": f"UPDATE blobs SET data = {pg_forged}, hash = sha256({pg_forged}) "
+            """WHERE position(convert_to('"and two?"', 'UTF8') in data) > 0""",
+        },
     )
     found = problems(db)
     assert not [p for p in found if p.startswith("blobs:")]  # every blob hashes to its address
@@ -239,11 +284,16 @@ def test_a_forged_blob_with_its_sha256_recomputed_is_named_and_refused(db: Path)
         assert "checkpoint holds other content than it was written with" in str(error)
 
 
-def test_a_blob_edited_in_place_is_named_and_refused(db: Path) -> None:
+def test_a_blob_edited_in_place_is_named_and_refused(db: str) -> None:
     edit(
         db,
-        """UPDATE blobs SET data = CAST(replace(CAST(data AS TEXT), '"and two?"', '"and 2?"') """
-        """AS BLOB) WHERE CAST(data AS TEXT) LIKE '%"and two?"%'""",
+        {
+            "sqlite": """UPDATE blobs SET data = CAST(replace(CAST(data AS TEXT), '"and two?"', """
+            """'"and 2?"') AS BLOB) WHERE CAST(data AS TEXT) LIKE '%"and two?"%'""",
+            "postgres": """UPDATE blobs SET data = convert_to(replace(convert_from(data, """
+            """'UTF8'), '"and two?"', '"and 2?"'), 'UTF8') """
+            """WHERE position(convert_to('"and two?"', 'UTF8') in data) > 0""",
+        },
     )
     found = problems(db)
     assert any(p.startswith("blobs: blob ") and p.endswith("the blob is corrupt") for p in found)
@@ -256,11 +306,16 @@ def test_a_blob_edited_in_place_is_named_and_refused(db: Path) -> None:
     assert any(p.startswith(f"derived: the checkpoint of {R2} fails its hashes") for p in found)
 
 
-def test_a_checkpoint_pointed_at_another_blob_is_named_and_refused(db: Path) -> None:
+def test_a_checkpoint_pointed_at_another_blob_is_named_and_refused(db: str) -> None:
     edit(
         db,
         # Its two segments (r1's message, then its own two) listed the other way round.
-        "UPDATE checkpoints SET tail = json_array(tail -> '$[1]', tail -> '$[0]') WHERE run = 2",
+        {
+            "sqlite": "UPDATE checkpoints SET tail = json_array(tail -> '$[1]', tail -> '$[0]') "
+            "WHERE run = 2",
+            "postgres": "UPDATE checkpoints SET tail = jsonb_build_array(tail::jsonb -> 1, "
+            "tail::jsonb -> 0)::text WHERE run = 2",
+        },
     )
     found = problems(db)
     assert (
@@ -272,16 +327,25 @@ def test_a_checkpoint_pointed_at_another_blob_is_named_and_refused(db: Path) -> 
     assert (error.thread_id, error.run_id) == (T, "r2")
 
 
-def test_swapped_sequence_numbers_are_named_and_refused(db: Path) -> None:
+def test_swapped_sequence_numbers_are_named_and_refused(db: str) -> None:
     start, content = (
         event_seq(db, "r3", "TEXT_MESSAGE_START"),
         event_seq(db, "r3", "TEXT_MESSAGE_CONTENT"),
     )
     edit(
         db,
-        f"UPDATE events SET seq = -1 WHERE seq = {start}",
-        f"UPDATE events SET seq = {start} WHERE seq = {content}",
-        f"UPDATE events SET seq = {content} WHERE seq = -1",
+        {
+            "sqlite": f"UPDATE event_log SET seq = -1 WHERE seq = {start}",
+            "postgres": f"UPDATE events SET seq = -1 WHERE seq = {start}",
+        },
+        {
+            "sqlite": f"UPDATE event_log SET seq = {start} WHERE seq = {content}",
+            "postgres": f"UPDATE events SET seq = {start} WHERE seq = {content}",
+        },
+        {
+            "sqlite": f"UPDATE event_log SET seq = {content} WHERE seq = -1",
+            "postgres": f"UPDATE events SET seq = {content} WHERE seq = -1",
+        },
     )
     found = problems(db)
     assert f"hashes: {R3}: batch #3 (seq 13..14): {EVENTS_DIFFER}" in found
@@ -290,10 +354,13 @@ def test_swapped_sequence_numbers_are_named_and_refused(db: Path) -> None:
     assert "events at seq 13..14 are not the ones its hash covers" in str(error)
 
 
-def test_renumbered_sequence_numbers_are_named_and_refused(db: Path) -> None:
+def test_renumbered_sequence_numbers_are_named_and_refused(db: str) -> None:
     edit(
         db,
-        "UPDATE events SET seq = seq + 1000 WHERE run = 3",
+        {
+            "sqlite": "UPDATE event_log SET seq = seq + 1000 WHERE run = 3",
+            "postgres": "UPDATE events SET seq = seq + 1000 WHERE run = 3",
+        },
         "UPDATE echo_refs SET seq = seq + 1000 WHERE seq IN (SELECT seq FROM events WHERE run = 3)",
         "UPDATE batches SET first_seq = first_seq + 1000, last_seq = last_seq + 1000 WHERE run = 3",
     )
@@ -307,7 +374,7 @@ def test_renumbered_sequence_numbers_are_named_and_refused(db: Path) -> None:
 
 
 def test_a_re_pointed_parent_is_named_with_the_parent_the_hash_covers_and_refused(
-    db: Path,
+    db: str,
 ) -> None:
     edit(db, "UPDATE runs SET parent = 1 WHERE id = 3")
     found = problems(db)
@@ -320,17 +387,22 @@ def test_a_re_pointed_parent_is_named_with_the_parent_the_hash_covers_and_refuse
     assert "lineage parent is not the one its hash covers" in str(error)
 
 
-def _short(path: Path, run: str) -> str:
+def _short(path: str, run: str) -> str:
     with agui_store.open(path) as store:
         found = store.get_run(run, thread_id=T)
     assert found is not None and found.short_hash is not None
     return found.short_hash
 
 
-def test_an_edited_input_is_named_and_refused_by_input_and_checkout(db: Path) -> None:
+def test_an_edited_input_is_named_and_refused_by_input_and_checkout(db: str) -> None:
     edit(
         db,
-        "UPDATE runs SET input = json_set(input, '$.forwardedProps.n', 99) WHERE id IN (2, 3)",
+        {
+            "sqlite": "UPDATE runs SET input = json_set(input, '$.forwardedProps.n', 99) "
+            "WHERE id IN (2, 3)",
+            "postgres": "UPDATE runs SET input = jsonb_set(input::jsonb, '{forwardedProps,n}', "
+            "'99')::text WHERE id IN (2, 3)",
+        },
     )
     found = problems(db)
     for name in (R2, R3):
@@ -345,7 +417,7 @@ def test_an_edited_input_is_named_and_refused_by_input_and_checkout(db: Path) ->
     refused(db, "r3")  # the live run starts from its input
 
 
-def test_edited_input_references_are_named(db: Path) -> None:
+def test_edited_input_references_are_named(db: str) -> None:
     # r2's input names r1's messages by [start, count]: point it at fewer of them.
     edit(db, """UPDATE runs SET input_refs = '{"messages":[[0,1]]}' WHERE id = 2""")
     found = problems(db)
@@ -356,13 +428,20 @@ def test_edited_input_references_are_named(db: Path) -> None:
         store.input("r2", thread_id=T)
 
 
-def test_edited_echo_references_are_named(db: Path) -> None:
+def test_edited_echo_references_are_named(db: str) -> None:
     edit(db, """UPDATE echo_refs SET refs = '{"messages":[[0,1]]}'""")
     assert f"hashes: {R2}: batch #2 (seq 7..12): {EVENTS_DIFFER}" in problems(db)
 
 
-def test_a_forged_lineage_digest_is_named(db: Path) -> None:
-    edit(db, "UPDATE lineage_digests SET ids_hash = sha256(CAST('x' AS BLOB)) WHERE run = 2")
+def test_a_forged_lineage_digest_is_named(db: str) -> None:
+    edit(
+        db,
+        {
+            "sqlite": "UPDATE lineage_digests SET ids_hash = sha256(CAST('x' AS BLOB)) "
+            "WHERE run = 2",
+            "postgres": "UPDATE lineage_digests SET ids_hash = sha256('x'::bytea) WHERE run = 2",
+        },
+    )
     found = problems(db)
     assert any(
         p.startswith(f"derived: the lineage digest of {R2} is ")
@@ -372,49 +451,44 @@ def test_a_forged_lineage_digest_is_named(db: Path) -> None:
 
 
 def test_forged_state_patches_with_their_address_recomputed_are_named_and_refused(
-    db: Path,
+    db: str,
 ) -> None:
     patches = '[[{"op":"add","path":"/notes/-","value":"FORGED"}]]'
     edit(
         db,
-        f"UPDATE blobs SET data = CAST('{patches}' AS BLOB), "
-        f"hash = sha256(CAST('{patches}' AS BLOB)) "
-        "WHERE id = (SELECT state FROM checkpoints WHERE run = 2)",
+        {
+            "sqlite": f"UPDATE blobs SET data = CAST('{patches}' AS BLOB), "
+            f"hash = sha256(CAST('{patches}' AS BLOB)) "
+            "WHERE id = (SELECT state FROM checkpoints WHERE run = 2)",
+            "postgres": f"UPDATE blobs SET data = convert_to('{patches}', 'UTF8'), "
+            f"hash = sha256(convert_to('{patches}', 'UTF8')) "
+            "WHERE id = (SELECT state FROM checkpoints WHERE run = 2)",
+        },
     )
     found = problems(db)
     assert f"derived: the checkpoint of {R2}: its state differs from a replay of the log" in found
     refused(db, "r2")
 
 
-def test_a_run_whose_own_hashes_were_rewritten_breaks_its_childs_link(db: Path) -> None:
+def test_a_run_whose_own_hashes_were_rewritten_breaks_its_childs_link(db: str) -> None:
     """The hostile user who also recomputes the edited run's batch hashes (with this very
     library's algorithm) still leaves the runs below it pointing at the old hash, and the
     checkpoint derived at the old hash."""
     edit(
         db,
-        "UPDATE events SET payload = json_set(payload, '$.delta', 'TWO') "
-        "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
+        {
+            "sqlite": "UPDATE event_log SET payload = json_set(payload, '$.delta', 'TWO') "
+            "WHERE type = (SELECT code FROM event_types WHERE name = 'TEXT_MESSAGE_CONTENT') "
+            "AND payload LIKE '%\"two\"%'",
+            "postgres": "UPDATE events SET payload = jsonb_set(payload::jsonb, '{delta}', "
+            "'\"TWO\"')::text "
+            "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
+        },
     )
-    rehash = r"""
-import sqlite3, sys
-from agui_store import hashing, ledger
-conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-conn.execute("DROP TRIGGER batches_are_append_only_update")
-start, = conn.execute("SELECT start_hash FROM runs WHERE id = 2").fetchone()
-for pk, first, last, outcome, at in conn.execute(
-    "SELECT id, first_seq, last_seq, outcome, appended_at FROM batches WHERE run = 2 ORDER BY id"
-).fetchall():
-    rows = conn.execute(ledger.BATCH_EVENTS, (first, last, 2)).fetchall()
-    start = hashing.chain(start, hashing.batch_digest(rows, outcome, at))
-    conn.execute("UPDATE batches SET hash = ? WHERE id = ?", (start, pk))
-"""
-    schema_sql = _trigger_sql(db, "batches_are_append_only_update")
-    subprocess.run(
-        [sys.executable, "-c", rehash + f"\nconn.execute({schema_sql!r})\n", str(db)],
-        check=True,
-        env=worker_env(),
-        timeout=120,
-    )
+    if is_url(db):
+        _rehash_on_postgres(db)
+    else:
+        _rehash_on_sqlite(db)
     found = problems(db)
     assert not [p for p in found if p.startswith(f"hashes: {R2}")], found
     assert any(
@@ -429,7 +503,53 @@ for pk, first, last, outcome, at in conn.execute(
     assert "derived from other events than the run now holds" in str(error)
 
 
-def _trigger_sql(path: Path, name: str) -> str:
+def _rehash_on_postgres(location: str) -> None:
+    """r2's batch hashes recomputed from its edited events, as the store computes them."""
+    import psycopg
+
+    from agui_store import hashing
+    from agui_store.postgres import sql as pg_sql
+
+    with psycopg.connect(location) as conn:
+        conn.execute("SET search_path TO agui_store")
+        conn.execute("SET session_replication_role = replica")
+        (start,) = conn.execute("SELECT start_hash FROM runs WHERE id = 2").fetchone()
+        for pk, first, last, outcome, at in conn.execute(
+            "SELECT id, first_seq, last_seq, outcome, appended_at FROM batches WHERE run = 2 "
+            "ORDER BY id"
+        ).fetchall():
+            rows = conn.execute(
+                pg_sql.BATCH_EVENTS, {"first": first, "last": last, "run": 2}
+            ).fetchall()
+            start = hashing.chain(start, hashing.batch_digest(rows, outcome, at))
+            conn.execute("UPDATE batches SET hash = %s WHERE id = %s", (start, pk))
+
+
+def _rehash_on_sqlite(db: str) -> None:
+    rehash = r"""
+import sqlite3, sys
+from agui_store import hashing
+from agui_store.sqlite import sql as sqlite_sql
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("DROP TRIGGER batches_are_append_only_update")
+start, = conn.execute("SELECT start_hash FROM runs WHERE id = 2").fetchone()
+for pk, first, last, outcome, at in conn.execute(
+    "SELECT id, first_seq, last_seq, outcome, appended_at FROM batches WHERE run = 2 ORDER BY id"
+).fetchall():
+    rows = conn.execute(sqlite_sql.BATCH_EVENTS, (first, last, 2)).fetchall()
+    start = hashing.chain(start, hashing.batch_digest(rows, outcome, at))
+    conn.execute("UPDATE batches SET hash = ? WHERE id = ?", (start, pk))
+"""
+    schema_sql = _trigger_sql(db, "batches_are_append_only_update")
+    subprocess.run(
+        [sys.executable, "-c", rehash + f"\nconn.execute({schema_sql!r})\n", str(db)],
+        check=True,
+        env=worker_env(),
+        timeout=120,
+    )
+
+
+def _trigger_sql(path: str, name: str) -> str:
     with agui_store.open(path) as store:
         return str(
             testing.connection(store)
@@ -442,7 +562,7 @@ def _trigger_sql(path: Path, name: str) -> str:
 
 
 def test_the_cli_check_fails_and_show_refuses_with_one_line_naming_the_run(
-    db: Path, capsys: pytest.CaptureFixture[str]
+    db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     edit(db, "UPDATE runs SET parent = 1 WHERE id = 3")
     out = io.StringIO()
@@ -454,7 +574,7 @@ def test_the_cli_check_fails_and_show_refuses_with_one_line_naming_the_run(
     assert err.count("\n") == 1 and "run 'r3' of thread 't'" in err
 
 
-def test_log_and_show_print_the_short_hash_and_json_the_whole_one(db: Path) -> None:
+def test_log_and_show_print_the_short_hash_and_json_the_whole_one(db: str) -> None:
     with agui_store.open(db) as store:
         runs = {r.run_id: r for r in store.runs(T)}
     assert all(r.hash is not None and len(r.hash) == 64 for r in runs.values())

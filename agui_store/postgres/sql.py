@@ -448,3 +448,76 @@ INSERT INTO checkpoints(run, length, chunks, tail, state, interrupts, warnings, 
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 DROP_CHECKPOINTS = "DELETE FROM checkpoints WHERE run = ANY(%s::bigint[])"
+
+# --- check(): whole-store reads of agui_store.integrity, each in key order ------------------
+# The long ones are read through a server-side cursor (PostgresTransaction._stream): the log
+# is never held whole, on the server's side or the client's.
+
+#: Each check runs inside a savepoint: one that fails leaves the transaction usable.
+SAVEPOINT_CHECK = "SAVEPOINT agui_store_check"
+ROLLBACK_TO_CHECK = "ROLLBACK TO SAVEPOINT agui_store_check"
+RELEASE_CHECK = "RELEASE SAVEPOINT agui_store_check"
+
+#: Every run with its thread's id (NULL: the thread is missing).
+EVERY_RUN = """
+SELECT runs.id, runs.thread, runs.run_id, runs.parent, runs.lineage, runs.synthetic,
+       threads.thread_id
+FROM runs LEFT JOIN threads ON threads.id = runs.thread ORDER BY runs.id
+"""
+
+#: Every branch with its thread's id (NULL: the thread is missing).
+EVERY_BRANCH = """
+SELECT branches.thread, branches.name, branches.run, threads.thread_id
+FROM branches LEFT JOIN threads ON threads.id = branches.thread
+ORDER BY branches.thread, branches.name
+"""
+
+#: The log in append order, payloads only where a check reads them.
+LOG_IN_ORDER = """
+SELECT seq, run, type,
+       CASE WHEN type IN ('RUN_STARTED', 'RUN_FINISHED', 'RUN_ERROR') THEN payload END
+FROM events ORDER BY seq
+"""
+
+#: The batches in the order of the ranges they claim.
+BATCHES_IN_ORDER = (
+    "SELECT id, run, first_seq, last_seq, count, outcome FROM batches ORDER BY first_seq, id"
+)
+
+#: Events whose payload may not be a JSON object of their type. PostgreSQL 15 cannot test
+#: text for JSON without raising (``IS JSON`` came in 16), so every event is a suspect and
+#: the engine's codec decides.
+SUSPECT_EVENTS = "SELECT seq, run, type, payload FROM events ORDER BY seq"
+
+#: Recorded inputs that may not be JSON objects: all of them, as for events.
+SUSPECT_INPUTS = "SELECT id, input FROM runs WHERE input IS NOT NULL ORDER BY id"
+
+EVERY_BLOB = "SELECT hash, codec, data FROM blobs ORDER BY hash"
+
+BLOB_CONTENT = "SELECT codec, data FROM blobs WHERE id = %s"
+
+CHECKPOINT_LAYOUTS = "SELECT run, length, chunks, tail, state_base FROM checkpoints ORDER BY run"
+
+COMPLETE_RUNS = "SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL"
+
+EVERY_LINEAGE_DIGEST = "SELECT ids_hash, run FROM lineage_digests ORDER BY run, ids_hash"
+
+#: Every run as its hashes cover it (agui_store.ledger).
+HASHED_RUNS = """
+SELECT runs.id, runs.thread, threads.thread_id, runs.run_id, runs.parent, runs.lineage,
+       runs.parent_run_id, runs.synthetic, runs.created_at, runs.input, runs.input_refs,
+       runs.parent_hash, runs.input_hash, runs.start_hash
+FROM runs LEFT JOIN threads ON threads.id = runs.thread ORDER BY runs.id
+"""
+
+#: Every batch in the order it was written.
+HASHED_BATCHES = (
+    "SELECT id, run, first_seq, last_seq, outcome, appended_at, hash FROM batches ORDER BY id"
+)
+
+#: A batch's events as its digest covers them (the ones of its run inside its range).
+BATCH_EVENTS = """
+SELECT events.seq, events.type, events.payload, echo_refs.refs FROM events
+LEFT JOIN echo_refs ON echo_refs.seq = events.seq
+WHERE events.seq BETWEEN %(first)s AND %(last)s AND events.run = %(run)s ORDER BY events.seq
+"""

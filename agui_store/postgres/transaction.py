@@ -11,15 +11,26 @@ Checkpoints are kept as on SQLite: the engine lays a view out as chunks
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import psycopg
+
 from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary
-from agui_store.postgres import sql
+from agui_store.postgres import checks, sql
 
 #: Batches of at least this many events are sent with COPY (one stream) rather than as
 #: pipelined INSERTs; small batches, the common live case, skip COPY's extra messages.
 COPY_FROM_EVENTS = 16
+
+
+#: Rows a server-side cursor fetches per round trip (:meth:`PostgresTransaction._stream`).
+STREAM_PAGE_ROWS = 2000
+
+#: Names of server-side cursors, unique in the process.
+_CURSORS = itertools.count()
 
 
 def _keys(keys: Iterable[int]) -> list[int]:
@@ -30,7 +41,7 @@ def _keys(keys: Iterable[int]) -> list[int]:
 class PostgresTransaction:
     """Reads and writes on one psycopg connection, inside a transaction its backend opened."""
 
-    __slots__ = ("_conn", "_version")
+    __slots__ = ("_conn", "_streams", "_version")
 
     #: Checkpoints (chunked message lists) are stored as on SQLite.
     keeps_checkpoints = True
@@ -38,6 +49,7 @@ class PostgresTransaction:
     def __init__(self, conn: Any) -> None:
         self._conn = conn
         self._version: int | None = None
+        self._streams: list[Any] = []  # the server-side cursors open (_stream)
 
     def _all(self, statement: str, args: Any = ()) -> list[Any]:
         return self._conn.execute(statement, args).fetchall()  # type: ignore[no-any-return]
@@ -438,3 +450,88 @@ class PostgresTransaction:
 
     def clear_underived(self, run_pk: int) -> None:
         self._conn.execute(sql.CLEAR_UNDERIVED, (run_pk,))
+
+    # --- check(): whole-store reads of agui_store.integrity ---------------------------------
+
+    #: What a check of a database too broken to read meets.
+    storage_errors: tuple[type[Exception], ...] = (psycopg.Error,)
+
+    def _stream(self, statement: str, args: Any = ()) -> Iterator[Any]:
+        """The rows of a long read through a server-side cursor, a page at a time: neither
+        side holds them all. Several can be open at once in one transaction."""
+        cursor = self._conn.cursor(name=f"agui_store_check_{next(_CURSORS)}")
+        cursor.itersize = STREAM_PAGE_ROWS
+        self._streams.append(cursor)
+        try:
+            cursor.execute(statement, args)
+            yield from cursor
+        finally:
+            if cursor in self._streams:  # not closed already by contained()
+                self._streams.remove(cursor)
+            cursor.close()
+
+    def storage_checks(self) -> tuple[str, ...]:
+        return checks.CHECKS
+
+    def storage_problems(self, check: str) -> Iterable[str]:
+        return checks.problems(self._conn, check)
+
+    @contextlib.contextmanager
+    def contained(self) -> Iterator[None]:
+        """A savepoint: an error inside aborts only what came after it."""
+        self._conn.execute(sql.SAVEPOINT_CHECK)
+        streams = len(self._streams)
+        try:
+            yield
+        except BaseException:
+            # Close the cursors the failed part left open first: the rollback drops them on
+            # the server, and closing one later would then fail and abort the transaction.
+            for cursor in self._streams[streams:]:
+                cursor.close()  # a no-op on the wire if the transaction is in error
+            del self._streams[streams:]
+            self._conn.execute(sql.ROLLBACK_TO_CHECK)
+            raise
+        self._conn.execute(sql.RELEASE_CHECK)
+
+    def every_run(self) -> Iterable[tuple[Any, ...]]:
+        return self._stream(sql.EVERY_RUN)
+
+    def every_branch(self) -> Iterable[tuple[Any, ...]]:
+        return self._all(sql.EVERY_BRANCH)
+
+    def log_in_order(self) -> Iterable[tuple[int, int, str, str | None]]:
+        return self._stream(sql.LOG_IN_ORDER)
+
+    def batches_in_order(self) -> Iterable[tuple[Any, ...]]:
+        return self._stream(sql.BATCHES_IN_ORDER)
+
+    def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
+        return self._stream(sql.SUSPECT_EVENTS)
+
+    def suspect_inputs(self) -> Iterable[tuple[int, str]]:
+        return self._stream(sql.SUSPECT_INPUTS)
+
+    def every_blob(self) -> Iterable[tuple[bytes, int, bytes]]:
+        return self._stream(sql.EVERY_BLOB)
+
+    def blob_content(self, blob_id: int) -> tuple[int, bytes] | None:
+        row = self._one(sql.BLOB_CONTENT, (blob_id,))
+        return None if row is None else (row[0], row[1])
+
+    def checkpoint_layouts(self) -> list[tuple[Any, ...]]:
+        return self._all(sql.CHECKPOINT_LAYOUTS)
+
+    def complete_runs(self) -> set[int]:
+        return {int(pk) for pk in self._column(sql.COMPLETE_RUNS)}
+
+    def every_lineage_digest(self) -> list[tuple[bytes, int]]:
+        return self._all(sql.EVERY_LINEAGE_DIGEST)
+
+    def hashed_runs(self) -> Iterable[tuple[Any, ...]]:
+        return self._stream(sql.HASHED_RUNS)
+
+    def hashed_batches(self) -> list[tuple[Any, ...]]:
+        return self._all(sql.HASHED_BATCHES)
+
+    def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
+        return self._all(sql.BATCH_EVENTS, {"first": first_seq, "last": last_seq, "run": run_pk})

@@ -11,8 +11,9 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from agui_store import database
+from agui_store import database, integrity
 from agui_store.errors import AguiStoreError
+from agui_store.records import CheckReport
 from agui_store.sqlite.transaction import SqliteTransaction
 
 
@@ -77,3 +78,11 @@ class SqliteBackend:
             with contextlib.suppress(Exception):
                 self._conn.close()
             self._conn = _REOPEN
+
+
+def check_file(conn: Any) -> CheckReport:
+    """Every check of ``Store.check()`` on an open SQLite connection, another tool's too,
+    inside one read transaction (the caller's, or one of its own)."""
+    database.register_functions(conn)  # a connection opened without the store's help too
+    with database.snapshot(conn):
+        return integrity.check(SqliteTransaction(conn))

@@ -180,7 +180,11 @@ assert RUN_FROM in SELECT_RUN
 
 # --- events ---------------------------------------------------------------------------------
 
-INSERT_EVENT = "INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)"
+#: An event row: ``type`` is its ``event_types`` code (schema version 11).
+INSERT_EVENT = "INSERT INTO event_log(seq, run, type, payload) VALUES (?, ?, ?, ?)"
+#: A type no code was fixed for (never one AG-UI defines): it gets the next free code.
+ADD_EVENT_TYPE = "INSERT OR IGNORE INTO event_types(name) VALUES (?)"
+EVENT_TYPE_CODE = "SELECT code FROM event_types WHERE name = ?"
 NEXT_SEQ = "SELECT coalesce(max(seq), 0) + 1 FROM events"
 INSERT_ECHO_REFS = "INSERT INTO echo_refs(seq, refs) VALUES (?, ?)"
 #: A run's events after a sequence number, with their echo refs.
@@ -405,4 +409,79 @@ WHERE c.run = ?
 SELECT_STATE = """
 SELECT c.state_base, s.codec, s.data, s.hash FROM checkpoints c JOIN blobs s ON s.id = c.state
 WHERE c.run = ?
+"""
+
+# --- check(): whole-store reads of agui_store.integrity, each in key order ------------------
+
+#: Every run with its thread's id (NULL: the thread is missing).
+EVERY_RUN = """
+SELECT runs.id, runs.thread, runs.run_id, runs.parent, runs.lineage, runs.synthetic,
+       threads.thread_id
+FROM runs LEFT JOIN threads ON threads.id = runs.thread ORDER BY runs.id
+"""
+
+#: Every branch with its thread's id (NULL: the thread is missing).
+EVERY_BRANCH = """
+SELECT branches.thread, branches.name, branches.run, threads.thread_id
+FROM branches LEFT JOIN threads ON threads.id = branches.thread
+ORDER BY branches.thread, branches.name
+"""
+
+#: The log in append order, payloads only where a check reads them.
+LOG_IN_ORDER = """
+SELECT seq, run, type,
+       CASE WHEN type IN ('RUN_STARTED', 'RUN_FINISHED', 'RUN_ERROR') THEN payload END
+FROM events ORDER BY seq
+"""
+
+#: The batches in the order of the ranges they claim.
+BATCHES_IN_ORDER = (
+    "SELECT id, run, first_seq, last_seq, count, outcome FROM batches ORDER BY first_seq, id"
+)
+
+#: Events whose payload may not be a JSON object of their type: SQLite's JSON functions find
+#: the suspects; the engine's codec decides.
+SUSPECT_EVENTS = """
+SELECT seq, run, type, payload FROM events
+WHERE CASE WHEN json_valid(payload)
+      THEN json_type(payload) IS NOT 'object' OR json_extract(payload, '$.type') IS NOT type
+      ELSE 1 END
+ORDER BY seq
+"""
+
+#: Recorded inputs that may not be JSON objects.
+SUSPECT_INPUTS = """
+SELECT id, input FROM runs
+WHERE input IS NOT NULL AND (NOT json_valid(input) OR json_type(input) IS NOT 'object')
+ORDER BY id
+"""
+
+EVERY_BLOB = "SELECT hash, codec, data FROM blobs ORDER BY hash"
+
+BLOB_CONTENT = "SELECT codec, data FROM blobs WHERE id = ?"
+
+CHECKPOINT_LAYOUTS = "SELECT run, length, chunks, tail, state_base FROM checkpoints ORDER BY run"
+
+COMPLETE_RUNS = "SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL"
+
+EVERY_LINEAGE_DIGEST = "SELECT ids_hash, run FROM lineage_digests ORDER BY run, ids_hash"
+
+#: Every run as its hashes cover it (agui_store.ledger).
+HASHED_RUNS = """
+SELECT runs.id, runs.thread, threads.thread_id, runs.run_id, runs.parent, runs.lineage,
+       runs.parent_run_id, runs.synthetic, runs.created_at, runs.input, runs.input_refs,
+       runs.parent_hash, runs.input_hash, runs.start_hash
+FROM runs LEFT JOIN threads ON threads.id = runs.thread ORDER BY runs.id
+"""
+
+#: Every batch in the order it was written.
+HASHED_BATCHES = (
+    "SELECT id, run, first_seq, last_seq, outcome, appended_at, hash FROM batches ORDER BY id"
+)
+
+#: A batch's events as its digest covers them (the ones of its run inside its range).
+BATCH_EVENTS = """
+SELECT events.seq, events.type, events.payload, echo_refs.refs FROM events
+LEFT JOIN echo_refs ON echo_refs.seq = events.seq
+WHERE events.seq BETWEEN ?1 AND ?2 AND events.run = ?3 ORDER BY events.seq
 """

@@ -7,12 +7,15 @@ translates them when it exits (:mod:`agui_store.database`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agui_store import codec
+import apsw
+
+from agui_store import codec, schema
 from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary
-from agui_store.sqlite import sql
+from agui_store.sqlite import checks, sql
 
 
 def _json_keys(keys: Iterable[int]) -> str:
@@ -294,7 +297,22 @@ class SqliteTransaction:
         return self._value(sql.TERMINAL_EVENT, (run_pk,))  # type: ignore[no-any-return]
 
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
-        self._conn.executemany(sql.INSERT_EVENT, rows)
+        self._conn.executemany(sql.INSERT_EVENT, self._coded(rows))
+
+    def _coded(self, rows: Sequence[tuple[int, int, str, str]]) -> list[tuple[int, int, int, str]]:
+        """Event rows with their type's code in place of its name (``schema.EVENT_TYPE_CODES``)."""
+        codes = schema.EVENT_TYPE_CODES
+        try:
+            return [(seq, run, codes[kind], payload) for seq, run, kind, payload in rows]
+        except KeyError:
+            return [(seq, run, self._code(kind), payload) for seq, run, kind, payload in rows]
+
+    def _code(self, kind: str) -> int:
+        code = schema.EVENT_TYPE_CODES.get(kind)
+        if code is None:
+            self._conn.execute(sql.ADD_EVENT_TYPE, (kind,))
+            code = int(self._value(sql.EVENT_TYPE_CODE, (kind,)))
+        return code
 
     def insert_echo_refs(self, seq: int, refs: str) -> None:
         self._conn.execute(sql.INSERT_ECHO_REFS, (seq, refs))
@@ -327,7 +345,7 @@ class SqliteTransaction:
         echo_refs: Sequence[tuple[int, str]],
         batches: Sequence[BatchRow],
     ) -> None:
-        self._conn.executemany(sql.INSERT_EVENT, events)
+        self._conn.executemany(sql.INSERT_EVENT, self._coded(events))
         self._conn.executemany(sql.INSERT_ECHO_REFS, echo_refs)
         self._conn.executemany(
             sql.INSERT_BATCH,
@@ -405,3 +423,60 @@ class SqliteTransaction:
 
     def clear_underived(self, run_pk: int) -> None:
         self._conn.execute(sql.CLEAR_UNDERIVED, (run_pk,))
+
+    # --- check(): whole-store reads of agui_store.integrity ---------------------------------
+
+    #: What a check of a file too broken to read meets.
+    storage_errors: tuple[type[Exception], ...] = (apsw.Error,)
+
+    def storage_checks(self) -> tuple[str, ...]:
+        return checks.CHECKS
+
+    def storage_problems(self, check: str) -> Iterable[str]:
+        return checks.problems(self._conn, check)
+
+    def contained(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # an error leaves an SQLite read transaction usable
+
+    def every_run(self) -> Iterable[tuple[Any, ...]]:
+        return self._rows(sql.EVERY_RUN)
+
+    def every_branch(self) -> Iterable[tuple[Any, ...]]:
+        return self._rows(sql.EVERY_BRANCH)
+
+    def log_in_order(self) -> Iterable[tuple[int, int, str, str | None]]:
+        return self._rows(sql.LOG_IN_ORDER)
+
+    def batches_in_order(self) -> Iterable[tuple[Any, ...]]:
+        return self._rows(sql.BATCHES_IN_ORDER)
+
+    def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
+        return self._rows(sql.SUSPECT_EVENTS)
+
+    def suspect_inputs(self) -> Iterable[tuple[int, str]]:
+        return self._rows(sql.SUSPECT_INPUTS)
+
+    def every_blob(self) -> Iterable[tuple[bytes, int, bytes]]:
+        return self._rows(sql.EVERY_BLOB)
+
+    def blob_content(self, blob_id: int) -> tuple[int, bytes] | None:
+        row = self._one(sql.BLOB_CONTENT, (blob_id,))
+        return None if row is None else (row[0], row[1])
+
+    def checkpoint_layouts(self) -> list[tuple[Any, ...]]:
+        return self._all(sql.CHECKPOINT_LAYOUTS)
+
+    def complete_runs(self) -> set[int]:
+        return {int(pk) for pk in self._column(sql.COMPLETE_RUNS)}
+
+    def every_lineage_digest(self) -> list[tuple[bytes, int]]:
+        return self._all(sql.EVERY_LINEAGE_DIGEST)
+
+    def hashed_runs(self) -> Iterable[tuple[Any, ...]]:
+        return self._rows(sql.HASHED_RUNS)
+
+    def hashed_batches(self) -> list[tuple[Any, ...]]:
+        return self._all(sql.HASHED_BATCHES)
+
+    def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
+        return self._all(sql.BATCH_EVENTS, (first_seq, last_seq, run_pk))

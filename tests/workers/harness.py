@@ -160,7 +160,7 @@ def dump(path: str | os.PathLike[str]) -> dict[str, Any]:
             ).fetchall(),
         }
         for (name,) in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name"
+            "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view') ORDER BY name"
         ).fetchall():
             out[name] = conn.execute(f'SELECT * FROM "{name}" ORDER BY 1').fetchall()
         return out
