@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import itertools
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -82,6 +83,12 @@ class Layout:
     def digest(self) -> bytes:
         """Its messages digest (:func:`hashing.messages_digest`)."""
         return hashing.messages_digest([*self.chunk_addrs, *self.tail_addrs])
+
+    def pieces(self) -> list[tuple[bytes, int]]:
+        """Its message list in consecutive pieces, ``(address, count)`` each: the full chunks,
+        then the tail's segments (what an input that resends the list is compared with)."""
+        chunks = zip(self.chunk_addrs, itertools.repeat(CHUNK))
+        return [*chunks, *zip(self.tail_addrs, self.tail_counts)]
 
 
 @dataclass
@@ -520,6 +527,13 @@ def _patched(run_pk: int, document: Any, patches: Any) -> Any:
 def lineage_ids(messages: Iterable[Any]) -> list[Any]:
     """The message ids lineage rule 3 compares: activity messages left out, as clients strip
     them from the input they send (``prepareRunAgentInput``)."""
+    if type(messages) is list and set(map(type, messages)) == {dict}:
+        # The common list, in C: a resent history is thousands of messages long.
+        ids = list(map(dict.get, messages, itertools.repeat("id")))
+        roles = list(map(dict.get, messages, itertools.repeat("role")))
+        if "activity" not in roles:
+            return ids
+        return [mid for mid, role in zip(ids, roles) if role != "activity"]
     return [m.get("id") for m in messages if isinstance(m, dict) and m.get("role") != "activity"]
 
 

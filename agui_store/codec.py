@@ -319,20 +319,33 @@ def _scan(
 
 _BRACKETS_ONLY = bytes.maketrans(b"{}", b"[]")
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+#: What may follow a backslash in JSON text (``\\``, ``\"``, ``\/``, ``\b`` ... ``\u``).
+_ESCAPED = b'"\\/bfnrtu'
+_NOT_STRUCTURE_OR_ESCAPE = bytes(b for b in range(256) if b not in b"[]{}" + _ESCAPED)
+_ESCAPE_LEFTOVERS = b"\\/bfnrtu"
 
 
 def _deeper_than(raw: bytes, max_depth: int) -> bool:
     """Whether well-formed JSON text nests deeper than ``max_depth``, at C speed.
 
-    Escapes are cut (pairs of backslashes first, so ``\\\\`` and ``\\"`` read right), then
-    everything but brackets and quotes is deleted, strings dropped (every other piece between
-    quotes), and innermost ``[]`` pairs removed one level per pass: passes count the depth.
+    Everything but brackets and quotes is deleted, strings dropped (every other piece
+    between quotes), and innermost ``[]`` pairs removed one level per pass: passes count the
+    depth. Escapes are cut first (pairs of backslashes first, so ``\\\\`` and ``\\"``
+    read right), on a skeleton that still holds every character an escape can put after
+    its backslash: each escape stays a pair there, as in the text, and the copies made to
+    cut them are a fraction of the text's size.
     """
-    if raw.count(b"[") + raw.count(b"{") <= max_depth:
-        return False
+    brackets = raw.count(b"{")
+    if brackets <= max_depth:
+        brackets += raw.count(b"[")
+        if brackets <= max_depth:
+            return False
     if b"\\" in raw:
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    skeleton = raw.translate(_BRACKETS_ONLY, _NOT_STRUCTURE)
+        skeleton = raw.translate(_BRACKETS_ONLY, _NOT_STRUCTURE_OR_ESCAPE)
+        skeleton = skeleton.replace(b"\\\\", b"").replace(b'\\"', b"")
+        skeleton = skeleton.translate(None, _ESCAPE_LEFTOVERS)
+    else:
+        skeleton = raw.translate(_BRACKETS_ONLY, _NOT_STRUCTURE)
     if b'"' in skeleton:
         # Most strings hold no bracket and are left as '""'. Cutting adjacent quote pairs
         # first leaves every bracket with as many quotes before it, odd or even, so the

@@ -13,33 +13,54 @@ for; ``refs`` is ``{"messages": [...]}`` and/or ``{"state": "parent"}``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from agui_store.blobs import digest
+from agui_store.codec import canonical_bytes
+from agui_store.errors import InvalidEventError
 from agui_store.js import json_equal
 
 #: A normalized message list: ranges of the parent's view, and messages as sent.
 Refs = list[Any]
 
 
-def normalize(sent: Sequence[Any], base: Sequence[dict[str, Any]]) -> Refs | None:
+#: Where a base list holds a message with a string id first: its position, or ``None``.
+Finder = Callable[[str], "int | None"]
+#: A base list as stored: consecutive pieces of it, each ``(address, count)``: the address
+#: (:func:`agui_store.blobs.digest`) of the canonical JSON array of its next ``count``
+#: messages (a checkpoint's chunks and tail segments).
+Pieces = Sequence[tuple[bytes, int]]
+
+
+def normalize(
+    sent: Sequence[Any],
+    base: Sequence[dict[str, Any]],
+    find: Finder | None = None,
+    pieces: Pieces | None = None,
+) -> Refs | None:
     """``sent`` as references into ``base`` where a message is the one at that place of
-    ``base`` (JSON-equal as the client sees it); ``None`` when nothing is shared."""
+    ``base`` (JSON-equal as the client sees it); ``None`` when nothing is shared.
+
+    What the caller knows of ``base`` spares a pass over it, so that an input costs what
+    was sent, not the length of ``base`` (a store keeps both for the view it derived last):
+    ``find``, where ``base`` holds an id first (without it the ids of ``base`` are indexed
+    here); ``pieces``, the addresses ``base`` is stored under, to compare a resent history
+    against (without them, or when they differ, the two lists are compared)."""
     out: Refs = []
-    shared = _shared_prefix(sent, base)
+    shared = _shared_prefix(sent, base, pieces)
     if shared:
         # What HttpAgent sends: the whole history, then the new messages.
         out.append([0, shared])
     rest = sent[shared:]
     if not rest:
         return out or None
-    where: dict[Any, int] = {}
-    for j, m in enumerate(base):
-        mid = m.get("id") if isinstance(m, dict) else None
-        if isinstance(mid, str):
-            where.setdefault(mid, j)
+    if find is None:
+        find = _first_positions(base).get
     for m in rest:
-        at = where.get(m.get("id")) if isinstance(m, dict) else None
+        mid = m.get("id") if isinstance(m, dict) else None
+        at = find(mid) if isinstance(mid, str) else None
         if at is not None and (base[at] is m or _same(base[at], m)):
             last = out[-1] if out else None
             if isinstance(last, list) and last[0] + last[1] == at:
@@ -52,14 +73,29 @@ def normalize(sent: Sequence[Any], base: Sequence[dict[str, Any]]) -> Refs | Non
     return out if shared else None
 
 
+def _first_positions(base: Sequence[Any]) -> dict[str, int]:
+    """The first position of each string id of ``base``."""
+    where: dict[str, int] = {}
+    for j, m in enumerate(base):
+        mid = m.get("id") if isinstance(m, dict) else None
+        if isinstance(mid, str):
+            where.setdefault(mid, j)
+    return where
+
+
 def normalize_input(
-    sent: dict[str, Any], base_messages: Sequence[dict[str, Any]], base_state: Any
+    sent: dict[str, Any],
+    base_messages: Sequence[dict[str, Any]],
+    base_state: Any,
+    find: Finder | None = None,
+    pieces: Pieces | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """``(rest, refs)`` for an input against its parent's view; ``None`` if nothing is shared."""
+    """``(rest, refs)`` for an input against its parent's view; ``None`` if nothing is shared
+    (``find`` and ``pieces``: see :func:`normalize`)."""
     refs: dict[str, Any] = {}
     messages = sent.get("messages")
     if isinstance(messages, list) and messages:
-        shared = normalize(messages, base_messages)
+        shared = normalize(messages, base_messages, find, pieces)
         if shared is not None:
             refs["messages"] = shared
     if "state" in sent and _same(sent["state"], base_state):
@@ -88,22 +124,45 @@ def _same(a: Any, b: Any) -> bool:
     return json_equal(a, b)
 
 
-def _shared_prefix(sent: Sequence[Any], base: Sequence[dict[str, Any]]) -> int:
+def _shared_prefix(
+    sent: Sequence[Any], base: Sequence[dict[str, Any]], pieces: Pieces | None = None
+) -> int:
     """How many of ``sent``'s first messages are ``base``'s first ones, JSON-equal, when
     they all are: ``0`` unless the whole of ``base`` leads ``sent`` (the message-by-message
-    path decides the rest). The checks run over whole lists, in C."""
+    path decides the rest). The checks run over whole lists, in C, and over what was sent:
+    where ``pieces`` (the addresses ``base`` is stored under) match, ``base`` itself is not
+    read at all (its objects are old, scattered in memory: reading them all costs more
+    than encoding and hashing the fresh ones)."""
     n = len(base)
     if not n or len(sent) < n:
         return 0
-    base = list(base)
+    prefix = list(sent[:n])
     # The message-by-message path refers to messages with string ids, each at its id's
-    # first place: with every id a string, and none repeated, that place is its own.
-    if set(map(type, base)) != {dict}:
+    # first place: with every id a string, and none repeated, that place is its own (equal
+    # lists hold equal ids: checking those sent checks those of ``base``).
+    if set(map(type, prefix)) != {dict}:
         return 0
-    ids = [m.get("id") for m in base]
+    ids = list(map(dict.get, prefix, itertools.repeat("id")))
     if set(map(type, ids)) != {str} or len(set(ids)) != n:
         return 0
-    return n if json_equal(sent[:n], base) else 0
+    if pieces is not None and _matches(prefix, pieces):
+        return n
+    return n if json_equal(prefix, list(base)) else 0
+
+
+def _matches(messages: list[Any], pieces: Pieces) -> bool:
+    """Whether ``messages`` is, piece by piece, the canonical text ``pieces`` address: then
+    it is JSON-equal to the list stored under them (equal canonical texts are equal values;
+    a text that differs may still be equal, ``1`` and ``1.0``: the caller compares then)."""
+    at = 0
+    try:
+        for address, count in pieces:
+            if count <= 0 or digest(canonical_bytes(messages[at : at + count])) != address:
+                return False
+            at += count
+    except InvalidEventError:  # not encodable as JSON: the exact comparison says why not
+        return False
+    return at == len(messages)
 
 
 def expand(refs: Refs, base: Sequence[dict[str, Any]]) -> list[Any]:

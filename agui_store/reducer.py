@@ -628,6 +628,9 @@ class Reducer:
         self._by_id: dict[Any, Message] = {}
         self._tool_calls: dict[Any, tuple[Message, dict[str, Any]]] = {}
         self._aliased = False
+        # The leading positions that have held the same objects since take_unmoved() (see
+        # there): appends leave it, an insert or an assignment lowers it, a new list zeroes it.
+        self._unmoved = 0
         # What the next STATE_DELTA patches when it is not the visible state (UNDEFINED).
         self._patch_base: Any = _ABSENT
         #: The STATE_DELTA patches applied since :meth:`track_state` (in order: applied to
@@ -710,6 +713,7 @@ class Reducer:
         self._chunks.lanes.clear()
         if messages is not self.messages:
             self.messages = _clone_messages(messages) if self._copy else messages
+            self._unmoved = 0
             self._reindex()
         if state is not self.state:
             self.state_deltas = None
@@ -753,7 +757,34 @@ class Reducer:
             fresh = set(map(id, extra))
             if len(fresh) < len(extra) or not fresh.isdisjoint(map(id, messages)):
                 return False
+        self._start_with(extra, state)
+        return True
+
+    def extend_start(self, extra: Any, state: Any) -> bool:
+        """:meth:`reset_start` with this reducer's list followed by ``extra``: what a client
+        that sends only its new messages starts from. They are appended and indexed; the
+        rest of the list keeps its objects and its index, so the run costs what it adds,
+        not the history. ``False``, with nothing done, unless the reducer owns what it is
+        given (``copy=False``) and ``extra`` are messages (dicts) whose ids are all new: held
+        by no message of the list, none twice (then none is an object the list holds, and
+        the list keeps one object per position). ``reset_start`` then takes the list whole.
+        """
+        if self._copy or type(extra) is not list:
+            return False
+        if extra:
+            if set(map(type, extra)) != {dict}:
+                return False
+            keys = [m.get("id", _ABSENT) for m in extra]
+            keys = [k if type(k) is str else _key(k) for k in keys]
+            if len(set(keys)) < len(keys) or not self._by_id.keys().isdisjoint(keys):
+                return False
+        self._start_with(extra, state)
+        return True
+
+    def _start_with(self, extra: list[Message], state: Any) -> None:
+        """Start a run from the list followed by ``extra`` (new objects), and ``state``."""
         self._chunks.lanes.clear()
+        messages = self.messages
         for m in extra:
             messages.append(m)
             self._index_pushed(m)
@@ -761,7 +792,34 @@ class Reducer:
             self.state_deltas = None
         self.state = state
         self._patch_base = _ABSENT
-        return True
+
+    def holds_id(self, mid: str) -> bool:
+        """Whether a message of the list has this (string) id."""
+        return mid in self._by_id
+
+    def first_position(self, mid: str) -> int | None:
+        """Where the first message with this (string) id stands (``None``: no message has
+        it); found from the index, searching the list for that object only."""
+        m = self._by_id.get(mid)
+        return None if m is None else self._position(m)
+
+    def take_unmoved(self) -> int:
+        """How many leading positions of the list hold the same objects (in place, perhaps
+        edited) as at the previous call: appends and edits in place leave a position
+        alone; an insert before the end, a position given another object, or a new list
+        (a snapshot, a run's input taken whole) moves it. Counting starts anew from the list
+        as it is now, so a caller learns what one run did to the list without copying it
+        (the first call after construction counts from the start list: 0).
+        """
+        unmoved = min(self._unmoved, len(self.messages))
+        self._unmoved = len(self.messages)
+        return unmoved
+
+    @property
+    def aliased(self) -> bool:
+        """Whether one message object stands at two positions (the client can hold that:
+        a snapshot maps two local copies of an id onto one message)."""
+        return self._aliased
 
     def holders(self, ids: Iterable[str]) -> list[Message]:
         """The messages an event naming these ids would reach: the message with that id, or
@@ -906,7 +964,9 @@ class Reducer:
             if had_calls:
                 self._reindex()
             return m
-        self.messages[self._position(m)] = new
+        at = self._position(m)
+        self.messages[at] = new
+        self._unmoved = min(self._unmoved, at)
         self._reindex()
         return new
 
@@ -1208,6 +1268,7 @@ class Reducer:
             at += 1
         first = self._by_id.get(k)
         msgs.insert(at, message)
+        self._unmoved = min(self._unmoved, at)  # before the end: what follows moves
         if first is None or (first is not owner and self._position(first) > at):
             self._by_id[k] = message  # it now comes before every other message with its id
         if self._aliased:
@@ -1323,6 +1384,7 @@ class Reducer:
             if (mid if type(mid) is str else _key(mid)) not in present:
                 kept.append(m)
         self.messages = kept
+        self._unmoved = 0
         self._reindex()
 
     # -- activity ----------------------------------------------------------------------

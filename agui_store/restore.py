@@ -120,16 +120,43 @@ def apply_run(reducer: Reducer, record: RunRecord) -> None:
             started["input"], record.echo_refs, reducer.messages, reducer.state
         )
     run_input = effective_input(record, reducer.messages, reducer.state)
+    as_sent = record.as_sent and record.input is not None
     # An input that resends the lineage's messages and adds some (what HttpAgent sends, as
-    # its stored references expand) continues the reducer's list instead of replacing it.
-    if run_input is None or not reducer.continue_start(
-        run_input.get("messages"), run_input.get("state", reducer.state)
-    ):
-        as_sent = record.as_sent and record.input is not None
-        messages, state = start_of_run(reducer.messages, reducer.state, run_input, as_sent=as_sent)
-        # Free when the run has no input: the reducer keeps its own lists and indexes.
-        reducer.reset_start(messages, state)
+    # its stored references expand), or that sends only new ones, continues the reducer's
+    # list instead of replacing it: the run costs what it adds, not the history.
+    if run_input is not None:
+        state = run_input.get("state", reducer.state)
+        if reducer.continue_start(run_input.get("messages"), state):
+            reducer.feed(record.events)
+            return
+        added = _added_messages(reducer, run_input, as_sent=as_sent)
+        if added is not None and reducer.extend_start(added, state):
+            reducer.feed(record.events)
+            return
+    messages, state = start_of_run(reducer.messages, reducer.state, run_input, as_sent=as_sent)
+    # Free when the run has no input: the reducer keeps its own lists and indexes.
+    reducer.reset_start(messages, state)
     reducer.feed(record.events)
+
+
+def _added_messages(
+    reducer: Reducer, run_input: dict[str, Any], *, as_sent: bool
+) -> list[dict[str, Any]] | None:
+    """The messages :func:`start_of_run` puts after the reducer's list (``None``: it starts
+    the run from another list), found through the reducer's index of ids instead of a set
+    of the whole list's: the same messages when every message sent has a string id."""
+    base = reducer.messages
+    if as_sent or not base:
+        return None
+    sent = run_input.get("messages")
+    if not isinstance(sent, list):
+        sent = []
+    sent_ids = {m.get("id") for m in sent if isinstance(m, dict)}
+    if all(m.get("id") in sent_ids for m in base):  # stops at the first one not sent
+        return None
+    if not all(type(m) is dict and type(m.get("id")) is str for m in sent):
+        return None
+    return [m for m in sent if not reducer.holds_id(m["id"])]
 
 
 def view_of(reducer: Reducer) -> View:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import operator
 import os
 import re
 import threading
@@ -107,11 +106,11 @@ class _SinceCheckpoint:
 
     run_pk: int | None  # None: no checkpoint on the lineage (the next one stores all)
     layout: checkpoints.Layout | None  # where its message list is stored
-    messages: list[Any]  # its message objects, kept alive so that their id()s stay unique
-    # When the only run since the checkpoint left its list's first ``intact`` messages
-    # equal to ``messages`` (it appended after them): the next checkpoint shares them
-    # without comparing the lists again. None: not known.
-    intact: int | None = None
+    length: int = 0  # how many messages it holds
+    # How many of its leading positions still hold the objects they held then (edited in
+    # place perhaps: ``names`` says which): what the reducer's take_unmoved() reported
+    # run by run. The next checkpoint shares their chunks without comparing the lists.
+    unmoved: int = 0
     names: set[str] = field(default_factory=set)  # ids the runs since then named
     snapshot: bool = False  # a MESSAGES_SNAPSHOT since then
     had_input: bool = False  # a recorded input since then
@@ -131,16 +130,22 @@ class _SinceCheckpoint:
         self.events += len(record.events)
         return names, snapshot
 
+    def settle(self, unmoved: int) -> None:
+        """Fold in what the reducer reports of the runs replayed since the last report."""
+        self.unmoved = min(self.unmoved, unmoved)
+
     @classmethod
     def start(
-        cls, messages: list[Any], snap: checkpoints.Snapshot | None, run_pk: int | None
+        cls, length: int, snap: checkpoints.Snapshot | None, run_pk: int | None
     ) -> _SinceCheckpoint:
+        """At a loaded checkpoint of ``length`` messages (``snap``; ``None``: before any)."""
         if snap is None:
-            return cls(None, None, list(messages))
+            return cls(None, None)
         return cls(
             run_pk,
             snap.layout,
-            list(messages),
+            length,
+            length,
             state_anchor=snap.state_anchor,
             state_bytes=snap.state_bytes,
         )
@@ -1077,8 +1082,18 @@ class Store:
         self._derive_underived(tx, thread_pk)  # the parent's view, kept in memory after
         cached = self._cached_view(tx, thread_pk)
         if cached is not None and cached.run_pk == parent_pk:
-            base = cached.view
-        elif self._known_status(tx, parent_pk) != "incomplete":
+            # Its reducer's index finds a message sent again, and when the parent's checkpoint
+            # is the view's (nothing replayed since), a resent history is compared with the
+            # addresses of its chunks: no pass over the view's old objects.
+            reducer, since = cached.reducer, cached.since
+            at_checkpoint = since.run_pk == parent_pk and since.events == 0
+            sent = run_input.get("messages")
+            resent = isinstance(sent, list) and len(sent) >= len(reducer.messages)
+            pieces = since.layout.pieces() if resent and at_checkpoint and since.layout else None
+            return normalize_input(
+                run_input, reducer.messages, reducer.state, reducer.first_position, pieces
+            )
+        if self._known_status(tx, parent_pk) != "incomplete":
             try:
                 base = self._view(tx, parent_pk)
             except InvalidEventError:
@@ -1382,24 +1397,25 @@ class Store:
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
             as_sent=body_as_sent(raw_input is not None, reason),
         )
-        # Right after a checkpoint (nothing replayed since) the list before this run is the
-        # one kept for the next checkpoint's delta: no copy of a long list per run.
-        at_checkpoint = since.events == 0
         names, snapshot = since.note(record)
-        replaced = snapshot or record.input is not None
-        # What the digest needs to tell a list that grew from one that changed: the list
-        # before, and the id and kind of each message the run's events can reach.
-        before = since.messages if at_checkpoint else list(reducer.messages)
+        # What the digest needs to tell a list that grew from one that changed: whether the
+        # run left the list's objects where they stood (the reducer reports it, so nothing
+        # here copies or compares the history), and the id and kind of each message the
+        # run's events can reach.
+        since.settle(reducer.take_unmoved())  # runs replayed since the checkpoint, if any
+        before = len(reducer.messages)
         reached = [(m, m.get("id"), m.get("role")) for m in reducer.holders(names)]
         apply_run(reducer, record)
         messages = reducer.messages
-        intact = not replaced and before == messages[: len(before)]
-        since.intact = len(before) if intact and at_checkpoint else None
-        grown = intact and all(
-            m.get("id") == mid and m.get("role") == role for m, mid, role in reached
+        unmoved = reducer.take_unmoved()
+        since.settle(unmoved)
+        grown = (
+            not snapshot
+            and unmoved >= before
+            and all(m.get("id") == mid and m.get("role") == role for m, mid, role in reached)
         )
         if grown:
-            new_ids = checkpoints.lineage_ids(messages[len(before) :])
+            new_ids = checkpoints.lineage_ids(messages[before:])
             hasher = checkpoints.hash_ids(new_ids, hasher)
             lineage.extend(new_ids)
         else:
@@ -1416,8 +1432,9 @@ class Store:
             if written:
                 since = _SinceCheckpoint(
                     run_pk,
-                    since.layout,
-                    list(reducer.messages),
+                    since.layout,  # the new checkpoint's (_write_checkpoint set it)
+                    len(messages),
+                    len(messages),
                     state_anchor=since.state_anchor,
                     state_bytes=since.state_bytes,
                 )
@@ -1451,14 +1468,15 @@ class Store:
         that checkpoint did."""
         if run_pk is None:
             reducer = start_reducer()
-            since = _SinceCheckpoint.start([], None, None)
+            since = _SinceCheckpoint.start(0, None, None)
         else:
             found, after = checkpoints.nearest(tx, run_pk)
             snap = self._load_checkpoint(tx, found) if found is not None else None
             reducer = start_reducer(snap.view if snap is not None else None)
             if snap is not None:
                 reducer.track_state(snap.state_patches)
-            since = _SinceCheckpoint.start(reducer.messages, snap, found)
+            reducer.take_unmoved()  # counts from the checkpoint's list
+            since = _SinceCheckpoint.start(len(reducer.messages), snap, found)
             for record in self._records(tx, after):
                 since.note(record)
                 apply_run(reducer, record)
@@ -2409,48 +2427,29 @@ def _message_chunks(
     or ``None`` when one message object stands at two positions (a checkpoint cannot say
     that).
 
-    A position keeps its place in the base checkpoint when it holds the same object and no
-    run since could have changed it: no id their events named reaches it. The common case
-    costs the new messages, not the whole history: the unchanged prefix is found by identity
-    in C.
+    A position keeps its place in the base checkpoint when it holds the same object (the
+    reducer reports how many leading positions do: ``since.unmoved``) and no run since
+    could have changed it: no id their events named reaches it. So the common case costs
+    the new messages, not the whole history.
     """
-    names, snapshot, before = since.names, since.snapshot, since.messages
-    base = since.layout if since.run_pk is not None else None
-    if (snapshot or since.had_input or base is None) and len(
-        {id(m) for m in messages}
-    ) < len(messages):
+    if reducer.aliased:
         return None  # only a snapshot (or an input) puts one object at two positions
-    if base is None or snapshot:
+    base = since.layout if since.run_pk is not None else None
+    if base is None or since.snapshot:
         return checkpoints.lay_out(tx, messages, base)
-    keep, changed = _unchanged(messages, before, names, since, reducer)
+    keep, changed = _unchanged(messages, since, reducer)
     return checkpoints.lay_out(tx, messages, base, keep, changed)
 
 
 def _unchanged(
-    messages: list[dict[str, Any]],
-    before: list[dict[str, Any]],
-    names: set[str],
-    since: _SinceCheckpoint,
-    reducer: Reducer,
+    messages: list[dict[str, Any]], since: _SinceCheckpoint, reducer: Reducer
 ) -> tuple[int, list[int]]:
-    """How long a prefix of ``messages`` stands where the base checkpoint's ``before`` had
-    it, and the positions in that prefix whose message the runs since may have changed
+    """How long a prefix of ``messages`` holds the objects the base checkpoint's list held
+    there, and the positions in that prefix whose message the runs since may have changed
     (their events named it)."""
-    limit = min(len(before), len(messages))
-    # The unchanged prefix: where the same objects stand. List equality, in C, passes
-    # identical objects without looking into them; with unique ids and no input since,
-    # equal positions hold identical objects (Reducer.ids_unique). The run just replayed
-    # may have compared them already (``since.intact``): a chunk is its messages' content,
-    # so equal messages share it whether or not they are the same objects.
-    if since.intact == limit or (
-        not since.had_input and reducer.ids_unique() and before[:limit] == messages[:limit]
-    ):
-        keep = limit
-    else:
-        same = list(map(operator.is_, before[:limit], messages))
-        keep = same.index(False) if False in same else limit
+    keep = min(since.unmoved, since.length, len(messages))
     changed: list[int] = []
-    held = reducer.holders(names)
+    held = reducer.holders(since.names)
     if held:  # few: the messages the runs' events name
         # Where they stand in the prefix, searched from the end (runs mostly reach recent
         # messages); the ones past the prefix are stored anyway.

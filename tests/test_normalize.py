@@ -8,6 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agui_store.blobs import digest
+from agui_store.codec import canonical_bytes
 from agui_store.js import json_equal
 from agui_store.normalize import expand, normalize
 from tests.strategies import json_values
@@ -45,3 +47,41 @@ def test_the_whole_history_resent_is_one_reference_when_its_ids_are_unique(
     base: list[Any],
 ) -> None:
     assert normalize(copy.deepcopy(base), base) == [[0, len(base)]]
+
+
+def _pieces(base: list[Any], cuts: list[int]) -> list[tuple[bytes, int]]:
+    """``base`` stored in pieces of the given sizes, as a checkpoint stores its chunks."""
+    out, at = [], 0
+    for size in cuts:
+        out.append((digest(canonical_bytes(base[at : at + size])), size))
+        at += size
+    return out
+
+
+@given(messages, messages, st.integers(0, 6), st.data())
+def test_a_history_compared_with_the_addresses_of_its_pieces_normalizes_as_compared_whole(
+    base: list[Any], extra: list[Any], cut: int, data: st.DataObject
+) -> None:
+    # A store compares a resent history with the chunks it keeps of the parent's view:
+    # the same references as comparing the lists, whatever the pieces and the values
+    # (true against 1, 1 against 1.0: texts that differ fall back to the comparison).
+    sent = copy.deepcopy(base[:cut]) + extra
+    if sent and data.draw(st.booleans()):
+        victim = data.draw(st.integers(0, len(sent) - 1))
+        sent[victim] = {**sent[victim], "content": data.draw(st.sampled_from([True, 1, 1.0]))}
+    sizes: list[int] = []
+    while sum(sizes) < len(base):
+        sizes.append(data.draw(st.integers(1, len(base) - sum(sizes))))
+    assert normalize(sent, base, pieces=_pieces(base, sizes)) == normalize(sent, base)
+
+
+def test_a_history_that_matches_its_pieces_is_shared_without_reading_the_base() -> None:
+    base = [{"id": f"m{i}", "role": "user", "content": f"turn {i}"} for i in range(5)]
+    sent = [*copy.deepcopy(base), {"id": "new", "role": "user", "content": "next"}]
+
+    class Unreadable(list[Any]):
+        def __iter__(self) -> Any:
+            raise AssertionError("the base list was read")
+
+    refs = normalize(sent, Unreadable(base), lambda mid: None, _pieces(base, [2, 3]))
+    assert refs == [[0, 5], sent[5]]

@@ -1181,6 +1181,110 @@ def test_a_run_whose_input_extends_the_list_continues_it_as_a_full_reindex_would
     assert plain(run(True)) == plain(run(False))
 
 
+@given(
+    st.lists(messages(), max_size=5),  # ids may repeat: first match wins
+    st.lists(messages(ids=["n1", "n2", "n3", "u1"]), max_size=3),
+    legal_streams(min_runs=1, max_runs=1, max_steps=6),
+)
+def test_a_run_whose_input_sends_only_new_messages_extends_the_list_as_a_full_reindex_would(
+    base: list[dict[str, Any]], sent: list[dict[str, Any]], events: list[dict[str, Any]]
+) -> None:
+    # What restore does for an input that names its parent and sends what is new: the
+    # parent's list followed by the sent messages whose ids it does not hold.
+    held = {m["id"] for m in base}
+    extra = [m for m in sent if m["id"] not in held]
+
+    def run(extended: bool) -> ReducedView | None:
+        start = copy.deepcopy(base)
+        reducer = Reducer(start, {"a": 1}, copy=False)
+        added = copy.deepcopy(extra)
+        if extended:
+            if not reducer.extend_start(added, {"b": 2}):
+                return None
+        else:
+            reducer.reset_start([*start, *added], {"b": 2})
+        with contextlib.suppress(InvalidEventError):
+            reducer.feed(copy.deepcopy(events))
+        return reducer.view()
+
+    def plain(view: ReducedView | None) -> str:
+        assert view is not None
+        return json.dumps([view.messages, view.state, view.pending_interrupts, view.warnings])
+
+    extended = run(True)
+    note(f"extended: {extended is not None}")
+    if len({m["id"] for m in extra}) == len(extra):  # new ids, none twice: always taken
+        assert plain(extended) == plain(run(False))
+    else:
+        assert extended is None
+
+
+def test_extending_the_list_refuses_a_held_id_an_id_sent_twice_and_a_copying_reducer() -> None:
+    own = [{"id": "a", "role": "user", "content": "hi"}]
+    reducer = Reducer(own, {}, copy=False)
+    assert not reducer.extend_start([{"id": "a", "role": "user", "content": "again"}], {})
+    twice = [{"id": "b", "role": "user", "content": "x"}, {"id": "b", "role": "user"}]
+    assert not reducer.extend_start(twice, {})
+    assert not reducer.extend_start(["not a message"], {})
+    assert not reducer.extend_start(None, {})
+    assert reducer.messages == own and reducer.messages is own
+    assert not Reducer(own, {}).extend_start([{"id": "c", "role": "user"}], {})
+    assert reducer.extend_start([{"id": "c", "role": "user", "content": "new"}], {"s": 1})
+    assert [m["id"] for m in reducer.messages] == ["a", "c"] and reducer.state == {"s": 1}
+    assert reducer.holds_id("c") and reducer.first_position("c") == 1
+
+
+#: The events that can move a message: a new list, an insert, a position given a new object.
+_MOVERS = {"MESSAGES_SNAPSHOT", "TOOL_CALL_RESULT", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA"}
+
+
+@given(
+    st.lists(messages(), max_size=5),
+    st.lists(
+        st.tuples(
+            legal_streams(min_runs=1, max_runs=1, max_steps=8),
+            st.none() | st.sampled_from(["c1", "c2", "c3"]),  # a late result for the list's
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_the_unmoved_prefix_it_reports_holds_the_same_objects_as_before(
+    base: list[dict[str, Any]], runs: list[tuple[list[dict[str, Any]], str | None]]
+) -> None:
+    # A caller shares what did not move (chunks, digests) on the strength of this count.
+    reducer = Reducer(copy.deepcopy(base), {}, copy=False)
+    assert reducer.take_unmoved() == 0  # a new list: nothing stood before it
+    for events, late_call in runs:
+        if late_call is not None:
+            late = {"type": "TOOL_CALL_RESULT", "messageId": "late", "toolCallId": late_call}
+            events = [events[0], {**late, "content": "x"}, *events[1:]]
+        before = list(reducer.messages)
+        with contextlib.suppress(InvalidEventError):
+            reducer.feed(copy.deepcopy(events))
+        unmoved = reducer.take_unmoved()
+        after = reducer.messages
+        assert unmoved <= min(len(before), len(after))
+        assert all(after[i] is before[i] for i in range(unmoved))
+        if not {ev["type"] for ev in events} & _MOVERS:
+            assert unmoved == len(before)  # a run that only appends moves nothing
+
+
+def test_a_late_tool_result_moves_the_positions_from_where_it_lands() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    start = [
+        {"id": "a1", "role": "assistant", "toolCalls": [call]},
+        {"id": "u1", "role": "user", "content": "next"},
+    ]
+    reducer = Reducer(start, {}, copy=False)
+    reducer.take_unmoved()
+    late = {"type": "TOOL_CALL_RESULT", "messageId": "r1", "toolCallId": "c1", "content": "x"}
+    reducer.feed([late])
+    assert [m["id"] for m in reducer.messages] == ["a1", "r1", "u1"]
+    assert reducer.take_unmoved() == 1
+    assert reducer.take_unmoved() == 3  # counted anew from the list as it is now
+
+
 def test_an_input_that_is_not_the_list_and_new_messages_is_left_to_a_full_start() -> None:
     own = [{"id": "a", "role": "user", "content": "hi"}]
     reducer = Reducer(own, {}, copy=False)
