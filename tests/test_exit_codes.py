@@ -189,7 +189,7 @@ def test_a_corrupt_page_is_exit_1_naming_the_file(tmp_path: Path) -> None:
             store.append(one_run(f"run-{i:03d}"))
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     pages = [r[0] for r in conn.execute(
-        "SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'leaf' ORDER BY pageno")]
+        "SELECT pageno FROM dbstat WHERE name = 'event_log' AND pagetype = 'leaf' ORDER BY pageno")]
     conn.close()
     with open(path, "r+b") as fh:
         fh.seek((pages[len(pages) // 2] - 1) * 4096)

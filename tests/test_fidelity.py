@@ -25,6 +25,7 @@ import agui_store
 from agui_store import testing
 from tests.backends import checked
 from tests.oracle_client import Oracle, as_js
+from tests.schema_history import as_version_10
 from tests.strategies import json_objects, legal_streams, messages
 from tests.test_restore import assert_pipeline_restores
 
@@ -229,6 +230,7 @@ def test_a_version_8_file_derives_again_what_the_amended_start_changes(
     conn = apsw.Connection(str(path))
     # What version 8 had and later versions do not: threads without owners, and message
     # lists as rows (version 10 stores them as chunks).
+    as_version_10(conn)
     conn.execute("DROP INDEX threads_by_owner; ALTER TABLE threads DROP COLUMN owner")
     conn.execute("CREATE TABLE checkpoint_messages (run INTEGER, pos INTEGER, message INTEGER)")
     conn.execute("PRAGMA user_version = 8")

@@ -21,6 +21,7 @@ from agui_store.errors import (
     ScopeError,
 )
 from tests.backends import checked, dump
+from tests.schema_history import as_version_10
 from tests.test_store import run, say
 
 
@@ -186,6 +187,7 @@ def test_a_version_8_file_migrates_with_its_threads_unowned(tmp_path: Path) -> N
     conn = apsw.Connection(str(path))
     # What version 8 had and later versions do not: threads without owners, and message
     # lists as rows (version 10 stores them as chunks).
+    as_version_10(conn)
     conn.execute("DROP INDEX threads_by_owner; ALTER TABLE threads DROP COLUMN owner")
     conn.execute("CREATE TABLE checkpoint_messages (run INTEGER, pos INTEGER, message INTEGER)")
     conn.execute("PRAGMA user_version = 8")
