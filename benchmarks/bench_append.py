@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 import agui_store
-from agui_store import hashing
+from agui_store import hashing, schema
 from benchmarks._common import conversation, header, median_time, raw_connection
 
 EVENTS_PER_RUN = 50
@@ -37,19 +37,25 @@ def make_batches(n_runs: int) -> list[list[dict]]:
     return conversation("t", n_runs, EVENTS_PER_RUN)
 
 
-def prebuilt_rows(batches: list[list[dict]]) -> list[list[tuple[int, int, str, str]]]:
+#: A type code's name (the digest covers the name, as the store's does).
+NAMES = {code: name for name, code in schema.EVENT_TYPE_CODES.items()}
+
+
+def prebuilt_rows(batches: list[list[dict]]) -> list[list[tuple[int, int, int, str]]]:
     """The rows the store writes, built before timing: the baseline is executemany alone."""
     out, seq = [], 1
     for run_pk, batch in enumerate(batches, start=1):
         rows = []
         for ev in batch:
-            rows.append((seq, run_pk, ev["type"], msgspec.json.encode(ev).decode()))
+            # As the store lays the row out: the type as its code (schema 11).
+            code = schema.EVENT_TYPE_CODES[ev["type"]]
+            rows.append((seq, run_pk, code, msgspec.json.encode(ev).decode()))
             seq += 1
         out.append(rows)
     return out
 
 
-def raw_apsw(path: str, all_rows: list[list[tuple[int, int, str, str]]]) -> None:
+def raw_apsw(path: str, all_rows: list[list[tuple[int, int, int, str]]]) -> None:
     with raw_connection(path) as conn:  # the store's connection: its pragmas and schema
         conn.execute("INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)")
         for run_pk, rows in enumerate(all_rows, start=1):
@@ -60,7 +66,7 @@ def raw_apsw(path: str, all_rows: list[list[tuple[int, int, str, str]]]) -> None
                     (run_pk, f"run-{run_pk}"),
                 )
                 conn.executemany(
-                    "INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)", rows
+                    "INSERT INTO event_log(seq, run, type, payload) VALUES (?, ?, ?, ?)", rows
                 )
 
 
@@ -81,7 +87,7 @@ def deferred_then_derived(path: str, batches: list, times: list[tuple[float, flo
         times.append((t1 - t0, time.perf_counter() - t1))
 
 
-def raw_per_event(path: str, all_rows: list[list[tuple[int, int, str, str]]]) -> None:
+def raw_per_event(path: str, all_rows: list[list[tuple[int, int, int, str]]]) -> None:
     """Raw apsw, one transaction per event (the run row with its first event)."""
     with raw_connection(path) as conn:
         conn.execute("INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)")
@@ -95,7 +101,7 @@ def raw_per_event(path: str, all_rows: list[list[tuple[int, int, str, str]]]) ->
                             (run_pk, f"run-{run_pk}"),
                         )
                     conn.execute(
-                        "INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)", row
+                        "INSERT INTO event_log(seq, run, type, payload) VALUES (?, ?, ?, ?)", row
                     )
 
 
@@ -227,7 +233,7 @@ def main() -> None:
     )
 
 
-def hash_runs(all_rows: list[list[tuple[int, int, str, str]]], *, per_event: bool) -> None:
+def hash_runs(all_rows: list[list[tuple[int, int, int, str]]], *, per_event: bool) -> None:
     """What ``append`` adds for tamper evidence: a run's start hash, then a digest of each
     batch chained onto the run's hash (a batch per run, or per event when streamed)."""
     for run_pk, rows in enumerate(all_rows, start=1):
@@ -243,7 +249,7 @@ def hash_runs(all_rows: list[list[tuple[int, int, str, str]]], *, per_event: boo
         )
         for batch in [[r] for r in rows] if per_event else [rows]:
             digest = hashing.batch_digest(
-                [(seq, kind, payload, None) for seq, _, kind, payload in batch], None, 0
+                [(seq, NAMES[code], payload, None) for seq, _, code, payload in batch], None, 0
             )
             run_hash = hashing.chain(run_hash, digest)
 

@@ -80,7 +80,9 @@ import sys
 sys.path.insert(0, sys.argv[3])
 import msgspec
 from agui_store import database
+from agui_store.schema import EVENT_TYPE_CODES  # the rows as the store lays them out
 conn = database.connect(sys.argv[2])
+INSERT = "INSERT INTO event_log(seq, run, type, payload) VALUES (?, ?, ?, ?)"
 types = msgspec.json.Decoder()
 seq, run, runs, batch = 0, 0, {}, []
 with database.immediate(conn):
@@ -101,12 +103,11 @@ with database.immediate(conn):
                 conn.execute("INSERT INTO runs(id, thread, run_id, lineage, created_at) "
                              "VALUES (?, ?, ?, 'root', 0)", (run, thread, event["runId"]))
             seq += 1
-            batch.append((seq, run, kind, line.decode()))
+            batch.append((seq, run, EVENT_TYPE_CODES[kind], line.decode()))
             if len(batch) >= 1000:
-                conn.executemany("INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)",
-                                 batch)
+                conn.executemany(INSERT, batch)
                 batch = []
-        conn.executemany("INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)", batch)
+        conn.executemany(INSERT, batch)
 conn.close()
 """
 

@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 
 import agui_store
+from agui_store import schema
 from benchmarks._common import conversation_run, header, median_time, raw_connection
 
 
@@ -82,9 +83,9 @@ def raw(path: str, order: list[tuple[int, dict[str, Any]]]) -> None:
                         (i + 1, f"run-{i}"),
                     )
                     started.add(i)
-                conn.execute(
-                    "INSERT INTO events(seq, run, type, payload) VALUES (?, ?, ?, ?)",
-                    (seq, i + 1, kind, payload),
+                conn.execute(  # as the store lays the row out: the type as its code
+                    "INSERT INTO event_log(seq, run, type, payload) VALUES (?, ?, ?, ?)",
+                    (seq, i + 1, schema.EVENT_TYPE_CODES[kind], payload),
                 )
 
 
