@@ -340,9 +340,6 @@ def connect(path: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> aps
             # Reads map the file instead of copying pages through the cache: a checkout reads
             # a few thousand small blobs, about twice as fast mapped.
             cur.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
-            # Compressed blobs inflate inside a query, so reading a list of blobs returns the
-            # JSON texts alone, in one column (see checkpoints.MESSAGE_TEXTS).
-            register_functions(conn)
             _migrate(conn, path)
     except BaseException:
         # A refused or failed open leaves no connection behind (nor its -wal and -shm).
@@ -356,16 +353,6 @@ def close(conn: Conn, where: str) -> None:
     """Close a connection (the last one checkpoints the WAL, which can fail on a full disk)."""
     with translated(where, conn):
         conn.close()
-
-
-def register_functions(conn: Conn) -> None:
-    """The SQL functions the store's queries use (``agui_inflate``), on a connection."""
-    conn.create_scalar_function("agui_inflate", _inflate, 1, deterministic=True)
-
-
-def _inflate(*args: Any) -> Any:
-    """``agui_inflate(data)``: a zlib blob's bytes (apsw's SQL function signature)."""
-    return zlib.decompress(args[0])
 
 
 def _enter_wal(conn: Conn, busy_timeout_ms: int) -> None:

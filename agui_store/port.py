@@ -165,9 +165,6 @@ class Reading(Protocol):
         codec, data, warnings codec, data, state_base, state/interrupts/warnings
         addresses, view_hash, run hash is the run's, manifest id, manifest codec)``: see
         :func:`agui_store.checkpoints.load` (the SQLite statement names the columns)."""
-    def checkpoint_manifest(self, run_pk: int) -> tuple[Any, Any] | None:
-        """``(codec, data)`` of the manifest blob (both ``None``: no full chunk); ``None``:
-        no checkpoint."""
     def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
         """``(state, interrupts, warnings, state base's state addresses, view_hash,
         run_hash, manifest codec, manifest data, tail)``: what a check recomputes."""

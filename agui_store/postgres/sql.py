@@ -421,9 +421,6 @@ LEFT JOIN blobs i ON i.id = c.interrupts
 LEFT JOIN blobs w ON w.id = c.warnings
 WHERE c.run = %s
 """
-SELECT_MANIFEST = """
-SELECT m.codec, m.data FROM checkpoints c LEFT JOIN blobs m ON m.id = c.chunks WHERE c.run = %s
-"""
 SELECT_ADDRESSES = """
 SELECT s.hash, i.hash, w.hash, a.hash, c.view_hash, c.run_hash, m.codec, m.data, c.tail
 FROM checkpoints c JOIN blobs s ON s.id = c.state

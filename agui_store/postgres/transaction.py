@@ -111,10 +111,6 @@ class PostgresTransaction:
         row = self._one(sql.SELECT_CHECKPOINT, (run_pk,))
         return None if row is None else tuple(row)
 
-    def checkpoint_manifest(self, run_pk: int) -> tuple[Any, Any] | None:
-        row = self._one(sql.SELECT_MANIFEST, (run_pk,))
-        return None if row is None else (row[0], row[1])
-
     def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
         return tuple(self._one(sql.SELECT_ADDRESSES, (run_pk,)))
 

@@ -83,6 +83,5 @@ class SqliteBackend:
 def check_file(conn: Any) -> CheckReport:
     """Every check of ``Store.check()`` on an open SQLite connection, another tool's too,
     inside one read transaction (the caller's, or one of its own)."""
-    database.register_functions(conn)  # a connection opened without the store's help too
     with database.snapshot(conn):
         return integrity.check(SqliteTransaction(conn))

@@ -348,11 +348,6 @@ ADDRESSES_IN_ORDER = """
 SELECT ids.value, blobs.hash FROM json_each(?) AS ids CROSS JOIN blobs ON blobs.id = ids.value
 """
 
-#: A checkpoint's manifest blob (NULL when it has no full chunk); no row: no checkpoint.
-SELECT_MANIFEST = """
-SELECT m.codec, m.data FROM checkpoints c LEFT JOIN blobs m ON m.id = c.chunks WHERE c.run = ?
-"""
-
 SELECT_BLOB_ID = "SELECT id FROM blobs WHERE hash = ?"
 
 #: The ids of blobs whose addresses are in a JSON array of hex digests (each one a key probe).
