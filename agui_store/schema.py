@@ -116,15 +116,26 @@ CREATE TABLE checkpoint_messages (
 
 _APPEND_ONLY_TABLES = ("threads", "runs", "events", "batches")
 
-APPEND_ONLY_TRIGGERS = "\n".join(
-    f"""
+def _refuse_changes(table: str) -> str:
+    """The triggers that refuse UPDATE and DELETE on ``table``."""
+    return f"""
 CREATE TRIGGER {table}_are_append_only_update BEFORE UPDATE ON {table}
 BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
 CREATE TRIGGER {table}_are_append_only_delete BEFORE DELETE ON {table}
 BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
 """
-    for table in _APPEND_ONLY_TABLES
-)
+
+
+def _refuse_replacing(table: str, keys: str) -> str:
+    """The trigger that refuses an insert whose key (``keys``, a condition on NEW) exists."""
+    return f"""
+CREATE TRIGGER {table}_are_append_only_replace BEFORE INSERT ON {table}
+WHEN EXISTS (SELECT 1 FROM {table} WHERE {keys})
+BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
+"""
+
+
+APPEND_ONLY_TRIGGERS = "\n".join(_refuse_changes(table) for table in _APPEND_ONLY_TABLES)
 
 #: Migrations from version N-1 to N, applied in order inside one transaction.
 # Version 3: input normalization. ``runs.input_refs`` holds the input's messages as references
@@ -140,14 +151,7 @@ _REPLACE_KEYS = {
     "events": "seq = NEW.seq",
     "batches": "id = NEW.id",
 }
-CREATE_V4 = "\n".join(
-    f"""
-CREATE TRIGGER {table}_are_append_only_replace BEFORE INSERT ON {table}
-WHEN EXISTS (SELECT 1 FROM {table} WHERE {keys})
-BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
-"""
-    for table, keys in _REPLACE_KEYS.items()
-)
+CREATE_V4 = "\n".join(_refuse_replacing(table, keys) for table, keys in _REPLACE_KEYS.items())
 
 # Version 5: a RUN_STARTED whose echoed ``input`` repeats its lineage is stored with that input
 # normalized (as runs.input_refs does for recorded inputs); ``echo_refs`` holds what was
@@ -297,15 +301,7 @@ EVENT_TYPE_NAMES: tuple[str, ...] = (
 EVENT_TYPE_CODES: dict[str, int] = {name: n for n, name in enumerate(EVENT_TYPE_NAMES, 1)}
 
 _EVENT_LOG_GUARDS = "\n".join(
-    f"""
-CREATE TRIGGER {table}_are_append_only_update BEFORE UPDATE ON {table}
-BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
-CREATE TRIGGER {table}_are_append_only_delete BEFORE DELETE ON {table}
-BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
-CREATE TRIGGER {table}_are_append_only_replace BEFORE INSERT ON {table}
-WHEN EXISTS (SELECT 1 FROM {table} WHERE {key} = NEW.{key})
-BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
-"""
+    _refuse_changes(table) + _refuse_replacing(table, f"{key} = NEW.{key}")
     for table, key in (("event_types", "code"), ("event_log", "seq"), ("echo_refs", "seq"))
 )
 
