@@ -36,6 +36,7 @@ from typing import Any
 import msgspec
 
 from agui_store import blobs, codec, hashing
+from agui_store.diff import common_start
 from agui_store.errors import CorruptStoreError, HashMismatchError, InvalidEventError
 from agui_store.patch import PatchError, apply_patch, known_plain
 from agui_store.port import Reading, Writing
@@ -390,20 +391,14 @@ def _finish(
 def shared_prefix(lists: Sequence[Sequence[int]]) -> int:
     """How many leading blob ids every list shares: the same blob at the same place holds
     the same messages there (content-addressed), so comparing views may skip them. Found by
-    halving with slice comparisons (in C: a manifest lists hundreds of chunks)."""
+    halving with slice comparisons (:func:`agui_store.diff.common_start`: a manifest lists
+    hundreds of chunks)."""
     if not lists:
         return 0
     first = lists[0]
     shared = min(len(ids) for ids in lists)
     for other in lists[1:]:
-        known, limit = 0, shared  # first[:known] == other[:known]; none past limit
-        while known < limit:
-            mid = (known + limit + 1) // 2
-            if first[known:mid] == other[known:mid]:
-                known = mid
-            else:
-                limit = mid - 1
-        shared = known
+        shared = common_start(first, other, shared)
     return shared
 
 

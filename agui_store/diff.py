@@ -100,10 +100,12 @@ def make_patch(old: Any, new: Any) -> list[dict[str, Any]]:
     return list(builder.execute())
 
 
-def _common_start(a: Any, b: Any) -> int:
-    """How many leading elements two lists share (``==``), found by halving with slice
-    comparisons: in C, and each element compared about once."""
-    known, limit = 0, min(len(a), len(b))  # a[:known] == b[:known]; none past limit
+def common_start(a: Any, b: Any, limit: int | None = None) -> int:
+    """How many leading elements two lists share (``==``), at most ``limit``, found by
+    halving with slice comparisons: in C, and each element compared about once."""
+    shortest = min(len(a), len(b))
+    limit = shortest if limit is None else min(shortest, limit)
+    known = 0  # a[:known] == b[:known]; none past limit
     while known < limit:
         mid = (known + limit + 1) // 2
         if a[known:mid] == b[known:mid]:
@@ -151,7 +153,7 @@ class _PrefixSkippingBuilder(OrderedDiffBuilder):
     def _compare_lists(self, path: str, src: Any, dst: Any) -> None:
         len_src, len_dst = len(src), len(dst)
         max_len, min_len = max(len_src, len_dst), min(len_src, len_dst)
-        start = _common_start(src, dst) if min_len >= _PREFIX_WORTH_SKIPPING else 0
+        start = common_start(src, dst) if min_len >= _PREFIX_WORTH_SKIPPING else 0
         # The rest is jsonpatch 1.33's DiffBuilder._compare_lists, from ``start``.
         for key in range(start, max_len):
             if key < min_len:
