@@ -323,6 +323,9 @@ _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
 _ESCAPED = b'"\\/bfnrtu'
 _NOT_STRUCTURE_OR_ESCAPE = bytes(b for b in range(256) if b not in b"[]{}" + _ESCAPED)
 _ESCAPE_LEFTOVERS = b"\\/bfnrtu"
+#: Texts longer than this have their brackets counted in the skeleton (see _deeper_than):
+#: two counts over a short text cost less than making its skeleton.
+_COUNT_IN_SKELETON_FROM = 4096
 
 
 def _deeper_than(raw: bytes, max_depth: int) -> bool:
@@ -335,17 +338,24 @@ def _deeper_than(raw: bytes, max_depth: int) -> bool:
     its backslash: each escape stays a pair there, as in the text, and the copies made to
     cut them are a fraction of the text's size.
     """
-    brackets = raw.count(b"{")
-    if brackets <= max_depth:
-        brackets += raw.count(b"[")
+    long_text = len(raw) > _COUNT_IN_SKELETON_FROM
+    if not long_text:
+        brackets = raw.count(b"{")
         if brackets <= max_depth:
-            return False
-    if b"\\" in raw:
-        skeleton = raw.translate(_BRACKETS_ONLY, _NOT_STRUCTURE_OR_ESCAPE)
+            brackets += raw.count(b"[")
+            if brackets <= max_depth:
+                return False
+    escaped = b"\\" in raw
+    skeleton = raw.translate(
+        _BRACKETS_ONLY, _NOT_STRUCTURE_OR_ESCAPE if escaped else _NOT_STRUCTURE
+    )
+    # A long text (a request body resending the history) has its brackets counted in the
+    # skeleton, a fraction of its size, where both kinds are "[": the same count.
+    if long_text and skeleton.count(b"[") <= max_depth:
+        return False
+    if escaped:
         skeleton = skeleton.replace(b"\\\\", b"").replace(b'\\"', b"")
         skeleton = skeleton.translate(None, _ESCAPE_LEFTOVERS)
-    else:
-        skeleton = raw.translate(_BRACKETS_ONLY, _NOT_STRUCTURE)
     if b'"' in skeleton:
         # Most strings hold no bracket and are left as '""'. Cutting adjacent quote pairs
         # first leaves every bracket with as many quotes before it, odd or even, so the

@@ -681,9 +681,16 @@ def test_the_fast_depth_check_agrees_with_the_real_depth(value: Any) -> None:
         return 0
 
     raw = codec.encode([value])
+    # The same value beside a long string (brackets, quotes and escapes inside): a text
+    # long enough to have its brackets counted in the skeleton, as a request body has.
+    # Without brackets in it, the count alone decides the shallow ones.
+    long_raws = [codec.encode([value, pad * 1_000]) for pad in ('a[\\"{', 'a\\"/n')]
+    assert min(map(len, long_raws)) > codec._COUNT_IN_SKELETON_FROM
     real = depth([value])
     for limit in range(1, real + 2):
         assert codec._deeper_than(raw, limit) == (real > limit)
+        for long_raw in long_raws:
+            assert codec._deeper_than(long_raw, limit) == (real > limit)
 
 
 # ---------------------------------------------------------------------------------------------
