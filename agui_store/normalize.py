@@ -14,7 +14,7 @@ for; ``refs`` is ``{"messages": [...]}`` and/or ``{"state": "parent"}``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agui_store.blobs import digest
@@ -28,6 +28,9 @@ Refs = list[Any]
 
 #: Where a base list holds a message with a string id first: its position, or ``None``.
 Finder = Callable[[str], "int | None"]
+#: Addresses of pieces of a sent list, by ``(start, count)``: the
+#: :func:`agui_store.blobs.digest` of the canonical JSON array of those messages.
+SentChunks = Mapping[tuple[int, int], bytes]
 #: A base list as stored: consecutive pieces of it, each ``(address, count)``: the address
 #: (:func:`agui_store.blobs.digest`) of the canonical JSON array of its next ``count``
 #: messages (a checkpoint's chunks and tail segments).
@@ -39,6 +42,7 @@ def normalize(
     base: Sequence[dict[str, Any]],
     find: Finder | None = None,
     pieces: Pieces | None = None,
+    sent_chunks: SentChunks | None = None,
 ) -> Refs | None:
     """``sent`` as references into ``base`` where a message is the one at that place of
     ``base`` (JSON-equal as the client sees it); ``None`` when nothing is shared.
@@ -47,9 +51,11 @@ def normalize(
     was sent, not the length of ``base`` (a store keeps both for the view it derived last):
     ``find``, where ``base`` holds an id first (without it the ids of ``base`` are indexed
     here); ``pieces``, the addresses ``base`` is stored under, to compare a resent history
-    against (without them, or when they differ, the two lists are compared)."""
+    against (without them, or when they differ, the two lists are compared);
+    ``sent_chunks``, addresses of pieces of ``sent`` the caller has already computed
+    (:func:`full_chunk_addresses`): those pieces are not encoded again."""
     out: Refs = []
-    shared = _shared_prefix(sent, base, pieces)
+    shared = _shared_prefix(sent, base, pieces, sent_chunks)
     if shared:
         # What HttpAgent sends: the whole history, then the new messages.
         out.append([0, shared])
@@ -89,13 +95,14 @@ def normalize_input(
     base_state: Any,
     find: Finder | None = None,
     pieces: Pieces | None = None,
+    sent_chunks: SentChunks | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """``(rest, refs)`` for an input against its parent's view; ``None`` if nothing is shared
-    (``find`` and ``pieces``: see :func:`normalize`)."""
+    (``find``, ``pieces`` and ``sent_chunks``: see :func:`normalize`)."""
     refs: dict[str, Any] = {}
     messages = sent.get("messages")
     if isinstance(messages, list) and messages:
-        shared = normalize(messages, base_messages, find, pieces)
+        shared = normalize(messages, base_messages, find, pieces, sent_chunks)
         if shared is not None:
             refs["messages"] = shared
     if "state" in sent and _same(sent["state"], base_state):
@@ -125,7 +132,10 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _shared_prefix(
-    sent: Sequence[Any], base: Sequence[dict[str, Any]], pieces: Pieces | None = None
+    sent: Sequence[Any],
+    base: Sequence[dict[str, Any]],
+    pieces: Pieces | None = None,
+    sent_chunks: SentChunks | None = None,
 ) -> int:
     """How many of ``sent``'s first messages are ``base``'s first ones, JSON-equal, when
     they all are: ``0`` unless the whole of ``base`` leads ``sent`` (the message-by-message
@@ -145,24 +155,47 @@ def _shared_prefix(
     ids = list(map(dict.get, prefix, itertools.repeat("id")))
     if set(map(type, ids)) != {str} or len(set(ids)) != n:
         return 0
-    if pieces is not None and _matches(prefix, pieces):
+    if pieces is not None and _matches(prefix, pieces, sent_chunks):
         return n
     return n if json_equal(prefix, list(base)) else 0
 
 
-def _matches(messages: list[Any], pieces: Pieces) -> bool:
+def _matches(
+    messages: list[Any], pieces: Pieces, sent_chunks: SentChunks | None = None
+) -> bool:
     """Whether ``messages`` is, piece by piece, the canonical text ``pieces`` address: then
     it is JSON-equal to the list stored under them (equal canonical texts are equal values;
-    a text that differs may still be equal, ``1`` and ``1.0``: the caller compares then)."""
+    a text that differs may still be equal, ``1`` and ``1.0``: the caller compares then).
+    A piece whose address is in ``sent_chunks`` is not encoded again."""
+    known = sent_chunks or {}
     at = 0
     try:
         for address, count in pieces:
-            if count <= 0 or digest(canonical_bytes(messages[at : at + count])) != address:
+            if count <= 0:
+                return False
+            mine = known.get((at, count))  # a fresh dict's lookup: no encoding
+            if mine is None:
+                mine = digest(canonical_bytes(messages[at : at + count]))
+            if mine != address:
                 return False
             at += count
     except InvalidEventError:  # not encodable as JSON: the exact comparison says why not
         return False
     return at == len(messages)
+
+
+def full_chunk_addresses(messages: Sequence[Any], size: int) -> dict[tuple[int, int], bytes]:
+    """The addresses of ``messages``' full chunks of ``size`` (positions 0 to size - 1, then
+    size to 2 size - 1...; the rest is left out), by ``(start, size)``, as a checkpoint
+    stores its list's chunks. Empty when a message is not encodable as JSON (a lone
+    surrogate): whoever needs them then encodes what it needs and says why not."""
+    out: dict[tuple[int, int], bytes] = {}
+    try:
+        for start in range(0, len(messages) - size + 1, size):
+            out[start, size] = digest(canonical_bytes(messages[start : start + size]))
+    except InvalidEventError:
+        return {}
+    return out
 
 
 def expand(refs: Refs, base: Sequence[dict[str, Any]]) -> list[Any]:

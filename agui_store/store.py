@@ -46,7 +46,12 @@ from agui_store.errors import (
     SequenceError,
 )
 from agui_store.integrity import CheckReport
-from agui_store.normalize import expand_input, normalize_input
+from agui_store.normalize import (
+    SentChunks,
+    expand_input,
+    full_chunk_addresses,
+    normalize_input,
+)
 from agui_store.patch import UNDEFINED
 from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, when
 from agui_store.reducer import Reducer
@@ -84,6 +89,9 @@ def _status_of_terminal(event: dict[str, Any]) -> str:
 
 #: What replaying a run needs of its row: ``(parent, input, input_refs, lineage)``.
 _RunRow = tuple[int | None, str | None, str | None, str]
+#: A run's input as appended: ``(decoded, text, addresses of its message list's full
+#: chunks or None)`` (see ``Store._validate_input``).
+_Input = tuple[dict[str, Any], str, "SentChunks | None"]
 
 
 @dataclass
@@ -278,6 +286,9 @@ class Store:
         # Threads whose cached view another writer may have made stale (see _cached_view).
         self._unverified: set[int] = set()
         self._known = _Known()
+        # Addresses of message chunks that validated (see _validate_input): a fact about
+        # their content, true in any store and never stale.
+        self._valid_chunks: set[bytes] = set()
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -521,22 +532,58 @@ class Store:
         version = tx.version()
         self._known.version = None if version is None else version + 1
 
-    def _parse_input(self, value: Any) -> tuple[dict[str, Any], str]:
+    def _parse_input(self, value: Any) -> _Input:
         parsed = codec.parse_events(
             value, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
         )
         if len(parsed) != 1:
             raise InvalidEventError("input must be one RunAgentInput object", path="input")
         data = parsed[0].data
-        model.validate_input(data)
-        return data, parsed[0].raw.decode("utf-8")
+        return data, parsed[0].raw.decode("utf-8"), self._validate_input(data)
+
+    def _validate_input(self, data: Any) -> SentChunks | None:
+        """:func:`model.validate_input`, skipping the messages of the full chunks (the first
+        ``CHUNK`` messages, the next ``CHUNK``...) already validated in an earlier input: a
+        client that resends the history (HttpAgent) costs the validation of what it adds.
+        Validity is a function of a message's JSON value, which a chunk's address (the
+        sha256 of its canonical text) names. Returns those addresses, which normalizing
+        the input compares with the parent's stored chunks instead of encoding them again.
+        """
+        sent = data.get("messages") if isinstance(data, dict) else None
+        size = checkpoints.CHUNK
+        chunks = (
+            full_chunk_addresses(sent, size) if type(sent) is list and len(sent) >= size else {}
+        )
+        if not chunks:
+            model.validate_input(data)
+            return None
+        assert isinstance(sent, list)
+        valid = self._valid_chunks
+        unknown = [(span, address) for span, address in chunks.items() if address not in valid]
+        if len(unknown) == len(chunks):
+            model.validate_input(data)
+        else:
+            # The input with only the messages still to check: each message is validated
+            # on its own, so this passes exactly when the whole input does. A failure is
+            # named by validating the whole input, as if nothing had been skipped.
+            rest = [m for (start, count), _ in unknown for m in sent[start : start + count]]
+            rest += sent[len(chunks) * size :]
+            try:
+                model.validate_input({**data, "messages": rest})
+            except InvalidEventError:
+                model.validate_input(data)
+                raise
+        if len(valid) + len(unknown) > _VALID_CHUNKS_LIMIT:
+            valid.clear()
+        valid.update(address for _, address in unknown)
+        return chunks
 
     @staticmethod
     def _thread_of_batch(
         incoming: list[codec.IncomingEvent],
         types: list[str],
         thread_id: str | None,
-        run_input: tuple[dict[str, Any], str] | None,
+        run_input: _Input | None,
     ) -> str | None:
         """The one thread a batch writes to; events naming another thread are refused."""
         named = thread_id
@@ -570,7 +617,7 @@ class Store:
         incoming: list[codec.IncomingEvent],
         types: list[str],
         thread_id: str | None,
-        run_input: tuple[dict[str, Any], str] | None,
+        run_input: _Input | None,
         parent_ref: str | None,
         branch: str | None,
         check_sequence: bool,
@@ -930,7 +977,7 @@ class Store:
         self,
         tx: port.Writing,
         segment: _Segment,
-        run_input: tuple[dict[str, Any], str] | None,
+        run_input: _Input | None,
     ) -> None:
         """Refuse a ``copy``/``move`` that would nest the state (or an activity's content)
         deeper than a snapshot may (:mod:`agui_store.nesting`). How deep the copied value is
@@ -991,7 +1038,7 @@ class Store:
         thread_pk: int,
         started: dict[str, Any],
         index: int,
-        run_input: tuple[dict[str, Any], str] | None,
+        run_input: _Input | None,
         explicit_parent: _RunKey | None,
         branch: str | None,
         now: int,
@@ -1015,7 +1062,9 @@ class Store:
         )
         input_text, refs_text = run_input[1] if run_input else None, None
         if run_input is not None and parent_pk is not None:
-            normalized = self._normalized_input(tx, thread_pk, parent_pk, run_input[0])
+            normalized = self._normalized_input(
+                tx, thread_pk, parent_pk, run_input[0], run_input[2]
+            )
             if normalized is not None:
                 input_text = codec.encode(normalized[0]).decode("utf-8")
                 refs_text = codec.encode(normalized[1]).decode("utf-8")
@@ -1078,7 +1127,12 @@ class Store:
         return (head, "head") if head is not None else (None, "root")
 
     def _normalized_input(
-        self, tx: port.Writing, thread_pk: int, parent_pk: int, run_input: dict[str, Any]
+        self,
+        tx: port.Writing,
+        thread_pk: int,
+        parent_pk: int,
+        run_input: dict[str, Any],
+        sent_chunks: SentChunks | None = None,
     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The input naming what the parent's view holds instead of repeating it, when the
         parent's view is final (it and every run above it complete) and they share any."""
@@ -1096,7 +1150,12 @@ class Store:
             resent = isinstance(sent, list) and len(sent) >= len(reducer.messages)
             pieces = since.layout.pieces() if resent and at_checkpoint and since.layout else None
             return normalize_input(
-                run_input, reducer.messages, reducer.state, reducer.first_position, pieces
+                run_input,
+                reducer.messages,
+                reducer.state,
+                reducer.first_position,
+                pieces,
+                sent_chunks,
             )
         if self._known_status(tx, parent_pk) != "incomplete":
             try:
@@ -2489,6 +2548,9 @@ IMPORT_BATCH_EVENTS = 1000
 IMPORT_BATCH_BYTES = 2 * 1024 * 1024
 #: How many runs and threads an import remembers (``_Known``) before forgetting them all.
 _KNOWN_LIMIT = 10_000
+#: How many validated chunk addresses a store remembers (64 messages each) before
+#: forgetting them all: about 2 MB, a million messages' worth.
+_VALID_CHUNKS_LIMIT = 16_384
 
 
 def _import_batches(

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from agui_store.blobs import digest
 from agui_store.codec import canonical_bytes
 from agui_store.js import json_equal
-from agui_store.normalize import expand, normalize
+from agui_store.normalize import expand, full_chunk_addresses, normalize
 from tests.strategies import json_values
 
 IDS = ["m1", "m2", "m3", "m4"]
@@ -72,7 +72,23 @@ def test_a_history_compared_with_the_addresses_of_its_pieces_normalizes_as_compa
     sizes: list[int] = []
     while sum(sizes) < len(base):
         sizes.append(data.draw(st.integers(1, len(base) - sum(sizes))))
-    assert normalize(sent, base, pieces=_pieces(base, sizes)) == normalize(sent, base)
+    whole = normalize(sent, base)
+    assert normalize(sent, base, pieces=_pieces(base, sizes)) == whole
+    # With the sent list's own chunk addresses given (computed when the input was
+    # validated), for chunks of any size: the same references.
+    chunk = data.draw(st.integers(1, 4))
+    known = full_chunk_addresses(sent, chunk)
+    assert normalize(sent, base, pieces=_pieces(base, sizes), sent_chunks=known) == whole
+
+
+@given(messages, st.integers(1, 4))
+def test_full_chunk_addresses_are_those_a_checkpoint_stores_its_chunks_under(
+    sent: list[Any], size: int
+) -> None:
+    known = full_chunk_addresses(sent, size)
+    assert list(known) == [(start, size) for start in range(0, len(sent) - size + 1, size)]
+    for (start, count), address in known.items():
+        assert address == _pieces(sent[start:], [count])[0][0]
 
 
 def test_a_history_that_matches_its_pieces_is_shared_without_reading_the_base() -> None:
