@@ -57,7 +57,11 @@ check that ran):
     parent's view): each checkpoint's messages, state (whole or as patches), interrupts and
     warnings equal the replay; its content gives the view digest it recorded; the run hash it
     recorded is one of its run's; each lineage digest is the replay's; every input
-    and echo reference falls inside its parent's view.
+    and echo reference falls inside its parent's view. Down a chain, a checkpoint's leading
+    full chunks that no run since the last checkpoint found equal could have changed (no
+    event named a message in them, none moved) are compared by address with that
+    checkpoint's, and the rest message by message; a lineage's last checkpoint is compared
+    whole. So a chain costs its length, not its square.
 
 Events after a run's terminal event (other than one late RUN_ERROR after RUN_FINISHED) are
 reported as *warnings*, not problems: ``append(check_sequence=False)`` records them on purpose
