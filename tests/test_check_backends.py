@@ -4,8 +4,9 @@ schema's objects and triggers, its foreign keys) find what the owner of the tabl
 
 Each corruption builds the store of tests/test_integrity.py, breaks one invariant as a hostile
 or buggy tool would (on SQLite with the append-only triggers dropped for the moment, on
-PostgreSQL as the owner with ``session_replication_role = replica``, which silences the
-append-only and foreign-key triggers alike), and compares the report line by line with the
+PostgreSQL as the owner with the tables' append-only and foreign-key triggers disabled for the
+moment, :func:`tests.backends.postgres_owner`; on both the ``events`` view's own triggers carry
+an edit of an event to where it is stored), and compares the report line by line with the
 lines tests/test_integrity.py expects on SQLite, leaving out the SQLite file's own checks.
 """
 
@@ -26,6 +27,7 @@ import agui_store
 from agui_store import cli, integrity, testing
 from agui_store.postgres.schema import SCHEMA_VERSION as PG_VERSION  # named in check()'s findings
 from agui_store.store import is_url
+from tests.backends import postgres_owner
 from tests.test_integrity import BIG, CORRUPTIONS, GOOD, build, matches
 
 Statement = str | dict[str, str]
@@ -150,11 +152,7 @@ def owner(location: str) -> Iterator[Any]:
     """A connection of the tables' owner with the append-only (and, on PostgreSQL, the
     foreign-key) guards off, in one transaction committed at the end."""
     if is_url(location):
-        import psycopg
-
-        with psycopg.connect(location) as conn:
-            conn.execute("SET search_path TO agui_store")
-            conn.execute("SET session_replication_role = replica")
+        with postgres_owner(location) as conn:
             yield conn
         return
     conn = apsw.Connection(location)
@@ -194,10 +192,7 @@ def storage_checks(location: str) -> tuple[str, ...]:
     return (
         ("sqlite", "foreign_keys", "schema")
         if backend_of(location) == "sqlite"
-        else (
-            "foreign_keys",
-            "schema",
-        )
+        else ("foreign_keys", "pages", "schema")
     )
 
 
@@ -411,9 +406,11 @@ def pg_owner_does(location: str, *statements: str) -> list[str]:
 
 
 def test_a_disabled_append_only_trigger_on_postgresql_is_a_schema_problem(pg_built: str) -> None:
-    assert pg_owner_does(pg_built, "ALTER TABLE events DISABLE TRIGGER events_are_append_only") == [
-        "schema: trigger events_are_append_only is disabled: UPDATE and DELETE of events are no "
-        "longer refused"
+    assert pg_owner_does(
+        pg_built, "ALTER TABLE event_pages DISABLE TRIGGER event_pages_are_append_only"
+    ) == [
+        "schema: trigger event_pages_are_append_only is disabled: UPDATE and DELETE of "
+        "event_pages are no longer refused"
     ]
 
 
@@ -452,14 +449,15 @@ def test_foreign_keys_switched_off_on_postgresql_are_named_and_their_orphans_fou
         pg_built,
         "ALTER TABLE branches DISABLE TRIGGER ALL",
         "INSERT INTO branches(thread, name, run, updated_at) VALUES (1, 'ghost', 99, 0)",
-        "ALTER TABLE events DROP CONSTRAINT events_run_fkey",
+        "ALTER TABLE event_pages DROP CONSTRAINT event_pages_run_fkey",
         "INSERT INTO events(seq, run, type, payload) VALUES "
         """(18, 98, 'CUSTOM', '{"type":"CUSTOM","name":"n","value":1}')""",
     )
     assert found == [
         "foreign_keys: a branches row names a missing runs row (through run)",
         "foreign_keys: events row 18: run = 98 names no row of runs",
-        "schema: the foreign key events.run -> runs.id is missing: the server no longer refuses "
+        "schema: the foreign key event_pages.run -> runs.id is missing: the server no longer "
+        "refuses "
         "rows that name no row",
         "schema: the foreign keys of branches are not enforced: their triggers are disabled "
         "(ALTER TABLE ... DISABLE TRIGGER ALL)",
@@ -489,8 +487,8 @@ def test_a_changed_index_column_type_or_schema_version_on_postgresql_is_named(
 ) -> None:
     assert pg_owner_does(
         pg_built,
-        "DROP INDEX events_by_run",
-        "CREATE INDEX events_by_run ON events(type, seq)",
+        "DROP INDEX event_pages_by_run",
+        "CREATE INDEX event_pages_by_run ON event_pages(last_seq, first_seq)",
         "DROP INDEX runs_by_run_id",
         "ALTER TABLE threads ADD COLUMN note text",
         'ALTER TABLE branches ALTER COLUMN name TYPE text COLLATE "POSIX"',
@@ -499,9 +497,9 @@ def test_a_changed_index_column_type_or_schema_version_on_postgresql_is_named(
         f"schema: column branches.name collates by 'POSIX', where schema version {PG_VERSION} "
         "defines 'C' "
         "(the store relies on byte order: run-id prefixes, sorted ids)",
-        f"schema: index events_by_run is not what schema version {PG_VERSION} defines "
+        f"schema: index event_pages_by_run is not what schema version {PG_VERSION} defines "
         "(found: CREATE INDEX "
-        "events_by_run ON events USING btree (type, seq))",
+        "event_pages_by_run ON event_pages USING btree (last_seq, first_seq))",
         "schema: index runs_by_run_id is missing",
     ]
     with agui_store.open(pg_built) as store:  # opened: a store of another version is not

@@ -20,10 +20,39 @@ import psycopg
 
 from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary
 from agui_store.postgres import checks, sql
+from agui_store.postgres.schema import PAGE_EVENTS
 
-#: Batches of at least this many events are sent with COPY (one stream) rather than as
-#: pipelined INSERTs; small batches, the common live case, skip COPY's extra messages.
-COPY_FROM_EVENTS = 16
+#: A page as inserted: (first_seq, run, last_seq, types, payloads).
+Page = tuple[int, int, int, list[str], list[str]]
+
+
+def pages(
+    rows: Sequence[tuple[int, int, str, str]], batch_starts: frozenset[int] = frozenset()
+) -> list[Page]:
+    """Event rows ``(seq, run, type, payload)`` as pages ``(first_seq, run, last_seq, types,
+    payloads)``: runs of rows of one run with consecutive seqs, at most PAGE_EVENTS each, a
+    new page at each of ``batch_starts`` (the first seqs of the batches the rows make up),
+    so that no page spans two batches (the ``pages`` check holds the store to it)."""
+    out: list[Page] = []
+    first = run = last = -1
+    types: list[str] = []
+    payloads: list[str] = []
+    for seq, row_run, kind, payload in rows:
+        if (
+            row_run != run
+            or seq != last + 1
+            or len(payloads) == PAGE_EVENTS
+            or seq in batch_starts
+        ):
+            if payloads:
+                out.append((first, run, last, types, payloads))
+            first, run, types, payloads = seq, row_run, [], []
+        types.append(kind)
+        payloads.append(payload)
+        last = seq
+    if payloads:
+        out.append((first, run, last, types, payloads))
+    return out
 
 
 #: Rows a server-side cursor fetches per round trip (:meth:`PostgresTransaction._stream`).
@@ -319,7 +348,7 @@ class PostgresTransaction:
         return int(self._value(sql.NEXT_SEQ))
 
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
-        return self._all(sql.RUN_EVENTS, (run_pk, after))
+        return self._all(sql.RUN_EVENTS, {"run": run_pk, "after": after})
 
     def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:
         return self._rows(sql.EVENTS_OF_RUNS, (_keys(run_pks),))
@@ -331,12 +360,13 @@ class PostgresTransaction:
         return self._value(sql.TERMINAL_EVENT, (run_pk,))  # type: ignore[no-any-return]
 
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
-        if len(rows) < COPY_FROM_EVENTS:
-            self._conn.cursor().executemany(sql.INSERT_EVENT, rows)
-            return
-        with self._conn.cursor().copy(sql.COPY_EVENTS) as copy:
-            for row in rows:
-                copy.write_row(row)
+        self._insert_pages(pages(rows))  # one batch's events
+
+    def _insert_pages(self, paged: Sequence[Page]) -> None:
+        if len(paged) == 1:
+            self._conn.execute(sql.INSERT_PAGE, paged[0])
+        elif paged:
+            self._conn.cursor().executemany(sql.INSERT_PAGE, paged)
 
     def insert_echo_refs(self, seq: int, refs: str) -> None:
         self._conn.execute(sql.INSERT_ECHO_REFS, (seq, refs))
@@ -369,7 +399,7 @@ class PostgresTransaction:
         echo_refs: Sequence[tuple[int, str]],
         batches: Sequence[BatchRow],
     ) -> None:
-        self.insert_events(events)  # COPY for all but the smallest
+        self._insert_pages(pages(events, frozenset(batch[1] for batch in batches)))
         if echo_refs:
             self._conn.cursor().executemany(sql.INSERT_ECHO_REFS, echo_refs)
         if batches:
@@ -473,7 +503,7 @@ class PostgresTransaction:
         return checks.CHECKS
 
     def storage_problems(self, check: str) -> Iterable[str]:
-        return checks.problems(self._conn, check)
+        return checks.problems(self._conn, check, self._stream)
 
     @contextlib.contextmanager
     def contained(self) -> Iterator[None]:
