@@ -583,3 +583,105 @@ def test_a_part_that_fails_with_a_stream_open_leaves_the_postgresql_transaction_
         gc.collect()  # the abandoned generator's cleanup runs now
         assert len(list(tx.log_in_order())) == 17 and tx.complete_runs() == {1, 2, 4, 5}
         conn.execute("ROLLBACK")
+
+
+# --- PostgreSQL's event pages -------------------------------------------------------------
+
+#: The CHECK constraints of event_pages dropped (the owner can), so that a page may then break
+#: what they said.
+DROP_PAGE_CHECKS = """
+DO $$
+DECLARE name text;
+BEGIN
+    FOR name IN SELECT conname FROM pg_constraint
+                WHERE conrelid = 'event_pages'::regclass AND contype = 'c' LOOP
+        EXECUTE format('ALTER TABLE event_pages DROP CONSTRAINT %I', name);
+    END LOOP;
+END
+$$
+"""
+NO_PAGE_CHECKS = (
+    f"schema: table event_pages has 0 CHECK constraints, where schema version {PG_VERSION} "
+    "defines 6"
+)
+R1_PAGE = "pages: the page of run #1 at seq 1..5"
+
+#: Edits of event_pages itself, each with the lines check() must report among its findings.
+PAGE_EDITS: dict[str, tuple[list[str], list[str]]] = {
+    "a page with fewer types than payloads": (
+        [DROP_PAGE_CHECKS, "UPDATE event_pages SET types = types[1:4] WHERE first_seq = 1"],
+        [
+            NO_PAGE_CHECKS,
+            f"{R1_PAGE} holds 4 types and 5 payloads for its 5 seqs: the events view shows "
+            "other events than the range says",
+        ],
+    ),
+    "a page longer than its range": (
+        [DROP_PAGE_CHECKS, "UPDATE event_pages SET last_seq = 4 WHERE first_seq = 1"],
+        [
+            NO_PAGE_CHECKS,
+            "pages: the page of run #1 at seq 1..4 holds 5 types and 5 payloads for its 4 "
+            "seqs: the events view shows other events than the range says",
+        ],
+    ),
+    "a page holding a NULL payload": (
+        [DROP_PAGE_CHECKS, "UPDATE event_pages SET payloads[2] = NULL WHERE first_seq = 1"],
+        [NO_PAGE_CHECKS, f"{R1_PAGE} holds a NULL type or payload"],
+    ),
+    "a page whose arrays start at 0": (
+        [
+            DROP_PAGE_CHECKS,
+            "UPDATE event_pages SET types = ('[0:4]=' || types::text)::text[], "
+            "payloads = ('[0:4]=' || payloads::text)::text[] WHERE first_seq = 1",
+        ],
+        [NO_PAGE_CHECKS, f"{R1_PAGE} holds arrays that are not one-dimensional from index 1"],
+    ),
+    "a page holding an event another page holds": (
+        [
+            "INSERT INTO event_pages SELECT 3, 1, 3, ARRAY[type], ARRAY[payload] FROM events "
+            "WHERE seq = 3"
+        ],
+        [
+            "pages: the page of run #1 at seq 3..3 overlaps the page at seq 1..5: seq 3..3 are "
+            "stored twice",
+            "hashes: run 'r1' (thread 't', #1): batch #1 (seq 1..5): its events (their sequence "
+            "numbers, types or bytes), outcome or time differ from what the run's hash covers",
+        ],
+    ),
+    "a page spanning two batches": (
+        [
+            "UPDATE event_pages p SET last_seq = q.last_seq, types = p.types || q.types, "
+            "payloads = p.payloads || q.payloads FROM event_pages q "
+            "WHERE p.first_seq = 11 AND q.first_seq = 13",
+            "DELETE FROM event_pages WHERE first_seq = 13",
+        ],
+        [
+            "pages: the page of run #3 at seq 11..13 reaches past the end of batch #3 (seq "
+            "11..12), where its first event is: the store writes a page within one batch"
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(PAGE_EDITS))
+def test_a_page_that_breaks_what_its_row_says_on_postgresql_is_named(
+    pg_built: str, name: str
+) -> None:
+    statements, lines = PAGE_EDITS[name]
+    tamper(pg_built, list(statements))
+    found = problems(pg_built)
+    for line in lines:
+        assert line in found, "\n".join(found)
+    pages = [p for p in found if p.startswith("pages:")]
+    assert pages == [line for line in lines if line.startswith("pages:")], pages
+
+
+def test_a_page_spanning_two_batches_reads_as_it_was_and_only_the_page_check_names_it(
+    pg_built: str,
+) -> None:
+    with agui_store.open(pg_built) as store:
+        before = store.events("r3", thread_id="t")
+    tamper(pg_built, PAGE_EDITS["a page spanning two batches"][0])
+    assert problems(pg_built) == PAGE_EDITS["a page spanning two batches"][1]
+    with agui_store.open(pg_built) as store:
+        assert store.events("r3", thread_id="t") == before

@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 
+from agui_store import errors
 from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary
 from agui_store.postgres import checks, sql
 from agui_store.postgres.schema import PAGE_EVENTS
@@ -60,6 +61,18 @@ STREAM_PAGE_ROWS = 2000
 
 #: Names of server-side cursors, unique in the process.
 _CURSORS = itertools.count()
+
+
+def _whole(rows: Iterable[Any], columns: tuple[int, ...]) -> Iterator[Any]:
+    """``rows`` of events (seq first), refused where a page gave one a NULL in ``columns``
+    (its type or payload): only a page whose CHECKs the owner dropped holds one, and the
+    store's checks cannot judge an event that is not there (the ``pages`` check names it)."""
+    for row in rows:
+        if any(row[column] is None for column in columns):
+            raise errors.CorruptStoreError(
+                f"event seq {row[0]} has no type or payload in its page of event_pages"
+            )
+        yield row
 
 
 def _keys(keys: Iterable[int]) -> list[int]:
@@ -529,13 +542,13 @@ class PostgresTransaction:
         return self._all(sql.EVERY_BRANCH)
 
     def log_in_order(self) -> Iterable[tuple[int, int, str, str | None]]:
-        return self._stream(sql.LOG_IN_ORDER)
+        return _whole(self._stream(sql.LOG_IN_ORDER), (2,))
 
     def batches_in_order(self) -> Iterable[tuple[Any, ...]]:
         return self._stream(sql.BATCHES_IN_ORDER)
 
     def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
-        return self._stream(sql.SUSPECT_EVENTS)
+        return _whole(self._stream(sql.SUSPECT_EVENTS), (2, 3))
 
     def suspect_inputs(self) -> Iterable[tuple[int, str]]:
         return self._stream(sql.SUSPECT_INPUTS)
@@ -563,4 +576,5 @@ class PostgresTransaction:
         return self._all(sql.HASHED_BATCHES)
 
     def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
-        return self._all(sql.BATCH_EVENTS, {"first": first_seq, "last": last_seq, "run": run_pk})
+        rows = self._all(sql.BATCH_EVENTS, {"first": first_seq, "last": last_seq, "run": run_pk})
+        return list(_whole(rows, (1, 2)))
