@@ -230,7 +230,6 @@ $$;
 """
 
 
-
 def append_only_triggers(table: str) -> str:
     """The triggers that refuse every change but INSERT on ``table``."""
     return f"""
@@ -281,8 +280,8 @@ $$;
 #: entries, more than the ~93-byte payload it held, and rows that small are never
 #: compressed: on a 2,000-run conversation (100,000 events) the events took 21.7 MB of a
 #: 27.4 MB store. A page of 50 events is one ~4.7 KB array value, which TOAST compresses
-#: (about 3x on AG-UI JSON) in the row itself: the same events take 4.1 MB. The payloads
-#: keep their exact text (``text[]`` elements, never ``jsonb``). A page is a plain
+#: (about 3x on AG-UI JSON) in the row itself: the same events take 4.3 MB, index included.
+#: The payloads keep their exact text (``text[]`` elements, never ``jsonb``). A page is a plain
 #: one-dimensional array from 1 without NULLs, as long as its seq range: the CHECKs say so
 #: (one a line: :mod:`agui_store.postgres.checks` counts them by line).
 EVENT_PAGES = """
