@@ -685,3 +685,26 @@ def test_a_page_spanning_two_batches_reads_as_it_was_and_only_the_page_check_nam
     assert problems(pg_built) == PAGE_EDITS["a page spanning two batches"][1]
     with agui_store.open(pg_built) as store:
         assert store.events("r3", thread_id="t") == before
+
+
+def test_a_dropped_trigger_or_view_of_the_events_view_on_postgresql_is_a_schema_problem(
+    pg_built: str,
+) -> None:
+    assert pg_owner_does(pg_built, "DROP TRIGGER events_update ON events") == [
+        "schema: trigger events_update is missing: UPDATE of events by hand no longer reaches "
+        "what it shows"
+    ]
+    assert pg_owner_does(
+        pg_built,
+        "DROP VIEW events",
+        "CREATE VIEW events(seq, run, payload) AS SELECT first_seq, run, payloads[1] "
+        "FROM event_pages",
+    ) == [
+        f"schema: view events has columns seq, run, payload, where schema version {PG_VERSION} "
+        "defines seq, run, type, payload",
+        *(
+            f"schema: trigger events_{op} is missing: {op.upper()} of events by hand no longer "
+            "reaches what it shows"
+            for op in ("delete", "insert", "update")
+        ),
+    ]
