@@ -17,10 +17,12 @@ disabled stays disabled.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import ParamSpec, TypeVar
 
 _lock = threading.Lock()
 _holders = 0  # calls inside paused() now
@@ -48,6 +50,21 @@ def paused() -> Iterator[None]:
             if _holders == 0 and _resume:
                 gc.enable()
                 _resume = False
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def pausing(call: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``call`` run inside :func:`paused` (a method decorator)."""
+
+    @functools.wraps(call)
+    def paused_call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with paused():
+            return call(*args, **kwargs)
+
+    return paused_call
 
 
 def _after_fork_in_child() -> None:

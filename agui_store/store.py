@@ -352,6 +352,7 @@ class Store:
 
     # --- append -------------------------------------------------------------------------
 
+    @collector.pausing  # its collections would only walk what the call is about to drop
     def append(
         self,
         events: Any,
@@ -394,45 +395,42 @@ class Store:
                 open runs.
             ScopeError: the thread belongs to another owner than ``scope``.
         """
-        # Collections during the call would only walk what it is about to drop (see
-        # agui_store.collector).
-        with collector.paused():
-            incoming = codec.parse_events(
-                events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
-            )
-            types = self._validated(incoming)
-            for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
-                _storable(value, path=name)
-            if thread_id == "":
-                raise InvalidEventError("is empty: name a thread or pass None", path="thread_id")
-            if run_id is not None:
-                if not isinstance(run_id, str) or not run_id:
-                    raise InvalidEventError(
-                        f"must be a run id (a non-empty string), not {run_id!r}", path="run_id"
-                    )
-                _storable(run_id, path="run_id")
-            _check_scope(scope)
-            if branch is not None:
-                _check_branch_name(branch)
-            run_input = self._parse_input(input) if input is not None else None
-            if run_input is not None:
-                _check_input_run_id(incoming, types, run_input[0])
-            batch_thread = self._thread_of_batch(incoming, types, thread_id, run_input)
-            with self._writing() as tx:
-                self._notice_other_writes(tx)
-                result = self._append_locked(
-                    tx,
-                    incoming,
-                    types,
-                    batch_thread,
-                    run_input,
-                    parent,
-                    branch,
-                    check_sequence,
-                    run_id,
-                    scope,
+        incoming = codec.parse_events(
+            events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
+        )
+        types = self._validated(incoming)
+        for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
+            _storable(value, path=name)
+        if thread_id == "":
+            raise InvalidEventError("is empty: name a thread or pass None", path="thread_id")
+        if run_id is not None:
+            if not isinstance(run_id, str) or not run_id:
+                raise InvalidEventError(
+                    f"must be a run id (a non-empty string), not {run_id!r}", path="run_id"
                 )
-                self._remember_version(tx)
+            _storable(run_id, path="run_id")
+        _check_scope(scope)
+        if branch is not None:
+            _check_branch_name(branch)
+        run_input = self._parse_input(input) if input is not None else None
+        if run_input is not None:
+            _check_input_run_id(incoming, types, run_input[0])
+        batch_thread = self._thread_of_batch(incoming, types, thread_id, run_input)
+        with self._writing() as tx:
+            self._notice_other_writes(tx)
+            result = self._append_locked(
+                tx,
+                incoming,
+                types,
+                batch_thread,
+                run_input,
+                parent,
+                branch,
+                check_sequence,
+                run_id,
+                scope,
+            )
+            self._remember_version(tx)
         return result
 
     def _validated(self, incoming: list[codec.IncomingEvent]) -> list[str]:

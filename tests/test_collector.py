@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import inspect
 import json
 import os
 import threading
@@ -162,3 +163,10 @@ def test_no_collection_runs_while_an_append_holds_its_objects(tmp_path) -> None:
     # one its allocations left due, run once the pause ends.
     assert len(started["decode"]) >= 5
     assert started["append"] in ([], [0])
+
+
+def test_a_paused_method_keeps_its_name_signature_and_documentation() -> None:
+    append = agui_store.Store.append
+    assert append.__name__ == "append"
+    assert "Record events, atomically" in (append.__doc__ or "")
+    assert list(inspect.signature(append).parameters)[:2] == ["self", "events"]
