@@ -211,6 +211,16 @@ def load(
     return _finish(tx, run_pk, row, layout, skip, _Reads(), verify=verify)
 
 
+def load_if_any(tx: Reading, run_pk: int) -> Snapshot | None:
+    """:func:`load` of a run's own checkpoint, ``None`` when it has none: its row is the
+    probe (a checkout of a complete run needs no walk up its lineage)."""
+    try:
+        row, layout = _header(tx, run_pk)
+    except _NoCheckpoint:
+        return None
+    return _finish(tx, run_pk, row, layout, 0, _Reads())
+
+
 def load_past_shared(
     tx: Reading, run_pks: Sequence[int], *, skip_shared: bool = True
 ) -> list[Snapshot] | None:
@@ -317,7 +327,7 @@ def _finish(
     """A checkpoint's view from its row and layout, leaving out the first ``skip`` blobs of
     its list (full chunks, then tail segments)."""
     (length, _, _, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base,
-     s_addr, i_addr, w_addr, view_hash, run_hash_ok, _, _) = row
+     s_addr, i_addr, w_addr, view_hash, run_hash_ok, _, _, base_run, *base_state) = row
     if verify and not run_hash_ok:
         raise _mismatch(
             run_pk,
@@ -332,8 +342,9 @@ def _finish(
     document: Any = None
     if state_base is not None:
         patches = codec.decode(text)
+        base_row = None if base_run is None else tuple(base_state)
         document, state_bytes, anchor_addr = _state_base(
-            tx, run_pk, int(state_base), reads, verify=verify
+            run_pk, int(state_base), base_row, reads, verify=verify
         )
     # The same state text (on the same state base) is the same state: decoded once.
     key = (bytes(s_addr), anchor_addr)
@@ -361,25 +372,16 @@ def _finish(
     addrs: list[bytes] = []
     if skip:
         addrs = list(reads.prefix_addresses(tx, listed[:skip]))
-    parts: list[Any] = []
-    for _, b_codec, b_data, b_addr in tx.blobs_in_order(listed[skip:]):
-        text = blobs.unpack(b_codec, b_data)
-        address = bytes(b_addr)
-        if verify and blobs.digest(text) != address:
-            raise _mismatch(
-                run_pk,
-                f"a blob of its checkpoint does not hash to its address "
-                f"{address.hex()[:hashing.SHORT]}",
-            )
-        addrs.append(address)
-        parts.append(text)
+    rows = tx.blobs_in_order(listed[skip:])
+    messages, undecodable = _read_message_blobs(run_pk, rows, addrs, verify=verify)
     if len(addrs) != len(listed):
         raise _mismatch(run_pk, "a blob its checkpoint lists is missing")
     layout.chunk_addrs, layout.tail_addrs = addrs[:n_chunks], addrs[n_chunks:]
     if verify:
         others = (s_addr, anchor_addr, i_addr, w_addr)
         _verify(run_pk, checked, layout.digest(), view_hash, others)
-    messages = _decode_arrays(run_pk, parts)
+    if undecodable is not None:  # after the digests: a forged blob is named as forged
+        raise undecodable
     skipped = min(skip, n_chunks) * CHUNK + sum(layout.tail_counts[: max(0, skip - n_chunks)])
     if len(messages) + skipped != length:
         count = len(messages) + skipped
@@ -452,8 +454,19 @@ def stored_view_digest(tx: Reading, run_pk: int) -> tuple[bytes, bytes | None, b
     return digest, recorded, run_hash
 
 
-def _decode_arrays(run_pk: int, parts: list[bytes]) -> list[Any]:
-    """The messages of chunks and segments (JSON arrays), in order.
+def _read_message_blobs(
+    run_pk: int, rows: Iterable[tuple[Any, int, bytes, bytes]], addrs: list[bytes], *, verify: bool
+) -> tuple[list[Any], CorruptStoreError | None]:
+    """The messages of a checkpoint's chunks and segments (JSON arrays), read in list order,
+    each checked against its address and decoded as it arrives: a backend that streams
+    them (PostgreSQL) sends the next while this one is decoded. Their addresses are
+    appended to ``addrs``.
+
+    ``rows`` is always read to the end, whatever is wrong (a stream left half read would
+    hold the connection): a blob that fails its address (or cannot be unpacked) raises
+    after the last row; one that is not a JSON array of messages is returned instead, to be
+    raised once the checkpoint's digests passed, as when every blob was checked before
+    any was decoded (a forged blob is reported as forged, not as bad JSON).
 
     Each is decoded on its own and the lists joined: joining the texts first would copy the
     whole view once more (tens of MB at 10,000 runs). The garbage collector is paused
@@ -462,35 +475,71 @@ def _decode_arrays(run_pk: int, parts: list[bytes]) -> list[Any]:
     more than its length.
     """
     messages: list[Any] = []
+    failure: Exception | None = None  # raised once the rows are read
+    undecodable: CorruptStoreError | None = None
     paused = gc.isenabled()
     if paused:
         gc.disable()
     try:
-        for text in parts:
-            found = codec.decode(text)
+        for _, b_codec, b_data, b_addr in rows:
+            address = bytes(b_addr)
+            addrs.append(address)
+            if failure is not None:
+                continue
+            try:
+                text = blobs.unpack(b_codec, b_data)
+            except Exception as e:  # raised below, as before, once the rows are read
+                failure = e
+                continue
+            if verify and blobs.digest(text) != address:
+                failure = _mismatch(
+                    run_pk,
+                    f"a blob of its checkpoint does not hash to its address "
+                    f"{address.hex()[:hashing.SHORT]}",
+                )
+                continue
+            if undecodable is not None:
+                continue
+            try:
+                found = codec.decode(text)
+            except InvalidEventError as e:
+                undecodable = CorruptStoreError(
+                    f"checkpoint of run {run_pk}: its message chunks are not JSON: {e}"
+                )
+                continue
             if not isinstance(found, list):
-                raise CorruptStoreError(
+                undecodable = CorruptStoreError(
                     f"checkpoint of run {run_pk}: a chunk of its messages is not a JSON array"
                 )
+                continue
             messages += found
-    except InvalidEventError as e:
-        raise CorruptStoreError(
-            f"checkpoint of run {run_pk}: its message chunks are not JSON: {e}"
-        ) from None
     finally:
         if paused:
             gc.enable()
-    return messages
+        # An error the loop does not catch (MemoryError, KeyboardInterrupt) leaves a stream
+        # half read: closing it now cancels and drains it, before the transaction ends.
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()
+    if failure is not None:
+        raise failure
+    return messages, undecodable
 
 
 def _state_base(
-    tx: Reading, run_pk: int, state_base: int, reads: _Reads, *, verify: bool = True
+    run_pk: int,
+    state_base: int,
+    row: tuple[Any, ...] | None,
+    reads: _Reads,
+    *,
+    verify: bool = True,
 ) -> tuple[Any, int, bytes]:
     """The whole state a checkpoint's patches apply to (its state base's, decoded once for
-    all the checkpoints ``reads`` serves), the size of its text, and its address."""
+    all the checkpoints ``reads`` serves), the size of its text, and its address. ``row``:
+    the state base's ``(state base, codec, data, address)``, read with the checkpoint's row
+    (``None``: the state base has no checkpoint)."""
     if state_base in reads.bases:
         return reads.bases[state_base]
-    row = tx.checkpoint_state(state_base)
     if row is None or row[0] is not None:
         raise CorruptStoreError(
             f"checkpoint of run {run_pk}: its state base {state_base} is not a checkpoint "

@@ -132,6 +132,9 @@ class Reading(Protocol):
     def has_branches(self, thread_pk: int) -> bool: ...
     def branch_tips(self, thread_pk: int) -> list[tuple[int, str]]:
         """``(run pk, name)`` by name."""
+    def run_branches(self, run_pk: int) -> tuple[list[str], bool]:
+        """The names of the branches at a run, by name, and whether it is its thread's
+        newest run (what one run's record names: one statement)."""
     def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
         """``(name, run_id, updated_at)`` by name."""
     def branches_named(
@@ -163,17 +166,19 @@ class Reading(Protocol):
     def checkpoint_row(self, run_pk: int) -> tuple[Any, ...] | None:
         """``(length, tail, manifest codec+data..., state codec, state data, interrupts
         codec, data, warnings codec, data, state_base, state/interrupts/warnings
-        addresses, view_hash, run hash is the run's, manifest id, manifest codec)``: see
-        :func:`agui_store.checkpoints.load` (the SQLite statement names the columns)."""
+        addresses, view_hash, run hash is the run's, manifest id, manifest codec, the state
+        base's run (``None``: no checkpoint there), that checkpoint's state base, and its
+        state blob's codec, data and address)``: see :func:`agui_store.checkpoints.load`
+        (the SQLite statement names the columns)."""
     def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
         """``(state, interrupts, warnings, state base's state addresses, view_hash,
         run_hash, manifest codec, manifest data, tail)``: what a check recomputes."""
-    def checkpoint_state(self, run_pk: int) -> tuple[Any, ...] | None:
-        """``(state_base, codec, data, address)`` of a checkpoint's state blob."""
     def state_address(self, run_pk: int) -> bytes:
         """The address of a checkpoint's state blob."""
     def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
-        """``(id, codec, data, address)`` of blobs, in the order of ``blob_ids``."""
+        """``(id, codec, data, address)`` of blobs, in the order of ``blob_ids``: possibly
+        streamed as they arrive, so the caller reads them to the end before its next
+        statement, even when one of them is wrong."""
     def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
         """``(id, address)`` of blobs, in the order of ``blob_ids``."""
     def blob_id(self, address: bytes) -> int | None: ...

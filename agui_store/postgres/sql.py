@@ -344,6 +344,13 @@ MOVE_BRANCHES = "UPDATE branches SET run = %s, updated_at = %s WHERE thread = %s
 DELETE_BRANCH = "DELETE FROM branches WHERE thread = %s AND name = %s"
 #: By name in code-point order (SQLite's BINARY collation), whatever the database's.
 BRANCH_TIPS = 'SELECT run, name FROM branches WHERE thread = %s ORDER BY name COLLATE "C"'
+#: The branches at a run (by name) and whether it is its thread's newest run.
+RUN_BRANCHES = """
+SELECT ARRAY(SELECT b.name FROM branches b WHERE b.thread = r.thread AND b.run = r.id
+             ORDER BY b.name COLLATE "C"),
+       r.id = (SELECT n.id FROM runs n WHERE n.thread = r.thread ORDER BY n.id DESC LIMIT 1)
+FROM runs r WHERE r.id = %s
+"""
 BRANCH_LIST = """
 SELECT branches.name, runs.run_id, branches.updated_at FROM branches
 JOIN runs ON runs.id = branches.run WHERE branches.thread = %s ORDER BY name COLLATE "C"
@@ -414,11 +421,16 @@ SELECT c.length, c.tail, m.data, s.codec, s.data, i.codec, i.data, w.codec, w.da
             WHEN EXISTS (SELECT 1 FROM batches b WHERE b.run = c.run AND b.hash = c.run_hash)
             THEN 1 ELSE 0
        END,
-       c.chunks, m.codec
+       c.chunks, m.codec,
+       -- the state base's checkpoint, and the state its patches apply to (state base,
+       -- codec, data, address): read here rather than by one more statement
+       bc.run, bc.state_base, bs.codec, bs.data, bs.hash
 FROM checkpoints c JOIN blobs s ON s.id = c.state
 LEFT JOIN blobs m ON m.id = c.chunks
 LEFT JOIN blobs i ON i.id = c.interrupts
 LEFT JOIN blobs w ON w.id = c.warnings
+LEFT JOIN checkpoints bc ON bc.run = c.state_base
+LEFT JOIN blobs bs ON bs.id = bc.state
 WHERE c.run = %s
 """
 SELECT_ADDRESSES = """
@@ -429,10 +441,6 @@ LEFT JOIN blobs i ON i.id = c.interrupts
 LEFT JOIN blobs w ON w.id = c.warnings
 LEFT JOIN checkpoints ac ON ac.run = c.state_base
 LEFT JOIN blobs a ON a.id = ac.state
-WHERE c.run = %s
-"""
-SELECT_STATE = """
-SELECT c.state_base, s.codec, s.data, s.hash FROM checkpoints c JOIN blobs s ON s.id = c.state
 WHERE c.run = %s
 """
 STATE_ADDRESS = (

@@ -114,15 +114,15 @@ class PostgresTransaction:
     def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
         return tuple(self._one(sql.SELECT_ADDRESSES, (run_pk,)))
 
-    def checkpoint_state(self, run_pk: int) -> tuple[Any, ...] | None:
-        row = self._one(sql.SELECT_STATE, (run_pk,))
-        return None if row is None else tuple(row)
-
     def state_address(self, run_pk: int) -> bytes:
         return bytes(self._value(sql.STATE_ADDRESS, (run_pk,)))
 
     def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
-        return self._all(sql.BLOBS_IN_ORDER, (list(blob_ids),))
+        # Streamed a row at a time (a checkout's chunks are ~3 MB): the engine checks and
+        # decodes each chunk while the server reads and sends the next, instead of after
+        # the last has arrived. The caller reads the rows to the end (the port says so).
+        cursor = self._conn.cursor(binary=True)
+        return cursor.stream(sql.BLOBS_IN_ORDER, (list(blob_ids),))  # type: ignore[no-any-return]
 
     def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
         return self._all(sql.ADDRESSES_IN_ORDER, (list(blob_ids),))
@@ -393,6 +393,10 @@ class PostgresTransaction:
     def branch_tips(self, thread_pk: int) -> list[tuple[int, str]]:
         rows = self._conn.execute(sql.BRANCH_TIPS, (thread_pk,))
         return [(int(run), str(name)) for run, name in rows]
+
+    def run_branches(self, run_pk: int) -> tuple[list[str], bool]:
+        names, newest = self._one(sql.RUN_BRANCHES, (run_pk,))
+        return [str(name) for name in names], bool(newest)
 
     def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
         return self._all(sql.BRANCH_LIST, (thread_pk,))

@@ -258,6 +258,14 @@ ON CONFLICT(thread, name) DO UPDATE SET run = excluded.run, updated_at = exclude
 MOVE_BRANCHES = "UPDATE branches SET run = ?, updated_at = ? WHERE thread = ? AND run = ?"
 DELETE_BRANCH = "DELETE FROM branches WHERE thread = ? AND name = ?"
 BRANCH_TIPS = "SELECT run, name FROM branches WHERE thread = ? ORDER BY name"
+#: The branches at a run (a JSON array, by name) and whether it is its thread's newest.
+RUN_BRANCHES = """
+SELECT (SELECT json_group_array(name) FROM (
+            SELECT b.name FROM branches b WHERE b.thread = r.thread AND b.run = r.id
+            ORDER BY b.name)),
+       r.id = (SELECT n.id FROM runs n WHERE n.thread = r.thread ORDER BY n.id DESC LIMIT 1)
+FROM runs r WHERE r.id = ?
+"""
 BRANCH_LIST = """
 SELECT branches.name, runs.run_id, branches.updated_at FROM branches
 JOIN runs ON runs.id = branches.run WHERE branches.thread = ? ORDER BY name
@@ -328,11 +336,16 @@ SELECT c.length, c.tail, m.data, s.codec, s.data, i.codec, i.data, w.codec, w.da
                                ORDER BY b.id DESC LIMIT 1) THEN 1
             ELSE EXISTS (SELECT 1 FROM batches b WHERE b.run = c.run AND b.hash = c.run_hash)
        END,
-       c.chunks, m.codec
+       c.chunks, m.codec,
+       -- the state base's checkpoint, and the state its patches apply to (state base,
+       -- codec, data, address): read here rather than by one more statement
+       bc.run, bc.state_base, bs.codec, bs.data, bs.hash
 FROM checkpoints c JOIN blobs s ON s.id = c.state
 LEFT JOIN blobs m ON m.id = c.chunks
 LEFT JOIN blobs i ON i.id = c.interrupts
 LEFT JOIN blobs w ON w.id = c.warnings
+LEFT JOIN checkpoints bc ON bc.run = c.state_base
+LEFT JOIN blobs bs ON bs.id = bc.state
 WHERE c.run = ?
 """
 
@@ -401,10 +414,6 @@ WHERE c.run = ?
 """
 
 #: The whole state a checkpoint's state is patched from.
-SELECT_STATE = """
-SELECT c.state_base, s.codec, s.data, s.hash FROM checkpoints c JOIN blobs s ON s.id = c.state
-WHERE c.run = ?
-"""
 
 # --- check(): whole-store reads of agui_store.integrity, each in key order ------------------
 

@@ -83,10 +83,6 @@ class SqliteTransaction:
     def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
         return tuple(self._one(sql.SELECT_ADDRESSES, (run_pk,)))
 
-    def checkpoint_state(self, run_pk: int) -> tuple[Any, ...] | None:
-        row = self._one(sql.SELECT_STATE, (run_pk,))
-        return None if row is None else tuple(row)
-
     def state_address(self, run_pk: int) -> bytes:
         return bytes(self._value(sql.STATE_ADDRESS, (run_pk,)))
 
@@ -363,6 +359,10 @@ class SqliteTransaction:
     def branch_tips(self, thread_pk: int) -> list[tuple[int, str]]:
         rows = self._conn.execute(sql.BRANCH_TIPS, (thread_pk,))
         return [(int(run), str(name)) for run, name in rows]
+
+    def run_branches(self, run_pk: int) -> tuple[list[str], bool]:
+        names, newest = self._one(sql.RUN_BRANCHES, (run_pk,))
+        return [str(name) for name in codec.decode(names)], bool(newest)
 
     def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
         return self._all(sql.BRANCH_LIST, (thread_pk,))
