@@ -214,11 +214,14 @@ def load(
 def load_if_any(tx: Reading, run_pk: int) -> Snapshot | None:
     """:func:`load` of a run's own checkpoint, ``None`` when it has none: its row is the
     probe (a checkout of a complete run needs no walk up its lineage)."""
+    row, blob_rows = tx.checkpoint_with_blobs(run_pk)
     try:
-        row, layout = _header(tx, run_pk)
-    except _NoCheckpoint:
-        return None
-    return _finish(tx, run_pk, row, layout, 0, _Reads())
+        if row is None:
+            return None
+        layout = _layout(run_pk, row)
+        return _finish(tx, run_pk, row, layout, 0, _Reads(), blob_rows=blob_rows)
+    finally:
+        _close(blob_rows)  # read to the end already, unless something failed first
 
 
 def load_past_shared(
@@ -302,6 +305,11 @@ def _header(tx: Reading, run_pk: int) -> tuple[tuple[Any, ...], Layout]:
     row = tx.checkpoint_row(run_pk)
     if row is None:
         raise _NoCheckpoint(f"run {run_pk} has no checkpoint")
+    return row, _layout(run_pk, row)
+
+
+def _layout(run_pk: int, row: tuple[Any, ...]) -> Layout:
+    """Where a checkpoint's list is stored, from its row (ids and counts; no addresses)."""
     tail_text, m_data, manifest, m_codec = row[1], row[2], row[15], row[16]
     layout = Layout(int(manifest) if manifest is not None else None)
     if manifest is not None:
@@ -311,7 +319,7 @@ def _header(tx: Reading, run_pk: int) -> tuple[tuple[Any, ...], Layout]:
     segments = _segment_list(run_pk, tail_text)
     layout.tail_ids = [blob_id for blob_id, _ in segments]
     layout.tail_counts = [count for _, count in segments]
-    return row, layout
+    return layout
 
 
 def _finish(
@@ -323,9 +331,12 @@ def _finish(
     reads: _Reads,
     *,
     verify: bool = True,
+    blob_rows: Iterable[tuple[int, int, bytes, bytes]] | None = None,
 ) -> Snapshot:
     """A checkpoint's view from its row and layout, leaving out the first ``skip`` blobs of
-    its list (full chunks, then tail segments)."""
+    its list (full chunks, then tail segments). ``blob_rows``: its blobs as the backend
+    read them with its row (:meth:`~agui_store.port.Reading.checkpoint_with_blobs`), used
+    when they are the ones its layout lists."""
     (length, _, _, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base,
      s_addr, i_addr, w_addr, view_hash, run_hash_ok, _, _, base_run, *base_state) = row
     if verify and not run_hash_ok:
@@ -372,8 +383,16 @@ def _finish(
     addrs: list[bytes] = []
     if skip:
         addrs = list(reads.prefix_addresses(tx, listed[:skip]))
-    rows = tx.blobs_in_order(listed[skip:])
-    messages, undecodable = _read_message_blobs(run_pk, rows, addrs, verify=verify)
+    wanted = listed[skip:]
+    read: list[int] = []
+    rows = blob_rows if blob_rows is not None and not skip else tx.blobs_in_order(wanted)
+    messages, undecodable = _read_message_blobs(run_pk, rows, addrs, read, verify=verify)
+    if rows is blob_rows and read != wanted:
+        # The backend listed other blobs than the layout (it could not read a compressed
+        # or unusual manifest, or one is missing): read the layout's, as without it.
+        del addrs[skip:]
+        rows = tx.blobs_in_order(wanted)
+        messages, undecodable = _read_message_blobs(run_pk, rows, addrs, [], verify=verify)
     if len(addrs) != len(listed):
         raise _mismatch(run_pk, "a blob its checkpoint lists is missing")
     layout.chunk_addrs, layout.tail_addrs = addrs[:n_chunks], addrs[n_chunks:]
@@ -455,12 +474,17 @@ def stored_view_digest(tx: Reading, run_pk: int) -> tuple[bytes, bytes | None, b
 
 
 def _read_message_blobs(
-    run_pk: int, rows: Iterable[tuple[Any, int, bytes, bytes]], addrs: list[bytes], *, verify: bool
+    run_pk: int,
+    rows: Iterable[tuple[Any, int, bytes, bytes]],
+    addrs: list[bytes],
+    ids: list[int],
+    *,
+    verify: bool,
 ) -> tuple[list[Any], CorruptStoreError | None]:
     """The messages of a checkpoint's chunks and segments (JSON arrays), read in list order,
     each checked against its address and decoded as it arrives: a backend that streams
     them (PostgreSQL) sends the next while this one is decoded. Their addresses are
-    appended to ``addrs``.
+    appended to ``addrs``, their ids to ``ids``.
 
     ``rows`` is always read to the end, whatever is wrong (a stream left half read would
     hold the connection): a blob that fails its address (or cannot be unpacked) raises
@@ -481,9 +505,10 @@ def _read_message_blobs(
     if paused:
         gc.disable()
     try:
-        for _, b_codec, b_data, b_addr in rows:
+        for b_id, b_codec, b_data, b_addr in rows:
             address = bytes(b_addr)
             addrs.append(address)
+            ids.append(b_id)
             if failure is not None:
                 continue
             try:
@@ -518,12 +543,17 @@ def _read_message_blobs(
             gc.enable()
         # An error the loop does not catch (MemoryError, KeyboardInterrupt) leaves a stream
         # half read: closing it now cancels and drains it, before the transaction ends.
-        close = getattr(rows, "close", None)
-        if close is not None:
-            close()
+        _close(rows)
     if failure is not None:
         raise failure
     return messages, undecodable
+
+
+def _close(rows: Iterable[Any] | None) -> None:
+    """Close a backend's stream of rows (a no-op once read to the end, or for a list)."""
+    close = getattr(rows, "close", None)
+    if close is not None:
+        close()
 
 
 def _state_base(

@@ -170,6 +170,13 @@ class Reading(Protocol):
         base's run (``None``: no checkpoint there), that checkpoint's state base, and its
         state blob's codec, data and address)``: see :func:`agui_store.checkpoints.load`
         (the SQLite statement names the columns)."""
+    def checkpoint_with_blobs(
+        self, run_pk: int
+    ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
+        """:meth:`checkpoint_row`, with its chunks and tail segments as
+        :meth:`blobs_in_order` gives them where the backend reads them in the same round
+        trip (``None``: it does not; the caller compares their ids with the row's list, and
+        reads them to the end or closes them)."""
     def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
         """``(state, interrupts, warnings, state base's state addresses, view_hash,
         run_hash, manifest codec, manifest data, tail)``: what a check recomputes."""

@@ -38,6 +38,22 @@ def _keys(keys: Iterable[int]) -> list[int]:
     return list(keys)
 
 
+#: The columns of ``sql.SELECT_CHECKPOINT`` (``sql.CHECKPOINT_WITH_BLOBS`` adds a blob's).
+HEADER_COLUMNS = 22
+
+
+def _blob_columns(rows: Iterator[Any]) -> Iterator[tuple[int, int, bytes, bytes]]:
+    """The blob columns of ``sql.CHECKPOINT_WITH_BLOBS``'s rows after the first; closing
+    this closes the stream (cancelled and drained)."""
+    try:
+        for row in rows:
+            yield row[HEADER_COLUMNS:]
+    finally:
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()
+
+
 class PostgresTransaction:
     """Reads and writes on one psycopg connection, inside a transaction its backend opened."""
 
@@ -110,6 +126,19 @@ class PostgresTransaction:
     def checkpoint_row(self, run_pk: int) -> tuple[Any, ...] | None:
         row = self._one(sql.SELECT_CHECKPOINT, (run_pk,))
         return None if row is None else tuple(row)
+
+    def checkpoint_with_blobs(
+        self, run_pk: int
+    ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
+        # One statement, streamed: the row, then the blobs (sql.CHECKPOINT_WITH_BLOBS).
+        rows = self._conn.cursor(binary=True).stream(sql.CHECKPOINT_WITH_BLOBS, {"run": run_pk})
+        first = next(rows, None)
+        if first is None:
+            return None, None
+        if first[0] is None:  # not the row first (UNION ALL keeps its order in practice)
+            rows.close()
+            return self.checkpoint_row(run_pk), None
+        return tuple(first[:HEADER_COLUMNS]), _blob_columns(rows)
 
     def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
         return tuple(self._one(sql.SELECT_ADDRESSES, (run_pk,)))
