@@ -88,7 +88,10 @@ class Reading(Protocol):
     def owner_run_pks(self, owner: str) -> list[int]: ...
     def all_run_pks(self) -> list[int]: ...
     def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]: ...
-    def run_summary(self, run_pk: int) -> RunSummary: ...
+    def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
+        """A run's summary (:data:`RunSummary`), the names of the branches at the run (by
+        name), and whether it is its thread's newest run: what one run's record shows, in
+        one statement."""
     def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]: ...
     def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
         """The thread's runs as recorded, in run order (see :data:`ReplicaRun`)."""
@@ -132,9 +135,6 @@ class Reading(Protocol):
     def has_branches(self, thread_pk: int) -> bool: ...
     def branch_tips(self, thread_pk: int) -> list[tuple[int, str]]:
         """``(run pk, name)`` by name."""
-    def run_branches(self, run_pk: int) -> tuple[list[str], bool]:
-        """The names of the branches at a run, by name, and whether it is its thread's
-        newest run (what one run's record names: one statement)."""
     def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
         """``(name, run_id, updated_at)`` by name."""
     def branches_named(

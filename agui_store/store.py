@@ -1713,8 +1713,7 @@ class Store:
         raise RunNotFoundError(f"no run, branch or unique run-id prefix {_quote(ref)}")
 
     def _run_record(self, tx: port.Reading, pk: int) -> Run:
-        row = tx.run_summary(pk)
-        names, newest = tx.run_branches(pk)
+        row, names, newest = tx.run_summary_and_branches(pk)
         if newest:
             names.insert(0, DEFAULT_BRANCH)
         return self._run_from_row(row, {pk: names})
@@ -2042,7 +2041,8 @@ class Store:
 
     def _view(self, tx: port.Reading, pk: int) -> View:
         """view(R): from the nearest checkpoint on R's lineage, replaying only what follows."""
-        # R's own checkpoint first (a complete run has one): then no walk up the lineage.
+        # R's own checkpoint first (a complete run has one unless checkpoint_events > 1):
+        # then no walk up the lineage.
         own = self._own_checkpoint(tx, pk)
         if own is not None:
             return own.view

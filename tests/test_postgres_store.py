@@ -260,7 +260,6 @@ def _hot_port_reads(pk: dict[str, Any]) -> dict[str, tuple[str, Any]]:
         "run pk": (sql.RUN_PK, (thread, "r20")),
         "newest run": (sql.NEWEST_RUN, (thread,)),
         "run hash": (sql.RUN_HASH, {"run": tip}),
-        "run summary": (sql.RUN_SUMMARY, (tip,)),
         "thread run summaries": (sql.THREAD_RUN_SUMMARIES, (thread,)),
         "lineage runs (a log page)": (sql.LINEAGE_RUNS, {"run": tip, "depth": None, "limit": 5}),
         "newest input": (sql.NEWEST_INPUT, (tip,)),
@@ -282,7 +281,7 @@ def _hot_port_reads(pk: dict[str, Any]) -> dict[str, tuple[str, Any]]:
         "threads of run id": (sql.THREADS_OF_RUN_ID, {"run_id": "r7", "scope": None}),
         "branch run": (sql.BRANCH_RUN, (thread, "side")),
         "branch tips": (sql.BRANCH_TIPS, (thread,)),
-        "run branches": (sql.RUN_BRANCHES, (tip,)),
+        "run summary and branches": (sql.RUN_SUMMARY_AND_BRANCHES, (tip,)),
         "checkpoint row": (sql.SELECT_CHECKPOINT, (tip,)),
         "checkpoint with blobs": (sql.CHECKPOINT_WITH_BLOBS, {"run": tip}),
         "branches named": (

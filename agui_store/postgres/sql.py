@@ -243,7 +243,19 @@ OWNER_RUN_PKS = (
 )
 ALL_RUN_PKS = "SELECT id FROM runs ORDER BY id"
 THREADS_OF_RUNS = "SELECT DISTINCT thread FROM runs WHERE id = ANY(%s::bigint[])"
-RUN_SUMMARY = SELECT_RUN + " WHERE runs.id = %s"
+#: A run's summary (SELECT_RUN's columns), then the branches at the run (by name) and
+#: whether it is its thread's newest run: what one run's record shows, in one statement.
+RUN_SUMMARY_AND_BRANCHES = (
+    "SELECT"
+    + RUN_COLUMNS
+    + """,
+    ARRAY(SELECT b.name FROM branches b WHERE b.thread = runs.thread AND b.run = runs.id
+          ORDER BY b.name COLLATE "C"),
+    runs.id = (SELECT n.id FROM runs n WHERE n.thread = runs.thread ORDER BY n.id DESC LIMIT 1)
+"""
+    + RUN_FROM
+    + " WHERE runs.id = %s"
+)
 THREAD_RUN_SUMMARIES = SELECT_RUN + " WHERE runs.thread = %s ORDER BY runs.id"
 RUN_RECORDS = """
 SELECT runs.id, threads.thread_id, runs.run_id, runs.lineage, runs.parent_run_id,
@@ -344,13 +356,6 @@ MOVE_BRANCHES = "UPDATE branches SET run = %s, updated_at = %s WHERE thread = %s
 DELETE_BRANCH = "DELETE FROM branches WHERE thread = %s AND name = %s"
 #: By name in code-point order (SQLite's BINARY collation), whatever the database's.
 BRANCH_TIPS = 'SELECT run, name FROM branches WHERE thread = %s ORDER BY name COLLATE "C"'
-#: The branches at a run (by name) and whether it is its thread's newest run.
-RUN_BRANCHES = """
-SELECT ARRAY(SELECT b.name FROM branches b WHERE b.thread = r.thread AND b.run = r.id
-             ORDER BY b.name COLLATE "C"),
-       r.id = (SELECT n.id FROM runs n WHERE n.thread = r.thread ORDER BY n.id DESC LIMIT 1)
-FROM runs r WHERE r.id = %s
-"""
 BRANCH_LIST = """
 SELECT branches.name, runs.run_id, branches.updated_at FROM branches
 JOIN runs ON runs.id = branches.run WHERE branches.thread = %s ORDER BY name COLLATE "C"

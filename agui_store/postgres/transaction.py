@@ -277,8 +277,9 @@ class PostgresTransaction:
     def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]:
         return [int(pk) for pk in self._column(sql.THREADS_OF_RUNS, (_keys(run_pks),))]
 
-    def run_summary(self, run_pk: int) -> RunSummary:
-        return tuple(self._one(sql.RUN_SUMMARY, (run_pk,)))
+    def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
+        *summary, names, newest = self._one(sql.RUN_SUMMARY_AND_BRANCHES, (run_pk,))
+        return tuple(summary), [str(name) for name in names], bool(newest)
 
     def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]:
         return self._all(sql.THREAD_RUN_SUMMARIES, (thread_pk,))
@@ -422,10 +423,6 @@ class PostgresTransaction:
     def branch_tips(self, thread_pk: int) -> list[tuple[int, str]]:
         rows = self._conn.execute(sql.BRANCH_TIPS, (thread_pk,))
         return [(int(run), str(name)) for run, name in rows]
-
-    def run_branches(self, run_pk: int) -> tuple[list[str], bool]:
-        names, newest = self._one(sql.RUN_BRANCHES, (run_pk,))
-        return [str(name) for name in names], bool(newest)
 
     def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
         return self._all(sql.BRANCH_LIST, (thread_pk,))

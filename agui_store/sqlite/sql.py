@@ -174,7 +174,21 @@ JOIN threads ON threads.id = runs.thread
 LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent
 WHERE ?2 IS NULL OR chain.depth < ?2 ORDER BY chain.depth
 """
-RUN_SUMMARY = SELECT_RUN + " WHERE runs.id = ?"
+#: A run's summary (SELECT_RUN's columns), then the branches at the run (a JSON array, by
+#: name) and whether it is its thread's newest run: what one run's record shows, in one
+#: statement.
+RUN_SUMMARY_AND_BRANCHES = (
+    "SELECT"
+    + RUN_COLUMNS
+    + """,
+    (SELECT json_group_array(name) FROM (
+        SELECT b.name FROM branches b WHERE b.thread = runs.thread AND b.run = runs.id
+        ORDER BY b.name)),
+    runs.id = (SELECT n.id FROM runs n WHERE n.thread = runs.thread ORDER BY n.id DESC LIMIT 1)
+"""
+    + RUN_FROM
+    + " WHERE runs.id = ?"
+)
 THREAD_RUN_SUMMARIES = SELECT_RUN + " WHERE runs.thread = ? ORDER BY runs.id"
 assert RUN_FROM in SELECT_RUN
 
@@ -258,14 +272,6 @@ ON CONFLICT(thread, name) DO UPDATE SET run = excluded.run, updated_at = exclude
 MOVE_BRANCHES = "UPDATE branches SET run = ?, updated_at = ? WHERE thread = ? AND run = ?"
 DELETE_BRANCH = "DELETE FROM branches WHERE thread = ? AND name = ?"
 BRANCH_TIPS = "SELECT run, name FROM branches WHERE thread = ? ORDER BY name"
-#: The branches at a run (a JSON array, by name) and whether it is its thread's newest.
-RUN_BRANCHES = """
-SELECT (SELECT json_group_array(name) FROM (
-            SELECT b.name FROM branches b WHERE b.thread = r.thread AND b.run = r.id
-            ORDER BY b.name)),
-       r.id = (SELECT n.id FROM runs n WHERE n.thread = r.thread ORDER BY n.id DESC LIMIT 1)
-FROM runs r WHERE r.id = ?
-"""
 BRANCH_LIST = """
 SELECT branches.name, runs.run_id, branches.updated_at FROM branches
 JOIN runs ON runs.id = branches.run WHERE branches.thread = ? ORDER BY name
