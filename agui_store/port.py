@@ -175,8 +175,9 @@ class Reading(Protocol):
     ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
         """:meth:`checkpoint_row`, with its chunks and tail segments as
         :meth:`blobs_in_order` gives them where the backend reads them in the same round
-        trip (``None``: it does not; the caller compares their ids with the row's list, and
-        reads them to the end or closes them)."""
+        trip (``None``: it does not). The caller compares their ids with the row's list, and
+        reads them to the end or closes them before its next statement (PostgreSQL holds
+        the connection while it streams them)."""
     def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
         """``(state, interrupts, warnings, state base's state addresses, view_hash,
         run_hash, manifest codec, manifest data, tail)``: what a check recomputes."""
