@@ -11,7 +11,10 @@ collection sees them. A checkout decoding its chunks pauses it for the same reas
 
 The pause is shared: nested or concurrent calls (``aio`` runs calls in threads) keep it
 until the last one ends, and it restores what it found: a collector the application
-disabled stays disabled.
+disabled stays disabled. Overlapping calls on a busy server could keep it paused for good,
+leaving the application's cyclic garbage uncollected: so a call that ends a pause older
+than ``MAX_PAUSE_SECONDS`` while others still hold it runs one collection and starts the
+pause anew.
 """
 
 from __future__ import annotations
@@ -21,25 +24,32 @@ import functools
 import gc
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import ParamSpec, TypeVar
 
 _lock = threading.Lock()
 _holders = 0  # calls inside paused() now
 _resume = False  # whether the last holder enables the collector again
+_since = 0.0  # when the pause (or its last collection) began, time.monotonic()
+
+#: The longest overlapping calls keep the collector paused before one collection runs.
+MAX_PAUSE_SECONDS = 1.0
 
 
 @contextlib.contextmanager
 def paused() -> Iterator[None]:
     """Run the block with the cyclic collector disabled (if it was enabled when the first
     of the overlapping blocks began)."""
-    global _holders, _resume
+    global _holders, _resume, _since
     with _lock:
         if _holders == 0:
             _resume = gc.isenabled()
             if _resume:
                 gc.disable()
+                _since = time.monotonic()
         _holders += 1
+    collect = False
     try:
         yield
     finally:
@@ -50,6 +60,11 @@ def paused() -> Iterator[None]:
             if _holders == 0 and _resume:
                 gc.enable()
                 _resume = False
+            elif _resume and time.monotonic() - _since > MAX_PAUSE_SECONDS:
+                _since = time.monotonic()
+                collect = True
+    if collect:  # outside the lock: a collection runs finalizers, which may pause too
+        gc.collect()
 
 
 _P = ParamSpec("_P")

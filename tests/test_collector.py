@@ -81,6 +81,42 @@ def test_overlapping_pauses_in_two_threads_end_with_the_last_one() -> None:
     assert gc.isenabled()
 
 
+def test_overlapping_calls_cannot_keep_the_collector_paused_past_its_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A busy server's calls may overlap without end: one ending a pause older than the
+    # limit runs a collection, and the pause goes on for the others.
+    monkeypatch.setattr(collector, "MAX_PAUSE_SECONDS", 0.0)
+    collections: list[str] = []
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start":
+            collections.append(phase)
+
+    entered, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with collector.paused():
+            entered.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=other)
+    gc.callbacks.append(count)
+    try:
+        worker.start()
+        assert entered.wait(10)
+        with collector.paused():
+            pass
+        ran = len(collections)
+        still_paused = not gc.isenabled()
+    finally:
+        gc.callbacks.remove(count)
+        release.set()
+        worker.join(10)
+    assert ran >= 1 and still_paused
+    assert gc.isenabled()
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_child_forked_while_another_thread_pauses_gets_its_collector_back() -> None:
     entered, release = threading.Event(), threading.Event()
