@@ -25,7 +25,6 @@ Both are derived data: they can be dropped and rebuilt from the raw log at any t
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import itertools
 import zlib
@@ -35,7 +34,7 @@ from typing import Any
 
 import msgspec
 
-from agui_store import blobs, codec, hashing
+from agui_store import blobs, codec, collector, hashing
 from agui_store.diff import common_start
 from agui_store.errors import CorruptStoreError, HashMismatchError, InvalidEventError
 from agui_store.patch import PatchError, apply_patch, known_plain
@@ -501,46 +500,43 @@ def _read_message_blobs(
     messages: list[Any] = []
     failure: Exception | None = None  # raised once the rows are read
     undecodable: CorruptStoreError | None = None
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
     try:
-        for b_id, b_codec, b_data, b_addr in rows:
-            address = bytes(b_addr)
-            addrs.append(address)
-            ids.append(b_id)
-            if failure is not None:
-                continue
-            try:
-                text = blobs.unpack(b_codec, b_data)
-            except Exception as e:  # raised below, as before, once the rows are read
-                failure = e
-                continue
-            if verify and blobs.digest(text) != address:
-                failure = _mismatch(
-                    run_pk,
-                    f"a blob of its checkpoint does not hash to its address "
-                    f"{address.hex()[:hashing.SHORT]}",
-                )
-                continue
-            if undecodable is not None:
-                continue
-            try:
-                found = codec.decode(text)
-            except InvalidEventError as e:
-                undecodable = CorruptStoreError(
-                    f"checkpoint of run {run_pk}: its message chunks are not JSON: {e}"
-                )
-                continue
-            if not isinstance(found, list):
-                undecodable = CorruptStoreError(
-                    f"checkpoint of run {run_pk}: a chunk of its messages is not a JSON array"
-                )
-                continue
-            messages += found
+        # Shared with appends and other threads' checkouts (agui_store.collector).
+        with collector.paused():
+            for b_id, b_codec, b_data, b_addr in rows:
+                address = bytes(b_addr)
+                addrs.append(address)
+                ids.append(b_id)
+                if failure is not None:
+                    continue
+                try:
+                    text = blobs.unpack(b_codec, b_data)
+                except Exception as e:  # raised below, as before, once the rows are read
+                    failure = e
+                    continue
+                if verify and blobs.digest(text) != address:
+                    failure = _mismatch(
+                        run_pk,
+                        f"a blob of its checkpoint does not hash to its address "
+                        f"{address.hex()[:hashing.SHORT]}",
+                    )
+                    continue
+                if undecodable is not None:
+                    continue
+                try:
+                    found = codec.decode(text)
+                except InvalidEventError as e:
+                    undecodable = CorruptStoreError(
+                        f"checkpoint of run {run_pk}: its message chunks are not JSON: {e}"
+                    )
+                    continue
+                if not isinstance(found, list):
+                    undecodable = CorruptStoreError(
+                        f"checkpoint of run {run_pk}: a chunk of its messages is not a JSON array"
+                    )
+                    continue
+                messages += found
     finally:
-        if paused:
-            gc.enable()
         # An error the loop does not catch (MemoryError, KeyboardInterrupt) leaves a stream
         # half read: closing it now cancels and drains it, before the transaction ends.
         _close(rows)
