@@ -4,15 +4,20 @@ Transactions (the port's :meth:`reading` and :meth:`writing`):
 
 - **Reading** is ``REPEATABLE READ READ ONLY``: every query of one store call sees one
   snapshot, as SQLite's read transaction does.
-- **Writing** is ``READ COMMITTED`` behind one transaction-level advisory lock that every
-  writer of the database takes first and holds to commit (:data:`sql.WRITER_LOCK`). Each
-  statement then sees every batch committed before the lock was granted, so a run is placed
-  on the head the previous writer left, and ``seq = max + 1`` is handed out in commit order:
-  a reader polling ``events(after=cursor)`` sees a prefix of the log and never skips an event.
-  REPEATABLE READ with the same lock forked lineages (its snapshot predates the lock wait),
-  and SERIALIZABLE without one retried a thousand times (research/postgres.md). The server
-  drops the lock when a client dies, even by SIGKILL, and rolls its batch back.
-- The wait for the lock is bounded by ``lock_timeout`` (``busy_timeout_ms``).
+- **Writing** is ``READ COMMITTED`` behind transaction-level advisory locks held to commit
+  (:mod:`agui_store.postgres.sql` describes them and their order). An append of one thread
+  takes the writers' lock shared and the thread's lock exclusive, in its ``BEGIN`` round
+  trip, so appends of different threads run side by side and those of one thread take
+  turns; every other write takes the writers' lock exclusive and runs alone. An append takes
+  the event-order lock when its batch's first ``seq`` is read, and holds it to commit:
+  ``seq = max + 1`` is handed out in commit order, and a reader polling
+  ``events(after=cursor)`` sees a prefix of the log and never skips an event. Each statement
+  sees every batch committed before its locks were granted, so a run is placed on the head
+  the previous writer of its thread left. REPEATABLE READ with the same locks forked
+  lineages (its snapshot predates the lock wait), and SERIALIZABLE without them retried a
+  thousand times (research/postgres.md). The server drops the locks when a client dies,
+  even by SIGKILL, and rolls its batch back.
+- The wait for a lock is bounded by ``lock_timeout`` (``busy_timeout_ms``).
 
 Every psycopg error is translated into the :mod:`agui_store.errors` tree in one place,
 :func:`translate`, when a transaction exits. A lost connection (the server restarted or shut
@@ -26,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -139,6 +144,10 @@ class PostgresBackend:
         self._closed = False
         self._conn: Any = None
         self._pid = os.getpid()
+        #: Called with the thread (``None``: a write that runs alone) once a write
+        #: transaction holds its locks, before it writes: a test hook
+        #: (``agui_store.testing.on_write_locked``), ``None`` otherwise.
+        self.on_write_locked: Callable[[str | None], None] | None = None
         self._conn = self._connect()  # errors in the URL, the server or the schema: now
 
     # --- connections ------------------------------------------------------------------------
@@ -242,9 +251,17 @@ class PostgresBackend:
         self._end(conn, rollback=False)  # a read wrote nothing: COMMIT and ROLLBACK agree
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[PostgresTransaction]:
-        conn = self._begin(sql.BEGIN_WRITING + "; " + sql.WRITER_LOCK)
+    def writing(self, thread_id: str | None = None) -> Iterator[PostgresTransaction]:
+        """A write transaction: of one thread's appends when ``thread_id`` is given (beside
+        other threads' appends), else of a write that runs alone (``sql``'s locks)."""
+        if thread_id is None:
+            locks = sql.WRITER_LOCK
+        else:
+            locks = sql.LOCK_WRITERS_SHARED + "; " + sql.lock_thread(thread_id)
+        conn = self._begin(sql.BEGIN_WRITING + "; " + locks)
         try:
+            if self.on_write_locked is not None:
+                self.on_write_locked(thread_id)
             yield PostgresTransaction(conn)
         except BaseException as e:
             self._end(conn, rollback=True)

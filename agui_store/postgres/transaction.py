@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary
+from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary, ThreadFacts
 from agui_store.postgres import checks, sql
 
 #: Batches of at least this many events are sent with COPY (one stream) rather than as
@@ -41,14 +41,13 @@ def _keys(keys: Iterable[int]) -> list[int]:
 class PostgresTransaction:
     """Reads and writes on one psycopg connection, inside a transaction its backend opened."""
 
-    __slots__ = ("_conn", "_streams", "_version")
+    __slots__ = ("_conn", "_streams")
 
     #: Checkpoints (chunked message lists) are stored as on SQLite.
     keeps_checkpoints = True
 
     def __init__(self, conn: Any) -> None:
         self._conn = conn
-        self._version: int | None = None
         self._streams: list[Any] = []  # the server-side cursors open (_stream)
 
     # Rows come back in binary format: bytea arrives as its bytes rather than as hex text
@@ -77,20 +76,32 @@ class PostgresTransaction:
         return self._conn
 
     def version(self) -> int | None:
-        """The server's next transaction id not yet completed (:data:`sql.VERSION`), read
-        once per transaction.
+        """None: appends of other threads commit while this transaction runs (they take
+        only the writers' lock shared), so no one number can vouch for what a store
+        remembers. A transaction id cannot either: a transaction that got its id before
+        this store's last one and committed after it leaves the server's counters as this
+        store left them. The engine checks the thread it appends to (:meth:`thread_facts`)."""
+        return None
 
-        What the engine needs: a number that is one more after its own write commits, and
-        anything else if another transaction wrote meanwhile. Every store writer takes the
-        writer lock before it writes, so a write committed between two of this store's
-        got its transaction id after this store's last one completed, and moves the number
-        by two or more. Writes elsewhere on the server move it too: the engine then merely
-        re-reads what it remembered. A write transaction that wrote nothing gets no id, and
-        the next compare fails the same harmless way.
-        """
-        if self._version is None:
-            self._version = int(self._value(sql.VERSION))
-        return self._version
+    def thread_facts(
+        self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
+        view_base: int | None,
+    ) -> ThreadFacts:
+        digest, view_run = view if view is not None else (b"", None)
+        newest, branched, pairs, digest_kept, base_kept, underived = self._one(
+            sql.THREAD_FACTS,
+            {
+                "thread": thread_pk,
+                "runs": _keys(run_pks),
+                "digest": digest,
+                "view": view_run,
+                "base": view_base,
+            },
+        )
+        last_seqs = {int(pk): int(seq) for pk, seq in pairs}
+        holds = view is not None and bool(digest_kept) and bool(base_kept)
+        newest_pk = None if newest is None else int(newest)
+        return newest_pk, bool(branched), last_seqs, holds, bool(underived)
 
     # --- checkpoints (chunked message lists: agui_store.checkpoints) ------------------------
 
@@ -316,7 +327,11 @@ class PostgresTransaction:
     # --- events -----------------------------------------------------------------------------
 
     def next_seq(self) -> int:
-        return int(self._value(sql.NEXT_SEQ))
+        """Takes the event-order lock, held to commit (sql.NEXT_SEQ_LOCKED): one round trip,
+        two statements, so the number is read after the lock was granted."""
+        cursor = self._conn.execute(sql.NEXT_SEQ_LOCKED)
+        cursor.nextset()
+        return int(cursor.fetchone()[0])
 
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
         return self._all(sql.RUN_EVENTS, (run_pk, after))
