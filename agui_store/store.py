@@ -197,7 +197,11 @@ class _Known:
     underived: set[int] | None = None
 
     def lasting(self) -> _Known:
-        """What no write can change: the threads' keys and owners, the runs' keys and ids."""
+        """What no write can change: the threads' keys and owners, the runs' keys and ids
+        (all forgotten once they hold more than ``_KNOWN_LIMIT`` entries, so that a store
+        appending for months keeps a bounded memory)."""
+        if len(self.run_ids) + len(self.run_pks) + len(self.thread_pks) > _KNOWN_LIMIT:
+            return _Known()
         return _Known(
             thread_pks=self.thread_pks,
             owners=self.owners,
@@ -547,9 +551,16 @@ class Store:
             if cached is not None and cached.run_pk is not None
             else None
         )
+        # The runs whose facts are worth a probe: the newest (the next run's parent), the
+        # open ones and those streamed (their sequence state is kept); any other is read
+        # again if an append needs it, so the check costs the same on the 2,000th run.
+        worth = set(remembered.open_runs.get(thread_pk, ())) | set(self._verifiers)
+        newest_known = remembered.newest.get(thread_pk)
+        if newest_known is not None:
+            worth.add(newest_known)
         newest, branched, last_seqs, view_holds, underived = tx.thread_facts(
             thread_pk,
-            sorted(remembered.last_seqs),
+            sorted(worth & remembered.last_seqs.keys()),
             view,
             cached.since.run_pk if cached is not None else None,
         )
@@ -707,16 +718,20 @@ class Store:
         explicit_parent = (
             self._resolve(tx, parent_ref, thread_pk=thread_pk) if parent_ref else None
         )
-        if known.next_seq is None:
-            known.next_seq = tx.next_seq()
-        seq = known.next_seq
-        first_seq = seq
+        first_seq: int | None = None
         run_ids: list[str] = []
         new_run_ids: list[str] = []
         for n, segment in enumerate(segments):
             if segment.started is not None:
+                self._refuse_duplicate_run(tx, thread_pk, segment.started["runId"], segment)
+            # From here to commit, appends of other threads wait (on PostgreSQL this takes
+            # the event-order lock): what comes before only reads, but for a new thread's
+            # row, so no append waits inside on a row another one holds while it waits for
+            # this lock (two checkpoints storing one blob, say).
+            seq = self._next_seq(tx)
+            first_seq = seq if first_seq is None else first_seq
+            if segment.started is not None:
                 rid = segment.started["runId"]
-                self._refuse_duplicate_run(tx, thread_pk, rid, segment)
                 first_run = n == 0 or (n == 1 and segments[0].started is None)
                 segment.run_pk, segment.run_row = self._insert_run(
                     tx,
@@ -805,6 +820,14 @@ class Store:
             first_seq,
             last_seq,
         )
+
+    def _next_seq(self, tx: port.Writing) -> int:
+        """The next event's sequence number (remembered between the segments of a batch
+        and, where the version vouches for it, between appends)."""
+        known = self._known
+        if known.next_seq is None:
+            known.next_seq = tx.next_seq()
+        return known.next_seq
 
     def _remember_batch(
         self, thread_pk: int, thread_id: str, segment: _Segment, last_seq: int
