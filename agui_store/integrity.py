@@ -57,7 +57,11 @@ check that ran):
     parent's view): each checkpoint's messages, state (whole or as patches), interrupts and
     warnings equal the replay; its content gives the view digest it recorded; the run hash it
     recorded is one of its run's; each lineage digest is the replay's; every input
-    and echo reference falls inside its parent's view.
+    and echo reference falls inside its parent's view. Down a chain, a checkpoint's leading
+    full chunks that no run since the last checkpoint found equal could have changed (no
+    event named a message in them, none moved) are compared by address with that
+    checkpoint's, and the rest message by message; a lineage's last checkpoint is compared
+    whole. So a chain costs its length, not its square.
 
 Events after a run's terminal event (other than one late RUN_ERROR after RUN_FINISHED) are
 reported as *warnings*, not problems: ``append(check_sequence=False)`` records them on purpose
@@ -78,7 +82,15 @@ from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventErr
 from agui_store.port import Reading
 from agui_store.records import CheckReport as CheckReport  # what check() returns, with its JSON
 from agui_store.records import Problem as Problem
-from agui_store.restore import RunRecord, View, apply_run, body_as_sent, start_reducer, view_of
+from agui_store.restore import (
+    RunRecord,
+    View,
+    apply_run,
+    body_as_sent,
+    named_ids,
+    start_reducer,
+    view_of,
+)
 
 #: The store's own checks, in the order they run (after the backend's storage checks).
 CHECKS = (
@@ -828,12 +840,73 @@ def _record(tx: Reading, pk: int) -> RunRecord:
     )
 
 
-def _first_difference(found: list[Any], replayed: list[Any]) -> str:
-    for i, (a, b) in enumerate(zip(found, replayed)):
+def _first_difference(found: list[Any], replayed: list[Any], start: int = 0) -> str:
+    """Where two message lists first differ; they start at position ``start`` of the view."""
+    for i, (a, b) in enumerate(zip(found, replayed), start):
         if a != b:
             mid = b.get("id") if isinstance(b, dict) else None
             return f"message {i}" + (f" (id {_q(mid)})" if mid is not None else "")
     return f"{len(found)} messages where the replay has {len(replayed)}"
+
+
+@dataclass
+class _Replay:
+    """A lineage replayed up to a run, for the runs after it: the reducer holding its view,
+    the digest of its lineage ids, and what of its message list a checkpoint was last found
+    equal to, so that a chain's next checkpoint compares only what changed since (a check
+    that compared every checkpoint whole would cost the square of a chain's length)."""
+
+    reducer: Any
+    ids_hasher: Any = None  # hash_ids of the view's lineage ids (None: none yet)
+    #: The full chunks (addresses) of the last checkpoint found equal to the replay.
+    chunks: list[bytes] = field(default_factory=list)
+    #: Leading positions that hold what they held then: the same objects, which no event
+    #: since named (a message no event names keeps its content).
+    settled: int = 0
+
+    def branch(self) -> _Replay:
+        """A copy for one child of a branch point (the other children need this view)."""
+        held = view_of(self.reducer)
+        messages, state, interrupts, warnings = codec.decode(
+            codec.encode([held.messages, held.state, held.interrupts, held.warnings])
+        )
+        reducer = start_reducer(View(messages, state, interrupts, warnings))
+        reducer.take_unmoved()  # the copy holds what the parent held: count from here
+        return _Replay(reducer, self.ids_hasher, self.chunks, self.settled)
+
+    def apply(self, record: RunRecord) -> None:
+        """One run onto the view; keeps the id digest and what stays settled."""
+        reducer = self.reducer
+        names, snapshot = named_ids(record.events)
+        before = len(reducer.messages)
+        reached = [(m, m.get("id"), m.get("role")) for m in reducer.holders(names)]
+        apply_run(reducer, record)
+        messages = reducer.messages
+        unmoved = reducer.take_unmoved()
+        if snapshot or reducer.aliased:
+            self.settled = 0
+        else:
+            self.settled = min(self.settled, unmoved, reducer.lowest_position(names))
+        # A list that only grew extends the digest; any other change hashes it again.
+        grown = (
+            self.ids_hasher is not None
+            and not snapshot
+            and unmoved >= before
+            and all(m.get("id") == mid and m.get("role") == role for m, mid, role in reached)
+        )
+        if grown:
+            new_ids = checkpoints.lineage_ids(messages[before:])
+            self.ids_hasher = checkpoints.hash_ids(new_ids, self.ids_hasher)
+        else:
+            self.ids_hasher = checkpoints.hash_ids(checkpoints.lineage_ids(messages))
+
+    def settled_chunks(self) -> int:
+        """How many leading full chunks hold what the last equal checkpoint held."""
+        return min(len(self.chunks), self.settled // checkpoints.CHUNK)
+
+    def found_equal(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.settled = len(self.reducer.messages)
 
 
 def _check_derived(ctx: _Context, out: _Collector) -> None:
@@ -852,26 +925,21 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
     for row in runs.values():
         if row.parent is not None:
             children[row.parent] = children.get(row.parent, 0) + 1
-    views: dict[int, Any] = {}  # reducers of runs whose children are still to come
+    replays: dict[int, _Replay] = {}  # lineages whose children are still to come
     for pk, row in runs.items():
         parent = row.parent
         if parent is None:
-            reducer = start_reducer()
+            replay = _Replay(start_reducer())
         else:
-            if parent not in views:
+            if parent not in replays:
                 continue  # not replayable (the lineage check, or the replay above, says why)
             children[parent] -= 1
-            if children[parent] == 0:
-                reducer = views.pop(parent)
-            else:  # a branch point: the other children need the parent's view unchanged
-                held = view_of(views[parent])
-                messages, state, interrupts, warnings = codec.decode(
-                    codec.encode([held.messages, held.state, held.interrupts, held.warnings])
-                )
-                reducer = start_reducer(View(messages, state, interrupts, warnings))
+            # At a branch point the other children need the parent's view unchanged.
+            last = children[parent] == 0
+            replay = replays.pop(parent) if last else replays[parent].branch()
         name = ctx.name_run(pk)
         try:
-            apply_run(reducer, _record(tx, pk))
+            replay.apply(_record(tx, pk))
         except InvalidEventError as e:
             # Events the official client itself refuses to replay: nothing may derive from
             # them (the store writes no checkpoint or digest for such a lineage).
@@ -884,9 +952,8 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
         except (AguiStoreError, ValueError, TypeError, KeyError) as e:
             out.problem(f"{name}: its lineage cannot be replayed from the log: {e}")
             continue
-        view = view_of(reducer)
         if pk in complete and pk in digests:
-            expected = checkpoints.hash_ids(checkpoints.lineage_ids(view.messages)).digest()
+            expected = replay.ids_hasher.digest()
             for found in digests[pk]:
                 if found != expected:
                     out.problem(
@@ -895,26 +962,37 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
                         "rule 3 would place runs by a view the run does not have"
                     )
         if pk in with_checkpoint:
-            _compare_checkpoint(ctx, out, pk, view, run_hashes.get(pk, set()))
+            # A lineage's last run compares its checkpoint whole: what sharing chunks rests
+            # on (an event edits only what it names) is checked at every tip.
+            skip = replay.settled_chunks() if children.get(pk) else 0
+            _compare_checkpoint(ctx, out, pk, replay, run_hashes.get(pk, set()), skip)
         if children.get(pk):
-            views[pk] = reducer
+            replays[pk] = replay
 
 
 def _compare_checkpoint(
-    ctx: _Context, out: _Collector, pk: int, view: View, run_hashes: set[Any]
+    ctx: _Context, out: _Collector, pk: int, replay: _Replay, run_hashes: set[Any], skip: int
 ) -> None:
+    """The checkpoint of run ``pk`` against the replay. Its first ``skip`` full chunks are
+    the ones the replay's last equal checkpoint had there (unchanged since): they are
+    compared by address (each blob's content against its address is the blobs check's)."""
     where = f"the checkpoint of {ctx.name_run(pk)}"
+    view = view_of(replay.reducer)
+    found_before, replay.chunks = replay.chunks, []  # nothing found equal yet
     verified = True
     refused = ""
     try:
         try:
-            # As a checkout reads it: one pass over its bytes (each blob is also hashed
-            # against its address by the blobs check).
-            snap = checkpoints.load(ctx.tx, pk, with_hashes=False, verify=True)
+            # As a checkout reads it: one pass over its bytes.
+            snap = checkpoints.load(ctx.tx, pk, verify=True, skip_chunks=skip)
+            if snap.layout.chunk_addrs[:skip] != found_before[:skip]:
+                skip = 0  # other chunks than the ones found equal: compare it whole
+                snap = checkpoints.load(ctx.tx, pk, verify=True)
         except HashMismatchError as e:
             verified = False
             refused = e.what
-            snap = checkpoints.load(ctx.tx, pk, with_hashes=False, verify=False)
+            skip = 0
+            snap = checkpoints.load(ctx.tx, pk, verify=False)
     except HashMismatchError as e:
         out.problem(f"{where} cannot be read: {e.what}")
         return
@@ -922,10 +1000,13 @@ def _compare_checkpoint(
         out.problem(f"{where} cannot be read: {e}")
         return
     held = snap.view
-    if held.messages != view.messages:
+    start = snap.skipped
+    equal = True
+    if held.messages != view.messages[start:]:
+        equal = False
         out.problem(
             f"{where} differs from a replay of the log at "
-            f"{_first_difference(held.messages, view.messages)}"
+            f"{_first_difference(held.messages, view.messages[start:], start)}"
         )
     for what, found, replayed in (
         ("state", held.state, view.state),
@@ -936,6 +1017,8 @@ def _compare_checkpoint(
             verb = "differs" if what == "state" else "differ"
             out.problem(f"{where}: its {what} {verb} from a replay of the log")
     if verified:
+        if equal:
+            replay.found_equal(snap.layout.chunk_addrs)
         return
     digest, recorded, run_hash = checkpoints.stored_view_digest(ctx.tx, pk)
     if recorded is None or run_hash is None:

@@ -803,6 +803,12 @@ class Reducer:
         m = self._by_id.get(mid)
         return None if m is None else self._position(m)
 
+    def lowest_position(self, ids: Iterable[str]) -> int:
+        """The lowest position holding a message these ids reach (:meth:`holders`); the
+        list's length when none does. What a run naming them may have edited in place
+        starts there."""
+        return min((self._position(m) for m in self.holders(ids)), default=len(self.messages))
+
     def take_unmoved(self) -> int:
         """How many leading positions of the list hold the same objects (in place, perhaps
         edited) as at the previous call: appends and edits in place leave a position

@@ -173,3 +173,19 @@ def restore(chain: Iterable[RunRecord], *, start: View | None = None) -> View:
     for record in chain:
         apply_run(reducer, record)
     return view_of(reducer)
+
+
+#: The event fields that name a message or a tool call an event can reach.
+ID_KEYS = ("messageId", "toolCallId", "parentMessageId", "entityId")
+
+
+def named_ids(events: Sequence[dict[str, Any]]) -> tuple[set[str], bool]:
+    """The ids a run's events name (what they can reach in the view), and whether one of
+    them is a MESSAGES_SNAPSHOT (which can reach every message): a message no event names
+    keeps its content, which is what lets a checkpoint share the chunks before it."""
+    if any(ev.get("type") == "MESSAGES_SNAPSHOT" for ev in events):
+        return set(), True
+    named: set[Any] = set()
+    for key in ID_KEYS:  # a key at a time: comprehensions, in C
+        named.update([ev.get(key) for ev in events])
+    return {name for name in named if type(name) is str}, False

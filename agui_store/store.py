@@ -54,6 +54,7 @@ from agui_store.restore import (
     View,
     apply_run,
     body_as_sent,
+    named_ids,
     restore,
     start_reducer,
     view_of,
@@ -122,8 +123,8 @@ class _SinceCheckpoint:
 
     def note(self, record: RunRecord) -> tuple[set[str], bool]:
         """Count a run replayed since the checkpoint; returns what its events name (see
-        :func:`_named_ids`)."""
-        names, snapshot = _named_ids(record.events)
+        :func:`~agui_store.restore.named_ids`)."""
+        names, snapshot = named_ids(record.events)
         self.names |= names
         self.snapshot |= snapshot
         self.had_input |= record.input is not None
@@ -2483,9 +2484,6 @@ class Store:
 
 
 
-_ID_KEYS = ("messageId", "toolCallId", "parentMessageId", "entityId")
-
-
 def _state_patches(reducer: Reducer, since: _SinceCheckpoint) -> tuple[int, list[Any]] | None:
     """``(state base, patches)`` to store the reducer's state as the STATE_DELTA patches
     applied since the lineage's last whole state, when there are few and they are small
@@ -2498,17 +2496,6 @@ def _state_patches(reducer: Reducer, since: _SinceCheckpoint) -> tuple[int, list
     if deltas and checkpoints.STATE_PATCH_SHARE * len(codec.encode(deltas)) > since.state_bytes:
         return None
     return since.state_anchor, deltas
-
-
-def _named_ids(events: Sequence[dict[str, Any]]) -> tuple[set[str], bool]:
-    """The ids a run's events name (what they can reach in the view), and whether one of
-    them is a MESSAGES_SNAPSHOT (which can reach every message)."""
-    if any(ev.get("type") == "MESSAGES_SNAPSHOT" for ev in events):
-        return set(), True
-    named: set[Any] = set()
-    for key in _ID_KEYS:  # a key at a time: comprehensions, in C
-        named.update([ev.get(key) for ev in events])
-    return {name for name in named if type(name) is str}, False
 
 
 def _message_chunks(

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
 import time
 from typing import Any
 
@@ -26,7 +25,7 @@ import msgspec
 
 import agui_store
 from agui_store import hashing, schema
-from benchmarks._common import conversation, header, median_time, raw_connection
+from benchmarks._common import conversation, header, median_time, raw_connection, scratch_dir
 
 EVENTS_PER_RUN = 50
 #: A ``checkpoint_events`` no benchmark reaches: every run gets its digest, none a checkpoint.
@@ -121,7 +120,7 @@ def main() -> None:
     header("append: public API vs raw apsw executemany")
     batches = make_batches(args.runs)
     n = args.runs * EVENTS_PER_RUN
-    tmp = tempfile.mkdtemp(prefix="agui-bench-")
+    tmp = scratch_dir("agui-bench-")
     counter = iter(range(10**6))
 
     def fresh() -> str:

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
-import tempfile
 import time
 from typing import Any
 
 import agui_store
-from benchmarks._common import conversation, header
+from benchmarks._common import conversation, header, scratch_dir
 from benchmarks.bench_file_size import user_message
 
 EVENTS_PER_RUN = 50
@@ -69,7 +67,7 @@ def main() -> None:
         "message"
     )
     runs = conversation("t", args.runs, EVENTS_PER_RUN)
-    tmp = tempfile.mkdtemp(prefix="agui-bench-depth-")
+    tmp = scratch_dir("agui-bench-depth-")
     late_start = args.runs - args.window
     early_times: list[float] = []
     late_times: list[float] = []
@@ -87,7 +85,6 @@ def main() -> None:
             early_times.append(append_run(early, runs, EARLY + k))
             late_times.append(append_run(late, runs, late_start + k))
         messages = len(late.checkout(f"run-{args.runs - 1}").messages)
-    shutil.rmtree(tmp)
     e, la = statistics.median(early_times), statistics.median(late_times)
     print(
         f"built untimed in {built:.0f} s; then {args.window} appends to each, in turns; "

@@ -22,7 +22,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -35,7 +34,7 @@ from fastapi.responses import StreamingResponse
 
 import agui_store
 from agui_store.asgi import Recorder, SSEFramer
-from benchmarks._common import header
+from benchmarks._common import header, scratch_dir
 from tests.live_servers import agent_app
 
 EVENTS = 200  # per response
@@ -189,7 +188,7 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=20)
     args = parser.parse_args()
     header(f"ASGI Recorder overhead: {EVENTS}-event responses, with and without the Recorder")
-    path = os.path.join(tempfile.mkdtemp(prefix="agui-bench-"), "asgi.db")
+    path = os.path.join(scratch_dir("agui-bench-"), "asgi.db")
     with server(False, path) as plain, server(True, path) as recorded:
         print("| response | without (ms, median) | with Recorder (ms) | ratio |")
         print("|---|---|---|---|")

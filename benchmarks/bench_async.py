@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -39,7 +38,7 @@ from ag_ui.encoder import EventEncoder
 
 from agui_store import aio, testing
 from agui_store.recording import event_json
-from benchmarks._common import header, median_time
+from benchmarks._common import header, median_time, scratch_dir
 
 PROBE_INTERVAL = 0.001
 #: Between two events of one stream: 10 ms is a fast model (100 tokens a second); the stress
@@ -204,7 +203,7 @@ def main() -> None:
     options: dict[str, Any] = {"writer": args.writer}
     if args.derive_later:
         options["derive_on_append"] = False
-    directory = tempfile.mkdtemp(prefix="agui-bench-")
+    directory = scratch_dir("agui-bench-")
     snapshot = big_state(int(args.snapshot_mb * 1_000_000))
     sse = EventEncoder()
 

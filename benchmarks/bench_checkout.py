@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
 import time
 
 import msgspec
@@ -23,7 +22,7 @@ from agui_store import checkpoints, database, testing
 from agui_store.sqlite import sql as statements
 from agui_store.sqlite.transaction import SqliteTransaction
 from agui_store.store import CHECKPOINT_EVENTS
-from benchmarks._common import conversation, header, median_time
+from benchmarks._common import conversation, header, median_time, scratch_dir
 
 EVENTS_PER_RUN = 50
 
@@ -68,7 +67,7 @@ def main() -> None:
         "| result decode ms | checkout / decode | replay / checkout |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    tmp = tempfile.mkdtemp(prefix="agui-bench-")
+    tmp = scratch_dir("agui-bench-")
     results = {}
     verifying: dict[int, tuple[float, float, float, float]] = {}
     growth: tuple[float, float] | None = None

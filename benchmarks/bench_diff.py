@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 
 import agui_store
 from agui_store import testing
-from benchmarks._common import conversation, header
+from benchmarks._common import conversation, header, scratch_dir
 
 #: Issue 10's goal for a diff of two runs 10 apart at the tip of a 10,000-run chain.
 GOAL_MS = 5.0
@@ -84,7 +83,7 @@ def main() -> None:
     parser.add_argument("--dsn", help="an existing PostgreSQL database for --postgres")
     args = parser.parse_args()
     header(f"diff: two runs 10 apart at the tip of a {args.runs:,}-run chain")
-    targets = [("SQLite", os.path.join(tempfile.mkdtemp(prefix="agui-bench-diff-"), "s.db"))]
+    targets = [("SQLite", os.path.join(scratch_dir("agui-bench-diff-"), "s.db"))]
     cluster = None
     if args.postgres:
         dsn = args.dsn

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,7 +27,7 @@ import apsw
 
 import agui_store
 from agui_store import database
-from benchmarks._common import header, median_time
+from benchmarks._common import header, median_time, scratch_dir
 
 N = 5_000
 
@@ -69,7 +68,7 @@ def _snapshot_before(conn: Any) -> Iterator[None]:
 
 def main() -> None:
     header("bench_errors: the cost of translating every error")
-    folder = tempfile.mkdtemp(prefix="bench-errors-")
+    folder = scratch_dir("agui-bench-errors-")
     path = os.path.join(folder, "store.db")
     conn = database.connect(path)
 

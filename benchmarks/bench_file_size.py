@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from typing import Any
 
 import agui_store
 from agui_store import testing
-from benchmarks._common import conversation, header
+from benchmarks._common import conversation, header, scratch_dir
 
 
 def user_message(i: int) -> dict[str, Any]:
@@ -73,7 +72,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     args = parser.parse_args()
     header(f"file size: {args.runs} runs, every one with the client's full history as input")
-    tmp = tempfile.mkdtemp(prefix="agui-bench-")
+    tmp = scratch_dir("agui-bench-")
     without = os.path.join(tmp, "without-inputs.db")
     with_ = os.path.join(tmp, "with-inputs.db")
     build(without, args.runs, with_inputs=False)

@@ -13,14 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
 import time
 from typing import Any
 
 import msgspec
 
 import agui_store
-from benchmarks._common import conversation, header
+from benchmarks._common import conversation, header, scratch_dir
 from benchmarks.bench_file_size import http_agent_input
 
 EVENTS_PER_RUN = 50
@@ -32,7 +31,7 @@ def main() -> None:
     parser.add_argument("--last", type=int, default=50, help="runs measured at the end")
     args = parser.parse_args()
     header(f"HttpAgent appends: {args.runs} runs, each with the client's whole history")
-    path = os.path.join(tempfile.mkdtemp(prefix="agui-bench-"), "http-agent.db")
+    path = os.path.join(scratch_dir("agui-bench-"), "http-agent.db")
     appends: list[float] = []
     decodes: list[float] = []
     with agui_store.open(path) as store:

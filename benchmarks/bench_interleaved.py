@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from typing import Any
 
 import msgspec
 
 import agui_store
 from agui_store import schema
-from benchmarks._common import conversation_run, header, median_time, raw_connection
+from benchmarks._common import conversation_run, header, median_time, raw_connection, scratch_dir
 
 
 def make_runs(n_runs: int, n_events: int) -> list[list[dict[str, Any]]]:
@@ -99,7 +98,7 @@ def main() -> None:
     runs = make_runs(args.runs, args.events)
     interleaved = interleave(runs)
     sequential = [(i, ev) for i, events in enumerate(runs) for ev in events]
-    tmp = tempfile.mkdtemp(prefix="agui-bench-")
+    tmp = scratch_dir("agui-bench-")
     counter = iter(range(10**6))
 
     def fresh() -> str:

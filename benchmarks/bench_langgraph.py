@@ -44,7 +44,6 @@ import shutil
 import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 from importlib.metadata import version
 from typing import Any
@@ -53,7 +52,7 @@ import apsw
 import msgspec
 
 import agui_store
-from benchmarks._common import header, median_time
+from benchmarks._common import header, median_time, scratch_dir
 
 try:
     from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
@@ -323,7 +322,7 @@ def main() -> None:
     )
     print()
 
-    tmp = tempfile.mkdtemp(prefix="agui-bench-langgraph-")
+    tmp = scratch_dir("agui-bench-langgraph-")
     try:
         run(args, tmp)
     finally:

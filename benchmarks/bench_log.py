@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
 
 import agui_store
-from benchmarks._common import header, median_time
+from benchmarks._common import header, median_time, scratch_dir
 
 
 def turn(thread: str, i: int) -> list[dict[str, object]]:
@@ -51,7 +50,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=25)
     args = parser.parse_args()
     header(f"log: a page of {args.limit} runs against the whole log of a {args.runs:,}-run chain")
-    path = os.path.join(tempfile.mkdtemp(prefix="agui-bench-"), "log.db")
+    path = os.path.join(scratch_dir("agui-bench-"), "log.db")
     built = build(path, args.runs)
     print(f"built the chain in {built:.1f} s")
     print()

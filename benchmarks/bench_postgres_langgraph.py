@@ -49,14 +49,13 @@ import argparse
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
 
 import agui_store
-from benchmarks._common import header, median_time
+from benchmarks._common import header, median_time, scratch_dir
 from benchmarks.bench_langgraph import (
     GOAL_RUNS,
     THREAD,
@@ -257,7 +256,7 @@ def main() -> None:
 
         cluster = PostgresCluster.create()
         dsn = PostgresServer(dsn=cluster.dsn()).create_database()
-    tmp = tempfile.mkdtemp(prefix="agui-bench-pg-langgraph-")
+    tmp = scratch_dir("agui-bench-pg-langgraph-")
     try:
         with psycopg.connect(dsn) as conn:
             print(f"server: {conn.execute('SELECT version()').fetchone()[0]}")

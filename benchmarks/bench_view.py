@@ -24,7 +24,6 @@ import os
 import shutil
 import sqlite3
 import statistics
-import tempfile
 import time
 from typing import Any
 
@@ -32,7 +31,7 @@ import msgspec
 
 import agui_store
 from agui_store import checkpoints
-from benchmarks._common import header
+from benchmarks._common import header, scratch_dir
 from benchmarks.bench_langgraph import (
     THREAD,
     LangGraphThread,
@@ -127,7 +126,7 @@ def main() -> None:
         "| file MB | bytes / run | file / raw events JSON | appends s |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    tmp = tempfile.mkdtemp(prefix="agui-bench-view-")
+    tmp = scratch_dir("agui-bench-view-")
     per_run: dict[int, float] = {}
     ratios: dict[int, tuple[float, float]] = {}
     try:

@@ -20,7 +20,7 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import checkpoints, testing
+from agui_store import blobs, checkpoints, hashing, testing
 from agui_store.sqlite.transaction import SqliteTransaction
 
 CHUNK = checkpoints.CHUNK
@@ -229,6 +229,77 @@ def test_check_names_a_manifest_pointed_at_a_short_chunk(tmp_path: Path) -> None
         p.startswith("derived: the checkpoint of run 'r0' (thread 't', #1) cannot be read")
         for p in found
     ), found
+
+
+def _forge_early_chunk(path: Path, run_id: str) -> None:
+    """Rewrite the checkpoint of ``run_id`` as a buggy writer would have: its first chunk
+    holds an edited message, stored with its true address, listed by a new manifest, and
+    the checkpoint's view digest recomputed over them. Nothing but a comparison with a
+    replay of the log can tell."""
+    conn = apsw.Connection(str(path))
+    pk, manifest, tail, state, base = conn.execute(
+        "SELECT c.run, c.chunks, c.tail, c.state, c.state_base FROM checkpoints c "
+        "JOIN runs r ON r.id = c.run WHERE r.run_id = ?",
+        (run_id,),
+    ).fetchone()
+
+    def text_of(blob_id: int) -> bytes:
+        row = conn.execute("SELECT codec, data FROM blobs WHERE id = ?", (blob_id,)).fetchone()
+        return blobs.unpack(*row)
+
+    def address(blob_id: int) -> bytes:
+        return bytes(conn.execute("SELECT hash FROM blobs WHERE id = ?", (blob_id,)).fetchone()[0])
+
+    def add(text: bytes) -> int:
+        conn.execute(
+            "INSERT INTO blobs(hash, codec, data) VALUES (?, ?, ?)",
+            (blobs.digest(text), blobs.PLAIN, text),
+        )
+        return conn.last_insert_rowid()
+
+    chunk_ids = json.loads(text_of(manifest))
+    forged = text_of(chunk_ids[0]).replace(b'"r0 5"', b'"r0 X"')
+    chunk_ids[0] = add(forged)
+    new_manifest = add(json.dumps(chunk_ids, separators=(",", ":")).encode())
+    segments = [blob_id for blob_id, _ in json.loads(tail)]
+    anchor = None
+    if base is not None:
+        (base_state,) = conn.execute("SELECT state FROM checkpoints WHERE run = ?", (base,))
+        anchor = address(base_state[0])
+    view = hashing.view_digest(
+        hashing.messages_digest([address(i) for i in [*chunk_ids, *segments]]),
+        address(state),
+        anchor,
+        None,
+        None,
+    )
+    conn.execute(
+        "UPDATE checkpoints SET chunks = ?, view_hash = ? WHERE run = ?", (new_manifest, view, pk)
+    )
+    conn.close()
+
+
+def test_a_checkpoint_rewritten_whole_in_the_middle_of_a_chain_is_found_by_the_replay(
+    tmp_path: Path,
+) -> None:
+    # check() compares a chain's checkpoints chunk by chunk only where they changed since the
+    # last one found equal: a middle checkpoint whose early chunk was swapped for another
+    # (content, address, manifest and digest all consistent) must still be compared.
+    path = tmp_path / "s.db"
+    with agui_store.open(path) as store:
+        talk(store, "r0", 2 * CHUNK + 3)
+        for n in range(1, 5):
+            talk(store, f"r{n}", 1)
+        assert store.check().ok
+    _forge_early_chunk(path, "r2")
+    found = _problems(path)
+    assert found == [
+        "derived: the checkpoint of run 'r2' (thread 't', #3) differs from a replay of the log "
+        "at message 5 (id 'r0-5')"
+    ], found
+    with agui_store.open(path) as store:
+        assert store.checkout("r2").messages[5]["content"] == "r0 X"  # what a checkout serves
+        assert store.checkout("r3").messages[5]["content"] == "r0 5"
 
 
 def test_a_tail_segment_of_long_messages_is_kept_compressed_and_reads_back(
