@@ -164,7 +164,7 @@ class PostgresBackend:
         try:
             schema.install(conn)
             # Session settings: the store's schema first on the path, and a bounded wait for
-            # the writer lock (0 would mean "forever" to PostgreSQL: 1 ms is "no wait").
+            # the write locks (0 would mean "forever" to PostgreSQL: 1 ms is "no wait").
             conn.execute(
                 "SELECT set_config('search_path', %s, false), "
                 "set_config('lock_timeout', %s, false)",
