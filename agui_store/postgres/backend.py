@@ -192,13 +192,14 @@ class PostgresBackend:
         """The psycopg connection (for :mod:`agui_store.testing`)."""
         return self._db
 
-    def _begin(self, statement: str) -> Any:
+    def _begin(self, statement: str, query: str | None = None, args: Any = None) -> Any:
         """Start a transaction; a connection found lost here (nothing sent yet) is replaced
-        once."""
+        once. With a ``query``, it rides in the same round trip, its parameters bound on
+        this side (a simple query takes none), and its cursor comes back with the
+        connection: ``(conn, cursor)``."""
         conn = self._db
         try:
-            conn.execute(statement)
-            return conn
+            return self._send_begin(conn, statement, query, args)
         except Exception as e:
             if not _lost(conn):
                 self._end(conn, rollback=True)
@@ -206,11 +207,21 @@ class PostgresBackend:
         self._drop()
         conn = self._db
         try:
-            conn.execute(statement)
+            return self._send_begin(conn, statement, query, args)
         except Exception as e:
             self._end(conn, rollback=True)
             raise translate(e, self.where) from e
-        return conn
+
+    @staticmethod
+    def _send_begin(conn: Any, statement: str, query: str | None, args: Any) -> Any:
+        if query is None:
+            conn.execute(statement)
+            return conn
+        cursor = psycopg.ClientCursor(conn)
+        cursor.execute(statement + "; " + query, args)
+        while cursor.nextset():  # to the query's rows, past BEGIN's and the locks'
+            pass
+        return conn, cursor
 
     def _drop(self) -> None:
         """Forget a broken connection (closing it is all that is left to do with it)."""
@@ -253,25 +264,42 @@ class PostgresBackend:
     @contextlib.contextmanager
     def writing(self, thread_id: str | None = None) -> Iterator[PostgresTransaction]:
         """A write transaction: of one thread's appends when ``thread_id`` is given (beside
-        other threads' appends), else of a write that runs alone (``sql``'s locks)."""
+        other threads' appends), else of a write that runs alone (``sql``'s locks).
+
+        ``BEGIN`` and the locks are sent with the transaction's first statement, in one
+        round trip (:class:`PostgresTransaction` holds them until then); a write that sends
+        nothing opens no transaction."""
         if thread_id is None:
             locks = sql.WRITER_LOCK
         else:
             locks = sql.LOCK_WRITERS_SHARED + "; " + sql.lock_thread(thread_id)
-        conn = self._begin(sql.BEGIN_WRITING + "; " + locks)
-        try:
+        statement = sql.BEGIN_WRITING + "; " + locks
+        opened: list[Any] = []
+
+        def begin(query: str | None, args: Any) -> tuple[Any, Any]:
+            if query is None:
+                conn, cursor = self._begin(statement), None
+            else:
+                conn, cursor = self._begin(statement, query, args)
+            opened.append(conn)
             if self.on_write_locked is not None:
                 self.on_write_locked(thread_id)
-            yield PostgresTransaction(conn)
+            return conn, cursor
+
+        try:
+            yield PostgresTransaction(None, begin=begin)
         except BaseException as e:
-            self._end(conn, rollback=True)
+            if opened:
+                self._end(opened[0], rollback=True)
             if isinstance(e, Exception) and not isinstance(e, errors.AguiStoreError):
                 raise translate(e, self.where) from e
             raise
+        if not opened:
+            return
         try:
-            conn.execute("COMMIT")
+            opened[0].execute("COMMIT")
         except Exception as e:
-            self._end(conn, rollback=True)
+            self._end(opened[0], rollback=True)
             raise translate(e, self.where) from e
 
     # --- lifecycle --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
@@ -41,14 +41,33 @@ def _keys(keys: Iterable[int]) -> list[int]:
 class PostgresTransaction:
     """Reads and writes on one psycopg connection, inside a transaction its backend opened."""
 
-    __slots__ = ("_conn", "_streams")
+    __slots__ = ("_begin", "_open_conn", "_streams")
 
     #: Checkpoints (chunked message lists) are stored as on SQLite.
     keeps_checkpoints = True
 
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
+    def __init__(
+        self, conn: Any, begin: Callable[[str | None, Any], tuple[Any, Any]] | None = None
+    ) -> None:
+        """On ``conn`` in a transaction, or, with ``begin``, on one its first statement
+        opens: ``begin(query, args)`` sends ``BEGIN`` and the locks with ``query`` (None:
+        alone) and gives back the connection and the query's cursor."""
+        self._open_conn = conn
+        self._begin = begin
         self._streams: list[Any] = []  # the server-side cursors open (_stream)
+
+    @property
+    def _conn(self) -> Any:
+        if self._begin is not None:
+            self._start(None, None)
+        return self._open_conn
+
+    def _start(self, query: str | None, args: Any) -> Any:
+        """Open the transaction, with ``query`` in the same round trip; its cursor."""
+        begin, self._begin = self._begin, None
+        assert begin is not None
+        self._open_conn, cursor = begin(query, args)
+        return cursor
 
     # Rows come back in binary format: bytea arrives as its bytes rather than as hex text
     # twice their size to parse (a checkout's chunks: 3.2 MB read in 17 ms instead of 44 ms).
@@ -88,16 +107,19 @@ class PostgresTransaction:
         view_base: int | None,
     ) -> ThreadFacts:
         digest, view_run = view if view is not None else (b"", None)
-        newest, branched, pairs, digest_kept, base_kept, underived = self._one(
-            sql.THREAD_FACTS,
-            {
-                "thread": thread_pk,
-                "runs": _keys(run_pks),
-                "digest": digest,
-                "view": view_run,
-                "base": view_base,
-            },
-        )
+        args = {
+            "thread": thread_pk,
+            "runs": _keys(run_pks),
+            "digest": digest,
+            "view": view_run,
+            "base": view_base,
+        }
+        # An append's first statement: it rides with BEGIN and the locks.
+        if self._begin is not None:
+            row = self._start(sql.THREAD_FACTS, args).fetchone()
+        else:
+            row = self._one(sql.THREAD_FACTS, args)
+        newest, branched, pairs, digest_kept, base_kept, underived = row
         last_seqs = {int(pk): int(seq) for pk, seq in pairs}
         holds = view is not None and bool(digest_kept) and bool(base_kept)
         newest_pk = None if newest is None else int(newest)
