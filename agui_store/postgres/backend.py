@@ -148,6 +148,7 @@ class PostgresBackend:
         #: transaction holds its locks, before it writes: a test hook
         #: (``agui_store.testing.on_write_locked``), ``None`` otherwise.
         self.on_write_locked: Callable[[str | None], None] | None = None
+        self._writing: PostgresTransaction | None = None  # the write under way, if any
         self._conn = self._connect()  # errors in the URL, the server or the schema: now
 
     # --- connections ------------------------------------------------------------------------
@@ -247,6 +248,9 @@ class PostgresBackend:
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[PostgresTransaction]:
+        if self._writing is not None:  # inside a write: its transaction, opened if not yet
+            yield PostgresTransaction(self._writing.connection)
+            return
         conn = self._db
         if conn.info.transaction_status != TransactionStatus.IDLE:
             yield PostgresTransaction(conn)  # nested in a transaction: it is that one's
@@ -286,14 +290,18 @@ class PostgresBackend:
                 self.on_write_locked(thread_id)
             return conn, cursor
 
+        tx = PostgresTransaction(None, begin=begin)
+        self._writing = tx
         try:
-            yield PostgresTransaction(None, begin=begin)
+            yield tx
         except BaseException as e:
             if opened:
                 self._end(opened[0], rollback=True)
             if isinstance(e, Exception) and not isinstance(e, errors.AguiStoreError):
                 raise translate(e, self.where) from e
             raise
+        finally:
+            self._writing = None
         if not opened:
             return
         try:
@@ -318,6 +326,7 @@ class PostgresBackend:
         if self._pid == os.getpid():
             return
         self._pid = os.getpid()
+        self._writing = None  # the parent's, if it forked inside one
         conn, self._conn = self._conn, None
         if conn is None:
             return
