@@ -807,6 +807,22 @@ def test_a_write_that_spans_threads_excludes_appends_and_waits_for_them(
         assert {b.name: b.run_id for b in other.branches("a")}["feature"] == "a1"
 
 
+def test_appends_after_a_failed_call_prepare_their_thread_check_again(store: Any) -> None:
+    """psycopg deallocates every prepared statement of a session after a ROLLBACK (here a
+    failed call's), the store's own check of a thread too: the next append prepares it
+    again and lands."""
+    store.append(run("t", "r1", *say("m1", "a")))
+    for _ in range(6):  # enough executions for psycopg to prepare statements of its own
+        store.runs("t")
+    with pytest.raises(AguiStoreError):
+        store.delete_branch("missing", thread_id="t")
+    store.append(run("t", "r2", *say("m2", "b")))
+    with pytest.raises(InvalidEventError):
+        store.append(run("t", "r2"))  # a duplicate run: its transaction rolls back too
+    store.append(run("t", "r3", *say("m3", "c")))
+    assert [r.parent_run_id for r in store.runs("t")] == [None, "r1", "r2"]
+
+
 def test_a_store_keeps_trusting_its_thread_while_other_threads_are_written_and_notices_its_own(
     store_url: str,
 ) -> None:

@@ -165,10 +165,12 @@ class PostgresBackend:
         try:
             schema.install(conn)
             # Session settings: the store's schema first on the path, and a bounded wait for
-            # the write locks (0 would mean "forever" to PostgreSQL: 1 ms is "no wait").
-            conn.execute(
+            # the write locks (0 would mean "forever" to PostgreSQL: 1 ms is "no wait"); then,
+            # on that path, the appends' prepared check. One round trip (a simple query, so
+            # the parameters are bound on this side).
+            psycopg.ClientCursor(conn).execute(
                 "SELECT set_config('search_path', %s, false), "
-                "set_config('lock_timeout', %s, false)",
+                "set_config('lock_timeout', %s, false); " + sql.PREPARE_THREAD_FACTS,
                 (schema._ident(schema.SCHEMA), f"{max(1, self.busy_timeout_ms)}ms"),
             )
         except BaseException as e:
@@ -219,7 +221,16 @@ class PostgresBackend:
             conn.execute(statement)
             return conn
         cursor = psycopg.ClientCursor(conn)
-        cursor.execute(statement + "; " + query, args)
+        try:
+            cursor.execute(statement + "; " + query, args)
+        except pg_errors.InvalidSqlStatementName:
+            # psycopg runs DEALLOCATE ALL after a ROLLBACK (a failed call's) on a session
+            # where it prepared statements, which takes the store's own too: prepared again.
+            if query not in sql.PREPARED:
+                raise
+            conn.execute("ROLLBACK")
+            conn.execute(sql.PREPARED[query])
+            cursor.execute(statement + "; " + query, args)
         while cursor.nextset():  # to the query's rows, past BEGIN's and the locks'
             pass
         return conn, cursor

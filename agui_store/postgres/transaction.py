@@ -116,7 +116,7 @@ class PostgresTransaction:
         }
         # An append's first statement: it rides with BEGIN and the locks.
         if self._begin is not None:
-            row = self._start(sql.THREAD_FACTS, args).fetchone()
+            row = self._start(sql.EXECUTE_THREAD_FACTS, args).fetchone()
         else:
             row = self._one(sql.THREAD_FACTS, args)
         newest, branched, pairs, digest_kept, base_kept, underived = row
