@@ -195,14 +195,14 @@ class PostgresBackend:
         """The psycopg connection (for :mod:`agui_store.testing`)."""
         return self._db
 
-    def _begin(self, statement: str, query: str | None = None, args: Any = None) -> Any:
+    def _begin(self, statement: str, query: str | None = None) -> Any:
         """Start a transaction; a connection found lost here (nothing sent yet) is replaced
-        once. With a ``query``, it rides in the same round trip, its parameters bound on
-        this side (a simple query takes none), and its cursor comes back with the
-        connection: ``(conn, cursor)``."""
+        once. With a ``query`` (no parameters: a simple query takes none), it rides in the
+        same round trip, and its cursor comes back with the connection: ``(conn,
+        cursor)``."""
         conn = self._db
         try:
-            return self._send_begin(conn, statement, query, args)
+            return self._send_begin(conn, statement, query)
         except Exception as e:
             if not _lost(conn):
                 self._end(conn, rollback=True)
@@ -210,27 +210,27 @@ class PostgresBackend:
         self._drop()
         conn = self._db
         try:
-            return self._send_begin(conn, statement, query, args)
+            return self._send_begin(conn, statement, query)
         except Exception as e:
             self._end(conn, rollback=True)
             raise translate(e, self.where) from e
 
     @staticmethod
-    def _send_begin(conn: Any, statement: str, query: str | None, args: Any) -> Any:
+    def _send_begin(conn: Any, statement: str, query: str | None) -> Any:
         if query is None:
             conn.execute(statement)
             return conn
-        cursor = psycopg.ClientCursor(conn)
         try:
-            cursor.execute(statement + "; " + query, args)
+            cursor = conn.execute(statement + "; " + query)
         except pg_errors.InvalidSqlStatementName:
             # psycopg runs DEALLOCATE ALL after a ROLLBACK (a failed call's) on a session
             # where it prepared statements, which takes the store's own too: prepared again.
-            if query not in sql.PREPARED:
+            name = query.removeprefix("EXECUTE ").split("(", 1)[0]
+            if name not in sql.PREPARED:
                 raise
             conn.execute("ROLLBACK")
-            conn.execute(sql.PREPARED[query])
-            cursor.execute(statement + "; " + query, args)
+            conn.execute(sql.PREPARED[name])
+            cursor = conn.execute(statement + "; " + query)
         while cursor.nextset():  # to the query's rows, past BEGIN's and the locks'
             pass
         return conn, cursor
@@ -291,11 +291,11 @@ class PostgresBackend:
         statement = sql.BEGIN_WRITING + "; " + locks
         opened: list[Any] = []
 
-        def begin(query: str | None, args: Any) -> tuple[Any, Any]:
+        def begin(query: str | None) -> tuple[Any, Any]:
             if query is None:
                 conn, cursor = self._begin(statement), None
             else:
-                conn, cursor = self._begin(statement, query, args)
+                conn, cursor = self._begin(statement, query)
             opened.append(conn)
             if self.on_write_locked is not None:
                 self.on_write_locked(thread_id)

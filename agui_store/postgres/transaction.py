@@ -47,11 +47,11 @@ class PostgresTransaction:
     keeps_checkpoints = True
 
     def __init__(
-        self, conn: Any, begin: Callable[[str | None, Any], tuple[Any, Any]] | None = None
+        self, conn: Any, begin: Callable[[str | None], tuple[Any, Any]] | None = None
     ) -> None:
         """On ``conn`` in a transaction, or, with ``begin``, on one its first statement
-        opens: ``begin(query, args)`` sends ``BEGIN`` and the locks with ``query`` (None:
-        alone) and gives back the connection and the query's cursor."""
+        opens: ``begin(query)`` sends ``BEGIN`` and the locks with ``query`` (None: alone;
+        no parameters) and gives back the connection and the query's cursor."""
         self._open_conn = conn
         self._begin = begin
         self._streams: list[Any] = []  # the server-side cursors open (_stream)
@@ -59,14 +59,14 @@ class PostgresTransaction:
     @property
     def _conn(self) -> Any:
         if self._begin is not None:
-            self._start(None, None)
+            self._start(None)
         return self._open_conn
 
-    def _start(self, query: str | None, args: Any) -> Any:
+    def _start(self, query: str | None) -> Any:
         """Open the transaction, with ``query`` in the same round trip; its cursor."""
         begin, self._begin = self._begin, None
         assert begin is not None
-        self._open_conn, cursor = begin(query, args)
+        self._open_conn, cursor = begin(query)
         return cursor
 
     # Rows come back in binary format: bytea arrives as its bytes rather than as hex text
@@ -116,7 +116,9 @@ class PostgresTransaction:
         }
         # An append's first statement: it rides with BEGIN and the locks.
         if self._begin is not None:
-            row = self._start(sql.EXECUTE_THREAD_FACTS, args).fetchone()
+            row = self._start(
+                sql.execute_thread_facts(thread_pk, _keys(run_pks), digest, view_run, view_base)
+            ).fetchone()
         else:
             row = self._one(sql.THREAD_FACTS, args)
         newest, branched, pairs, digest_kept, base_kept, underived = row
