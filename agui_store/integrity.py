@@ -10,7 +10,7 @@ through one-purpose operations of a read transaction and hold no SQL. The log is
 stream (one pass in sequence order), never held whole. A backend first runs the checks of its
 own storage (:meth:`~agui_store.port.Reading.storage_checks`): for SQLite ``sqlite``
 (``PRAGMA integrity_check``), ``foreign_keys`` and ``schema`` (:mod:`agui_store.sqlite.checks`);
-for PostgreSQL ``foreign_keys`` and ``schema`` (:mod:`agui_store.postgres.checks`).
+for PostgreSQL ``foreign_keys``, ``pages`` and ``schema`` (:mod:`agui_store.postgres.checks`).
 
 The store's checks, in the order they run after those (``CheckReport.checked`` lists every
 check that ran):

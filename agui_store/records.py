@@ -340,8 +340,8 @@ class CheckReport:
     Attributes:
         problems: broken invariants; any one makes the report falsy.
         checked: the checks that ran, in order: the backend's own (SQLite: ``sqlite``,
-            ``foreign_keys``, ``schema``; PostgreSQL: ``foreign_keys``, ``schema``), then
-            the store's (``agui_store.integrity.CHECKS``).
+            ``foreign_keys``, ``schema``; PostgreSQL: ``foreign_keys``, ``pages``,
+            ``schema``), then the store's (``agui_store.integrity.CHECKS``).
         warnings: things that are legal but worth knowing (events recorded after a run's end
             with ``check_sequence=False``); they do not make the report falsy.
     """

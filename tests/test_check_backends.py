@@ -4,8 +4,9 @@ schema's objects and triggers, its foreign keys) find what the owner of the tabl
 
 Each corruption builds the store of tests/test_integrity.py, breaks one invariant as a hostile
 or buggy tool would (on SQLite with the append-only triggers dropped for the moment, on
-PostgreSQL as the owner with ``session_replication_role = replica``, which silences the
-append-only and foreign-key triggers alike), and compares the report line by line with the
+PostgreSQL as the owner with the tables' append-only and foreign-key triggers disabled for the
+moment, :func:`tests.backends.postgres_owner`; on both the ``events`` view's own triggers carry
+an edit of an event to where it is stored), and compares the report line by line with the
 lines tests/test_integrity.py expects on SQLite, leaving out the SQLite file's own checks.
 """
 
@@ -26,6 +27,7 @@ import agui_store
 from agui_store import cli, integrity, testing
 from agui_store.postgres.schema import SCHEMA_VERSION as PG_VERSION  # named in check()'s findings
 from agui_store.store import is_url
+from tests.backends import postgres_owner
 from tests.test_integrity import BIG, CORRUPTIONS, GOOD, build, matches
 
 Statement = str | dict[str, str]
@@ -150,11 +152,7 @@ def owner(location: str) -> Iterator[Any]:
     """A connection of the tables' owner with the append-only (and, on PostgreSQL, the
     foreign-key) guards off, in one transaction committed at the end."""
     if is_url(location):
-        import psycopg
-
-        with psycopg.connect(location) as conn:
-            conn.execute("SET search_path TO agui_store")
-            conn.execute("SET session_replication_role = replica")
+        with postgres_owner(location) as conn:
             yield conn
         return
     conn = apsw.Connection(location)
@@ -194,10 +192,7 @@ def storage_checks(location: str) -> tuple[str, ...]:
     return (
         ("sqlite", "foreign_keys", "schema")
         if backend_of(location) == "sqlite"
-        else (
-            "foreign_keys",
-            "schema",
-        )
+        else ("foreign_keys", "pages", "schema")
     )
 
 
@@ -411,9 +406,11 @@ def pg_owner_does(location: str, *statements: str) -> list[str]:
 
 
 def test_a_disabled_append_only_trigger_on_postgresql_is_a_schema_problem(pg_built: str) -> None:
-    assert pg_owner_does(pg_built, "ALTER TABLE events DISABLE TRIGGER events_are_append_only") == [
-        "schema: trigger events_are_append_only is disabled: UPDATE and DELETE of events are no "
-        "longer refused"
+    assert pg_owner_does(
+        pg_built, "ALTER TABLE event_pages DISABLE TRIGGER event_pages_are_append_only"
+    ) == [
+        "schema: trigger event_pages_are_append_only is disabled: UPDATE and DELETE of "
+        "event_pages are no longer refused"
     ]
 
 
@@ -452,14 +449,15 @@ def test_foreign_keys_switched_off_on_postgresql_are_named_and_their_orphans_fou
         pg_built,
         "ALTER TABLE branches DISABLE TRIGGER ALL",
         "INSERT INTO branches(thread, name, run, updated_at) VALUES (1, 'ghost', 99, 0)",
-        "ALTER TABLE events DROP CONSTRAINT events_run_fkey",
+        "ALTER TABLE event_pages DROP CONSTRAINT event_pages_run_fkey",
         "INSERT INTO events(seq, run, type, payload) VALUES "
         """(18, 98, 'CUSTOM', '{"type":"CUSTOM","name":"n","value":1}')""",
     )
     assert found == [
         "foreign_keys: a branches row names a missing runs row (through run)",
         "foreign_keys: events row 18: run = 98 names no row of runs",
-        "schema: the foreign key events.run -> runs.id is missing: the server no longer refuses "
+        "schema: the foreign key event_pages.run -> runs.id is missing: the server no longer "
+        "refuses "
         "rows that name no row",
         "schema: the foreign keys of branches are not enforced: their triggers are disabled "
         "(ALTER TABLE ... DISABLE TRIGGER ALL)",
@@ -489,8 +487,8 @@ def test_a_changed_index_column_type_or_schema_version_on_postgresql_is_named(
 ) -> None:
     assert pg_owner_does(
         pg_built,
-        "DROP INDEX events_by_run",
-        "CREATE INDEX events_by_run ON events(type, seq)",
+        "DROP INDEX event_pages_by_run",
+        "CREATE INDEX event_pages_by_run ON event_pages(last_seq, first_seq)",
         "DROP INDEX runs_by_run_id",
         "ALTER TABLE threads ADD COLUMN note text",
         'ALTER TABLE branches ALTER COLUMN name TYPE text COLLATE "POSIX"',
@@ -499,9 +497,9 @@ def test_a_changed_index_column_type_or_schema_version_on_postgresql_is_named(
         f"schema: column branches.name collates by 'POSIX', where schema version {PG_VERSION} "
         "defines 'C' "
         "(the store relies on byte order: run-id prefixes, sorted ids)",
-        f"schema: index events_by_run is not what schema version {PG_VERSION} defines "
+        f"schema: index event_pages_by_run is not what schema version {PG_VERSION} defines "
         "(found: CREATE INDEX "
-        "events_by_run ON events USING btree (type, seq))",
+        "event_pages_by_run ON event_pages USING btree (last_seq, first_seq))",
         "schema: index runs_by_run_id is missing",
     ]
     with agui_store.open(pg_built) as store:  # opened: a store of another version is not
@@ -585,3 +583,128 @@ def test_a_part_that_fails_with_a_stream_open_leaves_the_postgresql_transaction_
         gc.collect()  # the abandoned generator's cleanup runs now
         assert len(list(tx.log_in_order())) == 17 and tx.complete_runs() == {1, 2, 4, 5}
         conn.execute("ROLLBACK")
+
+
+# --- PostgreSQL's event pages -------------------------------------------------------------
+
+#: The CHECK constraints of event_pages dropped (the owner can), so that a page may then break
+#: what they said.
+DROP_PAGE_CHECKS = """
+DO $$
+DECLARE name text;
+BEGIN
+    FOR name IN SELECT conname FROM pg_constraint
+                WHERE conrelid = 'event_pages'::regclass AND contype = 'c' LOOP
+        EXECUTE format('ALTER TABLE event_pages DROP CONSTRAINT %I', name);
+    END LOOP;
+END
+$$
+"""
+NO_PAGE_CHECKS = (
+    f"schema: table event_pages has 0 CHECK constraints, where schema version {PG_VERSION} "
+    "defines 6"
+)
+R1_PAGE = "pages: the page of run #1 at seq 1..5"
+
+#: Edits of event_pages itself, each with the lines check() must report among its findings.
+PAGE_EDITS: dict[str, tuple[list[str], list[str]]] = {
+    "a page with fewer types than payloads": (
+        [DROP_PAGE_CHECKS, "UPDATE event_pages SET types = types[1:4] WHERE first_seq = 1"],
+        [
+            NO_PAGE_CHECKS,
+            f"{R1_PAGE} holds 4 types and 5 payloads for its 5 seqs: the events view shows "
+            "other events than the range says",
+        ],
+    ),
+    "a page longer than its range": (
+        [DROP_PAGE_CHECKS, "UPDATE event_pages SET last_seq = 4 WHERE first_seq = 1"],
+        [
+            NO_PAGE_CHECKS,
+            "pages: the page of run #1 at seq 1..4 holds 5 types and 5 payloads for its 4 "
+            "seqs: the events view shows other events than the range says",
+        ],
+    ),
+    "a page holding a NULL payload": (
+        [DROP_PAGE_CHECKS, "UPDATE event_pages SET payloads[2] = NULL WHERE first_seq = 1"],
+        [NO_PAGE_CHECKS, f"{R1_PAGE} holds a NULL type or payload"],
+    ),
+    "a page whose arrays start at 0": (
+        [
+            DROP_PAGE_CHECKS,
+            "UPDATE event_pages SET types = ('[0:4]=' || types::text)::text[], "
+            "payloads = ('[0:4]=' || payloads::text)::text[] WHERE first_seq = 1",
+        ],
+        [NO_PAGE_CHECKS, f"{R1_PAGE} holds arrays that are not one-dimensional from index 1"],
+    ),
+    "a page holding an event another page holds": (
+        [
+            "INSERT INTO event_pages SELECT 3, 1, 3, ARRAY[type], ARRAY[payload] FROM events "
+            "WHERE seq = 3"
+        ],
+        [
+            "pages: the page of run #1 at seq 3..3 overlaps the page at seq 1..5: seq 3..3 are "
+            "stored twice",
+            "hashes: run 'r1' (thread 't', #1): batch #1 (seq 1..5): its events (their sequence "
+            "numbers, types or bytes), outcome or time differ from what the run's hash covers",
+        ],
+    ),
+    "a page spanning two batches": (
+        [
+            "UPDATE event_pages p SET last_seq = q.last_seq, types = p.types || q.types, "
+            "payloads = p.payloads || q.payloads FROM event_pages q "
+            "WHERE p.first_seq = 11 AND q.first_seq = 13",
+            "DELETE FROM event_pages WHERE first_seq = 13",
+        ],
+        [
+            "pages: the page of run #3 at seq 11..13 reaches past the end of batch #3 (seq "
+            "11..12), where its first event is: the store writes a page within one batch"
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(PAGE_EDITS))
+def test_a_page_that_breaks_what_its_row_says_on_postgresql_is_named(
+    pg_built: str, name: str
+) -> None:
+    statements, lines = PAGE_EDITS[name]
+    tamper(pg_built, list(statements))
+    found = problems(pg_built)
+    for line in lines:
+        assert line in found, "\n".join(found)
+    pages = [p for p in found if p.startswith("pages:")]
+    assert pages == [line for line in lines if line.startswith("pages:")], pages
+
+
+def test_a_page_spanning_two_batches_reads_as_it_was_and_only_the_page_check_names_it(
+    pg_built: str,
+) -> None:
+    with agui_store.open(pg_built) as store:
+        before = store.events("r3", thread_id="t")
+    tamper(pg_built, PAGE_EDITS["a page spanning two batches"][0])
+    assert problems(pg_built) == PAGE_EDITS["a page spanning two batches"][1]
+    with agui_store.open(pg_built) as store:
+        assert store.events("r3", thread_id="t") == before
+
+
+def test_a_dropped_trigger_or_view_of_the_events_view_on_postgresql_is_a_schema_problem(
+    pg_built: str,
+) -> None:
+    assert pg_owner_does(pg_built, "DROP TRIGGER events_update ON events") == [
+        "schema: trigger events_update is missing: UPDATE of events by hand no longer reaches "
+        "what it shows"
+    ]
+    assert pg_owner_does(
+        pg_built,
+        "DROP VIEW events",
+        "CREATE VIEW events(seq, run, payload) AS SELECT first_seq, run, payloads[1] "
+        "FROM event_pages",
+    ) == [
+        f"schema: view events has columns seq, run, payload, where schema version {PG_VERSION} "
+        "defines seq, run, type, payload",
+        *(
+            f"schema: trigger events_{op} is missing: {op.upper()} of events by hand no longer "
+            "reaches what it shows"
+            for op in ("delete", "insert", "update")
+        ),
+    ]

@@ -75,8 +75,9 @@ def add_log_rows(conn: Any, *, thread_id: str = "t1", runs: int = 1) -> list[int
             (thread, f"{thread_id}-r{number}", parent),
         ).fetchone()
         conn.execute(
-            "INSERT INTO events(seq, run, type, payload) VALUES (%s, %s, 'RUN_STARTED', '{}')",
-            (seq, run),
+            "INSERT INTO event_pages(first_seq, run, last_seq, types, payloads) "
+            "VALUES (%s, %s, %s, ARRAY['RUN_STARTED'], ARRAY['{}'])",
+            (seq, run, seq),
         )
         conn.execute(
             "INSERT INTO batches(run, first_seq, last_seq, count, appended_at) "
@@ -97,7 +98,7 @@ def test_the_schema_installs_on_an_empty_database_with_every_table_and_its_versi
 ) -> None:
     with connect(postgres_database) as conn:
         assert pg_schema.install(conn) == 0
-        assert set(store_tables(conn)) == set(pg_schema.TABLES)
+        assert set(store_tables(conn)) == {*pg_schema.TABLES, *pg_schema.VIEWS}
         assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
     assert meta == {"application": "agui-store", "schema_version": str(pg_schema.SCHEMA_VERSION)}
@@ -226,8 +227,19 @@ def test_the_tables_and_columns_mirror_the_sqlite_schema_they_copy_from(installe
             )
         }
     tables.pop("meta")
+    # Schema version 2 stores events a page to a row (event_pages: a row of events cost more
+    # than its payload, and rows that small are never compressed); the view ``events`` keeps
+    # SQLite's columns for readers, and copy moves event rows through the port, not tables.
+    assert tables.pop("event_pages") == ["first_seq", "run", "last_seq", "types", "payloads"]
+    with connect(installed) as conn:
+        (kind,) = conn.execute(
+            "SELECT relkind FROM pg_class WHERE oid = 'events'::regclass"
+        ).fetchone()
+    assert kind == "v"
     assert tables == lite_tables
-    assert lite_indexes <= indexes
+    # SQLite's events index has no rows to serve here: event_pages_by_run serves its reads.
+    assert lite_indexes - {"events_by_run"} <= indexes
+    assert "event_pages_by_run" in indexes
 
 
 # --- append-only ------------------------------------------------------------------------------
@@ -239,11 +251,11 @@ CHANGES = {
     "TRUNCATE CASCADE": "TRUNCATE {table} CASCADE",
 }
 #: Log tables other tables reference: a plain TRUNCATE of one fails its foreign keys first.
-REFERENCED = {"threads", "runs", "events"}
+REFERENCED = {"threads", "runs"}
 FIRST_COLUMN = {
     "threads": "thread_id",
     "runs": "run_id",
-    "events": "payload",
+    "event_pages": "payloads",
     "batches": "outcome",
     "echo_refs": "refs",
 }
@@ -271,14 +283,15 @@ def test_the_server_refuses_to_change_a_log_table_even_for_its_owner(
 def test_an_upsert_that_would_rewrite_a_log_row_is_refused(installed: str) -> None:
     with connect(installed) as conn:
         add_log_rows(conn)
-        with pytest.raises(pg_errors.RestrictViolation, match="events are append-only"):
+        with pytest.raises(pg_errors.RestrictViolation, match="event_pages are append-only"):
             conn.execute(
-                "INSERT INTO events(seq, run, type, payload) SELECT seq, run, type, 'x' "
-                "FROM events ON CONFLICT (seq) DO UPDATE SET payload = excluded.payload"
+                "INSERT INTO event_pages SELECT first_seq, run, last_seq, types, ARRAY['x'] "
+                "FROM event_pages ON CONFLICT (first_seq) DO UPDATE SET payloads = "
+                "excluded.payloads"
             )
         conn.execute(
-            "INSERT INTO events(seq, run, type, payload) SELECT seq, run, type, 'x' "
-            "FROM events ON CONFLICT (seq) DO NOTHING"
+            "INSERT INTO event_pages SELECT first_seq, run, last_seq, types, ARRAY['x'] "
+            "FROM event_pages ON CONFLICT (first_seq) DO NOTHING"
         )
         assert conn.execute("SELECT payload FROM events").fetchall() == [("{}",)]
 
@@ -319,9 +332,10 @@ def _round_trip(conn: Any, payload: str) -> tuple[str, str, str, str]:
         "VALUES (1, %s, NULL, 'root', %s, %s, 0) RETURNING id",
         (f"r{len(runs)}", payload, payload),
     ).fetchone()
-    conn.execute(
-        "INSERT INTO events(seq, run, type, payload) VALUES (%s, %s, 'CUSTOM', %s)",
-        (seq, run, payload),
+    conn.execute(  # as the store writes it: the arrays in binary
+        "INSERT INTO event_pages(first_seq, run, last_seq, types, payloads) "
+        "VALUES (%s, %s, %s, %b, %b)",
+        (seq, run, seq, ["CUSTOM"], [payload]),
     )
     conn.execute("INSERT INTO echo_refs(seq, refs) VALUES (%s, %s)", (seq, payload))
     row = conn.execute(
@@ -386,6 +400,13 @@ def test_payload_columns_are_text_never_json(installed: str) -> None:
     for column in [("events", "payload"), ("runs", "input"), ("runs", "input_refs"),
                    ("echo_refs", "refs")]:  # fmt: skip
         assert types[column] == "text", column
+    assert types[("event_pages", "payloads")] == "ARRAY"
+    with connect(installed) as conn:
+        (element,) = conn.execute(
+            "SELECT format_type(atttypid, NULL) FROM pg_attribute "
+            "WHERE attrelid = 'event_pages'::regclass AND attname = 'payloads'"
+        ).fetchone()
+    assert element == "text[]"
     assert "jsonb" not in types.values() and "json" not in types.values()
 
 
@@ -434,11 +455,16 @@ def _fill(conn: Any) -> dict[str, int]:
         for run, thread, run_id, parent in runs:
             copy.write_row((run, thread, run_id, parent, "head", 0))
     seq = 0
-    with conn.cursor().copy("COPY events(seq, run, type, payload) FROM STDIN") as copy:
-        for run, *_ in runs:
-            for _ in range(EVENTS_PER_RUN):
-                seq += 1
-                copy.write_row((seq, run, "TEXT_MESSAGE_CONTENT", '{"delta":"' + "x" * 100 + '"}'))
+    with conn.cursor().copy(
+        "COPY event_pages(first_seq, run, last_seq, types, payloads) FROM STDIN"
+    ) as copy:
+        for run, *_ in runs:  # a page a run, as a run appended whole is stored
+            copy.write_row((
+                seq + 1, run, seq + EVENTS_PER_RUN,
+                ["TEXT_MESSAGE_CONTENT"] * EVENTS_PER_RUN,
+                ['{"delta":"' + "x" * 100 + '"}'] * EVENTS_PER_RUN,
+            ))  # fmt: skip
+            seq += EVENTS_PER_RUN
     with conn.cursor().copy("COPY echo_refs(seq, refs) FROM STDIN") as copy:
         for index in range(len(runs)):
             copy.write_row((index * EVENTS_PER_RUN + 1, "[[0, 3]]"))
@@ -482,15 +508,21 @@ HOT_READS = {
     "chain events": (
         sql.CHAIN_EVENT_ROWS,
         lambda m: (m["side_tip"],),
-        {"runs_pkey", "events_by_run"},
+        {"runs_pkey", "event_pages_by_run"},
     ),
-    "run events": (sql.RUN_EVENTS, lambda m: (m["fork"], 0), {"events_by_run"}),
-    "log after a cursor": (sql.EVENTS_AFTER, lambda m: (m["events"] - 50, 100), {"events_pkey"}),
+    "run events": (
+        sql.RUN_EVENTS, lambda m: {"run": m["fork"], "after": 0}, {"event_pages_by_run"}
+    ),
+    "log after a cursor": (
+        sql.EVENTS_AFTER,
+        lambda m: {"after": m["events"] - 55, "limit": 100},
+        {"event_pages_pkey"},
+    ),
     "run batches": (sql.RUN_BATCHES, lambda m: (m["fork"],), {"batches_by_run"}),
     "thread runs": (sql.THREAD_RUNS, lambda m: (2,), {"runs_by_thread"}),
     "runs named": (sql.RUNS_NAMED, lambda m: ("chain-7",), {"runs_by_run_id"}),
     "owner threads": (sql.OWNER_THREADS, lambda m: ("owner-3",), {"threads_by_owner"}),
-    "next seq": (sql.NEXT_SEQ, lambda m: (), {"events_pkey"}),
+    "next seq": (sql.NEXT_SEQ, lambda m: (), {"event_pages_pkey"}),
     "thread facts": (
         sql.THREAD_FACTS,
         lambda m: {
@@ -591,19 +623,23 @@ def test_the_application_role_appends_and_reads_the_log(deployment: tuple[str, s
 #: What an application role would do to write around the append-only triggers, or remove
 #: them. Every one is refused with "permission denied" or "must be owner".
 AROUND_THE_TRIGGERS = [
-    "UPDATE events SET payload = '{}'",
-    "DELETE FROM events",
-    "TRUNCATE events",
+    "UPDATE event_pages SET payloads = ARRAY['{}']",
+    "DELETE FROM event_pages",
+    "TRUNCATE event_pages",
     "TRUNCATE threads CASCADE",
-    "INSERT INTO events(seq, run, type, payload) SELECT seq, run, type, 'x' FROM events "
-    "ON CONFLICT (seq) DO UPDATE SET payload = excluded.payload",
-    "ALTER TABLE events DISABLE TRIGGER events_are_append_only",
-    "ALTER TABLE events DISABLE TRIGGER ALL",
-    "DROP TRIGGER events_are_append_only ON events",
+    "INSERT INTO event_pages SELECT first_seq, run, last_seq, types, ARRAY['x'] "
+    "FROM event_pages ON CONFLICT (first_seq) DO UPDATE SET payloads = excluded.payloads",
+    "ALTER TABLE event_pages DISABLE TRIGGER event_pages_are_append_only",
+    "ALTER TABLE event_pages DISABLE TRIGGER ALL",
+    "DROP TRIGGER event_pages_are_append_only ON event_pages",
     "DROP FUNCTION refuse_log_change() CASCADE",
     "SET session_replication_role = replica",
-    "ALTER TABLE events ALTER COLUMN payload TYPE jsonb USING payload::jsonb",
-    "DROP TABLE events CASCADE",
+    "ALTER TABLE event_pages ALTER COLUMN payloads TYPE jsonb[] USING payloads::jsonb[]",
+    "DROP TABLE event_pages CASCADE",
+    "DROP VIEW events",
+    "UPDATE events SET payload = '[]'",
+    "DELETE FROM events",
+    "DROP TRIGGER events_update ON events",
     "CREATE TABLE agui_store.shadow (x int)",
     "SELECT * FROM threads FOR UPDATE",
     "UPDATE meta SET value = '0' WHERE key = 'schema_version'",
@@ -626,9 +662,14 @@ def test_the_application_role_can_neither_write_around_nor_remove_the_triggers(
         ).fetchall()
         assert owner.execute("SELECT payload FROM events").fetchall() == [("{}",)]
     assert enabled == sorted(
-        (table, f"{table}_are_append_only{suffix}", "O")
-        for table in pg_schema.LOG_TABLES
-        for suffix in ("", "_truncate")
+        [
+            *(
+                (table, f"{table}_are_append_only{suffix}", "O")
+                for table in pg_schema.LOG_TABLES
+                for suffix in ("", "_truncate")
+            ),
+            *(("events", f"events_{op}", "O") for op in ("insert", "update", "delete")),
+        ]
     )
 
 
@@ -790,6 +831,180 @@ def test_each_step_of_a_walk_probes_an_index_before_the_table_is_ever_analyzed(
         (plan,) = conn.execute("EXPLAIN (FORMAT JSON) " + query, params(pks[-1])).fetchone()
     steps = _recursive_steps(plan[0]["Plan"])
     assert steps and all(kind in INDEXED for kind, _, _ in steps), steps
+
+
+# --- migrations -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_store_migrates_to_event_pages_with_every_event_as_it_was(
+    postgres_database: str, version: int
+) -> None:
+    """Versions 1 and 2 held a row per event; version 3 moves them into pages (one per batch,
+    at most PAGE_EVENTS each; an event no batch covers a page of its own) and reads every
+    one back through the ``events`` view and the store's own reads: same seq, run, type and
+    bytes. The migrated schema is the one a fresh install creates (the schema check says so)."""
+    from agui_store.postgres import checks
+
+    with connect(postgres_database) as conn:
+        conn.execute(f"CREATE SCHEMA {pg_schema.SCHEMA}")
+        for step in range(1, version + 1):
+            conn.execute(pg_schema.MIGRATIONS[step])
+        conn.execute(pg_schema.WRITE_VERSION, {"application": pg_schema.APPLICATION,
+                                               "version": str(version)})  # fmt: skip
+        conn.execute("INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)")
+        conn.execute(
+            "INSERT INTO runs(id, thread, run_id, lineage, created_at) "
+            "VALUES (1, 1, 'r1', 'root', 0), (2, 1, 'r2', 'head', 0)"
+        )
+        long = pg_schema.PAGE_EVENTS + 3
+        payloads = [*TRICKY_PAYLOADS, "{}", *(f'{{"n":{n}}}' for n in range(long))]
+        runs = [1, 1, 1, 1, 2, 2, 2, *([1] * long)]
+        events = [  # r1 in two batches (seq 1-3, 4-4), r2 in one (5-7), r1 one of `long` more
+            (seq, run, "CUSTOM" if seq % 2 else "RAW", payload)
+            for seq, run, payload in zip(range(1, len(runs) + 1), runs, payloads, strict=True)
+        ]
+        stray = (len(events) + 5, 2, "CUSTOM", '{"stray":true}')  # in no batch
+        for row in [*events, stray]:
+            conn.execute("INSERT INTO events(seq, run, type, payload) VALUES (%s, %s, %s, %s)", row)
+        conn.execute(
+            "INSERT INTO batches(run, first_seq, last_seq, count, appended_at) "
+            "VALUES (1, 1, 3, 3, 0), (1, 4, 4, 1, 0), (2, 5, 7, 3, 0), (1, 8, %s, %s, 0)",
+            (7 + long, long),
+        )
+        conn.execute("INSERT INTO echo_refs(seq, refs) VALUES (5, '[[0, 1]]')")
+        before = conn.execute(
+            "SELECT seq, run, type, convert_to(payload, 'UTF8') FROM events ORDER BY seq"
+        ).fetchall()
+
+        assert pg_schema.install(conn) == version
+        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION == 3
+        after = conn.execute(
+            "SELECT seq, run, type, convert_to(payload, 'UTF8') FROM events ORDER BY seq"
+        ).fetchall()
+        assert after == before and len(after) == len(events) + 1
+        assert [(s, r, t, bytes(p).decode()) for s, r, t, p in after] == [*events, stray]
+        assert conn.execute(
+            "SELECT first_seq, run, last_seq FROM event_pages ORDER BY first_seq"
+        ).fetchall() == [
+            (1, 1, 3),
+            (4, 1, 4),
+            (5, 2, 7),
+            (8, 1, 7 + pg_schema.PAGE_EVENTS),
+            (8 + pg_schema.PAGE_EVENTS, 1, 7 + long),
+            (stray[0], 2, stray[0]),
+        ]
+        assert conn.execute("SELECT seq, refs FROM echo_refs").fetchall() == [(5, "[[0, 1]]")]
+        run_events = conn.execute(sql.RUN_EVENTS, {"run": 2, "after": 5}).fetchall()
+        assert run_events == [
+            (payload, None, seq, kind) for seq, _, kind, payload in [*events[5:7], stray]
+        ]
+        log = conn.execute(sql.EVENTS_AFTER, {"after": 0, "limit": 10_000}).fetchall()
+        assert log == [*events, stray]
+        with conn.transaction():
+            assert list(checks.problems(conn, "schema")) == []
+            assert list(checks.problems(conn, "pages")) == []
+        with pytest.raises(pg_errors.RestrictViolation, match="event_pages are append-only"):
+            conn.execute("DELETE FROM event_pages")
+
+
+# --- the events view --------------------------------------------------------------------------
+
+
+def test_sql_by_hand_on_the_events_view_reaches_the_pages_whose_guards_refuse_edits(
+    installed: str,
+) -> None:
+    with connect(installed) as conn:
+        add_log_rows(conn, runs=2)
+        with pytest.raises(pg_errors.RestrictViolation, match=r"event_pages .*UPDATE refused"):
+            conn.execute("UPDATE events SET payload = '[]' WHERE seq = 1")
+        with pytest.raises(pg_errors.RestrictViolation, match=r"event_pages .*DELETE refused"):
+            conn.execute("DELETE FROM events WHERE seq = 2")
+        with pytest.raises(pg_errors.RestrictViolation, match=r"event_pages .*DELETE refused"):
+            conn.execute("UPDATE events SET seq = 9 WHERE seq = 2")  # a move is a delete
+        with pytest.raises(pg_errors.UniqueViolation, match="seq 2 is already an event"):
+            conn.execute("INSERT INTO events VALUES (2, 1, 'CUSTOM', '{}')")
+        with pytest.raises(pg_errors.NotNullViolation):
+            conn.execute("INSERT INTO events VALUES (3, 1, 'CUSTOM', NULL)")
+        with pytest.raises(pg_errors.ForeignKeyViolation):
+            conn.execute("INSERT INTO events VALUES (3, 99, 'CUSTOM', '{}')")
+        conn.execute("INSERT INTO events VALUES (3, 2, 'CUSTOM', '{\"x\": 1}')")
+        assert conn.execute("SELECT * FROM event_pages WHERE first_seq = 3").fetchall() == [
+            (3, 2, 3, ["CUSTOM"], ['{"x": 1}'])
+        ]
+
+
+#: An edit of the events view as SQL by hand: (what, seq, new seq, payload).
+ViewEdit = tuple[str, int, int, str]
+
+
+@st.composite
+def view_edits(draw: Any) -> list[ViewEdit]:
+    kinds = st.sampled_from(["update", "move", "delete", "insert"])
+    return draw(
+        st.lists(
+            st.tuples(
+                kinds, st.integers(1, 14), st.integers(-3, 20), st.text('ab"\\é😀', max_size=5)
+            ),
+            max_size=12,
+        )
+    )
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(edits=view_edits())
+def test_with_the_guards_lifted_the_events_view_takes_edits_as_a_table_of_events_would(
+    installed: str, edits: list[ViewEdit]
+) -> None:
+    """Whatever updates, moves, deletes and inserts SQL by hand makes on ``events`` (the
+    guards lifted, as tests/test_tamper.py lifts them), the view then shows what a table of
+    those rows would hold, and the pages stay well-formed (a deleted event splits its page)."""
+    from agui_store.postgres import checks
+
+    with connect(installed) as conn, conn.transaction(force_rollback=True):
+        conn.execute("INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)")
+        conn.execute(
+            "INSERT INTO runs(id, thread, run_id, lineage, created_at) "
+            "VALUES (1, 1, 'r1', 'root', 0), (2, 1, 'r2', 'head', 0)"
+        )
+        conn.execute("ALTER TABLE event_pages DISABLE TRIGGER event_pages_are_append_only")
+        table = {seq: (1 if seq <= 6 else 2, "CUSTOM", f'{{"n":{seq}}}') for seq in range(1, 15)}
+        for first, last in ((1, 6), (7, 7), (8, 14)):
+            conn.execute(
+                "INSERT INTO event_pages VALUES (%s, %s, %s, %s, %s)",
+                (first, table[first][0], last, [table[s][1] for s in range(first, last + 1)],
+                 [table[s][2] for s in range(first, last + 1)]),
+            )  # fmt: skip
+        for what, seq, new, payload in edits:
+            statement, args = {
+                "update": ("UPDATE events SET payload = %s WHERE seq = %s", (payload, seq)),
+                "move": ("UPDATE events SET seq = %s WHERE seq = %s", (new, seq)),
+                "delete": ("DELETE FROM events WHERE seq = %s", (seq,)),
+                "insert": ("INSERT INTO events VALUES (%s, 2, 'RAW', %s)", (new, payload)),
+            }[what]
+            refused = (what == "insert" and new in table) or (
+                what == "move" and seq in table and new in table and new != seq
+            )
+            if refused:
+                with pytest.raises(pg_errors.UniqueViolation), conn.transaction():
+                    conn.execute(statement, args)
+                continue
+            changed = conn.execute(statement, args).rowcount
+            assert changed == (what == "insert" or seq in table)
+            if what == "update" and seq in table:
+                table[seq] = (*table[seq][:2], payload)
+            elif what == "move" and seq in table:
+                table[new] = table.pop(seq)
+            elif what == "delete":
+                table.pop(seq, None)
+            elif what == "insert":
+                table[new] = (2, "RAW", payload)
+        assert conn.execute("SELECT * FROM events ORDER BY seq").fetchall() == [
+            (seq, *row) for seq, row in sorted(table.items())
+        ]
+        assert list(checks.problems(conn, "pages")) == []
 
 
 def test_checkpoint_chunks_are_compressed_with_lz4_where_the_server_has_it(installed: str) -> None:

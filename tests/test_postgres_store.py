@@ -28,7 +28,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -197,7 +197,8 @@ def test_check_runs_on_postgresql_its_schema_checks_then_the_stores_own(store: A
     store.append(run("t", "r1", *say("m1", "hi", "assistant")))
     report = store.check()
     assert report.ok, [str(p) for p in report.problems]
-    assert report.checked[:2] == ("foreign_keys", "schema") and "derived" in report.checked
+    assert report.checked[:3] == ("foreign_keys", "pages", "schema")
+    assert "derived" in report.checked
 
 
 @pytest.mark.parametrize("where", ["authority", "query"])
@@ -1086,3 +1087,72 @@ def test_the_asyncio_store_appends_through_its_writer_process_and_reads(store_ur
     assert asyncio.run(use()) == [{"id": "m1", "role": "assistant", "content": "async"}]
 
 
+
+
+# --- event pages (schema version 3) -----------------------------------------------------------
+
+
+@st.composite
+def event_rows(draw: Any) -> list[tuple[int, int, str, str]]:
+    """Event rows as the engine hands them over: spans of one run's consecutive seqs, with
+    gaps and run changes between them (a copy's several runs, another writer's seqs)."""
+    rows: list[tuple[int, int, str, str]] = []
+    seq = 0
+    for run_pk, gap, length in draw(
+        st.lists(st.tuples(st.integers(1, 3), st.integers(0, 2), st.integers(1, 300)), max_size=8)
+    ):
+        seq += gap
+        for _ in range(length):
+            seq += 1
+            rows.append((seq, run_pk, "CUSTOM", f'{{"n":{seq}}}'))
+    return rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=event_rows(), data=st.data())
+def test_event_rows_become_pages_of_one_batch_s_consecutive_events_and_nothing_else(
+    rows: list[tuple[int, int, str, str]], data: st.DataObject
+) -> None:
+    from agui_store.postgres.transaction import PAGE_EVENTS, pages
+
+    seqs = [row[0] for row in rows]
+    starts = frozenset(data.draw(st.lists(st.sampled_from(seqs)) if seqs else st.just([])))
+    paged = pages(rows, starts)
+    unpaged = [
+        (first + n, run_pk, kind, payload)
+        for first, run_pk, last, kinds, payloads in paged
+        for n, (kind, payload) in enumerate(zip(kinds, payloads, strict=True))
+    ]
+    assert unpaged == rows
+    for first, _, last, kinds, payloads in paged:
+        assert last - first + 1 == len(payloads) == len(kinds) <= PAGE_EVENTS
+        assert not starts & set(range(first + 1, last + 1))  # a batch starts a page
+    for (_, run_a, last_a, _, full), (first_b, run_b, *_) in itertools.pairwise(paged):
+        # a page ends only where the run changes, seqs jump, a batch starts or it is full
+        assert (
+            run_a != run_b or first_b != last_a + 1 or first_b in starts or len(full) == PAGE_EVENTS
+        )
+
+
+def test_a_run_longer_than_a_page_reads_back_whole_and_after_any_cursor(store: Any) -> None:
+    from agui_store.postgres.transaction import PAGE_EVENTS
+
+    deltas = [f"part {i} \u00e9\U0001f600" for i in range(PAGE_EVENTS * 2 + 40)]
+    body = [
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+        *({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": d} for d in deltas),
+        {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+    ]
+    appended = run("t", "long", *body)
+    result = store.append(appended)
+    assert store.events("long", thread_id="t") == appended
+    first = result.last_seq - len(appended) + 1
+    for cut in (first - 1, first + PAGE_EVENTS - 2, first + PAGE_EVENTS - 1, result.last_seq - 1):
+        tail = store.events("long", thread_id="t", after=cut)
+        assert tail == appended[cut - first + 1 :], cut
+    assert store.checkout("long", thread_id="t").messages[0]["content"] == "".join(deltas)
+    with psycopg.connect(store.path) as conn:
+        sizes = conn.execute(
+            f"SELECT cardinality(payloads) FROM {schema.SCHEMA}.event_pages ORDER BY first_seq"
+        ).fetchall()
+    assert sizes == [(PAGE_EVENTS,), (PAGE_EVENTS,), (len(appended) - 2 * PAGE_EVENTS,)]

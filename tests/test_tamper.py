@@ -3,8 +3,10 @@
 Each test runs on every backend. It builds a real store, closes it, then edits it the way a
 hostile user would: on SQLite with the standard library's ``sqlite3`` in another process,
 append-only triggers dropped for the edit and put back after it (so the schema check sees
-nothing); on PostgreSQL as the tables' owner with ``session_replication_role = replica`` (the
-triggers silenced for that session only); SHA-256 recomputed wherever a
+nothing); on PostgreSQL as the tables' owner with the tables' triggers disabled for the edit
+and enabled again after it (:func:`tests.backends.postgres_owner`); on both, the ``events``
+view's own triggers carry an edit of an event to where it is stored; SHA-256 recomputed
+wherever a
 content address would give the edit away. Then:
 
 - ``check()`` names the edit: the check, the thread, the run and what differs;
@@ -35,6 +37,7 @@ import pytest
 import agui_store
 from agui_store import HashMismatchError, IntegrityError, cli, testing
 from agui_store.store import is_url
+from tests.backends import postgres_owner
 from tests.workers.harness import worker_env
 
 T = "t"
@@ -157,14 +160,10 @@ print(conn.total_changes)
 def edit(path: str, *statements: Edit) -> None:
     """Run the statements in one transaction, the append-only triggers off for them: on
     SQLite with the standard library's sqlite3 in another process (triggers dropped and put
-    back after), on PostgreSQL as the owner in a replica session."""
+    back after), on PostgreSQL as the owner (:func:`tests.backends.postgres_owner`)."""
     if is_url(path):
-        import psycopg
-
         changed = 0
-        with psycopg.connect(path) as conn:
-            conn.execute("SET search_path TO agui_store")
-            conn.execute("SET session_replication_role = replica")
+        with postgres_owner(path) as conn:
             for statement in statements:
                 text = statement["postgres"] if isinstance(statement, dict) else statement
                 changed += conn.execute(text).rowcount
@@ -494,14 +493,10 @@ def test_a_run_whose_own_hashes_were_rewritten_breaks_its_childs_link(db: str) -
 
 def _rehash_on_postgres(location: str) -> None:
     """r2's batch hashes recomputed from its edited events, as the store computes them."""
-    import psycopg
-
     from agui_store import hashing
     from agui_store.postgres import sql as pg_sql
 
-    with psycopg.connect(location) as conn:
-        conn.execute("SET search_path TO agui_store")
-        conn.execute("SET session_replication_role = replica")
+    with postgres_owner(location) as conn:
         (start,) = conn.execute("SELECT start_hash FROM runs WHERE id = 2").fetchone()
         for pk, first, last, outcome, at in conn.execute(
             "SELECT id, first_seq, last_seq, outcome, appended_at FROM batches WHERE run = 2 "

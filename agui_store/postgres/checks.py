@@ -8,30 +8,38 @@ For PostgreSQL, as for an SQLite file, where the idea carries over:
     Rows that name a row that does not exist, for every reference the schema defines (by
     anti-join, so a reference whose constraint was dropped, or whose triggers were disabled
     or bypassed with ``session_replication_role = replica``, is checked all the same).
+``pages``
+    Each row of ``event_pages`` (schema version 3: a batch's events to a row) holds what its
+    seq range says: as many types as payloads as seqs, plain one-dimensional arrays from 1
+    without NULLs; no two pages hold the same seq; no page reaches past the batch its first
+    event is in. The CHECK constraints refuse the first on INSERT, but the owner can drop them;
+    what the ``events`` view then shows is no longer what was stored, so these are checked
+    row by row, as SQLite's ``events`` rows are by their own table's constraints.
 ``schema``
     ``meta`` says the schema is an agui-store's of this version, and the schema (:data:`agui_store.
-    postgres.schema.SCHEMA`) holds every table, column, constraint, index, trigger and trigger
-    function that version defines, as it defines them, with the triggers enabled: a dropped,
+    postgres.schema.SCHEMA`) holds every table, column, constraint, index, view, trigger and
+    trigger function that version defines, as it defines them, with the triggers enabled: a dropped,
     disabled or rewritten append-only trigger is a problem even before anything was rewritten
     through the gap. (SQLite's page check has no equivalent here: the server checks its own
     pages.)
 
 What to expect is read from the schema's own DDL (:data:`agui_store.postgres.schema.MIGRATIONS`),
-so a change there is expected here without a second list to keep in step.
+every migration's statements in order (a later DROP undoes an earlier CREATE), so a change there
+is expected here without a second list to keep in step.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store.postgres import schema
 
 #: The checks of the database, in the order they run.
-CHECKS = ("foreign_keys", "schema")
+CHECKS = ("foreign_keys", "pages", "schema")
 
 #: Every column of the schema's tables, in table order.
 COLUMNS = """
@@ -68,6 +76,33 @@ FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %(schema)s
 ORDER BY c.relname, t.tgname
+"""
+
+#: Every view with its columns in order.
+VIEWS = """
+SELECT c.relname, array_agg(a.attname::text ORDER BY a.attnum)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE n.nspname = %(schema)s AND c.relkind = 'v'
+GROUP BY c.relname
+"""
+
+#: Every page of events, in seq order, with the shape of its arrays and the batch (of its run)
+#: its first event is in: what the ``pages`` check judges (the arrays stay on the server).
+PAGE_SHAPES = """
+SELECT p.first_seq, p.run, p.last_seq, cardinality(p.types), cardinality(p.payloads),
+       coalesce(array_ndims(p.types) = 1 AND array_lower(p.types, 1) = 1
+                AND array_ndims(p.payloads) = 1 AND array_lower(p.payloads, 1) = 1, false),
+       EXISTS (SELECT 1 FROM unnest(p.types) AS t(v) WHERE v IS NULL)
+         OR EXISTS (SELECT 1 FROM unnest(p.payloads) AS t(v) WHERE v IS NULL),
+       b.id, b.first_seq, b.last_seq
+FROM {schema}.event_pages p
+LEFT JOIN LATERAL (
+    SELECT id, first_seq, last_seq FROM {schema}.batches
+    WHERE run = p.run AND first_seq <= p.first_seq AND p.first_seq <= last_seq
+    ORDER BY id LIMIT 1
+) b ON true
+ORDER BY p.first_seq
 """
 
 FUNCTIONS = """
@@ -137,17 +172,26 @@ class Expected:
     indexes: dict[str, tuple[str, str]]  # name -> (table, definition as pg_indexes prints it)
     triggers: dict[str, Trigger]
     functions: dict[str, str]  # name -> body
+    views: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> columns
 
 
-_CREATE_TABLE = re.compile(r"CREATE TABLE (\w+) \((.*?)\n\);", re.S)
-_CREATE_INDEX = re.compile(
-    r"CREATE (UNIQUE )?INDEX (\w+) ON (\w+)\(([^)]*)\)(?: WHERE ([^;]*))?;"
+#: The statements :func:`expected` follows, one alternative each, found in DDL order.
+_STATEMENT = re.compile(
+    "|".join(
+        (
+            r"(?P<function>CREATE FUNCTION (\w+)\(\).*?AS \$\$(.*?)\$\$;)",
+            r"(?P<table>CREATE TABLE (\w+) \((.*?)\n\);)",
+            r"(?P<index>CREATE (UNIQUE )?INDEX (\w+) ON (\w+)\(([^)]*)\)(?: WHERE ([^;]*))?;)",
+            r"(?P<trigger>CREATE TRIGGER (\w+) (BEFORE|AFTER|INSTEAD OF) (.+?) ON (\w+)\s+"
+            r"FOR EACH (ROW|STATEMENT) EXECUTE FUNCTION (\w+)\(\);)",
+            r"(?P<view>CREATE VIEW (\w+)\(([^)]*)\) AS)",
+            r"(?P<drop_constraint>ALTER TABLE (\w+) DROP CONSTRAINT (?:IF EXISTS )?(\w+);)",
+            r"(?P<drop>DROP (TABLE|VIEW|INDEX|FUNCTION|TRIGGER) (?:IF EXISTS )?(\w+)"
+            r"(?:\(\))?(?: ON (\w+))?;)",
+        )
+    ),
+    re.S,
 )
-_CREATE_TRIGGER = re.compile(
-    r"CREATE TRIGGER (\w+) (BEFORE|AFTER) (.+?) ON (\w+)\s+FOR EACH (ROW|STATEMENT) "
-    r"EXECUTE FUNCTION (\w+)\(\);"
-)
-_CREATE_FUNCTION = re.compile(r"CREATE FUNCTION (\w+)\(\).*?AS \$\$(.*?)\$\$;", re.S)
 _REFERENCE = re.compile(r"REFERENCES (\w+)\((\w+)\)")
 _COLLATE = re.compile(r'COLLATE "([^"]+)"')
 _TABLE_CONSTRAINT = ("PRIMARY", "UNIQUE", "CHECK", "FOREIGN", "CONSTRAINT")
@@ -155,56 +199,142 @@ _TABLE_CONSTRAINT = ("PRIMARY", "UNIQUE", "CHECK", "FOREIGN", "CONSTRAINT")
 
 @functools.cache
 def expected() -> Expected:
-    """The objects this version's DDL creates (every migration's, in order)."""
+    """The objects this version's DDL leaves: every migration's statements, in order."""
     ddl = "\n".join(schema.MIGRATIONS[v] for v in sorted(schema.MIGRATIONS))
-    tables: dict[str, Table] = {}
-    references: list[Reference] = []
-    for name, body in _CREATE_TABLE.findall(ddl):
-        table = tables[name] = Table(name)
-        for raw in body.splitlines():
-            line = raw.split("--", 1)[0].strip().rstrip(",")
-            if not line:
-                continue
-            table.checks += line.count("CHECK (")
-            table.unique += line.count("PRIMARY KEY") + line.count("UNIQUE")
-            words = line.split()
-            if words[0] in _TABLE_CONSTRAINT:
-                continue
-            column = words[0]
-            table.columns[column] = words[1]
-            collation = _COLLATE.search(line)
-            if collation:
-                table.collations[column] = collation.group(1)
-            if "PRIMARY KEY" in line:
-                table.key = column
-            for target, target_column in _REFERENCE.findall(line):
-                references.append(Reference(name, column, target, target_column))
-    indexes = {
-        name: (
+    want = Expected({}, [], {}, {}, {})
+    for match in _STATEMENT.finditer(ddl):
+        kind = str(match.lastgroup)
+        _follow(want, kind, _groups(match, kind))
+    return want
+
+
+def _groups(match: re.Match[str], kind: str) -> tuple[str, ...]:
+    """The groups of the alternative ``kind`` that matched (its own name's group first)."""
+    index = _STATEMENT.groupindex[kind]
+    following = [i for i in _STATEMENT.groupindex.values() if i > index]
+    end = min(following, default=_STATEMENT.groups + 1)
+    return tuple(match.group(i) or "" for i in range(index + 1, end))
+
+
+def _follow(want: Expected, kind: str, groups: tuple[str, ...]) -> None:
+    """What one DDL statement adds to or takes from ``want``."""
+    if kind == "function":
+        name, body = groups
+        want.functions[name] = _words(body)
+    elif kind == "table":
+        name, body = groups
+        want.tables[name] = _table(name, body, want.references)
+    elif kind == "index":
+        unique, name, table, columns, where = groups
+        want.indexes[name] = (
             table,
             f"CREATE {unique}INDEX {name} ON {table} USING btree ({columns})"
             + (f" WHERE ({where.strip()})" if where else ""),
         )
-        for unique, name, table, columns, where in _CREATE_INDEX.findall(ddl)
-    }
-    triggers = {}
-    for name, timing, events, table, level, function in _CREATE_TRIGGER.findall(ddl):
+    elif kind == "trigger":
+        name, timing, events, table, level, function = groups
         said = {e.strip() for e in events.split(" OR ")}
-        triggers[name] = Trigger(
+        want.triggers[name] = Trigger(
             name, table, timing, tuple(e for e in _EVENT_ORDER if e in said), level, function
         )
-    functions = {name: _words(body) for name, body in _CREATE_FUNCTION.findall(ddl)}
-    return Expected(tables, references, indexes, triggers, functions)
+    elif kind == "view":
+        name, columns = groups
+        want.views[name] = tuple(c.strip() for c in columns.split(","))
+    elif kind == "drop_constraint":
+        table, constraint = groups
+        dropped = [r for r in want.references if f"{r.table}_{r.column}_fkey" == constraint]
+        if len(dropped) != 1 or dropped[0].table != table:
+            raise ValueError(f"the schema check cannot follow DROP CONSTRAINT {constraint}")
+        want.references.remove(dropped[0])
+    elif kind == "drop":
+        what, name, _on = groups
+        if what == "TABLE":
+            del want.tables[name]
+            want.references[:] = [r for r in want.references if r.table != name]
+            want.indexes = {k: v for k, v in want.indexes.items() if v[0] != name}
+            want.triggers = {k: v for k, v in want.triggers.items() if v.table != name}
+        elif what == "VIEW":
+            del want.views[name]
+            want.triggers = {k: v for k, v in want.triggers.items() if v.table != name}
+        elif what == "INDEX":
+            del want.indexes[name]
+        elif what == "FUNCTION":
+            del want.functions[name]
+        else:
+            del want.triggers[name]
 
 
-def problems(conn: Any, check: str) -> Iterator[str]:
-    """What one of :data:`CHECKS` finds wrong with the store's schema in the database."""
+def _table(name: str, body: str, references: list[Reference]) -> Table:
+    """A CREATE TABLE's columns and constraints (one constraint a line), its references
+    added to ``references``."""
+    table = Table(name)
+    for raw in body.splitlines():
+        line = raw.split("--", 1)[0].strip().rstrip(",")
+        if not line:
+            continue
+        table.checks += line.count("CHECK (")
+        table.unique += line.count("PRIMARY KEY") + line.count("UNIQUE")
+        words = line.split()
+        if words[0] in _TABLE_CONSTRAINT:
+            continue
+        column = words[0]
+        table.columns[column] = words[1]
+        collation = _COLLATE.search(line)
+        if collation:
+            table.collations[column] = collation.group(1)
+        if "PRIMARY KEY" in line:
+            table.key = column
+        for target, target_column in _REFERENCE.findall(line):
+            references.append(Reference(name, column, target, target_column))
+    return table
+
+
+#: How a check reads a long result: ``(statement, args) -> rows`` (a server-side cursor).
+Stream = Callable[[str, Any], Iterable[Any]]
+
+
+def problems(conn: Any, check: str, stream: Stream | None = None) -> Iterator[str]:
+    """What one of :data:`CHECKS` finds wrong with the store's storage in the database;
+    ``stream`` reads the rows of the checks that read every row (default: all at once)."""
     if check == "foreign_keys":
         yield from _foreign_keys(conn)
+    elif check == "pages":
+        read = stream or (lambda statement, args: conn.execute(statement, args).fetchall())
+        statement = PAGE_SHAPES.format(schema=schema._ident(schema.SCHEMA))
+        yield from page_problems(read(statement, ()))
     elif check == "schema":
         yield from _schema(conn)
     else:
         raise ValueError(f"no PostgreSQL check {check!r}")
+
+
+def page_problems(rows: Iterable[tuple[Any, ...]]) -> Iterator[str]:
+    """What is wrong with the pages of :data:`PAGE_SHAPES`' rows, in seq order."""
+    reach: tuple[int, int] | None = None  # the page reaching furthest so far: (first, last)
+    for first, run, last, types, payloads, plain, has_null, batch, b_first, b_last in rows:
+        page = f"the page of run #{run} at seq {first}..{last}"
+        size = last - first + 1
+        if not (types == payloads == size):
+            yield (
+                f"{page} holds {types} types and {payloads} payloads for its {size} seqs: the "
+                "events view shows other events than the range says"
+            )
+        if not plain:
+            yield f"{page} holds arrays that are not one-dimensional from index 1"
+        if has_null:
+            yield f"{page} holds a NULL type or payload"
+        if reach is not None and first <= reach[1]:
+            yield (
+                f"{page} overlaps the page at seq {reach[0]}..{reach[1]}: seq {first}.."
+                f"{min(last, reach[1])} are stored twice"
+            )
+        if batch is not None and last > b_last:
+            yield (
+                f"{page} reaches past the end of batch #{batch} (seq {b_first}..{b_last}), "
+                "where its first event is: the store writes a page within one batch"
+            )
+        if reach is None or last > reach[1]:
+            reach = (first, last)
 
 
 def _words(text: str) -> str:
@@ -230,6 +360,11 @@ def _present(conn: Any) -> set[str]:
     return {str(row[0]) for row in conn.execute(COLUMNS, {"schema": schema.SCHEMA})}
 
 
+#: Tables whose rows are named as a view shows them: ``table -> (view, key)``. A page's
+#: orphaned events are named one by one, as SQLite names its ``events`` rows.
+_SHOWN_AS = {"event_pages": ("events", "seq")}
+
+
 def _foreign_keys(conn: Any) -> Iterator[str]:
     want = expected()
     present = _present(conn)
@@ -237,23 +372,21 @@ def _foreign_keys(conn: Any) -> Iterator[str]:
     for ref in sorted(want.references, key=lambda r: (r.table, r.column)):
         if ref.table not in present or ref.target not in present:
             continue  # the schema check reports the missing table
-        key = want.tables[ref.table].key
+        table, key = _SHOWN_AS.get(ref.table, (ref.table, want.tables[ref.table].key))
         statement = ORPHANS.format(
             key=f"t.{key}" if key else "NULL",
             schema=where,
-            table=ref.table,
+            table=table,
             column=ref.column,
             target=ref.target,
             target_column=ref.target_column,
         )
         for pk, value in conn.execute(statement).fetchall():
             if pk is None or not isinstance(pk, int):
-                yield (
-                    f"a {ref.table} row names a missing {ref.target} row (through {ref.column})"
-                )
+                yield f"a {table} row names a missing {ref.target} row (through {ref.column})"
             else:
                 yield (
-                    f"{ref.table} row {pk}: {ref.column} = {_q(value)} names no row of "
+                    f"{table} row {pk}: {ref.column} = {_q(value)} names no row of "
                     f"{ref.target}"
                 )
 
@@ -320,6 +453,18 @@ def _schema(conn: Any) -> Iterator[str]:
                 f"index {name} is not what schema version {version} defines (found: "
                 f"{_shorten(found_indexes[name][1])})"
             )
+    found_views = {
+        str(name): tuple(columns)
+        for name, columns in conn.execute(VIEWS, {"schema": schema.SCHEMA}).fetchall()
+    }
+    for name, view_columns in sorted(want.views.items()):
+        if name not in found_views:
+            yield f"view {name} is missing: its rows can no longer be read or edited by SQL"
+        elif found_views[name] != view_columns:
+            yield (
+                f"view {name} has columns {', '.join(found_views[name])}, where schema version "
+                f"{version} defines {', '.join(view_columns)}"
+            )
     yield from _triggers(conn, want)
     functions = {
         str(name): _words(str(body))
@@ -327,7 +472,8 @@ def _schema(conn: Any) -> Iterator[str]:
     }
     for name, body in sorted(want.functions.items()):
         if name not in functions:
-            yield f"function {name} is missing: the append-only triggers have nothing to run"
+            users = ", ".join(sorted(t.name for t in want.triggers.values() if t.function == name))
+            yield f"function {name} is missing: triggers {users} have nothing to run"
         elif functions[name] != body:
             yield (
                 f"function {name} is not what schema version {version} defines (found: "
@@ -394,8 +540,11 @@ def _triggers(conn: Any, want: Expected) -> Iterator[str]:
         )
     for name, trigger in sorted(want.triggers.items()):
         refused = " OR ".join(e for e in trigger.events)
-        what = f"{_REFUSED.get(refused, refused)} of {trigger.table}"
-        what += " are no longer refused" if " and " in what else " is no longer refused"
+        if trigger.timing == "INSTEAD OF":  # the events view's: carries SQL by hand to pages
+            what = f"{refused} of {trigger.table} by hand no longer reaches what it shows"
+        else:
+            what = f"{_REFUSED.get(refused, refused)} of {trigger.table}"
+            what += " are no longer refused" if " and " in what else " is no longer refused"
         if name not in found:
             yield f"trigger {name} is missing: {what}"
             continue

@@ -60,11 +60,6 @@ def lock_thread(thread_id: str) -> str:
     return f"SELECT pg_advisory_xact_lock({THREAD_LOCK_CLASS}, {thread_lock_key(thread_id)})"
 
 
-#: The next global sequence number, in one round trip: the event-order lock, then, in a
-#: statement of its own (READ COMMITTED: a snapshot taken after the lock was granted, which
-#: sees every batch committed before), one backward probe of the primary key.
-NEXT_SEQ = "SELECT coalesce(max(seq), 0) + 1 FROM events"
-NEXT_SEQ_LOCKED = LOCK_EVENT_ORDER + "; " + NEXT_SEQ
 
 #: What an append of a thread checks, under the thread's lock, of what its store remembers
 #: (``PostgresTransaction.thread_facts``): the thread's newest run, whether it has
@@ -113,6 +108,22 @@ def execute_thread_facts(
 #: The statements the store prepares itself, by name (an EXECUTE finds its PREPARE here
 #: when psycopg deallocated it).
 PREPARED = {"agui_store_thread_facts": PREPARE_THREAD_FACTS}
+#: Events are stored a page to a row (``event_pages``, schema version 3): these unnest a
+#: page ``p`` into its events ``e``, the event's seq being ``p.first_seq + e.n - 1``.
+UNNEST_PAGE = (
+    "CROSS JOIN LATERAL unnest(p.types, p.payloads) WITH ORDINALITY AS e(type, payload, n)"
+)
+EVENT_SEQ = "(p.first_seq + e.n - 1)"
+
+#: The next global sequence number: read under LOCK_EVENT_ORDER (one backward probe of the
+#: primary key: pages never overlap, so the one that starts last ends last).
+NEXT_SEQ = (
+    "SELECT coalesce((SELECT last_seq FROM event_pages ORDER BY first_seq DESC LIMIT 1), 0) + 1"
+)
+#: NEXT_SEQ in one round trip with the event-order lock before it, as a statement of its own
+#: (READ COMMITTED: a snapshot taken after the lock was granted, which sees every batch
+#: committed before).
+NEXT_SEQ_LOCKED = LOCK_EVENT_ORDER + "; " + NEXT_SEQ
 
 #: The ancestor chain of a run (parameter 1), the run itself first at depth 0. Walks ``runs``
 #: by primary key only.
@@ -130,13 +141,13 @@ WITH RECURSIVE chain(id, depth) AS (
 ANCESTORS = ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id"
 
 #: Every event of a run's ancestor chain with what its batch digest covers: each ancestor one
-#: range probe of ``events_by_run``.
+#: range probe of ``event_pages_by_run``.
 CHAIN_EVENT_ROWS = (
     ANCESTORS_CTE
-    + "SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs "
-    "FROM chain JOIN events ON events.run = chain.id "
-    "LEFT JOIN echo_refs ON echo_refs.seq = events.seq "
-    "ORDER BY events.run, events.seq"
+    + f"SELECT p.run, {EVENT_SEQ}, e.type, e.payload, echo_refs.refs "
+    f"FROM chain JOIN event_pages p ON p.run = chain.id {UNNEST_PAGE} "
+    f"LEFT JOIN echo_refs ON echo_refs.seq = {EVENT_SEQ} "
+    "ORDER BY p.run, p.first_seq, e.n"
 )
 
 #: The merge base of runs ``a`` and ``b``: the deepest run on both ancestor chains, with its
@@ -157,17 +168,23 @@ WITH RECURSIVE walk(a, b, da, db) AS (
 SELECT a, da, db FROM walk WHERE a = b LIMIT 1
 """
 
-#: One run's events after a sequence number, echoed inputs' references beside them.
-RUN_EVENTS = """
-SELECT events.payload, echo_refs.refs, events.seq, events.type FROM events
-LEFT JOIN echo_refs ON echo_refs.seq = events.seq
-WHERE events.run = %s AND events.seq > %s ORDER BY events.seq
+#: One run's events after a sequence number, echoed inputs' references beside them: the
+#: run's pages that end after it (a range probe of ``event_pages_by_run``).
+RUN_EVENTS = f"""
+SELECT e.payload, echo_refs.refs, {EVENT_SEQ}, e.type FROM event_pages p {UNNEST_PAGE}
+LEFT JOIN echo_refs ON echo_refs.seq = {EVENT_SEQ}
+WHERE p.run = %(run)s AND p.last_seq > %(after)s AND {EVENT_SEQ} > %(after)s
+ORDER BY p.first_seq, e.n
 """
 
-#: The global log after a cursor (``events(after=)``), in append order, a page at a time.
-EVENTS_AFTER = """
-SELECT events.seq, events.run, events.type, events.payload FROM events
-WHERE events.seq > %s ORDER BY events.seq LIMIT %s
+#: The global log after a cursor, in append order, at most a limit of events: from the page
+#: holding the cursor on (primary-key probes and a forward range).
+EVENTS_AFTER = f"""
+SELECT {EVENT_SEQ}, p.run, e.type, e.payload FROM event_pages p {UNNEST_PAGE}
+WHERE p.first_seq >= coalesce(
+        (SELECT max(first_seq) FROM event_pages WHERE first_seq <= %(after)s), 0)
+  AND {EVENT_SEQ} > %(after)s
+ORDER BY p.first_seq, e.n LIMIT %(limit)s
 """
 
 #: A run's batches in the order they landed.
@@ -380,18 +397,22 @@ SELECT"""
 )
 
 # events
-INSERT_EVENT = "INSERT INTO events(seq, run, type, payload) VALUES (%s, %s, %s, %s)"
-COPY_EVENTS = "COPY events(seq, run, type, payload) FROM STDIN"
+#: One page of events. The arrays go in binary (``%b``): no quoting of every payload.
+INSERT_PAGE = (
+    "INSERT INTO event_pages(first_seq, run, last_seq, types, payloads) "
+    "VALUES (%s, %s, %s, %b, %b)"
+)
 INSERT_ECHO_REFS = "INSERT INTO echo_refs(seq, refs) VALUES (%s, %s)"
-EVENTS_OF_RUNS = """
-SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs
-FROM events LEFT JOIN echo_refs ON echo_refs.seq = events.seq
-WHERE events.run = ANY(%s::bigint[]) ORDER BY events.run, events.seq
+EVENTS_OF_RUNS = f"""
+SELECT p.run, {EVENT_SEQ}, e.type, e.payload, echo_refs.refs
+FROM event_pages p {UNNEST_PAGE} LEFT JOIN echo_refs ON echo_refs.seq = {EVENT_SEQ}
+WHERE p.run = ANY(%s::bigint[]) ORDER BY p.run, p.first_seq, e.n
 """
 CHAIN_EVENTS = CHAIN_EVENT_ROWS
 TERMINAL_EVENT = (
-    "SELECT payload FROM events WHERE run = %s AND type IN ('RUN_FINISHED', 'RUN_ERROR') "
-    "ORDER BY seq DESC LIMIT 1"
+    f"SELECT e.payload FROM event_pages p {UNNEST_PAGE} "
+    "WHERE p.run = %s AND e.type IN ('RUN_FINISHED', 'RUN_ERROR') "
+    "ORDER BY p.first_seq DESC, e.n DESC LIMIT 1"
 )
 
 # batches
@@ -561,11 +582,13 @@ FROM branches LEFT JOIN threads ON threads.id = branches.thread
 ORDER BY branches.thread, branches.name
 """
 
-#: The log in append order, payloads only where a check reads them.
-LOG_IN_ORDER = """
-SELECT seq, run, type,
-       CASE WHEN type IN ('RUN_STARTED', 'RUN_FINISHED', 'RUN_ERROR') THEN payload END
-FROM events ORDER BY seq
+#: The log in append order, payloads only where a check reads them: page by page in the
+#: primary key's order, which is seq order as long as no two pages overlap (the ``pages``
+#: check of :mod:`agui_store.postgres.checks` reports pages that do).
+LOG_IN_ORDER = f"""
+SELECT {EVENT_SEQ}, p.run, e.type,
+       CASE WHEN e.type IN ('RUN_STARTED', 'RUN_FINISHED', 'RUN_ERROR') THEN e.payload END
+FROM event_pages p {UNNEST_PAGE} ORDER BY p.first_seq, e.n
 """
 
 #: The batches in the order of the ranges they claim.
@@ -576,7 +599,10 @@ BATCHES_IN_ORDER = (
 #: Events whose payload may not be a JSON object of their type. PostgreSQL 15 cannot test
 #: text for JSON without raising (``IS JSON`` came in 16), so every event is a suspect and
 #: the engine's codec decides.
-SUSPECT_EVENTS = "SELECT seq, run, type, payload FROM events ORDER BY seq"
+SUSPECT_EVENTS = (
+    f"SELECT {EVENT_SEQ}, p.run, e.type, e.payload FROM event_pages p {UNNEST_PAGE} "
+    "ORDER BY p.first_seq, e.n"
+)
 
 #: Recorded inputs that may not be JSON objects: all of them, as for events.
 SUSPECT_INPUTS = "SELECT id, input FROM runs WHERE input IS NOT NULL ORDER BY id"
@@ -604,9 +630,12 @@ HASHED_BATCHES = (
     "SELECT id, run, first_seq, last_seq, outcome, appended_at, hash FROM batches ORDER BY id"
 )
 
-#: A batch's events as its digest covers them (the ones of its run inside its range).
-BATCH_EVENTS = """
-SELECT events.seq, events.type, events.payload, echo_refs.refs FROM events
-LEFT JOIN echo_refs ON echo_refs.seq = events.seq
-WHERE events.seq BETWEEN %(first)s AND %(last)s AND events.run = %(run)s ORDER BY events.seq
+#: A batch's events as its digest covers them (the ones of its run inside its range): the
+#: run's pages that reach into the range (a range probe of ``event_pages_by_run``).
+BATCH_EVENTS = f"""
+SELECT {EVENT_SEQ}, e.type, e.payload, echo_refs.refs FROM event_pages p {UNNEST_PAGE}
+LEFT JOIN echo_refs ON echo_refs.seq = {EVENT_SEQ}
+WHERE p.run = %(run)s AND p.first_seq <= %(last)s AND p.last_seq >= %(first)s
+  AND {EVENT_SEQ} BETWEEN %(first)s AND %(last)s
+ORDER BY {EVENT_SEQ}
 """

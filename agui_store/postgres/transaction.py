@@ -18,12 +18,42 @@ from typing import Any
 
 import psycopg
 
+from agui_store import errors
 from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary, ThreadFacts
 from agui_store.postgres import checks, sql
+from agui_store.postgres.schema import PAGE_EVENTS
 
-#: Batches of at least this many events are sent with COPY (one stream) rather than as
-#: pipelined INSERTs; small batches, the common live case, skip COPY's extra messages.
-COPY_FROM_EVENTS = 16
+#: A page as inserted: (first_seq, run, last_seq, types, payloads).
+Page = tuple[int, int, int, list[str], list[str]]
+
+
+def pages(
+    rows: Sequence[tuple[int, int, str, str]], batch_starts: frozenset[int] = frozenset()
+) -> list[Page]:
+    """Event rows ``(seq, run, type, payload)`` as pages ``(first_seq, run, last_seq, types,
+    payloads)``: runs of rows of one run with consecutive seqs, at most PAGE_EVENTS each, a
+    new page at each of ``batch_starts`` (the first seqs of the batches the rows make up),
+    so that no page spans two batches (the ``pages`` check holds the store to it)."""
+    out: list[Page] = []
+    first = run = last = -1
+    types: list[str] = []
+    payloads: list[str] = []
+    for seq, row_run, kind, payload in rows:
+        if (
+            row_run != run
+            or seq != last + 1
+            or len(payloads) == PAGE_EVENTS
+            or seq in batch_starts
+        ):
+            if payloads:
+                out.append((first, run, last, types, payloads))
+            first, run, types, payloads = seq, row_run, [], []
+        types.append(kind)
+        payloads.append(payload)
+        last = seq
+    if payloads:
+        out.append((first, run, last, types, payloads))
+    return out
 
 
 #: Rows a server-side cursor fetches per round trip (:meth:`PostgresTransaction._stream`).
@@ -31,6 +61,18 @@ STREAM_PAGE_ROWS = 2000
 
 #: Names of server-side cursors, unique in the process.
 _CURSORS = itertools.count()
+
+
+def _whole(rows: Iterable[Any], columns: tuple[int, ...]) -> Iterator[Any]:
+    """``rows`` of events (seq first), refused where a page gave one a NULL in ``columns``
+    (its type or payload): only a page whose CHECKs the owner dropped holds one, and the
+    store's checks cannot judge an event that is not there (the ``pages`` check names it)."""
+    for row in rows:
+        if any(row[column] is None for column in columns):
+            raise errors.CorruptStoreError(
+                f"event seq {row[0]} has no type or payload in its page of event_pages"
+            )
+        yield row
 
 
 def _keys(keys: Iterable[int]) -> list[int]:
@@ -358,7 +400,7 @@ class PostgresTransaction:
         return int(cursor.fetchone()[0])
 
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
-        return self._all(sql.RUN_EVENTS, (run_pk, after))
+        return self._all(sql.RUN_EVENTS, {"run": run_pk, "after": after})
 
     def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:
         return self._rows(sql.EVENTS_OF_RUNS, (_keys(run_pks),))
@@ -370,12 +412,13 @@ class PostgresTransaction:
         return self._value(sql.TERMINAL_EVENT, (run_pk,))  # type: ignore[no-any-return]
 
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
-        if len(rows) < COPY_FROM_EVENTS:
-            self._conn.cursor().executemany(sql.INSERT_EVENT, rows)
-            return
-        with self._conn.cursor().copy(sql.COPY_EVENTS) as copy:
-            for row in rows:
-                copy.write_row(row)
+        self._insert_pages(pages(rows))  # one batch's events
+
+    def _insert_pages(self, paged: Sequence[Page]) -> None:
+        if len(paged) == 1:
+            self._conn.execute(sql.INSERT_PAGE, paged[0])
+        elif paged:
+            self._conn.cursor().executemany(sql.INSERT_PAGE, paged)
 
     def insert_echo_refs(self, seq: int, refs: str) -> None:
         self._conn.execute(sql.INSERT_ECHO_REFS, (seq, refs))
@@ -408,7 +451,7 @@ class PostgresTransaction:
         echo_refs: Sequence[tuple[int, str]],
         batches: Sequence[BatchRow],
     ) -> None:
-        self.insert_events(events)  # COPY for all but the smallest
+        self._insert_pages(pages(events, frozenset(batch[1] for batch in batches)))
         if echo_refs:
             self._conn.cursor().executemany(sql.INSERT_ECHO_REFS, echo_refs)
         if batches:
@@ -512,7 +555,7 @@ class PostgresTransaction:
         return checks.CHECKS
 
     def storage_problems(self, check: str) -> Iterable[str]:
-        return checks.problems(self._conn, check)
+        return checks.problems(self._conn, check, self._stream)
 
     @contextlib.contextmanager
     def contained(self) -> Iterator[None]:
@@ -538,13 +581,13 @@ class PostgresTransaction:
         return self._all(sql.EVERY_BRANCH)
 
     def log_in_order(self) -> Iterable[tuple[int, int, str, str | None]]:
-        return self._stream(sql.LOG_IN_ORDER)
+        return _whole(self._stream(sql.LOG_IN_ORDER), (2,))
 
     def batches_in_order(self) -> Iterable[tuple[Any, ...]]:
         return self._stream(sql.BATCHES_IN_ORDER)
 
     def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
-        return self._stream(sql.SUSPECT_EVENTS)
+        return _whole(self._stream(sql.SUSPECT_EVENTS), (2, 3))
 
     def suspect_inputs(self) -> Iterable[tuple[int, str]]:
         return self._stream(sql.SUSPECT_INPUTS)
@@ -572,4 +615,5 @@ class PostgresTransaction:
         return self._all(sql.HASHED_BATCHES)
 
     def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
-        return self._all(sql.BATCH_EVENTS, {"first": first_seq, "last": last_seq, "run": run_pk})
+        rows = self._all(sql.BATCH_EVENTS, {"first": first_seq, "last": last_seq, "run": run_pk})
+        return list(_whole(rows, (1, 2)))
