@@ -149,6 +149,7 @@ class PostgresBackend:
         #: (``agui_store.testing.on_write_locked``), ``None`` otherwise.
         self.on_write_locked: Callable[[str | None], None] | None = None
         self._writing: PostgresTransaction | None = None  # the write under way, if any
+        self._prepared_on: Any = None  # the connection the store's statements are prepared on
         self._conn = self._connect()  # errors in the URL, the server or the schema: now
 
     # --- connections ------------------------------------------------------------------------
@@ -165,12 +166,10 @@ class PostgresBackend:
         try:
             schema.install(conn)
             # Session settings: the store's schema first on the path, and a bounded wait for
-            # the write locks (0 would mean "forever" to PostgreSQL: 1 ms is "no wait"); then,
-            # on that path, the appends' prepared check. One round trip (a simple query, so
-            # the parameters are bound on this side).
-            psycopg.ClientCursor(conn).execute(
+            # the write locks (0 would mean "forever" to PostgreSQL: 1 ms is "no wait").
+            conn.execute(
                 "SELECT set_config('search_path', %s, false), "
-                "set_config('lock_timeout', %s, false); " + sql.PREPARE_THREAD_FACTS,
+                "set_config('lock_timeout', %s, false)",
                 (schema._ident(schema.SCHEMA), f"{max(1, self.busy_timeout_ms)}ms"),
             )
         except BaseException as e:
@@ -215,22 +214,28 @@ class PostgresBackend:
             self._end(conn, rollback=True)
             raise translate(e, self.where) from e
 
-    @staticmethod
-    def _send_begin(conn: Any, statement: str, query: str | None) -> Any:
+    def _send_begin(self, conn: Any, statement: str, query: str | None) -> Any:
         if query is None:
             conn.execute(statement)
             return conn
+        # The store's prepared statements are prepared in the round trip of their first
+        # EXECUTE on a connection (not on opening: a store whose tables are broken still
+        # opens, for check()).
+        name = query.removeprefix("EXECUTE ").split("(", 1)[0]
+        prepare = sql.PREPARED.get(name)
+        first = prepare + "; " if prepare is not None and self._prepared_on is not conn else ""
         try:
-            cursor = conn.execute(statement + "; " + query)
+            cursor = conn.execute(statement + "; " + first + query)
         except pg_errors.InvalidSqlStatementName:
             # psycopg runs DEALLOCATE ALL after a ROLLBACK (a failed call's) on a session
             # where it prepared statements, which takes the store's own too: prepared again.
-            name = query.removeprefix("EXECUTE ").split("(", 1)[0]
-            if name not in sql.PREPARED:
+            if prepare is None:
                 raise
             conn.execute("ROLLBACK")
-            conn.execute(sql.PREPARED[name])
+            conn.execute(prepare)
             cursor = conn.execute(statement + "; " + query)
+        if prepare is not None:
+            self._prepared_on = conn
         while cursor.nextset():  # to the query's rows, past BEGIN's and the locks'
             pass
         return conn, cursor

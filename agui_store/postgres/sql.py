@@ -78,7 +78,7 @@ SELECT (SELECT id FROM runs WHERE thread = %(thread)s ORDER BY id DESC LIMIT 1),
        EXISTS (SELECT 1 FROM underived JOIN runs ON runs.id = underived.run
                WHERE runs.thread = %(thread)s)
 """
-#: THREAD_FACTS prepared once per connection (``backend._connect``): it rides in an
+#: THREAD_FACTS prepared once per connection (in its first EXECUTE's round trip): it rides in an
 #: append's ``BEGIN`` round trip, a simple query, which psycopg cannot prepare itself, and
 #: planning its five parts every time cost more than the round trip it saves.
 PREPARE_THREAD_FACTS = (
