@@ -211,6 +211,19 @@ def load(
     return _finish(tx, run_pk, row, layout, skip, _Reads(), verify=verify)
 
 
+def load_if_any(tx: Reading, run_pk: int) -> Snapshot | None:
+    """:func:`load` of a run's own checkpoint, ``None`` when it has none: its row is the
+    probe (a checkout of a complete run needs no walk up its lineage)."""
+    row, blob_rows = tx.checkpoint_with_blobs(run_pk)
+    try:
+        if row is None:
+            return None
+        layout = _layout(run_pk, row)
+        return _finish(tx, run_pk, row, layout, 0, _Reads(), blob_rows=blob_rows)
+    finally:
+        _close(blob_rows)  # read to the end already, unless something failed first
+
+
 def load_past_shared(
     tx: Reading, run_pks: Sequence[int], *, skip_shared: bool = True
 ) -> list[Snapshot] | None:
@@ -292,6 +305,11 @@ def _header(tx: Reading, run_pk: int) -> tuple[tuple[Any, ...], Layout]:
     row = tx.checkpoint_row(run_pk)
     if row is None:
         raise _NoCheckpoint(f"run {run_pk} has no checkpoint")
+    return row, _layout(run_pk, row)
+
+
+def _layout(run_pk: int, row: tuple[Any, ...]) -> Layout:
+    """Where a checkpoint's list is stored, from its row (ids and counts; no addresses)."""
     tail_text, m_data, manifest, m_codec = row[1], row[2], row[15], row[16]
     layout = Layout(int(manifest) if manifest is not None else None)
     if manifest is not None:
@@ -301,7 +319,7 @@ def _header(tx: Reading, run_pk: int) -> tuple[tuple[Any, ...], Layout]:
     segments = _segment_list(run_pk, tail_text)
     layout.tail_ids = [blob_id for blob_id, _ in segments]
     layout.tail_counts = [count for _, count in segments]
-    return row, layout
+    return layout
 
 
 def _finish(
@@ -313,11 +331,14 @@ def _finish(
     reads: _Reads,
     *,
     verify: bool = True,
+    blob_rows: Iterable[tuple[int, int, bytes, bytes]] | None = None,
 ) -> Snapshot:
     """A checkpoint's view from its row and layout, leaving out the first ``skip`` blobs of
-    its list (full chunks, then tail segments)."""
+    its list (full chunks, then tail segments). ``blob_rows``: its blobs as the backend
+    read them with its row (:meth:`~agui_store.port.Reading.checkpoint_with_blobs`), used
+    when they are the ones its layout lists."""
     (length, _, _, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base,
-     s_addr, i_addr, w_addr, view_hash, run_hash_ok, _, _) = row
+     s_addr, i_addr, w_addr, view_hash, run_hash_ok, _, _, base_run, *base_state) = row
     if verify and not run_hash_ok:
         raise _mismatch(
             run_pk,
@@ -332,8 +353,9 @@ def _finish(
     document: Any = None
     if state_base is not None:
         patches = codec.decode(text)
+        base_row = None if base_run is None else tuple(base_state)
         document, state_bytes, anchor_addr = _state_base(
-            tx, run_pk, int(state_base), reads, verify=verify
+            run_pk, int(state_base), base_row, reads, verify=verify
         )
     # The same state text (on the same state base) is the same state: decoded once.
     key = (bytes(s_addr), anchor_addr)
@@ -361,25 +383,24 @@ def _finish(
     addrs: list[bytes] = []
     if skip:
         addrs = list(reads.prefix_addresses(tx, listed[:skip]))
-    parts: list[Any] = []
-    for _, b_codec, b_data, b_addr in tx.blobs_in_order(listed[skip:]):
-        text = blobs.unpack(b_codec, b_data)
-        address = bytes(b_addr)
-        if verify and blobs.digest(text) != address:
-            raise _mismatch(
-                run_pk,
-                f"a blob of its checkpoint does not hash to its address "
-                f"{address.hex()[:hashing.SHORT]}",
-            )
-        addrs.append(address)
-        parts.append(text)
+    wanted = listed[skip:]
+    read: list[int] = []
+    rows = blob_rows if blob_rows is not None and not skip else tx.blobs_in_order(wanted)
+    messages, undecodable = _read_message_blobs(run_pk, rows, addrs, read, verify=verify)
+    if rows is blob_rows and read != wanted:
+        # The backend listed other blobs than the layout (it could not read a compressed
+        # or unusual manifest, or one is missing): read the layout's, as without it.
+        del addrs[skip:]
+        rows = tx.blobs_in_order(wanted)
+        messages, undecodable = _read_message_blobs(run_pk, rows, addrs, [], verify=verify)
     if len(addrs) != len(listed):
         raise _mismatch(run_pk, "a blob its checkpoint lists is missing")
     layout.chunk_addrs, layout.tail_addrs = addrs[:n_chunks], addrs[n_chunks:]
     if verify:
         others = (s_addr, anchor_addr, i_addr, w_addr)
         _verify(run_pk, checked, layout.digest(), view_hash, others)
-    messages = _decode_arrays(run_pk, parts)
+    if undecodable is not None:  # after the digests: a forged blob is named as forged
+        raise undecodable
     skipped = min(skip, n_chunks) * CHUNK + sum(layout.tail_counts[: max(0, skip - n_chunks)])
     if len(messages) + skipped != length:
         count = len(messages) + skipped
@@ -452,8 +473,24 @@ def stored_view_digest(tx: Reading, run_pk: int) -> tuple[bytes, bytes | None, b
     return digest, recorded, run_hash
 
 
-def _decode_arrays(run_pk: int, parts: list[bytes]) -> list[Any]:
-    """The messages of chunks and segments (JSON arrays), in order.
+def _read_message_blobs(
+    run_pk: int,
+    rows: Iterable[tuple[Any, int, bytes, bytes]],
+    addrs: list[bytes],
+    ids: list[int],
+    *,
+    verify: bool,
+) -> tuple[list[Any], CorruptStoreError | None]:
+    """The messages of a checkpoint's chunks and segments (JSON arrays), read in list order,
+    each checked against its address and decoded as it arrives: a backend that streams
+    them (PostgreSQL) sends the next while this one is decoded. Their addresses are
+    appended to ``addrs``, their ids to ``ids``.
+
+    ``rows`` is always read to the end, whatever is wrong (a stream left half read would
+    hold the connection): a blob that fails its address (or cannot be unpacked) raises
+    after the last row; one that is not a JSON array of messages is returned instead, to be
+    raised once the checkpoint's digests passed, as when every blob was checked before
+    any was decoded (a forged blob is reported as forged, not as bad JSON).
 
     Each is decoded on its own and the lists joined: joining the texts first would copy the
     whole view once more (tens of MB at 10,000 runs). The garbage collector is paused
@@ -462,35 +499,77 @@ def _decode_arrays(run_pk: int, parts: list[bytes]) -> list[Any]:
     more than its length.
     """
     messages: list[Any] = []
+    failure: Exception | None = None  # raised once the rows are read
+    undecodable: CorruptStoreError | None = None
     paused = gc.isenabled()
     if paused:
         gc.disable()
     try:
-        for text in parts:
-            found = codec.decode(text)
+        for b_id, b_codec, b_data, b_addr in rows:
+            address = bytes(b_addr)
+            addrs.append(address)
+            ids.append(b_id)
+            if failure is not None:
+                continue
+            try:
+                text = blobs.unpack(b_codec, b_data)
+            except Exception as e:  # raised below, as before, once the rows are read
+                failure = e
+                continue
+            if verify and blobs.digest(text) != address:
+                failure = _mismatch(
+                    run_pk,
+                    f"a blob of its checkpoint does not hash to its address "
+                    f"{address.hex()[:hashing.SHORT]}",
+                )
+                continue
+            if undecodable is not None:
+                continue
+            try:
+                found = codec.decode(text)
+            except InvalidEventError as e:
+                undecodable = CorruptStoreError(
+                    f"checkpoint of run {run_pk}: its message chunks are not JSON: {e}"
+                )
+                continue
             if not isinstance(found, list):
-                raise CorruptStoreError(
+                undecodable = CorruptStoreError(
                     f"checkpoint of run {run_pk}: a chunk of its messages is not a JSON array"
                 )
+                continue
             messages += found
-    except InvalidEventError as e:
-        raise CorruptStoreError(
-            f"checkpoint of run {run_pk}: its message chunks are not JSON: {e}"
-        ) from None
     finally:
         if paused:
             gc.enable()
-    return messages
+        # An error the loop does not catch (MemoryError, KeyboardInterrupt) leaves a stream
+        # half read: closing it now cancels and drains it, before the transaction ends.
+        _close(rows)
+    if failure is not None:
+        raise failure
+    return messages, undecodable
+
+
+def _close(rows: Iterable[Any] | None) -> None:
+    """Close a backend's stream of rows (a no-op once read to the end, or for a list)."""
+    close = getattr(rows, "close", None)
+    if close is not None:
+        close()
 
 
 def _state_base(
-    tx: Reading, run_pk: int, state_base: int, reads: _Reads, *, verify: bool = True
+    run_pk: int,
+    state_base: int,
+    row: tuple[Any, ...] | None,
+    reads: _Reads,
+    *,
+    verify: bool = True,
 ) -> tuple[Any, int, bytes]:
     """The whole state a checkpoint's patches apply to (its state base's, decoded once for
-    all the checkpoints ``reads`` serves), the size of its text, and its address."""
+    all the checkpoints ``reads`` serves), the size of its text, and its address. ``row``:
+    the state base's ``(state base, codec, data, address)``, read with the checkpoint's row
+    (``None``: the state base has no checkpoint)."""
     if state_base in reads.bases:
         return reads.bases[state_base]
-    row = tx.checkpoint_state(state_base)
     if row is None or row[0] is not None:
         raise CorruptStoreError(
             f"checkpoint of run {run_pk}: its state base {state_base} is not a checkpoint "

@@ -91,7 +91,10 @@ class Reading(Protocol):
     def owner_run_pks(self, owner: str) -> list[int]: ...
     def all_run_pks(self) -> list[int]: ...
     def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]: ...
-    def run_summary(self, run_pk: int) -> RunSummary: ...
+    def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
+        """A run's summary (:data:`RunSummary`), the names of the branches at the run (by
+        name), and whether it is its thread's newest run: what one run's record shows, in
+        one statement."""
     def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]: ...
     def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
         """The thread's runs as recorded, in run order (see :data:`ReplicaRun`)."""
@@ -166,17 +169,27 @@ class Reading(Protocol):
     def checkpoint_row(self, run_pk: int) -> tuple[Any, ...] | None:
         """``(length, tail, manifest codec+data..., state codec, state data, interrupts
         codec, data, warnings codec, data, state_base, state/interrupts/warnings
-        addresses, view_hash, run hash is the run's, manifest id, manifest codec)``: see
-        :func:`agui_store.checkpoints.load` (the SQLite statement names the columns)."""
+        addresses, view_hash, run hash is the run's, manifest id, manifest codec, the state
+        base's run (``None``: no checkpoint there), that checkpoint's state base, and its
+        state blob's codec, data and address)``: see :func:`agui_store.checkpoints.load`
+        (the SQLite statement names the columns)."""
+    def checkpoint_with_blobs(
+        self, run_pk: int
+    ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
+        """:meth:`checkpoint_row`, with its chunks and tail segments as
+        :meth:`blobs_in_order` gives them where the backend reads them in the same round
+        trip (``None``: it does not). The caller compares their ids with the row's list, and
+        reads them to the end or closes them before its next statement (PostgreSQL holds
+        the connection while it streams them)."""
     def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
         """``(state, interrupts, warnings, state base's state addresses, view_hash,
         run_hash, manifest codec, manifest data, tail)``: what a check recomputes."""
-    def checkpoint_state(self, run_pk: int) -> tuple[Any, ...] | None:
-        """``(state_base, codec, data, address)`` of a checkpoint's state blob."""
     def state_address(self, run_pk: int) -> bytes:
         """The address of a checkpoint's state blob."""
     def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
-        """``(id, codec, data, address)`` of blobs, in the order of ``blob_ids``."""
+        """``(id, codec, data, address)`` of blobs, in the order of ``blob_ids``: possibly
+        streamed as they arrive, so the caller reads them to the end before its next
+        statement, even when one of them is wrong."""
     def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
         """``(id, address)`` of blobs, in the order of ``blob_ids``."""
     def blob_id(self, address: bytes) -> int | None: ...

@@ -1807,9 +1807,10 @@ class Store:
         raise RunNotFoundError(f"no run, branch or unique run-id prefix {_quote(ref)}")
 
     def _run_record(self, tx: port.Reading, pk: int) -> Run:
-        row = tx.run_summary(pk)
-        branches = self._branch_names(tx, [pk])
-        return self._run_from_row(row, branches)
+        row, names, newest = tx.run_summary_and_branches(pk)
+        if newest:
+            names.insert(0, DEFAULT_BRANCH)
+        return self._run_from_row(row, {pk: names})
 
     @staticmethod
     def _branch_names(
@@ -2134,6 +2135,11 @@ class Store:
 
     def _view(self, tx: port.Reading, pk: int) -> View:
         """view(R): from the nearest checkpoint on R's lineage, replaying only what follows."""
+        # R's own checkpoint first (a complete run has one unless checkpoint_events > 1):
+        # then no walk up the lineage.
+        own = self._own_checkpoint(tx, pk)
+        if own is not None:
+            return own.view
         found, after = checkpoints.nearest(tx, pk)
         start = (
             self._load_checkpoint(tx, found, with_hashes=False).view
@@ -2172,6 +2178,14 @@ class Store:
         when it fails them)."""
         try:
             return checkpoints.load(tx, pk, with_hashes=with_hashes, skip_chunks=skip_chunks)
+        except HashMismatchError as e:
+            raise self._named(tx, pk, e.what) from None
+
+    def _own_checkpoint(self, tx: port.Reading, pk: int) -> checkpoints.Snapshot | None:
+        """A run's own checkpoint (``None``: it has none), verified as
+        :meth:`_load_checkpoint` verifies it."""
+        try:
+            return checkpoints.load_if_any(tx, pk)
         except HashMismatchError as e:
             raise self._named(tx, pk, e.what) from None
 

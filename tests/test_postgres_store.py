@@ -193,6 +193,31 @@ def test_checkouts_without_checkpoints_replay_long_threads_exactly(store: Any) -
     assert store.compact() == 0  # no checkpoints on PostgreSQL yet
 
 
+def test_a_checkpoint_list_the_server_cannot_read_is_read_by_the_engines_own_parse(
+    store: Any, store_url: str
+) -> None:
+    # A checkout reads a checkpoint's row and its blobs in one statement, the server taking
+    # the blob ids from the list only where it is spelled as the engine writes it. Spelled
+    # otherwise (the same JSON with spaces), the server lists none of them, and the checkout
+    # reads them by the ids the engine parsed: the same view, no error.
+    parent = None
+    for i in range(3):
+        store.append(run("t", f"r{i}", *say(f"m{i}", f"text {i}", "assistant")), parent=parent)
+        parent = f"r{i}"
+    before = store.checkout("r2", thread_id="t")
+    with psycopg.connect(store_url) as conn:
+        conn.execute(f"SET search_path TO {schema.SCHEMA}")
+        conn.execute("SET session_replication_role = replica")
+        (pk,) = conn.execute("SELECT id FROM runs WHERE run_id = 'r2'").fetchone()
+        respelled = "UPDATE checkpoints SET tail = replace(tail, ',', ', ') WHERE run = %s"
+        assert conn.execute(respelled, (pk,)).rowcount == 1
+        rows = conn.execute(sql.CHECKPOINT_WITH_BLOBS, {"run": pk}).fetchall()
+    assert len(rows) == 1  # the row alone: no blob listed by the server
+    with agui_store.open(store_url) as fresh:
+        assert fresh.checkout("r2", thread_id="t") == before
+        assert fresh.check().ok
+
+
 def test_check_runs_on_postgresql_its_schema_checks_then_the_stores_own(store: Any) -> None:
     store.append(run("t", "r1", *say("m1", "hi", "assistant")))
     report = store.check()
@@ -236,7 +261,6 @@ def _hot_port_reads(pk: dict[str, Any]) -> dict[str, tuple[str, Any]]:
         "run pk": (sql.RUN_PK, (thread, "r20")),
         "newest run": (sql.NEWEST_RUN, (thread,)),
         "run hash": (sql.RUN_HASH, {"run": tip}),
-        "run summary": (sql.RUN_SUMMARY, (tip,)),
         "thread run summaries": (sql.THREAD_RUN_SUMMARIES, (thread,)),
         "lineage runs (a log page)": (sql.LINEAGE_RUNS, {"run": tip, "depth": None, "limit": 5}),
         "newest input": (sql.NEWEST_INPUT, (tip,)),
@@ -258,6 +282,9 @@ def _hot_port_reads(pk: dict[str, Any]) -> dict[str, tuple[str, Any]]:
         "threads of run id": (sql.THREADS_OF_RUN_ID, {"run_id": "r7", "scope": None}),
         "branch run": (sql.BRANCH_RUN, (thread, "side")),
         "branch tips": (sql.BRANCH_TIPS, (thread,)),
+        "run summary and branches": (sql.RUN_SUMMARY_AND_BRANCHES, (tip,)),
+        "checkpoint row": (sql.SELECT_CHECKPOINT, (tip,)),
+        "checkpoint with blobs": (sql.CHECKPOINT_WITH_BLOBS, {"run": tip}),
         "branches named": (
             sql.BRANCHES_NAMED,
             {"name": "side", "thread": thread, "scope": None},

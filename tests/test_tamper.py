@@ -307,6 +307,31 @@ def test_a_blob_edited_in_place_is_named_and_refused(db: str) -> None:
     assert any(p.startswith(f"derived: the checkpoint of {R2} fails its hashes") for p in found)
 
 
+def test_a_refused_first_blob_of_a_checkout_leaves_the_same_store_answering(db: str) -> None:
+    # r2's list is two segments: r1's message (edited here), then its own. The checkout
+    # reads them as they arrive (PostgreSQL streams them) and refuses the first: it must
+    # still read the second off the connection, or the store's next statement would meet
+    # a half-read result instead of an answer.
+    edit(
+        db,
+        {
+            "sqlite": """UPDATE blobs SET data = CAST(replace(CAST(data AS TEXT), '"one"', """
+            """'"uno"') AS BLOB) WHERE CAST(data AS TEXT) LIKE '%"m-r1"%"one"%' """
+            """OR CAST(data AS TEXT) LIKE '%"one"%"m-r1"%'""",
+            "postgres": """UPDATE blobs SET data = convert_to(replace(convert_from(data, """
+            """'UTF8'), '"one"', '"uno"'), 'UTF8') """
+            """WHERE position(convert_to('"m-r1"', 'UTF8') in data) > 0 """
+            """AND position(convert_to('"one"', 'UTF8') in data) > 0""",
+        },
+    )
+    with agui_store.open(db) as store:
+        for _ in range(2):  # the same refusal again: nothing was left half read
+            with pytest.raises(HashMismatchError, match="does not hash to its address"):
+                store.checkout("r2", thread_id=T)
+        assert [e["type"] for e in store.events("r1", thread_id=T)][-1] == "RUN_FINISHED"
+        assert [run.run_id for run in store.log("r2", thread_id=T)] == ["r2", "r1"]
+
+
 def test_a_checkpoint_pointed_at_another_blob_is_named_and_refused(db: str) -> None:
     edit(
         db,

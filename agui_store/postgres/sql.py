@@ -333,7 +333,19 @@ OWNER_RUN_PKS = (
 )
 ALL_RUN_PKS = "SELECT id FROM runs ORDER BY id"
 THREADS_OF_RUNS = "SELECT DISTINCT thread FROM runs WHERE id = ANY(%s::bigint[])"
-RUN_SUMMARY = SELECT_RUN + " WHERE runs.id = %s"
+#: A run's summary (SELECT_RUN's columns), then the branches at the run (by name) and
+#: whether it is its thread's newest run: what one run's record shows, in one statement.
+RUN_SUMMARY_AND_BRANCHES = (
+    "SELECT"
+    + RUN_COLUMNS
+    + """,
+    ARRAY(SELECT b.name FROM branches b WHERE b.thread = runs.thread AND b.run = runs.id
+          ORDER BY b.name COLLATE "C"),
+    runs.id = (SELECT n.id FROM runs n WHERE n.thread = runs.thread ORDER BY n.id DESC LIMIT 1)
+"""
+    + RUN_FROM
+    + " WHERE runs.id = %s"
+)
 THREAD_RUN_SUMMARIES = SELECT_RUN + " WHERE runs.thread = %s ORDER BY runs.id"
 RUN_RECORDS = """
 SELECT runs.id, threads.thread_id, runs.run_id, runs.lineage, runs.parent_run_id,
@@ -508,11 +520,20 @@ SELECT c.length, c.tail, m.data, s.codec, s.data, i.codec, i.data, w.codec, w.da
             WHEN EXISTS (SELECT 1 FROM batches b WHERE b.run = c.run AND b.hash = c.run_hash)
             THEN 1 ELSE 0
        END,
-       c.chunks, m.codec
+       c.chunks, m.codec,
+       -- the state base's checkpoint, and the state its patches apply to (state base,
+       -- codec, data, address): read here rather than by one more statement
+       base.run, base.state_base, base.codec, base.data, base.hash
 FROM checkpoints c JOIN blobs s ON s.id = c.state
 LEFT JOIN blobs m ON m.id = c.chunks
 LEFT JOIN blobs i ON i.id = c.interrupts
 LEFT JOIN blobs w ON w.id = c.warnings
+-- a probe of the primary key (OFFSET 0: as a plain join it was merged with a scan of
+-- every checkpoint)
+LEFT JOIN LATERAL (
+    SELECT bc.run, bc.state_base, bs.codec, bs.data, bs.hash
+    FROM checkpoints bc JOIN blobs bs ON bs.id = bc.state WHERE bc.run = c.state_base OFFSET 0
+) AS base ON true
 WHERE c.run = %s
 """
 SELECT_ADDRESSES = """
@@ -525,15 +546,49 @@ LEFT JOIN checkpoints ac ON ac.run = c.state_base
 LEFT JOIN blobs a ON a.id = ac.state
 WHERE c.run = %s
 """
-SELECT_STATE = """
-SELECT c.state_base, s.codec, s.data, s.hash FROM checkpoints c JOIN blobs s ON s.id = c.state
-WHERE c.run = %s
-"""
 STATE_ADDRESS = (
     "SELECT blobs.hash FROM checkpoints JOIN blobs ON blobs.id = checkpoints.state "
     "WHERE checkpoints.run = %s"
 )
 #: Blobs by id in the order of an array of ids (each one a primary-key probe).
+#: A checkpoint's row (``SELECT_CHECKPOINT``'s columns, then four NULLs) followed by its
+#: chunks and tail segments in list order (22 NULLs, then ``BLOBS_IN_ORDER``'s columns): a
+#: checkout's reads in one round trip. The server reads the blob ids from the manifest and
+#: the tail only where they are what the engine writes (a plain array of integers; the tail's
+#: ``[id, count]`` pairs); anything else lists none, and the engine, which compares the ids
+#: with the ones it parsed, reads the blobs by its own. Each branch is read in list order
+#: (UNION ALL appends them as written; no sort holds the first row back).
+CHECKPOINT_WITH_BLOBS = (
+    "SELECT * FROM ("
+    + SELECT_CHECKPOINT.replace("%s", "%(run)s")
+    + r""") AS head CROSS JOIN (SELECT NULL::bigint, NULL::smallint, NULL::bytea, NULL::bytea)
+    AS no_blob
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.id, b.codec, b.data, b.hash
+FROM (
+    SELECT x.id, x.n FROM checkpoints c JOIN blobs m ON m.id = c.chunks
+    CROSS JOIN LATERAL (SELECT encode(m.data, 'escape') AS ids) AS t
+    CROSS JOIN LATERAL unnest(string_to_array(substr(t.ids, 2, length(t.ids) - 2), ',')::bigint[])
+        WITH ORDINALITY AS x(id, n)
+    WHERE c.run = %(run)s AND m.codec = 0 AND t.ids ~ '^\[([0-9]{1,18}(,[0-9]{1,18})*)?\]$'
+    ORDER BY x.n
+) AS chunk CROSS JOIN LATERAL (
+    SELECT * FROM blobs WHERE blobs.id = chunk.id OFFSET 0) AS b
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.id, b.codec, b.data, b.hash
+FROM (
+    SELECT x.pair[1]::bigint AS id, x.n FROM checkpoints c
+    CROSS JOIN LATERAL regexp_matches(c.tail, '\[([0-9]{1,18}),[0-9]{1,18}\]', 'g')
+        WITH ORDINALITY AS x(pair, n)
+    WHERE c.run = %(run)s
+      AND c.tail ~ '^\[(\[[0-9]{1,18},[0-9]{1,18}\](,\[[0-9]{1,18},[0-9]{1,18}\])*)?\]$'
+    ORDER BY x.n
+) AS segment CROSS JOIN LATERAL (
+    SELECT * FROM blobs WHERE blobs.id = segment.id OFFSET 0) AS b
+"""
+)
 BLOBS_IN_ORDER = """
 SELECT b.id, b.codec, b.data, b.hash
 FROM unnest(%s::bigint[]) WITH ORDINALITY AS ids(id, n) JOIN blobs b ON b.id = ids.id

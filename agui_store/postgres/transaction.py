@@ -80,6 +80,22 @@ def _keys(keys: Iterable[int]) -> list[int]:
     return list(keys)
 
 
+#: The columns of ``sql.SELECT_CHECKPOINT`` (``sql.CHECKPOINT_WITH_BLOBS`` adds a blob's).
+HEADER_COLUMNS = 22
+
+
+def _blob_columns(rows: Iterator[Any]) -> Iterator[tuple[int, int, bytes, bytes]]:
+    """The blob columns of ``sql.CHECKPOINT_WITH_BLOBS``'s rows after the first; closing
+    this closes the stream (cancelled and drained)."""
+    try:
+        for row in rows:
+            yield row[HEADER_COLUMNS:]
+    finally:
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()
+
+
 class PostgresTransaction:
     """Reads and writes on one psycopg connection, inside a transaction its backend opened."""
 
@@ -188,18 +204,31 @@ class PostgresTransaction:
         row = self._one(sql.SELECT_CHECKPOINT, (run_pk,))
         return None if row is None else tuple(row)
 
+    def checkpoint_with_blobs(
+        self, run_pk: int
+    ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
+        # One statement, streamed: the row, then the blobs (sql.CHECKPOINT_WITH_BLOBS).
+        rows = self._conn.cursor(binary=True).stream(sql.CHECKPOINT_WITH_BLOBS, {"run": run_pk})
+        first = next(rows, None)
+        if first is None:
+            return None, None
+        if first[0] is None:  # not the row first (UNION ALL keeps its order in practice)
+            rows.close()
+            return self.checkpoint_row(run_pk), None
+        return tuple(first[:HEADER_COLUMNS]), _blob_columns(rows)
+
     def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
         return tuple(self._one(sql.SELECT_ADDRESSES, (run_pk,)))
-
-    def checkpoint_state(self, run_pk: int) -> tuple[Any, ...] | None:
-        row = self._one(sql.SELECT_STATE, (run_pk,))
-        return None if row is None else tuple(row)
 
     def state_address(self, run_pk: int) -> bytes:
         return bytes(self._value(sql.STATE_ADDRESS, (run_pk,)))
 
     def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
-        return self._all(sql.BLOBS_IN_ORDER, (list(blob_ids),))
+        # Streamed a row at a time (a checkout's chunks are ~3 MB): the engine checks and
+        # decodes each chunk while the server reads and sends the next, instead of after
+        # the last has arrived. The caller reads the rows to the end (the port says so).
+        cursor = self._conn.cursor(binary=True)
+        return cursor.stream(sql.BLOBS_IN_ORDER, (list(blob_ids),))  # type: ignore[no-any-return]
 
     def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
         return self._all(sql.ADDRESSES_IN_ORDER, (list(blob_ids),))
@@ -325,8 +354,9 @@ class PostgresTransaction:
     def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]:
         return [int(pk) for pk in self._column(sql.THREADS_OF_RUNS, (_keys(run_pks),))]
 
-    def run_summary(self, run_pk: int) -> RunSummary:
-        return tuple(self._one(sql.RUN_SUMMARY, (run_pk,)))
+    def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
+        *summary, names, newest = self._one(sql.RUN_SUMMARY_AND_BRANCHES, (run_pk,))
+        return tuple(summary), [str(name) for name in names], bool(newest)
 
     def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]:
         return self._all(sql.THREAD_RUN_SUMMARIES, (thread_pk,))

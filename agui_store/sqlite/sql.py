@@ -174,7 +174,21 @@ JOIN threads ON threads.id = runs.thread
 LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent
 WHERE ?2 IS NULL OR chain.depth < ?2 ORDER BY chain.depth
 """
-RUN_SUMMARY = SELECT_RUN + " WHERE runs.id = ?"
+#: A run's summary (SELECT_RUN's columns), then the branches at the run (a JSON array, by
+#: name) and whether it is its thread's newest run: what one run's record shows, in one
+#: statement.
+RUN_SUMMARY_AND_BRANCHES = (
+    "SELECT"
+    + RUN_COLUMNS
+    + """,
+    (SELECT json_group_array(name) FROM (
+        SELECT b.name FROM branches b WHERE b.thread = runs.thread AND b.run = runs.id
+        ORDER BY b.name)),
+    runs.id = (SELECT n.id FROM runs n WHERE n.thread = runs.thread ORDER BY n.id DESC LIMIT 1)
+"""
+    + RUN_FROM
+    + " WHERE runs.id = ?"
+)
 THREAD_RUN_SUMMARIES = SELECT_RUN + " WHERE runs.thread = ? ORDER BY runs.id"
 assert RUN_FROM in SELECT_RUN
 
@@ -328,11 +342,16 @@ SELECT c.length, c.tail, m.data, s.codec, s.data, i.codec, i.data, w.codec, w.da
                                ORDER BY b.id DESC LIMIT 1) THEN 1
             ELSE EXISTS (SELECT 1 FROM batches b WHERE b.run = c.run AND b.hash = c.run_hash)
        END,
-       c.chunks, m.codec
+       c.chunks, m.codec,
+       -- the state base's checkpoint, and the state its patches apply to (state base,
+       -- codec, data, address): read here rather than by one more statement
+       bc.run, bc.state_base, bs.codec, bs.data, bs.hash
 FROM checkpoints c JOIN blobs s ON s.id = c.state
 LEFT JOIN blobs m ON m.id = c.chunks
 LEFT JOIN blobs i ON i.id = c.interrupts
 LEFT JOIN blobs w ON w.id = c.warnings
+LEFT JOIN checkpoints bc ON bc.run = c.state_base
+LEFT JOIN blobs bs ON bs.id = bc.state
 WHERE c.run = ?
 """
 
@@ -401,10 +420,6 @@ WHERE c.run = ?
 """
 
 #: The whole state a checkpoint's state is patched from.
-SELECT_STATE = """
-SELECT c.state_base, s.codec, s.data, s.hash FROM checkpoints c JOIN blobs s ON s.id = c.state
-WHERE c.run = ?
-"""
 
 # --- check(): whole-store reads of agui_store.integrity, each in key order ------------------
 

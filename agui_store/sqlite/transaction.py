@@ -94,12 +94,13 @@ class SqliteTransaction:
         row = self._one(sql.SELECT_CHECKPOINT, (run_pk,))
         return None if row is None else tuple(row)
 
+    def checkpoint_with_blobs(
+        self, run_pk: int
+    ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
+        return self.checkpoint_row(run_pk), None  # a statement costs no round trip here
+
     def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
         return tuple(self._one(sql.SELECT_ADDRESSES, (run_pk,)))
-
-    def checkpoint_state(self, run_pk: int) -> tuple[Any, ...] | None:
-        row = self._one(sql.SELECT_STATE, (run_pk,))
-        return None if row is None else tuple(row)
 
     def state_address(self, run_pk: int) -> bytes:
         return bytes(self._value(sql.STATE_ADDRESS, (run_pk,)))
@@ -224,8 +225,9 @@ class SqliteTransaction:
     def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]:
         return [int(pk) for pk in self._column(sql.THREADS_OF_RUNS, (_json_keys(run_pks),))]
 
-    def run_summary(self, run_pk: int) -> RunSummary:
-        return tuple(self._one(sql.RUN_SUMMARY, (run_pk,)))
+    def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
+        *summary, names, newest = self._one(sql.RUN_SUMMARY_AND_BRANCHES, (run_pk,))
+        return tuple(summary), [str(name) for name in codec.decode(names)], bool(newest)
 
     def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]:
         return self._all(sql.THREAD_RUN_SUMMARIES, (thread_pk,))
