@@ -39,6 +39,9 @@ ReplicaRun = tuple[Any, ...]
 
 #: A batch as recorded: ``(run pk, first_seq, last_seq, outcome, appended_at, hash)``.
 BatchRow = tuple[int, int, int, "str | None", int, bytes]
+#: ``thread_facts``: (newest run, has branches, {run: last seq}, the cached view stands,
+#: runs of the thread wait to be derived).
+ThreadFacts = tuple["int | None", bool, dict[int, int], bool, bool]
 
 
 class Reading(Protocol):
@@ -197,8 +200,20 @@ class Reading(Protocol):
     @property
     def connection(self) -> Any: ...
     def version(self) -> int | None:
-        """A number that changes whenever another connection commits (``None``: unknown,
-        so the engine forgets what it remembered of the database)."""
+        """A number that changes whenever another connection commits. ``None``: writers
+        of other threads may commit at any time (PostgreSQL), so the engine keeps only what
+        cannot change, and checks what it remembers of the thread it appends to with
+        :meth:`thread_facts` under that thread's lock."""
+    def thread_facts(
+        self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
+        view_base: int | None,
+    ) -> ThreadFacts:
+        """What an append checks of what its store remembers of a thread: its newest run,
+        whether it has branches, the last ``seq`` of each of ``run_pks`` that is the
+        thread's (the others are left out), and whether a cached view still stands (its
+        lineage digest ``(ids_hash, run)`` is there, and the checkpoint it starts from,
+        unless ``view_base`` is ``None``; ``False`` when ``view`` is ``None``), and whether
+        runs of the thread are underived."""
 
     # check(): whole-store reads for agui_store.integrity, each in key order. The long ones
     # (marked "streamed") are read a page at a time: a check never holds the log whole.
@@ -327,7 +342,10 @@ class Backend(Protocol):
     location: str
 
     def reading(self) -> AbstractContextManager[Reading]: ...
-    def writing(self) -> AbstractContextManager[Writing]: ...
+    def writing(self, thread_id: str | None = None) -> AbstractContextManager[Writing]:
+        """A write transaction: of appends to one thread when ``thread_id`` is given (a
+        backend may run them beside other threads' appends), else one that may write
+        anything (it runs alone)."""
     def close(self) -> None: ...
     def connection(self) -> Any:
         """The driver's connection, for :mod:`agui_store.testing` only."""

@@ -181,7 +181,11 @@ class _CachedView:
 class _Known:
     """What this store's appends left in the file: trusted while SQLite's data version says
     nothing was written since (by another connection, or by this store's other methods),
-    it spares each append the queries that would find it again."""
+    it spares each append the queries that would find it again. Where writers of other
+    threads commit at any time (PostgreSQL: the port's ``version()`` is None), only what
+    never changes is kept between transactions (:meth:`lasting`), and what an append
+    remembers of its own thread is checked under the thread's lock
+    (``Store._check_thread_facts``)."""
 
     version: int | None = None  # the data version our last append's commit produced
     thread_pks: dict[str, int] = field(default_factory=dict)
@@ -201,6 +205,19 @@ class _Known:
     open_threads: set[str] | None = None
     # The threads with complete runs whose derived data was left for later (``underived``).
     underived: set[int] | None = None
+
+    def lasting(self) -> _Known:
+        """What no write can change: the threads' keys and owners, the runs' keys and ids
+        (all forgotten once they hold more than ``_KNOWN_LIMIT`` entries, so that a store
+        appending for months keeps a bounded memory)."""
+        if len(self.run_ids) + len(self.run_pks) + len(self.thread_pks) > _KNOWN_LIMIT:
+            return _Known()
+        return _Known(
+            thread_pks=self.thread_pks,
+            owners=self.owners,
+            run_ids=self.run_ids,
+            run_pks=self.run_pks,
+        )
 
 
 class _TooDeep(Exception):
@@ -328,12 +345,13 @@ class Store:
             yield tx
 
     @contextmanager
-    def _writing(self) -> Iterator[port.Writing]:
-        """A write transaction; what the store remembers of the database is dropped when
-        it fails (the database is then as it was)."""
+    def _writing(self, thread_id: str | None = None) -> Iterator[port.Writing]:
+        """A write transaction (of appends to ``thread_id`` alone, when given: see the
+        port's ``writing``); what the store remembers of the database is dropped when it
+        fails (the database is then as it was)."""
         with self._lock:
             try:
-                with self._backend.writing() as tx:
+                with self._backend.writing(thread_id) as tx:
                     yield tx
             except BaseException:
                 self._forget()
@@ -416,8 +434,8 @@ class Store:
         if run_input is not None:
             _check_input_run_id(incoming, types, run_input[0])
         batch_thread = self._thread_of_batch(incoming, types, thread_id, run_input)
-        with self._writing() as tx:
-            self._notice_other_writes(tx)
+        with self._writing(batch_thread) as tx:
+            self._notice_other_writes(tx, batch_thread)
             result = self._append_locked(
                 tx,
                 incoming,
@@ -516,14 +534,78 @@ class Store:
         if sum(len(v) for v in remembered) > _KNOWN_LIMIT:
             self._known = _Known()
 
-    def _notice_other_writes(self, tx: port.Reading) -> None:
+    def _notice_other_writes(self, tx: port.Reading, thread_id: str | None = None) -> None:
         """Inside a write transaction: when anything was written since this store's last
         append (by another connection, or by its own other methods), what it remembers of
-        the database is found again, and its cached views are checked before use."""
+        the database is found again, and its cached views are checked before use. Where
+        writers of other threads may have committed (the version is None), what it
+        remembers of ``thread_id``, the thread an append holds the lock of, is checked
+        instead, in one query."""
         version = tx.version()
-        if version is None or version != self._known.version:
-            self._known = _Known()
-            self._unverified = set(self._views)
+        if version is not None:
+            if version != self._known.version:
+                self._known = _Known()
+                self._unverified = set(self._views)
+            return
+        remembered = self._known
+        self._known = remembered.lasting()
+        self._unverified = set(self._views)
+        thread_pk = remembered.thread_pks.get(thread_id) if thread_id is not None else None
+        if thread_pk is not None:
+            self._check_thread_facts(tx, thread_pk, remembered)
+
+    def _check_thread_facts(self, tx: port.Reading, thread_pk: int, remembered: _Known) -> None:
+        """Keep what ``remembered`` holds of a thread and still holds: a run's facts while
+        its last ``seq`` is what this store left (a batch changes it), the thread's open
+        runs while its newest run and each open one are unchanged (a run opens only as the
+        newest), and its cached view while the derived data it stands on is there. Runs of
+        the thread are written only under its lock, which this transaction holds."""
+        cached = self._views.get(thread_pk)
+        view = (
+            (bytes(cached.ids_hasher.digest()), cached.run_pk)
+            if cached is not None and cached.run_pk is not None
+            else None
+        )
+        # The runs whose facts are worth a probe: the newest (the next run's parent), the
+        # open ones and those streamed (their sequence state is kept); any other is read
+        # again if an append needs it, so the check costs the same on the 2,000th run.
+        worth = set(remembered.open_runs.get(thread_pk, ())) | set(self._verifiers)
+        newest_known = remembered.newest.get(thread_pk)
+        if newest_known is not None:
+            worth.add(newest_known)
+        newest, branched, last_seqs, view_holds, underived = tx.thread_facts(
+            thread_pk,
+            sorted(worth & remembered.last_seqs.keys()),
+            view,
+            cached.since.run_pk if cached is not None else None,
+        )
+        known = self._known
+        known.newest[thread_pk] = newest
+        known.branched[thread_pk] = branched
+        # Of the threads with underived runs, only this one's entry is known: an append
+        # touches no other thread (derive() of all threads runs in a transaction of its own,
+        # which finds the whole set again).
+        known.underived = {thread_pk} if underived else set()
+        unchanged: set[int] = set()
+        for run_pk, last_seq in last_seqs.items():
+            known.last_seqs[run_pk] = last_seq
+            if remembered.last_seqs[run_pk] != last_seq:
+                continue
+            unchanged.add(run_pk)
+            if run_pk in remembered.statuses:
+                known.statuses[run_pk] = remembered.statuses[run_pk]
+            if run_pk in remembered.run_hashes:
+                known.run_hashes[run_pk] = remembered.run_hashes[run_pk]
+        open_runs = remembered.open_runs.get(thread_pk)
+        if (
+            open_runs is not None
+            and remembered.newest.get(thread_pk, -1) == newest
+            and open_runs <= unchanged
+        ):
+            known.open_runs[thread_pk] = open_runs
+        self._unverified.discard(thread_pk)
+        if cached is not None and not view_holds:
+            del self._views[thread_pk]
 
     def _remember_version(self, tx: port.Reading) -> None:
         """At the end of an append: the commit adds one to the data version, so the next
@@ -687,16 +769,20 @@ class Store:
         explicit_parent = (
             self._resolve(tx, parent_ref, thread_pk=thread_pk) if parent_ref else None
         )
-        if known.next_seq is None:
-            known.next_seq = tx.next_seq()
-        seq = known.next_seq
-        first_seq = seq
+        first_seq: int | None = None
         run_ids: list[str] = []
         new_run_ids: list[str] = []
         for n, segment in enumerate(segments):
             if segment.started is not None:
+                self._refuse_duplicate_run(tx, thread_pk, segment.started["runId"], segment)
+            # From here to commit, appends of other threads wait (on PostgreSQL this takes
+            # the event-order lock): what comes before only reads, but for a new thread's
+            # row, so no append waits inside on a row another one holds while it waits for
+            # this lock (two checkpoints storing one blob, say).
+            seq = self._next_seq(tx)
+            first_seq = seq if first_seq is None else first_seq
+            if segment.started is not None:
                 rid = segment.started["runId"]
-                self._refuse_duplicate_run(tx, thread_pk, rid, segment)
                 first_run = n == 0 or (n == 1 and segments[0].started is None)
                 segment.run_pk, segment.run_row = self._insert_run(
                     tx,
@@ -785,6 +871,14 @@ class Store:
             first_seq,
             last_seq,
         )
+
+    def _next_seq(self, tx: port.Writing) -> int:
+        """The next event's sequence number (remembered between the segments of a batch
+        and, where the version vouches for it, between appends)."""
+        known = self._known
+        if known.next_seq is None:
+            known.next_seq = tx.next_seq()
+        return known.next_seq
 
     def _remember_batch(
         self, thread_pk: int, thread_id: str, segment: _Segment, last_seq: int

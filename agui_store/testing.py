@@ -7,7 +7,9 @@ application should use: they bypass the store's rules.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from agui_store.restore import View
@@ -44,6 +46,22 @@ def forget(store: Store) -> None:
     state, what appends remember), so that the next call is cold."""
     with store._lock:
         store._forget()
+
+
+@contextlib.contextmanager
+def on_write_locked(store: Store, hook: Callable[[str | None], None]) -> Iterator[None]:
+    """Call ``hook`` inside each write transaction of a PostgreSQL store once it holds its
+    locks, before it writes, with the thread it appends to (``None``: a write that runs
+    alone). A hook that waits keeps the transaction, and its locks, open: tests use it to
+    show which writers proceed meanwhile. Only PostgreSQL stores have the hook."""
+    backend = store._backend
+    if not hasattr(backend, "on_write_locked"):
+        raise TypeError(f"{store.path} is not a PostgreSQL store: it has no write hook")
+    backend.on_write_locked = hook
+    try:
+        yield
+    finally:
+        backend.on_write_locked = None
 
 
 # --- the async store and the ASGI recorder ------------------------------------------------

@@ -1,26 +1,23 @@
-"""Eight writer processes on eight threads of one PostgreSQL store: what the one writer lock
-costs against per-thread locking.
+"""Eight writer processes on eight threads of one PostgreSQL store: what per-thread locking
+wins against the one writer lock it replaced.
 
 Issue 11 asks that writers on different threads do not serialize on one lock "unless you
-measure that this costs nothing". The store takes one transaction-level advisory lock for
-every write (``agui_store/postgres/backend.py``): it makes ``seq`` order commit order, so a
-reader polling ``events(after=cursor)`` never skips an event committed late, and it is what
-lets a store trust what it remembers between its own appends (``PostgresTransaction.version``).
+measure that this costs nothing". The store locks per thread (``agui_store/postgres/sql.py``):
+an append takes the writers' lock shared and its thread's lock, and the event-order lock only
+from its batch's first ``seq`` to commit; what it remembers of its thread is checked under
+the thread's lock (``Store._check_thread_facts``).
 
 This benchmark measures the same workload twice per round, interleaved:
 
 - **shipped**: the store as it is;
-- **per-thread**: a prototype patched in, in the writer processes only, of the alternative:
-  no lock at BEGIN, the event-order lock taken only when the batch's first ``seq`` is read
-  and held to commit (as eventsourcing's PostgreSQL recorder locks its table just before it
-  inserts), and the store's memory of its own appends never trusted (``version()`` is None:
-  with concurrent writers the transaction-id version cannot vouch for it). It is safe for this
-  workload only (one writer per thread); it is the upper bound of what per-thread locking can
-  win with today's engine.
+- **one lock**: the design it replaced, patched in, in the writer processes only: every
+  write takes one global advisory lock at ``BEGIN`` and holds it to commit, and the store
+  trusts what it remembers while the server's transaction-id counter says nothing committed
+  since its own write (sound only under that one lock), forgetting everything otherwise.
 
 Each writer appends ``--runs`` runs of 50 events (``bench_langgraph``'s conversation) to a
 thread of its own, in a database of its own per round. Printed: the wall time of each round
-and the median ratio shipped / per-thread.
+and the median ratio one lock / shipped (above 1: the shipped store is faster).
 
     python -m benchmarks.bench_postgres_writers [--runs 60] [--rounds 5] [--writers 8]
 """
@@ -28,11 +25,9 @@ and the median ratio shipped / per-thread.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import multiprocessing
 import statistics
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import agui_store
@@ -40,33 +35,31 @@ from benchmarks._common import header
 from benchmarks.bench_langgraph import conversation, run_events
 
 
-def per_thread_prototype() -> None:
-    """Patch the PostgreSQL backend, in this process, into the per-thread prototype."""
+def one_lock_baseline() -> None:
+    """Patch the PostgreSQL backend, in this process, back into the one-writer-lock design."""
     from agui_store.postgres import backend, sql
     from agui_store.postgres.transaction import PostgresTransaction
 
-    @contextlib.contextmanager
-    def writing(self: Any) -> Iterator[PostgresTransaction]:
-        conn = self._begin(sql.BEGIN_WRITING)
-        try:
-            yield PostgresTransaction(conn)
-        except BaseException:
-            self._end(conn, rollback=True)
-            raise
-        conn.execute("COMMIT")
+    shipped_writing = backend.PostgresBackend.writing
+
+    def writing(self: Any, thread_id: str | None = None) -> Any:
+        return shipped_writing(self, None)  # the exclusive writers' lock, for every write
+
+    def version(self: Any) -> int | None:
+        # What the store trusted under the one lock: the first transaction id not completed.
+        return int(self._value("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"))
 
     def next_seq(self: Any) -> int:
-        self._conn.execute(sql.LOCK_EVENT_ORDER)  # its own statement: a fresh snapshot after
-        return int(self._value(sql.NEXT_SEQ))
+        return int(self._value(sql.NEXT_SEQ))  # the one lock already orders the commits
 
     backend.PostgresBackend.writing = writing  # type: ignore[method-assign]
-    PostgresTransaction.version = lambda self: None  # type: ignore[method-assign]
+    PostgresTransaction.version = version  # type: ignore[method-assign]
     PostgresTransaction.next_seq = next_seq  # type: ignore[method-assign]
 
 
-def writer(dsn: str, number: int, runs: int, prototype: bool, out: Any) -> None:
-    if prototype:
-        per_thread_prototype()
+def writer(dsn: str, number: int, runs: int, baseline: bool, out: Any) -> None:
+    if baseline:
+        one_lock_baseline()
     thread = f"writer-{number}"
     batches = []
     for turn in conversation(runs, 1000 + number):
@@ -83,12 +76,12 @@ def writer(dsn: str, number: int, runs: int, prototype: bool, out: Any) -> None:
         out.put(time.perf_counter() - started)
 
 
-def round_trip(dsn: str, writers: int, runs: int, prototype: bool) -> float:
+def round_trip(dsn: str, writers: int, runs: int, baseline: bool) -> float:
     """Wall time from the moment every writer is ready to the last one's end."""
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
     processes = [
-        ctx.Process(target=writer, args=(dsn, n, runs, prototype, out)) for n in range(writers)
+        ctx.Process(target=writer, args=(dsn, n, runs, baseline, out)) for n in range(writers)
     ]
     for p in processes:
         p.start()
@@ -119,22 +112,21 @@ def main() -> None:
     cluster = PostgresCluster.create()
     try:
         server = PostgresServer(dsn=cluster.dsn())
-        shipped, prototype = [], []
+        shipped, baseline = [], []
         for n in range(args.rounds):
-            for is_prototype, into in ((False, shipped), (True, prototype)):
+            for is_baseline, into in ((True, baseline), (False, shipped)):
                 dsn = server.create_database()
                 agui_store.open(dsn).close()  # the schema, outside the timed part
-                wall = round_trip(dsn, args.writers, args.runs, is_prototype)
+                wall = round_trip(dsn, args.writers, args.runs, is_baseline)
                 into.append(wall)
-                name = "per-thread" if is_prototype else "shipped"
-                print(f"round {n + 1} {name:>10}: {wall:6.2f} s", flush=True)
+                name = "one lock" if is_baseline else "shipped"
+                print(f"round {n + 1} {name:>8}: {wall:6.2f} s", flush=True)
                 server.drop_database(dsn)
-        ratio = statistics.median(s / p for s, p in zip(shipped, prototype))
+        ratios = [b / s for b, s in zip(baseline, shipped)]
         print(
-            f"median wall: shipped {statistics.median(shipped):.2f} s, per-thread "
-            f"{statistics.median(prototype):.2f} s; shipped / per-thread {ratio:.2f}x "
-            f"(range {min(s / p for s, p in zip(shipped, prototype)):.2f}-"
-            f"{max(s / p for s, p in zip(shipped, prototype)):.2f})"
+            f"median wall: one lock {statistics.median(baseline):.2f} s, shipped "
+            f"{statistics.median(shipped):.2f} s; one lock / shipped "
+            f"{statistics.median(ratios):.2f}x (range {min(ratios):.2f}-{max(ratios):.2f})"
         )
     finally:
         cluster.destroy()

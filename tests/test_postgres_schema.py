@@ -523,6 +523,17 @@ HOT_READS = {
     "runs named": (sql.RUNS_NAMED, lambda m: ("chain-7",), {"runs_by_run_id"}),
     "owner threads": (sql.OWNER_THREADS, lambda m: ("owner-3",), {"threads_by_owner"}),
     "next seq": (sql.NEXT_SEQ, lambda m: (), {"event_pages_pkey"}),
+    "thread facts": (
+        sql.THREAD_FACTS,
+        lambda m: {
+            "thread": 1,
+            "runs": [m["fork"], m["tip"]],
+            "digest": b"\x00" * 32,
+            "view": m["tip"],
+            "base": m["fork"],
+        },
+        {"runs_by_thread", "batches_by_run"},
+    ),
 }
 
 
@@ -602,7 +613,8 @@ def test_the_application_role_appends_and_reads_the_log(deployment: tuple[str, s
     with connect(app_dsn) as app:
         assert pg_schema.install(app) == pg_schema.SCHEMA_VERSION  # opening: nothing to do
         with app.transaction():
-            app.execute(sql.LOCK_THREAD, ("t1",))
+            app.execute(sql.LOCK_WRITERS_SHARED)
+            app.execute(sql.lock_thread("t1"))
             app.execute(sql.LOCK_EVENT_ORDER)
             add_log_rows(app, runs=3)
         assert app.execute("SELECT count(*) FROM events").fetchone() == (3,)

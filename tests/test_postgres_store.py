@@ -743,6 +743,146 @@ def test_eight_writers_on_eight_threads_and_a_polling_reader_see_every_event_onc
     assert sorted(order) == [last for _, last in ranges]
 
 
+class HeldWrite:
+    """A write of ``store`` run on a thread of its own and held open, locks taken and
+    nothing written, at the store's write hook (``testing.on_write_locked``) until
+    :meth:`release`."""
+
+    def __init__(self, store: Any, write: Any) -> None:
+        self.locked = threading.Event()
+        self._released = threading.Event()
+        self.failures: list[BaseException] = []
+        self.locked_for: list[str | None] = []
+        self._hook = testing.on_write_locked(store, self._wait)
+        self._hook.__enter__()
+        self._writer = threading.Thread(target=self._run, args=(write,))
+        self._writer.start()
+        assert self.locked.wait(60), "the held write never got its locks"
+
+    def _wait(self, thread: str | None) -> None:
+        self.locked_for.append(thread)
+        self.locked.set()
+        assert self._released.wait(60)
+
+    def _run(self, write: Any) -> None:
+        try:
+            write()
+        except BaseException as e:  # reported by release()
+            self.failures.append(e)
+
+    def release(self) -> None:
+        self._released.set()
+        self._writer.join(timeout=60)
+        self._hook.__exit__(None, None, None)
+        assert not self.failures, self.failures
+
+
+def test_an_append_to_another_thread_commits_while_an_append_holds_its_transaction_open(
+    store_url: str,
+) -> None:
+    with agui_store.open(store_url) as held, agui_store.open(
+        store_url, busy_timeout_ms=200
+    ) as other:
+        held.append(run("a", "a1", *say("m1", "a")))
+        hold = HeldWrite(held, lambda: held.append(run("a", "a2", *say("m2", "b"))))
+        try:
+            assert hold.locked_for == ["a"]
+            # Waiting on the held append's locks would fail this one after 200 ms.
+            other.append(run("b", "b1", *say("m3", "c")))
+            assert [r.run_id for r in other.runs("b")] == ["b1"]
+            assert [r.run_id for r in other.runs("a")] == ["a1"]
+            # Appends to the held thread still take turns with it.
+            with pytest.raises(StoreBusyError, match="busy timeout"):
+                other.append(run("a", "a3"))
+        finally:
+            hold.release()
+        other.append(run("a", "a3"))
+        runs = other.runs("a")
+        assert [r.run_id for r in runs] == ["a1", "a2", "a3"]
+        assert [r.parent_run_id for r in runs] == [None, "a1", "a2"]
+        # seq order is commit order: b1 committed first, then a2 right after it.
+        assert runs[1].last_seq - runs[1].event_count == other.runs("b")[0].last_seq
+
+
+def test_a_write_that_spans_threads_excludes_appends_and_waits_for_them(
+    store_url: str,
+) -> None:
+    with agui_store.open(store_url) as held, agui_store.open(
+        store_url, busy_timeout_ms=200
+    ) as other:
+        held.append(run("a", "a1"))
+        other.append(run("b", "b1"))
+        # An append under way: writes that may touch any thread wait for it.
+        hold = HeldWrite(held, lambda: held.append(run("a", "a2")))
+        try:
+            with pytest.raises(StoreBusyError, match="busy timeout"):
+                other.branch("feature", "b1", thread_id="b")
+            with pytest.raises(StoreBusyError, match="busy timeout"):
+                other.derive()
+        finally:
+            hold.release()
+        # Such a write under way: appends of every thread wait for it.
+        hold = HeldWrite(held, lambda: held.branch("feature", "a1", thread_id="a"))
+        try:
+            assert hold.locked_for == [None]
+            with pytest.raises(StoreBusyError, match="busy timeout"):
+                other.append(run("b", "b2"))
+        finally:
+            hold.release()
+        other.append(run("b", "b2"))
+        other.branch("feature", "b1", thread_id="b")
+        assert [r.run_id for r in other.runs("b")] == ["b1", "b2"]
+        assert {b.name: b.run_id for b in other.branches("a")}["feature"] == "a1"
+
+
+def test_appends_after_a_failed_call_prepare_their_thread_check_again(store: Any) -> None:
+    """psycopg deallocates every prepared statement of a session after a ROLLBACK (here a
+    failed call's), the store's own check of a thread too: the next append prepares it
+    again and lands."""
+    store.append(run("t", "r1", *say("m1", "a")))
+    for _ in range(6):  # enough executions for psycopg to prepare statements of its own
+        store.runs("t")
+    with pytest.raises(AguiStoreError):
+        store.delete_branch("missing", thread_id="t")
+    store.append(run("t", "r2", *say("m2", "b")))
+    with pytest.raises(InvalidEventError):
+        store.append(run("t", "r2"))  # a duplicate run: its transaction rolls back too
+    store.append(run("t", "r3", *say("m3", "c")))
+    assert [r.parent_run_id for r in store.runs("t")] == [None, "r1", "r2"]
+
+
+def test_a_store_keeps_trusting_its_thread_while_other_threads_are_written_and_notices_its_own(
+    store_url: str,
+) -> None:
+    """What a store remembers of its thread survives appends to other threads, and is found
+    again when another store writes its thread: a run, a continuation of its open run, a
+    branch."""
+    with agui_store.open(store_url) as a, agui_store.open(store_url) as b:
+        a.append(run("t", "r1", *say("m1", "a")))
+        b.append(run("u", "u1", *say("m2", "b")))
+        a.append(run("t", "r2", *say("m3", "c")))
+        b.append(run("t", "r3", *say("m4", "d")))  # b writes a's thread
+        a.append(run("t", "r4", *say("m5", "e")))
+        runs = a.runs("t")
+        assert [r.parent_run_id for r in runs] == [None, "r1", "r2", "r3"]
+        # An open run of a's, ended by b: a's next piece is refused as after the end.
+        a.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r5"}])
+        b.append([{"type": "RUN_FINISHED", "threadId": "t", "runId": "r5"}], thread_id="t")
+        b.append(run("u", "u2"))
+        with pytest.raises(InvalidEventError):
+            a.append(
+                [{"type": "TEXT_MESSAGE_START", "messageId": "x", "role": "assistant"}],
+                thread_id="t",
+            )
+        # A run id that b made a branch name is refused by a as it would be on a fresh store.
+        b.branch("r6", "r4", thread_id="t")
+        with pytest.raises(InvalidEventError, match="name of a branch"):
+            a.append(run("t", "r6"))
+        assert [m["content"] for m in a.checkout("r4", thread_id="t").messages] == [
+            "a", "c", "d", "e"
+        ]
+
+
 def _append_forever(url: str, ready: Any) -> None:
     """A writer that appends big batches until killed, saying when each one starts."""
     with agui_store.open(url) as s:

@@ -4,15 +4,20 @@ Transactions (the port's :meth:`reading` and :meth:`writing`):
 
 - **Reading** is ``REPEATABLE READ READ ONLY``: every query of one store call sees one
   snapshot, as SQLite's read transaction does.
-- **Writing** is ``READ COMMITTED`` behind one transaction-level advisory lock that every
-  writer of the database takes first and holds to commit (:data:`sql.WRITER_LOCK`). Each
-  statement then sees every batch committed before the lock was granted, so a run is placed
-  on the head the previous writer left, and ``seq = max + 1`` is handed out in commit order:
-  a reader polling ``events(after=cursor)`` sees a prefix of the log and never skips an event.
-  REPEATABLE READ with the same lock forked lineages (its snapshot predates the lock wait),
-  and SERIALIZABLE without one retried a thousand times (research/postgres.md). The server
-  drops the lock when a client dies, even by SIGKILL, and rolls its batch back.
-- The wait for the lock is bounded by ``lock_timeout`` (``busy_timeout_ms``).
+- **Writing** is ``READ COMMITTED`` behind transaction-level advisory locks held to commit
+  (:mod:`agui_store.postgres.sql` describes them and their order). An append of one thread
+  takes the writers' lock shared and the thread's lock exclusive, in its ``BEGIN`` round
+  trip, so appends of different threads run side by side and those of one thread take
+  turns; every other write takes the writers' lock exclusive and runs alone. An append takes
+  the event-order lock when its batch's first ``seq`` is read, and holds it to commit:
+  ``seq = max + 1`` is handed out in commit order, and a reader polling
+  ``events(after=cursor)`` sees a prefix of the log and never skips an event. Each statement
+  sees every batch committed before its locks were granted, so a run is placed on the head
+  the previous writer of its thread left. REPEATABLE READ with the same locks forked
+  lineages (its snapshot predates the lock wait), and SERIALIZABLE without them retried a
+  thousand times (research/postgres.md). The server drops the locks when a client dies,
+  even by SIGKILL, and rolls its batch back.
+- The wait for a lock is bounded by ``lock_timeout`` (``busy_timeout_ms``).
 
 Every psycopg error is translated into the :mod:`agui_store.errors` tree in one place,
 :func:`translate`, when a transaction exits. A lost connection (the server restarted or shut
@@ -26,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -139,6 +144,12 @@ class PostgresBackend:
         self._closed = False
         self._conn: Any = None
         self._pid = os.getpid()
+        #: Called with the thread (``None``: a write that runs alone) once a write
+        #: transaction holds its locks, before it writes: a test hook
+        #: (``agui_store.testing.on_write_locked``), ``None`` otherwise.
+        self.on_write_locked: Callable[[str | None], None] | None = None
+        self._writing: PostgresTransaction | None = None  # the write under way, if any
+        self._prepared_on: Any = None  # the connection the store's statements are prepared on
         self._conn = self._connect()  # errors in the URL, the server or the schema: now
 
     # --- connections ------------------------------------------------------------------------
@@ -155,7 +166,7 @@ class PostgresBackend:
         try:
             schema.install(conn)
             # Session settings: the store's schema first on the path, and a bounded wait for
-            # the writer lock (0 would mean "forever" to PostgreSQL: 1 ms is "no wait").
+            # the write locks (0 would mean "forever" to PostgreSQL: 1 ms is "no wait").
             conn.execute(
                 "SELECT set_config('search_path', %s, false), "
                 "set_config('lock_timeout', %s, false)",
@@ -183,13 +194,14 @@ class PostgresBackend:
         """The psycopg connection (for :mod:`agui_store.testing`)."""
         return self._db
 
-    def _begin(self, statement: str) -> Any:
+    def _begin(self, statement: str, query: str | None = None) -> Any:
         """Start a transaction; a connection found lost here (nothing sent yet) is replaced
-        once."""
+        once. With a ``query`` (no parameters: a simple query takes none), it rides in the
+        same round trip, and its cursor comes back with the connection: ``(conn,
+        cursor)``."""
         conn = self._db
         try:
-            conn.execute(statement)
-            return conn
+            return self._send_begin(conn, statement, query)
         except Exception as e:
             if not _lost(conn):
                 self._end(conn, rollback=True)
@@ -197,11 +209,36 @@ class PostgresBackend:
         self._drop()
         conn = self._db
         try:
-            conn.execute(statement)
+            return self._send_begin(conn, statement, query)
         except Exception as e:
             self._end(conn, rollback=True)
             raise translate(e, self.where) from e
-        return conn
+
+    def _send_begin(self, conn: Any, statement: str, query: str | None) -> Any:
+        if query is None:
+            conn.execute(statement)
+            return conn
+        # The store's prepared statements are prepared in the round trip of their first
+        # EXECUTE on a connection (not on opening: a store whose tables are broken still
+        # opens, for check()).
+        name = query.removeprefix("EXECUTE ").split("(", 1)[0]
+        prepare = sql.PREPARED.get(name)
+        first = prepare + "; " if prepare is not None and self._prepared_on is not conn else ""
+        try:
+            cursor = conn.execute(statement + "; " + first + query)
+        except pg_errors.InvalidSqlStatementName:
+            # psycopg runs DEALLOCATE ALL after a ROLLBACK (a failed call's) on a session
+            # where it prepared statements, which takes the store's own too: prepared again.
+            if prepare is None:
+                raise
+            conn.execute("ROLLBACK")
+            conn.execute(prepare)
+            cursor = conn.execute(statement + "; " + query)
+        if prepare is not None:
+            self._prepared_on = conn
+        while cursor.nextset():  # to the query's rows, past BEGIN's and the locks'
+            pass
+        return conn, cursor
 
     def _drop(self) -> None:
         """Forget a broken connection (closing it is all that is left to do with it)."""
@@ -227,6 +264,9 @@ class PostgresBackend:
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[PostgresTransaction]:
+        if self._writing is not None:  # inside a write: its transaction, opened if not yet
+            yield PostgresTransaction(self._writing.connection)
+            return
         conn = self._db
         if conn.info.transaction_status != TransactionStatus.IDLE:
             yield PostgresTransaction(conn)  # nested in a transaction: it is that one's
@@ -242,19 +282,48 @@ class PostgresBackend:
         self._end(conn, rollback=False)  # a read wrote nothing: COMMIT and ROLLBACK agree
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[PostgresTransaction]:
-        conn = self._begin(sql.BEGIN_WRITING + "; " + sql.WRITER_LOCK)
+    def writing(self, thread_id: str | None = None) -> Iterator[PostgresTransaction]:
+        """A write transaction: of one thread's appends when ``thread_id`` is given (beside
+        other threads' appends), else of a write that runs alone (``sql``'s locks).
+
+        ``BEGIN`` and the locks are sent with the transaction's first statement, in one
+        round trip (:class:`PostgresTransaction` holds them until then); a write that sends
+        nothing opens no transaction."""
+        if thread_id is None:
+            locks = sql.WRITER_LOCK
+        else:
+            locks = sql.LOCK_WRITERS_SHARED + "; " + sql.lock_thread(thread_id)
+        statement = sql.BEGIN_WRITING + "; " + locks
+        opened: list[Any] = []
+
+        def begin(query: str | None) -> tuple[Any, Any]:
+            if query is None:
+                conn, cursor = self._begin(statement), None
+            else:
+                conn, cursor = self._begin(statement, query)
+            opened.append(conn)
+            if self.on_write_locked is not None:
+                self.on_write_locked(thread_id)
+            return conn, cursor
+
+        tx = PostgresTransaction(None, begin=begin)
+        self._writing = tx
         try:
-            yield PostgresTransaction(conn)
+            yield tx
         except BaseException as e:
-            self._end(conn, rollback=True)
+            if opened:
+                self._end(opened[0], rollback=True)
             if isinstance(e, Exception) and not isinstance(e, errors.AguiStoreError):
                 raise translate(e, self.where) from e
             raise
+        finally:
+            self._writing = None
+        if not opened:
+            return
         try:
-            conn.execute("COMMIT")
+            opened[0].execute("COMMIT")
         except Exception as e:
-            self._end(conn, rollback=True)
+            self._end(opened[0], rollback=True)
             raise translate(e, self.where) from e
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -273,6 +342,7 @@ class PostgresBackend:
         if self._pid == os.getpid():
             return
         self._pid = os.getpid()
+        self._writing = None  # the parent's, if it forked inside one
         conn, self._conn = self._conn, None
         if conn is None:
             return

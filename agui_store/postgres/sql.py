@@ -5,31 +5,109 @@ asserts their plans. The walks follow ``runs.parent`` one primary-key probe per 
 SQLite statements in ``agui_store/schema.py`` do.
 
 Locks (transaction-scoped advisory locks, released at commit or rollback, and by the server
-when a client dies):
+when a client dies), always taken in this order, so two writers never wait on each other in
+a circle:
 
-- :data:`LOCK_THREAD` serializes the writers of one thread, so each places its run on the head
-  the previous one committed (READ COMMITTED: each statement sees what committed before it).
-  Not ``SELECT ... FOR UPDATE`` on the thread's row: that needs UPDATE privilege, which the
-  application role does not have on an append-only table. REPEATABLE READ must not be used
-  here: its snapshot predates the lock wait, and it forked lineages (research/postgres.md).
-- :data:`LOCK_EVENT_ORDER` is taken right before a batch's events get their ``seq`` and held to
-  commit, so ``seq`` order is commit order and a reader polling ``after=cursor`` never skips a
-  lower number committed late. Writers of different threads share it only for that last step.
+1. The writers' lock (:data:`WRITERS_LOCK_KEY`): an append of one thread takes it *shared*
+   (:data:`LOCK_WRITERS_SHARED`), so appends of different threads run side by side; every
+   other write (branches, derive, compact, import, copy: anything that may touch several
+   threads or the store's global facts) takes it *exclusive* (:data:`WRITER_LOCK`) and so
+   runs alone.
+2. The thread's lock (:func:`lock_thread`), exclusive, by an append: the writers of one
+   thread take turns, so each places its run on the head the previous one committed (READ
+   COMMITTED: each statement sees what committed before it). Not ``SELECT ... FOR UPDATE``
+   on the thread's row: that needs UPDATE privilege, which the application role does not
+   have on an append-only table. REPEATABLE READ must not be used here: its snapshot
+   predates the lock wait, and it forked lineages (research/postgres.md).
+3. The event-order lock (:data:`LOCK_EVENT_ORDER`), exclusive, taken right before a batch's
+   events get their ``seq`` (:data:`NEXT_SEQ_LOCKED`) and held to commit, so ``seq`` order is
+   commit order and a reader polling ``after=cursor`` never skips a lower number committed
+   late. Appends of different threads serialize only from that step to their commit.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 from agui_store.postgres.schema import LOCK_CLASS
 
 #: Second advisory-lock key of the global event order (``LOCK_CLASS`` is the first).
 EVENT_ORDER_LOCK_KEY = 2
-#: First advisory-lock key of per-thread locks ("AGUT"); the second is ``hashtext(thread_id)``.
-#: Two threads whose ids collide share a lock: they serialize, nothing worse.
+#: Second advisory-lock key of the writers' lock (``LOCK_CLASS`` is the first).
+WRITERS_LOCK_KEY = 3
+#: First advisory-lock key of per-thread locks ("AGUT"); the second is
+#: :func:`thread_lock_key`. Two threads whose keys collide share a lock: they take turns,
+#: nothing worse.
 THREAD_LOCK_CLASS = 0x41475554
 
-LOCK_THREAD = f"SELECT pg_advisory_xact_lock({THREAD_LOCK_CLASS}, hashtext(%s))"
 LOCK_EVENT_ORDER = f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, {EVENT_ORDER_LOCK_KEY})"
+#: What an append of one thread takes first: other threads' appends take it too.
+LOCK_WRITERS_SHARED = f"SELECT pg_advisory_xact_lock_shared({LOCK_CLASS}, {WRITERS_LOCK_KEY})"
+#: What every other write takes first: it waits for the appends under way and runs alone.
+WRITER_LOCK = f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, {WRITERS_LOCK_KEY})"
 
+
+def thread_lock_key(thread_id: str) -> int:
+    """The thread lock's second key: 32 bits of a hash of the thread id, computed here so
+    that the lock is taken in the ``BEGIN`` round trip (a simple query takes no parameters,
+    and an integer needs no quoting)."""
+    digest = hashlib.blake2b(thread_id.encode("utf-8", "surrogatepass"), digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def lock_thread(thread_id: str) -> str:
+    """The statement taking a thread's lock (an append holds it to commit)."""
+    return f"SELECT pg_advisory_xact_lock({THREAD_LOCK_CLASS}, {thread_lock_key(thread_id)})"
+
+
+
+#: What an append of a thread checks, under the thread's lock, of what its store remembers
+#: (``PostgresTransaction.thread_facts``): the thread's newest run, whether it has
+#: branches, the last ``seq`` of each remembered run of the thread (its other runs are left
+#: out), whether a cached view's lineage digest and checkpoint base are still there, and
+#: whether runs of the thread wait to be derived. Each part a probe of an index, but the
+#: last: ``underived`` is a short list (runs whose derived data waits for a writer).
+THREAD_FACTS = """
+SELECT (SELECT id FROM runs WHERE thread = %(thread)s ORDER BY id DESC LIMIT 1),
+       EXISTS (SELECT 1 FROM branches WHERE thread = %(thread)s),
+       ARRAY(SELECT ARRAY[runs.id, (SELECT coalesce(max(b.last_seq), 0) FROM batches AS b
+                                    WHERE b.run = runs.id)]
+             FROM runs WHERE runs.id = ANY(%(runs)s::bigint[]) AND runs.thread = %(thread)s),
+       EXISTS (SELECT 1 FROM lineage_digests WHERE ids_hash = %(digest)s AND run = %(view)s),
+       %(base)s::bigint IS NULL OR EXISTS (SELECT 1 FROM checkpoints WHERE run = %(base)s),
+       EXISTS (SELECT 1 FROM underived JOIN runs ON runs.id = underived.run
+               WHERE runs.thread = %(thread)s)
+"""
+#: THREAD_FACTS prepared once per connection (in its first EXECUTE's round trip): it rides in an
+#: append's ``BEGIN`` round trip, a simple query, which psycopg cannot prepare itself, and
+#: planning its five parts every time cost more than the round trip it saves.
+PREPARE_THREAD_FACTS = (
+    "PREPARE agui_store_thread_facts(bigint, bigint[], bytea, bigint, bigint) AS "
+    + THREAD_FACTS.replace("%(thread)s", "$1").replace("%(runs)s", "$2")
+    .replace("%(digest)s", "$3").replace("%(view)s", "$4").replace("%(base)s", "$5")
+)
+
+
+def execute_thread_facts(
+    thread: int, runs: list[int], digest: bytes, view: int | None, base: int | None
+) -> str:
+    """The EXECUTE of THREAD_FACTS with its arguments written out: numbers and bytes only,
+    so nothing needs quoting, and psycopg's binding on this side (a ClientCursor) is not
+    paid for (it cost about 0.2 ms an append)."""
+
+    def key(value: int | None) -> str:
+        return "NULL" if value is None else str(int(value))
+
+    keys = ",".join(str(int(pk)) for pk in runs)
+    return (
+        f"EXECUTE agui_store_thread_facts({int(thread)}, ARRAY[{keys}]::bigint[], "
+        f"decode('{bytes(digest).hex()}', 'hex'), {key(view)}, {key(base)})"
+    )
+
+
+#: The statements the store prepares itself, by name (an EXECUTE finds its PREPARE here
+#: when psycopg deallocated it).
+PREPARED = {"agui_store_thread_facts": PREPARE_THREAD_FACTS}
 #: Events are stored a page to a row (``event_pages``, schema version 3): these unnest a
 #: page ``p`` into its events ``e``, the event's seq being ``p.first_seq + e.n - 1``.
 UNNEST_PAGE = (
@@ -42,6 +120,10 @@ EVENT_SEQ = "(p.first_seq + e.n - 1)"
 NEXT_SEQ = (
     "SELECT coalesce((SELECT last_seq FROM event_pages ORDER BY first_seq DESC LIMIT 1), 0) + 1"
 )
+#: NEXT_SEQ in one round trip with the event-order lock before it, as a statement of its own
+#: (READ COMMITTED: a snapshot taken after the lock was granted, which sees every batch
+#: committed before).
+NEXT_SEQ_LOCKED = LOCK_EVENT_ORDER + "; " + NEXT_SEQ
 
 #: The ancestor chain of a run (parameter 1), the run itself first at depth 0. Walks ``runs``
 #: by primary key only.
@@ -123,19 +205,12 @@ OWNER_THREADS = "SELECT id, thread_id FROM threads WHERE owner = %s ORDER BY id"
 # --- the port's operations (agui_store.port), one constant per operation ---------------------
 #
 # Transactions (agui_store.postgres.backend): readers see one snapshot; writers run READ
-# COMMITTED behind one global advisory lock (WRITER_LOCK) held to commit, so each statement
-# sees every batch committed before it, ``seq = max + 1`` is assigned in commit order, and a
-# reader polling ``after=cursor`` sees a prefix of the log.
+# COMMITTED behind the locks above, so each statement sees every batch committed before it,
+# ``seq = max + 1`` is assigned in commit order, and a reader polling ``after=cursor`` sees a
+# prefix of the log.
 
-#: Second advisory-lock key (``LOCK_CLASS`` first) of the one lock every writer holds: the
-#: event-order lock, taken for the whole write transaction.
 BEGIN_READING = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 BEGIN_WRITING = "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE"
-WRITER_LOCK = LOCK_EVENT_ORDER
-
-#: The port's ``version()``: the first transaction id not yet completed when the statement
-#: started (``latestCompletedXid + 1``). See PostgresTransaction.version for why it works.
-VERSION = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
 
 #: Per-run summaries (the port's RunSummary columns): the run's row, and what its batches
 #: say, aggregated in ONE probe of ``batches_by_run`` per run (:data:`RUN_FACTS`: five

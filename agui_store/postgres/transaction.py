@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
 
 from agui_store import errors
-from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary
+from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary, ThreadFacts
 from agui_store.postgres import checks, sql
 from agui_store.postgres.schema import PAGE_EVENTS
 
@@ -99,15 +99,33 @@ def _blob_columns(rows: Iterator[Any]) -> Iterator[tuple[int, int, bytes, bytes]
 class PostgresTransaction:
     """Reads and writes on one psycopg connection, inside a transaction its backend opened."""
 
-    __slots__ = ("_conn", "_streams", "_version")
+    __slots__ = ("_begin", "_open_conn", "_streams")
 
     #: Checkpoints (chunked message lists) are stored as on SQLite.
     keeps_checkpoints = True
 
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-        self._version: int | None = None
+    def __init__(
+        self, conn: Any, begin: Callable[[str | None], tuple[Any, Any]] | None = None
+    ) -> None:
+        """On ``conn`` in a transaction, or, with ``begin``, on one its first statement
+        opens: ``begin(query)`` sends ``BEGIN`` and the locks with ``query`` (None: alone;
+        no parameters) and gives back the connection and the query's cursor."""
+        self._open_conn = conn
+        self._begin = begin
         self._streams: list[Any] = []  # the server-side cursors open (_stream)
+
+    @property
+    def _conn(self) -> Any:
+        if self._begin is not None:
+            self._start(None)
+        return self._open_conn
+
+    def _start(self, query: str | None) -> Any:
+        """Open the transaction, with ``query`` in the same round trip; its cursor."""
+        begin, self._begin = self._begin, None
+        assert begin is not None
+        self._open_conn, cursor = begin(query)
+        return cursor
 
     # Rows come back in binary format: bytea arrives as its bytes rather than as hex text
     # twice their size to parse (a checkout's chunks: 3.2 MB read in 17 ms instead of 44 ms).
@@ -135,20 +153,37 @@ class PostgresTransaction:
         return self._conn
 
     def version(self) -> int | None:
-        """The server's next transaction id not yet completed (:data:`sql.VERSION`), read
-        once per transaction.
+        """None: appends of other threads commit while this transaction runs (they take
+        only the writers' lock shared), so no one number can vouch for what a store
+        remembers. A transaction id cannot either: a transaction that got its id before
+        this store's last one and committed after it leaves the server's counters as this
+        store left them. The engine checks the thread it appends to (:meth:`thread_facts`)."""
+        return None
 
-        What the engine needs: a number that is one more after its own write commits, and
-        anything else if another transaction wrote meanwhile. Every store writer takes the
-        writer lock before it writes, so a write committed between two of this store's
-        got its transaction id after this store's last one completed, and moves the number
-        by two or more. Writes elsewhere on the server move it too: the engine then merely
-        re-reads what it remembered. A write transaction that wrote nothing gets no id, and
-        the next compare fails the same harmless way.
-        """
-        if self._version is None:
-            self._version = int(self._value(sql.VERSION))
-        return self._version
+    def thread_facts(
+        self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
+        view_base: int | None,
+    ) -> ThreadFacts:
+        digest, view_run = view if view is not None else (b"", None)
+        args = {
+            "thread": thread_pk,
+            "runs": _keys(run_pks),
+            "digest": digest,
+            "view": view_run,
+            "base": view_base,
+        }
+        # An append's first statement: it rides with BEGIN and the locks.
+        if self._begin is not None:
+            row = self._start(
+                sql.execute_thread_facts(thread_pk, _keys(run_pks), digest, view_run, view_base)
+            ).fetchone()
+        else:
+            row = self._one(sql.THREAD_FACTS, args)
+        newest, branched, pairs, digest_kept, base_kept, underived = row
+        last_seqs = {int(pk): int(seq) for pk, seq in pairs}
+        holds = view is not None and bool(digest_kept) and bool(base_kept)
+        newest_pk = None if newest is None else int(newest)
+        return newest_pk, bool(branched), last_seqs, holds, bool(underived)
 
     # --- checkpoints (chunked message lists: agui_store.checkpoints) ------------------------
 
@@ -388,7 +423,11 @@ class PostgresTransaction:
     # --- events -----------------------------------------------------------------------------
 
     def next_seq(self) -> int:
-        return int(self._value(sql.NEXT_SEQ))
+        """Takes the event-order lock, held to commit (sql.NEXT_SEQ_LOCKED): one round trip,
+        two statements, so the number is read after the lock was granted."""
+        cursor = self._conn.execute(sql.NEXT_SEQ_LOCKED)
+        cursor.nextset()
+        return int(cursor.fetchone()[0])
 
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
         return self._all(sql.RUN_EVENTS, {"run": run_pk, "after": after})

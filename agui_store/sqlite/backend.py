@@ -59,7 +59,8 @@ class SqliteBackend:
             yield SqliteTransaction(conn)
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[SqliteTransaction]:
+    def writing(self, thread_id: str | None = None) -> Iterator[SqliteTransaction]:
+        # One writer at a time on a file, whatever the thread.
         conn = self._db
         with database.immediate(conn):
             yield SqliteTransaction(conn)

@@ -14,7 +14,7 @@ from typing import Any
 import apsw
 
 from agui_store import codec, schema
-from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary
+from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary, ThreadFacts
 from agui_store.sqlite import checks, sql
 
 
@@ -56,6 +56,20 @@ class SqliteTransaction:
 
     def version(self) -> int | None:
         return int(self._conn.data_version())
+
+    def thread_facts(
+        self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
+        view_base: int | None,
+    ) -> ThreadFacts:
+        # Never needed while version() vouches for the file; here for the port's sake.
+        last_seqs = {
+            pk: self.run_last_seq(pk) for pk in run_pks if self.run_thread(pk) == thread_pk
+        }
+        holds = view is not None and self.has_digest(*view) and (
+            view_base is None or self.has_checkpoint(view_base)
+        )
+        underived = thread_pk in self.underived_threads()
+        return self.newest_run(thread_pk), self.has_branches(thread_pk), last_seqs, holds, underived
 
     # --- checkpoints (chunked message lists: agui_store.checkpoints) ------------------------
 
