@@ -19,6 +19,7 @@ import argparse
 import os
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -126,59 +127,52 @@ def main() -> None:
     def fresh() -> str:
         return os.path.join(tmp, f"{next(counter)}.db")
 
-    paths: dict[str, str] = {}
+    paths: dict[str, str] = {}  # the file each median_time() round writes
     rows = prebuilt_rows(batches)
-    raw = median_time(
-        lambda: raw_apsw(paths["p"], rows),
-        repeat=args.repeat,
-        setup=lambda: paths.__setitem__("p", fresh()),
+    as_json = [msgspec.json.encode(b) for b in batches]
+    deferred_times: list[tuple[float, float]] = []
+    # Every variant once per round, in turns, each on a new file: a machine whose load
+    # changes during the benchmark moves every variant alike, not the ones timed last.
+    variants: dict[str, Callable[[str], None]] = {
+        "raw": lambda path: raw_apsw(path, rows),
+        "api": lambda path: public_api(path, batches),
+        "json": lambda path: public_api(path, as_json),
+        # The trade-off the option makes: a checkpoint every 200 events of replay instead
+        # of after every run (checkout of a run between two checkpoints then replays).
+        "sparse": lambda path: public_api(path, batches, checkpoint_events=200),
+        # Every run replayed for its lineage digest, but no checkpoint written: what the
+        # derivation costs before its checkpoints.
+        "digests": lambda path: public_api(path, batches, checkpoint_events=NO_CHECKPOINTS),
+        # The log alone: lineage digests and checkpoints left for derive() (timed apart:
+        # the same work, moved off the append path).
+        "deferred": lambda path: deferred_then_derived(path, batches, deferred_times),
+    }
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(args.repeat):
+        for name, write in variants.items():
+            path = fresh()
+            t0 = time.perf_counter()
+            write(path)
+            times[name].append(time.perf_counter() - t0)
+    raw, api, api_json, api_sparse, api_digests = (
+        statistics.median(times[name]) for name in ("raw", "api", "json", "sparse", "digests")
     )
-    api = median_time(
-        lambda: public_api(paths["p"], batches),
-        repeat=args.repeat,
-        setup=lambda: paths.__setitem__("p", fresh()),
+    print(
+        f"{n} events in {args.runs} batches of {EVENTS_PER_RUN}, median of {args.repeat} "
+        "rounds, the variants in turns"
     )
-    print(f"{n} events in {args.runs} batches of {EVENTS_PER_RUN}, median of {args.repeat}")
     print("| path | events/s | ratio to raw |")
     print("|---|---|---|")
     print(f"| raw apsw executemany | {n / raw:,.0f} | 1.00 |")
     print(f"| Store.append (dicts) | {n / api:,.0f} | {raw / api:.2f} |")
-    as_json = [msgspec.json.encode(b) for b in batches]
-    api_json = median_time(
-        lambda: public_api(paths["p"], as_json),
-        repeat=args.repeat,
-        setup=lambda: paths.__setitem__("p", fresh()),
-    )
     print(f"| Store.append (JSON bytes) | {n / api_json:,.0f} | {raw / api_json:.2f} |")
-    # The trade-off the option makes: a checkpoint every 200 events of replay instead of
-    # after every run (checkout of a run between two checkpoints then replays from one).
-    api_sparse = median_time(
-        lambda: public_api(paths["p"], batches, checkpoint_events=200),
-        repeat=args.repeat,
-        setup=lambda: paths.__setitem__("p", fresh()),
-    )
     print(
         f"| Store.append (dicts), checkpoint_events=200 | {n / api_sparse:,.0f} "
         f"| {raw / api_sparse:.2f} |"
     )
-    # Every run replayed for its lineage digest, but no checkpoint written: what the
-    # derivation costs before its checkpoints.
-    api_digests = median_time(
-        lambda: public_api(paths["p"], batches, checkpoint_events=NO_CHECKPOINTS),
-        repeat=args.repeat,
-        setup=lambda: paths.__setitem__("p", fresh()),
-    )
     print(
         f"| Store.append (dicts), digests but no checkpoints | {n / api_digests:,.0f} "
         f"| {raw / api_digests:.2f} |"
-    )
-    # The log alone: lineage digests and checkpoints left for derive() (timed apart: the
-    # same work, moved off the append path).
-    deferred_times: list[tuple[float, float]] = []
-    median_time(
-        lambda: deferred_then_derived(paths["p"], batches, deferred_times),
-        repeat=args.repeat,
-        setup=lambda: paths.__setitem__("p", fresh()),
     )
     api_deferred = statistics.median(t[0] for t in deferred_times)
     print(
