@@ -52,6 +52,16 @@ def scratch_dir(prefix: str) -> str:
     return path
 
 
+def throwaway_postgres() -> str:
+    """A new database on a throwaway socket-only PostgreSQL cluster (the tests',
+    ``tests/postgres_cluster.py``), destroyed when the script exits."""
+    from tests.postgres_cluster import PostgresCluster, PostgresServer
+
+    cluster = PostgresCluster.create()
+    atexit.register(cluster.destroy)
+    return PostgresServer(dsn=cluster.dsn()).create_database()
+
+
 @contextlib.contextmanager
 def raw_connection(path: str) -> Iterator[apsw.Connection]:
     """The connection a store opens on ``path`` (its schema, pragmas and busy timeout), for

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import agui_store
 from agui_store import testing
-from benchmarks._common import conversation, header, scratch_dir
+from benchmarks._common import conversation, header, scratch_dir, throwaway_postgres
 
 #: Issue 10's goal for a diff of two runs 10 apart at the tip of a 10,000-run chain.
 GOAL_MS = 5.0
@@ -84,20 +84,9 @@ def main() -> None:
     args = parser.parse_args()
     header(f"diff: two runs 10 apart at the tip of a {args.runs:,}-run chain")
     targets = [("SQLite", os.path.join(scratch_dir("agui-bench-diff-"), "s.db"))]
-    cluster = None
     if args.postgres:
-        dsn = args.dsn
-        if dsn is None:
-            from tests.postgres_cluster import PostgresCluster, PostgresServer
-
-            cluster = PostgresCluster.create()
-            dsn = PostgresServer(dsn=cluster.dsn()).create_database()
-        targets.append(("PostgreSQL", dsn))
-    try:
-        figures = [(name, *measure(target, args.runs, args.repeat)) for name, target in targets]
-    finally:
-        if cluster is not None:
-            cluster.destroy()
+        targets.append(("PostgreSQL", args.dsn or throwaway_postgres()))
+    figures = [(name, *measure(target, args.runs, args.repeat)) for name, target in targets]
     print("| backend | checkout(tip), cold, ms | diff(tip~10, tip), cold, ms "
           "| diff / checkout | diff's statements |")
     print("|---|---|---|---|---|")

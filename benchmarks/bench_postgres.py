@@ -24,7 +24,7 @@ import psycopg
 
 import agui_store
 from agui_store import codec, testing
-from benchmarks._common import conversation, header, median_time
+from benchmarks._common import conversation, header, median_time, throwaway_postgres
 
 EVENTS_PER_RUN = 50
 #: The last appends whose median is "append at the end of the chain".
@@ -71,50 +71,40 @@ def main() -> None:
     parser.add_argument("--dsn", help="an existing server's database instead of a throwaway one")
     args = parser.parse_args()
     header(f"postgres: a {args.runs}-run thread of {EVENTS_PER_RUN} events a run, against SQLite")
-    cluster = None
-    dsn = args.dsn
-    if dsn is None:
-        from tests.postgres_cluster import PostgresCluster, PostgresServer
-
-        cluster = PostgresCluster.create()
-        dsn = PostgresServer(dsn=cluster.dsn()).create_database()
-    try:
-        with psycopg.connect(dsn) as conn:
-            server = conn.execute("SELECT version()").fetchone()
-            print(f"psycopg {psycopg.__version__} | {server[0] if server else '?'}")
-        with tempfile.TemporaryDirectory() as tmp:
-            figures = {}
-            for name, target in (("sqlite", os.path.join(tmp, "s.db")), ("postgres", dsn)):
-                store, times = build(target, args.runs)
-                leaf = store.runs("t")[-1].run_id
-                figures[name] = {
-                    "append (first 20)": statistics.median(times[:TAIL]),
-                    f"append (last {TAIL})": statistics.median(times[-TAIL:]),
-                    "checkout leaf": median_time(
-                        lambda s=store, r=leaf: s.checkout(r, thread_id="t")
-                    ),
-                    "full replay leaf": median_time(lambda s=store: full_replay(s)),
-                    "log leaf": median_time(lambda s=store, r=leaf: s.log(r, thread_id="t")),
-                }
-                store.close()
-            rows = [
-                (i, 1, e["type"], codec.encode(e).decode())
-                for i, e in enumerate(conversation("t", 1, EVENTS_PER_RUN)[0], start=1)
-            ]
-            copy_time = raw_copy(dsn, rows)
-        print()
-        print(f"{'':24} {'SQLite':>10} {'PostgreSQL':>11} {'PG/SQLite':>10}")
-        for key in figures["sqlite"]:
-            s, p = figures["sqlite"][key], figures["postgres"][key]
-            print(f"{key:24} {s * 1e3:8.2f}ms {p * 1e3:9.2f}ms {p / s:9.1f}x")
-        last = figures["postgres"][f"append (last {TAIL})"]
-        print(
-            f"\nraw psycopg COPY of one run's {EVENTS_PER_RUN} rows: {copy_time * 1e3:.2f}ms; "
-            f"an append through the API runs at {copy_time / last:.0%} of it"
-        )
-    finally:
-        if cluster is not None:
-            cluster.destroy()
+    dsn = args.dsn or throwaway_postgres()
+    with psycopg.connect(dsn) as conn:
+        server = conn.execute("SELECT version()").fetchone()
+        print(f"psycopg {psycopg.__version__} | {server[0] if server else '?'}")
+    with tempfile.TemporaryDirectory() as tmp:
+        figures = {}
+        for name, target in (("sqlite", os.path.join(tmp, "s.db")), ("postgres", dsn)):
+            store, times = build(target, args.runs)
+            leaf = store.runs("t")[-1].run_id
+            figures[name] = {
+                "append (first 20)": statistics.median(times[:TAIL]),
+                f"append (last {TAIL})": statistics.median(times[-TAIL:]),
+                "checkout leaf": median_time(
+                    lambda s=store, r=leaf: s.checkout(r, thread_id="t")
+                ),
+                "full replay leaf": median_time(lambda s=store: full_replay(s)),
+                "log leaf": median_time(lambda s=store, r=leaf: s.log(r, thread_id="t")),
+            }
+            store.close()
+        rows = [
+            (i, 1, e["type"], codec.encode(e).decode())
+            for i, e in enumerate(conversation("t", 1, EVENTS_PER_RUN)[0], start=1)
+        ]
+        copy_time = raw_copy(dsn, rows)
+    print()
+    print(f"{'':24} {'SQLite':>10} {'PostgreSQL':>11} {'PG/SQLite':>10}")
+    for key in figures["sqlite"]:
+        s, p = figures["sqlite"][key], figures["postgres"][key]
+        print(f"{key:24} {s * 1e3:8.2f}ms {p * 1e3:9.2f}ms {p / s:9.1f}x")
+    last = figures["postgres"][f"append (last {TAIL})"]
+    print(
+        f"\nraw psycopg COPY of one run's {EVENTS_PER_RUN} rows: {copy_time * 1e3:.2f}ms; "
+        f"an append through the API runs at {copy_time / last:.0%} of it"
+    )
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ from importlib.metadata import version
 from typing import Any
 
 import agui_store
-from benchmarks._common import header, median_time, scratch_dir
+from benchmarks._common import header, median_time, scratch_dir, throwaway_postgres
 from benchmarks.bench_langgraph import (
     GOAL_RUNS,
     THREAD,
@@ -249,13 +249,7 @@ def main() -> None:
         f"langgraph-checkpoint-postgres {version('langgraph-checkpoint-postgres')} | "
         f"psycopg {psycopg.__version__}"
     )
-    cluster = None
-    dsn = args.dsn
-    if dsn is None:
-        from tests.postgres_cluster import PostgresCluster, PostgresServer
-
-        cluster = PostgresCluster.create()
-        dsn = PostgresServer(dsn=cluster.dsn()).create_database()
+    dsn = args.dsn or throwaway_postgres()
     tmp = scratch_dir("agui-bench-pg-langgraph-")
     try:
         with psycopg.connect(dsn) as conn:
@@ -264,8 +258,6 @@ def main() -> None:
         run(args, dsn, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        if cluster is not None:
-            cluster.destroy()
 
 
 def run(args: argparse.Namespace, dsn: str, tmp: str) -> None:

@@ -27,7 +27,7 @@ import psycopg
 
 from agui_store import codec
 from agui_store.postgres import checks, schema
-from benchmarks._common import conversation, header, median_time
+from benchmarks._common import conversation, header, median_time, throwaway_postgres
 
 EVENTS_PER_RUN = 50
 OPTIONS = f"-c search_path={schema.SCHEMA}"
@@ -76,69 +76,59 @@ def main() -> None:
     parser.add_argument("--dsn", help="an existing server's database instead of a throwaway one")
     args = parser.parse_args()
     header(f"postgres_pages: a {args.runs}-run store of {EVENTS_PER_RUN} events a run, v2 -> v3")
-    cluster = None
-    dsn = args.dsn
-    if dsn is None:
-        from tests.postgres_cluster import PostgresCluster, PostgresServer
+    dsn = args.dsn or throwaway_postgres()
+    with psycopg.connect(dsn, autocommit=True, options=OPTIONS) as conn:
+        server = conn.execute("SELECT version()").fetchone()
+        print(f"psycopg {psycopg.__version__} | {server[0] if server else '?'}")
+        migrations, copies, before, after = [], [], 0.0, 0.0
+        for _ in range(args.repeat):
+            rows = fill_version_2(conn, args.runs)
+            conn.execute("CHECKPOINT")
+            before = size_mb(conn, "events")
+            t0 = time.perf_counter()
+            found = schema.install(conn)
+            migrations.append(time.perf_counter() - t0)
+            assert found == 2, found
+            conn.execute("VACUUM ANALYZE")
+            conn.execute("CHECKPOINT")
+            after = size_mb(conn, "event_pages")
+            conn.execute(
+                "CREATE TABLE bare(seq bigint, run bigint, type text, payload text)"
+            )
+            t0 = time.perf_counter()
+            with conn.transaction(), conn.cursor().copy(
+                "COPY bare(seq, run, type, payload) FROM STDIN"
+            ) as out:
+                for row in rows:
+                    out.write_row(row)
+            copies.append(time.perf_counter() - t0)
+            conn.execute("DROP TABLE bare")
 
-        cluster = PostgresCluster.create()
-        dsn = PostgresServer(dsn=cluster.dsn()).create_database()
-    try:
-        with psycopg.connect(dsn, autocommit=True, options=OPTIONS) as conn:
-            server = conn.execute("SELECT version()").fetchone()
-            print(f"psycopg {psycopg.__version__} | {server[0] if server else '?'}")
-            migrations, copies, before, after = [], [], 0.0, 0.0
-            for _ in range(args.repeat):
-                rows = fill_version_2(conn, args.runs)
-                conn.execute("CHECKPOINT")
-                before = size_mb(conn, "events")
-                t0 = time.perf_counter()
-                found = schema.install(conn)
-                migrations.append(time.perf_counter() - t0)
-                assert found == 2, found
-                conn.execute("VACUUM ANALYZE")
-                conn.execute("CHECKPOINT")
-                after = size_mb(conn, "event_pages")
-                conn.execute(
-                    "CREATE TABLE bare(seq bigint, run bigint, type text, payload text)"
-                )
-                t0 = time.perf_counter()
-                with conn.transaction(), conn.cursor().copy(
-                    "COPY bare(seq, run, type, payload) FROM STDIN"
-                ) as out:
-                    for row in rows:
-                        out.write_row(row)
-                copies.append(time.perf_counter() - t0)
-                conn.execute("DROP TABLE bare")
+        def page_check() -> None:
+            with conn.transaction():
+                assert list(checks.problems(conn, "pages")) == []
 
-            def page_check() -> None:
-                with conn.transaction():
-                    assert list(checks.problems(conn, "pages")) == []
+        def raw_log() -> None:
+            with conn.transaction():
+                conn.execute("SELECT seq, run, type, payload FROM events").fetchall()
 
-            def raw_log() -> None:
-                with conn.transaction():
-                    conn.execute("SELECT seq, run, type, payload FROM events").fetchall()
-
-            check_time = median_time(page_check, repeat=args.repeat * 2)
-            raw_time = median_time(raw_log, repeat=args.repeat * 2)
-        events = args.runs * EVENTS_PER_RUN
-        migration, copy = min(migrations), min(copies)
-        print(f"\n{events:,} events, best of {args.repeat}")
-        print(
-            f"migration v2 -> v3        {migration * 1e3:9.1f} ms   raw COPY of the rows "
-            f"{copy * 1e3:8.1f} ms   {migration / copy:5.1f}x COPY"
-        )
-        print(
-            f"pages check               {check_time * 1e3:9.1f} ms   raw read of the log "
-            f"{raw_time * 1e3:9.1f} ms   {check_time / raw_time:5.2f}x the read"
-        )
-        print(
-            f"events {before:.2f} MB (a row each) -> event_pages {after:.2f} MB "
-            f"({before / after:.1f}x smaller)"
-        )
-    finally:
-        if cluster is not None:
-            cluster.destroy()
+        check_time = median_time(page_check, repeat=args.repeat * 2)
+        raw_time = median_time(raw_log, repeat=args.repeat * 2)
+    events = args.runs * EVENTS_PER_RUN
+    migration, copy = min(migrations), min(copies)
+    print(f"\n{events:,} events, best of {args.repeat}")
+    print(
+        f"migration v2 -> v3        {migration * 1e3:9.1f} ms   raw COPY of the rows "
+        f"{copy * 1e3:8.1f} ms   {migration / copy:5.1f}x COPY"
+    )
+    print(
+        f"pages check               {check_time * 1e3:9.1f} ms   raw read of the log "
+        f"{raw_time * 1e3:9.1f} ms   {check_time / raw_time:5.2f}x the read"
+    )
+    print(
+        f"events {before:.2f} MB (a row each) -> event_pages {after:.2f} MB "
+        f"({before / after:.1f}x smaller)"
+    )
 
 
 if __name__ == "__main__":
