@@ -206,14 +206,14 @@ class Reading(Protocol):
         :meth:`thread_facts` under that thread's lock."""
     def thread_facts(
         self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
-        view_base: int | None,
+        view_base: int | None, probe_underived: bool,
     ) -> ThreadFacts:
         """What an append checks of what its store remembers of a thread: its newest run,
         whether it has branches, the last ``seq`` of each of ``run_pks`` that is the
         thread's (the others are left out), and whether a cached view still stands (its
         lineage digest ``(ids_hash, run)`` is there, and the checkpoint it starts from,
-        unless ``view_base`` is ``None``; ``False`` when ``view`` is ``None``), and whether
-        runs of the thread are underived."""
+        unless ``view_base`` is ``None``; ``False`` when ``view`` is ``None``), and, when
+        ``probe_underived``, whether runs of the thread are underived (else ``False``)."""
 
     # check(): whole-store reads for agui_store.integrity, each in key order. The long ones
     # (marked "streamed") are read a page at a time: a check never holds the log whole.

@@ -578,14 +578,18 @@ class Store:
             sorted(worth & remembered.last_seqs.keys()),
             view,
             cached.since.run_pk if cached is not None else None,
+            # Only an append that derives what it completes asks: it derives what is left
+            # of its thread first. One that leaves it for later only adds to the list.
+            probe_underived=self.derive_on_append,
         )
         known = self._known
         known.newest[thread_pk] = newest
         known.branched[thread_pk] = branched
         # Of the threads with underived runs, only this one's entry is known: an append
         # touches no other thread (derive() of all threads runs in a transaction of its own,
-        # which finds the whole set again).
-        known.underived = {thread_pk} if underived else set()
+        # which finds the whole set again). Not asked: not known (None: read when needed).
+        if self.derive_on_append:
+            known.underived = {thread_pk} if underived else set()
         unchanged: set[int] = set()
         for run_pk, last_seq in last_seqs.items():
             known.last_seqs[run_pk] = last_seq

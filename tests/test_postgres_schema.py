@@ -531,8 +531,10 @@ HOT_READS = {
             "digest": b"\x00" * 32,
             "view": m["tip"],
             "base": m["fork"],
+            "probe": True,
         },
-        {"runs_by_thread", "batches_by_run"},
+        # The remembered runs by primary key, not a walk of the thread's runs.
+        {"runs_pkey", "batches_by_run", "underived_pkey"},
     ),
 }
 

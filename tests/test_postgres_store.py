@@ -883,6 +883,51 @@ def test_a_store_keeps_trusting_its_thread_while_other_threads_are_written_and_n
         ]
 
 
+def test_a_store_that_derives_on_append_derives_what_a_lazy_store_left_in_its_thread(
+    store_url: str,
+) -> None:
+    """The thread check asks whether runs of the thread wait to be derived only for a store
+    that derives on append; that store must still find, and derive first, a run another
+    store left underived between two of its appends."""
+    with agui_store.open(store_url) as eager, agui_store.open(
+        store_url, derive_on_append=False
+    ) as lazy:
+        eager.append(run("t", "r1", *say("m1", "a")))
+        lazy.append(run("t", "r2", *say("m2", "b")))
+        lazy.append(run("u", "u1", *say("m3", "x")))
+        with psycopg.connect(store_url) as conn:
+            waiting = conn.execute("SELECT count(*) FROM agui_store.underived").fetchone()
+        assert waiting == (2,)
+        eager.append(run("t", "r3", *say("m4", "c")))
+        with psycopg.connect(store_url) as conn:
+            left = conn.execute(
+                "SELECT r.run_id FROM agui_store.underived AS u "
+                "JOIN agui_store.runs AS r ON r.id = u.run ORDER BY r.run_id"
+            ).fetchall()
+        assert left == [("u1",)]  # t's own derived first; u is not the append's business
+        lazy.append(run("t", "r4", *say("m5", "d")))
+        assert [m["content"] for m in eager.checkout("r4", thread_id="t").messages] == [
+            "a", "b", "c", "d"
+        ]
+        assert eager.check().ok
+
+
+def test_the_thread_check_forces_the_generic_plan_for_itself_alone(store_url: str) -> None:
+    """The check runs with ``plan_cache_mode = force_generic_plan`` (re-planned every append
+    otherwise); the rest of the append's transaction is planned as the server would."""
+    seen: list[tuple[str, Any]] = []
+    with agui_store.open(store_url) as s:
+        s.append(run("t", "r1", *say("m1", "a")))
+
+        def hook(thread: str | None) -> None:
+            conn = testing.connection(s)
+            seen.append((conn.execute("SHOW plan_cache_mode").fetchone()[0], thread))
+
+        with testing.on_write_locked(s, hook):
+            s.append(run("t", "r2", *say("m2", "b")))
+    assert seen == [("auto", "t")]
+
+
 def _append_forever(url: str, ready: Any) -> None:
     """A writer that appends big batches until killed, saying when each one starts."""
     with agui_store.open(url) as s:

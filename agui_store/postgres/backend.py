@@ -196,9 +196,9 @@ class PostgresBackend:
 
     def _begin(self, statement: str, query: str | None = None) -> Any:
         """Start a transaction; a connection found lost here (nothing sent yet) is replaced
-        once. With a ``query`` (no parameters: a simple query takes none), it rides in the
-        same round trip, and its cursor comes back with the connection: ``(conn,
-        cursor)``."""
+        once. With a ``query`` (no parameters: a simple query takes none; it may be several
+        statements), it rides in the same round trip, and the rows of its last statement
+        that returns rows come back with the connection: ``(conn, rows)``."""
         conn = self._db
         try:
             return self._send_begin(conn, statement, query)
@@ -221,8 +221,8 @@ class PostgresBackend:
         # The store's prepared statements are prepared in the round trip of their first
         # EXECUTE on a connection (not on opening: a store whose tables are broken still
         # opens, for check()).
-        name = query.removeprefix("EXECUTE ").split("(", 1)[0]
-        prepare = sql.PREPARED.get(name)
+        executed = sql.EXECUTED_NAME.search(query)
+        prepare = sql.PREPARED.get(executed.group(1)) if executed is not None else None
         first = prepare + "; " if prepare is not None and self._prepared_on is not conn else ""
         try:
             cursor = conn.execute(statement + "; " + first + query)
@@ -236,9 +236,12 @@ class PostgresBackend:
             cursor = conn.execute(statement + "; " + query)
         if prepare is not None:
             self._prepared_on = conn
-        while cursor.nextset():  # to the query's rows, past BEGIN's and the locks'
-            pass
-        return conn, cursor
+        rows: list[Any] = []
+        while True:  # the query's rows: past BEGIN's and the locks', before a closing SET's
+            if cursor.description is not None:
+                rows = cursor.fetchall()
+            if not cursor.nextset():
+                return conn, rows
 
     def _drop(self) -> None:
         """Forget a broken connection (closing it is all that is left to do with it)."""
@@ -298,13 +301,13 @@ class PostgresBackend:
 
         def begin(query: str | None) -> tuple[Any, Any]:
             if query is None:
-                conn, cursor = self._begin(statement), None
+                conn, rows = self._begin(statement), None
             else:
-                conn, cursor = self._begin(statement, query)
+                conn, rows = self._begin(statement, query)
             opened.append(conn)
             if self.on_write_locked is not None:
                 self.on_write_locked(thread_id)
-            return conn, cursor
+            return conn, rows
 
         tx = PostgresTransaction(None, begin=begin)
         self._writing = tx

@@ -28,6 +28,7 @@ a circle:
 from __future__ import annotations
 
 import hashlib
+import re
 
 from agui_store.postgres.schema import LOCK_CLASS
 
@@ -64,50 +65,71 @@ def lock_thread(thread_id: str) -> str:
 #: What an append of a thread checks, under the thread's lock, of what its store remembers
 #: (``PostgresTransaction.thread_facts``): the thread's newest run, whether it has
 #: branches, the last ``seq`` of each remembered run of the thread (its other runs are left
-#: out), whether a cached view's lineage digest and checkpoint base are still there, and
-#: whether runs of the thread wait to be derived. Each part a probe of an index, but the
-#: last: ``underived`` is a short list (runs whose derived data waits for a writer).
+#: out), whether a cached view's lineage digest and checkpoint base are still there, and,
+#: when asked (``probe``), whether runs of the thread wait to be derived. Its cost must not
+#: grow with the thread: each remembered run is one probe of ``runs_pkey`` (a scalar
+#: subquery, which the planner cannot turn into a walk of ``runs_by_thread``: that walk read
+#: every run of the thread, 0.1 ms at 150 runs and growing), and ``underived`` is walked
+#: itself (a short list: runs whose derived data waits for a writer), each of its runs one
+#: probe of ``runs_pkey``, instead of probing it once per run of the thread. A store that
+#: leaves derivation for later (``derive_on_append=False``) fills ``underived`` and has no
+#: use for the answer: it does not ask, and the walk is not run.
 THREAD_FACTS = """
 SELECT (SELECT id FROM runs WHERE thread = %(thread)s ORDER BY id DESC LIMIT 1),
        EXISTS (SELECT 1 FROM branches WHERE thread = %(thread)s),
-       ARRAY(SELECT ARRAY[runs.id, (SELECT coalesce(max(b.last_seq), 0) FROM batches AS b
-                                    WHERE b.run = runs.id)]
-             FROM runs WHERE runs.id = ANY(%(runs)s::bigint[]) AND runs.thread = %(thread)s),
+       ARRAY(SELECT ARRAY[known.id, (SELECT coalesce(max(b.last_seq), 0) FROM batches AS b
+                                     WHERE b.run = known.id)]
+             FROM unnest(%(runs)s::bigint[]) AS known(id)
+             WHERE (SELECT runs.thread FROM runs WHERE runs.id = known.id) = %(thread)s),
        EXISTS (SELECT 1 FROM lineage_digests WHERE ids_hash = %(digest)s AND run = %(view)s),
        %(base)s::bigint IS NULL OR EXISTS (SELECT 1 FROM checkpoints WHERE run = %(base)s),
-       EXISTS (SELECT 1 FROM underived JOIN runs ON runs.id = underived.run
-               WHERE runs.thread = %(thread)s)
+       %(probe)s::boolean AND EXISTS (
+           SELECT 1 FROM underived
+           WHERE (SELECT runs.thread FROM runs WHERE runs.id = underived.run) = %(thread)s)
 """
 #: THREAD_FACTS prepared once per connection (in its first EXECUTE's round trip): it rides in an
 #: append's ``BEGIN`` round trip, a simple query, which psycopg cannot prepare itself, and
 #: planning its five parts every time cost more than the round trip it saves.
 PREPARE_THREAD_FACTS = (
-    "PREPARE agui_store_thread_facts(bigint, bigint[], bytea, bigint, bigint) AS "
+    "PREPARE agui_store_thread_facts(bigint, bigint[], bytea, bigint, bigint, boolean) AS "
     + THREAD_FACTS.replace("%(thread)s", "$1").replace("%(runs)s", "$2")
     .replace("%(digest)s", "$3").replace("%(view)s", "$4").replace("%(base)s", "$5")
+    .replace("%(probe)s", "$6")
 )
 
 
 def execute_thread_facts(
-    thread: int, runs: list[int], digest: bytes, view: int | None, base: int | None
+    thread: int, runs: list[int], digest: bytes, view: int | None, base: int | None,
+    probe: bool,
 ) -> str:
     """The EXECUTE of THREAD_FACTS with its arguments written out: numbers and bytes only,
     so nothing needs quoting, and psycopg's binding on this side (a ClientCursor) is not
-    paid for (it cost about 0.2 ms an append)."""
+    paid for (it cost about 0.2 ms an append).
+
+    It runs with the generic plan, always. Left to choose (``plan_cache_mode = auto``), the
+    server compares the generic plan's estimate with the custom plans' and, the array's
+    length unknown to the first, planned the statement anew on every append: 0.25 ms of
+    0.55 for BEGIN, the locks and the check together. The generic plan is the same probes.
+    The setting goes back to what it was right after, for the rest of the transaction."""
 
     def key(value: int | None) -> str:
         return "NULL" if value is None else str(int(value))
 
     keys = ",".join(str(int(pk)) for pk in runs)
     return (
+        "SET LOCAL plan_cache_mode = force_generic_plan; "
         f"EXECUTE agui_store_thread_facts({int(thread)}, ARRAY[{keys}]::bigint[], "
-        f"decode('{bytes(digest).hex()}', 'hex'), {key(view)}, {key(base)})"
+        f"decode('{bytes(digest).hex()}', 'hex'), {key(view)}, {key(base)}, "
+        f"{'true' if probe else 'false'}); "
+        "SET LOCAL plan_cache_mode TO DEFAULT"
     )
 
 
 #: The statements the store prepares itself, by name (an EXECUTE finds its PREPARE here
 #: when psycopg deallocated it).
 PREPARED = {"agui_store_thread_facts": PREPARE_THREAD_FACTS}
+#: The name a query's EXECUTE runs (group 1).
+EXECUTED_NAME = re.compile(r"\bEXECUTE (\w+)\(")
 #: Events are stored a page to a row (``event_pages``, schema version 3): these unnest a
 #: page ``p`` into its events ``e``, the event's seq being ``p.first_seq + e.n - 1``.
 UNNEST_PAGE = (

@@ -109,7 +109,7 @@ class PostgresTransaction:
     ) -> None:
         """On ``conn`` in a transaction, or, with ``begin``, on one its first statement
         opens: ``begin(query)`` sends ``BEGIN`` and the locks with ``query`` (None: alone;
-        no parameters) and gives back the connection and the query's cursor."""
+        no parameters) and gives back the connection and the query's rows."""
         self._open_conn = conn
         self._begin = begin
         self._streams: list[Any] = []  # the server-side cursors open (_stream)
@@ -121,11 +121,11 @@ class PostgresTransaction:
         return self._open_conn
 
     def _start(self, query: str | None) -> Any:
-        """Open the transaction, with ``query`` in the same round trip; its cursor."""
+        """Open the transaction, with ``query`` in the same round trip; its rows."""
         begin, self._begin = self._begin, None
         assert begin is not None
-        self._open_conn, cursor = begin(query)
-        return cursor
+        self._open_conn, rows = begin(query)
+        return rows
 
     # Rows come back in binary format: bytea arrives as its bytes rather than as hex text
     # twice their size to parse (a checkout's chunks: 3.2 MB read in 17 ms instead of 44 ms).
@@ -162,7 +162,7 @@ class PostgresTransaction:
 
     def thread_facts(
         self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
-        view_base: int | None,
+        view_base: int | None, probe_underived: bool,
     ) -> ThreadFacts:
         digest, view_run = view if view is not None else (b"", None)
         args = {
@@ -171,12 +171,15 @@ class PostgresTransaction:
             "digest": digest,
             "view": view_run,
             "base": view_base,
+            "probe": probe_underived,
         }
         # An append's first statement: it rides with BEGIN and the locks.
         if self._begin is not None:
-            row = self._start(
-                sql.execute_thread_facts(thread_pk, _keys(run_pks), digest, view_run, view_base)
-            ).fetchone()
+            (row,) = self._start(
+                sql.execute_thread_facts(
+                    thread_pk, _keys(run_pks), digest, view_run, view_base, probe_underived
+                )
+            )
         else:
             row = self._one(sql.THREAD_FACTS, args)
         newest, branched, pairs, digest_kept, base_kept, underived = row

@@ -59,7 +59,7 @@ class SqliteTransaction:
 
     def thread_facts(
         self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
-        view_base: int | None,
+        view_base: int | None, probe_underived: bool,
     ) -> ThreadFacts:
         # Never needed while version() vouches for the file; here for the port's sake.
         last_seqs = {
@@ -68,7 +68,7 @@ class SqliteTransaction:
         holds = view is not None and self.has_digest(*view) and (
             view_base is None or self.has_checkpoint(view_base)
         )
-        underived = thread_pk in self.underived_threads()
+        underived = probe_underived and thread_pk in self.underived_threads()
         return self.newest_run(thread_pk), self.has_branches(thread_pk), last_seqs, holds, underived
 
     # --- checkpoints (chunked message lists: agui_store.checkpoints) ------------------------
