@@ -120,9 +120,6 @@ class Reading(Protocol):
 
     # events
     def next_seq(self) -> int: ...
-    def run_pk_and_next_seq(self, thread_pk: int, run_id: str) -> tuple[int | None, int]:
-        """:meth:`run_pk`, then :meth:`next_seq`: a write's first ``seq``, read where the
-        engine also looks a new run's id up (one round trip on a server)."""
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
         """``(payload, echo refs, seq, type)`` of a run's events after ``after``."""
     def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:

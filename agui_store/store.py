@@ -777,13 +777,12 @@ class Store:
         run_ids: list[str] = []
         new_run_ids: list[str] = []
         for n, segment in enumerate(segments):
-            # From the next seq to commit, appends of other threads wait (on PostgreSQL,
-            # reading it takes the event-order lock): what comes before only reads, but for
-            # a new thread's row, so no append waits inside on a row another one holds while
-            # it waits for this lock (two checkpoints storing one blob, say). A new run's
-            # duplicate check reads it too, in the same round trip on PostgreSQL.
             if segment.started is not None:
                 self._refuse_duplicate_run(tx, thread_pk, segment.started["runId"], segment)
+            # From here to commit, appends of other threads wait (on PostgreSQL this takes
+            # the event-order lock): what comes before only reads, but for a new thread's
+            # row, so no append waits inside on a row another one holds while it waits for
+            # this lock (two checkpoints storing one blob, say).
             seq = self._next_seq(tx)
             first_seq = seq if first_seq is None else first_seq
             if segment.started is not None:
@@ -1047,13 +1046,9 @@ class Store:
         return found[1] if found else None
 
     def _refuse_duplicate_run(
-        self, tx: port.Writing, thread_pk: int, run_id: str, segment: _Segment
+        self, tx: port.Reading, thread_pk: int, run_id: str, segment: _Segment
     ) -> None:
-        if self._known.next_seq is None:  # the seq, read with the check (_next_seq keeps it)
-            found, self._known.next_seq = tx.run_pk_and_next_seq(thread_pk, run_id)
-        else:
-            found = tx.run_pk(thread_pk, run_id)
-        if found is not None:
+        if tx.run_pk(thread_pk, run_id) is not None:
             raise InvalidEventError(
                 f"run {_quote(run_id)} is already recorded in this thread; a run is recorded once "
                 "(continue a live run by appending events without a new RUN_STARTED)",

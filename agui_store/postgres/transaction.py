@@ -432,20 +432,6 @@ class PostgresTransaction:
         cursor.nextset()
         return int(cursor.fetchone()[0])
 
-    def run_pk_and_next_seq(self, thread_pk: int, run_id: str) -> tuple[int | None, int]:
-        """The duplicate-run check, the event-order lock and NEXT_SEQ, pipelined: one round
-        trip instead of two (its own cost 0.3 ms an append). The server runs them in order,
-        and READ COMMITTED gives NEXT_SEQ a snapshot taken after the lock was granted, as in
-        :meth:`next_seq`. The lock comes one read earlier than the run's first write; the
-        read takes no row locks, so no append can wait on this one while holding it."""
-        conn = self._conn
-        with conn.pipeline():
-            found = conn.execute(sql.RUN_PK, (thread_pk, run_id), binary=True)
-            conn.execute(sql.LOCK_EVENT_ORDER)
-            seq = conn.execute(sql.NEXT_SEQ, binary=True)
-        row = found.fetchone()
-        return (None if row is None else int(row[0])), int(seq.fetchone()[0])
-
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
         return self._all(sql.RUN_EVENTS, {"run": run_pk, "after": after})
 
