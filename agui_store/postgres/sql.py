@@ -61,7 +61,6 @@ def lock_thread(thread_id: str) -> str:
     return f"SELECT pg_advisory_xact_lock({THREAD_LOCK_CLASS}, {thread_lock_key(thread_id)})"
 
 
-
 #: What an append of a thread checks, under the thread's lock, of what its store remembers
 #: (``PostgresTransaction.thread_facts``): the thread's newest run, whether it has
 #: branches, the last ``seq`` of each remembered run of the thread (its other runs are left
