@@ -57,8 +57,8 @@ check that ran):
     parent's view): each checkpoint's messages, state (whole or as patches), interrupts and
     warnings equal the replay; its content gives the view digest it recorded; the run hash it
     recorded is one of its run's; each lineage digest is the replay's; every input
-    and echo reference falls inside its parent's view. Down a chain, a checkpoint's leading
-    full chunks that no run since the last checkpoint found equal could have changed (no
+    and echo reference falls inside its parent's view. Down a chain, the leading full chunks
+    of a checkpoint that no run could have changed since the last checkpoint found equal (no
     event named a message in them, none moved) are compared by address with that
     checkpoint's, and the rest message by message; a lineage's last checkpoint is compared
     whole. So a chain costs its length, not its square.
@@ -846,7 +846,7 @@ def _first_difference(found: list[Any], replayed: list[Any], start: int = 0) -> 
         if a != b:
             mid = b.get("id") if isinstance(b, dict) else None
             return f"message {i}" + (f" (id {_q(mid)})" if mid is not None else "")
-    return f"{len(found)} messages where the replay has {len(replayed)}"
+    return f"{start + len(found)} messages where the replay has {start + len(replayed)}"
 
 
 @dataclass

@@ -231,14 +231,15 @@ def test_check_names_a_manifest_pointed_at_a_short_chunk(tmp_path: Path) -> None
     ), found
 
 
-def _forge_early_chunk(path: Path, run_id: str) -> None:
+def _rewrite_checkpoint(path: Path, run_id: str, *, drop_last_segment: bool = False) -> None:
     """Rewrite the checkpoint of ``run_id`` as a buggy writer would have: its first chunk
-    holds an edited message, stored with its true address, listed by a new manifest, and
-    the checkpoint's view digest recomputed over them. Nothing but a comparison with a
-    replay of the log can tell."""
+    holds an edited message (or, ``drop_last_segment``, its tail loses its last segment and
+    its length says so), stored with true addresses, listed by a new manifest, and the
+    checkpoint's view digest recomputed over them. Nothing but a comparison with a replay of
+    the log can tell."""
     conn = apsw.Connection(str(path))
-    pk, manifest, tail, state, base = conn.execute(
-        "SELECT c.run, c.chunks, c.tail, c.state, c.state_base FROM checkpoints c "
+    pk, length, manifest, tail, state, base = conn.execute(
+        "SELECT c.run, c.length, c.chunks, c.tail, c.state, c.state_base FROM checkpoints c "
         "JOIN runs r ON r.id = c.run WHERE r.run_id = ?",
         (run_id,),
     ).fetchone()
@@ -258,10 +259,13 @@ def _forge_early_chunk(path: Path, run_id: str) -> None:
         return conn.last_insert_rowid()
 
     chunk_ids = json.loads(text_of(manifest))
-    forged = text_of(chunk_ids[0]).replace(b'"r0 5"', b'"r0 X"')
-    chunk_ids[0] = add(forged)
-    new_manifest = add(json.dumps(chunk_ids, separators=(",", ":")).encode())
-    segments = [blob_id for blob_id, _ in json.loads(tail)]
+    listed = json.loads(tail)
+    if drop_last_segment:
+        length -= listed.pop()[1]
+    else:
+        chunk_ids[0] = add(text_of(chunk_ids[0]).replace(b'"r0 5"', b'"r0 X"'))
+        manifest = add(json.dumps(chunk_ids, separators=(",", ":")).encode())
+    segments = [blob_id for blob_id, _ in listed]
     anchor = None
     if base is not None:
         (base_state,) = conn.execute("SELECT state FROM checkpoints WHERE run = ?", (base,))
@@ -274,7 +278,8 @@ def _forge_early_chunk(path: Path, run_id: str) -> None:
         None,
     )
     conn.execute(
-        "UPDATE checkpoints SET chunks = ?, view_hash = ? WHERE run = ?", (new_manifest, view, pk)
+        "UPDATE checkpoints SET chunks = ?, tail = ?, length = ?, view_hash = ? WHERE run = ?",
+        (manifest, json.dumps(listed, separators=(",", ":")), length, view, pk),
     )
     conn.close()
 
@@ -291,7 +296,7 @@ def test_a_checkpoint_rewritten_whole_in_the_middle_of_a_chain_is_found_by_the_r
         for n in range(1, 5):
             talk(store, f"r{n}", 1)
         assert store.check().ok
-    _forge_early_chunk(path, "r2")
+    _rewrite_checkpoint(path, "r2")
     found = _problems(path)
     assert found == [
         "derived: the checkpoint of run 'r2' (thread 't', #3) differs from a replay of the log "
@@ -300,6 +305,25 @@ def test_a_checkpoint_rewritten_whole_in_the_middle_of_a_chain_is_found_by_the_r
     with agui_store.open(path) as store:
         assert store.checkout("r2").messages[5]["content"] == "r0 X"  # what a checkout serves
         assert store.checkout("r3").messages[5]["content"] == "r0 5"
+
+
+def test_a_middle_checkpoint_short_of_its_last_message_is_named_with_whole_list_lengths(
+    tmp_path: Path,
+) -> None:
+    # Its full chunks are the ones the check found equal at the run before, so only its tail
+    # is compared: the lengths it names are still the whole lists'.
+    path = tmp_path / "s.db"
+    with agui_store.open(path) as store:
+        talk(store, "r0", 2 * CHUNK + 3)
+        for n in range(1, 5):
+            talk(store, f"r{n}", 1)
+    _rewrite_checkpoint(path, "r2", drop_last_segment=True)
+    found = _problems(path)
+    whole = 2 * CHUNK + 5
+    assert found == [
+        f"derived: the checkpoint of run 'r2' (thread 't', #3) differs from a replay of the log "
+        f"at {whole - 1} messages where the replay has {whole}"
+    ], found
 
 
 def test_a_tail_segment_of_long_messages_is_kept_compressed_and_reads_back(
