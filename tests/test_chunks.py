@@ -284,18 +284,24 @@ def _rewrite_checkpoint(path: Path, run_id: str, *, drop_last_segment: bool = Fa
     conn.close()
 
 
-def test_a_checkpoint_rewritten_whole_in_the_middle_of_a_chain_is_found_by_the_replay(
-    tmp_path: Path,
-) -> None:
-    # check() compares a chain's checkpoints chunk by chunk only where they changed since the
-    # last one found equal: a middle checkpoint whose early chunk was swapped for another
-    # (content, address, manifest and digest all consistent) must still be compared.
+def _chain_past_two_chunks(tmp_path: Path) -> Path:
+    """A sound file: r0 says two full chunks and 3 messages, r1-r4 a message each."""
     path = tmp_path / "s.db"
     with agui_store.open(path) as store:
         talk(store, "r0", 2 * CHUNK + 3)
         for n in range(1, 5):
             talk(store, f"r{n}", 1)
         assert store.check().ok
+    return path
+
+
+def test_a_checkpoint_rewritten_whole_in_the_middle_of_a_chain_is_found_by_the_replay(
+    tmp_path: Path,
+) -> None:
+    # check() compares a chain's checkpoints chunk by chunk only where they changed since the
+    # last one found equal: a middle checkpoint whose early chunk was swapped for another
+    # (content, address, manifest and digest all consistent) must still be compared.
+    path = _chain_past_two_chunks(tmp_path)
     _rewrite_checkpoint(path, "r2")
     found = _problems(path)
     assert found == [
@@ -312,11 +318,7 @@ def test_a_middle_checkpoint_short_of_its_last_message_is_named_with_whole_list_
 ) -> None:
     # Its full chunks are the ones the check found equal at the run before, so only its tail
     # is compared: the lengths it names are still the whole lists'.
-    path = tmp_path / "s.db"
-    with agui_store.open(path) as store:
-        talk(store, "r0", 2 * CHUNK + 3)
-        for n in range(1, 5):
-            talk(store, f"r{n}", 1)
+    path = _chain_past_two_chunks(tmp_path)
     _rewrite_checkpoint(path, "r2", drop_last_segment=True)
     found = _problems(path)
     whole = 2 * CHUNK + 5
