@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import inspect
 import json
@@ -30,6 +31,26 @@ def run(thread: str, run_id: str) -> list[dict]:
         {"type": "RUN_STARTED", "threadId": thread, "runId": run_id},
         {"type": "RUN_FINISHED", "threadId": thread, "runId": run_id},
     ]
+
+
+@contextlib.contextmanager
+def _paused_by_another_thread() -> Iterator[None]:
+    """The block runs while a second thread holds a pause (released after it)."""
+    entered, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with collector.paused():
+            entered.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=holder)
+    worker.start()
+    try:
+        assert entered.wait(10)
+        yield
+    finally:
+        release.set()
+        worker.join(10)
 
 
 def test_the_collector_is_off_inside_a_pause_and_on_again_after() -> None:
@@ -93,43 +114,22 @@ def test_overlapping_calls_cannot_keep_the_collector_paused_past_its_limit(
         if phase == "start":
             collections.append(phase)
 
-    entered, release = threading.Event(), threading.Event()
-
-    def other() -> None:
-        with collector.paused():
-            entered.set()
-            release.wait(10)
-
-    worker = threading.Thread(target=other)
     gc.callbacks.append(count)
     try:
-        worker.start()
-        assert entered.wait(10)
-        with collector.paused():
-            pass
-        ran = len(collections)
-        still_paused = not gc.isenabled()
+        with _paused_by_another_thread():
+            with collector.paused():
+                pass
+            ran = len(collections)
+            still_paused = not gc.isenabled()
     finally:
         gc.callbacks.remove(count)
-        release.set()
-        worker.join(10)
     assert ran >= 1 and still_paused
     assert gc.isenabled()
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_child_forked_while_another_thread_pauses_gets_its_collector_back() -> None:
-    entered, release = threading.Event(), threading.Event()
-
-    def holder() -> None:
-        with collector.paused():
-            entered.set()
-            release.wait(10)
-
-    worker = threading.Thread(target=holder)
-    worker.start()
-    try:
-        assert entered.wait(10)
+    with _paused_by_another_thread():
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: the holding thread does not exist here
@@ -144,9 +144,6 @@ def test_a_child_forked_while_another_thread_pauses_gets_its_collector_back() ->
         os.waitpid(pid, 0)
         answer = os.read(read, 2)
         os.close(read)
-    finally:
-        release.set()
-        worker.join(10)
     assert answer == b"11"
     assert gc.isenabled()
 
