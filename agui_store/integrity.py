@@ -88,6 +88,8 @@ from agui_store.restore import (
     apply_run,
     body_as_sent,
     named_ids,
+    only_appended,
+    reached,
     start_reducer,
     view_of,
 )
@@ -879,7 +881,7 @@ class _Replay:
         reducer = self.reducer
         names, snapshot = named_ids(record.events)
         before = len(reducer.messages)
-        reached = [(m, m.get("id"), m.get("role")) for m in reducer.holders(names)]
+        reached_before = reached(reducer, names)
         apply_run(reducer, record)
         messages = reducer.messages
         unmoved = reducer.take_unmoved()
@@ -888,13 +890,7 @@ class _Replay:
         else:
             self.settled = min(self.settled, unmoved, reducer.lowest_position(names))
         # A list that only grew extends the digest; any other change hashes it again.
-        grown = (
-            self.ids_hasher is not None
-            and not snapshot
-            and unmoved >= before
-            and all(m.get("id") == mid and m.get("role") == role for m, mid, role in reached)
-        )
-        if grown:
+        if self.ids_hasher is not None and only_appended(before, unmoved, reached_before, snapshot):
             new_ids = checkpoints.lineage_ids(messages[before:])
             self.ids_hasher = checkpoints.hash_ids(new_ids, self.ids_hasher)
         else:

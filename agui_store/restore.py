@@ -189,3 +189,23 @@ def named_ids(events: Sequence[dict[str, Any]]) -> tuple[set[str], bool]:
     for key in ID_KEYS:  # a key at a time: comprehensions, in C
         named.update([ev.get(key) for ev in events])
     return {name for name in named if type(name) is str}, False
+
+
+def reached(reducer: Reducer, names: Iterable[str]) -> list[tuple[Any, Any, Any]]:
+    """The messages these ids reach, each with the id and role it holds now: taken before a
+    run, what :func:`only_appended` needs to tell a list that grew from one that changed."""
+    return [(m, m.get("id"), m.get("role")) for m in reducer.holders(names)]
+
+
+def only_appended(
+    before: int, unmoved: int, reached_before: list[tuple[Any, Any, Any]], snapshot: bool
+) -> bool:
+    """Whether a run that found ``before`` messages only appended to their lineage ids: no
+    snapshot, no position moved (``unmoved``: the reducer's take_unmoved()), and no message
+    its events reached took another id or role. Then the ids' digest extends instead of
+    hashing the history again."""
+    return (
+        not snapshot
+        and unmoved >= before
+        and all(m.get("id") == mid and m.get("role") == role for m, mid, role in reached_before)
+    )

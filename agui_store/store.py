@@ -61,6 +61,8 @@ from agui_store.restore import (
     apply_run,
     body_as_sent,
     named_ids,
+    only_appended,
+    reached,
     restore,
     start_reducer,
     view_of,
@@ -1565,17 +1567,12 @@ class Store:
         # run's events can reach.
         since.settle(reducer.take_unmoved())  # runs replayed since the checkpoint, if any
         before = len(reducer.messages)
-        reached = [(m, m.get("id"), m.get("role")) for m in reducer.holders(names)]
+        reached_before = reached(reducer, names)
         apply_run(reducer, record)
         messages = reducer.messages
         unmoved = reducer.take_unmoved()
         since.settle(unmoved)
-        grown = (
-            not snapshot
-            and unmoved >= before
-            and all(m.get("id") == mid and m.get("role") == role for m, mid, role in reached)
-        )
-        if grown:
+        if only_appended(before, unmoved, reached_before, snapshot):
             new_ids = checkpoints.lineage_ids(messages[before:])
             hasher = checkpoints.hash_ids(new_ids, hasher)
             lineage.extend(new_ids)
