@@ -120,6 +120,9 @@ class Reading(Protocol):
 
     # events
     def next_seq(self) -> int: ...
+    def run_pk_and_next_seq(self, thread_pk: int, run_id: str) -> tuple[int | None, int]:
+        """``(run_pk(thread_pk, run_id), next_seq())``: a batch's first run checked for a
+        duplicate and its first ``seq`` taken, together (one round trip on PostgreSQL)."""
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
         """``(payload, echo refs, seq, type)`` of a run's events after ``after``."""
     def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:

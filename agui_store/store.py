@@ -779,12 +779,18 @@ class Store:
         run_ids: list[str] = []
         new_run_ids: list[str] = []
         for n, segment in enumerate(segments):
+            # From the batch's first seq to commit, appends of other threads wait (on
+            # PostgreSQL this takes the event-order lock): what comes before only reads, but
+            # for a new thread's row, so no append waits inside on a row another one holds
+            # while it waits for this lock (two checkpoints storing one blob, say). A run's
+            # duplicate check is read with that seq (one round trip on PostgreSQL).
             if segment.started is not None:
-                self._refuse_duplicate_run(tx, thread_pk, segment.started["runId"], segment)
-            # From here to commit, appends of other threads wait (on PostgreSQL this takes
-            # the event-order lock): what comes before only reads, but for a new thread's
-            # row, so no append waits inside on a row another one holds while it waits for
-            # this lock (two checkpoints storing one blob, say).
+                run_id = segment.started["runId"]
+                if known.next_seq is None:
+                    recorded, known.next_seq = tx.run_pk_and_next_seq(thread_pk, run_id)
+                else:
+                    recorded = tx.run_pk(thread_pk, run_id)
+                self._refuse_duplicate_run(tx, thread_pk, run_id, segment, recorded)
             seq = self._next_seq(tx)
             first_seq = seq if first_seq is None else first_seq
             if segment.started is not None:
@@ -1048,9 +1054,12 @@ class Store:
         return found[1] if found else None
 
     def _refuse_duplicate_run(
-        self, tx: port.Reading, thread_pk: int, run_id: str, segment: _Segment
+        self, tx: port.Reading, thread_pk: int, run_id: str, segment: _Segment,
+        recorded: int | None,
     ) -> None:
-        if tx.run_pk(thread_pk, run_id) is not None:
+        """Refuse a run the thread has (``recorded``: its pk, read by the caller) or whose id
+        names a branch of the thread."""
+        if recorded is not None:
             raise InvalidEventError(
                 f"run {_quote(run_id)} is already recorded in this thread; a run is recorded once "
                 "(continue a live run by appending events without a new RUN_STARTED)",

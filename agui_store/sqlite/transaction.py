@@ -296,6 +296,9 @@ class SqliteTransaction:
     def next_seq(self) -> int:
         return int(self._value(sql.NEXT_SEQ))
 
+    def run_pk_and_next_seq(self, thread_pk: int, run_id: str) -> tuple[int | None, int]:
+        return self.run_pk(thread_pk, run_id), self.next_seq()
+
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
         return self._all(sql.RUN_EVENTS, (run_pk, after))
 
