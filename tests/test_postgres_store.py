@@ -1031,6 +1031,69 @@ def test_a_connection_terminated_inside_a_write_leaves_the_batch_absent(
     assert [r.run_id for r in store.runs("t")] == ["r1", "r2"]
 
 
+@pytest.mark.parametrize(
+    "table",
+    [
+        "runs",  # the run's row, its key reserved: deferred, carried by a later statement
+        "batches",  # carried in the middle of the append, in front of another statement
+        "checkpoints",  # the last write: sent in a statement of its own before COMMIT
+    ],
+)
+def test_a_deferred_write_the_server_refuses_fails_the_call_and_leaves_the_batch_absent(
+    store: Any, store_url: str, table: str
+) -> None:
+    # The run's row, its batch and its checkpoint are not sent when the engine writes them
+    # but with a later statement: the server's refusal of one must still fail the append
+    # that wrote it, with a store error, and roll all of it back.
+    store.append(run("t", "r1", *say("m1", "a")))
+    before = dump(store_url)
+    with psycopg.connect(store_url, autocommit=True) as owner:
+        owner.execute(
+            f"CREATE FUNCTION {schema.SCHEMA}.refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'check_violation'; "
+            "END $$"
+        )
+        owner.execute(
+            f"CREATE TRIGGER refuse BEFORE INSERT ON {schema.SCHEMA}.{table} "
+            f"FOR EACH ROW EXECUTE FUNCTION {schema.SCHEMA}.refuse()"
+        )
+        with pytest.raises(agui_store.IntegrityError, match="refused by the test"):
+            store.append(run("t", "r2", *say("m2", "b")))
+        assert dump(store_url) == before
+        owner.execute(f"DROP TRIGGER refuse ON {schema.SCHEMA}.{table}")
+        owner.execute(f"DROP FUNCTION {schema.SCHEMA}.refuse()")
+    store.append(run("t", "r2", *say("m2", "b")))
+    assert [r.run_id for r in store.runs("t")] == ["r1", "r2"]
+    assert [m["content"] for m in store.checkout("r2", thread_id="t").messages] == ["a", "b"]
+    assert store.check().ok
+
+
+def test_a_steady_append_sends_at_most_seven_statements(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Round trips are most of an append's time on PostgreSQL (each costs several times the
+    # server's work for it): BEGIN with the locks and the thread check; the duplicate check
+    # with the event-order lock and the seq; the writes (run, page, batch, digest), carried
+    # together; the state's blob and the checkpoint; COMMIT. A statement that comes back
+    # one at a time fails this.
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query)[:60])
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    counts = []
+    for n in range(8):
+        events = run("t", f"r{n}", *say(f"m{n}", f"answer {n}"))
+        sent.clear()
+        store.append(events)
+        counts.append(len(sent))
+    assert max(counts[3:]) <= 7, (counts, sent)
+    assert len(store.runs("t")) == 8 and store.check().ok
+
+
 def test_a_server_restart_between_calls_costs_at_most_one_failed_call(
     store: Any, postgres_cluster: Any
 ) -> None:
