@@ -1829,7 +1829,7 @@ class Store:
             if thread_pk is None:
                 # The same name as a branch of another thread (within a thread, append and
                 # branch refuse the clash): the caller must say which thread.
-                other = tx.branch_elsewhere(ref, runs[0][1])
+                other = runs[0][3]
                 if other is not None:
                     raise AmbiguousRunError(
                         f"{ref!r} is a run of thread {runs[0][2]!r} and a branch of thread "
