@@ -1,9 +1,12 @@
-"""The store: a lossless AG-UI event log in one SQLite file, with git-like run lineage.
+"""The store: a lossless AG-UI event log with git-like run lineage, over a storage port.
 
-``Store`` is a thin facade: parsing and validation come from :mod:`agui_store.codec` and
+``Store`` is the facade of verbs, and the engine behind them, written once for every backend
+(:mod:`agui_store.port`; SQLite in :mod:`agui_store.sqlite`, PostgreSQL in
+:mod:`agui_store.postgres`). Parsing and validation come from :mod:`agui_store.codec` and
 :mod:`agui_store.model`, sequence rules from :mod:`agui_store.verify`, restoring from
-:mod:`agui_store.restore` (the official reducer, in Python). This module decides where events
-go (runs, lineage, branches) and talks SQL through :mod:`agui_store.database`.
+:mod:`agui_store.restore` (the official reducer, in Python), checkpoints from
+:mod:`agui_store.checkpoints`, revisions from :mod:`agui_store.revisions`. This module
+decides where events go (runs, lineage, branches) and keeps the derived views current.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from agui_store import (
     model,
     nesting,
     port,
+    revisions,
 )
+from agui_store.arguments import quote as _quote
 from agui_store.diff import Diff, ViewChange, compare
 from agui_store.errors import (
     AmbiguousRunError,
@@ -67,12 +72,10 @@ from agui_store.restore import (
     start_reducer,
     view_of,
 )
+from agui_store.revisions import DEFAULT_BRANCH, RESERVED_REFS, RunKey
 from agui_store.sqlite import SqliteBackend
 from agui_store.verify import SequenceVerifier
 
-#: The implicit branch of every thread: it follows the thread's newest run.
-DEFAULT_BRANCH = "main"
-_RESERVED_REFS = frozenset({DEFAULT_BRANCH, "HEAD"})
 _BRANCH_NAME = re.compile(r"[A-Za-z0-9._/@+-]{1,255}")  # fullmatch: no trailing newline
 # git check-ref-format's rules on those characters: no component that starts with a dot or
 # ends with ".lock", no "..", no empty component, no "." at the end, not "@" alone.
@@ -229,12 +232,6 @@ class _TooDeep(Exception):
     def __init__(self, at: int, field: str, op: int, levels: int) -> None:
         super().__init__(at, field, op, levels)
         self.at, self.field, self.op, self.levels = at, field, op, levels
-
-
-@dataclass(frozen=True)
-class _RunKey:
-    pk: int
-    thread_pk: int
 
 
 #: The largest ``max_depth`` a store takes: ``json.dumps``, msgspec and the CLI recurse once
@@ -992,7 +989,7 @@ class Store:
     def _known_run_id(self, tx: port.Reading, run_pk: int) -> str:
         run_ids = self._known.run_ids
         if run_pk not in run_ids:
-            run_ids[run_pk] = self._run_id_of(tx, run_pk)
+            run_ids[run_pk] = tx.run_id(run_pk)
         return run_ids[run_pk]
 
     def _known_status(self, tx: port.Reading, run_pk: int) -> str:
@@ -1138,7 +1135,7 @@ class Store:
         started: dict[str, Any],
         index: int,
         run_input: _Input | None,
-        explicit_parent: _RunKey | None,
+        explicit_parent: RunKey | None,
         branch: str | None,
         now: int,
     ) -> tuple[int, _RunRow]:
@@ -1201,7 +1198,7 @@ class Store:
         self,
         tx: port.Writing,
         thread_pk: int,
-        explicit: _RunKey | None,
+        explicit: RunKey | None,
         sent_parent: str | None,
         branch: str | None,
         sent_messages: Any = None,
@@ -1686,7 +1683,7 @@ class Store:
             if thread_id:
                 threads: list[int | None] = [self._require_thread(tx, thread_id, scope)]
             else:
-                threads = self._owned_threads(tx, scope)
+                threads = revisions.owned_threads(tx, scope)
             derived = sum(self._derive_underived(tx, pk) for pk in threads)
             self._remember_version(tx)
         return derived
@@ -1717,7 +1714,7 @@ class Store:
                 only = [thread_pk]
                 pks = tx.thread_run_pks(thread_pk)
             elif scope is not None:
-                only = self._owned_threads(tx, scope)
+                only = revisions.owned_threads(tx, scope)
                 pks = tx.owner_run_pks(scope)
             else:
                 pks = tx.all_run_pks()
@@ -1739,48 +1736,22 @@ class Store:
             return tx.checkpoint_count() - before
 
     @staticmethod
-    def _owned_threads(tx: port.Reading, scope: str | None) -> list[int | None]:
-        """The threads a scope may touch: ``[None]`` (all of them) for the operator."""
-        if scope is None:
-            return [None]
-        return list(tx.owned_thread_pks(scope))
-
-    @staticmethod
     def _status(tx: port.Reading, run_pk: int) -> str:
         return tx.run_status(run_pk) or "incomplete"
 
     # --- lookups ------------------------------------------------------------------------
 
-    @staticmethod
-    def _thread_row(tx: port.Reading, thread_id: str) -> tuple[int, str | None]:
-        """A thread's ``(pk, owner)``, ``(0, None)`` for a missing one."""
-        if not (isinstance(thread_id, str) and arguments.storable_text(thread_id)):
-            return 0, None  # no stored thread id holds a lone surrogate (nor is not text)
-        return tx.thread(thread_id) or (0, None)
-
     def _head(self, tx: port.Reading, thread_pk: int) -> int | None:
         """The thread's newest run, inside an append (remembered between appends)."""
         newest = self._known.newest
         if thread_pk not in newest:
-            newest[thread_pk] = self._newest_run(tx, thread_pk)
+            newest[thread_pk] = tx.newest_run(thread_pk)
         return newest[thread_pk]
-
-    @staticmethod
-    def _newest_run(tx: port.Reading, thread_pk: int) -> int | None:
-        return tx.newest_run(thread_pk)
-
-    @staticmethod
-    def _run_id_of(tx: port.Reading, run_pk: int) -> str:
-        return tx.run_id(run_pk)
 
     def _require_thread(
         self, tx: port.Reading, thread_id: str, scope: str | None = None
     ) -> int:
-        """A thread's pk; a thread of another owner than ``scope`` is absent (SPEC §8)."""
-        pk, owner = self._thread_row(tx, thread_id)
-        if not pk or (scope is not None and owner != scope):
-            raise RunNotFoundError(f"no thread {_quote(thread_id)} in {self.path}")
-        return pk
+        return revisions.require_thread(tx, thread_id, scope, self.path)
 
     def _resolve(
         self,
@@ -1790,84 +1761,11 @@ class Store:
         thread_id: str | None = None,
         thread_pk: int | None = None,
         scope: str | None = None,
-    ) -> _RunKey:
-        """A revision to a run: run id, branch name, ``HEAD``/``main``, unique run-id
-        prefix, each optionally followed by ``~n`` (n-th lineage ancestor). With a
-        ``scope``, only that owner's threads are searched (``thread_pk`` is then one)."""
-        if not isinstance(ref, str) or not ref:
-            raise RunNotFoundError(f"not a run id or ref: {_quote(ref) if ref else ref!r}")
-        if not arguments.storable_text(ref):
-            raise RunNotFoundError(
-                f"no run, branch or ref {_quote(ref)}: it holds a lone surrogate, which no "
-                "stored id can"
-            )
+    ) -> RunKey:
         _check_scope(scope)
-        if thread_pk is None and thread_id is not None:
-            thread_pk = self._require_thread(tx, thread_id, scope)
-        try:
-            return self._resolve_exact(tx, ref, thread_pk, scope)
-        except RunNotFoundError:
-            ancestor = arguments.split_ancestor(ref)
-            if ancestor is None:
-                raise
-        base, steps = ancestor
-        key = self._resolve_exact(tx, base, thread_pk, scope)
-        for _ in range(steps):
-            parent = tx.run_parent(key.pk)
-            if parent is None:
-                raise RunNotFoundError(f"{_quote(ref)}: the lineage has no ancestor that far back")
-            key = _RunKey(parent, key.thread_pk)
-        return key
-
-    def _resolve_exact(
-        self, tx: port.Reading, ref: str, thread_pk: int | None, scope: str | None = None
-    ) -> _RunKey:
-        # Within one thread, the scope was checked when it was found.
-        owner = scope if thread_pk is None else None
-        runs = tx.runs_named(ref, thread_pk, owner)
-        if len(runs) == 1:
-            if thread_pk is None:
-                # The same name as a branch of another thread (within a thread, append and
-                # branch refuse the clash): the caller must say which thread.
-                other = runs[0][3]
-                if other is not None:
-                    raise AmbiguousRunError(
-                        f"{ref!r} is a run of thread {runs[0][2]!r} and a branch of thread "
-                        f"{other!r}: pass thread_id="
-                    )
-            return _RunKey(runs[0][0], runs[0][1])
-        if len(runs) > 1:
-            threads = ", ".join(repr(r[2]) for r in runs)
-            raise AmbiguousRunError(
-                f"run id {ref!r} exists in several threads ({threads}): pass thread_id="
-            )
-        tips = tx.branches_named(ref, thread_pk, owner)
-        if len(tips) == 1:
-            return _RunKey(*tips[0])
-        if len(tips) > 1:
-            raise AmbiguousRunError(f"branch {ref!r} exists in several threads: pass thread_id=")
-        if ref in _RESERVED_REFS:
-            if thread_pk is None:
-                pks = tx.thread_pks(scope, 2)
-                if len(pks) != 1:
-                    raise AmbiguousRunError(
-                        f"{ref} needs a thread: the store has {len(pks) or 'no'} threads"
-                        if not pks
-                        else f"{ref} needs a thread: the store has several; pass thread_id="
-                    )
-                thread_pk = pks[0]
-            newest = self._newest_run(tx, thread_pk)
-            if newest is None:
-                raise RunNotFoundError(f"{ref}: the thread has no runs")
-            return _RunKey(newest, thread_pk)
-        # A unique prefix of a run id (git's abbreviated hashes).
-        prefixed = tx.runs_prefixed(ref, arguments.prefix_bound(ref), thread_pk, owner)
-        if len(prefixed) == 1:
-            return _RunKey(prefixed[0][0], prefixed[0][1])
-        if len(prefixed) > 1:
-            names = ", ".join(r[2] for r in prefixed[:5])
-            raise AmbiguousRunError(f"{_quote(ref)} is a prefix of several runs ({names}, ...)")
-        raise RunNotFoundError(f"no run, branch or unique run-id prefix {_quote(ref)}")
+        return revisions.resolve(
+            tx, ref, where=self.path, thread_id=thread_id, thread_pk=thread_pk, scope=scope
+        )
 
     def _run_record(self, tx: port.Reading, pk: int) -> Run:
         row, names, newest = tx.run_summary_and_branches(pk)
@@ -2367,7 +2265,7 @@ class Store:
 
     def _pair(
         self, tx: port.Reading, a: str, b: str, thread_id: str | None, scope: str | None
-    ) -> tuple[_RunKey, _RunKey, tuple[int, int, int] | None]:
+    ) -> tuple[RunKey, RunKey, tuple[int, int, int] | None]:
         """Two arguments resolved, and their merge base (see :meth:`_merge_base_pk`)."""
         ka = self._resolve(tx, a, thread_id=thread_id, scope=scope)
         # The thread ``a`` was found in is the one ``thread_id`` names: not looked up again.
@@ -2507,16 +2405,16 @@ class Store:
         with self._reading() as tx:
             pk = self._require_thread(tx, thread_id, scope)
             out = []
-            newest = self._newest_run(tx, pk)
+            newest = tx.newest_run(pk)
             if newest is not None:
-                out.append(Branch(thread_id, DEFAULT_BRANCH, self._run_id_of(tx, newest), True))
+                out.append(Branch(thread_id, DEFAULT_BRANCH, tx.run_id(newest), True))
             for name, run_id, updated in tx.branch_list(pk):
                 out.append(Branch(thread_id, name, run_id, False, when(updated)))
             return out
 
     def delete_branch(self, name: str, *, thread_id: str, scope: str | None = None) -> None:
         """Delete a branch (the runs stay; only the name goes)."""
-        if name in _RESERVED_REFS:
+        if name in RESERVED_REFS:
             raise BranchError(f"{name!r} is the thread's default branch; it cannot be deleted")
         _check_scope(scope)
         with self._writing() as tx:
@@ -2714,12 +2612,6 @@ def _counted_from(error: InvalidEventError, offset: int) -> InvalidEventError:
         return error
 
 
-def _quote(value: str, limit: int = 80) -> str:
-    """An id for an error message: quoted, and cut when it is absurdly long."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 1]}…' ({len(value)} characters)"
-
-
 def _storable(
     value: Any, *, path: str, index: int | None = None, event_type: str | None = None
 ) -> None:
@@ -2757,7 +2649,7 @@ def _check_branch_name(name: str) -> None:
     control characters or ``~``), not starting with ``-``, no component starting with ``.``
     or ending with ``.lock``, no ``..``, no empty component, not ending with ``.``, not
     ``@``, and neither ``HEAD`` nor ``main``."""
-    if name in _RESERVED_REFS:
+    if name in RESERVED_REFS:
         raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
     if (
         not isinstance(name, str)
@@ -2802,7 +2694,7 @@ def _check_run_names(started: dict[str, Any], index: int) -> None:
                 event_type="RUN_STARTED",
                 path=f"$.{name}",
             )
-    if started.get("runId") in _RESERVED_REFS:
+    if started.get("runId") in RESERVED_REFS:
         raise InvalidEventError(
             f"run id {started['runId']!r} is the name of a ref every thread has (HEAD and "
             "main name its newest run): record the run under another id",
