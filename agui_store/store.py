@@ -11,14 +11,13 @@ decides where events go (runs, lineage, branches) and keeps the derived views cu
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import os
 import re
 import threading
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from agui_store import (
     model,
     nesting,
     port,
+    reads,
     revisions,
 )
 from agui_store.arguments import quote as _quote
@@ -42,7 +42,6 @@ from agui_store.diff import Diff, ViewChange, compare
 from agui_store.errors import (
     AmbiguousRunError,
     BranchError,
-    HashMismatchError,
     InvalidArgumentError,
     InvalidEventError,
     OpenRunsError,
@@ -68,7 +67,6 @@ from agui_store.restore import (
     named_ids,
     only_appended,
     reached,
-    restore,
     start_reducer,
     view_of,
 )
@@ -1091,14 +1089,14 @@ class Store:
             if segment.started is not None:
                 assert segment.run_row is not None
                 parent_pk, recorded, _, reason = segment.run_row
-                reducer = start_reducer(None if parent_pk is None else self._view(tx, parent_pk))
+                reducer = start_reducer(None if parent_pk is None else reads.view(tx, parent_pk))
                 given = codec.decode(run_input[1]) if run_input and recorded else None
                 as_sent = body_as_sent(recorded is not None, reason)
                 apply_run(reducer, RunRecord(input=given, events=fresh[:1], as_sent=as_sent))
                 first = 1
             else:
                 assert segment.run_pk is not None
-                reducer = start_reducer(self._view(tx, segment.run_pk))
+                reducer = start_reducer(reads.view(tx, segment.run_pk))
                 first = 0
             limit = nesting.state_depth_limit(self.max_depth)
             for at in range(first, len(fresh)):
@@ -1255,7 +1253,7 @@ class Store:
             )
         if self._known_status(tx, parent_pk) != "incomplete":
             try:
-                base = self._view(tx, parent_pk)
+                base = reads.view(tx, parent_pk)
             except InvalidEventError:
                 return None  # a lineage the client cannot replay: nothing to refer to
         else:
@@ -1386,25 +1384,6 @@ class Store:
         rows[0] = (seq, rows[0][1], rows[0][2], codec.encode(started).decode("utf-8"))
         return seq, codec.encode(normalized[1]).decode("utf-8")
 
-    def _run_events(
-        self, tx: port.Reading, run_pk: int, after: int = 0, *, verify: bool = False
-    ) -> list[Any]:
-        """A run's events decoded, echoed inputs stored by reference put back whole;
-        ``verify``: all of them (``after`` 0), checked against the run's hashes first."""
-        rows = tx.run_events(run_pk, after)
-        if verify and not after:
-            self._verified_runs(tx, [run_pk])
-            self._verify_batches(tx, [run_pk], {run_pk: [(r[2], r[3], r[0], r[1]) for r in rows]})
-        events = codec.decode_many([r[0] for r in rows])
-        for event, (_, refs, _, _) in zip(events, rows):
-            if refs is not None:
-                parent_pk = tx.run_parent(run_pk)
-                assert parent_pk is not None  # an echo is stored by reference to its parent
-                base = self._view(tx, parent_pk)
-                event["input"] = expand_input(
-                    event["input"], codec.decode(refs.encode("utf-8")), base.messages, base.state
-                )
-        return events
 
     def _verifier_for(self, tx: port.Reading, run_pk: int) -> SequenceVerifier:
         """The sequence state at the end of a recorded run (cached while nobody appends)."""
@@ -1414,7 +1393,7 @@ class Store:
             return cached[1]
         verifier = SequenceVerifier()
         try:
-            for i, event in enumerate(self._run_events(tx, run_pk)):
+            for i, event in enumerate(reads.run_events(tx, run_pk)):
                 verifier.feed(event, i)
         except SequenceError:
             # Recorded with check_sequence=False: its state is unknown, so a continuation
@@ -1553,7 +1532,7 @@ class Store:
         )
         record = RunRecord(
             input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
-            events=events if events is not None else self._run_events(tx, run_pk),
+            events=events if events is not None else reads.run_events(tx, run_pk),
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
             as_sent=body_as_sent(raw_input is not None, reason),
         )
@@ -1626,13 +1605,13 @@ class Store:
             since = _SinceCheckpoint.start(0, None, None)
         else:
             found, after = checkpoints.nearest(tx, run_pk)
-            snap = self._load_checkpoint(tx, found) if found is not None else None
+            snap = reads.load_checkpoint(tx, found) if found is not None else None
             reducer = start_reducer(snap.view if snap is not None else None)
             if snap is not None:
                 reducer.track_state(snap.state_patches)
             reducer.take_unmoved()  # counts from the checkpoint's list
             since = _SinceCheckpoint.start(len(reducer.messages), snap, found)
-            for record in self._records(tx, after):
+            for record in reads.records(tx, after):
                 since.note(record)
                 apply_run(reducer, record)
         lineage = checkpoints.lineage_ids(reducer.messages)
@@ -1900,7 +1879,7 @@ class Store:
         """
         with self._reading() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
-            return self._run_events(
+            return reads.run_events(
                 tx, key.pk, arguments.cursor(after), verify=after is None
             )
 
@@ -1920,13 +1899,13 @@ class Store:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             raw, raw_refs, parent_pk, recorded = tx.run_input(key.pk)
             if hashing.input_digest(raw, raw_refs) != recorded:
-                raise self._named(tx, key.pk, "its input is not the one its hash covers")
+                raise reads.mismatch(tx, key.pk, "its input is not the one its hash covers")
             if raw is None:
                 return None
             value: dict[str, Any] = codec.decode(raw.encode("utf-8"))
             if raw_refs is not None:
                 assert parent_pk is not None  # refs name what the parent's view holds
-                base = self._view(tx, parent_pk)
+                base = reads.view(tx, parent_pk)
                 refs = codec.decode(raw_refs.encode("utf-8"))
                 value = expand_input(value, refs, base.messages, base.state)
         return value
@@ -1942,36 +1921,18 @@ class Store:
         """
         with self._reading() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
-            chain, grouped, normalized = self._chain_payloads(tx, key.pk)
+            chain, grouped, normalized = reads.chain_payloads(tx, key.pk)
             if normalized:  # rare: read those runs through the expanding path
                 out: list[dict[str, Any]] = []
                 for pk in chain:
                     if pk in normalized:
-                        out += self._run_events(tx, pk)
+                        out += reads.run_events(tx, pk)
                     else:
                         out += codec.decode_many(grouped.get(pk, []))
                 return out
         payloads = [p for pk in chain for p in grouped.get(pk, [])]
         return codec.decode_many(payloads)
 
-    @classmethod
-    def _chain_payloads(
-        cls, tx: port.Reading, pk: int
-    ) -> tuple[list[int], dict[int, list[str]], set[int]]:
-        """Ancestor run keys root first, each one's payloads in order, verified against the
-        runs' hashes as they are read, and the runs holding an echo stored by reference."""
-        grouped: dict[int, list[str]] = {}
-        rows: dict[int, list[Any]] = {}
-        normalized: set[int] = set()
-        for run_pk, seq, kind, payload, refs in tx.chain_events(pk):
-            grouped.setdefault(run_pk, []).append(payload)
-            rows.setdefault(run_pk, []).append((seq, kind, payload, refs))
-            if refs is not None:
-                normalized.add(run_pk)
-        chain = tx.ancestors(pk)
-        cls._verified_runs(tx, chain)
-        cls._verify_batches(tx, chain, rows)
-        return chain, grouped, normalized
 
     def log(
         self,
@@ -2037,7 +1998,7 @@ class Store:
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(tx, key.pk)
-            view = self._view(tx, key.pk)
+            view = reads.view(tx, key.pk)
         return Checkout(run, view.messages, view.state, view.interrupts, view.warnings)
 
     def compacted(
@@ -2053,7 +2014,7 @@ class Store:
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(tx, key.pk)
-            view = self._view(tx, key.pk)
+            view = reads.view(tx, key.pk)
             terminal = tx.terminal_event(key.pk)
         ids = {"threadId": run.thread_id, "runId": run.run_id}
         started: dict[str, Any] = {"type": "RUN_STARTED", **ids}
@@ -2094,168 +2055,10 @@ class Store:
         stream.append(finished)
         return stream
 
-    def _view(self, tx: port.Reading, pk: int) -> View:
-        """view(R): from the nearest checkpoint on R's lineage, replaying only what follows."""
-        # R's own checkpoint first (a complete run has one unless checkpoint_events > 1):
-        # then no walk up the lineage.
-        own = self._own_checkpoint(tx, pk)
-        if own is not None:
-            return own.view
-        found, after = checkpoints.nearest(tx, pk)
-        start = (
-            self._load_checkpoint(tx, found, with_hashes=False).view
-            if found is not None
-            else None
-        )
-        if not after:
-            assert start is not None
-            return start
-        return restore(self._records(tx, after), start=start)
 
-    def _views_past_shared(
-        self, tx: port.Reading, pks: list[int], *, skip_shared: bool = True
-    ) -> list[View]:
-        """The views of runs to compare, without the leading blobs (chunks, then tail
-        segments) their checkpoints all share, with what they share read once (see
-        :func:`checkpoints.load_past_shared`): git compares trees by hash the same way.
-        Runs that are not all checkpointed themselves get their whole views. The views may
-        share objects: for reading only."""
-        if tx.keeps_checkpoints:
-            try:
-                loaded = checkpoints.load_past_shared(tx, pks, skip_shared=skip_shared)
-            except HashMismatchError as e:
-                run_pk = getattr(e, "run_pk", None)
-                if run_pk is None:
-                    raise
-                raise self._named(tx, run_pk, e.what) from None
-            if loaded is not None:
-                return [snapshot.view for snapshot in loaded]
-        return [self._view(tx, pk) for pk in pks]
 
-    def _load_checkpoint(
-        self, tx: port.Reading, pk: int, *, with_hashes: bool = True, skip_chunks: int = 0
-    ) -> checkpoints.Snapshot:
-        """A checkpoint, verified against its hashes as it is read (refused, naming its run,
-        when it fails them)."""
-        try:
-            return checkpoints.load(tx, pk, with_hashes=with_hashes, skip_chunks=skip_chunks)
-        except HashMismatchError as e:
-            raise self._named(tx, pk, e.what) from None
 
-    def _own_checkpoint(self, tx: port.Reading, pk: int) -> checkpoints.Snapshot | None:
-        """A run's own checkpoint (``None``: it has none), verified as
-        :meth:`_load_checkpoint` verifies it."""
-        try:
-            return checkpoints.load_if_any(tx, pk)
-        except HashMismatchError as e:
-            raise self._named(tx, pk, e.what) from None
 
-    @staticmethod
-    def _named(tx: port.Reading, pk: int, what: str) -> HashMismatchError:
-        names = tx.run_names(pk)
-        if names is None:
-            return HashMismatchError(what)
-        return HashMismatchError(what, thread_id=names[0], run_id=names[1])
-
-    def _replay_view(self, tx: port.Reading, pk: int) -> View:
-        """view(R) by full replay of its lineage, ignoring checkpoints (the reference)."""
-        return restore(self._records(tx, tx.ancestors(pk)))
-
-    @classmethod
-    def _records(cls, tx: port.Reading, run_pks: list[int]) -> list[RunRecord]:
-        """Inputs and decoded events of runs (root first: keys grow along a lineage),
-        verified against the runs' batch hashes as they are read."""
-        grouped: dict[int, list[str]] = {}
-        rows: dict[int, list[Any]] = {}
-        echo_refs: dict[int, Any] = {}
-        for run_pk, seq, kind, payload, refs in tx.events_of_runs(run_pks):
-            grouped.setdefault(run_pk, []).append(payload)
-            rows.setdefault(run_pk, []).append((seq, kind, payload, refs))
-            if refs is not None:
-                echo_refs[run_pk] = codec.decode(refs.encode("utf-8"))
-        inputs = cls._verified_runs(tx, run_pks)
-        cls._verify_batches(tx, run_pks, rows)
-        decoded = codec.decode_many([p for pk in run_pks for p in grouped.get(pk, ())])
-        records, at = [], 0
-        for pk in run_pks:
-            n = len(grouped.get(pk, ()))
-            raw_input, raw_refs, lineage = inputs.get(pk, (None, None, ""))
-            records.append(
-                RunRecord(
-                    input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
-                    events=decoded[at : at + n],
-                    input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
-                    echo_refs=echo_refs.get(pk),
-                    as_sent=body_as_sent(raw_input is not None, lineage),
-                )
-            )
-            at += n
-        return records
-
-    @classmethod
-    def _verified_runs(
-        cls, tx: port.Reading, pks: Sequence[int]
-    ) -> dict[int, tuple[str | None, str | None, str]]:
-        """The inputs of runs about to be replayed (``run -> (input, input_refs, lineage)``), once
-        each run's record, input and parent link are verified against its hashes: what
-        decides where its replay starts from and what it starts with."""
-        inputs = {}
-        for (pk, thread_id, run_id, lineage, sent_parent, synthetic, created, raw, refs,
-             parent_hash, input_hash, start_hash, parent_link) in tx.run_records(pks):
-            if hashing.input_digest(raw, refs) != input_hash:
-                raise cls._named(tx, int(pk), "its input is not the one its hash covers")
-            if not parent_link:
-                raise cls._named(
-                    tx, int(pk), "its lineage parent is not the one its hash covers"
-                )
-            if start_hash is None or start_hash != hashing.start(
-                thread_id=thread_id,
-                run_id=run_id,
-                lineage=lineage,
-                sent_parent_run_id=sent_parent,
-                synthetic=bool(synthetic),
-                created_at=created,
-                parent_hash=parent_hash,
-                input_hash=input_hash,
-            ):
-                raise cls._named(tx, int(pk), "its record is not the one its hash covers")
-            if raw is not None:
-                inputs[int(pk)] = (raw, refs, lineage)
-        return inputs
-
-    @classmethod
-    def _verify_batches(
-        cls, tx: port.Reading, pks: Sequence[int], rows: dict[int, list[Any]]
-    ) -> None:
-        """The events read for runs (``rows``: run -> ``(seq, type, payload, refs)``) are
-        the ones their batch hashes cover: each batch's digest, chained from the hash before
-        it, gives the hash it recorded. Costs a hash of what was read."""
-        previous: dict[int, bytes | None] = {}
-        covered: dict[int, int] = {}
-        seqs = {run_pk: [e[0] for e in events] for run_pk, events in rows.items()}
-        for run_pk, start, first, last, outcome, appended_at, recorded in tx.batches_of_runs(pks):
-            events = rows.get(run_pk, [])
-            i = bisect.bisect_left(seqs.get(run_pk, []), first)
-            j = bisect.bisect_right(seqs.get(run_pk, []), last)
-            covered[run_pk] = covered.get(run_pk, 0) + (j - i)
-            before = previous.get(run_pk, start)
-            if (
-                recorded is None
-                or before is None
-                or hashing.chain(before, hashing.batch_digest(events[i:j], outcome, appended_at))
-                != recorded
-            ):
-                raise cls._named(
-                    tx,
-                    int(run_pk),
-                    f"its events at seq {first}..{last} are not the ones its hash covers",
-                )
-            previous[run_pk] = recorded
-        for run_pk, events in rows.items():
-            if covered.get(run_pk, 0) != len(events):
-                raise cls._named(
-                    tx, int(run_pk), "it holds events that none of its batch hashes covers"
-                )
 
     # --- time travel ----------------------------------------------------------------------
 
@@ -2325,7 +2128,7 @@ class Store:
             # Without a merge base, three-dot compares each side with an empty view: nothing
             # the sides share may be left out then.
             skip = found is not None or mode == "two-dot"
-            views = dict(zip(pks, self._views_past_shared(tx, pks, skip_shared=skip)))
+            views = dict(zip(pks, reads.views_past_shared(tx, pks, skip_shared=skip)))
         view_a, view_b = views[ka.pk], views[kb.pk]
         if mode == "two-dot":
             return Diff(run_a, run_b, mode, base_run, a_runs, b_runs, _compare(view_a, view_b))
@@ -2438,7 +2241,7 @@ class Store:
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(tx, key.pk)
-            view = self._view(tx, key.pk)
+            view = reads.view(tx, key.pk)
             newest_input = tx.newest_input(key.pk)
         recorded = codec.decode(newest_input.encode("utf-8")) if newest_input else {}
         if run_id is not None and not (
