@@ -332,7 +332,8 @@ class Writing(Reading, Protocol):
     def clear_underived(self, run_pk: int) -> None: ...
     def insert_new_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
         """Store packed blobs ``(address, codec, data)`` whose address is not there; the
-        ids of those stored, by address."""
+        ids of those stored, by address (a backend may add the ids of some it found
+        there: the caller looks up the ones missing)."""
     def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
         """``(run, length, manifest, tail, state, interrupts, warnings, ids_hash,
         created_at, state_base, run_hash, view_hash)``."""

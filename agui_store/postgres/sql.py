@@ -648,11 +648,19 @@ ORDER BY ids.n
 """
 SELECT_BLOB_ID = "SELECT id FROM blobs WHERE hash = %s"
 SELECT_BLOB_IDS = "SELECT id, hash FROM blobs WHERE hash = ANY(%s::bytea[])"
-#: Store blobs unless their address is there: the new ones' ids come back.
-INSERT_NEW_BLOBS = """
-INSERT INTO blobs(hash, codec, data)
-SELECT * FROM unnest(%s::bytea[], %s::smallint[], %s::bytea[])
-ON CONFLICT (hash) DO NOTHING RETURNING id, hash
+#: Store blobs unless their address is there. The ids of those stored come back, and of those
+#: found there: stored by a transaction committed before the statement began (its snapshot,
+#: which does not hold the rows it inserts, so no blob comes twice). A checkpoint whose state
+#: or chunks were stored before then costs no second look-up. One stored by a transaction
+#: that commits while this one runs is in neither part: the engine looks up what is missing
+#: (``checkpoints.store_blobs``).
+INSERT_OR_FIND_BLOBS = """
+WITH stored AS (
+    INSERT INTO blobs(hash, codec, data)
+    SELECT * FROM unnest(%s::bytea[], %s::smallint[], %s::bytea[])
+    ON CONFLICT (hash) DO NOTHING RETURNING id, hash)
+SELECT id, hash FROM stored
+UNION ALL SELECT id, hash FROM blobs WHERE hash = ANY(%s::bytea[])
 """
 INSERT_CHECKPOINT = """
 INSERT INTO checkpoints(run, length, chunks, tail, state, interrupts, warnings, ids_hash,

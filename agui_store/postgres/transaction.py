@@ -108,7 +108,10 @@ def _with_clauses(
         f"agui_store_w{n} AS ({text.strip()})" for n, (text, _) in enumerate(carried)
     )
     every = tuple(itertools.chain.from_iterable(a for _, a in carried)) + tuple(args)
-    return f"WITH {clauses} {statement.strip()}", every
+    statement = statement.strip()
+    if statement.startswith("WITH "):  # its own WITH clauses follow the carried ones
+        return f"WITH {clauses}, {statement[len('WITH '):]}", every
+    return f"WITH {clauses} {statement}", every
 
 
 class PostgresTransaction:
@@ -309,7 +312,7 @@ class PostgresTransaction:
 
     def insert_new_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
         columns = ([p[0] for p in packed], [p[1] for p in packed], [p[2] for p in packed])
-        rows = self._carrying(sql.INSERT_NEW_BLOBS, columns).fetchall()
+        rows = self._carrying(sql.INSERT_OR_FIND_BLOBS, (*columns, columns[0])).fetchall()
         return {bytes(h): int(i) for i, h in rows}
 
     def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
