@@ -103,6 +103,9 @@ class Snapshot:
     state_patches: list[Any] | None = None
     state_bytes: int = 0  # the JSON text of the anchor's whole state
     skipped: int = 0  # messages left out at the start of ``view.messages`` (a diff's)
+    # The address of the anchor's whole state: the next checkpoint that patches it covers
+    # it in its view digest, known here so that writing that one needs no query for it.
+    state_address: bytes | None = None
 
 
 def store_value(tx: Writing, value: Any) -> int:
@@ -405,7 +408,8 @@ def _finish(
         count = len(messages) + skipped
         raise _mismatch(run_pk, f"its checkpoint holds {count} messages, not {length}")
     view = View(messages, state, interrupts, warnings)
-    return Snapshot(view, layout, int(state_base or run_pk), patches, state_bytes, skipped)
+    anchor = bytes(s_addr) if state_base is None else anchor_addr
+    return Snapshot(view, layout, int(state_base or run_pk), patches, state_bytes, skipped, anchor)
 
 
 def shared_prefix(lists: Sequence[Sequence[int]]) -> int:
@@ -727,16 +731,19 @@ def write(
     state_patches: tuple[int, list[Any]] | None = None,
     *,
     run_hash: bytes | None,
-) -> int:
+    anchor_address: bytes | None = None,
+) -> tuple[int, bytes]:
     """Store a run's checkpoint, its message list laid out as ``layout`` (its blobs stored
     already: see ``store.py``'s ``_message_chunks``); returns the size of the JSON text its
-    state is stored as.
+    state is stored as, and that text's address.
 
     Args:
         ids_digest: the digest of the view's lineage ids (:func:`hash_ids`).
         state_patches: ``(state base, patches)`` to store the state as the patches that
             turn that checkpoint's (whole) state into ``view.state``.
         run_hash: the run's hash now (what the checkpoint is derived from).
+        anchor_address: the address of the state base's (whole) state, when the caller
+            knows it (else it is read).
     """
     state_base = state_patches[0] if state_patches is not None else None
     state_text = codec.canonical_bytes(
@@ -750,7 +757,7 @@ def write(
     if view.warnings:
         warnings, warnings_addr = store_text(tx, codec.canonical_bytes(view.warnings))
     if state_base is not None:
-        anchor_addr = tx.state_address(state_base)
+        anchor_addr = anchor_address or tx.state_address(state_base)
     view_hash = hashing.view_digest(
         layout.digest(), state_addr, anchor_addr, interrupts_addr, warnings_addr
     )
@@ -770,4 +777,4 @@ def write(
             view_hash,
         ),
     )
-    return len(state_text)
+    return len(state_text), state_addr

@@ -131,6 +131,7 @@ class _SinceCheckpoint:
     # state_deltas patch into the current state, and the size of that state's JSON text.
     state_anchor: int | None = None
     state_bytes: int = 0
+    state_address: bytes | None = None  # its state's address (None: read when needed)
 
     def note(self, record: RunRecord) -> tuple[set[str], bool]:
         """Count a run replayed since the checkpoint; returns what its events name (see
@@ -160,6 +161,7 @@ class _SinceCheckpoint:
             length,
             state_anchor=snap.state_anchor,
             state_bytes=snap.state_bytes,
+            state_address=snap.state_address,
         )
 
 
@@ -834,7 +836,7 @@ class Store:
             seq += len(rows)
             echo = (
                 self._normalize_echo(tx, thread_pk, segment.run_pk, rows)
-                if segment.started is not None
+                if segment.started is not None and isinstance(segment.started.get("input"), dict)
                 else None
             )
             tx.insert_events(rows)
@@ -845,14 +847,17 @@ class Store:
                 for ev, kind in zip(segment.events, segment.types):
                     if kind in ("RUN_FINISHED", "RUN_ERROR"):
                         segment.outcome = _status_of_terminal(ev.data)
-            # The run's hash after this batch: the batch's stored bytes chained onto it.
-            refs = {echo[0]: echo[1]} if echo is not None else {}
+            # The run's hash after this batch: the batch's stored bytes chained onto it (the
+            # events' JSON as received, but a RUN_STARTED whose echo was normalized).
+            stored = [ev.raw for ev in segment.events]
+            refs = {}
+            if echo is not None:
+                stored[0] = rows[0][3].encode("utf-8")
+                refs[echo[0]] = echo[1]
             batch_hash = hashing.chain(
                 self._known_run_hash(tx, run_pk),
-                hashing.batch_digest(
-                    [(at, kind, text, refs.get(at)) for at, _, kind, text in rows],
-                    segment.outcome,
-                    now,
+                hashing.batch_digest_of(
+                    seq - len(rows), segment.types, stored, refs, segment.outcome, now
                 ),
             )
             known.run_hashes[run_pk] = batch_hash
@@ -1595,6 +1600,7 @@ class Store:
                     len(messages),
                     state_anchor=since.state_anchor,
                     state_bytes=since.state_bytes,
+                    state_address=since.state_address,
                 )
         self._views[thread_pk] = _CachedView(run_pk, reducer, hasher, since, lineage)
         return written
@@ -1661,12 +1667,21 @@ class Store:
             # sharing, so this run keeps no checkpoint; later runs replay from an older one.
             return False
         patches = _state_patches(reducer, since)
-        stored = checkpoints.write(
-            tx, run_pk, view, layout, digest, now, patches, run_hash=run_hash
+        anchor_address = since.state_address if patches is not None else None
+        stored, address = checkpoints.write(
+            tx,
+            run_pk,
+            view,
+            layout,
+            digest,
+            now,
+            patches,
+            run_hash=run_hash,
+            anchor_address=anchor_address,
         )
         since.layout = layout
         if patches is None:  # the state stored whole: later ones patch this one
-            since.state_anchor, since.state_bytes = run_pk, stored
+            since.state_anchor, since.state_bytes, since.state_address = run_pk, stored, address
             reducer.track_state()
         return True
 
