@@ -1660,13 +1660,20 @@ class Store:
         """Store the reducer's view as the run's checkpoint, sharing the chunks of
         ``since``'s; on success ``since.layout`` describes the new one."""
         view = view_of(reducer)
-        layout = _message_chunks(tx, view.messages, since, reducer)
-        if layout is None:
+        patches = _state_patches(reducer, since)
+        # A short state text (most are) is stored by the statement that stores the new
+        # message blobs, without a look-up of its own.
+        text = checkpoints.state_text(view, patches)
+        packed = checkpoints.pack_small(text)
+        along = () if packed is None else (packed,)
+        chunks = _message_chunks(tx, view.messages, since, reducer, along)
+        if chunks is None:
             # One message object at two positions (repeated ids, then a MESSAGES_SNAPSHOT):
             # the client edits both through one id. One blob per position would lose that
             # sharing, so this run keeps no checkpoint; later runs replay from an older one.
             return False
-        patches = _state_patches(reducer, since)
+        layout, ids = chunks
+        stored_state = None if packed is None else (ids[packed[0]], packed[0], len(text))
         anchor_address = since.state_address if patches is not None else None
         stored, address = checkpoints.write(
             tx,
@@ -1678,6 +1685,7 @@ class Store:
             patches,
             run_hash=run_hash,
             anchor_address=anchor_address,
+            stored_state=stored_state,
         )
         since.layout = layout
         if patches is None:  # the state stored whole: later ones patch this one
@@ -2595,10 +2603,12 @@ def _message_chunks(
     messages: list[dict[str, Any]],
     since: _SinceCheckpoint,
     reducer: Reducer,
-) -> checkpoints.Layout | None:
-    """Store the message list as chunks sharing those of ``since``'s checkpoint; its layout,
-    or ``None`` when one message object stands at two positions (a checkpoint cannot say
-    that).
+    along: Sequence[tuple[bytes, int, bytes]] = (),
+) -> tuple[checkpoints.Layout, dict[bytes, int]] | None:
+    """Store the message list as chunks sharing those of ``since``'s checkpoint, and
+    ``along`` (see :func:`checkpoints.lay_out`); its layout and ``along``'s ids, or ``None``
+    (nothing stored) when one message object stands at two positions (a checkpoint cannot
+    say that).
 
     A position keeps its place in the base checkpoint when it holds the same object (the
     reducer reports how many leading positions do: ``since.unmoved``) and no run since
@@ -2609,9 +2619,9 @@ def _message_chunks(
         return None  # only a snapshot (or an input) puts one object at two positions
     base = since.layout if since.run_pk is not None else None
     if base is None or since.snapshot:
-        return checkpoints.lay_out(tx, messages, base)
+        return checkpoints.lay_out(tx, messages, base, along=along)
     keep, changed = _unchanged(messages, since, reducer)
-    return checkpoints.lay_out(tx, messages, base, keep, changed)
+    return checkpoints.lay_out(tx, messages, base, keep, changed, along)
 
 
 def _unchanged(
