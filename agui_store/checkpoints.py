@@ -125,7 +125,7 @@ def store_text(tx: Writing, text: bytes) -> tuple[int, bytes]:
 
 def store_blobs(tx: Writing, packed: list[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
     """The ids of packed blobs ``(address, codec, data)`` by address, storing those that
-    are not there: two statements however many blobs."""
+    are not there (a look-up for those that were)."""
     if not packed:
         return {}
     ids = tx.insert_new_blobs(packed)
