@@ -269,16 +269,16 @@ class _Counts:
     def __init__(self, conn: apsw.Connection) -> None:
         self.calls = self.rows = 0
         self.frames: list[int] = []
-        self._last: tuple[int, str] | None = None
+        self._last: tuple[apsw.Cursor, str] | None = None  # held: no other cursor takes its id
         conn.exec_trace = self._statement
         conn.set_wal_hook(self._commit)
 
     def _statement(self, cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
         self.rows += 1
-        key = (id(cursor), sql)
-        if key != self._last or sql.startswith(("BEGIN", "COMMIT")):
+        last = self._last
+        if last is None or last[0] is not cursor or last[1] != sql or sql.startswith("BEGIN"):
             self.calls += 1  # an executemany runs its statement once a row, in a row
-        self._last = key
+        self._last = (cursor, sql)
         return True
 
     def _commit(self, conn: apsw.Connection, name: str, frames: int) -> int:
