@@ -254,6 +254,20 @@ def test_a_changed_event_is_named_and_a_checkout_replaying_it_is_refused(db: str
                 read("r2", thread_id=T)
 
 
+def test_an_event_edited_into_an_array_is_named_and_check_still_reports_on_the_rest(
+    db: str,
+) -> None:
+    # Valid JSON that is no event at all: check() reports it, as it reports a changed one,
+    # instead of failing on it while replaying the lineage.
+    edit(db, "UPDATE events SET payload = '[1, 2]' WHERE seq = (SELECT max(seq) FROM events)")
+    found = problems(db)
+    assert f"hashes: {R3}: batch #4 (seq 15..15): {EVENTS_DIFFER}" in found
+    assert any(
+        p.startswith("derived: ") and R3 in p and "cannot be replayed" in p for p in found
+    ), found
+    assert refused(db, "r3").run_id == "r3"
+
+
 def test_a_forged_blob_with_its_sha256_recomputed_is_named_and_refused(db: str) -> None:
     forged = "CAST(replace(CAST(data AS TEXT), '\"and two?\"', '\"and FORGED?\"') AS BLOB)"
     pg_forged = (
