@@ -184,14 +184,17 @@ def _matches(
     return at == len(messages)
 
 
-def full_chunk_addresses(messages: Sequence[Any], size: int) -> dict[tuple[int, int], bytes]:
+def full_chunk_addresses(
+    messages: Sequence[Any], size: int, first: int = 0
+) -> dict[tuple[int, int], bytes]:
     """The addresses of ``messages``' full chunks of ``size`` (positions 0 to size - 1, then
     size to 2 size - 1...; the rest is left out), by ``(start, size)``, as a checkpoint
-    stores its list's chunks. Empty when a message is not encodable as JSON (a lone
-    surrogate): whoever needs them then encodes what it needs and says why not."""
+    stores its list's chunks; those from position ``first`` on (a multiple of ``size``)
+    when given. Empty when a message is not encodable as JSON (a lone surrogate): whoever
+    needs them then encodes what it needs and says why not."""
     out: dict[tuple[int, int], bytes] = {}
     try:
-        for start in range(0, len(messages) - size + 1, size):
+        for start in range(first, len(messages) - size + 1, size):
             out[start, size] = digest(canonical_bytes(messages[start : start + size]))
     except InvalidEventError:
         return {}

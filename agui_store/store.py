@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agui_store import (
     arguments,
@@ -32,6 +32,7 @@ from agui_store import (
     model,
     nesting,
     port,
+    resent,
 )
 from agui_store.diff import Diff, ViewChange, compare
 from agui_store.errors import (
@@ -92,9 +93,15 @@ def _status_of_terminal(event: dict[str, Any]) -> str:
 
 #: What replaying a run needs of its row: ``(parent, input, input_refs, lineage)``.
 _RunRow = tuple[int | None, str | None, str | None, str]
-#: A run's input as appended: ``(decoded, text, addresses of its message list's full
-#: chunks or None)`` (see ``Store._validate_input``).
-_Input = tuple[dict[str, Any], str, "SentChunks | None"]
+
+
+class _Input(NamedTuple):
+    """A run's input as appended."""
+
+    data: dict[str, Any]  # decoded
+    text: str  # its JSON text as sent
+    chunks: SentChunks | None  # addresses of its message list's full chunks (_validate_input)
+    ids: list[Any] | None  # its messages' lineage ids, when they were needed to read it
 
 
 @dataclass
@@ -309,6 +316,9 @@ class Store:
         # Addresses of message chunks that validated (see _validate_input): a fact about
         # their content, true in any store and never stale.
         self._valid_chunks: set[bytes] = set()
+        # The messages of the last request body of recent threads, and what their JSON text
+        # gave (see _read_resent): facts about that text, true in any store and never stale.
+        self._resent = resent.Memo()
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -330,6 +340,7 @@ class Store:
         """In a forked child: drop the parent's lock and its connection (the backend opens
         its own on first use) and what the parent remembered of the database."""
         self._lock = threading.RLock()
+        self._resent.after_fork()
         self._backend.after_fork()
         if self._pid != os.getpid():
             self._pid = os.getpid()
@@ -620,13 +631,100 @@ class Store:
         self._known.version = None if version is None else version + 1
 
     def _parse_input(self, value: Any) -> _Input:
+        body = _text_bytes(value)
+        found = None
+        if body is not None and len(body) <= self.max_event_bytes:
+            found = resent.envelope(body)
+            read = self._read_resent(found) if found is not None else None
+            if read is not None:
+                return read
         parsed = codec.parse_events(
-            value, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
+            value if body is None else body,
+            max_event_bytes=self.max_event_bytes,
+            max_depth=self.max_depth,
         )
         if len(parsed) != 1:
             raise InvalidEventError("input must be one RunAgentInput object", path="input")
         data = parsed[0].data
-        return data, parsed[0].raw.decode("utf-8"), self._validate_input(data)
+        text = parsed[0].raw.decode("utf-8")
+        chunks = self._validate_input(data)
+        ids = self._remember_body(found, data, chunks) if found is not None else None
+        return _Input(data, text, chunks, ids)
+
+    def _read_resent(self, found: resent.Envelope) -> _Input | None:
+        """A body whose messages array begins with messages of the thread's last body, byte
+        for byte (HttpAgent resends its history), read as the body without them; ``None``
+        when it shares none (it is then read whole).
+
+        What the full read derives from a resent message is a function of its text and was
+        derived when that text was read: that it decodes to this value, within
+        ``max_depth`` (it is as deep in this body as in that one), that it is a valid
+        message (each is validated on its own), the addresses of the full chunks of such
+        messages, their lineage ids. The rest of the body is read and validated here as the
+        full read would; whatever it refuses is left to the full read, which names it in
+        the whole body, as if nothing had been remembered."""
+        seen = self._resent.get(found.thread)
+        count = resent.shared(found, seen) if seen is not None else 0
+        if seen is None or not count:
+            return None
+        rest, added_at = resent.without_shared(found, seen, count)
+        try:
+            parsed = codec.parse_events(
+                rest, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
+            )
+            if len(parsed) != 1:
+                return None
+            data = parsed[0].data
+            added = data.get("messages")
+            if type(added) is not list:
+                return None
+            model.validate_input(data)  # the other members, and the messages after those
+        except InvalidEventError:
+            return None
+        size = checkpoints.CHUNK
+        messages = seen.messages[:count] + added
+        start = count // size * size
+        more = full_chunk_addresses(messages, size, start)
+        if not more and len(messages) - start >= size:
+            return None  # a message not encodable: the full read finds out why
+        chunks = {key: address for key, address in seen.chunks.items() if sum(key) <= count}
+        chunks.update(more)
+        self._note_valid(more.values())
+        if len(seen.ids) == len(seen.messages):  # each message has its lineage id
+            ids = seen.ids[:count] + checkpoints.lineage_ids(added)
+        else:
+            ids = checkpoints.lineage_ids(messages)
+        added_ends = resent.element_ends(b"[" + found.messages[added_at:], added_at - 1)
+        if added_ends is not None:
+            ends = seen.ends[:count] + added_ends
+            self._resent.put(
+                found.thread, resent.Seen(found.messages, ends, messages, ids, chunks)
+            )
+        data["messages"] = list(messages)  # the append's own list; the memo keeps its own
+        return _Input(data, found.body.decode("utf-8"), chunks or None, ids)
+
+    def _remember_body(
+        self, found: resent.Envelope, data: dict[str, Any], chunks: SentChunks | None
+    ) -> list[Any] | None:
+        """Remember what a body read whole gave, for the next body of its thread; the lineage
+        ids of its messages when they were computed for that."""
+        messages = data.get("messages")
+        if type(messages) is not list or len(messages) < resent.MIN_MESSAGES or not chunks:
+            return None
+        ends = resent.element_ends(found.messages)
+        if ends is None:
+            return None
+        ids = checkpoints.lineage_ids(messages)
+        seen = resent.Seen(found.messages, ends, list(messages), ids, dict(chunks))
+        self._resent.put(found.thread, seen)
+        return ids
+
+    def _note_valid(self, addresses: Iterable[bytes]) -> None:
+        """Remember the addresses of chunks whose messages validated (see _validate_input)."""
+        fresh = [address for address in addresses if address not in self._valid_chunks]
+        if len(self._valid_chunks) + len(fresh) > _VALID_CHUNKS_LIMIT:
+            self._valid_chunks.clear()
+        self._valid_chunks.update(fresh)
 
     def _validate_input(self, data: Any) -> SentChunks | None:
         """:func:`model.validate_input`, skipping the messages of the full chunks (the first
@@ -660,9 +758,7 @@ class Store:
             except InvalidEventError:
                 model.validate_input(data)
                 raise
-        if len(valid) + len(unknown) > _VALID_CHUNKS_LIMIT:
-            valid.clear()
-        valid.update(address for _, address in unknown)
+        self._note_valid(address for _, address in unknown)
         return chunks
 
     @staticmethod
@@ -1158,6 +1254,7 @@ class Store:
             sent_parent,
             branch,
             sent.get("messages") if sent is not None else None,
+            run_input.ids if run_input is not None else None,
         )
         input_text, refs_text = run_input[1] if run_input else None, None
         if run_input is not None and parent_pk is not None:
@@ -1205,9 +1302,11 @@ class Store:
         sent_parent: str | None,
         branch: str | None,
         sent_messages: Any = None,
+        sent_ids: list[Any] | None = None,
     ) -> tuple[int | None, str]:
         """SPEC §2, first match wins: explicit; parentRunId within the thread; the run whose
-        restored message ids are the longest prefix of the input's; the thread's head."""
+        restored message ids are the longest prefix of the input's; the thread's head.
+        ``sent_ids``: the lineage ids of ``sent_messages``, when known."""
         if explicit is not None:
             return explicit.pk, "explicit"
         if sent_parent is not None:
@@ -1219,7 +1318,8 @@ class Store:
             if found is not None:
                 return found, "explicit"
         if isinstance(sent_messages, list) and sent_messages:
-            inferred = self._longest_prefix_run(tx, thread_pk, sent_messages)
+            ids = sent_ids if sent_ids is not None else checkpoints.lineage_ids(sent_messages)
+            inferred = self._longest_prefix_run(tx, thread_pk, ids)
             if inferred is not None:
                 return inferred, "messages"
         head = self._head(tx, thread_pk)
@@ -1265,18 +1365,16 @@ class Store:
             return None
         return normalize_input(run_input, base.messages, base.state)
 
-    def _longest_prefix_run(
-        self, tx: port.Writing, thread_pk: int, sent_messages: list[Any]
-    ) -> int | None:
+    def _longest_prefix_run(self, tx: port.Writing, thread_pk: int, ids: list[Any]) -> int | None:
         """Lineage rule 3: the run whose restored message ids form the longest prefix of the
-        input's message ids (the newest such run on a tie). Runs are compared through their
-        lineage digests, which complete runs have: an incomplete run is not a candidate.
+        input's message ids ``ids`` (:func:`checkpoints.lineage_ids` of its messages; the
+        newest such run on a tie). Runs are compared through their lineage digests, which
+        complete runs have: an incomplete run is not a candidate.
 
         A client usually sends the view of the run appended last plus its new messages, so
         that view (cached) is tried first: when it is a prefix, only longer prefixes can
         beat it, and only their digests are looked up.
         """
-        ids = checkpoints.lineage_ids(sent_messages)
         if not ids:
             return None
         self._derive_underived(tx, thread_pk)  # every complete run is a candidate
@@ -2712,6 +2810,19 @@ def _counted_from(error: InvalidEventError, offset: int) -> InvalidEventError:
         )
     except TypeError:  # a subclass with another constructor: its own message stands
         return error
+
+
+def _text_bytes(value: Any) -> bytes | None:
+    """A value given as JSON text, as the bytes :func:`codec.parse_events` reads; ``None``
+    for anything else (and for text that is not valid Unicode: the parser says why)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    return None
 
 
 def _quote(value: str, limit: int = 80) -> str:

@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from agui_store import resent
 from agui_store.restore import View
 from agui_store.store import Store
 
@@ -46,6 +47,18 @@ def forget(store: Store) -> None:
     state, what appends remember), so that the next call is cold."""
     with store._lock:
         store._forget()
+
+
+def read_bodies_whole(store: Store) -> None:
+    """From now on, the store reads every request body whole: ``append(input=...)``
+    remembers nothing of earlier bodies (see :mod:`agui_store.resent`). The path a body
+    that resends nothing takes, which the remembering one is compared with."""
+    store._resent = resent.Memo(budget=0)
+
+
+def remembered_bodies(store: Store) -> resent.Memo:
+    """What the store remembers of the request bodies it read (see :mod:`agui_store.resent`)."""
+    return store._resent
 
 
 @contextlib.contextmanager

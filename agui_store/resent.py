@@ -1,0 +1,224 @@
+"""Request bodies that resend what an earlier body sent: read only what is new.
+
+A client like ``HttpAgent`` posts the whole conversation with every run, serialized the same
+way each time: the messages array of body n is the one of body n - 1, byte for byte,
+followed by what was added since. Everything an append derives from a message of an input
+(that it is JSON within the depth limit, that it is a valid message, its decoded value, the
+address of the chunk it belongs to, its lineage id) is a function of that message's JSON text
+alone. So a store that remembers, for a body it read, the text of its messages array and
+what it derived from those messages, reads the next body of the thread by comparing bytes
+(``memcmp``) and decoding the rest: the body with the resent messages cut out.
+
+What is remembered is content only, keyed by the text it was derived from (the thread id is
+only where to look): it holds whatever any store or process wrote meanwhile, and a body
+that does not begin with remembered text is read whole. Pure: no storage.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import threading
+from array import array
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from agui_store.normalize import SentChunks
+
+#: How many bytes of remembered messages a store keeps, estimated as ``BYTES_PER_BYTE``
+#: times the messages' JSON text (the text itself plus its decoded objects): the least
+#: recently read threads are forgotten first.
+BUDGET_BYTES = 64 * 1024 * 1024
+#: Bytes held per byte of a messages array's JSON text: the text (1) and its decoded
+#: objects, 3.9 for the benchmark's conversation (``tracemalloc``), rounded up.
+BYTES_PER_BYTE = 5
+#: Bodies with fewer messages are read whole: there is little to gain.
+MIN_MESSAGES = 64
+
+_ENVELOPE = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ELEMENTS = msgspec.json.Decoder(list[msgspec.Raw])
+_KEY = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True)
+class Seen:
+    """An earlier body's messages array: its text, where each message's text ends in it, and
+    what was derived from the messages.
+
+    Shared by the appends that read bodies repeating it: nobody modifies ``messages`` (the
+    list, or the messages in it) or ``ids``; a reader gets its own list.
+    """
+
+    text: bytes  # the array's JSON text, written compactly: b'[{...},{...}]'
+    ends: array[int]  # where message i's text ends in ``text`` (a ',' or the ']' is there)
+    messages: list[Any]  # the array decoded
+    ids: list[Any]  # the messages' lineage ids (``checkpoints.lineage_ids``)
+    chunks: SentChunks  # the addresses of its full chunks, by (start, size)
+
+    @property
+    def weight(self) -> int:
+        return BYTES_PER_BYTE * len(self.text)
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A request body read as its members' JSON texts, when it is written compactly (no
+    whitespace between members, each key as msgspec writes it, no key twice): then the
+    texts, joined back, are the body, and where each begins is known."""
+
+    body: bytes
+    thread: str | None  # the threadId member when it is a string (where to look)
+    messages_at: int  # where the messages array's text begins in ``body``
+    messages: bytes  # that text
+
+
+def envelope(body: bytes) -> Envelope | None:
+    """``body`` as an :class:`Envelope`, or ``None`` when it is anything else (not a JSON
+    object, not compact, a key twice, no messages array): such a body is read whole."""
+    if body[:1] != b"{" or b"\n" in body or b"\r" in body:
+        return None  # JSON Lines (or pretty-printed): the parser decides what it is
+    try:
+        members = _ENVELOPE.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    raw_messages = members.get("messages")
+    if raw_messages is None:
+        return None
+    parts = [b"{"]
+    at = 1
+    messages_at = -1
+    for key, value in members.items():
+        if len(parts) > 1:
+            parts.append(b",")
+            at += 1
+        spelled = _KEY.encode(key) + b":"
+        text = bytes(value)
+        if key == "messages":
+            messages_at = at + len(spelled)
+        parts += (spelled, text)
+        at += len(spelled) + len(text)
+    parts.append(b"}")
+    if at + 1 != len(body) or b"".join(parts) != body:
+        return None  # whitespace, a key spelled otherwise, or a member given twice
+    messages = body[messages_at : messages_at + len(raw_messages)]
+    if messages[:1] != b"[":
+        return None
+    thread = members.get("threadId")
+    thread_id = _decode(thread) if thread is not None and len(thread) < 4096 else None
+    return Envelope(body, thread_id if isinstance(thread_id, str) else None, messages_at, messages)
+
+
+def _decode(raw: msgspec.Raw) -> Any:
+    try:
+        return msgspec.json.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def element_ends(text: bytes, offset: int = 0) -> array[int] | None:
+    """Where each element of the JSON array ``text`` ends: the place of the ',' or ']' after
+    it, plus ``offset``; when the array is written compactly (no whitespace), else ``None``."""
+    try:
+        elements = _ELEMENTS.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    sizes = [len(element) + 1 for element in elements]  # each with the separator after it
+    if len(text) != (1 + sum(sizes) if sizes else 2):
+        return None
+    return array("q", itertools.accumulate(sizes, initial=offset))[1:]
+
+
+def shared(found: Envelope, seen: Seen) -> int:
+    """How many of ``seen``'s messages lead the body's messages array, byte for byte."""
+    new = found.messages
+    common = _common_prefix(new, seen.text)
+    count = bisect.bisect_right(seen.ends, common)
+    # A message whose text is repeated and then followed by another separator (or nothing)
+    # is not repeated: count only those followed by ',' or ']' in the body too.
+    while count and new[seen.ends[count - 1] : seen.ends[count - 1] + 1] not in (b",", b"]"):
+        count -= 1
+    return count
+
+
+def without_shared(found: Envelope, seen: Seen, count: int) -> tuple[bytes, int]:
+    """The body with ``seen``'s first ``count`` messages cut out of its messages array (they
+    lead it: :func:`shared`), and where the messages after them begin in the array's text."""
+    end = seen.ends[count - 1]
+    start = end + 1 if found.messages[end : end + 1] == b"," else end
+    at = found.messages_at
+    return found.body[:at] + b"[" + found.body[at + start :], start
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """The length of the longest common prefix of ``a`` and ``b``: a binary search of
+    ranged compares in C, none copied, about ``2 * len`` bytes compared in all."""
+    n = min(len(a), len(b))
+    view = memoryview(b)
+    if a.startswith(view[:n]):
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a.startswith(view[lo:mid], lo):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class Memo:
+    """The last body's messages of the threads read most recently, at most
+    :data:`BUDGET_BYTES` (estimated) in all: safe to share between threads."""
+
+    def __init__(self, budget: int = BUDGET_BYTES) -> None:
+        self.budget = budget
+        self._seen: OrderedDict[str, Seen] = OrderedDict()
+        self._weight = 0
+        self._lock = threading.Lock()
+
+    def get(self, thread: str | None) -> Seen | None:
+        if thread is None:
+            return None
+        with self._lock:
+            seen = self._seen.get(thread)
+            if seen is not None:
+                self._seen.move_to_end(thread)
+            return seen
+
+    def put(self, thread: str | None, seen: Seen) -> None:
+        """Remember ``seen`` as ``thread``'s (in place of what was), forgetting the least
+        recently read threads over the budget; a body heavier than the budget alone is
+        not kept."""
+        if thread is None:
+            return
+        with self._lock:
+            old = self._seen.pop(thread, None)
+            if old is not None:
+                self._weight -= old.weight
+            if seen.weight > self.budget:
+                return
+            self._seen[thread] = seen
+            self._weight += seen.weight
+            while self._weight > self.budget:
+                _, dropped = self._seen.popitem(last=False)
+                self._weight -= dropped.weight
+
+    @property
+    def weight(self) -> int:
+        """The estimated bytes held now (at most ``budget``)."""
+        return self._weight
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._seen.clear()
+            self._weight = 0
+
+    def after_fork(self) -> None:
+        """In a forked child: a lock another thread of the parent held stays held there."""
+        self._lock = threading.Lock()
