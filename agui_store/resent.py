@@ -56,7 +56,10 @@ class Seen:
     ends: array[int]  # where message i's text ends in ``text`` (a ',' or the ']' is there)
     messages: list[Any]  # the array decoded
     ids: list[Any]  # the messages' lineage ids (``checkpoints.lineage_ids``)
+    hashed: Any  # ``checkpoints.hash_ids(ids)``: a sha256 to copy and go on with
     chunks: SentChunks  # the addresses of its full chunks, by (start, size)
+    places: dict[str, int]  # where each string id is first: ``id_places``
+    distinct: int  # how many leading messages have string ids, none repeated: ``id_places``
 
     @property
     def weight(self) -> int:
@@ -150,6 +153,34 @@ def without_shared(found: Envelope, seen: Seen, count: int) -> tuple[bytes, int]
     start = end + 1 if found.messages[end : end + 1] == b"," else end
     at = found.messages_at
     return found.body[:at] + b"[" + found.body[at + start :], start
+
+
+def id_places(
+    messages: list[Any], start: int = 0, places: dict[str, int] | None = None, distinct: int = 0
+) -> tuple[dict[str, int], int]:
+    """Where each string id of ``messages`` is first, and how many leading messages are
+    objects with string ids, none repeated; going on from ``messages[:start]``'s (``places``
+    holding only places before ``start``; ``distinct`` at most ``start``), which are not
+    modified."""
+    if not start and set(map(type, messages)) == {dict}:
+        ids = list(map(dict.get, messages, itertools.repeat("id")))
+        if set(map(type, ids)) == {str}:
+            # In C: each id's first place wins, being the last assignment in reverse order.
+            first = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1)))
+            if len(first) == len(ids):
+                return first, len(ids)
+    out = dict(places) if places else {}
+    growing = distinct == start
+    for at in range(start, len(messages)):
+        message = messages[at]
+        mid = message.get("id") if type(message) is dict else None
+        if type(mid) is not str or mid in out:
+            growing = False
+        else:
+            out[mid] = at
+        if growing:
+            distinct = at + 1
+    return out, distinct
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:

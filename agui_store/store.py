@@ -101,7 +101,12 @@ class _Input(NamedTuple):
     data: dict[str, Any]  # decoded
     text: str  # its JSON text as sent
     chunks: SentChunks | None  # addresses of its message list's full chunks (_validate_input)
-    ids: list[Any] | None  # its messages' lineage ids, when they were needed to read it
+    # What reading it gave of its messages, when it remembered them (see _read_resent): their
+    # lineage ids; the sha256 state of hash_ids over the first n of those, as (n, state);
+    # how many leading messages have string ids, none repeated (normalize's shared prefix).
+    ids: list[Any] | None = None
+    hashed: tuple[int, Any] | None = None
+    distinct: int = 0
 
 
 @dataclass
@@ -648,8 +653,8 @@ class Store:
         data = parsed[0].data
         text = parsed[0].raw.decode("utf-8")
         chunks = self._validate_input(data)
-        ids = self._remember_body(found, data, chunks) if found is not None else None
-        return _Input(data, text, chunks, ids)
+        ids, distinct = self._remember_body(found, data, chunks) if found else (None, 0)
+        return _Input(data, text, chunks, ids, None, distinct)
 
     def _read_resent(self, found: resent.Envelope) -> _Input | None:
         """A body whose messages array begins with messages of the thread's last body, byte
@@ -690,34 +695,67 @@ class Store:
         chunks = {key: address for key, address in seen.chunks.items() if sum(key) <= count}
         chunks.update(more)
         self._note_valid(more.values())
+        # The lineage ids of the messages repeated, and their digest state (rule 3 compares
+        # the parent's digest with it instead of the ids one by one).
+        whole = count == len(seen.messages)
         if len(seen.ids) == len(seen.messages):  # each message has its lineage id
-            ids = seen.ids[:count] + checkpoints.lineage_ids(added)
+            shared_ids = seen.ids if whole else seen.ids[:count]
         else:
-            ids = checkpoints.lineage_ids(messages)
+            shared_ids = checkpoints.lineage_ids(seen.messages[:count])
+        shared_hash = seen.hashed if whole else checkpoints.hash_ids(shared_ids)
+        added_ids = checkpoints.lineage_ids(added)
+        ids = shared_ids + added_ids
+        places, distinct = resent.id_places(
+            messages,
+            count,
+            seen.places if whole else {k: v for k, v in seen.places.items() if v < count},
+            min(seen.distinct, count),
+        )
         added_ends = resent.element_ends(b"[" + found.messages[added_at:], added_at - 1)
         if added_ends is not None:
-            ends = seen.ends[:count] + added_ends
             self._resent.put(
-                found.thread, resent.Seen(found.messages, ends, messages, ids, chunks)
+                found.thread,
+                resent.Seen(
+                    found.messages,
+                    seen.ends[:count] + added_ends,
+                    messages,
+                    ids,
+                    checkpoints.hash_ids(added_ids, shared_hash),
+                    chunks,
+                    places,
+                    distinct,
+                ),
             )
         data["messages"] = list(messages)  # the append's own list; the memo keeps its own
-        return _Input(data, found.body.decode("utf-8"), chunks or None, ids)
+        text = found.body.decode("utf-8")
+        return _Input(data, text, chunks or None, ids, (len(shared_ids), shared_hash), distinct)
 
     def _remember_body(
         self, found: resent.Envelope, data: dict[str, Any], chunks: SentChunks | None
-    ) -> list[Any] | None:
+    ) -> tuple[list[Any] | None, int]:
         """Remember what a body read whole gave, for the next body of its thread; the lineage
-        ids of its messages when they were computed for that."""
+        ids of its messages and how many lead with distinct string ids, as computed for that
+        (``(None, 0)`` when it is not remembered)."""
         messages = data.get("messages")
         if type(messages) is not list or len(messages) < resent.MIN_MESSAGES or not chunks:
-            return None
+            return None, 0
         ends = resent.element_ends(found.messages)
         if ends is None:
-            return None
+            return None, 0
         ids = checkpoints.lineage_ids(messages)
-        seen = resent.Seen(found.messages, ends, list(messages), ids, dict(chunks))
+        places, distinct = resent.id_places(messages)
+        seen = resent.Seen(
+            found.messages,
+            ends,
+            list(messages),
+            ids,
+            checkpoints.hash_ids(ids),
+            dict(chunks),
+            places,
+            distinct,
+        )
         self._resent.put(found.thread, seen)
-        return ids
+        return ids, distinct
 
     def _note_valid(self, addresses: Iterable[bytes]) -> None:
         """Remember the addresses of chunks whose messages validated (see _validate_input)."""
@@ -1254,12 +1292,12 @@ class Store:
             sent_parent,
             branch,
             sent.get("messages") if sent is not None else None,
-            run_input.ids if run_input is not None else None,
+            run_input,
         )
         input_text, refs_text = run_input[1] if run_input else None, None
         if run_input is not None and parent_pk is not None:
             normalized = self._normalized_input(
-                tx, thread_pk, parent_pk, run_input[0], run_input[2]
+                tx, thread_pk, parent_pk, run_input.data, run_input.chunks, run_input.distinct
             )
             if normalized is not None:
                 input_text = codec.encode(normalized[0]).decode("utf-8")
@@ -1302,11 +1340,11 @@ class Store:
         sent_parent: str | None,
         branch: str | None,
         sent_messages: Any = None,
-        sent_ids: list[Any] | None = None,
+        run_input: _Input | None = None,
     ) -> tuple[int | None, str]:
         """SPEC §2, first match wins: explicit; parentRunId within the thread; the run whose
         restored message ids are the longest prefix of the input's; the thread's head.
-        ``sent_ids``: the lineage ids of ``sent_messages``, when known."""
+        ``run_input``: the input ``sent_messages`` are of, if any (what reading it gave)."""
         if explicit is not None:
             return explicit.pk, "explicit"
         if sent_parent is not None:
@@ -1318,8 +1356,10 @@ class Store:
             if found is not None:
                 return found, "explicit"
         if isinstance(sent_messages, list) and sent_messages:
-            ids = sent_ids if sent_ids is not None else checkpoints.lineage_ids(sent_messages)
-            inferred = self._longest_prefix_run(tx, thread_pk, ids)
+            known = run_input.ids if run_input is not None else None
+            ids = known if known is not None else checkpoints.lineage_ids(sent_messages)
+            hashed = run_input.hashed if run_input is not None else None
+            inferred = self._longest_prefix_run(tx, thread_pk, ids, hashed)
             if inferred is not None:
                 return inferred, "messages"
         head = self._head(tx, thread_pk)
@@ -1332,9 +1372,11 @@ class Store:
         parent_pk: int,
         run_input: dict[str, Any],
         sent_chunks: SentChunks | None = None,
+        distinct: int = 0,
     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The input naming what the parent's view holds instead of repeating it, when the
-        parent's view is final (it and every run above it complete) and they share any."""
+        parent's view is final (it and every run above it complete) and they share any
+        (``sent_chunks``, ``distinct``: what reading the input gave, see _Input)."""
         if self._open_above(tx, thread_pk, parent_pk):
             return None  # a run above it still streams: its view may still change
         self._derive_underived(tx, thread_pk)  # the parent's view, kept in memory after
@@ -1355,6 +1397,7 @@ class Store:
                 reducer.first_position,
                 pieces,
                 sent_chunks,
+                distinct,
             )
         if self._known_status(tx, parent_pk) != "incomplete":
             try:
@@ -1365,7 +1408,13 @@ class Store:
             return None
         return normalize_input(run_input, base.messages, base.state)
 
-    def _longest_prefix_run(self, tx: port.Writing, thread_pk: int, ids: list[Any]) -> int | None:
+    def _longest_prefix_run(
+        self,
+        tx: port.Writing,
+        thread_pk: int,
+        ids: list[Any],
+        hashed: tuple[int, Any] | None = None,
+    ) -> int | None:
         """Lineage rule 3: the run whose restored message ids form the longest prefix of the
         input's message ids ``ids`` (:func:`checkpoints.lineage_ids` of its messages; the
         newest such run on a tie). Runs are compared through their lineage digests, which
@@ -1373,7 +1422,9 @@ class Store:
 
         A client usually sends the view of the run appended last plus its new messages, so
         that view (cached) is tried first: when it is a prefix, only longer prefixes can
-        beat it, and only their digests are looked up.
+        beat it, and only their digests are looked up. ``hashed``, ``(n, the sha256 state
+        of hash_ids(ids[:n]))`` when the caller has it (an earlier body's ids), spares
+        comparing the first ``n`` ids with the view's.
         """
         if not ids:
             return None
@@ -1384,7 +1435,11 @@ class Store:
             known = len(cached.lineage)
             if 0 < known <= len(ids):
                 head = None
-                if ids[:known] == cached.lineage and set(map(type, cached.lineage)) == {str}:
+                if hashed is not None and hashed[0] <= known:
+                    candidate = checkpoints.hash_ids(ids[hashed[0] : known], hashed[1])
+                    if candidate.digest() == cached.ids_hasher.digest():
+                        head = candidate
+                elif ids[:known] == cached.lineage and set(map(type, cached.lineage)) == {str}:
                     head = cached.ids_hasher  # equal strings: the same digest, unhashed
                 else:
                     candidate = checkpoints.hash_ids(ids[:known])

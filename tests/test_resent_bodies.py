@@ -340,6 +340,12 @@ def test_a_body_over_the_size_limit_is_refused_even_when_it_resends_a_remembered
 # --- the pure parts ------------------------------------------------------------------------
 
 
+def seen_of(text: bytes, ends: array[int], messages: list[Any]) -> resent.Seen:
+    """A body's messages as remembered, with what only the store derives left empty."""
+    places, distinct = resent.id_places(messages)
+    return resent.Seen(text, ends, messages, [], None, {}, places, distinct)
+
+
 @given(a=st.binary(max_size=40), b=st.binary(max_size=40), common=st.binary(max_size=200))
 def test_the_common_prefix_of_two_texts_is_found_by_the_binary_search(
     a: bytes, b: bytes, common: bytes
@@ -402,7 +408,7 @@ def test_a_body_is_cut_after_the_messages_it_repeats_and_reads_as_the_rest(
     assert first is not None
     ends = resent.element_ends(first.messages)
     assert ends is not None
-    seen = resent.Seen(first.messages, ends, old_messages, [], {})
+    seen = seen_of(first.messages, ends, old_messages)
     found = resent.envelope(body_text(1, sent))
     assert found is not None
     count = resent.shared(found, seen)
@@ -417,7 +423,7 @@ def test_what_is_remembered_stays_within_its_budget_forgetting_the_least_recent(
     memo = resent.Memo(budget=3 * resent.BYTES_PER_BYTE * 100)
 
     def seen(size: int) -> resent.Seen:
-        return resent.Seen(b"[" + b"x" * (size - 2) + b"]", array("q"), [], [], {})
+        return seen_of(b"[" + b"x" * (size - 2) + b"]", array("q"), [])
 
     for thread in "abc":
         memo.put(thread, seen(100))
@@ -439,7 +445,7 @@ def test_a_message_followed_by_whitespace_is_not_counted_as_repeated() -> None:
     assert first is not None
     ends = resent.element_ends(first.messages)
     assert ends is not None
-    seen = resent.Seen(first.messages, ends, messages[:3], [], {})
+    seen = seen_of(first.messages, ends, messages[:3])
     parts = [msgspec.json.encode(m) for m in messages]
     array_text = b"[" + parts[0] + b"," + parts[1] + b" ," + b",".join(parts[2:]) + b"]"
     found = resent.envelope(body_text(1, [], array_text))
@@ -447,3 +453,23 @@ def test_a_message_followed_by_whitespace_is_not_counted_as_repeated() -> None:
     assert resent.shared(found, seen) == 1
     rest, _ = resent.without_shared(found, seen, 1)
     assert msgspec.json.decode(rest) == request(1, messages[1:])
+
+
+@given(
+    ids=st.lists(st.sampled_from(["a", "b", "c", "d", 5, None]), max_size=12),
+    start=st.integers(0, 12),
+)
+def test_where_ids_first_are_found_going_on_from_a_prefix_as_computed_whole(
+    ids: list[Any], start: int
+) -> None:
+    """``None`` stands for a message that is not an object, ``5`` for an id not a string."""
+    messages = [{"id": i, "role": "user"} if i is not None else "x" for i in ids]
+    start = min(start, len(messages))
+    places, distinct = resent.id_places(messages)
+    naive = 0
+    while naive < len(ids) and isinstance(ids[naive], str) and ids[naive] not in ids[:naive]:
+        naive += 1
+    assert distinct == naive
+    assert places == {i: ids.index(i) for i in ids if isinstance(i, str)}
+    before, before_distinct = resent.id_places(messages[:start])
+    assert resent.id_places(messages, start, before, before_distinct) == (places, distinct)
