@@ -628,6 +628,27 @@ def hash_ids(ids: Iterable[Any], hasher: Any = None) -> Any:
     return out
 
 
+#: Ids between two digest states of :func:`hash_marks`.
+HASH_MARK = 64
+
+
+def hash_marks(ids: Sequence[Any], marks: Sequence[Any] = ()) -> list[Any]:
+    """The states of :func:`hash_ids` over the first 0, ``HASH_MARK``, 2 ``HASH_MARK``...
+    of ``ids``, going on from ``marks`` (the first of them, which are kept): with them the
+    digest of any first ids costs the ids after the last mark (:func:`hash_from_marks`)."""
+    out = list(marks) or [hash_ids([])]
+    for end in range(HASH_MARK * len(out), len(ids) + 1, HASH_MARK):
+        out.append(hash_ids(ids[end - HASH_MARK : end], out[-1]))
+    return out
+
+
+def hash_from_marks(ids: Sequence[Any], marks: Sequence[Any]) -> Any:
+    """``hash_ids(ids)``, going on from the last of ``marks`` (:func:`hash_marks` of ids
+    that ``ids`` begins with) within ``ids``."""
+    last = min(len(marks) - 1, len(ids) // HASH_MARK)
+    return hash_ids(ids[HASH_MARK * last :], marks[last])
+
+
 def prefix_digests(ids: Sequence[Any], hasher: Any = None, done: int = 0) -> dict[bytes, int]:
     """The digest of ``ids[:n]`` (as :func:`hash_ids` computes it) for every n, in one
     pass: digest -> n. Given ``hasher`` holding the first ``done`` ids, for every longer n."""

@@ -56,7 +56,9 @@ class Seen:
     ends: array[int]  # where message i's text ends in ``text`` (a ',' or the ']' is there)
     messages: list[Any]  # the array decoded
     ids: list[Any]  # the messages' lineage ids (``checkpoints.lineage_ids``)
-    hashed: Any  # ``checkpoints.hash_ids(ids)``: a sha256 to copy and go on with
+    # The sha256 states of ``checkpoints.hash_ids`` over the first 0, 64, 128... ids, to copy
+    # and go on with: the digest of any first ids costs the ids after the last mark.
+    marks: list[Any]
     chunks: SentChunks  # the addresses of its full chunks, by (start, size)
     places: dict[str, int]  # where each string id is first: ``id_places``
     distinct: int  # how many leading messages have string ids, none repeated: ``id_places``
@@ -64,6 +66,19 @@ class Seen:
     @property
     def weight(self) -> int:
         return BYTES_PER_BYTE * len(self.text)
+
+    def places_before(self, count: int) -> dict[str, int]:
+        """``places`` of the first ``count`` messages (the remembered dict when that is all
+        of them): a copy without the ids first found at ``count`` or later, which costs the
+        messages after ``count`` (a body that changed the last few)."""
+        if count >= len(self.messages):
+            return self.places
+        out = dict(self.places)
+        for message in self.messages[count:]:
+            mid = message.get("id") if type(message) is dict else None
+            if type(mid) is str and out.get(mid, -1) >= count:
+                del out[mid]
+        return out
 
 
 @dataclass(frozen=True)
@@ -98,11 +113,10 @@ def envelope(body: bytes) -> Envelope | None:
             parts.append(b",")
             at += 1
         spelled = _KEY.encode(key) + b":"
-        text = bytes(value)
         if key == "messages":
             messages_at = at + len(spelled)
-        parts += (spelled, text)
-        at += len(spelled) + len(text)
+        parts += (spelled, value)  # joined from its buffer, uncopied
+        at += len(spelled) + len(value)
     parts.append(b"}")
     if at + 1 != len(body) or b"".join(parts) != body:
         return None  # whitespace, a key spelled otherwise, or a member given twice
@@ -163,12 +177,9 @@ def id_places(
     holding only places before ``start``; ``distinct`` at most ``start``), which are not
     modified."""
     if not start and set(map(type, messages)) == {dict}:
-        ids = list(map(dict.get, messages, itertools.repeat("id")))
-        if set(map(type, ids)) == {str}:
-            # In C: each id's first place wins, being the last assignment in reverse order.
-            first = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1)))
-            if len(first) == len(ids):
-                return first, len(ids)
+        found = _distinct_places(list(map(dict.get, messages, itertools.repeat("id"))))
+        if found is not None:
+            return found
     out = dict(places) if places else {}
     growing = distinct == start
     for at in range(start, len(messages)):
@@ -181,6 +192,15 @@ def id_places(
         if growing:
             distinct = at + 1
     return out, distinct
+
+
+def _distinct_places(ids: list[Any]) -> tuple[dict[str, int], int] | None:
+    """:func:`id_places` in C when the ids are strings, none repeated; else ``None``."""
+    if ids and set(map(type, ids)) != {str}:
+        return None
+    # Each id's first place wins, being the last one assigned in reverse order.
+    first = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1)))
+    return (first, len(ids)) if len(first) == len(ids) else None
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:

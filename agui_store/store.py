@@ -99,7 +99,7 @@ class _Input(NamedTuple):
     """A run's input as appended."""
 
     data: dict[str, Any]  # decoded
-    text: str  # its JSON text as sent
+    raw: bytes  # its JSON text as sent (UTF-8)
     chunks: SentChunks | None  # addresses of its message list's full chunks (_validate_input)
     # What reading it gave of its messages, when it remembered them (see _read_resent): their
     # lineage ids; the sha256 state of hash_ids over the first n of those, as (n, state);
@@ -651,10 +651,9 @@ class Store:
         if len(parsed) != 1:
             raise InvalidEventError("input must be one RunAgentInput object", path="input")
         data = parsed[0].data
-        text = parsed[0].raw.decode("utf-8")
         chunks = self._validate_input(data)
         ids, distinct = self._remember_body(found, data, chunks) if found else (None, 0)
-        return _Input(data, text, chunks, ids, None, distinct)
+        return _Input(data, parsed[0].raw, chunks, ids, None, distinct)
 
     def _read_resent(self, found: resent.Envelope) -> _Input | None:
         """A body whose messages array begins with messages of the thread's last body, byte
@@ -702,14 +701,11 @@ class Store:
             shared_ids = seen.ids if whole else seen.ids[:count]
         else:
             shared_ids = checkpoints.lineage_ids(seen.messages[:count])
-        shared_hash = seen.hashed if whole else checkpoints.hash_ids(shared_ids)
-        added_ids = checkpoints.lineage_ids(added)
-        ids = shared_ids + added_ids
+        kept = len(shared_ids) // checkpoints.HASH_MARK + 1  # the marks within those
+        shared_hash = checkpoints.hash_from_marks(shared_ids, seen.marks[:kept])
+        ids = shared_ids + checkpoints.lineage_ids(added)
         places, distinct = resent.id_places(
-            messages,
-            count,
-            seen.places if whole else {k: v for k, v in seen.places.items() if v < count},
-            min(seen.distinct, count),
+            messages, count, seen.places_before(count), min(seen.distinct, count)
         )
         added_ends = resent.element_ends(b"[" + found.messages[added_at:], added_at - 1)
         if added_ends is not None:
@@ -720,15 +716,15 @@ class Store:
                     seen.ends[:count] + added_ends,
                     messages,
                     ids,
-                    checkpoints.hash_ids(added_ids, shared_hash),
+                    checkpoints.hash_marks(ids, seen.marks[:kept]),
                     chunks,
                     places,
                     distinct,
                 ),
             )
         data["messages"] = list(messages)  # the append's own list; the memo keeps its own
-        text = found.body.decode("utf-8")
-        return _Input(data, text, chunks or None, ids, (len(shared_ids), shared_hash), distinct)
+        hashed = (len(shared_ids), shared_hash)
+        return _Input(data, found.body, chunks or None, ids, hashed, distinct)
 
     def _remember_body(
         self, found: resent.Envelope, data: dict[str, Any], chunks: SentChunks | None
@@ -749,7 +745,7 @@ class Store:
             ends,
             list(messages),
             ids,
-            checkpoints.hash_ids(ids),
+            checkpoints.hash_marks(ids, []),
             dict(chunks),
             places,
             distinct,
@@ -1229,7 +1225,7 @@ class Store:
                 assert segment.run_row is not None
                 parent_pk, recorded, _, reason = segment.run_row
                 reducer = start_reducer(None if parent_pk is None else self._view(tx, parent_pk))
-                given = codec.decode(run_input[1]) if run_input and recorded else None
+                given = codec.decode(run_input.raw) if run_input and recorded else None
                 as_sent = body_as_sent(recorded is not None, reason)
                 apply_run(reducer, RunRecord(input=given, events=fresh[:1], as_sent=as_sent))
                 first = 1
@@ -1294,7 +1290,7 @@ class Store:
             sent.get("messages") if sent is not None else None,
             run_input,
         )
-        input_text, refs_text = run_input[1] if run_input else None, None
+        input_text, refs_text = None, None
         if run_input is not None and parent_pk is not None:
             normalized = self._normalized_input(
                 tx, thread_pk, parent_pk, run_input.data, run_input.chunks, run_input.distinct
@@ -1302,6 +1298,8 @@ class Store:
             if normalized is not None:
                 input_text = codec.encode(normalized[0]).decode("utf-8")
                 refs_text = codec.encode(normalized[1]).decode("utf-8")
+        if run_input is not None and input_text is None:
+            input_text = run_input.raw.decode("utf-8")  # as sent
         parent_hash = self._known_run_hash(tx, parent_pk) if parent_pk is not None else None
         input_hash = hashing.input_digest(input_text, refs_text)
         start_hash = hashing.start(

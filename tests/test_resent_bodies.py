@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import codec, resent, testing
+from agui_store import checkpoints, codec, resent, testing
 from agui_store.errors import InvalidEventError
 from tests.backends import checked, dump
 from tests.conftest import StoreLocations
@@ -343,7 +343,7 @@ def test_a_body_over_the_size_limit_is_refused_even_when_it_resends_a_remembered
 def seen_of(text: bytes, ends: array[int], messages: list[Any]) -> resent.Seen:
     """A body's messages as remembered, with what only the store derives left empty."""
     places, distinct = resent.id_places(messages)
-    return resent.Seen(text, ends, messages, [], None, {}, places, distinct)
+    return resent.Seen(text, ends, messages, [], [], {}, places, distinct)
 
 
 @given(a=st.binary(max_size=40), b=st.binary(max_size=40), common=st.binary(max_size=200))
@@ -473,3 +473,36 @@ def test_where_ids_first_are_found_going_on_from_a_prefix_as_computed_whole(
     assert places == {i: ids.index(i) for i in ids if isinstance(i, str)}
     before, before_distinct = resent.id_places(messages[:start])
     assert resent.id_places(messages, start, before, before_distinct) == (places, distinct)
+
+
+@settings(max_examples=50)
+@given(
+    ids=st.lists(st.text(max_size=3) | st.integers(), max_size=300),
+    kept=st.integers(0, 300),
+    first=st.integers(0, 300),
+)
+def test_the_digest_of_any_first_ids_goes_on_from_the_marks_of_an_earlier_list(
+    ids: list[Any], kept: int, first: int
+) -> None:
+    """Marks made over the first ``kept`` ids, gone on over all of them, give the digest
+    of the first ``first`` ids as hashing those ids whole does."""
+    earlier = checkpoints.hash_marks(ids[:kept])
+    marks = checkpoints.hash_marks(ids, earlier)
+    assert len(marks) == len(ids) // checkpoints.HASH_MARK + 1
+    assert all(
+        m.digest() == checkpoints.hash_ids(ids[: i * 64]).digest() for i, m in enumerate(marks)
+    )
+    first = min(first, len(ids))
+    within = marks[: first // checkpoints.HASH_MARK + 1]
+    expected = checkpoints.hash_ids(ids[:first]).digest()
+    assert checkpoints.hash_from_marks(ids[:first], within).digest() == expected
+
+
+@given(ids=st.lists(st.sampled_from("abcdef"), max_size=10), count=st.integers(0, 10))
+def test_the_places_of_the_first_messages_leave_out_the_ids_first_found_after_them(
+    ids: list[str], count: int
+) -> None:
+    messages = [{"id": i} for i in ids]
+    seen = seen_of(b"[]", array("q"), messages)
+    count = min(count, len(messages))
+    assert seen.places_before(count) == resent.id_places(messages[:count])[0]
