@@ -337,6 +337,7 @@ class Store:
         """Close the file. Further calls raise."""
         with self._lock:
             self._backend.close()
+            self._resent.clear()  # the memory of what it read
 
     def __repr__(self) -> str:
         return f"<agui_store.Store {self.path!r}>"
