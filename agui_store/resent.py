@@ -1,17 +1,19 @@
 """Request bodies that resend what an earlier body sent: read only what is new.
 
 A client like ``HttpAgent`` posts the whole conversation with every run, serialized the same
-way each time: the messages array of body n is the one of body n - 1, byte for byte,
-followed by what was added since. Everything an append derives from a message of an input
-(that it is JSON within the depth limit, that it is a valid message, its decoded value, the
-address of the chunk it belongs to, its lineage id) is a function of that message's JSON text
-alone. So a store that remembers, for a body it read, the text of its messages array and
-what it derived from those messages, reads the next body of the thread by comparing bytes
-(``memcmp``) and decoding the rest: the body with the resent messages cut out.
+way each time: the messages array of body n begins with the messages of body n - 1, byte for
+byte, followed by what was added since (a client that changed its last messages repeats the
+ones before them). Everything an append derives from a message of an input (that it is JSON
+within the depth limit, that it is a valid message, its decoded value, the address of the
+chunk it belongs to, its lineage id, whether its id was seen before it) is a function of the
+JSON text of that message and of those before it. So a store that remembers, for a body it
+read, the text of its messages array and what it derived from those messages, reads the
+next body of the thread by comparing bytes (``memcmp``) and decoding the rest: the body with
+the repeated messages cut out.
 
-What is remembered is content only, keyed by the text it was derived from (the thread id is
-only where to look): it holds whatever any store or process wrote meanwhile, and a body
-that does not begin with remembered text is read whole. Pure: no storage.
+What is remembered is content only, checked against the text it was derived from (the
+thread id is only where to look): it stays true whatever any store or process writes
+meanwhile, and a body that repeats none of it is read whole. Pure: no storage.
 """
 
 from __future__ import annotations
@@ -28,13 +30,18 @@ import msgspec
 
 from agui_store.normalize import SentChunks
 
-#: How many bytes of remembered messages a store keeps, estimated as ``BYTES_PER_BYTE``
-#: times the messages' JSON text (the text itself plus its decoded objects): the least
-#: recently read threads are forgotten first.
+#: How many bytes of remembered messages a store keeps (estimated: see ``Seen.weight``):
+#: the least recently read threads are forgotten first. The text it holds is at most a
+#: third of it.
 BUDGET_BYTES = 64 * 1024 * 1024
-#: Bytes held per byte of a messages array's JSON text: the text (1) and its decoded
-#: objects, 3.9 for the benchmark's conversation (``tracemalloc``), rounded up.
-BYTES_PER_BYTE = 5
+#: The estimate of what a remembered messages array holds: per byte of its JSON text (the
+#: text, its decoded strings) and per message (its objects, its id's place, its lineage
+#: id, where it ends). Fitted with ``tracemalloc`` on the benchmark's conversation (3.4 MB
+#: held for 0.66 MB of text and 4,000 messages: 3.8 MB estimated) and on short and long
+#: user messages (tests/test_resent_bodies.py). Content made of many small objects takes
+#: more: an empty object is 2 bytes of text and 64 of memory.
+BYTES_PER_BYTE = 3
+BYTES_PER_MESSAGE = 450
 #: Bodies with fewer messages are read whole: there is little to gain.
 MIN_MESSAGES = 64
 
@@ -65,7 +72,8 @@ class Seen:
 
     @property
     def weight(self) -> int:
-        return BYTES_PER_BYTE * len(self.text)
+        """The memory it holds, estimated."""
+        return BYTES_PER_BYTE * len(self.text) + BYTES_PER_MESSAGE * len(self.messages)
 
     def places_before(self, count: int) -> dict[str, int]:
         """``places`` of the first ``count`` messages (the remembered dict when that is all

@@ -12,7 +12,9 @@ resent messages is really skipped.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
+import tracemalloc
 from array import array
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -506,3 +508,33 @@ def test_the_places_of_the_first_messages_leave_out_the_ids_first_found_after_th
     seen = seen_of(b"[]", array("q"), messages)
     count = min(count, len(messages))
     assert seen.places_before(count) == resent.id_places(messages[:count])[0]
+
+
+@pytest.mark.parametrize("content", ["", "what about the weather in city {i} tomorrow? " * 4])
+def test_a_remembered_body_holds_no_more_memory_than_its_estimated_weight(
+    tmp_path: Path, content: str
+) -> None:
+    """The bound on what a store remembers is counted in estimated bytes: the Python memory
+    a remembering store holds beyond one reading bodies whole is within that estimate, for
+    short messages and for long ones."""
+    history = [{**user(i), "content": content.format(i=i)} for i in range(1000)]
+    first, second = body_text(0, history[:CHUNK]), body_text(1, history)
+    held = []
+    for remember in (True, False):
+        with agui_store.open(str(tmp_path / f"{remember}.db")) as store:
+            if not remember:
+                testing.read_bodies_whole(store)
+            store.append(run_events(0), input=first)  # caches warm
+            gc.collect()
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                store.append(run_events(1), input=second)
+                gc.collect()
+                held.append(tracemalloc.get_traced_memory()[0] - before)
+            finally:
+                tracemalloc.stop()
+            if remember:
+                weight = testing.remembered_bodies(store).weight
+    assert 0 < held[0] - held[1] <= weight
+    assert held[0] - held[1] > weight / 2  # the estimate is not far off either
