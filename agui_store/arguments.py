@@ -27,6 +27,12 @@ _LAST_CHAR = 0x10FFFF
 _SURROGATES = range(0xD800, 0xE000)
 
 
+def quote(value: str, limit: int = 80) -> str:
+    """An id for an error message: quoted, and cut when it is absurdly long."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 1]}…' ({len(value)} characters)"
+
+
 def storable_text(value: str) -> bool:
     """Whether SQLite text can hold ``value`` (valid UTF-8: no lone surrogate). Ids are
     checked with this when stored, so a revision that fails it names nothing."""

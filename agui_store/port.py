@@ -81,8 +81,12 @@ class Reading(Protocol):
         """Threads (of an owner; ``None``: any) holding a run id, at most six."""
     def runs_named(
         self, run_id: str, thread_pk: int | None, scope: str | None
-    ) -> list[tuple[int, int, str]]:
-        """``(pk, thread pk, thread_id)`` of runs with this id, at most five."""
+    ) -> list[tuple[int, int, str, str | None]]:
+        """``(pk, thread pk, thread_id, branch_thread_id)`` of runs with this id, at most five.
+
+        Without ``thread_pk``, ``branch_thread_id`` is another thread with a branch of this
+        name (or None); within a thread it is always None (append and branch refuse the clash).
+        """
     def runs_prefixed(
         self, prefix: str, below: str | None, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int, str]]:
@@ -144,8 +148,6 @@ class Reading(Protocol):
         self, name: str, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int]]:
         """``(run pk, thread pk)`` of branches with this name, at most two."""
-    def branch_elsewhere(self, name: str, thread_pk: int) -> str | None:
-        """A thread other than ``thread_pk`` with a branch of this name."""
 
     # derived data
     def has_digest(self, digest: bytes, run_pk: int) -> bool: ...

@@ -1,21 +1,23 @@
-"""The store: a lossless AG-UI event log in one SQLite file, with git-like run lineage.
+"""The store: a lossless AG-UI event log with git-like run lineage, over a storage port.
 
-``Store`` is a thin facade: parsing and validation come from :mod:`agui_store.codec` and
+``Store`` is the facade of verbs, and the engine behind them, written once for every backend
+(:mod:`agui_store.port`; SQLite in :mod:`agui_store.sqlite`, PostgreSQL in
+:mod:`agui_store.postgres`). Parsing and validation come from :mod:`agui_store.codec` and
 :mod:`agui_store.model`, sequence rules from :mod:`agui_store.verify`, restoring from
-:mod:`agui_store.restore` (the official reducer, in Python). This module decides where events
-go (runs, lineage, branches) and talks SQL through :mod:`agui_store.database`.
+:mod:`agui_store.restore` (the official reducer, in Python), checkpoints from
+:mod:`agui_store.checkpoints`, revisions from :mod:`agui_store.revisions`. This module
+decides where events go (runs, lineage, branches) and keeps the derived views current.
 """
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import os
 import re
 import threading
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,13 +34,15 @@ from agui_store import (
     model,
     nesting,
     port,
+    reads,
     resent,
+    revisions,
 )
+from agui_store.arguments import quote as _quote
 from agui_store.diff import Diff, ViewChange, compare
 from agui_store.errors import (
     AmbiguousRunError,
     BranchError,
-    HashMismatchError,
     InvalidArgumentError,
     InvalidEventError,
     OpenRunsError,
@@ -64,16 +68,13 @@ from agui_store.restore import (
     named_ids,
     only_appended,
     reached,
-    restore,
     start_reducer,
     view_of,
 )
+from agui_store.revisions import DEFAULT_BRANCH, RESERVED_REFS, RunKey
 from agui_store.sqlite import SqliteBackend
 from agui_store.verify import SequenceVerifier
 
-#: The implicit branch of every thread: it follows the thread's newest run.
-DEFAULT_BRANCH = "main"
-_RESERVED_REFS = frozenset({DEFAULT_BRANCH, "HEAD"})
 _BRANCH_NAME = re.compile(r"[A-Za-z0-9._/@+-]{1,255}")  # fullmatch: no trailing newline
 # git check-ref-format's rules on those characters: no component that starts with a dot or
 # ends with ".lock", no "..", no empty component, no "." at the end, not "@" alone.
@@ -241,12 +242,6 @@ class _TooDeep(Exception):
     def __init__(self, at: int, field: str, op: int, levels: int) -> None:
         super().__init__(at, field, op, levels)
         self.at, self.field, self.op, self.levels = at, field, op, levels
-
-
-@dataclass(frozen=True)
-class _RunKey:
-    pk: int
-    thread_pk: int
 
 
 #: The largest ``max_depth`` a store takes: ``json.dumps``, msgspec and the CLI recurse once
@@ -1123,7 +1118,7 @@ class Store:
     def _known_run_id(self, tx: port.Reading, run_pk: int) -> str:
         run_ids = self._known.run_ids
         if run_pk not in run_ids:
-            run_ids[run_pk] = self._run_id_of(tx, run_pk)
+            run_ids[run_pk] = tx.run_id(run_pk)
         return run_ids[run_pk]
 
     def _known_status(self, tx: port.Reading, run_pk: int) -> str:
@@ -1225,14 +1220,14 @@ class Store:
             if segment.started is not None:
                 assert segment.run_row is not None
                 parent_pk, recorded, _, reason = segment.run_row
-                reducer = start_reducer(None if parent_pk is None else self._view(tx, parent_pk))
+                reducer = start_reducer(None if parent_pk is None else reads.view(tx, parent_pk))
                 given = codec.decode(run_input.raw) if run_input and recorded else None
                 as_sent = body_as_sent(recorded is not None, reason)
                 apply_run(reducer, RunRecord(input=given, events=fresh[:1], as_sent=as_sent))
                 first = 1
             else:
                 assert segment.run_pk is not None
-                reducer = start_reducer(self._view(tx, segment.run_pk))
+                reducer = start_reducer(reads.view(tx, segment.run_pk))
                 first = 0
             limit = nesting.state_depth_limit(self.max_depth)
             for at in range(first, len(fresh)):
@@ -1269,7 +1264,7 @@ class Store:
         started: dict[str, Any],
         index: int,
         run_input: _Input | None,
-        explicit_parent: _RunKey | None,
+        explicit_parent: RunKey | None,
         branch: str | None,
         now: int,
     ) -> tuple[int, _RunRow]:
@@ -1335,7 +1330,7 @@ class Store:
         self,
         tx: port.Writing,
         thread_pk: int,
-        explicit: _RunKey | None,
+        explicit: RunKey | None,
         sent_parent: str | None,
         branch: str | None,
         sent_messages: Any = None,
@@ -1400,7 +1395,7 @@ class Store:
             )
         if self._known_status(tx, parent_pk) != "incomplete":
             try:
-                base = self._view(tx, parent_pk)
+                base = reads.view(tx, parent_pk)
             except InvalidEventError:
                 return None  # a lineage the client cannot replay: nothing to refer to
         else:
@@ -1541,25 +1536,6 @@ class Store:
         rows[0] = (seq, rows[0][1], rows[0][2], codec.encode(started).decode("utf-8"))
         return seq, codec.encode(normalized[1]).decode("utf-8")
 
-    def _run_events(
-        self, tx: port.Reading, run_pk: int, after: int = 0, *, verify: bool = False
-    ) -> list[Any]:
-        """A run's events decoded, echoed inputs stored by reference put back whole;
-        ``verify``: all of them (``after`` 0), checked against the run's hashes first."""
-        rows = tx.run_events(run_pk, after)
-        if verify and not after:
-            self._verified_runs(tx, [run_pk])
-            self._verify_batches(tx, [run_pk], {run_pk: [(r[2], r[3], r[0], r[1]) for r in rows]})
-        events = codec.decode_many([r[0] for r in rows])
-        for event, (_, refs, _, _) in zip(events, rows):
-            if refs is not None:
-                parent_pk = tx.run_parent(run_pk)
-                assert parent_pk is not None  # an echo is stored by reference to its parent
-                base = self._view(tx, parent_pk)
-                event["input"] = expand_input(
-                    event["input"], codec.decode(refs.encode("utf-8")), base.messages, base.state
-                )
-        return events
 
     def _verifier_for(self, tx: port.Reading, run_pk: int) -> SequenceVerifier:
         """The sequence state at the end of a recorded run (cached while nobody appends)."""
@@ -1569,7 +1545,7 @@ class Store:
             return cached[1]
         verifier = SequenceVerifier()
         try:
-            for i, event in enumerate(self._run_events(tx, run_pk)):
+            for i, event in enumerate(reads.run_events(tx, run_pk)):
                 verifier.feed(event, i)
         except SequenceError:
             # Recorded with check_sequence=False: its state is unknown, so a continuation
@@ -1708,7 +1684,7 @@ class Store:
         )
         record = RunRecord(
             input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
-            events=events if events is not None else self._run_events(tx, run_pk),
+            events=events if events is not None else reads.run_events(tx, run_pk),
             input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
             as_sent=body_as_sent(raw_input is not None, reason),
         )
@@ -1781,13 +1757,13 @@ class Store:
             since = _SinceCheckpoint.start(0, None, None)
         else:
             found, after = checkpoints.nearest(tx, run_pk)
-            snap = self._load_checkpoint(tx, found) if found is not None else None
+            snap = reads.load_checkpoint(tx, found) if found is not None else None
             reducer = start_reducer(snap.view if snap is not None else None)
             if snap is not None:
                 reducer.track_state(snap.state_patches)
             reducer.take_unmoved()  # counts from the checkpoint's list
             since = _SinceCheckpoint.start(len(reducer.messages), snap, found)
-            for record in self._records(tx, after):
+            for record in reads.records(tx, after):
                 since.note(record)
                 apply_run(reducer, record)
         lineage = checkpoints.lineage_ids(reducer.messages)
@@ -1838,7 +1814,7 @@ class Store:
             if thread_id:
                 threads: list[int | None] = [self._require_thread(tx, thread_id, scope)]
             else:
-                threads = self._owned_threads(tx, scope)
+                threads = revisions.owned_threads(tx, scope)
             derived = sum(self._derive_underived(tx, pk) for pk in threads)
             self._remember_version(tx)
         return derived
@@ -1869,7 +1845,7 @@ class Store:
                 only = [thread_pk]
                 pks = tx.thread_run_pks(thread_pk)
             elif scope is not None:
-                only = self._owned_threads(tx, scope)
+                only = revisions.owned_threads(tx, scope)
                 pks = tx.owner_run_pks(scope)
             else:
                 pks = tx.all_run_pks()
@@ -1891,48 +1867,22 @@ class Store:
             return tx.checkpoint_count() - before
 
     @staticmethod
-    def _owned_threads(tx: port.Reading, scope: str | None) -> list[int | None]:
-        """The threads a scope may touch: ``[None]`` (all of them) for the operator."""
-        if scope is None:
-            return [None]
-        return list(tx.owned_thread_pks(scope))
-
-    @staticmethod
     def _status(tx: port.Reading, run_pk: int) -> str:
         return tx.run_status(run_pk) or "incomplete"
 
     # --- lookups ------------------------------------------------------------------------
 
-    @staticmethod
-    def _thread_row(tx: port.Reading, thread_id: str) -> tuple[int, str | None]:
-        """A thread's ``(pk, owner)``, ``(0, None)`` for a missing one."""
-        if not (isinstance(thread_id, str) and arguments.storable_text(thread_id)):
-            return 0, None  # no stored thread id holds a lone surrogate (nor is not text)
-        return tx.thread(thread_id) or (0, None)
-
     def _head(self, tx: port.Reading, thread_pk: int) -> int | None:
         """The thread's newest run, inside an append (remembered between appends)."""
         newest = self._known.newest
         if thread_pk not in newest:
-            newest[thread_pk] = self._newest_run(tx, thread_pk)
+            newest[thread_pk] = tx.newest_run(thread_pk)
         return newest[thread_pk]
-
-    @staticmethod
-    def _newest_run(tx: port.Reading, thread_pk: int) -> int | None:
-        return tx.newest_run(thread_pk)
-
-    @staticmethod
-    def _run_id_of(tx: port.Reading, run_pk: int) -> str:
-        return tx.run_id(run_pk)
 
     def _require_thread(
         self, tx: port.Reading, thread_id: str, scope: str | None = None
     ) -> int:
-        """A thread's pk; a thread of another owner than ``scope`` is absent (SPEC §8)."""
-        pk, owner = self._thread_row(tx, thread_id)
-        if not pk or (scope is not None and owner != scope):
-            raise RunNotFoundError(f"no thread {_quote(thread_id)} in {self.path}")
-        return pk
+        return revisions.require_thread(tx, thread_id, scope, self.path)
 
     def _resolve(
         self,
@@ -1942,84 +1892,11 @@ class Store:
         thread_id: str | None = None,
         thread_pk: int | None = None,
         scope: str | None = None,
-    ) -> _RunKey:
-        """A revision to a run: run id, branch name, ``HEAD``/``main``, unique run-id
-        prefix, each optionally followed by ``~n`` (n-th lineage ancestor). With a
-        ``scope``, only that owner's threads are searched (``thread_pk`` is then one)."""
-        if not isinstance(ref, str) or not ref:
-            raise RunNotFoundError(f"not a run id or ref: {_quote(ref) if ref else ref!r}")
-        if not arguments.storable_text(ref):
-            raise RunNotFoundError(
-                f"no run, branch or ref {_quote(ref)}: it holds a lone surrogate, which no "
-                "stored id can"
-            )
+    ) -> RunKey:
         _check_scope(scope)
-        if thread_pk is None and thread_id is not None:
-            thread_pk = self._require_thread(tx, thread_id, scope)
-        try:
-            return self._resolve_exact(tx, ref, thread_pk, scope)
-        except RunNotFoundError:
-            ancestor = arguments.split_ancestor(ref)
-            if ancestor is None:
-                raise
-        base, steps = ancestor
-        key = self._resolve_exact(tx, base, thread_pk, scope)
-        for _ in range(steps):
-            parent = tx.run_parent(key.pk)
-            if parent is None:
-                raise RunNotFoundError(f"{_quote(ref)}: the lineage has no ancestor that far back")
-            key = _RunKey(parent, key.thread_pk)
-        return key
-
-    def _resolve_exact(
-        self, tx: port.Reading, ref: str, thread_pk: int | None, scope: str | None = None
-    ) -> _RunKey:
-        # Within one thread, the scope was checked when it was found.
-        owner = scope if thread_pk is None else None
-        runs = tx.runs_named(ref, thread_pk, owner)
-        if len(runs) == 1:
-            if thread_pk is None:
-                # The same name as a branch of another thread (within a thread, append and
-                # branch refuse the clash): the caller must say which thread.
-                other = tx.branch_elsewhere(ref, runs[0][1])
-                if other is not None:
-                    raise AmbiguousRunError(
-                        f"{ref!r} is a run of thread {runs[0][2]!r} and a branch of thread "
-                        f"{other!r}: pass thread_id="
-                    )
-            return _RunKey(runs[0][0], runs[0][1])
-        if len(runs) > 1:
-            threads = ", ".join(repr(r[2]) for r in runs)
-            raise AmbiguousRunError(
-                f"run id {ref!r} exists in several threads ({threads}): pass thread_id="
-            )
-        tips = tx.branches_named(ref, thread_pk, owner)
-        if len(tips) == 1:
-            return _RunKey(*tips[0])
-        if len(tips) > 1:
-            raise AmbiguousRunError(f"branch {ref!r} exists in several threads: pass thread_id=")
-        if ref in _RESERVED_REFS:
-            if thread_pk is None:
-                pks = tx.thread_pks(scope, 2)
-                if len(pks) != 1:
-                    raise AmbiguousRunError(
-                        f"{ref} needs a thread: the store has {len(pks) or 'no'} threads"
-                        if not pks
-                        else f"{ref} needs a thread: the store has several; pass thread_id="
-                    )
-                thread_pk = pks[0]
-            newest = self._newest_run(tx, thread_pk)
-            if newest is None:
-                raise RunNotFoundError(f"{ref}: the thread has no runs")
-            return _RunKey(newest, thread_pk)
-        # A unique prefix of a run id (git's abbreviated hashes).
-        prefixed = tx.runs_prefixed(ref, arguments.prefix_bound(ref), thread_pk, owner)
-        if len(prefixed) == 1:
-            return _RunKey(prefixed[0][0], prefixed[0][1])
-        if len(prefixed) > 1:
-            names = ", ".join(r[2] for r in prefixed[:5])
-            raise AmbiguousRunError(f"{_quote(ref)} is a prefix of several runs ({names}, ...)")
-        raise RunNotFoundError(f"no run, branch or unique run-id prefix {_quote(ref)}")
+        return revisions.resolve(
+            tx, ref, where=self.path, thread_id=thread_id, thread_pk=thread_pk, scope=scope
+        )
 
     def _run_record(self, tx: port.Reading, pk: int) -> Run:
         row, names, newest = tx.run_summary_and_branches(pk)
@@ -2154,7 +2031,7 @@ class Store:
         """
         with self._reading() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
-            return self._run_events(
+            return reads.run_events(
                 tx, key.pk, arguments.cursor(after), verify=after is None
             )
 
@@ -2174,13 +2051,13 @@ class Store:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             raw, raw_refs, parent_pk, recorded = tx.run_input(key.pk)
             if hashing.input_digest(raw, raw_refs) != recorded:
-                raise self._named(tx, key.pk, "its input is not the one its hash covers")
+                raise reads.mismatch(tx, key.pk, "its input is not the one its hash covers")
             if raw is None:
                 return None
             value: dict[str, Any] = codec.decode(raw.encode("utf-8"))
             if raw_refs is not None:
                 assert parent_pk is not None  # refs name what the parent's view holds
-                base = self._view(tx, parent_pk)
+                base = reads.view(tx, parent_pk)
                 refs = codec.decode(raw_refs.encode("utf-8"))
                 value = expand_input(value, refs, base.messages, base.state)
         return value
@@ -2196,36 +2073,18 @@ class Store:
         """
         with self._reading() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
-            chain, grouped, normalized = self._chain_payloads(tx, key.pk)
+            chain, grouped, normalized = reads.chain_payloads(tx, key.pk)
             if normalized:  # rare: read those runs through the expanding path
                 out: list[dict[str, Any]] = []
                 for pk in chain:
                     if pk in normalized:
-                        out += self._run_events(tx, pk)
+                        out += reads.run_events(tx, pk)
                     else:
                         out += codec.decode_many(grouped.get(pk, []))
                 return out
         payloads = [p for pk in chain for p in grouped.get(pk, [])]
         return codec.decode_many(payloads)
 
-    @classmethod
-    def _chain_payloads(
-        cls, tx: port.Reading, pk: int
-    ) -> tuple[list[int], dict[int, list[str]], set[int]]:
-        """Ancestor run keys root first, each one's payloads in order, verified against the
-        runs' hashes as they are read, and the runs holding an echo stored by reference."""
-        grouped: dict[int, list[str]] = {}
-        rows: dict[int, list[Any]] = {}
-        normalized: set[int] = set()
-        for run_pk, seq, kind, payload, refs in tx.chain_events(pk):
-            grouped.setdefault(run_pk, []).append(payload)
-            rows.setdefault(run_pk, []).append((seq, kind, payload, refs))
-            if refs is not None:
-                normalized.add(run_pk)
-        chain = tx.ancestors(pk)
-        cls._verified_runs(tx, chain)
-        cls._verify_batches(tx, chain, rows)
-        return chain, grouped, normalized
 
     def log(
         self,
@@ -2291,7 +2150,7 @@ class Store:
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(tx, key.pk)
-            view = self._view(tx, key.pk)
+            view = reads.view(tx, key.pk)
         return Checkout(run, view.messages, view.state, view.interrupts, view.warnings)
 
     def compacted(
@@ -2307,7 +2166,7 @@ class Store:
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(tx, key.pk)
-            view = self._view(tx, key.pk)
+            view = reads.view(tx, key.pk)
             terminal = tx.terminal_event(key.pk)
         ids = {"threadId": run.thread_id, "runId": run.run_id}
         started: dict[str, Any] = {"type": "RUN_STARTED", **ids}
@@ -2348,168 +2207,10 @@ class Store:
         stream.append(finished)
         return stream
 
-    def _view(self, tx: port.Reading, pk: int) -> View:
-        """view(R): from the nearest checkpoint on R's lineage, replaying only what follows."""
-        # R's own checkpoint first (a complete run has one unless checkpoint_events > 1):
-        # then no walk up the lineage.
-        own = self._own_checkpoint(tx, pk)
-        if own is not None:
-            return own.view
-        found, after = checkpoints.nearest(tx, pk)
-        start = (
-            self._load_checkpoint(tx, found, with_hashes=False).view
-            if found is not None
-            else None
-        )
-        if not after:
-            assert start is not None
-            return start
-        return restore(self._records(tx, after), start=start)
 
-    def _views_past_shared(
-        self, tx: port.Reading, pks: list[int], *, skip_shared: bool = True
-    ) -> list[View]:
-        """The views of runs to compare, without the leading blobs (chunks, then tail
-        segments) their checkpoints all share, with what they share read once (see
-        :func:`checkpoints.load_past_shared`): git compares trees by hash the same way.
-        Runs that are not all checkpointed themselves get their whole views. The views may
-        share objects: for reading only."""
-        if tx.keeps_checkpoints:
-            try:
-                loaded = checkpoints.load_past_shared(tx, pks, skip_shared=skip_shared)
-            except HashMismatchError as e:
-                run_pk = getattr(e, "run_pk", None)
-                if run_pk is None:
-                    raise
-                raise self._named(tx, run_pk, e.what) from None
-            if loaded is not None:
-                return [snapshot.view for snapshot in loaded]
-        return [self._view(tx, pk) for pk in pks]
 
-    def _load_checkpoint(
-        self, tx: port.Reading, pk: int, *, with_hashes: bool = True, skip_chunks: int = 0
-    ) -> checkpoints.Snapshot:
-        """A checkpoint, verified against its hashes as it is read (refused, naming its run,
-        when it fails them)."""
-        try:
-            return checkpoints.load(tx, pk, with_hashes=with_hashes, skip_chunks=skip_chunks)
-        except HashMismatchError as e:
-            raise self._named(tx, pk, e.what) from None
 
-    def _own_checkpoint(self, tx: port.Reading, pk: int) -> checkpoints.Snapshot | None:
-        """A run's own checkpoint (``None``: it has none), verified as
-        :meth:`_load_checkpoint` verifies it."""
-        try:
-            return checkpoints.load_if_any(tx, pk)
-        except HashMismatchError as e:
-            raise self._named(tx, pk, e.what) from None
 
-    @staticmethod
-    def _named(tx: port.Reading, pk: int, what: str) -> HashMismatchError:
-        names = tx.run_names(pk)
-        if names is None:
-            return HashMismatchError(what)
-        return HashMismatchError(what, thread_id=names[0], run_id=names[1])
-
-    def _replay_view(self, tx: port.Reading, pk: int) -> View:
-        """view(R) by full replay of its lineage, ignoring checkpoints (the reference)."""
-        return restore(self._records(tx, tx.ancestors(pk)))
-
-    @classmethod
-    def _records(cls, tx: port.Reading, run_pks: list[int]) -> list[RunRecord]:
-        """Inputs and decoded events of runs (root first: keys grow along a lineage),
-        verified against the runs' batch hashes as they are read."""
-        grouped: dict[int, list[str]] = {}
-        rows: dict[int, list[Any]] = {}
-        echo_refs: dict[int, Any] = {}
-        for run_pk, seq, kind, payload, refs in tx.events_of_runs(run_pks):
-            grouped.setdefault(run_pk, []).append(payload)
-            rows.setdefault(run_pk, []).append((seq, kind, payload, refs))
-            if refs is not None:
-                echo_refs[run_pk] = codec.decode(refs.encode("utf-8"))
-        inputs = cls._verified_runs(tx, run_pks)
-        cls._verify_batches(tx, run_pks, rows)
-        decoded = codec.decode_many([p for pk in run_pks for p in grouped.get(pk, ())])
-        records, at = [], 0
-        for pk in run_pks:
-            n = len(grouped.get(pk, ()))
-            raw_input, raw_refs, lineage = inputs.get(pk, (None, None, ""))
-            records.append(
-                RunRecord(
-                    input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
-                    events=decoded[at : at + n],
-                    input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
-                    echo_refs=echo_refs.get(pk),
-                    as_sent=body_as_sent(raw_input is not None, lineage),
-                )
-            )
-            at += n
-        return records
-
-    @classmethod
-    def _verified_runs(
-        cls, tx: port.Reading, pks: Sequence[int]
-    ) -> dict[int, tuple[str | None, str | None, str]]:
-        """The inputs of runs about to be replayed (``run -> (input, input_refs, lineage)``), once
-        each run's record, input and parent link are verified against its hashes: what
-        decides where its replay starts from and what it starts with."""
-        inputs = {}
-        for (pk, thread_id, run_id, lineage, sent_parent, synthetic, created, raw, refs,
-             parent_hash, input_hash, start_hash, parent_link) in tx.run_records(pks):
-            if hashing.input_digest(raw, refs) != input_hash:
-                raise cls._named(tx, int(pk), "its input is not the one its hash covers")
-            if not parent_link:
-                raise cls._named(
-                    tx, int(pk), "its lineage parent is not the one its hash covers"
-                )
-            if start_hash is None or start_hash != hashing.start(
-                thread_id=thread_id,
-                run_id=run_id,
-                lineage=lineage,
-                sent_parent_run_id=sent_parent,
-                synthetic=bool(synthetic),
-                created_at=created,
-                parent_hash=parent_hash,
-                input_hash=input_hash,
-            ):
-                raise cls._named(tx, int(pk), "its record is not the one its hash covers")
-            if raw is not None:
-                inputs[int(pk)] = (raw, refs, lineage)
-        return inputs
-
-    @classmethod
-    def _verify_batches(
-        cls, tx: port.Reading, pks: Sequence[int], rows: dict[int, list[Any]]
-    ) -> None:
-        """The events read for runs (``rows``: run -> ``(seq, type, payload, refs)``) are
-        the ones their batch hashes cover: each batch's digest, chained from the hash before
-        it, gives the hash it recorded. Costs a hash of what was read."""
-        previous: dict[int, bytes | None] = {}
-        covered: dict[int, int] = {}
-        seqs = {run_pk: [e[0] for e in events] for run_pk, events in rows.items()}
-        for run_pk, start, first, last, outcome, appended_at, recorded in tx.batches_of_runs(pks):
-            events = rows.get(run_pk, [])
-            i = bisect.bisect_left(seqs.get(run_pk, []), first)
-            j = bisect.bisect_right(seqs.get(run_pk, []), last)
-            covered[run_pk] = covered.get(run_pk, 0) + (j - i)
-            before = previous.get(run_pk, start)
-            if (
-                recorded is None
-                or before is None
-                or hashing.chain(before, hashing.batch_digest(events[i:j], outcome, appended_at))
-                != recorded
-            ):
-                raise cls._named(
-                    tx,
-                    int(run_pk),
-                    f"its events at seq {first}..{last} are not the ones its hash covers",
-                )
-            previous[run_pk] = recorded
-        for run_pk, events in rows.items():
-            if covered.get(run_pk, 0) != len(events):
-                raise cls._named(
-                    tx, int(run_pk), "it holds events that none of its batch hashes covers"
-                )
 
     # --- time travel ----------------------------------------------------------------------
 
@@ -2519,7 +2220,7 @@ class Store:
 
     def _pair(
         self, tx: port.Reading, a: str, b: str, thread_id: str | None, scope: str | None
-    ) -> tuple[_RunKey, _RunKey, tuple[int, int, int] | None]:
+    ) -> tuple[RunKey, RunKey, tuple[int, int, int] | None]:
         """Two arguments resolved, and their merge base (see :meth:`_merge_base_pk`)."""
         ka = self._resolve(tx, a, thread_id=thread_id, scope=scope)
         # The thread ``a`` was found in is the one ``thread_id`` names: not looked up again.
@@ -2579,7 +2280,7 @@ class Store:
             # Without a merge base, three-dot compares each side with an empty view: nothing
             # the sides share may be left out then.
             skip = found is not None or mode == "two-dot"
-            views = dict(zip(pks, self._views_past_shared(tx, pks, skip_shared=skip)))
+            views = dict(zip(pks, reads.views_past_shared(tx, pks, skip_shared=skip)))
         view_a, view_b = views[ka.pk], views[kb.pk]
         if mode == "two-dot":
             return Diff(run_a, run_b, mode, base_run, a_runs, b_runs, _compare(view_a, view_b))
@@ -2659,16 +2360,16 @@ class Store:
         with self._reading() as tx:
             pk = self._require_thread(tx, thread_id, scope)
             out = []
-            newest = self._newest_run(tx, pk)
+            newest = tx.newest_run(pk)
             if newest is not None:
-                out.append(Branch(thread_id, DEFAULT_BRANCH, self._run_id_of(tx, newest), True))
+                out.append(Branch(thread_id, DEFAULT_BRANCH, tx.run_id(newest), True))
             for name, run_id, updated in tx.branch_list(pk):
                 out.append(Branch(thread_id, name, run_id, False, when(updated)))
             return out
 
     def delete_branch(self, name: str, *, thread_id: str, scope: str | None = None) -> None:
         """Delete a branch (the runs stay; only the name goes)."""
-        if name in _RESERVED_REFS:
+        if name in RESERVED_REFS:
             raise BranchError(f"{name!r} is the thread's default branch; it cannot be deleted")
         _check_scope(scope)
         with self._writing() as tx:
@@ -2692,7 +2393,7 @@ class Store:
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
             run = self._run_record(tx, key.pk)
-            view = self._view(tx, key.pk)
+            view = reads.view(tx, key.pk)
             newest_input = tx.newest_input(key.pk)
         recorded = codec.decode(newest_input.encode("utf-8")) if newest_input else {}
         if run_id is not None and not (
@@ -2879,12 +2580,6 @@ def _text_bytes(value: Any) -> bytes | None:
     return None
 
 
-def _quote(value: str, limit: int = 80) -> str:
-    """An id for an error message: quoted, and cut when it is absurdly long."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 1]}…' ({len(value)} characters)"
-
-
 def _storable(
     value: Any, *, path: str, index: int | None = None, event_type: str | None = None
 ) -> None:
@@ -2922,7 +2617,7 @@ def _check_branch_name(name: str) -> None:
     control characters or ``~``), not starting with ``-``, no component starting with ``.``
     or ending with ``.lock``, no ``..``, no empty component, not ending with ``.``, not
     ``@``, and neither ``HEAD`` nor ``main``."""
-    if name in _RESERVED_REFS:
+    if name in RESERVED_REFS:
         raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
     if (
         not isinstance(name, str)
@@ -2967,7 +2662,7 @@ def _check_run_names(started: dict[str, Any], index: int) -> None:
                 event_type="RUN_STARTED",
                 path=f"$.{name}",
             )
-    if started.get("runId") in _RESERVED_REFS:
+    if started.get("runId") in RESERVED_REFS:
         raise InvalidEventError(
             f"run id {started['runId']!r} is the name of a ref every thread has (HEAD and "
             "main name its newest run): record the run under another id",

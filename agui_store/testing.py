@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from agui_store import resent
+from agui_store import reads, resent
 from agui_store.restore import View
 from agui_store.store import Store
 
@@ -32,14 +32,14 @@ def replayed_view(store: Store, run: int | str, *, thread_id: str | None = None)
     ignoring every checkpoint: the reference checkouts are compared with."""
     with store._reading() as tx:
         pk = run if isinstance(run, int) else store._resolve(tx, run, thread_id=thread_id).pk
-        return store._replay_view(tx, pk)
+        return reads.replayed_view(tx, pk)
 
 
 def records(store: Store, run_pks: list[int]) -> list[Any]:
     """The replay records (inputs and decoded events) of runs, by key, verified against
     their hashes."""
     with store._reading() as tx:
-        return store._records(tx, run_pks)
+        return reads.records(tx, run_pks)
 
 
 def forget(store: Store) -> None:

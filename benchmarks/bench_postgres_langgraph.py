@@ -54,6 +54,8 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
 
+import msgspec
+
 import agui_store
 from benchmarks._common import header, median_time, scratch_dir, throwaway_postgres
 from benchmarks.bench_langgraph import (
@@ -115,6 +117,9 @@ class Figures:
     #: the checkout from a new Store.
     raw_copy_all: float | None = None
     restore_cold: float | None = None
+    #: agui-store only: decoding the checkout's messages from their own compact JSON, the
+    #: least any restore that hands back dicts does (a floor no storage layout goes below).
+    decode_floor: float | None = None
 
 
 #: PostgresSaver at 2,000 runs on this machine (pg-infra's full run, load 5-8), for
@@ -146,6 +151,8 @@ def measure_agui_store_postgres(dsn: str, turns: list[dict[str, Any]]) -> Figure
         store.checkout(leaf)  # its connection and the server's caches warm, as get_tuple's
         restore = median_time(lambda: store.checkout(leaf), repeat=9)
         log = median_time(lambda: store.log(leaf), repeat=9)
+        as_json = msgspec.json.encode(store.checkout(leaf).messages)
+        decode_floor = median_time(lambda: msgspec.json.decode(as_json), repeat=9)
 
     def cold_checkout() -> None:
         with agui_store.open(dsn) as fresh:
@@ -171,6 +178,7 @@ def measure_agui_store_postgres(dsn: str, turns: list[dict[str, Any]]) -> Figure
         log=log,
         raw_copy_all=copy_all,
         restore_cold=restore_cold,
+        decode_floor=decode_floor,
     )
 
 
@@ -395,6 +403,12 @@ def report(
     ]  # fmt: skip
     for measured, goal, peer_value, our_value in goals:
         print("goal (issue 11): " + verdict(measured, goal, peer_value, our_value))
+    if ours is not None and ours.decode_floor is not None:
+        print(
+            f"    the floor under any restore that returns dicts: decoding the newest run's "
+            f"messages from their own JSON takes {ours.decode_floor * 1e3:.1f} ms, so no "
+            f"checkout can be more than {x(peer.restore_latest / ours.decode_floor)} faster"
+        )
     if ours is not None and ours.raw_copy_all is not None:
         share = ours.raw_copy_all / ours.write_all
         print(

@@ -149,7 +149,7 @@ def test_a_run_id_and_a_branch_of_another_thread_need_a_thread_to_tell_them_apar
     store.append(run("r9", thread_id="u"))
     store.branch("x", "r9", thread_id="u")
     store.append(run("x"))  # thread t: its own run x, no branch x there
-    with pytest.raises(AmbiguousRunError, match="thread_id"):
+    with pytest.raises(AmbiguousRunError, match="run of thread 't' and a branch of thread 'u'"):
         store.checkout("x")
     assert store.checkout("x", thread_id="t").run.run_id == "x"
     assert store.checkout("x", thread_id="u").run.run_id == "r9"

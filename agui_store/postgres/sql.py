@@ -334,7 +334,11 @@ WHERE runs.run_id = %(run_id)s AND (%(scope)s::text IS NULL OR threads.owner = %
 #: Runs with an id, in a thread (NULL: any), of an owner (NULL: any); the port's
 #: ``runs_named`` (RUNS_NAMED above is the plain lookup whose plan a test asserts).
 RUNS_NAMED_WHERE = """
-SELECT runs.id, runs.thread, threads.thread_id FROM runs JOIN threads ON threads.id = runs.thread
+SELECT runs.id, runs.thread, threads.thread_id,
+  CASE WHEN %(thread)s::bigint IS NULL THEN (
+    SELECT other.thread_id FROM branches JOIN threads AS other ON other.id = branches.thread
+    WHERE branches.name = %(run_id)s AND branches.thread != runs.thread LIMIT 1) END
+FROM runs JOIN threads ON threads.id = runs.thread
 WHERE runs.run_id = %(run_id)s AND (%(thread)s::bigint IS NULL OR runs.thread = %(thread)s)
   AND (%(scope)s::text IS NULL OR threads.owner = %(scope)s) LIMIT 5
 """
@@ -479,10 +483,6 @@ BRANCHES_NAMED = """
 SELECT branches.run, branches.thread FROM branches JOIN threads ON threads.id = branches.thread
 WHERE branches.name = %(name)s AND (%(thread)s::bigint IS NULL OR branches.thread = %(thread)s)
   AND (%(scope)s::text IS NULL OR threads.owner = %(scope)s) LIMIT 2
-"""
-BRANCH_ELSEWHERE = """
-SELECT threads.thread_id FROM branches JOIN threads ON threads.id = branches.thread
-WHERE branches.name = %s AND branches.thread != %s LIMIT 1
 """
 
 # derived data

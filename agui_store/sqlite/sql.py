@@ -115,9 +115,15 @@ THREADS_OF_RUN_ID = (
     "SELECT threads.thread_id FROM runs JOIN threads ON threads.id = runs.thread "
     "WHERE runs.run_id = ?1 AND (?2 IS NULL OR threads.owner = ?2) LIMIT 6"
 )
-#: Runs named ``?1`` in thread ``?2`` (NULL: any), of owner ``?3`` (NULL: any).
+#: Runs named ``?1`` in thread ``?2`` (NULL: any), of owner ``?3`` (NULL: any). Looked up
+#: without a thread, each row also names another thread with a *branch* of that name, so the
+#: ambiguity check costs no second statement.
 RUNS_NAMED = """
-SELECT runs.id, runs.thread, threads.thread_id FROM runs JOIN threads ON threads.id = runs.thread
+SELECT runs.id, runs.thread, threads.thread_id,
+  CASE WHEN ?2 IS NULL THEN (
+    SELECT other.thread_id FROM branches JOIN threads AS other ON other.id = branches.thread
+    WHERE branches.name = ?1 AND branches.thread != runs.thread LIMIT 1) END
+FROM runs JOIN threads ON threads.id = runs.thread
 WHERE runs.run_id = ?1 AND (?2 IS NULL OR runs.thread = ?2)
   AND (?3 IS NULL OR threads.owner = ?3) LIMIT 5
 """
@@ -283,10 +289,6 @@ WHERE branches.name = ?1 AND (?2 IS NULL OR branches.thread = ?2)
   AND (?3 IS NULL OR threads.owner = ?3) LIMIT 2
 """
 #: A thread other than ``?2`` with a branch named ``?1``.
-BRANCH_ELSEWHERE = """
-SELECT threads.thread_id FROM branches JOIN threads ON threads.id = branches.thread
-WHERE branches.name = ? AND branches.thread != ? LIMIT 1
-"""
 
 # --- derived data ---------------------------------------------------------------------------
 

@@ -203,9 +203,9 @@ class SqliteTransaction:
 
     def runs_named(
         self, run_id: str, thread_pk: int | None, scope: str | None
-    ) -> list[tuple[int, int, str]]:
+    ) -> list[tuple[int, int, str, str | None]]:
         rows = self._conn.execute(sql.RUNS_NAMED, (run_id, thread_pk, scope))
-        return [(int(pk), int(thread), str(tid)) for pk, thread, tid in rows]
+        return [(int(pk), int(thread), str(tid), other) for pk, thread, tid, other in rows]
 
     def runs_prefixed(
         self, prefix: str, below: str | None, thread_pk: int | None, scope: str | None
@@ -388,9 +388,6 @@ class SqliteTransaction:
     ) -> list[tuple[int, int]]:
         rows = self._conn.execute(sql.BRANCHES_NAMED, (name, thread_pk, scope))
         return [(int(run), int(thread)) for run, thread in rows]
-
-    def branch_elsewhere(self, name: str, thread_pk: int) -> str | None:
-        return self._value(sql.BRANCH_ELSEWHERE, (name, thread_pk))  # type: ignore[no-any-return]
 
     def set_branch(self, thread_pk: int, name: str, run_pk: int, now: int) -> None:
         self._conn.execute(sql.SET_BRANCH, (thread_pk, name, run_pk, now))
