@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import threading
 from array import array
 from collections import OrderedDict
@@ -50,38 +51,58 @@ _ELEMENTS = msgspec.json.Decoder(list[msgspec.Raw])
 _KEY = msgspec.json.Encoder()
 
 
-@dataclass(frozen=True)
+@dataclass
 class Seen:
-    """An earlier body's messages array: its text, where each message's text ends in it, and
-    what was derived from the messages.
+    """An earlier body's messages array: its text, and what was derived from the messages.
 
     Shared by the appends that read bodies repeating it: nobody modifies ``messages`` (the
-    list, or the messages in it) or ``ids``; a reader gets its own list.
+    list, or the messages in it), ``ids`` or what is derived; a reader gets its own list.
+    A body read whole is remembered with ``ends``, ``marks`` and ``places`` left ``None``:
+    they are derived when the next body repeats it (most bodies of a client that resends
+    nothing are never repeated), each the same whoever derives it, so two threads doing it
+    at once is harmless.
     """
 
     text: bytes  # the array's JSON text, written compactly: b'[{...},{...}]'
-    ends: array[int]  # where message i's text ends in ``text`` (a ',' or the ']' is there)
     messages: list[Any]  # the array decoded
     ids: list[Any]  # the messages' lineage ids (``checkpoints.lineage_ids``)
+    chunks: SentChunks  # the addresses of its full chunks, by (start, size)
+    # Where message i's text ends in ``text`` (a ',' or the ']' is there): element_ends;
+    # empty when the array is not written compactly (then nothing is repeated).
+    ends: array[int] | None = None
     # The sha256 states of ``checkpoints.hash_ids`` over the first 0, 64, 128... ids, to copy
     # and go on with: the digest of any first ids costs the ids after the last mark.
-    marks: list[Any]
-    chunks: SentChunks  # the addresses of its full chunks, by (start, size)
-    places: dict[str, int]  # where each string id is first: ``id_places``
-    distinct: int  # how many leading messages have string ids, none repeated: ``id_places``
+    marks: list[Any] | None = None
+    places: dict[str, int] | None = None  # where each string id is first: ``id_places``
+    distinct: int = 0  # how many leading messages have string ids, none repeated
 
     @property
     def weight(self) -> int:
         """The memory it holds, estimated."""
         return BYTES_PER_BYTE * len(self.text) + BYTES_PER_MESSAGE * len(self.messages)
 
+    def message_ends(self) -> array[int]:
+        if self.ends is None:
+            self.ends = element_ends(self.text) or array("q")
+        return self.ends
+
+    def id_index(self) -> tuple[dict[str, int], int]:
+        """``places`` and ``distinct``."""
+        places = self.places
+        if places is None:
+            places, distinct = id_places(self.messages)
+            self.distinct = distinct  # before places: a reader seeing places sees it
+            self.places = places
+        return places, self.distinct
+
     def places_before(self, count: int) -> dict[str, int]:
         """``places`` of the first ``count`` messages (the remembered dict when that is all
         of them): a copy without the ids first found at ``count`` or later, which costs the
         messages after ``count`` (a body that changed the last few)."""
+        places = self.id_index()[0]
         if count >= len(self.messages):
-            return self.places
-        out = dict(self.places)
+            return places
+        out = dict(places)
         for message in self.messages[count:]:
             mid = message.get("id") if type(message) is dict else None
             if type(mid) is str and out.get(mid, -1) >= count:
@@ -150,20 +171,24 @@ def element_ends(text: bytes, offset: int = 0) -> array[int] | None:
         elements = _ELEMENTS.decode(text)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
-    sizes = [len(element) + 1 for element in elements]  # each with the separator after it
-    if len(text) != (1 + sum(sizes) if sizes else 2):
+    # Element i ends after the '[', the first i + 1 elements and the i commas between them.
+    sizes = itertools.accumulate(map(len, elements))
+    ends = array("q", map(operator.add, sizes, range(1, 1 + len(elements))))
+    if len(text) != (ends[-1] + 1 if elements else 2):
         return None
-    return array("q", itertools.accumulate(sizes, initial=offset))[1:]
+    if offset:
+        ends = array("q", map(offset.__add__, ends))
+    return ends
 
 
 def shared(found: Envelope, seen: Seen) -> int:
     """How many of ``seen``'s messages lead the body's messages array, byte for byte."""
-    new = found.messages
+    new, ends = found.messages, seen.message_ends()
     common = _common_prefix(new, seen.text)
-    count = bisect.bisect_right(seen.ends, common)
+    count = bisect.bisect_right(ends, common)
     # A message whose text is repeated and then followed by another separator (or nothing)
     # is not repeated: count only those followed by ',' or ']' in the body too.
-    while count and new[seen.ends[count - 1] : seen.ends[count - 1] + 1] not in (b",", b"]"):
+    while count and new[ends[count - 1] : ends[count - 1] + 1] not in (b",", b"]"):
         count -= 1
     return count
 
@@ -171,7 +196,7 @@ def shared(found: Envelope, seen: Seen) -> int:
 def without_shared(found: Envelope, seen: Seen, count: int) -> tuple[bytes, int]:
     """The body with ``seen``'s first ``count`` messages cut out of its messages array (they
     lead it: :func:`shared`), and where the messages after them begin in the array's text."""
-    end = seen.ends[count - 1]
+    end = seen.message_ends()[count - 1]
     start = end + 1 if found.messages[end : end + 1] == b"," else end
     at = found.messages_at
     return found.body[:at] + b"[" + found.body[at + start :], start

@@ -634,7 +634,7 @@ class Store:
     def _parse_input(self, value: Any) -> _Input:
         body = _text_bytes(value)
         found = None
-        if body is not None and len(body) <= self.max_event_bytes:
+        if body is not None and len(body) <= self.max_event_bytes and self._resent.budget:
             found = resent.envelope(body)
             read = self._read_resent(found) if found is not None else None
             if read is not None:
@@ -697,27 +697,27 @@ class Store:
             shared_ids = seen.ids if whole else seen.ids[:count]
         else:
             shared_ids = checkpoints.lineage_ids(seen.messages[:count])
-        kept = len(shared_ids) // checkpoints.HASH_MARK + 1  # the marks within those
-        shared_hash = checkpoints.hash_from_marks(shared_ids, seen.marks[:kept])
+        if seen.marks is None:  # derived when first needed (see resent.Seen)
+            seen.marks = checkpoints.hash_marks(seen.ids)
+        kept = seen.marks[: len(shared_ids) // checkpoints.HASH_MARK + 1]  # within those
+        shared_hash = checkpoints.hash_from_marks(shared_ids, kept)
         ids = shared_ids + checkpoints.lineage_ids(added)
         places, distinct = resent.id_places(
-            messages, count, seen.places_before(count), min(seen.distinct, count)
+            messages, count, seen.places_before(count), min(seen.id_index()[1], count)
         )
         added_ends = resent.element_ends(b"[" + found.messages[added_at:], added_at - 1)
         if added_ends is not None:
-            self._resent.put(
-                found.thread,
-                resent.Seen(
-                    found.messages,
-                    seen.ends[:count] + added_ends,
-                    messages,
-                    ids,
-                    checkpoints.hash_marks(ids, seen.marks[:kept]),
-                    chunks,
-                    places,
-                    distinct,
-                ),
+            remembered = resent.Seen(
+                found.messages,
+                messages,
+                ids,
+                chunks,
+                ends=seen.message_ends()[:count] + added_ends,
+                marks=checkpoints.hash_marks(ids, kept),
+                places=places,
+                distinct=distinct,
             )
+            self._resent.put(found.thread, remembered)
         data["messages"] = list(messages)  # the append's own list; the memo keeps its own
         hashed = (len(shared_ids), shared_hash)
         return _Input(data, found.body, chunks or None, ids, hashed, distinct)
@@ -725,29 +725,16 @@ class Store:
     def _remember_body(
         self, found: resent.Envelope, data: dict[str, Any], chunks: SentChunks | None
     ) -> tuple[list[Any] | None, int]:
-        """Remember what a body read whole gave, for the next body of its thread; the lineage
-        ids of its messages and how many lead with distinct string ids, as computed for that
-        (``(None, 0)`` when it is not remembered)."""
+        """Remember what a body read whole gave, for the next body of its thread (what only
+        that body needs is derived when it comes: see resent.Seen); the lineage ids of its
+        messages, computed for that, and 0 (how many lead with distinct string ids: not
+        computed); ``(None, 0)`` when it is not remembered."""
         messages = data.get("messages")
         if type(messages) is not list or len(messages) < resent.MIN_MESSAGES or not chunks:
             return None, 0
-        ends = resent.element_ends(found.messages)
-        if ends is None:
-            return None, 0
         ids = checkpoints.lineage_ids(messages)
-        places, distinct = resent.id_places(messages)
-        seen = resent.Seen(
-            found.messages,
-            ends,
-            list(messages),
-            ids,
-            checkpoints.hash_marks(ids, []),
-            dict(chunks),
-            places,
-            distinct,
-        )
-        self._resent.put(found.thread, seen)
-        return ids, distinct
+        self._resent.put(found.thread, resent.Seen(found.messages, list(messages), ids, chunks))
+        return ids, 0
 
     def _note_valid(self, addresses: Iterable[bytes]) -> None:
         """Remember the addresses of chunks whose messages validated (see _validate_input)."""

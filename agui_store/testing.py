@@ -53,8 +53,9 @@ def forget(store: Store) -> None:
 
 def read_bodies_whole(store: Store) -> None:
     """From now on, the store reads every request body whole: ``append(input=...)``
-    remembers nothing of earlier bodies (see :mod:`agui_store.resent`). The path a body
-    that resends nothing takes, which the remembering one is compared with."""
+    remembers nothing of earlier bodies (see :mod:`agui_store.resent`) and spends nothing
+    on remembering them. The path a body that resends nothing took before bodies were
+    remembered, which the remembering one is compared with."""
     store._resent = resent.Memo(budget=0)
 
 

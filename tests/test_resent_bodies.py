@@ -344,8 +344,7 @@ def test_a_body_over_the_size_limit_is_refused_even_when_it_resends_a_remembered
 
 def seen_of(text: bytes, ends: array[int], messages: list[Any]) -> resent.Seen:
     """A body's messages as remembered, with what only the store derives left empty."""
-    places, distinct = resent.id_places(messages)
-    return resent.Seen(text, ends, messages, [], [], {}, places, distinct)
+    return resent.Seen(text, messages, [], {}, ends=ends)
 
 
 @given(a=st.binary(max_size=40), b=st.binary(max_size=40), common=st.binary(max_size=200))
