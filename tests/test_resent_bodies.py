@@ -17,6 +17,7 @@ import json
 import tracemalloc
 from array import array
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -47,14 +48,14 @@ def reply(run: int) -> dict[str, Any]:
     return {"id": f"a{run}", "role": "assistant", "content": f"answer {run}"}
 
 
-def run_events(run: int) -> list[dict[str, Any]]:
+def run_events(run: int, thread: str = THREAD) -> list[dict[str, Any]]:
     rid = f"run-{run}"
     return [
-        {"type": "RUN_STARTED", "threadId": THREAD, "runId": rid},
+        {"type": "RUN_STARTED", "threadId": thread, "runId": rid},
         {"type": "TEXT_MESSAGE_START", "messageId": f"a{run}", "role": "assistant"},
         {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"a{run}", "delta": f"answer {run}"},
         {"type": "TEXT_MESSAGE_END", "messageId": f"a{run}"},
-        {"type": "RUN_FINISHED", "threadId": THREAD, "runId": rid},
+        {"type": "RUN_FINISHED", "threadId": thread, "runId": rid},
     ]
 
 
@@ -169,15 +170,17 @@ def outcome(store: agui_store.Store, run: int, text: bytes) -> str:
 CLOCK = ("created_at", "updated_at", "hash")
 
 
-def read_back(store: agui_store.Store) -> list[Any]:
+def read_back(
+    store: agui_store.Store, thread: str = THREAD, leave: tuple[str, ...] = CLOCK
+) -> list[Any]:
     """Everything a reader sees of the thread, less the clock (times, and hashes over them)."""
     out: list[Any] = []
-    for run in store.runs(THREAD):
+    for run in store.runs(thread):
         facts = dataclasses.asdict(run)
-        out.append({k: v for k, v in facts.items() if k not in CLOCK})
-        out.append(store.input(run.run_id, thread_id=THREAD))
-        out.append(list(store.events(run.run_id, thread_id=THREAD)))
-        view = store.checkout(run.run_id, thread_id=THREAD)
+        out.append({k: v for k, v in facts.items() if k not in leave})
+        out.append(store.input(run.run_id, thread_id=thread))
+        out.append(list(store.events(run.run_id, thread_id=thread)))
+        view = store.checkout(run.run_id, thread_id=thread)
         out.append((view.messages, view.state))
     return out
 
@@ -260,6 +263,47 @@ def assert_same_records(
         assert checked(remembering) and checked(whole)
         if new_location.backend != "postgres":
             assert stored_inputs(remembering) == stored_inputs(whole)
+
+
+def test_bodies_of_several_threads_read_at_once_record_what_reading_them_whole_records(
+    tmp_path: Path,
+) -> None:
+    """Four clients append to their threads of one store at once (bodies are read outside
+    the store's lock): each thread records what a store reading bodies whole records."""
+    threads = [f"t{k}" for k in range(4)]
+
+    def bodies(thread: str) -> list[tuple[list[dict[str, Any]], bytes]]:
+        history = [user(i) for i in range(CHUNK + 10)]
+        out = []
+        for run in range(6):
+            sent = [*history, user(1000 + run)]
+            text = body_text(run, sent).replace(
+                b'"threadId":"t"', f'"threadId":"{thread}"'.encode()
+            )
+            out.append((run_events(run, thread), text))
+            history = [*sent, reply(run)]
+        return out
+
+    with (
+        agui_store.open(str(tmp_path / "remembering.db")) as remembering,
+        agui_store.open(str(tmp_path / "whole.db")) as whole,
+    ):
+        testing.read_bodies_whole(whole)
+
+        def client(thread: str) -> None:
+            for events, text in bodies(thread):
+                remembering.append(events, input=text)
+
+        with ThreadPoolExecutor(len(threads)) as pool:
+            list(pool.map(client, threads))
+        assert len(testing.remembered_bodies(remembering)) == len(threads)
+        for thread in threads:
+            for events, text in bodies(thread):
+                whole.append(events, input=text)
+            # Less the global sequence numbers too: the threads' appends interleave.
+            leave = (*CLOCK, "last_seq")
+            assert read_back(remembering, thread, leave) == read_back(whole, thread, leave)
+        assert checked(remembering)
 
 
 def test_a_resent_history_is_not_decoded_again_only_what_follows_it(tmp_path: Path) -> None:
