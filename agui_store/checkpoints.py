@@ -103,6 +103,9 @@ class Snapshot:
     state_patches: list[Any] | None = None
     state_bytes: int = 0  # the JSON text of the anchor's whole state
     skipped: int = 0  # messages left out at the start of ``view.messages`` (a diff's)
+    # The address of the anchor's whole state: the next checkpoint that patches it covers
+    # it in its view digest, known here so that writing that one needs no query for it.
+    state_address: bytes | None = None
 
 
 def store_value(tx: Writing, value: Any) -> int:
@@ -122,7 +125,7 @@ def store_text(tx: Writing, text: bytes) -> tuple[int, bytes]:
 
 def store_blobs(tx: Writing, packed: list[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
     """The ids of packed blobs ``(address, codec, data)`` by address, storing those that
-    are not there: two statements however many blobs."""
+    are not there (a look-up for those that were)."""
     if not packed:
         return {}
     ids = tx.insert_new_blobs(packed)
@@ -405,7 +408,8 @@ def _finish(
         count = len(messages) + skipped
         raise _mismatch(run_pk, f"its checkpoint holds {count} messages, not {length}")
     view = View(messages, state, interrupts, warnings)
-    return Snapshot(view, layout, int(state_base or run_pk), patches, state_bytes, skipped)
+    anchor = bytes(s_addr) if state_base is None else anchor_addr
+    return Snapshot(view, layout, int(state_base or run_pk), patches, state_bytes, skipped, anchor)
 
 
 def shared_prefix(lists: Sequence[Sequence[int]]) -> int:
@@ -680,9 +684,12 @@ def lay_out(
     base: Layout | None,
     keep: int = 0,
     changed: Iterable[int] = (),
-) -> Layout:
+    along: Sequence[tuple[bytes, int, bytes]] = (),
+) -> tuple[Layout, dict[bytes, int]]:
     """Store a message list as chunks, sharing what it has in common with ``base`` (the
-    layout of an earlier checkpoint of its lineage); returns its layout.
+    layout of an earlier checkpoint of its lineage); returns its layout, and the ids of
+    ``along``: other packed blobs of the checkpoint (its state), stored by the same
+    statement as its new chunks and segments.
 
     The first ``keep`` positions hold the messages ``base``'s list held there, except those
     in ``changed``: a chunk of those is shared, and so is a tail segment (copy on write: a
@@ -742,6 +749,8 @@ def lay_out(
         out.tail_addrs.append(packed[0])
         out.tail_counts.append(end - pos)
         pos = end
+    for packed in along:
+        new.setdefault(packed[0], packed)
     ids = store_blobs(tx, list(new.values()))
     for listed, at, address in pending:
         listed[at] = ids[address]
@@ -749,7 +758,22 @@ def lay_out(
         out.manifest = base.manifest
     elif out.chunk_ids:
         out.manifest = store_text(tx, codec.canonical_bytes(out.chunk_ids))[0]
-    return out
+    return out, ids
+
+
+def state_text(view: View, state_patches: tuple[int, list[Any]] | None) -> bytes:
+    """The text a checkpoint stores its state as: the patches on its state base's when
+    given, else the state whole."""
+    return codec.canonical_bytes(state_patches[1] if state_patches is not None else view.state)
+
+
+def pack_small(text: bytes) -> tuple[bytes, int, bytes] | None:
+    """``(hash, codec, data)`` of a text too short to compress, which can be stored along
+    the chunks without being looked up first (``None`` for a longer one: it is looked up
+    before it is compressed, see :func:`store_value`)."""
+    if len(text) >= blobs.COMPRESS_MIN_BYTES:
+        return None
+    return blobs.digest(text), blobs.PLAIN, text
 
 
 def write(
@@ -762,22 +786,30 @@ def write(
     state_patches: tuple[int, list[Any]] | None = None,
     *,
     run_hash: bytes | None,
-) -> int:
+    anchor_address: bytes | None = None,
+    stored_state: tuple[int, bytes, int] | None = None,
+) -> tuple[int, bytes]:
     """Store a run's checkpoint, its message list laid out as ``layout`` (its blobs stored
     already: see ``store.py``'s ``_message_chunks``); returns the size of the JSON text its
-    state is stored as.
+    state is stored as, and that text's address.
 
     Args:
         ids_digest: the digest of the view's lineage ids (:func:`hash_ids`).
         state_patches: ``(state base, patches)`` to store the state as the patches that
             turn that checkpoint's (whole) state into ``view.state``.
         run_hash: the run's hash now (what the checkpoint is derived from).
+        anchor_address: the address of the state base's (whole) state, when the caller
+            knows it (else it is read).
+        stored_state: ``(blob id, address, size)`` of the :func:`state_text` the caller
+            stored already (else it is stored here).
     """
     state_base = state_patches[0] if state_patches is not None else None
-    state_text = codec.canonical_bytes(
-        state_patches[1] if state_patches is not None else view.state
-    )
-    state, state_addr = store_text(tx, state_text)
+    if stored_state is not None:
+        state, state_addr, state_size = stored_state
+    else:
+        text = state_text(view, state_patches)
+        state, state_addr = store_text(tx, text)
+        state_size = len(text)
     interrupts = warnings = None
     interrupts_addr = warnings_addr = anchor_addr = None
     if view.interrupts:
@@ -785,7 +817,7 @@ def write(
     if view.warnings:
         warnings, warnings_addr = store_text(tx, codec.canonical_bytes(view.warnings))
     if state_base is not None:
-        anchor_addr = tx.state_address(state_base)
+        anchor_addr = anchor_address or tx.state_address(state_base)
     view_hash = hashing.view_digest(
         layout.digest(), state_addr, anchor_addr, interrupts_addr, warnings_addr
     )
@@ -805,4 +837,4 @@ def write(
             view_hash,
         ),
     )
-    return len(state_text)
+    return state_size, state_addr

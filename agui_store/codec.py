@@ -472,10 +472,20 @@ def _from_dicts(items: list[Any], limits: _Limits) -> list[IncomingEvent] | None
     if not all(type(item) is dict for item in items):
         return None
     try:
-        whole = _ENCODER.encode(items)
+        # Each event's bytes as encoded alone are its slice of the array's text: encoding
+        # them one by one spares cutting the array apart again.
+        texts = list(map(_ENCODER.encode, items))
     except (UnicodeEncodeError, RecursionError, TypeError, ValueError, OverflowError):
         return None
-    return _from_array_text(whole, _DECODER.decode(whole), items, limits)
+    whole = b"[" + b",".join(texts) + b"]"
+    data = _DECODER.decode(whole)
+    if data != items:  # equal to the dicts, so dicts themselves
+        return None
+    if _deeper_than(whole, limits.max_depth + 1):  # + 1: the array around the events
+        return None
+    if max(map(len, texts), default=0) > limits.max_event_bytes:
+        return None
+    return list(map(IncomingEvent, data, texts))
 
 
 def _from_array_text(

@@ -28,6 +28,8 @@ Conn: TypeAlias = Any
 
 #: How much of the file reads may map into memory.
 MMAP_BYTES = 256 * 1024 * 1024
+#: Prepared statements a connection keeps (apsw's default is 100).
+STATEMENT_CACHE_SIZE = 512
 
 #: How long a writer waits for another writer before giving up (milliseconds).
 DEFAULT_BUSY_TIMEOUT_MS = 30_000
@@ -326,6 +328,9 @@ def connect(path: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> aps
         conn = apsw.Connection(
             path,
             flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE | apsw.SQLITE_OPEN_URI,
+            # Opening (the schema check, migrations) prepares about 100 statements: with
+            # apsw's default cache of 100, appends then evicted and prepared some again.
+            statementcachesize=STATEMENT_CACHE_SIZE,
         )
     try:
         with translated(path, conn):

@@ -29,7 +29,7 @@ the bytes it reads, and a checkpoint that shares chunks with its parent's costs 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 #: Hashes are sha256 digests: 32 bytes.
 SIZE = 32
@@ -107,6 +107,54 @@ def batch_digest(events: Iterable[EventRow], outcome: str | None, appended_at: i
             payload_bytes,
             _NONE if refs is None else _field(_text(refs)),
         )
+    return hashlib.sha256(b"".join(parts)).digest()
+
+
+#: A type's field in a batch digest (length prefix and UTF-8 name), by type name: the
+#: same few names recur on every event.
+_KIND_FIELDS: dict[str, bytes] = {}
+
+
+def _kind_field(kind: str) -> bytes:
+    field = _KIND_FIELDS.get(kind)
+    if field is None:
+        field = _field(_text(kind))
+        if len(_KIND_FIELDS) < 1024:  # names a producer made up stay few, or are not kept
+            _KIND_FIELDS[kind] = field
+    return field
+
+
+def batch_digest_of(
+    first_seq: int,
+    kinds: Sequence[str],
+    payloads: Sequence[bytes],
+    refs: Mapping[int, str],
+    outcome: str | None,
+    appended_at: int,
+) -> bytes:
+    """:func:`batch_digest` of the events an append is writing, as it holds them: sequence
+    numbers from ``first_seq`` on, their types, their stored text already in UTF-8, and the
+    echo references by sequence number. The same digest, without encoding each payload
+    again (this runs on every append)."""
+    parts = [
+        b"agui-store batch 1\x00",
+        _field(_text(outcome)),
+        int(appended_at).to_bytes(8, "big", signed=True),
+    ]
+    add = parts.extend
+    seq = first_seq
+    for kind, payload in zip(kinds, payloads):
+        ref = refs.get(seq) if refs else None
+        add(
+            (
+                seq.to_bytes(8, "big", signed=True),
+                _KIND_FIELDS.get(kind) or _kind_field(kind),
+                len(payload).to_bytes(8, "big"),
+                payload,
+                _NONE if ref is None else _field(_text(ref)),
+            )
+        )
+        seq += 1
     return hashlib.sha256(b"".join(parts)).digest()
 
 

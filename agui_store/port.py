@@ -124,6 +124,9 @@ class Reading(Protocol):
 
     # events
     def next_seq(self) -> int: ...
+    def run_pk_and_next_seq(self, thread_pk: int, run_id: str) -> tuple[int | None, int]:
+        """``(run_pk(thread_pk, run_id), next_seq())``: a batch's first run checked for a
+        duplicate and its first ``seq`` taken, together (one round trip on PostgreSQL)."""
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
         """``(payload, echo refs, seq, type)`` of a run's events after ``after``."""
     def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:
@@ -329,7 +332,8 @@ class Writing(Reading, Protocol):
     def clear_underived(self, run_pk: int) -> None: ...
     def insert_new_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
         """Store packed blobs ``(address, codec, data)`` whose address is not there; the
-        ids of those stored, by address."""
+        ids of those stored, by address (a backend may add the ids of some it found
+        there: the caller looks up the ones missing)."""
     def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
         """``(run, length, manifest, tail, state, interrupts, warnings, ids_hash,
         created_at, state_base, run_hash, view_hash)``."""

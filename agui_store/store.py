@@ -17,7 +17,7 @@ import re
 import threading
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,6 +144,7 @@ class _SinceCheckpoint:
     # state_deltas patch into the current state, and the size of that state's JSON text.
     state_anchor: int | None = None
     state_bytes: int = 0
+    state_address: bytes | None = None  # its state's address (None: read when needed)
 
     def note(self, record: RunRecord) -> tuple[set[str], bool]:
         """Count a run replayed since the checkpoint; returns what its events name (see
@@ -173,6 +174,7 @@ class _SinceCheckpoint:
             length,
             state_anchor=snap.state_anchor,
             state_bytes=snap.state_bytes,
+            state_address=snap.state_address,
         )
 
 
@@ -892,12 +894,18 @@ class Store:
         run_ids: list[str] = []
         new_run_ids: list[str] = []
         for n, segment in enumerate(segments):
+            # From the batch's first seq to commit, appends of other threads wait (on
+            # PostgreSQL this takes the event-order lock): what comes before only reads, but
+            # for a new thread's row, so no append waits inside on a row another one holds
+            # while it waits for this lock (two checkpoints storing one blob, say). A run's
+            # duplicate check is read with that seq (one round trip on PostgreSQL).
             if segment.started is not None:
-                self._refuse_duplicate_run(tx, thread_pk, segment.started["runId"], segment)
-            # From here to commit, appends of other threads wait (on PostgreSQL this takes
-            # the event-order lock): what comes before only reads, but for a new thread's
-            # row, so no append waits inside on a row another one holds while it waits for
-            # this lock (two checkpoints storing one blob, say).
+                run_id = segment.started["runId"]
+                if known.next_seq is None:
+                    recorded, known.next_seq = tx.run_pk_and_next_seq(thread_pk, run_id)
+                else:
+                    recorded = tx.run_pk(thread_pk, run_id)
+                self._refuse_duplicate_run(tx, thread_pk, run_id, segment, recorded)
             seq = self._next_seq(tx)
             first_seq = seq if first_seq is None else first_seq
             if segment.started is not None:
@@ -947,7 +955,7 @@ class Store:
             seq += len(rows)
             echo = (
                 self._normalize_echo(tx, thread_pk, segment.run_pk, rows)
-                if segment.started is not None
+                if segment.started is not None and isinstance(segment.started.get("input"), dict)
                 else None
             )
             tx.insert_events(rows)
@@ -958,14 +966,17 @@ class Store:
                 for ev, kind in zip(segment.events, segment.types):
                     if kind in ("RUN_FINISHED", "RUN_ERROR"):
                         segment.outcome = _status_of_terminal(ev.data)
-            # The run's hash after this batch: the batch's stored bytes chained onto it.
-            refs = {echo[0]: echo[1]} if echo is not None else {}
+            # The run's hash after this batch: the batch's stored bytes chained onto it (the
+            # events' JSON as received, but a RUN_STARTED whose echo was normalized).
+            stored = [ev.raw for ev in segment.events]
+            refs = {}
+            if echo is not None:
+                stored[0] = rows[0][3].encode("utf-8")
+                refs[echo[0]] = echo[1]
             batch_hash = hashing.chain(
                 self._known_run_hash(tx, run_pk),
-                hashing.batch_digest(
-                    [(at, kind, text, refs.get(at)) for at, _, kind, text in rows],
-                    segment.outcome,
-                    now,
+                hashing.batch_digest_of(
+                    seq - len(rows), segment.types, stored, refs, segment.outcome, now
                 ),
             )
             known.run_hashes[run_pk] = batch_hash
@@ -1161,9 +1172,12 @@ class Store:
         return found[1] if found else None
 
     def _refuse_duplicate_run(
-        self, tx: port.Reading, thread_pk: int, run_id: str, segment: _Segment
+        self, tx: port.Reading, thread_pk: int, run_id: str, segment: _Segment,
+        recorded: int | None,
     ) -> None:
-        if tx.run_pk(thread_pk, run_id) is not None:
+        """Refuse a run the thread has (``recorded``: its pk, read by the caller) or whose id
+        names a branch of the thread."""
+        if recorded is not None:
             raise InvalidEventError(
                 f"run {_quote(run_id)} is already recorded in this thread; a run is recorded once "
                 "(continue a live run by appending events without a new RUN_STARTED)",
@@ -1710,6 +1724,7 @@ class Store:
                     len(messages),
                     state_anchor=since.state_anchor,
                     state_bytes=since.state_bytes,
+                    state_address=since.state_address,
                 )
         self._views[thread_pk] = _CachedView(run_pk, reducer, hasher, since, lineage)
         return written
@@ -1769,19 +1784,36 @@ class Store:
         """Store the reducer's view as the run's checkpoint, sharing the chunks of
         ``since``'s; on success ``since.layout`` describes the new one."""
         view = view_of(reducer)
-        layout = _message_chunks(tx, view.messages, since, reducer)
-        if layout is None:
+        patches = _state_patches(reducer, since)
+        # A short state text (most are) is stored by the statement that stores the new
+        # message blobs, without a look-up of its own.
+        text = checkpoints.state_text(view, patches)
+        packed = checkpoints.pack_small(text)
+        along = () if packed is None else (packed,)
+        chunks = _message_chunks(tx, view.messages, since, reducer, along)
+        if chunks is None:
             # One message object at two positions (repeated ids, then a MESSAGES_SNAPSHOT):
             # the client edits both through one id. One blob per position would lose that
             # sharing, so this run keeps no checkpoint; later runs replay from an older one.
             return False
-        patches = _state_patches(reducer, since)
-        stored = checkpoints.write(
-            tx, run_pk, view, layout, digest, now, patches, run_hash=run_hash
+        layout, ids = chunks
+        stored_state = None if packed is None else (ids[packed[0]], packed[0], len(text))
+        anchor_address = since.state_address if patches is not None else None
+        stored, address = checkpoints.write(
+            tx,
+            run_pk,
+            view,
+            layout,
+            digest,
+            now,
+            patches,
+            run_hash=run_hash,
+            anchor_address=anchor_address,
+            stored_state=stored_state,
         )
         since.layout = layout
         if patches is None:  # the state stored whole: later ones patch this one
-            since.state_anchor, since.state_bytes = run_pk, stored
+            since.state_anchor, since.state_bytes, since.state_address = run_pk, stored, address
             reducer.track_state()
         return True
 
@@ -2420,10 +2452,12 @@ def _message_chunks(
     messages: list[dict[str, Any]],
     since: _SinceCheckpoint,
     reducer: Reducer,
-) -> checkpoints.Layout | None:
-    """Store the message list as chunks sharing those of ``since``'s checkpoint; its layout,
-    or ``None`` when one message object stands at two positions (a checkpoint cannot say
-    that).
+    along: Sequence[tuple[bytes, int, bytes]] = (),
+) -> tuple[checkpoints.Layout, dict[bytes, int]] | None:
+    """Store the message list as chunks sharing those of ``since``'s checkpoint, and
+    ``along`` (see :func:`checkpoints.lay_out`); its layout and ``along``'s ids, or ``None``
+    (nothing stored) when one message object stands at two positions (a checkpoint cannot
+    say that).
 
     A position keeps its place in the base checkpoint when it holds the same object (the
     reducer reports how many leading positions do: ``since.unmoved``) and no run since
@@ -2434,9 +2468,9 @@ def _message_chunks(
         return None  # only a snapshot (or an input) puts one object at two positions
     base = since.layout if since.run_pk is not None else None
     if base is None or since.snapshot:
-        return checkpoints.lay_out(tx, messages, base)
+        return checkpoints.lay_out(tx, messages, base, along=along)
     keep, changed = _unchanged(messages, since, reducer)
-    return checkpoints.lay_out(tx, messages, base, keep, changed)
+    return checkpoints.lay_out(tx, messages, base, keep, changed, along)
 
 
 def _unchanged(

@@ -8,7 +8,9 @@ rows, replays the run through the reducer for its lineage digest, and writes a c
 after every run (the default ``checkpoint_events=1``; a row shows 200): the ratio is what
 that costs. A row shows ``derive_on_append=False`` (the log alone; the derived data is left
 for ``derive()``, timed separately), and a second table a live run streamed one event per
-append, next to raw one-event transactions.
+append, next to raw one-event transactions. A third table counts, for the same appends, the
+statements each one runs and the WAL frames its commit writes: figures the machine's load
+does not move (every frame is a page written, and a share of a WAL checkpoint's fsyncs).
 
     python benchmarks/bench_append.py [--runs 400]
 """
@@ -22,10 +24,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import apsw
 import msgspec
 
 import agui_store
-from agui_store import hashing, schema
+from agui_store import hashing, schema, testing
 from benchmarks._common import conversation, header, median_time, raw_connection, scratch_dir
 
 EVENTS_PER_RUN = 50
@@ -57,17 +60,25 @@ def prebuilt_rows(batches: list[list[dict]]) -> list[list[tuple[int, int, int, s
 
 def raw_apsw(path: str, all_rows: list[list[tuple[int, int, int, str]]]) -> None:
     with raw_connection(path) as conn:  # the store's connection: its pragmas and schema
+        raw_apsw_rows(conn, all_rows, 1)
+
+
+def raw_apsw_rows(
+    conn: apsw.Connection, all_rows: list[list[tuple[int, int, int, str]]], first_pk: int
+) -> None:
+    """The baseline's transactions: each run's row and its events (the thread's row first)."""
+    if first_pk == 1:
         conn.execute("INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)")
-        for run_pk, rows in enumerate(all_rows, start=1):
-            with conn:
-                conn.execute(
-                    "INSERT INTO runs(id, thread, run_id, lineage, created_at) "
-                    "VALUES (?, 1, ?, 'root', 0)",
-                    (run_pk, f"run-{run_pk}"),
-                )
-                conn.executemany(
-                    "INSERT INTO event_log(seq, run, type, payload) VALUES (?, ?, ?, ?)", rows
-                )
+    for run_pk, rows in enumerate(all_rows, start=first_pk):
+        with conn:
+            conn.execute(
+                "INSERT INTO runs(id, thread, run_id, lineage, created_at) "
+                "VALUES (?, 1, ?, 'root', 0)",
+                (run_pk, f"run-{run_pk}"),
+            )
+            conn.executemany(
+                "INSERT INTO event_log(seq, run, type, payload) VALUES (?, ?, ?, ?)", rows
+            )
 
 
 def public_api(path: str, batches: list, **options: Any) -> None:
@@ -212,6 +223,30 @@ def main() -> None:
         f"| Store.append, one event per call | {m / api_stream:,.0f} "
         f"| {raw_stream / api_stream:.2f} |"
     )
+    print()
+    print(
+        "per append after the first quarter (counted, not timed: load does not move these); "
+        "statement calls count an executemany once"
+    )
+    print("| path | statement calls | executions (executemany: one a row) | WAL frames a commit |")
+    print("|---|---|---|---|")
+    steady = args.runs - args.runs // 4
+    for label, counted in (
+        ("raw apsw executemany", io_counts(fresh(), batches, rows)),
+        ("Store.append (dicts)", io_counts(fresh(), batches)),
+        (
+            "Store.append (dicts), digests but no checkpoints",
+            io_counts(fresh(), batches, checkpoint_events=NO_CHECKPOINTS),
+        ),
+        (
+            "Store.append (dicts), derive_on_append=False",
+            io_counts(fresh(), batches, derive_on_append=False),
+        ),
+    ):
+        print(
+            f"| {label} | {counted.calls / steady:.2f} | {counted.rows / steady:.2f} "
+            f"| {counted.per_commit():.2f} |"
+        )
     whole = median_time(lambda: hash_runs(rows, per_event=False), repeat=args.repeat)
     per_event = median_time(lambda: hash_runs(stream_rows, per_event=True), repeat=args.repeat)
     print()
@@ -224,6 +259,57 @@ def main() -> None:
         f"{whole / api:.1%} of Store.append; one event per append: "
         f"{per_event / m * 1e6:.1f} us an event, {per_event / api_stream:.1%} of the streamed run"
     )
+
+
+class _Counts:
+    """What a connection does, counted through apsw's hooks: statement calls (an
+    ``executemany`` once, however many rows) and rows, and WAL frames per commit. Noise on
+    a shared machine moves the times above, not these."""
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.calls = self.rows = 0
+        self.frames: list[int] = []
+        self._last: tuple[apsw.Cursor, str] | None = None  # held: no other cursor takes its id
+        conn.exec_trace = self._statement
+        conn.set_wal_hook(self._commit)
+
+    def _statement(self, cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+        self.rows += 1
+        last = self._last
+        if last is None or last[0] is not cursor or last[1] != sql or sql.startswith("BEGIN"):
+            self.calls += 1  # an executemany runs its statement once a row, in a row
+        self._last = (cursor, sql)
+        return True
+
+    def _commit(self, conn: apsw.Connection, name: str, frames: int) -> int:
+        self.frames.append(frames)  # the WAL's size in frames after each commit
+        return apsw.SQLITE_OK
+
+    def per_commit(self) -> float:
+        """Frames a commit adds (the WAL restarts after a checkpoint: those are left out)."""
+        added = [b - a for a, b in zip(self.frames, self.frames[1:]) if b > a]
+        return sum(added) / max(1, len(added))
+
+
+def io_counts(path: str, batches: list, raw_rows: list | None = None, **options: Any) -> _Counts:
+    """Statements and WAL frames of the appends after the first quarter (a steady file)."""
+    warm = len(batches) // 4
+    if raw_rows is not None:
+        with raw_connection(path) as conn:
+            raw_apsw_rows(conn, raw_rows[:warm], 1)
+            counts = _Counts(conn)
+            raw_apsw_rows(conn, raw_rows[warm:], warm + 1)
+            conn.exec_trace = None
+            return counts
+    with agui_store.open(path, **options) as store:
+        for batch in batches[:warm]:
+            store.append(batch)
+        conn = testing.connection(store)
+        counts = _Counts(conn)
+        for batch in batches[warm:]:
+            store.append(batch)
+        conn.exec_trace = None
+        return counts
 
 
 def hash_runs(all_rows: list[list[tuple[int, int, int, str]]], *, per_event: bool) -> None:

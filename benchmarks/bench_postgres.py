@@ -5,7 +5,9 @@ server would, then: the append time at the end of the chain, ``checkout`` of the
 its chunked checkpoint on both backends), a full replay of the leaf (the engine's own work,
 like for like), ``log`` of the leaf, and one raw
 psycopg ``COPY`` of the same event rows into a bare table (the floor an append through the
-API is compared with).
+API is compared with). Last, where a steady append's time goes: the statements it sends
+(round trips, which load does not change), and its wall time split into the client's CPU,
+the server backend's CPU and waiting.
 
     python -m benchmarks.bench_postgres [--runs 200] [--dsn postgresql://...]
 
@@ -19,6 +21,7 @@ import os
 import statistics
 import tempfile
 import time
+from typing import Any
 
 import psycopg
 
@@ -39,6 +42,63 @@ def build(target: str, runs: int) -> tuple[agui_store.Store, list[float]]:
         store.append(events)
         times.append(time.perf_counter() - t0)
     return store, times
+
+
+def steady_appends(dsn: str, runs: int, tail: int) -> dict[str, float]:
+    """Where a steady append's time goes on PostgreSQL, in figures load does not move much:
+    the statements it sends (each a round trip), and, over the last ``tail`` appends of a
+    ``runs``-run chain, its wall time, the client's CPU time and the server backend's CPU
+    time (read from ``/proc``: the throwaway cluster runs on this machine; NaN elsewhere).
+    Wall time beyond the two CPU times is waiting: round trips, scheduling."""
+    sent = [0]
+    originals = {name: getattr(psycopg.Cursor, name) for name in ("execute", "executemany")}
+
+    def counting(name: str) -> Any:
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            sent[0] += 1
+            return originals[name](self, *args, **kwargs)
+
+        return call
+
+    chain = conversation("steady", runs, EVENTS_PER_RUN)
+    walls: list[float] = []
+    cpus: list[float] = []
+    servers: list[float] = []
+    statements: list[int] = []
+    with agui_store.open(dsn) as store:
+        backend = testing.connection(store).info.backend_pid
+        for events in chain[: runs - tail]:
+            store.append(events)
+        for name in originals:
+            setattr(psycopg.Cursor, name, counting(name))
+        try:
+            for events in chain[runs - tail :]:
+                sent[0] = 0
+                wall, cpu, server = time.perf_counter(), time.process_time(), cpu_of(backend)
+                store.append(events)
+                walls.append(time.perf_counter() - wall)
+                cpus.append(time.process_time() - cpu)
+                servers.append(cpu_of(backend) - server)
+                statements.append(sent[0])
+        finally:
+            for name, original in originals.items():
+                setattr(psycopg.Cursor, name, original)
+    return {
+        "statements": statistics.median(statements),
+        "wall": statistics.fmean(walls),
+        "client CPU": statistics.fmean(cpus),
+        "server CPU": statistics.fmean(servers),
+    }
+
+
+def cpu_of(pid: int) -> float:
+    """Seconds of CPU a process of this machine has used (user + system); NaN if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def full_replay(store: agui_store.Store) -> None:
@@ -104,6 +164,15 @@ def main() -> None:
     print(
         f"\nraw psycopg COPY of one run's {EVENTS_PER_RUN} rows: {copy_time * 1e3:.2f}ms; "
         f"an append through the API runs at {copy_time / last:.0%} of it"
+    )
+    steady = steady_appends(dsn, args.runs, TAIL * 5)
+    print(
+        f"a steady PostgreSQL append (mean of the last {TAIL * 5} of {args.runs} in a new "
+        f"thread): {steady['statements']:.0f} statements (round trips); wall "
+        f"{steady['wall'] * 1e3:.2f}ms = client CPU {steady['client CPU'] * 1e3:.2f}ms + "
+        f"server backend CPU {steady['server CPU'] * 1e3:.2f}ms + waiting "
+        f"{(steady['wall'] - steady['client CPU'] - steady['server CPU']) * 1e3:.2f}ms "
+        f"(CPU clock ticks of {1e3 / os.sysconf('SC_CLK_TCK'):.0f}ms, averaged)"
     )
 
 

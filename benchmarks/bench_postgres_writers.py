@@ -52,9 +52,13 @@ def one_lock_baseline() -> None:
     def next_seq(self: Any) -> int:
         return int(self._value(sql.NEXT_SEQ))  # the one lock already orders the commits
 
+    def run_pk_and_next_seq(self: Any, thread_pk: int, run_id: str) -> tuple[int | None, int]:
+        return self.run_pk(thread_pk, run_id), next_seq(self)
+
     backend.PostgresBackend.writing = writing  # type: ignore[method-assign]
     PostgresTransaction.version = version  # type: ignore[method-assign]
     PostgresTransaction.next_seq = next_seq  # type: ignore[method-assign]
+    PostgresTransaction.run_pk_and_next_seq = run_pk_and_next_seq  # type: ignore[method-assign]
 
 
 def writer(dsn: str, number: int, runs: int, baseline: bool, out: Any) -> None:

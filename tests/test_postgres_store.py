@@ -1031,6 +1031,130 @@ def test_a_connection_terminated_inside_a_write_leaves_the_batch_absent(
     assert [r.run_id for r in store.runs("t")] == ["r1", "r2"]
 
 
+@pytest.mark.parametrize(
+    "table",
+    [
+        "runs",  # the run's row, its key reserved: deferred, carried by a later statement
+        "batches",  # carried in the middle of the append, in front of another statement
+        "checkpoints",  # the last write: sent in a statement of its own before COMMIT
+    ],
+)
+def test_a_deferred_write_the_server_refuses_fails_the_call_and_leaves_the_batch_absent(
+    store: Any, store_url: str, table: str
+) -> None:
+    # The run's row, its batch and its checkpoint are not sent when the engine writes them
+    # but with a later statement: the server's refusal of one must still fail the append
+    # that wrote it, with a store error, and roll all of it back.
+    store.append(run("t", "r1", *say("m1", "a")))
+    before = dump(store_url)
+    with psycopg.connect(store_url, autocommit=True) as owner:
+        owner.execute(
+            f"CREATE FUNCTION {schema.SCHEMA}.refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'check_violation'; "
+            "END $$"
+        )
+        owner.execute(
+            f"CREATE TRIGGER refuse BEFORE INSERT ON {schema.SCHEMA}.{table} "
+            f"FOR EACH ROW EXECUTE FUNCTION {schema.SCHEMA}.refuse()"
+        )
+        with pytest.raises(agui_store.IntegrityError, match="refused by the test"):
+            store.append(run("t", "r2", *say("m2", "b")))
+        assert dump(store_url) == before
+        owner.execute(f"DROP TRIGGER refuse ON {schema.SCHEMA}.{table}")
+        owner.execute(f"DROP FUNCTION {schema.SCHEMA}.refuse()")
+    store.append(run("t", "r2", *say("m2", "b")))
+    assert [r.run_id for r in store.runs("t")] == ["r1", "r2"]
+    assert [m["content"] for m in store.checkout("r2", thread_id="t").messages] == ["a", "b"]
+    assert store.check().ok
+
+
+def test_a_blob_another_writer_commits_while_an_append_stores_it_is_found_and_shared(
+    store: Any, store_url: str, tmp_path: Any
+) -> None:
+    # Storing blobs returns the ids of those inserted and of those already there in the
+    # statement's snapshot. A blob another transaction commits while that statement waits
+    # on its key is in neither: the append must look it up, not lose it or store it twice.
+    r1 = run("t", "r1", *say("m1", "a"))
+    r2 = run("t", "r2", {"type": "STATE_SNAPSHOT", "snapshot": {"race": uuid.uuid4().hex}},
+             *say("m2", "b"))
+    # The blobs r2's checkpoint stores, as the same engine writes them on an SQLite file.
+    with agui_store.open(str(tmp_path / "same.db")) as lite:
+        lite.append(r1)
+        before = {bytes(h) for (h,) in testing.connection(lite).execute("SELECT hash FROM blobs")}
+        lite.append(r2)
+        r2_blobs = [
+            (bytes(h), c, bytes(d))
+            for h, c, d in testing.connection(lite).execute("SELECT hash, codec, data FROM blobs")
+            if bytes(h) not in before
+        ]
+    assert r2_blobs
+    store.append(r1)
+    pid = testing.connection(store).info.backend_pid
+    failure: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            store.append(r2)
+        except BaseException as e:
+            failure.append(e)
+
+    with psycopg.connect(store_url) as other:  # holds r2's blobs uncommitted
+        other.cursor().executemany(
+            f"INSERT INTO {schema.SCHEMA}.blobs(hash, codec, data) VALUES (%s, %s, %s)", r2_blobs
+        )
+        writer = threading.Thread(target=append)
+        writer.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            row = other.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
+            ).fetchone()
+            if row and row[0] == "Lock":
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail("the append never waited on the other writer's blob")
+        other.commit()
+        writer.join(timeout=30)
+    assert not failure, failure
+    with psycopg.connect(store_url) as conn:
+        stored = conn.execute(
+            f"SELECT count(*), count(DISTINCT hash) FROM {schema.SCHEMA}.blobs"
+            " WHERE hash = ANY(%s)",
+            ([h for h, _, _ in r2_blobs],),
+        ).fetchone()
+    assert stored == (len(r2_blobs), len(r2_blobs))
+    assert [m["content"] for m in store.checkout("r2", thread_id="t").messages] == ["a", "b"]
+    assert store.checkout("r2", thread_id="t").state == r2[1]["snapshot"]
+    assert store.check().ok
+
+
+def test_a_steady_append_sends_at_most_seven_statements(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Round trips are most of an append's time on PostgreSQL (each costs several times the
+    # server's work for it): BEGIN with the locks and the thread check; the duplicate check
+    # with the event-order lock and the seq; the writes (run, page, batch, digest), carried
+    # together; the state's blob and the checkpoint; COMMIT. A statement that comes back
+    # one at a time fails this.
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query)[:60])
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    counts = []
+    for n in range(8):
+        events = run("t", f"r{n}", *say(f"m{n}", f"answer {n}"))
+        sent.clear()
+        store.append(events)
+        counts.append(len(sent))
+    assert max(counts[3:]) <= 7, (counts, sent)
+    assert len(store.runs("t")) == 8 and store.check().ok
+
+
 def test_a_server_restart_between_calls_costs_at_most_one_failed_call(
     store: Any, postgres_cluster: Any
 ) -> None:

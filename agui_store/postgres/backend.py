@@ -267,8 +267,8 @@ class PostgresBackend:
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[PostgresTransaction]:
-        if self._writing is not None:  # inside a write: its transaction, opened if not yet
-            yield PostgresTransaction(self._writing.connection)
+        if self._writing is not None:  # inside a write: its transaction (and its deferred
+            yield self._writing  # writes, which its reads send first), opened if not yet
             return
         conn = self._db
         if conn.info.transaction_status != TransactionStatus.IDLE:
@@ -324,6 +324,7 @@ class PostgresBackend:
         if not opened:
             return
         try:
+            tx.flush()  # its deferred writes: an error in one is the call's, and rolls back
             opened[0].execute("COMMIT")
         except Exception as e:
             self._end(opened[0], rollback=True)

@@ -29,6 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Any
+
+from psycopg import sql as psycopg_sql
 
 from agui_store.postgres.schema import LOCK_CLASS
 
@@ -145,6 +148,22 @@ NEXT_SEQ = (
 #: (READ COMMITTED: a snapshot taken after the lock was granted, which sees every batch
 #: committed before).
 NEXT_SEQ_LOCKED = LOCK_EVENT_ORDER + "; " + NEXT_SEQ
+
+#: A key for a new run's row (``runs.id`` is an identity column; its sequence is the store's).
+RESERVE_RUN_KEY = "nextval(pg_get_serial_sequence('runs', 'id'))"
+
+
+def run_pk_and_next_seq(conn: Any, thread_pk: int, run_id: str) -> str:
+    """The duplicate-run check of a batch's first run, then NEXT_SEQ_LOCKED with a key for
+    the run's row: one simple query (three statements, the last two as NEXT_SEQ_LOCKED's,
+    so the number is read after the lock was granted). The run id is written out as a
+    literal quoted by psycopg (a simple query takes no parameters)."""
+    run = psycopg_sql.Literal(run_id).as_string(conn)
+    return (
+        f"SELECT id FROM runs WHERE thread = {int(thread_pk)} AND run_id = {run}; "
+        f"{LOCK_EVENT_ORDER}; {NEXT_SEQ}, {RESERVE_RUN_KEY}"
+    )
+
 
 #: The ancestor chain of a run (parameter 1), the run itself first at depth 0. Walks ``runs``
 #: by primary key only.
@@ -317,6 +336,13 @@ INSERT_RUN = """
 INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, input_refs, synthetic,
                  created_at, parent_hash, input_hash, start_hash)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id
+"""
+#: INSERT_RUN with the run's key given (taken from the sequence by
+#: :func:`run_pk_and_next_seq`), so that nothing needs to come back.
+INSERT_RUN_KEYED = """
+INSERT INTO runs(id, thread, run_id, parent, lineage, parent_run_id, input, input_refs,
+                 synthetic, created_at, parent_hash, input_hash, start_hash)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 OPEN_RUNS = (
     "SELECT id FROM runs WHERE thread = %s AND NOT EXISTS (SELECT 1 FROM "
@@ -622,11 +648,19 @@ ORDER BY ids.n
 """
 SELECT_BLOB_ID = "SELECT id FROM blobs WHERE hash = %s"
 SELECT_BLOB_IDS = "SELECT id, hash FROM blobs WHERE hash = ANY(%s::bytea[])"
-#: Store blobs unless their address is there: the new ones' ids come back.
-INSERT_NEW_BLOBS = """
-INSERT INTO blobs(hash, codec, data)
-SELECT * FROM unnest(%s::bytea[], %s::smallint[], %s::bytea[])
-ON CONFLICT (hash) DO NOTHING RETURNING id, hash
+#: Store blobs unless their address is there. The ids of those stored come back, and of those
+#: found there: stored by a transaction committed before the statement began (its snapshot,
+#: which does not hold the rows it inserts, so no blob comes twice). A checkpoint whose state
+#: or chunks were stored before then costs no second look-up. One stored by a transaction
+#: that commits while this one runs is in neither part: the engine looks up what is missing
+#: (``checkpoints.store_blobs``).
+INSERT_OR_FIND_BLOBS = """
+WITH stored AS (
+    INSERT INTO blobs(hash, codec, data)
+    SELECT * FROM unnest(%s::bytea[], %s::smallint[], %s::bytea[])
+    ON CONFLICT (hash) DO NOTHING RETURNING id, hash)
+SELECT id, hash FROM stored
+UNION ALL SELECT id, hash FROM blobs WHERE hash = ANY(%s::bytea[])
 """
 INSERT_CHECKPOINT = """
 INSERT INTO checkpoints(run, length, chunks, tail, state, interrupts, warnings, ids_hash,

@@ -95,10 +95,11 @@ RUN_NAMES = (
 )
 NEWEST_RUN = "SELECT id FROM runs WHERE thread = ? ORDER BY id DESC LIMIT 1"
 HAS_CHILD = "SELECT 1 FROM runs WHERE parent = ? LIMIT 1"
+#: Its id is the connection's last insert rowid (no RETURNING: a result row costs more).
 INSERT_RUN = """
 INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, input_refs, synthetic,
                  created_at, parent_hash, input_hash, start_hash)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 #: The incomplete runs of a thread (no batch with an outcome).
 OPEN_RUNS = (
@@ -377,9 +378,11 @@ SELECT blobs.id, blobs.hash FROM json_each(?) AS wanted
 CROSS JOIN blobs ON blobs.hash = unhex(wanted.value)
 """
 
-INSERT_NEW_BLOBS = (
-    "INSERT INTO blobs(hash, codec, data) VALUES (?, ?, ?) "
-    "ON CONFLICT(hash) DO NOTHING RETURNING id, hash"
+#: One blob unless its address is stored: the connection's changes() say whether it was,
+#: and its last insert rowid is then the new blob's id (no RETURNING: a result row per blob
+#: cost more than the two calls).
+INSERT_NEW_BLOB = (
+    "INSERT INTO blobs(hash, codec, data) VALUES (?, ?, ?) ON CONFLICT(hash) DO NOTHING"
 )
 
 

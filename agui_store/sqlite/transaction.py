@@ -120,8 +120,13 @@ class SqliteTransaction:
         return {bytes(h): int(i) for i, h in self._rows(sql.SELECT_BLOB_IDS, (wanted,))}
 
     def insert_new_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
-        rows = self._conn.executemany(sql.INSERT_NEW_BLOBS, packed)
-        return {bytes(h): int(i) for i, h in rows}
+        conn = self._conn
+        ids = {}
+        for row in packed:
+            conn.execute(sql.INSERT_NEW_BLOB, row)
+            if conn.changes():  # else the address is stored already (or twice in packed)
+                ids[bytes(row[0])] = int(conn.last_insert_rowid())
+        return ids
 
     def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
         self._conn.execute(sql.INSERT_CHECKPOINT, row)
@@ -267,7 +272,8 @@ class SqliteTransaction:
             input_hash,
             start_hash,
         )
-        return int(self._value(sql.INSERT_RUN, args))
+        self._conn.execute(sql.INSERT_RUN, args)
+        return int(self._conn.last_insert_rowid())
 
     # --- lineage ----------------------------------------------------------------------------
 
@@ -295,6 +301,9 @@ class SqliteTransaction:
 
     def next_seq(self) -> int:
         return int(self._value(sql.NEXT_SEQ))
+
+    def run_pk_and_next_seq(self, thread_pk: int, run_id: str) -> tuple[int | None, int]:
+        return self.run_pk(thread_pk, run_id), self.next_seq()
 
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
         return self._all(sql.RUN_EVENTS, (run_pk, after))

@@ -1,0 +1,47 @@
+"""The batch digest ``append`` computes from the bytes it holds is the one ``check()``
+recomputes from the stored rows (:func:`agui_store.hashing.batch_digest`)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agui_store import hashing
+
+KINDS = st.sampled_from(["RUN_STARTED", "TEXT_MESSAGE_CONTENT", "CUSTOM", "É_made_up", ""])
+EVENTS = st.lists(st.tuples(KINDS, st.text(), st.one_of(st.none(), st.text())), max_size=12)
+
+
+@given(
+    first_seq=st.integers(min_value=1, max_value=2**62),
+    events=EVENTS,
+    outcome=st.one_of(st.none(), st.sampled_from(["success", "error", "interrupt"])),
+    appended_at=st.integers(min_value=-(2**63), max_value=2**63 - 1),
+)
+def test_the_digest_of_held_bytes_equals_the_digest_of_the_stored_rows(
+    first_seq: int,
+    events: list[tuple[str, str, str | None]],
+    outcome: str | None,
+    appended_at: int,
+) -> None:
+    rows = [
+        (first_seq + i, kind, text, refs) for i, (kind, text, refs) in enumerate(events)
+    ]
+    refs = {seq: r for seq, _, _, r in rows if r is not None}
+    held = hashing.batch_digest_of(
+        first_seq,
+        [kind for kind, _, _ in events],
+        [text.encode("utf-8") for _, text, _ in events],
+        refs,
+        outcome,
+        appended_at,
+    )
+    assert held == hashing.batch_digest(rows, outcome, appended_at)
+
+
+def test_a_batch_digest_covers_each_events_sequence_number_type_and_bytes() -> None:
+    base = hashing.batch_digest_of(7, ["CUSTOM", "RAW"], [b"{}", b"[]"], {}, None, 0)
+    assert base != hashing.batch_digest_of(8, ["CUSTOM", "RAW"], [b"{}", b"[]"], {}, None, 0)
+    assert base != hashing.batch_digest_of(7, ["RAW", "CUSTOM"], [b"{}", b"[]"], {}, None, 0)
+    assert base != hashing.batch_digest_of(7, ["CUSTOM", "RAW"], [b"[]", b"{}"], {}, None, 0)
+    assert base != hashing.batch_digest_of(7, ["CUSTOM", "RAW"], [b"{}", b"[]"], {8: ""}, None, 0)
