@@ -632,6 +632,41 @@ def hash_ids(ids: Iterable[Any], hasher: Any = None) -> Any:
     return out
 
 
+#: Ids between two digest states of :func:`hash_marks`.
+HASH_MARK = 64
+
+
+def hash_marks(ids: Sequence[Any], marks: Sequence[Any] = ()) -> list[Any]:
+    """The states of :func:`hash_ids` over the first 0, ``HASH_MARK``, 2 ``HASH_MARK``...
+    of ``ids``, going on from ``marks`` (the first of them, which are kept): with them the
+    digest of any first ids costs the ids after the last mark (:func:`hash_from_marks`)."""
+    out = list(marks) or [hash_ids([])]
+    start = HASH_MARK * (len(out) - 1)  # the ids the last mark holds
+    ends = range(start + HASH_MARK, len(ids) + 1, HASH_MARK)
+    if not ends:
+        return out
+    try:
+        # The ids' canonical texts in one encoding, cut apart in C, as hash_ids does.
+        encoded = codec.canonical_bytes(list(ids[start : ends[-1]]))
+        texts = list(map(bytes, _RAW_LIST.decode(encoded)))
+    except (InvalidEventError, msgspec.DecodeError):  # lone surrogates: a mark at a time
+        for end in ends:
+            out.append(hash_ids(ids[end - HASH_MARK : end], out[-1]))
+        return out
+    hasher = out[-1].copy()
+    for at in range(0, len(texts), HASH_MARK):
+        hasher.update(b"\x00".join(texts[at : at + HASH_MARK]) + b"\x00")
+        out.append(hasher.copy())
+    return out
+
+
+def hash_from_marks(ids: Sequence[Any], marks: Sequence[Any]) -> Any:
+    """``hash_ids(ids)``, going on from the last of ``marks`` (:func:`hash_marks` of ids
+    that ``ids`` begins with) within ``ids``."""
+    last = min(len(marks) - 1, len(ids) // HASH_MARK)
+    return hash_ids(ids[HASH_MARK * last :], marks[last])
+
+
 def prefix_digests(ids: Sequence[Any], hasher: Any = None, done: int = 0) -> dict[bytes, int]:
     """The digest of ``ids[:n]`` (as :func:`hash_ids` computes it) for every n, in one
     pass: digest -> n. Given ``hasher`` holding the first ``done`` ids, for every longer n."""

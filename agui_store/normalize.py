@@ -43,6 +43,7 @@ def normalize(
     find: Finder | None = None,
     pieces: Pieces | None = None,
     sent_chunks: SentChunks | None = None,
+    distinct: int = 0,
 ) -> Refs | None:
     """``sent`` as references into ``base`` where a message is the one at that place of
     ``base`` (JSON-equal as the client sees it); ``None`` when nothing is shared.
@@ -53,9 +54,11 @@ def normalize(
     here); ``pieces``, the addresses ``base`` is stored under, to compare a resent history
     against (without them, or when they differ, the two lists are compared);
     ``sent_chunks``, addresses of pieces of ``sent`` the caller has already computed
-    (:func:`full_chunk_addresses`): those pieces are not encoded again."""
+    (:func:`full_chunk_addresses`): those pieces are not encoded again; ``distinct``,
+    how many of the first messages of ``sent`` the caller knows to be objects with string
+    ids, none repeated: they are not checked again."""
     out: Refs = []
-    shared = _shared_prefix(sent, base, pieces, sent_chunks)
+    shared = _shared_prefix(sent, base, pieces, sent_chunks, distinct)
     if shared:
         # What HttpAgent sends: the whole history, then the new messages.
         out.append([0, shared])
@@ -96,13 +99,14 @@ def normalize_input(
     find: Finder | None = None,
     pieces: Pieces | None = None,
     sent_chunks: SentChunks | None = None,
+    distinct: int = 0,
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """``(rest, refs)`` for an input against its parent's view; ``None`` if nothing is shared
-    (``find``, ``pieces`` and ``sent_chunks``: see :func:`normalize`)."""
+    (``find``, ``pieces``, ``sent_chunks`` and ``distinct``: see :func:`normalize`)."""
     refs: dict[str, Any] = {}
     messages = sent.get("messages")
     if isinstance(messages, list) and messages:
-        shared = normalize(messages, base_messages, find, pieces, sent_chunks)
+        shared = normalize(messages, base_messages, find, pieces, sent_chunks, distinct)
         if shared is not None:
             refs["messages"] = shared
     if "state" in sent and _same(sent["state"], base_state):
@@ -136,6 +140,7 @@ def _shared_prefix(
     base: Sequence[dict[str, Any]],
     pieces: Pieces | None = None,
     sent_chunks: SentChunks | None = None,
+    distinct: int = 0,
 ) -> int:
     """How many of ``sent``'s first messages are ``base``'s first ones, JSON-equal, when
     they all are: ``0`` unless the whole of ``base`` leads ``sent`` (the message-by-message
@@ -150,11 +155,12 @@ def _shared_prefix(
     # The message-by-message path refers to messages with string ids, each at its id's
     # first place: with every id a string, and none repeated, that place is its own (equal
     # lists hold equal ids: checking those sent checks those of ``base``).
-    if set(map(type, prefix)) != {dict}:
-        return 0
-    ids = list(map(dict.get, prefix, itertools.repeat("id")))
-    if set(map(type, ids)) != {str} or len(set(ids)) != n:
-        return 0
+    if n > distinct:
+        if set(map(type, prefix)) != {dict}:
+            return 0
+        ids = list(map(dict.get, prefix, itertools.repeat("id")))
+        if set(map(type, ids)) != {str} or len(set(ids)) != n:
+            return 0
     if pieces is not None and _matches(prefix, pieces, sent_chunks):
         return n
     return n if json_equal(prefix, list(base)) else 0
@@ -184,14 +190,17 @@ def _matches(
     return at == len(messages)
 
 
-def full_chunk_addresses(messages: Sequence[Any], size: int) -> dict[tuple[int, int], bytes]:
+def full_chunk_addresses(
+    messages: Sequence[Any], size: int, first: int = 0
+) -> dict[tuple[int, int], bytes]:
     """The addresses of ``messages``' full chunks of ``size`` (positions 0 to size - 1, then
     size to 2 size - 1...; the rest is left out), by ``(start, size)``, as a checkpoint
-    stores its list's chunks. Empty when a message is not encodable as JSON (a lone
-    surrogate): whoever needs them then encodes what it needs and says why not."""
+    stores its list's chunks; those from position ``first`` on (a multiple of ``size``)
+    when given. Empty when a message is not encodable as JSON (a lone surrogate): whoever
+    needs them then encodes what it needs and says why not."""
     out: dict[tuple[int, int], bytes] = {}
     try:
-        for start in range(0, len(messages) - size + 1, size):
+        for start in range(first, len(messages) - size + 1, size):
             out[start, size] = digest(canonical_bytes(messages[start : start + size]))
     except InvalidEventError:
         return {}

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agui_store import (
     arguments,
@@ -35,6 +35,7 @@ from agui_store import (
     nesting,
     port,
     reads,
+    resent,
     revisions,
 )
 from agui_store.arguments import quote as _quote
@@ -93,9 +94,20 @@ def _status_of_terminal(event: dict[str, Any]) -> str:
 
 #: What replaying a run needs of its row: ``(parent, input, input_refs, lineage)``.
 _RunRow = tuple[int | None, str | None, str | None, str]
-#: A run's input as appended: ``(decoded, text, addresses of its message list's full
-#: chunks or None)`` (see ``Store._validate_input``).
-_Input = tuple[dict[str, Any], str, "SentChunks | None"]
+
+
+class _Input(NamedTuple):
+    """A run's input as appended."""
+
+    data: dict[str, Any]  # decoded
+    raw: bytes  # its JSON text as sent (UTF-8)
+    chunks: SentChunks | None  # addresses of its message list's full chunks (_validate_input)
+    # What reading it gave of its messages, when it remembered them (see _read_resent): their
+    # lineage ids; the sha256 state of hash_ids over the first n of those, as (n, state);
+    # how many leading messages have string ids, none repeated (normalize's shared prefix).
+    ids: list[Any] | None = None
+    hashed: tuple[int, Any] | None = None
+    distinct: int = 0
 
 
 @dataclass
@@ -306,6 +318,9 @@ class Store:
         # Addresses of message chunks that validated (see _validate_input): a fact about
         # their content, true in any store and never stale.
         self._valid_chunks: set[bytes] = set()
+        # The messages of the last request body of recent threads, and what their JSON text
+        # gave (see _read_resent): facts about that text, true in any store and never stale.
+        self._resent = resent.Memo()
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -319,6 +334,7 @@ class Store:
         """Close the file. Further calls raise."""
         with self._lock:
             self._backend.close()
+            self._resent.clear()  # the memory of what it read
 
     def __repr__(self) -> str:
         return f"<agui_store.Store {self.path!r}>"
@@ -327,6 +343,7 @@ class Store:
         """In a forked child: drop the parent's lock and its connection (the backend opens
         its own on first use) and what the parent remembered of the database."""
         self._lock = threading.RLock()
+        self._resent.after_fork()
         self._backend.after_fork()
         if self._pid != os.getpid():
             self._pid = os.getpid()
@@ -617,13 +634,116 @@ class Store:
         self._known.version = None if version is None else version + 1
 
     def _parse_input(self, value: Any) -> _Input:
+        body = _text_bytes(value)
+        found = None
+        if body is not None and len(body) <= self.max_event_bytes and self._resent.budget:
+            found = resent.envelope(body)
+            read = self._read_resent(found) if found is not None else None
+            if read is not None:
+                return read
         parsed = codec.parse_events(
-            value, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
+            value if body is None else body,
+            max_event_bytes=self.max_event_bytes,
+            max_depth=self.max_depth,
         )
         if len(parsed) != 1:
             raise InvalidEventError("input must be one RunAgentInput object", path="input")
         data = parsed[0].data
-        return data, parsed[0].raw.decode("utf-8"), self._validate_input(data)
+        chunks = self._validate_input(data)
+        ids, distinct = self._remember_body(found, data, chunks) if found else (None, 0)
+        return _Input(data, parsed[0].raw, chunks, ids, None, distinct)
+
+    def _read_resent(self, found: resent.Envelope) -> _Input | None:
+        """A body whose messages array begins with messages of the thread's last body, byte
+        for byte (HttpAgent resends its history), read as the body without them; ``None``
+        when it shares none (it is then read whole).
+
+        What the full read derives from a resent message is a function of its text and was
+        derived when that text was read: that it decodes to this value, within
+        ``max_depth`` (it is as deep in this body as in that one), that it is a valid
+        message (each is validated on its own), the addresses of the full chunks of such
+        messages, their lineage ids. The rest of the body is read and validated here as the
+        full read would; whatever it refuses is left to the full read, which names it in
+        the whole body, as if nothing had been remembered."""
+        seen = self._resent.get(found.thread)
+        count = resent.shared(found, seen) if seen is not None else 0
+        if seen is None or not count:
+            return None
+        rest, added_at = resent.without_shared(found, seen, count)
+        try:
+            parsed = codec.parse_events(
+                rest, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
+            )
+            if len(parsed) != 1:
+                return None
+            data = parsed[0].data
+            added = data.get("messages")
+            if type(added) is not list:
+                return None
+            model.validate_input(data)  # the other members, and the messages after those
+        except InvalidEventError:
+            return None
+        size = checkpoints.CHUNK
+        messages = seen.messages[:count] + added
+        start = count // size * size
+        more = full_chunk_addresses(messages, size, start)
+        if not more and len(messages) - start >= size:
+            return None  # a message not encodable: the full read finds out why
+        chunks = {key: address for key, address in seen.chunks.items() if sum(key) <= count}
+        chunks.update(more)
+        self._note_valid(more.values())
+        # The lineage ids of the messages repeated, and their digest state (rule 3 compares
+        # the parent's digest with it instead of the ids one by one).
+        whole = count == len(seen.messages)
+        if len(seen.ids) == len(seen.messages):  # each message has its lineage id
+            shared_ids = seen.ids if whole else seen.ids[:count]
+        else:
+            shared_ids = checkpoints.lineage_ids(seen.messages[:count])
+        if seen.marks is None:  # derived when first needed (see resent.Seen)
+            seen.marks = checkpoints.hash_marks(seen.ids)
+        kept = seen.marks[: len(shared_ids) // checkpoints.HASH_MARK + 1]  # within those
+        shared_hash = checkpoints.hash_from_marks(shared_ids, kept)
+        ids = shared_ids + checkpoints.lineage_ids(added)
+        places, distinct = resent.id_places(
+            messages, count, seen.places_before(count), min(seen.id_index()[1], count)
+        )
+        added_ends = resent.element_ends(b"[" + found.messages[added_at:], added_at - 1)
+        if added_ends is not None:
+            remembered = resent.Seen(
+                found.messages,
+                messages,
+                ids,
+                chunks,
+                ends=seen.message_ends()[:count] + added_ends,
+                marks=checkpoints.hash_marks(ids, kept),
+                places=places,
+                distinct=distinct,
+            )
+            self._resent.put(found.thread, remembered)
+        data["messages"] = list(messages)  # the append's own list; the memo keeps its own
+        hashed = (len(shared_ids), shared_hash)
+        return _Input(data, found.body, chunks or None, ids, hashed, distinct)
+
+    def _remember_body(
+        self, found: resent.Envelope, data: dict[str, Any], chunks: SentChunks | None
+    ) -> tuple[list[Any] | None, int]:
+        """Remember what a body read whole gave, for the next body of its thread (what only
+        that body needs is derived when it comes: see resent.Seen); the lineage ids of its
+        messages, computed for that, and 0 (how many lead with distinct string ids: not
+        computed); ``(None, 0)`` when it is not remembered."""
+        messages = data.get("messages")
+        if type(messages) is not list or len(messages) < resent.MIN_MESSAGES or not chunks:
+            return None, 0
+        ids = checkpoints.lineage_ids(messages)
+        self._resent.put(found.thread, resent.Seen(found.messages, list(messages), ids, chunks))
+        return ids, 0
+
+    def _note_valid(self, addresses: Iterable[bytes]) -> None:
+        """Remember the addresses of chunks whose messages validated (see _validate_input)."""
+        fresh = [address for address in addresses if address not in self._valid_chunks]
+        if len(self._valid_chunks) + len(fresh) > _VALID_CHUNKS_LIMIT:
+            self._valid_chunks.clear()
+        self._valid_chunks.update(fresh)
 
     def _validate_input(self, data: Any) -> SentChunks | None:
         """:func:`model.validate_input`, skipping the messages of the full chunks (the first
@@ -657,9 +777,7 @@ class Store:
             except InvalidEventError:
                 model.validate_input(data)
                 raise
-        if len(valid) + len(unknown) > _VALID_CHUNKS_LIMIT:
-            valid.clear()
-        valid.update(address for _, address in unknown)
+        self._note_valid(address for _, address in unknown)
         return chunks
 
     @staticmethod
@@ -1104,7 +1222,7 @@ class Store:
                 assert segment.run_row is not None
                 parent_pk, recorded, _, reason = segment.run_row
                 reducer = start_reducer(None if parent_pk is None else reads.view(tx, parent_pk))
-                given = codec.decode(run_input[1]) if run_input and recorded else None
+                given = codec.decode(run_input.raw) if run_input and recorded else None
                 as_sent = body_as_sent(recorded is not None, reason)
                 apply_run(reducer, RunRecord(input=given, events=fresh[:1], as_sent=as_sent))
                 first = 1
@@ -1167,15 +1285,18 @@ class Store:
             sent_parent,
             branch,
             sent.get("messages") if sent is not None else None,
+            run_input,
         )
-        input_text, refs_text = run_input[1] if run_input else None, None
+        input_text, refs_text = None, None
         if run_input is not None and parent_pk is not None:
             normalized = self._normalized_input(
-                tx, thread_pk, parent_pk, run_input[0], run_input[2]
+                tx, thread_pk, parent_pk, run_input.data, run_input.chunks, run_input.distinct
             )
             if normalized is not None:
                 input_text = codec.encode(normalized[0]).decode("utf-8")
                 refs_text = codec.encode(normalized[1]).decode("utf-8")
+        if run_input is not None and input_text is None:
+            input_text = run_input.raw.decode("utf-8")  # as sent
         parent_hash = self._known_run_hash(tx, parent_pk) if parent_pk is not None else None
         input_hash = hashing.input_digest(input_text, refs_text)
         start_hash = hashing.start(
@@ -1214,9 +1335,11 @@ class Store:
         sent_parent: str | None,
         branch: str | None,
         sent_messages: Any = None,
+        run_input: _Input | None = None,
     ) -> tuple[int | None, str]:
         """SPEC §2, first match wins: explicit; parentRunId within the thread; the run whose
-        restored message ids are the longest prefix of the input's; the thread's head."""
+        restored message ids are the longest prefix of the input's; the thread's head.
+        ``run_input``: the input ``sent_messages`` are of, if any (what reading it gave)."""
         if explicit is not None:
             return explicit.pk, "explicit"
         if sent_parent is not None:
@@ -1228,7 +1351,10 @@ class Store:
             if found is not None:
                 return found, "explicit"
         if isinstance(sent_messages, list) and sent_messages:
-            inferred = self._longest_prefix_run(tx, thread_pk, sent_messages)
+            known = run_input.ids if run_input is not None else None
+            ids = known if known is not None else checkpoints.lineage_ids(sent_messages)
+            hashed = run_input.hashed if run_input is not None else None
+            inferred = self._longest_prefix_run(tx, thread_pk, ids, hashed)
             if inferred is not None:
                 return inferred, "messages"
         head = self._head(tx, thread_pk)
@@ -1241,9 +1367,11 @@ class Store:
         parent_pk: int,
         run_input: dict[str, Any],
         sent_chunks: SentChunks | None = None,
+        distinct: int = 0,
     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The input naming what the parent's view holds instead of repeating it, when the
-        parent's view is final (it and every run above it complete) and they share any."""
+        parent's view is final (it and every run above it complete) and they share any
+        (``sent_chunks``, ``distinct``: what reading the input gave, see _Input)."""
         if self._open_above(tx, thread_pk, parent_pk):
             return None  # a run above it still streams: its view may still change
         self._derive_underived(tx, thread_pk)  # the parent's view, kept in memory after
@@ -1264,6 +1392,7 @@ class Store:
                 reducer.first_position,
                 pieces,
                 sent_chunks,
+                distinct,
             )
         if self._known_status(tx, parent_pk) != "incomplete":
             try:
@@ -1275,17 +1404,23 @@ class Store:
         return normalize_input(run_input, base.messages, base.state)
 
     def _longest_prefix_run(
-        self, tx: port.Writing, thread_pk: int, sent_messages: list[Any]
+        self,
+        tx: port.Writing,
+        thread_pk: int,
+        ids: list[Any],
+        hashed: tuple[int, Any] | None = None,
     ) -> int | None:
         """Lineage rule 3: the run whose restored message ids form the longest prefix of the
-        input's message ids (the newest such run on a tie). Runs are compared through their
-        lineage digests, which complete runs have: an incomplete run is not a candidate.
+        input's message ids ``ids`` (:func:`checkpoints.lineage_ids` of its messages; the
+        newest such run on a tie). Runs are compared through their lineage digests, which
+        complete runs have: an incomplete run is not a candidate.
 
         A client usually sends the view of the run appended last plus its new messages, so
         that view (cached) is tried first: when it is a prefix, only longer prefixes can
-        beat it, and only their digests are looked up.
+        beat it, and only their digests are looked up. ``hashed``, ``(n, the sha256 state
+        of hash_ids(ids[:n]))`` when the caller has it (an earlier body's ids), spares
+        comparing the first ``n`` ids with the view's.
         """
-        ids = checkpoints.lineage_ids(sent_messages)
         if not ids:
             return None
         self._derive_underived(tx, thread_pk)  # every complete run is a candidate
@@ -1295,7 +1430,11 @@ class Store:
             known = len(cached.lineage)
             if 0 < known <= len(ids):
                 head = None
-                if ids[:known] == cached.lineage and set(map(type, cached.lineage)) == {str}:
+                if hashed is not None and hashed[0] <= known:
+                    candidate = checkpoints.hash_ids(ids[hashed[0] : known], hashed[1])
+                    if candidate.digest() == cached.ids_hasher.digest():
+                        head = candidate
+                elif ids[:known] == cached.lineage and set(map(type, cached.lineage)) == {str}:
                     head = cached.ids_hasher  # equal strings: the same digest, unhashed
                 else:
                     candidate = checkpoints.hash_ids(ids[:known])
@@ -2447,6 +2586,19 @@ def _counted_from(error: InvalidEventError, offset: int) -> InvalidEventError:
         )
     except TypeError:  # a subclass with another constructor: its own message stands
         return error
+
+
+def _text_bytes(value: Any) -> bytes | None:
+    """A value given as JSON text, as the bytes :func:`codec.parse_events` reads; ``None``
+    for anything else (and for text that is not valid Unicode: the parser says why)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    return None
 
 
 def _storable(

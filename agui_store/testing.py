@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from agui_store import reads
+from agui_store import reads, resent
 from agui_store.restore import View
 from agui_store.store import Store
 
@@ -44,9 +44,24 @@ def records(store: Store, run_pks: list[int]) -> list[Any]:
 
 def forget(store: Store) -> None:
     """Drop everything the store keeps in memory between calls (cached views, sequence
-    state, what appends remember), so that the next call is cold."""
+    state, what appends remember, the request bodies it read), so that the next call is
+    cold."""
     with store._lock:
         store._forget()
+        store._resent.clear()
+
+
+def read_bodies_whole(store: Store) -> None:
+    """From now on, the store reads every request body whole: ``append(input=...)``
+    remembers nothing of earlier bodies (see :mod:`agui_store.resent`) and spends nothing
+    on remembering them. The path a body that resends nothing took before bodies were
+    remembered, which the remembering one is compared with."""
+    store._resent = resent.Memo(budget=0)
+
+
+def remembered_bodies(store: Store) -> resent.Memo:
+    """What the store remembers of the request bodies it read (see :mod:`agui_store.resent`)."""
+    return store._resent
 
 
 @contextlib.contextmanager

@@ -70,7 +70,7 @@ def imports_of(module: str) -> frozenset[str]:
 #: Pure logic, no I/O and no SQL (``port`` is the storage port's typed interface: no I/O).
 CORE = ["errors", "js", "model", "codec", "verify", "patch", "nesting", "reducer", "restore",
         "compaction", "diff", "normalize", "blobs", "hashing", "records", "render", "interchange",
-        "slim", "artifact", "arguments", "port", "collector"]
+        "slim", "artifact", "arguments", "port", "collector", "resent"]
 #: The backends: a package each, with its SQL, schema, connection and error translation.
 BACKENDS = ["sqlite", "sqlite.*", "postgres", "postgres.*"]
 #: The storage edge and everything built on it: what the core must not import.

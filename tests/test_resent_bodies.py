@@ -1,0 +1,583 @@
+"""Request bodies that resend the history (HttpAgent), read without the messages they repeat.
+
+A store remembers the last body of a thread: the text of its messages array and what it
+derived from those messages. The next body is compared with it byte for byte and only the
+rest is read (:mod:`agui_store.resent`). These tests hold that path to the full read: the
+same sequences of bodies (extended, edited in the middle, shortened, written otherwise,
+invalid, too deep) give the same results, errors and stored rows through a store that
+remembers and through one that reads every body whole; and the full read's work on the
+resent messages is really skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import tracemalloc
+from array import array
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import agui_store
+from agui_store import checkpoints, codec, resent, testing
+from agui_store.errors import InvalidEventError
+from tests.backends import checked, dump
+from tests.conftest import StoreLocations
+
+CHUNK = 64
+THREAD = "t"
+#: Shallow enough that a message nested a few levels too deep is quick to write.
+MAX_DEPTH = 12
+
+
+def user(i: int, text: str | None = None) -> dict[str, Any]:
+    return {"id": f"u{i}", "role": "user", "content": text if text is not None else f"q {i}"}
+
+
+def reply(run: int) -> dict[str, Any]:
+    """The message a run's events make, as the client keeps it after the run."""
+    return {"id": f"a{run}", "role": "assistant", "content": f"answer {run}"}
+
+
+def run_events(run: int, thread: str = THREAD) -> list[dict[str, Any]]:
+    rid = f"run-{run}"
+    return [
+        {"type": "RUN_STARTED", "threadId": thread, "runId": rid},
+        {"type": "TEXT_MESSAGE_START", "messageId": f"a{run}", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"a{run}", "delta": f"answer {run}"},
+        {"type": "TEXT_MESSAGE_END", "messageId": f"a{run}"},
+        {"type": "RUN_FINISHED", "threadId": thread, "runId": rid},
+    ]
+
+
+def request(run: int, messages: list[Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "threadId": THREAD,
+        "runId": f"run-{run}",
+        "state": {"turn": run},
+        "messages": messages,
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        **extra,
+    }
+
+
+def nested(levels: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+#: Messages no RunAgentInput may hold, and one nested deeper than MAX_DEPTH allows.
+INVALID = [
+    {"id": 5, "role": "user", "content": "an id that is not a string"},
+    {"id": "x", "role": "tool", "content": "a tool message without its call"},
+    "not an object",
+    {"id": "deep", "role": "user", "content": "x", "extra": nested(MAX_DEPTH)},
+]
+
+# One step of a client: what it sends next, given the history it holds.
+STEPS = st.one_of(
+    st.tuples(st.just("next")),  # the history and a new message: HttpAgent's every run
+    st.tuples(st.just("edit"), st.integers(0), st.text(max_size=5)),  # a message changed
+    st.tuples(st.just("remove"), st.integers(0)),  # a message removed from the middle
+    st.tuples(st.just("keys"), st.integers(0)),  # one message written with its keys reversed
+    st.tuples(st.just("spaces")),  # the whole body written with spaces (json.dumps)
+    st.tuples(st.just("spaced_message"), st.integers(0)),  # one message with spaces in it
+    st.tuples(st.just("shorter"), st.integers(0)),  # the history cut short
+    st.tuples(st.just("activity")),  # an activity message (no lineage id)
+    st.tuples(st.just("parent")),  # the body names its parent run
+    st.tuples(st.just("bad"), st.sampled_from(INVALID)),  # an invalid message added
+    st.tuples(st.just("break"), st.integers(0), st.sampled_from(INVALID)),  # one replaced
+    st.tuples(st.just("bad_text")),  # the added message's text is not JSON
+)
+
+
+def encode_messages(
+    messages: list[Any], spaced: int | None = None, reverse: int | None = None
+) -> bytes:
+    parts = []
+    for i, m in enumerate(messages):
+        if i == reverse and isinstance(m, dict):
+            parts.append(msgspec.json.encode(dict(reversed(list(m.items())))))
+        elif i == spaced:
+            parts.append(json.dumps(m).encode())
+        else:
+            parts.append(msgspec.json.encode(m))
+    return b"[" + b",".join(parts) + b"]"
+
+
+def body_text(run: int, messages: list[Any], array: bytes | None = None, **extra: Any) -> bytes:
+    """The body, compact, with the messages array written as ``array`` when given."""
+    placeholder = "@@messages@@"
+    text = msgspec.json.encode(request(run, placeholder, **extra))  # type: ignore[arg-type]
+    return text.replace(b'"' + placeholder.encode() + b'"', array or encode_messages(messages))
+
+
+def client_body(run: int, history: list[Any], step: tuple[Any, ...]) -> tuple[bytes, list[Any]]:
+    """What the client sends for ``step``, and the messages it holds if the run is recorded."""
+    kind = step[0]
+    sent = list(history)
+    new = user(1000 + run)
+    if kind == "edit" and sent:
+        at = step[1] % len(sent)
+        sent[at] = {**sent[at], "content": f"edited {step[2]}"}
+    elif kind == "remove" and sent:
+        del sent[step[1] % len(sent)]
+    elif kind == "shorter" and sent:
+        sent = sent[: step[1] % len(sent)]
+    elif kind == "activity":
+        new = {"id": f"act{run}", "role": "activity", "activityType": "plan", "content": {"n": run}}
+    elif kind == "bad":
+        new = step[1]
+    elif kind == "break" and sent:
+        sent[step[1] % len(sent)] = step[2]
+    sent.append(new)
+    extra = {"parentRunId": f"run-{run - 1}"} if kind == "parent" and run else {}
+    if kind == "spaces":
+        text = json.dumps(request(run, sent, **extra)).encode()
+    elif kind == "keys" and sent:
+        text = body_text(run, sent, encode_messages(sent, reverse=step[1] % len(sent)), **extra)
+    elif kind == "spaced_message":
+        text = body_text(run, sent, encode_messages(sent, spaced=step[1] % len(sent)), **extra)
+    elif kind == "bad_text":
+        text = body_text(run, sent, encode_messages(sent)[:-1] + b',{"id": nope}]', **extra)
+    else:
+        text = body_text(run, sent, **extra)
+    return text, sent
+
+
+def outcome(store: agui_store.Store, run: int, text: bytes) -> str:
+    try:
+        result = store.append(run_events(run), input=text)
+    except InvalidEventError as e:
+        return f"refused: {e}"
+    return f"appended {result.run_ids}"
+
+
+#: What the clock decides: when a run was written, and the hashes that cover it.
+CLOCK = ("created_at", "updated_at", "hash")
+
+
+def read_back(
+    store: agui_store.Store, thread: str = THREAD, leave: tuple[str, ...] = CLOCK
+) -> list[Any]:
+    """Everything a reader sees of the thread, less the clock (times, and hashes over them)."""
+    out: list[Any] = []
+    for run in store.runs(thread):
+        facts = dataclasses.asdict(run)
+        out.append({k: v for k, v in facts.items() if k not in leave})
+        out.append(store.input(run.run_id, thread_id=thread))
+        out.append(list(store.events(run.run_id, thread_id=thread)))
+        view = store.checkout(run.run_id, thread_id=thread)
+        out.append((view.messages, view.state))
+    return out
+
+
+def stored_inputs(store: agui_store.Store) -> list[Any]:
+    """The rows as written: input text, its references to the parent's view, their digest."""
+    return (
+        testing.connection(store)
+        .execute(
+            "SELECT run_id, parent, lineage, parent_run_id, input, input_refs, input_hash "
+            "FROM runs ORDER BY id"
+        )
+        .fetchall()
+    )
+
+
+@contextmanager
+def texts_parsed() -> Iterator[list[bytes]]:
+    """The JSON texts ``codec.parse_events`` reads (the real parser runs)."""
+    seen: list[bytes] = []
+    parse = codec.parse_events
+
+    def spy(source: Any, **kwargs: Any) -> Any:
+        if isinstance(source, bytes):
+            seen.append(source)
+        return parse(source, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(codec, "parse_events", spy)
+        yield seen
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    start=st.integers(min_value=CHUNK, max_value=2 * CHUNK + 20),
+    steps=st.lists(STEPS, max_size=8),
+)
+def test_a_store_that_remembers_bodies_records_exactly_what_reading_them_whole_records(
+    new_location: StoreLocations, start: int, steps: list[tuple[Any, ...]]
+) -> None:
+    # Two ordinary runs first: the second body is read without the first one's messages
+    # (assert_same_records checks it).
+    assert_same_records(new_location, start, [("next",), ("next",), *steps])
+
+
+@pytest.mark.parametrize(
+    "step", [("remove", 71), ("edit", 71, "x"), ("shorter", 72), ("break", 71, INVALID[0])]
+)
+def test_a_history_changed_after_an_activity_message_is_placed_as_when_read_whole(
+    new_location: StoreLocations, step: tuple[Any, ...]
+) -> None:
+    """An activity message has no lineage id: the ids of the messages a body repeats are
+    then not the first ids remembered (the reply after it is removed, edited, cut off)."""
+    assert_same_records(new_location, 70, [("activity",), ("next",), step, ("next",)])
+
+
+def assert_same_records(
+    new_location: StoreLocations, start: int, steps: list[tuple[Any, ...]]
+) -> None:
+    """The client's bodies for ``steps``, from a history of ``start`` messages, give the
+    same outcomes, records and rows in a remembering store and in one reading them whole."""
+    history: list[Any] = [user(i) for i in range(start)]
+    with (
+        agui_store.open(new_location(), max_depth=MAX_DEPTH) as remembering,
+        agui_store.open(new_location(), max_depth=MAX_DEPTH) as whole,
+    ):
+        testing.read_bodies_whole(whole)
+        for run, step in enumerate(steps):
+            text, sent = client_body(run, history, step)
+            with texts_parsed() as parsed:
+                got = outcome(remembering, run, text)
+            assert got == outcome(whole, run, text), (run, step)
+            if run == 1 and step == ("next",):  # after a first body of `start` messages
+                assert text not in parsed and len(parsed) >= 1  # not read whole
+            if got.startswith("appended"):
+                history = [*sent, reply(run)]
+        assert read_back(remembering) == read_back(whole)
+        assert checked(remembering) and checked(whole)
+        if new_location.backend != "postgres":
+            assert stored_inputs(remembering) == stored_inputs(whole)
+
+
+def test_bodies_of_several_threads_read_at_once_record_what_reading_them_whole_records(
+    tmp_path: Path,
+) -> None:
+    """Four clients append to their threads of one store at once (bodies are read outside
+    the store's lock): each thread records what a store reading bodies whole records."""
+    threads = [f"t{k}" for k in range(4)]
+
+    def bodies(thread: str) -> list[tuple[list[dict[str, Any]], bytes]]:
+        history = [user(i) for i in range(CHUNK + 10)]
+        out = []
+        for run in range(6):
+            sent = [*history, user(1000 + run)]
+            text = body_text(run, sent).replace(
+                b'"threadId":"t"', f'"threadId":"{thread}"'.encode()
+            )
+            out.append((run_events(run, thread), text))
+            history = [*sent, reply(run)]
+        return out
+
+    with (
+        agui_store.open(str(tmp_path / "remembering.db")) as remembering,
+        agui_store.open(str(tmp_path / "whole.db")) as whole,
+    ):
+        testing.read_bodies_whole(whole)
+
+        def client(thread: str) -> None:
+            for events, text in bodies(thread):
+                remembering.append(events, input=text)
+
+        with ThreadPoolExecutor(len(threads)) as pool:
+            list(pool.map(client, threads))
+        assert len(testing.remembered_bodies(remembering)) == len(threads)
+        for thread in threads:
+            for events, text in bodies(thread):
+                whole.append(events, input=text)
+            # Less the global sequence numbers too: the threads' appends interleave.
+            leave = (*CLOCK, "last_seq")
+            assert read_back(remembering, thread, leave) == read_back(whole, thread, leave)
+        assert checked(remembering)
+
+
+def test_a_resent_history_is_not_decoded_again_only_what_follows_it(tmp_path: Path) -> None:
+    history = [user(i) for i in range(3 * CHUNK)]
+    with agui_store.open(str(tmp_path / "s.db")) as store:
+        first = body_text(0, history)
+        store.append(run_events(0), input=first)
+        held = testing.remembered_bodies(store)
+        assert len(held) == 1 and 0 < held.weight <= held.budget
+        history = [*history, reply(0), user(1000)]
+        second = body_text(1, history)
+        with texts_parsed() as parsed:
+            store.append(run_events(1), input=second)
+        # One text read: the body without the 192 messages it repeats (the reply and the
+        # new message are read).
+        assert len(parsed) == 1
+        rest = parsed[0]
+        assert msgspec.json.decode(rest)["messages"] == [reply(0), user(1000)]
+        assert len(rest) < len(second) // 10
+        assert store.input("run-1", thread_id=THREAD) == msgspec.json.decode(second)
+        assert [r.lineage for r in store.runs(THREAD)] == ["root", "messages"]
+
+
+def refusal_and_rows(location: str, texts: list[bytes], remember: bool) -> tuple[str, list[Any]]:
+    """Append the bodies in turn; the last one's refusal, and the rows before and after it."""
+    with agui_store.open(location, max_depth=MAX_DEPTH) as store:
+        if not remember:
+            testing.read_bodies_whole(store)
+        for run, text in enumerate(texts[:-1]):
+            store.append(run_events(run), input=text)
+        before = dump(location)
+        with pytest.raises(InvalidEventError) as refused:
+            store.append(run_events(len(texts) - 1), input=texts[-1])
+        assert dump(location) == before  # left exactly as it was
+        return str(refused.value), [r.run_id for r in store.runs(THREAD)]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [*INVALID, nested(2)],
+    ids=["id-not-string", "tool-without-call", "not-an-object", "too-deep", "an-array"],
+)
+def test_a_bad_message_after_a_resent_history_is_refused_as_reading_the_whole_body_refuses_it(
+    new_location: StoreLocations, bad: Any
+) -> None:
+    history = [user(i) for i in range(2 * CHUNK)]
+    later = [*history, reply(0)]
+    texts = [body_text(0, history), body_text(1, [*later, bad])]
+    remembered = refusal_and_rows(new_location(), texts, remember=True)
+    expected = refusal_and_rows(new_location(), texts, remember=False)
+    assert remembered == expected
+    assert f"$.messages[{len(later)}]" in remembered[0]
+
+
+def test_a_body_that_is_not_json_after_a_resent_history_is_refused_where_it_breaks(
+    tmp_path: Path,
+) -> None:
+    history = [user(i) for i in range(2 * CHUNK)]
+    broken = (
+        encode_messages([*history, reply(0)])[:-1] + b',{"id":"x","role":"user","content":"\xff"}]'
+    )
+    texts = [body_text(0, history), body_text(1, [], broken)]
+    remembered = refusal_and_rows(str(tmp_path / "a.db"), texts, remember=True)
+    expected = refusal_and_rows(str(tmp_path / "b.db"), texts, remember=False)
+    assert remembered == expected and "invalid UTF-8" in remembered[0]
+
+
+def test_a_body_over_the_size_limit_is_refused_even_when_it_resends_a_remembered_history(
+    tmp_path: Path,
+) -> None:
+    history = [user(i) for i in range(2 * CHUNK)]
+    first = body_text(0, history)
+    second = body_text(1, [*history, reply(0), user(1000, "x" * 200)])
+    with agui_store.open(str(tmp_path / "s.db"), max_event_bytes=len(first) + 100) as store:
+        store.append(run_events(0), input=first)
+        with pytest.raises(InvalidEventError, match="over the limit"):
+            store.append(run_events(1), input=second)
+
+
+# --- the pure parts ------------------------------------------------------------------------
+
+
+def seen_of(text: bytes, ends: array[int], messages: list[Any]) -> resent.Seen:
+    """A body's messages as remembered, with what only the store derives left empty."""
+    return resent.Seen(text, messages, [], {}, ends=ends)
+
+
+@given(a=st.binary(max_size=40), b=st.binary(max_size=40), common=st.binary(max_size=200))
+def test_the_common_prefix_of_two_texts_is_found_by_the_binary_search(
+    a: bytes, b: bytes, common: bytes
+) -> None:
+    x, y = common + a, common + b
+    naive = 0
+    while naive < min(len(x), len(y)) and x[naive] == y[naive]:
+        naive += 1
+    assert resent._common_prefix(x, y) == naive
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(values=st.lists(JSON_VALUES, max_size=6), offset=st.integers(0, 100))
+def test_the_end_of_each_element_of_a_compact_array_is_where_its_separator_is(
+    values: list[Any], offset: int
+) -> None:
+    text = msgspec.json.encode(values)
+    ends = resent.element_ends(text, offset)
+    assert ends is not None and len(ends) == len(values)
+    starts = [offset + 1, *(end + 1 for end in ends[:-1])]
+    for value, begin, end in zip(values, starts, ends):
+        assert text[end - offset : end - offset + 1] in (b",", b"]")
+        assert msgspec.json.decode(text[begin - offset : end - offset]) == value
+    if len(values) > 1:
+        assert resent.element_ends(json.dumps(values).encode()) is None  # ", " between
+
+
+def test_a_body_written_otherwise_than_compactly_is_not_cut() -> None:
+    messages = [user(i) for i in range(3)]
+    compact = body_text(0, messages)
+    assert resent.envelope(compact) is not None
+    assert resent.envelope(json.dumps(request(0, messages)).encode()) is None
+    twice = compact[:-1] + b',"messages":[]}'
+    assert resent.envelope(twice) is None  # a key given twice: the last one counts
+    escaped = compact.replace(b'"threadId"', b'"\\u0074hreadId"')
+    assert resent.envelope(escaped) is None  # a key spelled otherwise
+    assert resent.envelope(b'{"threadId":"t"}') is None  # no messages
+    assert resent.envelope(compact + b"\n" + compact) is None  # JSON Lines
+
+
+@given(
+    old=st.lists(st.integers(0, 3), min_size=1, max_size=8),
+    new=st.lists(st.integers(0, 3), max_size=8),
+    keep=st.integers(0, 8),
+)
+def test_a_body_is_cut_after_the_messages_it_repeats_and_reads_as_the_rest(
+    old: list[int], new: list[int], keep: int
+) -> None:
+    old_messages = [user(i) for i in old]
+    sent = old_messages[:keep] + [user(i, "other") for i in new]
+    first = resent.envelope(body_text(0, old_messages))
+    assert first is not None
+    ends = resent.element_ends(first.messages)
+    assert ends is not None
+    seen = seen_of(first.messages, ends, old_messages)
+    found = resent.envelope(body_text(1, sent))
+    assert found is not None
+    count = resent.shared(found, seen)
+    assert sent[:count] == old_messages[:count]
+    assert count == len(old_messages) or count == len(sent) or sent[count] != old_messages[count]
+    if count:
+        rest, _ = resent.without_shared(found, seen, count)
+        assert msgspec.json.decode(rest) == request(1, sent[count:])
+
+
+def test_what_is_remembered_stays_within_its_budget_forgetting_the_least_recent() -> None:
+    memo = resent.Memo(budget=3 * resent.BYTES_PER_BYTE * 100)
+
+    def seen(size: int) -> resent.Seen:
+        return seen_of(b"[" + b"x" * (size - 2) + b"]", array("q"), [])
+
+    for thread in "abc":
+        memo.put(thread, seen(100))
+    assert len(memo) == 3 and memo.weight == memo.budget
+    assert memo.get("a") is not None  # now the most recent
+    memo.put("d", seen(100))
+    assert memo.get("b") is None and memo.get("a") is not None and len(memo) == 3
+    memo.put("e", seen(250))  # two make room
+    assert memo.weight <= memo.budget and memo.get("e") is not None
+    memo.put("huge", seen(400))  # heavier than the budget alone: not kept
+    assert memo.get("huge") is None and memo.weight <= memo.budget
+    memo.put("e", seen(100))  # replaced, not added
+    assert memo.weight <= memo.budget and len([t for t in "ade" if memo.get(t)]) == len(memo)
+
+
+def test_a_message_followed_by_whitespace_is_not_counted_as_repeated() -> None:
+    messages = [user(i) for i in range(4)]
+    first = resent.envelope(body_text(0, messages[:3]))
+    assert first is not None
+    ends = resent.element_ends(first.messages)
+    assert ends is not None
+    seen = seen_of(first.messages, ends, messages[:3])
+    parts = [msgspec.json.encode(m) for m in messages]
+    array_text = b"[" + parts[0] + b"," + parts[1] + b" ," + b",".join(parts[2:]) + b"]"
+    found = resent.envelope(body_text(1, [], array_text))
+    assert found is not None
+    assert resent.shared(found, seen) == 1
+    rest, _ = resent.without_shared(found, seen, 1)
+    assert msgspec.json.decode(rest) == request(1, messages[1:])
+
+
+@given(
+    ids=st.lists(st.sampled_from(["a", "b", "c", "d", 5, None]), max_size=12),
+    start=st.integers(0, 12),
+)
+def test_where_ids_first_are_found_going_on_from_a_prefix_as_computed_whole(
+    ids: list[Any], start: int
+) -> None:
+    """``None`` stands for a message that is not an object, ``5`` for an id not a string."""
+    messages = [{"id": i, "role": "user"} if i is not None else "x" for i in ids]
+    start = min(start, len(messages))
+    places, distinct = resent.id_places(messages)
+    naive = 0
+    while naive < len(ids) and isinstance(ids[naive], str) and ids[naive] not in ids[:naive]:
+        naive += 1
+    assert distinct == naive
+    assert places == {i: ids.index(i) for i in ids if isinstance(i, str)}
+    before, before_distinct = resent.id_places(messages[:start])
+    assert resent.id_places(messages, start, before, before_distinct) == (places, distinct)
+
+
+@settings(max_examples=50)
+@given(
+    ids=st.lists(st.text(max_size=3) | st.integers(), max_size=300),
+    kept=st.integers(0, 300),
+    first=st.integers(0, 300),
+)
+def test_the_digest_of_any_first_ids_goes_on_from_the_marks_of_an_earlier_list(
+    ids: list[Any], kept: int, first: int
+) -> None:
+    """Marks made over the first ``kept`` ids, gone on over all of them, give the digest
+    of the first ``first`` ids as hashing those ids whole does."""
+    earlier = checkpoints.hash_marks(ids[:kept])
+    marks = checkpoints.hash_marks(ids, earlier)
+    assert len(marks) == len(ids) // checkpoints.HASH_MARK + 1
+    assert all(
+        m.digest() == checkpoints.hash_ids(ids[: i * 64]).digest() for i, m in enumerate(marks)
+    )
+    first = min(first, len(ids))
+    within = marks[: first // checkpoints.HASH_MARK + 1]
+    expected = checkpoints.hash_ids(ids[:first]).digest()
+    assert checkpoints.hash_from_marks(ids[:first], within).digest() == expected
+
+
+@given(ids=st.lists(st.sampled_from("abcdef"), max_size=10), count=st.integers(0, 10))
+def test_the_places_of_the_first_messages_leave_out_the_ids_first_found_after_them(
+    ids: list[str], count: int
+) -> None:
+    messages = [{"id": i} for i in ids]
+    seen = seen_of(b"[]", array("q"), messages)
+    count = min(count, len(messages))
+    assert seen.places_before(count) == resent.id_places(messages[:count])[0]
+
+
+@pytest.mark.parametrize("content", ["", "what about the weather in city {i} tomorrow? " * 4])
+def test_a_remembered_body_holds_no_more_memory_than_its_estimated_weight(
+    tmp_path: Path, content: str
+) -> None:
+    """The bound on what a store remembers is counted in estimated bytes: the Python memory
+    a remembering store holds beyond one reading bodies whole is within that estimate, for
+    short messages and for long ones."""
+    history = [{**user(i), "content": content.format(i=i)} for i in range(1000)]
+    first, second = body_text(0, history[:CHUNK]), body_text(1, history)
+    held = []
+    for remember in (True, False):
+        with agui_store.open(str(tmp_path / f"{remember}.db")) as store:
+            if not remember:
+                testing.read_bodies_whole(store)
+            store.append(run_events(0), input=first)  # caches warm
+            gc.collect()
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                store.append(run_events(1), input=second)
+                gc.collect()
+                held.append(tracemalloc.get_traced_memory()[0] - before)
+            finally:
+                tracemalloc.stop()
+            if remember:
+                weight = testing.remembered_bodies(store).weight
+    assert 0 < held[0] - held[1] <= weight
+    assert held[0] - held[1] > weight / 2  # the estimate is not far off either
