@@ -790,7 +790,7 @@ def write(
     stored_state: tuple[int, bytes, int] | None = None,
 ) -> tuple[int, bytes]:
     """Store a run's checkpoint, its message list laid out as ``layout`` (its blobs stored
-    already: see ``store.py``'s ``_message_chunks``); returns the size of the JSON text its
+    already: see ``derivation.message_chunks``); returns the size of the JSON text its
     state is stored as, and that text's address.
 
     Args:

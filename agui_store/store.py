@@ -17,7 +17,7 @@ import re
 import threading
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +29,7 @@ from agui_store import (
     codec,
     collector,
     database,
+    derivation,
     hashing,
     integrity,
     model,
@@ -59,17 +60,14 @@ from agui_store.normalize import (
 )
 from agui_store.patch import UNDEFINED
 from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, when
-from agui_store.reducer import Reducer
 from agui_store.restore import (
     RunRecord,
     View,
     apply_run,
     body_as_sent,
-    named_ids,
     only_appended,
     reached,
     start_reducer,
-    view_of,
 )
 from agui_store.revisions import DEFAULT_BRANCH, RESERVED_REFS, RunKey
 from agui_store.sqlite import SqliteBackend
@@ -122,76 +120,6 @@ class _Segment:
     outcome: str | None = None  # the status its last terminal event gives the run
     was_complete: bool = False  # it continues a run that had already ended
     run_row: _RunRow | None = None  # a new run's row
-
-
-@dataclass
-class _SinceCheckpoint:
-    """The newest checkpoint on a cached view's lineage, and what the runs after it did:
-    what the next checkpoint needs to be written as a delta of it."""
-
-    run_pk: int | None  # None: no checkpoint on the lineage (the next one stores all)
-    layout: checkpoints.Layout | None  # where its message list is stored
-    length: int = 0  # how many messages it holds
-    # How many of its leading positions still hold the objects they held then (edited in
-    # place perhaps: ``names`` says which): what the reducer's take_unmoved() reported
-    # run by run. The next checkpoint shares their chunks without comparing the lists.
-    unmoved: int = 0
-    names: set[str] = field(default_factory=set)  # ids the runs since then named
-    snapshot: bool = False  # a MESSAGES_SNAPSHOT since then
-    had_input: bool = False  # a recorded input since then
-    events: int = 0  # events since then: what a checkout from it replays
-    # The checkpoint on the lineage whose state is stored whole, which the reducer's
-    # state_deltas patch into the current state, and the size of that state's JSON text.
-    state_anchor: int | None = None
-    state_bytes: int = 0
-    state_address: bytes | None = None  # its state's address (None: read when needed)
-
-    def note(self, record: RunRecord) -> tuple[set[str], bool]:
-        """Count a run replayed since the checkpoint; returns what its events name (see
-        :func:`~agui_store.restore.named_ids`)."""
-        names, snapshot = named_ids(record.events)
-        self.names |= names
-        self.snapshot |= snapshot
-        self.had_input |= record.input is not None
-        self.events += len(record.events)
-        return names, snapshot
-
-    def settle(self, unmoved: int) -> None:
-        """Fold in what the reducer reports of the runs replayed since the last report."""
-        self.unmoved = min(self.unmoved, unmoved)
-
-    @classmethod
-    def start(
-        cls, length: int, snap: checkpoints.Snapshot | None, run_pk: int | None
-    ) -> _SinceCheckpoint:
-        """At a loaded checkpoint of ``length`` messages (``snap``; ``None``: before any)."""
-        if snap is None:
-            return cls(None, None)
-        return cls(
-            run_pk,
-            snap.layout,
-            length,
-            length,
-            state_anchor=snap.state_anchor,
-            state_bytes=snap.state_bytes,
-            state_address=snap.state_address,
-        )
-
-
-@dataclass
-class _CachedView:
-    """The newest completed run of a thread, replayed, kept in memory so that the next run
-    costs a replay of that run alone. The reducer consumes it (mutates it)."""
-
-    run_pk: int | None  # None: the empty view before a thread's first run
-    reducer: Reducer  # holds the view, with its indexes: the next run continues it
-    ids_hasher: Any  # sha256 state over the view's lineage ids (extends when the list grows)
-    since: _SinceCheckpoint
-    lineage: list[Any]  # the view's lineage ids (checkpoints.lineage_ids), what rule 3 compares
-
-    @property
-    def view(self) -> View:
-        return view_of(self.reducer)
 
 
 @dataclass
@@ -311,7 +239,7 @@ class Store:
         # stream at once); valid while the run's last sequence number is unchanged (another
         # writer invalidates it).
         self._verifiers: dict[int, tuple[int, SequenceVerifier]] = {}
-        self._views: dict[int, _CachedView] = {}
+        self._views: dict[int, derivation.CachedView] = {}
         # Threads whose cached view another writer may have made stale (see _cached_view).
         self._unverified: set[int] = set()
         self._known = _Known()
@@ -1675,7 +1603,7 @@ class Store:
         cached = self._cached_view(tx, thread_pk)
         self._views.pop(thread_pk, None)
         if cached is None or cached.run_pk != parent_pk:
-            cached = self._replayed_to(tx, parent_pk)
+            cached = derivation.replayed_to(tx, parent_pk)
         # Consumed: the reducer, the digest state and the id list go on from the parent's.
         reducer, hasher, since, lineage = (
             cached.reducer,
@@ -1713,23 +1641,23 @@ class Store:
         written = False
         # A backend without checkpoints (PostgreSQL, for now) replays lineages whole.
         if tx.keeps_checkpoints and (force_checkpoint or since.events >= self.checkpoint_events):
-            written = self._write_checkpoint(
+            written = derivation.write_checkpoint(
                 tx, run_pk, reducer, since, digest, now, self._known_run_hash(tx, run_pk)
             )
             if written:
-                since = _SinceCheckpoint(
+                since = derivation.SinceCheckpoint(
                     run_pk,
-                    since.layout,  # the new checkpoint's (_write_checkpoint set it)
+                    since.layout,  # the new checkpoint's (derivation.write_checkpoint set it)
                     len(messages),
                     len(messages),
                     state_anchor=since.state_anchor,
                     state_bytes=since.state_bytes,
                     state_address=since.state_address,
                 )
-        self._views[thread_pk] = _CachedView(run_pk, reducer, hasher, since, lineage)
+        self._views[thread_pk] = derivation.CachedView(run_pk, reducer, hasher, since, lineage)
         return written
 
-    def _cached_view(self, tx: port.Reading, thread_pk: int) -> _CachedView | None:
+    def _cached_view(self, tx: port.Reading, thread_pk: int) -> derivation.CachedView | None:
         """The thread's view in memory, when the file still holds what it stands on.
 
         Another writer can make it stale: events recorded after a run's end (with
@@ -1750,72 +1678,6 @@ class Store:
             return None
         return cached
 
-    def _replayed_to(self, tx: port.Reading, run_pk: int | None) -> _CachedView:
-        """view(run) (the empty view for ``None``) in a reducer, replayed from the nearest
-        checkpoint, with its lineage ids and their digest state, and what the runs since
-        that checkpoint did."""
-        if run_pk is None:
-            reducer = start_reducer()
-            since = _SinceCheckpoint.start(0, None, None)
-        else:
-            found, after = checkpoints.nearest(tx, run_pk)
-            snap = reads.load_checkpoint(tx, found) if found is not None else None
-            reducer = start_reducer(snap.view if snap is not None else None)
-            if snap is not None:
-                reducer.track_state(snap.state_patches)
-            reducer.take_unmoved()  # counts from the checkpoint's list
-            since = _SinceCheckpoint.start(len(reducer.messages), snap, found)
-            for record in reads.records(tx, after):
-                since.note(record)
-                apply_run(reducer, record)
-        lineage = checkpoints.lineage_ids(reducer.messages)
-        return _CachedView(run_pk, reducer, checkpoints.hash_ids(lineage), since, lineage)
-
-    @staticmethod
-    def _write_checkpoint(
-        tx: port.Writing,
-        run_pk: int,
-        reducer: Reducer,
-        since: _SinceCheckpoint,
-        digest: bytes,
-        now: int,
-        run_hash: bytes,
-    ) -> bool:
-        """Store the reducer's view as the run's checkpoint, sharing the chunks of
-        ``since``'s; on success ``since.layout`` describes the new one."""
-        view = view_of(reducer)
-        patches = _state_patches(reducer, since)
-        # A short state text (most are) is stored by the statement that stores the new
-        # message blobs, without a look-up of its own.
-        text = checkpoints.state_text(view, patches)
-        packed = checkpoints.pack_small(text)
-        along = () if packed is None else (packed,)
-        chunks = _message_chunks(tx, view.messages, since, reducer, along)
-        if chunks is None:
-            # One message object at two positions (repeated ids, then a MESSAGES_SNAPSHOT):
-            # the client edits both through one id. One blob per position would lose that
-            # sharing, so this run keeps no checkpoint; later runs replay from an older one.
-            return False
-        layout, ids = chunks
-        stored_state = None if packed is None else (ids[packed[0]], packed[0], len(text))
-        anchor_address = since.state_address if patches is not None else None
-        stored, address = checkpoints.write(
-            tx,
-            run_pk,
-            view,
-            layout,
-            digest,
-            now,
-            patches,
-            run_hash=run_hash,
-            anchor_address=anchor_address,
-            stored_state=stored_state,
-        )
-        since.layout = layout
-        if patches is None:  # the state stored whole: later ones patch this one
-            since.state_anchor, since.state_bytes, since.state_address = run_pk, stored, address
-            reducer.track_state()
-        return True
 
     def derive(self, thread_id: str | None = None, *, scope: str | None = None) -> int:
         """Derive what appends left for later (``derive_on_append=False``), in a thread or
@@ -2431,70 +2293,6 @@ class Store:
         }
         return fork_input
 
-
-
-def _state_patches(reducer: Reducer, since: _SinceCheckpoint) -> tuple[int, list[Any]] | None:
-    """``(state base, patches)`` to store the reducer's state as the STATE_DELTA patches
-    applied since the lineage's last whole state, when there are few and they are small
-    next to that state; ``None``: store it whole."""
-    deltas = reducer.state_deltas
-    if since.state_anchor is None or deltas is None:
-        return None
-    if len(deltas) > checkpoints.MAX_STATE_PATCHES:
-        return None
-    if deltas and checkpoints.STATE_PATCH_SHARE * len(codec.encode(deltas)) > since.state_bytes:
-        return None
-    return since.state_anchor, deltas
-
-
-def _message_chunks(
-    tx: port.Writing,
-    messages: list[dict[str, Any]],
-    since: _SinceCheckpoint,
-    reducer: Reducer,
-    along: Sequence[tuple[bytes, int, bytes]] = (),
-) -> tuple[checkpoints.Layout, dict[bytes, int]] | None:
-    """Store the message list as chunks sharing those of ``since``'s checkpoint, and
-    ``along`` (see :func:`checkpoints.lay_out`); its layout and ``along``'s ids, or ``None``
-    (nothing stored) when one message object stands at two positions (a checkpoint cannot
-    say that).
-
-    A position keeps its place in the base checkpoint when it holds the same object (the
-    reducer reports how many leading positions do: ``since.unmoved``) and no run since
-    could have changed it: no id their events named reaches it. So the common case costs
-    the new messages, not the whole history.
-    """
-    if reducer.aliased:
-        return None  # only a snapshot (or an input) puts one object at two positions
-    base = since.layout if since.run_pk is not None else None
-    if base is None or since.snapshot:
-        return checkpoints.lay_out(tx, messages, base, along=along)
-    keep, changed = _unchanged(messages, since, reducer)
-    return checkpoints.lay_out(tx, messages, base, keep, changed, along)
-
-
-def _unchanged(
-    messages: list[dict[str, Any]], since: _SinceCheckpoint, reducer: Reducer
-) -> tuple[int, list[int]]:
-    """How long a prefix of ``messages`` holds the objects the base checkpoint's list held
-    there, and the positions in that prefix whose message the runs since may have changed
-    (their events named it)."""
-    keep = min(since.unmoved, since.length, len(messages))
-    changed: list[int] = []
-    held = reducer.holders(since.names)
-    if held:  # few: the messages the runs' events name
-        # Where they stand in the prefix, searched from the end (runs mostly reach recent
-        # messages); the ones past the prefix are stored anyway.
-        pending = {id(m) for m in held}
-        for m in messages[keep:]:
-            pending.discard(id(m))
-        at = keep - 1
-        while pending and at >= 0:
-            if id(messages[at]) in pending:
-                pending.discard(id(messages[at]))
-                changed.append(at)
-            at -= 1
-    return keep, changed
 
 
 #: Every Store not yet garbage-collected, for the at-fork hook.

@@ -1,0 +1,226 @@
+"""Deriving a run's view and its checkpoint: the replay that continues a cached view, and
+the checkpoint written as a delta of the lineage's last one.
+
+A store keeps, per thread, the view of the newest run it derived (:class:`CachedView`: the
+reducer holding it, the lineage ids and their digest state), so that the next run costs a
+replay of that run alone (:func:`replayed_to` rebuilds it from the nearest checkpoint when
+it is missing). What the runs since the lineage's last checkpoint did is counted in
+:class:`SinceCheckpoint`, and :func:`write_checkpoint` stores the new checkpoint sharing the
+old one's chunks: only positions that moved, or that an event since then could have
+reached, are compared and stored again (:func:`message_chunks`), and a state changed by a
+few small ``STATE_DELTA`` patches is stored as them (:func:`state_patches`). Written once,
+over :mod:`agui_store.port`, for every backend; when a run is derived (on append, or left
+for ``derive()``) is the store's decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agui_store import checkpoints, codec, port, reads
+from agui_store.reducer import Reducer
+from agui_store.restore import RunRecord, View, apply_run, named_ids, start_reducer, view_of
+
+
+@dataclass
+class SinceCheckpoint:
+    """The newest checkpoint on a cached view's lineage, and what the runs after it did:
+    what the next checkpoint needs to be written as a delta of it."""
+
+    run_pk: int | None  # None: no checkpoint on the lineage (the next one stores all)
+    layout: checkpoints.Layout | None  # where its message list is stored
+    length: int = 0  # how many messages it holds
+    # How many of its leading positions still hold the objects they held then (edited in
+    # place perhaps: ``names`` says which): what the reducer's take_unmoved() reported
+    # run by run. The next checkpoint shares their chunks without comparing the lists.
+    unmoved: int = 0
+    names: set[str] = field(default_factory=set)  # ids the runs since then named
+    snapshot: bool = False  # a MESSAGES_SNAPSHOT since then
+    had_input: bool = False  # a recorded input since then
+    events: int = 0  # events since then: what a checkout from it replays
+    # The checkpoint on the lineage whose state is stored whole, which the reducer's
+    # state_deltas patch into the current state, and the size of that state's JSON text.
+    state_anchor: int | None = None
+    state_bytes: int = 0
+    state_address: bytes | None = None  # its state's address (None: read when needed)
+
+    def note(self, record: RunRecord) -> tuple[set[str], bool]:
+        """Count a run replayed since the checkpoint; returns what its events name (see
+        :func:`~agui_store.restore.named_ids`)."""
+        names, snapshot = named_ids(record.events)
+        self.names |= names
+        self.snapshot |= snapshot
+        self.had_input |= record.input is not None
+        self.events += len(record.events)
+        return names, snapshot
+
+    def settle(self, unmoved: int) -> None:
+        """Fold in what the reducer reports of the runs replayed since the last report."""
+        self.unmoved = min(self.unmoved, unmoved)
+
+    @classmethod
+    def start(
+        cls, length: int, snap: checkpoints.Snapshot | None, run_pk: int | None
+    ) -> SinceCheckpoint:
+        """At a loaded checkpoint of ``length`` messages (``snap``; ``None``: before any)."""
+        if snap is None:
+            return cls(None, None)
+        return cls(
+            run_pk,
+            snap.layout,
+            length,
+            length,
+            state_anchor=snap.state_anchor,
+            state_bytes=snap.state_bytes,
+            state_address=snap.state_address,
+        )
+
+
+@dataclass
+class CachedView:
+    """The newest completed run of a thread, replayed, kept in memory so that the next run
+    costs a replay of that run alone. The reducer consumes it (mutates it)."""
+
+    run_pk: int | None  # None: the empty view before a thread's first run
+    reducer: Reducer  # holds the view, with its indexes: the next run continues it
+    ids_hasher: Any  # sha256 state over the view's lineage ids (extends when the list grows)
+    since: SinceCheckpoint
+    lineage: list[Any]  # the view's lineage ids (checkpoints.lineage_ids), what rule 3 compares
+
+    @property
+    def view(self) -> View:
+        return view_of(self.reducer)
+
+
+
+def replayed_to(tx: port.Reading, run_pk: int | None) -> CachedView:
+    """view(run) (the empty view for ``None``) in a reducer, replayed from the nearest
+    checkpoint, with its lineage ids and their digest state, and what the runs since
+    that checkpoint did."""
+    if run_pk is None:
+        reducer = start_reducer()
+        since = SinceCheckpoint.start(0, None, None)
+    else:
+        found, after = checkpoints.nearest(tx, run_pk)
+        snap = reads.load_checkpoint(tx, found) if found is not None else None
+        reducer = start_reducer(snap.view if snap is not None else None)
+        if snap is not None:
+            reducer.track_state(snap.state_patches)
+        reducer.take_unmoved()  # counts from the checkpoint's list
+        since = SinceCheckpoint.start(len(reducer.messages), snap, found)
+        for record in reads.records(tx, after):
+            since.note(record)
+            apply_run(reducer, record)
+    lineage = checkpoints.lineage_ids(reducer.messages)
+    return CachedView(run_pk, reducer, checkpoints.hash_ids(lineage), since, lineage)
+
+def write_checkpoint(
+    tx: port.Writing,
+    run_pk: int,
+    reducer: Reducer,
+    since: SinceCheckpoint,
+    digest: bytes,
+    now: int,
+    run_hash: bytes,
+) -> bool:
+    """Store the reducer's view as the run's checkpoint, sharing the chunks of
+    ``since``'s; on success ``since.layout`` describes the new one."""
+    view = view_of(reducer)
+    patches = state_patches(reducer, since)
+    # A short state text (most are) is stored by the statement that stores the new
+    # message blobs, without a look-up of its own.
+    text = checkpoints.state_text(view, patches)
+    packed = checkpoints.pack_small(text)
+    along = () if packed is None else (packed,)
+    chunks = message_chunks(tx, view.messages, since, reducer, along)
+    if chunks is None:
+        # One message object at two positions (repeated ids, then a MESSAGES_SNAPSHOT):
+        # the client edits both through one id. One blob per position would lose that
+        # sharing, so this run keeps no checkpoint; later runs replay from an older one.
+        return False
+    layout, ids = chunks
+    stored_state = None if packed is None else (ids[packed[0]], packed[0], len(text))
+    anchor_address = since.state_address if patches is not None else None
+    stored, address = checkpoints.write(
+        tx,
+        run_pk,
+        view,
+        layout,
+        digest,
+        now,
+        patches,
+        run_hash=run_hash,
+        anchor_address=anchor_address,
+        stored_state=stored_state,
+    )
+    since.layout = layout
+    if patches is None:  # the state stored whole: later ones patch this one
+        since.state_anchor, since.state_bytes, since.state_address = run_pk, stored, address
+        reducer.track_state()
+    return True
+
+
+def state_patches(reducer: Reducer, since: SinceCheckpoint) -> tuple[int, list[Any]] | None:
+    """``(state base, patches)`` to store the reducer's state as the STATE_DELTA patches
+    applied since the lineage's last whole state, when there are few and they are small
+    next to that state; ``None``: store it whole."""
+    deltas = reducer.state_deltas
+    if since.state_anchor is None or deltas is None:
+        return None
+    if len(deltas) > checkpoints.MAX_STATE_PATCHES:
+        return None
+    if deltas and checkpoints.STATE_PATCH_SHARE * len(codec.encode(deltas)) > since.state_bytes:
+        return None
+    return since.state_anchor, deltas
+
+
+def message_chunks(
+    tx: port.Writing,
+    messages: list[dict[str, Any]],
+    since: SinceCheckpoint,
+    reducer: Reducer,
+    along: Sequence[tuple[bytes, int, bytes]] = (),
+) -> tuple[checkpoints.Layout, dict[bytes, int]] | None:
+    """Store the message list as chunks sharing those of ``since``'s checkpoint, and
+    ``along`` (see :func:`checkpoints.lay_out`); its layout and ``along``'s ids, or ``None``
+    (nothing stored) when one message object stands at two positions (a checkpoint cannot
+    say that).
+
+    A position keeps its place in the base checkpoint when it holds the same object (the
+    reducer reports how many leading positions do: ``since.unmoved``) and no run since
+    could have changed it: no id their events named reaches it. So the common case costs
+    the new messages, not the whole history.
+    """
+    if reducer.aliased:
+        return None  # only a snapshot (or an input) puts one object at two positions
+    base = since.layout if since.run_pk is not None else None
+    if base is None or since.snapshot:
+        return checkpoints.lay_out(tx, messages, base, along=along)
+    keep, changed = unchanged(messages, since, reducer)
+    return checkpoints.lay_out(tx, messages, base, keep, changed, along)
+
+
+def unchanged(
+    messages: list[dict[str, Any]], since: SinceCheckpoint, reducer: Reducer
+) -> tuple[int, list[int]]:
+    """How long a prefix of ``messages`` holds the objects the base checkpoint's list held
+    there, and the positions in that prefix whose message the runs since may have changed
+    (their events named it)."""
+    keep = min(since.unmoved, since.length, len(messages))
+    changed: list[int] = []
+    held = reducer.holders(since.names)
+    if held:  # few: the messages the runs' events name
+        # Where they stand in the prefix, searched from the end (runs mostly reach recent
+        # messages); the ones past the prefix are stored anyway.
+        pending = {id(m) for m in held}
+        for m in messages[keep:]:
+            pending.discard(id(m))
+        at = keep - 1
+        while pending and at >= 0:
+            if id(messages[at]) in pending:
+                pending.discard(id(messages[at]))
+                changed.append(at)
+            at -= 1
+    return keep, changed
