@@ -4,9 +4,11 @@
 (:mod:`agui_store.port`; SQLite in :mod:`agui_store.sqlite`, PostgreSQL in
 :mod:`agui_store.postgres`). Parsing and validation come from :mod:`agui_store.codec` and
 :mod:`agui_store.model`, sequence rules from :mod:`agui_store.verify`, restoring from
-:mod:`agui_store.restore` (the official reducer, in Python), checkpoints from
-:mod:`agui_store.checkpoints`, revisions from :mod:`agui_store.revisions`. This module
-decides where events go (runs, lineage, branches) and keeps the derived views current.
+:mod:`agui_store.restore` (the official reducer, in Python), resent request bodies from
+:mod:`agui_store.resent`, views and checkpoints from :mod:`agui_store.derivation` and
+:mod:`agui_store.checkpoints`, the read paths from :mod:`agui_store.reads`, revisions from
+:mod:`agui_store.revisions`. This module decides where events go (runs, lineage, branches)
+and when what derives from them is written, and keeps what appends remember between calls.
 """
 
 from __future__ import annotations
