@@ -990,6 +990,20 @@ def test_a_terminated_connection_fails_one_call_at_most_and_the_store_works_agai
     assert [m["content"] for m in store.checkout("r2", thread_id="t").messages] == ["a", "b"]
 
 
+def _waits_on_a_lock(conn: Any, pid: int, seconds: float = 30) -> bool:
+    """Whether the server backend ``pid`` comes to wait on a lock within ``seconds``
+    (polled through ``conn``, another session)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        row = conn.execute(
+            "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
+        ).fetchone()
+        if row and row[0] == "Lock":
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def test_a_connection_terminated_inside_a_write_leaves_the_batch_absent(
     store: Any, postgres_server: Any, store_url: str
 ) -> None:
@@ -1013,14 +1027,7 @@ def test_a_connection_terminated_inside_a_write_leaves_the_batch_absent(
         )
         writer = threading.Thread(target=append)
         writer.start()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            row = other.execute(
-                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
-            ).fetchone()
-            if row and row[0] == "Lock":
-                break
-            time.sleep(0.01)
+        _waits_on_a_lock(other, pid)
         assert postgres_server.terminate_backend(pid)
         writer.join(timeout=30)
         other.rollback()
@@ -1104,15 +1111,7 @@ def test_a_blob_another_writer_commits_while_an_append_stores_it_is_found_and_sh
         )
         writer = threading.Thread(target=append)
         writer.start()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            row = other.execute(
-                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
-            ).fetchone()
-            if row and row[0] == "Lock":
-                break
-            time.sleep(0.01)
-        else:
+        if not _waits_on_a_lock(other, pid):
             pytest.fail("the append never waited on the other writer's blob")
         other.commit()
         writer.join(timeout=30)
