@@ -88,28 +88,6 @@ def start(
 EventRow = tuple[int, str, str, "str | None"]
 
 
-def batch_digest(events: Iterable[EventRow], outcome: str | None, appended_at: int) -> bytes:
-    """The digest of one batch: its events in order, its outcome and its time."""
-    # One buffer for the batch, fields inlined: this runs on every append.
-    parts = [
-        b"agui-store batch 1\x00",
-        _field(_text(outcome)),
-        int(appended_at).to_bytes(8, "big", signed=True),
-    ]
-    for seq, kind, payload, refs in events:
-        kind_bytes = kind.encode("utf-8", "surrogatepass")
-        payload_bytes = payload.encode("utf-8", "surrogatepass")
-        parts += (
-            int(seq).to_bytes(8, "big", signed=True),
-            len(kind_bytes).to_bytes(8, "big"),
-            kind_bytes,
-            len(payload_bytes).to_bytes(8, "big"),
-            payload_bytes,
-            _NONE if refs is None else _field(_text(refs)),
-        )
-    return hashlib.sha256(b"".join(parts)).digest()
-
-
 #: A type's field in a batch digest (length prefix and UTF-8 name), by type name: the
 #: same few names recur on every event.
 _KIND_FIELDS: dict[str, bytes] = {}
@@ -124,6 +102,34 @@ def _kind_field(kind: str) -> bytes:
     return field
 
 
+def _batch_header(outcome: str | None, appended_at: int) -> list[bytes]:
+    """A batch digest's buffer before its events (they follow, five fields each: seq, type,
+    payload length, payload, echo refs)."""
+    return [
+        b"agui-store batch 1\x00",
+        _field(_text(outcome)),
+        int(appended_at).to_bytes(8, "big", signed=True),
+    ]
+
+
+def batch_digest(events: Iterable[EventRow], outcome: str | None, appended_at: int) -> bytes:
+    """The digest of one batch: its events in order, its outcome and its time, from the
+    rows as read back (``check()``, the read paths, ``copy``). An append computes the same
+    digest from the bytes it holds: :func:`batch_digest_of`."""
+    # One buffer for the batch, fields inlined: a checkout verifies every batch it replays.
+    parts = _batch_header(outcome, appended_at)
+    for seq, kind, payload, refs in events:
+        payload_bytes = payload.encode("utf-8", "surrogatepass")
+        parts += (
+            int(seq).to_bytes(8, "big", signed=True),
+            _KIND_FIELDS.get(kind) or _kind_field(kind),
+            len(payload_bytes).to_bytes(8, "big"),
+            payload_bytes,
+            _NONE if refs is None else _field(_text(refs)),
+        )
+    return hashlib.sha256(b"".join(parts)).digest()
+
+
 def batch_digest_of(
     first_seq: int,
     kinds: Sequence[str],
@@ -136,11 +142,7 @@ def batch_digest_of(
     numbers from ``first_seq`` on, their types, their stored text already in UTF-8, and the
     echo references by sequence number. The same digest, without encoding each payload
     again (this runs on every append)."""
-    parts = [
-        b"agui-store batch 1\x00",
-        _field(_text(outcome)),
-        int(appended_at).to_bytes(8, "big", signed=True),
-    ]
+    parts = _batch_header(outcome, appended_at)
     add = parts.extend
     seq = first_seq
     for kind, payload in zip(kinds, payloads):

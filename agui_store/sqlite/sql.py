@@ -289,7 +289,6 @@ SELECT branches.run, branches.thread FROM branches JOIN threads ON threads.id = 
 WHERE branches.name = ?1 AND (?2 IS NULL OR branches.thread = ?2)
   AND (?3 IS NULL OR threads.owner = ?3) LIMIT 2
 """
-#: A thread other than ``?2`` with a branch named ``?1``.
 
 # --- derived data ---------------------------------------------------------------------------
 
