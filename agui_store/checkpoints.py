@@ -641,22 +641,8 @@ def hash_marks(ids: Sequence[Any], marks: Sequence[Any] = ()) -> list[Any]:
     of ``ids``, going on from ``marks`` (the first of them, which are kept): with them the
     digest of any first ids costs the ids after the last mark (:func:`hash_from_marks`)."""
     out = list(marks) or [hash_ids([])]
-    start = HASH_MARK * (len(out) - 1)  # the ids the last mark holds
-    ends = range(start + HASH_MARK, len(ids) + 1, HASH_MARK)
-    if not ends:
-        return out
-    try:
-        # The ids' canonical texts in one encoding, cut apart in C, as hash_ids does.
-        encoded = codec.canonical_bytes(list(ids[start : ends[-1]]))
-        texts = list(map(bytes, _RAW_LIST.decode(encoded)))
-    except (InvalidEventError, msgspec.DecodeError):  # lone surrogates: a mark at a time
-        for end in ends:
-            out.append(hash_ids(ids[end - HASH_MARK : end], out[-1]))
-        return out
-    hasher = out[-1].copy()
-    for at in range(0, len(texts), HASH_MARK):
-        hasher.update(b"\x00".join(texts[at : at + HASH_MARK]) + b"\x00")
-        out.append(hasher.copy())
+    for end in range(HASH_MARK * len(out), len(ids) + 1, HASH_MARK):
+        out.append(hash_ids(ids[end - HASH_MARK : end], out[-1]))
     return out
 
 
