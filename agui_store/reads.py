@@ -220,6 +220,11 @@ def run_events(tx: port.Reading, run_pk: int, after: int = 0, *, verify: bool = 
     return events
 
 
+def status(tx: port.Reading, run_pk: int) -> str:
+    """A run's status as recorded: what its last terminal event made it, else incomplete."""
+    return tx.run_status(run_pk) or "incomplete"
+
+
 def mismatch(tx: port.Reading, pk: int, what: str) -> HashMismatchError:
     names = tx.run_names(pk)
     if names is None:

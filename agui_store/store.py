@@ -34,6 +34,7 @@ from agui_store import (
     derivation,
     hashing,
     integrity,
+    memory,
     model,
     nesting,
     port,
@@ -124,49 +125,6 @@ class _Segment:
     run_row: _RunRow | None = None  # a new run's row
 
 
-@dataclass
-class _Known:
-    """What this store's appends left in the file: trusted while SQLite's data version says
-    nothing was written since (by another connection, or by this store's other methods),
-    it spares each append the queries that would find it again. Where writers of other
-    threads commit at any time (PostgreSQL: the port's ``version()`` is None), only what
-    never changes is kept between transactions (:meth:`lasting`), and what an append
-    remembers of its own thread is checked under the thread's lock
-    (``Store._check_thread_facts``)."""
-
-    version: int | None = None  # the data version our last append's commit produced
-    thread_pks: dict[str, int] = field(default_factory=dict)
-    owners: dict[int, str | None] = field(default_factory=dict)  # thread pk -> its owner
-    newest: dict[int, int | None] = field(default_factory=dict)  # thread pk -> newest run
-    next_seq: int | None = None
-    branched: dict[int, bool] = field(default_factory=dict)  # thread pk -> has branches
-    # Of the runs appends touch (a live run streamed in many small appends touches one):
-    run_ids: dict[int, str] = field(default_factory=dict)  # run pk -> run id
-    last_seqs: dict[int, int] = field(default_factory=dict)  # run pk -> its last event
-    statuses: dict[int, str] = field(default_factory=dict)  # run pk -> status
-    run_hashes: dict[int, bytes] = field(default_factory=dict)  # run pk -> its hash now
-    run_pks: dict[tuple[int, str], int] = field(default_factory=dict)  # (thread, run id) -> pk
-    # Thread pk -> its incomplete runs: an unnamed continuation must find exactly one.
-    open_runs: dict[int, set[int]] = field(default_factory=dict)
-    # The threads whose newest run is open, for a batch that names no thread.
-    open_threads: set[str] | None = None
-    # The threads with complete runs whose derived data was left for later (``underived``).
-    underived: set[int] | None = None
-
-    def lasting(self) -> _Known:
-        """What no write can change: the threads' keys and owners, the runs' keys and ids
-        (all forgotten once they hold more than ``_KNOWN_LIMIT`` entries, so that a store
-        appending for months keeps a bounded memory)."""
-        if len(self.run_ids) + len(self.run_pks) + len(self.thread_pks) > _KNOWN_LIMIT:
-            return _Known()
-        return _Known(
-            thread_pks=self.thread_pks,
-            owners=self.owners,
-            run_ids=self.run_ids,
-            run_pks=self.run_pks,
-        )
-
-
 class _TooDeep(Exception):
     """A copy or move that nests too deeply, at event ``at`` of a segment, operation ``op``
     of its patch field ``field``."""
@@ -236,21 +194,8 @@ class Store:
         self.path = self._backend.where  # a URL is shown without its password
         self._pid = os.getpid()
         _OPEN_STORES.add(self)
-        # Sequence state of each open run, so that a live run streamed in many small appends
-        # is not re-verified from its start each time. Keyed by run (two runs of a thread may
-        # stream at once); valid while the run's last sequence number is unchanged (another
-        # writer invalidates it).
-        self._verifiers: dict[int, tuple[int, SequenceVerifier]] = {}
-        self._views: dict[int, derivation.CachedView] = {}
-        # Threads whose cached view another writer may have made stale (see _cached_view).
-        self._unverified: set[int] = set()
-        self._known = _Known()
-        # Addresses of message chunks that validated (see _validate_input): a fact about
-        # their content, true in any store and never stale.
-        self._valid_chunks: set[bytes] = set()
-        # The messages of the last request body of recent threads, and what their JSON text
-        # gave (see _read_resent): facts about that text, true in any store and never stale.
-        self._resent = resent.Memo()
+        # What it remembers between calls (see agui_store.memory).
+        self._memory = memory.Memory(self.derive_on_append)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -264,7 +209,7 @@ class Store:
         """Close the file. Further calls raise."""
         with self._lock:
             self._backend.close()
-            self._resent.clear()  # the memory of what it read
+            self._memory.resent.clear()  # the memory of what it read
 
     def __repr__(self) -> str:
         return f"<agui_store.Store {self.path!r}>"
@@ -273,17 +218,11 @@ class Store:
         """In a forked child: drop the parent's lock and its connection (the backend opens
         its own on first use) and what the parent remembered of the database."""
         self._lock = threading.RLock()
-        self._resent.after_fork()
+        self._memory.resent.after_fork()
         self._backend.after_fork()
         if self._pid != os.getpid():
             self._pid = os.getpid()
-            self._forget()
-
-    def _forget(self) -> None:
-        """Drop in-memory caches (after a failed write, or in a forked child)."""
-        self._verifiers.clear()
-        self._views.clear()
-        self._known = _Known()
+            self._memory.forget()
 
     @contextmanager
     def _reading(self) -> Iterator[port.Reading]:
@@ -300,7 +239,7 @@ class Store:
                 with self._backend.writing(thread_id) as tx:
                     yield tx
             except BaseException:
-                self._forget()
+                self._memory.forget()
                 raise
 
     @contextmanager
@@ -312,7 +251,7 @@ class Store:
             with self._writing() as tx:
                 yield tx
         finally:
-            self._forget()
+            self._memory.forget()
 
     # --- append -------------------------------------------------------------------------
 
@@ -381,7 +320,7 @@ class Store:
             _check_input_run_id(incoming, types, run_input[0])
         batch_thread = self._thread_of_batch(incoming, types, thread_id, run_input)
         with self._writing(batch_thread) as tx:
-            self._notice_other_writes(tx, batch_thread)
+            self._memory.notice_other_writes(tx, batch_thread)
             result = self._append_locked(
                 tx,
                 incoming,
@@ -394,7 +333,7 @@ class Store:
                 run_id,
                 scope,
             )
-            self._remember_version(tx)
+            self._memory.remember_version(tx)
         return result
 
     def _validated(self, incoming: list[codec.IncomingEvent]) -> list[str]:
@@ -446,7 +385,7 @@ class Store:
         first_seq: int | None = None
         last_seq: int | None = None
         with self._writing() as tx:
-            self._notice_other_writes(tx)
+            self._memory.notice_other_writes(tx)
             for offset, batch, batch_thread, batch_run in batches:
                 try:
                     with collector.paused():  # a batch at a time, as an append
@@ -461,112 +400,14 @@ class Store:
                 runs += len(result.new_run_ids)
                 first_seq = first_seq if first_seq is not None else result.first_seq
                 last_seq = result.last_seq
-                self._keep_caches_small(result.thread_id)
-            self._remember_version(tx)
+                self._memory.keep_caches_small(result.thread_id)
+            self._memory.remember_version(tx)
         return ImportResult(count, runs, first_seq, last_seq)
-
-    def _keep_caches_small(self, thread_id: str) -> None:
-        """Between an import's batches: keep what the next batch may use (the cached view
-        and sequence state of the thread just written), not every thread's view, so that
-        memory does not grow with the threads of a large file. What is dropped is found
-        again in the file when needed."""
-        thread_pk = self._known.thread_pks.get(thread_id)
-        for pk in [pk for pk in self._views if pk != thread_pk]:  # keyed by thread
-            del self._views[pk]
-        # Keyed by run, newest last: the run a next batch may continue is among the last.
-        for pk in list(self._verifiers)[:-4]:
-            del self._verifiers[pk]
-        remembered = (v for v in vars(self._known).values() if isinstance(v, (dict, set)))
-        if sum(len(v) for v in remembered) > _KNOWN_LIMIT:
-            self._known = _Known()
-
-    def _notice_other_writes(self, tx: port.Reading, thread_id: str | None = None) -> None:
-        """Inside a write transaction: when anything was written since this store's last
-        append (by another connection, or by its own other methods), what it remembers of
-        the database is found again, and its cached views are checked before use. Where
-        writers of other threads may have committed (the version is None), what it
-        remembers of ``thread_id``, the thread an append holds the lock of, is checked
-        instead, in one query."""
-        version = tx.version()
-        if version is not None:
-            if version != self._known.version:
-                self._known = _Known()
-                self._unverified = set(self._views)
-            return
-        remembered = self._known
-        self._known = remembered.lasting()
-        self._unverified = set(self._views)
-        thread_pk = remembered.thread_pks.get(thread_id) if thread_id is not None else None
-        if thread_pk is not None:
-            self._check_thread_facts(tx, thread_pk, remembered)
-
-    def _check_thread_facts(self, tx: port.Reading, thread_pk: int, remembered: _Known) -> None:
-        """Keep what ``remembered`` holds of a thread and still holds: a run's facts while
-        its last ``seq`` is what this store left (a batch changes it), the thread's open
-        runs while its newest run and each open one are unchanged (a run opens only as the
-        newest), and its cached view while the derived data it stands on is there. Runs of
-        the thread are written only under its lock, which this transaction holds."""
-        cached = self._views.get(thread_pk)
-        view = (
-            (bytes(cached.ids_hasher.digest()), cached.run_pk)
-            if cached is not None and cached.run_pk is not None
-            else None
-        )
-        # The runs whose facts are worth a probe: the newest (the next run's parent), the
-        # open ones and those streamed (their sequence state is kept); any other is read
-        # again if an append needs it, so the check costs the same on the 2,000th run.
-        worth = set(remembered.open_runs.get(thread_pk, ())) | set(self._verifiers)
-        newest_known = remembered.newest.get(thread_pk)
-        if newest_known is not None:
-            worth.add(newest_known)
-        newest, branched, last_seqs, view_holds, underived = tx.thread_facts(
-            thread_pk,
-            sorted(worth & remembered.last_seqs.keys()),
-            view,
-            cached.since.run_pk if cached is not None else None,
-            # Only an append that derives what it completes asks: it derives what is left
-            # of its thread first. One that leaves it for later only adds to the list.
-            probe_underived=self.derive_on_append,
-        )
-        known = self._known
-        known.newest[thread_pk] = newest
-        known.branched[thread_pk] = branched
-        # Of the threads with underived runs, only this one's entry is known: an append
-        # touches no other thread (derive() of all threads runs in a transaction of its own,
-        # which finds the whole set again). Not asked: not known (None: read when needed).
-        if self.derive_on_append:
-            known.underived = {thread_pk} if underived else set()
-        unchanged: set[int] = set()
-        for run_pk, last_seq in last_seqs.items():
-            known.last_seqs[run_pk] = last_seq
-            if remembered.last_seqs[run_pk] != last_seq:
-                continue
-            unchanged.add(run_pk)
-            if run_pk in remembered.statuses:
-                known.statuses[run_pk] = remembered.statuses[run_pk]
-            if run_pk in remembered.run_hashes:
-                known.run_hashes[run_pk] = remembered.run_hashes[run_pk]
-        open_runs = remembered.open_runs.get(thread_pk)
-        if (
-            open_runs is not None
-            and remembered.newest.get(thread_pk, -1) == newest
-            and open_runs <= unchanged
-        ):
-            known.open_runs[thread_pk] = open_runs
-        self._unverified.discard(thread_pk)
-        if cached is not None and not view_holds:
-            del self._views[thread_pk]
-
-    def _remember_version(self, tx: port.Reading) -> None:
-        """At the end of an append: the commit adds one to the data version, so the next
-        append sees exactly that unless something else was written in between."""
-        version = tx.version()
-        self._known.version = None if version is None else version + 1
 
     def _parse_input(self, value: Any) -> _Input:
         body = _text_bytes(value)
         found = None
-        if body is not None and len(body) <= self.max_event_bytes and self._resent.budget:
+        if body is not None and len(body) <= self.max_event_bytes and self._memory.resent.budget:
             found = resent.envelope(body)
             read = self._read_resent(found) if found is not None else None
             if read is not None:
@@ -595,7 +436,7 @@ class Store:
         messages, their lineage ids. The rest of the body is read and validated here as the
         full read would; whatever it refuses is left to the full read, which names it in
         the whole body, as if nothing had been remembered."""
-        seen = self._resent.get(found.thread)
+        seen = self._memory.resent.get(found.thread)
         count = resent.shared(found, seen) if seen is not None else 0
         if seen is None or not count:
             return None
@@ -621,7 +462,7 @@ class Store:
             return None  # a message not encodable: the full read finds out why
         chunks = {key: address for key, address in seen.chunks.items() if sum(key) <= count}
         chunks.update(more)
-        self._note_valid(more.values())
+        self._memory.note_valid(more.values())
         # The lineage ids of the messages repeated, and their digest state (rule 3 compares
         # the parent's digest with it instead of the ids one by one).
         whole = count == len(seen.messages)
@@ -649,7 +490,7 @@ class Store:
                 places=places,
                 distinct=distinct,
             )
-            self._resent.put(found.thread, remembered)
+            self._memory.resent.put(found.thread, remembered)
         data["messages"] = list(messages)  # the append's own list; the memo keeps its own
         hashed = (len(shared_ids), shared_hash)
         return _Input(data, found.body, chunks or None, ids, hashed, distinct)
@@ -665,15 +506,9 @@ class Store:
         if type(messages) is not list or len(messages) < resent.MIN_MESSAGES or not chunks:
             return None, 0
         ids = checkpoints.lineage_ids(messages)
-        self._resent.put(found.thread, resent.Seen(found.messages, list(messages), ids, chunks))
+        seen = resent.Seen(found.messages, list(messages), ids, chunks)
+        self._memory.resent.put(found.thread, seen)
         return ids, 0
-
-    def _note_valid(self, addresses: Iterable[bytes]) -> None:
-        """Remember the addresses of chunks whose messages validated (see _validate_input)."""
-        fresh = [address for address in addresses if address not in self._valid_chunks]
-        if len(self._valid_chunks) + len(fresh) > _VALID_CHUNKS_LIMIT:
-            self._valid_chunks.clear()
-        self._valid_chunks.update(fresh)
 
     def _validate_input(self, data: Any) -> SentChunks | None:
         """:func:`model.validate_input`, skipping the messages of the full chunks (the first
@@ -692,7 +527,7 @@ class Store:
             model.validate_input(data)
             return None
         assert isinstance(sent, list)
-        valid = self._valid_chunks
+        valid = self._memory.valid_chunks
         unknown = [(span, address) for span, address in chunks.items() if address not in valid]
         if len(unknown) == len(chunks):
             model.validate_input(data)
@@ -707,7 +542,7 @@ class Store:
             except InvalidEventError:
                 model.validate_input(data)
                 raise
-        self._note_valid(address for _, address in unknown)
+        self._memory.note_valid(address for _, address in unknown)
         return chunks
 
     @staticmethod
@@ -778,7 +613,7 @@ class Store:
                 thread_id = self._thread_of_run(tx, named_run, scope)
             else:
                 thread_id = self._only_open_thread(tx, types[0], scope)
-        known = self._known
+        known = self._memory.known
         thread_pk = known.thread_pks.get(thread_id)
         if thread_pk is None:
             thread_pk, owner = tx.thread(thread_id) or (
@@ -792,7 +627,7 @@ class Store:
                 f"thread {_quote(thread_id)} belongs to another owner: scope {_quote(scope)} "
                 "may not write to it (nothing was written)"
             )
-        newest = self._head(tx, thread_pk)
+        newest = self._memory.head(tx, thread_pk)
         # The run a batch that starts none continues: the one it names, else the newest.
         continued = (
             None
@@ -836,7 +671,7 @@ class Store:
                 else:
                     recorded = tx.run_pk(thread_pk, run_id)
                 self._refuse_duplicate_run(tx, thread_pk, run_id, segment, recorded)
-            seq = self._next_seq(tx)
+            seq = self._memory.next_seq(tx)
             first_seq = seq if first_seq is None else first_seq
             if segment.started is not None:
                 rid = segment.started["runId"]
@@ -866,16 +701,16 @@ class Store:
                     )
                     known.newest[thread_pk] = segment.run_pk
                     known.statuses[segment.run_pk] = "incomplete"
-                    new_run_ids.append(self._known_run_id(tx, segment.run_pk))
+                    new_run_ids.append(self._memory.known_run_id(tx, segment.run_pk))
                 else:
                     segment.run_pk = continued
-                    segment.was_complete = self._known_status(tx, continued) != "incomplete"
+                    segment.was_complete = self._memory.known_status(tx, continued) != "incomplete"
                     if continued != newest and not segment.was_complete:
                         # An open run with runs after it: those placed below it (lineage
                         # rule 4 takes the head, open or not) derived their views from
                         # what it held then; they are derived again when next needed.
                         self._drop_below(tx, thread_pk, continued)
-                run_ids.append(self._known_run_id(tx, segment.run_pk))
+                run_ids.append(self._memory.known_run_id(tx, segment.run_pk))
             run_pk = segment.run_pk
             self._refuse_deep_copies(tx, segment, run_input)
             rows = [
@@ -904,14 +739,14 @@ class Store:
                 stored[0] = rows[0][3].encode("utf-8")
                 refs[echo[0]] = echo[1]
             batch_hash = hashing.chain(
-                self._known_run_hash(tx, run_pk),
+                self._memory.known_run_hash(tx, run_pk),
                 hashing.batch_digest_of(
                     seq - len(rows), segment.types, stored, refs, segment.outcome, now
                 ),
             )
             known.run_hashes[run_pk] = batch_hash
             tx.insert_batch(run_pk, seq - len(rows), seq - 1, segment.outcome, now, batch_hash)
-            self._remember_batch(thread_pk, thread_id, segment, seq - 1)
+            self._memory.remember_batch(thread_pk, thread_id, run_pk, segment.outcome, seq - 1)
             # Before the next run of the batch is placed: its lineage and its echoed input
             # then see this one complete, as they would had it come in an append of its own.
             self._keep_checkpoint_current(tx, thread_pk, segment, now)
@@ -920,9 +755,9 @@ class Store:
             last_pk = segments[-1].run_pk
             assert last_pk is not None
             if known.statuses.get(last_pk) == "incomplete":
-                self._verifiers[last_pk] = (last_seq, verifier)
+                self._memory.verifiers[last_pk] = (last_seq, verifier)
             else:  # what continues a complete run is rare: found again if it comes
-                self._verifiers.pop(last_pk, None)
+                self._memory.verifiers.pop(last_pk, None)
         return AppendResult(
             thread_id,
             tuple(dict.fromkeys(run_ids)),
@@ -931,37 +766,6 @@ class Store:
             first_seq,
             last_seq,
         )
-
-    def _next_seq(self, tx: port.Writing) -> int:
-        """The next event's sequence number (remembered between the segments of a batch
-        and, where the version vouches for it, between appends)."""
-        known = self._known
-        if known.next_seq is None:
-            known.next_seq = tx.next_seq()
-        return known.next_seq
-
-    def _remember_batch(
-        self, thread_pk: int, thread_id: str, segment: _Segment, last_seq: int
-    ) -> None:
-        """What a segment just written changes in the facts appends remember."""
-        known = self._known
-        run_pk = segment.run_pk
-        assert run_pk is not None
-        known.last_seqs[run_pk] = last_seq
-        if segment.outcome is not None:
-            known.statuses[run_pk] = segment.outcome
-        is_open = known.statuses.get(run_pk) == "incomplete"
-        open_runs = known.open_runs.get(thread_pk)
-        if open_runs is not None:
-            if is_open:
-                open_runs.add(run_pk)
-            else:
-                open_runs.discard(run_pk)
-        if known.open_threads is not None and known.newest.get(thread_pk) == run_pk:
-            if is_open:
-                known.open_threads.add(thread_id)
-            else:
-                known.open_threads.discard(thread_id)
 
     def _continued_run(
         self,
@@ -975,7 +779,7 @@ class Store:
         """The run a batch that starts none continues (SPEC §8): the run it names; else the
         thread's newest (``None``: the thread has none), unless several runs are open."""
         if named is not None:
-            run_pk = self._known.run_pks.get((thread_pk, named))
+            run_pk = self._memory.known.run_pks.get((thread_pk, named))
             if run_pk is None:
                 found = tx.run_pk(thread_pk, named)
                 if found is None:
@@ -983,11 +787,11 @@ class Store:
                         f"no run {_quote(named)} in thread {_quote(thread_id)} to continue "
                         "(a run's first batch starts with its RUN_STARTED)"
                     )
-                run_pk = self._known.run_pks[(thread_pk, named)] = found
+                run_pk = self._memory.known.run_pks[(thread_pk, named)] = found
             return run_pk
         open_runs = self._open_runs(tx, thread_pk)
         if len(open_runs) > 1:
-            names = tuple(self._known_run_id(tx, pk) for pk in sorted(open_runs))
+            names = tuple(self._memory.known_run_id(tx, pk) for pk in sorted(open_runs))
             shown = ", ".join(_quote(n) for n in names[:10])
             more = f" and {len(names) - 10} more" if len(names) > 10 else ""
             raise OpenRunsError(
@@ -1001,7 +805,7 @@ class Store:
 
     def _open_runs(self, tx: port.Reading, thread_pk: int) -> set[int]:
         """The thread's incomplete runs (remembered between appends)."""
-        open_runs = self._known.open_runs
+        open_runs = self._memory.known.open_runs
         if thread_pk not in open_runs:
             open_runs[thread_pk] = tx.open_runs(thread_pk)
         return open_runs[thread_pk]
@@ -1035,31 +839,13 @@ class Store:
         # Those already left underived by an earlier piece hold nothing to drop: a live run
         # streamed in many pieces drops what is below it once, not once a piece.
         derived = tx.derived_descendants(run_pk)
-        if any(self._known_status(tx, pk) != "incomplete" for pk in derived):
+        if any(self._memory.known_status(tx, pk) != "incomplete" for pk in derived):
             below = [
                 pk
                 for pk in tx.drop_derived_from(run_pk)
-                if self._known_status(tx, pk) != "incomplete"
+                if self._memory.known_status(tx, pk) != "incomplete"
             ]
             self._leave_underived(tx, thread_pk, below)
-
-    def _known_run_id(self, tx: port.Reading, run_pk: int) -> str:
-        run_ids = self._known.run_ids
-        if run_pk not in run_ids:
-            run_ids[run_pk] = tx.run_id(run_pk)
-        return run_ids[run_pk]
-
-    def _known_status(self, tx: port.Reading, run_pk: int) -> str:
-        statuses = self._known.statuses
-        if run_pk not in statuses:
-            statuses[run_pk] = self._status(tx, run_pk)
-        return statuses[run_pk]
-
-    def _known_last_seq(self, tx: port.Reading, run_pk: int) -> int:
-        last_seqs = self._known.last_seqs
-        if run_pk not in last_seqs:
-            last_seqs[run_pk] = tx.run_last_seq(run_pk)
-        return last_seqs[run_pk]
 
     @staticmethod
     def _segments(incoming: list[codec.IncomingEvent], types: list[str]) -> list[_Segment]:
@@ -1082,7 +868,7 @@ class Store:
     def _only_open_thread(
         self, tx: port.Reading, first_type: str, scope: str | None = None
     ) -> str:
-        known = self._known
+        known = self._memory.known
         if known.open_threads is None:
             known.open_threads = tx.threads_with_open_head()
         candidates = known.open_threads
@@ -1117,7 +903,7 @@ class Store:
             )
         # A run id and a branch name are both revisions: neither may hide the other.
         if (
-            self._known.branched.get(thread_pk, True)
+            self._memory.known.branched.get(thread_pk, True)
             and tx.branch_run(thread_pk, run_id) is not None
         ):
             raise InvalidEventError(
@@ -1227,7 +1013,7 @@ class Store:
                 refs_text = codec.encode(normalized[1]).decode("utf-8")
         if run_input is not None and input_text is None:
             input_text = run_input.raw.decode("utf-8")  # as sent
-        parent_hash = self._known_run_hash(tx, parent_pk) if parent_pk is not None else None
+        parent_hash = self._memory.known_run_hash(tx, parent_pk) if parent_pk is not None else None
         input_hash = hashing.input_digest(input_text, refs_text)
         start_hash = hashing.start(
             thread_id=started["threadId"],
@@ -1253,7 +1039,7 @@ class Store:
             input_hash,
             start_hash,
         )
-        self._known.run_hashes[run_pk] = start_hash
+        self._memory.known.run_hashes[run_pk] = start_hash
         self._advance_branches(tx, thread_pk, parent_pk, run_pk, branch, now)
         return run_pk, (parent_pk, input_text, refs_text, reason)
 
@@ -1287,7 +1073,7 @@ class Store:
             inferred = self._longest_prefix_run(tx, thread_pk, ids, hashed)
             if inferred is not None:
                 return inferred, "messages"
-        head = self._head(tx, thread_pk)
+        head = self._memory.head(tx, thread_pk)
         return (head, "head") if head is not None else (None, "root")
 
     def _normalized_input(
@@ -1305,7 +1091,7 @@ class Store:
         if self._open_above(tx, thread_pk, parent_pk):
             return None  # a run above it still streams: its view may still change
         self._derive_underived(tx, thread_pk)  # the parent's view, kept in memory after
-        cached = self._cached_view(tx, thread_pk)
+        cached = self._memory.cached_view(tx, thread_pk)
         if cached is not None and cached.run_pk == parent_pk:
             # Its reducer's index finds a message sent again, and when the parent's checkpoint
             # is the view's (nothing replayed since), a resent history is compared with the
@@ -1324,7 +1110,7 @@ class Store:
                 sent_chunks,
                 distinct,
             )
-        if self._known_status(tx, parent_pk) != "incomplete":
+        if self._memory.known_status(tx, parent_pk) != "incomplete":
             try:
                 base = reads.view(tx, parent_pk)
             except InvalidEventError:
@@ -1355,7 +1141,7 @@ class Store:
             return None
         self._derive_underived(tx, thread_pk)  # every complete run is a candidate
         length_of: dict[bytes, int] | None = None
-        cached = self._cached_view(tx, thread_pk)
+        cached = self._memory.cached_view(tx, thread_pk)
         if cached is not None:
             known = len(cached.lineage)
             if 0 < known <= len(ids):
@@ -1392,7 +1178,7 @@ class Store:
     ) -> None:
         """A new run on a branch advances it: the named one, else every branch whose tip
         is the run's parent."""
-        branched = self._known.branched
+        branched = self._memory.known.branched
         if branch is not None:
             _check_branch_name(branch)
             _refuse_branch_shadowing_run(tx, thread_pk, branch)
@@ -1408,9 +1194,9 @@ class Store:
         self, tx: port.Writing, thread_pk: int, thread_id: str, seq: int, now: int
     ) -> int:
         run_id = f"run-error-{seq}"
-        parent_pk = self._head(tx, thread_pk)
+        parent_pk = self._memory.head(tx, thread_pk)
         lineage = "head" if parent_pk else "root"
-        parent_hash = self._known_run_hash(tx, parent_pk) if parent_pk is not None else None
+        parent_hash = self._memory.known_run_hash(tx, parent_pk) if parent_pk is not None else None
         start_hash = hashing.start(
             thread_id=thread_id,
             run_id=run_id,
@@ -1435,15 +1221,8 @@ class Store:
             None,
             start_hash,
         )
-        self._known.run_hashes[run_pk] = start_hash
+        self._memory.known.run_hashes[run_pk] = start_hash
         return run_pk
-
-    def _known_run_hash(self, tx: port.Reading, run_pk: int) -> bytes:
-        """A run's hash now: its newest batch's (remembered between appends)."""
-        run_hashes = self._known.run_hashes
-        if run_pk not in run_hashes:
-            run_hashes[run_pk] = tx.run_hash(run_pk)
-        return run_hashes[run_pk]
 
     def _normalize_echo(
         self, tx: port.Writing, thread_pk: int, run_pk: int, rows: list[Any]
@@ -1470,8 +1249,8 @@ class Store:
 
     def _verifier_for(self, tx: port.Reading, run_pk: int) -> SequenceVerifier:
         """The sequence state at the end of a recorded run (cached while nobody appends)."""
-        last_seq = self._known_last_seq(tx, run_pk)
-        cached = self._verifiers.get(run_pk)
+        last_seq = self._memory.known_last_seq(tx, run_pk)
+        cached = self._memory.verifiers.get(run_pk)
         if cached and cached[0] == last_seq:
             return cached[1]
         verifier = SequenceVerifier()
@@ -1482,7 +1261,7 @@ class Store:
             # Recorded with check_sequence=False: its state is unknown, so a continuation
             # can only be judged on its own.
             verifier = SequenceVerifier()
-        self._verifiers[run_pk] = (last_seq, verifier)
+        self._memory.verifiers[run_pk] = (last_seq, verifier)
         return verifier
 
     # --- checkpoints --------------------------------------------------------------------
@@ -1507,7 +1286,7 @@ class Store:
         if not self.derive_on_append:
             self._leave_underived(tx, thread_pk, [segment.run_pk])
             return
-        underived = self._known.underived
+        underived = self._memory.known.underived
         if underived is None or thread_pk in underived:
             # The run itself may be listed (an open run below one that changed, or below a
             # migration's): it is derived below, once, from the batch's own events.
@@ -1540,21 +1319,21 @@ class Store:
             # (e.g. a first TOOL_CALL_CHUNK without a name, which verifyEvents lets through):
             # the events are legal to record, the view cannot be derived. No digest, no
             # checkpoint; checkout raises what the client would.
-            self._views.pop(thread_pk, None)
+            self._memory.views.pop(thread_pk, None)
 
     def _leave_underived(self, tx: port.Writing, thread_pk: int, run_pks: list[int]) -> None:
         """Note runs whose derived data is missing, for whoever needs it next."""
         tx.mark_underived(run_pks)
         # The cached view no longer leads to the thread's next run.
-        self._views.pop(thread_pk, None)
-        if self._known.underived is not None:
-            self._known.underived.add(thread_pk)
+        self._memory.views.pop(thread_pk, None)
+        if self._memory.known.underived is not None:
+            self._memory.known.underived.add(thread_pk)
 
     def _derive_underived(self, tx: port.Writing, thread_pk: int | None) -> int:
         """Derive what was left for later, in a thread (``None``: everywhere), in run order
         (a parent before its runs): their lineage digests, and checkpoints per
         ``checkpoint_events``. Returns how many runs were derived."""
-        known = self._known
+        known = self._memory.known
         if known.underived is None:
             known.underived = tx.underived_threads()
         if thread_pk is not None and thread_pk not in known.underived:
@@ -1566,7 +1345,7 @@ class Store:
         derived = 0
         for run_pk, run_thread in rows:
             tx.clear_underived(run_pk)
-            if self._known_status(tx, run_pk) == "incomplete":
+            if self._memory.known_status(tx, run_pk) == "incomplete":
                 continue  # below a run that changed; it is noted again when it completes
             if tx.has_checkpoint(run_pk):
                 continue  # compact got there first
@@ -1602,8 +1381,8 @@ class Store:
         if run_row is None:
             run_row = tx.run_row(run_pk)
         parent_pk, raw_input, raw_refs, reason = run_row
-        cached = self._cached_view(tx, thread_pk)
-        self._views.pop(thread_pk, None)
+        cached = self._memory.cached_view(tx, thread_pk)
+        self._memory.views.pop(thread_pk, None)
         if cached is None or cached.run_pk != parent_pk:
             cached = derivation.replayed_to(tx, parent_pk)
         # Consumed: the reducer, the digest state and the id list go on from the parent's.
@@ -1644,7 +1423,7 @@ class Store:
         # A backend without checkpoints (PostgreSQL, for now) replays lineages whole.
         if tx.keeps_checkpoints and (force_checkpoint or since.events >= self.checkpoint_events):
             written = derivation.write_checkpoint(
-                tx, run_pk, reducer, since, digest, now, self._known_run_hash(tx, run_pk)
+                tx, run_pk, reducer, since, digest, now, self._memory.known_run_hash(tx, run_pk)
             )
             if written:
                 since = derivation.SinceCheckpoint(
@@ -1656,30 +1435,9 @@ class Store:
                     state_bytes=since.state_bytes,
                     state_address=since.state_address,
                 )
-        self._views[thread_pk] = derivation.CachedView(run_pk, reducer, hasher, since, lineage)
+        cached = derivation.CachedView(run_pk, reducer, hasher, since, lineage)
+        self._memory.views[thread_pk] = cached
         return written
-
-    def _cached_view(self, tx: port.Reading, thread_pk: int) -> derivation.CachedView | None:
-        """The thread's view in memory, when the file still holds what it stands on.
-
-        Another writer can make it stale: events recorded after a run's end (with
-        ``check_sequence=False``) drop that run's digest and checkpoints, and those below.
-        Two key probes tell, once after each such write.
-        """
-        cached = self._views.get(thread_pk)
-        if cached is None or thread_pk not in self._unverified:
-            return cached
-        self._unverified.discard(thread_pk)
-        since_cp = cached.since.run_pk
-        digest_kept = cached.run_pk is not None and tx.has_digest(
-            bytes(cached.ids_hasher.digest()), cached.run_pk
-        )
-        base_gone = since_cp is not None and not tx.has_checkpoint(since_cp)
-        if not digest_kept or base_gone:
-            del self._views[thread_pk]
-            return None
-        return cached
-
 
     def derive(self, thread_id: str | None = None, *, scope: str | None = None) -> int:
         """Derive what appends left for later (``derive_on_append=False``), in a thread or
@@ -1693,13 +1451,13 @@ class Store:
         """
         _check_scope(scope)
         with self._writing() as tx:
-            self._notice_other_writes(tx)
+            self._memory.notice_other_writes(tx)
             if thread_id:
                 threads: list[int | None] = [self._require_thread(tx, thread_id, scope)]
             else:
                 threads = revisions.owned_threads(tx, scope)
             derived = sum(self._derive_underived(tx, pk) for pk in threads)
-            self._remember_version(tx)
+            self._memory.remember_version(tx)
         return derived
 
     def compact(
@@ -1717,7 +1475,7 @@ class Store:
         """
         _check_scope(scope)
         with self._writing() as tx:
-            self._notice_other_writes(tx)
+            self._memory.notice_other_writes(tx)
             only: list[int | None] = [None]  # the threads compacted; None: all
             if run_or_ref is not None:
                 key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
@@ -1743,24 +1501,13 @@ class Store:
             for pk in pks:
                 if (
                     tx.has_checkpoint(pk)
-                    or self._status(tx, pk) == "incomplete"
+                    or reads.status(tx, pk) == "incomplete"
                 ):
                     continue
                 self._derive(tx, tx.run_thread(pk), pk, now, force_checkpoint=True)
             return tx.checkpoint_count() - before
 
-    @staticmethod
-    def _status(tx: port.Reading, run_pk: int) -> str:
-        return tx.run_status(run_pk) or "incomplete"
-
     # --- lookups ------------------------------------------------------------------------
-
-    def _head(self, tx: port.Reading, thread_pk: int) -> int | None:
-        """The thread's newest run, inside an append (remembered between appends)."""
-        newest = self._known.newest
-        if thread_pk not in newest:
-            newest[thread_pk] = tx.newest_run(thread_pk)
-        return newest[thread_pk]
 
     def _require_thread(
         self, tx: port.Reading, thread_id: str, scope: str | None = None
@@ -2314,11 +2061,6 @@ if hasattr(os, "register_at_fork"):
 #: a run longer than four times that is cut, and continued by the next batch.
 IMPORT_BATCH_EVENTS = 1000
 IMPORT_BATCH_BYTES = 2 * 1024 * 1024
-#: How many runs and threads an import remembers (``_Known``) before forgetting them all.
-_KNOWN_LIMIT = 10_000
-#: How many validated chunk addresses a store remembers (64 messages each) before
-#: forgetting them all: about 2 MB, a million messages' worth.
-_VALID_CHUNKS_LIMIT = 16_384
 
 
 def _import_batches(

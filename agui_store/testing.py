@@ -47,8 +47,8 @@ def forget(store: Store) -> None:
     state, what appends remember, the request bodies it read), so that the next call is
     cold."""
     with store._lock:
-        store._forget()
-        store._resent.clear()
+        store._memory.forget()
+        store._memory.resent.clear()
 
 
 def read_bodies_whole(store: Store) -> None:
@@ -56,12 +56,12 @@ def read_bodies_whole(store: Store) -> None:
     remembers nothing of earlier bodies (see :mod:`agui_store.resent`) and spends nothing
     on remembering them. The path a body that resends nothing took before bodies were
     remembered, which the remembering one is compared with."""
-    store._resent = resent.Memo(budget=0)
+    store._memory.resent = resent.Memo(budget=0)
 
 
 def remembered_bodies(store: Store) -> resent.Memo:
     """What the store remembers of the request bodies it read (see :mod:`agui_store.resent`)."""
-    return store._resent
+    return store._memory.resent
 
 
 @contextlib.contextmanager
