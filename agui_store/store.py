@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import threading
 import uuid
 import weakref
@@ -23,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from agui_store import (
     arguments,
@@ -33,13 +32,12 @@ from agui_store import (
     database,
     derivation,
     hashing,
+    intake,
     integrity,
     memory,
-    model,
     nesting,
     port,
     reads,
-    resent,
     revisions,
 )
 from agui_store.arguments import quote as _quote
@@ -58,7 +56,6 @@ from agui_store.integrity import CheckReport
 from agui_store.normalize import (
     SentChunks,
     expand_input,
-    full_chunk_addresses,
     normalize_input,
 )
 from agui_store.patch import UNDEFINED
@@ -76,11 +73,6 @@ from agui_store.revisions import DEFAULT_BRANCH, RESERVED_REFS, RunKey
 from agui_store.sqlite import SqliteBackend
 from agui_store.verify import SequenceVerifier
 
-_BRANCH_NAME = re.compile(r"[A-Za-z0-9._/@+-]{1,255}")  # fullmatch: no trailing newline
-# git check-ref-format's rules on those characters: no component that starts with a dot or
-# ends with ".lock", no "..", no empty component, no "." at the end, not "@" alone.
-_BRANCH_NAME_FORBIDDEN = re.compile(r"(?:^|/)\.|\.lock(?:/|$)|\.\.|//|^/|/$|\.$|^@$")
-
 _TERMINAL_STATUS = {"RUN_ERROR": "error"}
 _OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
 
@@ -95,20 +87,6 @@ def _status_of_terminal(event: dict[str, Any]) -> str:
 
 #: What replaying a run needs of its row: ``(parent, input, input_refs, lineage)``.
 _RunRow = tuple[int | None, str | None, str | None, str]
-
-
-class _Input(NamedTuple):
-    """A run's input as appended."""
-
-    data: dict[str, Any]  # decoded
-    raw: bytes  # its JSON text as sent (UTF-8)
-    chunks: SentChunks | None  # addresses of its message list's full chunks (_validate_input)
-    # What reading it gave of its messages, when it remembered them (see _read_resent): their
-    # lineage ids; the sha256 state of hash_ids over the first n of those, as (n, state);
-    # how many leading messages have string ids, none repeated (normalize's shared prefix).
-    ids: list[Any] | None = None
-    hashed: tuple[int, Any] | None = None
-    distinct: int = 0
 
 
 @dataclass
@@ -196,6 +174,7 @@ class Store:
         _OPEN_STORES.add(self)
         # What it remembers between calls (see agui_store.memory).
         self._memory = memory.Memory(self.derive_on_append)
+        self._intake = intake.Intake(self._memory, self.max_event_bytes, self.max_depth)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -301,9 +280,9 @@ class Store:
         incoming = codec.parse_events(
             events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
         )
-        types = self._validated(incoming)
+        types = self._intake.validated(incoming)
         for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
-            _storable(value, path=name)
+            intake.storable(value, path=name)
         if thread_id == "":
             raise InvalidEventError("is empty: name a thread or pass None", path="thread_id")
         if run_id is not None:
@@ -311,14 +290,14 @@ class Store:
                 raise InvalidEventError(
                     f"must be a run id (a non-empty string), not {run_id!r}", path="run_id"
                 )
-            _storable(run_id, path="run_id")
-        _check_scope(scope)
+            intake.storable(run_id, path="run_id")
+        intake.check_scope(scope)
         if branch is not None:
-            _check_branch_name(branch)
-        run_input = self._parse_input(input) if input is not None else None
+            intake.check_branch_name(branch)
+        run_input = self._intake.parse_input(input) if input is not None else None
         if run_input is not None:
-            _check_input_run_id(incoming, types, run_input[0])
-        batch_thread = self._thread_of_batch(incoming, types, thread_id, run_input)
+            intake.check_input_run_id(incoming, types, run_input[0])
+        batch_thread = intake.thread_of_batch(incoming, types, thread_id, run_input)
         with self._writing(batch_thread) as tx:
             self._memory.notice_other_writes(tx, batch_thread)
             result = self._append_locked(
@@ -335,19 +314,6 @@ class Store:
             )
             self._memory.remember_version(tx)
         return result
-
-    def _validated(self, incoming: list[codec.IncomingEvent]) -> list[str]:
-        """Validate a batch's events one by one (what needs no database); their types."""
-        types = model.validate_events([ev.data for ev in incoming])
-        for i, (ev, kind) in enumerate(zip(incoming, types)):
-            if kind == "RUN_STARTED":
-                for name in ("threadId", "runId", "parentRunId"):
-                    _storable(ev.data.get(name), index=i, event_type=kind, path=f"$.{name}")
-                _check_run_names(ev.data, i)
-        nesting.refuse_deep_writes(
-            [ev.data for ev in incoming], types, self.max_depth, [ev.raw for ev in incoming]
-        )
-        return types
 
     def import_file(
         self,
@@ -374,13 +340,13 @@ class Store:
             InvalidEventError: naming the event's index in the file, its type and JSON
                 path; nothing of the file is stored.
         """
-        _storable(thread_id, path="thread_id")
+        intake.storable(thread_id, path="thread_id")
         if isinstance(source, str):
             source = Path(source)
         events = codec.iter_events(
             source, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
         )
-        batches = _import_batches(events, thread_id, IMPORT_BATCH_EVENTS, IMPORT_BATCH_BYTES)
+        batches = intake.import_batches(events, thread_id, IMPORT_BATCH_EVENTS, IMPORT_BATCH_BYTES)
         count = runs = 0
         first_seq: int | None = None
         last_seq: int | None = None
@@ -389,13 +355,13 @@ class Store:
             for offset, batch, batch_thread, batch_run in batches:
                 try:
                     with collector.paused():  # a batch at a time, as an append
-                        types = self._validated(batch)
-                        thread = self._thread_of_batch(batch, types, batch_thread, None)
+                        types = self._intake.validated(batch)
+                        thread = intake.thread_of_batch(batch, types, batch_thread, None)
                         result = self._append_locked(
                             tx, batch, types, thread, None, None, None, check_sequence, batch_run
                         )
                 except InvalidEventError as e:
-                    raise _counted_from(e, offset) from None
+                    raise intake.counted_from(e, offset) from None
                 count += result.event_count
                 runs += len(result.new_run_ids)
                 first_seq = first_seq if first_seq is not None else result.first_seq
@@ -404,187 +370,13 @@ class Store:
             self._memory.remember_version(tx)
         return ImportResult(count, runs, first_seq, last_seq)
 
-    def _parse_input(self, value: Any) -> _Input:
-        body = _text_bytes(value)
-        found = None
-        if body is not None and len(body) <= self.max_event_bytes and self._memory.resent.budget:
-            found = resent.envelope(body)
-            read = self._read_resent(found) if found is not None else None
-            if read is not None:
-                return read
-        parsed = codec.parse_events(
-            value if body is None else body,
-            max_event_bytes=self.max_event_bytes,
-            max_depth=self.max_depth,
-        )
-        if len(parsed) != 1:
-            raise InvalidEventError("input must be one RunAgentInput object", path="input")
-        data = parsed[0].data
-        chunks = self._validate_input(data)
-        ids, distinct = self._remember_body(found, data, chunks) if found else (None, 0)
-        return _Input(data, parsed[0].raw, chunks, ids, None, distinct)
-
-    def _read_resent(self, found: resent.Envelope) -> _Input | None:
-        """A body whose messages array begins with messages of the thread's last body, byte
-        for byte (HttpAgent resends its history), read as the body without them; ``None``
-        when it shares none (it is then read whole).
-
-        What the full read derives from a resent message is a function of its text and was
-        derived when that text was read: that it decodes to this value, within
-        ``max_depth`` (it is as deep in this body as in that one), that it is a valid
-        message (each is validated on its own), the addresses of the full chunks of such
-        messages, their lineage ids. The rest of the body is read and validated here as the
-        full read would; whatever it refuses is left to the full read, which names it in
-        the whole body, as if nothing had been remembered."""
-        seen = self._memory.resent.get(found.thread)
-        count = resent.shared(found, seen) if seen is not None else 0
-        if seen is None or not count:
-            return None
-        rest, added_at = resent.without_shared(found, seen, count)
-        try:
-            parsed = codec.parse_events(
-                rest, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
-            )
-            if len(parsed) != 1:
-                return None
-            data = parsed[0].data
-            added = data.get("messages")
-            if type(added) is not list:
-                return None
-            model.validate_input(data)  # the other members, and the messages after those
-        except InvalidEventError:
-            return None
-        size = checkpoints.CHUNK
-        messages = seen.messages[:count] + added
-        start = count // size * size
-        more = full_chunk_addresses(messages, size, start)
-        if not more and len(messages) - start >= size:
-            return None  # a message not encodable: the full read finds out why
-        chunks = {key: address for key, address in seen.chunks.items() if sum(key) <= count}
-        chunks.update(more)
-        self._memory.note_valid(more.values())
-        # The lineage ids of the messages repeated, and their digest state (rule 3 compares
-        # the parent's digest with it instead of the ids one by one).
-        whole = count == len(seen.messages)
-        if len(seen.ids) == len(seen.messages):  # each message has its lineage id
-            shared_ids = seen.ids if whole else seen.ids[:count]
-        else:
-            shared_ids = checkpoints.lineage_ids(seen.messages[:count])
-        if seen.marks is None:  # derived when first needed (see resent.Seen)
-            seen.marks = checkpoints.hash_marks(seen.ids)
-        kept = seen.marks[: len(shared_ids) // checkpoints.HASH_MARK + 1]  # within those
-        shared_hash = checkpoints.hash_from_marks(shared_ids, kept)
-        ids = shared_ids + checkpoints.lineage_ids(added)
-        places, distinct = resent.id_places(
-            messages, count, seen.places_before(count), min(seen.id_index()[1], count)
-        )
-        added_ends = resent.element_ends(b"[" + found.messages[added_at:], added_at - 1)
-        if added_ends is not None:
-            remembered = resent.Seen(
-                found.messages,
-                messages,
-                ids,
-                chunks,
-                ends=seen.message_ends()[:count] + added_ends,
-                marks=checkpoints.hash_marks(ids, kept),
-                places=places,
-                distinct=distinct,
-            )
-            self._memory.resent.put(found.thread, remembered)
-        data["messages"] = list(messages)  # the append's own list; the memo keeps its own
-        hashed = (len(shared_ids), shared_hash)
-        return _Input(data, found.body, chunks or None, ids, hashed, distinct)
-
-    def _remember_body(
-        self, found: resent.Envelope, data: dict[str, Any], chunks: SentChunks | None
-    ) -> tuple[list[Any] | None, int]:
-        """Remember what a body read whole gave, for the next body of its thread (what only
-        that body needs is derived when it comes: see resent.Seen); the lineage ids of its
-        messages, computed for that, and 0 (how many lead with distinct string ids: not
-        computed); ``(None, 0)`` when it is not remembered."""
-        messages = data.get("messages")
-        if type(messages) is not list or len(messages) < resent.MIN_MESSAGES or not chunks:
-            return None, 0
-        ids = checkpoints.lineage_ids(messages)
-        seen = resent.Seen(found.messages, list(messages), ids, chunks)
-        self._memory.resent.put(found.thread, seen)
-        return ids, 0
-
-    def _validate_input(self, data: Any) -> SentChunks | None:
-        """:func:`model.validate_input`, skipping the messages of the full chunks (the first
-        ``CHUNK`` messages, the next ``CHUNK``...) already validated in an earlier input: a
-        client that resends the history (HttpAgent) costs the validation of what it adds.
-        Validity is a function of a message's JSON value, which a chunk's address (the
-        sha256 of its canonical text) names. Returns those addresses, which normalizing
-        the input compares with the parent's stored chunks instead of encoding them again.
-        """
-        sent = data.get("messages") if isinstance(data, dict) else None
-        size = checkpoints.CHUNK
-        chunks = (
-            full_chunk_addresses(sent, size) if type(sent) is list and len(sent) >= size else {}
-        )
-        if not chunks:
-            model.validate_input(data)
-            return None
-        assert isinstance(sent, list)
-        valid = self._memory.valid_chunks
-        unknown = [(span, address) for span, address in chunks.items() if address not in valid]
-        if len(unknown) == len(chunks):
-            model.validate_input(data)
-        else:
-            # The input with only the messages still to check: each message is validated
-            # on its own, so this passes exactly when the whole input does. A failure is
-            # named by validating the whole input, as if nothing had been skipped.
-            rest = [m for (start, count), _ in unknown for m in sent[start : start + count]]
-            rest += sent[len(chunks) * size :]
-            try:
-                model.validate_input({**data, "messages": rest})
-            except InvalidEventError:
-                model.validate_input(data)
-                raise
-        self._memory.note_valid(address for _, address in unknown)
-        return chunks
-
-    @staticmethod
-    def _thread_of_batch(
-        incoming: list[codec.IncomingEvent],
-        types: list[str],
-        thread_id: str | None,
-        run_input: _Input | None,
-    ) -> str | None:
-        """The one thread a batch writes to; events naming another thread are refused."""
-        named = thread_id
-        for i, (ev, kind) in enumerate(zip(incoming, types)):
-            if kind != "RUN_STARTED":
-                continue
-            tid = ev.data["threadId"]
-            if named is None:
-                named = tid
-            elif tid != named:
-                raise InvalidEventError(
-                    f"names thread {tid!r} but the batch writes to thread {named!r}; "
-                    "append each thread's events separately",
-                    index=i,
-                    event_type=kind,
-                    path="$.threadId",
-                )
-        if run_input is not None:
-            tid = run_input[0].get("threadId")
-            if named is not None and tid is not None and tid != named:
-                raise InvalidEventError(
-                    f"the input names thread {tid!r} but the events are for thread {named!r}",
-                    path="input.threadId",
-                )
-            named = named or tid
-        return named
-
     def _append_locked(
         self,
         tx: port.Writing,
         incoming: list[codec.IncomingEvent],
         types: list[str],
         thread_id: str | None,
-        run_input: _Input | None,
+        run_input: intake.Input | None,
         parent_ref: str | None,
         branch: str | None,
         check_sequence: bool,
@@ -919,7 +711,7 @@ class Store:
         self,
         tx: port.Writing,
         segment: _Segment,
-        run_input: _Input | None,
+        run_input: intake.Input | None,
     ) -> None:
         """Refuse a ``copy``/``move`` that would nest the state (or an activity's content)
         deeper than a snapshot may (:mod:`agui_store.nesting`). How deep the copied value is
@@ -980,7 +772,7 @@ class Store:
         thread_pk: int,
         started: dict[str, Any],
         index: int,
-        run_input: _Input | None,
+        run_input: intake.Input | None,
         explicit_parent: RunKey | None,
         branch: str | None,
         now: int,
@@ -1051,7 +843,7 @@ class Store:
         sent_parent: str | None,
         branch: str | None,
         sent_messages: Any = None,
-        run_input: _Input | None = None,
+        run_input: intake.Input | None = None,
     ) -> tuple[int | None, str]:
         """SPEC §2, first match wins: explicit; parentRunId within the thread; the run whose
         restored message ids are the longest prefix of the input's; the thread's head.
@@ -1087,7 +879,7 @@ class Store:
     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The input naming what the parent's view holds instead of repeating it, when the
         parent's view is final (it and every run above it complete) and they share any
-        (``sent_chunks``, ``distinct``: what reading the input gave, see _Input)."""
+        (``sent_chunks``, ``distinct``: what reading the input gave, see intake.Input)."""
         if self._open_above(tx, thread_pk, parent_pk):
             return None  # a run above it still streams: its view may still change
         self._derive_underived(tx, thread_pk)  # the parent's view, kept in memory after
@@ -1180,7 +972,7 @@ class Store:
         is the run's parent."""
         branched = self._memory.known.branched
         if branch is not None:
-            _check_branch_name(branch)
+            intake.check_branch_name(branch)
             _refuse_branch_shadowing_run(tx, thread_pk, branch)
             tx.set_branch(thread_pk, branch, run_pk, now)
             branched[thread_pk] = True
@@ -1449,7 +1241,7 @@ class Store:
         decisions derive what they need first, and checkout replays what has no checkpoint.
         With a ``scope``, only that owner's threads.
         """
-        _check_scope(scope)
+        intake.check_scope(scope)
         with self._writing() as tx:
             self._memory.notice_other_writes(tx)
             if thread_id:
@@ -1473,7 +1265,7 @@ class Store:
         Checkpoints are derived data (the raw log is never rewritten); ``append`` keeps them
         current where that is cheap, this fills in the rest. Returns how many were written.
         """
-        _check_scope(scope)
+        intake.check_scope(scope)
         with self._writing() as tx:
             self._memory.notice_other_writes(tx)
             only: list[int | None] = [None]  # the threads compacted; None: all
@@ -1523,7 +1315,7 @@ class Store:
         thread_pk: int | None = None,
         scope: str | None = None,
     ) -> RunKey:
-        _check_scope(scope)
+        intake.check_scope(scope)
         return revisions.resolve(
             tx, ref, where=self.path, thread_id=thread_id, thread_pk=thread_pk, scope=scope
         )
@@ -1615,13 +1407,13 @@ class Store:
         Every reading method takes ``scope=``: a thread of another owner (or of none) is
         then absent, as if it did not exist (SPEC §8). ``None``, the default, is the
         operator, who sees every thread."""
-        _check_scope(scope)
+        intake.check_scope(scope)
         with self._reading() as tx:
             return tx.thread_ids(scope)
 
     def runs(self, thread_id: str, *, scope: str | None = None) -> list[Run]:
         """Every run of a thread, in the order they were recorded."""
-        _check_scope(scope)
+        intake.check_scope(scope)
         with self._reading() as tx:
             pk = self._require_thread(tx, thread_id, scope)
             rows = tx.thread_run_summaries(pk)
@@ -1632,7 +1424,7 @@ class Store:
         self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> Run | None:
         """A run by id or ref, or ``None`` when nothing matches."""
-        _check_scope(scope)
+        intake.check_scope(scope)
         with self._reading() as tx:
             try:
                 key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
@@ -1975,7 +1767,7 @@ class Store:
     ) -> Branch:
         """Point branch ``name`` at a run (creating or moving it). With a ``scope``, only a
         run of that owner's threads (another owner's are absent: ``RunNotFoundError``)."""
-        _check_branch_name(name)
+        intake.check_branch_name(name)
         with self._writing() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             _refuse_branch_shadowing_run(tx, key.thread_pk, name)
@@ -1986,7 +1778,7 @@ class Store:
 
     def branches(self, thread_id: str, *, scope: str | None = None) -> list[Branch]:
         """A thread's branches: the default one (following the newest run) first."""
-        _check_scope(scope)
+        intake.check_scope(scope)
         with self._reading() as tx:
             pk = self._require_thread(tx, thread_id, scope)
             out = []
@@ -2001,7 +1793,7 @@ class Store:
         """Delete a branch (the runs stay; only the name goes)."""
         if name in RESERVED_REFS:
             raise BranchError(f"{name!r} is the thread's default branch; it cannot be deleted")
-        _check_scope(scope)
+        intake.check_scope(scope)
         with self._writing() as tx:
             pk = self._require_thread(tx, thread_id, scope)
             if not tx.delete_branch(pk, name):
@@ -2063,139 +1855,6 @@ IMPORT_BATCH_EVENTS = 1000
 IMPORT_BATCH_BYTES = 2 * 1024 * 1024
 
 
-def _import_batches(
-    events: Iterator[codec.IncomingEvent],
-    thread_id: str | None,
-    batch_events: int,
-    batch_bytes: int,
-) -> Iterator[tuple[int, list[codec.IncomingEvent], str | None, str | None]]:
-    """An import's appends: ``(index of the first event in the file, events, thread, run)``,
-    ``run`` naming the run a batch cut from the middle of a run continues.
-
-    A batch holds consecutive events of one thread, as the whole stretch would be appended
-    before (a RUN_STARTED naming another thread starts a batch). A stretch is cut in front
-    of a RUN_STARTED that follows a terminal event, once the batch is full: there a new
-    append's sequence check starts where the stretch's would be (``verifyEvents`` forgets
-    everything at a RUN_STARTED after a terminal). A run longer than four batches is cut
-    anywhere: the next batch continues it by name, in its thread (other runs of the thread
-    may be open). Events before the file's first RUN_STARTED go where ``append`` would put
-    them.
-    """
-    batch: list[codec.IncomingEvent] = []
-    size = 0
-    offset = 0
-    thread = thread_id  # the thread of the run being read
-    run: str | None = None  # its id, once a RUN_STARTED was read
-    # Where the batch goes: the thread and run of its first event when that continues one.
-    target: tuple[str | None, str | None] = (thread_id, None)
-    previous: str | None = None
-    for index, event in enumerate(events):
-        kind = event.type
-        if kind == "RUN_STARTED":
-            named = event.data.get("threadId") if thread_id is None else thread_id
-            full = len(batch) >= batch_events or size >= batch_bytes
-            if batch and (named != thread or (full and previous in _TERMINALS)):
-                yield offset, batch, *target
-                batch, size, offset = [], 0, index
-            thread = named if isinstance(named, str) else None
-            run_id = event.data.get("runId")
-            run = run_id if isinstance(run_id, str) else None
-        elif len(batch) >= 4 * batch_events or size >= 4 * batch_bytes:
-            yield offset, batch, *target
-            batch, size, offset = [], 0, index
-        if not batch:
-            target = (thread_id, None) if kind == "RUN_STARTED" else (thread, run)
-        batch.append(event)
-        size += len(event.raw)
-        previous = kind
-    if batch:
-        yield offset, batch, *target
-
-
-_TERMINALS = frozenset({"RUN_FINISHED", "RUN_ERROR"})
-
-
-def _counted_from(error: InvalidEventError, offset: int) -> InvalidEventError:
-    """A batch's error with the event's index counted from the start of the file."""
-    if error.index is None or offset == 0:
-        return error
-    try:
-        return type(error)(
-            error.reason,
-            index=error.index + offset,
-            event_type=error.event_type,
-            path=error.path,
-        )
-    except TypeError:  # a subclass with another constructor: its own message stands
-        return error
-
-
-def _text_bytes(value: Any) -> bytes | None:
-    """A value given as JSON text, as the bytes :func:`codec.parse_events` reads; ``None``
-    for anything else (and for text that is not valid Unicode: the parser says why)."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, str):
-        try:
-            return value.encode("utf-8")
-        except UnicodeEncodeError:
-            return None
-    return None
-
-
-def _storable(
-    value: Any, *, path: str, index: int | None = None, event_type: str | None = None
-) -> None:
-    """Ids become SQLite TEXT, which must be valid UTF-8: a lone surrogate (legal in JSON
-    text as an escape) cannot be stored, so it is refused here, before any SQL."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidEventError(
-                "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which cannot "
-                "be stored as text",
-                index=index,
-                event_type=event_type,
-                path=path,
-            ) from None
-
-
-def _check_scope(scope: Any) -> None:
-    """A scope is an owner's name (a non-empty string), or ``None``: the operator's calls,
-    which see and write every thread."""
-    if scope is None:
-        return
-    if not isinstance(scope, str) or not scope:
-        raise TypeError(
-            f"scope must be None (the operator) or an owner's name (a non-empty string), "
-            f"not {scope!r}"
-        )
-    _storable(scope, path="scope")
-
-
-def _check_branch_name(name: str) -> None:
-    """A branch name is a revision, so it must read back as one, like git's
-    check-ref-format: 1-255 ASCII letters, digits and ``. _ / @ + -`` (no whitespace,
-    control characters or ``~``), not starting with ``-``, no component starting with ``.``
-    or ending with ``.lock``, no ``..``, no empty component, not ending with ``.``, not
-    ``@``, and neither ``HEAD`` nor ``main``."""
-    if name in RESERVED_REFS:
-        raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
-    if (
-        not isinstance(name, str)
-        or not _BRANCH_NAME.fullmatch(name)
-        or name.startswith("-")
-        or _BRANCH_NAME_FORBIDDEN.search(name)
-    ):
-        raise BranchError(
-            f"invalid branch name {_quote(name) if isinstance(name, str) else repr(name)}: use "
-            "1-255 letters, digits and . _ / @ + - (no spaces or control characters, no '~', "
-            "not starting with '-', no '..', '//', component starting with '.' or ending "
-            "with '.lock', no '/' or '.' at the end)"
-        )
-
-
 def _compare(old: View, new: View) -> ViewChange:
     """:func:`~agui_store.diff.compare` of two views; a view with itself (a side that is
     its merge base) has no change."""
@@ -2212,44 +1871,6 @@ def _refuse_branch_shadowing_run(tx: port.Reading, thread_pk: int, name: str) ->
             f"branch name {_quote(name)} is the id of a run of this thread, and would be "
             "shadowed by it as a revision: choose another name"
         )
-
-
-def _check_run_names(started: dict[str, Any], index: int) -> None:
-    """A RUN_STARTED's ids must name something: not empty, and no run may be called like
-    the refs every thread has (``HEAD``, ``main``)."""
-    for name in ("threadId", "runId"):
-        if started.get(name) == "":
-            raise InvalidEventError(
-                "is empty: a run needs a non-empty id",
-                index=index,
-                event_type="RUN_STARTED",
-                path=f"$.{name}",
-            )
-    if started.get("runId") in RESERVED_REFS:
-        raise InvalidEventError(
-            f"run id {started['runId']!r} is the name of a ref every thread has (HEAD and "
-            "main name its newest run): record the run under another id",
-            index=index,
-            event_type="RUN_STARTED",
-            path="$.runId",
-        )
-
-
-def _check_input_run_id(
-    incoming: list[codec.IncomingEvent], types: list[str], run_input: dict[str, Any]
-) -> None:
-    """An input belongs to the first run its batch starts: it must name that run, as it
-    must name its thread."""
-    sent = run_input.get("runId")
-    for i, kind in enumerate(types):
-        if kind == "RUN_STARTED":
-            started = incoming[i].data.get("runId")
-            if sent is not None and sent != started:
-                raise InvalidEventError(
-                    f"the input names run {sent!r} but the batch starts run {started!r}",
-                    path="input.runId",
-                )
-            return
 
 
 #: What a database URL (rather than a file path) starts with.

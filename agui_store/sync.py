@@ -55,7 +55,8 @@ from agui_store.errors import (
     RunNotFoundError,
     SyncConflictError,
 )
-from agui_store.store import Store, _check_scope, is_url
+from agui_store.intake import check_scope
+from agui_store.store import Store, is_url
 
 #: Runs whose events one read fetches from the source while writing (bounds memory).
 RUNS_PER_READ = 200
@@ -598,7 +599,7 @@ def copy(
             content (see the module's documentation); nothing was written.
         RunNotFoundError: ``src`` has no thread ``thread_id`` (in the ``scope``).
     """
-    _check_scope(scope)
+    check_scope(scope)
     if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
         raise InvalidArgumentError(f"thread_id must be a non-empty string, not {thread_id!r}")
     with _opened(src, must_exist=True) as source, _opened(dst, must_exist=False) as target:
