@@ -9,19 +9,34 @@ it is missing). What the runs since the lineage's last checkpoint did is counted
 old one's chunks: only positions that moved, or that an event since then could have
 reached, are compared and stored again (:func:`message_chunks`), and a state changed by a
 few small ``STATE_DELTA`` patches is stored as them (:func:`state_patches`). Written once,
-over :mod:`agui_store.port`, for every backend; when a run is derived (on append, or left
-for ``derive()``) is the store's decision.
+over :mod:`agui_store.port`, for every backend. :class:`Deriver` derives complete runs in a
+write transaction, from the view the store's memory keeps: when (on append, or left for
+``derive()``) is the placing of the batch's decision.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agui_store import checkpoints, codec, port, reads
+from agui_store import checkpoints, codec, database, port, reads
+from agui_store.errors import InvalidEventError
 from agui_store.reducer import Reducer
-from agui_store.restore import RunRecord, View, apply_run, named_ids, start_reducer, view_of
+from agui_store.restore import (
+    RunRecord,
+    View,
+    apply_run,
+    body_as_sent,
+    named_ids,
+    only_appended,
+    reached,
+    start_reducer,
+    view_of,
+)
+
+if TYPE_CHECKING:  # the memory holds the views derived here; it needs nothing of this module
+    from agui_store.memory import Memory
 
 
 @dataclass
@@ -224,3 +239,158 @@ def unchanged(
                 changed.append(at)
             at -= 1
     return keep, changed
+
+
+#: What replaying a run needs of its row: ``(parent, input, input_refs, lineage)``.
+RunRow = tuple[int | None, str | None, str | None, str]
+
+
+class Deriver:
+    """Derives complete runs inside a store's write transactions, continuing the views its
+    memory keeps: on append (:mod:`agui_store.placement` says when), what appends left
+    for later, and what ``compact`` forces. ``checkpoint_events``: the store's option (a
+    checkpoint when the runs since the last one on the lineage hold that many events)."""
+
+    def __init__(self, memory: Memory, checkpoint_events: int) -> None:
+        self.memory = memory
+        self.checkpoint_events = checkpoint_events
+
+    def derive(
+        self,
+        tx: port.Writing,
+        thread_pk: int,
+        run_pk: int,
+        now: int,
+        events: list[dict[str, Any]] | None = None,
+        run_row: RunRow | None = None,
+        *,
+        force_checkpoint: bool = False,
+    ) -> None:
+        """:meth:`complete` a run, for a lineage the client can replay."""
+        try:
+            self.complete(
+                tx, thread_pk, run_pk, now, events, run_row, force_checkpoint=force_checkpoint
+            )
+        except InvalidEventError:
+            # The lineage replays into something the official client itself would throw on
+            # (e.g. a first TOOL_CALL_CHUNK without a name, which verifyEvents lets through):
+            # the events are legal to record, the view cannot be derived. No digest, no
+            # checkpoint; checkout raises what the client would.
+            self.memory.views.pop(thread_pk, None)
+
+    def leave_underived(self, tx: port.Writing, thread_pk: int, run_pks: list[int]) -> None:
+        """Note runs whose derived data is missing, for whoever needs it next."""
+        tx.mark_underived(run_pks)
+        # The cached view no longer leads to the thread's next run.
+        self.memory.views.pop(thread_pk, None)
+        if self.memory.known.underived is not None:
+            self.memory.known.underived.add(thread_pk)
+
+    def derive_underived(self, tx: port.Writing, thread_pk: int | None) -> int:
+        """Derive what was left for later, in a thread (``None``: everywhere), in run order
+        (a parent before its runs): their lineage digests, and checkpoints per
+        ``checkpoint_events``. Returns how many runs were derived."""
+        known = self.memory.known
+        if known.underived is None:
+            known.underived = tx.underived_threads()
+        if thread_pk is not None and thread_pk not in known.underived:
+            return 0
+        if thread_pk is None and not known.underived:
+            return 0
+        rows = tx.underived_runs(thread_pk)
+        now = database.now_ms()
+        derived = 0
+        for run_pk, run_thread in rows:
+            tx.clear_underived(run_pk)
+            if self.memory.known_status(tx, run_pk) == "incomplete":
+                continue  # below a run that changed; it is noted again when it completes
+            if tx.has_checkpoint(run_pk):
+                continue  # compact got there first
+            self.derive(tx, run_thread, run_pk, now)
+            derived += 1
+        if thread_pk is None:
+            known.underived.clear()
+        else:
+            known.underived.discard(thread_pk)
+        return derived
+
+    def complete(
+        self,
+        tx: port.Writing,
+        thread_pk: int,
+        run_pk: int,
+        now: int,
+        events: list[dict[str, Any]] | None = None,
+        run_row: RunRow | None = None,
+        *,
+        force_checkpoint: bool = False,
+    ) -> bool:
+        """Replay a complete run onto its parent's view and store what derives from it: its
+        lineage digest, and its checkpoint when due (or forced). Returns whether a
+        checkpoint was written.
+
+        Args:
+            events: the run's events as just appended, decoded and owned by the store, when
+                the batch held all of them (else they are read back).
+            run_row: the run's ``(parent, input, input_refs, lineage)`` when the caller has
+                them.
+        """
+        if run_row is None:
+            run_row = tx.run_row(run_pk)
+        parent_pk, raw_input, raw_refs, reason = run_row
+        cached = self.memory.cached_view(tx, thread_pk)
+        self.memory.views.pop(thread_pk, None)
+        if cached is None or cached.run_pk != parent_pk:
+            cached = replayed_to(tx, parent_pk)
+        # Consumed: the reducer, the digest state and the id list go on from the parent's.
+        reducer, hasher, since, lineage = (
+            cached.reducer,
+            cached.ids_hasher,
+            cached.since,
+            cached.lineage,
+        )
+        record = RunRecord(
+            input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
+            events=events if events is not None else reads.run_events(tx, run_pk),
+            input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
+            as_sent=body_as_sent(raw_input is not None, reason),
+        )
+        names, snapshot = since.note(record)
+        # What the digest needs to tell a list that grew from one that changed: whether the
+        # run left the list's objects where they stood (the reducer reports it, so nothing
+        # here copies or compares the history), and the id and kind of each message the
+        # run's events can reach.
+        since.settle(reducer.take_unmoved())  # runs replayed since the checkpoint, if any
+        before = len(reducer.messages)
+        reached_before = reached(reducer, names)
+        apply_run(reducer, record)
+        messages = reducer.messages
+        unmoved = reducer.take_unmoved()
+        since.settle(unmoved)
+        if only_appended(before, unmoved, reached_before, snapshot):
+            new_ids = checkpoints.lineage_ids(messages[before:])
+            hasher = checkpoints.hash_ids(new_ids, hasher)
+            lineage.extend(new_ids)
+        else:
+            lineage = checkpoints.lineage_ids(messages)
+            hasher = checkpoints.hash_ids(lineage)
+        digest = bytes(hasher.digest())
+        tx.insert_digest(digest, run_pk)
+        written = False
+        # A backend without checkpoints (PostgreSQL, for now) replays lineages whole.
+        if tx.keeps_checkpoints and (force_checkpoint or since.events >= self.checkpoint_events):
+            written = write_checkpoint(
+                tx, run_pk, reducer, since, digest, now, self.memory.known_run_hash(tx, run_pk)
+            )
+            if written:
+                since = SinceCheckpoint(
+                    run_pk,
+                    since.layout,  # the new checkpoint's (write_checkpoint set it)
+                    len(messages),
+                    len(messages),
+                    state_anchor=since.state_anchor,
+                    state_bytes=since.state_bytes,
+                    state_address=since.state_address,
+                )
+        self.memory.views[thread_pk] = CachedView(run_pk, reducer, hasher, since, lineage)
+        return written

@@ -41,6 +41,7 @@ from agui_store import (
     revisions,
 )
 from agui_store.arguments import quote as _quote
+from agui_store.derivation import RunRow
 from agui_store.diff import Diff, ViewChange, compare
 from agui_store.errors import (
     AmbiguousRunError,
@@ -65,8 +66,6 @@ from agui_store.restore import (
     View,
     apply_run,
     body_as_sent,
-    only_appended,
-    reached,
     start_reducer,
 )
 from agui_store.revisions import DEFAULT_BRANCH, RESERVED_REFS, RunKey
@@ -85,10 +84,6 @@ def _status_of_terminal(event: dict[str, Any]) -> str:
     return _OUTCOME_STATUS.get(kind or "success", "finished")
 
 
-#: What replaying a run needs of its row: ``(parent, input, input_refs, lineage)``.
-_RunRow = tuple[int | None, str | None, str | None, str]
-
-
 @dataclass
 class _Segment:
     """Consecutive events of one batch that belong to one run."""
@@ -100,7 +95,7 @@ class _Segment:
     started: dict[str, Any] | None = None  # the RUN_STARTED that opens a new run
     outcome: str | None = None  # the status its last terminal event gives the run
     was_complete: bool = False  # it continues a run that had already ended
-    run_row: _RunRow | None = None  # a new run's row
+    run_row: RunRow | None = None  # a new run's row
 
 
 class _TooDeep(Exception):
@@ -175,6 +170,7 @@ class Store:
         # What it remembers between calls (see agui_store.memory).
         self._memory = memory.Memory(self.derive_on_append)
         self._intake = intake.Intake(self._memory, self.max_event_bytes, self.max_depth)
+        self._deriver = derivation.Deriver(self._memory, self.checkpoint_events)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -637,7 +633,7 @@ class Store:
                 for pk in tx.drop_derived_from(run_pk)
                 if self._memory.known_status(tx, pk) != "incomplete"
             ]
-            self._leave_underived(tx, thread_pk, below)
+            self._deriver.leave_underived(tx, thread_pk, below)
 
     @staticmethod
     def _segments(incoming: list[codec.IncomingEvent], types: list[str]) -> list[_Segment]:
@@ -776,7 +772,7 @@ class Store:
         explicit_parent: RunKey | None,
         branch: str | None,
         now: int,
-    ) -> tuple[int, _RunRow]:
+    ) -> tuple[int, RunRow]:
         """Insert a run; its pk and the row's ``(parent, input, input_refs, lineage)``."""
         input_data = run_input[0] if run_input else None
         echoed = started.get("input") if isinstance(started.get("input"), dict) else None
@@ -882,7 +878,7 @@ class Store:
         (``sent_chunks``, ``distinct``: what reading the input gave, see intake.Input)."""
         if self._open_above(tx, thread_pk, parent_pk):
             return None  # a run above it still streams: its view may still change
-        self._derive_underived(tx, thread_pk)  # the parent's view, kept in memory after
+        self._deriver.derive_underived(tx, thread_pk)  # the parent's view, kept in memory after
         cached = self._memory.cached_view(tx, thread_pk)
         if cached is not None and cached.run_pk == parent_pk:
             # Its reducer's index finds a message sent again, and when the parent's checkpoint
@@ -931,7 +927,7 @@ class Store:
         """
         if not ids:
             return None
-        self._derive_underived(tx, thread_pk)  # every complete run is a candidate
+        self._deriver.derive_underived(tx, thread_pk)  # every complete run is a candidate
         length_of: dict[bytes, int] | None = None
         cached = self._memory.cached_view(tx, thread_pk)
         if cached is not None:
@@ -1071,165 +1067,24 @@ class Store:
                 # Only possible with check_sequence=False: events after the run's end. What
                 # derives from the run is dropped, and derived again when next needed.
                 dropped = tx.drop_derived_from(segment.run_pk)
-                self._leave_underived(tx, thread_pk, dropped)
+                self._deriver.leave_underived(tx, thread_pk, dropped)
             return
         if segment.outcome is None:
             return
         if not self.derive_on_append:
-            self._leave_underived(tx, thread_pk, [segment.run_pk])
+            self._deriver.leave_underived(tx, thread_pk, [segment.run_pk])
             return
         underived = self._memory.known.underived
         if underived is None or thread_pk in underived:
             # The run itself may be listed (an open run below one that changed, or below a
             # migration's): it is derived below, once, from the batch's own events.
             tx.clear_underived(segment.run_pk)
-        self._derive_underived(tx, thread_pk)  # what another store left, if anything
+        self._deriver.derive_underived(tx, thread_pk)  # what another store left, if anything
         # The batch's own decoded events, as sent (echoes whole): fresh objects nobody else
         # holds, so the reducer may take them over.
         whole = segment.started is not None  # the batch holds the whole run
         events = [ev.data for ev in segment.events] if whole else None
-        self._derive(tx, thread_pk, segment.run_pk, now, events, segment.run_row)
-
-    def _derive(
-        self,
-        tx: port.Writing,
-        thread_pk: int,
-        run_pk: int,
-        now: int,
-        events: list[dict[str, Any]] | None = None,
-        run_row: _RunRow | None = None,
-        *,
-        force_checkpoint: bool = False,
-    ) -> None:
-        """:meth:`_complete` a run, for a lineage the client can replay."""
-        try:
-            self._complete(
-                tx, thread_pk, run_pk, now, events, run_row, force_checkpoint=force_checkpoint
-            )
-        except InvalidEventError:
-            # The lineage replays into something the official client itself would throw on
-            # (e.g. a first TOOL_CALL_CHUNK without a name, which verifyEvents lets through):
-            # the events are legal to record, the view cannot be derived. No digest, no
-            # checkpoint; checkout raises what the client would.
-            self._memory.views.pop(thread_pk, None)
-
-    def _leave_underived(self, tx: port.Writing, thread_pk: int, run_pks: list[int]) -> None:
-        """Note runs whose derived data is missing, for whoever needs it next."""
-        tx.mark_underived(run_pks)
-        # The cached view no longer leads to the thread's next run.
-        self._memory.views.pop(thread_pk, None)
-        if self._memory.known.underived is not None:
-            self._memory.known.underived.add(thread_pk)
-
-    def _derive_underived(self, tx: port.Writing, thread_pk: int | None) -> int:
-        """Derive what was left for later, in a thread (``None``: everywhere), in run order
-        (a parent before its runs): their lineage digests, and checkpoints per
-        ``checkpoint_events``. Returns how many runs were derived."""
-        known = self._memory.known
-        if known.underived is None:
-            known.underived = tx.underived_threads()
-        if thread_pk is not None and thread_pk not in known.underived:
-            return 0
-        if thread_pk is None and not known.underived:
-            return 0
-        rows = tx.underived_runs(thread_pk)
-        now = database.now_ms()
-        derived = 0
-        for run_pk, run_thread in rows:
-            tx.clear_underived(run_pk)
-            if self._memory.known_status(tx, run_pk) == "incomplete":
-                continue  # below a run that changed; it is noted again when it completes
-            if tx.has_checkpoint(run_pk):
-                continue  # compact got there first
-            self._derive(tx, run_thread, run_pk, now)
-            derived += 1
-        if thread_pk is None:
-            known.underived.clear()
-        else:
-            known.underived.discard(thread_pk)
-        return derived
-
-    def _complete(
-        self,
-        tx: port.Writing,
-        thread_pk: int,
-        run_pk: int,
-        now: int,
-        events: list[dict[str, Any]] | None = None,
-        run_row: _RunRow | None = None,
-        *,
-        force_checkpoint: bool = False,
-    ) -> bool:
-        """Replay a complete run onto its parent's view and store what derives from it: its
-        lineage digest, and its checkpoint when due (or forced). Returns whether a
-        checkpoint was written.
-
-        Args:
-            events: the run's events as just appended, decoded and owned by the store, when
-                the batch held all of them (else they are read back).
-            run_row: the run's ``(parent, input, input_refs, lineage)`` when the caller has
-                them.
-        """
-        if run_row is None:
-            run_row = tx.run_row(run_pk)
-        parent_pk, raw_input, raw_refs, reason = run_row
-        cached = self._memory.cached_view(tx, thread_pk)
-        self._memory.views.pop(thread_pk, None)
-        if cached is None or cached.run_pk != parent_pk:
-            cached = derivation.replayed_to(tx, parent_pk)
-        # Consumed: the reducer, the digest state and the id list go on from the parent's.
-        reducer, hasher, since, lineage = (
-            cached.reducer,
-            cached.ids_hasher,
-            cached.since,
-            cached.lineage,
-        )
-        record = RunRecord(
-            input=codec.decode(raw_input.encode("utf-8")) if raw_input else None,
-            events=events if events is not None else reads.run_events(tx, run_pk),
-            input_refs=codec.decode(raw_refs.encode("utf-8")) if raw_refs else None,
-            as_sent=body_as_sent(raw_input is not None, reason),
-        )
-        names, snapshot = since.note(record)
-        # What the digest needs to tell a list that grew from one that changed: whether the
-        # run left the list's objects where they stood (the reducer reports it, so nothing
-        # here copies or compares the history), and the id and kind of each message the
-        # run's events can reach.
-        since.settle(reducer.take_unmoved())  # runs replayed since the checkpoint, if any
-        before = len(reducer.messages)
-        reached_before = reached(reducer, names)
-        apply_run(reducer, record)
-        messages = reducer.messages
-        unmoved = reducer.take_unmoved()
-        since.settle(unmoved)
-        if only_appended(before, unmoved, reached_before, snapshot):
-            new_ids = checkpoints.lineage_ids(messages[before:])
-            hasher = checkpoints.hash_ids(new_ids, hasher)
-            lineage.extend(new_ids)
-        else:
-            lineage = checkpoints.lineage_ids(messages)
-            hasher = checkpoints.hash_ids(lineage)
-        digest = bytes(hasher.digest())
-        tx.insert_digest(digest, run_pk)
-        written = False
-        # A backend without checkpoints (PostgreSQL, for now) replays lineages whole.
-        if tx.keeps_checkpoints and (force_checkpoint or since.events >= self.checkpoint_events):
-            written = derivation.write_checkpoint(
-                tx, run_pk, reducer, since, digest, now, self._memory.known_run_hash(tx, run_pk)
-            )
-            if written:
-                since = derivation.SinceCheckpoint(
-                    run_pk,
-                    since.layout,  # the new checkpoint's (derivation.write_checkpoint set it)
-                    len(messages),
-                    len(messages),
-                    state_anchor=since.state_anchor,
-                    state_bytes=since.state_bytes,
-                    state_address=since.state_address,
-                )
-        cached = derivation.CachedView(run_pk, reducer, hasher, since, lineage)
-        self._memory.views[thread_pk] = cached
-        return written
+        self._deriver.derive(tx, thread_pk, segment.run_pk, now, events, segment.run_row)
 
     def derive(self, thread_id: str | None = None, *, scope: str | None = None) -> int:
         """Derive what appends left for later (``derive_on_append=False``), in a thread or
@@ -1248,7 +1103,7 @@ class Store:
                 threads: list[int | None] = [self._require_thread(tx, thread_id, scope)]
             else:
                 threads = revisions.owned_threads(tx, scope)
-            derived = sum(self._derive_underived(tx, pk) for pk in threads)
+            derived = sum(self._deriver.derive_underived(tx, pk) for pk in threads)
             self._memory.remember_version(tx)
         return derived
 
@@ -1289,14 +1144,14 @@ class Store:
             # What appends left for later first, in run order: each run then continues the
             # view its parent left in memory.
             for only_pk in only:
-                self._derive_underived(tx, only_pk)
+                self._deriver.derive_underived(tx, only_pk)
             for pk in pks:
                 if (
                     tx.has_checkpoint(pk)
                     or reads.status(tx, pk) == "incomplete"
                 ):
                     continue
-                self._derive(tx, tx.run_thread(pk), pk, now, force_checkpoint=True)
+                self._deriver.derive(tx, tx.run_thread(pk), pk, now, force_checkpoint=True)
             return tx.checkpoint_count() - before
 
     # --- lookups ------------------------------------------------------------------------

@@ -215,12 +215,12 @@ def test_a_version_8_file_derives_again_what_the_amended_start_changes(
     """A file written before SPEC §3 was amended (schema 8) holds checkpoints of a body
     placed at the head that start from the head's messages: migrating drops them (and those
     below) so that checkout gives the amended view, from checkpoints as by full replay."""
-    from agui_store import store as store_module
+    from agui_store import derivation
 
     path = tmp_path / "s.db"
     fresh = _body("r3", [{"id": "e1", "role": "user", "content": "edited"}])
     with monkeypatch.context() as old_rule:
-        old_rule.setattr(store_module, "body_as_sent", lambda has_input, lineage: False)
+        old_rule.setattr(derivation, "body_as_sent", lambda has_input, lineage: False)
         with agui_store.open(path) as store:
             store.append(_reply("r1", "a1", "hi"))
             store.append(_reply("r2", "a2", "fine"))

@@ -78,7 +78,7 @@ STORAGE = ["database", "schema", "store", "memory", "intake", "checkpoints", "de
            "reads", "revisions", "integrity", "analysis", "cli", "targets", "ledger", "recording",
            "aio", "writer", "asgi", "testing", "sync", *BACKENDS]
 #: Modules of the engine that speak to the database only through the storage port.
-ENGINE = ["store", "memory", "intake", "integrity"]
+ENGINE = ["store", "memory", "intake", "derivation", "integrity"]
 #: Modules that are neither: entry points and the demo conversation.
 TOP = ["__init__", "__main__", "demo"]
 
