@@ -118,7 +118,7 @@ LINEAGE_REASONS = frozenset({"explicit", "parentRunId", "messages", "head", "roo
 RESERVED_REFS = frozenset({"main", "HEAD"})
 
 _TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
-# How a terminal event ends a run; must agree with ``store._status_of_terminal``.
+# How a terminal event ends a run; must agree with ``placement.status_of_terminal``.
 _OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
 
 #: What a check may meet in a store too broken to finish it (besides the driver's errors).

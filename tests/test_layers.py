@@ -74,11 +74,11 @@ CORE = ["errors", "js", "model", "codec", "verify", "patch", "nesting", "reducer
 #: The backends: a package each, with its SQL, schema, connection and error translation.
 BACKENDS = ["sqlite", "sqlite.*", "postgres", "postgres.*"]
 #: The storage edge and everything built on it: what the core must not import.
-STORAGE = ["database", "schema", "store", "memory", "intake", "checkpoints", "derivation",
-           "reads", "revisions", "integrity", "analysis", "cli", "targets", "ledger", "recording",
-           "aio", "writer", "asgi", "testing", "sync", *BACKENDS]
+STORAGE = ["database", "schema", "store", "memory", "intake", "placement", "checkpoints",
+           "derivation", "reads", "revisions", "integrity", "analysis", "cli", "targets", "ledger",
+           "recording", "aio", "writer", "asgi", "testing", "sync", *BACKENDS]
 #: Modules of the engine that speak to the database only through the storage port.
-ENGINE = ["store", "memory", "intake", "derivation", "integrity"]
+ENGINE = ["store", "memory", "intake", "placement", "derivation", "integrity"]
 #: Modules that are neither: entry points and the demo conversation.
 TOP = ["__init__", "__main__", "demo"]
 
