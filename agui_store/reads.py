@@ -1,4 +1,5 @@
-"""The read paths: a run's events, replay records and view, read through the storage port.
+"""The read paths: a run's events, replay records and view, and the run records listings
+return (with the branches naming them), read through the storage port.
 
 Everything read back is verified against the hashes written with it before it is used: a
 run's record, input and parent link against its start hash (:func:`verified_runs`), its
@@ -19,7 +20,9 @@ from typing import Any
 from agui_store import checkpoints, codec, hashing, port
 from agui_store.errors import HashMismatchError
 from agui_store.normalize import expand_input
+from agui_store.records import Run, when
 from agui_store.restore import RunRecord, View, body_as_sent, restore
+from agui_store.revisions import DEFAULT_BRANCH
 
 
 def view(tx: port.Reading, pk: int) -> View:
@@ -230,3 +233,103 @@ def mismatch(tx: port.Reading, pk: int, what: str) -> HashMismatchError:
     if names is None:
         return HashMismatchError(what)
     return HashMismatchError(what, thread_id=names[0], run_id=names[1])
+
+
+def run_record(tx: port.Reading, pk: int) -> Run:
+    """A run's record: its metadata and the branches naming it."""
+    row, names, newest = tx.run_summary_and_branches(pk)
+    if newest:
+        names.insert(0, DEFAULT_BRANCH)
+    return run_from_row(row, {pk: names})
+
+
+def branch_names(
+    tx: port.Reading, pks: list[int], thread_pks: list[int] | None = None
+) -> dict[int, list[str]]:
+    """The branches naming runs (the default branch first), by run; ``thread_pks``:
+    the threads holding them, when the caller knows."""
+    names: dict[int, list[str]] = {}
+    if not pks:
+        return names
+    wanted = set(pks)
+    if thread_pks is None:
+        thread_pks = tx.threads_of_runs(sorted(wanted))
+    for thread_pk in thread_pks:
+        for run_pk, name in tx.branch_tips(thread_pk):
+            if run_pk in wanted:
+                names.setdefault(run_pk, []).append(name)
+        newest = tx.newest_run(thread_pk)
+        if newest in wanted:
+            names.setdefault(newest, []).insert(0, DEFAULT_BRANCH)
+    return names
+
+
+def run_from_row(row: Any, branches: dict[int, list[str]]) -> Run:
+    """The run record of a :data:`~agui_store.port.RunSummary` row, named by ``branches``."""
+    (
+        pk,
+        thread_id,
+        run_id,
+        parent_run_id,
+        lineage,
+        sent_parent,
+        has_input,
+        synthetic,
+        created_at,
+        count,
+        last_seq,
+        updated_at,
+        outcome,
+        run_hash,
+    ) = row
+    return Run(
+        thread_id=thread_id,
+        run_id=run_id,
+        parent_run_id=parent_run_id,
+        lineage=lineage,
+        status=outcome or "incomplete",
+        event_count=int(count or 0),
+        created_at=when(created_at),  # type: ignore[arg-type]
+        updated_at=when(updated_at),
+        sent_parent_run_id=sent_parent,
+        has_input=bool(has_input),
+        synthetic=bool(synthetic),
+        branches=tuple(branches.get(pk, ())),
+        last_seq=last_seq,
+        hash=bytes(run_hash).hex() if run_hash is not None else None,
+    )
+
+
+def diff_sides(
+    tx: port.Reading,
+    a: int,
+    b: int,
+    found: tuple[int, int, int] | None,
+    thread_pk: int,
+) -> tuple[Run, Run, Run | None, list[Run], list[Run]]:
+    """A diff's runs: ``a``, ``b``, their merge base, and the runs of each side above
+    the base, newest first (whole lineages when there is none). Each side is one walk
+    from its run down to the base, which it includes (so no run is read twice), and
+    the branches naming them are read once for all (``thread_pk``: ``a``'s thread)."""
+    if found is None:
+        a_rows, b_rows = tx.lineage_runs(a, None, None), tx.lineage_runs(b, None, None)
+        a_side, b_side, base_row = a_rows, b_rows, None
+    else:
+        _, depth_a, depth_b = found
+        a_rows = tx.lineage_runs(a, depth_a + 1, depth_a + 1)
+        b_rows = tx.lineage_runs(b, depth_b + 1, depth_b + 1)
+        a_side, b_side, base_row = a_rows[:depth_a], b_rows[:depth_b], a_rows[depth_a]
+    rows = [*a_rows, *b_rows]
+    # With a merge base both runs are on one lineage, so in one thread.
+    threads = None if found is None else [thread_pk]
+    names = branch_names(tx, sorted({int(r[0]) for r in rows}), threads)
+    run_a = run_from_row(a_rows[0], names)
+    run_b = run_from_row(b_rows[0], names)
+    base_run = run_from_row(base_row, names) if base_row is not None else None
+    return (
+        run_a,
+        run_b,
+        base_run,
+        [run_from_row(r, names) for r in a_side],
+        [run_from_row(r, names) for r in b_side],
+    )

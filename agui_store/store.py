@@ -404,68 +404,6 @@ class Store:
             tx, ref, where=self.path, thread_id=thread_id, thread_pk=thread_pk, scope=scope
         )
 
-    def _run_record(self, tx: port.Reading, pk: int) -> Run:
-        row, names, newest = tx.run_summary_and_branches(pk)
-        if newest:
-            names.insert(0, DEFAULT_BRANCH)
-        return self._run_from_row(row, {pk: names})
-
-    @staticmethod
-    def _branch_names(
-        tx: port.Reading, pks: list[int], thread_pks: list[int] | None = None
-    ) -> dict[int, list[str]]:
-        """The branches naming runs (the default branch first), by run; ``thread_pks``:
-        the threads holding them, when the caller knows."""
-        names: dict[int, list[str]] = {}
-        if not pks:
-            return names
-        wanted = set(pks)
-        if thread_pks is None:
-            thread_pks = tx.threads_of_runs(sorted(wanted))
-        for thread_pk in thread_pks:
-            for run_pk, name in tx.branch_tips(thread_pk):
-                if run_pk in wanted:
-                    names.setdefault(run_pk, []).append(name)
-            newest = tx.newest_run(thread_pk)
-            if newest in wanted:
-                names.setdefault(newest, []).insert(0, DEFAULT_BRANCH)
-        return names
-
-    @staticmethod
-    def _run_from_row(row: Any, branches: dict[int, list[str]]) -> Run:
-        (
-            pk,
-            thread_id,
-            run_id,
-            parent_run_id,
-            lineage,
-            sent_parent,
-            has_input,
-            synthetic,
-            created_at,
-            count,
-            last_seq,
-            updated_at,
-            outcome,
-            run_hash,
-        ) = row
-        return Run(
-            thread_id=thread_id,
-            run_id=run_id,
-            parent_run_id=parent_run_id,
-            lineage=lineage,
-            status=outcome or "incomplete",
-            event_count=int(count or 0),
-            created_at=when(created_at),  # type: ignore[arg-type]
-            updated_at=when(updated_at),
-            sent_parent_run_id=sent_parent,
-            has_input=bool(has_input),
-            synthetic=bool(synthetic),
-            branches=tuple(branches.get(pk, ())),
-            last_seq=last_seq,
-            hash=bytes(run_hash).hex() if run_hash is not None else None,
-        )
-
     def record(
         self,
         events: Iterable[Any],
@@ -501,8 +439,8 @@ class Store:
         with self._reading() as tx:
             pk = self._require_thread(tx, thread_id, scope)
             rows = tx.thread_run_summaries(pk)
-            names = self._branch_names(tx, [r[0] for r in rows])
-            return [self._run_from_row(r, names) for r in rows]
+            names = reads.branch_names(tx, [r[0] for r in rows])
+            return [reads.run_from_row(r, names) for r in rows]
 
     def get_run(
         self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
@@ -514,7 +452,7 @@ class Store:
                 key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             except RunNotFoundError:
                 return None
-            return self._run_record(tx, key.pk)
+            return reads.run_record(tx, key.pk)
 
     def events(
         self,
@@ -643,8 +581,8 @@ class Store:
                     )
                 first = named
             rows = tx.lineage_runs(first, None, size)
-            names = self._branch_names(tx, [r[0] for r in rows])
-            runs = [self._run_from_row(r, names) for r in rows]
+            names = reads.branch_names(tx, [r[0] for r in rows])
+            runs = [reads.run_from_row(r, names) for r in rows]
         # The last run's parent starts the next page (None at the root, or the whole log).
         more = runs[-1].parent_run_id if runs and len(runs) == size else None
         return Log(runs, next_cursor=more)
@@ -655,7 +593,7 @@ class Store:
         """Restore a run: the messages and state the official client holds after it."""
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
-            run = self._run_record(tx, key.pk)
+            run = reads.run_record(tx, key.pk)
             view = reads.view(tx, key.pk)
         return Checkout(run, view.messages, view.state, view.interrupts, view.warnings)
 
@@ -671,7 +609,7 @@ class Store:
         """
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
-            run = self._run_record(tx, key.pk)
+            run = reads.run_record(tx, key.pk)
             view = reads.view(tx, key.pk)
             terminal = tx.terminal_event(key.pk)
         ids = {"threadId": run.thread_id, "runId": run.run_id}
@@ -740,7 +678,7 @@ class Store:
         """The nearest run both ``a`` and ``b`` descend from (either may be it), or ``None``."""
         with self._reading() as tx:
             _, _, found = self._pair(tx, a, b, thread_id, scope)
-            return self._run_record(tx, found[0]) if found else None
+            return reads.run_record(tx, found[0]) if found else None
 
     def is_ancestor(
         self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
@@ -776,7 +714,7 @@ class Store:
             raise InvalidArgumentError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
         with self._reading() as tx:
             ka, kb, found = self._pair(tx, a, b, thread_id, scope)
-            run_a, run_b, base_run, a_runs, b_runs = self._sides(
+            run_a, run_b, base_run, a_runs, b_runs = reads.diff_sides(
                 tx, ka.pk, kb.pk, found, ka.thread_pk
             )
             # Each distinct run is loaded once (one side is often the merge base itself);
@@ -800,41 +738,6 @@ class Store:
             b_runs,
             _compare(base, view_b),
             _compare(base, view_a),
-        )
-
-    def _sides(
-        self,
-        tx: port.Reading,
-        a: int,
-        b: int,
-        found: tuple[int, int, int] | None,
-        thread_pk: int,
-    ) -> tuple[Run, Run, Run | None, list[Run], list[Run]]:
-        """A diff's runs: ``a``, ``b``, their merge base, and the runs of each side above
-        the base, newest first (whole lineages when there is none). Each side is one walk
-        from its run down to the base, which it includes (so no run is read twice), and
-        the branches naming them are read once for all (``thread_pk``: ``a``'s thread)."""
-        if found is None:
-            a_rows, b_rows = tx.lineage_runs(a, None, None), tx.lineage_runs(b, None, None)
-            a_side, b_side, base_row = a_rows, b_rows, None
-        else:
-            _, depth_a, depth_b = found
-            a_rows = tx.lineage_runs(a, depth_a + 1, depth_a + 1)
-            b_rows = tx.lineage_runs(b, depth_b + 1, depth_b + 1)
-            a_side, b_side, base_row = a_rows[:depth_a], b_rows[:depth_b], a_rows[depth_a]
-        rows = [*a_rows, *b_rows]
-        # With a merge base both runs are on one lineage, so in one thread.
-        threads = None if found is None else [thread_pk]
-        names = self._branch_names(tx, sorted({int(r[0]) for r in rows}), threads)
-        run_a = self._run_from_row(a_rows[0], names)
-        run_b = self._run_from_row(b_rows[0], names)
-        base_run = self._run_from_row(base_row, names) if base_row is not None else None
-        return (
-            run_a,
-            run_b,
-            base_run,
-            [self._run_from_row(r, names) for r in a_side],
-            [self._run_from_row(r, names) for r in b_side],
         )
 
     def check(self) -> CheckReport:
@@ -898,7 +801,7 @@ class Store:
         """
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
-            run = self._run_record(tx, key.pk)
+            run = reads.run_record(tx, key.pk)
             view = reads.view(tx, key.pk)
             newest_input = tx.newest_input(key.pk)
         recorded = codec.decode(newest_input.encode("utf-8")) if newest_input else {}
