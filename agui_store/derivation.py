@@ -266,9 +266,9 @@ class Deriver:
         *,
         force_checkpoint: bool = False,
     ) -> None:
-        """:meth:`complete` a run, for a lineage the client can replay."""
+        """:meth:`_complete` a run, for a lineage the client can replay."""
         try:
-            self.complete(
+            self._complete(
                 tx, thread_pk, run_pk, now, events, run_row, force_checkpoint=force_checkpoint
             )
         except InvalidEventError:
@@ -314,7 +314,7 @@ class Deriver:
             known.underived.discard(thread_pk)
         return derived
 
-    def complete(
+    def _complete(
         self,
         tx: port.Writing,
         thread_pk: int,

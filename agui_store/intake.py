@@ -31,8 +31,8 @@ class Input(NamedTuple):
 
     data: dict[str, Any]  # decoded
     raw: bytes  # its JSON text as sent (UTF-8)
-    chunks: SentChunks | None  # addresses of its message list's full chunks (validate_input)
-    # What reading it gave of its messages, when it remembered them (see read_resent): their
+    chunks: SentChunks | None  # addresses of its message list's full chunks (_validate_input)
+    # What reading it gave of its messages, when it remembered them (see _read_resent): their
     # lineage ids; the sha256 state of hash_ids over the first n of those, as (n, state);
     # how many leading messages have string ids, none repeated (normalize's shared prefix).
     ids: list[Any] | None = None
@@ -56,18 +56,18 @@ class Intake:
             if kind == "RUN_STARTED":
                 for name in ("threadId", "runId", "parentRunId"):
                     storable(ev.data.get(name), index=i, event_type=kind, path=f"$.{name}")
-                check_run_names(ev.data, i)
+                _check_run_names(ev.data, i)
         nesting.refuse_deep_writes(
             [ev.data for ev in incoming], types, self.max_depth, [ev.raw for ev in incoming]
         )
         return types
 
     def parse_input(self, value: Any) -> Input:
-        body = text_bytes(value)
+        body = _text_bytes(value)
         found = None
         if body is not None and len(body) <= self.max_event_bytes and self.memory.resent.budget:
             found = resent.envelope(body)
-            read = self.read_resent(found) if found is not None else None
+            read = self._read_resent(found) if found is not None else None
             if read is not None:
                 return read
         parsed = codec.parse_events(
@@ -78,11 +78,11 @@ class Intake:
         if len(parsed) != 1:
             raise InvalidEventError("input must be one RunAgentInput object", path="input")
         data = parsed[0].data
-        chunks = self.validate_input(data)
-        ids, distinct = self.remember_body(found, data, chunks) if found else (None, 0)
+        chunks = self._validate_input(data)
+        ids, distinct = self._remember_body(found, data, chunks) if found else (None, 0)
         return Input(data, parsed[0].raw, chunks, ids, None, distinct)
 
-    def read_resent(self, found: resent.Envelope) -> Input | None:
+    def _read_resent(self, found: resent.Envelope) -> Input | None:
         """A body whose messages array begins with messages of the thread's last body, byte
         for byte (HttpAgent resends its history), read as the body without them; ``None``
         when it shares none (it is then read whole).
@@ -153,7 +153,7 @@ class Intake:
         hashed = (len(shared_ids), shared_hash)
         return Input(data, found.body, chunks or None, ids, hashed, distinct)
 
-    def remember_body(
+    def _remember_body(
         self, found: resent.Envelope, data: dict[str, Any], chunks: SentChunks | None
     ) -> tuple[list[Any] | None, int]:
         """Remember what a body read whole gave, for the next body of its thread (what only
@@ -168,7 +168,7 @@ class Intake:
         self.memory.resent.put(found.thread, seen)
         return ids, 0
 
-    def validate_input(self, data: Any) -> SentChunks | None:
+    def _validate_input(self, data: Any) -> SentChunks | None:
         """:func:`model.validate_input`, skipping the messages of the full chunks (the first
         ``CHUNK`` messages, the next ``CHUNK``...) already validated in an earlier input: a
         client that resends the history (HttpAgent) costs the validation of what it adds.
@@ -304,7 +304,7 @@ def counted_from(error: InvalidEventError, offset: int) -> InvalidEventError:
         return error
 
 
-def text_bytes(value: Any) -> bytes | None:
+def _text_bytes(value: Any) -> bytes | None:
     """A value given as JSON text, as the bytes :func:`codec.parse_events` reads; ``None``
     for anything else (and for text that is not valid Unicode: the parser says why)."""
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -370,7 +370,7 @@ def check_branch_name(name: str) -> None:
         )
 
 
-def check_run_names(started: dict[str, Any], index: int) -> None:
+def _check_run_names(started: dict[str, Any], index: int) -> None:
     """A RUN_STARTED's ids must name something: not empty, and no run may be called like
     the refs every thread has (``HEAD``, ``main``)."""
     for name in ("threadId", "runId"):

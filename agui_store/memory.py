@@ -85,12 +85,12 @@ class Memory:
         # Threads whose cached view another writer may have made stale (see cached_view).
         self.unverified: set[int] = set()
         self.known = Known()
-        # Addresses of message chunks that validated (see intake.validate_input): a fact
+        # Addresses of message chunks that validated (see Intake._validate_input): a fact
         # about their content, true in any store and never stale.
         self.valid_chunks: set[bytes] = set()
         # The messages of the last request body of recent threads, and what their JSON text
-        # gave (see intake.read_resent): facts about that text, true in any store and never
-        # stale.
+        # gave (see Intake._read_resent): facts about that text, true in any store and
+        # never stale.
         self.resent = resent.Memo()
 
     def forget(self) -> None:
@@ -288,7 +288,7 @@ class Memory:
 
 
     def note_valid(self, addresses: Iterable[bytes]) -> None:
-        """Remember the addresses of chunks whose messages validated (see intake.validate_input)."""
+        """Remember the addresses of chunks whose messages validated (Intake._validate_input)."""
         fresh = [address for address in addresses if address not in self.valid_chunks]
         if len(self.valid_chunks) + len(fresh) > VALID_CHUNKS_LIMIT:
             self.valid_chunks.clear()

@@ -48,7 +48,7 @@ def status_of_terminal(event: dict[str, Any]) -> str:
 
 
 @dataclass
-class Segment:
+class _Segment:
     """Consecutive events of one batch that belong to one run."""
 
     first_index: int
@@ -125,9 +125,9 @@ class Placement:
             )
         if thread_id is None:
             if named_run is not None:
-                thread_id = self.thread_of_run(tx, named_run, scope)
+                thread_id = self._thread_of_run(tx, named_run, scope)
             else:
-                thread_id = self.only_open_thread(tx, types[0], scope)
+                thread_id = self._only_open_thread(tx, types[0], scope)
         known = memory.known
         thread_pk = known.thread_pks.get(thread_id)
         if thread_pk is None:
@@ -147,7 +147,7 @@ class Placement:
         continued = (
             None
             if starts_run
-            else self.continued_run(tx, thread_pk, thread_id, named_run, newest, types[0])
+            else self._continued_run(tx, thread_pk, thread_id, named_run, newest, types[0])
         )
 
         # Sequence rules (SPEC §1): a batch that does not start a run continues a recorded
@@ -157,10 +157,10 @@ class Placement:
             if continued is None:
                 verifier = SequenceVerifier()
             else:
-                verifier = self.verifier_for(tx, continued).copy()
+                verifier = self._verifier_for(tx, continued).copy()
             verifier.feed_many([ev.data for ev in incoming])
 
-        segments = self.segments(incoming, types)
+        segments = self._segments(incoming, types)
         if run_input is not None and segments[0].started is None:
             raise InvalidEventError(
                 "an input was given, but the batch starts no run (the input belongs to the "
@@ -187,13 +187,13 @@ class Placement:
                     recorded, known.next_seq = tx.run_pk_and_next_seq(thread_pk, run_id)
                 else:
                     recorded = tx.run_pk(thread_pk, run_id)
-                self.refuse_duplicate_run(tx, thread_pk, run_id, segment, recorded)
+                self._refuse_duplicate_run(tx, thread_pk, run_id, segment, recorded)
             seq = memory.next_seq(tx)
             first_seq = seq if first_seq is None else first_seq
             if segment.started is not None:
                 rid = segment.started["runId"]
                 first_run = n == 0 or (n == 1 and segments[0].started is None)
-                segment.run_pk, segment.run_row = self.insert_run(
+                segment.run_pk, segment.run_row = self._insert_run(
                     tx,
                     thread_pk,
                     segment.started,
@@ -213,7 +213,7 @@ class Placement:
                 if continued is None:
                     # Only RUN_ERROR (a run that failed before it started) or, without
                     # sequence checks, any event may open the thread's log.
-                    segment.run_pk = self.insert_synthetic_run(
+                    segment.run_pk = self._insert_synthetic_run(
                         tx, thread_pk, thread_id, seq, now
                     )
                     known.newest[thread_pk] = segment.run_pk
@@ -226,17 +226,17 @@ class Placement:
                         # An open run with runs after it: those placed below it (lineage
                         # rule 4 takes the head, open or not) derived their views from
                         # what it held then; they are derived again when next needed.
-                        self.drop_below(tx, thread_pk, continued)
+                        self._drop_below(tx, thread_pk, continued)
                 run_ids.append(memory.known_run_id(tx, segment.run_pk))
             run_pk = segment.run_pk
-            self.refuse_deep_copies(tx, segment, run_input)
+            self._refuse_deep_copies(tx, segment, run_input)
             rows = [
                 (at, run_pk, kind, ev.raw.decode("utf-8"))
                 for at, ev, kind in zip(itertools.count(seq), segment.events, segment.types)
             ]
             seq += len(rows)
             echo = (
-                self.normalize_echo(tx, thread_pk, segment.run_pk, rows)
+                self._normalize_echo(tx, thread_pk, segment.run_pk, rows)
                 if segment.started is not None and isinstance(segment.started.get("input"), dict)
                 else None
             )
@@ -266,7 +266,7 @@ class Placement:
             memory.remember_batch(thread_pk, thread_id, run_pk, segment.outcome, seq - 1)
             # Before the next run of the batch is placed: its lineage and its echoed input
             # then see this one complete, as they would had it come in an append of its own.
-            self.keep_checkpoint_current(tx, thread_pk, segment, now)
+            self._keep_checkpoint_current(tx, thread_pk, segment, now)
         last_seq = seq - 1
         if verifier is not None:
             last_pk = segments[-1].run_pk
@@ -284,7 +284,7 @@ class Placement:
             last_seq,
         )
 
-    def continued_run(
+    def _continued_run(
         self,
         tx: port.Reading,
         thread_pk: int,
@@ -306,7 +306,7 @@ class Placement:
                     )
                 run_pk = self.memory.known.run_pks[(thread_pk, named)] = found
             return run_pk
-        open_runs = self.open_runs(tx, thread_pk)
+        open_runs = self._open_runs(tx, thread_pk)
         if len(open_runs) > 1:
             names = tuple(self.memory.known_run_id(tx, pk) for pk in sorted(open_runs))
             shown = ", ".join(_quote(n) for n in names[:10])
@@ -320,22 +320,22 @@ class Placement:
             )
         return newest
 
-    def open_runs(self, tx: port.Reading, thread_pk: int) -> set[int]:
+    def _open_runs(self, tx: port.Reading, thread_pk: int) -> set[int]:
         """The thread's incomplete runs (remembered between appends)."""
         open_runs = self.memory.known.open_runs
         if thread_pk not in open_runs:
             open_runs[thread_pk] = tx.open_runs(thread_pk)
         return open_runs[thread_pk]
 
-    def open_above(self, tx: port.Reading, thread_pk: int, run_pk: int) -> bool:
+    def _open_above(self, tx: port.Reading, thread_pk: int, run_pk: int) -> bool:
         """Whether an open run of the thread is on ``run_pk``'s lineage, above it (a run
         continued by name may have runs below it: SPEC §8)."""
-        above = [pk for pk in self.open_runs(tx, thread_pk) if pk < run_pk]
+        above = [pk for pk in self._open_runs(tx, thread_pk) if pk < run_pk]
         if not above:
             return False
         return tx.ancestor_among(run_pk, above)
 
-    def thread_of_run(self, tx: port.Reading, run_id: str, scope: str | None) -> str:
+    def _thread_of_run(self, tx: port.Reading, run_id: str, scope: str | None) -> str:
         """The thread of a run named without its thread, while the id is unambiguous (among
         the scope's threads: another owner's are absent)."""
         found = tx.threads_of_run_id(run_id, scope)
@@ -348,7 +348,7 @@ class Placement:
             )
         return found[0]
 
-    def drop_below(self, tx: port.Writing, thread_pk: int, run_pk: int) -> None:
+    def _drop_below(self, tx: port.Writing, thread_pk: int, run_pk: int) -> None:
         """Leave underived the complete runs below an open run whose view is still growing
         (open ones have nothing derived yet; they are derived when they complete)."""
         if not tx.has_child(run_pk):
@@ -365,24 +365,24 @@ class Placement:
             self.deriver.leave_underived(tx, thread_pk, below)
 
     @staticmethod
-    def segments(incoming: list[codec.IncomingEvent], types: list[str]) -> list[Segment]:
+    def _segments(incoming: list[codec.IncomingEvent], types: list[str]) -> list[_Segment]:
         """Split a batch by position: RUN_STARTED opens a run; everything else belongs to
         the run open before it (SPEC §1: never match RUN_FINISHED.runId)."""
         if types and types.count("RUN_STARTED") == (types[0] == "RUN_STARTED"):
             # The usual batch: one run, or the continuation of one.
             started = incoming[0].data if types[0] == "RUN_STARTED" else None
-            return [Segment(0, list(incoming), list(types), started=started)]
-        segments: list[Segment] = []
+            return [_Segment(0, list(incoming), list(types), started=started)]
+        segments: list[_Segment] = []
         for i, (ev, kind) in enumerate(zip(incoming, types)):
             if kind == "RUN_STARTED" or not segments:
                 segments.append(
-                    Segment(first_index=i, started=ev.data if kind == "RUN_STARTED" else None)
+                    _Segment(first_index=i, started=ev.data if kind == "RUN_STARTED" else None)
                 )
             segments[-1].events.append(ev)
             segments[-1].types.append(kind)
         return segments
 
-    def only_open_thread(
+    def _only_open_thread(
         self, tx: port.Reading, first_type: str, scope: str | None = None
     ) -> str:
         known = self.memory.known
@@ -390,7 +390,7 @@ class Placement:
             known.open_threads = tx.threads_with_open_head()
         candidates = known.open_threads
         if scope is not None:  # only the scope's own threads count
-            candidates = {t for t in candidates if self.owner_of(tx, t) == scope}
+            candidates = {t for t in candidates if self._owner_of(tx, t) == scope}
         if len(candidates) == 1:
             return next(iter(candidates))
         reason = "no thread has an open run" if not candidates else "several threads have open runs"
@@ -400,12 +400,12 @@ class Placement:
             event_type=first_type,
         )
 
-    def owner_of(self, tx: port.Reading, thread_id: str) -> str | None:
+    def _owner_of(self, tx: port.Reading, thread_id: str) -> str | None:
         found = tx.thread(thread_id)
         return found[1] if found else None
 
-    def refuse_duplicate_run(
-        self, tx: port.Reading, thread_pk: int, run_id: str, segment: Segment,
+    def _refuse_duplicate_run(
+        self, tx: port.Reading, thread_pk: int, run_id: str, segment: _Segment,
         recorded: int | None,
     ) -> None:
         """Refuse a run the thread has (``recorded``: its pk, read by the caller) or whose id
@@ -432,10 +432,10 @@ class Placement:
                 path="$.runId",
             )
 
-    def refuse_deep_copies(
+    def _refuse_deep_copies(
         self,
         tx: port.Writing,
-        segment: Segment,
+        segment: _Segment,
         run_input: Input | None,
     ) -> None:
         """Refuse a ``copy``/``move`` that would nest the state (or an activity's content)
@@ -491,7 +491,7 @@ class Placement:
         except InvalidEventError:
             return  # the client throws on this lineage: there is no state to measure
 
-    def insert_run(
+    def _insert_run(
         self,
         tx: port.Writing,
         thread_pk: int,
@@ -511,7 +511,7 @@ class Placement:
                 sent_parent = source["parentRunId"]
                 break
         sent = input_data if input_data is not None else echoed
-        parent_pk, reason = self.decide_parent(
+        parent_pk, reason = self._decide_parent(
             tx,
             thread_pk,
             explicit_parent,
@@ -522,7 +522,7 @@ class Placement:
         )
         input_text, refs_text = None, None
         if run_input is not None and parent_pk is not None:
-            normalized = self.normalized_input(
+            normalized = self._normalized_input(
                 tx, thread_pk, parent_pk, run_input.data, run_input.chunks, run_input.distinct
             )
             if normalized is not None:
@@ -557,10 +557,10 @@ class Placement:
             start_hash,
         )
         self.memory.known.run_hashes[run_pk] = start_hash
-        self.advance_branches(tx, thread_pk, parent_pk, run_pk, branch, now)
+        self._advance_branches(tx, thread_pk, parent_pk, run_pk, branch, now)
         return run_pk, (parent_pk, input_text, refs_text, reason)
 
-    def decide_parent(
+    def _decide_parent(
         self,
         tx: port.Writing,
         thread_pk: int,
@@ -587,13 +587,13 @@ class Placement:
             known = run_input.ids if run_input is not None else None
             ids = known if known is not None else checkpoints.lineage_ids(sent_messages)
             hashed = run_input.hashed if run_input is not None else None
-            inferred = self.longest_prefix_run(tx, thread_pk, ids, hashed)
+            inferred = self._longest_prefix_run(tx, thread_pk, ids, hashed)
             if inferred is not None:
                 return inferred, "messages"
         head = self.memory.head(tx, thread_pk)
         return (head, "head") if head is not None else (None, "root")
 
-    def normalized_input(
+    def _normalized_input(
         self,
         tx: port.Writing,
         thread_pk: int,
@@ -605,7 +605,7 @@ class Placement:
         """The input naming what the parent's view holds instead of repeating it, when the
         parent's view is final (it and every run above it complete) and they share any
         (``sent_chunks``, ``distinct``: what reading the input gave, see Input)."""
-        if self.open_above(tx, thread_pk, parent_pk):
+        if self._open_above(tx, thread_pk, parent_pk):
             return None  # a run above it still streams: its view may still change
         self.deriver.derive_underived(tx, thread_pk)  # the parent's view, kept in memory after
         cached = self.memory.cached_view(tx, thread_pk)
@@ -636,7 +636,7 @@ class Placement:
             return None
         return normalize_input(run_input, base.messages, base.state)
 
-    def longest_prefix_run(
+    def _longest_prefix_run(
         self,
         tx: port.Writing,
         thread_pk: int,
@@ -684,7 +684,7 @@ class Placement:
         best = max(matches, key=lambda row: (length_of[row[1]], row[0]))
         return best[0]
 
-    def advance_branches(
+    def _advance_branches(
         self,
         tx: port.Writing,
         thread_pk: int,
@@ -707,7 +707,7 @@ class Placement:
             if branched[thread_pk]:
                 tx.move_branches(thread_pk, parent_pk, run_pk, now)
 
-    def insert_synthetic_run(
+    def _insert_synthetic_run(
         self, tx: port.Writing, thread_pk: int, thread_id: str, seq: int, now: int
     ) -> int:
         run_id = f"run-error-{seq}"
@@ -741,7 +741,7 @@ class Placement:
         self.memory.known.run_hashes[run_pk] = start_hash
         return run_pk
 
-    def normalize_echo(
+    def _normalize_echo(
         self, tx: port.Writing, thread_pk: int, run_pk: int, rows: list[Any]
     ) -> tuple[int, str] | None:
         """Store a RUN_STARTED's echoed input by reference to its lineage (SPEC §4), like a
@@ -755,7 +755,7 @@ class Placement:
         parent_pk = tx.run_parent(run_pk)
         if parent_pk is None:
             return None
-        normalized = self.normalized_input(tx, thread_pk, parent_pk, echoed)
+        normalized = self._normalized_input(tx, thread_pk, parent_pk, echoed)
         if normalized is None:
             return None
         started["input"] = normalized[0]
@@ -764,7 +764,7 @@ class Placement:
         return seq, codec.encode(normalized[1]).decode("utf-8")
 
 
-    def verifier_for(self, tx: port.Reading, run_pk: int) -> SequenceVerifier:
+    def _verifier_for(self, tx: port.Reading, run_pk: int) -> SequenceVerifier:
         """The sequence state at the end of a recorded run (cached while nobody appends)."""
         last_seq = self.memory.known_last_seq(tx, run_pk)
         cached = self.memory.verifiers.get(run_pk)
@@ -781,8 +781,8 @@ class Placement:
         self.memory.verifiers[run_pk] = (last_seq, verifier)
         return verifier
 
-    def keep_checkpoint_current(
-        self, tx: port.Writing, thread_pk: int, segment: Segment, now: int
+    def _keep_checkpoint_current(
+        self, tx: port.Writing, thread_pk: int, segment: _Segment, now: int
     ) -> None:
         """A run that completes is replayed now (cheap: its parent's view is cached, or a few
         runs from a checkpoint): it gets its lineage digest, and a checkpoint when the runs

@@ -5,7 +5,7 @@ Issue 11 asks that writers on different threads do not serialize on one lock "un
 measure that this costs nothing". The store locks per thread (``agui_store/postgres/sql.py``):
 an append takes the writers' lock shared and its thread's lock, and the event-order lock only
 from its batch's first ``seq`` to commit; what it remembers of its thread is checked under
-the thread's lock (``Store._check_thread_facts``).
+the thread's lock (``Memory.check_thread_facts``).
 
 This benchmark measures the same workload twice per round, interleaved:
 
