@@ -76,7 +76,7 @@ BACKENDS = ["sqlite", "sqlite.*", "postgres", "postgres.*"]
 #: The storage edge and everything built on it: what the core must not import.
 STORAGE = ["database", "schema", "store", "checkpoints", "derivation", "reads", "revisions",
            "integrity", "analysis", "cli", "targets", "ledger", "recording", "aio", "writer",
-           "asgi", "testing", "sync", *BACKENDS]
+           "asgi", "testing", "sync", "queries", *BACKENDS]
 #: Modules that are neither: entry points and the demo conversation.
 TOP = ["__init__", "__main__", "demo"]
 
