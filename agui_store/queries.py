@@ -12,7 +12,7 @@ parameters differ.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -29,6 +29,10 @@ class NamedQueries:
 
     def _execute(self, statement: str, args: Any) -> Any:
         """Run ``statement`` with ``args`` in the open transaction; its cursor."""
+        raise NotImplementedError
+
+    def _many(self, keys: Iterable[int]) -> Any:
+        """Many keys as one parameter, as the backend's statements read them."""
         raise NotImplementedError
 
     def _all(self, statement: str, args: Any = ()) -> list[Any]:
@@ -147,6 +151,12 @@ class NamedQueries:
     def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
         return self._all(self.sql.REPLICA_RUNS, (thread_pk,))
 
+    def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]:
+        return [int(pk) for pk in self._column(self.sql.THREADS_OF_RUNS, (self._many(run_pks),))]
+
+    def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
+        return self._all(self.sql.RUN_RECORDS, (self._many(run_pks),))
+
     # --- lineage ----------------------------------------------------------------------------
 
     def ancestors(self, run_pk: int) -> list[int]:
@@ -158,6 +168,9 @@ class NamedQueries:
     def newest_input(self, run_pk: int) -> str | None:
         return self._value(self.sql.NEWEST_INPUT, (run_pk,))  # type: ignore[no-any-return]
 
+    def ancestor_among(self, run_pk: int, candidates: Sequence[int]) -> bool:
+        return self._one(self.sql.ANCESTOR_AMONG, (run_pk, self._many(candidates))) is not None
+
     # --- events -----------------------------------------------------------------------------
 
     def chain_events(self, run_pk: int) -> Iterable[EventRow]:
@@ -165,6 +178,14 @@ class NamedQueries:
 
     def terminal_event(self, run_pk: int) -> str | None:
         return self._value(self.sql.TERMINAL_EVENT, (run_pk,))  # type: ignore[no-any-return]
+
+    def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:
+        return self._rows(self.sql.EVENTS_OF_RUNS, (self._many(run_pks),))
+
+    # --- batches and hashes -----------------------------------------------------------------
+
+    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
+        return self._rows(self.sql.BATCHES_OF_RUNS, (self._many(run_pks),))
 
     # --- branches ---------------------------------------------------------------------------
 
@@ -204,6 +225,9 @@ class NamedQueries:
 
     def clear_underived(self, run_pk: int) -> None:
         self._execute(self.sql.CLEAR_UNDERIVED, (run_pk,))
+
+    def mark_underived(self, run_pks: Sequence[int]) -> None:
+        self._execute(self.sql.MARK_UNDERIVED, (self._many(run_pks),))
 
     # --- check(): whole-store reads of agui_store.integrity ---------------------------------
 

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import psycopg
 
 from agui_store import errors
-from agui_store.port import BatchRow, EventRow, RunSummary, ThreadFacts
+from agui_store.port import BatchRow, RunSummary, ThreadFacts
 from agui_store.postgres import checks, sql
 from agui_store.postgres.schema import PAGE_EVENTS
 from agui_store.queries import NamedQueries
@@ -204,6 +204,9 @@ class PostgresTransaction(NamedQueries):
     def _execute(self, statement: str, args: Any) -> Any:
         return self._conn.execute(statement, args, binary=True)
 
+    def _many(self, keys: Iterable[int]) -> list[int]:
+        return _keys(keys)
+
     # --- not yet behind the port ------------------------------------------------------------
 
     @property
@@ -325,15 +328,9 @@ class PostgresTransaction(NamedQueries):
         )
         return [(int(pk), int(thread), str(rid)) for pk, thread, rid in rows]
 
-    def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]:
-        return [int(pk) for pk in self._column(sql.THREADS_OF_RUNS, (_keys(run_pks),))]
-
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
         *summary, names, newest = self._one(sql.RUN_SUMMARY_AND_BRANCHES, (run_pk,))
         return tuple(summary), [str(name) for name in names], bool(newest)
-
-    def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
-        return self._all(sql.RUN_RECORDS, (_keys(run_pks),))
 
     def insert_run(
         self,
@@ -372,9 +369,6 @@ class PostgresTransaction(NamedQueries):
 
     # --- lineage ----------------------------------------------------------------------------
 
-    def ancestor_among(self, run_pk: int, candidates: Sequence[int]) -> bool:
-        return self._one(sql.ANCESTOR_AMONG, (run_pk, _keys(candidates))) is not None
-
     def merge_base(self, a: int, b: int) -> tuple[int, int, int] | None:
         row = self._one(sql.MERGE_BASE, {"a": a, "b": b})
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
@@ -408,9 +402,6 @@ class PostgresTransaction(NamedQueries):
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
         return self._all(sql.RUN_EVENTS, {"run": run_pk, "after": after})
 
-    def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:
-        return self._rows(sql.EVENTS_OF_RUNS, (_keys(run_pks),))
-
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
         self._insert_pages(pages(rows))  # one batch's events
 
@@ -424,9 +415,6 @@ class PostgresTransaction(NamedQueries):
         self._defer(sql.INSERT_ECHO_REFS, (seq, refs))
 
     # --- batches and hashes -----------------------------------------------------------------
-
-    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
-        return self._rows(sql.BATCHES_OF_RUNS, (_keys(run_pks),))
 
     def run_hash(self, run_pk: int) -> bytes:
         return bytes(self._value(sql.RUN_HASH, {"run": run_pk}))
@@ -490,9 +478,6 @@ class PostgresTransaction(NamedQueries):
 
     def insert_digest(self, digest: bytes, run_pk: int) -> None:
         self._defer(sql.INSERT_DIGEST, (digest, run_pk))
-
-    def mark_underived(self, run_pks: Sequence[int]) -> None:
-        self._conn.execute(sql.MARK_UNDERIVED, (_keys(run_pks),))
 
     # --- check(): whole-store reads of agui_store.integrity ---------------------------------
 

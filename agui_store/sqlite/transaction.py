@@ -3,8 +3,9 @@
 Each method runs one statement of :mod:`agui_store.sqlite.sql` and shapes its rows; none
 decides anything. The operations both backends ask and shape alike are written once in
 :class:`agui_store.queries.NamedQueries`; those here differ from PostgreSQL's in their
-parameters (many keys as one JSON array, say). Errors are not caught here: the transaction that holds this object
-translates them when it exits (:mod:`agui_store.database`).
+parameters or in what SQLite answers (JSON text for arrays, ``last_insert_rowid``). Errors
+are not caught here: the transaction that holds this object translates them when it exits
+(:mod:`agui_store.database`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, ClassVar
 import apsw
 
 from agui_store import codec, schema
-from agui_store.port import BatchRow, EventRow, RunSummary, ThreadFacts
+from agui_store.port import BatchRow, RunSummary, ThreadFacts
 from agui_store.queries import NamedQueries
 from agui_store.sqlite import checks, sql
 
@@ -39,6 +40,9 @@ class SqliteTransaction(NamedQueries):
 
     def _execute(self, statement: str, args: Any) -> Any:
         return self._conn.execute(statement, args)
+
+    def _many(self, keys: Iterable[int]) -> str:
+        return _json_keys(keys)
 
     # --- not yet behind the port ------------------------------------------------------------
 
@@ -131,15 +135,9 @@ class SqliteTransaction(NamedQueries):
         rows = self._conn.execute(sql.RUNS_PREFIXED, (prefix, below, thread_pk, scope))
         return [(int(pk), int(thread), str(rid)) for pk, thread, rid in rows]
 
-    def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]:
-        return [int(pk) for pk in self._column(sql.THREADS_OF_RUNS, (_json_keys(run_pks),))]
-
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
         *summary, names, newest = self._one(sql.RUN_SUMMARY_AND_BRANCHES, (run_pk,))
         return tuple(summary), [str(name) for name in codec.decode(names)], bool(newest)
-
-    def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
-        return self._all(sql.RUN_RECORDS, (_json_keys(run_pks),))
 
     def insert_run(
         self,
@@ -175,9 +173,6 @@ class SqliteTransaction(NamedQueries):
 
     # --- lineage ----------------------------------------------------------------------------
 
-    def ancestor_among(self, run_pk: int, candidates: Sequence[int]) -> bool:
-        return self._one(sql.ANCESTOR_AMONG, (run_pk, _json_keys(candidates))) is not None
-
     def merge_base(self, a: int, b: int) -> tuple[int, int, int] | None:
         row = self._one(sql.MERGE_BASE, (a, b))
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
@@ -196,9 +191,6 @@ class SqliteTransaction(NamedQueries):
 
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
         return self._all(sql.RUN_EVENTS, (run_pk, after))
-
-    def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:
-        return self._rows(sql.EVENTS_OF_RUNS, (_json_keys(run_pks),))
 
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
         self._conn.executemany(sql.INSERT_EVENT, self._coded(rows))
@@ -222,9 +214,6 @@ class SqliteTransaction(NamedQueries):
         self._conn.execute(sql.INSERT_ECHO_REFS, (seq, refs))
 
     # --- batches and hashes -----------------------------------------------------------------
-
-    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
-        return self._rows(sql.BATCHES_OF_RUNS, (_json_keys(run_pks),))
 
     def run_hash(self, run_pk: int) -> bytes:
         return bytes(self._value(sql.RUN_HASH, (run_pk,)))
@@ -286,9 +275,6 @@ class SqliteTransaction(NamedQueries):
 
     def insert_digest(self, digest: bytes, run_pk: int) -> None:
         self._conn.execute(sql.INSERT_DIGEST, (digest, run_pk))
-
-    def mark_underived(self, run_pks: Sequence[int]) -> None:
-        self._conn.execute(sql.MARK_UNDERIVED, (_json_keys(run_pks),))
 
     # --- check(): whole-store reads of agui_store.integrity ---------------------------------
 
