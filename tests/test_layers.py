@@ -76,7 +76,7 @@ BACKENDS = ["sqlite", "sqlite.*", "postgres", "postgres.*"]
 #: The storage edge and everything built on it: what the core must not import.
 STORAGE = ["database", "schema", "store", "memory", "intake", "placement", "checkpoints",
            "derivation", "reads", "revisions", "integrity", "analysis", "cli", "targets", "ledger",
-           "recording", "aio", "writer", "asgi", "testing", "sync", *BACKENDS]
+           "recording", "aio", "writer", "asgi", "testing", "sync", "queries", *BACKENDS]
 #: Modules of the engine that speak to the database only through the storage port.
 ENGINE = ["store", "memory", "intake", "placement", "derivation", "integrity"]
 #: Modules that are neither: entry points and the demo conversation.

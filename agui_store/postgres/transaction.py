@@ -2,7 +2,9 @@
 
 Each method runs one statement of :mod:`agui_store.postgres.sql` and shapes its rows, with
 the same names and row shapes as :class:`~agui_store.sqlite.transaction.SqliteTransaction`;
-none decides anything. Errors are not caught here: the backend's transaction translates
+none decides anything. The operations both backends ask and shape alike are written once in
+:class:`agui_store.queries.NamedQueries`; those here differ in their parameters, or defer,
+carry or stream. Errors are not caught here: the backend's transaction translates
 them when it exits (:mod:`agui_store.postgres.backend`).
 
 Checkpoints are kept as on SQLite: the engine lays a view out as chunks
@@ -14,14 +16,16 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from types import ModuleType
+from typing import Any, ClassVar
 
 import psycopg
 
 from agui_store import errors
-from agui_store.port import BatchRow, EventRow, ReplicaRun, RunSummary, ThreadFacts
+from agui_store.port import BatchRow, RunSummary, ThreadFacts
 from agui_store.postgres import checks, sql
 from agui_store.postgres.schema import PAGE_EVENTS
+from agui_store.queries import NamedQueries
 
 #: A page as inserted: (first_seq, run, last_seq, types, payloads).
 Page = tuple[int, int, int, list[str], list[str]]
@@ -114,10 +118,11 @@ def _with_clauses(
     return f"WITH {clauses} {statement}", every
 
 
-class PostgresTransaction:
+class PostgresTransaction(NamedQueries):
     """Reads and writes on one psycopg connection, inside a transaction its backend opened."""
 
     __slots__ = ("_begin", "_open_conn", "_pending", "_reserved_run", "_streams")
+    sql: ClassVar[ModuleType] = sql
 
     #: Checkpoints (chunked message lists) are stored as on SQLite.
     keeps_checkpoints = True
@@ -196,21 +201,11 @@ class PostgresTransaction:
     # Rows come back in binary format: bytea arrives as its bytes rather than as hex text
     # twice their size to parse (a checkout's chunks: 3.2 MB read in 17 ms instead of 44 ms).
 
-    def _all(self, statement: str, args: Any = ()) -> list[Any]:
-        return self._conn.execute(statement, args, binary=True).fetchall()  # type: ignore[no-any-return]
+    def _execute(self, statement: str, args: Any) -> Any:
+        return self._conn.execute(statement, args, binary=True)
 
-    def _rows(self, statement: str, args: Any = ()) -> Iterable[Any]:
-        return self._conn.execute(statement, args, binary=True)  # type: ignore[no-any-return]
-
-    def _one(self, statement: str, args: Any = ()) -> Any:
-        return self._conn.execute(statement, args, binary=True).fetchone()
-
-    def _value(self, statement: str, args: Any = ()) -> Any:
-        row = self._conn.execute(statement, args, binary=True).fetchone()
-        return None if row is None else row[0]
-
-    def _column(self, statement: str, args: Any = ()) -> list[Any]:
-        return [row[0] for row in self._conn.execute(statement, args, binary=True)]
+    def _many(self, keys: Iterable[int]) -> list[int]:
+        return _keys(keys)
 
     # --- not yet behind the port ------------------------------------------------------------
 
@@ -260,18 +255,11 @@ class PostgresTransaction:
         rows = self._rows(sql.NEAREST_CHECKPOINT, {"run": run_pk})
         return [(int(pk), bool(stop)) for pk, stop in rows]
 
-    def has_checkpoint(self, run_pk: int) -> bool:
-        return self._one(sql.HAS_CHECKPOINT, (run_pk,)) is not None
-
     def drop_derived_from(self, run_pk: int) -> list[int]:
         below = [int(pk) for pk in self._column(sql.SUBTREE, (run_pk,))]
         self._conn.execute(sql.DROP_CHECKPOINTS, (below,))
         self._conn.execute(sql.DROP_DIGESTS, (below,))
         return below
-
-    def checkpoint_row(self, run_pk: int) -> tuple[Any, ...] | None:
-        row = self._one(sql.SELECT_CHECKPOINT, (run_pk,))
-        return None if row is None else tuple(row)
 
     def checkpoint_with_blobs(
         self, run_pk: int
@@ -286,12 +274,6 @@ class PostgresTransaction:
             return self.checkpoint_row(run_pk), None
         return tuple(first[:HEADER_COLUMNS]), _blob_columns(rows)
 
-    def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
-        return tuple(self._one(sql.SELECT_ADDRESSES, (run_pk,)))
-
-    def state_address(self, run_pk: int) -> bytes:
-        return bytes(self._value(sql.STATE_ADDRESS, (run_pk,)))
-
     def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
         # Streamed a row at a time (a checkout's chunks are ~3 MB): the engine checks and
         # decodes each chunk while the server reads and sends the next, instead of after
@@ -301,10 +283,6 @@ class PostgresTransaction:
 
     def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
         return self._all(sql.ADDRESSES_IN_ORDER, (list(blob_ids),))
-
-    def blob_id(self, address: bytes) -> int | None:
-        found = self._value(sql.SELECT_BLOB_ID, (address,))
-        return None if found is None else int(found)
 
     def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
         rows = self._all(sql.SELECT_BLOB_IDS, (list(addresses),))
@@ -320,75 +298,13 @@ class PostgresTransaction:
 
     # --- threads ----------------------------------------------------------------------------
 
-    def thread(self, thread_id: str) -> tuple[int, str | None] | None:
-        row = self._one(sql.THREAD, (thread_id,))
-        return (int(row[0]), row[1]) if row else None
-
-    def thread_id(self, thread_pk: int) -> str:
-        return str(self._value(sql.THREAD_ID, (thread_pk,)))
-
-    def thread_created_at(self, thread_pk: int) -> int:
-        return int(self._value(sql.THREAD_CREATED_AT, (thread_pk,)))
-
     def thread_ids(self, scope: str | None) -> list[str]:
         return [str(t) for t in self._column(sql.THREAD_IDS, {"scope": scope})]
 
     def thread_pks(self, scope: str | None, limit: int) -> list[int]:
         return [int(pk) for pk in self._column(sql.THREAD_PKS, {"scope": scope, "limit": limit})]
 
-    def owned_thread_pks(self, owner: str) -> list[int]:
-        return [int(pk) for pk in self._column(sql.OWNED_THREAD_PKS, (owner,))]
-
-    def threads_with_open_head(self) -> set[str]:
-        return {str(t) for t in self._column(sql.THREADS_WITH_OPEN_HEAD)}
-
-    def insert_thread(self, thread_id: str, created_at: int, owner: str | None) -> int:
-        return int(self._value(sql.INSERT_THREAD, (thread_id, created_at, owner)))
-
     # --- runs -------------------------------------------------------------------------------
-
-    def run_pk(self, thread_pk: int, run_id: str) -> int | None:
-        pk = self._value(sql.RUN_PK, (thread_pk, run_id))
-        return None if pk is None else int(pk)
-
-    def run_id(self, run_pk: int) -> str:
-        return str(self._value(sql.RUN_ID, (run_pk,)))
-
-    def run_parent(self, run_pk: int) -> int | None:
-        pk = self._value(sql.RUN_PARENT, (run_pk,))
-        return None if pk is None else int(pk)
-
-    def run_thread(self, run_pk: int) -> int:
-        return int(self._value(sql.RUN_THREAD, (run_pk,)))
-
-    def run_row(self, run_pk: int) -> tuple[int | None, str | None, str | None, str]:
-        parent, raw_input, raw_refs, lineage = self._one(sql.RUN_ROW, (run_pk,))
-        return parent, raw_input, raw_refs, lineage
-
-    def run_input(self, run_pk: int) -> tuple[str | None, str | None, int | None, bytes | None]:
-        raw, raw_refs, parent, input_hash = self._one(sql.RUN_INPUT, (run_pk,))
-        return raw, raw_refs, parent, input_hash
-
-    def run_names(self, run_pk: int) -> tuple[str, str] | None:
-        row = self._one(sql.RUN_NAMES, (run_pk,))
-        return (str(row[0]), str(row[1])) if row else None
-
-    def newest_run(self, thread_pk: int) -> int | None:
-        pk = self._value(sql.NEWEST_RUN, (thread_pk,))
-        return None if pk is None else int(pk)
-
-    def has_child(self, run_pk: int) -> bool:
-        return self._one(sql.HAS_CHILD, (run_pk,)) is not None
-
-    def open_runs(self, thread_pk: int) -> set[int]:
-        return {int(pk) for pk in self._column(sql.OPEN_RUNS, (thread_pk,))}
-
-    def run_status(self, run_pk: int) -> str | None:
-        outcome = self._value(sql.RUN_STATUS, (run_pk,))
-        return None if outcome is None else str(outcome)
-
-    def run_last_seq(self, run_pk: int) -> int:
-        return int(self._value(sql.RUN_LAST_SEQ, (run_pk,)) or 0)
 
     def threads_of_run_id(self, run_id: str, scope: str | None) -> list[str]:
         return [str(t) for t in self._column(
@@ -412,30 +328,9 @@ class PostgresTransaction:
         )
         return [(int(pk), int(thread), str(rid)) for pk, thread, rid in rows]
 
-    def thread_run_pks(self, thread_pk: int) -> list[int]:
-        return [int(pk) for pk in self._column(sql.THREAD_RUN_PKS, (thread_pk,))]
-
-    def owner_run_pks(self, owner: str) -> list[int]:
-        return [int(pk) for pk in self._column(sql.OWNER_RUN_PKS, (owner,))]
-
-    def all_run_pks(self) -> list[int]:
-        return [int(pk) for pk in self._column(sql.ALL_RUN_PKS)]
-
-    def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]:
-        return [int(pk) for pk in self._column(sql.THREADS_OF_RUNS, (_keys(run_pks),))]
-
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
         *summary, names, newest = self._one(sql.RUN_SUMMARY_AND_BRANCHES, (run_pk,))
         return tuple(summary), [str(name) for name in names], bool(newest)
-
-    def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]:
-        return self._all(sql.THREAD_RUN_SUMMARIES, (thread_pk,))
-
-    def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
-        return self._all(sql.REPLICA_RUNS, (thread_pk,))
-
-    def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
-        return self._all(sql.RUN_RECORDS, (_keys(run_pks),))
 
     def insert_run(
         self,
@@ -474,15 +369,6 @@ class PostgresTransaction:
 
     # --- lineage ----------------------------------------------------------------------------
 
-    def ancestors(self, run_pk: int) -> list[int]:
-        return [int(pk) for pk in self._column(sql.ANCESTORS, (run_pk,))]
-
-    def ancestor_among(self, run_pk: int, candidates: Sequence[int]) -> bool:
-        return self._one(sql.ANCESTOR_AMONG, (run_pk, _keys(candidates))) is not None
-
-    def derived_descendants(self, run_pk: int) -> list[int]:
-        return [int(pk) for pk in self._column(sql.DERIVED_DESCENDANTS, (run_pk,))]
-
     def merge_base(self, a: int, b: int) -> tuple[int, int, int] | None:
         row = self._one(sql.MERGE_BASE, {"a": a, "b": b})
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
@@ -490,9 +376,6 @@ class PostgresTransaction:
     def lineage_runs(self, run_pk: int, depth: int | None, limit: int | None) -> list[RunSummary]:
         args = {"run": run_pk, "depth": depth, "limit": limit}
         return self._all(sql.LINEAGE_RUNS, args)
-
-    def newest_input(self, run_pk: int) -> str | None:
-        return self._value(sql.NEWEST_INPUT, (run_pk,))  # type: ignore[no-any-return]
 
     # --- events -----------------------------------------------------------------------------
 
@@ -519,15 +402,6 @@ class PostgresTransaction:
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
         return self._all(sql.RUN_EVENTS, {"run": run_pk, "after": after})
 
-    def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:
-        return self._rows(sql.EVENTS_OF_RUNS, (_keys(run_pks),))
-
-    def chain_events(self, run_pk: int) -> Iterable[EventRow]:
-        return self._rows(sql.CHAIN_EVENTS, (run_pk,))
-
-    def terminal_event(self, run_pk: int) -> str | None:
-        return self._value(sql.TERMINAL_EVENT, (run_pk,))  # type: ignore[no-any-return]
-
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
         self._insert_pages(pages(rows))  # one batch's events
 
@@ -541,9 +415,6 @@ class PostgresTransaction:
         self._defer(sql.INSERT_ECHO_REFS, (seq, refs))
 
     # --- batches and hashes -----------------------------------------------------------------
-
-    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
-        return self._rows(sql.BATCHES_OF_RUNS, (_keys(run_pks),))
 
     def run_hash(self, run_pk: int) -> bytes:
         return bytes(self._value(sql.RUN_HASH, {"run": run_pk}))
@@ -582,20 +453,6 @@ class PostgresTransaction:
 
     # --- branches ---------------------------------------------------------------------------
 
-    def branch_run(self, thread_pk: int, name: str) -> int | None:
-        pk = self._value(sql.BRANCH_RUN, (thread_pk, name))
-        return None if pk is None else int(pk)
-
-    def has_branches(self, thread_pk: int) -> bool:
-        return bool(self._value(sql.HAS_BRANCHES, (thread_pk,)))
-
-    def branch_tips(self, thread_pk: int) -> list[tuple[int, str]]:
-        rows = self._conn.execute(sql.BRANCH_TIPS, (thread_pk,))
-        return [(int(run), str(name)) for run, name in rows]
-
-    def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
-        return self._all(sql.BRANCH_LIST, (thread_pk,))
-
     def branches_named(
         self, name: str, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int]]:
@@ -604,19 +461,10 @@ class PostgresTransaction:
         )
         return [(int(run), int(thread)) for run, thread in rows]
 
-    def set_branch(self, thread_pk: int, name: str, run_pk: int, now: int) -> None:
-        self._conn.execute(sql.SET_BRANCH, (thread_pk, name, run_pk, now))
-
-    def move_branches(self, thread_pk: int, tip: int, to: int, now: int) -> None:
-        self._conn.execute(sql.MOVE_BRANCHES, (to, now, thread_pk, tip))
-
     def delete_branch(self, thread_pk: int, name: str) -> bool:
         return bool(self._conn.execute(sql.DELETE_BRANCH, (thread_pk, name)).rowcount)
 
     # --- derived data -----------------------------------------------------------------------
-
-    def has_digest(self, digest: bytes, run_pk: int) -> bool:
-        return self._one(sql.HAS_DIGEST, (digest, run_pk)) is not None
 
     def runs_with_digests(
         self, thread_pk: int, digests: Sequence[bytes]
@@ -624,27 +472,12 @@ class PostgresTransaction:
         rows = self._conn.execute(sql.RUNS_WITH_DIGESTS, ([bytes(d) for d in digests], thread_pk))
         return [(int(run), bytes(digest)) for run, digest in rows]
 
-    def underived_threads(self) -> set[int]:
-        return {int(pk) for pk in self._column(sql.UNDERIVED_THREADS)}
-
     def underived_runs(self, thread_pk: int | None) -> list[tuple[int, int]]:
         rows = self._conn.execute(sql.UNDERIVED_RUNS, {"thread": thread_pk})
         return [(int(run), int(thread)) for run, thread in rows]
 
-    def checkpoint_count(self) -> int:
-        return int(self._value(sql.CHECKPOINT_COUNT))
-
     def insert_digest(self, digest: bytes, run_pk: int) -> None:
         self._defer(sql.INSERT_DIGEST, (digest, run_pk))
-
-    def digests_from_checkpoints(self) -> None:
-        self._conn.execute(sql.DIGESTS_FROM_CHECKPOINTS)
-
-    def mark_underived(self, run_pks: Sequence[int]) -> None:
-        self._conn.execute(sql.MARK_UNDERIVED, (_keys(run_pks),))
-
-    def clear_underived(self, run_pk: int) -> None:
-        self._conn.execute(sql.CLEAR_UNDERIVED, (run_pk,))
 
     # --- check(): whole-store reads of agui_store.integrity ---------------------------------
 
@@ -709,24 +542,8 @@ class PostgresTransaction:
     def every_blob(self) -> Iterable[tuple[bytes, int, bytes]]:
         return self._stream(sql.EVERY_BLOB)
 
-    def blob_content(self, blob_id: int) -> tuple[int, bytes] | None:
-        row = self._one(sql.BLOB_CONTENT, (blob_id,))
-        return None if row is None else (row[0], row[1])
-
-    def checkpoint_layouts(self) -> list[tuple[Any, ...]]:
-        return self._all(sql.CHECKPOINT_LAYOUTS)
-
-    def complete_runs(self) -> set[int]:
-        return {int(pk) for pk in self._column(sql.COMPLETE_RUNS)}
-
-    def every_lineage_digest(self) -> list[tuple[bytes, int]]:
-        return self._all(sql.EVERY_LINEAGE_DIGEST)
-
     def hashed_runs(self) -> Iterable[tuple[Any, ...]]:
         return self._stream(sql.HASHED_RUNS)
-
-    def hashed_batches(self) -> list[tuple[Any, ...]]:
-        return self._all(sql.HASHED_BATCHES)
 
     def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
         rows = self._all(sql.BATCH_EVENTS, {"first": first_seq, "last": last_seq, "run": run_pk})
