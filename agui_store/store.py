@@ -62,7 +62,8 @@ CHECKPOINT_EVENTS = 1
 
 
 class Store:
-    """An AG-UI conversation store on one SQLite file. Open it with :func:`agui_store.open`.
+    """An AG-UI conversation store: one SQLite file, or a PostgreSQL database. Open it with
+    :func:`agui_store.open`.
 
     A ``Store`` may be shared between threads (calls are serialized); in a child process
     after ``fork()`` it reopens its file on first use.
