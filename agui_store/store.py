@@ -107,7 +107,6 @@ class Store:
         self._backend: port.Backend = _backend_for(self.path, busy_timeout_ms)
         self.path = self._backend.where  # a URL is shown without its password
         self._pid = os.getpid()
-        _OPEN_STORES.add(self)
         # What it remembers between calls (see agui_store.memory).
         self._memory = memory.Memory(self.derive_on_append)
         self._intake = intake.Intake(self._memory, self.max_event_bytes, self.max_depth)
@@ -119,6 +118,8 @@ class Store:
             max_depth=self.max_depth,
             derive_on_append=self.derive_on_append,
         )
+        # Last: a fork in another thread resets the stores in this set, whole ones only.
+        _OPEN_STORES.add(self)
 
     # --- lifecycle ----------------------------------------------------------------------
 
