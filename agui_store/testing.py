@@ -44,10 +44,11 @@ def records(store: Store, run_pks: list[int]) -> list[Any]:
 
 def forget(store: Store) -> None:
     """Drop everything the store keeps in memory between calls (cached views, sequence
-    state, what appends remember, the request bodies it read), so that the next call is
-    cold."""
+    state, what appends remember, the message chunks it validated, the request bodies it
+    read), so that the next call is cold."""
     with store._lock:
         store._memory.forget()
+        store._memory.valid_chunks.clear()
         store._memory.resent.clear()
 
 
