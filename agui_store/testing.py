@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from agui_store import reads, resent
+from agui_store import port, reads, resent
 from agui_store.restore import View
 from agui_store.store import Store
 
@@ -25,6 +25,15 @@ def connection(store: Store) -> Any:
     """The backend's open database connection (SQLite: an ``apsw.Connection``), to inspect
     tables, query plans and triggers. Writing through it bypasses the store."""
     return store._backend.connection()
+
+
+@contextlib.contextmanager
+def reading(store: Store) -> Iterator[port.Reading]:
+    """A read transaction of the store's, through the storage port (:mod:`agui_store.port`):
+    to look at what the engine keeps (runs as a replica sees them, derived data) on any
+    backend with the operations the engine itself uses."""
+    with store._reading() as tx:
+        yield tx
 
 
 def replayed_view(store: Store, run: int | str, *, thread_id: str | None = None) -> View:

@@ -102,10 +102,7 @@ def cpu_of(pid: int) -> float:
 
 
 def full_replay(store: agui_store.Store) -> None:
-    leaf = store.runs("t")[-1]
-    with store._reading() as tx:
-        pk = tx.run_pk(tx.thread("t")[0], leaf.run_id)  # type: ignore[index]
-    testing.replayed_view(store, pk)
+    testing.replayed_view(store, store.runs("t")[-1].run_id, thread_id="t")
 
 
 def raw_copy(dsn: str, rows: list[tuple[int, int, str, str]]) -> float:

@@ -553,14 +553,22 @@ def test_two_runs_of_one_thread_streaming_at_once_are_recorded_apart(
 ) -> None:
     first = run_events("t1", "r1", text="a" * 8)
     second = run_events("t1", "r2", text="b" * 8)
-    recorder = Recorder(streaming_app(sse(first), pause=0.01), store=astore)
-    other = Recorder(streaming_app(sse(second), pause=0.013), store=astore)
-    # One store, two recorders or one: the runs interleave in the log either way.
-    other._live = recorder._live
+    # One recorder in front of two agents (by path), streaming at different paces: the two
+    # runs' batches interleave in the log.
+    agents = {
+        "/first": streaming_app(sse(first), pause=0.01),
+        "/second": streaming_app(sse(second), pause=0.013),
+    }
+
+    async def routed(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await agents[scope["path"]](scope, receive, send)
+
+    recorder = Recorder(routed, store=astore)
 
     async def both() -> None:
         await asyncio.gather(
-            call(recorder, request_body("t1", "r1")), call(other, request_body("t1", "r2"))
+            call(recorder, request_body("t1", "r1"), path="/first"),
+            call(recorder, request_body("t1", "r2"), path="/second"),
         )
 
     asyncio.run(both())

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import Store, SyncConflictError, cli, database
+from agui_store import Store, SyncConflictError, cli, database, testing
 from agui_store.errors import NotAStoreError, RunNotFoundError
 from tests.backends import checked, dump
 
@@ -298,7 +298,7 @@ def test_the_copy_keeps_inputs_stored_by_reference_and_derives_every_complete_ru
     agui_store.copy(src, dst)
     with agui_store.open(src) as a, agui_store.open(dst) as b:
         for store in (a, b):
-            with store._reading() as tx:
+            with testing.reading(store) as tx:
                 pk = tx.thread("t1")[0]  # type: ignore[index]
                 rows = {r[1]: (r[5], r[6]) for r in tx.replica_runs(pk)}
                 assert rows["r2"][1] is not None  # the input by reference to r1's view
