@@ -228,45 +228,7 @@ class Placement:
                         # what it held then; they are derived again when next needed.
                         self._drop_below(tx, thread_pk, continued)
                 run_ids.append(memory.known_run_id(tx, segment.run_pk))
-            run_pk = segment.run_pk
-            self._refuse_deep_copies(tx, segment, run_input)
-            rows = [
-                (at, run_pk, kind, ev.raw.decode("utf-8"))
-                for at, ev, kind in zip(itertools.count(seq), segment.events, segment.types)
-            ]
-            seq += len(rows)
-            echo = (
-                self._normalize_echo(tx, thread_pk, segment.run_pk, rows)
-                if segment.started is not None and isinstance(segment.started.get("input"), dict)
-                else None
-            )
-            tx.insert_events(rows)
-            known.next_seq = seq
-            if echo is not None:
-                tx.insert_echo_refs(*echo)
-            if "RUN_FINISHED" in segment.types or "RUN_ERROR" in segment.types:
-                for ev, kind in zip(segment.events, segment.types):
-                    if kind in ("RUN_FINISHED", "RUN_ERROR"):
-                        segment.outcome = status_of_terminal(ev.data)
-            # The run's hash after this batch: the batch's stored bytes chained onto it (the
-            # events' JSON as received, but a RUN_STARTED whose echo was normalized).
-            stored = [ev.raw for ev in segment.events]
-            refs = {}
-            if echo is not None:
-                stored[0] = rows[0][3].encode("utf-8")
-                refs[echo[0]] = echo[1]
-            batch_hash = hashing.chain(
-                memory.known_run_hash(tx, run_pk),
-                hashing.batch_digest_of(
-                    seq - len(rows), segment.types, stored, refs, segment.outcome, now
-                ),
-            )
-            known.run_hashes[run_pk] = batch_hash
-            tx.insert_batch(run_pk, seq - len(rows), seq - 1, segment.outcome, now, batch_hash)
-            memory.remember_batch(thread_pk, thread_id, run_pk, segment.outcome, seq - 1)
-            # Before the next run of the batch is placed: its lineage and its echoed input
-            # then see this one complete, as they would had it come in an append of its own.
-            self._keep_checkpoint_current(tx, thread_pk, segment, now)
+            seq = self._write_segment(tx, thread_pk, thread_id, segment, seq, run_input, now)
         last_seq = seq - 1
         if verifier is not None:
             last_pk = segments[-1].run_pk
@@ -283,6 +245,60 @@ class Placement:
             first_seq,
             last_seq,
         )
+
+    def _write_segment(
+        self,
+        tx: port.Writing,
+        thread_pk: int,
+        thread_id: str,
+        segment: _Segment,
+        first_seq: int,
+        run_input: Input | None,
+        now: int,
+    ) -> int:
+        """Write a placed segment from ``first_seq`` on: its events (a normalized echo's stored by
+        reference), the batch with the run's hash after it, and, once it completes a run,
+        what derives from it; the next event's ``seq``."""
+        memory = self.memory
+        known = memory.known
+        run_pk = segment.run_pk
+        assert run_pk is not None  # placed
+        self._refuse_deep_copies(tx, segment, run_input)
+        rows = [
+            (at, run_pk, kind, ev.raw.decode("utf-8"))
+            for at, ev, kind in zip(itertools.count(first_seq), segment.events, segment.types)
+        ]
+        seq = first_seq + len(rows)
+        echo = (
+            self._normalize_echo(tx, thread_pk, run_pk, rows)
+            if segment.started is not None and isinstance(segment.started.get("input"), dict)
+            else None
+        )
+        tx.insert_events(rows)
+        known.next_seq = seq
+        if echo is not None:
+            tx.insert_echo_refs(*echo)
+        if "RUN_FINISHED" in segment.types or "RUN_ERROR" in segment.types:
+            for ev, kind in zip(segment.events, segment.types):
+                if kind in ("RUN_FINISHED", "RUN_ERROR"):
+                    segment.outcome = status_of_terminal(ev.data)
+        # The run's hash after this batch: the batch's stored bytes chained onto it (the
+        # events' JSON as received, but a RUN_STARTED whose echo was normalized).
+        stored = [ev.raw for ev in segment.events]
+        refs = {}
+        if echo is not None:
+            stored[0] = rows[0][3].encode("utf-8")
+            refs[echo[0]] = echo[1]
+        outcome = segment.outcome
+        digest = hashing.batch_digest_of(first_seq, segment.types, stored, refs, outcome, now)
+        batch_hash = hashing.chain(memory.known_run_hash(tx, run_pk), digest)
+        known.run_hashes[run_pk] = batch_hash
+        tx.insert_batch(run_pk, first_seq, seq - 1, outcome, now, batch_hash)
+        memory.remember_batch(thread_pk, thread_id, run_pk, outcome, seq - 1)
+        # Before the next run of the batch is placed: its lineage and its echoed input
+        # then see this one complete, as they would had it come in an append of its own.
+        self._keep_checkpoint_current(tx, thread_pk, segment, now)
+        return seq
 
     def _continued_run(
         self,
