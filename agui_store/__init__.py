@@ -1,4 +1,5 @@
-"""agui-store: AG-UI agent conversations in one SQLite file, kept like git keeps code."""
+"""agui-store: AG-UI agent conversations in one SQLite file, or in PostgreSQL, kept like git
+keeps code."""
 
 from __future__ import annotations
 
