@@ -109,7 +109,6 @@ class CachedView:
         return view_of(self.reducer)
 
 
-
 def replayed_to(tx: port.Reading, run_pk: int | None) -> CachedView:
     """view(run) (the empty view for ``None``) in a reducer, replayed from the nearest
     checkpoint, with its lineage ids and their digest state, and what the runs since

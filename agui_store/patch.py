@@ -201,9 +201,6 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-
-
-
 def _truthy(value: Any) -> bool:
     if value is None or value is UNDEFINED or value is False:
         return False
@@ -217,9 +214,6 @@ def _truthy(value: Any) -> bool:
 def _is_js_object(value: Any) -> bool:
     """``typeof value === "object" && value !== null`` (functions are not objects)."""
     return isinstance(value, (dict, list))
-
-
-
 
 
 def _canonical_index(key: int | str) -> int | None:

@@ -653,26 +653,18 @@ class Store:
         stream.append(finished)
         return stream
 
-
-
-
-
-
     # --- time travel ----------------------------------------------------------------------
-
-    def _merge_base_pk(self, tx: port.Reading, a: int, b: int) -> tuple[int, int, int] | None:
-        """(merge base, its depth below a, below b): the deepest run on both lineages."""
-        return tx.merge_base(a, b)
 
     def _pair(
         self, tx: port.Reading, a: str, b: str, thread_id: str | None, scope: str | None
     ) -> tuple[RunKey, RunKey, tuple[int, int, int] | None]:
-        """Two arguments resolved, and their merge base (see :meth:`_merge_base_pk`)."""
+        """Two arguments resolved, and their merge base with its depth below each (the
+        port's ``merge_base``: the deepest run on both lineages)."""
         ka = self._resolve(tx, a, thread_id=thread_id, scope=scope)
         # The thread ``a`` was found in is the one ``thread_id`` names: not looked up again.
         in_thread = ka.thread_pk if thread_id is not None else None
         kb = self._resolve(tx, b, thread_id=thread_id, thread_pk=in_thread, scope=scope)
-        return ka, kb, self._merge_base_pk(tx, ka.pk, kb.pk)
+        return ka, kb, tx.merge_base(ka.pk, kb.pk)
 
     def merge_base(
         self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
@@ -822,7 +814,6 @@ class Store:
             "forwardedProps": recorded.get("forwardedProps", {}),
         }
         return fork_input
-
 
 
 #: Every Store not yet garbage-collected, for the at-fork hook.
