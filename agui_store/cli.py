@@ -25,7 +25,15 @@ from agui_store.errors import (
     NotAStoreError,
 )
 from agui_store.interchange import FORMATS, serialize
-from agui_store.records import Run, content_text, printable, run_line, short, transcript
+from agui_store.records import (
+    Run,
+    content_text,
+    counted,
+    printable,
+    run_line,
+    short,
+    transcript,
+)
 from agui_store.render import diff_text, graph
 from agui_store.store import Store, is_url
 from agui_store.targets import check_source, check_target, write_file
@@ -162,7 +170,8 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             check_sequence=not args.no_sequence_check,
         )
     out.write(
-        f"imported {result.event_count} events, {result.new_run_count} runs into {store.path}\n"
+        f"imported {counted(result.event_count, 'event')}, "
+        f"{counted(result.new_run_count, 'run')} into {store.path}\n"
     )
     return 0
 
@@ -367,9 +376,11 @@ def _write_analysis(
     if args.json:
         out.write(json.dumps(summary.to_json()) + "\n")
     else:
-        out.write(f"wrote {summary.threads} threads, {summary.runs} runs, {summary.messages} "
-                  f"messages ({summary.view_rows} rows of views), {summary.tool_calls} tool "
-                  f"calls to {out_path}\n")
+        out.write(
+            f"wrote {counted(summary.threads, 'thread')}, {counted(summary.runs, 'run')}, "
+            f"{counted(summary.messages, 'message')} ({counted(summary.view_rows, 'row')} of "
+            f"views), {counted(summary.tool_calls, 'tool call')} to {out_path}\n"
+        )
     return 0
 
 
@@ -459,11 +470,12 @@ def cmd_copy(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             + "\n"
         )
         return 0
-    extended = f", {result.runs_extended} runs completed" if result.runs_extended else ""
+    extended = f", {counted(result.runs_extended, 'run')} completed" if result.runs_extended else ""
     out.write(
-        f"copied {result.threads} threads, {result.runs} runs, {result.events} events"
-        f"{extended}, {result.branches} branches ({result.runs_present} runs already present)"
-        "\n"
+        f"copied {counted(result.threads, 'thread')}, {counted(result.runs, 'run')}, "
+        f"{counted(result.events, 'event')}{extended}, "
+        f"{counted(result.branches, 'branch', 'branches')} "
+        f"({counted(result.runs_present, 'run')} already present)\n"
     )
     return 0
 

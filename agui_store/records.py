@@ -419,6 +419,11 @@ def printable(text: str) -> str:
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", joined)
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 run``, ``3 runs``, ``1 branch``, ``2 branches`` (``plural`` where ``s`` is not it)."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def short(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -495,7 +500,7 @@ def run_line(run: Run) -> str:
     parent = f" <- {run.parent_run_id} [{run.lineage}]" if run.parent_run_id else " [root]"
     label = hash_label(run)
     return (
-        f"{run.run_id}{refs}  {run.status}  {run.event_count} events{parent}"
+        f"{run.run_id}{refs}  {run.status}  {counted(run.event_count, 'event')}{parent}"
         f"{'  ' + label if label else ''}"
     )
 

@@ -544,7 +544,7 @@ def test_the_analyze_command_writes_the_database_and_refuses_the_store_file(
     db, out = tmp_path / "store.db", tmp_path / "analysis.db"
     cli("demo", "--db", str(db))
     said = cli("analyze", str(out), "--db", str(db)).stdout
-    assert "1 threads, 3 runs, 10 messages" in said and str(out) in said
+    assert "1 thread, 3 runs, 10 messages" in said and str(out) in said
     with opened(out) as analysis:
         assert analysis.table("runs").count == 3
         assert [m["message_id"] for m in analysis.table("messages").search("Porto")] \

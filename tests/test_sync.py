@@ -693,6 +693,19 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def test_the_command_counts_one_of_a_kind_in_the_singular(src_dst: tuple[str, str]) -> None:
+    src, dst = src_dst
+    events = run_events("t1", "r1", "one")
+    with agui_store.open(src) as store:
+        store.append(events)
+        store.branch("only", "r1", thread_id="t1")
+    code, out, err = run_cli("copy", src, dst)
+    assert (code, err) == (0, "")
+    assert out == (
+        f"copied 1 thread, 1 run, {len(events)} events, 1 branch (0 runs already present)\n"
+    )
+
+
 def test_the_command_copies_reports_counts_and_a_second_run_copies_nothing(
     src_dst: tuple[str, str],
 ) -> None:
