@@ -546,33 +546,19 @@ class Placement:
                 refs_text = codec.encode(normalized[1]).decode("utf-8")
         if run_input is not None and input_text is None:
             input_text = run_input.raw.decode("utf-8")  # as sent
-        parent_hash = self.memory.known_run_hash(tx, parent_pk) if parent_pk is not None else None
-        input_hash = hashing.input_digest(input_text, refs_text)
-        start_hash = hashing.start(
-            thread_id=started["threadId"],
-            run_id=started["runId"],
-            lineage=reason,
-            sent_parent_run_id=sent_parent,
-            synthetic=False,
-            created_at=now,
-            parent_hash=parent_hash,
-            input_hash=input_hash,
-        )
-        run_pk = tx.insert_run(
+        run_pk = self._insert_run_row(
+            tx,
             thread_pk,
+            started["threadId"],
             started["runId"],
             parent_pk,
             reason,
             sent_parent,
             input_text,
             refs_text,
-            False,
-            now,
-            parent_hash,
-            input_hash,
-            start_hash,
+            synthetic=False,
+            now=now,
         )
-        self.memory.known.run_hashes[run_pk] = start_hash
         self._advance_branches(tx, thread_pk, parent_pk, run_pk, branch, now)
         return run_pk, (parent_pk, input_text, refs_text, reason)
 
@@ -729,29 +715,52 @@ class Placement:
         run_id = f"run-error-{seq}"
         parent_pk = self.memory.head(tx, thread_pk)
         lineage = "head" if parent_pk else "root"
+        return self._insert_run_row(
+            tx, thread_pk, thread_id, run_id, parent_pk, lineage, None, None, None,
+            synthetic=True, now=now,
+        )
+
+    def _insert_run_row(
+        self,
+        tx: port.Writing,
+        thread_pk: int,
+        thread_id: str,
+        run_id: str,
+        parent_pk: int | None,
+        lineage: str,
+        sent_parent: str | None,
+        input_text: str | None,
+        refs_text: str | None,
+        *,
+        synthetic: bool,
+        now: int,
+    ) -> int:
+        """Insert a run's row with its start hash (chained onto its parent's hash now, and
+        its input's digest), remembered as the run's hash until its first batch; its pk."""
         parent_hash = self.memory.known_run_hash(tx, parent_pk) if parent_pk is not None else None
+        input_hash = hashing.input_digest(input_text, refs_text)
         start_hash = hashing.start(
             thread_id=thread_id,
             run_id=run_id,
             lineage=lineage,
-            sent_parent_run_id=None,
-            synthetic=True,
+            sent_parent_run_id=sent_parent,
+            synthetic=synthetic,
             created_at=now,
             parent_hash=parent_hash,
-            input_hash=None,
+            input_hash=input_hash,
         )
         run_pk = tx.insert_run(
             thread_pk,
             run_id,
             parent_pk,
             lineage,
-            None,
-            None,
-            None,
-            True,
+            sent_parent,
+            input_text,
+            refs_text,
+            synthetic,
             now,
             parent_hash,
-            None,
+            input_hash,
             start_hash,
         )
         self.memory.known.run_hashes[run_pk] = start_hash
