@@ -40,8 +40,11 @@ Known divergences (all need patches no producer writes):
 * an ``op`` that is not one of the six RFC names or ``_get`` is rejected; fast-json-patch
   also "runs" ``Object.prototype`` method names (``"op": "toString"``) and one-element arrays
   (``"op": ["add"]``) with effects that make no sense;
-* ``{"op": "move", "from": "", "path": "/x"}`` on an object or array is rejected: the client
-  builds a cyclic document that it then cannot serialize;
+* a patch whose result contains itself is rejected: ``{"op": "move", "from": "", "path":
+  "/x"}`` on an object or array makes the client set a child of the document to the document
+  itself, a state it holds but JSON cannot write out. (The cycle is modelled while the patch
+  runs: a later operation that replaces the root or cuts the cycle gives the client's
+  result.)
 * properties of inherited JS functions (``/toString/length``, ``/constructor/name``) read
   as ``undefined`` here, and a document that *is* a function (the root copied from
   ``/toString``) is returned as :data:`UNDEFINED`.
@@ -621,11 +624,6 @@ def _apply_in_object(
         return document, removed
     if op == "move":
         source = operation["from"]
-        if source == "" and _is_js_object(document):
-            # The client would set a child of the document to the document itself.
-            raise _patch_error(
-                "OPERATION_PATH_CYCLIC", "cannot move the whole document into itself"
-            )
         moved = _apply_operation(document, {"op": "remove", "path": source}, validate=False)[1]
         _apply_operation(
             document,
@@ -659,9 +657,12 @@ def _apply_js(document: Any, operations: Any) -> Any:
     if not isinstance(operations, list):
         raise PatchError("the patch must be a list of operations", code="SEQUENCE_NOT_AN_ARRAY")
     current = _deep_clone(document)
+    cyclic_at = None  # the first operation that moved the whole document into itself
     for index, operation in enumerate(operations):
         try:
             current = _apply_operation(current, operation, validate=True)[0]
+            if cyclic_at is None and _moves_root_into_itself(operation, current):
+                cyclic_at = index
         except _Fail as error:
             raise PatchError(
                 error.reason, index=index, code=error.code, operation=operation
@@ -673,7 +674,47 @@ def _apply_js(document: Any, operations: Any) -> Any:
                 code="RangeError",
                 operation=operation,
             ) from None
+    if cyclic_at is not None and _is_cyclic(current):
+        # The client holds a document that contains itself, which JSON cannot write out
+        # (a later operation can still replace the root or cut the cycle: then it can).
+        raise PatchError(
+            "moves the whole document into itself: the result contains itself",
+            index=cyclic_at,
+            code="OPERATION_PATH_CYCLIC",
+            operation=operations[cyclic_at],
+        )
     return current
+
+
+def _moves_root_into_itself(operation: dict[str, Any], document: Any) -> bool:
+    """A ``move`` from the root to a path below it: the client then sets a child of the
+    document to the document itself (fast-json-patch does not refuse it, as the RFC does)."""
+    return (
+        operation["op"] == "move"
+        and operation["from"] == ""
+        and operation["path"] != ""
+        and _is_js_object(document)
+    )
+
+
+def _is_cyclic(value: Any) -> bool:
+    """Whether a container holds itself, at any depth (walked without recursion)."""
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, leaving = stack.pop()
+        if leaving:
+            on_path.discard(id(item))
+            continue
+        if not isinstance(item, (dict, list, tuple)):
+            continue
+        if id(item) in on_path:
+            return True
+        on_path.add(id(item))
+        stack.append((item, True))
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, False) for child in children)
+    return False
 
 
 def _to_json(value: Any) -> Any:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import event as note_event
 from hypothesis import strategies as st
 
@@ -394,6 +394,9 @@ def test_generated_deep_patches_are_refused_unchanged_or_read_by_every_reader(
         assert max(_deepest_along(accepted)) <= limit
         co = store.checkout("r1", thread_id="t")
         client = oracle.replay(accepted)
+        # A patch that moved the whole state into itself leaves the client holding a state
+        # that contains itself: the divergence agui_store.patch documents (test_patch).
+        assume("unwritable" not in client)
         assert client["ok"]
         assert (co.state, co.messages) == (client["state"], client["messages"])
         store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r2",

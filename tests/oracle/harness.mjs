@@ -129,5 +129,14 @@ async function answer(line) {
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 for await (const line of lines) {
   if (!line.trim()) continue;
-  process.stdout.write(JSON.stringify(await answer(line)) + "\n");
+  const reply = await answer(line);
+  let text;
+  try {
+    text = JSON.stringify(reply);
+  } catch (e) {
+    // What the client holds cannot be written out (a state that contains itself): say so
+    // instead of dying, so the test can tell it from an error the client threw.
+    text = JSON.stringify({ ok: false, unwritable: errorText(e) });
+  }
+  process.stdout.write(text + "\n");
 }
