@@ -657,11 +657,11 @@ def _apply_js(document: Any, operations: Any) -> Any:
     if not isinstance(operations, list):
         raise PatchError("the patch must be a list of operations", code="SEQUENCE_NOT_AN_ARRAY")
     current = _deep_clone(document)
-    cyclic_at = None  # the first operation that moved the whole document into itself
+    cyclic_at = None  # the last operation that moved the whole document into itself
     for index, operation in enumerate(operations):
         try:
             current = _apply_operation(current, operation, validate=True)[0]
-            if cyclic_at is None and _moves_root_into_itself(operation, current):
+            if _moves_root_into_itself(operation, current):
                 cyclic_at = index
         except _Fail as error:
             raise PatchError(

@@ -346,7 +346,9 @@ class PostgresServer:
     _jobs: deque[tuple[str, str]] = field(default_factory=deque, init=False, repr=False)
     _wake: threading.Condition = field(default_factory=threading.Condition, init=False, repr=False)
     _worker: threading.Thread | None = field(default=None, init=False, repr=False)
+    _busy: bool = field(default=False, init=False, repr=False)
     _closing: bool = field(default=False, init=False, repr=False)
+    _undropped: list[str] = field(default_factory=list, init=False, repr=False)
 
     def connect(self, **kwargs: Any) -> Any:
         import psycopg
@@ -365,7 +367,7 @@ class PostgresServer:
                     self._making[template] = self._making.get(template, 0) + 1
                     self._jobs.append(("make", template))
                 self._start_worker()
-                self._wake.notify()
+                self._wake.notify_all()
             if name is not None:
                 return with_dbname(self.dsn, name)
         return with_dbname(self.dsn, self._clone(template))
@@ -376,26 +378,36 @@ class PostgresServer:
         from psycopg.conninfo import conninfo_to_dict
 
         name = str(conninfo_to_dict(dsn)["dbname"])
+        # Here, not in the background thread: a test may stop the server on purpose, and
+        # only the teardown of the test that left it stopped may start it again.
+        self.ensure_running()
         if self.spares:
             with self._wake:
                 self._jobs.append(("drop", name))
                 self._start_worker()
-                self._wake.notify()
+                self._wake.notify_all()
             return
-        self.ensure_running()
         self._drop(name)
 
+    def settle(self) -> None:
+        """Wait until the background thread has done everything asked of it so far."""
+        with self._wake:
+            while self._jobs or self._busy:
+                self._wake.wait()
+
     def close(self) -> None:
-        """Stop the background thread after its queued work, and drop the unused spares."""
+        """Stop the background thread after its queued work, then drop the unused spares
+        and the databases a background drop missed (the server was down then)."""
         with self._wake:
             self._closing = True
-            self._wake.notify()
+            self._wake.notify_all()
         if self._worker is not None:
             self._worker.join(timeout=120)
-        for ready in self._ready.values():
-            while ready:
-                with contextlib.suppress(Exception):
-                    self._drop(ready.popleft())
+        self.ensure_running()
+        leftover = [name for ready in self._ready.values() for name in ready] + self._undropped
+        for name in leftover:
+            with contextlib.suppress(Exception):
+                self._drop(name)
 
     def _clone(self, template: str) -> str:
         from psycopg import sql
@@ -435,6 +447,7 @@ class PostgresServer:
                 if not self._jobs:
                     return
                 kind, name = self._jobs.popleft()
+                self._busy = True
             try:
                 if kind == "make":
                     made = self._clone(name)
@@ -443,14 +456,17 @@ class PostgresServer:
                 else:
                     self._drop(name)
             except Exception:
-                # The server is down (a test stopped it) or refused: the job is given up.
-                # create_database clones when no spare is ready, and the cluster goes with
-                # every database in it at the end.
-                pass
-            finally:
-                if kind == "make":
+                # The server is down (a test stopped it) or refused. A spare is given up:
+                # create_database clones when none is ready. A drop is left to close().
+                if kind == "drop":
                     with self._wake:
+                        self._undropped.append(name)
+            finally:
+                with self._wake:
+                    if kind == "make":
                         self._making[name] -= 1
+                    self._busy = False
+                    self._wake.notify_all()
 
     def ensure_running(self) -> None:
         """Start the throwaway cluster again if a test stopped or crashed it."""

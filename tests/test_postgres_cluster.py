@@ -52,6 +52,7 @@ def test_two_test_databases_do_not_see_each_others_tables(
     finally:
         postgres_server.drop_database(first)
         postgres_server.drop_database(second)
+    postgres_server.settle()  # drops may be left to the background thread
     with postgres_server.connect() as conn:
         left = conn.execute(
             "SELECT count(*) FROM pg_database WHERE datname = ANY(%s)",
@@ -92,6 +93,7 @@ def test_a_test_that_leaves_the_server_stopped_still_gets_its_database_dropped(
     postgres_cluster.stop("immediate")
     postgres_server.drop_database(dsn)  # what the postgres_database fixture's teardown does
     assert postgres_cluster.running
+    postgres_server.settle()  # drops may be left to the background thread
     with pytest.raises(psycopg.OperationalError, match="does not exist"):
         psycopg.connect(dsn).close()
 
