@@ -282,6 +282,7 @@ def run_from_row(row: Any, branches: dict[int, list[str]]) -> Run:
         outcome,
         run_hash,
     ) = row
+    created = when(created_at)
     return Run(
         thread_id=thread_id,
         run_id=run_id,
@@ -289,8 +290,10 @@ def run_from_row(row: Any, branches: dict[int, list[str]]) -> Run:
         lineage=lineage,
         status=outcome or "incomplete",
         event_count=int(count or 0),
-        created_at=when(created_at),  # type: ignore[arg-type]
-        updated_at=when(updated_at),
+        created_at=created,  # type: ignore[arg-type]
+        # Most runs are recorded in one append: one conversion serves both (a log of
+        # thousands of runs spent a sixth of its time converting times).
+        updated_at=created if updated_at == created_at else when(updated_at),
         sent_parent_run_id=sent_parent,
         has_input=bool(has_input),
         synthetic=bool(synthetic),

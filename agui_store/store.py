@@ -441,7 +441,7 @@ class Store:
         with self._reading() as tx:
             pk = self._require_thread(tx, thread_id, scope)
             rows = tx.thread_run_summaries(pk)
-            names = reads.branch_names(tx, [r[0] for r in rows])
+            names = reads.branch_names(tx, [r[0] for r in rows], [pk])
             return [reads.run_from_row(r, names) for r in rows]
 
     def get_run(
@@ -583,7 +583,8 @@ class Store:
                     )
                 first = named
             rows = tx.lineage_runs(first, None, size)
-            names = reads.branch_names(tx, [r[0] for r in rows])
+            # A lineage never leaves its thread (SPEC §2).
+            names = reads.branch_names(tx, [r[0] for r in rows], [key.thread_pk])
             runs = [reads.run_from_row(r, names) for r in rows]
         # The last run's parent starts the next page (None at the root, or the whole log).
         more = runs[-1].parent_run_id if runs and len(runs) == size else None
