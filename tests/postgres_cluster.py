@@ -348,7 +348,6 @@ class PostgresServer:
     _worker: threading.Thread | None = field(default=None, init=False, repr=False)
     _busy: bool = field(default=False, init=False, repr=False)
     _closing: bool = field(default=False, init=False, repr=False)
-    _undropped: list[str] = field(default_factory=list, init=False, repr=False)
 
     def connect(self, **kwargs: Any) -> Any:
         import psycopg
@@ -396,16 +395,15 @@ class PostgresServer:
                 self._wake.wait()
 
     def close(self) -> None:
-        """Stop the background thread after its queued work, then drop the unused spares
-        and the databases a background drop missed (the server was down then)."""
+        """Stop the background thread after its queued work, then drop every database still
+        standing: unused spares, and any a background drop missed (the server was down)."""
         with self._wake:
             self._closing = True
             self._wake.notify_all()
         if self._worker is not None:
             self._worker.join(timeout=120)
         self.ensure_running()
-        leftover = [name for ready in self._ready.values() for name in ready] + self._undropped
-        for name in leftover:
+        for name in list(self.databases):
             with contextlib.suppress(Exception):
                 self._drop(name)
 
@@ -457,10 +455,9 @@ class PostgresServer:
                     self._drop(name)
             except Exception:
                 # The server is down (a test stopped it) or refused. A spare is given up:
-                # create_database clones when none is ready. A drop is left to close().
-                if kind == "drop":
-                    with self._wake:
-                        self._undropped.append(name)
+                # create_database clones when none is ready. A database a drop missed is
+                # still in self.databases, for close().
+                pass
             finally:
                 with self._wake:
                     if kind == "make":
