@@ -69,6 +69,23 @@ def test_paging_through_a_lineage_gives_exactly_the_whole_log(
                                                            for page in got[:-1]]
 
 
+def test_log_and_runs_name_the_branches_at_each_run_and_only_their_threads(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        for thread in ("a", "b"):  # the same run ids and branch names in two threads
+            record_tree(store, thread, [None, 0, 1])
+        store.branch("fix", "r1", thread_id="a")
+        store.branch("old", "r0", thread_id="b")
+        for thread, names in (("a", {"r2": ("main",), "r1": ("fix",), "r0": ()}),
+                              ("b", {"r2": ("main",), "r1": (), "r0": ("old",)})):  # fmt: skip
+            logged = store.log("HEAD", thread_id=thread)
+            assert {r.run_id: r.branches for r in logged} == names
+            assert {r.run_id: r.branches for r in store.runs(thread)} == names
+            paged = [r for page in pages(store, "HEAD", 1, thread_id=thread) for r in page]
+            assert {r.run_id: r.branches for r in paged} == names
+
+
 def test_a_page_continues_its_lineage_after_the_ref_has_moved(store_location: str) -> None:
     with agui_store.open(store_location) as store:
         record_tree(store, "t", [None, 0, 1, 2, 3])
