@@ -376,8 +376,7 @@ class Deriver:
         digest = bytes(hasher.digest())
         tx.insert_digest(digest, run_pk)
         written = False
-        # A backend without checkpoints (PostgreSQL, for now) replays lineages whole.
-        if tx.keeps_checkpoints and (force_checkpoint or since.events >= self.checkpoint_events):
+        if force_checkpoint or since.events >= self.checkpoint_events:
             written = write_checkpoint(
                 tx, run_pk, reducer, since, digest, now, self.memory.known_run_hash(tx, run_pk)
             )

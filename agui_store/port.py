@@ -164,9 +164,6 @@ class Reading(Protocol):
     def checkpoint_count(self) -> int: ...
 
     # checkpoints: chunked message lists (agui_store.checkpoints holds the layout)
-    #: Whether the backend stores checkpoints; without them the engine replays lineages
-    #: from their root and never writes one.
-    keeps_checkpoints: bool
     def checkpoint_walk(self, run_pk: int) -> list[tuple[int, bool]]:
         """The run's lineage from the run up to the nearest run with a checkpoint (or the
         root), newest first, each with whether it has one."""

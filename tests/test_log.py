@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import shlex
@@ -84,6 +85,29 @@ def test_log_and_runs_name_the_branches_at_each_run_and_only_their_threads(
             assert {r.run_id: r.branches for r in store.runs(thread)} == names
             paged = [r for page in pages(store, "HEAD", 1, thread_id=thread) for r in page]
             assert {r.run_id: r.branches for r in paged} == names
+
+
+def test_a_logged_run_is_the_record_its_own_constructor_builds_from_its_fields(
+    store_location: str,
+) -> None:
+    """``run_from_row`` fills a Run's fields without its ``__init__`` (for speed): each
+    record must hold every field, and equal, hash and print as the one ``Run(...)`` makes."""
+    with agui_store.open(store_location) as store:
+        store.append(run("t", "r0"))
+        started = {"type": "RUN_STARTED", "threadId": "t", "runId": "r1", "parentRunId": "r0"}
+        body = {"threadId": "t", "runId": "r1", "messages": [], "tools": [], "context": []}
+        store.append([started], input=body)  # a live run, with its input
+        store.append([{"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"}])
+        store.branch("fix", "r0", thread_id="t")
+        for listed in (store.log("HEAD", thread_id="t"), store.runs("t")):
+            for record in listed:
+                assert set(vars(record)) == {f.name for f in dataclasses.fields(agui_store.Run)}
+                rebuilt = agui_store.Run(**vars(record))
+                assert rebuilt == record and hash(rebuilt) == hash(record)
+                assert repr(rebuilt) == repr(record)
+        r1, r0 = store.log("HEAD", thread_id="t")
+        assert r1.has_input and r1.updated_at is not None and r1.updated_at >= r1.created_at
+        assert r0.branches == ("fix",) and r0.status == "finished"
 
 
 def test_a_page_continues_its_lineage_after_the_ref_has_moved(store_location: str) -> None:

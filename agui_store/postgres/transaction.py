@@ -124,9 +124,6 @@ class PostgresTransaction(NamedQueries):
     __slots__ = ("_begin", "_open_conn", "_pending", "_reserved_run", "_streams")
     sql: ClassVar[ModuleType] = sql
 
-    #: Checkpoints (chunked message lists) are stored as on SQLite.
-    keeps_checkpoints = True
-
     def __init__(
         self, conn: Any, begin: Callable[[str | None], tuple[Any, Any]] | None = None
     ) -> None:

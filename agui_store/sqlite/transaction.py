@@ -69,8 +69,6 @@ class SqliteTransaction(NamedQueries):
 
     # --- checkpoints (chunked message lists: agui_store.checkpoints) ------------------------
 
-    keeps_checkpoints = True
-
     def checkpoint_walk(self, run_pk: int) -> list[tuple[int, bool]]:
         return [(int(pk), bool(stop)) for pk, stop in self._rows(sql.NEAREST, (run_pk,))]
 
