@@ -277,16 +277,16 @@ def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"{p}\n")
         for w in report.warnings:  # legal, worth knowing: they do not fail the check
             out.write(f"warning: {w}\n")
-        summary = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+        summary = "ok" if report.ok else counted(len(report.problems), "problem")
         if report.warnings:
-            summary += f", {len(report.warnings)} warning(s)"
+            summary += f", {counted(len(report.warnings), 'warning')}"
         out.write(f"{summary} ({', '.join(report.checked)})\n")
     return 0 if report.ok else 1
 
 
 def cmd_compact(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     written = store.compact(args.ref, thread_id=args.thread)
-    out.write(f"wrote {written} checkpoint(s)\n")
+    out.write(f"wrote {counted(written, 'checkpoint')}\n")
     return 0
 
 

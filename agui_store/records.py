@@ -533,7 +533,7 @@ def diff_lines(d: Diff, *, stat: bool = False) -> list[str]:
             c = change.counts()
             lines.append(
                 f"  {title}: +{c['added']} -{c['removed']} ~{c['modified']} messages, "
-                f"{len(change.state_patch)} state op(s)"
+                f"{counted(len(change.state_patch), 'state op')}"
             )
         else:
             lines.append(f"@ {title}")
@@ -579,7 +579,8 @@ def checkout_html(co: Checkout) -> str:
     state = html.escape(short(json.dumps(co.state, ensure_ascii=False), 300))
     return printable(
         f"<div><b>run {html.escape(co.run.run_id)}</b> ({html.escape(co.run.status)}, "
-        f"{len(co.messages)} messages)<table><tr><th>role</th><th>id</th><th>content</th></tr>"
+        f"{counted(len(co.messages), 'message')})"
+        "<table><tr><th>role</th><th>id</th><th>content</th></tr>"
         f"{rows}</table><div>state: <code>{state}</code></div></div>"
     )
 

@@ -195,6 +195,15 @@ def test_checkouts_logs_and_diffs_render_for_terminals_and_notebooks(store_locat
         co = store.checkout("run-3", thread_id=thread)
         assert "user: Can you give me that in Fahrenheit?" in str(co)
         assert co._repr_html_().count("<tr>") == len(co.messages) + 1
+        assert f"({co.run.status}, {len(co.messages)} messages)" in co._repr_html_()
+        store.append([
+            {"type": "RUN_STARTED", "threadId": "solo", "runId": "one"},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi"},
+            {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+            {"type": "RUN_FINISHED", "threadId": "solo", "runId": "one"},
+        ])
+        assert "(finished, 1 message)" in store.checkout("one", thread_id="solo")._repr_html_()
         log = store.log("run-3", thread_id=thread)
         assert isinstance(log, list) and [r.run_id for r in log] == ["run-3", "run-1"]
         assert str(log).splitlines()[0].startswith("run-3 (main, fahrenheit)")
@@ -221,7 +230,8 @@ def test_diff_from_the_command_line_in_text_json_and_stat(tmp_path: Path) -> Non
     assert "\033[" not in text and "+ [user-3]" in text and "(merge base: run-1)" in text
     doc = json.loads(cli("diff", "run-2", "run-3", "--thread", thread, "--json"))
     assert doc["mergeBase"] == "run-1" and doc["changes"]["statePatch"][0]["path"] == "/units"
-    assert "+2 -0 ~0 messages" in cli("diff", "run-2", "run-3", "--thread", thread, "--stat")
+    stat = cli("diff", "run-2", "run-3", "--thread", thread, "--stat")
+    assert "+2 -0 ~0 messages, 1 state op" in stat and "1 state ops" not in stat
     fork = json.loads(cli("fork", "run-1", "--thread", thread, "--run-id", "next"))
     assert fork["parentRunId"] == "run-1" and fork["runId"] == "next"
     graph_text = cli("log", "--graph", "--thread", thread)

@@ -166,7 +166,7 @@ def test_events_recorded_after_a_runs_end_on_purpose_are_a_warning_not_a_problem
     code, out = run_cli(db)
     assert code == 0
     assert out.splitlines()[0] == f"warning: {warning}"
-    assert out.splitlines()[1].startswith("ok, 1 warning(s) (sqlite,")
+    assert out.splitlines()[1].startswith("ok, 1 warning (sqlite,")
     code, out = run_cli(db, "--json")
     assert json.loads(out)["warnings"] == [{"check": "runs", "detail": warning[len("runs: ") :]}]
 
@@ -804,7 +804,8 @@ def test_each_broken_invariant_is_reported_precisely_and_fails_the_cli(
     assert matches(found, expected), "\n".join(found)
     code, out = run_cli(db)
     assert code == 1
-    assert out.splitlines() == [*found, f"{len(found)} problem(s) ({', '.join(EXPECTED_CHECKS)})"]
+    summary = f"{len(found)} problem{'' if len(found) == 1 else 's'} ({', '.join(EXPECTED_CHECKS)})"
+    assert out.splitlines() == [*found, summary]
     code, out = run_cli(db, "--json")
     report = json.loads(out)
     assert code == 1 and report["ok"] is False
