@@ -262,6 +262,10 @@ def test_the_debug_variable_adds_the_traceback_after_the_line(db: str) -> None:
     assert "Traceback" in done.stderr
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_is_exit_130_in_one_line(tmp_path: Path) -> None:
     recording = tmp_path / "long.jsonl"
     with open(recording, "w", encoding="utf-8") as fh:
@@ -269,9 +273,12 @@ def test_ctrl_c_is_exit_130_in_one_line(tmp_path: Path) -> None:
             for event in one_run(f"run-{i}", thread=f"t{i}"):
                 fh.write(json.dumps(event) + "\n")
     path = tmp_path / "interrupted.db"
+    # A shell without job control starts background commands with SIGINT ignored, and a
+    # child inherits that (Python then installs no KeyboardInterrupt): the CLI gets Ctrl-C's
+    # default disposition back, as a terminal would give it, however pytest was started.
     proc = subprocess.Popen([*ENTRY, "--db", str(path), "import", str(recording)], cwd=ROOT,
                             env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 60
     while not os.path.exists(f"{path}-wal") and time.monotonic() < deadline:
         time.sleep(0.02)  # the store is open and writing: main() is running
