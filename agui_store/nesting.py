@@ -1,4 +1,5 @@
-"""How deep a state may nest: the store refuses a patch that would build what it cannot read.
+"""How deep and how fast a state may grow: the store refuses a patch that would build what it
+cannot read back.
 
 One event may nest ``max_depth`` levels (the event object is level 1), so a ``STATE_SNAPSHOT``
 can set a state of ``max_depth - 1`` levels and no deeper. ``STATE_DELTA`` and
@@ -18,7 +19,15 @@ Since every value in such a state sits, at JSON Pointer depth ``k``, no more tha
   refused whether or not the patch would apply, like any event nested too deeply;
 * ``copy`` and ``move`` to a path deeper than their ``from``: how deep the copied value is
   depends on the state, so the store replays the run to that event and asks
-  :func:`deep_copy_at` (they are rare; every other operation needs no state).
+  :func:`copy_problem` (they are rare; every other operation needs no state).
+
+Size has one such multiplier: a ``copy`` clones its value (the client's fast-json-patch
+does too), so a copy of the root beside itself doubles the state, and a patch of a few dozen
+such operations, a few hundred bytes long, asks for billions of values, which neither the
+store nor the client could hold. An event may carry at most ``max_event_bytes`` of JSON, so
+one event's copies may clone at most that much between them (:func:`copy_problem`, measured
+before each copy is made): the state then grows by no more a patch than a snapshot could
+set it to, and the cost of an event stays in proportion to its own size.
 
 Pure: no storage, no reducer.
 """
@@ -26,18 +35,20 @@ Pure: no storage, no reducer.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
+from agui_store.codec import encode
 from agui_store.errors import InvalidEventError
 from agui_store.patch import UNDEFINED, PatchError, _value_at, apply_patch
 
 __all__ = [
     "PATCH_FIELDS",
-    "deep_copy_at",
-    "deepening_copies",
+    "CopyProblem",
+    "copy_problem",
     "depth_of",
     "pointer_depth",
     "refuse_deep_writes",
+    "replayed_copies",
     "state_depth_limit",
 ]
 
@@ -131,11 +142,12 @@ def refuse_deep_writes(
                 )
 
 
-def deepening_copies(
+def replayed_copies(
     events: Sequence[dict[str, Any]], types: Sequence[str], raws: Sequence[bytes] | None = None
 ) -> list[int]:
-    """Positions of the events with a ``copy`` or ``move`` to a deeper path than its
-    ``from``: only those can nest a state deeper than their own text shows. ``raws`` (the
+    """Positions of the events :func:`copy_problem` must judge against the state: those with
+    a ``copy`` (it clones: the state grows by what it copies) or a ``move`` to a deeper path
+    than its ``from`` (it can nest the state deeper than its own text shows). ``raws`` (the
     events' JSON texts) spare looking into events that name neither."""
     found = []
     for index, (event, kind) in enumerate(zip(events, types)):
@@ -145,27 +157,51 @@ def deepening_copies(
         if raw is not None and b'"copy"' not in raw and b'"move"' not in raw and b"\\u" not in raw:
             continue  # with an escape ("\u0063opy" is "copy") the event is looked into
         for op in _patch_of(event, kind):
-            if (
-                isinstance(op, dict)
-                and op.get("op") in ("copy", "move")
-                and pointer_depth(op.get("path")) > pointer_depth(op.get("from"))
+            if isinstance(op, dict) and (
+                op.get("op") == "copy"
+                or (
+                    op.get("op") == "move"
+                    and pointer_depth(op.get("path")) > pointer_depth(op.get("from"))
+                )
             ):
                 found.append(index)
                 break
     return found
 
 
-def deep_copy_at(document: Any, operations: list[Any], limit: int) -> tuple[int, int] | None:
-    """Where a patch that applies copies or moves a value deeper than ``limit`` levels:
-    ``(operation index, levels)``, or ``None`` (also when the patch fails: the client then
-    keeps its state, which nests no deeper).
+class CopyProblem(NamedTuple):
+    """What :func:`copy_problem` found: the operation at index ``op`` would nest the document
+    ``levels`` deep (``cloned`` is 0), or bring what the patch clones to ``cloned`` bytes of
+    JSON (``levels`` is 0)."""
 
-    The operations are applied one by one to see each copy land; ``document`` is untouched.
+    op: int
+    levels: int
+    cloned: int
+
+
+def copy_problem(
+    document: Any, operations: list[Any], depth_limit: int, clone_limit: int
+) -> CopyProblem | None:
+    """The first operation of a patch that copies or moves a value deeper than
+    ``depth_limit`` levels (when the patch applies: else the client keeps its document,
+    which nests no deeper), or whose copy brings the JSON the patch clones past
+    ``clone_limit`` bytes (whether or not the patch would apply, as the client clones before
+    it fails); ``None`` when there is neither.
+
+    The operations are applied one by one to see each copy land; a copy is measured before
+    it is made, so a patch that would clone too much is not cloned. ``document`` is
+    untouched.
     """
-    problem: tuple[int, int] | None = None
+    problem: CopyProblem | None = None
     current = document
+    cloned = 0
     try:
         for n, op in enumerate(operations):
+            source = op.get("from") if isinstance(op, dict) and op.get("op") == "copy" else None
+            if isinstance(source, str) and current is not UNDEFINED:
+                cloned += _json_size(_at(current, source))
+                if cloned > clone_limit:
+                    return CopyProblem(n, 0, cloned)
             current = apply_patch(current, [op])
             if problem is not None or current is UNDEFINED:
                 continue
@@ -173,11 +209,22 @@ def deep_copy_at(document: Any, operations: list[Any], limit: int) -> tuple[int,
                 levels = pointer_depth(op.get("path"))
                 if levels > pointer_depth(op.get("from")):
                     total = levels + depth_of(_at(current, op["path"]))
-                    if total > limit:
-                        problem = (n, total)
+                    if total > depth_limit:
+                        problem = CopyProblem(n, total, 0)
     except PatchError:
         return None
     return problem
+
+
+def _json_size(value: Any) -> int:
+    """Bytes of a value's JSON text: what a copy of it clones (nothing for ``undefined``,
+    which the client reads at a missing ``from`` of a patch that still applies)."""
+    if value is UNDEFINED:
+        return 0
+    try:
+        return len(encode(value))
+    except Exception:  # an unreadable source clones nothing the client could write out
+        return 0
 
 
 def _at(document: Any, pointer: str) -> Any:

@@ -61,18 +61,19 @@ class _Segment:
     run_row: RunRow | None = None  # a new run's row
 
 
-class _TooDeep(Exception):
-    """A copy or move that nests too deeply, at event ``at`` of a segment, operation ``op``
-    of its patch field ``field``."""
+class _CopyRefused(Exception):
+    """A copy or move that nests too deeply or clones too much (``found``), at event ``at``
+    of a segment, in its patch field ``field``."""
 
-    def __init__(self, at: int, field: str, op: int, levels: int) -> None:
-        super().__init__(at, field, op, levels)
-        self.at, self.field, self.op, self.levels = at, field, op, levels
+    def __init__(self, at: int, field: str, found: nesting.CopyProblem) -> None:
+        super().__init__(at, field, found)
+        self.at, self.field, self.found = at, field, found
 
 
 class Placement:
     """Places a store's batches: over its memory and its deriver, with its options (``where``:
-    the store's path, as errors name it; ``max_depth``; ``derive_on_append``)."""
+    the store's path, as errors name it; ``max_depth``; ``max_event_bytes``;
+    ``derive_on_append``)."""
 
     def __init__(
         self,
@@ -81,12 +82,14 @@ class Placement:
         *,
         where: str,
         max_depth: int,
+        max_event_bytes: int,
         derive_on_append: bool,
     ) -> None:
         self.memory = memory
         self.deriver = deriver
         self.where = where
         self.max_depth = max_depth
+        self.max_event_bytes = max_event_bytes
         self.derive_on_append = derive_on_append
 
     def place(
@@ -263,7 +266,7 @@ class Placement:
         known = memory.known
         run_pk = segment.run_pk
         assert run_pk is not None  # placed
-        self._refuse_deep_copies(tx, segment, run_input)
+        self._refuse_risky_copies(tx, segment, run_input)
         rows = [
             (at, run_pk, kind, ev.raw.decode("utf-8"))
             for at, ev, kind in zip(itertools.count(first_seq), segment.events, segment.types)
@@ -448,24 +451,26 @@ class Placement:
                 path="$.runId",
             )
 
-    def _refuse_deep_copies(
+    def _refuse_risky_copies(
         self,
         tx: port.Writing,
         segment: _Segment,
         run_input: Input | None,
     ) -> None:
         """Refuse a ``copy``/``move`` that would nest the state (or an activity's content)
-        deeper than a snapshot may (:mod:`agui_store.nesting`). How deep the copied value is
-        depends on the state, so a segment holding such an operation (rare) is replayed
-        from the run's view so far, before its rows are written."""
+        deeper than a snapshot may, or an event whose copies would clone more JSON than an
+        event may carry (:mod:`agui_store.nesting`). Both depend on the state, so a segment
+        holding such an operation (rare) is replayed from the run's view so far, before its
+        rows are written."""
         risky = set(
-            nesting.deepening_copies(
+            nesting.replayed_copies(
                 [ev.data for ev in segment.events], segment.types, [ev.raw for ev in segment.events]
             )
         )
         if not risky:
             return
         fresh = [codec.decode(ev.raw) for ev in segment.events]  # the reducer may own these
+        limit = nesting.state_depth_limit(self.max_depth)
         try:
             if segment.started is not None:
                 assert segment.run_row is not None
@@ -479,7 +484,6 @@ class Placement:
                 assert segment.run_pk is not None
                 reducer = start_reducer(reads.view(tx, segment.run_pk))
                 first = 0
-            limit = nesting.state_depth_limit(self.max_depth)
             for at in range(first, len(fresh)):
                 event = fresh[at]
                 if at in risky:
@@ -488,21 +492,32 @@ class Placement:
                     found = (
                         None
                         if target is UNDEFINED
-                        else nesting.deep_copy_at(target, event[field], limit)
+                        else nesting.copy_problem(target, event[field], limit, self.max_event_bytes)
                     )
                     if found is not None:
-                        raise _TooDeep(at, field, *found)
+                        raise _CopyRefused(at, field, found)
                 reducer.feed([event])
-        except _TooDeep as deep:
+        except _CopyRefused as refused:
+            found = refused.found
+            into = "state" if refused.field == "delta" else "activity content"
+            if found.cloned:
+                reason = (
+                    f"copies {found.cloned} bytes of JSON into the {into} in one event; an "
+                    f"event may clone at most max_event_bytes ({self.max_event_bytes}), what it "
+                    "could carry, so that a few copies cannot multiply the state past what "
+                    "any reader holds"
+                )
+            else:
+                reason = (
+                    f"copies a value {found.levels} levels deep into the {into}; the store "
+                    f"keeps at most {limit} (max_depth {self.max_depth} less the event's own "
+                    "level, what a snapshot can carry), so that every reader can read it back"
+                )
             raise InvalidEventError(
-                f"copies a value {deep.levels} levels deep into the "
-                f"{'state' if deep.field == 'delta' else 'activity content'}; the store keeps "
-                f"at most {nesting.state_depth_limit(self.max_depth)} (max_depth "
-                f"{self.max_depth} less the event's own level, what a snapshot can carry), so "
-                "that every reader can read it back",
-                index=segment.first_index + deep.at,
-                event_type=segment.types[deep.at],
-                path=f"$.{deep.field}[{deep.op}]",
+                reason,
+                index=segment.first_index + refused.at,
+                event_type=segment.types[refused.at],
+                path=f"$.{refused.field}[{found.op}]",
             ) from None
         except InvalidEventError:
             return  # the client throws on this lineage: there is no state to measure

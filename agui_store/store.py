@@ -116,6 +116,7 @@ class Store:
             self._deriver,
             where=self.path,
             max_depth=self.max_depth,
+            max_event_bytes=self.max_event_bytes,
             derive_on_append=self.derive_on_append,
         )
         # Last: a fork in another thread resets the stores in this set, whole ones only.

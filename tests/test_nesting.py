@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import agui_store
 from agui_store import InvalidEventError, codec, model, nesting
+from agui_store.patch import UNDEFINED, PatchError, apply_patch
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=3),
@@ -77,16 +78,41 @@ def test_an_escaped_copy_is_replayed_like_a_plain_one(tmp_path: Path) -> None:
         assert caught.value.index == 5
 
 
-def test_deepening_copies_are_found_from_the_data_whatever_the_text_says() -> None:
+def test_copies_and_deepening_moves_are_found_from_the_data_whatever_the_text_says() -> None:
     events = [{"type": "STATE_DELTA", "delta": [{"op": "move", "from": "/a", "path": "/b/c"}]},
               {"type": "STATE_DELTA", "delta": [{"op": "copy", "from": "/a/b", "path": "/c"}]},
+              {"type": "STATE_DELTA", "delta": [{"op": "move", "from": "/a/b", "path": "/c"}]},
               {"type": "ACTIVITY_DELTA", "messageId": "m", "activityType": "x",
                "patch": [{"op": "copy", "from": "", "path": "/x"}]},
               {"type": "CUSTOM", "name": "copy", "value": {"op": "copy", "from": "", "path": "/x"}}]
     types = [e["type"] for e in events]
     raws = [codec.encode(e) for e in events]
-    assert nesting.deepening_copies(events, types) == [0, 2]
-    assert nesting.deepening_copies(events, types, raws) == [0, 2]
+    # A copy clones (any copy can grow the state); a move only nests it deeper, or not.
+    assert nesting.replayed_copies(events, types) == [0, 1, 3]
+    assert nesting.replayed_copies(events, types, raws) == [0, 1, 3]
+
+
+@given(json_values, st.lists(st.sampled_from(["", "/a", "/b", "/0", "/a/b"]), max_size=6))
+def test_what_a_patch_clones_is_the_json_of_each_copied_value_before_it_is_copied(
+    document: object, sources: list[str]
+) -> None:
+    operations = [{"op": "copy", "from": f, "path": f"/n{i}"} for i, f in enumerate(sources)]
+    cloned, current = [], document
+    for op in operations:  # the reference: each source read, then the copy made
+        try:
+            source = nesting._at(current, op["from"])
+            applied = apply_patch(current, [op])
+        except PatchError:
+            break
+        # What the client reads at a missing "from" (undefined) clones nothing.
+        cloned.append(0 if source is UNDEFINED else len(codec.encode(source)))
+        current = applied
+    total = sum(cloned)
+    assert nesting.copy_problem(document, operations[: len(cloned)], 10**6, total) is None
+    if total:
+        found = nesting.copy_problem(document, operations[: len(cloned)], 10**6, total - 1)
+        last = max(n for n, size in enumerate(cloned) if size)
+        assert found is not None and found.cloned == total and found.op == last
 
 
 @pytest.mark.parametrize("max_depth", [0, 1, 513, 10_000, 64.0, "64"])
