@@ -347,14 +347,13 @@ def _finish(
             "its checkpoint was derived from other events than the run now holds (the run "
             "hash it recorded is none of the run's)",
         )
-    text = blobs.unpack(s_codec, s_data)
-    checked = [(text, s_addr)]
+    text = _single_blob(run_pk, s_codec, s_data, s_addr, verify=verify)
     patches: list[Any] | None = None
     state_bytes = len(text)
     anchor_addr = None
     document: Any = None
     if state_base is not None:
-        patches = codec.decode(text)
+        patches = _decoded(run_pk, "state patches", text)
         base_row = None if base_run is None else tuple(base_state)
         document, state_bytes, anchor_addr = _state_base(
             run_pk, int(state_base), base_row, reads, verify=verify
@@ -365,20 +364,18 @@ def _finish(
         state = reads.states[key]
     else:
         state = (
-            codec.decode(text)
+            _decoded(run_pk, "state", text)
             if patches is None
             else reads.patched_state(run_pk, int(state_base), text, patches, document)
         )
         reads.states[key] = state
     interrupts, warnings = [], []
     if i_data is not None:
-        text = blobs.unpack(i_codec, i_data)
-        checked.append((text, i_addr))
-        interrupts = codec.decode(text)
+        text = _single_blob(run_pk, i_codec, i_data, i_addr, verify=verify)
+        interrupts = _decoded(run_pk, "interrupts", text)
     if w_data is not None:
-        text = blobs.unpack(w_codec, w_data)
-        checked.append((text, w_addr))
-        warnings = codec.decode(text)
+        text = _single_blob(run_pk, w_codec, w_data, w_addr, verify=verify)
+        warnings = _decoded(run_pk, "warnings", text)
     n_chunks = len(layout.chunk_ids)
     listed = [*layout.chunk_ids, *layout.tail_ids]
     skip = min(skip, len(listed))
@@ -400,7 +397,7 @@ def _finish(
     layout.chunk_addrs, layout.tail_addrs = addrs[:n_chunks], addrs[n_chunks:]
     if verify:
         others = (s_addr, anchor_addr, i_addr, w_addr)
-        _verify(run_pk, checked, layout.digest(), view_hash, others)
+        _verify(run_pk, layout.digest(), view_hash, others)
     if undecodable is not None:  # after the digests: a forged blob is named as forged
         raise undecodable
     skipped = min(skip, n_chunks) * CHUNK + sum(layout.tail_counts[: max(0, skip - n_chunks)])
@@ -432,22 +429,39 @@ def _mismatch(run_pk: int, what: str) -> HashMismatchError:
     return error
 
 
+def _single_blob(run_pk: int, codec_id: int, data: bytes, address: Any, *, verify: bool) -> bytes:
+    """The text of one of a checkpoint's single blobs (state, interrupts, warnings), checked
+    against its address before anything decodes it: a forged blob is named as forged, not
+    as the JSON it fails to be."""
+    text = blobs.unpack(codec_id, data)  # a failure is translated when the transaction ends
+    if verify and blobs.digest(text) != address:
+        raise _mismatch(
+            run_pk,
+            f"a blob of its checkpoint does not hash to its address "
+            f"{bytes(address).hex()[:hashing.SHORT]}",
+        )
+    return text
+
+
+def _decoded(run_pk: int, what: str, text: bytes) -> Any:
+    """A checkpoint's stored JSON, decoded; a text that is not JSON is a damaged store (it
+    was written as JSON), not bad input."""
+    try:
+        return codec.decode(text)
+    except InvalidEventError as e:
+        raise CorruptStoreError(
+            f"checkpoint of run {run_pk}: its {what} is not JSON: {e}"
+        ) from None
+
+
 def _verify(
     run_pk: int,
-    checked: list[tuple[bytes, Any]],
     messages: bytes,
     view_hash: Any,
     others: tuple[Any, Any, Any, Any],
 ) -> None:
-    """A checkpoint's single blobs (state, interrupts, warnings) as read against their
-    addresses, and its content against the digest the checkpoint recorded."""
-    for text, address in checked:
-        if blobs.digest(text) != address:
-            raise _mismatch(
-                run_pk,
-                f"a blob of its checkpoint does not hash to its address "
-                f"{bytes(address).hex()[:hashing.SHORT]}",
-            )
+    """A checkpoint's content (message blobs' addresses, single blobs' addresses) against
+    the digest the checkpoint recorded."""
     if view_hash is None or hashing.view_digest(messages, *others) != view_hash:
         raise _mismatch(
             run_pk,
@@ -583,7 +597,11 @@ def _state_base(
             f"{bytes(row[3]).hex()[:hashing.SHORT]}",
         )
     # Decoded JSON is plain: the patches need not walk it to find out.
-    found = reads.bases[state_base] = (known_plain(codec.decode(text)), len(text), bytes(row[3]))
+    found = reads.bases[state_base] = (
+        known_plain(_decoded(run_pk, "state base's state", text)),
+        len(text),
+        bytes(row[3]),
+    )
     return found
 
 

@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 import agui_store
-from agui_store import HashMismatchError, IntegrityError, cli, testing
+from agui_store import CorruptStoreError, HashMismatchError, IntegrityError, cli, testing
 from agui_store.store import is_url
 from tests.backends import postgres_owner
 from tests.workers.harness import worker_env
@@ -344,6 +344,23 @@ def test_a_refused_first_blob_of_a_checkout_leaves_the_same_store_answering(db: 
                 store.checkout("r2", thread_id=T)
         assert [e["type"] for e in store.events("r1", thread_id=T)][-1] == "RUN_FINISHED"
         assert [run.run_id for run in store.log("r2", thread_id=T)] == ["r2", "r1"]
+
+
+def test_a_state_edited_into_broken_json_is_refused_as_tampering_not_as_bad_input(
+    db: str,
+) -> None:
+    """The state is checked against its address before it is decoded: its JSON failing is
+    not the caller's bad input, and a forged address leaves a damaged store, not a crash."""
+    cut = "substr(data, 1, length(data) - 2)"
+    state_of_r1 = "WHERE id = (SELECT state FROM checkpoints WHERE run = 1)"
+    edit(db, f"UPDATE blobs SET data = {cut} {state_of_r1}")
+    error = refused(db, "r1")
+    assert error.run_id == "r1" and "does not hash to its address" in str(error)
+    assert refused(db, "r3").run_id == "r2"  # replayed on r2's checkpoint, patches on r1's
+    assert any(p.startswith("blobs: blob ") for p in problems(db))
+    edit(db, f"UPDATE blobs SET hash = sha256(data) {state_of_r1}")
+    with agui_store.open(db) as store, pytest.raises(CorruptStoreError, match="its state is not"):
+        store.checkout("r1", thread_id=T)
 
 
 def test_a_checkpoint_pointed_at_another_blob_is_named_and_refused(db: str) -> None:
