@@ -204,6 +204,46 @@ def test_random_legal_streams_from_random_starts_match_the_official_client(
     )
 
 
+@pytest.mark.parametrize("stream", ["content", "chunks", "reasoning", "tool args"])
+def test_thousands_of_deltas_make_one_text_with_its_keys_where_the_client_has_them(
+    oracle: Oracle, stream: str
+) -> None:
+    """Each delta extends the text in place (the reducer once copied the whole text for
+    each one): the text must come out whole, in the message's key order, as the client's."""
+    deltas = [f"{i} " for i in range(3000)]
+    events: list[dict[str, Any]] = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}]
+    if stream == "content":
+        events.append({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"})
+        events += [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": d} for d in deltas]
+    elif stream == "chunks":
+        events += [{"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "role": "assistant",
+                    "delta": d} for d in deltas]
+    elif stream == "reasoning":
+        events.append({"type": "REASONING_MESSAGE_START", "messageId": "m", "role": "reasoning"})
+        events += [{"type": "REASONING_MESSAGE_CONTENT", "messageId": "m", "delta": d}
+                   for d in deltas]
+    else:
+        events.append({"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f"})
+        events += [{"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": d} for d in deltas]
+    # Metadata after the text (a key added behind it), then more deltas onto it.
+    if stream != "tool args":
+        events.append({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "!",
+                       "metadata": {"k": 1}})
+        events.append({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "?"})
+    events += [{"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}]
+    ours = reduce_events(events)
+    client = oracle.replay(events)
+    assert client["ok"]
+    assert as_js(ours.messages) == as_js(client["messages"])
+    for mine, theirs in zip(ours.messages, client["messages"]):
+        assert list(mine) == list(theirs)
+    text = "".join(deltas)
+    if stream == "tool args":
+        assert ours.messages[0]["toolCalls"][0]["function"]["arguments"] == text
+    else:
+        assert ours.messages[0]["content"] == text + "!?"
+
+
 def test_an_unexpanded_chunk_is_an_error_in_raw_mode_as_in_the_client(oracle: Oracle) -> None:
     events = [
         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
