@@ -26,8 +26,8 @@ does too), so a copy of the root beside itself doubles the state, and a patch of
 such operations, a few hundred bytes long, asks for billions of values, which neither the
 store nor the client could hold. An event may carry at most ``max_event_bytes`` of JSON, so
 one event's copies may clone at most that much between them (:func:`copy_problem`, measured
-before each copy is made): the state then grows by no more a patch than a snapshot could
-set it to, and the cost of an event stays in proportion to its own size.
+before each copy is made): a patch then adds no more to the state than a snapshot could
+hold, and the cost of an event stays in proportion to its own size.
 
 Pure: no storage, no reducer.
 """

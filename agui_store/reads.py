@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from agui_store import checkpoints, codec, hashing, port
@@ -282,7 +281,7 @@ def run_from_row(row: Any, branches: dict[int, list[str]]) -> Run:
         outcome,
         run_hash,
     ) = row
-    created = _utc(created_at / 1000, tz=timezone.utc)
+    created = when(created_at)
     # Filled in as a frozen dataclass's __init__ would, without it: that __init__ sets each
     # of the fourteen fields through object.__setattr__, which was half the Python time of
     # a log of thousands of runs. A test checks the record equals Run(...) of the same
@@ -310,7 +309,6 @@ def run_from_row(row: Any, branches: dict[int, list[str]]) -> Run:
 
 
 _new = object.__new__
-_utc = datetime.fromtimestamp
 
 
 def diff_sides(
