@@ -287,20 +287,23 @@ def _cloned_before(document: Any, operations: list[dict[str, Any]]) -> list[int]
 
 
 def test_copies_that_would_clone_more_than_an_event_carries_are_refused_before_they_run(
-    tmp_path: Path,
+    store_location: str,
 ) -> None:
     """A copy clones its value, as the client's does: forty copies of the root beside itself,
     a patch of a thousand bytes, would double the state forty times. One event's copies may
     clone at most max_event_bytes between them (what the event could carry itself)."""
-    db = tmp_path / "store.db"
     start = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
              {"type": "STATE_SNAPSHOT", "snapshot": {"s": "x" * 100}}]
     ops = [{"op": "copy", "from": "", "path": f"/c{i}"} for i in range(40)]
     sizes = _cloned_before(start[1]["snapshot"], ops[:8])
     over = next(n for n in range(len(sizes)) if sum(sizes[: n + 1]) > 4096)
-    with agui_store.open(db, max_event_bytes=4096) as store:
+    with agui_store.open(store_location, max_event_bytes=4096) as store:
         store.append(start)
-        before = dump(db)
+
+        def recorded() -> Any:
+            return list(store.thread_events("t")), [r.hash for r in store.runs("t")]
+
+        before = recorded()
         for doubling in (
             {"type": "STATE_DELTA", "delta": ops},
             # The client clones before a later operation fails the patch: refused all the same.
@@ -308,7 +311,7 @@ def test_copies_that_would_clone_more_than_an_event_carries_are_refused_before_t
         ):
             with pytest.raises(InvalidEventError) as caught:
                 store.append([doubling], thread_id="t")
-            assert dump(db) == before
+            assert recorded() == before
             assert (caught.value.index, caught.value.event_type, caught.value.path) == (
                 0, "STATE_DELTA", f"$.delta[{over}]"
             )
@@ -338,8 +341,8 @@ def test_the_clone_limit_is_per_event_so_a_state_still_grows_by_many_events(
     assert client["ok"] and co.state == client["state"]
 
 
-def test_an_activity_content_is_held_to_the_same_clone_limit(tmp_path: Path) -> None:
-    with agui_store.open(tmp_path / "store.db", max_event_bytes=4096) as store:
+def test_an_activity_content_is_held_to_the_same_clone_limit(store_location: str) -> None:
+    with agui_store.open(store_location, max_event_bytes=4096) as store:
         with pytest.raises(InvalidEventError) as caught:
             store.append([
                 {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
