@@ -317,7 +317,7 @@ def test_copies_that_would_clone_more_than_an_event_carries_are_refused_before_t
             )
             assert f"copies {sum(sizes[: over + 1])} bytes" in str(caught.value)
             assert "max_event_bytes (4096)" in str(caught.value)
-        # Up to the limit, the same copies are recorded and read back as the client holds them.
+        # The same copies up to the limit are recorded, and read back.
         store.append([{"type": "STATE_DELTA", "delta": ops[:over]}], thread_id="t")
         co = store.checkout("r1", thread_id="t")
         assert sorted(co.state) == sorted(["s", *(f"c{i}" for i in range(over))])
