@@ -196,13 +196,7 @@ def test_checkouts_logs_and_diffs_render_for_terminals_and_notebooks(store_locat
         assert "user: Can you give me that in Fahrenheit?" in str(co)
         assert co._repr_html_().count("<tr>") == len(co.messages) + 1
         assert f"({co.run.status}, {len(co.messages)} messages)" in co._repr_html_()
-        store.append([
-            {"type": "RUN_STARTED", "threadId": "solo", "runId": "one"},
-            {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
-            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi"},
-            {"type": "TEXT_MESSAGE_END", "messageId": "m"},
-            {"type": "RUN_FINISHED", "threadId": "solo", "runId": "one"},
-        ])
+        store.append(run("solo", "one", "hi"))  # one message
         assert "(finished, 1 message)" in store.checkout("one", thread_id="solo")._repr_html_()
         log = store.log("run-3", thread_id=thread)
         assert isinstance(log, list) and [r.run_id for r in log] == ["run-3", "run-1"]
