@@ -66,8 +66,8 @@ def main() -> None:
                 for seq, ev in enumerate(events, start=1)
             ]
 
-            def raw(path: str = "", rows: list[Any] = rows) -> None:
-                with raw_connection(path or fresh()) as conn:
+            def raw(rows: list[Any] = rows) -> None:
+                with raw_connection(fresh()) as conn:
                     conn.execute(
                         "INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)"
                     )
