@@ -137,6 +137,10 @@ class Reading(Protocol):
         """The payload of a run's newest RUN_FINISHED or RUN_ERROR."""
     def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
         """``(run, start_hash, first_seq, last_seq, outcome, appended_at, hash)``, in order."""
+    def batches_of_run_after(self, run_pk: int, after: int) -> Iterable[tuple[Any, ...]]:
+        """The run's batches from the one holding the event after sequence number ``after``
+        on, as :meth:`batches_of_runs` gives them, but with the hash of the batch before
+        them as the chain start (the run's start hash when none is before them)."""
     def run_hash(self, run_pk: int) -> bytes:
         """The hash of the run's newest batch (its chain's start while it has none)."""
 

@@ -187,6 +187,9 @@ class NamedQueries:
     def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
         return self._rows(self.sql.BATCHES_OF_RUNS, (self._many(run_pks),))
 
+    def batches_of_run_after(self, run_pk: int, after: int) -> Iterable[tuple[Any, ...]]:
+        return self._rows(self.sql.BATCHES_OF_RUN_AFTER, (run_pk, after, run_pk))
+
     # --- branches ---------------------------------------------------------------------------
 
     def branch_run(self, thread_pk: int, name: str) -> int | None:

@@ -14,7 +14,7 @@ against. Written once, over :class:`agui_store.port.Reading`, for every backend.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agui_store import checkpoints, codec, hashing, port
@@ -156,14 +156,25 @@ def verified_runs(
     return inputs
 
 
-def verify_batches(tx: port.Reading, pks: Sequence[int], rows: dict[int, list[Any]]) -> None:
+def verify_batches(
+    tx: port.Reading,
+    pks: Sequence[int],
+    rows: dict[int, list[Any]],
+    *,
+    batches: Iterable[tuple[Any, ...]] | None = None,
+) -> None:
     """The events read for runs (``rows``: run -> ``(seq, type, payload, refs)``) are
     the ones their batch hashes cover: each batch's digest, chained from the hash before
-    it, gives the hash it recorded. Costs a hash of what was read."""
+    it, gives the hash it recorded. Costs a hash of what was read.
+
+    ``batches``: the batches the rows are from, as ``tx.batches_of_runs(pks)`` gives them
+    (the default), or a run's last ones (``tx.batches_of_run_after``)."""
     previous: dict[int, bytes | None] = {}
     covered: dict[int, int] = {}
     seqs = {run_pk: [e[0] for e in events] for run_pk, events in rows.items()}
-    for run_pk, start, first, last, outcome, appended_at, recorded in tx.batches_of_runs(pks):
+    if batches is None:
+        batches = tx.batches_of_runs(pks)
+    for run_pk, start, first, last, outcome, appended_at, recorded in batches:
         events = rows.get(run_pk, [])
         i = bisect.bisect_left(seqs.get(run_pk, []), first)
         j = bisect.bisect_right(seqs.get(run_pk, []), last)
@@ -204,12 +215,24 @@ def chain_payloads(tx: port.Reading, pk: int) -> tuple[list[int], dict[int, list
 
 
 def run_events(tx: port.Reading, run_pk: int, after: int = 0, *, verify: bool = False) -> list[Any]:
-    """A run's events decoded, echoed inputs stored by reference put back whole;
-    ``verify``: all of them (``after`` 0), checked against the run's hashes first."""
-    rows = tx.run_events(run_pk, after)
-    if verify and not after:
+    """A run's events after the sequence number ``after``, decoded, echoed inputs stored by
+    reference put back whole; ``verify``: checked against the run's hashes first.
+
+    A batch's hash covers all of its events, so a cursor inside a batch reads (and hashes)
+    the batch from its start, and returns what follows the cursor: the cost follows what is
+    returned, not the run."""
+    if not verify:
+        rows = tx.run_events(run_pk, after)
+    else:
         verified_runs(tx, [run_pk])
-        verify_batches(tx, [run_pk], {run_pk: [(r[2], r[3], r[0], r[1]) for r in rows]})
+        batches = list(tx.batches_of_run_after(run_pk, after))
+        read_from = min(after, batches[0][2] - 1) if batches else after
+        rows = tx.run_events(run_pk, read_from)
+        verify_batches(
+            tx, [run_pk], {run_pk: [(r[2], r[3], r[0], r[1]) for r in rows]}, batches=batches
+        )
+        if read_from < after:
+            rows = [r for r in rows if r[2] > after]
     events = codec.decode_many([r[0] for r in rows])
     for event, (_, refs, _, _) in zip(events, rows):
         if refs is not None:

@@ -473,14 +473,13 @@ class Store:
                 cursor, like SSE's ``Last-Event-ID``).
 
         Raises:
-            HashMismatchError: (the whole run, without ``after``) the stored events are not
-                the ones the run's hashes cover: the file was edited outside agui-store.
+            HashMismatchError: the stored events are not the ones the run's hashes cover (the
+                file was edited outside agui-store). After a cursor inside a batch, the whole
+                batch is read and checked, since its hash covers all of it.
         """
         with self._reading() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
-            return reads.run_events(
-                tx, key.pk, arguments.cursor(after), verify=after is None
-            )
+            return reads.run_events(tx, key.pk, arguments.cursor(after), verify=True)
 
     def thread_events(
         self, thread_id: str, *, scope: str | None = None

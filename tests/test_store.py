@@ -271,6 +271,24 @@ def test_history_is_the_ancestor_chains_events_root_first(store: Any) -> None:
     assert store.history("r2") == r1 + r2
 
 
+def test_events_after_any_cursor_are_the_runs_events_after_it_whichever_batch_it_falls_in(
+    store: Any,
+) -> None:
+    # A live run in batches of 2, 3 and 2 events, another thread's run between its batches:
+    # its sequence numbers have a gap, and cursors fall before, inside, between and past them.
+    events = run("t", "r", *say("a", "one"), *say("b", "two"), finish=False)
+    assert len(events) == 7
+    seqs = [store.append(events[:2]).last_seq - 1]
+    seqs.append(seqs[0] + 1)
+    store.append(run("u", "other", *say("c", "elsewhere")))
+    for batch in (events[2:5], events[5:]):
+        last = store.append(batch, thread_id="t").last_seq
+        seqs += range(last - len(batch) + 1, last + 1)
+    for after in range(0, seqs[-1] + 2):
+        expected = [e for e, seq in zip(events, seqs) if seq > after]
+        assert store.events("r", thread_id="t", after=after) == expected, after
+
+
 def test_checkout_replays_only_the_branch_not_its_siblings(store: Any) -> None:
     store.append(run("t", "r1", *say("a", "root")))
     store.append(run("t", "r2", *say("b", "left")))

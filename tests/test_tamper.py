@@ -254,6 +254,48 @@ def test_a_changed_event_is_named_and_a_checkout_replaying_it_is_refused(db: str
                 read("r2", thread_id=T)
 
 
+def test_events_after_a_cursor_refuse_an_edit_in_any_batch_they_return_part_of(
+    db: str,
+) -> None:
+    # r2's events are one batch, seq 7..12 (RUN_STARTED, START, CONTENT "two", END,
+    # STATE_DELTA, RUN_FINISHED); r3's are two, 13..14 and 15..15.
+    with agui_store.open(db) as store:
+        before = {after: store.events("r2", thread_id=T, after=after) for after in (8, 9, 10)}
+        r3_tail = store.events("r3", thread_id=T, after=14)
+    assert [len(events) for events in before.values()] == [4, 3, 2]
+    edit(
+        db,
+        {
+            "sqlite": "UPDATE events SET payload = json_set(payload, '$.delta', 'TWO') "
+            "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
+            "postgres": "UPDATE events SET payload = jsonb_set(payload::jsonb, '{delta}', "
+            "'\"TWO\"')::text "
+            "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
+        },
+    )
+    assert event_seq(db, "r2", "TEXT_MESSAGE_CONTENT") == 9
+    with agui_store.open(db) as store:
+        # The edited event is returned (after 8), is the cursor itself (after 9), or comes
+        # before it in the same batch (after 10): the batch's hash covers all three reads.
+        for after in before:
+            with pytest.raises(HashMismatchError, match=r"seq 7\.\.12") as caught:
+                store.events("r2", thread_id=T, after=after)
+            assert (caught.value.thread_id, caught.value.run_id) == (T, "r2")
+        assert store.events("r2", thread_id=T, after=12) == []  # nothing after the run
+        assert store.events("r3", thread_id=T, after=14) == r3_tail  # another run's batch
+    edit(
+        db,
+        {
+            "sqlite": "UPDATE events SET payload = json_set(payload, '$.delta', 'FORGED') "
+            "WHERE seq = 15",
+            "postgres": "UPDATE events SET payload = jsonb_set(payload::jsonb, '{delta}', "
+            "'\"FORGED\"')::text WHERE seq = 15",
+        },
+    )
+    with agui_store.open(db) as store, pytest.raises(HashMismatchError, match=r"seq 15\.\.15"):
+        store.events("r3", thread_id=T, after=14)
+
+
 def test_an_event_edited_into_an_array_is_named_and_check_still_reports_on_the_rest(
     db: str,
 ) -> None:

@@ -268,6 +268,23 @@ FROM batches JOIN runs ON runs.id = batches.run
 WHERE batches.run IN (SELECT value FROM json_each(?)) ORDER BY batches.run, batches.id
 """
 
+#: A run's batches after a sequence number (run, after, run): those from the one holding the
+#: event after it on, the hash of the batch before them as their chain start. Batches are
+#: numbered in the order of their sequence numbers, so the one before is found by walking
+#: back from the newest: the cost follows the batches returned, not the run.
+BATCHES_OF_RUN_AFTER = """
+WITH previous AS (
+    SELECT id, hash FROM batches WHERE run = ? AND last_seq <= ? ORDER BY id DESC LIMIT 1
+)
+SELECT b.run,
+       CASE WHEN EXISTS (SELECT 1 FROM previous) THEN (SELECT hash FROM previous)
+            ELSE runs.start_hash END,
+       b.first_seq, b.last_seq, b.outcome, b.appended_at, b.hash
+FROM batches AS b JOIN runs ON runs.id = b.run
+WHERE b.run = ? AND b.id > coalesce((SELECT id FROM previous), 0)
+ORDER BY b.id
+"""
+
 # --- branches -------------------------------------------------------------------------------
 
 BRANCH_RUN = "SELECT run FROM branches WHERE thread = ? AND name = ?"
