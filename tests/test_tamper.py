@@ -212,6 +212,15 @@ def event_seq(path: str, run: str, kind: str) -> int:
     return int(row[0])
 
 
+#: r2's answer "two" (seq 9, in r2's one batch) edited to "TWO".
+R2_ANSWER_EDITED: Edit = {
+    "sqlite": "UPDATE events SET payload = json_set(payload, '$.delta', 'TWO') "
+    "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
+    "postgres": "UPDATE events SET payload = jsonb_set(payload::jsonb, '{delta}', "
+    "'\"TWO\"')::text WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
+}
+
+
 # --- the edits --------------------------------------------------------------------------
 
 
@@ -227,13 +236,7 @@ def test_a_changed_event_is_named_and_a_checkout_replaying_it_is_refused(db: str
             "'\"FORGED\"')::text WHERE seq = (SELECT max(seq) FROM events)",
         },
         # a complete run's answer, whose checkpoint was derived before the edit
-        {
-            "sqlite": "UPDATE events SET payload = json_set(payload, '$.delta', 'TWO') "
-            "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
-            "postgres": "UPDATE events SET payload = jsonb_set(payload::jsonb, '{delta}', "
-            "'\"TWO\"')::text "
-            "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
-        },
+        R2_ANSWER_EDITED,
     )
     found = problems(db)
     assert f"hashes: {R3}: batch #4 (seq 15..15): {EVENTS_DIFFER}" in found
@@ -263,16 +266,7 @@ def test_events_after_a_cursor_refuse_an_edit_in_any_batch_they_return_part_of(
         before = {after: store.events("r2", thread_id=T, after=after) for after in (8, 9, 10)}
         r3_tail = store.events("r3", thread_id=T, after=14)
     assert [len(events) for events in before.values()] == [4, 3, 2]
-    edit(
-        db,
-        {
-            "sqlite": "UPDATE events SET payload = json_set(payload, '$.delta', 'TWO') "
-            "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
-            "postgres": "UPDATE events SET payload = jsonb_set(payload::jsonb, '{delta}', "
-            "'\"TWO\"')::text "
-            "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
-        },
-    )
+    edit(db, R2_ANSWER_EDITED)
     assert event_seq(db, "r2", "TEXT_MESSAGE_CONTENT") == 9
     with agui_store.open(db) as store:
         # The edited event is returned (after 8), is the cursor itself (after 9), or comes
@@ -561,16 +555,7 @@ def test_a_run_whose_own_hashes_were_rewritten_breaks_its_childs_link(db: str) -
     """The hostile user who also recomputes the edited run's batch hashes (with this very
     library's algorithm) still leaves the runs below it pointing at the old hash, and the
     checkpoint derived at the old hash."""
-    edit(
-        db,
-        {
-            "sqlite": "UPDATE events SET payload = json_set(payload, '$.delta', 'TWO') "
-            "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
-            "postgres": "UPDATE events SET payload = jsonb_set(payload::jsonb, '{delta}', "
-            "'\"TWO\"')::text "
-            "WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
-        },
-    )
+    edit(db, R2_ANSWER_EDITED)
     if is_url(db):
         _rehash_on_postgres(db)
     else:
