@@ -19,9 +19,12 @@ from agui_store.verify import SequenceVerifier
 
 if TYPE_CHECKING:  # derivation builds the views kept here; it needs nothing of this module
     from agui_store.derivation import CachedView
+    from agui_store.reducer import Reducer
 
 #: How many runs and threads an import remembers (:class:`Known`) before forgetting them all.
 KNOWN_LIMIT = 10_000
+#: How many live runs' copy-check views a store keeps (each holds a run's whole view).
+COPY_CHECKS_KEPT = 4
 #: How many validated chunk addresses a store remembers (64 messages each) before
 #: forgetting them all: about 2 MB, a million messages' worth.
 VALID_CHUNKS_LIMIT = 16_384
@@ -82,6 +85,12 @@ class Memory:
         # writer invalidates it).
         self.verifiers: dict[int, tuple[int, SequenceVerifier]] = {}
         self.views: dict[int, CachedView] = {}
+        # The view a live run's last copy check reached (placement's _refuse_risky_copies),
+        # so that a run streaming JSON Patch copies is not replayed from its start at every
+        # append: run -> (the run's last sequence number the view has seen, the reducer
+        # holding it). Valid while that number is at most the run's (what came after it is
+        # read and fed); a few runs at most (COPY_CHECKS_KEPT).
+        self.copy_checks: dict[int, tuple[int, Reducer]] = {}
         # Threads whose cached view another writer may have made stale (see cached_view).
         self.unverified: set[int] = set()
         self.known = Known()
@@ -97,7 +106,16 @@ class Memory:
         """Drop in-memory caches (after a failed write, or in a forked child)."""
         self.verifiers.clear()
         self.views.clear()
+        self.copy_checks.clear()
         self.known = Known()
+
+    def keep_copy_check(self, run_pk: int, seen: int, reducer: Reducer) -> None:
+        """Keep the view a run's copy check reached (``copy_checks``), the oldest kept
+        forgotten past ``COPY_CHECKS_KEPT``."""
+        self.copy_checks.pop(run_pk, None)
+        self.copy_checks[run_pk] = (seen, reducer)
+        if len(self.copy_checks) > COPY_CHECKS_KEPT:
+            del self.copy_checks[next(iter(self.copy_checks))]
 
     def keep_caches_small(self, thread_id: str) -> None:
         """Between an import's batches: keep what the next batch may use (the cached view

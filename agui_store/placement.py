@@ -32,6 +32,7 @@ from agui_store.memory import Memory
 from agui_store.normalize import SentChunks, normalize_input
 from agui_store.patch import UNDEFINED
 from agui_store.records import AppendResult
+from agui_store.reducer import Reducer
 from agui_store.restore import RunRecord, apply_run, body_as_sent, start_reducer
 from agui_store.revisions import RunKey
 from agui_store.verify import SequenceVerifier
@@ -266,7 +267,7 @@ class Placement:
         known = memory.known
         run_pk = segment.run_pk
         assert run_pk is not None  # placed
-        self._refuse_risky_copies(tx, segment, run_input)
+        self._refuse_risky_copies(tx, segment, run_input, first_seq)
         rows = [
             (at, run_pk, kind, ev.raw.decode("utf-8"))
             for at, ev, kind in zip(itertools.count(first_seq), segment.events, segment.types)
@@ -282,6 +283,7 @@ class Placement:
         if echo is not None:
             tx.insert_echo_refs(*echo)
         if "RUN_FINISHED" in segment.types or "RUN_ERROR" in segment.types:
+            memory.copy_checks.pop(run_pk, None)  # what continues a complete run is rare
             for ev, kind in zip(segment.events, segment.types):
                 if kind in ("RUN_FINISHED", "RUN_ERROR"):
                     segment.outcome = status_of_terminal(ev.data)
@@ -456,12 +458,14 @@ class Placement:
         tx: port.Writing,
         segment: _Segment,
         run_input: Input | None,
+        first_seq: int,
     ) -> None:
         """Refuse a ``copy``/``move`` that would nest the state (or an activity's content)
         deeper than a snapshot may, or an event whose copies would clone more JSON than an
         event may carry (:mod:`agui_store.nesting`). Both depend on the state, so a segment
         holding such an operation (rare) is replayed from the run's view so far, before its
-        rows are written."""
+        rows (from ``first_seq`` on) are written. The view it reaches is kept for the run's
+        next such segment (:meth:`_view_so_far`)."""
         risky = set(
             nesting.replayed_copies(
                 [ev.data for ev in segment.events], segment.types, [ev.raw for ev in segment.events]
@@ -482,7 +486,7 @@ class Placement:
                 first = 1
             else:
                 assert segment.run_pk is not None
-                reducer = start_reducer(reads.view(tx, segment.run_pk))
+                reducer = self._view_so_far(tx, segment.run_pk)
                 first = 0
             for at in range(first, len(fresh)):
                 event = fresh[at]
@@ -521,6 +525,21 @@ class Placement:
             ) from None
         except InvalidEventError:
             return  # the client throws on this lineage: there is no state to measure
+        assert segment.run_pk is not None
+        # Dropped with the other caches if the write fails (Memory.forget), and once the run
+        # completes (_write_segment).
+        self.memory.keep_copy_check(segment.run_pk, first_seq + len(fresh) - 1, reducer)
+
+    def _view_so_far(self, tx: port.Reading, run_pk: int) -> Reducer:
+        """A reducer holding a recorded run's view so far: the one its last copy check left,
+        fed the events recorded since (a live run streaming copies costs what each append
+        adds), else the view replayed from the nearest checkpoint."""
+        kept = self.memory.copy_checks.pop(run_pk, None)
+        if kept is not None and kept[0] <= self.memory.known_last_seq(tx, run_pk):
+            seen, reducer = kept
+            reducer.feed(reads.run_events(tx, run_pk, seen))
+            return reducer
+        return start_reducer(reads.view(tx, run_pk))
 
     def _insert_run(
         self,

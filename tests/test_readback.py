@@ -28,7 +28,7 @@ from hypothesis import event as note_event
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import AguiStoreError, InvalidEventError, cli, nesting
+from agui_store import AguiStoreError, InvalidEventError, cli, nesting, reads
 from agui_store.patch import UNDEFINED, PatchError, apply_patch
 from agui_store.reducer import Reducer
 from agui_store.slim import slim
@@ -412,6 +412,72 @@ def _deepest_along(events: list[dict[str, Any]]) -> list[int]:
         reducer.feed([event])
         depths.append(deepest)
     return depths
+
+
+#: A live run's state patches, one append each: copies (of the root, of a key), a move, and
+#: plain adds and removes between them (which a kept view must be fed, unchecked).
+LIVE_PATCHES = st.sampled_from(["copy root", "copy s", "move s", "add", "remove c0"])
+
+
+def _live_patch(kind: str, i: int) -> dict[str, Any]:
+    op = {
+        "copy root": {"op": "copy", "from": "", "path": f"/c{i}"},
+        "copy s": {"op": "copy", "from": "/s", "path": f"/d{i}"},
+        "move s": {"op": "move", "from": "/s", "path": "/s"},
+        "add": {"op": "add", "path": f"/a{i}", "value": "y" * 400},
+        "remove c0": {"op": "remove", "path": "/c0"},
+    }[kind]
+    return {"type": "STATE_DELTA", "delta": [op]}
+
+
+@SOME
+@given(kinds=st.lists(LIVE_PATCHES, min_size=4, max_size=16))
+def test_a_live_run_streaming_copies_is_judged_as_a_store_opened_for_each_append_judges_it(
+    tmp_path_factory: pytest.TempPathFactory, kinds: list[str]
+) -> None:
+    """One store kept open continues each copy check from the view the last one reached
+    (fed what came since); a store opened for each append replays the run's view every time.
+    Both must accept and refuse the same appends, with the same errors, and hold the same."""
+    folder = tmp_path_factory.mktemp("live-copies")
+    start = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+             {"type": "STATE_SNAPSHOT", "snapshot": {"s": "x" * 100}}]
+    kept_path, fresh_path = folder / "kept.db", folder / "fresh.db"
+
+    def verdict(store: agui_store.Store, event: dict[str, Any]) -> Any:
+        try:
+            store.append([event], thread_id="t")
+        except InvalidEventError as refused:
+            return (refused.index, refused.path, str(refused))
+        return "accepted"
+
+    with agui_store.open(kept_path, max_event_bytes=1024) as kept:
+        kept.append(start)
+        with agui_store.open(fresh_path, max_event_bytes=1024) as fresh:
+            fresh.append(start)
+        for i, kind in enumerate(kinds):
+            event = _live_patch(kind, i)
+            with agui_store.open(fresh_path, max_event_bytes=1024) as fresh:
+                expected = verdict(fresh, event)
+            note_event(str(expected)[:40])
+            assert verdict(kept, event) == expected, (i, kind)
+        held = list(kept.thread_events("t")), kept.checkout("r1", thread_id="t").state
+    with agui_store.open(fresh_path) as fresh:
+        assert (list(fresh.thread_events("t")), fresh.checkout("r1", thread_id="t").state) == held
+
+
+def test_a_live_run_streaming_copies_replays_its_view_once_not_at_every_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    replays: list[int] = []
+    replay = reads.view
+    monkeypatch.setattr(reads, "view", lambda tx, pk: replays.append(pk) or replay(tx, pk))
+    with agui_store.open(tmp_path / "store.db") as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+                      {"type": "STATE_SNAPSHOT", "snapshot": {"s": "x"}}])
+        for i in range(30):
+            store.append([_live_patch("add" if i % 3 else "copy s", i)], thread_id="t")
+        assert len(replays) == 1  # the first copy's: each one after continues its view
+        assert len(store.checkout("r1", thread_id="t").state) == 31
 
 
 @SOME
