@@ -414,20 +414,25 @@ def _deepest_along(events: list[dict[str, Any]]) -> list[int]:
     return depths
 
 
-#: A live run's state patches, one append each: copies (of the root, of a key), a move, and
-#: plain adds and removes between them (which a kept view must be fed, unchecked).
-LIVE_PATCHES = st.sampled_from(["copy root", "copy s", "move s", "add", "remove c0"])
+#: A live run's state patches, one append each: copies (of the root, of a key) and a move to
+#: a deeper path, which are judged against the state, and plain adds and removes between
+#: them, which are not (a kept view must still be fed them).
+LIVE_PATCHES = st.sampled_from(["copy root", "copy s", "move deeper", "add", "remove c0"])
 
 
 def _live_patch(kind: str, i: int) -> dict[str, Any]:
-    op = {
-        "copy root": {"op": "copy", "from": "", "path": f"/c{i}"},
-        "copy s": {"op": "copy", "from": "/s", "path": f"/d{i}"},
-        "move s": {"op": "move", "from": "/s", "path": "/s"},
-        "add": {"op": "add", "path": f"/a{i}", "value": "y" * 400},
-        "remove c0": {"op": "remove", "path": "/c0"},
+    ops = {
+        "copy root": [{"op": "copy", "from": "", "path": f"/c{i}"}],
+        "copy s": [{"op": "copy", "from": "/s", "path": f"/d{i}"}],
+        "move deeper": [
+            {"op": "add", "path": f"/n{i}", "value": {"v": "z"}},
+            {"op": "add", "path": f"/m{i}", "value": {}},
+            {"op": "move", "from": f"/n{i}", "path": f"/m{i}/n"},
+        ],
+        "add": [{"op": "add", "path": f"/a{i}", "value": "y" * 400}],
+        "remove c0": [{"op": "remove", "path": "/c0"}],
     }[kind]
-    return {"type": "STATE_DELTA", "delta": [op]}
+    return {"type": "STATE_DELTA", "delta": ops}
 
 
 @SOME
