@@ -212,6 +212,13 @@ def event_seq(path: str, run: str, kind: str) -> int:
     return int(row[0])
 
 
+#: The live run r3's streamed text (its newest event, seq 15, a batch of its own) edited.
+R3_TEXT_EDITED: Edit = {
+    "sqlite": "UPDATE events SET payload = json_set(payload, '$.delta', 'FORGED') "
+    "WHERE seq = (SELECT max(seq) FROM events)",
+    "postgres": "UPDATE events SET payload = jsonb_set(payload::jsonb, '{delta}', "
+    "'\"FORGED\"')::text WHERE seq = (SELECT max(seq) FROM events)",
+}
 #: r2's answer "two" (seq 9, in r2's one batch) edited to "TWO".
 R2_ANSWER_EDITED: Edit = {
     "sqlite": "UPDATE events SET payload = json_set(payload, '$.delta', 'TWO') "
@@ -229,12 +236,7 @@ def test_a_changed_event_is_named_and_a_checkout_replaying_it_is_refused(db: str
     edit(
         db,
         # the live run's streamed text, replayed by its checkout
-        {
-            "sqlite": "UPDATE events SET payload = json_set(payload, '$.delta', 'FORGED') "
-            "WHERE seq = (SELECT max(seq) FROM events)",
-            "postgres": "UPDATE events SET payload = jsonb_set(payload::jsonb, '{delta}', "
-            "'\"FORGED\"')::text WHERE seq = (SELECT max(seq) FROM events)",
-        },
+        R3_TEXT_EDITED,
         # a complete run's answer, whose checkpoint was derived before the edit
         R2_ANSWER_EDITED,
     )
@@ -277,15 +279,7 @@ def test_events_after_a_cursor_refuse_an_edit_in_any_batch_they_return_part_of(
             assert (caught.value.thread_id, caught.value.run_id) == (T, "r2")
         assert store.events("r2", thread_id=T, after=12) == []  # nothing after the run
         assert store.events("r3", thread_id=T, after=14) == r3_tail  # another run's batch
-    edit(
-        db,
-        {
-            "sqlite": "UPDATE events SET payload = json_set(payload, '$.delta', 'FORGED') "
-            "WHERE seq = 15",
-            "postgres": "UPDATE events SET payload = jsonb_set(payload::jsonb, '{delta}', "
-            "'\"FORGED\"')::text WHERE seq = 15",
-        },
-    )
+    edit(db, R3_TEXT_EDITED)
     with agui_store.open(db) as store, pytest.raises(HashMismatchError, match=r"seq 15\.\.15"):
         store.events("r3", thread_id=T, after=14)
 
