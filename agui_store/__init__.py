@@ -4,7 +4,6 @@ keeps code."""
 from __future__ import annotations
 
 from agui_store.artifact import ArtifactError, export_artifact, load_artifact, validate_artifact
-from agui_store.compaction import compact_events
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
@@ -27,6 +26,8 @@ from agui_store.errors import (
     StoreBusyError,
     SyncConflictError,
 )
+from agui_store.protocol.compaction import compact_events
+from agui_store.protocol.verify import SequenceVerifier, verify_events
 from agui_store.records import (
     AppendResult,
     Branch,
@@ -42,7 +43,6 @@ from agui_store.slim import PRESETS as SLIM_PRESETS
 from agui_store.slim import slim
 from agui_store.store import Store, open
 from agui_store.sync import CopyResult, copy
-from agui_store.verify import SequenceVerifier, verify_events
 
 __all__ = [
     "SLIM_PRESETS",

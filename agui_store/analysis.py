@@ -73,7 +73,7 @@ from typing import Any
 import apsw
 import sqlite_utils
 
-from agui_store import codec
+from agui_store.codec import ingest
 from agui_store.errors import AguiStoreError, StorageError
 from agui_store.records import ExportSummary as ExportSummary  # what export_sqlite returns
 from agui_store.records import Run
@@ -470,11 +470,11 @@ def _installed(dist: str) -> str | None:
 
 
 def _json(value: Any) -> str:
-    return codec.encode(value).decode("utf-8")
+    return ingest.encode(value).decode("utf-8")
 
 
 def _digest(message: Any) -> bytes:
-    return hashlib.blake2b(codec.canonical_bytes(message), digest_size=16).digest()
+    return hashlib.blake2b(ingest.canonical_bytes(message), digest_size=16).digest()
 
 
 @dataclass

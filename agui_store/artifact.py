@@ -110,7 +110,7 @@ from datetime import datetime, timedelta, timezone
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from agui_store.errors import AguiStoreError
-from agui_store.model import kind_of, render_path
+from agui_store.protocol.model import kind_of, render_path
 from agui_store.records import Checkout
 from agui_store.slim import truncate_text
 

@@ -17,14 +17,14 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, TextIO, cast
 
-from agui_store import database
+from agui_store.backends.sqlite import connection
+from agui_store.codec.output import FORMATS, serialize
 from agui_store.errors import (
     AguiStoreError,
     InternalError,
     InvalidArgumentError,
     NotAStoreError,
 )
-from agui_store.interchange import FORMATS, serialize
 from agui_store.records import (
     Run,
     content_text,
@@ -517,7 +517,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--db", default=argparse.SUPPRESS,
-        help=f"store file (default: ${database.DEFAULT_DB_ENV} or ./{database.DEFAULT_DB_NAME})",
+        help=f"store file (default: ${connection.DEFAULT_DB_ENV} "
+        f"or ./{connection.DEFAULT_DB_NAME})",
     )
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output")
@@ -635,7 +636,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if args.command in NEEDS_NO_STORE:  # never create a database file as a side effect
             return handler(None, args, out)  # type: ignore[arg-type]
         if args.command not in CREATES_STORE:
-            _require_store_file(path if path is not None else database.default_path())
+            _require_store_file(path if path is not None else connection.default_path())
         with Store(path) as store:
             return handler(store, args, out)
     except InternalError as e:

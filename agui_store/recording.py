@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from agui_store import codec
+from agui_store.codec import ingest
 from agui_store.errors import AguiStoreError, InvalidEventError
 from agui_store.records import AppendResult
 
@@ -81,7 +81,7 @@ def event_json(event: Any) -> bytes:
         except UnicodeEncodeError as exc:
             raise InvalidEventError(f"text is not valid Unicode: {exc.reason}") from None
     if isinstance(event, (dict, msgspec.Struct)):
-        return codec.encode(event)
+        return ingest.encode(event)
     dump_json = getattr(event, "model_dump_json", None)
     if callable(dump_json) and not isinstance(event, type):
         return _model_json(event)

@@ -60,7 +60,7 @@ class Run:
         last_seq: the global sequence number of its newest event.
         hash: the run's content hash (hex sha256), git style: it covers the run's record,
             its input, its parent's hash and every event, in order (see
-            :mod:`agui_store.hashing`). Final once the run is complete; while it is live it
+            :mod:`agui_store.history.hashing`). Final once the run is complete; while it is live it
             is the hash of what has been recorded so far. ``short_hash`` is its first 12
             digits, as ``log`` and ``show`` print it.
     """
@@ -341,7 +341,7 @@ class CheckReport:
         problems: broken invariants; any one makes the report falsy.
         checked: the checks that ran, in order: the backend's own (SQLite: ``sqlite``,
             ``foreign_keys``, ``schema``; PostgreSQL: ``foreign_keys``, ``pages``,
-            ``schema``), then the store's (``agui_store.integrity.CHECKS``).
+            ``schema``), then the store's (``agui_store.engine.integrity.CHECKS``).
         warnings: things that are legal but worth knowing (events recorded after a run's end
             with ``check_sequence=False``); they do not make the report falsy.
     """

@@ -1,15 +1,16 @@
 """The store: a lossless AG-UI event log with git-like run lineage, over a storage port.
 
-``Store`` is the facade of verbs, written once for every backend (:mod:`agui_store.port`;
-SQLite in :mod:`agui_store.sqlite`, PostgreSQL in :mod:`agui_store.postgres`). Each verb
-checks its arguments and delegates, in a transaction of the store's: reading what ``append``
-is handed to :mod:`agui_store.intake` (validation from :mod:`agui_store.codec` and
-:mod:`agui_store.model`, resent request bodies from :mod:`agui_store.resent`), placing a
-batch (runs, lineage, branches, open runs) to :mod:`agui_store.placement`, deriving views
-and checkpoints to :mod:`agui_store.derivation`, the read paths to :mod:`agui_store.reads`,
-revisions to :mod:`agui_store.revisions`; what appends remember between calls is the
-store's :class:`~agui_store.memory.Memory`. This module holds the verbs, the store's
-lifecycle (its lock, transactions, fork) and which backend a path names.
+``Store`` is the facade of verbs, written once for every backend (:mod:`agui_store.engine.port`;
+SQLite in :mod:`agui_store.backends.sqlite`, PostgreSQL in :mod:`agui_store.backends.postgres`).
+Each verb checks its arguments and delegates, in a transaction of the store's: reading what
+``append`` is handed to :mod:`agui_store.engine.intake` (validation from
+:mod:`agui_store.codec.ingest` and :mod:`agui_store.protocol.model`, resent request bodies from
+:mod:`agui_store.history.resent_bodies`), placing a batch (runs, lineage, branches, open runs) to
+:mod:`agui_store.engine.placement`, deriving views and checkpoints to
+:mod:`agui_store.engine.derivation`, the read paths to :mod:`agui_store.engine.reads`, revisions to
+:mod:`agui_store.engine.revisions`; what appends remember between calls is the store's
+:class:`~agui_store.engine.cache.Memory`. This module holds the verbs, the store's lifecycle (its
+lock, transactions, fork) and which backend a path names.
 """
 from __future__ import annotations
 
@@ -22,30 +23,29 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agui_store import (
+from agui_store.backends.sqlite import SqliteBackend, connection
+from agui_store.codec import ingest
+from agui_store.engine import (
     arguments,
-    codec,
-    collector,
-    database,
+    cache,
     derivation,
-    hashing,
+    gc_pause,
     intake,
     integrity,
-    memory,
     placement,
     port,
     reads,
     revisions,
 )
-from agui_store.arguments import quote as _quote
-from agui_store.diff import Diff, ViewChange, compare
+from agui_store.engine.arguments import quote as _quote
+from agui_store.engine.integrity import CheckReport
+from agui_store.engine.revisions import DEFAULT_BRANCH, RESERVED_REFS, RunKey
 from agui_store.errors import BranchError, InvalidArgumentError, InvalidEventError, RunNotFoundError
-from agui_store.integrity import CheckReport
-from agui_store.normalize import expand_input
+from agui_store.history import hashing
+from agui_store.history.diff import Diff, ViewChange, compare
+from agui_store.history.normalize import expand_input
+from agui_store.history.restore import View
 from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, when
-from agui_store.restore import View
-from agui_store.revisions import DEFAULT_BRANCH, RESERVED_REFS, RunKey
-from agui_store.sqlite import SqliteBackend
 
 #: The largest ``max_depth`` a store takes: ``json.dumps``, msgspec and the CLI recurse once
 #: per level, and near 1,000 levels (Python's recursion limit) even ``append`` failed with
@@ -80,13 +80,13 @@ class Store:
         self,
         path: str | os.PathLike[str] | None = None,
         *,
-        busy_timeout_ms: int = database.DEFAULT_BUSY_TIMEOUT_MS,
-        max_event_bytes: int = codec.DEFAULT_MAX_EVENT_BYTES,
-        max_depth: int = codec.DEFAULT_MAX_DEPTH,
+        busy_timeout_ms: int = connection.DEFAULT_BUSY_TIMEOUT_MS,
+        max_event_bytes: int = ingest.DEFAULT_MAX_EVENT_BYTES,
+        max_depth: int = ingest.DEFAULT_MAX_DEPTH,
         checkpoint_events: int = CHECKPOINT_EVENTS,
         derive_on_append: bool = True,
     ) -> None:
-        self.path = arguments.path_text(path) if path is not None else database.default_path()
+        self.path = arguments.path_text(path) if path is not None else connection.default_path()
         self.busy_timeout_ms = arguments.positive_int(
             "busy_timeout_ms", busy_timeout_ms, minimum=0
         )
@@ -107,8 +107,8 @@ class Store:
         self._backend: port.Backend = _backend_for(self.path, busy_timeout_ms)
         self.path = self._backend.where  # a URL is shown without its password
         self._pid = os.getpid()
-        # What it remembers between calls (see agui_store.memory).
-        self._memory = memory.Memory(self.derive_on_append)
+        # What it remembers between calls (see agui_store.engine.cache).
+        self._memory = cache.Memory(self.derive_on_append)
         self._intake = intake.Intake(self._memory, self.max_event_bytes, self.max_depth)
         self._deriver = derivation.Deriver(self._memory, self.checkpoint_events)
         self._placement = placement.Placement(
@@ -180,7 +180,7 @@ class Store:
 
     # --- append -------------------------------------------------------------------------
 
-    @collector.pausing  # its collections would only walk what the call is about to drop
+    @gc_pause.pausing  # its collections would only walk what the call is about to drop
     def append(
         self,
         events: Any,
@@ -223,7 +223,7 @@ class Store:
                 open runs.
             ScopeError: the thread belongs to another owner than ``scope``.
         """
-        incoming = codec.parse_events(
+        incoming = ingest.parse_events(
             events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
         )
         types = self._intake.validated(incoming)
@@ -271,7 +271,7 @@ class Store:
         """Record a JSON array, JSON Lines or SSE recording, whole or not at all, in memory
         that does not grow with the file.
 
-        The file is read a chunk at a time (:func:`agui_store.codec.iter_events`) and
+        The file is read a chunk at a time (:func:`agui_store.codec.ingest.iter_events`) and
         appended in batches of whole runs, all inside one write transaction: a bad event
         near the end, a full disk or a killed process leave the store as it was. Each
         event is stored as its JSON text in the file. The result is what ``append`` of the
@@ -289,7 +289,7 @@ class Store:
         intake.storable(thread_id, path="thread_id")
         if isinstance(source, str):
             source = Path(source)
-        events = codec.iter_events(
+        events = ingest.iter_events(
             source, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
         )
         batches = intake.import_batches(events, thread_id, IMPORT_BATCH_EVENTS, IMPORT_BATCH_BYTES)
@@ -300,7 +300,7 @@ class Store:
             self._memory.notice_other_writes(tx)
             for offset, batch, batch_thread, batch_run in batches:
                 try:
-                    with collector.paused():  # a batch at a time, as an append
+                    with gc_pause.paused():  # a batch at a time, as an append
                         types = self._intake.validated(batch)
                         thread = intake.thread_of_batch(batch, types, batch_thread, None)
                         result = self._placement.place(
@@ -369,7 +369,7 @@ class Store:
                 pks = tx.owner_run_pks(scope)
             else:
                 pks = tx.all_run_pks()
-            now = database.now_ms()
+            now = connection.now_ms()
             before = tx.checkpoint_count()
             # Digests lost while their checkpoints stayed: the checkpoint has it.
             tx.digests_from_checkpoints()
@@ -500,11 +500,11 @@ class Store:
                 raise reads.mismatch(tx, key.pk, "its input is not the one its hash covers")
             if raw is None:
                 return None
-            value: dict[str, Any] = codec.decode(raw.encode("utf-8"))
+            value: dict[str, Any] = ingest.decode(raw.encode("utf-8"))
             if raw_refs is not None:
                 assert parent_pk is not None  # refs name what the parent's view holds
                 base = reads.view(tx, parent_pk)
-                refs = codec.decode(raw_refs.encode("utf-8"))
+                refs = ingest.decode(raw_refs.encode("utf-8"))
                 value = expand_input(value, refs, base.messages, base.state)
         return value
 
@@ -526,10 +526,10 @@ class Store:
                     if pk in normalized:
                         out += reads.run_events(tx, pk)
                     else:
-                        out += codec.decode_many(grouped.get(pk, []))
+                        out += ingest.decode_many(grouped.get(pk, []))
                 return out
         payloads = [p for pk in chain for p in grouped.get(pk, [])]
-        return codec.decode_many(payloads)
+        return ingest.decode_many(payloads)
 
 
     def log(
@@ -628,7 +628,7 @@ class Store:
             # Still open: a live recorder continues it. Interrupts an earlier run left pending
             # cannot be stated without ending the run, so they are not in this stream.
             return stream
-        original = codec.decode(terminal.encode("utf-8"))
+        original = ingest.decode(terminal.encode("utf-8"))
         if original["type"] == "RUN_ERROR":
             if view.interrupts:
                 # Interrupts an earlier run left pending survive this run's failure in the
@@ -738,7 +738,7 @@ class Store:
     def check(self) -> CheckReport:
         """Check the store: its storage's integrity (an SQLite file's pages, foreign keys
         and schema; a PostgreSQL schema's foreign keys and objects) and the store's own
-        invariants (see :mod:`agui_store.integrity`). Reports; never repairs."""
+        invariants (see :mod:`agui_store.engine.integrity`). Reports; never repairs."""
         with self._reading() as tx:
             return integrity.check(tx)
 
@@ -753,7 +753,7 @@ class Store:
         with self._writing() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             placement.refuse_branch_shadowing_run(tx, key.thread_pk, name)
-            now = database.now_ms()
+            now = connection.now_ms()
             tx.set_branch(key.thread_pk, name, key.pk, now)
             thread = tx.thread_id(key.thread_pk)
             return Branch(thread, name, tx.run_id(key.pk), False, when(now))
@@ -799,7 +799,7 @@ class Store:
             run = reads.run_record(tx, key.pk)
             view = reads.view(tx, key.pk)
             newest_input = tx.newest_input(key.pk)
-        recorded = codec.decode(newest_input.encode("utf-8")) if newest_input else {}
+        recorded = ingest.decode(newest_input.encode("utf-8")) if newest_input else {}
         if run_id is not None and not (
             isinstance(run_id, str) and run_id and arguments.storable_text(run_id)
         ):
@@ -837,7 +837,7 @@ IMPORT_BATCH_BYTES = 2 * 1024 * 1024
 
 
 def _compare(old: View, new: View) -> ViewChange:
-    """:func:`~agui_store.diff.compare` of two views; a view with itself (a side that is
+    """:func:`~agui_store.history.diff.compare` of two views; a view with itself (a side that is
     its merge base) has no change."""
     if old is new:
         return ViewChange([], [])
@@ -859,7 +859,7 @@ def _backend_for(path: str, busy_timeout_ms: int) -> port.Backend:
     if is_url(path):
         try:
             # Imported on demand: psycopg is an optional extra.
-            from agui_store.postgres import (  # type: ignore[import-not-found,attr-defined,unused-ignore]
+            from agui_store.backends.postgres import (  # type: ignore[import-not-found,attr-defined,unused-ignore]
                 PostgresBackend,
             )
         except ImportError as e:

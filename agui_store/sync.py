@@ -1,6 +1,6 @@
 """Copying threads between two stores, like ``git push`` and ``git pull``: :func:`copy`.
 
-Written once above the storage port (:mod:`agui_store.port`), so it copies between any two
+Written once above the storage port (:mod:`agui_store.engine.port`), so it copies between any two
 backends: SQLite file to file, SQLite to PostgreSQL and back.
 
 A copy is lossless. Replaying the events through ``append`` would not be: the destination
@@ -13,7 +13,7 @@ thread's owner. Only two things are the destination's own:
 - sequence numbers (``seq`` is global to one database): events get the destination's next
   ones, in the source's order;
 - hashes: a batch's hash covers its events' sequence numbers, so a copied run's hashes are
-  computed here as ``append`` computes them (:mod:`agui_store.hashing`), over the same
+  computed here as ``append`` computes them (:mod:`agui_store.history.hashing`), over the same
   record, input and events. Both sides are compared by what a reader sees, never by hash.
 
 Derived data (lineage digests, checkpoints) is not copied: copied complete runs are listed
@@ -48,14 +48,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agui_store import hashing, port
+from agui_store.engine import port
+from agui_store.engine.intake import check_scope
 from agui_store.errors import (
     InvalidArgumentError,
     NotAStoreError,
     RunNotFoundError,
     SyncConflictError,
 )
-from agui_store.intake import check_scope
+from agui_store.history import hashing
 from agui_store.store import Store, is_url
 
 #: Runs whose events one read fetches from the source while writing (bounds memory).

@@ -12,8 +12,9 @@ import subprocess
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from agui_store import port, reads, resent
-from agui_store.restore import View
+from agui_store.engine import port, reads
+from agui_store.history import resent_bodies
+from agui_store.history.restore import View
 from agui_store.store import Store
 
 if TYPE_CHECKING:  # asyncio and the ASGI code load only for those who use them
@@ -29,7 +30,7 @@ def connection(store: Store) -> Any:
 
 @contextlib.contextmanager
 def reading(store: Store) -> Iterator[port.Reading]:
-    """A read transaction of the store's, through the storage port (:mod:`agui_store.port`):
+    """A read transaction of the store's, through the storage port (:mod:`agui_store.engine.port`):
     to look at what the engine keeps (runs as a replica sees them, derived data) on any
     backend with the operations the engine itself uses."""
     with store._reading() as tx:
@@ -63,14 +64,15 @@ def forget(store: Store) -> None:
 
 def read_bodies_whole(store: Store) -> None:
     """From now on, the store reads every request body whole: ``append(input=...)``
-    remembers nothing of earlier bodies (see :mod:`agui_store.resent`) and spends nothing
-    on remembering them. The path a body that resends nothing took before bodies were
+    remembers nothing of earlier bodies (see :mod:`agui_store.history.resent_bodies`) and spends
+    nothing on remembering them. The path a body that resends nothing took before bodies were
     remembered, which the remembering one is compared with."""
-    store._memory.resent = resent.Memo(budget=0)
+    store._memory.resent = resent_bodies.Memo(budget=0)
 
 
-def remembered_bodies(store: Store) -> resent.Memo:
-    """What the store remembers of the request bodies it read (see :mod:`agui_store.resent`)."""
+def remembered_bodies(store: Store) -> resent_bodies.Memo:
+    """What the store remembers of the request bodies it read (see
+    :mod:`agui_store.history.resent_bodies`)."""
     return store._memory.resent
 
 

@@ -28,7 +28,9 @@ import apsw
 import msgspec
 
 import agui_store
-from agui_store import hashing, schema, testing
+from agui_store import testing
+from agui_store.backends.sqlite import schema
+from agui_store.history import hashing
 from benchmarks._common import conversation, header, median_time, raw_connection, scratch_dir
 
 EVENTS_PER_RUN = 50

@@ -18,9 +18,11 @@ import time
 import msgspec
 
 import agui_store
-from agui_store import checkpoints, database, testing
-from agui_store.sqlite import sql as statements
-from agui_store.sqlite.transaction import SqliteTransaction
+from agui_store import testing
+from agui_store.backends.sqlite import connection
+from agui_store.backends.sqlite import sql as statements
+from agui_store.backends.sqlite.transaction import SqliteTransaction
+from agui_store.engine import checkpoints
 from agui_store.store import CHECKPOINT_EVENTS
 from benchmarks._common import conversation, header, median_time, scratch_dir
 
@@ -156,7 +158,7 @@ def verification_cost(
     conn = testing.connection(store)
 
     def load(verify: bool) -> None:
-        with database.snapshot(conn):
+        with connection.snapshot(conn):
             checkpoints.load(SqliteTransaction(conn), leaf_pk, with_hashes=False, verify=verify)
 
     verified = median_time(lambda: load(True), repeat=repeat * 2)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import agui_store
-from agui_store.codec import canonical_bytes
+from agui_store.codec.ingest import canonical_bytes
 from agui_store.demo import record_demo
 from benchmarks._common import header
 

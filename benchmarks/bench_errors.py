@@ -26,7 +26,7 @@ from typing import Any
 import apsw
 
 import agui_store
-from agui_store import database
+from agui_store.backends.sqlite import connection
 from benchmarks._common import header, median_time, scratch_dir
 
 N = 5_000
@@ -35,7 +35,7 @@ N = 5_000
 @contextlib.contextmanager
 def _immediate_before(conn: Any) -> Iterator[None]:
     """``database.immediate`` as it was: only BEGIN and COMMIT translated."""
-    with database.translated(""):
+    with connection.translated(""):
         conn.execute("BEGIN IMMEDIATE")
     try:
         yield
@@ -43,7 +43,7 @@ def _immediate_before(conn: Any) -> Iterator[None]:
         if not conn.getautocommit():
             conn.execute("ROLLBACK")
         raise
-    with database.translated(""):
+    with connection.translated(""):
         conn.execute("COMMIT")
 
 
@@ -53,7 +53,7 @@ def _snapshot_before(conn: Any) -> Iterator[None]:
     if not conn.getautocommit():
         yield
         return
-    with database.translated(""):
+    with connection.translated(""):
         conn.execute("BEGIN DEFERRED")
     try:
         yield
@@ -70,7 +70,7 @@ def main() -> None:
     header("bench_errors: the cost of translating every error")
     folder = scratch_dir("agui-bench-errors-")
     path = os.path.join(folder, "store.db")
-    conn = database.connect(path)
+    conn = connection.connect(path)
 
     def raw_write() -> None:
         for _ in range(N):
@@ -79,7 +79,7 @@ def main() -> None:
 
     def wrapped_write() -> None:
         for _ in range(N):
-            with database.immediate(conn):
+            with connection.immediate(conn):
                 pass
 
     def before_write() -> None:
@@ -94,7 +94,7 @@ def main() -> None:
 
     def wrapped_read() -> None:
         for _ in range(N):
-            with database.snapshot(conn):
+            with connection.snapshot(conn):
                 pass
 
     def before_read() -> None:
@@ -131,12 +131,12 @@ def main() -> None:
         return os.path.join(folder, f"s{next(counter)}.db")
 
     new_s = median_time(lambda: stream(fresh()), repeat=3)
-    saved = database.immediate
-    database.immediate = _immediate_before  # type: ignore[assignment]
+    saved = connection.immediate
+    connection.immediate = _immediate_before  # type: ignore[assignment]
     try:
         old_s = median_time(lambda: stream(fresh()), repeat=3)
     finally:
-        database.immediate = saved  # type: ignore[assignment]
+        connection.immediate = saved  # type: ignore[assignment]
     print(f"one-event appends: {new_s / events * 1e6:.0f} us each, with the wrapper before "
           f"{old_s / events * 1e6:.0f} us ({new_s / old_s:.3f}x)")
 
@@ -151,7 +151,7 @@ def main() -> None:
 
     def store_open() -> None:
         for _ in range(opens):
-            database.connect(path).close()
+            connection.connect(path).close()
 
     bare, ours = median_time(bare_open), median_time(store_open)
     print(f"opening an existing store: bare apsw {bare / opens * 1e6:.0f} us, connect() "

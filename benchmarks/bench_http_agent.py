@@ -7,8 +7,8 @@ cyclic collector paused, as the append runs; the decode with it running is shown
 figure is the append's time as a multiple of that decode, over the last runs of the thread.
 
 A store remembers the messages of the last body of a thread and reads the next one without
-the messages it repeats (:mod:`agui_store.resent`). ``--compare`` also times, on a copy of
-the file made before the last runs, a store that reads every body whole
+the messages it repeats (:mod:`agui_store.history.resent_bodies`). ``--compare`` also times, on a
+copy of the file made before the last runs, a store that reads every body whole
 (``testing.read_bodies_whole``): the same bodies appended to both, the two appends and the
 decode timed in turns, run by run, so that the machine's load weighs on all three alike.
 
@@ -29,7 +29,8 @@ from typing import Any
 import msgspec
 
 import agui_store
-from agui_store import collector, testing
+from agui_store import testing
+from agui_store.engine import gc_pause
 from benchmarks._common import conversation, header, scratch_dir
 from benchmarks.bench_file_size import http_agent_input
 
@@ -85,7 +86,7 @@ def main() -> None:
         # (warm caches and allocator), which no server does with one request.
         unfreed, warm = [], []
         for _ in range(30):
-            with collector.paused():
+            with gc_pause.paused():
                 t0 = time.perf_counter()
                 decoded = msgspec.json.decode(body)
                 unfreed.append(time.perf_counter() - t0)
@@ -129,7 +130,7 @@ def _decode_paused(body: bytes) -> Any:
     """The body decoded with the cyclic collector paused, as ``append`` runs: a decode that
     triggers collections pays for walking every object the process holds (the store's
     views and remembered bodies, the client's history), which would flatter the ratio."""
-    with collector.paused():
+    with gc_pause.paused():
         return msgspec.json.decode(body)
 
 

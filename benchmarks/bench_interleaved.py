@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 import agui_store
-from agui_store import schema
+from agui_store.backends.sqlite import schema
 from benchmarks._common import conversation_run, header, median_time, raw_connection, scratch_dir
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 import agui_store
-from agui_store import schema
+from agui_store.backends.sqlite import schema
 from benchmarks._common import header, median_time, raw_connection, scratch_dir
 
 DELTA = "word " * 4  # 20 characters, about a token's text

@@ -26,7 +26,8 @@ from typing import Any
 import psycopg
 
 import agui_store
-from agui_store import codec, testing
+from agui_store import testing
+from agui_store.codec import ingest
 from benchmarks._common import conversation, header, median_time, throwaway_postgres
 
 EVENTS_PER_RUN = 50
@@ -148,7 +149,7 @@ def main() -> None:
             }
             store.close()
         rows = [
-            (i, 1, e["type"], codec.encode(e).decode())
+            (i, 1, e["type"], ingest.encode(e).decode())
             for i, e in enumerate(conversation("t", 1, EVENTS_PER_RUN)[0], start=1)
         ]
         copy_time = raw_copy(dsn, rows)

@@ -25,8 +25,8 @@ from typing import Any
 
 import psycopg
 
-from agui_store import codec
-from agui_store.postgres import checks, schema
+from agui_store.backends.postgres import checks, schema
+from agui_store.codec import ingest
 from benchmarks._common import conversation, header, median_time, throwaway_postgres
 
 EVENTS_PER_RUN = 50
@@ -48,7 +48,7 @@ def fill_version_2(conn: Any, runs: int) -> list[tuple[int, int, str, str]]:
         for run, events in enumerate(conversation("t", runs, EVENTS_PER_RUN), start=1):
             out.write_row((run, 1, f"r{run}", run - 1 if run > 1 else None, "head", 0))
             for event in events:
-                rows.append((len(rows) + 1, run, event["type"], codec.encode(event).decode()))
+                rows.append((len(rows) + 1, run, event["type"], ingest.encode(event).decode()))
     with conn.cursor().copy("COPY events(seq, run, type, payload) FROM STDIN") as out:
         for row in rows:
             out.write_row(row)

@@ -2,10 +2,10 @@
 wins against the one writer lock it replaced.
 
 Issue 11 asks that writers on different threads do not serialize on one lock "unless you
-measure that this costs nothing". The store locks per thread (``agui_store/postgres/sql.py``):
-an append takes the writers' lock shared and its thread's lock, and the event-order lock only
-from its batch's first ``seq`` to commit; what it remembers of its thread is checked under
-the thread's lock (``Memory.check_thread_facts``).
+measure that this costs nothing". The store locks per thread
+(``agui_store/backends/postgres/sql.py``): an append takes the writers' lock shared and its thread's
+lock, and the event-order lock only from its batch's first ``seq`` to commit; what it remembers of
+its thread is checked under the thread's lock (``Memory.check_thread_facts``).
 
 This benchmark measures the same workload twice per round, interleaved:
 
@@ -37,8 +37,8 @@ from benchmarks.bench_langgraph import conversation, run_events
 
 def one_lock_baseline() -> None:
     """Patch the PostgreSQL backend, in this process, back into the one-writer-lock design."""
-    from agui_store.postgres import backend, sql
-    from agui_store.postgres.transaction import PostgresTransaction
+    from agui_store.backends.postgres import backend, sql
+    from agui_store.backends.postgres.transaction import PostgresTransaction
 
     shipped_writing = backend.PostgresBackend.writing
 

@@ -1,7 +1,7 @@
 """What the read-back guarantees cost an append: the nesting checks on every batch.
 
 ``append`` now refuses patches that would nest a state deeper than a snapshot may
-(:mod:`agui_store.nesting`): ``add``/``replace`` judged from the event, and a scan for the
+(:mod:`agui_store.history.nesting`): ``add``/``replace`` judged from the event, and a scan for the
 ``copy``/``move`` operations that need the state. This measures those checks on a batch
 against what every append already did with it (parse and validate), in the same run, for
 a realistic run and for a run of deep-path ``STATE_DELTA`` patches (the checks' worst case:
@@ -17,7 +17,9 @@ import argparse
 from typing import Any
 
 import agui_store
-from agui_store import codec, model, nesting
+from agui_store.codec import ingest
+from agui_store.history import nesting
+from agui_store.protocol import model
 from agui_store.records import Checkout, Run, printable, transcript, when
 from benchmarks._common import conversation_run, header, median_time
 
@@ -40,19 +42,19 @@ def deep_patch_run(n: int) -> list[dict[str, Any]]:
 
 
 def measure(title: str, batch: list[dict[str, Any]], repeat: int) -> None:
-    text = "\n".join(codec.encode(e).decode() for e in batch)
+    text = "\n".join(ingest.encode(e).decode() for e in batch)
 
-    def ingest() -> None:
-        incoming = codec.parse_events(text)
+    def parse_and_validate() -> None:
+        incoming = ingest.parse_events(text)
         model.validate_events([ev.data for ev in incoming])
 
-    incoming = codec.parse_events(text)
+    incoming = ingest.parse_events(text)
     data = [ev.data for ev in incoming]
     raws = [ev.raw for ev in incoming]
     types = model.validate_events(data)
 
     def checks() -> None:  # what Store.append adds
-        nesting.refuse_deep_writes(data, types, codec.DEFAULT_MAX_DEPTH, raws)
+        nesting.refuse_deep_writes(data, types, ingest.DEFAULT_MAX_DEPTH, raws)
         nesting.deepening_copies(data, types, raws)
 
     stores: list[Any] = []
@@ -60,7 +62,7 @@ def measure(title: str, batch: list[dict[str, Any]], repeat: int) -> None:
     def append() -> None:
         stores[-1].append(text)
 
-    base = median_time(ingest, repeat=repeat)
+    base = median_time(parse_and_validate, repeat=repeat)
     added = median_time(checks, repeat=repeat)
     fresh = lambda: stores.append(agui_store.open(":memory:"))  # noqa: E731
     whole = median_time(append, repeat=max(repeat // 10, 5), setup=fresh)

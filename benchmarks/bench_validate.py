@@ -20,8 +20,8 @@ import timeit
 from collections.abc import Callable
 from typing import Any
 
-from agui_store import model
-from agui_store.codec import parse_events
+from agui_store.codec.ingest import parse_events
+from agui_store.protocol import model
 from benchmarks._common import header
 
 

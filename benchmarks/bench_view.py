@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 
 import agui_store
-from agui_store import checkpoints
+from agui_store.engine import checkpoints
 from benchmarks._common import header, scratch_dir
 from benchmarks.bench_langgraph import (
     THREAD,

@@ -16,7 +16,7 @@ def dump(location: str) -> list[Any]:
     if is_url(location):
         import psycopg
 
-        from agui_store.postgres import schema
+        from agui_store.backends.postgres import schema
 
         with psycopg.connect(location) as conn:
             return [
@@ -53,7 +53,7 @@ def postgres_owner(location: str) -> Iterator[Any]:
     triggers cannot be made to fire in replica sessions.)"""
     import psycopg
 
-    from agui_store.postgres import schema
+    from agui_store.backends.postgres import schema
 
     tables = [t for t in schema.TABLES if t != "meta"]
     with psycopg.connect(location) as conn:

@@ -166,7 +166,7 @@ def postgres_store_template(postgres_server: PostgresServer) -> Iterator[str]:
     """The name of a database holding an empty store (schema installed), to clone per test."""
     import psycopg
 
-    from agui_store.postgres import schema
+    from agui_store.backends.postgres import schema
 
     dsn = postgres_server.create_database()
     with psycopg.connect(dsn, autocommit=True) as conn:

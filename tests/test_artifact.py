@@ -36,7 +36,7 @@ from agui_store.artifact import (
 )
 from agui_store.demo import record_demo
 from agui_store.errors import AguiStoreError
-from agui_store.model import render_path
+from agui_store.protocol.model import render_path
 from agui_store.store import Store
 from tests.conftest import fixture_params
 from tests.strategies import legal_streams

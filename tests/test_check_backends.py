@@ -24,8 +24,11 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import cli, integrity, testing
-from agui_store.postgres.schema import SCHEMA_VERSION as PG_VERSION  # named in check()'s findings
+from agui_store import cli, testing
+from agui_store.backends.postgres.schema import (
+    SCHEMA_VERSION as PG_VERSION,  # named in check()'s findings
+)
+from agui_store.engine import integrity
 from agui_store.store import is_url
 from tests.backends import postgres_owner
 from tests.test_integrity import BIG, CORRUPTIONS, GOOD, build, matches
@@ -270,7 +273,7 @@ def test_a_payload_with_duplicate_keys_is_judged_as_the_store_reads_it_on_every_
 
 def test_a_log_longer_than_a_page_of_the_stream_is_checked_to_its_end(store_location: str) -> None:
     """More events than a server-side cursor fetches at once (PostgreSQL), an edit at the end."""
-    from agui_store.postgres.transaction import STREAM_PAGE_ROWS
+    from agui_store.backends.postgres.transaction import STREAM_PAGE_ROWS
 
     runs = STREAM_PAGE_ROWS // 20 + 20
     with agui_store.open(store_location) as store:
@@ -314,7 +317,7 @@ def test_problems_are_capped_per_check_on_every_backend(built: str) -> None:
 
 def test_the_log_pass_on_postgresql_reads_through_server_side_cursors(pg_built: str) -> None:
     """The log is streamed a page at a time, not fetched whole into the client."""
-    from agui_store.postgres.transaction import PostgresTransaction
+    from agui_store.backends.postgres.transaction import PostgresTransaction
 
     with agui_store.open(pg_built) as store:
         conn = testing.connection(store)
@@ -568,7 +571,7 @@ def test_a_part_that_fails_with_a_stream_open_leaves_the_postgresql_transaction_
     cursor afterwards would have aborted it)."""
     import gc
 
-    from agui_store.postgres.transaction import PostgresTransaction
+    from agui_store.backends.postgres.transaction import PostgresTransaction
 
     with agui_store.open(pg_built) as store:
         conn = testing.connection(store)

@@ -26,8 +26,11 @@ from hypothesis.stateful import (
 )
 
 import agui_store
-from agui_store import blobs, checkpoints, codec, testing
-from agui_store.sqlite.transaction import SqliteTransaction
+from agui_store import testing
+from agui_store.backends.sqlite.transaction import SqliteTransaction
+from agui_store.codec import ingest
+from agui_store.engine import checkpoints
+from agui_store.history import blobs
 from tests.strategies import legal_streams, message_lists
 
 # Each example of these machines is 12 steps, and after every step the invariants check out
@@ -811,5 +814,5 @@ def test_the_lineage_digest_of_ids_is_the_one_fed_an_id_at_a_time(ids: list[Any]
     # (and lone surrogates, which msgspec refuses, still go that way).
     one_by_one = hashlib.sha256()
     for mid in ids:
-        one_by_one.update(codec.canonical_bytes(mid) + b"\x00")
+        one_by_one.update(ingest.canonical_bytes(mid) + b"\x00")
     assert checkpoints.hash_ids(ids).digest() == one_by_one.digest()

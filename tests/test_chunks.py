@@ -1,4 +1,4 @@
-"""Checkpoint message lists as chunks (``agui_store.checkpoints``): full chunks of ``CHUNK``
+"""Checkpoint message lists as chunks (``agui_store.engine.checkpoints``): full chunks of ``CHUNK``
 messages at fixed positions, listed by a manifest, and a tail of message blobs.
 
 What the layout promises, each checked on a real file: a list that grows shares every full
@@ -20,8 +20,10 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import blobs, checkpoints, hashing, testing
-from agui_store.sqlite.transaction import SqliteTransaction
+from agui_store import testing
+from agui_store.backends.sqlite.transaction import SqliteTransaction
+from agui_store.engine import checkpoints
+from agui_store.history import blobs, hashing
 
 CHUNK = checkpoints.CHUNK
 
@@ -344,7 +346,7 @@ def test_a_tail_segment_of_long_messages_is_kept_compressed_and_reads_back(
 def test_a_diff_skips_the_chunks_both_sides_share_and_finds_what_a_full_compare_finds(
     store: agui_store.Store,
 ) -> None:
-    from agui_store.diff import compare
+    from agui_store.history.diff import compare
 
     talk(store, "r0", 3 * CHUNK + 2)
     talk(store, "a1", 3)

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agui_store import codec, model
-from agui_store.codec import IncomingEvent, parse_events
+from agui_store.codec import ingest
+from agui_store.codec.ingest import IncomingEvent, parse_events
 from agui_store.errors import InvalidEventError
+from agui_store.protocol import model
 from tests.conftest import fixture_params
 from tests.strategies import json_values, legal_streams
 
@@ -85,7 +86,7 @@ def check_round_trip(parsed: list[IncomingEvent], events: list[dict[str, Any]]) 
     for incoming, original in zip(parsed, events, strict=True):
         assert isinstance(incoming.data, dict)
         assert isinstance(incoming.raw, bytes)
-        assert codec.decode(incoming.raw) == original
+        assert ingest.decode(incoming.raw) == original
         assert json.loads(incoming.raw) == original
         assert incoming.type == original["type"]
 
@@ -182,15 +183,15 @@ def test_generated_events_read_back_equal_from_official_pydantic_events(
 @given(json_values)
 def test_decode_agrees_with_json_loads(value: Any) -> None:
     for text in (json.dumps(value), json.dumps(value, ensure_ascii=False, indent=1)):
-        assert codec.decode(text) == json.loads(text)
-        assert codec.decode(text.encode()) == json.loads(text)
-    assert codec.decode(codec.encode(value)) == value
+        assert ingest.decode(text) == json.loads(text)
+        assert ingest.decode(text.encode()) == json.loads(text)
+    assert ingest.decode(ingest.encode(value)) == value
 
 
 @given(st.lists(json_values))
 def test_decode_many_equals_decoding_each(values: list[Any]) -> None:
-    payloads = [codec.encode(v) for v in values]
-    assert codec.decode_many(payloads) == [codec.decode(p) for p in payloads] == values
+    payloads = [ingest.encode(v) for v in values]
+    assert ingest.decode_many(payloads) == [ingest.decode(p) for p in payloads] == values
 
 
 @given(st.dictionaries(st.text(max_size=4), json_values, max_size=6), st.randoms())
@@ -204,17 +205,17 @@ def test_canonical_bytes_ignore_key_order(obj: dict[str, Any], rnd: Any) -> None
             return [shuffled(v) for v in value]
         return value
 
-    canonical = codec.canonical_bytes(obj)
-    assert codec.canonical_bytes(shuffled(obj)) == canonical
+    canonical = ingest.canonical_bytes(obj)
+    assert ingest.canonical_bytes(shuffled(obj)) == canonical
     assert json.loads(canonical) == obj
 
 
 def test_canonical_bytes_sort_keys_and_use_compact_separators() -> None:
-    assert codec.canonical_bytes({"b": [1, {"d": 1, "c": 2}], "a": "é"}) == (
+    assert ingest.canonical_bytes({"b": [1, {"d": 1, "c": 2}], "a": "é"}) == (
         '{"a":"é","b":[1,{"c":2,"d":1}]}'.encode()
     )
     struct = model.TextMessageContentEvent(message_id="m", delta="x")
-    assert codec.canonical_bytes(struct) == codec.canonical_bytes(model.to_dict(struct))
+    assert ingest.canonical_bytes(struct) == ingest.canonical_bytes(model.to_dict(struct))
 
 
 @settings(max_examples=300)
@@ -229,7 +230,7 @@ def test_arbitrary_bytes_give_events_or_an_invalid_event_error_never_a_crash(dat
         else:
             for e in events:
                 assert isinstance(e.data, dict)
-                assert codec.decode(e.raw) == e.data
+                assert ingest.decode(e.raw) == e.data
 
 
 @given(st.data())
@@ -426,12 +427,12 @@ def test_json_values_read_back_as_json_loads_reads_them(fragment: str) -> None:
     expected = json.loads(text)
     assert parsed.data == expected
     assert parsed.raw == text.encode("utf-8")
-    assert codec.decode(parsed.raw) == expected
+    assert ingest.decode(parsed.raw) == expected
     value = parsed.data["value"]
     if isinstance(value, float):
         assert math.copysign(1, value) == math.copysign(1, expected["value"])  # -0.0 stays -0.0
     # and the compact re-encoding of the decoded event reads back equal too
-    assert codec.decode(codec.encode(parsed.data)) == expected
+    assert ingest.decode(ingest.encode(parsed.data)) == expected
     [again] = parse_events(parsed.data)
     assert again.data == expected
 
@@ -512,8 +513,8 @@ def test_lone_surrogates_in_dicts_are_written_escaped() -> None:
     [parsed] = parse_events({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "\ud83d"})
     assert parsed.raw == b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"\\ud83d"}'
     assert parsed.data["delta"] == "\ud83d" == json.loads(parsed.raw)["delta"]
-    assert codec.encode({"a": "\udc00"}) == b'{"a":"\\udc00"}'
-    assert codec.canonical_bytes({"b": "\udc00", "a": 1}) == b'{"a":1,"b":"\\udc00"}'
+    assert ingest.encode({"a": "\udc00"}) == b'{"a":"\\udc00"}'
+    assert ingest.canonical_bytes({"b": "\udc00", "a": 1}) == b'{"a":1,"b":"\\udc00"}'
 
 
 @pytest.mark.parametrize(
@@ -543,9 +544,9 @@ def test_a_str_holding_a_lone_surrogate_character_is_refused() -> None:
 
 def test_encode_refuses_nan_instead_of_writing_null() -> None:
     with pytest.raises(InvalidEventError, match="not a JSON number") as info:
-        codec.encode({"a": [1, math.nan]})
+        ingest.encode({"a": [1, math.nan]})
     assert info.value.path == "$.a[1]"
-    assert codec.encode({"a": None}) == b'{"a":null}'
+    assert ingest.encode({"a": None}) == b'{"a":null}'
 
 
 def test_decode_refuses_what_is_not_json_with_a_clear_error() -> None:
@@ -557,7 +558,7 @@ def test_decode_refuses_what_is_not_json_with_a_clear_error() -> None:
         (b"[" * 100_000, "nested too deeply"),
     ]:
         with pytest.raises(InvalidEventError, match=match):
-            codec.decode(bad)
+            ingest.decode(bad)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -679,17 +680,17 @@ def test_the_fast_depth_check_agrees_with_the_real_depth(value: Any) -> None:
             return 1 + max((depth(x) for x in v), default=0)
         return 0
 
-    raw = codec.encode([value])
+    raw = ingest.encode([value])
     # The same value beside a long string (brackets, quotes and escapes inside): a text
     # long enough to have its brackets counted in the skeleton, as a request body has.
     # Without brackets in it, the count alone decides the shallow ones.
-    long_raws = [codec.encode([value, pad * 1_000]) for pad in ('a[\\"{', 'a\\"/n')]
-    assert min(map(len, long_raws)) > codec._COUNT_IN_SKELETON_FROM
+    long_raws = [ingest.encode([value, pad * 1_000]) for pad in ('a[\\"{', 'a\\"/n')]
+    assert min(map(len, long_raws)) > ingest._COUNT_IN_SKELETON_FROM
     real = depth([value])
     for limit in range(1, real + 2):
-        assert codec._deeper_than(raw, limit) == (real > limit)
+        assert ingest._deeper_than(raw, limit) == (real > limit)
         for long_raw in long_raws:
-            assert codec._deeper_than(long_raw, limit) == (real > limit)
+            assert ingest._deeper_than(long_raw, limit) == (real > limit)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -733,5 +734,5 @@ def test_parse_events_does_not_validate_shapes() -> None:
 
 
 def test_the_limits_are_module_constants() -> None:
-    assert codec.DEFAULT_MAX_EVENT_BYTES == 8 * 1024 * 1024
-    assert codec.DEFAULT_MAX_DEPTH == 64
+    assert ingest.DEFAULT_MAX_EVENT_BYTES == 8 * 1024 * 1024
+    assert ingest.DEFAULT_MAX_DEPTH == 64

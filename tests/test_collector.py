@@ -1,4 +1,5 @@
-"""The collector pause appends take (agui_store.collector): shared, restoring what it found."""
+"""The collector pause appends take (agui_store.engine.gc_pause): shared, restoring what it
+found."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 import agui_store
-from agui_store import collector
+from agui_store.engine import gc_pause
 from agui_store.errors import InvalidEventError
 
 
@@ -39,7 +40,7 @@ def _paused_by_another_thread() -> Iterator[None]:
     entered, release = threading.Event(), threading.Event()
 
     def holder() -> None:
-        with collector.paused():
+        with gc_pause.paused():
             entered.set()
             release.wait(10)
 
@@ -54,14 +55,14 @@ def _paused_by_another_thread() -> Iterator[None]:
 
 
 def test_the_collector_is_off_inside_a_pause_and_on_again_after() -> None:
-    with collector.paused():
+    with gc_pause.paused():
         assert not gc.isenabled()
     assert gc.isenabled()
 
 
 def test_a_nested_pause_keeps_the_collector_off_until_the_outer_one_ends() -> None:
-    with collector.paused():
-        with collector.paused():
+    with gc_pause.paused():
+        with gc_pause.paused():
             assert not gc.isenabled()
         assert not gc.isenabled()
     assert gc.isenabled()
@@ -69,13 +70,13 @@ def test_a_nested_pause_keeps_the_collector_off_until_the_outer_one_ends() -> No
 
 def test_a_collector_the_application_disabled_stays_disabled() -> None:
     gc.disable()
-    with collector.paused():
+    with gc_pause.paused():
         assert not gc.isenabled()
     assert not gc.isenabled()
 
 
 def test_a_pause_ended_by_an_exception_turns_the_collector_back_on() -> None:
-    with pytest.raises(KeyError), collector.paused():
+    with pytest.raises(KeyError), gc_pause.paused():
         raise KeyError("inside the pause")
     assert gc.isenabled()
 
@@ -85,13 +86,13 @@ def test_overlapping_pauses_in_two_threads_end_with_the_last_one() -> None:
     seen: list[bool] = []
 
     def other() -> None:
-        with collector.paused():
+        with gc_pause.paused():
             entered.set()
             release.wait(10)
         seen.append(gc.isenabled())
 
     worker = threading.Thread(target=other)
-    with collector.paused():
+    with gc_pause.paused():
         worker.start()
         assert entered.wait(10)
     # This thread's pause ended first: the other one still holds it.
@@ -107,7 +108,7 @@ def test_overlapping_calls_cannot_keep_the_collector_paused_past_its_limit(
 ) -> None:
     # A busy server's calls may overlap without end: one ending a pause older than the
     # limit runs a collection, and the pause goes on for the others.
-    monkeypatch.setattr(collector, "MAX_PAUSE_SECONDS", 0.0)
+    monkeypatch.setattr(gc_pause, "MAX_PAUSE_SECONDS", 0.0)
     collections: list[str] = []
 
     def count(phase: str, info: dict) -> None:
@@ -117,7 +118,7 @@ def test_overlapping_calls_cannot_keep_the_collector_paused_past_its_limit(
     gc.callbacks.append(count)
     try:
         with _paused_by_another_thread():
-            with collector.paused():
+            with gc_pause.paused():
                 pass
             ran = len(collections)
             still_paused = not gc.isenabled()
@@ -135,7 +136,7 @@ def test_a_child_forked_while_another_thread_pauses_gets_its_collector_back() ->
         if pid == 0:  # the child: the holding thread does not exist here
             try:
                 os.write(write, b"1" if gc.isenabled() else b"0")
-                with collector.paused():
+                with gc_pause.paused():
                     pass
                 os.write(write, b"1" if gc.isenabled() else b"0")
             finally:

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
-from agui_store.compaction import compact_events
 from agui_store.errors import InvalidEventError
+from agui_store.protocol.compaction import compact_events
 from tests.conftest import REQUIRE, SHARED, fixture_params
 from tests.oracle_client import Oracle
 from tests.strategies import IDS, TOOL_IDS, json_values, legal_streams, patches

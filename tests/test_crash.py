@@ -30,7 +30,7 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import schema
+from agui_store.backends.sqlite import schema
 from tests.workers import plans
 from tests.workers.harness import Worker, scale, wal_tail
 

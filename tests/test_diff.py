@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 import agui_store
 from agui_store.demo import record_demo
-from agui_store.diff import compare, state_patch
-from agui_store.patch import apply_patch
+from agui_store.history.diff import compare, state_patch
+from agui_store.protocol.patch import apply_patch
 from agui_store.render import graph
 from tests.conftest import fixture_params
 from tests.strategies import json_values, legal_streams, message_lists
@@ -393,7 +393,7 @@ def test_the_state_patch_skipping_shared_list_starts_is_jsonpatchs_own(pair: Any
     """diff.make_patch starts comparing lists past their common start; its operations are
     exactly those of jsonpatch's builder comparing objects' keys in sorted order, moves and
     indices included, and (without moves) jsonpatch.make_patch's own in another order."""
-    from agui_store import diff
+    from agui_store.history import diff
 
     assert diff.SKIPS_SHARED_LIST_STARTS  # the installed jsonpatch is the one it extends
     old, new = pair
@@ -412,7 +412,7 @@ def test_a_diff_prints_the_same_state_patch_whatever_the_hash_seed(tmp_path: Pat
     """jsonpatch walks an object's keys as a set: the order of its operations changed with
     PYTHONHASHSEED, so two processes printed one diff two ways."""
     script = (
-        "import json; from agui_store import diff\n"
+        "import json; from agui_store.history import diff\n"
         "old = {f'k{i}': i for i in range(40)}\n"
         "new = {**{f'k{i}': i + 1 for i in range(0, 40, 3)}, **{f'n{i}': i for i in range(20)}}\n"
         "for k in list(old)[1::4]: new.pop(k, None)\n"

@@ -247,7 +247,7 @@ def test_an_internal_error_is_exit_3_in_one_line_saying_where_to_report(db: str)
 
 def test_an_internal_error_inside_a_transaction_is_exit_3_and_names_the_file(db: str) -> None:
     # An operation of the storage port fails inside the read transaction that show runs.
-    bug = ("import agui_store.sqlite.transaction as tx\n"
+    bug = ("import agui_store.backends.sqlite.transaction as tx\n"
            "tx.SqliteTransaction.run_summary_and_branches = lambda self, run_pk: 1 / 0\n")
     done = agui("--db", db, "show", "r1", prelude=bug)
     assert_fails(done, 3, "show", "internal error", "ZeroDivisionError", db)

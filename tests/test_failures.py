@@ -34,9 +34,9 @@ from agui_store import (
     StorageError,
     StorageFullError,
     StoreBusyError,
-    arguments,
-    database,
 )
+from agui_store.backends.sqlite import connection
+from agui_store.engine import arguments
 from tests.workers.harness import scale
 
 SOME = settings(
@@ -342,9 +342,9 @@ def test_every_error_inside_a_transaction_leaves_it_as_a_store_error_naming_the_
     """Raised inside the body of a real transaction, so the translation covers the body too,
     and the transaction is rolled back: the connection works for the next call."""
     path = tmp_path / "tx.db"
-    conn = database.connect(str(path))
+    conn = connection.connect(str(path))
     try:
-        with pytest.raises(expected) as caught, database.immediate(conn):
+        with pytest.raises(expected) as caught, connection.immediate(conn):
             conn.execute("INSERT INTO threads(thread_id, created_at) VALUES ('lost', 0)")
             raise raised
         assert caught.value.__cause__ is raised
@@ -352,7 +352,7 @@ def test_every_error_inside_a_transaction_leaves_it_as_a_store_error_naming_the_
         assert str(path) in str(caught.value) or expected is InvalidArgumentError
         assert conn.getautocommit()
         assert conn.execute("SELECT count(*) FROM threads").fetchone()[0] == 0
-        with pytest.raises(expected), database.snapshot(conn):
+        with pytest.raises(expected), connection.snapshot(conn):
             raise raised
         assert conn.getautocommit()
     finally:

@@ -215,7 +215,7 @@ def test_a_version_8_file_derives_again_what_the_amended_start_changes(
     """A file written before SPEC §3 was amended (schema 8) holds checkpoints of a body
     placed at the head that start from the head's messages: migrating drops them (and those
     below) so that checkout gives the amended view, from checkpoints as by full replay."""
-    from agui_store import derivation
+    from agui_store.engine import derivation
 
     path = tmp_path / "s.db"
     fresh = _body("r3", [{"id": "e1", "role": "user", "content": "edited"}])

@@ -1,12 +1,12 @@
 """The batch digest ``append`` computes from the bytes it holds is the one ``check()``
-recomputes from the stored rows (:func:`agui_store.hashing.batch_digest`)."""
+recomputes from the stored rows (:func:`agui_store.history.hashing.batch_digest`)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agui_store import hashing
+from agui_store.history import hashing
 
 KINDS = st.sampled_from(["RUN_STARTED", "TEXT_MESSAGE_CONTENT", "CUSTOM", "É_made_up", ""])
 EVENTS = st.lists(st.tuples(KINDS, st.text(), st.one_of(st.none(), st.text())), max_size=12)

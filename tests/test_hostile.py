@@ -32,7 +32,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import AguiStoreError, InvalidEventError, SequenceError, codec
+from agui_store import AguiStoreError, InvalidEventError, SequenceError
+from agui_store.codec import ingest
 from tests.strategies import legal_streams
 from tests.workers.harness import dump, scale
 
@@ -659,7 +660,7 @@ def _valid(annotation: Any) -> Any:
 def test_the_librarys_own_structs_with_a_wrong_kind_are_refused(
     target: Target, events: list[dict[str, Any]]
 ) -> None:
-    from agui_store import model
+    from agui_store.protocol import model
 
     broken = model.TextMessageContentEvent(message_id=7, delta=None)  # type: ignore[arg-type]
     error = target.refuse([*events[:1], broken])
@@ -839,8 +840,8 @@ def test_a_validly_built_pydantic_event_nested_beyond_the_limit_is_refused(
 
 
 def test_the_default_limits_are_documented_and_applied(tmp_path: Path) -> None:
-    assert codec.DEFAULT_MAX_EVENT_BYTES == 8 * 1024 * 1024
-    assert codec.DEFAULT_MAX_DEPTH == 64
+    assert ingest.DEFAULT_MAX_EVENT_BYTES == 8 * 1024 * 1024
+    assert ingest.DEFAULT_MAX_DEPTH == 64
     t = make_target(tmp_path / "defaults.db")
     try:
         assert (t.store.max_event_bytes, t.store.max_depth) == (8 * 1024 * 1024, 64)
@@ -853,7 +854,7 @@ def test_the_default_limits_are_documented_and_applied(tmp_path: Path) -> None:
         t.attempt([{"type": "RUN_STARTED", "threadId": "fz", "runId": "d1"}, at_limit])
         # Size: 8 MiB of JSON text lands, one byte more does not.
         pad = '{"type":"CUSTOM","name":"s","value":"'
-        limit = codec.DEFAULT_MAX_EVENT_BYTES
+        limit = ingest.DEFAULT_MAX_EVENT_BYTES
         fits = pad + "x" * (limit - len(pad) - 2) + '"}'
         assert len(fits.encode()) == limit
         t.attempt([STARTED.replace("fz-deep", "s1"), fits])

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import model
 from agui_store.errors import InvalidEventError
+from agui_store.protocol import model
 
 CHUNK = 64
 

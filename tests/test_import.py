@@ -27,8 +27,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import codec
 from agui_store import store as store_module
+from agui_store.codec import ingest
 from agui_store.errors import InvalidEventError, SequenceError
 from tests.strategies import legal_streams
 
@@ -141,11 +141,11 @@ def test_streaming_a_file_reads_the_same_events_and_bytes_as_reading_it_whole(
     events: list[dict[str, Any]], form: Any, read_bytes: int, bom: bool, fast_bytes: int
 ) -> None:
     text = (b"\xef\xbb\xbf" if bom else b"") + form(events)
-    whole = codec.parse_events(text)
+    whole = ingest.parse_events(text)
     with pytest.MonkeyPatch.context() as mp:
         # Arrays: many elements in one msgspec call once this much is read, else one by one.
-        mp.setattr(codec, "_FAST_BYTES", fast_bytes)
-        streamed = list(codec.iter_events(io.BytesIO(text), read_bytes=read_bytes))
+        mp.setattr(ingest, "_FAST_BYTES", fast_bytes)
+        streamed = list(ingest.iter_events(io.BytesIO(text), read_bytes=read_bytes))
     assert [(e.raw, e.data) for e in streamed] == [(e.raw, e.data) for e in whole]
     assert [e.data for e in streamed] == events
 
@@ -169,22 +169,22 @@ def test_a_broken_file_fails_streamed_where_it_fails_whole(
     text: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with pytest.raises(InvalidEventError) as whole:
-        codec.parse_events(text)
+        ingest.parse_events(text)
     for read_bytes, fast_bytes in ((1, 1), (5, 1 << 16), (1 << 20, 1), (1 << 20, 1 << 16)):
-        monkeypatch.setattr(codec, "_FAST_BYTES", fast_bytes)
+        monkeypatch.setattr(ingest, "_FAST_BYTES", fast_bytes)
         with pytest.raises(InvalidEventError) as streamed:
-            list(codec.iter_events(io.BytesIO(text), read_bytes=read_bytes))
+            list(ingest.iter_events(io.BytesIO(text), read_bytes=read_bytes))
         assert streamed.value.index == whole.value.index, (streamed.value, whole.value)
 
 
 def test_an_event_over_the_size_limit_is_refused_without_reading_it_whole() -> None:
     text = b'[{"type":"A"}, {"type": "B", "x": "' + b"x" * 300_000 + b'"}]'
     with pytest.raises(InvalidEventError, match="over the limit") as caught:
-        list(codec.iter_events(io.BytesIO(text), max_event_bytes=1000, read_bytes=4096))
+        list(ingest.iter_events(io.BytesIO(text), max_event_bytes=1000, read_bytes=4096))
     assert caught.value.index == 1
     line = b'{"type": "B", "x": "' + b"x" * 300_000 + b'"}\n'
     with pytest.raises(InvalidEventError, match="longer than the limit") as caught:
-        list(codec.iter_events(io.BytesIO(b'{"type":"A"}\n' + line), max_event_bytes=1000,
+        list(ingest.iter_events(io.BytesIO(b'{"type":"A"}\n' + line), max_event_bytes=1000,
                                read_bytes=4096))
     assert caught.value.index == 1
 
@@ -494,7 +494,7 @@ def test_the_progress_bar_stays_off_without_a_terminal_and_stdin_is_read_as_a_fi
 
 def test_an_array_with_an_escaped_lone_surrogate_keeps_every_events_bytes() -> None:
     text = b'[ {"type": "A", "n": 1.0},\n {"type": "B", "x": "\\ud83d \\u00e9"} ]'
-    for events in (codec.parse_events(text), list(codec.iter_events(io.BytesIO(text)))):
+    for events in (ingest.parse_events(text), list(ingest.iter_events(io.BytesIO(text)))):
         assert [e.raw for e in events] == [b'{"type": "A", "n": 1.0}',
                                            b'{"type": "B", "x": "\\ud83d \\u00e9"}']
         assert events[1].data["x"] == "\ud83d \u00e9"

@@ -24,9 +24,11 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import cli, integrity, schema
-from agui_store.sqlite import checks as sqlite_checks
-from agui_store.sqlite.backend import check_file
+from agui_store import cli
+from agui_store.backends.sqlite import checks as sqlite_checks
+from agui_store.backends.sqlite import schema
+from agui_store.backends.sqlite.backend import check_file
+from agui_store.engine import integrity
 from tests.workers.harness import ROOT, dump, worker_env
 
 V = schema.SCHEMA_VERSION

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 
 import agui_store
-from agui_store.codec import parse_events
-from agui_store.interchange import FORMATS, serialize
+from agui_store.codec.ingest import parse_events
+from agui_store.codec.output import FORMATS, serialize
 from tests.conftest import fixture_params
 from tests.strategies import legal_streams
 

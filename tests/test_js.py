@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agui_store.js import _json_equal, json_equal
+from agui_store.protocol.js import _json_equal, json_equal
 from tests.strategies import json_values
 
 

@@ -68,19 +68,19 @@ def imports_of(module: str) -> frozenset[str]:
 
 
 #: Pure logic, no I/O and no SQL (``port`` is the storage port's typed interface: no I/O).
-CORE = ["errors", "js", "model", "codec", "verify", "patch", "nesting", "reducer", "restore",
-        "compaction", "diff", "normalize", "blobs", "hashing", "records", "render", "interchange",
-        "slim", "artifact", "arguments", "port", "collector", "resent"]
+CORE = ["errors", "protocol.js", "protocol.model", "codec.ingest", "protocol.verify", "protocol.patch", "history.nesting", "protocol.reducer", "history.restore",
+        "protocol.compaction", "history.diff", "history.normalize", "history.blobs", "history.hashing", "records", "render", "codec.output",
+        "slim", "artifact", "engine.arguments", "engine.port", "engine.gc_pause", "history.resent_bodies"]
 #: The backends: a package each, with its SQL, schema, connection and error translation.
-BACKENDS = ["sqlite", "sqlite.*", "postgres", "postgres.*"]
+BACKENDS = ["backends.sqlite", "backends.sqlite.*", "backends.postgres", "backends.postgres.*"]
 #: The storage edge and everything built on it: what the core must not import.
-STORAGE = ["database", "schema", "store", "memory", "intake", "placement", "checkpoints",
-           "derivation", "reads", "revisions", "integrity", "analysis", "cli", "targets", "ledger",
-           "recording", "aio", "writer", "asgi", "testing", "sync", "queries", *BACKENDS]
+STORAGE = ["backends.sqlite.connection", "backends.sqlite.schema", "store", "engine.cache", "engine.intake", "engine.placement", "engine.checkpoints",
+           "engine.derivation", "engine.reads", "engine.revisions", "engine.integrity", "analysis", "cli", "targets", "engine.log_hashes",
+           "recording", "aio", "writer", "asgi", "testing", "sync", "backends.named_queries", *BACKENDS]
 #: Modules of the engine that speak to the database only through the storage port.
-ENGINE = ["store", "memory", "intake", "placement", "derivation", "integrity"]
+ENGINE = ["store", "engine.cache", "engine.intake", "engine.placement", "engine.derivation", "engine.integrity"]
 #: Modules that are neither: entry points and the demo conversation.
-TOP = ["__init__", "__main__", "demo"]
+TOP = ["__init__", "__main__", "demo", "protocol", "codec", "history", "engine", "backends"]
 
 #: The database drivers.
 DRIVERS = ["apsw", "sqlite3", "sqlite_utils", "psycopg", "psycopg.*"]
@@ -125,20 +125,20 @@ RULES = [
     Rule("records is a leaf: every layer hands its records back", ("records",),
          ("agui_store.*",), {}),
     Rule("only the SQLite backend talks to apsw", ("*",), ("apsw",), {
-        "database -> apsw": "the SQLite connection, transactions and error translation, "
+        "backends.sqlite.connection -> apsw": "the SQLite connection, transactions and error translation, "
         "under the sqlite package (which it will join)",
-        "sqlite* -> apsw": "the SQLite backend package",
+        "backends.sqlite* -> apsw": "the SQLite backend package",
         "analysis -> apsw": "reads another file (an analysis export it may replace, "
         "read-only) to tell whether it wrote it: not the store",
     }),
     Rule("only the PostgreSQL backend talks to psycopg", ("*",), ("psycopg", "psycopg.*"), {
-        "postgres* -> psycopg*": "the PostgreSQL backend package",
+        "backends.postgres* -> psycopg*": "the PostgreSQL backend package",
     }),
     Rule("the engine reaches a database through the port only", tuple(ENGINE),
-         ("apsw", "sqlite3", "psycopg", "psycopg.*", "agui_store.schema"), {}),
+         ("apsw", "sqlite3", "psycopg", "psycopg.*", "agui_store.backends.sqlite.schema"), {}),
     Rule("the store's checks are written once for every backend: they read through the port",
-         ("integrity", "ledger"), ("agui_store.sqlite*", "agui_store.postgres*",
-                                   "agui_store.database", *DRIVERS), {}),
+         ("integrity", "ledger"), ("agui_store.backends.sqlite*", "agui_store.backends.postgres*",
+                                   "agui_store.backends.sqlite.connection", *DRIVERS), {}),
     Rule("sqlite3 and sqlite-utils write analysis exports only (two SQLite libraries on one "
          "file in one process can corrupt it)", ("*",), ("sqlite3", "sqlite_utils"), {
         "analysis -> sqlite3": "writes the analysis export, another file, with sqlite-utils",
@@ -184,7 +184,7 @@ def test_every_module_of_the_package_is_placed_in_a_layer() -> None:
 
 #: Import cycles that are known, each with its reason (a set of modules in one cycle).
 KNOWN_CYCLES = {
-    frozenset({"database", "ledger", "checkpoints"}): "migration 8 (database) hashes the log "
+    frozenset({"backends.sqlite.connection", "engine.log_hashes", "engine.checkpoints"}): "migration 8 (database) hashes the log "
     "with ledger, whose checkpoint check imports checkpoints, which types its connections "
     "as database.Conn; the migrations move into the SQLite backend package (issue 10)",
 }
@@ -231,9 +231,9 @@ def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
 def test_a_rule_catches_what_it_forbids() -> None:
     """The checker itself: records importing render would break the leaf rule."""
     leaf = next(rule for rule in RULES if rule.modules == ("records",))
-    assert imports_of("diff") >= {"agui_store.records"}
+    assert imports_of("history.diff") >= {"agui_store.records"}
     assert leaf.broken_by("records") == set()
-    assert Rule("x", ("diff",), ("agui_store.*",), {}).broken_by("diff") >= {
+    assert Rule("x", ("history.diff",), ("agui_store.*",), {}).broken_by("history.diff") >= {
         "agui_store.records"
     }
 
@@ -268,7 +268,7 @@ def test_the_engine_holds_no_sql(module: str) -> None:
 def test_every_statement_of_the_sqlite_backend_is_a_named_constant() -> None:
     """The SQLite backend's transaction runs the constants of its sql module, never text
     built on the spot."""
-    tree = ast.parse(MODULES["sqlite.transaction"].read_text(encoding="utf-8"))
+    tree = ast.parse(MODULES["backends.sqlite.transaction"].read_text(encoding="utf-8"))
     built = [
         ast.unparse(node)
         for node in ast.walk(tree)

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import agui_store
 import agui_store.aio
 from agui_store import InvalidArgumentError, Log, RunNotFoundError
-from agui_store.sqlite import sql
+from agui_store.backends.sqlite import sql
 
 
 def run(thread: str, run_id: str, parent: str | None = None) -> list[dict[str, Any]]:

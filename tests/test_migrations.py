@@ -23,7 +23,9 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import AguiStoreError, SchemaVersionError, ScopeError, model, schema, testing
+from agui_store import AguiStoreError, SchemaVersionError, ScopeError, testing
+from agui_store.backends.sqlite import schema
+from agui_store.protocol import model
 from tests.data.fixtures import read_back_v1, read_back_v9
 from tests.workers.harness import ROOT, Worker, dump, worker_env
 
@@ -569,7 +571,7 @@ def test_a_type_no_code_was_fixed_for_gets_the_next_free_code_and_reads_back_by_
 ) -> None:
     """AG-UI's types have fixed codes; anything else the backend is asked to store (never a
     validated event today) gets a code of its own instead of failing the batch."""
-    from agui_store.sqlite.transaction import SqliteTransaction
+    from agui_store.backends.sqlite.transaction import SqliteTransaction
 
     with agui_store.open(tmp_path / "s.db") as store:
         store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}])

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agui_store import model
 from agui_store.errors import InvalidEventError
+from agui_store.protocol import model
 from tests.conftest import FIXTURE_STREAMS, fixture_params
 from tests.oracle_client import Oracle
 from tests.strategies import json_values, legal_streams

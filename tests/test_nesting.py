@@ -11,8 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import InvalidEventError, codec, model, nesting
-from agui_store.patch import UNDEFINED, PatchError, apply_patch
+from agui_store import InvalidEventError
+from agui_store.codec import ingest
+from agui_store.history import nesting
+from agui_store.protocol import model
+from agui_store.protocol.patch import UNDEFINED, PatchError, apply_patch
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=3),
@@ -49,7 +52,7 @@ def test_a_pointer_goes_down_one_level_per_token(pointer: str, levels: int) -> N
 
 def _checked(text: str, max_depth: int) -> None:
     """What append runs on a batch: with the events' texts (the fast path) and without."""
-    incoming = codec.parse_events(text)
+    incoming = ingest.parse_events(text)
     data = [ev.data for ev in incoming]
     types = model.validate_events(data)
     for raws in (None, [ev.raw for ev in incoming]):
@@ -86,7 +89,7 @@ def test_copies_and_deepening_moves_are_found_from_the_data_whatever_the_text_sa
                "patch": [{"op": "copy", "from": "", "path": "/x"}]},
               {"type": "CUSTOM", "name": "copy", "value": {"op": "copy", "from": "", "path": "/x"}}]
     types = [e["type"] for e in events]
-    raws = [codec.encode(e) for e in events]
+    raws = [ingest.encode(e) for e in events]
     # A copy clones (any copy can grow the state); a move only nests it deeper, or not.
     assert nesting.replayed_copies(events, types) == [0, 1, 3]
     assert nesting.replayed_copies(events, types, raws) == [0, 1, 3]
@@ -105,7 +108,7 @@ def test_what_a_patch_clones_is_the_json_of_each_copied_value_before_it_is_copie
         except PatchError:
             break
         # What the client reads at a missing "from" (undefined) clones nothing.
-        cloned.append(0 if source is UNDEFINED else len(codec.encode(source)))
+        cloned.append(0 if source is UNDEFINED else len(ingest.encode(source)))
         current = applied
     total = sum(cloned)
     assert nesting.copy_problem(document, operations[: len(cloned)], 10**6, total) is None

@@ -8,10 +8,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agui_store.blobs import digest
-from agui_store.codec import canonical_bytes
-from agui_store.js import json_equal
-from agui_store.normalize import expand, full_chunk_addresses, normalize
+from agui_store.codec.ingest import canonical_bytes
+from agui_store.history.blobs import digest
+from agui_store.history.normalize import expand, full_chunk_addresses, normalize
+from agui_store.protocol.js import json_equal
 from tests.strategies import json_values
 
 IDS = ["m1", "m2", "m3", "m4"]

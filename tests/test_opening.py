@@ -30,8 +30,8 @@ from agui_store import (
     NotAStoreError,
     SchemaVersionError,
     StorageError,
-    schema,
 )
+from agui_store.backends.sqlite import schema
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = [

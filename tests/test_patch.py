@@ -18,7 +18,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from agui_store.errors import AguiStoreError
-from agui_store.patch import (
+from agui_store.protocol.patch import (
     _ARRAY_PROTO,
     _FUNCTION_PROTO,
     _NUMBER_PROTO,
@@ -207,12 +207,12 @@ def equality_tests(draw: st.DrawFn, document: Any) -> dict[str, Any]:
 
 
 # Values that are JS functions: reading *through* one (``/toString/length``) or making the
-# whole document one is outside what agui_store.patch models (see its docstring).
+# whole document one is outside what agui_store.protocol.patch models (see its docstring).
 FUNCTION_NAMES = _ARRAY_PROTO | _STRING_PROTO | _NUMBER_PROTO | _FUNCTION_PROTO
 
 
 def in_scope(operations: Any) -> bool:
-    """Leaves out the patches agui_store.patch documents as known divergences."""
+    """Leaves out the patches agui_store.protocol.patch documents as known divergences."""
     if not isinstance(operations, list):
         return True
     for op in operations:
@@ -453,7 +453,7 @@ JSONPATCH_DISAGREES = [
 def test_the_jsonpatch_package_answers_differently_from_the_client_here(
     document: Any, operations: Any
 ) -> None:
-    # Why agui_store.patch interprets fast-json-patch itself instead of wrapping jsonpatch
+    # Why agui_store.protocol.patch interprets fast-json-patch itself instead of wrapping jsonpatch
     # (the client's answers are pinned in test_the_documented_departures_from_the_rfc...).
     theirs = jsonpatch_outcome(document, operations)
     ours = outcome(document, operations)
@@ -496,7 +496,7 @@ def test_the_jsonpatch_package_agrees_on_plain_patches_over_objects_of_strings(
 
 # ----------------------------------------------------------------------------- fast path
 #
-# A plain document takes the path-copying fast path (agui_store.patch._fast_apply), which
+# A plain document takes the path-copying fast path (agui_store.protocol.patch._fast_apply), which
 # gives up (_Fallback) wherever fast-json-patch may depart from the RFC; the exact engine
 # (_apply_exact, the one the oracle tests pin) answers then. Where the fast path answers, it
 # must answer exactly what the exact engine does, without writing to its input.

@@ -22,17 +22,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agui_store import errors
-from agui_store.postgres import schema as pg_schema
-from agui_store.postgres import sql
+from agui_store.backends.postgres import schema as pg_schema
+from agui_store.backends.postgres import sql
 
 psycopg = pytest.importorskip("psycopg")
 from psycopg import errors as pg_errors  # noqa: E402
 from psycopg.conninfo import make_conninfo  # noqa: E402
 
-try:  # the SQLite schema moves under agui_store/sqlite/ with the storage port
-    from agui_store.sqlite import schema as sqlite_schema  # type: ignore[attr-defined,unused-ignore]
-except ImportError:
-    from agui_store import schema as sqlite_schema
+from agui_store.backends.sqlite import schema as sqlite_schema  # noqa: E402
 
 SEARCH_PATH = f"-c search_path={pg_schema.SCHEMA}"
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,7 +124,7 @@ _INSTALLER = """
 import sys
 sys.path.insert(0, sys.argv[2])
 import psycopg
-from agui_store.postgres import schema
+from agui_store.backends.postgres import schema
 with psycopg.connect(sys.argv[1], autocommit=True) as conn:
     print("ready", flush=True)
     sys.stdin.readline()
@@ -846,7 +843,7 @@ def test_an_older_store_migrates_to_event_pages_with_every_event_as_it_was(
     at most PAGE_EVENTS each; an event no batch covers a page of its own) and reads every
     one back through the ``events`` view and the store's own reads: same seq, run, type and
     bytes. The migrated schema is the one a fresh install creates (the schema check says so)."""
-    from agui_store.postgres import checks
+    from agui_store.backends.postgres import checks
 
     with connect(postgres_database) as conn:
         conn.execute(f"CREATE SCHEMA {pg_schema.SCHEMA}")
@@ -963,7 +960,7 @@ def test_with_the_guards_lifted_the_events_view_takes_edits_as_a_table_of_events
     """Whatever updates, moves, deletes and inserts SQL by hand makes on ``events`` (the
     guards lifted, as tests/test_tamper.py lifts them), the view then shows what a table of
     those rows would hold, and the pages stay well-formed (a deleted event splits its page)."""
-    from agui_store.postgres import checks
+    from agui_store.backends.postgres import checks
 
     with connect(installed) as conn, conn.transaction(force_rollback=True):
         conn.execute("INSERT INTO threads(id, thread_id, created_at) VALUES (1, 't', 0)")

@@ -41,6 +41,7 @@ from hypothesis.stateful import (
 
 import agui_store
 from agui_store import testing
+from agui_store.backends.postgres import schema, sql
 from agui_store.errors import (
     AguiStoreError,
     InvalidEventError,
@@ -48,7 +49,6 @@ from agui_store.errors import (
     StorageError,
     StoreBusyError,
 )
-from agui_store.postgres import schema, sql
 from tests.strategies import legal_streams, message_lists
 from tests.test_postgres_schema import deployment  # noqa: F401 (the fixture, used by name)
 from tests.test_store import run, say
@@ -1313,7 +1313,7 @@ def event_rows(draw: Any) -> list[tuple[int, int, str, str]]:
 def test_event_rows_become_pages_of_one_batch_s_consecutive_events_and_nothing_else(
     rows: list[tuple[int, int, str, str]], data: st.DataObject
 ) -> None:
-    from agui_store.postgres.transaction import PAGE_EVENTS, pages
+    from agui_store.backends.postgres.transaction import PAGE_EVENTS, pages
 
     seqs = [row[0] for row in rows]
     starts = frozenset(data.draw(st.lists(st.sampled_from(seqs)) if seqs else st.just([])))
@@ -1335,7 +1335,7 @@ def test_event_rows_become_pages_of_one_batch_s_consecutive_events_and_nothing_e
 
 
 def test_a_run_longer_than_a_page_reads_back_whole_and_after_any_cursor(store: Any) -> None:
-    from agui_store.postgres.transaction import PAGE_EVENTS
+    from agui_store.backends.postgres.transaction import PAGE_EVENTS
 
     deltas = [f"part {i} \u00e9\U0001f600" for i in range(PAGE_EVENTS * 2 + 40)]
     body = [

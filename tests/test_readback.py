@@ -28,9 +28,11 @@ from hypothesis import event as note_event
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import AguiStoreError, InvalidEventError, cli, nesting, reads
-from agui_store.patch import UNDEFINED, PatchError, apply_patch
-from agui_store.reducer import Reducer
+from agui_store import AguiStoreError, InvalidEventError, cli
+from agui_store.engine import reads
+from agui_store.history import nesting
+from agui_store.protocol.patch import UNDEFINED, PatchError, apply_patch
+from agui_store.protocol.reducer import Reducer
 from agui_store.slim import slim
 from tests.oracle_client import Oracle
 from tests.workers.harness import dump, scale
@@ -131,7 +133,7 @@ def test_every_reader_handles_lone_surrogates(
         compacted = store.compacted("left", thread_id="t")
         history = store.history("left", thread_id="t")
         for value in (fork, slimmed, compacted, history):
-            agui_store.codec.encode(value)  # JSON with escapes, no error
+            agui_store.codec.ingest.encode(value)  # JSON with escapes, no error
 
     shown_json = json.loads(_cli(db, "show", "left", "--thread", "t", "--json"))
     assert shown_json["messages"] == _js(co.messages)
@@ -548,7 +550,7 @@ def test_generated_deep_patches_are_refused_unchanged_or_read_by_every_reader(
         co = store.checkout("r1", thread_id="t")
         client = oracle.replay(accepted)
         # A patch that moved the whole state into itself leaves the client holding a state
-        # that contains itself: the divergence agui_store.patch documents (test_patch).
+        # that contains itself: the divergence agui_store.protocol.patch documents (test_patch).
         assume("unwritable" not in client)
         assert client["ok"]
         assert (co.state, co.messages) == (client["state"], client["messages"])

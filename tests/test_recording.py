@@ -30,7 +30,8 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 import agui_store
-from agui_store import aio, model, testing
+from agui_store import aio, testing
+from agui_store.protocol import model
 from agui_store.recording import AsyncBatcher, Batcher, PartlyRecorded, event_json
 from benchmarks._common import conversation_run
 

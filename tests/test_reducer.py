@@ -1,6 +1,6 @@
 """The reducer, differentially against the official client (``@ag-ui/client`` 1.0.0).
 
-Every comparison replays the same events through :mod:`agui_store.reducer` and through the
+Every comparison replays the same events through :mod:`agui_store.protocol.reducer` and through the
 client's own ``transformChunks`` + ``defaultApplyEvents`` (``tests/oracle``), and compares the
 parsed JSON of ``messages``, ``state`` and ``pendingInterrupts``, and how many warnings each
 gave. Where the client throws, the reducer must raise :class:`InvalidEventError`.
@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from agui_store.errors import InvalidEventError
-from agui_store.reducer import ReducedView, Reducer, reduce_events, transform_chunks
+from agui_store.protocol.reducer import ReducedView, Reducer, reduce_events, transform_chunks
 from tests.conftest import SHARED, fixture_params
 from tests.oracle_client import HARNESS_DIR, UNSET, Oracle, as_js, unavailable_reason
 from tests.strategies import (

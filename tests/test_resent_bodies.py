@@ -2,8 +2,8 @@
 
 A store remembers the last body of a thread: the text of its messages array and what it
 derived from those messages. The next body is compared with it byte for byte and only the
-rest is read (:mod:`agui_store.resent`). These tests hold that path to the full read: the
-same sequences of bodies (extended, edited in the middle, shortened, written otherwise,
+rest is read (:mod:`agui_store.history.resent_bodies`). These tests hold that path to the full read:
+the same sequences of bodies (extended, edited in the middle, shortened, written otherwise,
 invalid, too deep) give the same results, errors and stored rows through a store that
 remembers and through one that reads every body whole; and the full read's work on the
 resent messages is really skipped.
@@ -28,8 +28,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import checkpoints, codec, resent, testing
+from agui_store import testing
+from agui_store.codec import ingest
+from agui_store.engine import checkpoints
 from agui_store.errors import InvalidEventError
+from agui_store.history import resent_bodies
 from tests.backends import checked, dump
 from tests.conftest import StoreLocations
 
@@ -201,7 +204,7 @@ def stored_inputs(store: agui_store.Store) -> list[Any]:
 def texts_parsed() -> Iterator[list[bytes]]:
     """The JSON texts ``codec.parse_events`` reads (the real parser runs)."""
     seen: list[bytes] = []
-    parse = codec.parse_events
+    parse = ingest.parse_events
 
     def spy(source: Any, **kwargs: Any) -> Any:
         if isinstance(source, bytes):
@@ -209,7 +212,7 @@ def texts_parsed() -> Iterator[list[bytes]]:
         return parse(source, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(codec, "parse_events", spy)
+        patch.setattr(ingest, "parse_events", spy)
         yield seen
 
 
@@ -386,9 +389,9 @@ def test_a_body_over_the_size_limit_is_refused_even_when_it_resends_a_remembered
 # --- the pure parts ------------------------------------------------------------------------
 
 
-def seen_of(text: bytes, ends: array[int], messages: list[Any]) -> resent.Seen:
+def seen_of(text: bytes, ends: array[int], messages: list[Any]) -> resent_bodies.Seen:
     """A body's messages as remembered, with what only the store derives left empty."""
-    return resent.Seen(text, messages, [], {}, ends=ends)
+    return resent_bodies.Seen(text, messages, [], {}, ends=ends)
 
 
 @given(a=st.binary(max_size=40), b=st.binary(max_size=40), common=st.binary(max_size=200))
@@ -399,7 +402,7 @@ def test_the_common_prefix_of_two_texts_is_found_by_the_binary_search(
     naive = 0
     while naive < min(len(x), len(y)) and x[naive] == y[naive]:
         naive += 1
-    assert resent._common_prefix(x, y) == naive
+    assert resent_bodies._common_prefix(x, y) == naive
 
 
 JSON_VALUES = st.recursive(
@@ -416,27 +419,27 @@ def test_the_end_of_each_element_of_a_compact_array_is_where_its_separator_is(
     values: list[Any], offset: int
 ) -> None:
     text = msgspec.json.encode(values)
-    ends = resent.element_ends(text, offset)
+    ends = resent_bodies.element_ends(text, offset)
     assert ends is not None and len(ends) == len(values)
     starts = [offset + 1, *(end + 1 for end in ends[:-1])]
     for value, begin, end in zip(values, starts, ends):
         assert text[end - offset : end - offset + 1] in (b",", b"]")
         assert msgspec.json.decode(text[begin - offset : end - offset]) == value
     if len(values) > 1:
-        assert resent.element_ends(json.dumps(values).encode()) is None  # ", " between
+        assert resent_bodies.element_ends(json.dumps(values).encode()) is None  # ", " between
 
 
 def test_a_body_written_otherwise_than_compactly_is_not_cut() -> None:
     messages = [user(i) for i in range(3)]
     compact = body_text(0, messages)
-    assert resent.envelope(compact) is not None
-    assert resent.envelope(json.dumps(request(0, messages)).encode()) is None
+    assert resent_bodies.envelope(compact) is not None
+    assert resent_bodies.envelope(json.dumps(request(0, messages)).encode()) is None
     twice = compact[:-1] + b',"messages":[]}'
-    assert resent.envelope(twice) is None  # a key given twice: the last one counts
+    assert resent_bodies.envelope(twice) is None  # a key given twice: the last one counts
     escaped = compact.replace(b'"threadId"', b'"\\u0074hreadId"')
-    assert resent.envelope(escaped) is None  # a key spelled otherwise
-    assert resent.envelope(b'{"threadId":"t"}') is None  # no messages
-    assert resent.envelope(compact + b"\n" + compact) is None  # JSON Lines
+    assert resent_bodies.envelope(escaped) is None  # a key spelled otherwise
+    assert resent_bodies.envelope(b'{"threadId":"t"}') is None  # no messages
+    assert resent_bodies.envelope(compact + b"\n" + compact) is None  # JSON Lines
 
 
 @given(
@@ -449,25 +452,25 @@ def test_a_body_is_cut_after_the_messages_it_repeats_and_reads_as_the_rest(
 ) -> None:
     old_messages = [user(i) for i in old]
     sent = old_messages[:keep] + [user(i, "other") for i in new]
-    first = resent.envelope(body_text(0, old_messages))
+    first = resent_bodies.envelope(body_text(0, old_messages))
     assert first is not None
-    ends = resent.element_ends(first.messages)
+    ends = resent_bodies.element_ends(first.messages)
     assert ends is not None
     seen = seen_of(first.messages, ends, old_messages)
-    found = resent.envelope(body_text(1, sent))
+    found = resent_bodies.envelope(body_text(1, sent))
     assert found is not None
-    count = resent.shared(found, seen)
+    count = resent_bodies.shared(found, seen)
     assert sent[:count] == old_messages[:count]
     assert count == len(old_messages) or count == len(sent) or sent[count] != old_messages[count]
     if count:
-        rest, _ = resent.without_shared(found, seen, count)
+        rest, _ = resent_bodies.without_shared(found, seen, count)
         assert msgspec.json.decode(rest) == request(1, sent[count:])
 
 
 def test_what_is_remembered_stays_within_its_budget_forgetting_the_least_recent() -> None:
-    memo = resent.Memo(budget=3 * resent.BYTES_PER_BYTE * 100)
+    memo = resent_bodies.Memo(budget=3 * resent_bodies.BYTES_PER_BYTE * 100)
 
-    def seen(size: int) -> resent.Seen:
+    def seen(size: int) -> resent_bodies.Seen:
         return seen_of(b"[" + b"x" * (size - 2) + b"]", array("q"), [])
 
     for thread in "abc":
@@ -486,17 +489,17 @@ def test_what_is_remembered_stays_within_its_budget_forgetting_the_least_recent(
 
 def test_a_message_followed_by_whitespace_is_not_counted_as_repeated() -> None:
     messages = [user(i) for i in range(4)]
-    first = resent.envelope(body_text(0, messages[:3]))
+    first = resent_bodies.envelope(body_text(0, messages[:3]))
     assert first is not None
-    ends = resent.element_ends(first.messages)
+    ends = resent_bodies.element_ends(first.messages)
     assert ends is not None
     seen = seen_of(first.messages, ends, messages[:3])
     parts = [msgspec.json.encode(m) for m in messages]
     array_text = b"[" + parts[0] + b"," + parts[1] + b" ," + b",".join(parts[2:]) + b"]"
-    found = resent.envelope(body_text(1, [], array_text))
+    found = resent_bodies.envelope(body_text(1, [], array_text))
     assert found is not None
-    assert resent.shared(found, seen) == 1
-    rest, _ = resent.without_shared(found, seen, 1)
+    assert resent_bodies.shared(found, seen) == 1
+    rest, _ = resent_bodies.without_shared(found, seen, 1)
     assert msgspec.json.decode(rest) == request(1, messages[1:])
 
 
@@ -510,14 +513,14 @@ def test_where_ids_first_are_found_going_on_from_a_prefix_as_computed_whole(
     """``None`` stands for a message that is not an object, ``5`` for an id not a string."""
     messages = [{"id": i, "role": "user"} if i is not None else "x" for i in ids]
     start = min(start, len(messages))
-    places, distinct = resent.id_places(messages)
+    places, distinct = resent_bodies.id_places(messages)
     naive = 0
     while naive < len(ids) and isinstance(ids[naive], str) and ids[naive] not in ids[:naive]:
         naive += 1
     assert distinct == naive
     assert places == {i: ids.index(i) for i in ids if isinstance(i, str)}
-    before, before_distinct = resent.id_places(messages[:start])
-    assert resent.id_places(messages, start, before, before_distinct) == (places, distinct)
+    before, before_distinct = resent_bodies.id_places(messages[:start])
+    assert resent_bodies.id_places(messages, start, before, before_distinct) == (places, distinct)
 
 
 @settings(max_examples=50)
@@ -550,7 +553,7 @@ def test_the_places_of_the_first_messages_leave_out_the_ids_first_found_after_th
     messages = [{"id": i} for i in ids]
     seen = seen_of(b"[]", array("q"), messages)
     count = min(count, len(messages))
-    assert seen.places_before(count) == resent.id_places(messages[:count])[0]
+    assert seen.places_before(count) == resent_bodies.id_places(messages[:count])[0]
 
 
 @pytest.mark.parametrize("content", ["", "what about the weather in city {i} tomorrow? " * 4])

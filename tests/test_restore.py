@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 import agui_store
 from agui_store import testing
-from agui_store.checkpoints import lineage_ids
-from agui_store.restore import start_of_run
+from agui_store.engine.checkpoints import lineage_ids
+from agui_store.history.restore import start_of_run
 from tests.conftest import fixture_params
 from tests.oracle_client import Oracle, as_js
 from tests.strategies import json_objects, legal_streams, message_lists

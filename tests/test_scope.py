@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import schema, testing
+from agui_store import testing
+from agui_store.backends.sqlite import schema
 from agui_store.errors import (
     AmbiguousRunError,
     InvalidEventError,

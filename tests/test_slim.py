@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agui_store import model
 from agui_store.demo import record_demo
 from agui_store.errors import AguiStoreError
+from agui_store.protocol import model
 from agui_store.records import Checkout
 from agui_store.slim import (
     PRESETS,

@@ -17,7 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import schema, testing
+from agui_store import testing
+from agui_store.backends.sqlite import schema
+from agui_store.backends.sqlite import sql as statements
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
@@ -27,7 +29,6 @@ from agui_store.errors import (
     SchemaVersionError,
     SequenceError,
 )
-from agui_store.sqlite import sql as statements
 from tests.backends import dump
 from tests.conftest import fixture_params
 from tests.strategies import legal_streams

@@ -2,7 +2,7 @@
 what the destination lacks, conflicts refused with nothing written.
 
 Store locations come from ``locations(kind)``: SQLite files today; PostgreSQL databases once
-``agui_store.postgres.PostgresBackend`` exists (those parameters skip until then), so every
+``agui_store.backends.postgres.PostgresBackend`` exists (those parameters skip until then), so every
 test here also runs file to database, back, and database to database.
 """
 
@@ -23,19 +23,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import Store, SyncConflictError, cli, database, testing
+from agui_store import Store, SyncConflictError, cli, testing
+from agui_store.backends.sqlite import connection
 from agui_store.errors import NotAStoreError, RunNotFoundError
 from tests.backends import checked, dump
 
 try:
-    from agui_store.postgres import PostgresBackend  # type: ignore[attr-defined]  # noqa: F401
+    from agui_store.backends.postgres import PostgresBackend  # type: ignore[attr-defined]  # noqa: F401
 
     HAS_POSTGRES = True
 except ImportError:
     HAS_POSTGRES = False
 
 _NO_PG = pytest.mark.skipif(
-    not HAS_POSTGRES, reason="agui_store.postgres.PostgresBackend does not exist yet"
+    not HAS_POSTGRES, reason="agui_store.backends.postgres.PostgresBackend does not exist yet"
 )
 
 #: (source backend, destination backend)
@@ -429,7 +430,7 @@ def test_each_kind_of_difference_is_named(
     src, dst = src_dst
     # Both stores record at the same instant, so that only the difference made here differs.
     if change != "record":
-        monkeypatch.setattr(database, "now_ms", lambda: 1_700_000_000_000)
+        monkeypatch.setattr(connection, "now_ms", lambda: 1_700_000_000_000)
     with agui_store.open(src) as a, agui_store.open(dst) as b:
         a.append(run_events("t1", "r1", "same"), thread_id="t1")
         events = run_events("t1", "r1", "SAME" if change == "payload" else "same")

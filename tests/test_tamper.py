@@ -570,8 +570,8 @@ def test_a_run_whose_own_hashes_were_rewritten_breaks_its_childs_link(db: str) -
 
 def _rehash_on_postgres(location: str) -> None:
     """r2's batch hashes recomputed from its edited events, as the store computes them."""
-    from agui_store import hashing
-    from agui_store.postgres import sql as pg_sql
+    from agui_store.backends.postgres import sql as pg_sql
+    from agui_store.history import hashing
 
     with postgres_owner(location) as conn:
         (start,) = conn.execute("SELECT start_hash FROM runs WHERE id = 2").fetchone()
@@ -590,7 +590,7 @@ def _rehash_on_sqlite(db: str) -> None:
     rehash = r"""
 import sqlite3, sys
 from agui_store import hashing
-from agui_store.sqlite import sql as sqlite_sql
+from agui_store.backends.sqlite import sql as sqlite_sql
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
 conn.execute("DROP TRIGGER batches_are_append_only_update")
 start, = conn.execute("SELECT start_hash FROM runs WHERE id = 2").fetchone()

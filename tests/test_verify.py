@@ -3,7 +3,7 @@
 Differential throughout: the upstream recordings, the shared oracle cases, hypothesis' legal
 streams, mutations of them (drop, duplicate, swap, move, insert, re-id, odd ids, subagent
 tags and lifecycles) and random walks judged one event at a time must get the same verdict,
-at the same index, for the same reason, from :mod:`agui_store.verify` and from the client
+at the same index, for the same reason, from :mod:`agui_store.protocol.verify` and from the client
 (``tests/oracle``), with chunks passed raw and with chunks expanded. The named scenarios also
 pin the verdict by hand, so they document the rules without node.
 """
@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_store.errors import InvalidEventError, SequenceError
-from agui_store.verify import SequenceVerifier, verify_events
+from agui_store.protocol.verify import SequenceVerifier, verify_events
 from tests.conftest import SHARED, fixture_params
 from tests.oracle_client import Oracle
 from tests.strategies import TEXT, json_objects, json_values, legal_streams, patches

@@ -209,7 +209,7 @@ def write(fixture: Fixture, folder: Path) -> None:
     import apsw
 
     import agui_store
-    from agui_store import schema
+    from agui_store.backends.sqlite import schema
 
     if fixture.version != schema.SCHEMA_VERSION:
         raise SystemExit(

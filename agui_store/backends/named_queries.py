@@ -1,0 +1,253 @@
+"""The port's operations that are one named statement and a conversion of its rows, written
+once for the SQL backends.
+
+A backend's transaction class derives from :class:`NamedQueries`: it names its module of SQL
+constants (``sql``) and runs one statement (``_execute``). The constants are named alike in
+every backend (``RUN_PK`` asks the same question of SQLite and of PostgreSQL, each in its
+dialect, with the same parameters in the same order), so an operation that only asks and
+shapes the answer is written here once. What differs stays in the backend's class: how many
+keys make one parameter, what PostgreSQL defers or streams, and every statement whose
+parameters differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from types import ModuleType
+from typing import Any, ClassVar
+
+from agui_store.engine.port import EventRow, ReplicaRun, RunSummary
+
+
+class NamedQueries:
+    """One-statement reads and writes over ``sql``'s constants (see the module)."""
+
+    __slots__ = ()
+
+    #: The backend's SQL: a module of named statements.
+    sql: ClassVar[ModuleType]
+
+    def _execute(self, statement: str, args: Any) -> Any:
+        """Run ``statement`` with ``args`` in the open transaction; its cursor."""
+        raise NotImplementedError
+
+    def _many(self, keys: Iterable[int]) -> Any:
+        """Many keys as one parameter, as the backend's statements read them."""
+        raise NotImplementedError
+
+    def _all(self, statement: str, args: Any = ()) -> list[Any]:
+        return self._execute(statement, args).fetchall()  # type: ignore[no-any-return]
+
+    def _rows(self, statement: str, args: Any = ()) -> Iterable[Any]:
+        return self._execute(statement, args)  # type: ignore[no-any-return]
+
+    def _one(self, statement: str, args: Any = ()) -> Any:
+        return self._execute(statement, args).fetchone()
+
+    def _value(self, statement: str, args: Any = ()) -> Any:
+        row = self._execute(statement, args).fetchone()
+        return None if row is None else row[0]
+
+    def _column(self, statement: str, args: Any = ()) -> list[Any]:
+        return [row[0] for row in self._execute(statement, args)]
+
+    # --- checkpoints (chunked message lists: agui_store.engine.checkpoints)
+    # ------------------------
+
+    def has_checkpoint(self, run_pk: int) -> bool:
+        return self._one(self.sql.HAS_CHECKPOINT, (run_pk,)) is not None
+
+    def checkpoint_row(self, run_pk: int) -> tuple[Any, ...] | None:
+        row = self._one(self.sql.SELECT_CHECKPOINT, (run_pk,))
+        return None if row is None else tuple(row)
+
+    def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
+        return tuple(self._one(self.sql.SELECT_ADDRESSES, (run_pk,)))
+
+    def state_address(self, run_pk: int) -> bytes:
+        return bytes(self._value(self.sql.STATE_ADDRESS, (run_pk,)))
+
+    def blob_id(self, address: bytes) -> int | None:
+        found = self._value(self.sql.SELECT_BLOB_ID, (address,))
+        return None if found is None else int(found)
+
+    # --- threads ----------------------------------------------------------------------------
+
+    def thread(self, thread_id: str) -> tuple[int, str | None] | None:
+        row = self._one(self.sql.THREAD, (thread_id,))
+        return (int(row[0]), row[1]) if row else None
+
+    def thread_id(self, thread_pk: int) -> str:
+        return str(self._value(self.sql.THREAD_ID, (thread_pk,)))
+
+    def thread_created_at(self, thread_pk: int) -> int:
+        return int(self._value(self.sql.THREAD_CREATED_AT, (thread_pk,)))
+
+    def owned_thread_pks(self, owner: str) -> list[int]:
+        return [int(pk) for pk in self._column(self.sql.OWNED_THREAD_PKS, (owner,))]
+
+    def threads_with_open_head(self) -> set[str]:
+        return {str(t) for t in self._column(self.sql.THREADS_WITH_OPEN_HEAD)}
+
+    def insert_thread(self, thread_id: str, created_at: int, owner: str | None) -> int:
+        return int(self._value(self.sql.INSERT_THREAD, (thread_id, created_at, owner)))
+
+    # --- runs -------------------------------------------------------------------------------
+
+    def run_pk(self, thread_pk: int, run_id: str) -> int | None:
+        pk = self._value(self.sql.RUN_PK, (thread_pk, run_id))
+        return None if pk is None else int(pk)
+
+    def run_id(self, run_pk: int) -> str:
+        return str(self._value(self.sql.RUN_ID, (run_pk,)))
+
+    def run_parent(self, run_pk: int) -> int | None:
+        pk = self._value(self.sql.RUN_PARENT, (run_pk,))
+        return None if pk is None else int(pk)
+
+    def run_thread(self, run_pk: int) -> int:
+        return int(self._value(self.sql.RUN_THREAD, (run_pk,)))
+
+    def run_row(self, run_pk: int) -> tuple[int | None, str | None, str | None, str]:
+        parent, raw_input, raw_refs, lineage = self._one(self.sql.RUN_ROW, (run_pk,))
+        return parent, raw_input, raw_refs, lineage
+
+    def run_input(self, run_pk: int) -> tuple[str | None, str | None, int | None, bytes | None]:
+        raw, raw_refs, parent, input_hash = self._one(self.sql.RUN_INPUT, (run_pk,))
+        return raw, raw_refs, parent, input_hash
+
+    def run_names(self, run_pk: int) -> tuple[str, str] | None:
+        row = self._one(self.sql.RUN_NAMES, (run_pk,))
+        return (str(row[0]), str(row[1])) if row else None
+
+    def newest_run(self, thread_pk: int) -> int | None:
+        pk = self._value(self.sql.NEWEST_RUN, (thread_pk,))
+        return None if pk is None else int(pk)
+
+    def has_child(self, run_pk: int) -> bool:
+        return self._one(self.sql.HAS_CHILD, (run_pk,)) is not None
+
+    def open_runs(self, thread_pk: int) -> set[int]:
+        return {int(pk) for pk in self._column(self.sql.OPEN_RUNS, (thread_pk,))}
+
+    def run_status(self, run_pk: int) -> str | None:
+        outcome = self._value(self.sql.RUN_STATUS, (run_pk,))
+        return None if outcome is None else str(outcome)
+
+    def run_last_seq(self, run_pk: int) -> int:
+        return int(self._value(self.sql.RUN_LAST_SEQ, (run_pk,)) or 0)
+
+    def thread_run_pks(self, thread_pk: int) -> list[int]:
+        return [int(pk) for pk in self._column(self.sql.THREAD_RUN_PKS, (thread_pk,))]
+
+    def owner_run_pks(self, owner: str) -> list[int]:
+        return [int(pk) for pk in self._column(self.sql.OWNER_RUN_PKS, (owner,))]
+
+    def all_run_pks(self) -> list[int]:
+        return [int(pk) for pk in self._column(self.sql.ALL_RUN_PKS)]
+
+    def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]:
+        return self._all(self.sql.THREAD_RUN_SUMMARIES, (thread_pk,))
+
+    def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
+        return self._all(self.sql.REPLICA_RUNS, (thread_pk,))
+
+    def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]:
+        return [int(pk) for pk in self._column(self.sql.THREADS_OF_RUNS, (self._many(run_pks),))]
+
+    def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
+        return self._all(self.sql.RUN_RECORDS, (self._many(run_pks),))
+
+    # --- lineage ----------------------------------------------------------------------------
+
+    def ancestors(self, run_pk: int) -> list[int]:
+        return [int(pk) for pk in self._column(self.sql.ANCESTORS, (run_pk,))]
+
+    def derived_descendants(self, run_pk: int) -> list[int]:
+        return [int(pk) for pk in self._column(self.sql.DERIVED_DESCENDANTS, (run_pk,))]
+
+    def newest_input(self, run_pk: int) -> str | None:
+        return self._value(self.sql.NEWEST_INPUT, (run_pk,))  # type: ignore[no-any-return]
+
+    def ancestor_among(self, run_pk: int, candidates: Sequence[int]) -> bool:
+        return self._one(self.sql.ANCESTOR_AMONG, (run_pk, self._many(candidates))) is not None
+
+    # --- events -----------------------------------------------------------------------------
+
+    def chain_events(self, run_pk: int) -> Iterable[EventRow]:
+        return self._rows(self.sql.CHAIN_EVENTS, (run_pk,))
+
+    def terminal_event(self, run_pk: int) -> str | None:
+        return self._value(self.sql.TERMINAL_EVENT, (run_pk,))  # type: ignore[no-any-return]
+
+    def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:
+        return self._rows(self.sql.EVENTS_OF_RUNS, (self._many(run_pks),))
+
+    # --- batches and hashes -----------------------------------------------------------------
+
+    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
+        return self._rows(self.sql.BATCHES_OF_RUNS, (self._many(run_pks),))
+
+    def batches_of_run_after(self, run_pk: int, after: int) -> Iterable[tuple[Any, ...]]:
+        return self._rows(self.sql.BATCHES_OF_RUN_AFTER, (run_pk, after, run_pk))
+
+    # --- branches ---------------------------------------------------------------------------
+
+    def branch_run(self, thread_pk: int, name: str) -> int | None:
+        pk = self._value(self.sql.BRANCH_RUN, (thread_pk, name))
+        return None if pk is None else int(pk)
+
+    def has_branches(self, thread_pk: int) -> bool:
+        return bool(self._value(self.sql.HAS_BRANCHES, (thread_pk,)))
+
+    def branch_tips(self, thread_pk: int) -> list[tuple[int, str]]:
+        rows = self._execute(self.sql.BRANCH_TIPS, (thread_pk,))
+        return [(int(run), str(name)) for run, name in rows]
+
+    def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
+        return self._all(self.sql.BRANCH_LIST, (thread_pk,))
+
+    def set_branch(self, thread_pk: int, name: str, run_pk: int, now: int) -> None:
+        self._execute(self.sql.SET_BRANCH, (thread_pk, name, run_pk, now))
+
+    def move_branches(self, thread_pk: int, tip: int, to: int, now: int) -> None:
+        self._execute(self.sql.MOVE_BRANCHES, (to, now, thread_pk, tip))
+
+    # --- derived data -----------------------------------------------------------------------
+
+    def has_digest(self, digest: bytes, run_pk: int) -> bool:
+        return self._one(self.sql.HAS_DIGEST, (digest, run_pk)) is not None
+
+    def underived_threads(self) -> set[int]:
+        return {int(pk) for pk in self._column(self.sql.UNDERIVED_THREADS)}
+
+    def checkpoint_count(self) -> int:
+        return int(self._value(self.sql.CHECKPOINT_COUNT))
+
+    def digests_from_checkpoints(self) -> None:
+        self._execute(self.sql.DIGESTS_FROM_CHECKPOINTS, ())
+
+    def clear_underived(self, run_pk: int) -> None:
+        self._execute(self.sql.CLEAR_UNDERIVED, (run_pk,))
+
+    def mark_underived(self, run_pks: Sequence[int]) -> None:
+        self._execute(self.sql.MARK_UNDERIVED, (self._many(run_pks),))
+
+    # --- check(): whole-store reads of agui_store.engine.integrity
+    # ---------------------------------
+
+    def blob_content(self, blob_id: int) -> tuple[int, bytes] | None:
+        row = self._one(self.sql.BLOB_CONTENT, (blob_id,))
+        return None if row is None else (row[0], row[1])
+
+    def checkpoint_layouts(self) -> list[tuple[Any, ...]]:
+        return self._all(self.sql.CHECKPOINT_LAYOUTS)
+
+    def complete_runs(self) -> set[int]:
+        return {int(pk) for pk in self._column(self.sql.COMPLETE_RUNS)}
+
+    def every_lineage_digest(self) -> list[tuple[bytes, int]]:
+        return self._all(self.sql.EVERY_LINEAGE_DIGEST)
+
+    def hashed_batches(self) -> list[tuple[Any, ...]]:
+        return self._all(self.sql.HASHED_BATCHES)

@@ -1,0 +1,364 @@
+"""The PostgreSQL backend: a store in a PostgreSQL database, opened with psycopg 3.
+
+Transactions (the port's :meth:`reading` and :meth:`writing`):
+
+- **Reading** is ``REPEATABLE READ READ ONLY``: every query of one store call sees one
+  snapshot, as SQLite's read transaction does.
+- **Writing** is ``READ COMMITTED`` behind transaction-level advisory locks held to commit
+  (:mod:`agui_store.backends.postgres.sql` describes them and their order). An append of one thread
+  takes the writers' lock shared and the thread's lock exclusive, in its ``BEGIN`` round
+  trip, so appends of different threads run side by side and those of one thread take
+  turns; every other write takes the writers' lock exclusive and runs alone. An append takes
+  the event-order lock when its batch's first ``seq`` is read, and holds it to commit:
+  ``seq = max + 1`` is handed out in commit order, and a reader polling
+  ``events(after=cursor)`` sees a prefix of the log and never skips an event. Each statement
+  sees every batch committed before its locks were granted, so a run is placed on the head
+  the previous writer of its thread left. REPEATABLE READ with the same locks forked
+  lineages (its snapshot predates the lock wait), and SERIALIZABLE without them retried a
+  thousand times (research/postgres.md). The server drops the locks when a client dies,
+  even by SIGKILL, and rolls its batch back.
+- The wait for a lock is bounded by ``lock_timeout`` (``busy_timeout_ms``).
+
+Every psycopg error is translated into the :mod:`agui_store.errors` tree in one place,
+:func:`translate`, when a transaction exits. A lost connection (the server restarted or shut
+down, the backend terminated, the network gone) is dropped, and the next call opens a new
+one; when the loss is noticed before anything was sent (at ``BEGIN``), the call reconnects
+once and goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import urllib.parse
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.pq import TransactionStatus
+
+from agui_store import errors
+from agui_store.backends.postgres import schema, sql
+from agui_store.backends.postgres.transaction import PostgresTransaction
+
+#: SQLSTATE classes and codes of a server going away: the connection is gone or going.
+_GONE = (
+    pg_errors.AdminShutdown,
+    pg_errors.CrashShutdown,
+    pg_errors.CannotConnectNow,
+    pg_errors.IdleSessionTimeout,
+    pg_errors.ConnectionException,
+)
+
+
+def without_password(url: str) -> str:
+    """``url`` as shown in messages: its password (in the authority or the query) removed."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "a PostgreSQL database"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        netloc = userinfo.split(":", 1)[0] + "@" + host
+    query = urllib.parse.urlencode(
+        [
+            (key, value)
+            for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+            if key != "password"
+        ],
+        safe="/",
+    )
+    # Built by hand: urlunsplit drops the empty authority of postgresql:///db?host=/socket.
+    shown = f"{parts.scheme}://{netloc}{parts.path}"
+    return shown + (f"?{query}" if query else "")
+
+
+def translate(e: Exception, where: str) -> errors.AguiStoreError:
+    """The library error for an error met working on the PostgreSQL store at ``where``: the
+    one place that decides it for this backend (others go to the SQLite path's rules in
+    :func:`agui_store.backends.sqlite.connection.translate`, which do not depend on the driver)."""
+    if not isinstance(e, psycopg.Error):
+        from agui_store.backends.sqlite import connection
+
+        return connection.translate(e, where)
+    state = getattr(getattr(e, "diag", None), "sqlstate", None) or ""
+    if isinstance(e, _GONE) or (isinstance(e, psycopg.OperationalError) and not state):
+        return errors.StorageError(
+            f"{where}: lost the connection to the PostgreSQL server ({_first_line(e)}); the "
+            "call's batch is absent unless the loss came during its commit; the store "
+            "reconnects on its next call"
+        )
+    if isinstance(e, pg_errors.LockNotAvailable):
+        return errors.StoreBusyError(
+            f"{where} stayed locked by another writer for longer than the busy timeout; "
+            "raise busy_timeout_ms or shorten the other writer's transactions"
+        )
+    if isinstance(
+        e, (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.QueryCanceled)
+    ):
+        return errors.StoreBusyError(
+            f"{where}: the server cancelled the transaction ({_first_line(e)}); nothing was "
+            "written: retry"
+        )
+    if isinstance(e, psycopg.IntegrityError):
+        return errors.IntegrityError(f"{where} refused the write: {_first_line(e)}")
+    if isinstance(e, pg_errors.DiskFull):
+        return errors.StorageFullError(
+            f"{where}: the server has no space left to write ({_first_line(e)}); the failed "
+            "call wrote nothing, everything acknowledged before is kept",
+            path=where,
+        )
+    if isinstance(e, pg_errors.InsufficientPrivilege):
+        return errors.StorageError(
+            f"{where} cannot be written ({_first_line(e)}): grant the role the store's "
+            "privileges (agui_store.backends.postgres.schema.application_grants)",
+            path=where,
+        )
+    if isinstance(e, pg_errors.OutOfMemory):
+        return errors.OutOfMemoryError(f"the PostgreSQL server ran out of memory ({where})")
+    if isinstance(e, psycopg.DataError):  # NUL in text, a number out of range, bad encoding
+        return errors.InvalidArgumentError(
+            f"a value cannot be stored in {where}: {_first_line(e)}"
+        )
+    return errors.InternalError(
+        f"unexpected PostgreSQL error working on {where}: {type(e).__name__}: "
+        f"{_first_line(e)} (a bug in agui-store: please report it with this message)"
+    )
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+class PostgresBackend:
+    """A store in a PostgreSQL database (its tables in the ``agui_store`` schema). One
+    connection; not thread-safe by itself: the engine serializes calls."""
+
+    def __init__(self, url: str, *, busy_timeout_ms: int) -> None:
+        self.url = url
+        self.location = url
+        self.where = without_password(url)
+        self.busy_timeout_ms = busy_timeout_ms
+        self._closed = False
+        self._conn: Any = None
+        self._pid = os.getpid()
+        #: Called with the thread (``None``: a write that runs alone) once a write
+        #: transaction holds its locks, before it writes: a test hook
+        #: (``agui_store.testing.on_write_locked``), ``None`` otherwise.
+        self.on_write_locked: Callable[[str | None], None] | None = None
+        self._writing: PostgresTransaction | None = None  # the write under way, if any
+        self._prepared_on: Any = None  # the connection the store's statements are prepared on
+        self._conn = self._connect()  # errors in the URL, the server or the schema: now
+
+    # --- connections ------------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        try:
+            conn = psycopg.connect(self.url, autocommit=True)
+        except psycopg.OperationalError as e:  # no server, no database, refused login
+            raise errors.StorageError(
+                f"cannot connect to {self.where}: {_first_line(e)}", path=self.where
+            ) from e
+        except Exception as e:  # a malformed URL, among others
+            raise translate(e, self.where) from e
+        try:
+            schema.install(conn)
+            # Session settings: the store's schema first on the path, and a bounded wait for
+            # the write locks (0 would mean "forever" to PostgreSQL: 1 ms is "no wait").
+            conn.execute(
+                "SELECT set_config('search_path', %s, false), "
+                "set_config('lock_timeout', %s, false)",
+                (schema._ident(schema.SCHEMA), f"{max(1, self.busy_timeout_ms)}ms"),
+            )
+        except BaseException as e:
+            with contextlib.suppress(Exception):
+                conn.close()
+            if isinstance(e, Exception) and not isinstance(e, errors.AguiStoreError):
+                raise translate(e, self.where) from e
+            raise
+        return conn
+
+    @property
+    def _db(self) -> Any:
+        if self._closed:
+            raise errors.AguiStoreError("the store is closed")
+        if os.getpid() != self._pid:
+            self.after_fork()
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
+
+    def connection(self) -> Any:
+        """The psycopg connection (for :mod:`agui_store.testing`)."""
+        return self._db
+
+    def _begin(self, statement: str, query: str | None = None) -> Any:
+        """Start a transaction; a connection found lost here (nothing sent yet) is replaced
+        once. With a ``query`` (no parameters: a simple query takes none; it may be several
+        statements), it rides in the same round trip, and the rows of its last statement
+        that returns rows come back with the connection: ``(conn, rows)``."""
+        conn = self._db
+        try:
+            return self._send_begin(conn, statement, query)
+        except Exception as e:
+            if not _lost(conn):
+                self._end(conn, rollback=True)
+                raise translate(e, self.where) from e
+        self._drop()
+        conn = self._db
+        try:
+            return self._send_begin(conn, statement, query)
+        except Exception as e:
+            self._end(conn, rollback=True)
+            raise translate(e, self.where) from e
+
+    def _send_begin(self, conn: Any, statement: str, query: str | None) -> Any:
+        if query is None:
+            conn.execute(statement)
+            return conn
+        # The store's prepared statements are prepared in the round trip of their first
+        # EXECUTE on a connection (not on opening: a store whose tables are broken still
+        # opens, for check()).
+        executed = sql.EXECUTED_NAME.search(query)
+        prepare = sql.PREPARED.get(executed.group(1)) if executed is not None else None
+        first = prepare + "; " if prepare is not None and self._prepared_on is not conn else ""
+        try:
+            cursor = conn.execute(statement + "; " + first + query)
+        except pg_errors.InvalidSqlStatementName:
+            # psycopg runs DEALLOCATE ALL after a ROLLBACK (a failed call's) on a session
+            # where it prepared statements, which takes the store's own too: prepared again.
+            if prepare is None:
+                raise
+            conn.execute("ROLLBACK")
+            conn.execute(prepare)
+            cursor = conn.execute(statement + "; " + query)
+        if prepare is not None:
+            self._prepared_on = conn
+        rows: list[Any] = []
+        while True:  # the query's rows: past BEGIN's and the locks', before a closing SET's
+            if cursor.description is not None:
+                rows = cursor.fetchall()
+            if not cursor.nextset():
+                return conn, rows
+
+    def _drop(self) -> None:
+        """Forget a broken connection (closing it is all that is left to do with it)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _end(self, conn: Any, *, rollback: bool) -> None:
+        """End the open transaction, if any (best effort: the error being raised is the one
+        to see); a connection found lost is dropped."""
+        if _lost(conn):
+            self._drop()
+            return
+        if conn.info.transaction_status == TransactionStatus.IDLE:
+            return
+        try:
+            conn.execute("ROLLBACK" if rollback else "COMMIT")
+        except Exception:
+            self._drop()
+
+    # --- transactions -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[PostgresTransaction]:
+        if self._writing is not None:  # inside a write: its transaction (and its deferred
+            yield self._writing  # writes, which its reads send first), opened if not yet
+            return
+        conn = self._db
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            yield PostgresTransaction(conn)  # nested in a transaction: it is that one's
+            return
+        conn = self._begin(sql.BEGIN_READING)
+        try:
+            yield PostgresTransaction(conn)
+        except BaseException as e:
+            self._end(conn, rollback=True)
+            if isinstance(e, Exception) and not isinstance(e, errors.AguiStoreError):
+                raise translate(e, self.where) from e
+            raise
+        self._end(conn, rollback=False)  # a read wrote nothing: COMMIT and ROLLBACK agree
+
+    @contextlib.contextmanager
+    def writing(self, thread_id: str | None = None) -> Iterator[PostgresTransaction]:
+        """A write transaction: of one thread's appends when ``thread_id`` is given (beside
+        other threads' appends), else of a write that runs alone (``sql``'s locks).
+
+        ``BEGIN`` and the locks are sent with the transaction's first statement, in one
+        round trip (:class:`PostgresTransaction` holds them until then); a write that sends
+        nothing opens no transaction."""
+        if thread_id is None:
+            locks = sql.WRITER_LOCK
+        else:
+            locks = sql.LOCK_WRITERS_SHARED + "; " + sql.lock_thread(thread_id)
+        statement = sql.BEGIN_WRITING + "; " + locks
+        opened: list[Any] = []
+
+        def begin(query: str | None) -> tuple[Any, Any]:
+            if query is None:
+                conn, rows = self._begin(statement), None
+            else:
+                conn, rows = self._begin(statement, query)
+            opened.append(conn)
+            if self.on_write_locked is not None:
+                self.on_write_locked(thread_id)
+            return conn, rows
+
+        tx = PostgresTransaction(None, begin=begin)
+        self._writing = tx
+        try:
+            yield tx
+        except BaseException as e:
+            if opened:
+                self._end(opened[0], rollback=True)
+            if isinstance(e, Exception) and not isinstance(e, errors.AguiStoreError):
+                raise translate(e, self.where) from e
+            raise
+        finally:
+            self._writing = None
+        if not opened:
+            return
+        try:
+            tx.flush()  # its deferred writes: an error in one is the call's, and rolls back
+            opened[0].execute("COMMIT")
+        except Exception as e:
+            self._end(opened[0], rollback=True)
+            raise translate(e, self.where) from e
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._closed = True
+        self._drop()
+
+    def after_fork(self) -> None:
+        """In a forked child: let go of the parent's connection without a word to the server.
+
+        Closing it normally would send the server a Terminate message on the socket the
+        parent still uses, ending the parent's session. The child's copy of the socket is
+        replaced by ``/dev/null`` first, so libpq's goodbye goes nowhere, and the next use
+        opens a connection of the child's own."""
+        if self._pid == os.getpid():
+            return
+        self._pid = os.getpid()
+        self._writing = None  # the parent's, if it forked inside one
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        with contextlib.suppress(Exception):
+            fd = conn.pgconn.socket
+            null = os.open(os.devnull, os.O_RDWR)
+            try:
+                os.dup2(null, fd)
+            finally:
+                os.close(null)
+            conn.close()
+
+
+def _lost(conn: Any) -> bool:
+    return bool(conn.closed or conn.broken)

@@ -1,0 +1,90 @@
+"""The SQLite backend: one store file, opened with apsw
+(:mod:`agui_store.backends.sqlite.connection`).
+
+Transactions come from :mod:`agui_store.backends.sqlite.connection`, which translates every driver
+error when a transaction exits; the operations inside them are :class:`SqliteTransaction`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from agui_store.backends.sqlite import connection
+from agui_store.backends.sqlite.transaction import SqliteTransaction
+from agui_store.engine import integrity
+from agui_store.errors import AguiStoreError
+from agui_store.records import CheckReport
+
+
+class _Reopen:
+    """Stands for a connection a forked child closed: the next use opens a new one."""
+
+    def close(self) -> None:
+        pass
+
+
+_REOPEN: Any = _Reopen()
+
+
+class SqliteBackend:
+    """A store file. Not thread-safe by itself: the engine serializes calls."""
+
+    def __init__(self, path: str, *, busy_timeout_ms: int) -> None:
+        self.where = path
+        self.location = path
+        self.busy_timeout_ms = busy_timeout_ms
+        self._conn: Any = connection.connect(path, busy_timeout_ms=busy_timeout_ms)
+        self._pid = os.getpid()
+
+    @property
+    def _db(self) -> Any:
+        if self._conn is None:
+            raise AguiStoreError("the store is closed")
+        if os.getpid() != self._pid:
+            # A forked child must not use the parent's SQLite handle (after_fork already
+            # closed it): open its own.
+            self._conn = connection.connect(self.where, busy_timeout_ms=self.busy_timeout_ms)
+            self._pid = os.getpid()
+        return self._conn
+
+    def connection(self) -> Any:
+        """The apsw connection (for :mod:`agui_store.testing`)."""
+        return self._db
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[SqliteTransaction]:
+        conn = self._db
+        with connection.snapshot(conn):
+            yield SqliteTransaction(conn)
+
+    @contextlib.contextmanager
+    def writing(self, thread_id: str | None = None) -> Iterator[SqliteTransaction]:
+        # One writer at a time on a file, whatever the thread.
+        conn = self._db
+        with connection.immediate(conn):
+            yield SqliteTransaction(conn)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            connection.close(conn, self.where)
+
+    def after_fork(self) -> None:
+        """In a forked child: close the inherited connection before anything opens a new
+        one (SQLite's own procedure, test/forkdemo.c). A child whose new connection sat
+        beside the inherited one would share the parent's lock bookkeeping, and the
+        parent's close could delete the WAL the child writes to."""
+        if self._conn is not None and self._pid != os.getpid():
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = _REOPEN
+
+
+def check_file(conn: Any) -> CheckReport:
+    """Every check of ``Store.check()`` on an open SQLite connection, another tool's too,
+    inside one read transaction (the caller's, or one of its own)."""
+    with connection.snapshot(conn):
+        return integrity.check(SqliteTransaction(conn))

@@ -1,0 +1,149 @@
+"""The checks of ``Store.check()`` that only SQLite has: the file itself.
+
+:mod:`agui_store.engine.integrity` runs the store's own invariants through the port, on every
+backend; a backend adds the checks of its storage (:meth:`SqliteTransaction.storage_checks`).
+For an SQLite file, in this order:
+
+``sqlite``
+    ``PRAGMA integrity_check``: pages, indexes, ``NOT NULL`` and ``CHECK`` constraints.
+``foreign_keys``
+    ``PRAGMA foreign_key_check``: rows that name a row that does not exist (a writer that
+    connected without ``PRAGMA foreign_keys=ON`` can leave them).
+``schema``
+    The file says it is an agui-store file (``application_id``) of this version
+    (``user_version``), and holds every table, index and trigger that version defines, as it
+    defines them: a dropped or rewritten append-only trigger is a problem even before anything
+    was rewritten through the gap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import apsw
+
+from agui_store.backends.sqlite import schema
+
+#: The checks of the file, in the order they run.
+CHECKS = ("sqlite", "foreign_keys", "schema")
+
+INTEGRITY_CHECK = "PRAGMA integrity_check"
+FOREIGN_KEY_CHECK = "PRAGMA foreign_key_check"
+#: Every object a schema defines, with its SQL (SQLite's own indexes have none).
+SCHEMA_OBJECTS = (
+    "SELECT type, name, sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'"
+)
+
+
+def problems(conn: apsw.Connection, check: str) -> Iterator[str]:
+    """What one of :data:`CHECKS` finds wrong with the file."""
+    if check == "sqlite":
+        for (line,) in conn.execute(INTEGRITY_CHECK):
+            if line != "ok":
+                yield str(line)
+    elif check == "foreign_keys":
+        yield from _foreign_keys(conn)
+    elif check == "schema":
+        yield from _schema(conn)
+    else:
+        raise ValueError(f"no SQLite check {check!r}")
+
+
+def _q(value: object, width: int = 80) -> str:
+    """``repr`` of a value named in a problem, cut short (as the store's checks name them)."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 4] + "...'"
+
+
+def _shorten(text: str, width: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+#: Tables named in reports as the store's readers know them: ``event_log`` holds the rows of
+#: the ``events`` view (schema version 11), which is what every query and PostgreSQL call it.
+_SHOWN_AS = {"event_log": "events"}
+
+
+def _foreign_keys(conn: apsw.Connection) -> Iterator[str]:
+    columns: dict[tuple[str, int], list[str]] = {}
+    found: list[tuple[str, int, str]] = []
+    for table, rowid, parent, fkid in conn.execute(FOREIGN_KEY_CHECK).fetchall():
+        key = (str(table), int(fkid))  # type: ignore[arg-type]  # an integer column
+        if key not in columns:
+            columns[key] = [
+                str(r[3])
+                for r in conn.execute(f'PRAGMA foreign_key_list("{table}")')
+                if int(r[0]) == fkid
+            ]
+        cols = columns[key]
+        shown = _SHOWN_AS.get(str(table), str(table))
+        if rowid is None:  # a WITHOUT ROWID table: name the row by its columns instead
+            problem = f"a {shown} row names a missing {parent} row (through {', '.join(cols)})"
+            found.append((shown, -1, problem))
+            continue
+        values = conn.execute(
+            f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{table}" '
+            "WHERE rowid = ?",
+            (rowid,),
+        ).fetchone()
+        named = ", ".join(f"{c} = {_q(v)}" for c, v in zip(cols, values or (), strict=False))
+        found.append((shown, int(rowid), f"{shown} row {rowid}: {named} names no row of {parent}"))
+    # By table and row, whatever order SQLite checks its tables in: as PostgreSQL reports them.
+    for _, _, problem in sorted(found, key=lambda f: (f[0], f[1])):
+        yield problem
+
+
+def expected_schema() -> dict[tuple[str, str], str]:
+    """Every table, index and trigger this version defines, with its SQL: the migrations
+    applied to an empty in-memory database (as ``database.connect`` applies them to a file)."""
+    mem = apsw.Connection(":memory:")
+    try:
+        for version in sorted(schema.MIGRATIONS):
+            mem.execute(schema.MIGRATIONS[version])
+        return _objects(mem)
+    finally:
+        mem.close()
+
+
+def _objects(conn: apsw.Connection) -> dict[tuple[str, str], str]:
+    return {(str(kind), str(name)): str(sql) for kind, name, sql in conn.execute(SCHEMA_OBJECTS)}
+
+
+def _pragma_int(conn: apsw.Connection, name: str) -> int:
+    row = conn.execute(f"PRAGMA {name}").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _schema(conn: apsw.Connection) -> Iterator[str]:
+    app_id = _pragma_int(conn, "application_id")
+    if app_id != schema.APPLICATION_ID:
+        yield (
+            f"application_id is {app_id:#010x}, not {schema.APPLICATION_ID:#010x} ('AGUI'): "
+            "the file does not say it is an agui-store file"
+        )
+    version = _pragma_int(conn, "user_version")
+    if version != schema.SCHEMA_VERSION:
+        yield (
+            f"schema version (user_version) is {version}, but this agui-store reads and "
+            f"writes version {schema.SCHEMA_VERSION}"
+        )
+        return  # the objects to expect depend on the version
+    found = _objects(conn)
+    for (kind, name), sql in sorted(expected_schema().items()):
+        if (kind, name) not in found:
+            hint = ""
+            if kind == "trigger" and "append_only" in name:
+                table = name.split("_are_append_only_")[0]
+                how = name.rsplit("_", 1)[-1].upper()
+                hint = f": {how} of {table} is no longer refused"
+            yield f"{kind} {name} is missing{hint}"
+        elif _normalize_sql(found[(kind, name)]) != _normalize_sql(sql):
+            yield (
+                f"{kind} {name} is not what schema version {version} defines "
+                f"(found: {_shorten(found[(kind, name)])})"
+            )
+
+
+def _normalize_sql(sql: str) -> str:
+    return " ".join(sql.split())

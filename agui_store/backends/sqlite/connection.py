@@ -1,0 +1,529 @@
+"""The SQLite edge: opening a store file with apsw, transactions, migrations, error translation.
+
+Everything that knows about apsw is here, so that driver errors are translated in exactly one
+place and a PostgreSQL backend can later stand beside this module with the same shape.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import time
+import urllib.parse
+import zlib
+from collections.abc import Iterator
+from typing import Any, TypeAlias
+
+import apsw
+
+from agui_store import errors, targets
+from agui_store.backends.sqlite import schema
+from agui_store.targets import SQLITE_HEADER
+
+#: An open store connection (``apsw.Connection``). apsw types every row value as the union of
+#: SQLite's types; the store reads its own STRICT schema, so its modules take rows as Any
+#: instead of narrowing them at each of a hundred call sites.
+Conn: TypeAlias = Any
+
+#: How much of the file reads may map into memory.
+MMAP_BYTES = 256 * 1024 * 1024
+#: Prepared statements a connection keeps (apsw's default is 100).
+STATEMENT_CACHE_SIZE = 512
+
+#: How long a writer waits for another writer before giving up (milliseconds).
+DEFAULT_BUSY_TIMEOUT_MS = 30_000
+
+#: The database file used when no path is given: ``$AGUI_STORE_DB``, else ``./agui-store.db``.
+DEFAULT_DB_ENV = "AGUI_STORE_DB"
+DEFAULT_DB_NAME = "agui-store.db"
+
+
+def default_path() -> str:
+    return os.environ.get(DEFAULT_DB_ENV) or DEFAULT_DB_NAME
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@contextlib.contextmanager
+def translated(where: str, conn: Conn | None = None) -> Iterator[None]:
+    """Run a block with every error but the library's own turned into the library's error
+    tree (:func:`translate`). Transactions (:func:`immediate`, :func:`snapshot`) do the same
+    for their whole body, so a driver error or a Python internal error raised anywhere in a
+    store call comes out as an :class:`~agui_store.errors.AguiStoreError` naming the file,
+    with the original chained as ``__cause__``."""
+    try:
+        yield
+    except Exception as e:
+        if isinstance(e, errors.AguiStoreError):
+            raise
+        raise translate(e, where, conn) from e
+
+
+def translate(e: Exception, where: str, conn: Conn | None = None) -> errors.AguiStoreError:
+    """The library error for any other error met working on the store at ``where``: the one
+    place that decides it.
+
+    Args:
+        e: the error (not already an ``AguiStoreError``).
+        where: the store's path, for the message.
+        conn: the connection, to ask the operating system's errno of a failed I/O.
+    """
+    if isinstance(e, apsw.Error):
+        return _driver_error(e, where, conn)
+    if isinstance(e, zlib.error):
+        return errors.CorruptStoreError(
+            f"{where}: a stored blob is damaged (zlib: {e}); run 'agui-store check' for details"
+        )
+    if isinstance(e, UnicodeEncodeError):  # binding a str argument SQLite text cannot hold
+        return errors.InvalidArgumentError(
+            f"a text argument holds {e.object[e.start:e.end]!r} ({e.reason}): no text stored "
+            f"in {where} can hold that"
+        )
+    if isinstance(e, UnicodeDecodeError):
+        return errors.CorruptStoreError(
+            f"{where}: stored text is not valid UTF-8 ({e.reason}); run 'agui-store check'"
+        )
+    if isinstance(e, OverflowError):  # binding an int beyond SQLite's 64 bits
+        return errors.InvalidArgumentError(
+            f"a number is out of SQLite's 64-bit integer range ({e}) for {where}"
+        )
+    if isinstance(e, MemoryError):
+        return errors.OutOfMemoryError(f"ran out of memory working on {where}")
+    if isinstance(e, OSError):  # a file the call reads besides the store (import_file's source)
+        shown = os.fsdecode(e.filename) if e.filename is not None else where
+        return errors.StorageError(f"{shown}: {e.strerror or e}", path=shown, errno=e.errno)
+    if isinstance(e, RecursionError):
+        return errors.InternalError(
+            f"data nested too deeply for Python's recursion limit while working on {where}"
+        )
+    return errors.InternalError(
+        f"unexpected {type(e).__name__} working on {where}: {e} (a bug in agui-store: "
+        "please report it with this message)"
+    )
+
+
+#: What an operating system error means for the store, when SQLite passes one on.
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiStoreError:
+    """The library error for one apsw error."""
+    system_errno = 0
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            system_errno = int(conn.system_errno)
+    system = f": {os.strerror(system_errno)}" if system_errno else ""
+    if isinstance(e, (apsw.BusyError, apsw.LockedError)):
+        return errors.StoreBusyError(
+            f"{where} stayed locked by another writer for longer than the busy timeout; "
+            "raise busy_timeout_ms or shorten the other writer's transactions"
+        )
+    if isinstance(e, apsw.ConstraintError):
+        return errors.IntegrityError(f"{where} refused the write: {e}")
+    if isinstance(e, apsw.NotADBError):
+        return errors.NotAStoreError(f"{where} is not an SQLite database ({e})")
+    if isinstance(e, apsw.CorruptError):
+        return errors.CorruptStoreError(
+            f"{where} is damaged: SQLite met a corrupt page ({e}); run 'agui-store check' "
+            "for details"
+        )
+    if isinstance(e, apsw.FullError) or system_errno in _FULL_ERRNOS:
+        return errors.StorageFullError(
+            f"{where}: no space left to write ({e}{system}); the failed call wrote nothing, "
+            "everything acknowledged before is kept: free space and retry",
+            path=where, errno=system_errno or errno.ENOSPC,
+        )
+    if isinstance(e, apsw.IOError):
+        return errors.StorageError(
+            f"{where}: I/O error ({e}{system}); the failed call wrote nothing",
+            path=where, errno=system_errno or errno.EIO,
+        )
+    if isinstance(e, apsw.CantOpenError):
+        return errors.StorageError(
+            f"cannot open {where} ({e}{system})", path=where, errno=system_errno or None
+        )
+    if isinstance(e, (apsw.ReadOnlyError, apsw.PermissionsError, apsw.AuthError)):
+        return errors.StorageError(
+            f"{where} cannot be written ({e}{system}): check the file's and its folder's "
+            "permissions",
+            path=where, errno=system_errno or errno.EACCES,
+        )
+    if isinstance(e, apsw.NoMemError):
+        return errors.OutOfMemoryError(f"SQLite ran out of memory working on {where}")
+    if isinstance(e, apsw.TooBigError):
+        return errors.InvalidArgumentError(f"a value is larger than SQLite stores ({e})")
+    if isinstance(e, apsw.InterruptError):
+        return errors.AguiStoreError(f"the operation on {where} was interrupted")
+    return errors.InternalError(
+        f"unexpected SQLite error working on {where}: {type(e).__name__}: {e} (a bug in "
+        "agui-store: please report it with this message)"
+    )
+
+
+#: The tables every agui-store file has had since schema version 1 (``events`` a view over
+#: ``event_log`` since version 11).
+STORE_TABLES = frozenset({"threads", "runs", "events", "batches", "branches"})
+
+
+def _check_is_store(real: str, shown: str) -> None:
+    """Refuse a path that is not an agui-store file, without writing anything to it.
+
+    Accepted: no file yet (a new store), an empty (0-byte) file, an SQLite database marked
+    with agui-store's ``application_id``, an unmarked one holding agui-store's tables, and an
+    SQLite database with no tables, no ``application_id`` and no ``user_version`` (nothing
+    in it to destroy). Everything else is refused before SQLite opens it for writing: a
+    folder, a device, a file that is not SQLite, another application's database. The header
+    is read directly; only an unmarked SQLite file is opened, read-only, to list its tables.
+    """
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        folder = os.path.dirname(real) or "."
+        if not os.path.isdir(folder):
+            raise errors.StorageError(
+                f"cannot create {shown}: folder {folder} does not exist",
+                path=shown, errno=errno.ENOENT,
+            ) from None
+        return
+    except OSError as e:
+        raise errors.StorageError(
+            f"cannot open {shown}: {e.strerror}", path=shown, errno=e.errno
+        ) from e
+    if stat.S_ISDIR(st.st_mode):
+        raise errors.NotAStoreError(
+            f"{shown} is a folder, not a store file: give a file path, e.g. "
+            f"{os.path.join(shown, DEFAULT_DB_NAME)}"
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise errors.NotAStoreError(f"{shown} is not a regular file (a device, pipe or socket)")
+    if st.st_size == 0:
+        return  # what a new store file is before its first write (see _create_private)
+    if not os.access(real, os.R_OK):
+        raise errors.StorageError(
+            f"cannot read {shown}: permission denied", path=shown, errno=errno.EACCES
+        )
+    header = _read_header(real, shown, min(st.st_size, 100))
+    untouched = "it was left untouched"
+    if not header.startswith(SQLITE_HEADER) or len(header) < 100:
+        raise errors.NotAStoreError(
+            f"{shown} is not an agui-store file (not an SQLite database: it begins with "
+            f"{header[:16]!r}); {untouched}"
+        )
+    app_id = int.from_bytes(header[68:72], "big")
+    version = int.from_bytes(header[60:64], "big")
+    if app_id == schema.APPLICATION_ID:
+        _refuse_newer(version, shown)
+        return
+    if app_id == 0:
+        app_id, version, tables = _read_unmarked(real, shown)
+        if app_id == schema.APPLICATION_ID:  # marked in its WAL: a store being created
+            _refuse_newer(version, shown)
+            return
+        empty = not tables and version == 0
+        if app_id == 0 and (empty or (tables >= STORE_TABLES and version > 0)):
+            return  # an empty SQLite database, or a store older than its application_id
+        if app_id == 0:
+            listed = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+            raise errors.NotAStoreError(
+                f"{shown} is an SQLite database of another application (tables: "
+                f"{listed or 'none'}; user_version {version}), not an agui-store file; "
+                f"{untouched}"
+            )
+    raise errors.NotAStoreError(
+        f"{shown} is an SQLite database of another application (application_id "
+        f"0x{app_id & 0xFFFFFFFF:08x}; agui-store's is 0x{schema.APPLICATION_ID:08x}); "
+        f"{untouched}"
+    )
+
+
+def _read_header(real: str, shown: str, size: int) -> bytes:
+    """The first ``size`` bytes of a file, read through SQLite's own file layer.
+
+    Not with Python's ``open``: closing any descriptor of a file releases every POSIX lock
+    the process holds on it, so reading the header of a store this process already has open
+    (another ``Store``, another thread) would silently drop that connection's locks. SQLite
+    tracks its descriptors per file and defers such a close.
+    """
+    try:
+        fh = apsw.VFSFile("", real, [apsw.SQLITE_OPEN_MAIN_DB | apsw.SQLITE_OPEN_READONLY, 0])
+        try:
+            return bytes(fh.xRead(size, 0))
+        finally:
+            fh.xClose()
+    except apsw.Error as e:
+        raise errors.StorageError(f"cannot read {shown} ({e})", path=shown) from e
+
+
+def _refuse_newer(version: int, shown: str) -> None:
+    if version > schema.SCHEMA_VERSION:
+        raise errors.SchemaVersionError(
+            f"{shown} was written by a newer agui-store (schema version {version}; this one "
+            f"reads up to {schema.SCHEMA_VERSION}): upgrade agui-store to open it"
+        )
+
+
+def _read_unmarked(real: str, shown: str) -> tuple[int, int, frozenset[str]]:
+    """``(application_id, user_version, table names)`` of an SQLite file, read without
+    writing: ``immutable`` when no ``-wal`` file exists (a read-only connection to a WAL
+    database would create ``-wal`` and ``-shm`` beside it and leave them), read-only else."""
+    query = "mode=ro" if os.path.exists(real + "-wal") else "immutable=1"
+    uri = f"file:{urllib.parse.quote(real)}?{query}"
+    try:
+        conn: Conn = apsw.Connection(
+            uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+        )
+        try:
+            app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            tables = frozenset(
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view')"
+                )
+            )
+        finally:
+            conn.close()
+    except apsw.Error as e:
+        raise errors.NotAStoreError(
+            f"{shown} begins like an SQLite database but cannot be read as one ({e}); it was "
+            "left untouched"
+        ) from e
+    return app_id & 0xFFFFFFFF, version, tables
+
+
+def _create_private(real: str, shown: str) -> None:
+    """Create an empty file readable by its owner only (mode 0600), if none exists yet.
+
+    ``real`` is the path with symlinks resolved: ``O_EXCL`` refuses to follow a symlink, so
+    a link to a file not yet created would otherwise leave SQLite to create it 0644. SQLite
+    gives the ``-wal`` and ``-shm`` files the main file's mode, so they are 0600 too.
+    """
+    try:
+        fd = os.open(real, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    except OSError as e:
+        raise errors.StorageError(
+            f"cannot create {shown}: {e.strerror}", path=shown, errno=e.errno
+        ) from e
+    os.close(fd)
+
+
+def connect(path: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> apsw.Connection:
+    """Open (creating and migrating if needed) a store file and return its connection.
+
+    Nothing is written to a file before it is known to be a store (or empty): see
+    :func:`_check_is_store`.
+    """
+    if "\0" in path:
+        raise errors.InvalidArgumentError(f"the store path {path!r} holds a NUL byte")
+    real = targets.store_file(path)
+    if real is not None:
+        _check_is_store(real, path)
+        _create_private(real, path)
+    with translated(path):
+        conn = apsw.Connection(
+            path,
+            flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE | apsw.SQLITE_OPEN_URI,
+            # Opening (the schema check, migrations) prepares about 100 statements: with
+            # apsw's default cache of 100, appends then evicted and prepared some again.
+            statementcachesize=STATEMENT_CACHE_SIZE,
+        )
+    try:
+        with translated(path, conn):
+            conn.set_busy_timeout(busy_timeout_ms)
+            cur = conn.cursor()
+            if real is not None:
+                _enter_wal(conn, busy_timeout_ms)
+            # NORMAL in WAL mode survives a killed process (a committed transaction is in the
+            # WAL); only a power cut can lose the last transactions. See README, "Durability".
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            # Reads map the file instead of copying pages through the cache: a checkout reads
+            # a few thousand small blobs, about twice as fast mapped.
+            cur.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+            _migrate(conn, path)
+    except BaseException:
+        # A refused or failed open leaves no connection behind (nor its -wal and -shm).
+        with contextlib.suppress(Exception):
+            conn.close()
+        raise
+    return conn
+
+
+def close(conn: Conn, where: str) -> None:
+    """Close a connection (the last one checkpoints the WAL, which can fail on a full disk)."""
+    with translated(where, conn):
+        conn.close()
+
+
+def _enter_wal(conn: Conn, busy_timeout_ms: int) -> None:
+    """Switch the file to WAL (a no-op when it is already). Leaving another journal mode
+    needs the file to itself, and SQLite does not wait for that in the busy handler, so
+    several processes opening an old file at once wait here, within the same bound."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            return
+        except apsw.BusyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+
+
+def schema_version(conn: apsw.Connection) -> int:
+    row = conn.execute("PRAGMA user_version").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _migrate(conn: Conn, path: str) -> None:
+    if schema_version(conn) == schema.SCHEMA_VERSION:
+        return  # the common case, without taking the write lock
+    with immediate(conn):
+        # Everything is decided inside the write lock: another process may be creating or
+        # migrating the same file right now.
+        version = schema_version(conn)
+        if version > schema.SCHEMA_VERSION:
+            raise errors.SchemaVersionError(
+                f"{path} was written by a newer agui-store (schema version {version}; this one "
+                f"reads up to {schema.SCHEMA_VERSION}): upgrade agui-store to open it"
+            )
+        if version == 0:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+            if tables and app_id != schema.APPLICATION_ID:
+                raise errors.NotAStoreError(
+                    f"{path} is an SQLite database of another application (it has tables "
+                    "but is not an agui-store file); give a new path"
+                )
+        for target in range(version + 1, schema.SCHEMA_VERSION + 1):
+            conn.execute(schema.MIGRATIONS[target])
+            if target in schema.BACKFILLS:
+                from agui_store.backends.sqlite.transaction import SqliteTransaction
+                from agui_store.engine import log_hashes
+
+                log_hashes.backfill(
+                    conn,
+                    SqliteTransaction(conn),
+                    lambda: _lifted(conn, ("runs", "batches"), "update"),
+                )
+        conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version={schema.SCHEMA_VERSION}")
+
+
+@contextlib.contextmanager
+def _lifted(conn: Conn, tables: tuple[str, ...], kind: str) -> Iterator[None]:
+    """Inside a migration's transaction: the append-only triggers of ``kind`` on ``tables``
+    dropped for the block and put back, exactly as they were, after it (a backfill writes
+    values computed from the log into columns the migration just added)."""
+    names = [f"{table}_are_append_only_{kind}" for table in tables]
+    marks = ",".join("?" * len(names))
+    triggers = conn.execute(
+        f"SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND name IN ({marks})",
+        names,
+    ).fetchall()
+    for name, _ in triggers:
+        conn.execute(f'DROP TRIGGER "{name}"')
+    yield
+    for _, sql in triggers:
+        conn.execute(sql)
+
+
+class immediate:  # lower case: used as a function, ``with database.immediate(conn):``
+    """A write transaction that takes the write lock up front (``BEGIN IMMEDIATE``).
+
+    Taking it up front means a waiting writer waits in ``busy_timeout`` instead of failing
+    with SQLITE_BUSY on a lock upgrade half-way through its work. Any error, in the body or
+    at COMMIT (a full disk fails there), rolls the whole transaction back and comes out
+    translated (:func:`translate`); the connection is then ready for the next call.
+
+    A class rather than a generator: it is on every write's path, and one object with two
+    methods costs a few microseconds less than nested generator-based context managers.
+    """
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except Exception as e:
+            raise _translated(e, self.conn) from e
+
+    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
+        conn = self.conn
+        if error is None:
+            try:
+                conn.execute("COMMIT")
+                return
+            except Exception as e:
+                _rollback(conn)
+                raise _translated(e, conn) from e
+        _rollback(conn)
+        if isinstance(error, Exception) and not isinstance(error, errors.AguiStoreError):
+            raise translate(error, _where(conn), conn) from error
+        # The library's own errors, and KeyboardInterrupt and friends, go on as raised.
+
+
+class snapshot:  # lower case: used as a function, ``with database.snapshot(conn):``
+    """A read transaction: several queries see one consistent state of the file. Errors in
+    its body come out translated (:func:`translate`). Nested in another transaction, it
+    leaves both the transaction and the translation to that one."""
+
+    __slots__ = ("conn", "outer")
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+        self.outer = False
+
+    def __enter__(self) -> None:
+        conn = self.conn
+        if not conn.getautocommit():  # already inside a transaction (nested use)
+            return
+        self.outer = True
+        try:
+            conn.execute("BEGIN DEFERRED")
+        except Exception as e:
+            raise _translated(e, conn) from e
+
+    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
+        if not self.outer:
+            return
+        # A read changed nothing; on a corrupt file even COMMIT can fail.
+        _rollback(self.conn, commit=True)
+        if isinstance(error, Exception) and not isinstance(error, errors.AguiStoreError):
+            raise translate(error, _where(self.conn), self.conn) from error
+
+
+def _translated(e: Exception, conn: Conn) -> errors.AguiStoreError | Exception:
+    return e if isinstance(e, errors.AguiStoreError) else translate(e, _where(conn), conn)
+
+
+def _rollback(conn: Conn, *, commit: bool = False) -> None:
+    """End the open transaction, if SQLite has not already (it rolls back by itself after
+    some errors, e.g. SQLITE_FULL). Best effort: the error being raised is the one to see."""
+    if conn.getautocommit():
+        return
+    if commit:
+        try:
+            conn.execute("COMMIT")
+            return
+        except apsw.Error:
+            pass
+    with contextlib.suppress(apsw.Error):  # the rare path: errors only
+        conn.execute("ROLLBACK")
+
+
+def _where(conn: Conn) -> str:
+    """The file a connection works on, for messages."""
+    try:
+        return str(conn.filename) or ":memory:"
+    except apsw.Error:
+        return "the store"

@@ -1,0 +1,374 @@
+"""The SQLite schema of a store file, and its migrations.
+
+SQL lives here as module constants so that the statement text is stable (apsw's statement
+cache hits) and so that every other backend can be compared against one list of tables.
+
+Invariants the schema itself enforces (not just the library):
+- ``events``, ``runs`` and ``batches`` are append-only: UPDATE and DELETE fail inside SQLite,
+  whoever the writer is (triggers below).
+- A run belongs to one thread; ``(thread, run_id)`` is unique.
+- Integer keys on every hot join; each hot query has an index (asserted in tests with
+  ``EXPLAIN QUERY PLAN``).
+"""
+
+from __future__ import annotations
+
+#: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
+SCHEMA_VERSION = 11
+
+#: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
+APPLICATION_ID = 0x41475549
+
+CREATE_V1 = """
+CREATE TABLE threads (
+    id          INTEGER PRIMARY KEY,
+    thread_id   TEXT NOT NULL UNIQUE,
+    created_at  INTEGER NOT NULL            -- milliseconds since the epoch
+) STRICT;
+
+CREATE TABLE runs (
+    id            INTEGER PRIMARY KEY,      -- creation order: a parent's id is always smaller
+    thread        INTEGER NOT NULL REFERENCES threads(id),
+    run_id        TEXT NOT NULL,
+    parent        INTEGER REFERENCES runs(id),  -- the store's own lineage parent
+    lineage       TEXT NOT NULL,            -- why that parent: explicit|parentRunId|messages|head|root
+    parent_run_id TEXT,                     -- parentRunId as the client/producer sent it (data)
+    input         TEXT,                     -- the RunAgentInput recorded for the run (JSON), if any
+    synthetic     INTEGER NOT NULL DEFAULT 0,  -- 1: the store named it (a RUN_ERROR with no run)
+    created_at    INTEGER NOT NULL,
+    UNIQUE (thread, run_id),
+    CHECK (parent IS NULL OR parent < id)
+) STRICT;
+CREATE INDEX runs_by_parent ON runs(parent);
+CREATE INDEX runs_by_thread ON runs(thread, id);
+CREATE INDEX runs_by_run_id ON runs(run_id);
+
+CREATE TABLE events (
+    seq      INTEGER PRIMARY KEY,           -- global append order
+    run      INTEGER NOT NULL REFERENCES runs(id),
+    type     TEXT NOT NULL,
+    payload  TEXT NOT NULL                  -- the event's JSON text exactly as received
+) STRICT;
+CREATE INDEX events_by_run ON events(run, seq);
+
+-- One row per run touched by one append call: what landed together, and how it ended.
+CREATE TABLE batches (
+    id           INTEGER PRIMARY KEY,
+    run          INTEGER NOT NULL REFERENCES runs(id),
+    first_seq    INTEGER NOT NULL,
+    last_seq     INTEGER NOT NULL,
+    count        INTEGER NOT NULL,
+    outcome      TEXT,                      -- success|interrupt|cancelled|error when the batch ends the run
+    appended_at  INTEGER NOT NULL,
+    CHECK (first_seq <= last_seq AND count = last_seq - first_seq + 1)
+) STRICT;
+CREATE INDEX batches_by_run ON batches(run, id);
+
+-- Named branches: the only mutable table (refs move; history does not).
+CREATE TABLE branches (
+    thread      INTEGER NOT NULL REFERENCES threads(id),
+    name        TEXT NOT NULL,
+    run         INTEGER NOT NULL REFERENCES runs(id),
+    updated_at  INTEGER NOT NULL,
+    PRIMARY KEY (thread, name)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX branches_by_run ON branches(run);
+"""
+
+# Version 2: content-addressed checkpoints (derived data: the raw log is never rewritten).
+CREATE_V2 = """
+-- JSON values addressed by the sha256 of their canonical encoding (sorted keys, compact).
+-- codec 0: data is that canonical JSON text (UTF-8); codec 1: zlib of it.
+-- The integer id is a local handle: rows written together sit together on disk, so reading a
+-- view's messages walks neighbouring pages instead of jumping by random hash.
+CREATE TABLE blobs (
+    id     INTEGER PRIMARY KEY,
+    hash   BLOB NOT NULL UNIQUE,
+    codec  INTEGER NOT NULL CHECK (codec IN (0, 1)),
+    data   BLOB NOT NULL
+) STRICT;
+
+-- The restored view at the end of a complete run. Its messages are the first ``keep`` messages
+-- of ``base``'s checkpoint followed by this checkpoint's own rows in checkpoint_messages, so a
+-- conversation that grows by a few messages per run stores a few rows per run.
+CREATE TABLE checkpoints (
+    run         INTEGER PRIMARY KEY REFERENCES runs(id),
+    base        INTEGER REFERENCES checkpoints(run),
+    keep        INTEGER NOT NULL,
+    length      INTEGER NOT NULL,         -- number of messages in the view
+    chain       INTEGER NOT NULL,         -- checkpoints walked to rebuild the message list
+    state       INTEGER NOT NULL REFERENCES blobs(id),
+    interrupts  INTEGER REFERENCES blobs(id),
+    warnings    INTEGER REFERENCES blobs(id),
+    ids_hash    BLOB NOT NULL,            -- sha256 of the message ids, for lineage rule 3
+    created_at  INTEGER NOT NULL,
+    CHECK (base IS NULL OR base < run)
+) STRICT;
+CREATE INDEX checkpoints_by_ids ON checkpoints(ids_hash, length);
+
+CREATE TABLE checkpoint_messages (
+    run      INTEGER NOT NULL REFERENCES checkpoints(run),
+    pos      INTEGER NOT NULL,
+    message  INTEGER NOT NULL REFERENCES blobs(id),
+    PRIMARY KEY (run, pos)
+) STRICT, WITHOUT ROWID;
+"""
+
+_APPEND_ONLY_TABLES = ("threads", "runs", "events", "batches")
+
+def _refuse_changes(table: str) -> str:
+    """The triggers that refuse UPDATE and DELETE on ``table``."""
+    return f"""
+CREATE TRIGGER {table}_are_append_only_update BEFORE UPDATE ON {table}
+BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
+CREATE TRIGGER {table}_are_append_only_delete BEFORE DELETE ON {table}
+BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
+"""
+
+
+def _refuse_replacing(table: str, keys: str) -> str:
+    """The trigger that refuses an insert whose key (``keys``, a condition on NEW) exists."""
+    return f"""
+CREATE TRIGGER {table}_are_append_only_replace BEFORE INSERT ON {table}
+WHEN EXISTS (SELECT 1 FROM {table} WHERE {keys})
+BEGIN SELECT RAISE(ABORT, 'agui-store: {table} are append-only'); END;
+"""
+
+
+APPEND_ONLY_TRIGGERS = "\n".join(_refuse_changes(table) for table in _APPEND_ONLY_TABLES)
+
+#: Migrations from version N-1 to N, applied in order inside one transaction.
+# Version 3: input normalization. ``runs.input_refs`` holds the input's messages as references
+# into the lineage parent's view ([start, count] ranges) mixed with literal messages; the
+# ``messages`` key is then left out of ``runs.input``.
+CREATE_V3 = "ALTER TABLE runs ADD COLUMN input_refs TEXT;"
+
+# Version 4: ``INSERT OR REPLACE`` deletes a conflicting row without firing DELETE triggers,
+# so the append-only tables also refuse an insert whose key already exists.
+_REPLACE_KEYS = {
+    "threads": "id = NEW.id OR thread_id = NEW.thread_id",
+    "runs": "id = NEW.id OR (thread = NEW.thread AND run_id = NEW.run_id)",
+    "events": "seq = NEW.seq",
+    "batches": "id = NEW.id",
+}
+CREATE_V4 = "\n".join(_refuse_replacing(table, keys) for table, keys in _REPLACE_KEYS.items())
+
+# Version 5: a RUN_STARTED whose echoed ``input`` repeats its lineage is stored with that input
+# normalized (as runs.input_refs does for recorded inputs); ``echo_refs`` holds what was
+# taken out, and reading the event puts it back. Part of the log: append-only too.
+CREATE_V5 = """
+CREATE TABLE echo_refs (
+    seq   INTEGER PRIMARY KEY REFERENCES events(seq),
+    refs  TEXT NOT NULL
+) STRICT;
+CREATE TRIGGER echo_refs_are_append_only_update BEFORE UPDATE ON echo_refs
+BEGIN SELECT RAISE(ABORT, 'agui-store: echo_refs are append-only'); END;
+CREATE TRIGGER echo_refs_are_append_only_delete BEFORE DELETE ON echo_refs
+BEGIN SELECT RAISE(ABORT, 'agui-store: echo_refs are append-only'); END;
+CREATE TRIGGER echo_refs_are_append_only_replace BEFORE INSERT ON echo_refs
+WHEN EXISTS (SELECT 1 FROM echo_refs WHERE seq = NEW.seq)
+BEGIN SELECT RAISE(ABORT, 'agui-store: echo_refs are append-only'); END;
+"""
+
+# Version 6: lineage rule 3 reads each complete run's message-id digest from a table of its
+# own, so that ``append`` can write a full checkpoint every few runs instead of after every run
+# (the digest is one row in one B-tree). Derived data, like checkpoints: rebuilt by ``compact``.
+# Keyed by the digest, the only way rule 3 looks it up.
+CREATE_V6 = """
+CREATE TABLE lineage_digests (
+    ids_hash  BLOB NOT NULL,              -- sha256 of the view's lineage message ids
+    run       INTEGER NOT NULL REFERENCES runs(id),
+    PRIMARY KEY (ids_hash, run)
+) STRICT, WITHOUT ROWID;
+INSERT INTO lineage_digests(ids_hash, run) SELECT ids_hash, run FROM checkpoints;
+DROP INDEX checkpoints_by_ids;
+"""
+
+# Version 7: a store may leave a complete run's derived data (lineage digest, checkpoint) for
+# later (``Store(derive_on_append=False)``, or a run whose view events after its end changed).
+# ``underived`` lists those runs; whoever needs their digests (lineage rule 3, ``derive``,
+# ``compact``) derives them first. Derived bookkeeping, not part of the log: rows come and go.
+#
+# Also: a checkpoint's state may be stored as the STATE_DELTA patches the client applied since
+# an earlier checkpoint on its lineage whose state is stored whole (``state_base``), so that a
+# state that grows a little every run is not stored, nor encoded, whole every run.
+CREATE_V7 = """
+CREATE TABLE underived (
+    run  INTEGER PRIMARY KEY REFERENCES runs(id)
+) STRICT;
+-- NULL: the ``state`` blob is the state. Else it is a JSON array of JSON Patches which,
+-- applied in order to that checkpoint's state (stored whole), give this one.
+ALTER TABLE checkpoints ADD COLUMN state_base INTEGER REFERENCES checkpoints(run);
+"""
+
+# Version 8: content hashes (see :mod:`agui_store.history.hashing`). A run records the hash its batch
+# chain starts from (``start_hash``: its record, its parent's hash when it was placed, its
+# input's digest) and those two parts, so that a check can say which one differs; each batch
+# records the run's hash after it. A checkpoint records the run hash it was derived at and the
+# digest of its blobs' addresses. Files of older versions get theirs computed on open
+# (``database.backfill_hashes``): the append-only triggers refuse that UPDATE, so the backfill
+# lifts them for the moment it needs, inside the migration's transaction.
+CREATE_V8 = """
+ALTER TABLE runs ADD COLUMN parent_hash BLOB;  -- the parent's hash when the run was placed
+ALTER TABLE runs ADD COLUMN input_hash BLOB;   -- digest of input and input_refs as stored
+ALTER TABLE runs ADD COLUMN start_hash BLOB;   -- where the run's batch chain starts
+ALTER TABLE batches ADD COLUMN hash BLOB;      -- the run's hash after this batch
+ALTER TABLE checkpoints ADD COLUMN run_hash BLOB;   -- the run's hash it was derived at
+ALTER TABLE checkpoints ADD COLUMN view_hash BLOB;  -- digest of its blobs' addresses
+"""
+
+# Version 9: ownership and request-body fidelity (SPEC §8, §3 amended).
+#
+# A thread belongs to the owner (scope) that first wrote it: ``threads.owner``, set when the
+# thread is created and never changed (threads stay append-only); NULL: written without a
+# scope, visible to the operator (calls without a scope) only.
+#
+# A run whose input is a request body and whose lineage parent was not named (rule 4, the
+# head) now starts from the body's messages as sent, not the head's with the body's new ones
+# after them. What earlier versions derived for such runs, and for the runs below them, may
+# hold the old start: it is dropped here and derived again when next needed.
+CREATE_V9 = """
+ALTER TABLE threads ADD COLUMN owner TEXT;
+CREATE INDEX threads_by_owner ON threads(owner);
+CREATE TEMP TABLE v9_rederive AS
+WITH RECURSIVE below(id) AS (
+    SELECT id FROM runs WHERE input IS NOT NULL AND lineage = 'head'
+    UNION SELECT runs.id FROM runs JOIN below ON runs.parent = below.id
+)
+SELECT id FROM below;
+DELETE FROM checkpoint_messages WHERE run IN (SELECT id FROM temp.v9_rederive);
+DELETE FROM checkpoints WHERE run IN (SELECT id FROM temp.v9_rederive);
+DELETE FROM lineage_digests WHERE run IN (SELECT id FROM temp.v9_rederive);
+INSERT OR IGNORE INTO underived(run) SELECT id FROM temp.v9_rederive;
+DROP TABLE temp.v9_rederive;
+"""
+
+# Version 10: checkpoints store their message list as chunks (see :mod:`agui_store.engine.checkpoints`):
+# full chunks of 64 messages at fixed positions, one blob each (a JSON array), listed by a
+# manifest blob shared by every checkpoint with the same chunks; the messages after them (the
+# tail) as segments, blobs holding JSON arrays of consecutive messages, listed with their
+# lengths by the row. ``checkout`` reads a bounded number of rows, and the file no longer
+# rewrites a whole list every 64 checkpoints. Checkpoints are derived data: those of earlier
+# versions are dropped, their runs listed in ``underived``, and derived again (as chunks) when
+# next needed. Lineage digests stay: they do not depend on the layout. The message blobs of
+# the old lists stay too (blobs are never deleted; new chunks do not refer to them).
+CREATE_V10 = """
+DROP TABLE checkpoint_messages;
+DROP TABLE checkpoints;
+CREATE TABLE checkpoints (
+    run         INTEGER PRIMARY KEY REFERENCES runs(id),
+    length      INTEGER NOT NULL,         -- number of messages in the view
+    chunks      INTEGER REFERENCES blobs(id),  -- manifest: JSON array of the full chunks' blob ids
+    tail        TEXT NOT NULL,            -- JSON array of [blob id, count]: the segments after them
+    state       INTEGER NOT NULL REFERENCES blobs(id),
+    interrupts  INTEGER REFERENCES blobs(id),
+    warnings    INTEGER REFERENCES blobs(id),
+    ids_hash    BLOB NOT NULL,            -- sha256 of the message ids, for lineage rule 3
+    created_at  INTEGER NOT NULL,
+    -- NULL: the ``state`` blob is the state. Else a JSON array of JSON Patches which, applied
+    -- in order to that checkpoint's state (stored whole), give this one.
+    state_base  INTEGER REFERENCES checkpoints(run),
+    run_hash    BLOB,                     -- the run's hash it was derived at
+    view_hash   BLOB                      -- digest of its blobs' addresses
+) STRICT;
+INSERT OR IGNORE INTO underived(run)
+SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL ORDER BY run;
+"""
+
+# Version 11: an event's type is stored as a small integer, not as its name. The name repeated
+# on every row was about 18 bytes of each ~110-byte event row, all of it already in the payload:
+# 1.7 MB of a 2,000-run conversation's 21 MB file. ``event_log`` holds the rows, ``type`` an
+# ``event_types`` code; ``events`` is a view with the columns version 10 stored (``type`` the
+# name), which every query of the store and every SQL by hand reads as before. The codes of
+# AG-UI's types are fixed here (``EVENT_TYPE_CODES``), in this order, forever; a type an older
+# file holds that is not among them gets the next free code. ``echo_refs`` is rebuilt to refer
+# to ``event_log``. SQL by hand on ``events`` still works as on a table: INSTEAD OF triggers
+# pass inserts, updates and deletes on to ``event_log`` (the code looked up), where the
+# append-only guards refuse the updates and deletes as before. The store inserts into
+# ``event_log`` with the code it knows.
+EVENT_TYPE_NAMES: tuple[str, ...] = (
+    "RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "STEP_STARTED", "STEP_FINISHED",
+    "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TEXT_MESSAGE_CHUNK",
+    "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_CHUNK", "TOOL_CALL_RESULT",
+    "STATE_SNAPSHOT", "STATE_DELTA", "MESSAGES_SNAPSHOT", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA",
+    "RAW", "CUSTOM", "REASONING_START", "REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT",
+    "REASONING_MESSAGE_END", "REASONING_MESSAGE_CHUNK", "REASONING_END",
+    "REASONING_ENCRYPTED_VALUE", "SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR",
+    "THINKING_START", "THINKING_END", "THINKING_TEXT_MESSAGE_START",
+    "THINKING_TEXT_MESSAGE_CONTENT", "THINKING_TEXT_MESSAGE_END",
+)  # fmt: skip
+#: An event type's code in ``event_log.type`` (1 upwards, in :data:`EVENT_TYPE_NAMES` order).
+EVENT_TYPE_CODES: dict[str, int] = {name: n for n, name in enumerate(EVENT_TYPE_NAMES, 1)}
+
+_EVENT_LOG_GUARDS = "\n".join(
+    _refuse_changes(table) + _refuse_replacing(table, f"{key} = NEW.{key}")
+    for table, key in (("event_types", "code"), ("event_log", "seq"), ("echo_refs", "seq"))
+)
+
+CREATE_V11 = (
+    """
+CREATE TABLE event_types (
+    code  INTEGER PRIMARY KEY,
+    name  TEXT NOT NULL UNIQUE
+) STRICT;
+INSERT INTO event_types(code, name) VALUES """
+    + ", ".join(f"({code}, '{name}')" for name, code in EVENT_TYPE_CODES.items())
+    + """;
+INSERT INTO event_types(name)
+SELECT DISTINCT type FROM events WHERE type NOT IN (SELECT name FROM event_types) ORDER BY type;
+CREATE TABLE event_log (
+    seq      INTEGER PRIMARY KEY,           -- global append order
+    run      INTEGER NOT NULL REFERENCES runs(id),
+    type     INTEGER NOT NULL REFERENCES event_types(code),
+    payload  TEXT NOT NULL                  -- the event's JSON text exactly as received
+) STRICT;
+INSERT INTO event_log(seq, run, type, payload)
+SELECT events.seq, events.run, event_types.code, events.payload
+FROM events JOIN event_types ON event_types.name = events.type ORDER BY events.seq;
+CREATE TABLE echo_refs_v11 (
+    seq   INTEGER PRIMARY KEY REFERENCES event_log(seq),
+    refs  TEXT NOT NULL
+) STRICT;
+INSERT INTO echo_refs_v11(seq, refs) SELECT seq, refs FROM echo_refs ORDER BY seq;
+DROP TABLE echo_refs;
+DROP TABLE events;
+ALTER TABLE echo_refs_v11 RENAME TO echo_refs;
+CREATE INDEX events_by_run ON event_log(run, seq);
+CREATE VIEW events(seq, run, type, payload) AS
+SELECT event_log.seq, event_log.run, event_types.name, event_log.payload
+FROM event_log JOIN event_types ON event_types.code = event_log.type;
+CREATE TRIGGER events_insert INSTEAD OF INSERT ON events
+BEGIN
+    INSERT INTO event_log(seq, run, type, payload)
+    VALUES (NEW.seq, NEW.run, (SELECT code FROM event_types WHERE name = NEW.type), NEW.payload);
+END;
+CREATE TRIGGER events_update INSTEAD OF UPDATE ON events
+BEGIN
+    UPDATE event_log SET seq = NEW.seq, run = NEW.run,
+        type = (SELECT code FROM event_types WHERE name = NEW.type), payload = NEW.payload
+    WHERE seq = OLD.seq;
+END;
+CREATE TRIGGER events_delete INSTEAD OF DELETE ON events
+BEGIN
+    DELETE FROM event_log WHERE seq = OLD.seq;
+END;
+"""
+    + _EVENT_LOG_GUARDS
+)
+
+MIGRATIONS: dict[int, str] = {
+    1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
+    2: CREATE_V2,
+    3: CREATE_V3,
+    4: CREATE_V4,
+    5: CREATE_V5,
+    6: CREATE_V6,
+    7: CREATE_V7,
+    8: CREATE_V8,
+    9: CREATE_V9,
+    10: CREATE_V10,
+    11: CREATE_V11,
+}
+
+#: The versions whose migration also computes values in Python, after its SQL.
+BACKFILLS = frozenset({8})

@@ -1,0 +1,520 @@
+"""Every statement the SQLite backend runs for the engine, as named constants.
+
+One constant per operation of :mod:`agui_store.engine.port` (the transaction's method of the same
+name in lower case runs it). Constant text keeps apsw's statement cache hitting. The
+``EXPLAIN QUERY PLAN`` of the hot ones is asserted in tests (``CROSS JOIN`` pins a join
+order where SQLite's planner would otherwise pick a scan).
+"""
+
+from __future__ import annotations
+
+# --- shared parts -----------------------------------------------------------------------------
+
+#: The ancestor chain of a run, the run itself first. Walks ``runs`` by primary key only.
+ANCESTORS_CTE = """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT ?, 0
+    UNION ALL
+    SELECT runs.parent, chain.depth + 1 FROM chain JOIN runs ON runs.id = chain.id
+    WHERE runs.parent IS NOT NULL
+)
+"""
+
+#: The merge base of two runs: the deepest run on both lineages, with its depth below each.
+#: A parent's key is always smaller than its child's, so stepping whichever side has the
+#: larger key up to its parent meets the base after as many steps as the two runs are from
+#: it, not from the root (each step one primary-key probe); a NULL (a root passed) ends the
+#: walk without a base.
+MERGE_BASE = """
+WITH RECURSIVE walk(a, b, da, db) AS (
+    SELECT ?1, ?2, 0, 0
+    UNION ALL
+    SELECT CASE WHEN walk.a > walk.b THEN runs.parent ELSE walk.a END,
+           CASE WHEN walk.b > walk.a THEN runs.parent ELSE walk.b END,
+           walk.da + (walk.a > walk.b), walk.db + (walk.b > walk.a)
+    FROM walk JOIN runs ON runs.id = max(walk.a, walk.b)
+    WHERE walk.a != walk.b
+)
+SELECT a, da, db FROM walk WHERE a = b LIMIT 1
+"""
+
+#: Per-run summaries: event count, last event, latest outcome, last append time.
+RUN_COLUMNS = """
+    runs.id, threads.thread_id, runs.run_id, parent_runs.run_id, runs.lineage,
+    runs.parent_run_id, typeof(runs.input) != 'null', runs.synthetic, runs.created_at,
+    (SELECT sum(b.count) FROM batches b WHERE b.run = runs.id),
+    (SELECT max(b.last_seq) FROM batches b WHERE b.run = runs.id),
+    (SELECT max(b.appended_at) FROM batches b WHERE b.run = runs.id),
+    (SELECT b.outcome FROM batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL
+        ORDER BY b.id DESC LIMIT 1),
+    coalesce((SELECT b.hash FROM batches b WHERE b.run = runs.id ORDER BY b.id DESC LIMIT 1),
+        runs.start_hash)
+"""
+
+#: A run's hash: its newest batch's (its chain's start while it has none).
+RUN_HASH = """
+SELECT coalesce((SELECT b.hash FROM batches b WHERE b.run = ?1 ORDER BY b.id DESC LIMIT 1),
+    (SELECT start_hash FROM runs WHERE id = ?1))
+"""
+RUN_FROM = """
+FROM runs JOIN threads ON threads.id = runs.thread
+LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent
+"""
+SELECT_RUN = "SELECT" + RUN_COLUMNS + RUN_FROM
+
+# --- threads --------------------------------------------------------------------------------
+
+THREAD = "SELECT id, owner FROM threads WHERE thread_id = ?"
+INSERT_THREAD = (
+    "INSERT INTO threads(thread_id, created_at, owner) VALUES (?, ?, ?) RETURNING id"
+)
+THREAD_ID = "SELECT thread_id FROM threads WHERE id = ?"
+THREAD_CREATED_AT = "SELECT created_at FROM threads WHERE id = ?"
+#: Thread ids visible to a scope (NULL: every thread), oldest first.
+THREAD_IDS = "SELECT thread_id FROM threads WHERE ?1 IS NULL OR owner = ?1 ORDER BY id"
+THREAD_PKS = "SELECT id FROM threads WHERE ?1 IS NULL OR owner = ?1 ORDER BY id LIMIT ?2"
+OWNED_THREAD_PKS = "SELECT id FROM threads WHERE owner = ? ORDER BY id"
+#: Threads whose newest run has no terminal batch.
+THREADS_WITH_OPEN_HEAD = """
+SELECT threads.thread_id FROM threads JOIN runs ON runs.id =
+    (SELECT max(id) FROM runs WHERE runs.thread = threads.id)
+WHERE NOT EXISTS (SELECT 1 FROM batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL)
+"""
+
+# --- runs -----------------------------------------------------------------------------------
+
+RUN_PK = "SELECT id FROM runs WHERE thread = ? AND run_id = ?"
+RUN_ID = "SELECT run_id FROM runs WHERE id = ?"
+RUN_PARENT = "SELECT parent FROM runs WHERE id = ?"
+RUN_THREAD = "SELECT thread FROM runs WHERE id = ?"
+RUN_ROW = "SELECT parent, input, input_refs, lineage FROM runs WHERE id = ?"
+RUN_INPUT = "SELECT input, input_refs, parent, input_hash FROM runs WHERE id = ?"
+RUN_NAMES = (
+    "SELECT threads.thread_id, runs.run_id FROM runs JOIN threads "
+    "ON threads.id = runs.thread WHERE runs.id = ?"
+)
+NEWEST_RUN = "SELECT id FROM runs WHERE thread = ? ORDER BY id DESC LIMIT 1"
+HAS_CHILD = "SELECT 1 FROM runs WHERE parent = ? LIMIT 1"
+#: Its id is the connection's last insert rowid (no RETURNING: a result row costs more).
+INSERT_RUN = """
+INSERT INTO runs(thread, run_id, parent, lineage, parent_run_id, input, input_refs, synthetic,
+                 created_at, parent_hash, input_hash, start_hash)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+#: The incomplete runs of a thread (no batch with an outcome).
+OPEN_RUNS = (
+    "SELECT id FROM runs WHERE thread = ? AND NOT EXISTS (SELECT 1 FROM "
+    "batches b WHERE b.run = runs.id AND b.outcome IS NOT NULL)"
+)
+RUN_STATUS = (
+    "SELECT outcome FROM batches WHERE run = ? AND outcome IS NOT NULL "
+    "ORDER BY id DESC LIMIT 1"
+)
+RUN_LAST_SEQ = "SELECT max(last_seq) FROM batches WHERE run = ?"
+#: The threads holding a run id (within a scope's threads; NULL: all), a few.
+THREADS_OF_RUN_ID = (
+    "SELECT threads.thread_id FROM runs JOIN threads ON threads.id = runs.thread "
+    "WHERE runs.run_id = ?1 AND (?2 IS NULL OR threads.owner = ?2) LIMIT 6"
+)
+#: Runs named ``?1`` in thread ``?2`` (NULL: any), of owner ``?3`` (NULL: any). Looked up
+#: without a thread, each row also names another thread with a *branch* of that name, so the
+#: ambiguity check costs no second statement.
+RUNS_NAMED = """
+SELECT runs.id, runs.thread, threads.thread_id,
+  CASE WHEN ?2 IS NULL THEN (
+    SELECT other.thread_id FROM branches JOIN threads AS other ON other.id = branches.thread
+    WHERE branches.name = ?1 AND branches.thread != runs.thread LIMIT 1) END
+FROM runs JOIN threads ON threads.id = runs.thread
+WHERE runs.run_id = ?1 AND (?2 IS NULL OR runs.thread = ?2)
+  AND (?3 IS NULL OR threads.owner = ?3) LIMIT 5
+"""
+#: Runs whose id starts with ``?1`` (below ``?2``, its upper bound; NULL: none), as RUNS_NAMED.
+RUNS_PREFIXED = """
+SELECT runs.id, runs.thread, runs.run_id FROM runs JOIN threads ON threads.id = runs.thread
+WHERE runs.run_id >= ?1 AND (?2 IS NULL OR runs.run_id < ?2)
+  AND (?3 IS NULL OR runs.thread = ?3) AND (?4 IS NULL OR threads.owner = ?4) LIMIT 6
+"""
+THREAD_RUN_PKS = "SELECT id FROM runs WHERE thread = ? ORDER BY id"
+OWNER_RUN_PKS = (
+    "SELECT runs.id FROM runs JOIN threads ON threads.id = runs.thread "
+    "WHERE threads.owner = ? ORDER BY runs.id"
+)
+ALL_RUN_PKS = "SELECT id FROM runs ORDER BY id"
+THREADS_OF_RUNS = "SELECT DISTINCT thread FROM runs WHERE id IN (SELECT value FROM json_each(?))"
+
+# --- lineage --------------------------------------------------------------------------------
+
+#: A run's ancestors and itself, root first (a parent's key is always smaller).
+ANCESTORS = ANCESTORS_CTE + "SELECT id FROM chain ORDER BY id"
+#: Whether one of the runs in the JSON array ``?2`` is on ``?1``'s lineage.
+ANCESTOR_AMONG = (
+    ANCESTORS_CTE + "SELECT 1 FROM chain WHERE id IN (SELECT value FROM json_each(?2)) LIMIT 1"
+)
+#: The runs below ``?`` (all depths) not already listed as underived.
+DERIVED_DESCENDANTS = """
+WITH RECURSIVE sub(id) AS (
+    SELECT id FROM runs WHERE parent = ?
+    UNION ALL SELECT runs.id FROM runs JOIN sub ON runs.parent = sub.id
+)
+SELECT id FROM sub WHERE id NOT IN (SELECT run FROM underived)
+"""
+#: The newest recorded input on a run's lineage.
+NEWEST_INPUT = (
+    ANCESTORS_CTE
+    + "SELECT runs.input FROM chain CROSS JOIN runs ON runs.id = chain.id "
+    "WHERE runs.input IS NOT NULL ORDER BY chain.depth LIMIT 1"
+)
+#: Run summaries of a lineage, newest first, above depth ``?2`` (NULL: all of it), at most
+#: ``?3`` of them (-1: no limit). The limit is on the recursive walk itself, which stops
+#: after ``?3`` runs: a page of a deep lineage (``log(limit=)``) reads its own runs only (a
+#: LIMIT after ``ORDER BY`` would walk and summarize the whole chain to sort it first).
+LINEAGE_RUNS = """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT ?1, 0
+    UNION ALL
+    SELECT runs.parent, chain.depth + 1 FROM chain JOIN runs ON runs.id = chain.id
+    WHERE runs.parent IS NOT NULL
+    LIMIT ?3
+)
+SELECT""" + RUN_COLUMNS + """FROM chain CROSS JOIN runs ON runs.id = chain.id
+JOIN threads ON threads.id = runs.thread
+LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent
+WHERE ?2 IS NULL OR chain.depth < ?2 ORDER BY chain.depth
+"""
+#: A run's summary (SELECT_RUN's columns), then the branches at the run (a JSON array, by
+#: name) and whether it is its thread's newest run: what one run's record shows, in one
+#: statement.
+RUN_SUMMARY_AND_BRANCHES = (
+    "SELECT"
+    + RUN_COLUMNS
+    + """,
+    (SELECT json_group_array(name) FROM (
+        SELECT b.name FROM branches b WHERE b.thread = runs.thread AND b.run = runs.id
+        ORDER BY b.name)),
+    runs.id = (SELECT n.id FROM runs n WHERE n.thread = runs.thread ORDER BY n.id DESC LIMIT 1)
+"""
+    + RUN_FROM
+    + " WHERE runs.id = ?"
+)
+THREAD_RUN_SUMMARIES = SELECT_RUN + " WHERE runs.thread = ? ORDER BY runs.id"
+assert RUN_FROM in SELECT_RUN
+
+# --- events ---------------------------------------------------------------------------------
+
+#: An event row: ``type`` is its ``event_types`` code (schema version 11).
+INSERT_EVENT = "INSERT INTO event_log(seq, run, type, payload) VALUES (?, ?, ?, ?)"
+#: A type no code was fixed for (never one AG-UI defines): it gets the next free code.
+ADD_EVENT_TYPE = "INSERT OR IGNORE INTO event_types(name) VALUES (?)"
+EVENT_TYPE_CODE = "SELECT code FROM event_types WHERE name = ?"
+NEXT_SEQ = "SELECT coalesce(max(seq), 0) + 1 FROM events"
+INSERT_ECHO_REFS = "INSERT INTO echo_refs(seq, refs) VALUES (?, ?)"
+#: A run's events after a sequence number, with their echo refs.
+RUN_EVENTS = """
+SELECT events.payload, echo_refs.refs, events.seq, events.type FROM events
+LEFT JOIN echo_refs ON echo_refs.seq = events.seq
+WHERE events.run = ? AND events.seq > ? ORDER BY events.seq
+"""
+#: The events of the runs in a JSON array, run by run, with their echo refs.
+EVENTS_OF_RUNS = """
+SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs
+FROM events LEFT JOIN echo_refs ON echo_refs.seq = events.seq
+WHERE events.run IN (SELECT value FROM json_each(?)) ORDER BY events.run, events.seq
+"""
+#: Every event of a run's ancestor chain, with its echo refs (each ancestor one range probe
+#: of ``events_by_run``: CROSS JOIN keeps the chain the outer loop).
+CHAIN_EVENTS = (
+    ANCESTORS_CTE
+    + "SELECT events.run, events.seq, events.type, events.payload, echo_refs.refs "
+    "FROM chain CROSS JOIN events ON events.run = chain.id "
+    "LEFT JOIN echo_refs ON echo_refs.seq = events.seq"
+)
+#: The newest terminal event of a run.
+TERMINAL_EVENT = (
+    "SELECT payload FROM events WHERE run = ? AND type IN ('RUN_FINISHED', 'RUN_ERROR') "
+    "ORDER BY seq DESC LIMIT 1"
+)
+
+# --- batches and hashes ---------------------------------------------------------------------
+
+INSERT_BATCH = (
+    "INSERT INTO batches(run, first_seq, last_seq, count, outcome, appended_at, hash) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+#: What verifying runs' records against their hashes reads, for the runs in a JSON array.
+#: A thread's runs as recorded, in run order (what a copy to another store needs).
+REPLICA_RUNS = """
+SELECT runs.id, runs.run_id, parent.run_id, runs.lineage, runs.parent_run_id, runs.input,
+       runs.input_refs, runs.synthetic, runs.created_at, runs.parent_hash, runs.start_hash
+FROM runs LEFT JOIN runs AS parent ON parent.id = runs.parent
+WHERE runs.thread = ? ORDER BY runs.id
+"""
+RUN_RECORDS = """
+SELECT runs.id, threads.thread_id, runs.run_id, runs.lineage, runs.parent_run_id,
+       runs.synthetic, runs.created_at, runs.input, runs.input_refs, runs.parent_hash,
+       runs.input_hash, runs.start_hash,
+       CASE WHEN runs.parent IS NULL THEN runs.parent_hash IS NULL
+       ELSE runs.parent_hash IN (
+           SELECT p.start_hash FROM runs AS p WHERE p.id = runs.parent
+           UNION ALL SELECT b.hash FROM batches AS b WHERE b.run = runs.parent)
+       END
+FROM runs JOIN threads ON threads.id = runs.thread
+WHERE runs.id IN (SELECT value FROM json_each(?))
+"""
+#: The batches of the runs in a JSON array, in order, with each run's chain start.
+BATCHES_OF_RUNS = """
+SELECT batches.run, runs.start_hash, batches.first_seq, batches.last_seq, batches.outcome,
+       batches.appended_at, batches.hash
+FROM batches JOIN runs ON runs.id = batches.run
+WHERE batches.run IN (SELECT value FROM json_each(?)) ORDER BY batches.run, batches.id
+"""
+
+#: A run's batches after a sequence number (run, after, run): those from the one holding the
+#: event after it on, the hash of the batch before them as their chain start. Batches are
+#: numbered in the order of their sequence numbers, so the one before is found by walking
+#: back from the newest: the cost follows the batches returned, not the run.
+BATCHES_OF_RUN_AFTER = """
+WITH previous AS (
+    SELECT id, hash FROM batches WHERE run = ? AND last_seq <= ? ORDER BY id DESC LIMIT 1
+)
+SELECT b.run,
+       CASE WHEN EXISTS (SELECT 1 FROM previous) THEN (SELECT hash FROM previous)
+            ELSE runs.start_hash END,
+       b.first_seq, b.last_seq, b.outcome, b.appended_at, b.hash
+FROM batches AS b JOIN runs ON runs.id = b.run
+WHERE b.run = ? AND b.id > coalesce((SELECT id FROM previous), 0)
+ORDER BY b.id
+"""
+
+# --- branches -------------------------------------------------------------------------------
+
+BRANCH_RUN = "SELECT run FROM branches WHERE thread = ? AND name = ?"
+HAS_BRANCHES = "SELECT EXISTS (SELECT 1 FROM branches WHERE thread = ?)"
+SET_BRANCH = """
+INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, ?)
+ON CONFLICT(thread, name) DO UPDATE SET run = excluded.run, updated_at = excluded.updated_at
+"""
+MOVE_BRANCHES = "UPDATE branches SET run = ?, updated_at = ? WHERE thread = ? AND run = ?"
+DELETE_BRANCH = "DELETE FROM branches WHERE thread = ? AND name = ?"
+BRANCH_TIPS = "SELECT run, name FROM branches WHERE thread = ? ORDER BY name"
+BRANCH_LIST = """
+SELECT branches.name, runs.run_id, branches.updated_at FROM branches
+JOIN runs ON runs.id = branches.run WHERE branches.thread = ? ORDER BY name
+"""
+#: Branches named ``?1`` in thread ``?2`` (NULL: any) of owner ``?3`` (NULL: any).
+BRANCHES_NAMED = """
+SELECT branches.run, branches.thread FROM branches JOIN threads ON threads.id = branches.thread
+WHERE branches.name = ?1 AND (?2 IS NULL OR branches.thread = ?2)
+  AND (?3 IS NULL OR threads.owner = ?3) LIMIT 2
+"""
+
+# --- derived data ---------------------------------------------------------------------------
+
+INSERT_DIGEST = "INSERT OR IGNORE INTO lineage_digests(ids_hash, run) VALUES (?, ?)"
+HAS_DIGEST = "SELECT 1 FROM lineage_digests WHERE ids_hash = ? AND run = ?"
+#: Lineage rule 3: the runs of a thread whose lineage digest is one of a JSON array of hex
+#: digests. CROSS JOIN keeps the digests the outer loop (a primary-key probe each); a plain
+#: JOIN lets SQLite walk the thread's runs and probe every digest for each.
+RUNS_WITH_DIGESTS = """
+SELECT d.run, d.ids_hash FROM (SELECT unhex(value) AS h FROM json_each(?1)) AS wanted
+CROSS JOIN lineage_digests AS d ON d.ids_hash = wanted.h
+CROSS JOIN runs ON runs.id = d.run
+WHERE runs.thread = ?2
+"""
+#: Digests lost while their checkpoints stayed: the checkpoint has it.
+DIGESTS_FROM_CHECKPOINTS = (
+    "INSERT OR IGNORE INTO lineage_digests(ids_hash, run) SELECT ids_hash, run FROM checkpoints"
+)
+MARK_UNDERIVED = "INSERT OR IGNORE INTO underived(run) SELECT value FROM json_each(?)"
+CLEAR_UNDERIVED = "DELETE FROM underived WHERE run = ?"
+UNDERIVED_THREADS = (
+    "SELECT DISTINCT runs.thread FROM underived JOIN runs ON runs.id = underived.run"
+)
+UNDERIVED_RUNS = """
+SELECT underived.run, runs.thread FROM underived JOIN runs ON runs.id = underived.run
+WHERE ?1 IS NULL OR runs.thread = ?1 ORDER BY underived.run
+"""
+CHECKPOINT_COUNT = "SELECT count(*) FROM checkpoints"
+
+# --- checkpoints (chunked message lists: agui_store.engine.checkpoints)
+# ----------------------------
+
+#: A run's ancestors up to (and including) the nearest one with a checkpoint, newest first.
+#: ``stop`` is 1 on the row that has a checkpoint.
+NEAREST = """
+WITH RECURSIVE chain(id, depth, stop) AS (
+    SELECT ?1, 0, EXISTS (SELECT 1 FROM checkpoints WHERE checkpoints.run = ?1)
+    UNION ALL
+    SELECT runs.parent, chain.depth + 1,
+           EXISTS (SELECT 1 FROM checkpoints WHERE checkpoints.run = runs.parent)
+    FROM chain JOIN runs ON runs.id = chain.id
+    WHERE chain.stop = 0 AND runs.parent IS NOT NULL
+)
+SELECT id, stop FROM chain ORDER BY depth
+"""
+
+#: A checkpoint: its list's length, tail ids and manifest, its single blobs, its state base,
+#: the addresses and digest it recorded, and whether the run hash it was derived at is one of
+#: the run's (its newest, usually).
+SELECT_CHECKPOINT = """
+SELECT c.length, c.tail, m.data, s.codec, s.data, i.codec, i.data, w.codec, w.data,
+       c.state_base, s.hash, i.hash, w.hash, c.view_hash,
+       CASE WHEN c.run_hash = (SELECT b.hash FROM batches b WHERE b.run = c.run
+                               ORDER BY b.id DESC LIMIT 1) THEN 1
+            ELSE EXISTS (SELECT 1 FROM batches b WHERE b.run = c.run AND b.hash = c.run_hash)
+       END,
+       c.chunks, m.codec,
+       -- the state base's checkpoint, and the state its patches apply to (state base,
+       -- codec, data, address): read here rather than by one more statement
+       bc.run, bc.state_base, bs.codec, bs.data, bs.hash
+FROM checkpoints c JOIN blobs s ON s.id = c.state
+LEFT JOIN blobs m ON m.id = c.chunks
+LEFT JOIN blobs i ON i.id = c.interrupts
+LEFT JOIN blobs w ON w.id = c.warnings
+LEFT JOIN checkpoints bc ON bc.run = c.state_base
+LEFT JOIN blobs bs ON bs.id = bc.state
+WHERE c.run = ?
+"""
+
+#: Blobs by id in the order of a JSON array of ids: json_each walks it in order and each row
+#: is one integer-key probe (``CROSS JOIN`` keeps the array the outer loop).
+BLOBS_IN_ORDER = """
+SELECT ids.value, blobs.codec, blobs.data, blobs.hash
+FROM json_each(?) AS ids CROSS JOIN blobs ON blobs.id = ids.value
+"""
+
+#: Their addresses only (a digest recomputed from what a checkpoint points at).
+ADDRESSES_IN_ORDER = """
+SELECT ids.value, blobs.hash FROM json_each(?) AS ids CROSS JOIN blobs ON blobs.id = ids.value
+"""
+
+SELECT_BLOB_ID = "SELECT id FROM blobs WHERE hash = ?"
+
+#: The ids of blobs whose addresses are in a JSON array of hex digests (each one a key probe).
+SELECT_BLOB_IDS = """
+SELECT blobs.id, blobs.hash FROM json_each(?) AS wanted
+CROSS JOIN blobs ON blobs.hash = unhex(wanted.value)
+"""
+
+#: One blob unless its address is stored: the connection's changes() say whether it was,
+#: and its last insert rowid is then the new blob's id (no RETURNING: a result row per blob
+#: cost more than the two calls).
+INSERT_NEW_BLOB = (
+    "INSERT INTO blobs(hash, codec, data) VALUES (?, ?, ?) ON CONFLICT(hash) DO NOTHING"
+)
+
+
+INSERT_CHECKPOINT = (
+    "INSERT INTO checkpoints(run, length, chunks, tail, state, interrupts, warnings, "
+    "ids_hash, created_at, state_base, run_hash, view_hash) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+HAS_CHECKPOINT = "SELECT 1 FROM checkpoints WHERE run = ?"
+
+STATE_ADDRESS = (
+    "SELECT blobs.hash FROM checkpoints JOIN blobs ON blobs.id = checkpoints.state "
+    "WHERE checkpoints.run = ?"
+)
+
+#: A run and every run below it.
+SUBTREE = (
+    "WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL SELECT runs.id FROM runs "
+    "JOIN sub ON runs.parent = sub.id) SELECT id FROM sub"
+)
+
+DELETE_CHECKPOINTS = "DELETE FROM checkpoints WHERE run IN (SELECT value FROM json_each(?))"
+
+DELETE_LINEAGE_DIGESTS = (
+    "DELETE FROM lineage_digests WHERE run IN (SELECT value FROM json_each(?))"
+)
+
+#: A checkpoint's own blobs' addresses, the whole state it patches (if it does), what it
+#: recorded (the view digest and the run hash it was derived at), and its chunk lists.
+SELECT_ADDRESSES = """
+SELECT s.hash, i.hash, w.hash, a.hash, c.view_hash, c.run_hash, m.codec, m.data, c.tail
+FROM checkpoints c JOIN blobs s ON s.id = c.state
+LEFT JOIN blobs m ON m.id = c.chunks
+LEFT JOIN blobs i ON i.id = c.interrupts
+LEFT JOIN blobs w ON w.id = c.warnings
+LEFT JOIN checkpoints ac ON ac.run = c.state_base
+LEFT JOIN blobs a ON a.id = ac.state
+WHERE c.run = ?
+"""
+
+#: The whole state a checkpoint's state is patched from.
+
+# --- check(): whole-store reads of agui_store.engine.integrity, each in key order
+# ------------------
+
+#: Every run with its thread's id (NULL: the thread is missing).
+EVERY_RUN = """
+SELECT runs.id, runs.thread, runs.run_id, runs.parent, runs.lineage, runs.synthetic,
+       threads.thread_id
+FROM runs LEFT JOIN threads ON threads.id = runs.thread ORDER BY runs.id
+"""
+
+#: Every branch with its thread's id (NULL: the thread is missing).
+EVERY_BRANCH = """
+SELECT branches.thread, branches.name, branches.run, threads.thread_id
+FROM branches LEFT JOIN threads ON threads.id = branches.thread
+ORDER BY branches.thread, branches.name
+"""
+
+#: The log in append order, payloads only where a check reads them.
+LOG_IN_ORDER = """
+SELECT seq, run, type,
+       CASE WHEN type IN ('RUN_STARTED', 'RUN_FINISHED', 'RUN_ERROR') THEN payload END
+FROM events ORDER BY seq
+"""
+
+#: The batches in the order of the ranges they claim.
+BATCHES_IN_ORDER = (
+    "SELECT id, run, first_seq, last_seq, count, outcome FROM batches ORDER BY first_seq, id"
+)
+
+#: Events whose payload may not be a JSON object of their type: SQLite's JSON functions find
+#: the suspects; the engine's codec decides.
+SUSPECT_EVENTS = """
+SELECT seq, run, type, payload FROM events
+WHERE CASE WHEN json_valid(payload)
+      THEN json_type(payload) IS NOT 'object' OR json_extract(payload, '$.type') IS NOT type
+      ELSE 1 END
+ORDER BY seq
+"""
+
+#: Recorded inputs that may not be JSON objects.
+SUSPECT_INPUTS = """
+SELECT id, input FROM runs
+WHERE input IS NOT NULL AND (NOT json_valid(input) OR json_type(input) IS NOT 'object')
+ORDER BY id
+"""
+
+EVERY_BLOB = "SELECT hash, codec, data FROM blobs ORDER BY hash"
+
+BLOB_CONTENT = "SELECT codec, data FROM blobs WHERE id = ?"
+
+CHECKPOINT_LAYOUTS = "SELECT run, length, chunks, tail, state_base FROM checkpoints ORDER BY run"
+
+COMPLETE_RUNS = "SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL"
+
+EVERY_LINEAGE_DIGEST = "SELECT ids_hash, run FROM lineage_digests ORDER BY run, ids_hash"
+
+#: Every run as its hashes cover it (agui_store.engine.log_hashes).
+HASHED_RUNS = """
+SELECT runs.id, runs.thread, threads.thread_id, runs.run_id, runs.parent, runs.lineage,
+       runs.parent_run_id, runs.synthetic, runs.created_at, runs.input, runs.input_refs,
+       runs.parent_hash, runs.input_hash, runs.start_hash
+FROM runs LEFT JOIN threads ON threads.id = runs.thread ORDER BY runs.id
+"""
+
+#: Every batch in the order it was written.
+HASHED_BATCHES = (
+    "SELECT id, run, first_seq, last_seq, outcome, appended_at, hash FROM batches ORDER BY id"
+)
+
+#: A batch's events as its digest covers them (the ones of its run inside its range).
+BATCH_EVENTS = """
+SELECT events.seq, events.type, events.payload, echo_refs.refs FROM events
+LEFT JOIN echo_refs ON echo_refs.seq = events.seq
+WHERE events.seq BETWEEN ?1 AND ?2 AND events.run = ?3 ORDER BY events.seq
+"""

@@ -1,0 +1,318 @@
+"""The SQLite implementation of the port's transactions (:mod:`agui_store.engine.port`).
+
+Each method runs one statement of :mod:`agui_store.backends.sqlite.sql` and shapes its rows; none
+decides anything. The operations both backends ask and shape alike are written once in
+:class:`agui_store.backends.named_queries.NamedQueries`; those here differ from PostgreSQL's in
+their parameters or in what SQLite answers (JSON text for arrays, ``last_insert_rowid``). Errors
+are not caught here: the transaction that holds this object translates them when it exits
+(:mod:`agui_store.backends.sqlite.connection`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Sequence
+from types import ModuleType
+from typing import Any, ClassVar
+
+import apsw
+
+from agui_store.backends.named_queries import NamedQueries
+from agui_store.backends.sqlite import checks, schema, sql
+from agui_store.codec import ingest
+from agui_store.engine.port import BatchRow, RunSummary, ThreadFacts
+
+
+def _json_keys(keys: Iterable[int]) -> str:
+    """Many keys as one parameter (a JSON array, read with ``json_each``): a lineage can be
+    longer than SQLite takes parameters."""
+    return ingest.encode(list(keys)).decode()
+
+
+class SqliteTransaction(NamedQueries):
+    """Reads and writes on one apsw connection, inside a transaction its backend opened."""
+
+    __slots__ = ("_conn",)
+    sql: ClassVar[ModuleType] = sql
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def _execute(self, statement: str, args: Any) -> Any:
+        return self._conn.execute(statement, args)
+
+    def _many(self, keys: Iterable[int]) -> str:
+        return _json_keys(keys)
+
+    # --- not yet behind the port ------------------------------------------------------------
+
+    @property
+    def connection(self) -> Any:
+        return self._conn
+
+    def version(self) -> int | None:
+        return int(self._conn.data_version())
+
+    def thread_facts(
+        self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
+        view_base: int | None, probe_underived: bool,
+    ) -> ThreadFacts:
+        # Never needed while version() vouches for the file; here for the port's sake.
+        last_seqs = {
+            pk: self.run_last_seq(pk) for pk in run_pks if self.run_thread(pk) == thread_pk
+        }
+        holds = view is not None and self.has_digest(*view) and (
+            view_base is None or self.has_checkpoint(view_base)
+        )
+        underived = probe_underived and thread_pk in self.underived_threads()
+        return self.newest_run(thread_pk), self.has_branches(thread_pk), last_seqs, holds, underived
+
+    # --- checkpoints (chunked message lists: agui_store.engine.checkpoints)
+    # ------------------------
+
+    def checkpoint_walk(self, run_pk: int) -> list[tuple[int, bool]]:
+        return [(int(pk), bool(stop)) for pk, stop in self._rows(sql.NEAREST, (run_pk,))]
+
+    def drop_derived_from(self, run_pk: int) -> list[int]:
+        below = [int(pk) for pk in self._column(sql.SUBTREE, (run_pk,))]
+        listed = _json_keys(below)
+        self._conn.execute(sql.DELETE_CHECKPOINTS, (listed,))
+        # Keyed by digest, so this scans the table: fine for a path only sequence-unchecked
+        # recording reaches.
+        self._conn.execute(sql.DELETE_LINEAGE_DIGESTS, (listed,))
+        return below
+
+    def checkpoint_with_blobs(
+        self, run_pk: int
+    ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
+        return self.checkpoint_row(run_pk), None  # a statement costs no round trip here
+
+    def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
+        return self._rows(sql.BLOBS_IN_ORDER, (_json_keys(blob_ids),))
+
+    def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
+        return self._rows(sql.ADDRESSES_IN_ORDER, (_json_keys(blob_ids),))
+
+    def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
+        wanted = ingest.encode([a.hex() for a in addresses]).decode()
+        return {bytes(h): int(i) for i, h in self._rows(sql.SELECT_BLOB_IDS, (wanted,))}
+
+    def insert_new_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
+        conn = self._conn
+        ids = {}
+        for row in packed:
+            conn.execute(sql.INSERT_NEW_BLOB, row)
+            if conn.changes():  # else the address is stored already (or twice in packed)
+                ids[bytes(row[0])] = int(conn.last_insert_rowid())
+        return ids
+
+    def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
+        self._conn.execute(sql.INSERT_CHECKPOINT, row)
+
+    # --- threads ----------------------------------------------------------------------------
+
+    def thread_ids(self, scope: str | None) -> list[str]:
+        return [str(t) for t in self._column(sql.THREAD_IDS, (scope,))]
+
+    def thread_pks(self, scope: str | None, limit: int) -> list[int]:
+        return [int(pk) for pk in self._column(sql.THREAD_PKS, (scope, limit))]
+
+    # --- runs -------------------------------------------------------------------------------
+
+    def threads_of_run_id(self, run_id: str, scope: str | None) -> list[str]:
+        return [str(t) for t in self._column(sql.THREADS_OF_RUN_ID, (run_id, scope))]
+
+    def runs_named(
+        self, run_id: str, thread_pk: int | None, scope: str | None
+    ) -> list[tuple[int, int, str, str | None]]:
+        rows = self._conn.execute(sql.RUNS_NAMED, (run_id, thread_pk, scope))
+        return [(int(pk), int(thread), str(tid), other) for pk, thread, tid, other in rows]
+
+    def runs_prefixed(
+        self, prefix: str, below: str | None, thread_pk: int | None, scope: str | None
+    ) -> list[tuple[int, int, str]]:
+        rows = self._conn.execute(sql.RUNS_PREFIXED, (prefix, below, thread_pk, scope))
+        return [(int(pk), int(thread), str(rid)) for pk, thread, rid in rows]
+
+    def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
+        *summary, names, newest = self._one(sql.RUN_SUMMARY_AND_BRANCHES, (run_pk,))
+        return tuple(summary), [str(name) for name in ingest.decode(names)], bool(newest)
+
+    def insert_run(
+        self,
+        thread_pk: int,
+        run_id: str,
+        parent: int | None,
+        lineage: str,
+        sent_parent: str | None,
+        input_text: str | None,
+        refs_text: str | None,
+        synthetic: bool,
+        created_at: int,
+        parent_hash: bytes | None,
+        input_hash: bytes | None,
+        start_hash: bytes,
+    ) -> int:
+        args = (
+            thread_pk,
+            run_id,
+            parent,
+            lineage,
+            sent_parent,
+            input_text,
+            refs_text,
+            int(synthetic),
+            created_at,
+            parent_hash,
+            input_hash,
+            start_hash,
+        )
+        self._conn.execute(sql.INSERT_RUN, args)
+        return int(self._conn.last_insert_rowid())
+
+    # --- lineage ----------------------------------------------------------------------------
+
+    def merge_base(self, a: int, b: int) -> tuple[int, int, int] | None:
+        row = self._one(sql.MERGE_BASE, (a, b))
+        return (int(row[0]), int(row[1]), int(row[2])) if row else None
+
+    def lineage_runs(self, run_pk: int, depth: int | None, limit: int | None) -> list[RunSummary]:
+        args = (run_pk, depth, -1 if limit is None else limit)
+        return self._all(sql.LINEAGE_RUNS, args)
+
+    # --- events -----------------------------------------------------------------------------
+
+    def next_seq(self) -> int:
+        return int(self._value(sql.NEXT_SEQ))
+
+    def run_pk_and_next_seq(self, thread_pk: int, run_id: str) -> tuple[int | None, int]:
+        return self.run_pk(thread_pk, run_id), self.next_seq()
+
+    def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
+        return self._all(sql.RUN_EVENTS, (run_pk, after))
+
+    def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
+        self._conn.executemany(sql.INSERT_EVENT, self._coded(rows))
+
+    def _coded(self, rows: Sequence[tuple[int, int, str, str]]) -> list[tuple[int, int, int, str]]:
+        """Event rows with their type's code in place of its name (``schema.EVENT_TYPE_CODES``)."""
+        codes = schema.EVENT_TYPE_CODES
+        try:
+            return [(seq, run, codes[kind], payload) for seq, run, kind, payload in rows]
+        except KeyError:
+            return [(seq, run, self._code(kind), payload) for seq, run, kind, payload in rows]
+
+    def _code(self, kind: str) -> int:
+        code = schema.EVENT_TYPE_CODES.get(kind)
+        if code is None:
+            self._conn.execute(sql.ADD_EVENT_TYPE, (kind,))
+            code = int(self._value(sql.EVENT_TYPE_CODE, (kind,)))
+        return code
+
+    def insert_echo_refs(self, seq: int, refs: str) -> None:
+        self._conn.execute(sql.INSERT_ECHO_REFS, (seq, refs))
+
+    # --- batches and hashes -----------------------------------------------------------------
+
+    def run_hash(self, run_pk: int) -> bytes:
+        return bytes(self._value(sql.RUN_HASH, (run_pk,)))
+
+    def insert_batch(
+        self,
+        run_pk: int,
+        first_seq: int,
+        last_seq: int,
+        outcome: str | None,
+        appended_at: int,
+        batch_hash: bytes,
+    ) -> None:
+        count = last_seq - first_seq + 1
+        self._conn.execute(
+            sql.INSERT_BATCH, (run_pk, first_seq, last_seq, count, outcome, appended_at, batch_hash)
+        )
+
+    def replicate_log(
+        self,
+        events: Sequence[tuple[int, int, str, str]],
+        echo_refs: Sequence[tuple[int, str]],
+        batches: Sequence[BatchRow],
+    ) -> None:
+        self._conn.executemany(sql.INSERT_EVENT, self._coded(events))
+        self._conn.executemany(sql.INSERT_ECHO_REFS, echo_refs)
+        self._conn.executemany(
+            sql.INSERT_BATCH,
+            [
+                (run, first, last, last - first + 1, outcome, appended_at, batch_hash)
+                for run, first, last, outcome, appended_at, batch_hash in batches
+            ],
+        )
+
+    # --- branches ---------------------------------------------------------------------------
+
+    def branches_named(
+        self, name: str, thread_pk: int | None, scope: str | None
+    ) -> list[tuple[int, int]]:
+        rows = self._conn.execute(sql.BRANCHES_NAMED, (name, thread_pk, scope))
+        return [(int(run), int(thread)) for run, thread in rows]
+
+    def delete_branch(self, thread_pk: int, name: str) -> bool:
+        self._conn.execute(sql.DELETE_BRANCH, (thread_pk, name))
+        return bool(self._conn.changes())
+
+    # --- derived data -----------------------------------------------------------------------
+
+    def runs_with_digests(
+        self, thread_pk: int, digests: Sequence[bytes]
+    ) -> list[tuple[int, bytes]]:
+        wanted = ingest.encode([d.hex() for d in digests]).decode()
+        rows = self._conn.execute(sql.RUNS_WITH_DIGESTS, (wanted, thread_pk))
+        return [(int(run), bytes(digest)) for run, digest in rows]
+
+    def underived_runs(self, thread_pk: int | None) -> list[tuple[int, int]]:
+        rows = self._conn.execute(sql.UNDERIVED_RUNS, (thread_pk,))
+        return [(int(run), int(thread)) for run, thread in rows]
+
+    def insert_digest(self, digest: bytes, run_pk: int) -> None:
+        self._conn.execute(sql.INSERT_DIGEST, (digest, run_pk))
+
+    # --- check(): whole-store reads of agui_store.engine.integrity
+    # ---------------------------------
+
+    #: What a check of a file too broken to read meets.
+    storage_errors: tuple[type[Exception], ...] = (apsw.Error,)
+
+    def storage_checks(self) -> tuple[str, ...]:
+        return checks.CHECKS
+
+    def storage_problems(self, check: str) -> Iterable[str]:
+        return checks.problems(self._conn, check)
+
+    def contained(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # an error leaves an SQLite read transaction usable
+
+    def every_run(self) -> Iterable[tuple[Any, ...]]:
+        return self._rows(sql.EVERY_RUN)
+
+    def every_branch(self) -> Iterable[tuple[Any, ...]]:
+        return self._rows(sql.EVERY_BRANCH)
+
+    def log_in_order(self) -> Iterable[tuple[int, int, str, str | None]]:
+        return self._rows(sql.LOG_IN_ORDER)
+
+    def batches_in_order(self) -> Iterable[tuple[Any, ...]]:
+        return self._rows(sql.BATCHES_IN_ORDER)
+
+    def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
+        return self._rows(sql.SUSPECT_EVENTS)
+
+    def suspect_inputs(self) -> Iterable[tuple[int, str]]:
+        return self._rows(sql.SUSPECT_INPUTS)
+
+    def every_blob(self) -> Iterable[tuple[bytes, int, bytes]]:
+        return self._rows(sql.EVERY_BLOB)
+
+    def hashed_runs(self) -> Iterable[tuple[Any, ...]]:
+        return self._rows(sql.HASHED_RUNS)
+
+    def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
+        return self._all(sql.BATCH_EVENTS, (first_seq, last_seq, run_pk))

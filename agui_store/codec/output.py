@@ -1,0 +1,35 @@
+"""Writing events out: JSON, JSON Lines and SSE, streamed (SPEC §6). Pure: no storage.
+
+Reading them back in is :func:`agui_store.codec.ingest.parse_events`, which takes all three, so a
+round trip through any format gives back JSON-equal events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from agui_store.codec.ingest import encode
+
+FORMATS = ("json", "jsonl", "sse")
+
+
+def serialize(events: Iterable[Any], fmt: str = "jsonl") -> Iterator[bytes]:
+    """Chunks of ``events`` in ``fmt``; join them or write them as they come.
+
+    SSE is what an AG-UI server sends (``data: <json>`` then a blank line, as
+    ``@ag-ui/encoder`` writes it); the sequence number is not invented here.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if fmt == "json":
+        yield b"["
+        for i, event in enumerate(events):
+            yield (b",\n" if i else b"\n") + encode(event)
+        yield b"\n]\n"
+    elif fmt == "jsonl":
+        for event in events:
+            yield encode(event) + b"\n"
+    else:
+        for event in events:
+            yield b"data: " + encode(event) + b"\n\n"

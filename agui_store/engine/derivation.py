@@ -1,0 +1,396 @@
+"""Deriving a run's view and its checkpoint: the replay that continues a cached view, and
+the checkpoint written as a delta of the lineage's last one.
+
+A store keeps, per thread, the view of the newest run it derived (:class:`CachedView`: the
+reducer holding it, the lineage ids and their digest state), so that the next run costs a
+replay of that run alone (:func:`replayed_to` rebuilds it from the nearest checkpoint when
+it is missing). What the runs since the lineage's last checkpoint did is counted in
+:class:`SinceCheckpoint`, and :func:`write_checkpoint` stores the new checkpoint sharing the
+old one's chunks: only positions that moved, or that an event since then could have
+reached, are compared and stored again (:func:`message_chunks`), and a state changed by a
+few small ``STATE_DELTA`` patches is stored as them (:func:`state_patches`). Written once,
+over :mod:`agui_store.engine.port`, for every backend. :class:`Deriver` derives complete runs in a
+write transaction, from the view the store's memory keeps: when (on append, or left for
+``derive()``) is the placing of the batch's decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agui_store.backends.sqlite import connection
+from agui_store.codec import ingest
+from agui_store.engine import checkpoints, port, reads
+from agui_store.errors import InvalidEventError
+from agui_store.history.restore import (
+    RunRecord,
+    View,
+    apply_run,
+    body_as_sent,
+    named_ids,
+    only_appended,
+    reached,
+    start_reducer,
+    view_of,
+)
+from agui_store.protocol.reducer import Reducer
+
+if TYPE_CHECKING:  # the memory holds the views derived here; it needs nothing of this module
+    from agui_store.engine.cache import Memory
+
+
+@dataclass
+class SinceCheckpoint:
+    """The newest checkpoint on a cached view's lineage, and what the runs after it did:
+    what the next checkpoint needs to be written as a delta of it."""
+
+    run_pk: int | None  # None: no checkpoint on the lineage (the next one stores all)
+    layout: checkpoints.Layout | None  # where its message list is stored
+    length: int = 0  # how many messages it holds
+    # How many of its leading positions still hold the objects they held then (edited in
+    # place perhaps: ``names`` says which): what the reducer's take_unmoved() reported
+    # run by run. The next checkpoint shares their chunks without comparing the lists.
+    unmoved: int = 0
+    names: set[str] = field(default_factory=set)  # ids the runs since then named
+    snapshot: bool = False  # a MESSAGES_SNAPSHOT since then
+    had_input: bool = False  # a recorded input since then
+    events: int = 0  # events since then: what a checkout from it replays
+    # The checkpoint on the lineage whose state is stored whole, which the reducer's
+    # state_deltas patch into the current state, and the size of that state's JSON text.
+    state_anchor: int | None = None
+    state_bytes: int = 0
+    state_address: bytes | None = None  # its state's address (None: read when needed)
+
+    def note(self, record: RunRecord) -> tuple[set[str], bool]:
+        """Count a run replayed since the checkpoint; returns what its events name (see
+        :func:`~agui_store.history.restore.named_ids`)."""
+        names, snapshot = named_ids(record.events)
+        self.names |= names
+        self.snapshot |= snapshot
+        self.had_input |= record.input is not None
+        self.events += len(record.events)
+        return names, snapshot
+
+    def settle(self, unmoved: int) -> None:
+        """Fold in what the reducer reports of the runs replayed since the last report."""
+        self.unmoved = min(self.unmoved, unmoved)
+
+    @classmethod
+    def start(
+        cls, length: int, snap: checkpoints.Snapshot | None, run_pk: int | None
+    ) -> SinceCheckpoint:
+        """At a loaded checkpoint of ``length`` messages (``snap``; ``None``: before any)."""
+        if snap is None:
+            return cls(None, None)
+        return cls(
+            run_pk,
+            snap.layout,
+            length,
+            length,
+            state_anchor=snap.state_anchor,
+            state_bytes=snap.state_bytes,
+            state_address=snap.state_address,
+        )
+
+
+@dataclass
+class CachedView:
+    """The newest completed run of a thread, replayed, kept in memory so that the next run
+    costs a replay of that run alone. The reducer consumes it (mutates it)."""
+
+    run_pk: int | None  # None: the empty view before a thread's first run
+    reducer: Reducer  # holds the view, with its indexes: the next run continues it
+    ids_hasher: Any  # sha256 state over the view's lineage ids (extends when the list grows)
+    since: SinceCheckpoint
+    lineage: list[Any]  # the view's lineage ids (checkpoints.lineage_ids), what rule 3 compares
+
+    @property
+    def view(self) -> View:
+        return view_of(self.reducer)
+
+
+def replayed_to(tx: port.Reading, run_pk: int | None) -> CachedView:
+    """view(run) (the empty view for ``None``) in a reducer, replayed from the nearest
+    checkpoint, with its lineage ids and their digest state, and what the runs since
+    that checkpoint did."""
+    if run_pk is None:
+        reducer = start_reducer()
+        since = SinceCheckpoint.start(0, None, None)
+    else:
+        found, after = checkpoints.nearest(tx, run_pk)
+        snap = reads.load_checkpoint(tx, found) if found is not None else None
+        reducer = start_reducer(snap.view if snap is not None else None)
+        if snap is not None:
+            reducer.track_state(snap.state_patches)
+        reducer.take_unmoved()  # counts from the checkpoint's list
+        since = SinceCheckpoint.start(len(reducer.messages), snap, found)
+        for record in reads.records(tx, after):
+            since.note(record)
+            apply_run(reducer, record)
+    lineage = checkpoints.lineage_ids(reducer.messages)
+    return CachedView(run_pk, reducer, checkpoints.hash_ids(lineage), since, lineage)
+
+def write_checkpoint(
+    tx: port.Writing,
+    run_pk: int,
+    reducer: Reducer,
+    since: SinceCheckpoint,
+    digest: bytes,
+    now: int,
+    run_hash: bytes,
+) -> bool:
+    """Store the reducer's view as the run's checkpoint, sharing the chunks of
+    ``since``'s; on success ``since.layout`` describes the new one."""
+    view = view_of(reducer)
+    patches = state_patches(reducer, since)
+    # A short state text (most are) is stored by the statement that stores the new
+    # message blobs, without a look-up of its own.
+    text = checkpoints.state_text(view, patches)
+    packed = checkpoints.pack_small(text)
+    along = () if packed is None else (packed,)
+    chunks = message_chunks(tx, view.messages, since, reducer, along)
+    if chunks is None:
+        # One message object at two positions (repeated ids, then a MESSAGES_SNAPSHOT):
+        # the client edits both through one id. One blob per position would lose that
+        # sharing, so this run keeps no checkpoint; later runs replay from an older one.
+        return False
+    layout, ids = chunks
+    stored_state = None if packed is None else (ids[packed[0]], packed[0], len(text))
+    anchor_address = since.state_address if patches is not None else None
+    stored, address = checkpoints.write(
+        tx,
+        run_pk,
+        view,
+        layout,
+        digest,
+        now,
+        patches,
+        run_hash=run_hash,
+        anchor_address=anchor_address,
+        stored_state=stored_state,
+    )
+    since.layout = layout
+    if patches is None:  # the state stored whole: later ones patch this one
+        since.state_anchor, since.state_bytes, since.state_address = run_pk, stored, address
+        reducer.track_state()
+    return True
+
+
+def state_patches(reducer: Reducer, since: SinceCheckpoint) -> tuple[int, list[Any]] | None:
+    """``(state base, patches)`` to store the reducer's state as the STATE_DELTA patches
+    applied since the lineage's last whole state, when there are few and they are small
+    next to that state; ``None``: store it whole."""
+    deltas = reducer.state_deltas
+    if since.state_anchor is None or deltas is None:
+        return None
+    if len(deltas) > checkpoints.MAX_STATE_PATCHES:
+        return None
+    if deltas and checkpoints.STATE_PATCH_SHARE * len(ingest.encode(deltas)) > since.state_bytes:
+        return None
+    return since.state_anchor, deltas
+
+
+def message_chunks(
+    tx: port.Writing,
+    messages: list[dict[str, Any]],
+    since: SinceCheckpoint,
+    reducer: Reducer,
+    along: Sequence[tuple[bytes, int, bytes]] = (),
+) -> tuple[checkpoints.Layout, dict[bytes, int]] | None:
+    """Store the message list as chunks sharing those of ``since``'s checkpoint, and
+    ``along`` (see :func:`checkpoints.lay_out`); its layout and ``along``'s ids, or ``None``
+    (nothing stored) when one message object stands at two positions (a checkpoint cannot
+    say that).
+
+    A position keeps its place in the base checkpoint when it holds the same object (the
+    reducer reports how many leading positions do: ``since.unmoved``) and no run since
+    could have changed it: no id their events named reaches it. So the common case costs
+    the new messages, not the whole history.
+    """
+    if reducer.aliased:
+        return None  # only a snapshot (or an input) puts one object at two positions
+    base = since.layout if since.run_pk is not None else None
+    if base is None or since.snapshot:
+        return checkpoints.lay_out(tx, messages, base, along=along)
+    keep, changed = unchanged(messages, since, reducer)
+    return checkpoints.lay_out(tx, messages, base, keep, changed, along)
+
+
+def unchanged(
+    messages: list[dict[str, Any]], since: SinceCheckpoint, reducer: Reducer
+) -> tuple[int, list[int]]:
+    """How long a prefix of ``messages`` holds the objects the base checkpoint's list held
+    there, and the positions in that prefix whose message the runs since may have changed
+    (their events named it)."""
+    keep = min(since.unmoved, since.length, len(messages))
+    changed: list[int] = []
+    held = reducer.holders(since.names)
+    if held:  # few: the messages the runs' events name
+        # Where they stand in the prefix, searched from the end (runs mostly reach recent
+        # messages); the ones past the prefix are stored anyway.
+        pending = {id(m) for m in held}
+        for m in messages[keep:]:
+            pending.discard(id(m))
+        at = keep - 1
+        while pending and at >= 0:
+            if id(messages[at]) in pending:
+                pending.discard(id(messages[at]))
+                changed.append(at)
+            at -= 1
+    return keep, changed
+
+
+#: What replaying a run needs of its row: ``(parent, input, input_refs, lineage)``.
+RunRow = tuple[int | None, str | None, str | None, str]
+
+
+class Deriver:
+    """Derives complete runs inside a store's write transactions, continuing the views its
+    memory keeps: on append (:mod:`agui_store.engine.placement` says when), what appends left
+    for later, and what ``compact`` forces. ``checkpoint_events``: the store's option (a
+    checkpoint when the runs since the last one on the lineage hold that many events)."""
+
+    def __init__(self, memory: Memory, checkpoint_events: int) -> None:
+        self.memory = memory
+        self.checkpoint_events = checkpoint_events
+
+    def derive(
+        self,
+        tx: port.Writing,
+        thread_pk: int,
+        run_pk: int,
+        now: int,
+        events: list[dict[str, Any]] | None = None,
+        run_row: RunRow | None = None,
+        *,
+        force_checkpoint: bool = False,
+    ) -> None:
+        """:meth:`_complete` a run, for a lineage the client can replay."""
+        try:
+            self._complete(
+                tx, thread_pk, run_pk, now, events, run_row, force_checkpoint=force_checkpoint
+            )
+        except InvalidEventError:
+            # The lineage replays into something the official client itself would throw on
+            # (e.g. a first TOOL_CALL_CHUNK without a name, which verifyEvents lets through):
+            # the events are legal to record, the view cannot be derived. No digest, no
+            # checkpoint; checkout raises what the client would.
+            self.memory.views.pop(thread_pk, None)
+
+    def leave_underived(self, tx: port.Writing, thread_pk: int, run_pks: list[int]) -> None:
+        """Note runs whose derived data is missing, for whoever needs it next."""
+        tx.mark_underived(run_pks)
+        # The cached view no longer leads to the thread's next run.
+        self.memory.views.pop(thread_pk, None)
+        if self.memory.known.underived is not None:
+            self.memory.known.underived.add(thread_pk)
+
+    def derive_underived(self, tx: port.Writing, thread_pk: int | None) -> int:
+        """Derive what was left for later, in a thread (``None``: everywhere), in run order
+        (a parent before its runs): their lineage digests, and checkpoints per
+        ``checkpoint_events``. Returns how many runs were derived."""
+        known = self.memory.known
+        if known.underived is None:
+            known.underived = tx.underived_threads()
+        if thread_pk is not None and thread_pk not in known.underived:
+            return 0
+        if thread_pk is None and not known.underived:
+            return 0
+        rows = tx.underived_runs(thread_pk)
+        now = connection.now_ms()
+        derived = 0
+        for run_pk, run_thread in rows:
+            tx.clear_underived(run_pk)
+            if self.memory.known_status(tx, run_pk) == "incomplete":
+                continue  # below a run that changed; it is noted again when it completes
+            if tx.has_checkpoint(run_pk):
+                continue  # compact got there first
+            self.derive(tx, run_thread, run_pk, now)
+            derived += 1
+        if thread_pk is None:
+            known.underived.clear()
+        else:
+            known.underived.discard(thread_pk)
+        return derived
+
+    def _complete(
+        self,
+        tx: port.Writing,
+        thread_pk: int,
+        run_pk: int,
+        now: int,
+        events: list[dict[str, Any]] | None = None,
+        run_row: RunRow | None = None,
+        *,
+        force_checkpoint: bool = False,
+    ) -> bool:
+        """Replay a complete run onto its parent's view and store what derives from it: its
+        lineage digest, and its checkpoint when due (or forced). Returns whether a
+        checkpoint was written.
+
+        Args:
+            events: the run's events as just appended, decoded and owned by the store, when
+                the batch held all of them (else they are read back).
+            run_row: the run's ``(parent, input, input_refs, lineage)`` when the caller has
+                them.
+        """
+        if run_row is None:
+            run_row = tx.run_row(run_pk)
+        parent_pk, raw_input, raw_refs, reason = run_row
+        cached = self.memory.cached_view(tx, thread_pk)
+        self.memory.views.pop(thread_pk, None)
+        if cached is None or cached.run_pk != parent_pk:
+            cached = replayed_to(tx, parent_pk)
+        # Consumed: the reducer, the digest state and the id list go on from the parent's.
+        reducer, hasher, since, lineage = (
+            cached.reducer,
+            cached.ids_hasher,
+            cached.since,
+            cached.lineage,
+        )
+        record = RunRecord(
+            input=ingest.decode(raw_input.encode("utf-8")) if raw_input else None,
+            events=events if events is not None else reads.run_events(tx, run_pk),
+            input_refs=ingest.decode(raw_refs.encode("utf-8")) if raw_refs else None,
+            as_sent=body_as_sent(raw_input is not None, reason),
+        )
+        names, snapshot = since.note(record)
+        # What the digest needs to tell a list that grew from one that changed: whether the
+        # run left the list's objects where they stood (the reducer reports it, so nothing
+        # here copies or compares the history), and the id and kind of each message the
+        # run's events can reach.
+        since.settle(reducer.take_unmoved())  # runs replayed since the checkpoint, if any
+        before = len(reducer.messages)
+        reached_before = reached(reducer, names)
+        apply_run(reducer, record)
+        messages = reducer.messages
+        unmoved = reducer.take_unmoved()
+        since.settle(unmoved)
+        if only_appended(before, unmoved, reached_before, snapshot):
+            new_ids = checkpoints.lineage_ids(messages[before:])
+            hasher = checkpoints.hash_ids(new_ids, hasher)
+            lineage.extend(new_ids)
+        else:
+            lineage = checkpoints.lineage_ids(messages)
+            hasher = checkpoints.hash_ids(lineage)
+        digest = bytes(hasher.digest())
+        tx.insert_digest(digest, run_pk)
+        written = False
+        if force_checkpoint or since.events >= self.checkpoint_events:
+            written = write_checkpoint(
+                tx, run_pk, reducer, since, digest, now, self.memory.known_run_hash(tx, run_pk)
+            )
+            if written:
+                since = SinceCheckpoint(
+                    run_pk,
+                    since.layout,  # the new checkpoint's (write_checkpoint set it)
+                    len(messages),
+                    len(messages),
+                    state_anchor=since.state_anchor,
+                    state_bytes=since.state_bytes,
+                    state_address=since.state_address,
+                )
+        self.memory.views[thread_pk] = CachedView(run_pk, reducer, hasher, since, lineage)
+        return written

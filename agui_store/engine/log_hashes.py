@@ -1,0 +1,204 @@
+"""The content hashes in a store file, computed again from its log (see
+:mod:`agui_store.history.hashing`).
+
+One pass over runs and batches in the order they were written computes what every hash
+should be. Two users:
+
+- the migration to schema version 8 writes them (:func:`backfill`), for files written
+  before hashes existed;
+- ``check()`` compares them with what is stored, link by link: each run's input against its
+  input digest, its parent's hash when it was placed against the one it recorded, its record
+  against its start hash, each batch's events against the hash after that batch (chained from
+  the stored hash before it). An edit is then reported where it was made, not at every run
+  below it; a rewrite that recomputed a run's own hashes still breaks the link to the runs
+  below it (their recorded parent hash), as in git.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agui_store.engine.port import Reading
+from agui_store.history import hashing
+
+
+@dataclass
+class BatchLink:
+    pk: int
+    first_seq: int
+    last_seq: int
+    stored: bytes | None
+    computed: bytes  # the whole chain recomputed from the log
+    verified: bool  # stored == chain(the stored hash before it, this batch's events)
+
+
+@dataclass
+class RunLink:
+    """One run's hashes: recomputed from the log, and whether each stored link holds."""
+
+    pk: int
+    thread_pk: int
+    thread_id: str | None
+    run_id: str
+    parent: int | None
+    stored_parent: bytes | None
+    stored_input: bytes | None
+    stored_start: bytes | None
+    input_hash: bytes | None = None  # recomputed
+    parent_hash: bytes | None = None  # recomputed: the parent's whole-chain hash then
+    start_hash: bytes = b""  # recomputed
+    parent_stored_then: bytes | None = None  # the parent's stored hash when it was placed
+    start_verified: bool = True  # stored start == start(record, stored parent, stored input)
+    parent_unknown: bool = False  # the parent's hash cannot be computed (a lineage cycle)
+    batches: list[BatchLink] = field(default_factory=list)
+    header: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def input_verified(self) -> bool:
+        return self.stored_input == self.input_hash
+
+    @property
+    def parent_verified(self) -> bool:
+        return self.parent_unknown or self.stored_parent == self.parent_stored_then
+
+
+def _hex(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def compute(tx: Reading) -> dict[int, RunLink]:
+    """Every run's hashes, recomputed from the log in the order it was written, with each
+    stored link verified (inside a read transaction of any backend)."""
+    runs: dict[int, RunLink] = {}
+    for row in tx.hashed_runs():
+        (
+            pk,
+            thread_pk,
+            thread_id,
+            run_id,
+            parent,
+            lineage,
+            sent_parent,
+            synthetic,
+            created,
+            raw_input,
+            raw_refs,
+            s_parent,
+            s_input,
+            s_start,
+        ) = row
+        link = RunLink(
+            int(pk),
+            int(thread_pk),
+            None if thread_id is None else str(thread_id),
+            str(run_id),
+            None if parent is None else int(parent),
+            _hex(s_parent),
+            _hex(s_input),
+            _hex(s_start),
+        )
+        link.input_hash = hashing.input_digest(raw_input, raw_refs)
+        link.header = {
+            "thread_id": link.thread_id or "",
+            "run_id": link.run_id,
+            "lineage": str(lineage),
+            "sent_parent_run_id": sent_parent,
+            "synthetic": bool(synthetic),
+            "created_at": int(created),
+        }
+        runs[link.pk] = link
+    # The newest hash of each run as batches are met in the order they were written: the
+    # recomputed one and the stored one.
+    current: dict[int, bytes] = {}
+    current_stored: dict[int, bytes | None] = {}
+    placed: set[int] = set()
+
+    def place(link: RunLink) -> None:
+        placed.add(link.pk)
+        parent = runs.get(link.parent) if link.parent is not None else None
+        if parent is not None and parent.pk not in placed:
+            place(parent)  # a parent with no batch before its child (a hand-made row)
+        if parent is not None and parent.pk in current:
+            link.parent_hash = current[parent.pk]
+            link.parent_stored_then = current_stored[parent.pk]
+        elif parent is not None:  # a lineage cycle (the lineage check reports it)
+            link.parent_unknown = True
+        link.start_hash = hashing.start(
+            **link.header, parent_hash=link.parent_hash, input_hash=link.input_hash
+        )
+        link.start_verified = link.stored_start == hashing.start(
+            **link.header, parent_hash=link.stored_parent, input_hash=link.stored_input
+        )
+        current[link.pk] = link.start_hash
+        current_stored[link.pk] = link.stored_start
+
+    for pk, run, first, last, outcome, appended_at, stored in tx.hashed_batches():
+        found = runs.get(int(run))
+        if found is None:
+            continue  # the foreign-key check reports it
+        link = found
+        if link.pk not in placed:
+            place(link)
+        events = tx.batch_events(int(first), int(last), link.pk)
+        digest = hashing.batch_digest(events, outcome, int(appended_at))
+        computed = hashing.chain(current[link.pk], digest)
+        previous = current_stored[link.pk]
+        stored_hash = _hex(stored)
+        verified = (
+            stored_hash is not None
+            and previous is not None
+            and stored_hash == hashing.chain(previous, digest)
+        )
+        link.batches.append(
+            BatchLink(int(pk), int(first), int(last), stored_hash, computed, verified)
+        )
+        current[link.pk] = computed
+        current_stored[link.pk] = stored_hash
+    for link in runs.values():
+        if link.pk not in placed:
+            place(link)
+    return runs
+
+
+def backfill(conn: Any, tx: Reading, relax: Callable[[], Any]) -> None:
+    """Write every hash computed from the log (the migration to version 8 of an SQLite file:
+    ``conn`` its connection, ``tx`` the port's reads on it). ``relax``: a context manager
+    lifting the append-only triggers on runs and batches meanwhile."""
+    links = compute(tx)
+    with relax():
+        for link in links.values():
+            conn.execute(
+                "UPDATE runs SET parent_hash = ?, input_hash = ?, start_hash = ? WHERE id = ?",
+                (link.parent_hash, link.input_hash, link.start_hash, link.pk),
+            )
+            conn.executemany(
+                "UPDATE batches SET hash = ? WHERE id = ?",
+                [(b.computed, b.pk) for b in link.batches],
+            )
+    final = {
+        pk: (link.batches[-1].computed if link.batches else link.start_hash)
+        for pk, link in links.items()
+    }
+    layout = {str(r[1]) for r in conn.execute("PRAGMA table_info(checkpoints)")}
+    if "tail" not in layout:
+        # Checkpoints laid out as before version 10: that migration drops them (derived
+        # data, derived again as chunks), so they get no digests now.
+        return
+    for run_pk, view_hash in checkpoint_digests(conn, tx):
+        conn.execute(
+            "UPDATE checkpoints SET run_hash = ?, view_hash = ? WHERE run = ?",
+            (final.get(run_pk), view_hash, run_pk),
+        )
+
+
+def checkpoint_digests(conn: Any, tx: Reading) -> list[tuple[int, bytes]]:
+    """Each checkpoint's view digest, from the addresses of the blobs it holds now."""
+    from agui_store.engine import checkpoints
+
+    out = []
+    for (run_pk,) in conn.execute("SELECT run FROM checkpoints ORDER BY run").fetchall():
+        digest = checkpoints.stored_view_digest(tx, int(run_pk))[0]
+        out.append((int(run_pk), digest))
+    return out

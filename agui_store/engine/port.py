@@ -1,0 +1,363 @@
+"""The storage port: what the engine asks of a database, and nothing else.
+
+The engine (:mod:`agui_store.store` and the modules it builds on) holds every rule of the
+store: lineage, branches, derived views, revisions, verification. A backend holds tables and
+answers these one-purpose operations inside a transaction, with its own SQL; it knows no
+rule. SQLite (:mod:`agui_store.backends.sqlite`) and PostgreSQL
+(:mod:`agui_store.backends.postgres`) implement it.
+
+A backend opens transactions: :meth:`Backend.reading` gives a consistent snapshot
+(:class:`Reading`), :meth:`Backend.writing` the single writer (:class:`Writing`, which
+reads too). Either translates every driver error into the :class:`~agui_store.errors.
+AguiStoreError` tree when it exits, and a failed write leaves nothing behind.
+
+Keys: threads and runs have integer keys (``pk``) local to one database; a run's key is
+always larger than its parent's. Event sequence numbers (``seq``) are global and assigned
+by the engine from :meth:`Reading.next_seq` inside the write transaction.
+
+Rows are plain tuples, in the column order each operation documents (they are the hot
+path: no object per row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+#: A run summary row: ``(pk, thread_id, run_id, parent run_id, lineage, sent parentRunId,
+#: has input, synthetic, created_at, event count, last seq, updated_at, outcome, hash)``.
+RunSummary = tuple[Any, ...]
+
+#: An event row of a run: ``(run pk, seq, type, payload, echo refs or None)``.
+EventRow = tuple[int, int, str, str, "str | None"]
+
+#: A run as recorded, what copying it to another store needs: ``(pk, run_id, parent
+#: run_id, lineage, sent parentRunId, input, input_refs, synthetic, created_at,
+#: parent_hash, start_hash)``.
+ReplicaRun = tuple[Any, ...]
+
+#: A batch as recorded: ``(run pk, first_seq, last_seq, outcome, appended_at, hash)``.
+BatchRow = tuple[int, int, int, "str | None", int, bytes]
+#: ``thread_facts``: (newest run, has branches, {run: last seq}, the cached view stands,
+#: runs of the thread wait to be derived).
+ThreadFacts = tuple["int | None", bool, dict[int, int], bool, bool]
+
+
+class Reading(Protocol):
+    """Operations on a consistent snapshot of the database."""
+
+    # threads
+    def thread(self, thread_id: str) -> tuple[int, str | None] | None:
+        """``(pk, owner)`` of a thread, or ``None``."""
+    def thread_id(self, thread_pk: int) -> str: ...
+    def thread_created_at(self, thread_pk: int) -> int: ...
+    def thread_ids(self, scope: str | None) -> list[str]:
+        """Thread ids of an owner (``None``: all), oldest first."""
+    def thread_pks(self, scope: str | None, limit: int) -> list[int]: ...
+    def owned_thread_pks(self, owner: str) -> list[int]: ...
+    def threads_with_open_head(self) -> set[str]:
+        """Threads whose newest run is incomplete."""
+
+    # runs
+    def run_pk(self, thread_pk: int, run_id: str) -> int | None: ...
+    def run_id(self, run_pk: int) -> str: ...
+    def run_parent(self, run_pk: int) -> int | None: ...
+    def run_thread(self, run_pk: int) -> int: ...
+    def run_row(self, run_pk: int) -> tuple[int | None, str | None, str | None, str]:
+        """``(parent, input, input_refs, lineage)``: what replaying a run needs."""
+    def run_input(self, run_pk: int) -> tuple[str | None, str | None, int | None, bytes | None]:
+        """``(input, input_refs, parent, input_hash)``."""
+    def run_names(self, run_pk: int) -> tuple[str, str] | None:
+        """``(thread_id, run_id)``."""
+    def newest_run(self, thread_pk: int) -> int | None: ...
+    def has_child(self, run_pk: int) -> bool: ...
+    def open_runs(self, thread_pk: int) -> set[int]:
+        """The thread's runs without a terminal batch."""
+    def run_status(self, run_pk: int) -> str | None:
+        """The outcome of the run's newest terminal batch (``None``: incomplete)."""
+    def run_last_seq(self, run_pk: int) -> int: ...
+    def threads_of_run_id(self, run_id: str, scope: str | None) -> list[str]:
+        """Threads (of an owner; ``None``: any) holding a run id, at most six."""
+    def runs_named(
+        self, run_id: str, thread_pk: int | None, scope: str | None
+    ) -> list[tuple[int, int, str, str | None]]:
+        """``(pk, thread pk, thread_id, branch_thread_id)`` of runs with this id, at most five.
+
+        Without ``thread_pk``, ``branch_thread_id`` is another thread with a branch of this
+        name (or None); within a thread it is always None (append and branch refuse the clash).
+        """
+    def runs_prefixed(
+        self, prefix: str, below: str | None, thread_pk: int | None, scope: str | None
+    ) -> list[tuple[int, int, str]]:
+        """``(pk, thread pk, run_id)`` of runs whose id is in ``[prefix, below)``, at most six."""
+    def thread_run_pks(self, thread_pk: int) -> list[int]: ...
+    def owner_run_pks(self, owner: str) -> list[int]: ...
+    def all_run_pks(self) -> list[int]: ...
+    def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]: ...
+    def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
+        """A run's summary (:data:`RunSummary`), the names of the branches at the run (by
+        name), and whether it is its thread's newest run: what one run's record shows, in
+        one statement."""
+    def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]: ...
+    def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
+        """The thread's runs as recorded, in run order (see :data:`ReplicaRun`)."""
+    def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
+        """What verifying runs against their hashes reads: ``(pk, thread_id, run_id,
+        lineage, sent parentRunId, synthetic, created_at, input, input_refs, parent_hash,
+        input_hash, start_hash, parent link verified)``."""
+
+    # lineage
+    def ancestors(self, run_pk: int) -> list[int]:
+        """The run's lineage, root first, the run last."""
+    def ancestor_among(self, run_pk: int, candidates: Sequence[int]) -> bool:
+        """Whether one of ``candidates`` is on the run's lineage (itself included)."""
+    def derived_descendants(self, run_pk: int) -> list[int]:
+        """Runs below this one, at any depth, not listed as underived."""
+    def merge_base(self, a: int, b: int) -> tuple[int, int, int] | None:
+        """``(base, its depth below a, below b)``: the deepest run on both lineages."""
+    def lineage_runs(self, run_pk: int, depth: int | None, limit: int | None) -> list[RunSummary]:
+        """Summaries of the run's lineage, newest first: those above ``depth`` (``None``:
+        all), at most ``limit``."""
+    def newest_input(self, run_pk: int) -> str | None:
+        """The newest recorded input on the run's lineage."""
+
+    # events
+    def next_seq(self) -> int: ...
+    def run_pk_and_next_seq(self, thread_pk: int, run_id: str) -> tuple[int | None, int]:
+        """``(run_pk(thread_pk, run_id), next_seq())``: a batch's first run checked for a
+        duplicate and its first ``seq`` taken, together (one round trip on PostgreSQL)."""
+    def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
+        """``(payload, echo refs, seq, type)`` of a run's events after ``after``."""
+    def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:
+        """The events of runs, run by run, in order."""
+    def chain_events(self, run_pk: int) -> Iterable[EventRow]:
+        """The events of a run's lineage (run order unspecified, in order within a run)."""
+    def terminal_event(self, run_pk: int) -> str | None:
+        """The payload of a run's newest RUN_FINISHED or RUN_ERROR."""
+    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
+        """``(run, start_hash, first_seq, last_seq, outcome, appended_at, hash)``, in order."""
+    def batches_of_run_after(self, run_pk: int, after: int) -> Iterable[tuple[Any, ...]]:
+        """The run's batches from the one holding the event after sequence number ``after``
+        on, as :meth:`batches_of_runs` gives them, but with the hash of the batch before
+        them as the chain start (the run's start hash when none is before them)."""
+    def run_hash(self, run_pk: int) -> bytes:
+        """The hash of the run's newest batch (its chain's start while it has none)."""
+
+    # branches
+    def branch_run(self, thread_pk: int, name: str) -> int | None: ...
+    def has_branches(self, thread_pk: int) -> bool: ...
+    def branch_tips(self, thread_pk: int) -> list[tuple[int, str]]:
+        """``(run pk, name)`` by name."""
+    def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
+        """``(name, run_id, updated_at)`` by name."""
+    def branches_named(
+        self, name: str, thread_pk: int | None, scope: str | None
+    ) -> list[tuple[int, int]]:
+        """``(run pk, thread pk)`` of branches with this name, at most two."""
+
+    # derived data
+    def has_digest(self, digest: bytes, run_pk: int) -> bool: ...
+    def runs_with_digests(
+        self, thread_pk: int, digests: Sequence[bytes]
+    ) -> list[tuple[int, bytes]]:
+        """``(run pk, digest)`` of the thread's runs whose lineage digest is one of these."""
+    def underived_threads(self) -> set[int]: ...
+    def underived_runs(self, thread_pk: int | None) -> list[tuple[int, int]]:
+        """``(run pk, thread pk)`` left underived, in run order."""
+    def checkpoint_count(self) -> int: ...
+
+    # checkpoints: chunked message lists (agui_store.engine.checkpoints holds the layout)
+    def checkpoint_walk(self, run_pk: int) -> list[tuple[int, bool]]:
+        """The run's lineage from the run up to the nearest run with a checkpoint (or the
+        root), newest first, each with whether it has one."""
+    def has_checkpoint(self, run_pk: int) -> bool: ...
+    def checkpoint_row(self, run_pk: int) -> tuple[Any, ...] | None:
+        """``(length, tail, manifest codec+data..., state codec, state data, interrupts
+        codec, data, warnings codec, data, state_base, state/interrupts/warnings
+        addresses, view_hash, run hash is the run's, manifest id, manifest codec, the state
+        base's run (``None``: no checkpoint there), that checkpoint's state base, and its
+        state blob's codec, data and address)``: see :func:`agui_store.engine.checkpoints.load`
+        (the SQLite statement names the columns)."""
+    def checkpoint_with_blobs(
+        self, run_pk: int
+    ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
+        """:meth:`checkpoint_row`, with its chunks and tail segments as
+        :meth:`blobs_in_order` gives them where the backend reads them in the same round
+        trip (``None``: it does not). The caller compares their ids with the row's list, and
+        reads them to the end or closes them before its next statement (PostgreSQL holds
+        the connection while it streams them)."""
+    def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
+        """``(state, interrupts, warnings, state base's state addresses, view_hash,
+        run_hash, manifest codec, manifest data, tail)``: what a check recomputes."""
+    def state_address(self, run_pk: int) -> bytes:
+        """The address of a checkpoint's state blob."""
+    def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
+        """``(id, codec, data, address)`` of blobs, in the order of ``blob_ids``: possibly
+        streamed as they arrive, so the caller reads them to the end before its next
+        statement, even when one of them is wrong."""
+    def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
+        """``(id, address)`` of blobs, in the order of ``blob_ids``."""
+    def blob_id(self, address: bytes) -> int | None: ...
+    def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
+        """The ids of the stored blobs among ``addresses``, by address."""
+
+    # what is not behind the port: agui_store.testing hands tests the driver's connection
+    @property
+    def connection(self) -> Any: ...
+    def version(self) -> int | None:
+        """A number that changes whenever another connection commits. ``None``: writers
+        of other threads may commit at any time (PostgreSQL), so the engine keeps only what
+        cannot change, and checks what it remembers of the thread it appends to with
+        :meth:`thread_facts` under that thread's lock."""
+    def thread_facts(
+        self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
+        view_base: int | None, probe_underived: bool,
+    ) -> ThreadFacts:
+        """What an append checks of what its store remembers of a thread: its newest run,
+        whether it has branches, the last ``seq`` of each of ``run_pks`` that is the
+        thread's (the others are left out), and whether a cached view still stands (its
+        lineage digest ``(ids_hash, run)`` is there, and the checkpoint it starts from,
+        unless ``view_base`` is ``None``; ``False`` when ``view`` is ``None``), and, when
+        ``probe_underived``, whether runs of the thread are underived (else ``False``)."""
+
+    # check(): whole-store reads for agui_store.engine.integrity, each in key order. The long ones
+    # (marked "streamed") are read a page at a time: a check never holds the log whole.
+    #: The driver's errors, which a check of a store too broken to read can meet (reported
+    #: as a check it could not finish, not raised).
+    storage_errors: tuple[type[Exception], ...]
+    def storage_checks(self) -> tuple[str, ...]:
+        """The names of the checks of the backend's own storage (SQLite: the file's pages,
+        foreign keys and schema; PostgreSQL: foreign keys and schema), in the order they
+        run, before the store's own (:data:`agui_store.engine.integrity.CHECKS`)."""
+    def storage_problems(self, check: str) -> Iterable[str]:
+        """What one of :meth:`storage_checks` finds wrong, a sentence each."""
+    def contained(self) -> AbstractContextManager[None]:
+        """A part of the transaction whose failure leaves the rest of it usable (a check
+        that could not finish, and the next one still runs): PostgreSQL aborts a whole
+        transaction on an error, so there it is a savepoint; SQLite needs nothing."""
+    def every_run(self) -> Iterable[tuple[Any, ...]]:
+        """``(pk, thread pk, run_id, parent, lineage, synthetic, thread_id or None: no
+        such thread)`` of every run, by pk."""
+    def every_branch(self) -> Iterable[tuple[Any, ...]]:
+        """``(thread pk, name, run pk, thread_id or None)`` by thread pk and name."""
+    def log_in_order(self) -> Iterable[tuple[int, int, str, str | None]]:
+        """``(seq, run pk, type, payload)`` of every event by seq, the payload only for
+        RUN_STARTED, RUN_FINISHED and RUN_ERROR (``None`` for others); streamed."""
+    def batches_in_order(self) -> Iterable[tuple[Any, ...]]:
+        """``(id, run pk, first_seq, last_seq, count, outcome)`` by first_seq and id;
+        streamed."""
+    def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
+        """``(seq, run pk, type, payload)`` of the events whose payload may not be a JSON
+        object of their type, by seq: at least those (a backend that cannot tell cheaply
+        returns every event; the engine decides); streamed."""
+    def suspect_inputs(self) -> Iterable[tuple[int, str]]:
+        """``(run pk, input)`` of the recorded inputs that may not be JSON objects (at
+        least those), by pk; streamed."""
+    def every_blob(self) -> Iterable[tuple[bytes, int, bytes]]:
+        """``(address, codec, data)`` of every blob, by address; streamed."""
+    def blob_content(self, blob_id: int) -> tuple[int, bytes] | None:
+        """``(codec, data)`` of a blob, or ``None``: no such blob."""
+    def checkpoint_layouts(self) -> list[tuple[Any, ...]]:
+        """``(run pk, length, manifest blob id, tail, state_base)`` of every checkpoint,
+        by run."""
+    def complete_runs(self) -> set[int]:
+        """The runs with a terminal batch."""
+    def every_lineage_digest(self) -> list[tuple[bytes, int]]:
+        """``(digest, run pk)`` of every lineage digest, by run."""
+    def hashed_runs(self) -> Iterable[tuple[Any, ...]]:
+        """Every run as its hashes cover it, by pk: ``(pk, thread pk, thread_id, run_id,
+        parent, lineage, sent parentRunId, synthetic, created_at, input, input_refs,
+        parent_hash, input_hash, start_hash)``; streamed."""
+    def hashed_batches(self) -> list[tuple[Any, ...]]:
+        """``(id, run pk, first_seq, last_seq, outcome, appended_at, hash)`` of every batch,
+        in the order they were written."""
+    def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
+        """``(seq, type, payload, echo refs)`` of the run's events in the range, by seq:
+        what a batch's hash covers."""
+
+
+class Writing(Reading, Protocol):
+    """Operations of the single writer (reads see the writes made so far)."""
+
+    def insert_thread(self, thread_id: str, created_at: int, owner: str | None) -> int: ...
+    def insert_run(
+        self,
+        thread_pk: int,
+        run_id: str,
+        parent: int | None,
+        lineage: str,
+        sent_parent: str | None,
+        input_text: str | None,
+        refs_text: str | None,
+        synthetic: bool,
+        created_at: int,
+        parent_hash: bytes | None,
+        input_hash: bytes | None,
+        start_hash: bytes,
+    ) -> int: ...
+    def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
+        """``(seq, run pk, type, payload)`` rows."""
+    def insert_echo_refs(self, seq: int, refs: str) -> None: ...
+    def insert_batch(
+        self,
+        run_pk: int,
+        first_seq: int,
+        last_seq: int,
+        outcome: str | None,
+        appended_at: int,
+        batch_hash: bytes,
+    ) -> None: ...
+    def replicate_log(
+        self,
+        events: Sequence[tuple[int, int, str, str]],
+        echo_refs: Sequence[tuple[int, str]],
+        batches: Sequence[BatchRow],
+    ) -> None:
+        """Insert events (``(seq, run pk, type, payload)``), their echo references and
+        their batches exactly as given, in bulk: a copy from another store
+        (:mod:`agui_store.sync`) lands runs as they were recorded there, with this
+        database's sequence numbers and the hashes they give."""
+    def set_branch(self, thread_pk: int, name: str, run_pk: int, now: int) -> None: ...
+    def move_branches(self, thread_pk: int, tip: int, to: int, now: int) -> None:
+        """Every branch of the thread at ``tip`` now points at ``to``."""
+    def delete_branch(self, thread_pk: int, name: str) -> bool:
+        """Whether there was one."""
+    def insert_digest(self, digest: bytes, run_pk: int) -> None: ...
+    def digests_from_checkpoints(self) -> None:
+        """Every checkpoint's digest is a lineage digest again."""
+    def drop_derived_from(self, run_pk: int) -> list[int]:
+        """Drop the checkpoints and lineage digests of a run and of every run below it;
+        returns those runs."""
+    def mark_underived(self, run_pks: Sequence[int]) -> None: ...
+    def clear_underived(self, run_pk: int) -> None: ...
+    def insert_new_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
+        """Store packed blobs ``(address, codec, data)`` whose address is not there; the
+        ids of those stored, by address (a backend may add the ids of some it found
+        there: the caller looks up the ones missing)."""
+    def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
+        """``(run, length, manifest, tail, state, interrupts, warnings, ids_hash,
+        created_at, state_base, run_hash, view_hash)``."""
+
+
+class Backend(Protocol):
+    """One database: opens transactions on it."""
+
+    #: How the database is named in messages (a path, or a URL without its password).
+    where: str
+    #: What opens it again (a path, or the URL with its credentials): never shown.
+    location: str
+
+    def reading(self) -> AbstractContextManager[Reading]: ...
+    def writing(self, thread_id: str | None = None) -> AbstractContextManager[Writing]:
+        """A write transaction: of appends to one thread when ``thread_id`` is given (a
+        backend may run them beside other threads' appends), else one that may write
+        anything (it runs alone)."""
+    def close(self) -> None: ...
+    def connection(self) -> Any:
+        """The driver's connection, for :mod:`agui_store.testing` only."""
+    def after_fork(self) -> None:
+        """In a forked child: drop the parent's connection; the next use opens a new one."""
+
+
+__all__ = ["Backend", "BatchRow", "EventRow", "Reading", "ReplicaRun", "RunSummary", "Writing"]

@@ -1,0 +1,148 @@
+"""Revisions: which run a ref names, read through the storage port.
+
+A revision is what every verb that takes a run accepts, as git's do: a run id, a branch
+name, ``HEAD`` or ``main`` (the thread's newest run), a unique prefix of a run id (git's
+abbreviated hashes), each optionally followed by ``~n`` (the n-th lineage ancestor). Without
+a thread, a name must be unique in the store: a run id that is also another thread's branch
+name, or a run id of several threads, is ambiguous and says which ``thread_id`` to pass.
+
+With a ``scope`` (an owner's name), only that owner's threads are searched: another owner's
+thread is absent, not forbidden (SPEC §8). Written once, over
+:class:`agui_store.engine.port.Reading`, so every backend resolves alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agui_store.engine import arguments, port
+from agui_store.errors import AmbiguousRunError, RunNotFoundError
+
+#: The implicit branch of every thread: it follows the thread's newest run.
+DEFAULT_BRANCH = "main"
+#: Names that are never a stored branch: they name the thread's newest run.
+RESERVED_REFS = frozenset({DEFAULT_BRANCH, "HEAD"})
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """A run as the store's keys name it: its own and its thread's."""
+
+    pk: int
+    thread_pk: int
+
+
+def thread_row(tx: port.Reading, thread_id: str) -> tuple[int, str | None]:
+    """A thread's ``(pk, owner)``, ``(0, None)`` for a missing one."""
+    if not (isinstance(thread_id, str) and arguments.storable_text(thread_id)):
+        return 0, None  # no stored thread id holds a lone surrogate (nor is not text)
+    return tx.thread(thread_id) or (0, None)
+
+
+def require_thread(tx: port.Reading, thread_id: str, scope: str | None, where: str) -> int:
+    """A thread's pk; a thread of another owner than ``scope`` is absent (SPEC §8).
+    ``where`` names the store in the error."""
+    pk, owner = thread_row(tx, thread_id)
+    if not pk or (scope is not None and owner != scope):
+        raise RunNotFoundError(f"no thread {arguments.quote(thread_id)} in {where}")
+    return pk
+
+
+def owned_threads(tx: port.Reading, scope: str | None) -> list[int | None]:
+    """The threads a scope may touch: ``[None]`` (all of them) for the operator."""
+    if scope is None:
+        return [None]
+    return list(tx.owned_thread_pks(scope))
+
+
+def resolve(
+    tx: port.Reading,
+    ref: str,
+    *,
+    where: str,
+    thread_id: str | None = None,
+    thread_pk: int | None = None,
+    scope: str | None = None,
+) -> RunKey:
+    """The run a revision names. With a ``scope``, only that owner's threads are searched
+    (``thread_pk`` is then one of them).
+
+    Raises:
+        RunNotFoundError: nothing by that name, or no ancestor that far back.
+        AmbiguousRunError: the name fits several runs; the message says what to pass.
+    """
+    quote = arguments.quote
+    if not isinstance(ref, str) or not ref:
+        raise RunNotFoundError(f"not a run id or ref: {quote(ref) if ref else ref!r}")
+    if not arguments.storable_text(ref):
+        raise RunNotFoundError(
+            f"no run, branch or ref {quote(ref)}: it holds a lone surrogate, which no "
+            "stored id can"
+        )
+    if thread_pk is None and thread_id is not None:
+        thread_pk = require_thread(tx, thread_id, scope, where)
+    try:
+        return _resolve_exact(tx, ref, thread_pk, scope)
+    except RunNotFoundError:
+        ancestor = arguments.split_ancestor(ref)
+        if ancestor is None:
+            raise
+    base, steps = ancestor
+    key = _resolve_exact(tx, base, thread_pk, scope)
+    for _ in range(steps):
+        parent = tx.run_parent(key.pk)
+        if parent is None:
+            raise RunNotFoundError(f"{quote(ref)}: the lineage has no ancestor that far back")
+        key = RunKey(parent, key.thread_pk)
+    return key
+
+
+def _resolve_exact(
+    tx: port.Reading, ref: str, thread_pk: int | None, scope: str | None
+) -> RunKey:
+    quote = arguments.quote
+    # Within one thread, the scope was checked when it was found.
+    owner = scope if thread_pk is None else None
+    runs = tx.runs_named(ref, thread_pk, owner)
+    if len(runs) == 1:
+        pk, run_thread_pk, run_thread_id, branch_thread_id = runs[0]
+        # The same name as a branch of another thread (within a thread, append and branch
+        # refuse the clash): the caller must say which thread.
+        if branch_thread_id is not None:
+            raise AmbiguousRunError(
+                f"{ref!r} is a run of thread {run_thread_id!r} and a branch of thread "
+                f"{branch_thread_id!r}: pass thread_id="
+            )
+        return RunKey(pk, run_thread_pk)
+    if len(runs) > 1:
+        threads = ", ".join(repr(r[2]) for r in runs)
+        raise AmbiguousRunError(
+            f"run id {ref!r} exists in several threads ({threads}): pass thread_id="
+        )
+    tips = tx.branches_named(ref, thread_pk, owner)
+    if len(tips) == 1:
+        return RunKey(*tips[0])
+    if len(tips) > 1:
+        raise AmbiguousRunError(f"branch {ref!r} exists in several threads: pass thread_id=")
+    if ref in RESERVED_REFS:
+        if thread_pk is None:
+            pks = tx.thread_pks(scope, 2)
+            if len(pks) != 1:
+                raise AmbiguousRunError(
+                    f"{ref} needs a thread: the store has {len(pks) or 'no'} threads"
+                    if not pks
+                    else f"{ref} needs a thread: the store has several; pass thread_id="
+                )
+            thread_pk = pks[0]
+        newest = tx.newest_run(thread_pk)
+        if newest is None:
+            raise RunNotFoundError(f"{ref}: the thread has no runs")
+        return RunKey(newest, thread_pk)
+    # A unique prefix of a run id (git's abbreviated hashes).
+    prefixed = tx.runs_prefixed(ref, arguments.prefix_bound(ref), thread_pk, owner)
+    if len(prefixed) == 1:
+        return RunKey(prefixed[0][0], prefixed[0][1])
+    if len(prefixed) > 1:
+        names = ", ".join(r[2] for r in prefixed[:5])
+        raise AmbiguousRunError(f"{quote(ref)} is a prefix of several runs ({names}, ...)")
+    raise RunNotFoundError(f"no run, branch or unique run-id prefix {quote(ref)}")
