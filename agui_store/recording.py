@@ -7,10 +7,12 @@ at the end. Whatever ends the stream (its last event, the producer raising, the 
 stopping or being cancelled), everything that passed is recorded and nothing is added: a run
 that did not end is left incomplete.
 
-The batching itself is :class:`Batcher` (over a :class:`~agui_store.store.Store`, with a
-flusher thread) and :class:`AsyncBatcher` (over an :class:`~agui_store.aio.AsyncStore`,
-whose worker thread does the appends), both driving one :class:`_Pending` core; the ASGI
-recorder feeds them the ``data:`` payloads of a response.
+The batching itself is :class:`Batcher` (over an :class:`Appender`, such as a
+:class:`~agui_store.store.Store`, with a flusher thread) and :class:`AsyncBatcher` (over an
+:class:`AsyncAppender`, such as an :class:`~agui_store.aio.AsyncStore`, whose worker thread
+does the appends), both driving one :class:`_Pending` core; the ASGI recorder feeds them the
+``data:`` payloads of a response. The recorder knows the stores only through those two
+interfaces, so the stores import it and not the other way round.
 
 A recording failure never reaches the stream. A batch the store refuses is reported through
 ``logging`` (logger ``agui_store.recording``) with the thread, run and reason, and leaves the
@@ -26,7 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -34,11 +36,9 @@ from agui_store.codec import ingest
 from agui_store.errors import AguiStoreError, InvalidEventError
 from agui_store.records import AppendResult
 
-if TYPE_CHECKING:
-    from agui_store.aio import AsyncStore
-    from agui_store.store import Store
-
 __all__ = [
+    "Appender",
+    "AsyncAppender",
     "AsyncBatcher",
     "Batcher",
     "PartlyRecorded",
@@ -47,6 +47,36 @@ __all__ = [
     "record",
     "record_async",
 ]
+
+
+class Appender(Protocol):
+    """What a :class:`Batcher` writes through: one call that appends a batch, atomically
+    (:meth:`agui_store.Store.append` is one)."""
+
+    def append(
+        self,
+        events: Any,
+        *,
+        thread_id: str | None = None,
+        input: Any = None,
+        check_sequence: bool = True,
+        run_id: str | None = None,
+        scope: str | None = None,
+    ) -> AppendResult:
+        """Append ``events`` whole or not at all; what was written."""
+        ...
+
+
+class AsyncAppender(Protocol):
+    """What an :class:`AsyncBatcher` writes through (:class:`agui_store.aio.AsyncStore` is
+    one): a batch appended off the event loop, and the set of batchers still open, which
+    the appender's ``close`` waits for."""
+
+    _batchers: set[AsyncBatcher]
+
+    async def _append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
+        """Append one recorded batch (:func:`append_batch`'s arguments); what was written."""
+        ...
 
 log = logging.getLogger("agui_store.recording")
 
@@ -356,7 +386,7 @@ class PartlyRecorded(AguiStoreError):
 
 
 def append_batch(
-    store: Store, batch: list[bytes], *, continues: str | None = None, **options: Any
+    store: Appender, batch: list[bytes], *, continues: str | None = None, **options: Any
 ) -> AppendResult:
     """Append one batch of a recording, where the store runs (the writer process), so that
     the loop never reads the batch.
@@ -432,7 +462,7 @@ class Batcher:
 
     def __init__(
         self,
-        store: Store,
+        store: Appender,
         *,
         input: Any = None,
         thread_id: str | None = None,
@@ -564,7 +594,7 @@ class Batcher:
 
 
 def record(
-    store: Store,
+    store: Appender,
     events: Iterable[Any],
     *,
     input: Any = None,
@@ -602,7 +632,7 @@ class AsyncBatcher:
 
     def __init__(
         self,
-        astore: AsyncStore,
+        astore: AsyncAppender,
         *,
         input: Any = None,
         thread_id: str | None = None,
@@ -708,7 +738,7 @@ class AsyncBatcher:
 
 
 async def record_async(
-    astore: AsyncStore,
+    astore: AsyncAppender,
     events: AsyncIterable[Any],
     *,
     input: Any = None,

@@ -23,11 +23,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from agui_store import recording
 from agui_store.backends.sqlite import SqliteBackend, connection
 from agui_store.codec import ingest
 from agui_store.engine import (
     arguments,
     cache,
+    clock,
     derivation,
     gc_pause,
     intake,
@@ -369,7 +371,7 @@ class Store:
                 pks = tx.owner_run_pks(scope)
             else:
                 pks = tx.all_run_pks()
-            now = connection.now_ms()
+            now = clock.now_ms()
             before = tx.checkpoint_count()
             # Digests lost while their checkpoints stayed: the checkpoint has it.
             tx.digests_from_checkpoints()
@@ -420,8 +422,6 @@ class Store:
         raises or the consumer stops, what passed is recorded and the run is left
         incomplete. ``scope`` names the owner the run is recorded for (``append``'s).
         See :mod:`agui_store.recording`."""
-        from agui_store import recording  # it builds on this module
-
         return recording.record(self, events, input=input, thread_id=thread_id, scope=scope)
 
     # --- reading ------------------------------------------------------------------------
@@ -753,7 +753,7 @@ class Store:
         with self._writing() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             placement.refuse_branch_shadowing_run(tx, key.thread_pk, name)
-            now = connection.now_ms()
+            now = clock.now_ms()
             tx.set_branch(key.thread_pk, name, key.pk, now)
             thread = tx.thread_id(key.thread_pk)
             return Branch(thread, name, tx.run_id(key.pk), False, when(now))

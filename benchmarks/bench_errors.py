@@ -27,6 +27,7 @@ import apsw
 
 import agui_store
 from agui_store.backends.sqlite import connection
+from agui_store.backends.sqlite import errors as sqlite_errors
 from benchmarks._common import header, median_time, scratch_dir
 
 N = 5_000
@@ -35,7 +36,7 @@ N = 5_000
 @contextlib.contextmanager
 def _immediate_before(conn: Any) -> Iterator[None]:
     """``database.immediate`` as it was: only BEGIN and COMMIT translated."""
-    with connection.translated(""):
+    with sqlite_errors.translated(""):
         conn.execute("BEGIN IMMEDIATE")
     try:
         yield
@@ -43,7 +44,7 @@ def _immediate_before(conn: Any) -> Iterator[None]:
         if not conn.getautocommit():
             conn.execute("ROLLBACK")
         raise
-    with connection.translated(""):
+    with sqlite_errors.translated(""):
         conn.execute("COMMIT")
 
 
@@ -53,7 +54,7 @@ def _snapshot_before(conn: Any) -> Iterator[None]:
     if not conn.getautocommit():
         yield
         return
-    with connection.translated(""):
+    with sqlite_errors.translated(""):
         conn.execute("BEGIN DEFERRED")
     try:
         yield

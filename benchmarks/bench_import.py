@@ -79,13 +79,13 @@ RAW_IMPORT = r"""
 import sys
 sys.path.insert(0, sys.argv[3])
 import msgspec
-from agui_store import database
-from agui_store.backends.sqlite.schema import EVENT_TYPE_CODES  # the rows as the store lays them
-out conn = database.connect(sys.argv[2])
+from agui_store.backends.sqlite import connection
+from agui_store.backends.sqlite.schema import EVENT_TYPE_CODES  # the rows as the store lays out
+conn = connection.connect(sys.argv[2])
 INSERT = "INSERT INTO event_log(seq, run, type, payload) VALUES (?, ?, ?, ?)"
 types = msgspec.json.Decoder()
 seq, run, runs, batch = 0, 0, {}, []
-with database.immediate(conn):
+with connection.immediate(conn):
     with open(sys.argv[1], "rb") as fh:
         for line in fh:
             line = line.strip()

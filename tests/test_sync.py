@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import agui_store
 from agui_store import Store, SyncConflictError, cli, testing
-from agui_store.backends.sqlite import connection
+from agui_store.engine import clock
 from agui_store.errors import NotAStoreError, RunNotFoundError
 from tests.backends import checked, dump
 
@@ -430,7 +430,7 @@ def test_each_kind_of_difference_is_named(
     src, dst = src_dst
     # Both stores record at the same instant, so that only the difference made here differs.
     if change != "record":
-        monkeypatch.setattr(connection, "now_ms", lambda: 1_700_000_000_000)
+        monkeypatch.setattr(clock, "now_ms", lambda: 1_700_000_000_000)
     with agui_store.open(src) as a, agui_store.open(dst) as b:
         a.append(run_events("t1", "r1", "same"), thread_id="t1")
         events = run_events("t1", "r1", "SAME" if change == "payload" else "same")

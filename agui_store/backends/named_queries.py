@@ -51,8 +51,7 @@ class NamedQueries:
     def _column(self, statement: str, args: Any = ()) -> list[Any]:
         return [row[0] for row in self._execute(statement, args)]
 
-    # --- checkpoints (chunked message lists: agui_store.engine.checkpoints)
-    # ------------------------
+    # --- checkpoints (chunked message lists: agui_store.engine.checkpoints) -----------------------
 
     def has_checkpoint(self, run_pk: int) -> bool:
         return self._one(self.sql.HAS_CHECKPOINT, (run_pk,)) is not None
@@ -233,8 +232,7 @@ class NamedQueries:
     def mark_underived(self, run_pks: Sequence[int]) -> None:
         self._execute(self.sql.MARK_UNDERIVED, (self._many(run_pks),))
 
-    # --- check(): whole-store reads of agui_store.engine.integrity
-    # ---------------------------------
+    # --- check(): whole-store reads of agui_store.engine.integrity --------------------------------
 
     def blob_content(self, blob_id: int) -> tuple[int, bytes] | None:
         row = self._one(self.sql.BLOB_CONTENT, (blob_id,))

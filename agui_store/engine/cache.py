@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agui_store.engine import port, reads
+from agui_store.engine.cached_view import CachedView
 from agui_store.history import resent_bodies
 from agui_store.protocol.verify import SequenceVerifier
 
-if TYPE_CHECKING:  # derivation builds the views kept here; it needs nothing of this module
-    from agui_store.engine.derivation import CachedView
+if TYPE_CHECKING:
     from agui_store.protocol.reducer import Reducer
 
 #: How many runs and threads an import remembers (:class:`Known`) before forgetting them all.

@@ -4,8 +4,8 @@
 One pass over runs and batches in the order they were written computes what every hash
 should be. Two users:
 
-- the migration to schema version 8 writes them (:func:`backfill`), for files written
-  before hashes existed;
+- the migration to schema version 8 writes them, for files written before hashes existed
+  (:mod:`agui_store.backends.sqlite.migrations`);
 - ``check()`` compares them with what is stored, link by link: each run's input against its
   input digest, its parent's hash when it was placed against the one it recorded, its record
   against its start hash, each batch's events against the hash after that batch (chained from
@@ -16,7 +16,6 @@ should be. Two users:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,45 +159,3 @@ def compute(tx: Reading) -> dict[int, RunLink]:
         if link.pk not in placed:
             place(link)
     return runs
-
-
-def backfill(conn: Any, tx: Reading, relax: Callable[[], Any]) -> None:
-    """Write every hash computed from the log (the migration to version 8 of an SQLite file:
-    ``conn`` its connection, ``tx`` the port's reads on it). ``relax``: a context manager
-    lifting the append-only triggers on runs and batches meanwhile."""
-    links = compute(tx)
-    with relax():
-        for link in links.values():
-            conn.execute(
-                "UPDATE runs SET parent_hash = ?, input_hash = ?, start_hash = ? WHERE id = ?",
-                (link.parent_hash, link.input_hash, link.start_hash, link.pk),
-            )
-            conn.executemany(
-                "UPDATE batches SET hash = ? WHERE id = ?",
-                [(b.computed, b.pk) for b in link.batches],
-            )
-    final = {
-        pk: (link.batches[-1].computed if link.batches else link.start_hash)
-        for pk, link in links.items()
-    }
-    layout = {str(r[1]) for r in conn.execute("PRAGMA table_info(checkpoints)")}
-    if "tail" not in layout:
-        # Checkpoints laid out as before version 10: that migration drops them (derived
-        # data, derived again as chunks), so they get no digests now.
-        return
-    for run_pk, view_hash in checkpoint_digests(conn, tx):
-        conn.execute(
-            "UPDATE checkpoints SET run_hash = ?, view_hash = ? WHERE run = ?",
-            (final.get(run_pk), view_hash, run_pk),
-        )
-
-
-def checkpoint_digests(conn: Any, tx: Reading) -> list[tuple[int, bytes]]:
-    """Each checkpoint's view digest, from the addresses of the blobs it holds now."""
-    from agui_store.engine import checkpoints
-
-    out = []
-    for (run_pk,) in conn.execute("SELECT run FROM checkpoints ORDER BY run").fetchall():
-        digest = checkpoints.stored_view_digest(tx, int(run_pk))[0]
-        out.append((int(run_pk), digest))
-    return out

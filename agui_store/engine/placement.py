@@ -15,9 +15,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from agui_store.backends.sqlite import connection
 from agui_store.codec import ingest
-from agui_store.engine import checkpoints, port, reads, revisions
+from agui_store.engine import checkpoints, clock, port, reads, revisions
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
 from agui_store.engine.derivation import Deriver, RunRow
@@ -113,7 +112,7 @@ class Placement:
         inside the write transaction ``tx``: the runs it opens or continues, their lineage
         and branches, its events, hashes and, as runs complete, what derives from them."""
         memory = self.memory
-        now = connection.now_ms()
+        now = clock.now_ms()
         if not incoming:
             if run_input is not None:
                 raise InvalidEventError(

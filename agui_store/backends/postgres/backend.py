@@ -39,6 +39,7 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 
 from agui_store import errors
+from agui_store.backends import errors as backend_errors
 from agui_store.backends.postgres import schema, sql
 from agui_store.backends.postgres.transaction import PostgresTransaction
 
@@ -77,12 +78,10 @@ def without_password(url: str) -> str:
 
 def translate(e: Exception, where: str) -> errors.AguiStoreError:
     """The library error for an error met working on the PostgreSQL store at ``where``: the
-    one place that decides it for this backend (others go to the SQLite path's rules in
-    :func:`agui_store.backends.sqlite.connection.translate`, which do not depend on the driver)."""
+    one place that decides it for this backend (errors not psycopg's go to the rules every
+    backend shares, :func:`agui_store.backends.errors.translate_common`)."""
     if not isinstance(e, psycopg.Error):
-        from agui_store.backends.sqlite import connection
-
-        return connection.translate(e, where)
+        return backend_errors.translate_common(e, where, database="PostgreSQL")
     state = getattr(getattr(e, "diag", None), "sqlstate", None) or ""
     if isinstance(e, _GONE) or (isinstance(e, psycopg.OperationalError) and not state):
         return errors.StorageError(

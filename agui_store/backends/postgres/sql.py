@@ -242,8 +242,7 @@ RUNS_NAMED = "SELECT id, thread FROM runs WHERE run_id = %s"
 #: The threads an owner (scope) wrote.
 OWNER_THREADS = "SELECT id, thread_id FROM threads WHERE owner = %s ORDER BY id"
 
-# --- the port's operations (agui_store.engine.port), one constant per operation
-# ---------------------
+# --- the port's operations (agui_store.engine.port), one constant per operation -------------------
 #
 # Transactions (agui_store.backends.postgres.backend): readers see one snapshot; writers run READ
 # COMMITTED behind the locks above, so each statement sees every batch committed before it,
@@ -559,8 +558,7 @@ WHERE %(thread)s::bigint IS NULL OR runs.thread = %(thread)s ORDER BY underived.
 CHECKPOINT_COUNT = "SELECT count(*) FROM checkpoints"
 
 
-# --- checkpoints (chunked message lists: agui_store.engine.checkpoints)
-# ----------------------------
+# --- checkpoints (chunked message lists: agui_store.engine.checkpoints) ---------------------------
 
 #: A run's ancestors up to (and including) the nearest one with a checkpoint, newest first.
 NEAREST_CHECKPOINT = """

@@ -246,8 +246,7 @@ class PostgresTransaction(NamedQueries):
         newest_pk = None if newest is None else int(newest)
         return newest_pk, bool(branched), last_seqs, holds, bool(underived)
 
-    # --- checkpoints (chunked message lists: agui_store.engine.checkpoints)
-    # ------------------------
+    # --- checkpoints (chunked message lists: agui_store.engine.checkpoints) -----------------------
 
     def checkpoint_walk(self, run_pk: int) -> list[tuple[int, bool]]:
         rows = self._rows(sql.NEAREST_CHECKPOINT, {"run": run_pk})
@@ -477,8 +476,7 @@ class PostgresTransaction(NamedQueries):
     def insert_digest(self, digest: bytes, run_pk: int) -> None:
         self._defer(sql.INSERT_DIGEST, (digest, run_pk))
 
-    # --- check(): whole-store reads of agui_store.engine.integrity
-    # ---------------------------------
+    # --- check(): whole-store reads of agui_store.engine.integrity --------------------------------
 
     #: What a check of a database too broken to read meets.
     storage_errors: tuple[type[Exception], ...] = (psycopg.Error,)

@@ -1,7 +1,8 @@
-"""The SQLite edge: opening a store file with apsw, transactions, migrations, error translation.
+"""Opening a store file with apsw, and the transactions on its connection.
 
-Everything that knows about apsw is here, so that driver errors are translated in exactly one
-place and a PostgreSQL backend can later stand beside this module with the same shape.
+A file is checked to be a store (or empty) before anything is written to it, put in WAL mode,
+given the connection's pragmas and migrated (:mod:`agui_store.backends.sqlite.migrations`).
+Errors are translated by :mod:`agui_store.backends.sqlite.errors` when a transaction exits.
 """
 
 from __future__ import annotations
@@ -12,20 +13,14 @@ import os
 import stat
 import time
 import urllib.parse
-import zlib
-from collections.abc import Iterator
-from typing import Any, TypeAlias
+from typing import Any
 
 import apsw
 
 from agui_store import errors, targets
-from agui_store.backends.sqlite import schema
+from agui_store.backends.sqlite import migrations, schema, sql
+from agui_store.backends.sqlite.errors import Conn, translate, translated
 from agui_store.targets import SQLITE_HEADER
-
-#: An open store connection (``apsw.Connection``). apsw types every row value as the union of
-#: SQLite's types; the store reads its own STRICT schema, so its modules take rows as Any
-#: instead of narrowing them at each of a hundred call sites.
-Conn: TypeAlias = Any
 
 #: How much of the file reads may map into memory.
 MMAP_BYTES = 256 * 1024 * 1024
@@ -42,126 +37,6 @@ DEFAULT_DB_NAME = "agui-store.db"
 
 def default_path() -> str:
     return os.environ.get(DEFAULT_DB_ENV) or DEFAULT_DB_NAME
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-@contextlib.contextmanager
-def translated(where: str, conn: Conn | None = None) -> Iterator[None]:
-    """Run a block with every error but the library's own turned into the library's error
-    tree (:func:`translate`). Transactions (:func:`immediate`, :func:`snapshot`) do the same
-    for their whole body, so a driver error or a Python internal error raised anywhere in a
-    store call comes out as an :class:`~agui_store.errors.AguiStoreError` naming the file,
-    with the original chained as ``__cause__``."""
-    try:
-        yield
-    except Exception as e:
-        if isinstance(e, errors.AguiStoreError):
-            raise
-        raise translate(e, where, conn) from e
-
-
-def translate(e: Exception, where: str, conn: Conn | None = None) -> errors.AguiStoreError:
-    """The library error for any other error met working on the store at ``where``: the one
-    place that decides it.
-
-    Args:
-        e: the error (not already an ``AguiStoreError``).
-        where: the store's path, for the message.
-        conn: the connection, to ask the operating system's errno of a failed I/O.
-    """
-    if isinstance(e, apsw.Error):
-        return _driver_error(e, where, conn)
-    if isinstance(e, zlib.error):
-        return errors.CorruptStoreError(
-            f"{where}: a stored blob is damaged (zlib: {e}); run 'agui-store check' for details"
-        )
-    if isinstance(e, UnicodeEncodeError):  # binding a str argument SQLite text cannot hold
-        return errors.InvalidArgumentError(
-            f"a text argument holds {e.object[e.start:e.end]!r} ({e.reason}): no text stored "
-            f"in {where} can hold that"
-        )
-    if isinstance(e, UnicodeDecodeError):
-        return errors.CorruptStoreError(
-            f"{where}: stored text is not valid UTF-8 ({e.reason}); run 'agui-store check'"
-        )
-    if isinstance(e, OverflowError):  # binding an int beyond SQLite's 64 bits
-        return errors.InvalidArgumentError(
-            f"a number is out of SQLite's 64-bit integer range ({e}) for {where}"
-        )
-    if isinstance(e, MemoryError):
-        return errors.OutOfMemoryError(f"ran out of memory working on {where}")
-    if isinstance(e, OSError):  # a file the call reads besides the store (import_file's source)
-        shown = os.fsdecode(e.filename) if e.filename is not None else where
-        return errors.StorageError(f"{shown}: {e.strerror or e}", path=shown, errno=e.errno)
-    if isinstance(e, RecursionError):
-        return errors.InternalError(
-            f"data nested too deeply for Python's recursion limit while working on {where}"
-        )
-    return errors.InternalError(
-        f"unexpected {type(e).__name__} working on {where}: {e} (a bug in agui-store: "
-        "please report it with this message)"
-    )
-
-
-#: What an operating system error means for the store, when SQLite passes one on.
-_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
-
-
-def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiStoreError:
-    """The library error for one apsw error."""
-    system_errno = 0
-    if conn is not None:
-        with contextlib.suppress(Exception):
-            system_errno = int(conn.system_errno)
-    system = f": {os.strerror(system_errno)}" if system_errno else ""
-    if isinstance(e, (apsw.BusyError, apsw.LockedError)):
-        return errors.StoreBusyError(
-            f"{where} stayed locked by another writer for longer than the busy timeout; "
-            "raise busy_timeout_ms or shorten the other writer's transactions"
-        )
-    if isinstance(e, apsw.ConstraintError):
-        return errors.IntegrityError(f"{where} refused the write: {e}")
-    if isinstance(e, apsw.NotADBError):
-        return errors.NotAStoreError(f"{where} is not an SQLite database ({e})")
-    if isinstance(e, apsw.CorruptError):
-        return errors.CorruptStoreError(
-            f"{where} is damaged: SQLite met a corrupt page ({e}); run 'agui-store check' "
-            "for details"
-        )
-    if isinstance(e, apsw.FullError) or system_errno in _FULL_ERRNOS:
-        return errors.StorageFullError(
-            f"{where}: no space left to write ({e}{system}); the failed call wrote nothing, "
-            "everything acknowledged before is kept: free space and retry",
-            path=where, errno=system_errno or errno.ENOSPC,
-        )
-    if isinstance(e, apsw.IOError):
-        return errors.StorageError(
-            f"{where}: I/O error ({e}{system}); the failed call wrote nothing",
-            path=where, errno=system_errno or errno.EIO,
-        )
-    if isinstance(e, apsw.CantOpenError):
-        return errors.StorageError(
-            f"cannot open {where} ({e}{system})", path=where, errno=system_errno or None
-        )
-    if isinstance(e, (apsw.ReadOnlyError, apsw.PermissionsError, apsw.AuthError)):
-        return errors.StorageError(
-            f"{where} cannot be written ({e}{system}): check the file's and its folder's "
-            "permissions",
-            path=where, errno=system_errno or errno.EACCES,
-        )
-    if isinstance(e, apsw.NoMemError):
-        return errors.OutOfMemoryError(f"SQLite ran out of memory working on {where}")
-    if isinstance(e, apsw.TooBigError):
-        return errors.InvalidArgumentError(f"a value is larger than SQLite stores ({e})")
-    if isinstance(e, apsw.InterruptError):
-        return errors.AguiStoreError(f"the operation on {where} was interrupted")
-    return errors.InternalError(
-        f"unexpected SQLite error working on {where}: {type(e).__name__}: {e} (a bug in "
-        "agui-store: please report it with this message)"
-    )
 
 
 #: The tables every agui-store file has had since schema version 1 (``events`` a view over
@@ -277,14 +152,9 @@ def _read_unmarked(real: str, shown: str) -> tuple[int, int, frozenset[str]]:
             uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
         )
         try:
-            app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
-            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            tables = frozenset(
-                str(r[0])
-                for r in conn.execute(
-                    "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view')"
-                )
-            )
+            app_id = int(conn.execute(sql.APPLICATION_ID).fetchone()[0])
+            version = int(conn.execute(sql.USER_VERSION).fetchone()[0])
+            tables = frozenset(str(r[0]) for r in conn.execute(sql.TABLES_AND_VIEWS))
         finally:
             conn.close()
     except apsw.Error as e:
@@ -341,12 +211,16 @@ def connect(path: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> aps
                 _enter_wal(conn, busy_timeout_ms)
             # NORMAL in WAL mode survives a killed process (a committed transaction is in the
             # WAL); only a power cut can lose the last transactions. See README, "Durability".
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute(sql.SYNCHRONOUS_NORMAL)
+            cur.execute(sql.FOREIGN_KEYS_ON)
             # Reads map the file instead of copying pages through the cache: a checkout reads
             # a few thousand small blobs, about twice as fast mapped.
-            cur.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
-            _migrate(conn, path)
+            cur.execute(sql.mmap_size(MMAP_BYTES))
+            if migrations.schema_version(conn) != schema.SCHEMA_VERSION:
+                # Decided again under the write lock: another process may be creating or
+                # migrating the same file right now. The common case takes no lock.
+                with immediate(conn):
+                    migrations.migrate(conn, path)
     except BaseException:
         # A refused or failed open leaves no connection behind (nor its -wal and -shm).
         with contextlib.suppress(Exception):
@@ -368,70 +242,12 @@ def _enter_wal(conn: Conn, busy_timeout_ms: int) -> None:
     deadline = time.monotonic() + busy_timeout_ms / 1000
     while True:
         try:
-            conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            conn.execute(sql.ENTER_WAL).fetchall()
             return
         except apsw.BusyError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.005)
-
-
-def schema_version(conn: apsw.Connection) -> int:
-    row = conn.execute("PRAGMA user_version").fetchone()
-    return int(row[0]) if row else 0
-
-
-def _migrate(conn: Conn, path: str) -> None:
-    if schema_version(conn) == schema.SCHEMA_VERSION:
-        return  # the common case, without taking the write lock
-    with immediate(conn):
-        # Everything is decided inside the write lock: another process may be creating or
-        # migrating the same file right now.
-        version = schema_version(conn)
-        if version > schema.SCHEMA_VERSION:
-            raise errors.SchemaVersionError(
-                f"{path} was written by a newer agui-store (schema version {version}; this one "
-                f"reads up to {schema.SCHEMA_VERSION}): upgrade agui-store to open it"
-            )
-        if version == 0:
-            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
-            if tables and app_id != schema.APPLICATION_ID:
-                raise errors.NotAStoreError(
-                    f"{path} is an SQLite database of another application (it has tables "
-                    "but is not an agui-store file); give a new path"
-                )
-        for target in range(version + 1, schema.SCHEMA_VERSION + 1):
-            conn.execute(schema.MIGRATIONS[target])
-            if target in schema.BACKFILLS:
-                from agui_store.backends.sqlite.transaction import SqliteTransaction
-                from agui_store.engine import log_hashes
-
-                log_hashes.backfill(
-                    conn,
-                    SqliteTransaction(conn),
-                    lambda: _lifted(conn, ("runs", "batches"), "update"),
-                )
-        conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version={schema.SCHEMA_VERSION}")
-
-
-@contextlib.contextmanager
-def _lifted(conn: Conn, tables: tuple[str, ...], kind: str) -> Iterator[None]:
-    """Inside a migration's transaction: the append-only triggers of ``kind`` on ``tables``
-    dropped for the block and put back, exactly as they were, after it (a backfill writes
-    values computed from the log into columns the migration just added)."""
-    names = [f"{table}_are_append_only_{kind}" for table in tables]
-    marks = ",".join("?" * len(names))
-    triggers = conn.execute(
-        f"SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND name IN ({marks})",
-        names,
-    ).fetchall()
-    for name, _ in triggers:
-        conn.execute(f'DROP TRIGGER "{name}"')
-    yield
-    for _, sql in triggers:
-        conn.execute(sql)
 
 
 class immediate:  # lower case: used as a function, ``with database.immediate(conn):``

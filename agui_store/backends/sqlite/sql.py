@@ -335,8 +335,7 @@ WHERE ?1 IS NULL OR runs.thread = ?1 ORDER BY underived.run
 """
 CHECKPOINT_COUNT = "SELECT count(*) FROM checkpoints"
 
-# --- checkpoints (chunked message lists: agui_store.engine.checkpoints)
-# ----------------------------
+# --- checkpoints (chunked message lists: agui_store.engine.checkpoints) ---------------------------
 
 #: A run's ancestors up to (and including) the nearest one with a checkpoint, newest first.
 #: ``stop`` is 1 on the row that has a checkpoint.
@@ -443,8 +442,7 @@ WHERE c.run = ?
 
 #: The whole state a checkpoint's state is patched from.
 
-# --- check(): whole-store reads of agui_store.engine.integrity, each in key order
-# ------------------
+# --- check(): whole-store reads of agui_store.engine.integrity, each in key order -----------------
 
 #: Every run with its thread's id (NULL: the thread is missing).
 EVERY_RUN = """
@@ -518,3 +516,51 @@ SELECT events.seq, events.type, events.payload, echo_refs.refs FROM events
 LEFT JOIN echo_refs ON echo_refs.seq = events.seq
 WHERE events.seq BETWEEN ?1 AND ?2 AND events.run = ?3 ORDER BY events.seq
 """
+
+
+# --- opening a file and migrating it ----------------------------------------------------------
+
+APPLICATION_ID = "PRAGMA application_id"
+USER_VERSION = "PRAGMA user_version"
+TABLES_AND_VIEWS = "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view')"
+SCHEMA_OBJECTS = "SELECT count(*) FROM sqlite_schema"
+ENTER_WAL = "PRAGMA journal_mode=WAL"
+#: What every connection sets: NORMAL in WAL mode survives a killed process (a committed
+#: transaction is in the WAL), only a power cut can lose the last transactions; foreign keys
+#: are checked.
+SYNCHRONOUS_NORMAL = "PRAGMA synchronous=NORMAL"
+FOREIGN_KEYS_ON = "PRAGMA foreign_keys=ON"
+
+
+def mmap_size(size: int) -> str:
+    """How much of the file reads may map into memory (a pragma takes no bound value)."""
+    return f"PRAGMA mmap_size={int(size)}"
+
+
+def set_application_id(application_id: int) -> str:
+    """Mark the file as an agui-store file (a pragma takes no bound value)."""
+    return f"PRAGMA application_id={int(application_id)}"
+
+
+def set_user_version(version: int) -> str:
+    """Record the file's schema version."""
+    return f"PRAGMA user_version={int(version)}"
+
+
+#: An append-only trigger's definition, to drop it for a migration's backfill and put it back.
+TRIGGER_DEFINITION = "SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ?"
+
+
+def drop_trigger(name: str) -> str:
+    """Drop trigger ``name`` (one of the schema's own: a name never bound from input)."""
+    return 'DROP TRIGGER "' + name.replace('"', '""') + '"'
+
+
+#: Version 8's backfill: the hashes computed from the log (agui_store.engine.log_hashes).
+BACKFILL_RUN_HASHES = (
+    "UPDATE runs SET parent_hash = ?, input_hash = ?, start_hash = ? WHERE id = ?"
+)
+BACKFILL_BATCH_HASH = "UPDATE batches SET hash = ? WHERE id = ?"
+CHECKPOINT_COLUMNS = "PRAGMA table_info(checkpoints)"
+CHECKPOINT_RUNS = "SELECT run FROM checkpoints ORDER BY run"
+BACKFILL_CHECKPOINT_HASHES = "UPDATE checkpoints SET run_hash = ?, view_hash = ? WHERE run = ?"

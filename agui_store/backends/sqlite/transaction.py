@@ -67,8 +67,7 @@ class SqliteTransaction(NamedQueries):
         underived = probe_underived and thread_pk in self.underived_threads()
         return self.newest_run(thread_pk), self.has_branches(thread_pk), last_seqs, holds, underived
 
-    # --- checkpoints (chunked message lists: agui_store.engine.checkpoints)
-    # ------------------------
+    # --- checkpoints (chunked message lists: agui_store.engine.checkpoints) -----------------------
 
     def checkpoint_walk(self, run_pk: int) -> list[tuple[int, bool]]:
         return [(int(pk), bool(stop)) for pk, stop in self._rows(sql.NEAREST, (run_pk,))]
@@ -275,8 +274,7 @@ class SqliteTransaction(NamedQueries):
     def insert_digest(self, digest: bytes, run_pk: int) -> None:
         self._conn.execute(sql.INSERT_DIGEST, (digest, run_pk))
 
-    # --- check(): whole-store reads of agui_store.engine.integrity
-    # ---------------------------------
+    # --- check(): whole-store reads of agui_store.engine.integrity --------------------------------
 
     #: What a check of a file too broken to read meets.
     storage_errors: tuple[type[Exception], ...] = (apsw.Error,)

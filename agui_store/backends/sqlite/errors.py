@@ -1,0 +1,112 @@
+"""Every error met working on an SQLite store, turned into the library's error tree: the one
+place that decides it for this backend.
+
+apsw's errors are read here (a busy file, a refused write, a damaged page, a full disk);
+every other error goes to the rules all backends share
+(:func:`agui_store.backends.errors.translate_common`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Iterator
+from typing import Any, TypeAlias
+
+import apsw
+
+from agui_store import errors
+from agui_store.backends import errors as backend_errors
+
+#: An open store connection (``apsw.Connection``). apsw types every row value as the union of
+#: SQLite's types; the store reads its own STRICT schema, so its modules take rows as Any
+#: instead of narrowing them at each of a hundred call sites.
+Conn: TypeAlias = Any
+
+
+@contextlib.contextmanager
+def translated(where: str, conn: Conn | None = None) -> Iterator[None]:
+    """Run a block with every error but the library's own turned into the library's error
+    tree (:func:`translate`). Transactions (:func:`immediate`, :func:`snapshot`) do the same
+    for their whole body, so a driver error or a Python internal error raised anywhere in a
+    store call comes out as an :class:`~agui_store.errors.AguiStoreError` naming the file,
+    with the original chained as ``__cause__``."""
+    try:
+        yield
+    except Exception as e:
+        if isinstance(e, errors.AguiStoreError):
+            raise
+        raise translate(e, where, conn) from e
+
+
+def translate(e: Exception, where: str, conn: Conn | None = None) -> errors.AguiStoreError:
+    """The library error for any other error met working on the store at ``where``: the one
+    place that decides it.
+
+    Args:
+        e: the error (not already an ``AguiStoreError``).
+        where: the store's path, for the message.
+        conn: the connection, to ask the operating system's errno of a failed I/O.
+    """
+    if isinstance(e, apsw.Error):
+        return _driver_error(e, where, conn)
+    return backend_errors.translate_common(e, where, database="SQLite")
+
+
+#: What an operating system error means for the store, when SQLite passes one on.
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiStoreError:
+    """The library error for one apsw error."""
+    system_errno = 0
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            system_errno = int(conn.system_errno)
+    system = f": {os.strerror(system_errno)}" if system_errno else ""
+    if isinstance(e, (apsw.BusyError, apsw.LockedError)):
+        return errors.StoreBusyError(
+            f"{where} stayed locked by another writer for longer than the busy timeout; "
+            "raise busy_timeout_ms or shorten the other writer's transactions"
+        )
+    if isinstance(e, apsw.ConstraintError):
+        return errors.IntegrityError(f"{where} refused the write: {e}")
+    if isinstance(e, apsw.NotADBError):
+        return errors.NotAStoreError(f"{where} is not an SQLite database ({e})")
+    if isinstance(e, apsw.CorruptError):
+        return errors.CorruptStoreError(
+            f"{where} is damaged: SQLite met a corrupt page ({e}); run 'agui-store check' "
+            "for details"
+        )
+    if isinstance(e, apsw.FullError) or system_errno in _FULL_ERRNOS:
+        return errors.StorageFullError(
+            f"{where}: no space left to write ({e}{system}); the failed call wrote nothing, "
+            "everything acknowledged before is kept: free space and retry",
+            path=where, errno=system_errno or errno.ENOSPC,
+        )
+    if isinstance(e, apsw.IOError):
+        return errors.StorageError(
+            f"{where}: I/O error ({e}{system}); the failed call wrote nothing",
+            path=where, errno=system_errno or errno.EIO,
+        )
+    if isinstance(e, apsw.CantOpenError):
+        return errors.StorageError(
+            f"cannot open {where} ({e}{system})", path=where, errno=system_errno or None
+        )
+    if isinstance(e, (apsw.ReadOnlyError, apsw.PermissionsError, apsw.AuthError)):
+        return errors.StorageError(
+            f"{where} cannot be written ({e}{system}): check the file's and its folder's "
+            "permissions",
+            path=where, errno=system_errno or errno.EACCES,
+        )
+    if isinstance(e, apsw.NoMemError):
+        return errors.OutOfMemoryError(f"SQLite ran out of memory working on {where}")
+    if isinstance(e, apsw.TooBigError):
+        return errors.InvalidArgumentError(f"a value is larger than SQLite stores ({e})")
+    if isinstance(e, apsw.InterruptError):
+        return errors.AguiStoreError(f"the operation on {where} was interrupted")
+    return errors.InternalError(
+        f"unexpected SQLite error working on {where}: {type(e).__name__}: {e} (a bug in "
+        "agui-store: please report it with this message)"
+    )

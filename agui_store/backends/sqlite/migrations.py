@@ -1,0 +1,97 @@
+"""Bringing an SQLite store file to the current schema: the migrations of
+:mod:`agui_store.backends.sqlite.schema`, applied in order, and the backfills whose values
+are computed in Python.
+
+The schema version is SQLite's ``PRAGMA user_version``; the caller holds the write lock, so
+the version read here is the one that holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from agui_store import errors
+from agui_store.backends.sqlite import schema, sql
+from agui_store.backends.sqlite.errors import Conn
+from agui_store.backends.sqlite.transaction import SqliteTransaction
+from agui_store.engine import checkpoints, log_hashes
+
+
+def schema_version(conn: Conn) -> int:
+    """The schema version the file records (0: a new, empty file)."""
+    row = conn.execute(sql.USER_VERSION).fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: Conn, path: str) -> None:
+    """Bring the file at ``path`` to :data:`~agui_store.backends.sqlite.schema.SCHEMA_VERSION`,
+    or create it there when it is empty. Runs inside the caller's write transaction, since
+    another process may be creating or migrating the same file: the version read here is the
+    one that holds."""
+    version = schema_version(conn)
+    if version > schema.SCHEMA_VERSION:
+        raise errors.SchemaVersionError(
+            f"{path} was written by a newer agui-store (schema version {version}; this one "
+            f"reads up to {schema.SCHEMA_VERSION}): upgrade agui-store to open it"
+        )
+    if version == 0:
+        app_id = conn.execute(sql.APPLICATION_ID).fetchone()[0]
+        tables = conn.execute(sql.SCHEMA_OBJECTS).fetchone()[0]
+        if tables and app_id != schema.APPLICATION_ID:
+            raise errors.NotAStoreError(
+                f"{path} is an SQLite database of another application (it has tables "
+                "but is not an agui-store file); give a new path"
+            )
+    for target in range(version + 1, schema.SCHEMA_VERSION + 1):
+        conn.execute(schema.MIGRATIONS[target])
+        if target in schema.BACKFILLS:
+            _backfill_hashes(conn)
+    conn.execute(sql.set_application_id(schema.APPLICATION_ID))
+    conn.execute(sql.set_user_version(schema.SCHEMA_VERSION))
+
+
+@contextlib.contextmanager
+def _lifted(conn: Conn, tables: tuple[str, ...], kind: str) -> Iterator[None]:
+    """Inside a migration's transaction: the append-only triggers of ``kind`` on ``tables``
+    dropped for the block and put back, exactly as they were, after it (a backfill writes
+    values computed from the log into columns the migration just added)."""
+    triggers = []
+    for table in tables:
+        name = f"{table}_are_append_only_{kind}"
+        row = conn.execute(sql.TRIGGER_DEFINITION, (name,)).fetchone()
+        if row is not None:
+            triggers.append((name, str(row[0])))
+    for name, _ in triggers:
+        conn.execute(sql.drop_trigger(name))
+    yield
+    for _, definition in triggers:
+        conn.execute(definition)
+
+
+def _backfill_hashes(conn: Conn) -> None:
+    """Version 8: write every hash computed from the log into the columns the migration just
+    added, with the append-only triggers on runs and batches lifted meanwhile."""
+    tx = SqliteTransaction(conn)
+    links = log_hashes.compute(tx)
+    with _lifted(conn, ("runs", "batches"), "update"):
+        for link in links.values():
+            conn.execute(
+                sql.BACKFILL_RUN_HASHES,
+                (link.parent_hash, link.input_hash, link.start_hash, link.pk),
+            )
+            conn.executemany(
+                sql.BACKFILL_BATCH_HASH, [(b.computed, b.pk) for b in link.batches]
+            )
+    final = {
+        pk: (link.batches[-1].computed if link.batches else link.start_hash)
+        for pk, link in links.items()
+    }
+    layout = {str(r[1]) for r in conn.execute(sql.CHECKPOINT_COLUMNS)}
+    if "tail" not in layout:
+        # Checkpoints laid out as before version 10: that migration drops them (derived
+        # data, derived again as chunks), so they get no digests now.
+        return
+    for (run_pk,) in conn.execute(sql.CHECKPOINT_RUNS).fetchall():
+        view_hash = checkpoints.stored_view_digest(tx, int(run_pk))[0]
+        conn.execute(sql.BACKFILL_CHECKPOINT_HASHES, (final.get(run_pk), view_hash, run_pk))
