@@ -43,7 +43,7 @@ from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.integrity import CheckReport
 from agui_store.engine.revisions import DEFAULT_BRANCH, RESERVED_REFS, RunKey
 from agui_store.errors import BranchError, InvalidArgumentError, InvalidEventError, RunNotFoundError
-from agui_store.history import hashing
+from agui_store.history import hashing, resume
 from agui_store.history.diff import Diff, ViewChange, compare
 from agui_store.history.normalize import expand_input
 from agui_store.history.restore import View
@@ -225,41 +225,19 @@ class Store:
                 open runs.
             ScopeError: the thread belongs to another owner than ``scope``.
         """
-        incoming = ingest.parse_events(
-            events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
+        batch = self._intake.read_batch(
+            events,
+            thread_id=thread_id,
+            input=input,
+            parent=parent,
+            branch=branch,
+            check_sequence=check_sequence,
+            run_id=run_id,
+            scope=scope,
         )
-        types = self._intake.validated(incoming)
-        for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
-            intake.storable(value, path=name)
-        if thread_id == "":
-            raise InvalidEventError("is empty: name a thread or pass None", path="thread_id")
-        if run_id is not None:
-            if not isinstance(run_id, str) or not run_id:
-                raise InvalidEventError(
-                    f"must be a run id (a non-empty string), not {run_id!r}", path="run_id"
-                )
-            intake.storable(run_id, path="run_id")
-        intake.check_scope(scope)
-        if branch is not None:
-            intake.check_branch_name(branch)
-        run_input = self._intake.parse_input(input) if input is not None else None
-        if run_input is not None:
-            intake.check_input_run_id(incoming, types, run_input[0])
-        batch_thread = intake.thread_of_batch(incoming, types, thread_id, run_input)
-        with self._writing(batch_thread) as tx:
-            self._memory.notice_other_writes(tx, batch_thread)
-            result = self._placement.place(
-                tx,
-                incoming,
-                types,
-                batch_thread,
-                run_input,
-                parent,
-                branch,
-                check_sequence,
-                run_id,
-                scope,
-            )
+        with self._writing(batch.thread_id) as tx:
+            self._memory.notice_other_writes(tx, batch.thread_id)
+            result = self._placement.place(tx, batch)
             self._memory.remember_version(tx)
         return result
 
@@ -306,7 +284,11 @@ class Store:
                         types = self._intake.validated(batch)
                         thread = intake.thread_of_batch(batch, types, batch_thread, None)
                         result = self._placement.place(
-                            tx, batch, types, thread, None, None, None, check_sequence, batch_run
+                            tx,
+                            intake.Batch(
+                                batch, types, thread, check_sequence=check_sequence,
+                                run_id=batch_run,
+                            ),
                         )
                 except InvalidEventError as e:
                     raise intake.counted_from(e, offset) from None
@@ -371,22 +353,7 @@ class Store:
                 pks = tx.owner_run_pks(scope)
             else:
                 pks = tx.all_run_pks()
-            now = clock.now_ms()
-            before = tx.checkpoint_count()
-            # Digests lost while their checkpoints stayed: the checkpoint has it.
-            tx.digests_from_checkpoints()
-            # What appends left for later first, in run order: each run then continues the
-            # view its parent left in memory.
-            for only_pk in only:
-                self._deriver.derive_underived(tx, only_pk)
-            for pk in pks:
-                if (
-                    tx.has_checkpoint(pk)
-                    or reads.status(tx, pk) == "incomplete"
-                ):
-                    continue
-                self._deriver.derive(tx, tx.run_thread(pk), pk, now, force_checkpoint=True)
-            return tx.checkpoint_count() - before
+            return self._deriver.write_checkpoints(tx, only, pks)
 
     # --- lookups ------------------------------------------------------------------------
 
@@ -615,44 +582,7 @@ class Store:
             run = reads.run_record(tx, key.pk)
             view = reads.view(tx, key.pk)
             terminal = tx.terminal_event(key.pk)
-        ids = {"threadId": run.thread_id, "runId": run.run_id}
-        started: dict[str, Any] = {"type": "RUN_STARTED", **ids}
-        if run.parent_run_id is not None:
-            started["parentRunId"] = run.parent_run_id
-        stream: list[dict[str, Any]] = [
-            started,
-            {"type": "MESSAGES_SNAPSHOT", "messages": view.messages},
-            {"type": "STATE_SNAPSHOT", "snapshot": view.state},
-        ]
-        if terminal is None:
-            # Still open: a live recorder continues it. Interrupts an earlier run left pending
-            # cannot be stated without ending the run, so they are not in this stream.
-            return stream
-        original = ingest.decode(terminal.encode("utf-8"))
-        if original["type"] == "RUN_ERROR":
-            if view.interrupts:
-                # Interrupts an earlier run left pending survive this run's failure in the
-                # client; RUN_FINISHED then a late RUN_ERROR is the legal way to say both.
-                stream.append(
-                    {
-                        "type": "RUN_FINISHED",
-                        **ids,
-                        "outcome": {"type": "interrupt", "interrupts": view.interrupts},
-                    }
-                )
-            stream.append({k: original[k] for k in ("type", "message", "code") if k in original})
-            return stream
-        finished: dict[str, Any] = {"type": "RUN_FINISHED", **ids}
-        for name in ("result", "usage"):
-            if name in original:
-                finished[name] = original[name]
-        outcome = original.get("outcome")
-        if view.interrupts:
-            finished["outcome"] = {"type": "interrupt", "interrupts": view.interrupts}
-        elif isinstance(outcome, dict) and outcome.get("type") != "interrupt":
-            finished["outcome"] = outcome
-        stream.append(finished)
-        return stream
+        return resume.reconnect_stream(run, view, terminal)
 
     # --- time travel ----------------------------------------------------------------------
 
@@ -799,22 +729,11 @@ class Store:
             run = reads.run_record(tx, key.pk)
             view = reads.view(tx, key.pk)
             newest_input = tx.newest_input(key.pk)
-        recorded = ingest.decode(newest_input.encode("utf-8")) if newest_input else {}
         if run_id is not None and not (
             isinstance(run_id, str) and run_id and arguments.storable_text(run_id)
         ):
             raise InvalidArgumentError(f"run_id= must be a non-empty id, not {_quote(run_id)}")
-        fork_input: dict[str, Any] = {
-            "threadId": run.thread_id,
-            "runId": run_id or str(uuid.uuid4()),
-            "parentRunId": run.run_id,
-            "state": view.state,
-            "messages": [m for m in view.messages if m.get("role") != "activity"],
-            "tools": recorded.get("tools", []),
-            "context": recorded.get("context", []),
-            "forwardedProps": recorded.get("forwardedProps", {}),
-        }
-        return fork_input
+        return resume.fork_input(run, view, newest_input, run_id or str(uuid.uuid4()))
 
 
 #: Every Store not yet garbage-collected, for the at-fork hook.

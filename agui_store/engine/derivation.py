@@ -16,7 +16,7 @@ write transaction, from the view the store's memory keeps: when (on append, or l
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agui_store.codec import ingest
@@ -241,6 +241,24 @@ class Deriver:
         else:
             known.underived.discard(thread_pk)
         return derived
+
+    def write_checkpoints(
+        self, tx: port.Writing, threads: Sequence[int | None], run_pks: Iterable[int]
+    ) -> int:
+        """Write a checkpoint for every complete run of ``run_pks`` that has none, after
+        deriving what ``threads`` left for later (``None``: every thread), so that each run
+        continues the view its parent left in memory. Returns how many were written."""
+        before = tx.checkpoint_count()
+        # Digests lost while their checkpoints stayed: the checkpoint has it.
+        tx.digests_from_checkpoints()
+        for thread_pk in threads:
+            self.derive_underived(tx, thread_pk)
+        now = clock.now_ms()
+        for pk in run_pks:
+            if tx.has_checkpoint(pk) or reads.status(tx, pk) == "incomplete":
+                continue
+            self.derive(tx, tx.run_thread(pk), pk, now, force_checkpoint=True)
+        return tx.checkpoint_count() - before
 
     def _complete(
         self,

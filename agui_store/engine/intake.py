@@ -43,6 +43,21 @@ class Input(NamedTuple):
     distinct: int = 0
 
 
+class Batch(NamedTuple):
+    """A batch read and checked before its write transaction: what
+    :meth:`agui_store.engine.placement.Placement.place` places."""
+
+    incoming: list[ingest.IncomingEvent]
+    types: list[str]  # each event's type
+    thread_id: str | None  # the thread it names, or None: placement finds it
+    run_input: Input | None = None
+    parent: str | None = None  # the explicit lineage parent of the run it opens
+    branch: str | None = None  # the branch the run it opens goes on
+    check_sequence: bool = True
+    run_id: str | None = None  # the run a batch that starts none continues
+    scope: str | None = None  # the owner writing
+
+
 class Intake:
     """Reads a store's appends with its limits (``max_event_bytes``, ``max_depth``) and its
     memory of earlier bodies."""
@@ -51,6 +66,45 @@ class Intake:
         self.memory = memory
         self.max_event_bytes = max_event_bytes
         self.max_depth = max_depth
+
+    def read_batch(
+        self,
+        events: Any,
+        *,
+        thread_id: str | None = None,
+        input: Any = None,
+        parent: str | None = None,
+        branch: str | None = None,
+        check_sequence: bool = True,
+        run_id: str | None = None,
+        scope: str | None = None,
+    ) -> Batch:
+        """Read and check what ``Store.append`` is handed (its arguments), all that needs no
+        database, so that a bad batch is refused before the write lock is taken."""
+        incoming = ingest.parse_events(
+            events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
+        )
+        types = self.validated(incoming)
+        for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
+            storable(value, path=name)
+        if thread_id == "":
+            raise InvalidEventError("is empty: name a thread or pass None", path="thread_id")
+        if run_id is not None:
+            if not isinstance(run_id, str) or not run_id:
+                raise InvalidEventError(
+                    f"must be a run id (a non-empty string), not {run_id!r}", path="run_id"
+                )
+            storable(run_id, path="run_id")
+        check_scope(scope)
+        if branch is not None:
+            check_branch_name(branch)
+        run_input = self.parse_input(input) if input is not None else None
+        if run_input is not None:
+            check_input_run_id(incoming, types, run_input[0])
+        thread = thread_of_batch(incoming, types, thread_id, run_input)
+        return Batch(
+            incoming, types, thread, run_input, parent, branch, check_sequence, run_id, scope
+        )
 
     def validated(self, incoming: list[ingest.IncomingEvent]) -> list[str]:
         """Validate a batch's events one by one (what needs no database); their types."""

@@ -20,7 +20,7 @@ from agui_store.engine import checkpoints, clock, port, reads, revisions
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
 from agui_store.engine.derivation import Deriver, RunRow
-from agui_store.engine.intake import Input, check_branch_name
+from agui_store.engine.intake import Batch, Input, check_branch_name
 from agui_store.engine.revisions import RunKey
 from agui_store.errors import (
     AmbiguousRunError,
@@ -95,22 +95,14 @@ class Placement:
         self.max_event_bytes = max_event_bytes
         self.derive_on_append = derive_on_append
 
-    def place(
-        self,
-        tx: port.Writing,
-        incoming: list[ingest.IncomingEvent],
-        types: list[str],
-        thread_id: str | None,
-        run_input: Input | None,
-        parent_ref: str | None,
-        branch: str | None,
-        check_sequence: bool,
-        named_run: str | None = None,
-        scope: str | None = None,
-    ) -> AppendResult:
-        """Place a batch read by :mod:`agui_store.engine.intake` (``types``: its events' types),
-        inside the write transaction ``tx``: the runs it opens or continues, their lineage
-        and branches, its events, hashes and, as runs complete, what derives from them."""
+    def place(self, tx: port.Writing, batch: Batch) -> AppendResult:
+        """Place a batch read by :meth:`agui_store.engine.intake.Intake.read_batch`, inside
+        the write transaction ``tx``: the runs it opens or continues, their lineage and
+        branches, its events, hashes and, as runs complete, what derives from them."""
+        (
+            incoming, types, thread_id, run_input, parent_ref, branch, check_sequence,
+            named_run, scope,
+        ) = batch  # fmt: skip
         memory = self.memory
         now = clock.now_ms()
         if not incoming:
