@@ -13,7 +13,7 @@ sent: each chunk is forwarded first and recorded after, off the response's path;
 be recorded is logged (logger ``agui_store.asgi``) and never reaches the client.
 
 ``POST <endpoint>/connect`` with a ``RunAgentInput`` body answers the hydration stream of a
-run (``Store.compacted``) as SSE, each event with an ``id:`` (the store's global sequence
+run (``Store.reconnect_stream``) as SSE, each event with an ``id:`` (the store's global sequence
 cursor), then the live rest of the run when it is still streaming through this recorder.
 A ``Last-Event-ID`` header resumes after that cursor.
 
@@ -602,7 +602,7 @@ async def _snapshot(
         if after is not None:
             backlog = await store.events(run_id, after=after, **reads)
         else:
-            backlog = await store.compacted(run_id, **reads)
+            backlog = await store.reconnect_stream(run_id, **reads)
             if live:
                 backlog += _reopen(await store.events(run_id, **reads))
         again = await store.get_run(run_id, **reads)

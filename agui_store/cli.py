@@ -300,7 +300,7 @@ def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         progress = Progress(sum(r.event_count for r in store.runs(args.thread)), "exporting")
         events = _counted(store.thread_events(args.thread), progress)
     elif args.compacted:
-        events = store.compacted(args.ref, thread_id=args.thread)
+        events = store.reconnect_stream(args.ref, thread_id=args.thread)
     else:
         events = store.history(args.ref, thread_id=args.thread)
     chunks = serialize(events, args.format)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+import warnings
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -567,7 +568,7 @@ class Store:
             view = reads.view(tx, key.pk)
         return Checkout(run, view.messages, view.state, view.interrupts, view.warnings)
 
-    def compacted(
+    def reconnect_stream(
         self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> list[dict[str, Any]]:
         """The short stream that restores a run: what a reconnecting client is sent.
@@ -583,6 +584,20 @@ class Store:
             view = reads.view(tx, key.pk)
             terminal = tx.terminal_event(key.pk)
         return resume.reconnect_stream(run, view, terminal)
+
+    def compacted(
+        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Deprecated: :meth:`reconnect_stream`, under the name that read as the result of
+        :func:`~agui_store.compact_events` (upstream's compaction), which it is not. Kept for
+        one release."""
+        warnings.warn(
+            "Store.compacted() is now Store.reconnect_stream(); the old name goes in the next "
+            "release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.reconnect_stream(run_or_ref, thread_id=thread_id, scope=scope)
 
     # --- time travel ----------------------------------------------------------------------
 

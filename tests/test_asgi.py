@@ -605,7 +605,7 @@ def test_connect_answers_the_hydration_stream_with_the_runs_cursor(store: Any, a
     assert response.status == 200
     assert response.headers[b"content-type"].startswith(b"text/event-stream")
     got = read_stream(response.body)
-    assert [ev for _, ev in got] == store.compacted("r1", thread_id="t1")
+    assert [ev for _, ev in got] == store.reconnect_stream("r1", thread_id="t1")
     assert {i for i, _ in got} == {result.last_seq}
 
 
@@ -614,7 +614,8 @@ def test_connect_restores_the_run_the_body_names(store: Any, astore: Any) -> Non
     store.append(run_events("t1", "r2", text="two"), input=request_body("t1", "r2"))
     recorder = Recorder(streaming_app([]), store=astore)
     response = asyncio.run(call(recorder, request_body("t1", "r1"), path="/agent/connect"))
-    assert [ev for _, ev in read_stream(response.body)] == store.compacted("r1", thread_id="t1")
+    expected = store.reconnect_stream("r1", thread_id="t1")
+    assert [ev for _, ev in read_stream(response.body)] == expected
 
 
 def test_connect_on_a_store_that_cannot_be_read_answers_500(

@@ -97,7 +97,7 @@ READS: dict[str, Callable[[agui_store.Store, str, str | None], Any]] = {
     "history": lambda s, r, t: s.history(r, thread_id=t),
     "log": lambda s, r, t: s.log(r, thread_id=t),
     "checkout": lambda s, r, t: s.checkout(r, thread_id=t),
-    "compacted": lambda s, r, t: s.compacted(r, thread_id=t),
+    "compacted": lambda s, r, t: s.reconnect_stream(r, thread_id=t),
     "fork": lambda s, r, t: s.fork(r, thread_id=t, run_id="next"),
     "diff": lambda s, r, t: s.diff(r, "r1", thread_id=t),
     "merge_base": lambda s, r, t: s.merge_base("r1", r, thread_id=t),

@@ -158,7 +158,7 @@ def test_merge_base_diff_compacted_fork_and_derive_work_as_on_sqlite(
                     target.is_ancestor("r2", "r4", thread_id="t"),
                 ),
                 "diff": str(target.diff("r4", "r5", thread_id="t")),
-                "compacted": target.compacted("r4", thread_id="t"),
+                "compacted": target.reconnect_stream("r4", thread_id="t"),
                 "checkout": [
                     (c.messages, c.state)
                     for c in (target.checkout(r, thread_id="t") for r in ("r4", "r5"))

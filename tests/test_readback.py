@@ -130,7 +130,7 @@ def test_every_reader_handles_lone_surrogates(
             shown.encode("utf-8")
         fork = store.fork("left", thread_id="t")
         slimmed = slim(co, "minimal")
-        compacted = store.compacted("left", thread_id="t")
+        compacted = store.reconnect_stream("left", thread_id="t")
         history = store.history("left", thread_id="t")
         for value in (fork, slimmed, compacted, history):
             agui_store.codec.ingest.encode(value)  # JSON with escapes, no error

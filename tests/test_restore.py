@@ -180,7 +180,7 @@ def assert_pipeline_restores(
 ) -> list[dict[str, Any]]:
     """The compacted stream, through the official client's full pipeline (schema enforcement,
     verification, reducer), restores exactly what checkout restores."""
-    stream = store.compacted(run_id, thread_id=thread_id)
+    stream = store.reconnect_stream(run_id, thread_id=thread_id)
     co = store.checkout(run_id, thread_id=thread_id)
     got = oracle.replay(json.loads(json.dumps(stream)), mode="pipeline")
     assert got["ok"], got

@@ -51,7 +51,7 @@ READS = {
     "checkout HEAD": lambda s, sc, t: s.checkout("HEAD", scope=sc, **t),
     "checkout a branch": lambda s, sc, t: s.checkout("b", scope=sc, **t),
     "checkout a prefix~1": lambda s, sc, t: s.checkout("r2~1", scope=sc, **t),
-    "compacted": lambda s, sc, t: s.compacted("r2", scope=sc, **t),
+    "compacted": lambda s, sc, t: s.reconnect_stream("r2", scope=sc, **t),
     "fork": lambda s, sc, t: s.fork("r2", run_id="next", scope=sc, **t),
     "diff": lambda s, sc, t: s.diff("r1", "r2", scope=sc, **t),
     "merge_base": lambda s, sc, t: s.merge_base("r1", "r2", scope=sc, **t),

@@ -640,3 +640,18 @@ def test_checkout_from_checkpoints_equals_a_full_replay_and_survives_reopening(
         for run_id, view in want.items():
             co = store.checkout(run_id)
             assert (co.messages, co.state) == (view.messages, view.state)
+
+
+def test_the_old_name_of_the_reconnect_stream_still_answers_with_a_deprecation_warning(
+    tmp_path: Path,
+) -> None:
+    with agui_store.open(tmp_path / "s.db") as store:
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+            ]
+        )
+        with pytest.warns(DeprecationWarning, match="reconnect_stream"):
+            old = store.compacted("r1")
+        assert old == store.reconnect_stream("r1")

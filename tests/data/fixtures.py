@@ -187,7 +187,7 @@ def read_back_v9(store: Any) -> dict[str, Any]:
                     "interrupts": co.interrupts,
                     "warnings": co.warnings,
                 },
-                "compacted": store.compacted(rid, **where),
+                "compacted": store.reconnect_stream(rid, **where),
                 "fork": store.fork(rid, run_id="next", **where),
             }
     report = store.check()
