@@ -1,4 +1,5 @@
-"""The compacted-message-snapshot artifact ``ag-ui.compacted-message-snapshot.export.v1`` (SPEC §6).
+"""The compacted-message-snapshot artifact ``ag-ui.compacted-message-snapshot.export.v1``
+(docs/design/interchange.md).
 
 A small JSON object that labels one finished run and carries its conversation as plain text::
 
@@ -46,7 +47,7 @@ top-level ``state`` bag, rejected). What they say, and what this module therefor
 * ``terminal_event`` is ``"RUN_FINISHED"`` or ``"RUN_ERROR"``. ``error_code`` (at most 48
   characters) and ``error_message`` (at most 200) appear only with ``RUN_ERROR``, and
   ``error_message`` is **required** with it (the reference reader refuses a ``RUN_ERROR``
-  artifact without one; SPEC §6 lists both as optional overall, which this refines).
+  artifact without one; the format lists both as optional overall, which this refines).
 * ``started_at`` / ``finished_at`` are RFC 3339 timestamps; ``finished_at`` is not earlier
   than ``started_at`` (compared as instants, as the reference reader does since it stopped
   comparing strings).
@@ -95,7 +96,8 @@ the contract:
   event (``Run.created_at``/``Run.updated_at``), in UTC with milliseconds
   (``2026-04-14T19:00:00.123Z``): the store's clock, one source for both, not the
   producers' optional event timestamps.
-* ``parent_run_id_ref`` is the run's lineage parent in the store (SPEC §2), when it has one.
+* ``parent_run_id_ref`` is the run's lineage parent in the store (docs/design/lineage.md),
+  when it has one.
 * A run whose view holds no text message at all cannot produce an artifact (``messages``
   must not be empty): :class:`ArtifactError`.
 """

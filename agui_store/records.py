@@ -27,7 +27,7 @@ from typing import Any, Literal
 #: How a run ended. ``incomplete``: no RUN_FINISHED/RUN_ERROR was recorded (yet).
 RUN_STATUSES = ("finished", "interrupted", "cancelled", "error", "incomplete")
 
-#: Why a run has the lineage parent it has (SPEC §2, first match wins).
+#: Why a run has the lineage parent it has (docs/design/lineage.md, first match wins).
 LINEAGE_REASONS = ("explicit", "parentRunId", "messages", "head", "root")
 
 

@@ -208,15 +208,15 @@ class Store:
             branch: put the run the batch opens on this branch (created or advanced).
             check_sequence: ``False`` keeps well-formed but out-of-sequence streams (for
                 recording buggy producers); events are still validated one by one.
-            run_id: the run a batch that starts no run continues (SPEC §8: several runs of
-                a thread may stream at once). Without it such a batch continues the thread's
-                newest run, unless several runs of the thread are open. A batch that starts
-                with a RUN_STARTED may name the run it starts. Without ``thread_id`` the run
-                id finds its thread while it is unambiguous.
-            scope: the owner writing (SPEC §8). A thread belongs to the scope that first
-                wrote it; a scoped batch for a thread of another owner, or of none, is
-                refused. ``None`` (the operator) writes anywhere; the threads it creates
-                have no owner.
+            run_id: the run a batch that starts no run continues (several runs of a thread may
+                stream at once: docs/design/live-recording.md). Without it such a batch
+                continues the thread's newest run, unless several runs of the thread are open.
+                A batch that starts with a RUN_STARTED may name the run it starts. Without
+                ``thread_id`` the run id finds its thread while it is unambiguous.
+            scope: the owner writing (docs/design/live-recording.md). A thread belongs to the
+                scope that first wrote it; a scoped batch for a thread of another owner, or of
+                none, is refused. ``None`` (the operator) writes anywhere; the threads it
+                creates have no owner.
 
         Raises:
             InvalidEventError: naming the batch index, event type and JSON path, with the
@@ -398,8 +398,8 @@ class Store:
         """Every thread id, oldest first (with a ``scope``: that owner's threads).
 
         Every reading method takes ``scope=``: a thread of another owner (or of none) is
-        then absent, as if it did not exist (SPEC §8). ``None``, the default, is the
-        operator, who sees every thread."""
+        then absent, as if it did not exist (docs/design/live-recording.md). ``None``, the
+        default, is the operator, who sees every thread."""
         intake.check_scope(scope)
         with self._reading() as tx:
             return tx.thread_ids(scope)
@@ -551,7 +551,7 @@ class Store:
                     )
                 first = named
             rows = tx.lineage_runs(first, None, size)
-            # A lineage never leaves its thread (SPEC §2).
+            # A lineage never leaves its thread (docs/design/lineage.md).
             names = reads.branch_names(tx, [r[0] for r in rows], [key.thread_pk])
             runs = [reads.run_from_row(r, names) for r in rows]
         # The last run's parent starts the next page (None at the root, or the whole log).
@@ -575,8 +575,8 @@ class Store:
 
         ``RUN_STARTED``, ``MESSAGES_SNAPSHOT``, ``STATE_SNAPSHOT`` and the run's terminal
         event (its outcome, with pending interrupts), accepted by the official client's full
-        pipeline and restoring exactly ``checkout(run)`` (SPEC §4). An incomplete run ends
-        without a terminal event, as it was recorded.
+        pipeline and restoring exactly ``checkout(run)`` (docs/design/compaction.md). An incomplete
+        run ends without a terminal event, as it was recorded.
         """
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)

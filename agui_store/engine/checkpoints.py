@@ -53,7 +53,7 @@ CHUNK = 64
 #: Whether full chunks are kept zlib-compressed when that pays. Off: every chunk is read by
 #: every checkout of a run at or below it, and inflating them cost more than the rest of a
 #: checkout on the measuring machine (zlib inflated these chunks at 75 MB/s there, where
-#: they shrank 3.1x; see the notes of issue 10). Tail segments are compressed instead: one
+#: they shrank 3.1x). Tail segments are compressed instead: one
 #: is written by every run, and a checkout reads a few of them at most.
 COMPRESS_CHUNKS = False
 #: A tail segment of at least this many bytes is kept compressed when that saves at least

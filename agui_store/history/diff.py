@@ -1,4 +1,4 @@
-"""Comparing two restored views (SPEC §5) — pure, no storage.
+"""Comparing two restored views (docs/design/comparison.md) — pure, no storage.
 
 Messages are compared by id (added / removed / modified, with both versions); the state
 change is an RFC 6902 patch made by ``jsonpatch`` that takes the old state to the new one.

@@ -1,4 +1,4 @@
-"""How a run's view is composed from its lineage (SPEC §3) — pure, no storage.
+"""How a run's view is composed from its lineage (docs/design/restoring.md) — pure, no storage.
 
 ``view(R)`` starts from the view of R's lineage parent (or from nothing), lets R's recorded
 input take over where the client sent one, then runs R's events through the official
@@ -35,11 +35,11 @@ class RunRecord:
 
 
 def body_as_sent(has_input: bool, lineage: str) -> bool:
-    """Whether a run starts from its recorded request body's messages as sent (SPEC §3
-    amended): a body whose parent was neither named (lineage rules 1, 2) nor found by its
-    messages (rule 3), so it was placed at the head (``lineage`` is the run's reason). With
-    rule 3 the body continues its parent's view, whose messages it holds but for the
-    activity messages a client strips from what it sends: those stay, in place."""
+    """Whether a run starts from its recorded request body's messages as sent
+    (docs/design/restoring.md): a body whose parent was neither named (lineage rules 1, 2)
+    nor found by its messages (rule 3), so it was placed at the head (``lineage`` is the run's
+    reason). With rule 3 the body continues its parent's view, whose messages it holds but for
+    the activity messages a client strips from what it sends: those stay, in place."""
     return has_input and lineage == "head"
 
 
@@ -48,7 +48,7 @@ def effective_input(
 ) -> dict[str, Any] | None:
     """The input a run starts from: the request body recorded at append time (expanded
     against the parent's view where it was normalized), else the ``RUN_STARTED.input`` a
-    producer echoed (SPEC §3)."""
+    producer echoed (docs/design/restoring.md)."""
     if record.input is not None:
         if record.input_refs is not None:
             return expand_input(record.input, record.input_refs, parent_messages, parent_state)
@@ -68,7 +68,7 @@ def start_of_run(
     *,
     as_sent: bool = False,
 ) -> tuple[list[dict[str, Any]], Any]:
-    """The messages and state a run starts from (SPEC §3).
+    """The messages and state a run starts from (docs/design/restoring.md).
 
     A client that sent the whole history (``HttpAgent`` does) is believed as sent, and so is
     a request body that continued no restored view (``as_sent``: a fresh client on an

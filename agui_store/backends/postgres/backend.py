@@ -13,9 +13,9 @@ Transactions (the port's :meth:`reading` and :meth:`writing`):
   ``seq = max + 1`` is handed out in commit order, and a reader polling
   ``events(after=cursor)`` sees a prefix of the log and never skips an event. Each statement
   sees every batch committed before its locks were granted, so a run is placed on the head
-  the previous writer of its thread left. REPEATABLE READ with the same locks forked
-  lineages (its snapshot predates the lock wait), and SERIALIZABLE without them retried a
-  thousand times (research/postgres.md). The server drops the locks when a client dies,
+  the previous writer of its thread left. REPEATABLE READ with the same locks forks
+  lineages (its snapshot predates the lock wait), and SERIALIZABLE without them retries a
+  write up to a thousand times under contention. The server drops the locks when a client dies,
   even by SIGKILL, and rolls its batch back.
 - The wait for a lock is bounded by ``lock_timeout`` (``busy_timeout_ms``).
 

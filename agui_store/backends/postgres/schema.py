@@ -16,7 +16,7 @@ The tables mirror the SQLite schema (``agui_store/backends/sqlite/schema.py``, v
   order a reader's ``after=`` cursor follows, has **no** default: the store assigns it (see
   :mod:`agui_store.backends.postgres.sql`), because a sequence hands out numbers in call order while
   transactions commit in another order, and a reader polling ``after=N`` then skips an event
-  committed late with a lower number (research/postgres.md measured it).
+  committed late with a lower number.
 - **Append-only in the server.** Row triggers refuse UPDATE and DELETE, and statement
   triggers refuse TRUNCATE, on the log tables (:data:`LOG_TABLES`). The table owner could
   still disable them, which is why a deployment gives the application a role of its own

@@ -18,7 +18,7 @@ a circle:
    COMMITTED: each statement sees what committed before it). Not ``SELECT ... FOR UPDATE``
    on the thread's row: that needs UPDATE privilege, which the application role does not
    have on an append-only table. REPEATABLE READ must not be used here: its snapshot
-   predates the lock wait, and it forked lineages (research/postgres.md).
+   predates the lock wait, so two appends to one thread would fork its lineage.
 3. The event-order lock (:data:`LOCK_EVENT_ORDER`), exclusive, taken right before a batch's
    events get their ``seq`` (:data:`NEXT_SEQ_LOCKED`) and held to commit, so ``seq`` order is
    commit order and a reader polling ``after=cursor`` never skips a lower number committed
