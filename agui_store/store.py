@@ -684,7 +684,7 @@ class Store:
         """Check the store: its storage's integrity (an SQLite file's pages, foreign keys
         and schema; a PostgreSQL schema's foreign keys and objects) and the store's own
         invariants (see :mod:`agui_store.engine.integrity`). Reports; never repairs."""
-        with self._reading() as tx:
+        with self._lock, self._backend.reading() as tx:
             return integrity.check(tx)
 
     # --- branches and forks -------------------------------------------------------------

@@ -368,3 +368,24 @@ def test_the_documented_import_paths_keep_working() -> None:
     pytest.importorskip("psycopg")
     old = importlib.import_module("agui_store.postgres.schema")
     assert old is importlib.import_module("agui_store.backends.postgres.schema")
+
+
+def test_only_the_checks_use_the_inspection_operations_of_the_port() -> None:
+    """The port's ``Reading`` is what the engine uses; ``Inspecting`` adds what ``check()``
+    reads, so the engine's interface stays narrow and a backend sees which is which."""
+    tree = ast.parse(MODULES["engine.port"].read_text(encoding="utf-8"))
+    inspecting = next(
+        node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Inspecting"
+    )
+    operations = {node.name for node in inspecting.body if isinstance(node, ast.FunctionDef)}
+    assert len(operations) >= 10
+    users = {
+        module
+        for module in MODULES
+        if not module.startswith("backends.")
+        and module != "engine.port"
+        and any(
+            f".{name}(" in MODULES[module].read_text(encoding="utf-8") for name in operations
+        )
+    }
+    assert users <= {"engine.integrity", "engine.log_hashes"}

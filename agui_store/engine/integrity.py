@@ -8,7 +8,7 @@ the batch or the table row.
 The checks here are written once, above the storage port (:mod:`agui_store.engine.port`): they read
 through one-purpose operations of a read transaction and hold no SQL. The log is read as a
 stream (one pass in sequence order), never held whole. A backend first runs the checks of its
-own storage (:meth:`~agui_store.engine.port.Reading.storage_checks`): for SQLite ``sqlite``
+own storage (:meth:`~agui_store.engine.port.Inspecting.storage_checks`): for SQLite ``sqlite``
 (``PRAGMA integrity_check``), ``foreign_keys`` and ``schema``
 (:mod:`agui_store.backends.sqlite.checks`); for PostgreSQL ``foreign_keys``, ``pages`` and
 ``schema`` (:mod:`agui_store.backends.postgres.checks`).
@@ -80,7 +80,7 @@ from typing import Any
 
 from agui_store.codec import ingest
 from agui_store.engine import checkpoints, log_hashes
-from agui_store.engine.port import Reading
+from agui_store.engine.port import Inspecting
 from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventError
 from agui_store.history import blobs, hashing
 from agui_store.history.restore import (
@@ -128,7 +128,7 @@ _OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled
 _TOO_BROKEN = (AguiStoreError, TypeError, ValueError, LookupError, zlib.error)
 
 
-def check(tx: Reading) -> CheckReport:
+def check(tx: Inspecting) -> CheckReport:
     """Run every check inside the read transaction ``tx``: its backend's storage checks,
     then the store's own."""
     problems: list[Problem] = []
@@ -153,7 +153,7 @@ def check(tx: Reading) -> CheckReport:
     return CheckReport(problems, tuple(checked), warnings)
 
 
-def _storage_check(tx: Reading, name: str, out: _Collector) -> None:
+def _storage_check(tx: Inspecting, name: str, out: _Collector) -> None:
     for detail in tx.storage_problems(name):
         out.problem(detail)
 
@@ -204,7 +204,7 @@ class _RunRow:
 class _Context:
     """What several checks read: the runs and threads (metadata only, never payloads)."""
 
-    def __init__(self, tx: Reading) -> None:
+    def __init__(self, tx: Inspecting) -> None:
         self.tx = tx
         self._runs: dict[int, _RunRow] | None = None
         self._log: _LogPass | None = None
@@ -832,7 +832,7 @@ def _check_hashes(ctx: _Context, out: _Collector) -> None:
 # --- derived structures against a replay ----------------------------------------------------
 
 
-def _record(tx: Reading, pk: int) -> RunRecord:
+def _record(tx: Inspecting, pk: int) -> RunRecord:
     rows = tx.run_events(pk, 0)  # every event: sequence numbers start at 1
     events = ingest.decode_many([r[0] for r in rows])
     echo = next((ingest.decode(r[1]) for r in rows[:1] if r[1] is not None), None)

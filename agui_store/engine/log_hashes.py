@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agui_store.engine.port import Reading
+from agui_store.engine.port import Inspecting
 from agui_store.history import hashing
 
 
@@ -67,7 +67,7 @@ def _hex(value: Any) -> bytes | None:
     return None if value is None else bytes(value)
 
 
-def compute(tx: Reading) -> dict[int, RunLink]:
+def compute(tx: Inspecting) -> dict[int, RunLink]:
     """Every run's hashes, recomputed from the log in the order it was written, with each
     stored link verified (inside a read transaction of any backend)."""
     runs: dict[int, RunLink] = {}

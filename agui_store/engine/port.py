@@ -221,8 +221,15 @@ class Reading(Protocol):
         unless ``view_base`` is ``None``; ``False`` when ``view`` is ``None``), and, when
         ``probe_underived``, whether runs of the thread are underived (else ``False``)."""
 
-    # check(): whole-store reads for agui_store.engine.integrity, each in key order. The long ones
-    # (marked "streamed") are read a page at a time: a check never holds the log whole.
+
+class Inspecting(Reading, Protocol):
+    """What ``check()`` reads besides the engine's own operations: whole-store scans in key
+    order, and the checks of the backend's own storage. Apart from :class:`Reading` so that
+    the engine's interface stays what the engine uses; every backend's read transaction
+    implements both."""
+
+    # Each in key order. The long ones (marked "streamed") are read a page at a time: a check
+    # never holds the log whole.
     #: The driver's errors, which a check of a store too broken to read can meet (reported
     #: as a check it could not finish, not raised).
     storage_errors: tuple[type[Exception], ...]
@@ -348,7 +355,8 @@ class Backend(Protocol):
     #: What opens it again (a path, or the URL with its credentials): never shown.
     location: str
 
-    def reading(self) -> AbstractContextManager[Reading]: ...
+    def reading(self) -> AbstractContextManager[Inspecting]:
+        """A read transaction on a consistent snapshot (with the operations of ``check()``)."""
     def writing(self, thread_id: str | None = None) -> AbstractContextManager[Writing]:
         """A write transaction: of appends to one thread when ``thread_id`` is given (a
         backend may run them beside other threads' appends), else one that may write
@@ -360,4 +368,13 @@ class Backend(Protocol):
         """In a forked child: drop the parent's connection; the next use opens a new one."""
 
 
-__all__ = ["Backend", "BatchRow", "EventRow", "Reading", "ReplicaRun", "RunSummary", "Writing"]
+__all__ = [
+    "Backend",
+    "BatchRow",
+    "EventRow",
+    "Inspecting",
+    "Reading",
+    "ReplicaRun",
+    "RunSummary",
+    "Writing",
+]
