@@ -293,12 +293,10 @@ def test_an_empty_store_path_is_refused_in_the_api_and_on_the_command_line(
             agui_store.open(empty)
     with pytest.raises(InvalidArgumentError, match="store path is empty"):
         agui_store.copy("", str(tmp_path / "copy.db"))
-    before = folder_state(ROOT)
     for command in (["threads"], ["demo"], ["log", "HEAD", "--thread", "t"]):
         result = cli("--db", "", *command)
         assert_one_line_error(result, 1, "store path is empty", f"agui-store {command[0]}:")
     assert_one_line_error(cli("copy", "", str(tmp_path / "copy.db")), 1, "store path is empty")
-    assert folder_state(ROOT) == before
     assert list(tmp_path.iterdir()) == []
 
 
