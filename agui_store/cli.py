@@ -19,6 +19,7 @@ from typing import Any, BinaryIO, TextIO, cast
 
 from agui_store.backends.sqlite import connection
 from agui_store.codec.output import FORMATS, serialize
+from agui_store.engine.arguments import path_text
 from agui_store.errors import (
     AguiStoreError,
     InternalError,
@@ -662,6 +663,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 def _require_store_file(path: str) -> None:
     """Refuse a store path that names no file (in-memory and URI paths are SQLite's own; a
     PostgreSQL URL names a database, which opening creates the store in)."""
+    path = path_text(path)
     if path == ":memory:" or path.startswith("file:") or is_url(path):
         return
     if not os.path.lexists(path):

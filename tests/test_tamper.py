@@ -589,7 +589,7 @@ def _rehash_on_postgres(location: str) -> None:
 def _rehash_on_sqlite(db: str) -> None:
     rehash = r"""
 import sqlite3, sys
-from agui_store import hashing
+from agui_store.history import hashing
 from agui_store.backends.sqlite import sql as sqlite_sql
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
 conn.execute("DROP TRIGGER batches_are_append_only_update")
