@@ -121,6 +121,7 @@ class AsyncStore:
 
     @property
     def path(self) -> str:
+        """The store's path, or its URL without the password."""
         return self._store.path
 
     def __repr__(self) -> str:

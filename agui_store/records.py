@@ -82,10 +82,12 @@ class Run:
 
     @property
     def is_complete(self) -> bool:
+        """Whether the run has ended (finished, interrupted or failed)."""
         return self.status != "incomplete"
 
     @property
     def short_hash(self) -> str | None:
+        """The first 12 hex digits of the run's hash, as logs show it."""
         return self.hash[:12] if self.hash is not None else None
 
     def to_json(self) -> dict[str, Any]:
@@ -124,6 +126,7 @@ class Log(list[Run]):
         self.next_cursor = next_cursor
 
     def to_json(self) -> list[dict[str, Any]]:
+        """The runs as JSON objects, newest first."""
         return [run.to_json() for run in self]
 
     def __str__(self) -> str:
@@ -238,6 +241,7 @@ class MessageChange:
     after: dict[str, Any] | None
 
     def to_json(self) -> dict[str, Any]:
+        """The change as a JSON object."""
         return {"id": self.id, "kind": self.kind, "before": self.before, "after": self.after}
 
 
@@ -250,15 +254,18 @@ class ViewChange:
 
     @property
     def empty(self) -> bool:
+        """Whether nothing changed."""
         return not self.messages and not self.state_patch
 
     def counts(self) -> dict[str, int]:
+        """How many messages were added, removed and modified."""
         out = {"added": 0, "removed": 0, "modified": 0}
         for change in self.messages:
             out[change.kind] += 1
         return out
 
     def to_json(self) -> dict[str, Any]:
+        """The change as a JSON object: messages and state patch."""
         return {
             "messages": [m.to_json() for m in self.messages],
             "statePatch": self.state_patch,
@@ -290,10 +297,12 @@ class Diff:
 
     @property
     def messages(self) -> list[MessageChange]:
+        """The message changes the comparison found."""
         return self.changes.messages
 
     @property
     def state_patch(self) -> list[dict[str, Any]]:
+        """The state change as a JSON Patch."""
         return self.changes.state_patch
 
     def to_json(self) -> dict[str, Any]:
@@ -330,6 +339,7 @@ class Problem:
         return f"{self.check}: {self.detail}"
 
     def to_json(self) -> dict[str, Any]:
+        """The problem as a JSON object."""
         return {"check": self.check, "detail": self.detail}
 
 
@@ -352,6 +362,7 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
+        """Whether the check found no problem."""
         return not self.problems
 
     def __bool__(self) -> bool:
@@ -425,6 +436,7 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
 
 
 def short(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -506,6 +518,7 @@ def run_line(run: Run) -> str:
 
 
 def runs_text(runs: Sequence[Run]) -> str:
+    """Runs as text, one line each."""
     return printable("\n".join(run_line(r) for r in runs))
 
 
@@ -571,6 +584,7 @@ def _cell(text: str, width: int = 120) -> str:
 
 
 def checkout_html(co: Checkout) -> str:
+    """A checkout as an HTML table, for notebooks."""
     rows = "".join(
         f"<tr><td>{_cell(str(m.get('role', '')))}</td><td><code>{_cell(str(m.get('id', '')), 24)}"
         f"</code></td><td>{_cell(message_line(m).split(': ', 1)[-1])}</td></tr>"
@@ -586,6 +600,7 @@ def checkout_html(co: Checkout) -> str:
 
 
 def runs_html(runs: Sequence[Run]) -> str:
+    """Runs as an HTML table, for notebooks."""
     rows = "".join(
         f"<tr><td><code>{_cell(r.run_id, 40)}</code></td><td>{_cell(', '.join(r.branches))}</td>"
         f"<td>{_cell(r.status)}</td><td>{_cell(r.parent_run_id or '')}</td>"
@@ -601,6 +616,7 @@ def runs_html(runs: Sequence[Run]) -> str:
 
 
 def diff_html(d: Diff) -> str:
+    """A diff as HTML tables, for notebooks."""
     def table(change: ViewChange) -> str:
         rows = "".join(
             f"<tr><td>{m.kind}</td><td><code>{_cell(str(m.id), 24)}</code></td>"

@@ -260,18 +260,21 @@ class Memory:
         return newest[thread_pk]
 
     def known_run_id(self, tx: port.Reading, run_pk: int) -> str:
+        """A run's id, read once and then remembered."""
         run_ids = self.known.run_ids
         if run_pk not in run_ids:
             run_ids[run_pk] = tx.run_id(run_pk)
         return run_ids[run_pk]
 
     def known_status(self, tx: port.Reading, run_pk: int) -> str:
+        """A run's status, read once and then remembered until a write changes it."""
         statuses = self.known.statuses
         if run_pk not in statuses:
             statuses[run_pk] = reads.status(tx, run_pk)
         return statuses[run_pk]
 
     def known_last_seq(self, tx: port.Reading, run_pk: int) -> int:
+        """A run's last ``seq``, read once and then remembered until a write changes it."""
         last_seqs = self.known.last_seqs
         if run_pk not in last_seqs:
             last_seqs[run_pk] = tx.run_last_seq(run_pk)

@@ -82,4 +82,5 @@ class CachedView:
 
     @property
     def view(self) -> View:
+        """The view the reducer holds."""
         return view_of(self.reducer)

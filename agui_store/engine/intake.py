@@ -120,6 +120,8 @@ class Intake:
         return types
 
     def parse_input(self, value: Any) -> Input:
+        """A run's ``RunAgentInput`` (dict, JSON text or bytes) read and validated; a body that
+        resends what an earlier body of its thread sent is read from where that one ended."""
         body = _text_bytes(value)
         found = None
         if body is not None and len(body) <= self.max_event_bytes and self.memory.resent.budget:

@@ -25,6 +25,8 @@ from agui_store.history import hashing
 
 @dataclass
 class BatchLink:
+    """One batch's hash: the one stored, and the one computed from the log."""
+
     pk: int
     first_seq: int
     last_seq: int
@@ -56,10 +58,12 @@ class RunLink:
 
     @property
     def input_verified(self) -> bool:
+        """Whether the stored input digest is the one its input gives."""
         return self.stored_input == self.input_hash
 
     @property
     def parent_verified(self) -> bool:
+        """Whether the parent hash the run recorded is the one its parent had then."""
         return self.parent_unknown or self.stored_parent == self.parent_stored_then
 
 

@@ -43,6 +43,7 @@ _OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled
 
 
 def status_of_terminal(event: dict[str, Any]) -> str:
+    """The run status a terminal event gives: ``error``, an interrupt, or finished."""
     if event["type"] == "RUN_ERROR":
         return "error"
     outcome = event.get("outcome")

@@ -253,6 +253,7 @@ def status(tx: port.Reading, run_pk: int) -> str:
 
 
 def mismatch(tx: port.Reading, pk: int, what: str) -> HashMismatchError:
+    """The error for a run whose stored data does not match its hashes, naming the run."""
     names = tx.run_names(pk)
     if names is None:
         return HashMismatchError(what)

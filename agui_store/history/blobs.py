@@ -40,6 +40,7 @@ def pack(value: Any) -> tuple[bytes, int, bytes]:
 
 
 def compress(text: bytes) -> tuple[int, bytes]:
+    """``(codec, data)``: zlib when the text is long enough and shrinks enough, else as it is."""
     if len(text) >= COMPRESS_MIN_BYTES:
         packed = zlib.compress(text, 6)
         if len(packed) <= len(text) * (1 - COMPRESS_MIN_SAVING):

@@ -423,6 +423,7 @@ def compare(
     new_messages: list[dict[str, Any]],
     new_state: Any,
 ) -> ViewChange:
+    """The messages changed by id and the state patch from one view to another."""
     return ViewChange(
         message_changes(old_messages, new_messages), state_patch(old_state, new_state)
     )

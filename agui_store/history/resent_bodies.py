@@ -82,6 +82,7 @@ class Seen:
         return BYTES_PER_BYTE * len(self.text) + BYTES_PER_MESSAGE * len(self.messages)
 
     def message_ends(self) -> array[int]:
+        """Where each message of the remembered body ends in its text (found once)."""
         if self.ends is None:
             self.ends = element_ends(self.text) or array("q")
         return self.ends
@@ -264,6 +265,7 @@ class Memo:
         self._lock = threading.Lock()
 
     def get(self, thread: str | None) -> Seen | None:
+        """What was remembered of a thread's last body, or ``None``."""
         if thread is None:
             return None
         with self._lock:
@@ -299,6 +301,7 @@ class Memo:
         return len(self._seen)
 
     def clear(self) -> None:
+        """Forget every body."""
         with self._lock:
             self._seen.clear()
             self._weight = 0

@@ -161,6 +161,7 @@ def _added_messages(
 
 
 def view_of(reducer: Reducer) -> View:
+    """The view a reducer holds: messages, state, pending interrupts and warnings."""
     return View(reducer.messages, reducer.state, reducer.pending_interrupts, reducer.warnings)
 
 

@@ -266,6 +266,7 @@ class PostgresBackend:
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[PostgresTransaction]:
+        """A read transaction (``REPEATABLE READ READ ONLY``); inside a write, that write's own."""
         if self._writing is not None:  # inside a write: its transaction (and its deferred
             yield self._writing  # writes, which its reads send first), opened if not yet
             return
@@ -332,6 +333,7 @@ class PostgresBackend:
     # --- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Close the connection; later calls raise."""
         self._closed = True
         self._drop()
 

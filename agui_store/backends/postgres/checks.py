@@ -130,6 +130,8 @@ _EVENT_ORDER = ("INSERT", "DELETE", "UPDATE", "TRUNCATE")
 
 @dataclass
 class Table:
+    """A table as the schema's DDL declares it: columns, collations, key and CHECK count."""
+
     name: str
     columns: dict[str, str] = field(default_factory=dict)  # name -> type
     collations: dict[str, str] = field(default_factory=dict)  # name -> collation, if named
@@ -140,6 +142,8 @@ class Table:
 
 @dataclass(frozen=True)
 class Reference:
+    """A foreign key: ``table.column`` names a row of ``target.target_column``."""
+
     table: str
     column: str
     target: str
@@ -148,6 +152,8 @@ class Reference:
 
 @dataclass(frozen=True)
 class Trigger:
+    """A trigger as the schema's DDL declares it, compared with the server's."""
+
     name: str
     table: str
     timing: str

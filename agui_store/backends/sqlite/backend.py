@@ -56,6 +56,7 @@ class SqliteBackend:
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[SqliteTransaction]:
+        """A read transaction on one snapshot of the file."""
         conn = self._db
         with connection.snapshot(conn):
             yield SqliteTransaction(conn)
@@ -63,11 +64,13 @@ class SqliteBackend:
     @contextlib.contextmanager
     def writing(self, thread_id: str | None = None) -> Iterator[SqliteTransaction]:
         # One writer at a time on a file, whatever the thread.
+        """The write transaction (``BEGIN IMMEDIATE``): one writer at a time on a file."""
         conn = self._db
         with connection.immediate(conn):
             yield SqliteTransaction(conn)
 
     def close(self) -> None:
+        """Close the connection (the last one checkpoints the WAL); later calls raise."""
         if self._conn is not None:
             conn, self._conn = self._conn, None
             connection.close(conn, self.where)

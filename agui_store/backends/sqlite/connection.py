@@ -36,6 +36,7 @@ DEFAULT_DB_NAME = "agui-store.db"
 
 
 def default_path() -> str:
+    """The store file used when none is given: ``$AGUI_STORE_DB``, else ``./agui-store.db``."""
     return os.environ.get(DEFAULT_DB_ENV) or DEFAULT_DB_NAME
 
 
