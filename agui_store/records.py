@@ -27,6 +27,20 @@ from typing import Any, Literal
 #: How a run ended. ``incomplete``: no RUN_FINISHED/RUN_ERROR was recorded (yet).
 RUN_STATUSES = ("finished", "interrupted", "cancelled", "error", "incomplete")
 
+#: The status a RUN_FINISHED gives, by the type of its ``outcome`` (none: ``success``).
+_OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
+
+
+def status_of_terminal(event: dict[str, Any]) -> str:
+    """The status a terminal event gives its run: ``error`` for RUN_ERROR, else what the
+    RUN_FINISHED's outcome says (``finished`` without one, or for a type it does not know).
+    The one place the rule is written: appends and ``check()`` both ask it."""
+    if event["type"] == "RUN_ERROR":
+        return "error"
+    outcome = event.get("outcome")
+    kind = outcome.get("type") if isinstance(outcome, dict) else None
+    return _OUTCOME_STATUS.get(kind or "success", "finished")
+
 #: Why a run has the lineage parent it has (docs/design/lineage.md, first match wins).
 LINEAGE_REASONS = ("explicit", "parentRunId", "messages", "head", "root")
 

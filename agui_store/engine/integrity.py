@@ -96,6 +96,7 @@ from agui_store.history.restore import (
 )
 from agui_store.records import CheckReport as CheckReport  # what check() returns, with its JSON
 from agui_store.records import Problem as Problem
+from agui_store.records import status_of_terminal
 
 #: The store's own checks, in the order they run (after the backend's storage checks).
 CHECKS = (
@@ -121,8 +122,6 @@ LINEAGE_REASONS = frozenset({"explicit", "parentRunId", "messages", "head", "roo
 RESERVED_REFS = frozenset({"main", "HEAD"})
 
 _TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
-# How a terminal event ends a run; must agree with ``placement.status_of_terminal``.
-_OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
 
 #: What a check may meet in a store too broken to finish it (besides the driver's errors).
 _TOO_BROKEN = (AguiStoreError, TypeError, ValueError, LookupError, zlib.error)
@@ -282,17 +281,15 @@ def _seq_ranges(seqs: list[int]) -> str:
 
 
 def _status_of_terminal(event_type: str, payload: str | None) -> str:
-    if event_type == "RUN_ERROR":
-        return "error"
-    outcome = None
-    if payload is not None:
+    """The status a stored terminal event gives (a payload that is not JSON: no outcome)."""
+    data = None
+    if payload is not None and event_type != "RUN_ERROR":
         try:
             data = ingest.decode(payload)
         except InvalidEventError:
             data = None
-        if isinstance(data, dict) and isinstance(data.get("outcome"), dict):
-            outcome = data["outcome"].get("type")
-    return _OUTCOME_STATUS.get(outcome or "success", "finished")
+    outcome = data.get("outcome") if isinstance(data, dict) else None
+    return status_of_terminal({"type": event_type, "outcome": outcome})
 
 
 # --- lineage and refs -----------------------------------------------------------------------

@@ -37,18 +37,7 @@ from agui_store.history.restore import RunRecord, apply_run, body_as_sent, start
 from agui_store.protocol.patch import UNDEFINED
 from agui_store.protocol.reducer import Reducer
 from agui_store.protocol.verify import SequenceVerifier
-from agui_store.records import AppendResult
-
-_OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
-
-
-def status_of_terminal(event: dict[str, Any]) -> str:
-    """The run status a terminal event gives: ``error``, an interrupt, or finished."""
-    if event["type"] == "RUN_ERROR":
-        return "error"
-    outcome = event.get("outcome")
-    kind = outcome.get("type") if isinstance(outcome, dict) else None
-    return _OUTCOME_STATUS.get(kind or "success", "finished")
+from agui_store.records import AppendResult, status_of_terminal
 
 
 @dataclass
