@@ -286,7 +286,7 @@ def test_the_checkers_catch_what_they_forbid() -> None:
     assert layer_of("engine.port") == "engine" and layer_of("store") == "edges"
     assert layer_of("errors") == "leaves" and layer_of("backends.sqlite.sql") == "backends"
     # Statements are found, built ones too, and prose is not.
-    assert _statements("backends.sqlite.sql") and _statements("backends.sqlite.checks")
+    assert _statements("backends.sqlite.sql") and _statements("backends.postgres.sql")
     assert _statements("engine.integrity") == []
 
 
@@ -334,8 +334,7 @@ def test_the_engine_holds_no_sql(module: str) -> None:
 
 #: Per backend, the modules that may spell statements: its SQL module, and the schema module's
 #: DDL and migration scripts (which the schema check compares with what the database holds).
-#: The backends' own checks read the database's catalogue with statements of their own.
-STATEMENT_MODULES = {"sql", "schema", "checks"}
+STATEMENT_MODULES = {"sql", "schema"}
 
 
 @pytest.mark.parametrize("module", [m for m in MODULES if m.startswith("backends.")])

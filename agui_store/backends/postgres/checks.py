@@ -37,89 +37,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agui_store.backends.postgres import schema
+from agui_store.backends.postgres import schema, sql
 
 #: The checks of the database, in the order they run.
 CHECKS = ("foreign_keys", "pages", "schema")
-
-#: Every column of the schema's tables, in table order.
-COLUMNS = """
-SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), coll.collname
-FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-LEFT JOIN pg_collation coll ON coll.oid = a.attcollation
-JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p') AND a.attnum > 0
-  AND NOT a.attisdropped
-ORDER BY c.relname, a.attnum
-"""
-
-#: Every constraint: ``(table, name, kind, validated, first column, referenced table)``.
-CONSTRAINTS = """
-SELECT c.relname, con.conname, con.contype, con.convalidated,
-       (SELECT attname FROM pg_attribute WHERE attrelid = con.conrelid
-        AND attnum = con.conkey[1]),
-       rc.relname
-FROM pg_constraint con JOIN pg_class c ON c.oid = con.conrelid
-JOIN pg_namespace n ON n.oid = c.relnamespace
-LEFT JOIN pg_class rc ON rc.oid = con.confrelid
-WHERE n.nspname = %(schema)s
-ORDER BY c.relname, con.conname
-"""
-
-INDEXES = """
-SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = %(schema)s
-"""
-
-#: Every trigger, the foreign keys' own (internal) ones too.
-TRIGGERS = """
-SELECT c.relname, t.tgname, t.tgenabled, t.tgisinternal, pg_get_triggerdef(t.oid)
-FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = %(schema)s
-ORDER BY c.relname, t.tgname
-"""
-
-#: Every view with its columns in order.
-VIEWS = """
-SELECT c.relname, array_agg(a.attname::text ORDER BY a.attnum)
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE n.nspname = %(schema)s AND c.relkind = 'v'
-GROUP BY c.relname
-"""
-
-#: Every page of events, in seq order, with the shape of its arrays and the batch (of its run)
-#: its first event is in: what the ``pages`` check judges (the arrays stay on the server).
-PAGE_SHAPES = """
-SELECT p.first_seq, p.run, p.last_seq, cardinality(p.types), cardinality(p.payloads),
-       coalesce(array_ndims(p.types) = 1 AND array_lower(p.types, 1) = 1
-                AND array_ndims(p.payloads) = 1 AND array_lower(p.payloads, 1) = 1, false),
-       EXISTS (SELECT 1 FROM unnest(p.types) AS t(v) WHERE v IS NULL)
-         OR EXISTS (SELECT 1 FROM unnest(p.payloads) AS t(v) WHERE v IS NULL),
-       b.id, b.first_seq, b.last_seq
-FROM {schema}.event_pages p
-LEFT JOIN LATERAL (
-    SELECT id, first_seq, last_seq FROM {schema}.batches
-    WHERE run = p.run AND first_seq <= p.first_seq AND p.first_seq <= last_seq
-    ORDER BY id LIMIT 1
-) b ON true
-ORDER BY p.first_seq
-"""
-
-FUNCTIONS = """
-SELECT p.proname, p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-WHERE n.nspname = %(schema)s
-"""
-
-META = "SELECT key, value FROM {schema}.meta"
-
-#: Rows naming a missing row through one reference: ``(primary key or NULL, value)``.
-ORPHANS = """
-SELECT {key}, t.{column} FROM {schema}.{table} t
-WHERE t.{column} IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM {schema}.{target} r WHERE r.{target_column} = t.{column})
-ORDER BY 1
-"""
 
 #: Who changes a table an append-only trigger guards, by the events it refuses.
 _REFUSED = {"DELETE OR UPDATE": "UPDATE and DELETE", "TRUNCATE": "TRUNCATE"}
@@ -307,7 +228,7 @@ def problems(conn: Any, check: str, stream: Stream | None = None) -> Iterator[st
         yield from _foreign_keys(conn)
     elif check == "pages":
         read = stream or (lambda statement, args: conn.execute(statement, args).fetchall())
-        statement = PAGE_SHAPES.format(schema=schema._ident(schema.SCHEMA))
+        statement = sql.CHECK_PAGE_SHAPES.format(schema=schema._ident(schema.SCHEMA))
         yield from page_problems(read(statement, ()))
     elif check == "schema":
         yield from _schema(conn)
@@ -316,7 +237,8 @@ def problems(conn: Any, check: str, stream: Stream | None = None) -> Iterator[st
 
 
 def page_problems(rows: Iterable[tuple[Any, ...]]) -> Iterator[str]:
-    """What is wrong with the pages of :data:`PAGE_SHAPES`' rows, in seq order."""
+    """What is wrong with the pages, in seq order: rows of
+    :data:`~agui_store.backends.postgres.sql.CHECK_PAGE_SHAPES`."""
     reach: tuple[int, int] | None = None  # the page reaching furthest so far: (first, last)
     for first, run, last, types, payloads, plain, has_null, batch, b_first, b_last in rows:
         page = f"the page of run #{run} at seq {first}..{last}"
@@ -364,7 +286,7 @@ def _q(value: object, width: int = 80) -> str:
 
 
 def _present(conn: Any) -> set[str]:
-    return {str(row[0]) for row in conn.execute(COLUMNS, {"schema": schema.SCHEMA})}
+    return {str(row[0]) for row in conn.execute(sql.CHECK_COLUMNS, {"schema": schema.SCHEMA})}
 
 
 #: Tables whose rows are named as a view shows them: ``table -> (view, key)``. A page's
@@ -380,7 +302,7 @@ def _foreign_keys(conn: Any) -> Iterator[str]:
         if ref.table not in present or ref.target not in present:
             continue  # the schema check reports the missing table
         table, key = _SHOWN_AS.get(ref.table, (ref.table, want.tables[ref.table].key))
-        statement = ORPHANS.format(
+        statement = sql.CHECK_ORPHANS.format(
             key=f"t.{key}" if key else "NULL",
             schema=where,
             table=table,
@@ -400,7 +322,7 @@ def _foreign_keys(conn: Any) -> Iterator[str]:
 
 def _schema(conn: Any) -> Iterator[str]:
     version = str(schema.SCHEMA_VERSION)
-    meta = dict(conn.execute(META.format(schema=schema._ident(schema.SCHEMA))).fetchall())
+    meta = dict(conn.execute(sql.CHECK_META.format(schema=schema._ident(schema.SCHEMA))).fetchall())
     if meta.get("application") != schema.APPLICATION:
         yield (
             f"meta names application {_q(meta.get('application'))}, not "
@@ -416,7 +338,7 @@ def _schema(conn: Any) -> Iterator[str]:
     found_columns: dict[str, dict[str, str]] = {}
     found_collations: dict[tuple[str, str], str | None] = {}
     for table, column, kind, collation in conn.execute(
-        COLUMNS, {"schema": schema.SCHEMA}
+        sql.CHECK_COLUMNS, {"schema": schema.SCHEMA}
     ).fetchall():
         found_columns.setdefault(str(table), {})[str(column)] = str(kind)
         found_collations[(str(table), str(column))] = collation
@@ -450,7 +372,7 @@ def _schema(conn: Any) -> Iterator[str]:
     yield from _constraints(conn, want, found_columns.keys())
     found_indexes = {
         str(name): (str(table), _unqualified(str(definition)))
-        for table, name, definition in conn.execute(INDEXES, {"schema": schema.SCHEMA})
+        for table, name, definition in conn.execute(sql.CHECK_INDEXES, {"schema": schema.SCHEMA})
     }
     for name, (_, definition) in sorted(want.indexes.items()):
         if name not in found_indexes:
@@ -462,7 +384,7 @@ def _schema(conn: Any) -> Iterator[str]:
             )
     found_views = {
         str(name): tuple(columns)
-        for name, columns in conn.execute(VIEWS, {"schema": schema.SCHEMA}).fetchall()
+        for name, columns in conn.execute(sql.CHECK_VIEWS, {"schema": schema.SCHEMA}).fetchall()
     }
     for name, view_columns in sorted(want.views.items()):
         if name not in found_views:
@@ -475,7 +397,7 @@ def _schema(conn: Any) -> Iterator[str]:
     yield from _triggers(conn, want)
     functions = {
         str(name): _words(str(body))
-        for name, body in conn.execute(FUNCTIONS, {"schema": schema.SCHEMA})
+        for name, body in conn.execute(sql.CHECK_FUNCTIONS, {"schema": schema.SCHEMA})
     }
     for name, body in sorted(want.functions.items()):
         if name not in functions:
@@ -494,7 +416,7 @@ def _constraints(conn: Any, want: Expected, tables: Any) -> Iterator[str]:
     unique: dict[str, int] = {}
     references: set[tuple[str, str, str]] = set()
     for table, name, kind, validated, column, target in conn.execute(
-        CONSTRAINTS, {"schema": schema.SCHEMA}
+        sql.CHECK_CONSTRAINTS, {"schema": schema.SCHEMA}
     ).fetchall():
         if kind == "c":
             checks[table] = checks.get(table, 0) + 1
@@ -533,7 +455,7 @@ def _triggers(conn: Any, want: Expected) -> Iterator[str]:
     found: dict[str, tuple[str, str]] = {}
     unenforced: set[str] = set()
     for table, name, enabled, internal, definition in conn.execute(
-        TRIGGERS, {"schema": schema.SCHEMA}
+        sql.CHECK_TRIGGERS, {"schema": schema.SCHEMA}
     ).fetchall():
         if internal:  # a foreign key's own: disabled, the server no longer checks it
             if enabled == "D":

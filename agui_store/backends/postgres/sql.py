@@ -766,3 +766,85 @@ WHERE p.run = %(run)s AND p.first_seq <= %(last)s AND p.last_seq >= %(first)s
   AND {EVENT_SEQ} BETWEEN %(first)s AND %(last)s
 ORDER BY {EVENT_SEQ}
 """
+
+
+# --- check(): the server's catalogue, read by agui_store.backends.postgres.checks ---------
+
+#: Every column of the schema's tables, in table order.
+CHECK_COLUMNS = """
+SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), coll.collname
+FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+LEFT JOIN pg_collation coll ON coll.oid = a.attcollation
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p') AND a.attnum > 0
+  AND NOT a.attisdropped
+ORDER BY c.relname, a.attnum
+"""
+
+#: Every constraint: ``(table, name, kind, validated, first column, referenced table)``.
+CHECK_CONSTRAINTS = """
+SELECT c.relname, con.conname, con.contype, con.convalidated,
+       (SELECT attname FROM pg_attribute WHERE attrelid = con.conrelid
+        AND attnum = con.conkey[1]),
+       rc.relname
+FROM pg_constraint con JOIN pg_class c ON c.oid = con.conrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_class rc ON rc.oid = con.confrelid
+WHERE n.nspname = %(schema)s
+ORDER BY c.relname, con.conname
+"""
+
+CHECK_INDEXES = """
+SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = %(schema)s
+"""
+
+#: Every trigger, the foreign keys' own (internal) ones too.
+CHECK_TRIGGERS = """
+SELECT c.relname, t.tgname, t.tgenabled, t.tgisinternal, pg_get_triggerdef(t.oid)
+FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s
+ORDER BY c.relname, t.tgname
+"""
+
+#: Every view with its columns in order.
+CHECK_VIEWS = """
+SELECT c.relname, array_agg(a.attname::text ORDER BY a.attnum)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE n.nspname = %(schema)s AND c.relkind = 'v'
+GROUP BY c.relname
+"""
+
+#: Every page of events, in seq order, with the shape of its arrays and the batch (of its run)
+#: its first event is in: what the ``pages`` check judges (the arrays stay on the server).
+CHECK_PAGE_SHAPES = """
+SELECT p.first_seq, p.run, p.last_seq, cardinality(p.types), cardinality(p.payloads),
+       coalesce(array_ndims(p.types) = 1 AND array_lower(p.types, 1) = 1
+                AND array_ndims(p.payloads) = 1 AND array_lower(p.payloads, 1) = 1, false),
+       EXISTS (SELECT 1 FROM unnest(p.types) AS t(v) WHERE v IS NULL)
+         OR EXISTS (SELECT 1 FROM unnest(p.payloads) AS t(v) WHERE v IS NULL),
+       b.id, b.first_seq, b.last_seq
+FROM {schema}.event_pages p
+LEFT JOIN LATERAL (
+    SELECT id, first_seq, last_seq FROM {schema}.batches
+    WHERE run = p.run AND first_seq <= p.first_seq AND p.first_seq <= last_seq
+    ORDER BY id LIMIT 1
+) b ON true
+ORDER BY p.first_seq
+"""
+
+CHECK_FUNCTIONS = """
+SELECT p.proname, p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = %(schema)s
+"""
+
+CHECK_META = "SELECT key, value FROM {schema}.meta"
+
+#: Rows naming a missing row through one reference: ``(primary key or NULL, value)``.
+CHECK_ORPHANS = """
+SELECT {key}, t.{column} FROM {schema}.{table} t
+WHERE t.{column} IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM {schema}.{target} r WHERE r.{target_column} = t.{column})
+ORDER BY 1
+"""

@@ -22,23 +22,15 @@ from collections.abc import Iterator
 
 import apsw
 
-from agui_store.backends.sqlite import schema
+from agui_store.backends.sqlite import schema, sql
 
 #: The checks of the file, in the order they run.
 CHECKS = ("sqlite", "foreign_keys", "schema")
 
-INTEGRITY_CHECK = "PRAGMA integrity_check"
-FOREIGN_KEY_CHECK = "PRAGMA foreign_key_check"
-#: Every object a schema defines, with its SQL (SQLite's own indexes have none).
-SCHEMA_OBJECTS = (
-    "SELECT type, name, sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'"
-)
-
-
 def problems(conn: apsw.Connection, check: str) -> Iterator[str]:
     """What one of :data:`CHECKS` finds wrong with the file."""
     if check == "sqlite":
-        for (line,) in conn.execute(INTEGRITY_CHECK):
+        for (line,) in conn.execute(sql.CHECK_INTEGRITY_CHECK):
             if line != "ok":
                 yield str(line)
     elif check == "foreign_keys":
@@ -68,12 +60,12 @@ _SHOWN_AS = {"event_log": "events"}
 def _foreign_keys(conn: apsw.Connection) -> Iterator[str]:
     columns: dict[tuple[str, int], list[str]] = {}
     found: list[tuple[str, int, str]] = []
-    for table, rowid, parent, fkid in conn.execute(FOREIGN_KEY_CHECK).fetchall():
+    for table, rowid, parent, fkid in conn.execute(sql.CHECK_FOREIGN_KEY_CHECK).fetchall():
         key = (str(table), int(fkid))  # type: ignore[arg-type]  # an integer column
         if key not in columns:
             columns[key] = [
                 str(r[3])
-                for r in conn.execute(f'PRAGMA foreign_key_list("{table}")')
+                for r in conn.execute(sql.check_foreign_key_list(str(table)))
                 if int(r[0]) == fkid
             ]
         cols = columns[key]
@@ -82,11 +74,7 @@ def _foreign_keys(conn: apsw.Connection) -> Iterator[str]:
             problem = f"a {shown} row names a missing {parent} row (through {', '.join(cols)})"
             found.append((shown, -1, problem))
             continue
-        values = conn.execute(
-            f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{table}" '
-            "WHERE rowid = ?",
-            (rowid,),
-        ).fetchone()
+        values = conn.execute(sql.check_row_values(str(table), cols), (rowid,)).fetchone()
         named = ", ".join(f"{c} = {_q(v)}" for c, v in zip(cols, values or (), strict=False))
         found.append((shown, int(rowid), f"{shown} row {rowid}: {named} names no row of {parent}"))
     # By table and row, whatever order SQLite checks its tables in: as PostgreSQL reports them.
@@ -107,7 +95,10 @@ def expected_schema() -> dict[tuple[str, str], str]:
 
 
 def _objects(conn: apsw.Connection) -> dict[tuple[str, str], str]:
-    return {(str(kind), str(name)): str(sql) for kind, name, sql in conn.execute(SCHEMA_OBJECTS)}
+    return {
+        (str(kind), str(name)): str(text)
+        for kind, name, text in conn.execute(sql.CHECK_SCHEMA_OBJECTS)
+    }
 
 
 def _pragma_int(conn: apsw.Connection, name: str) -> int:
@@ -130,7 +121,7 @@ def _schema(conn: apsw.Connection) -> Iterator[str]:
         )
         return  # the objects to expect depend on the version
     found = _objects(conn)
-    for (kind, name), sql in sorted(expected_schema().items()):
+    for (kind, name), definition in sorted(expected_schema().items()):
         if (kind, name) not in found:
             hint = ""
             if kind == "trigger" and "append_only" in name:
@@ -138,7 +129,7 @@ def _schema(conn: apsw.Connection) -> Iterator[str]:
                 how = name.rsplit("_", 1)[-1].upper()
                 hint = f": {how} of {table} is no longer refused"
             yield f"{kind} {name} is missing{hint}"
-        elif _normalize_sql(found[(kind, name)]) != _normalize_sql(sql):
+        elif _normalize_sql(found[(kind, name)]) != _normalize_sql(definition):
             yield (
                 f"{kind} {name} is not what schema version {version} defines "
                 f"(found: {_shorten(found[(kind, name)])})"

@@ -37,7 +37,7 @@ def migrate(conn: Conn, path: str) -> None:
         )
     if version == 0:
         app_id = conn.execute(sql.APPLICATION_ID).fetchone()[0]
-        tables = conn.execute(sql.SCHEMA_OBJECTS).fetchone()[0]
+        tables = conn.execute(sql.SCHEMA_OBJECT_COUNT).fetchone()[0]
         if tables and app_id != schema.APPLICATION_ID:
             raise errors.NotAStoreError(
                 f"{path} is an SQLite database of another application (it has tables "

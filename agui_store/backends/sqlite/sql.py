@@ -523,7 +523,7 @@ WHERE events.seq BETWEEN ?1 AND ?2 AND events.run = ?3 ORDER BY events.seq
 APPLICATION_ID = "PRAGMA application_id"
 USER_VERSION = "PRAGMA user_version"
 TABLES_AND_VIEWS = "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view')"
-SCHEMA_OBJECTS = "SELECT count(*) FROM sqlite_schema"
+SCHEMA_OBJECT_COUNT = "SELECT count(*) FROM sqlite_schema"
 ENTER_WAL = "PRAGMA journal_mode=WAL"
 #: What every connection sets: NORMAL in WAL mode survives a killed process (a committed
 #: transaction is in the WAL), only a power cut can lose the last transactions; foreign keys
@@ -564,3 +564,29 @@ BACKFILL_BATCH_HASH = "UPDATE batches SET hash = ? WHERE id = ?"
 CHECKPOINT_COLUMNS = "PRAGMA table_info(checkpoints)"
 CHECKPOINT_RUNS = "SELECT run FROM checkpoints ORDER BY run"
 BACKFILL_CHECKPOINT_HASHES = "UPDATE checkpoints SET run_hash = ?, view_hash = ? WHERE run = ?"
+
+
+# --- check(): what the file's own checks read (agui_store.backends.sqlite.checks) ----------
+
+CHECK_INTEGRITY_CHECK = "PRAGMA integrity_check"
+
+CHECK_FOREIGN_KEY_CHECK = "PRAGMA foreign_key_check"
+
+#: Every object a schema defines, with its SQL (SQLite's own indexes have none).
+CHECK_SCHEMA_OBJECTS = (
+    "SELECT type, name, sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'"
+)
+
+
+def _quoted(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def check_foreign_key_list(table: str) -> str:
+    """The foreign keys of ``table``, a table SQLite's foreign key check named."""
+    return f"PRAGMA foreign_key_list({_quoted(table)})"
+
+
+def check_row_values(table: str, columns: list[str]) -> str:
+    """The values of ``columns`` in the row of ``table`` with the bound rowid."""
+    return f"SELECT {', '.join(map(_quoted, columns))} FROM {_quoted(table)} WHERE rowid = ?"
