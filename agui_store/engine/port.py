@@ -50,33 +50,44 @@ class Reading(Protocol):
     # threads
     def thread(self, thread_id: str) -> tuple[int, str | None] | None:
         """``(pk, owner)`` of a thread, or ``None``."""
-    def thread_id(self, thread_pk: int) -> str: ...
-    def thread_created_at(self, thread_pk: int) -> int: ...
+    def thread_id(self, thread_pk: int) -> str:
+        """The id of a thread."""
+    def thread_created_at(self, thread_pk: int) -> int:
+        """When a thread was created (milliseconds since the epoch)."""
     def thread_ids(self, scope: str | None) -> list[str]:
         """Thread ids of an owner (``None``: all), oldest first."""
-    def thread_pks(self, scope: str | None, limit: int) -> list[int]: ...
-    def owned_thread_pks(self, owner: str) -> list[int]: ...
+    def thread_pks(self, scope: str | None, limit: int) -> list[int]:
+        """The first ``limit`` threads of an owner (``None``: all), oldest first."""
+    def owned_thread_pks(self, owner: str) -> list[int]:
+        """Every thread of an owner, oldest first."""
     def threads_with_open_head(self) -> set[str]:
         """Threads whose newest run is incomplete."""
 
     # runs
-    def run_pk(self, thread_pk: int, run_id: str) -> int | None: ...
-    def run_id(self, run_pk: int) -> str: ...
-    def run_parent(self, run_pk: int) -> int | None: ...
-    def run_thread(self, run_pk: int) -> int: ...
+    def run_pk(self, thread_pk: int, run_id: str) -> int | None:
+        """The run ``run_id`` of a thread, or ``None``."""
+    def run_id(self, run_pk: int) -> str:
+        """The id of a run."""
+    def run_parent(self, run_pk: int) -> int | None:
+        """A run's lineage parent, or ``None`` at a root."""
+    def run_thread(self, run_pk: int) -> int:
+        """The thread a run belongs to."""
     def run_row(self, run_pk: int) -> tuple[int | None, str | None, str | None, str]:
         """``(parent, input, input_refs, lineage)``: what replaying a run needs."""
     def run_input(self, run_pk: int) -> tuple[str | None, str | None, int | None, bytes | None]:
         """``(input, input_refs, parent, input_hash)``."""
     def run_names(self, run_pk: int) -> tuple[str, str] | None:
         """``(thread_id, run_id)``."""
-    def newest_run(self, thread_pk: int) -> int | None: ...
-    def has_child(self, run_pk: int) -> bool: ...
+    def newest_run(self, thread_pk: int) -> int | None:
+        """A thread's newest run, or ``None`` when it has none."""
+    def has_child(self, run_pk: int) -> bool:
+        """Whether any run has this one as its lineage parent."""
     def open_runs(self, thread_pk: int) -> set[int]:
         """The thread's runs without a terminal batch."""
     def run_status(self, run_pk: int) -> str | None:
         """The outcome of the run's newest terminal batch (``None``: incomplete)."""
-    def run_last_seq(self, run_pk: int) -> int: ...
+    def run_last_seq(self, run_pk: int) -> int:
+        """The last ``seq`` of a run's batches."""
     def threads_of_run_id(self, run_id: str, scope: str | None) -> list[str]:
         """Threads (of an owner; ``None``: any) holding a run id, at most six."""
     def runs_named(
@@ -91,15 +102,20 @@ class Reading(Protocol):
         self, prefix: str, below: str | None, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int, str]]:
         """``(pk, thread pk, run_id)`` of runs whose id is in ``[prefix, below)``, at most six."""
-    def thread_run_pks(self, thread_pk: int) -> list[int]: ...
-    def owner_run_pks(self, owner: str) -> list[int]: ...
-    def all_run_pks(self) -> list[int]: ...
-    def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]: ...
+    def thread_run_pks(self, thread_pk: int) -> list[int]:
+        """A thread's runs, in the order they were placed."""
+    def owner_run_pks(self, owner: str) -> list[int]:
+        """The runs of an owner's threads, in the order they were placed."""
+    def all_run_pks(self) -> list[int]:
+        """Every run, in the order they were placed."""
+    def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]:
+        """The threads holding these runs, each once."""
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
         """A run's summary (:data:`RunSummary`), the names of the branches at the run (by
         name), and whether it is its thread's newest run: what one run's record shows, in
         one statement."""
-    def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]: ...
+    def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]:
+        """A thread's runs as summaries (:data:`RunSummary`), in run order."""
     def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
         """The thread's runs as recorded, in run order (see :data:`ReplicaRun`)."""
     def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
@@ -123,7 +139,8 @@ class Reading(Protocol):
         """The newest recorded input on the run's lineage."""
 
     # events
-    def next_seq(self) -> int: ...
+    def next_seq(self) -> int:
+        """The ``seq`` the next event appended gets (one more than the last)."""
     def run_pk_and_next_seq(self, thread_pk: int, run_id: str) -> tuple[int | None, int]:
         """``(run_pk(thread_pk, run_id), next_seq())``: a batch's first run checked for a
         duplicate and its first ``seq`` taken, together (one round trip on PostgreSQL)."""
@@ -145,8 +162,10 @@ class Reading(Protocol):
         """The hash of the run's newest batch (its chain's start while it has none)."""
 
     # branches
-    def branch_run(self, thread_pk: int, name: str) -> int | None: ...
-    def has_branches(self, thread_pk: int) -> bool: ...
+    def branch_run(self, thread_pk: int, name: str) -> int | None:
+        """The run a branch of a thread points at, or ``None``: no such branch."""
+    def has_branches(self, thread_pk: int) -> bool:
+        """Whether a thread has any stored branch."""
     def branch_tips(self, thread_pk: int) -> list[tuple[int, str]]:
         """``(run pk, name)`` by name."""
     def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
@@ -157,21 +176,25 @@ class Reading(Protocol):
         """``(run pk, thread pk)`` of branches with this name, at most two."""
 
     # derived data
-    def has_digest(self, digest: bytes, run_pk: int) -> bool: ...
+    def has_digest(self, digest: bytes, run_pk: int) -> bool:
+        """Whether a run is stored under this lineage digest."""
     def runs_with_digests(
         self, thread_pk: int, digests: Sequence[bytes]
     ) -> list[tuple[int, bytes]]:
         """``(run pk, digest)`` of the thread's runs whose lineage digest is one of these."""
-    def underived_threads(self) -> set[int]: ...
+    def underived_threads(self) -> set[int]:
+        """The threads with runs whose derived data was left for later."""
     def underived_runs(self, thread_pk: int | None) -> list[tuple[int, int]]:
         """``(run pk, thread pk)`` left underived, in run order."""
-    def checkpoint_count(self) -> int: ...
+    def checkpoint_count(self) -> int:
+        """How many checkpoints the store holds."""
 
     # checkpoints: chunked message lists (agui_store.engine.checkpoints holds the layout)
     def checkpoint_walk(self, run_pk: int) -> list[tuple[int, bool]]:
         """The run's lineage from the run up to the nearest run with a checkpoint (or the
         root), newest first, each with whether it has one."""
-    def has_checkpoint(self, run_pk: int) -> bool: ...
+    def has_checkpoint(self, run_pk: int) -> bool:
+        """Whether a run has a checkpoint."""
     def checkpoint_row(self, run_pk: int) -> tuple[Any, ...] | None:
         """``(length, tail, manifest codec+data..., state codec, state data, interrupts
         codec, data, warnings codec, data, state_base, state/interrupts/warnings
@@ -198,13 +221,15 @@ class Reading(Protocol):
         statement, even when one of them is wrong."""
     def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
         """``(id, address)`` of blobs, in the order of ``blob_ids``."""
-    def blob_id(self, address: bytes) -> int | None: ...
+    def blob_id(self, address: bytes) -> int | None:
+        """The id of the blob stored at an address, or ``None``."""
     def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
         """The ids of the stored blobs among ``addresses``, by address."""
 
     # what is not behind the port: agui_store.testing hands tests the driver's connection
     @property
-    def connection(self) -> Any: ...
+    def connection(self) -> Any:
+        """The driver's connection."""
     def version(self) -> int | None:
         """A number that changes whenever another connection commits. ``None``: writers
         of other threads may commit at any time (PostgreSQL), so the engine keeps only what
@@ -287,7 +312,8 @@ class Inspecting(Reading, Protocol):
 class Writing(Reading, Protocol):
     """Operations of the single writer (reads see the writes made so far)."""
 
-    def insert_thread(self, thread_id: str, created_at: int, owner: str | None) -> int: ...
+    def insert_thread(self, thread_id: str, created_at: int, owner: str | None) -> int:
+        """Create a thread; its key."""
     def insert_run(
         self,
         thread_pk: int,
@@ -302,10 +328,12 @@ class Writing(Reading, Protocol):
         parent_hash: bytes | None,
         input_hash: bytes | None,
         start_hash: bytes,
-    ) -> int: ...
+    ) -> int:
+        """Place a run; its key (larger than its parent's)."""
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
         """``(seq, run pk, type, payload)`` rows."""
-    def insert_echo_refs(self, seq: int, refs: str) -> None: ...
+    def insert_echo_refs(self, seq: int, refs: str) -> None:
+        """Keep what an event's echoed input holds by reference (its ``echo_refs`` row)."""
     def insert_batch(
         self,
         run_pk: int,
@@ -314,7 +342,9 @@ class Writing(Reading, Protocol):
         outcome: str | None,
         appended_at: int,
         batch_hash: bytes,
-    ) -> None: ...
+    ) -> None:
+        """Record a batch of a run: its ``seq`` range, how it ends the run, and the run's hash
+        after it."""
     def replicate_log(
         self,
         events: Sequence[tuple[int, int, str, str]],
@@ -325,19 +355,23 @@ class Writing(Reading, Protocol):
         their batches exactly as given, in bulk: a copy from another store
         (:mod:`agui_store.sync`) lands runs as they were recorded there, with this
         database's sequence numbers and the hashes they give."""
-    def set_branch(self, thread_pk: int, name: str, run_pk: int, now: int) -> None: ...
+    def set_branch(self, thread_pk: int, name: str, run_pk: int, now: int) -> None:
+        """Point a branch of a thread at a run, creating it if needed."""
     def move_branches(self, thread_pk: int, tip: int, to: int, now: int) -> None:
         """Every branch of the thread at ``tip`` now points at ``to``."""
     def delete_branch(self, thread_pk: int, name: str) -> bool:
         """Whether there was one."""
-    def insert_digest(self, digest: bytes, run_pk: int) -> None: ...
+    def insert_digest(self, digest: bytes, run_pk: int) -> None:
+        """Store a run under a lineage digest (no-op if it is already)."""
     def digests_from_checkpoints(self) -> None:
         """Every checkpoint's digest is a lineage digest again."""
     def drop_derived_from(self, run_pk: int) -> list[int]:
         """Drop the checkpoints and lineage digests of a run and of every run below it;
         returns those runs."""
-    def mark_underived(self, run_pks: Sequence[int]) -> None: ...
-    def clear_underived(self, run_pk: int) -> None: ...
+    def mark_underived(self, run_pks: Sequence[int]) -> None:
+        """List runs whose derived data is left for later."""
+    def clear_underived(self, run_pk: int) -> None:
+        """Take a run off the list of those left for later."""
     def insert_new_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
         """Store packed blobs ``(address, codec, data)`` whose address is not there; the
         ids of those stored, by address (a backend may add the ids of some it found
@@ -361,7 +395,8 @@ class Backend(Protocol):
         """A write transaction: of appends to one thread when ``thread_id`` is given (a
         backend may run them beside other threads' appends), else one that may write
         anything (it runs alone)."""
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Close the database; later calls raise."""
     def connection(self) -> Any:
         """The driver's connection, for :mod:`agui_store.testing` only."""
     def after_fork(self) -> None:
