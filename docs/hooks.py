@@ -1,0 +1,74 @@
+"""MkDocs hooks: the CLI reference, generated from the parser, and optional pages.
+
+* ``reference/cli.md`` holds the marker ``<!-- cli-reference -->``; it is replaced by every
+  command's help as ``agui-store COMMAND -h`` prints it, read from
+  :func:`agui_store.cli.build_parser`, so the reference cannot drift from the program.
+* Some pages are written alongside the package (the architecture page, the pydantic-ai
+  integration). Until such a page exists in ``docs/``, its nav entry is left out and links to
+  it are shown as plain text, so the strict build stays clean; once it exists, it is built
+  and every link to it is checked like any other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("mkdocs.hooks.agui_store")
+
+CLI_MARKER = "<!-- cli-reference -->"
+OPTIONAL_PAGES = ("architecture.md", "pydantic-ai.md")
+_missing: set[str] = set()
+
+
+def cli_reference() -> str:
+    """Markdown for every subcommand, in the order the parser defines them."""
+    from agui_store.cli import build_parser
+
+    parser = build_parser()
+    os.environ["COLUMNS"] = "100"  # argparse wraps help to the terminal; pin it for the page
+    parts = ["## agui-store", "", "```text", _help(parser), "```", ""]
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, command in sub.choices.items():
+        parts += [f"## {name}", "", "```text", _help(command), "```", ""]
+    return "\n".join(parts)
+
+
+def _help(parser: argparse.ArgumentParser) -> str:
+    return parser.format_help().rstrip()
+
+
+def _drop_missing(items: list[Any], docs_dir: Path) -> list[Any]:
+    kept = []
+    for item in items:
+        if isinstance(item, dict):
+            (title, value), = item.items()
+            if isinstance(value, list):
+                kept.append({title: _drop_missing(value, docs_dir)})
+                continue
+            if value in OPTIONAL_PAGES and not (docs_dir / value).exists():
+                _missing.add(value)
+                log.info("nav: %s is not written yet; left out", value)
+                continue
+        kept.append(item)
+    return kept
+
+
+def on_config(config: Any) -> Any:
+    config["nav"] = _drop_missing(config["nav"], Path(config["docs_dir"]))
+    return config
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    if CLI_MARKER in markdown:
+        markdown = markdown.replace(CLI_MARKER, cli_reference())
+    for name in _missing:
+        # [text](../architecture.md#anchor) -> text, while the page is absent.
+        markdown = re.sub(
+            r"\[([^\]]+)\]\((?:\.\./)*" + re.escape(name) + r"(?:#[^)]*)?\)", r"\1", markdown
+        )
+    return markdown

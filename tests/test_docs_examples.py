@@ -1,0 +1,181 @@
+"""Every example in the README and the docs runs, and shows what it prints.
+
+The pages follow four conventions, which this module enforces:
+
+* A ```` ```python ```` block runs. The blocks of one page run in order, in one namespace, in a
+  fresh working directory of their own (so ``agui_store.open("chat.db")`` makes a new file).
+* A ```` ```text title="Output" ```` block right after a Python block is what that block
+  prints; ``...`` stands for any text (a content hash, a time, a random id).
+* A ```` ```console ```` block runs in the same directory, each ``$ `` line through bash with
+  the ``agui-store`` this interpreter installed; the lines after a command, if any, are what it
+  prints (``...`` as above). A command must exit 0.
+* ``<!-- skip: why -->`` on the line before a block leaves it out, saying why (a PostgreSQL
+  server, a web framework's own process); every skip is listed by
+  ``test_the_pages_skip_few_examples_and_say_why``.
+
+The TypeScript reconnect code is not copied into the docs: the page includes
+``tests/oracle/reconnecting_agent.mjs``, the file the end-to-end tests run, and a test checks
+that it still does.
+"""
+
+from __future__ import annotations
+
+import doctest
+import io
+import os
+import re
+import subprocess
+import sys
+from contextlib import redirect_stdout
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted(
+    [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")], key=lambda p: str(p.relative_to(ROOT))
+)
+FENCE = re.compile(r"^```(\S*)(.*)$")
+SKIP = re.compile(r"^<!-- skip: (.+) -->$")
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int  # 1-based line of the opening fence
+    lang: str
+    info: str
+    code: str
+    skip: str | None = None
+    output: str | None = None  # the Output block that follows a Python block
+
+
+@dataclass
+class Page:
+    path: Path
+    blocks: list[Block] = field(default_factory=list)
+
+
+def parse(path: Path) -> Page:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    page = Page(path)
+    i = 0
+    while i < len(lines):
+        match = FENCE.match(lines[i].strip()) if lines[i].startswith("```") else None
+        if not match or not match.group(1):
+            i += 1
+            continue
+        start = i
+        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+        skip = SKIP.match(lines[start - 1]) if start else None
+        block = Block(
+            path, start + 1, match.group(1), match.group(2).strip(),
+            "\n".join(lines[start + 1 : end]) + "\n", skip.group(1) if skip else None,
+        )
+        if block.lang == "text" and 'title="Output"' in block.info:
+            previous = page.blocks[-1] if page.blocks else None
+            assert previous and previous.lang == "python", f"{path}:{start + 1}: output of what?"
+            previous.output = block.code
+        else:
+            page.blocks.append(block)
+        i = end + 1
+    return page
+
+
+def runnable(page: Page) -> list[Block]:
+    return [b for b in page.blocks if b.lang in ("python", "console")]
+
+
+def matches(expected: str, got: str) -> bool:
+    checker = doctest.OutputChecker()
+    return checker.check_output(expected, got, doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+
+
+def run_console(block: Block, cwd: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["COLUMNS"] = "100"
+    commands: list[tuple[str, list[str]]] = []
+    for line in block.code.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        elif commands:
+            commands[-1][1].append(line)
+        else:
+            raise AssertionError(f"{block.page}:{block.line}: output before any command")
+    for command, shown in commands:
+        proc = subprocess.run(
+            ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
+            timeout=300,
+        )
+        where = f"{block.page.relative_to(ROOT)}:{block.line}: $ {command}"
+        assert proc.returncode == 0, f"{where}\n{proc.stderr}"
+        if shown:
+            expected = "\n".join(shown) + "\n"
+            assert matches(expected, proc.stdout), f"{where}\nexpected:\n{expected}got:\n{proc.stdout}"
+
+
+def run_python(block: Block, namespace: dict[str, object]) -> None:
+    where = f"{block.page.relative_to(ROOT)}:{block.line}"
+    out = io.StringIO()
+    with redirect_stdout(out):
+        exec(compile(block.code, where, "exec"), namespace)
+    if block.output is not None:
+        assert matches(block.output, out.getvalue()), (
+            f"{where}\nexpected:\n{block.output}got:\n{out.getvalue()}"
+        )
+
+
+PAGES_WITH_EXAMPLES = [p for p in PAGES if runnable(parse(p))]
+
+
+@pytest.mark.parametrize(
+    "path", PAGES_WITH_EXAMPLES, ids=[str(p.relative_to(ROOT)) for p in PAGES_WITH_EXAMPLES]
+)
+def test_the_examples_of_a_page_run_and_print_what_it_shows(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGUI_STORE_DB", raising=False)
+    namespace: dict[str, object] = {"__name__": "__docs__"}
+    try:
+        for block in runnable(parse(path)):
+            if block.skip:
+                continue
+            if block.lang == "python":
+                run_python(block, namespace)
+            else:
+                run_console(block, tmp_path)
+    finally:
+        for value in namespace.values():  # stores a page left open
+            close = getattr(value, "close", None)
+            if type(value).__name__ == "Store" and callable(close):
+                close()
+
+
+def test_the_pages_skip_few_examples_and_say_why() -> None:
+    skipped = [
+        (str(b.page.relative_to(ROOT)), b.line, b.skip)
+        for p in PAGES for b in runnable(parse(p)) if b.skip
+    ]
+    ran = sum(1 for p in PAGES for b in runnable(parse(p)) if not b.skip)
+    assert ran >= 4 * len(skipped), skipped
+    assert all(len(why) > 10 for *_, why in skipped), skipped
+
+
+def test_every_block_names_its_language() -> None:
+    for path in PAGES:
+        text = path.read_text(encoding="utf-8").splitlines()
+        inside = False
+        for n, line in enumerate(text, 1):
+            if line.startswith("```"):
+                if not inside:
+                    assert line.strip() != "```", f"{path.relative_to(ROOT)}:{n}: a bare fence"
+                inside = not inside
+
+
+def test_the_reconnect_page_includes_the_file_the_end_to_end_tests_run() -> None:
+    page = (ROOT / "docs" / "guides" / "reconnecting.md").read_text(encoding="utf-8")
+    assert '--8<-- "tests/oracle/reconnecting_agent.mjs"' in page
+    assert (ROOT / "tests" / "oracle" / "reconnecting_agent.mjs").exists()
