@@ -8,7 +8,8 @@ The pages follow four conventions, which this module enforces:
   prints; ``...`` stands for any text (a content hash, a time, a random id).
 * A ```` ```console ```` block runs in the same directory, each ``$ `` line through bash with
   the ``agui-store`` this interpreter installed; the lines after a command, if any, are what it
-  prints (``...`` as above). A command must exit 0.
+  prints on stdout and stderr, as a terminal shows them (``...`` as above). A command must
+  exit 0.
 * ``<!-- skip: why -->`` on the line before a block leaves it out, saying why (a PostgreSQL
   server, a web framework's own process); every skip is listed by
   ``test_the_pages_skip_few_examples_and_say_why``.
@@ -106,11 +107,11 @@ def run_console(block: Block, cwd: Path) -> None:
             raise AssertionError(f"{block.page}:{block.line}: output before any command")
     for command, shown in commands:
         proc = subprocess.run(
-            ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
-            timeout=300,
+            ["bash", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=300,
         )
         where = f"{block.page.relative_to(ROOT)}:{block.line}: $ {command}"
-        assert proc.returncode == 0, f"{where}\n{proc.stderr}"
+        assert proc.returncode == 0, f"{where}\n{proc.stdout}"
         if shown:
             expected = "\n".join(shown) + "\n"
             assert matches(expected, proc.stdout), f"{where}\nexpected:\n{expected}got:\n{proc.stdout}"
