@@ -10,9 +10,11 @@ The pages follow four conventions, which this module enforces:
   the ``agui-store`` this interpreter installed; the lines after a command, if any, are what it
   prints on stdout and stderr, as a terminal shows them (``...`` as above). A command must
   exit 0.
-* ``<!-- skip: why -->`` on the line before a block leaves it out, saying why (a PostgreSQL
-  server, a web framework's own process); every skip is listed by
-  ``test_the_pages_skip_few_examples_and_say_why``.
+* ``<!-- postgres -->`` on the line before a block runs it on a PostgreSQL database of the
+  test's own, every ``postgresql://`` URL in it replaced by that database's (the test skips
+  without a server locally, and fails in CI).
+* ``<!-- skip: why -->`` on the line before a block leaves it out, saying why; every skip is
+  listed by ``test_the_pages_skip_few_examples_and_say_why``.
 
 The TypeScript reconnect code is not copied into the docs: the page includes
 ``tests/oracle/reconnecting_agent.mjs``, the file the end-to-end tests run, and a test checks
@@ -25,6 +27,7 @@ import doctest
 import io
 import os
 import re
+import shlex
 import subprocess
 import sys
 from contextlib import redirect_stdout
@@ -39,6 +42,8 @@ PAGES = sorted(
 )
 FENCE = re.compile(r"^```(\S*)(.*)$")
 SKIP = re.compile(r"^<!-- skip: (.+) -->$")
+POSTGRES_MARK = "<!-- postgres -->"
+URL = re.compile(r"postgres(?:ql)?://[^\s\"']+")
 
 
 @dataclass
@@ -49,6 +54,7 @@ class Block:
     info: str
     code: str
     skip: str | None = None
+    postgres: bool = False
     output: str | None = None  # the Output block that follows a Python block
 
 
@@ -73,6 +79,7 @@ def parse(path: Path) -> Page:
         block = Block(
             path, start + 1, match.group(1), match.group(2).strip(),
             "\n".join(lines[start + 1 : end]) + "\n", skip.group(1) if skip else None,
+            postgres=start > 0 and lines[start - 1] == POSTGRES_MARK,
         )
         if block.lang == "text" and 'title="Output"' in block.info:
             previous = page.blocks[-1] if page.blocks else None
@@ -107,7 +114,7 @@ def run_console(block: Block, cwd: Path) -> None:
             raise AssertionError(f"{block.page}:{block.line}: output before any command")
     for command, shown in commands:
         proc = subprocess.run(
-            ["bash", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
+            ["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, timeout=300,
         )
         where = f"{block.page.relative_to(ROOT)}:{block.line}: $ {command}"
@@ -128,7 +135,28 @@ def run_python(block: Block, namespace: dict[str, object]) -> None:
         )
 
 
+def run_page(path: Path, cwd: Path, postgres: str | None) -> None:
+    namespace: dict[str, object] = {"__name__": "__docs__"}
+    try:
+        for block in runnable(parse(path)):
+            if block.skip or (block.postgres and postgres is None):
+                continue
+            if block.postgres:
+                url = shlex.quote(postgres) if block.lang == "console" else postgres
+                block.code = URL.sub(lambda _: url, block.code)
+            if block.lang == "python":
+                run_python(block, namespace)
+            else:
+                run_console(block, cwd)
+    finally:
+        for value in namespace.values():  # stores a page left open
+            close = getattr(value, "close", None)
+            if type(value).__name__ == "Store" and callable(close):
+                close()
+
+
 PAGES_WITH_EXAMPLES = [p for p in PAGES if runnable(parse(p))]
+PAGES_ON_POSTGRES = [p for p in PAGES if any(b.postgres for b in parse(p).blocks)]
 
 
 @pytest.mark.parametrize(
@@ -139,20 +167,18 @@ def test_the_examples_of_a_page_run_and_print_what_it_shows(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("AGUI_STORE_DB", raising=False)
-    namespace: dict[str, object] = {"__name__": "__docs__"}
-    try:
-        for block in runnable(parse(path)):
-            if block.skip:
-                continue
-            if block.lang == "python":
-                run_python(block, namespace)
-            else:
-                run_console(block, tmp_path)
-    finally:
-        for value in namespace.values():  # stores a page left open
-            close = getattr(value, "close", None)
-            if type(value).__name__ == "Store" and callable(close):
-                close()
+    run_page(path, tmp_path, postgres=None)
+
+
+@pytest.mark.parametrize(
+    "path", PAGES_ON_POSTGRES, ids=[str(p.relative_to(ROOT)) for p in PAGES_ON_POSTGRES]
+)
+def test_the_postgresql_examples_of_a_page_run_on_a_real_server(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_database: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGUI_STORE_DB", raising=False)
+    run_page(path, tmp_path, postgres=postgres_database)
 
 
 def test_the_pages_skip_few_examples_and_say_why() -> None:
