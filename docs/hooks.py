@@ -3,6 +3,8 @@
 * ``reference/cli.md`` holds the marker ``<!-- cli-reference -->``; it is replaced by every
   command's help as ``agui-store COMMAND -h`` prints it, read from
   :func:`agui_store.cli.build_parser`, so the reference cannot drift from the program.
+* ``reference/errors.md`` holds ``<!-- error-tree -->``, replaced by the exception classes
+  ``agui_store`` exports, drawn as a tree from their bases.
 * Some pages are written alongside the package (the architecture page, the pydantic-ai
   integration). Until such a page exists in ``docs/``, its nav entry is left out and links to
   it are shown as plain text, so the strict build stays clean; once it exists, it is built
@@ -21,6 +23,7 @@ from typing import Any
 log = logging.getLogger("mkdocs.hooks.agui_store")
 
 CLI_MARKER = "<!-- cli-reference -->"
+ERROR_TREE_MARKER = "<!-- error-tree -->"
 OPTIONAL_PAGES = ("architecture.md", "pydantic-ai.md")
 _missing: set[str] = set()
 
@@ -36,6 +39,27 @@ def cli_reference() -> str:
     for name, command in sub.choices.items():
         parts += [f"## {name}", "", "```text", _help(command), "```", ""]
     return "\n".join(parts)
+
+
+def error_tree() -> str:
+    """The exception classes ``agui_store`` exports, as a tree under ``AguiStoreError``, each
+    with the builtin exceptions it also is."""
+    import agui_store
+
+    errors = [getattr(agui_store, name) for name in agui_store.__all__]
+    errors = [e for e in errors if isinstance(e, type) and issubclass(e, BaseException)]
+    lines: list[str] = []
+
+    def walk(cls: type, depth: int) -> None:
+        builtins = [b.__name__ for b in cls.__bases__ if b.__module__ == "builtins"]
+        also = f"  (also {', '.join(builtins)})" if builtins and depth else ""
+        lines.append("    " * depth + cls.__name__ + also)
+        for child in errors:
+            if cls in child.__bases__:
+                walk(child, depth + 1)
+
+    walk(agui_store.AguiStoreError, 0)
+    return "\n".join(["```text", *lines, "```"])
 
 
 def _help(parser: argparse.ArgumentParser) -> str:
@@ -64,6 +88,8 @@ def on_config(config: Any) -> Any:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    if ERROR_TREE_MARKER in markdown:
+        markdown = markdown.replace(ERROR_TREE_MARKER, error_tree())
     if CLI_MARKER in markdown:
         markdown = markdown.replace(CLI_MARKER, cli_reference())
     for name in _missing:
