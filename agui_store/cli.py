@@ -544,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
         # The positional form came first; it still works, with a note on stderr.
         parsers[name].add_argument("thread_id", nargs="?", help=argparse.SUPPRESS)
     for name in ("log", "show"):
-        parsers[name].add_argument("ref", nargs="?", default="HEAD",
+        parsers[name].add_argument("ref", nargs="?", metavar="REF", default="HEAD",
                                    help="run id, unique prefix, branch, HEAD, REF~n")
         parsers[name].add_argument("--thread", help="thread id (when the ref is ambiguous)")
     parsers["log"].add_argument("--graph", action="store_true", help="draw the run tree")
@@ -556,20 +556,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--cursor", metavar="RUN",
         help="start the page at this run of the thread (the cursor the page before gave)")
     p = parsers["diff"]
-    p.add_argument("a", help="run id, branch, HEAD, REF~n")
-    p.add_argument("b", help="run id, branch, HEAD, REF~n")
+    p.add_argument("a", metavar="A", help="run id, branch, HEAD, REF~n")
+    p.add_argument("b", metavar="B", help="run id, branch, HEAD, REF~n")
     p.add_argument("--thread", help="thread id (when a ref is ambiguous)")
     p.add_argument("--stat", action="store_true", help="counts only")
     p.add_argument("--two-dot", action="store_true", help="compare the two views directly")
     p = parsers["fork"]
-    p.add_argument("ref", nargs="?", default="HEAD", help="run id, branch, HEAD, REF~n")
+    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD",
+                   help="run id, branch, HEAD, REF~n")
     p.add_argument("--thread", help="thread id (when the ref is ambiguous)")
     p.add_argument("--run-id", help="id for the new run (default: a new UUID)")
     p = parsers["compact"]
-    p.add_argument("ref", nargs="?", help="a run (and its ancestors); default: everything")
+    p.add_argument("ref", nargs="?", metavar="REF",
+                   help="a run (and its ancestors); default: everything")
     p.add_argument("--thread", help="only this thread")
     p = parsers["export"]
-    p.add_argument("ref", nargs="?", default="HEAD", help="run id, branch, HEAD, REF~n")
+    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD",
+                   help="run id, branch, HEAD, REF~n")
     p.add_argument("--thread", help="thread id (when the ref is ambiguous; required with --all)")
     p.add_argument("--all", action="store_true",
                    help="every run of the thread (--thread), in recorded order, streamed")
@@ -581,8 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write a datasette-friendly analysis database (sqlite-utils) instead")
     p.add_argument("--replace", action="store_true", help="with --sqlite: overwrite OUT.db")
     p = parsers["branch"]
-    p.add_argument("name", help="the branch name")
-    p.add_argument("run", nargs="?", help="run id, branch, HEAD, REF~n to point the branch at")
+    p.add_argument("name", metavar="NAME", help="the branch name")
+    p.add_argument("run", nargs="?", metavar="RUN",
+                   help="run id, branch, HEAD, REF~n to point the branch at")
     p.add_argument("--thread", help="thread id (when the run is ambiguous; required with --delete)")
     p.add_argument("--delete", "-d", action="store_true", help="delete the branch")
     p = parsers["analyze"]
@@ -590,7 +594,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--thread", help="only this thread")
     p.add_argument("--replace", action="store_true", help="overwrite OUT.db if it is not empty")
     p = parsers["export-artifact"]
-    p.add_argument("ref", nargs="?", default="HEAD", help="run id, branch, HEAD, REF~n")
+    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD",
+                   help="run id, branch, HEAD, REF~n")
     p.add_argument("--thread", help="thread id (when the ref is ambiguous)")
     p.add_argument("--output", "-o", help="file to write (default: stdout)")
     parsers["validate-artifact"].add_argument("file", metavar="FILE",
@@ -602,7 +607,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="a branch DST holds off SRC's lineage takes SRC's tip (runs never move)")
     p = parsers["slim"]
-    p.add_argument("ref", nargs="?", default="HEAD", help="run id, branch, HEAD, REF~n")
+    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD",
+                   help="run id, branch, HEAD, REF~n")
     p.add_argument("--thread", help="thread id (when the ref is ambiguous)")
     p.add_argument("--preset", choices=("minimal", "standard", "full"), default="standard",
                    help="minimal: last 10, 200 chars, tool args redacted, tool results omitted; "

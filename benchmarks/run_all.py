@@ -321,14 +321,14 @@ def render() -> str:
         "the machine, ratios much less. Run one with `python -m benchmarks.NAME`, or run some and",
         "rewrite this page with `python -m benchmarks.run_all NAME...`.",
         "",
-        "| benchmark | measures | goal |",
-        "|---|---|---|",
+        "| benchmark | goal |",
+        "|---|---|",
     ]
     for name, bench in BENCHMARKS.items():
-        out.append(f"| [`{name}`](#{name}) | {bench.title} | {bench.goal or '-'} |")
+        out.append(f"| [{bench.title}](#{name}) | {bench.goal or '-'} |")
     out.append("")
     for name, bench in BENCHMARKS.items():
-        out += [f"## {bench.title} {{ #{name} }}", ""]
+        out += [f"## {bench.title} {{ #{name} }}", "", f"`benchmarks/{name}.py`", ""]
         out += [f"**What it measures.** {bench.what}", ""]
         out += [f"**Baseline.** {bench.baseline}", ""]
         if bench.goal:

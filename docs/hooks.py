@@ -33,7 +33,7 @@ def cli_reference() -> str:
     from agui_store.cli import build_parser
 
     parser = build_parser()
-    os.environ["COLUMNS"] = "100"  # argparse wraps help to the terminal; pin it for the page
+    os.environ["COLUMNS"] = "90"  # argparse wraps help to the terminal; pin it for the page
     parts = ["## agui-store", "", "```text", _help(parser), "```", ""]
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for name, command in sub.choices.items():
@@ -85,6 +85,15 @@ def _drop_missing(items: list[Any], docs_dir: Path) -> list[Any]:
 def on_config(config: Any) -> Any:
     config["nav"] = _drop_missing(config["nav"], Path(config["docs_dir"]))
     return config
+
+
+#: Sphinx cross-reference roles some docstrings use (``:func:`open```); mkdocstrings renders
+#: the name as code and leaves the role in front of it as text.
+_SPHINX_ROLE = re.compile(r":(?:func|meth|class|mod|attr|data|exc|obj):(?=<code>)")
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    return _SPHINX_ROLE.sub("", html)
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:

@@ -99,7 +99,8 @@ def test_log_show_branch_and_compacted_export_work_together(tmp_path: Path) -> N
         ]
     cli("import", str(sse_file(tmp_path / "s.sse", events)), db=db)
     assert cli("threads", db=db).stdout.split() == ["t"]
-    assert [line.split()[0] for line in cli("runs", "--thread", "t", db=db).stdout.splitlines()] == [
+    runs = cli("runs", "--thread", "t", db=db).stdout
+    assert [line.split()[0] for line in runs.splitlines()] == [
         "r0",
         "r1",
         "r2",
