@@ -202,3 +202,10 @@ def test_every_block_names_its_language() -> None:
                 if not inside:
                     assert line.strip() != "```", f"{path.relative_to(ROOT)}:{n}: a bare fence"
                 inside = not inside
+
+
+def test_the_readmes_links_into_the_docs_name_pages_that_exist() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
+    assert links
+    assert [link for link in links if not (ROOT / link).exists()] == []
