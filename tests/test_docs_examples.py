@@ -209,3 +209,15 @@ def test_the_readmes_links_into_the_docs_name_pages_that_exist() -> None:
     links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
     assert links
     assert [link for link in links if not (ROOT / link).exists()] == []
+
+
+def test_the_error_page_says_when_each_error_is_raised() -> None:
+    import agui_store
+
+    page = (ROOT / "docs" / "reference" / "errors.md").read_text(encoding="utf-8")
+    errors = [
+        name for name in agui_store.__all__
+        if isinstance(getattr(agui_store, name), type)
+        and issubclass(getattr(agui_store, name), BaseException)
+    ]
+    assert [name for name in errors if f"| `{name}` |" not in page] == []
