@@ -96,6 +96,10 @@ def runnable(page: Page) -> list[Block]:
 
 
 def matches(expected: str, got: str) -> bool:
+    """doctest's comparison: ``...`` matches anything; runs of whitespace, blank lines
+    included, compare equal."""
+    lines = expected.rstrip("\n").split("\n")
+    expected = "\n".join(line if line.strip() else "<BLANKLINE>" for line in lines) + "\n"
     checker = doctest.OutputChecker()
     return checker.check_output(expected, got, doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
 
