@@ -25,6 +25,8 @@ log = logging.getLogger("mkdocs.hooks.agui_store")
 CLI_MARKER = "<!-- cli-reference -->"
 ERROR_TREE_MARKER = "<!-- error-tree -->"
 OPTIONAL_PAGES = ("architecture.md", "pydantic-ai.md")
+#: Screenshots of the viewer, taken by its own tests.
+OPTIONAL_IMAGES = ("images/ui-tree.png", "images/ui-diff.png")
 _missing: set[str] = set()
 
 
@@ -83,7 +85,13 @@ def _drop_missing(items: list[Any], docs_dir: Path) -> list[Any]:
 
 
 def on_config(config: Any) -> Any:
-    config["nav"] = _drop_missing(config["nav"], Path(config["docs_dir"]))
+    _missing.clear()
+    docs_dir = Path(config["docs_dir"])
+    config["nav"] = _drop_missing(config["nav"], docs_dir)
+    for image in OPTIONAL_IMAGES:
+        if not (docs_dir / image).exists():
+            _missing.add(image)
+            log.info("%s is not there yet; left out", image)
     return config
 
 
@@ -102,8 +110,9 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if CLI_MARKER in markdown:
         markdown = markdown.replace(CLI_MARKER, cli_reference())
     for name in _missing:
-        # [text](../architecture.md#anchor) -> text, while the page is absent.
-        markdown = re.sub(
-            r"\[([^\]]+)\]\((?:\.\./)*" + re.escape(name) + r"(?:#[^)]*)?\)", r"\1", markdown
-        )
+        # ![alt](../images/x.png) -> nothing, [text](../architecture.md#anchor) -> text, while
+        # the file is absent.
+        link = r"\((?:\.\./)*" + re.escape(name) + r"(?:#[^)]*)?\)"
+        markdown = re.sub(r"!\[[^\]]*\]" + link, "", markdown)
+        markdown = re.sub(r"\[([^\]]+)\]" + link, r"\1", markdown)
     return markdown
