@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import doctest
 import io
+import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from contextlib import redirect_stdout
@@ -225,3 +227,51 @@ def test_the_error_page_says_when_each_error_is_raised() -> None:
         and issubclass(getattr(agui_store, name), BaseException)
     ]
     assert [name for name in errors if f"| `{name}` |" not in page] == []
+
+
+#: Commands whose help example is not run here: ``ui`` serves until it is stopped (the
+#: viewer's tests run it), and ``copy`` names a PostgreSQL server (the test below runs it).
+NOT_RUN_HERE = {"ui", "copy"}
+
+
+def help_examples(tmp_path: Path) -> list[tuple[str, str]]:
+    """Each command's help example, in the parser's order, and the files they need: a
+    recording of thread t1 (runs run-1 and run-2) to import first."""
+    from agui_store.cli import EXAMPLES
+
+    events = []
+    for run_id in ("run-1", "run-2"):
+        events += [
+            {"type": "RUN_STARTED", "threadId": "t1", "runId": run_id},
+            {"type": "TEXT_MESSAGE_START", "messageId": f"{run_id}-a", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"{run_id}-a", "delta": "Hello"},
+            {"type": "TEXT_MESSAGE_END", "messageId": f"{run_id}-a"},
+            {"type": "RUN_FINISHED", "threadId": "t1", "runId": run_id},
+        ]
+    (tmp_path / "recording.sse").write_text(
+        "".join(f"data: {json.dumps(e)}\n\n" for e in events), encoding="utf-8"
+    )
+    return list(EXAMPLES.items())
+
+
+def run_example(command: str, cwd: Path) -> None:
+    block = Block(ROOT / "agui_store" / "cli.py", 0, "console", "", f"$ {command}\n")
+    run_console(block, cwd)
+    # The examples name the store as chat.db or local.db too: the same store.
+    for name in ("chat.db", "local.db"):
+        if (cwd / "agui-store.db").exists() and not (cwd / name).exists():
+            shutil.copy(cwd / "agui-store.db", cwd / name)
+
+
+def test_the_example_in_every_commands_help_runs(tmp_path: Path) -> None:
+    for name, command in help_examples(tmp_path):
+        if name not in NOT_RUN_HERE:
+            run_example(command, tmp_path)
+
+
+def test_the_copy_example_in_its_help_runs_on_a_real_server(
+    tmp_path: Path, postgres_database: str
+) -> None:
+    examples = dict(help_examples(tmp_path))
+    run_example(examples["import"], tmp_path)
+    run_example(URL.sub(lambda _: shlex.quote(postgres_database), examples["copy"]), tmp_path)
