@@ -275,3 +275,15 @@ def test_the_copy_example_in_its_help_runs_on_a_real_server(
     examples = dict(help_examples(tmp_path))
     run_example(examples["import"], tmp_path)
     run_example(URL.sub(lambda _: shlex.quote(postgres_database), examples["copy"]), tmp_path)
+
+
+def test_every_cli_example_is_in_a_block_that_runs() -> None:
+    """``agui-store`` commands are shown in console blocks, which run; a shell block may hold
+    installs and the viewer's server only."""
+    shown_only = [
+        (str(b.page.relative_to(ROOT)), b.line, line)
+        for p in PAGES for b in parse(p).blocks if b.lang in ("sh", "bash", "shell")
+        for line in b.code.splitlines()
+        if re.match(r"(\w+=\S+ )*agui-store (?!ui\b)", line.strip())
+    ]
+    assert shown_only == []
