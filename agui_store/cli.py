@@ -619,7 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: What the exit status means (README, "Command line"). Every failure prints one line on
+#: What the exit status means (docs/reference/cli.md). Every failure prints one line on
 #: stderr, ``agui-store COMMAND: what and where``; never a traceback.
 EXIT_OK = 0
 EXIT_STORE_ERROR = 1  # a store error (bad input, a damaged or foreign file, a full disk...),
