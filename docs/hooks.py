@@ -98,10 +98,12 @@ def on_config(config: Any) -> Any:
 #: Sphinx cross-reference roles some docstrings use (``:func:`open```); mkdocstrings renders
 #: the name as code and leaves the role in front of it as text.
 _SPHINX_ROLE = re.compile(r":(?:func|meth|class|mod|attr|data|exc|obj):(?=<code>)")
+#: Sphinx's ``~module.Name`` (show the last name only), left as text the same way.
+_SPHINX_TILDE = re.compile(r"~agui_store(?:\.\w+)*\.(\w+)")
 
 
 def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
-    return _SPHINX_ROLE.sub("", html)
+    return _SPHINX_TILDE.sub(r"\1", _SPHINX_ROLE.sub("", html))
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
