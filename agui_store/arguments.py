@@ -101,11 +101,17 @@ def path_text(path: Any) -> str:
     """A store path as text: ``str``, ``bytes`` (decoded as the file system does) or any
     ``os.PathLike``."""
     try:
-        return os.fsdecode(path)
+        text = os.fsdecode(path)
     except TypeError:
         raise InvalidArgumentError(
             f"a store path is text, bytes or a path object, not {type(path).__name__}"
         ) from None
+    if not text:
+        # SQLite would open a private temporary database: a store that vanishes on close.
+        raise InvalidArgumentError(
+            "the store path is empty: give a file path, ':memory:' or a postgresql:// URL"
+        )
+    return text
 
 
 def positive_int(name: str, value: Any, *, minimum: int = 1) -> int:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, TextIO, cast
 
 from agui_store import database
+from agui_store.arguments import path_text
 from agui_store.errors import (
     AguiStoreError,
     InternalError,
@@ -698,6 +699,7 @@ def _thread_option(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 def _require_store_file(path: str) -> None:
     """Refuse a store path that names no file (in-memory and URI paths are SQLite's own; a
     PostgreSQL URL names a database, which opening creates the store in)."""
+    path = path_text(path)
     if path == ":memory:" or path.startswith("file:") or is_url(path):
         return
     if not os.path.lexists(path):

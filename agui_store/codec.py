@@ -25,6 +25,7 @@ JSON edge cases, decided so that an event reads back equal to what was given:
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import math
@@ -430,7 +431,11 @@ def parse_events(
     if isinstance(source, msgspec.Struct) or _is_model(source):
         return [_from_object(source, 0, limits)]
     if hasattr(source, "read"):
-        content = source.read()
+        start = _byte_position(source)
+        try:
+            content = source.read()
+        except UnicodeDecodeError as exc:
+            raise _undecodable(source, exc, start) from None
         if not isinstance(content, (str, bytes, bytearray, memoryview)):
             raise InvalidEventError(f"file object returned {kind_of(content)}, not text")
         return _from_text(_as_bytes(content, None), limits)
@@ -732,13 +737,60 @@ def iter_events(
 
 
 def _chunks(handle: Any, read_bytes: int) -> Iterator[bytes]:
+    start = _byte_position(handle)
     while True:
-        chunk = handle.read(read_bytes)
+        try:
+            chunk = handle.read(read_bytes)
+        except UnicodeDecodeError as exc:
+            raise _undecodable(handle, exc, start) from None
         if not chunk:
             return
         if not isinstance(chunk, (str, bytes, bytearray, memoryview)):
             raise InvalidEventError(f"file object returned {kind_of(chunk)}, not text")
         yield _as_bytes(chunk, None)
+
+
+def _byte_position(handle: Any) -> int | None:
+    """Where a text file object stands in its bytes, when that can be known: it is seekable
+    and has a binary ``buffer`` (a text file's ``tell()`` is a byte offset at a clean start)."""
+    if getattr(handle, "buffer", None) is None:
+        return None
+    try:
+        return int(handle.tell()) if handle.seekable() else None
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+
+
+def _undecodable(handle: Any, exc: UnicodeDecodeError, start: int | None) -> InvalidEventError:
+    """The error for a text file object whose bytes do not decode.
+
+    The decoder's own position counts from whatever buffer it was handed, so the file's
+    bytes are decoded again from where reading began, a block at a time, to name the byte
+    offset in the file. Nothing has been recorded: the caller has read no event yet, or
+    rolls back what it read.
+    """
+    offset = None
+    raw = getattr(handle, "buffer", None)
+    if start is not None and raw is not None:
+        with contextlib.suppress(OSError, ValueError, LookupError, AttributeError):
+            raw.seek(start)
+            decoder = codecs.getincrementaldecoder(exc.encoding)()
+            done = start
+            while offset is None:
+                block = raw.read(1 << 16)
+                pending = len(decoder.getstate()[0])
+                try:
+                    decoder.decode(block, final=not block)
+                except UnicodeDecodeError as again:
+                    offset = done - pending + again.start
+                if not block:
+                    break
+                done += len(block)
+    where = f"at byte {offset}" if offset is not None else "(at an offset this file object hides)"
+    return InvalidEventError(
+        f"the file is not valid {exc.encoding} text: {exc.reason} {where}; open it in "
+        "binary mode ('rb') to have the event that holds it named"
+    )
 
 
 def _events_of_stream(chunks: Iterator[bytes], limits: _Limits) -> Iterator[IncomingEvent]:

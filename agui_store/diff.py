@@ -1,7 +1,9 @@
 """Comparing two restored views (SPEC §5) — pure, no storage.
 
 Messages are compared by id (added / removed / modified, with both versions); the state
-change is an RFC 6902 patch made by ``jsonpatch`` that takes the old state to the new one.
+change is an RFC 6902 patch that takes the old state to the new one, made here rather than by
+a JSON Patch library: the operations, their order and the cost of a long list that only grew
+are part of what ``diff`` promises, and no library's public API promises them.
 ``Store.diff`` finds the merge base and feeds the views in; the records it returns
 (:class:`~agui_store.records.Diff`, ``ViewChange``, ``MessageChange``) are in
 :mod:`agui_store.records`.
@@ -9,10 +11,7 @@ change is an RFC 6902 patch made by ``jsonpatch`` that takes the old state to th
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, MutableSequence
 from typing import Any
-
-import jsonpatch
 
 from agui_store.js import json_equal
 from agui_store.patch import PatchError, apply_patch
@@ -69,10 +68,10 @@ def message_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> lis
 def state_patch(old: Any, new: Any) -> list[dict[str, Any]]:
     """An RFC 6902 patch taking ``old`` to ``new`` (empty when they are equal).
 
-    ``jsonpatch`` makes it; the result is checked the way the official client would apply it
-    (fast-json-patch semantics). ``jsonpatch`` sometimes moves a value into its own child,
-    which RFC 6902 forbids and the client rejects: then a plain add/remove/replace patch is
-    used instead.
+    :func:`make_patch` makes it; the result is checked the way the official client would
+    apply it (fast-json-patch semantics). Pairing equal values as moves can move a value into
+    its own child, which RFC 6902 forbids and the client rejects, and Python's ``==`` takes
+    ``1`` for ``true`` inside lists: then a plain add/remove/replace patch is used instead.
     """
     if json_equal(old, new):
         return []
@@ -88,16 +87,20 @@ def state_patch(old: Any, new: Any) -> list[dict[str, Any]]:
 
 
 def make_patch(old: Any, new: Any) -> list[dict[str, Any]]:
-    """:func:`ordered_make_patch`, with the same operations, at the cost of
-    where the two differ: a long list that only grew (a state's history, say) is not walked
-    element by element through the start both share."""
-    if not SKIPS_SHARED_LIST_STARTS:
-        return ordered_make_patch(old, new)
-    builder = _PrefixSkippingBuilder(
-        old, new, jsonpatch.JsonPatch.json_dumper, pointer_cls=jsonpatch.JsonPointer
-    )
-    builder._compare_values("", None, old, new)
-    return list(builder.execute())
+    """The RFC 6902 operations taking ``old`` to ``new``, found by :class:`_PatchBuilder`.
+
+    Removed values that are added elsewhere become moves; a removal and an addition at one
+    place become a replacement. Objects' keys are compared in sorted order, so the patch does
+    not depend on the hash seed nor on the order in which two equal objects hold their keys.
+    """
+    builder = _PatchBuilder()
+    if isinstance(old, dict) and isinstance(new, dict):
+        builder.compare_dicts((), old, new)
+    elif isinstance(old, list) and isinstance(new, list):
+        builder.compare_lists((), old, new)
+    elif not _same_json(old, new):
+        return [{"op": "replace", "path": "", "value": new}]
+    return builder.operations()
 
 
 def common_start(a: Any, b: Any, limit: int | None = None) -> int:
@@ -115,72 +118,276 @@ def common_start(a: Any, b: Any, limit: int | None = None) -> int:
     return known
 
 
-class OrderedDiffBuilder(jsonpatch.DiffBuilder):  # type: ignore[misc]
-    """jsonpatch's diff builder comparing an object's keys in sorted order (removed keys,
-    then added ones, then the shared ones), where jsonpatch walks Python sets of them: its
-    operations came out in an order that changed with ``PYTHONHASHSEED``, so ``diff --json``
-    printed the same diff differently from one process to the next. Sorted, not in the
-    objects' own order: two equal states may hold their keys in different orders (one
-    replayed, one read from a checkpoint), and their diffs must not differ. Each key's
-    operations are jsonpatch's."""
+#: Lists shorter than this are compared from their start (halving costs more).
+_PREFIX_WORTH_SKIPPING = 32
 
-    def _compare_dicts(self, path: str, src: Any, dst: Any) -> None:
+_REMOVED, _ADDED = 0, 1
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two scalars serialize to the same JSON text: ``1``, ``1.0`` and ``true``
+    differ, and so do ``0.0`` and ``-0.0``."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a == b and repr(a) == repr(b)
+    return bool(a == b)
+
+
+def _index(part: str) -> int | str:
+    """A path part as a list index where ``int()`` reads it as one, else the part."""
+    try:
+        return int(part)
+    except ValueError:
+        return part
+
+
+class _Operation:
+    """One operation of a patch being built. ``parts`` is its path, unescaped; a move's
+    ``source`` is where it takes its value from. ``in_list`` says an addition inserts into
+    a list, so that pairing it with a later removal shifts the indices between them."""
+
+    __slots__ = ("in_list", "kind", "parts", "source", "value")
+
+    def __init__(
+        self,
+        kind: str,
+        parts: list[str],
+        value: Any = None,
+        source: list[str] | None = None,
+        in_list: bool = False,
+    ) -> None:
+        self.kind = kind
+        self.parts = parts
+        self.value = value
+        self.source = source
+        self.in_list = in_list
+
+    @property
+    def container(self) -> str:
+        return "/".join(self.parts[:-1])
+
+    @property
+    def key(self) -> int | str:
+        return _index(self.parts[-1])
+
+    @key.setter
+    def key(self, value: int) -> None:
+        self.parts[-1] = str(value)
+
+    def on_undo_remove(self, container: str, key: int) -> int:
+        """Where index ``key`` of ``container`` stands once a removal there is taken back
+        (it becomes a move), shifting this operation's own index where it must."""
+        if self.kind == "replace":
+            return key
+        if self.kind == "move":
+            assert self.source is not None
+            source_key = _index(self.source[-1])
+            if "/".join(self.source[:-1]) == container and isinstance(source_key, int):
+                if source_key >= key:
+                    self.source[-1] = str(source_key + 1)
+                else:
+                    key -= 1
+        own = self.key
+        if self.container == container and isinstance(own, int):
+            # A removal at the restored index stands after it; an addition there, before.
+            if (own >= key) if self.kind == "remove" else (own > key):
+                self.key = own + 1
+            elif self.kind == "remove":
+                key -= 1
+            else:
+                key += 1
+        return key
+
+    def on_undo_add(self, container: str, key: int) -> int:
+        """Where index ``key`` of ``container`` stands once an addition there is taken back
+        (it becomes a move), shifting this operation's own index where it must."""
+        if self.kind == "replace":
+            return key
+        if self.kind == "move":
+            assert self.source is not None
+            source_key = _index(self.source[-1])
+            if "/".join(self.source[:-1]) == container and isinstance(source_key, int):
+                if source_key > key:
+                    self.source[-1] = str(source_key - 1)
+                else:
+                    key -= 1
+        own = self.key
+        if self.container == container and isinstance(own, int):
+            if own > key:
+                self.key = own - 1
+            elif self.kind == "remove":
+                key -= 1
+            else:
+                key += 1
+        return key
+
+    def as_json(self) -> dict[str, Any]:
+        path = _pointer_of(self.parts)
+        if self.kind == "remove":
+            return {"op": "remove", "path": path}
+        if self.kind == "move":
+            assert self.source is not None
+            return {"op": "move", "from": _pointer_of(self.source), "path": path}
+        return {"op": self.kind, "path": path, "value": self.value}
+
+
+def _pointer_of(parts: list[str]) -> str:
+    return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in parts)
+
+
+class _PatchBuilder:
+    """Walks two JSON documents in step and collects the operations between them.
+
+    The operations sit in a doubly linked list (``[previous, next, operation]`` nodes), so
+    that a removal paired with a later addition of an equal value is replaced by a move in
+    place, and the list indices of the operations recorded between the two are shifted to
+    match. Values waiting to be paired are kept by ``(value, type)``, in a dict where the
+    value hashes and in a list where it does not (objects and arrays).
+    """
+
+    def __init__(self) -> None:
+        self.root: list[Any] = []
+        self.root[:] = [self.root, self.root, None]
+        self.waiting: tuple[dict[Any, list[Any]], dict[Any, list[Any]]] = ({}, {})
+        self.waiting_unhashable: tuple[list[Any], list[Any]] = ([], [])
+
+    # The linked list of operations.
+
+    def insert(self, operation: _Operation) -> list[Any]:
+        root = self.root
+        last = root[0]
+        last[1] = root[0] = [last, root, operation]
+        return root[0]  # type: ignore[no-any-return]
+
+    def unlink(self, node: list[Any]) -> None:
+        previous, following, _ = node
+        previous[1] = following
+        following[0] = previous
+        node[:] = []
+
+    def after(self, node: list[Any]) -> Any:
+        root, current = self.root, node[1]
+        while current is not root:
+            yield current[2]
+            current = current[1]
+
+    # Values waiting for their other half of a move.
+
+    def keep(self, value: Any, node: list[Any], side: int) -> None:
+        typed = (value, type(value))
+        try:
+            self.waiting[side].setdefault(typed, []).append(node)
+        except TypeError:
+            self.waiting_unhashable[side].append((typed, node))
+
+    def take(self, value: Any, side: int) -> list[Any] | None:
+        typed = (value, type(value))
+        try:
+            nodes = self.waiting[side].get(typed)
+        except TypeError:
+            pending = self.waiting_unhashable[side]
+            for i in range(len(pending) - 1, -1, -1):
+                if pending[i][0] == typed:
+                    return pending.pop(i)[1]  # type: ignore[no-any-return]
+            return None
+        return nodes.pop() if nodes else None
+
+    # The comparison.
+
+    def added(self, path: tuple[str, ...], key: int | str, item: Any, in_list: bool) -> None:
+        parts = [*path, str(key)]
+        node = self.take(item, _REMOVED)
+        if node is None:
+            self.keep(item, self.insert(_Operation("add", parts, item, in_list=in_list)), _ADDED)
+            return
+        removal: _Operation = node[2]
+        if isinstance(removal.key, int) and isinstance(key, int):
+            for operation in self.after(node):
+                removal.key = operation.on_undo_remove(removal.container, removal.key)
+        self.unlink(node)
+        if removal.parts != parts:
+            self.insert(_Operation("move", parts, source=removal.parts))
+
+    def removed(self, path: tuple[str, ...], key: int | str, item: Any) -> None:
+        removal = _Operation("remove", [*path, str(key)])
+        node = self.take(item, _ADDED)
+        new_node = self.insert(removal)
+        if node is None:
+            self.keep(item, new_node, _REMOVED)
+            return
+        addition: _Operation = node[2]
+        if addition.in_list:
+            for operation in self.after(node):
+                addition.key = operation.on_undo_add(addition.container, addition.key)
+        self.unlink(node)
+        if removal.parts != addition.parts:
+            new_node[2] = _Operation("move", addition.parts, source=removal.parts)
+        else:
+            self.unlink(new_node)
+
+    def compare_dicts(
+        self, path: tuple[str, ...], src: dict[str, Any], dst: dict[str, Any]
+    ) -> None:
         for key in sorted(key for key in src if key not in dst):
-            self._item_removed(path, str(key), src[key])
+            self.removed(path, key, src[key])
         for key in sorted(key for key in dst if key not in src):
-            self._item_added(path, str(key), dst[key])
+            self.added(path, key, dst[key], False)
         for key in sorted(key for key in src if key in dst):
-            self._compare_values(path, key, src[key], dst[key])
+            self.compare_values((*path, key), src[key], dst[key])
 
-
-def ordered_make_patch(old: Any, new: Any) -> list[dict[str, Any]]:
-    """``jsonpatch.make_patch(old, new).patch`` with objects' keys compared in sorted order
-    (:class:`OrderedDiffBuilder`): the same operations whatever the hash seed."""
-    builder = OrderedDiffBuilder(
-        old, new, jsonpatch.JsonPatch.json_dumper, pointer_cls=jsonpatch.JsonPointer
-    )
-    builder._compare_values("", None, old, new)
-    return list(builder.execute())
-
-
-class _PrefixSkippingBuilder(OrderedDiffBuilder):
-    """jsonpatch 1.33's diff builder, whose list comparison starts past the elements both
-    lists share. Its own loop skips them one at a time in Python (``if old == new:
-    continue``, no operation and no bookkeeping for them), so starting past them gives the
-    same operations. (Slices compare identical elements as equal without calling ``==``:
-    that differs only for NaN, which JSON does not have.)"""
-
-    def _compare_lists(self, path: str, src: Any, dst: Any) -> None:
+    def compare_lists(self, path: tuple[str, ...], src: list[Any], dst: list[Any]) -> None:
         len_src, len_dst = len(src), len(dst)
-        max_len, min_len = max(len_src, len_dst), min(len_src, len_dst)
-        start = common_start(src, dst) if min_len >= _PREFIX_WORTH_SKIPPING else 0
-        # The rest is jsonpatch 1.33's DiffBuilder._compare_lists, from ``start``.
-        for key in range(start, max_len):
-            if key < min_len:
+        shortest = min(len_src, len_dst)
+        # Equal elements make no operation, so a long shared start is skipped whole: a list
+        # that only grew costs what it grew by, not its length.
+        start = common_start(src, dst) if shortest >= _PREFIX_WORTH_SKIPPING else 0
+        for key in range(start, max(len_src, len_dst)):
+            if key < shortest:
                 old, new = src[key], dst[key]
                 if old == new:
                     continue
-                if isinstance(old, MutableMapping) and isinstance(new, MutableMapping):
-                    self._compare_dicts(jsonpatch._path_join(path, key), old, new)
-                elif isinstance(old, MutableSequence) and isinstance(new, MutableSequence):
-                    self._compare_lists(jsonpatch._path_join(path, key), old, new)
+                if isinstance(old, dict) and isinstance(new, dict):
+                    self.compare_dicts((*path, str(key)), old, new)
+                elif isinstance(old, list) and isinstance(new, list):
+                    self.compare_lists((*path, str(key)), old, new)
                 else:
-                    self._item_removed(path, key, old)
-                    self._item_added(path, key, new)
+                    self.removed(path, key, old)
+                    self.added(path, key, new, True)
             elif len_src > len_dst:
-                self._item_removed(path, len_dst, src[key])
+                self.removed(path, len_dst, src[key])
             else:
-                self._item_added(path, key, dst[key])
+                self.added(path, key, dst[key], True)
 
+    def compare_values(self, parts: tuple[str, ...], src: Any, dst: Any) -> None:
+        if isinstance(src, dict) and isinstance(dst, dict):
+            self.compare_dicts(parts, src, dst)
+        elif isinstance(src, list) and isinstance(dst, list):
+            self.compare_lists(parts, src, dst)
+        elif isinstance(src, (dict, list)) or isinstance(dst, (dict, list)) or not _same_json(
+            src, dst
+        ):
+            self.insert(_Operation("replace", list(parts), dst))
 
-#: Lists shorter than this are compared as jsonpatch compares them (halving costs more).
-_PREFIX_WORTH_SKIPPING = 32
-#: Whether the installed jsonpatch is the one whose builder ``_PrefixSkippingBuilder``
-#: extends (its list comparison is copied there); any other compares as it does.
-SKIPS_SHARED_LIST_STARTS = getattr(jsonpatch, "__version__", "") == "1.33" and all(
-    hasattr(jsonpatch.DiffBuilder, name)
-    for name in ("_compare_values", "_compare_dicts", "_item_added", "_item_removed", "execute")
-) and hasattr(jsonpatch, "_path_join")
+    def operations(self) -> list[dict[str, Any]]:
+        """The patch, with each removal directly followed by an addition at the same place
+        written as one replacement."""
+        out: list[dict[str, Any]] = []
+        root, current = self.root, self.root[1]
+        while current is not root:
+            operation, following = current[2], current[1]
+            if (
+                following is not root
+                and operation.kind == "remove"
+                and following[2].kind == "add"
+                and operation.parts == following[2].parts
+            ):
+                out.append(_Operation("replace", operation.parts, following[2].value).as_json())
+                current = following[1]
+                continue
+            out.append(operation.as_json())
+            current = following
+        return out
 
 
 def _pointer(path: str, key: str | int) -> str:

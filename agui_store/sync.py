@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store import hashing, port
+from agui_store.arguments import path_text
 from agui_store.errors import (
     InvalidArgumentError,
     NotAStoreError,
@@ -553,7 +554,7 @@ def _opened(where: Store | str | os.PathLike[str], *, must_exist: bool) -> Itera
     if isinstance(where, Store):
         yield where
         return
-    path = os.fspath(where)
+    path = path_text(where)
     if must_exist and not is_url(path) and path != ":memory:" and not os.path.lexists(path):
         raise NotAStoreError(f"no store at {path}: the source does not exist")
     store = Store(path)

@@ -39,7 +39,32 @@ settings.register_profile(
     derandomize=True,
     print_blob=True,
 )
+# The second CI pass, on the lowest dependency versions the pyproject allows: every test runs,
+# the properties on fewer (fixed) examples, so that both passes fit CI's time budget.
+settings.register_profile(
+    "ci-lowest",
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+    print_blob=True,
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def pytest_report_header() -> str:
+    """The versions the run meets, first in its output: a failure names what it ran on."""
+    import importlib.metadata
+
+    found = []
+    for name in ("apsw", "msgspec", "jsonpatch", "sqlite-utils", "psycopg", "pydantic-ai-slim"):
+        try:
+            found.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            found.append(f"{name} (not installed)")
+    import apsw
+
+    return f"dependencies: {', '.join(found)}; SQLite {apsw.sqlite_lib_version()}"
 
 # In CI the differential tests must run: a missing node or ../shared is a failure there,
 # not a skip (AGUI_STORE_REQUIRE_ORACLE=1 is set by .ci/run).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 import itertools
 import json
 import os
@@ -18,11 +19,14 @@ from hypothesis import strategies as st
 
 import agui_store
 from agui_store.demo import record_demo
-from agui_store.diff import compare, state_patch
+from agui_store.diff import common_start, compare, make_patch, state_patch
+from agui_store.js import json_equal
 from agui_store.patch import apply_patch
 from agui_store.render import graph
 from tests.conftest import fixture_params
 from tests.strategies import json_values, legal_streams, message_lists
+
+jsonpatch_version = getattr(jsonpatch, "__version__", "")
 
 
 def run(thread: str, run_id: str, text: str, **started: Any) -> list[dict[str, Any]]:
@@ -174,6 +178,31 @@ def test_recorded_runs_forked_and_compared_show_exactly_what_each_side_added(
         assert {c.id for c in d.messages if c.kind == "added"} <= set(ids_b)
 
 
+@pytest.mark.parametrize("events", fixture_params())
+def test_the_diff_command_compares_every_run_of_a_recording_with_its_first(
+    tmp_path: Path, events: list[dict[str, Any]]
+) -> None:
+    """``agui-store diff --json`` on an upstream recording, imported as a user would: each
+    run against the first, and the state patch it prints takes one state to the other."""
+    from agui_store.cli import main
+
+    recording, db = tmp_path / "recording.json", str(tmp_path / "store.db")
+    recording.write_text(json.dumps(events), encoding="utf-8")
+    assert main(["--db", db, "import", str(recording)], out=io.StringIO()) == 0
+    with agui_store.open(db) as store:
+        (thread,) = store.threads()
+        runs = [r.run_id for r in store.runs(thread)]
+        states = {r: store.checkout(r, thread_id=thread).state for r in runs}
+    for other in runs:
+        out = io.StringIO()
+        argv = ["--db", db, "--json", "diff", runs[0], other, "--thread", thread]
+        assert main(argv, out=out) == 0
+        printed = json.loads(out.getvalue())
+        patched = apply_patch(copy.deepcopy(states[runs[0]]), printed["changes"]["statePatch"])
+        # An imported recording's runs form one chain, so the first is the merge base.
+        assert printed["mergeBase"] == runs[0] and json_equal(patched, states[other])
+
+
 def test_the_graph_draws_forks_like_git_log_graph(store_location: str) -> None:
     with agui_store.open(store_location) as store:
         for rid, parent in [("a", None), ("b", "a"), ("c", "b"), ("d", "a"), ("e", "c")]:
@@ -246,7 +275,7 @@ def test_diffing_a_run_with_itself_shows_no_change(
 
 
 def test_a_state_patch_never_moves_a_value_into_its_own_child() -> None:
-    """jsonpatch.make_patch answers this pair with a move of /2 into /2/0, which RFC 6902
+    """Pairing equal values answers this pair with a move of /2 into /2/0, which RFC 6902
     forbids and the official client rejects; the diff falls back to a plain patch."""
     old, new = [None, None, []], [None, [], [None]]
     ops = state_patch(old, new)
@@ -388,20 +417,59 @@ def _lists_that_share_a_start(draw: st.DrawFn) -> tuple[Any, Any]:
     return [old, 1], [new, 1]
 
 
-@given(pair=_lists_that_share_a_start() | st.tuples(json_values, json_values))
-def test_the_state_patch_skipping_shared_list_starts_is_jsonpatchs_own(pair: Any) -> None:
-    """diff.make_patch starts comparing lists past their common start; its operations are
-    exactly those of jsonpatch's builder comparing objects' keys in sorted order, moves and
-    indices included, and (without moves) jsonpatch.make_patch's own in another order."""
-    from agui_store import diff
+def _shifted(ops: list[dict[str, Any]], by: int) -> list[dict[str, Any]]:
+    """The operations with the first index of each path moved ``by`` places on."""
 
-    assert diff.SKIPS_SHARED_LIST_STARTS  # the installed jsonpatch is the one it extends
+    def shift(pointer: str) -> str:
+        first, _, rest = pointer[1:].partition("/")
+        return f"/{int(first) + by}" + (f"/{rest}" if rest else "")
+
+    return [{k: shift(v) if k in ("path", "from") else v for k, v in op.items()} for op in ops]
+
+
+@given(pair=_lists_that_share_a_start())
+def test_a_state_patch_past_a_shared_list_start_is_the_patch_of_what_follows_it(
+    pair: Any,
+) -> None:
+    """Equal elements make no operation, so a long shared start is skipped whole: the patch
+    of two lists that share a start is the patch of their rests, indices moved on."""
     old, new = pair
-    ops = diff.make_patch(old, new)
-    assert ops == diff.ordered_make_patch(old, new)
-    # Keys in sorted order change only the order of jsonpatch's own operations. (Which
-    # removed value it pairs with an added one as a move depends on the order it meets
-    # them, so a patch with moves may pair them otherwise.)
+    if isinstance(old, dict):
+        old, new = old["turns"], new["turns"]
+    else:
+        old, new = old[0], new[0]
+    shared = common_start(old, new)
+    assert make_patch(old, new) == _shifted(make_patch(old[shared:], new[shared:]), shared)
+
+
+@given(pair=_lists_that_share_a_start() | st.tuples(json_values, json_values))
+def test_a_state_patch_applied_by_the_client_rules_gives_the_new_state(pair: Any) -> None:
+    old, new = pair
+    assert json_equal(apply_patch(copy.deepcopy(old), state_patch(old, new)), new)
+
+
+def test_a_state_patch_keeps_the_operations_recorded_for_hundreds_of_pairs() -> None:
+    """``tests/data/state_patches.json`` holds pairs of documents, made by random edits
+    that move, insert, remove and rename, with the operations the diff gave them when it
+    was built on jsonpatch 1.33's diff builder (objects' keys compared in sorted order).
+    The diff keeps them exactly: the same moves, indices and order."""
+    cases = json.loads((Path(__file__).parent / "data" / "state_patches.json").read_text())
+    assert len(cases) > 400
+    for case in cases:
+        assert make_patch(case["old"], case["new"]) == case["ops"], case
+
+
+@pytest.mark.skipif(
+    jsonpatch_version != "1.33",
+    reason=f"compares with jsonpatch 1.33's make_patch (installed: {jsonpatch_version})",
+)
+@given(pair=_lists_that_share_a_start() | st.tuples(json_values, json_values))
+def test_a_state_patch_without_moves_is_jsonpatch_133s_in_another_order(pair: Any) -> None:
+    """jsonpatch 1.33 walks an object's keys as a set, in an order that changes with the
+    hash seed; the diff walks them sorted. (Which removed value it pairs with an added one
+    as a move depends on that order, so a patch with moves may pair them otherwise.)"""
+    old, new = pair
+    ops = make_patch(old, new)
     if not any(op["op"] == "move" for op in ops):
         assert sorted(ops, key=json.dumps) == sorted(
             jsonpatch.make_patch(old, new).patch, key=json.dumps

@@ -344,6 +344,59 @@ def test_invalid_utf8_anywhere_in_an_event_is_refused_naming_the_event(
 
 
 @SOME
+@given(
+    events=streams(),
+    how=st.sampled_from(TEXT_FRAMINGS),
+    bad=st.sampled_from(BAD_UTF8),
+    reader=st.sampled_from(["append", "import_file"]),
+    data=st.data(),
+)
+def test_a_text_mode_file_over_bytes_that_are_not_utf8_is_refused_naming_the_byte(
+    target: Target,
+    scratch: Path,
+    events: list[dict[str, Any]],
+    how: str,
+    bad: bytes,
+    reader: str,
+    data: st.DataObject,
+) -> None:
+    """Python's text file decodes before the store sees a byte: its UnicodeDecodeError
+    counts from whatever block it decoded, so the store names the offset in the file."""
+    text, _ = frame(events, how)
+    at = data.draw(st.integers(0, len(text)), label="at")
+    broken = text[:at] + bad + text[at:]
+    with pytest.raises(UnicodeDecodeError) as decoded:
+        broken.decode("utf-8")
+    scratch.write_bytes(broken)
+    with open(scratch, encoding="utf-8") as handle:
+        if reader == "append":
+            error = target.refuse(handle)
+        else:
+            with pytest.raises(InvalidEventError) as raised:
+                target.store.import_file(handle)
+            error = raised.value
+            assert dump(target.path) == target.baseline, "a refused import changed the file"
+    assert f"not valid utf-8 text: {decoded.value.reason} at byte {decoded.value.start};" in str(
+        error
+    )
+
+
+def test_a_text_mode_file_read_past_its_first_block_names_the_byte_in_the_file(
+    target: Target, scratch: Path
+) -> None:
+    lines = [json.dumps({"type": "CUSTOM", "name": f"n{i}", "value": "x" * 50}) for i in range(4000)]
+    good = ("\n".join(lines) + "\n").encode()
+    broken = good[:200_000] + b"\xff" + good[200_000:]
+    scratch.write_bytes(broken)
+    with open(scratch, encoding="utf-8") as handle:
+        error = target.refuse(handle)
+    assert "at byte 200000;" in str(error)
+    with open(scratch, encoding="utf-8") as handle, pytest.raises(InvalidEventError) as raised:
+        target.store.import_file(handle)
+    assert "at byte 200000;" in str(raised.value)
+
+
+@SOME
 @given(events=streams(), how=st.sampled_from(TEXT_FRAMINGS), data=st.data())
 def test_a_lone_surrogate_in_text_is_refused(
     target: Target, events: list[dict[str, Any]], how: str, data: st.DataObject

@@ -283,6 +283,23 @@ def test_a_nul_byte_in_the_path_is_refused(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_empty_store_path_is_refused_in_the_api_and_on_the_command_line(
+    tmp_path: Path,
+) -> None:
+    """SQLite opens an empty path as a private temporary database: a store that would
+    vanish, with everything recorded into it, when it closes."""
+    for empty in ("", b""):
+        with pytest.raises(InvalidArgumentError, match="store path is empty"):
+            agui_store.open(empty)
+    with pytest.raises(InvalidArgumentError, match="store path is empty"):
+        agui_store.copy("", str(tmp_path / "copy.db"))
+    for command in (["threads"], ["demo"], ["log", "HEAD", "--thread", "t"]):
+        result = cli("--db", "", *command)
+        assert_one_line_error(result, 1, "store path is empty", f"agui-store {command[0]}:")
+    assert_one_line_error(cli("copy", "", str(tmp_path / "copy.db")), 1, "store path is empty")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_device_is_refused() -> None:
     with pytest.raises(NotAStoreError, match="not a regular file"):
         agui_store.open("/dev/null")

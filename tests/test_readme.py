@@ -16,8 +16,9 @@ def test_the_first_screen_gives_exactly_an_install_and_run_and_an_install_and_te
     None
 ):
     run, test = first_screen_commands()
-    assert run.startswith("python3 -m pip install") and run.endswith("agui-store demo")
-    assert test.startswith("python3 -m pip install") and "pytest" in test
+    fresh = "python3 -m venv .venv && . .venv/bin/activate && python3 -m pip install"
+    assert run.startswith(fresh) and run.endswith("agui-store demo")
+    assert test.startswith(fresh) and "pytest" in test
 
 
 def test_ci_runs_the_readme_test_command_verbatim() -> None:
