@@ -247,6 +247,14 @@ BENCHMARKS: dict[str, Benchmark] = {
         "What every append already does with the batch (parse and validate).",
         ("--runs", "100"), ("--runs", "20"),
     ),
+    "bench_state_patch": Benchmark(
+        "State patches",
+        "`diff`'s state patch of two JSON documents: a long list that only grew, an object of "
+        "2,000 keys with a tenth changed, and a list whose tail is reordered (no goal).",
+        "`json.dumps` of both documents in the same run: reading every value once.",
+        quick=("--repeat", "2"),
+        goal="under 0.1x for a grown list; at most 1.5x for the changed object",
+    ),
     "bench_validate": Benchmark(
         "Validation and parsing",
         "`validate_event` of a decoded event, and `parse_events` of JSON lines and of dicts.",
