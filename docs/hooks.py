@@ -13,7 +13,8 @@
 
 from __future__ import annotations
 
-import argparse
+import contextlib
+import io
 import logging
 import os
 import re
@@ -31,16 +32,24 @@ _missing: set[str] = set()
 
 
 def cli_reference() -> str:
-    """Markdown for every subcommand, in the order the parser defines them."""
+    """Markdown for the program and every subcommand, in the order the program lists them."""
+    from agui_store.cli import COMMANDS
+
+    os.environ["COLUMNS"] = "90"  # argparse wraps help to the terminal; pin it for the page
+    parts = ["## agui-store", "", "```text", command_help(), "```", ""]
+    for name in COMMANDS:
+        parts += [f"## {name}", "", "```text", command_help(name), "```", ""]
+    return "\n".join(parts)
+
+
+def command_help(*command: str) -> str:
+    """What ``agui-store [COMMAND] -h`` prints."""
     from agui_store.cli import build_parser
 
-    parser = build_parser()
-    os.environ["COLUMNS"] = "90"  # argparse wraps help to the terminal; pin it for the page
-    parts = ["## agui-store", "", "```text", _help(parser), "```", ""]
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    for name, command in sub.choices.items():
-        parts += [f"## {name}", "", "```text", _help(command), "```", ""]
-    return "\n".join(parts)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        build_parser().parse_args([*command, "-h"])
+    return out.getvalue().rstrip()
 
 
 def error_tree() -> str:
@@ -62,10 +71,6 @@ def error_tree() -> str:
 
     walk(agui_store.AguiStoreError, 0)
     return "\n".join(["```text", *lines, "```"])
-
-
-def _help(parser: argparse.ArgumentParser) -> str:
-    return parser.format_help().rstrip()
 
 
 def _drop_missing(items: list[Any], docs_dir: Path) -> list[Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -224,14 +223,13 @@ def test_runs_and_branches_take_the_thread_as_every_command_does(tmp_path: Path)
 
 
 def test_every_command_that_takes_a_thread_takes_it_as_the_thread_option() -> None:
-    from agui_store.cli import build_parser
+    from agui_store.cli import COMMANDS
 
-    parser = build_parser()
-    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    for name, sub in commands.items():
-        dests = {a.dest: a for a in sub._actions}
-        if "thread" in dests:
-            assert "--thread" in dests["thread"].option_strings, name
-            assert dests["thread"].help, name
-        positional = [a for a in sub._actions if not a.option_strings and "thread" in a.dest]
-        assert all(a.help == argparse.SUPPRESS for a in positional), name
+    for command in COMMANDS:
+        text = cli(command, "-h").stdout
+        usage = text.split("\n\n")[0]
+        assert "THREAD_ID" not in usage and "thread_id" not in usage, command
+        if "--thread" in usage:
+            assert "[--thread THREAD]" in usage, command
+            described = [line for line in text.splitlines() if "--thread THREAD " in line]
+            assert described and described[0].split("--thread THREAD")[1].strip(), command
