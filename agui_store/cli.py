@@ -42,11 +42,11 @@ from agui_store.targets import check_source, check_target, write_file
 EXAMPLES = {
     "import": "agui-store import recording.sse --thread t1",
     "threads": "agui-store threads",
-    "runs": "agui-store runs t1",
+    "runs": "agui-store runs --thread t1",
     "log": "agui-store log HEAD --thread t1 --graph",
     "show": "agui-store show run-2 --json",
     "branch": "agui-store branch retry run-1 --thread t1",
-    "branches": "agui-store branches t1",
+    "branches": "agui-store branches --thread t1",
     "check": "agui-store check --db chat.db",
     "compact": "agui-store compact --thread t1",
     "diff": "agui-store diff main retry --thread t1 --stat",
@@ -188,7 +188,7 @@ def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_runs(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    runs = store.runs(args.thread_id)
+    runs = store.runs(args.thread)
     if args.json:
         out.write(json.dumps([r.to_json() for r in runs], indent=2) + "\n")
     else:
@@ -259,7 +259,7 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_branches(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    items = store.branches(args.thread_id)
+    items = store.branches(args.thread)
     if args.json:
         out.write(json.dumps([b.to_json() for b in items]) + "\n")
     else:
@@ -517,15 +517,16 @@ CREATES_STORE = frozenset({"import", "demo"})
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--db", default=argparse.SUPPRESS,
-        help=f"store file (default: ${connection.DEFAULT_DB_ENV} "
-        f"or ./{connection.DEFAULT_DB_NAME})",
+        "--db", default=argparse.SUPPRESS, metavar="PATH",
+        help="store file or postgresql:// URL "
+        f"(default: ${connection.DEFAULT_DB_ENV} or ./{connection.DEFAULT_DB_NAME})",
     )
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output")
     parser = argparse.ArgumentParser(
         prog="agui-store", parents=[common],
-        description="Keep AG-UI conversations in one SQLite file, like git keeps code.",
+        description="Keep AG-UI conversations in one SQLite file (or PostgreSQL), like git "
+        "keeps code.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parsers = {}
@@ -535,13 +536,16 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=f"example: {EXAMPLES[name]}",
         )
     p = parsers["import"]
-    p.add_argument("file", help="a .json, .jsonl or .sse recording (- for stdin)")
+    p.add_argument("file", metavar="FILE", help="a .json, .jsonl or .sse recording (- for stdin)")
     p.add_argument("--thread", help="thread id for events that start no run")
     p.add_argument("--no-sequence-check", action="store_true",
                    help="keep well-formed but out-of-sequence streams")
-    parsers["runs"].add_argument("thread_id")
+    for name in ("runs", "branches"):
+        parsers[name].add_argument("--thread", help="the thread (required)")
+        # The positional form came first; it still works, with a note on stderr.
+        parsers[name].add_argument("thread_id", nargs="?", help=argparse.SUPPRESS)
     for name in ("log", "show"):
-        parsers[name].add_argument("ref", nargs="?", default="HEAD",
+        parsers[name].add_argument("ref", nargs="?", metavar="REF", default="HEAD",
                                    help="run id, unique prefix, branch, HEAD, REF~n")
         parsers[name].add_argument("--thread", help="thread id (when the ref is ambiguous)")
     parsers["log"].add_argument("--graph", action="store_true", help="draw the run tree")
@@ -553,21 +557,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--cursor", metavar="RUN",
         help="start the page at this run of the thread (the cursor the page before gave)")
     p = parsers["diff"]
-    p.add_argument("a", help="run id, branch, HEAD, REF~n")
-    p.add_argument("b", help="run id, branch, HEAD, REF~n")
-    p.add_argument("--thread")
+    p.add_argument("a", metavar="A", help="run id, branch, HEAD, REF~n")
+    p.add_argument("b", metavar="B", help="run id, branch, HEAD, REF~n")
+    p.add_argument("--thread", help="thread id (when a ref is ambiguous)")
     p.add_argument("--stat", action="store_true", help="counts only")
     p.add_argument("--two-dot", action="store_true", help="compare the two views directly")
     p = parsers["fork"]
-    p.add_argument("ref", nargs="?", default="HEAD")
-    p.add_argument("--thread")
+    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD",
+                   help="run id, branch, HEAD, REF~n")
+    p.add_argument("--thread", help="thread id (when the ref is ambiguous)")
     p.add_argument("--run-id", help="id for the new run (default: a new UUID)")
     p = parsers["compact"]
-    p.add_argument("ref", nargs="?", help="a run (and its ancestors); default: everything")
+    p.add_argument("ref", nargs="?", metavar="REF",
+                   help="a run (and its ancestors); default: everything")
     p.add_argument("--thread", help="only this thread")
     p = parsers["export"]
-    p.add_argument("ref", nargs="?", default="HEAD", help="run id, branch, HEAD, REF~n")
-    p.add_argument("--thread")
+    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD",
+                   help="run id, branch, HEAD, REF~n")
+    p.add_argument("--thread", help="thread id (when the ref is ambiguous; required with --all)")
     p.add_argument("--all", action="store_true",
                    help="every run of the thread (--thread), in recorded order, streamed")
     p.add_argument("--compacted", action="store_true",
@@ -578,20 +585,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write a datasette-friendly analysis database (sqlite-utils) instead")
     p.add_argument("--replace", action="store_true", help="with --sqlite: overwrite OUT.db")
     p = parsers["branch"]
-    p.add_argument("name")
-    p.add_argument("run", nargs="?")
-    p.add_argument("--thread")
-    p.add_argument("--delete", "-d", action="store_true")
-    parsers["branches"].add_argument("thread_id")
+    p.add_argument("name", metavar="NAME", help="the branch name")
+    p.add_argument("run", nargs="?", metavar="RUN",
+                   help="run id, branch, HEAD, REF~n to point the branch at")
+    p.add_argument("--thread", help="thread id (when the run is ambiguous; required with --delete)")
+    p.add_argument("--delete", "-d", action="store_true", help="delete the branch")
     p = parsers["analyze"]
     p.add_argument("out", metavar="OUT.db", help="the analysis database to write (not the store)")
     p.add_argument("--thread", help="only this thread")
     p.add_argument("--replace", action="store_true", help="overwrite OUT.db if it is not empty")
     p = parsers["export-artifact"]
-    p.add_argument("ref", nargs="?", default="HEAD", help="run id, branch, HEAD, REF~n")
+    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD",
+                   help="run id, branch, HEAD, REF~n")
     p.add_argument("--thread", help="thread id (when the ref is ambiguous)")
     p.add_argument("--output", "-o", help="file to write (default: stdout)")
-    parsers["validate-artifact"].add_argument("file", help="the artifact (JSON); - for stdin")
+    parsers["validate-artifact"].add_argument("file", metavar="FILE",
+                                              help="the artifact (JSON); - for stdin")
     p = parsers["copy"]
     p.add_argument("src", metavar="SRC", help="the store to copy from (it must exist)")
     p.add_argument("dst", metavar="DST", help="the store to copy to (created if missing)")
@@ -599,7 +608,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="a branch DST holds off SRC's lineage takes SRC's tip (runs never move)")
     p = parsers["slim"]
-    p.add_argument("ref", nargs="?", default="HEAD", help="run id, branch, HEAD, REF~n")
+    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD",
+                   help="run id, branch, HEAD, REF~n")
     p.add_argument("--thread", help="thread id (when the ref is ambiguous)")
     p.add_argument("--preset", choices=("minimal", "standard", "full"), default="standard",
                    help="minimal: last 10, 200 chars, tool args redacted, tool results omitted; "
@@ -610,7 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: What the exit status means (README, "Command line"). Every failure prints one line on
+#: What the exit status means (docs/reference/cli.md). Every failure prints one line on
 #: stderr, ``agui-store COMMAND: what and where``; never a traceback.
 EXIT_OK = 0
 EXIT_STORE_ERROR = 1  # a store error (bad input, a damaged or foreign file, a full disk...),
@@ -628,7 +638,10 @@ MAX_MESSAGE = 1_000
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = cast(TextIO, _Printable(out or sys.stdout))
-    args = build_parser().parse_args(argv)  # usage errors: exit 2, argparse's one line
+    parser = build_parser()
+    args = parser.parse_args(argv)  # usage errors: exit 2, argparse's one line
+    if args.command in THREAD_REQUIRED:
+        _thread_option(parser, args)
     if not hasattr(args, "json"):
         args.json = False
     path = getattr(args, "db", None)
@@ -658,6 +671,29 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as e:
         return _internal(args.command, e)
+
+
+#: Commands that work on one thread and need it named (``--thread T``); they once took it as a
+#: positional argument, which still works.
+THREAD_REQUIRED = frozenset({"runs", "branches"})
+
+
+def _thread_option(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Take the thread from ``--thread``, or from the older positional form with a note."""
+    positional = args.thread_id
+    del args.thread_id
+    if positional is None:
+        if args.thread is None:
+            parser.error(f"{args.command} needs the thread: agui-store {args.command} --thread T")
+        return
+    if args.thread is not None and args.thread != positional:
+        parser.error(f"{args.command}: two threads given ({positional!r} and --thread "
+                     f"{args.thread!r})")
+    args.thread = positional
+    sys.stderr.write(
+        f"agui-store {args.command}: the thread as a positional argument is deprecated: "
+        f"use agui-store {args.command} --thread {shlex.quote(printable(positional))}\n"
+    )
 
 
 def _require_store_file(path: str) -> None:

@@ -1,6 +1,6 @@
 """Appends as a thread grows: an append deep in a long chain vs the same append early on.
 
-Issue 10's goal: the median append over the last 100 runs of a 10,000-run chain, against
+Goal: the median append over the last 100 runs of a 10,000-run chain, against
 runs 400-499, with inputs that hold only the new message (a client that sends what is new
 and names its parent: ``RunAgentInput`` with ``parentRunId`` and one user message). The runs
 are the 50-event conversation of the other benchmarks (streamed text, a tool call, a
@@ -12,7 +12,7 @@ machine's load hits both sides alike, which a single build, whose runs 400-499 a
 runs lie a minute apart, does not give on shared cores.
 
     python -m benchmarks.bench_append_depth [--runs 2000]      # a quick look
-    python -m benchmarks.bench_append_depth --runs 10000       # the issue's figure
+    python -m benchmarks.bench_append_depth --runs 10000       # the goal's figure
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def main() -> None:
         )
     verdict = "met" if la / e <= 1.3 else "NOT met"
     print(
-        f"goal (issue 10): the last {args.window} runs of a {args.runs:,}-run chain <= 1.3x "
+        f"goal: the last {args.window} runs of a {args.runs:,}-run chain <= 1.3x "
         f"runs {EARLY}-{EARLY + args.window - 1}: {la / e:.2f}x -> {verdict}"
         + ("" if args.runs >= 10_000 else " (the goal is stated at 10,000 runs)")
     )

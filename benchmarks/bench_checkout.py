@@ -1,8 +1,8 @@
 """checkout: restoring the leaf of a chain of runs, against two same-run baselines.
 
 Chains of 10 to 2,000 runs of 50 events each (streamed text, a tool call, a state delta),
-appended run by run as a live server would. Issue 2's baseline is merely reading and decoding
-the chain's events; issue 3's is decoding the result (messages + state) from one JSON
+appended run by run as a live server would. One baseline is merely reading and decoding
+the chain's events; the other is decoding the result (messages + state) from one JSON
 document. Full replay (no checkpoints) and checkout (from checkpoints) are both measured.
 
     python -m benchmarks.bench_checkout [--depths 10,100,1000,2000]
@@ -56,13 +56,13 @@ def main() -> None:
     )
     args = parser.parse_args()
     header("checkout: restore the leaf of a chain of 50-event runs")
-    print("read+decode: the chain's events read and decoded, nothing applied (issue 2 baseline)")
+    print("read+decode: the chain's events read and decoded, nothing applied (baseline)")
     print("full replay: the view replayed from the root through the reducer, no checkpoints")
     print(
         "checkout: from the nearest checkpoint (append writes one every "
         f"{args.checkpoint_events} events): the slowest of the last runs, one checkpoint apart"
     )
-    print("result decode: msgspec decoding one JSON document of the result (issue 3 baseline)")
+    print("result decode: msgspec decoding one JSON document of the result (baseline)")
     print()
     print(
         "| runs | events | read+decode ms | full replay ms | replay / read | checkout ms "
@@ -136,17 +136,17 @@ def main() -> None:
     if 1000 in results:
         read, replay, _, _ = results[1000]
         print(
-            f"goal (issue 2): full replay at 1,000 runs <= 3x read+decode: {replay / read:.2f}x "
+            f"goal: full replay at 1,000 runs <= 3x read+decode: {replay / read:.2f}x "
             f"-> {'met' if replay / read <= 3 else 'NOT met'}"
         )
     if 2000 in results:
         _, replay, checkout, decode = results[2000]
         print(
-            f"goal (issue 3): checkout at 2,000 runs >= 20x faster than full replay: "
+            f"goal: checkout at 2,000 runs >= 20x faster than full replay: "
             f"{replay / checkout:.0f}x -> {'met' if replay / checkout >= 20 else 'NOT met'}"
         )
         print(
-            f"goal (issue 3): checkout <= 3x decoding its result: {checkout / decode:.2f}x "
+            f"goal: checkout <= 3x decoding its result: {checkout / decode:.2f}x "
             f"-> {'met' if checkout / decode <= 3 else 'NOT met'}"
         )
 

@@ -24,7 +24,7 @@ import agui_store
 from agui_store import testing
 from benchmarks._common import conversation, header, scratch_dir, throwaway_postgres
 
-#: Issue 10's goal for a diff of two runs 10 apart at the tip of a 10,000-run chain.
+#: The goal for a diff of two runs 10 apart at the tip of a 10,000-run chain.
 GOAL_MS = 5.0
 
 
@@ -97,7 +97,7 @@ def main() -> None:
           f"({os.cpu_count()} cores): wall times grow with it")
     diff = figures[0][1]
     verdict = "met" if diff * 1e3 <= GOAL_MS else "NOT met"
-    print(f"goal (issue 10): diff <= {GOAL_MS:g} ms at the tip (SQLite): "
+    print(f"goal: diff <= {GOAL_MS:g} ms at the tip (SQLite): "
           f"{diff * 1e3:.2f} ms -> {verdict}")
 
 

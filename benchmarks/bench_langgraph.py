@@ -456,25 +456,25 @@ def run(args: argparse.Namespace, tmp: str) -> None:
     for label, path in (("HttpAgent inputs", p_in), ("no inputs", p_ev)):
         ratio = total[p_lg] / total[path]
         print(
-            f"goal (issue 3): agui-store's file >= 50x smaller than SqliteSaver's ({label}): "
+            f"goal: agui-store's file >= 50x smaller than SqliteSaver's ({label}): "
             f"{x(ratio)} -> {verdict(ratio >= 50)}"
         )
     for label, path in (("HttpAgent inputs", p_in), ("no inputs", p_ev)):
         ratio = total[p_lg] / total[path]
         print(
-            f"goal (issue 10): agui-store's file >= 150x smaller than SqliteSaver's ({label}): "
+            f"goal: agui-store's file >= 150x smaller than SqliteSaver's ({label}): "
             f"{x(ratio)} -> {verdict(ratio >= 150)}"
         )
     for label, co in (("HttpAgent inputs", co_in), ("no inputs", co_ev)):
         # One Store read repeatedly (its page cache warm): bench_view opens one per read.
         print(
-            f"goal (issue 10): checkout of the leaf <= 1.0x get_tuple ({label}, one Store): "
+            f"goal: checkout of the leaf <= 1.0x get_tuple ({label}, one Store): "
             f"{co / lg_get:.2f}x -> {verdict(co <= lg_get)}"
         )
     for label, lst in (("HttpAgent inputs", log_in), ("no inputs", log_ev)):
         ratio = lg_list / lst
         print(
-            f"goal (issue 3): listing the full history >= 10x faster ({label}): "
+            f"goal: listing the full history >= 10x faster ({label}): "
             f"{x(ratio)} -> {verdict(ratio >= 10)}"
         )
     print(f"(whole benchmark: {time.perf_counter() - started:.0f} s)")

@@ -3,7 +3,7 @@
 A chain of 10,000 runs (by default) of one thread, each a short conversation turn. A page
 walks only its own runs (a recursive CTE with LIMIT, one primary-key probe per run), so it
 should cost the same at the tip and deep in the chain, and a small, fixed share of the whole
-log. Issue 10's goal: ``log(limit=20)`` at the tip of a 10,000-run chain in <= 1 ms.
+log. Goal: ``log(limit=20)`` at the tip of a 10,000-run chain in <= 1 ms.
 ``get_run`` (one run's record, the same ref resolved) is the floor a read call costs; the tip
 is named both as ``HEAD`` and by its run id, since resolving a ref is part of the figure.
 

@@ -1,11 +1,11 @@
 """Eight writer processes on eight threads of one PostgreSQL store: what per-thread locking
 wins against the one writer lock it replaced.
 
-Issue 11 asks that writers on different threads do not serialize on one lock "unless you
-measure that this costs nothing". The store locks per thread
-(``agui_store/backends/postgres/sql.py``): an append takes the writers' lock shared and its thread's
-lock, and the event-order lock only from its batch's first ``seq`` to commit; what it remembers of
-its thread is checked under the thread's lock (``Memory.check_thread_facts``).
+Writers on different threads should not serialize on one lock unless measuring shows that it
+costs nothing. The store locks per thread (``agui_store/backends/postgres/sql.py``):
+an append takes the writers' lock shared and its thread's lock, and the event-order lock only
+from its batch's first ``seq`` to commit; what it remembers of its thread is checked under
+the thread's lock (``Memory.check_thread_facts``).
 
 This benchmark measures the same workload twice per round, interleaved:
 

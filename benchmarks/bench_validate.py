@@ -5,9 +5,8 @@ events in the same run:
 - ``model.validate_event`` of a small, already-decoded event (the append path's check);
 - ``codec.parse_events`` of JSON lines (the import path) and of decoded dicts (``append``).
 
-A ratio under 1 means the step costs less than decoding the event once. These figures used to
-be timed assertions in the test suite; on a loaded machine they failed a sound build, so they
-live here.
+A ratio under 1 means the step costs less than decoding the event once. Timed assertions in a test
+suite fail sound builds on loaded machines, so these figures are measured here instead.
 
     python -m benchmarks.bench_validate [--events 5000] [--repeat 5]
 """

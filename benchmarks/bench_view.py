@@ -10,7 +10,7 @@ streamed as events, no inputs), appended run by run, at 2,000 and 10,000 runs. F
   the last runs' checkpoints, not all of them: ``bench_langgraph`` compares the files.)
 - file bytes per run (db + wal folded), and the file against the raw JSON of its events.
 
-Issue 10's goals: checkout <= 1.0x get_tuple at both sizes; bytes per run at 10,000 runs
+Goals: checkout <= 1.0x get_tuple at both sizes; bytes per run at 10,000 runs
 <= 1.1x those at 2,000; file <= 2.5x the raw JSON of its events at 10,000 runs.
 
     pip install langgraph-checkpoint-sqlite   # for the get_tuple baseline only
@@ -155,7 +155,7 @@ def main() -> None:
         print()
         for n, (co_ratio, _) in ratios.items():
             print(
-                f"goal (issue 10): checkout of the newest run <= 1.0x get_tuple at {n:,} runs: "
+                f"goal: checkout of the newest run <= 1.0x get_tuple at {n:,} runs: "
                 f"{co_ratio:.2f}x -> {'met' if co_ratio <= 1.0 else 'NOT met'}"
             )
         sizes = sorted(per_run)
@@ -163,12 +163,12 @@ def main() -> None:
             small, large = sizes[0], sizes[-1]
             growth = per_run[large] / per_run[small]
             print(
-                f"goal (issue 10): file bytes per run at {large:,} runs <= 1.1x those at "
+                f"goal: file bytes per run at {large:,} runs <= 1.1x those at "
                 f"{small:,}: {growth:.2f}x -> {'met' if growth <= 1.1 else 'NOT met'}"
             )
             raw_ratio = ratios[large][1]
             print(
-                f"goal (issue 10): file <= 2.5x the raw JSON of its events at {large:,} runs: "
+                f"goal: file <= 2.5x the raw JSON of its events at {large:,} runs: "
                 f"{raw_ratio:.2f}x -> {'met' if raw_ratio <= 2.5 else 'NOT met'}"
             )
     finally:

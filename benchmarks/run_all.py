@@ -1,9 +1,19 @@
-"""Run every benchmark and write their tables to benchmarks/RESULTS.md.
+"""Run the benchmarks and write the benchmarks page, ``docs/benchmarks.md``, whole.
 
-    python -m benchmarks.run_all [--quick]
+    python -m benchmarks.run_all                       # every benchmark (long), then the page
+    python -m benchmarks.run_all bench_log bench_diff  # these, then the page
+    python -m benchmarks.run_all --quick bench_log     # small sizes: a smoke run, nothing kept
+    python -m benchmarks.run_all --render              # the page from the results alone
 
-The figures are same-run ratios (each next to its baseline); absolute numbers move with the
-machine, the ratios much less.
+Every ``bench_*.py`` in this folder has an entry in :data:`BENCHMARKS` (what it measures,
+against which baseline, its goal and its command), and a test checks that none is missing.
+A benchmark's latest output is kept in ``benchmarks/results/<name>.md``; the page shows one
+section per benchmark with its latest figures, and says so plainly when a benchmark has none.
+A benchmark that fails or cannot run (a missing optional dependency) keeps its previous
+figures, and the script names it and exits 1: nothing is dropped silently.
+
+The figures are same-run ratios: each next to its baseline, measured in the same run.
+Absolute times move with the machine; the ratios much less.
 """
 
 from __future__ import annotations
@@ -11,48 +21,362 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.util
+import os
+import platform
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-
-BENCHMARKS = [
-    ("append", ["benchmarks.bench_append"], ["--runs", "100", "--repeat", "3"]),
-    ("checkout", ["benchmarks.bench_checkout"], ["--depths", "10,100", "--repeat", "3"]),
-    ("file size", ["benchmarks.bench_file_size"], ["--runs", "200"]),
-    ("HttpAgent appends", ["benchmarks.bench_http_agent"], ["--runs", "200"]),
-    ("compression", ["benchmarks.bench_compression"], []),
-    ("LangGraph SqliteSaver", ["benchmarks.bench_langgraph"], ["--runs", "200"]),
-]
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+PAGE = ROOT / "docs" / "benchmarks.md"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
-    args = parser.parse_args()
+@dataclass(frozen=True)
+class Benchmark:
+    title: str
+    what: str
+    baseline: str
+    args: tuple[str, ...] = ()  # the command that gives the published figures
+    quick: tuple[str, ...] = ()  # small sizes, for --quick
+    goal: str = ""
+    needs: str = ""  # an importable module the benchmark needs beyond the test extra
+    install: str = ""  # how to get it
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    "bench_append": Benchmark(
+        "Append",
+        "Events per second through `Store.append`, one 50-event run a batch, by default and "
+        "with other derivation settings; the last table counts statements and WAL frames a "
+        "commit, which load does not move.",
+        "Raw apsw `executemany` of the same rows into a file with the same pragmas, one "
+        "transaction a batch, the rows encoded before the clock starts.",
+        ("--runs", "200"), ("--runs", "50", "--repeat", "1"),
+        goal="at least 0.5 of raw by default",
+    ),
+    "bench_append_depth": Benchmark(
+        "Append deep in a long chain",
+        "The median append over the last 100 runs of a 10,000-run chain, with inputs that hold "
+        "only the new message; the two stores are appended to in turns.",
+        "The same appends at runs 400-499 of the same chain.",
+        ("--runs", "10000"), ("--runs", "1000"),
+        goal="at most 1.3x",
+    ),
+    "bench_append_pages": Benchmark(
+        "Pages an append writes",
+        "The WAL frames a steady append's commit writes, by table and index (`dbstat`). "
+        "Counted, not timed.",
+        "Raw apsw `executemany` of the same rows.",
+        ("--runs", "200"), ("--runs", "50"),
+    ),
+    "bench_asgi": Benchmark(
+        "ASGI Recorder",
+        "A pydantic-ai app served by uvicorn behind `agui_store.asgi.Recorder`: total time and "
+        "time to first byte; 200 pre-built events; 20 concurrent streams, events received "
+        "against events stored.",
+        "The same app served without the Recorder, in turns in the same run.",
+        ("--repeat", "30"), ("--repeat", "5"),
+        goal="at most 1.10x total; every event stored",
+    ),
+    "bench_async": Benchmark(
+        "Recording in asyncio",
+        "The event loop's p99 lag while 20 streams are recorded with `astore.record`, and the "
+        "longest stall while one 4 MB `STATE_SNAPSHOT` is recorded.",
+        "The same app without recording, in the same run.",
+        goal="at most 1.5x",
+    ),
+    "bench_check": Benchmark(
+        "check()",
+        "Time and peak memory of `check()` on two stores, one a multiple of the other, on "
+        "SQLite (and PostgreSQL with `--postgres`).",
+        "A raw read of the same log.",
+        ("--runs", "100", "--scale", "4"), ("--runs", "20", "--scale", "2"),
+    ),
+    "bench_checkout": Benchmark(
+        "Checkout down a chain",
+        "Restoring the leaf of chains of 10 to 2,000 runs of 50 events: a full replay and a "
+        "checkout from checkpoints; `check()` against one full replay.",
+        "Reading and decoding the chain's events; decoding the result from one JSON document.",
+        ("--depths", "10,100,1000,2000"), ("--depths", "10,100", "--repeat", "3"),
+        goal="full replay at most 3x read+decode at 1,000 runs; checkout at least 20x faster "
+        "than a full replay at 2,000 runs, and at most 3x decoding its result",
+    ),
+    "bench_compression": Benchmark(
+        "Blob compression",
+        "zlib against the alternatives on real message blobs: size, and decompression speed "
+        "on checkout's hot path.",
+        "Reading the plain bytes.",
+    ),
+    "bench_copy": Benchmark(
+        "Copy between stores",
+        "`copy` of one 2,000-run thread from one file to a new one, the log only and with "
+        "derivation (and to PostgreSQL with `--postgres`).",
+        "The source's raw read: every event row of the thread in one query, nothing decoded.",
+        quick=("--runs", "200"),
+    ),
+    "bench_diff": Benchmark(
+        "Diff at the tip of a long chain",
+        "`diff(tip~10, tip)` of a 10,000-run chain, cold (nothing left in memory), with its "
+        "statement count.",
+        "A cold checkout of the tip.",
+        ("--runs", "10000"), ("--runs", "500", "--repeat", "3"),
+        goal="at most 5 ms",
+    ),
+    "bench_errors": Benchmark(
+        "Error translation",
+        "An empty write and read transaction through the store's error-translating wrappers, "
+        "and opening a file with its header check.",
+        "The same `BEGIN` / `COMMIT` issued directly on apsw.",
+    ),
+    "bench_events_after": Benchmark(
+        "A reconnecting reader's tail",
+        "`events(run, after=cursor)` of a live run written one event per batch, read after a "
+        "cursor at its end, its middle and its start, verified against the batch hashes.",
+        "A raw `SELECT` of the same payloads after the same cursor, decoded with msgspec, "
+        "unverified.",
+        ("--sizes", "1000,10000"), ("--sizes", "200", "--repeat", "3"),
+    ),
+    "bench_file_size": Benchmark(
+        "File size with full-history inputs",
+        "A thread whose every run carries the client's whole history as its input "
+        "(`HttpAgent`), stored by reference.",
+        "The same thread stored without inputs.",
+        ("--runs", "1000"), ("--runs", "200"),
+        goal="at most 1.5x",
+    ),
+    "bench_http_agent": Benchmark(
+        "HttpAgent appends",
+        "`append(events, input=body)` with the whole history `HttpAgent` posts, over the last "
+        "runs of a long thread; `--compare` adds a store that reads every body whole.",
+        "Decoding the same body once, with the collector paused as the append runs, in turns "
+        "in the same run.",
+        ("--runs", "1000", "--compare"), ("--runs", "200"),
+        goal="at most 2x",
+    ),
+    "bench_import": Benchmark(
+        "Import",
+        "Throughput and peak memory (`ru_maxrss`) of `agui-store import` of a generated JSON "
+        "Lines recording, in a child process.",
+        "Raw apsw in a child process: the same rows `executemany`-ed in one transaction, no "
+        "parsing beyond the line split.",
+        ("--mb", "100"), ("--mb", "5"),
+        goal="peak memory flat in the file's size (under 200 MB for 1 GB)",
+    ),
+    "bench_interleaved": Benchmark(
+        "Interleaved runs of one thread",
+        "20 runs of one thread appended one event a call, interleaved round-robin "
+        "(`run_id=`), as a recorder of 20 concurrent streams writes them.",
+        "The same runs streamed one after the other through the same code, and raw apsw "
+        "one-event transactions.",
+        goal="about 1x",
+    ),
+    "bench_langgraph": Benchmark(
+        "Against LangGraph's SqliteSaver",
+        "One 2,000-run conversation of 50-event runs stored by agui-store (with `HttpAgent` "
+        "inputs, and events only) and by LangGraph's `SqliteSaver`: file size, checkout of the "
+        "leaf, listing the history.",
+        "LangGraph `SqliteSaver` (`put`, `get_tuple`, `list`) on the same conversation.",
+        quick=("--runs", "200"),
+        goal="file at least 150x smaller; checkout at most 1.0x `get_tuple`; history listed "
+        "at least 10x faster",
+        needs="langgraph.checkpoint.sqlite", install="pip install langgraph-checkpoint-sqlite",
+    ),
+    "bench_live_copies": Benchmark(
+        "A live run streaming copies",
+        "A live run streamed one `STATE_DELTA` per append, each a JSON Patch `copy` of a small "
+        "value.",
+        "The same run whose deltas `add` that value (no state needed to check them).",
+        quick=("--sizes", "200"),
+        goal="about 1x, flat with the run's length",
+    ),
+    "bench_log": Benchmark(
+        "Log pages",
+        "`log(limit=20)` at the tip and deep in a 10,000-run chain.",
+        "The whole log of the same chain; `get_run` as the floor of a read call.",
+        ("--runs", "10000"), ("--runs", "1000"),
+        goal="at most 1 ms at the tip",
+    ),
+    "bench_long_message": Benchmark(
+        "One long streamed message",
+        "A run holding one message streamed as 10,000 to 160,000 deltas (text, chunks, tool "
+        "arguments), appended as one batch.",
+        "Raw apsw `executemany` of the same rows; a flat ratio across sizes means the append "
+        "is linear.",
+        ("--sizes", "10000,40000,160000"), ("--sizes", "2000,8000"),
+    ),
+    "bench_postgres": Benchmark(
+        "PostgreSQL against SQLite",
+        "A 200-run thread on PostgreSQL: append at the end, checkout and full replay of the "
+        "leaf, log; where a steady append's time goes (statements, client CPU, server CPU, "
+        "waiting).",
+        "The same thread on an SQLite file in the same run, and a raw psycopg `COPY` of the "
+        "same rows.",
+        quick=("--runs", "50"),
+    ),
+    "bench_postgres_langgraph": Benchmark(
+        "Against LangGraph's PostgresSaver",
+        "The 2,000-run conversation of `bench_langgraph` on a throwaway PostgreSQL cluster: "
+        "storage, append at run 2,000, checkout of the newest run, the whole log, and an "
+        "append against raw `COPY` of its rows.",
+        "LangGraph's `PostgresSaver` on the same conversation in the same run; raw psycopg "
+        "`COPY`.",
+        goal="storage 100x smaller, append 20x and checkout 10x faster, log 1,000x faster, "
+        "append at least 50 % of `COPY`",
+        needs="langgraph.checkpoint.postgres", install="pip install langgraph-checkpoint-postgres",
+    ),
+    "bench_postgres_pages": Benchmark(
+        "PostgreSQL event pages",
+        "The one-off migration of a schema version 2 store into event pages, and the `pages` "
+        "check of `check()`.",
+        "`COPY` of the same rows into a bare table; a raw read of them.",
+        quick=("--runs", "100"),
+    ),
+    "bench_postgres_writers": Benchmark(
+        "PostgreSQL writers on different threads",
+        "8 writer processes on 8 threads of one store, with the shipped per-thread locks.",
+        "The same workload under one writer lock, interleaved round by round.",
+        ("--runs", "40", "--rounds", "5"), ("--runs", "5", "--rounds", "1"),
+    ),
+    "bench_readback_checks": Benchmark(
+        "Read-back checks",
+        "The nesting checks `append` runs on every batch, as a share of the append, for a "
+        "realistic run and for deep-path patches.",
+        "What every append already does with the batch (parse and validate).",
+        ("--runs", "100"), ("--runs", "20"),
+    ),
+    "bench_state_patch": Benchmark(
+        "State patches",
+        "`diff`'s state patch of two JSON documents: a long list that only grew, an object of "
+        "2,000 keys with a tenth changed, and a list whose tail is reordered (no goal).",
+        "`json.dumps` of both documents in the same run: reading every value once.",
+        quick=("--repeat", "2"),
+        goal="under 0.1x for a grown list; at most 1.5x for the changed object",
+    ),
+    "bench_validate": Benchmark(
+        "Validation and parsing",
+        "`validate_event` of a decoded event, and `parse_events` of JSON lines and of dicts.",
+        "`json.loads` of the same events.",
+        quick=("--events", "1000", "--repeat", "3"),
+    ),
+    "bench_view": Benchmark(
+        "The view's representation",
+        "A long conversation's file size and a cold checkout of its newest run, at 2,000 and "
+        "10,000 runs.",
+        "LangGraph `SqliteSaver.get_tuple` on a new connection; the raw JSON of the events.",
+        ("--runs", "2000,10000"), ("--runs", "200"),
+        goal="checkout at most 1.0x `get_tuple`; bytes per run at 10,000 runs at most 1.1x "
+        "those at 2,000; the file at most 2.5x the raw JSON of its events",
+        needs="langgraph.checkpoint.sqlite", install="pip install langgraph-checkpoint-sqlite",
+    ),
+}
+
+
+def discovered() -> list[str]:
+    """Every benchmark script in this folder."""
+    return sorted(p.stem for p in HERE.glob("bench_*.py"))
+
+
+def command(name: str, quick: bool = False) -> list[str]:
+    bench = BENCHMARKS[name]
+    return ["python", "-m", f"benchmarks.{name}", *(bench.quick if quick else bench.args)]
+
+
+def environment() -> str:
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (
+        f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores, "
+        f"{platform.system()}, load average {load} at the start"
+    )
+
+
+def run(name: str, quick: bool) -> str | None:
+    """Run one benchmark and keep its output; the reason it did not run, else ``None``."""
+    bench = BENCHMARKS[name]
+    if bench.needs and importlib.util.find_spec(bench.needs.split(".")[0]) is None:
+        return f"needs `{bench.install}`"
+    argv = command(name, quick)
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    env = environment()
+    print(f"$ {' '.join(argv)}", flush=True)
+    proc = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=ROOT)
+    print(proc.stdout, proc.stderr, sep="\n", flush=True)
+    if proc.returncode != 0:
+        return f"exit status {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}"
+    if quick:  # a smoke run: its small sizes are not the published figures
+        return None
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.md").write_text(
+        f"Measured {started} with `{' '.join(argv)}` ({env}).\n\n"
+        f"```text\n{proc.stdout.strip()}\n```\n",
+        encoding="utf-8",
+    )
+    return None
+
+
+def render() -> str:
+    """The benchmarks page: one section per benchmark, in the order of :data:`BENCHMARKS`."""
     out = [
-        "# Benchmark results",
+        "# Benchmarks",
         "",
-        f"Written by `python -m benchmarks.run_all` on {datetime.date.today()}.",
+        "<!-- Written by `python -m benchmarks.run_all`; edit benchmarks/run_all.py and",
+        "     benchmarks/results/ instead. -->",
         "",
+        "Plain scripts in `benchmarks/`, not collected by pytest. Each prints its environment and",
+        "puts every figure next to a baseline measured in the same run: absolute times move with",
+        "the machine, ratios much less. Run one with `python -m benchmarks.NAME`, or run some and",
+        "rewrite this page with `python -m benchmarks.run_all NAME...`.",
+        "",
+        "| benchmark | goal |",
+        "|---|---|",
     ]
-    for title, module, quick_args in BENCHMARKS:
-        if module[0].endswith("langgraph") and importlib.util.find_spec("langgraph") is None:
-            out += [
-                f"## {title}",
-                "",
-                "skipped: `pip install langgraph-checkpoint-sqlite` first",
-                "",
-            ]
-            continue
-        argv = [sys.executable, "-m", *module, *(quick_args if args.quick else [])]
-        proc = subprocess.run(argv, capture_output=True, text=True, cwd=HERE.parent)
-        out += [f"## {title}", "", f"`{' '.join(['python', '-m', *argv[2:]])}`", ""]
-        out += [proc.stdout.strip() or proc.stderr.strip(), ""]
-        print(proc.stdout, proc.stderr, sep="\n", flush=True)
-    (HERE / "RESULTS.md").write_text("\n".join(out) + "\n", encoding="utf-8")
+    for name, bench in BENCHMARKS.items():
+        out.append(f"| [{bench.title}](#{name}) | {bench.goal or '-'} |")
+    out.append("")
+    for name, bench in BENCHMARKS.items():
+        out += [f"## {bench.title} {{ #{name} }}", "", f"`benchmarks/{name}.py`", ""]
+        out += [f"**What it measures.** {bench.what}", ""]
+        out += [f"**Baseline.** {bench.baseline}", ""]
+        if bench.goal:
+            out += [f"**Goal.** {bench.goal[0].upper()}{bench.goal[1:]}.", ""]
+        out += ["**Command.**", "", "```sh", " ".join(command(name)), "```", ""]
+        if bench.install:
+            out += [f"It needs `{bench.install}`, only for that comparison.", ""]
+        results = RESULTS / f"{name}.md"
+        out += ["**Latest figures.**", ""]
+        if results.exists():
+            out += [results.read_text(encoding="utf-8").strip(), ""]
+        else:
+            out += [f"Not measured yet: run `python -m benchmarks.run_all {name}`.", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", metavar="NAME", help="bench_... (default: all)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes: a smoke run that keeps no figures")
+    parser.add_argument("--render", action="store_true", help="only rewrite the page")
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.names if n not in BENCHMARKS]
+    missing = [n for n in discovered() if n not in BENCHMARKS]
+    if unknown or missing:
+        parser.error(f"unknown: {unknown}; not described in BENCHMARKS: {missing}")
+    not_run = {}
+    if not args.render:
+        for name in args.names or list(BENCHMARKS):
+            reason = run(name, args.quick)
+            if reason:
+                not_run[name] = reason
+    if not args.quick:
+        PAGE.write_text(render(), encoding="utf-8")
+        print(f"wrote {PAGE.relative_to(ROOT)}")
+    for name, reason in not_run.items():
+        print(f"not run, previous figures kept: {name}: {reason}", file=sys.stderr)
+    return 1 if not_run else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,7 +1,7 @@
 """End to end, real parts only: uvicorn on 127.0.0.1 serving a pydantic-ai agent and an
 ag-ui-langgraph endpoint behind ``agui_store.asgi.Recorder``, driven by the official
 ``@ag-ui/client`` 1.0.0 ``HttpAgent`` in node (through ``tests/oracle/live_client.mjs`` and the
-``ReconnectingAgent`` of ``tests/oracle/reconnecting_agent.mjs``, the README's code).
+``ReconnectingAgent`` of ``tests/oracle/reconnecting_agent.mjs``, the code the docs show).
 
 After each scenario the store's ``checkout`` equals what the client holds.
 """
@@ -266,10 +266,8 @@ def test_another_owner_neither_writes_into_a_thread_nor_reads_it(owned: Live) ->
     assert again["messages"] == alice["messages"]
 
 
-def test_the_readme_shows_exactly_the_reconnecting_agent_these_tests_run() -> None:
+def test_the_docs_show_exactly_the_reconnecting_agent_these_tests_run() -> None:
     root = Path(__file__).resolve().parents[1]
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    if "ReconnectingAgent" not in readme:
-        pytest.skip("the README does not show the reconnect code (yet)")
-    code = (root / "tests" / "oracle" / "reconnecting_agent.mjs").read_text(encoding="utf-8")
-    assert f"```js\n{code}```" in readme
+    page = (root / "docs" / "guides" / "reconnecting.md").read_text(encoding="utf-8")
+    # The page includes the file when the site is built, so the two cannot differ.
+    assert '--8<-- "tests/oracle/reconnecting_agent.mjs"' in page

@@ -98,7 +98,8 @@ def test_log_show_branch_and_compacted_export_work_together(tmp_path: Path) -> N
         ]
     cli("import", str(sse_file(tmp_path / "s.sse", events)), db=db)
     assert cli("threads", db=db).stdout.split() == ["t"]
-    assert [line.split()[0] for line in cli("runs", "t", db=db).stdout.splitlines()] == [
+    runs = cli("runs", "--thread", "t", db=db).stdout
+    assert [line.split()[0] for line in runs.splitlines()] == [
         "r0",
         "r1",
         "r2",
@@ -109,7 +110,7 @@ def test_log_show_branch_and_compacted_export_work_together(tmp_path: Path) -> N
         "r0",
     ]
     cli("branch", "alt", "r1", "--thread", "t", db=db)
-    assert "alt -> r1" in cli("branches", "t", db=db).stdout
+    assert "alt -> r1" in cli("branches", "--thread", "t", db=db).stdout
     assert "assistant: reply 1" in cli("show", "alt", db=db).stdout
     compacted = [
         json.loads(line) for line in cli("export", "r2", "--compacted", db=db).stdout.splitlines()
@@ -122,7 +123,7 @@ def test_log_show_branch_and_compacted_export_work_together(tmp_path: Path) -> N
     ]
     assert [m["content"] for m in compacted[1]["messages"]] == ["reply 0", "reply 1", "reply 2"]
     cli("branch", "alt", "--delete", "--thread", "t", db=db)
-    assert "alt" not in cli("branches", "t", db=db).stdout
+    assert "alt" not in cli("branches", "--thread", "t", db=db).stdout
     graph = cli("log", "--graph", "--thread", "t", db=db).stdout
     assert [line.split()[1] for line in graph.splitlines()] == ["r2", "r1", "r0"]
 
@@ -201,3 +202,34 @@ def test_a_command_that_only_reads_refuses_a_store_path_that_names_no_file(
         proc = cli(*args, db=typo, ok=False)
         assert proc.returncode == 1 and f"no store at {typo}" in proc.stderr, proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_runs_and_branches_take_the_thread_as_every_command_does(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    cli("demo", db=db)
+    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]
+    for command in ("runs", "branches"):
+        proc = cli(command, "--thread", thread, db=db)
+        assert proc.stdout and proc.stderr == "", command
+        # The positional form still works, and says what to type instead.
+        old = cli(command, thread, db=db)
+        assert old.stdout == proc.stdout
+        assert f"use agui-store {command} --thread {thread}" in old.stderr
+        assert "deprecated" in old.stderr
+        missing = cli(command, db=db, ok=False)
+        assert missing.returncode == 2 and "--thread" in missing.stderr
+        both = cli(command, thread, "--thread", "other", db=db, ok=False)
+        assert both.returncode == 2 and "two threads" in both.stderr
+
+
+def test_every_command_that_takes_a_thread_takes_it_as_the_thread_option() -> None:
+    from agui_store.cli import COMMANDS
+
+    for command in COMMANDS:
+        text = cli(command, "-h").stdout
+        usage = text.split("\n\n")[0]
+        assert "THREAD_ID" not in usage and "thread_id" not in usage, command
+        if "--thread" in usage:
+            assert "[--thread THREAD]" in usage, command
+            described = [line for line in text.splitlines() if "--thread THREAD " in line]
+            assert described and described[0].split("--thread THREAD")[1].strip(), command

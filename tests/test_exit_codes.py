@@ -94,7 +94,7 @@ def test_success_is_0(db: str) -> None:
         (["show", "r\U0010ffff~2"], ["no run"]),
         (["show", "nope", "--thread", "t1"], ["no run", "nope"]),
         (["show", "HEAD", "--thread", "\U0010ffff"], ["no thread"]),
-        (["runs", "nope"], ["no thread 'nope'"]),
+        (["runs", "--thread", "nope"], ["no thread 'nope'"]),
         (["diff", "r1", "missing"], ["missing"]),
         (["branch", "bad name", "r1", "--thread", "t1"], ["invalid branch name"]),
         (["branch", "x", "--delete", "--thread", "t1"], ["no branch 'x'"]),
@@ -240,7 +240,7 @@ def test_an_internal_error_is_exit_3_in_one_line_saying_where_to_report(db: str)
            "def broken(self, thread_id):\n"
            "    return {}['missing key']\n"
            "agui_store.store.Store.runs = broken\n")
-    done = agui("--db", db, "runs", "t1", prelude=bug)
+    done = agui("--db", db, "runs", "--thread", "t1", prelude=bug)
     line = assert_fails(done, 3, "runs", "internal error", "KeyError", "report")
     assert "AGUI_STORE_DEBUG" in line
 
@@ -256,7 +256,7 @@ def test_an_internal_error_inside_a_transaction_is_exit_3_and_names_the_file(db:
 def test_the_debug_variable_adds_the_traceback_after_the_line(db: str) -> None:
     bug = ("import os, agui_store.store\nos.environ['AGUI_STORE_DEBUG'] = '1'\n"
            "agui_store.store.Store.runs = lambda self, t: [][1]\n")
-    done = agui("--db", db, "runs", "t1", prelude=bug)
+    done = agui("--db", db, "runs", "--thread", "t1", prelude=bug)
     assert done.returncode == 3
     assert done.stderr.startswith("agui-store runs: internal error")
     assert "Traceback" in done.stderr

@@ -149,9 +149,8 @@ def test_every_reader_handles_lone_surrogates(
     exported = [json.loads(line) for line in lines if line]
     assert exported == _js(history)
     for argv in (["show", "left"], ["diff", "left", "right"], ["diff", "left", "right", "--stat"],
-                 ["log", "left"], ["log", "--graph"], ["runs", "t", "--json"],
-                 ["branches", "t"]):
-        _cli(db, *argv, *(["--thread", "t"] if argv[0] in ("show", "diff", "log") else []))
+                 ["log", "left"], ["log", "--graph"], ["runs", "--json"], ["branches"]):
+        _cli(db, *argv, "--thread", "t")
 
 
 def test_the_command_line_writes_lone_surrogates_as_escapes_to_a_real_stdout(

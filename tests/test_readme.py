@@ -25,3 +25,9 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     _, test = first_screen_commands()
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert test in [line.strip() for line in ci]
+
+
+def test_the_readme_stays_a_front_door() -> None:
+    # What it is, the two commands, a short tour and links: the rest lives in docs/.
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 300

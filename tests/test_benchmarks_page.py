@@ -1,0 +1,31 @@
+"""The benchmarks page lists every benchmark, with the figures its script last wrote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks import run_all
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_benchmark_script_is_described_and_nothing_else() -> None:
+    assert run_all.discovered() == sorted(run_all.BENCHMARKS)
+
+
+def test_each_benchmark_says_what_it_measures_against_what_and_how_to_run_it() -> None:
+    for name, bench in run_all.BENCHMARKS.items():
+        assert bench.title and bench.what and bench.baseline, name
+        assert run_all.command(name)[:3] == ["python", "-m", f"benchmarks.{name}"]
+
+
+def test_every_benchmark_has_figures() -> None:
+    missing = [n for n in run_all.BENCHMARKS if not (run_all.RESULTS / f"{n}.md").exists()]
+    assert not missing
+
+
+def test_the_page_is_what_the_script_writes() -> None:
+    page = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert page == run_all.render(), "run: python -m benchmarks.run_all --render"
+    for name in run_all.BENCHMARKS:
+        assert f"{{ #{name} }}" in page

@@ -1,0 +1,289 @@
+"""Every example in the README and the docs runs, and shows what it prints.
+
+The pages follow four conventions, which this module enforces:
+
+* A ```` ```python ```` block runs. The blocks of one page run in order, in one namespace, in a
+  fresh working directory of their own (so ``agui_store.open("chat.db")`` makes a new file).
+* A ```` ```text title="Output" ```` block right after a Python block is what that block
+  prints; ``...`` stands for any text (a content hash, a time, a random id).
+* A ```` ```console ```` block runs in the same directory, each ``$ `` line through bash with
+  the ``agui-store`` this interpreter installed; the lines after a command, if any, are what it
+  prints on stdout and stderr, as a terminal shows them (``...`` as above). A command must
+  exit 0.
+* ``<!-- postgres -->`` on the line before a block runs it on a PostgreSQL database of the
+  test's own, every ``postgresql://`` URL in it replaced by that database's (the test skips
+  without a server locally, and fails in CI).
+* ``<!-- skip: why -->`` on the line before a block leaves it out, saying why; every skip is
+  listed by ``test_the_pages_skip_few_examples_and_say_why``.
+
+The TypeScript reconnect code is not copied into the docs: the page includes
+``tests/oracle/reconnecting_agent.mjs``, the file the end-to-end tests run
+(``tests/test_asgi_e2e.py`` checks that it still does).
+"""
+
+from __future__ import annotations
+
+import doctest
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from contextlib import redirect_stdout
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted(
+    [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")], key=lambda p: str(p.relative_to(ROOT))
+)
+FENCE = re.compile(r"^```(\S*)(.*)$")
+SKIP = re.compile(r"^<!-- skip: (.+) -->$")
+POSTGRES_MARK = "<!-- postgres -->"
+URL = re.compile(r"postgres(?:ql)?://[^\s\"']+")
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int  # 1-based line of the opening fence
+    lang: str
+    info: str
+    code: str
+    skip: str | None = None
+    postgres: bool = False
+    output: str | None = None  # the Output block that follows a Python block
+
+
+@dataclass
+class Page:
+    path: Path
+    blocks: list[Block] = field(default_factory=list)
+
+
+def parse(path: Path) -> Page:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    page = Page(path)
+    i = 0
+    while i < len(lines):
+        match = FENCE.match(lines[i].strip()) if lines[i].startswith("```") else None
+        if not match or not match.group(1):
+            i += 1
+            continue
+        start = i
+        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+        skip = SKIP.match(lines[start - 1]) if start else None
+        block = Block(
+            path, start + 1, match.group(1), match.group(2).strip(),
+            "\n".join(lines[start + 1 : end]) + "\n", skip.group(1) if skip else None,
+            postgres=start > 0 and lines[start - 1] == POSTGRES_MARK,
+        )
+        if block.lang == "text" and 'title="Output"' in block.info:
+            previous = page.blocks[-1] if page.blocks else None
+            assert previous and previous.lang == "python", f"{path}:{start + 1}: output of what?"
+            previous.output = block.code
+        else:
+            page.blocks.append(block)
+        i = end + 1
+    return page
+
+
+def runnable(page: Page) -> list[Block]:
+    return [b for b in page.blocks if b.lang in ("python", "console")]
+
+
+def matches(expected: str, got: str) -> bool:
+    """doctest's comparison: ``...`` matches anything; runs of whitespace, blank lines
+    included, compare equal."""
+    lines = expected.rstrip("\n").split("\n")
+    expected = "\n".join(line if line.strip() else "<BLANKLINE>" for line in lines) + "\n"
+    checker = doctest.OutputChecker()
+    return checker.check_output(expected, got, doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+
+
+def run_console(block: Block, cwd: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["COLUMNS"] = "100"
+    commands: list[tuple[str, list[str]]] = []
+    for line in block.code.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        elif commands:
+            commands[-1][1].append(line)
+        else:
+            raise AssertionError(f"{block.page}:{block.line}: output before any command")
+    for command, shown in commands:
+        proc = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=300,
+        )
+        where = f"{block.page.relative_to(ROOT)}:{block.line}: $ {command}"
+        assert proc.returncode == 0, f"{where}\n{proc.stdout}"
+        if shown:
+            expected = "\n".join(shown) + "\n"
+            assert matches(expected, proc.stdout), (
+                f"{where}\nexpected:\n{expected}got:\n{proc.stdout}"
+            )
+
+
+def run_python(block: Block, namespace: dict[str, object]) -> None:
+    where = f"{block.page.relative_to(ROOT)}:{block.line}"
+    out = io.StringIO()
+    with redirect_stdout(out):
+        exec(compile(block.code, where, "exec"), namespace)
+    if block.output is not None:
+        assert matches(block.output, out.getvalue()), (
+            f"{where}\nexpected:\n{block.output}got:\n{out.getvalue()}"
+        )
+
+
+def run_page(path: Path, cwd: Path, postgres: str | None) -> None:
+    namespace: dict[str, object] = {"__name__": "__docs__"}
+    try:
+        for block in runnable(parse(path)):
+            if block.skip or (block.postgres and postgres is None):
+                continue
+            if block.postgres:
+                url = shlex.quote(postgres) if block.lang == "console" else postgres
+                block.code = URL.sub(lambda _, url=url: url, block.code)
+            if block.lang == "python":
+                run_python(block, namespace)
+            else:
+                run_console(block, cwd)
+    finally:
+        for value in namespace.values():  # stores a page left open
+            close = getattr(value, "close", None)
+            if type(value).__name__ == "Store" and callable(close):
+                close()
+
+
+PAGES_WITH_EXAMPLES = [p for p in PAGES if runnable(parse(p))]
+PAGES_ON_POSTGRES = [p for p in PAGES if any(b.postgres for b in parse(p).blocks)]
+
+
+@pytest.mark.parametrize(
+    "path", PAGES_WITH_EXAMPLES, ids=[str(p.relative_to(ROOT)) for p in PAGES_WITH_EXAMPLES]
+)
+def test_the_examples_of_a_page_run_and_print_what_it_shows(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGUI_STORE_DB", raising=False)
+    run_page(path, tmp_path, postgres=None)
+
+
+@pytest.mark.parametrize(
+    "path", PAGES_ON_POSTGRES, ids=[str(p.relative_to(ROOT)) for p in PAGES_ON_POSTGRES]
+)
+def test_the_postgresql_examples_of_a_page_run_on_a_real_server(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_database: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGUI_STORE_DB", raising=False)
+    run_page(path, tmp_path, postgres=postgres_database)
+
+
+def test_the_pages_skip_few_examples_and_say_why() -> None:
+    skipped = [
+        (str(b.page.relative_to(ROOT)), b.line, b.skip)
+        for p in PAGES for b in runnable(parse(p)) if b.skip
+    ]
+    ran = sum(1 for p in PAGES for b in runnable(parse(p)) if not b.skip)
+    assert ran >= 4 * len(skipped), skipped
+    assert all(len(why) > 10 for *_, why in skipped), skipped
+
+
+def test_every_block_names_its_language() -> None:
+    for path in PAGES:
+        text = path.read_text(encoding="utf-8").splitlines()
+        inside = False
+        for n, line in enumerate(text, 1):
+            if line.startswith("```"):
+                if not inside:
+                    assert line.strip() != "```", f"{path.relative_to(ROOT)}:{n}: a bare fence"
+                inside = not inside
+
+
+def test_the_readmes_links_into_the_docs_name_pages_that_exist() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
+    assert links
+    assert [link for link in links if not (ROOT / link).exists()] == []
+
+
+def test_the_error_page_says_when_each_error_is_raised() -> None:
+    import agui_store
+
+    page = (ROOT / "docs" / "reference" / "errors.md").read_text(encoding="utf-8")
+    errors = [
+        name for name in agui_store.__all__
+        if isinstance(getattr(agui_store, name), type)
+        and issubclass(getattr(agui_store, name), BaseException)
+    ]
+    assert [name for name in errors if f"| `{name}` |" not in page] == []
+
+
+#: Commands whose help example is not run here: ``ui`` serves until it is stopped (the
+#: viewer's tests run it), and ``copy`` names a PostgreSQL server (the test below runs it).
+NOT_RUN_HERE = {"ui", "copy"}
+
+
+def help_examples(tmp_path: Path) -> list[tuple[str, str]]:
+    """Each command's help example, in the parser's order, and the files they need: a
+    recording of thread t1 (runs run-1 and run-2) to import first."""
+    from agui_store.cli import EXAMPLES
+
+    events = []
+    for run_id in ("run-1", "run-2"):
+        events += [
+            {"type": "RUN_STARTED", "threadId": "t1", "runId": run_id},
+            {"type": "TEXT_MESSAGE_START", "messageId": f"{run_id}-a", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"{run_id}-a", "delta": "Hello"},
+            {"type": "TEXT_MESSAGE_END", "messageId": f"{run_id}-a"},
+            {"type": "RUN_FINISHED", "threadId": "t1", "runId": run_id},
+        ]
+    (tmp_path / "recording.sse").write_text(
+        "".join(f"data: {json.dumps(e)}\n\n" for e in events), encoding="utf-8"
+    )
+    return list(EXAMPLES.items())
+
+
+def run_example(command: str, cwd: Path) -> None:
+    block = Block(ROOT / "agui_store" / "cli.py", 0, "console", "", f"$ {command}\n")
+    run_console(block, cwd)
+    # The examples name the store as chat.db or local.db too: the same store.
+    for name in ("chat.db", "local.db"):
+        if (cwd / "agui-store.db").exists() and not (cwd / name).exists():
+            shutil.copy(cwd / "agui-store.db", cwd / name)
+
+
+def test_the_example_in_every_commands_help_runs(tmp_path: Path) -> None:
+    for name, command in help_examples(tmp_path):
+        if name not in NOT_RUN_HERE:
+            run_example(command, tmp_path)
+
+
+def test_the_copy_example_in_its_help_runs_on_a_real_server(
+    tmp_path: Path, postgres_database: str
+) -> None:
+    examples = dict(help_examples(tmp_path))
+    run_example(examples["import"], tmp_path)
+    run_example(URL.sub(lambda _: shlex.quote(postgres_database), examples["copy"]), tmp_path)
+
+
+def test_every_cli_example_is_in_a_block_that_runs() -> None:
+    """``agui-store`` commands are shown in console blocks, which run; a shell block may hold
+    installs and the viewer's server only."""
+    shown_only = [
+        (str(b.page.relative_to(ROOT)), b.line, line)
+        for p in PAGES for b in parse(p).blocks if b.lang in ("sh", "bash", "shell")
+        for line in b.code.splitlines()
+        if re.match(r"(\w+=\S+ )*agui-store (?!ui\b)", line.strip())
+    ]
+    assert shown_only == []
