@@ -100,6 +100,9 @@ class Reading(Protocol):
         name), and whether it is its thread's newest run: what one run's record shows, in
         one statement."""
     def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]: ...
+    def thread_run_page(self, thread_pk: int, below_pk: int, limit: int) -> list[RunSummary]:
+        """The newest ``limit`` runs of a thread whose key is below ``below_pk``, newest
+        first."""
     def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
         """The thread's runs as recorded, in run order (see :data:`ReplicaRun`)."""
     def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:

@@ -148,6 +148,9 @@ class NamedQueries:
     def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]:
         return self._all(self.sql.THREAD_RUN_SUMMARIES, (thread_pk,))
 
+    def thread_run_page(self, thread_pk: int, below_pk: int, limit: int) -> list[RunSummary]:
+        return self._all(self.sql.THREAD_RUN_PAGE, (thread_pk, below_pk, limit))
+
     def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
         return self._all(self.sql.REPLICA_RUNS, (thread_pk,))
 

@@ -436,12 +436,47 @@ class Store:
         with self._reading() as tx:
             return tx.thread_ids(scope)
 
-    def runs(self, thread_id: str, *, scope: str | None = None) -> list[Run]:
-        """Every run of a thread, in the order they were recorded."""
+    def runs(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        scope: str | None = None,
+    ) -> list[Run]:
+        """Every run of a thread, in the order they were recorded.
+
+        Pages, newest first: ``limit`` keeps only the newest ``limit`` runs recorded before
+        the run ``before`` names (exclusive; ``None``: the thread's newest), still in recorded
+        order. The next page is ``before=page[0].run_id``. A page reads only its own runs::
+
+            page = store.runs("t", limit=50)
+            while page:
+                page = store.runs("t", limit=50, before=page[0].run_id)
+
+        Raises:
+            InvalidArgumentError: a ``limit`` that is not a positive int; a ``before`` that is
+                not a run id of the thread.
+        """
         intake.check_scope(scope)
+        size = arguments.page_size(limit)
+        if before is not None and not (isinstance(before, str) and before):
+            raise InvalidArgumentError(f"before= must be None or a run id, not {before!r:.60}")
+        start = before
         with self._reading() as tx:
             pk = self._require_thread(tx, thread_id, scope)
-            rows = tx.thread_run_summaries(pk)
+            if size is None and start is None:
+                rows = tx.thread_run_summaries(pk)
+            else:
+                below = arguments.MAX_INT64
+                if start is not None:
+                    named = tx.run_pk(pk, start) if arguments.storable_text(start) else None
+                    if named is None:
+                        raise InvalidArgumentError(
+                            f"before= {_quote(start)} names no run of thread {_quote(thread_id)}"
+                        )
+                    below = named
+                rows = tx.thread_run_page(pk, below, size or arguments.MAX_INT64)[::-1]
             names = reads.branch_names(tx, [r[0] for r in rows], [pk])
             return [reads.run_from_row(r, names) for r in rows]
 

@@ -398,6 +398,10 @@ RUN_SUMMARY_AND_BRANCHES = (
     + " WHERE runs.id = %s"
 )
 THREAD_RUN_SUMMARIES = SELECT_RUN + " WHERE runs.thread = %s ORDER BY runs.id"
+#: The newest runs of a thread recorded before a run, newest first (``runs(limit=)``).
+THREAD_RUN_PAGE = (
+    SELECT_RUN + " WHERE runs.thread = %s AND runs.id < %s ORDER BY runs.id DESC LIMIT %s"
+)
 RUN_RECORDS = """
 SELECT runs.id, threads.thread_id, runs.run_id, runs.lineage, runs.parent_run_id,
        runs.synthetic, runs.created_at, runs.input, runs.input_refs, runs.parent_hash,

@@ -197,6 +197,11 @@ RUN_SUMMARY_AND_BRANCHES = (
     + " WHERE runs.id = ?"
 )
 THREAD_RUN_SUMMARIES = SELECT_RUN + " WHERE runs.thread = ? ORDER BY runs.id"
+#: The newest ``?3`` runs of thread ``?1`` recorded before run ``?2``, newest first: a page
+#: of ``runs(limit=, before=)`` walks the primary key backwards, whatever the thread's length.
+THREAD_RUN_PAGE = (
+    SELECT_RUN + " WHERE runs.thread = ?1 AND runs.id < ?2 ORDER BY runs.id DESC LIMIT ?3"
+)
 assert RUN_FROM in SELECT_RUN
 
 # --- events ---------------------------------------------------------------------------------
