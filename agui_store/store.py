@@ -42,7 +42,16 @@ from agui_store.diff import Diff, ViewChange, compare
 from agui_store.errors import BranchError, InvalidArgumentError, InvalidEventError, RunNotFoundError
 from agui_store.integrity import CheckReport
 from agui_store.normalize import expand_input
-from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, when
+from agui_store.records import (
+    AppendResult,
+    Branch,
+    Checkout,
+    ImportResult,
+    Log,
+    Run,
+    Thread,
+    when,
+)
 from agui_store.restore import View
 from agui_store.revisions import DEFAULT_BRANCH, RESERVED_REFS, RunKey
 from agui_store.sqlite import SqliteBackend
@@ -435,6 +444,20 @@ class Store:
         intake.check_scope(scope)
         with self._reading() as tx:
             return tx.thread_ids(scope)
+
+    def thread(self, thread_id: str, *, scope: str | None = None) -> Thread | None:
+        """A thread's owner, creation time and number of runs, or ``None`` when the store
+        has no such thread (or it is another owner's than ``scope``'s)."""
+        intake.check_scope(scope)
+        with self._reading() as tx:
+            try:
+                pk = self._require_thread(tx, thread_id, scope)
+            except RunNotFoundError:
+                return None
+            found = tx.thread(thread_id)
+            owner = found[1] if found else None
+            created = when(tx.thread_created_at(pk))
+            return Thread(thread_id, owner, created, len(tx.thread_run_pks(pk)))
 
     def runs(
         self,
