@@ -340,6 +340,8 @@ def cmd_fork(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    import importlib.util
+
     from agui_store.demo import record_demo
 
     thread, _ = record_demo(store)
@@ -351,6 +353,13 @@ def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         out.write(line + "\n")
     out.write(f"\n$ agui-store show fahrenheit --thread {thread}\n")
     out.write(transcript(store.checkout("fahrenheit", thread_id=thread)) + "\n")
+    out.write(f"\n$ agui-store diff porto fahrenheit --thread {thread}\n")
+    out.write(diff_text(store.diff("porto", "fahrenheit", thread_id=thread)) + "\n")
+    db = getattr(args, "db", None)
+    where = f" {shlex.quote(db)}" if db is not None else ""
+    out.write(f"\nsee it in the browser: agui-store ui{where} --thread {shlex.quote(thread)}\n")
+    if importlib.util.find_spec("starlette") is None:
+        out.write("(the viewer needs its extra first: pip install 'agui-store[ui]')\n")
     return 0
 
 
