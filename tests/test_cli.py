@@ -46,7 +46,8 @@ def test_the_demo_names_two_branches_that_differ_prints_their_diff_and_ends_with
     assert "* run-2 (porto)" in out
     diff = out.split(f"$ agui-store diff porto fahrenheit --thread {thread}\n", 1)[1]
     assert "+ [user-2] user: And in Porto?" in diff and "+ [user-3]" in diff
-    assert out.rstrip().splitlines()[-1] == f"see it in the browser: agui-store ui --thread {thread}"
+    last = out.rstrip().splitlines()[-1]
+    assert last == f"see it in the browser: agui-store ui --thread {thread}"
 
 
 def test_every_command_has_help_with_an_example() -> None:
