@@ -139,6 +139,9 @@ class NamedQueries:
     def thread_run_pks(self, thread_pk: int) -> list[int]:
         return [int(pk) for pk in self._column(self.sql.THREAD_RUN_PKS, (thread_pk,))]
 
+    def thread_run_count(self, thread_pk: int) -> int:
+        return int(self._value(self.sql.THREAD_RUN_COUNT, (thread_pk,)) or 0)
+
     def owner_run_pks(self, owner: str) -> list[int]:
         return [int(pk) for pk in self._column(self.sql.OWNER_RUN_PKS, (owner,))]
 

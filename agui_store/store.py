@@ -457,7 +457,7 @@ class Store:
             found = tx.thread(thread_id)
             owner = found[1] if found else None
             created = when(tx.thread_created_at(pk))
-            return Thread(thread_id, owner, created, len(tx.thread_run_pks(pk)))
+            return Thread(thread_id, owner, created, tx.thread_run_count(pk))
 
     def runs(
         self,

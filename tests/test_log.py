@@ -287,6 +287,8 @@ def test_paging_through_a_threads_runs_newest_first_gives_exactly_every_run(
             got.append(store.runs("t", limit=limit, before=got[-1][0].run_id))
         assert [r for page in reversed(got) for r in page] == whole
         assert all(len(page) == limit for page in got[:-2])
+        facts = store.thread("t")
+        assert facts is not None and facts.run_count == len(whole)
         assert got[-1] == []
 
 

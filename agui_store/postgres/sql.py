@@ -378,6 +378,7 @@ WHERE runs.run_id COLLATE "C" >= %(prefix)s
   AND (%(scope)s::text IS NULL OR threads.owner = %(scope)s) LIMIT 6
 """
 THREAD_RUN_PKS = "SELECT id FROM runs WHERE thread = %s ORDER BY id"
+THREAD_RUN_COUNT = "SELECT count(*) FROM runs WHERE thread = %s"
 OWNER_RUN_PKS = (
     "SELECT runs.id FROM runs JOIN threads ON threads.id = runs.thread "
     "WHERE threads.owner = %s ORDER BY runs.id"
