@@ -8,14 +8,19 @@ is absent, as the API makes it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from html import escape
 from typing import Any
+from urllib.parse import quote
+
+from markupsafe import Markup
 
 from agui_store import Branch, Checkout, Diff, MessageChange, Run, RunNotFoundError, Store
 from agui_store.ui import text
-from agui_store.ui.lanes import Lanes, Row
+from agui_store.ui.lanes import Lanes, Row, svg
 
 #: Runs on one screen of the tree; later ones load a page at a time.
 TREE_PAGE = 50
@@ -165,6 +170,81 @@ def threads_page(
 # --- the run tree ---------------------------------------------------------------------------
 
 
+def _lineage(run: Run) -> tuple[str, str, str]:
+    """The lineage cell: its kind, its label and what it means."""
+    kind = lineage_kind(run)
+    if kind == "inferred":
+        return kind, f"{kind}: {run.lineage}", f"the store placed this run by {run.lineage}"
+    if kind == "declared":
+        return kind, f"{kind}: {run.lineage}", f"the client declared its parent ({run.lineage})"
+    return kind, kind, "no parent"
+
+
+def tree_rows_html(rows: Sequence[Row], root: str, thread_id: str) -> Markup:
+    """The rows of a page of the tree as HTML, their links under ``root`` (where the viewer is
+    mounted).
+
+    Formatted here rather than in the template: the first screen of a long thread must cost
+    about what reading its runs costs, and Jinja's escaping of each of a row's dozen values
+    took four times the read. Every stored string goes through ``html.escape``.
+    """
+    width = max((row.width for row in rows), default=1)
+    thread = quote(thread_id, safe="")
+    out = []
+    for row in rows:
+        run = row.run
+        run_q = quote(run.run_id, safe="")
+        run_id = escape(text.printable(run.run_id))
+        shown_id = escape(text.printable(_short(run.run_id, 40)))
+        refs = "".join(
+            f' <span class="ref{" head" if i == 0 and name == "main" else ""}" '
+            f'title="branch {escape(text.printable(name))} points here">'
+            f"{escape(text.printable(name))}</span>"
+            for i, name in enumerate(run.branches)
+        )
+        joining = len(row.joining)
+        if joining > 1:
+            refs += (
+                f' <span class="fork-point" title="{joining} lines continue from this run">'
+                f"fork point · {joining}</span>"
+            )
+        kind, label, meaning = _lineage(run)
+        status = escape(run.status)
+        status_label = "open (recording)" if run.status == "incomplete" else status
+        hash_label = run.short_hash or ""
+        if hash_label and run.status == "incomplete":
+            hash_label += "+"
+        diff = ""
+        if run.parent_run_id is not None:
+            parent_q = quote(run.parent_run_id, safe="")
+            diff = (
+                f'<a href="{escape(root)}/diff?thread={thread}&amp;a={parent_q}&amp;b={run_q}'
+                '&amp;mode=two-dot" title="what this run changed">diff</a> · '
+            )
+        link = f"{escape(root)}/{{}}?thread={thread}&amp;run={run_q}"
+        out.append(
+            f'<tr class="run-row" data-run="{run_id}" data-status="{status}">'
+            f'<td class="pick"><input type="checkbox" class="pick-run" value="{run_id}" '
+            f'aria-label="select {run_id} to compare"></td>'
+            f'<td class="graph-cell">{svg(row, width)}</td>'
+            f'<td class="run-id"><a href="{link.format("run")}"><code>{shown_id}</code></a>'
+            f"{refs}</td>"
+            f'<td><span class="status s-{status}">{status_label}</span></td>'
+            f'<td><span class="lineage l-{kind}" title="{escape(meaning)}">{escape(label)}'
+            "</span></td>"
+            f'<td class="num">{run.event_count}</td>'
+            f'<td class="time">{run.created_at.isoformat(" ", "seconds")[:19]}</td>'
+            f'<td><code class="hash">{hash_label}</code></td>'
+            f'<td class="actions">{diff}<a href="{link.format("fork")}">fork from here</a></td>'
+            "</tr>\n"
+        )
+    return Markup("".join(out))
+
+
+def _short(value: str, width: int) -> str:
+    return value if len(value) <= width else value[: width - 1] + "…"
+
+
 @dataclass(frozen=True)
 class TreePage:
     """One screen of a thread's run tree."""
@@ -179,15 +259,24 @@ class TreePage:
     token: str
 
 
-def thread_token(store: Store, thread_id: str, scope: str | None) -> str:
-    """What changes whenever the thread does, for the live view to poll: each branch tip
-    (the newest run included) and its event count, status and last event."""
-    parts = []
-    for b in store.branches(thread_id, scope=scope):
-        run = store.get_run(b.run_id, thread_id=thread_id, scope=scope)
-        if run is not None:
-            parts.append(f"{b.name}={run.run_id}:{run.event_count}:{run.status}:{run.last_seq}")
-    return "|".join(parts)
+def thread_token(branches: Sequence[Branch], newest: Sequence[Run], run_count: int) -> str:
+    """What changes whenever the thread does, for the live view to poll: where each branch
+    points, how many runs there are, and the newest runs' event counts and statuses (a run
+    being recorded is among them)."""
+    parts = [f"{b.name}={b.run_id}" for b in branches]
+    parts.append(str(run_count))
+    parts += [f"{r.run_id}:{r.event_count}:{r.status}" for r in newest]
+    return hashlib.sha1("\n".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def poll_token(store: Store, thread_id: str, scope: str | None) -> str | None:
+    """The thread's :func:`thread_token` now, or ``None`` when it is gone (or not the
+    scope's)."""
+    facts = store.thread(thread_id, scope=scope)
+    if facts is None:
+        return None
+    newest = store.runs(thread_id, limit=TREE_PAGE, scope=scope)
+    return thread_token(store.branches(thread_id, scope=scope), newest, facts.run_count)
 
 
 def tree_page(
@@ -207,15 +296,10 @@ def tree_page(
     rows = lanes.layout(runs)
     more = runs[-1].run_id if len(runs) == TREE_PAGE else None
     branches = store.branches(thread_id, scope=scope)
+    # The live view's token, from what the first page read (later pages never poll).
+    token = thread_token(branches, runs[::-1], facts.run_count) if before is None else ""
     return TreePage(
-        thread_id,
-        facts.owner,
-        facts.run_count,
-        branches,
-        rows,
-        more,
-        lanes.columns,
-        thread_token(store, thread_id, scope),
+        thread_id, facts.owner, facts.run_count, branches, rows, more, lanes.columns, token
     )
 
 

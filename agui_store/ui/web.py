@@ -87,10 +87,6 @@ class Viewer:
             raise HTTPException(400, f"the page needs ?{name}=")
         return value
 
-    def thread_or_404(self, thread_id: str) -> None:
-        if self.store.thread(thread_id, scope=self.scope) is None:
-            raise HTTPException(404, f"no thread {thread_id!r}")
-
     # --- pages --------------------------------------------------------------------------
 
     def threads(self, request: Request) -> Response:
@@ -107,12 +103,17 @@ class Viewer:
             self.store, thread_id, before=before, columns=columns, scope=self.scope
         )
         name = "tree_rows.html" if request.query_params.get("rows") else "tree.html"
-        return self.render(request, name, page=page, lanes_json=json.dumps(page.next_columns))
+        rows = pages.tree_rows_html(page.rows, request.scope.get("root_path", ""), thread_id)
+        return self.render(
+            request, name, page=page, rows=rows, lanes_json=json.dumps(page.next_columns)
+        )
 
     def tree_poll(self, request: Request) -> Response:
         thread_id = self.param(request, "thread")
-        self.thread_or_404(thread_id)
-        return JSONResponse({"token": pages.thread_token(self.store, thread_id, self.scope)})
+        token = pages.poll_token(self.store, thread_id, self.scope)
+        if token is None:
+            raise HTTPException(404, f"no thread {thread_id!r}")
+        return JSONResponse({"token": token})
 
     def run(self, request: Request) -> Response:
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
