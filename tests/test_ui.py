@@ -505,3 +505,15 @@ def test_the_templates_and_assets_ship_inside_the_package() -> None:
         assert (root / name).is_file(), name
     pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     assert '"agui_store.ui" = ["templates/*.html", "static/*"]' in pyproject
+
+
+def test_in_a_notebook_one_call_shows_a_threads_tree_inline(store: agui_store.Store) -> None:
+    import httpx
+
+    store.append(one_run("t", "r0", said("u", "hi", "user")))
+    shown = agui_store.ui.show(store, "t", height=500)
+    html = shown._repr_html_()
+    assert html.startswith("<iframe ") and 'height="500"' in html
+    page = parse(httpx.get(shown.url, timeout=30).text)
+    assert [r.attrs["data-run"] for r in page.find_all("run-row")] == ["r0"]
+    assert agui_store.ui.show(store, "t").url == shown.url  # one server per store

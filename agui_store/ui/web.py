@@ -1,9 +1,12 @@
 """The viewer's routes: Starlette endpoints that render Jinja2 templates.
 
 Every id travels as a query parameter (``/run?thread=t&run=r``), never as a path segment:
-thread and run ids may hold ``/``, ``%`` or anything else a producer sent. Endpoints are
-plain functions, run in Starlette's thread pool (a ``Store`` serializes its calls), so a
-slow read never blocks the event loop of an app the viewer is mounted in.
+thread and run ids may hold ``/``, ``%`` or anything else a producer sent. Endpoints whose
+reads grow with what they show (a run, a diff, a fork) are plain functions, run in
+Starlette's thread pool (a ``Store`` serializes its calls), so a long read never blocks the
+event loop of an app the viewer is mounted in. The tree's pages and the live polls read a
+bounded page of runs (about a millisecond): they run on the loop, since handing them to a
+worker thread cost more than the reads on a loaded machine.
 """
 
 from __future__ import annotations
@@ -95,7 +98,7 @@ class Viewer:
         found = pages.threads_page(self.store, query=query, after=after, scope=self.scope)
         return self.render(request, "threads.html", page=found)
 
-    def tree(self, request: Request) -> Response:
+    async def tree(self, request: Request) -> Response:
         thread_id = self.param(request, "thread")
         before = request.query_params.get("before") or None
         columns = _columns(request.query_params.get("lanes"))
@@ -108,7 +111,7 @@ class Viewer:
             request, name, page=page, rows=rows, lanes_json=json.dumps(page.next_columns)
         )
 
-    def tree_poll(self, request: Request) -> Response:
+    async def tree_poll(self, request: Request) -> Response:
         thread_id = self.param(request, "thread")
         token = pages.poll_token(self.store, thread_id, self.scope)
         if token is None:
@@ -131,7 +134,7 @@ class Viewer:
         )
         return self.render(request, name, page=page, run=page.run, thread_id=thread_id)
 
-    def run_poll(self, request: Request) -> Response:
+    async def run_poll(self, request: Request) -> Response:
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
         run = self.store.get_run(run_id, thread_id=thread_id, scope=self.scope)
         if run is None:
