@@ -87,6 +87,11 @@ def shown_messages(page: Element) -> list[tuple[str, str, str]]:
     return out
 
 
+def change_kind(block: Element) -> str:
+    """What a change block says happened to its message (its ``k-...`` class)."""
+    return next(c[2:] for c in sorted(block.classes) if c.startswith("k-"))
+
+
 def expected_messages(co: agui_store.Checkout) -> list[tuple[str, str, str]]:
     out = []
     for m in co.messages:
@@ -209,8 +214,7 @@ def test_generated_branched_threads_show_their_tree_runs_and_diffs_as_the_api_re
             assert len(sides) == len(changes)
             for side, change in zip(sides, changes):
                 assert change is not None
-                shown = [(c.attrs["data-id"], c.find("kind").text)  # type: ignore[union-attr]
-                         for c in side.find_all("change")]
+                shown = [(c.attrs["data-id"], change_kind(c)) for c in side.find_all("change")]
                 assert shown == [(str(m.id), m.kind) for m in change.messages]
                 patch = side.find("patch", "pre")
                 assert (json.loads(patch.text) if patch else []) == change.state_patch
@@ -241,7 +245,7 @@ def test_a_runs_page_shows_what_it_changed_as_before_after_and_the_diffs_patch(
     assert patch is not None
     d = store.diff("r0", "r1", thread_id="t", mode="two-dot")
     assert json.loads(patch.text) == d.state_patch
-    assert [c.find("kind").text for c in page.find_all("change")] == ["added"]  # type: ignore[union-attr]
+    assert [change_kind(c) for c in page.find_all("change")] == ["added"]
 
 
 # --- the run tree, a page at a time -------------------------------------------------------------

@@ -9,8 +9,26 @@ ways in:
 - :func:`show` displays one thread inline in a Jupyter notebook.
 
 The viewer is read-only unless ``allow_writes=True``, and then it only creates or moves
-branches. It renders what the API returns (``checkout``, ``diff``, ``fork``, ``log``...) and
-computes nothing of its own. Every asset ships in the package: it works offline.
+branches, from its own pages (a JSON ``POST`` whose ``Origin`` is the viewer's: a form on
+another site cannot). It renders what the API returns (``checkout``, ``diff``, ``fork``,
+``runs``...) and computes nothing of its own. Every asset ships in the package: it works
+offline.
+
+What it is built with, and why:
+
+- **Starlette** for routing: the ASGI toolkit FastAPI is built on, so the viewer mounts in a
+  FastAPI or Starlette app as it is, and its links follow the mount (``root_path``).
+- **Jinja2** for pages, with autoescape on: every stored string (message text, ids, state
+  keys) is escaped; nothing recorded is ever marked safe. JSON for the page's scripts is
+  embedded with ``<`` escaped. The run tree's rows are the one part formatted in Python
+  (``pages.tree_rows_html``, ``html.escape`` on every stored value), for the speed of the
+  first screen of a long thread.
+- **uvicorn** to serve, as the ASGI recorder's own tests do.
+- **No JavaScript framework and no build step**: one small script (``static/viewer.js``:
+  JSON trees opened on demand, two runs ticked for a diff, older runs loaded below, the
+  live poll, copy buttons) and one stylesheet. Live updates poll a cheap token every 1.5 s
+  rather than hold an SSE stream: nothing stays open when the page is closed, and a viewer
+  mounted behind a proxy needs no streaming support.
 """
 
 from __future__ import annotations
