@@ -98,8 +98,13 @@ def in_turns(
 
 def browser_interactive(store: agui_store.Store, thread: str, repeat: int) -> list[float]:
     """Seconds from navigation to the tree's first screen being interactive, each load."""
-    from tests.ui_browser import browser_unavailable, page_ready, serving, start_chromium
-    from tests.ui_browser import wait_until
+    from tests.ui_browser import (
+        browser_unavailable,
+        page_ready,
+        serving,
+        start_chromium,
+        wait_until,
+    )
 
     reason = browser_unavailable()
     if reason:

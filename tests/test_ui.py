@@ -521,3 +521,23 @@ def test_in_a_notebook_one_call_shows_a_threads_tree_inline(store: agui_store.St
     page = parse(httpx.get(shown.url, timeout=30).text)
     assert [r.attrs["data-run"] for r in page.find_all("run-row")] == ["r0"]
     assert agui_store.ui.show(store, "t").url == shown.url  # one server per store
+
+
+def test_the_viewer_shows_a_store_on_every_backend(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(one_run("t", "r0", said("u", "hello", "user")), scope="alice")
+        store.append(one_run("t", "r1", said("a", "hi back")), scope="alice")
+        client = client_of(store, scope="alice")
+        assert_run_page_shows_checkout(client, store, "t", "r1")
+        rows = get(client, "/thread", thread="t").find_all("run-row")
+        assert [r.attrs["data-run"] for r in rows] == ["r1", "r0"]
+        assert client.get(url("/thread", thread="t")).status_code == 200
+        assert client_of(store, scope="bob").get(url("/thread", thread="t")).status_code == 404
+
+
+def test_importing_the_viewer_without_its_extra_names_the_extra() -> None:
+    code = ("import sys; sys.modules['starlette'] = None\n"
+            "try:\n    import agui_store.ui\nexcept ImportError as e:\n    print(e)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert "pip install 'agui-store[ui]'" in proc.stdout

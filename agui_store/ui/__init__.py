@@ -39,7 +39,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 from agui_store import Store
-from agui_store.ui.web import build
+
+try:
+    from agui_store.ui.web import build
+except ImportError as e:  # the ui extra is missing: say how to install it
+    raise ImportError(
+        f"agui_store.ui needs the ui extra: pip install 'agui-store[ui]' ({e})"
+    ) from e
 
 __all__ = ["Inline", "app", "serve", "show"]
 
