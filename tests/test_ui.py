@@ -541,3 +541,34 @@ def test_importing_the_viewer_without_its_extra_names_the_extra() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
     assert "pip install 'agui-store[ui]'" in proc.stdout
+
+
+def test_the_ui_command_serves_the_store_until_interrupted(tmp_path: Path) -> None:
+    import signal
+
+    import httpx
+
+    db = tmp_path / "s.db"
+    with agui_store.open(db) as store:
+        store.append(one_run("t/1", "r0", said("u", "hello", "user")))
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agui_store", "ui", str(db), "--port", "0", "--no-browser",
+         "--thread", "t/1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith(f"viewer of {db} at http://127.0.0.1:") and "read-only" in line
+        address = line.split(" at ", 1)[1].split(" ", 1)[0]
+        assert address.endswith("/thread?thread=t%2F1")
+        page = parse(httpx.get(address, timeout=30).text)
+        assert [r.attrs["data-run"] for r in page.find_all("run-row")] == ["r0"]
+        assert httpx.post(address.split("/thread")[0] + "/branch", json={},
+                          timeout=30).status_code == 403
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.strip().endswith("viewer stopped") and "Traceback" not in err

@@ -27,7 +27,7 @@ TREE_PAGE = 50
 #: Threads on one page of the listing.
 THREADS_PAGE = 50
 #: Messages a run page shows before "show earlier messages".
-MESSAGES_SHOWN = 200
+MESSAGES_SHOWN = 100
 #: Event rows a run page shows before "show all events".
 EVENTS_SHOWN = 2_000
 
