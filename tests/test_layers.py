@@ -79,8 +79,8 @@ STORAGE = ["database", "schema", "store", "memory", "intake", "placement", "chec
            "recording", "aio", "writer", "asgi", "testing", "sync", "queries", *BACKENDS]
 #: Modules of the engine that speak to the database only through the storage port.
 ENGINE = ["store", "memory", "intake", "placement", "derivation", "integrity"]
-#: Modules that are neither: entry points and the demo conversation.
-TOP = ["__init__", "__main__", "demo"]
+#: Modules that are neither: entry points, the demo conversation and the web viewer.
+TOP = ["__init__", "__main__", "demo", "ui", "ui.*"]
 
 #: The database drivers.
 DRIVERS = ["apsw", "sqlite3", "sqlite_utils", "psycopg", "psycopg.*"]
@@ -144,6 +144,10 @@ RULES = [
         "analysis -> sqlite3": "writes the analysis export, another file, with sqlite-utils",
         "analysis -> sqlite_utils": "the same",
     }),
+    Rule("the web viewer uses the public API only (what agui_store exports), so the package "
+         "may move its modules freely", ("ui", "ui.*"), ("agui_store.*",), {
+             "ui* -> agui_store.ui*": "the viewer's own modules",
+         }),
     Rule("the ASGI recorder imports no web framework (pure ASGI: no runtime dependency "
          "beyond the store's own)", ("asgi",), ("*",), dict.fromkeys(
              ["__future__", "asyncio", "contextlib", "logging", "re", "collections",
