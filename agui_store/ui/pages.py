@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
-from agui_store import Branch, Checkout, Diff, MessageChange, Run, RunNotFoundError, Store
+from agui_store import Branch, Checkout, Diff, MessageChange, Run, Store
 from agui_store.ui import text
 from agui_store.ui.lanes import Lanes, Row, svg
 
@@ -250,8 +250,6 @@ class TreePage:
     """One screen of a thread's run tree."""
 
     thread_id: str
-    owner: str | None
-    run_count: int
     branches: list[Branch]
     rows: list[Row]
     next_before: str | None
@@ -259,24 +257,20 @@ class TreePage:
     token: str
 
 
-def thread_token(branches: Sequence[Branch], newest: Sequence[Run], run_count: int) -> str:
+def thread_token(branches: Sequence[Branch], newest: Sequence[Run]) -> str:
     """What changes whenever the thread does, for the live view to poll: where each branch
-    points, how many runs there are, and the newest runs' event counts and statuses (a run
-    being recorded is among them)."""
+    points, and the newest runs with their event counts and statuses (a new run, or a run
+    being recorded, is among them)."""
     parts = [f"{b.name}={b.run_id}" for b in branches]
-    parts.append(str(run_count))
     parts += [f"{r.run_id}:{r.event_count}:{r.status}" for r in newest]
     return hashlib.sha1("\n".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def poll_token(store: Store, thread_id: str, scope: str | None) -> str | None:
-    """The thread's :func:`thread_token` now, or ``None`` when it is gone (or not the
-    scope's)."""
-    facts = store.thread(thread_id, scope=scope)
-    if facts is None:
-        return None
+def poll_token(store: Store, thread_id: str, scope: str | None) -> str:
+    """The thread's :func:`thread_token` now (``RunNotFoundError`` when it is gone, or not
+    the scope's)."""
     newest = store.runs(thread_id, limit=TREE_PAGE, scope=scope)
-    return thread_token(store.branches(thread_id, scope=scope), newest, facts.run_count)
+    return thread_token(store.branches(thread_id, scope=scope), newest)
 
 
 def tree_page(
@@ -287,20 +281,19 @@ def tree_page(
     columns: Sequence[str | None] = (),
     scope: str | None = None,
 ) -> TreePage:
-    """A page of the run tree, newest first, continuing the lanes of the page before."""
-    facts = store.thread(thread_id, scope=scope)
-    if facts is None:
-        raise RunNotFoundError(f"no thread {thread_id!r}")
-    runs = store.runs(thread_id, limit=TREE_PAGE, before=before, scope=scope)[::-1]
+    """A page of the run tree, newest first, continuing the lanes of the page before.
+
+    It reads the page's runs and the branches, nothing else: the first screen of a long
+    thread costs about what ``log(limit=50)`` costs (``benchmarks/bench_ui.py``)."""
+    recorded = store.runs(thread_id, limit=TREE_PAGE, before=before, scope=scope)
+    runs = recorded[::-1]
     lanes = Lanes(list(columns))
     rows = lanes.layout(runs)
     more = runs[-1].run_id if len(runs) == TREE_PAGE else None
     branches = store.branches(thread_id, scope=scope)
     # The live view's token, from what the first page read (later pages never poll).
-    token = thread_token(branches, runs[::-1], facts.run_count) if before is None else ""
-    return TreePage(
-        thread_id, facts.owner, facts.run_count, branches, rows, more, lanes.columns, token
-    )
+    token = thread_token(branches, recorded) if before is None else ""
+    return TreePage(thread_id, branches, rows, more, lanes.columns, token)
 
 
 # --- a run ----------------------------------------------------------------------------------

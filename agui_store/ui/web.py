@@ -53,6 +53,7 @@ class Viewer:
             loader=jinja2.FileSystemLoader(HERE / "templates"),
             autoescape=True,  # every stored string is escaped; nothing is marked safe
             undefined=jinja2.StrictUndefined,
+            auto_reload=False,  # the templates ship with the package: no stat per page
             trim_blocks=True,
             lstrip_blocks=True,
         )
@@ -113,10 +114,7 @@ class Viewer:
 
     async def tree_poll(self, request: Request) -> Response:
         thread_id = self.param(request, "thread")
-        token = pages.poll_token(self.store, thread_id, self.scope)
-        if token is None:
-            raise HTTPException(404, f"no thread {thread_id!r}")
-        return JSONResponse({"token": token})
+        return JSONResponse({"token": pages.poll_token(self.store, thread_id, self.scope)})
 
     def run(self, request: Request) -> Response:
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
