@@ -51,6 +51,8 @@ def start_chromium(width: int = 1400, height: int = 1000) -> Any:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
+    # Both binaries are named: Selenium Manager must never fetch a browser or a driver.
+    os.environ.setdefault("SE_OFFLINE", "true")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium_path() or ""
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
