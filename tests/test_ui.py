@@ -572,3 +572,13 @@ def test_the_ui_command_serves_the_store_until_interrupted(tmp_path: Path) -> No
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out.strip().endswith("viewer stopped") and "Traceback" not in err
+
+
+def test_a_run_that_left_the_state_alone_says_so_instead_of_an_empty_patch(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("t", "r0", [{"type": "STATE_SNAPSHOT", "snapshot": {"n": 1}}]))
+    store.append(one_run("t", "r1", said("a1", "no state change")), parent="r0")
+    page = get(client_of(store), "/run/changes", thread="t", run="r1")
+    assert page.find("patch") is None
+    assert "The state did not change." in page.text

@@ -27,7 +27,7 @@ TREE_PAGE = 50
 #: Threads on one page of the listing.
 THREADS_PAGE = 50
 #: Messages a run page shows before "show earlier messages".
-MESSAGES_SHOWN = 100
+MESSAGES_SHOWN = 50
 #: Event rows a run page shows before "show all events".
 EVENTS_SHOWN = 2_000
 
@@ -522,7 +522,7 @@ def state_change(
         d.a,
         embedded(before.state),
         embedded(after.state),
-        text.dumps(d.state_patch, indent=2),
+        text.dumps(d.state_patch, indent=2) if d.state_patch else "",
         d.messages,
     )
 
