@@ -37,6 +37,7 @@ from agui_store.records import (
     Log,
     MessageChange,
     Run,
+    Thread,
     ViewChange,
 )
 from agui_store.slim import PRESETS as SLIM_PRESETS
@@ -78,6 +79,7 @@ __all__ = [
     "Store",
     "StoreBusyError",
     "SyncConflictError",
+    "Thread",
     "ViewChange",
     "compact_events",
     "copy",

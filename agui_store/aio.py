@@ -183,6 +183,7 @@ class AsyncStore:
     compact = _off_loop(Store.compact, parses=True)
     import_file = _off_loop(Store.import_file, parses=True)
     threads = _off_loop(Store.threads)
+    thread = _off_loop(Store.thread)
     runs = _off_loop(Store.runs)
     get_run = _off_loop(Store.get_run)
     events = _off_loop(Store.events)

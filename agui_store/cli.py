@@ -58,6 +58,7 @@ EXAMPLES = {
     "validate-artifact": "agui-store validate-artifact run-2.artifact.json",
     "slim": "agui-store slim HEAD --thread t1 --preset minimal --last 5",
     "copy": "agui-store copy local.db postgresql://host/agents --thread t1",
+    "ui": "agui-store ui chat.db --thread t1",
 }
 
 
@@ -340,6 +341,8 @@ def cmd_fork(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    import importlib.util
+
     from agui_store.demo import record_demo
 
     thread, _ = record_demo(store)
@@ -351,6 +354,60 @@ def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         out.write(line + "\n")
     out.write(f"\n$ agui-store show fahrenheit --thread {thread}\n")
     out.write(transcript(store.checkout("fahrenheit", thread_id=thread)) + "\n")
+    out.write(f"\n$ agui-store diff porto fahrenheit --thread {thread}\n")
+    out.write(diff_text(store.diff("porto", "fahrenheit", thread_id=thread)) + "\n")
+    db = getattr(args, "db", None)
+    where = f" {shlex.quote(db)}" if db is not None else ""
+    out.write(f"\nsee it in the browser: agui-store ui{where} --thread {shlex.quote(thread)}\n")
+    if importlib.util.find_spec("starlette") is None:
+        out.write("(the viewer needs its extra first: pip install 'agui-store[ui]')\n")
+    return 0
+
+
+def cmd_ui(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """Serve the web viewer (``agui_store.ui``, the ``ui`` extra) until Ctrl+C."""
+    try:
+        import uvicorn  # noqa: F401  (serve() needs it; say so before opening anything)
+
+        from agui_store import ui
+    except ImportError as e:
+        raise AguiStoreError(
+            f"the viewer needs the ui extra: pip install 'agui-store[ui]' ({e})"
+        ) from None
+    import socket
+
+    path = args.path if args.path is not None else getattr(args, "db", None)
+    _require_store_file(path if path is not None else database.default_path())
+    if args.port:
+        # uvicorn reports a taken port with a log line and a bare exit: say it here instead.
+        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((args.host, args.port))
+            except OSError as e:
+                raise AguiStoreError(
+                    f"cannot listen on {args.host}:{args.port} ({e.strerror or e}): pass "
+                    "another --port (0 picks a free one)"
+                ) from None
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        sys.stderr.write(
+            f"agui-store ui: listening on {args.host}: anyone who can reach it reads the store\n"
+        )
+
+    def ready(url: str) -> None:
+        mode = "branches may be written" if args.allow_writes else "read-only"
+        shown = path or database.default_path()
+        out.write(f"viewer of {shown} at {url} ({mode}; Ctrl+C stops it)\n")
+        out.flush()
+
+    # uvicorn stops on Ctrl+C, then raises it again: a normal end here.
+    with Store(path) as opened, contextlib.suppress(KeyboardInterrupt):
+        ui.serve(
+            opened, host=args.host, port=args.port, allow_writes=args.allow_writes,
+            open_browser=not args.no_browser, thread_id=args.thread, ready=ready,
+        )
+    out.write("viewer stopped\n")
     return 0
 
 
@@ -504,11 +561,13 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
     "slim": (cmd_slim, "a run's messages, slimmed for bandwidth or privacy (JSON)"),
     "copy": (cmd_copy, "copy threads from store SRC to store DST (files or postgresql:// URLs): "
              "only what DST lacks, losslessly, refusing runs that differ"),
+    "ui": (cmd_ui, "serve a local web viewer of the store (threads, run trees, runs, diffs, "
+           "forks) and open it in the browser; needs the ui extra"),
 }
 
 
 #: Commands that work on files alone: no store is opened (or created) for them.
-NEEDS_NO_STORE = frozenset({"validate-artifact", "copy"})
+NEEDS_NO_STORE = frozenset({"validate-artifact", "copy", "ui"})
 #: The commands that may create the store file; every other one needs it to exist, so that a
 #: mistyped ``--db`` is an error instead of a new empty store left behind.
 CREATES_STORE = frozenset({"import", "demo"})
@@ -607,6 +666,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--thread", help="only this thread")
     p.add_argument("--force", action="store_true",
                    help="a branch DST holds off SRC's lineage takes SRC's tip (runs never move)")
+    p = parsers["ui"]
+    p.add_argument("path", metavar="DB", nargs="?",
+                   help="the store: a file or a postgresql:// URL (default: --db, "
+                   f"${database.DEFAULT_DB_ENV} or ./{database.DEFAULT_DB_NAME})")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8642, help="port (default: 8642; 0: any free one)")
+    p.add_argument("--allow-writes", action="store_true",
+                   help="let the pages create and move branches (nothing else is ever written)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    p.add_argument("--thread", help="open the browser on this thread's run tree")
     p = parsers["slim"]
     p.add_argument("ref", nargs="?", metavar="REF", default="HEAD",
                    help="run id, branch, HEAD, REF~n")

@@ -2,7 +2,9 @@
 
 Two runs of a weather assistant (a backend tool call, state deltas, a follow-up), then a
 time-travel branch: the user goes back to the first answer and asks something else. Each run
-is appended with the ``RunAgentInput`` the client sent, as ``HttpAgent`` sends it.
+is appended with the ``RunAgentInput`` the client sent, as ``HttpAgent`` sends it. The two
+branches are named (``porto`` and ``fahrenheit``) and differ, so that ``diff porto fahrenheit``
+has something to show on each side.
 """
 
 from __future__ import annotations
@@ -131,4 +133,7 @@ def record_demo(store: Store) -> tuple[str, list[str]]:
         {"type": "RUN_FINISHED", "threadId": thread, "runId": "run-3"},
     ]
     store.append(run3, input=fork)
+    # The side the user left gets a name too: two named branches, one on each side of run-1.
+    store.branch("porto", "run-2", thread_id=thread)
+    store.branch("fahrenheit", "run-3", thread_id=thread)
     return thread, ["run-1", "run-2", "run-3"]

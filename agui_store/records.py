@@ -223,6 +223,32 @@ class ImportResult:
 
 
 @dataclass(frozen=True)
+class Thread:
+    """A thread's own facts (what ``Store.thread`` returns).
+
+    Attributes:
+        thread_id: the thread's id.
+        owner: the scope that first wrote it (``None``: written by the operator).
+        created_at: when its first run was recorded (UTC).
+        run_count: how many runs it holds.
+    """
+
+    thread_id: str
+    owner: str | None
+    created_at: datetime | None
+    run_count: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The thread as JSON: camelCase, the time in ISO 8601."""
+        return {
+            "threadId": self.thread_id,
+            "owner": self.owner,
+            "createdAt": self.created_at.isoformat() if self.created_at else None,
+            "runCount": self.run_count,
+        }
+
+
+@dataclass(frozen=True)
 class Branch:
     """A named ref to a run. ``default`` marks the thread's implicit branch, which follows
     its newest run and cannot be moved or deleted."""

@@ -48,7 +48,16 @@ from agui_store.history import hashing, resume
 from agui_store.history.diff import Diff, ViewChange, compare
 from agui_store.history.normalize import expand_input
 from agui_store.history.restore import View
-from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, when
+from agui_store.records import (
+    AppendResult,
+    Branch,
+    Checkout,
+    ImportResult,
+    Log,
+    Run,
+    Thread,
+    when,
+)
 
 #: The largest ``max_depth`` a store takes: ``json.dumps``, msgspec and the CLI recurse once
 #: per level, and near 1,000 levels (Python's recursion limit) even ``append`` failed with
@@ -404,12 +413,61 @@ class Store:
         with self._reading() as tx:
             return tx.thread_ids(scope)
 
-    def runs(self, thread_id: str, *, scope: str | None = None) -> list[Run]:
-        """Every run of a thread, in the order they were recorded."""
+    def thread(self, thread_id: str, *, scope: str | None = None) -> Thread | None:
+        """A thread's owner, creation time and number of runs, or ``None`` when the store
+        has no such thread (or it is another owner's than ``scope``'s)."""
         intake.check_scope(scope)
         with self._reading() as tx:
+            try:
+                pk = self._require_thread(tx, thread_id, scope)
+            except RunNotFoundError:
+                return None
+            found = tx.thread(thread_id)
+            owner = found[1] if found else None
+            created = when(tx.thread_created_at(pk))
+            return Thread(thread_id, owner, created, tx.thread_run_count(pk))
+
+    def runs(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        scope: str | None = None,
+    ) -> list[Run]:
+        """Every run of a thread, in the order they were recorded.
+
+        Pages, newest first: ``limit`` keeps only the newest ``limit`` runs recorded before
+        the run ``before`` names (exclusive; ``None``: the thread's newest), still in recorded
+        order. The next page is ``before=page[0].run_id``. A page reads only its own runs::
+
+            page = store.runs("t", limit=50)
+            while page:
+                page = store.runs("t", limit=50, before=page[0].run_id)
+
+        Raises:
+            InvalidArgumentError: a ``limit`` that is not a positive int; a ``before`` that is
+                not a run id of the thread.
+        """
+        intake.check_scope(scope)
+        size = arguments.page_size(limit)
+        if before is not None and not (isinstance(before, str) and before):
+            raise InvalidArgumentError(f"before= must be None or a run id, not {before!r:.60}")
+        start = before
+        with self._reading() as tx:
             pk = self._require_thread(tx, thread_id, scope)
-            rows = tx.thread_run_summaries(pk)
+            if size is None and start is None:
+                rows = tx.thread_run_summaries(pk)
+            else:
+                below = arguments.MAX_INT64
+                if start is not None:
+                    named = tx.run_pk(pk, start) if arguments.storable_text(start) else None
+                    if named is None:
+                        raise InvalidArgumentError(
+                            f"before= {_quote(start)} names no run of thread {_quote(thread_id)}"
+                        )
+                    below = named
+                rows = tx.thread_run_page(pk, below, size or arguments.MAX_INT64)[::-1]
             names = reads.branch_names(tx, [r[0] for r in rows], [pk])
             return [reads.run_from_row(r, names) for r in rows]
 

@@ -35,6 +35,21 @@ def test_demo_records_a_branched_conversation_into_the_default_file(tmp_path: Pa
     assert '"units": "fahrenheit"' in out
 
 
+def test_the_demo_names_two_branches_that_differ_prints_their_diff_and_ends_with_the_viewer(
+    tmp_path: Path,
+) -> None:
+    out = cli("demo", cwd=tmp_path).stdout
+    thread = json.loads(cli("threads", "--json", cwd=tmp_path).stdout)[0]
+    branches = json.loads(cli("branches", thread, "--json", cwd=tmp_path).stdout)
+    named = {b["name"]: b["runId"] for b in branches if not b["default"]}
+    assert named == {"porto": "run-2", "fahrenheit": "run-3"}
+    assert "* run-2 (porto)" in out
+    diff = out.split(f"$ agui-store diff porto fahrenheit --thread {thread}\n", 1)[1]
+    assert "+ [user-2] user: And in Porto?" in diff and "+ [user-3]" in diff
+    last = out.rstrip().splitlines()[-1]
+    assert last == f"see it in the browser: agui-store ui --thread {thread}"
+
+
 def test_every_command_has_help_with_an_example() -> None:
     for command in (
         "import",
@@ -48,6 +63,7 @@ def test_every_command_has_help_with_an_example() -> None:
         "export",
         "check",
         "demo",
+        "ui",
     ):
         text = cli(command, "-h").stdout
         assert "example: agui-store" in text, command

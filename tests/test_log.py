@@ -270,3 +270,36 @@ def test_the_cli_text_log_pages_and_refuses_a_limit_on_the_graph(tmp_path: Path)
     assert bad.returncode == 1 and "limit must be an integer >= 1, not 0" in bad.stderr
     other = cli("log", "--thread", "t", "--cursor", "nosuch", db=db)
     assert other.returncode == 1 and "cursor 'nosuch' names no run of thread 't'" in other.stderr
+
+
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parents=trees(), data=st.data())
+def test_paging_through_a_threads_runs_newest_first_gives_exactly_every_run(
+    new_location: Any, parents: list[int | None], data: st.DataObject
+) -> None:
+    with agui_store.open(new_location()) as store:
+        record_tree(store, "t", parents)
+        record_tree(store, "other", [None, 0])
+        limit = data.draw(st.integers(1, len(parents) + 2), label="limit")
+        whole = store.runs("t")
+        got = [store.runs("t", limit=limit)]
+        while got[-1]:
+            got.append(store.runs("t", limit=limit, before=got[-1][0].run_id))
+        assert [r for page in reversed(got) for r in page] == whole
+        assert all(len(page) == limit for page in got[:-2])
+        facts = store.thread("t")
+        assert facts is not None and facts.run_count == len(whole)
+        assert got[-1] == []
+
+
+def test_a_runs_page_before_a_run_of_another_thread_is_an_invalid_argument(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        record_tree(store, "t", [None, 0])
+        record_tree(store, "u", [None])
+        with pytest.raises(InvalidArgumentError, match="names no run of thread 't'"):
+            store.runs("t", limit=5, before="u-missing")
+        with pytest.raises(InvalidArgumentError):
+            store.runs("t", limit=0)
+        assert [r.run_id for r in store.runs("t", before="r1")] == ["r0"]

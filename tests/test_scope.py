@@ -235,3 +235,22 @@ def test_a_scope_sees_exactly_the_threads_it_created_as_the_operator_sees_them(
                     with pytest.raises(RunNotFoundError):
                         store.runs(thread, scope=scope)
                     assert store.get_run("HEAD", thread_id=thread, scope=scope) is None
+
+
+def test_a_thread_names_its_owner_and_run_count_and_is_absent_to_another_scope(
+    tmp_path: Path,
+) -> None:
+    with agui_store.open(tmp_path / "s.db") as store:
+        for run_id in ("a1", "a2"):
+            store.append(
+                [{"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
+                 {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id}],
+                scope="alice",
+            )
+        found = store.thread("t", scope="alice")
+        assert found is not None
+        assert (found.thread_id, found.owner, found.run_count) == ("t", "alice", 2)
+        assert found.created_at == store.runs("t")[0].created_at
+        assert store.thread("t") == found
+        assert store.thread("t", scope="bob") is None
+        assert store.thread("missing") is None

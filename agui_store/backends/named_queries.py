@@ -139,6 +139,9 @@ class NamedQueries:
     def thread_run_pks(self, thread_pk: int) -> list[int]:
         return [int(pk) for pk in self._column(self.sql.THREAD_RUN_PKS, (thread_pk,))]
 
+    def thread_run_count(self, thread_pk: int) -> int:
+        return int(self._value(self.sql.THREAD_RUN_COUNT, (thread_pk,)) or 0)
+
     def owner_run_pks(self, owner: str) -> list[int]:
         return [int(pk) for pk in self._column(self.sql.OWNER_RUN_PKS, (owner,))]
 
@@ -147,6 +150,9 @@ class NamedQueries:
 
     def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]:
         return self._all(self.sql.THREAD_RUN_SUMMARIES, (thread_pk,))
+
+    def thread_run_page(self, thread_pk: int, below_pk: int, limit: int) -> list[RunSummary]:
+        return self._all(self.sql.THREAD_RUN_PAGE, (thread_pk, below_pk, limit))
 
     def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
         return self._all(self.sql.REPLICA_RUNS, (thread_pk,))

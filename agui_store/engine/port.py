@@ -104,6 +104,8 @@ class Reading(Protocol):
         """``(pk, thread pk, run_id)`` of runs whose id is in ``[prefix, below)``, at most six."""
     def thread_run_pks(self, thread_pk: int) -> list[int]:
         """A thread's runs, in the order they were placed."""
+    def thread_run_count(self, thread_pk: int) -> int:
+        """How many runs a thread holds, counted by the database."""
     def owner_run_pks(self, owner: str) -> list[int]:
         """The runs of an owner's threads, in the order they were placed."""
     def all_run_pks(self) -> list[int]:
@@ -116,6 +118,9 @@ class Reading(Protocol):
         one statement."""
     def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]:
         """A thread's runs as summaries (:data:`RunSummary`), in run order."""
+    def thread_run_page(self, thread_pk: int, below_pk: int, limit: int) -> list[RunSummary]:
+        """The newest ``limit`` runs of a thread whose key is below ``below_pk``, newest
+        first."""
     def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
         """The thread's runs as recorded, in run order (see :data:`ReplicaRun`)."""
     def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:

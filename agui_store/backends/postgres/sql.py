@@ -378,6 +378,7 @@ WHERE runs.run_id COLLATE "C" >= %(prefix)s
   AND (%(scope)s::text IS NULL OR threads.owner = %(scope)s) LIMIT 6
 """
 THREAD_RUN_PKS = "SELECT id FROM runs WHERE thread = %s ORDER BY id"
+THREAD_RUN_COUNT = "SELECT count(*) FROM runs WHERE thread = %s"
 OWNER_RUN_PKS = (
     "SELECT runs.id FROM runs JOIN threads ON threads.id = runs.thread "
     "WHERE threads.owner = %s ORDER BY runs.id"
@@ -398,6 +399,10 @@ RUN_SUMMARY_AND_BRANCHES = (
     + " WHERE runs.id = %s"
 )
 THREAD_RUN_SUMMARIES = SELECT_RUN + " WHERE runs.thread = %s ORDER BY runs.id"
+#: The newest runs of a thread recorded before a run, newest first (``runs(limit=)``).
+THREAD_RUN_PAGE = (
+    SELECT_RUN + " WHERE runs.thread = %s AND runs.id < %s ORDER BY runs.id DESC LIMIT %s"
+)
 RUN_RECORDS = """
 SELECT runs.id, threads.thread_id, runs.run_id, runs.lineage, runs.parent_run_id,
        runs.synthetic, runs.created_at, runs.input, runs.input_refs, runs.parent_hash,

@@ -135,6 +135,7 @@ WHERE runs.run_id >= ?1 AND (?2 IS NULL OR runs.run_id < ?2)
   AND (?3 IS NULL OR runs.thread = ?3) AND (?4 IS NULL OR threads.owner = ?4) LIMIT 6
 """
 THREAD_RUN_PKS = "SELECT id FROM runs WHERE thread = ? ORDER BY id"
+THREAD_RUN_COUNT = "SELECT count(*) FROM runs WHERE thread = ?"
 OWNER_RUN_PKS = (
     "SELECT runs.id FROM runs JOIN threads ON threads.id = runs.thread "
     "WHERE threads.owner = ? ORDER BY runs.id"
@@ -197,6 +198,11 @@ RUN_SUMMARY_AND_BRANCHES = (
     + " WHERE runs.id = ?"
 )
 THREAD_RUN_SUMMARIES = SELECT_RUN + " WHERE runs.thread = ? ORDER BY runs.id"
+#: The newest ``?3`` runs of thread ``?1`` recorded before run ``?2``, newest first: a page
+#: of ``runs(limit=, before=)`` walks the primary key backwards, whatever the thread's length.
+THREAD_RUN_PAGE = (
+    SELECT_RUN + " WHERE runs.thread = ?1 AND runs.id < ?2 ORDER BY runs.id DESC LIMIT ?3"
+)
 assert RUN_FROM in SELECT_RUN
 
 # --- events ---------------------------------------------------------------------------------

@@ -1,0 +1,616 @@
+"""What each page shows, read from the store's public API and nothing else.
+
+The messages are ``checkout(...)``'s, the diff is ``diff(...)``'s, the fork is ``fork(...)``'s:
+these functions only pick what a page needs and shape it for its template (clipped text,
+grouped deltas, lanes). Every call passes the viewer's ``scope``, so another owner's thread
+is absent, as the API makes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any
+from urllib.parse import quote
+
+from markupsafe import Markup
+
+from agui_store import Branch, Checkout, Diff, MessageChange, Run, Store
+from agui_store.ui import text
+from agui_store.ui.lanes import Lanes, Row, svg
+
+#: Runs on one screen of the tree; later ones load a page at a time.
+TREE_PAGE = 50
+#: Threads on one page of the listing.
+THREADS_PAGE = 50
+#: Messages a run page shows before "show earlier messages".
+MESSAGES_SHOWN = 50
+#: Event rows a run page shows before "show all events".
+EVENTS_SHOWN = 2_000
+
+#: Lineage reasons the client declared, as against those the store inferred (SPEC §2).
+DECLARED = frozenset({"explicit", "parentRunId"})
+#: Event types AG-UI 1.0 defines; any other is shown as unknown, never dropped.
+KNOWN_EVENTS = frozenset(
+    [
+        "RUN_STARTED",
+        "RUN_FINISHED",
+        "RUN_ERROR",
+        "STEP_STARTED",
+        "STEP_FINISHED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "TEXT_MESSAGE_CHUNK",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_CHUNK",
+        "TOOL_CALL_RESULT",
+        "STATE_SNAPSHOT",
+        "STATE_DELTA",
+        "MESSAGES_SNAPSHOT",
+        "ACTIVITY_SNAPSHOT",
+        "ACTIVITY_DELTA",
+        "RAW",
+        "CUSTOM",
+        "THINKING_START",
+        "THINKING_END",
+        "THINKING_TEXT_MESSAGE_START",
+        "THINKING_TEXT_MESSAGE_CONTENT",
+        "THINKING_TEXT_MESSAGE_END",
+        "REASONING_START",
+        "REASONING_END",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_MESSAGE_CHUNK",
+        "REASONING_ENCRYPTED_VALUE",
+    ]
+)
+#: Streamed pieces, grouped per message (or tool call) on the run page: type -> id field.
+DELTAS = {
+    "TEXT_MESSAGE_CONTENT": "messageId",
+    "TOOL_CALL_ARGS": "toolCallId",
+    "REASONING_MESSAGE_CONTENT": "messageId",
+    "THINKING_TEXT_MESSAGE_CONTENT": "messageId",
+    "TEXT_MESSAGE_CHUNK": "messageId",
+    "TOOL_CALL_CHUNK": "toolCallId",
+    "REASONING_MESSAGE_CHUNK": "messageId",
+}
+
+
+def lineage_kind(run: Run) -> str:
+    """``declared`` (the client named the parent), ``inferred`` (the store placed the run
+    by its messages or as the thread's head) or ``root``."""
+    if run.lineage == "root" or run.parent_run_id is None:
+        return "root"
+    return "declared" if run.lineage in DECLARED else "inferred"
+
+
+# --- threads --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ThreadRow:
+    """One line of the threads listing."""
+
+    thread_id: str
+    owner: str | None
+    run_count: int
+    branches: list[Branch]
+    newest: Run | None
+
+
+@dataclass(frozen=True)
+class ThreadsPage:
+    """A page of threads matching a search."""
+
+    rows: list[ThreadRow]
+    query: str
+    next_after: int | None
+    total: int
+    scanned_to: int
+
+
+def _matches_text(store: Store, thread_id: str, query: str, scope: str | None) -> bool:
+    """Whether a message of the thread's head or of one of its branches contains the
+    query (as ``checkout`` restores them)."""
+    tips = {b.run_id for b in store.branches(thread_id, scope=scope)}
+    for run_id in tips:
+        co = store.checkout(run_id, thread_id=thread_id, scope=scope)
+        for message in co.messages:
+            words = text.content_text(message.get("content"))
+            if query in words.casefold():
+                return True
+            for call in message.get("toolCalls") or []:
+                if isinstance(call, dict) and query in json.dumps(call).casefold():
+                    return True
+    return False
+
+
+def threads_page(
+    store: Store, *, query: str = "", after: int = 0, scope: str | None = None
+) -> ThreadsPage:
+    """Threads newest first, those whose id or message text holds ``query`` (any case),
+    a page at a time from position ``after`` of the listing."""
+    ids = store.threads(scope=scope)[::-1]
+    folded = query.strip().casefold()
+    rows: list[ThreadRow] = []
+    position = after
+    while position < len(ids) and len(rows) < THREADS_PAGE:
+        thread_id = ids[position]
+        position += 1
+        if (
+            folded
+            and folded not in thread_id.casefold()
+            and not _matches_text(store, thread_id, folded, scope)
+        ):
+            continue
+        facts = store.thread(thread_id, scope=scope)
+        if facts is None:  # deleted between the listing and now
+            continue
+        newest = store.runs(thread_id, limit=1, scope=scope)
+        rows.append(
+            ThreadRow(
+                thread_id,
+                facts.owner,
+                facts.run_count,
+                [b for b in store.branches(thread_id, scope=scope) if not b.default],
+                newest[-1] if newest else None,
+            )
+        )
+    more = position if position < len(ids) else None
+    return ThreadsPage(rows, query, more, len(ids), position)
+
+
+# --- the run tree ---------------------------------------------------------------------------
+
+
+def _lineage(run: Run) -> tuple[str, str, str]:
+    """The lineage cell: its kind, its label and what it means."""
+    kind = lineage_kind(run)
+    if kind == "inferred":
+        return kind, f"{kind}: {run.lineage}", f"the store placed this run by {run.lineage}"
+    if kind == "declared":
+        return kind, f"{kind}: {run.lineage}", f"the client declared its parent ({run.lineage})"
+    return kind, kind, "no parent"
+
+
+def tree_rows_html(rows: Sequence[Row], root: str, thread_id: str) -> Markup:
+    """The rows of a page of the tree as HTML, their links under ``root`` (where the viewer is
+    mounted).
+
+    Formatted here rather than in the template: the first screen of a long thread must cost
+    about what reading its runs costs, and Jinja's escaping of each of a row's dozen values
+    took four times the read. Every stored string goes through ``html.escape``.
+    """
+    width = max((row.width for row in rows), default=1)
+    thread = quote(thread_id, safe="")
+    out = []
+    for row in rows:
+        run = row.run
+        run_q = quote(run.run_id, safe="")
+        run_id = escape(text.printable(run.run_id))
+        shown_id = escape(text.printable(_short(run.run_id, 40)))
+        refs = "".join(
+            f' <span class="ref{" head" if i == 0 and name == "main" else ""}" '
+            f'title="branch {escape(text.printable(name))} points here">'
+            f"{escape(text.printable(name))}</span>"
+            for i, name in enumerate(run.branches)
+        )
+        joining = len(row.joining)
+        if joining > 1:
+            refs += (
+                f' <span class="fork-point" title="{joining} lines continue from this run">'
+                f"fork point · {joining}</span>"
+            )
+        kind, label, meaning = _lineage(run)
+        status = escape(run.status)
+        status_label = "open (recording)" if run.status == "incomplete" else status
+        hash_label = run.short_hash or ""
+        if hash_label and run.status == "incomplete":
+            hash_label += "+"
+        diff = ""
+        if run.parent_run_id is not None:
+            parent_q = quote(run.parent_run_id, safe="")
+            diff = (
+                f'<a href="{escape(root)}/diff?thread={thread}&amp;a={parent_q}&amp;b={run_q}'
+                '&amp;mode=two-dot" title="what this run changed">diff</a> · '
+            )
+        link = f"{escape(root)}/{{}}?thread={thread}&amp;run={run_q}"
+        out.append(
+            f'<tr class="run-row" data-run="{run_id}" data-status="{status}">'
+            f'<td class="pick"><input type="checkbox" class="pick-run" value="{run_id}" '
+            f'aria-label="select {run_id} to compare"></td>'
+            f'<td class="graph-cell">{svg(row, width)}</td>'
+            f'<td class="run-id"><a href="{link.format("run")}"><code>{shown_id}</code></a>'
+            f"{refs}</td>"
+            f'<td><span class="status s-{status}">{status_label}</span></td>'
+            f'<td><span class="lineage l-{kind}" title="{escape(meaning)}">{escape(label)}'
+            "</span></td>"
+            f'<td class="num">{run.event_count}</td>'
+            f'<td class="time">{run.created_at.isoformat(" ", "seconds")[:19]}</td>'
+            f'<td><code class="hash">{hash_label}</code></td>'
+            f'<td class="actions">{diff}<a href="{link.format("fork")}">fork from here</a></td>'
+            "</tr>\n"
+        )
+    return Markup("".join(out))
+
+
+def _short(value: str, width: int) -> str:
+    return value if len(value) <= width else value[: width - 1] + "…"
+
+
+@dataclass(frozen=True)
+class TreePage:
+    """One screen of a thread's run tree."""
+
+    thread_id: str
+    branches: list[Branch]
+    rows: list[Row]
+    next_before: str | None
+    next_columns: list[str | None]
+    token: str
+
+
+def thread_token(branches: Sequence[Branch], newest: Sequence[Run]) -> str:
+    """What changes whenever the thread does, for the live view to poll: where each branch
+    points, and the newest runs with their event counts and statuses (a new run, or a run
+    being recorded, is among them)."""
+    parts = [f"{b.name}={b.run_id}" for b in branches]
+    parts += [f"{r.run_id}:{r.event_count}:{r.status}" for r in newest]
+    return hashlib.sha1("\n".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def poll_token(store: Store, thread_id: str, scope: str | None) -> str:
+    """The thread's :func:`thread_token` now (``RunNotFoundError`` when it is gone, or not
+    the scope's)."""
+    newest = store.runs(thread_id, limit=TREE_PAGE, scope=scope)
+    return thread_token(store.branches(thread_id, scope=scope), newest)
+
+
+def tree_page(
+    store: Store,
+    thread_id: str,
+    *,
+    before: str | None = None,
+    columns: Sequence[str | None] = (),
+    scope: str | None = None,
+) -> TreePage:
+    """A page of the run tree, newest first, continuing the lanes of the page before.
+
+    It reads the page's runs and the branches, nothing else: the first screen of a long
+    thread costs about what ``log(limit=50)`` costs (``benchmarks/bench_ui.py``)."""
+    recorded = store.runs(thread_id, limit=TREE_PAGE, before=before, scope=scope)
+    runs = recorded[::-1]
+    lanes = Lanes(list(columns))
+    rows = lanes.layout(runs)
+    more = runs[-1].run_id if len(runs) == TREE_PAGE else None
+    branches = store.branches(thread_id, scope=scope)
+    # The live view's token, from what the first page read (later pages never poll).
+    token = thread_token(branches, recorded) if before is None else ""
+    return TreePage(thread_id, branches, rows, more, lanes.columns, token)
+
+
+# --- a run ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallView:
+    """A tool call of an assistant message."""
+
+    id: str
+    name: str
+    arguments: str
+    left_out: int
+
+
+@dataclass(frozen=True)
+class MessageView:
+    """One message as a page shows it."""
+
+    index: int
+    role: str
+    id: str
+    text: str
+    left_out: int
+    calls: list[CallView]
+    tool_call_id: str | None
+    extra: str  # other fields (name, activityType, encryptedValue...) as JSON, or ""
+
+
+_SHOWN_FIELDS = {"id", "role", "content", "toolCalls", "toolCallId"}
+
+
+def message_view(index: int, message: dict[str, Any]) -> MessageView:
+    """A message's text clipped, its tool calls with their arguments pretty-printed."""
+    body, left_out = text.clipped(text.printable(text.content_text(message.get("content"))))
+    if message.get("role") == "activity":
+        body, left_out = text.clipped(text.dumps(message.get("content"), indent=2))
+    calls = []
+    for call in message.get("toolCalls") or []:
+        if not isinstance(call, dict):
+            continue
+        found = call.get("function")
+        function: dict[str, Any] = found if isinstance(found, dict) else {}
+        arguments = function.get("arguments", "")
+        try:
+            shown = text.dumps(json.loads(arguments), indent=2)
+        except (TypeError, ValueError):
+            shown = text.printable(str(arguments))
+        head, cut = text.clipped(shown)
+        calls.append(CallView(str(call.get("id", "")), str(function.get("name", "")), head, cut))
+    extra = {k: v for k, v in message.items() if k not in _SHOWN_FIELDS}
+    extra_text = text.clipped(text.dumps(extra))[0] if extra else ""
+    tool_call_id = message.get("toolCallId")
+    return MessageView(
+        index,
+        text.printable(str(message.get("role", "?"))),
+        text.printable(str(message.get("id", ""))),
+        body,
+        left_out,
+        calls,
+        None if tool_call_id is None else text.printable(str(tool_call_id)),
+        extra_text,
+    )
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One row of the event list: an event, or a message's streamed deltas together."""
+
+    index: int
+    type: str
+    known: bool
+    summary: str
+    json: str
+    left_out: int
+    count: int = 1  # deltas in a group
+    joined: str = ""  # a group's deltas, concatenated
+    joined_left_out: int = 0
+
+
+def _event_summary(event: dict[str, Any]) -> str:
+    for key in ("messageId", "toolCallId", "stepName", "toolCallName", "role", "name"):
+        if key in event:
+            return f"{key}={event[key]}"
+    return ""
+
+
+def event_rows(events: Sequence[dict[str, Any]]) -> list[EventRow]:
+    """The events in order, a message's (or tool call's) streamed deltas in one row, at the
+    place of its first delta."""
+    rows: list[EventRow | None] = []
+    groups: dict[tuple[str, str], tuple[int, list[int]]] = {}
+    for index, event in enumerate(events):
+        kind = str(event.get("type", "?"))
+        key_field = DELTAS.get(kind)
+        if key_field is not None and isinstance(event.get(key_field), str):
+            key = (kind, event[key_field])
+            if key in groups:
+                groups[key][1].append(index)
+                continue
+            groups[key] = (len(rows), [index])
+            rows.append(None)  # filled once the group is whole
+            continue
+        shown, cut = text.clipped(text.dumps(event), 2_000)
+        rows.append(
+            EventRow(
+                index,
+                text.printable(kind),
+                kind in KNOWN_EVENTS,
+                text.printable(_event_summary(event)),
+                shown,
+                cut,
+            )
+        )
+    for (kind, ident), (place, indexes) in groups.items():
+        pieces = [events[i].get("delta") for i in indexes]
+        joined = "".join(p for p in pieces if isinstance(p, str))
+        shown_joined, joined_cut = text.clipped(text.printable(joined), 4_000)
+        first = events[indexes[0]]
+        shown, cut = text.clipped(text.dumps(first), 2_000)
+        id_field = DELTAS[kind]
+        rows[place] = EventRow(
+            indexes[0],
+            kind,
+            True,
+            text.printable(f"{id_field}={ident}"),
+            shown,
+            cut,
+            len(indexes),
+            shown_joined,
+            joined_cut,
+        )
+    return [row for row in rows if row is not None]
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """Everything a run page shows when it opens (the state change and the input load
+    after it, as they can be large)."""
+
+    run: Run
+    parent: Run | None
+    checkout: Checkout
+    messages: list[MessageView]
+    earlier: int
+    events: list[EventRow]
+    event_types: list[str]
+    events_left_out: int
+    state_json: str | None
+    state_chars: int
+    interrupts: str
+
+
+def run_page(
+    store: Store,
+    thread_id: str,
+    run_id: str,
+    *,
+    all_messages: bool = False,
+    all_events: bool = False,
+    scope: str | None = None,
+) -> RunPage:
+    """A run: the conversation as ``checkout`` restores it, its state, its events."""
+    co = store.checkout(run_id, thread_id=thread_id, scope=scope)
+    run = co.run
+    parent = (
+        store.get_run(run.parent_run_id, thread_id=thread_id, scope=scope)
+        if run.parent_run_id is not None
+        else None
+    )
+    shown_from = 0 if all_messages else max(0, len(co.messages) - MESSAGES_SHOWN)
+    messages = [message_view(i, co.messages[i]) for i in range(shown_from, len(co.messages))]
+    events = store.events(run.run_id, thread_id=thread_id, scope=scope)
+    rows = event_rows(events)
+    types = sorted({row.type for row in rows})
+    left_out = 0
+    if not all_events and len(rows) > EVENTS_SHOWN:
+        left_out = len(rows) - EVENTS_SHOWN
+        rows = rows[:EVENTS_SHOWN]
+    state = text.script_json(co.state)
+    return RunPage(
+        run,
+        parent,
+        co,
+        messages,
+        shown_from,
+        rows,
+        types,
+        left_out,
+        state if len(state) <= text.INLINE_JSON_CHARS else None,
+        len(state),
+        text.dumps(co.interrupts, indent=2) if co.interrupts else "",
+    )
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """What a run changed: the state before and after it, the JSON Patch between them and
+    the messages it added, removed or changed (``diff(parent, run, mode="two-dot")``)."""
+
+    run: Run
+    parent: Run | None
+    before_json: str | None
+    after_json: str | None
+    patch: str
+    changes: list[MessageChange]
+
+
+def state_change(
+    store: Store, thread_id: str, run_id: str, *, scope: str | None = None
+) -> StateChange:
+    """The run's change from its lineage parent, as ``diff`` computes it."""
+    after = store.checkout(run_id, thread_id=thread_id, scope=scope)
+    run = after.run
+
+    def embedded(value: Any) -> str | None:
+        out = text.script_json(value)
+        return out if len(out) <= text.INLINE_JSON_CHARS else None
+
+    if run.parent_run_id is None:
+        return StateChange(run, None, None, embedded(after.state), "", [])
+    d = store.diff(run.parent_run_id, run.run_id, thread_id=thread_id, mode="two-dot", scope=scope)
+    before = store.checkout(run.parent_run_id, thread_id=thread_id, scope=scope)
+    return StateChange(
+        run,
+        d.a,
+        embedded(before.state),
+        embedded(after.state),
+        text.dumps(d.state_patch, indent=2) if d.state_patch else "",
+        d.messages,
+    )
+
+
+# --- diff -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChangeView:
+    """One message change with what a page draws of it."""
+
+    kind: str
+    id: str
+    before: MessageView | None
+    after: MessageView | None
+    before_words: list[tuple[str, str]] = field(default_factory=list)
+    after_words: list[tuple[str, str]] = field(default_factory=list)
+
+
+#: Longest texts whose changed words are highlighted (longer ones are shown side by side).
+HIGHLIGHT_CHARS = 20_000
+
+
+def change_view(change: MessageChange) -> ChangeView:
+    """A message change, with the changed words marked when both sides have text."""
+    before = message_view(0, change.before) if change.before is not None else None
+    after = message_view(0, change.after) if change.after is not None else None
+    words: tuple[list[tuple[str, str]], list[tuple[str, str]]] = ([], [])
+    if (
+        before is not None
+        and after is not None
+        and before.text != after.text
+        and not before.left_out
+        and not after.left_out
+        and len(before.text) + len(after.text) <= HIGHLIGHT_CHARS
+    ):
+        words = text.word_diff(before.text, after.text)
+    return ChangeView(change.kind, text.printable(str(change.id)), before, after, *words)
+
+
+@dataclass(frozen=True)
+class DiffSide:
+    """One side's changes (three-dot: since the merge base; two-dot: a to b)."""
+
+    title: str
+    runs: list[Run]
+    changes: list[ChangeView]
+    patch: str
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True)
+class DiffPage:
+    """``store.diff(a, b)`` as the diff page shows it."""
+
+    diff: Diff
+    sides: list[DiffSide]
+
+
+def diff_page(
+    store: Store,
+    thread_id: str,
+    a: str,
+    b: str,
+    *,
+    mode: str = "three-dot",
+    scope: str | None = None,
+) -> DiffPage:
+    """The diff of two runs or branches, each side's changes ready to draw."""
+    d = store.diff(a, b, thread_id=thread_id, mode=mode, scope=scope)
+    base = d.merge_base.run_id if d.merge_base else "nothing"
+    sides = []
+    if d.mode == "three-dot":
+        assert d.a_changes is not None
+        pairs = [
+            (f"{base} → {d.a.run_id}", d.a_runs, d.a_changes),
+            (f"{base} → {d.b.run_id}", d.b_runs, d.changes),
+        ]
+    else:
+        pairs = [(f"{d.a.run_id} → {d.b.run_id}", d.b_runs, d.changes)]
+    for title, runs, change in pairs:
+        sides.append(
+            DiffSide(
+                text.printable(title),
+                runs,
+                [change_view(m) for m in change.messages],
+                text.dumps(change.state_patch, indent=2) if change.state_patch else "",
+                change.counts(),
+            )
+        )
+    return DiffPage(d, sides)

@@ -1,0 +1,209 @@
+// agui-store viewer: the little the pages need beyond HTML. No framework, no build step.
+"use strict";
+
+const POLL_MS = 1500;
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+async function getText(url) {
+  const response = await fetch(url, { headers: { Accept: "text/html" } });
+  if (!response.ok) throw new Error(`${response.status} ${url}`);
+  return response.text();
+}
+
+// --- JSON trees: children are built when opened, so a deep or wide state costs nothing
+// until it is looked at. ---------------------------------------------------------------
+function jsonNode(key, value, depth) {
+  const isObject = value !== null && typeof value === "object";
+  if (!isObject) {
+    const row = el("div", "jt-leaf");
+    if (key !== null) row.append(el("span", "jt-key", key + ": "));
+    const kind = value === null ? "null" : typeof value;
+    row.append(el("span", "jt-" + kind, JSON.stringify(value)));
+    return row;
+  }
+  const entries = Array.isArray(value) ? value.map((v, i) => [String(i), v]) : Object.entries(value);
+  const box = el("details", "jt-node");
+  const summary = el("summary");
+  if (key !== null) summary.append(el("span", "jt-key", key + ": "));
+  summary.append(el("span", "jt-shape",
+    Array.isArray(value) ? `[${entries.length}]` : `{${entries.length}}`));
+  box.append(summary);
+  let built = false;
+  const build = () => {
+    if (built) return;
+    built = true;
+    const children = el("div", "jt-children");
+    for (const [k, v] of entries.slice(0, 1000)) children.append(jsonNode(k, v, depth + 1));
+    if (entries.length > 1000) children.append(el("div", "clipped", `… ${entries.length - 1000} more`));
+    box.append(children);
+  };
+  box.addEventListener("toggle", build);
+  if (depth < 2 && entries.length <= 50) { box.open = true; build(); }
+  return box;
+}
+
+function renderJsonTree(container, value) {
+  container.replaceChildren(jsonNode(null, value, 0));
+}
+
+function initJsonTrees(root) {
+  for (const tree of root.querySelectorAll(".json-tree[data-source]")) {
+    const source = document.getElementById(tree.dataset.source);
+    if (source) renderJsonTree(tree, JSON.parse(source.textContent));
+  }
+}
+
+// --- run page --------------------------------------------------------------------------
+function initRunPage() {
+  const run = document.getElementById("run");
+  if (!run) return;
+  const changes = document.getElementById("changes");
+  if (changes) {
+    getText(changes.dataset.href).then((html) => {
+      changes.innerHTML = html;
+      initJsonTrees(changes);
+    }).catch((e) => { changes.textContent = "could not load: " + e.message; });
+  }
+  for (const details of document.querySelectorAll("details.input[data-href]")) {
+    details.addEventListener("toggle", async () => {
+      if (!details.open || details.dataset.loaded) return;
+      details.dataset.loaded = "1";
+      const response = await fetch(details.dataset.href);
+      renderJsonTree(details.querySelector(".json-tree"), await response.json());
+    });
+  }
+  const filter = document.getElementById("event-filter");
+  const applyFilter = () => {
+    if (!filter) return;
+    const shown = new Set([...filter.querySelectorAll("input:checked")].map((i) => i.value));
+    for (const row of document.querySelectorAll("#event-rows tr.event")) {
+      row.hidden = !shown.has(row.dataset.type);
+    }
+  };
+  if (filter) filter.addEventListener("change", applyFilter);
+  if (run.dataset.status === "incomplete") {
+    let token = null;
+    const poll = async () => {
+      try {
+        const response = await fetch(run.dataset.poll);
+        const now = await response.json();
+        if (token !== null && now.token !== token) {
+          document.getElementById("conversation").innerHTML = await getText(run.dataset.conversation);
+          document.getElementById("event-rows").innerHTML = await getText(run.dataset.events);
+          applyFilter();
+          for (const badge of run.querySelectorAll("h1 .status")) {
+            badge.className = "status s-" + now.status;
+            badge.textContent = now.status === "incomplete" ? "open (recording)" : now.status;
+          }
+        }
+        token = now.token;
+        if (now.status !== "incomplete") return;
+      } catch (e) { /* the server went away: try again */ }
+      setTimeout(poll, POLL_MS);
+    };
+    poll();
+  }
+}
+
+// --- run tree --------------------------------------------------------------------------
+function initTreePage() {
+  const tree = document.getElementById("tree");
+  if (!tree) return;
+  const rows = document.getElementById("tree-rows");
+  const picked = [];
+  const syncPicks = () => {
+    for (const box of rows.querySelectorAll("input.pick-run")) {
+      box.checked = picked.includes(box.value);
+      box.closest("tr").classList.toggle("picked", box.checked);
+    }
+    const [a, b] = picked;
+    document.getElementById("cmp-a").value = a || "";
+    document.getElementById("cmp-b").value = b || "";
+  };
+  rows.addEventListener("change", (event) => {
+    const box = event.target;
+    if (!box.classList || !box.classList.contains("pick-run")) return;
+    const at = picked.indexOf(box.value);
+    if (box.checked && at < 0) picked.push(box.value);
+    if (!box.checked && at >= 0) picked.splice(at, 1);
+    while (picked.length > 2) picked.shift();
+    syncPicks();
+  });
+  rows.addEventListener("click", async (event) => {
+    const button = event.target.closest("button.more");
+    if (!button) return;
+    button.disabled = true;
+    const html = await getText(button.dataset.href);
+    const holder = button.closest("tr");
+    holder.insertAdjacentHTML("afterend", html);
+    holder.remove();
+    syncPicks();
+  });
+  let token = tree.dataset.token;
+  const live = document.getElementById("live");
+  const poll = async () => {
+    try {
+      const response = await fetch(tree.dataset.poll);
+      const now = await response.json();
+      if (now.token !== token) {
+        token = now.token;
+        rows.innerHTML = await getText(tree.dataset.rows);
+        syncPicks();
+        live.hidden = false;
+      }
+    } catch (e) { /* the server went away: try again */ }
+    setTimeout(poll, POLL_MS);
+  };
+  setTimeout(poll, POLL_MS);
+}
+
+// --- writes (with --allow-writes), copy buttons, fork snippets ------------------------
+function initForms() {
+  for (const form of document.querySelectorAll("form.branch-form")) {
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const result = form.querySelector(".branch-result");
+      const body = { thread: form.dataset.thread, run: form.dataset.run, name: form.elements.name.value };
+      const response = await fetch(form.dataset.action, {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+      });
+      const answer = await response.json();
+      result.textContent = response.ok ? `branch ${answer.name} → ${answer.runId}` : answer.error;
+      result.className = "branch-result " + (response.ok ? "ok" : "failed");
+    });
+  }
+  for (const button of document.querySelectorAll("button.copy")) {
+    button.addEventListener("click", async () => {
+      const source = document.getElementById(button.dataset.copy);
+      try {
+        await navigator.clipboard.writeText(source.textContent);
+        button.textContent = "Copied";
+      } catch (e) {
+        getSelection().selectAllChildren(source);
+        button.textContent = "Selected: press Ctrl+C";
+      }
+    });
+  }
+  const url = document.getElementById("agent-url");
+  if (url) {
+    url.addEventListener("input", () => {
+      for (const snippet of document.querySelectorAll("pre.snippet[data-template]")) {
+        snippet.textContent = snippet.dataset.template.split("@URL@").join(url.value);
+      }
+    });
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  initJsonTrees(document);
+  initRunPage();
+  initTreePage();
+  initForms();
+  document.body.dataset.ready = "1";
+});

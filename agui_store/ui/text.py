@@ -1,0 +1,90 @@
+"""How stored values become page text: safe to encode, bounded in size, JSON for scripts.
+
+What the store reads back may hold lone surrogates (JSON's ``"\\ud83d"``, which JavaScript
+producers emit when they split an emoji): no UTF-8 page can carry them, so they are shown
+as their JSON escape. Megabyte values are cut to a readable head with a link to the whole.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from typing import Any
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: Longest text a message or event shows inline; the rest is behind a link.
+INLINE_CHARS = 20_000
+#: Largest JSON document (state, input) embedded in a page for the tree view.
+INLINE_JSON_CHARS = 1_000_000
+
+
+def printable(text: str) -> str:
+    """Text any UTF-8 writer accepts: a surrogate pair joins into its character (as
+    JavaScript reads it); a lone surrogate becomes its ``\\udXXX`` escape."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", joined)
+
+
+def dumps(value: Any, *, indent: int | None = None) -> str:
+    """JSON text for people: unicode kept, lone surrogates escaped."""
+    return printable(json.dumps(value, ensure_ascii=False, indent=indent))
+
+
+def script_json(value: Any) -> str:
+    """JSON to embed in a ``<script type="application/json">``: ASCII only (so lone
+    surrogates stay valid JSON escapes) and no ``<`` that could close the script element."""
+    return json.dumps(value, ensure_ascii=True).replace("<", "\\u003c")
+
+
+def clipped(text: str, limit: int = INLINE_CHARS) -> tuple[str, int]:
+    """The head of ``text`` shown inline and how many characters were left out."""
+    if len(text) <= limit:
+        return text, 0
+    return text[:limit], len(text) - limit
+
+
+def content_text(content: Any) -> str:
+    """A message's content as text: a string as is, text parts joined, other parts (images,
+    audio) as ``[type]``, anything else as JSON."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            elif isinstance(part, dict):
+                parts.append(f"[{part.get('type')}]")
+            else:
+                parts.append(json.dumps(part, ensure_ascii=False))
+        return "\n".join(parts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def word_diff(before: str, after: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Two texts as runs of ``("same" | "gone" | "new", words)``: each side's text with the
+    words the other side lacks marked, for highlighting a changed message."""
+    a = re.split(r"(\s+)", before)
+    b = re.split(r"(\s+)", after)
+    left: list[tuple[str, str]] = []
+    right: list[tuple[str, str]] = []
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            left.append(("same", "".join(a[i1:i2])))
+            right.append(("same", "".join(b[j1:j2])))
+            continue
+        if i2 > i1:
+            left.append(("gone", "".join(a[i1:i2])))
+        if j2 > j1:
+            right.append(("new", "".join(b[j1:j2])))
+    return left, right

@@ -1,0 +1,336 @@
+"""The viewer's routes: Starlette endpoints that render Jinja2 templates.
+
+Every id travels as a query parameter (``/run?thread=t&run=r``), never as a path segment:
+thread and run ids may hold ``/``, ``%`` or anything else a producer sent. Endpoints whose
+reads grow with what they show (a run, a diff, a fork) are plain functions, run in
+Starlette's thread pool (a ``Store`` serializes its calls), so a long read never blocks the
+event loop of an app the viewer is mounted in. The tree's pages and the live polls read a
+bounded page of runs (about a millisecond): they run on the loop, since handing them to a
+worker thread cost more than the reads on a loaded machine.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from agui_store import (
+    AguiStoreError,
+    AmbiguousRunError,
+    BranchError,
+    InvalidArgumentError,
+    RunNotFoundError,
+    Store,
+)
+from agui_store.ui import pages, text
+
+HERE = Path(__file__).resolve().parent
+
+#: The agent URL the fork page's snippets start with (the user types theirs).
+DEFAULT_AGENT_URL = "http://127.0.0.1:8000/agent"
+
+
+class Viewer:
+    """The viewer of one store: its settings and its endpoints."""
+
+    def __init__(self, store: Store, *, scope: str | None, allow_writes: bool, title: str) -> None:
+        self.store = store
+        self.scope = scope
+        self.allow_writes = allow_writes
+        self.title = title
+        self.templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True,  # every stored string is escaped; nothing is marked safe
+            undefined=jinja2.StrictUndefined,
+            auto_reload=False,  # the templates ship with the package: no stat per page
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.templates.globals.update(
+            lineage_kind=pages.lineage_kind,
+            when=_when,
+            short=_short,
+            py=lambda value: text.printable(repr(value)),
+            sh=lambda value: text.printable(shlex.quote(value)),
+        )
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def render(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
+        root = request.scope.get("root_path", "")
+
+        def link(path: str, **params: Any) -> str:
+            query = {k: v for k, v in params.items() if v is not None}
+            return f"{root}{path}" + (f"?{urlencode(query)}" if query else "")
+
+        page = self.templates.get_template(name).render(
+            link=link,
+            static=f"{root}/static",
+            title=self.title,
+            allow_writes=self.allow_writes,
+            scope=self.scope,
+            **context,
+        )
+        return HTMLResponse(text.printable(page), status_code=status)
+
+    @staticmethod
+    def param(request: Request, name: str, default: str | None = None) -> str:
+        value = request.query_params.get(name, default)
+        if value is None or value == "":
+            raise HTTPException(400, f"the page needs ?{name}=")
+        return value
+
+    # --- pages --------------------------------------------------------------------------
+
+    def threads(self, request: Request) -> Response:
+        query = request.query_params.get("q", "")
+        after = _int(request.query_params.get("after"), 0)
+        found = pages.threads_page(self.store, query=query, after=after, scope=self.scope)
+        return self.render(request, "threads.html", page=found)
+
+    async def tree(self, request: Request) -> Response:
+        thread_id = self.param(request, "thread")
+        before = request.query_params.get("before") or None
+        columns = _columns(request.query_params.get("lanes"))
+        page = pages.tree_page(
+            self.store, thread_id, before=before, columns=columns, scope=self.scope
+        )
+        name = "tree_rows.html" if request.query_params.get("rows") else "tree.html"
+        rows = pages.tree_rows_html(page.rows, request.scope.get("root_path", ""), thread_id)
+        return self.render(
+            request, name, page=page, rows=rows, lanes_json=json.dumps(page.next_columns)
+        )
+
+    async def tree_poll(self, request: Request) -> Response:
+        thread_id = self.param(request, "thread")
+        return JSONResponse({"token": pages.poll_token(self.store, thread_id, self.scope)})
+
+    def run(self, request: Request) -> Response:
+        thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
+        page = pages.run_page(
+            self.store,
+            thread_id,
+            run_id,
+            all_messages=bool(request.query_params.get("all_messages")),
+            all_events=bool(request.query_params.get("all_events")),
+            scope=self.scope,
+        )
+        part = request.query_params.get("part")
+        name = {"conversation": "run_conversation.html", "events": "run_events.html"}.get(
+            part or "", "run.html"
+        )
+        return self.render(request, name, page=page, run=page.run, thread_id=thread_id)
+
+    async def run_poll(self, request: Request) -> Response:
+        thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
+        run = self.store.get_run(run_id, thread_id=thread_id, scope=self.scope)
+        if run is None:
+            raise HTTPException(404, f"no run {run_id!r} in thread {thread_id!r}")
+        return JSONResponse(
+            {"token": f"{run.event_count}:{run.status}:{run.last_seq}", "status": run.status}
+        )
+
+    def run_changes(self, request: Request) -> Response:
+        thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
+        change = pages.state_change(self.store, thread_id, run_id, scope=self.scope)
+        views = [pages.change_view(m) for m in change.changes]
+        return self.render(
+            request, "run_changes.html", change=change, views=views, thread_id=thread_id
+        )
+
+    def run_input(self, request: Request) -> Response:
+        thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
+        recorded = self.store.input(run_id, thread_id=thread_id, scope=self.scope)
+        return _json(recorded)
+
+    def run_message(self, request: Request) -> Response:
+        thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
+        index = _int(self.param(request, "index"), -1)
+        messages = self.store.checkout(run_id, thread_id=thread_id, scope=self.scope).messages
+        if not 0 <= index < len(messages):
+            raise HTTPException(404, f"run {run_id!r} has no message {index}")
+        return _json(messages[index])
+
+    def run_event(self, request: Request) -> Response:
+        thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
+        index = _int(self.param(request, "index"), -1)
+        events = self.store.events(run_id, thread_id=thread_id, scope=self.scope)
+        if not 0 <= index < len(events):
+            raise HTTPException(404, f"run {run_id!r} has no event {index}")
+        return _json(events[index])
+
+    def diff(self, request: Request) -> Response:
+        thread_id = self.param(request, "thread")
+        a, b = self.param(request, "a"), self.param(request, "b")
+        mode = request.query_params.get("mode", "three-dot")
+        page = pages.diff_page(self.store, thread_id, a, b, mode=mode, scope=self.scope)
+        branches = self.store.branches(thread_id, scope=self.scope)
+        return self.render(
+            request,
+            "diff.html",
+            page=page,
+            d=page.diff,
+            thread_id=thread_id,
+            a=a,
+            b=b,
+            mode=mode,
+            branches=branches,
+        )
+
+    def fork(self, request: Request) -> Response:
+        thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
+        body = self.store.fork(run_id, thread_id=thread_id, scope=self.scope)
+        run = self.store.get_run(run_id, thread_id=thread_id, scope=self.scope)
+        assert run is not None  # fork found it
+        return self.render(
+            request,
+            "fork.html",
+            run=run,
+            thread_id=thread_id,
+            body=text.dumps(body, indent=2),
+            body_size=len(text.dumps(body)),
+            agent_url=DEFAULT_AGENT_URL,
+            store_path=self.store.path,
+        )
+
+    def fork_json(self, request: Request) -> Response:
+        thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
+        body = self.store.fork(run_id, thread_id=thread_id, scope=self.scope)
+        return _json(body, download=f"fork-{run_id}.json")
+
+    async def branch_async(self, request: Request) -> Response:
+        """Create or move a branch (the one write the viewer makes, with --allow-writes)."""
+        if not self.allow_writes:
+            raise HTTPException(403, "this viewer is read-only (start it with --allow-writes)")
+        # A page of another site may post forms to 127.0.0.1: only this viewer's own pages,
+        # which send JSON with their origin, may write.
+        origin = request.headers.get("origin")
+        host = request.headers.get("host")
+        if origin is None or host is None or origin.split("://", 1)[-1] != host:
+            raise HTTPException(403, "branches are written only from the viewer's own pages")
+        try:
+            data = await request.json()
+        except ValueError:
+            raise HTTPException(400, "the body must be JSON") from None
+        if not isinstance(data, dict):
+            raise HTTPException(400, "the body must be a JSON object")
+        thread_id, name, run_id = data.get("thread"), data.get("name"), data.get("run")
+        if not (
+            isinstance(thread_id, str)
+            and isinstance(name, str)
+            and isinstance(run_id, str)
+            and thread_id
+            and name
+            and run_id
+        ):
+            raise HTTPException(400, "the body needs thread, name and run")
+        from starlette.concurrency import run_in_threadpool
+
+        made = await run_in_threadpool(
+            self.store.branch, name, run_id, thread_id=thread_id, scope=self.scope
+        )
+        return JSONResponse({"name": made.name, "runId": made.run_id, "threadId": made.thread_id})
+
+
+def _when(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else ""
+
+
+def _short(value: str, width: int = 60) -> str:
+    value = " ".join(value.split())
+    return value if len(value) <= width else value[: width - 1] + "…"
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        raise HTTPException(400, f"not a number: {value!r}") from None
+
+
+def _columns(value: str | None) -> list[str | None]:
+    if not value:
+        return []
+    try:
+        columns = json.loads(value)
+    except ValueError:
+        raise HTTPException(400, "lanes= must be a JSON list") from None
+    if not isinstance(columns, list) or not all(c is None or isinstance(c, str) for c in columns):
+        raise HTTPException(400, "lanes= must be a JSON list of run ids and nulls")
+    return columns
+
+
+def _json(value: Any, *, download: str | None = None) -> Response:
+    body = text.dumps(value, indent=2).encode("utf-8")
+    headers = {"Content-Disposition": f'attachment; filename="{download}"'} if download else None
+    return Response(body, media_type="application/json", headers=headers)
+
+
+def routes(viewer: Viewer) -> list[Any]:
+    """The viewer's routes, the static assets included."""
+    return [
+        Route("/", viewer.threads),
+        Route("/thread", viewer.tree),
+        Route("/thread/poll", viewer.tree_poll),
+        Route("/run", viewer.run),
+        Route("/run/poll", viewer.run_poll),
+        Route("/run/changes", viewer.run_changes),
+        Route("/run/input", viewer.run_input),
+        Route("/run/message", viewer.run_message),
+        Route("/run/event", viewer.run_event),
+        Route("/diff", viewer.diff),
+        Route("/fork", viewer.fork),
+        Route("/fork.json", viewer.fork_json),
+        Route("/branch", viewer.branch_async, methods=["POST"]),
+        Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+
+
+def build(
+    store: Store,
+    *,
+    scope: str | None = None,
+    allow_writes: bool = False,
+    title: str | None = None,
+) -> Starlette:
+    """The viewer as a Starlette app (see :func:`agui_store.ui.app`)."""
+    viewer = Viewer(
+        store, scope=scope, allow_writes=allow_writes, title=title or f"agui-store · {store.path}"
+    )
+
+    def error_page(request: Request, status: int, message: str) -> Response:
+        if request.url.path.endswith(("/poll", "/branch")) or "part" in request.query_params:
+            return JSONResponse({"error": text.printable(message)}, status_code=status)
+        return viewer.render(
+            request, "error.html", status=status, status_code=status, message=message
+        )
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return error_page(request, exc.status_code, str(exc.detail))
+
+    async def store_error(request: Request, exc: Exception) -> Response:
+        # Another owner's thread is absent, as a missing one: the same 404 (SPEC §8).
+        if isinstance(exc, (RunNotFoundError, AmbiguousRunError)):
+            return error_page(request, 404, str(exc))
+        if isinstance(exc, (InvalidArgumentError, BranchError)):
+            return error_page(request, 400, str(exc))
+        return error_page(request, 500, f"{type(exc).__name__}: {exc}")
+
+    app = Starlette(
+        routes=routes(viewer),
+        exception_handlers={HTTPException: http_error, AguiStoreError: store_error},
+    )
+    app.state.viewer = viewer
+    return app

@@ -1,0 +1,584 @@
+"""The web viewer's pages, in process: what they show is what the API returns.
+
+Each page is read back as a tree of elements (``tests/ui_pages.py``) and compared with the
+call it renders: a run page's messages with ``checkout``, a diff page with ``diff``, the run
+tree with ``runs``, the fork page with ``fork``. The browser tests (``test_ui_browser.py``)
+drive the same pages in a real Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.testclient import TestClient
+
+import agui_store
+import agui_store.ui
+from agui_store.ui import pages, text
+from tests.conftest import fixture_params
+from tests.ui_pages import Element, embedded_json, parse
+
+
+def url(path: str, **params: str) -> str:
+    return f"{path}?{urlencode(params)}" if params else path
+
+
+def get(client: TestClient, path: str, status: int = 200, **params: str) -> Element:
+    response = client.get(url(path, **params))
+    assert response.status_code == status, response.text[:500]
+    return parse(response.text)
+
+
+def started(thread: str, run: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "RUN_STARTED", "threadId": thread, "runId": run, **extra}
+
+
+def finished(thread: str, run: str) -> dict[str, Any]:
+    return {"type": "RUN_FINISHED", "threadId": thread, "runId": run}
+
+
+def said(message_id: str, words: str, role: str = "assistant") -> list[dict[str, Any]]:
+    return [
+        {"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": role},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": words},
+        {"type": "TEXT_MESSAGE_END", "messageId": message_id},
+    ]
+
+
+def one_run(thread: str, run: str, body: list[dict[str, Any]], **extra: Any) -> list[Any]:
+    return [started(thread, run, **extra), *body, finished(thread, run)]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[agui_store.Store]:
+    with agui_store.open(tmp_path / "ui.db") as opened:
+        yield opened
+
+
+def client_of(store: agui_store.Store, **options: Any) -> TestClient:
+    return TestClient(agui_store.ui.app(store, **options))
+
+
+def shown_messages(page: Element) -> list[tuple[str, str, str]]:
+    """(role, id, text) of each message of the conversation, in order."""
+    conversation = page.by_id("conversation")
+    assert conversation is not None
+    out = []
+    for block in conversation.find_all("msg"):
+        head = block.find("msg-head")
+        body = block.find("msg-text")
+        assert head is not None
+        role = head.find("role")
+        ident = head.find("mid")
+        assert role is not None and ident is not None
+        out.append((role.text, ident.text, body.text if body is not None else ""))
+    return out
+
+
+def change_kind(block: Element) -> str:
+    """What a change block says happened to its message (its ``k-...`` class)."""
+    return next(c[2:] for c in sorted(block.classes) if c.startswith("k-"))
+
+
+def expected_messages(co: agui_store.Checkout) -> list[tuple[str, str, str]]:
+    out = []
+    for m in co.messages:
+        if m.get("role") == "activity":
+            body = text.dumps(m.get("content"), indent=2)
+        else:
+            body = text.printable(text.content_text(m.get("content")))
+        out.append(
+            (text.printable(str(m.get("role"))), text.printable(str(m.get("id", ""))),
+             text.clipped(body)[0])
+        )
+    return out[-pages.MESSAGES_SHOWN:]
+
+
+def assert_run_page_shows_checkout(client: TestClient, store: agui_store.Store,
+                                   thread: str, run: str) -> None:
+    co = store.checkout(run, thread_id=thread)
+    page = get(client, "/run", thread=thread, run=run)
+    assert shown_messages(page) == expected_messages(co)
+    if len(text.script_json(co.state)) <= text.INLINE_JSON_CHARS:
+        assert embedded_json(page, "state-data") == co.state
+    events = store.events(run, thread_id=thread)
+    rows = page.find_all("event", "tr")
+    # Every event is in a row; a message's deltas share one.
+    grouped = {(e["type"], e.get("messageId", e.get("toolCallId"))) for e in events
+               if e.get("type") in pages.DELTAS}
+    deltas = sum(1 for e in events if e.get("type") in pages.DELTAS)
+    assert len(rows) == len(events) - deltas + len(grouped)
+    assert [r.attrs["data-type"] for r in rows] == [
+        text.printable(str(e.get("type"))) for e in events
+        if e.get("type") not in pages.DELTAS or e is next(
+            x for x in events
+            if (x.get("type"), x.get("messageId", x.get("toolCallId")))
+            == (e.get("type"), e.get("messageId", e.get("toolCallId"))))
+    ]
+
+
+# --- the upstream recordings ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("events", fixture_params())
+def test_every_recorded_runs_page_shows_the_messages_state_and_events_the_api_returns(
+    store: agui_store.Store, events: list[dict[str, Any]]
+) -> None:
+    store.append(json.loads(json.dumps(events)))
+    client = client_of(store)
+    for thread in store.threads():
+        tree = get(client, "/thread", thread=thread)
+        runs = store.runs(thread)
+        assert [r.attrs["data-run"] for r in tree.find_all("run-row")] == [
+            r.run_id for r in reversed(runs)
+        ]
+        for run in runs:
+            assert_run_page_shows_checkout(client, store, thread, run.run_id)
+            recorded = store.input(run.run_id, thread_id=thread)
+            response = client.get(url("/run/input", thread=thread, run=run.run_id))
+            assert response.json() == json.loads(text.dumps(recorded))
+            fork = get(client, "/fork", thread=thread, run=run.run_id).by_id("fork-body")
+            assert fork is not None
+            body = json.loads(fork.text)
+            expected = store.fork(run.run_id, thread_id=thread)
+            assert {**body, "runId": None} == {**json.loads(text.dumps(expected)), "runId": None}
+
+
+# --- generated threads with branches ----------------------------------------------------------
+
+
+@st.composite
+def branched_threads(draw: st.DrawFn) -> list[tuple[int | None, str]]:
+    """Runs r0, r1...: (the index of the run's parent, the words its user says)."""
+    n = draw(st.integers(2, 12))
+    words = st.text(alphabet="abc xyz<>&\"'", min_size=1, max_size=12)
+    runs: list[tuple[int | None, str]] = [(None, draw(words))]
+    for i in range(1, n):
+        runs.append((draw(st.integers(0, i - 1)), draw(words)))
+    return runs
+
+
+def record_branched(store: agui_store.Store, runs: list[tuple[int | None, str]]) -> None:
+    for i, (parent, words) in enumerate(runs):
+        base = store.checkout(f"r{parent}", thread_id="t").messages if parent is not None else []
+        body = [
+            {"type": "MESSAGES_SNAPSHOT",
+             "messages": [*base, {"id": f"u{i}", "role": "user", "content": words}]},
+            *said(f"a{i}", f"answer {i}: {words}"),
+            {"type": "STATE_SNAPSHOT", "snapshot": {"turn": i, "words": words}},
+        ]
+        store.append(one_run("t", f"r{i}", body), parent=f"r{parent}" if parent is not None
+                     else None)
+    store.branch("side", f"r{len(runs) // 2}", thread_id="t")
+
+
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(runs=branched_threads(), data=st.data())
+def test_generated_branched_threads_show_their_tree_runs_and_diffs_as_the_api_returns_them(
+    tmp_path_factory: pytest.TempPathFactory, runs: list[tuple[int | None, str]],
+    data: st.DataObject,
+) -> None:
+    with agui_store.open(tmp_path_factory.mktemp("gen") / "s.db") as store:
+        record_branched(store, runs)
+        client = client_of(store)
+        tree = get(client, "/thread", thread="t")
+        rows = tree.find_all("run-row")
+        newest_first = list(reversed(store.runs("t")))
+        assert [r.attrs["data-run"] for r in rows] == [r.run_id for r in newest_first]
+        for row, run in zip(rows, newest_first):
+            assert row.attrs["data-status"] == run.status
+            assert [ref.text for ref in row.find_all("ref")] == list(run.branches)
+        a = f"r{data.draw(st.integers(0, len(runs) - 1), label='a')}"
+        b = f"r{data.draw(st.integers(0, len(runs) - 1), label='b')}"
+        assert_run_page_shows_checkout(client, store, "t", b)
+        for mode in ("three-dot", "two-dot"):
+            d = store.diff(a, b, thread_id="t", mode=mode)
+            page = get(client, "/diff", thread="t", a=a, b=b, mode=mode)
+            base = page.by_id("merge-base")
+            assert base is not None
+            assert (d.merge_base.run_id if d.merge_base else "none") in base.text
+            sides = page.find_all("side")
+            changes = [d.a_changes, d.changes] if mode == "three-dot" else [d.changes]
+            assert len(sides) == len(changes)
+            for side, change in zip(sides, changes):
+                assert change is not None
+                shown = [(c.attrs["data-id"], change_kind(c)) for c in side.find_all("change")]
+                assert shown == [(str(m.id), m.kind) for m in change.messages]
+                patch = side.find("patch", "pre")
+                assert (json.loads(patch.text) if patch else []) == change.state_patch
+
+
+def test_a_changed_message_marks_the_words_each_side_lacks(store: agui_store.Store) -> None:
+    store.append(one_run("t", "r0", [*said("a", "the sky is blue today", "user")]))
+    store.append(one_run("t", "r1", [{"type": "MESSAGES_SNAPSHOT", "messages": [
+        {"id": "a", "role": "user", "content": "the sky is grey today"}]}]), parent="r0")
+    page = get(client_of(store), "/diff", thread="t", a="r0", b="r1", mode="two-dot")
+    change = page.find("k-modified")
+    assert change is not None
+    assert [d.text for d in change.find_all(tag="del")] == ["blue"]
+    assert [i.text for i in change.find_all(tag="ins")] == ["grey"]
+
+
+def test_a_runs_page_shows_what_it_changed_as_before_after_and_the_diffs_patch(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("t", "r0", [{"type": "STATE_SNAPSHOT", "snapshot": {"n": 1}}]))
+    store.append(one_run("t", "r1", [
+        {"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "/n", "value": 2}]},
+        *said("a1", "two")]), parent="r0")
+    page = get(client_of(store), "/run/changes", thread="t", run="r1")
+    assert embedded_json(page, "before-data") == {"n": 1}
+    assert embedded_json(page, "after-data") == {"n": 2}
+    patch = page.find("patch")
+    assert patch is not None
+    d = store.diff("r0", "r1", thread_id="t", mode="two-dot")
+    assert json.loads(patch.text) == d.state_patch
+    assert [change_kind(c) for c in page.find_all("change")] == ["added"]
+
+
+# --- the run tree, a page at a time -------------------------------------------------------------
+
+
+def test_a_long_threads_tree_pages_newest_first_and_each_page_continues_the_lanes(
+    store: agui_store.Store,
+) -> None:
+    for i in range(120):
+        store.append(one_run("t", f"r{i}", []), parent=f"r{i // 2}" if i else None)
+    client = client_of(store)
+    tree = get(client, "/thread", thread="t")
+    seen = [r.attrs["data-run"] for r in tree.find_all("run-row")]
+    assert len(seen) == pages.TREE_PAGE
+    more = tree.find("more", "button")
+    while more is not None:
+        fragment = client.get(more.attrs["data-href"])
+        assert fragment.status_code == 200
+        part = parse(fragment.text)
+        seen += [r.attrs["data-run"] for r in part.find_all("run-row")]
+        more = part.find("more", "button")
+    assert seen == [r.run_id for r in reversed(store.runs("t"))]
+    # One page at a time draws the lanes the whole tree draws.
+    whole = pages.Lanes().layout(list(reversed(store.runs("t"))))
+    paged: list[pages.Row] = []
+    lanes = pages.Lanes()
+    for start in range(0, 120, 50):
+        paged += lanes.layout(list(reversed(store.runs("t")))[start:start + 50])
+    assert paged == whole
+
+
+def test_a_run_with_several_children_is_marked_as_a_fork_point_and_inferred_lineage_as_such(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("t", "r0", said("a0", "hello", "user")))
+    store.append(one_run("t", "r1", []), parent="r0")
+    store.append(one_run("t", "r2", [], parentRunId="r0"))
+    store.append(one_run("t", "r3", []))  # placed by the store: the thread's head
+    rows = {r.attrs["data-run"]: r for r in get(client_of(store), "/thread", thread="t")
+            .find_all("run-row")}
+    assert rows["r0"].find("fork-point") is not None
+    assert rows["r1"].find("fork-point") is None
+    lineage = {run: row.find("lineage").text for run, row in rows.items()}  # type: ignore[union-attr]
+    assert lineage == {"r3": "inferred: head", "r2": "declared: parentRunId",
+                       "r1": "declared: explicit", "r0": "root"}
+
+
+# --- threads ------------------------------------------------------------------------------------
+
+
+def test_threads_are_listed_with_owner_runs_and_branches_and_found_by_id_or_message_text(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("weather", "w1", said("u", "Is it raining in Oslo?", "user")),
+                 scope="alice")
+    store.append(one_run("weather", "w2", []), scope="alice")
+    store.branch("retry", "w1", thread_id="weather")
+    store.append(one_run("recipes", "c1", said("u", "A soup, please", "user")))
+    client = client_of(store)
+    rows = {r.attrs["data-thread"]: r for r in get(client, "/").find_all(tag="tr")
+            if "data-thread" in r.attrs}
+    assert set(rows) == {"weather", "recipes"}
+    cells = [c.text.strip() for c in rows["weather"].find_all(tag="td")]
+    assert cells[:3] == ["weather", "alice", "2"] and "retry" in cells[3]
+    found = get(client, "/", q="oslo").find_all(tag="tr")
+    assert [r.attrs["data-thread"] for r in found if "data-thread" in r.attrs] == ["weather"]
+    found = get(client, "/", q="recip").find_all(tag="tr")
+    assert [r.attrs["data-thread"] for r in found if "data-thread" in r.attrs] == ["recipes"]
+
+
+def test_the_threads_listing_pages(store: agui_store.Store) -> None:
+    for i in range(pages.THREADS_PAGE + 5):
+        store.append(one_run(f"t{i:03}", "r", []))
+    client = client_of(store)
+    first = get(client, "/")
+    link = first.find("next", "a")
+    assert link is not None
+    second = parse(client.get(link.attrs["href"]).text)
+    listed = [r.attrs["data-thread"] for p in (first, second) for r in p.find_all(tag="tr")
+              if "data-thread" in r.attrs]
+    assert listed == list(reversed(store.threads()))
+
+
+# --- unusual data ---------------------------------------------------------------------------------
+
+
+def test_html_and_script_in_messages_ids_and_state_are_shown_as_text_never_as_markup(
+    store: agui_store.Store,
+) -> None:
+    evil = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
+    thread = "t<script>x</script>"
+    store.append(one_run(thread, "r</script>", [
+        *said("m<b>", evil, "user"),
+        {"type": "STATE_SNAPSHOT", "snapshot": {"html": evil, "</script>": 1}},
+    ]))
+    client = client_of(store)
+    for path, params in [("/", {}), ("/thread", {"thread": thread}),
+                         ("/run", {"thread": thread, "run": "r</script>"}),
+                         ("/run/changes", {"thread": thread, "run": "r</script>"}),
+                         ("/fork", {"thread": thread, "run": "r</script>"}),
+                         ("/diff", {"thread": thread, "a": "r</script>", "b": "r</script>"})]:
+        html = client.get(url(path, **params)).text
+        assert "<script>window" not in html and "<img src=x" not in html, path
+        assert "<script>x" not in html and "r</script>" not in html, path
+    page = get(client, "/run", thread=thread, run="r</script>")
+    assert shown_messages(page)[0][2] == evil
+    assert embedded_json(page, "state-data") == {"html": evil, "</script>": 1}
+
+
+def test_lone_surrogates_render_as_their_escapes(store: agui_store.Store) -> None:
+    store.append(one_run("t", "r", [*said("m", "half an emoji: \ud83d!", "user"),
+                                    {"type": "STATE_SNAPSHOT", "snapshot": {"k": "\udc00"}}]))
+    client = client_of(store)
+    page = get(client, "/run", thread="t", run="r")
+    assert shown_messages(page)[0][2] == "half an emoji: \\ud83d!"
+    assert embedded_json(page, "state-data") == {"k": "\udc00"}
+    assert client.get(url("/run/message", thread="t", run="r", index="0")).status_code == 200
+    assert client.get(url("/fork", thread="t", run="r")).status_code == 200
+
+
+def test_a_four_megabyte_tool_result_is_cut_with_a_link_to_the_whole_message(
+    store: agui_store.Store,
+) -> None:
+    result = "x" * (4 * 1024 * 1024)
+    store.append(one_run("t", "r", [
+        {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "dump",
+         "parentMessageId": "a"},
+        {"type": "TOOL_CALL_END", "toolCallId": "c"},
+        {"type": "TOOL_CALL_RESULT", "messageId": "res", "toolCallId": "c", "content": result},
+    ]))
+    client = client_of(store)
+    response = client.get(url("/run", thread="t", run="r"))
+    assert len(response.text) < 200_000
+    page = parse(response.text)
+    tool = next(m for m in page.find_all("msg") if "role-tool" in m.classes)
+    clipped = tool.find("clipped")
+    assert clipped is not None and f"{len(result) - text.INLINE_CHARS:,} more" in clipped.text
+    whole = client.get(tool.find(tag="a").attrs["href"])  # type: ignore[union-attr]
+    assert whole.json()["content"] == result
+    event = [r for r in page.find_all("event", "tr") if r.attrs["data-type"] == "TOOL_CALL_RESULT"]
+    link = event[0].find("clipped").find(tag="a")  # type: ignore[union-attr]
+    assert client.get(link.attrs["href"]).json()["content"] == result  # type: ignore[union-attr]
+
+
+def test_a_deep_state_is_embedded_whole_for_the_tree_view(tmp_path: Path) -> None:
+    deep: Any = "bottom"
+    for _ in range(300):
+        deep = {"d": deep}
+    with agui_store.open(tmp_path / "s.db", max_depth=512) as store:
+        store.append(one_run("t", "r", [{"type": "STATE_SNAPSHOT", "snapshot": deep}]))
+        page = get(client_of(store), "/run", thread="t", run="r")
+        assert embedded_json(page, "state-data") == deep
+
+
+def test_an_unknown_event_type_is_listed_and_marked_unknown(store: agui_store.Store) -> None:
+    store.append(one_run("t", "r", [{"type": "VENDOR_THING", "payload": [1, 2]}]))
+    page = get(client_of(store), "/run", thread="t", run="r")
+    row = [r for r in page.find_all("event", "tr") if r.attrs["data-type"] == "VENDOR_THING"]
+    assert len(row) == 1 and "unknown" in row[0].classes
+    assert row[0].find("badge-unknown") is not None
+
+
+# --- scope, writes and mounting ----------------------------------------------------------------
+
+
+def test_with_a_scope_another_owners_thread_is_a_404_on_every_page(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("mine", "m1", said("u", "mine", "user")), scope="alice")
+    store.append(one_run("theirs", "b1", said("u", "secret", "user")), scope="bob")
+    client = client_of(store, scope="alice")
+    listed = [r.attrs["data-thread"] for r in get(client, "/").find_all(tag="tr")
+              if "data-thread" in r.attrs]
+    assert listed == ["mine"]
+    assert get(client, "/", q="secret").find("thread-link") is None
+    for path, params in [("/thread", {"thread": "theirs"}), ("/thread/poll", {"thread": "theirs"}),
+                         ("/run", {"thread": "theirs", "run": "b1"}),
+                         ("/run/poll", {"thread": "theirs", "run": "b1"}),
+                         ("/run/changes", {"thread": "theirs", "run": "b1"}),
+                         ("/run/input", {"thread": "theirs", "run": "b1"}),
+                         ("/run/message", {"thread": "theirs", "run": "b1", "index": "0"}),
+                         ("/run/event", {"thread": "theirs", "run": "b1", "index": "0"}),
+                         ("/diff", {"thread": "theirs", "a": "b1", "b": "b1"}),
+                         ("/fork", {"thread": "theirs", "run": "b1"}),
+                         ("/fork.json", {"thread": "theirs", "run": "b1"})]:
+        response = client.get(url(path, **params))
+        assert response.status_code == 404, path
+        assert "secret" not in response.text
+    assert client.get(url("/run", thread="mine", run="m1")).status_code == 200
+
+
+def post_branch(client: TestClient, origin: str | None, **body: str) -> Any:
+    headers = {"Origin": origin} if origin else {}
+    return client.post("/branch", json=body, headers=headers)
+
+
+def test_the_viewer_writes_nothing_unless_allowed_and_then_only_branches_from_its_own_pages(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("t", "r0", []))
+    store.append(one_run("t", "r1", []))
+    read_only = client_of(store)
+    own = "http://testserver"
+    assert post_branch(read_only, own, thread="t", name="x", run="r0").status_code == 403
+    writer = client_of(store, allow_writes=True)
+    assert post_branch(writer, None, thread="t", name="x", run="r0").status_code == 403
+    assert post_branch(writer, "http://evil.example", thread="t", name="x",
+                       run="r0").status_code == 403
+    assert [b.name for b in store.branches("t")] == ["main"]
+    made = post_branch(writer, own, thread="t", name="retry", run="r0")
+    assert made.status_code == 200 and made.json()["runId"] == "r0"
+    moved = post_branch(writer, own, thread="t", name="retry", run="r1")
+    assert moved.json()["runId"] == "r1"
+    assert {b.name: b.run_id for b in store.branches("t")} == {"main": "r1", "retry": "r1"}
+    assert post_branch(writer, own, thread="t", name="bad name~", run="r1").status_code == 400
+    assert post_branch(writer, own, thread="t", name="x", run="nope").status_code == 404
+
+
+def test_mounted_under_a_path_every_link_stays_under_it(store: agui_store.Store) -> None:
+    store.append(one_run("t", "r0", said("u", "hi", "user")))
+    outer = Starlette(routes=[Mount("/history", app=agui_store.ui.app(store))])
+    client = TestClient(outer)
+    page = get(client, "/history/thread", thread="t")
+    hrefs = [a.attrs["href"] for a in page.find_all(tag="a")]
+    assert hrefs and all(h.startswith("/history/") for h in hrefs)
+    css = [link.attrs["href"] for link in page.find_all(tag="link") if "stylesheet" in
+           link.attrs.get("rel", "")]
+    assert client.get(css[0]).status_code == 200
+    for h in hrefs:
+        assert client.get(h).status_code == 200, h
+
+
+def test_the_ui_command_without_its_extra_says_how_to_install_it(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with agui_store.open(db) as store:
+        store.append(one_run("t", "r", []))
+    # The extra's packages made unimportable, as in an install without [ui].
+    code = ("import sys; sys.modules['starlette'] = None; sys.modules['jinja2'] = None; "
+            "from agui_store.cli import main; sys.exit(main(sys.argv[1:]))")
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    proc = subprocess.run([sys.executable, "-c", code, "ui", str(db), "--no-browser"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 1
+    assert "pip install 'agui-store[ui]'" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1
+
+
+def test_importing_agui_store_does_not_import_the_viewers_libraries() -> None:
+    code = ("import sys, agui_store, agui_store.cli; "
+            "print(sorted(m for m in ('starlette', 'jinja2', 'uvicorn') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert proc.stdout.strip() == "[]"
+
+
+def test_the_templates_and_assets_ship_inside_the_package() -> None:
+    from importlib import resources
+
+    root = resources.files("agui_store.ui")
+    for name in ("static/viewer.js", "static/viewer.css", "templates/base.html"):
+        assert (root / name).is_file(), name
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert '"agui_store.ui" = ["templates/*.html", "static/*"]' in pyproject
+
+
+def test_in_a_notebook_one_call_shows_a_threads_tree_inline(store: agui_store.Store) -> None:
+    import httpx
+
+    store.append(one_run("t", "r0", said("u", "hi", "user")))
+    shown = agui_store.ui.show(store, "t", height=500)
+    html = shown._repr_html_()
+    assert html.startswith("<iframe ") and 'height="500"' in html
+    page = parse(httpx.get(shown.url, timeout=30).text)
+    assert [r.attrs["data-run"] for r in page.find_all("run-row")] == ["r0"]
+    assert agui_store.ui.show(store, "t").url == shown.url  # one server per store
+
+
+def test_the_viewer_shows_a_store_on_every_backend(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(one_run("t", "r0", said("u", "hello", "user")), scope="alice")
+        store.append(one_run("t", "r1", said("a", "hi back")), scope="alice")
+        client = client_of(store, scope="alice")
+        assert_run_page_shows_checkout(client, store, "t", "r1")
+        rows = get(client, "/thread", thread="t").find_all("run-row")
+        assert [r.attrs["data-run"] for r in rows] == ["r1", "r0"]
+        assert client.get(url("/thread", thread="t")).status_code == 200
+        assert client_of(store, scope="bob").get(url("/thread", thread="t")).status_code == 404
+
+
+def test_importing_the_viewer_without_its_extra_names_the_extra() -> None:
+    code = ("import sys; sys.modules['starlette'] = None\n"
+            "try:\n    import agui_store.ui\nexcept ImportError as e:\n    print(e)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert "pip install 'agui-store[ui]'" in proc.stdout
+
+
+def test_the_ui_command_serves_the_store_until_interrupted(tmp_path: Path) -> None:
+    import signal
+
+    import httpx
+
+    db = tmp_path / "s.db"
+    with agui_store.open(db) as store:
+        store.append(one_run("t/1", "r0", said("u", "hello", "user")))
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agui_store", "ui", str(db), "--port", "0", "--no-browser",
+         "--thread", "t/1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith(f"viewer of {db} at http://127.0.0.1:") and "read-only" in line
+        address = line.split(" at ", 1)[1].split(" ", 1)[0]
+        assert address.endswith("/thread?thread=t%2F1")
+        page = parse(httpx.get(address, timeout=30).text)
+        assert [r.attrs["data-run"] for r in page.find_all("run-row")] == ["r0"]
+        assert httpx.post(address.split("/thread")[0] + "/branch", json={},
+                          timeout=30).status_code == 403
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.strip().endswith("viewer stopped") and "Traceback" not in err
+
+
+def test_a_run_that_left_the_state_alone_says_so_instead_of_an_empty_patch(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("t", "r0", [{"type": "STATE_SNAPSHOT", "snapshot": {"n": 1}}]))
+    store.append(one_run("t", "r1", said("a1", "no state change")), parent="r0")
+    page = get(client_of(store), "/run/changes", thread="t", run="r1")
+    assert page.find("patch") is None
+    assert "The state did not change." in page.text

@@ -1,0 +1,269 @@
+"""The viewer in a real headless Chromium, served by a real uvicorn on 127.0.0.1.
+
+One browser for the module; one server per test. Every wait is for something the page must
+come to show; nothing is timed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+import agui_store
+import agui_store.ui
+from agui_store.demo import record_demo
+from tests.ui_browser import (
+    REQUIRE_BROWSER,
+    browser_unavailable,
+    page_ready,
+    script_errors,
+    serving,
+    start_chromium,
+    wait_until,
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    reason = browser_unavailable()
+    if reason:
+        if REQUIRE_BROWSER:
+            pytest.fail(f"required in CI (AGUI_STORE_REQUIRE_BROWSER=1): {reason}")
+        pytest.skip(reason)
+    driver = start_chromium()
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[tuple[agui_store.Store, str]]:
+    with agui_store.open(tmp_path / "demo.db") as store:
+        thread, _ = record_demo(store)
+        yield store, thread
+
+
+def css(driver: Any, selector: str) -> Any:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, selector)
+
+
+def css_all(driver: Any, selector: str) -> list[Any]:
+    from selenium.webdriver.common.by import By
+
+    return list(driver.find_elements(By.CSS_SELECTOR, selector))
+
+
+def visit(driver: Any, base: str, path: str, **params: str) -> None:
+    driver.get(f"{base}{path}" + (f"?{urlencode(params)}" if params else ""))
+    wait_until(driver, page_ready, f"{path} ran its script")
+
+
+def rows(driver: Any) -> list[str]:
+    return [row.get_attribute("data-run") for row in css_all(driver, "tr.run-row")]
+
+
+def test_every_page_loads_in_chromium_without_a_script_error(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    store, thread = demo
+    with serving(agui_store.ui.app(store)) as base:
+        script_errors(browser)  # what earlier tests left in the log
+        for path, params in [("/", {}), ("/thread", {"thread": thread}),
+                             ("/run", {"thread": thread, "run": "run-2"}),
+                             ("/diff", {"thread": thread, "a": "porto", "b": "fahrenheit"}),
+                             ("/fork", {"thread": thread, "run": "run-1"})]:
+            visit(browser, base, path, **params)
+            assert css(browser, "main h1").text, path
+            assert script_errors(browser) == [], path
+        # The run page loads what the run changed after it opens.
+        visit(browser, base, "/run", thread=thread, run="run-2")
+        wait_until(browser, lambda d: css_all(d, "#changes .patch"), "the state patch loaded")
+        assert json.loads(css(browser, "#changes .patch").text) == [
+            {"op": "add", "path": "/cities/1", "value": "Porto"}
+        ]
+        tree_keys = [k.text for k in css_all(browser, "section.state > .json-tree .jt-key")]
+        assert tree_keys[:2] == ["cities:", "0:"]
+
+
+def test_the_run_tree_of_a_branched_thread_draws_each_branch_in_its_own_lane(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    store, thread = demo
+    store.append([{"type": "RUN_STARTED", "threadId": thread, "runId": "run-4"},
+                  {"type": "RUN_FINISHED", "threadId": thread, "runId": "run-4"}],
+                 parent="run-2")
+    with serving(agui_store.ui.app(store)) as base:
+        visit(browser, base, "/thread", thread=thread)
+        assert rows(browser) == ["run-4", "run-3", "run-2", "run-1"]
+        dots = {row.get_attribute("data-run"): int(float(
+            row.find_element("css selector", "circle").get_attribute("cx")))
+            for row in css_all(browser, "tr.run-row")}
+        # run-4 continues porto's line (run-2); fahrenheit's run-3 is a lane of its own.
+        assert dots["run-4"] == dots["run-2"] == dots["run-1"] != dots["run-3"]
+        refs = {row.get_attribute("data-run"): [r.text for r in row.find_elements(
+            "css selector", ".run-id .ref")] for row in css_all(browser, "tr.run-row")}
+        # A run recorded on top of a branch's tip moves the branch along.
+        assert refs == {"run-4": ["main", "porto"], "run-3": ["fahrenheit"], "run-2": [],
+                        "run-1": []}
+        fork_point = css(browser, 'tr[data-run="run-1"] .fork-point')
+        assert "2" in fork_point.text
+
+
+def test_ticking_two_runs_and_diffing_them_shows_their_merge_base_and_each_sides_changes(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    store, thread = demo
+    with serving(agui_store.ui.app(store)) as base:
+        visit(browser, base, "/thread", thread=thread)
+        css(browser, 'input.pick-run[value="run-2"]').click()
+        css(browser, 'input.pick-run[value="run-3"]').click()
+        assert css(browser, "#cmp-a").get_attribute("value") == "run-2"
+        assert css(browser, "#cmp-b").get_attribute("value") == "run-3"
+        css(browser, "#cmp-go").click()
+        wait_until(browser, lambda d: "/diff" in d.current_url and page_ready(d), "the diff page")
+        expected = store.diff("run-2", "run-3", thread_id=thread)
+        assert css(browser, "#merge-base").text == "run-1"
+        sides = css_all(browser, "section.side")
+        assert len(sides) == 2
+        for side, change in zip(sides, [expected.a_changes, expected.changes]):
+            assert change is not None
+            shown = [c.get_attribute("data-id") for c in side.find_elements(
+                "css selector", ".change")]
+            assert shown == [m.id for m in change.messages]
+        assert "Can you give me that in Fahrenheit?" in sides[1].text
+
+
+def test_fork_from_here_shows_the_input_fork_returns_with_calls_that_send_it(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    store, thread = demo
+    with serving(agui_store.ui.app(store)) as base:
+        visit(browser, base, "/thread", thread=thread)
+        css(browser, 'tr[data-run="run-1"] td.actions a[href*="/fork"]').click()
+        wait_until(browser, lambda d: "/fork" in d.current_url and page_ready(d), "the fork page")
+        shown = json.loads(css(browser, "#fork-body").text)
+        expected = store.fork("run-1", thread_id=thread)
+        assert {**shown, "runId": None} == {**expected, "runId": None}
+        field = css(browser, "#agent-url")
+        field.clear()
+        field.send_keys("http://127.0.0.1:9999/my-agent")
+        for snippet in ("#python-call", "#http-call"):
+            assert "http://127.0.0.1:9999/my-agent" in css(browser, snippet).text
+        assert "store.fork('run-1'" in css(browser, "#python-call").text
+        assert "curl -N -X POST" in css(browser, "#http-call").text
+
+
+def test_with_writes_allowed_a_branch_is_created_from_the_fork_page(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    store, thread = demo
+    with serving(agui_store.ui.app(store, allow_writes=True)) as base:
+        visit(browser, base, "/fork", thread=thread, run="run-1")
+        css(browser, "form.branch-form input[name=name]").send_keys("from-lisbon")
+        css(browser, "form.branch-form button").click()
+        wait_until(browser, lambda d: "from-lisbon" in css(d, ".branch-result").text,
+                   "the branch was made")
+    assert {b.name: b.run_id for b in store.branches(thread)}["from-lisbon"] == "run-1"
+
+
+def test_a_read_only_viewer_offers_no_branch_form(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    store, thread = demo
+    with serving(agui_store.ui.app(store)) as base:
+        visit(browser, base, "/fork", thread=thread, run="run-1")
+        assert css_all(browser, "form.branch-form") == []
+
+
+def test_older_runs_load_below_the_first_screen_without_a_reload(
+    browser: Any, tmp_path: Path
+) -> None:
+    with agui_store.open(tmp_path / "long.db") as store:
+        for i in range(60):
+            store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": f"r{i}"},
+                          {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"}])
+        with serving(agui_store.ui.app(store)) as base:
+            visit(browser, base, "/thread", thread="t")
+            assert len(rows(browser)) == 50
+            browser.execute_script("window.keptAcrossUpdates = 1")
+            css(browser, "button.more").click()
+            wait_until(browser, lambda d: len(rows(d)) == 60, "the older runs")
+            assert rows(browser) == [f"r{i}" for i in reversed(range(60))]
+            assert browser.execute_script("return window.keptAcrossUpdates") == 1
+
+
+def test_script_in_recorded_text_never_runs_in_the_browser(
+    browser: Any, tmp_path: Path
+) -> None:
+    evil = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
+    with agui_store.open(tmp_path / "evil.db") as store:
+        store.append([
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": evil},
+            {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+            {"type": "STATE_SNAPSHOT", "snapshot": {"x": evil}},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+        ])
+        with serving(agui_store.ui.app(store)) as base:
+            for path, params in [("/thread", {"thread": "t"}),
+                                 ("/run", {"thread": "t", "run": "r"}),
+                                 ("/diff", {"thread": "t", "a": "r", "b": "r"})]:
+                visit(browser, base, path, **params)
+                assert browser.execute_script("return window.pwned") is None, path
+            visit(browser, base, "/run", thread="t", run="r")
+            assert css(browser, "#conversation .msg-text").text == evil
+
+
+def test_a_live_run_appears_in_the_tree_and_fills_its_page_while_a_recorder_writes_it(
+    browser: Any, demo: tuple[agui_store.Store, str], tmp_path: Path
+) -> None:
+    store, thread = demo
+    resume = threading.Event()
+
+    def producer() -> Iterator[dict[str, Any]]:
+        yield {"type": "RUN_STARTED", "threadId": thread, "runId": "live-1"}
+        yield {"type": "TEXT_MESSAGE_START", "messageId": "live-a", "role": "assistant"}
+        yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "live-a", "delta": "first words"}
+        resume.wait()
+        yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "live-a", "delta": " and the rest"}
+        yield {"type": "TEXT_MESSAGE_END", "messageId": "live-a"}
+        yield {"type": "RUN_FINISHED", "threadId": thread, "runId": "live-1"}
+
+    def record() -> None:
+        # The recorder's own store on the same file, as a server process would hold it.
+        with agui_store.open(store.path) as writer:
+            for _ in writer.record(producer()):
+                pass
+
+    with serving(agui_store.ui.app(store)) as base:
+        visit(browser, base, "/thread", thread=thread)
+        browser.execute_script("window.keptAcrossUpdates = 1")
+        recorder = threading.Thread(target=record, name="recorder")
+        recorder.start()
+        try:
+            wait_until(browser, lambda d: "live-1" in rows(d), "the live run in the tree")
+            row = css(browser, 'tr[data-run="live-1"]')
+            assert row.get_attribute("data-status") == "incomplete"
+            assert "open" in row.find_element("css selector", ".status").text
+            assert browser.execute_script("return window.keptAcrossUpdates") == 1
+            row.find_element("css selector", ".run-id a").click()
+            wait_until(browser, lambda d: "/run" in d.current_url and page_ready(d), "its page")
+            assert "first words" in css(browser, "#conversation").text
+            browser.execute_script("window.keptAcrossUpdates = 2")
+        finally:
+            resume.set()
+            recorder.join()
+        wait_until(browser, lambda d: css(d, "#run h1 .status").text == "finished",
+                   "the run finished on its page")
+        assert "first words and the rest" in css(browser, "#conversation").text
+        types = [r.get_attribute("data-type") for r in css_all(browser, "#event-rows tr.event")]
+        assert types[-1] == "RUN_FINISHED"
+        assert browser.execute_script("return window.keptAcrossUpdates") == 2
