@@ -77,7 +77,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agui_store import blobs, checkpoints, codec, hashing, ledger
+from agui_store import blobs, checkpoints, codec, conversations, hashing, ledger
 from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventError
 from agui_store.port import Reading
 from agui_store.records import CheckReport as CheckReport  # what check() returns, with its JSON
@@ -106,6 +106,7 @@ CHECKS = (
     "lineage_digests",
     "hashes",
     "derived",
+    "conversations",
 )
 
 #: Problems listed per check; past that the report says how many more there were.
@@ -1035,6 +1036,11 @@ def _compare_checkpoint(
         out.problem(f"{where} fails its hashes: {refused}")
 
 
+def _check_conversations(ctx: _Context, out: _Collector) -> None:
+    """pydantic-ai conversations: content hashes of messages, entries and records."""
+    conversations.check(ctx.tx, out.problem)
+
+
 _CHECKS: tuple[tuple[str, Callable[[_Context, _Collector], None]], ...] = (
     ("lineage", _check_lineage),
     ("refs", _check_refs),
@@ -1046,4 +1052,5 @@ _CHECKS: tuple[tuple[str, Callable[[_Context, _Collector], None]], ...] = (
     ("lineage_digests", _check_lineage_digests),
     ("hashes", _check_hashes),
     ("derived", _check_derived),
+    ("conversations", _check_conversations),
 )

@@ -76,11 +76,13 @@ BACKENDS = ["sqlite", "sqlite.*", "postgres", "postgres.*"]
 #: The storage edge and everything built on it: what the core must not import.
 STORAGE = ["database", "schema", "store", "memory", "intake", "placement", "checkpoints",
            "derivation", "reads", "revisions", "integrity", "analysis", "cli", "targets", "ledger",
-           "recording", "aio", "writer", "asgi", "testing", "sync", "queries", *BACKENDS]
+           "recording", "aio", "writer", "asgi", "testing", "sync", "queries", "conversations",
+           *BACKENDS]
 #: Modules of the engine that speak to the database only through the storage port.
-ENGINE = ["store", "memory", "intake", "placement", "derivation", "integrity"]
-#: Modules that are neither: entry points and the demo conversation.
-TOP = ["__init__", "__main__", "demo"]
+ENGINE = ["store", "memory", "intake", "placement", "derivation", "integrity", "conversations"]
+#: Modules that are neither: entry points, the demo conversation, and the backends the store
+#: gives other libraries (optional extras).
+TOP = ["__init__", "__main__", "demo", "integrations", "integrations.*"]
 
 #: The database drivers.
 DRIVERS = ["apsw", "sqlite3", "sqlite_utils", "psycopg", "psycopg.*"]
