@@ -49,7 +49,9 @@ def tool_call(name: str, call_id: str) -> ModelResponse:
 
 def tool_return(name: str, call_id: str) -> ModelRequest:
     return ModelRequest(
-        parts=[ToolReturnPart(tool_name=name, content=f"{name}!", tool_call_id=call_id, timestamp=T0)]
+        parts=[
+            ToolReturnPart(tool_name=name, content=f"{name}!", tool_call_id=call_id, timestamp=T0)
+        ]
     )
 
 

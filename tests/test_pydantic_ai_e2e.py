@@ -196,7 +196,9 @@ def test_a_conversation_survives_a_restart_and_branches_alike_in_both_views(
         assert held4[-1]["content"] == "You said: and now? (3 questions so far, answer 2)"
         assert model_texts(stored().messages) == texts(held4)
         record = wait(conversations.read_record(thread))
-        r2, r3, r4 = (wait(conversations.saved_by_run(r, thread_id=thread)) for r in ("r2", "r3", "r4"))
+        r2, r3, r4 = (
+            wait(conversations.saved_by_run(r, thread_id=thread)) for r in ("r2", "r3", "r4")
+        )
         assert record.branches == [r3.head_id] and record.head_id == r4.head_id
         # A branch in both views, forking at the same point.
         ag_ui = store.diff("r3", "r4", thread_id=thread)

@@ -34,7 +34,6 @@ from agui_store.integrations.pydantic_ai import ConversationStore as DurableStor
 from tests.pydantic_ai_conversations import (
     conversation_view,
     entries_view,
-    history_of,
     outcome_kind,
     record_view,
     reply,
@@ -101,7 +100,9 @@ class ConversationMachine(RuleBasedStateMachine):
                 out.append(("failed", outcome_kind(e)))
         return out[0], out[1]
 
-    def same(self, view: Callable[[Any], Any], call: Callable[[ConversationStore], Any]) -> tuple[Any, Any]:
+    def same(
+        self, view: Callable[[Any], Any], call: Callable[[ConversationStore], Any]
+    ) -> tuple[Any, Any]:
         mem, db = self.both(call)
         seen = [o if o[0] == "failed" else ("ok", view(o[1])) for o in (mem, db)]
         assert seen[0] == seen[1]

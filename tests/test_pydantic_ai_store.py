@@ -170,10 +170,9 @@ def test_identical_messages_are_stored_once_and_each_history_keeps_its_own_entri
             assert not {e.id for e in a} & {e.id for e in b}
 
     run(scenario())
-    with agui_store.open(store_location) as store:
-        with testing.reading(store) as tx:
-            assert len(tx.every_conversation_entry()) == 8
-            assert len(tx.every_conversation_message()) == 2
+    with agui_store.open(store_location) as store, testing.reading(store) as tx:
+        assert len(tx.every_conversation_entry()) == 8
+        assert len(tx.every_conversation_message()) == 2
 
 
 def test_load_with_a_limit_reads_the_last_entries_of_a_long_history(store_location: str) -> None:

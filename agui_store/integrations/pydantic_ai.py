@@ -215,7 +215,8 @@ class ConversationStore(_upstream.ConversationStore):
     def _saved_by_run(self, run: str, thread_id: str | None) -> SavedRun | None:
         found = self._store.get_run(run, thread_id=thread_id)
         if found is None:
-            raise RunNotFoundError(f"no run {run!r}" + (f" in thread {thread_id!r}" if thread_id else ""))
+            where = f" in thread {thread_id!r}" if thread_id else ""
+            raise RunNotFoundError(f"no run {run!r}{where}")
         saved = None
         for run_id, conversation_id, ids in _engine.saved_entries(self._store, found.thread_id):
             if run_id == found.run_id:

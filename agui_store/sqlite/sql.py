@@ -559,7 +559,9 @@ JOIN conversation_messages m ON m.id = e.message
 WHERE e.entry_id = ?
 """
 #: ``(pk, hash, conversation)`` of an entry.
-CONVERSATION_ENTRY_KEY = "SELECT id, hash, conversation FROM conversation_entries WHERE entry_id = ?"
+CONVERSATION_ENTRY_KEY = (
+    "SELECT id, hash, conversation FROM conversation_entries WHERE entry_id = ?"
+)
 CONVERSATION_MESSAGE_ID = "SELECT id FROM conversation_messages WHERE hash = ?"
 INSERT_CONVERSATION_MESSAGE = (
     "INSERT INTO conversation_messages(hash, message) VALUES (?, ?) RETURNING id"

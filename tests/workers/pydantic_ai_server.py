@@ -46,7 +46,9 @@ def app_on(location: str) -> Any:
     conversations = ConversationStore(store)
     answers = 0
 
-    async def model(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+    async def model(
+        messages: list[ModelMessage], info: AgentInfo
+    ) -> AsyncIterator[str | DeltaToolCalls]:
         nonlocal answers
         questions = [
             part.content
