@@ -261,7 +261,12 @@ class NamedQueries:
     def conversations(self, scope: str | None, limit: int) -> list[tuple[Any, ...]]:
         """Records as :meth:`conversation` gives them, newest ``updated_at`` first (ties: the
         first created first), of ``scope`` (``None``: all), at most ``limit``."""
-        return [tuple(row) for row in self._all(self.sql.CONVERSATIONS, (scope, scope, limit))]
+        rows = (
+            self._all(self.sql.CONVERSATIONS, (limit,))
+            if scope is None
+            else self._all(self.sql.SCOPE_CONVERSATIONS, (scope, limit))
+        )
+        return [tuple(row) for row in rows]
 
     def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]:
         """``(entry_id, parent entry_id, kind, message)`` of the last ``limit`` entries of

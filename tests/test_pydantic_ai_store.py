@@ -507,3 +507,39 @@ def test_a_conversation_store_given_options_with_an_open_store_says_they_are_not
     with agui_store.open(db_path) as store, pytest.raises(InvalidArgumentError, match="busy"):
         ConversationStore(store, busy_timeout_ms=5)
 
+
+
+# --- query plans (SQLite) -------------------------------------------------------------------------
+
+HOT = {
+    # A history: the head by its id, then one primary-key probe per entry.
+    "CONVERSATION_HISTORY": ("e0", 20),
+    "CONVERSATION_ENTRY": ("e0",),
+    "CONVERSATION": ("c",),
+    "CONVERSATIONS": (20,),
+    "SCOPE_CONVERSATIONS": ("alice", 20),
+    # A delete's walk: whether anything still reaches an entry.
+    "CONVERSATION_ENTRY_REACHED": (1,),
+    "CONVERSATION_MESSAGE_ID": (b"x",),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOT))
+def test_each_hot_conversation_statement_probes_indexes_and_never_scans_a_table(
+    db_path: Any, name: str
+) -> None:
+    from agui_store.sqlite import sql
+
+    with agui_store.open(db_path) as store:
+        conn = testing.connection(store)
+        statement = "EXPLAIN QUERY PLAN " + getattr(sql, name)
+        plan = [row[3] for row in conn.execute(statement, HOT[name])]
+    # A scan of what the statement built itself (the walk, the branches' subquery) is not one
+    # of a table, and a listing walks its index in order, as far as its LIMIT.
+    built = ("SCAN chain", "SCAN (subquery", "SCAN CTE")
+    scans = [
+        step for step in plan
+        if step.startswith("SCAN") and not step.startswith(built) and "USING INDEX" not in step
+    ]
+    assert scans == [], plan
+    assert "USE TEMP B-TREE FOR ORDER BY" not in plan or name == "CONVERSATION_HISTORY", plan

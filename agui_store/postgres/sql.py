@@ -780,10 +780,14 @@ CONVERSATION_COLUMNS = """
 FROM conversations c LEFT JOIN conversation_entries head ON head.id = c.head
 """
 CONVERSATION = "SELECT" + CONVERSATION_COLUMNS + "WHERE c.conversation_id = %s"
-#: Records newest ``updated_at`` first (ties: the first created first), of a scope (NULL,
-#: given twice: every scope), at most ``limit``.
+#: Records newest ``updated_at`` first (ties: the first created first), at most ``limit``:
+#: a walk of ``conversations_by_updated_at``.
 CONVERSATIONS = (
-    "SELECT" + CONVERSATION_COLUMNS + "WHERE %s::text IS NULL OR c.scope = %s "
+    "SELECT" + CONVERSATION_COLUMNS + "ORDER BY c.updated_at DESC, c.id LIMIT %s"
+)
+#: The same of one scope: a walk of ``conversations_by_scope``.
+SCOPE_CONVERSATIONS = (
+    "SELECT" + CONVERSATION_COLUMNS + "WHERE c.scope = %s "
     "ORDER BY c.updated_at DESC, c.id LIMIT %s"
 )
 #: The history ending at an entry, root first: ``(entry_id, parent entry_id, kind, message)``

@@ -530,10 +530,14 @@ CONVERSATION_COLUMNS = """
 FROM conversations c LEFT JOIN conversation_entries head ON head.id = c.head
 """
 CONVERSATION = "SELECT" + CONVERSATION_COLUMNS + "WHERE c.conversation_id = ?"
-#: Records newest ``updated_at`` first (ties: the first created first), of a scope (NULL,
-#: given twice: every scope), at most ``limit``.
+#: Records newest ``updated_at`` first (ties: the first created first), at most ``limit``:
+#: a walk of ``conversations_by_updated_at``.
 CONVERSATIONS = (
-    "SELECT" + CONVERSATION_COLUMNS + "WHERE ? IS NULL OR c.scope = ? "
+    "SELECT" + CONVERSATION_COLUMNS + "ORDER BY c.updated_at DESC, c.id LIMIT ?"
+)
+#: The same of one scope: a walk of ``conversations_by_scope``.
+SCOPE_CONVERSATIONS = (
+    "SELECT" + CONVERSATION_COLUMNS + "WHERE c.scope = ? "
     "ORDER BY c.updated_at DESC, c.id LIMIT ?"
 )
 #: The history ending at an entry, root first: ``(entry_id, parent entry_id, kind, message)``
