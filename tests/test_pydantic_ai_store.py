@@ -479,6 +479,35 @@ def test_a_version_11_file_gains_the_conversation_tables_when_opened(tmp_path: A
     conn.close()
 
 
+def test_a_postgresql_store_at_version_3_gains_the_conversation_tables_when_opened(
+    postgres_database: str,
+) -> None:
+    import psycopg
+
+    from agui_store.postgres import schema as pg_schema
+
+    with psycopg.connect(
+        postgres_database, autocommit=True, options=f"-c search_path={pg_schema.SCHEMA}"
+    ) as conn:
+        conn.execute(f"CREATE SCHEMA {pg_schema.SCHEMA}")
+        for step in (1, 2, 3):
+            conn.execute(pg_schema.MIGRATIONS[step])
+        conn.execute(
+            pg_schema.WRITE_VERSION, {"application": pg_schema.APPLICATION, "version": "3"}
+        )
+
+    async def scenario() -> None:
+        async with ConversationStore(postgres_database) as store:
+            await store.save(Conversation(conversation_id="c", messages=turn(1)))
+            assert (await store.load("c")).messages == turn(1)
+            report = store.store.check()
+            assert report.ok, [str(p) for p in report.problems]
+
+    run(scenario())
+    with psycopg.connect(postgres_database) as conn:
+        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION == 4
+
+
 def test_agui_store_imports_and_checks_without_pydantic_ai_and_the_integration_says_what_to_install(
     tmp_path: Any,
 ) -> None:
