@@ -10,12 +10,13 @@ reaches any more. It knows no pydantic-ai type: messages and records arrive as J
 (:mod:`agui_store.integrations.pydantic_ai` encodes them with pydantic-ai's own type
 adapters), so ``check()`` covers them without pydantic-ai installed.
 
-Writes take the store's write transaction that runs alone (SQLite: the file's one writer;
-PostgreSQL: the writers' lock exclusive): a revision check, the rows it writes and the
-entries a delete releases are decided in it, so two writers in several processes cannot
-both succeed against one revision, and a delete never releases an entry a concurrent save
-has just pointed at (that save either committed first, and its record reaches the entry, or
-it starts after the delete, and finds the entry gone: a conflict).
+Writes take turns in one write transaction at a time (SQLite: the file's one writer;
+PostgreSQL: a lock of their own, :data:`WRITERS_KEY`, beside the AG-UI appends, which never
+touch these tables): a revision check, the rows it writes and the entries a delete releases
+are decided in it, so two writers in several processes cannot both succeed against one
+revision, and a delete never releases an entry a concurrent save has just pointed at (that
+save either committed first, and its record reaches the entry, or it starts after the
+delete, and finds the entry gone: a conflict).
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ if TYPE_CHECKING:
 
 #: "All of them", as a ``limit`` every backend takes (SQLite's and PostgreSQL's bigint).
 EVERY = 2**62
+#: The key conversation writes take turns on: the store's write transaction of one key
+#: (``Store._writing(key)``), which PostgreSQL runs beside other keys' appends and SQLite
+#: alone. No AG-UI thread is named so (a NUL first); one that were would only take turns
+#: with conversation writes.
+WRITERS_KEY = "\x00agui-store conversations"
 
 _NONE = b"\xff" * 8  # a missing field, unlike any length prefix
 _ENCODER = msgspec.json.Encoder(order="sorted")
@@ -213,7 +219,7 @@ def write_record(
         raise InvalidArgumentError(
             f"conversation {cid!r}: new entries repeat an entry id; nothing was written"
         )
-    with store._writing() as tx:
+    with store._writing(WRITERS_KEY) as tx:
         stored = tx.conversation(cid)
         found = None if stored is None else str(stored[4])
         if found != expected_revision:
@@ -283,7 +289,7 @@ def delete_record(store: Store, conversation_id: str, expected_revision: str) ->
     branch reaches and every message no remaining entry holds; returns how many entries
     went. Raises :class:`ConversationConflictError` when no record with that revision is
     stored."""
-    with store._writing() as tx:
+    with store._writing(WRITERS_KEY) as tx:
         stored = tx.conversation(conversation_id)
         if stored is None or str(stored[4]) != expected_revision:
             raise ConversationConflictError(

@@ -332,6 +332,34 @@ async def _save_first(location: str) -> None:
         await store.save(Conversation(conversation_id="shared", messages=turn(0)))
 
 
+def test_on_postgresql_a_save_runs_beside_an_ag_ui_append_in_flight(
+    postgres_store_database: str,
+) -> None:
+    """Conversation writes take turns among themselves, not with the AG-UI log's appends."""
+    import threading
+
+    location = postgres_store_database
+    saved = threading.Event()
+
+    def save_now() -> None:
+        async def save() -> None:
+            async with ConversationStore(location) as store:
+                await store.save(Conversation(conversation_id="c", messages=turn(1)))
+
+        run(save())
+        saved.set()
+
+    def while_appending(thread_id: str | None) -> None:
+        if thread_id == "t":  # the append holds its locks until it commits
+            threading.Thread(target=save_now, daemon=True).start()
+            assert saved.wait(timeout=30), "the save waited for the append to commit"
+
+    with agui_store.open(location) as store, testing.on_write_locked(store, while_appending):
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}])
+    assert saved.is_set()
+    with agui_store.open(location) as store:
+        assert store.check().ok
+
 # --- delete ---------------------------------------------------------------------------------------
 
 
