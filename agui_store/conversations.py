@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from agui_store.errors import AguiStoreError, InvalidArgumentError
+from agui_store.errors import AguiStoreError, HashMismatchError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from agui_store import port
@@ -149,7 +149,20 @@ def _record(row: tuple[Any, ...]) -> Record:
 
 
 def _entry(row: tuple[Any, ...]) -> Entry:
-    entry_id, parent_id, kind, message = row
+    """An entry read, verified against its hashes: a message, kind or parent edited outside
+    the store is refused, not returned (``check()`` lists every such edit)."""
+    entry_id, parent_id, kind, message, stored, address, parent_hash = row
+    text = str(message).encode("utf-8", "surrogatepass")
+    if message_hash(text) != bytes(address):
+        raise HashMismatchError(
+            f"conversation entry {entry_id!r}: its message fails its content hash"
+        )
+    parent = None if parent_hash is None else bytes(parent_hash)
+    if entry_hash(str(entry_id), str(kind), bytes(address), parent) != bytes(stored):
+        raise HashMismatchError(
+            f"conversation entry {entry_id!r} fails its hash (its kind, message or parent "
+            "changed)"
+        )
     return Entry(
         str(entry_id), None if parent_id is None else str(parent_id), str(kind), str(message)
     )

@@ -284,11 +284,11 @@ class Reading(Protocol):
         """Records as :meth:`conversation` gives them, newest ``updated_at`` first (ties: the
         first created first), of ``scope`` (``None``: all), at most ``limit``."""
     def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]:
-        """``(entry_id, parent entry_id, kind, message)`` of the last ``limit`` entries of
-        the history ending at ``head_id``, root first, in one statement (none: no such
-        entry)."""
+        """``(entry_id, parent entry_id, kind, message, hash, message hash, parent's hash)``
+        of the last ``limit`` entries of the history ending at ``head_id``, root first, in
+        one statement (none: no such entry)."""
     def conversation_entry(self, entry_id: str) -> tuple[Any, ...] | None:
-        """``(entry_id, parent entry_id, kind, message)``, or ``None``."""
+        """One entry as :meth:`conversation_history` gives it, or ``None``."""
     def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None:
         """``(pk, hash, conversation that stored it)``, or ``None``."""
     def conversation_message_id(self, address: bytes) -> int | None: ...

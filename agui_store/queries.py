@@ -269,12 +269,13 @@ class NamedQueries:
         return [tuple(row) for row in rows]
 
     def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]:
-        """``(entry_id, parent entry_id, kind, message)`` of the last ``limit`` entries of
-        the history ending at ``head_id``, root first (none: no such entry)."""
+        """``(entry_id, parent entry_id, kind, message, hash, message hash, parent's hash)``
+        of the last ``limit`` entries of the history ending at ``head_id``, root first
+        (none: no such entry)."""
         return [tuple(row) for row in self._all(self.sql.CONVERSATION_HISTORY, (head_id, limit))]
 
     def conversation_entry(self, entry_id: str) -> tuple[Any, ...] | None:
-        """``(entry_id, parent entry_id, kind, message)``, or ``None``."""
+        """One entry as :meth:`conversation_history` gives it, or ``None``."""
         row = self._one(self.sql.CONVERSATION_ENTRY, (entry_id,))
         return None if row is None else tuple(row)
 

@@ -45,7 +45,7 @@ from pydantic_ai.usage import RequestUsage, RunUsage
 import agui_store
 from agui_store import testing
 from agui_store.conversations import EntryNotFoundError
-from agui_store.errors import InvalidArgumentError
+from agui_store.errors import HashMismatchError, InvalidArgumentError
 from agui_store.integrations.pydantic_ai import ConversationStore
 from tests.backends import dump, postgres_owner
 from tests.pydantic_ai_conversations import T0, turn, user
@@ -470,6 +470,37 @@ def test_check_names_a_conversation_edited_outside_the_store(
     assert not report.ok and any(found in p for p in problems), problems
     assert all(p.startswith("conversations") or "conversation" in p for p in problems), problems
 
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE conversation_messages SET message = replace(message, 'answer 1', 'answer X')",
+        "UPDATE conversation_entries SET kind = 'other'",
+        "UPDATE conversation_entries SET parent = NULL",
+    ],
+    ids=["a message's text", "an entry's kind", "an entry's parent"],
+)
+def test_a_load_refuses_a_history_edited_outside_the_store(
+    store_location: str, backend: str, edit: str
+) -> None:
+    async def save() -> str | None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=[*turn(1), *turn(2)]))
+            return (await store.read_record("c")).head_id
+
+    head = run(save())
+    _edit(store_location, backend, edit)
+
+    async def load() -> None:
+        async with ConversationStore(store_location) as store:
+            with pytest.raises(HashMismatchError, match="conversation entry"):
+                await store.load("c")
+            with pytest.raises(HashMismatchError, match="conversation entry"):
+                for entry in await store.read_history(head):
+                    await store.read_entry(entry.id)
+
+    run(load())
 
 # --- schema and packaging -------------------------------------------------------------------------
 

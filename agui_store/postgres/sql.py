@@ -790,8 +790,9 @@ SCOPE_CONVERSATIONS = (
     "SELECT" + CONVERSATION_COLUMNS + "WHERE c.scope = %s "
     "ORDER BY c.updated_at DESC, c.id LIMIT %s"
 )
-#: The history ending at an entry, root first: ``(entry_id, parent entry_id, kind, message)``
-#: of at most ``limit`` entries, walking ``parent`` one primary-key probe a step.
+#: The history ending at an entry, root first: ``(entry_id, parent entry_id, kind, message,
+#: hash, message hash, parent's hash)`` of at most ``limit`` entries, walking ``parent`` one
+#: primary-key probe a step.
 CONVERSATION_HISTORY = """
 WITH RECURSIVE chain(id, depth) AS (
     SELECT id, 1 FROM conversation_entries WHERE entry_id = %s
@@ -799,15 +800,16 @@ WITH RECURSIVE chain(id, depth) AS (
     SELECT e.parent, chain.depth + 1 FROM chain JOIN conversation_entries e ON e.id = chain.id
     WHERE e.parent IS NOT NULL AND chain.depth < %s
 )
-SELECT e.entry_id, p.entry_id, e.kind, m.message
+SELECT e.entry_id, p.entry_id, e.kind, m.message, e.hash, m.hash, p.hash
 FROM chain JOIN conversation_entries e ON e.id = chain.id
 LEFT JOIN conversation_entries p ON p.id = e.parent
 JOIN conversation_messages m ON m.id = e.message
 ORDER BY chain.depth DESC
 """
-#: One entry: ``(entry_id, parent entry_id, kind, message)``.
+#: One entry, as :data:`CONVERSATION_HISTORY` gives it.
 CONVERSATION_ENTRY = """
-SELECT e.entry_id, p.entry_id, e.kind, m.message FROM conversation_entries e
+SELECT e.entry_id, p.entry_id, e.kind, m.message, e.hash, m.hash, p.hash
+FROM conversation_entries e
 LEFT JOIN conversation_entries p ON p.id = e.parent
 JOIN conversation_messages m ON m.id = e.message
 WHERE e.entry_id = %s
