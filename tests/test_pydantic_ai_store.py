@@ -49,6 +49,7 @@ from agui_store.errors import HashMismatchError, InvalidArgumentError
 from agui_store.integrations.pydantic_ai import ConversationStore
 from tests.backends import dump, postgres_owner
 from tests.pydantic_ai_conversations import T0, turn, user
+from tests.schema_history import as_version_11
 from tests.workers.harness import ROOT, Worker, worker_env
 
 _T = TypeVar("_T")
@@ -518,9 +519,7 @@ def test_a_version_11_file_gains_the_conversation_tables_when_opened(tmp_path: A
         )
     conn = apsw.Connection(path)
     with conn:
-        for table in ("conversation_branches", "conversations", "conversation_entries",
-                      "conversation_messages"):
-            conn.execute(f"DROP TABLE {table}")
+        as_version_11(conn)
         conn.execute("PRAGMA user_version = 11")
     conn.close()
 
