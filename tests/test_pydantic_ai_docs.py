@@ -10,6 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from agui_store.errors import RunNotFoundError
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "pydantic-ai.md"
 
 
@@ -47,6 +49,11 @@ def test_the_docs_example_keeps_the_conversation_and_its_ag_ui_run_in_one_store(
         record = await conversations.read_record("t1")
         assert saved is not None and saved.head_id == record.head_id
         assert (await conversations.run_of_entry(record.head_id)).run_id == "r1"
+        # The links keep to their owner, as every read of the store does.
+        assert (await conversations.run_of_entry(record.head_id, scope="alice")).run_id == "r1"
+        assert await conversations.run_of_entry(record.head_id, scope="bob") is None
+        with pytest.raises(RunNotFoundError):
+            await conversations.saved_by_run("r1", thread_id="t1", scope="bob")
         await conversations.close()
 
     try:

@@ -206,14 +206,19 @@ class ConversationStore(_upstream.ConversationStore):
 
     # --- the AG-UI view beside it ---------------------------------------------------------
 
-    async def saved_by_run(self, run: str, *, thread_id: str | None = None) -> SavedRun | None:
+    async def saved_by_run(
+        self, run: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> SavedRun | None:
         """What a recorded AG-UI run saved to its conversation (from the
         ``pydantic_ai_conversation_saved`` event it sent), or ``None``: it saved nothing.
-        ``run`` is a run id or revision, as ``Store.get_run`` takes it."""
-        return await self._off_loop(self._saved_by_run, run, thread_id)
+        ``run`` is a run id or revision, as ``Store.get_run`` takes it; with ``scope``,
+        another owner's run is one the store doesn't have (``RunNotFoundError``)."""
+        return await self._off_loop(self._saved_by_run, run, thread_id, scope)
 
-    def _saved_by_run(self, run: str, thread_id: str | None) -> SavedRun | None:
-        found = self._store.get_run(run, thread_id=thread_id)
+    def _saved_by_run(
+        self, run: str, thread_id: str | None, scope: str | None
+    ) -> SavedRun | None:
+        found = self._store.get_run(run, thread_id=thread_id, scope=scope)
         if found is None:
             where = f" in thread {thread_id!r}" if thread_id else ""
             raise RunNotFoundError(f"no run {run!r}{where}")
@@ -223,19 +228,22 @@ class ConversationStore(_upstream.ConversationStore):
                 saved = SavedRun(run_id, found.thread_id, conversation_id, tuple(ids))
         return saved
 
-    async def run_of_entry(self, entry_id: str) -> SavedRun | None:
+    async def run_of_entry(self, entry_id: str, *, scope: str | None = None) -> SavedRun | None:
         """The recorded AG-UI run whose save stored an entry, or ``None``: the entry was
-        stored outside a recorded run (or its run is not in this store). Raises
-        ``EntryNotFoundError`` (a ``LookupError``) for an entry the store doesn't have."""
-        return await self._off_loop(self._run_of_entry, entry_id)
+        stored outside a recorded run, its run is not in this store, or, with ``scope``, it
+        is another owner's. Raises ``EntryNotFoundError`` (a ``LookupError``) for an entry
+        the store doesn't have."""
+        return await self._off_loop(self._run_of_entry, entry_id, scope)
 
-    def _run_of_entry(self, entry_id: str) -> SavedRun | None:
+    def _run_of_entry(self, entry_id: str, scope: str | None) -> SavedRun | None:
         conversation_id = _engine.entry_conversation(self._store, entry_id)
         if conversation_id is None:
             raise _engine.EntryNotFoundError(entry_id)
         # The adapter names a conversation by the AG-UI thread id.
         for run_id, saved_to, ids in _engine.saved_entries(self._store, conversation_id):
             if entry_id in ids:
+                if self._store.get_run(run_id, thread_id=conversation_id, scope=scope) is None:
+                    return None  # another owner's run
                 return SavedRun(run_id, conversation_id, saved_to, tuple(ids))
         return None
 
