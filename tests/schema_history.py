@@ -32,7 +32,21 @@ DROP TABLE event_types;
 CREATE INDEX events_by_run ON events(run, seq);
 """
 
+#: Schema 12 added the pydantic-ai conversation tables; version 11 had none.
+UNDO_VERSION_12 = """
+DROP TABLE conversation_branches;
+DROP TABLE conversations;
+DROP TABLE conversation_entries;
+DROP TABLE conversation_messages;
+"""
+
+
+def as_version_11(conn: Any) -> None:
+    """Give a current file (an apsw connection, foreign keys off) version 11's tables."""
+    conn.execute(UNDO_VERSION_12)
+
 
 def as_version_10(conn: Any) -> None:
     """Give a current file (an apsw connection, foreign keys off) version 10's log tables."""
+    as_version_11(conn)
     conn.execute(UNDO_VERSION_11)

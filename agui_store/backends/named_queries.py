@@ -255,3 +255,116 @@ class NamedQueries:
 
     def hashed_batches(self) -> list[tuple[Any, ...]]:
         return self._all(self.sql.HASHED_BATCHES)
+
+    # --- pydantic-ai conversations (agui_store.engine.conversations) -------------------------------
+
+    def conversation(self, conversation_id: str) -> tuple[Any, ...] | None:
+        """A record: ``(pk, conversation_id, head entry_id, scope, revision, updated_at,
+        record, hash, branch entry_ids as JSON text)``, or ``None``."""
+        row = self._one(self.sql.CONVERSATION, (conversation_id,))
+        return None if row is None else tuple(row)
+
+    def conversations(self, scope: str | None, limit: int) -> list[tuple[Any, ...]]:
+        """Records as :meth:`conversation` gives them, newest ``updated_at`` first (ties: the
+        first created first), of ``scope`` (``None``: all), at most ``limit``."""
+        rows = (
+            self._all(self.sql.CONVERSATIONS, (limit,))
+            if scope is None
+            else self._all(self.sql.SCOPE_CONVERSATIONS, (scope, limit))
+        )
+        return [tuple(row) for row in rows]
+
+    def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]:
+        """``(entry_id, parent entry_id, kind, message, hash, message hash, parent's hash)``
+        of the last ``limit`` entries of the history ending at ``head_id``, root first
+        (none: no such entry)."""
+        return [tuple(row) for row in self._all(self.sql.CONVERSATION_HISTORY, (head_id, limit))]
+
+    def conversation_entry(self, entry_id: str) -> tuple[Any, ...] | None:
+        """One entry as :meth:`conversation_history` gives it, or ``None``."""
+        row = self._one(self.sql.CONVERSATION_ENTRY, (entry_id,))
+        return None if row is None else tuple(row)
+
+    def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None:
+        """``(pk, hash, conversation that stored it)`` of an entry, or ``None``."""
+        row = self._one(self.sql.CONVERSATION_ENTRY_KEY, (entry_id,))
+        return None if row is None else (int(row[0]), bytes(row[1]), str(row[2]))
+
+    def conversation_message_id(self, address: bytes) -> int | None:
+        found = self._value(self.sql.CONVERSATION_MESSAGE_ID, (address,))
+        return None if found is None else int(found)
+
+    def insert_conversation_message(self, address: bytes, message: str) -> int:
+        return int(self._value(self.sql.INSERT_CONVERSATION_MESSAGE, (address, message)))
+
+    def insert_conversation_entry(
+        self, entry_id: str, parent: int | None, message: int, kind: str, conversation: str,
+        entry_hash: bytes,
+    ) -> int:
+        return int(self._value(
+            self.sql.INSERT_CONVERSATION_ENTRY,
+            (entry_id, parent, message, kind, conversation, entry_hash),
+        ))
+
+    def insert_conversation(
+        self, conversation_id: str, head: int | None, scope: str | None, revision: str,
+        updated_at: int, record: str, record_hash: bytes,
+    ) -> int:
+        return int(self._value(
+            self.sql.INSERT_CONVERSATION,
+            (conversation_id, head, scope, revision, updated_at, record, record_hash),
+        ))
+
+    def update_conversation(
+        self, pk: int, head: int | None, scope: str | None, revision: str, updated_at: int,
+        record: str, record_hash: bytes,
+    ) -> None:
+        self._execute(
+            self.sql.UPDATE_CONVERSATION,
+            (head, scope, revision, updated_at, record, record_hash, pk),
+        )
+
+    def set_conversation_branches(self, pk: int, entries: Sequence[int]) -> None:
+        """The record's branches are ``entries`` (entry pks), oldest first."""
+        self._execute(self.sql.DELETE_CONVERSATION_BRANCHES, (pk,))
+        for pos, entry in enumerate(entries):
+            self._execute(self.sql.INSERT_CONVERSATION_BRANCH, (pk, pos, entry))
+
+    def delete_conversation(self, pk: int) -> None:
+        """The record and its branches."""
+        self._execute(self.sql.DELETE_CONVERSATION_BRANCHES, (pk,))
+        self._execute(self.sql.DELETE_CONVERSATION, (pk,))
+
+    def conversation_entry_reached(self, pk: int) -> tuple[int | None, int, bool] | None:
+        """``(parent, message, still reached)`` of an entry (``None``: no such entry): it
+        is reached while an entry follows it or a record's head or branch names it."""
+        row = self._one(self.sql.CONVERSATION_ENTRY_REACHED, (pk,))
+        if row is None:
+            return None
+        return (None if row[0] is None else int(row[0])), int(row[1]), bool(row[2])
+
+    def delete_conversation_entry(self, pk: int) -> None:
+        self._execute(self.sql.DELETE_CONVERSATION_ENTRY, (pk,))
+
+    def delete_unused_conversation_message(self, pk: int) -> None:
+        """Delete the message unless an entry still holds it."""
+        self._execute(self.sql.DELETE_UNUSED_CONVERSATION_MESSAGE, (pk, pk))
+
+    def every_conversation_message(self) -> list[tuple[Any, ...]]:
+        """``(pk, hash, message)`` of every conversation message, by pk."""
+        return self._all(self.sql.EVERY_CONVERSATION_MESSAGE)
+
+    def every_conversation_entry(self) -> list[tuple[Any, ...]]:
+        """``(pk, entry_id, parent, message, kind, conversation, hash)``, by pk."""
+        return self._all(self.sql.EVERY_CONVERSATION_ENTRY)
+
+    def every_conversation(self) -> list[tuple[Any, ...]]:
+        """Every record as :meth:`conversation` gives it, by pk."""
+        return [tuple(row) for row in self._all(self.sql.EVERY_CONVERSATION)]
+
+    def unused_conversation_messages(self) -> list[int]:
+        return [int(pk) for pk in self._column(self.sql.UNUSED_CONVERSATION_MESSAGES)]
+
+    def thread_custom_events(self, thread_id: str) -> list[tuple[str, str]]:
+        """``(run_id, payload)`` of the CUSTOM events of a thread, in recorded order."""
+        return [(str(r), str(p)) for r, p in self._all(self.sql.THREAD_CUSTOM_EVENTS, (thread_id,))]

@@ -79,7 +79,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import checkpoints, log_hashes
+from agui_store.engine import checkpoints, conversations, log_hashes
 from agui_store.engine.port import Inspecting
 from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventError
 from agui_store.history import blobs, hashing
@@ -110,6 +110,7 @@ CHECKS = (
     "lineage_digests",
     "hashes",
     "derived",
+    "conversations",
 )
 
 #: Problems listed per check; past that the report says how many more there were.
@@ -1036,6 +1037,11 @@ def _compare_checkpoint(
         out.problem(f"{where} fails its hashes: {refused}")
 
 
+def _check_conversations(ctx: _Context, out: _Collector) -> None:
+    """pydantic-ai conversations: content hashes of messages, entries and records."""
+    conversations.check(ctx.tx, out.problem)
+
+
 _CHECKS: tuple[tuple[str, Callable[[_Context, _Collector], None]], ...] = (
     ("lineage", _check_lineage),
     ("refs", _check_refs),
@@ -1047,4 +1053,5 @@ _CHECKS: tuple[tuple[str, Callable[[_Context, _Collector], None]], ...] = (
     ("lineage_digests", _check_lineage_digests),
     ("hashes", _check_hashes),
     ("derived", _check_derived),
+    ("conversations", _check_conversations),
 )

@@ -313,6 +313,36 @@ class Inspecting(Reading, Protocol):
         """``(seq, type, payload, echo refs)`` of the run's events in the range, by seq:
         what a batch's hash covers."""
 
+    # pydantic-ai conversations (agui_store.engine.conversations)
+    def conversation(self, conversation_id: str) -> tuple[Any, ...] | None:
+        """``(pk, conversation_id, head entry_id, scope, revision, updated_at, record, hash,
+        branch entry_ids as a JSON array)``, or ``None``."""
+    def conversations(self, scope: str | None, limit: int) -> list[tuple[Any, ...]]:
+        """Records as :meth:`conversation` gives them, newest ``updated_at`` first (ties: the
+        first created first), of ``scope`` (``None``: all), at most ``limit``."""
+    def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]:
+        """``(entry_id, parent entry_id, kind, message, hash, message hash, parent's hash)``
+        of the last ``limit`` entries of the history ending at ``head_id``, root first, in
+        one statement (none: no such entry)."""
+    def conversation_entry(self, entry_id: str) -> tuple[Any, ...] | None:
+        """One entry as :meth:`conversation_history` gives it, or ``None``."""
+    def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None:
+        """``(pk, hash, conversation that stored it)``, or ``None``."""
+    def conversation_message_id(self, address: bytes) -> int | None: ...
+    def conversation_entry_reached(self, pk: int) -> tuple[int | None, int, bool] | None:
+        """``(parent, message, still reached)``: an entry is reached while an entry follows
+        it or a record's head or branch names it (``None``: no such entry)."""
+    def every_conversation_message(self) -> list[tuple[Any, ...]]:
+        """``(pk, hash, message)`` by pk."""
+    def every_conversation_entry(self) -> list[tuple[Any, ...]]:
+        """``(pk, entry_id, parent, message, kind, conversation, hash)`` by pk."""
+    def every_conversation(self) -> list[tuple[Any, ...]]:
+        """Every record as :meth:`conversation` gives it, by pk."""
+    def unused_conversation_messages(self) -> list[int]:
+        """Messages no entry holds."""
+    def thread_custom_events(self, thread_id: str) -> list[tuple[str, str]]:
+        """``(run_id, payload)`` of a thread's CUSTOM events, in recorded order."""
+
 
 class Writing(Reading, Protocol):
     """Operations of the single writer (reads see the writes made so far)."""
@@ -384,6 +414,27 @@ class Writing(Reading, Protocol):
     def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
         """``(run, length, manifest, tail, state, interrupts, warnings, ids_hash,
         created_at, state_base, run_hash, view_hash)``."""
+
+    def insert_conversation_message(self, address: bytes, message: str) -> int: ...
+    def insert_conversation_entry(
+        self, entry_id: str, parent: int | None, message: int, kind: str, conversation: str,
+        entry_hash: bytes,
+    ) -> int: ...
+    def insert_conversation(
+        self, conversation_id: str, head: int | None, scope: str | None, revision: str,
+        updated_at: int, record: str, record_hash: bytes,
+    ) -> int: ...
+    def update_conversation(
+        self, pk: int, head: int | None, scope: str | None, revision: str, updated_at: int,
+        record: str, record_hash: bytes,
+    ) -> None: ...
+    def set_conversation_branches(self, pk: int, entries: Sequence[int]) -> None:
+        """The record's branches are ``entries`` (entry pks), oldest first."""
+    def delete_conversation(self, pk: int) -> None:
+        """The record and its branches."""
+    def delete_conversation_entry(self, pk: int) -> None: ...
+    def delete_unused_conversation_message(self, pk: int) -> None:
+        """Delete the message unless an entry still holds it."""
 
 
 class Backend(Protocol):

@@ -853,3 +853,113 @@ WHERE t.{column} IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM {schema}.{target} r WHERE r.{target_column} = t.{column})
 ORDER BY 1
 """
+
+# --- pydantic-ai conversations (agui_store.engine.conversations) -------------------------------------
+# Named and ordered as SQLite's (agui_store.sqlite.sql), with the same parameters.
+
+#: A conversation's record: ``(pk, conversation_id, head entry_id, scope, revision,
+#: updated_at, record, hash, branch entry_ids as a JSON array by position)``.
+CONVERSATION_COLUMNS = """
+    c.id, c.conversation_id, head.entry_id, c.scope, c.revision, c.updated_at, c.record, c.hash,
+    (SELECT coalesce(json_agg(e.entry_id ORDER BY b.pos), '[]')::text
+     FROM conversation_branches b JOIN conversation_entries e ON e.id = b.entry
+     WHERE b.conversation = c.id)
+FROM conversations c LEFT JOIN conversation_entries head ON head.id = c.head
+"""
+CONVERSATION = "SELECT" + CONVERSATION_COLUMNS + "WHERE c.conversation_id = %s"
+#: Records newest ``updated_at`` first (ties: the first created first), at most ``limit``:
+#: a walk of ``conversations_by_updated_at``.
+CONVERSATIONS = (
+    "SELECT" + CONVERSATION_COLUMNS + "ORDER BY c.updated_at DESC, c.id LIMIT %s"
+)
+#: The same of one scope: a walk of ``conversations_by_scope``.
+SCOPE_CONVERSATIONS = (
+    "SELECT" + CONVERSATION_COLUMNS + "WHERE c.scope = %s "
+    "ORDER BY c.updated_at DESC, c.id LIMIT %s"
+)
+#: The history ending at an entry, root first: ``(entry_id, parent entry_id, kind, message,
+#: hash, message hash, parent's hash)`` of at most ``limit`` entries, walking ``parent`` one
+#: primary-key probe a step.
+CONVERSATION_HISTORY = """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT id, 1 FROM conversation_entries WHERE entry_id = %s
+    UNION ALL
+    SELECT e.parent, chain.depth + 1 FROM chain JOIN conversation_entries e ON e.id = chain.id
+    WHERE e.parent IS NOT NULL AND chain.depth < %s
+)
+SELECT e.entry_id, p.entry_id, e.kind, m.message, e.hash, m.hash, p.hash
+FROM chain JOIN conversation_entries e ON e.id = chain.id
+LEFT JOIN conversation_entries p ON p.id = e.parent
+JOIN conversation_messages m ON m.id = e.message
+ORDER BY chain.depth DESC
+"""
+#: One entry, as :data:`CONVERSATION_HISTORY` gives it.
+CONVERSATION_ENTRY = """
+SELECT e.entry_id, p.entry_id, e.kind, m.message, e.hash, m.hash, p.hash
+FROM conversation_entries e
+LEFT JOIN conversation_entries p ON p.id = e.parent
+JOIN conversation_messages m ON m.id = e.message
+WHERE e.entry_id = %s
+"""
+#: ``(pk, hash, conversation)`` of an entry.
+CONVERSATION_ENTRY_KEY = (
+    "SELECT id, hash, conversation FROM conversation_entries WHERE entry_id = %s"
+)
+CONVERSATION_MESSAGE_ID = "SELECT id FROM conversation_messages WHERE hash = %s"
+INSERT_CONVERSATION_MESSAGE = (
+    "INSERT INTO conversation_messages(hash, message) VALUES (%s, %s) RETURNING id"
+)
+INSERT_CONVERSATION_ENTRY = """
+INSERT INTO conversation_entries(entry_id, parent, message, kind, conversation, hash)
+VALUES (%s, %s, %s, %s, %s, %s) RETURNING id
+"""
+INSERT_CONVERSATION = """
+INSERT INTO conversations(conversation_id, head, scope, revision, updated_at, record, hash)
+VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id
+"""
+UPDATE_CONVERSATION = """
+UPDATE conversations SET head = %s, scope = %s, revision = %s, updated_at = %s, record = %s,
+    hash = %s
+WHERE id = %s
+"""
+DELETE_CONVERSATION = "DELETE FROM conversations WHERE id = %s"
+DELETE_CONVERSATION_BRANCHES = "DELETE FROM conversation_branches WHERE conversation = %s"
+INSERT_CONVERSATION_BRANCH = (
+    "INSERT INTO conversation_branches(conversation, pos, entry) VALUES (%s, %s, %s)"
+)
+#: What releasing an entry asks: ``(parent, message, still reached)``, where it is still
+#: reached while an entry follows it or a record's head or branch names it.
+CONVERSATION_ENTRY_REACHED = """
+SELECT e.parent, e.message,
+    EXISTS (SELECT 1 FROM conversation_entries c WHERE c.parent = e.id)
+    OR EXISTS (SELECT 1 FROM conversations r WHERE r.head = e.id)
+    OR EXISTS (SELECT 1 FROM conversation_branches b WHERE b.entry = e.id)
+FROM conversation_entries e WHERE e.id = %s
+"""
+DELETE_CONVERSATION_ENTRY = "DELETE FROM conversation_entries WHERE id = %s"
+#: Deletes a message (its key given twice) no entry holds any more.
+DELETE_UNUSED_CONVERSATION_MESSAGE = """
+DELETE FROM conversation_messages WHERE id = %s
+AND NOT EXISTS (SELECT 1 FROM conversation_entries WHERE message = %s)
+"""
+#: check(): ``(pk, hash, message)`` of every message, by pk.
+EVERY_CONVERSATION_MESSAGE = "SELECT id, hash, message FROM conversation_messages ORDER BY id"
+#: check(): ``(pk, entry_id, parent, message, kind, conversation, hash)`` of every entry, by pk.
+EVERY_CONVERSATION_ENTRY = """
+SELECT id, entry_id, parent, message, kind, conversation, hash FROM conversation_entries
+ORDER BY id
+"""
+#: check(): every record as :data:`CONVERSATION` reads it, by pk.
+EVERY_CONVERSATION = "SELECT" + CONVERSATION_COLUMNS + "ORDER BY c.id"
+#: check(): messages no entry holds.
+UNUSED_CONVERSATION_MESSAGES = """
+SELECT m.id FROM conversation_messages m
+WHERE NOT EXISTS (SELECT 1 FROM conversation_entries e WHERE e.message = m.id) ORDER BY m.id
+"""
+#: The CUSTOM events of a thread's runs: ``(run_id, payload)`` in recorded order.
+THREAD_CUSTOM_EVENTS = """
+SELECT runs.run_id, events.payload FROM threads
+JOIN runs ON runs.thread = threads.id
+JOIN events ON events.run = runs.id
+WHERE threads.thread_id = %s AND events.type = 'CUSTOM' ORDER BY events.seq
+"""

@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -357,6 +357,55 @@ END;
     + _EVENT_LOG_GUARDS
 )
 
+# Version 12: pydantic-ai conversations (agui_store.engine.conversations), beside the AG-UI log. A
+# message is stored once by content; an entry holds one message after the entry before it;
+# a conversation's record points at its newest entry and at the branches it left. These rows
+# move and go (a save moves the head, a delete releases what nothing reaches), so no trigger
+# guards them; their content hashes let check() find an edit made outside the store.
+CREATE_V12 = """
+CREATE TABLE conversation_messages (
+    id       INTEGER PRIMARY KEY,
+    hash     BLOB NOT NULL UNIQUE,          -- sha256 of message
+    message  TEXT NOT NULL                  -- one ModelMessage as pydantic-ai's JSON, keys sorted
+) STRICT;
+
+CREATE TABLE conversation_entries (
+    id            INTEGER PRIMARY KEY,      -- a parent's id is always smaller
+    entry_id      TEXT NOT NULL UNIQUE,     -- pydantic-ai's ConversationEntry.id
+    parent        INTEGER REFERENCES conversation_entries(id),
+    message       INTEGER NOT NULL REFERENCES conversation_messages(id),
+    kind          TEXT NOT NULL,
+    conversation  TEXT NOT NULL,            -- the conversation whose save stored it
+    hash          BLOB NOT NULL,            -- covers the entry id, kind, message hash and the parent's hash
+    CHECK (parent IS NULL OR parent < id)
+) STRICT;
+CREATE INDEX conversation_entries_by_parent ON conversation_entries(parent);
+CREATE INDEX conversation_entries_by_message ON conversation_entries(message);
+
+CREATE TABLE conversations (
+    id               INTEGER PRIMARY KEY,   -- creation order: ties of updated_at list by it
+    conversation_id  TEXT NOT NULL UNIQUE,
+    head             INTEGER REFERENCES conversation_entries(id),
+    scope            TEXT,
+    revision         TEXT NOT NULL,
+    updated_at       INTEGER NOT NULL,      -- microseconds since the epoch, for listing
+    record           TEXT NOT NULL,         -- the record's other fields (JSON)
+    hash             BLOB NOT NULL          -- covers every column above but id, and the branches
+) STRICT;
+CREATE INDEX conversations_by_head ON conversations(head);
+CREATE INDEX conversations_by_updated_at ON conversations(updated_at DESC, id);
+CREATE INDEX conversations_by_scope ON conversations(scope, updated_at DESC, id);
+
+-- The last entries of the branches a conversation left, oldest first.
+CREATE TABLE conversation_branches (
+    conversation  INTEGER NOT NULL REFERENCES conversations(id),
+    pos           INTEGER NOT NULL,
+    entry         INTEGER NOT NULL REFERENCES conversation_entries(id),
+    PRIMARY KEY (conversation, pos)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX conversation_branches_by_entry ON conversation_branches(entry);
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -369,6 +418,7 @@ MIGRATIONS: dict[int, str] = {
     9: CREATE_V9,
     10: CREATE_V10,
     11: CREATE_V11,
+    12: CREATE_V12,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.

@@ -596,3 +596,112 @@ def check_foreign_key_list(table: str) -> str:
 def check_row_values(table: str, columns: list[str]) -> str:
     """The values of ``columns`` in the row of ``table`` with the bound rowid."""
     return f"SELECT {', '.join(map(_quoted, columns))} FROM {_quoted(table)} WHERE rowid = ?"
+
+# --- pydantic-ai conversations (agui_store.engine.conversations) -------------------------------------
+
+#: A conversation's record: ``(pk, conversation_id, head entry_id, scope, revision,
+#: updated_at, record, hash, branch entry_ids as a JSON array by position)``.
+CONVERSATION_COLUMNS = """
+    c.id, c.conversation_id, head.entry_id, c.scope, c.revision, c.updated_at, c.record, c.hash,
+    (SELECT json_group_array(entry_id) FROM (
+        SELECT e.entry_id FROM conversation_branches b
+        JOIN conversation_entries e ON e.id = b.entry
+        WHERE b.conversation = c.id ORDER BY b.pos))
+FROM conversations c LEFT JOIN conversation_entries head ON head.id = c.head
+"""
+CONVERSATION = "SELECT" + CONVERSATION_COLUMNS + "WHERE c.conversation_id = ?"
+#: Records newest ``updated_at`` first (ties: the first created first), at most ``limit``:
+#: a walk of ``conversations_by_updated_at``.
+CONVERSATIONS = (
+    "SELECT" + CONVERSATION_COLUMNS + "ORDER BY c.updated_at DESC, c.id LIMIT ?"
+)
+#: The same of one scope: a walk of ``conversations_by_scope``.
+SCOPE_CONVERSATIONS = (
+    "SELECT" + CONVERSATION_COLUMNS + "WHERE c.scope = ? "
+    "ORDER BY c.updated_at DESC, c.id LIMIT ?"
+)
+#: The history ending at an entry, root first: ``(entry_id, parent entry_id, kind, message,
+#: hash, message hash, parent's hash)`` of at most ``limit`` entries, walking ``parent`` one
+#: primary-key probe a step.
+CONVERSATION_HISTORY = """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT id, 1 FROM conversation_entries WHERE entry_id = ?
+    UNION ALL
+    SELECT e.parent, chain.depth + 1 FROM chain JOIN conversation_entries e ON e.id = chain.id
+    WHERE e.parent IS NOT NULL AND chain.depth < ?
+)
+SELECT e.entry_id, p.entry_id, e.kind, m.message, e.hash, m.hash, p.hash
+FROM chain CROSS JOIN conversation_entries e ON e.id = chain.id
+LEFT JOIN conversation_entries p ON p.id = e.parent
+JOIN conversation_messages m ON m.id = e.message
+ORDER BY chain.depth DESC
+"""
+#: One entry, as :data:`CONVERSATION_HISTORY` gives it.
+CONVERSATION_ENTRY = """
+SELECT e.entry_id, p.entry_id, e.kind, m.message, e.hash, m.hash, p.hash
+FROM conversation_entries e
+LEFT JOIN conversation_entries p ON p.id = e.parent
+JOIN conversation_messages m ON m.id = e.message
+WHERE e.entry_id = ?
+"""
+#: ``(pk, hash, conversation)`` of an entry.
+CONVERSATION_ENTRY_KEY = (
+    "SELECT id, hash, conversation FROM conversation_entries WHERE entry_id = ?"
+)
+CONVERSATION_MESSAGE_ID = "SELECT id FROM conversation_messages WHERE hash = ?"
+INSERT_CONVERSATION_MESSAGE = (
+    "INSERT INTO conversation_messages(hash, message) VALUES (?, ?) RETURNING id"
+)
+INSERT_CONVERSATION_ENTRY = """
+INSERT INTO conversation_entries(entry_id, parent, message, kind, conversation, hash)
+VALUES (?, ?, ?, ?, ?, ?) RETURNING id
+"""
+INSERT_CONVERSATION = """
+INSERT INTO conversations(conversation_id, head, scope, revision, updated_at, record, hash)
+VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id
+"""
+UPDATE_CONVERSATION = """
+UPDATE conversations SET head = ?, scope = ?, revision = ?, updated_at = ?, record = ?, hash = ?
+WHERE id = ?
+"""
+DELETE_CONVERSATION = "DELETE FROM conversations WHERE id = ?"
+DELETE_CONVERSATION_BRANCHES = "DELETE FROM conversation_branches WHERE conversation = ?"
+INSERT_CONVERSATION_BRANCH = (
+    "INSERT INTO conversation_branches(conversation, pos, entry) VALUES (?, ?, ?)"
+)
+#: What releasing an entry asks: ``(parent, message, still reached)``, where it is still
+#: reached while an entry follows it or a record's head or branch names it.
+CONVERSATION_ENTRY_REACHED = """
+SELECT e.parent, e.message,
+    EXISTS (SELECT 1 FROM conversation_entries c WHERE c.parent = e.id)
+    OR EXISTS (SELECT 1 FROM conversations r WHERE r.head = e.id)
+    OR EXISTS (SELECT 1 FROM conversation_branches b WHERE b.entry = e.id)
+FROM conversation_entries e WHERE e.id = ?
+"""
+DELETE_CONVERSATION_ENTRY = "DELETE FROM conversation_entries WHERE id = ?"
+#: Deletes a message (its key given twice) no entry holds any more.
+DELETE_UNUSED_CONVERSATION_MESSAGE = """
+DELETE FROM conversation_messages WHERE id = ?
+AND NOT EXISTS (SELECT 1 FROM conversation_entries WHERE message = ?)
+"""
+#: check(): ``(pk, hash, message)`` of every message, by pk.
+EVERY_CONVERSATION_MESSAGE = "SELECT id, hash, message FROM conversation_messages ORDER BY id"
+#: check(): ``(pk, entry_id, parent, message, kind, conversation, hash)`` of every entry, by pk.
+EVERY_CONVERSATION_ENTRY = """
+SELECT id, entry_id, parent, message, kind, conversation, hash FROM conversation_entries
+ORDER BY id
+"""
+#: check(): every record as :data:`CONVERSATION` reads it, by pk.
+EVERY_CONVERSATION = "SELECT" + CONVERSATION_COLUMNS + "ORDER BY c.id"
+#: check(): messages no entry holds.
+UNUSED_CONVERSATION_MESSAGES = """
+SELECT m.id FROM conversation_messages m
+WHERE NOT EXISTS (SELECT 1 FROM conversation_entries e WHERE e.message = m.id) ORDER BY m.id
+"""
+#: The CUSTOM events of a thread's runs: ``(run_id, payload)`` in recorded order.
+THREAD_CUSTOM_EVENTS = """
+SELECT runs.run_id, events.payload FROM threads
+JOIN runs ON runs.thread = threads.id
+JOIN events ON events.run = runs.id
+WHERE threads.thread_id = ? AND events.type = 'CUSTOM' ORDER BY events.seq
+"""

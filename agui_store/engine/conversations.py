@@ -1,0 +1,444 @@
+"""Conversations as pydantic-ai keeps them, stored beside the AG-UI log: the engine's part.
+
+A conversation is a log of entries, each holding one message and pointing at the entry
+before it, and a record that points at its newest entry (its head) and at the last entries
+of the branches it left. This module holds the rules, once for every backend, over the
+storage port (:mod:`agui_store.port`): messages are stored once by content (their sha256),
+an entry's hash covers its parent's (an edit anywhere in a history changes the hash of every
+entry after it), a write lands whole or not at all, and a delete releases what nothing
+reaches any more. It knows no pydantic-ai type: messages and records arrive as JSON text
+(:mod:`agui_store.integrations.pydantic_ai` encodes them with pydantic-ai's own type
+adapters), so ``check()`` covers them without pydantic-ai installed.
+
+Writes take turns in one write transaction at a time (SQLite: the file's one writer;
+PostgreSQL: a lock of their own, :data:`WRITERS_KEY`, beside the AG-UI appends, which never
+touch these tables): a revision check, the rows it writes and the entries a delete releases
+are decided in it, so two writers in several processes cannot both succeed against one
+revision, and a delete never releases an entry a concurrent save has just pointed at (that
+save either committed first, and its record reaches the entry, or it starts after the
+delete, and finds the entry gone: a conflict).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+import msgspec
+
+from agui_store.engine import port
+from agui_store.errors import AguiStoreError, HashMismatchError, InvalidArgumentError
+
+
+class Store(Protocol):
+    """What conversations need of a store (:class:`agui_store.Store` is one): its read
+    transactions, and its write transactions of one key."""
+
+    def _reading(self) -> AbstractContextManager[port.Reading]: ...
+    def _writing(self, thread_id: str | None = None) -> AbstractContextManager[port.Writing]: ...
+
+#: "All of them", as a ``limit`` every backend takes (SQLite's and PostgreSQL's bigint).
+EVERY = 2**62
+#: The key conversation writes take turns on: the store's write transaction of one key
+#: (``Store._writing(key)``), which PostgreSQL runs beside other keys' appends and SQLite
+#: alone. No AG-UI thread is named so (a NUL first); one that were would only take turns
+#: with conversation writes.
+WRITERS_KEY = "\x00agui-store conversations"
+
+_NONE = b"\xff" * 8  # a missing field, unlike any length prefix
+_ENCODER = msgspec.json.Encoder(order="sorted")
+_DECODER = msgspec.json.Decoder()
+
+
+class ConversationConflictError(AguiStoreError):
+    """A conversation changed since it was read: its stored revision is not the one a
+    write expected, or an entry the write builds on was released by a delete since.
+    Nothing was written."""
+
+    def __init__(self, conversation_id: str, reason: str) -> None:
+        self.conversation_id = conversation_id
+        super().__init__(f"conversation {conversation_id!r}: {reason}; nothing was written")
+
+
+class EntryNotFoundError(AguiStoreError, LookupError):
+    """No conversation entry has this id (never stored, or released by a delete)."""
+
+    def __init__(self, entry_id: str) -> None:
+        self.entry_id = entry_id
+        super().__init__(f"no conversation entry {entry_id!r} in the store")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry as stored: its message is JSON text (keys sorted)."""
+
+    entry_id: str
+    parent_id: str | None
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Record:
+    """A conversation's record as stored. ``record`` is the JSON text of its other fields;
+    ``updated_at`` (microseconds since the epoch) orders listings."""
+
+    conversation_id: str
+    head_id: str | None
+    scope: str | None
+    revision: str
+    updated_at: int
+    record: str
+    branches: tuple[str, ...]
+
+
+# --- hashes ---------------------------------------------------------------------------------
+
+
+def _field(value: str | bytes | None) -> bytes:
+    if value is None:
+        return _NONE
+    data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
+    return len(data).to_bytes(8, "big") + data
+
+
+def canonical(message: str | bytes, where: str) -> bytes:
+    """A message's JSON with its keys sorted and no spaces: equal messages, one text (so one
+    row), whatever order an encoder wrote their keys in."""
+    try:
+        return _ENCODER.encode(_DECODER.decode(message))
+    except msgspec.DecodeError as e:
+        raise InvalidArgumentError(f"{where}: the message is not JSON: {e}") from None
+
+
+def message_hash(message: bytes) -> bytes:
+    """A message's address: the sha256 of its stored text."""
+    return hashlib.sha256(message).digest()
+
+
+def entry_hash(entry_id: str, kind: str, message: bytes, parent: bytes | None) -> bytes:
+    """An entry's hash: its id, kind, message hash and its parent's hash (``None``: the
+    first entry of a history), so it vouches for the whole history before it."""
+    return hashlib.sha256(
+        b"agui-store conversation entry 1\x00"
+        + _field(entry_id) + _field(kind) + _field(message) + _field(parent)
+    ).digest()  # fmt: skip
+
+
+def record_hash(record: Record) -> bytes:
+    """A record's hash: every field it stores, its branches in order."""
+    return hashlib.sha256(
+        b"agui-store conversation record 1\x00"
+        + _field(record.conversation_id) + _field(record.head_id) + _field(record.scope)
+        + _field(record.revision) + _field(str(record.updated_at)) + _field(record.record)
+        + _field(_ENCODER.encode(list(record.branches)))
+    ).digest()  # fmt: skip
+
+
+# --- reads ----------------------------------------------------------------------------------
+
+
+def _record(row: tuple[Any, ...]) -> Record:
+    _pk, conversation_id, head_id, scope, revision, updated_at, record, _hash, branches = row
+    return Record(
+        conversation_id=str(conversation_id),
+        head_id=None if head_id is None else str(head_id),
+        scope=None if scope is None else str(scope),
+        revision=str(revision),
+        updated_at=int(updated_at),
+        record=str(record),
+        branches=tuple(str(b) for b in _DECODER.decode(branches)),
+    )
+
+
+def _entry(row: tuple[Any, ...]) -> Entry:
+    """An entry read, verified against its hashes: a message, kind or parent edited outside
+    the store is refused, not returned (``check()`` lists every such edit)."""
+    entry_id, parent_id, kind, message, stored, address, parent_hash = row
+    text = str(message).encode("utf-8", "surrogatepass")
+    if message_hash(text) != bytes(address):
+        raise HashMismatchError(
+            f"conversation entry {entry_id!r}: its message fails its content hash"
+        )
+    parent = None if parent_hash is None else bytes(parent_hash)
+    if entry_hash(str(entry_id), str(kind), bytes(address), parent) != bytes(stored):
+        raise HashMismatchError(
+            f"conversation entry {entry_id!r} fails its hash (its kind, message or parent "
+            "changed)"
+        )
+    return Entry(
+        str(entry_id), None if parent_id is None else str(parent_id), str(kind), str(message)
+    )
+
+
+def read_record(store: Store, conversation_id: str) -> Record | None:
+    """The record of a conversation, or ``None``."""
+    with store._reading() as tx:
+        row = tx.conversation(conversation_id)
+    return None if row is None else _record(row)
+
+
+def read_records(store: Store, scope: str | None, limit: int | None) -> list[Record]:
+    """Records newest ``updated_at`` first (ties: the first created first), of ``scope``
+    (``None``: every scope), at most ``limit`` (``None``: all)."""
+    with store._reading() as tx:
+        rows = tx.conversations(scope, EVERY if limit is None else limit)
+    return [_record(row) for row in rows]
+
+
+def read_history(store: Store, head_id: str | None, limit: int | None) -> list[Entry]:
+    """The entries from the first up to ``head_id``, or only the last ``limit`` of them, in
+    one statement. Raises :class:`EntryNotFoundError` when ``head_id`` is not stored."""
+    if head_id is None or limit == 0:
+        return []
+    with store._reading() as tx:
+        rows = tx.conversation_history(head_id, EVERY if limit is None else limit)
+    if not rows:
+        raise EntryNotFoundError(head_id)
+    return [_entry(row) for row in rows]
+
+
+def read_entry(store: Store, entry_id: str) -> Entry:
+    """One entry; raises :class:`EntryNotFoundError` when it is not stored."""
+    with store._reading() as tx:
+        row = tx.conversation_entry(entry_id)
+    if row is None:
+        raise EntryNotFoundError(entry_id)
+    return _entry(row)
+
+
+# --- writes ---------------------------------------------------------------------------------
+
+
+def write_record(
+    store: Store,
+    record: Record,
+    new_entries: Sequence[Entry],
+    expected_revision: str | None,
+) -> None:
+    """Store ``record`` and the entries its history adds, in one transaction, replacing the
+    record whose revision is ``expected_revision`` (``None``: there is none yet).
+
+    Raises :class:`ConversationConflictError`, having written nothing, when the stored
+    revision is another, or when the head, a branch or a new entry's parent names an entry
+    neither the store nor ``new_entries`` has (a delete released it since it was read).
+    Raises :class:`~agui_store.errors.InvalidArgumentError` for an entry id stored already
+    or given twice, or a message that is not JSON."""
+    cid = record.conversation_id
+    # What can be worked out before the write transaction is (hashes, canonical text).
+    prepared: list[tuple[Entry, bytes, bytes]] = []
+    for index, entry in enumerate(new_entries):
+        text = canonical(entry.message, f"conversation {cid!r}, new entry {index}")
+        prepared.append((entry, text, message_hash(text)))
+    new_ids = [entry.entry_id for entry in new_entries]
+    if len(set(new_ids)) != len(new_ids):
+        raise InvalidArgumentError(
+            f"conversation {cid!r}: new entries repeat an entry id; nothing was written"
+        )
+    with store._writing(WRITERS_KEY) as tx:
+        stored = tx.conversation(cid)
+        found = None if stored is None else str(stored[4])
+        if found != expected_revision:
+            raise ConversationConflictError(
+                cid,
+                "it is not in the store"
+                if stored is None
+                else "it is in the store already"
+                if expected_revision is None
+                else f"its revision is {found!r}, not {expected_revision!r}",
+            )
+        # Entries of this write by id: (pk, hash).
+        written: dict[str, tuple[int, bytes]] = {}
+
+        def key_of(entry_id: str, what: str) -> tuple[int, bytes]:
+            if entry_id in written:
+                return written[entry_id]
+            key = tx.conversation_entry_key(entry_id)
+            if key is None:
+                raise ConversationConflictError(
+                    cid, f"{what} names entry {entry_id!r}, which the store does not have"
+                )
+            return key[0], key[1]
+
+        for index, (entry, text, address) in enumerate(prepared):
+            if tx.conversation_entry_key(entry.entry_id) is not None:
+                raise InvalidArgumentError(
+                    f"conversation {cid!r}, new entry {index}: entry {entry.entry_id!r} is "
+                    "stored already; nothing was written"
+                )
+            parent = (
+                None
+                if entry.parent_id is None
+                else key_of(entry.parent_id, f"new entry {index}'s parent")
+            )
+            message = tx.conversation_message_id(address)
+            if message is None:
+                message = tx.insert_conversation_message(address, text.decode())
+            own = entry_hash(entry.entry_id, entry.kind, address, parent and parent[1])
+            pk = tx.insert_conversation_entry(
+                entry.entry_id, parent and parent[0], message, entry.kind, cid, own
+            )
+            written[entry.entry_id] = (pk, own)
+        head = None if record.head_id is None else key_of(record.head_id, "the head")[0]
+        digest = record_hash(record)
+        if stored is None:
+            pk = tx.insert_conversation(
+                cid, head, record.scope, record.revision, record.updated_at, record.record,
+                digest,
+            )
+            was: tuple[str, ...] = ()
+        else:
+            pk = int(stored[0])
+            tx.update_conversation(
+                pk, head, record.scope, record.revision, record.updated_at, record.record,
+                digest,
+            )
+            was = _record(stored).branches
+        if record.branches != was:
+            tx.set_conversation_branches(
+                pk, [key_of(tip, "a branch")[0] for tip in record.branches]
+            )
+
+
+def delete_record(store: Store, conversation_id: str, expected_revision: str) -> int:
+    """Delete a conversation's record, then every entry no remaining record's head or
+    branch reaches and every message no remaining entry holds; returns how many entries
+    went. Raises :class:`ConversationConflictError` when no record with that revision is
+    stored."""
+    with store._writing(WRITERS_KEY) as tx:
+        stored = tx.conversation(conversation_id)
+        if stored is None or str(stored[4]) != expected_revision:
+            raise ConversationConflictError(
+                conversation_id,
+                "it is not in the store"
+                if stored is None
+                else f"its revision is {stored[4]!r}, not {expected_revision!r}",
+            )
+        record = _record(stored)
+        tips = [t for t in (record.head_id, *record.branches) if t is not None]
+        tip_keys = [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))]
+        tx.delete_conversation(int(stored[0]))
+        return _release(tx, tip_keys)
+
+
+def _release(tx: port.Writing, tips: Sequence[int]) -> int:
+    """Delete the entries at ``tips`` and up their histories while nothing reaches them
+    (no entry follows, no record's head or branch names them), and the messages they
+    leave unused: the walk stops at the first entry still reached, so it costs what it
+    releases, not the size of the store."""
+    released = 0
+    for tip in tips:
+        pk: int | None = tip
+        while pk is not None:
+            row = tx.conversation_entry_reached(pk)
+            if row is None or row[2]:
+                break  # gone already (another tip's walk), or still reached
+            parent, message, _reached = row
+            tx.delete_conversation_entry(pk)
+            tx.delete_unused_conversation_message(message)
+            released += 1
+            pk = parent
+    return released
+
+
+# --- links to the AG-UI log -----------------------------------------------------------------
+
+#: The name of the CUSTOM event pydantic-ai's AG-UI adapter sends after a save.
+SAVED_EVENT = "pydantic_ai_conversation_saved"
+
+
+def saved_entries(store: Store, thread_id: str) -> Iterator[tuple[str, str, list[str]]]:
+    """``(run_id, conversation_id, entry ids)`` of every conversation save a thread's runs
+    announced (their ``pydantic_ai_conversation_saved`` CUSTOM events), in recorded order."""
+    with store._reading() as tx:
+        rows = tx.thread_custom_events(thread_id)
+    for run_id, payload in rows:
+        try:
+            event = _DECODER.decode(payload)
+        except msgspec.DecodeError:
+            continue
+        if not isinstance(event, dict) or event.get("name") != SAVED_EVENT:
+            continue
+        value = event.get("value")
+        if not isinstance(value, dict):
+            continue
+        ids = value.get("entry_ids")
+        conversation_id = value.get("conversation_id", thread_id)
+        if isinstance(ids, list) and all(isinstance(i, str) for i in ids):
+            yield run_id, str(conversation_id), ids
+
+
+def entry_conversation(store: Store, entry_id: str) -> str | None:
+    """The conversation whose save stored an entry, or ``None``: no such entry."""
+    with store._reading() as tx:
+        key = tx.conversation_entry_key(entry_id)
+    return None if key is None else key[2]
+
+
+# --- check() --------------------------------------------------------------------------------
+
+
+def check(tx: port.Reading, problem: Callable[[str], None]) -> None:
+    """What ``check()`` finds wrong with the stored conversations: a message whose text is
+    not its hash's, an entry whose hash is not what its id, kind, message and parent give
+    (an edit anywhere in a history shows at the first entry it reaches), a record whose
+    hash does not cover its fields, a parent later than its child, a message no entry
+    holds."""
+    hashes: dict[int, bytes] = {}
+    for pk, address, message in tx.every_conversation_message():
+        address = bytes(address)
+        hashes[int(pk)] = address
+        text = str(message).encode("utf-8", "surrogatepass")
+        if message_hash(text) != address:
+            problem(
+                f"conversation message {pk} fails its content hash: its text was edited "
+                "outside agui-store"
+            )
+    entries: dict[int, bytes] = {}
+    for pk, entry_id, parent, message, kind, conversation, stored in tx.every_conversation_entry():
+        where = f"conversation entry {entry_id!r} (of conversation {conversation!r})"
+        if parent is not None and int(parent) >= int(pk):
+            problem(f"{where} comes before its parent {parent}")
+        address = hashes.get(int(message))
+        if address is None:
+            problem(f"{where} holds message {message}, which is not stored")
+            continue
+        parent_hash = None if parent is None else entries.get(int(parent))
+        if parent is not None and parent_hash is None:
+            problem(f"{where} follows entry {parent}, which is not stored")
+            continue
+        expected = entry_hash(str(entry_id), str(kind), address, parent_hash)
+        entries[int(pk)] = bytes(stored)
+        if expected != bytes(stored):
+            problem(
+                f"{where} fails its hash: its id, kind, message or parent was changed "
+                "outside agui-store"
+            )
+    for row in tx.every_conversation():
+        record = _record(row)
+        if record_hash(record) != bytes(row[7]):
+            problem(
+                f"conversation {record.conversation_id!r}: its record fails its hash (head, "
+                "scope, revision, branches or fields changed outside agui-store)"
+            )
+    for pk in tx.unused_conversation_messages():
+        problem(f"conversation message {pk} is held by no entry (a delete should release it)")
+
+
+__all__ = [
+    "ConversationConflictError",
+    "Entry",
+    "EntryNotFoundError",
+    "Record",
+    "check",
+    "delete_record",
+    "read_entry",
+    "read_history",
+    "read_record",
+    "read_records",
+    "saved_entries",
+    "write_record",
+]

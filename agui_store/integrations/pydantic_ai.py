@@ -1,0 +1,324 @@
+"""A durable, branchable ``ConversationStore`` for pydantic-ai, in an agui-store store.
+
+pydantic-ai's AG-UI adapter keeps a conversation on the server when it is given a
+``conversation_store``; pydantic-ai itself ships only an in-memory one. This one keeps it in
+the same SQLite file or PostgreSQL database as the AG-UI runs the ``Recorder`` records:
+
+```python
+from agui_store.integrations.pydantic_ai import ConversationStore
+
+conversations = ConversationStore("chat.db")          # a path or URL, a Store or an AsyncStore
+await AGUIAdapter.dispatch_request(request, agent=agent,
+                                   conversation_store=conversations, conversation_scope=user_id)
+```
+
+Messages are stored with pydantic-ai's own ``ModelMessagesTypeAdapter``, once per distinct
+content; a save lands whole or raises pydantic-ai's ``ConversationConflict`` having written
+nothing, whichever process saves; ``read_history`` reads a whole history, or its last
+``limit`` entries, in one statement. The rules live in :mod:`agui_store.engine.conversations`;
+``Store.check()`` verifies every message, entry and record against its content hash.
+
+The two views are linked: each AG-UI run that saved the conversation announced the entries
+it stored (the adapter's ``pydantic_ai_conversation_saved`` event, recorded with the run), so
+:meth:`ConversationStore.saved_by_run` goes from a run to the conversation head it left and
+:meth:`ConversationStore.run_of_entry` from an entry to the run that saved it.
+
+Needs the ``pydantic-ai`` extra: ``pip install 'agui-store[pydantic-ai]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, TypeVar
+
+import msgspec
+
+try:
+    import pydantic
+    from pydantic_ai import conversation_store as _upstream
+    from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+except ImportError as e:  # pragma: no cover - the message is the point
+    raise ImportError(
+        "agui_store.integrations.pydantic_ai needs pydantic-ai: "
+        "pip install 'agui-store[pydantic-ai]'"
+    ) from e
+
+from agui_store.engine import conversations as _engine
+from agui_store.aio import AsyncStore
+from agui_store.errors import InvalidArgumentError, RunNotFoundError
+from agui_store.store import Store
+
+__all__ = ["ConversationDiff", "ConversationStore", "SavedRun"]
+
+_T = TypeVar("_T")
+_ENCODER = msgspec.json.Encoder(order="sorted")
+_DECODER = msgspec.json.Decoder()
+_RECORD = pydantic.TypeAdapter(_upstream.ConversationRecord)
+#: The record's fields kept as columns (the rest is its JSON).
+_COLUMNS = frozenset({"conversation_id", "head_id", "scope", "revision", "branches"})
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class SavedRun:
+    """What one recorded AG-UI run saved to its conversation: the entries it stored, in
+    order, and so the head it left (``None`` when it stored no new entry)."""
+
+    run_id: str
+    thread_id: str
+    conversation_id: str
+    entry_ids: tuple[str, ...]
+
+    @property
+    def head_id(self) -> str | None:
+        """The conversation's head after this run's save, when it stored entries."""
+        return self.entry_ids[-1] if self.entry_ids else None
+
+
+@dataclass(frozen=True)
+class ConversationDiff:
+    """Two points of a conversation's tree compared, as ``Store.diff`` compares two runs:
+    the last entry their histories share (``None``: none) and the entries after it on each
+    side, oldest first."""
+
+    merge_base: str | None
+    only_a: tuple[_upstream.ConversationEntry, ...]
+    only_b: tuple[_upstream.ConversationEntry, ...]
+
+
+class ConversationStore(_upstream.ConversationStore):
+    """pydantic-ai's ``ConversationStore`` on an agui-store store (SQLite or PostgreSQL).
+
+    Args:
+        store: a :class:`~agui_store.store.Store`, an :class:`~agui_store.aio.AsyncStore`
+            (its synchronous store is used), or a path or URL to open one at (closed by
+            :meth:`close`).
+        **options: :func:`agui_store.open`'s options, when ``store`` is a path or URL.
+
+    Each call runs on a worker thread of its own, off the event loop. ``delete`` removes
+    the record, then every entry no remaining record's head or branches reach and every
+    message no remaining entry holds (see ``docs/pydantic-ai.md``).
+    """
+
+    def __init__(self, store: Store | AsyncStore | str | os.PathLike[str], **options: Any):
+        if isinstance(store, AsyncStore):
+            self._store, self._owns = store.store, False
+        elif isinstance(store, Store):
+            self._store, self._owns = store, False
+        else:
+            self._store, self._owns = Store(store, **options), True
+        if options and not self._owns:
+            raise InvalidArgumentError(
+                "ConversationStore takes store options only with a path or URL, "
+                f"not with an open store: {sorted(options)}"
+            )
+        self._worker = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="agui-store-conversations"
+        )
+
+    @property
+    def store(self) -> Store:
+        """The synchronous store underneath (its calls block: use it off the loop)."""
+        return self._store
+
+    def __repr__(self) -> str:
+        return f"<agui_store.integrations.pydantic_ai.ConversationStore {self._store.path!r}>"
+
+    async def _off_loop(self, fn: Callable[..., _T], /, *args: Any) -> _T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, functools.partial(fn, *args))
+
+    async def close(self) -> None:
+        """Release the worker and, when this opened the store, the store."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._shutdown)
+
+    def _shutdown(self) -> None:
+        self._worker.shutdown(wait=True)
+        if self._owns:
+            self._store.close()
+
+    async def __aenter__(self) -> ConversationStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- the five primitives, and read_history in one statement ---------------------------
+
+    async def read_record(self, conversation_id: str) -> _upstream.ConversationRecord | None:
+        """The record for a conversation, or ``None`` if the store doesn't have it."""
+        stored = await self._off_loop(_engine.read_record, self._store, conversation_id)
+        return None if stored is None else _record_from(stored)
+
+    async def read_records(
+        self, *, scope: str | None = None, limit: int | None = None
+    ) -> Sequence[_upstream.ConversationRecord]:
+        """The stored records (of ``scope``), newest ``updated_at`` first, at most ``limit``."""
+        stored = await self._off_loop(_engine.read_records, self._store, scope, limit)
+        return [_record_from(record) for record in stored]
+
+    async def write_record(
+        self,
+        record: _upstream.ConversationRecord,
+        *,
+        new_entries: Sequence[_upstream.ConversationEntry] = (),
+        expected_revision: str | None,
+    ) -> None:
+        """Store the record and its new entries in one transaction, or raise
+        ``ConversationConflict`` having written nothing."""
+        stored = _record_to(record)
+        entries = _entries_to(new_entries)
+        try:
+            await self._off_loop(
+                _engine.write_record, self._store, stored, entries, expected_revision
+            )
+        except _engine.ConversationConflictError as e:
+            raise _upstream.ConversationConflict(record.conversation_id) from e
+
+    async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+        """Delete the record, and the entries and messages nothing else reaches, in one
+        transaction; ``ConversationConflict`` when no record with that revision is stored."""
+        try:
+            await self._off_loop(
+                _engine.delete_record, self._store, conversation_id, expected_revision
+            )
+        except _engine.ConversationConflictError as e:
+            raise _upstream.ConversationConflict(conversation_id) from e
+
+    async def read_entry(self, entry_id: str) -> _upstream.ConversationEntry:
+        """The entry with this id; a ``LookupError`` (``EntryNotFoundError``) if none."""
+        stored = await self._off_loop(_engine.read_entry, self._store, entry_id)
+        return _entries_from([stored])[0]
+
+    async def read_history(
+        self, head_id: str | None, *, limit: int | None = None
+    ) -> list[_upstream.ConversationEntry]:
+        """The entries from the first up to ``head_id``, or its last ``limit``: one query."""
+        stored = await self._off_loop(_engine.read_history, self._store, head_id, limit)
+        return _entries_from(stored)
+
+    # --- the AG-UI view beside it ---------------------------------------------------------
+
+    async def saved_by_run(
+        self, run: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> SavedRun | None:
+        """What a recorded AG-UI run saved to its conversation (from the
+        ``pydantic_ai_conversation_saved`` event it sent), or ``None``: it saved nothing.
+        ``run`` is a run id or revision, as ``Store.get_run`` takes it; with ``scope``,
+        another owner's run is one the store doesn't have (``RunNotFoundError``)."""
+        return await self._off_loop(self._saved_by_run, run, thread_id, scope)
+
+    def _saved_by_run(
+        self, run: str, thread_id: str | None, scope: str | None
+    ) -> SavedRun | None:
+        found = self._store.get_run(run, thread_id=thread_id, scope=scope)
+        if found is None:
+            where = f" in thread {thread_id!r}" if thread_id else ""
+            raise RunNotFoundError(f"no run {run!r}{where}")
+        saved = None
+        for run_id, conversation_id, ids in _engine.saved_entries(self._store, found.thread_id):
+            if run_id == found.run_id:
+                saved = SavedRun(run_id, found.thread_id, conversation_id, tuple(ids))
+        return saved
+
+    async def run_of_entry(self, entry_id: str, *, scope: str | None = None) -> SavedRun | None:
+        """The recorded AG-UI run whose save stored an entry, or ``None``: the entry was
+        stored outside a recorded run, its run is not in this store, or, with ``scope``, it
+        is another owner's. Raises ``EntryNotFoundError`` (a ``LookupError``) for an entry
+        the store doesn't have."""
+        return await self._off_loop(self._run_of_entry, entry_id, scope)
+
+    def _run_of_entry(self, entry_id: str, scope: str | None) -> SavedRun | None:
+        conversation_id = _engine.entry_conversation(self._store, entry_id)
+        if conversation_id is None:
+            raise _engine.EntryNotFoundError(entry_id)
+        # The adapter names a conversation by the AG-UI thread id.
+        for run_id, saved_to, ids in _engine.saved_entries(self._store, conversation_id):
+            if entry_id in ids:
+                if self._store.get_run(run_id, thread_id=conversation_id, scope=scope) is None:
+                    return None  # another owner's run
+                return SavedRun(run_id, conversation_id, saved_to, tuple(ids))
+        return None
+
+    async def diff(self, a: str | None, b: str | None) -> ConversationDiff:
+        """Compare two entries' histories (say, two heads: a regenerate's branch and the
+        turn it replaced): where they fork and what each has after it."""
+        history_a = await self.read_history(a)
+        history_b = await self.read_history(b)
+        shared = 0
+        for left, right in zip(history_a, history_b):
+            if left.id != right.id:
+                break
+            shared += 1
+        base = history_a[shared - 1].id if shared else None
+        return ConversationDiff(base, tuple(history_a[shared:]), tuple(history_b[shared:]))
+
+
+# --- pydantic-ai's types as the engine's JSON text --------------------------------------------
+
+
+def _micros(moment: datetime) -> int:
+    """Microseconds since the epoch (a naive time is taken as UTC), what listings order by."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+def _record_to(record: _upstream.ConversationRecord) -> _engine.Record:
+    fields = _RECORD.dump_python(record, mode="json", exclude=set(_COLUMNS))
+    return _engine.Record(
+        conversation_id=record.conversation_id,
+        head_id=record.head_id,
+        scope=record.scope,
+        revision=record.revision,
+        updated_at=_micros(record.updated_at),
+        record=_ENCODER.encode(fields).decode(),
+        branches=tuple(record.branches),
+    )
+
+
+def _record_from(stored: _engine.Record) -> _upstream.ConversationRecord:
+    fields = _DECODER.decode(stored.record)
+    fields.update(
+        conversation_id=stored.conversation_id,
+        head_id=stored.head_id,
+        scope=stored.scope,
+        revision=stored.revision,
+        branches=list(stored.branches),
+    )
+    return _RECORD.validate_python(fields)
+
+
+def _entries_to(entries: Sequence[_upstream.ConversationEntry]) -> list[_engine.Entry]:
+    if not entries:
+        return []
+    dumped = ModelMessagesTypeAdapter.dump_python([e.message for e in entries], mode="json")
+    return [
+        _engine.Entry(entry.id, entry.parent_id, entry.kind, _ENCODER.encode(message).decode())
+        for entry, message in zip(entries, dumped)
+    ]
+
+
+def _entries_from(stored: Sequence[_engine.Entry]) -> list[_upstream.ConversationEntry]:
+    if not stored:
+        return []
+    # One validation for the whole history: the messages' texts as one JSON array.
+    messages: list[ModelMessage] = ModelMessagesTypeAdapter.validate_json(
+        "[" + ",".join(entry.message for entry in stored) + "]"
+    )
+    return [
+        _upstream.ConversationEntry(
+            id=entry.entry_id,
+            parent_id=entry.parent_id,
+            message=message,
+            kind=entry.kind,  # type: ignore[arg-type]
+        )
+        for entry, message in zip(stored, messages)
+    ]
