@@ -377,7 +377,7 @@ def cmd_ui(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     import socket
 
     path = args.path if args.path is not None else getattr(args, "db", None)
-    _require_store_file(path if path is not None else database.default_path())
+    _require_store_file(path if path is not None else connection.default_path())
     if args.port:
         # uvicorn reports a taken port with a log line and a bare exit: say it here instead.
         family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
@@ -397,7 +397,7 @@ def cmd_ui(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
     def ready(url: str) -> None:
         mode = "branches may be written" if args.allow_writes else "read-only"
-        shown = path or database.default_path()
+        shown = path or connection.default_path()
         out.write(f"viewer of {shown} at {url} ({mode}; Ctrl+C stops it)\n")
         out.flush()
 
@@ -669,7 +669,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = parsers["ui"]
     p.add_argument("path", metavar="DB", nargs="?",
                    help="the store: a file or a postgresql:// URL (default: --db, "
-                   f"${database.DEFAULT_DB_ENV} or ./{database.DEFAULT_DB_NAME})")
+                   f"${connection.DEFAULT_DB_ENV} or ./{connection.DEFAULT_DB_NAME})")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8642, help="port (default: 8642; 0: any free one)")
     p.add_argument("--allow-writes", action="store_true",

@@ -247,6 +247,15 @@ BENCHMARKS: dict[str, Benchmark] = {
         "What every append already does with the batch (parse and validate).",
         ("--runs", "100"), ("--runs", "20"),
     ),
+    "bench_conversations": Benchmark(
+        "pydantic-ai conversations",
+        "A pydantic-ai `ConversationStore` on the store: saving one turn at turn 2,000 and "
+        "`load(limit=20)` of that conversation, on SQLite and PostgreSQL, and both next to "
+        "pydantic-ai's `InMemoryConversationStore` holding the same conversation.",
+        "The same save at turn 100, and `load()` of a 20-message conversation, in the same run.",
+        ("--rounds", "30"), ("--turns", "300", "--rounds", "3", "--no-postgres"),
+        goal="save at turn 2,000 within 1.3x of turn 100; load(limit=20) within 1.3x",
+    ),
     "bench_state_patch": Benchmark(
         "State patches",
         "`diff`'s state patch of two JSON documents: a long list that only grew, an object of "
@@ -254,6 +263,17 @@ BENCHMARKS: dict[str, Benchmark] = {
         "`json.dumps` of both documents in the same run: reading every value once.",
         quick=("--repeat", "2"),
         goal="under 0.1x for a grown list; at most 1.5x for the changed object",
+    ),
+    "bench_ui": Benchmark(
+        "Web viewer",
+        "Each page of `agui-store ui` served in process (routing and templates included), "
+        "cold: the tree's first screen of a 10,000-run thread, the run page of a "
+        "4,000-message run, the diff page of two runs 10 apart at a chain's tip; and the "
+        "tree's first screen interactive in headless Chromium.",
+        "The API call each page renders, in the same run: `log(limit=50)`, `checkout`, "
+        "`diff`.",
+        (), ("--runs", "500", "--messages", "400", "--repeat", "3", "--no-browser"),
+        goal="tree <= 3x, run page <= 2x, diff page <= 2x; interactive < 1 s",
     ),
     "bench_validate": Benchmark(
         "Validation and parsing",

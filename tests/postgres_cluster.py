@@ -15,7 +15,7 @@ Three safety nets stop the server if the test process never gets to ``destroy()`
 ``atexit``; a watchdog process that waits for the test process's end (its stdin pipe closes
 when the test process dies, even by SIGKILL) and then stops and removes the cluster; and
 ``.ci/run``'s trap. The tests that need the server stopped, restarted or a backend killed
-(issue 11's connection-loss tests) call :meth:`stop`, :meth:`start` and
+(the connection-loss tests) call :meth:`stop`, :meth:`start` and
 :meth:`PostgresServer.terminate_backends`.
 
 This module imports only the standard library at import time: the watchdog runs it as a

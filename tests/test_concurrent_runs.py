@@ -1,4 +1,5 @@
-"""Several runs of one thread streaming at once (SPEC §8): ``append(..., run_id=)`` names the
+"""Several runs of one thread streaming at once (docs/design/behaviour.md#live-recording):
+``append(..., run_id=)`` names the
 open run a batch continues; an unnamed batch is refused when the run it would continue is
 ambiguous. Everything on real SQLite files."""
 

@@ -1,4 +1,5 @@
-"""Request-body fidelity (SPEC §3 amended), differentially against the official client.
+"""Request-body fidelity (docs/design/restoring.md), differentially against the official
+client.
 
 A request body is what the client holds: ``HttpAgent`` sends its whole history with every run
 and never a ``parentRunId``. A body whose parent was not named and that continues no restored
@@ -212,7 +213,8 @@ def test_a_body_that_continues_no_view_restores_as_sent_and_reads_back_whole(
 def test_a_version_8_file_derives_again_what_the_amended_start_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A file written before SPEC §3 was amended (schema 8) holds checkpoints of a body
+    """A file written before the rule for resent request bodies changed (schema 8) holds
+    checkpoints of a body
     placed at the head that start from the head's messages: migrating drops them (and those
     below) so that checkout gives the amended view, from checkpoints as by full replay."""
     from agui_store.engine import derivation

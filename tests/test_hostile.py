@@ -385,7 +385,9 @@ def test_a_text_mode_file_over_bytes_that_are_not_utf8_is_refused_naming_the_byt
 def test_a_text_mode_file_read_past_its_first_block_names_the_byte_in_the_file(
     target: Target, scratch: Path
 ) -> None:
-    lines = [json.dumps({"type": "CUSTOM", "name": f"n{i}", "value": "x" * 50}) for i in range(4000)]
+    lines = [
+        json.dumps({"type": "CUSTOM", "name": f"n{i}", "value": "x" * 50}) for i in range(4000)
+    ]
     good = ("\n".join(lines) + "\n").encode()
     broken = good[:200_000] + b"\xff" + good[200_000:]
     scratch.write_bytes(broken)

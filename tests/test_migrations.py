@@ -317,7 +317,7 @@ def test_a_migrated_version_7_file_continues_its_live_run_and_chains_new_runs_on
         assert report.ok, [str(p) for p in report.problems]
 
 
-# --- version 9: the schema before issue 10's engine -----------------------------------------
+# --- version 9: the schema before the engine written once above the storage port ---
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ not checked here.
 from __future__ import annotations
 
 import ast
+import importlib
 import sys
 from pathlib import Path
 
@@ -22,6 +23,36 @@ def _is_private(name: str) -> bool:
 def _is_foreign(module: str) -> bool:
     top = module.split(".")[0]
     return bool(top) and top != "agui_store" and top not in sys.stdlib_module_names
+
+
+def _dotted(node: ast.expr, bound: dict[str, str]) -> str:
+    """The full dotted name of a base class written ``alias.Name`` or ``Name``."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    assert isinstance(node, ast.Name)
+    return ".".join([bound[node.id], *reversed(parts)])
+
+
+def _members(dotted: str) -> set[str]:
+    """The attributes of a foreign class, found by importing it. A class that cannot be
+    imported here (its optional dependency is missing) counts as having every name: then
+    each private name a subclass uses is reported."""
+    module, _, name = dotted.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        return _EVERY_NAME
+    return set(dir(found))
+
+
+class _EveryName(set):  # type: ignore[type-arg]
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+_EVERY_NAME = _EveryName()
 
 
 def _root_name(node: ast.expr) -> str | None:
@@ -66,11 +97,23 @@ def private_uses(source: str) -> list[str]:
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     bound[target.id] = f"{bound[root]}(...)"
-        # A subclass of a foreign class that overrides or calls its private members.
+        # A subclass of a foreign class that overrides or calls its private members (its own
+        # private helpers are its own business).
         if isinstance(node, ast.ClassDef):
-            bases = [_root_name(base) for base in node.bases]
-            if any(base in bound for base in bases):
+            foreign = [
+                _dotted(base, bound) for base in node.bases if _root_name(base) in bound
+            ]
+            members = [_members(name) for name in foreign]
+            inherited = next(
+                (m for m in members if isinstance(m, _EveryName)), set().union(*members)
+            )
+            if foreign:
                 for inner in ast.walk(node):
+                    if inner is node or not (
+                        (isinstance(inner, ast.FunctionDef) and inner.name in inherited)
+                        or (isinstance(inner, ast.Attribute) and inner.attr in inherited)
+                    ):
+                        continue
                     if isinstance(inner, ast.FunctionDef) and _is_private(inner.name):
                         found.append(f"{inner.lineno}: {node.name}.{inner.name} overrides "
                                      "a foreign class's private member")
@@ -120,7 +163,7 @@ def test_the_check_finds_a_subclassed_builder_and_its_private_helpers() -> None:
         "from jsonpatch import DiffBuilder, _path_join\n"
         "import msgspec._core as core\n"
         "class B(jsonpatch.DiffBuilder):\n"
-        "    def _f(self):\n"
+        "    def _compare_dicts(self):\n"
         "        self._compare_values('', None, 1, 2)\n"
         "        return jsonpatch._path_join('', 1), DiffBuilder._item_added\n"
         "ok = hasattr(jsonpatch, '_path_join') and jsonpatch.__version__\n"
@@ -134,7 +177,7 @@ def test_the_check_finds_a_subclassed_builder_and_its_private_helpers() -> None:
         "7: jsonpatch.DiffBuilder..._item_added",
         "8: hasattr(jsonpatch, '_path_join')",
         "10: jsonpatch.DiffBuilder(...)..._compare_values",
-        "5: B._f overrides a foreign class's private member",
+        "5: B._compare_dicts overrides a foreign class's private member",
         "6: self._compare_values in a subclass of a foreign class",
     ])
 

@@ -1,7 +1,8 @@
 """checkout == the official client, differentially: recorded streams and generated run trees.
 
 The reference for each run R is ``@ag-ui/client`` 1.0.0 replaying R's events from the start
-SPEC §3 defines (the parent's view, taken over by R's input where it has one). The oracle's
+docs/design/behaviour.md#restoring defines (the parent's view, taken over by R's input
+where it has one). The oracle's
 answer for the parent is itself the oracle's, so nothing of ours is trusted on the way.
 """
 
@@ -151,7 +152,8 @@ def test_generated_run_trees_with_inputs_restore_as_the_official_client(
                 run_input if run_input is not None else echoed,
             )
             if run_input is not None and spec["how"] == "head" and parent and not prefixed:
-                # SPEC §3 amended: a request body placed at the head (its parent not named,
+                # The rule for resent request bodies (docs/design/restoring.md): a request
+                # body placed at the head (its parent not named,
                 # no restored view it continues) is what its client holds, as sent.
                 messages0 = json.loads(json.dumps(run_input["messages"]))
                 state0 = run_input.get("state", base["state"])
@@ -283,7 +285,8 @@ def test_generated_conversations_echoing_their_history_read_back_and_restore_exa
 ) -> None:
     """Each run echoes the conversation so far (plus new messages) in RUN_STARTED.input, as
     ag-ui-langgraph does; stored by reference, every event reads back as sent, and each
-    view is the client's replay from the start SPEC §3 gives an echoed input."""
+    view is the client's replay from the start that docs/design/behaviour.md#restoring
+    gives an echoed input."""
     appended: list[dict[str, Any]] = []
     view: dict[str, Any] = {"messages": [], "state": {}}
     with agui_store.open(new_location()) as store:

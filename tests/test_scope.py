@@ -1,4 +1,5 @@
-"""Ownership (SPEC §8): a thread belongs to the scope that first wrote it. Every call that
+"""Ownership (docs/design/behaviour.md#live-recording): a thread belongs to the scope that
+first wrote it. Every call that
 names a scope treats another owner's thread, or an unowned one, as absent: reads find
 nothing, writes are refused and write nothing. ``scope=None`` is the operator."""
 

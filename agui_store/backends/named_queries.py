@@ -256,7 +256,7 @@ class NamedQueries:
     def hashed_batches(self) -> list[tuple[Any, ...]]:
         return self._all(self.sql.HASHED_BATCHES)
 
-    # --- pydantic-ai conversations (agui_store.engine.conversations) -------------------------------
+    # --- pydantic-ai conversations (agui_store.engine.conversations) ---
 
     def conversation(self, conversation_id: str) -> tuple[Any, ...] | None:
         """A record: ``(pk, conversation_id, head entry_id, scope, revision, updated_at,

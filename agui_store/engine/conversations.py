@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import msgspec
@@ -381,7 +381,7 @@ def entry_conversation(store: Store, entry_id: str) -> str | None:
 # --- check() --------------------------------------------------------------------------------
 
 
-def check(tx: port.Reading, problem: Callable[[str], None]) -> None:
+def check(tx: port.Inspecting, problem: Callable[[str], None]) -> None:
     """What ``check()`` finds wrong with the stored conversations: a message whose text is
     not its hash's, an entry whose hash is not what its id, kind, message and parent give
     (an edit anywhere in a history shows at the first entry it reaches), a record whose

@@ -251,6 +251,29 @@ class Reading(Protocol):
         unless ``view_base`` is ``None``; ``False`` when ``view`` is ``None``), and, when
         ``probe_underived``, whether runs of the thread are underived (else ``False``)."""
 
+    # pydantic-ai conversations (agui_store.engine.conversations)
+    def conversation(self, conversation_id: str) -> tuple[Any, ...] | None:
+        """``(pk, conversation_id, head entry_id, scope, revision, updated_at, record, hash,
+        branch entry_ids as a JSON array)``, or ``None``."""
+    def conversations(self, scope: str | None, limit: int) -> list[tuple[Any, ...]]:
+        """Records as :meth:`conversation` gives them, newest ``updated_at`` first (ties: the
+        first created first), of ``scope`` (``None``: all), at most ``limit``."""
+    def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]:
+        """``(entry_id, parent entry_id, kind, message, hash, message hash, parent's hash)``
+        of the last ``limit`` entries of the history ending at ``head_id``, root first, in
+        one statement (none: no such entry)."""
+    def conversation_entry(self, entry_id: str) -> tuple[Any, ...] | None:
+        """One entry as :meth:`conversation_history` gives it, or ``None``."""
+    def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None:
+        """``(pk, hash, conversation that stored it)``, or ``None``."""
+    def conversation_message_id(self, address: bytes) -> int | None:
+        """The key of the message stored at ``address`` (its sha256), or ``None``."""
+    def conversation_entry_reached(self, pk: int) -> tuple[int | None, int, bool] | None:
+        """``(parent, message, still reached)``: an entry is reached while an entry follows
+        it or a record's head or branch names it (``None``: no such entry)."""
+    def thread_custom_events(self, thread_id: str) -> list[tuple[str, str]]:
+        """``(run_id, payload)`` of a thread's CUSTOM events, in recorded order."""
+
 
 class Inspecting(Reading, Protocol):
     """What ``check()`` reads besides the engine's own operations: whole-store scans in key
@@ -313,25 +336,7 @@ class Inspecting(Reading, Protocol):
         """``(seq, type, payload, echo refs)`` of the run's events in the range, by seq:
         what a batch's hash covers."""
 
-    # pydantic-ai conversations (agui_store.engine.conversations)
-    def conversation(self, conversation_id: str) -> tuple[Any, ...] | None:
-        """``(pk, conversation_id, head entry_id, scope, revision, updated_at, record, hash,
-        branch entry_ids as a JSON array)``, or ``None``."""
-    def conversations(self, scope: str | None, limit: int) -> list[tuple[Any, ...]]:
-        """Records as :meth:`conversation` gives them, newest ``updated_at`` first (ties: the
-        first created first), of ``scope`` (``None``: all), at most ``limit``."""
-    def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]:
-        """``(entry_id, parent entry_id, kind, message, hash, message hash, parent's hash)``
-        of the last ``limit`` entries of the history ending at ``head_id``, root first, in
-        one statement (none: no such entry)."""
-    def conversation_entry(self, entry_id: str) -> tuple[Any, ...] | None:
-        """One entry as :meth:`conversation_history` gives it, or ``None``."""
-    def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None:
-        """``(pk, hash, conversation that stored it)``, or ``None``."""
-    def conversation_message_id(self, address: bytes) -> int | None: ...
-    def conversation_entry_reached(self, pk: int) -> tuple[int | None, int, bool] | None:
-        """``(parent, message, still reached)``: an entry is reached while an entry follows
-        it or a record's head or branch names it (``None``: no such entry)."""
+    # pydantic-ai conversations, for check()
     def every_conversation_message(self) -> list[tuple[Any, ...]]:
         """``(pk, hash, message)`` by pk."""
     def every_conversation_entry(self) -> list[tuple[Any, ...]]:
@@ -340,8 +345,6 @@ class Inspecting(Reading, Protocol):
         """Every record as :meth:`conversation` gives it, by pk."""
     def unused_conversation_messages(self) -> list[int]:
         """Messages no entry holds."""
-    def thread_custom_events(self, thread_id: str) -> list[tuple[str, str]]:
-        """``(run_id, payload)`` of a thread's CUSTOM events, in recorded order."""
 
 
 class Writing(Reading, Protocol):

@@ -49,8 +49,8 @@ except ImportError as e:  # pragma: no cover - the message is the point
         "pip install 'agui-store[pydantic-ai]'"
     ) from e
 
-from agui_store.engine import conversations as _engine
 from agui_store.aio import AsyncStore
+from agui_store.engine import conversations as _engine
 from agui_store.errors import InvalidArgumentError, RunNotFoundError
 from agui_store.store import Store
 

@@ -31,7 +31,8 @@ MESSAGES_SHOWN = 50
 #: Event rows a run page shows before "show all events".
 EVENTS_SHOWN = 2_000
 
-#: Lineage reasons the client declared, as against those the store inferred (SPEC §2).
+#: Lineage reasons the client declared, as against those the store inferred
+#: (docs/design/behaviour.md#lineage).
 DECLARED = frozenset({"explicit", "parentRunId"})
 #: Event types AG-UI 1.0 defines; any other is shown as unknown, never dropped.
 KNOWN_EVENTS = frozenset(

@@ -321,7 +321,8 @@ def build(
         return error_page(request, exc.status_code, str(exc.detail))
 
     async def store_error(request: Request, exc: Exception) -> Response:
-        # Another owner's thread is absent, as a missing one: the same 404 (SPEC §8).
+        # Another owner's thread is absent, as a missing one: the same 404
+        # (docs/design/behaviour.md#live-recording).
         if isinstance(exc, (RunNotFoundError, AmbiguousRunError)):
             return error_page(request, 404, str(exc))
         if isinstance(exc, (InvalidArgumentError, BranchError)):

@@ -7,8 +7,9 @@ It holds what version 9 can hold, in three threads:
 - ``help``, owned by ``alice`` (``scope=``): a client that resends its whole history with every
   run (HttpAgent: request bodies, no ``parentRunId``, no echo) through a tool call, a state
   snapshot and deltas, reasoning (with an encrypted value), activity, steps and an interrupt;
-  a fresh client whose body edits the first message (SPEC §3: it restores as exactly its own
-  messages); branches on the runs before and after that edit; and a fork of an earlier run
+  a fresh client whose body edits the first message (it restores as exactly its own
+  messages: docs/design/behaviour.md#restoring); branches on the runs before and after
+  that edit; and a fork of an earlier run
   on a branch of its own.
 - ``ops``, owned by nobody: a RUN_ERROR-only (synthetic) run, two runs streamed interleaved
   (``run_id=``), a late RUN_ERROR after one of them finished, a branch, and a live run left
@@ -159,7 +160,8 @@ def record_help(store: Any) -> None:
         **alice,
     )
     # A fresh client whose history edits the first question: no parent named, so the body
-    # restores as exactly its own messages (SPEC §3), never with the head's before them.
+    # restores as exactly its own messages, never with the head's before them
+    # (docs/design/behaviour.md#restoring).
     edited = body(t, "h4", [SYSTEM, user("u1", "Weather in Lyon?")], {"units": "metric"})
     store.append([started(t, "h4"), *say("a4", "21 °C"), finished(t, "h4")], input=edited, **alice)
     store.branch("before-edit", "h3", thread_id=t, **alice)

@@ -854,7 +854,7 @@ WHERE t.{column} IS NOT NULL
 ORDER BY 1
 """
 
-# --- pydantic-ai conversations (agui_store.engine.conversations) -------------------------------------
+# --- pydantic-ai conversations (agui_store.engine.conversations) ---
 # Named and ordered as SQLite's (agui_store.sqlite.sql), with the same parameters.
 
 #: A conversation's record: ``(pk, conversation_id, head entry_id, scope, revision,

@@ -597,7 +597,7 @@ def check_row_values(table: str, columns: list[str]) -> str:
     """The values of ``columns`` in the row of ``table`` with the bound rowid."""
     return f"SELECT {', '.join(map(_quoted, columns))} FROM {_quoted(table)} WHERE rowid = ?"
 
-# --- pydantic-ai conversations (agui_store.engine.conversations) -------------------------------------
+# --- pydantic-ai conversations (agui_store.engine.conversations) ---
 
 #: A conversation's record: ``(pk, conversation_id, head entry_id, scope, revision,
 #: updated_at, record, hash, branch entry_ids as a JSON array by position)``.
