@@ -185,13 +185,14 @@ def test_run_lineage_rows_follow_the_branches_of_the_demo(
         {"run_id": "run-1", "parent_run_id": None, "depth": 0, "lineage": "root",
          "branches": "[]"},
         {"run_id": "run-2", "parent_run_id": "run-1", "depth": 1, "lineage": "parentRunId",
-         "branches": "[]"},
+         "branches": '["porto"]'},
         {"run_id": "run-3", "parent_run_id": "run-1", "depth": 1, "lineage": "parentRunId",
          "branches": '["main","fahrenheit"]'},
     ]
     assert branches == [{"name": "fahrenheit", "run_id": "run-3", "is_default": 0},
-                        {"name": "main", "run_id": "run-3", "is_default": 1}]
-    assert [b.name for b in store.branches(thread)] == ["main", "fahrenheit"]
+                        {"name": "main", "run_id": "run-3", "is_default": 1},
+                        {"name": "porto", "run_id": "run-2", "is_default": 0}]
+    assert [b.name for b in store.branches(thread)] == ["main", "fahrenheit", "porto"]
 
 
 def test_each_message_version_is_stored_once_however_many_views_show_it(
