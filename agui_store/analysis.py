@@ -1,5 +1,5 @@
 """The analysis export: a store's threads, runs, restored views and tool calls as a separate,
-datasette-friendly SQLite database written with sqlite-utils (docs/design/interchange.md).
+datasette-friendly SQLite database written with sqlite-utils (docs/design/behaviour.md#interchange).
 
 The store file is read only through the :class:`~agui_store.store.Store` API (apsw); the
 analysis database is written only with sqlite-utils (the stdlib ``sqlite3``). Two SQLite

@@ -1,5 +1,5 @@
 """The compacted-message-snapshot artifact ``ag-ui.compacted-message-snapshot.export.v1``
-(docs/design/interchange.md).
+(docs/design/behaviour.md#interchange).
 
 A small JSON object that labels one finished run and carries its conversation as plain text::
 

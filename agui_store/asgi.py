@@ -6,7 +6,8 @@ app.add_middleware(agui_store.asgi.Recorder, store=...)   # the same, Starlette 
 ```
 
 A request is an AG-UI run when it is a POST whose JSON body is a ``RunAgentInput`` and whose
-response is 200 ``text/event-stream`` without a content encoding (docs/design/live-recording.md).
+response is 200 ``text/event-stream`` without a content encoding
+(docs/design/behaviour.md#live-recording).
 Its body becomes the run's ``input=`` and the ``data:`` payloads of the response its events,
 byte-exact. Every other request passes through untouched. The client always gets exactly the bytes
 the app sent: each chunk is forwarded first and recorded after, off the response's path; what cannot

@@ -1,5 +1,5 @@
 """The slim export: fewer, shorter messages for bandwidth- or privacy-sensitive uses
-(docs/design/interchange.md).
+(docs/design/behaviour.md#interchange).
 
 Pure: takes AG-UI message dicts (a :class:`~agui_store.records.Checkout`'s ``messages``) and
 returns new ones; the input is never modified. What comes out is still a list of valid AG-UI

@@ -218,14 +218,14 @@ class Store:
             check_sequence: ``False`` keeps well-formed but out-of-sequence streams (for
                 recording buggy producers); events are still validated one by one.
             run_id: the run a batch that starts no run continues (several runs of a thread may
-                stream at once: docs/design/live-recording.md). Without it such a batch
+                stream at once: docs/design/behaviour.md#live-recording). Without it such a batch
                 continues the thread's newest run, unless several runs of the thread are open.
                 A batch that starts with a RUN_STARTED may name the run it starts. Without
                 ``thread_id`` the run id finds its thread while it is unambiguous.
-            scope: the owner writing (docs/design/live-recording.md). A thread belongs to the
-                scope that first wrote it; a scoped batch for a thread of another owner, or of
-                none, is refused. ``None`` (the operator) writes anywhere; the threads it
-                creates have no owner.
+            scope: the owner writing (docs/design/behaviour.md#live-recording). A thread
+                belongs to the scope that first wrote it; a scoped batch for a thread of another
+                owner, or of none, is refused. ``None`` (the operator) writes anywhere; the
+                threads it creates have no owner.
 
         Raises:
             InvalidEventError: naming the batch index, event type and JSON path, with the
@@ -407,7 +407,7 @@ class Store:
         """Every thread id, oldest first (with a ``scope``: that owner's threads).
 
         Every reading method takes ``scope=``: a thread of another owner (or of none) is
-        then absent, as if it did not exist (docs/design/live-recording.md). ``None``, the
+        then absent, as if it did not exist (docs/design/behaviour.md#live-recording). ``None``, the
         default, is the operator, who sees every thread."""
         intake.check_scope(scope)
         with self._reading() as tx:
@@ -633,8 +633,8 @@ class Store:
 
         ``RUN_STARTED``, ``MESSAGES_SNAPSHOT``, ``STATE_SNAPSHOT`` and the run's terminal
         event (its outcome, with pending interrupts), accepted by the official client's full
-        pipeline and restoring exactly ``checkout(run)`` (docs/design/compaction.md). An incomplete
-        run ends without a terminal event, as it was recorded.
+        pipeline and restoring exactly ``checkout(run)`` (docs/design/behaviour.md#compaction). An
+        incomplete run ends without a terminal event, as it was recorded.
         """
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)

@@ -509,7 +509,7 @@ def test_a_load_refuses_a_history_edited_outside_the_store(
 def test_a_version_11_file_gains_the_conversation_tables_when_opened(tmp_path: Any) -> None:
     import apsw
 
-    from agui_store import schema
+    from agui_store.backends.sqlite import schema
 
     path = str(tmp_path / "old.db")
     with agui_store.open(path) as store:
@@ -542,7 +542,7 @@ def test_a_postgresql_store_at_version_3_gains_the_conversation_tables_when_open
 ) -> None:
     import psycopg
 
-    from agui_store.postgres import schema as pg_schema
+    from agui_store.backends.postgres import schema as pg_schema
 
     with psycopg.connect(
         postgres_database, autocommit=True, options=f"-c search_path={pg_schema.SCHEMA}"
@@ -615,7 +615,7 @@ HOT = {
 def test_each_hot_conversation_statement_probes_indexes_and_never_scans_a_table(
     db_path: Any, name: str
 ) -> None:
-    from agui_store.sqlite import sql
+    from agui_store.backends.sqlite import sql
 
     with agui_store.open(db_path) as store:
         conn = testing.connection(store)

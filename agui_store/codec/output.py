@@ -1,5 +1,5 @@
-"""Writing events out: JSON, JSON Lines and SSE, streamed (docs/design/interchange.md). Pure: no
-storage.
+"""Writing events out: JSON, JSON Lines and SSE, streamed (docs/design/behaviour.md#interchange).
+Pure: no storage.
 
 Reading them back in is :func:`agui_store.codec.ingest.parse_events`, which takes all three, so a
 round trip through any format gives back JSON-equal events.

@@ -1,8 +1,9 @@
 """Placing a batch in a write transaction: which thread and run each event goes to, the
 lineage of each run a batch opens (docs/design/lineage.md: explicit parent, ``parentRunId``, the
 longest message-id prefix, the thread's head), the branches it advances, several open runs of one
-thread (docs/design/live-recording.md), the events, batch hashes and inputs stored by reference to
-the parent's view, and, as runs complete, their derived data (on append, or left for later).
+thread (docs/design/behaviour.md#live-recording), the events, batch hashes and inputs stored by
+reference to the parent's view, and, as runs complete, their derived data (on append, or left
+for later).
 
 Written once over :mod:`agui_store.engine.port` for every backend. What appends remember between
 calls is the store's :class:`~agui_store.engine.cache.Memory`; the batch comes read and validated
@@ -138,8 +139,8 @@ class Placement:
             else self._continued_run(tx, thread_pk, thread_id, named_run, newest, types[0])
         )
 
-        # Sequence rules (docs/design/events.md): a batch that does not start a run continues a
-        # recorded run, so it is checked from that run's recorded state.
+        # Sequence rules (docs/design/behaviour.md#events): a batch that does not start a run
+        # continues a recorded run, so it is checked from that run's recorded state.
         verifier: SequenceVerifier | None = None
         if check_sequence:
             if continued is None:
@@ -298,9 +299,9 @@ class Placement:
         newest: int | None,
         first_type: str,
     ) -> int | None:
-        """The run a batch that starts none continues (docs/design/live-recording.md): the run it
-        names; else the thread's newest (``None``: the thread has none), unless several runs
-        are open."""
+        """The run a batch that starts none continues (docs/design/behaviour.md#live-recording):
+        the run it names; else the thread's newest (``None``: the thread has none), unless several
+        runs are open."""
         if named is not None:
             run_pk = self.memory.known.run_pks.get((thread_pk, named))
             if run_pk is None:
@@ -335,7 +336,7 @@ class Placement:
 
     def _open_above(self, tx: port.Reading, thread_pk: int, run_pk: int) -> bool:
         """Whether an open run of the thread is on ``run_pk``'s lineage, above it (a run
-        continued by name may have runs below it: docs/design/live-recording.md)."""
+        continued by name may have runs below it: docs/design/behaviour.md#live-recording)."""
         above = [pk for pk in self._open_runs(tx, thread_pk) if pk < run_pk]
         if not above:
             return False
@@ -373,7 +374,7 @@ class Placement:
     @staticmethod
     def _segments(incoming: list[ingest.IncomingEvent], types: list[str]) -> list[_Segment]:
         """Split a batch by position: RUN_STARTED opens a run; everything else belongs to
-        the run open before it (docs/design/events.md: never match RUN_FINISHED.runId)."""
+        the run open before it (docs/design/behaviour.md#events: never match RUN_FINISHED.runId)."""
         if types and types.count("RUN_STARTED") == (types[0] == "RUN_STARTED"):
             # The usual batch: one run, or the continuation of one.
             started = incoming[0].data if types[0] == "RUN_STARTED" else None
@@ -789,9 +790,10 @@ class Placement:
         self, tx: port.Writing, thread_pk: int, run_pk: int, rows: list[Any]
     ) -> tuple[int, str] | None:
         """Store a RUN_STARTED's echoed input by reference to its lineage
-        (docs/design/compaction.md), like a recorded input: producers such as ag-ui-langgraph echo
-        the whole history each run. ``rows[0]`` is the RUN_STARTED row; its payload is replaced
-        when anything is shared, and the ``echo_refs`` row to insert after it is returned."""
+        (docs/design/behaviour.md#compaction), like a recorded input: producers such as
+        ag-ui-langgraph echo the whole history each run. ``rows[0]`` is the RUN_STARTED row; its
+        payload is replaced when anything is shared, and the ``echo_refs`` row to insert after it
+        is returned."""
         started = ingest.decode(rows[0][3].encode("utf-8"))
         echoed = started.get("input")
         if not isinstance(echoed, dict):

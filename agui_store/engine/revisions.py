@@ -7,7 +7,7 @@ a thread, a name must be unique in the store: a run id that is also another thre
 name, or a run id of several threads, is ambiguous and says which ``thread_id`` to pass.
 
 With a ``scope`` (an owner's name), only that owner's threads are searched: another owner's
-thread is absent, not forbidden (docs/design/live-recording.md). Written once, over
+thread is absent, not forbidden (docs/design/behaviour.md#live-recording). Written once, over
 :class:`agui_store.engine.port.Reading`, so every backend resolves alike.
 """
 
@@ -41,7 +41,7 @@ def thread_row(tx: port.Reading, thread_id: str) -> tuple[int, str | None]:
 
 def require_thread(tx: port.Reading, thread_id: str, scope: str | None, where: str) -> int:
     """A thread's pk; a thread of another owner than ``scope`` is absent
-    (docs/design/live-recording.md).
+    (docs/design/behaviour.md#live-recording).
     ``where`` names the store in the error."""
     pk, owner = thread_row(tx, thread_id)
     if not pk or (scope is not None and owner != scope):

@@ -1,4 +1,4 @@
-"""Comparing two restored views (docs/design/comparison.md) — pure, no storage.
+"""Comparing two restored views (docs/design/behaviour.md#time-travel) — pure, no storage.
 
 Messages are compared by id (added / removed / modified, with both versions); the state
 change is an RFC 6902 patch that takes the old state to the new one, made here rather than by

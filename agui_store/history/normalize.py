@@ -1,5 +1,5 @@
-"""Input normalization (docs/design/compaction.md): a run's input names what its lineage already
-holds by reference instead of repeating it.
+"""Input normalization (docs/design/behaviour.md#compaction): a run's input names what its lineage
+already holds by reference instead of repeating it.
 
 A client like ``HttpAgent`` sends the whole history, and its state, with every run, so storing
 inputs as sent grows a thread quadratically. Here an input's message list becomes a mix of

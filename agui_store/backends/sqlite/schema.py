@@ -217,7 +217,7 @@ ALTER TABLE checkpoints ADD COLUMN run_hash BLOB;   -- the run's hash it was der
 ALTER TABLE checkpoints ADD COLUMN view_hash BLOB;  -- digest of its blobs' addresses
 """
 
-# Version 9: ownership and request-body fidelity (docs/design/live-recording.md and
+# Version 9: ownership and request-body fidelity (docs/design/behaviour.md#live-recording and
 # docs/design/restoring.md).
 #
 # A thread belongs to the owner (scope) that first wrote it: ``threads.owner``, set when the
