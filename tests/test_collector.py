@@ -177,8 +177,12 @@ def test_no_collection_runs_while_an_append_holds_its_objects(tmp_path) -> None:
     started: dict[str, list[int]] = {"append": [], "decode": []}
     now: list[str] = []
 
+    # A collection runs in the thread whose allocation triggered it: count this thread's only,
+    # not those of threads that earlier tests left running (servers, executors).
+    this_thread = threading.get_ident()
+
     def note(phase: str, info: dict) -> None:
-        if phase == "start" and now:
+        if phase == "start" and now and threading.get_ident() == this_thread:
             started[now[0]].append(info["generation"])
 
     with agui_store.open(str(tmp_path / "s.db")) as store:

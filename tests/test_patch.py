@@ -440,7 +440,14 @@ def jsonpatch_outcome(document: Any, operations: Any) -> tuple[str, Any]:
 
 
 JSONPATCH_DISAGREES = [
-    ({"a": 1}, [{"op": "test", "path": "/a", "value": True}]),
+    pytest.param(
+        {"a": 1},
+        [{"op": "test", "path": "/a", "value": True}],
+        marks=pytest.mark.skipif(
+            getattr(jsonpatch, "__version__", "") != "1.33",
+            reason="jsonpatch 1.48 compares a test's value as JSON, as the client does",
+        ),
+    ),
     ({"a": [1, 2]}, [{"op": "add", "path": "/a/01", "value": 9}]),
     ({"a": [1, 2]}, [{"op": "copy", "from": "/a/0", "path": "/a/9"}]),
     ({}, [{"op": "replace", "path": "/constructor", "value": 1}]),
