@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import inspect
 import json
 import logging
 import subprocess
@@ -516,6 +517,15 @@ def test_an_aborted_response_leaves_the_run_incomplete_with_what_was_sent(
     assert store.events("r1", thread_id="t1") == events[:4]
 
 
+#: Older starlette never compresses an event stream (it has no exclude_content_types to ask
+#: it to), so a compressed AG-UI response cannot come from its GZipMiddleware there.
+compresses_event_streams = pytest.mark.skipif(
+    "exclude_content_types" not in inspect.signature(GZipMiddleware.__init__).parameters,
+    reason="this starlette's GZipMiddleware never compresses text/event-stream",
+)
+
+
+@compresses_event_streams
 def test_a_response_compressed_above_the_recorder_is_recorded_from_its_own_bytes(
     store: Any,
     astore: Any,
@@ -534,6 +544,7 @@ def test_a_response_compressed_above_the_recorder_is_recorded_from_its_own_bytes
     assert store.events("r1", thread_id="t1") == events
 
 
+@compresses_event_streams
 def test_a_response_compressed_below_the_recorder_is_not_recorded(store: Any, astore: Any) -> None:
     chunks = sse(run_events("t1", "r1"))
     inner = GZipMiddleware(streaming_app(chunks), minimum_size=1, exclude_content_types=())
