@@ -1,16 +1,12 @@
 """The store: a lossless AG-UI event log with git-like run lineage, over a storage port.
 
-``Store`` is the facade of verbs, written once for every backend (:mod:`agui_store.engine.port`;
-SQLite in :mod:`agui_store.backends.sqlite`, PostgreSQL in :mod:`agui_store.backends.postgres`).
-Each verb checks its arguments and delegates, in a transaction of the store's: reading what
-``append`` is handed to :mod:`agui_store.engine.intake` (validation from
-:mod:`agui_store.codec.ingest` and :mod:`agui_store.protocol.model`, resent request bodies from
-:mod:`agui_store.history.resent_bodies`), placing a batch (runs, lineage, branches, open runs) to
-:mod:`agui_store.engine.placement`, deriving views and checkpoints to
-:mod:`agui_store.engine.derivation`, the read paths to :mod:`agui_store.engine.reads`, revisions to
-:mod:`agui_store.engine.revisions`; what appends remember between calls is the store's
-:class:`~agui_store.engine.cache.Memory`. This module holds the verbs, the store's lifecycle (its
-lock, transactions, fork) and which backend a path names.
+``Store`` is the facade of verbs, written once for every backend. Each verb checks its
+arguments, opens a transaction of the store's and hands one call to the engine: the write
+paths (:mod:`agui_store.engine.writes`), the read paths (:mod:`agui_store.engine.reads`),
+comparisons (:mod:`agui_store.engine.comparison`), branches
+(:mod:`agui_store.engine.branches`) and refs (:mod:`agui_store.engine.revisions`). This
+module holds the verbs and the store's lifecycle: its lock, its transactions, what a
+``fork()`` of the process does to it.
 """
 from __future__ import annotations
 
@@ -25,39 +21,39 @@ from pathlib import Path
 from typing import Any
 
 from agui_store import recording
-from agui_store.backends.sqlite import SqliteBackend, connection
+from agui_store.backends import POSTGRES_SCHEMES, is_url, open_backend
+from agui_store.backends.sqlite import connection
 from agui_store.codec import ingest
 from agui_store.engine import (
     arguments,
-    cache,
-    clock,
-    derivation,
+    branches,
+    comparison,
     gc_pause,
     intake,
     integrity,
-    placement,
     port,
     reads,
     revisions,
+    writes,
 )
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.integrity import CheckReport
-from agui_store.engine.revisions import DEFAULT_BRANCH, RESERVED_REFS, RunKey
-from agui_store.errors import BranchError, InvalidArgumentError, InvalidEventError, RunNotFoundError
-from agui_store.history import hashing, resume
-from agui_store.history.diff import Diff, ViewChange, compare
-from agui_store.history.normalize import expand_input
-from agui_store.history.restore import View
-from agui_store.records import (
-    AppendResult,
-    Branch,
-    Checkout,
-    ImportResult,
-    Log,
-    Run,
-    Thread,
-    when,
-)
+from agui_store.engine.revisions import RunKey
+from agui_store.engine.writes import IMPORT_BATCH_BYTES, IMPORT_BATCH_EVENTS
+from agui_store.errors import InvalidArgumentError, RunNotFoundError
+from agui_store.history.diff import Diff
+from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, Thread
+
+__all__ = [
+    "CHECKPOINT_EVENTS",
+    "IMPORT_BATCH_BYTES",
+    "IMPORT_BATCH_EVENTS",
+    "MAX_DEPTH_LIMIT",
+    "POSTGRES_SCHEMES",
+    "Store",
+    "is_url",
+    "open",
+]
 
 #: The largest ``max_depth`` a store takes: ``json.dumps``, msgspec and the CLI recurse once
 #: per level, and near 1,000 levels (Python's recursion limit) even ``append`` failed with
@@ -116,21 +112,18 @@ class Store:
         self.checkpoint_events = checkpoint_events  # see CHECKPOINT_EVENTS
         self.derive_on_append = bool(derive_on_append)
         self._lock = threading.RLock()
-        self._backend: port.Backend = _backend_for(self.path, busy_timeout_ms)
+        self._backend: port.Backend = open_backend(self.path, busy_timeout_ms)
         self.path = self._backend.where  # a URL is shown without its password
         self._pid = os.getpid()
-        # What it remembers between calls (see agui_store.engine.cache).
-        self._memory = cache.Memory(self.derive_on_append)
-        self._intake = intake.Intake(self._memory, self.max_event_bytes, self.max_depth)
-        self._deriver = derivation.Deriver(self._memory, self.checkpoint_events)
-        self._placement = placement.Placement(
-            self._memory,
-            self._deriver,
-            where=self.path,
-            max_depth=self.max_depth,
+        self._writes = writes.Writes(
+            self.path,
             max_event_bytes=self.max_event_bytes,
+            max_depth=self.max_depth,
+            checkpoint_events=self.checkpoint_events,
             derive_on_append=self.derive_on_append,
         )
+        # What it remembers between calls (see agui_store.engine.cache).
+        self._memory = self._writes.memory
         # Last: a fork in another thread resets the stores in this set, whole ones only.
         _OPEN_STORES.add(self)
 
@@ -235,7 +228,7 @@ class Store:
                 open runs.
             ScopeError: the thread belongs to another owner than ``scope``.
         """
-        batch = self._intake.read_batch(
+        batch = self._writes.intake.read_batch(
             events,
             thread_id=thread_id,
             input=input,
@@ -246,10 +239,7 @@ class Store:
             scope=scope,
         )
         with self._writing(batch.thread_id) as tx:
-            self._memory.notice_other_writes(tx, batch.thread_id)
-            result = self._placement.place(tx, batch)
-            self._memory.remember_version(tx)
-        return result
+            return self._writes.append(tx, batch)
 
     def import_file(
         self,
@@ -282,33 +272,8 @@ class Store:
         events = ingest.iter_events(
             source, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
         )
-        batches = intake.import_batches(events, thread_id, IMPORT_BATCH_EVENTS, IMPORT_BATCH_BYTES)
-        count = runs = 0
-        first_seq: int | None = None
-        last_seq: int | None = None
         with self._writing() as tx:
-            self._memory.notice_other_writes(tx)
-            for offset, batch, batch_thread, batch_run in batches:
-                try:
-                    with gc_pause.paused():  # a batch at a time, as an append
-                        types = self._intake.validated(batch)
-                        thread = intake.thread_of_batch(batch, types, batch_thread, None)
-                        result = self._placement.place(
-                            tx,
-                            intake.Batch(
-                                batch, types, thread, check_sequence=check_sequence,
-                                run_id=batch_run,
-                            ),
-                        )
-                except InvalidEventError as e:
-                    raise intake.counted_from(e, offset) from None
-                count += result.event_count
-                runs += len(result.new_run_ids)
-                first_seq = first_seq if first_seq is not None else result.first_seq
-                last_seq = result.last_seq
-                self._memory.keep_caches_small(result.thread_id)
-            self._memory.remember_version(tx)
-        return ImportResult(count, runs, first_seq, last_seq)
+            return self._writes.import_events(tx, events, thread_id, check_sequence)
 
     # --- checkpoints --------------------------------------------------------------------
 
@@ -324,14 +289,11 @@ class Store:
         """
         intake.check_scope(scope)
         with self._writing() as tx:
-            self._memory.notice_other_writes(tx)
             if thread_id:
                 threads: list[int | None] = [self._require_thread(tx, thread_id, scope)]
             else:
                 threads = revisions.owned_threads(tx, scope)
-            derived = sum(self._deriver.derive_underived(tx, pk) for pk in threads)
-            self._memory.remember_version(tx)
-        return derived
+            return self._writes.derive(tx, threads)
 
     def compact(
         self,
@@ -348,22 +310,13 @@ class Store:
         """
         intake.check_scope(scope)
         with self._writing() as tx:
-            self._memory.notice_other_writes(tx)
-            only: list[int | None] = [None]  # the threads compacted; None: all
+            key = thread_pk = None
             if run_or_ref is not None:
                 key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
-                only = [key.thread_pk]
-                pks = tx.ancestors(key.pk)
             elif thread_id is not None:
                 thread_pk = self._require_thread(tx, thread_id, scope)
-                only = [thread_pk]
-                pks = tx.thread_run_pks(thread_pk)
-            elif scope is not None:
-                only = revisions.owned_threads(tx, scope)
-                pks = tx.owner_run_pks(scope)
-            else:
-                pks = tx.all_run_pks()
-            return self._deriver.write_checkpoints(tx, only, pks)
+            threads, run_pks = revisions.selection(tx, key, thread_pk, scope)
+            return self._writes.compact(tx, threads, run_pks)
 
     # --- lookups ------------------------------------------------------------------------
 
@@ -422,10 +375,7 @@ class Store:
                 pk = self._require_thread(tx, thread_id, scope)
             except RunNotFoundError:
                 return None
-            found = tx.thread(thread_id)
-            owner = found[1] if found else None
-            created = when(tx.thread_created_at(pk))
-            return Thread(thread_id, owner, created, tx.thread_run_count(pk))
+            return reads.thread_summary(tx, pk, thread_id)
 
     def runs(
         self,
@@ -453,23 +403,9 @@ class Store:
         size = arguments.page_size(limit)
         if before is not None and not (isinstance(before, str) and before):
             raise InvalidArgumentError(f"before= must be None or a run id, not {before!r:.60}")
-        start = before
         with self._reading() as tx:
             pk = self._require_thread(tx, thread_id, scope)
-            if size is None and start is None:
-                rows = tx.thread_run_summaries(pk)
-            else:
-                below = arguments.MAX_INT64
-                if start is not None:
-                    named = tx.run_pk(pk, start) if arguments.storable_text(start) else None
-                    if named is None:
-                        raise InvalidArgumentError(
-                            f"before= {_quote(start)} names no run of thread {_quote(thread_id)}"
-                        )
-                    below = named
-                rows = tx.thread_run_page(pk, below, size or arguments.MAX_INT64)[::-1]
-            names = reads.branch_names(tx, [r[0] for r in rows], [pk])
-            return [reads.run_from_row(r, names) for r in rows]
+            return reads.run_page(tx, pk, thread_id, size, before)
 
     def get_run(
         self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
@@ -521,18 +457,7 @@ class Store:
         """The ``RunAgentInput`` recorded for a run (``append(input=...)``), or ``None``."""
         with self._reading() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
-            raw, raw_refs, parent_pk, recorded = tx.run_input(key.pk)
-            if hashing.input_digest(raw, raw_refs) != recorded:
-                raise reads.mismatch(tx, key.pk, "its input is not the one its hash covers")
-            if raw is None:
-                return None
-            value: dict[str, Any] = ingest.decode(raw.encode("utf-8"))
-            if raw_refs is not None:
-                assert parent_pk is not None  # refs name what the parent's view holds
-                base = reads.view(tx, parent_pk)
-                refs = ingest.decode(raw_refs.encode("utf-8"))
-                value = expand_input(value, refs, base.messages, base.state)
-        return value
+            return reads.recorded_input(tx, key.pk)
 
     def history(
         self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
@@ -545,18 +470,7 @@ class Store:
         """
         with self._reading() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
-            chain, grouped, normalized = reads.chain_payloads(tx, key.pk)
-            if normalized:  # rare: read those runs through the expanding path
-                out: list[dict[str, Any]] = []
-                for pk in chain:
-                    if pk in normalized:
-                        out += reads.run_events(tx, pk)
-                    else:
-                        out += ingest.decode_many(grouped.get(pk, []))
-                return out
-        payloads = [p for pk in chain for p in grouped.get(pk, [])]
-        return ingest.decode_many(payloads)
-
+            return reads.history(tx, key.pk)
 
     def log(
         self,
@@ -597,24 +511,7 @@ class Store:
         start = arguments.page_cursor(cursor)
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
-            first = key.pk
-            if start is not None:
-                # Text SQLite cannot hold names no run.
-                named = tx.run_pk(key.thread_pk, start) if arguments.storable_text(start) else None
-                if named is None:
-                    raise InvalidArgumentError(
-                        f"cursor {_quote(start)} names no run of thread "
-                        f"{_quote(tx.thread_id(key.thread_pk))}: a cursor continues the log "
-                        "of the thread it came from"
-                    )
-                first = named
-            rows = tx.lineage_runs(first, None, size)
-            # A lineage never leaves its thread (docs/design/lineage.md).
-            names = reads.branch_names(tx, [r[0] for r in rows], [key.thread_pk])
-            runs = [reads.run_from_row(r, names) for r in rows]
-        # The last run's parent starts the next page (None at the root, or the whole log).
-        more = runs[-1].parent_run_id if runs and len(runs) == size else None
-        return Log(runs, next_cursor=more)
+            return reads.log_page(tx, key, start, size)
 
     def checkout(
         self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
@@ -622,9 +519,7 @@ class Store:
         """Restore a run: the messages and state the official client holds after it."""
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
-            run = reads.run_record(tx, key.pk)
-            view = reads.view(tx, key.pk)
-        return Checkout(run, view.messages, view.state, view.interrupts, view.warnings)
+            return reads.checkout(tx, key.pk)
 
     def reconnect_stream(
         self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
@@ -638,10 +533,7 @@ class Store:
         """
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
-            run = reads.run_record(tx, key.pk)
-            view = reads.view(tx, key.pk)
-            terminal = tx.terminal_event(key.pk)
-        return resume.reconnect_stream(run, view, terminal)
+            return reads.reconnect_stream(tx, key.pk)
 
     def compacted(
         self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
@@ -661,21 +553,19 @@ class Store:
 
     def _pair(
         self, tx: port.Reading, a: str, b: str, thread_id: str | None, scope: str | None
-    ) -> tuple[RunKey, RunKey, tuple[int, int, int] | None]:
-        """Two arguments resolved, and their merge base with its depth below each (the
-        port's ``merge_base``: the deepest run on both lineages)."""
+    ) -> tuple[RunKey, RunKey]:
+        """Two arguments resolved (``b`` in the thread ``a`` was found in, when named)."""
         ka = self._resolve(tx, a, thread_id=thread_id, scope=scope)
-        # The thread ``a`` was found in is the one ``thread_id`` names: not looked up again.
         in_thread = ka.thread_pk if thread_id is not None else None
-        kb = self._resolve(tx, b, thread_id=thread_id, thread_pk=in_thread, scope=scope)
-        return ka, kb, tx.merge_base(ka.pk, kb.pk)
+        return ka, self._resolve(tx, b, thread_id=thread_id, thread_pk=in_thread, scope=scope)
 
     def merge_base(
         self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> Run | None:
         """The nearest run both ``a`` and ``b`` descend from (either may be it), or ``None``."""
         with self._reading() as tx:
-            _, _, found = self._pair(tx, a, b, thread_id, scope)
+            ka, kb = self._pair(tx, a, b, thread_id, scope)
+            found = tx.merge_base(ka.pk, kb.pk)
             return reads.run_record(tx, found[0]) if found else None
 
     def is_ancestor(
@@ -683,7 +573,8 @@ class Store:
     ) -> bool:
         """Whether ``a`` is on ``b``'s lineage (a run is its own ancestor, as in git)."""
         with self._reading() as tx:
-            ka, _, found = self._pair(tx, a, b, thread_id, scope)
+            ka, kb = self._pair(tx, a, b, thread_id, scope)
+            found = tx.merge_base(ka.pk, kb.pk)
             return found is not None and found[0] == ka.pk
 
     def diff(
@@ -698,45 +589,19 @@ class Store:
         """Compare two runs: merge base, the runs on each side since it, message changes by
         id and the state change as an RFC 6902 patch.
 
-        What it reads follows what the two runs changed, not the thread's length: each
-        side's runs down to the merge base, and each run's checkpoint past the chunks and
-        tail segments all sides share (the same blob at the same place: compared by
-        address, as git compares trees), with a state they share read once.
+        What it reads follows what the two runs changed, not the thread's length (see
+        :func:`agui_store.engine.comparison.diff`).
 
         Args:
             mode: ``"three-dot"`` (default): what each side changed since the merge base, git
                 and Dolt style; ``changes`` is base -> b and ``a_changes`` base -> a.
                 ``"two-dot"``: the two views compared directly (``changes`` is a -> b).
         """
-        if mode not in ("three-dot", "two-dot"):
+        if mode not in comparison.MODES:
             raise InvalidArgumentError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
         with self._reading() as tx:
-            ka, kb, found = self._pair(tx, a, b, thread_id, scope)
-            run_a, run_b, base_run, a_runs, b_runs = reads.diff_sides(
-                tx, ka.pk, kb.pk, found, ka.thread_pk
-            )
-            # Each distinct run is loaded once (one side is often the merge base itself);
-            # two-dot needs no base.
-            with_base = [found[0]] if found and mode == "three-dot" else []
-            pks = list(dict.fromkeys([ka.pk, kb.pk, *with_base]))
-            # Without a merge base, three-dot compares each side with an empty view: nothing
-            # the sides share may be left out then.
-            skip = found is not None or mode == "two-dot"
-            views = dict(zip(pks, reads.views_past_shared(tx, pks, skip_shared=skip)))
-        view_a, view_b = views[ka.pk], views[kb.pk]
-        if mode == "two-dot":
-            return Diff(run_a, run_b, mode, base_run, a_runs, b_runs, _compare(view_a, view_b))
-        base = views[found[0]] if found else View([], {}, [], [])
-        return Diff(
-            run_a,
-            run_b,
-            mode,
-            base_run,
-            a_runs,
-            b_runs,
-            _compare(base, view_b),
-            _compare(base, view_a),
-        )
+            ka, kb = self._pair(tx, a, b, thread_id, scope)
+            return comparison.diff(tx, ka, kb, mode)
 
     def check(self) -> CheckReport:
         """Check the store: its storage's integrity (an SQLite file's pages, foreign keys
@@ -755,34 +620,20 @@ class Store:
         intake.check_branch_name(name)
         with self._writing() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
-            placement.refuse_branch_shadowing_run(tx, key.thread_pk, name)
-            now = clock.now_ms()
-            tx.set_branch(key.thread_pk, name, key.pk, now)
-            thread = tx.thread_id(key.thread_pk)
-            return Branch(thread, name, tx.run_id(key.pk), False, when(now))
+            return branches.point(tx, name, key)
 
     def branches(self, thread_id: str, *, scope: str | None = None) -> list[Branch]:
         """A thread's branches: the default one (following the newest run) first."""
         intake.check_scope(scope)
         with self._reading() as tx:
-            pk = self._require_thread(tx, thread_id, scope)
-            out = []
-            newest = tx.newest_run(pk)
-            if newest is not None:
-                out.append(Branch(thread_id, DEFAULT_BRANCH, tx.run_id(newest), True))
-            for name, run_id, updated in tx.branch_list(pk):
-                out.append(Branch(thread_id, name, run_id, False, when(updated)))
-            return out
+            return branches.listing(tx, self._require_thread(tx, thread_id, scope), thread_id)
 
     def delete_branch(self, name: str, *, thread_id: str, scope: str | None = None) -> None:
         """Delete a branch (the runs stay; only the name goes)."""
-        if name in RESERVED_REFS:
-            raise BranchError(f"{name!r} is the thread's default branch; it cannot be deleted")
+        branches.refuse_reserved(name)
         intake.check_scope(scope)
         with self._writing() as tx:
-            pk = self._require_thread(tx, thread_id, scope)
-            if not tx.delete_branch(pk, name):
-                raise BranchError(f"no branch {_quote(name)} in thread {_quote(thread_id)}")
+            branches.delete(tx, self._require_thread(tx, thread_id, scope), thread_id, name)
 
     def fork(
         self,
@@ -797,16 +648,13 @@ class Store:
         Tools, context and forwarded props come from the newest recorded input in the
         run's lineage (a client resends the same ones); messages and state are the view.
         """
-        with self._reading() as tx:
-            key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
-            run = reads.run_record(tx, key.pk)
-            view = reads.view(tx, key.pk)
-            newest_input = tx.newest_input(key.pk)
         if run_id is not None and not (
             isinstance(run_id, str) and run_id and arguments.storable_text(run_id)
         ):
             raise InvalidArgumentError(f"run_id= must be a non-empty id, not {_quote(run_id)}")
-        return resume.fork_input(run, view, newest_input, run_id or str(uuid.uuid4()))
+        with self._reading() as tx:
+            key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
+            return reads.fork_input(tx, key.pk, run_id or str(uuid.uuid4()))
 
 
 #: Every Store not yet garbage-collected, for the at-fork hook.
@@ -820,47 +668,6 @@ def _close_inherited_connections() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_close_inherited_connections)
-
-
-#: An import appends batches of whole runs of about this many events (or bytes of JSON);
-#: a run longer than four times that is cut, and continued by the next batch.
-IMPORT_BATCH_EVENTS = 1000
-IMPORT_BATCH_BYTES = 2 * 1024 * 1024
-
-
-def _compare(old: View, new: View) -> ViewChange:
-    """:func:`~agui_store.history.diff.compare` of two views; a view with itself (a side that is
-    its merge base) has no change."""
-    if old is new:
-        return ViewChange([], [])
-    return compare(old.messages, old.state, new.messages, new.state)
-
-
-#: What a database URL (rather than a file path) starts with.
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_url(path: str) -> bool:
-    """Whether ``path`` names a PostgreSQL database instead of an SQLite file."""
-    return path.startswith(POSTGRES_SCHEMES)
-
-
-def _backend_for(path: str, busy_timeout_ms: int) -> port.Backend:
-    """The backend a path or URL names: PostgreSQL for ``postgresql://`` URLs (psycopg, the
-    ``postgres`` extra), else an SQLite file."""
-    if is_url(path):
-        try:
-            # Imported on demand: psycopg is an optional extra.
-            from agui_store.backends.postgres import (  # type: ignore[import-not-found,attr-defined,unused-ignore]
-                PostgresBackend,
-            )
-        except ImportError as e:
-            raise InvalidArgumentError(
-                f"a PostgreSQL store needs psycopg 3: pip install 'agui-store[postgres]' ({e})"
-            ) from e
-        backend: port.Backend = PostgresBackend(path, busy_timeout_ms=busy_timeout_ms)
-        return backend
-    return SqliteBackend(path, busy_timeout_ms=busy_timeout_ms)
 
 
 def open(path: str | os.PathLike[str] | None = None, **options: Any) -> Store:

@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import store as store_module
+from agui_store.engine import writes as import_batching
 from agui_store.codec import ingest
 from agui_store.errors import InvalidEventError, SequenceError
 from tests.strategies import legal_streams
@@ -369,8 +369,8 @@ def test_an_import_in_small_batches_ends_as_appending_each_threads_stretch_whole
         events += data.draw(legal_streams(thread_id=thread, max_runs=3, run_ids=names))
     text = as_lines(events, "\n")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(store_module, "IMPORT_BATCH_EVENTS", batch_events)
-        mp.setattr(store_module, "IMPORT_BATCH_BYTES", 1 << 30)
+        mp.setattr(import_batching, "IMPORT_BATCH_EVENTS", batch_events)
+        mp.setattr(import_batching, "IMPORT_BATCH_BYTES", 1 << 30)
         imports_like_stretches(events, text)
 
 
@@ -396,7 +396,7 @@ def imports_like_stretches(events: list[dict[str, Any]], text: bytes) -> None:
 def test_a_run_longer_than_four_batches_is_cut_and_continued_by_name_in_its_own_thread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(store_module, "IMPORT_BATCH_EVENTS", 5)
+    monkeypatch.setattr(import_batching, "IMPORT_BATCH_EVENTS", 5)
     long_run = run_events("long", "r1", 100)
     open_elsewhere = run_events("other", "r0", 1)[:-1]  # another thread's run stays open
     text = as_lines(open_elsewhere + long_run, "\n")
@@ -414,7 +414,7 @@ def test_a_run_longer_than_four_batches_is_cut_and_continued_by_name_in_its_own_
 def test_a_second_run_started_while_one_is_open_is_refused_across_batches(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(store_module, "IMPORT_BATCH_EVENTS", 2)
+    monkeypatch.setattr(import_batching, "IMPORT_BATCH_EVENTS", 2)
     never_ends = run_events("t", "r0", 5)[:-1]
     text = as_lines(never_ends + run_events("t", "r1", 1), "\n")
     with agui_store.open(":memory:") as s:

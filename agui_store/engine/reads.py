@@ -18,13 +18,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import checkpoints, port
-from agui_store.engine.revisions import DEFAULT_BRANCH
-from agui_store.errors import HashMismatchError
-from agui_store.history import hashing
+from agui_store.engine import arguments, checkpoints, port
+from agui_store.engine.revisions import DEFAULT_BRANCH, RunKey
+from agui_store.errors import HashMismatchError, InvalidArgumentError
+from agui_store.history import hashing, resume
 from agui_store.history.normalize import expand_input
 from agui_store.history.restore import RunRecord, View, body_as_sent, restore
-from agui_store.records import Run, when
+from agui_store.records import Checkout, Log, Run, Thread, when
 
 
 def view(tx: port.Reading, pk: int) -> View:
@@ -337,36 +337,107 @@ def run_from_row(row: Any, branches: dict[int, list[str]]) -> Run:
 _new = object.__new__
 
 
-def diff_sides(
-    tx: port.Reading,
-    a: int,
-    b: int,
-    found: tuple[int, int, int] | None,
-    thread_pk: int,
-) -> tuple[Run, Run, Run | None, list[Run], list[Run]]:
-    """A diff's runs: ``a``, ``b``, their merge base, and the runs of each side above
-    the base, newest first (whole lineages when there is none). Each side is one walk
-    from its run down to the base, which it includes (so no run is read twice), and
-    the branches naming them are read once for all (``thread_pk``: ``a``'s thread)."""
-    if found is None:
-        a_rows, b_rows = tx.lineage_runs(a, None, None), tx.lineage_runs(b, None, None)
-        a_side, b_side, base_row = a_rows, b_rows, None
+# --- what the store's reading verbs return, each from one read transaction -----------------
+
+
+def thread_summary(tx: port.Reading, pk: int, thread_id: str) -> Thread:
+    """A thread's record: its owner, creation time and number of runs."""
+    found = tx.thread(thread_id)
+    owner = found[1] if found else None
+    return Thread(thread_id, owner, when(tx.thread_created_at(pk)), tx.thread_run_count(pk))
+
+
+def run_page(
+    tx: port.Reading, thread_pk: int, thread_id: str, size: int | None, before: str | None
+) -> list[Run]:
+    """A thread's runs in recorded order: every one, or the newest ``size`` recorded before
+    the run ``before`` names (the thread's newest when ``None``)."""
+    if size is None and before is None:
+        rows = tx.thread_run_summaries(thread_pk)
     else:
-        _, depth_a, depth_b = found
-        a_rows = tx.lineage_runs(a, depth_a + 1, depth_a + 1)
-        b_rows = tx.lineage_runs(b, depth_b + 1, depth_b + 1)
-        a_side, b_side, base_row = a_rows[:depth_a], b_rows[:depth_b], a_rows[depth_a]
-    rows = [*a_rows, *b_rows]
-    # With a merge base both runs are on one lineage, so in one thread.
-    threads = None if found is None else [thread_pk]
-    names = branch_names(tx, sorted({int(r[0]) for r in rows}), threads)
-    run_a = run_from_row(a_rows[0], names)
-    run_b = run_from_row(b_rows[0], names)
-    base_run = run_from_row(base_row, names) if base_row is not None else None
-    return (
-        run_a,
-        run_b,
-        base_run,
-        [run_from_row(r, names) for r in a_side],
-        [run_from_row(r, names) for r in b_side],
-    )
+        below = arguments.MAX_INT64
+        if before is not None:
+            named = tx.run_pk(thread_pk, before) if arguments.storable_text(before) else None
+            if named is None:
+                raise InvalidArgumentError(
+                    f"before= {arguments.quote(before)} names no run of thread "
+                    f"{arguments.quote(thread_id)}"
+                )
+            below = named
+        rows = tx.thread_run_page(thread_pk, below, size or arguments.MAX_INT64)[::-1]
+    names = branch_names(tx, [r[0] for r in rows], [thread_pk])
+    return [run_from_row(r, names) for r in rows]
+
+
+def log_page(tx: port.Reading, key: RunKey, cursor: str | None, size: int | None) -> Log:
+    """The lineage of ``key``'s run, newest first: ``size`` runs from the run ``cursor``
+    names (a run of the same thread), or from ``key``'s run itself."""
+    first = key.pk
+    if cursor is not None:
+        # Text SQLite cannot hold names no run.
+        named = tx.run_pk(key.thread_pk, cursor) if arguments.storable_text(cursor) else None
+        if named is None:
+            raise InvalidArgumentError(
+                f"cursor {arguments.quote(cursor)} names no run of thread "
+                f"{arguments.quote(tx.thread_id(key.thread_pk))}: a cursor continues the log "
+                "of the thread it came from"
+            )
+        first = named
+    rows = tx.lineage_runs(first, None, size)
+    # A lineage never leaves its thread (docs/design/lineage.md).
+    names = branch_names(tx, [r[0] for r in rows], [key.thread_pk])
+    runs = [run_from_row(r, names) for r in rows]
+    # The last run's parent starts the next page (None at the root, or the whole log).
+    more = runs[-1].parent_run_id if runs and len(runs) == size else None
+    return Log(runs, next_cursor=more)
+
+
+def checkout(tx: port.Reading, pk: int) -> Checkout:
+    """A run restored: the messages and state the official client holds after it."""
+    run = run_record(tx, pk)
+    found = view(tx, pk)
+    return Checkout(run, found.messages, found.state, found.interrupts, found.warnings)
+
+
+def reconnect_stream(tx: port.Reading, pk: int) -> list[dict[str, Any]]:
+    """The short stream that restores a run (:func:`agui_store.history.resume.reconnect_stream`)."""
+    return resume.reconnect_stream(run_record(tx, pk), view(tx, pk), tx.terminal_event(pk))
+
+
+def fork_input(tx: port.Reading, pk: int, run_id: str) -> dict[str, Any]:
+    """The ``RunAgentInput`` that starts run ``run_id`` from this run
+    (:func:`agui_store.history.resume.fork_input`)."""
+    return resume.fork_input(run_record(tx, pk), view(tx, pk), tx.newest_input(pk), run_id)
+
+
+def recorded_input(tx: port.Reading, pk: int) -> dict[str, Any] | None:
+    """The ``RunAgentInput`` recorded for a run, whole (what it names by reference put
+    back from its parent's view), checked against the run's hash; ``None`` if it has none."""
+    raw, raw_refs, parent_pk, recorded = tx.run_input(pk)
+    if hashing.input_digest(raw, raw_refs) != recorded:
+        raise mismatch(tx, pk, "its input is not the one its hash covers")
+    if raw is None:
+        return None
+    value: dict[str, Any] = ingest.decode(raw.encode("utf-8"))
+    if raw_refs is not None:
+        assert parent_pk is not None  # refs name what the parent's view holds
+        base = view(tx, parent_pk)
+        refs = ingest.decode(raw_refs.encode("utf-8"))
+        value = expand_input(value, refs, base.messages, base.state)
+    return value
+
+
+def history(tx: port.Reading, pk: int) -> list[dict[str, Any]]:
+    """The events of a run's whole ancestor chain, root first, checked against the runs'
+    hashes."""
+    chain, grouped, normalized = chain_payloads(tx, pk)
+    if not normalized:
+        return ingest.decode_many([p for run_pk in chain for p in grouped.get(run_pk, [])])
+    # Rare: the runs holding an echo stored by reference are read through the expanding path.
+    out: list[dict[str, Any]] = []
+    for run_pk in chain:
+        if run_pk in normalized:
+            out += run_events(tx, run_pk)
+        else:
+            out += ingest.decode_many(grouped.get(run_pk, []))
+    return out

@@ -147,3 +147,17 @@ def _resolve_exact(
         names = ", ".join(r[2] for r in prefixed[:5])
         raise AmbiguousRunError(f"{quote(ref)} is a prefix of several runs ({names}, ...)")
     raise RunNotFoundError(f"no run, branch or unique run-id prefix {quote(ref)}")
+
+
+def selection(
+    tx: port.Reading, run: RunKey | None, thread_pk: int | None, scope: str | None
+) -> tuple[list[int | None], list[int]]:
+    """What a verb that works on a run and its ancestors, a thread, or the whole store (a
+    scope's threads, with one) covers: ``(threads, run pks)``, threads ``[None]`` for all."""
+    if run is not None:
+        return [run.thread_pk], list(tx.ancestors(run.pk))
+    if thread_pk is not None:
+        return [thread_pk], list(tx.thread_run_pks(thread_pk))
+    if scope is not None:
+        return owned_threads(tx, scope), list(tx.owner_run_pks(scope))
+    return [None], list(tx.all_run_pks())

@@ -1,0 +1,45 @@
+"""Branches: names that point at runs, as git's refs do, read and written through the
+storage port. A thread's default branch (``main``, also ``HEAD``) is not stored: it follows
+the thread's newest run."""
+
+from __future__ import annotations
+
+from agui_store.engine import clock, port
+from agui_store.engine.arguments import quote
+from agui_store.engine.intake import check_branch_name
+from agui_store.engine.placement import refuse_branch_shadowing_run
+from agui_store.engine.revisions import DEFAULT_BRANCH, RESERVED_REFS, RunKey
+from agui_store.errors import BranchError
+from agui_store.records import Branch, when
+
+
+def point(tx: port.Writing, name: str, run: RunKey) -> Branch:
+    """Point branch ``name`` at ``run``, creating or moving it."""
+    check_branch_name(name)
+    refuse_branch_shadowing_run(tx, run.thread_pk, name)
+    now = clock.now_ms()
+    tx.set_branch(run.thread_pk, name, run.pk, now)
+    return Branch(tx.thread_id(run.thread_pk), name, tx.run_id(run.pk), False, when(now))
+
+
+def listing(tx: port.Reading, thread_pk: int, thread_id: str) -> list[Branch]:
+    """A thread's branches: the default one (following the newest run) first."""
+    out = []
+    newest = tx.newest_run(thread_pk)
+    if newest is not None:
+        out.append(Branch(thread_id, DEFAULT_BRANCH, tx.run_id(newest), True))
+    for name, run_id, updated in tx.branch_list(thread_pk):
+        out.append(Branch(thread_id, name, run_id, False, when(updated)))
+    return out
+
+
+def refuse_reserved(name: str) -> None:
+    """The default branch's names cannot be deleted: they are not stored."""
+    if name in RESERVED_REFS:
+        raise BranchError(f"{name!r} is the thread's default branch; it cannot be deleted")
+
+
+def delete(tx: port.Writing, thread_pk: int, thread_id: str, name: str) -> None:
+    """Delete a branch (the runs stay; only the name goes)."""
+    if not tx.delete_branch(thread_pk, name):
+        raise BranchError(f"no branch {quote(name)} in thread {quote(thread_id)}")

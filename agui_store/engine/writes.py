@@ -1,0 +1,109 @@
+"""The store's write paths: appends, imports, deriving what appends left for later, and
+writing checkpoints, over what one store remembers between calls (its
+:class:`~agui_store.engine.cache.Memory`).
+
+Each runs inside a write transaction the caller holds, and first asks the database whether
+anyone else wrote since this store's last write (:meth:`Memory.notice_other_writes`), so
+that what it remembers is used only while it is true.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from agui_store.codec import ingest
+from agui_store.engine import cache, derivation, gc_pause, intake, placement, port
+from agui_store.errors import InvalidEventError
+from agui_store.records import AppendResult, ImportResult
+
+#: An import appends batches of whole runs of about this many events (or bytes of JSON);
+#: a run longer than four times that is cut, and continued by the next batch.
+IMPORT_BATCH_EVENTS = 1000
+IMPORT_BATCH_BYTES = 2 * 1024 * 1024
+
+
+class Writes:
+    """One store's write paths and the memory they share.
+
+    ``where`` names the store in errors; the limits and derivation options are the
+    store's (see :class:`agui_store.Store`)."""
+
+    def __init__(
+        self,
+        where: str,
+        *,
+        max_event_bytes: int,
+        max_depth: int,
+        checkpoint_events: int,
+        derive_on_append: bool,
+    ) -> None:
+        self.memory = cache.Memory(derive_on_append)
+        self.intake = intake.Intake(self.memory, max_event_bytes, max_depth)
+        self.deriver = derivation.Deriver(self.memory, checkpoint_events)
+        self.placement = placement.Placement(
+            self.memory,
+            self.deriver,
+            where=where,
+            max_depth=max_depth,
+            max_event_bytes=max_event_bytes,
+            derive_on_append=derive_on_append,
+        )
+
+    def append(self, tx: port.Writing, batch: intake.Batch) -> AppendResult:
+        """Place a batch read by :meth:`agui_store.engine.intake.Intake.read_batch`."""
+        self.memory.notice_other_writes(tx, batch.thread_id)
+        result = self.placement.place(tx, batch)
+        self.memory.remember_version(tx)
+        return result
+
+    def import_events(
+        self,
+        tx: port.Writing,
+        events: Iterator[ingest.IncomingEvent],
+        thread_id: str | None,
+        check_sequence: bool,
+    ) -> ImportResult:
+        """Append a file's events in batches of whole runs (:func:`intake.import_batches`),
+        keeping memory bounded between them; an error names the event's index in the file."""
+        batches = intake.import_batches(events, thread_id, IMPORT_BATCH_EVENTS, IMPORT_BATCH_BYTES)
+        count = runs = 0
+        first_seq: int | None = None
+        last_seq: int | None = None
+        self.memory.notice_other_writes(tx)
+        for offset, batch, batch_thread, batch_run in batches:
+            try:
+                with gc_pause.paused():  # a batch at a time, as an append
+                    types = self.intake.validated(batch)
+                    thread = intake.thread_of_batch(batch, types, batch_thread, None)
+                    result = self.placement.place(
+                        tx,
+                        intake.Batch(
+                            batch, types, thread, check_sequence=check_sequence, run_id=batch_run
+                        ),
+                    )
+            except InvalidEventError as e:
+                raise intake.counted_from(e, offset) from None
+            count += result.event_count
+            runs += len(result.new_run_ids)
+            first_seq = first_seq if first_seq is not None else result.first_seq
+            last_seq = result.last_seq
+            self.memory.keep_caches_small(result.thread_id)
+        self.memory.remember_version(tx)
+        return ImportResult(count, runs, first_seq, last_seq)
+
+    def derive(self, tx: port.Writing, threads: Sequence[int | None]) -> int:
+        """Derive what appends left for later in ``threads`` (``None``: every thread).
+        Returns how many runs were derived."""
+        self.memory.notice_other_writes(tx)
+        derived = sum(self.deriver.derive_underived(tx, pk) for pk in threads)
+        self.memory.remember_version(tx)
+        return derived
+
+    def compact(
+        self, tx: port.Writing, threads: Sequence[int | None], run_pks: Any
+    ) -> int:
+        """Write the checkpoints ``run_pks`` lack (after deriving what ``threads`` left for
+        later). Returns how many were written."""
+        self.memory.notice_other_writes(tx)
+        return self.deriver.write_checkpoints(tx, threads, run_pks)
