@@ -39,7 +39,12 @@ from agui_store.engine import (
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.integrity import CheckReport
 from agui_store.engine.revisions import RunKey
-from agui_store.engine.writes import IMPORT_BATCH_BYTES, IMPORT_BATCH_EVENTS
+from agui_store.engine.writes import (
+    CHECKPOINT_EVENTS,
+    IMPORT_BATCH_BYTES,
+    IMPORT_BATCH_EVENTS,
+    MAX_DEPTH_LIMIT,
+)
 from agui_store.errors import InvalidArgumentError, RunNotFoundError
 from agui_store.history.diff import Diff
 from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, Thread
@@ -54,20 +59,6 @@ __all__ = [
     "is_url",
     "open",
 ]
-
-#: The largest ``max_depth`` a store takes: ``json.dumps``, msgspec and the CLI recurse once
-#: per level, and near 1,000 levels (Python's recursion limit) even ``append`` failed with
-#: a RecursionError; 512 leaves the caller's own stack room.
-MAX_DEPTH_LIMIT = 512
-
-#: The default ``checkpoint_events``: ``append`` writes a run's checkpoint when the runs since
-#: the last one on its lineage hold at least this many events, so 1 checkpoints every
-#: complete run. The thread's newest run, what a reconnecting client restores, is then
-#: always checkpointed; a larger value makes appends cheaper (a checkpoint every few runs)
-#: and a checkout of a run between two checkpoints replay from the earlier one (which first
-#: indexes its whole view). ``bench_append`` and ``bench_checkout`` measure both sides.
-CHECKPOINT_EVENTS = 1
-
 
 class Store:
     """An AG-UI conversation store: one SQLite file, or a PostgreSQL database. Open it with
@@ -99,17 +90,14 @@ class Store:
             "busy_timeout_ms", busy_timeout_ms, minimum=0
         )
         self.max_event_bytes = arguments.positive_int("max_event_bytes", max_event_bytes)
-        self.max_depth = arguments.positive_int("max_depth", max_depth, minimum=2)
-        if max_depth > MAX_DEPTH_LIMIT:
-            raise InvalidArgumentError(
-                f"max_depth must be at most {MAX_DEPTH_LIMIT}, not {max_depth}: deeper values "
-                "could not be read back (JSON encoders recurse once per level)"
-            )
-        if type(checkpoint_events) is not int or checkpoint_events < 1:
-            raise InvalidArgumentError(
-                f"checkpoint_events must be a positive integer, not {checkpoint_events!r}"
-            )
-        self.checkpoint_events = checkpoint_events  # see CHECKPOINT_EVENTS
+        self.max_depth = arguments.positive_int(
+            "max_depth",
+            max_depth,
+            minimum=2,
+            maximum=MAX_DEPTH_LIMIT,
+            why=": deeper values could not be read back (JSON encoders recurse once per level)",
+        )
+        self.checkpoint_events = arguments.positive_int("checkpoint_events", checkpoint_events)
         self.derive_on_append = bool(derive_on_append)
         self._lock = threading.RLock()
         self._backend: port.Backend = open_backend(self.path, busy_timeout_ms)

@@ -114,11 +114,16 @@ def path_text(path: Any) -> str:
     return text
 
 
-def positive_int(name: str, value: Any, *, minimum: int = 1) -> int:
-    """An integer option, at least ``minimum``."""
+def positive_int(
+    name: str, value: Any, *, minimum: int = 1, maximum: int | None = None, why: str = ""
+) -> int:
+    """An integer option, at least ``minimum`` (and at most ``maximum``, when given: ``why``
+    then says what a larger value would break)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         shown = repr(value) if isinstance(value, (int, float, str)) else type(value).__name__
         raise InvalidArgumentError(f"{name} must be an integer >= {minimum}, not {shown[:60]}")
+    if maximum is not None and value > maximum:
+        raise InvalidArgumentError(f"{name} must be at most {maximum}, not {value}{why}")
     return value
 
 

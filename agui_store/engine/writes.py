@@ -17,6 +17,20 @@ from agui_store.engine import cache, derivation, gc_pause, intake, placement, po
 from agui_store.errors import InvalidEventError
 from agui_store.records import AppendResult, ImportResult
 
+#: The largest ``max_depth`` a store takes: ``json.dumps``, msgspec and the CLI recurse once
+#: per level, and near 1,000 levels (Python's recursion limit) even ``append`` failed with
+#: a RecursionError; 512 leaves the caller's own stack room.
+MAX_DEPTH_LIMIT = 512
+
+#: The default ``checkpoint_events``: ``append`` writes a run's checkpoint when the runs since
+#: the last one on its lineage hold at least this many events, so 1 checkpoints every
+#: complete run. The thread's newest run, what a reconnecting client restores, is then
+#: always checkpointed; a larger value makes appends cheaper (a checkpoint every few runs)
+#: and a checkout of a run between two checkpoints replay from the earlier one (which first
+#: indexes its whole view). ``bench_append`` and ``bench_checkout`` measure both sides.
+CHECKPOINT_EVENTS = 1
+
+
 #: An import appends batches of whole runs of about this many events (or bytes of JSON);
 #: a run longer than four times that is cut, and continued by the next batch.
 IMPORT_BATCH_EVENTS = 1000
