@@ -127,7 +127,7 @@ class Store:
         """Close the file. Further calls raise."""
         with self._lock:
             self._backend.close()
-            self._memory.resent.clear()  # the memory of what it read
+            self._memory.close()
 
     def __repr__(self) -> str:
         return f"<agui_store.Store {self.path!r}>"
@@ -136,11 +136,10 @@ class Store:
         """In a forked child: drop the parent's lock and its connection (the backend opens
         its own on first use) and what the parent remembered of the database."""
         self._lock = threading.RLock()
-        self._memory.resent.after_fork()
+        same_process = self._pid == os.getpid()
+        self._pid = os.getpid()
+        self._memory.after_fork(same_process)
         self._backend.after_fork()
-        if self._pid != os.getpid():
-            self._pid = os.getpid()
-            self._memory.forget()
 
     @contextmanager
     def _reading(self) -> Iterator[port.Reading]:

@@ -57,9 +57,7 @@ def forget(store: Store) -> None:
     state, what appends remember, the message chunks it validated, the request bodies it
     read), so that the next call is cold."""
     with store._lock:
-        store._memory.forget()
-        store._memory.valid_chunks.clear()
-        store._memory.resent.clear()
+        store._memory.forget_everything()
 
 
 def read_bodies_whole(store: Store) -> None:
@@ -67,7 +65,7 @@ def read_bodies_whole(store: Store) -> None:
     remembers nothing of earlier bodies (see :mod:`agui_store.history.resent_bodies`) and spends
     nothing on remembering them. The path a body that resends nothing took before bodies were
     remembered, which the remembering one is compared with."""
-    store._memory.resent = resent_bodies.Memo(budget=0)
+    store._memory.read_bodies_whole()
 
 
 def remembered_bodies(store: Store) -> resent_bodies.Memo:

@@ -389,3 +389,50 @@ def test_only_the_checks_use_the_inspection_operations_of_the_port() -> None:
     }
     # engine.conversations: its check(), which integrity runs.
     assert users <= {"engine.integrity", "engine.log_hashes", "engine.conversations"}
+
+
+def _state_of(module: str, class_name: str) -> set[str]:
+    """The attributes a class's ``__init__`` sets on ``self``."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    targets = [
+        target
+        for node in ast.walk(init)
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+    ]
+    return {
+        target.attr
+        for target in targets
+        if isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    }
+
+
+def _names_used(module: str) -> set[str]:
+    """Every attribute and bare name a module spells."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    return {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)} | {
+        node.id for node in ast.walk(tree) if isinstance(node, ast.Name)
+    }
+
+
+def test_the_cache_keeps_its_state_behind_its_methods() -> None:
+    """What a store remembers has one owner: ``engine.cache.Memory`` holds every cache in
+    private attributes, and no other module names them, so each rule about when a fact may
+    be trusted is written in one place."""
+    state = _state_of("engine.cache", "Memory")
+    # Its one public attribute is the store's option it was made with.
+    assert {name for name in state if not name.startswith("_")} == {"derive_on_append"}
+    private = {name for name in state if name.startswith("_")}
+    assert len(private) >= 6
+    # Nor does anything else reach the record of facts (``Known``) it keeps them in.
+    owned = private | {"Known"}
+    trespassers = {
+        module: sorted(owned & _names_used(module))
+        for module in MODULES
+        if module != "engine.cache" and owned & _names_used(module)
+    }
+    assert trespassers == {}

@@ -204,26 +204,23 @@ class Deriver:
             # (e.g. a first TOOL_CALL_CHUNK without a name, which verifyEvents lets through):
             # the events are legal to record, the view cannot be derived. No digest, no
             # checkpoint; checkout raises what the client would.
-            self.memory.views.pop(thread_pk, None)
+            self.memory.drop_view(thread_pk)
 
     def leave_underived(self, tx: port.Writing, thread_pk: int, run_pks: list[int]) -> None:
         """Note runs whose derived data is missing, for whoever needs it next."""
         tx.mark_underived(run_pks)
         # The cached view no longer leads to the thread's next run.
-        self.memory.views.pop(thread_pk, None)
-        if self.memory.known.underived is not None:
-            self.memory.known.underived.add(thread_pk)
+        self.memory.drop_view(thread_pk)
+        self.memory.note_underived(thread_pk)
 
     def derive_underived(self, tx: port.Writing, thread_pk: int | None) -> int:
         """Derive what was left for later, in a thread (``None``: everywhere), in run order
         (a parent before its runs): their lineage digests, and checkpoints per
         ``checkpoint_events``. Returns how many runs were derived."""
-        known = self.memory.known
-        if known.underived is None:
-            known.underived = tx.underived_threads()
-        if thread_pk is not None and thread_pk not in known.underived:
+        underived = self.memory.underived_threads(tx)
+        if thread_pk is not None and thread_pk not in underived:
             return 0
-        if thread_pk is None and not known.underived:
+        if thread_pk is None and not underived:
             return 0
         rows = tx.underived_runs(thread_pk)
         now = clock.now_ms()
@@ -236,10 +233,7 @@ class Deriver:
                 continue  # compact got there first
             self.derive(tx, run_thread, run_pk, now)
             derived += 1
-        if thread_pk is None:
-            known.underived.clear()
-        else:
-            known.underived.discard(thread_pk)
+        self.memory.note_derived(thread_pk)
         return derived
 
     def write_checkpoints(
@@ -285,7 +279,7 @@ class Deriver:
             run_row = tx.run_row(run_pk)
         parent_pk, raw_input, raw_refs, reason = run_row
         cached = self.memory.cached_view(tx, thread_pk)
-        self.memory.views.pop(thread_pk, None)
+        self.memory.drop_view(thread_pk)
         if cached is None or cached.run_pk != parent_pk:
             cached = replayed_to(tx, parent_pk)
         # Consumed: the reducer, the digest state and the id list go on from the parent's.
@@ -337,5 +331,5 @@ class Deriver:
                     state_bytes=since.state_bytes,
                     state_address=since.state_address,
                 )
-        self.memory.views[thread_pk] = CachedView(run_pk, reducer, hasher, since, lineage)
+        self.memory.keep_view(thread_pk, CachedView(run_pk, reducer, hasher, since, lineage))
         return written

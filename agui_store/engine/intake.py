@@ -244,8 +244,7 @@ class Intake:
             model.validate_input(data)
             return None
         assert isinstance(sent, list)
-        valid = self.memory.valid_chunks
-        unknown = [(span, address) for span, address in chunks.items() if address not in valid]
+        unknown = self.memory.unvalidated(chunks)
         if len(unknown) == len(chunks):
             model.validate_input(data)
         else:

@@ -117,16 +117,12 @@ class Placement:
                 thread_id = self._thread_of_run(tx, named_run, scope)
             else:
                 thread_id = self._only_open_thread(tx, types[0], scope)
-        known = memory.known
-        thread_pk = known.thread_pks.get(thread_id)
-        if thread_pk is None:
-            thread_pk, owner = tx.thread(thread_id) or (
-                tx.insert_thread(thread_id, now, scope),
-                scope,
-            )
-            known.thread_pks[thread_id] = thread_pk
-            known.owners[thread_pk] = owner
-        if scope is not None and known.owners[thread_pk] != scope:
+        remembered = memory.thread(thread_id)
+        if remembered is None:
+            remembered = tx.thread(thread_id) or (tx.insert_thread(thread_id, now, scope), scope)
+            memory.remember_thread(thread_id, *remembered)
+        thread_pk, owner = remembered
+        if scope is not None and owner != scope:
             raise ScopeError(
                 f"thread {_quote(thread_id)} belongs to another owner: scope {_quote(scope)} "
                 "may not write to it (nothing was written)"
@@ -172,10 +168,7 @@ class Placement:
             # duplicate check is read with that seq (one round trip on PostgreSQL).
             if segment.started is not None:
                 run_id = segment.started["runId"]
-                if known.next_seq is None:
-                    recorded, known.next_seq = tx.run_pk_and_next_seq(thread_pk, run_id)
-                else:
-                    recorded = tx.run_pk(thread_pk, run_id)
+                recorded = memory.run_pk_and_next_seq(tx, thread_pk, run_id)
                 self._refuse_duplicate_run(tx, thread_pk, run_id, segment, recorded)
             seq = memory.next_seq(tx)
             first_seq = seq if first_seq is None else first_seq
@@ -192,10 +185,7 @@ class Placement:
                     branch if first_run else None,
                     now,
                 )
-                known.newest[thread_pk] = segment.run_pk
-                known.run_ids[segment.run_pk] = rid
-                known.run_pks[(thread_pk, rid)] = segment.run_pk
-                known.statuses[segment.run_pk] = "incomplete"
+                memory.remember_new_run(thread_pk, segment.run_pk, rid)
                 new_run_ids.append(rid)
                 run_ids.append(rid)
             else:
@@ -205,8 +195,7 @@ class Placement:
                     segment.run_pk = self._insert_synthetic_run(
                         tx, thread_pk, thread_id, seq, now
                     )
-                    known.newest[thread_pk] = segment.run_pk
-                    known.statuses[segment.run_pk] = "incomplete"
+                    memory.remember_new_run(thread_pk, segment.run_pk, None)
                     new_run_ids.append(memory.known_run_id(tx, segment.run_pk))
                 else:
                     segment.run_pk = continued
@@ -222,10 +211,7 @@ class Placement:
         if verifier is not None:
             last_pk = segments[-1].run_pk
             assert last_pk is not None
-            if known.statuses.get(last_pk) == "incomplete":
-                memory.verifiers[last_pk] = (last_seq, verifier)
-            else:  # what continues a complete run is rare: found again if it comes
-                memory.verifiers.pop(last_pk, None)
+            memory.keep_verifier(last_pk, last_seq, verifier)
         return AppendResult(
             thread_id,
             tuple(dict.fromkeys(run_ids)),
@@ -249,7 +235,6 @@ class Placement:
         reference), the batch with the run's hash after it, and, once it completes a run,
         what derives from it; the next event's ``seq``."""
         memory = self.memory
-        known = memory.known
         run_pk = segment.run_pk
         assert run_pk is not None  # placed
         self._refuse_risky_copies(tx, segment, run_input, first_seq)
@@ -264,11 +249,10 @@ class Placement:
             else None
         )
         tx.insert_events(rows)
-        known.next_seq = seq
         if echo is not None:
             tx.insert_echo_refs(*echo)
         if "RUN_FINISHED" in segment.types or "RUN_ERROR" in segment.types:
-            memory.copy_checks.pop(run_pk, None)  # what continues a complete run is rare
+            memory.drop_copy_check(run_pk)  # what continues a complete run is rare
             for ev, kind in zip(segment.events, segment.types):
                 if kind in ("RUN_FINISHED", "RUN_ERROR"):
                     segment.outcome = status_of_terminal(ev.data)
@@ -282,9 +266,8 @@ class Placement:
         outcome = segment.outcome
         digest = hashing.batch_digest_of(first_seq, segment.types, stored, refs, outcome, now)
         batch_hash = hashing.chain(memory.known_run_hash(tx, run_pk), digest)
-        known.run_hashes[run_pk] = batch_hash
         tx.insert_batch(run_pk, first_seq, seq - 1, outcome, now, batch_hash)
-        memory.remember_batch(thread_pk, thread_id, run_pk, outcome, seq - 1)
+        memory.remember_batch(thread_pk, thread_id, run_pk, outcome, seq - 1, batch_hash)
         # Before the next run of the batch is placed: its lineage and its echoed input
         # then see this one complete, as they would had it come in an append of its own.
         self._keep_checkpoint_current(tx, thread_pk, segment, now)
@@ -303,17 +286,14 @@ class Placement:
         the run it names; else the thread's newest (``None``: the thread has none), unless several
         runs are open."""
         if named is not None:
-            run_pk = self.memory.known.run_pks.get((thread_pk, named))
+            run_pk = self.memory.run_pk_named(tx, thread_pk, named)
             if run_pk is None:
-                found = tx.run_pk(thread_pk, named)
-                if found is None:
-                    raise RunNotFoundError(
-                        f"no run {_quote(named)} in thread {_quote(thread_id)} to continue "
-                        "(a run's first batch starts with its RUN_STARTED)"
-                    )
-                run_pk = self.memory.known.run_pks[(thread_pk, named)] = found
+                raise RunNotFoundError(
+                    f"no run {_quote(named)} in thread {_quote(thread_id)} to continue "
+                    "(a run's first batch starts with its RUN_STARTED)"
+                )
             return run_pk
-        open_runs = self._open_runs(tx, thread_pk)
+        open_runs = self.memory.open_runs(tx, thread_pk)
         if len(open_runs) > 1:
             names = tuple(self.memory.known_run_id(tx, pk) for pk in sorted(open_runs))
             shown = ", ".join(_quote(n) for n in names[:10])
@@ -327,17 +307,10 @@ class Placement:
             )
         return newest
 
-    def _open_runs(self, tx: port.Reading, thread_pk: int) -> set[int]:
-        """The thread's incomplete runs (remembered between appends)."""
-        open_runs = self.memory.known.open_runs
-        if thread_pk not in open_runs:
-            open_runs[thread_pk] = tx.open_runs(thread_pk)
-        return open_runs[thread_pk]
-
     def _open_above(self, tx: port.Reading, thread_pk: int, run_pk: int) -> bool:
         """Whether an open run of the thread is on ``run_pk``'s lineage, above it (a run
         continued by name may have runs below it: docs/design/behaviour.md#live-recording)."""
-        above = [pk for pk in self._open_runs(tx, thread_pk) if pk < run_pk]
+        above = [pk for pk in self.memory.open_runs(tx, thread_pk) if pk < run_pk]
         if not above:
             return False
         return tx.ancestor_among(run_pk, above)
@@ -392,10 +365,7 @@ class Placement:
     def _only_open_thread(
         self, tx: port.Reading, first_type: str, scope: str | None = None
     ) -> str:
-        known = self.memory.known
-        if known.open_threads is None:
-            known.open_threads = tx.threads_with_open_head()
-        candidates = known.open_threads
+        candidates = self.memory.threads_with_open_head(tx)
         if scope is not None:  # only the scope's own threads count
             candidates = {t for t in candidates if self._owner_of(tx, t) == scope}
         if len(candidates) == 1:
@@ -427,7 +397,7 @@ class Placement:
             )
         # A run id and a branch name are both revisions: neither may hide the other.
         if (
-            self.memory.known.branched.get(thread_pk, True)
+            self.memory.may_have_branches(thread_pk)
             and tx.branch_run(thread_pk, run_id) is not None
         ):
             raise InvalidEventError(
@@ -520,8 +490,8 @@ class Placement:
         """A reducer holding a recorded run's view so far: the one its last copy check left,
         fed the events recorded since (a live run streaming copies costs what each append
         adds), else the view replayed from the nearest checkpoint."""
-        kept = self.memory.copy_checks.pop(run_pk, None)
-        if kept is not None and kept[0] <= self.memory.known_last_seq(tx, run_pk):
+        kept = self.memory.take_copy_check(tx, run_pk)
+        if kept is not None:
             seen, reducer = kept
             reducer.feed(reads.run_events(tx, run_pk, seen))
             return reducer
@@ -717,17 +687,13 @@ class Placement:
     ) -> None:
         """A new run on a branch advances it: the named one, else every branch whose tip
         is the run's parent."""
-        branched = self.memory.known.branched
         if branch is not None:
             check_branch_name(branch)
             refuse_branch_shadowing_run(tx, thread_pk, branch)
             tx.set_branch(thread_pk, branch, run_pk, now)
-            branched[thread_pk] = True
-        elif parent_pk is not None:
-            if thread_pk not in branched:
-                branched[thread_pk] = tx.has_branches(thread_pk)
-            if branched[thread_pk]:
-                tx.move_branches(thread_pk, parent_pk, run_pk, now)
+            self.memory.note_branched(thread_pk)
+        elif parent_pk is not None and self.memory.has_branches(tx, thread_pk):
+            tx.move_branches(thread_pk, parent_pk, run_pk, now)
 
     def _insert_synthetic_run(
         self, tx: port.Writing, thread_pk: int, thread_id: str, seq: int, now: int
@@ -783,7 +749,7 @@ class Placement:
             input_hash,
             start_hash,
         )
-        self.memory.known.run_hashes[run_pk] = start_hash
+        self.memory.remember_run_hash(run_pk, start_hash)
         return run_pk
 
     def _normalize_echo(
@@ -812,10 +778,10 @@ class Placement:
 
     def _verifier_for(self, tx: port.Reading, run_pk: int) -> SequenceVerifier:
         """The sequence state at the end of a recorded run (cached while nobody appends)."""
+        cached = self.memory.verifier(tx, run_pk)
+        if cached is not None:
+            return cached
         last_seq = self.memory.known_last_seq(tx, run_pk)
-        cached = self.memory.verifiers.get(run_pk)
-        if cached and cached[0] == last_seq:
-            return cached[1]
         verifier = SequenceVerifier()
         try:
             for i, event in enumerate(reads.run_events(tx, run_pk)):
@@ -824,7 +790,7 @@ class Placement:
             # Recorded with check_sequence=False: its state is unknown, so a continuation
             # can only be judged on its own.
             verifier = SequenceVerifier()
-        self.memory.verifiers[run_pk] = (last_seq, verifier)
+        self.memory.keep_verifier(run_pk, last_seq, verifier)
         return verifier
 
     def _keep_checkpoint_current(
@@ -847,8 +813,7 @@ class Placement:
         if not self.derive_on_append:
             self.deriver.leave_underived(tx, thread_pk, [segment.run_pk])
             return
-        underived = self.memory.known.underived
-        if underived is None or thread_pk in underived:
+        if self.memory.underived_may_include(thread_pk):
             # The run itself may be listed (an open run below one that changed, or below a
             # migration's): it is derived below, once, from the batch's own events.
             tx.clear_underived(segment.run_pk)
