@@ -775,8 +775,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return _internal(args.command, e)
 
 
-#: Commands that work on one thread and need it named (``--thread T``); they once took it as a
-#: positional argument, which still works.
+#: Commands that work on one thread and need it named (``--thread T``); the thread as a
+#: positional argument works too, with a note on stderr that the form is deprecated.
 THREAD_REQUIRED = frozenset({"runs", "branches"})
 
 
