@@ -1,8 +1,8 @@
 """``agui-store``: the command line, one subcommand per store verb.
 
-Every command takes ``--db PATH`` (default: ``$AGUI_STORE_DB`` or ``./agui-store.db``, the
-same as the API); ``--json`` prints machine-readable output; long imports show progress on a
-terminal.
+Every command that opens a store takes ``--db PATH`` (default: ``$AGUI_STORE_DB`` or
+``./agui-store.db``, the same as the API); ``--json`` prints machine-readable output; long
+imports show progress on a terminal.
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ class Progress:
         return f"{count / 1e6:.1f}" if self.unit == "bytes" else str(count)
 
     def advance(self, n: int) -> None:
+        """Count ``n`` more done and redraw, at most every 0.1 s (and at the end)."""
         self.done += n
         now = time.monotonic()
         if self.enabled and (now - self._last > 0.1 or self.done >= self.total):
@@ -94,6 +95,7 @@ class Progress:
             self.stream.flush()
 
     def finish(self) -> None:
+        """End the bar's line, so that what follows starts on a line of its own."""
         if self.enabled:
             self.stream.write("\n")
             self.stream.flush()
@@ -179,6 +181,7 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``threads``: every thread id, one a line (``--json``: a JSON list)."""
     threads = store.threads()
     if args.json:
         out.write(json.dumps(threads) + "\n")
@@ -189,6 +192,7 @@ def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_runs(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``runs --thread T``: the thread's runs in recorded order, one a line."""
     runs = store.runs(args.thread)
     if args.json:
         out.write(json.dumps([r.to_json() for r in runs], indent=2) + "\n")
@@ -199,6 +203,9 @@ def cmd_runs(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``log REF``: the run's lineage, newest first, with the first words each run was asked;
+    ``--graph`` draws the thread's run tree instead. A ``--limit`` page that is not the last
+    names the command for the next page on stderr."""
     if args.graph and (args.limit is not None or args.cursor is not None):
         raise InvalidArgumentError(
             "--graph draws the thread's whole run tree: it takes no --limit or --cursor"
@@ -237,6 +244,7 @@ def _next_page_command(args: argparse.Namespace, thread_id: str, cursor: str) ->
 
 
 def cmd_show(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``show REF``: the restored run as a transcript (``--json``: the checkout)."""
     co = store.checkout(args.ref, thread_id=args.thread)
     if args.json:
         out.write(json.dumps(co.to_json(), indent=2, ensure_ascii=False) + "\n")
@@ -246,6 +254,7 @@ def cmd_show(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``branch NAME REF``: point a branch at a run; ``--delete`` removes it."""
     if args.delete:
         if not args.thread:
             raise AguiStoreError("--delete needs --thread")
@@ -260,6 +269,7 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_branches(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``branches --thread T``: the thread's branches, ``*`` marking the default."""
     items = store.branches(args.thread)
     if args.json:
         out.write(json.dumps([b.to_json() for b in items]) + "\n")
@@ -271,6 +281,8 @@ def cmd_branches(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``check``: the store's integrity report; exit 1 on any problem (warnings do not
+    fail it)."""
     report = store.check()
     if args.json:
         out.write(json.dumps(report.to_json()) + "\n")
@@ -287,12 +299,15 @@ def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_compact(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``compact``: write the checkpoints complete runs lack; says how many."""
     written = store.compact(args.ref, thread_id=args.thread)
     out.write(f"wrote {counted(written, 'checkpoint')}\n")
     return 0
 
 
 def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``export REF``: a run's history as JSON, JSON Lines or SSE; ``--compacted``: the short
+    stream that restores it; ``--all``: the whole thread; ``--sqlite``: the analysis database."""
     if args.sqlite:
         return cmd_export_sqlite(store, args, out)
     events: Iterable[dict[str, Any]]
@@ -324,6 +339,8 @@ def _counted(events: Iterable[dict[str, Any]], progress: Progress) -> Iterator[d
 
 
 def cmd_diff(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``diff A B``: what differs between two runs (three-dot: each side since the merge
+    base); coloured on a terminal unless ``NO_COLOR`` is set."""
     mode = "two-dot" if args.two_dot else "three-dot"
     d = store.diff(args.a, args.b, thread_id=args.thread, mode=mode)
     if args.json:
@@ -335,12 +352,15 @@ def cmd_diff(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_fork(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``fork REF``: the RunAgentInput that starts a new run from a past one, as JSON."""
     fork = store.fork(args.ref, thread_id=args.thread, run_id=args.run_id)
     out.write(json.dumps(fork, indent=2, ensure_ascii=False) + "\n")
     return 0
 
 
 def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``demo``: record a demo conversation with a branch, then show its graph, a transcript
+    and a diff as the commands print them."""
     import importlib.util
 
     from agui_store.demo import record_demo
@@ -443,6 +463,7 @@ def _write_analysis(
 
 
 def cmd_analyze(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``analyze OUT.db``: write the datasette-friendly analysis database."""
     return _write_analysis(store, args.out, args, out)
 
 
@@ -574,6 +595,7 @@ CREATES_STORE = frozenset({"import", "demo"})
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``agui-store`` argument parser: one subcommand per entry of :data:`COMMANDS`."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--db", default=argparse.SUPPRESS, metavar="PATH",
@@ -706,6 +728,17 @@ MAX_MESSAGE = 1_000
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the command line; its exit code.
+
+    Args:
+        argv: the arguments (default: ``sys.argv[1:]``).
+        out: where the command writes (default: stdout); errors go to stderr.
+
+    Returns:
+        0 on success; 1 when the store refuses (a missing run, a bad file, a full disk), or
+        when ``check`` or ``validate-artifact`` finds a problem; 3 for a bug in agui-store;
+        130 on Ctrl+C. A usage error exits 2 (argparse's one line).
+    """
     out = cast(TextIO, _Printable(out or sys.stdout))
     parser = build_parser()
     args = parser.parse_args(argv)  # usage errors: exit 2, argparse's one line
@@ -742,8 +775,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return _internal(args.command, e)
 
 
-#: Commands that work on one thread and need it named (``--thread T``); they once took it as a
-#: positional argument, which still works.
+#: Commands that work on one thread and need it named (``--thread T``); the thread as a
+#: positional argument works too, with a note on stderr that the form is deprecated.
 THREAD_REQUIRED = frozenset({"runs", "branches"})
 
 

@@ -272,8 +272,9 @@ ChangeKind = Literal["added", "removed", "modified"]
 
 @dataclass(frozen=True)
 class MessageChange:
-    """One message that differs, keyed by its id; ``before``/``after`` are ``None`` where
-    the message does not exist on that side."""
+    """One message that differs, keyed by its id; ``kind`` is ``added``, ``removed`` or
+    ``modified``, and ``before``/``after`` are ``None`` where the message does not exist on
+    that side."""
 
     id: Any
     kind: ChangeKind
@@ -287,7 +288,9 @@ class MessageChange:
 
 @dataclass(frozen=True)
 class ViewChange:
-    """What changed from one view to another."""
+    """What changed from one view to another: the messages that differ (in the new view's
+    order, removals last), and ``state_patch``, the JSON Patch (RFC 6902) that turns the one
+    state into the other."""
 
     messages: list[MessageChange] = field(default_factory=list)
     state_patch: list[dict[str, Any]] = field(default_factory=list)

@@ -97,7 +97,8 @@ def lineage_kind(run: Run) -> str:
 
 @dataclass(frozen=True)
 class ThreadRow:
-    """One line of the threads listing."""
+    """One line of the threads listing: ``branches`` are the named ones (the default
+    aside), ``newest`` the thread's newest run (``None``: it has none)."""
 
     thread_id: str
     owner: str | None
@@ -108,7 +109,15 @@ class ThreadRow:
 
 @dataclass(frozen=True)
 class ThreadsPage:
-    """A page of threads matching a search."""
+    """A page of threads matching a search.
+
+    Attributes:
+        rows: the matching threads of this page, newest first.
+        query: the search, as typed.
+        next_after: where the next page starts in the listing (``None``: this is the last).
+        total: how many threads the listing holds, matching or not.
+        scanned_to: how far into the listing this page looked.
+    """
 
     rows: list[ThreadRow]
     query: str
@@ -248,7 +257,14 @@ def _short(value: str, width: int) -> str:
 
 @dataclass(frozen=True)
 class TreePage:
-    """One screen of a thread's run tree."""
+    """One screen of a thread's run tree.
+
+    Attributes:
+        rows: the runs' rows, newest first, with the lanes each draws.
+        next_before: the run the next (older) page starts below (``None``: this is the last).
+        next_columns: the lanes the next page continues (see :class:`Lanes`).
+        token: what the live view polls for a change (the first page's only; else ``""``).
+    """
 
     thread_id: str
     branches: list[Branch]
@@ -302,7 +318,8 @@ def tree_page(
 
 @dataclass(frozen=True)
 class CallView:
-    """A tool call of an assistant message."""
+    """A tool call of an assistant message: its arguments (indented when they are JSON) cut
+    to what shows inline, ``left_out`` the characters cut."""
 
     id: str
     name: str
@@ -312,7 +329,9 @@ class CallView:
 
 @dataclass(frozen=True)
 class MessageView:
-    """One message as a page shows it."""
+    """One message as a page shows it: ``index`` is its position in the view, ``text`` its
+    content as text cut to what shows inline (``left_out``: the characters cut), ``extra``
+    its other fields as JSON (``""``: none)."""
 
     index: int
     role: str
@@ -362,7 +381,16 @@ def message_view(index: int, message: dict[str, Any]) -> MessageView:
 
 @dataclass(frozen=True)
 class EventRow:
-    """One row of the event list: an event, or a message's streamed deltas together."""
+    """One row of the event list: an event, or a message's streamed deltas together.
+
+    Attributes:
+        index: the (first) event's position in the run.
+        known: whether the type is one of :data:`KNOWN_EVENTS` (others show as unknown).
+        summary: the id or name that tells the row apart (``messageId=m1``).
+        json: the (first) event as JSON, cut to what shows; ``left_out``: the characters cut.
+        count: the deltas in the group (1: a single event).
+        joined: the group's deltas concatenated, cut; ``joined_left_out``: the characters cut.
+    """
 
     index: int
     type: str
@@ -433,7 +461,16 @@ def event_rows(events: Sequence[dict[str, Any]]) -> list[EventRow]:
 @dataclass(frozen=True)
 class RunPage:
     """Everything a run page shows when it opens (the state change and the input load
-    after it, as they can be large)."""
+    after it, as they can be large).
+
+    Attributes:
+        messages: the view's messages shown; ``earlier``: how many come before them, hidden.
+        events: the event rows shown; ``events_left_out``: the rows after them, hidden.
+        event_types: every event type of the run, for the filter.
+        state_json: the state as JSON for the page's script, ``None`` when it is too long to
+            inline (``state_chars`` long).
+        interrupts: the pending interrupts as JSON (``""``: none).
+    """
 
     run: Run
     parent: Run | None
@@ -533,7 +570,9 @@ def state_change(
 
 @dataclass(frozen=True)
 class ChangeView:
-    """One message change with what a page draws of it."""
+    """One message change with what a page draws of it: ``before_words`` and
+    ``after_words`` mark the changed words (``("same" | "gone" | "new", words)``), empty when
+    the texts are not compared (one side missing, cut, or too long)."""
 
     kind: str
     id: str
@@ -566,7 +605,9 @@ def change_view(change: MessageChange) -> ChangeView:
 
 @dataclass(frozen=True)
 class DiffSide:
-    """One side's changes (three-dot: since the merge base; two-dot: a to b)."""
+    """One side's changes (three-dot: since the merge base; two-dot: a to b): ``patch`` is
+    the state's JSON Patch as text (``""``: unchanged), ``counts`` the messages added,
+    removed and modified."""
 
     title: str
     runs: list[Run]

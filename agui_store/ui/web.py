@@ -68,6 +68,8 @@ class Viewer:
     # --- helpers ------------------------------------------------------------------------
 
     def render(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
+        """The page of template ``name`` with ``context``, its links made under the app's root
+        path (the viewer may be mounted inside another app)."""
         root = request.scope.get("root_path", "")
 
         def link(path: str, **params: Any) -> str:
@@ -86,6 +88,7 @@ class Viewer:
 
     @staticmethod
     def param(request: Request, name: str, default: str | None = None) -> str:
+        """The query parameter ``name`` (or ``default``); a 400 when it is absent or empty."""
         value = request.query_params.get(name, default)
         if value is None or value == "":
             raise HTTPException(400, f"the page needs ?{name}=")
@@ -94,12 +97,17 @@ class Viewer:
     # --- pages --------------------------------------------------------------------------
 
     def threads(self, request: Request) -> Response:
+        """``/``: the threads, newest first, ``?q=`` filtering by id or message text, a page
+        from position ``?after=``."""
         query = request.query_params.get("q", "")
         after = _int(request.query_params.get("after"), 0)
         found = pages.threads_page(self.store, query=query, after=after, scope=self.scope)
         return self.render(request, "threads.html", page=found)
 
     async def tree(self, request: Request) -> Response:
+        """``/thread?thread=``: the thread's run tree, a page of runs older than ``?before=``;
+        ``?rows=1`` renders the rows alone, for the page to append, ``?lanes=`` carrying its
+        columns on."""
         thread_id = self.param(request, "thread")
         before = request.query_params.get("before") or None
         columns = _columns(request.query_params.get("lanes"))
@@ -113,10 +121,14 @@ class Viewer:
         )
 
     async def tree_poll(self, request: Request) -> Response:
+        """``/thread/poll?thread=``: a token that changes when the thread does (a branch moves, a
+        run is added or records events), which the tree page polls."""
         thread_id = self.param(request, "thread")
         return JSONResponse({"token": pages.poll_token(self.store, thread_id, self.scope)})
 
     def run(self, request: Request) -> Response:
+        """``/run?thread=&run=``: a run's conversation, state and events; ``?part=`` renders one
+        part alone (``conversation`` or ``events``)."""
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
         page = pages.run_page(
             self.store,
@@ -133,6 +145,8 @@ class Viewer:
         return self.render(request, name, page=page, run=page.run, thread_id=thread_id)
 
     async def run_poll(self, request: Request) -> Response:
+        """``/run/poll?thread=&run=``: a token that changes as the run records events, and its
+        status, which a live run's page polls."""
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
         run = self.store.get_run(run_id, thread_id=thread_id, scope=self.scope)
         if run is None:
@@ -142,6 +156,8 @@ class Viewer:
         )
 
     def run_changes(self, request: Request) -> Response:
+        """``/run/changes?thread=&run=``: what the run changed from its lineage parent (messages,
+        state)."""
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
         change = pages.state_change(self.store, thread_id, run_id, scope=self.scope)
         views = [pages.change_view(m) for m in change.changes]
@@ -150,11 +166,13 @@ class Viewer:
         )
 
     def run_input(self, request: Request) -> Response:
+        """``/run/input?thread=&run=``: the RunAgentInput the run was started with, as JSON."""
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
         recorded = self.store.input(run_id, thread_id=thread_id, scope=self.scope)
         return _json(recorded)
 
     def run_message(self, request: Request) -> Response:
+        """``/run/message?thread=&run=&index=``: one message of the run's view, as JSON."""
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
         index = _int(self.param(request, "index"), -1)
         messages = self.store.checkout(run_id, thread_id=thread_id, scope=self.scope).messages
@@ -163,6 +181,7 @@ class Viewer:
         return _json(messages[index])
 
     def run_event(self, request: Request) -> Response:
+        """``/run/event?thread=&run=&index=``: one event of the run, as JSON."""
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
         index = _int(self.param(request, "index"), -1)
         events = self.store.events(run_id, thread_id=thread_id, scope=self.scope)
@@ -171,6 +190,7 @@ class Viewer:
         return _json(events[index])
 
     def diff(self, request: Request) -> Response:
+        """``/diff?thread=&a=&b=``: two runs compared (``?mode=two-dot`` or three-dot)."""
         thread_id = self.param(request, "thread")
         a, b = self.param(request, "a"), self.param(request, "b")
         mode = request.query_params.get("mode", "three-dot")
@@ -189,6 +209,8 @@ class Viewer:
         )
 
     def fork(self, request: Request) -> Response:
+        """``/fork?thread=&run=``: the RunAgentInput that starts a new run from this one, with
+        snippets that send it to an agent."""
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
         body = self.store.fork(run_id, thread_id=thread_id, scope=self.scope)
         run = self.store.get_run(run_id, thread_id=thread_id, scope=self.scope)
@@ -205,6 +227,7 @@ class Viewer:
         )
 
     def fork_json(self, request: Request) -> Response:
+        """``/fork.json?thread=&run=``: that RunAgentInput, as a JSON download."""
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
         body = self.store.fork(run_id, thread_id=thread_id, scope=self.scope)
         return _json(body, download=f"fork-{run_id}.json")

@@ -204,10 +204,12 @@ class PostgresTransaction(NamedQueries):
     def _many(self, keys: Iterable[int]) -> list[int]:
         return _keys(keys)
 
-    # --- not yet behind the port ------------------------------------------------------------
+    # --- the connection, and what vouches for what the store remembers -----------------------
 
     @property
     def connection(self) -> Any:
+        """The psycopg connection, in the transaction, every deferred write sent.
+        See :meth:`agui_store.engine.port.Reading.connection`."""
         return self._conn
 
     def version(self) -> int | None:
@@ -222,6 +224,8 @@ class PostgresTransaction(NamedQueries):
         self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
         view_base: int | None, probe_underived: bool,
     ) -> ThreadFacts:
+        """One statement; an append's first, sent with ``BEGIN`` and the locks.
+        See :meth:`agui_store.engine.port.Reading.thread_facts`."""
         digest, view_run = view if view is not None else (b"", None)
         args = {
             "thread": thread_pk,
@@ -249,10 +253,12 @@ class PostgresTransaction(NamedQueries):
     # --- checkpoints (chunked message lists: agui_store.engine.checkpoints) -----------------------
 
     def checkpoint_walk(self, run_pk: int) -> list[tuple[int, bool]]:
+        """See :meth:`agui_store.engine.port.Reading.checkpoint_walk`."""
         rows = self._rows(sql.NEAREST_CHECKPOINT, {"run": run_pk})
         return [(int(pk), bool(stop)) for pk, stop in rows]
 
     def drop_derived_from(self, run_pk: int) -> list[int]:
+        """See :meth:`agui_store.engine.port.Writing.drop_derived_from`."""
         below = [int(pk) for pk in self._column(sql.SUBTREE, (run_pk,))]
         self._conn.execute(sql.DROP_CHECKPOINTS, (below,))
         self._conn.execute(sql.DROP_DIGESTS, (below,))
@@ -261,6 +267,8 @@ class PostgresTransaction(NamedQueries):
     def checkpoint_with_blobs(
         self, run_pk: int
     ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
+        """The row, then its blobs, streamed from one statement. See
+        :meth:`agui_store.engine.port.Reading.checkpoint_with_blobs`."""
         # One statement, streamed: the row, then the blobs (sql.CHECKPOINT_WITH_BLOBS).
         rows = self._conn.cursor(binary=True).stream(sql.CHECKPOINT_WITH_BLOBS, {"run": run_pk})
         first = next(rows, None)
@@ -272,6 +280,8 @@ class PostgresTransaction(NamedQueries):
         return tuple(first[:HEADER_COLUMNS]), _blob_columns(rows)
 
     def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
+        """Streamed a row at a time; the caller reads them to the end.
+        See :meth:`agui_store.engine.port.Reading.blobs_in_order`."""
         # Streamed a row at a time (a checkout's chunks are ~3 MB): the engine checks and
         # decodes each chunk while the server reads and sends the next, instead of after
         # the last has arrived. The caller reads the rows to the end (the port says so).
@@ -279,31 +289,39 @@ class PostgresTransaction(NamedQueries):
         return cursor.stream(sql.BLOBS_IN_ORDER, (list(blob_ids),))  # type: ignore[no-any-return]
 
     def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
+        """See :meth:`agui_store.engine.port.Reading.addresses_in_order`."""
         return self._all(sql.ADDRESSES_IN_ORDER, (list(blob_ids),))
 
     def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
+        """See :meth:`agui_store.engine.port.Reading.blob_ids`."""
         rows = self._all(sql.SELECT_BLOB_IDS, (list(addresses),))
         return {bytes(h): int(i) for i, h in rows}
 
     def insert_new_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
+        """Carries the deferred writes. See
+        :meth:`agui_store.engine.port.Writing.insert_new_blobs`."""
         columns = ([p[0] for p in packed], [p[1] for p in packed], [p[2] for p in packed])
         rows = self._carrying(sql.INSERT_OR_FIND_BLOBS, (*columns, columns[0])).fetchall()
         return {bytes(h): int(i) for i, h in rows}
 
     def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
+        """Deferred. See :meth:`agui_store.engine.port.Writing.insert_checkpoint`."""
         self._defer(sql.INSERT_CHECKPOINT, tuple(row))
 
     # --- threads ----------------------------------------------------------------------------
 
     def thread_ids(self, scope: str | None) -> list[str]:
+        """See :meth:`agui_store.engine.port.Reading.thread_ids`."""
         return [str(t) for t in self._column(sql.THREAD_IDS, {"scope": scope})]
 
     def thread_pks(self, scope: str | None, limit: int) -> list[int]:
+        """See :meth:`agui_store.engine.port.Reading.thread_pks`."""
         return [int(pk) for pk in self._column(sql.THREAD_PKS, {"scope": scope, "limit": limit})]
 
     # --- runs -------------------------------------------------------------------------------
 
     def threads_of_run_id(self, run_id: str, scope: str | None) -> list[str]:
+        """See :meth:`agui_store.engine.port.Reading.threads_of_run_id`."""
         return [str(t) for t in self._column(
             sql.THREADS_OF_RUN_ID, {"run_id": run_id, "scope": scope}
         )]
@@ -311,6 +329,7 @@ class PostgresTransaction(NamedQueries):
     def runs_named(
         self, run_id: str, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int, str, str | None]]:
+        """See :meth:`agui_store.engine.port.Reading.runs_named`."""
         rows = self._conn.execute(
             sql.RUNS_NAMED_WHERE, {"run_id": run_id, "thread": thread_pk, "scope": scope}
         )
@@ -319,6 +338,7 @@ class PostgresTransaction(NamedQueries):
     def runs_prefixed(
         self, prefix: str, below: str | None, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int, str]]:
+        """See :meth:`agui_store.engine.port.Reading.runs_prefixed`."""
         rows = self._conn.execute(
             sql.RUNS_PREFIXED,
             {"prefix": prefix, "below": below, "thread": thread_pk, "scope": scope},
@@ -326,6 +346,7 @@ class PostgresTransaction(NamedQueries):
         return [(int(pk), int(thread), str(rid)) for pk, thread, rid in rows]
 
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
+        """See :meth:`agui_store.engine.port.Reading.run_summary_and_branches`."""
         *summary, names, newest = self._one(sql.RUN_SUMMARY_AND_BRANCHES, (run_pk,))
         return tuple(summary), [str(name) for name in names], bool(newest)
 
@@ -344,6 +365,8 @@ class PostgresTransaction(NamedQueries):
         input_hash: bytes | None,
         start_hash: bytes,
     ) -> int:
+        """Deferred when :meth:`run_pk_and_next_seq` reserved the run's key, else carries the
+        deferred writes. See :meth:`agui_store.engine.port.Writing.insert_run`."""
         args = (
             thread_pk,
             run_id,
@@ -367,10 +390,12 @@ class PostgresTransaction(NamedQueries):
     # --- lineage ----------------------------------------------------------------------------
 
     def merge_base(self, a: int, b: int) -> tuple[int, int, int] | None:
+        """See :meth:`agui_store.engine.port.Reading.merge_base`."""
         row = self._one(sql.MERGE_BASE, {"a": a, "b": b})
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     def lineage_runs(self, run_pk: int, depth: int | None, limit: int | None) -> list[RunSummary]:
+        """See :meth:`agui_store.engine.port.Reading.lineage_runs`."""
         args = {"run": run_pk, "depth": depth, "limit": limit}
         return self._all(sql.LINEAGE_RUNS, args)
 
@@ -397,9 +422,12 @@ class PostgresTransaction(NamedQueries):
         return int(cursor.fetchone()[0])
 
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
+        """See :meth:`agui_store.engine.port.Reading.run_events`."""
         return self._all(sql.RUN_EVENTS, {"run": run_pk, "after": after})
 
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
+        """One page of events per run of consecutive rows (deferred when there is one).
+        See :meth:`agui_store.engine.port.Writing.insert_events`."""
         self._insert_pages(pages(rows))  # one batch's events
 
     def _insert_pages(self, paged: Sequence[Page]) -> None:
@@ -409,11 +437,13 @@ class PostgresTransaction(NamedQueries):
             self._conn.cursor().executemany(sql.INSERT_PAGE, paged)
 
     def insert_echo_refs(self, seq: int, refs: str) -> None:
+        """Deferred. See :meth:`agui_store.engine.port.Writing.insert_echo_refs`."""
         self._defer(sql.INSERT_ECHO_REFS, (seq, refs))
 
     # --- batches and hashes -----------------------------------------------------------------
 
     def run_hash(self, run_pk: int) -> bytes:
+        """See :meth:`agui_store.engine.port.Reading.run_hash`."""
         return bytes(self._value(sql.RUN_HASH, {"run": run_pk}))
 
     def insert_batch(
@@ -425,6 +455,7 @@ class PostgresTransaction(NamedQueries):
         appended_at: int,
         batch_hash: bytes,
     ) -> None:
+        """Deferred. See :meth:`agui_store.engine.port.Writing.insert_batch`."""
         count = last_seq - first_seq + 1
         self._defer(
             sql.INSERT_BATCH, (run_pk, first_seq, last_seq, count, outcome, appended_at, batch_hash)
@@ -436,6 +467,8 @@ class PostgresTransaction(NamedQueries):
         echo_refs: Sequence[tuple[int, str]],
         batches: Sequence[BatchRow],
     ) -> None:
+        """Pages that never span two batches. See
+        :meth:`agui_store.engine.port.Writing.replicate_log`."""
         self._insert_pages(pages(events, frozenset(batch[1] for batch in batches)))
         if echo_refs:
             self._conn.cursor().executemany(sql.INSERT_ECHO_REFS, echo_refs)
@@ -453,12 +486,14 @@ class PostgresTransaction(NamedQueries):
     def branches_named(
         self, name: str, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int]]:
+        """See :meth:`agui_store.engine.port.Reading.branches_named`."""
         rows = self._conn.execute(
             sql.BRANCHES_NAMED, {"name": name, "thread": thread_pk, "scope": scope}
         )
         return [(int(run), int(thread)) for run, thread in rows]
 
     def delete_branch(self, thread_pk: int, name: str) -> bool:
+        """See :meth:`agui_store.engine.port.Writing.delete_branch`."""
         return bool(self._conn.execute(sql.DELETE_BRANCH, (thread_pk, name)).rowcount)
 
     # --- derived data -----------------------------------------------------------------------
@@ -466,14 +501,17 @@ class PostgresTransaction(NamedQueries):
     def runs_with_digests(
         self, thread_pk: int, digests: Sequence[bytes]
     ) -> list[tuple[int, bytes]]:
+        """See :meth:`agui_store.engine.port.Reading.runs_with_digests`."""
         rows = self._conn.execute(sql.RUNS_WITH_DIGESTS, ([bytes(d) for d in digests], thread_pk))
         return [(int(run), bytes(digest)) for run, digest in rows]
 
     def underived_runs(self, thread_pk: int | None) -> list[tuple[int, int]]:
+        """See :meth:`agui_store.engine.port.Reading.underived_runs`."""
         rows = self._conn.execute(sql.UNDERIVED_RUNS, {"thread": thread_pk})
         return [(int(run), int(thread)) for run, thread in rows]
 
     def insert_digest(self, digest: bytes, run_pk: int) -> None:
+        """Deferred. See :meth:`agui_store.engine.port.Writing.insert_digest`."""
         self._defer(sql.INSERT_DIGEST, (digest, run_pk))
 
     # --- check(): whole-store reads of agui_store.engine.integrity --------------------------------
@@ -496,9 +534,11 @@ class PostgresTransaction(NamedQueries):
             cursor.close()
 
     def storage_checks(self) -> tuple[str, ...]:
+        """See :meth:`agui_store.engine.port.Inspecting.storage_checks`."""
         return checks.CHECKS
 
     def storage_problems(self, check: str) -> Iterable[str]:
+        """See :meth:`agui_store.engine.port.Inspecting.storage_problems`."""
         return checks.problems(self._conn, check, self._stream)
 
     @contextlib.contextmanager
@@ -519,29 +559,45 @@ class PostgresTransaction(NamedQueries):
         self._conn.execute(sql.RELEASE_CHECK)
 
     def every_run(self) -> Iterable[tuple[Any, ...]]:
+        """Streamed through a server-side cursor. See
+        :meth:`agui_store.engine.port.Inspecting.every_run`."""
         return self._stream(sql.EVERY_RUN)
 
     def every_branch(self) -> Iterable[tuple[Any, ...]]:
+        """See :meth:`agui_store.engine.port.Inspecting.every_branch`."""
         return self._all(sql.EVERY_BRANCH)
 
     def log_in_order(self) -> Iterable[tuple[int, int, str, str | None]]:
+        """Streamed through a server-side cursor. See
+        :meth:`agui_store.engine.port.Inspecting.log_in_order`."""
         return _whole(self._stream(sql.LOG_IN_ORDER), (2,))
 
     def batches_in_order(self) -> Iterable[tuple[Any, ...]]:
+        """Streamed through a server-side cursor. See
+        :meth:`agui_store.engine.port.Inspecting.batches_in_order`."""
         return self._stream(sql.BATCHES_IN_ORDER)
 
     def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
+        """Streamed through a server-side cursor. See
+        :meth:`agui_store.engine.port.Inspecting.suspect_events`."""
         return _whole(self._stream(sql.SUSPECT_EVENTS), (2, 3))
 
     def suspect_inputs(self) -> Iterable[tuple[int, str]]:
+        """Streamed through a server-side cursor. See
+        :meth:`agui_store.engine.port.Inspecting.suspect_inputs`."""
         return self._stream(sql.SUSPECT_INPUTS)
 
     def every_blob(self) -> Iterable[tuple[bytes, int, bytes]]:
+        """Streamed through a server-side cursor. See
+        :meth:`agui_store.engine.port.Inspecting.every_blob`."""
         return self._stream(sql.EVERY_BLOB)
 
     def hashed_runs(self) -> Iterable[tuple[Any, ...]]:
+        """Streamed through a server-side cursor. See
+        :meth:`agui_store.engine.port.Inspecting.hashed_runs`."""
         return self._stream(sql.HASHED_RUNS)
 
     def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
+        """See :meth:`agui_store.engine.port.Inspecting.batch_events`."""
         rows = self._all(sql.BATCH_EVENTS, {"first": first_seq, "last": last_seq, "run": run_pk})
         return list(_whole(rows, (1, 2)))

@@ -44,20 +44,24 @@ class SqliteTransaction(NamedQueries):
     def _many(self, keys: Iterable[int]) -> str:
         return _json_keys(keys)
 
-    # --- not yet behind the port ------------------------------------------------------------
+    # --- the connection, and what vouches for what the store remembers -----------------------
 
     @property
     def connection(self) -> Any:
+        """The apsw connection. See :meth:`agui_store.engine.port.Reading.connection`."""
         return self._conn
 
     def version(self) -> int | None:
+        """SQLite's ``data_version``, which changes when another connection commits to the
+        file. See :meth:`agui_store.engine.port.Reading.version`."""
         return int(self._conn.data_version())
 
     def thread_facts(
         self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
         view_base: int | None, probe_underived: bool,
     ) -> ThreadFacts:
-        # Never needed while version() vouches for the file; here for the port's sake.
+        """Asked statement by statement: never needed while :meth:`version` vouches for the
+        file, so kept simple. See :meth:`agui_store.engine.port.Reading.thread_facts`."""
         last_seqs = {
             pk: self.run_last_seq(pk) for pk in run_pks if self.run_thread(pk) == thread_pk
         }
@@ -70,9 +74,11 @@ class SqliteTransaction(NamedQueries):
     # --- checkpoints (chunked message lists: agui_store.engine.checkpoints) -----------------------
 
     def checkpoint_walk(self, run_pk: int) -> list[tuple[int, bool]]:
+        """See :meth:`agui_store.engine.port.Reading.checkpoint_walk`."""
         return [(int(pk), bool(stop)) for pk, stop in self._rows(sql.NEAREST, (run_pk,))]
 
     def drop_derived_from(self, run_pk: int) -> list[int]:
+        """See :meth:`agui_store.engine.port.Writing.drop_derived_from`."""
         below = [int(pk) for pk in self._column(sql.SUBTREE, (run_pk,))]
         listed = _json_keys(below)
         self._conn.execute(sql.DELETE_CHECKPOINTS, (listed,))
@@ -84,19 +90,25 @@ class SqliteTransaction(NamedQueries):
     def checkpoint_with_blobs(
         self, run_pk: int
     ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
+        """The row alone (a statement costs no round trip here). See
+        :meth:`agui_store.engine.port.Reading.checkpoint_with_blobs`."""
         return self.checkpoint_row(run_pk), None  # a statement costs no round trip here
 
     def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
+        """See :meth:`agui_store.engine.port.Reading.blobs_in_order`."""
         return self._rows(sql.BLOBS_IN_ORDER, (_json_keys(blob_ids),))
 
     def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
+        """See :meth:`agui_store.engine.port.Reading.addresses_in_order`."""
         return self._rows(sql.ADDRESSES_IN_ORDER, (_json_keys(blob_ids),))
 
     def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
+        """See :meth:`agui_store.engine.port.Reading.blob_ids`."""
         wanted = ingest.encode([a.hex() for a in addresses]).decode()
         return {bytes(h): int(i) for i, h in self._rows(sql.SELECT_BLOB_IDS, (wanted,))}
 
     def insert_new_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
+        """See :meth:`agui_store.engine.port.Writing.insert_new_blobs`."""
         conn = self._conn
         ids = {}
         for row in packed:
@@ -106,34 +118,41 @@ class SqliteTransaction(NamedQueries):
         return ids
 
     def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
+        """See :meth:`agui_store.engine.port.Writing.insert_checkpoint`."""
         self._conn.execute(sql.INSERT_CHECKPOINT, row)
 
     # --- threads ----------------------------------------------------------------------------
 
     def thread_ids(self, scope: str | None) -> list[str]:
+        """See :meth:`agui_store.engine.port.Reading.thread_ids`."""
         return [str(t) for t in self._column(sql.THREAD_IDS, (scope,))]
 
     def thread_pks(self, scope: str | None, limit: int) -> list[int]:
+        """See :meth:`agui_store.engine.port.Reading.thread_pks`."""
         return [int(pk) for pk in self._column(sql.THREAD_PKS, (scope, limit))]
 
     # --- runs -------------------------------------------------------------------------------
 
     def threads_of_run_id(self, run_id: str, scope: str | None) -> list[str]:
+        """See :meth:`agui_store.engine.port.Reading.threads_of_run_id`."""
         return [str(t) for t in self._column(sql.THREADS_OF_RUN_ID, (run_id, scope))]
 
     def runs_named(
         self, run_id: str, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int, str, str | None]]:
+        """See :meth:`agui_store.engine.port.Reading.runs_named`."""
         rows = self._conn.execute(sql.RUNS_NAMED, (run_id, thread_pk, scope))
         return [(int(pk), int(thread), str(tid), other) for pk, thread, tid, other in rows]
 
     def runs_prefixed(
         self, prefix: str, below: str | None, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int, str]]:
+        """See :meth:`agui_store.engine.port.Reading.runs_prefixed`."""
         rows = self._conn.execute(sql.RUNS_PREFIXED, (prefix, below, thread_pk, scope))
         return [(int(pk), int(thread), str(rid)) for pk, thread, rid in rows]
 
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
+        """See :meth:`agui_store.engine.port.Reading.run_summary_and_branches`."""
         *summary, names, newest = self._one(sql.RUN_SUMMARY_AND_BRANCHES, (run_pk,))
         return tuple(summary), [str(name) for name in ingest.decode(names)], bool(newest)
 
@@ -152,6 +171,7 @@ class SqliteTransaction(NamedQueries):
         input_hash: bytes | None,
         start_hash: bytes,
     ) -> int:
+        """See :meth:`agui_store.engine.port.Writing.insert_run`."""
         args = (
             thread_pk,
             run_id,
@@ -172,25 +192,32 @@ class SqliteTransaction(NamedQueries):
     # --- lineage ----------------------------------------------------------------------------
 
     def merge_base(self, a: int, b: int) -> tuple[int, int, int] | None:
+        """See :meth:`agui_store.engine.port.Reading.merge_base`."""
         row = self._one(sql.MERGE_BASE, (a, b))
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     def lineage_runs(self, run_pk: int, depth: int | None, limit: int | None) -> list[RunSummary]:
+        """See :meth:`agui_store.engine.port.Reading.lineage_runs`."""
         args = (run_pk, depth, -1 if limit is None else limit)
         return self._all(sql.LINEAGE_RUNS, args)
 
     # --- events -----------------------------------------------------------------------------
 
     def next_seq(self) -> int:
+        """See :meth:`agui_store.engine.port.Reading.next_seq`."""
         return int(self._value(sql.NEXT_SEQ))
 
     def run_pk_and_next_seq(self, thread_pk: int, run_id: str) -> tuple[int | None, int]:
+        """See :meth:`agui_store.engine.port.Reading.run_pk_and_next_seq`."""
         return self.run_pk(thread_pk, run_id), self.next_seq()
 
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
+        """See :meth:`agui_store.engine.port.Reading.run_events`."""
         return self._all(sql.RUN_EVENTS, (run_pk, after))
 
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
+        """Event types are stored as codes, a new type added to the codes first.
+        See :meth:`agui_store.engine.port.Writing.insert_events`."""
         self._conn.executemany(sql.INSERT_EVENT, self._coded(rows))
 
     def _coded(self, rows: Sequence[tuple[int, int, str, str]]) -> list[tuple[int, int, int, str]]:
@@ -209,11 +236,13 @@ class SqliteTransaction(NamedQueries):
         return code
 
     def insert_echo_refs(self, seq: int, refs: str) -> None:
+        """See :meth:`agui_store.engine.port.Writing.insert_echo_refs`."""
         self._conn.execute(sql.INSERT_ECHO_REFS, (seq, refs))
 
     # --- batches and hashes -----------------------------------------------------------------
 
     def run_hash(self, run_pk: int) -> bytes:
+        """See :meth:`agui_store.engine.port.Reading.run_hash`."""
         return bytes(self._value(sql.RUN_HASH, (run_pk,)))
 
     def insert_batch(
@@ -225,6 +254,7 @@ class SqliteTransaction(NamedQueries):
         appended_at: int,
         batch_hash: bytes,
     ) -> None:
+        """See :meth:`agui_store.engine.port.Writing.insert_batch`."""
         count = last_seq - first_seq + 1
         self._conn.execute(
             sql.INSERT_BATCH, (run_pk, first_seq, last_seq, count, outcome, appended_at, batch_hash)
@@ -236,6 +266,7 @@ class SqliteTransaction(NamedQueries):
         echo_refs: Sequence[tuple[int, str]],
         batches: Sequence[BatchRow],
     ) -> None:
+        """See :meth:`agui_store.engine.port.Writing.replicate_log`."""
         self._conn.executemany(sql.INSERT_EVENT, self._coded(events))
         self._conn.executemany(sql.INSERT_ECHO_REFS, echo_refs)
         self._conn.executemany(
@@ -251,10 +282,12 @@ class SqliteTransaction(NamedQueries):
     def branches_named(
         self, name: str, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int]]:
+        """See :meth:`agui_store.engine.port.Reading.branches_named`."""
         rows = self._conn.execute(sql.BRANCHES_NAMED, (name, thread_pk, scope))
         return [(int(run), int(thread)) for run, thread in rows]
 
     def delete_branch(self, thread_pk: int, name: str) -> bool:
+        """See :meth:`agui_store.engine.port.Writing.delete_branch`."""
         self._conn.execute(sql.DELETE_BRANCH, (thread_pk, name))
         return bool(self._conn.changes())
 
@@ -263,15 +296,18 @@ class SqliteTransaction(NamedQueries):
     def runs_with_digests(
         self, thread_pk: int, digests: Sequence[bytes]
     ) -> list[tuple[int, bytes]]:
+        """See :meth:`agui_store.engine.port.Reading.runs_with_digests`."""
         wanted = ingest.encode([d.hex() for d in digests]).decode()
         rows = self._conn.execute(sql.RUNS_WITH_DIGESTS, (wanted, thread_pk))
         return [(int(run), bytes(digest)) for run, digest in rows]
 
     def underived_runs(self, thread_pk: int | None) -> list[tuple[int, int]]:
+        """See :meth:`agui_store.engine.port.Reading.underived_runs`."""
         rows = self._conn.execute(sql.UNDERIVED_RUNS, (thread_pk,))
         return [(int(run), int(thread)) for run, thread in rows]
 
     def insert_digest(self, digest: bytes, run_pk: int) -> None:
+        """See :meth:`agui_store.engine.port.Writing.insert_digest`."""
         self._conn.execute(sql.INSERT_DIGEST, (digest, run_pk))
 
     # --- check(): whole-store reads of agui_store.engine.integrity --------------------------------
@@ -280,37 +316,50 @@ class SqliteTransaction(NamedQueries):
     storage_errors: tuple[type[Exception], ...] = (apsw.Error,)
 
     def storage_checks(self) -> tuple[str, ...]:
+        """See :meth:`agui_store.engine.port.Inspecting.storage_checks`."""
         return checks.CHECKS
 
     def storage_problems(self, check: str) -> Iterable[str]:
+        """See :meth:`agui_store.engine.port.Inspecting.storage_problems`."""
         return checks.problems(self._conn, check)
 
     def contained(self) -> contextlib.AbstractContextManager[None]:
+        """Nothing to set up: an error leaves an SQLite read transaction usable.
+        See :meth:`agui_store.engine.port.Inspecting.contained`."""
         return contextlib.nullcontext()  # an error leaves an SQLite read transaction usable
 
     def every_run(self) -> Iterable[tuple[Any, ...]]:
+        """See :meth:`agui_store.engine.port.Inspecting.every_run`."""
         return self._rows(sql.EVERY_RUN)
 
     def every_branch(self) -> Iterable[tuple[Any, ...]]:
+        """See :meth:`agui_store.engine.port.Inspecting.every_branch`."""
         return self._rows(sql.EVERY_BRANCH)
 
     def log_in_order(self) -> Iterable[tuple[int, int, str, str | None]]:
+        """See :meth:`agui_store.engine.port.Inspecting.log_in_order`."""
         return self._rows(sql.LOG_IN_ORDER)
 
     def batches_in_order(self) -> Iterable[tuple[Any, ...]]:
+        """See :meth:`agui_store.engine.port.Inspecting.batches_in_order`."""
         return self._rows(sql.BATCHES_IN_ORDER)
 
     def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
+        """See :meth:`agui_store.engine.port.Inspecting.suspect_events`."""
         return self._rows(sql.SUSPECT_EVENTS)
 
     def suspect_inputs(self) -> Iterable[tuple[int, str]]:
+        """See :meth:`agui_store.engine.port.Inspecting.suspect_inputs`."""
         return self._rows(sql.SUSPECT_INPUTS)
 
     def every_blob(self) -> Iterable[tuple[bytes, int, bytes]]:
+        """See :meth:`agui_store.engine.port.Inspecting.every_blob`."""
         return self._rows(sql.EVERY_BLOB)
 
     def hashed_runs(self) -> Iterable[tuple[Any, ...]]:
+        """See :meth:`agui_store.engine.port.Inspecting.hashed_runs`."""
         return self._rows(sql.HASHED_RUNS)
 
     def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
+        """See :meth:`agui_store.engine.port.Inspecting.batch_events`."""
         return self._all(sql.BATCH_EVENTS, (first_seq, last_seq, run_pk))
