@@ -27,6 +27,7 @@ from agui_store.errors import (
     SyncConflictError,
 )
 from agui_store.protocol.compaction import compact_events
+from agui_store.protocol.model import EVENT_TYPES, LEGACY_EVENT_TYPES
 from agui_store.protocol.verify import SequenceVerifier, verify_events
 from agui_store.records import (
     AppendResult,
@@ -46,6 +47,8 @@ from agui_store.store import Store, open
 from agui_store.sync import CopyResult, copy
 
 __all__ = [
+    "EVENT_TYPES",
+    "LEGACY_EVENT_TYPES",
     "SLIM_PRESETS",
     "AguiStoreError",
     "AmbiguousRunError",

@@ -408,6 +408,23 @@ def test_an_unknown_event_type_is_listed_and_marked_unknown(store: agui_store.St
     assert row[0].find("badge-unknown") is not None
 
 
+def test_every_event_type_of_ag_ui_1_0_is_known_to_the_run_page(
+    store: agui_store.Store,
+) -> None:
+    subagent = [
+        {"type": "SUBAGENT_STARTED", "subagentRunId": "s1", "name": "researcher"},
+        {"type": "SUBAGENT_ERROR", "subagentRunId": "s1", "message": "no sources"},
+        {"type": "SUBAGENT_STARTED", "subagentRunId": "s2", "name": "writer"},
+        {"type": "SUBAGENT_FINISHED", "subagentRunId": "s2", "result": {"ok": True}},
+    ]
+    store.append(one_run("t", "r", subagent))
+    page = get(client_of(store), "/run", thread="t", run="r")
+    rows = [r for r in page.find_all("event", "tr") if r.attrs["data-type"].startswith("SUB")]
+    assert len(rows) == 4
+    assert all("unknown" not in r.classes and r.find("badge-unknown") is None for r in rows)
+    assert len(agui_store.EVENT_TYPES) == 31 and "SUBAGENT_ERROR" in agui_store.EVENT_TYPES
+
+
 # --- scope, writes and mounting ----------------------------------------------------------------
 
 

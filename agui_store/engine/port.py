@@ -418,24 +418,31 @@ class Writing(Reading, Protocol):
         """``(run, length, manifest, tail, state, interrupts, warnings, ids_hash,
         created_at, state_base, run_hash, view_hash)``."""
 
-    def insert_conversation_message(self, address: bytes, message: str) -> int: ...
+    def insert_conversation_message(self, address: bytes, message: str) -> int:
+        """Store a conversation message (JSON text) under its address (its sha256); its key."""
     def insert_conversation_entry(
         self, entry_id: str, parent: int | None, message: int, kind: str, conversation: str,
         entry_hash: bytes,
-    ) -> int: ...
+    ) -> int:
+        """Store an entry of a conversation's history: it follows the entry ``parent`` (a key;
+        ``None``: it starts a history) and holds the message ``message`` (a key); its key."""
     def insert_conversation(
         self, conversation_id: str, head: int | None, scope: str | None, revision: str,
         updated_at: int, record: str, record_hash: bytes,
-    ) -> int: ...
+    ) -> int:
+        """Store a conversation's record, its head the entry ``head`` (a key); its key."""
     def update_conversation(
         self, pk: int, head: int | None, scope: str | None, revision: str, updated_at: int,
         record: str, record_hash: bytes,
-    ) -> None: ...
+    ) -> None:
+        """Rewrite the conversation record ``pk``: its head (an entry key), scope, revision,
+        time, record text and hash."""
     def set_conversation_branches(self, pk: int, entries: Sequence[int]) -> None:
         """The record's branches are ``entries`` (entry pks), oldest first."""
     def delete_conversation(self, pk: int) -> None:
         """The record and its branches."""
-    def delete_conversation_entry(self, pk: int) -> None: ...
+    def delete_conversation_entry(self, pk: int) -> None:
+        """Delete an entry; its message stays until :meth:`delete_unused_conversation_message`."""
     def delete_unused_conversation_message(self, pk: int) -> None:
         """Delete the message unless an entry still holds it."""
 

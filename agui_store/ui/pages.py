@@ -18,7 +18,16 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
-from agui_store import Branch, Checkout, Diff, MessageChange, Run, Store
+from agui_store import (
+    EVENT_TYPES,
+    LEGACY_EVENT_TYPES,
+    Branch,
+    Checkout,
+    Diff,
+    MessageChange,
+    Run,
+    Store,
+)
 from agui_store.ui import text
 from agui_store.ui.lanes import Lanes, Row, svg
 
@@ -34,44 +43,9 @@ EVENTS_SHOWN = 2_000
 #: Lineage reasons the client declared, as against those the store inferred
 #: (docs/design/behaviour.md#lineage).
 DECLARED = frozenset({"explicit", "parentRunId"})
-#: Event types AG-UI 1.0 defines; any other is shown as unknown, never dropped.
-KNOWN_EVENTS = frozenset(
-    [
-        "RUN_STARTED",
-        "RUN_FINISHED",
-        "RUN_ERROR",
-        "STEP_STARTED",
-        "STEP_FINISHED",
-        "TEXT_MESSAGE_START",
-        "TEXT_MESSAGE_CONTENT",
-        "TEXT_MESSAGE_END",
-        "TEXT_MESSAGE_CHUNK",
-        "TOOL_CALL_START",
-        "TOOL_CALL_ARGS",
-        "TOOL_CALL_END",
-        "TOOL_CALL_CHUNK",
-        "TOOL_CALL_RESULT",
-        "STATE_SNAPSHOT",
-        "STATE_DELTA",
-        "MESSAGES_SNAPSHOT",
-        "ACTIVITY_SNAPSHOT",
-        "ACTIVITY_DELTA",
-        "RAW",
-        "CUSTOM",
-        "THINKING_START",
-        "THINKING_END",
-        "THINKING_TEXT_MESSAGE_START",
-        "THINKING_TEXT_MESSAGE_CONTENT",
-        "THINKING_TEXT_MESSAGE_END",
-        "REASONING_START",
-        "REASONING_END",
-        "REASONING_MESSAGE_START",
-        "REASONING_MESSAGE_CONTENT",
-        "REASONING_MESSAGE_END",
-        "REASONING_MESSAGE_CHUNK",
-        "REASONING_ENCRYPTED_VALUE",
-    ]
-)
+#: Event types the official client reads: AG-UI 1.0's, and the 0.x reasoning events it
+#: converts. Any other is shown as unknown, never dropped.
+KNOWN_EVENTS = EVENT_TYPES | LEGACY_EVENT_TYPES
 #: Streamed pieces, grouped per message (or tool call) on the run page: type -> id field.
 DELTAS = {
     "TEXT_MESSAGE_CONTENT": "messageId",
