@@ -81,13 +81,13 @@ the contract:
   makes the export fail with :class:`ArtifactError`; an unusable lineage parent is omitted.
 * Of messages that share an id, the first one with text is kept and the others are skipped
   (ids must be unique in the artifact). Real producers do share ids: the .NET server's
-  recordings (``../shared/fixtures/dotnet_baselines`` Step02, Step12) give the assistant
-  message that calls a tool and the tool's result the tool call's id; the call-only
+  tool-calling samples give the assistant message that calls a tool and the tool's result
+  the tool call's id; the call-only
   assistant message has no text, so the result is the message kept.
 * ``terminal_event`` follows the run's status: ``finished``, ``interrupted`` and
   ``cancelled`` runs ended with ``RUN_FINISHED``; ``error`` runs with ``RUN_ERROR`` (also a
   late ``RUN_ERROR`` after ``RUN_FINISHED``: the last terminal event counts, as in
-  :meth:`~agui_store.store.Store.compacted`). An ``incomplete`` run has no terminal event
+  :meth:`~agui_store.store.Store.reconnect_stream`). An ``incomplete`` run has no terminal event
   and cannot produce an artifact: :class:`ArtifactError`.
 * ``error_message``/``error_code`` come from the run's last ``RUN_ERROR`` event (pass it as
   ``terminal=``; :func:`export_run` does). ``RUN_ERROR.message`` may be empty, and without

@@ -51,7 +51,7 @@ EXAMPLES = {
     "compact": "agui-store compact --thread t1",
     "diff": "agui-store diff main retry --thread t1 --stat",
     "fork": "agui-store fork run-1 --thread t1 > next-input.json",
-    "export": "agui-store export run-2 --compacted --format sse",
+    "export": "agui-store export run-2 --reconnect-stream --format sse",
     "demo": "agui-store demo",
     "analyze": "agui-store analyze analysis.db --thread t1",
     "export-artifact": "agui-store export-artifact run-2 --thread t1 -o run-2.artifact.json",
@@ -306,8 +306,9 @@ def cmd_compact(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """``export REF``: a run's history as JSON, JSON Lines or SSE; ``--compacted``: the short
-    stream that restores it; ``--all``: the whole thread; ``--sqlite``: the analysis database."""
+    """``export REF``: a run's history as JSON, JSON Lines or SSE; ``--reconnect-stream``: the
+    short stream that restores it (``--compacted``, its old name, still works for now);
+    ``--all``: the whole thread; ``--sqlite``: the analysis database."""
     if args.sqlite:
         return cmd_export_sqlite(store, args, out)
     events: Iterable[dict[str, Any]]
@@ -316,7 +317,12 @@ def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             raise AguiStoreError("--all exports a whole thread: name it with --thread")
         progress = Progress(sum(r.event_count for r in store.runs(args.thread)), "exporting")
         events = _counted(store.thread_events(args.thread), progress)
-    elif args.compacted:
+    elif args.reconnect_stream or args.compacted:
+        if args.compacted:
+            sys.stderr.write(
+                "note: --compacted is now --reconnect-stream; the old name goes in the next "
+                "release\n"
+            )
         events = store.reconnect_stream(args.ref, thread_id=args.thread)
     else:
         events = store.history(args.ref, thread_id=args.thread)
@@ -570,7 +576,7 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
     "diff": (cmd_diff, "compare two runs: each side since their merge base (or --two-dot)"),
     "fork": (cmd_fork, "print the RunAgentInput that starts a new run from a past one"),
     "compact": (cmd_compact, "write checkpoints for complete runs that lack one"),
-    "export": (cmd_export, "a run's history, or its compacted hydration stream, as JSON/JSONL/SSE"),
+    "export": (cmd_export, "a run's history, or the stream that restores it, as JSON/JSONL/SSE"),
     "check": (cmd_check, "check the store's integrity (exit 1 on any problem)"),
     "demo": (cmd_demo, "record a demo conversation with a branch and show it"),
     "analyze": (cmd_analyze, "write a separate, datasette-friendly SQLite database of threads, "
@@ -658,8 +664,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--thread", help="thread id (when the ref is ambiguous; required with --all)")
     p.add_argument("--all", action="store_true",
                    help="every run of the thread (--thread), in recorded order, streamed")
-    p.add_argument("--compacted", action="store_true",
+    p.add_argument("--reconnect-stream", action="store_true",
                    help="the short stream that restores the run (what a reconnecting client gets)")
+    p.add_argument("--compacted", action="store_true",
+                   help="deprecated name of --reconnect-stream")
     p.add_argument("--format", choices=FORMATS, default="jsonl")
     p.add_argument("--output", "-o", help="file to write (default: stdout)")
     p.add_argument("--sqlite", metavar="OUT.db",

@@ -128,9 +128,11 @@ def test_log_show_branch_and_compacted_export_work_together(tmp_path: Path) -> N
     cli("branch", "alt", "r1", "--thread", "t", db=db)
     assert "alt -> r1" in cli("branches", "--thread", "t", db=db).stdout
     assert "assistant: reply 1" in cli("show", "alt", db=db).stdout
-    compacted = [
-        json.loads(line) for line in cli("export", "r2", "--compacted", db=db).stdout.splitlines()
-    ]
+    exported = cli("export", "r2", "--reconnect-stream", db=db)
+    compacted = [json.loads(line) for line in exported.stdout.splitlines()]
+    # The flag's old name gives the same stream, and says it is going.
+    old_name = cli("export", "r2", "--compacted", db=db)
+    assert old_name.stdout == exported.stdout and "--reconnect-stream" in old_name.stderr
     assert [e["type"] for e in compacted] == [
         "RUN_STARTED",
         "MESSAGES_SNAPSHOT",

@@ -27,8 +27,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store.engine import writes as import_batching
 from agui_store.codec import ingest
+from agui_store.engine import writes as import_batching
 from agui_store.errors import InvalidEventError, SequenceError
 from tests.strategies import legal_streams
 

@@ -564,5 +564,5 @@ def test_generated_deep_patches_are_refused_unchanged_or_read_by_every_reader(
         assert store.check().ok
     assert json.loads(_cli(db, "show", "r1", "--thread", "t", "--json"))["state"] == co.state
     for argv in (["fork", "r1"], ["slim", "r1"], ["diff", "r2", "first", "--json"],
-                 ["export", "r1", "--compacted"]):
+                 ["export", "r1", "--reconnect-stream"]):
         _cli(db, *argv, "--thread", "t")
