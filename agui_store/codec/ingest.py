@@ -894,14 +894,18 @@ def _stream_sse(chunks: Iterator[bytes], buf: bytes, limits: _Limits) -> Iterato
     limit = limits.max_event_bytes + _SLACK
     parser = SSEParser(max_event_bytes=limit)
     index = lineno = start = 0
+    read = parser.line
     try:
         for lineno, line in enumerate(_lines(chunks, buf, limit), 1):
+            if not line:  # the end of an event
+                payload = read(line)
+                if payload is not None:
+                    yield _sse_event(payload, index, start, limits)
+                    index += 1
+                continue
             held = parser.held
-            payload = parser.line(line)
-            if payload is not None:
-                yield _sse_event(payload, index, start, limits)
-                index += 1
-            elif parser.held != held:  # a data line
+            read(line)
+            if parser.held != held:  # a data line
                 if not held:
                     start = lineno
                 if parser.held > limit:
