@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +34,8 @@ import msgspec
 
 from agui_store import recording
 from agui_store.aio import AsyncStore
-from agui_store.errors import AguiStoreError, InvalidEventError
+from agui_store.codec.sse import MAX_EVENT_BYTES, SSEParser, encode_sse
+from agui_store.errors import AguiStoreError
 from agui_store.records import AppendResult
 from agui_store.store import Store
 
@@ -49,112 +49,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-_LINE_END = re.compile(rb"\r\n?|\n")
-
-#: The largest SSE event the framer holds while it arrives (bytes).
-MAX_EVENT_BYTES = 16 * 1024 * 1024
-
-
-class SSEFramer:
-    """Incremental ``text/event-stream`` parser: bytes in, complete ``data`` payloads out.
-
-    It follows the WHATWG event-stream rules on bytes, so a chunk may end anywhere: inside a
-    line, between the ``\\r`` and ``\\n`` of a CRLF, inside a UTF-8 sequence. A payload is
-    the event's ``data`` lines joined by ``\\n``, each without its ``data:`` prefix and one
-    optional space; comments and other fields are skipped. An event the stream does not end
-    with a blank line comes out of :meth:`finish`.
-    """
-
-    __slots__ = ("_buffer", "_data", "_data_size", "_skip_lf", "max_event_bytes")
-
-    def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
-        #: The largest event held while it arrives; a larger one raises (the official client
-        #: fails at 10 MB, the store refuses events over 8 MiB by default).
-        self.max_event_bytes = max_event_bytes
-        self._buffer = bytearray()
-        self._data: list[bytes] = []
-        self._data_size = 0
-        # The previous chunk ended with "\r": a "\n" opening the next one belongs to it.
-        self._skip_lf = False
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The payloads of the events this chunk completes, in order."""
-        if not chunk:
-            return []
-        done: list[bytes] = []
-        if not self._buffer and not self._data and not self._skip_lf and b"\r" not in chunk:
-            # The common case (every Python producer): LF line ends, the chunk starting at an
-            # event. Whole events are cut with bytes.split; the rest goes the general way.
-            *events, chunk = chunk.split(b"\n\n")
-            for event in events:
-                if event.startswith(b"data: ") and b"\n" not in event:
-                    done.append(event[6:])
-                else:
-                    for line in event.split(b"\n"):
-                        self._line(line, done)
-                    self._line(b"", done)
-            if not chunk:
-                return done
-        buffer = self._buffer
-        buffer += chunk
-        start = 0
-        if self._skip_lf:
-            self._skip_lf = False
-            if buffer[:1] == b"\n":
-                start = 1
-        end_of_buffer = len(buffer)
-        while True:
-            found = _LINE_END.search(buffer, start)
-            if found is None:
-                break
-            if found.group() == b"\r" and found.end() == end_of_buffer:
-                self._skip_lf = True
-            self._line(bytes(buffer[start : found.start()]), done)
-            start = found.end()
-        del buffer[:start]
-        if len(buffer) + self._data_size > self.max_event_bytes:
-            raise InvalidEventError(
-                f"an SSE event of the response exceeds {self.max_event_bytes:,} bytes "
-                "before its end"
-            )
-        return done
-
-    def finish(self) -> list[bytes]:
-        """The stream ended normally: the payload of an event it did not end with a blank
-        line. ``@ag-ui/client`` parses what is left in its buffer at the end of a response,
-        so that event reached the client and is recorded too."""
-        done: list[bytes] = []
-        if self._buffer:
-            self._line(bytes(self._buffer), done)
-            self._buffer.clear()
-        self._line(b"", done)
-        return done
-
-    def _line(self, line: bytes, done: list[bytes]) -> None:
-        if not line:
-            if self._data:
-                done.append(b"\n".join(self._data))
-                self._data = []
-                self._data_size = 0
-            return
-        if line.startswith(b":"):
-            return  # a comment (keep-alive pings)
-        name, colon, value = line.partition(b":")
-        if name != b"data":
-            return  # id, event, retry: AG-UI events live in data alone
-        if colon and value.startswith(b" "):
-            value = value[1:]
-        self._data.append(value)
-        self._data_size += len(value) + 1
-
-
-def encode_sse(payload: bytes, event_id: int | None = None) -> bytes:
-    """One SSE event: ``id:`` (when given) and the payload as ``data:`` lines."""
-    head = b"id: %d\n" % event_id if event_id is not None else b""
-    if b"\n" not in payload:
-        return head + b"data: " + payload + b"\n\n"
-    return head + b"".join(b"data: " + line + b"\n" for line in payload.split(b"\n")) + b"\n"
-
+#: The SSE parser the recorder reads a response with, under the name this module exports.
+SSEFramer = SSEParser
 
 def _is_json(content_type: bytes | None) -> bool:
     media = (content_type or b"").partition(b";")[0].strip().lower()
@@ -237,7 +133,7 @@ class _Recording:
         self.thread_id = thread_id
         self.requested_run_id = run_id
         self.run_id: str | None = None  # the run recorded, once its first batch is written
-        self._framer = SSEFramer(max_event_bytes=MAX_EVENT_BYTES)
+        self._framer = SSEParser(max_event_bytes=MAX_EVENT_BYTES)
         self._batcher = recording.AsyncBatcher(
             recorder._store,
             input=body,

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from agui_store.codec import ingest
 from agui_store.codec.ingest import IncomingEvent, parse_events
+from agui_store.codec.sse import SSEParser, encode_sse
 from agui_store.errors import InvalidEventError
 from agui_store.protocol import model
 from tests.conftest import fixture_params
@@ -736,3 +737,32 @@ def test_parse_events_does_not_validate_shapes() -> None:
 def test_the_limits_are_module_constants() -> None:
     assert ingest.DEFAULT_MAX_EVENT_BYTES == 8 * 1024 * 1024
     assert ingest.DEFAULT_MAX_DEPTH == 64
+
+
+_sse_payloads = st.lists(
+    st.lists(st.binary(max_size=6).filter(lambda b: b"\r" not in b and b"\n" not in b), max_size=3)
+    .map(b"\n".join),
+    max_size=5,
+)
+
+
+@given(_sse_payloads, st.sampled_from([b"\n", b"\r", b"\r\n"]), st.lists(st.integers(0, 200)))
+def test_the_sse_parser_reads_what_encode_sse_writes_however_the_bytes_are_cut(
+    payloads: list[bytes], line_end: bytes, cuts: list[int]
+) -> None:
+    wire = b": a comment\n" + b"".join(
+        encode_sse(p, i) + b"event: ignored\nretry: 5\n\n" for i, p in enumerate(payloads)
+    )
+    wire = wire.replace(b"\n", line_end)
+    parser = SSEParser()
+    got: list[bytes] = []
+    at = 0
+    for cut in sorted(cuts):
+        got += parser.feed(wire[at:cut])
+        at = max(at, cut)
+    got += parser.feed(wire[at:])
+    got += parser.finish()
+    assert got == payloads
+    lines = SSEParser()
+    whole = [lines.line(line) for line in wire.splitlines()]
+    assert [p for p in whole if p is not None] == payloads

@@ -37,6 +37,7 @@ from typing import Any
 
 import msgspec
 
+from agui_store.codec.sse import SSEParser
 from agui_store.errors import InvalidEventError, StorageError
 from agui_store.protocol.model import kind_of, render_path
 
@@ -888,48 +889,46 @@ def _object_or_lines(
 
 
 def _stream_sse(chunks: Iterator[bytes], buf: bytes, limits: _Limits) -> Iterator[IncomingEvent]:
-    """Server-sent events: ``data:`` lines (joined with LF), comments and other fields ignored."""
+    """Server-sent events, read by :class:`~agui_store.codec.sse.SSEParser` line by line: the
+    lines are split here, as for JSON Lines, so that an error names the line."""
     limit = limits.max_event_bytes + _SLACK
-    index = lineno = start = size = 0
-    data: list[bytes] = []
+    parser = SSEParser(max_event_bytes=limit)
+    index = lineno = start = 0
+    read = parser.line
     try:
         for lineno, line in enumerate(_lines(chunks, buf, limit), 1):
-            if not line:
-                if data:
-                    yield _sse_event(data, index, start, limits)
+            if not line:  # the end of an event
+                payload = read(line)
+                if payload is not None:
+                    yield _sse_event(payload, index, start, limits)
                     index += 1
-                    data, size = [], 0
                 continue
-            if line[0] == 0x3A:  # ":" comment
-                continue
-            field, colon, value = line.partition(b":")
-            if colon and value[:1] == b" ":
-                value = value[1:]
-            if field == b"data":
-                if not data:
+            held = parser.held
+            read(line)
+            if parser.held != held:  # a data line
+                if not held:
                     start = lineno
-                data.append(value)
-                size += len(value) + 1
-                if size > limit:
+                if parser.held > limit:
                     raise InvalidEventError(
                         f"SSE record {index} (data from line {start}): event is more than "
-                        f"{size} bytes of JSON, over the limit of {limits.max_event_bytes}",
+                        f"{parser.held} bytes of JSON, over the limit of {limits.max_event_bytes}",
                         index=index,
                     )
-            # event:, id:, retry: and unknown fields carry nothing we keep.
     except _Overlong:
         raise InvalidEventError(
             f"SSE line {lineno + 1} is longer than the limit of {limits.max_event_bytes} "
             "bytes for an event",
             index=index,
         ) from None
-    if data:  # a last record without its blank line (as the official client reads it)
-        yield _sse_event(data, index, start, limits)
+    # A last record without its blank line (as the official client reads it).
+    payload = parser.line(b"")
+    if payload is not None:
+        yield _sse_event(payload, index, start, limits)
 
 
-def _sse_event(data: list[bytes], index: int, start: int, limits: _Limits) -> IncomingEvent:
+def _sse_event(payload: bytes, index: int, start: int, limits: _Limits) -> IncomingEvent:
     where = f"SSE record {index} (data from line {start})"
-    payload = b"\n".join(data).strip(_WS)
+    payload = payload.strip(_WS)
     if not payload:
         raise InvalidEventError(f"{where}: the data is empty, not a JSON event", index=index)
     return _event_from_bytes(payload, index, limits, where=where)

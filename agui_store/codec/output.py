@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from agui_store.codec.ingest import encode
+from agui_store.codec.sse import encode_sse
 
 FORMATS = ("json", "jsonl", "sse")
 
@@ -19,7 +20,8 @@ def serialize(events: Iterable[Any], fmt: str = "jsonl") -> Iterator[bytes]:
     """Chunks of ``events`` in ``fmt``; join them or write them as they come.
 
     SSE is what an AG-UI server sends (``data: <json>`` then a blank line, as
-    ``@ag-ui/encoder`` writes it); the sequence number is not invented here.
+    ``@ag-ui/encoder`` writes it: :func:`~agui_store.codec.sse.encode_sse`); the sequence
+    number is not invented here.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
@@ -33,4 +35,4 @@ def serialize(events: Iterable[Any], fmt: str = "jsonl") -> Iterator[bytes]:
             yield encode(event) + b"\n"
     else:
         for event in events:
-            yield b"data: " + encode(event) + b"\n\n"
+            yield encode_sse(encode(event))

@@ -39,7 +39,8 @@ from typing import Any, NamedTuple
 
 from agui_store.codec.ingest import encode
 from agui_store.errors import InvalidEventError
-from agui_store.protocol.patch import UNDEFINED, PatchError, _value_at, apply_patch
+from agui_store.protocol.js import UNDEFINED
+from agui_store.protocol.patch import PatchError, _value_at, apply_patch
 
 __all__ = [
     "PATCH_FIELDS",

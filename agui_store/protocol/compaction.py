@@ -57,20 +57,18 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agui_store.errors import InvalidEventError
-from agui_store.protocol.js import as_double, number_to_string, utf16_units
-from agui_store.protocol.patch import UNDEFINED, PatchError, apply_patch
+from agui_store.protocol.js import (
+    UNDEFINED,
+    ToPrimitiveError,
+    as_double,
+    check_stringable,
+    js_join,
+    utf16_units,
+)
+from agui_store.protocol.patch import PatchError, apply_patch
 
 __all__ = ["compact_events"]
 
-
-class _Absent:
-    """JS ``undefined`` for a field: the key is not there."""
-
-    def __repr__(self) -> str:
-        return "ABSENT"
-
-
-_ABSENT: Final = _Absent()
 
 _TEXT: Final = ("TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "messageId")
 _TOOL: Final = ("TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "toolCallId")
@@ -87,7 +85,7 @@ class _Group:
     deltas: list[dict[str, Any]] = field(default_factory=list)
     end: dict[str, Any] | None = None
     others: list[Any] = field(default_factory=list)
-    post_start_metadata: Any = _ABSENT
+    post_start_metadata: Any = UNDEFINED
 
 
 class _Compactor:
@@ -138,12 +136,12 @@ class _Compactor:
         names: tuple[str, str, str, str],
     ) -> None:
         start_type, _, end_type, id_field = names
-        entity_id = event.get(id_field, _ABSENT)
+        entity_id = event.get(id_field, UNDEFINED)
         key = self._map_key(entity_id)
         group = groups.get(key)
         if group is None:
             group = groups[key] = _Group(entity_id)
-        metadata = event.get("metadata", _ABSENT)
+        metadata = event.get("metadata", UNDEFINED)
         if kind == start_type:
             if not group.deltas:
                 group.start = _carry_start_metadata(group.start, event)
@@ -179,7 +177,7 @@ class _Compactor:
                 for key, group in list(groups.items()):
                     if group.start is not None:
                         group.end = {"type": names[2]}
-                        if group.id is not _ABSENT:
+                        if group.id is not UNDEFINED:
                             group.end[names[3]] = group.id
                         del groups[key]
                         self._flush_group(group, group.id, names)
@@ -194,12 +192,14 @@ class _Compactor:
             self.out.append(group.start)
         if group.deltas:
             merged: dict[str, Any] = {"type": names[1]}
-            if entity_id is not _ABSENT:
+            if entity_id is not UNDEFINED:
                 merged[names[3]] = entity_id
-            merged["delta"] = "".join(
-                _js_join_element(delta.get("delta", _ABSENT)) for delta in group.deltas
-            )
-            if group.post_start_metadata is not _ABSENT:
+            # ``deltas.map((d) => d.delta).join("")``, which throws where String() of one
+            # of them throws.
+            deltas = [delta.get("delta", UNDEFINED) for delta in group.deltas]
+            check_stringable(deltas)
+            merged["delta"] = js_join(deltas, "")
+            if group.post_start_metadata is not UNDEFINED:
                 merged["metadata"] = group.post_start_metadata
             self.out.append(merged)
         if group.end is not None:
@@ -208,7 +208,7 @@ class _Compactor:
 
     def _map_key(self, value: Any) -> Any:
         """The key a JS ``Map`` files ``value`` under (SameValueZero)."""
-        if value is _ABSENT or value is None or isinstance(value, (bool, str)):
+        if value is UNDEFINED or value is None or isinstance(value, (bool, str)):
             return (type(value).__name__, value)
         if isinstance(value, (int, float)):
             return ("number", as_double(value))
@@ -244,10 +244,10 @@ class _Compactor:
         snapshot: dict[str, Any] = {"type": "STATE_SNAPSHOT"}
         if state is not UNDEFINED:
             snapshot["snapshot"] = state
-        metadata: Any = _ABSENT
+        metadata: Any = UNDEFINED
         for event in window:
-            metadata = _merge_metadata(metadata, event.get("metadata", _ABSENT))
-        if metadata is not _ABSENT:
+            metadata = _merge_metadata(metadata, event.get("metadata", UNDEFINED))
+        if metadata is not UNDEFINED:
             snapshot["metadata"] = metadata
         self.out.append(snapshot)
 
@@ -289,12 +289,12 @@ def compact_events(
     for index, event in enumerate(events):
         try:
             compactor.feed(index, event)
-        except _NoStringError as error:
-            raise InvalidEventError(str(error), index=index) from None
+        except ToPrimitiveError as error:
+            raise InvalidEventError(_no_string(error), index=index) from None
     try:
         return compactor.finish()
-    except _NoStringError as error:
-        raise InvalidEventError(str(error), index=len(events)) from None
+    except ToPrimitiveError as error:
+        raise InvalidEventError(_no_string(error), index=len(events)) from None
 
 
 # --------------------------------------------------------------------------- metadata
@@ -313,9 +313,9 @@ def _spread(value: Any) -> dict[str, Any]:
 
 def _merge_metadata(existing: Any, incoming: Any) -> Any:
     """``mergeMetadata`` of ``@ag-ui/core``: shallow, last write wins, a new object."""
-    if incoming is _ABSENT:
+    if incoming is UNDEFINED:
         return existing
-    if existing is _ABSENT:
+    if existing is UNDEFINED:
         return _spread(incoming)
     return {**_spread(existing), **_spread(incoming)}
 
@@ -323,21 +323,25 @@ def _merge_metadata(existing: Any, incoming: Any) -> Any:
 def _carry_start_metadata(previous: dict[str, Any] | None, start: dict[str, Any]) -> Any:
     if previous is None:
         return start
-    metadata = _merge_metadata(previous.get("metadata", _ABSENT), start.get("metadata", _ABSENT))
-    return start if metadata is _ABSENT else {**start, "metadata": metadata}
+    metadata = _merge_metadata(
+        previous.get("metadata", UNDEFINED), start.get("metadata", UNDEFINED)
+    )
+    return start if metadata is UNDEFINED else {**start, "metadata": metadata}
 
 
 def _replace_start_fields(previous: dict[str, Any] | None, start: dict[str, Any]) -> Any:
     fields = {key: value for key, value in start.items() if key != "metadata"}
-    carried = _ABSENT if previous is None else previous.get("metadata", _ABSENT)
-    return fields if carried is _ABSENT else {**fields, "metadata": carried}
+    carried = UNDEFINED if previous is None else previous.get("metadata", UNDEFINED)
+    return fields if carried is UNDEFINED else {**fields, "metadata": carried}
 
 
 # --------------------------------------------------------------------------- JS values
 
 
-class _NoStringError(Exception):
-    """JS ``ToString`` threw (``Cannot convert object to primitive value``)."""
+def _no_string(error: ToPrimitiveError) -> str:
+    """The message of a delta JavaScript cannot turn into a string, naming the object."""
+    shown = json.dumps(error.obj, ensure_ascii=False)[:80]
+    return f"{error}: a delta object owns 'toString' ({shown})"
 
 
 def _clone_json(value: Any) -> Any:
@@ -346,34 +350,3 @@ def _clone_json(value: Any) -> Any:
     if isinstance(value, list):
         return [_clone_json(item) for item in value]
     return value
-
-
-def _js_join_element(value: Any) -> str:
-    """How ``Array.prototype.join`` writes one element (``undefined``/``null`` as "")."""
-    if value is _ABSENT or value is None:
-        return ""
-    return _js_string(value)
-
-
-def _js_string(value: Any) -> str:
-    """JS ``String(value)`` for a JSON value."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return number_to_string(as_double(value))
-    if isinstance(value, list):
-        return ",".join(_js_join_element(item) for item in value)
-    if isinstance(value, dict):
-        if "toString" in value:
-            # ToPrimitive skips an own, non-callable toString; the inherited valueOf returns
-            # the object itself, which is no primitive either: JS throws.
-            raise _NoStringError(
-                "Cannot convert object to primitive value: a delta object owns 'toString' "
-                f"({json.dumps(value, ensure_ascii=False)[:80]})"
-            )
-        return "[object Object]"
-    return str(value)
-
-

@@ -1,19 +1,119 @@
 """How JavaScript reads JSON values, where the official client's behaviour depends on it.
 
 The ports of the client (``verify``, ``reducer``, ``compaction``, ``patch``) compare, print
-and join values the way JavaScript does; these are the shared pieces. Pure.
+and join values the way JavaScript does; these are the shared pieces, each written once:
+:data:`UNDEFINED` (a missing value, as opposed to ``null``), :func:`js_string` (``String()``),
+:func:`js_join` (``Array.prototype.join``). Pure.
 """
 
 from __future__ import annotations
 
+import enum
 import math
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
 #: Keys sorted: equal objects built in another key order still read as the same text.
 _ENCODE = msgspec.json.Encoder(order="sorted").encode
+
+
+class Undefined(enum.Enum):
+    """The type of :data:`UNDEFINED`, its only value.
+
+    An enum member is a singleton that pickles and copies as itself, and a type checker
+    narrows ``value is UNDEFINED`` to it.
+    """
+
+    UNDEFINED = "undefined"
+
+    def __repr__(self) -> str:
+        return "UNDEFINED"
+
+    def __str__(self) -> str:
+        # What a template literal makes of it, should one meet it unconverted.
+        return "undefined"
+
+    def __bool__(self) -> bool:
+        # Falsy, as ``undefined`` is in JavaScript.
+        return False
+
+
+UNDEFINED: Final = Undefined.UNDEFINED
+"""JavaScript's ``undefined``: a property that is not there, as opposed to JSON ``null``.
+
+``event.get("delta", UNDEFINED)`` reads a field the way the client's code reads it, and
+:func:`~agui_store.protocol.patch.apply_patch` returns it when the client's result is
+``undefined``.
+"""
+
+
+class ToPrimitiveError(TypeError):
+    """JavaScript's ``TypeError: Cannot convert object to primitive value``: ``String()`` of
+    an object that owns a ``toString`` key (a JSON value, so not a function JS could call)."""
+
+    def __init__(self, obj: dict[str, Any]) -> None:
+        super().__init__("Cannot convert object to primitive value")
+        #: The object that owns ``toString`` (the value itself, or one inside its arrays).
+        self.obj = obj
+
+
+def js_string(value: Any) -> str:
+    """``String(value)`` for a JSON value, and for :data:`UNDEFINED`, as JavaScript spells it
+    (template literals and ``+`` with a string spell values the same way).
+
+    ``null`` is ``"null"``, :data:`UNDEFINED` ``"undefined"``, booleans ``"true"`` and
+    ``"false"``, numbers as :func:`number_to_string` prints them, an array as
+    :func:`js_join` with ``","`` joins it, and an object ``"[object Object]"``.
+
+    An object that owns ``toString`` makes JavaScript throw; that takes a ``toString`` call
+    the ports other than compaction do not model, so here it prints as any object does;
+    :func:`check_stringable` tells where JavaScript throws.
+    """
+    if isinstance(value, str):
+        return str(value)
+    if value is None:
+        return "null"
+    if value is UNDEFINED:
+        return "undefined"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return number_to_string(as_double(value))
+    if isinstance(value, list | tuple):
+        return js_join(value, ",")
+    return "[object Object]"
+
+
+def js_join(values: Iterable[Any], separator: str) -> str:
+    """``Array.prototype.join``: :func:`js_string` of each element, except that ``null``
+    and ``undefined`` elements become empty (``String(null)`` is ``"null"``)."""
+    return separator.join(
+        "" if value is None or value is UNDEFINED else js_string(value) for value in values
+    )
+
+
+def check_stringable(value: Any) -> None:
+    """Raise :class:`ToPrimitiveError` where JavaScript's ``String(value)`` throws: the value
+    is, or its arrays hold at any depth, an object that owns ``toString``."""
+    unconvertible = _owner_of_to_string(value)
+    if unconvertible is not None:
+        raise ToPrimitiveError(unconvertible)
+
+
+def _owner_of_to_string(value: Any) -> dict[str, Any] | None:
+    """The first object ``String(value)`` meets that owns ``toString``, or ``None``. Only
+    arrays are looked into: an object prints without reading its values."""
+    if isinstance(value, dict):
+        return value if "toString" in value else None
+    if isinstance(value, list | tuple):
+        for item in value:
+            found = _owner_of_to_string(item)
+            if found is not None:
+                return found
+    return None
 
 
 def as_double(value: int | float) -> float:

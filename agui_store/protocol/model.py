@@ -39,6 +39,7 @@ import msgspec.inspect as mi
 from msgspec import UNSET, Meta, UnsetType
 
 from agui_store.errors import InvalidEventError
+from agui_store.protocol.js import UNDEFINED
 
 __all__ = [
     "EVENT_STRUCTS",
@@ -907,12 +908,6 @@ assert len(EVENT_TYPES) == 31 and len(LEGACY_EVENT_TYPES) == 5
 # --------------------------------------------------------------------------------------------
 
 
-class _Missing:
-    pass
-
-
-_MISSING = _Missing()
-
 _IDENT = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
 
 _PathSeg = str | int
@@ -1234,9 +1229,9 @@ def validate_event(obj: Any, *, index: int | None = None) -> str:
         raise InvalidEventError(
             f"an event must be a JSON object, got {kind_of(obj)}", index=index, path="$"
         )
-    event_type = obj.get("type", _MISSING)
+    event_type = obj.get("type", UNDEFINED)
     if not isinstance(event_type, str):
-        if event_type is _MISSING:
+        if event_type is UNDEFINED:
             raise InvalidEventError("missing required field 'type'", index=index, path="$.type")
         raise InvalidEventError(
             f"'type' must be a string, got {kind_of(event_type)}", index=index, path="$.type"

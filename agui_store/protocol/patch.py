@@ -59,8 +59,12 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from agui_store.errors import AguiStoreError
-from agui_store.protocol.js import as_double, utf16_units
+from agui_store.protocol.js import UNDEFINED, as_double, utf16_units
 
+# UNDEFINED is JavaScript's ``undefined`` of :mod:`agui_store.protocol.js`, also exported here
+# because apply_patch returns it: only a root ``copy``/``move`` from a path that does not exist
+# gets there. The client then keeps showing the previous state while the next patch starts
+# from ``null``; passing UNDEFINED back to apply_patch as the document does the same.
 __all__ = ["UNDEFINED", "PatchError", "apply_patch"]
 
 
@@ -94,32 +98,6 @@ class PatchError(AguiStoreError, ValueError):
             if isinstance(operation, dict):
                 where += f" ({operation.get('op')!r} at {operation.get('path')!r})"
         super().__init__(f"{where}: {reason}")
-
-
-class _Undefined:
-    """JS ``undefined``: a missing property, and the value of a document that is gone."""
-
-    _instance: _Undefined | None = None
-
-    def __new__(cls) -> _Undefined:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "UNDEFINED"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-UNDEFINED: Final = _Undefined()
-"""What :func:`apply_patch` returns when the client's result is JS ``undefined``.
-
-Only a root ``copy``/``move`` from a path that does not exist gets there. The client then
-keeps showing the previous state, while the next patch starts from ``null``; passing
-``UNDEFINED`` back to :func:`apply_patch` as the document does the same.
-"""
 
 
 class _Builtin:

@@ -30,8 +30,8 @@ from typing import Any, Final
 import msgspec
 
 from agui_store.errors import InvalidEventError
-from agui_store.protocol.js import as_double, number_to_string
-from agui_store.protocol.patch import UNDEFINED, PatchError, apply_patch
+from agui_store.protocol.js import UNDEFINED, Undefined, js_string
+from agui_store.protocol.patch import PatchError, apply_patch
 
 __all__ = [
     "ACTIVITY_HISTORY_METADATA",
@@ -45,14 +45,6 @@ __all__ = [
 Event = dict[str, Any]
 Message = dict[str, Any]
 
-
-class _Absent(enum.Enum):
-    """A field the event does not carry (JavaScript ``undefined``), as opposed to ``null``."""
-
-    ABSENT = enum.auto()
-
-
-_ABSENT: Final = _Absent.ABSENT
 
 #: The metadata key under which a snapshot declares which activity types it owns.
 ACTIVITY_HISTORY_METADATA: Final = "@ag-ui/client"
@@ -104,7 +96,7 @@ def _key(value: Any) -> Any:
     from one chunk do. (The indexed message holds the object, so its ``id()`` stays its own.)
     """
     kind = type(value)
-    if kind is str or value is None or value is _ABSENT:
+    if kind is str or value is None or value is UNDEFINED:
         return value
     if kind is bool:
         return ("bool", value)
@@ -127,7 +119,7 @@ def _same(a: Any, b: Any) -> bool:
 
 def _truthy(value: Any) -> bool:
     """JavaScript truthiness (an empty list or object is truthy there)."""
-    if value is None or value is _ABSENT or value is False:
+    if value is None or value is UNDEFINED or value is False:
         return False
     kind = type(value)
     if kind is str or kind is int or kind is float:
@@ -135,37 +127,19 @@ def _truthy(value: Any) -> bool:
     return True
 
 
-def _js_str(value: Any) -> str:
-    """``String(value)`` as JavaScript spells it (template literals, string concatenation)."""
-    kind = type(value)
-    if kind is str:
-        return str(value)
-    if value is _ABSENT:
-        return "undefined"
-    if value is None:
-        return "null"
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is int or kind is float:
-        return number_to_string(as_double(value))
-    if kind is list:
-        return ",".join("" if v is None or v is _ABSENT else _js_str(v) for v in value)
-    return "[object Object]"
-
-
 def _js_plus(a: Any, b: Any) -> Any:
     """JavaScript ``a + b`` on JSON values (``function.arguments += delta``)."""
     if type(a) is str and type(b) is str:
         return a + b
     if isinstance(a, (str, list, dict)) or isinstance(b, (str, list, dict)):
-        return _js_str(a) + _js_str(b)
+        return js_string(a) + js_string(b)
 
     def number(v: Any) -> float:
         if v is None or v is False:
             return 0.0
         if v is True:
             return 1.0
-        if v is _ABSENT:
+        if v is UNDEFINED:
             return float("nan")
         return float(v)
 
@@ -190,7 +164,7 @@ def _spread(value: Any, *, clone: bool) -> dict[str, Any]:
 
 
 def _show(value: Any) -> str:
-    return _js_str(value)
+    return js_string(value)
 
 
 # --------------------------------------------------------------------------------------
@@ -299,7 +273,7 @@ class _Lane:
 
 def _lane_key(tag: Any) -> Any:
     """The lane a tag names: ``None`` for the parent agent (an absent or null tag)."""
-    if tag is None or tag is _ABSENT:
+    if tag is None or tag is UNDEFINED:
         return None
     return tag if type(tag) is str else _key(tag)
 
@@ -351,7 +325,7 @@ class _ChunkExpander:
         """Which lane a chunk belongs to (its id first, then its tag, then inference)."""
         _, id_field, _, chunk_type, entity, _ = _KINDS[kind]
         key = _lane_key(tag)
-        if entity_id is not _ABSENT:
+        if entity_id is not UNDEFINED:
             for owner, lane in self.lanes.items():
                 if lane.kind == kind and _same(lane.entity_id, entity_id):
                     if key is not None and key != owner:
@@ -383,15 +357,15 @@ class _ChunkExpander:
     def _chunk(self, kind: str, chunk: Event) -> list[Event]:
         _, id_field, content_type, chunk_type, entity, described = _KINDS[kind]
         remainder = {k: v for k, v in chunk.items() if k not in described} or None
-        entity_id = chunk.get(id_field, _ABSENT)
-        tag = chunk.get("subagentRunId", _ABSENT)
+        entity_id = chunk.get(id_field, UNDEFINED)
+        tag = chunk.get("subagentRunId", UNDEFINED)
         lane_key = self._resolve_lane(kind, entity_id, tag)
         pending = self.lanes.get(lane_key)
         out: list[Event] = []
         if (
             pending is not None
             and pending.kind == kind
-            and (entity_id is _ABSENT or _same(entity_id, pending.entity_id))
+            and (entity_id is UNDEFINED or _same(entity_id, pending.entity_id))
         ):
             # A continuation may repeat what its opener said, but only with the same value.
             agreeing: tuple[str, ...]
@@ -402,10 +376,10 @@ class _ChunkExpander:
             else:
                 agreeing = ()
             for name in agreeing:
-                incoming = chunk.get(name, _ABSENT)
-                established = pending.fields.get(name, _ABSENT)
-                if incoming is not _ABSENT and not _same(incoming, established):
-                    said = "(absent)" if established is _ABSENT else f"'{_show(established)}'"
+                incoming = chunk.get(name, UNDEFINED)
+                established = pending.fields.get(name, UNDEFINED)
+                if incoming is not UNDEFINED and not _same(incoming, established):
+                    said = "(absent)" if established is UNDEFINED else f"'{_show(established)}'"
                     raise _StreamError(
                         f"Cannot continue {entity} '{_show(pending.entity_id)}': chunk {name} "
                         f"'{_show(incoming)}' does not match the open stream's {name} {said}.",
@@ -415,13 +389,13 @@ class _ChunkExpander:
             entity_id = pending.entity_id
         else:
             out.extend(self._close(lane_key))
-            if entity_id is _ABSENT:
+            if entity_id is UNDEFINED:
                 raise _StreamError(f"First {chunk_type} must have a {id_field}", f"$.{id_field}")
             fields = {}
             opener: Event
             if kind == "text":
-                role = chunk.get("role", _ABSENT)
-                fields["role"] = "assistant" if role is _ABSENT else role
+                role = chunk.get("role", UNDEFINED)
+                fields["role"] = "assistant" if role is UNDEFINED else role
                 opener = {
                     "type": "TEXT_MESSAGE_START",
                     "messageId": entity_id,
@@ -448,7 +422,7 @@ class _ChunkExpander:
                     "messageId": entity_id,
                     "role": "reasoning",
                 }
-            if tag is not _ABSENT:
+            if tag is not UNDEFINED:
                 # A null tag is kept, not read as absent: it is a violation the next stages name.
                 fields["subagentRunId"] = opener["subagentRunId"] = tag
             if "metadata" in chunk:
@@ -456,29 +430,29 @@ class _ChunkExpander:
             self.lanes[lane_key] = _Lane(kind, entity_id, fields)
             out.append(opener)
 
-        delta = chunk.get("delta", _ABSENT)
-        raw = chunk.get("rawEvent", _ABSENT)
-        metadata = chunk.get("metadata", _ABSENT)
-        owner = tag if tag is not _ABSENT else fields.get("subagentRunId", _ABSENT)
+        delta = chunk.get("delta", UNDEFINED)
+        raw = chunk.get("rawEvent", UNDEFINED)
+        metadata = chunk.get("metadata", UNDEFINED)
+        owner = tag if tag is not UNDEFINED else fields.get("subagentRunId", UNDEFINED)
         carried = False
         if (
-            delta is not _ABSENT
-            or raw is not _ABSENT
+            delta is not UNDEFINED
+            or raw is not UNDEFINED
             or (
                 # A continuation carrying only metadata, a provider payload, a null tag or
                 # unrecognised material still reaches the reducer, as a zero-length content event.
-                not out and (metadata is not _ABSENT or tag is None or remainder is not None)
+                not out and (metadata is not UNDEFINED or tag is None or remainder is not None)
             )
         ):
             content: Event = dict(remainder) if remainder else {}
             content["type"] = content_type
             content[id_field] = entity_id
-            content["delta"] = "" if delta is _ABSENT else delta
-            if owner is not _ABSENT:
+            content["delta"] = "" if delta is UNDEFINED else delta
+            if owner is not UNDEFINED:
                 content["subagentRunId"] = owner
-            if metadata is not _ABSENT:
+            if metadata is not UNDEFINED:
                 content["metadata"] = metadata
-            if raw is not _ABSENT:
+            if raw is not UNDEFINED:
                 content["rawEvent"] = raw
             out.append(content)
             carried = True
@@ -548,23 +522,23 @@ class _Unset(enum.Enum):
 _UNSET: Final = _Unset.UNSET
 
 
-def authoritative_activity_types(event: Event) -> list[Any] | _Absent | None:
+def authoritative_activity_types(event: Event) -> list[Any] | Undefined | None:
     """Which activity types a MESSAGES_SNAPSHOT owns (``@ag-ui/client`` convention).
 
     ``None``: all of them. A list: those types (an invalid declaration owns none, ``[]``).
-    ``_ABSENT``: no declaration, so legacy inference applies (a snapshot carrying any
+    ``UNDEFINED``: no declaration, so legacy inference applies (a snapshot carrying any
     activity owns them all).
     """
     metadata = event.get("metadata")
     if not _truthy(metadata) or type(metadata) is not dict:
-        return _ABSENT
+        return UNDEFINED
     if ACTIVITY_HISTORY_METADATA not in metadata:
-        return _ABSENT
+        return UNDEFINED
     value = metadata[ACTIVITY_HISTORY_METADATA]
     if type(value) is not dict:
         return []
     if "authoritativeActivityTypes" not in value:
-        return _ABSENT
+        return UNDEFINED
     types = value["authoritativeActivityTypes"]
     if types is None:
         return None
@@ -631,8 +605,9 @@ class Reducer:
         # The leading positions that have held the same objects since take_unmoved() (see
         # there): appends leave it, an insert or an assignment lowers it, a new list zeroes it.
         self._unmoved = 0
-        # What the next STATE_DELTA patches when it is not the visible state (UNDEFINED).
-        self._patch_base: Any = _ABSENT
+        # After a snapshot without a value the client's state is undefined: it keeps showing
+        # the last state, and the next STATE_DELTA patches UNDEFINED instead of it.
+        self._state_undefined = False
         #: The STATE_DELTA patches applied since :meth:`track_state` (in order: applied to
         #: the state it saw, they give the current one), or ``None`` when the state was
         #: replaced since (a snapshot, a run's input) or tracking is off.
@@ -722,7 +697,7 @@ class Reducer:
         if state is not self.state:
             self.state_deltas = None
         self.state = _clone(state) if self._copy and state is not self.state else state
-        self._patch_base = _ABSENT
+        self._state_undefined = False
 
     def track_state(self, applied: list[Any] | None = None) -> None:
         """Record the STATE_DELTA patches applied from now on in :attr:`state_deltas`
@@ -735,8 +710,8 @@ class Reducer:
         when the event patches nothing. Read-only: the store asks it before an event is fed,
         to measure what the patch builds (:mod:`agui_store.history.nesting`)."""
         if event.get("type") == "STATE_DELTA":
-            return self.state if self._patch_base is _ABSENT else self._patch_base
-        existing = self._find(event.get("messageId", _ABSENT))
+            return UNDEFINED if self._state_undefined else self.state
+        existing = self._find(event.get("messageId", UNDEFINED))
         if existing is None or existing.get("role") != "activity":
             return UNDEFINED
         content = existing.get("content")
@@ -778,7 +753,7 @@ class Reducer:
         if extra:
             if set(map(type, extra)) != {dict}:
                 return False
-            keys = [m.get("id", _ABSENT) for m in extra]
+            keys = [m.get("id", UNDEFINED) for m in extra]
             keys = [k if type(k) is str else _key(k) for k in keys]
             if len(set(keys)) < len(keys) or not self._by_id.keys().isdisjoint(keys):
                 return False
@@ -795,7 +770,7 @@ class Reducer:
         if state is not self.state:
             self.state_deltas = None
         self.state = state
-        self._patch_base = _ABSENT
+        self._state_undefined = False
 
     def holds_id(self, mid: str) -> bool:
         """Whether a message of the list has this (string) id."""
@@ -874,7 +849,7 @@ class Reducer:
         for m in self.messages:
             if type(m) is not dict:
                 continue
-            mid = m.get("id", _ABSENT)
+            mid = m.get("id", UNDEFINED)
             k = mid if type(mid) is str else _key(mid)
             if k in by_id:
                 repeated = True
@@ -884,7 +859,7 @@ class Reducer:
             if type(calls) is list:
                 for call in calls:
                     if type(call) is dict:
-                        cid = call.get("id", _ABSENT)
+                        cid = call.get("id", UNDEFINED)
                         tool_calls.setdefault(cid if type(cid) is str else _key(cid), (m, call))
         # Refilled, not replaced: feed() holds on to these two dicts.
         self._by_id.clear()
@@ -938,13 +913,13 @@ class Reducer:
 
     def _index_pushed(self, m: Message) -> None:
         """Index a message just appended to the end of the list."""
-        mid = m.get("id", _ABSENT)
+        mid = m.get("id", UNDEFINED)
         self._by_id.setdefault(mid if type(mid) is str else _key(mid), m)
         calls = m.get("toolCalls")
         if type(calls) is list:
             for call in calls:
                 if type(call) is dict:
-                    cid = call.get("id", _ABSENT)
+                    cid = call.get("id", UNDEFINED)
                     self._tool_calls.setdefault(cid if type(cid) is str else _key(cid), (m, call))
 
     def _position(self, m: Message) -> int:
@@ -982,15 +957,15 @@ class Reducer:
 
     def _merge_event_metadata(self, target: dict[str, Any], event: Event) -> None:
         """Merge the event's ``metadata`` into ``target`` when the event carries one."""
-        metadata = event.get("metadata", _ABSENT)
-        if metadata is not _ABSENT:
+        metadata = event.get("metadata", UNDEFINED)
+        if metadata is not UNDEFINED:
             self._merge_metadata(target, metadata)
 
     def _merge_metadata(self, target: dict[str, Any], incoming: Any) -> None:
         """Fold an event's metadata into its target, key by key, the last write winning."""
         added = _spread(incoming, clone=self._copy)
-        existing = target.get("metadata", _ABSENT)
-        if existing is _ABSENT:
+        existing = target.get("metadata", UNDEFINED)
+        if existing is UNDEFINED:
             target["metadata"] = added
         elif type(existing) is dict:
             target["metadata"] = {**existing, **added}
@@ -1002,7 +977,7 @@ class Reducer:
 
     def _streaming_target(self, event: Event, label: str, kinds: str) -> Message | None:
         """The message a CONTENT/END event continues, or ``None`` after the client's warning."""
-        mid = event.get("messageId", _ABSENT)
+        mid = event.get("messageId", UNDEFINED)
         m = self._by_id.get(mid if type(mid) is str else _key(mid))
         if m is None:
             self.warnings.append(f"{label}: No message found with ID '{_show(mid)}'")
@@ -1033,7 +1008,7 @@ class Reducer:
     # -- text --------------------------------------------------------------------------
 
     def _on_text_start(self, event: Event) -> None:
-        mid = event.get("messageId", _ABSENT)
+        mid = event.get("messageId", UNDEFINED)
         existing = self._find(mid)
         if existing is not None and existing.get("role") == "activity":
             self.warnings.append(
@@ -1043,9 +1018,9 @@ class Reducer:
             return
         target = existing
         if target is None:
-            role = event.get("role", _ABSENT)
-            target = {} if mid is _ABSENT else {"id": mid}
-            target["role"] = "assistant" if role is _ABSENT else role
+            role = event.get("role", UNDEFINED)
+            target = {} if mid is UNDEFINED else {"id": mid}
+            target["role"] = "assistant" if role is UNDEFINED else role
             target["content"] = ""
             if "name" in event:
                 target["name"] = event["name"]
@@ -1058,7 +1033,7 @@ class Reducer:
 
     def _on_text_content(self, event: Event) -> None:
         # The hottest handler (one event per streamed token): the lookup is inlined.
-        mid = event.get("messageId", _ABSENT)
+        mid = event.get("messageId", UNDEFINED)
         m = self._by_id.get(mid if type(mid) is str else _key(mid))
         if m is None or m.get("role") == "activity":
             self._streaming_target(event, "TEXT_MESSAGE_CONTENT", "text")  # warns
@@ -1068,7 +1043,7 @@ class Reducer:
     def _append_content(self, m: Message, event: Event) -> None:
         """``content += delta`` as JavaScript does it, then the event's metadata."""
         content = m.get("content")
-        delta = event.get("delta", _ABSENT)
+        delta = event.get("delta", UNDEFINED)
         if type(content) is str and type(delta) is str:
             # ``m["content"] = content + delta`` copies the whole text for every delta (the
             # dict still holds it), which made a message of 80,000 deltas take seconds; the
@@ -1079,7 +1054,7 @@ class Reducer:
             content += delta
             m["content"] = content
         else:
-            m["content"] = (content if type(content) is str else "") + _js_str(delta)
+            m["content"] = (content if type(content) is str else "") + js_string(delta)
         self._merge_event_metadata(m, event)
 
     def _on_text_end(self, event: Event) -> None:
@@ -1090,7 +1065,7 @@ class Reducer:
     # -- reasoning ---------------------------------------------------------------------
 
     def _on_reasoning_start(self, event: Event) -> None:
-        mid = event.get("messageId", _ABSENT)
+        mid = event.get("messageId", UNDEFINED)
         existing = self._find(mid)
         if existing is not None and existing.get("role") == "activity":
             self.warnings.append(
@@ -1100,7 +1075,7 @@ class Reducer:
             return
         target = existing
         if target is None:
-            target = {} if mid is _ABSENT else {"id": mid}
+            target = {} if mid is UNDEFINED else {"id": mid}
             target["role"] = "reasoning"
             target["content"] = ""
             sub = event.get("subagentRunId")
@@ -1123,8 +1098,8 @@ class Reducer:
 
     def _on_encrypted_value(self, event: Event) -> None:
         # Attaches a blob to an entity that exists; its metadata stays on the event.
-        entity = event.get("entityId", _ABSENT)
-        value = event.get("encryptedValue", _ABSENT)
+        entity = event.get("entityId", UNDEFINED)
+        value = event.get("encryptedValue", UNDEFINED)
         target: dict[str, Any] | None = None
         if event.get("subtype") == "tool-call":
             found = self._tool_call(entity)
@@ -1137,7 +1112,7 @@ class Reducer:
             if m is not None and m.get("role") != "activity":
                 target = m
         if target is not None:
-            if value is _ABSENT:
+            if value is UNDEFINED:
                 target.pop("encryptedValue", None)
             else:
                 target["encryptedValue"] = value
@@ -1150,36 +1125,36 @@ class Reducer:
             calls = m.get("toolCalls")
             if type(calls) is list:
                 for call in calls:
-                    if type(call) is dict and _same(call.get("id", _ABSENT), tcid):
+                    if type(call) is dict and _same(call.get("id", UNDEFINED), tcid):
                         return call
         return None
 
     # -- tool calls --------------------------------------------------------------------
 
     def _on_tool_start(self, event: Event) -> None:
-        tcid = event.get("toolCallId", _ABSENT)
-        name = event.get("toolCallName", _ABSENT)
+        tcid = event.get("toolCallId", UNDEFINED)
+        name = event.get("toolCallName", UNDEFINED)
         found = self._tool_call(tcid)
         if found is not None:
             # Idempotent: a start replayed for a call already held only renames it.
             call = found[1]
             held = call.get("function")
-            old = held.get("name", _ABSENT) if type(held) is dict else _ABSENT
+            old = held.get("name", UNDEFINED) if type(held) is dict else UNDEFINED
             if type(held) is dict and not _same(old, name):
                 self.warnings.append(
                     f"TOOL_CALL_START: tool call '{_show(tcid)}' already exists with name "
                     f"'{_show(old)}' — updating it to '{_show(name)}'"
                 )
-                if name is _ABSENT:
+                if name is UNDEFINED:
                     held.pop("name", None)
                 else:
                     held["name"] = name
             self._merge_event_metadata(call, event)
             return
 
-        parent_id = event.get("parentMessageId", _ABSENT)
+        parent_id = event.get("parentMessageId", UNDEFINED)
         target: Message | None = None
-        created_id: Any = _ABSENT
+        created_id: Any = UNDEFINED
         if _truthy(parent_id):
             existing = self._find(parent_id)
             if existing is not None and existing.get("role") == "assistant":
@@ -1187,7 +1162,7 @@ class Reducer:
             elif existing is not None:
                 self.warnings.append(
                     f"TOOL_CALL_START: parentMessageId '{_show(parent_id)}' matches a "
-                    f"'{_show(existing.get('role', _ABSENT))}' message, not assistant — "
+                    f"'{_show(existing.get('role', UNDEFINED))}' message, not assistant — "
                     "falling back to toolCallId"
                 )
                 created_id = tcid
@@ -1196,7 +1171,7 @@ class Reducer:
         else:
             created_id = tcid
         if target is None:
-            target = {} if created_id is _ABSENT else {"id": created_id}
+            target = {} if created_id is UNDEFINED else {"id": created_id}
             target["role"] = "assistant"
             target["toolCalls"] = []
             created_key = created_id if type(created_id) is str else _key(created_id)
@@ -1211,9 +1186,9 @@ class Reducer:
         calls = target.get("toolCalls")
         if calls is None:
             calls = target["toolCalls"] = []
-        function: dict[str, Any] = {} if name is _ABSENT else {"name": name}
+        function: dict[str, Any] = {} if name is UNDEFINED else {"name": name}
         function["arguments"] = ""
-        call = {} if tcid is _ABSENT else {"id": tcid}
+        call = {} if tcid is UNDEFINED else {"id": tcid}
         call["type"] = "function"
         call["function"] = function
         if type(calls) is list:
@@ -1222,7 +1197,7 @@ class Reducer:
         self._merge_event_metadata(call, event)
 
     def _on_tool_args(self, event: Event) -> None:
-        tcid = event.get("toolCallId", _ABSENT)
+        tcid = event.get("toolCallId", UNDEFINED)
         found = self._tool_calls.get(tcid if type(tcid) is str else _key(tcid))
         if found is None:
             self.warnings.append(
@@ -1233,8 +1208,8 @@ class Reducer:
         function = call.get("function")
         if type(function) is not dict:
             return  # the client throws reading `.arguments` of nothing; not a 1.0 message
-        delta = event.get("delta", _ABSENT)
-        args = function.get("arguments", _ABSENT)
+        delta = event.get("delta", UNDEFINED)
+        args = function.get("arguments", UNDEFINED)
         if type(args) is str and type(delta) is str:
             function["arguments"] = ""  # see _append_content
             args += delta
@@ -1244,7 +1219,7 @@ class Reducer:
         self._merge_event_metadata(call, event)
 
     def _on_tool_end(self, event: Event) -> None:
-        tcid = event.get("toolCallId", _ABSENT)
+        tcid = event.get("toolCallId", UNDEFINED)
         found = self._tool_call(tcid)
         if found is None:
             self.warnings.append(
@@ -1254,10 +1229,10 @@ class Reducer:
         self._merge_event_metadata(found[1], event)
 
     def _on_tool_result(self, event: Event) -> None:
-        mid = event.get("messageId", _ABSENT)
-        tcid = event.get("toolCallId", _ABSENT)
-        message: Message = {} if mid is _ABSENT else {"id": mid}
-        if tcid is not _ABSENT:
+        mid = event.get("messageId", UNDEFINED)
+        tcid = event.get("toolCallId", UNDEFINED)
+        message: Message = {} if mid is UNDEFINED else {"id": mid}
+        if tcid is not UNDEFINED:
             message["toolCallId"] = tcid
         role = event.get("role")
         message["role"] = role if _truthy(role) else "tool"
@@ -1299,7 +1274,7 @@ class Reducer:
                 continue
             calls = m.get("toolCalls")
             if type(calls) is list and any(
-                type(c) is dict and _same(c.get("id", _ABSENT), tcid) for c in calls
+                type(c) is dict and _same(c.get("id", UNDEFINED), tcid) for c in calls
             ):
                 return m
         return None
@@ -1310,16 +1285,16 @@ class Reducer:
         if "snapshot" not in event:
             # The client's state becomes undefined, which it never shows: it keeps showing
             # the last state while the next patch starts from nothing.
-            self._patch_base = UNDEFINED
+            self._state_undefined = True
             self.state_deltas = None
             return
         snapshot = event["snapshot"]
         self.state = _clone(snapshot) if self._copy else snapshot
-        self._patch_base = _ABSENT
+        self._state_undefined = False
         self.state_deltas = None
 
     def _on_state_delta(self, event: Event) -> None:
-        base = self.state if self._patch_base is _ABSENT else self._patch_base
+        base = UNDEFINED if self._state_undefined else self.state
         try:
             # A new document (the old state is never changed): untouched subtrees are shared
             # with the old state, values from the event are copies.
@@ -1334,10 +1309,10 @@ class Reducer:
         elif self.state_deltas is not None:
             self.state_deltas.append(delta)
         if state is UNDEFINED:
-            self._patch_base = UNDEFINED
+            self._state_undefined = True
         else:
             self.state = state
-            self._patch_base = _ABSENT
+            self._state_undefined = False
 
     # -- messages snapshot -------------------------------------------------------------
 
@@ -1359,7 +1334,7 @@ class Reducer:
         for m in incoming:
             if type(m) is not dict:
                 continue
-            mid = m.get("id", _ABSENT)
+            mid = m.get("id", UNDEFINED)
             by_id[mid if type(mid) is str else _key(mid)] = m
             role = m.get("role")
             if role == "activity":
@@ -1375,9 +1350,9 @@ class Reducer:
             role = m.get("role")
             if role == "activity":
                 if type(owned) is list:
-                    atype = m.get("activityType", _ABSENT)
+                    atype = m.get("activityType", UNDEFINED)
                     return not any(_same(atype, t) for t in owned)
-                return owned is _ABSENT and not has_activity
+                return owned is UNDEFINED and not has_activity
             return role == "reasoning" and not has_reasoning
 
         kept: list[Message] = []
@@ -1385,7 +1360,7 @@ class Reducer:
         for m in self.messages:
             if type(m) is not dict:
                 continue
-            mid = m.get("id", _ABSENT)
+            mid = m.get("id", UNDEFINED)
             k = mid if type(mid) is str else _key(mid)
             replacement = by_id.get(k)
             if replacement is not None:
@@ -1399,7 +1374,7 @@ class Reducer:
             if type(m) is not dict:
                 kept.append(m)
                 continue
-            mid = m.get("id", _ABSENT)
+            mid = m.get("id", UNDEFINED)
             if (mid if type(mid) is str else _key(mid)) not in present:
                 kept.append(m)
         self.messages = kept
@@ -1409,22 +1384,22 @@ class Reducer:
     # -- activity ----------------------------------------------------------------------
 
     def _on_activity_snapshot(self, event: Event) -> None:
-        mid = event.get("messageId", _ABSENT)
+        mid = event.get("messageId", UNDEFINED)
         existing = self._find(mid)
         replace = event.get("replace")
         replace = True if replace is None else _truthy(replace)
-        content = event.get("content", _ABSENT)
-        if content is not _ABSENT and self._copy:
+        content = event.get("content", UNDEFINED)
+        if content is not UNDEFINED and self._copy:
             content = _clone(content)
-        atype = event.get("activityType", _ABSENT)
+        atype = event.get("activityType", UNDEFINED)
         sub = event.get("subagentRunId")
 
         def minted() -> Message:
-            m: Message = {} if mid is _ABSENT else {"id": mid}
+            m: Message = {} if mid is UNDEFINED else {"id": mid}
             m["role"] = "activity"
-            if atype is not _ABSENT:
+            if atype is not UNDEFINED:
                 m["activityType"] = atype
-            if content is not _ABSENT:
+            if content is not UNDEFINED:
                 m["content"] = content
             if sub is not None:
                 m["subagentRunId"] = sub
@@ -1443,9 +1418,9 @@ class Reducer:
                 for name, value in (
                     ("activityType", atype),
                     ("content", content),
-                    ("subagentRunId", _ABSENT if sub is None else sub),
+                    ("subagentRunId", UNDEFINED if sub is None else sub),
                 ):
-                    if value is _ABSENT:
+                    if value is UNDEFINED:
                         updated.pop(name, None)
                     else:
                         updated[name] = value
@@ -1456,7 +1431,7 @@ class Reducer:
             self._merge_event_metadata(target, event)
 
     def _on_activity_delta(self, event: Event) -> None:
-        mid = event.get("messageId", _ABSENT)
+        mid = event.get("messageId", UNDEFINED)
         existing = self._find(mid)
         if existing is None:
             return
@@ -1483,8 +1458,8 @@ class Reducer:
             updated.pop("content", None)
         else:
             updated["content"] = content
-        atype = event.get("activityType", _ABSENT)
-        if atype is _ABSENT:
+        atype = event.get("activityType", UNDEFINED)
+        if atype is UNDEFINED:
             updated.pop("activityType", None)
         else:
             updated["activityType"] = atype
@@ -1503,7 +1478,7 @@ class Reducer:
         for m in sent:
             if type(m) is not dict:
                 continue
-            mid = m.get("id", _ABSENT)
+            mid = m.get("id", UNDEFINED)
             if (mid if type(mid) is str else _key(mid)) in self._by_id:
                 continue
             if "subagentRunId" in m and m["subagentRunId"] is None:

@@ -32,25 +32,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, NoReturn, TypeAlias
 
 from agui_store.errors import SequenceError
-from agui_store.protocol.js import as_double, number_to_string
+from agui_store.protocol.js import UNDEFINED, Undefined, as_double, js_string
 
 __all__ = ["SequenceVerifier", "verify_events"]
 
 
 # --------------------------------------------------------------------------------------------
 # JavaScript values, as far as the verifier can see them
-
-
-class _Undefined:
-    """JavaScript's ``undefined``: the field is absent (distinct from JSON ``null``)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "undefined"
-
-
-_UNDEFINED: Final = _Undefined()
 
 
 class _Opaque:
@@ -75,11 +63,11 @@ class _Opaque:
 
 # A value as a Map/Set key under JavaScript's SameValueZero: strings as themselves (the common
 # case), ``null`` as None, numbers and booleans tagged so that ``True`` and ``1`` differ.
-_Key: TypeAlias = "str | _Undefined | tuple[str, float | bool] | _Opaque | None"
+_Key: TypeAlias = "str | Undefined | tuple[str, float | bool] | _Opaque | None"
 
 
 def _key(value: Any) -> _Key:
-    if isinstance(value, str) or value is None or value is _UNDEFINED:
+    if isinstance(value, str) or value is None or value is UNDEFINED:
         return value
     if isinstance(value, bool):
         return ("bool", value)
@@ -91,30 +79,8 @@ def _key(value: Any) -> _Key:
 def _prop(value: Any, name: str) -> Any:
     """``value.name`` for a JSON value: only objects have (own) properties."""
     if isinstance(value, Mapping):
-        return value.get(name, _UNDEFINED)
-    return _UNDEFINED
-
-
-def _js_str(value: Any) -> str:
-    """``String(value)``, as a template literal spells a JSON value."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "null"
-    if value is _UNDEFINED:
-        return "undefined"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return number_to_string(as_double(value))
-    if isinstance(value, list | tuple):
-        return _js_join(value, ",")
-    return "[object Object]"
-
-
-def _js_join(values: Iterable[Any], sep: str) -> str:
-    """``Array.prototype.join``: ``null`` and ``undefined`` elements become empty."""
-    return sep.join("" if v is None or v is _UNDEFINED else _js_str(v) for v in values)
+        return value.get(name, UNDEFINED)
+    return UNDEFINED
 
 
 def _show(key: _Key) -> str:
@@ -122,19 +88,19 @@ def _show(key: _Key) -> str:
     if isinstance(key, str):
         return key
     if isinstance(key, tuple):
-        return _js_str(key[1])
+        return js_string(key[1])
     if isinstance(key, _Opaque):
-        return _js_str(key.value)
-    return _js_str(key)
+        return js_string(key.value)
+    return js_string(key)
 
 
 def _show_all(keys: Iterable[_Key]) -> str:
     """Keys listed as ``Array.from(keys).join(", ")`` lists them."""
-    return ", ".join("" if k is None or k is _UNDEFINED else _show(k) for k in keys)
+    return ", ".join("" if k is None or k is UNDEFINED else _show(k) for k in keys)
 
 
 def _owner_name(owner: _Key) -> str:
-    return "(the parent agent)" if owner is _UNDEFINED else _show(owner)
+    return "(the parent agent)" if owner is UNDEFINED else _show(owner)
 
 
 def _js_typeof_str(value: Any) -> str:
@@ -142,7 +108,7 @@ def _js_typeof_str(value: Any) -> str:
     if isinstance(value, Mapping):
         return "object"
     kind = "boolean" if isinstance(value, bool) else "number"
-    return f"{kind} {_js_str(value)}"
+    return f"{kind} {js_string(value)}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -172,7 +138,7 @@ _SUBAGENT_OPTIONALS: Final[Mapping[str, tuple[str, ...]]] = {
     "SUBAGENT_ERROR": ("code",),
 }
 
-# Owners (the opener's subagentRunId key, or _UNDEFINED for the parent agent) per entity id.
+# Owners (the opener's subagentRunId key, or UNDEFINED for the parent agent) per entity id.
 _Owners: TypeAlias = "dict[_Key, _Key]"
 _Handler: TypeAlias = "Callable[[SequenceVerifier, Mapping[str, Any], str, bool], None]"
 
@@ -228,7 +194,7 @@ class SequenceVerifier:
         self._owned_activities: _Owners = {}
         self._owned_reasoning: _Owners = {}
         # owner -> open step names. Nested rather than joined, so that the parent
-        # (_UNDEFINED) and a subagent whose id is "" stay apart.
+        # (UNDEFINED) and a subagent whose id is "" stay apart.
         self._steps: dict[_Key, dict[_Key, None]] = {}
         self._open_subagents: dict[str, None] = {}
         # Subagent ids closed in this run: an id names one invocation and cannot restart.
@@ -324,7 +290,7 @@ class SequenceVerifier:
     # ---- the rules ---------------------------------------------------------------------------
 
     def _judge(self, event: Mapping[str, Any], index: int, *, commit: bool) -> None:
-        etype = event.get("type", _UNDEFINED)
+        etype = event.get("type", UNDEFINED)
         try:
             self._lifecycle(event, etype)
             self._attribution(event, etype)
@@ -345,7 +311,7 @@ class SequenceVerifier:
 
     def _lifecycle(self, event: Mapping[str, Any], etype: Any) -> None:
         """Run-level order: what may come first, after a terminal, and while a run is open."""
-        shown = _js_str(etype)
+        shown = js_string(etype)
         if self._run_errored and etype != "RUN_STARTED":
             _fail(
                 f"Cannot send event type '{shown}': The run has already errored with "
@@ -369,9 +335,9 @@ class SequenceVerifier:
     @staticmethod
     def _attribution(event: Mapping[str, Any], etype: Any) -> None:
         """No-null rules of the subagent surface (the schema's, for in-process producers)."""
-        if event.get("subagentRunId", _UNDEFINED) is None:
+        if event.get("subagentRunId", UNDEFINED) is None:
             _fail(
-                f"Cannot send '{_js_str(etype)}' with 'subagentRunId: null'. "
+                f"Cannot send '{js_string(etype)}' with 'subagentRunId: null'. "
                 "The field is optional — omit it entirely."
             )
         optionals = _SUBAGENT_OPTIONALS.get(etype) if isinstance(etype, str) else None
@@ -383,12 +349,12 @@ class SequenceVerifier:
                         "The field is optional — omit it entirely."
                     )
             # Read on every SUBAGENT_* event, as upstream does, not only on FINISHED.
-            outcome = event.get("outcome", _UNDEFINED)
-            if outcome is not _UNDEFINED and outcome is not None:
+            outcome = event.get("outcome", UNDEFINED)
+            if outcome is not UNDEFINED and outcome is not None:
                 kind = _prop(outcome, "type")
                 if kind != "success" and kind != "suspended":
                     _fail(
-                        f"Cannot send '{etype}' with outcome type '{_js_str(kind)}'. The "
+                        f"Cannot send '{etype}' with outcome type '{js_string(kind)}'. The "
                         'outcome is either { type: "success" } or { type: "suspended" }.'
                     )
                 interrupt_ids = _prop(outcome, "interruptIds")
@@ -412,7 +378,7 @@ class SequenceVerifier:
                     if _prop(interrupt, "subagentRunId") is None:
                         _fail(
                             "Cannot send 'RUN_FINISHED' with an interrupt (id "
-                            f"'{_js_str(_prop(interrupt, 'id'))}') carrying "
+                            f"'{js_string(_prop(interrupt, 'id'))}') carrying "
                             "'subagentRunId: null'. The field is optional — omit it entirely."
                         )
 
@@ -444,7 +410,7 @@ class SequenceVerifier:
 
         An opener without a tag made the entity the parent agent's, which is an owner too.
         """
-        if tag is _UNDEFINED or entity not in owners:
+        if tag is UNDEFINED or entity not in owners:
             return
         owner = owners[entity]
         if owner != tag:
@@ -461,7 +427,7 @@ class SequenceVerifier:
         for msg in raw_messages:
             if not isinstance(msg, Mapping) or not isinstance(msg.get("id"), str):
                 continue
-            if msg.get("subagentRunId", _UNDEFINED) is None:
+            if msg.get("subagentRunId", UNDEFINED) is None:
                 _fail(
                     f"Cannot send a message (id '{msg['id']}') with 'subagentRunId: null'. "
                     "The field is optional — omit it entirely."
@@ -496,7 +462,7 @@ class SequenceVerifier:
                 if role == "activity"
                 else self._owned_messages
             )
-            owner = _key(msg.get("subagentRunId", _UNDEFINED))
+            owner = _key(msg.get("subagentRunId", UNDEFINED))
             if authoritative or msg["id"] not in bucket:
                 bucket[msg["id"]] = owner
             tool_calls = msg.get("toolCalls")
@@ -508,8 +474,8 @@ class SequenceVerifier:
     # ---- handlers: validate, then (when committing) change the state ---------------------------
 
     def _text_start(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
-        mid = _key(event.get("messageId", _UNDEFINED))
-        tag = _key(event.get("subagentRunId", _UNDEFINED))
+        mid = _key(event.get("messageId", UNDEFINED))
+        tag = _key(event.get("subagentRunId", UNDEFINED))
         if mid in self._open_text:
             _fail(
                 f"Cannot send 'TEXT_MESSAGE_START' event: A text message with ID '{_show(mid)}' "
@@ -523,7 +489,7 @@ class SequenceVerifier:
             self._owned_messages.setdefault(mid, tag)
 
     def _text_continue(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
-        mid = _key(event.get("messageId", _UNDEFINED))
+        mid = _key(event.get("messageId", UNDEFINED))
         if mid not in self._open_text:
             fix = (
                 "Start a text message with 'TEXT_MESSAGE_START' first."
@@ -534,13 +500,13 @@ class SequenceVerifier:
                 f"Cannot send '{etype}' event: No active text message found with ID "
                 f"'{_show(mid)}'. {fix}"
             )
-        tag = _key(event.get("subagentRunId", _UNDEFINED))
+        tag = _key(event.get("subagentRunId", UNDEFINED))
         self._check_tag(etype, tag, self._owned_messages, mid, "message")
         if commit and etype == "TEXT_MESSAGE_END":
             del self._open_text[mid]
 
     def _tool_start(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
-        tid = _key(event.get("toolCallId", _UNDEFINED))
+        tid = _key(event.get("toolCallId", UNDEFINED))
         if tid in self._open_tools:
             _fail(
                 f"Cannot send 'TOOL_CALL_START' event: A tool call with ID '{_show(tid)}' is "
@@ -548,16 +514,16 @@ class SequenceVerifier:
             )
         # A tool call lives inside the message parentMessageId names and has no attribution
         # of its own: a tag that disagrees with that message's owner cannot be represented.
-        parent = event.get("parentMessageId", _UNDEFINED)
-        tag = _key(event.get("subagentRunId", _UNDEFINED))
-        inherited: _Key | _Undefined = _UNDEFINED
+        parent = event.get("parentMessageId", UNDEFINED)
+        tag = _key(event.get("subagentRunId", UNDEFINED))
+        inherited: _Key | Undefined = UNDEFINED
         has_inherited = False
-        if parent is not _UNDEFINED:
+        if parent is not UNDEFINED:
             parent_key = _key(parent)
             if parent_key in self._owned_messages:
                 inherited = self._owned_messages[parent_key]
                 has_inherited = True
-                if tag is not _UNDEFINED and tag != inherited:
+                if tag is not UNDEFINED and tag != inherited:
                     _fail(
                         f"Cannot send 'TOOL_CALL_START': subagentRunId '{_show(tag)}' does not "
                         f"match its parent message '{_show(parent_key)}' owner "
@@ -569,20 +535,20 @@ class SequenceVerifier:
             existing = self._owned_tools[tid]
             self._check_tag(etype, tag, self._owned_tools, tid, "tool call")
             # An untagged reopen's effective owner is the one inherited from its parent.
-            if tag is _UNDEFINED and has_inherited and inherited != existing:
+            if tag is UNDEFINED and has_inherited and inherited != existing:
                 _fail(
                     f"Cannot send 'TOOL_CALL_START': tool call '{_show(tid)}' is owned by "
-                    f"'{_owner_name(existing)}' but its parent message '{_js_str(parent)}' is "
+                    f"'{_owner_name(existing)}' but its parent message '{js_string(parent)}' is "
                     f"owned by '{_owner_name(inherited)}'. A tool call belongs to the message "
                     "that carries it."
                 )
         if commit:
             self._open_tools[tid] = None
             if not known:
-                self._owned_tools[tid] = tag if tag is not _UNDEFINED else inherited
+                self._owned_tools[tid] = tag if tag is not UNDEFINED else inherited
 
     def _tool_continue(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
-        tid = _key(event.get("toolCallId", _UNDEFINED))
+        tid = _key(event.get("toolCallId", UNDEFINED))
         if tid not in self._open_tools:
             fix = (
                 "Start a tool call with 'TOOL_CALL_START' first."
@@ -593,23 +559,23 @@ class SequenceVerifier:
                 f"Cannot send '{etype}' event: No active tool call found with ID "
                 f"'{_show(tid)}'. {fix}"
             )
-        tag = _key(event.get("subagentRunId", _UNDEFINED))
+        tag = _key(event.get("subagentRunId", UNDEFINED))
         self._check_tag(etype, tag, self._owned_tools, tid, "tool call")
         if commit and etype == "TOOL_CALL_END":
             del self._open_tools[tid]
 
     def _step_started(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
-        name = _key(event.get("stepName", _UNDEFINED))
-        owner = _key(event.get("subagentRunId", _UNDEFINED))
+        name = _key(event.get("stepName", UNDEFINED))
+        owner = _key(event.get("subagentRunId", UNDEFINED))
         if name in self._steps.get(owner, ()):
-            where = "" if owner is _UNDEFINED else f" in subagent '{_show(owner)}'"
+            where = "" if owner is UNDEFINED else f" in subagent '{_show(owner)}'"
             _fail(f"Step \"{_show(name)}\" is already active for 'STEP_STARTED'{where}")
         if commit:
             self._steps.setdefault(owner, {})[name] = None
 
     def _step_finished(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
-        name = _key(event.get("stepName", _UNDEFINED))
-        owner = _key(event.get("subagentRunId", _UNDEFINED))
+        name = _key(event.get("stepName", UNDEFINED))
+        owner = _key(event.get("subagentRunId", UNDEFINED))
         if name not in self._steps.get(owner, ()):
             # Open under another owner is the likelier mistake (a producer stamping "whoever
             # is active now"), so it gets its own message.
@@ -627,29 +593,29 @@ class SequenceVerifier:
 
     @staticmethod
     def _agent_name(owner: _Key) -> str:
-        return "the parent agent" if owner is _UNDEFINED else f"subagent '{_show(owner)}'"
+        return "the parent agent" if owner is UNDEFINED else f"subagent '{_show(owner)}'"
 
     def _activity_snapshot(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
         # Only a replacing snapshot re-mints the activity and so re-owns it.
-        mid = _key(event.get("messageId", _UNDEFINED))
+        mid = _key(event.get("messageId", UNDEFINED))
         if commit and (
-            mid not in self._owned_activities or event.get("replace", _UNDEFINED) is not False
+            mid not in self._owned_activities or event.get("replace", UNDEFINED) is not False
         ):
-            self._owned_activities[mid] = _key(event.get("subagentRunId", _UNDEFINED))
+            self._owned_activities[mid] = _key(event.get("subagentRunId", UNDEFINED))
 
     def _activity_delta(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
-        mid = _key(event.get("messageId", _UNDEFINED))
-        tag = _key(event.get("subagentRunId", _UNDEFINED))
+        mid = _key(event.get("messageId", UNDEFINED))
+        tag = _key(event.get("subagentRunId", UNDEFINED))
         self._check_tag(etype, tag, self._owned_activities, mid, "activity")
 
     def _tool_result(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
         # It mints the tool message; its own attribution wins (the newest mint, not the first).
         mid = event.get("messageId")
         if commit and isinstance(mid, str):
-            self._owned_messages[mid] = _key(event.get("subagentRunId", _UNDEFINED))
+            self._owned_messages[mid] = _key(event.get("subagentRunId", UNDEFINED))
 
     def _reasoning_open(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
-        mid = _key(event.get("messageId", _UNDEFINED))
+        mid = _key(event.get("messageId", UNDEFINED))
         span = etype == "REASONING_START"
         # A span and the message inside it may share an id: each opener checks its own set.
         opened = self._open_reasoning_spans if span else self._open_reasoning_messages
@@ -662,7 +628,7 @@ class SequenceVerifier:
                 f"'{_show(mid)}' is already in progress. Complete it with "
                 "'REASONING_MESSAGE_END' first."
             )
-        tag = _key(event.get("subagentRunId", _UNDEFINED))
+        tag = _key(event.get("subagentRunId", UNDEFINED))
         # One owner for span and message alike; the first opener records it.
         self._check_tag(etype, tag, self._owned_reasoning, mid, "reasoning message")
         if commit:
@@ -670,7 +636,7 @@ class SequenceVerifier:
             self._owned_reasoning.setdefault(mid, tag)
 
     def _reasoning_continue(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
-        mid = _key(event.get("messageId", _UNDEFINED))
+        mid = _key(event.get("messageId", UNDEFINED))
         span = etype == "REASONING_END"
         opened = self._open_reasoning_spans if span else self._open_reasoning_messages
         if mid not in opened:
@@ -682,7 +648,7 @@ class SequenceVerifier:
                 f"'{_show(mid)}'. Start a reasoning message with 'REASONING_MESSAGE_START' "
                 "first."
             )
-        tag = _key(event.get("subagentRunId", _UNDEFINED))
+        tag = _key(event.get("subagentRunId", UNDEFINED))
         self._check_tag(etype, tag, self._owned_reasoning, mid, "reasoning message")
         if commit and etype != "REASONING_MESSAGE_CONTENT":
             del opened[mid]
@@ -690,9 +656,9 @@ class SequenceVerifier:
     def _reasoning_encrypted(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
         # Ownership only; `subtype` says which kind of entity `entityId` names. "message"
         # covers text and reasoning messages alike (ids are unique per kind).
-        entity = _key(event.get("entityId", _UNDEFINED))
-        tag = _key(event.get("subagentRunId", _UNDEFINED))
-        subtype = event.get("subtype", _UNDEFINED)
+        entity = _key(event.get("entityId", UNDEFINED))
+        tag = _key(event.get("subagentRunId", UNDEFINED))
+        subtype = event.get("subtype", UNDEFINED)
         if subtype == "tool-call":
             self._check_tag(etype, tag, self._owned_tools, entity, "tool call")
         elif subtype == "message":
@@ -720,13 +686,13 @@ class SequenceVerifier:
                 f"Cannot send 'SUBAGENT_STARTED': subagent '{sub}' has already finished in "
                 "this run. Subagent IDs are per-invocation and cannot be reused."
             )
-        parent = event.get("parentSubagentRunId", _UNDEFINED)
-        if parent is not _UNDEFINED and not (
+        parent = event.get("parentSubagentRunId", UNDEFINED)
+        if parent is not UNDEFINED and not (
             isinstance(parent, str)
             and (parent in self._open_subagents or parent in self._closed_subagents)
         ):
             _fail(
-                f"Cannot send 'SUBAGENT_STARTED': parentSubagentRunId '{_js_str(parent)}' has "
+                f"Cannot send 'SUBAGENT_STARTED': parentSubagentRunId '{js_string(parent)}' has "
                 "not been started in this run."
             )
         if commit:
@@ -768,7 +734,7 @@ class SequenceVerifier:
     def _run_finished_event(self, event: Mapping[str, Any], etype: str, commit: bool) -> None:
         if any(self._steps.values()):
             listed = _show_all(
-                name if owner is _UNDEFINED else f"{_show(name)} (subagent '{_show(owner)}')"
+                name if owner is UNDEFINED else f"{_show(name)} (subagent '{_show(owner)}')"
                 for owner, names in self._steps.items()
                 for name in names
             )

@@ -9,6 +9,8 @@
 //   {"op": "compact", "events": [...]}        -> {"ok": true, "events": [...], "warnings": [...]}
 //   {"op": "verify", "events": [...], "schema": bool, "chunks": bool}
 //       -> {"ok": true, "count": n} | {"ok": false, "index": i, "error": "..."}
+//   {"op": "string", "values": [...], "undefined": "<marker>"}
+//       -> {"ok": true, "strings": ["...", {"error": "..."}, ...]}   (JavaScript's String(value))
 //
 // A failure of the client itself answers {"ok": false, "error": "..."} (with "index" for verify).
 import {
@@ -117,6 +119,19 @@ async function answer(line) {
       } catch (e) {
         return { ok: false, error: errorText(e) };
       }
+    }
+    if (req.op === "string") {
+      // JSON has no undefined: the marker string stands for it, at the top or in arrays.
+      const revive = (v) =>
+        v === req.undefined ? undefined : Array.isArray(v) ? v.map(revive) : v;
+      const strings = req.values.map((v) => {
+        try {
+          return String(revive(v));
+        } catch (e) {
+          return { error: errorText(e) };
+        }
+      });
+      return { ok: true, strings };
     }
     return { ok: false, error: `unknown op ${req.op}` };
   } catch (e) {

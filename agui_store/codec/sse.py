@@ -1,0 +1,147 @@
+"""The SSE wire format (``text/event-stream``), read and written: what an AG-UI server sends.
+
+:class:`SSEParser` reads it incrementally, on bytes, following the WHATWG event-stream rules:
+lines end with LF, CR or CRLF (a chunk may end between the two); a line starting with ``:``
+is a comment; ``name: value`` is a field, one space after the colon not part of the value,
+and a line without a colon a field with an empty value; a blank line ends an event. An
+AG-UI event lives in the ``data`` field alone, so ``event``, ``id``, ``retry`` and unknown
+fields are skipped, and an event's payload is its ``data`` values joined by LF. A byte order
+mark is the caller's to strip: :mod:`agui_store.codec.ingest` strips it from a file before it
+tells the format, while a response's bytes are read as the client reads them.
+
+:func:`encode_sse` writes one event. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agui_store.errors import InvalidEventError
+
+__all__ = ["MAX_EVENT_BYTES", "SSEParser", "encode_sse"]
+
+_LINE_END = re.compile(rb"\r\n?|\n")
+
+#: The largest SSE event :class:`SSEParser` holds while it arrives (bytes), by default.
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+
+class SSEParser:
+    """Incremental ``text/event-stream`` parser: bytes in, complete ``data`` payloads out.
+
+    A chunk may end anywhere: inside a line, between the ``\\r`` and ``\\n`` of a CRLF,
+    inside a UTF-8 sequence. A payload is the event's ``data`` lines joined by ``\\n``, each
+    without its ``data:`` prefix and one optional space; comments and other fields are
+    skipped. An event the stream does not end with a blank line comes out of :meth:`finish`.
+
+    A reader that splits the lines itself (to count them, say) hands them to :meth:`line`
+    one by one instead of calling :meth:`feed`.
+    """
+
+    __slots__ = ("_buffer", "_data", "_skip_lf", "held", "max_event_bytes")
+
+    def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        #: The largest event held while it arrives; a larger one raises (the official client
+        #: fails at 10 MB, the store refuses events over 8 MiB by default).
+        self.max_event_bytes = max_event_bytes
+        #: The bytes of ``data`` the unfinished event holds (each value and its line end):
+        #: 0 when no ``data`` line has come since the last event ended.
+        self.held = 0
+        self._buffer = bytearray()
+        self._data: list[bytes] = []
+        # The previous chunk ended with "\r": a "\n" opening the next one belongs to it.
+        self._skip_lf = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The payloads of the events this chunk completes, in order.
+
+        Raises:
+            InvalidEventError: the unfinished event has grown past :attr:`max_event_bytes`.
+        """
+        if not chunk:
+            return []
+        done: list[bytes] = []
+        if not self._buffer and not self._data and not self._skip_lf and 0x0D not in chunk:
+            # The common case (every Python producer): LF line ends, the chunk starting at an
+            # event. Whole events are cut with bytes.split; the rest goes the general way.
+            *events, chunk = chunk.split(b"\n\n")
+            for event in events:
+                if event.startswith(b"data: ") and 0x0A not in event:  # memchr, as above
+                    done.append(event[6:])
+                else:
+                    for line in [*event.split(b"\n"), b""]:
+                        payload = self.line(line)
+                        if payload is not None:
+                            done.append(payload)
+            if not chunk:
+                return done
+        buffer = self._buffer
+        buffer += chunk
+        start = 0
+        if self._skip_lf:
+            self._skip_lf = False
+            if buffer[:1] == b"\n":
+                start = 1
+        end_of_buffer = len(buffer)
+        while True:
+            found = _LINE_END.search(buffer, start)
+            if found is None:
+                break
+            if found.group() == b"\r" and found.end() == end_of_buffer:
+                self._skip_lf = True
+            payload = self.line(bytes(buffer[start : found.start()]))
+            if payload is not None:
+                done.append(payload)
+            start = found.end()
+        del buffer[:start]
+        if len(buffer) + self.held > self.max_event_bytes:
+            raise InvalidEventError(
+                f"an SSE event of the response exceeds {self.max_event_bytes:,} bytes "
+                "before its end"
+            )
+        return done
+
+    def finish(self) -> list[bytes]:
+        """The stream ended normally: the payload of an event it did not end with a blank
+        line. ``@ag-ui/client`` parses what is left in its buffer at the end of a response,
+        so that event reached the client."""
+        if self._buffer:
+            self.line(bytes(self._buffer))  # an unended line ends no event
+            self._buffer.clear()
+        payload = self.line(b"")
+        return [] if payload is None else [payload]
+
+    def line(self, line: bytes) -> bytes | None:
+        """Read one line, without its line end: the payload of the event a blank line ends,
+        else ``None`` (an event without ``data`` ends with nothing to give)."""
+        if not line:
+            if not self._data:
+                return None
+            payload = b"\n".join(self._data)
+            self._data = []
+            self.held = 0
+            return payload
+        if line.startswith(b":"):
+            return None  # a comment (keep-alive pings)
+        name, colon, value = line.partition(b":")
+        if name != b"data":
+            return None  # id, event, retry: AG-UI events live in data alone
+        if colon and value.startswith(b" "):
+            value = value[1:]
+        self._data.append(value)
+        self.held += len(value) + 1
+        return None
+
+
+def encode_sse(payload: bytes, event_id: int | None = None) -> bytes:
+    """One SSE event: ``id:`` (when given) and the payload as ``data:`` lines, then the blank
+    line that ends it (``data: <json>\\n\\n`` for one line of JSON, as ``@ag-ui/encoder``
+    writes it)."""
+    # Searching for the byte as an int is memchr; for a one-byte bytes it is several
+    # times slower, and this runs once an event.
+    if 0x0A not in payload:
+        if event_id is None:
+            return b"data: " + payload + b"\n\n"
+        return b"id: %d\ndata: %b\n\n" % (event_id, payload)
+    head = b"id: %d\n" % event_id if event_id is not None else b""
+    return head + b"".join(b"data: " + line + b"\n" for line in payload.split(b"\n")) + b"\n"
