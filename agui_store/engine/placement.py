@@ -35,7 +35,7 @@ from agui_store.errors import (
 from agui_store.history import hashing, nesting
 from agui_store.history.normalize import SentChunks, normalize_input
 from agui_store.history.restore import RunRecord, apply_run, body_as_sent, start_reducer
-from agui_store.protocol.patch import UNDEFINED
+from agui_store.protocol.js import UNDEFINED
 from agui_store.protocol.reducer import Reducer
 from agui_store.protocol.verify import SequenceVerifier
 from agui_store.records import AppendResult, status_of_terminal
