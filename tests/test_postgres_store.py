@@ -51,7 +51,7 @@ from agui_store.errors import (
 )
 from tests.strategies import legal_streams, message_lists
 from tests.test_postgres_schema import deployment  # noqa: F401 (the fixture, used by name)
-from tests.test_store import run, say
+from tests.streams import run, say
 
 #: Writer processes in the concurrency tests, and batches each appends.
 WRITERS = 8

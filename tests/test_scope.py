@@ -24,7 +24,7 @@ from agui_store.errors import (
 )
 from tests.backends import checked, dump
 from tests.schema_history import as_version_10
-from tests.test_store import run, say
+from tests.streams import run, say
 
 
 @pytest.fixture
