@@ -50,8 +50,8 @@ from agui_store.errors import (
     StoreBusyError,
 )
 from tests.strategies import legal_streams, message_lists
-from tests.test_postgres_schema import deployment  # noqa: F401 (the fixture, used by name)
 from tests.streams import run, say
+from tests.test_postgres_schema import deployment  # noqa: F401 (the fixture, used by name)
 
 #: Writer processes in the concurrency tests, and batches each appends.
 WRITERS = 8
