@@ -21,8 +21,8 @@ from tests.postgres_cluster import ClusterUnavailable, PostgresCluster, Postgres
 # ones every time (at 300 the suite took 21 min of a 20-minute budget on SQLite alone; with
 # PostgreSQL running many tests a second time, 200 was on course for over an hour). A test
 # whose examples cost more or less sets its own beside it, relative to the profile's:
-# state machines run fewer, longer examples (tests/test_checkpoints.py), the differential
-# "thousands of streams" properties more (tests/test_compaction.py).
+# state machines run fewer, longer examples (tests/contract/test_checkpoints.py), the
+# differential "thousands of streams" properties more (tests/test_compaction.py).
 settings.register_profile(
     "dev", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
