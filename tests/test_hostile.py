@@ -639,13 +639,6 @@ PYDANTIC_FIELDS = [
     if kind is str
 ]
 
-PYDANTIC_WARNING = (
-    "codec._from_object calls model_dump() with pydantic's serializer warnings on: a "
-    "wrong-kind field makes pydantic warn, and under -W error (pytest's filterwarnings) the "
-    "warning escapes as PydanticSerializationError/UserWarning instead of InvalidEventError"
-)
-
-
 def test_official_pydantic_events_with_a_wrong_kind_are_refused_naming_the_field(
     target: Target,
 ) -> None:

@@ -75,19 +75,14 @@ def problems(location: str) -> list[str]:
 
 def test_the_log_pass_on_postgresql_reads_through_server_side_cursors(pg_built: str) -> None:
     """The log is streamed a page at a time, not fetched whole into the client."""
-    from agui_store.backends.postgres.transaction import PostgresTransaction
-
-    with agui_store.open(pg_built) as store:
+    with agui_store.open(pg_built) as store, testing.reading(store) as tx:
         conn = testing.connection(store)
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        tx = PostgresTransaction(conn)
         events, batches = iter(tx.log_in_order()), iter(tx.batches_in_order())
         assert next(events)[:3] == (1, 1, "RUN_STARTED") and next(batches)[0] == 1
         open_cursors = "SELECT count(*) FROM pg_cursors WHERE name LIKE 'agui_store_check_%'"
         assert conn.execute(open_cursors).fetchone()[0] == 2
         assert len(list(events)) == 16 and len(list(batches)) == 6
         assert conn.execute(open_cursors).fetchone()[0] == 0  # closed once read to the end
-        conn.execute("ROLLBACK")
 
 
 # --- PostgreSQL's own storage checks ------------------------------------------------------
@@ -237,12 +232,7 @@ def test_a_part_that_fails_with_a_stream_open_leaves_the_postgresql_transaction_
     cursor afterwards would have aborted it)."""
     import gc
 
-    from agui_store.backends.postgres.transaction import PostgresTransaction
-
-    with agui_store.open(pg_built) as store:
-        conn = testing.connection(store)
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        tx = PostgresTransaction(conn)
+    with agui_store.open(pg_built) as store, testing.reading(store) as tx:
         events = iter(tx.log_in_order())
         with pytest.raises(ZeroDivisionError), tx.contained():
             next(events)
@@ -251,7 +241,6 @@ def test_a_part_that_fails_with_a_stream_open_leaves_the_postgresql_transaction_
         del events
         gc.collect()  # the abandoned generator's cleanup runs now
         assert len(list(tx.log_in_order())) == 17 and tx.complete_runs() == {1, 2, 4, 5}
-        conn.execute("ROLLBACK")
 
 
 # --- PostgreSQL's event pages -------------------------------------------------------------
