@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from agui_store.engine import port, reads
 from agui_store.history import resent_bodies
 from agui_store.history.restore import View
+from agui_store.protocol import patch
 from agui_store.store import Store
 
 if TYPE_CHECKING:  # asyncio and the ASGI code load only for those who use them
@@ -90,6 +91,30 @@ def on_write_locked(store: Store, hook: Callable[[str | None], None]) -> Iterato
         yield
     finally:
         backend.on_write_locked = None
+
+
+# --- JSON Patch's two engines -------------------------------------------------------------
+
+
+def exact_patch(document: Any, operations: Any) -> Any:
+    """:func:`~agui_store.protocol.patch.apply_patch` by its exact engine alone (the whole
+    document modelled as JavaScript values, as ``@ag-ui/client`` holds them), never by its
+    fast path: what the fast path must agree with wherever it answers."""
+    return patch._apply_exact(document, operations)
+
+
+def fast_patch(document: Any, operations: Any) -> tuple[bool, Any]:
+    """:func:`~agui_store.protocol.patch.apply_patch` by its fast path alone: ``(True, the new
+    document)``, or ``(False, None)`` where the fast path does not answer (a document that is
+    not plain JSON, operations that are not a list, or a patch it leaves to the exact engine).
+    Raises what the fast path raises otherwise."""
+    plain = type(document) in (dict, list) and patch._is_plain(document)
+    if not isinstance(operations, list) or not plain:
+        return False, None
+    try:
+        return True, patch._fast_apply(document, operations)
+    except patch._Fallback:
+        return False, None
 
 
 # --- the async store and the ASGI recorder ------------------------------------------------

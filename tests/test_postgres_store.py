@@ -1,6 +1,6 @@
 """The store on a real PostgreSQL server, through the public API only.
 
-The behavioural suite runs on every backend through ``store_location`` (tests/conftest.py);
+The behavioural suite runs on every backend through ``store_location`` (tests/contract);
 this module holds what is PostgreSQL's own: payload bytes kept exactly in the table, text
 PostgreSQL cannot hold, a differential state machine against an SQLite file, the plans of the
 port's hot statements, two stores taking turns, many writer processes on one thread and on
