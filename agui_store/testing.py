@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from agui_store.engine import port, reads
+from agui_store.engine import checkpoints, port, reads
 from agui_store.history import resent_bodies
 from agui_store.history.restore import View
 from agui_store.protocol import patch
@@ -91,6 +91,20 @@ def on_write_locked(store: Store, hook: Callable[[str | None], None]) -> Iterato
         yield
     finally:
         backend.on_write_locked = None
+
+
+@contextlib.contextmanager
+def state_patches(*, share: int, most: int) -> Iterator[None]:
+    """While inside, checkpoints store a state as the patches since the last whole one when
+    their JSON text is at most 1/``share`` of that state's (``0``: whatever their size), and
+    a whole state again after ``most`` patches; the store's own limits again afterwards. For
+    every store in the process: tests use it to make states stored as patches common."""
+    before = checkpoints.STATE_PATCH_SHARE, checkpoints.MAX_STATE_PATCHES
+    checkpoints.STATE_PATCH_SHARE, checkpoints.MAX_STATE_PATCHES = share, most
+    try:
+        yield
+    finally:
+        checkpoints.STATE_PATCH_SHARE, checkpoints.MAX_STATE_PATCHES = before
 
 
 # --- JSON Patch's two engines -------------------------------------------------------------

@@ -26,7 +26,6 @@ from hypothesis.stateful import (
 
 import agui_store
 from agui_store import testing
-from agui_store.engine import checkpoints
 from agui_store.history import blobs
 from tests.strategies import legal_streams, message_lists
 
@@ -272,12 +271,16 @@ class StatePatchMachine(CheckpointMachine):
     whole state again after every third patch: checkout must not tell the difference."""
 
     def __init__(self) -> None:
-        self._limits = (checkpoints.STATE_PATCH_SHARE, checkpoints.MAX_STATE_PATCHES)
-        checkpoints.STATE_PATCH_SHARE, checkpoints.MAX_STATE_PATCHES = 0, 3
-        super().__init__()
+        self._patches = testing.state_patches(share=0, most=3)
+        self._patches.__enter__()
+        try:
+            super().__init__()
+        except BaseException:
+            self._patches.__exit__(None, None, None)
+            raise
 
     def teardown(self) -> None:
-        checkpoints.STATE_PATCH_SHARE, checkpoints.MAX_STATE_PATCHES = self._limits
+        self._patches.__exit__(None, None, None)
         super().teardown()
 
 
