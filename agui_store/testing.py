@@ -12,9 +12,10 @@ import subprocess
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from agui_store.engine import port, reads
+from agui_store.engine import checkpoints, port, reads
 from agui_store.history import resent_bodies
 from agui_store.history.restore import View
+from agui_store.protocol import patch
 from agui_store.store import Store
 
 if TYPE_CHECKING:  # asyncio and the ASGI code load only for those who use them
@@ -88,6 +89,44 @@ def on_write_locked(store: Store, hook: Callable[[str | None], None]) -> Iterato
         yield
     finally:
         backend.on_write_locked = None
+
+
+@contextlib.contextmanager
+def state_patches(*, share: int, most: int) -> Iterator[None]:
+    """While inside, checkpoints store a state as the patches since the last whole one when
+    their JSON text is at most 1/``share`` of that state's (``0``: whatever their size), and
+    a whole state again after ``most`` patches; the store's own limits again afterwards. For
+    every store in the process: tests use it to make states stored as patches common."""
+    before = checkpoints.STATE_PATCH_SHARE, checkpoints.MAX_STATE_PATCHES
+    checkpoints.STATE_PATCH_SHARE, checkpoints.MAX_STATE_PATCHES = share, most
+    try:
+        yield
+    finally:
+        checkpoints.STATE_PATCH_SHARE, checkpoints.MAX_STATE_PATCHES = before
+
+
+# --- JSON Patch's two engines -------------------------------------------------------------
+
+
+def exact_patch(document: Any, operations: Any) -> Any:
+    """:func:`~agui_store.protocol.patch.apply_patch` by its exact engine alone (the whole
+    document modelled as JavaScript values, as ``@ag-ui/client`` holds them), never by its
+    fast path: what the fast path must agree with wherever it answers."""
+    return patch._apply_exact(document, operations)
+
+
+def fast_patch(document: Any, operations: Any) -> tuple[bool, Any]:
+    """:func:`~agui_store.protocol.patch.apply_patch` by its fast path alone: ``(True, the new
+    document)``, or ``(False, None)`` where the fast path does not answer (a document that is
+    not plain JSON, operations that are not a list, or a patch it leaves to the exact engine).
+    Raises what the fast path raises otherwise."""
+    plain = type(document) in (dict, list) and patch._is_plain(document)
+    if not isinstance(operations, list) or not plain:
+        return False, None
+    try:
+        return True, patch._fast_apply(document, operations)
+    except patch._Fallback:
+        return False, None
 
 
 # --- the async store and the ASGI recorder ------------------------------------------------

@@ -8,12 +8,15 @@ from typing import Any
 
 import apsw
 
-from agui_store.store import is_url
+
+def is_postgres(location: str) -> bool:
+    """Whether a store location names a PostgreSQL database (a URL) rather than an SQLite file."""
+    return str(location).startswith(("postgresql://", "postgres://"))
 
 
 def dump(location: str) -> list[Any]:
     """Every row the store holds, table by table (for 'left exactly as it was' checks)."""
-    if is_url(location):
+    if is_postgres(location):
         import psycopg
 
         from agui_store.backends.postgres import schema

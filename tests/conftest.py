@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import atexit
-import functools
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,8 +21,8 @@ from tests.postgres_cluster import ClusterUnavailable, PostgresCluster, Postgres
 # ones every time (at 300 the suite took 21 min of a 20-minute budget on SQLite alone; with
 # PostgreSQL running many tests a second time, 200 was on course for over an hour). A test
 # whose examples cost more or less sets its own beside it, relative to the profile's:
-# state machines run fewer, longer examples (tests/test_checkpoints.py), the differential
-# "thousands of streams" properties more (tests/test_compaction.py).
+# state machines run fewer, longer examples (tests/contract/test_checkpoints.py), the
+# differential "thousands of streams" properties more (tests/test_compaction.py).
 settings.register_profile(
     "dev", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -228,104 +225,7 @@ def postgres_cluster(postgres_server: PostgresServer) -> Iterator[PostgresCluste
 
 # --- every backend ------------------------------------------------------------------------
 #
-# The store's behavioural tests take ``new_location`` (or ``store_location``) instead of a file
-# path, and run once per backend: SQLite always, PostgreSQL on the session's server (skipped
-# with the reason when there is none, a failure in CI). SQLite-only tests (file modes,
-# triggers through sqlite3, query plans) keep ``db_path``.
-
-BACKENDS = ["sqlite", "postgres"]
-
-
-@functools.cache
-def _empty_sqlite_store() -> Path:
-    """A store file the library created and closed (no ``-wal`` left), made once a session."""
-    import tempfile
-
-    import agui_store
-
-    path = Path(tempfile.mkdtemp(prefix="agui-empty-store-")) / "empty.db"
-    agui_store.open(path).close()
-    atexit.register(shutil.rmtree, path.parent, True)
-    return path
-
-
-class StoreLocations:
-    """Fresh, empty store locations of one backend: file paths, or new databases' URLs."""
-
-    def __init__(self, backend: str, tmp_path: Path, server: Any = None, template: Any = None):
-        self.backend = backend
-        self._tmp_path = tmp_path
-        self._server = server
-        self._template = template
-        self._made: list[str] = []
-
-    def __call__(self) -> str:
-        if self.backend == "sqlite":
-            path = self._tmp_path / f"store-{len(self._made)}.db"
-            # A copy of a store file made empty by the library, as the PostgreSQL side
-            # clones an installed template: creating a file (schema, WAL switch, fsyncs)
-            # costs about 12 ms and these tests make thousands. The tests of creating a
-            # file (modes, concurrent creators, migrations) take paths of their own.
-            shutil.copy(_empty_sqlite_store(), path)
-            self._made.append(str(path))
-            return str(path)
-        dsn = self._server.create_database(template=self._template)
-        self._made.append(dsn)
-        return str(dsn)
-
-    def drop(self) -> None:
-        if self.backend == "postgres":
-            for dsn in self._made:
-                self._server.drop_database(dsn)
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    """The backend a behavioural test runs on."""
-    return str(request.param)
-
-
-@pytest.fixture
-def new_location(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> Iterator[StoreLocations]:
-    """Makes fresh, empty store locations on the test's backend (call it)."""
-    if backend == "postgres":
-        server = request.getfixturevalue("postgres_server")
-        template = request.getfixturevalue("postgres_store_template")
-        locations = StoreLocations(backend, tmp_path, server, template)
-    else:
-        locations = StoreLocations(backend, tmp_path)
-    yield locations
-    locations.drop()
-
-
-@pytest.fixture
-def store_location(new_location: StoreLocations) -> str:
-    """One fresh, empty store location on the test's backend."""
-    return new_location()
-
-
-#: The most examples a hypothesis test runs on PostgreSQL. Each example there is a fresh
-#: database (a template clone, about 0.15 s) and every store call a round trip, so the second
-#: backend runs the same properties on fewer examples; SQLite keeps the profile's budget.
-POSTGRES_MAX_EXAMPLES = 25
-
-
-@pytest.fixture(autouse=True)
-def _fewer_examples_on_postgres(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Give a hypothesis test parametrized with ``backend="postgres"`` at most
-    :data:`POSTGRES_MAX_EXAMPLES` examples, for this call only (hypothesis reads its
-    settings from the test function when it runs)."""
-    callspec = getattr(request.node, "callspec", None)
-    test = getattr(request.node, "obj", None)
-    own = getattr(test, "_hypothesis_internal_use_settings", None)
-    if callspec is None or callspec.params.get("backend") != "postgres" or own is None:
-        yield
-        return
-    capped = settings(parent=own, max_examples=min(own.max_examples, POSTGRES_MAX_EXAMPLES))
-    test._hypothesis_internal_use_settings = capped  # type: ignore[union-attr]
-    try:
-        yield
-    finally:
-        test._hypothesis_internal_use_settings = own  # type: ignore[union-attr]
+# The store's behavioural tests live in tests/contract and run once per backend through its
+# fixture (tests/contract/conftest.py: ``store_location``, ``new_location``, ``backend``).
+# Tests of one backend's own features (file modes, triggers through sqlite3, query plans, the
+# cluster's roles) stay outside it and take ``db_path`` or the PostgreSQL fixtures above.

@@ -21,7 +21,6 @@ import pytest
 
 import agui_store
 from agui_store import testing
-from agui_store.backends.sqlite.transaction import SqliteTransaction
 from agui_store.engine import checkpoints
 from agui_store.history import blobs, hashing
 
@@ -55,7 +54,8 @@ def layout(store: agui_store.Store, run_id: str) -> tuple[list[int], list[tuple[
     """The run's checkpoint: its chunks' blob ids, and its tail's segments (blob id, count)."""
     conn = testing.connection(store)
     pk = conn.execute("SELECT id FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
-    found = checkpoints.load(SqliteTransaction(conn), pk).layout
+    with testing.reading(store) as tx:
+        found = checkpoints.load(tx, pk).layout
     return found.chunk_ids, list(zip(found.tail_ids, found.tail_counts))
 
 

@@ -673,7 +673,7 @@ tricky_values = st.recursive(
 
 
 @given(json_values | tricky_values)
-def test_the_fast_depth_check_agrees_with_the_real_depth(value: Any) -> None:
+def test_an_event_text_is_refused_exactly_when_it_nests_deeper_than_the_limit(value: Any) -> None:
     def depth(v: Any) -> int:
         if isinstance(v, dict):
             return 1 + max((depth(x) for x in v.values()), default=0)
@@ -681,17 +681,22 @@ def test_the_fast_depth_check_agrees_with_the_real_depth(value: Any) -> None:
             return 1 + max((depth(x) for x in v), default=0)
         return 0
 
-    raw = ingest.encode([value])
-    # The same value beside a long string (brackets, quotes and escapes inside): a text
-    # long enough to have its brackets counted in the skeleton, as a request body has.
-    # Without brackets in it, the count alone decides the shallow ones.
-    long_raws = [ingest.encode([value, pad * 1_000]) for pad in ('a[\\"{', 'a\\"/n')]
-    assert min(map(len, long_raws)) > ingest._COUNT_IN_SKELETON_FROM
-    real = depth([value])
+    event = {"type": "CUSTOM", "name": "n", "value": value}
+    # The same event beside a long string (brackets, quotes and escapes inside): a text as
+    # long as a request body, whose brackets the depth check counts otherwise than a short
+    # one's. Without brackets in it, the count alone decides the shallow ones.
+    texts = [ingest.encode([event])] + [
+        ingest.encode([{**event, "pad": pad * 2_000}]) for pad in ('a[\\"{', 'a\\"/n')
+    ]
+    real = depth(event)
     for limit in range(1, real + 2):
-        assert ingest._deeper_than(raw, limit) == (real > limit)
-        for long_raw in long_raws:
-            assert ingest._deeper_than(long_raw, limit) == (real > limit)
+        for text in texts:
+            try:
+                parse_events(text, max_depth=limit)
+            except InvalidEventError as refused:
+                assert real > limit, (limit, str(refused))
+            else:
+                assert real <= limit, limit
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,23 +31,6 @@ from tests.workers.racer import SHARED_THREAD, conversation_of
 
 pytestmark = pytest.mark.slow
 
-# Bugs these tests found in files this suite does not own; each marker goes once it is fixed.
-CREATION_RACE = (
-    "database._migrate reads user_version, then application_id, then the table count, each in "
-    "its own autocommit statement, before it takes the write lock: when another process "
-    "creates the store between the application_id read and the table count, a brand-new file "
-    "is refused as 'an SQLite database of something else'. Make those checks inside the "
-    "immediate() transaction, after re-reading user_version there"
-)
-FORK_LOSS = (
-    "store.Store._db reopens in a forked child while the inherited connection is still open "
-    "(and a new Store in the child never closes it): the child's new connection shares the "
-    "parent's SQLite lock bookkeeping, holds no real lock, and the parent's close() "
-    "checkpoints and deletes the WAL the child is writing to, so acknowledged appends vanish. "
-    "Close every open Store's inherited connection first in the child "
-    "(os.register_at_fork(after_in_child=...), SQLite's test/forkdemo.c procedure)"
-)
-
 PROCESSES = 3
 THREADS = 3
 RUNS = scale(dev=12, ci=60)

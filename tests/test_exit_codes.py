@@ -246,9 +246,14 @@ def test_an_internal_error_is_exit_3_in_one_line_saying_where_to_report(db: str)
 
 
 def test_an_internal_error_inside_a_transaction_is_exit_3_and_names_the_file(db: str) -> None:
-    # An operation of the storage port fails inside the read transaction that show runs.
-    bug = ("import agui_store.backends.sqlite.transaction as tx\n"
-           "tx.SqliteTransaction.run_summary_and_branches = lambda self, run_pk: 1 / 0\n")
+    # A query fails inside the read transaction that show runs: apsw's connection hooks give
+    # every connection the store opens a statement tracer that raises on its first SELECT.
+    bug = ("import apsw\n"
+           "def trace(cursor, sql, bindings):\n"
+           "    if sql.lstrip().startswith('SELECT'):\n"
+           "        raise ZeroDivisionError('a query failed')\n"
+           "    return True\n"
+           "apsw.connection_hooks.append(lambda conn: setattr(conn, 'exec_trace', trace))\n")
     done = agui("--db", db, "show", "r1", prelude=bug)
     assert_fails(done, 3, "show", "internal error", "ZeroDivisionError", db)
 

@@ -53,34 +53,6 @@ MAX_MESSAGE = 2_000
 SMALL_LIMIT = 4_096
 SMALL_DEPTH = 8
 
-# Bugs these tests found in files this suite does not own; each marker goes once it is fixed.
-DEEP_PYDANTIC = (
-    "codec._from_object: obj.model_dump(mode='json', by_alias=True) raises pydantic's "
-    "PydanticSerializationError ('Circular reference detected (depth exceeded)') for values "
-    "nested deeper than pydantic's serializer allows (~255); it escapes instead of becoming "
-    "InvalidEventError(index, event_type)"
-)
-SURROGATE_IDS = (
-    "store.py binds ids (RUN_STARTED threadId/runId/parentRunId, thread_id=, parent=, "
-    "branch=) to SQLite text unchecked: a lone surrogate (JSON escape \\ud800, or in a "
-    "Python str) raises UnicodeEncodeError from apsw instead of InvalidEventError"
-)
-ARRAY_SURROGATE = (
-    "codec._parse_array: msgspec's list[Raw] decoder refuses an escaped lone surrogate and the "
-    "array is reported as 'malformed JSON ... Input data was truncated'; one object, JSON "
-    "Lines and SSE fall back to the stdlib decoder and accept the same event"
-)
-ODD_KEY_PATH = (
-    "model.render_path encodes an odd key with msgspec.json.encode, which raises "
-    "UnicodeEncodeError on a lone surrogate: a dict key '\\ud800' (or an invalid UTF-8 key "
-    "that codec._key_text decodes with surrogateescape) in the path of an error crashes the "
-    "error itself; escape such keys (json.dumps(seg) does)"
-)
-HUGE_MESSAGE = (
-    "store._refuse_duplicate_run puts repr(run_id) whole into the message: a 1 MB run id "
-    "makes a 1 MB error message (shorten ids in messages)"
-)
-
 
 class Hang(BaseException):
     """Raised by the watchdog; a BaseException so that no ``except Exception`` swallows it."""
@@ -666,13 +638,6 @@ PYDANTIC_FIELDS = [
     for field, kind in required_fields(event_type).items()
     if kind is str
 ]
-
-PYDANTIC_WARNING = (
-    "codec._from_object calls model_dump() with pydantic's serializer warnings on: a "
-    "wrong-kind field makes pydantic warn, and under -W error (pytest's filterwarnings) the "
-    "warning escapes as PydanticSerializationError/UserWarning instead of InvalidEventError"
-)
-
 
 def test_official_pydantic_events_with_a_wrong_kind_are_refused_naming_the_field(
     target: Target,

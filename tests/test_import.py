@@ -164,17 +164,28 @@ BROKEN = [
 ]
 
 
+#: Spaces inside the first event of an array: the array's elements are then read many at a
+#: time (as a long file's are) once enough of it is in memory, whole or cut inside an event.
+PADDING = b" " * 100_000
+
+
 @pytest.mark.parametrize("text", BROKEN)
-def test_a_broken_file_fails_streamed_where_it_fails_whole(
-    text: bytes, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_broken_file_fails_streamed_where_it_fails_whole(text: bytes) -> None:
     with pytest.raises(InvalidEventError) as whole:
         ingest.parse_events(text)
-    for read_bytes, fast_bytes in ((1, 1), (5, 1 << 16), (1 << 20, 1), (1 << 20, 1 << 16)):
-        monkeypatch.setattr(ingest, "_FAST_BYTES", fast_bytes)
+    readings = [(text, read_bytes) for read_bytes in (1, 5, 1 << 20)]
+    first = b'[{"type":"A"'
+    if text.startswith(first):
+        padded = first + PADDING + text[len(first):]
+        readings += [(padded, read_bytes) for read_bytes in (70_000, 1 << 20)]
+    for source, read_bytes in readings:
         with pytest.raises(InvalidEventError) as streamed:
-            list(ingest.iter_events(io.BytesIO(text), read_bytes=read_bytes))
+            list(ingest.iter_events(io.BytesIO(source), read_bytes=read_bytes))
         assert streamed.value.index == whole.value.index, (streamed.value, whole.value)
+        if source is not text:
+            with pytest.raises(InvalidEventError) as padded_whole:
+                ingest.parse_events(source)
+            assert padded_whole.value.index == whole.value.index
 
 
 def test_an_event_over_the_size_limit_is_refused_without_reading_it_whole() -> None:

@@ -970,7 +970,7 @@ BIG = json.dumps(
 
 def test_every_blob_is_checked_against_its_sha256(db: Path) -> None:
     """A blob's address is the sha256 of its canonical bytes: its data is decoded per its
-    codec first (tests/test_check_backends.py runs the same on every backend)."""
+    codec first (tests/contract/test_check.py runs the same on every backend)."""
     rows = [
         (sha(GOOD), 0, GOOD),
         (sha(BIG), 1, zlib.compress(BIG)),

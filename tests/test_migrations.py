@@ -576,17 +576,12 @@ def test_an_event_inserted_into_the_view_by_hand_lands_in_the_log_with_its_code(
 def test_a_type_no_code_was_fixed_for_gets_the_next_free_code_and_reads_back_by_name(
     tmp_path: Path,
 ) -> None:
-    """AG-UI's types have fixed codes; anything else the backend is asked to store (never a
-    validated event today) gets a code of its own instead of failing the batch."""
-    from agui_store.backends.sqlite.transaction import SqliteTransaction
-
+    """AG-UI's types have fixed codes; any other type a stream carries (one a later version of
+    the protocol adds) gets a code of its own instead of failing the batch."""
     with agui_store.open(tmp_path / "s.db") as store:
-        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}])
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+                      {"type": "X_FUTURE_EVENT"}, {"type": "CUSTOM", "name": "c", "value": {}}])
         conn = testing.connection(store)
-        with conn:
-            SqliteTransaction(conn).insert_events(
-                [(2, 1, "X_FUTURE_EVENT", '{"type":"X_FUTURE_EVENT"}'), (3, 1, "CUSTOM", "{}")]
-            )
         assert conn.execute("SELECT type FROM events WHERE seq >= 2 ORDER BY seq").fetchall() == [
             ("X_FUTURE_EVENT",),
             ("CUSTOM",),

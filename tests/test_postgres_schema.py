@@ -958,7 +958,7 @@ def test_with_the_guards_lifted_the_events_view_takes_edits_as_a_table_of_events
     installed: str, edits: list[ViewEdit]
 ) -> None:
     """Whatever updates, moves, deletes and inserts SQL by hand makes on ``events`` (the
-    guards lifted, as tests/test_tamper.py lifts them), the view then shows what a table of
+    guards lifted, as tests/contract/test_tamper.py lifts them), the view then shows what a table of
     those rows would hold, and the pages stay well-formed (a deleted event splits its page)."""
     from agui_store.backends.postgres import checks
 

@@ -1,6 +1,6 @@
 """The store on a real PostgreSQL server, through the public API only.
 
-The behavioural suite runs on every backend through ``store_location`` (tests/conftest.py);
+The behavioural suite runs on every backend through ``store_location`` (tests/contract);
 this module holds what is PostgreSQL's own: payload bytes kept exactly in the table, text
 PostgreSQL cannot hold, a differential state machine against an SQLite file, the plans of the
 port's hot statements, two stores taking turns, many writer processes on one thread and on
@@ -50,8 +50,8 @@ from agui_store.errors import (
     StoreBusyError,
 )
 from tests.strategies import legal_streams, message_lists
+from tests.streams import run, say
 from tests.test_postgres_schema import deployment  # noqa: F401 (the fixture, used by name)
-from tests.test_store import run, say
 
 #: Writer processes in the concurrency tests, and batches each appends.
 WRITERS = 8

@@ -11,261 +11,39 @@ resent messages is really skipped.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import json
 import tracemalloc
 from array import array
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agui_store
 from agui_store import testing
-from agui_store.codec import ingest
 from agui_store.engine import checkpoints
 from agui_store.errors import InvalidEventError
 from agui_store.history import resent_bodies
-from tests.backends import checked, dump
-from tests.conftest import StoreLocations
-
-CHUNK = 64
-THREAD = "t"
-#: Shallow enough that a message nested a few levels too deep is quick to write.
-MAX_DEPTH = 12
-
-
-def user(i: int, text: str | None = None) -> dict[str, Any]:
-    return {"id": f"u{i}", "role": "user", "content": text if text is not None else f"q {i}"}
-
-
-def reply(run: int) -> dict[str, Any]:
-    """The message a run's events make, as the client keeps it after the run."""
-    return {"id": f"a{run}", "role": "assistant", "content": f"answer {run}"}
-
-
-def run_events(run: int, thread: str = THREAD) -> list[dict[str, Any]]:
-    rid = f"run-{run}"
-    return [
-        {"type": "RUN_STARTED", "threadId": thread, "runId": rid},
-        {"type": "TEXT_MESSAGE_START", "messageId": f"a{run}", "role": "assistant"},
-        {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"a{run}", "delta": f"answer {run}"},
-        {"type": "TEXT_MESSAGE_END", "messageId": f"a{run}"},
-        {"type": "RUN_FINISHED", "threadId": thread, "runId": rid},
-    ]
-
-
-def request(run: int, messages: list[Any], **extra: Any) -> dict[str, Any]:
-    return {
-        "threadId": THREAD,
-        "runId": f"run-{run}",
-        "state": {"turn": run},
-        "messages": messages,
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-        **extra,
-    }
-
-
-def nested(levels: int) -> Any:
-    value: Any = "bottom"
-    for _ in range(levels):
-        value = [value]
-    return value
-
-
-#: Messages no RunAgentInput may hold, and one nested deeper than MAX_DEPTH allows.
-INVALID = [
-    {"id": 5, "role": "user", "content": "an id that is not a string"},
-    {"id": "x", "role": "tool", "content": "a tool message without its call"},
-    "not an object",
-    {"id": "deep", "role": "user", "content": "x", "extra": nested(MAX_DEPTH)},
-]
-
-# One step of a client: what it sends next, given the history it holds.
-STEPS = st.one_of(
-    st.tuples(st.just("next")),  # the history and a new message: HttpAgent's every run
-    st.tuples(st.just("edit"), st.integers(0), st.text(max_size=5)),  # a message changed
-    st.tuples(st.just("remove"), st.integers(0)),  # a message removed from the middle
-    st.tuples(st.just("keys"), st.integers(0)),  # one message written with its keys reversed
-    st.tuples(st.just("spaces")),  # the whole body written with spaces (json.dumps)
-    st.tuples(st.just("spaced_message"), st.integers(0)),  # one message with spaces in it
-    st.tuples(st.just("shorter"), st.integers(0)),  # the history cut short
-    st.tuples(st.just("activity")),  # an activity message (no lineage id)
-    st.tuples(st.just("parent")),  # the body names its parent run
-    st.tuples(st.just("bad"), st.sampled_from(INVALID)),  # an invalid message added
-    st.tuples(st.just("break"), st.integers(0), st.sampled_from(INVALID)),  # one replaced
-    st.tuples(st.just("bad_text")),  # the added message's text is not JSON
+from tests.backends import checked
+from tests.request_bodies import (
+    CHUNK,
+    CLOCK,
+    THREAD,
+    body_text,
+    encode_messages,
+    read_back,
+    refusal_and_rows,
+    reply,
+    request,
+    run_events,
+    texts_parsed,
+    user,
 )
-
-
-def encode_messages(
-    messages: list[Any], spaced: int | None = None, reverse: int | None = None
-) -> bytes:
-    parts = []
-    for i, m in enumerate(messages):
-        if i == reverse and isinstance(m, dict):
-            parts.append(msgspec.json.encode(dict(reversed(list(m.items())))))
-        elif i == spaced:
-            parts.append(json.dumps(m).encode())
-        else:
-            parts.append(msgspec.json.encode(m))
-    return b"[" + b",".join(parts) + b"]"
-
-
-def body_text(run: int, messages: list[Any], array: bytes | None = None, **extra: Any) -> bytes:
-    """The body, compact, with the messages array written as ``array`` when given."""
-    placeholder = "@@messages@@"
-    text = msgspec.json.encode(request(run, placeholder, **extra))  # type: ignore[arg-type]
-    return text.replace(b'"' + placeholder.encode() + b'"', array or encode_messages(messages))
-
-
-def client_body(run: int, history: list[Any], step: tuple[Any, ...]) -> tuple[bytes, list[Any]]:
-    """What the client sends for ``step``, and the messages it holds if the run is recorded."""
-    kind = step[0]
-    sent = list(history)
-    new = user(1000 + run)
-    if kind == "edit" and sent:
-        at = step[1] % len(sent)
-        sent[at] = {**sent[at], "content": f"edited {step[2]}"}
-    elif kind == "remove" and sent:
-        del sent[step[1] % len(sent)]
-    elif kind == "shorter" and sent:
-        sent = sent[: step[1] % len(sent)]
-    elif kind == "activity":
-        new = {"id": f"act{run}", "role": "activity", "activityType": "plan", "content": {"n": run}}
-    elif kind == "bad":
-        new = step[1]
-    elif kind == "break" and sent:
-        sent[step[1] % len(sent)] = step[2]
-    sent.append(new)
-    extra = {"parentRunId": f"run-{run - 1}"} if kind == "parent" and run else {}
-    if kind == "spaces":
-        text = json.dumps(request(run, sent, **extra)).encode()
-    elif kind == "keys" and sent:
-        text = body_text(run, sent, encode_messages(sent, reverse=step[1] % len(sent)), **extra)
-    elif kind == "spaced_message":
-        text = body_text(run, sent, encode_messages(sent, spaced=step[1] % len(sent)), **extra)
-    elif kind == "bad_text":
-        text = body_text(run, sent, encode_messages(sent)[:-1] + b',{"id": nope}]', **extra)
-    else:
-        text = body_text(run, sent, **extra)
-    return text, sent
-
-
-def outcome(store: agui_store.Store, run: int, text: bytes) -> str:
-    try:
-        result = store.append(run_events(run), input=text)
-    except InvalidEventError as e:
-        return f"refused: {e}"
-    return f"appended {result.run_ids}"
-
-
-#: What the clock decides: when a run was written, and the hashes that cover it.
-CLOCK = ("created_at", "updated_at", "hash")
-
-
-def read_back(
-    store: agui_store.Store, thread: str = THREAD, leave: tuple[str, ...] = CLOCK
-) -> list[Any]:
-    """Everything a reader sees of the thread, less the clock (times, and hashes over them)."""
-    out: list[Any] = []
-    for run in store.runs(thread):
-        facts = dataclasses.asdict(run)
-        out.append({k: v for k, v in facts.items() if k not in leave})
-        out.append(store.input(run.run_id, thread_id=thread))
-        out.append(list(store.events(run.run_id, thread_id=thread)))
-        view = store.checkout(run.run_id, thread_id=thread)
-        out.append((view.messages, view.state))
-    return out
-
-
-def stored_inputs(store: agui_store.Store) -> list[Any]:
-    """The rows as written: input text, its references to the parent's view, their digest."""
-    return (
-        testing.connection(store)
-        .execute(
-            "SELECT run_id, parent, lineage, parent_run_id, input, input_refs, input_hash "
-            "FROM runs ORDER BY id"
-        )
-        .fetchall()
-    )
-
-
-@contextmanager
-def texts_parsed() -> Iterator[list[bytes]]:
-    """The JSON texts ``codec.parse_events`` reads (the real parser runs)."""
-    seen: list[bytes] = []
-    parse = ingest.parse_events
-
-    def spy(source: Any, **kwargs: Any) -> Any:
-        if isinstance(source, bytes):
-            seen.append(source)
-        return parse(source, **kwargs)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ingest, "parse_events", spy)
-        yield seen
-
-
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(
-    start=st.integers(min_value=CHUNK, max_value=2 * CHUNK + 20),
-    steps=st.lists(STEPS, max_size=8),
-)
-def test_a_store_that_remembers_bodies_records_exactly_what_reading_them_whole_records(
-    new_location: StoreLocations, start: int, steps: list[tuple[Any, ...]]
-) -> None:
-    # Two ordinary runs first: the second body is read without the first one's messages
-    # (assert_same_records checks it).
-    assert_same_records(new_location, start, [("next",), ("next",), *steps])
-
-
-@pytest.mark.parametrize(
-    "step", [("remove", 71), ("edit", 71, "x"), ("shorter", 72), ("break", 71, INVALID[0])]
-)
-def test_a_history_changed_after_an_activity_message_is_placed_as_when_read_whole(
-    new_location: StoreLocations, step: tuple[Any, ...]
-) -> None:
-    """An activity message has no lineage id: the ids of the messages a body repeats are
-    then not the first ids remembered (the reply after it is removed, edited, cut off)."""
-    assert_same_records(new_location, 70, [("activity",), ("next",), step, ("next",)])
-
-
-def assert_same_records(
-    new_location: StoreLocations, start: int, steps: list[tuple[Any, ...]]
-) -> None:
-    """The client's bodies for ``steps``, from a history of ``start`` messages, give the
-    same outcomes, records and rows in a remembering store and in one reading them whole."""
-    history: list[Any] = [user(i) for i in range(start)]
-    with (
-        agui_store.open(new_location(), max_depth=MAX_DEPTH) as remembering,
-        agui_store.open(new_location(), max_depth=MAX_DEPTH) as whole,
-    ):
-        testing.read_bodies_whole(whole)
-        for run, step in enumerate(steps):
-            text, sent = client_body(run, history, step)
-            with texts_parsed() as parsed:
-                got = outcome(remembering, run, text)
-            assert got == outcome(whole, run, text), (run, step)
-            if run == 1 and step == ("next",):  # after a first body of `start` messages
-                assert text not in parsed and len(parsed) >= 1  # not read whole
-            if got.startswith("appended"):
-                history = [*sent, reply(run)]
-        assert read_back(remembering) == read_back(whole)
-        assert checked(remembering) and checked(whole)
-        if new_location.backend != "postgres":
-            assert stored_inputs(remembering) == stored_inputs(whole)
 
 
 def test_bodies_of_several_threads_read_at_once_record_what_reading_them_whole_records(
@@ -330,37 +108,6 @@ def test_a_resent_history_is_not_decoded_again_only_what_follows_it(tmp_path: Pa
         assert [r.lineage for r in store.runs(THREAD)] == ["root", "messages"]
 
 
-def refusal_and_rows(location: str, texts: list[bytes], remember: bool) -> tuple[str, list[Any]]:
-    """Append the bodies in turn; the last one's refusal, and the rows before and after it."""
-    with agui_store.open(location, max_depth=MAX_DEPTH) as store:
-        if not remember:
-            testing.read_bodies_whole(store)
-        for run, text in enumerate(texts[:-1]):
-            store.append(run_events(run), input=text)
-        before = dump(location)
-        with pytest.raises(InvalidEventError) as refused:
-            store.append(run_events(len(texts) - 1), input=texts[-1])
-        assert dump(location) == before  # left exactly as it was
-        return str(refused.value), [r.run_id for r in store.runs(THREAD)]
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [*INVALID, nested(2)],
-    ids=["id-not-string", "tool-without-call", "not-an-object", "too-deep", "an-array"],
-)
-def test_a_bad_message_after_a_resent_history_is_refused_as_reading_the_whole_body_refuses_it(
-    new_location: StoreLocations, bad: Any
-) -> None:
-    history = [user(i) for i in range(2 * CHUNK)]
-    later = [*history, reply(0)]
-    texts = [body_text(0, history), body_text(1, [*later, bad])]
-    remembered = refusal_and_rows(new_location(), texts, remember=True)
-    expected = refusal_and_rows(new_location(), texts, remember=False)
-    assert remembered == expected
-    assert f"$.messages[{len(later)}]" in remembered[0]
-
-
 def test_a_body_that_is_not_json_after_a_resent_history_is_refused_where_it_breaks(
     tmp_path: Path,
 ) -> None:
@@ -394,15 +141,26 @@ def seen_of(text: bytes, ends: array[int], messages: list[Any]) -> resent_bodies
     return resent_bodies.Seen(text, messages, [], {}, ends=ends)
 
 
-@given(a=st.binary(max_size=40), b=st.binary(max_size=40), common=st.binary(max_size=200))
-def test_the_common_prefix_of_two_texts_is_found_by_the_binary_search(
-    a: bytes, b: bytes, common: bytes
+@given(
+    common=st.text(max_size=200), a=st.text(max_size=40), b=st.text(max_size=40),
+    before=st.integers(0, 3),
+)
+def test_the_messages_two_bodies_share_end_wherever_their_texts_first_differ(
+    common: str, a: str, b: str, before: int
 ) -> None:
-    x, y = common + a, common + b
-    naive = 0
-    while naive < min(len(x), len(y)) and x[naive] == y[naive]:
-        naive += 1
-    assert resent_bodies._common_prefix(x, y) == naive
+    """The bodies' texts first differ anywhere inside the last message (the search for the
+    common start lands on any byte): every message before it is shared, and it is shared
+    only when it is the same."""
+    old_messages = [user(i) for i in range(before)] + [user(before, common + a)]
+    sent = [user(i) for i in range(before)] + [user(before, common + b)]
+    first = resent_bodies.envelope(body_text(0, old_messages))
+    assert first is not None
+    ends = resent_bodies.element_ends(first.messages)
+    assert ends is not None
+    found = resent_bodies.envelope(body_text(1, sent))
+    assert found is not None
+    count = resent_bodies.shared(found, seen_of(first.messages, ends, old_messages))
+    assert count == before + (a == b)
 
 
 JSON_VALUES = st.recursive(

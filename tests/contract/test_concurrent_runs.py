@@ -19,7 +19,7 @@ from agui_store.errors import (
     SequenceError,
 )
 from tests.backends import checked, dump
-from tests.test_store import run, say
+from tests.streams import run, say
 
 
 @pytest.fixture

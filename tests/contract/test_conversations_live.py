@@ -30,7 +30,7 @@ from tests.workers.harness import Worker
 
 pytestmark = [pytest.mark.oracle]
 
-ORACLE_DIR = Path(__file__).resolve().parent / "oracle"
+ORACLE_DIR = Path(__file__).resolve().parents[1] / "oracle"
 USER = "alice"
 CONFIRM = {
     "name": "confirm",

@@ -36,8 +36,7 @@ import pytest
 
 import agui_store
 from agui_store import CorruptStoreError, HashMismatchError, IntegrityError, cli, testing
-from agui_store.store import is_url
-from tests.backends import postgres_owner
+from tests.backends import is_postgres, postgres_owner
 from tests.workers.harness import worker_env
 
 T = "t"
@@ -161,7 +160,7 @@ def edit(path: str, *statements: Edit) -> None:
     """Run the statements in one transaction, the append-only triggers off for them: on
     SQLite with the standard library's sqlite3 in another process (triggers dropped and put
     back after), on PostgreSQL as the owner (:func:`tests.backends.postgres_owner`)."""
-    if is_url(path):
+    if is_postgres(path):
         changed = 0
         with postgres_owner(path) as conn:
             for statement in statements:
@@ -203,7 +202,7 @@ def checkout(path: str, run: str) -> dict[str, Any]:
 
 def event_seq(path: str, run: str, kind: str) -> int:
     with agui_store.open(path) as store:
-        mark = "%s" if is_url(path) else "?"
+        mark = "%s" if is_postgres(path) else "?"
         row = testing.connection(store).execute(
             "SELECT events.seq FROM events JOIN runs ON runs.id = events.run "
             f"WHERE runs.run_id = {mark} AND events.type = {mark}",
@@ -550,7 +549,7 @@ def test_a_run_whose_own_hashes_were_rewritten_breaks_its_childs_link(db: str) -
     library's algorithm) still leaves the runs below it pointing at the old hash, and the
     checkpoint derived at the old hash."""
     edit(db, R2_ANSWER_EDITED)
-    if is_url(db):
+    if is_postgres(db):
         _rehash_on_postgres(db)
     else:
         _rehash_on_sqlite(db)
@@ -664,14 +663,14 @@ def test_log_and_show_print_the_short_hash_and_json_the_whole_one(db: str) -> No
 
 
 def test_a_run_hash_follows_its_batches_and_its_parent_and_is_final_once_complete(
-    tmp_path: Path,
+    store_location: str,
 ) -> None:
     def run_of(store: agui_store.Store, run: str) -> str:
         found = store.get_run(run, thread_id="h")
         assert found is not None and found.hash is not None
         return found.hash
 
-    with agui_store.open(tmp_path / "h.db") as store:
+    with agui_store.open(store_location) as store:
         store.append([{"type": "RUN_STARTED", "threadId": "h", "runId": "a"}])
         seen = [run_of(store, "a")]
         for event in answer("a", "x"):

@@ -81,12 +81,12 @@ def _reads_back(name: str) -> bool:
     return all(p and not p.startswith(".") and not p.endswith(".lock") for p in parts)
 
 
-@SOME
+@settings(SOME, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(name=st.text(st.sampled_from("ab.-/@+_~ \n\t;é") | st.characters(), max_size=12))
 def test_every_branch_name_is_kept_exactly_when_the_documented_rule_says_so(
-    tmp_path_factory: pytest.TempPathFactory, name: str
+    new_location: Any, name: str
 ) -> None:
-    with agui_store.open(tmp_path_factory.mktemp("n") / "store.db") as store:
+    with agui_store.open(new_location()) as store:
         store.append(run("r1"))
         try:
             store.branch(name, "r1", thread_id="t")

@@ -1,0 +1,482 @@
+"""The store's ConversationStore on its own, on every backend: round trips, atomic writes
+under racing processes, what a delete releases, content hashes, edits check() finds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import pytest
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import (
+    ConversationConflict,
+    ConversationEntry,
+    ConversationRecord,
+    InMemoryConversationStore,
+)
+from pydantic_ai.messages import (
+    BinaryImage,
+    CompactionPart,
+    DocumentUrl,
+    FilePart,
+    ImageUrl,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    RetryFeedbackPart,
+    RetryInfo,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.tools import DeferredToolRequests
+from pydantic_ai.usage import RequestUsage, RunUsage
+
+import agui_store
+from agui_store import testing
+from agui_store.errors import HashMismatchError, InvalidArgumentError
+from agui_store.integrations.pydantic_ai import ConversationStore
+from tests.backends import dump, postgres_owner
+from tests.pydantic_ai_conversations import T0, turn, user
+from tests.workers.harness import Worker
+
+_T = TypeVar("_T")
+
+
+def run(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    return asyncio.run(coroutine)
+
+
+def every_part() -> list[ModelMessage]:
+    """One message of each kind with every part type pydantic-ai has for it, provider
+    details and usage included."""
+    picture = BinaryImage(data=b"\x89PNG\r\n\x1a\n\x00\x01", media_type="image/png")
+    return [
+        ModelRequest(
+            parts=[
+                SystemPromptPart(content="be brief", timestamp=T0),
+                UserPromptPart(
+                    content=[
+                        "what is in these?",
+                        ImageUrl(url="https://example.com/cat.png"),
+                        DocumentUrl(url="https://example.com/paper.pdf"),
+                        picture,
+                    ],
+                    timestamp=T0,
+                ),
+            ],
+            instructions="answer in French",
+            timestamp=T0,
+        ),
+        ModelResponse(
+            parts=[
+                ThinkingPart(
+                    content="a cat, a paper", signature="sig==", provider_name="anthropic",
+                    provider_details={"redacted": False, "budget": [1, 2.5, None]},
+                ),
+                NativeToolCallPart(
+                    tool_name="web_search", args={"query": "cats"}, tool_call_id="native-1",
+                    provider_name="openai",
+                ),
+                NativeToolReturnPart(
+                    tool_name="web_search", content={"results": ["a", "b"]},
+                    tool_call_id="native-1", provider_name="openai", timestamp=T0,
+                ),
+                TextPart(content="Un chat. \u00e9\u00e8 \U0001f408", provider_details={"n": 1}),
+                FilePart(content=picture, provider_name="google"),
+                CompactionPart(content="earlier turns, summed up", provider_name="openai"),
+                ToolCallPart(tool_name="lookup", args='{"id": 7}', tool_call_id="call-1"),
+            ],
+            usage=RequestUsage(input_tokens=120, output_tokens=30, details={"reasoning": 12}),
+            model_name="test-model",
+            provider_name="test",
+            provider_details={"finish": "tool_use", "nested": {"deep": [True]}},
+            provider_response_id="resp-1",
+            finish_reason="tool_call",
+            timestamp=T0,
+        ),
+        ModelRequest(
+            parts=[
+                ToolReturnPart(
+                    tool_name="lookup", content={"found": [1, 2]}, tool_call_id="call-1",
+                    metadata={"ms": 3}, timestamp=T0,
+                ),
+                ToolReturnPart(
+                    tool_name="lookup", content="try again", tool_call_id="call-2",
+                    outcome="retried", timestamp=T0,
+                ),
+                RetryFeedbackPart(
+                    content="answer in one word", retry=RetryInfo(cause="no_output"),
+                    timestamp=T0,
+                ),
+            ],
+            timestamp=T0,
+        ),
+    ]
+
+
+def test_every_part_type_round_trips_as_pydantic_ais_own_serialization_keeps_it(
+    store_location: str,
+) -> None:
+    messages = every_part()
+    # pydantic-ai's own round trip is the reference: what its adapter gives back.
+    reference = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(messages))
+    assert reference == messages
+
+    async def scenario() -> Any:
+        async with ConversationStore(store_location) as store:
+            usage = RunUsage(requests=2, input_tokens=120, output_tokens=30, details={"x": 1})
+            waiting = DeferredToolRequests(
+                calls=[ToolCallPart(tool_name="ask", args={"q": 1}, tool_call_id="d-1")],
+                metadata={"d-1": {"why": "user input"}},
+            )
+            await store.save(
+                Conversation(conversation_id="c", messages=messages, usage=usage,
+                             deferred_tool_requests=waiting),
+                scope="alice",
+            )
+            loaded = await store.load("c")
+            record = await store.read_record("c")
+            return loaded, record, usage, waiting
+
+    loaded, record, usage, waiting = run(scenario())
+    assert loaded.messages == messages
+    assert [m.parts for m in loaded.messages] == [m.parts for m in messages]
+    assert loaded.usage == usage and loaded.deferred_tool_requests == waiting
+    assert record.scope == "alice" and record.usage == usage
+
+
+def test_identical_messages_are_stored_once_and_each_history_keeps_its_own_entries(
+    store_location: str,
+) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            for cid in ("a", "b"):
+                await store.save(Conversation(conversation_id=cid, messages=[*turn(1), *turn(1)]))
+            a = await store.load_entries("a")
+            b = await store.load_entries("b")
+            assert [e.message for e in a] == [e.message for e in b] == [*turn(1), *turn(1)]
+            assert not {e.id for e in a} & {e.id for e in b}
+
+    run(scenario())
+    with agui_store.open(store_location) as store, testing.reading(store) as tx:
+        assert len(tx.every_conversation_entry()) == 8
+        assert len(tx.every_conversation_message()) == 2
+
+
+def test_load_with_a_limit_reads_the_last_entries_of_a_long_history(store_location: str) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            messages = [m for n in range(30) for m in turn(n)]
+            await store.save(Conversation(conversation_id="c", messages=messages))
+            assert (await store.load("c", limit=5)).messages == messages[-5:]
+            assert (await store.load("c", limit=0)).messages == []
+            assert (await store.load("c", limit=100)).messages == messages
+            head = (await store.read_record("c")).head_id
+            assert [e.message for e in await store.read_history(head, limit=3)] == messages[-3:]
+            with pytest.raises(LookupError):
+                await store.read_history("no-such-entry")
+
+    run(scenario())
+
+
+def test_an_async_store_and_a_sync_store_serve_the_same_conversations(store_location: str) -> None:
+    async def scenario() -> None:
+        async with agui_store.aio.open(store_location, writer="thread") as astore:
+            via_async = ConversationStore(astore)
+            await via_async.save(Conversation(conversation_id="c", messages=turn(1)))
+            with agui_store.open(store_location) as sync:
+                via_sync = ConversationStore(sync)
+                assert (await via_sync.load("c")).messages == turn(1)
+                await via_sync.close()
+            await via_async.close()
+
+    run(scenario())
+
+
+# --- atomic writes ------------------------------------------------------------------------------
+
+
+def test_a_stale_save_raises_a_conflict_and_writes_nothing(store_location: str) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=turn(1)))
+            first = await store.load("c")
+            second = await store.load("c")
+            first.messages.extend(turn(2))
+            await store.save(first)
+            before = dump(store_location)
+            second.messages.extend(turn(3))
+            with pytest.raises(ConversationConflict):
+                await store.save(second)
+            assert dump(store_location) == before
+
+    run(scenario())
+
+
+def test_a_write_onto_an_entry_a_delete_released_conflicts_and_writes_nothing(
+    store_location: str,
+) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=turn(1)))
+            head = (await store.read_record("c")).head_id
+            await store.delete("c")
+            before = dump(store_location)
+            entry = ConversationEntry(parent_id=head, message=user("late"))
+            record = ConversationRecord(conversation_id="d", head_id=entry.id)
+            with pytest.raises(ConversationConflict):
+                await store.write_record(record, new_entries=[entry], expected_revision=None)
+            fork = ConversationRecord(conversation_id="e", head_id=head)
+            with pytest.raises(ConversationConflict):
+                await store.write_record(fork, expected_revision=None)
+            assert dump(store_location) == before
+
+    run(scenario())
+
+
+def test_an_entry_id_stored_already_is_refused_by_name_and_nothing_is_written(
+    store_location: str,
+) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            entries = await store.save(Conversation(conversation_id="c", messages=turn(1)))
+            before = dump(store_location)
+            again = ConversationEntry(id=entries[0].id, parent_id=None, message=user("x"))
+            record = ConversationRecord(conversation_id="d", head_id=again.id)
+            with pytest.raises(InvalidArgumentError, match=f"new entry 0: entry '{again.id}'"):
+                await store.write_record(record, new_entries=[again], expected_revision=None)
+            assert dump(store_location) == before
+
+    run(scenario())
+
+
+def _workers(mode: str, location: str, names: list[str], *args: str) -> list[list[str]]:
+    workers = [Worker("pydantic_ai_saver", mode, location, name, *args) for name in names]
+    for worker in workers:
+        worker.wait_for("spawned", timeout=120)
+    for worker in workers:
+        worker.send("go")
+    out = [worker.finish(timeout=300) for worker in workers]
+    errors = [line for lines in out for line in lines if line.startswith("error")]
+    assert errors == []
+    return out
+
+
+def test_processes_racing_on_one_revision_leave_exactly_one_winner_and_nothing_else(
+    store_location: str,
+) -> None:
+    async def setup() -> tuple[str, str]:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="shared", messages=turn(0)))
+            record = await store.read_record("shared")
+            return record.revision, record.head_id
+
+    revision, head = run(setup())
+    names = [f"p{n}" for n in range(4)]
+    out = _workers("race", store_location, names, "--revision", revision, "--head", head)
+    said = [next(line for line in lines if line in ("won", "conflict")) for lines in out]
+    assert sorted(said) == ["conflict"] * 3 + ["won"]
+    winner = names[said.index("won")]
+
+    async def after() -> None:
+        async with ConversationStore(store_location) as store:
+            assert (await store.load("shared")).messages == [*turn(0), user(f"{winner} wins")]
+            assert store.store.check().ok
+            with testing.reading(store.store) as tx:
+                assert len(tx.every_conversation_entry()) == 3  # the losers left no entry
+
+    run(after())
+
+
+def test_processes_saving_turns_of_one_conversation_at_once_lose_no_turn(
+    store_location: str,
+) -> None:
+    run(_save_first(store_location))
+    names = [f"p{n}" for n in range(3)]
+    saves = 6
+    out = _workers("turns", store_location, names, "--saves", str(saves))
+    conflicts = sum(
+        json.loads(line)["conflicts"]
+        for lines in out for line in lines if line.startswith("{")
+    )
+
+    async def after() -> None:
+        async with ConversationStore(store_location) as store:
+            loaded = await store.load("shared")
+            said = [m.parts[0].content for m in loaded.messages[2:]]
+            assert sorted(said) == sorted(f"{n} {i}" for n in names for i in range(saves))
+            for name in names:  # each process's turns in the order it saved them
+                own = [s for s in said if s.startswith(f"{name} ")]
+                assert own == [f"{name} {i}" for i in range(saves)]
+            report = store.store.check()
+            assert report.ok, [str(p) for p in report.problems]
+
+    run(after())
+    print(f"\n{len(names)} processes x {saves} saves: {conflicts} conflicts retried")
+
+
+async def _save_first(location: str) -> None:
+    async with ConversationStore(location) as store:
+        await store.save(Conversation(conversation_id="shared", messages=turn(0)))
+
+
+# --- delete ---------------------------------------------------------------------------------------
+
+
+def test_delete_releases_what_no_remaining_record_reaches_and_keeps_what_a_fork_shares(
+    store_location: str,
+) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="a", messages=[*turn(1), *turn(2)]))
+            a = await store.load("a")
+            branched = await store.branch("a", at=2, expected_revision=a.revision)
+            branched.messages.extend(turn(3))
+            await store.save(branched)
+            entries = {e.message.parts[0].content: e.id for e in await store.load_entries("a")}
+            left = (await store.read_record("a")).branches
+            await store.fork("a", at=1, new_conversation_id="b")
+            await store.delete("a")
+            # The fork keeps the first message, and nothing else of "a".
+            assert (await store.load("b")).messages == [user("question 1")]
+            await store.read_entry(entries["question 1"])
+            for gone in [entries["answer 1"], entries["question 3"], *left]:
+                with pytest.raises(LookupError) as missing:
+                    await store.read_entry(gone)
+                assert type(missing.value).__name__ == "EntryNotFoundError"
+            with testing.reading(store.store) as tx:
+                assert len(tx.every_conversation_entry()) == 1
+                assert len(tx.every_conversation_message()) == 1
+            assert store.store.check().ok
+            await store.delete("b")
+            with testing.reading(store.store) as tx:
+                assert tx.every_conversation_entry() == tx.every_conversation_message() == []
+
+    run(scenario())
+
+
+def test_delete_matches_pydantic_ais_in_memory_store_on_what_it_releases(
+    store_location: str,
+) -> None:
+    """The same operations on both stores release the same entries."""
+
+    async def scenario(store: Any) -> tuple[list[Any], int]:
+        """What "b" holds after the deletes, and how many of every entry written still read."""
+        await store.save(Conversation(conversation_id="a", messages=[*turn(1), *turn(2)]))
+        await store.fork("a", at=3, new_conversation_id="b")
+        await store.fork("a", at=1, new_conversation_id="c")
+        written = {e.id for c in ("a", "b", "c") for e in await store.load_entries(c)}
+        await store.delete("a")
+        await store.delete("c")
+        kept = 0
+        for entry_id in written:
+            try:
+                await store.read_entry(entry_id)
+            except LookupError:  # pydantic-ai's KeyError, the store's EntryNotFoundError
+                continue
+            kept += 1
+        return [e.message for e in await store.load_entries("b")], kept
+
+    async def both() -> None:
+        mem = InMemoryConversationStore()
+        async with ConversationStore(store_location) as db:
+            ours = await scenario(db)
+            assert await scenario(mem) == ours and ours[1] == 3
+            with testing.reading(db.store) as tx:
+                assert len(tx.every_conversation_entry()) == 3
+
+    run(both())
+
+
+# --- check() ------------------------------------------------------------------------------------
+
+
+def _edit(location: str, backend: str, statement: str) -> None:
+    """An edit made outside agui-store, by the database's owner."""
+    if backend == "postgres":
+        with postgres_owner(location) as conn:
+            conn.execute(statement)
+    else:
+        import apsw
+
+        conn = apsw.Connection(location)
+        conn.execute(statement)
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    ("edit", "found"),
+    [
+        (
+            "UPDATE conversation_messages SET message = replace(message, 'answer 2', 'answer X')",
+            "fails its content hash",
+        ),
+        (
+            "UPDATE conversation_entries SET parent = parent - 1 WHERE parent > 1",
+            "fails its hash: its id, kind, message or parent",
+        ),
+        ("UPDATE conversations SET scope = 'mallory'", "its record fails its hash"),
+        (
+            "UPDATE conversation_entries SET kind = 'other' WHERE entry_id = "
+            "(SELECT max(entry_id) FROM conversation_entries)",
+            "fails its hash",
+        ),
+    ],
+    ids=["a message's text", "an entry's parent", "a record's scope", "an entry's kind"],
+)
+def test_check_names_a_conversation_edited_outside_the_store(
+    store_location: str, backend: str, edit: str, found: str
+) -> None:
+    async def save() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=[*turn(1), *turn(2)]))
+
+    run(save())
+    with agui_store.open(store_location) as store:
+        assert store.check().ok
+    _edit(store_location, backend, edit)
+    with agui_store.open(store_location) as store:
+        report = store.check()
+    problems = [str(p) for p in report.problems]
+    assert not report.ok and any(found in p for p in problems), problems
+    assert all(p.startswith("conversations") or "conversation" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE conversation_messages SET message = replace(message, 'answer 1', 'answer X')",
+        "UPDATE conversation_entries SET kind = 'other'",
+        "UPDATE conversation_entries SET parent = NULL",
+    ],
+    ids=["a message's text", "an entry's kind", "an entry's parent"],
+)
+def test_a_load_refuses_a_history_edited_outside_the_store(
+    store_location: str, backend: str, edit: str
+) -> None:
+    async def save() -> str | None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=[*turn(1), *turn(2)]))
+            return (await store.read_record("c")).head_id
+
+    head = run(save())
+    _edit(store_location, backend, edit)
+
+    async def load() -> None:
+        async with ConversationStore(store_location) as store:
+            with pytest.raises(HashMismatchError, match="conversation entry"):
+                await store.load("c")
+            with pytest.raises(HashMismatchError, match="conversation entry"):
+                for entry in await store.read_history(head):
+                    await store.read_entry(entry.id)
+
+    run(load())

@@ -1,0 +1,234 @@
+"""Ownership (docs/design/behaviour.md#live-recording): a thread belongs to the scope that
+first wrote it. Every call that
+names a scope treats another owner's thread, or an unowned one, as absent: reads find
+nothing, writes are refused and write nothing. ``scope=None`` is the operator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import agui_store
+from agui_store import testing
+from agui_store.errors import (
+    AmbiguousRunError,
+    InvalidEventError,
+    RunNotFoundError,
+    ScopeError,
+)
+from tests.backends import dump
+from tests.streams import run, say
+
+
+@pytest.fixture
+def store(store_location: str) -> Any:
+    with agui_store.open(store_location) as s:
+        yield s
+
+
+def _alices_thread(store: Any) -> None:
+    store.append(run("t", "r1", *say("m1", "secret")), scope="alice")
+    store.append(run("t", "r2", *say("m2", "more")), scope="alice")
+    store.branch("b", "r1", thread_id="t", scope="alice")
+
+
+#: Every reading call, on alice's thread, by thread and by run id alone.
+READS = {
+    "runs": lambda s, sc, t: s.runs("t", scope=sc),
+    "branches": lambda s, sc, t: s.branches("t", scope=sc),
+    "thread_events": lambda s, sc, t: list(s.thread_events("t", scope=sc)),
+    "events": lambda s, sc, t: s.events("r2", scope=sc, **t),
+    "input": lambda s, sc, t: s.input("r2", scope=sc, **t),
+    "history": lambda s, sc, t: s.history("r2", scope=sc, **t),
+    "log": lambda s, sc, t: s.log("r2", scope=sc, **t),
+    "checkout": lambda s, sc, t: s.checkout("r2", scope=sc, **t),
+    "checkout HEAD": lambda s, sc, t: s.checkout("HEAD", scope=sc, **t),
+    "checkout a branch": lambda s, sc, t: s.checkout("b", scope=sc, **t),
+    "checkout a prefix~1": lambda s, sc, t: s.checkout("r2~1", scope=sc, **t),
+    "compacted": lambda s, sc, t: s.reconnect_stream("r2", scope=sc, **t),
+    "fork": lambda s, sc, t: s.fork("r2", run_id="next", scope=sc, **t),
+    "diff": lambda s, sc, t: s.diff("r1", "r2", scope=sc, **t),
+    "merge_base": lambda s, sc, t: s.merge_base("r1", "r2", scope=sc, **t),
+    "is_ancestor": lambda s, sc, t: s.is_ancestor("r1", "r2", scope=sc, **t),
+}
+
+
+@pytest.mark.parametrize("name", list(READS))
+@pytest.mark.parametrize("by_thread", [True, False], ids=["with-thread", "run-id-alone"])
+def test_another_owner_reads_nothing_of_a_thread(store: Any, name: str, by_thread: bool) -> None:
+    _alices_thread(store)
+    thread = {"thread_id": "t"} if by_thread else {}
+    read = READS[name]
+    assert read(store, "alice", thread) == read(store, None, thread)  # the owner, the operator
+    # As in a store without the thread: HEAD alone then names no thread at all.
+    absent = AmbiguousRunError if name == "checkout HEAD" and not by_thread else RunNotFoundError
+    with pytest.raises(absent):
+        read(store, "bob", thread)
+
+
+def test_another_owner_finds_no_thread_and_no_run(store: Any) -> None:
+    _alices_thread(store)
+    assert store.threads(scope="alice") == ["t"] == store.threads()
+    assert store.threads(scope="bob") == []
+    assert store.get_run("r1", scope="bob") is None
+    assert store.get_run("r1", thread_id="t", scope="bob") is None
+    assert store.get_run("r1", scope="alice").thread_id == "t"
+
+
+def test_another_owner_writes_nothing_into_a_thread(store: Any, store_location: str) -> None:
+    _alices_thread(store)
+    store.append(run("t", "open", finish=False), scope="alice")
+    before = dump(store_location)
+    with pytest.raises(ScopeError, match="thread 't' belongs to another owner"):
+        store.append(run("t", "r3", *say("m3", "hijack")), scope="bob")
+    with pytest.raises(ScopeError):
+        store.append([{"type": "RUN_ERROR", "message": "x"}], thread_id="t", scope="bob")
+    with pytest.raises(ScopeError):
+        store.append(
+            [{"type": "RUN_ERROR", "message": "x"}], thread_id="t", run_id="open", scope="bob"
+        )
+    with pytest.raises(RunNotFoundError):  # the run id alone finds nothing of alice's
+        store.append([{"type": "RUN_ERROR", "message": "x"}], run_id="open", scope="bob")
+    with pytest.raises(InvalidEventError, match="no thread has an open run"):
+        store.append([{"type": "RUN_ERROR", "message": "x"}], scope="bob")
+    with pytest.raises(RunNotFoundError):
+        store.branch("mine", "r1", thread_id="t", scope="bob")
+    with pytest.raises(RunNotFoundError):
+        store.branch("mine", "r1", scope="bob")
+    with pytest.raises(RunNotFoundError):
+        store.delete_branch("b", thread_id="t", scope="bob")
+    with pytest.raises(RunNotFoundError):
+        store.compact("r1", scope="bob")
+    with pytest.raises(RunNotFoundError):
+        store.compact(thread_id="t", scope="bob")
+    with pytest.raises(RunNotFoundError):
+        store.derive("t", scope="bob")
+    assert store.compact(scope="bob") == 0 and store.derive(scope="bob") == 0
+    assert dump(store_location) == before
+    # Nothing of it is a failure to record for alice, whose pieces land as before.
+    store.append([{"type": "RUN_ERROR", "message": "x"}], run_id="open", scope="alice")
+    assert store.get_run("open").status == "error"
+
+
+def test_a_thread_written_without_a_scope_is_no_scopes_to_read_or_take(
+    store: Any, store_location: str
+) -> None:
+    """An unowned thread (the operator's, or recorded before ownership existed) is not
+    visible to a scoped call: a scoped request can never read or hijack it."""
+    store.append(run("t", "r1", *say("m1", "operator")))
+    before = dump(store_location)
+    assert store.threads(scope="alice") == []
+    assert store.get_run("r1", scope="alice") is None
+    with pytest.raises(RunNotFoundError):
+        store.checkout("HEAD", thread_id="t", scope="alice")
+    with pytest.raises(ScopeError):
+        store.append(run("t", "r2"), scope="alice")
+    assert dump(store_location) == before
+    assert store.threads() == ["t"]
+
+
+def test_the_operator_reads_and_writes_every_thread_and_the_owner_stays(store: Any) -> None:
+    _alices_thread(store)
+    store.append(run("t", "r3", *say("m3", "by the operator")))
+    assert [r.run_id for r in store.runs("t", scope="alice")] == ["r1", "r2", "r3"]
+    store.append(run("t", "r4"), scope="alice")  # still alice's
+    assert testing.connection(store).execute("SELECT owner FROM threads").fetchall() == [("alice",)]
+
+
+def test_a_run_id_alone_resolves_among_the_scopes_own_threads(store: Any) -> None:
+    store.append(run("a", "same", *say("m1", "alice's")), scope="alice")
+    store.append(run("b", "same", *say("m2", "bob's")), scope="bob")
+    assert store.checkout("same", scope="alice").messages[0]["content"] == "alice's"
+    assert store.checkout("same", scope="bob").messages[0]["content"] == "bob's"
+    assert store.checkout("HEAD", scope="bob").run.thread_id == "b"
+    assert store.checkout("sa", scope="bob").run.thread_id == "b"  # a unique prefix, for bob
+    with pytest.raises(AmbiguousRunError, match=r"several threads \('a', 'b'\)"):
+        store.checkout("same")  # the operator sees both
+    # A scope's ambiguity names its own threads only.
+    store.append(run("c", "same"), scope="bob")
+    with pytest.raises(AmbiguousRunError) as e:
+        store.checkout("same", scope="bob")
+    assert "'a'" not in str(e.value) and "'b'" in str(e.value) and "'c'" in str(e.value)
+
+
+def test_lineage_never_crosses_into_another_owners_thread(store: Any) -> None:
+    store.append(run("a", "base", *say("m1", "alice's")), scope="alice")
+    sent = [*store.checkout("base").messages, {"id": "u", "role": "user", "content": "?"}]
+    body = {"threadId": "b", "runId": "next", "tools": [], "context": [], "messages": sent}
+    store.append(run("b", "next", parentRunId="base"), input=body, scope="bob")
+    got = store.get_run("next", scope="bob")
+    assert (got.parent_run_id, got.lineage, got.sent_parent_run_id) == (None, "root", "base")
+    with pytest.raises(RunNotFoundError):
+        store.append(run("b", "again"), parent="base", scope="bob")
+
+
+def test_a_scope_is_an_owners_name_or_none(store: Any) -> None:
+    for bad in ("", 7, b"alice"):
+        with pytest.raises(TypeError, match="scope must be None"):
+            store.append(run("t", "r1"), scope=bad)
+        with pytest.raises(TypeError, match="scope must be None"):
+            store.threads(scope=bad)
+        with pytest.raises(TypeError, match="scope must be None"):
+            store.get_run("r1", scope=bad)
+    with pytest.raises(InvalidEventError, match="lone surrogate"):
+        store.append(run("t", "r1"), scope="\ud800")
+    assert store.threads() == []
+
+
+OWNERS = st.sampled_from([None, "alice", "bob"])
+
+
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    writes=st.lists(st.tuples(OWNERS, st.sampled_from(["t", "u", "v"])), min_size=1, max_size=8)
+)
+def test_a_scope_sees_exactly_the_threads_it_created_as_the_operator_sees_them(
+    new_location: Any, writes: list[tuple[str | None, str]]
+) -> None:
+    owner_of: dict[str, str | None] = {}
+    with agui_store.open(new_location()) as store:
+        for n, (owner, thread) in enumerate(writes):
+            first = thread not in owner_of
+            allowed = first or owner is None or owner_of[thread] == owner
+            try:
+                store.append(run(thread, f"r{n}", *say(f"m{n}", "x")), scope=owner)
+            except ScopeError:
+                assert not allowed
+            else:
+                assert allowed
+                owner_of.setdefault(thread, owner)
+        for scope in ("alice", "bob"):
+            mine = [t for t in store.threads() if owner_of[t] == scope]
+            assert store.threads(scope=scope) == mine
+            for thread in owner_of:
+                if thread in mine:
+                    assert store.runs(thread, scope=scope) == store.runs(thread)
+                    co = store.checkout("HEAD", thread_id=thread, scope=scope)
+                    want = store.checkout("HEAD", thread_id=thread)
+                    assert (co.messages, co.state) == (want.messages, want.state)
+                else:
+                    with pytest.raises(RunNotFoundError):
+                        store.runs(thread, scope=scope)
+                    assert store.get_run("HEAD", thread_id=thread, scope=scope) is None
+
+
+def test_a_thread_names_its_owner_and_run_count_and_is_absent_to_another_scope(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        for run_id in ("a1", "a2"):
+            store.append(
+                [{"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
+                 {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id}],
+                scope="alice",
+            )
+        found = store.thread("t", scope="alice")
+        assert found is not None
+        assert (found.thread_id, found.owner, found.run_count) == ("t", "alice", 2)
+        assert found.created_at == store.runs("t")[0].created_at
+        assert store.thread("t") == found
+        assert store.thread("t", scope="bob") is None
+        assert store.thread("missing") is None

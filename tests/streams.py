@@ -1,0 +1,48 @@
+"""Small AG-UI streams written by hand: a run around some events, a text message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def run(
+    thread: str, run_id: str, *body: dict[str, Any], finish: bool = True, **started: Any
+) -> list[dict[str, Any]]:
+    """A run of ``thread``: RUN_STARTED (with ``started``'s fields), ``body``, RUN_FINISHED."""
+    events = [{"type": "RUN_STARTED", "threadId": thread, "runId": run_id, **started}, *body]
+    if finish:
+        events.append({"type": "RUN_FINISHED", "threadId": thread, "runId": run_id})
+    return events
+
+
+def say(message_id: str, text: str, role: str | None = None) -> list[dict[str, Any]]:
+    """A text message: its start, one content event and its end."""
+    start: dict[str, Any] = {"type": "TEXT_MESSAGE_START", "messageId": message_id}
+    if role:
+        start["role"] = role
+    return [
+        start,
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": text},
+        {"type": "TEXT_MESSAGE_END", "messageId": message_id},
+    ]
+
+
+def http_agent_turns(store: Any, n: int, thread: str = "t") -> list[dict[str, Any]]:
+    """n runs, each sent as HttpAgent sends them: the whole history plus a new user turn."""
+    inputs = []
+    history: list[dict[str, Any]] = []
+    for i in range(n):
+        user = {"id": f"u{i}", "role": "user", "content": f"question {i} " * 20}
+        run_input = {
+            "threadId": thread,
+            "runId": f"r{i}",
+            "messages": [*history, user],
+            "state": {"turn": i},
+            "tools": [],
+            "context": [],
+        }
+        store.append(run(thread, f"r{i}", *say(f"a{i}", f"answer {i} " * 20)), input=run_input)
+        inputs.append(run_input)
+        history = store.checkout(f"r{i}").messages
+    return inputs
+
