@@ -34,8 +34,9 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 
 #: The writer's niceness: recording is background work, so on a busy machine the scheduler
 #: gives the CPU to the server first. With 20 streams recorded on 2 loaded cores, the loop's
-#: p99 lag was 1.9x the unrecorded app's at normal priority and 1.1x at nice 10
-#: (``benchmarks/bench_async.py``); a starved writer only appends bigger batches later.
+#: p99 lag is about 1.9x the unrecorded app's at normal priority and 1.1x at nice 10
+#: (``benchmarks/bench_async.py`` measures both); a starved writer only appends bigger
+#: batches later.
 NICE = 10
 
 

@@ -309,9 +309,9 @@ def run_from_row(row: Any, branches: dict[int, list[str]]) -> Run:
     ) = row
     created = when(created_at)
     # Filled in as a frozen dataclass's __init__ would, without it: that __init__ sets each
-    # of the fourteen fields through object.__setattr__, which was half the Python time of
-    # a log of thousands of runs. A test checks the record equals Run(...) of the same
-    # fields (test_log), so a field added to Run and missed here fails it.
+    # of the fourteen fields through object.__setattr__, which costs about as much as the
+    # rest of a log of thousands of runs (bench_log measures it). A test checks the record
+    # equals Run(...) of the same fields, so a field added to Run and missed here fails it.
     run: Run = _new(Run)
     run.__dict__.update(
         thread_id=thread_id,
@@ -321,8 +321,8 @@ def run_from_row(row: Any, branches: dict[int, list[str]]) -> Run:
         status=outcome or "incomplete",
         event_count=int(count or 0),
         created_at=created,
-        # Most runs are recorded in one append: one conversion serves both (a log of
-        # thousands of runs spent a sixth of its time converting times).
+        # Most runs are recorded in one append: one conversion serves both (converting
+        # times is a sixth of a log's time otherwise).
         updated_at=created if updated_at == created_at else when(updated_at),
         sent_parent_run_id=sent_parent,
         has_input=bool(has_input),

@@ -286,9 +286,9 @@ $$;
 
 #: Version 3: events are stored a page to a row (the events of one batch, at most
 #: :data:`PAGE_EVENTS` of them), their types and payloads as two text arrays. A row
-#: of ``events`` cost about 44 bytes of tuple header, keys and line pointer plus two index
-#: entries, more than the ~93-byte payload it held, and rows that small are never
-#: compressed: on a 2,000-run conversation (100,000 events) the events took 21.7 MB of a
+#: per event would cost about 44 bytes of tuple header, keys and line pointer plus two index
+#: entries, more than the ~93-byte payload it holds, and rows that small are never
+#: compressed: on a 2,000-run conversation (100,000 events) such rows take 21.7 MB of a
 #: 27.4 MB store. A page of 50 events is one ~4.7 KB array value, which TOAST compresses
 #: (about 3x on AG-UI JSON) in the row itself: the same events take 4.3 MB, index included.
 #: The payloads keep their exact text (``text[]`` elements, never ``jsonb``). A page is a plain

@@ -157,7 +157,7 @@ class PostgresTransaction(NamedQueries):
     # the next INSERT that returns something (:meth:`_carrying`), else in one statement of
     # their own before anything else is sent (:meth:`flush`; the backend flushes before
     # COMMIT). Each round trip costs more than the server's work for such a row (a
-    # statement's time in an append was 3-6x its server time). Nothing is reordered:
+    # statement's time in an append is 3-6x its server time). Nothing is reordered:
     # statements run in the order the engine called them, every read sees every write
     # before it (reads go through ``_conn``), and an error in a deferred write fails the
     # statement that carried it, so the call fails and its transaction rolls back whole.
