@@ -8,6 +8,8 @@ from typing import Any
 
 import apsw
 
+import agui_store
+
 
 def is_postgres(location: str) -> bool:
     """Whether a store location names a PostgreSQL database (a URL) rather than an SQLite file."""
@@ -66,3 +68,57 @@ def postgres_owner(location: str) -> Iterator[Any]:
         yield conn
         for table in tables:
             conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER ALL")
+
+
+#: A statement that edits a store behind its back: one text for every backend, or a text per
+#: backend (``{"sqlite": ..., "postgres": ...}``) where their spellings differ.
+Statement = str | dict[str, str]
+
+
+def backend_of(location: str) -> str:
+    """The backend a store location names: ``"postgres"`` or ``"sqlite"``."""
+    return "postgres" if is_postgres(location) else "sqlite"
+
+
+@contextlib.contextmanager
+def owner(location: str) -> Iterator[Any]:
+    """A connection of the tables' owner with the append-only (and, on PostgreSQL, the
+    foreign-key) guards off, in one transaction committed at the end."""
+    if is_postgres(location):
+        with postgres_owner(location) as conn:
+            yield conn
+        return
+    conn = apsw.Connection(location)
+    try:
+        conn.execute("BEGIN")
+        triggers = conn.execute(  # the guards: the events view's own triggers stay
+            "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' "
+            "AND name LIKE '%\\_are\\_append\\_only\\_%' ESCAPE '\\'"
+        ).fetchall()
+        for name, _ in triggers:
+            conn.execute(f'DROP TRIGGER "{name}"')
+        yield conn
+        for _, sql in triggers:
+            conn.execute(sql)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def tamper(location: str, statements: list[Statement]) -> None:
+    """Run ``statements`` as the tables' owner, each in the location's backend's spelling."""
+    backend = backend_of(location)
+    with owner(location) as conn:
+        for statement in statements:
+            conn.execute(statement[backend] if isinstance(statement, dict) else statement)
+
+
+def report_of(location: str) -> Any:
+    """``check()``'s report of the store at ``location``."""
+    with agui_store.open(location) as store:
+        return store.check()
+
+
+def problems(location: str) -> list[str]:
+    """The problems ``check()`` reports, as text."""
+    return [str(p) for p in report_of(location).problems]

@@ -6,11 +6,6 @@ invariants, the same on every backend, are in tests/contract/test_check.py."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from typing import Any
-
-import apsw
 import pytest
 
 import agui_store
@@ -18,59 +13,11 @@ from agui_store import testing
 from agui_store.backends.postgres.schema import (
     SCHEMA_VERSION as PG_VERSION,  # named in check()'s findings
 )
-from tests.backends import is_postgres, postgres_owner
+from tests.backends import problems, tamper
 from tests.test_integrity import CORRUPTIONS, build, matches
-
-Statement = str | dict[str, str]
-
 
 #: What tests/test_integrity.py expects, by corruption.
 EXPECTED = {name: lines for name, _, lines in CORRUPTIONS}
-
-
-def backend_of(location: str) -> str:
-    return "postgres" if is_postgres(location) else "sqlite"
-
-
-@contextlib.contextmanager
-def owner(location: str) -> Iterator[Any]:
-    """A connection of the tables' owner with the append-only (and, on PostgreSQL, the
-    foreign-key) guards off, in one transaction committed at the end."""
-    if is_postgres(location):
-        with postgres_owner(location) as conn:
-            yield conn
-        return
-    conn = apsw.Connection(location)
-    try:
-        conn.execute("BEGIN")
-        triggers = conn.execute(  # the guards: the events view's own triggers stay
-            "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' "
-            "AND name LIKE '%\\_are\\_append\\_only\\_%' ESCAPE '\\'"
-        ).fetchall()
-        for name, _ in triggers:
-            conn.execute(f'DROP TRIGGER "{name}"')
-        yield conn
-        for _, sql in triggers:
-            conn.execute(sql)
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-
-
-def tamper(location: str, statements: list[Statement]) -> None:
-    backend = backend_of(location)
-    with owner(location) as conn:
-        for statement in statements:
-            conn.execute(statement[backend] if isinstance(statement, dict) else statement)
-
-
-def report_of(location: str) -> Any:
-    with agui_store.open(location) as store:
-        return store.check()
-
-
-def problems(location: str) -> list[str]:
-    return [str(p) for p in report_of(location).problems]
 
 
 def test_the_log_pass_on_postgresql_reads_through_server_side_cursors(pg_built: str) -> None:

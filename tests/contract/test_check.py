@@ -12,24 +12,26 @@ lines tests/test_integrity.py expects on SQLite, leaving out the SQLite file's o
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
 import zlib
-from collections.abc import Iterator
-from typing import Any
 
-import apsw
 import pytest
 
 import agui_store
 from agui_store import cli
 from agui_store.engine import integrity
-from tests.backends import is_postgres, postgres_owner
+from tests.backends import (
+    Statement,
+    backend_of,
+    is_postgres,
+    owner,
+    problems,
+    report_of,
+    tamper,
+)
 from tests.test_integrity import BIG, CORRUPTIONS, GOOD, build, matches
-
-Statement = str | dict[str, str]
 
 #: Corruptions that need no backend's own feature, by the name tests/test_integrity.py gives
 #: them; a dict gives each backend its own spelling.
@@ -140,51 +142,6 @@ EXPECTED = {name: lines for name, _, lines in CORRUPTIONS}
 
 #: The SQLite file's own checks: the ones a portable corruption is not about.
 FILE_CHECKS = ("sqlite", "schema")
-
-
-def backend_of(location: str) -> str:
-    return "postgres" if is_postgres(location) else "sqlite"
-
-
-@contextlib.contextmanager
-def owner(location: str) -> Iterator[Any]:
-    """A connection of the tables' owner with the append-only (and, on PostgreSQL, the
-    foreign-key) guards off, in one transaction committed at the end."""
-    if is_postgres(location):
-        with postgres_owner(location) as conn:
-            yield conn
-        return
-    conn = apsw.Connection(location)
-    try:
-        conn.execute("BEGIN")
-        triggers = conn.execute(  # the guards: the events view's own triggers stay
-            "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' "
-            "AND name LIKE '%\\_are\\_append\\_only\\_%' ESCAPE '\\'"
-        ).fetchall()
-        for name, _ in triggers:
-            conn.execute(f'DROP TRIGGER "{name}"')
-        yield conn
-        for _, sql in triggers:
-            conn.execute(sql)
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-
-
-def tamper(location: str, statements: list[Statement]) -> None:
-    backend = backend_of(location)
-    with owner(location) as conn:
-        for statement in statements:
-            conn.execute(statement[backend] if isinstance(statement, dict) else statement)
-
-
-def report_of(location: str) -> Any:
-    with agui_store.open(location) as store:
-        return store.check()
-
-
-def problems(location: str) -> list[str]:
-    return [str(p) for p in report_of(location).problems]
 
 
 def storage_checks(location: str) -> tuple[str, ...]:
