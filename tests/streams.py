@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -46,3 +47,27 @@ def http_agent_turns(store: Any, n: int, thread: str = "t") -> list[dict[str, An
         history = store.checkout(f"r{i}").messages
     return inputs
 
+
+def http_agent_body(
+    run_id: str, held: list[dict[str, Any]], state: Any = None, thread: str = "t"
+) -> dict[str, Any]:
+    """What HttpAgent.prepareRunAgentInput sends: its messages without activity ones, its
+    state, no parentRunId."""
+    body: dict[str, Any] = {
+        "threadId": thread,
+        "runId": run_id,
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "messages": [m for m in json.loads(json.dumps(held)) if m.get("role") != "activity"],
+    }
+    if state is not None:
+        body["state"] = state
+    return body
+
+
+def reply(
+    run_id: str, message_id: str, text: str, *extra: dict[str, Any], thread: str = "t"
+) -> list[dict[str, Any]]:
+    """A run of ``thread`` that says one assistant message, after ``extra`` events."""
+    return run(thread, run_id, *extra, *say(message_id, text, "assistant"))

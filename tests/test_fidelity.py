@@ -16,9 +16,7 @@ themselves run on every backend in tests/contract/test_fidelity.py.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import apsw
 import pytest
@@ -27,35 +25,9 @@ import agui_store
 from agui_store import testing
 from tests.backends import checked
 from tests.schema_history import as_version_10
+from tests.streams import http_agent_body, reply
 
 pytestmark = pytest.mark.oracle
-
-
-def _body(run_id: str, held: list[dict[str, Any]], state: Any = None) -> dict[str, Any]:
-    """What HttpAgent.prepareRunAgentInput sends: its messages without activity ones, its
-    state, no parentRunId."""
-    body: dict[str, Any] = {
-        "threadId": "t",
-        "runId": run_id,
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-        "messages": [m for m in json.loads(json.dumps(held)) if m.get("role") != "activity"],
-    }
-    if state is not None:
-        body["state"] = state
-    return body
-
-
-def _reply(run_id: str, message_id: str, text: str, *extra: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
-        *extra,
-        {"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"},
-        {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": text},
-        {"type": "TEXT_MESSAGE_END", "messageId": message_id},
-        {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
-    ]
 
 
 def test_a_version_8_file_derives_again_what_the_amended_start_changes(
@@ -68,14 +40,14 @@ def test_a_version_8_file_derives_again_what_the_amended_start_changes(
     from agui_store.engine import derivation
 
     path = tmp_path / "s.db"
-    fresh = _body("r3", [{"id": "e1", "role": "user", "content": "edited"}])
+    fresh = http_agent_body("r3", [{"id": "e1", "role": "user", "content": "edited"}])
     with monkeypatch.context() as old_rule:
         old_rule.setattr(derivation, "body_as_sent", lambda has_input, lineage: False)
         with agui_store.open(path) as store:
-            store.append(_reply("r1", "a1", "hi"))
-            store.append(_reply("r2", "a2", "fine"))
-            store.append(_reply("r3", "a3", "new"), input=fresh)
-            store.append(_reply("r4", "a4", "below"))
+            store.append(reply("r1", "a1", "hi"))
+            store.append(reply("r2", "a2", "fine"))
+            store.append(reply("r3", "a3", "new"), input=fresh)
+            store.append(reply("r4", "a4", "below"))
             assert len(store.checkout("r4").messages) == 5  # r1 and r2's, then e1, a3, a4
     conn = apsw.Connection(str(path))
     # What version 8 had and later versions do not: threads without owners, and message

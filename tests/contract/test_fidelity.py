@@ -25,35 +25,9 @@ from tests.backends import checked
 from tests.contract.test_restore import assert_pipeline_restores
 from tests.oracle_client import Oracle, as_js
 from tests.strategies import json_objects, legal_streams, messages
+from tests.streams import http_agent_body, reply
 
 pytestmark = pytest.mark.oracle
-
-
-def _body(run_id: str, held: list[dict[str, Any]], state: Any = None) -> dict[str, Any]:
-    """What HttpAgent.prepareRunAgentInput sends: its messages without activity ones, its
-    state, no parentRunId."""
-    body: dict[str, Any] = {
-        "threadId": "t",
-        "runId": run_id,
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-        "messages": [m for m in json.loads(json.dumps(held)) if m.get("role") != "activity"],
-    }
-    if state is not None:
-        body["state"] = state
-    return body
-
-
-def _reply(run_id: str, message_id: str, text: str, *extra: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
-        *extra,
-        {"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"},
-        {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": text},
-        {"type": "TEXT_MESSAGE_END", "messageId": message_id},
-        {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
-    ]
 
 
 class Client:
@@ -66,7 +40,7 @@ class Client:
         self.state: Any = {}
 
     def run(self, store: Any, events: list[dict[str, Any]], **append: Any) -> dict[str, Any]:
-        body = _body(events[0]["runId"], self.messages, self.state)
+        body = http_agent_body(events[0]["runId"], self.messages, self.state)
         store.append(events, input=body, **append)
         got = self.oracle.replay(events, messages=self.messages, state=self.state)
         assert got["ok"], got
@@ -80,9 +54,9 @@ class Client:
 def _four_messages(store: Any, oracle: Oracle) -> Client:
     first = Client(oracle)
     first.say("u1", "hello")
-    first.run(store, _reply("r1", "a1", "hi"))
+    first.run(store, reply("r1", "a1", "hi"))
     first.say("u2", "how are you?")
-    first.run(store, _reply("r2", "a2", "fine"))
+    first.run(store, reply("r2", "a2", "fine"))
     assert len(store.checkout("r2").messages) == 4
     return first
 
@@ -97,7 +71,7 @@ def test_a_fresh_client_that_edits_the_first_message_restores_as_it_holds_it(
         fresh.say("u1" if same_id else "e1", "hello, edited")
         fresh.say("e2", "and a second message")
         fresh.state = {"draft": True}
-        body = fresh.run(store, _reply("r3", "a3", "a new answer"))
+        body = fresh.run(store, reply("r3", "a3", "a new answer"))
         assert len(body["messages"]) == 2
         co = store.checkout("r3")
         assert as_js([co.messages, co.state]) == as_js([fresh.messages, fresh.state])
@@ -110,7 +84,7 @@ def test_a_fresh_client_that_edits_the_first_message_restores_as_it_holds_it(
         assert_pipeline_restores(oracle, store, "r3", "t")
         # The client goes on from what it holds: its next body continues r3's view.
         fresh.say("e3", "thanks")
-        fresh.run(store, _reply("r4", "a4", "welcome"))
+        fresh.run(store, reply("r4", "a4", "welcome"))
         co = store.checkout("r4")
         assert as_js([co.messages, co.state]) == as_js([fresh.messages, fresh.state])
         assert store.get_run("r4").parent_run_id == "r3"
@@ -129,10 +103,10 @@ def test_a_client_continuing_a_view_keeps_the_activity_messages_it_did_not_send(
     with agui_store.open(store_location) as store:
         client = Client(oracle)
         client.say("u1", "plan it")
-        client.run(store, _reply("r1", "a1", "planned", activity))
+        client.run(store, reply("r1", "a1", "planned", activity))
         assert any(m["role"] == "activity" for m in client.messages)
         client.say("u2", "go on")
-        body = client.run(store, _reply("r2", "a2", "done"))
+        body = client.run(store, reply("r2", "a2", "done"))
         assert all(m["role"] != "activity" for m in body["messages"])
         assert store.get_run("r2").lineage == "messages"
         co = store.checkout("r2")
@@ -146,8 +120,8 @@ def test_a_body_whose_parent_is_named_may_leave_out_what_the_lineage_holds(
     lineage's (what `fork` users and producers that send only new messages rely on)."""
     with agui_store.open(store_location) as store:
         client = _four_messages(store, oracle)
-        events = _reply("r3", "a3", "named")
-        body = _body("r3", [{"id": "u3", "role": "user", "content": "only the new one"}])
+        events = reply("r3", "a3", "named")
+        body = http_agent_body("r3", [{"id": "u3", "role": "user", "content": "only the new one"}])
         body["parentRunId"] = "r2"
         store.append(events, input=body)
         want = oracle.replay(events, messages=[*client.messages, *body["messages"]], state={})
@@ -192,7 +166,7 @@ def test_a_body_that_continues_no_view_restores_as_sent_and_reads_back_whole(
         held = data.draw(fresh_bodies(known))
         state = data.draw(st.one_of(st.none(), json_objects))
         events = data.draw(legal_streams(min_runs=1, max_runs=1, run_ids=["fresh"]))
-        body = _body("fresh", held, state)
+        body = http_agent_body("fresh", held, state)
         store.append(events, input=body)
         assert store.get_run("fresh").lineage == "head"
         assert store.input("fresh") == body
