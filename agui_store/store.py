@@ -604,7 +604,6 @@ class Store:
     ) -> Branch:
         """Point branch ``name`` at a run (creating or moving it). With a ``scope``, only a
         run of that owner's threads (another owner's are absent: ``RunNotFoundError``)."""
-        intake.check_branch_name(name)
         with self._writing() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             return branches.point(tx, name, key)

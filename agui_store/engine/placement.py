@@ -21,7 +21,7 @@ from agui_store.engine import checkpoints, clock, port, reads, revisions
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
 from agui_store.engine.derivation import Deriver, RunRow
-from agui_store.engine.intake import Batch, Input, check_branch_name
+from agui_store.engine.intake import Batch, Input
 from agui_store.engine.revisions import RunKey
 from agui_store.errors import (
     AmbiguousRunError,
@@ -687,8 +687,7 @@ class Placement:
     ) -> None:
         """A new run on a branch advances it: the named one, else every branch whose tip
         is the run's parent."""
-        if branch is not None:
-            check_branch_name(branch)
+        if branch is not None:  # a name intake.read_batch checked
             refuse_branch_shadowing_run(tx, thread_pk, branch)
             tx.set_branch(thread_pk, branch, run_pk, now)
             self.memory.note_branched(thread_pk)

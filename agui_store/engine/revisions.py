@@ -155,9 +155,9 @@ def selection(
     """What a verb that works on a run and its ancestors, a thread, or the whole store (a
     scope's threads, with one) covers: ``(threads, run pks)``, threads ``[None]`` for all."""
     if run is not None:
-        return [run.thread_pk], list(tx.ancestors(run.pk))
+        return [run.thread_pk], tx.ancestors(run.pk)
     if thread_pk is not None:
-        return [thread_pk], list(tx.thread_run_pks(thread_pk))
+        return [thread_pk], tx.thread_run_pks(thread_pk)
     if scope is not None:
-        return owned_threads(tx, scope), list(tx.owner_run_pks(scope))
-    return [None], list(tx.all_run_pks())
+        return owned_threads(tx, scope), tx.owner_run_pks(scope)
+    return [None], tx.all_run_pks()

@@ -9,8 +9,7 @@ that what it remembers is used only while it is true.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
 
 from agui_store.codec import ingest
 from agui_store.engine import cache, derivation, gc_pause, intake, placement, port
@@ -115,7 +114,7 @@ class Writes:
         return derived
 
     def compact(
-        self, tx: port.Writing, threads: Sequence[int | None], run_pks: Any
+        self, tx: port.Writing, threads: Sequence[int | None], run_pks: Iterable[int]
     ) -> int:
         """Write the checkpoints ``run_pks`` lack (after deriving what ``threads`` left for
         later). Returns how many were written."""
