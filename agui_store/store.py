@@ -103,6 +103,7 @@ class Store:
         self._backend: port.Backend = open_backend(self.path, busy_timeout_ms)
         self.path = self._backend.where  # a URL is shown without its password
         self._pid = os.getpid()
+        # The write paths and what they remember between calls (its ``memory``).
         self._writes = writes.Writes(
             self.path,
             max_event_bytes=self.max_event_bytes,
@@ -110,8 +111,6 @@ class Store:
             checkpoint_events=self.checkpoint_events,
             derive_on_append=self.derive_on_append,
         )
-        # What it remembers between calls (see agui_store.engine.cache).
-        self._memory = self._writes.memory
         # Last: a fork in another thread resets the stores in this set, whole ones only.
         _OPEN_STORES.add(self)
 
@@ -127,7 +126,7 @@ class Store:
         """Close the file. Further calls raise."""
         with self._lock:
             self._backend.close()
-            self._memory.close()
+            self._writes.memory.close()
 
     def __repr__(self) -> str:
         return f"<agui_store.Store {self.path!r}>"
@@ -138,7 +137,7 @@ class Store:
         self._lock = threading.RLock()
         same_process = self._pid == os.getpid()
         self._pid = os.getpid()
-        self._memory.after_fork(same_process)
+        self._writes.memory.after_fork(same_process)
         self._backend.after_fork()
 
     @contextmanager
@@ -156,7 +155,7 @@ class Store:
                 with self._backend.writing(thread_id) as tx:
                     yield tx
             except BaseException:
-                self._memory.forget()
+                self._writes.memory.forget()
                 raise
 
     @contextmanager
@@ -168,7 +167,7 @@ class Store:
             with self._writing() as tx:
                 yield tx
         finally:
-            self._memory.forget()
+            self._writes.memory.forget()
 
     # --- append -------------------------------------------------------------------------
 

@@ -58,7 +58,7 @@ def forget(store: Store) -> None:
     state, what appends remember, the message chunks it validated, the request bodies it
     read), so that the next call is cold."""
     with store._lock:
-        store._memory.forget_everything()
+        store._writes.memory.forget_everything()
 
 
 def read_bodies_whole(store: Store) -> None:
@@ -66,13 +66,13 @@ def read_bodies_whole(store: Store) -> None:
     remembers nothing of earlier bodies (see :mod:`agui_store.history.resent_bodies`) and spends
     nothing on remembering them. The path a body that resends nothing took before bodies were
     remembered, which the remembering one is compared with."""
-    store._memory.read_bodies_whole()
+    store._writes.memory.read_bodies_whole()
 
 
 def remembered_bodies(store: Store) -> resent_bodies.Memo:
     """What the store remembers of the request bodies it read (see
     :mod:`agui_store.history.resent_bodies`)."""
-    return store._memory.resent
+    return store._writes.memory.resent
 
 
 @contextlib.contextmanager
