@@ -120,8 +120,7 @@ def fast_patch(document: Any, operations: Any) -> tuple[bool, Any]:
     document)``, or ``(False, None)`` where the fast path does not answer (a document that is
     not plain JSON, operations that are not a list, or a patch it leaves to the exact engine).
     Raises what the fast path raises otherwise."""
-    plain = type(document) in (dict, list) and patch._is_plain(document)
-    if not isinstance(operations, list) or not plain:
+    if not patch._takes_fast_path(document, operations):
         return False, None
     try:
         return True, patch._fast_apply(document, operations)

@@ -929,6 +929,16 @@ _KNOWN_PLAIN_SIZE: Final = 16
 _KNOWN_PLAIN_LOCK: Final = threading.Lock()
 
 
+def _takes_fast_path(document: Any, operations: Any) -> bool:
+    """Whether :func:`apply_patch` tries its fast path: a list of operations on a plain
+    document (an object or array of JSON values only)."""
+    return (
+        isinstance(operations, list)
+        and (type(document) is dict or type(document) is list)
+        and (_known_plain(document) or _is_plain(document))
+    )
+
+
 def _known_plain(document: Any) -> bool:
     if _KNOWN_PLAIN.get(id(document)) is not document:
         return False
@@ -989,11 +999,7 @@ def apply_patch(document: Any, operations: list[dict[str, Any]] | Any) -> Any:
     # (before writing anything) on every patch where fast-json-patch departs from the RFC or
     # throws; the exact engine then answers. Plainness is checked once per document: results
     # are remembered as plain, and a document passed back in is assumed unchanged.
-    if (
-        isinstance(operations, list)
-        and (type(document) is dict or type(document) is list)
-        and (_known_plain(document) or _is_plain(document))
-    ):
+    if _takes_fast_path(document, operations):
         try:
             result = _fast_apply(document, operations)
         except (_Fallback, RecursionError):
