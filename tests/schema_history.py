@@ -50,3 +50,104 @@ def as_version_10(conn: Any) -> None:
     """Give a current file (an apsw connection, foreign keys off) version 10's log tables."""
     as_version_11(conn)
     conn.execute(UNDO_VERSION_11)
+
+
+# --- hashes over sequence numbers (before SQLite's version 13, PostgreSQL's version 5) ---------
+
+_NONE = b"\xff" * 8
+
+
+def _field(value: str | bytes | None) -> bytes:
+    if value is None:
+        return _NONE
+    data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
+    return len(data).to_bytes(8, "big") + data
+
+
+def sequence_batch_digest(rows: list[Any], outcome: str | None, appended_at: int) -> bytes:
+    """A batch's digest as earlier versions computed it: over each event's sequence number
+    (the store's own), type, bytes and echo references."""
+    import hashlib
+
+    parts = [b"agui-store batch 1\x00", _field(outcome), int(appended_at).to_bytes(8, "big",
+                                                                                     signed=True)]
+    for seq, kind, payload, refs in rows:
+        data = str(payload).encode("utf-8", "surrogatepass")
+        parts += [int(seq).to_bytes(8, "big", signed=True), _field(kind),
+                  len(data).to_bytes(8, "big"), data, _field(refs)]  # fmt: skip
+    return hashlib.sha256(b"".join(parts)).digest()
+
+
+def as_sequence_hashed(location: str) -> int:
+    """Give a current store (either backend) the hashes and the schema version a store had
+    when a batch's hash covered its events' sequence numbers: every run, batch and
+    checkpoint hash rewritten as those versions wrote it. Returns how many stored hashes
+    changed."""
+    from agui_store.backends.postgres import schema as pg_schema
+    from agui_store.backends.sqlite import schema as sqlite_schema
+    from agui_store.history import hashing
+    from tests.backends import is_postgres, owner
+
+    pg = is_postgres(location)
+    mark = "%s" if pg else "?"
+    changed = 0
+    with owner(location) as conn:
+        runs = conn.execute(
+            "SELECT r.id, t.thread_id, r.run_id, r.parent, r.lineage, r.parent_run_id, "
+            "r.synthetic, r.created_at, r.parent_hash, r.input_hash, r.start_hash "
+            "FROM runs r JOIN threads t ON t.id = r.thread ORDER BY r.id"
+        ).fetchall()
+        batches: dict[int, list[Any]] = {}
+        for row in conn.execute(
+            "SELECT id, run, first_seq, last_seq, outcome, appended_at, hash FROM batches "
+            "ORDER BY id"
+        ).fetchall():
+            batches.setdefault(int(row[1]), []).append(row)
+        now: dict[int, list[bytes]] = {}  # each run's chain as stored
+        old: dict[int, list[bytes]] = {}  # and as the sequence numbers gave it
+        renamed: dict[bytes, bytes] = {}
+        for pk, thread, run_id, parent, lineage, sent, synthetic, created, p_hash, i_hash, s_hash in runs:  # noqa: E501
+            parent_then = None
+            if parent is not None:
+                at = now[parent].index(bytes(p_hash))
+                parent_then = old[parent][at]
+            start = hashing.start(
+                thread_id=thread, run_id=run_id, lineage=lineage, sent_parent_run_id=sent,
+                synthetic=bool(synthetic), created_at=int(created), parent_hash=parent_then,
+                input_hash=None if i_hash is None else bytes(i_hash),
+            )  # fmt: skip
+            now[pk], old[pk] = [bytes(s_hash)], [start]
+            conn.execute(
+                f"UPDATE runs SET parent_hash = {mark}, start_hash = {mark} WHERE id = {mark}",
+                (parent_then, start, pk),
+            )
+            renamed[bytes(s_hash)] = start
+            for b_pk, _, first, last, outcome, appended_at, b_hash in batches.get(pk, []):
+                rows = conn.execute(
+                    "SELECT e.seq, e.type, e.payload, echo_refs.refs FROM events e "
+                    "LEFT JOIN echo_refs ON echo_refs.seq = e.seq "
+                    f"WHERE e.run = {mark} AND e.seq BETWEEN {mark} AND {mark} ORDER BY e.seq",
+                    (pk, first, last),
+                ).fetchall()
+                chained = hashing.chain(
+                    old[pk][-1], sequence_batch_digest(rows, outcome, appended_at)
+                )
+                now[pk].append(bytes(b_hash))
+                old[pk].append(chained)
+                renamed[bytes(b_hash)] = chained
+                changed += chained != bytes(b_hash)
+                conn.execute(f"UPDATE batches SET hash = {mark} WHERE id = {mark}", (chained, b_pk))
+        for run, run_hash in conn.execute("SELECT run, run_hash FROM checkpoints").fetchall():
+            if run_hash is not None and bytes(run_hash) in renamed:
+                conn.execute(
+                    f"UPDATE checkpoints SET run_hash = {mark} WHERE run = {mark}",
+                    (renamed[bytes(run_hash)], run),
+                )
+        if pg:
+            conn.execute(
+                "UPDATE meta SET value = %s WHERE key = 'schema_version'",
+                (str(pg_schema.SCHEMA_VERSION - 1),),
+            )
+        else:
+            conn.execute(f"PRAGMA user_version = {sqlite_schema.SCHEMA_VERSION - 1}")
+    return changed

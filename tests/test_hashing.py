@@ -39,9 +39,21 @@ def test_the_digest_of_held_bytes_equals_the_digest_of_the_stored_rows(
     assert held == hashing.batch_digest(rows, outcome, appended_at)
 
 
-def test_a_batch_digest_covers_each_events_sequence_number_type_and_bytes() -> None:
+def test_a_batch_digest_covers_each_events_position_type_and_bytes_but_not_its_seq() -> None:
     base = hashing.batch_digest_of(7, ["CUSTOM", "RAW"], [b"{}", b"[]"], {}, None, 0)
-    assert base != hashing.batch_digest_of(8, ["CUSTOM", "RAW"], [b"{}", b"[]"], {}, None, 0)
+    # Another store numbers the same events otherwise: the digest is the same.
+    assert base == hashing.batch_digest_of(8, ["CUSTOM", "RAW"], [b"{}", b"[]"], {}, None, 0)
+    assert base == hashing.batch_digest([(1, "CUSTOM", "{}", None), (90, "RAW", "[]", None)],
+                                        None, 0)  # fmt: skip
+    assert base != hashing.batch_digest_of(7, ["CUSTOM"], [b"{}"], {}, None, 0)
+    # The echo references travel with the event at their position, whatever its seq.
+    echoed = hashing.batch_digest_of(7, ["CUSTOM", "RAW"], [b"{}", b"[]"], {8: "x"}, None, 0)
+    assert echoed == hashing.batch_digest_of(
+        70, ["CUSTOM", "RAW"], [b"{}", b"[]"], {71: "x"}, None, 0
+    )
+    assert echoed != hashing.batch_digest_of(
+        7, ["CUSTOM", "RAW"], [b"{}", b"[]"], {7: "x"}, None, 0
+    )
     assert base != hashing.batch_digest_of(7, ["RAW", "CUSTOM"], [b"{}", b"[]"], {}, None, 0)
     assert base != hashing.batch_digest_of(7, ["CUSTOM", "RAW"], [b"[]", b"{}"], {}, None, 0)
     assert base != hashing.batch_digest_of(7, ["CUSTOM", "RAW"], [b"{}", b"[]"], {8: ""}, None, 0)

@@ -347,7 +347,14 @@ def assert_reads_back(found: dict[str, Any], expected: dict[str, Any]) -> None:
     assert list(found["runs"]) == list(expected["runs"])
     for run, read in expected["runs"].items():
         for what, value in read.items():
+            if what in HASHES_RECOMPUTED_SINCE_V9:
+                continue
             assert found["runs"][run][what] == value, f"{run}: {what}"
+
+
+#: What a version 9 file read that version 13 computes again: a run's hash, which covered
+#: the file's own sequence numbers and covers positions since (check() vouches for them).
+HASHES_RECOMPUTED_SINCE_V9 = ("hash",)
 
 
 def test_the_kept_version_9_file_holds_everything_version_9_can_hold() -> None:
@@ -490,7 +497,8 @@ def test_a_migrated_version_9_file_takes_appends_of_every_kind_afterwards(v9: Pa
         found = read_back_v9(store)["runs"]
         for run, read in v9_expected()["runs"].items():
             if run != "ops/p3":
-                del found[run]["branches"], read["branches"]
+                for what in ("branches", *HASHES_RECOMPUTED_SINCE_V9):
+                    del found[run][what], read[what]
                 assert found[run] == read, run
         report = store.check()
         assert report.ok, [str(p) for p in report.problems]

@@ -177,9 +177,9 @@ def sample_history(store: Store) -> None:
 
 def _run_dict(run: agui_store.Run) -> dict[str, Any]:
     """A run as a reader sees it, without what is local to one database (its sequence
-    numbers, and the hash that covers them)."""
+    numbers): its content hash is the same in every store that holds it."""
     out = dataclasses.asdict(run)
-    del out["last_seq"], out["hash"]
+    del out["last_seq"]
     return out
 
 

@@ -2,10 +2,14 @@
 :mod:`agui_store.history.hashing`).
 
 One pass over runs and batches in the order they were written computes what every hash
-should be. Two users:
+should be. Its users:
 
 - the migration to schema version 8 writes them, for files written before hashes existed
   (:mod:`agui_store.backends.sqlite.migrations`);
+- the migrations that rehash a store written when a batch's hash covered the store's own
+  sequence numbers (:func:`rehash`; SQLite's version 13, PostgreSQL's version 5): every run,
+  batch and checkpoint gets the hash of its content, which another store holding the same
+  runs computes alike;
 - ``check()`` compares them with what is stored, link by link: each run's input against its
   input digest, its parent's hash when it was placed against the one it recorded, its record
   against its start hash, each batch's events against the hash after that batch (chained from
@@ -65,6 +69,42 @@ class RunLink:
     def parent_verified(self) -> bool:
         """Whether the parent hash the run recorded is the one its parent had then."""
         return self.parent_unknown or self.stored_parent == self.parent_stored_then
+
+
+@dataclass
+class Rehash:
+    """The rows a rehash writes: what every stored hash becomes.
+
+    Attributes:
+        runs: ``(parent_hash, input_hash, start_hash, run pk)`` of every run.
+        batches: ``(hash, batch pk)`` of every batch.
+        renamed: each stored run hash (a run's start or a batch's), by run pk, with the hash
+            that replaces it: a checkpoint's ``run_hash`` (the run's hash it was derived at)
+            becomes the hash at the same point of the recomputed chain.
+    """
+
+    runs: list[tuple[bytes | None, bytes | None, bytes, int]]
+    batches: list[tuple[bytes, int]]
+    renamed: dict[int, dict[bytes, bytes]]
+
+
+def rehash(tx: Inspecting) -> Rehash:
+    """What every stored hash becomes when recomputed from the log (inside a migration's
+    transaction of any backend, before it writes the rows)."""
+    links = compute(tx)
+    runs: list[tuple[bytes | None, bytes | None, bytes, int]] = []
+    batches: list[tuple[bytes, int]] = []
+    renamed: dict[int, dict[bytes, bytes]] = {}
+    for link in links.values():
+        runs.append((link.parent_hash, link.input_hash, link.start_hash, link.pk))
+        names = renamed[link.pk] = {}
+        if link.stored_start is not None:
+            names[link.stored_start] = link.start_hash
+        for batch in link.batches:
+            batches.append((batch.computed, batch.pk))
+            if batch.stored is not None:
+                names[batch.stored] = batch.computed
+    return Rehash(runs, batches, renamed)
 
 
 def _hex(value: Any) -> bytes | None:

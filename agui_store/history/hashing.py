@@ -13,8 +13,17 @@ How a run's hash is made (every field length-prefixed, so no two layouts collide
   run was placed, and ``input_digest``.
 - each batch (one ``append`` of the run's events): ``chain(previous, batch_digest)``, where
   ``previous`` is ``start`` for the first batch and the hash of the batch before it after
-  that, and ``batch_digest`` covers the batch's events (sequence number, type, stored bytes,
-  and the echo references of a normalized ``RUN_STARTED``), its outcome and its time.
+  that, and ``batch_digest`` covers the batch's events (position in the batch, type, stored
+  bytes, and the echo references of a normalized ``RUN_STARTED``), its outcome and its time.
+
+Nothing a store assigns on its own goes into a hash: not the global sequence numbers (another
+store numbers the same events otherwise), not row keys, not the order other threads were
+written in. An event's place is its position in its batch, and a batch's place in its run is
+its place in the chain, so the position of every event in its run is covered; an echo's
+references name ranges of its lineage parent's view, which the parent's hash covers. The
+same run therefore has the same hash in every store that holds it: after ``copy``, after an
+export and import, on SQLite and on PostgreSQL. Recorded times (``created_at``,
+``appended_at``) are content: ``copy`` and the lossless export keep them.
 
 The run's hash is the hash of its newest batch: appending costs the batch, not the run or
 the history. It is final once the run is complete (one late ``RUN_ERROR`` after
@@ -84,7 +93,8 @@ def start(
     ).digest()
 
 
-#: One event as a batch digest sees it: ``(seq, type, payload, echo refs or None)``.
+#: One event as a batch digest sees it: ``(seq, type, payload, echo refs or None)``; the
+#: ``seq`` only orders the rows, the digest covers the event's position in its batch.
 EventRow = tuple[int, str, str, "str | None"]
 
 
@@ -103,10 +113,10 @@ def _kind_field(kind: str) -> bytes:
 
 
 def _batch_header(outcome: str | None, appended_at: int) -> list[bytes]:
-    """A batch digest's buffer before its events (they follow, five fields each: seq, type,
-    payload length, payload, echo refs)."""
+    """A batch digest's buffer before its events (they follow, five fields each: position in
+    the batch, type, payload length, payload, echo refs)."""
     return [
-        b"agui-store batch 1\x00",
+        b"agui-store batch 2\x00",
         _field(_text(outcome)),
         int(appended_at).to_bytes(8, "big", signed=True),
     ]
@@ -118,10 +128,10 @@ def batch_digest(events: Iterable[EventRow], outcome: str | None, appended_at: i
     digest from the bytes it holds: :func:`batch_digest_of`."""
     # One buffer for the batch, fields inlined: a checkout verifies every batch it replays.
     parts = _batch_header(outcome, appended_at)
-    for seq, kind, payload, refs in events:
+    for position, (_seq, kind, payload, refs) in enumerate(events):
         payload_bytes = payload.encode("utf-8", "surrogatepass")
         parts += (
-            int(seq).to_bytes(8, "big", signed=True),
+            position.to_bytes(8, "big", signed=True),
             _KIND_FIELDS.get(kind) or _kind_field(kind),
             len(payload_bytes).to_bytes(8, "big"),
             payload_bytes,
@@ -140,8 +150,9 @@ def batch_digest_of(
 ) -> bytes:
     """:func:`batch_digest` of the events an append is writing, as it holds them: sequence
     numbers from ``first_seq`` on, their types, their stored text already in UTF-8, and the
-    echo references by sequence number. The same digest, without encoding each payload
-    again (this runs on every append)."""
+    echo references by sequence number (``first_seq`` only locates them: the digest covers
+    positions in the batch). The same digest, without encoding each payload again (this runs
+    on every append)."""
     parts = _batch_header(outcome, appended_at)
     add = parts.extend
     seq = first_seq
@@ -149,7 +160,7 @@ def batch_digest_of(
         ref = refs.get(seq) if refs else None
         add(
             (
-                seq.to_bytes(8, "big", signed=True),
+                (seq - first_seq).to_bytes(8, "big", signed=True),
                 _KIND_FIELDS.get(kind) or _kind_field(kind),
                 len(payload).to_bytes(8, "big"),
                 payload,

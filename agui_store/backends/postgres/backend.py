@@ -40,7 +40,7 @@ from psycopg.pq import TransactionStatus
 
 from agui_store import errors
 from agui_store.backends import errors as backend_errors
-from agui_store.backends.postgres import schema, sql
+from agui_store.backends.postgres import migrations, schema, sql
 from agui_store.backends.postgres.transaction import PostgresTransaction
 
 #: SQLSTATE classes and codes of a server going away: the connection is gone or going.
@@ -163,7 +163,7 @@ class PostgresBackend:
         except Exception as e:  # a malformed URL, among others
             raise translate(e, self.where) from e
         try:
-            schema.install(conn)
+            schema.install(conn, backfills=migrations.BACKFILLS)
             # Session settings: the store's schema first on the path, and a bounded wait for
             # the write locks (0 would mean "forever" to PostgreSQL: 1 ms is "no wait").
             conn.execute(

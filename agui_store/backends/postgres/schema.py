@@ -38,6 +38,7 @@ processes opening a fresh database at once do not race: the second finds it inst
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agui_store import errors
@@ -51,10 +52,10 @@ if TYPE_CHECKING:
 SCHEMA = "agui_store"
 
 #: Bumped whenever this schema changes; recorded in ``meta`` under ``schema_version``.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: The SQLite schema version whose tables and columns these mirror (a test compares them).
-MIRRORS_SQLITE_VERSION = 12
+MIRRORS_SQLITE_VERSION = 13
 
 #: ``meta``'s ``application`` row: what marks a PostgreSQL schema as an agui-store.
 APPLICATION = "agui-store"
@@ -454,8 +455,20 @@ CREATE TABLE conversation_branches (
 CREATE INDEX conversation_branches_by_entry ON conversation_branches(entry);
 """
 
+#: Version 5: content hashes that depend on content only, as SQLite's version 13. A batch's
+#: hash covered its events' sequence numbers, which are the store's own; it now covers their
+#: positions in the batch. No table changes: every run, batch and checkpoint hash is
+#: recomputed from the log by the step :func:`install` is handed for this version
+#: (:mod:`agui_store.backends.postgres.migrations`).
+MIGRATE_V5 = "SELECT 1"
+
 #: Migrations from version N-1 to N, each applied inside :func:`install`'s transaction.
-MIGRATIONS: dict[int, str] = {1: CREATE_V1, 2: MIGRATE_V2, 3: MIGRATE_V3, 4: MIGRATE_V4}
+MIGRATIONS: dict[int, str] = {
+    1: CREATE_V1, 2: MIGRATE_V2, 3: MIGRATE_V3, 4: MIGRATE_V4, 5: MIGRATE_V5,
+}  # fmt: skip
+
+#: The versions whose migration also computes values in Python, after its SQL.
+BACKFILLS = frozenset({5})
 
 READ_META = "SELECT key, value FROM {schema}.meta WHERE key IN ('application', 'schema_version')"
 WRITE_VERSION = (
@@ -493,8 +506,18 @@ def installed_version(conn: Connection, schema: str = SCHEMA) -> int:
     return int(str(rows["schema_version"]))
 
 
-def install(conn: Connection, schema: str = SCHEMA) -> int:
+def install(
+    conn: Connection,
+    schema: str = SCHEMA,
+    *,
+    backfills: Mapping[int, Callable[[Connection], None]] | None = None,
+) -> int:
     """Create or migrate the store's tables in ``schema``; returns the version found before.
+
+    ``backfills``: the steps computed in Python of the versions in :data:`BACKFILLS`, run
+    after that version's SQL in the same transaction (the backend hands them in:
+    :mod:`agui_store.backends.postgres.migrations`; a store of data with none of them
+    left to run needs none).
 
     Idempotent, and one transaction: the tables appear all at once or not at all. An
     advisory lock makes concurrent installers wait for the first, which then leaves them
@@ -520,6 +543,8 @@ def install(conn: Connection, schema: str = SCHEMA) -> int:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(schema)}")
         for version in range(found + 1, SCHEMA_VERSION + 1):
             conn.execute(MIGRATIONS[version])
+            if found and backfills and version in backfills:
+                backfills[version](conn)
         conn.execute(WRITE_VERSION, {"application": APPLICATION, "version": str(SCHEMA_VERSION)})
     return found
 

@@ -963,3 +963,19 @@ JOIN runs ON runs.thread = threads.id
 JOIN events ON events.run = runs.id
 WHERE threads.thread_id = %s AND events.type = 'CUSTOM' ORDER BY events.seq
 """
+
+
+# --- migrations computed in Python (agui_store.backends.postgres.migrations) ------------------
+
+CHECKPOINT_RUN_HASHES = "SELECT run, run_hash FROM checkpoints ORDER BY run"
+REHASH_RUN = "UPDATE runs SET parent_hash = %s, input_hash = %s, start_hash = %s WHERE id = %s"
+REHASH_BATCH = "UPDATE batches SET hash = %s WHERE id = %s"
+REHASH_CHECKPOINT = "UPDATE checkpoints SET run_hash = %s WHERE run = %s"
+LIFT_RUN_GUARDS = (
+    "ALTER TABLE runs DISABLE TRIGGER runs_are_append_only; "
+    "ALTER TABLE batches DISABLE TRIGGER batches_are_append_only"
+)
+RESTORE_RUN_GUARDS = (
+    "ALTER TABLE runs ENABLE TRIGGER runs_are_append_only; "
+    "ALTER TABLE batches ENABLE TRIGGER batches_are_append_only"
+)

@@ -46,7 +46,7 @@ def migrate(conn: Conn, path: str) -> None:
     for target in range(version + 1, schema.SCHEMA_VERSION + 1):
         conn.execute(schema.MIGRATIONS[target])
         if target in schema.BACKFILLS:
-            _backfill_hashes(conn)
+            _BACKFILLS[target](conn)
     conn.execute(sql.set_application_id(schema.APPLICATION_ID))
     conn.execute(sql.set_user_version(schema.SCHEMA_VERSION))
 
@@ -95,3 +95,31 @@ def _backfill_hashes(conn: Conn) -> None:
     for (run_pk,) in conn.execute(sql.CHECKPOINT_RUNS).fetchall():
         view_hash = checkpoints.stored_view_digest(tx, int(run_pk))[0]
         conn.execute(sql.BACKFILL_CHECKPOINT_HASHES, (final.get(run_pk), view_hash, run_pk))
+
+
+def _rehash(conn: Conn) -> None:
+    """Version 13: every run's, batch's and checkpoint's hash recomputed from the log, now
+    that a batch's hash covers its events' positions, not the file's sequence numbers
+    (:func:`agui_store.engine.log_hashes.rehash`), with the append-only triggers on runs and
+    batches lifted meanwhile."""
+    rehash = log_hashes.rehash(SqliteTransaction(conn))
+    checkpoints_at = [
+        (int(run), bytes(run_hash))
+        for run, run_hash in conn.execute(sql.CHECKPOINT_RUN_HASHES).fetchall()
+        if run_hash is not None
+    ]
+    with _lifted(conn, ("runs", "batches"), "update"):
+        conn.executemany(sql.BACKFILL_RUN_HASHES, rehash.runs)
+        conn.executemany(sql.BACKFILL_BATCH_HASH, rehash.batches)
+    conn.executemany(
+        sql.REHASH_CHECKPOINT,
+        [
+            (rehash.renamed[run][old], run)
+            for run, old in checkpoints_at
+            if old in rehash.renamed.get(run, {})
+        ],
+    )
+
+
+#: The migrations that compute values in Python after their SQL, by version.
+_BACKFILLS = {8: _backfill_hashes, 13: _rehash}

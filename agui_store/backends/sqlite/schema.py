@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -406,6 +406,12 @@ CREATE TABLE conversation_branches (
 CREATE INDEX conversation_branches_by_entry ON conversation_branches(entry);
 """
 
+# Version 13: content hashes that depend on content only. A batch's hash covered its events'
+# sequence numbers, which are the store's own (another store numbers the same events
+# otherwise); it now covers their positions in the batch. No table changes: every run, batch
+# and checkpoint hash is recomputed from the log (``migrations._rehash``).
+CREATE_V13 = "-- every hash recomputed from the log, in Python\n"
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -419,7 +425,8 @@ MIGRATIONS: dict[int, str] = {
     10: CREATE_V10,
     11: CREATE_V11,
     12: CREATE_V12,
+    13: CREATE_V13,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.
-BACKFILLS = frozenset({8})
+BACKFILLS = frozenset({8, 13})

@@ -570,6 +570,8 @@ BACKFILL_BATCH_HASH = "UPDATE batches SET hash = ? WHERE id = ?"
 CHECKPOINT_COLUMNS = "PRAGMA table_info(checkpoints)"
 CHECKPOINT_RUNS = "SELECT run FROM checkpoints ORDER BY run"
 BACKFILL_CHECKPOINT_HASHES = "UPDATE checkpoints SET run_hash = ?, view_hash = ? WHERE run = ?"
+CHECKPOINT_RUN_HASHES = "SELECT run, run_hash FROM checkpoints ORDER BY run"
+REHASH_CHECKPOINT = "UPDATE checkpoints SET run_hash = ? WHERE run = ?"
 
 
 # --- check(): what the file's own checks read (agui_store.backends.sqlite.checks) ----------
