@@ -550,6 +550,7 @@ def cmd_copy(store: Store, args: argparse.Namespace, out: TextIO) -> int:
                     "runsPresent": result.runs_present,
                     "runsExtended": result.runs_extended,
                     "branches": result.branches,
+                    "conversations": result.conversations,
                 }
             )
             + "\n"
@@ -559,7 +560,8 @@ def cmd_copy(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     out.write(
         f"copied {counted(result.threads, 'thread')}, {counted(result.runs, 'run')}, "
         f"{counted(result.events, 'event')}{extended}, "
-        f"{counted(result.branches, 'branch', 'branches')} "
+        f"{counted(result.branches, 'branch', 'branches')}, "
+        f"{counted(result.conversations, 'conversation')} "
         f"({counted(result.runs_present, 'run')} already present)\n"
     )
     return 0

@@ -703,7 +703,8 @@ def test_the_command_counts_one_of_a_kind_in_the_singular(src_dst: tuple[str, st
     code, out, err = run_cli("copy", src, dst)
     assert (code, err) == (0, "")
     assert out == (
-        f"copied 1 thread, 1 run, {len(events)} events, 1 branch (0 runs already present)\n"
+        f"copied 1 thread, 1 run, {len(events)} events, 1 branch, 0 conversations "
+        "(0 runs already present)\n"
     )
 
 
@@ -796,3 +797,92 @@ def test_the_command_draws_progress_only_on_a_terminal(tmp_path: Path) -> None:
     assert proc.wait() == 0
     os.close(leader)
     assert b"copying [" in drawn and b"44/44" in drawn
+
+
+# --- conversations ------------------------------------------------------------------------
+
+
+def conversations_of(location: str, ids: list[str]) -> dict[str, Any]:
+    """Each conversation's record and entries as pydantic-ai reads them (``None``: absent)."""
+    import asyncio
+
+    from agui_store.integrations.pydantic_ai import ConversationStore
+
+    async def read() -> dict[str, Any]:
+        async with ConversationStore(location) as conversations:
+            out: dict[str, Any] = {}
+            for cid in ids:
+                record = await conversations.read_record(cid)
+                out[cid] = None if record is None else (
+                    record, await conversations.load_entries(cid)
+                )
+            return out
+
+    return asyncio.run(read())
+
+
+def test_a_copy_carries_the_conversations_linked_to_its_threads_and_again_adds_nothing(
+    src_dst: tuple[str, str],
+) -> None:
+    import asyncio
+
+    from pydantic_ai.conversation import Conversation
+
+    from agui_store.integrations.pydantic_ai import ConversationStore
+    from tests.pydantic_ai_conversations import turn
+
+    src, dst = src_dst
+    saved = {"type": "CUSTOM", "name": "pydantic_ai_conversation_saved",
+             "value": {"conversation_id": "side", "entry_ids": []}}  # fmt: skip
+    with agui_store.open(src) as store:
+        record_run(store, "t1", "r1")
+        events = run_events("t1", "r2", "two")
+        store.append([*events[:-1], saved, events[-1]], thread_id="t1")
+        record_run(store, "t9", "z1")
+
+    async def save(location: str, cid: str, *turns: int, branch_at: int | None = None) -> None:
+        async with ConversationStore(location) as conversations:
+            found = await conversations.load(cid)
+            messages = [m for n in turns for m in turn(n)]
+            if found is None:
+                await conversations.save(Conversation(conversation_id=cid, messages=messages))
+                return
+            if branch_at is not None:
+                found = await conversations.branch(
+                    cid, at=branch_at, expected_revision=found.revision
+                )
+            found.messages.extend(messages)
+            await conversations.save(found)
+
+    asyncio.run(save(src, "t1", 1, 2))
+    asyncio.run(save(src, "t1", 3, branch_at=2))  # a branch left behind
+    asyncio.run(save(src, "side", 5))
+    asyncio.run(save(src, "t9", 6))
+    asyncio.run(save(src, "unlinked", 7))
+    ids = ["t1", "side", "t9", "unlinked"]
+
+    result = agui_store.copy(src, dst, thread_id="t1")
+    assert result.conversations == 2
+    found, expected = conversations_of(dst, ids), conversations_of(src, ids)
+    assert found["t1"] == expected["t1"] and found["side"] == expected["side"]
+    assert found["t9"] is None and found["unlinked"] is None
+    assert agui_store.copy(src, dst, thread_id="t1").conversations == 0
+    assert conversations_of(dst, ids) == found
+    # A conversation saved on since moves forward in the destination.
+    asyncio.run(save(src, "t1", 8))
+    assert agui_store.copy(src, dst).conversations == 2  # t1 moved on, t9 new
+    found, expected = conversations_of(dst, ids), conversations_of(src, ids)
+    assert {cid: found[cid] for cid in ids[:3]} == {cid: expected[cid] for cid in ids[:3]}
+    with agui_store.open(dst) as store:
+        assert check_passes(store)
+    # Both moved on: refused with nothing written, unless forced.
+    asyncio.run(save(src, "t1", 9))
+    asyncio.run(save(dst, "t1", 10))
+    before = dump(dst)
+    with pytest.raises(SyncConflictError, match="conversation 't1'"):
+        agui_store.copy(src, dst)
+    assert dump(dst) == before
+    assert agui_store.copy(src, dst, force=True).conversations == 1
+    assert conversations_of(dst, ["t1"])["t1"][0] == conversations_of(src, ["t1"])["t1"][0]
+    with agui_store.open(dst) as store:
+        assert check_passes(store)

@@ -141,7 +141,8 @@ def record_hash(record: Record) -> bytes:
 # --- reads ----------------------------------------------------------------------------------
 
 
-def _record(row: tuple[Any, ...]) -> Record:
+def record_of(row: tuple[Any, ...]) -> Record:
+    """A record as the port reads it (:meth:`port.Reading.conversation`)."""
     _pk, conversation_id, head_id, scope, revision, updated_at, record, _hash, branches = row
     return Record(
         conversation_id=str(conversation_id),
@@ -178,7 +179,7 @@ def read_record(store: Store, conversation_id: str) -> Record | None:
     """The record of a conversation, or ``None``."""
     with store._reading() as tx:
         row = tx.conversation(conversation_id)
-    return None if row is None else _record(row)
+    return None if row is None else record_of(row)
 
 
 def read_records(store: Store, scope: str | None, limit: int | None) -> list[Record]:
@@ -186,7 +187,7 @@ def read_records(store: Store, scope: str | None, limit: int | None) -> list[Rec
     (``None``: every scope), at most ``limit`` (``None``: all)."""
     with store._reading() as tx:
         rows = tx.conversations(scope, EVERY if limit is None else limit)
-    return [_record(row) for row in rows]
+    return [record_of(row) for row in rows]
 
 
 def read_history(store: Store, head_id: str | None, limit: int | None) -> list[Entry]:
@@ -296,7 +297,7 @@ def write_record(
                 pk, head, record.scope, record.revision, record.updated_at, record.record,
                 digest,
             )
-            was = _record(stored).branches
+            was = record_of(stored).branches
         if record.branches != was:
             tx.set_conversation_branches(
                 pk, [key_of(tip, "a branch")[0] for tip in record.branches]
@@ -317,7 +318,7 @@ def delete_record(store: Store, conversation_id: str, expected_revision: str) ->
                 if stored is None
                 else f"its revision is {stored[4]!r}, not {expected_revision!r}",
             )
-        record = _record(stored)
+        record = record_of(stored)
         tips = [t for t in (record.head_id, *record.branches) if t is not None]
         tip_keys = [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))]
         tx.delete_conversation(int(stored[0]))
@@ -354,8 +355,13 @@ def saved_entries(store: Store, thread_id: str) -> Iterator[tuple[str, str, list
     """``(run_id, conversation_id, entry ids)`` of every conversation save a thread's runs
     announced (their ``pydantic_ai_conversation_saved`` CUSTOM events), in recorded order."""
     with store._reading() as tx:
-        rows = tx.thread_custom_events(thread_id)
-    for run_id, payload in rows:
+        saved = list(saved_in(tx, thread_id))
+    yield from saved
+
+
+def saved_in(tx: port.Reading, thread_id: str) -> Iterator[tuple[str, str, list[str]]]:
+    """:func:`saved_entries`, inside a read transaction."""
+    for run_id, payload in tx.thread_custom_events(thread_id):
         try:
             event = _DECODER.decode(payload)
         except msgspec.DecodeError:
@@ -418,7 +424,7 @@ def check(tx: port.Inspecting, problem: Callable[[str], None]) -> None:
                 "outside agui-store"
             )
     for row in tx.every_conversation():
-        record = _record(row)
+        record = record_of(row)
         if record_hash(record) != bytes(row[7]):
             problem(
                 f"conversation {record.conversation_id!r}: its record fails its hash (head, "
@@ -439,6 +445,8 @@ __all__ = [
     "read_history",
     "read_record",
     "read_records",
+    "record_of",
     "saved_entries",
+    "saved_in",
     "write_record",
 ]

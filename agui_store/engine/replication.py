@@ -1,0 +1,702 @@
+"""Replicating threads from one store to another as they were recorded: the engine's half
+of ``copy`` (:mod:`agui_store.sync` is its edge: opening stores, progress, the summary).
+
+Written once above the storage port, so it copies between any two backends. Runs land as
+recorded (:meth:`port.Writing.insert_run`, :meth:`port.Writing.replicate_log`): run ids,
+lineage, synthetic runs, inputs and echoed inputs as stored, every batch with its events,
+outcome and time, creation times, branches and the thread's owner; and the pydantic-ai
+conversations linked to the threads (:func:`plan_conversation`), entries, messages and
+records with their revisions. Sequence numbers are the destination's own; hashes are
+computed here as ``append`` computes them, over content alone
+(:mod:`agui_store.history.hashing`), so a copied run has the source's hash.
+
+Every function takes the transactions first: a plan reads both sides (:func:`plan_thread`,
+:func:`plan_conversation`) and refuses a conflict before anything is written
+(:class:`~agui_store.errors.SyncConflictError`); a :class:`Writer` lands the plans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agui_store.engine import conversations, port
+from agui_store.errors import HashMismatchError, SyncConflictError
+from agui_store.history import hashing
+
+#: Runs whose events one read fetches from the source while writing (bounds memory).
+RUNS_PER_READ = 200
+
+#: Events queued before one write lands them (bounds memory, and sets progress' pace).
+EVENTS_PER_WRITE = 5_000
+
+#: Called as events land: ``(events copied so far, events to copy)``.
+ProgressCallback = Callable[[int, int], None]
+
+
+# --- what one thread needs ------------------------------------------------------------------
+
+
+@dataclass
+class _SrcRun:
+    pk: int
+    run_id: str
+    parent_id: str | None
+    lineage: str
+    sent_parent: str | None
+    input_text: str | None
+    refs_text: str | None
+    synthetic: bool
+    created_at: int
+    parent_hash: bytes | None
+    start_hash: bytes
+    batches: list[port.BatchRow] = field(default_factory=list)
+
+    def record(self) -> tuple[Any, ...]:
+        """What a reader sees of the run's record (hashes and keys are local)."""
+        return (
+            self.parent_id,
+            self.lineage,
+            self.sent_parent,
+            self.input_text,
+            self.refs_text,
+            self.synthetic,
+            self.created_at,
+        )
+
+    def chain(self) -> list[bytes]:
+        """The run's hashes: its chain's start, then after each batch."""
+        return [self.start_hash, *(b[5] for b in self.batches)]
+
+
+_RECORD_FIELDS = (
+    "lineage parent",
+    "lineage reason",
+    "sent parentRunId",
+    "input",
+    "input references",
+    "synthetic flag",
+    "created_at",
+)
+
+
+@dataclass
+class ThreadPlan:
+    """What one thread needs in the destination (:func:`plan_thread`)."""
+
+    thread_id: str
+    src_pk: int
+    dst_pk: int | None
+    created_at: int
+    owner: str | None
+    runs: list[_SrcRun]
+    #: runs the destination lacks, in the source's run order
+    missing: list[_SrcRun]
+    #: ``(source run, destination pk, batches already there)``
+    extended: list[tuple[_SrcRun, int, int]]
+    present: int
+    #: ``(name, run_id, updated_at)`` to set in the destination
+    branches: list[tuple[str, str, int]]
+    #: the destination's run pks by run id (the runs it held)
+    dst_pks: dict[str, int]
+
+    @property
+    def events_to_copy(self) -> int:
+        """How many events the plan lands."""
+        count = sum(_batch_events(b) for run in self.missing for b in run.batches)
+        for run, _, kept in self.extended:
+            count += sum(_batch_events(b) for b in run.batches[kept:])
+        return count
+
+    @property
+    def writes(self) -> bool:
+        """Whether the plan writes anything."""
+        return bool(self.missing or self.extended or self.branches or self.dst_pk is None)
+
+
+def _batch_events(batch: port.BatchRow) -> int:
+    return batch[2] - batch[1] + 1
+
+
+def _runs_of(tx: port.Reading, thread_pk: int) -> list[_SrcRun]:
+    runs = [
+        _SrcRun(
+            pk=int(r[0]),
+            run_id=str(r[1]),
+            parent_id=r[2],
+            lineage=str(r[3]),
+            sent_parent=r[4],
+            input_text=r[5],
+            refs_text=r[6],
+            synthetic=bool(r[7]),
+            created_at=int(r[8]),
+            parent_hash=None if r[9] is None else bytes(r[9]),
+            start_hash=bytes(r[10]),
+        )
+        for r in tx.replica_runs(thread_pk)
+    ]
+    by_pk = {run.pk: run for run in runs}
+    if runs:
+        for run_pk, _start, first, last, outcome, appended_at, batch_hash in tx.batches_of_runs(
+            list(by_pk)
+        ):
+            by_pk[int(run_pk)].batches.append(
+                (int(run_pk), int(first), int(last), outcome, int(appended_at), bytes(batch_hash))
+            )
+    return runs
+
+
+def _events_by_run(
+    tx: port.Reading, run_pks: Sequence[int]
+) -> dict[int, list[tuple[int, str, str, str | None]]]:
+    """``run pk -> [(seq, type, payload, echo refs)]``, in order."""
+    out: dict[int, list[tuple[int, str, str, str | None]]] = {pk: [] for pk in run_pks}
+    if run_pks:
+        for run_pk, seq, kind, payload, refs in tx.events_of_runs(list(run_pks)):
+            out[int(run_pk)].append((int(seq), str(kind), str(payload), refs))
+    return out
+
+
+def plan_thread(
+    src: port.Reading, dst: port.Reading, thread_id: str, force: bool = False
+) -> ThreadPlan:
+    """Compare one thread on both sides: what the destination lacks, or the conflict.
+
+    The one place a thread's copy is decided: what the source holds of it is read here, so
+    a rule that keeps a thread, or some of it, from leaving the source belongs here."""
+    found = src.thread(thread_id)
+    assert found is not None
+    src_pk, owner = found
+    runs = _runs_of(src, src_pk)
+    dst_found = dst.thread(thread_id)
+    dst_runs: dict[str, _SrcRun] = {}
+    if dst_found is not None:
+        if dst_found[1] != owner:
+            raise SyncConflictError(
+                f"its owner (scope) is {owner!r} in the source but {dst_found[1]!r} in the "
+                "destination",
+                thread_id=thread_id,
+            )
+        dst_runs = {run.run_id: run for run in _runs_of(dst, dst_found[0])}
+    missing: list[_SrcRun] = []
+    extended: list[tuple[_SrcRun, int, int]] = []
+    present = 0
+    overlapping: list[tuple[_SrcRun, _SrcRun]] = []
+    for run in runs:
+        there = dst_runs.get(run.run_id)
+        if there is None:
+            missing.append(run)
+            continue
+        for name, mine, theirs in zip(_RECORD_FIELDS, run.record(), there.record()):
+            if mine != theirs:
+                raise SyncConflictError(
+                    f"its {name} is {_shown(mine)} in the source but {_shown(theirs)} in the "
+                    "destination",
+                    thread_id=thread_id,
+                    run_id=run.run_id,
+                )
+        for n, (mine_b, theirs_b) in enumerate(zip(run.batches, there.batches)):
+            mine_shape = (_batch_events(mine_b), mine_b[3], mine_b[4])
+            theirs_shape = (_batch_events(theirs_b), theirs_b[3], theirs_b[4])
+            if mine_shape != theirs_shape:
+                raise SyncConflictError(
+                    f"its batch {n} is (events, outcome, appended_at) {mine_shape} in the "
+                    f"source but {theirs_shape} in the destination",
+                    thread_id=thread_id,
+                    run_id=run.run_id,
+                )
+        if len(there.batches) > len(run.batches):
+            raise SyncConflictError(
+                f"the destination holds {len(there.batches)} batches of it, the source "
+                f"{len(run.batches)}",
+                thread_id=thread_id,
+                run_id=run.run_id,
+            )
+        overlapping.append((run, there))
+        if len(there.batches) < len(run.batches):
+            extended.append((run, there.pk, len(there.batches)))
+        else:
+            present += 1
+    _compare_events(src, dst, thread_id, overlapping)
+    branches = _branches_to_set(src, dst, thread_id, src_pk, dst_found, runs, force)
+    return ThreadPlan(
+        thread_id=thread_id,
+        src_pk=src_pk,
+        dst_pk=None if dst_found is None else dst_found[0],
+        created_at=src.thread_created_at(src_pk),
+        owner=owner,
+        runs=runs,
+        missing=missing,
+        extended=extended,
+        present=present,
+        branches=branches,
+        dst_pks={run_id: run.pk for run_id, run in dst_runs.items()},
+    )
+
+
+def _compare_events(
+    src: port.Reading,
+    dst: port.Reading,
+    thread_id: str,
+    overlapping: list[tuple[_SrcRun, _SrcRun]],
+) -> None:
+    """Refuse a run whose events differ: those the destination holds must be the source's
+    first ones (type, payload bytes and echo references, in order)."""
+    for start in range(0, len(overlapping), RUNS_PER_READ):
+        chunk = overlapping[start : start + RUNS_PER_READ]
+        mine = _events_by_run(src, [run.pk for run, _ in chunk])
+        theirs = _events_by_run(dst, [there.pk for _, there in chunk])
+        for run, there in chunk:
+            kept = theirs[there.pk]
+            for n, (a, b) in enumerate(zip(mine[run.pk], kept)):
+                if a[1:] != b[1:]:
+                    part = "type" if a[1] != b[1] else "payload" if a[2] != b[2] else "echo"
+                    raise SyncConflictError(
+                        f"its event {n} ({a[1]}) differs in its {part}",
+                        thread_id=thread_id,
+                        run_id=run.run_id,
+                    )
+
+
+def _branches_to_set(
+    src: port.Reading,
+    dst: port.Reading,
+    thread_id: str,
+    src_pk: int,
+    dst_found: tuple[int, str | None] | None,
+    runs: list[_SrcRun],
+    force: bool,
+) -> list[tuple[str, str, int]]:
+    """The source's branches the destination lacks or holds behind (fast-forward only,
+    unless ``force``)."""
+    theirs = (
+        {name: (run_id, updated) for name, run_id, updated in dst.branch_list(dst_found[0])}
+        if dst_found is not None
+        else {}
+    )
+    parent_of = {run.run_id: run.parent_id for run in runs}
+    out: list[tuple[str, str, int]] = []
+    for name, run_id, updated_at in src.branch_list(src_pk):
+        there = theirs.get(name)
+        if there is None:
+            out.append((str(name), str(run_id), int(updated_at)))
+            continue
+        if there[0] == run_id:
+            # The same tip: only a later setting of it (moved away and back) is news.
+            if int(updated_at) > int(there[1]):
+                out.append((str(name), str(run_id), int(updated_at)))
+            continue
+        if not force and not _is_ancestor(parent_of, there[0], run_id):
+            raise SyncConflictError(
+                f"it points at run {there[0]!r} in the destination and {run_id!r} in the "
+                "source, which does not descend from it (not a fast-forward: move or delete "
+                "one side's branch first, or force the copy)",
+                thread_id=thread_id,
+                branch=str(name),
+            )
+        out.append((str(name), str(run_id), int(updated_at)))
+    return out
+
+
+def _is_ancestor(parent_of: dict[str, str | None], ancestor: str, run_id: str | None) -> bool:
+    """Whether ``ancestor`` is on ``run_id``'s lineage in the source."""
+    while run_id is not None:
+        if run_id == ancestor:
+            return True
+        run_id = parent_of.get(run_id)
+    return False
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --- writing --------------------------------------------------------------------------------
+
+
+class Writer:
+    """Lands planned runs in the destination, computing its sequence numbers and hashes."""
+
+    def __init__(
+        self,
+        src: port.Reading,
+        dst: port.Writing,
+        total: int,
+        progress: ProgressCallback | None,
+    ) -> None:
+        self.src = src
+        self.dst = dst
+        self.next_seq = dst.next_seq()
+        self.total = total
+        self.done = 0
+        self.progress = progress
+        # What the next write lands (runs are inserted as they are met, before these).
+        self._events: list[tuple[int, int, str, str]] = []
+        self._echoes: list[tuple[int, str]] = []
+        self._batches: list[port.BatchRow] = []
+
+    def thread(self, plan: ThreadPlan) -> list[int]:
+        """Write one thread's plan; the destination pks of runs left underived."""
+        dst = self.dst
+        thread_pk = plan.dst_pk
+        if thread_pk is None:
+            thread_pk = dst.insert_thread(plan.thread_id, plan.created_at, plan.owner)
+        pks = dict(plan.dst_pks)
+        # Each run's hashes in the destination (its chain's start, then after each batch),
+        # by run id, so that a child's parent hash is the parent's at the same point.
+        chains: dict[str, list[bytes]] = {}
+        src_chains = {run.run_id: run.chain() for run in plan.runs}
+        # Batches land in the order the source wrote them (its sequence order), each run
+        # placed just before its first: a run placed while its parent streamed covers the
+        # parent's hash at that point, and checks read placement from batch order.
+        missing = {run.run_id for run in plan.missing}
+        items: list[tuple[_SrcRun, port.BatchRow]] = [
+            (run, batch) for run in plan.missing for batch in run.batches
+        ]
+        for run, run_pk, kept in plan.extended:
+            chains[run.run_id] = self._dst_chain(run_pk)
+            items += [(run, batch) for batch in run.batches[kept:]]
+        items.sort(key=lambda item: item[1][1])
+        remaining: dict[int, int] = {}
+        for run, _ in items:
+            remaining[run.pk] = remaining.get(run.pk, 0) + 1
+        events: dict[int, dict[int, tuple[int, str, str, str | None]]] = {}
+        underived: set[int] = set()
+        for n, (run, batch) in enumerate(items):
+            if run.pk not in events:
+                # This run's events and those of the next runs met, in one read.
+                wanted: list[int] = []
+                for later, _ in items[n:]:
+                    if later.pk not in events and later.pk not in wanted:
+                        wanted.append(later.pk)
+                        if len(wanted) == RUNS_PER_READ:
+                            break
+                for run_pk, rows in _events_by_run(self.src, wanted).items():
+                    events[run_pk] = {row[0]: row for row in rows}
+            if run.run_id in missing and run.run_id not in pks:
+                pks[run.run_id] = self._place(plan.thread_id, thread_pk, run, pks, chains,
+                                              src_chains)
+            self._batch(pks[run.run_id], batch, chains[run.run_id], events[run.pk])
+            if batch[3] is not None:
+                underived.add(pks[run.run_id])
+            remaining[run.pk] -= 1
+            if not remaining[run.pk]:
+                del events[run.pk]
+        self._flush()
+        for _run, run_pk, _kept in plan.extended:
+            # Events after what it held change what derives from it and from runs below.
+            underived.update(dst.drop_derived_from(run_pk))
+        for name, run_id, updated_at in plan.branches:
+            dst.set_branch(thread_pk, name, pks[run_id], updated_at)
+        if underived:
+            dst.mark_underived(sorted(underived))
+        return sorted(underived)
+
+    def _place(
+        self,
+        thread_id: str,
+        thread_pk: int,
+        run: _SrcRun,
+        pks: dict[str, int],
+        chains: dict[str, list[bytes]],
+        src_chains: dict[str, list[bytes]],
+    ) -> int:
+        """Insert a run's record, hashed onto its parent's hash at the point the source's
+        was when the run was placed."""
+        parent_pk = None if run.parent_id is None else pks[run.parent_id]
+        parent_hash = None
+        if run.parent_id is not None:
+            parent_chain = chains.get(run.parent_id)
+            if parent_chain is None:
+                assert parent_pk is not None
+                parent_chain = chains[run.parent_id] = self._dst_chain(parent_pk)
+            parent_hash = _same_point(src_chains[run.parent_id], parent_chain, run.parent_hash)
+        input_hash = hashing.input_digest(run.input_text, run.refs_text)
+        start_hash = hashing.start(
+            thread_id=thread_id,
+            run_id=run.run_id,
+            lineage=run.lineage,
+            sent_parent_run_id=run.sent_parent,
+            synthetic=run.synthetic,
+            created_at=run.created_at,
+            parent_hash=parent_hash,
+            input_hash=input_hash,
+        )
+        run_pk = self.dst.insert_run(
+            thread_pk,
+            run.run_id,
+            parent_pk,
+            run.lineage,
+            run.sent_parent,
+            run.input_text,
+            run.refs_text,
+            run.synthetic,
+            run.created_at,
+            parent_hash,
+            input_hash,
+            start_hash,
+        )
+        chains[run.run_id] = [start_hash]
+        return run_pk
+
+    def _dst_chain(self, run_pk: int) -> list[bytes]:
+        (record,) = self.dst.run_records([run_pk])
+        chain = [bytes(record[11])]
+        chain += [bytes(row[6]) for row in self.dst.batches_of_runs([run_pk])]
+        return chain
+
+    def _batch(
+        self,
+        run_pk: int,
+        batch: port.BatchRow,
+        chain: list[bytes],
+        events: dict[int, tuple[int, str, str, str | None]],
+    ) -> None:
+        """Queue one batch with the destination's next sequence numbers, hashed onto the
+        run's chain as ``append`` hashes it."""
+        _, first, last, outcome, appended_at, _hash = batch
+        first_seq = seq = self.next_seq
+        hashed: list[hashing.EventRow] = []
+        for src_seq in range(first, last + 1):
+            _, kind, payload, refs = events[src_seq]
+            self._events.append((seq, run_pk, kind, payload))
+            if refs is not None:
+                self._echoes.append((seq, refs))
+            hashed.append((seq, kind, payload, refs))
+            seq += 1
+        batch_hash = hashing.chain(chain[-1], hashing.batch_digest(hashed, outcome, appended_at))
+        chain.append(batch_hash)
+        self._batches.append((run_pk, first_seq, seq - 1, outcome, appended_at, batch_hash))
+        self.next_seq = seq
+        if len(self._events) >= EVENTS_PER_WRITE:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._batches:
+            return
+        self.dst.replicate_log(self._events, self._echoes, self._batches)
+        self.done += len(self._events)
+        self._events, self._echoes, self._batches = [], [], []
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+
+def _same_point(src_chain: list[bytes], dst_chain: list[bytes], parent_hash: bytes | None) -> bytes:
+    """The destination's parent hash for a run: the parent's hash at the point in its chain
+    where the source's was when the run was placed (its newest, if the source's is not on
+    its chain: a file whose hashes were backfilled)."""
+    if parent_hash is not None and parent_hash in src_chain:
+        at = src_chain.index(parent_hash)
+        if at < len(dst_chain):
+            return dst_chain[at]
+    return dst_chain[-1]
+
+
+
+
+# --- conversations --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceEntry:
+    """A conversation entry as the source holds it, verified against its hashes."""
+
+    entry_id: str
+    parent_id: str | None
+    kind: str
+    message: str
+    address: bytes
+    hash: bytes
+    conversation: str
+
+
+@dataclass
+class ConversationPlan:
+    """What one conversation needs in the destination."""
+
+    record: conversations.Record
+    #: the entries the destination lacks, each after its parent
+    entries: list[SourceEntry]
+    #: the destination's record key (``None``: it has none), and whether the record is written
+    dst_pk: int | None
+    writes_record: bool
+
+
+def linked_conversations(tx: port.Reading, thread_id: str) -> list[str]:
+    """The stored conversations a thread is linked to: the one named by the thread's id (as
+    pydantic-ai's AG-UI adapter names them) and those its runs announced saving to."""
+    named = [thread_id, *(cid for _, cid, _ in conversations.saved_in(tx, thread_id))]
+    return [cid for cid in dict.fromkeys(named) if tx.conversation(cid) is not None]
+
+
+def source_entries(tx: port.Reading, record: conversations.Record) -> list[SourceEntry]:
+    """Every entry a record reaches (its head's history, then each branch's), each once and
+    after its parent, verified against its hashes (an entry edited outside the store is
+    refused, not copied)."""
+    out: dict[str, SourceEntry] = {}
+    for tip in (record.head_id, *record.branches):
+        if tip is None or tip in out:
+            continue
+        for entry_id, parent_id, kind, message, stored, address, parent_hash in (
+            tx.conversation_history(tip, conversations.EVERY)
+        ):
+            entry_id = str(entry_id)
+            if entry_id in out:
+                continue
+            address = bytes(address)
+            text = str(message)
+            parent = None if parent_hash is None else bytes(parent_hash)
+            own = conversations.entry_hash(entry_id, str(kind), address, parent)
+            if (
+                conversations.message_hash(text.encode("utf-8", "surrogatepass")) != address
+                or own != bytes(stored)
+            ):
+                raise HashMismatchError(
+                    f"conversation {record.conversation_id!r}: entry {entry_id!r} fails its "
+                    "hash in the source"
+                )
+            key = tx.conversation_entry_key(entry_id)
+            out[entry_id] = SourceEntry(
+                entry_id,
+                None if parent_id is None else str(parent_id),
+                str(kind),
+                text,
+                address,
+                own,
+                record.conversation_id if key is None else str(key[2]),
+            )
+    return list(out.values())
+
+
+def plan_conversation(
+    src: port.Reading, dst: port.Reading, conversation_id: str, thread_id: str, force: bool
+) -> ConversationPlan:
+    """Compare one conversation on both sides: the entries the destination lacks, and
+    whether its record is written (it has none, or an older one whose head the source's
+    history holds; ``force``: any other), or the conflict."""
+    row = src.conversation(conversation_id)
+    assert row is not None
+    record = conversations.record_of(row)
+    entries = source_entries(src, record)
+    missing: list[SourceEntry] = []
+    for entry in entries:
+        key = dst.conversation_entry_key(entry.entry_id)
+        if key is None:
+            missing.append(entry)
+        elif bytes(key[1]) != entry.hash:
+            raise SyncConflictError(
+                f"conversation {conversation_id!r}: entry {entry.entry_id!r} has other "
+                "content in the destination",
+                thread_id=thread_id,
+            )
+    there = dst.conversation(conversation_id)
+    if there is None:
+        return ConversationPlan(record, missing, None, True)
+    theirs = conversations.record_of(there)
+    if theirs == record:
+        return ConversationPlan(record, missing, int(there[0]), False)
+    history = {entry.entry_id for entry in entries}
+    if not force and theirs.head_id is not None and theirs.head_id not in history:
+        raise SyncConflictError(
+            f"conversation {conversation_id!r} is at revision {theirs.revision!r} in the "
+            f"destination and {record.revision!r} in the source, whose history does not "
+            "hold the destination's head (both moved on: save or delete one side first, or "
+            "force the copy)",
+            thread_id=thread_id,
+        )
+    return ConversationPlan(record, missing, int(there[0]), True)
+
+
+def write_conversation(dst: port.Writing, plan: ConversationPlan) -> bool:
+    """Land a conversation's plan; whether anything was written."""
+    keys: dict[str, int] = {}
+
+    def key_of(entry_id: str) -> int:
+        if entry_id not in keys:
+            found = dst.conversation_entry_key(entry_id)
+            assert found is not None  # planned: the destination has it, or it came first
+            keys[entry_id] = int(found[0])
+        return keys[entry_id]
+
+    for entry in plan.entries:
+        message = dst.conversation_message_id(entry.address)
+        if message is None:
+            message = dst.insert_conversation_message(entry.address, entry.message)
+        keys[entry.entry_id] = dst.insert_conversation_entry(
+            entry.entry_id,
+            None if entry.parent_id is None else key_of(entry.parent_id),
+            message,
+            entry.kind,
+            entry.conversation,
+            entry.hash,
+        )
+    if not plan.writes_record:
+        return bool(plan.entries)
+    record = plan.record
+    head = None if record.head_id is None else key_of(record.head_id)
+    digest = conversations.record_hash(record)
+    if plan.dst_pk is None:
+        pk = dst.insert_conversation(
+            record.conversation_id, head, record.scope, record.revision, record.updated_at,
+            record.record, digest,
+        )  # fmt: skip
+    else:
+        pk = plan.dst_pk
+        dst.update_conversation(
+            pk, head, record.scope, record.revision, record.updated_at, record.record, digest
+        )
+    dst.set_conversation_branches(pk, [key_of(tip) for tip in record.branches])
+    return True
+
+
+# --- a whole copy ---------------------------------------------------------------------------
+
+
+@dataclass
+class Replicated:
+    """What :func:`replicate` wrote, and the threads whose runs are left to derive."""
+
+    plans: list[ThreadPlan]
+    conversations: int
+    events: int
+    touched: list[str]
+    derive: list[str]
+
+
+def replicate(
+    src: port.Reading,
+    dst: port.Writing,
+    thread_ids: Sequence[str],
+    *,
+    scope: str | None = None,
+    force: bool = False,
+    progress: ProgressCallback | None = None,
+) -> Replicated:
+    """Copy ``thread_ids`` from ``src`` into ``dst`` with the conversations linked to them
+    (of ``scope`` only, when one is given), inside the destination's one write transaction:
+    every thread and conversation is compared first, so that a conflict anywhere leaves
+    the destination as it was."""
+    plans = [plan_thread(src, dst, t, force) for t in thread_ids]
+    talks: list[ConversationPlan] = []
+    seen: set[str] = set()
+    for plan in plans:
+        for cid in linked_conversations(src, plan.thread_id):
+            if cid in seen:
+                continue
+            seen.add(cid)
+            talk = plan_conversation(src, dst, cid, plan.thread_id, force)
+            if scope is None or talk.record.scope == scope:
+                talks.append(talk)
+    writer = Writer(src, dst, sum(p.events_to_copy for p in plans), progress)
+    touched: list[str] = []
+    derive: list[str] = []
+    for plan in plans:
+        if not plan.writes:
+            continue
+        touched.append(plan.thread_id)
+        if writer.thread(plan):
+            derive.append(plan.thread_id)
+    written = sum(write_conversation(dst, talk) for talk in talks)
+    return Replicated(plans, written, writer.done, touched, derive)
