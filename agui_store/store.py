@@ -10,12 +10,13 @@ module holds the verbs and the store's lifecycle: its lock, its transactions, wh
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import uuid
 import warnings
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from agui_store.backends import POSTGRES_SCHEMES, is_url, open_backend
 from agui_store.backends.sqlite import connection
 from agui_store.codec import ingest
 from agui_store.engine import (
+    archive,
     arguments,
     branches,
     comparison,
@@ -48,6 +50,7 @@ from agui_store.engine.writes import (
 from agui_store.errors import InvalidArgumentError, RunNotFoundError
 from agui_store.history.diff import Diff
 from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, Thread
+from agui_store.targets import check_source, check_target, write_file
 
 __all__ = [
     "CHECKPOINT_EVENTS",
@@ -260,6 +263,96 @@ class Store:
         )
         with self._writing() as tx:
             return self._writes.import_events(tx, events, thread_id, check_sequence)
+
+    # --- the archive: everything, out and in ---------------------------------------------
+
+    def export_archive(
+        self,
+        target: str | os.PathLike[str] | Any,
+        *,
+        thread_id: str | None = None,
+        scope: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> archive.ArchiveResult:
+        """Write everything the store holds for a thread, or for every thread, in the
+        lossless archive format (docs/reference/archive.md): runs with their inputs,
+        lineage, status, times and content hashes, events byte for byte, branches, owners,
+        and the pydantic-ai conversations linked to the threads (with no ``thread_id`` and
+        no ``scope``: every conversation). :meth:`import_archive` reads it back.
+
+        Read from one snapshot, a thread at a time (memory follows the largest thread). A
+        path is written whole or not at all (never over the store or a database).
+
+        Args:
+            target: a path, or a binary file object.
+            thread_id: only this thread (and its conversations).
+            scope: only this owner's threads (another owner's thread is absent).
+            progress: called as ``progress(threads written, threads)``.
+
+        Raises:
+            RunNotFoundError: no thread ``thread_id`` (in the ``scope``).
+        """
+        intake.check_scope(scope)
+        counts = archive.ArchiveResult()
+        with self._reading() as tx:
+            if thread_id is not None:
+                found = tx.thread(thread_id)
+                if found is None or (scope is not None and found[1] != scope):
+                    raise RunNotFoundError(f"no thread {_quote(thread_id)} in {self.path}")
+                ids = [thread_id]
+            else:
+                ids = tx.thread_ids(scope)
+            lines = archive.export_lines(
+                tx, ids, whole_store=thread_id is None and scope is None, counts=counts,
+                progress=progress,
+            )  # fmt: skip
+            if isinstance(target, (str, os.PathLike)):
+                write_file(check_target(target, self.path), lines)
+            else:
+                for line in lines:
+                    target.write(line)
+        return counts
+
+    def import_archive(
+        self,
+        source: str | os.PathLike[str] | Any,
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> archive.ArchiveResult:
+        """Import an archive :meth:`export_archive` wrote, whole or not at all: what the
+        store lacks of it is added as it was recorded (same run ids, parents, inputs,
+        events, status, times, content hashes, branches, owners and conversations), and
+        what it holds already is left as it is, so importing again adds nothing.
+
+        Read a line at a time, landed a thread at a time, all in one write transaction.
+
+        Args:
+            source: a path, or a binary file object.
+            progress: called with the size of each line read.
+
+        Raises:
+            InvalidArgumentError: a line that is not an archive record, or a cut archive.
+            SchemaVersionError: an archive of a newer version.
+            HashMismatchError: a record, input or event that is not the one its hash
+                covers (an edited archive).
+            SyncConflictError: the store holds a run, a thread's owner, a branch or a
+                conversation with other content (as :func:`agui_store.copy` refuses it).
+        """
+        with contextlib.ExitStack() as stack:
+            if isinstance(source, (str, os.PathLike)):
+                where = os.fspath(source)
+                check_source(where, self.path)
+                handle: Any = stack.enter_context(Path(where).open("rb"))
+            else:
+                where, handle = getattr(source, "name", "the archive"), source
+            with self._replicating() as tx:
+                result, derive = archive.import_lines(
+                    tx, handle, where=str(where), progress=progress
+                )
+        if self.derive_on_append:
+            for t in derive:
+                self.derive(t)
+        return result
 
     # --- checkpoints --------------------------------------------------------------------
 

@@ -17,13 +17,30 @@ Every function takes the transactions first: a plan reads both sides (:func:`pla
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agui_store.engine import conversations, port
 from agui_store.errors import HashMismatchError, SyncConflictError
 from agui_store.history import hashing
+
+
+class Source(Protocol):
+    """What a copy reads of its source: a store's read transaction (:class:`port.Reading`)
+    has it all, and so has an archive's thread being imported
+    (:mod:`agui_store.engine.archive`)."""
+
+    def thread(self, thread_id: str) -> tuple[int, str | None] | None: ...
+    def thread_created_at(self, thread_pk: int) -> int: ...
+    def replica_runs(self, thread_pk: int) -> list[port.ReplicaRun]: ...
+    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]: ...
+    def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[port.EventRow]: ...
+    def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]: ...
+    def conversation(self, conversation_id: str) -> tuple[Any, ...] | None: ...
+    def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]: ...
+    def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None: ...
+
 
 #: Runs whose events one read fetches from the source while writing (bounds memory).
 RUNS_PER_READ = 200
@@ -119,7 +136,7 @@ def _batch_events(batch: port.BatchRow) -> int:
     return batch[2] - batch[1] + 1
 
 
-def _runs_of(tx: port.Reading, thread_pk: int) -> list[_SrcRun]:
+def runs_of(tx: Source, thread_pk: int) -> list[_SrcRun]:
     runs = [
         _SrcRun(
             pk=int(r[0]),
@@ -147,8 +164,8 @@ def _runs_of(tx: port.Reading, thread_pk: int) -> list[_SrcRun]:
     return runs
 
 
-def _events_by_run(
-    tx: port.Reading, run_pks: Sequence[int]
+def events_by_run(
+    tx: Source, run_pks: Sequence[int]
 ) -> dict[int, list[tuple[int, str, str, str | None]]]:
     """``run pk -> [(seq, type, payload, echo refs)]``, in order."""
     out: dict[int, list[tuple[int, str, str, str | None]]] = {pk: [] for pk in run_pks}
@@ -159,7 +176,7 @@ def _events_by_run(
 
 
 def plan_thread(
-    src: port.Reading, dst: port.Reading, thread_id: str, force: bool = False
+    src: Source, dst: port.Reading, thread_id: str, force: bool = False
 ) -> ThreadPlan:
     """Compare one thread on both sides: what the destination lacks, or the conflict.
 
@@ -168,7 +185,7 @@ def plan_thread(
     found = src.thread(thread_id)
     assert found is not None
     src_pk, owner = found
-    runs = _runs_of(src, src_pk)
+    runs = runs_of(src, src_pk)
     dst_found = dst.thread(thread_id)
     dst_runs: dict[str, _SrcRun] = {}
     if dst_found is not None:
@@ -178,7 +195,7 @@ def plan_thread(
                 "destination",
                 thread_id=thread_id,
             )
-        dst_runs = {run.run_id: run for run in _runs_of(dst, dst_found[0])}
+        dst_runs = {run.run_id: run for run in runs_of(dst, dst_found[0])}
     missing: list[_SrcRun] = []
     extended: list[tuple[_SrcRun, int, int]] = []
     present = 0
@@ -236,7 +253,7 @@ def plan_thread(
 
 
 def _compare_events(
-    src: port.Reading,
+    src: Source,
     dst: port.Reading,
     thread_id: str,
     overlapping: list[tuple[_SrcRun, _SrcRun]],
@@ -245,8 +262,8 @@ def _compare_events(
     first ones (type, payload bytes and echo references, in order)."""
     for start in range(0, len(overlapping), RUNS_PER_READ):
         chunk = overlapping[start : start + RUNS_PER_READ]
-        mine = _events_by_run(src, [run.pk for run, _ in chunk])
-        theirs = _events_by_run(dst, [there.pk for _, there in chunk])
+        mine = events_by_run(src, [run.pk for run, _ in chunk])
+        theirs = events_by_run(dst, [there.pk for _, there in chunk])
         for run, there in chunk:
             kept = theirs[there.pk]
             for n, (a, b) in enumerate(zip(mine[run.pk], kept)):
@@ -260,7 +277,7 @@ def _compare_events(
 
 
 def _branches_to_set(
-    src: port.Reading,
+    src: Source,
     dst: port.Reading,
     thread_id: str,
     src_pk: int,
@@ -321,7 +338,7 @@ class Writer:
 
     def __init__(
         self,
-        src: port.Reading,
+        src: Source,
         dst: port.Writing,
         total: int,
         progress: ProgressCallback | None,
@@ -373,7 +390,7 @@ class Writer:
                         wanted.append(later.pk)
                         if len(wanted) == RUNS_PER_READ:
                             break
-                for run_pk, rows in _events_by_run(self.src, wanted).items():
+                for run_pk, rows in events_by_run(self.src, wanted).items():
                     events[run_pk] = {row[0]: row for row in rows}
             if run.run_id in missing and run.run_id not in pks:
                 pks[run.run_id] = self._place(plan.thread_id, thread_pk, run, pks, chains,
@@ -531,7 +548,7 @@ def linked_conversations(tx: port.Reading, thread_id: str) -> list[str]:
     return [cid for cid in dict.fromkeys(named) if tx.conversation(cid) is not None]
 
 
-def source_entries(tx: port.Reading, record: conversations.Record) -> list[SourceEntry]:
+def source_entries(tx: Source, record: conversations.Record) -> list[SourceEntry]:
     """Every entry a record reaches (its head's history, then each branch's), each once and
     after its parent, verified against its hashes (an entry edited outside the store is
     refused, not copied)."""
@@ -571,7 +588,7 @@ def source_entries(tx: port.Reading, record: conversations.Record) -> list[Sourc
 
 
 def plan_conversation(
-    src: port.Reading, dst: port.Reading, conversation_id: str, thread_id: str, force: bool
+    src: Source, dst: port.Reading, conversation_id: str, thread_id: str, force: bool
 ) -> ConversationPlan:
     """Compare one conversation on both sides: the entries the destination lacks, and
     whether its record is written (it has none, or an older one whose head the source's

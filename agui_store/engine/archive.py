@@ -1,0 +1,664 @@
+"""The archive: a lossless, versioned JSON Lines format for a thread or a whole store, out of
+a store and into one (docs/reference/archive.md describes it for other tools).
+
+A line is one JSON object whose ``record`` names what it is. The first is the header, which
+names the format and its version; then, for each thread, its record, its runs' records, its
+batches in the order they were written (each followed by its events), its branches and the
+pydantic-ai conversations linked to it (each entry, then the record); a whole store's export
+ends with the conversations no thread links to; the last line counts what came before, so a
+cut file is refused, not half read. Events, inputs, echo references and conversation
+messages are embedded as their stored JSON text, byte for byte (a text that spans lines is
+written as a JSON string under ``*_text`` instead: one record, one line). Every run and batch
+carries its content hash, which an import recomputes and compares before it writes.
+
+Both directions hold one thread (and its conversations) at a time: memory follows the
+largest thread, not the store. An import lands through the engine's replication
+(:mod:`agui_store.engine.replication`), as ``copy`` does, so it refuses what ``copy`` refuses
+(a run both hold with other content, another owner, a diverged branch or conversation) and
+adds nothing the store holds already. It writes in the caller's one write transaction: a
+refused or damaged file leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import binascii
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from agui_store.engine import conversations, port, replication
+from agui_store.errors import HashMismatchError, InvalidArgumentError, SchemaVersionError
+from agui_store.history import hashing
+
+#: The header's ``format``.
+FORMAT = "agui-store-archive"
+#: The header's ``version``: what this agui-store writes, and the newest it reads.
+VERSION = 1
+
+_ENCODE = msgspec.json.encode
+_NULL = msgspec.Raw(b"null")
+
+
+@dataclass
+class ArchiveResult:
+    """What an export wrote, or what an import added.
+
+    Attributes:
+        threads: threads written (an import: threads that received anything).
+        runs: runs written (an import: runs the store lacked).
+        events: events written (an import: events the store lacked).
+        branches: branches written (an import: created or moved forward).
+        conversations: pydantic-ai conversations written (an import: created or moved on).
+    """
+
+    threads: int = 0
+    runs: int = 0
+    events: int = 0
+    branches: int = 0
+    conversations: int = 0
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def _hex(value: Any) -> str | None:
+    return None if value is None else bytes(value).hex()
+
+
+def _json(text: str | None, name: str, out: dict[str, Any]) -> None:
+    """Embed stored JSON text under ``name`` as it is, or as a string under ``name_text``
+    when it spans lines (a JSON Lines record is one line)."""
+    if text is None:
+        out[name] = None
+    elif "\n" in text or "\r" in text:
+        out[f"{name}_text"] = text
+    else:
+        out[name] = msgspec.Raw(text.encode("utf-8", "surrogatepass"))
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    return _ENCODE(record) + b"\n"
+
+
+def header() -> bytes:
+    """The first line of every archive."""
+    return _line({"record": "header", "format": FORMAT, "version": VERSION})
+
+
+def export_lines(
+    tx: port.Reading,
+    thread_ids: Sequence[str],
+    *,
+    whole_store: bool,
+    counts: ArchiveResult | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[bytes]:
+    """The archive of ``thread_ids`` (with the conversations linked to them; ``whole_store``:
+    every other conversation too), line by line, inside one read transaction. ``counts``
+    is filled in as lines are made; ``progress(threads done, threads)`` is called after
+    each thread."""
+    counts = ArchiveResult() if counts is None else counts
+    written: set[str] = set()
+    yield header()
+    for done, thread_id in enumerate(thread_ids, 1):
+        yield from _thread_lines(tx, thread_id, counts)
+        if progress is not None:
+            progress(done, len(thread_ids))
+        for cid in replication.linked_conversations(tx, thread_id):
+            if cid not in written:
+                written.add(cid)
+                counts.conversations += 1
+                yield from _conversation_lines(tx, cid)
+    if whole_store:
+        for row in tx.conversations(None, conversations.EVERY):
+            cid = str(row[1])
+            if cid not in written:
+                written.add(cid)
+                counts.conversations += 1
+                yield from _conversation_lines(tx, cid)
+    yield _line({"record": "end", "counts": _counts(counts)})
+
+
+def _counts(result: ArchiveResult) -> dict[str, int]:
+    return {
+        "threads": result.threads,
+        "runs": result.runs,
+        "events": result.events,
+        "branches": result.branches,
+        "conversations": result.conversations,
+    }
+
+
+def _thread_lines(tx: port.Reading, thread_id: str, counts: ArchiveResult) -> Iterator[bytes]:
+    found = tx.thread(thread_id)
+    assert found is not None
+    pk, owner = found
+    runs = replication.runs_of(tx, pk)
+    counts.threads += 1
+    counts.runs += len(runs)
+    yield _line(
+        {
+            "record": "thread",
+            "thread_id": thread_id,
+            "owner": owner,
+            "created_at": tx.thread_created_at(pk),
+        }
+    )
+    for run in runs:
+        record: dict[str, Any] = {
+            "record": "run",
+            "run_id": run.run_id,
+            "parent_run_id": run.parent_id,
+            "lineage": run.lineage,
+            "sent_parent_run_id": run.sent_parent,
+            "synthetic": run.synthetic,
+            "created_at": run.created_at,
+        }
+        _json(run.input_text, "input", record)
+        _json(run.refs_text, "input_refs", record)
+        record["parent_hash"] = _hex(run.parent_hash)
+        record["hash"] = run.start_hash.hex()
+        yield _line(record)
+    # Batches in the order they were written, each run's events read a few runs at a time
+    # and let go once its last batch is out.
+    items = sorted(
+        ((run, batch) for run in runs for batch in run.batches), key=lambda item: item[1][1]
+    )
+    remaining: dict[int, int] = {}
+    for run, _ in items:
+        remaining[run.pk] = remaining.get(run.pk, 0) + 1
+    events: dict[int, dict[int, tuple[int, str, str, str | None]]] = {}
+    for n, (run, batch) in enumerate(items):
+        if run.pk not in events:
+            wanted: list[int] = []
+            for later, _ in items[n:]:
+                if later.pk not in events and later.pk not in wanted:
+                    wanted.append(later.pk)
+                    if len(wanted) == replication.RUNS_PER_READ:
+                        break
+            for run_pk, rows in replication.events_by_run(tx, wanted).items():
+                events[run_pk] = {row[0]: row for row in rows}
+        _, first, last, outcome, appended_at, batch_hash = batch
+        yield _line(
+            {
+                "record": "batch",
+                "run_id": run.run_id,
+                "outcome": outcome,
+                "appended_at": appended_at,
+                "events": last - first + 1,
+                "hash": batch_hash.hex(),
+            }
+        )
+        mine = events[run.pk]
+        for seq in range(first, last + 1):
+            _, kind, payload, refs = mine[seq]
+            record = {"record": "event", "type": kind}
+            _json(payload, "event", record)
+            if refs is not None:
+                _json(refs, "echo_refs", record)
+            yield _line(record)
+        counts.events += last - first + 1
+        remaining[run.pk] -= 1
+        if not remaining[run.pk]:
+            del events[run.pk]
+    for name, run_id, updated_at in tx.branch_list(pk):
+        counts.branches += 1
+        yield _line(
+            {"record": "branch", "name": name, "run_id": run_id, "updated_at": updated_at}
+        )
+
+
+def _conversation_lines(tx: port.Reading, conversation_id: str) -> Iterator[bytes]:
+    row = tx.conversation(conversation_id)
+    assert row is not None
+    record = conversations.record_of(row)
+    for entry in replication.source_entries(tx, record):
+        line: dict[str, Any] = {
+            "record": "conversation_entry",
+            "entry_id": entry.entry_id,
+            "parent_id": entry.parent_id,
+            "kind": entry.kind,
+            "conversation": entry.conversation,
+        }
+        _json(entry.message, "message", line)
+        line["hash"] = entry.hash.hex()
+        yield _line(line)
+    line = {
+        "record": "conversation",
+        "conversation_id": record.conversation_id,
+        "head_id": record.head_id,
+        "scope": record.scope,
+        "revision": record.revision,
+        "updated_at": record.updated_at,
+    }
+    _json(record.record, "fields", line)
+    line["branches"] = list(record.branches)
+    line["hash"] = bytes(row[7]).hex()
+    yield _line(line)
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+class _Line(msgspec.Struct):
+    """Any record of an archive: the fields of every kind, each optional."""
+
+    record: str
+    format: str | None = None
+    version: int | None = None
+    thread_id: str | None = None
+    owner: str | None = None
+    created_at: int | None = None
+    run_id: str | None = None
+    parent_run_id: str | None = None
+    lineage: str | None = None
+    sent_parent_run_id: str | None = None
+    synthetic: bool = False
+    input: msgspec.Raw = _NULL
+    input_text: str | None = None
+    input_refs: msgspec.Raw = _NULL
+    input_refs_text: str | None = None
+    parent_hash: str | None = None
+    hash: str | None = None
+    outcome: str | None = None
+    appended_at: int | None = None
+    events: int | None = None
+    type: str | None = None
+    event: msgspec.Raw = _NULL
+    event_text: str | None = None
+    echo_refs: msgspec.Raw = _NULL
+    echo_refs_text: str | None = None
+    name: str | None = None
+    updated_at: int | None = None
+    entry_id: str | None = None
+    parent_id: str | None = None
+    kind: str | None = None
+    conversation: str | None = None
+    message: msgspec.Raw = _NULL
+    message_text: str | None = None
+    conversation_id: str | None = None
+    head_id: str | None = None
+    scope: str | None = None
+    revision: str | None = None
+    fields: msgspec.Raw = _NULL
+    fields_text: str | None = None
+    branches: list[str] = msgspec.field(default_factory=list)
+    counts: dict[str, int] | None = None
+
+
+_DECODER = msgspec.json.Decoder(_Line)
+
+
+def _text(raw: msgspec.Raw, text: str | None) -> str | None:
+    if text is not None:
+        return text
+    data = bytes(raw)
+    return None if data == b"null" else data.decode("utf-8", "surrogatepass")
+
+
+def is_archive(first_line: bytes) -> bool:
+    """Whether a file's first line is an archive's header."""
+    try:
+        found = msgspec.json.decode(first_line)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(found, dict) and found.get("format") == FORMAT
+
+
+@dataclass
+class _Run:
+    pk: int
+    record: tuple[Any, ...]
+    chain: list[bytes]
+
+
+@dataclass
+class _Section:
+    """One thread of an archive (or none: the conversations at the end), as a replication
+    source (:class:`agui_store.engine.replication.Source`)."""
+
+    where: str
+    thread_id: str | None = None
+    owner: str | None = None
+    created_at: int = 0
+    runs: dict[str, _Run] = field(default_factory=dict)
+    batches: list[tuple[Any, ...]] = field(default_factory=list)
+    events: list[port.EventRow] = field(default_factory=list)
+    branches: list[tuple[str, str, int]] = field(default_factory=list)
+    entries: dict[str, tuple[str | None, str, str, bytes, bytes, str]] = field(
+        default_factory=dict
+    )
+    records: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    _by_run: dict[int, list[port.EventRow]] | None = None
+
+    # The source's side of replication.Source, over the lines read.
+    def thread(self, thread_id: str) -> tuple[int, str | None] | None:
+        """See :class:`agui_store.engine.replication.Source`."""
+        return (1, self.owner) if thread_id == self.thread_id else None
+
+    def thread_created_at(self, thread_pk: int) -> int:
+        """See :class:`agui_store.engine.replication.Source`."""
+        return self.created_at
+
+    def replica_runs(self, thread_pk: int) -> list[port.ReplicaRun]:
+        """See :class:`agui_store.engine.replication.Source`."""
+        return [run.record for run in self.runs.values()]
+
+    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
+        """See :class:`agui_store.engine.replication.Source`."""
+        wanted = set(run_pks)
+        return [b for b in self.batches if b[0] in wanted]
+
+    def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[port.EventRow]:
+        """See :class:`agui_store.engine.replication.Source`."""
+        if self._by_run is None:
+            self._by_run = {}
+            for row in self.events:
+                self._by_run.setdefault(row[0], []).append(row)
+        return [row for pk in run_pks for row in self._by_run.get(pk, ())]
+
+    def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
+        """See :class:`agui_store.engine.replication.Source`."""
+        return self.branches
+
+    def conversation(self, conversation_id: str) -> tuple[Any, ...] | None:
+        """See :class:`agui_store.engine.replication.Source`."""
+        return self.records.get(conversation_id)
+
+    def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]:
+        """See :class:`agui_store.engine.replication.Source`."""
+        out: list[tuple[Any, ...]] = []
+        at: str | None = head_id
+        while at is not None and at in self.entries and len(out) < limit:
+            parent, kind, message, address, own, _ = self.entries[at]
+            parent_hash = None if parent is None else self.entries.get(parent, (None,) * 5)[4]
+            out.append((at, parent, kind, message, own, address, parent_hash))
+            at = parent
+        return out[::-1]
+
+    def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None:
+        """See :class:`agui_store.engine.replication.Source`."""
+        found = self.entries.get(entry_id)
+        return None if found is None else (0, found[4], found[5])
+
+
+def _hash(value: str | None, where: str) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        return binascii.unhexlify(value)
+    except (binascii.Error, ValueError):
+        raise InvalidArgumentError(f"{where}: the hash {value!r} is not hex") from None
+
+
+def _verify(section: _Section) -> None:
+    """Refuse a thread whose records, inputs or events are not the ones its hashes cover
+    (an archive edited or cut by hand), before anything of it is written."""
+    chains = {run_id: run.chain for run_id, run in section.runs.items()}
+    starts: dict[int, bytes] = {}
+    for run_id, run in section.runs.items():
+        (_, _, parent_id, lineage, sent, raw_input, refs, synthetic, created, p_hash, s_hash) = (
+            run.record
+        )
+        if parent_id is not None and (
+            parent_id not in chains or p_hash is None or p_hash not in chains[parent_id]
+        ):
+            raise HashMismatchError(
+                f"{section.where}: run {run_id!r} of thread {section.thread_id!r}: its parent "
+                f"{parent_id!r} is not in the archive, or its parent hash is none of that run's"
+            )
+        expected = hashing.start(
+            thread_id=section.thread_id or "",
+            run_id=run_id,
+            lineage=lineage,
+            sent_parent_run_id=sent,
+            synthetic=synthetic,
+            created_at=created,
+            parent_hash=p_hash,
+            input_hash=hashing.input_digest(raw_input, refs),
+        )
+        if expected != s_hash:
+            raise HashMismatchError(
+                f"{section.where}: run {run_id!r} of thread {section.thread_id!r}: its record "
+                "or input is not the one its hash covers"
+            )
+        starts[run.pk] = s_hash
+    by_run: dict[int, list[port.EventRow]] = {}
+    for row in section.events:
+        by_run.setdefault(row[0], []).append(row)
+    previous = dict(starts)
+    names = {run.pk: run_id for run_id, run in section.runs.items()}
+    for run_pk, first, last, outcome, appended_at, batch_hash in (
+        (b[0], b[2], b[3], b[4], b[5], b[6]) for b in section.batches
+    ):
+        rows = [(seq, kind, payload, refs) for _, seq, kind, payload, refs in by_run[run_pk]
+                if first <= seq <= last]  # fmt: skip
+        digest = hashing.batch_digest(rows, outcome, appended_at)
+        if hashing.chain(previous[run_pk], digest) != batch_hash:
+            raise HashMismatchError(
+                f"{section.where}: run {names[run_pk]!r} of thread {section.thread_id!r}: its "
+                f"events at positions {first}..{last} of the thread are not the ones its batch "
+                "hash covers"
+            )
+        previous[run_pk] = batch_hash
+
+
+class _Reader:
+    """Reads an archive's lines into sections and lands each one as it ends."""
+
+    def __init__(
+        self, dst: port.Writing, where: str, progress: Callable[[int], None] | None
+    ) -> None:
+        self.dst = dst
+        self.where = where
+        self.progress = progress
+        self.result = ArchiveResult()
+        self.derive: list[str] = []
+        self.seen = ArchiveResult()  # what the archive held, against its end record
+        self.section = _Section(where)
+        self.seq = 0
+        self.batch_left = 0
+        self.batch_run = 0
+        self.ended = False
+
+    def at(self, number: int) -> str:
+        return f"{self.where}, line {number}"
+
+    def read(self, lines: Iterable[bytes]) -> None:
+        number = 0
+        for number, line in enumerate(lines, 1):
+            if self.progress is not None:
+                self.progress(len(line))
+            if not line.strip():
+                continue
+            try:
+                rec = _DECODER.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                raise InvalidArgumentError(
+                    f"{self.at(number)}: not an archive record: {e}"
+                ) from None
+            if number == 1:
+                self.header(rec, number)
+                continue
+            if self.ended:
+                raise InvalidArgumentError(f"{self.at(number)}: a record after the end record")
+            self.record(rec, number)
+        if number == 0:
+            raise InvalidArgumentError(f"{self.where}: the file is empty")
+        if not self.ended:
+            raise InvalidArgumentError(
+                f"{self.where}: the archive stops at line {number}, before its end record "
+                "(a cut file): nothing was imported"
+            )
+
+    def header(self, rec: _Line, number: int) -> None:
+        if rec.record != "header" or rec.format != FORMAT or rec.version is None:
+            raise InvalidArgumentError(
+                f"{self.at(number)}: not an agui-store archive (its first line names no "
+                f"format {FORMAT!r} and version)"
+            )
+        if rec.version > VERSION:
+            raise SchemaVersionError(
+                f"{self.where} is an archive of version {rec.version}, written by a newer "
+                f"agui-store (this one reads up to {VERSION}): upgrade agui-store to import it"
+            )
+
+    def record(self, rec: _Line, number: int) -> None:
+        where = self.at(number)
+        kind = rec.record
+        section = self.section
+        if self.batch_left and kind != "event":
+            raise InvalidArgumentError(f"{where}: {self.batch_left} events of a batch missing")
+        if kind == "thread":
+            self.land()
+            section = self.section = _Section(where, _need(rec.thread_id, "thread_id", where),
+                                              rec.owner, _need(rec.created_at, "created_at",
+                                                               where))  # fmt: skip
+            self.seen.threads += 1
+        elif kind == "run":
+            run_id = _need(rec.run_id, "run_id", where)
+            if section.thread_id is None or run_id in section.runs:
+                raise InvalidArgumentError(
+                    f"{where}: run {run_id!r} outside a thread, or twice in it"
+                )
+            pk = len(section.runs) + 1
+            start = _hash(_need(rec.hash, "hash", where), where)
+            assert start is not None
+            section.runs[run_id] = _Run(
+                pk,
+                (pk, run_id, rec.parent_run_id, _need(rec.lineage, "lineage", where),
+                 rec.sent_parent_run_id, _text(rec.input, rec.input_text),
+                 _text(rec.input_refs, rec.input_refs_text), rec.synthetic,
+                 _need(rec.created_at, "created_at", where), _hash(rec.parent_hash, where),
+                 start),
+                [start],
+            )  # fmt: skip
+            self.seen.runs += 1
+        elif kind == "batch":
+            run_id = _need(rec.run_id, "run_id", where)
+            run = section.runs.get(run_id)
+            count = _need(rec.events, "events", where)
+            if run is None or count < 1:
+                raise InvalidArgumentError(
+                    f"{where}: a batch of run {run_id!r}, which no run record before it names, "
+                    "or of no events"
+                )
+            batch_hash = _hash(_need(rec.hash, "hash", where), where)
+            assert batch_hash is not None
+            first = self.seq + 1
+            section.batches.append(
+                (run.pk, run.chain[-1], first, first + count - 1, rec.outcome,
+                 _need(rec.appended_at, "appended_at", where), batch_hash)
+            )  # fmt: skip
+            run.chain.append(batch_hash)
+            self.batch_left, self.batch_run = count, run.pk
+        elif kind == "event":
+            if not self.batch_left:
+                raise InvalidArgumentError(f"{where}: an event outside a batch")
+            payload = _text(rec.event, rec.event_text)
+            if payload is None:
+                raise InvalidArgumentError(f"{where}: an event record without its event")
+            self.seq += 1
+            section.events.append(
+                (self.batch_run, self.seq, _need(rec.type, "type", where), payload,
+                 _text(rec.echo_refs, rec.echo_refs_text))
+            )  # fmt: skip
+            self.batch_left -= 1
+            self.seen.events += 1
+        elif kind == "branch":
+            if section.thread_id is None:
+                raise InvalidArgumentError(f"{where}: a branch outside a thread")
+            section.branches.append(
+                (_need(rec.name, "name", where), _need(rec.run_id, "run_id", where),
+                 _need(rec.updated_at, "updated_at", where))
+            )  # fmt: skip
+            self.seen.branches += 1
+        elif kind == "conversation_entry":
+            entry_id = _need(rec.entry_id, "entry_id", where)
+            message = _text(rec.message, rec.message_text)
+            own = _hash(_need(rec.hash, "hash", where), where)
+            assert own is not None
+            if message is None:
+                raise InvalidArgumentError(f"{where}: entry {entry_id!r} without its message")
+            address = conversations.message_hash(message.encode("utf-8", "surrogatepass"))
+            section.entries[entry_id] = (
+                rec.parent_id, _need(rec.kind, "kind", where), message, address, own,
+                _need(rec.conversation, "conversation", where),
+            )  # fmt: skip
+        elif kind == "conversation":
+            cid = _need(rec.conversation_id, "conversation_id", where)
+            fields = _text(rec.fields, rec.fields_text)
+            stored = _hash(_need(rec.hash, "hash", where), where)
+            row = (0, cid, rec.head_id, rec.scope, _need(rec.revision, "revision", where),
+                   _need(rec.updated_at, "updated_at", where), _need(fields, "fields", where),
+                   stored, _ENCODE(rec.branches))  # fmt: skip
+            if conversations.record_hash(conversations.record_of(row)) != stored:
+                raise HashMismatchError(
+                    f"{where}: conversation {cid!r}: its record is not the one its hash covers"
+                )
+            section.records[cid] = row
+            self.seen.conversations += 1
+        elif kind == "end":
+            self.land()
+            self.ended = True
+            held = _counts(self.seen)
+            if rec.counts != held:
+                raise InvalidArgumentError(
+                    f"{where}: the end record counts {rec.counts}, but the archive holds "
+                    f"{held}: lines are missing"
+                )
+        else:
+            raise InvalidArgumentError(f"{where}: unknown record {kind!r}")
+
+    def land(self) -> None:
+        """Write what the section read that the store lacks."""
+        section = self.section
+        dst = self.dst
+        if section.thread_id is not None:
+            _verify(section)
+            plan = replication.plan_thread(section, dst, section.thread_id)
+            if plan.writes:
+                writer = replication.Writer(section, dst, plan.events_to_copy, None)
+                if writer.thread(plan):
+                    self.derive.append(section.thread_id)
+                self.result.threads += 1
+                self.result.runs += len(plan.missing)
+                self.result.events += writer.done
+                self.result.branches += len(plan.branches)
+        for cid in section.records:
+            talk = replication.plan_conversation(
+                section, dst, cid, section.thread_id or cid, False
+            )
+            self.result.conversations += replication.write_conversation(dst, talk)
+
+
+def _need(value: Any, name: str, where: str) -> Any:
+    if value is None:
+        raise InvalidArgumentError(f"{where}: the record has no {name}")
+    return value
+
+
+def import_lines(
+    dst: port.Writing,
+    lines: Iterable[bytes],
+    *,
+    where: str,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[ArchiveResult, list[str]]:
+    """Import an archive's lines into ``dst`` (one write transaction): what it added, and the
+    threads whose runs are left to derive. ``progress(n)`` is called with each line's size.
+
+    Raises:
+        InvalidArgumentError: a line that is not an archive record, or a cut archive.
+        SchemaVersionError: an archive of a newer version.
+        HashMismatchError: a record, input or event that is not the one its hash covers.
+        SyncConflictError: as ``copy`` raises it.
+    """
+    reader = _Reader(dst, where, progress)
+    reader.read(lines)
+    return reader.result, reader.derive
+
+
+__all__ = ["FORMAT", "VERSION", "ArchiveResult", "export_lines", "import_lines", "is_archive"]
