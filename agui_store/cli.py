@@ -155,7 +155,8 @@ class _CountedReads:
 
 
 def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """Stream the file into the store in one transaction (``Store.import_file``): all of
+    """Stream the file into the store in one transaction (``Store.import_file``, or
+    ``Store.import_archive`` for a file whose first line is an archive's header): all of
     it or nothing, in memory that does not grow with the file."""
     with contextlib.ExitStack() as stack:
         if args.file == "-":
@@ -168,6 +169,15 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         progress = Progress(total, f"importing {args.file}", unit="bytes")
         progress.enabled &= total > 0  # a pipe has no size to measure against
         stack.callback(progress.finish)
+        if _starts_an_archive(handle):
+            if args.thread or args.no_sequence_check:
+                raise InvalidArgumentError(
+                    "an archive names its threads and holds whole runs: --thread and "
+                    "--no-sequence-check do not apply to it"
+                )
+            summary = store.import_archive(handle, progress=progress.advance)
+            out.write(f"imported {_archive_counts(summary)} into {store.path}\n")
+            return 0
         result = store.import_file(
             _CountedReads(handle, progress),
             thread_id=args.thread,
@@ -177,6 +187,62 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         f"imported {counted(result.event_count, 'event')}, "
         f"{counted(result.new_run_count, 'run')} into {store.path}\n"
     )
+    sys.stderr.write(
+        "note: an AG-UI event file holds events only: the runs' lineage was inferred as "
+        "append infers it, and they have no recorded inputs, branches, owners or "
+        "conversations (an archive, export --all, carries them)\n"
+    )
+    return 0
+
+
+def _starts_an_archive(handle: BinaryIO) -> bool:
+    """Whether the file's first line is an archive's header, read without consuming it."""
+    from agui_store.engine import archive
+
+    peek = getattr(handle, "peek", None)
+    head = peek(4096)[:4096] if peek is not None else b""
+    return archive.is_archive(head.split(b"\n", 1)[0])
+
+
+def _archive_counts(summary: Any) -> str:
+    return (
+        f"{counted(summary.threads, 'thread')}, {counted(summary.runs, 'run')}, "
+        f"{counted(summary.events, 'event')}, "
+        f"{counted(summary.branches, 'branch', 'branches')}, "
+        f"{counted(summary.conversations, 'conversation')}"
+    )
+
+
+class _TextSink:
+    """A binary writer onto a text stream (an archive to stdout)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def write(self, data: bytes) -> int:
+        return self._out.write(data.decode("utf-8", "surrogatepass"))
+
+
+def _export_archive(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``export --all``: the archive of a thread (``--thread``) or of the whole store."""
+    progress: Progress | None = None
+
+    def advance(done: int, total: int) -> None:
+        nonlocal progress
+        if progress is None:
+            progress = Progress(total, "exporting")
+        progress.advance(done - progress.done)
+
+    to_file = bool(args.output and args.output != "-")
+    try:
+        summary = store.export_archive(
+            args.output if to_file else _TextSink(out), thread_id=args.thread, progress=advance
+        )
+    finally:
+        if progress is not None:
+            progress.finish()
+    if to_file:
+        sys.stderr.write(f"wrote {args.output} ({_archive_counts(summary)})\n")
     return 0
 
 
@@ -311,10 +377,26 @@ def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     ``--all``: the whole thread; ``--sqlite``: the analysis database."""
     if args.sqlite:
         return cmd_export_sqlite(store, args, out)
+    fmt = args.format or ("archive" if args.all else "jsonl")
+    if fmt == "archive":
+        if not args.all:
+            raise InvalidArgumentError(
+                "the archive holds whole threads: export --all (--thread T for one thread)"
+            )
+        return _export_archive(store, args, out)
+    args.format = fmt
     events: Iterable[dict[str, Any]]
     if args.all:
         if not args.thread:
-            raise AguiStoreError("--all exports a whole thread: name it with --thread")
+            raise InvalidArgumentError(
+                f"--format {fmt} exports one thread's events: name it with --thread (the "
+                "archive, the default of --all, exports every thread)"
+            )
+        sys.stderr.write(
+            f"note: --format {fmt} holds the thread's events only, not its runs' inputs, "
+            "lineage, branches, owner or conversations; the archive (--format archive, the "
+            "default of --all) holds everything\n"
+        )
         progress = Progress(sum(r.event_count for r in store.runs(args.thread)), "exporting")
         events = _counted(store.thread_events(args.thread), progress)
     elif args.reconnect_stream or args.compacted:
@@ -665,12 +747,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run id, branch, HEAD, REF~n")
     p.add_argument("--thread", help="thread id (when the ref is ambiguous; required with --all)")
     p.add_argument("--all", action="store_true",
-                   help="every run of the thread (--thread), in recorded order, streamed")
+                   help="everything of the thread (--thread), or of every thread, as an "
+                   "archive (lossless); with --format json/jsonl/sse: the thread's events")
     p.add_argument("--reconnect-stream", action="store_true",
                    help="the short stream that restores the run (what a reconnecting client gets)")
     p.add_argument("--compacted", action="store_true",
                    help="deprecated name of --reconnect-stream")
-    p.add_argument("--format", choices=FORMATS, default="jsonl")
+    p.add_argument("--format", choices=(*FORMATS, "archive"), default=None,
+                   help="AG-UI events as json, jsonl (the default) or sse; archive: the "
+                   "lossless format (the default of --all)")
     p.add_argument("--output", "-o", help="file to write (default: stdout)")
     p.add_argument("--sqlite", metavar="OUT.db",
                    help="write a datasette-friendly analysis database (sqlite-utils) instead")

@@ -306,11 +306,19 @@ class Store:
                 tx, ids, whole_store=thread_id is None and scope is None, counts=counts,
                 progress=progress,
             )  # fmt: skip
-            if isinstance(target, (str, os.PathLike)):
-                write_file(check_target(target, self.path), lines)
-            else:
-                for line in lines:
-                    target.write(line)
+            # A failed write (a full disk, a reader gone: `| head`) is the target's, not the
+            # store's: raised as it is, after the read transaction ends.
+            failed: OSError | None = None
+            try:
+                if isinstance(target, (str, os.PathLike)):
+                    write_file(check_target(target, self.path), lines)
+                else:
+                    for line in lines:
+                        target.write(line)
+            except OSError as e:
+                failed = e
+        if failed is not None:
+            raise failed
         return counts
 
     def import_archive(

@@ -64,6 +64,8 @@ def test_a_whole_thread_exports_from_the_command_line_with_a_progress_bar_only_o
             "--all",
             "--thread",
             thread,
+            "--format",
+            "jsonl",
             "-o",
             str(out),
             "--db",
@@ -74,5 +76,7 @@ def test_a_whole_thread_exports_from_the_command_line_with_a_progress_bar_only_o
         check=True,
     )
     assert "[#" not in proc.stderr  # not a terminal: no bar
+    # The events carry no inputs, lineage, branches or owner: the command says so.
+    assert "holds the thread's events only" in proc.stderr
     got = [json.loads(line) for line in out.read_text().splitlines()]
     assert got == want and len(got) == 49
