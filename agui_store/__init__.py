@@ -4,6 +4,7 @@ keeps code."""
 from __future__ import annotations
 
 from agui_store.artifact import ArtifactError, export_artifact, load_artifact, validate_artifact
+from agui_store.engine.archive import ArchiveResult
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
@@ -53,6 +54,7 @@ __all__ = [
     "AguiStoreError",
     "AmbiguousRunError",
     "AppendResult",
+    "ArchiveResult",
     "ArtifactError",
     "Branch",
     "BranchError",

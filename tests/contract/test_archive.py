@@ -1,0 +1,233 @@
+"""The archive (``Store.export_archive``, ``Store.import_archive``): everything that goes in
+comes out. An archive imported into an empty store gives back the same store, importing it
+again adds nothing, its export is the same bytes, and what ``copy`` refuses it refuses."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import agui_store
+from agui_store.errors import HashMismatchError, InvalidArgumentError, SyncConflictError
+from tests.backends import checked, dump
+from tests.conftest import FIXTURE_STREAMS, fixture_params
+from tests.contract.test_restore import run_bounds
+from tests.test_sync import conversations_of, everything, histories, play, record_run
+
+#: The conversations the tests save, by id ("t1" and "t2" name threads: linked to them).
+CONVERSATIONS = ["t1", "t2", "solo"]
+
+
+def save_conversations(location: str, plan: list[tuple[str, int, bool]]) -> None:
+    """Save ``(conversation, turns, leave a branch)`` as pydantic-ai's adapter would."""
+    from pydantic_ai.conversation import Conversation
+
+    from agui_store.integrations.pydantic_ai import ConversationStore
+    from tests.pydantic_ai_conversations import turn
+
+    async def save() -> None:
+        async with ConversationStore(location) as store:
+            for cid, turns, branch in plan:
+                messages = [m for n in range(turns) for m in turn(n)]
+                await store.save(Conversation(conversation_id=cid, messages=messages))
+                if branch:
+                    found = await store.load(cid)
+                    assert found is not None
+                    moved = await store.branch(cid, at=1, expected_revision=found.revision)
+                    moved.messages.extend(turn(99))
+                    await store.save(moved)
+
+    asyncio.run(save())
+
+
+def exported(store: agui_store.Store, **options: Any) -> bytes:
+    out = io.BytesIO()
+    store.export_archive(out, **options)
+    return out.getvalue()
+
+
+def assert_same_store(a: str, b: str) -> None:
+    """Every public read, every content hash and every conversation equal; ``b`` sound."""
+    with agui_store.open(a) as x, agui_store.open(b) as y:
+        assert everything(x) == everything(y)
+        assert checked(y)
+    assert conversations_of(a, CONVERSATIONS) == conversations_of(b, CONVERSATIONS)
+
+
+def round_trip(source: str, target: str) -> bytes:
+    """Export ``source`` whole, import it into ``target``; the archive."""
+    with agui_store.open(source) as store:
+        archive = exported(store)
+    with agui_store.open(target) as store:
+        added = store.import_archive(io.BytesIO(archive))
+        assert added.threads == len(store.threads())
+        again = store.import_archive(io.BytesIO(archive))
+        assert again == agui_store.ArchiveResult()
+        assert exported(store) == archive
+    return archive
+
+
+@settings(
+    deadline=None,
+    max_examples=15,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    steps=histories(),
+    interrupted=st.booleans(),
+    talks=st.lists(
+        st.tuples(st.sampled_from(CONVERSATIONS), st.integers(1, 3), st.booleans()),
+        max_size=3,
+        unique_by=lambda talk: talk[0],
+    ),
+)
+def test_any_store_exported_and_imported_into_an_empty_store_is_the_same_store(
+    new_location: Any,
+    steps: list[tuple[Any, ...]],
+    interrupted: bool,
+    talks: list[tuple[str, int, bool]],
+) -> None:
+    source, target = new_location(), new_location()
+    with agui_store.open(source) as store:
+        play(store, steps, lambda: None)
+        if interrupted:
+            store.append(
+                [
+                    {"type": "RUN_STARTED", "threadId": "t3", "runId": "i1"},
+                    {"type": "RUN_FINISHED", "threadId": "t3", "runId": "i1", "outcome": {
+                        "type": "interrupt", "interrupts": [{"id": "x", "reason": "ok?"}]}},
+                ],
+                scope="bob",
+            )  # fmt: skip
+    save_conversations(source, talks)
+    round_trip(source, target)
+    assert_same_store(source, target)
+
+
+def test_a_store_copied_to_this_backend_exported_and_imported_into_sqlite_is_the_same(
+    new_location: Any, tmp_path: Path
+) -> None:
+    original, here, back = str(tmp_path / "original.db"), new_location(), str(tmp_path / "b.db")
+    with agui_store.open(original) as store:
+        play(store, [("run", "t1", "r1", None, True, False, "b1", 2, False),
+                     ("interleaved", "t2", "r2", None),
+                     ("run", "t2", "r3", "r2a", True, True, None, 1, False),
+                     ("run", "t1", "r4", "r1", False, True, "b2", 3, False),
+                     ("error", "t1")], lambda: None)  # fmt: skip
+    save_conversations(original, [("t1", 2, True), ("t2", 1, False)])
+    assert agui_store.copy(original, here).conversations == 2
+    archive = Path(tmp_path / "here.jsonl")
+    with agui_store.open(here) as store:
+        store.export_archive(archive)
+    with agui_store.open(back) as store:
+        store.import_archive(archive)
+    assert_same_store(original, back)
+
+
+@pytest.mark.parametrize("events", [pytest.param(None, id="every-recording")]
+                         if FIXTURE_STREAMS else fixture_params())  # fmt: skip
+def test_every_upstream_recording_with_its_inputs_comes_back_the_same(
+    new_location: Any, events: Any
+) -> None:
+    for _name, stream in FIXTURE_STREAMS:  # their ids repeat: a store each
+        source, target = new_location(), new_location()
+        with agui_store.open(source) as store:
+            previous: str | None = None
+            for a, b in run_bounds(stream):
+                tid, rid = stream[a]["threadId"], stream[a]["runId"]
+                view = store.checkout(previous, thread_id=tid) if previous else None
+                body = {
+                    "threadId": tid,
+                    "runId": rid,
+                    "messages": [*(view.messages if view else []),
+                                 {"id": f"{rid}-ask", "role": "user", "content": "go on"}],
+                    "state": view.state if view else {},
+                    "tools": [],
+                    "context": [],
+                    "forwardedProps": {},
+                }  # fmt: skip
+                store.append(stream[a:b], input=body)
+                previous = rid
+        round_trip(source, target)
+        with agui_store.open(source) as a, agui_store.open(target) as b:
+            for tid in a.threads():
+                for run in a.runs(tid):
+                    rid = run.run_id
+                    assert b.get_run(rid, thread_id=tid) == run
+                    assert b.input(rid, thread_id=tid) == a.input(rid, thread_id=tid) is not None
+                    assert b.events(rid, thread_id=tid) == a.events(rid, thread_id=tid)
+                    x, y = a.checkout(rid, thread_id=tid), b.checkout(rid, thread_id=tid)
+                    assert (x.messages, x.state) == (y.messages, y.state)
+            assert checked(b)
+
+
+def test_a_run_the_store_holds_with_other_content_is_refused_and_nothing_is_written(
+    new_location: Any,
+) -> None:
+    source, target = new_location(), new_location()
+    with agui_store.open(source) as store:
+        record_run(store, "t1", "r1", with_input=True)
+        record_run(store, "t2", "q1")
+        archive = exported(store)
+    with agui_store.open(target) as store:
+        record_run(store, "t2", "q1", with_input=True)  # q1 with an input: another run
+    before = dump(target)
+    with agui_store.open(target) as store, pytest.raises(SyncConflictError) as refused:
+        store.import_archive(io.BytesIO(archive))
+    assert refused.value.run_id == "q1" and "input" in str(refused.value)
+    assert dump(target) == before
+
+
+def test_an_edited_or_cut_archive_is_refused_by_line_and_nothing_is_written(
+    new_location: Any,
+) -> None:
+    source, target = new_location(), new_location()
+    with agui_store.open(source) as store:
+        record_run(store, "t1", "r1", with_input=True)
+        record_run(store, "t1", "r2", parent="r1", with_input=True)
+        archive = exported(store)
+    lines = archive.splitlines(keepends=True)
+    edited = archive.replace(b'"delta":"answer r2"', b'"delta":"answer r9"')
+    cases: list[tuple[bytes, type[Exception], str]] = [
+        (edited, HashMismatchError, "run 'r2' of thread 't1'"),
+        (b"".join(lines[:-1]), InvalidArgumentError, "before its end record"),
+        (b"".join(lines[:5] + lines[6:]), InvalidArgumentError, "line"),
+        (lines[0].replace(b'"version":1', b'"version":99'), agui_store.SchemaVersionError,
+         "newer agui-store"),
+        (b'{"record":"thread"}\n', InvalidArgumentError, "not an agui-store archive"),
+    ]  # fmt: skip
+    before = dump(target)
+    with agui_store.open(target) as store:
+        for text, error, words in cases:
+            with pytest.raises(error, match=words):
+                store.import_archive(io.BytesIO(text))
+    assert dump(target) == before
+
+
+def test_a_thread_exports_alone_with_its_conversation_and_a_scope_exports_its_own(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        record_run(store, "t1", "r1")
+        record_run(store, "t2", "q1", scope="alice")
+    save_conversations(store_location, [("t1", 1, False), ("solo", 1, False)])
+    with agui_store.open(store_location) as store:
+        one = exported(store, thread_id="t1")
+        assert b'"thread_id":"t2"' not in one and b'"conversation_id":"t1"' in one
+        assert b'"conversation_id":"solo"' not in one
+        alice = exported(store, scope="alice")
+        assert b'"thread_id":"t1"' not in alice and b'"owner":"alice"' in alice
+        with pytest.raises(agui_store.RunNotFoundError):
+            exported(store, thread_id="t2", scope="bob")
+    with tempfile.TemporaryDirectory() as folder:
+        with agui_store.open(Path(folder) / "one.db") as store:
+            store.import_archive(io.BytesIO(one))
+            assert store.threads() == ["t1"]
+        assert conversations_of(str(Path(folder) / "one.db"), ["t1", "solo"])["solo"] is None
