@@ -303,8 +303,8 @@ class Store:
             else:
                 ids = tx.thread_ids(scope)
             lines = archive.export_lines(
-                tx, ids, whole_store=thread_id is None and scope is None, counts=counts,
-                progress=progress,
+                tx, ids, whole_store=thread_id is None and scope is None, scope=scope,
+                counts=counts, progress=progress,
             )  # fmt: skip
             # A failed write (a full disk, a reader gone: `| head`) is the target's, not the
             # store's: raised as it is, after the read transaction ends.

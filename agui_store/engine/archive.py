@@ -92,11 +92,13 @@ def export_lines(
     thread_ids: Sequence[str],
     *,
     whole_store: bool,
+    scope: str | None = None,
     counts: ArchiveResult | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Iterator[bytes]:
     """The archive of ``thread_ids`` (with the conversations linked to them; ``whole_store``:
-    every other conversation too), line by line, inside one read transaction. ``counts``
+    every other conversation too; ``scope``: only that owner's conversations), line by
+    line, inside one read transaction. ``counts``
     is filled in as lines are made; ``progress(threads done, threads)`` is called after
     each thread."""
     counts = ArchiveResult() if counts is None else counts
@@ -107,6 +109,9 @@ def export_lines(
         if progress is not None:
             progress(done, len(thread_ids))
         for cid in replication.linked_conversations(tx, thread_id):
+            found = tx.conversation(cid)
+            if scope is not None and (found is None or found[3] != scope):
+                continue  # another owner's conversation is absent, as to every read
             if cid not in written:
                 written.add(cid)
                 counts.conversations += 1

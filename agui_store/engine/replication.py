@@ -31,15 +31,24 @@ class Source(Protocol):
     has it all, and so has an archive's thread being imported
     (:mod:`agui_store.engine.archive`)."""
 
-    def thread(self, thread_id: str) -> tuple[int, str | None] | None: ...
-    def thread_created_at(self, thread_pk: int) -> int: ...
-    def replica_runs(self, thread_pk: int) -> list[port.ReplicaRun]: ...
-    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]: ...
-    def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[port.EventRow]: ...
-    def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]: ...
-    def conversation(self, conversation_id: str) -> tuple[Any, ...] | None: ...
-    def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]: ...
-    def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None: ...
+    def thread(self, thread_id: str) -> tuple[int, str | None] | None:
+        """As :meth:`port.Reading.thread`."""
+    def thread_created_at(self, thread_pk: int) -> int:
+        """As :meth:`port.Reading.thread_created_at`."""
+    def replica_runs(self, thread_pk: int) -> list[port.ReplicaRun]:
+        """As :meth:`port.Reading.replica_runs`."""
+    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
+        """As :meth:`port.Reading.batches_of_runs`."""
+    def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[port.EventRow]:
+        """As :meth:`port.Reading.events_of_runs`."""
+    def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
+        """As :meth:`port.Reading.branch_list`."""
+    def conversation(self, conversation_id: str) -> tuple[Any, ...] | None:
+        """As :meth:`port.Reading.conversation`."""
+    def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]:
+        """As :meth:`port.Reading.conversation_history`."""
+    def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None:
+        """As :meth:`port.Reading.conversation_entry_key`."""
 
 
 #: Runs whose events one read fetches from the source while writing (bounds memory).
@@ -137,6 +146,7 @@ def _batch_events(batch: port.BatchRow) -> int:
 
 
 def runs_of(tx: Source, thread_pk: int) -> list[_SrcRun]:
+    """A thread's runs as recorded, in run order, each with its batches in order."""
     runs = [
         _SrcRun(
             pk=int(r[0]),
