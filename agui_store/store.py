@@ -354,12 +354,11 @@ class Store:
             else:
                 where, handle = getattr(source, "name", "the archive"), source
             with self._replicating() as tx:
-                result, derive = archive.import_lines(
+                result, underived = archive.import_lines(
                     tx, handle, where=str(where), progress=progress
                 )
-        if self.derive_on_append:
-            for t in derive:
-                self.derive(t)
+        if underived and self.derive_on_append:
+            self.derive()  # what the import left, as append would have derived it
         return result
 
     # --- checkpoints --------------------------------------------------------------------

@@ -460,7 +460,7 @@ class _Reader:
         self.where = where
         self.progress = progress
         self.result = ArchiveResult()
-        self.derive: list[str] = []
+        self.underived = False  # whether runs were left to derive (not which: memory)
         self.seen = ArchiveResult()  # what the archive held, against its end record
         self.section = _Section(where)
         self.seq = 0
@@ -627,7 +627,7 @@ class _Reader:
             if plan.writes:
                 writer = replication.Writer(section, dst, plan.events_to_copy, None)
                 if writer.thread(plan):
-                    self.derive.append(section.thread_id)
+                    self.underived = True
                 self.result.threads += 1
                 self.result.runs += len(plan.missing)
                 self.result.events += writer.done
@@ -651,9 +651,9 @@ def import_lines(
     *,
     where: str,
     progress: Callable[[int], None] | None = None,
-) -> tuple[ArchiveResult, list[str]]:
-    """Import an archive's lines into ``dst`` (one write transaction): what it added, and the
-    threads whose runs are left to derive. ``progress(n)`` is called with each line's size.
+) -> tuple[ArchiveResult, bool]:
+    """Import an archive's lines into ``dst`` (one write transaction): what it added, and
+    whether it left runs to derive. ``progress(n)`` is called with each line's size.
 
     Raises:
         InvalidArgumentError: a line that is not an archive record, or a cut archive.
@@ -663,7 +663,7 @@ def import_lines(
     """
     reader = _Reader(dst, where, progress)
     reader.read(lines)
-    return reader.result, reader.derive
+    return reader.result, reader.underived
 
 
 __all__ = ["FORMAT", "VERSION", "ArchiveResult", "export_lines", "import_lines", "is_archive"]
