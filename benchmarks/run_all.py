@@ -110,6 +110,16 @@ BENCHMARKS: dict[str, Benchmark] = {
         "on checkout's hot path.",
         "Reading the plain bytes.",
     ),
+    "bench_archive": Benchmark(
+        "The archive",
+        "A 10,000-run store (500 threads) exported whole with `export_archive` and imported "
+        "into a new file with `import_archive`, each alone and together; tracemalloc's peak "
+        "during each at a quarter of the store and at the whole.",
+        "`copy` of the same store to a new file, in the same run (both destinations keep the "
+        "log alone: derivation costs the same after either).",
+        (), ("--runs", "400", "--repeat", "1"),
+        goal="export + import at most 2x copy; memory flat as the store grows",
+    ),
     "bench_copy": Benchmark(
         "Copy between stores",
         "`copy` of one 2,000-run thread from one file to a new one, the log only and with "
