@@ -427,7 +427,7 @@ RECORD = (
     "time) differs from what its hash covers"
 )
 EVENTS = (
-    "its events (their sequence numbers, types or bytes), outcome or time differ from what the "
+    "its events (their positions, types or bytes), outcome or time differ from what the "
     "run's hash covers"
 )
 UNHASHED = "has no hash: it was not recorded by agui-store"

@@ -822,7 +822,7 @@ def _check_hashes(ctx: _Context, out: _Collector) -> None:
                 out.problem(f"{where} has no hash: it was not recorded by agui-store")
             elif not b.verified:
                 out.problem(
-                    f"{where}: its events (their sequence numbers, types or bytes), outcome or "
+                    f"{where}: its events (their positions, types or bytes), outcome or "
                     "time differ from what the run's hash covers"
                 )
 

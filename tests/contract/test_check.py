@@ -249,7 +249,7 @@ def test_a_log_longer_than_a_page_of_the_stream_is_checked_to_its_end(store_loca
         f"events: event seq {last} (CUSTOM) of run 'r{runs - 1}' (thread 't{(runs - 1) % 7}', "
         f"#{runs}): the payload's type is 'RUN_FINISHED', but the type column says 'CUSTOM'",
         f"hashes: run 'r{runs - 1}' (thread 't{(runs - 1) % 7}', #{runs}): batch #{runs} (seq "
-        f"{last - 21}..{last}): its events (their sequence numbers, types or bytes), outcome or "
+        f"{last - 21}..{last}): its events (their positions, types or bytes), outcome or "
         "time differ from what the run's hash covers",
     ]
 
@@ -315,8 +315,8 @@ def test_an_edited_event_that_stays_valid_json_is_named_by_its_hash_on_every_bac
         built, ["UPDATE events SET payload = replace(payload, '\"one\"', '\"ONE\"') WHERE seq = 3"]
     )
     assert problems(built) == [
-        "hashes: run 'r1' (thread 't', #1): batch #1 (seq 1..5): its events (their sequence "
-        "numbers, types or bytes), outcome or time differ from what the run's hash covers",
+        "hashes: run 'r1' (thread 't', #1): batch #1 (seq 1..5): its events (their positions, "
+        "types or bytes), outcome or time differ from what the run's hash covers",
         "derived: the checkpoint of run 'r1' (thread 't', #1) differs from a replay of the log "
         "at message 0 (id 'm-r1')",
         "derived: the checkpoint of run 'r2' (thread 't', #2) differs from a replay of the log "
