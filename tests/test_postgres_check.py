@@ -249,8 +249,8 @@ PAGE_EDITS: dict[str, tuple[list[str], list[str]]] = {
         [
             "pages: the page of run #1 at seq 3..3 overlaps the page at seq 1..5: seq 3..3 are "
             "stored twice",
-            "hashes: run 'r1' (thread 't', #1): batch #1 (seq 1..5): its events (their sequence "
-            "numbers, types or bytes), outcome or time differ from what the run's hash covers",
+            "hashes: run 'r1' (thread 't', #1): batch #1 (seq 1..5): its events (their positions, "
+            "types or bytes), outcome or time differ from what the run's hash covers",
         ],
     ),
     "a page spanning two batches": (
