@@ -182,6 +182,9 @@ class AsyncStore:
     derive = _off_loop(Store.derive, parses=True)
     compact = _off_loop(Store.compact, parses=True)
     import_file = _off_loop(Store.import_file, parses=True)
+    # On the worker thread, not the writer process: they take file objects and callbacks.
+    export_archive = _off_loop(Store.export_archive)
+    import_archive = _off_loop(Store.import_archive)
     threads = _off_loop(Store.threads)
     thread = _off_loop(Store.thread)
     runs = _off_loop(Store.runs)
