@@ -251,3 +251,45 @@ def test_every_command_that_takes_a_thread_takes_it_as_the_thread_option() -> No
             assert "[--thread THREAD]" in usage, command
             described = [line for line in text.splitlines() if "--thread THREAD " in line]
             assert described and described[0].split("--thread THREAD")[1].strip(), command
+
+
+def test_export_all_writes_the_archive_and_import_gives_back_the_store_then_adds_nothing(
+    tmp_path: Path,
+) -> None:
+    db, other = tmp_path / "demo.db", tmp_path / "other.db"
+    cli("demo", db=db)
+    thread = cli("threads", db=db).stdout.split()[0]
+    archive = tmp_path / "thread.jsonl"
+    done = cli("export", "--all", "--thread", thread, "-o", str(archive), db=db)
+    assert done.stderr == (
+        f"wrote {archive} (1 thread, 3 runs, 49 events, 2 branches, 0 conversations)\n"
+    )
+    assert json.loads(archive.read_text().splitlines()[0])["format"] == "agui-store-archive"
+    first = cli("import", str(archive), db=other)
+    assert first.stdout == (
+        f"imported 1 thread, 3 runs, 49 events, 2 branches, 0 conversations into {other}\n"
+    )
+    assert first.stderr == ""
+    again = cli("import", str(archive), db=other)
+    assert again.stdout.startswith("imported 0 threads, 0 runs, 0 events, 0 branches")
+    for ref in ("run-1", "run-2", "run-3"):
+        shown = [cli("show", ref, "--thread", thread, "--json", db=d).stdout for d in (db, other)]
+        assert shown[0] == shown[1]
+    whole = cli("export", "--all", db=other).stdout.encode()
+    assert whole == archive.read_bytes()  # the export of the imported store: the same bytes
+
+
+def test_an_ag_ui_export_or_import_says_what_it_leaves_out(tmp_path: Path) -> None:
+    db, other = tmp_path / "demo.db", tmp_path / "other.db"
+    cli("demo", db=db)
+    thread = cli("threads", db=db).stdout.split()[0]
+    events = tmp_path / "thread.json"
+    done = cli("export", "--all", "--thread", thread, "--format", "json", "-o", str(events),
+               db=db)  # fmt: skip
+    assert "holds the thread's events only" in done.stderr
+    imported = cli("import", str(events), db=other)
+    assert "lineage was inferred" in imported.stderr and "no recorded inputs" in imported.stderr
+    refused = cli("export", "--all", "--format", "sse", db=db, ok=False)
+    assert refused.returncode == 1 and "name it with --thread" in refused.stderr
+    refused = cli("export", "run-1", "--thread", thread, "--format", "archive", db=db, ok=False)
+    assert refused.returncode == 1 and "export --all" in refused.stderr
