@@ -335,10 +335,30 @@ def test_a_scope_copies_that_owners_threads_alone(src_dst: tuple[str, str]) -> N
     src, dst = src_dst
     with agui_store.open(src) as store:
         sample_history(store)
+    import asyncio
+
+    from pydantic_ai.conversation import Conversation
+
+    from agui_store.integrations.pydantic_ai import ConversationStore
+    from tests.pydantic_ai_conversations import turn
+
+    async def save() -> None:  # t2's own conversation, and one of another owner it names
+        async with ConversationStore(src) as conversations:
+            await conversations.save(Conversation(conversation_id="t2", messages=turn(1)),
+                                     scope="alice")  # fmt: skip
+            await conversations.save(Conversation(conversation_id="t1", messages=turn(2)))
+
+    asyncio.run(save())
+    with agui_store.open(src) as store:
+        saved = {"type": "CUSTOM", "name": "pydantic_ai_conversation_saved",
+                 "value": {"conversation_id": "t1", "entry_ids": []}}  # fmt: skip
+        events = run_events("t2", "q3", "three")
+        store.append([*events[:-1], saved, events[-1]], thread_id="t2", scope="alice")
     result = agui_store.copy(src, dst, scope="alice")
-    assert (result.threads, result.runs) == (1, 2)
+    assert (result.threads, result.runs, result.conversations) == (1, 3, 1)
     with agui_store.open(dst) as store:
         assert store.threads() == ["t2"] and store.threads(scope="alice") == ["t2"]
+    assert conversations_of(dst, ["t1"])["t1"] is None
     with pytest.raises(RunNotFoundError, match="no thread 't1'"):
         agui_store.copy(src, dst, thread_id="t1", scope="alice")
 

@@ -713,9 +713,10 @@ def replicate(
             if cid in seen:
                 continue
             seen.add(cid)
-            talk = plan_conversation(src, dst, cid, plan.thread_id, force)
-            if scope is None or talk.record.scope == scope:
-                talks.append(talk)
+            found = src.conversation(cid)
+            if scope is not None and (found is None or found[3] != scope):
+                continue  # another owner's conversation is absent, as to every read
+            talks.append(plan_conversation(src, dst, cid, plan.thread_id, force))
     writer = Writer(src, dst, sum(p.events_to_copy for p in plans), progress)
     touched: list[str] = []
     derive: list[str] = []
