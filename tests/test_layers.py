@@ -205,6 +205,8 @@ RULES = [
         "analysis -> sqlite3": "writes the analysis export, another file, with sqlite-utils",
         "analysis -> sqlite_utils": "the same",
     }),
+    Rule("jsonpatch is the tests' reference, not a dependency: the package never imports it",
+         ("*",), ("jsonpatch", "jsonpatch.*", "jsonpointer"), {}),
     Rule("the ASGI recorder imports no web framework (pure ASGI: no runtime dependency "
          "beyond the store's own)", ("asgi",), ("*",), {
              f"asgi -> {name}": "the standard library, or a dependency of the store's own"
