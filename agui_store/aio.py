@@ -144,12 +144,22 @@ class AsyncStore:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
 
-    async def _append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
-        """A recorder's batch (:func:`agui_store.recording.append_batch`), where appends run."""
+    async def append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
+        """Append one recorder's batch (:func:`agui_store.recording.append_batch`'s
+        arguments) where appends run: the writer process, or the worker thread."""
         result: AppendResult = await self._run_on(
             self._forwarder, self._write, "append_batch", (batch,), options
         )
         return result
+
+    def register_batcher(self, batcher: recording.AsyncBatcher) -> None:
+        """Keep an open recorder's batcher until it closes (:meth:`unregister_batcher`):
+        ``close`` waits for every batcher still open, so what it holds is appended."""
+        self._batchers.add(batcher)
+
+    def unregister_batcher(self, batcher: recording.AsyncBatcher) -> None:
+        """Forget a batcher that has appended the rest and closed."""
+        self._batchers.discard(batcher)
 
     def _write(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """On the forwarding thread: a parsing write, in the writer process when there is
@@ -168,7 +178,7 @@ class AsyncStore:
         """A writer process for the same file, with the same options."""
         options = {name: getattr(self._store, name) for name in _STORE_OPTIONS}
         # The location, not the path shown: a database URL's password opens it again.
-        return WriterProcess(self._store._backend.location, options)
+        return WriterProcess(self._store.location, options)
 
     def _start_writer(self) -> None:
         """On the worker, at once: a writer that fails to start is tried again (and its

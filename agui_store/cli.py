@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, TextIO, cast
 
-from agui_store.backends.sqlite import connection
+from agui_store import backends
+from agui_store.backends import is_url
 from agui_store.codec.output import FORMATS, serialize
 from agui_store.engine.arguments import path_text
 from agui_store.errors import (
@@ -36,7 +37,7 @@ from agui_store.records import (
     transcript,
 )
 from agui_store.render import diff_text, graph
-from agui_store.store import Store, is_url
+from agui_store.store import Store
 from agui_store.targets import check_source, check_target, write_file
 
 EXAMPLES = {
@@ -403,7 +404,7 @@ def cmd_ui(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     import socket
 
     path = args.path if args.path is not None else getattr(args, "db", None)
-    _require_store_file(path if path is not None else connection.default_path())
+    _require_store_file(path if path is not None else backends.default_path())
     if args.port:
         # uvicorn reports a taken port with a log line and a bare exit: say it here instead.
         family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
@@ -423,7 +424,7 @@ def cmd_ui(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
     def ready(url: str) -> None:
         mode = "branches may be written" if args.allow_writes else "read-only"
-        shown = path or connection.default_path()
+        shown = path or backends.default_path()
         out.write(f"viewer of {shown} at {url} ({mode}; Ctrl+C stops it)\n")
         out.flush()
 
@@ -606,7 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--db", default=argparse.SUPPRESS, metavar="PATH",
         help="store file or postgresql:// URL "
-        f"(default: ${connection.DEFAULT_DB_ENV} or ./{connection.DEFAULT_DB_NAME})",
+        f"(default: ${backends.DEFAULT_DB_ENV} or ./{backends.DEFAULT_DB_NAME})",
     )
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output")
@@ -699,7 +700,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = parsers["ui"]
     p.add_argument("path", metavar="DB", nargs="?",
                    help="the store: a file or a postgresql:// URL (default: --db, "
-                   f"${connection.DEFAULT_DB_ENV} or ./{connection.DEFAULT_DB_NAME})")
+                   f"${backends.DEFAULT_DB_ENV} or ./{backends.DEFAULT_DB_NAME})")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8642, help="port (default: 8642; 0: any free one)")
     p.add_argument("--allow-writes", action="store_true",
@@ -760,7 +761,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if args.command in NEEDS_NO_STORE:  # never create a database file as a side effect
             return handler(None, args, out)  # type: ignore[arg-type]
         if args.command not in CREATES_STORE:
-            _require_store_file(path if path is not None else connection.default_path())
+            _require_store_file(path if path is not None else backends.default_path())
         with Store(path) as store:
             return handler(store, args, out)
     except InternalError as e:

@@ -33,15 +33,15 @@ def connection(store: Store) -> Any:
 def reading(store: Store) -> Iterator[port.Reading]:
     """A read transaction of the store's, through the storage port (:mod:`agui_store.engine.port`):
     to look at what the engine keeps (runs as a replica sees them, derived data) on any
-    backend with the operations the engine itself uses."""
-    with store._reading() as tx:
+    backend with the operations the engine itself uses. The same as :meth:`Store.reading`."""
+    with store.reading() as tx:
         yield tx
 
 
 def replayed_view(store: Store, run: int | str, *, thread_id: str | None = None) -> View:
     """The view of a run (a revision, or its integer key) by full replay of its lineage,
     ignoring every checkpoint: the reference checkouts are compared with."""
-    with store._reading() as tx:
+    with store.reading() as tx:
         pk = run if isinstance(run, int) else store._resolve(tx, run, thread_id=thread_id).pk
         return reads.replayed_view(tx, pk)
 
@@ -49,7 +49,7 @@ def replayed_view(store: Store, run: int | str, *, thread_id: str | None = None)
 def records(store: Store, run_pks: list[int]) -> list[Any]:
     """The replay records (inputs and decoded events) of runs, by key, verified against
     their hashes."""
-    with store._reading() as tx:
+    with store.reading() as tx:
         return reads.records(tx, run_pks)
 
 

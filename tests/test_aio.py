@@ -27,11 +27,16 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
+#: ``Store``'s doors into its transactions: they hold the store's lock on the calling
+#: thread, so an AsyncStore offers them through its ``store`` (on a thread of the caller's).
+DOORS = {"reading", "writing", "replicating"}
+
+
 def public_methods(cls: type) -> dict[str, Any]:
     return {
         name: member
         for name, member in inspect.getmembers(cls, inspect.isfunction)
-        if not name.startswith("_")
+        if not name.startswith("_") and name not in DOORS
     }
 
 

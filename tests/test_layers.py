@@ -438,3 +438,78 @@ def test_the_cache_keeps_its_state_behind_its_methods() -> None:
         if module != "engine.cache" and owned & _names_used(module)
     }
     assert trespassers == {}
+
+
+#: The classes whose private members are theirs alone: each is reached from other modules
+#: through its public methods (``Store.reading()``, ``Store.writing()``,
+#: ``AsyncStore.append_batch`` ...), never through a private name.
+OWNERS = {"Store": "store", "AsyncStore": "aio", "Recorder": "asgi"}
+
+#: Who may name one anyway (``module: member``), each with its reason: the test hooks, whose
+#: job is to reach inside (each hook is documented in ``agui_store.testing``).
+PRIVATE_MEMBER_EXCEPTIONS = {
+    "testing: _backend": "testing.connection and on_write_locked: the database underneath",
+    "testing: _resolve": "testing.replayed_view takes a revision as the verbs do",
+    "testing: _lock": "testing.forget: the cold start, under the store's lock",
+    "testing: _writes": "testing.forget, read_bodies_whole and remembered_bodies",
+    "testing: _writer_process": "testing.writer_process",
+    "testing: _closed": "testing.closed",
+    "testing: _forwarder": "testing.stop_threads",
+    "testing: _worker": "testing.stop_threads",
+    "testing: _batchers": "testing.recording",
+    "testing: _store": "testing.recorder_store",
+    # copy opens its two transactions through the stores' own spelling of the doors until
+    # its planning and writing move into the engine beside Store.reading()/replicating().
+    "sync: _reading": "copy's read transaction of its source",
+    "sync: _replicating": "copy's write transaction of its target",
+}
+
+
+def _private_members() -> dict[str, set[str]]:
+    """Per owning module, the private names its owner classes define: methods, class
+    attributes and what any method sets on ``self``."""
+    found: dict[str, set[str]] = {}
+    for class_name, module in OWNERS.items():
+        tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
+        names = found.setdefault(module, set())
+        for node in ast.walk(cls):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node is not cls:
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
+                node.value.id == "self"
+            ):
+                names.add(node.attr)
+        names.intersection_update({n for n in names if n.startswith("_") and
+                                   not n.startswith("__")})
+    return found
+
+
+def _private_uses(module: str, private: set[str]) -> set[str]:
+    """The names of ``private`` a module reaches on an object other than its own ``self``."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr in private
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+    }
+
+
+def test_no_module_names_a_private_member_of_the_stores_or_the_recorder() -> None:
+    """``Store``, ``AsyncStore`` and ``Recorder`` are reached through their public doors;
+    only the test hooks reach inside, each named in ``PRIVATE_MEMBER_EXCEPTIONS``."""
+    members = _private_members()
+    assert {"_backend", "_writes", "_lock"} <= members["store"]
+    assert {"_batchers", "_writer_process"} <= members["aio"]
+    every = set().union(*members.values())
+    found = {
+        f"{module}: {name}"
+        for module in MODULES
+        for name in _private_uses(module, every - members.get(module, set()))
+    }
+    assert sorted(found - set(PRIVATE_MEMBER_EXCEPTIONS)) == []
+    assert sorted(set(PRIVATE_MEMBER_EXCEPTIONS) - found) == []  # each still needed

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from agui_store.codec import ingest
 from agui_store.engine import checkpoints
+from agui_store.engine.arguments import check_scope
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
 from agui_store.engine.revisions import RESERVED_REFS
@@ -391,19 +392,6 @@ def storable(
                 event_type=event_type,
                 path=path,
             ) from None
-
-
-def check_scope(scope: Any) -> None:
-    """A scope is an owner's name (a non-empty string), or ``None``: the operator's calls,
-    which see and write every thread."""
-    if scope is None:
-        return
-    if not isinstance(scope, str) or not scope:
-        raise TypeError(
-            f"scope must be None (the operator) or an owner's name (a non-empty string), "
-            f"not {scope!r}"
-        )
-    storable(scope, path="scope")
 
 
 def check_branch_name(name: str) -> None:
