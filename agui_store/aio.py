@@ -12,7 +12,7 @@ await astore.close()
 Reads run on the store's own worker thread, one at a time and in the order they were made,
 so the loop never waits for SQLite; they hand their results back as they are (no copies).
 Writes that parse and replay events (``append``, ``import_file``, ``derive``, ``compact``)
-go one step further, to a writer process (:mod:`agui_store.writer`, started with the
+go one step further, to a writer process (:mod:`agui_store._writer`, started with the
 AsyncStore): parsing and replaying hold the GIL, and on a thread a 4 MB event kept the loop
 from running for tens of milliseconds. A second thread only hands each write over and waits
 on a pipe, so reads never queue behind writes. ``writer="thread"`` keeps writes on the worker
@@ -37,10 +37,10 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import msgspec
 
 from agui_store import recording
+from agui_store._writer import WriterProcess
 from agui_store.errors import AguiStoreError
 from agui_store.records import AppendResult
 from agui_store.store import Store
-from agui_store.writer import WriterProcess
 
 __all__ = ["AsyncStore", "open"]
 

@@ -423,7 +423,7 @@ class CheckReport:
 
 @dataclass(frozen=True)
 class ExportSummary:
-    """What ``agui_store.analysis.export_sqlite`` wrote.
+    """What ``agui_store.exports.analysis.export_sqlite`` wrote.
 
     Attributes:
         path: the analysis database.

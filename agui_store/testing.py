@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from agui_store import _writer
 from agui_store.engine import checkpoints, port, reads
 from agui_store.history import resent_bodies
 from agui_store.history.restore import View
@@ -129,6 +130,10 @@ def fast_patch(document: Any, operations: Any) -> tuple[bool, Any]:
 
 
 # --- the async store and the ASGI recorder ------------------------------------------------
+
+
+#: How much nicer than its parent an AsyncStore's writer process runs.
+WRITER_NICE = _writer.NICE
 
 
 def writer_process(astore: AsyncStore) -> subprocess.Popen[bytes] | None:

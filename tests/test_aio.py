@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import pytest
 
 import agui_store
-from agui_store import aio, testing, writer
+from agui_store import aio, testing
 from agui_store.store import Store
 from benchmarks._common import conversation_run
 
@@ -198,7 +198,7 @@ def test_appends_go_to_the_writer_process_and_reads_see_them(db_path: Path) -> N
             assert process.pid != os.getpid()
             # Background priority: the server's own process is served first.
             child = os.getpriority(os.PRIO_PROCESS, process.pid)
-            assert child == min(os.getpriority(os.PRIO_PROCESS, 0) + writer.NICE, 19)
+            assert child == min(os.getpriority(os.PRIO_PROCESS, 0) + testing.WRITER_NICE, 19)
             assert (await astore.get_run("r1")).status == "finished"  # type: ignore[union-attr]
             assert await astore.derive() == 0
             assert await astore.compact() == 0

@@ -2,7 +2,7 @@
 
 From the bottom up (``docs/architecture.md`` says what each holds and why):
 
-- ``errors``, ``records`` and ``targets``, at the root: leaves every layer may import;
+- ``errors`` and ``records``, at the root: leaves every layer may import;
 - ``protocol/``: the official client's behaviour (model, JSON Patch, reducer, verifier,
   compaction), pure;
 - ``codec/``: bytes and events, in and out;
@@ -10,7 +10,9 @@ From the bottom up (``docs/architecture.md`` says what each holds and why):
 - ``engine/``: the store's logic over the storage port, written once for every backend;
 - ``backends/``: one package per database, each whole (connection, schema, migrations, SQL,
   error translation), beside the parts every backend shares;
-- the root: the edges (``Store``, ``AsyncStore``, recording, ASGI, copy, exports, CLI).
+- the root and its families of edges: the public modules (``Store``, ``AsyncStore``,
+  recording, ASGI, copy, the test hooks), ``exports/`` (the store in another shape) and
+  ``cli/`` (the command line).
 
 A module imports its own layer and the layers below it, never one above: every import
 counts, late (inside a function) or under ``TYPE_CHECKING`` alike, since either only hides a
@@ -92,7 +94,7 @@ def graph() -> dict[str, set[str]]:
 
 
 #: The leaves at the root: every layer hands back records and raises errors.
-LEAVES = ("errors", "records", "targets")
+LEAVES = ("errors", "records")
 #: The layers from the bottom up: a module imports its own layer and those below.
 LAYERS = ("leaves", "protocol", "codec", "history", "engine", "backends", "edges")
 
@@ -159,7 +161,7 @@ def test_the_package_has_no_import_cycle() -> None:
 def test_the_recorder_writes_through_an_appender_not_through_the_stores() -> None:
     """``Store.record`` imports the recorder downward; the recorder knows the stores only as
     the interfaces it defines (``Appender``, ``AsyncAppender``)."""
-    assert graph()["recording"] & {"store", "aio", "writer", "asgi", "__init__"} == set()
+    assert graph()["recording"] & {"store", "aio", "_writer", "asgi", "__init__"} == set()
     assert "recording" in graph()["store"]
 
 
@@ -194,7 +196,7 @@ RULES = [
          ("agui_store.backends*",), {}),
     Rule("only the SQLite backend talks to apsw", ("*",), ("apsw",), {
         "backends.sqlite* -> apsw": "the SQLite backend package",
-        "analysis -> apsw": "reads another file (an analysis export it may replace, "
+        "exports.analysis -> apsw": "reads another file (an analysis export it may replace, "
         "read-only) to tell whether it wrote it: not the store",
     }),
     Rule("only the PostgreSQL backend talks to psycopg", ("*",), ("psycopg", "psycopg.*"), {
@@ -202,8 +204,9 @@ RULES = [
     }),
     Rule("sqlite3 and sqlite-utils write analysis exports only (two SQLite libraries on one "
          "file in one process can corrupt it)", ("*",), ("sqlite3", "sqlite_utils"), {
-        "analysis -> sqlite3": "writes the analysis export, another file, with sqlite-utils",
-        "analysis -> sqlite_utils": "the same",
+        "exports.analysis -> sqlite3": "writes the analysis export, another file, with "
+        "sqlite-utils",
+        "exports.analysis -> sqlite_utils": "the same",
     }),
     Rule("jsonpatch is the tests' reference, not a dependency: the package never imports it",
          ("*",), ("jsonpatch", "jsonpatch.*", "jsonpointer"), {}),
@@ -366,9 +369,46 @@ def test_the_documented_import_paths_keep_working() -> None:
     assert importlib.import_module("agui_store.cli").main
     assert importlib.import_module("agui_store.testing").connection
     assert importlib.import_module("agui_store.errors").AguiStoreError is agui_store.AguiStoreError
+    assert importlib.import_module("agui_store.cli.commands").main is agui_store.cli.main
     pytest.importorskip("psycopg")
     old = importlib.import_module("agui_store.postgres.schema")
     assert old is importlib.import_module("agui_store.backends.postgres.schema")
+
+
+#: The modules at the root: the public modules, the package's own two, the ``postgres``
+#: alias and the writer process's module. Families of peers get a folder (``cli/``,
+#: ``exports/``, ``ui/``, ``integrations/``) and each layer is one.
+ROOT = {"__init__", "__main__", "store", "aio", "recording", "asgi", "sync", "testing",
+        "errors", "records", "postgres", "_writer"}
+
+
+def test_the_root_holds_the_public_modules_and_no_more_than_twelve() -> None:
+    assert {m for m in MODULES if "." not in m and not (PACKAGE / m).is_dir()} == ROOT
+    assert len(ROOT) <= 12
+
+
+def test_a_moved_module_imports_by_its_old_path_with_a_deprecation() -> None:
+    import subprocess
+    import sys
+
+    from agui_store import MOVED_MODULES
+
+    assert {new.removeprefix("agui_store.") for new in MOVED_MODULES.values()} <= set(MODULES)
+    # In a fresh interpreter: this one may have imported an old path already.
+    code = (
+        "import importlib, warnings, agui_store\n"
+        "for old_path, new_path in agui_store.MOVED_MODULES.items():\n"
+        "    with warnings.catch_warnings(record=True) as caught:\n"
+        "        warnings.simplefilter('always')\n"
+        "        old = importlib.import_module(old_path)\n"
+        "    assert old is importlib.import_module(new_path), old\n"
+        "    assert old.__spec__.name == new_path, old.__spec__\n"
+        "    assert [w.category for w in caught] == [DeprecationWarning], caught\n"
+        "    assert new_path in str(caught[0].message), caught[0]\n"
+        "assert callable(agui_store.slim)  # the function, not the module of its old path\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_only_the_checks_use_the_inspection_operations_of_the_port() -> None:

@@ -15,11 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agui_store.demo import record_demo
+from agui_store.cli.demo import record_demo
 from agui_store.errors import AguiStoreError
-from agui_store.protocol import model
-from agui_store.records import Checkout
-from agui_store.slim import (
+from agui_store.exports.slim import (
     PRESETS,
     TRUNCATION_MARKER,
     SlimError,
@@ -28,6 +26,8 @@ from agui_store.slim import (
     slim_messages,
     truncate_text,
 )
+from agui_store.protocol import model
+from agui_store.records import Checkout
 from agui_store.store import Store
 from tests.conftest import fixture_params
 from tests.strategies import message_lists

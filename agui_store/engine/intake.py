@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from agui_store.codec import ingest
 from agui_store.engine import checkpoints
-from agui_store.engine.arguments import check_scope
+from agui_store.engine.arguments import check_scope as check_scope  # copy imports it here
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
 from agui_store.engine.revisions import RESERVED_REFS

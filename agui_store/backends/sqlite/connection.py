@@ -17,10 +17,10 @@ from typing import Any
 
 import apsw
 
-from agui_store import errors, targets
+from agui_store import errors
 from agui_store.backends.sqlite import migrations, schema, sql
 from agui_store.backends.sqlite.errors import Conn, translate, translated
-from agui_store.targets import SQLITE_HEADER
+from agui_store.backends.sqlite.files import SQLITE_HEADER, store_file
 
 #: How much of the file reads may map into memory.
 MMAP_BYTES = 256 * 1024 * 1024
@@ -179,7 +179,7 @@ def connect(path: str, *, busy_timeout_ms: int) -> apsw.Connection:
     """
     if "\0" in path:
         raise errors.InvalidArgumentError(f"the store path {path!r} holds a NUL byte")
-    real = targets.store_file(path)
+    real = store_file(path)
     if real is not None:
         _check_is_store(real, path)
         _create_private(real, path)

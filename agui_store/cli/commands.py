@@ -19,6 +19,7 @@ from typing import Any, BinaryIO, TextIO, cast
 
 from agui_store import backends
 from agui_store.backends import is_url
+from agui_store.cli.render import diff_text, graph
 from agui_store.codec.output import FORMATS, serialize
 from agui_store.engine.arguments import path_text
 from agui_store.errors import (
@@ -27,6 +28,7 @@ from agui_store.errors import (
     InvalidArgumentError,
     NotAStoreError,
 )
+from agui_store.exports.targets import check_source, check_target, write_file
 from agui_store.records import (
     Run,
     content_text,
@@ -36,9 +38,7 @@ from agui_store.records import (
     short,
     transcript,
 )
-from agui_store.render import diff_text, graph
 from agui_store.store import Store
-from agui_store.targets import check_source, check_target, write_file
 
 EXAMPLES = {
     "import": "agui-store import recording.sse --thread t1",
@@ -370,7 +370,7 @@ def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     and a diff as the commands print them."""
     import importlib.util
 
-    from agui_store.demo import record_demo
+    from agui_store.cli.demo import record_demo
 
     thread, _ = record_demo(store)
     out.write(f"recorded a demo conversation into {store.path} (thread {thread})\n\n")
@@ -442,7 +442,7 @@ def _write_analysis(
     store: Store, out_path: str, args: argparse.Namespace, out: TextIO
 ) -> int:
     """The sqlite-utils analysis export, with a progress bar over the runs on a terminal."""
-    from agui_store.analysis import export_sqlite
+    from agui_store.exports.analysis import export_sqlite
 
     bar: Progress | None = None
 
@@ -480,8 +480,8 @@ def cmd_export_sqlite(store: Store, args: argparse.Namespace, out: TextIO) -> in
 
 
 def cmd_export_artifact(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """The compacted-message-snapshot artifact of a run (``agui_store.artifact``)."""
-    from agui_store.artifact import dumps_artifact, export_run
+    """The compacted-message-snapshot artifact of a run (``agui_store.exports.artifact``)."""
+    from agui_store.exports.artifact import dumps_artifact, export_run
 
     text = dumps_artifact(export_run(store, args.ref, thread_id=args.thread))
     if args.output and args.output != "-":
@@ -496,7 +496,7 @@ def cmd_validate_artifact(store: Store, args: argparse.Namespace, out: TextIO) -
     """Exit 0 and ``valid``, or exit 1 and the JSON path and reason of the first problem."""
     from pathlib import Path
 
-    from agui_store.artifact import ArtifactError, load_artifact
+    from agui_store.exports.artifact import ArtifactError, load_artifact
 
     try:
         load_artifact(sys.stdin.buffer.read() if args.file == "-" else Path(args.file))
@@ -511,8 +511,8 @@ def cmd_validate_artifact(store: Store, args: argparse.Namespace, out: TextIO) -
 
 
 def cmd_slim(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """A run's messages, slimmed by preset (``agui_store.slim``), as JSON."""
-    from agui_store.slim import slim
+    """A run's messages, slimmed by preset (``agui_store.exports.slim``), as JSON."""
+    from agui_store.exports.slim import slim
 
     overrides = {k: v for k, v in (("last", args.last), ("max_content", args.max_content))
                  if v is not None}
