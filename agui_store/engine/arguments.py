@@ -27,10 +27,14 @@ _LAST_CHAR = 0x10FFFF
 _SURROGATES = range(0xD800, 0xE000)
 
 
-def quote(value: str, limit: int = 80) -> str:
-    """An id for an error message: quoted, and cut when it is absurdly long."""
+def quote(value: object, limit: int = 80) -> str:
+    """An id for an error message or a problem ``check()`` reports: quoted, and cut when it is
+    absurdly long (ids can be megabytes long)."""
     text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 1]}…' ({len(value)} characters)"
+    if len(text) <= limit:
+        return text
+    length = len(value) if isinstance(value, (str, bytes)) else len(text)
+    return f"{text[: limit - 1]}…' ({length} characters)"
 
 
 def check_scope(scope: Any) -> None:

@@ -21,6 +21,7 @@ from agui_store.engine.cache import Memory
 from agui_store.engine.revisions import RESERVED_REFS
 from agui_store.errors import BranchError, InvalidEventError
 from agui_store.history import nesting, resent_bodies
+from agui_store.history.lineage import HASH_MARK, hash_from_marks, hash_marks, lineage_ids
 from agui_store.history.normalize import SentChunks, full_chunk_addresses
 from agui_store.protocol import model
 
@@ -187,12 +188,12 @@ class Intake:
         if len(seen.ids) == len(seen.messages):  # each message has its lineage id
             shared_ids = seen.ids if whole else seen.ids[:count]
         else:
-            shared_ids = checkpoints.lineage_ids(seen.messages[:count])
+            shared_ids = lineage_ids(seen.messages[:count])
         if seen.marks is None:  # derived when first needed (see resent.Seen)
-            seen.marks = checkpoints.hash_marks(seen.ids)
-        kept = seen.marks[: len(shared_ids) // checkpoints.HASH_MARK + 1]  # within those
-        shared_hash = checkpoints.hash_from_marks(shared_ids, kept)
-        ids = shared_ids + checkpoints.lineage_ids(added)
+            seen.marks = hash_marks(seen.ids)
+        kept = seen.marks[: len(shared_ids) // HASH_MARK + 1]  # within those
+        shared_hash = hash_from_marks(shared_ids, kept)
+        ids = shared_ids + lineage_ids(added)
         places, distinct = resent_bodies.id_places(
             messages, count, seen.places_before(count), min(seen.id_index()[1], count)
         )
@@ -204,7 +205,7 @@ class Intake:
                 ids,
                 chunks,
                 ends=seen.message_ends()[:count] + added_ends,
-                marks=checkpoints.hash_marks(ids, kept),
+                marks=hash_marks(ids, kept),
                 places=places,
                 distinct=distinct,
             )
@@ -223,7 +224,7 @@ class Intake:
         messages = data.get("messages")
         if type(messages) is not list or len(messages) < resent_bodies.MIN_MESSAGES or not chunks:
             return None, 0
-        ids = checkpoints.lineage_ids(messages)
+        ids = lineage_ids(messages)
         seen = resent_bodies.Seen(found.messages, list(messages), ids, chunks)
         self.memory.resent.put(found.thread, seen)
         return ids, 0

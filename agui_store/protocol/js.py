@@ -116,6 +116,17 @@ def _owner_of_to_string(value: Any) -> dict[str, Any] | None:
     return None
 
 
+def truthy(value: Any) -> bool:
+    """JavaScript truthiness of a JSON value: ``null``, ``undefined``, ``false``, ``0`` and
+    ``""`` are falsy; an empty list or object is truthy."""
+    if value is None or value is UNDEFINED or value is False:
+        return False
+    kind = type(value)
+    if kind is str or kind is int or kind is float:
+        return bool(value)
+    return True
+
+
 def as_double(value: int | float) -> float:
     """A JSON number as JavaScript holds it: a double (beyond its range: ±Infinity)."""
     try:

@@ -30,7 +30,7 @@ from typing import Any, Final
 import msgspec
 
 from agui_store.errors import InvalidEventError
-from agui_store.protocol.js import UNDEFINED, Undefined, js_string
+from agui_store.protocol.js import UNDEFINED, Undefined, js_string, truthy
 from agui_store.protocol.patch import PatchError, apply_patch
 
 __all__ = [
@@ -115,16 +115,6 @@ def _same(a: Any, b: Any) -> bool:
     if ta in (int, float) and tb in (int, float):
         return bool(a == b)
     return False
-
-
-def _truthy(value: Any) -> bool:
-    """JavaScript truthiness (an empty list or object is truthy there)."""
-    if value is None or value is UNDEFINED or value is False:
-        return False
-    kind = type(value)
-    if kind is str or kind is int or kind is float:
-        return bool(value)
-    return True
 
 
 def _js_plus(a: Any, b: Any) -> Any:
@@ -530,7 +520,7 @@ def authoritative_activity_types(event: Event) -> list[Any] | Undefined | None:
     activity owns them all).
     """
     metadata = event.get("metadata")
-    if not _truthy(metadata) or type(metadata) is not dict:
+    if not truthy(metadata) or type(metadata) is not dict:
         return UNDEFINED
     if ACTIVITY_HISTORY_METADATA not in metadata:
         return UNDEFINED
@@ -1155,7 +1145,7 @@ class Reducer:
         parent_id = event.get("parentMessageId", UNDEFINED)
         target: Message | None = None
         created_id: Any = UNDEFINED
-        if _truthy(parent_id):
+        if truthy(parent_id):
             existing = self._find(parent_id)
             if existing is not None and existing.get("role") == "assistant":
                 target = existing
@@ -1235,7 +1225,7 @@ class Reducer:
         if tcid is not UNDEFINED:
             message["toolCallId"] = tcid
         role = event.get("role")
-        message["role"] = role if _truthy(role) else "tool"
+        message["role"] = role if truthy(role) else "tool"
         if "content" in event:
             content = event["content"]
             message["content"] = _clone(content) if self._copy else content
@@ -1387,7 +1377,7 @@ class Reducer:
         mid = event.get("messageId", UNDEFINED)
         existing = self._find(mid)
         replace = event.get("replace")
-        replace = True if replace is None else _truthy(replace)
+        replace = True if replace is None else truthy(replace)
         content = event.get("content", UNDEFINED)
         if content is not UNDEFINED and self._copy:
             content = _clone(content)
@@ -1470,7 +1460,7 @@ class Reducer:
     def _on_run_started(self, event: Event) -> None:
         run_input = event.get("input")
         sent = run_input.get("messages") if type(run_input) is dict else None
-        if not _truthy(sent):
+        if not truthy(sent):
             return
         if type(sent) is not list:
             raise _StreamError("RUN_STARTED input.messages is not iterable", "$.input.messages")
