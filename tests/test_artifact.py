@@ -36,7 +36,7 @@ from agui_store.exports.artifact import (
     load_artifact,
     validate_artifact,
 )
-from agui_store.protocol.model import render_path
+from agui_store.protocol.validate import render_path
 from agui_store.store import Store
 from tests.conftest import fixture_params
 from tests.strategies import legal_streams

@@ -26,7 +26,7 @@ from agui_store.exports.slim import (
     slim_messages,
     truncate_text,
 )
-from agui_store.protocol import model
+from agui_store.protocol import validate
 from agui_store.records import Checkout
 from agui_store.store import Store
 from tests.conftest import fixture_params
@@ -37,7 +37,7 @@ Message = dict[str, Any]
 
 def assert_valid_messages(messages: list[Message]) -> None:
     """Slimmed messages are still AG-UI 1.0 messages: a client accepts them as a snapshot."""
-    model.validate_event({"type": "MESSAGES_SNAPSHOT", "messages": messages})
+    validate.validate_event({"type": "MESSAGES_SNAPSHOT", "messages": messages})
 
 
 def text_of(message: Message) -> str:

@@ -5,7 +5,7 @@
 event comes back as an :class:`IncomingEvent`: ``data`` (a dict) and ``raw`` (its JSON text — the
 producer's bytes, verbatim, when the input was text; a compact encoding otherwise). It guarantees
 ``decode(raw) == data`` and that ``data`` is a JSON object; it does not check event shapes
-(``model.validate_event`` does).
+(``validate.validate_event`` does).
 
 JSON edge cases, decided so that an event reads back equal to what was given:
 
@@ -39,7 +39,7 @@ import msgspec
 
 from agui_store.codec.sse import SSEParser
 from agui_store.errors import InvalidEventError, StorageError
-from agui_store.protocol.model import kind_of, render_path
+from agui_store.protocol.validate import kind_of, render_path
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",

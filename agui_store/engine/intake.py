@@ -23,7 +23,7 @@ from agui_store.errors import BranchError, InvalidEventError
 from agui_store.history import nesting, resent_bodies
 from agui_store.history.lineage import HASH_MARK, hash_from_marks, hash_marks, lineage_ids
 from agui_store.history.normalize import SentChunks, full_chunk_addresses
-from agui_store.protocol import model
+from agui_store.protocol import validate
 
 _BRANCH_NAME = re.compile(r"[A-Za-z0-9._/@+-]{1,255}")  # fullmatch: no trailing newline
 # git check-ref-format's rules on those characters: no component that starts with a dot or
@@ -110,7 +110,7 @@ class Intake:
 
     def validated(self, incoming: list[ingest.IncomingEvent]) -> list[str]:
         """Validate a batch's events one by one (what needs no database); their types."""
-        types = model.validate_events([ev.data for ev in incoming])
+        types = validate.validate_events([ev.data for ev in incoming])
         for i, (ev, kind) in enumerate(zip(incoming, types)):
             if kind == "RUN_STARTED":
                 for name in ("threadId", "runId", "parentRunId"):
@@ -170,7 +170,7 @@ class Intake:
             added = data.get("messages")
             if type(added) is not list:
                 return None
-            model.validate_input(data)  # the other members, and the messages after those
+            validate.validate_input(data)  # the other members, and the messages after those
         except InvalidEventError:
             return None
         size = checkpoints.CHUNK
@@ -230,7 +230,7 @@ class Intake:
         return ids, 0
 
     def _validate_input(self, data: Any) -> SentChunks | None:
-        """:func:`model.validate_input`, skipping the messages of the full chunks (the first
+        """:func:`validate.validate_input`, skipping the messages of the full chunks (the first
         ``CHUNK`` messages, the next ``CHUNK``...) already validated in an earlier input: a
         client that resends the history (HttpAgent) costs the validation of what it adds.
         Validity is a function of a message's JSON value, which a chunk's address (the
@@ -243,12 +243,12 @@ class Intake:
             full_chunk_addresses(sent, size) if type(sent) is list and len(sent) >= size else {}
         )
         if not chunks:
-            model.validate_input(data)
+            validate.validate_input(data)
             return None
         assert isinstance(sent, list)
         unknown = self.memory.unvalidated(chunks)
         if len(unknown) == len(chunks):
-            model.validate_input(data)
+            validate.validate_input(data)
         else:
             # The input with only the messages still to check: each message is validated
             # on its own, so this passes exactly when the whole input does. A failure is
@@ -256,9 +256,9 @@ class Intake:
             rest = [m for (start, count), _ in unknown for m in sent[start : start + count]]
             rest += sent[len(chunks) * size :]
             try:
-                model.validate_input({**data, "messages": rest})
+                validate.validate_input({**data, "messages": rest})
             except InvalidEventError:
-                model.validate_input(data)
+                validate.validate_input(data)
                 raise
         self.memory.note_valid(address for _, address in unknown)
         return chunks

@@ -113,7 +113,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from agui_store.errors import AguiStoreError
 from agui_store.exports.slim import truncate_text
-from agui_store.protocol.model import kind_of, render_path
+from agui_store.protocol.validate import kind_of, render_path
 from agui_store.records import Checkout
 
 if TYPE_CHECKING:
