@@ -553,3 +553,11 @@ def test_no_module_names_a_private_member_of_the_stores_or_the_recorder() -> Non
     }
     assert sorted(found - set(PRIVATE_MEMBER_EXCEPTIONS)) == []
     assert sorted(set(PRIVATE_MEMBER_EXCEPTIONS) - found) == []  # each still needed
+
+
+def test_no_test_file_has_the_name_of_a_contract_test() -> None:
+    """A behaviour runs on every backend from ``tests/contract``; a file outside it holds
+    what is one backend's, or no store's, and says so in its name."""
+    tests = Path(__file__).resolve().parent
+    contract = {p.name for p in (tests / "contract").glob("test_*.py")}
+    assert contract and sorted(contract & {p.name for p in tests.glob("test_*.py")}) == []
