@@ -963,3 +963,36 @@ JOIN runs ON runs.thread = threads.id
 JOIN events ON events.run = runs.id
 WHERE threads.thread_id = %s AND events.type = 'CUSTOM' ORDER BY events.seq
 """
+
+
+# --- full-text search (agui_store.engine.search) --------------------------------------------
+
+#: A run's index rows, the message texts the thread's index does not hold yet, in one
+#: statement: the words come joined by spaces (a word holds none) and are taken as lexemes.
+INSERT_SEARCH_MESSAGES = """
+INSERT INTO search_messages(thread, run, key, message_id, role, tool, blob, at, words)
+SELECT %s, %s, k, i, r, t, b, a, array_to_tsvector(string_to_array(w, ' '))
+FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::integer[],
+            %s::text[]) WITH ORDINALITY AS u(k, i, r, t, b, a, w, n)
+ORDER BY n
+ON CONFLICT (thread, key) DO NOTHING
+"""
+
+#: Candidates, newest first (a rare word through the GIN index, a common one along the key).
+SEARCH_CANDIDATES = """
+SELECT m.id, t.thread_id, m.run, r.run_id, m.message_id, m.role, m.tool, m.blob, m.at,
+       (SELECT b.appended_at FROM batches b WHERE b.run = m.run ORDER BY b.id DESC LIMIT 1)
+FROM search_messages m
+JOIN threads t ON t.id = m.thread
+JOIN runs r ON r.id = m.run
+WHERE m.words @@ %(query)s::tsquery AND m.id < %(before)s
+  AND (%(thread)s::bigint IS NULL OR m.thread = %(thread)s::bigint)
+  AND (%(scope)s::text IS NULL OR t.owner = %(scope)s::text)
+ORDER BY m.id DESC LIMIT %(limit)s
+"""
+
+#: A thread's index rows (one table: the words are a column).
+DELETE_THREAD_SEARCH = "DELETE FROM search_messages WHERE thread = %s"
+
+#: The index rows of runs whose derived data is dropped.
+DROP_RUNS_SEARCH = "DELETE FROM search_messages WHERE run = ANY(%s)"
