@@ -207,7 +207,7 @@ def _texts(tx: port.Reading, rows: Sequence[tuple[Any, ...]]) -> list[str]:
     for blob_id, codec, data, _address in tx.blobs_in_order(wanted):
         found[int(blob_id)] = _RAW_LIST.decode(blobs.unpack(codec, data))
     texts: list[str] = []
-    views: dict[int, dict[str, dict[str, Any]]] = {}
+    views: dict[int, dict[Any, dict[str, Any]]] = {}
     for row in rows:
         run_pk, message_id, blob, at = int(row[2]), row[4], row[7], row[8]
         message: dict[str, Any] | None = None

@@ -12,10 +12,10 @@ import contextlib
 from collections.abc import Iterator
 
 from agui_store import errors
+from agui_store.backends import progress
 from agui_store.backends.sqlite import schema, sql
 from agui_store.backends.sqlite.errors import Conn
 from agui_store.backends.sqlite.transaction import SqliteTransaction
-from agui_store.backends import progress
 from agui_store.engine import checkpoints, derivation, log_hashes
 
 
