@@ -9,7 +9,8 @@ database has found the messages holding its words.
 
 **Words.** A message's text is folded (case folded as :meth:`str.casefold` does, then
 decomposed as NFKD with every combining mark dropped, so ``Café`` and ``CAFE`` are both
-``cafe``), then cut into runs of Unicode word characters (letters, digits and ``_``).
+``cafe``), then cut into runs of Unicode letters and digits (``_`` cuts words too, so
+``refund`` finds the tool ``refund_order``, and ``refund_order`` is the phrase of both).
 A word longer than :data:`MAX_WORD` characters (a hash, a base64 blob) counts by its
 first :data:`MAX_WORD` characters, in the text and in a query alike.
 
@@ -45,7 +46,8 @@ MAX_TERMS = 32
 #: Words of context a snippet shows on each side of the first match.
 SNIPPET_WORDS = 8
 
-_WORD = re.compile(r"\w+")
+# Letters and digits: ``_`` cuts words, so ``refund`` finds the tool ``refund_order``.
+_WORD = re.compile(r"[^\W_]+")
 
 
 @functools.lru_cache(maxsize=65536)

@@ -642,8 +642,8 @@ _NO_KEY = 2**63 - 1
 def tsquery_text(query: Any) -> str:
     """A query (:class:`agui_store.history.search.Query`) as ``tsquery`` input over its
     words, each a quoted lexeme taken as it is: every word of a found term (its last as a
-    prefix when starred), none of an excluded single word. Words are letters, digits and
-    ``_``: quoting needs no escape."""
+    prefix when starred), none of an excluded single word. Words are letters and digits:
+    quoting needs no escape."""
     found = " & ".join(
         _lexeme(word, term.prefix and i == len(term.words) - 1)
         for term in query.found

@@ -410,7 +410,7 @@ CREATE INDEX conversation_branches_by_entry ON conversation_branches(entry);
 # message text a thread's runs first recorded, newest last (its id orders hits); its words
 # in a contentless FTS5 table under the same rowid. The words come folded and cut by
 # agui_store.history.search, joined by spaces, so the ascii tokenizer (every non-ASCII
-# character is part of a word, '_' too) cuts them exactly there; no positions are kept
+# character is part of a word) cuts them exactly there; no positions are kept
 # (detail=none): a phrase's order is checked on the message's text. The blob and position
 # say where a checkpoint holds the message (no foreign key: the row is found by thread).
 CREATE_V13 = """
@@ -427,7 +427,7 @@ CREATE TABLE search_messages (
 ) STRICT;
 CREATE UNIQUE INDEX search_messages_by_key ON search_messages(thread, key);
 CREATE VIRTUAL TABLE search_words USING fts5(
-    words, content='', contentless_delete=1, detail=none, tokenize="ascii tokenchars '_'"
+    words, content='', contentless_delete=1, detail=none, tokenize='ascii'
 );
 """
 

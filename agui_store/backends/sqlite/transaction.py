@@ -401,7 +401,7 @@ _NO_KEY = 2**63 - 1
 def fts5_expression(query: Any) -> str:
     """A query (:class:`agui_store.history.search.Query`) as an FTS5 expression over its
     words: every word of a found term (its last as a prefix when starred), none of an
-    excluded single word. Words are letters, digits and ``_``: quoting needs no escape."""
+    excluded single word. Words are letters and digits: quoting needs no escape."""
     found = " AND ".join(
         _fts5_term(word, term.prefix and i == len(term.words) - 1)
         for term in query.found
