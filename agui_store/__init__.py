@@ -38,6 +38,8 @@ from agui_store.records import (
     Log,
     MessageChange,
     Run,
+    SearchHit,
+    SearchHits,
     Thread,
     ViewChange,
 )
@@ -75,6 +77,8 @@ __all__ = [
     "RunNotFoundError",
     "SchemaVersionError",
     "ScopeError",
+    "SearchHit",
+    "SearchHits",
     "SequenceError",
     "SequenceVerifier",
     "StorageError",
