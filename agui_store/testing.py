@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from agui_store.engine import checkpoints, port, reads
+from agui_store.engine import search as search_index
 from agui_store.history import resent_bodies
 from agui_store.history import search as search_rules
 from agui_store.history.restore import View
@@ -64,6 +65,18 @@ def search_matches(query: str, message: dict[str, Any]) -> bool:
     """Whether ``Store.search(query)`` finds a message, decided on its words alone (the
     query language's definition, with no index)."""
     return search_rules.parse(query).matches(search_words(message))
+
+
+@contextlib.contextmanager
+def without_search_index() -> Iterator[None]:
+    """Inside the block, no store of this process indexes what it derives for search:
+    what lets a benchmark measure what the index costs an append. Stores written so are
+    not searchable; for benchmarks only."""
+    search_index.INDEXING[0] = False
+    try:
+        yield
+    finally:
+        search_index.INDEXING[0] = True
 
 
 def forget_thread_search(store: Store, thread_id: str) -> None:

@@ -284,8 +284,9 @@ class Reading(Protocol):
         last one of a starred term as a prefix) and no excluded single word, newest first
         (by key): of a thread (``None``: any), of an owner's threads (``scope``; ``None``:
         any owner), with a key below ``before`` (``None``: any), at most ``limit``. Each
-        ``(key, thread_id, run pk, run_id, message id, role, tool, blob id, position in the
-        blob, when the run's last batch was recorded)``; the engine checks phrases."""
+        ``(key, thread_id, run pk, run_id, position in the run's view, tool, blob id,
+        position in the blob, when the run's last batch was recorded)``; the engine checks
+        phrases."""
 
 
 class Inspecting(Reading, Protocol):

@@ -34,9 +34,9 @@ MAX_LIMIT = 1000
 #: Candidates asked of the database at a time when a phrase must be checked here.
 PHRASE_PAGE = 200
 
-#: An index row as :meth:`port.Writing.index_messages` takes it: ``(key, message id, role,
-#: tool name or None, words, blob id or None, position in the blob or None)``.
-IndexRow = tuple[int, str, str, "str | None", list[str], "int | None", "int | None"]
+#: An index row as :meth:`port.Writing.index_messages` takes it: ``(key, position in the
+#: view, tool name or None, words, blob id or None, position in the blob or None)``.
+IndexRow = tuple[int, int, "str | None", list[str], "int | None", "int | None"]
 
 
 def message_key(message_id: str, text: str) -> int:
@@ -78,6 +78,23 @@ def _in_layout(layout: checkpoints.Layout, position: int) -> tuple[int | None, i
     return None, None
 
 
+def _calls_before(
+    messages: Sequence[dict[str, Any]], position: int, message: dict[str, Any]
+) -> dict[str, str]:
+    """For a tool result, the name of the call it answers, as ``{call id: name}``: looked
+    for from its position backwards (the call is nearly always just before it)."""
+    call_id = message.get("toolCallId") if message.get("role") == "tool" else None
+    if not isinstance(call_id, str):
+        return {}
+    for at in range(position - 1, -1, -1):
+        m = messages[at]
+        if isinstance(m, dict) and m.get("toolCalls"):
+            names = rules.tool_names([m])
+            if call_id in names:
+                return names
+    return {}
+
+
 def index_rows(
     messages: Sequence[dict[str, Any]],
     positions: Sequence[int],
@@ -86,7 +103,6 @@ def index_rows(
     """The index rows of the messages at ``positions`` of a view (those with an id and some
     text), each with where ``layout`` (the run's checkpoint, if it has one) holds it."""
     rows: list[IndexRow] = []
-    names: dict[str, str] | None = None
     for p in positions:
         m = messages[p]
         if not isinstance(m, dict):
@@ -98,23 +114,16 @@ def index_rows(
         found = rules.words(text)
         if not found:
             continue
-        if m.get("role") == "tool" and names is None:
-            names = rules.tool_names(messages)
-        tool = rules.tool_name(m, names or {})
+        tool = rules.tool_name(m, _calls_before(messages, p, m))
         blob, at = _in_layout(layout, p) if layout is not None else (None, None)
-        role = m.get("role")
-        rows.append(
-            (
-                message_key(message_id, text),
-                message_id,
-                role if isinstance(role, str) else "",
-                tool,
-                found,
-                blob,
-                at,
-            )
-        )
-    return rows
+        rows.append((message_key(message_id, text), p, tool, found, blob, at))
+    # A key once (one message object at two positions of a view is one text to find).
+    return list({row[0]: row for row in reversed(rows)}.values())[::-1]
+
+
+#: Whether derived runs are indexed: always, but for the benchmark that measures what the
+#: index costs an append (:func:`agui_store.testing.without_search_index`).
+INDEXING = [True]
 
 
 def index_run(
@@ -127,6 +136,8 @@ def index_run(
 ) -> None:
     """Index the messages at ``positions`` of a run's view that the thread's index does not
     hold with the same text yet (the backend skips those), as recorded by ``run_pk``."""
+    if not INDEXING[0]:
+        return
     rows = index_rows(messages, positions, layout)
     if rows:
         tx.index_messages(thread_pk, run_pk, rows)
@@ -171,12 +182,11 @@ def search(
         rows = tx.search_candidates(query, thread_pk, scope, after, page)
         if not rows:
             break
-        texts = _texts(tx, rows)
-        for row, text in zip(rows, texts):
+        for row, message in zip(rows, _messages(tx, rows), strict=True):
             after = int(row[0])
-            if query.has_phrase and not query.matches(rules.words(text)):
+            if query.has_phrase and not query.matches(rules.words(rules.message_text(message))):
                 continue
-            hits.append(_hit(row, text, query))
+            hits.append(_hit(row, message, query))
             if len(hits) == limit:
                 break
         if len(rows) < page:
@@ -185,50 +195,48 @@ def search(
     return hits
 
 
-def _hit(row: tuple[Any, ...], text: str, query: rules.Query) -> SearchHit:
-    key, thread_id, _run_pk, run_id, message_id, role, tool, _blob, _at, recorded = row
+def _hit(row: tuple[Any, ...], message: dict[str, Any], query: rules.Query) -> SearchHit:
+    key, thread_id, _run_pk, run_id, _pos, tool, _blob, _at, recorded = row
+    role = message.get("role")
     return SearchHit(
         thread_id=str(thread_id),
         run_id=str(run_id),
-        message_id=str(message_id),
-        role=str(role),
+        message_id=str(message.get("id")),
+        role=role if isinstance(role, str) else "",
         tool_name=None if tool is None else str(tool),
-        snippet=tuple(rules.snippet(text, query)),
+        snippet=tuple(rules.snippet(rules.message_text(message), query)),
         recorded_at=when(int(recorded)) if recorded is not None else None,
         cursor=str(int(key)),
     )
 
 
-def _texts(tx: port.Reading, rows: Sequence[tuple[Any, ...]]) -> list[str]:
-    """The indexed text of each candidate's message: read from the checkpoint blob the
-    index row names (one statement for all), else from its run's view."""
-    wanted = sorted({int(r[7]) for r in rows if r[7] is not None})
+def _messages(tx: port.Reading, rows: Sequence[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """The message of each candidate: read from the checkpoint blob the index row names
+    (one statement for all), else from its run's view, at the position it names."""
+    wanted = sorted({int(r[6]) for r in rows if r[6] is not None})
     found: dict[int, list[msgspec.Raw]] = {}
     for blob_id, codec, data, _address in tx.blobs_in_order(wanted):
         found[int(blob_id)] = _RAW_LIST.decode(blobs.unpack(codec, data))
-    texts: list[str] = []
-    views: dict[int, dict[Any, dict[str, Any]]] = {}
+    out: list[dict[str, Any]] = []
+    views: dict[int, list[Any]] = {}
     for row in rows:
-        run_pk, message_id, blob, at = int(row[2]), row[4], row[7], row[8]
-        message: dict[str, Any] | None = None
+        run_pk, pos, blob, at = int(row[2]), int(row[4]), row[6], row[7]
         held = found.get(int(blob)) if blob is not None else None
         if held is not None and at is not None and 0 <= int(at) < len(held):
-            candidate = _MESSAGE.decode(held[int(at)])
-            if candidate.get("id") == message_id:
-                message = candidate
-        if message is None:  # no checkpoint held it when it was indexed
-            if run_pk not in views:
-                views[run_pk] = {
-                    m.get("id"): m for m in reads.view(tx, run_pk).messages if isinstance(m, dict)
-                }
-            message = views[run_pk].get(message_id)
-        texts.append(rules.message_text(message) if message is not None else "")
-    return texts
+            out.append(_MESSAGE.decode(held[int(at)]))
+            continue
+        if run_pk not in views:  # no checkpoint held it when it was indexed
+            views[run_pk] = reads.view(tx, run_pk).messages
+        view = views[run_pk]
+        message = view[pos] if 0 <= pos < len(view) else None
+        out.append(message if isinstance(message, dict) else {})
+    return out
 
 
 __all__ = [
     "MAX_LIMIT",
     "PHRASE_PAGE",
+    "INDEXING",
     "IndexRow",
     "changed_positions",
     "index_rows",

@@ -257,21 +257,28 @@ def snippet(text: str, query: Query, width: int = SNIPPET_WORDS) -> list[tuple[s
     """A short piece of ``text`` around the first word a query finds there: ``(text,
     matched)`` pieces in order, ``matched`` for each word a found term holds. At most
     ``width`` words of context on each side; ``…`` marks what is left out."""
-    spans = [(m.start(), m.end()) for m in _WORD.finditer(text)]
-    folded = [words(text[s:e]) for s, e in spans]
-    wanted_exact = {w for t in query.found for w in (t.words if not t.prefix else t.words[:-1])}
-    prefixes = [t.words[-1] for t in query.found if t.prefix]
+    exact = {w for t in query.found for w in (t.words if not t.prefix else t.words[:-1])}
+    prefixes = tuple(t.words[-1] for t in query.found if t.prefix)
+    # ASCII text (the common case) folds by lowering, word for word at the same places.
+    lowered = text.lower() if text.isascii() else None
 
-    def hit(ws: list[str]) -> bool:
-        return any(w in wanted_exact or any(w.startswith(p) for p in prefixes) for w in ws)
+    def matched(start: int, end: int) -> bool:
+        found = [lowered[start:end][:MAX_WORD]] if lowered is not None else words(text[start:end])
+        return any(w in exact or (prefixes and w.startswith(prefixes)) for w in found)
 
-    marks = [hit(ws) for ws in folded]
-    first = next((i for i, m in enumerate(marks) if m), 0)
-    lo = max(0, first - width)
-    hi = min(len(spans), first + width + 1)
+    spans: list[tuple[int, int]] = []
+    first: int | None = None
+    for m in _WORD.finditer(text):
+        spans.append(m.span())
+        if first is None and matched(*spans[-1]):
+            first = len(spans) - 1
+        if first is not None and len(spans) > first + width + 1:
+            break  # one word past the window: enough to know more follows
     if not spans:
         short = " ".join(text.split())
         return [(short[:120], False)] if short else []
+    at = first or 0
+    lo, hi = max(0, at - width), min(len(spans), at + width + 1)
     pieces: list[tuple[str, bool]] = []
     start = spans[lo][0]
     if lo > 0:
@@ -280,18 +287,18 @@ def snippet(text: str, query: Query, width: int = SNIPPET_WORDS) -> list[tuple[s
         s, e = spans[i]
         if s > start:
             pieces.append((_gap(text[start:s]), False))
-        pieces.append((text[s:e], marks[i]))
+        pieces.append((text[s:e], matched(s, e)))
         start = e
     if hi < len(spans):
         pieces.append(("…", False))
     else:  # what follows the last word: punctuation, a closing quote
         pieces.append((" ".join(text[start:].split())[:20], False))
     merged: list[tuple[str, bool]] = []
-    for piece, matched in pieces:
-        if merged and not matched and not merged[-1][1]:
+    for piece, mark in pieces:
+        if merged and not mark and not merged[-1][1]:
             merged[-1] = (merged[-1][0] + piece, False)
         elif piece:
-            merged.append((piece, matched))
+            merged.append((piece, mark))
     return merged
 
 

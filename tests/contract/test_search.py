@@ -175,6 +175,21 @@ def test_a_hit_names_its_thread_run_message_role_tool_and_marks_the_words(
         assert [h.message_id for h in store.search("refunded -card")] == []
 
 
+def test_runs_without_a_checkpoint_of_their_own_are_found_from_their_views(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location, checkpoint_events=1000) as store:
+        store.append(conversation("t", "r1", "the porto hotel"))
+        store.append(tool_run("t", "r2"))
+        hits = store.search("porto OR refund*")
+        assert hits == []
+        assert [(h.run_id, h.message_id, h.role) for h in store.search("refund*")] == [
+            ("r2", "r1", "tool"), ("r2", "a1", "assistant"),
+        ]
+        [hit] = store.search("hotel")
+        assert hit.marked() == "the porto [hotel]"
+
+
 def test_a_message_is_found_once_by_the_run_that_first_recorded_it(store_location: str) -> None:
     with agui_store.open(store_location) as store:
         store.append(conversation("t", "r1", "the lisbon flight"))

@@ -970,17 +970,17 @@ WHERE threads.thread_id = %s AND events.type = 'CUSTOM' ORDER BY events.seq
 #: A run's index rows, the message texts the thread's index does not hold yet, in one
 #: statement: the words come joined by spaces (a word holds none) and are taken as lexemes.
 INSERT_SEARCH_MESSAGES = """
-INSERT INTO search_messages(thread, run, key, message_id, role, tool, blob, at, words)
-SELECT %s, %s, k, i, r, t, b, a, array_to_tsvector(string_to_array(w, ' '))
-FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::integer[],
-            %s::text[]) WITH ORDINALITY AS u(k, i, r, t, b, a, w, n)
+INSERT INTO search_messages(thread, run, key, pos, tool, blob, at, words)
+SELECT %s, %s, k, p, t, b, a, array_to_tsvector(string_to_array(w, ' '))
+FROM unnest(%s::bigint[], %s::integer[], %s::text[], %s::bigint[], %s::integer[], %s::text[])
+     WITH ORDINALITY AS u(k, p, t, b, a, w, n)
 ORDER BY n
 ON CONFLICT (thread, key) DO NOTHING
 """
 
 #: Candidates, newest first (a rare word through the GIN index, a common one along the key).
 SEARCH_CANDIDATES = """
-SELECT m.id, t.thread_id, m.run, r.run_id, m.message_id, m.role, m.tool, m.blob, m.at,
+SELECT m.id, t.thread_id, m.run, r.run_id, m.pos, m.tool, m.blob, m.at,
        (SELECT b.appended_at FROM batches b WHERE b.run = m.run ORDER BY b.id DESC LIMIT 1)
 FROM search_messages m
 JOIN threads t ON t.id = m.thread

@@ -608,11 +608,11 @@ class PostgresTransaction(NamedQueries):
     def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:
         """Deferred, one statement for the run's rows. See
         :meth:`agui_store.engine.port.Writing.index_messages`."""
-        keys, ids, roles, tools, words, blobs, ats = zip(*rows)
+        keys, positions, tools, words, blobs, ats = zip(*rows)
         texts = [" ".join(w) for w in words]
         self._defer(
             sql.INSERT_SEARCH_MESSAGES,
-            (thread_pk, run_pk, list(keys), list(ids), list(roles), list(tools), list(blobs),
+            (thread_pk, run_pk, list(keys), list(positions), list(tools), list(blobs),
              list(ats), texts),
         )
 

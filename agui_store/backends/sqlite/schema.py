@@ -412,18 +412,19 @@ CREATE INDEX conversation_branches_by_entry ON conversation_branches(entry);
 # agui_store.history.search, joined by spaces, so the ascii tokenizer (every non-ASCII
 # character is part of a word) cuts them exactly there; no positions are kept
 # (detail=none): a phrase's order is checked on the message's text. The blob and position
-# say where a checkpoint holds the message (no foreign key: the row is found by thread).
+# say where a checkpoint holds the message, which is where a hit's id, role and snippet are
+# read from (else from the run's view, at ``pos``); no foreign key: the row is found by
+# thread.
 CREATE_V13 = """
 CREATE TABLE search_messages (
-    id          INTEGER PRIMARY KEY,
-    thread      INTEGER NOT NULL REFERENCES threads(id),
-    run         INTEGER NOT NULL,               -- the run that first recorded this text
-    key         INTEGER NOT NULL,               -- 63 bits of sha256(message id, text)
-    message_id  TEXT NOT NULL,
-    role        TEXT NOT NULL,
-    tool        TEXT,
-    blob        INTEGER,                        -- the chunk or segment holding it, if any
-    at          INTEGER                         -- its position there
+    id      INTEGER PRIMARY KEY,
+    thread  INTEGER NOT NULL REFERENCES threads(id),
+    run     INTEGER NOT NULL,               -- the run that first recorded this text
+    key     INTEGER NOT NULL,               -- 63 bits of sha256(message id, text)
+    pos     INTEGER NOT NULL,               -- the message's position in that run's view
+    tool    TEXT,                           -- the tool a call or a result is about
+    blob    INTEGER,                        -- the chunk or segment holding it, if any
+    at      INTEGER                         -- its position there
 ) STRICT;
 CREATE UNIQUE INDEX search_messages_by_key ON search_messages(thread, key);
 CREATE VIRTUAL TABLE search_words USING fts5(

@@ -709,17 +709,23 @@ WHERE threads.thread_id = ? AND events.type = 'CUSTOM' ORDER BY events.seq
 
 # --- full-text search (agui_store.engine.search) --------------------------------------------
 
-#: A message text the thread's index does not hold yet; its new row's id (none: it held it).
-INSERT_SEARCH_MESSAGE = """
-INSERT INTO search_messages(thread, run, key, message_id, role, tool, blob, at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread, key) DO NOTHING RETURNING id
+#: A run's index rows (a JSON array of ``[key, pos, tool, blob, at]``), but those whose key
+#: the thread's index holds; the new rows' ids and keys.
+INSERT_SEARCH_MESSAGES = """
+INSERT INTO search_messages(thread, run, key, pos, tool, blob, at)
+SELECT ?1, ?2, r.value ->> 0, r.value ->> 1, r.value ->> 2, r.value ->> 3, r.value ->> 4
+FROM json_each(?3) AS r WHERE true ORDER BY r.key
+ON CONFLICT (thread, key) DO NOTHING RETURNING id, key
 """
-INSERT_SEARCH_WORDS = "INSERT INTO search_words(rowid, words) VALUES (?, ?)"
+#: The words of the rows just added: ``[[id, words], ...]``.
+INSERT_SEARCH_WORDS = """
+INSERT INTO search_words(rowid, words) SELECT w.value ->> 0, w.value ->> 1 FROM json_each(?) AS w
+"""
 
 #: Candidates, newest first: the FTS5 table drives (its rowid order is the rows' ids), so a
 #: LIMIT stops the scan of a common word's list early.
 SEARCH_CANDIDATES = """
-SELECT m.id, t.thread_id, m.run, r.run_id, m.message_id, m.role, m.tool, m.blob, m.at,
+SELECT m.id, t.thread_id, m.run, r.run_id, m.pos, m.tool, m.blob, m.at,
        (SELECT b.appended_at FROM batches b WHERE b.run = m.run ORDER BY b.id DESC LIMIT 1)
 FROM search_words w
 JOIN search_messages m ON m.id = w.rowid

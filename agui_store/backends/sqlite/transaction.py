@@ -370,14 +370,15 @@ class SqliteTransaction(NamedQueries):
 
     def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:
         """See :meth:`agui_store.engine.port.Writing.index_messages`."""
-        execute = self._conn.execute
-        for key, message_id, role, tool, words, blob, at in rows:
-            new = execute(
-                sql.INSERT_SEARCH_MESSAGE,
-                (thread_pk, run_pk, key, message_id, role, tool, blob, at),
-            ).fetchone()
-            if new is not None:
-                execute(sql.INSERT_SEARCH_WORDS, (new[0], " ".join(words)))
+        # Two statements for the run, whatever its number of messages.
+        listed = ingest.encode([[k, p, t, b, a] for k, p, t, _, b, a in rows]).decode()
+        added = self._conn.execute(
+            sql.INSERT_SEARCH_MESSAGES, (thread_pk, run_pk, listed)
+        ).fetchall()
+        if added:
+            words = {int(row[0]): " ".join(row[3]) for row in rows}
+            pairs = [[int(pk), words[int(key)]] for pk, key in added]
+            self._conn.execute(sql.INSERT_SEARCH_WORDS, (ingest.encode(pairs).decode(),))
 
     def forget_thread_search(self, thread_pk: int) -> None:
         """See :meth:`agui_store.engine.port.Writing.forget_thread_search`."""
