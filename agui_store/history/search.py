@@ -68,7 +68,10 @@ def fold(text: str) -> str:
 
 def words(text: str) -> list[str]:
     """The words of ``text``, folded, in order (each cut to :data:`MAX_WORD` characters)."""
-    return [w[:MAX_WORD] for w in _WORD.findall(fold(text))]
+    found: list[str] = _WORD.findall(fold(text))
+    if found and max(map(len, found)) > MAX_WORD:  # rare: cut only then
+        return [w[:MAX_WORD] for w in found]
+    return found
 
 
 def message_text(message: dict[str, Any]) -> str:

@@ -609,7 +609,7 @@ class PostgresTransaction(NamedQueries):
         """Deferred, one statement for the run's rows. See
         :meth:`agui_store.engine.port.Writing.index_messages`."""
         keys, positions, tools, words, blobs, ats = zip(*rows)
-        texts = [" ".join(w) for w in words]
+        texts = [" ".join(dict.fromkeys(w)) for w in words]  # each word once
         self._defer(
             sql.INSERT_SEARCH_MESSAGES,
             (thread_pk, run_pk, list(keys), list(positions), list(tools), list(blobs),

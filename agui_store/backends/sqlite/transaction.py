@@ -376,7 +376,8 @@ class SqliteTransaction(NamedQueries):
             sql.INSERT_SEARCH_MESSAGES, (thread_pk, run_pk, listed)
         ).fetchall()
         if added:
-            words = {int(row[0]): " ".join(row[3]) for row in rows}
+            # Each word once: no positions are kept, so order and repeats tell nothing.
+            words = {int(row[0]): " ".join(dict.fromkeys(row[3])) for row in rows}
             pairs = [[int(pk), words[int(key)]] for pk, key in added]
             self._conn.execute(sql.INSERT_SEARCH_WORDS, (ingest.encode(pairs).decode(),))
 
