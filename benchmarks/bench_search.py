@@ -3,8 +3,9 @@ what the index costs an append, and what it adds to the store's size. SQLite and
 
 The store holds 1,000 threads of 10 runs; each run is a user question (25 words), a tool
 call with its arguments (8), the tool's result (120) and an assistant answer (150), message
-ids UUIDs, words drawn from a 2,000-word vocabulary (a word's frequency falls off as 1/rank, as in text). One
-message of the whole store holds the rare word; ``the`` stands in nearly every answer.
+ids UUIDs, words drawn from a 2,000-word vocabulary (a word's frequency falls off as
+1/rank, as in text). One message of the whole store holds the rare word; ``the`` starts
+every answer.
 
 - **search vs log**: the median of ``search(word, limit=20)`` over the median of
   ``log("HEAD", thread_id=<newest thread>, limit=20)``, both on the same open store.

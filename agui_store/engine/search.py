@@ -234,9 +234,9 @@ def _messages(tx: port.Reading, rows: Sequence[tuple[Any, ...]]) -> list[dict[st
 
 
 __all__ = [
+    "INDEXING",
     "MAX_LIMIT",
     "PHRASE_PAGE",
-    "INDEXING",
     "IndexRow",
     "changed_positions",
     "index_rows",
