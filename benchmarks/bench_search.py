@@ -23,6 +23,7 @@ every answer.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import random
 import uuid
@@ -30,7 +31,7 @@ from typing import Any
 
 import agui_store
 from agui_store import testing
-from benchmarks._common import header, median_time, scratch_dir, throwaway_postgres
+from benchmarks._common import header, median_time, scratch_dir
 
 RUNS_PER_THREAD = 10
 RARE = "zanzibar"
@@ -200,6 +201,16 @@ def appending(new_location: Any, postgres: bool, runs: int, repeat: int) -> None
           f"the ratio moves {ratio_with / ratio_without - 1:+.1%} (target within 10 %)")
 
 
+def throwaway_server() -> Any:
+    """A throwaway socket-only PostgreSQL cluster (the tests'), destroyed when the script
+    exits: a database of its own for each store."""
+    from tests.postgres_cluster import PostgresCluster, PostgresServer
+
+    cluster = PostgresCluster.create()
+    atexit.register(cluster.destroy)
+    return PostgresServer(dsn=cluster.dsn())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=1000)
@@ -211,14 +222,12 @@ def main() -> None:
     header(f"search on {backend}: {args.threads * RUNS_PER_THREAD:,} runs")
     tmp = scratch_dir("agui-bench-search-")
     made = iter(range(10**6))
-    server = throwaway_postgres() if args.postgres else None
+    server = throwaway_server() if args.postgres else None
 
     def new_location() -> str:
         if server is None:
             return os.path.join(tmp, f"{next(made)}.db")
-        from tests.postgres_cluster import PostgresServer
-
-        return PostgresServer(dsn=server).create_database()
+        return str(server.create_database())
 
     location = new_location()
     build(location, args.threads)

@@ -709,18 +709,13 @@ WHERE threads.thread_id = ? AND events.type = 'CUSTOM' ORDER BY events.seq
 
 # --- full-text search (agui_store.engine.search) --------------------------------------------
 
-#: A run's index rows (a JSON array of ``[key, pos, tool, blob, at]``), but those whose key
-#: the thread's index holds; the new rows' ids and keys.
-INSERT_SEARCH_MESSAGES = """
-INSERT INTO search_messages(thread, run, key, pos, tool, blob, at)
-SELECT ?1, ?2, r.value ->> 0, r.value ->> 1, r.value ->> 2, r.value ->> 3, r.value ->> 4
-FROM json_each(?3) AS r WHERE true ORDER BY r.key
+#: An index row, unless the thread's index holds its key; the new row's id and key.
+INSERT_SEARCH_MESSAGE = """
+INSERT INTO search_messages(thread, run, key, pos, tool, blob, at) VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (thread, key) DO NOTHING RETURNING id, key
 """
-#: The words of the rows just added: ``[[id, words], ...]``.
-INSERT_SEARCH_WORDS = """
-INSERT INTO search_words(rowid, words) SELECT w.value ->> 0, w.value ->> 1 FROM json_each(?) AS w
-"""
+#: The words of a row just added (its id), joined by spaces.
+INSERT_SEARCH_WORDS = "INSERT INTO search_words(rowid, words) VALUES (?, ?)"
 
 #: Candidates, newest first: the FTS5 table drives (its rowid order is the rows' ids), so a
 #: LIMIT stops the scan of a common word's list early.

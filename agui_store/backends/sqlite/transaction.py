@@ -370,16 +370,17 @@ class SqliteTransaction(NamedQueries):
 
     def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:
         """See :meth:`agui_store.engine.port.Writing.index_messages`."""
-        # Two statements for the run, whatever its number of messages.
-        listed = ingest.encode([[k, p, t, b, a] for k, p, t, _, b, a in rows]).decode()
-        added = self._conn.execute(
-            sql.INSERT_SEARCH_MESSAGES, (thread_pk, run_pk, listed)
-        ).fetchall()
+        # Two statements for the run, each run over its rows by apsw (in C).
+        added = list(self._conn.executemany(
+            sql.INSERT_SEARCH_MESSAGE,
+            [(thread_pk, run_pk, k, p, t, b, a) for k, p, t, _, b, a in rows],
+        ))
         if added:
             # Each word once: no positions are kept, so order and repeats tell nothing.
             words = {int(row[0]): " ".join(dict.fromkeys(row[3])) for row in rows}
-            pairs = [[int(pk), words[int(key)]] for pk, key in added]
-            self._conn.execute(sql.INSERT_SEARCH_WORDS, (ingest.encode(pairs).decode(),))
+            self._conn.executemany(
+                sql.INSERT_SEARCH_WORDS, [(pk, words[int(key)]) for pk, key in added]
+            )
 
     def forget_thread_search(self, thread_pk: int) -> None:
         """See :meth:`agui_store.engine.port.Writing.forget_thread_search`."""
