@@ -17,7 +17,7 @@ every answer.
 - **size**: the index's bytes (SQLite: the pages of its tables and index, by ``dbstat``;
   PostgreSQL: ``pg_total_relation_size`` of its table) over the bytes of the indexed text.
 
-    python -m benchmarks.bench_search [--threads 1000] [--postgres]
+    python -m benchmarks.bench_search [--threads 1000] [--backends sqlite,postgres]
 """
 
 from __future__ import annotations
@@ -216,23 +216,27 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1000)
     parser.add_argument("--append-runs", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--postgres", action="store_true", help="PostgreSQL instead of SQLite")
+    parser.add_argument("--backends", default="sqlite,postgres",
+                        help="sqlite, postgres or both (comma-separated)")
     args = parser.parse_args()
-    backend = "PostgreSQL" if args.postgres else "SQLite"
-    header(f"search on {backend}: {args.threads * RUNS_PER_THREAD:,} runs")
     tmp = scratch_dir("agui-bench-search-")
     made = iter(range(10**6))
-    server = throwaway_server() if args.postgres else None
+    for backend in args.backends.split(","):
+        postgres = backend == "postgres"
+        header(f"search on {'PostgreSQL' if postgres else 'SQLite'}: "
+               f"{args.threads * RUNS_PER_THREAD:,} runs")
+        server = throwaway_server() if postgres else None
 
-    def new_location() -> str:
-        if server is None:
-            return os.path.join(tmp, f"{next(made)}.db")
-        return str(server.create_database())
+        def new_location(server: Any = server) -> str:
+            if server is None:
+                return os.path.join(tmp, f"{next(made)}.db")
+            return str(server.create_database())
 
-    location = new_location()
-    build(location, args.threads)
-    searching(location, args.postgres, args.repeat * 3)
-    appending(new_location, args.postgres, args.append_runs, args.repeat)
+        location = new_location()
+        build(location, args.threads)
+        searching(location, postgres, args.repeat * 3)
+        appending(new_location, postgres, args.append_runs, args.repeat)
+        print()
 
 
 if __name__ == "__main__":

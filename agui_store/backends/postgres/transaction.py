@@ -632,7 +632,12 @@ class PostgresTransaction(NamedQueries):
             "scope": scope,
             "limit": limit,
         }
-        return [tuple(row) for row in self._conn.execute(sql.SEARCH_CANDIDATES, args)]
+        # Planned for these values each time (never a generic plan): how the rows are best
+        # read depends on how many hold the words.
+        conn = self._conn
+        (many,) = conn.execute(sql.SEARCH_PROBE, args, prepare=False).fetchone()
+        statement = sql.SEARCH_CANDIDATES if many >= sql.SEARCH_MANY else sql.SEARCH_FEW_CANDIDATES
+        return [tuple(row) for row in conn.execute(statement, args, prepare=False)]
 
 
 #: A key above every index row's (they are 63-bit).
