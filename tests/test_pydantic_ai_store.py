@@ -90,7 +90,7 @@ def test_a_version_11_file_gains_the_conversation_tables_when_opened(tmp_path: A
 
     run(scenario())
     conn = apsw.Connection(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 12
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 13
     conn.close()
 
 
