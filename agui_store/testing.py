@@ -83,7 +83,7 @@ def without_search_index() -> Iterator[None]:
 def forget_thread_search(store: Store, thread_id: str) -> None:
     """Delete a thread's search index rows through the port's operation (what erasing a
     thread runs), in a write transaction of the store's."""
-    with store._writing() as tx:
+    with store.writing() as tx:
         found = tx.thread(thread_id)
         if found is not None:
             tx.forget_thread_search(found[0])
