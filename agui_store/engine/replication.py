@@ -554,7 +554,7 @@ class ConversationPlan:
 def linked_conversations(tx: port.Reading, thread_id: str) -> list[str]:
     """The stored conversations a thread is linked to: the one named by the thread's id (as
     pydantic-ai's AG-UI adapter names them) and those its runs announced saving to."""
-    named = [thread_id, *(cid for _, cid, _ in conversations.saved_in(tx, thread_id))]
+    named = [thread_id, *(cid for _, cid, _ in conversations.saved_entries(tx, thread_id))]
     return [cid for cid in dict.fromkeys(named) if tx.conversation(cid) is not None]
 
 

@@ -29,6 +29,7 @@ once and goes on.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -40,8 +41,10 @@ from psycopg.pq import TransactionStatus
 
 from agui_store import errors
 from agui_store.backends import errors as backend_errors
+from agui_store.backends import progress
 from agui_store.backends.postgres import migrations, schema, sql
 from agui_store.backends.postgres.transaction import PostgresTransaction
+from agui_store.engine import derivation
 
 #: SQLSTATE classes and codes of a server going away: the connection is gone or going.
 _GONE = (
@@ -163,7 +166,7 @@ class PostgresBackend:
         except Exception as e:  # a malformed URL, among others
             raise translate(e, self.where) from e
         try:
-            schema.install(conn, backfills=migrations.BACKFILLS)
+            schema.install(conn, backfill=functools.partial(_backfill, deferred=[]))
             # Session settings: the store's schema first on the path, and a bounded wait for
             # the write locks (0 would mean "forever" to PostgreSQL: 1 ms is "no wait").
             conn.execute(
@@ -363,3 +366,20 @@ class PostgresBackend:
 
 def _lost(conn: Any) -> bool:
     return bool(conn.closed or conn.broken)
+
+
+def _backfill(conn: Any, version: int, deferred: list[int]) -> None:
+    """What a migration computes in Python (see :func:`schema.install`): the steps of
+    :mod:`agui_store.backends.postgres.migrations` (version 6 rehashes the log); and
+    version 5's index of every complete run's messages for search, with a progress bar on a
+    terminal, built after the last migration (``deferred`` notes it is due): indexing reads
+    runs through their hashes, which a later version may recompute."""
+    if version in migrations.BACKFILLS:
+        migrations.BACKFILLS[version](conn)
+    if version == schema.SEARCH_INDEX_VERSION:
+        deferred.append(version)
+    if version == schema.SCHEMA_VERSION and deferred:
+        with progress.on_terminal("indexing the store for search", unit="runs") as shown:
+            tx = PostgresTransaction(conn)
+            derivation.index_every_run(tx, shown)
+            tx.flush()

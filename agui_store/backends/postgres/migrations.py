@@ -1,6 +1,6 @@
-"""The steps of PostgreSQL migrations computed in Python, after their SQL
-(:data:`agui_store.backends.postgres.schema.BACKFILLS`), run inside
-:func:`~agui_store.backends.postgres.schema.install`'s transaction."""
+"""The steps of PostgreSQL migrations computed in Python after their SQL, run inside
+:func:`~agui_store.backends.postgres.schema.install`'s transaction (the backend's
+``backfill`` hands them the connection)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from agui_store.engine import log_hashes
 
 
 def rehash(conn: Any) -> None:
-    """Version 5: every run's, batch's and checkpoint's hash recomputed from the log, now
+    """Version 6: every run's, batch's and checkpoint's hash recomputed from the log, now
     that a batch's hash covers its events' positions, not the store's sequence numbers
     (:func:`agui_store.engine.log_hashes.rehash`). The append-only triggers of runs and
     batches are disabled for the two updates and enabled again in the same transaction
@@ -39,5 +39,5 @@ def rehash(conn: Any) -> None:
         )
 
 
-#: The steps by version, as :func:`~agui_store.backends.postgres.schema.install` takes them.
-BACKFILLS: dict[int, Callable[[Any], None]] = {5: rehash}
+#: The steps by version.
+BACKFILLS: dict[int, Callable[[Any], None]] = {6: rehash}

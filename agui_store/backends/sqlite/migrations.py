@@ -12,10 +12,11 @@ import contextlib
 from collections.abc import Iterator
 
 from agui_store import errors
+from agui_store.backends import progress
 from agui_store.backends.sqlite import schema, sql
 from agui_store.backends.sqlite.errors import Conn
 from agui_store.backends.sqlite.transaction import SqliteTransaction
-from agui_store.engine import checkpoints, log_hashes
+from agui_store.engine import checkpoints, derivation, log_hashes
 
 
 def schema_version(conn: Conn) -> int:
@@ -47,6 +48,10 @@ def migrate(conn: Conn, path: str) -> None:
         conn.execute(schema.MIGRATIONS[target])
         if target in schema.BACKFILLS:
             _BACKFILLS[target](conn)
+    if version < schema.SEARCH_INDEX_VERSION:
+        # Derived data, indexed once every migration of the log ran: indexing reads runs
+        # through their hashes, which a later version may recompute (version 14).
+        _backfill_search(conn, path)
     conn.execute(sql.set_application_id(schema.APPLICATION_ID))
     conn.execute(sql.set_user_version(schema.SCHEMA_VERSION))
 
@@ -97,8 +102,15 @@ def _backfill_hashes(conn: Conn) -> None:
         conn.execute(sql.BACKFILL_CHECKPOINT_HASHES, (final.get(run_pk), view_hash, run_pk))
 
 
+def _backfill_search(conn: Conn, path: str) -> None:
+    """Version 13: index every complete run's messages for search (the tables are new and
+    empty), with a progress bar when stderr is a terminal."""
+    with progress.on_terminal(f"indexing {path} for search", unit="runs") as shown:
+        derivation.index_every_run(SqliteTransaction(conn), shown)
+
+
 def _rehash(conn: Conn) -> None:
-    """Version 13: every run's, batch's and checkpoint's hash recomputed from the log, now
+    """Version 14: every run's, batch's and checkpoint's hash recomputed from the log, now
     that a batch's hash covers its events' positions, not the file's sequence numbers
     (:func:`agui_store.engine.log_hashes.rehash`), with the append-only triggers on runs and
     batches lifted meanwhile."""
@@ -122,4 +134,4 @@ def _rehash(conn: Conn) -> None:
 
 
 #: The migrations that compute values in Python after their SQL, by version.
-_BACKFILLS = {8: _backfill_hashes, 13: _rehash}
+_BACKFILLS = {8: _backfill_hashes, 14: _rehash}

@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -406,11 +406,40 @@ CREATE TABLE conversation_branches (
 CREATE INDEX conversation_branches_by_entry ON conversation_branches(entry);
 """
 
-# Version 13: content hashes that depend on content only. A batch's hash covered its events'
+# Version 13: the full-text search index (agui_store.engine.search), derived data. A row per
+# message text a thread's runs first recorded, newest last (its id orders hits); its words
+# in a contentless FTS5 table under the same rowid. The words come folded and cut by
+# agui_store.history.search, joined by spaces, so the ascii tokenizer (every non-ASCII
+# character is part of a word) cuts them exactly there; no positions are kept
+# (detail=none): a phrase's order is checked on the message's text. The blob and position
+# say where a checkpoint holds the message, which is where a hit's id, role and snippet are
+# read from (else from the run's view, at ``pos``); no foreign key: the row is found by
+# thread.
+CREATE_V13 = """
+CREATE TABLE search_messages (
+    id      INTEGER PRIMARY KEY,
+    thread  INTEGER NOT NULL REFERENCES threads(id),
+    run     INTEGER NOT NULL,               -- the run that first recorded this text
+    key     INTEGER NOT NULL,               -- 63 bits of sha256(message id, text)
+    pos     INTEGER NOT NULL,               -- the message's position in that run's view
+    tool    TEXT,                           -- the tool a call or a result is about
+    blob    INTEGER,                        -- the chunk or segment holding it, if any
+    at      INTEGER                         -- its position there
+) STRICT;
+CREATE UNIQUE INDEX search_messages_by_key ON search_messages(thread, key);
+CREATE VIRTUAL TABLE search_words USING fts5(
+    words, content='', contentless_delete=1, detail=none, tokenize='ascii'
+);
+"""
+
+#: The version whose migration also indexes every stored run for search, after its SQL.
+SEARCH_INDEX_VERSION = 13
+
+# Version 14: content hashes that depend on content only. A batch's hash covered its events'
 # sequence numbers, which are the store's own (another store numbers the same events
 # otherwise); it now covers their positions in the batch. No table changes: every run, batch
 # and checkpoint hash is recomputed from the log (``migrations._rehash``).
-CREATE_V13 = "-- every hash recomputed from the log, in Python\n"
+CREATE_V14 = "-- every hash recomputed from the log, in Python\n"
 
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
@@ -426,7 +455,8 @@ MIGRATIONS: dict[int, str] = {
     11: CREATE_V11,
     12: CREATE_V12,
     13: CREATE_V13,
+    14: CREATE_V14,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.
-BACKFILLS = frozenset({8, 13})
+BACKFILLS = frozenset({8, 14})
