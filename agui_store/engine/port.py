@@ -25,6 +25,8 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from agui_store.engine.trust import TrustedBlobs
+
 #: A run summary row: ``(pk, thread_id, run_id, parent run_id, lineage, sent parentRunId,
 #: has input, synthetic, created_at, event count, last seq, updated_at, outcome, hash)``.
 RunSummary = tuple[Any, ...]
@@ -235,6 +237,10 @@ class Reading(Protocol):
     @property
     def connection(self) -> Any:
         """The driver's connection."""
+    def trusted_blobs(self) -> TrustedBlobs:
+        """What this transaction's connection has found of the blobs it read
+        (:mod:`agui_store.engine.trust`): the backend keeps one for each connection it
+        opens, for that connection's life, and the engine alone fills it."""
     def version(self) -> int | None:
         """A number that changes whenever another connection commits. ``None``: writers
         of other threads may commit at any time (PostgreSQL), so the engine keeps only what

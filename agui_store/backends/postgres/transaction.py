@@ -26,6 +26,7 @@ from agui_store.backends.named_queries import NamedQueries
 from agui_store.backends.postgres import checks, sql
 from agui_store.backends.postgres.schema import PAGE_EVENTS
 from agui_store.engine.port import BatchRow, RunSummary, ThreadFacts
+from agui_store.engine.trust import TrustedBlobs
 
 #: A page as inserted: (first_seq, run, last_seq, types, payloads).
 Page = tuple[int, int, int, list[str], list[str]]
@@ -121,16 +122,21 @@ def _with_clauses(
 class PostgresTransaction(NamedQueries):
     """Reads and writes on one psycopg connection, inside a transaction its backend opened."""
 
-    __slots__ = ("_begin", "_open_conn", "_pending", "_reserved_run", "_streams")
+    __slots__ = ("_begin", "_open_conn", "_pending", "_reserved_run", "_streams", "_trusted")
     sql: ClassVar[ModuleType] = sql
 
     def __init__(
-        self, conn: Any, begin: Callable[[str | None], tuple[Any, Any]] | None = None
+        self,
+        conn: Any,
+        begin: Callable[[str | None], tuple[Any, Any]] | None = None,
+        trusted: TrustedBlobs | None = None,
     ) -> None:
         """On ``conn`` in a transaction, or, with ``begin``, on one its first statement
         opens: ``begin(query)`` sends ``BEGIN`` and the locks with ``query`` (None: alone;
-        no parameters) and gives back the connection and the query's rows."""
+        no parameters) and gives back the connection and the query's rows. ``trusted``:
+        what the connection verified of its blobs (its backend's; by default, nothing)."""
         self._open_conn = conn
+        self._trusted = TrustedBlobs() if trusted is None else trusted
         self._begin = begin
         self._streams: list[Any] = []  # the server-side cursors open (_stream)
         #: Writes sent later (:meth:`_defer`): ``(INSERT statement, positional args)``.
@@ -211,6 +217,10 @@ class PostgresTransaction(NamedQueries):
         """The psycopg connection, in the transaction, every deferred write sent.
         See :meth:`agui_store.engine.port.Reading.connection`."""
         return self._conn
+
+    def trusted_blobs(self) -> TrustedBlobs:
+        """See :meth:`agui_store.engine.port.Reading.trusted_blobs`."""
+        return self._trusted
 
     def version(self) -> int | None:
         """None: appends of other threads commit while this transaction runs (they take
