@@ -44,6 +44,9 @@ from agui_store.history.restore import View
 from agui_store.protocol.patch import PatchError, apply_patch, known_plain
 
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+#: A chunk's messages, read in one call: what it fails on is read again by the codec
+#: (:func:`_chunk_messages`), which reads what msgspec alone does not, or says why not.
+_JSON_ARRAY = msgspec.json.Decoder(list).decode
 _IDS = msgspec.json.Decoder(list[int])
 _SEGMENTS = msgspec.json.Decoder(list[tuple[int, int]])
 
@@ -569,18 +572,13 @@ def _read_message_blobs(
                 if undecodable is not None:
                     continue
                 try:
-                    found = ingest.decode(text)
-                except InvalidEventError as e:
-                    undecodable = CorruptStoreError(
-                        f"checkpoint of run {run_pk}: its message chunks are not JSON: {e}"
-                    )
-                    continue
-                if not isinstance(found, list):
-                    undecodable = CorruptStoreError(
-                        f"checkpoint of run {run_pk}: a chunk of its messages is not a JSON array"
-                    )
-                    continue
-                messages += found
+                    messages += _JSON_ARRAY(text)
+                except Exception:  # rare: the codec reads it (a lone surrogate), or says why not
+                    found = _chunk_messages(run_pk, text)
+                    if isinstance(found, CorruptStoreError):
+                        undecodable = found
+                    else:
+                        messages += found
     finally:
         # An error the loop does not catch (MemoryError, KeyboardInterrupt) leaves a stream
         # half read: closing it now cancels and drains it, before the transaction ends.
@@ -588,6 +586,22 @@ def _read_message_blobs(
     if failure is not None:
         raise failure
     return messages, undecodable
+
+
+def _chunk_messages(run_pk: int, text: bytes) -> list[Any] | CorruptStoreError:
+    """A chunk's messages as :func:`agui_store.codec.ingest.decode` reads them (what msgspec
+    alone does not, a lone surrogate escaped say), or why its text is not a JSON array."""
+    try:
+        found = ingest.decode(text)
+    except InvalidEventError as e:
+        return CorruptStoreError(
+            f"checkpoint of run {run_pk}: its message chunks are not JSON: {e}"
+        )
+    if not isinstance(found, list):
+        return CorruptStoreError(
+            f"checkpoint of run {run_pk}: a chunk of its messages is not a JSON array"
+        )
+    return found
 
 
 def _close(rows: Iterable[Any] | None) -> None:
