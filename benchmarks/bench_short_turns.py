@@ -40,7 +40,6 @@ from typing import Any
 import msgspec
 
 import agui_store
-from agui_store import testing
 from benchmarks._common import header, scratch_dir, throwaway_postgres
 from benchmarks.bench_langgraph import THREAD, LangGraphThread, prose
 
@@ -142,53 +141,54 @@ def sqlite_figures(tmp: str, n: int, seed: int, repeat: int) -> dict[str, float]
     return figures
 
 
+#: The floor on PostgreSQL: one query returning the newest checkpoint's message blobs in list
+#: order (what a store that kept the answer as chunks must read at least), in the store's
+#: schema; their decode follows.
+FLOOR_IDS = """
+SELECT m.data, c.tail FROM agui_store.checkpoints c JOIN agui_store.runs r ON r.id = c.run
+LEFT JOIN agui_store.blobs m ON m.id = c.chunks WHERE r.run_id = %s
+"""
+FLOOR_QUERY = """
+SELECT b.data FROM unnest(%s::bigint[]) WITH ORDINALITY AS ids(id, n)
+JOIN agui_store.blobs b ON b.id = ids.id ORDER BY ids.n
+"""
+
+
 def postgres_figures(n: int, seed: int, repeat: int) -> dict[str, float]:
     import psycopg
-    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from benchmarks.bench_postgres_langgraph import PostgresThread
 
     dsn = throwaway_postgres()
     messages = build(dsn, n, seed)
     newest = f"r{n - 1}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        saver = PostgresSaver(conn)
-        saver.setup()
-        config: dict[str, Any] = {"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}
-        from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+    lg = PostgresThread(dsn)
+    for i in range(LG_KEEP, -1, -1):
+        lg.put_run(f"r{n - 1 - i}", messages[: len(messages) - 2 * i])
+    config = {"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}
+    found = lg.saver.get_tuple(config)
+    assert found is not None and found.checkpoint["channel_values"]["messages"] == messages
+    with psycopg.connect(dsn, autocommit=True) as raw, agui_store.open(dsn) as store:
+        manifest, tail = raw.execute(FLOOR_IDS, (newest,)).fetchone()
+        ids = (msgspec.json.decode(manifest) if manifest else []) + [
+            blob_id for blob_id, _ in msgspec.json.decode(tail)
+        ]
+        cursor = raw.cursor(binary=True)
 
-        checkpoint = empty_checkpoint()
-        for step, i in enumerate(range(LG_KEEP, -1, -1)):
-            checkpoint["channel_values"] = {"messages": messages[: len(messages) - 2 * i]}
-            version = saver.get_next_version(None, None) if step == 0 else f"{step + 1}"
-            checkpoint["channel_versions"] = {"messages": version}
-            checkpoint = create_checkpoint(checkpoint, None, step)
-            config = saver.put(
-                config, checkpoint, {"source": "loop", "step": step, "parents": {}},
-                {"messages": version},
-            )
-        lg_config = {"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}
-        found = saver.get_tuple(lg_config)
-        assert found is not None and found.checkpoint["channel_values"]["messages"] == messages
-        with agui_store.open(dsn) as store:
-            answer = store.checkout(newest, thread_id=THREAD)
-            pk = testing.run_key(store, newest, thread_id=THREAD)
-            floor_query = testing.checkout_floor_query(store, pk)
-            texts = floor_query()
-            assert msgspec.json.decode(b"[" + b",".join(t[1:-1] for t in texts) + b"]") == (
-                answer.messages
-            )
+        def floor() -> list[Any]:
+            rows = cursor.execute(FLOOR_QUERY, (ids,)).fetchall()
+            return [m for (data,) in rows for m in msgspec.json.decode(data)]
 
-            def floor() -> Any:
-                rows = floor_query()
-                return [m for text in rows for m in msgspec.json.decode(text)]
-
-            figures = alternating(
-                {
-                    "checkout": lambda: store.checkout(newest, thread_id=THREAD),
-                    "get_tuple": lambda: saver.get_tuple(lg_config),
-                    "floor": floor,
-                },
-                repeat,
-            )
+        assert floor() == messages == store.checkout(newest, thread_id=THREAD).messages
+        figures = alternating(
+            {
+                "checkout": lambda: store.checkout(newest, thread_id=THREAD),
+                "get_tuple": lambda: lg.saver.get_tuple(config),
+                "floor": floor,
+            },
+            repeat,
+        )
+    lg.close()
     figures["messages"] = len(messages)
     return figures
 

@@ -89,18 +89,6 @@ def _keys(keys: Iterable[int]) -> list[int]:
 HEADER_COLUMNS = 22
 
 
-def _blob_columns(rows: Iterator[Any]) -> Iterator[tuple[int, int, bytes, bytes]]:
-    """The blob columns of ``sql.CHECKPOINT_WITH_BLOBS``'s rows after the first; closing
-    this closes the stream (cancelled and drained)."""
-    try:
-        for row in rows:
-            yield row[HEADER_COLUMNS:]
-    finally:
-        close = getattr(rows, "close", None)
-        if close is not None:
-            close()
-
-
 def _with_clauses(
     carried: Sequence[tuple[str, tuple[Any, ...]]], statement: str, args: tuple[Any, ...]
 ) -> tuple[str, tuple[Any, ...]]:
@@ -277,17 +265,21 @@ class PostgresTransaction(NamedQueries):
     def checkpoint_with_blobs(
         self, run_pk: int
     ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
-        """The row, then its blobs, streamed from one statement. See
+        """The row, then its blobs, from one statement. See
         :meth:`agui_store.engine.port.Reading.checkpoint_with_blobs`."""
-        # One statement, streamed: the row, then the blobs (sql.CHECKPOINT_WITH_BLOBS).
-        rows = self._conn.cursor(binary=True).stream(sql.CHECKPOINT_WITH_BLOBS, {"run": run_pk})
-        first = next(rows, None)
-        if first is None:
+        # One statement, fetched whole: the row, then the blobs (sql.CHECKPOINT_WITH_BLOBS).
+        # Not streamed: a stream is planned again on every call and costs a message per
+        # row, which cost more than decoding while the next row arrives saved
+        # (bench_short_turns: a checkout 14 % faster on a 2,000-run thread); fetched, the
+        # statement is prepared once the connection has run it a few times.
+        rows = self._conn.cursor(binary=True).execute(
+            sql.CHECKPOINT_WITH_BLOBS, {"run": run_pk}
+        ).fetchall()
+        if not rows:
             return None, None
-        if first[0] is None:  # not the row first (UNION ALL keeps its order in practice)
-            rows.close()
+        if rows[0][0] is None:  # not the row first (UNION ALL keeps its order in practice)
             return self.checkpoint_row(run_pk), None
-        return tuple(first[:HEADER_COLUMNS]), _blob_columns(rows)
+        return tuple(rows[0][:HEADER_COLUMNS]), [row[HEADER_COLUMNS:] for row in rows[1:]]
 
     def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
         """Streamed a row at a time; the caller reads them to the end.
