@@ -20,6 +20,7 @@ runs; on PostgreSQL, <= 1.0x its floor and <= 1.0x PostgresSaver.get_tuple.
 
     pip install langgraph-checkpoint-sqlite langgraph-checkpoint-postgres  # baselines only
     python -m benchmarks.bench_short_turns [--runs 2000,10000] [--repeat 301] [--postgres]
+        [--files DIR]
     python -m benchmarks.bench_short_turns --runs 2000 --profile 200   # cProfile, top 25
 """
 
@@ -114,7 +115,13 @@ def sqlite_figures(tmp: str, n: int, seed: int, repeat: int) -> dict[str, float]
 
     path = os.path.join(tmp, f"turns-{n}.db")
     lg_path = os.path.join(tmp, f"turns-{n}-langgraph.db")
-    messages = build(path, n, seed)
+    if os.path.exists(path):  # kept by an earlier run (--files): the same seed's thread
+        with agui_store.open(path) as store:
+            messages = store.checkout(f"r{n - 1}", thread_id=THREAD).messages
+    else:
+        messages = build(path, n, seed)
+    if os.path.exists(lg_path):
+        os.remove(lg_path)
     lg = LangGraphThread(lg_path)
     for i in range(LG_KEEP, -1, -1):
         lg.put_run(f"r{n - 1 - i}", messages[: len(messages) - 2 * i])
@@ -217,6 +224,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=35)
     parser.add_argument("--postgres", action="store_true", help="also on PostgreSQL")
     parser.add_argument("--profile", type=int, default=0, help="profile this many checkouts")
+    parser.add_argument(
+        "--files",
+        help="keep the SQLite stores in this folder, and reuse those there (building 10,000 "
+        "runs takes minutes)",
+    )
     args = parser.parse_args()
     sizes = [int(r) for r in args.runs.split(",")]
     if args.profile:
@@ -230,7 +242,8 @@ def main() -> None:
         "| decode ms | checkout / decode |"
     )
     print("|---|---|---|---|---|---|---|")
-    tmp = scratch_dir("agui-bench-turns-")
+    tmp = args.files or scratch_dir("agui-bench-turns-")
+    os.makedirs(tmp, exist_ok=True)
     results: dict[int, dict[str, float]] = {}
     for n in sizes:
         f = results[n] = sqlite_figures(tmp, n, args.seed, args.repeat)
