@@ -54,6 +54,8 @@ from agui_store.records import (
     Log,
     MessageChange,
     Run,
+    SearchHit,
+    SearchHits,
     Thread,
     ViewChange,
 )
@@ -89,6 +91,8 @@ __all__ = [
     "RunNotFoundError",
     "SchemaVersionError",
     "ScopeError",
+    "SearchHit",
+    "SearchHits",
     "SequenceError",
     "SequenceVerifier",
     "StorageError",

@@ -201,6 +201,7 @@ class AsyncStore:
     history = _off_loop(Store.history)
     log = _off_loop(Store.log)
     checkout = _off_loop(Store.checkout)
+    search = _off_loop(Store.search)
     reconnect_stream = _off_loop(Store.reconnect_stream)
     compacted = _off_loop(Store.compacted)
     merge_base = _off_loop(Store.merge_base)

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from agui_store import _writer
 from agui_store.engine import checkpoints, port, reads
+from agui_store.engine import search as search_index
 from agui_store.history import resent_bodies
+from agui_store.history import search as search_rules
 from agui_store.history.restore import View
 from agui_store.protocol import patch
 from agui_store.store import Store
@@ -45,6 +47,46 @@ def replayed_view(store: Store, run: int | str, *, thread_id: str | None = None)
     with store.reading() as tx:
         pk = run if isinstance(run, int) else store._resolve(tx, run, thread_id=thread_id).pk
         return reads.replayed_view(tx, pk)
+
+
+def search_text(message: dict[str, Any]) -> str:
+    """The text a message is found by, as ``checkout`` restores it (its content, tool-call
+    names and arguments, tool results): a message is indexed again when it changes."""
+    return search_rules.message_text(message)
+
+
+def search_words(message: dict[str, Any]) -> list[str]:
+    """The words a message is found by (its text as ``checkout`` restores it, folded and
+    cut as the index cuts it): what a brute-force scan of every view compares
+    ``Store.search`` with."""
+    return search_rules.words(search_rules.message_text(message))
+
+
+def search_matches(query: str, message: dict[str, Any]) -> bool:
+    """Whether ``Store.search(query)`` finds a message, decided on its words alone (the
+    query language's definition, with no index)."""
+    return search_rules.parse(query).matches(search_words(message))
+
+
+@contextlib.contextmanager
+def without_search_index() -> Iterator[None]:
+    """Inside the block, no store of this process indexes what it derives for search:
+    what lets a benchmark measure what the index costs an append. Stores written so are
+    not searchable; for benchmarks only."""
+    search_index.INDEXING[0] = False
+    try:
+        yield
+    finally:
+        search_index.INDEXING[0] = True
+
+
+def forget_thread_search(store: Store, thread_id: str) -> None:
+    """Delete a thread's search index rows through the port's operation (what erasing a
+    thread runs), in a write transaction of the store's."""
+    with store.writing() as tx:
+        found = tx.thread(thread_id)
+        if found is not None:
+            tx.forget_thread_search(found[0])
 
 
 def records(store: Store, run_pks: list[int]) -> list[Any]:

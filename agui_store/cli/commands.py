@@ -60,6 +60,7 @@ EXAMPLES = {
     "slim": "agui-store slim HEAD --thread t1 --preset minimal --last 5",
     "copy": "agui-store copy local.db postgresql://host/agents --thread t1",
     "ui": "agui-store ui chat.db --thread t1",
+    "search": 'agui-store search "porto hotel" --limit 5',
 }
 
 
@@ -566,6 +567,46 @@ def cmd_copy(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+# --- search -------------------------------------------------------------------------------
+
+
+def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``search QUERY``: the messages the query finds, newest first, one a line: thread,
+    run, role (and tool), snippet with the matched words marked (bold on a terminal,
+    ``[like this]`` otherwise; ``--json``: the hits). A full page names the command for the
+    next one on stderr."""
+    hits = store.search(args.query, thread_id=args.thread, scope=args.owner, limit=args.limit,
+                        cursor=args.cursor)
+    if args.json:
+        out.write(json.dumps(hits.to_json(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        bold = out.isatty() and "NO_COLOR" not in os.environ
+        marks = ("\033[1m", "\033[0m") if bold else ("[", "]")
+        for hit in hits:
+            role = hit.role if hit.tool_name is None else f"{hit.role}:{hit.tool_name}"
+            out.write(f"{hit.thread_id}  {hit.run_id}  {role}  {hit.marked(*marks)}\n")
+    if hits.next_cursor is not None:
+        words = ["agui-store", "search", args.query, "--limit", str(args.limit),
+                 "--cursor", hits.next_cursor]
+        for option, value in (("--db", getattr(args, "db", None)), ("--thread", args.thread),
+                              ("--owner", args.owner)):
+            if value is not None:
+                words += [option, value]
+        command = printable(" ".join(shlex.quote(word) for word in words))
+        sys.stderr.write(f"more: {command}{' --json' if args.json else ''}\n")
+    return 0
+
+
+def _search_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", metavar="QUERY",
+                   help='words (all must match), "a phrase", prefix*, -word to leave out')
+    p.add_argument("--thread", help="only this thread")
+    p.add_argument("--owner", metavar="SCOPE", help="only this owner's threads")
+    p.add_argument("--limit", type=int, default=20, metavar="N",
+                   help="at most N hits (default: 20)")
+    p.add_argument("--cursor", help="continue after the page that gave this cursor")
+
+
 COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], str]] = {
     "import": (cmd_import, "record events from a JSON, JSON Lines or SSE file"),
     "threads": (cmd_threads, "list threads"),
@@ -589,6 +630,7 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
     "slim": (cmd_slim, "a run's messages, slimmed for bandwidth or privacy (JSON)"),
     "copy": (cmd_copy, "copy threads from store SRC to store DST (files or postgresql:// URLs): "
              "only what DST lacks, losslessly, refusing runs that differ"),
+    "search": (cmd_search, "find messages by their words, newest first, in every thread"),
     "ui": (cmd_ui, "serve a local web viewer of the store (threads, run trees, runs, diffs, "
            "forks) and open it in the browser; needs the ui extra"),
 }
@@ -707,6 +749,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let the pages create and move branches (nothing else is ever written)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
     p.add_argument("--thread", help="open the browser on this thread's run tree")
+    _search_arguments(parsers["search"])
     p = parsers["slim"]
     p.add_argument("ref", nargs="?", metavar="REF", default="HEAD",
                    help="run id, branch, HEAD, REF~n")

@@ -269,6 +269,15 @@ def load_past_shared(
     return [loaded[run_pk] for run_pk in run_pks]
 
 
+def layout_of(tx: Reading, run_pk: int) -> Layout | None:
+    """Where a run's checkpoint keeps its message list (blob ids and counts, no
+    addresses), ``None`` when the run has no checkpoint: its row and manifest alone."""
+    try:
+        return _header(tx, run_pk)[1]
+    except _NoCheckpoint:
+        return None
+
+
 class _NoCheckpoint(CorruptStoreError):
     """The run has no checkpoint (an error for :func:`load`, an answer for a diff)."""
 
