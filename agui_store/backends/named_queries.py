@@ -416,11 +416,13 @@ class NamedQueries:
         """Delete the message unless an entry still holds it."""
         self._execute(self.sql.DELETE_UNUSED_CONVERSATION_MESSAGE, (pk, pk))
 
-    def every_conversation_message(self) -> list[tuple[Any, ...]]:
+    def every_conversation_message(self) -> list[tuple[int, bytes, str]]:
         """``(pk, hash, message)`` of every conversation message, by pk."""
         return self._all(self.sql.EVERY_CONVERSATION_MESSAGE)
 
-    def every_conversation_entry(self) -> list[tuple[Any, ...]]:
+    def every_conversation_entry(
+        self,
+    ) -> list[tuple[int, str, int | None, int, str, str, bytes]]:
         """``(pk, entry_id, parent, message, kind, conversation, hash)``, by pk."""
         return self._all(self.sql.EVERY_CONVERSATION_ENTRY)
 

@@ -395,19 +395,21 @@ def check(tx: port.Inspecting, problem: Callable[[str], None]) -> None:
                 "outside agui-store"
             )
     entries: dict[int, bytes] = {}
-    for pk, entry_id, parent, message, kind, conversation, stored in tx.every_conversation_entry():
+    for pk, entry_id, parent, message_pk, kind, conversation, stored in (
+        tx.every_conversation_entry()
+    ):
         where = f"conversation entry {entry_id!r} (of conversation {conversation!r})"
         if parent is not None and int(parent) >= int(pk):
             problem(f"{where} comes before its parent {parent}")
-        address = hashes.get(int(message))
-        if address is None:
-            problem(f"{where} holds message {message}, which is not stored")
+        found = hashes.get(int(message_pk))
+        if found is None:
+            problem(f"{where} holds message {message_pk}, which is not stored")
             continue
         parent_hash = None if parent is None else entries.get(int(parent))
         if parent is not None and parent_hash is None:
             problem(f"{where} follows entry {parent}, which is not stored")
             continue
-        expected = entry_hash(str(entry_id), str(kind), address, parent_hash)
+        expected = entry_hash(str(entry_id), str(kind), found, parent_hash)
         entries[int(pk)] = bytes(stored)
         if expected != bytes(stored):
             problem(

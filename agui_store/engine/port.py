@@ -376,9 +376,11 @@ class Inspecting(Reading, Protocol):
         what a batch's hash covers."""
 
     # pydantic-ai conversations, for check()
-    def every_conversation_message(self) -> list[tuple[Any, ...]]:
+    def every_conversation_message(self) -> list[tuple[int, bytes, str]]:
         """``(pk, hash, message)`` by pk."""
-    def every_conversation_entry(self) -> list[tuple[Any, ...]]:
+    def every_conversation_entry(
+        self,
+    ) -> list[tuple[int, str, int | None, int, str, str, bytes]]:
         """``(pk, entry_id, parent, message, kind, conversation, hash)`` by pk."""
     def every_conversation(self) -> list[ConversationRow]:
         """Every record as :meth:`conversation` gives it, by pk."""
