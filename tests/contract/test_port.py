@@ -4,11 +4,13 @@ every backend alike."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import agui_store
 from tests.backends import dump
-from tests.streams import run
+from tests.streams import run, say
 
 
 def test_a_read_transaction_yields_the_port_and_sees_what_was_appended(store_location: str) -> None:
@@ -51,6 +53,27 @@ def test_the_location_opens_the_same_store_again(store_location: str) -> None:
         with agui_store.open(store.location) as again:
             assert again.threads() == ["t"]
         assert store.location == store_location
+
+
+def test_a_store_reopened_reads_the_same(store_location: str) -> None:
+    """Threads written in turns, then the store closed and opened again: the same threads,
+    runs, hashes and views."""
+
+    def seen(store: agui_store.Store) -> Any:
+        return {
+            thread: (
+                [(r.run_id, r.hash) for r in store.runs(thread)],
+                store.checkout("HEAD", thread_id=thread),
+            )
+            for thread in store.threads()
+        }
+
+    with agui_store.open(store_location) as store:
+        for i, thread in enumerate(["a", "b", "a", "c", "b", "a"]):
+            store.append(run(thread, f"r{i}", *say(f"m{i}", thread)))
+        before = seen(store)
+    with agui_store.open(store_location) as store:
+        assert seen(store) == before
 
 
 def test_a_conversation_and_its_entries_read_back_through_the_port_as_named_rows(
