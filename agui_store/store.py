@@ -392,7 +392,7 @@ class Store:
                 handle: Any = stack.enter_context(Path(where).open("rb"))
             else:
                 where, handle = getattr(source, "name", "the archive"), source
-            with self._replicating() as tx:
+            with self.replicating() as tx:
                 result, underived = archive.import_lines(
                     tx, handle, where=str(where), progress=progress
                 )

@@ -335,7 +335,7 @@ class _Section:
     entries: dict[str, tuple[str | None, str, str, bytes, bytes, str]] = field(
         default_factory=dict
     )
-    records: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    records: dict[str, port.ConversationRow] = field(default_factory=dict)
     _by_run: dict[int, list[port.EventRow]] | None = None
 
     # The source's side of replication.Source, over the lines read.
@@ -368,18 +368,18 @@ class _Section:
         """See :class:`agui_store.engine.replication.Source`."""
         return self.branches
 
-    def conversation(self, conversation_id: str) -> tuple[Any, ...] | None:
+    def conversation(self, conversation_id: str) -> port.ConversationRow | None:
         """See :class:`agui_store.engine.replication.Source`."""
         return self.records.get(conversation_id)
 
-    def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]:
+    def conversation_history(self, head_id: str, limit: int) -> list[port.EntryRow]:
         """See :class:`agui_store.engine.replication.Source`."""
-        out: list[tuple[Any, ...]] = []
+        out: list[port.EntryRow] = []
         at: str | None = head_id
         while at is not None and at in self.entries and len(out) < limit:
             parent, kind, message, address, own, _ = self.entries[at]
             parent_hash = None if parent is None else self.entries.get(parent, (None,) * 5)[4]
-            out.append((at, parent, kind, message, own, address, parent_hash))
+            out.append(port.EntryRow(at, parent, kind, message, own, address, parent_hash))
             at = parent
         return out[::-1]
 
@@ -596,9 +596,12 @@ class _Reader:
             cid = _need(rec.conversation_id, "conversation_id", where)
             fields = _text(rec.fields, rec.fields_text)
             stored = _hash(_need(rec.hash, "hash", where), where)
-            row = (0, cid, rec.head_id, rec.scope, _need(rec.revision, "revision", where),
-                   _need(rec.updated_at, "updated_at", where), _need(fields, "fields", where),
-                   stored, _ENCODE(rec.branches))  # fmt: skip
+            assert stored is not None
+            row = port.ConversationRow(
+                0, cid, rec.head_id, rec.scope, _need(rec.revision, "revision", where),
+                _need(rec.updated_at, "updated_at", where), _need(fields, "fields", where),
+                stored, _ENCODE(rec.branches).decode(),
+            )  # fmt: skip
             if conversations.record_hash(conversations.record_of(row)) != stored:
                 raise HashMismatchError(
                     f"{where}: conversation {cid!r}: its record is not the one its hash covers"

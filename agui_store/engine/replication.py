@@ -43,9 +43,9 @@ class Source(Protocol):
         """As :meth:`port.Reading.events_of_runs`."""
     def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
         """As :meth:`port.Reading.branch_list`."""
-    def conversation(self, conversation_id: str) -> tuple[Any, ...] | None:
+    def conversation(self, conversation_id: str) -> port.ConversationRow | None:
         """As :meth:`port.Reading.conversation`."""
-    def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]:
+    def conversation_history(self, head_id: str, limit: int) -> list[port.EntryRow]:
         """As :meth:`port.Reading.conversation_history`."""
     def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None:
         """As :meth:`port.Reading.conversation_entry_key`."""
