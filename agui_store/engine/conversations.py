@@ -355,6 +355,12 @@ def saved_entries(store: Store, thread_id: str) -> Iterator[tuple[str, str, list
     announced (their ``pydantic_ai_conversation_saved`` CUSTOM events), in recorded order."""
     with store._reading() as tx:
         rows = tx.thread_custom_events(thread_id)
+    yield from _saves(rows, thread_id)
+
+
+def _saves(
+    rows: Sequence[tuple[str, str]], thread_id: str
+) -> Iterator[tuple[str, str, list[str]]]:
     for run_id, payload in rows:
         try:
             event = _DECODER.decode(payload)
@@ -369,6 +375,38 @@ def saved_entries(store: Store, thread_id: str) -> Iterator[tuple[str, str, list
         conversation_id = value.get("conversation_id", thread_id)
         if isinstance(ids, list) and all(isinstance(i, str) for i in ids):
             yield run_id, str(conversation_id), ids
+
+
+def linked(tx: port.Reading, thread_id: str) -> set[str]:
+    """The conversations linked to an AG-UI thread: the one named by its id (pydantic-ai's
+    adapter names a conversation so) and every one its runs announced a save of."""
+    saves = _saves(tx.thread_custom_events(thread_id), thread_id)
+    return {thread_id} | {conversation_id for _run, conversation_id, _ids in saves}
+
+
+def erase(tx: port.Writing, conversation_ids: Sequence[str], *, dry_run: bool) -> tuple[int, int]:
+    """Delete these conversations' records and release what nothing else reaches, as
+    :func:`delete_record` does, whatever their revision (an erasure is not a save that
+    could conflict): ``(records found, bytes of their records and histories)``. With
+    ``dry_run`` nothing is deleted."""
+    found = size = 0
+    for conversation_id in sorted(conversation_ids):
+        stored = tx.conversation(conversation_id)
+        if stored is None:
+            continue
+        found += 1
+        record = _record(stored)
+        size += len(record.record.encode("utf-8", "surrogatepass"))
+        tips = [t for t in (record.head_id, *record.branches) if t is not None]
+        for tip in tips:
+            for row in tx.conversation_history(tip, EVERY):
+                size += len(str(row[3]).encode("utf-8", "surrogatepass"))
+        if dry_run:
+            continue
+        tip_keys = [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))]
+        tx.delete_conversation(int(stored[0]))
+        _release(tx, tip_keys)
+    return found, size
 
 
 def entry_conversation(store: Store, entry_id: str) -> str | None:

@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -406,6 +406,42 @@ CREATE TABLE conversation_branches (
 CREATE INDEX conversation_branches_by_entry ON conversation_branches(entry);
 """
 
+
+# Version 13: erasure (agui_store.engine.erasure). ``erasures`` logs every erasure the store
+# made: when, which verb, how much, and the event sequence numbers it took out of the log, so
+# that ``check()`` tells a hole an erasure left from rows deleted outside the store. It holds
+# no content and no thread id; each row's hash covers its fields and the row before it, and
+# the log is append-only. ``tombstones`` holds a hash of each erased thread's id (never the id)
+# so that ``copy`` does not bring it back. A file of an earlier version was written without
+# ``secure_delete``: deleted content may linger in its free pages, so the migration to this
+# version rewrites it once (``VACUUM``, :data:`REWRITE_BEFORE`).
+CREATE_V13 = """
+CREATE TABLE erasures (
+    id             INTEGER PRIMARY KEY,
+    erased_at      INTEGER NOT NULL,        -- milliseconds since the epoch
+    verb           TEXT NOT NULL,           -- delete_thread|delete_owner|prune|copy
+    threads        INTEGER NOT NULL,
+    runs           INTEGER NOT NULL,
+    events         INTEGER NOT NULL,
+    conversations  INTEGER NOT NULL,
+    bytes          INTEGER NOT NULL,
+    seqs           TEXT NOT NULL,           -- JSON array of [first, last] seq ranges erased
+    hash           BLOB NOT NULL            -- covers the fields and the previous row's hash
+) STRICT;
+CREATE TABLE tombstones (
+    thread_hash  BLOB PRIMARY KEY,          -- sha256 of the erased thread's id, tagged
+    erased_at    INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+""" + _refuse_changes("erasures") + _refuse_replacing("erasures", "id = NEW.id")
+
+#: The versions whose migration starts with a rewrite of the file (``VACUUM``, outside the
+#: migration's transaction): a file written before ``secure_delete`` was on.
+REWRITE_BEFORE = 13
+
+#: The append-only tables an erasure deletes from, with their DELETE guards lifted for the
+#: moment it needs, inside its transaction (children first).
+ERASED_LOG_TABLES = ("echo_refs", "event_log", "batches", "runs", "threads")
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -419,6 +455,7 @@ MIGRATIONS: dict[int, str] = {
     10: CREATE_V10,
     11: CREATE_V11,
     12: CREATE_V12,
+    13: CREATE_V13,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.
