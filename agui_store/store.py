@@ -682,8 +682,13 @@ class Store:
             )
         if dry_run or not (receipt.threads or receipt.conversations):
             return receipt
+        return dataclasses.replace(receipt, purged=self._purge())
+
+    def _purge(self) -> bool:
+        """After an erasure committed: the backend's physical purge (see
+        :meth:`agui_store.engine.port.Backend.purge`); whether it finished."""
         with self._lock:
-            return dataclasses.replace(receipt, purged=self._backend.purge())
+            return self._backend.purge()
 
     # --- branches and forks -------------------------------------------------------------
 
