@@ -201,6 +201,9 @@ class AsyncStore:
     branches = _off_loop(Store.branches)
     delete_branch = _off_loop(Store.delete_branch)
     fork = _off_loop(Store.fork)
+    delete_thread = _off_loop(Store.delete_thread)
+    delete_owner = _off_loop(Store.delete_owner)
+    prune = _off_loop(Store.prune)
 
     async def thread_events(
         self, thread_id: str, *, scope: str | None = None
