@@ -20,6 +20,7 @@ from agui_store.sync import copy
 from tests.backends import dump, problems, tamper
 from tests.pydantic_ai_conversations import turn
 from tests.streams import run, say
+from tests.workers.harness import Worker
 
 
 def _input(thread: str, run_id: str, text: str, state: Any) -> dict[str, Any]:
@@ -243,4 +244,53 @@ def test_copy_keeps_an_erased_thread_erased_in_both_directions(new_location: Any
     copy(laptop, team, restore_erased=True)
     with agui_store.open(team) as store:
         assert store.threads() == ["b", "a"]
+        assert store.check().ok
+
+
+def test_an_eraser_killed_at_any_moment_leaves_all_or_nothing_erased_and_check_sound(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        for t in ("kept", "gone"):
+            for i in range(40):
+                store.append(run(t, f"{t}-r{i}", *say(f"{t}-m{i}", f"{t} words {i} " * 20)))
+        kept = _reads(store, "kept")
+    for delay in (0.0, 0.01, 0.03, 0.08):
+        eraser = Worker("eraser", store_location, "gone")
+        eraser.wait_for("ready")
+        eraser.send("go")
+        eraser.wait_for("begin")
+        time.sleep(delay)  # somewhere inside the erasure, or after it
+        eraser.kill()
+        with agui_store.open(store_location) as store:
+            threads = store.threads()
+            assert threads in (["kept", "gone"], ["kept"])
+            if threads == ["kept", "gone"]:
+                assert len(store.runs("gone")) == 40
+            assert _reads(store, "kept") == kept
+            report = store.check()
+        assert report.ok, report.problems
+        assert len(report.erasures) == (1 if threads == ["kept"] else 0)
+        if threads == ["kept"]:
+            break
+
+
+def test_writers_of_other_threads_lose_nothing_while_an_erasure_runs(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        for i in range(60):
+            store.append(run("gone", f"g{i}", *say(f"gm{i}", f"gone words {i} " * 20)))
+    eraser = Worker("eraser", store_location, "gone")
+    eraser.wait_for("ready")
+    eraser.send("go")
+    eraser.wait_for("begin")
+    with agui_store.open(store_location) as store:
+        for i in range(30):
+            store.append(run("busy", f"b{i}", *say(f"bm{i}", f"busy words {i}")))
+    eraser.wait_for("done")
+    eraser.finish()
+    with agui_store.open(store_location) as store:
+        assert store.threads() == ["busy"]
+        assert [r.run_id for r in store.runs("busy")] == [f"b{i}" for i in range(30)]
         assert store.check().ok
