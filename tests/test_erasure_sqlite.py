@@ -50,7 +50,10 @@ def plant(path: Path, name: str) -> None:
                         "toolCallId": f"{name}-c{i}",
                         "content": f"{marker('tool', name)} {i}",
                     },
-                    {"type": "STATE_SNAPSHOT", "snapshot": {"note": f"{marker('state', name)} {i}"}},
+                    {
+                        "type": "STATE_SNAPSHOT",
+                        "snapshot": {"note": f"{marker('state', name)} {i}"},
+                    },
                 ),
                 input={
                     "threadId": thread,
