@@ -124,11 +124,21 @@ def _as_version_12(path: Path, lingering: str) -> None:
     conn.execute("PRAGMA secure_delete = OFF")
     conn.execute("BEGIN")
     for (name,) in conn.execute(
-        "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'erasures'"
+        "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND (tbl_name = 'erasures' "
+        "OR name LIKE 'checkpoints\\_%list\\_segments' ESCAPE '\\')"
     ).fetchall():
         conn.execute(f'DROP TRIGGER "{name}"')
-    conn.execute("DROP TABLE erasures")
-    conn.execute("DROP TABLE tombstones")
+    for index in (
+        "lineage_digests_by_run",
+        "checkpoints_by_state",
+        "checkpoints_by_interrupts",
+        "checkpoints_by_warnings",
+        "checkpoints_by_chunks",
+        "checkpoints_by_state_base",
+    ):
+        conn.execute(f"DROP INDEX {index}")
+    for table in ("erasures", "tombstones", "checkpoint_segments"):
+        conn.execute(f"DROP TABLE {table}")
     thread, run_pk = conn.execute("SELECT thread, id FROM runs LIMIT 1").fetchone()
     conn.execute(
         "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, 0)",

@@ -668,6 +668,7 @@ def test_the_application_role_can_neither_write_around_nor_remove_the_triggers(
                 for suffix in ("", "_truncate")
             ),
             *(("events", f"events_{op}", "O") for op in ("insert", "update", "delete")),
+            ("checkpoints", "checkpoints_list_segments", "O"),
         ]
     )
 

@@ -130,7 +130,7 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
 #: The tables an erasure deletes from: what its purge vacuums.
 _ERASED_TABLES = (
     "event_pages", "echo_refs", "batches", "runs", "threads", "branches", "checkpoints",
-    "lineage_digests", "underived", "blobs", *schema.CONVERSATION_TABLES,
+    "lineage_digests", "underived", "blobs", "checkpoint_segments", *schema.CONVERSATION_TABLES,
 )
 
 

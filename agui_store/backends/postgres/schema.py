@@ -211,8 +211,10 @@ CONVERSATION_TABLES = (
     "conversation_branches",
 )
 
-#: The erasure log and the tombstones (version 5), as SQLite's version 13 keeps them.
-ERASURE_TABLES = ("erasures", "tombstones")
+#: Version 5's tables, as SQLite's version 13 keeps them: the erasure log, the tombstones,
+#: and the tail segments each checkpoint lists (kept by a trigger), which an erasure looks
+#: blobs up in.
+ERASURE_TABLES = ("erasures", "tombstones", "checkpoint_segments")
 
 #: Every table (each after the tables it references).
 TABLES = (
@@ -512,6 +514,35 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION erase_log(bigint[], bigint[]) FROM PUBLIC;
+CREATE INDEX lineage_digests_by_run ON lineage_digests(run);
+CREATE INDEX checkpoints_by_state ON checkpoints(state);
+CREATE INDEX checkpoints_by_interrupts ON checkpoints(interrupts);
+CREATE INDEX checkpoints_by_warnings ON checkpoints(warnings);
+CREATE INDEX checkpoints_by_chunks ON checkpoints(chunks);
+CREATE TABLE checkpoint_segments (
+    run   bigint NOT NULL,
+    blob  bigint NOT NULL,
+    PRIMARY KEY (run, blob)
+);
+CREATE INDEX checkpoint_segments_by_blob ON checkpoint_segments(blob);
+INSERT INTO checkpoint_segments(run, blob)
+SELECT DISTINCT c.run, (t.value ->> 0)::bigint FROM checkpoints c,
+    jsonb_array_elements(c.tail::jsonb) t;
+CREATE FUNCTION list_checkpoint_segments() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO checkpoint_segments(run, blob)
+        SELECT DISTINCT NEW.run, (t.value ->> 0)::bigint
+        FROM jsonb_array_elements(NEW.tail::jsonb) t
+        ON CONFLICT DO NOTHING;
+        RETURN NEW;
+    END IF;
+    DELETE FROM checkpoint_segments WHERE run = OLD.run;
+    RETURN OLD;
+END
+$$;
+CREATE TRIGGER checkpoints_list_segments AFTER INSERT OR DELETE ON checkpoints
+    FOR EACH ROW EXECUTE FUNCTION list_checkpoint_segments();
 """ + append_only_triggers("erasures")
 
 #: Migrations from version N-1 to N, each applied inside :func:`install`'s transaction.
@@ -623,7 +654,7 @@ GRANT SELECT, INSERT ON {log} TO {who};
 GRANT SELECT, INSERT, UPDATE, DELETE ON {derived} TO {who};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA {where} TO {who};
 GRANT SELECT, INSERT ON {where}.erasures TO {who};
-GRANT SELECT, INSERT, DELETE ON {where}.tombstones TO {who};
+GRANT SELECT, INSERT, DELETE ON {where}.tombstones, {where}.checkpoint_segments TO {who};
 GRANT EXECUTE ON FUNCTION {where}.erase_log(bigint[], bigint[]) TO {who};
 """
 

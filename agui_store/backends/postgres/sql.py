@@ -994,14 +994,16 @@ ERASED_CHECKPOINTS = (
     "SELECT run, state, interrupts, warnings, chunks, tail FROM checkpoints "
     "WHERE run = ANY(%s::bigint[]) ORDER BY run"
 )
-#: One pass over the other checkpoints: what they refer to themselves, tail segments included.
+#: Each candidate looked up in the indexes of what a checkpoint refers to
+#: (``checkpoint_segments``: its tail).
 BLOBS_USED_ELSEWHERE = """
-WITH kept AS (SELECT * FROM checkpoints WHERE NOT (run = ANY(%(runs)s::bigint[])))
-SELECT DISTINCT ref FROM (
-    SELECT state AS ref FROM kept UNION ALL SELECT interrupts FROM kept
-    UNION ALL SELECT warnings FROM kept UNION ALL SELECT chunks FROM kept
-    UNION ALL SELECT (t.value ->> 0)::bigint FROM kept, jsonb_array_elements(kept.tail::jsonb) t
-) refs WHERE ref = ANY(%(blobs)s::bigint[])
+SELECT c FROM unnest(%(blobs)s::bigint[]) c WHERE
+    EXISTS (SELECT 1 FROM checkpoints k WHERE k.state = c AND NOT (k.run = ANY(%(runs)s)))
+    OR EXISTS (SELECT 1 FROM checkpoints k WHERE k.interrupts = c AND NOT (k.run = ANY(%(runs)s)))
+    OR EXISTS (SELECT 1 FROM checkpoints k WHERE k.warnings = c AND NOT (k.run = ANY(%(runs)s)))
+    OR EXISTS (SELECT 1 FROM checkpoints k WHERE k.chunks = c AND NOT (k.run = ANY(%(runs)s)))
+    OR EXISTS (SELECT 1 FROM checkpoint_segments s
+               WHERE s.blob = c AND NOT (s.run = ANY(%(runs)s::bigint[])))
 """
 MANIFESTS_ELSEWHERE = (
     "SELECT DISTINCT chunks FROM checkpoints WHERE chunks IS NOT NULL "

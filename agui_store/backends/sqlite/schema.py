@@ -432,6 +432,33 @@ CREATE TABLE tombstones (
     thread_hash  BLOB PRIMARY KEY,          -- sha256 of the erased thread's id, tagged
     erased_at    INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
+-- An erasure keeps the blobs a kept checkpoint refers to: these indexes find such a
+-- checkpoint (and the rows a deleted blob, checkpoint or run would leave dangling) without
+-- reading the table, so an erasure costs what it erases.
+CREATE INDEX lineage_digests_by_run ON lineage_digests(run);
+CREATE INDEX checkpoints_by_state ON checkpoints(state);
+CREATE INDEX checkpoints_by_interrupts ON checkpoints(interrupts);
+CREATE INDEX checkpoints_by_warnings ON checkpoints(warnings);
+CREATE INDEX checkpoints_by_chunks ON checkpoints(chunks);
+CREATE INDEX checkpoints_by_state_base ON checkpoints(state_base);
+-- The tail segments each checkpoint lists (its ``tail`` column, as rows), kept by triggers.
+CREATE TABLE checkpoint_segments (
+    run   INTEGER NOT NULL,
+    blob  INTEGER NOT NULL,
+    PRIMARY KEY (run, blob)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX checkpoint_segments_by_blob ON checkpoint_segments(blob);
+INSERT OR IGNORE INTO checkpoint_segments(run, blob)
+SELECT checkpoints.run, json_extract(t.value, '$[0]') FROM checkpoints, json_each(checkpoints.tail) t;
+CREATE TRIGGER checkpoints_list_segments AFTER INSERT ON checkpoints
+BEGIN
+    INSERT OR IGNORE INTO checkpoint_segments(run, blob)
+    SELECT NEW.run, json_extract(value, '$[0]') FROM json_each(NEW.tail);
+END;
+CREATE TRIGGER checkpoints_unlist_segments AFTER DELETE ON checkpoints
+BEGIN
+    DELETE FROM checkpoint_segments WHERE run = OLD.run;
+END;
 """ + _refuse_changes("erasures") + _refuse_replacing("erasures", "id = NEW.id")
 
 #: The versions whose migration starts with a rewrite of the file (``VACUUM``, outside the

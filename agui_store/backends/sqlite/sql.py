@@ -745,16 +745,16 @@ ERASED_CHECKPOINTS = (
     "SELECT run, state, interrupts, warnings, chunks, tail FROM checkpoints "
     "WHERE run IN (SELECT value FROM json_each(?)) ORDER BY run"
 )
-#: ``?1``: candidate blob ids, ``?2``: the erased runs (JSON arrays). One pass over the other
-#: checkpoints: what they refer to themselves, their tail segments included.
+#: ``?1``: candidate blob ids, ``?2``: the erased runs (JSON arrays). Each candidate looked up
+#: in the indexes of what a checkpoint refers to (``checkpoint_segments``: its tail).
 BLOBS_USED_ELSEWHERE = """
-WITH erased(run) AS (SELECT value FROM json_each(?2)),
-kept AS (SELECT * FROM checkpoints WHERE run NOT IN erased)
-SELECT DISTINCT ref FROM (
-    SELECT state AS ref FROM kept UNION ALL SELECT interrupts FROM kept
-    UNION ALL SELECT warnings FROM kept UNION ALL SELECT chunks FROM kept
-    UNION ALL SELECT json_extract(t.value, '$[0]') FROM kept, json_each(kept.tail) t
-) WHERE ref IN (SELECT value FROM json_each(?1))
+WITH erased(run) AS (SELECT value FROM json_each(?2))
+SELECT c.value FROM json_each(?1) c WHERE
+    EXISTS (SELECT 1 FROM checkpoints k WHERE k.state = c.value AND k.run NOT IN erased)
+    OR EXISTS (SELECT 1 FROM checkpoints k WHERE k.interrupts = c.value AND k.run NOT IN erased)
+    OR EXISTS (SELECT 1 FROM checkpoints k WHERE k.warnings = c.value AND k.run NOT IN erased)
+    OR EXISTS (SELECT 1 FROM checkpoints k WHERE k.chunks = c.value AND k.run NOT IN erased)
+    OR EXISTS (SELECT 1 FROM checkpoint_segments s WHERE s.blob = c.value AND s.run NOT IN erased)
 """
 MANIFESTS_ELSEWHERE = (
     "SELECT DISTINCT chunks FROM checkpoints WHERE chunks IS NOT NULL "
