@@ -295,17 +295,18 @@ def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"{p}\n")
         for w in report.warnings:  # legal, worth knowing: they do not fail the check
             out.write(f"warning: {w}\n")
+
+        summary = "ok" if report.ok else counted(len(report.problems), "problem")
+        if report.warnings:
+            summary += f", {counted(len(report.warnings), 'warning')}"
+        out.write(f"{summary} ({', '.join(report.checked)})\n")
         for e in report.erasures:  # what the erasure verbs took out: never damage
             out.write(
                 f"erasure #{e.number}: {e.verb} at {e.erased_at}: {counted(e.threads, 'thread')}"
                 f", {counted(e.runs, 'run')}, {counted(e.events, 'event')}, {e.bytes} bytes\n"
             )
-        if report.head is not None:  # kept elsewhere, it shows a cut of the newest writes
-            out.write(f"head {report.head}\n")
-        summary = "ok" if report.ok else counted(len(report.problems), "problem")
-        if report.warnings:
-            summary += f", {counted(len(report.warnings), 'warning')}"
-        out.write(f"{summary} ({', '.join(report.checked)})\n")
+        if report.ok and report.head is not None:  # kept elsewhere, it shows a cut of the
+            out.write(f"head {report.head}\n")  # newest writes (only a sound store's means it)
     return 0 if report.ok else 1
 
 
