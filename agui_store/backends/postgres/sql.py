@@ -995,15 +995,19 @@ ERASED_CHECKPOINTS = (
     "WHERE run = ANY(%s::bigint[]) ORDER BY run"
 )
 #: Each candidate looked up in the indexes of what a checkpoint refers to
-#: (``checkpoint_segments``: its tail).
+#: (``checkpoint_segments``: its tail), one candidate at a time (LATERAL ... LIMIT 1): as
+#: EXISTS clauses the planner hashes each whole table once, which costs the store's size.
 BLOBS_USED_ELSEWHERE = """
-SELECT c FROM unnest(%(blobs)s::bigint[]) c WHERE
-    EXISTS (SELECT 1 FROM checkpoints k WHERE k.state = c AND NOT (k.run = ANY(%(runs)s)))
-    OR EXISTS (SELECT 1 FROM checkpoints k WHERE k.interrupts = c AND NOT (k.run = ANY(%(runs)s)))
-    OR EXISTS (SELECT 1 FROM checkpoints k WHERE k.warnings = c AND NOT (k.run = ANY(%(runs)s)))
-    OR EXISTS (SELECT 1 FROM checkpoints k WHERE k.chunks = c AND NOT (k.run = ANY(%(runs)s)))
-    OR EXISTS (SELECT 1 FROM checkpoint_segments s
-               WHERE s.blob = c AND NOT (s.run = ANY(%(runs)s::bigint[])))
+SELECT c.id FROM unnest(%(blobs)s::bigint[]) AS c(id)
+CROSS JOIN LATERAL (
+    SELECT 1 FROM (
+        SELECT run FROM checkpoints WHERE state = c.id
+        UNION ALL SELECT run FROM checkpoints WHERE interrupts = c.id
+        UNION ALL SELECT run FROM checkpoints WHERE warnings = c.id
+        UNION ALL SELECT run FROM checkpoints WHERE chunks = c.id
+        UNION ALL SELECT run FROM checkpoint_segments WHERE blob = c.id
+    ) refs WHERE NOT (refs.run = ANY(%(runs)s::bigint[])) LIMIT 1
+) used
 """
 MANIFESTS_ELSEWHERE = (
     "SELECT DISTINCT chunks FROM checkpoints WHERE chunks IS NOT NULL "
