@@ -294,3 +294,16 @@ def test_writers_of_other_threads_lose_nothing_while_an_erasure_runs(
         assert store.threads() == ["busy"]
         assert [r.run_id for r in store.runs("busy")] == [f"b{i}" for i in range(30)]
         assert store.check().ok
+
+
+def test_a_store_that_wrote_a_thread_another_store_erased_appends_to_its_id_anew(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as writer, agui_store.open(store_location) as eraser:
+        writer.append(run("t", "r1", *say("m1", "before")))
+        writer.append(run("t", "r2", *say("m2", "before")))
+        eraser.delete_thread("t")
+        writer.append(run("t", "r3", *say("m3", "after")))
+        assert [r.run_id for r in writer.runs("t")] == ["r3"]
+        assert [m["content"] for m in writer.checkout("r3").messages] == ["after"]
+        assert writer.check().ok
