@@ -84,6 +84,9 @@ def test_deleting_a_thread_erases_it_and_every_other_thread_reads_as_before(
             store.runs("b")
         report = store.check()
     assert report.ok, report.problems
+    rows = repr(dump(store_location))  # every row of every table
+    assert "said in b" not in rows and "asked in b" not in rows and "b-branch" not in rows
+    assert "said in a" in rows and "asked in c" in rows
     (logged,) = report.erasures
     assert (logged.verb, logged.threads, logged.runs, logged.events) == ("delete_thread", 1, 3, 18)
 
