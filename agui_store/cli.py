@@ -305,8 +305,8 @@ def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
                 f"erasure #{e.number}: {e.verb} at {e.erased_at}: {counted(e.threads, 'thread')}"
                 f", {counted(e.runs, 'run')}, {counted(e.events, 'event')}, {e.bytes} bytes\n"
             )
-        if report.ok and report.head is not None:  # kept elsewhere, it shows a cut of the
-            out.write(f"head {report.head}\n")  # newest writes (only a sound store's means it)
+        if args.head and report.ok and report.head is not None:  # kept elsewhere, it shows
+            out.write(f"head {report.head}\n")  # a cut of the newest writes (a sound store's)
     return 0 if report.ok else 1
 
 
@@ -794,6 +794,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a branch DST holds off SRC's lineage takes SRC's tip (runs never move)")
     p.add_argument("--restore-erased", action="store_true",
                    help="copy threads DST erased back into it (else they stay erased)")
+    parsers["check"].add_argument(
+        "--head", action="store_true",
+        help="also print the log's head (on a sound store), to keep outside the store: a later "
+        "check that no longer shows it tells that the newest writes were cut")
     p = parsers["delete"]
     p.add_argument("--thread", help="the thread to erase")
     p.add_argument("--owner", metavar="SCOPE", help="the owner whose everything to erase "

@@ -662,7 +662,6 @@ def copy(
                 thread_ids = stx.thread_ids(scope)
             wanted = len(thread_ids)
             thread_ids = _leave_erased(dtx, thread_ids, restore_erased)
-            carried = _carry_erasures(stx, dtx, scope) if thread_id is None else 0
             # Every thread compared before anything is written: a conflict anywhere
             # leaves the destination as it was.
             plans = [_plan_thread(stx, dtx, t, force) for t in thread_ids]
@@ -675,6 +674,7 @@ def copy(
                 touched.append(plan.thread_id)
                 if writer.thread(plan):
                     derive.append(plan.thread_id)
+            carried = _carry_erasures(stx, dtx, scope) if thread_id is None else 0
         # Derived data, as append would have written it (its own transactions: what is
         # left underived by an interruption is derived when next needed).
         if target.derive_on_append:

@@ -148,7 +148,8 @@ def test_a_sound_store_passes_every_check_and_the_cli_says_ok(db: Path) -> None:
         assert report.checked == EXPECTED_CHECKS
     code, out = run_cli(db)
     assert code == 0 and out.startswith("ok (sqlite, foreign_keys, schema, lineage")
-    assert out.splitlines()[1] == f"head {report.head}"
+    code, out = run_cli(db, "--head")
+    assert code == 0 and out.splitlines()[1] == f"head {report.head}"
 
 
 def test_events_recorded_after_a_runs_end_on_purpose_are_a_warning_not_a_problem(

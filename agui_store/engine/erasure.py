@@ -120,6 +120,7 @@ def erase(
     ``now`` (milliseconds since the epoch), inside the write transaction ``tx``; with
     ``dry_run``, count what would go and change nothing. The receipt's ``purged`` is left
     ``False``: the purge comes after the commit."""
+    tx.erasing()
     thread_pks = sorted(set(thread_pks))
     thread_ids = [tx.thread_id(pk) for pk in thread_pks]
     run_pks: list[int] = []

@@ -470,6 +470,10 @@ class Writing(Reading, Protocol):
     def delete_unused_conversation_message(self, pk: int) -> None:
         """Delete the message unless an entry still holds it."""
 
+    def erasing(self) -> None:
+        """The transaction is an erasure's: its statements each touch a few rows of large
+        tables, by key. A backend may plan them so (PostgreSQL: index scans, which stale
+        statistics can otherwise lose to whole-table scans); SQLite needs nothing."""
     def erase_derived(self, run_pks: Sequence[int], blob_ids: Sequence[int]) -> None:
         """Delete the derived data of these runs (checkpoints, lineage digests, underived
         marks) and these blobs."""

@@ -1016,6 +1016,8 @@ MANIFESTS_ELSEWHERE = (
 BLOB_BYTES = (
     "SELECT coalesce(sum(octet_length(data)), 0)::bigint FROM blobs WHERE id = ANY(%s::bigint[])"
 )
+#: For the rest of an erasure's transaction (see ``PostgresTransaction.erasing``).
+PREFER_INDEXES = "SET LOCAL enable_seqscan = off"
 ERASE_UNDERIVED = "DELETE FROM underived WHERE run = ANY(%s::bigint[])"
 ERASE_BLOBS = "DELETE FROM blobs WHERE id = ANY(%s::bigint[])"
 ERASE_BRANCHES = "DELETE FROM branches WHERE thread = ANY(%s::bigint[])"

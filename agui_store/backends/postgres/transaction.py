@@ -646,6 +646,13 @@ class PostgresTransaction(NamedQueries):
         """See :meth:`agui_store.engine.port.Reading.tombstones`."""
         return [(bytes(h), int(at)) for h, at in self._all(sql.TOMBSTONES)]
 
+    def erasing(self) -> None:
+        """Index scans over table scans for the rest of the transaction (``SET LOCAL``): an
+        erasure's statements each take a few rows by key, and a store whose statistics are
+        stale (autovacuum has not analysed it yet) would read whole tables for them, which
+        costs the store's size. See :meth:`agui_store.engine.port.Writing.erasing`."""
+        self._execute(sql.PREFER_INDEXES, None)
+
     def erase_derived(self, run_pks: Sequence[int], blob_ids: Sequence[int]) -> None:
         """See :meth:`agui_store.engine.port.Writing.erase_derived`."""
         runs = _keys(run_pks)

@@ -428,6 +428,10 @@ class SqliteTransaction(NamedQueries):
         """See :meth:`agui_store.engine.port.Reading.tombstones`."""
         return [(bytes(h), int(at)) for h, at in self._all(sql.TOMBSTONES)]
 
+    def erasing(self) -> None:
+        """Nothing: SQLite's plans of these statements use their indexes. See
+        :meth:`agui_store.engine.port.Writing.erasing`."""
+
     def erase_derived(self, run_pks: Sequence[int], blob_ids: Sequence[int]) -> None:
         """See :meth:`agui_store.engine.port.Writing.erase_derived`."""
         conn, runs = self._conn, _json_keys(run_pks)
