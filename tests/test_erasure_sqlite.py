@@ -117,8 +117,8 @@ def test_a_reader_on_an_older_snapshot_holds_the_purge_back_until_it_is_done(
     assert marker("message", "kept").encode() in raw_bytes(path)
 
 
-def _as_version_12(path: Path, lingering: str) -> None:
-    """Make ``path`` a file as version 12 wrote it: no erasure tables, and a deleted
+def _as_version_13(path: Path, lingering: str) -> None:
+    """Make ``path`` a file as version 13 wrote it: no erasure tables, and a deleted
     branch whose name still lingers in freed space (written without secure_delete)."""
     conn = apsw.Connection(str(path))
     conn.execute("PRAGMA secure_delete = OFF")
@@ -144,7 +144,7 @@ def _as_version_12(path: Path, lingering: str) -> None:
         "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, 0)",
         (thread, lingering, run_pk),
     )
-    conn.execute("PRAGMA user_version = 12")
+    conn.execute("PRAGMA user_version = 13")
     conn.execute("COMMIT")
     conn.execute("DELETE FROM branches WHERE name = ?", (lingering,))
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
@@ -158,11 +158,11 @@ def test_a_file_written_before_secure_delete_is_rewritten_once_when_it_is_migrat
     with agui_store.open(path) as store:
         store.append(run("t", "r1", *say("m1", "hello")))
     lingering = "MARK-deleted-before-7f3a"
-    _as_version_12(path, lingering)
+    _as_version_13(path, lingering)
     assert lingering.encode() in raw_bytes(path)
     with agui_store.open(path) as store:
         assert store.threads() == ["t"] and store.check().ok
     assert lingering.encode() not in raw_bytes(path)
     conn = apsw.Connection(str(path))
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 13
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 14
     conn.close()

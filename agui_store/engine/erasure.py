@@ -77,11 +77,14 @@ class _Derived:
     size: int
 
 
-def erase_derived(tx: port.Writing, run_pks: Sequence[int], *, dry_run: bool) -> _Derived:
-    """Erase the derived data of these runs: every structure the store built from their log
-    (checkpoints, lineage digests, underived marks) and the content-addressed blobs that no
-    checkpoint of a kept run refers to. The one place derived data of erased threads goes:
-    a derived structure added to the store is cleared here too."""
+def erase_derived(
+    tx: port.Writing, thread_pks: Sequence[int], run_pks: Sequence[int], *, dry_run: bool
+) -> _Derived:
+    """Erase the derived data of these threads and their runs: every structure the store
+    built from their log (the search index's rows, checkpoints, lineage digests, underived
+    marks) and the content-addressed blobs that no checkpoint of a kept run refers to. The
+    one place derived data of erased threads goes: a derived structure added to the store
+    is cleared here too."""
     candidates: set[int] = set()
     chunks: set[int] = set()
     manifests: set[int] = set()
@@ -102,6 +105,8 @@ def erase_derived(tx: port.Writing, run_pks: Sequence[int], *, dry_run: bool) ->
     erased = sorted(candidates - used)
     size = tx.blob_bytes(erased) if erased else 0
     if not dry_run:
+        for thread_pk in thread_pks:
+            tx.forget_thread_search(thread_pk)
         tx.erase_derived(run_pks, erased)
     return _Derived(erased, size)
 
@@ -135,7 +140,7 @@ def erase(
     for thread_id in thread_ids:
         linked |= conversations.linked(tx, thread_id)
     found, conversation_bytes = conversations.erase(tx, sorted(linked), dry_run=dry_run)
-    derived = erase_derived(tx, run_pks, dry_run=dry_run)
+    derived = erase_derived(tx, thread_pks, run_pks, dry_run=dry_run)
     receipt = ErasureReceipt(
         threads=len(thread_pks),
         runs=len(run_pks),
