@@ -763,11 +763,13 @@ class Store:
             )
         if dry_run or not (receipt.threads or receipt.conversations):
             return receipt
-        return dataclasses.replace(receipt, purged=self._purge())
+        return dataclasses.replace(receipt, purged=self.purge())
 
-    def _purge(self) -> bool:
-        """After an erasure committed: the backend's physical purge (see
-        :meth:`agui_store.engine.port.Backend.purge`); whether it finished."""
+    def purge(self) -> bool:
+        """The physical purge every erasure runs after it commits (SQLite: the WAL copied
+        into the file and emptied; PostgreSQL: the touched tables vacuumed); whether it
+        finished. Call it to finish a purge an erasure's receipt said did not (a reader
+        held older pages then). See docs/guides/erasure.md."""
         with self._lock:
             return self._backend.purge()
 

@@ -681,7 +681,7 @@ def copy(
             for t in derive:
                 target.derive(t)
         if carried:
-            target._purge()
+            target.purge()
         return CopyResult(
             threads=len(touched),
             threads_created=sum(1 for p in plans if p.dst_pk is None),

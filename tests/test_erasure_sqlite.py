@@ -15,6 +15,7 @@ from pydantic_ai.conversation import Conversation
 import agui_store
 from agui_store.integrations.pydantic_ai import ConversationStore
 from tests.pydantic_ai_conversations import reply, user
+from tests.schema_history import as_version_13
 from tests.streams import run, say
 
 #: Where a marker is planted in each thread.
@@ -123,22 +124,7 @@ def _as_version_13(path: Path, lingering: str) -> None:
     conn = apsw.Connection(str(path))
     conn.execute("PRAGMA secure_delete = OFF")
     conn.execute("BEGIN")
-    for (name,) in conn.execute(
-        "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND (tbl_name = 'erasures' "
-        "OR name LIKE 'checkpoints\\_%list\\_segments' ESCAPE '\\')"
-    ).fetchall():
-        conn.execute(f'DROP TRIGGER "{name}"')
-    for index in (
-        "lineage_digests_by_run",
-        "checkpoints_by_state",
-        "checkpoints_by_interrupts",
-        "checkpoints_by_warnings",
-        "checkpoints_by_chunks",
-        "checkpoints_by_state_base",
-    ):
-        conn.execute(f"DROP INDEX {index}")
-    for table in ("erasures", "tombstones", "checkpoint_segments"):
-        conn.execute(f"DROP TABLE {table}")
+    as_version_13(conn)
     thread, run_pk = conn.execute("SELECT thread, id FROM runs LIMIT 1").fetchone()
     conn.execute(
         "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, 0)",
