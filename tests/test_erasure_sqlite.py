@@ -19,11 +19,21 @@ from tests.schema_history import as_version_13
 from tests.streams import run, say
 
 #: Where a marker is planted in each thread.
-PLACES = ("thread", "run", "message", "tool", "state", "input", "branch", "conversation")
+PLACES = ("thread", "run", "message", "tool", "state", "input", "branch", "conversation", "word")
 
 
 def marker(place: str, thread: str) -> str:
     return f"MARK-{place}-{thread}-7f3a"
+
+
+def word(thread: str) -> str:
+    """One word of a message, as written (the search index keeps it folded: lower case)."""
+    return f"Word{thread}Mark7f3a"
+
+
+def needle(place: str, thread: str) -> bytes:
+    """What to look for in the raw bytes: a marker, or the search index's folded word."""
+    return (word(thread).lower() if place == "word" else marker(place, thread)).encode()
 
 
 def raw_bytes(path: Path) -> bytes:
@@ -42,7 +52,11 @@ def plant(path: Path, name: str) -> None:
                 run(
                     thread,
                     run_id,
-                    *say(f"{name}-m{i}", f"{marker('message', name)} {i}", "assistant"),
+                    *say(
+                        f"{name}-m{i}",
+                        f"{marker('message', name)} {i} {word(name)}",
+                        "assistant",
+                    ),
                     {"type": "TOOL_CALL_START", "toolCallId": f"{name}-c{i}", "toolCallName": "f"},
                     {"type": "TOOL_CALL_END", "toolCallId": f"{name}-c{i}"},
                     {
@@ -88,14 +102,14 @@ def test_no_byte_of_an_erased_thread_is_left_in_the_file_or_its_wal(tmp_path: Pa
         store.compact()  # checkpoints of every run: derived copies to erase too
         data = raw_bytes(path)
         for place in PLACES:
-            assert marker(place, "gone").encode() in data, place
+            assert needle(place, "gone") in data, place
         receipt = store.delete_thread(marker("thread", "gone"))
         assert (receipt.threads, receipt.runs, receipt.conversations) == (1, 3, 1)
         assert receipt.purged
         data = raw_bytes(path)
         for place in PLACES:
-            assert marker(place, "gone").encode() not in data, place
-            assert marker(place, "kept").encode() in data, place
+            assert needle(place, "gone") not in data, place
+            assert needle(place, "kept") in data, place
         assert store.check().ok
 
 

@@ -774,6 +774,9 @@ ERASE_BRANCHES = "DELETE FROM branches WHERE thread IN (SELECT value FROM json_e
 ERASE_RUNS = "DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))"
 ERASE_THREADS = "DELETE FROM threads WHERE id IN (SELECT value FROM json_each(?))"
 ERASE_BLOBS = "DELETE FROM blobs WHERE id IN (SELECT value FROM json_each(?))"
+#: FTS5 keeps a deleted row's words in its index segments until they are merged: an
+#: erasure has them merged (``secure_delete`` zeroes the pages they leave).
+MERGE_SEARCH_WORDS = "INSERT INTO search_words(search_words) VALUES ('optimize')"
 ERASURES = (
     "SELECT id, erased_at, verb, threads, runs, events, conversations, bytes, seqs, hash "
     "FROM erasures ORDER BY id"

@@ -435,12 +435,17 @@ class SqliteTransaction(NamedQueries):
         :meth:`agui_store.engine.port.Writing.erasing`."""
 
     def erase_derived(self, run_pks: Sequence[int], blob_ids: Sequence[int]) -> None:
-        """See :meth:`agui_store.engine.port.Writing.erase_derived`."""
+        """The rows, then the search index's segments merged, so that the words of the
+        erased threads' search rows (deleted just before) leave the FTS5 index, whose
+        deletes otherwise only mark them. See
+        :meth:`agui_store.engine.port.Writing.erase_derived`."""
         conn, runs = self._conn, _json_keys(run_pks)
         conn.execute(sql.DELETE_LINEAGE_DIGESTS, (runs,))
         conn.execute(sql.DELETE_CHECKPOINTS, (runs,))
         conn.execute(sql.ERASE_UNDERIVED, (runs,))
         conn.execute(sql.ERASE_BLOBS, (_json_keys(blob_ids),))
+        if run_pks:  # the erased threads' search rows went just before: their words too
+            conn.execute(sql.MERGE_SEARCH_WORDS)
 
     def erase_log(self, thread_pks: Sequence[int], run_pks: Sequence[int]) -> None:
         """See :meth:`agui_store.engine.port.Writing.erase_log`."""
