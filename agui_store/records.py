@@ -494,7 +494,7 @@ class CheckReport:
 
 @dataclass(frozen=True)
 class ExportSummary:
-    """What ``agui_store.analysis.export_sqlite`` wrote.
+    """What ``agui_store.exports.analysis.export_sqlite`` wrote.
 
     Attributes:
         path: the analysis database.
@@ -555,20 +555,22 @@ def short(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def content_text(content: Any) -> str:
-    """A message's content as plain text (text parts joined, other parts as [type])."""
+def content_text(content: Any, separator: str = " ") -> str:
+    """A message's content as plain text: a string as is, the parts of multimodal content
+    joined by ``separator`` (text parts as their text, other parts, such as images or audio,
+    as ``[type]``), anything else as JSON."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         parts = []
         for part in content:
-            if isinstance(part, dict):
-                parts.append(
-                    str(part.get("text", ""))
-                    if part.get("type") == "text"
-                    else f"[{part.get('type')}]"
-                )
-        return " ".join(parts)
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            elif isinstance(part, dict):
+                parts.append(f"[{part.get('type')}]")
+            else:
+                parts.append(json.dumps(part, ensure_ascii=False))
+        return separator.join(parts)
     if content is None:
         return ""
     return json.dumps(content, ensure_ascii=False)

@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from agui_store import _writer
 from agui_store.engine import checkpoints, port, reads
 from agui_store.engine import search as search_index
 from agui_store.history import resent_bodies
@@ -35,15 +36,15 @@ def connection(store: Store) -> Any:
 def reading(store: Store) -> Iterator[port.Reading]:
     """A read transaction of the store's, through the storage port (:mod:`agui_store.engine.port`):
     to look at what the engine keeps (runs as a replica sees them, derived data) on any
-    backend with the operations the engine itself uses."""
-    with store._reading() as tx:
+    backend with the operations the engine itself uses. The same as :meth:`Store.reading`."""
+    with store.reading() as tx:
         yield tx
 
 
 def replayed_view(store: Store, run: int | str, *, thread_id: str | None = None) -> View:
     """The view of a run (a revision, or its integer key) by full replay of its lineage,
     ignoring every checkpoint: the reference checkouts are compared with."""
-    with store._reading() as tx:
+    with store.reading() as tx:
         pk = run if isinstance(run, int) else store._resolve(tx, run, thread_id=thread_id).pk
         return reads.replayed_view(tx, pk)
 
@@ -82,7 +83,7 @@ def without_search_index() -> Iterator[None]:
 def forget_thread_search(store: Store, thread_id: str) -> None:
     """Delete a thread's search index rows through the port's operation (what erasing a
     thread runs), in a write transaction of the store's."""
-    with store._writing() as tx:
+    with store.writing() as tx:
         found = tx.thread(thread_id)
         if found is not None:
             tx.forget_thread_search(found[0])
@@ -91,7 +92,7 @@ def forget_thread_search(store: Store, thread_id: str) -> None:
 def records(store: Store, run_pks: list[int]) -> list[Any]:
     """The replay records (inputs and decoded events) of runs, by key, verified against
     their hashes."""
-    with store._reading() as tx:
+    with store.reading() as tx:
         return reads.records(tx, run_pks)
 
 
@@ -171,6 +172,10 @@ def fast_patch(document: Any, operations: Any) -> tuple[bool, Any]:
 
 
 # --- the async store and the ASGI recorder ------------------------------------------------
+
+
+#: How much nicer than its parent an AsyncStore's writer process runs.
+WRITER_NICE = _writer.NICE
 
 
 def writer_process(astore: AsyncStore) -> subprocess.Popen[bytes] | None:

@@ -23,6 +23,7 @@ from agui_store.codec import ingest
 from agui_store.engine import checkpoints, clock, port, reads, search
 from agui_store.engine.cached_view import CachedView, SinceCheckpoint
 from agui_store.errors import InvalidEventError
+from agui_store.history.lineage import hash_ids, lineage_ids
 from agui_store.history.restore import (
     RunRecord,
     apply_run,
@@ -57,8 +58,8 @@ def replayed_to(tx: port.Reading, run_pk: int | None) -> CachedView:
         for record in reads.records(tx, after):
             since.note(record)
             apply_run(reducer, record)
-    lineage = checkpoints.lineage_ids(reducer.messages)
-    return CachedView(run_pk, reducer, checkpoints.hash_ids(lineage), since, lineage)
+    lineage = lineage_ids(reducer.messages)
+    return CachedView(run_pk, reducer, hash_ids(lineage), since, lineage)
 
 def write_checkpoint(
     tx: port.Writing,
@@ -360,12 +361,12 @@ class Deriver:
         unmoved = reducer.take_unmoved()
         since.settle(unmoved)
         if only_appended(before, unmoved, reached_before, snapshot):
-            new_ids = checkpoints.lineage_ids(messages[before:])
-            hasher = checkpoints.hash_ids(new_ids, hasher)
+            new_ids = lineage_ids(messages[before:])
+            hasher = hash_ids(new_ids, hasher)
             lineage.extend(new_ids)
         else:
-            lineage = checkpoints.lineage_ids(messages)
-            hasher = checkpoints.hash_ids(lineage)
+            lineage = lineage_ids(messages)
+            hasher = hash_ids(lineage)
         digest = bytes(hasher.digest())
         tx.insert_digest(digest, run_pk)
         written = False

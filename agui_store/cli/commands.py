@@ -17,7 +17,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, TextIO, cast
 
-from agui_store.backends.sqlite import connection
+from agui_store import backends
+from agui_store.backends import is_url
+from agui_store.cli.render import diff_text, graph
 from agui_store.codec.output import FORMATS, serialize
 from agui_store.engine.arguments import path_text
 from agui_store.errors import (
@@ -26,6 +28,7 @@ from agui_store.errors import (
     InvalidArgumentError,
     NotAStoreError,
 )
+from agui_store.exports.targets import check_source, check_target, write_file
 from agui_store.records import (
     Run,
     content_text,
@@ -35,9 +38,7 @@ from agui_store.records import (
     short,
     transcript,
 )
-from agui_store.render import diff_text, graph
-from agui_store.store import Store, is_url
-from agui_store.targets import check_source, check_target, write_file
+from agui_store.store import Store
 
 EXAMPLES = {
     "import": "agui-store import recording.sse --thread t1",
@@ -370,7 +371,7 @@ def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     and a diff as the commands print them."""
     import importlib.util
 
-    from agui_store.demo import record_demo
+    from agui_store.cli.demo import record_demo
 
     thread, _ = record_demo(store)
     out.write(f"recorded a demo conversation into {store.path} (thread {thread})\n\n")
@@ -404,7 +405,7 @@ def cmd_ui(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     import socket
 
     path = args.path if args.path is not None else getattr(args, "db", None)
-    _require_store_file(path if path is not None else connection.default_path())
+    _require_store_file(path if path is not None else backends.default_path())
     if args.port:
         # uvicorn reports a taken port with a log line and a bare exit: say it here instead.
         family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
@@ -424,7 +425,7 @@ def cmd_ui(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
     def ready(url: str) -> None:
         mode = "branches may be written" if args.allow_writes else "read-only"
-        shown = path or connection.default_path()
+        shown = path or backends.default_path()
         out.write(f"viewer of {shown} at {url} ({mode}; Ctrl+C stops it)\n")
         out.flush()
 
@@ -442,7 +443,7 @@ def _write_analysis(
     store: Store, out_path: str, args: argparse.Namespace, out: TextIO
 ) -> int:
     """The sqlite-utils analysis export, with a progress bar over the runs on a terminal."""
-    from agui_store.analysis import export_sqlite
+    from agui_store.exports.analysis import export_sqlite
 
     bar: Progress | None = None
 
@@ -480,8 +481,8 @@ def cmd_export_sqlite(store: Store, args: argparse.Namespace, out: TextIO) -> in
 
 
 def cmd_export_artifact(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """The compacted-message-snapshot artifact of a run (``agui_store.artifact``)."""
-    from agui_store.artifact import dumps_artifact, export_run
+    """The compacted-message-snapshot artifact of a run (``agui_store.exports.artifact``)."""
+    from agui_store.exports.artifact import dumps_artifact, export_run
 
     text = dumps_artifact(export_run(store, args.ref, thread_id=args.thread))
     if args.output and args.output != "-":
@@ -496,7 +497,7 @@ def cmd_validate_artifact(store: Store, args: argparse.Namespace, out: TextIO) -
     """Exit 0 and ``valid``, or exit 1 and the JSON path and reason of the first problem."""
     from pathlib import Path
 
-    from agui_store.artifact import ArtifactError, load_artifact
+    from agui_store.exports.artifact import ArtifactError, load_artifact
 
     try:
         load_artifact(sys.stdin.buffer.read() if args.file == "-" else Path(args.file))
@@ -511,8 +512,8 @@ def cmd_validate_artifact(store: Store, args: argparse.Namespace, out: TextIO) -
 
 
 def cmd_slim(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """A run's messages, slimmed by preset (``agui_store.slim``), as JSON."""
-    from agui_store.slim import slim
+    """A run's messages, slimmed by preset (``agui_store.exports.slim``), as JSON."""
+    from agui_store.exports.slim import slim
 
     overrides = {k: v for k, v in (("last", args.last), ("max_content", args.max_content))
                  if v is not None}
@@ -648,7 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--db", default=argparse.SUPPRESS, metavar="PATH",
         help="store file or postgresql:// URL "
-        f"(default: ${connection.DEFAULT_DB_ENV} or ./{connection.DEFAULT_DB_NAME})",
+        f"(default: ${backends.DEFAULT_DB_ENV} or ./{backends.DEFAULT_DB_NAME})",
     )
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output")
@@ -741,7 +742,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = parsers["ui"]
     p.add_argument("path", metavar="DB", nargs="?",
                    help="the store: a file or a postgresql:// URL (default: --db, "
-                   f"${connection.DEFAULT_DB_ENV} or ./{connection.DEFAULT_DB_NAME})")
+                   f"${backends.DEFAULT_DB_ENV} or ./{backends.DEFAULT_DB_NAME})")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8642, help="port (default: 8642; 0: any free one)")
     p.add_argument("--allow-writes", action="store_true",
@@ -803,7 +804,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if args.command in NEEDS_NO_STORE:  # never create a database file as a side effect
             return handler(None, args, out)  # type: ignore[arg-type]
         if args.command not in CREATES_STORE:
-            _require_store_file(path if path is not None else connection.default_path())
+            _require_store_file(path if path is not None else backends.default_path())
         with Store(path) as store:
             return handler(store, args, out)
     except InternalError as e:

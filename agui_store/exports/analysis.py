@@ -75,10 +75,10 @@ import sqlite_utils
 
 from agui_store.codec import ingest
 from agui_store.errors import AguiStoreError, StorageError
+from agui_store.exports.targets import SIBLINGS, ExportTargetError, check_target, is_sqlite_file
 from agui_store.records import ExportSummary as ExportSummary  # what export_sqlite returns
 from agui_store.records import Run
 from agui_store.store import Store
-from agui_store.targets import SIBLINGS, ExportTargetError, check_target, is_sqlite_file
 
 #: ``progress(done_runs, total_runs)``: called once with ``done_runs=0``, then after each run.
 ProgressCallback = Callable[[int, int], None]
