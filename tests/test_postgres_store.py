@@ -242,15 +242,6 @@ def test_the_url_is_shown_without_its_password(store_url: str, where: str) -> No
         assert "s3cret" not in str(e.value)
 
 
-def test_a_store_reopened_reads_the_same(store_url: str) -> None:
-    with agui_store.open(store_url) as s:
-        s.append(run("t", "r1", *say("m1", "a")))
-        s.append(run("t", "r2", *say("m2", "b")))
-        before = (s.checkout("r2", thread_id="t"), [r.hash for r in s.runs("t")])
-    with agui_store.open(store_url) as s:
-        assert (s.checkout("r2", thread_id="t"), [r.hash for r in s.runs("t")]) == before
-
-
 # --- query plans of the port's hot statements -------------------------------------------
 
 

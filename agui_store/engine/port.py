@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
+
+from agui_store.engine.trust import TrustedBlobs
 
 #: A run summary row: ``(pk, thread_id, run_id, parent run_id, lineage, sent parentRunId,
 #: has input, synthetic, created_at, event count, last seq, updated_at, outcome, hash)``.
@@ -39,6 +41,33 @@ ReplicaRun = tuple[Any, ...]
 
 #: A batch as recorded: ``(run pk, first_seq, last_seq, outcome, appended_at, hash)``.
 BatchRow = tuple[int, int, int, "str | None", int, bytes]
+class ConversationRow(NamedTuple):
+    """A conversation's record as stored (pydantic-ai's ``ConversationRecord``, its JSON
+    beside the columns a lookup needs)."""
+
+    pk: int
+    conversation_id: str
+    head_id: str | None  # the entry_id of its head entry
+    scope: str | None
+    revision: str
+    updated_at: int
+    record: str  # the whole record, as JSON text
+    hash: bytes
+    branches: str  # the entry_ids of its branches' tips, as a JSON array
+
+
+class EntryRow(NamedTuple):
+    """A conversation entry as stored, with the hashes that verify it."""
+
+    entry_id: str
+    parent_id: str | None
+    kind: str
+    message: str  # JSON text
+    hash: bytes
+    message_hash: bytes
+    parent_hash: bytes | None
+
+
 #: ``thread_facts``: (newest run, has branches, {run: last seq}, the cached view stands,
 #: runs of the thread wait to be derived).
 ThreadFacts = tuple["int | None", bool, dict[int, int], bool, bool]
@@ -235,6 +264,10 @@ class Reading(Protocol):
     @property
     def connection(self) -> Any:
         """The driver's connection."""
+    def trusted_blobs(self) -> TrustedBlobs:
+        """What this transaction's connection has found of the blobs it read
+        (:mod:`agui_store.engine.trust`): the backend keeps one for each connection it
+        opens, for that connection's life, and the engine alone fills it."""
     def version(self) -> int | None:
         """A number that changes whenever another connection commits. ``None``: writers
         of other threads may commit at any time (PostgreSQL), so the engine keeps only what
@@ -252,17 +285,15 @@ class Reading(Protocol):
         ``probe_underived``, whether runs of the thread are underived (else ``False``)."""
 
     # pydantic-ai conversations (agui_store.engine.conversations)
-    def conversation(self, conversation_id: str) -> tuple[Any, ...] | None:
-        """``(pk, conversation_id, head entry_id, scope, revision, updated_at, record, hash,
-        branch entry_ids as a JSON array)``, or ``None``."""
-    def conversations(self, scope: str | None, limit: int) -> list[tuple[Any, ...]]:
+    def conversation(self, conversation_id: str) -> ConversationRow | None:
+        """A conversation's record, or ``None``."""
+    def conversations(self, scope: str | None, limit: int) -> list[ConversationRow]:
         """Records as :meth:`conversation` gives them, newest ``updated_at`` first (ties: the
         first created first), of ``scope`` (``None``: all), at most ``limit``."""
-    def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]:
-        """``(entry_id, parent entry_id, kind, message, hash, message hash, parent's hash)``
-        of the last ``limit`` entries of the history ending at ``head_id``, root first, in
+    def conversation_history(self, head_id: str, limit: int) -> list[EntryRow]:
+        """The last ``limit`` entries of the history ending at ``head_id``, root first, in
         one statement (none: no such entry)."""
-    def conversation_entry(self, entry_id: str) -> tuple[Any, ...] | None:
+    def conversation_entry(self, entry_id: str) -> EntryRow | None:
         """One entry as :meth:`conversation_history` gives it, or ``None``."""
     def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None:
         """``(pk, hash, conversation that stored it)``, or ``None``."""
@@ -351,11 +382,13 @@ class Inspecting(Reading, Protocol):
         what a batch's hash covers."""
 
     # pydantic-ai conversations, for check()
-    def every_conversation_message(self) -> list[tuple[Any, ...]]:
+    def every_conversation_message(self) -> list[tuple[int, bytes, str]]:
         """``(pk, hash, message)`` by pk."""
-    def every_conversation_entry(self) -> list[tuple[Any, ...]]:
+    def every_conversation_entry(
+        self,
+    ) -> list[tuple[int, str, int | None, int, str, str, bytes]]:
         """``(pk, entry_id, parent, message, kind, conversation, hash)`` by pk."""
-    def every_conversation(self) -> list[tuple[Any, ...]]:
+    def every_conversation(self) -> list[ConversationRow]:
         """Every record as :meth:`conversation` gives it, by pk."""
     def unused_conversation_messages(self) -> list[int]:
         """Messages no entry holds."""

@@ -44,6 +44,7 @@ from agui_store.backends import progress
 from agui_store.backends.postgres import schema, sql
 from agui_store.backends.postgres.transaction import PostgresTransaction
 from agui_store.engine import derivation
+from agui_store.engine.trust import TrustedBlobs
 
 #: SQLSTATE classes and codes of a server going away: the connection is gone or going.
 _GONE = (
@@ -152,6 +153,7 @@ class PostgresBackend:
         self._writing: PostgresTransaction | None = None  # the write under way, if any
         self._prepared_on: Any = None  # the connection the store's statements are prepared on
         self._conn = self._connect()  # errors in the URL, the server or the schema: now
+        self._trusted = TrustedBlobs()  # what the connection verified of its blobs
 
     # --- connections ------------------------------------------------------------------------
 
@@ -189,6 +191,7 @@ class PostgresBackend:
             self.after_fork()
         if self._conn is None:
             self._conn = self._connect()
+            self._trusted = TrustedBlobs()
         return self._conn
 
     def connection(self) -> Any:
@@ -274,11 +277,11 @@ class PostgresBackend:
             return
         conn = self._db
         if conn.info.transaction_status != TransactionStatus.IDLE:
-            yield PostgresTransaction(conn)  # nested in a transaction: it is that one's
+            yield PostgresTransaction(conn, trusted=self._trusted)  # nested: that one's
             return
         conn = self._begin(sql.BEGIN_READING)
         try:
-            yield PostgresTransaction(conn)
+            yield PostgresTransaction(conn, trusted=self._trusted)
         except BaseException as e:
             self._end(conn, rollback=True)
             if isinstance(e, Exception) and not isinstance(e, errors.AguiStoreError):
@@ -311,7 +314,7 @@ class PostgresBackend:
                 self.on_write_locked(thread_id)
             return conn, rows
 
-        tx = PostgresTransaction(None, begin=begin)
+        tx = PostgresTransaction(None, begin=begin, trusted=self._trusted)
         self._writing = tx
         try:
             yield tx

@@ -15,6 +15,7 @@ from typing import Any
 from agui_store.backends.sqlite import connection
 from agui_store.backends.sqlite.transaction import SqliteTransaction
 from agui_store.engine import integrity
+from agui_store.engine.trust import TrustedBlobs
 from agui_store.errors import AguiStoreError
 from agui_store.records import CheckReport
 
@@ -38,6 +39,7 @@ class SqliteBackend:
         self.busy_timeout_ms = busy_timeout_ms
         self._conn: Any = connection.connect(path, busy_timeout_ms=busy_timeout_ms)
         self._pid = os.getpid()
+        self._trusted = TrustedBlobs()  # what the connection verified of its blobs
 
     @property
     def _db(self) -> Any:
@@ -48,6 +50,7 @@ class SqliteBackend:
             # closed it): open its own.
             self._conn = connection.connect(self.where, busy_timeout_ms=self.busy_timeout_ms)
             self._pid = os.getpid()
+            self._trusted = TrustedBlobs()
         return self._conn
 
     def connection(self) -> Any:
@@ -59,7 +62,7 @@ class SqliteBackend:
         """A read transaction on one snapshot of the file."""
         conn = self._db
         with connection.snapshot(conn):
-            yield SqliteTransaction(conn)
+            yield SqliteTransaction(conn, self._trusted)
 
     @contextlib.contextmanager
     def writing(self, thread_id: str | None = None) -> Iterator[SqliteTransaction]:
@@ -67,7 +70,7 @@ class SqliteBackend:
         """The write transaction (``BEGIN IMMEDIATE``): one writer at a time on a file."""
         conn = self._db
         with connection.immediate(conn):
-            yield SqliteTransaction(conn)
+            yield SqliteTransaction(conn, self._trusted)
 
     def close(self) -> None:
         """Close the connection (the last one checkpoints the WAL); later calls raise."""

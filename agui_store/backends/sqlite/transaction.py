@@ -21,6 +21,7 @@ from agui_store.backends.named_queries import NamedQueries
 from agui_store.backends.sqlite import checks, schema, sql
 from agui_store.codec import ingest
 from agui_store.engine.port import BatchRow, RunSummary, ThreadFacts
+from agui_store.engine.trust import TrustedBlobs
 
 
 def _json_keys(keys: Iterable[int]) -> str:
@@ -32,11 +33,18 @@ def _json_keys(keys: Iterable[int]) -> str:
 class SqliteTransaction(NamedQueries):
     """Reads and writes on one apsw connection, inside a transaction its backend opened."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "_trusted")
     sql: ClassVar[ModuleType] = sql
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, trusted: TrustedBlobs | None = None) -> None:
+        """On ``conn``; ``trusted``: what the connection verified of its blobs (its
+        backend's; by default, nothing: a transaction opened on its own trusts nothing)."""
         self._conn = conn
+        self._trusted = TrustedBlobs() if trusted is None else trusted
+
+    def trusted_blobs(self) -> TrustedBlobs:
+        """See :meth:`agui_store.engine.port.Reading.trusted_blobs`."""
+        return self._trusted
 
     def _execute(self, statement: str, args: Any) -> Any:
         return self._conn.execute(statement, args)
