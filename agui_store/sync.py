@@ -76,6 +76,9 @@ class CopyResult:
         branches: branches created or moved forward.
         conversations: pydantic-ai conversations linked to the threads that the
             destination lacked or held at an older revision, written.
+        erased: threads the destination held that the source erased: erased there too.
+        left_erased: threads the destination erased, which the copy did not bring back
+            (``restore_erased=True`` does).
     """
 
     threads: int = 0
@@ -86,6 +89,8 @@ class CopyResult:
     runs_extended: int = 0
     branches: int = 0
     conversations: int = 0
+    erased: int = 0
+    left_erased: int = 0
 
 
 # --- the API --------------------------------------------------------------------------------
@@ -125,6 +130,7 @@ def copy(
     scope: str | None = None,
     force: bool = False,
     progress: ProgressCallback | None = None,
+    restore_erased: bool = False,
 ) -> CopyResult:
     """Copy threads from ``src`` to ``dst`` (open stores, or paths and
     ``postgresql://`` URLs, opened and closed here: the source must exist, the destination
@@ -137,6 +143,11 @@ def copy(
     instead of being refused. Runs are never forced: they are append-only on both sides.
 
     ``progress(copied, total)`` is called as events land.
+
+    Erasures (docs/guides/erasure.md): a thread the destination erased (it keeps a
+    tombstone, a hash of the id) is not copied back, unless ``restore_erased``; a copy of
+    every thread (no ``thread_id``) carries the source's erasures: the threads the source
+    erased and the destination holds are erased there, and their tombstones copied.
 
     Raises:
         SyncConflictError: both hold a run, a thread's owner or a branch with different
@@ -160,13 +171,16 @@ def copy(
             else:
                 thread_ids = stx.thread_ids(scope)
             done = replication.replicate(
-                stx, dtx, thread_ids, scope=scope, force=force, progress=progress
+                stx, dtx, thread_ids, scope=scope, force=force, progress=progress,
+                restore_erased=restore_erased, carry=thread_id is None,
             )
         # Derived data, as append would have written it (its own transactions: what is
         # left underived by an interruption is derived when next needed).
         if target.derive_on_append:
             for t in done.derive:
                 target.derive(t)
+        if done.erased:
+            target.purge()
         plans = done.plans
         return CopyResult(
             threads=len(done.touched),
@@ -177,6 +191,8 @@ def copy(
             runs_extended=sum(len(p.extended) for p in plans),
             branches=sum(len(p.branches) for p in plans),
             conversations=done.conversations,
+            erased=done.erased,
+            left_erased=done.left_erased,
         )
 
 

@@ -48,8 +48,34 @@ DROP TABLE search_messages;
 """
 
 
+#: Schema 14 added erasure: the erasure log, tombstones, checkpoint_segments and the
+#: indexes an erasure looks blobs up in; version 13 had none.
+UNDO_VERSION_14 = """
+DROP TRIGGER erasures_are_append_only_update;
+DROP TRIGGER erasures_are_append_only_delete;
+DROP TRIGGER erasures_are_append_only_replace;
+DROP TRIGGER checkpoints_list_segments;
+DROP TRIGGER checkpoints_unlist_segments;
+DROP INDEX lineage_digests_by_run;
+DROP INDEX checkpoints_by_state;
+DROP INDEX checkpoints_by_interrupts;
+DROP INDEX checkpoints_by_warnings;
+DROP INDEX checkpoints_by_chunks;
+DROP INDEX checkpoints_by_state_base;
+DROP TABLE checkpoint_segments;
+DROP TABLE tombstones;
+DROP TABLE erasures;
+"""
+
+
+def as_version_13(conn: Any) -> None:
+    """Give a current file (an apsw connection, foreign keys off) version 13's tables."""
+    conn.execute(UNDO_VERSION_14)
+
+
 def as_version_12(conn: Any) -> None:
     """Give a current file (an apsw connection, foreign keys off) version 12's tables."""
+    as_version_13(conn)
     conn.execute(UNDO_VERSION_13)
 
 
@@ -65,7 +91,7 @@ def as_version_10(conn: Any) -> None:
     conn.execute(UNDO_VERSION_11)
 
 
-# --- hashes over sequence numbers (before SQLite's version 14, PostgreSQL's version 6) ---------
+# --- hashes over sequence numbers (before SQLite's version 15, PostgreSQL's version 7) ---------
 
 _NONE = b"\xff" * 8
 

@@ -1189,6 +1189,29 @@ def test_the_application_role_of_the_readme_deployment_runs_the_whole_store(
         assert [r.run_id for r in s.runs("t")] == ["r1", "r2", "r3"]
 
 
+def test_the_application_role_erases_a_thread_through_the_schema_and_deletes_no_log_row_itself(
+    request: pytest.FixtureRequest,
+) -> None:
+    """``erase_log`` runs as the tables' owner: the application's role erases a thread
+    whole, cannot vacuum (the receipt says the purge did not finish: autovacuum's), and
+    its own DELETE on the log is still refused."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from tests.postgres_cluster import uri
+
+    _, app_dsn = request.getfixturevalue("deployment")  # test_postgres_schema's
+    app_url = uri({key: str(value) for key, value in conninfo_to_dict(app_dsn).items()})
+    with agui_store.open(app_url) as s:
+        s.append(run("gone", "r1", *say("m1", "forget me", "user")))
+        s.append(run("kept", "k1", *say("m2", "keep me", "user")))
+        receipt = s.delete_thread("gone")
+        assert (receipt.threads, receipt.runs, receipt.purged) == (1, 1, False)
+        assert s.threads() == ["kept"] and s.check().ok
+        with pytest.raises(psycopg.Error):
+            testing.connection(s).execute(f"DELETE FROM {schema.SCHEMA}.runs")
+        testing.connection(s).rollback()
+
+
 def test_a_database_that_does_not_exist_is_a_clear_store_error(store_url: str) -> None:
     missing = store_url.replace("postgresql:///agui_test_", "postgresql:///missing_")
     with pytest.raises(StorageError, match="cannot connect to postgresql:///missing_"):

@@ -374,6 +374,37 @@ def saved_entries(tx: port.Reading, thread_id: str) -> list[tuple[str, str, list
     return found
 
 
+def linked(tx: port.Reading, thread_id: str) -> set[str]:
+    """The conversations linked to an AG-UI thread: the one named by its id (pydantic-ai's
+    adapter names a conversation so) and every one its runs announced a save of."""
+    return {thread_id} | {conversation for _run, conversation, _ids in saved_entries(tx, thread_id)}
+
+
+def erase(tx: port.Writing, conversation_ids: Sequence[str], *, dry_run: bool) -> tuple[int, int]:
+    """Delete these conversations' records and release what nothing else reaches, as
+    :func:`delete_record` does, whatever their revision (an erasure is not a save that
+    could conflict): ``(records found, bytes of their records and histories)``. With
+    ``dry_run`` nothing is deleted."""
+    found = size = 0
+    for conversation_id in sorted(conversation_ids):
+        stored = tx.conversation(conversation_id)
+        if stored is None:
+            continue
+        found += 1
+        record = _record(stored)
+        size += len(record.record.encode("utf-8", "surrogatepass"))
+        tips = [t for t in (record.head_id, *record.branches) if t is not None]
+        for tip in tips:
+            for row in tx.conversation_history(tip, EVERY):
+                size += len(str(row[3]).encode("utf-8", "surrogatepass"))
+        if dry_run:
+            continue
+        tip_keys = [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))]
+        tx.delete_conversation(int(stored[0]))
+        _release(tx, tip_keys)
+    return found, size
+
+
 def entry_conversation(tx: port.Reading, entry_id: str) -> str | None:
     """The conversation whose save stored an entry, or ``None``: no such entry."""
     key = tx.conversation_entry_key(entry_id)

@@ -7,7 +7,7 @@ should be. Its users:
 - the migration to schema version 8 writes them, for files written before hashes existed
   (:mod:`agui_store.backends.sqlite.migrations`);
 - the migrations that rehash a store written when a batch's hash covered the store's own
-  sequence numbers (:func:`rehash`; SQLite's version 14, PostgreSQL's version 6): every run,
+  sequence numbers (:func:`rehash`; SQLite's version 15, PostgreSQL's version 7): every run,
   batch and checkpoint gets the hash of its content, which another store holding the same
   runs computes alike;
 - ``check()`` compares them with what is stored, link by link: each run's input against its

@@ -260,6 +260,30 @@ class Reading(Protocol):
     def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
         """The ids of the stored blobs among ``addresses``, by address."""
 
+    # erasure (agui_store.engine.erasure)
+    def idle_threads(self, before: int, scope: str | None) -> list[int]:
+        """Threads (of an owner; ``None``: all) created before ``before`` (milliseconds since
+        the epoch), with no batch appended since and no run left open, oldest first."""
+    def erased_log(self, run_pks: Sequence[int]) -> tuple[int, int, list[tuple[int, int]]]:
+        """What erasing these runs takes out of the log: ``(events, bytes of their payloads
+        and recorded inputs, the batches' [first_seq, last_seq] ranges by first_seq)``."""
+    def erased_checkpoints(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
+        """``(run, state, interrupts, warnings, manifest, tail)`` of these runs' checkpoints."""
+    def blobs_used_elsewhere(self, blob_ids: Sequence[int], run_pks: Sequence[int]) -> set[int]:
+        """The blobs among ``blob_ids`` that a checkpoint of a run not among ``run_pks``
+        refers to itself (its state, interrupts, warnings, manifest or a tail segment)."""
+    def manifests_elsewhere(self, run_pks: Sequence[int]) -> list[int]:
+        """The manifests of the checkpoints of runs not among ``run_pks``, each once."""
+    def blob_bytes(self, blob_ids: Sequence[int]) -> int:
+        """The stored size of these blobs."""
+    def erasures(self) -> list[tuple[Any, ...]]:
+        """``(id, erased_at, verb, threads, runs, events, conversations, bytes, seqs, hash)``
+        of every erasure the store logged, in order (``seqs``: JSON text)."""
+    def tombstoned(self, hashes: Sequence[bytes]) -> set[bytes]:
+        """The thread hashes among ``hashes`` that have a tombstone."""
+    def tombstones(self) -> list[tuple[bytes, int]]:
+        """``(thread hash, erased_at)`` of every tombstone."""
+
     # what is not behind the port: agui_store.testing hands tests the driver's connection
     @property
     def connection(self) -> Any:
@@ -493,6 +517,24 @@ class Writing(Reading, Protocol):
     def delete_unused_conversation_message(self, pk: int) -> None:
         """Delete the message unless an entry still holds it."""
 
+    def erasing(self) -> None:
+        """The transaction is an erasure's: its statements each touch a few rows of large
+        tables, by key. A backend may plan them so (PostgreSQL: index scans, which stale
+        statistics can otherwise lose to whole-table scans); SQLite needs nothing."""
+    def erase_derived(self, run_pks: Sequence[int], blob_ids: Sequence[int]) -> None:
+        """Delete the derived data of these runs (checkpoints, lineage digests, underived
+        marks) and these blobs."""
+    def erase_log(self, thread_pks: Sequence[int], run_pks: Sequence[int]) -> None:
+        """Delete every logged row of these threads and runs (events, echo references,
+        batches, branches, the runs and the threads), the log's append-only guards lifted
+        for this alone. Their derived data is gone already (:meth:`erase_derived`)."""
+    def insert_erasure(self, row: tuple[Any, ...]) -> None:
+        """Log an erasure: ``(erased_at, verb, threads, runs, events, conversations, bytes,
+        seqs, hash)``."""
+    def insert_tombstones(self, rows: Sequence[tuple[bytes, int]]) -> None:
+        """``(thread hash, erased_at)`` rows; a hash already there stays as it is."""
+    def delete_tombstones(self, hashes: Sequence[bytes]) -> None:
+        """Remove the tombstones of these thread hashes."""
     # full-text search (agui_store.engine.search)
     def index_messages(
         self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]
@@ -525,6 +567,11 @@ class Backend(Protocol):
         """The driver's connection, for :mod:`agui_store.testing` only."""
     def after_fork(self) -> None:
         """In a forked child: drop the parent's connection; the next use opens a new one."""
+    def purge(self) -> bool:
+        """After an erasure committed: make what it deleted unreadable where the database
+        keeps old copies (SQLite: the WAL copied into the file and emptied; PostgreSQL: the
+        tables it touched vacuumed). Whether that finished (SQLite: not while a reader
+        holds pages of an older snapshot)."""
 
 
 __all__ = [

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agui_store.engine import conversations, port
+from agui_store.engine import clock, conversations, erasure, port
 from agui_store.errors import HashMismatchError, SyncConflictError
 from agui_store.history import hashing
 
@@ -678,18 +678,56 @@ def write_conversation(dst: port.Writing, plan: ConversationPlan) -> bool:
     return True
 
 
+# --- erasures: kept out of a copy, carried by it (agui_store.engine.erasure) -----------------
+
+
+def leave_erased(dst: port.Writing, thread_ids: Sequence[str], restore: bool) -> list[str]:
+    """The threads to copy: those the destination erased (it holds their tombstones) are
+    left out, unless ``restore``, which takes their tombstones away to copy them back."""
+    hashes = {erasure.thread_hash(t): t for t in thread_ids}
+    erased = dst.tombstoned(sorted(hashes)) if hashes else set()
+    if restore:
+        if erased:
+            dst.delete_tombstones(sorted(erased))
+        return list(thread_ids)
+    gone = {hashes[h] for h in erased}
+    return [t for t in thread_ids if t not in gone]
+
+
+def carry_erasures(src: port.Reading, dst: port.Writing, scope: str | None) -> int:
+    """The source's tombstones, of threads it no longer holds, carried to the destination;
+    the threads they name that the destination holds (of ``scope``'s, with one) are erased
+    there, logged as erased by ``copy``. How many were."""
+    held = {erasure.thread_hash(t) for t in src.thread_ids(None)}
+    stones = [(h, at) for h, at in src.tombstones() if h not in held]
+    if not stones:
+        return 0
+    carried = {h for h, _ in stones}
+    doomed = [t for t in dst.thread_ids(scope) if erasure.thread_hash(t) in carried]
+    pks = [found[0] for t in doomed if (found := dst.thread(t)) is not None]
+    if pks:
+        erasure.erase(dst, pks, "copy", clock.now_ms())
+    dst.insert_tombstones(stones)
+    return len(pks)
+
+
 # --- a whole copy ---------------------------------------------------------------------------
 
 
 @dataclass
 class Replicated:
-    """What :func:`replicate` wrote, and the threads whose runs are left to derive."""
+    """What :func:`replicate` wrote, and the threads whose runs are left to derive.
+
+    ``erased``: threads of the destination erased because the source erased them;
+    ``left_erased``: threads the destination erased, left out of the copy."""
 
     plans: list[ThreadPlan]
     conversations: int
     events: int
     touched: list[str]
     derive: list[str]
+    erased: int = 0
+    left_erased: int = 0
 
 
 def replicate(
@@ -700,11 +738,19 @@ def replicate(
     scope: str | None = None,
     force: bool = False,
     progress: ProgressCallback | None = None,
+    restore_erased: bool = False,
+    carry: bool = False,
 ) -> Replicated:
     """Copy ``thread_ids`` from ``src`` into ``dst`` with the conversations linked to them
     (of ``scope`` only, when one is given), inside the destination's one write transaction:
     every thread and conversation is compared first, so that a conflict anywhere leaves
-    the destination as it was."""
+    the destination as it was.
+
+    A thread the destination erased is left out (:func:`leave_erased`), unless
+    ``restore_erased``; with ``carry``, the source's erasures are carried to the
+    destination after the copy (:func:`carry_erasures`)."""
+    wanted = len(thread_ids)
+    thread_ids = leave_erased(dst, thread_ids, restore_erased)
     plans = [plan_thread(src, dst, t, force) for t in thread_ids]
     talks: list[ConversationPlan] = []
     seen: set[str] = set()
@@ -727,4 +773,8 @@ def replicate(
         if writer.thread(plan):
             derive.append(plan.thread_id)
     written = sum(write_conversation(dst, talk) for talk in talks)
-    return Replicated(plans, written, writer.done, touched, derive)
+    erased = carry_erasures(src, dst, scope) if carry else 0
+    return Replicated(
+        plans, written, writer.done, touched, derive, erased, wanted - len(thread_ids)
+    )
+

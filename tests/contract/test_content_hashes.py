@@ -73,13 +73,19 @@ def test_a_store_hashed_over_its_sequence_numbers_is_rehashed_when_opened_and_ch
 ) -> None:
     with agui_store.open(store_location) as store:
         sample_history(store)
+        # An erasure too: its log entry must verify after the rehash, its hole stay logged.
+        record_run(store, "gone", "g1", with_input=True)
+        store.delete_thread("gone")
         store.derive()
         expected = hashes(store)
         assert checked(store)
+        erasures = store.check().erasures
+        assert len(erasures) == 1
     assert as_sequence_hashed(store_location) > 0
     with agui_store.open(store_location) as store:
         assert hashes(store) == expected
         assert checked(store)
+        assert store.check().erasures == erasures
         # What is appended afterwards chains onto the rehashed runs.
         record_run(store, "t1", "r6", parent="r3", with_input=True)
         assert checked(store)

@@ -13,7 +13,7 @@ from agui_store.engine import log_hashes
 
 
 def rehash(conn: Any) -> None:
-    """Version 6: every run's, batch's and checkpoint's hash recomputed from the log, now
+    """Version 7: every run's, batch's and checkpoint's hash recomputed from the log, now
     that a batch's hash covers its events' positions, not the store's sequence numbers
     (:func:`agui_store.engine.log_hashes.rehash`). The append-only triggers of runs and
     batches are disabled for the two updates and enabled again in the same transaction
@@ -40,4 +40,4 @@ def rehash(conn: Any) -> None:
 
 
 #: The steps by version.
-BACKFILLS: dict[int, Callable[[Any], None]] = {6: rehash}
+BACKFILLS: dict[int, Callable[[Any], None]] = {7: rehash}
