@@ -370,17 +370,23 @@ class Store:
         source: str | os.PathLike[str] | Any,
         *,
         progress: Callable[[int], None] | None = None,
+        restore_erased: bool = False,
     ) -> archive.ArchiveResult:
         """Import an archive :meth:`export_archive` wrote, whole or not at all: what the
         store lacks of it is added as it was recorded (same run ids, parents, inputs,
         events, status, times, content hashes, branches, owners and conversations), and
         what it holds already is left as it is, so importing again adds nothing.
 
+        A thread this store erased (it keeps a tombstone) is left out with its
+        conversations, as :func:`agui_store.copy` leaves it, and counted in
+        ``left_erased``; ``restore_erased=True`` takes the tombstone away and imports it.
+
         Read a line at a time, landed a thread at a time, all in one write transaction.
 
         Args:
             source: a path, or a binary file object.
             progress: called with the size of each line read.
+            restore_erased: import threads this store erased, too.
 
         Raises:
             InvalidArgumentError: a line that is not an archive record, or a cut archive.
@@ -399,7 +405,8 @@ class Store:
                 where, handle = getattr(source, "name", "the archive"), source
             with self.replicating() as tx:
                 result, underived = archive.import_lines(
-                    tx, handle, where=str(where), progress=progress
+                    tx, handle, where=str(where), progress=progress,
+                    restore_erased=restore_erased,
                 )
         if underived and self.derive_on_append:
             self.derive()  # what the import left, as append would have derived it

@@ -279,6 +279,14 @@ def test_export_all_writes_the_archive_and_import_gives_back_the_store_then_adds
         assert shown[0] == shown[1]
     whole = cli("export", "--all", db=other).stdout.encode()
     assert whole == archive.read_bytes()  # the export of the imported store: the same bytes
+    # A thread the store erased stays erased, unless the import is told to restore it.
+    cli("delete", "--thread", thread, "--yes", db=other)
+    left = cli("import", str(archive), db=other)
+    assert left.stdout.startswith("imported 0 threads, 0 runs, 0 events")
+    assert left.stderr == "left out 1 thread this store erased (--restore-erased imports them)\n"
+    back = cli("import", str(archive), "--restore-erased", db=other)
+    assert back.stdout.startswith("imported 1 thread, 3 runs, 49 events, 2 branches")
+    assert cli("export", "--all", db=other).stdout.encode() == archive.read_bytes()
 
 
 def test_an_ag_ui_export_or_import_says_what_it_leaves_out(tmp_path: Path) -> None:

@@ -181,9 +181,21 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
                     "an archive names its threads and holds whole runs: --thread and "
                     "--no-sequence-check do not apply to it"
                 )
-            summary = store.import_archive(handle, progress=progress.advance)
+            summary = store.import_archive(
+                handle, progress=progress.advance, restore_erased=args.restore_erased
+            )
             out.write(f"imported {_archive_counts(summary)} into {store.path}\n")
+            if summary.left_erased:
+                sys.stderr.write(
+                    f"left out {counted(summary.left_erased, 'thread')} this store erased "
+                    "(--restore-erased imports them)\n"
+                )
             return 0
+        if args.restore_erased:
+            raise InvalidArgumentError(
+                "--restore-erased applies to an archive (export --all); an AG-UI event file "
+                "is appended as new writes"
+            )
         result = store.import_file(
             _CountedReads(handle, progress),
             thread_id=args.thread,
@@ -848,6 +860,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--thread", help="thread id for events that start no run")
     p.add_argument("--no-sequence-check", action="store_true",
                    help="keep well-formed but out-of-sequence streams")
+    p.add_argument("--restore-erased", action="store_true",
+                   help="import an archive's threads this store erased (else they are left out)")
     for name in ("runs", "branches"):
         parsers[name].add_argument("--thread", help="the thread (required)")
         # The positional form came first; it still works, with a note on stderr.

@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from agui_store.engine import conversations, port, replication
+from agui_store.engine import conversations, erasure, port, replication
 from agui_store.errors import HashMismatchError, InvalidArgumentError, SchemaVersionError
 from agui_store.history import hashing
 
@@ -51,6 +51,9 @@ class ArchiveResult:
         events: events written (an import: events the store lacked).
         branches: branches written (an import: created or moved forward).
         conversations: pydantic-ai conversations written (an import: created or moved on).
+        left_erased: an import: threads the store erased (it holds their tombstones),
+            left out with the conversations the archive links to them
+            (``restore_erased=True`` imports them).
     """
 
     threads: int = 0
@@ -58,6 +61,7 @@ class ArchiveResult:
     events: int = 0
     branches: int = 0
     conversations: int = 0
+    left_erased: int = 0
 
 
 # --- writing ---------------------------------------------------------------------------------
@@ -454,9 +458,14 @@ class _Reader:
     """Reads an archive's lines into sections and lands each one as it ends."""
 
     def __init__(
-        self, dst: port.Writing, where: str, progress: Callable[[int], None] | None
+        self,
+        dst: port.Writing,
+        where: str,
+        progress: Callable[[int], None] | None,
+        restore_erased: bool = False,
     ) -> None:
         self.dst = dst
+        self.restore_erased = restore_erased
         self.where = where
         self.progress = progress
         self.result = ArchiveResult()
@@ -624,6 +633,8 @@ class _Reader:
         """Write what the section read that the store lacks."""
         section = self.section
         dst = self.dst
+        if self._erased(section):
+            return
         if section.thread_id is not None:
             _verify(section)
             plan = replication.plan_thread(section, dst, section.thread_id)
@@ -642,6 +653,31 @@ class _Reader:
             self.result.conversations += replication.write_conversation(dst, talk)
 
 
+    def _erased(self, section: _Section) -> bool:
+        """Whether the store erased the section's thread, which is then left out with the
+        conversations that follow it, as ``copy`` leaves it (its tombstone is taken away
+        to import it anew when restoring). A conversation of the closing section named by
+        an erased thread's id is left out as well."""
+        dst = self.dst
+        if section.thread_id is None:
+            names = {erasure.thread_hash(cid): cid for cid in section.records}
+            stones = dst.tombstoned(sorted(names)) if names else set()
+            if stones and self.restore_erased:
+                dst.delete_tombstones(sorted(stones))
+            elif stones:
+                for stone in stones:
+                    del section.records[names[stone]]
+            return False
+        stone = erasure.thread_hash(section.thread_id)
+        if not dst.tombstoned([stone]):
+            return False
+        if self.restore_erased:
+            dst.delete_tombstones([stone])
+            return False
+        self.result.left_erased += 1
+        return True
+
+
 def _need(value: Any, name: str, where: str) -> Any:
     if value is None:
         raise InvalidArgumentError(f"{where}: the record has no {name}")
@@ -654,9 +690,12 @@ def import_lines(
     *,
     where: str,
     progress: Callable[[int], None] | None = None,
+    restore_erased: bool = False,
 ) -> tuple[ArchiveResult, bool]:
     """Import an archive's lines into ``dst`` (one write transaction): what it added, and
-    whether it left runs to derive. ``progress(n)`` is called with each line's size.
+    whether it left runs to derive. ``progress(n)`` is called with each line's size. A
+    thread ``dst`` erased is left out (counted in ``left_erased``), unless
+    ``restore_erased``.
 
     Raises:
         InvalidArgumentError: a line that is not an archive record, or a cut archive.
@@ -664,7 +703,7 @@ def import_lines(
         HashMismatchError: a record, input or event that is not the one its hash covers.
         SyncConflictError: as ``copy`` raises it.
     """
-    reader = _Reader(dst, where, progress)
+    reader = _Reader(dst, where, progress, restore_erased)
     reader.read(lines)
     return reader.result, reader.underived
 

@@ -220,3 +220,30 @@ def test_a_thread_exports_alone_with_its_conversation_and_a_scope_exports_its_ow
             store.import_archive(io.BytesIO(one))
             assert store.threads() == ["t1"]
         assert conversations_of(str(Path(folder) / "one.db"), ["t1", "solo"])["solo"] is None
+
+
+def test_an_import_leaves_out_a_thread_the_store_erased_and_restores_it_only_when_asked(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        record_run(store, "t1", "r1", with_input=True)
+        record_run(store, "t2", "q1")
+    save_conversations(store_location, [("t1", 1, False)])
+    with agui_store.open(store_location) as store:
+        archive = exported(store)
+        kept = everything(store)
+        store.delete_thread("t1")
+        erased = dump(store_location)
+        left = store.import_archive(io.BytesIO(archive))
+        assert (left.left_erased, left.threads, left.runs, left.conversations) == (1, 0, 0, 0)
+    assert dump(store_location) == erased  # nothing of the erased thread came back
+    assert conversations_of(store_location, ["t1"])["t1"] is None
+    with agui_store.open(store_location) as store:
+        back = store.import_archive(io.BytesIO(archive), restore_erased=True)
+        assert (back.left_erased, back.threads, back.conversations) == (0, 1, 1)
+        # The same runs, hashes and reads; only the thread order is the import's.
+        now = everything(store)
+        assert now.pop("threads") == ["t2", "t1"] and kept.pop("threads") == ["t1", "t2"]
+        assert now == kept and checked(store)
+        assert [e.verb for e in store.check().erasures] == ["delete_thread"]
+    assert conversations_of(store_location, ["t1"])["t1"] is not None
