@@ -3,6 +3,8 @@ keeps code."""
 
 from __future__ import annotations
 
+import importlib.metadata as _metadata
+
 from agui_store.artifact import ArtifactError, export_artifact, load_artifact, validate_artifact
 from agui_store.errors import (
     AguiStoreError,
@@ -46,6 +48,12 @@ from agui_store.slim import slim
 from agui_store.store import Store, open
 from agui_store.sync import CopyResult, copy
 
+try:
+    #: The installed distribution's version (``agui-store --version`` prints it).
+    __version__: str = _metadata.version("agui-store")
+except _metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+    __version__ = "0+unknown"
+
 __all__ = [
     "EVENT_TYPES",
     "LEGACY_EVENT_TYPES",
@@ -84,6 +92,7 @@ __all__ = [
     "SyncConflictError",
     "Thread",
     "ViewChange",
+    "__version__",
     "compact_events",
     "copy",
     "export_artifact",

@@ -39,7 +39,7 @@ def test_the_demo_names_two_branches_that_differ_prints_their_diff_and_ends_with
     tmp_path: Path,
 ) -> None:
     out = cli("demo", cwd=tmp_path).stdout
-    thread = json.loads(cli("threads", "--json", cwd=tmp_path).stdout)[0]
+    thread = json.loads(cli("threads", "--json", cwd=tmp_path).stdout)[0]["threadId"]
     branches = json.loads(cli("branches", thread, "--json", cwd=tmp_path).stdout)
     named = {b["name"]: b["runId"] for b in branches if not b["default"]}
     assert named == {"porto": "run-2", "fahrenheit": "run-3"}
@@ -113,7 +113,10 @@ def test_log_show_branch_and_compacted_export_work_together(tmp_path: Path) -> N
             {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"},
         ]
     cli("import", str(sse_file(tmp_path / "s.sse", events)), db=db)
-    assert cli("threads", db=db).stdout.split() == ["t"]
+    table = cli("threads", db=db).stdout.splitlines()
+    assert table[0].split() == ["THREAD", "OWNER", "RUNS", "BRANCHES", "LAST", "ACTIVITY",
+                                "FIRST", "WORDS"]
+    assert [row.split()[:4] for row in table[1:]] == [["t", "-", "3", "0"]]
     runs = cli("runs", "--thread", "t", db=db).stdout
     assert [line.split()[0] for line in runs.splitlines()] == [
         "r0",
@@ -171,7 +174,7 @@ def test_an_output_path_naming_the_store_or_a_database_is_refused_and_nothing_ch
     (tmp_path / "link-to-store").symlink_to(db)
     (tmp_path / "link-to-other").symlink_to(other)
     before = {p: p.read_bytes() for p in (db, other)}
-    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]
+    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]["threadId"]
     for target in [db, tmp_path / "link-to-store", tmp_path / ".." / tmp_path.name / "chat.db",
                    other, tmp_path / "link-to-other", tmp_path]:
         proc = cli(command, "HEAD", "--thread", thread, "-o", str(target), db=db, ok=False)
@@ -191,7 +194,7 @@ def test_an_export_replaces_a_plain_file_through_a_symlink_and_keeps_the_link(
     real.write_text("old\n", encoding="utf-8")
     link = tmp_path / "link.jsonl"
     link.symlink_to(real)
-    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]
+    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]["threadId"]
     cli("export", "HEAD", "--thread", thread, "--format", "jsonl", "-o", str(link), db=db)
     assert link.is_symlink()
     lines = real.read_text(encoding="utf-8").splitlines()
@@ -225,7 +228,7 @@ def test_a_command_that_only_reads_refuses_a_store_path_that_names_no_file(
 def test_runs_and_branches_take_the_thread_as_every_command_does(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     cli("demo", db=db)
-    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]
+    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]["threadId"]
     for command in ("runs", "branches"):
         proc = cli(command, "--thread", thread, db=db)
         assert proc.stdout and proc.stderr == "", command
@@ -234,10 +237,14 @@ def test_runs_and_branches_take_the_thread_as_every_command_does(tmp_path: Path)
         assert old.stdout == proc.stdout
         assert f"use agui-store {command} --thread {thread}" in old.stderr
         assert "deprecated" in old.stderr
-        missing = cli(command, db=db, ok=False)
-        assert missing.returncode == 2 and "--thread" in missing.stderr
+        # One thread: it is the one; several: name one.
+        assert cli(command, db=db).stdout == proc.stdout
         both = cli(command, thread, "--thread", "other", db=db, ok=False)
         assert both.returncode == 2 and "two threads" in both.stderr
+    cli("demo", db=db)
+    for command in ("runs", "branches"):
+        missing = cli(command, db=db, ok=False)
+        assert missing.returncode == 1 and "--thread" in missing.stderr
 
 
 def test_every_command_that_takes_a_thread_takes_it_as_the_thread_option() -> None:
