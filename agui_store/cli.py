@@ -126,7 +126,9 @@ def _view_ids(store: Store, run_id: str | None, thread_id: str) -> set[str]:
 
 
 def _summaries(store: Store, runs: Sequence[Run]) -> dict[str, str]:
-    """``{run id: the words it added}`` for runs of one thread, each view read once."""
+    """``{run id: its label}`` for runs of one thread, each view read once: the first user
+    message the run added to its lineage parent's view (the question a forked run or an
+    edit asked, never one it inherited), else the last one its view holds."""
     ids: dict[str, set[str]] = {}
     words: dict[str, str] = {}
     for run in sorted(runs, key=lambda r: r.created_at):
@@ -136,11 +138,12 @@ def _summaries(store: Store, runs: Sequence[Run]) -> dict[str, str]:
         if before is None:
             before = _view_ids(store, parent, run.thread_id)
         ids[run.run_id] = {str(m.get("id")) for m in messages}
-        words[run.run_id] = next(
-            (content_text(m.get("content")) for m in messages
-             if m.get("role") == "user" and str(m.get("id")) not in before),
-            "",
-        )
+        asked = [m for m in messages if m.get("role") == "user"]
+        added = [m for m in asked if str(m.get("id")) not in before]
+        # A run that added no question (a regenerate, a tool result sent back) answers the
+        # last one its view holds.
+        said = added[0] if added else asked[-1] if asked else None
+        words[run.run_id] = content_text(said.get("content")) if said is not None else ""
     return words
 
 
