@@ -19,8 +19,9 @@ from typing import Any, BinaryIO, NoReturn, TextIO, cast
 
 from agui_store.backends.sqlite import connection
 from agui_store.codec.output import FORMATS, serialize
-from agui_store.engine import arguments
+from agui_store.engine import arguments, conversations
 from agui_store.engine.arguments import path_text
+from agui_store.engine.conversations import Continuation
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
@@ -416,11 +417,45 @@ def _next_page_command(args: argparse.Namespace, thread_id: str, cursor: str) ->
 def cmd_show(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``show REF``: the restored run as a transcript (``--json``: the checkout)."""
     co = store.checkout(args.ref, thread_id=args.thread)
+    continued = _model_continued_from(store, co.run)
     if args.json:
-        out.write(json.dumps(co.to_json(), indent=2, ensure_ascii=False) + "\n")
+        shown = co.to_json()
+        if continued is not None:
+            shown["modelContinuedFrom"] = {
+                "conversationId": continued.conversation_id, "entryId": continued.entry_id,
+                "savedBy": continued.saved_by, "lineageEntry": continued.lineage_entry,
+                "diverged": continued.diverged,
+            }
+        out.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
     else:
         out.write(transcript(co) + "\n")
+        if continued is not None and continued.diverged:
+            out.write(printable(_diverged_note(continued)) + "\n")
     return 0
+
+
+def _model_continued_from(store: Store, run: Run) -> Continuation | None:
+    """Where the model's history began, for a run that saved pydantic-ai conversation
+    entries (``None`` for any other run: read only when the run announced a save)."""
+    events = store.events(run.run_id, thread_id=run.thread_id)
+    if not any(e.get("type") == "CUSTOM" and e.get("name") == conversations.SAVED_EVENT
+               for e in events):
+        return None
+    lineage = [r.run_id for r in store.log(run.run_id, thread_id=run.thread_id)]
+    return conversations.continuation(store, run.thread_id, lineage)
+
+
+def _diverged_note(continued: Continuation) -> str:
+    """What ``show`` says under a run whose model saw another history than the AG-UI log."""
+    start = (f"entry {continued.entry_id}" if continued.entry_id is not None
+             else "the conversation's start")
+    by = f", saved by run {continued.saved_by}" if continued.saved_by else ""
+    return (
+        f"\nnote: the model continued from conversation {continued.conversation_id!r} at "
+        f"{start}{by}, not from where this run's AG-UI lineage reached (the conversation was "
+        "branched on the server): the messages above are what the client sent; the model saw "
+        "the conversation's history up to that entry"
+    )
 
 
 def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
