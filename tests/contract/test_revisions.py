@@ -6,9 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import agui_store
 from agui_store import AmbiguousRunError, BranchError, InvalidArgumentError, RunNotFoundError
+from tests.workers.harness import scale
+
+SOME = settings(
+    max_examples=scale(dev=40, ci=150),
+    # The store is only read: one per test serves every example.
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    deadline=None,
+)
+#: One step of a revision's suffix, and how many lineage parents it walks.
+STEPS = st.sampled_from([("~", 1), ("^", 1), ("^0", 0), ("^1", 1), ("~0", 0), ("~1", 1),
+                         ("~2", 2), ("~3", 3), ("~007", 7)])
 
 
 def run(run_id: str, thread_id: str = "t", **extra: Any) -> list[dict[str, Any]]:
@@ -61,6 +74,21 @@ def test_tilde_and_caret_chain_and_at_is_head(store: Any) -> None:
         store.log("r3~1~1~1")
     with pytest.raises(InvalidArgumentError, match="one lineage parent"):
         store.log("r3^2")
+
+
+@SOME
+@given(steps=st.lists(STEPS, max_size=5))
+def test_chained_steps_walk_as_many_parents_as_they_add_up_to(
+    store: Any, steps: list[tuple[str, int]]
+) -> None:
+    suffix = "".join(text for text, _ in steps)
+    depth = sum(n for _, n in steps)
+    for base, lineage in (("r3", ["r3", "r2", "r1"]), ("@", ["r4", "r1"])):
+        if depth < len(lineage):
+            assert store.get_run(base + suffix).run_id == lineage[depth]
+        else:
+            with pytest.raises(RunNotFoundError, match="no ancestor that far back"):
+                store.log(base + suffix)
 
 
 def test_a_branch_moves_only_when_asked_and_renames_keeping_its_run(store: Any) -> None:
