@@ -72,7 +72,7 @@ def test_show_and_the_viewer_say_where_the_model_continued_after_a_server_side_b
         assert "You said: four (2 questions so far" in replies[-1]
         # The AG-UI log keeps what the client sent: r4 under r3, with every message.
         r4 = store.get_run("r4", thread_id="t")
-        assert r4.parent_run_id == "r3"
+        assert r4 is not None and r4.parent_run_id == "r3"
         assert len(store.checkout("r4", thread_id="t").messages) == 8
 
         loop = asyncio.new_event_loop()
@@ -81,6 +81,7 @@ def test_show_and_the_viewer_say_where_the_model_continued_after_a_server_side_b
         r3 = loop.run_until_complete(conversations.saved_by_run("r3", thread_id="t"))
         before = loop.run_until_complete(conversations.continued_from("r3", thread_id="t"))
         loop.close()
+        assert r1 is not None and r3 is not None
         assert continued is not None and continued.diverged
         assert (continued.entry_id, continued.saved_by) == (r1.head_id, "r1")
         assert continued.lineage_entry == r3.head_id
