@@ -466,25 +466,25 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         if args.delete or args.move:
             raise UsageError(f"{'-d' if args.delete else '-m'} needs a branch name")
         return cmd_branches(store, args, out)
-    thread = _the_thread(store, args) if args.thread is None and (
-        args.delete or args.move) else args.thread
+    if args.delete and args.move:
+        raise UsageError("-d and -m do not go together")
     if args.delete:
         if args.run is not None:
             raise UsageError("-d takes one branch name, not a run")
-        thread = thread or _the_thread(store, args)
+        thread = _the_thread(store, args)
         was = {b.name: b.run_id for b in store.branches(thread)}.get(args.name)
         store.delete_branch(args.name, thread_id=thread)
         return _said(out, args, "deleted", args.name, thread, was=was)
     if args.move:
         if args.run is None:
             raise UsageError("-m renames: agui-store branch -m OLD NEW")
-        thread = thread or _the_thread(store, args)
+        thread = _the_thread(store, args)
         b = store.rename_branch(args.name, args.run, thread_id=thread, force=args.force)
         return _said(out, args, "renamed", b.name, b.thread_id, run=b.run_id, was=args.name)
     rev = args.run or "HEAD"
-    found = store.get_run(rev, thread_id=thread)
+    found = store.get_run(rev, thread_id=args.thread)
     if found is None:
-        store.log(rev, thread_id=thread, limit=1)  # raises the error that says what is wrong
+        store.log(rev, thread_id=args.thread, limit=1)  # raises the error saying what is wrong
         raise RunNotFoundError(f"no run {arguments.quote(rev)}")
     before = {b.name: b.run_id for b in store.branches(found.thread_id) if not b.default}
     was = before.get(args.name)
