@@ -1,7 +1,9 @@
 """Print pip constraints pinning each runtime dependency to the lowest version pyproject allows.
 
 Read from ``pyproject.toml`` itself, never kept by hand: ``[project] dependencies`` and every
-optional extra that ships a feature (not ``test``, ``dev`` or ``docs``). A requirement with a
+optional extra that ships a feature (not ``test``, ``dev`` or ``docs``), and the references in
+``test`` that the package's own code is compared with (``REFERENCES``: the tests compare with
+each version's behaviour, so the lowest pass compares with the lowest). A requirement with a
 ``>=`` bound is pinned to that bound; one without a lower bound is an error, since its lowest
 version cannot be tested.
 
@@ -21,7 +23,15 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 NOT_FEATURES = {"test", "dev", "docs"}
+#: Test requirements that are references, not tools: jsonpatch is what the package's JSON Patch
+#: engine and diff are checked against.
+REFERENCES = {"jsonpatch"}
 REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*?)\s*(;.*)?$")
+
+
+def _name(requirement: str) -> str:
+    match = REQUIREMENT.match(requirement)
+    return match.group(1).lower() if match else ""
 
 
 def lowest_pins(pyproject: dict) -> list[str]:
@@ -30,6 +40,8 @@ def lowest_pins(pyproject: dict) -> list[str]:
     for extra, extra_requirements in project.get("optional-dependencies", {}).items():
         if extra not in NOT_FEATURES:
             requirements += extra_requirements
+        else:
+            requirements += [r for r in extra_requirements if _name(r) in REFERENCES]
     pins: dict[str, str] = {}
     for requirement in requirements:
         match = REQUIREMENT.match(requirement)

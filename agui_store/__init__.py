@@ -3,9 +3,16 @@ keeps code."""
 
 from __future__ import annotations
 
+import importlib as _importlib
+import importlib.abc as _importlib_abc
+import importlib.machinery as _importlib_machinery
 import importlib.metadata as _metadata
+import importlib.util as _importlib_util
+import sys as _sys
+import types as _types
+import warnings as _warnings
+from collections.abc import Sequence as _Sequence
 
-from agui_store.artifact import ArtifactError, export_artifact, load_artifact, validate_artifact
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
@@ -28,6 +35,14 @@ from agui_store.errors import (
     StoreBusyError,
     SyncConflictError,
 )
+from agui_store.exports.artifact import (
+    ArtifactError,
+    export_artifact,
+    load_artifact,
+    validate_artifact,
+)
+from agui_store.exports.slim import PRESETS as SLIM_PRESETS
+from agui_store.exports.slim import slim
 from agui_store.protocol.compaction import compact_events
 from agui_store.protocol.model import EVENT_TYPES, LEGACY_EVENT_TYPES
 from agui_store.protocol.verify import SequenceVerifier, verify_events
@@ -40,11 +55,11 @@ from agui_store.records import (
     Log,
     MessageChange,
     Run,
+    SearchHit,
+    SearchHits,
     Thread,
     ViewChange,
 )
-from agui_store.slim import PRESETS as SLIM_PRESETS
-from agui_store.slim import slim
 from agui_store.store import Store, open
 from agui_store.sync import CopyResult, copy
 
@@ -83,6 +98,8 @@ __all__ = [
     "RunNotFoundError",
     "SchemaVersionError",
     "ScopeError",
+    "SearchHit",
+    "SearchHits",
     "SequenceError",
     "SequenceVerifier",
     "StorageError",
@@ -111,3 +128,68 @@ def __getattr__(name: str) -> object:
 
         return importlib.import_module("agui_store.aio")
     raise AttributeError(f"module 'agui_store' has no attribute {name!r}")
+
+
+# --- modules that moved into a folder: the old import paths warn, then work ---------------
+
+#: Old module path -> where the module lives now.
+MOVED_MODULES = {
+    "agui_store.render": "agui_store.cli.render",
+    "agui_store.demo": "agui_store.cli.demo",
+    "agui_store.analysis": "agui_store.exports.analysis",
+    "agui_store.artifact": "agui_store.exports.artifact",
+    "agui_store.slim": "agui_store.exports.slim",
+    "agui_store.targets": "agui_store.exports.targets",
+    "agui_store.writer": "agui_store._writer",
+}
+
+
+class _MovedModules(_importlib_abc.MetaPathFinder, _importlib_abc.Loader):
+    """Imports a moved module by its old path: a DeprecationWarning naming the new one, and
+    the new module itself (one module object, whichever path imported it)."""
+
+    def find_spec(
+        self,
+        name: str,
+        path: _Sequence[str] | None = None,
+        target: _types.ModuleType | None = None,
+    ) -> _importlib_machinery.ModuleSpec | None:
+        if name not in MOVED_MODULES:
+            return None
+        return _importlib_util.spec_from_loader(name, self)
+
+    def create_module(self, spec: _importlib_machinery.ModuleSpec) -> _types.ModuleType:
+        old = spec.name
+        _warnings.warn(
+            f"{old} moved to {MOVED_MODULES[old]}; import it from there",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        module = _importlib.import_module(MOVED_MODULES[old])
+        self.specs[module.__name__] = module.__spec__
+        return module
+
+    def exec_module(self, module: _types.ModuleType) -> None:
+        """The new module ran when it was imported; it keeps its own spec (the import system
+        gives it the old path's)."""
+        module.__spec__ = self.specs[module.__name__]
+
+    specs: dict[str, _importlib_machinery.ModuleSpec | None] = {}
+
+
+class _Package(_types.ModuleType):
+    """This package: importing ``agui_store.slim`` (the old path of a module) leaves the
+    name ``agui_store.slim`` the function it is, not the module."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if (
+            f"agui_store.{name}" in MOVED_MODULES
+            and isinstance(value, _types.ModuleType)
+            and callable(self.__dict__.get(name))
+        ):
+            return
+        super().__setattr__(name, value)
+
+
+_sys.meta_path.insert(0, _MovedModules())  # before any finder that could see an old file
+_sys.modules[__name__].__class__ = _Package

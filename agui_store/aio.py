@@ -12,7 +12,7 @@ await astore.close()
 Reads run on the store's own worker thread, one at a time and in the order they were made,
 so the loop never waits for SQLite; they hand their results back as they are (no copies).
 Writes that parse and replay events (``append``, ``import_file``, ``derive``, ``compact``)
-go one step further, to a writer process (:mod:`agui_store.writer`, started with the
+go one step further, to a writer process (:mod:`agui_store._writer`, started with the
 AsyncStore): parsing and replaying hold the GIL, and on a thread a 4 MB event kept the loop
 from running for tens of milliseconds. A second thread only hands each write over and waits
 on a pipe, so reads never queue behind writes. ``writer="thread"`` keeps writes on the worker
@@ -37,10 +37,10 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import msgspec
 
 from agui_store import recording
+from agui_store._writer import WriterProcess
 from agui_store.errors import AguiStoreError
 from agui_store.records import AppendResult
 from agui_store.store import Store
-from agui_store.writer import WriterProcess
 
 __all__ = ["AsyncStore", "open"]
 
@@ -144,12 +144,22 @@ class AsyncStore:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
 
-    async def _append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
-        """A recorder's batch (:func:`agui_store.recording.append_batch`), where appends run."""
+    async def append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
+        """Append one recorder's batch (:func:`agui_store.recording.append_batch`'s
+        arguments) where appends run: the writer process, or the worker thread."""
         result: AppendResult = await self._run_on(
             self._forwarder, self._write, "append_batch", (batch,), options
         )
         return result
+
+    def register_batcher(self, batcher: recording.AsyncBatcher) -> None:
+        """Keep an open recorder's batcher until it closes (:meth:`unregister_batcher`):
+        ``close`` waits for every batcher still open, so what it holds is appended."""
+        self._batchers.add(batcher)
+
+    def unregister_batcher(self, batcher: recording.AsyncBatcher) -> None:
+        """Forget a batcher that has appended the rest and closed."""
+        self._batchers.discard(batcher)
 
     def _write(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """On the forwarding thread: a parsing write, in the writer process when there is
@@ -168,7 +178,7 @@ class AsyncStore:
         """A writer process for the same file, with the same options."""
         options = {name: getattr(self._store, name) for name in _STORE_OPTIONS}
         # The location, not the path shown: a database URL's password opens it again.
-        return WriterProcess(self._store._backend.location, options)
+        return WriterProcess(self._store.location, options)
 
     def _start_writer(self) -> None:
         """On the worker, at once: a writer that fails to start is tried again (and its
@@ -191,6 +201,7 @@ class AsyncStore:
     history = _off_loop(Store.history)
     log = _off_loop(Store.log)
     checkout = _off_loop(Store.checkout)
+    search = _off_loop(Store.search)
     reconnect_stream = _off_loop(Store.reconnect_stream)
     compacted = _off_loop(Store.compacted)
     merge_base = _off_loop(Store.merge_base)

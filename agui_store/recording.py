@@ -69,13 +69,19 @@ class Appender(Protocol):
 
 class AsyncAppender(Protocol):
     """What an :class:`AsyncBatcher` writes through (:class:`agui_store.aio.AsyncStore` is
-    one): a batch appended off the event loop, and the set of batchers still open, which
-    the appender's ``close`` waits for."""
+    one): a batch appended off the event loop, and a register of the batchers still open,
+    which the appender's ``close`` waits for."""
 
-    _batchers: set[AsyncBatcher]
-
-    async def _append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
+    async def append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
         """Append one recorded batch (:func:`append_batch`'s arguments); what was written."""
+        ...
+
+    def register_batcher(self, batcher: AsyncBatcher) -> None:
+        """Keep ``batcher`` as open until :meth:`unregister_batcher`."""
+        ...
+
+    def unregister_batcher(self, batcher: AsyncBatcher) -> None:
+        """``batcher`` has appended the rest and closed."""
         ...
 
 log = logging.getLogger("agui_store.recording")
@@ -653,7 +659,7 @@ class AsyncBatcher:
         self._timer: asyncio.TimerHandle | None = None
         self._writer: asyncio.Task[None] | None = None
         self._closing: asyncio.Task[None] | None = None
-        astore._batchers.add(self)
+        astore.register_batcher(self)
 
     thread_id = property(lambda self: self._pending.thread_id)
     run_id = property(lambda self: self._pending.run_id)
@@ -704,7 +710,7 @@ class AsyncBatcher:
             await self.flush()
         finally:
             self._pending.finish()
-            self._astore._batchers.discard(self)
+            self._astore.unregister_batcher(self)
 
     def _start_writer(self) -> None:
         if self._timer is not None:
@@ -720,7 +726,7 @@ class AsyncBatcher:
                 batch, options = pending.take()
                 outcome: AppendResult | BaseException
                 try:
-                    outcome = await self._astore._append_batch(batch, options)
+                    outcome = await self._astore.append_batch(batch, options)
                 except Exception as exc:  # never into the stream: reported, kept in `failed`
                     outcome = exc
                 _settle(pending, self._on_written, batch, outcome)

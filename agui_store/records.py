@@ -249,6 +249,77 @@ class Thread:
 
 
 @dataclass(frozen=True)
+class SearchHit:
+    """One message a search found (what ``Store.search`` returns, newest first).
+
+    Attributes:
+        thread_id: the thread holding it.
+        run_id: the run that first recorded the message with this text.
+        message_id: the message's id.
+        role: its role (``user``, ``assistant``, ``tool``, ``reasoning``, ...).
+        tool_name: for a tool call, the tool's name; for a tool result, the name of the
+            call it answers; else ``None``.
+        snippet: a short piece of its text around the first match, as ``(text, matched)``
+            pieces: ``matched`` marks each word the query found.
+        recorded_at: when that run's last batch was recorded (UTC).
+        cursor: what ``Store.search(..., after=cursor)`` continues after.
+    """
+
+    thread_id: str
+    run_id: str
+    message_id: str
+    role: str
+    tool_name: str | None
+    snippet: tuple[tuple[str, bool], ...]
+    recorded_at: datetime | None
+    cursor: str
+
+    def marked(self, before: str = "[", after: str = "]") -> str:
+        """The snippet as one line, each matched word between ``before`` and ``after``."""
+        return "".join(f"{before}{t}{after}" if m else t for t, m in self.snippet)
+
+    def to_json(self) -> dict[str, Any]:
+        """The hit as JSON: camelCase, the time in ISO 8601, the snippet marked with
+        ``[`` and ``]`` and as its pieces."""
+        return {
+            "threadId": self.thread_id,
+            "runId": self.run_id,
+            "messageId": self.message_id,
+            "role": self.role,
+            "toolName": self.tool_name,
+            "snippet": self.marked(),
+            "snippetParts": [[t, m] for t, m in self.snippet],
+            "recordedAt": self.recorded_at.isoformat() if self.recorded_at else None,
+            "cursor": self.cursor,
+        }
+
+    def __str__(self) -> str:
+        role = self.role if self.tool_name is None else f"{self.role}:{self.tool_name}"
+        return f"{self.thread_id}  {self.run_id}  {role}  {self.marked()}"
+
+
+class SearchHits(list[SearchHit]):
+    """Hits newest first (what ``Store.search`` returns): a plain list that also reads well
+    in a terminal, one hit a line.
+
+    Attributes:
+        next_cursor: when the page is full (``limit`` hits) and more may follow: what to
+            pass back as ``cursor=`` for the next page. ``None``: there are no more.
+    """
+
+    def __init__(self, hits: Iterable[SearchHit] = (), *, next_cursor: str | None = None) -> None:
+        super().__init__(hits)
+        self.next_cursor = next_cursor
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """The hits as JSON objects, newest first."""
+        return [hit.to_json() for hit in self]
+
+    def __str__(self) -> str:
+        return "\n".join(str(hit) for hit in self)
+
+
+@dataclass(frozen=True)
 class Branch:
     """A named ref to a run. ``default`` marks the thread's implicit branch, which follows
     its newest run and cannot be moved or deleted."""
@@ -423,7 +494,7 @@ class CheckReport:
 
 @dataclass(frozen=True)
 class ExportSummary:
-    """What ``agui_store.analysis.export_sqlite`` wrote.
+    """What ``agui_store.exports.analysis.export_sqlite`` wrote.
 
     Attributes:
         path: the analysis database.
@@ -484,20 +555,22 @@ def short(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def content_text(content: Any) -> str:
-    """A message's content as plain text (text parts joined, other parts as [type])."""
+def content_text(content: Any, separator: str = " ") -> str:
+    """A message's content as plain text: a string as is, the parts of multimodal content
+    joined by ``separator`` (text parts as their text, other parts, such as images or audio,
+    as ``[type]``), anything else as JSON."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         parts = []
         for part in content:
-            if isinstance(part, dict):
-                parts.append(
-                    str(part.get("text", ""))
-                    if part.get("type") == "text"
-                    else f"[{part.get('type')}]"
-                )
-        return " ".join(parts)
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            elif isinstance(part, dict):
+                parts.append(f"[{part.get('type')}]")
+            else:
+                parts.append(json.dumps(part, ensure_ascii=False))
+        return separator.join(parts)
     if content is None:
         return ""
     return json.dumps(content, ensure_ascii=False)

@@ -20,9 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agui_store import recording
+from agui_store import backends, recording
 from agui_store.backends import POSTGRES_SCHEMES, is_url, open_backend
-from agui_store.backends.sqlite import connection
 from agui_store.codec import ingest
 from agui_store.engine import (
     arguments,
@@ -34,6 +33,7 @@ from agui_store.engine import (
     port,
     reads,
     revisions,
+    search,
     writes,
 )
 from agui_store.engine.arguments import quote as _quote
@@ -46,8 +46,18 @@ from agui_store.engine.writes import (
     MAX_DEPTH_LIMIT,
 )
 from agui_store.errors import InvalidArgumentError, RunNotFoundError
+from agui_store.history import search as search_rules
 from agui_store.history.diff import Diff
-from agui_store.records import AppendResult, Branch, Checkout, ImportResult, Log, Run, Thread
+from agui_store.records import (
+    AppendResult,
+    Branch,
+    Checkout,
+    ImportResult,
+    Log,
+    Run,
+    SearchHits,
+    Thread,
+)
 
 __all__ = [
     "CHECKPOINT_EVENTS",
@@ -79,13 +89,13 @@ class Store:
         self,
         path: str | os.PathLike[str] | None = None,
         *,
-        busy_timeout_ms: int = connection.DEFAULT_BUSY_TIMEOUT_MS,
+        busy_timeout_ms: int = backends.DEFAULT_BUSY_TIMEOUT_MS,
         max_event_bytes: int = ingest.DEFAULT_MAX_EVENT_BYTES,
         max_depth: int = ingest.DEFAULT_MAX_DEPTH,
         checkpoint_events: int = CHECKPOINT_EVENTS,
         derive_on_append: bool = True,
     ) -> None:
-        self.path = arguments.path_text(path) if path is not None else connection.default_path()
+        self.path = arguments.path_text(path) if path is not None else backends.default_path()
         self.busy_timeout_ms = arguments.positive_int(
             "busy_timeout_ms", busy_timeout_ms, minimum=0
         )
@@ -123,13 +133,20 @@ class Store:
         self.close()
 
     def close(self) -> None:
-        """Close the file. Further calls raise."""
+        """Close the store (its file or its database connection). Further calls raise."""
         with self._lock:
             self._backend.close()
-            self._writes.memory.close()
+            self._writes.close()
 
     def __repr__(self) -> str:
         return f"<agui_store.Store {self.path!r}>"
+
+    @property
+    def location(self) -> str:
+        """Where the store is, as it was opened: a file path, or a database URL with its
+        password (another process opens the same store with it; :attr:`path` is the one
+        to show)."""
+        return self._backend.location
 
     def _after_fork_in_child(self) -> None:
         """In a forked child: drop the parent's lock and its connection (the backend opens
@@ -137,37 +154,59 @@ class Store:
         self._lock = threading.RLock()
         same_process = self._pid == os.getpid()
         self._pid = os.getpid()
-        self._writes.memory.after_fork(same_process)
+        self._writes.after_fork(same_process)
         self._backend.after_fork()
 
+    # --- the door into transactions ----------------------------------------------------
+
     @contextmanager
-    def _reading(self) -> Iterator[port.Reading]:
+    def reading(self) -> Iterator[port.Reading]:
+        """A read transaction of the store's, yielding the storage port
+        (:class:`agui_store.engine.port.Reading`): one consistent snapshot, taken in turn
+        with this store's other calls (as langgraph's ``SqliteSaver.cursor()`` or
+        sqlite-utils' ``Database.conn``).
+
+        For code above the verbs that works with the engine's functions, which take the
+        transaction first (``conversations.read_record(tx, ...)``); the verbs open their
+        own."""
         with self._lock, self._backend.reading() as tx:
             yield tx
 
     @contextmanager
-    def _writing(self, thread_id: str | None = None) -> Iterator[port.Writing]:
-        """A write transaction (of appends to ``thread_id`` alone, when given: see the
-        port's ``writing``); what the store remembers of the database is dropped when it
-        fails (the database is then as it was)."""
+    def writing(self, key: str | None = None) -> Iterator[port.Writing]:
+        """A write transaction of the store's, yielding the storage port
+        (:class:`agui_store.engine.port.Writing`): it commits when the block ends and rolls
+        back, leaving the database as it was, when it raises (as sqlite-utils'
+        ``Database.atomic()``).
+
+        ``key`` narrows it to the writes of one key, which take turns with each other
+        alone: an AG-UI thread id (appends to that thread), or another writer's own key
+        (``conversations.WRITERS_KEY``). PostgreSQL runs writes of different keys side by
+        side; SQLite has one writer at a time. What the store remembers of the database is
+        dropped when the transaction fails."""
         with self._lock:
             try:
-                with self._backend.writing(thread_id) as tx:
+                with self._backend.writing(key) as tx:
                     yield tx
             except BaseException:
-                self._writes.memory.forget()
+                self._writes.forget()
                 raise
 
     @contextmanager
-    def _replicating(self) -> Iterator[port.Writing]:
-        """The write transaction of :func:`agui_store.sync.copy`, which inserts runs as
-        another store recorded them, beside the rules ``append`` applies: what this store
+    def replicating(self) -> Iterator[port.Writing]:
+        """The write transaction of :func:`agui_store.copy`, which inserts runs as another
+        store recorded them, beside the rules ``append`` applies: what this store
         remembers of the database is dropped after it, whether it commits or not."""
         try:
-            with self._writing() as tx:
+            with self.writing() as tx:
                 yield tx
         finally:
-            self._writes.memory.forget()
+            self._writes.forget()
+
+    # The verbs' spelling of the doors.
+    _reading = reading
+    _writing = writing
+    _replicating = replicating
 
     # --- append -------------------------------------------------------------------------
 
@@ -214,7 +253,7 @@ class Store:
                 open runs.
             ScopeError: the thread belongs to another owner than ``scope``.
         """
-        batch = self._writes.intake.read_batch(
+        batch = self._writes.read_batch(
             events,
             thread_id=thread_id,
             input=input,
@@ -273,7 +312,7 @@ class Store:
         decisions derive what they need first, and checkout replays what has no checkpoint.
         With a ``scope``, only that owner's threads.
         """
-        intake.check_scope(scope)
+        arguments.check_scope(scope)
         with self._writing() as tx:
             if thread_id:
                 threads: list[int | None] = [self._require_thread(tx, thread_id, scope)]
@@ -294,7 +333,7 @@ class Store:
         Checkpoints are derived data (the raw log is never rewritten); ``append`` keeps them
         current where that is cheap, this fills in the rest. Returns how many were written.
         """
-        intake.check_scope(scope)
+        arguments.check_scope(scope)
         with self._writing() as tx:
             key = thread_pk = None
             if run_or_ref is not None:
@@ -320,7 +359,7 @@ class Store:
         thread_pk: int | None = None,
         scope: str | None = None,
     ) -> RunKey:
-        intake.check_scope(scope)
+        arguments.check_scope(scope)
         return revisions.resolve(
             tx, ref, where=self.path, thread_id=thread_id, thread_pk=thread_pk, scope=scope
         )
@@ -348,14 +387,14 @@ class Store:
         Every reading method takes ``scope=``: a thread of another owner (or of none) is
         then absent, as if it did not exist (docs/design/behaviour.md#live-recording). ``None``, the
         default, is the operator, who sees every thread."""
-        intake.check_scope(scope)
+        arguments.check_scope(scope)
         with self._reading() as tx:
             return tx.thread_ids(scope)
 
     def thread(self, thread_id: str, *, scope: str | None = None) -> Thread | None:
         """A thread's owner, creation time and number of runs, or ``None`` when the store
         has no such thread (or it is another owner's than ``scope``'s)."""
-        intake.check_scope(scope)
+        arguments.check_scope(scope)
         with self._reading() as tx:
             try:
                 pk = self._require_thread(tx, thread_id, scope)
@@ -385,7 +424,7 @@ class Store:
             InvalidArgumentError: a ``limit`` that is not a positive int; a ``before`` that is
                 not a run id of the thread.
         """
-        intake.check_scope(scope)
+        arguments.check_scope(scope)
         size = arguments.page_size(limit)
         if before is not None and not (isinstance(before, str) and before):
             raise InvalidArgumentError(f"before= must be None or a run id, not {before!r:.60}")
@@ -397,7 +436,7 @@ class Store:
         self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> Run | None:
         """A run by id or ref, or ``None`` when nothing matches."""
-        intake.check_scope(scope)
+        arguments.check_scope(scope)
         with self._reading() as tx:
             try:
                 key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
@@ -498,6 +537,56 @@ class Store:
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
             return reads.log_page(tx, key, start, size)
+
+    def search(
+        self,
+        query: str,
+        *,
+        thread_id: str | None = None,
+        scope: str | None = None,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> SearchHits:
+        """Find messages by their words, newest first, in every thread (or one).
+
+        A message is found by the text ``checkout`` restores it with: user, assistant,
+        system and developer text, reasoning, tool-call names and arguments, and tool
+        results; once per thread, named by the run that first recorded it. Words match
+        case-insensitively with accents folded (``cafe`` finds ``Café``)::
+
+            store.search("porto hotel")           # both words, anywhere in a message
+            store.search('"porto hotel" -cancel') # the phrase, and not the word
+            store.search("refund*", thread_id="t1")  # a word starting with refund
+
+        Pages: ``limit`` hits at a time, continued by ``cursor=page.next_cursor``.
+
+        Args:
+            query: words (all must match), ``"quoted phrases"``, a trailing ``*`` for a
+                prefix, ``-word`` or ``-"a phrase"`` to leave out.
+            thread_id: only this thread's messages.
+            scope: only that owner's threads; another owner's messages are never returned
+                or counted against ``limit``.
+            limit: at most this many hits (1 to 1,000).
+            cursor: the ``next_cursor`` of the page before.
+
+        Returns:
+            The hits (:class:`~agui_store.records.SearchHit`), with ``next_cursor`` set
+            when the page is full.
+
+        Raises:
+            InvalidArgumentError: a query of the wrong shape (the message says what), a
+                ``limit`` or ``cursor`` that is not one.
+            RunNotFoundError: no thread ``thread_id`` (in the ``scope``).
+        """
+        parsed = search_rules.parse(query)
+        size = search.page_limit(limit)
+        after = search.parse_cursor(cursor)
+        intake.check_scope(scope)
+        with self._reading() as tx:
+            thread_pk = None
+            if thread_id is not None:
+                thread_pk = self._require_thread(tx, thread_id, scope)
+            return search.search(tx, parsed, thread_pk, scope, after, size)
 
     def checkout(
         self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
@@ -617,14 +706,14 @@ class Store:
 
     def branches(self, thread_id: str, *, scope: str | None = None) -> list[Branch]:
         """A thread's branches: the default one (following the newest run) first."""
-        intake.check_scope(scope)
+        arguments.check_scope(scope)
         with self._reading() as tx:
             return branches.listing(tx, self._require_thread(tx, thread_id, scope), thread_id)
 
     def delete_branch(self, name: str, *, thread_id: str, scope: str | None = None) -> None:
         """Delete a branch (the runs stay; only the name goes)."""
         branches.refuse_reserved(name)
-        intake.check_scope(scope)
+        arguments.check_scope(scope)
         with self._writing() as tx:
             branches.delete(tx, self._require_thread(tx, thread_id, scope), thread_id, name)
 

@@ -12,8 +12,11 @@ import subprocess
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from agui_store import _writer
 from agui_store.engine import checkpoints, port, reads
+from agui_store.engine import search as search_index
 from agui_store.history import resent_bodies
+from agui_store.history import search as search_rules
 from agui_store.history.restore import View
 from agui_store.protocol import patch
 from agui_store.store import Store
@@ -33,23 +36,63 @@ def connection(store: Store) -> Any:
 def reading(store: Store) -> Iterator[port.Reading]:
     """A read transaction of the store's, through the storage port (:mod:`agui_store.engine.port`):
     to look at what the engine keeps (runs as a replica sees them, derived data) on any
-    backend with the operations the engine itself uses."""
-    with store._reading() as tx:
+    backend with the operations the engine itself uses. The same as :meth:`Store.reading`."""
+    with store.reading() as tx:
         yield tx
 
 
 def replayed_view(store: Store, run: int | str, *, thread_id: str | None = None) -> View:
     """The view of a run (a revision, or its integer key) by full replay of its lineage,
     ignoring every checkpoint: the reference checkouts are compared with."""
-    with store._reading() as tx:
+    with store.reading() as tx:
         pk = run if isinstance(run, int) else store._resolve(tx, run, thread_id=thread_id).pk
         return reads.replayed_view(tx, pk)
+
+
+def search_text(message: dict[str, Any]) -> str:
+    """The text a message is found by, as ``checkout`` restores it (its content, tool-call
+    names and arguments, tool results): a message is indexed again when it changes."""
+    return search_rules.message_text(message)
+
+
+def search_words(message: dict[str, Any]) -> list[str]:
+    """The words a message is found by (its text as ``checkout`` restores it, folded and
+    cut as the index cuts it): what a brute-force scan of every view compares
+    ``Store.search`` with."""
+    return search_rules.words(search_rules.message_text(message))
+
+
+def search_matches(query: str, message: dict[str, Any]) -> bool:
+    """Whether ``Store.search(query)`` finds a message, decided on its words alone (the
+    query language's definition, with no index)."""
+    return search_rules.parse(query).matches(search_words(message))
+
+
+@contextlib.contextmanager
+def without_search_index() -> Iterator[None]:
+    """Inside the block, no store of this process indexes what it derives for search:
+    what lets a benchmark measure what the index costs an append. Stores written so are
+    not searchable; for benchmarks only."""
+    search_index.INDEXING[0] = False
+    try:
+        yield
+    finally:
+        search_index.INDEXING[0] = True
+
+
+def forget_thread_search(store: Store, thread_id: str) -> None:
+    """Delete a thread's search index rows through the port's operation (what erasing a
+    thread runs), in a write transaction of the store's."""
+    with store.writing() as tx:
+        found = tx.thread(thread_id)
+        if found is not None:
+            tx.forget_thread_search(found[0])
 
 
 def records(store: Store, run_pks: list[int]) -> list[Any]:
     """The replay records (inputs and decoded events) of runs, by key, verified against
     their hashes."""
-    with store._reading() as tx:
+    with store.reading() as tx:
         return reads.records(tx, run_pks)
 
 
@@ -129,6 +172,10 @@ def fast_patch(document: Any, operations: Any) -> tuple[bool, Any]:
 
 
 # --- the async store and the ASGI recorder ------------------------------------------------
+
+
+#: How much nicer than its parent an AsyncStore's writer process runs.
+WRITER_NICE = _writer.NICE
 
 
 def writer_process(astore: AsyncStore) -> subprocess.Popen[bytes] | None:

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import agui_store
+from agui_store.cli.demo import record_demo
 from agui_store.codec.ingest import canonical_bytes
-from agui_store.demo import record_demo
 from benchmarks._common import header
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"

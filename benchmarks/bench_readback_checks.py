@@ -19,7 +19,7 @@ from typing import Any
 import agui_store
 from agui_store.codec import ingest
 from agui_store.history import nesting
-from agui_store.protocol import model
+from agui_store.protocol import validate
 from agui_store.records import Checkout, Run, printable, transcript, when
 from benchmarks._common import conversation_run, header, median_time
 
@@ -46,12 +46,12 @@ def measure(title: str, batch: list[dict[str, Any]], repeat: int) -> None:
 
     def parse_and_validate() -> None:
         incoming = ingest.parse_events(text)
-        model.validate_events([ev.data for ev in incoming])
+        validate.validate_events([ev.data for ev in incoming])
 
     incoming = ingest.parse_events(text)
     data = [ev.data for ev in incoming]
     raws = [ev.raw for ev in incoming]
-    types = model.validate_events(data)
+    types = validate.validate_events(data)
 
     def checks() -> None:  # what Store.append adds
         nesting.refuse_deep_writes(data, types, ingest.DEFAULT_MAX_DEPTH, raws)

@@ -2,7 +2,7 @@
 
 Two hot paths every append and import crosses, each next to ``json.loads`` of the same
 events in the same run:
-- ``model.validate_event`` of a small, already-decoded event (the append path's check);
+- ``validate.validate_event`` of a small, already-decoded event (the append path's check);
 - ``codec.parse_events`` of JSON lines (the import path) and of decoded dicts (``append``).
 
 A ratio under 1 means the step costs less than decoding the event once. Timed assertions in a test
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agui_store.codec.ingest import parse_events
-from agui_store.protocol import model
+from agui_store.protocol import validate
 from benchmarks._common import header
 
 
@@ -48,7 +48,7 @@ def main() -> None:
     rows = [
         (
             f"validate_event x {n:,} (one small event)",
-            best(lambda: model.validate_event(small), args.repeat, number=n),
+            best(lambda: validate.validate_event(small), args.repeat, number=n),
             best(lambda: json.loads(small_text), args.repeat, number=n),
         ),
         (

@@ -1,4 +1,6 @@
-"""What the behavioural tests need to know of each backend, beyond the public API."""
+"""What the behavioural tests need to know of each backend, beyond the public API: each
+backend's harness, registered beside it in :data:`tests.contract.conftest.BACKENDS`, does the
+work; these functions find the harness a store location belongs to."""
 
 from __future__ import annotations
 
@@ -6,38 +8,38 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-import apsw
-
 import agui_store
 
 
+def harness_of(location: str) -> Any:
+    """The harness of the backend a store location names."""
+    from tests.contract.conftest import BACKENDS
+
+    found = [harness for harness in BACKENDS.values() if harness.owns(str(location))]
+    assert len(found) == 1, f"{location!r} is a location of {len(found)} backends"
+    return found[0]
+
+
+def backend_of(location: str) -> str:
+    """The backend a store location names: ``"postgres"`` or ``"sqlite"``."""
+    from tests.contract.conftest import BACKENDS
+
+    return next(name for name, harness in BACKENDS.items() if harness is harness_of(location))
+
+
 def is_postgres(location: str) -> bool:
-    """Whether a store location names a PostgreSQL database (a URL) rather than an SQLite file."""
-    return str(location).startswith(("postgresql://", "postgres://"))
+    """Whether a store location names a PostgreSQL database rather than an SQLite file."""
+    return backend_of(location) == "postgres"
+
+
+def placeholder(location: str) -> str:
+    """The placeholder of a bound value in a statement of the location's backend."""
+    return str(harness_of(location).placeholder)
 
 
 def dump(location: str) -> list[Any]:
     """Every row the store holds, table by table (for 'left exactly as it was' checks)."""
-    if is_postgres(location):
-        import psycopg
-
-        from agui_store.backends.postgres import schema
-
-        with psycopg.connect(location) as conn:
-            return [
-                (name, conn.execute(f"SELECT * FROM {schema.SCHEMA}.{name} ORDER BY 1").fetchall())
-                for name in schema.TABLES
-            ]
-    conn = apsw.Connection(location)
-    try:
-        out: list[Any] = []
-        for (name,) in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view') ORDER BY name"
-        ).fetchall():
-            out.append((name, conn.execute(f"SELECT * FROM {name}").fetchall()))
-        return out
-    finally:
-        conn.close()
+    return list(harness_of(location).dump(location))
 
 
 def checked(store: Any) -> bool:
@@ -48,61 +50,22 @@ def checked(store: Any) -> bool:
 
 
 @contextlib.contextmanager
-def postgres_owner(location: str) -> Iterator[Any]:
-    """A connection of the tables' owner (the superuser here) in one transaction, committed at
-    the end, with every table's triggers off, the append-only guards and the foreign keys'
-    own, and on again before the commit (the schema check sees nothing): as SQLite's edits,
-    which drop only the guards and run with foreign keys off. The ``events`` view's triggers
-    stay on and carry an edit of an event to its page, as SQLite's view carries it to
-    ``event_log``. (``session_replication_role = replica`` would silence those too: a view's
-    triggers cannot be made to fire in replica sessions.)"""
-    import psycopg
-
-    from agui_store.backends.postgres import schema
-
-    tables = [t for t in schema.TABLES if t != "meta"]
-    with psycopg.connect(location) as conn:
-        conn.execute(f"SET search_path TO {schema.SCHEMA}")
-        for table in tables:
-            conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER ALL")
+def owner(location: str) -> Iterator[Any]:
+    """A connection of the tables' owner with the append-only (and, on PostgreSQL, the
+    foreign-key) guards off, in one transaction committed at the end."""
+    with harness_of(location).owner(location) as conn:
         yield conn
-        for table in tables:
-            conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER ALL")
+
+
+def postgres_owner(location: str) -> contextlib.AbstractContextManager[Any]:
+    """:func:`owner` of a PostgreSQL store (what its harness's ``owner`` says it does)."""
+    assert is_postgres(location), location
+    return owner(location)
 
 
 #: A statement that edits a store behind its back: one text for every backend, or a text per
 #: backend (``{"sqlite": ..., "postgres": ...}``) where their spellings differ.
 Statement = str | dict[str, str]
-
-
-def backend_of(location: str) -> str:
-    """The backend a store location names: ``"postgres"`` or ``"sqlite"``."""
-    return "postgres" if is_postgres(location) else "sqlite"
-
-
-@contextlib.contextmanager
-def owner(location: str) -> Iterator[Any]:
-    """A connection of the tables' owner with the append-only (and, on PostgreSQL, the
-    foreign-key) guards off, in one transaction committed at the end."""
-    if is_postgres(location):
-        with postgres_owner(location) as conn:
-            yield conn
-        return
-    conn = apsw.Connection(location)
-    try:
-        conn.execute("BEGIN")
-        triggers = conn.execute(  # the guards: the events view's own triggers stay
-            "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' "
-            "AND name LIKE '%\\_are\\_append\\_only\\_%' ESCAPE '\\'"
-        ).fetchall()
-        for name, _ in triggers:
-            conn.execute(f'DROP TRIGGER "{name}"')
-        yield conn
-        for _, sql in triggers:
-            conn.execute(sql)
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
 
 
 def tamper(location: str, statements: list[Statement]) -> None:

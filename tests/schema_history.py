@@ -41,8 +41,21 @@ DROP TABLE conversation_messages;
 """
 
 
+#: Schema 13 added the search index; version 12 had none.
+UNDO_VERSION_13 = """
+DROP TABLE search_words;
+DROP TABLE search_messages;
+"""
+
+
+def as_version_12(conn: Any) -> None:
+    """Give a current file (an apsw connection, foreign keys off) version 12's tables."""
+    conn.execute(UNDO_VERSION_13)
+
+
 def as_version_11(conn: Any) -> None:
     """Give a current file (an apsw connection, foreign keys off) version 11's tables."""
+    as_version_12(conn)
     conn.execute(UNDO_VERSION_12)
 
 

@@ -24,10 +24,10 @@ import pytest
 import sqlite_utils
 
 import agui_store
-from agui_store.analysis import ExportTargetError, content_text, export_sqlite, iso
 from agui_store.cli import cmd_export_sqlite
-from agui_store.demo import record_demo
+from agui_store.cli.demo import record_demo
 from agui_store.errors import RunNotFoundError
+from agui_store.exports.analysis import ExportTargetError, content_text, export_sqlite, iso
 from tests.conftest import fixture_params
 
 TABLES = {"threads", "runs", "messages", "view_messages", "tool_calls", "event_counts",
@@ -500,9 +500,9 @@ AUDIT_SCRIPT = textwrap.dedent("""
     sys.addaudithook(hook)
 
     import agui_store
-    from agui_store.analysis import export_sqlite
+    from agui_store.exports.analysis import export_sqlite
     from agui_store.cli import main
-    from agui_store.demo import record_demo
+    from agui_store.cli.demo import record_demo
 
     store_path, out_path = sys.argv[1:3]
     with agui_store.open(store_path) as store:

@@ -18,7 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agui_store.artifact import (
+from agui_store.cli.demo import record_demo
+from agui_store.errors import AguiStoreError
+from agui_store.exports.artifact import (
     FRAMEWORK,
     MAX_CONTENT_LENGTH,
     MESSAGE_ROLES,
@@ -34,9 +36,7 @@ from agui_store.artifact import (
     load_artifact,
     validate_artifact,
 )
-from agui_store.demo import record_demo
-from agui_store.errors import AguiStoreError
-from agui_store.protocol.model import render_path
+from agui_store.protocol.validate import render_path
 from agui_store.store import Store
 from tests.conftest import fixture_params
 from tests.strategies import legal_streams

@@ -287,6 +287,8 @@ def test_events_split_across_chunks_anywhere_are_recorded_whole(store: Any, asto
     )
     assert response.body == stream
     assert store.events("r1", thread_id="t1") == events
+    # Searchable as soon as it is recorded, accents folded.
+    assert [h.marked() for h in store.search("hello world")] == ["[héllo] [wörld]"]
 
 
 def test_add_middleware_starlette_style_records_the_same(store: Any, astore: Any) -> None:

@@ -6,7 +6,7 @@ chunk; an edit in place (a MESSAGES_SNAPSHOT, a late tool result) rewrites the c
 touches and no other (copy on write); branches share the chunks before their fork; a
 checkpoint is read from its own rows (no other checkpoint but its state base); and
 ``check()`` names a chunk or list edited outside agui-store. That checkout from chunks
-equals a full replay in general is ``test_checkpoints``' state machines.
+equals a full replay in general is the state machines of ``tests/contract/test_checkpoints.py``.
 """
 
 from __future__ import annotations

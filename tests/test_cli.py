@@ -64,6 +64,7 @@ def test_every_command_has_help_with_an_example() -> None:
         "check",
         "demo",
         "ui",
+        "search",
     ):
         text = cli(command, "-h").stdout
         assert "example: agui-store" in text, command
@@ -258,3 +259,31 @@ def test_every_command_that_takes_a_thread_takes_it_as_the_thread_option() -> No
             assert "[--thread THREAD]" in usage, command
             described = [line for line in text.splitlines() if "--thread THREAD " in line]
             assert described and described[0].split("--thread THREAD")[1].strip(), command
+
+
+def test_search_prints_a_hit_a_line_newest_first_and_names_the_next_page(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    cli("demo", db=db)
+    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]
+    out = cli("search", "porto", db=db).stdout.splitlines()
+    assert out[0] == f"{thread}  run-2  assistant  [Porto] is cooler: 17°C and cloudy."
+    assert f"{thread}  run-2  user  And in [Porto]?" in out
+    page = cli("search", "weather", "--limit", "1", db=db)
+    assert page.stdout.count("\n") == 1
+    assert "more: agui-store search weather --limit 1 --cursor " in page.stderr
+    hits = json.loads(cli("search", "get_weather", "--thread", thread, "--json", db=db).stdout)
+    assert {h["toolName"] for h in hits} == {"get_weather"}
+    assert all(h["snippet"].startswith("[get]_[weather]") for h in hits)
+    assert cli("search", "porto", "--owner", "someone", db=db).stdout == ""
+
+
+def test_search_with_a_query_of_the_wrong_shape_exits_1_with_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    cli("demo", db=db)
+    proc = cli("search", '"porto', db=db, ok=False)
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        "agui-store search: search query '\"porto': a quote is not closed; phrases are "
+        'written "like this"\n'
+    )
+    assert cli("search", db=db, ok=False).returncode == 2

@@ -34,6 +34,7 @@ JSON_CALLS: dict[str, list[str]] = {
     "export-artifact": ["export-artifact", "porto"],
     "validate-artifact": ["validate-artifact", "{tmp}/artifact.json"],
     "slim": ["slim", "porto"],
+    "search": ["search", "Lisbon"],
     "copy": ["copy", "{db}", "{tmp}/copy.db"],
     # Last: each adds a thread, and the calls above infer the store's only one.
     "demo": ["demo"],
@@ -60,6 +61,7 @@ STORE_ERRORS: dict[str, list[str]] = {
     "export-artifact": ["export-artifact", "nope"],
     "validate-artifact": ["validate-artifact", "{tmp}/missing.json"],
     "slim": ["slim", "nope"],
+    "search": ["search", "Lisbon", "--thread", "nope"],
     "copy": ["copy", "{tmp}/missing.db", "{tmp}/copy.db"],
     "ui": ["ui", "{tmp}/missing.db", "--no-browser"],
 }

@@ -21,7 +21,7 @@ from agui_store.codec import ingest
 from agui_store.codec.ingest import IncomingEvent, parse_events
 from agui_store.codec.sse import SSEParser, encode_sse
 from agui_store.errors import InvalidEventError
-from agui_store.protocol import model
+from agui_store.protocol import model, validate
 from tests.conftest import fixture_params
 from tests.strategies import json_values, legal_streams
 
@@ -114,7 +114,7 @@ def test_every_recorded_stream_reads_back_equal_from_official_pydantic_events(
 def test_every_recorded_stream_reads_back_equal_from_the_model_structs(
     events: list[dict[str, Any]],
 ) -> None:
-    structs = [model.from_dict(e) for e in events]
+    structs = [validate.from_dict(e) for e in events]
     check_round_trip(parse_events(structs), events)
     check_round_trip(parse_events(structs[0]), events[:1])
 
@@ -216,7 +216,7 @@ def test_canonical_bytes_sort_keys_and_use_compact_separators() -> None:
         '{"a":"é","b":[1,{"c":2,"d":1}]}'.encode()
     )
     struct = model.TextMessageContentEvent(message_id="m", delta="x")
-    assert ingest.canonical_bytes(struct) == ingest.canonical_bytes(model.to_dict(struct))
+    assert ingest.canonical_bytes(struct) == ingest.canonical_bytes(validate.to_dict(struct))
 
 
 @settings(max_examples=300)

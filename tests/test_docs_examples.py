@@ -389,7 +389,8 @@ def imported_distributions(page: Page) -> dict[str, str]:
             for module in (n.split(".")[0] for n in names):
                 if module in sys.stdlib_module_names or module == "agui_store":
                     continue
-                assert module in owners, f"{page.path.relative_to(ROOT)}: {module} is installed by nothing"
+                where = page.path.relative_to(ROOT)
+                assert module in owners, f"{where}: {module} is installed by nothing"
                 found[module] = _normal(owners[module][0])
     return found
 

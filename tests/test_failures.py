@@ -342,7 +342,7 @@ def test_every_error_inside_a_transaction_leaves_it_as_a_store_error_naming_the_
     """Raised inside the body of a real transaction, so the translation covers the body too,
     and the transaction is rolled back: the connection works for the next call."""
     path = tmp_path / "tx.db"
-    conn = connection.connect(str(path))
+    conn = connection.connect(str(path), busy_timeout_ms=30_000)
     try:
         with pytest.raises(expected) as caught, connection.immediate(conn):
             conn.execute("INSERT INTO threads(thread_id, created_at) VALUES ('lost', 0)")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import agui_store
 from agui_store.errors import InvalidEventError
-from agui_store.protocol import model
+from agui_store.protocol import validate
 
 CHUNK = 64
 
@@ -69,13 +69,13 @@ def test_a_resent_history_is_validated_once_and_only_the_new_messages_after(
 ) -> None:
     history = [user(i) for i in range(2 * CHUNK + 5)]
     seen: list[int] = []
-    validate = model.validate_input
+    real = validate.validate_input
 
     def counting(obj: Any) -> None:  # a spy: the real validation runs
         seen.append(len(obj["messages"]))
-        validate(obj)
+        real(obj)
 
-    monkeypatch.setattr(model, "validate_input", counting)
+    monkeypatch.setattr(validate, "validate_input", counting)
     with agui_store.open(str(tmp_path / "s.db")) as store:
         store.append(events(0), input=body(0, history))
         store.append(events(1), input=body(1, [*history, user(1000)]))
@@ -118,7 +118,7 @@ def test_an_input_is_refused_exactly_as_a_store_that_never_saw_its_history_refus
     broken = list(history)
     broken[at % length] = bad
     with pytest.raises(InvalidEventError) as whole:
-        model.validate_input(body(1, broken))
+        validate.validate_input(body(1, broken))
     path = tmp_path_factory.mktemp("inputs")
     with agui_store.open(str(path / "s.db")) as store:
         if warm:  # the chunks of the history validated, and remembered

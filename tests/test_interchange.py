@@ -50,7 +50,7 @@ def test_a_whole_thread_exports_from_the_command_line_with_a_progress_bar_only_o
 ) -> None:
     db = tmp_path / "s.db"
     with agui_store.open(db) as store:
-        from agui_store.demo import record_demo
+        from agui_store.cli.demo import record_demo
 
         thread, _ = record_demo(store)
         want = list(store.thread_events(thread))

@@ -2,7 +2,7 @@
 
 From the bottom up (``docs/architecture.md`` says what each holds and why):
 
-- ``errors``, ``records`` and ``targets``, at the root: leaves every layer may import;
+- ``errors`` and ``records``, at the root: leaves every layer may import;
 - ``protocol/``: the official client's behaviour (model, JSON Patch, reducer, verifier,
   compaction), pure;
 - ``codec/``: bytes and events, in and out;
@@ -10,7 +10,9 @@ From the bottom up (``docs/architecture.md`` says what each holds and why):
 - ``engine/``: the store's logic over the storage port, written once for every backend;
 - ``backends/``: one package per database, each whole (connection, schema, migrations, SQL,
   error translation), beside the parts every backend shares;
-- the root: the edges (``Store``, ``AsyncStore``, recording, ASGI, copy, exports, CLI).
+- the root and its families of edges: the public modules (``Store``, ``AsyncStore``,
+  recording, ASGI, copy, the test hooks), ``exports/`` (the store in another shape) and
+  ``cli/`` (the command line).
 
 A module imports its own layer and the layers below it, never one above: every import
 counts, late (inside a function) or under ``TYPE_CHECKING`` alike, since either only hides a
@@ -92,7 +94,7 @@ def graph() -> dict[str, set[str]]:
 
 
 #: The leaves at the root: every layer hands back records and raises errors.
-LEAVES = ("errors", "records", "targets")
+LEAVES = ("errors", "records")
 #: The layers from the bottom up: a module imports its own layer and those below.
 LAYERS = ("leaves", "protocol", "codec", "history", "engine", "backends", "edges")
 
@@ -159,7 +161,7 @@ def test_the_package_has_no_import_cycle() -> None:
 def test_the_recorder_writes_through_an_appender_not_through_the_stores() -> None:
     """``Store.record`` imports the recorder downward; the recorder knows the stores only as
     the interfaces it defines (``Appender``, ``AsyncAppender``)."""
-    assert graph()["recording"] & {"store", "aio", "writer", "asgi", "__init__"} == set()
+    assert graph()["recording"] & {"store", "aio", "_writer", "asgi", "__init__"} == set()
     assert "recording" in graph()["store"]
 
 
@@ -194,7 +196,7 @@ RULES = [
          ("agui_store.backends*",), {}),
     Rule("only the SQLite backend talks to apsw", ("*",), ("apsw",), {
         "backends.sqlite* -> apsw": "the SQLite backend package",
-        "analysis -> apsw": "reads another file (an analysis export it may replace, "
+        "exports.analysis -> apsw": "reads another file (an analysis export it may replace, "
         "read-only) to tell whether it wrote it: not the store",
     }),
     Rule("only the PostgreSQL backend talks to psycopg", ("*",), ("psycopg", "psycopg.*"), {
@@ -202,9 +204,12 @@ RULES = [
     }),
     Rule("sqlite3 and sqlite-utils write analysis exports only (two SQLite libraries on one "
          "file in one process can corrupt it)", ("*",), ("sqlite3", "sqlite_utils"), {
-        "analysis -> sqlite3": "writes the analysis export, another file, with sqlite-utils",
-        "analysis -> sqlite_utils": "the same",
+        "exports.analysis -> sqlite3": "writes the analysis export, another file, with "
+        "sqlite-utils",
+        "exports.analysis -> sqlite_utils": "the same",
     }),
+    Rule("jsonpatch is the tests' reference, not a dependency: the package never imports it",
+         ("*",), ("jsonpatch", "jsonpatch.*", "jsonpointer"), {}),
     Rule("the ASGI recorder imports no web framework (pure ASGI: no runtime dependency "
          "beyond the store's own)", ("asgi",), ("*",), {
              f"asgi -> {name}": "the standard library, or a dependency of the store's own"
@@ -364,9 +369,46 @@ def test_the_documented_import_paths_keep_working() -> None:
     assert importlib.import_module("agui_store.cli").main
     assert importlib.import_module("agui_store.testing").connection
     assert importlib.import_module("agui_store.errors").AguiStoreError is agui_store.AguiStoreError
+    assert importlib.import_module("agui_store.cli.commands").main is agui_store.cli.main
     pytest.importorskip("psycopg")
     old = importlib.import_module("agui_store.postgres.schema")
     assert old is importlib.import_module("agui_store.backends.postgres.schema")
+
+
+#: The modules at the root: the public modules, the package's own two, the ``postgres``
+#: alias and the writer process's module. Families of peers get a folder (``cli/``,
+#: ``exports/``, ``ui/``, ``integrations/``) and each layer is one.
+ROOT = {"__init__", "__main__", "store", "aio", "recording", "asgi", "sync", "testing",
+        "errors", "records", "postgres", "_writer"}
+
+
+def test_the_root_holds_the_public_modules_and_no_more_than_twelve() -> None:
+    assert {m for m in MODULES if "." not in m and not (PACKAGE / m).is_dir()} == ROOT
+    assert len(ROOT) <= 12
+
+
+def test_a_moved_module_imports_by_its_old_path_with_a_deprecation() -> None:
+    import subprocess
+    import sys
+
+    from agui_store import MOVED_MODULES
+
+    assert {new.removeprefix("agui_store.") for new in MOVED_MODULES.values()} <= set(MODULES)
+    # In a fresh interpreter: this one may have imported an old path already.
+    code = (
+        "import importlib, warnings, agui_store\n"
+        "for old_path, new_path in agui_store.MOVED_MODULES.items():\n"
+        "    with warnings.catch_warnings(record=True) as caught:\n"
+        "        warnings.simplefilter('always')\n"
+        "        old = importlib.import_module(old_path)\n"
+        "    assert old is importlib.import_module(new_path), old\n"
+        "    assert old.__spec__.name == new_path, old.__spec__\n"
+        "    assert [w.category for w in caught] == [DeprecationWarning], caught\n"
+        "    assert new_path in str(caught[0].message), caught[0]\n"
+        "assert callable(agui_store.slim)  # the function, not the module of its old path\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_only_the_checks_use_the_inspection_operations_of_the_port() -> None:
@@ -436,3 +478,86 @@ def test_the_cache_keeps_its_state_behind_its_methods() -> None:
         if module != "engine.cache" and owned & _names_used(module)
     }
     assert trespassers == {}
+
+
+#: The classes whose private members are theirs alone: each is reached from other modules
+#: through its public methods (``Store.reading()``, ``Store.writing()``,
+#: ``AsyncStore.append_batch`` ...), never through a private name.
+OWNERS = {"Store": "store", "AsyncStore": "aio", "Recorder": "asgi"}
+
+#: Who may name one anyway (``module: member``), each with its reason: the test hooks, whose
+#: job is to reach inside (each hook is documented in ``agui_store.testing``).
+PRIVATE_MEMBER_EXCEPTIONS = {
+    "testing: _backend": "testing.connection and on_write_locked: the database underneath",
+    "testing: _resolve": "testing.replayed_view takes a revision as the verbs do",
+    "testing: _lock": "testing.forget: the cold start, under the store's lock",
+    "testing: _writes": "testing.forget, read_bodies_whole and remembered_bodies",
+    "testing: _writer_process": "testing.writer_process",
+    "testing: _closed": "testing.closed",
+    "testing: _forwarder": "testing.stop_threads",
+    "testing: _worker": "testing.stop_threads",
+    "testing: _batchers": "testing.recording",
+    "testing: _store": "testing.recorder_store",
+    # copy opens its two transactions through the stores' own spelling of the doors until
+    # its planning and writing move into the engine beside Store.reading()/replicating().
+    "sync: _reading": "copy's read transaction of its source",
+    "sync: _replicating": "copy's write transaction of its target",
+}
+
+
+def _private_members() -> dict[str, set[str]]:
+    """Per owning module, the private names its owner classes define: methods, class
+    attributes and what any method sets on ``self``."""
+    found: dict[str, set[str]] = {}
+    for class_name, module in OWNERS.items():
+        tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
+        names = found.setdefault(module, set())
+        for node in ast.walk(cls):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node is not cls:
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
+                node.value.id == "self"
+            ):
+                names.add(node.attr)
+        names.intersection_update({n for n in names if n.startswith("_") and
+                                   not n.startswith("__")})
+    return found
+
+
+def _private_uses(module: str, private: set[str]) -> set[str]:
+    """The names of ``private`` a module reaches on an object other than its own ``self``."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr in private
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+    }
+
+
+def test_no_module_names_a_private_member_of_the_stores_or_the_recorder() -> None:
+    """``Store``, ``AsyncStore`` and ``Recorder`` are reached through their public doors;
+    only the test hooks reach inside, each named in ``PRIVATE_MEMBER_EXCEPTIONS``."""
+    members = _private_members()
+    assert {"_backend", "_writes", "_lock"} <= members["store"]
+    assert {"_batchers", "_writer_process"} <= members["aio"]
+    every = set().union(*members.values())
+    found = {
+        f"{module}: {name}"
+        for module in MODULES
+        for name in _private_uses(module, every - members.get(module, set()))
+    }
+    assert sorted(found - set(PRIVATE_MEMBER_EXCEPTIONS)) == []
+    assert sorted(set(PRIVATE_MEMBER_EXCEPTIONS) - found) == []  # each still needed
+
+
+def test_no_test_file_has_the_name_of_a_contract_test() -> None:
+    """A behaviour runs on every backend from ``tests/contract``; a file outside it holds
+    what is one backend's, or no store's, and says so in its name."""
+    tests = Path(__file__).resolve().parent
+    contract = {p.name for p in (tests / "contract").glob("test_*.py")}
+    assert contract and sorted(contract & {p.name for p in tests.glob("test_*.py")}) == []

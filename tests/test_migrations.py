@@ -27,6 +27,7 @@ from agui_store import AguiStoreError, SchemaVersionError, ScopeError, testing
 from agui_store.backends.sqlite import schema
 from agui_store.protocol import model
 from tests.data.fixtures import read_back_v1, read_back_v9
+from tests.schema_history import as_version_12
 from tests.workers.harness import ROOT, Worker, dump, worker_env
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -94,7 +95,7 @@ def test_a_migrated_file_takes_new_appends_where_version_1_left_off(v1: Path) ->
         )
         r5 = store.get_run("r5", thread_id="chat")
         assert r5 is not None and r5.parent_run_id == "r1"
-        assert store.check().ok
+        assert not store.check().problems
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f.name for f in FIXTURES])
@@ -105,7 +106,7 @@ def test_every_kept_fixture_opens_with_this_version_and_checks_clean(
     shutil.copy(fixture, path)
     with agui_store.open(path) as store:
         assert store.threads()
-        assert store.check().ok
+        assert not store.check().problems
     assert pragma(path, "user_version") == schema.SCHEMA_VERSION
 
 
@@ -126,7 +127,7 @@ def test_several_processes_opening_an_old_file_at_once_migrate_it_once(
     expected = json.loads((DATA / "v1.expected.json").read_text(encoding="utf-8"))
     with agui_store.open(v1) as store:
         found = read_back_v1(store)
-        assert store.check().ok
+        assert not store.check().problems
     # The racers wrote to conversations of their own: the old ones read back unchanged.
     assert {k: v for k, v in found["runs"].items() if k in expected["runs"]} == expected["runs"]
     assert len(found["runs"]) == len(expected["runs"]) + 3 * 2 * 3
@@ -185,7 +186,7 @@ def test_an_empty_file_becomes_a_store(tmp_path: Path) -> None:
     path.touch()
     with agui_store.open(path) as store:
         store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}])
-        assert store.check().ok
+        assert not store.check().problems
     assert pragma(path, "user_version") == schema.SCHEMA_VERSION
 
 
@@ -588,3 +589,42 @@ def test_a_type_no_code_was_fixed_for_gets_the_next_free_code_and_reads_back_by_
         ]
         code = conn.execute("SELECT type FROM event_log WHERE seq = 2").fetchone()[0]
         assert code == len(schema.EVENT_TYPE_NAMES) + 1
+
+
+def test_a_version_12_file_is_indexed_for_search_opening_with_a_progress_bar_on_a_terminal(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v12.db"
+    with agui_store.open(path) as store:
+        for i in range(3):
+            store.append([
+                {"type": "RUN_STARTED", "threadId": "t", "runId": f"r{i}"},
+                {"type": "TEXT_MESSAGE_START", "messageId": f"m{i}", "role": "assistant"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}", "delta": f"porto {i}"},
+                {"type": "TEXT_MESSAGE_END", "messageId": f"m{i}"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"},
+            ])
+    conn = apsw.Connection(str(path))
+    as_version_12(conn)
+    conn.execute("PRAGMA user_version = 12")
+    conn.close()
+    script = (
+        "import sys\n"
+        "import agui_store\n"
+        "with agui_store.open(sys.argv[1]) as store:\n"
+        "    print([h.run_id for h in store.search('porto')])\n"
+    )
+    # stderr on a pseudo-terminal: the migration draws its bar there.
+    leader, follower = os.openpty()
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path)],
+        stdout=subprocess.PIPE, stderr=follower, env=worker_env(), cwd=ROOT, check=True,
+    )
+    os.close(follower)
+    drawn = os.read(leader, 4096).decode()
+    os.close(leader)
+    assert done.stdout.decode().strip() == "['r2', 'r1', 'r0']"
+    assert "for search" in drawn and "3/3" in drawn
+    assert pragma(path, "user_version") == schema.SCHEMA_VERSION
+    with agui_store.open(path) as store:
+        assert not store.check().problems

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agui_store.errors import InvalidEventError
-from agui_store.protocol import model
+from agui_store.protocol import model, validate
 from tests.conftest import FIXTURE_STREAMS, fixture_params
 from tests.oracle_client import Oracle
 from tests.strategies import json_values, legal_streams
@@ -385,16 +385,16 @@ def test_struct_names_mirror_ag_ui_core() -> None:
 @pytest.mark.parametrize("example", ["minimal", "full"])
 def test_every_type_has_a_valid_example_that_round_trips(event_type: str, example: str) -> None:
     ev = event(event_type, (MINIMAL if example == "minimal" else FULL)[event_type])
-    assert model.validate_event(ev, index=3) == event_type
-    struct = model.from_dict(ev)
+    assert validate.validate_event(ev, index=3) == event_type
+    struct = validate.from_dict(ev)
     assert type(struct) is model.EVENT_STRUCTS[event_type]
-    assert model.to_dict(struct) == ev
+    assert validate.to_dict(struct) == ev
 
 
 @pytest.mark.parametrize("ev", MORE_VALID, ids=lambda e: e["type"])
 def test_every_outcome_and_empty_content_array_is_valid(ev: dict[str, Any]) -> None:
-    model.validate_event(ev)
-    assert model.to_dict(model.from_dict(ev)) == ev
+    validate.validate_event(ev)
+    assert validate.to_dict(validate.from_dict(ev)) == ev
 
 
 @pytest.mark.parametrize("event_type", sorted(model.EVENT_TYPES))
@@ -408,7 +408,7 @@ def test_the_python_sdk_accepts_every_example_and_dumps_it_unchanged(event_type:
 
 def test_structs_built_in_python_serialize_to_the_wire_shape() -> None:
     ev = model.ToolCallStartEvent(tool_call_id="c1", tool_call_name="f", parent_message_id="m1")
-    assert model.to_dict(ev) == {
+    assert validate.to_dict(ev) == {
         "type": "TOOL_CALL_START",
         "toolCallId": "c1",
         "toolCallName": "f",
@@ -423,7 +423,7 @@ def test_structs_built_in_python_serialize_to_the_wire_shape() -> None:
         ],
     )
     snap = model.MessagesSnapshotEvent(messages=[msg])
-    assert model.to_dict(snap)["messages"][0] == {
+    assert validate.to_dict(snap)["messages"][0] == {
         "id": "a1",
         "role": "assistant",
         "toolCalls": [
@@ -431,7 +431,7 @@ def test_structs_built_in_python_serialize_to_the_wire_shape() -> None:
         ],
     }
     move = model.MoveOperation(from_="/a", path="/b")
-    assert model.to_dict(move) == {"op": "move", "from": "/a", "path": "/b"}
+    assert validate.to_dict(move) == {"op": "move", "from": "/a", "path": "/b"}
 
 
 @pytest.mark.parametrize("events", fixture_params())
@@ -439,8 +439,8 @@ def test_every_recorded_event_validates_and_round_trips_through_its_struct(
     events: list[dict[str, Any]],
 ) -> None:
     for i, ev in enumerate(events):
-        assert model.validate_event(ev, index=i) == ev["type"]
-        assert model.to_dict(model.from_dict(ev)) == ev
+        assert validate.validate_event(ev, index=i) == ev["type"]
+        assert validate.to_dict(validate.from_dict(ev)) == ev
 
 
 # ---------------------------------------------------------------------------------------------
@@ -449,10 +449,11 @@ def test_every_recorded_event_validates_and_round_trips_through_its_struct(
 
 
 def test_unknown_event_types_and_unknown_fields_are_accepted() -> None:
-    assert model.validate_event({"type": "FUTURE_EVENT", "x": 1}) == "FUTURE_EVENT"
+    assert validate.validate_event({"type": "FUTURE_EVENT", "x": 1}) == "FUTURE_EVENT"
     ev = event("TEXT_MESSAGE_CONTENT", {"messageId": "m", "delta": "x", "newField": {"a": 1}})
-    assert model.validate_event(ev) == "TEXT_MESSAGE_CONTENT"
-    assert model.to_dict(model.from_dict(ev)) == {k: v for k, v in ev.items() if k != "newField"}
+    assert validate.validate_event(ev) == "TEXT_MESSAGE_CONTENT"
+    kept = {k: v for k, v in ev.items() if k != "newField"}
+    assert validate.to_dict(validate.from_dict(ev)) == kept
 
 
 UNKNOWN_MEMBERS: list[dict[str, Any]] = [
@@ -485,7 +486,7 @@ UNKNOWN_MEMBERS: list[dict[str, Any]] = [
     ids=["role", "binary-part", "source", "patch-op", "run-outcome", "subagent-outcome"],
 )
 def test_unknown_union_members_are_accepted_as_the_client_strips_them(ev: dict[str, Any]) -> None:
-    assert model.validate_event(ev) == ev["type"]
+    assert validate.validate_event(ev) == ev["type"]
 
 
 @pytest.mark.oracle
@@ -518,7 +519,7 @@ def test_legacy_nulls_the_client_normalizes_are_accepted(
     for seg in where or ():
         target = target[seg]
     target[field] = None
-    assert model.validate_event(ev) == event_type
+    assert validate.validate_event(ev) == event_type
 
 
 @pytest.mark.oracle
@@ -562,29 +563,30 @@ def test_other_optional_fields_are_absent_or_of_their_kind_never_null(
     ev = event(event_type, FULL[event_type])
     ev[field] = None
     with pytest.raises(InvalidEventError) as info:
-        model.validate_event(ev, index=0)
+        validate.validate_event(ev, index=0)
     assert info.value.path == f"$.{field}"
 
 
 def test_text_part_metadata_may_be_any_json_but_not_null() -> None:
     part = {"type": "text", "text": "x", "metadata": "just a string"}
     ev = {"type": "TOOL_CALL_RESULT", "messageId": "r", "toolCallId": "c", "content": [part]}
-    model.validate_event(ev)
+    validate.validate_event(ev)
     part["metadata"] = None
     with pytest.raises(InvalidEventError, match="other than null") as info:
-        model.validate_event(ev)
+        validate.validate_event(ev)
     assert info.value.path == "$.content[0].metadata"
 
 
 @pytest.mark.parametrize("timestamp", [0, 1.0, 1_700_000_000_000, 2**53 - 1, -(2**53 - 1), 1e3])
 def test_integral_timestamps_are_accepted_as_zod_reads_them(timestamp: float) -> None:
-    assert model.validate_event({"type": "STEP_STARTED", "stepName": "s", "timestamp": timestamp})
+    event = {"type": "STEP_STARTED", "stepName": "s", "timestamp": timestamp}
+    assert validate.validate_event(event)
 
 
 @pytest.mark.parametrize("timestamp", [1.5, 2**53, -(2**53), True, "1700000000000", None, [1]])
 def test_a_timestamp_that_is_not_a_safe_integer_is_refused(timestamp: Any) -> None:
     with pytest.raises(InvalidEventError) as info:
-        model.validate_event({"type": "STEP_STARTED", "stepName": "s", "timestamp": timestamp})
+        validate.validate_event({"type": "STEP_STARTED", "stepName": "s", "timestamp": timestamp})
     assert info.value.path == "$.timestamp"
 
 
@@ -614,7 +616,7 @@ def test_a_missing_or_non_string_discriminator_is_refused_where_the_client_would
     ev: dict[str, Any], path: str, oracle: Oracle
 ) -> None:
     with pytest.raises(InvalidEventError) as info:
-        model.validate_event(ev, index=5)
+        validate.validate_event(ev, index=5)
     assert (info.value.path, info.value.index, info.value.event_type) == (path, 5, ev["type"])
     # The deviation is deliberate: the official client strips the broken member and goes on.
     assert zod_verdict(oracle, ev) is None
@@ -696,7 +698,7 @@ def walk_fields(
 
 
 def render(path: tuple[Any, ...]) -> str:
-    return model.render_path(list(path))
+    return validate.render_path(list(path))
 
 
 def at(obj: Any, path: tuple[Any, ...]) -> Any:
@@ -763,7 +765,7 @@ def test_a_dropped_required_field_or_a_wrong_kind_fails_at_its_json_path(
     ev: dict[str, Any], expected: str
 ) -> None:
     with pytest.raises(InvalidEventError) as info:
-        model.validate_event(ev, index=9)
+        validate.validate_event(ev, index=9)
     err = info.value
     assert (err.path, err.index, err.event_type) == (expected, 9, ev["type"])
     assert str(err).startswith(f"event 9 ({ev['type']}) at {expected}: ")
@@ -785,7 +787,7 @@ def test_a_dropped_required_field_or_a_wrong_kind_fails_at_its_json_path(
 )
 def test_a_non_object_or_an_event_without_a_string_type_is_refused(obj: Any) -> None:
     with pytest.raises(InvalidEventError) as info:
-        model.validate_event(obj, index=2)
+        validate.validate_event(obj, index=2)
     assert info.value.index == 2
     assert info.value.path == ("$" if not isinstance(obj, dict) else "$.type")
 
@@ -795,7 +797,7 @@ def test_the_invalid_event_error_is_a_value_error_with_reason_and_location() -> 
         ValueError,
         match=r"event 4 \(TEXT_MESSAGE_CONTENT\) at \$\.delta: expected a string, got an integer",
     ):
-        model.validate_event(
+        validate.validate_event(
             {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": 5}, index=4
         )
 
@@ -804,20 +806,21 @@ def test_errors_name_deep_paths_inside_messages_and_tool_calls() -> None:
     ev = event("MESSAGES_SNAPSHOT", FULL["MESSAGES_SNAPSHOT"])
     ev["messages"][4]["toolCalls"][0]["function"]["name"] = None
     with pytest.raises(InvalidEventError) as info:
-        model.validate_event(ev)
+        validate.validate_event(ev)
     assert info.value.path == "$.messages[4].toolCalls[0].function.name"
     assert info.value.reason == "expected a string, got null"
 
 
 def test_odd_keys_are_quoted_in_paths() -> None:
-    assert model.render_path(["state", "a b", 0, "x-y", "ok_1"]) == '$.state["a b"][0]["x-y"].ok_1'
+    path = validate.render_path(["state", "a b", 0, "x-y", "ok_1"])
+    assert path == '$.state["a b"][0]["x-y"].ok_1'
 
 
 def test_from_dict_refuses_an_event_the_structs_cannot_represent() -> None:
     with pytest.raises(InvalidEventError, match="no struct"):
-        model.from_dict({"type": "FUTURE"})
+        validate.from_dict({"type": "FUTURE"})
     with pytest.raises(InvalidEventError, match="not representable"):
-        model.from_dict(
+        validate.from_dict(
             {"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "outcome": {"type": "paused"}}
         )
 
@@ -828,8 +831,8 @@ def test_from_dict_refuses_an_event_the_structs_cannot_represent() -> None:
 
 
 def test_a_full_run_agent_input_validates() -> None:
-    model.validate_input(copy.deepcopy(RUN_INPUT))
-    model.validate_input({"threadId": "t", "runId": "r", "messages": []})
+    validate.validate_input(copy.deepcopy(RUN_INPUT))
+    validate.validate_input({"threadId": "t", "runId": "r", "messages": []})
 
 
 @pytest.mark.parametrize(
@@ -852,22 +855,22 @@ def test_an_invalid_run_agent_input_names_the_json_path(mutate: Any, path: str) 
     value = copy.deepcopy(RUN_INPUT)
     mutate(value)
     with pytest.raises(InvalidEventError) as info:
-        model.validate_input(value)
+        validate.validate_input(value)
     assert info.value.path == path
 
 
 def test_a_run_agent_input_must_be_an_object() -> None:
     with pytest.raises(InvalidEventError, match="JSON object"):
-        model.validate_input([])
+        validate.validate_input([])
 
 
 def test_an_invalid_input_inside_run_started_is_reported_below_input() -> None:
     ev = event("RUN_STARTED", FULL["RUN_STARTED"])
     ev["input"]["messages"][0]["role"] = "robot"  # unknown role: accepted
-    model.validate_event(ev)
+    validate.validate_event(ev)
     ev["input"]["messages"][1].pop("content")
     with pytest.raises(InvalidEventError) as info:
-        model.validate_event(ev)
+        validate.validate_event(ev)
     assert info.value.path == "$.input.messages[1].content"
 
 
@@ -887,7 +890,7 @@ def zod_verdict(oracle: Oracle, ev: dict[str, Any]) -> list[str] | None:
         return None  # a sequence error from verifyEvents: the shape passed
     if not isinstance(issues, list):
         return None
-    return [model.render_path(issue["path"]) for issue in issues]
+    return [validate.render_path(issue["path"]) for issue in issues]
 
 
 def related(ours: str, theirs: list[str]) -> bool:
@@ -900,7 +903,7 @@ def related(ours: str, theirs: list[str]) -> bool:
 
 def our_verdict(ev: dict[str, Any]) -> str | None:
     try:
-        model.validate_event(ev)
+        validate.validate_event(ev)
     except InvalidEventError as exc:
         return exc.path
     return None
@@ -978,8 +981,8 @@ def test_generated_events_validate_and_round_trip_without_their_unknown_fields(
 ) -> None:
     for i, ev in enumerate(stream):
         with_extra = {**ev, **extra}
-        assert model.validate_event(with_extra, index=i) == ev["type"]
-        assert model.to_dict(model.from_dict(with_extra)) == ev
+        assert validate.validate_event(with_extra, index=i) == ev["type"]
+        assert validate.to_dict(validate.from_dict(with_extra)) == ev
 
 
 @given(
@@ -987,7 +990,7 @@ def test_generated_events_validate_and_round_trip_without_their_unknown_fields(
     st.dictionaries(st.text(), json_values, max_size=3),
 )
 def test_any_unknown_event_type_is_accepted(event_type: str, fields: dict[str, Any]) -> None:
-    assert model.validate_event({**fields, "type": event_type}) == event_type
+    assert validate.validate_event({**fields, "type": event_type}) == event_type
 
 
 @given(mutated_events())
@@ -995,7 +998,7 @@ def test_the_fast_path_and_the_walker_never_disagree_on_what_is_invalid(ev: dict
     before = clone(ev)
     first = our_verdict(ev)
     assert our_verdict(ev) == first and ev == before  # a pure function of the event
-    slow = model.check_event_slow(ev)
+    slow = validate.check_event_slow(ev)
     try:
         msgspec.convert(ev, model.EVENT_STRUCTS[ev["type"]])
         fast_ok = True
@@ -1021,7 +1024,7 @@ def test_arbitrary_values_in_known_fields_give_a_verdict_and_never_a_crash(
     ev: dict[str, Any],
 ) -> None:
     try:
-        model.validate_event(ev, index=1)
+        validate.validate_event(ev, index=1)
         valid = True
     except InvalidEventError as exc:
         assert exc.index == 1 and exc.event_type == ev["type"] and exc.path.startswith("$.")

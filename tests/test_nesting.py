@@ -15,7 +15,7 @@ import agui_store
 from agui_store import InvalidEventError
 from agui_store.codec import ingest
 from agui_store.history import nesting
-from agui_store.protocol import model
+from agui_store.protocol import validate
 from agui_store.protocol.patch import UNDEFINED, PatchError, apply_patch
 
 json_values = st.recursive(
@@ -55,7 +55,7 @@ def _checked(text: str, max_depth: int) -> None:
     """What append runs on a batch: with the events' texts (the fast path) and without."""
     incoming = ingest.parse_events(text)
     data = [ev.data for ev in incoming]
-    types = model.validate_events(data)
+    types = validate.validate_events(data)
     for raws in (None, [ev.raw for ev in incoming]):
         with pytest.raises(InvalidEventError) as caught:
             nesting.refuse_deep_writes(data, types, max_depth, raws)

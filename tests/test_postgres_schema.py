@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import agui_store
 from agui_store import errors
 from agui_store.backends.postgres import schema as pg_schema
 from agui_store.backends.postgres import sql
@@ -209,6 +210,11 @@ def test_the_tables_and_columns_mirror_the_sqlite_schema_they_copy_from(installe
     # event_types: its own storage, read through the view whose columns are compared here.
     assert lite_tables.pop("event_log") == ["seq", "run", "type", "payload"]
     assert lite_tables.pop("event_types") == ["code", "name"]
+    # SQLite schema 13 keeps the search index's words in an FTS5 table (and the tables FTS5
+    # keeps it in); PostgreSQL keeps them in a tsvector column of search_messages.
+    assert lite_tables.pop("search_words") == ["words"]
+    for name in [n for n in lite_tables if n.startswith("search_words_")]:
+        lite_tables.pop(name)
     lite_indexes = {
         name
         for (name,) in lite.execute(
@@ -233,6 +239,7 @@ def test_the_tables_and_columns_mirror_the_sqlite_schema_they_copy_from(installe
             "SELECT relkind FROM pg_class WHERE oid = 'events'::regclass"
         ).fetchone()
     assert kind == "v"
+    assert tables["search_messages"].pop() == "words"
     assert tables == lite_tables
     # SQLite's events index has no rows to serve here: event_pages_by_run serves its reads.
     assert lite_indexes - {"events_by_run"} <= indexes
@@ -877,7 +884,7 @@ def test_an_older_store_migrates_to_event_pages_with_every_event_as_it_was(
         ).fetchall()
 
         assert pg_schema.install(conn) == version
-        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION == 4
+        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION == 5
         after = conn.execute(
             "SELECT seq, run, type, convert_to(payload, 'UTF8') FROM events ORDER BY seq"
         ).fetchall()
@@ -1017,3 +1024,21 @@ def test_checkpoint_chunks_are_compressed_with_lz4_where_the_server_has_it(insta
             "WHERE attrelid = 'blobs'::regclass AND attname = 'data'"
         ).fetchone()
     assert method == ("l" if has_lz4 else "")
+
+
+def test_a_version_4_store_is_indexed_for_search_when_it_is_opened(postgres_database: str) -> None:
+    with agui_store.open(postgres_database) as store:
+        for i in range(3):
+            store.append([
+                {"type": "RUN_STARTED", "threadId": "t", "runId": f"r{i}"},
+                {"type": "TEXT_MESSAGE_START", "messageId": f"m{i}", "role": "assistant"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}", "delta": f"porto {i}"},
+                {"type": "TEXT_MESSAGE_END", "messageId": f"m{i}"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"},
+            ])
+    with connect(postgres_database) as conn:
+        conn.execute("DROP TABLE search_messages")
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    with agui_store.open(postgres_database) as store:
+        assert [h.run_id for h in store.search("porto")] == ["r2", "r1", "r0"]
+        assert not store.check().problems

@@ -33,10 +33,10 @@ from hypothesis import strategies as st
 import agui_store
 from agui_store import AguiStoreError, InvalidEventError, cli
 from agui_store.engine import reads
+from agui_store.exports.slim import slim
 from agui_store.history import nesting
 from agui_store.protocol.patch import UNDEFINED, PatchError, apply_patch
 from agui_store.protocol.reducer import Reducer
-from agui_store.slim import slim
 from tests.oracle_client import Oracle
 from tests.workers.harness import dump, scale
 

@@ -15,11 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agui_store.demo import record_demo
+from agui_store.cli.demo import record_demo
 from agui_store.errors import AguiStoreError
-from agui_store.protocol import model
-from agui_store.records import Checkout
-from agui_store.slim import (
+from agui_store.exports.slim import (
     PRESETS,
     TRUNCATION_MARKER,
     SlimError,
@@ -28,6 +26,8 @@ from agui_store.slim import (
     slim_messages,
     truncate_text,
 )
+from agui_store.protocol import validate
+from agui_store.records import Checkout
 from agui_store.store import Store
 from tests.conftest import fixture_params
 from tests.strategies import message_lists
@@ -37,7 +37,7 @@ Message = dict[str, Any]
 
 def assert_valid_messages(messages: list[Message]) -> None:
     """Slimmed messages are still AG-UI 1.0 messages: a client accepts them as a snapshot."""
-    model.validate_event({"type": "MESSAGES_SNAPSHOT", "messages": messages})
+    validate.validate_event({"type": "MESSAGES_SNAPSHOT", "messages": messages})
 
 
 def text_of(message: Message) -> str:

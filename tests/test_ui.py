@@ -239,6 +239,31 @@ def test_threads_are_listed_with_owner_runs_and_branches_and_found_by_id_or_mess
     assert [r.attrs["data-thread"] for r in found if "data-thread" in r.attrs] == ["recipes"]
 
 
+def test_the_search_box_lists_the_messages_the_index_finds_each_linking_to_it_in_its_run(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("trip", "r1", said("u1", "Book the Porto hotel, please", "user")))
+    store.append(one_run("trip", "r2", said("a1", "Booked: Hotel Porto Ribeira")))
+    store.append(one_run("other", "x1", said("u9", "nothing to see", "user")), scope="bob")
+    client = client_of(store)
+    page = get(client, "/", q="porto hotel")
+    hits = page.find_all(cls="hit")
+    assert [h.attrs["data-message"] for h in hits] == ["a1", "u1"]
+    assert [m.text for m in hits[1].find_all(tag="mark")] == ["Porto", "hotel"]
+    link = hits[1].find(cls="hit-link")
+    assert link is not None
+    assert link.attrs["href"] == "/run?thread=trip&run=r1&all_messages=1#msg-u1"
+    run_page = get(client, "/run", thread="trip", run="r1", all_messages="1")
+    assert run_page.by_id("msg-u1") is not None
+    more = get(client, "/", q="porto")
+    assert more.find(cls="next-hits") is None
+    wrong = get(client, "/", q='"porto')
+    warning = wrong.find(cls="warning")
+    assert warning is not None and "quote is not closed" in warning.text
+    scoped = get(client_of(store, scope="bob"), "/", q="porto")
+    assert scoped.find_all(cls="hit") == []
+
+
 def test_the_threads_listing_pages(store: agui_store.Store) -> None:
     for i in range(pages.THREADS_PAGE + 5):
         store.append(one_run(f"t{i:03}", "r", []))

@@ -17,7 +17,7 @@ import pytest
 
 import agui_store
 import agui_store.ui
-from agui_store.demo import record_demo
+from agui_store.cli.demo import record_demo
 from tests.ui_browser import (
     REQUIRE_BROWSER,
     browser_unavailable,

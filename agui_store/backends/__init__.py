@@ -4,8 +4,23 @@ applies alike and the named queries both SQL backends run."""
 
 from __future__ import annotations
 
+import os
+
 from agui_store.engine import port
 from agui_store.errors import InvalidArgumentError
+
+#: How long a writer waits for another writer before giving up (milliseconds).
+DEFAULT_BUSY_TIMEOUT_MS = 30_000
+
+#: The store used when no path is given: ``$AGUI_STORE_DB`` (a file path or a
+#: ``postgresql://`` URL), else ``./agui-store.db``.
+DEFAULT_DB_ENV = "AGUI_STORE_DB"
+DEFAULT_DB_NAME = "agui-store.db"
+
+
+def default_path() -> str:
+    """The store used when none is given: ``$AGUI_STORE_DB``, else ``./agui-store.db``."""
+    return os.environ.get(DEFAULT_DB_ENV) or DEFAULT_DB_NAME
 
 #: What a database URL (rather than a file path) starts with.
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")

@@ -1,11 +1,14 @@
 """The ingest codec: everything a user hands to ``append`` becomes events with their JSON bytes.
 
+The JSON codec itself (``encode``, ``decode``, ``decode_many``, ``canonical_bytes``) is
+:mod:`agui_store.codec.json`; its names read here too.
+
 :func:`parse_events` reads dicts, pydantic models (``ag_ui.core``; anything with
 ``model_dump``), msgspec structs, and JSON / JSON Lines / SSE text, bytes, files and paths. Each
 event comes back as an :class:`IncomingEvent`: ``data`` (a dict) and ``raw`` (its JSON text — the
 producer's bytes, verbatim, when the input was text; a compact encoding otherwise). It guarantees
 ``decode(raw) == data`` and that ``data`` is a JSON object; it does not check event shapes
-(``model.validate_event`` does).
+(``validate.validate_event`` does).
 
 JSON edge cases, decided so that an event reads back equal to what was given:
 
@@ -27,19 +30,38 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import json
 import math
 import os
 import re
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import msgspec
 
+from agui_store.codec.json import (
+    BOM,
+    BYTE_AT,
+    DECODER,
+    ENCODER,
+    RAW_LIST_DECODER,
+    SURROGATE_ESCAPE,
+    WHITESPACE,
+    canonical_bytes,
+    decode,
+    decode_error_reason,
+    decode_many,
+    decode_stdlib,
+    decode_value,
+    deeper_than,
+    encode,
+    encode_surrogates,
+    scan,
+    syntax_problem,
+    utf8_error_offset,
+)
 from agui_store.codec.sse import SSEParser
 from agui_store.errors import InvalidEventError, StorageError
-from agui_store.protocol.model import kind_of, render_path
+from agui_store.protocol.validate import kind_of, render_path
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",
@@ -73,23 +95,7 @@ class IncomingEvent(msgspec.Struct):
         return value if isinstance(value, str) else None
 
 
-_ENCODER = msgspec.json.Encoder()
-_CANONICAL = msgspec.json.Encoder(order="sorted")
-_DECODER = msgspec.json.Decoder()
-_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
-_LIST_DECODER = msgspec.json.Decoder(list[Any])
-
-_BOM = b"\xef\xbb\xbf"
-_WS = b" \t\r\n"
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-_STRING_OR_NUMBER = re.compile(
-    rb'"[^"\\]*(?:\\.[^"\\]*)*"|-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?', re.S
-)
-_BYTE_AT = re.compile(r"\(byte (\d+)\)")
 _SSE_FIRST_LINE = re.compile(rb"^(?::|(?:data|event|id|retry)(?::|$))")
-# A JSON token scanner for error locations: strings (skipped whole) and structural characters.
-_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}:,]', re.S)
 
 
 # --------------------------------------------------------------------------------------------
@@ -97,283 +103,14 @@ _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}:,]', re.S)
 # --------------------------------------------------------------------------------------------
 
 
-def encode(obj: Any) -> bytes:
-    """Compact JSON of a JSON value (or a msgspec struct).
-
-    Raises:
-        InvalidEventError: for values JSON cannot hold (NaN, infinities, non-JSON types).
-    """
-    return _encode_with(_ENCODER, obj, canonical=False)
-
-
-def canonical_bytes(obj: Any) -> bytes:
-    """Canonical JSON for content addressing: keys sorted, compact separators, UTF-8.
-
-    Equal JSON values (as ``==`` on decoded JSON) give equal bytes, whatever their key order.
-    """
-    return _encode_with(_CANONICAL, obj, canonical=True)
-
-
-def _encode_with(encoder: msgspec.json.Encoder, obj: Any, *, canonical: bool) -> bytes:
-    try:
-        out = encoder.encode(obj)
-    except UnicodeEncodeError:
-        out = _encode_surrogates(obj, canonical=canonical)
-    except RecursionError:
-        raise InvalidEventError("value is nested too deeply to encode") from None
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise InvalidEventError(f"value is not JSON: {exc}") from None
-    if b"null" in out:
-        # msgspec writes NaN and infinities as null; a walk tells them from real nulls.
-        problem = _find_non_finite(obj)
-        if problem is not None:
-            raise InvalidEventError(problem[0], path=problem[1])
-    return out
-
-
-def _encode_surrogates(obj: Any, *, canonical: bool) -> bytes:
-    """Encode a value holding lone surrogates (msgspec refuses them) with them escaped."""
-    if isinstance(obj, msgspec.Struct):
-        obj = msgspec.to_builtins(obj)
-    try:
-        text = json.dumps(
-            obj,
-            ensure_ascii=False,
-            allow_nan=False,
-            separators=(",", ":"),
-            sort_keys=canonical,
-        )
-    except (TypeError, ValueError) as exc:
-        raise InvalidEventError(f"value is not JSON: {exc}") from None
-    text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    return text.encode("utf-8")
-
-
-def _find_non_finite(obj: Any) -> tuple[str, str] | None:
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(obj, ())]
-    while stack:
-        value, path = stack.pop()
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                return f"{value!r} is not a JSON number", render_path(path)
-        elif isinstance(value, dict):
-            stack.extend((v, (*path, str(k))) for k, v in value.items())
-        elif isinstance(value, (list, tuple)):
-            stack.extend((v, (*path, i)) for i, v in enumerate(value))
-        elif isinstance(value, msgspec.Struct):
-            stack.append((msgspec.to_builtins(value), path))
-    return None
-
-
 # --------------------------------------------------------------------------------------------
 # Decoding
 # --------------------------------------------------------------------------------------------
 
 
-def decode(data: bytes | bytearray | memoryview | str) -> Any:
-    """Decode one JSON value, agreeing with ``json.loads`` (see the module notes).
-
-    Raises:
-        InvalidEventError: for malformed JSON, invalid UTF-8, numbers out of range or
-            nesting too deep to decode.
-    """
-    if isinstance(data, str):
-        try:
-            buf = data.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidEventError(f"text is not valid Unicode: {exc.reason}") from None
-    else:
-        buf = bytes(data)
-    return _decode_value(buf)
-
-
-def decode_many(payloads: Iterable[bytes | bytearray | memoryview | str]) -> list[Any]:
-    """Decode many JSON texts at once (joined into one array: one call into msgspec).
-
-    Each payload must be one complete JSON value, as ``IncomingEvent.raw`` is.
-    """
-    items = [p.encode("utf-8") if isinstance(p, str) else bytes(p) for p in payloads]
-    if not items:
-        return []
-    try:
-        values = _LIST_DECODER.decode(b"[" + b",".join(items) + b"]")
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
-        values = None
-    if values is None or len(values) != len(items):
-        return [_decode_value(item) for item in items]
-    return values
-
-
-def _decode_value(buf: bytes) -> Any:
-    try:
-        return _DECODER.decode(buf)
-    except RecursionError:
-        raise InvalidEventError("JSON is nested too deeply to decode") from None
-    except UnicodeDecodeError:
-        raise InvalidEventError(f"invalid UTF-8 at byte {_utf8_error_offset(buf)}") from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        if isinstance(exc, msgspec.DecodeError) and _SURROGATE_ESCAPE.search(buf):
-            value, ok = _decode_stdlib(buf)
-            if ok:
-                return value
-        reason, path = _syntax_problem(buf, exc)
-        raise InvalidEventError(reason, path=path) from None
-
-
-def _utf8_error_offset(buf: bytes) -> int:
-    """Where UTF-8 decoding of ``buf`` fails (msgspec reports an offset inside the string)."""
-    try:
-        buf.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return exc.start
-    return len(buf)  # pragma: no cover - only called after a decoding error
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text} is out of range")
-    return value
-
-
-def _decode_stdlib(buf: bytes) -> tuple[Any, bool]:
-    """The standard library's reading, for escaped lone surrogates only."""
-    try:
-        text = buf.decode("utf-8")
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_parse_float), True
-    except (ValueError, RecursionError):
-        return None, False
-
-
-def _decode_error_reason(buf: bytes, exc: Exception) -> str:
-    message = str(exc)
-    match = _BYTE_AT.search(message)
-    offset = int(match.group(1)) if match else len(buf)
-    line = buf.count(b"\n", 0, offset) + 1
-    column = offset - (buf.rfind(b"\n", 0, offset) + 1) + 1
-    message = _BYTE_AT.sub("", message).strip()
-    return f"malformed JSON at line {line}, column {column} (byte {offset}): {message}"
-
-
 # --------------------------------------------------------------------------------------------
 # Locating problems in JSON text without recursion
 # --------------------------------------------------------------------------------------------
-
-
-def _key_text(token: bytes) -> str:
-    try:
-        value = json.loads(token.decode("utf-8", "surrogateescape"))
-    except ValueError:
-        return token.decode("utf-8", "replace").strip('"')
-    return value if isinstance(value, str) else str(value)
-
-
-def _scan(
-    buf: bytes, *, top_array: bool, max_depth: int | None = None, stop_at: int | None = None
-) -> tuple[int | None, list[str | int], bool]:
-    """Walk JSON text with a flat token scanner (no recursion, so any nesting is safe).
-
-    Returns ``(element, path, too_deep)``: the index of the top-level array element reached
-    (``None`` unless ``top_array``), the JSON path there (inside the element), and whether a
-    container deeper than ``max_depth`` was found (the scan stops at the first one). Without
-    ``max_depth`` the scan stops at byte ``stop_at`` (the place of a syntax error).
-    """
-    # Each open container: [is_object, current key or index].
-    stack: list[list[Any]] = []
-    element = 0
-    pending: bytes | None = None
-    base = 1 if top_array else 0
-    for match in _TOKEN.finditer(buf):
-        if stop_at is not None and match.start() >= stop_at:
-            break
-        token = match.group()
-        first = token[0]
-        if first == 0x22:  # a string
-            pending = token
-            continue
-        if first in (0x7B, 0x5B):  # { [
-            stack.append([first == 0x7B, None if first == 0x7B else 0])
-            if max_depth is not None and len(stack) - base > max_depth:
-                return (element if top_array else None), _path_of(stack[base:-1]), True
-        elif first in (0x7D, 0x5D):  # } ]
-            if stop_at is not None and match.start() >= stop_at - 1:
-                break  # msgspec may place a syntax error one byte past the closer it tripped on
-            if stack:
-                stack.pop()
-        elif first == 0x3A:  # :
-            if stack and stack[-1][0] and pending is not None:
-                stack[-1][1] = _key_text(pending)
-        elif first == 0x2C and stack:  # ,
-            top = stack[-1]
-            if not top[0]:
-                top[1] += 1
-                if top_array and len(stack) == 1:
-                    element += 1
-            else:
-                top[1] = None
-        pending = None
-    return (element if top_array else None), _path_of(stack[base:]), False
-
-
-_BRACKETS_ONLY = bytes.maketrans(b"{}", b"[]")
-_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
-#: What may follow a backslash in JSON text (``\\``, ``\"``, ``\/``, ``\b`` ... ``\u``).
-_ESCAPED = b'"\\/bfnrtu'
-_NOT_STRUCTURE_OR_ESCAPE = bytes(b for b in range(256) if b not in b"[]{}" + _ESCAPED)
-_ESCAPE_LEFTOVERS = b"\\/bfnrtu"
-#: Texts longer than this have their brackets counted in the skeleton (see _deeper_than):
-#: two counts over a short text cost less than making its skeleton.
-_COUNT_IN_SKELETON_FROM = 4096
-
-
-def _deeper_than(raw: bytes, max_depth: int) -> bool:
-    """Whether well-formed JSON text nests deeper than ``max_depth``, at C speed.
-
-    Everything but brackets and quotes is deleted, strings dropped (every other piece
-    between quotes), and innermost ``[]`` pairs removed one level per pass: passes count the
-    depth. Escapes are cut first (pairs of backslashes first, so ``\\\\`` and ``\\"``
-    read right), on a skeleton that still holds every character an escape can put after
-    its backslash: each escape stays a pair there, as in the text, and the copies made to
-    cut them are a fraction of the text's size.
-    """
-    long_text = len(raw) > _COUNT_IN_SKELETON_FROM
-    if not long_text:
-        brackets = raw.count(b"{")
-        if brackets <= max_depth:
-            brackets += raw.count(b"[")
-            if brackets <= max_depth:
-                return False
-    escaped = b"\\" in raw
-    skeleton = raw.translate(
-        _BRACKETS_ONLY, _NOT_STRUCTURE_OR_ESCAPE if escaped else _NOT_STRUCTURE
-    )
-    # A long text (a request body resending the history) has its brackets counted in the
-    # skeleton, a fraction of its size, where both kinds are "[": the same count.
-    if long_text and skeleton.count(b"[") <= max_depth:
-        return False
-    if escaped:
-        skeleton = skeleton.replace(b"\\\\", b"").replace(b'\\"', b"")
-        skeleton = skeleton.translate(None, _ESCAPE_LEFTOVERS)
-    if b'"' in skeleton:
-        # Most strings hold no bracket and are left as '""'. Cutting adjacent quote pairs
-        # first leaves every bracket with as many quotes before it, odd or even, so the
-        # strings are the same every-other pieces, of a skeleton a fraction of the size.
-        skeleton = skeleton.replace(b'""', b"")
-        if b'"' in skeleton:
-            skeleton = b"".join(skeleton.split(b'"')[::2])
-    for _ in range(max_depth):
-        if not skeleton:
-            return False
-        skeleton = skeleton.replace(b"[]", b"")
-    return bool(skeleton)
-
-
-def _path_of(stack: list[list[Any]]) -> list[str | int]:
-    return [entry[1] for entry in stack if entry[1] is not None]
 
 
 # --------------------------------------------------------------------------------------------
@@ -480,14 +217,14 @@ def _from_dicts(items: list[Any], limits: _Limits) -> list[IncomingEvent] | None
     try:
         # Each event's bytes as encoded alone are its slice of the array's text: encoding
         # them one by one spares cutting the array apart again.
-        texts = list(map(_ENCODER.encode, items))
+        texts = list(map(ENCODER.encode, items))
     except (UnicodeEncodeError, RecursionError, TypeError, ValueError, OverflowError):
         return None
     whole = b"[" + b",".join(texts) + b"]"
-    data = _DECODER.decode(whole)
+    data = DECODER.decode(whole)
     if data != items:  # equal to the dicts, so dicts themselves
         return None
-    if _deeper_than(whole, limits.max_depth + 1):  # + 1: the array around the events
+    if deeper_than(whole, limits.max_depth + 1):  # + 1: the array around the events
         return None
     if max(map(len, texts), default=0) > limits.max_event_bytes:
         return None
@@ -503,9 +240,9 @@ def _from_array_text(
         return None
     if not all(type(item) is dict for item in data):
         return None
-    if _deeper_than(whole, limits.max_depth + 1):  # + 1: the array around the events
+    if deeper_than(whole, limits.max_depth + 1):  # + 1: the array around the events
         return None
-    raws = _RAW_LIST_DECODER.decode(whole)
+    raws = RAW_LIST_DECODER.decode(whole)
     out = []
     for item, raw in zip(data, raws):
         text = bytes(raw)
@@ -517,9 +254,9 @@ def _from_array_text(
 
 def _from_item(item: Any, index: int, limits: _Limits) -> IncomingEvent:
     if isinstance(item, (str, bytes, bytearray, memoryview)):
-        buf = _as_bytes(item, index).strip(_WS)
-        if buf.startswith(_BOM):
-            buf = buf[len(_BOM) :].strip(_WS)
+        buf = _as_bytes(item, index).strip(WHITESPACE)
+        if buf.startswith(BOM):
+            buf = buf[len(BOM) :].strip(WHITESPACE)
         return _event_from_bytes(buf, index, limits, where="")
     if isinstance(item, (dict, msgspec.Struct)) or _is_model(item):
         return _from_object(item, index, limits)
@@ -550,12 +287,12 @@ def _from_object(obj: Any, index: int, limits: _Limits) -> IncomingEvent:
     event_type = event_type if isinstance(event_type, str) else None
     raw: bytes | None
     try:
-        raw = _ENCODER.encode(obj)
+        raw = ENCODER.encode(obj)
     except (UnicodeEncodeError, RecursionError, TypeError, ValueError, OverflowError):
         raw = None  # lone surrogates, or not JSON: the walk below tells which
-    data: Any = _DECODER.decode(raw) if raw is not None else None
+    data: Any = DECODER.decode(raw) if raw is not None else None
     # Fast path: msgspec wrote it and read back the same thing, and it cannot nest too deeply.
-    if raw is None or data != obj or _deeper_than(raw, limits.max_depth):
+    if raw is None or data != obj or deeper_than(raw, limits.max_depth):
         problem = _check_json_value(obj, limits.max_depth)
         if problem is not None:
             raise InvalidEventError(
@@ -563,8 +300,8 @@ def _from_object(obj: Any, index: int, limits: _Limits) -> IncomingEvent:
             )
         if raw is None:
             try:
-                raw = _encode_surrogates(obj, canonical=False)
-                data = _decode_value(raw)
+                raw = encode_surrogates(obj, canonical=False)
+                data = decode_value(raw)
             except InvalidEventError as exc:
                 raise InvalidEventError(
                     exc.reason, index=index, event_type=event_type, path=exc.path
@@ -605,12 +342,12 @@ def _check_json_value(obj: Any, max_depth: int) -> tuple[str, list[str | int]] |
 
 
 def _from_text(buf: bytes, limits: _Limits) -> list[IncomingEvent]:
-    if buf.startswith(_BOM):
-        buf = buf[len(_BOM) :]
-    body = buf.lstrip(_WS)
+    if buf.startswith(BOM):
+        buf = buf[len(BOM) :]
+    body = buf.lstrip(WHITESPACE)
     if body[:1] == b"[":
         # In memory, one msgspec call reads the whole array (much faster than splitting it).
-        return _parse_array(body.rstrip(_WS), limits)
+        return _parse_array(body.rstrip(WHITESPACE), limits)
     return list(_events_of_text(iter(()), buf, limits))
 
 
@@ -619,7 +356,7 @@ def _events_of_text(
 ) -> Iterator[IncomingEvent]:
     """The events of a JSON array, one JSON object, JSON Lines or SSE, detected from the
     content: ``head`` is the start (without its BOM), ``chunks`` the rest."""
-    body = head.lstrip(_WS)
+    body = head.lstrip(WHITESPACE)
     if not body:
         return
     first = body[0]
@@ -639,13 +376,13 @@ def _events_of_text(
 
 def _parse_array(body: bytes, limits: _Limits) -> list[IncomingEvent]:
     with contextlib.suppress(msgspec.DecodeError, RecursionError, UnicodeDecodeError):
-        fast = _from_array_text(body, _DECODER.decode(body), None, limits)
+        fast = _from_array_text(body, DECODER.decode(body), None, limits)
         if fast is not None:
             return fast
     try:
-        items = _RAW_LIST_DECODER.decode(body)
+        items = RAW_LIST_DECODER.decode(body)
     except RecursionError:
-        element, path, too_deep = _scan(body, top_array=True, max_depth=limits.max_depth)
+        element, path, too_deep = scan(body, top_array=True, max_depth=limits.max_depth)
         reason = (
             f"nested deeper than {limits.max_depth} levels"
             if too_deep
@@ -653,23 +390,23 @@ def _parse_array(body: bytes, limits: _Limits) -> list[IncomingEvent]:
         )
         raise InvalidEventError(reason, index=element, path=render_path(path)) from None
     except UnicodeDecodeError:
-        offset = _utf8_error_offset(body)
-        element, path, _ = _scan(body, top_array=True, stop_at=offset)
+        offset = utf8_error_offset(body)
+        element, path, _ = scan(body, top_array=True, stop_at=offset)
         raise InvalidEventError(
             f"invalid UTF-8 at byte {offset}", index=element, path=render_path(path)
         ) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        if isinstance(exc, msgspec.DecodeError) and _SURROGATE_ESCAPE.search(body):
+        if isinstance(exc, msgspec.DecodeError) and SURROGATE_ESCAPE.search(body):
             # msgspec refuses escaped lone surrogates, which JSON.parse and json.loads take
             # (JS producers split emoji): read the array element by element instead, each
             # keeping its bytes (the standard library reads the ones with surrogates), and
             # a problem elsewhere named at its own element.
             return list(_stream_array(iter(()), body, limits))
-        match = _BYTE_AT.search(str(exc))
+        match = BYTE_AT.search(str(exc))
         offset = int(match.group(1)) if match else len(body)
-        element, path, _ = _scan(body, top_array=True, stop_at=offset)
+        element, path, _ = scan(body, top_array=True, stop_at=offset)
         raise InvalidEventError(
-            _decode_error_reason(body, exc), index=element, path=render_path(path)
+            decode_error_reason(body, exc), index=element, path=render_path(path)
         ) from None
     return [_event_from_bytes(bytes(item), i, limits, where="") for i, item in enumerate(items)]
 
@@ -799,9 +536,9 @@ def _events_of_stream(chunks: Iterator[bytes], limits: _Limits) -> Iterator[Inco
     head = b""
     for chunk in chunks:
         head += chunk
-        start = head[len(_BOM) :] if head.startswith(_BOM) else head
-        body = start.lstrip(_WS)
-        if len(head) >= len(_BOM) and body and (
+        start = head[len(BOM) :] if head.startswith(BOM) else head
+        body = start.lstrip(WHITESPACE)
+        if len(head) >= len(BOM) and body and (
             body[0] in b"[{" or b"\n" in body or b"\r" in body
         ):
             break
@@ -811,8 +548,8 @@ def _events_of_stream(chunks: Iterator[bytes], limits: _Limits) -> Iterator[Inco
                     f"no event in the first {len(start)} bytes: the input is only whitespace"
                 )
             break
-    if head.startswith(_BOM):
-        head = head[len(_BOM) :]
+    if head.startswith(BOM):
+        head = head[len(BOM) :]
     yield from _events_of_text(chunks, head, limits)
 
 
@@ -848,16 +585,16 @@ def _object_or_lines(
     # bytes.find is memchr: a request body of a few MB holds no newline in the common case.
     ends = [at for at in (body.find(b"\n"), body.find(b"\r")) if at >= 0]
     if not ends and ended:
-        yield _event_from_bytes(body.strip(_WS), 0, limits, where="")
+        yield _event_from_bytes(body.strip(WHITESPACE), 0, limits, where="")
         return
-    first_line = body[: min(ends)].strip(_WS) if ends else body
+    first_line = body[: min(ends)].strip(WHITESPACE) if ends else body
     # JSON Lines when the first line is a complete JSON value by itself.
     if ends and len(first_line) <= limits.max_event_bytes:
         try:
-            _DECODER.decode(first_line)
+            DECODER.decode(first_line)
             complete = True
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
-            complete = bool(_SURROGATE_ESCAPE.search(first_line)) and _decode_stdlib(first_line)[1]
+            complete = bool(SURROGATE_ESCAPE.search(first_line)) and decode_stdlib(first_line)[1]
     else:
         complete = True  # let the per-line size check report it
     if not complete:
@@ -870,12 +607,12 @@ def _object_or_lines(
                     f"{limits.max_event_bytes}",
                     index=0,
                 )
-        yield _event_from_bytes(body.strip(_WS), 0, limits, where="")
+        yield _event_from_bytes(body.strip(WHITESPACE), 0, limits, where="")
         return
     index = lineno = 0
     try:
         for lineno, line in enumerate(_lines(chunks, body, limit), 1):
-            line = line.strip(_WS)
+            line = line.strip(WHITESPACE)
             if not line:
                 continue
             yield _event_from_bytes(line, index, limits, where=f"JSON Lines line {lineno}")
@@ -928,7 +665,7 @@ def _stream_sse(chunks: Iterator[bytes], buf: bytes, limits: _Limits) -> Iterato
 
 def _sse_event(payload: bytes, index: int, start: int, limits: _Limits) -> IncomingEvent:
     where = f"SSE record {index} (data from line {start})"
-    payload = payload.strip(_WS)
+    payload = payload.strip(WHITESPACE)
     if not payload:
         raise InvalidEventError(f"{where}: the data is empty, not a JSON event", index=index)
     return _event_from_bytes(payload, index, limits, where=where)
@@ -1010,7 +747,7 @@ def _stream_array(
                 buf = buf[start:] + chunk
                 p -= start
                 pos = start = 0
-            element = buf[start:p].rstrip(_WS)
+            element = buf[start:p].rstrip(WHITESPACE)
             if not element:
                 raise InvalidEventError(
                     f"malformed JSON at byte {base + start}: expected an event, found "
@@ -1066,14 +803,14 @@ def _whole_elements(
         end = buf.rfind(b"}", pos, end)
         if end < 0:
             return None
-        if buf[end + 1 : end + 65].lstrip(_WS)[:1] in (b",", b"]"):
+        if buf[end + 1 : end + 65].lstrip(WHITESPACE)[:1] in (b",", b"]"):
             break
     else:
         return None
     end += 1
     whole = b"[" + buf[pos:end] + b"]"
     try:
-        data = _DECODER.decode(whole)
+        data = DECODER.decode(whole)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
         return None
     events = _from_array_text(whole, data, None, limits)
@@ -1085,7 +822,7 @@ def _expect_end(
 ) -> None:
     """Only whitespace may follow a JSON array."""
     while True:
-        rest = buf[pos:].lstrip(_WS)
+        rest = buf[pos:].lstrip(WHITESPACE)
         if rest:
             shown = rest[:20].decode("utf-8", "replace")
             at = base + len(buf) - len(rest)
@@ -1111,22 +848,22 @@ def _event_from_bytes(raw: bytes, index: int, limits: _Limits, *, where: str) ->
     data: Any = None
     too_deep_to_decode = False
     try:
-        data = _DECODER.decode(raw)
+        data = DECODER.decode(raw)
     except RecursionError:
         too_deep_to_decode = True
     except UnicodeDecodeError:
-        offset = _utf8_error_offset(raw)
-        _, at, _ = _scan(raw, top_array=False, stop_at=offset)
+        offset = utf8_error_offset(raw)
+        _, at, _ = scan(raw, top_array=False, stop_at=offset)
         raise InvalidEventError(
             f"{prefix}invalid UTF-8 at byte {offset}", index=index, path=render_path(at)
         ) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        data, ok = _decode_stdlib(raw) if _SURROGATE_ESCAPE.search(raw) else (None, False)
+        data, ok = decode_stdlib(raw) if SURROGATE_ESCAPE.search(raw) else (None, False)
         if not ok:
-            reason, where_in = _syntax_problem(raw, exc)
+            reason, where_in = syntax_problem(raw, exc)
             raise InvalidEventError(f"{prefix}{reason}", index=index, path=where_in) from None
-    if too_deep_to_decode or _deeper_than(raw, limits.max_depth):
-        _, path, too_deep = _scan(raw, top_array=False, max_depth=limits.max_depth)
+    if too_deep_to_decode or deeper_than(raw, limits.max_depth):
+        _, path, too_deep = scan(raw, top_array=False, max_depth=limits.max_depth)
         if too_deep or too_deep_to_decode:
             event_type = data.get("type") if isinstance(data, dict) else None
             reason = (
@@ -1147,31 +884,3 @@ def _event_from_bytes(raw: bytes, index: int, limits: _Limits, *, where: str) ->
     return IncomingEvent(data=data, raw=raw)
 
 
-def _syntax_problem(raw: bytes, exc: Exception) -> tuple[str, str]:
-    """Reason and JSON path of a msgspec decoding error in one event's text."""
-    if isinstance(exc, msgspec.ValidationError):
-        # A number out of range (msgspec's own path for it is "$[...]"): find it.
-        offset, reason = len(raw), f"number out of range ({exc})"
-        for number in _STRING_OR_NUMBER.finditer(raw):
-            token = number.group()
-            if token[0] == 0x22:
-                continue
-            shown = token[:24].decode("ascii") + ("..." if len(token) > 24 else "")
-            if not any(c in token for c in b".eE"):
-                if len(token.lstrip(b"-")) > sys.get_int_max_str_digits() > 0:
-                    offset = number.start()
-                    reason = (
-                        f"integer {shown} has {len(token.lstrip(b'-'))} digits, over Python's "
-                        f"limit of {sys.get_int_max_str_digits()} (json.loads refuses it too)"
-                    )
-                    break
-            elif math.isinf(float(token)):
-                offset = number.start()
-                reason = f"{shown} is out of the range of a double (it would read back as infinity)"
-                break
-        _, segments, _ = _scan(raw, top_array=False, stop_at=offset)
-        return reason, render_path(segments)
-    match = _BYTE_AT.search(str(exc))
-    offset = int(match.group(1)) if match else len(raw)
-    _, segments, _ = _scan(raw, top_array=False, stop_at=offset)
-    return _decode_error_reason(raw, exc), render_path(segments)

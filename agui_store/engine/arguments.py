@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any
 
-from agui_store.errors import InvalidArgumentError
+from agui_store.errors import InvalidArgumentError, InvalidEventError
 
 #: SQLite's largest integer: no sequence number, run key or lineage depth exceeds it.
 MAX_INT64 = 2**63 - 1
@@ -35,10 +35,33 @@ _LAST_CHAR = 0x10FFFF
 _SURROGATES = range(0xD800, 0xE000)
 
 
-def quote(value: str, limit: int = 80) -> str:
-    """An id for an error message: quoted, and cut when it is absurdly long."""
+def quote(value: object, limit: int = 80) -> str:
+    """An id for an error message or a problem ``check()`` reports: quoted, and cut when it is
+    absurdly long (ids can be megabytes long)."""
     text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 1]}…' ({len(value)} characters)"
+    if len(text) <= limit:
+        return text
+    length = len(value) if isinstance(value, (str, bytes)) else len(text)
+    return f"{text[: limit - 1]}…' ({length} characters)"
+
+
+def check_scope(scope: Any) -> None:
+    """A scope is an owner's name (a non-empty string), or ``None``: the operator's calls,
+    which see and write every thread."""
+    if scope is None:
+        return
+    if not isinstance(scope, str) or not scope:
+        raise TypeError(
+            f"scope must be None (the operator) or an owner's name (a non-empty string), "
+            f"not {scope!r}"
+        )
+    if not storable_text(scope):
+        # As an event's id is refused: the scope is stored beside the events it owns.
+        raise InvalidEventError(
+            "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which cannot "
+            "be stored as text",
+            path="scope",
+        )
 
 
 def storable_text(value: str) -> bool:

@@ -78,7 +78,7 @@ class CachedView:
     reducer: Reducer  # holds the view, with its indexes: the next run continues it
     ids_hasher: Any  # sha256 state over the view's lineage ids (extends when the list grows)
     since: SinceCheckpoint
-    lineage: list[Any]  # the view's lineage ids (checkpoints.lineage_ids), what rule 3 compares
+    lineage: list[Any]  # the view's lineage ids (lineage_ids), what rule 3 compares
 
     @property
     def view(self) -> View:

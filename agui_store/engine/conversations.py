@@ -3,12 +3,15 @@
 A conversation is a log of entries, each holding one message and pointing at the entry
 before it, and a record that points at its newest entry (its head) and at the last entries
 of the branches it left. This module holds the rules, once for every backend, over the
-storage port (:mod:`agui_store.port`): messages are stored once by content (their sha256),
+storage port (:mod:`agui_store.engine.port`): messages are stored once by content (their sha256),
 an entry's hash covers its parent's (an edit anywhere in a history changes the hash of every
 entry after it), a write lands whole or not at all, and a delete releases what nothing
 reaches any more. It knows no pydantic-ai type: messages and records arrive as JSON text
 (:mod:`agui_store.integrations.pydantic_ai` encodes them with pydantic-ai's own type
 adapters), so ``check()`` covers them without pydantic-ai installed.
+
+Every function takes the transaction it works in first, as every engine module does: reads
+a store's ``reading()``, writes its ``writing(WRITERS_KEY)``.
 
 Writes take turns in one write transaction at a time (SQLite: the file's one writer;
 PostgreSQL: a lock of their own, :data:`WRITERS_KEY`, beside the AG-UI appends, which never
@@ -22,28 +25,19 @@ delete, and finds the entry gone: a conflict).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
 from agui_store.engine import port
 from agui_store.errors import AguiStoreError, HashMismatchError, InvalidArgumentError
 
-
-class Store(Protocol):
-    """What conversations need of a store (:class:`agui_store.Store` is one): its read
-    transactions, and its write transactions of one key."""
-
-    def _reading(self) -> AbstractContextManager[port.Reading]: ...
-    def _writing(self, thread_id: str | None = None) -> AbstractContextManager[port.Writing]: ...
-
 #: "All of them", as a ``limit`` every backend takes (SQLite's and PostgreSQL's bigint).
 EVERY = 2**62
 #: The key conversation writes take turns on: the store's write transaction of one key
-#: (``Store._writing(key)``), which PostgreSQL runs beside other keys' appends and SQLite
+#: (``Store.writing(key)``), which PostgreSQL runs beside other keys' appends and SQLite
 #: alone. No AG-UI thread is named so (a NUL first); one that were would only take turns
 #: with conversation writes.
 WRITERS_KEY = "\x00agui-store conversations"
@@ -174,37 +168,33 @@ def _entry(row: tuple[Any, ...]) -> Entry:
     )
 
 
-def read_record(store: Store, conversation_id: str) -> Record | None:
+def read_record(tx: port.Reading, conversation_id: str) -> Record | None:
     """The record of a conversation, or ``None``."""
-    with store._reading() as tx:
-        row = tx.conversation(conversation_id)
+    row = tx.conversation(conversation_id)
     return None if row is None else _record(row)
 
 
-def read_records(store: Store, scope: str | None, limit: int | None) -> list[Record]:
+def read_records(tx: port.Reading, scope: str | None, limit: int | None) -> list[Record]:
     """Records newest ``updated_at`` first (ties: the first created first), of ``scope``
     (``None``: every scope), at most ``limit`` (``None``: all)."""
-    with store._reading() as tx:
-        rows = tx.conversations(scope, EVERY if limit is None else limit)
+    rows = tx.conversations(scope, EVERY if limit is None else limit)
     return [_record(row) for row in rows]
 
 
-def read_history(store: Store, head_id: str | None, limit: int | None) -> list[Entry]:
+def read_history(tx: port.Reading, head_id: str | None, limit: int | None) -> list[Entry]:
     """The entries from the first up to ``head_id``, or only the last ``limit`` of them, in
     one statement. Raises :class:`EntryNotFoundError` when ``head_id`` is not stored."""
     if head_id is None or limit == 0:
         return []
-    with store._reading() as tx:
-        rows = tx.conversation_history(head_id, EVERY if limit is None else limit)
+    rows = tx.conversation_history(head_id, EVERY if limit is None else limit)
     if not rows:
         raise EntryNotFoundError(head_id)
     return [_entry(row) for row in rows]
 
 
-def read_entry(store: Store, entry_id: str) -> Entry:
+def read_entry(tx: port.Reading, entry_id: str) -> Entry:
     """One entry; raises :class:`EntryNotFoundError` when it is not stored."""
-    with store._reading() as tx:
-        row = tx.conversation_entry(entry_id)
+    row = tx.conversation_entry(entry_id)
     if row is None:
         raise EntryNotFoundError(entry_id)
     return _entry(row)
@@ -213,22 +203,20 @@ def read_entry(store: Store, entry_id: str) -> Entry:
 # --- writes ---------------------------------------------------------------------------------
 
 
-def write_record(
-    store: Store,
-    record: Record,
-    new_entries: Sequence[Entry],
-    expected_revision: str | None,
-) -> None:
-    """Store ``record`` and the entries its history adds, in one transaction, replacing the
-    record whose revision is ``expected_revision`` (``None``: there is none yet).
+@dataclass(frozen=True)
+class Prepared:
+    """What a write of a record works out before its write transaction (see :func:`prepare`):
+    each new entry with its canonical message text and that text's hash."""
 
-    Raises :class:`ConversationConflictError`, having written nothing, when the stored
-    revision is another, or when the head, a branch or a new entry's parent names an entry
-    neither the store nor ``new_entries`` has (a delete released it since it was read).
-    Raises :class:`~agui_store.errors.InvalidArgumentError` for an entry id stored already
-    or given twice, or a message that is not JSON."""
+    record: Record
+    entries: tuple[tuple[Entry, bytes, bytes], ...]
+
+
+def prepare(record: Record, new_entries: Sequence[Entry]) -> Prepared:
+    """Check and hash what :func:`write_record` writes, outside the write lock. Raises
+    :class:`~agui_store.errors.InvalidArgumentError` for an entry id given twice or a message
+    that is not JSON."""
     cid = record.conversation_id
-    # What can be worked out before the write transaction is (hashes, canonical text).
     prepared: list[tuple[Entry, bytes, bytes]] = []
     for index, entry in enumerate(new_entries):
         text = canonical(entry.message, f"conversation {cid!r}, new entry {index}")
@@ -238,90 +226,102 @@ def write_record(
         raise InvalidArgumentError(
             f"conversation {cid!r}: new entries repeat an entry id; nothing was written"
         )
-    with store._writing(WRITERS_KEY) as tx:
-        stored = tx.conversation(cid)
-        found = None if stored is None else str(stored[4])
-        if found != expected_revision:
+    return Prepared(record, tuple(prepared))
+
+
+def write_record(tx: port.Writing, prepared: Prepared, expected_revision: str | None) -> None:
+    """Store a prepared record and the entries its history adds, in the write transaction
+    ``tx`` (a store's ``writing(WRITERS_KEY)``), replacing the record whose revision is
+    ``expected_revision`` (``None``: there is none yet).
+
+    Raises :class:`ConversationConflictError`, having written nothing, when the stored
+    revision is another, or when the head, a branch or a new entry's parent names an entry
+    neither the store nor the new entries have (a delete released it since it was read).
+    Raises :class:`~agui_store.errors.InvalidArgumentError` for an entry id stored already."""
+    record = prepared.record
+    cid = record.conversation_id
+    stored = tx.conversation(cid)
+    found = None if stored is None else str(stored[4])
+    if found != expected_revision:
+        raise ConversationConflictError(
+            cid,
+            "it is not in the store"
+            if stored is None
+            else "it is in the store already"
+            if expected_revision is None
+            else f"its revision is {found!r}, not {expected_revision!r}",
+        )
+    # Entries of this write by id: (pk, hash).
+    written: dict[str, tuple[int, bytes]] = {}
+
+    def key_of(entry_id: str, what: str) -> tuple[int, bytes]:
+        if entry_id in written:
+            return written[entry_id]
+        key = tx.conversation_entry_key(entry_id)
+        if key is None:
             raise ConversationConflictError(
-                cid,
-                "it is not in the store"
-                if stored is None
-                else "it is in the store already"
-                if expected_revision is None
-                else f"its revision is {found!r}, not {expected_revision!r}",
+                cid, f"{what} names entry {entry_id!r}, which the store does not have"
             )
-        # Entries of this write by id: (pk, hash).
-        written: dict[str, tuple[int, bytes]] = {}
+        return key[0], key[1]
 
-        def key_of(entry_id: str, what: str) -> tuple[int, bytes]:
-            if entry_id in written:
-                return written[entry_id]
-            key = tx.conversation_entry_key(entry_id)
-            if key is None:
-                raise ConversationConflictError(
-                    cid, f"{what} names entry {entry_id!r}, which the store does not have"
-                )
-            return key[0], key[1]
-
-        for index, (entry, text, address) in enumerate(prepared):
-            if tx.conversation_entry_key(entry.entry_id) is not None:
-                raise InvalidArgumentError(
-                    f"conversation {cid!r}, new entry {index}: entry {entry.entry_id!r} is "
-                    "stored already; nothing was written"
-                )
-            parent = (
-                None
-                if entry.parent_id is None
-                else key_of(entry.parent_id, f"new entry {index}'s parent")
+    for index, (entry, text, address) in enumerate(prepared.entries):
+        if tx.conversation_entry_key(entry.entry_id) is not None:
+            raise InvalidArgumentError(
+                f"conversation {cid!r}, new entry {index}: entry {entry.entry_id!r} is "
+                "stored already; nothing was written"
             )
-            message = tx.conversation_message_id(address)
-            if message is None:
-                message = tx.insert_conversation_message(address, text.decode())
-            own = entry_hash(entry.entry_id, entry.kind, address, parent and parent[1])
-            pk = tx.insert_conversation_entry(
-                entry.entry_id, parent and parent[0], message, entry.kind, cid, own
-            )
-            written[entry.entry_id] = (pk, own)
-        head = None if record.head_id is None else key_of(record.head_id, "the head")[0]
-        digest = record_hash(record)
-        if stored is None:
-            pk = tx.insert_conversation(
-                cid, head, record.scope, record.revision, record.updated_at, record.record,
-                digest,
-            )
-            was: tuple[str, ...] = ()
-        else:
-            pk = int(stored[0])
-            tx.update_conversation(
-                pk, head, record.scope, record.revision, record.updated_at, record.record,
-                digest,
-            )
-            was = _record(stored).branches
-        if record.branches != was:
-            tx.set_conversation_branches(
-                pk, [key_of(tip, "a branch")[0] for tip in record.branches]
-            )
+        parent = (
+            None
+            if entry.parent_id is None
+            else key_of(entry.parent_id, f"new entry {index}'s parent")
+        )
+        message = tx.conversation_message_id(address)
+        if message is None:
+            message = tx.insert_conversation_message(address, text.decode())
+        own = entry_hash(entry.entry_id, entry.kind, address, parent and parent[1])
+        pk = tx.insert_conversation_entry(
+            entry.entry_id, parent and parent[0], message, entry.kind, cid, own
+        )
+        written[entry.entry_id] = (pk, own)
+    head = None if record.head_id is None else key_of(record.head_id, "the head")[0]
+    digest = record_hash(record)
+    if stored is None:
+        pk = tx.insert_conversation(
+            cid, head, record.scope, record.revision, record.updated_at, record.record,
+            digest,
+        )
+        was: tuple[str, ...] = ()
+    else:
+        pk = int(stored[0])
+        tx.update_conversation(
+            pk, head, record.scope, record.revision, record.updated_at, record.record,
+            digest,
+        )
+        was = _record(stored).branches
+    if record.branches != was:
+        tx.set_conversation_branches(
+            pk, [key_of(tip, "a branch")[0] for tip in record.branches]
+        )
 
 
-def delete_record(store: Store, conversation_id: str, expected_revision: str) -> int:
+def delete_record(tx: port.Writing, conversation_id: str, expected_revision: str) -> int:
     """Delete a conversation's record, then every entry no remaining record's head or
     branch reaches and every message no remaining entry holds; returns how many entries
     went. Raises :class:`ConversationConflictError` when no record with that revision is
     stored."""
-    with store._writing(WRITERS_KEY) as tx:
-        stored = tx.conversation(conversation_id)
-        if stored is None or str(stored[4]) != expected_revision:
-            raise ConversationConflictError(
-                conversation_id,
-                "it is not in the store"
-                if stored is None
-                else f"its revision is {stored[4]!r}, not {expected_revision!r}",
-            )
-        record = _record(stored)
-        tips = [t for t in (record.head_id, *record.branches) if t is not None]
-        tip_keys = [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))]
-        tx.delete_conversation(int(stored[0]))
-        return _release(tx, tip_keys)
+    stored = tx.conversation(conversation_id)
+    if stored is None or str(stored[4]) != expected_revision:
+        raise ConversationConflictError(
+            conversation_id,
+            "it is not in the store"
+            if stored is None
+            else f"its revision is {stored[4]!r}, not {expected_revision!r}",
+        )
+    record = _record(stored)
+    tips = [t for t in (record.head_id, *record.branches) if t is not None]
+    tip_keys = [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))]
+    tx.delete_conversation(int(stored[0]))
+    return _release(tx, tip_keys)
 
 
 def _release(tx: port.Writing, tips: Sequence[int]) -> int:
@@ -350,12 +350,11 @@ def _release(tx: port.Writing, tips: Sequence[int]) -> int:
 SAVED_EVENT = "pydantic_ai_conversation_saved"
 
 
-def saved_entries(store: Store, thread_id: str) -> Iterator[tuple[str, str, list[str]]]:
+def saved_entries(tx: port.Reading, thread_id: str) -> list[tuple[str, str, list[str]]]:
     """``(run_id, conversation_id, entry ids)`` of every conversation save a thread's runs
     announced (their ``pydantic_ai_conversation_saved`` CUSTOM events), in recorded order."""
-    with store._reading() as tx:
-        rows = tx.thread_custom_events(thread_id)
-    for run_id, payload in rows:
+    found: list[tuple[str, str, list[str]]] = []
+    for run_id, payload in tx.thread_custom_events(thread_id):
         try:
             event = _DECODER.decode(payload)
         except msgspec.DecodeError:
@@ -368,7 +367,8 @@ def saved_entries(store: Store, thread_id: str) -> Iterator[tuple[str, str, list
         ids = value.get("entry_ids")
         conversation_id = value.get("conversation_id", thread_id)
         if isinstance(ids, list) and all(isinstance(i, str) for i in ids):
-            yield run_id, str(conversation_id), ids
+            found.append((run_id, str(conversation_id), ids))
+    return found
 
 
 @dataclass(frozen=True)
@@ -402,13 +402,15 @@ class Continuation:
         return self.entry_id != self.lineage_entry
 
 
-def continuation(store: Store, thread_id: str, lineage: Sequence[str]) -> Continuation | None:
+def continuation(
+    tx: port.Reading, thread_id: str, lineage: Sequence[str]
+) -> Continuation | None:
     """Where the model continued from for ``lineage[0]``, a run of ``thread_id`` whose AG-UI
     lineage (the run, then its ancestors, newest first) is ``lineage``; ``None`` when that
     run saved no entry."""
     saves: dict[str, tuple[str, list[str]]] = {}
     saver: dict[str, str] = {}
-    for run_id, conversation_id, ids in saved_entries(store, thread_id):
+    for run_id, conversation_id, ids in saved_entries(tx, thread_id):
         if ids:
             saves[run_id] = (conversation_id, ids)
             saver.update(dict.fromkeys(ids, run_id))
@@ -416,7 +418,7 @@ def continuation(store: Store, thread_id: str, lineage: Sequence[str]) -> Contin
         return None
     conversation_id, ids = saves[lineage[0]]
     try:
-        parent = read_entry(store, ids[0]).parent_id
+        parent = read_entry(tx, ids[0]).parent_id
     except EntryNotFoundError:  # released by a delete since: nothing to say
         return None
     reached = next((saves[r][1][-1] for r in lineage[1:] if r in saves), None)
@@ -426,10 +428,9 @@ def continuation(store: Store, thread_id: str, lineage: Sequence[str]) -> Contin
     )
 
 
-def entry_conversation(store: Store, entry_id: str) -> str | None:
+def entry_conversation(tx: port.Reading, entry_id: str) -> str | None:
     """The conversation whose save stored an entry, or ``None``: no such entry."""
-    with store._reading() as tx:
-        key = tx.conversation_entry_key(entry_id)
+    key = tx.conversation_entry_key(entry_id)
     return None if key is None else key[2]
 
 

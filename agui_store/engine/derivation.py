@@ -16,17 +16,19 @@ write transaction, from the view the store's memory keeps: when (on append, or l
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agui_store.codec import ingest
-from agui_store.engine import checkpoints, clock, port, reads
+from agui_store.engine import checkpoints, clock, port, reads, search
 from agui_store.engine.cached_view import CachedView, SinceCheckpoint
 from agui_store.errors import InvalidEventError
+from agui_store.history.lineage import hash_ids, lineage_ids
 from agui_store.history.restore import (
     RunRecord,
     apply_run,
     body_as_sent,
+    named_ids,
     only_appended,
     reached,
     start_reducer,
@@ -56,8 +58,8 @@ def replayed_to(tx: port.Reading, run_pk: int | None) -> CachedView:
         for record in reads.records(tx, after):
             since.note(record)
             apply_run(reducer, record)
-    lineage = checkpoints.lineage_ids(reducer.messages)
-    return CachedView(run_pk, reducer, checkpoints.hash_ids(lineage), since, lineage)
+    lineage = lineage_ids(reducer.messages)
+    return CachedView(run_pk, reducer, hash_ids(lineage), since, lineage)
 
 def write_checkpoint(
     tx: port.Writing,
@@ -167,6 +169,57 @@ def unchanged(
                 changed.append(at)
             at -= 1
     return keep, changed
+
+
+def index_every_run(
+    tx: port.Writing, progress: Callable[[int, int], None] | None = None
+) -> int:
+    """Index the messages of every complete run's view for search, as deriving each would
+    have (:func:`agui_store.engine.search.index_run`): what a store written before the index
+    existed needs. Each run continues its parent's view when that was the run before it
+    (a thread's runs mostly are), else replays from the nearest checkpoint; a message is
+    read back, for its snippet, from the run's own checkpoint when it has one. Calls
+    ``progress(done, total)`` as runs are done. Returns how many runs were indexed."""
+    run_pks = tx.all_run_pks()
+    total = len(run_pks)
+    cached: tuple[int, Reducer] | None = None
+    indexed = 0
+    for done, run_pk in enumerate(run_pks, 1):
+        if progress is not None and (done % 100 == 0 or done == total):
+            progress(done, total)
+        if reads.status(tx, run_pk) == "incomplete":
+            continue
+        parent_pk, raw_input, raw_refs, reason = tx.run_row(run_pk)
+        try:
+            reducer = (
+                cached[1]
+                if cached is not None and cached[0] == parent_pk
+                else replayed_to(tx, parent_pk).reducer
+            )
+            cached = None
+            record = RunRecord(
+                input=ingest.decode(raw_input.encode("utf-8")) if raw_input else None,
+                events=reads.run_events(tx, run_pk),
+                input_refs=ingest.decode(raw_refs.encode("utf-8")) if raw_refs else None,
+                as_sent=body_as_sent(raw_input is not None, reason),
+            )
+            names, snapshot = named_ids(record.events)
+            reducer.take_unmoved()
+            before = len(reducer.messages)
+            apply_run(reducer, record)
+        except InvalidEventError:
+            continue  # a view the client cannot derive: checkout raises, nothing to find
+        unmoved = reducer.take_unmoved()
+        start = 0 if snapshot else min(unmoved, before)
+        messages = reducer.messages
+        positions = search.changed_positions(messages, start, reducer.holders(names))
+        search.index_run(
+            tx, tx.run_thread(run_pk), run_pk, messages, positions,
+            checkpoints.layout_of(tx, run_pk),
+        )
+        cached = (run_pk, reducer)
+        indexed += 1
+    return indexed
 
 
 #: What replaying a run needs of its row: ``(parent, input, input_refs, lineage)``.
@@ -308,12 +361,12 @@ class Deriver:
         unmoved = reducer.take_unmoved()
         since.settle(unmoved)
         if only_appended(before, unmoved, reached_before, snapshot):
-            new_ids = checkpoints.lineage_ids(messages[before:])
-            hasher = checkpoints.hash_ids(new_ids, hasher)
+            new_ids = lineage_ids(messages[before:])
+            hasher = hash_ids(new_ids, hasher)
             lineage.extend(new_ids)
         else:
-            lineage = checkpoints.lineage_ids(messages)
-            hasher = checkpoints.hash_ids(lineage)
+            lineage = lineage_ids(messages)
+            hasher = hash_ids(lineage)
         digest = bytes(hasher.digest())
         tx.insert_digest(digest, run_pk)
         written = False
@@ -331,5 +384,12 @@ class Deriver:
                     state_bytes=since.state_bytes,
                     state_address=since.state_address,
                 )
+        # The messages the run added or changed, found by their words from now on, each
+        # read back from the checkpoint just written when there is one.
+        start = 0 if snapshot else min(unmoved, before)
+        positions = search.changed_positions(messages, start, reducer.holders(names))
+        search.index_run(
+            tx, thread_pk, run_pk, messages, positions, since.layout if written else None
+        )
         self.memory.keep_view(thread_pk, CachedView(run_pk, reducer, hasher, since, lineage))
         return written

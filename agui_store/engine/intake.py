@@ -15,13 +15,15 @@ from typing import Any, NamedTuple
 
 from agui_store.codec import ingest
 from agui_store.engine import checkpoints
+from agui_store.engine.arguments import check_scope as check_scope  # copy imports it here
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
 from agui_store.engine.revisions import RESERVED_REFS
 from agui_store.errors import BranchError, InvalidEventError
 from agui_store.history import nesting, resent_bodies
+from agui_store.history.lineage import HASH_MARK, hash_from_marks, hash_marks, lineage_ids
 from agui_store.history.normalize import SentChunks, full_chunk_addresses
-from agui_store.protocol import model
+from agui_store.protocol import validate
 
 _BRANCH_NAME = re.compile(r"[A-Za-z0-9._/@+-]{1,255}")  # fullmatch: no trailing newline
 # git check-ref-format's rules on those characters: no component that starts with a dot or
@@ -108,7 +110,7 @@ class Intake:
 
     def validated(self, incoming: list[ingest.IncomingEvent]) -> list[str]:
         """Validate a batch's events one by one (what needs no database); their types."""
-        types = model.validate_events([ev.data for ev in incoming])
+        types = validate.validate_events([ev.data for ev in incoming])
         for i, (ev, kind) in enumerate(zip(incoming, types)):
             if kind == "RUN_STARTED":
                 for name in ("threadId", "runId", "parentRunId"):
@@ -168,7 +170,7 @@ class Intake:
             added = data.get("messages")
             if type(added) is not list:
                 return None
-            model.validate_input(data)  # the other members, and the messages after those
+            validate.validate_input(data)  # the other members, and the messages after those
         except InvalidEventError:
             return None
         size = checkpoints.CHUNK
@@ -186,12 +188,12 @@ class Intake:
         if len(seen.ids) == len(seen.messages):  # each message has its lineage id
             shared_ids = seen.ids if whole else seen.ids[:count]
         else:
-            shared_ids = checkpoints.lineage_ids(seen.messages[:count])
+            shared_ids = lineage_ids(seen.messages[:count])
         if seen.marks is None:  # derived when first needed (see resent.Seen)
-            seen.marks = checkpoints.hash_marks(seen.ids)
-        kept = seen.marks[: len(shared_ids) // checkpoints.HASH_MARK + 1]  # within those
-        shared_hash = checkpoints.hash_from_marks(shared_ids, kept)
-        ids = shared_ids + checkpoints.lineage_ids(added)
+            seen.marks = hash_marks(seen.ids)
+        kept = seen.marks[: len(shared_ids) // HASH_MARK + 1]  # within those
+        shared_hash = hash_from_marks(shared_ids, kept)
+        ids = shared_ids + lineage_ids(added)
         places, distinct = resent_bodies.id_places(
             messages, count, seen.places_before(count), min(seen.id_index()[1], count)
         )
@@ -203,7 +205,7 @@ class Intake:
                 ids,
                 chunks,
                 ends=seen.message_ends()[:count] + added_ends,
-                marks=checkpoints.hash_marks(ids, kept),
+                marks=hash_marks(ids, kept),
                 places=places,
                 distinct=distinct,
             )
@@ -222,13 +224,13 @@ class Intake:
         messages = data.get("messages")
         if type(messages) is not list or len(messages) < resent_bodies.MIN_MESSAGES or not chunks:
             return None, 0
-        ids = checkpoints.lineage_ids(messages)
+        ids = lineage_ids(messages)
         seen = resent_bodies.Seen(found.messages, list(messages), ids, chunks)
         self.memory.resent.put(found.thread, seen)
         return ids, 0
 
     def _validate_input(self, data: Any) -> SentChunks | None:
-        """:func:`model.validate_input`, skipping the messages of the full chunks (the first
+        """:func:`validate.validate_input`, skipping the messages of the full chunks (the first
         ``CHUNK`` messages, the next ``CHUNK``...) already validated in an earlier input: a
         client that resends the history (HttpAgent) costs the validation of what it adds.
         Validity is a function of a message's JSON value, which a chunk's address (the
@@ -241,12 +243,12 @@ class Intake:
             full_chunk_addresses(sent, size) if type(sent) is list and len(sent) >= size else {}
         )
         if not chunks:
-            model.validate_input(data)
+            validate.validate_input(data)
             return None
         assert isinstance(sent, list)
         unknown = self.memory.unvalidated(chunks)
         if len(unknown) == len(chunks):
-            model.validate_input(data)
+            validate.validate_input(data)
         else:
             # The input with only the messages still to check: each message is validated
             # on its own, so this passes exactly when the whole input does. A failure is
@@ -254,9 +256,9 @@ class Intake:
             rest = [m for (start, count), _ in unknown for m in sent[start : start + count]]
             rest += sent[len(chunks) * size :]
             try:
-                model.validate_input({**data, "messages": rest})
+                validate.validate_input({**data, "messages": rest})
             except InvalidEventError:
-                model.validate_input(data)
+                validate.validate_input(data)
                 raise
         self.memory.note_valid(address for _, address in unknown)
         return chunks
@@ -391,19 +393,6 @@ def storable(
                 event_type=event_type,
                 path=path,
             ) from None
-
-
-def check_scope(scope: Any) -> None:
-    """A scope is an owner's name (a non-empty string), or ``None``: the operator's calls,
-    which see and write every thread."""
-    if scope is None:
-        return
-    if not isinstance(scope, str) or not scope:
-        raise TypeError(
-            f"scope must be None (the operator) or an owner's name (a non-empty string), "
-            f"not {scope!r}"
-        )
-    storable(scope, path="scope")
 
 
 def check_branch_name(name: str) -> None:

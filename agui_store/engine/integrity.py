@@ -80,9 +80,12 @@ from typing import Any
 
 from agui_store.codec import ingest
 from agui_store.engine import checkpoints, conversations, log_hashes
+from agui_store.engine.arguments import quote
 from agui_store.engine.port import Inspecting
+from agui_store.engine.revisions import RESERVED_REFS
 from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventError
 from agui_store.history import blobs, hashing
+from agui_store.history.lineage import hash_ids, lineage_ids
 from agui_store.history.restore import (
     RunRecord,
     View,
@@ -118,9 +121,6 @@ MAX_PROBLEMS_PER_CHECK = 100
 
 #: The reasons the store records for a run's lineage parent (``runs.lineage``).
 LINEAGE_REASONS = frozenset({"explicit", "parentRunId", "messages", "head", "root"})
-
-#: Names every thread reserves for its default branch (a stored branch would shadow it).
-RESERVED_REFS = frozenset({"main", "HEAD"})
 
 _TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
 
@@ -257,14 +257,8 @@ class _Context:
         row = self.runs.get(pk)
         if row is None:
             return f"run #{pk} (missing)"
-        thread = _q(row.thread_id) if row.thread_id is not None else f"#{row.thread_pk}"
-        return f"run {_q(row.run_id)} (thread {thread}, #{pk})"
-
-
-def _q(value: object, width: int = 80) -> str:
-    """``repr`` of a value named in a problem, cut short: ids can be megabytes long."""
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 4] + "...'"
+        thread = quote(row.thread_id) if row.thread_id is not None else f"#{row.thread_pk}"
+        return f"run {quote(row.run_id)} (thread {thread}, #{pk})"
 
 
 def _seq_ranges(seqs: list[int]) -> str:
@@ -302,13 +296,13 @@ def _check_lineage(ctx: _Context, out: _Collector) -> None:
         name = ctx.name_run(pk)
         if row.lineage not in LINEAGE_REASONS:
             out.problem(
-                f"{name} records lineage reason {_q(row.lineage)}, which is not one of "
+                f"{name} records lineage reason {quote(row.lineage)}, which is not one of "
                 f"{', '.join(sorted(LINEAGE_REASONS))}"
             )
         if row.parent is None:
             if row.lineage != "root" and row.lineage in LINEAGE_REASONS:
                 out.problem(
-                    f"{name} has no lineage parent but records reason {_q(row.lineage)} "
+                    f"{name} has no lineage parent but records reason {quote(row.lineage)} "
                     "(a run without a parent is a 'root')"
                 )
             continue
@@ -345,7 +339,7 @@ def _check_lineage(ctx: _Context, out: _Collector) -> None:
             cycle = path[path.index(at) :]
             names = " -> ".join(repr(runs[p].run_id) for p in [*cycle, at])
             out.problem(
-                f"lineage cycle: {names} (thread {_q(runs[at].thread_id)}, "
+                f"lineage cycle: {names} (thread {quote(runs[at].thread_id)}, "
                 f"#{', #'.join(map(str, cycle))}): an ancestor walk would never end"
             )
         for p in path:
@@ -356,9 +350,11 @@ def _check_refs(ctx: _Context, out: _Collector) -> None:
     runs = ctx.runs
     for thread_pk, name, run_pk, thread_id in ctx.tx.every_branch():
         if thread_id is None:
-            out.problem(f"branch {_q(name)} belongs to thread #{thread_pk}, which does not exist")
+            out.problem(
+                f"branch {quote(name)} belongs to thread #{thread_pk}, which does not exist"
+            )
             continue
-        where = f"branch {_q(name)} of thread {_q(thread_id)}"
+        where = f"branch {quote(name)} of thread {quote(thread_id)}"
         if name in RESERVED_REFS:
             out.problem(
                 f"{where} shadows the name every thread reserves for its default "
@@ -582,12 +578,12 @@ def _check_started(
     if data.get("runId") != row.run_id:
         out.problem(
             f"{name}: its RUN_STARTED at seq {seq} names runId "
-            f"{_q(data.get('runId'))}, not {_q(row.run_id)}"
+            f"{quote(data.get('runId'))}, not {quote(row.run_id)}"
         )
     if row.thread_id is not None and data.get("threadId") != row.thread_id:
         out.problem(
             f"{name}: its RUN_STARTED at seq {seq} names threadId "
-            f"{_q(data.get('threadId'))}, not {_q(row.thread_id)}"
+            f"{quote(data.get('threadId'))}, not {quote(row.thread_id)}"
         )
 
 
@@ -606,8 +602,8 @@ def _check_events(ctx: _Context, out: _Collector) -> None:
             out.problem(f"{where}: the payload is not a JSON object")
         elif data.get("type") != kind:
             out.problem(
-                f"{where}: the payload's type is {_q(data.get('type'))}, but the type "
-                f"column says {_q(kind)}"
+                f"{where}: the payload's type is {quote(data.get('type'))}, but the type "
+                f"column says {quote(kind)}"
             )
 
 
@@ -849,7 +845,7 @@ def _first_difference(found: list[Any], replayed: list[Any], start: int = 0) -> 
     for i, (a, b) in enumerate(zip(found, replayed), start):
         if a != b:
             mid = b.get("id") if isinstance(b, dict) else None
-            return f"message {i}" + (f" (id {_q(mid)})" if mid is not None else "")
+            return f"message {i}" + (f" (id {quote(mid)})" if mid is not None else "")
     return f"{start + len(found)} messages where the replay has {start + len(replayed)}"
 
 
@@ -893,10 +889,10 @@ class _Replay:
             self.settled = min(self.settled, unmoved, reducer.lowest_position(names))
         # A list that only grew extends the digest; any other change hashes it again.
         if self.ids_hasher is not None and only_appended(before, unmoved, reached_before, snapshot):
-            new_ids = checkpoints.lineage_ids(messages[before:])
-            self.ids_hasher = checkpoints.hash_ids(new_ids, self.ids_hasher)
+            new_ids = lineage_ids(messages[before:])
+            self.ids_hasher = hash_ids(new_ids, self.ids_hasher)
         else:
-            self.ids_hasher = checkpoints.hash_ids(checkpoints.lineage_ids(messages))
+            self.ids_hasher = hash_ids(lineage_ids(messages))
 
     def settled_chunks(self) -> int:
         """How many leading full chunks hold what the last equal checkpoint held."""

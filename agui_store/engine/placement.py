@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import checkpoints, clock, port, reads, revisions
+from agui_store.engine import clock, port, reads, revisions
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
 from agui_store.engine.derivation import Deriver, RunRow
@@ -33,6 +33,7 @@ from agui_store.errors import (
     SequenceError,
 )
 from agui_store.history import hashing, nesting
+from agui_store.history.lineage import hash_ids, lineage_ids, prefix_digests
 from agui_store.history.normalize import SentChunks, normalize_input
 from agui_store.history.restore import RunRecord, apply_run, body_as_sent, start_reducer
 from agui_store.protocol.js import UNDEFINED
@@ -577,7 +578,7 @@ class Placement:
                 return found, "explicit"
         if isinstance(sent_messages, list) and sent_messages:
             known = run_input.ids if run_input is not None else None
-            ids = known if known is not None else checkpoints.lineage_ids(sent_messages)
+            ids = known if known is not None else lineage_ids(sent_messages)
             hashed = run_input.hashed if run_input is not None else None
             inferred = self._longest_prefix_run(tx, thread_pk, ids, hashed)
             if inferred is not None:
@@ -636,7 +637,7 @@ class Placement:
         hashed: tuple[int, Any] | None = None,
     ) -> int | None:
         """Lineage rule 3: the run whose restored message ids form the longest prefix of the
-        input's message ids ``ids`` (:func:`checkpoints.lineage_ids` of its messages; the
+        input's message ids ``ids`` (:func:`lineage_ids` of its messages; the
         newest such run on a tie). Runs are compared through their lineage digests, which
         complete runs have: an incomplete run is not a candidate.
 
@@ -656,20 +657,20 @@ class Placement:
             if 0 < known <= len(ids):
                 head = None
                 if hashed is not None and hashed[0] <= known:
-                    candidate = checkpoints.hash_ids(ids[hashed[0] : known], hashed[1])
+                    candidate = hash_ids(ids[hashed[0] : known], hashed[1])
                     if candidate.digest() == cached.ids_hasher.digest():
                         head = candidate
                 elif ids[:known] == cached.lineage and set(map(type, cached.lineage)) == {str}:
                     head = cached.ids_hasher  # equal strings: the same digest, unhashed
                 else:
-                    candidate = checkpoints.hash_ids(ids[:known])
+                    candidate = hash_ids(ids[:known])
                     if candidate.digest() == cached.ids_hasher.digest():
                         head = candidate
                 if head is not None:
-                    length_of = checkpoints.prefix_digests(ids, head, known)
+                    length_of = prefix_digests(ids, head, known)
                     length_of[head.digest()] = known
         if length_of is None:
-            length_of = checkpoints.prefix_digests(ids)
+            length_of = prefix_digests(ids)
         matches = tx.runs_with_digests(thread_pk, list(length_of))
         if not matches:
             return None

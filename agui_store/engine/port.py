@@ -274,6 +274,20 @@ class Reading(Protocol):
     def thread_custom_events(self, thread_id: str) -> list[tuple[str, str]]:
         """``(run_id, payload)`` of a thread's CUSTOM events, in recorded order."""
 
+    # full-text search (agui_store.engine.search)
+    def search_candidates(
+        self, query: Any, thread_pk: int | None, scope: str | None, before: int | None,
+        limit: int,
+    ) -> list[tuple[Any, ...]]:
+        """Index rows holding every word of ``query`` (an
+        :class:`agui_store.history.search.Query`: its words, each word of a phrase, the
+        last one of a starred term as a prefix) and no excluded single word, newest first
+        (by key): of a thread (``None``: any), of an owner's threads (``scope``; ``None``:
+        any owner), with a key below ``before`` (``None``: any), at most ``limit``. Each
+        ``(key, thread_id, run pk, run_id, position in the run's view, tool, blob id,
+        position in the blob, when the run's last batch was recorded)``; the engine checks
+        phrases."""
+
 
 class Inspecting(Reading, Protocol):
     """What ``check()`` reads besides the engine's own operations: whole-store scans in key
@@ -404,8 +418,8 @@ class Writing(Reading, Protocol):
     def digests_from_checkpoints(self) -> None:
         """Every checkpoint's digest is a lineage digest again."""
     def drop_derived_from(self, run_pk: int) -> list[int]:
-        """Drop the checkpoints and lineage digests of a run and of every run below it;
-        returns those runs."""
+        """Drop the checkpoints, lineage digests and search index rows of a run and of
+        every run below it; returns those runs."""
     def mark_underived(self, run_pks: Sequence[int]) -> None:
         """List runs whose derived data is left for later."""
     def clear_underived(self, run_pk: int) -> None:
@@ -445,6 +459,17 @@ class Writing(Reading, Protocol):
         """Delete an entry; its message stays until :meth:`delete_unused_conversation_message`."""
     def delete_unused_conversation_message(self, pk: int) -> None:
         """Delete the message unless an entry still holds it."""
+
+    # full-text search (agui_store.engine.search)
+    def index_messages(
+        self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]
+    ) -> None:
+        """Add index rows recorded by ``run_pk`` (see
+        :data:`agui_store.engine.search.IndexRow`), skipping each whose key the thread's
+        index holds already."""
+    def forget_thread_search(self, thread_pk: int) -> None:
+        """Delete every index row of a thread (one statement per table): erasing a thread
+        erases what it can be found by."""
 
 
 class Backend(Protocol):

@@ -10,6 +10,7 @@ that what it remembers is used only while it is true.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from agui_store.codec import ingest
 from agui_store.engine import cache, derivation, gc_pause, intake, placement, port
@@ -63,8 +64,26 @@ class Writes:
             derive_on_append=derive_on_append,
         )
 
+    def read_batch(self, events: Any, **options: Any) -> intake.Batch:
+        """Read and check what ``Store.append`` is handed, before any transaction:
+        :meth:`agui_store.engine.intake.Intake.read_batch`."""
+        return self.intake.read_batch(events, **options)
+
+    def forget(self) -> None:
+        """Drop what the store remembers of the database (a write failed, or another
+        writer's rows arrived past the rules appends keep)."""
+        self.memory.forget()
+
+    def after_fork(self, same_process: bool) -> None:
+        """In a forked child: what the parent remembered no longer holds."""
+        self.memory.after_fork(same_process)
+
+    def close(self) -> None:
+        """Release what the store remembers; the store is closing."""
+        self.memory.close()
+
     def append(self, tx: port.Writing, batch: intake.Batch) -> AppendResult:
-        """Place a batch read by :meth:`agui_store.engine.intake.Intake.read_batch`."""
+        """Place a batch read by :meth:`read_batch`."""
         self.memory.notice_other_writes(tx, batch.thread_id)
         result = self.placement.place(tx, batch)
         self.memory.remember_version(tx)

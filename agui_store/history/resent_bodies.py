@@ -39,7 +39,7 @@ BUDGET_BYTES = 64 * 1024 * 1024
 #: text, its decoded strings) and per message (its objects, its id's place, its lineage
 #: id, where it ends). Fitted with ``tracemalloc`` on the benchmark's conversation (3.4 MB
 #: held for 0.66 MB of text and 4,000 messages: 3.8 MB estimated) and on short and long
-#: user messages (tests/test_resent_bodies.py). Content made of many small objects takes
+#: user messages (tests/test_resent_body_memo.py). Content made of many small objects takes
 #: more: an empty object is 2 bytes of text and 64 of memory.
 BYTES_PER_BYTE = 3
 BYTES_PER_MESSAGE = 450

@@ -135,6 +135,26 @@ class ConversationStore(_upstream.ConversationStore):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._worker, functools.partial(fn, *args))
 
+    def _in_read(self, fn: Callable[..., _T], /, *args: Any) -> _T:
+        """``fn(tx, *args)`` in a read transaction of the store (on the worker)."""
+        with self._store.reading() as tx:
+            return fn(tx, *args)
+
+    def _in_write(self, fn: Callable[..., _T], /, *args: Any) -> _T:
+        """``fn(tx, *args)`` in the store's write transaction of conversations (on the
+        worker): one at a time, beside the AG-UI appends."""
+        with self._store.writing(_engine.WRITERS_KEY) as tx:
+            return fn(tx, *args)
+
+    def _write_record(
+        self,
+        record: _engine.Record,
+        entries: Sequence[_engine.Entry],
+        expected_revision: str | None,
+    ) -> None:
+        """On the worker: hash the entries, then take the write lock to store them."""
+        self._in_write(_engine.write_record, _engine.prepare(record, entries), expected_revision)
+
     async def close(self) -> None:
         """Release the worker and, when this opened the store, the store."""
         loop = asyncio.get_running_loop()
@@ -155,14 +175,14 @@ class ConversationStore(_upstream.ConversationStore):
 
     async def read_record(self, conversation_id: str) -> _upstream.ConversationRecord | None:
         """The record for a conversation, or ``None`` if the store doesn't have it."""
-        stored = await self._off_loop(_engine.read_record, self._store, conversation_id)
+        stored = await self._off_loop(self._in_read, _engine.read_record, conversation_id)
         return None if stored is None else _record_from(stored)
 
     async def read_records(
         self, *, scope: str | None = None, limit: int | None = None
     ) -> Sequence[_upstream.ConversationRecord]:
         """The stored records (of ``scope``), newest ``updated_at`` first, at most ``limit``."""
-        stored = await self._off_loop(_engine.read_records, self._store, scope, limit)
+        stored = await self._off_loop(self._in_read, _engine.read_records, scope, limit)
         return [_record_from(record) for record in stored]
 
     async def write_record(
@@ -174,12 +194,9 @@ class ConversationStore(_upstream.ConversationStore):
     ) -> None:
         """Store the record and its new entries in one transaction, or raise
         ``ConversationConflict`` having written nothing."""
-        stored = _record_to(record)
-        entries = _entries_to(new_entries)
+        stored, entries = _record_to(record), _entries_to(new_entries)
         try:
-            await self._off_loop(
-                _engine.write_record, self._store, stored, entries, expected_revision
-            )
+            await self._off_loop(self._write_record, stored, entries, expected_revision)
         except _engine.ConversationConflictError as e:
             raise _upstream.ConversationConflict(record.conversation_id) from e
 
@@ -188,21 +205,21 @@ class ConversationStore(_upstream.ConversationStore):
         transaction; ``ConversationConflict`` when no record with that revision is stored."""
         try:
             await self._off_loop(
-                _engine.delete_record, self._store, conversation_id, expected_revision
+                self._in_write, _engine.delete_record, conversation_id, expected_revision
             )
         except _engine.ConversationConflictError as e:
             raise _upstream.ConversationConflict(conversation_id) from e
 
     async def read_entry(self, entry_id: str) -> _upstream.ConversationEntry:
         """The entry with this id; a ``LookupError`` (``EntryNotFoundError``) if none."""
-        stored = await self._off_loop(_engine.read_entry, self._store, entry_id)
+        stored = await self._off_loop(self._in_read, _engine.read_entry, entry_id)
         return _entries_from([stored])[0]
 
     async def read_history(
         self, head_id: str | None, *, limit: int | None = None
     ) -> list[_upstream.ConversationEntry]:
         """The entries from the first up to ``head_id``, or its last ``limit``: one query."""
-        stored = await self._off_loop(_engine.read_history, self._store, head_id, limit)
+        stored = await self._off_loop(self._in_read, _engine.read_history, head_id, limit)
         return _entries_from(stored)
 
     # --- the AG-UI view beside it ---------------------------------------------------------
@@ -224,7 +241,7 @@ class ConversationStore(_upstream.ConversationStore):
             where = f" in thread {thread_id!r}" if thread_id else ""
             raise RunNotFoundError(f"no run {run!r}{where}")
         saved = None
-        for run_id, conversation_id, ids in _engine.saved_entries(self._store, found.thread_id):
+        for run_id, conversation_id, ids in self._in_read(_engine.saved_entries, found.thread_id):
             if run_id == found.run_id:
                 saved = SavedRun(run_id, found.thread_id, conversation_id, tuple(ids))
         return saved
@@ -247,7 +264,7 @@ class ConversationStore(_upstream.ConversationStore):
             where = f" in thread {thread_id!r}" if thread_id else ""
             raise RunNotFoundError(f"no run {run!r}{where}")
         lineage = [r.run_id for r in self._store.log(found.run_id, thread_id=found.thread_id)]
-        return _engine.continuation(self._store, found.thread_id, lineage)
+        return self._in_read(_engine.continuation, found.thread_id, lineage)
 
     async def run_of_entry(self, entry_id: str, *, scope: str | None = None) -> SavedRun | None:
         """The recorded AG-UI run whose save stored an entry, or ``None``: the entry was
@@ -257,11 +274,11 @@ class ConversationStore(_upstream.ConversationStore):
         return await self._off_loop(self._run_of_entry, entry_id, scope)
 
     def _run_of_entry(self, entry_id: str, scope: str | None) -> SavedRun | None:
-        conversation_id = _engine.entry_conversation(self._store, entry_id)
+        conversation_id = self._in_read(_engine.entry_conversation, entry_id)
         if conversation_id is None:
             raise _engine.EntryNotFoundError(entry_id)
         # The adapter names a conversation by the AG-UI thread id.
-        for run_id, saved_to, ids in _engine.saved_entries(self._store, conversation_id):
+        for run_id, saved_to, ids in self._in_read(_engine.saved_entries, conversation_id):
             if entry_id in ids:
                 if self._store.get_run(run_id, thread_id=conversation_id, scope=scope) is None:
                     return None  # another owner's run

@@ -116,6 +116,17 @@ def _owner_of_to_string(value: Any) -> dict[str, Any] | None:
     return None
 
 
+def truthy(value: Any) -> bool:
+    """JavaScript truthiness of a JSON value: ``null``, ``undefined``, ``false``, ``0`` and
+    ``""`` are falsy; an empty list or object is truthy."""
+    if value is None or value is UNDEFINED or value is False:
+        return False
+    kind = type(value)
+    if kind is str or kind is int or kind is float:
+        return bool(value)
+    return True
+
+
 def as_double(value: int | float) -> float:
     """A JSON number as JavaScript holds it: a double (beyond its range: ±Infinity)."""
     try:
@@ -191,3 +202,102 @@ def _json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, list):
         return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
     return bool(a == b)
+
+
+# --- JSON values as the client's reducer handles them: copies, identity, coercions -------
+
+#: The types of JSON scalars (shared, never copied).
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def clone_value(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts and lists copied, scalars shared)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _SCALARS else clone_value(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _SCALARS else clone_value(v) for v in value]
+    return value
+
+
+def clone_messages(messages: Iterable[Any]) -> list[Any]:
+    """Copy a message list, keeping a message that sits at two positions one object.
+
+    ``structuredClone`` preserves shared references, and the client can hold one message
+    object twice (a snapshot maps two local copies of an id onto one message), so a copy
+    that split them would diverge at the next in-place update.
+    """
+    seen: dict[int, Any] = {}
+    out = []
+    for m in messages:
+        cloned = seen.get(id(m))
+        if cloned is None:
+            cloned = seen[id(m)] = clone_value(m)
+        out.append(cloned)
+    return out
+
+
+def identity_key(value: Any) -> Any:
+    """A dict key that is equal exactly when the client's ``===`` says the ids are equal.
+
+    Strings, ``None`` and an absent id are their own keys; numbers and booleans are tagged
+    (``True == 1`` in Python, not in JavaScript). A container compares by reference, as in
+    JavaScript: parsed events never share one, but the events ``transformChunks`` makes
+    from one chunk do. (The indexed message holds the object, so its ``id()`` stays its own.)
+    """
+    kind = type(value)
+    if kind is str or value is None or value is UNDEFINED:
+        return value
+    if kind is bool:
+        return ("bool", value)
+    if kind is int or kind is float:
+        return ("number", value)
+    return ("reference", id(value))
+
+
+def strict_equal(a: Any, b: Any) -> bool:
+    """JavaScript ``a === b`` for JSON values."""
+    if a is b:
+        return True
+    ta, tb = type(a), type(b)
+    if ta is str or tb is str:
+        return ta is tb and bool(a == b)
+    if ta in (int, float) and tb in (int, float):
+        return bool(a == b)
+    return False
+
+
+def js_plus(a: Any, b: Any) -> Any:
+    """JavaScript ``a + b`` on JSON values (``function.arguments += delta``)."""
+    if type(a) is str and type(b) is str:
+        return a + b
+    if isinstance(a, (str, list, dict)) or isinstance(b, (str, list, dict)):
+        return js_string(a) + js_string(b)
+
+    def number(v: Any) -> float:
+        if v is None or v is False:
+            return 0.0
+        if v is True:
+            return 1.0
+        if v is UNDEFINED:
+            return float("nan")
+        return float(v)
+
+    total = number(a) + number(b)
+    if total != total or total in (float("inf"), float("-inf")):
+        return None  # NaN and Infinity serialize as null
+    return int(total) if total.is_integer() and abs(total) < 2**53 else total
+
+
+def spread(value: Any, *, clone: bool) -> dict[str, Any]:
+    """``{...value}``: the own enumerable properties of a JSON value, as a new dict."""
+    kind = type(value)
+    if kind is dict:
+        if clone:
+            return {k: v if type(v) in _SCALARS else clone_value(v) for k, v in value.items()}
+        return dict(value)
+    if kind is list:
+        return {str(i): clone_value(v) if clone else v for i, v in enumerate(value)}
+    if kind is str:
+        return {str(i): ch for i, ch in enumerate(value)}
+    return {}

@@ -59,7 +59,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from agui_store.errors import AguiStoreError
-from agui_store.protocol.js import UNDEFINED, as_double, utf16_units
+from agui_store.protocol.js import UNDEFINED, as_double, truthy, utf16_units
 
 # UNDEFINED is JavaScript's ``undefined`` of :mod:`agui_store.protocol.js`, also exported here
 # because apply_patch returns it: only a root ``copy``/``move`` from a path that does not exist
@@ -180,16 +180,6 @@ _MAX_INDEX: Final = 2**32 - 2  # the largest JS array index
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _truthy(value: Any) -> bool:
-    if value is None or value is UNDEFINED or value is False:
-        return False
-    if _is_number(value):
-        return as_double(value) != 0
-    if isinstance(value, str):
-        return value != ""
-    return True
 
 
 def _is_js_object(value: Any) -> bool:
@@ -443,7 +433,7 @@ def _validate(operation: Any, document: Any = UNDEFINED, fragment: str | None = 
         raise _patch_error("OPERATION_FROM_REQUIRED", f"'{op}' needs a string 'from'")
     if op in ("add", "replace", "test") and _has_undefined(operation.get("value", UNDEFINED)):
         raise _patch_error("OPERATION_VALUE_REQUIRED", f"'{op}' needs a (JSON) 'value'")
-    if fragment is None or not _truthy(document):
+    if fragment is None or not truthy(document):
         return
     if op == "add":
         depth, existing = len(path.split("/")), len(fragment.split("/"))
@@ -471,7 +461,7 @@ def _from_error(document: Any, source: str) -> str | None:
     """
     probe = {"op": "_get", "path": source}
     try:
-        if _truthy(document):
+        if truthy(document):
             _apply_operation(_deep_clone(document), probe, validate=True)
         else:
             _validate(probe)

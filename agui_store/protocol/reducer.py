@@ -30,7 +30,19 @@ from typing import Any, Final
 import msgspec
 
 from agui_store.errors import InvalidEventError
-from agui_store.protocol.js import UNDEFINED, Undefined, js_string
+from agui_store.protocol.chunks import ChunkExpander, StreamError, event_type, transform_chunks
+from agui_store.protocol.js import (
+    UNDEFINED,
+    Undefined,
+    clone_messages,
+    clone_value,
+    identity_key,
+    js_plus,
+    js_string,
+    spread,
+    strict_equal,
+    truthy,
+)
 from agui_store.protocol.patch import PatchError, apply_patch
 
 __all__ = [
@@ -51,463 +63,7 @@ ACTIVITY_HISTORY_METADATA: Final = "@ag-ui/client"
 
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 
-
-# --------------------------------------------------------------------------------------
-# JSON values: copying, identity keys, JavaScript coercions
-# --------------------------------------------------------------------------------------
-
-
-def _clone(value: Any) -> Any:
-    """A deep copy of a JSON value (dicts and lists copied, scalars shared)."""
-    kind = type(value)
-    if kind is dict:
-        return {k: v if type(v) in _SCALARS else _clone(v) for k, v in value.items()}
-    if kind is list:
-        return [v if type(v) in _SCALARS else _clone(v) for v in value]
-    return value
-
-
-def _clone_messages(messages: Iterable[Any]) -> list[Any]:
-    """Copy a message list, keeping a message that sits at two positions one object.
-
-    ``structuredClone`` preserves shared references, and the client can hold one message
-    object twice (a snapshot maps two local copies of an id onto one message), so a copy
-    that split them would diverge at the next in-place update.
-    """
-    seen: dict[int, Any] = {}
-    out = []
-    for m in messages:
-        cloned = seen.get(id(m))
-        if cloned is None:
-            cloned = seen[id(m)] = _clone(m)
-        out.append(cloned)
-    return out
-
-
 _GET_ID = operator.itemgetter("id")
-
-
-def _key(value: Any) -> Any:
-    """A dict key that is equal exactly when the client's ``===`` says the ids are equal.
-
-    Strings, ``None`` and an absent id are their own keys; numbers and booleans are tagged
-    (``True == 1`` in Python, not in JavaScript). A container compares by reference, as in
-    JavaScript: parsed events never share one, but the events ``transformChunks`` makes
-    from one chunk do. (The indexed message holds the object, so its ``id()`` stays its own.)
-    """
-    kind = type(value)
-    if kind is str or value is None or value is UNDEFINED:
-        return value
-    if kind is bool:
-        return ("bool", value)
-    if kind is int or kind is float:
-        return ("number", value)
-    return ("reference", id(value))
-
-
-def _same(a: Any, b: Any) -> bool:
-    """JavaScript ``a === b`` for JSON values."""
-    if a is b:
-        return True
-    ta, tb = type(a), type(b)
-    if ta is str or tb is str:
-        return ta is tb and bool(a == b)
-    if ta in (int, float) and tb in (int, float):
-        return bool(a == b)
-    return False
-
-
-def _truthy(value: Any) -> bool:
-    """JavaScript truthiness (an empty list or object is truthy there)."""
-    if value is None or value is UNDEFINED or value is False:
-        return False
-    kind = type(value)
-    if kind is str or kind is int or kind is float:
-        return bool(value)
-    return True
-
-
-def _js_plus(a: Any, b: Any) -> Any:
-    """JavaScript ``a + b`` on JSON values (``function.arguments += delta``)."""
-    if type(a) is str and type(b) is str:
-        return a + b
-    if isinstance(a, (str, list, dict)) or isinstance(b, (str, list, dict)):
-        return js_string(a) + js_string(b)
-
-    def number(v: Any) -> float:
-        if v is None or v is False:
-            return 0.0
-        if v is True:
-            return 1.0
-        if v is UNDEFINED:
-            return float("nan")
-        return float(v)
-
-    total = number(a) + number(b)
-    if total != total or total in (float("inf"), float("-inf")):
-        return None  # NaN and Infinity serialize as null
-    return int(total) if total.is_integer() and abs(total) < 2**53 else total
-
-
-def _spread(value: Any, *, clone: bool) -> dict[str, Any]:
-    """``{...value}``: the own enumerable properties of a JSON value, as a new dict."""
-    kind = type(value)
-    if kind is dict:
-        if clone:
-            return {k: v if type(v) in _SCALARS else _clone(v) for k, v in value.items()}
-        return dict(value)
-    if kind is list:
-        return {str(i): _clone(v) if clone else v for i, v in enumerate(value)}
-    if kind is str:
-        return {str(i): ch for i, ch in enumerate(value)}
-    return {}
-
-
-def _show(value: Any) -> str:
-    return js_string(value)
-
-
-# --------------------------------------------------------------------------------------
-# transformChunks
-# --------------------------------------------------------------------------------------
-
-# The properties each chunk shape describes (the zod schema's own field list); anything else
-# a chunk carries is its "remainder", which rides on the events synthesized from it.
-_BASE_FIELDS: Final = frozenset({"type", "timestamp", "rawEvent", "metadata", "subagentRunId"})
-_TEXT_CHUNK_FIELDS: Final = _BASE_FIELDS | {"messageId", "role", "delta", "name"}
-_TOOL_CHUNK_FIELDS: Final = _BASE_FIELDS | {
-    "toolCallId",
-    "toolCallName",
-    "parentMessageId",
-    "delta",
-}
-_REASONING_CHUNK_FIELDS: Final = _BASE_FIELDS | {"messageId", "delta"}
-
-# Events that close the pending chunk stream of their own lane before passing through.
-_CLOSES_OWN_LANE: Final = frozenset(
-    {
-        "TEXT_MESSAGE_START",
-        "TEXT_MESSAGE_CONTENT",
-        "TEXT_MESSAGE_END",
-        "TOOL_CALL_START",
-        "TOOL_CALL_ARGS",
-        "TOOL_CALL_END",
-        "TOOL_CALL_RESULT",
-        "STATE_SNAPSHOT",
-        "STATE_DELTA",
-        "CUSTOM",
-        "STEP_STARTED",
-        "STEP_FINISHED",
-        "REASONING_START",
-        "REASONING_MESSAGE_START",
-        "REASONING_MESSAGE_CONTENT",
-        "REASONING_MESSAGE_END",
-        "REASONING_END",
-    }
-)
-# Run-level events (and the snapshot that restates the whole conversation) close every lane.
-_CLOSES_ALL_LANES: Final = frozenset(
-    {"RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "MESSAGES_SNAPSHOT"}
-)
-_CHUNK_TYPES: Final = frozenset(
-    {"TEXT_MESSAGE_CHUNK", "TOOL_CALL_CHUNK", "REASONING_MESSAGE_CHUNK"}
-)
-
-# kind -> (END type, id field, CONTENT type, chunk type, entity name, field sets)
-_KINDS: Final[dict[str, tuple[str, str, str, str, str, frozenset[str]]]] = {
-    "text": (
-        "TEXT_MESSAGE_END",
-        "messageId",
-        "TEXT_MESSAGE_CONTENT",
-        "TEXT_MESSAGE_CHUNK",
-        "text message",
-        _TEXT_CHUNK_FIELDS,
-    ),
-    "tool": (
-        "TOOL_CALL_END",
-        "toolCallId",
-        "TOOL_CALL_ARGS",
-        "TOOL_CALL_CHUNK",
-        "tool call",
-        _TOOL_CHUNK_FIELDS,
-    ),
-    "reasoning": (
-        "REASONING_MESSAGE_END",
-        "messageId",
-        "REASONING_MESSAGE_CONTENT",
-        "REASONING_MESSAGE_CHUNK",
-        "reasoning message",
-        _REASONING_CHUNK_FIELDS,
-    ),
-}
-_KIND_OF_CHUNK: Final = {
-    "TEXT_MESSAGE_CHUNK": "text",
-    "TOOL_CALL_CHUNK": "tool",
-    "REASONING_MESSAGE_CHUNK": "reasoning",
-}
-
-
-class _StreamError(Exception):
-    """A stream the client throws on; the caller adds the event's position."""
-
-    def __init__(self, reason: str, path: str = "$") -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.path = path
-
-
-class _Lane:
-    """The one stream a lane (a subagent, or the parent agent) is assembling from chunks.
-
-    ``fields`` holds what the opener established, only for the fields it carried (an absent
-    one stays absent, ``null`` stays ``None``), plus the role the text opener defaulted to.
-    """
-
-    __slots__ = ("entity_id", "fields", "kind")
-
-    def __init__(self, kind: str, entity_id: Any, fields: dict[str, Any]) -> None:
-        self.kind = kind
-        self.entity_id = entity_id
-        self.fields = fields
-
-
-def _lane_key(tag: Any) -> Any:
-    """The lane a tag names: ``None`` for the parent agent (an absent or null tag)."""
-    if tag is None or tag is UNDEFINED:
-        return None
-    return tag if type(tag) is str else _key(tag)
-
-
-class _ChunkExpander:
-    """``transformChunks``: one pending stream per lane, closed by synthesized END events."""
-
-    __slots__ = ("lanes", "warnings")
-
-    def __init__(self, warnings: list[str]) -> None:
-        self.lanes: dict[Any, _Lane] = {}
-        self.warnings = warnings
-
-    def expand(self, event: Event) -> list[Event]:
-        kind = event.get("type")
-        if kind in _CLOSES_OWN_LANE:
-            if not self.lanes:
-                return [event]
-            return [*self._close(_lane_key(event.get("subagentRunId"))), event]
-        if kind in _CLOSES_ALL_LANES:
-            out: list[Event] = []
-            for owner in list(self.lanes):
-                out.extend(self._close(owner))
-            out.append(event)
-            return out
-        if kind == "SUBAGENT_FINISHED" or kind == "SUBAGENT_ERROR":
-            owner = event.get("subagentRunId")
-            if owner is None:  # an untagged terminal must not close the parent's lane
-                return [event]
-            return [*self._close(_lane_key(owner)), event]
-        chunk_kind = _KIND_OF_CHUNK.get(kind) if type(kind) is str else None
-        if chunk_kind is None:
-            # RAW, ACTIVITY_*, REASONING_ENCRYPTED_VALUE, SUBAGENT_STARTED, and types this
-            # stage has no assembly for (legacy THINKING_*, newer protocols): untouched.
-            return [event]
-        return self._chunk(chunk_kind, event)
-
-    def _close(self, owner: Any) -> list[Event]:
-        lane = self.lanes.pop(owner, None)
-        if lane is None:
-            return []
-        end_type, id_field = _KINDS[lane.kind][:2]
-        end: Event = {"type": end_type, id_field: lane.entity_id}
-        if "subagentRunId" in lane.fields:
-            end["subagentRunId"] = lane.fields["subagentRunId"]
-        return [end]
-
-    def _resolve_lane(self, kind: str, entity_id: Any, tag: Any) -> Any:
-        """Which lane a chunk belongs to (its id first, then its tag, then inference)."""
-        _, id_field, _, chunk_type, entity, _ = _KINDS[kind]
-        key = _lane_key(tag)
-        if entity_id is not UNDEFINED:
-            for owner, lane in self.lanes.items():
-                if lane.kind == kind and _same(lane.entity_id, entity_id):
-                    if key is not None and key != owner:
-                        holder = "(the parent agent)" if owner is None else _show(owner)
-                        raise _StreamError(
-                            f"Cannot continue {entity} '{_show(entity_id)}': chunk "
-                            f"subagentRunId '{_show(tag)}' does not match the open stream's "
-                            f"subagent '{holder}'.",
-                            "$.subagentRunId",
-                        )
-                    return owner
-            return key
-        if key is not None:
-            return key
-        parent = self.lanes.get(None)
-        if parent is not None and parent.kind == kind:
-            return None
-        candidates = [owner for owner, lane in self.lanes.items() if lane.kind == kind]
-        if len(candidates) == 1:
-            return candidates[0]
-        if candidates:
-            raise _StreamError(
-                f"Ambiguous {chunk_type}: it carries neither a {id_field} nor a subagentRunId, "
-                f"but {len(candidates)} lanes have an open {entity}. Attribute the chunk to "
-                "the subagent it belongs to."
-            )
-        return None
-
-    def _chunk(self, kind: str, chunk: Event) -> list[Event]:
-        _, id_field, content_type, chunk_type, entity, described = _KINDS[kind]
-        remainder = {k: v for k, v in chunk.items() if k not in described} or None
-        entity_id = chunk.get(id_field, UNDEFINED)
-        tag = chunk.get("subagentRunId", UNDEFINED)
-        lane_key = self._resolve_lane(kind, entity_id, tag)
-        pending = self.lanes.get(lane_key)
-        out: list[Event] = []
-        if (
-            pending is not None
-            and pending.kind == kind
-            and (entity_id is UNDEFINED or _same(entity_id, pending.entity_id))
-        ):
-            # A continuation may repeat what its opener said, but only with the same value.
-            agreeing: tuple[str, ...]
-            if kind == "text":
-                agreeing = ("role", "name")
-            elif kind == "tool":
-                agreeing = ("toolCallName", "parentMessageId")
-            else:
-                agreeing = ()
-            for name in agreeing:
-                incoming = chunk.get(name, UNDEFINED)
-                established = pending.fields.get(name, UNDEFINED)
-                if incoming is not UNDEFINED and not _same(incoming, established):
-                    said = "(absent)" if established is UNDEFINED else f"'{_show(established)}'"
-                    raise _StreamError(
-                        f"Cannot continue {entity} '{_show(pending.entity_id)}': chunk {name} "
-                        f"'{_show(incoming)}' does not match the open stream's {name} {said}.",
-                        f"$.{name}",
-                    )
-            fields = pending.fields
-            entity_id = pending.entity_id
-        else:
-            out.extend(self._close(lane_key))
-            if entity_id is UNDEFINED:
-                raise _StreamError(f"First {chunk_type} must have a {id_field}", f"$.{id_field}")
-            fields = {}
-            opener: Event
-            if kind == "text":
-                role = chunk.get("role", UNDEFINED)
-                fields["role"] = "assistant" if role is UNDEFINED else role
-                opener = {
-                    "type": "TEXT_MESSAGE_START",
-                    "messageId": entity_id,
-                    "role": fields["role"],
-                }
-                if "name" in chunk:
-                    fields["name"] = opener["name"] = chunk["name"]
-            elif kind == "tool":
-                if "toolCallName" not in chunk:
-                    raise _StreamError(
-                        "First TOOL_CALL_CHUNK must have a toolCallName", "$.toolCallName"
-                    )
-                fields["toolCallName"] = chunk["toolCallName"]
-                opener = {
-                    "type": "TOOL_CALL_START",
-                    "toolCallId": entity_id,
-                    "toolCallName": chunk["toolCallName"],
-                }
-                if "parentMessageId" in chunk:
-                    fields["parentMessageId"] = opener["parentMessageId"] = chunk["parentMessageId"]
-            else:
-                opener = {
-                    "type": "REASONING_MESSAGE_START",
-                    "messageId": entity_id,
-                    "role": "reasoning",
-                }
-            if tag is not UNDEFINED:
-                # A null tag is kept, not read as absent: it is a violation the next stages name.
-                fields["subagentRunId"] = opener["subagentRunId"] = tag
-            if "metadata" in chunk:
-                opener["metadata"] = chunk["metadata"]
-            self.lanes[lane_key] = _Lane(kind, entity_id, fields)
-            out.append(opener)
-
-        delta = chunk.get("delta", UNDEFINED)
-        raw = chunk.get("rawEvent", UNDEFINED)
-        metadata = chunk.get("metadata", UNDEFINED)
-        owner = tag if tag is not UNDEFINED else fields.get("subagentRunId", UNDEFINED)
-        carried = False
-        if (
-            delta is not UNDEFINED
-            or raw is not UNDEFINED
-            or (
-                # A continuation carrying only metadata, a provider payload, a null tag or
-                # unrecognised material still reaches the reducer, as a zero-length content event.
-                not out and (metadata is not UNDEFINED or tag is None or remainder is not None)
-            )
-        ):
-            content: Event = dict(remainder) if remainder else {}
-            content["type"] = content_type
-            content[id_field] = entity_id
-            content["delta"] = "" if delta is UNDEFINED else delta
-            if owner is not UNDEFINED:
-                content["subagentRunId"] = owner
-            if metadata is not UNDEFINED:
-                content["metadata"] = metadata
-            if raw is not UNDEFINED:
-                content["rawEvent"] = raw
-            out.append(content)
-            carried = True
-        if remainder is not None and not carried and out:
-            # An opener-only chunk: the remainder rides the opener, which keeps its own values.
-            last = out[-1]
-            shadowed = [k for k in remainder if k in last]
-            if shadowed:
-                names = ", ".join(f"'{k}'" for k in shadowed)
-                self.warnings.append(
-                    f"[ag-ui][transform] A {chunk_type} carried {names}, which the synthesized "
-                    f"{last['type']} already describes. The synthesized value is kept and the "
-                    "chunk's is dropped."
-                )
-            out[-1] = {**remainder, **last}
-        return out
-
-
-def transform_chunks(events: Iterable[Event]) -> list[Event]:
-    """Expand ``*_CHUNK`` shorthand as ``transformChunks`` of ``@ag-ui/client`` 1.0.0 does.
-
-    Chunks become START / CONTENT (ARGS) events, and a synthesized END closes a stream when
-    its lane moves on (another id, an explicit event of that lane, a run-level event, a
-    MESSAGES_SNAPSHOT, its subagent's terminal). A stream still open when the input ends
-    gets no END, exactly as upstream. Other events pass through as the same objects.
-
-    Args:
-        events: AG-UI event dicts, in stream order.
-
-    Returns:
-        The expanded events.
-
-    Raises:
-        InvalidEventError: where the client throws: a first chunk without its id (or a tool
-            chunk without its name), a continuation that contradicts its opener, an
-            untagged continuation that several subagent lanes could own.
-    """
-    expander = _ChunkExpander([])
-    out: list[Event] = []
-    index = 0
-    event: Any = None
-    try:
-        for event in events:
-            out.extend(expander.expand(event))
-            index += 1
-    except _StreamError as e:
-        raise InvalidEventError(
-            e.reason, index=index, event_type=_event_type(event), path=e.path
-        ) from None
-    return out
-
-
-def _event_type(event: Any) -> str | None:
-    kind = event.get("type") if type(event) is dict else None
-    return kind if type(kind) is str else None
 
 
 # --------------------------------------------------------------------------------------
@@ -530,7 +86,7 @@ def authoritative_activity_types(event: Event) -> list[Any] | Undefined | None:
     activity owns them all).
     """
     metadata = event.get("metadata")
-    if not _truthy(metadata) or type(metadata) is not dict:
+    if not truthy(metadata) or type(metadata) is not dict:
         return UNDEFINED
     if ACTIVITY_HISTORY_METADATA not in metadata:
         return UNDEFINED
@@ -591,7 +147,7 @@ class Reducer:
         """
         self._copy = copy
         self.warnings: list[str] = []
-        self._chunks = _ChunkExpander(self.warnings)
+        self._chunks = ChunkExpander(self.warnings)
         self._handlers = _FEED_HANDLERS if expand_chunks else _APPLY_HANDLERS
         self._fed = 0
         self.pending_interrupts: list[dict[str, Any]] = (
@@ -674,9 +230,9 @@ class Reducer:
                 if handler is not None:
                     handler(self, event)
                 index += 1
-        except _StreamError as e:
+        except StreamError as e:
             raise InvalidEventError(
-                e.reason, index=index, event_type=_event_type(event), path=e.path
+                e.reason, index=index, event_type=event_type(event), path=e.path
             ) from None
         finally:
             self._fed = index
@@ -691,12 +247,12 @@ class Reducer:
         """
         self._chunks.lanes.clear()
         if messages is not self.messages:
-            self.messages = _clone_messages(messages) if self._copy else messages
+            self.messages = clone_messages(messages) if self._copy else messages
             self._unmoved = 0
             self._reindex()
         if state is not self.state:
             self.state_deltas = None
-        self.state = _clone(state) if self._copy and state is not self.state else state
+        self.state = clone_value(state) if self._copy and state is not self.state else state
         self._state_undefined = False
 
     def track_state(self, applied: list[Any] | None = None) -> None:
@@ -754,7 +310,7 @@ class Reducer:
             if set(map(type, extra)) != {dict}:
                 return False
             keys = [m.get("id", UNDEFINED) for m in extra]
-            keys = [k if type(k) is str else _key(k) for k in keys]
+            keys = [k if type(k) is str else identity_key(k) for k in keys]
             if len(set(keys)) < len(keys) or not self._by_id.keys().isdisjoint(keys):
                 return False
         self._start_with(extra, state)
@@ -850,7 +406,7 @@ class Reducer:
             if type(m) is not dict:
                 continue
             mid = m.get("id", UNDEFINED)
-            k = mid if type(mid) is str else _key(mid)
+            k = mid if type(mid) is str else identity_key(mid)
             if k in by_id:
                 repeated = True
             else:
@@ -860,7 +416,8 @@ class Reducer:
                 for call in calls:
                     if type(call) is dict:
                         cid = call.get("id", UNDEFINED)
-                        tool_calls.setdefault(cid if type(cid) is str else _key(cid), (m, call))
+                        key = cid if type(cid) is str else identity_key(cid)
+                        tool_calls.setdefault(key, (m, call))
         # Refilled, not replaced: feed() holds on to these two dicts.
         self._by_id.clear()
         self._by_id.update(by_id)
@@ -914,13 +471,14 @@ class Reducer:
     def _index_pushed(self, m: Message) -> None:
         """Index a message just appended to the end of the list."""
         mid = m.get("id", UNDEFINED)
-        self._by_id.setdefault(mid if type(mid) is str else _key(mid), m)
+        self._by_id.setdefault(mid if type(mid) is str else identity_key(mid), m)
         calls = m.get("toolCalls")
         if type(calls) is list:
             for call in calls:
                 if type(call) is dict:
                     cid = call.get("id", UNDEFINED)
-                    self._tool_calls.setdefault(cid if type(cid) is str else _key(cid), (m, call))
+                    key = cid if type(cid) is str else identity_key(cid)
+                    self._tool_calls.setdefault(key, (m, call))
 
     def _position(self, m: Message) -> int:
         """Index of the first position holding ``m`` (the same object)."""
@@ -963,35 +521,35 @@ class Reducer:
 
     def _merge_metadata(self, target: dict[str, Any], incoming: Any) -> None:
         """Fold an event's metadata into its target, key by key, the last write winning."""
-        added = _spread(incoming, clone=self._copy)
+        added = spread(incoming, clone=self._copy)
         existing = target.get("metadata", UNDEFINED)
         if existing is UNDEFINED:
             target["metadata"] = added
         elif type(existing) is dict:
             target["metadata"] = {**existing, **added}
         else:
-            target["metadata"] = {**_spread(existing, clone=False), **added}
+            target["metadata"] = {**spread(existing, clone=False), **added}
 
     def _find(self, mid: Any) -> Message | None:
-        return self._by_id.get(mid if type(mid) is str else _key(mid))
+        return self._by_id.get(mid if type(mid) is str else identity_key(mid))
 
     def _streaming_target(self, event: Event, label: str, kinds: str) -> Message | None:
         """The message a CONTENT/END event continues, or ``None`` after the client's warning."""
         mid = event.get("messageId", UNDEFINED)
-        m = self._by_id.get(mid if type(mid) is str else _key(mid))
+        m = self._by_id.get(mid if type(mid) is str else identity_key(mid))
         if m is None:
-            self.warnings.append(f"{label}: No message found with ID '{_show(mid)}'")
+            self.warnings.append(f"{label}: No message found with ID '{js_string(mid)}'")
             return None
         if m.get("role") == "activity":
             self.warnings.append(
-                f"{label}: Message '{_show(mid)}' is an activity message — message ids must "
+                f"{label}: Message '{js_string(mid)}' is an activity message — message ids must "
                 f"be unique across activity and {kinds} messages"
             )
             return None
         return m
 
     def _tool_call(self, tcid: Any) -> tuple[Message, dict[str, Any]] | None:
-        return self._tool_calls.get(tcid if type(tcid) is str else _key(tcid))
+        return self._tool_calls.get(tcid if type(tcid) is str else identity_key(tcid))
 
     # -- chunks ------------------------------------------------------------------------
 
@@ -1003,7 +561,7 @@ class Reducer:
                 handler(self, expanded)
 
     def _reject_chunk(self, event: Event) -> None:
-        raise _StreamError(f"{event.get('type')} must be transformed before being applied")
+        raise StreamError(f"{event.get('type')} must be transformed before being applied")
 
     # -- text --------------------------------------------------------------------------
 
@@ -1012,7 +570,7 @@ class Reducer:
         existing = self._find(mid)
         if existing is not None and existing.get("role") == "activity":
             self.warnings.append(
-                f"TEXT_MESSAGE_START: Message '{_show(mid)}' is an activity message — message "
+                f"TEXT_MESSAGE_START: Message '{js_string(mid)}' is an activity message — message "
                 "ids must be unique across activity and text messages"
             )
             return
@@ -1028,13 +586,13 @@ class Reducer:
             if sub is not None:
                 target["subagentRunId"] = sub
             self.messages.append(target)
-            self._by_id[mid if type(mid) is str else _key(mid)] = target
+            self._by_id[mid if type(mid) is str else identity_key(mid)] = target
         self._merge_event_metadata(target, event)
 
     def _on_text_content(self, event: Event) -> None:
         # The hottest handler (one event per streamed token): the lookup is inlined.
         mid = event.get("messageId", UNDEFINED)
-        m = self._by_id.get(mid if type(mid) is str else _key(mid))
+        m = self._by_id.get(mid if type(mid) is str else identity_key(mid))
         if m is None or m.get("role") == "activity":
             self._streaming_target(event, "TEXT_MESSAGE_CONTENT", "text")  # warns
             return
@@ -1069,7 +627,7 @@ class Reducer:
         existing = self._find(mid)
         if existing is not None and existing.get("role") == "activity":
             self.warnings.append(
-                f"REASONING_MESSAGE_START: Message '{_show(mid)}' is an activity message — "
+                f"REASONING_MESSAGE_START: Message '{js_string(mid)}' is an activity message — "
                 "message ids must be unique across activity and reasoning messages"
             )
             return
@@ -1082,7 +640,7 @@ class Reducer:
             if sub is not None:
                 target["subagentRunId"] = sub
             self.messages.append(target)
-            self._by_id[mid if type(mid) is str else _key(mid)] = target
+            self._by_id[mid if type(mid) is str else identity_key(mid)] = target
         self._merge_event_metadata(target, event)
 
     def _on_reasoning_content(self, event: Event) -> None:
@@ -1125,7 +683,7 @@ class Reducer:
             calls = m.get("toolCalls")
             if type(calls) is list:
                 for call in calls:
-                    if type(call) is dict and _same(call.get("id", UNDEFINED), tcid):
+                    if type(call) is dict and strict_equal(call.get("id", UNDEFINED), tcid):
                         return call
         return None
 
@@ -1140,10 +698,10 @@ class Reducer:
             call = found[1]
             held = call.get("function")
             old = held.get("name", UNDEFINED) if type(held) is dict else UNDEFINED
-            if type(held) is dict and not _same(old, name):
+            if type(held) is dict and not strict_equal(old, name):
                 self.warnings.append(
-                    f"TOOL_CALL_START: tool call '{_show(tcid)}' already exists with name "
-                    f"'{_show(old)}' — updating it to '{_show(name)}'"
+                    f"TOOL_CALL_START: tool call '{js_string(tcid)}' already exists with name "
+                    f"'{js_string(old)}' — updating it to '{js_string(name)}'"
                 )
                 if name is UNDEFINED:
                     held.pop("name", None)
@@ -1155,14 +713,14 @@ class Reducer:
         parent_id = event.get("parentMessageId", UNDEFINED)
         target: Message | None = None
         created_id: Any = UNDEFINED
-        if _truthy(parent_id):
+        if truthy(parent_id):
             existing = self._find(parent_id)
             if existing is not None and existing.get("role") == "assistant":
                 target = existing
             elif existing is not None:
                 self.warnings.append(
-                    f"TOOL_CALL_START: parentMessageId '{_show(parent_id)}' matches a "
-                    f"'{_show(existing.get('role', UNDEFINED))}' message, not assistant — "
+                    f"TOOL_CALL_START: parentMessageId '{js_string(parent_id)}' matches a "
+                    f"'{js_string(existing.get('role', UNDEFINED))}' message, not assistant — "
                     "falling back to toolCallId"
                 )
                 created_id = tcid
@@ -1174,7 +732,7 @@ class Reducer:
             target = {} if created_id is UNDEFINED else {"id": created_id}
             target["role"] = "assistant"
             target["toolCalls"] = []
-            created_key = created_id if type(created_id) is str else _key(created_id)
+            created_key = created_id if type(created_id) is str else identity_key(created_id)
             # "Created" means a new id: a parent minted under an id already in use (the
             # tool call id of a colliding message) does not take the event's subagent tag.
             is_new = created_key not in self._by_id
@@ -1193,15 +751,15 @@ class Reducer:
         call["function"] = function
         if type(calls) is list:
             calls.append(call)
-            self._tool_calls[tcid if type(tcid) is str else _key(tcid)] = (target, call)
+            self._tool_calls[tcid if type(tcid) is str else identity_key(tcid)] = (target, call)
         self._merge_event_metadata(call, event)
 
     def _on_tool_args(self, event: Event) -> None:
         tcid = event.get("toolCallId", UNDEFINED)
-        found = self._tool_calls.get(tcid if type(tcid) is str else _key(tcid))
+        found = self._tool_calls.get(tcid if type(tcid) is str else identity_key(tcid))
         if found is None:
             self.warnings.append(
-                f"TOOL_CALL_ARGS: No message found containing tool call with ID '{_show(tcid)}'"
+                f"TOOL_CALL_ARGS: No message found containing tool call with ID '{js_string(tcid)}'"
             )
             return
         call = found[1]
@@ -1215,7 +773,7 @@ class Reducer:
             args += delta
             function["arguments"] = args
         else:
-            function["arguments"] = _js_plus(args, delta)
+            function["arguments"] = js_plus(args, delta)
         self._merge_event_metadata(call, event)
 
     def _on_tool_end(self, event: Event) -> None:
@@ -1223,7 +781,7 @@ class Reducer:
         found = self._tool_call(tcid)
         if found is None:
             self.warnings.append(
-                f"TOOL_CALL_END: No message found containing tool call with ID '{_show(tcid)}'"
+                f"TOOL_CALL_END: No message found containing tool call with ID '{js_string(tcid)}'"
             )
             return
         self._merge_event_metadata(found[1], event)
@@ -1235,10 +793,10 @@ class Reducer:
         if tcid is not UNDEFINED:
             message["toolCallId"] = tcid
         role = event.get("role")
-        message["role"] = role if _truthy(role) else "tool"
+        message["role"] = role if truthy(role) else "tool"
         if "content" in event:
             content = event["content"]
-            message["content"] = _clone(content) if self._copy else content
+            message["content"] = clone_value(content) if self._copy else content
         sub = event.get("subagentRunId")
         if sub is not None:
             message["subagentRunId"] = sub
@@ -1250,7 +808,7 @@ class Reducer:
         found = self._tool_call(tcid)
         if found is not None:
             owner = found[0] if found[0].get("role") == "assistant" else self._scan_owner(tcid)
-        k = mid if type(mid) is str else _key(mid)
+        k = mid if type(mid) is str else identity_key(mid)
         msgs = self.messages
         if owner is None:
             msgs.append(message)
@@ -1274,7 +832,7 @@ class Reducer:
                 continue
             calls = m.get("toolCalls")
             if type(calls) is list and any(
-                type(c) is dict and _same(c.get("id", UNDEFINED), tcid) for c in calls
+                type(c) is dict and strict_equal(c.get("id", UNDEFINED), tcid) for c in calls
             ):
                 return m
         return None
@@ -1289,7 +847,7 @@ class Reducer:
             self.state_deltas = None
             return
         snapshot = event["snapshot"]
-        self.state = _clone(snapshot) if self._copy else snapshot
+        self.state = clone_value(snapshot) if self._copy else snapshot
         self._state_undefined = False
         self.state_deltas = None
 
@@ -1327,7 +885,7 @@ class Reducer:
                         # A runtime null tag reads as absent and must not persist.
                         m = {k: v for k, v in m.items() if k != "subagentRunId"}
                     if copy:
-                        m = _clone(m)
+                        m = clone_value(m)
                 incoming.append(m)
         by_id: dict[Any, Message] = {}
         has_activity = has_reasoning = False
@@ -1335,7 +893,7 @@ class Reducer:
             if type(m) is not dict:
                 continue
             mid = m.get("id", UNDEFINED)
-            by_id[mid if type(mid) is str else _key(mid)] = m
+            by_id[mid if type(mid) is str else identity_key(mid)] = m
             role = m.get("role")
             if role == "activity":
                 has_activity = True
@@ -1351,7 +909,7 @@ class Reducer:
             if role == "activity":
                 if type(owned) is list:
                     atype = m.get("activityType", UNDEFINED)
-                    return not any(_same(atype, t) for t in owned)
+                    return not any(strict_equal(atype, t) for t in owned)
                 return owned is UNDEFINED and not has_activity
             return role == "reasoning" and not has_reasoning
 
@@ -1361,7 +919,7 @@ class Reducer:
             if type(m) is not dict:
                 continue
             mid = m.get("id", UNDEFINED)
-            k = mid if type(mid) is str else _key(mid)
+            k = mid if type(mid) is str else identity_key(mid)
             replacement = by_id.get(k)
             if replacement is not None:
                 kept.append(replacement)  # keeps its local position, takes the new version
@@ -1375,7 +933,7 @@ class Reducer:
                 kept.append(m)
                 continue
             mid = m.get("id", UNDEFINED)
-            if (mid if type(mid) is str else _key(mid)) not in present:
+            if (mid if type(mid) is str else identity_key(mid)) not in present:
                 kept.append(m)
         self.messages = kept
         self._unmoved = 0
@@ -1387,10 +945,10 @@ class Reducer:
         mid = event.get("messageId", UNDEFINED)
         existing = self._find(mid)
         replace = event.get("replace")
-        replace = True if replace is None else _truthy(replace)
+        replace = True if replace is None else truthy(replace)
         content = event.get("content", UNDEFINED)
         if content is not UNDEFINED and self._copy:
-            content = _clone(content)
+            content = clone_value(content)
         atype = event.get("activityType", UNDEFINED)
         sub = event.get("subagentRunId")
 
@@ -1409,7 +967,7 @@ class Reducer:
         if existing is None:
             target = minted()
             self.messages.append(target)
-            self._by_id[mid if type(mid) is str else _key(mid)] = target
+            self._by_id[mid if type(mid) is str else identity_key(mid)] = target
         elif existing.get("role") == "activity":
             target = existing
             if replace:
@@ -1437,7 +995,7 @@ class Reducer:
             return
         if existing.get("role") != "activity":
             self.warnings.append(
-                f"ACTIVITY_DELTA: Message '{_show(mid)}' is not an activity message"
+                f"ACTIVITY_DELTA: Message '{js_string(mid)}' is not an activity message"
             )
             return
         # The metadata does not depend on the patch: a stale path costs the message nothing.
@@ -1451,7 +1009,7 @@ class Reducer:
         try:
             content = apply_patch(base, patch)
         except PatchError as e:
-            self.warnings.append(f"Failed to apply activity patch for '{_show(mid)}': {e}")
+            self.warnings.append(f"Failed to apply activity patch for '{js_string(mid)}': {e}")
             return
         updated = dict(existing)
         if content is UNDEFINED:
@@ -1470,21 +1028,21 @@ class Reducer:
     def _on_run_started(self, event: Event) -> None:
         run_input = event.get("input")
         sent = run_input.get("messages") if type(run_input) is dict else None
-        if not _truthy(sent):
+        if not truthy(sent):
             return
         if type(sent) is not list:
-            raise _StreamError("RUN_STARTED input.messages is not iterable", "$.input.messages")
+            raise StreamError("RUN_STARTED input.messages is not iterable", "$.input.messages")
         # Messages not already held are appended; a held id is never updated.
         for m in sent:
             if type(m) is not dict:
                 continue
             mid = m.get("id", UNDEFINED)
-            if (mid if type(mid) is str else _key(mid)) in self._by_id:
+            if (mid if type(mid) is str else identity_key(mid)) in self._by_id:
                 continue
             if "subagentRunId" in m and m["subagentRunId"] is None:
                 m = {k: v for k, v in m.items() if k != "subagentRunId"}
             if self._copy:
-                m = _clone(m)
+                m = clone_value(m)
             self.messages.append(m)
             self._index_pushed(m)
 
@@ -1495,20 +1053,20 @@ class Reducer:
             assert type(outcome) is dict
             interrupts = outcome.get("interrupts")
             if type(interrupts) is not list:
-                raise _StreamError(
+                raise StreamError(
                     "RUN_FINISHED outcome 'interrupt' carries no interrupts list",
                     "$.outcome.interrupts",
                 )
             pending: list[Any] = []
             for interrupt in interrupts:
                 if interrupt is None:
-                    raise _StreamError(
+                    raise StreamError(
                         "RUN_FINISHED outcome 'interrupt' carries a null interrupt",
                         "$.outcome.interrupts",
                     )
                 if type(interrupt) is dict and interrupt.get("subagentRunId", 0) is None:
                     interrupt = {k: v for k, v in interrupt.items() if k != "subagentRunId"}
-                pending.append(_clone(interrupt) if self._copy else interrupt)
+                pending.append(clone_value(interrupt) if self._copy else interrupt)
             self.pending_interrupts = pending
             return
         if (
@@ -1517,7 +1075,7 @@ class Reducer:
             and outcome.get("pendingToolCallIds", 0) is None
         ):
             # The client reads `.length` of the named list before anything else.
-            raise _StreamError(
+            raise StreamError(
                 "RUN_FINISHED outcome 'success' has pendingToolCallIds null",
                 "$.outcome.pendingToolCallIds",
             )

@@ -851,7 +851,7 @@ _MARK: Final[Mapping[str, Any]] = {"type": _Mark()}
 def _verify_expanded(verifier: SequenceVerifier, events: list[Mapping[str, Any]]) -> None:
     """Feed ``events`` through the chunk expansion into ``verifier``, raw indexes kept."""
     from agui_store.errors import InvalidEventError
-    from agui_store.protocol.reducer import transform_chunks
+    from agui_store.protocol.chunks import transform_chunks
 
     # The expansion's state is not ours to hold, so the raw events since the lanes were
     # last empty are expanded again; their blocks were already fed and are skipped.

@@ -24,8 +24,10 @@ from agui_store import (
     Branch,
     Checkout,
     Diff,
+    InvalidArgumentError,
     MessageChange,
     Run,
+    SearchHits,
     Store,
 )
 from agui_store.engine import conversations
@@ -103,28 +105,51 @@ class ThreadsPage:
 
 
 def _matches_text(store: Store, thread_id: str, query: str, scope: str | None) -> bool:
-    """Whether a message of the thread's head or of one of its branches contains the
-    query (as ``checkout`` restores them)."""
-    tips = {b.run_id for b in store.branches(thread_id, scope=scope)}
-    for run_id in tips:
-        co = store.checkout(run_id, thread_id=thread_id, scope=scope)
-        for message in co.messages:
-            words = text.content_text(message.get("content"))
-            if query in words.casefold():
-                return True
-            for call in message.get("toolCalls") or []:
-                if isinstance(call, dict) and query in json.dumps(call).casefold():
-                    return True
-    return False
+    """Whether the store's search finds the query in a message of the thread (a query
+    that is not a search, ``"`` alone say, finds nothing)."""
+    try:
+        return bool(store.search(query, thread_id=thread_id, scope=scope, limit=1))
+    except InvalidArgumentError:
+        return False
+
+
+#: Message hits a search page shows at a time.
+HITS_PAGE = 20
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    """The messages a search finds, newest first (``Store.search``), a page at a time.
+
+    Attributes:
+        hits: this page's hits.
+        problem: why the query is not a search (``None``: it is).
+    """
+
+    hits: SearchHits
+    problem: str | None = None
+
+
+def search_page(
+    store: Store, query: str, *, cursor: str | None = None, scope: str | None = None
+) -> SearchPage | None:
+    """The hits of ``query`` from ``cursor`` on (``None`` for no query)."""
+    if not query.strip():
+        return None
+    try:
+        return SearchPage(store.search(query, scope=scope, limit=HITS_PAGE, cursor=cursor))
+    except InvalidArgumentError as e:
+        return SearchPage(SearchHits(), str(e))
 
 
 def threads_page(
     store: Store, *, query: str = "", after: int = 0, scope: str | None = None
 ) -> ThreadsPage:
-    """Threads newest first, those whose id or message text holds ``query`` (any case),
-    a page at a time from position ``after`` of the listing."""
+    """Threads newest first, those whose id holds ``query`` (any case) or in which the
+    store's search finds it, a page at a time from position ``after`` of the listing."""
     ids = store.threads(scope=scope)[::-1]
     folded = query.strip().casefold()
+    query = query.strip()
     rows: list[ThreadRow] = []
     position = after
     while position < len(ids) and len(rows) < THREADS_PAGE:
@@ -133,7 +158,7 @@ def threads_page(
         if (
             folded
             and folded not in thread_id.casefold()
-            and not _matches_text(store, thread_id, folded, scope)
+            and not _matches_text(store, thread_id, query, scope)
         ):
             continue
         facts = store.thread(thread_id, scope=scope)
@@ -496,7 +521,8 @@ def run_page(
     if any(e.get("type") == "CUSTOM" and e.get("name") == conversations.SAVED_EVENT
            for e in events):
         lineage = [r.run_id for r in store.log(run.run_id, thread_id=thread_id, scope=scope)]
-        continued = conversations.continuation(store, thread_id, lineage)
+        with store.reading() as tx:
+            continued = conversations.continuation(tx, thread_id, lineage)
     return RunPage(
         run,
         parent,

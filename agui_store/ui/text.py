@@ -12,24 +12,13 @@ import json
 import re
 from typing import Any
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+from agui_store import records
+from agui_store.records import printable as printable  # what the pages show text with
 
 #: Longest text a message or event shows inline; the rest is behind a link.
 INLINE_CHARS = 20_000
 #: Largest JSON document (state, input) embedded in a page for the tree view.
 INLINE_JSON_CHARS = 1_000_000
-
-
-def printable(text: str) -> str:
-    """Text any UTF-8 writer accepts: a surrogate pair joins into its character (as
-    JavaScript reads it); a lone surrogate becomes its ``\\udXXX`` escape."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        pass
-    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", joined)
 
 
 def dumps(value: Any, *, indent: int | None = None) -> str:
@@ -51,23 +40,9 @@ def clipped(text: str, limit: int = INLINE_CHARS) -> tuple[str, int]:
 
 
 def content_text(content: Any) -> str:
-    """A message's content as text: a string as is, text parts joined, other parts (images,
-    audio) as ``[type]``, anything else as JSON."""
-    if isinstance(content, str):
-        return content
-    if content is None:
-        return ""
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type") == "text":
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, dict):
-                parts.append(f"[{part.get('type')}]")
-            else:
-                parts.append(json.dumps(part, ensure_ascii=False))
-        return "\n".join(parts)
-    return json.dumps(content, ensure_ascii=False)
+    """A message's content as text, its parts one a line
+    (:func:`agui_store.records.content_text`)."""
+    return records.content_text(content, "\n")
 
 
 def word_diff(before: str, after: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:

@@ -98,11 +98,16 @@ class Viewer:
 
     def threads(self, request: Request) -> Response:
         """``/``: the threads, newest first, ``?q=`` filtering by id or message text, a page
-        from position ``?after=``."""
+        from position ``?after=``; with ``?q=``, the messages the store's search finds too,
+        a page from ``?cursor=``."""
         query = request.query_params.get("q", "")
         after = _int(request.query_params.get("after"), 0)
         found = pages.threads_page(self.store, query=query, after=after, scope=self.scope)
-        return self.render(request, "threads.html", page=found)
+        hits = pages.search_page(
+            self.store, query, cursor=request.query_params.get("cursor") or None,
+            scope=self.scope,
+        )
+        return self.render(request, "threads.html", page=found, search=hits)
 
     async def tree(self, request: Request) -> Response:
         """``/thread?thread=``: the thread's run tree, a page of runs older than ``?before=``;

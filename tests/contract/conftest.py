@@ -11,12 +11,15 @@ public API and the documented :mod:`agui_store.testing` hooks, and nothing else.
 What a third backend provides to run the suite:
 
 - an entry in :data:`BACKENDS`: its name, the fixtures' param (and the test ids' suffix), and
-  a class like :class:`SqliteLocations`, made with the pytest request and the test's
-  ``tmp_path``, that returns a fresh, empty location ``agui_store.open`` accepts each time it
-  is called, and removes what it made in ``close()``;
-- for the tests that check a failed call left the store exactly as it was, or that edit a
-  store behind its back as an attacker would, :func:`tests.backends.dump` and its siblings
-  learn to read and write its rows.
+  its harness, a class like :class:`SqliteLocations`:
+  - made with the pytest request and the test's ``tmp_path``, it returns a fresh, empty
+    location ``agui_store.open`` accepts each time it is called, and removes what it made in
+    ``close()``;
+  - its static ``owns``, ``dump`` and ``owner`` say whether a location is its backend's,
+    read every row a store holds (for "left exactly as it was" checks) and open a connection
+    of the tables' owner with the guards off (for tests that edit a store behind its back,
+    as an attacker would); :mod:`tests.backends` finds the harness of a location here and
+    holds no backend's code itself.
 
 Tests of one backend's own features (SQLite's file, pragmas and migrations; PostgreSQL's
 cluster, roles and schema) stay beside the backend, outside this folder.
@@ -25,6 +28,7 @@ cluster, roles and schema) stay beside the backend, outside this folder.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import shutil
 import tempfile
@@ -32,8 +36,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 from hypothesis import settings
+
+from agui_store.backends import is_url
 
 
 @functools.cache
@@ -67,6 +74,49 @@ class SqliteLocations:
     def close(self) -> None:
         pass
 
+    #: The placeholder of a bound value in a statement of this backend's.
+    placeholder = "?"
+
+    @staticmethod
+    def owns(location: str) -> bool:
+        """Whether ``location`` names an SQLite store (a file path, not a URL)."""
+        return not is_url(str(location))
+
+    @staticmethod
+    def dump(location: str) -> list[Any]:
+        """Every row of every table and view, table by table."""
+        conn = apsw.Connection(str(location))
+        try:
+            out: list[Any] = []
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view') ORDER BY name"
+            ).fetchall():
+                out.append((name, conn.execute(f"SELECT * FROM {name}").fetchall()))
+            return out
+        finally:
+            conn.close()
+
+    @staticmethod
+    @contextlib.contextmanager
+    def owner(location: str) -> Iterator[Any]:
+        """A connection with the append-only guards dropped (the ``events`` view's own
+        triggers stay) in one transaction, the guards back before it commits."""
+        conn = apsw.Connection(str(location))
+        try:
+            conn.execute("BEGIN")
+            triggers = conn.execute(
+                "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' "
+                "AND name LIKE '%\\_are\\_append\\_only\\_%' ESCAPE '\\'"
+            ).fetchall()
+            for name, _ in triggers:
+                conn.execute(f'DROP TRIGGER "{name}"')
+            yield conn
+            for _, sql in triggers:
+                conn.execute(sql)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
 
 class PostgresLocations:
     """Fresh databases of the session's server, each a clone of one with an empty store
@@ -86,8 +136,54 @@ class PostgresLocations:
         for dsn in self._made:
             self._server.drop_database(dsn)
 
+    #: The placeholder of a bound value in a statement of this backend's (psycopg's).
+    placeholder = "%s"
 
-#: Every backend the suite runs on: its name, and what makes its fresh, empty locations.
+    @staticmethod
+    def owns(location: str) -> bool:
+        """Whether ``location`` names a PostgreSQL database (a URL)."""
+        return is_url(str(location))
+
+    @staticmethod
+    def dump(location: str) -> list[Any]:
+        """Every row of every table of the store's schema, table by table."""
+        import psycopg
+
+        from agui_store.backends.postgres import schema
+
+        with psycopg.connect(str(location)) as conn:
+            return [
+                (name, conn.execute(f"SELECT * FROM {schema.SCHEMA}.{name} ORDER BY 1").fetchall())
+                for name in schema.TABLES
+            ]
+
+    @staticmethod
+    @contextlib.contextmanager
+    def owner(location: str) -> Iterator[Any]:
+        """A connection of the tables' owner (the superuser here) in one transaction,
+        committed at the end, with every table's triggers off, the append-only guards and the
+        foreign keys' own, and on again before the commit (the schema check sees nothing): as
+        SQLite's edits, which drop only the guards and run with foreign keys off. The
+        ``events`` view's triggers stay on and carry an edit of an event to its page, as
+        SQLite's view carries it to ``event_log``. (``session_replication_role = replica``
+        would silence those too: a view's triggers cannot be made to fire in replica
+        sessions.)"""
+        import psycopg
+
+        from agui_store.backends.postgres import schema
+
+        tables = [t for t in schema.TABLES if t != "meta"]
+        with psycopg.connect(str(location)) as conn:
+            conn.execute(f"SET search_path TO {schema.SCHEMA}")
+            for table in tables:
+                conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER ALL")
+            yield conn
+            for table in tables:
+                conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER ALL")
+
+
+#: Every backend the suite runs on: its name, and its harness (what makes its fresh, empty
+#: locations, and reads and edits its rows).
 BACKENDS: dict[str, Any] = {"sqlite": SqliteLocations, "postgres": PostgresLocations}
 
 

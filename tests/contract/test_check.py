@@ -25,8 +25,8 @@ from agui_store.engine import integrity
 from tests.backends import (
     Statement,
     backend_of,
-    is_postgres,
     owner,
+    placeholder,
     problems,
     report_of,
     tamper,
@@ -290,7 +290,7 @@ def test_every_blob_is_checked_against_its_sha256_on_every_backend(built: str) -
         (sha(b"z"), 1, b"not zlib"),
         (b"short", 0, GOOD),
     ]
-    mark = "%s" if is_postgres(built) else "?"
+    mark = placeholder(built)
     with owner(built) as conn:
         for row in rows:
             conn.execute(

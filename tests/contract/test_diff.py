@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store.demo import record_demo
+from agui_store.cli.demo import record_demo
+from agui_store.cli.render import graph
 from agui_store.history.diff import compare, state_patch
 from agui_store.protocol.patch import apply_patch
-from agui_store.render import graph
 from tests.conftest import fixture_params
 from tests.strategies import legal_streams
 

@@ -36,7 +36,7 @@ import pytest
 
 import agui_store
 from agui_store import CorruptStoreError, HashMismatchError, IntegrityError, cli, testing
-from tests.backends import is_postgres, postgres_owner
+from tests.backends import is_postgres, placeholder, postgres_owner
 from tests.workers.harness import worker_env
 
 T = "t"
@@ -202,7 +202,7 @@ def checkout(path: str, run: str) -> dict[str, Any]:
 
 def event_seq(path: str, run: str, kind: str) -> int:
     with agui_store.open(path) as store:
-        mark = "%s" if is_postgres(path) else "?"
+        mark = placeholder(path)
         row = testing.connection(store).execute(
             "SELECT events.seq FROM events JOIN runs ON runs.id = events.run "
             f"WHERE runs.run_id = {mark} AND events.type = {mark}",

@@ -40,8 +40,10 @@ from psycopg.pq import TransactionStatus
 
 from agui_store import errors
 from agui_store.backends import errors as backend_errors
+from agui_store.backends import progress
 from agui_store.backends.postgres import schema, sql
 from agui_store.backends.postgres.transaction import PostgresTransaction
+from agui_store.engine import derivation
 
 #: SQLSTATE classes and codes of a server going away: the connection is gone or going.
 _GONE = (
@@ -163,7 +165,7 @@ class PostgresBackend:
         except Exception as e:  # a malformed URL, among others
             raise translate(e, self.where) from e
         try:
-            schema.install(conn)
+            schema.install(conn, backfill=_backfill)
             # Session settings: the store's schema first on the path, and a bounded wait for
             # the write locks (0 would mean "forever" to PostgreSQL: 1 ms is "no wait").
             conn.execute(
@@ -363,3 +365,13 @@ class PostgresBackend:
 
 def _lost(conn: Any) -> bool:
     return bool(conn.closed or conn.broken)
+
+
+def _backfill(conn: Any, version: int) -> None:
+    """What a migration computes in Python (see :func:`schema.install`): version 5 indexes
+    every complete run's messages for search, with a progress bar on a terminal."""
+    if version == schema.SEARCH_INDEX_VERSION:
+        with progress.on_terminal("indexing the store for search", unit="runs") as shown:
+            tx = PostgresTransaction(conn)
+            derivation.index_every_run(tx, shown)
+            tx.flush()

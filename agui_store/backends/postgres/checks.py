@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store.backends.postgres import schema, sql
+from agui_store.engine.arguments import quote
 
 #: The checks of the database, in the order they run.
 CHECKS = ("foreign_keys", "pages", "schema")
@@ -280,11 +281,6 @@ def _shorten(text: str, width: int = 120) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _q(value: object, width: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 4] + "...'"
-
-
 def _present(conn: Any) -> set[str]:
     return {str(row[0]) for row in conn.execute(sql.CHECK_COLUMNS, {"schema": schema.SCHEMA})}
 
@@ -315,7 +311,7 @@ def _foreign_keys(conn: Any) -> Iterator[str]:
                 yield f"a {table} row names a missing {ref.target} row (through {ref.column})"
             else:
                 yield (
-                    f"{table} row {pk}: {ref.column} = {_q(value)} names no row of "
+                    f"{table} row {pk}: {ref.column} = {quote(value)} names no row of "
                     f"{ref.target}"
                 )
 
@@ -325,7 +321,7 @@ def _schema(conn: Any) -> Iterator[str]:
     meta = dict(conn.execute(sql.CHECK_META.format(schema=schema._ident(schema.SCHEMA))).fetchall())
     if meta.get("application") != schema.APPLICATION:
         yield (
-            f"meta names application {_q(meta.get('application'))}, not "
+            f"meta names application {quote(meta.get('application'))}, not "
             f"{schema.APPLICATION!r}: the schema does not say it is an agui-store's"
         )
     if meta.get("schema_version") != version:
@@ -360,7 +356,7 @@ def _schema(conn: Any) -> Iterator[str]:
             ):
                 yield (
                     f"column {name}.{column} collates by "
-                    f"{_q(found_collations.get((name, column)))}, where schema version "
+                    f"{quote(found_collations.get((name, column)))}, where schema version "
                     f"{version} defines {table.collations[column]!r} (the store relies on "
                     "byte order: run-id prefixes, sorted ids)"
                 )

@@ -963,3 +963,58 @@ JOIN runs ON runs.thread = threads.id
 JOIN events ON events.run = runs.id
 WHERE threads.thread_id = %s AND events.type = 'CUSTOM' ORDER BY events.seq
 """
+
+
+# --- full-text search (agui_store.engine.search) --------------------------------------------
+
+#: A run's index rows, the message texts the thread's index does not hold yet, in one
+#: statement: the words come joined by spaces (a word holds none) and are taken as lexemes.
+INSERT_SEARCH_MESSAGES = """
+INSERT INTO search_messages(thread, run, key, pos, tool, blob, at, words)
+SELECT %s, %s, k, p, t, b, a, array_to_tsvector(string_to_array(w, ' '))
+FROM unnest(%s::bigint[], %s::integer[], %s::text[], %s::bigint[], %s::integer[], %s::text[])
+     WITH ORDINALITY AS u(k, p, t, b, a, w, n)
+ORDER BY n
+ON CONFLICT (thread, key) DO NOTHING
+"""
+
+#: How many rows hold a query's words (as :data:`SEARCH_CANDIDATES` filters them), counted
+#: through the GIN index up to :data:`SEARCH_MANY`: what chooses how the candidates are read.
+#: The planner cannot tell a rare word from a common one by its statistics (a word absent
+#: from them is taken as fairly common), and walking the key backwards for a rare word reads
+#: every row.
+SEARCH_MANY = 1000
+_SEARCH_WHERE = """
+WHERE words @@ %(query)s::tsquery AND id < %(before)s
+  AND (%(thread)s::bigint IS NULL OR thread = %(thread)s::bigint)
+  AND (%(scope)s::text IS NULL OR thread IN (SELECT id FROM threads WHERE owner = %(scope)s::text))
+"""
+SEARCH_PROBE = f"""
+SELECT count(*) FROM (SELECT 1 FROM search_messages {_SEARCH_WHERE} LIMIT {SEARCH_MANY}) AS found
+"""
+
+#: Candidates, newest first, for a query many rows hold: along the key backwards, stopping
+#: at the limit; their names joined to those rows alone.
+SEARCH_CANDIDATES = f"""
+SELECT m.id, t.thread_id, m.run, r.run_id, m.pos, m.tool, m.blob, m.at,
+       (SELECT b.appended_at FROM batches b WHERE b.run = m.run ORDER BY b.id DESC LIMIT 1)
+FROM (
+    SELECT id, thread, run, pos, tool, blob, at FROM search_messages {_SEARCH_WHERE}
+    ORDER BY id DESC LIMIT %(limit)s
+) AS m
+JOIN threads t ON t.id = m.thread
+JOIN runs r ON r.id = m.run
+ORDER BY m.id DESC
+"""
+
+#: The same, for a query fewer than :data:`SEARCH_MANY` rows hold: every one of them through
+#: the GIN index, then the newest (``+ 0`` keeps the planner off the key's order).
+SEARCH_FEW_CANDIDATES = SEARCH_CANDIDATES.replace(
+    "ORDER BY id DESC LIMIT", "ORDER BY id + 0 DESC LIMIT"
+)
+
+#: A thread's index rows (one table: the words are a column).
+DELETE_THREAD_SEARCH = "DELETE FROM search_messages WHERE thread = %s"
+
+#: The index rows of runs whose derived data is dropped.
+DROP_RUNS_SEARCH = "DELETE FROM search_messages WHERE run = ANY(%s)"

@@ -262,6 +262,7 @@ class PostgresTransaction(NamedQueries):
         below = [int(pk) for pk in self._column(sql.SUBTREE, (run_pk,))]
         self._conn.execute(sql.DROP_CHECKPOINTS, (below,))
         self._conn.execute(sql.DROP_DIGESTS, (below,))
+        self._conn.execute(sql.DROP_RUNS_SEARCH, (below,))
         return below
 
     def checkpoint_with_blobs(
@@ -601,3 +602,65 @@ class PostgresTransaction(NamedQueries):
         """See :meth:`agui_store.engine.port.Inspecting.batch_events`."""
         rows = self._all(sql.BATCH_EVENTS, {"first": first_seq, "last": last_seq, "run": run_pk})
         return list(_whole(rows, (1, 2)))
+
+    # --- full-text search (agui_store.engine.search) ------------------------------------------
+
+    def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Deferred, one statement for the run's rows. See
+        :meth:`agui_store.engine.port.Writing.index_messages`."""
+        keys, positions, tools, words, blobs, ats = zip(*rows)
+        texts = [" ".join(dict.fromkeys(w)) for w in words]  # each word once
+        self._defer(
+            sql.INSERT_SEARCH_MESSAGES,
+            (thread_pk, run_pk, list(keys), list(positions), list(tools), list(blobs),
+             list(ats), texts),
+        )
+
+    def forget_thread_search(self, thread_pk: int) -> None:
+        """See :meth:`agui_store.engine.port.Writing.forget_thread_search`."""
+        self._conn.execute(sql.DELETE_THREAD_SEARCH, (thread_pk,))
+
+    def search_candidates(
+        self, query: Any, thread_pk: int | None, scope: str | None, before: int | None,
+        limit: int,
+    ) -> list[tuple[Any, ...]]:
+        """See :meth:`agui_store.engine.port.Reading.search_candidates`."""
+        args = {
+            "query": tsquery_text(query),
+            "before": _NO_KEY if before is None else before,
+            "thread": thread_pk,
+            "scope": scope,
+            "limit": limit,
+        }
+        # Planned for these values each time (never a generic plan): how the rows are best
+        # read depends on how many hold the words.
+        conn = self._conn
+        (many,) = conn.execute(sql.SEARCH_PROBE, args, prepare=False).fetchone()
+        statement = sql.SEARCH_CANDIDATES if many >= sql.SEARCH_MANY else sql.SEARCH_FEW_CANDIDATES
+        return [tuple(row) for row in conn.execute(statement, args, prepare=False)]
+
+
+#: A key above every index row's (they are 63-bit).
+_NO_KEY = 2**63 - 1
+
+
+def tsquery_text(query: Any) -> str:
+    """A query (:class:`agui_store.history.search.Query`) as ``tsquery`` input over its
+    words, each a quoted lexeme taken as it is: every word of a found term (its last as a
+    prefix when starred), none of an excluded single word. Words are letters and digits:
+    quoting needs no escape."""
+    found = " & ".join(
+        _lexeme(word, term.prefix and i == len(term.words) - 1)
+        for term in query.found
+        for i, word in enumerate(term.words)
+    )
+    excluded = "".join(
+        f" & !{_lexeme(term.words[0], term.prefix)}"
+        for term in query.excluded
+        if len(term.words) == 1
+    )
+    return f"({found}){excluded}"
+
+
+def _lexeme(word: str, prefix: bool) -> str:
+    return f"'{word}':*" if prefix else f"'{word}'"

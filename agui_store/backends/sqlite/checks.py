@@ -23,6 +23,7 @@ from collections.abc import Iterator
 import apsw
 
 from agui_store.backends.sqlite import schema, sql
+from agui_store.engine.arguments import quote
 
 #: The checks of the file, in the order they run.
 CHECKS = ("sqlite", "foreign_keys", "schema")
@@ -39,12 +40,6 @@ def problems(conn: apsw.Connection, check: str) -> Iterator[str]:
         yield from _schema(conn)
     else:
         raise ValueError(f"no SQLite check {check!r}")
-
-
-def _q(value: object, width: int = 80) -> str:
-    """``repr`` of a value named in a problem, cut short (as the store's checks name them)."""
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 4] + "...'"
 
 
 def _shorten(text: str, width: int = 120) -> str:
@@ -75,7 +70,7 @@ def _foreign_keys(conn: apsw.Connection) -> Iterator[str]:
             found.append((shown, -1, problem))
             continue
         values = conn.execute(sql.check_row_values(str(table), cols), (rowid,)).fetchone()
-        named = ", ".join(f"{c} = {_q(v)}" for c, v in zip(cols, values or (), strict=False))
+        named = ", ".join(f"{c} = {quote(v)}" for c, v in zip(cols, values or (), strict=False))
         found.append((shown, int(rowid), f"{shown} row {rowid}: {named} names no row of {parent}"))
     # By table and row, whatever order SQLite checks its tables in: as PostgreSQL reports them.
     for _, _, problem in sorted(found, key=lambda f: (f[0], f[1])):

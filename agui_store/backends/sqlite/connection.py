@@ -17,28 +17,15 @@ from typing import Any
 
 import apsw
 
-from agui_store import errors, targets
+from agui_store import errors
 from agui_store.backends.sqlite import migrations, schema, sql
 from agui_store.backends.sqlite.errors import Conn, translate, translated
-from agui_store.targets import SQLITE_HEADER
+from agui_store.backends.sqlite.files import SQLITE_HEADER, store_file
 
 #: How much of the file reads may map into memory.
 MMAP_BYTES = 256 * 1024 * 1024
 #: Prepared statements a connection keeps (apsw's default is 100).
 STATEMENT_CACHE_SIZE = 512
-
-#: How long a writer waits for another writer before giving up (milliseconds).
-DEFAULT_BUSY_TIMEOUT_MS = 30_000
-
-#: The database file used when no path is given: ``$AGUI_STORE_DB``, else ``./agui-store.db``.
-DEFAULT_DB_ENV = "AGUI_STORE_DB"
-DEFAULT_DB_NAME = "agui-store.db"
-
-
-def default_path() -> str:
-    """The store file used when none is given: ``$AGUI_STORE_DB``, else ``./agui-store.db``."""
-    return os.environ.get(DEFAULT_DB_ENV) or DEFAULT_DB_NAME
-
 
 #: The tables every agui-store file has had since schema version 1 (``events`` a view over
 #: ``event_log`` since version 11).
@@ -71,8 +58,8 @@ def _check_is_store(real: str, shown: str) -> None:
         ) from e
     if stat.S_ISDIR(st.st_mode):
         raise errors.NotAStoreError(
-            f"{shown} is a folder, not a store file: give a file path, e.g. "
-            f"{os.path.join(shown, DEFAULT_DB_NAME)}"
+            f"{shown} is a folder, not a store file: give the path of a file, e.g. "
+            f"{os.path.join(shown, 'store.db')}"
         )
     if not stat.S_ISREG(st.st_mode):
         raise errors.NotAStoreError(f"{shown} is not a regular file (a device, pipe or socket)")
@@ -184,7 +171,7 @@ def _create_private(real: str, shown: str) -> None:
     os.close(fd)
 
 
-def connect(path: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> apsw.Connection:
+def connect(path: str, *, busy_timeout_ms: int) -> apsw.Connection:
     """Open (creating and migrating if needed) a store file and return its connection.
 
     Nothing is written to a file before it is known to be a store (or empty): see
@@ -192,7 +179,7 @@ def connect(path: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> aps
     """
     if "\0" in path:
         raise errors.InvalidArgumentError(f"the store path {path!r} holds a NUL byte")
-    real = targets.store_file(path)
+    real = store_file(path)
     if real is not None:
         _check_is_store(real, path)
         _create_private(real, path)

@@ -12,10 +12,11 @@ import contextlib
 from collections.abc import Iterator
 
 from agui_store import errors
+from agui_store.backends import progress
 from agui_store.backends.sqlite import schema, sql
 from agui_store.backends.sqlite.errors import Conn
 from agui_store.backends.sqlite.transaction import SqliteTransaction
-from agui_store.engine import checkpoints, log_hashes
+from agui_store.engine import checkpoints, derivation, log_hashes
 
 
 def schema_version(conn: Conn) -> int:
@@ -47,6 +48,8 @@ def migrate(conn: Conn, path: str) -> None:
         conn.execute(schema.MIGRATIONS[target])
         if target in schema.BACKFILLS:
             _backfill_hashes(conn)
+        if target == schema.SEARCH_INDEX_VERSION:
+            _backfill_search(conn, path)
     conn.execute(sql.set_application_id(schema.APPLICATION_ID))
     conn.execute(sql.set_user_version(schema.SCHEMA_VERSION))
 
@@ -95,3 +98,10 @@ def _backfill_hashes(conn: Conn) -> None:
     for (run_pk,) in conn.execute(sql.CHECKPOINT_RUNS).fetchall():
         view_hash = checkpoints.stored_view_digest(tx, int(run_pk))[0]
         conn.execute(sql.BACKFILL_CHECKPOINT_HASHES, (final.get(run_pk), view_hash, run_pk))
+
+
+def _backfill_search(conn: Conn, path: str) -> None:
+    """Version 13: index every complete run's messages for search (the tables are new and
+    empty), with a progress bar when stderr is a terminal."""
+    with progress.on_terminal(f"indexing {path} for search", unit="runs") as shown:
+        derivation.index_every_run(SqliteTransaction(conn), shown)

@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -406,6 +406,35 @@ CREATE TABLE conversation_branches (
 CREATE INDEX conversation_branches_by_entry ON conversation_branches(entry);
 """
 
+# Version 13: the full-text search index (agui_store.engine.search), derived data. A row per
+# message text a thread's runs first recorded, newest last (its id orders hits); its words
+# in a contentless FTS5 table under the same rowid. The words come folded and cut by
+# agui_store.history.search, joined by spaces, so the ascii tokenizer (every non-ASCII
+# character is part of a word) cuts them exactly there; no positions are kept
+# (detail=none): a phrase's order is checked on the message's text. The blob and position
+# say where a checkpoint holds the message, which is where a hit's id, role and snippet are
+# read from (else from the run's view, at ``pos``); no foreign key: the row is found by
+# thread.
+CREATE_V13 = """
+CREATE TABLE search_messages (
+    id      INTEGER PRIMARY KEY,
+    thread  INTEGER NOT NULL REFERENCES threads(id),
+    run     INTEGER NOT NULL,               -- the run that first recorded this text
+    key     INTEGER NOT NULL,               -- 63 bits of sha256(message id, text)
+    pos     INTEGER NOT NULL,               -- the message's position in that run's view
+    tool    TEXT,                           -- the tool a call or a result is about
+    blob    INTEGER,                        -- the chunk or segment holding it, if any
+    at      INTEGER                         -- its position there
+) STRICT;
+CREATE UNIQUE INDEX search_messages_by_key ON search_messages(thread, key);
+CREATE VIRTUAL TABLE search_words USING fts5(
+    words, content='', contentless_delete=1, detail=none, tokenize='ascii'
+);
+"""
+
+#: The version whose migration also indexes every stored run for search, after its SQL.
+SEARCH_INDEX_VERSION = 13
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -419,6 +448,7 @@ MIGRATIONS: dict[int, str] = {
     10: CREATE_V10,
     11: CREATE_V11,
     12: CREATE_V12,
+    13: CREATE_V13,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.

@@ -705,3 +705,43 @@ JOIN runs ON runs.thread = threads.id
 JOIN events ON events.run = runs.id
 WHERE threads.thread_id = ? AND events.type = 'CUSTOM' ORDER BY events.seq
 """
+
+
+# --- full-text search (agui_store.engine.search) --------------------------------------------
+
+#: An index row, unless the thread's index holds its key; the new row's id and key.
+INSERT_SEARCH_MESSAGE = """
+INSERT INTO search_messages(thread, run, key, pos, tool, blob, at) VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (thread, key) DO NOTHING RETURNING id, key
+"""
+#: The words of a row just added (its id), joined by spaces.
+INSERT_SEARCH_WORDS = "INSERT INTO search_words(rowid, words) VALUES (?, ?)"
+
+#: Candidates, newest first: the FTS5 table drives (its rowid order is the rows' ids), so a
+#: LIMIT stops the scan of a common word's list early.
+SEARCH_CANDIDATES = """
+SELECT m.id, t.thread_id, m.run, r.run_id, m.pos, m.tool, m.blob, m.at,
+       (SELECT b.appended_at FROM batches b WHERE b.run = m.run ORDER BY b.id DESC LIMIT 1)
+FROM search_words w
+JOIN search_messages m ON m.id = w.rowid
+JOIN threads t ON t.id = m.thread
+JOIN runs r ON r.id = m.run
+WHERE search_words MATCH ?1 AND w.rowid < ?2
+  AND (?3 IS NULL OR m.thread = ?3) AND (?4 IS NULL OR t.owner = ?4)
+ORDER BY w.rowid DESC LIMIT ?5
+"""
+
+#: A thread's index rows, words first (they are found through the rows).
+DELETE_THREAD_SEARCH_WORDS = (
+    "DELETE FROM search_words WHERE rowid IN (SELECT id FROM search_messages WHERE thread = ?)"
+)
+DELETE_THREAD_SEARCH_MESSAGES = "DELETE FROM search_messages WHERE thread = ?"
+
+#: The index rows of runs whose derived data is dropped (a scan: a rare path).
+DELETE_RUNS_SEARCH_WORDS = """
+DELETE FROM search_words WHERE rowid IN
+(SELECT id FROM search_messages WHERE run IN (SELECT value FROM json_each(?)))
+"""
+DELETE_RUNS_SEARCH_MESSAGES = (
+    "DELETE FROM search_messages WHERE run IN (SELECT value FROM json_each(?))"
+)

@@ -85,6 +85,8 @@ class SqliteTransaction(NamedQueries):
         # Keyed by digest, so this scans the table: fine for a path only sequence-unchecked
         # recording reaches.
         self._conn.execute(sql.DELETE_LINEAGE_DIGESTS, (listed,))
+        self._conn.execute(sql.DELETE_RUNS_SEARCH_WORDS, (listed,))
+        self._conn.execute(sql.DELETE_RUNS_SEARCH_MESSAGES, (listed,))
         return below
 
     def checkpoint_with_blobs(
@@ -363,3 +365,58 @@ class SqliteTransaction(NamedQueries):
     def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
         """See :meth:`agui_store.engine.port.Inspecting.batch_events`."""
         return self._all(sql.BATCH_EVENTS, (first_seq, last_seq, run_pk))
+
+    # --- full-text search (agui_store.engine.search) ------------------------------------------
+
+    def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:
+        """See :meth:`agui_store.engine.port.Writing.index_messages`."""
+        # Two statements for the run, each run over its rows by apsw (in C).
+        added = list(self._conn.executemany(
+            sql.INSERT_SEARCH_MESSAGE,
+            [(thread_pk, run_pk, k, p, t, b, a) for k, p, t, _, b, a in rows],
+        ))
+        if added:
+            # Each word once: no positions are kept, so order and repeats tell nothing.
+            words = {int(row[0]): " ".join(dict.fromkeys(row[3])) for row in rows}
+            self._conn.executemany(
+                sql.INSERT_SEARCH_WORDS, [(pk, words[int(key)]) for pk, key in added]
+            )
+
+    def forget_thread_search(self, thread_pk: int) -> None:
+        """See :meth:`agui_store.engine.port.Writing.forget_thread_search`."""
+        self._conn.execute(sql.DELETE_THREAD_SEARCH_WORDS, (thread_pk,))
+        self._conn.execute(sql.DELETE_THREAD_SEARCH_MESSAGES, (thread_pk,))
+
+    def search_candidates(
+        self, query: Any, thread_pk: int | None, scope: str | None, before: int | None,
+        limit: int,
+    ) -> list[tuple[Any, ...]]:
+        """See :meth:`agui_store.engine.port.Reading.search_candidates`."""
+        below = _NO_KEY if before is None else before
+        args = (fts5_expression(query), below, thread_pk, scope, limit)
+        return [tuple(row) for row in self._conn.execute(sql.SEARCH_CANDIDATES, args)]
+
+
+#: A key above every index row's (they are 63-bit).
+_NO_KEY = 2**63 - 1
+
+
+def fts5_expression(query: Any) -> str:
+    """A query (:class:`agui_store.history.search.Query`) as an FTS5 expression over its
+    words: every word of a found term (its last as a prefix when starred), none of an
+    excluded single word. Words are letters and digits: quoting needs no escape."""
+    found = " AND ".join(
+        _fts5_term(word, term.prefix and i == len(term.words) - 1)
+        for term in query.found
+        for i, word in enumerate(term.words)
+    )
+    excluded = "".join(
+        f" NOT {_fts5_term(term.words[0], term.prefix)}"
+        for term in query.excluded
+        if len(term.words) == 1
+    )
+    return f"({found}){excluded}"
+
+
+def _fts5_term(word: str, prefix: bool) -> str:
+    return f'"{word}"*' if prefix else f'"{word}"'

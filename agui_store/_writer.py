@@ -6,7 +6,7 @@ milliseconds at a time (``benchmarks/bench_async.py``). In a child process the l
 interpreter only pickles the call (event bytes: a copy) and waits on a pipe with the GIL
 released.
 
-The child is a fresh ``python -m agui_store.writer`` (not ``multiprocessing``, whose spawn
+The child is a fresh ``python -m agui_store._writer`` (not ``multiprocessing``, whose spawn
 re-imports the parent's ``__main__``), talking over two pipes with
 ``multiprocessing.connection.Connection`` framing. It opens its own ``Store`` on the same file
 (SQLite serializes the two connections' writes) and serves one call at a time, at a lower
@@ -57,7 +57,7 @@ class WriterProcess:
                 [
                     sys.executable,
                     "-m",
-                    "agui_store.writer",
+                    "agui_store._writer",
                     str(to_child_r),
                     str(from_child_w),
                     str(nice),

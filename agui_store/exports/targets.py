@@ -25,39 +25,28 @@ import os
 import shutil
 import stat
 import tempfile
-import urllib.parse
 from collections.abc import Iterable
 
+from agui_store.backends.sqlite.files import SIBLINGS, SQLITE_HEADER, is_sqlite_file, store_file
 from agui_store.errors import AguiStoreError
 
-#: The files SQLite keeps beside a database.
-SIBLINGS = ("", "-wal", "-shm", "-journal")
-SQLITE_HEADER = b"SQLite format 3\x00"
+__all__ = [
+    "SIBLINGS",
+    "SQLITE_HEADER",
+    "ExportTargetError",
+    "check_source",
+    "check_target",
+    "copy_into_stream",
+    "is_sqlite_file",
+    "is_stream",
+    "store_file",
+    "store_part",
+    "write_file",
+]
 
 
 class ExportTargetError(AguiStoreError, ValueError):
     """An output path that would destroy data: the store's own file, a database, a folder."""
-
-
-def store_file(path: str) -> str | None:
-    """The real file behind a store path (``None`` for an in-memory store)."""
-    if path in ("", ":memory:") or path.startswith("file::memory:"):
-        return None
-    if path.startswith("file:"):
-        parsed = urllib.parse.urlparse(path)
-        if urllib.parse.parse_qs(parsed.query).get("mode") == ["memory"]:
-            return None
-        path = urllib.parse.unquote(parsed.path)
-    return os.path.realpath(path)
-
-
-def is_sqlite_file(path: str) -> bool:
-    """Whether ``path`` is an existing file that begins with SQLite's header."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(len(SQLITE_HEADER)) == SQLITE_HEADER
-    except OSError:
-        return False
 
 
 def is_stream(path: str) -> bool:

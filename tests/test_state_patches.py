@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store.demo import record_demo
+from agui_store.cli.demo import record_demo
 from agui_store.history.diff import common_start, compare, make_patch, state_patch
 from agui_store.protocol.js import json_equal
 from agui_store.protocol.patch import apply_patch

@@ -75,10 +75,7 @@ import sqlite_utils
 
 from agui_store.codec import ingest
 from agui_store.errors import AguiStoreError, StorageError
-from agui_store.records import ExportSummary as ExportSummary  # what export_sqlite returns
-from agui_store.records import Run
-from agui_store.store import Store
-from agui_store.targets import (
+from agui_store.exports.targets import (
     SIBLINGS,
     ExportTargetError,
     check_target,
@@ -86,6 +83,9 @@ from agui_store.targets import (
     is_sqlite_file,
     is_stream,
 )
+from agui_store.records import ExportSummary as ExportSummary  # what export_sqlite returns
+from agui_store.records import Run
+from agui_store.store import Store
 
 #: ``progress(done_runs, total_runs)``: called once with ``done_runs=0``, then after each run.
 ProgressCallback = Callable[[int, int], None]

@@ -1,4 +1,6 @@
-"""Request bodies that resend the history (HttpAgent), read without the messages they repeat.
+"""Request bodies that resend the history (HttpAgent), read without the messages they repeat:
+the memo itself, and its path on an SQLite file (tests/contract/test_resent_bodies.py holds
+what every backend does with such bodies).
 
 A store remembers the last body of a thread: the text of its messages array and what it
 derived from those messages. The next body is compared with it byte for byte and only the

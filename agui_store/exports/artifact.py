@@ -75,7 +75,7 @@ the contract:
   reasoning and frontend activity). ``toolCallId``, ``metadata``, ``encryptedValue`` and
   every other field are not carried.
 * Content longer than 400 characters is cut to 400 with the ``…`` marker (see
-  :func:`agui_store.slim.truncate_text`); so are ``error_message`` (200) and ``error_code``
+  :func:`agui_store.exports.slim.truncate_text`); so are ``error_message`` (200) and ``error_code``
   (48). A ``name`` that does not fit (empty or over 60 characters) is omitted, since it is
   optional. Ids are never cut: a message id, thread id or run id the contract cannot carry
   makes the export fail with :class:`ArtifactError`; an unusable lineage parent is omitted.
@@ -112,9 +112,9 @@ from datetime import datetime, timedelta, timezone
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from agui_store.errors import AguiStoreError
-from agui_store.protocol.model import kind_of, render_path
+from agui_store.exports.slim import truncate_text
+from agui_store.protocol.validate import kind_of, render_path
 from agui_store.records import Checkout
-from agui_store.slim import truncate_text
 
 if TYPE_CHECKING:
     from agui_store.store import Store

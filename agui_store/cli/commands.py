@@ -17,7 +17,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, NoReturn, TextIO, cast
 
-from agui_store.backends.sqlite import connection
+from agui_store import backends
+from agui_store.backends import is_url
+from agui_store.cli.render import diff_text, graph
 from agui_store.codec.output import FORMATS, serialize
 from agui_store.engine import arguments, conversations
 from agui_store.engine.arguments import path_text
@@ -29,6 +31,7 @@ from agui_store.errors import (
     NotAStoreError,
     RunNotFoundError,
 )
+from agui_store.exports.targets import check_source, check_target, write_file
 from agui_store.records import (
     Run,
     content_text,
@@ -38,9 +41,7 @@ from agui_store.records import (
     short,
     transcript,
 )
-from agui_store.render import diff_text, graph
-from agui_store.store import Store, is_url
-from agui_store.targets import check_source, check_target, write_file
+from agui_store.store import Store
 
 EXAMPLES = {
     "import": "agui-store import recording.sse --thread t1",
@@ -62,6 +63,7 @@ EXAMPLES = {
     "slim": "agui-store slim HEAD --thread t1 --preset minimal --last 5",
     "copy": "agui-store copy local.db postgresql://host/agents --thread t1",
     "ui": "agui-store ui chat.db --thread t1",
+    "search": 'agui-store search "porto hotel" --limit 5',
 }
 
 
@@ -442,7 +444,8 @@ def _model_continued_from(store: Store, run: Run) -> Continuation | None:
                for e in events):
         return None
     lineage = [r.run_id for r in store.log(run.run_id, thread_id=run.thread_id)]
-    return conversations.continuation(store, run.thread_id, lineage)
+    with store.reading() as tx:
+        return conversations.continuation(tx, run.thread_id, lineage)
 
 
 def _diverged_note(continued: Continuation) -> str:
@@ -642,7 +645,7 @@ def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     and a diff as the commands print them (``--json``: what was recorded, as JSON)."""
     import importlib.util
 
-    from agui_store.demo import record_demo
+    from agui_store.cli.demo import record_demo
 
     thread, run_ids = record_demo(store)
     if args.json:
@@ -681,7 +684,7 @@ def cmd_ui(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     import socket
 
     path = args.path if args.path is not None else getattr(args, "db", None)
-    _require_store_file(path if path is not None else connection.default_path())
+    _require_store_file(path if path is not None else backends.default_path())
     if args.port:
         # uvicorn reports a taken port with a log line and a bare exit: say it here instead.
         family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
@@ -701,7 +704,7 @@ def cmd_ui(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
     def ready(url: str) -> None:
         mode = "branches may be written" if args.allow_writes else "read-only"
-        shown = path or connection.default_path()
+        shown = path or backends.default_path()
         out.write(f"viewer of {shown} at {url} ({mode}; Ctrl+C stops it)\n")
         out.flush()
 
@@ -719,7 +722,7 @@ def _write_analysis(
     store: Store, out_path: str, args: argparse.Namespace, out: TextIO
 ) -> int:
     """The sqlite-utils analysis export, with a progress bar over the runs on a terminal."""
-    from agui_store.analysis import export_sqlite
+    from agui_store.exports.analysis import export_sqlite
 
     bar: Progress | None = None
 
@@ -759,8 +762,8 @@ def cmd_export_sqlite(store: Store, args: argparse.Namespace, out: TextIO) -> in
 
 
 def cmd_export_artifact(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """The compacted-message-snapshot artifact of a run (``agui_store.artifact``)."""
-    from agui_store.artifact import dumps_artifact, export_run
+    """The compacted-message-snapshot artifact of a run (``agui_store.exports.artifact``)."""
+    from agui_store.exports.artifact import dumps_artifact, export_run
 
     text = dumps_artifact(export_run(store, args.ref, thread_id=args.thread))
     if args.output and args.output != "-":
@@ -775,7 +778,7 @@ def cmd_validate_artifact(store: Store, args: argparse.Namespace, out: TextIO) -
     """Exit 0 and ``valid``, or exit 1 and the JSON path and reason of the first problem."""
     from pathlib import Path
 
-    from agui_store.artifact import ArtifactError, load_artifact
+    from agui_store.exports.artifact import ArtifactError, load_artifact
 
     try:
         load_artifact(sys.stdin.buffer.read() if args.file == "-" else Path(args.file))
@@ -790,8 +793,8 @@ def cmd_validate_artifact(store: Store, args: argparse.Namespace, out: TextIO) -
 
 
 def cmd_slim(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """A run's messages, slimmed by preset (``agui_store.slim``), as JSON."""
-    from agui_store.slim import slim
+    """A run's messages, slimmed by preset (``agui_store.exports.slim``), as JSON."""
+    from agui_store.exports.slim import slim
 
     overrides = {k: v for k, v in (("last", args.last), ("max_content", args.max_content))
                  if v is not None}
@@ -845,6 +848,46 @@ def cmd_copy(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+# --- search -------------------------------------------------------------------------------
+
+
+def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``search QUERY``: the messages the query finds, newest first, one a line: thread,
+    run, role (and tool), snippet with the matched words marked (bold on a terminal,
+    ``[like this]`` otherwise; ``--json``: the hits). A full page names the command for the
+    next one on stderr."""
+    hits = store.search(args.query, thread_id=args.thread, scope=args.owner, limit=args.limit,
+                        cursor=args.cursor)
+    if args.json:
+        out.write(json.dumps(hits.to_json(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        bold = out.isatty() and "NO_COLOR" not in os.environ
+        marks = ("\033[1m", "\033[0m") if bold else ("[", "]")
+        for hit in hits:
+            role = hit.role if hit.tool_name is None else f"{hit.role}:{hit.tool_name}"
+            out.write(f"{hit.thread_id}  {hit.run_id}  {role}  {hit.marked(*marks)}\n")
+    if hits.next_cursor is not None:
+        words = ["agui-store", "search", args.query, "--limit", str(args.limit),
+                 "--cursor", hits.next_cursor]
+        for option, value in (("--db", getattr(args, "db", None)), ("--thread", args.thread),
+                              ("--owner", args.owner)):
+            if value is not None:
+                words += [option, value]
+        command = printable(" ".join(shlex.quote(word) for word in words))
+        sys.stderr.write(f"more: {command}{' --json' if args.json else ''}\n")
+    return 0
+
+
+def _search_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", metavar="QUERY",
+                   help='words (all must match), "a phrase", prefix*, -word to leave out')
+    p.add_argument("--thread", help="only this thread")
+    p.add_argument("--owner", metavar="SCOPE", help="only this owner's threads")
+    p.add_argument("--limit", type=_count_option(1), default=20, metavar="N",
+                   help="at most N hits (default: 20)")
+    p.add_argument("--cursor", help="continue after the page that gave this cursor")
+
+
 COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], str]] = {
     "import": (cmd_import, "record events from a JSON, JSON Lines or SSE file"),
     "threads": (cmd_threads, "list threads"),
@@ -868,6 +911,7 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
     "slim": (cmd_slim, "a run's messages, slimmed for bandwidth or privacy (JSON)"),
     "copy": (cmd_copy, "copy threads from store SRC to store DST (files or postgresql:// URLs): "
              "only what DST lacks, losslessly, refusing runs that differ"),
+    "search": (cmd_search, "find messages by their words, newest first, in every thread"),
     "ui": (cmd_ui, "serve a local web viewer of the store (threads, run trees, runs, diffs, "
            "forks) and open it in the browser; needs the ui extra"),
 }
@@ -915,7 +959,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--db", default=argparse.SUPPRESS, metavar="PATH",
         help="store file or postgresql:// URL "
-        f"(default: ${connection.DEFAULT_DB_ENV} or ./{connection.DEFAULT_DB_NAME})",
+        f"(default: ${backends.DEFAULT_DB_ENV} or ./{backends.DEFAULT_DB_NAME})",
     )
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output")
@@ -1023,7 +1067,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = parsers["ui"]
     p.add_argument("path", metavar="DB", nargs="?",
                    help="the store: a file or a postgresql:// URL (default: --db, "
-                   f"${connection.DEFAULT_DB_ENV} or ./{connection.DEFAULT_DB_NAME})")
+                   f"${backends.DEFAULT_DB_ENV} or ./{backends.DEFAULT_DB_NAME})")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=_count_option(0), default=8642,
                    help="port (default: 8642; 0: any free one)")
@@ -1031,6 +1075,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let the pages create and move branches (nothing else is ever written)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
     p.add_argument("--thread", help="open the browser on this thread's run tree")
+    _search_arguments(parsers["search"])
     p = parsers["slim"]
     p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
     p.add_argument("--thread", help=_THREAD_HELP)
@@ -1100,7 +1145,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             code = handler(None, args, out)  # type: ignore[arg-type]
         else:
             if args.command not in CREATES_STORE:
-                _require_store_file(path if path is not None else connection.default_path())
+                _require_store_file(path if path is not None else backends.default_path())
             with Store(path) as store:
                 code = handler(store, args, out)
     except UsageError as e:

@@ -1,0 +1,248 @@
+"""Full-text search over the store: the index rows a derived run adds, and the ``search``
+verb that reads them.
+
+A message is indexed once per thread, by the first run whose view holds it with that text
+(:func:`index_run`, called where a run's view is derived, in the write's transaction): the
+row names the thread, that run, the message's id, role and tool, the words of its text
+(:mod:`agui_store.history.search`), and where a checkpoint holds the message (a chunk or
+segment blob and the position in it), which is where a hit's snippet is read from. A
+message a later run changes (a ``MESSAGES_SNAPSHOT``, a late content event) is indexed
+again with its new text, by that run. The backend keeps the words in its own full-text
+index (SQLite: FTS5; PostgreSQL: a ``tsvector``); :func:`search` asks it for candidates,
+newest first, and checks what only the words' order decides (a phrase) here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from agui_store.engine import checkpoints, port, reads
+from agui_store.errors import InvalidArgumentError
+from agui_store.history import blobs
+from agui_store.history import search as rules
+from agui_store.records import SearchHit, SearchHits, when
+
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+_MESSAGE = msgspec.json.Decoder(dict[str, Any])
+
+#: The most hits one call returns.
+MAX_LIMIT = 1000
+#: Candidates asked of the database at a time when a phrase must be checked here.
+PHRASE_PAGE = 200
+
+#: An index row as :meth:`port.Writing.index_messages` takes it: ``(key, position in the
+#: view, tool name or None, words, blob id or None, position in the blob or None)``.
+IndexRow = tuple[int, int, "str | None", list[str], "int | None", "int | None"]
+
+
+def message_key(message_id: str, text: str) -> int:
+    """What tells one message text from another in a thread: 63 bits of the sha256 of the
+    message id and its indexed text."""
+    digest = hashlib.sha256(f"{message_id}\0{text}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def changed_positions(
+    messages: Sequence[dict[str, Any]], start: int, held: Sequence[dict[str, Any]]
+) -> list[int]:
+    """The positions of a run's view its events may have added or changed: from ``start``
+    (what the reducer reports unmoved, and what it held before the run) to the end, and
+    where the messages the run's events named (``held``) stand before that."""
+    positions = list(range(start, len(messages)))
+    pending = {id(m) for m in held}
+    for m in messages[start:]:
+        pending.discard(id(m))
+    at = start - 1
+    while pending and at >= 0:
+        if id(messages[at]) in pending:
+            pending.discard(id(messages[at]))
+            positions.append(at)
+        at -= 1
+    return sorted(positions)
+
+
+def _in_layout(layout: checkpoints.Layout, position: int) -> tuple[int | None, int | None]:
+    """The blob holding a position of a checkpoint's list, and the position in it."""
+    full = len(layout.chunk_ids) * checkpoints.CHUNK
+    if position < full:
+        return layout.chunk_ids[position // checkpoints.CHUNK], position % checkpoints.CHUNK
+    rest = position - full
+    for blob_id, count in zip(layout.tail_ids, layout.tail_counts):
+        if rest < count:
+            return blob_id, rest
+        rest -= count
+    return None, None
+
+
+def _calls_before(
+    messages: Sequence[dict[str, Any]], position: int, message: dict[str, Any]
+) -> dict[str, str]:
+    """For a tool result, the name of the call it answers, as ``{call id: name}``: looked
+    for from its position backwards (the call is nearly always just before it)."""
+    call_id = message.get("toolCallId") if message.get("role") == "tool" else None
+    if not isinstance(call_id, str):
+        return {}
+    for at in range(position - 1, -1, -1):
+        m = messages[at]
+        if isinstance(m, dict) and m.get("toolCalls"):
+            names = rules.tool_names([m])
+            if call_id in names:
+                return names
+    return {}
+
+
+def index_rows(
+    messages: Sequence[dict[str, Any]],
+    positions: Sequence[int],
+    layout: checkpoints.Layout | None,
+) -> list[IndexRow]:
+    """The index rows of the messages at ``positions`` of a view (those with an id and some
+    text), each with where ``layout`` (the run's checkpoint, if it has one) holds it."""
+    rows: list[IndexRow] = []
+    for p in positions:
+        m = messages[p]
+        if not isinstance(m, dict):
+            continue
+        message_id = m.get("id")
+        if not isinstance(message_id, str):
+            continue
+        text = rules.message_text(m)
+        found = rules.words(text)
+        if not found:
+            continue
+        tool = rules.tool_name(m, _calls_before(messages, p, m))
+        blob, at = _in_layout(layout, p) if layout is not None else (None, None)
+        rows.append((message_key(message_id, text), p, tool, found, blob, at))
+    # A key once (one message object at two positions of a view is one text to find).
+    return list({row[0]: row for row in reversed(rows)}.values())[::-1]
+
+
+#: Whether derived runs are indexed: always, but for the benchmark that measures what the
+#: index costs an append (:func:`agui_store.testing.without_search_index`).
+INDEXING = [True]
+
+
+def index_run(
+    tx: port.Writing,
+    thread_pk: int,
+    run_pk: int,
+    messages: Sequence[dict[str, Any]],
+    positions: Sequence[int],
+    layout: checkpoints.Layout | None,
+) -> None:
+    """Index the messages at ``positions`` of a run's view that the thread's index does not
+    hold with the same text yet (the backend skips those), as recorded by ``run_pk``."""
+    if not INDEXING[0]:
+        return
+    rows = index_rows(messages, positions, layout)
+    if rows:
+        tx.index_messages(thread_pk, run_pk, rows)
+
+
+def parse_cursor(cursor: Any) -> int | None:
+    """``search(cursor=)``: ``None`` (the first page) or a page's ``next_cursor`` (a hit's
+    ``cursor``), the index row key it names."""
+    if cursor is None:
+        return None
+    if not isinstance(cursor, str) or not cursor.isdigit() or len(cursor) > 19:
+        shown = repr(cursor)[:60] if isinstance(cursor, str) else type(cursor).__name__
+        raise InvalidArgumentError(
+            f"cursor= must be None or a search page's next_cursor (digits), not {shown}"
+        )
+    return int(cursor)
+
+
+def page_limit(limit: Any) -> int:
+    """``search(limit=)``: a positive int, at most :data:`MAX_LIMIT`."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgumentError(
+            f"limit= must be an int from 1 to {MAX_LIMIT}, not {limit!r}"[:120]
+        )
+    return limit
+
+
+def search(
+    tx: port.Reading,
+    query: rules.Query,
+    thread_pk: int | None,
+    scope: str | None,
+    after: int | None,
+    limit: int,
+) -> SearchHits:
+    """The hits of ``query``, newest first: in a thread (``None``: every thread), of an
+    owner's threads (``scope``; ``None``: every owner), after the hit whose cursor is
+    ``after``, at most ``limit``."""
+    hits = SearchHits()
+    page = limit if not query.has_phrase else max(limit, PHRASE_PAGE)
+    while len(hits) < limit:
+        rows = tx.search_candidates(query, thread_pk, scope, after, page)
+        if not rows:
+            break
+        for row, message in zip(rows, _messages(tx, rows), strict=True):
+            after = int(row[0])
+            if query.has_phrase and not query.matches(rules.words(rules.message_text(message))):
+                continue
+            hits.append(_hit(row, message, query))
+            if len(hits) == limit:
+                break
+        if len(rows) < page:
+            break
+    hits.next_cursor = hits[-1].cursor if len(hits) == limit else None
+    return hits
+
+
+def _hit(row: tuple[Any, ...], message: dict[str, Any], query: rules.Query) -> SearchHit:
+    key, thread_id, _run_pk, run_id, _pos, tool, _blob, _at, recorded = row
+    role = message.get("role")
+    return SearchHit(
+        thread_id=str(thread_id),
+        run_id=str(run_id),
+        message_id=str(message.get("id")),
+        role=role if isinstance(role, str) else "",
+        tool_name=None if tool is None else str(tool),
+        snippet=tuple(rules.snippet(rules.message_text(message), query)),
+        recorded_at=when(int(recorded)) if recorded is not None else None,
+        cursor=str(int(key)),
+    )
+
+
+def _messages(tx: port.Reading, rows: Sequence[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """The message of each candidate: read from the checkpoint blob the index row names
+    (one statement for all), else from its run's view, at the position it names."""
+    wanted = sorted({int(r[6]) for r in rows if r[6] is not None})
+    found: dict[int, list[msgspec.Raw]] = {}
+    for blob_id, codec, data, _address in tx.blobs_in_order(wanted):
+        found[int(blob_id)] = _RAW_LIST.decode(blobs.unpack(codec, data))
+    out: list[dict[str, Any]] = []
+    views: dict[int, list[Any]] = {}
+    for row in rows:
+        run_pk, pos, blob, at = int(row[2]), int(row[4]), row[6], row[7]
+        held = found.get(int(blob)) if blob is not None else None
+        if held is not None and at is not None and 0 <= int(at) < len(held):
+            out.append(_MESSAGE.decode(held[int(at)]))
+            continue
+        if run_pk not in views:  # no checkpoint held it when it was indexed
+            views[run_pk] = reads.view(tx, run_pk).messages
+        view = views[run_pk]
+        message = view[pos] if 0 <= pos < len(view) else None
+        out.append(message if isinstance(message, dict) else {})
+    return out
+
+
+__all__ = [
+    "INDEXING",
+    "MAX_LIMIT",
+    "PHRASE_PAGE",
+    "IndexRow",
+    "changed_positions",
+    "index_rows",
+    "index_run",
+    "message_key",
+    "page_limit",
+    "parse_cursor",
+    "search",
+]

@@ -1,0 +1,340 @@
+"""Full-text search, defined once: what text a message is found by, how that text is cut
+into words, the query language, and a matcher that decides a hit from the words alone.
+
+Both backends index the words this module gives (SQLite in an FTS5 table, PostgreSQL in a
+``tsvector``) and narrow a query down to candidates with their own full-text search; this
+module's :meth:`Query.matches` is the definition they answer to (the contract suite compares
+them with it over every view of a store), and what a phrase is checked with after the
+database has found the messages holding its words.
+
+**Words.** A message's text is folded (case folded as :meth:`str.casefold` does, then
+decomposed as NFKD with every combining mark dropped, so ``Café`` and ``CAFE`` are both
+``cafe``), then cut into runs of Unicode letters and digits (``_`` cuts words too, so
+``refund`` finds the tool ``refund_order``, and ``refund_order`` is the phrase of both).
+A word longer than :data:`MAX_WORD` characters (a hash, a base64 blob) counts by its
+first :data:`MAX_WORD` characters, in the text and in a query alike.
+
+**Queries.** Terms separated by spaces, all of which must match:
+
+- ``porto`` a word;
+- ``"porto hotel"`` a phrase: these words, one after the other;
+- ``hot*`` a prefix: any word starting with ``hot`` (on a phrase, its last word);
+- ``-porto`` or ``-"porto hotel"``: messages holding it are left out.
+
+A term that folds into several words (``e-mail``) is the phrase of them. A query with no
+term to find, an unclosed quote, or a ``*`` or ``-`` anywhere else raises
+:class:`~agui_store.errors.InvalidArgumentError` saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agui_store.errors import InvalidArgumentError
+
+#: A word counts by at most this many characters (PostgreSQL keeps a lexeme below 2 KB, and
+#: a longer "word" is an identifier or an encoded blob, not something a person types whole).
+MAX_WORD = 64
+#: The longest query taken, in characters, and the most terms in one.
+MAX_QUERY = 1000
+MAX_TERMS = 32
+#: Words of context a snippet shows on each side of the first match.
+SNIPPET_WORDS = 8
+
+# Letters and digits: ``_`` cuts words, so ``refund`` finds the tool ``refund_order``.
+_WORD = re.compile(r"[^\W_]+")
+
+
+@functools.lru_cache(maxsize=65536)
+def _is_mark(char: str) -> bool:
+    """Whether a character is a combining mark (categories Mn, Mc, Me)."""
+    return unicodedata.category(char).startswith("M")
+
+
+def fold(text: str) -> str:
+    """``text`` as it is matched: case folded, decomposed (NFKD), without combining marks."""
+    if text.isascii():  # the common case: NFKD leaves ASCII as it is, casefold lowers it
+        return text.lower()
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    # A text holds few distinct characters: classify those, then delete in one C pass.
+    marks = {ord(c): None for c in set(decomposed) if _is_mark(c)}
+    return decomposed.translate(marks) if marks else decomposed
+
+
+# ASCII text (most of what agents say): every character but a letter or a digit becomes a
+# space and letters are lowered, in one C pass; str.split then cuts the words the pattern
+# would (five times faster than it on this text).
+_ASCII_CUT = str.maketrans(
+    {c: (chr(c).lower() if chr(c).isalnum() else " ") for c in range(128)}
+)
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text``, folded, in order (each cut to :data:`MAX_WORD` characters)."""
+    found: list[str] = (
+        text.translate(_ASCII_CUT).split() if text.isascii() else _WORD.findall(fold(text))
+    )
+    if found and max(map(len, found)) > MAX_WORD:  # rare: cut only then
+        return [w[:MAX_WORD] for w in found]
+    return found
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text a message is found by, as ``checkout`` restores it: its content (a string,
+    or the text of its content parts), the name and arguments of each tool call it makes,
+    and for a tool result its content. An activity message, or a value the client would
+    not show as text, adds nothing."""
+    pieces: list[str] = []
+    content = message.get("content")
+    if message.get("role") == "activity":
+        return ""
+    if isinstance(content, str):
+        pieces.append(content)
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                pieces.append(part["text"])
+    calls = message.get("toolCalls")
+    if isinstance(calls, list):
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                for key in ("name", "arguments"):
+                    if isinstance(function.get(key), str):
+                        pieces.append(function[key])
+    return "\n".join(pieces)
+
+
+def tool_name(message: dict[str, Any], names: dict[str, str]) -> str | None:
+    """The tool a message is about: for an assistant message, the name of its first tool
+    call; for a tool result, the name of the call it answers (``names``: tool-call id to
+    name, of the calls before it in the view); else ``None``."""
+    calls = message.get("toolCalls")
+    if isinstance(calls, list):
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                return str(function["name"])
+    if message.get("role") == "tool":
+        call_id = message.get("toolCallId")
+        if isinstance(call_id, str):
+            return names.get(call_id)
+    return None
+
+
+def tool_names(messages: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Tool-call id to tool name, for every tool call in ``messages``."""
+    names: dict[str, str] = {}
+    for m in messages:
+        calls = m.get("toolCalls") if isinstance(m, dict) else None
+        if isinstance(calls, list):
+            for call in calls:
+                if not isinstance(call, dict):
+                    continue
+                function = call.get("function")
+                if isinstance(call.get("id"), str) and isinstance(function, dict):
+                    name = function.get("name")
+                    if isinstance(name, str):
+                        names[call["id"]] = name
+    return names
+
+
+@dataclass(frozen=True)
+class Term:
+    """One term of a query: its words (several: a phrase), whether its last word is a
+    prefix, and whether it excludes."""
+
+    words: tuple[str, ...]
+    prefix: bool = False
+    exclude: bool = False
+
+    def found_in(self, text_words: Sequence[str], present: frozenset[str]) -> bool:
+        """Whether the words of a text (in order, and as a set) hold this term."""
+        *head, last = self.words
+        if not head:
+            if not self.prefix:
+                return last in present
+            return any(w.startswith(last) for w in present)
+        if not all(w in present for w in head):
+            return False
+        n = len(self.words)
+        for at in range(len(text_words) - n + 1):
+            if list(text_words[at : at + n - 1]) == head:
+                end = text_words[at + n - 1]
+                if end == last or (self.prefix and end.startswith(last)):
+                    return True
+        return False
+
+
+@dataclass(frozen=True)
+class Query:
+    """A parsed query (:func:`parse`): the terms to find and the terms to leave out."""
+
+    text: str
+    terms: tuple[Term, ...]
+
+    @property
+    def found(self) -> tuple[Term, ...]:
+        """The terms every hit holds."""
+        return tuple(t for t in self.terms if not t.exclude)
+
+    @property
+    def excluded(self) -> tuple[Term, ...]:
+        """The terms no hit holds."""
+        return tuple(t for t in self.terms if t.exclude)
+
+    @property
+    def has_phrase(self) -> bool:
+        """Whether a term is a phrase: the database finds its words, and
+        :meth:`matches` then checks their order."""
+        return any(len(t.words) > 1 for t in self.terms)
+
+    def matches(self, text_words: Sequence[str]) -> bool:
+        """Whether a text whose :func:`words` are ``text_words`` is a hit."""
+        present = frozenset(text_words)
+        return all(t.found_in(text_words, present) for t in self.found) and not any(
+            t.found_in(text_words, present) for t in self.excluded
+        )
+
+
+def _bad(query: str, why: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"search query {query!r}: {why}")
+
+
+# A term: an optional '-', then a quoted phrase (possibly unclosed) or a bare word, each
+# with an optional trailing '*'.
+_TERM = re.compile(r'(-?)(?:"([^"]*)("?)|([^\s"]+))')
+
+
+def parse(query: str) -> Query:
+    """Read a query (see the module's documentation).
+
+    Raises:
+        InvalidArgumentError: the query is not a string, is empty or too long, has an
+            unclosed quote, a ``*`` that does not end a word, a term with no word in it,
+            or only terms that exclude.
+    """
+    if not isinstance(query, str):
+        raise InvalidArgumentError(f"a search query is a string, not {type(query).__name__}")
+    if not query.strip():
+        raise _bad(query, "it is empty; give one or more words to find")
+    if len(query) > MAX_QUERY:
+        raise _bad(query[:40] + "...", f"it is longer than {MAX_QUERY} characters")
+    terms: list[Term] = []
+    at = 0
+    while at < len(query):
+        if query[at].isspace():
+            at += 1
+            continue
+        found = _TERM.match(query, at)
+        if found is None:  # a lone '-' before a space or the end
+            raise _bad(query, "a '-' must be followed by the word or phrase to leave out")
+        minus, phrase, closing, bare = found.groups()
+        at = found.end()
+        if bare == "-":
+            raise _bad(query, "a '-' must be followed by the word or phrase to leave out")
+        if phrase is not None:
+            if not closing:
+                raise _bad(query, 'a quote is not closed; phrases are written "like this"')
+            body, star = phrase, False
+            if query.startswith("*", at):
+                star, at = True, at + 1
+            shown = f'"{phrase}"'
+        else:
+            body = bare
+            shown = bare
+            star = body.endswith("*")
+            if star:
+                body = body[:-1]
+        if "*" in body:
+            raise _bad(query, f"{shown}: a '*' only ends a word, as in hot*")
+        if at < len(query) and not query[at].isspace() and query[at] != '"':
+            raise _bad(query, f"{shown}: put a space after a phrase's closing quote")
+        found_words = tuple(words(body))
+        if not found_words:
+            raise _bad(query, f"{minus}{shown} holds no word to find (letters or digits)")
+        terms.append(Term(found_words, star, bool(minus)))
+    if len(terms) > MAX_TERMS:
+        raise _bad(query, f"it has {len(terms)} terms; at most {MAX_TERMS} are taken")
+    if all(t.exclude for t in terms):
+        raise _bad(query, "every term excludes; give at least one word to find")
+    return Query(query, tuple(terms))
+
+
+def snippet(text: str, query: Query, width: int = SNIPPET_WORDS) -> list[tuple[str, bool]]:
+    """A short piece of ``text`` around the first word a query finds there: ``(text,
+    matched)`` pieces in order, ``matched`` for each word a found term holds. At most
+    ``width`` words of context on each side; ``…`` marks what is left out."""
+    exact = {w for t in query.found for w in (t.words if not t.prefix else t.words[:-1])}
+    prefixes = tuple(t.words[-1] for t in query.found if t.prefix)
+    # ASCII text (the common case) folds by lowering, word for word at the same places.
+    lowered = text.lower() if text.isascii() else None
+
+    def matched(start: int, end: int) -> bool:
+        found = [lowered[start:end][:MAX_WORD]] if lowered is not None else words(text[start:end])
+        return any(w in exact or (prefixes and w.startswith(prefixes)) for w in found)
+
+    spans: list[tuple[int, int]] = []
+    first: int | None = None
+    for m in _WORD.finditer(text):
+        spans.append(m.span())
+        if first is None and matched(*spans[-1]):
+            first = len(spans) - 1
+        if first is not None and len(spans) > first + width + 1:
+            break  # one word past the window: enough to know more follows
+    if not spans:
+        short = " ".join(text.split())
+        return [(short[:120], False)] if short else []
+    at = first or 0
+    lo, hi = max(0, at - width), min(len(spans), at + width + 1)
+    pieces: list[tuple[str, bool]] = []
+    start = spans[lo][0]
+    if lo > 0:
+        pieces.append(("…", False))
+    for i in range(lo, hi):
+        s, e = spans[i]
+        if s > start:
+            pieces.append((_gap(text[start:s]), False))
+        pieces.append((text[s:e], matched(s, e)))
+        start = e
+    if hi < len(spans):
+        pieces.append(("…", False))
+    else:  # what follows the last word: punctuation, a closing quote
+        pieces.append((" ".join(text[start:].split())[:20], False))
+    merged: list[tuple[str, bool]] = []
+    for piece, mark in pieces:
+        if merged and not mark and not merged[-1][1]:
+            merged[-1] = (merged[-1][0] + piece, False)
+        elif piece:
+            merged.append((piece, mark))
+    return merged
+
+
+def _gap(between: str) -> str:
+    """What stands between two words, on one line: whitespace runs become one space."""
+    squeezed = " ".join(between.split())
+    lead = " " if between[:1].isspace() else ""
+    tail = " " if between[-1:].isspace() and squeezed else ""
+    return lead + squeezed + tail if squeezed else " "
+
+
+__all__ = [
+    "MAX_QUERY",
+    "MAX_TERMS",
+    "MAX_WORD",
+    "SNIPPET_WORDS",
+    "Query",
+    "Term",
+    "fold",
+    "message_text",
+    "parse",
+    "snippet",
+    "tool_name",
+    "tool_names",
+    "words",
+]

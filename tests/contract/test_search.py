@@ -1,0 +1,285 @@
+"""``Store.search`` on every backend: the hits are exactly what a brute-force scan of every
+view finds with the query language's own matcher, a page at a time, within a scope."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import agui_store
+import agui_store.aio
+from agui_store import InvalidArgumentError, RunNotFoundError, testing
+from tests.strategies import legal_streams
+
+Found = set[tuple[str, str, str]]
+
+
+def brute_force(store: agui_store.Store, query: str, scope: str | None = None) -> Found:
+    """(thread, run, message) of every message a query finds: each thread's runs in the
+    order they were recorded, each message text named by the first complete run whose
+    view holds it."""
+    found: Found = set()
+    for thread_id in store.threads(scope=scope):
+        seen: set[tuple[str, str]] = set()
+        for run in store.runs(thread_id):
+            if run.status == "incomplete":
+                continue
+            try:
+                messages = store.checkout(run.run_id, thread_id=thread_id).messages
+            except agui_store.InvalidEventError:
+                continue  # a view the client cannot derive
+            for m in messages:
+                if not isinstance(m, dict) or not isinstance(m.get("id"), str):
+                    continue
+                if not testing.search_words(m):
+                    continue
+                key = (m["id"], testing.search_text(m))
+                if key in seen:
+                    continue
+                seen.add(key)
+                if testing.search_matches(query, m):
+                    found.add((thread_id, run.run_id, m["id"]))
+    return found
+
+
+def every_page(store: agui_store.Store, query: str, limit: int, **where: Any) -> list[Any]:
+    page = store.search(query, limit=limit, **where)
+    hits = list(page)
+    while page.next_cursor is not None:
+        page = store.search(query, limit=limit, cursor=page.next_cursor, **where)
+        hits.extend(page)
+    return hits
+
+
+def vocabulary(store: agui_store.Store) -> list[list[str]]:
+    """The words of every message of every view, a list per message."""
+    out = []
+    for thread_id in store.threads():
+        for run in store.runs(thread_id):
+            try:
+                messages = store.checkout(run.run_id, thread_id=thread_id).messages
+            except agui_store.AguiStoreError:
+                continue
+            out.extend(testing.search_words(m) for m in messages if isinstance(m, dict))
+    return [w for w in out if w]
+
+
+@st.composite
+def queries(draw: st.DrawFn, texts: list[list[str]]) -> str:
+    """A query of one to three terms drawn from the stored words: words, prefixes, phrases
+    of consecutive words, exclusions (never all of them)."""
+    terms = []
+    for i in range(draw(st.integers(1, 3))):
+        words = draw(st.sampled_from(texts))
+        at = draw(st.integers(0, len(words) - 1))
+        kind = draw(st.sampled_from(["word", "prefix", "phrase", "exclude"]))
+        if kind == "phrase" and at + 1 < len(words):
+            term = '"' + " ".join(words[at : at + 2]) + '"'
+        elif kind == "prefix":
+            term = words[at][: draw(st.integers(1, len(words[at])))] + "*"
+        else:
+            term = words[at]
+        terms.append(("-" if kind == "exclude" and i > 0 else "") + term)
+    return " ".join(terms)
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    first=legal_streams(thread_id="t1", max_runs=3),
+    second=legal_streams(thread_id="t2", max_runs=2),
+    data=st.data(),
+)
+def test_search_finds_exactly_what_a_scan_of_every_view_finds(
+    new_location: Any, first: list[dict[str, Any]], second: list[dict[str, Any]],
+    data: st.DataObject,
+) -> None:
+    with agui_store.open(new_location()) as store:
+        for stream, owner in ((first, None), (second, "alice")):
+            # A stream the store refuses leaves nothing: the other still counts.
+            with contextlib.suppress(agui_store.InvalidEventError):
+                store.append(stream, scope=owner)
+        texts = vocabulary(store)
+        if not texts:
+            return
+        query = data.draw(queries(texts), label="query")
+        limit = data.draw(st.integers(1, 4), label="limit")
+        hits = every_page(store, query, limit)
+        assert {(h.thread_id, h.run_id, h.message_id) for h in hits} == brute_force(store, query)
+        assert len(hits) == len({h.cursor for h in hits})
+        assert [int(h.cursor) for h in hits] == sorted((int(h.cursor) for h in hits), reverse=True)
+        scoped = every_page(store, query, limit, scope="alice")
+        assert {(h.thread_id, h.run_id, h.message_id) for h in scoped} == brute_force(
+            store, query, scope="alice"
+        )
+
+
+def conversation(thread: str, run: str, *texts: str, parent: str | None = None) -> list[Any]:
+    started: dict[str, Any] = {"type": "RUN_STARTED", "threadId": thread, "runId": run}
+    if parent is not None:
+        started["parentRunId"] = parent
+    events: list[dict[str, Any]] = [started]
+    for i, text in enumerate(texts):
+        mid = f"{run}-m{i}"
+        events += [
+            {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": text},
+            {"type": "TEXT_MESSAGE_END", "messageId": mid},
+        ]
+    return [*events, {"type": "RUN_FINISHED", "threadId": thread, "runId": run}]
+
+
+def tool_run(thread: str, run: str) -> list[Any]:
+    return [
+        {"type": "RUN_STARTED", "threadId": thread, "runId": run},
+        {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "refund_order",
+         "parentMessageId": "a1"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": '{"order": "A-17"}'},
+        {"type": "TOOL_CALL_END", "toolCallId": "c1"},
+        {"type": "TOOL_CALL_RESULT", "messageId": "r1", "toolCallId": "c1",
+         "content": "Refunded 42 EUR to the card"},
+        {"type": "RUN_FINISHED", "threadId": thread, "runId": run},
+    ]
+
+
+def test_a_hit_names_its_thread_run_message_role_tool_and_marks_the_words(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(conversation("t", "r1", "I booked the Porto hotel for you, Café Ñandú."))
+        store.append(tool_run("t", "r2"))
+        [hit] = store.search("PORTO hotel")
+        assert (hit.thread_id, hit.run_id, hit.message_id, hit.role, hit.tool_name) == (
+            "t", "r1", "r1-m0", "assistant", None,
+        )
+        assert hit.marked() == "I booked the [Porto] [hotel] for you, Café Ñandú."
+        assert hit.recorded_at is not None
+        assert [h.message_id for h in store.search("cafe nandu")] == ["r1-m0"]
+        call, result = store.search("refund*")
+        assert (call.role, call.tool_name, result.role, result.tool_name) == (
+            "tool", "refund_order", "assistant", "refund_order",
+        ) or (result.role, result.tool_name, call.role, call.tool_name) == (
+            "tool", "refund_order", "assistant", "refund_order",
+        )
+        assert [h.message_id for h in store.search('"42 eur"')] == ["r1"]
+        assert store.search('"eur 42"') == []
+        assert [h.message_id for h in store.search("refunded -card")] == []
+
+
+def test_runs_without_a_checkpoint_of_their_own_are_found_from_their_views(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location, checkpoint_events=1000) as store:
+        store.append(conversation("t", "r1", "the porto hotel"))
+        store.append(tool_run("t", "r2"))
+        hits = store.search("porto OR refund*")
+        assert hits == []
+        assert [(h.run_id, h.message_id, h.role) for h in store.search("refund*")] == [
+            ("r2", "r1", "tool"), ("r2", "a1", "assistant"),
+        ]
+        [hit] = store.search("hotel")
+        assert hit.marked() == "the porto [hotel]"
+
+
+def test_a_message_is_found_once_by_the_run_that_first_recorded_it(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(conversation("t", "r1", "the lisbon flight"))
+        store.append(conversation("t", "r2", "a taxi", parent="r1"))
+        store.append(conversation("t", "r3", "a train", parent="r1"))  # a branch
+        assert [(h.run_id, h.message_id) for h in store.search("lisbon")] == [("r1", "r1-m0")]
+        assert {h.run_id for h in store.search("a")} == {"r2", "r3"}
+
+
+def test_search_keeps_to_a_thread_and_to_a_scope(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(conversation("mine", "r1", "porto"), scope="alice")
+        store.append(conversation("theirs", "r2", "porto"), scope="bob")
+        store.append(conversation("ops", "r3", "porto"))
+        assert [h.thread_id for h in store.search("porto")] == ["ops", "theirs", "mine"]
+        assert [h.thread_id for h in store.search("porto", scope="alice")] == ["mine"]
+        assert [h.thread_id for h in store.search("porto", thread_id="theirs")] == ["theirs"]
+        # Another owner's hits are not counted against the limit either.
+        assert [h.thread_id for h in store.search("porto", scope="alice", limit=1)] == ["mine"]
+        with pytest.raises(RunNotFoundError):
+            store.search("porto", thread_id="theirs", scope="alice")
+
+
+def test_pages_go_on_with_the_cursor_until_the_last_hit(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
+        for i in range(5):
+            store.append(conversation("t", f"r{i}", f"note {i} about porto"))
+        first = store.search("porto", limit=2)
+        assert [h.run_id for h in first] == ["r4", "r3"]
+        second = store.search("porto", limit=2, cursor=first.next_cursor)
+        third = store.search("porto", limit=2, cursor=second.next_cursor)
+        assert [h.run_id for h in [*second, *third]] == ["r2", "r1", "r0"]
+        assert third.next_cursor is None
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("", "empty"),
+        ("   ", "empty"),
+        ("-porto", "every term excludes"),
+        ('"porto hotel', "quote is not closed"),
+        ("po*rto", "'*' only ends a word"),
+        ("!!!", "holds no word"),
+        ("porto -", "'-' must be followed"),
+    ],
+)
+def test_a_query_of_the_wrong_shape_says_what_is_wrong(
+    store_location: str, query: str, says: str
+) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(conversation("t", "r1", "porto"))
+        with pytest.raises(InvalidArgumentError, match=says):
+            store.search(query)
+        with pytest.raises(InvalidArgumentError, match="limit"):
+            store.search("porto", limit=0)
+        with pytest.raises(InvalidArgumentError, match="cursor"):
+            store.search("porto", cursor="r1")
+
+
+def test_forgetting_a_thread_takes_it_out_of_the_index(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(conversation("gone", "r1", "porto"))
+        store.append(conversation("kept", "r2", "porto"))
+        testing.forget_thread_search(store, "gone")
+        assert [h.thread_id for h in store.search("porto")] == ["kept"]
+
+
+def test_a_copied_or_imported_thread_is_searchable_at_once(
+    new_location: Any, tmp_path: Any
+) -> None:
+    source, target = new_location(), new_location()
+    with agui_store.open(source) as store:
+        store.append(conversation("t", "r1", "the porto hotel"))
+    agui_store.copy(source, target)
+    with agui_store.open(target) as store:
+        assert [h.run_id for h in store.search("hotel")] == ["r1"]
+    dump = tmp_path / "t.jsonl"
+    dump.write_text("\n".join(json.dumps(e) for e in tool_run("u", "r9")))
+    with agui_store.open(target) as store:
+        store.import_file(dump)
+        assert [h.thread_id for h in store.search("refund*")] == ["u", "u"]
+
+
+def test_the_async_store_searches_alike(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(conversation("t", "r1", "porto"))
+
+    async def search() -> list[Any]:
+        async with agui_store.aio.open(store_location, writer="thread") as astore:
+            return list(await astore.search("porto"))
+
+    assert [h.run_id for h in asyncio.run(search())] == ["r1"]
