@@ -264,7 +264,7 @@ def test_every_command_that_takes_a_thread_takes_it_as_the_thread_option() -> No
 def test_search_prints_a_hit_a_line_newest_first_and_names_the_next_page(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     cli("demo", db=db)
-    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]
+    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]["threadId"]
     out = cli("search", "porto", db=db).stdout.splitlines()
     assert out[0] == f"{thread}  run-2  assistant  [Porto] is cooler: 17°C and cloudy."
     assert f"{thread}  run-2  user  And in [Porto]?" in out
