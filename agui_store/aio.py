@@ -213,6 +213,10 @@ class AsyncStore:
     delete_branch = _off_loop(Store.delete_branch)
     rename_branch = _off_loop(Store.rename_branch)
     fork = _off_loop(Store.fork)
+    delete_thread = _off_loop(Store.delete_thread)
+    delete_owner = _off_loop(Store.delete_owner)
+    prune = _off_loop(Store.prune)
+    purge = _off_loop(Store.purge)
 
     async def thread_events(
         self, thread_id: str, *, scope: str | None = None

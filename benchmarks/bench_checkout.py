@@ -159,7 +159,7 @@ def verification_cost(
 
     def load(verify: bool) -> None:
         with connection.snapshot(conn):
-            checkpoints.load(SqliteTransaction(conn), leaf_pk, with_hashes=False, verify=verify)
+            checkpoints.load(SqliteTransaction(conn), leaf_pk, verify=verify)
 
     verified = median_time(lambda: load(True), repeat=repeat * 2)
     unverified = median_time(lambda: load(False), repeat=repeat * 2)

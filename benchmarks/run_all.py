@@ -267,6 +267,31 @@ BENCHMARKS: dict[str, Benchmark] = {
         ("--rounds", "30"), ("--turns", "300", "--rounds", "3", "--no-postgres"),
         goal="save at turn 2,000 within 1.3x of turn 100; load(limit=20) within 1.3x",
     ),
+    "bench_erase": Benchmark(
+        "Erasure",
+        "`Store.delete_thread` of a 100-run thread, the purge included (SQLite: the WAL "
+        "emptied; PostgreSQL: `VACUUM`), from a store of 10,000 other runs, on SQLite and "
+        "PostgreSQL.",
+        "The same erasure from a store of 1,000 other runs, in the same run.",
+        ("--postgres",), ("--small", "100", "--large", "300", "--repeat", "2"),
+        goal="within 1.5x of the 1,000-run store",
+    ),
+    "bench_short_turns": Benchmark(
+        "Checkout of a short-turn conversation",
+        "Checkout of the newest run of a thread of short turns (one user and one assistant "
+        "message a run, the client's whole history sent as each run's input, as the ASGI "
+        "Recorder stores it), at 2,000 and 10,000 runs, the store open, timed in turns with "
+        "its baselines in one process; with `--postgres`, on PostgreSQL too.",
+        "LangGraph `SqliteSaver.get_tuple` of the same messages on an open connection; "
+        "msgspec decoding the answer from one JSON document (the floor). On PostgreSQL: one "
+        "query for the answer's blobs plus their decode, and `PostgresSaver.get_tuple`.",
+        ("--runs", "2000,10000", "--postgres"), ("--runs", "200", "--repeat", "21"),
+        goal="checkout at most 1.0x `get_tuple` at 2,000 runs, and at most 1.25x the decode "
+        "of its answer at 10,000; on PostgreSQL at most 1.0x its floor and 1.0x "
+        "`PostgresSaver.get_tuple`",
+        needs="langgraph.checkpoint.sqlite",
+        install="pip install langgraph-checkpoint-sqlite langgraph-checkpoint-postgres",
+    ),
     "bench_state_patch": Benchmark(
         "State patches",
         "`diff`'s state patch of two JSON documents: a long list that only grew, an object of "

@@ -35,6 +35,8 @@ JSON_CALLS: dict[str, list[str]] = {
     "validate-artifact": ["validate-artifact", "{tmp}/artifact.json"],
     "slim": ["slim", "porto"],
     "search": ["search", "Lisbon"],
+    "delete": ["delete", "--owner", "nobody", "--dry-run"],
+    "prune": ["prune", "--older-than", "90d", "--yes"],
     "copy": ["copy", "{db}", "{tmp}/copy.db"],
     # Last: each adds a thread, and the calls above infer the store's only one.
     "demo": ["demo"],
@@ -62,6 +64,8 @@ STORE_ERRORS: dict[str, list[str]] = {
     "validate-artifact": ["validate-artifact", "{tmp}/missing.json"],
     "slim": ["slim", "nope"],
     "search": ["search", "Lisbon", "--thread", "nope"],
+    "delete": ["delete", "--thread", "nope", "--yes"],
+    "prune": ["--db", "{tmp}/missing.db", "prune", "--older-than", "90d", "--yes"],
     "copy": ["copy", "{tmp}/missing.db", "{tmp}/copy.db"],
     "ui": ["ui", "{tmp}/missing.db", "--no-browser"],
 }

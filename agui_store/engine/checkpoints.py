@@ -48,6 +48,9 @@ from agui_store.history.lineage import prefix_digests as prefix_digests
 from agui_store.history.restore import View
 from agui_store.protocol.patch import PatchError, apply_patch, known_plain
 
+#: A chunk's messages, read in one call: what it fails on is read again by the codec
+#: (:func:`_chunk_messages`), which reads what msgspec alone does not, or says why not.
+_JSON_ARRAY = msgspec.json.Decoder(list).decode
 _IDS = msgspec.json.Decoder(list[int])
 _SEGMENTS = msgspec.json.Decoder(list[tuple[int, int]])
 
@@ -189,18 +192,30 @@ def _segment_list(run_pk: int, text: Any) -> list[tuple[int, int]]:
         ) from None
 
 
+def segment_ids(run_pk: int, tail: Any) -> list[int]:
+    """The blob ids of a checkpoint's tail segments, from its ``tail`` column."""
+    return [blob_id for blob_id, _ in _segment_list(run_pk, tail)]
+
+
+def manifest_chunks(tx: Reading, manifest_ids: Iterable[int]) -> dict[int, list[int]]:
+    """The chunk blob ids each of these manifests lists, by manifest."""
+    found: dict[int, list[int]] = {}
+    for blob_id, codec_id, data, _address in tx.blobs_in_order(sorted(set(manifest_ids))):
+        found[int(blob_id)] = _id_list(-1, f"manifest {blob_id}", blobs.unpack(codec_id, data))
+    return found
+
+
 def load(
     tx: Reading,
     run_pk: int,
     *,
-    with_hashes: bool = True,
     verify: bool = True,
+    trust: bool = False,
     skip_chunks: int = 0,
 ) -> Snapshot:
     """Decode a checkpoint into fresh objects (the caller may mutate them): its row with its
     manifest, then its chunks and tail segments in list order with one query, each decoded
-    on its own. ``with_hashes`` is accepted for callers that continue from the checkpoint;
-    the layout (ids and addresses) comes with every load, at no extra cost.
+    on its own. The layout (ids and addresses) comes with every load, at no extra cost.
 
     ``verify`` (the default) checks what is read against what the checkpoint recorded, at the
     cost of one pass over the bytes read: each chunk and segment text against its address,
@@ -210,16 +225,19 @@ def load(
     raises :class:`HashMismatchError` (naming the run by key only: the caller knows its
     names).
 
+    ``trust``: a blob this connection read before and found to hash to its address is not
+    hashed again (:mod:`agui_store.engine.trust`); the other checks run all the same.
+    Reads trust; ``check()`` does not.
+
     ``skip_chunks``: leave out the first full chunks (``view.messages`` then starts at
     ``skip_chunks * CHUNK``). Only their addresses are read, for the view digest.
     """
-    del with_hashes
     row, layout = _header(tx, run_pk)
     skip = min(skip_chunks, len(layout.chunk_ids))
-    return _finish(tx, run_pk, row, layout, skip, _Reads(), verify=verify)
+    return _finish(tx, run_pk, row, layout, skip, _Reads(tx, trust), verify=verify)
 
 
-def load_if_any(tx: Reading, run_pk: int) -> Snapshot | None:
+def load_if_any(tx: Reading, run_pk: int, *, trust: bool = False) -> Snapshot | None:
     """:func:`load` of a run's own checkpoint, ``None`` when it has none: its row is the
     probe (a checkout of a complete run needs no walk up its lineage)."""
     row, blob_rows = tx.checkpoint_with_blobs(run_pk)
@@ -227,13 +245,13 @@ def load_if_any(tx: Reading, run_pk: int) -> Snapshot | None:
         if row is None:
             return None
         layout = _layout(run_pk, row)
-        return _finish(tx, run_pk, row, layout, 0, _Reads(), blob_rows=blob_rows)
+        return _finish(tx, run_pk, row, layout, 0, _Reads(tx, trust), blob_rows=blob_rows)
     finally:
         _close(blob_rows)  # read to the end already, unless something failed first
 
 
 def load_past_shared(
-    tx: Reading, run_pks: Sequence[int], *, skip_shared: bool = True
+    tx: Reading, run_pks: Sequence[int], *, skip_shared: bool = True, trust: bool = False
 ) -> list[Snapshot] | None:
     """Checkpoints loaded to be compared (a diff), verified as :func:`load` verifies them,
     reading what they share once: git compares trees by hash the same way.
@@ -260,7 +278,7 @@ def load_past_shared(
             return None
     lists = [[*layout.chunk_ids, *layout.tail_ids] for _, layout in headers]
     skip = shared_prefix(lists) if skip_shared else 0
-    reads = _Reads()
+    reads = _Reads(tx, trust)
     # Ancestors first (a parent's key is smaller): a descendant's state continues theirs.
     loaded = {
         run_pk: _finish(tx, run_pk, row, layout, skip, reads)
@@ -284,9 +302,14 @@ class _NoCheckpoint(CorruptStoreError):
 
 class _Reads:
     """What loading several checkpoints together reads once: the addresses of the blobs
-    they all start with, and the states they patch (or hold) by address."""
+    they all start with, and the states they patch (or hold) by address; and the addresses
+    of the blobs found to hash to them (:mod:`agui_store.engine.trust`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tx: Reading, trust: bool) -> None:
+        # Asked for once the transaction has read the database (its header row): the data
+        # version is then the one of what it reads.
+        self._trusted: set[bytes] | None = None
+        self._tx = tx if trust else None
         self.prefix: list[bytes] | None = None
         self.bases: dict[int, tuple[Any, int, bytes]] = {}
         self.states: dict[tuple[bytes, bytes | None], Any] = {}
@@ -310,6 +333,15 @@ class _Reads:
         state = _patched(run_pk, start, patches[done:])
         self.patched.setdefault(state_base, []).append((text, len(patches), state))
         return state
+
+    def trusted(self) -> set[bytes]:
+        """The addresses whose blobs need no hashing: what the connection verified before
+        (trusting), else what this load verified so far. A blob found to hash to its
+        address is added."""
+        if self._trusted is None:
+            tx = self._tx
+            self._trusted = set() if tx is None else tx.trusted_blobs().at(tx.version())
+        return self._trusted
 
     def prefix_addresses(self, tx: Reading, blob_ids: list[int]) -> list[bytes]:
         if self.prefix is None or len(self.prefix) != len(blob_ids):
@@ -362,7 +394,8 @@ def _finish(
             "its checkpoint was derived from other events than the run now holds (the run "
             "hash it recorded is none of the run's)",
         )
-    text = _single_blob(run_pk, s_codec, s_data, s_addr, verify=verify)
+    trusted = reads.trusted() if verify else None
+    text = _single_blob(run_pk, s_codec, s_data, s_addr, trusted)
     patches: list[Any] | None = None
     state_bytes = len(text)
     anchor_addr = None
@@ -371,7 +404,7 @@ def _finish(
         patches = _decoded(run_pk, "state patches", text)
         base_row = None if base_run is None else tuple(base_state)
         document, state_bytes, anchor_addr = _state_base(
-            run_pk, int(state_base), base_row, reads, verify=verify
+            run_pk, int(state_base), base_row, reads, trusted
         )
     # The same state text (on the same state base) is the same state: decoded once.
     key = (bytes(s_addr), anchor_addr)
@@ -386,10 +419,10 @@ def _finish(
         reads.states[key] = state
     interrupts, warnings = [], []
     if i_data is not None:
-        text = _single_blob(run_pk, i_codec, i_data, i_addr, verify=verify)
+        text = _single_blob(run_pk, i_codec, i_data, i_addr, trusted)
         interrupts = _decoded(run_pk, "interrupts", text)
     if w_data is not None:
-        text = _single_blob(run_pk, w_codec, w_data, w_addr, verify=verify)
+        text = _single_blob(run_pk, w_codec, w_data, w_addr, trusted)
         warnings = _decoded(run_pk, "warnings", text)
     n_chunks = len(layout.chunk_ids)
     listed = [*layout.chunk_ids, *layout.tail_ids]
@@ -400,13 +433,13 @@ def _finish(
     wanted = listed[skip:]
     read: list[int] = []
     rows = blob_rows if blob_rows is not None and not skip else tx.blobs_in_order(wanted)
-    messages, undecodable = _read_message_blobs(run_pk, rows, addrs, read, verify=verify)
+    messages, undecodable = _read_message_blobs(run_pk, rows, addrs, read, trusted)
     if rows is blob_rows and read != wanted:
         # The backend listed other blobs than the layout (it could not read a compressed
         # or unusual manifest, or one is missing): read the layout's, as without it.
         del addrs[skip:]
         rows = tx.blobs_in_order(wanted)
-        messages, undecodable = _read_message_blobs(run_pk, rows, addrs, [], verify=verify)
+        messages, undecodable = _read_message_blobs(run_pk, rows, addrs, [], trusted)
     if len(addrs) != len(listed):
         raise _mismatch(run_pk, "a blob its checkpoint lists is missing")
     layout.chunk_addrs, layout.tail_addrs = addrs[:n_chunks], addrs[n_chunks:]
@@ -444,17 +477,24 @@ def _mismatch(run_pk: int, what: str) -> HashMismatchError:
     return error
 
 
-def _single_blob(run_pk: int, codec_id: int, data: bytes, address: Any, *, verify: bool) -> bytes:
+def _single_blob(
+    run_pk: int, codec_id: int, data: bytes, address: Any, trusted: set[bytes] | None
+) -> bytes:
     """The text of one of a checkpoint's single blobs (state, interrupts, warnings), checked
-    against its address before anything decodes it: a forged blob is named as forged, not
-    as the JSON it fails to be."""
+    against its address before anything decodes it (unless ``trusted`` holds the address;
+    ``None``: not checked): a forged blob is named as forged, not as the JSON it fails to
+    be."""
     text = blobs.unpack(codec_id, data)  # a failure is translated when the transaction ends
-    if verify and blobs.digest(text) != address:
-        raise _mismatch(
-            run_pk,
-            f"a blob of its checkpoint does not hash to its address "
-            f"{bytes(address).hex()[:hashing.SHORT]}",
-        )
+    if trusted is not None:
+        address = bytes(address)
+        if address not in trusted:
+            if blobs.digest(text) != address:
+                raise _mismatch(
+                    run_pk,
+                    f"a blob of its checkpoint does not hash to its address "
+                    f"{address.hex()[:hashing.SHORT]}",
+                )
+            trusted.add(address)
     return text
 
 
@@ -510,13 +550,12 @@ def _read_message_blobs(
     rows: Iterable[tuple[Any, int, bytes, bytes]],
     addrs: list[bytes],
     ids: list[int],
-    *,
-    verify: bool,
+    trusted: set[bytes] | None,
 ) -> tuple[list[Any], CorruptStoreError | None]:
     """The messages of a checkpoint's chunks and segments (JSON arrays), read in list order,
-    each checked against its address and decoded as it arrives: a backend that streams
-    them (PostgreSQL) sends the next while this one is decoded. Their addresses are
-    appended to ``addrs``, their ids to ``ids``.
+    each checked against its address (unless ``trusted`` holds it; ``None``: none checked)
+    and decoded as it arrives: a backend that streams them (PostgreSQL) sends the next while
+    this one is decoded. Their addresses are appended to ``addrs``, their ids to ``ids``.
 
     ``rows`` is always read to the end, whatever is wrong (a stream left half read would
     hold the connection): a blob that fails its address (or cannot be unpacked) raises
@@ -547,28 +586,25 @@ def _read_message_blobs(
                 except Exception as e:  # raised below, as before, once the rows are read
                     failure = e
                     continue
-                if verify and blobs.digest(text) != address:
-                    failure = _mismatch(
-                        run_pk,
-                        f"a blob of its checkpoint does not hash to its address "
-                        f"{address.hex()[:hashing.SHORT]}",
-                    )
-                    continue
+                if trusted is not None and address not in trusted:
+                    if blobs.digest(text) != address:
+                        failure = _mismatch(
+                            run_pk,
+                            f"a blob of its checkpoint does not hash to its address "
+                            f"{address.hex()[:hashing.SHORT]}",
+                        )
+                        continue
+                    trusted.add(address)
                 if undecodable is not None:
                     continue
                 try:
-                    found = ingest.decode(text)
-                except InvalidEventError as e:
-                    undecodable = CorruptStoreError(
-                        f"checkpoint of run {run_pk}: its message chunks are not JSON: {e}"
-                    )
-                    continue
-                if not isinstance(found, list):
-                    undecodable = CorruptStoreError(
-                        f"checkpoint of run {run_pk}: a chunk of its messages is not a JSON array"
-                    )
-                    continue
-                messages += found
+                    messages += _JSON_ARRAY(text)
+                except Exception:  # rare: the codec reads it (a lone surrogate), or says why not
+                    found = _chunk_messages(run_pk, text)
+                    if isinstance(found, CorruptStoreError):
+                        undecodable = found
+                    else:
+                        messages += found
     finally:
         # An error the loop does not catch (MemoryError, KeyboardInterrupt) leaves a stream
         # half read: closing it now cancels and drains it, before the transaction ends.
@@ -576,6 +612,22 @@ def _read_message_blobs(
     if failure is not None:
         raise failure
     return messages, undecodable
+
+
+def _chunk_messages(run_pk: int, text: bytes) -> list[Any] | CorruptStoreError:
+    """A chunk's messages as :func:`agui_store.codec.ingest.decode` reads them (what msgspec
+    alone does not, a lone surrogate escaped say), or why its text is not a JSON array."""
+    try:
+        found = ingest.decode(text)
+    except InvalidEventError as e:
+        return CorruptStoreError(
+            f"checkpoint of run {run_pk}: its message chunks are not JSON: {e}"
+        )
+    if not isinstance(found, list):
+        return CorruptStoreError(
+            f"checkpoint of run {run_pk}: a chunk of its messages is not a JSON array"
+        )
+    return found
 
 
 def _close(rows: Iterable[Any] | None) -> None:
@@ -590,8 +642,7 @@ def _state_base(
     state_base: int,
     row: tuple[Any, ...] | None,
     reads: _Reads,
-    *,
-    verify: bool = True,
+    trusted: set[bytes] | None,
 ) -> tuple[Any, int, bytes]:
     """The whole state a checkpoint's patches apply to (its state base's, decoded once for
     all the checkpoints ``reads`` serves), the size of its text, and its address. ``row``:
@@ -605,17 +656,20 @@ def _state_base(
             "whose state is stored whole"
         )
     text = blobs.unpack(row[1], row[2])
-    if verify and blobs.digest(text) != row[3]:
-        raise _mismatch(
-            run_pk,
-            f"the state its checkpoint patches does not hash to its address "
-            f"{bytes(row[3]).hex()[:hashing.SHORT]}",
-        )
+    address = bytes(row[3])
+    if trusted is not None and address not in trusted:
+        if blobs.digest(text) != address:
+            raise _mismatch(
+                run_pk,
+                f"the state its checkpoint patches does not hash to its address "
+                f"{address.hex()[:hashing.SHORT]}",
+            )
+        trusted.add(address)
     # Decoded JSON is plain: the patches need not walk it to find out.
     found = reads.bases[state_base] = (
         known_plain(_decoded(run_pk, "state base's state", text)),
         len(text),
-        bytes(row[3]),
+        address,
     )
     return found
 

@@ -35,7 +35,7 @@ def view(tx: port.Reading, pk: int) -> View:
     if own is not None:
         return own.view
     found, after = checkpoints.nearest(tx, pk)
-    start = load_checkpoint(tx, found, with_hashes=False).view if found is not None else None
+    start = load_checkpoint(tx, found).view if found is not None else None
     if not after:
         assert start is not None
         return start
@@ -49,7 +49,7 @@ def views_past_shared(tx: port.Reading, pks: list[int], *, skip_shared: bool = T
     Runs that are not all checkpointed themselves get their whole views. The views may
     share objects: for reading only."""
     try:
-        loaded = checkpoints.load_past_shared(tx, pks, skip_shared=skip_shared)
+        loaded = checkpoints.load_past_shared(tx, pks, skip_shared=skip_shared, trust=True)
     except HashMismatchError as e:
         run_pk = getattr(e, "run_pk", None)
         if run_pk is None:
@@ -60,13 +60,11 @@ def views_past_shared(tx: port.Reading, pks: list[int], *, skip_shared: bool = T
     return [view(tx, pk) for pk in pks]
 
 
-def load_checkpoint(
-    tx: port.Reading, pk: int, *, with_hashes: bool = True, skip_chunks: int = 0
-) -> checkpoints.Snapshot:
+def load_checkpoint(tx: port.Reading, pk: int, *, skip_chunks: int = 0) -> checkpoints.Snapshot:
     """A checkpoint, verified against its hashes as it is read (refused, naming its run,
     when it fails them)."""
     try:
-        return checkpoints.load(tx, pk, with_hashes=with_hashes, skip_chunks=skip_chunks)
+        return checkpoints.load(tx, pk, trust=True, skip_chunks=skip_chunks)
     except HashMismatchError as e:
         raise mismatch(tx, pk, e.what) from None
 
@@ -75,7 +73,7 @@ def own_checkpoint(tx: port.Reading, pk: int) -> checkpoints.Snapshot | None:
     """A run's own checkpoint (``None``: it has none), verified as
     :func:`load_checkpoint` verifies it."""
     try:
-        return checkpoints.load_if_any(tx, pk)
+        return checkpoints.load_if_any(tx, pk, trust=True)
     except HashMismatchError as e:
         raise mismatch(tx, pk, e.what) from None
 

@@ -226,6 +226,15 @@ R2_ANSWER_EDITED: Edit = {
     "'\"TWO\"')::text WHERE type = 'TEXT_MESSAGE_CONTENT' AND payload LIKE '%\"two\"%'",
 }
 
+#: r2's question "and two?" edited in place in the blobs holding it (its address kept).
+R2_BLOB_EDITED: Edit = {
+    "sqlite": """UPDATE blobs SET data = CAST(replace(CAST(data AS TEXT), '"and two?"', """
+    """'"and 2?"') AS BLOB) WHERE CAST(data AS TEXT) LIKE '%"and two?"%'""",
+    "postgres": """UPDATE blobs SET data = convert_to(replace(convert_from(data, """
+    """'UTF8'), '"and two?"', '"and 2?"'), 'UTF8') """
+    """WHERE position(convert_to('"and two?"', 'UTF8') in data) > 0""",
+}
+
 
 # --- the edits --------------------------------------------------------------------------
 
@@ -329,16 +338,7 @@ def test_a_forged_blob_with_its_sha256_recomputed_is_named_and_refused(db: str) 
 
 
 def test_a_blob_edited_in_place_is_named_and_refused(db: str) -> None:
-    edit(
-        db,
-        {
-            "sqlite": """UPDATE blobs SET data = CAST(replace(CAST(data AS TEXT), '"and two?"', """
-            """'"and 2?"') AS BLOB) WHERE CAST(data AS TEXT) LIKE '%"and two?"%'""",
-            "postgres": """UPDATE blobs SET data = convert_to(replace(convert_from(data, """
-            """'UTF8'), '"and two?"', '"and 2?"'), 'UTF8') """
-            """WHERE position(convert_to('"and two?"', 'UTF8') in data) > 0""",
-        },
-    )
+    edit(db, R2_BLOB_EDITED)
     found = problems(db)
     assert any(p.startswith("blobs: blob ") and p.endswith("the blob is corrupt") for p in found)
     assert (
@@ -348,6 +348,29 @@ def test_a_blob_edited_in_place_is_named_and_refused(db: str) -> None:
     error = refused(db, "r2")
     assert "a blob of its checkpoint does not hash to its address" in str(error)
     assert any(p.startswith(f"derived: the checkpoint of {R2} fails its hashes") for p in found)
+
+
+def test_a_blob_edited_after_an_open_store_read_it_is_refused_or_named_by_its_check(
+    db: str,
+) -> None:
+    """A store trusts a blob its connection already found hashing to its address
+    (:mod:`agui_store.engine.trust`): an edit made behind it afterwards is refused by its
+    next read on SQLite (another connection committed), and named by its own ``check()``
+    on every backend, which trusts nothing; a store opened after the edit refuses it."""
+    with agui_store.open(db) as store:
+        before = store.checkout("r2", thread_id=T)
+        edit(db, R2_BLOB_EDITED)
+        if is_postgres(db):
+            # No data version vouches for a PostgreSQL database: the connection's trust
+            # lasts its life, and its check() is what finds the edit.
+            assert store.checkout("r2", thread_id=T).messages != before.messages
+        else:
+            with pytest.raises(HashMismatchError, match="does not hash to its address"):
+                store.checkout("r2", thread_id=T)
+        found = [str(p) for p in store.check().problems]
+        assert any(p.startswith("blobs: blob ") and p.endswith("blob is corrupt") for p in found)
+        assert any(p.startswith(f"derived: the checkpoint of {R2} fails its hashes") for p in found)
+    assert "does not hash to its address" in str(refused(db, "r2"))
 
 
 def test_a_refused_first_blob_of_a_checkout_leaves_the_same_store_answering(db: str) -> None:
@@ -439,8 +462,10 @@ def test_renumbered_sequence_numbers_are_named_and_refused(db: str) -> None:
         "UPDATE batches SET first_seq = first_seq + 1000, last_seq = last_seq + 1000 WHERE run = 3",
     )
     found = problems(db)
-    # The batches still tile the log: only the hashes tell.
+    # The batches still tile what they hold: the numbers left behind and the hashes tell.
     assert found == [
+        "batches: seq 13..1012: no event, batch or erasure holds these sequence numbers: "
+        "rows were deleted or renumbered outside agui-store",
         f"hashes: {R3}: batch #3 (seq 1013..1014): {EVENTS_DIFFER}",
         f"hashes: {R3}: batch #4 (seq 1015..1015): {EVENTS_DIFFER}",
     ]

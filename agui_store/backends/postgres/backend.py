@@ -44,6 +44,7 @@ from agui_store.backends import progress
 from agui_store.backends.postgres import schema, sql
 from agui_store.backends.postgres.transaction import PostgresTransaction
 from agui_store.engine import derivation
+from agui_store.engine.trust import TrustedBlobs
 
 #: SQLSTATE classes and codes of a server going away: the connection is gone or going.
 _GONE = (
@@ -129,6 +130,13 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
     )
 
 
+#: The tables an erasure deletes from: what its purge vacuums.
+_ERASED_TABLES = (
+    "event_pages", "echo_refs", "batches", "runs", "threads", "branches", "checkpoints",
+    "lineage_digests", "underived", "blobs", "checkpoint_segments", *schema.CONVERSATION_TABLES,
+)
+
+
 def _first_line(e: Exception) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
@@ -152,6 +160,7 @@ class PostgresBackend:
         self._writing: PostgresTransaction | None = None  # the write under way, if any
         self._prepared_on: Any = None  # the connection the store's statements are prepared on
         self._conn = self._connect()  # errors in the URL, the server or the schema: now
+        self._trusted = TrustedBlobs()  # what the connection verified of its blobs
 
     # --- connections ------------------------------------------------------------------------
 
@@ -189,6 +198,7 @@ class PostgresBackend:
             self.after_fork()
         if self._conn is None:
             self._conn = self._connect()
+            self._trusted = TrustedBlobs()
         return self._conn
 
     def connection(self) -> Any:
@@ -264,6 +274,27 @@ class PostgresBackend:
         except Exception:
             self._drop()
 
+    def purge(self) -> bool:
+        """See :meth:`agui_store.engine.port.Backend.purge`: ``VACUUM`` of every table an
+        erasure deletes from, outside a transaction, so that the deleted rows' space is
+        reclaimed in the tables and their indexes. Only the tables' owner may vacuum them:
+        another role (the application's, :func:`~agui_store.backends.postgres.schema.
+        application_grants`) leaves it to autovacuum, and the purge is not finished
+        (``False``). What the server keeps beyond the tables (WAL, replicas, backups) is
+        the server's: see the erasure guide."""
+        conn = self._db
+        try:
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                return False
+            (owner,) = conn.execute(sql.OWNS_TABLES, (schema.SCHEMA,)).fetchone()
+            if not owner:
+                return False
+            conn.execute(sql.vacuum(_ERASED_TABLES))
+        except Exception as e:
+            self._end(conn, rollback=True)
+            raise translate(e, self.where) from e
+        return True
+
     # --- transactions -----------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -274,11 +305,11 @@ class PostgresBackend:
             return
         conn = self._db
         if conn.info.transaction_status != TransactionStatus.IDLE:
-            yield PostgresTransaction(conn)  # nested in a transaction: it is that one's
+            yield PostgresTransaction(conn, trusted=self._trusted)  # nested: that one's
             return
         conn = self._begin(sql.BEGIN_READING)
         try:
-            yield PostgresTransaction(conn)
+            yield PostgresTransaction(conn, trusted=self._trusted)
         except BaseException as e:
             self._end(conn, rollback=True)
             if isinstance(e, Exception) and not isinstance(e, errors.AguiStoreError):
@@ -311,7 +342,7 @@ class PostgresBackend:
                 self.on_write_locked(thread_id)
             return conn, rows
 
-        tx = PostgresTransaction(None, begin=begin)
+        tx = PostgresTransaction(None, begin=begin, trusted=self._trusted)
         self._writing = tx
         try:
             yield tx

@@ -12,9 +12,11 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from agui_store.backends.sqlite import connection
+from agui_store.backends.sqlite import connection, sql
+from agui_store.backends.sqlite.errors import translated
 from agui_store.backends.sqlite.transaction import SqliteTransaction
 from agui_store.engine import integrity
+from agui_store.engine.trust import TrustedBlobs
 from agui_store.errors import AguiStoreError
 from agui_store.records import CheckReport
 
@@ -38,6 +40,7 @@ class SqliteBackend:
         self.busy_timeout_ms = busy_timeout_ms
         self._conn: Any = connection.connect(path, busy_timeout_ms=busy_timeout_ms)
         self._pid = os.getpid()
+        self._trusted = TrustedBlobs()  # what the connection verified of its blobs
 
     @property
     def _db(self) -> Any:
@@ -48,6 +51,7 @@ class SqliteBackend:
             # closed it): open its own.
             self._conn = connection.connect(self.where, busy_timeout_ms=self.busy_timeout_ms)
             self._pid = os.getpid()
+            self._trusted = TrustedBlobs()
         return self._conn
 
     def connection(self) -> Any:
@@ -59,7 +63,7 @@ class SqliteBackend:
         """A read transaction on one snapshot of the file."""
         conn = self._db
         with connection.snapshot(conn):
-            yield SqliteTransaction(conn)
+            yield SqliteTransaction(conn, self._trusted)
 
     @contextlib.contextmanager
     def writing(self, thread_id: str | None = None) -> Iterator[SqliteTransaction]:
@@ -67,7 +71,18 @@ class SqliteBackend:
         """The write transaction (``BEGIN IMMEDIATE``): one writer at a time on a file."""
         conn = self._db
         with connection.immediate(conn):
-            yield SqliteTransaction(conn)
+            yield SqliteTransaction(conn, self._trusted)
+
+    def purge(self) -> bool:
+        """See :meth:`agui_store.engine.port.Backend.purge`: the WAL copied into the file
+        and truncated to nothing (``secure_delete`` already zeroed the deleted cells and
+        freed pages). A reader still on a snapshot from before the erasure holds pages the
+        checkpoint may not overwrite: then it does not finish (``False``), and the next
+        checkpoint after that reader is done completes the purge."""
+        conn = self._db
+        with translated(self.where, conn):
+            busy, _log, _done = conn.execute(sql.WAL_CHECKPOINT_TRUNCATE).fetchone()
+        return not busy
 
     def close(self) -> None:
         """Close the connection (the last one checkpoints the WAL); later calls raise."""
