@@ -212,6 +212,10 @@ class AsyncStore:
     branches = _off_loop(Store.branches)
     delete_branch = _off_loop(Store.delete_branch)
     fork = _off_loop(Store.fork)
+    delete_thread = _off_loop(Store.delete_thread)
+    delete_owner = _off_loop(Store.delete_owner)
+    prune = _off_loop(Store.prune)
+    purge = _off_loop(Store.purge)
 
     async def thread_events(
         self, thread_id: str, *, scope: str | None = None

@@ -458,6 +458,98 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class ErasureReceipt:
+    """What an erasure verb (``Store.delete_thread``, ``delete_owner``, ``prune``) erased,
+    or with ``dry_run=True`` would erase.
+
+    Attributes:
+        threads / runs / events / conversations: how many of each went (conversations:
+            the pydantic-ai conversations linked to the threads, or the owner's).
+        bytes: the content that went: event payloads, recorded inputs, derived blobs no
+            kept thread shares, conversation records and the histories they held.
+        purged: whether the physical purge finished: on SQLite the WAL was copied into the
+            file (whose deleted cells ``secure_delete`` zeroed) and emptied; on PostgreSQL
+            the touched tables were vacuumed. ``False`` on a dry run, or when a reader
+            still held pages from before the erasure (the next checkpoint finishes it).
+        dry_run: nothing was erased; the counts are what would have been.
+    """
+
+    threads: int
+    runs: int
+    events: int
+    conversations: int
+    bytes: int
+    purged: bool
+    dry_run: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``delete --json`` and ``prune --json`` print."""
+        return {
+            "threads": self.threads,
+            "runs": self.runs,
+            "events": self.events,
+            "conversations": self.conversations,
+            "bytes": self.bytes,
+            "purged": self.purged,
+            "dry_run": self.dry_run,
+        }
+
+    def __str__(self) -> str:
+        verb = "would erase" if self.dry_run else "erased"
+        text = (
+            f"{verb} {self.threads} thread(s), {self.runs} run(s), {self.events} event(s), "
+            f"{self.conversations} conversation(s), {self.bytes} bytes"
+        )
+        if not self.dry_run:
+            text += (
+                "; purge finished"
+                if self.purged
+                else "; purge not finished (a reader holds older pages: it completes at the "
+                "next checkpoint)"
+            )
+        return text
+
+
+@dataclass(frozen=True)
+class LoggedErasure:
+    """One entry of a store's erasure log, as ``check()`` reports it: no content, no
+    thread id.
+
+    Attributes:
+        number: its place in the log (1 upwards, gaps where entries were deleted).
+        erased_at: when.
+        verb: ``delete_thread``, ``delete_owner``, ``prune`` or ``copy`` (an erasure a
+            ``copy`` carried from the store that made it).
+        threads / runs / events / conversations / bytes: how much went.
+        hash: the entry's hash (it covers the entry before it).
+    """
+
+    number: int
+    erased_at: datetime | None
+    verb: str
+    threads: int
+    runs: int
+    events: int
+    conversations: int
+    bytes: int
+    hash: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as ``check --json`` lists it."""
+        return {
+            "number": self.number,
+            "erased_at": None if self.erased_at is None else self.erased_at.isoformat(),
+            "verb": self.verb,
+            "threads": self.threads,
+            "runs": self.runs,
+            "events": self.events,
+            "conversations": self.conversations,
+            "bytes": self.bytes,
+            "hash": self.hash,
+        }
+
+
+@dataclass(frozen=True)
 class CheckReport:
     """What ``Store.check()`` found. Truthy when the store is sound.
 
@@ -468,11 +560,17 @@ class CheckReport:
             ``schema``), then the store's (``agui_store.engine.integrity.CHECKS``).
         warnings: things that are legal but worth knowing (events recorded after a run's end
             with ``check_sequence=False``); they do not make the report falsy.
+        erasures: the store's erasure log (what the erasure verbs took out, never damage).
+        head: the log's head: its newest sequence number, the hash of the batch ending
+            there and of the newest erasure. Deleting the newest writes leaves no hole to
+            find from inside the store; keep the head elsewhere and compare.
     """
 
     problems: list[Problem] = field(default_factory=list)
     checked: tuple[str, ...] = ()
     warnings: list[Problem] = field(default_factory=list)
+    erasures: list[LoggedErasure] = field(default_factory=list)
+    head: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -489,6 +587,8 @@ class CheckReport:
             "checked": list(self.checked),
             "problems": [p.to_json() for p in self.problems],
             "warnings": [w.to_json() for w in self.warnings],
+            "erasures": [e.to_json() for e in self.erasures],
+            "head": self.head,
         }
 
 

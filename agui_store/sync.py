@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agui_store.engine import port
+from agui_store.engine import clock, erasure, port
 from agui_store.engine.arguments import path_text
 from agui_store.engine.intake import check_scope
 from agui_store.errors import (
@@ -83,6 +83,9 @@ class CopyResult:
         runs_extended: runs the destination held in part (copied while streaming): the
             batches it lacked were copied.
         branches: branches created or moved forward.
+        erased: threads the destination held that the source erased: erased there too.
+        left_erased: threads the destination erased, which the copy did not bring back
+            (``restore_erased=True`` does).
     """
 
     threads: int = 0
@@ -92,6 +95,8 @@ class CopyResult:
     runs_present: int = 0
     runs_extended: int = 0
     branches: int = 0
+    erased: int = 0
+    left_erased: int = 0
 
 
 # --- what one thread needs ------------------------------------------------------------------
@@ -575,6 +580,38 @@ def _same_store(a: Store, b: Store) -> bool:
     return os.path.realpath(a.path) == os.path.realpath(b.path)
 
 
+# --- erasures: kept out of a copy, carried by it (agui_store.engine.erasure) -----------------
+
+
+def _leave_erased(dtx: port.Writing, thread_ids: list[str], restore: bool) -> list[str]:
+    """The threads to copy: those the destination erased (it holds their tombstones) are
+    left out, unless ``restore``, which takes their tombstones away to copy them back."""
+    hashes = {erasure.thread_hash(t): t for t in thread_ids}
+    erased = dtx.tombstoned(sorted(hashes)) if hashes else set()
+    if restore:
+        dtx.delete_tombstones(sorted(erased))
+        return thread_ids
+    gone = {hashes[h] for h in erased}
+    return [t for t in thread_ids if t not in gone]
+
+
+def _carry_erasures(stx: port.Reading, dtx: port.Writing, scope: str | None) -> int:
+    """The source's tombstones, of threads it no longer holds, carried to the destination;
+    the threads they name that the destination holds (of ``scope``'s, with one) are erased
+    there, logged as erased by ``copy``. How many were."""
+    held = {erasure.thread_hash(t) for t in stx.thread_ids(None)}
+    stones = [(h, at) for h, at in stx.tombstones() if h not in held]
+    if not stones:
+        return 0
+    carried = {h for h, _ in stones}
+    doomed = [t for t in dtx.thread_ids(scope) if erasure.thread_hash(t) in carried]
+    pks = [found[0] for t in doomed if (found := dtx.thread(t)) is not None]
+    if pks:
+        erasure.erase(dtx, pks, "copy", clock.now_ms())
+    dtx.insert_tombstones(stones)
+    return len(pks)
+
+
 def copy(
     src: Store | str | os.PathLike[str],
     dst: Store | str | os.PathLike[str],
@@ -583,6 +620,7 @@ def copy(
     scope: str | None = None,
     force: bool = False,
     progress: ProgressCallback | None = None,
+    restore_erased: bool = False,
 ) -> CopyResult:
     """Copy threads from ``src`` to ``dst`` (open stores, or paths and
     ``postgresql://`` URLs, opened and closed here: the source must exist, the destination
@@ -595,6 +633,11 @@ def copy(
     instead of being refused. Runs are never forced: they are append-only on both sides.
 
     ``progress(copied, total)`` is called as events land.
+
+    Erasures (docs/guides/erasure.md): a thread the destination erased (it keeps a
+    tombstone, a hash of the id) is not copied back, unless ``restore_erased``; a copy of
+    every thread (no ``thread_id``) carries the source's erasures: the threads the source
+    erased and the destination holds are erased there, and their tombstones copied.
 
     Raises:
         SyncConflictError: both hold a run, a thread's owner or a branch with different
@@ -617,6 +660,8 @@ def copy(
                 thread_ids = [thread_id]
             else:
                 thread_ids = stx.thread_ids(scope)
+            wanted = len(thread_ids)
+            thread_ids = _leave_erased(dtx, thread_ids, restore_erased)
             # Every thread compared before anything is written: a conflict anywhere
             # leaves the destination as it was.
             plans = [_plan_thread(stx, dtx, t, force) for t in thread_ids]
@@ -629,11 +674,14 @@ def copy(
                 touched.append(plan.thread_id)
                 if writer.thread(plan):
                     derive.append(plan.thread_id)
+            carried = _carry_erasures(stx, dtx, scope) if thread_id is None else 0
         # Derived data, as append would have written it (its own transactions: what is
         # left underived by an interruption is derived when next needed).
         if target.derive_on_append:
             for t in derive:
                 target.derive(t)
+        if carried:
+            target.purge()
         return CopyResult(
             threads=len(touched),
             threads_created=sum(1 for p in plans if p.dst_pk is None),
@@ -642,6 +690,8 @@ def copy(
             runs_present=sum(p.present for p in plans),
             runs_extended=sum(len(p.extended) for p in plans),
             branches=sum(len(p.branches) for p in plans),
+            erased=carried,
+            left_erased=wanted - len(thread_ids),
         )
 
 

@@ -267,6 +267,15 @@ BENCHMARKS: dict[str, Benchmark] = {
         ("--rounds", "30"), ("--turns", "300", "--rounds", "3", "--no-postgres"),
         goal="save at turn 2,000 within 1.3x of turn 100; load(limit=20) within 1.3x",
     ),
+    "bench_erase": Benchmark(
+        "Erasure",
+        "`Store.delete_thread` of a 100-run thread, the purge included (SQLite: the WAL "
+        "emptied; PostgreSQL: `VACUUM`), from a store of 10,000 other runs, on SQLite and "
+        "PostgreSQL.",
+        "The same erasure from a store of 1,000 other runs, in the same run.",
+        ("--postgres",), ("--small", "100", "--large", "300", "--repeat", "2"),
+        goal="within 1.5x of the 1,000-run store",
+    ),
     "bench_short_turns": Benchmark(
         "Checkout of a short-turn conversation",
         "Checkout of the newest run of a thread of short turns (one user and one assistant "

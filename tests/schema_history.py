@@ -48,8 +48,34 @@ DROP TABLE search_messages;
 """
 
 
+#: Schema 14 added erasure: the erasure log, tombstones, checkpoint_segments and the
+#: indexes an erasure looks blobs up in; version 13 had none.
+UNDO_VERSION_14 = """
+DROP TRIGGER erasures_are_append_only_update;
+DROP TRIGGER erasures_are_append_only_delete;
+DROP TRIGGER erasures_are_append_only_replace;
+DROP TRIGGER checkpoints_list_segments;
+DROP TRIGGER checkpoints_unlist_segments;
+DROP INDEX lineage_digests_by_run;
+DROP INDEX checkpoints_by_state;
+DROP INDEX checkpoints_by_interrupts;
+DROP INDEX checkpoints_by_warnings;
+DROP INDEX checkpoints_by_chunks;
+DROP INDEX checkpoints_by_state_base;
+DROP TABLE checkpoint_segments;
+DROP TABLE tombstones;
+DROP TABLE erasures;
+"""
+
+
+def as_version_13(conn: Any) -> None:
+    """Give a current file (an apsw connection, foreign keys off) version 13's tables."""
+    conn.execute(UNDO_VERSION_14)
+
+
 def as_version_12(conn: Any) -> None:
     """Give a current file (an apsw connection, foreign keys off) version 12's tables."""
+    as_version_13(conn)
     conn.execute(UNDO_VERSION_13)
 
 

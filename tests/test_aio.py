@@ -4,6 +4,7 @@ real file, alone and from many tasks at once."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import gc
 import inspect
 import os
@@ -203,6 +204,25 @@ def test_appends_go_to_the_writer_process_and_reads_see_them(db_path: Path) -> N
             assert await astore.derive() == 0
             assert await astore.compact() == 0
         assert process.poll() is not None  # close() ended it
+
+    run(main())
+
+
+def test_an_erasure_awaited_erases_what_the_writer_process_appended_and_it_appends_on(
+    db_path: Path,
+) -> None:
+    async def main() -> None:
+        async with aio.open(db_path) as astore:
+            await astore.append(conversation_run("gone", "r1", 12, 0))
+            await astore.append(conversation_run("kept", "k1", 12, 0))
+            dry = await astore.prune(before=datetime.timedelta(0), dry_run=True)
+            assert dry.threads == 2 and dry.dry_run
+            receipt = await astore.delete_thread("gone")
+            assert (receipt.threads, receipt.runs, receipt.purged) == (1, 1, True)
+            assert (await astore.delete_owner("nobody")).threads == 0
+            await astore.append(conversation_run("kept", "k2", 12, 1, parent="k1"))
+            assert await astore.threads() == ["kept"]
+            assert (await astore.check()).ok
 
     run(main())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -252,6 +253,89 @@ def test_every_command_that_takes_a_thread_takes_it_as_the_thread_option() -> No
             assert "[--thread THREAD]" in usage, command
             described = [line for line in text.splitlines() if "--thread THREAD " in line]
             assert described and described[0].split("--thread THREAD")[1].strip(), command
+
+
+def _two_threads(db: Path) -> None:
+    import agui_store
+    from tests.streams import run, say
+
+    with agui_store.open(db) as store:
+        store.append(run("gone", "g1", *say("m1", "forget me")), scope="alice")
+        store.append(run("kept", "k1", *say("m2", "keep me")))
+
+
+def test_delete_and_prune_refuse_without_yes_and_a_terminal_and_erase_nothing(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.db"
+    _two_threads(db)
+    before = db.read_bytes()
+    for args in (
+        ("delete", "--thread", "gone"),
+        ("delete", "--owner", "alice"),
+        ("prune", "--older-than", "0d"),
+    ):
+        proc = cli(*args, db=db, ok=False)
+        assert proc.returncode == 2 and "without --yes" in proc.stderr, args
+        assert proc.stderr.count("\n") == 1 and not proc.stdout
+    assert cli("threads", db=db).stdout.split() == ["gone", "kept"]
+    assert db.read_bytes() == before
+    bad = cli("prune", "--older-than", "90 days", db=db, ok=False)
+    assert bad.returncode == 2 and "is not an age" in bad.stderr
+    assert cli("delete", db=db, ok=False).returncode == 2
+
+
+def test_delete_dry_run_says_what_would_go_and_yes_erases_it_with_a_json_receipt(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.db"
+    _two_threads(db)
+    dry = json.loads(cli("delete", "--owner", "alice", "--dry-run", "--json", db=db).stdout)
+    assert dry["dry_run"] and dry["threads"] == 1 and not dry["purged"]
+    assert cli("threads", db=db).stdout.split() == ["gone", "kept"]
+    done = json.loads(cli("delete", "--owner", "alice", "--yes", "--json", db=db).stdout)
+    assert {k: v for k, v in done.items() if k not in ("dry_run", "purged")} == {
+        k: v for k, v in dry.items() if k not in ("dry_run", "purged")
+    }
+    assert done["purged"] and not done["dry_run"]
+    assert cli("threads", db=db).stdout.split() == ["kept"]
+    report = json.loads(cli("check", "--json", db=db).stdout)
+    assert report["ok"] and [e["verb"] for e in report["erasures"]] == ["delete_owner"]
+    text = cli("prune", "--older-than", "0s", "--yes", db=db).stdout
+    assert text.startswith("erased 1 thread(s), 1 run(s)") and "purge finished" in text
+
+
+def test_delete_asks_on_a_terminal_and_erases_only_on_yes(tmp_path: Path) -> None:
+    import pty
+
+    db = tmp_path / "s.db"
+    _two_threads(db)
+
+    def answer(reply: str) -> tuple[int, str]:
+        main, secondary = pty.openpty()
+        env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agui_store", "delete", "--thread", "gone", "--db", str(db)],
+            stdin=secondary, stdout=subprocess.PIPE, stderr=secondary, env=env,
+        )
+        os.close(secondary)
+        os.write(main, reply.encode() + b"\n")
+        said = b""
+        with contextlib.suppress(OSError):  # the terminal closes with the process
+            while chunk := os.read(main, 4096):
+                said += chunk
+        proc.wait(timeout=120)
+        os.close(main)
+        assert proc.stdout is not None
+        proc.stdout.close()
+        return proc.returncode, said.decode()
+
+    code, said = answer("n")
+    assert code == 1 and "Erase thread 'gone'? [y/N]" in said and "nothing was erased" in said
+    assert cli("threads", db=db).stdout.split() == ["gone", "kept"]
+    code, said = answer("y")
+    assert code == 0
+    assert cli("threads", db=db).stdout.split() == ["kept"]
 
 
 def test_search_prints_a_hit_a_line_newest_first_and_names_the_next_page(tmp_path: Path) -> None:

@@ -671,10 +671,11 @@ def test_the_application_role_can_neither_write_around_nor_remove_the_triggers(
         [
             *(
                 (table, f"{table}_are_append_only{suffix}", "O")
-                for table in pg_schema.LOG_TABLES
+                for table in (*pg_schema.LOG_TABLES, "erasures")
                 for suffix in ("", "_truncate")
             ),
             *(("events", f"events_{op}", "O") for op in ("insert", "update", "delete")),
+            ("checkpoints", "checkpoints_list_segments", "O"),
         ]
     )
 
@@ -884,7 +885,7 @@ def test_an_older_store_migrates_to_event_pages_with_every_event_as_it_was(
         ).fetchall()
 
         assert pg_schema.install(conn) == version
-        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION == 5
+        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION == 6
         after = conn.execute(
             "SELECT seq, run, type, convert_to(payload, 'UTF8') FROM events ORDER BY seq"
         ).fetchall()
@@ -1026,6 +1027,17 @@ def test_checkpoint_chunks_are_compressed_with_lz4_where_the_server_has_it(insta
     assert method == ("l" if has_lz4 else "")
 
 
+#: Version 6 added erasure; version 5 had none of it.
+UNDO_VERSION_6 = """
+DROP TRIGGER checkpoints_list_segments ON checkpoints;
+DROP FUNCTION list_checkpoint_segments();
+DROP FUNCTION erase_log(bigint[], bigint[]);
+DROP TABLE checkpoint_segments, tombstones, erasures;
+DROP INDEX lineage_digests_by_run, checkpoints_by_state, checkpoints_by_interrupts,
+    checkpoints_by_warnings, checkpoints_by_chunks;
+"""
+
+
 def test_a_version_4_store_is_indexed_for_search_when_it_is_opened(postgres_database: str) -> None:
     with agui_store.open(postgres_database) as store:
         for i in range(3):
@@ -1037,6 +1049,7 @@ def test_a_version_4_store_is_indexed_for_search_when_it_is_opened(postgres_data
                 {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"},
             ])
     with connect(postgres_database) as conn:
+        conn.execute(UNDO_VERSION_6)
         conn.execute("DROP TABLE search_messages")
         conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     with agui_store.open(postgres_database) as store:

@@ -242,15 +242,6 @@ def test_the_url_is_shown_without_its_password(store_url: str, where: str) -> No
         assert "s3cret" not in str(e.value)
 
 
-def test_a_store_reopened_reads_the_same(store_url: str) -> None:
-    with agui_store.open(store_url) as s:
-        s.append(run("t", "r1", *say("m1", "a")))
-        s.append(run("t", "r2", *say("m2", "b")))
-        before = (s.checkout("r2", thread_id="t"), [r.hash for r in s.runs("t")])
-    with agui_store.open(store_url) as s:
-        assert (s.checkout("r2", thread_id="t"), [r.hash for r in s.runs("t")]) == before
-
-
 # --- query plans of the port's hot statements -------------------------------------------
 
 
@@ -1196,6 +1187,29 @@ def test_the_application_role_of_the_readme_deployment_runs_the_whole_store(
         testing.connection(s).rollback()
         s.append(run("t", "r3"))
         assert [r.run_id for r in s.runs("t")] == ["r1", "r2", "r3"]
+
+
+def test_the_application_role_erases_a_thread_through_the_schema_and_deletes_no_log_row_itself(
+    request: pytest.FixtureRequest,
+) -> None:
+    """``erase_log`` runs as the tables' owner: the application's role erases a thread
+    whole, cannot vacuum (the receipt says the purge did not finish: autovacuum's), and
+    its own DELETE on the log is still refused."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from tests.postgres_cluster import uri
+
+    _, app_dsn = request.getfixturevalue("deployment")  # test_postgres_schema's
+    app_url = uri({key: str(value) for key, value in conninfo_to_dict(app_dsn).items()})
+    with agui_store.open(app_url) as s:
+        s.append(run("gone", "r1", *say("m1", "forget me", "user")))
+        s.append(run("kept", "k1", *say("m2", "keep me", "user")))
+        receipt = s.delete_thread("gone")
+        assert (receipt.threads, receipt.runs, receipt.purged) == (1, 1, False)
+        assert s.threads() == ["kept"] and s.check().ok
+        with pytest.raises(psycopg.Error):
+            testing.connection(s).execute(f"DELETE FROM {schema.SCHEMA}.runs")
+        testing.connection(s).rollback()
 
 
 def test_a_database_that_does_not_exist_is_a_clear_store_error(store_url: str) -> None:

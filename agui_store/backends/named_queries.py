@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from types import ModuleType
 from typing import Any, ClassVar
 
+from agui_store.engine import port
 from agui_store.engine.port import EventRow, ReplicaRun, RunSummary
 
 
@@ -316,13 +317,12 @@ class NamedQueries:
 
     # --- pydantic-ai conversations (agui_store.engine.conversations) ---
 
-    def conversation(self, conversation_id: str) -> tuple[Any, ...] | None:
-        """A record: ``(pk, conversation_id, head entry_id, scope, revision, updated_at,
-        record, hash, branch entry_ids as JSON text)``, or ``None``."""
+    def conversation(self, conversation_id: str) -> port.ConversationRow | None:
+        """A conversation's record, or ``None``."""
         row = self._one(self.sql.CONVERSATION, (conversation_id,))
-        return None if row is None else tuple(row)
+        return None if row is None else port.ConversationRow(*row)
 
-    def conversations(self, scope: str | None, limit: int) -> list[tuple[Any, ...]]:
+    def conversations(self, scope: str | None, limit: int) -> list[port.ConversationRow]:
         """Records as :meth:`conversation` gives them, newest ``updated_at`` first (ties: the
         first created first), of ``scope`` (``None``: all), at most ``limit``."""
         rows = (
@@ -330,18 +330,18 @@ class NamedQueries:
             if scope is None
             else self._all(self.sql.SCOPE_CONVERSATIONS, (scope, limit))
         )
-        return [tuple(row) for row in rows]
+        return [port.ConversationRow(*row) for row in rows]
 
-    def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]:
-        """``(entry_id, parent entry_id, kind, message, hash, message hash, parent's hash)``
-        of the last ``limit`` entries of the history ending at ``head_id``, root first
+    def conversation_history(self, head_id: str, limit: int) -> list[port.EntryRow]:
+        """The last ``limit`` entries of the history ending at ``head_id``, root first
         (none: no such entry)."""
-        return [tuple(row) for row in self._all(self.sql.CONVERSATION_HISTORY, (head_id, limit))]
+        rows = self._all(self.sql.CONVERSATION_HISTORY, (head_id, limit))
+        return [port.EntryRow(*row) for row in rows]
 
-    def conversation_entry(self, entry_id: str) -> tuple[Any, ...] | None:
+    def conversation_entry(self, entry_id: str) -> port.EntryRow | None:
         """One entry as :meth:`conversation_history` gives it, or ``None``."""
         row = self._one(self.sql.CONVERSATION_ENTRY, (entry_id,))
-        return None if row is None else tuple(row)
+        return None if row is None else port.EntryRow(*row)
 
     def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None:
         """``(pk, hash, conversation that stored it)`` of an entry, or ``None``."""
@@ -416,17 +416,19 @@ class NamedQueries:
         """Delete the message unless an entry still holds it."""
         self._execute(self.sql.DELETE_UNUSED_CONVERSATION_MESSAGE, (pk, pk))
 
-    def every_conversation_message(self) -> list[tuple[Any, ...]]:
+    def every_conversation_message(self) -> list[tuple[int, bytes, str]]:
         """``(pk, hash, message)`` of every conversation message, by pk."""
         return self._all(self.sql.EVERY_CONVERSATION_MESSAGE)
 
-    def every_conversation_entry(self) -> list[tuple[Any, ...]]:
+    def every_conversation_entry(
+        self,
+    ) -> list[tuple[int, str, int | None, int, str, str, bytes]]:
         """``(pk, entry_id, parent, message, kind, conversation, hash)``, by pk."""
         return self._all(self.sql.EVERY_CONVERSATION_ENTRY)
 
-    def every_conversation(self) -> list[tuple[Any, ...]]:
+    def every_conversation(self) -> list[port.ConversationRow]:
         """Every record as :meth:`conversation` gives it, by pk."""
-        return [tuple(row) for row in self._all(self.sql.EVERY_CONVERSATION)]
+        return [port.ConversationRow(*row) for row in self._all(self.sql.EVERY_CONVERSATION)]
 
     def unused_conversation_messages(self) -> list[int]:
         """See :meth:`agui_store.engine.port.Inspecting.unused_conversation_messages`."""

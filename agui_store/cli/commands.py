@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import os
 import shlex
@@ -30,6 +31,7 @@ from agui_store.errors import (
 )
 from agui_store.exports.targets import check_source, check_target, write_file
 from agui_store.records import (
+    ErasureReceipt,
     Run,
     content_text,
     counted,
@@ -60,6 +62,8 @@ EXAMPLES = {
     "slim": "agui-store slim HEAD --thread t1 --preset minimal --last 5",
     "copy": "agui-store copy local.db postgresql://host/agents --thread t1",
     "ui": "agui-store ui chat.db --thread t1",
+    "delete": "agui-store delete --thread t1 --dry-run",
+    "prune": "agui-store prune --older-than 90d --yes",
     "search": 'agui-store search "porto hotel" --limit 5',
 }
 
@@ -293,10 +297,18 @@ def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"{p}\n")
         for w in report.warnings:  # legal, worth knowing: they do not fail the check
             out.write(f"warning: {w}\n")
+
         summary = "ok" if report.ok else counted(len(report.problems), "problem")
         if report.warnings:
             summary += f", {counted(len(report.warnings), 'warning')}"
         out.write(f"{summary} ({', '.join(report.checked)})\n")
+        for e in report.erasures:  # what the erasure verbs took out: never damage
+            out.write(
+                f"erasure #{e.number}: {e.verb} at {e.erased_at}: {counted(e.threads, 'thread')}"
+                f", {counted(e.runs, 'run')}, {counted(e.events, 'event')}, {e.bytes} bytes\n"
+            )
+        if args.head and report.ok and report.head is not None:  # kept elsewhere, it shows
+            out.write(f"head {report.head}\n")  # a cut of the newest writes (a sound store's)
     return 0 if report.ok else 1
 
 
@@ -536,7 +548,8 @@ def cmd_copy(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
     try:
         result = copy(
-            args.src, args.dst, thread_id=args.thread, force=args.force, progress=advance
+            args.src, args.dst, thread_id=args.thread, force=args.force, progress=advance,
+            restore_erased=args.restore_erased,
         )
     finally:
         if progress is not None:
@@ -552,6 +565,8 @@ def cmd_copy(store: Store, args: argparse.Namespace, out: TextIO) -> int:
                     "runsPresent": result.runs_present,
                     "runsExtended": result.runs_extended,
                     "branches": result.branches,
+                    "erased": result.erased,
+                    "leftErased": result.left_erased,
                 }
             )
             + "\n"
@@ -564,9 +579,84 @@ def cmd_copy(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         f"{counted(result.branches, 'branch', 'branches')} "
         f"({counted(result.runs_present, 'run')} already present)\n"
     )
+    if result.erased or result.left_erased:
+        out.write(
+            f"erased {counted(result.erased, 'thread')} the source had erased; left "
+            f"{counted(result.left_erased, 'thread')} the destination had erased "
+            "(--restore-erased copies them back)\n"
+        )
     return 0
 
 
+# --- erasure: delete and prune (docs/guides/erasure.md) ---------------------------------------
+
+#: ``--older-than`` units: seconds, minutes, hours, days, weeks.
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def age(text: str) -> datetime.timedelta:
+    """``--older-than``'s value: a number and a unit (``90d``, ``12h``, ``30m``, ``2w``,
+    ``45s``)."""
+    number, unit = text[:-1], text[-1:]
+    if unit not in _AGE_UNITS or not number.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an age: a whole number and a unit, s, m, h, d or w (90d)"
+        )
+    return datetime.timedelta(seconds=int(number) * _AGE_UNITS[unit])
+
+
+def _erase(
+    args: argparse.Namespace, out: TextIO, what: str, erase: Callable[[bool], ErasureReceipt]
+) -> int:
+    """Run an erasure verb: a dry run to say what goes, then, with ``--yes`` or a yes on a
+    terminal, the erasure. Without ``--yes`` and without a terminal to ask on, nothing is
+    erased (exit 2)."""
+    if not args.dry_run and not args.yes:
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            _say(args.command, f"refusing to erase {what} without --yes (no terminal to ask "
+                 "on); nothing was erased")
+            return EXIT_USAGE
+        planned = erase(True)
+        sys.stderr.write(f"{str(planned).replace('would erase', 'this erases', 1)}, "
+                         f"for good. Erase {what}? [y/N] ")
+        sys.stderr.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            _say(args.command, "nothing was erased")
+            return EXIT_STORE_ERROR
+    receipt = erase(args.dry_run)
+    out.write((json.dumps(receipt.to_json()) if args.json else str(receipt)) + "\n")
+    return EXIT_OK
+
+
+def cmd_delete(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``delete --thread T`` or ``delete --owner S``: erase a thread, or everything an owner
+    has (see :meth:`agui_store.Store.delete_thread` and ``delete_owner``)."""
+    if (args.thread is None) == (args.owner is None):
+        _say(args.command, "name what to erase: --thread T or --owner S (one of them)")
+        return EXIT_USAGE
+    if args.thread is not None:
+        thread = args.thread
+        return _erase(args, out, f"thread {printable(thread)!r}",
+                      lambda dry: store.delete_thread(thread, dry_run=dry))
+    owner = args.owner
+    return _erase(args, out, f"everything of owner {printable(owner)!r}",
+                  lambda dry: store.delete_owner(owner, dry_run=dry))
+
+
+def cmd_prune(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``prune --older-than 90d``: erase every thread (of ``--owner``) idle for longer (see
+    :meth:`agui_store.Store.prune`)."""
+    older, owner = args.older_than, args.owner
+    return _erase(args, out, "every thread idle for longer than "
+                  f"{older}" + (f" of owner {printable(owner)!r}" if owner else ""),
+                  lambda dry: store.prune(before=older, scope=owner, dry_run=dry))
+
+
+def _erasure_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dry-run", action="store_true",
+                        help="say what would be erased; erase nothing")
+    parser.add_argument("--yes", "-y", action="store_true",
+                        help="erase without asking (needed without a terminal)")
 # --- search -------------------------------------------------------------------------------
 
 
@@ -630,6 +720,10 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
     "slim": (cmd_slim, "a run's messages, slimmed for bandwidth or privacy (JSON)"),
     "copy": (cmd_copy, "copy threads from store SRC to store DST (files or postgresql:// URLs): "
              "only what DST lacks, losslessly, refusing runs that differ"),
+    "delete": (cmd_delete, "erase a thread (--thread) or everything an owner has (--owner), "
+               "for good: log, derived data, linked conversations"),
+    "prune": (cmd_prune, "erase every thread idle for longer than --older-than (90d); a thread "
+              "with a run still open stays"),
     "search": (cmd_search, "find messages by their words, newest first, in every thread"),
     "ui": (cmd_ui, "serve a local web viewer of the store (threads, run trees, runs, diffs, "
            "forks) and open it in the browser; needs the ui extra"),
@@ -739,6 +833,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--thread", help="only this thread")
     p.add_argument("--force", action="store_true",
                    help="a branch DST holds off SRC's lineage takes SRC's tip (runs never move)")
+    p.add_argument("--restore-erased", action="store_true",
+                   help="copy threads DST erased back into it (else they stay erased)")
+    parsers["check"].add_argument(
+        "--head", action="store_true",
+        help="also print the log's head (on a sound store), to keep outside the store: a later "
+        "check that no longer shows it tells that the newest writes were cut")
+    p = parsers["delete"]
+    p.add_argument("--thread", help="the thread to erase")
+    p.add_argument("--owner", metavar="SCOPE", help="the owner whose everything to erase "
+                   "(instead of --thread)")
+    _erasure_options(p)
+    p = parsers["prune"]
+    p.add_argument("--older-than", type=age, required=True, metavar="AGE",
+                   help="erase threads with no activity for longer: 90d, 12h, 30m, 2w, 45s")
+    p.add_argument("--owner", metavar="SCOPE", help="only this owner's threads")
+    _erasure_options(p)
     p = parsers["ui"]
     p.add_argument("path", metavar="DB", nargs="?",
                    help="the store: a file or a postgresql:// URL (default: --db, "

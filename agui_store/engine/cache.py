@@ -270,6 +270,13 @@ class Memory:
             # of its thread first. One that leaves it for later only adds to the list.
             probe_underived=self.derive_on_append,
         )
+        if newest is None:
+            # A thread this store wrote holds runs: none left, another store erased it since
+            # (agui_store.engine.erasure), and what never changes changed: start afresh.
+            self._known = Known()
+            self._views.clear()
+            self._unverified = set()
+            return
         known = self._known
         known.newest[thread_pk] = newest
         known.branched[thread_pk] = branched

@@ -192,6 +192,19 @@ def _segment_list(run_pk: int, text: Any) -> list[tuple[int, int]]:
         ) from None
 
 
+def segment_ids(run_pk: int, tail: Any) -> list[int]:
+    """The blob ids of a checkpoint's tail segments, from its ``tail`` column."""
+    return [blob_id for blob_id, _ in _segment_list(run_pk, tail)]
+
+
+def manifest_chunks(tx: Reading, manifest_ids: Iterable[int]) -> dict[int, list[int]]:
+    """The chunk blob ids each of these manifests lists, by manifest."""
+    found: dict[int, list[int]] = {}
+    for blob_id, codec_id, data, _address in tx.blobs_in_order(sorted(set(manifest_ids))):
+        found[int(blob_id)] = _id_list(-1, f"manifest {blob_id}", blobs.unpack(codec_id, data))
+    return found
+
+
 def load(
     tx: Reading,
     run_pk: int,

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import msgspec
 
@@ -135,20 +134,19 @@ def record_hash(record: Record) -> bytes:
 # --- reads ----------------------------------------------------------------------------------
 
 
-def _record(row: tuple[Any, ...]) -> Record:
-    _pk, conversation_id, head_id, scope, revision, updated_at, record, _hash, branches = row
+def _record(row: port.ConversationRow) -> Record:
     return Record(
-        conversation_id=str(conversation_id),
-        head_id=None if head_id is None else str(head_id),
-        scope=None if scope is None else str(scope),
-        revision=str(revision),
-        updated_at=int(updated_at),
-        record=str(record),
-        branches=tuple(str(b) for b in _DECODER.decode(branches)),
+        conversation_id=str(row.conversation_id),
+        head_id=None if row.head_id is None else str(row.head_id),
+        scope=None if row.scope is None else str(row.scope),
+        revision=str(row.revision),
+        updated_at=int(row.updated_at),
+        record=str(row.record),
+        branches=tuple(str(b) for b in _DECODER.decode(row.branches)),
     )
 
 
-def _entry(row: tuple[Any, ...]) -> Entry:
+def _entry(row: port.EntryRow) -> Entry:
     """An entry read, verified against its hashes: a message, kind or parent edited outside
     the store is refused, not returned (``check()`` lists every such edit)."""
     entry_id, parent_id, kind, message, stored, address, parent_hash = row
@@ -241,7 +239,7 @@ def write_record(tx: port.Writing, prepared: Prepared, expected_revision: str | 
     record = prepared.record
     cid = record.conversation_id
     stored = tx.conversation(cid)
-    found = None if stored is None else str(stored[4])
+    found = None if stored is None else str(stored.revision)
     if found != expected_revision:
         raise ConversationConflictError(
             cid,
@@ -292,7 +290,7 @@ def write_record(tx: port.Writing, prepared: Prepared, expected_revision: str | 
         )
         was: tuple[str, ...] = ()
     else:
-        pk = int(stored[0])
+        pk = int(stored.pk)
         tx.update_conversation(
             pk, head, record.scope, record.revision, record.updated_at, record.record,
             digest,
@@ -310,17 +308,17 @@ def delete_record(tx: port.Writing, conversation_id: str, expected_revision: str
     went. Raises :class:`ConversationConflictError` when no record with that revision is
     stored."""
     stored = tx.conversation(conversation_id)
-    if stored is None or str(stored[4]) != expected_revision:
+    if stored is None or str(stored.revision) != expected_revision:
         raise ConversationConflictError(
             conversation_id,
             "it is not in the store"
             if stored is None
-            else f"its revision is {stored[4]!r}, not {expected_revision!r}",
+            else f"its revision is {stored.revision!r}, not {expected_revision!r}",
         )
     record = _record(stored)
     tips = [t for t in (record.head_id, *record.branches) if t is not None]
     tip_keys = [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))]
-    tx.delete_conversation(int(stored[0]))
+    tx.delete_conversation(int(stored.pk))
     return _release(tx, tip_keys)
 
 
@@ -371,6 +369,37 @@ def saved_entries(tx: port.Reading, thread_id: str) -> list[tuple[str, str, list
     return found
 
 
+def linked(tx: port.Reading, thread_id: str) -> set[str]:
+    """The conversations linked to an AG-UI thread: the one named by its id (pydantic-ai's
+    adapter names a conversation so) and every one its runs announced a save of."""
+    return {thread_id} | {conversation for _run, conversation, _ids in saved_entries(tx, thread_id)}
+
+
+def erase(tx: port.Writing, conversation_ids: Sequence[str], *, dry_run: bool) -> tuple[int, int]:
+    """Delete these conversations' records and release what nothing else reaches, as
+    :func:`delete_record` does, whatever their revision (an erasure is not a save that
+    could conflict): ``(records found, bytes of their records and histories)``. With
+    ``dry_run`` nothing is deleted."""
+    found = size = 0
+    for conversation_id in sorted(conversation_ids):
+        stored = tx.conversation(conversation_id)
+        if stored is None:
+            continue
+        found += 1
+        record = _record(stored)
+        size += len(record.record.encode("utf-8", "surrogatepass"))
+        tips = [t for t in (record.head_id, *record.branches) if t is not None]
+        for tip in tips:
+            for row in tx.conversation_history(tip, EVERY):
+                size += len(str(row[3]).encode("utf-8", "surrogatepass"))
+        if dry_run:
+            continue
+        tip_keys = [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))]
+        tx.delete_conversation(int(stored[0]))
+        _release(tx, tip_keys)
+    return found, size
+
+
 def entry_conversation(tx: port.Reading, entry_id: str) -> str | None:
     """The conversation whose save stored an entry, or ``None``: no such entry."""
     key = tx.conversation_entry_key(entry_id)
@@ -397,19 +426,21 @@ def check(tx: port.Inspecting, problem: Callable[[str], None]) -> None:
                 "outside agui-store"
             )
     entries: dict[int, bytes] = {}
-    for pk, entry_id, parent, message, kind, conversation, stored in tx.every_conversation_entry():
+    for pk, entry_id, parent, message_pk, kind, conversation, stored in (
+        tx.every_conversation_entry()
+    ):
         where = f"conversation entry {entry_id!r} (of conversation {conversation!r})"
         if parent is not None and int(parent) >= int(pk):
             problem(f"{where} comes before its parent {parent}")
-        address = hashes.get(int(message))
-        if address is None:
-            problem(f"{where} holds message {message}, which is not stored")
+        found = hashes.get(int(message_pk))
+        if found is None:
+            problem(f"{where} holds message {message_pk}, which is not stored")
             continue
         parent_hash = None if parent is None else entries.get(int(parent))
         if parent is not None and parent_hash is None:
             problem(f"{where} follows entry {parent}, which is not stored")
             continue
-        expected = entry_hash(str(entry_id), str(kind), address, parent_hash)
+        expected = entry_hash(str(entry_id), str(kind), found, parent_hash)
         entries[int(pk)] = bytes(stored)
         if expected != bytes(stored):
             problem(
@@ -418,7 +449,7 @@ def check(tx: port.Inspecting, problem: Callable[[str], None]) -> None:
             )
     for row in tx.every_conversation():
         record = _record(row)
-        if record_hash(record) != bytes(row[7]):
+        if record_hash(record) != bytes(row.hash):
             problem(
                 f"conversation {record.conversation_id!r}: its record fails its hash (head, "
                 "scope, revision, branches or fields changed outside agui-store)"

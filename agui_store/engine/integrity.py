@@ -45,6 +45,11 @@ check that ran):
     stored whole.
 ``lineage_digests``
     Each belongs to a complete run (a digest is of the view at a run's end).
+``erasures``
+    (after ``conversations``) The erasure log's entries each hash their fields and the entry
+    before them. The ``batches`` check reads the log too: the sequence numbers from 1 to
+    the newest are each an event's or an erasure's, so rows deleted by hand (a whole leaf
+    run with its batches and events included) leave a hole no erasure recorded.
 ``hashes``
     Every content hash (see :mod:`agui_store.history.hashing`) computed again from the log and
     compared link by link, so that an edit is named where it was made: a run's input against
@@ -79,7 +84,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import checkpoints, conversations, log_hashes
+from agui_store.engine import checkpoints, conversations, erasure, log_hashes
 from agui_store.engine.arguments import quote
 from agui_store.engine.port import Inspecting
 from agui_store.engine.revisions import RESERVED_REFS
@@ -98,8 +103,8 @@ from agui_store.history.restore import (
     view_of,
 )
 from agui_store.records import CheckReport as CheckReport  # what check() returns, with its JSON
+from agui_store.records import LoggedErasure, status_of_terminal
 from agui_store.records import Problem as Problem
-from agui_store.records import status_of_terminal
 
 #: The store's own checks, in the order they run (after the backend's storage checks).
 CHECKS = (
@@ -114,6 +119,7 @@ CHECKS = (
     "hashes",
     "derived",
     "conversations",
+    "erasures",
 )
 
 #: Problems listed per check; past that the report says how many more there were.
@@ -150,7 +156,35 @@ def check(tx: Inspecting) -> CheckReport:
             found.problem(f"could not finish the check: {type(e).__name__}: {e}")
         problems.extend(found.done(found.problems))
         warnings.extend(found.done(found.warnings))
-    return CheckReport(problems, tuple(checked), warnings)
+    logged: list[LoggedErasure] = []
+    head = None
+    try:
+        with tx.contained():
+            logged = [entry for entry, _ranges, _sound in context.erasures]
+            head = _head(context)
+    except too_broken:  # reported by the checks above
+        pass
+    return CheckReport(problems, tuple(checked), warnings, logged, head)
+
+
+def _head(ctx: _Context) -> str:
+    """The log's head, to keep outside the store: ``<newest seq>:<digest>``, the digest
+    covering that sequence number, the hash of the batch that ends there and the newest
+    erasure's hash. Only a cut of the newest writes leaves no hole inside the store to
+    find; a head kept elsewhere that a later check no longer shows (a lower newest
+    sequence number, another digest at the same one) tells it."""
+    last_seq, batch_hash = 0, b""
+    for link in ctx.links.values():
+        for b in link.batches:
+            if b.last_seq > last_seq:
+                last_seq, batch_hash = b.last_seq, b.stored or b""
+    logged = ctx.erasures
+    erasure_hash = bytes.fromhex(logged[-1][0].hash) if logged else b""
+    digest = hashlib.sha256(
+        b"agui-store head 1\x00" + str(last_seq).encode() + b"\x00" + batch_hash + b"\x00"
+        + erasure_hash
+    ).hexdigest()
+    return f"{last_seq}:{digest}"
 
 
 def _storage_check(tx: Inspecting, name: str, out: _Collector) -> None:
@@ -210,6 +244,7 @@ class _Context:
         self._log: _LogPass | None = None
         self._links: dict[int, log_hashes.RunLink] | None = None
         self._complete: set[int] | None = None
+        self._erasures: list[tuple[LoggedErasure, list[list[int]], bool]] | None = None
 
     @property
     def links(self) -> dict[int, log_hashes.RunLink]:
@@ -225,6 +260,14 @@ class _Context:
         if self._log is None:
             self._log = _LogPass(self)
         return self._log
+
+    @property
+    def erasures(self) -> list[tuple[LoggedErasure, list[list[int]], bool]]:
+        """The erasure log, each entry with the sequence numbers it erased and whether its
+        hash holds (see :func:`agui_store.engine.erasure.logged`)."""
+        if self._erasures is None:
+            self._erasures = erasure.logged(self.tx)
+        return self._erasures
 
     @property
     def complete(self) -> set[int]:
@@ -517,6 +560,26 @@ def _check_batches(ctx: _Context, out: _Collector) -> None:
                     f"{where} records outcome {b.outcome!r}, but its terminal event "
                     f"at seq {b.terminal_seq} ends the run as {b.status!r}"
                 )
+    _check_holes(ctx, out)
+
+
+def _check_holes(ctx: _Context, out: _Collector) -> None:
+    """Sequence numbers are handed out one after the other from 1: a number no batch holds,
+    no event holds and no erasure recorded is a hole left by rows deleted outside the
+    store (a whole run, say, with its batches and events)."""
+    spans = [(b.first_seq, b.last_seq) for b in ctx.log.batches if b.first_seq <= b.last_seq]
+    spans += [(seq, seq) for seq, _run, _kind in ctx.log.uncovered]
+    for _entry, ranges, _sound in ctx.erasures:
+        spans += [(a, b) for a, b in ranges]
+    expect = 1
+    for first, last in sorted(spans):
+        if first > expect:
+            hole = str(expect) if first - 1 == expect else f"{expect}..{first - 1}"
+            out.problem(
+                f"seq {hole}: no event, batch or erasure holds these sequence numbers: rows "
+                "were deleted or renumbered outside agui-store"
+            )
+        expect = max(expect, last + 1)
 
 
 def _check_runs(ctx: _Context, out: _Collector) -> None:
@@ -1038,6 +1101,17 @@ def _check_conversations(ctx: _Context, out: _Collector) -> None:
     conversations.check(ctx.tx, out.problem)
 
 
+def _check_erasures(ctx: _Context, out: _Collector) -> None:
+    """The erasure log: each entry's hash covers its fields and the entry before it, so an
+    entry edited or deleted outside the store (but the newest) breaks the chain here."""
+    for entry, _ranges, sound in ctx.erasures:
+        if not sound:
+            out.problem(
+                f"erasure #{entry.number} ({entry.verb}, {entry.erased_at}) fails its hash: "
+                "it, or an entry before it, was changed or deleted outside agui-store"
+            )
+
+
 _CHECKS: tuple[tuple[str, Callable[[_Context, _Collector], None]], ...] = (
     ("lineage", _check_lineage),
     ("refs", _check_refs),
@@ -1050,4 +1124,5 @@ _CHECKS: tuple[tuple[str, Callable[[_Context, _Collector], None]], ...] = (
     ("hashes", _check_hashes),
     ("derived", _check_derived),
     ("conversations", _check_conversations),
+    ("erasures", _check_erasures),
 )

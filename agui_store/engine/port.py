@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from agui_store.engine.trust import TrustedBlobs
 
@@ -41,6 +41,33 @@ ReplicaRun = tuple[Any, ...]
 
 #: A batch as recorded: ``(run pk, first_seq, last_seq, outcome, appended_at, hash)``.
 BatchRow = tuple[int, int, int, "str | None", int, bytes]
+class ConversationRow(NamedTuple):
+    """A conversation's record as stored (pydantic-ai's ``ConversationRecord``, its JSON
+    beside the columns a lookup needs)."""
+
+    pk: int
+    conversation_id: str
+    head_id: str | None  # the entry_id of its head entry
+    scope: str | None
+    revision: str
+    updated_at: int
+    record: str  # the whole record, as JSON text
+    hash: bytes
+    branches: str  # the entry_ids of its branches' tips, as a JSON array
+
+
+class EntryRow(NamedTuple):
+    """A conversation entry as stored, with the hashes that verify it."""
+
+    entry_id: str
+    parent_id: str | None
+    kind: str
+    message: str  # JSON text
+    hash: bytes
+    message_hash: bytes
+    parent_hash: bytes | None
+
+
 #: ``thread_facts``: (newest run, has branches, {run: last seq}, the cached view stands,
 #: runs of the thread wait to be derived).
 ThreadFacts = tuple["int | None", bool, dict[int, int], bool, bool]
@@ -233,6 +260,30 @@ class Reading(Protocol):
     def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
         """The ids of the stored blobs among ``addresses``, by address."""
 
+    # erasure (agui_store.engine.erasure)
+    def idle_threads(self, before: int, scope: str | None) -> list[int]:
+        """Threads (of an owner; ``None``: all) created before ``before`` (milliseconds since
+        the epoch), with no batch appended since and no run left open, oldest first."""
+    def erased_log(self, run_pks: Sequence[int]) -> tuple[int, int, list[tuple[int, int]]]:
+        """What erasing these runs takes out of the log: ``(events, bytes of their payloads
+        and recorded inputs, the batches' [first_seq, last_seq] ranges by first_seq)``."""
+    def erased_checkpoints(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
+        """``(run, state, interrupts, warnings, manifest, tail)`` of these runs' checkpoints."""
+    def blobs_used_elsewhere(self, blob_ids: Sequence[int], run_pks: Sequence[int]) -> set[int]:
+        """The blobs among ``blob_ids`` that a checkpoint of a run not among ``run_pks``
+        refers to itself (its state, interrupts, warnings, manifest or a tail segment)."""
+    def manifests_elsewhere(self, run_pks: Sequence[int]) -> list[int]:
+        """The manifests of the checkpoints of runs not among ``run_pks``, each once."""
+    def blob_bytes(self, blob_ids: Sequence[int]) -> int:
+        """The stored size of these blobs."""
+    def erasures(self) -> list[tuple[Any, ...]]:
+        """``(id, erased_at, verb, threads, runs, events, conversations, bytes, seqs, hash)``
+        of every erasure the store logged, in order (``seqs``: JSON text)."""
+    def tombstoned(self, hashes: Sequence[bytes]) -> set[bytes]:
+        """The thread hashes among ``hashes`` that have a tombstone."""
+    def tombstones(self) -> list[tuple[bytes, int]]:
+        """``(thread hash, erased_at)`` of every tombstone."""
+
     # what is not behind the port: agui_store.testing hands tests the driver's connection
     @property
     def connection(self) -> Any:
@@ -258,17 +309,15 @@ class Reading(Protocol):
         ``probe_underived``, whether runs of the thread are underived (else ``False``)."""
 
     # pydantic-ai conversations (agui_store.engine.conversations)
-    def conversation(self, conversation_id: str) -> tuple[Any, ...] | None:
-        """``(pk, conversation_id, head entry_id, scope, revision, updated_at, record, hash,
-        branch entry_ids as a JSON array)``, or ``None``."""
-    def conversations(self, scope: str | None, limit: int) -> list[tuple[Any, ...]]:
+    def conversation(self, conversation_id: str) -> ConversationRow | None:
+        """A conversation's record, or ``None``."""
+    def conversations(self, scope: str | None, limit: int) -> list[ConversationRow]:
         """Records as :meth:`conversation` gives them, newest ``updated_at`` first (ties: the
         first created first), of ``scope`` (``None``: all), at most ``limit``."""
-    def conversation_history(self, head_id: str, limit: int) -> list[tuple[Any, ...]]:
-        """``(entry_id, parent entry_id, kind, message, hash, message hash, parent's hash)``
-        of the last ``limit`` entries of the history ending at ``head_id``, root first, in
+    def conversation_history(self, head_id: str, limit: int) -> list[EntryRow]:
+        """The last ``limit`` entries of the history ending at ``head_id``, root first, in
         one statement (none: no such entry)."""
-    def conversation_entry(self, entry_id: str) -> tuple[Any, ...] | None:
+    def conversation_entry(self, entry_id: str) -> EntryRow | None:
         """One entry as :meth:`conversation_history` gives it, or ``None``."""
     def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None:
         """``(pk, hash, conversation that stored it)``, or ``None``."""
@@ -357,11 +406,13 @@ class Inspecting(Reading, Protocol):
         what a batch's hash covers."""
 
     # pydantic-ai conversations, for check()
-    def every_conversation_message(self) -> list[tuple[Any, ...]]:
+    def every_conversation_message(self) -> list[tuple[int, bytes, str]]:
         """``(pk, hash, message)`` by pk."""
-    def every_conversation_entry(self) -> list[tuple[Any, ...]]:
+    def every_conversation_entry(
+        self,
+    ) -> list[tuple[int, str, int | None, int, str, str, bytes]]:
         """``(pk, entry_id, parent, message, kind, conversation, hash)`` by pk."""
-    def every_conversation(self) -> list[tuple[Any, ...]]:
+    def every_conversation(self) -> list[ConversationRow]:
         """Every record as :meth:`conversation` gives it, by pk."""
     def unused_conversation_messages(self) -> list[int]:
         """Messages no entry holds."""
@@ -466,6 +517,24 @@ class Writing(Reading, Protocol):
     def delete_unused_conversation_message(self, pk: int) -> None:
         """Delete the message unless an entry still holds it."""
 
+    def erasing(self) -> None:
+        """The transaction is an erasure's: its statements each touch a few rows of large
+        tables, by key. A backend may plan them so (PostgreSQL: index scans, which stale
+        statistics can otherwise lose to whole-table scans); SQLite needs nothing."""
+    def erase_derived(self, run_pks: Sequence[int], blob_ids: Sequence[int]) -> None:
+        """Delete the derived data of these runs (checkpoints, lineage digests, underived
+        marks) and these blobs."""
+    def erase_log(self, thread_pks: Sequence[int], run_pks: Sequence[int]) -> None:
+        """Delete every logged row of these threads and runs (events, echo references,
+        batches, branches, the runs and the threads), the log's append-only guards lifted
+        for this alone. Their derived data is gone already (:meth:`erase_derived`)."""
+    def insert_erasure(self, row: tuple[Any, ...]) -> None:
+        """Log an erasure: ``(erased_at, verb, threads, runs, events, conversations, bytes,
+        seqs, hash)``."""
+    def insert_tombstones(self, rows: Sequence[tuple[bytes, int]]) -> None:
+        """``(thread hash, erased_at)`` rows; a hash already there stays as it is."""
+    def delete_tombstones(self, hashes: Sequence[bytes]) -> None:
+        """Remove the tombstones of these thread hashes."""
     # full-text search (agui_store.engine.search)
     def index_messages(
         self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]
@@ -498,6 +567,11 @@ class Backend(Protocol):
         """The driver's connection, for :mod:`agui_store.testing` only."""
     def after_fork(self) -> None:
         """In a forked child: drop the parent's connection; the next use opens a new one."""
+    def purge(self) -> bool:
+        """After an erasure committed: make what it deleted unreadable where the database
+        keeps old copies (SQLite: the WAL copied into the file and emptied; PostgreSQL: the
+        tables it touched vacuumed). Whether that finished (SQLite: not while a reader
+        holds pages of an older snapshot)."""
 
 
 __all__ = [

@@ -270,7 +270,9 @@ def snippet(text: str, query: Query, width: int = SNIPPET_WORDS) -> list[tuple[s
     """A short piece of ``text`` around the first word a query finds there: ``(text,
     matched)`` pieces in order, ``matched`` for each word a found term holds. At most
     ``width`` words of context on each side; ``…`` marks what is left out."""
-    exact = {w for t in query.found for w in (t.words if not t.prefix else t.words[:-1])}
+    exact = frozenset(
+        w for t in query.found for w in (t.words if not t.prefix else t.words[:-1])
+    )
     prefixes = tuple(t.words[-1] for t in query.found if t.prefix)
     # ASCII text (the common case) folds by lowering, word for word at the same places.
     lowered = text.lower() if text.isascii() else None
@@ -281,7 +283,15 @@ def snippet(text: str, query: Query, width: int = SNIPPET_WORDS) -> list[tuple[s
 
     spans: list[tuple[int, int]] = []
     first: int | None = None
-    for m in _WORD.finditer(text):
+    begin = 0
+    if lowered is not None:
+        # The first match found in C; the words are read from a little before it on.
+        found = _first_match(exact, prefixes).search(lowered)
+        if found is not None:
+            begin = max(0, found.start() - (MAX_WORD + 1) * (width + 1))
+            while begin > 0 and lowered[begin - 1].isalnum():
+                begin -= 1  # not inside a word
+    for m in _WORD.finditer(text, begin):
         spans.append(m.span())
         if first is None and matched(*spans[-1]):
             first = len(spans) - 1
@@ -294,7 +304,7 @@ def snippet(text: str, query: Query, width: int = SNIPPET_WORDS) -> list[tuple[s
     lo, hi = max(0, at - width), min(len(spans), at + width + 1)
     pieces: list[tuple[str, bool]] = []
     start = spans[lo][0]
-    if lo > 0:
+    if lo > 0 or (lo == 0 and begin > 0 and text[:begin].strip()):
         pieces.append(("…", False))
     for i in range(lo, hi):
         s, e = spans[i]
@@ -313,6 +323,16 @@ def snippet(text: str, query: Query, width: int = SNIPPET_WORDS) -> list[tuple[s
         elif piece:
             merged.append((piece, mark))
     return merged
+
+
+@functools.lru_cache(maxsize=256)
+def _first_match(exact: frozenset[str], prefixes: tuple[str, ...]) -> re.Pattern[str]:
+    """A pattern finding, in lowered ASCII text, the first word a query's found terms hold:
+    a whole word of ``exact``, or a word starting with one of ``prefixes``."""
+    alternatives = [*(re.escape(w) for w in sorted(exact)), *(
+        re.escape(p) + "[a-z0-9]*" for p in prefixes
+    )]
+    return re.compile(r"(?<![a-z0-9])(?:" + "|".join(alternatives) + r")(?![a-z0-9])")
 
 
 def _gap(between: str) -> str:

@@ -4,11 +4,13 @@ every backend alike."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import agui_store
 from tests.backends import dump
-from tests.streams import run
+from tests.streams import run, say
 
 
 def test_a_read_transaction_yields_the_port_and_sees_what_was_appended(store_location: str) -> None:
@@ -51,3 +53,56 @@ def test_the_location_opens_the_same_store_again(store_location: str) -> None:
         with agui_store.open(store.location) as again:
             assert again.threads() == ["t"]
         assert store.location == store_location
+
+
+def test_a_store_reopened_reads_the_same(store_location: str) -> None:
+    """Threads written in turns, then the store closed and opened again: the same threads,
+    runs, hashes and views."""
+
+    def seen(store: agui_store.Store) -> Any:
+        return {
+            thread: (
+                [(r.run_id, r.hash) for r in store.runs(thread)],
+                store.checkout("HEAD", thread_id=thread),
+            )
+            for thread in store.threads()
+        }
+
+    with agui_store.open(store_location) as store:
+        for i, thread in enumerate(["a", "b", "a", "c", "b", "a"]):
+            store.append(run(thread, f"r{i}", *say(f"m{i}", thread)))
+        before = seen(store)
+    with agui_store.open(store_location) as store:
+        assert seen(store) == before
+
+
+def test_a_conversation_and_its_entries_read_back_through_the_port_as_named_rows(
+    store_location: str,
+) -> None:
+    from agui_store.engine import conversations
+    from agui_store.engine.port import ConversationRow, EntryRow
+
+    record = conversations.Record(
+        conversation_id="c", head_id="e2", scope="alice", revision="v1", updated_at=7,
+        record='{"conversation_id":"c"}', branches=(),
+    )
+    entries = [
+        conversations.Entry("e1", None, "request", '{"parts":[]}'),
+        conversations.Entry("e2", "e1", "response", '{"parts":[1]}'),
+    ]
+    with agui_store.open(store_location) as store:
+        with store.writing(conversations.WRITERS_KEY) as tx:
+            conversations.write_record(tx, conversations.prepare(record, entries), None)
+        with store.reading() as tx:
+            row = tx.conversation("c")
+            history = tx.conversation_history("e2", 10)
+            listed = tx.conversations("alice", 10)
+    assert isinstance(row, ConversationRow) and listed == [row]
+    assert (row.conversation_id, row.head_id, row.scope, row.revision, row.updated_at) == (
+        "c", "e2", "alice", "v1", 7
+    )
+    assert all(isinstance(entry, EntryRow) for entry in history)
+    assert [(e.entry_id, e.parent_id, e.kind) for e in history] == [
+        ("e1", None, "request"), ("e2", "e1", "response")
+    ]
+    assert history[1].parent_hash == history[0].hash

@@ -462,8 +462,10 @@ def test_renumbered_sequence_numbers_are_named_and_refused(db: str) -> None:
         "UPDATE batches SET first_seq = first_seq + 1000, last_seq = last_seq + 1000 WHERE run = 3",
     )
     found = problems(db)
-    # The batches still tile the log: only the hashes tell.
+    # The batches still tile what they hold: the numbers left behind and the hashes tell.
     assert found == [
+        "batches: seq 13..1012: no event, batch or erasure holds these sequence numbers: "
+        "rows were deleted or renumbered outside agui-store",
         f"hashes: {R3}: batch #3 (seq 1013..1014): {EVENTS_DIFFER}",
         f"hashes: {R3}: batch #4 (seq 1015..1015): {EVENTS_DIFFER}",
     ]

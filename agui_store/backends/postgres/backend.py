@@ -130,6 +130,13 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
     )
 
 
+#: The tables an erasure deletes from: what its purge vacuums.
+_ERASED_TABLES = (
+    "event_pages", "echo_refs", "batches", "runs", "threads", "branches", "checkpoints",
+    "lineage_digests", "underived", "blobs", "checkpoint_segments", *schema.CONVERSATION_TABLES,
+)
+
+
 def _first_line(e: Exception) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
@@ -266,6 +273,27 @@ class PostgresBackend:
             conn.execute("ROLLBACK" if rollback else "COMMIT")
         except Exception:
             self._drop()
+
+    def purge(self) -> bool:
+        """See :meth:`agui_store.engine.port.Backend.purge`: ``VACUUM`` of every table an
+        erasure deletes from, outside a transaction, so that the deleted rows' space is
+        reclaimed in the tables and their indexes. Only the tables' owner may vacuum them:
+        another role (the application's, :func:`~agui_store.backends.postgres.schema.
+        application_grants`) leaves it to autovacuum, and the purge is not finished
+        (``False``). What the server keeps beyond the tables (WAL, replicas, backups) is
+        the server's: see the erasure guide."""
+        conn = self._db
+        try:
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                return False
+            (owner,) = conn.execute(sql.OWNS_TABLES, (schema.SCHEMA,)).fetchone()
+            if not owner:
+                return False
+            conn.execute(sql.vacuum(_ERASED_TABLES))
+        except Exception as e:
+            self._end(conn, rollback=True)
+            raise translate(e, self.where) from e
+        return True
 
     # --- transactions -----------------------------------------------------------------------
 

@@ -108,7 +108,7 @@ class Expected:
 _STATEMENT = re.compile(
     "|".join(
         (
-            r"(?P<function>CREATE FUNCTION (\w+)\(\).*?AS \$\$(.*?)\$\$;)",
+            r"(?P<function>CREATE (?:OR REPLACE )?FUNCTION (\w+)\([^)]*\).*?AS \$\$(.*?)\$\$;)",
             r"(?P<table>CREATE TABLE (\w+) \((.*?)\n\);)",
             r"(?P<index>CREATE (UNIQUE )?INDEX (\w+) ON (\w+)\(([^)]*)\)(?: WHERE ([^;]*))?;)",
             r"(?P<trigger>CREATE TRIGGER (\w+) (BEFORE|AFTER|INSTEAD OF) (.+?) ON (\w+)\s+"

@@ -965,6 +965,89 @@ WHERE threads.thread_id = %s AND events.type = 'CUSTOM' ORDER BY events.seq
 """
 
 
+# --- erasure (agui_store.engine.erasure) ---------------------------------------------------
+
+#: Threads of an owner (NULL: any) created before ``before`` (ms) with no batch since and no
+#: run left open: a thread in use is never cut in the middle.
+IDLE_THREADS = """
+SELECT t.id FROM threads t
+WHERE (%(scope)s::text IS NULL OR t.owner = %(scope)s) AND t.created_at < %(before)s
+AND NOT EXISTS (
+    SELECT 1 FROM runs r JOIN batches b ON b.run = r.id
+    WHERE r.thread = t.id AND (b.appended_at >= %(before)s OR NOT EXISTS (
+        SELECT 1 FROM batches e WHERE e.run = r.id AND e.outcome IS NOT NULL)))
+ORDER BY t.id
+"""
+ERASED_BATCHES = (
+    "SELECT first_seq, last_seq FROM batches WHERE run = ANY(%s::bigint[]) ORDER BY first_seq"
+)
+ERASED_EVENT_BYTES = """
+SELECT coalesce(sum(last_seq - first_seq + 1), 0)::bigint,
+       coalesce(sum((SELECT sum(octet_length(p)) FROM unnest(payloads) AS p)), 0)::bigint
+FROM event_pages WHERE run = ANY(%s::bigint[])
+"""
+ERASED_INPUT_BYTES = (
+    "SELECT coalesce(sum(coalesce(octet_length(input), 0) "
+    "+ coalesce(octet_length(input_refs), 0)), 0)::bigint FROM runs WHERE id = ANY(%s::bigint[])"
+)
+ERASED_CHECKPOINTS = (
+    "SELECT run, state, interrupts, warnings, chunks, tail FROM checkpoints "
+    "WHERE run = ANY(%s::bigint[]) ORDER BY run"
+)
+#: Each candidate looked up in the indexes of what a checkpoint refers to
+#: (``checkpoint_segments``: its tail), one candidate at a time (LATERAL ... LIMIT 1): as
+#: EXISTS clauses the planner hashes each whole table once, which costs the store's size.
+BLOBS_USED_ELSEWHERE = """
+SELECT c.id FROM unnest(%(blobs)s::bigint[]) AS c(id)
+CROSS JOIN LATERAL (
+    SELECT 1 FROM (
+        SELECT run FROM checkpoints WHERE state = c.id
+        UNION ALL SELECT run FROM checkpoints WHERE interrupts = c.id
+        UNION ALL SELECT run FROM checkpoints WHERE warnings = c.id
+        UNION ALL SELECT run FROM checkpoints WHERE chunks = c.id
+        UNION ALL SELECT run FROM checkpoint_segments WHERE blob = c.id
+    ) refs WHERE NOT (refs.run = ANY(%(runs)s::bigint[])) LIMIT 1
+) used
+"""
+MANIFESTS_ELSEWHERE = (
+    "SELECT DISTINCT chunks FROM checkpoints WHERE chunks IS NOT NULL "
+    "AND NOT (run = ANY(%s::bigint[]))"
+)
+BLOB_BYTES = (
+    "SELECT coalesce(sum(octet_length(data)), 0)::bigint FROM blobs WHERE id = ANY(%s::bigint[])"
+)
+#: For the rest of an erasure's transaction (see ``PostgresTransaction.erasing``).
+PREFER_INDEXES = "SET LOCAL enable_seqscan = off"
+ERASE_UNDERIVED = "DELETE FROM underived WHERE run = ANY(%s::bigint[])"
+ERASE_BLOBS = "DELETE FROM blobs WHERE id = ANY(%s::bigint[])"
+ERASE_BRANCHES = "DELETE FROM branches WHERE thread = ANY(%s::bigint[])"
+#: The log's rows, deleted by the schema's ``erase_log`` as the tables' owner.
+ERASE_LOG = "SELECT erase_log(%s::bigint[], %s::bigint[])"
+ERASURES = (
+    "SELECT id, erased_at, verb, threads, runs, events, conversations, bytes, seqs, hash "
+    "FROM erasures ORDER BY id"
+)
+INSERT_ERASURE = (
+    "INSERT INTO erasures(erased_at, verb, threads, runs, events, conversations, bytes, seqs, "
+    "hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+TOMBSTONED = "SELECT thread_hash FROM tombstones WHERE thread_hash = ANY(%s::bytea[])"
+TOMBSTONES = "SELECT thread_hash, erased_at FROM tombstones ORDER BY thread_hash"
+INSERT_TOMBSTONE = (
+    "INSERT INTO tombstones(thread_hash, erased_at) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+)
+DELETE_TOMBSTONE = "DELETE FROM tombstones WHERE thread_hash = %s"
+#: Whether the connection's role owns every one of the store's tables (only an owner may
+#: vacuum them).
+OWNS_TABLES = (
+    "SELECT coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), false) FROM pg_class c "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'"
+)
+
+
+def vacuum(tables: tuple[str, ...]) -> str:
+    """``VACUUM`` of the store's tables ``tables`` (the schema's own names)."""
+    return "VACUUM " + ", ".join(tables)
 # --- full-text search (agui_store.engine.search) --------------------------------------------
 
 #: A run's index rows, the message texts the thread's index does not hold yet, in one

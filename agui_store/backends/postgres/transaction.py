@@ -605,6 +605,86 @@ class PostgresTransaction(NamedQueries):
         rows = self._all(sql.BATCH_EVENTS, {"first": first_seq, "last": last_seq, "run": run_pk})
         return list(_whole(rows, (1, 2)))
 
+    # --- erasure (agui_store.engine.erasure) ------------------------------------------------
+
+    def idle_threads(self, before: int, scope: str | None) -> list[int]:
+        """See :meth:`agui_store.engine.port.Reading.idle_threads`."""
+        args = {"before": before, "scope": scope}
+        return [int(pk) for pk in self._column(sql.IDLE_THREADS, args)]
+
+    def erased_log(self, run_pks: Sequence[int]) -> tuple[int, int, list[tuple[int, int]]]:
+        """See :meth:`agui_store.engine.port.Reading.erased_log`."""
+        runs = _keys(run_pks)
+        events, payload_bytes = self._one(sql.ERASED_EVENT_BYTES, (runs,))
+        input_bytes = self._value(sql.ERASED_INPUT_BYTES, (runs,))
+        ranges = [(int(a), int(b)) for a, b in self._all(sql.ERASED_BATCHES, (runs,))]
+        return int(events), int(payload_bytes) + int(input_bytes), ranges
+
+    def erased_checkpoints(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
+        """See :meth:`agui_store.engine.port.Reading.erased_checkpoints`."""
+        return [tuple(r) for r in self._all(sql.ERASED_CHECKPOINTS, (_keys(run_pks),))]
+
+    def blobs_used_elsewhere(self, blob_ids: Sequence[int], run_pks: Sequence[int]) -> set[int]:
+        """See :meth:`agui_store.engine.port.Reading.blobs_used_elsewhere`."""
+        args = {"blobs": _keys(blob_ids), "runs": _keys(run_pks)}
+        return {int(b) for b in self._column(sql.BLOBS_USED_ELSEWHERE, args)}
+
+    def manifests_elsewhere(self, run_pks: Sequence[int]) -> list[int]:
+        """See :meth:`agui_store.engine.port.Reading.manifests_elsewhere`."""
+        return [int(b) for b in self._column(sql.MANIFESTS_ELSEWHERE, (_keys(run_pks),))]
+
+    def blob_bytes(self, blob_ids: Sequence[int]) -> int:
+        """See :meth:`agui_store.engine.port.Reading.blob_bytes`."""
+        return int(self._value(sql.BLOB_BYTES, (_keys(blob_ids),)))
+
+    def erasures(self) -> list[tuple[Any, ...]]:
+        """See :meth:`agui_store.engine.port.Reading.erasures`."""
+        return [tuple(r) for r in self._all(sql.ERASURES)]
+
+    def tombstoned(self, hashes: Sequence[bytes]) -> set[bytes]:
+        """See :meth:`agui_store.engine.port.Reading.tombstoned`."""
+        return {bytes(h) for h in self._column(sql.TOMBSTONED, (list(hashes),))}
+
+    def tombstones(self) -> list[tuple[bytes, int]]:
+        """See :meth:`agui_store.engine.port.Reading.tombstones`."""
+        return [(bytes(h), int(at)) for h, at in self._all(sql.TOMBSTONES)]
+
+    def erasing(self) -> None:
+        """Index scans over table scans for the rest of the transaction (``SET LOCAL``): an
+        erasure's statements each take a few rows by key, and a store whose statistics are
+        stale (autovacuum has not analysed it yet) would read whole tables for them, which
+        costs the store's size. See :meth:`agui_store.engine.port.Writing.erasing`."""
+        self._execute(sql.PREFER_INDEXES, None)
+
+    def erase_derived(self, run_pks: Sequence[int], blob_ids: Sequence[int]) -> None:
+        """See :meth:`agui_store.engine.port.Writing.erase_derived`."""
+        runs = _keys(run_pks)
+        self._execute(sql.DROP_DIGESTS, (runs,))
+        self._execute(sql.DROP_CHECKPOINTS, (runs,))
+        self._execute(sql.ERASE_UNDERIVED, (runs,))
+        self._execute(sql.ERASE_BLOBS, (_keys(blob_ids),))
+
+    def erase_log(self, thread_pks: Sequence[int], run_pks: Sequence[int]) -> None:
+        """The branches, then the log's rows through the schema's ``erase_log`` (run as the
+        tables' owner: the application's role never deletes a log row itself). See
+        :meth:`agui_store.engine.port.Writing.erase_log`."""
+        threads = _keys(thread_pks)
+        self._execute(sql.ERASE_BRANCHES, (threads,))
+        self._execute(sql.ERASE_LOG, (threads, _keys(run_pks)))
+
+    def insert_erasure(self, row: tuple[Any, ...]) -> None:
+        """See :meth:`agui_store.engine.port.Writing.insert_erasure`."""
+        self._execute(sql.INSERT_ERASURE, row)
+
+    def insert_tombstones(self, rows: Sequence[tuple[bytes, int]]) -> None:
+        """See :meth:`agui_store.engine.port.Writing.insert_tombstones`."""
+        for row in rows:
+            self._execute(sql.INSERT_TOMBSTONE, row)
+
+    def delete_tombstones(self, hashes: Sequence[bytes]) -> None:
+        """See :meth:`agui_store.engine.port.Writing.delete_tombstones`."""
+        for thread_hash in hashes:
+            self._execute(sql.DELETE_TOMBSTONE, (thread_hash,))
     # --- full-text search (agui_store.engine.search) ------------------------------------------
 
     def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:

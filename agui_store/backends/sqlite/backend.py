@@ -12,7 +12,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from agui_store.backends.sqlite import connection
+from agui_store.backends.sqlite import connection, sql
+from agui_store.backends.sqlite.errors import translated
 from agui_store.backends.sqlite.transaction import SqliteTransaction
 from agui_store.engine import integrity
 from agui_store.engine.trust import TrustedBlobs
@@ -71,6 +72,17 @@ class SqliteBackend:
         conn = self._db
         with connection.immediate(conn):
             yield SqliteTransaction(conn, self._trusted)
+
+    def purge(self) -> bool:
+        """See :meth:`agui_store.engine.port.Backend.purge`: the WAL copied into the file
+        and truncated to nothing (``secure_delete`` already zeroed the deleted cells and
+        freed pages). A reader still on a snapshot from before the erasure holds pages the
+        checkpoint may not overwrite: then it does not finish (``False``), and the next
+        checkpoint after that reader is done completes the purge."""
+        conn = self._db
+        with translated(self.where, conn):
+            busy, _log, _done = conn.execute(sql.WAL_CHECKPOINT_TRUNCATE).fetchone()
+        return not busy
 
     def close(self) -> None:
         """Close the connection (the last one checkpoints the WAL); later calls raise."""

@@ -204,7 +204,13 @@ def connect(path: str, *, busy_timeout_ms: int) -> apsw.Connection:
             # Reads map the file instead of copying pages through the cache: a checkout reads
             # a few thousand small blobs, about twice as fast mapped.
             cur.execute(sql.mmap_size(MMAP_BYTES))
-            if migrations.schema_version(conn) != schema.SCHEMA_VERSION:
+            # Before any write: a page freed without it keeps its old bytes (erasure).
+            cur.execute(sql.SECURE_DELETE_ON)
+            found = migrations.schema_version(conn)
+            if found != schema.SCHEMA_VERSION:
+                if 0 < found < schema.REWRITE_BEFORE:
+                    cur.close()  # a pragma's row left unread would keep VACUUM out
+                    migrations.rewrite(conn)
                 # Decided again under the write lock: another process may be creating or
                 # migrating the same file right now. The common case takes no lock.
                 with immediate(conn):

@@ -8,21 +8,18 @@ the version read here is the one that holds.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 from agui_store import errors
 from agui_store.backends import progress
 from agui_store.backends.sqlite import schema, sql
 from agui_store.backends.sqlite.errors import Conn
-from agui_store.backends.sqlite.transaction import SqliteTransaction
+from agui_store.backends.sqlite.transaction import SqliteTransaction, lifted
 from agui_store.engine import checkpoints, derivation, log_hashes
 
 
 def schema_version(conn: Conn) -> int:
     """The schema version the file records (0: a new, empty file)."""
-    row = conn.execute(sql.USER_VERSION).fetchone()
-    return int(row[0]) if row else 0
+    rows = conn.execute(sql.USER_VERSION).fetchall()  # done with: a VACUUM may follow
+    return int(rows[0][0]) if rows else 0
 
 
 def migrate(conn: Conn, path: str) -> None:
@@ -54,22 +51,15 @@ def migrate(conn: Conn, path: str) -> None:
     conn.execute(sql.set_user_version(schema.SCHEMA_VERSION))
 
 
-@contextlib.contextmanager
-def _lifted(conn: Conn, tables: tuple[str, ...], kind: str) -> Iterator[None]:
-    """Inside a migration's transaction: the append-only triggers of ``kind`` on ``tables``
-    dropped for the block and put back, exactly as they were, after it (a backfill writes
-    values computed from the log into columns the migration just added)."""
-    triggers = []
-    for table in tables:
-        name = f"{table}_are_append_only_{kind}"
-        row = conn.execute(sql.TRIGGER_DEFINITION, (name,)).fetchone()
-        if row is not None:
-            triggers.append((name, str(row[0])))
-    for name, _ in triggers:
-        conn.execute(sql.drop_trigger(name))
-    yield
-    for _, definition in triggers:
-        conn.execute(definition)
+def rewrite(conn: Conn) -> None:
+    """The one-time rewrite of a file written before ``secure_delete`` was on (schema
+    versions before :data:`~agui_store.backends.sqlite.schema.REWRITE_BEFORE`): ``VACUUM``
+    builds the file again from its live rows, so what earlier versions deleted (moved
+    branches, dropped checkpoints) no longer lingers in free pages; the WAL is then emptied.
+    Outside a transaction (``VACUUM`` cannot run in one), before the migration; a second
+    process doing the same meanwhile only repeats it."""
+    conn.execute(sql.VACUUM)
+    conn.execute(sql.WAL_CHECKPOINT_TRUNCATE).fetchall()
 
 
 def _backfill_hashes(conn: Conn) -> None:
@@ -77,7 +67,7 @@ def _backfill_hashes(conn: Conn) -> None:
     added, with the append-only triggers on runs and batches lifted meanwhile."""
     tx = SqliteTransaction(conn)
     links = log_hashes.compute(tx)
-    with _lifted(conn, ("runs", "batches"), "update"):
+    with lifted(conn, ("runs", "batches"), "update"):
         for link in links.values():
             conn.execute(
                 sql.BACKFILL_RUN_HASHES,

@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -435,6 +435,68 @@ CREATE VIRTUAL TABLE search_words USING fts5(
 #: The version whose migration also indexes every stored run for search, after its SQL.
 SEARCH_INDEX_VERSION = 13
 
+# Version 14: erasure (agui_store.engine.erasure). ``erasures`` logs every erasure the store
+# made: when, which verb, how much, and the event sequence numbers it took out of the log, so
+# that ``check()`` tells a hole an erasure left from rows deleted outside the store. It holds
+# no content and no thread id; each row's hash covers its fields and the row before it, and
+# the log is append-only. ``tombstones`` holds a hash of each erased thread's id (never the id)
+# so that ``copy`` does not bring it back. A file of an earlier version was written without
+# ``secure_delete``: deleted content may linger in its free pages, so the migration to this
+# version rewrites it once (``VACUUM``, :data:`REWRITE_BEFORE`).
+CREATE_V14 = """
+CREATE TABLE erasures (
+    id             INTEGER PRIMARY KEY,
+    erased_at      INTEGER NOT NULL,        -- milliseconds since the epoch
+    verb           TEXT NOT NULL,           -- delete_thread|delete_owner|prune|copy
+    threads        INTEGER NOT NULL,
+    runs           INTEGER NOT NULL,
+    events         INTEGER NOT NULL,
+    conversations  INTEGER NOT NULL,
+    bytes          INTEGER NOT NULL,
+    seqs           TEXT NOT NULL,           -- JSON array of [first, last] seq ranges erased
+    hash           BLOB NOT NULL            -- covers the fields and the previous row's hash
+) STRICT;
+CREATE TABLE tombstones (
+    thread_hash  BLOB PRIMARY KEY,          -- sha256 of the erased thread's id, tagged
+    erased_at    INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+-- An erasure keeps the blobs a kept checkpoint refers to: these indexes find such a
+-- checkpoint (and the rows a deleted blob, checkpoint or run would leave dangling) without
+-- reading the table, so an erasure costs what it erases.
+CREATE INDEX lineage_digests_by_run ON lineage_digests(run);
+CREATE INDEX checkpoints_by_state ON checkpoints(state);
+CREATE INDEX checkpoints_by_interrupts ON checkpoints(interrupts);
+CREATE INDEX checkpoints_by_warnings ON checkpoints(warnings);
+CREATE INDEX checkpoints_by_chunks ON checkpoints(chunks);
+CREATE INDEX checkpoints_by_state_base ON checkpoints(state_base);
+-- The tail segments each checkpoint lists (its ``tail`` column, as rows), kept by triggers.
+CREATE TABLE checkpoint_segments (
+    run   INTEGER NOT NULL,
+    blob  INTEGER NOT NULL,
+    PRIMARY KEY (run, blob)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX checkpoint_segments_by_blob ON checkpoint_segments(blob);
+INSERT OR IGNORE INTO checkpoint_segments(run, blob)
+SELECT checkpoints.run, json_extract(t.value, '$[0]') FROM checkpoints, json_each(checkpoints.tail) t;
+CREATE TRIGGER checkpoints_list_segments AFTER INSERT ON checkpoints
+BEGIN
+    INSERT OR IGNORE INTO checkpoint_segments(run, blob)
+    SELECT NEW.run, json_extract(value, '$[0]') FROM json_each(NEW.tail);
+END;
+CREATE TRIGGER checkpoints_unlist_segments AFTER DELETE ON checkpoints
+BEGIN
+    DELETE FROM checkpoint_segments WHERE run = OLD.run;
+END;
+""" + _refuse_changes("erasures") + _refuse_replacing("erasures", "id = NEW.id")
+
+#: The versions whose migration starts with a rewrite of the file (``VACUUM``, outside the
+#: migration's transaction): a file written before ``secure_delete`` was on.
+REWRITE_BEFORE = 14
+
+#: The append-only tables an erasure deletes from, with their DELETE guards lifted for the
+#: moment it needs, inside its transaction (children first).
+ERASED_LOG_TABLES = ("echo_refs", "event_log", "batches", "runs", "threads")
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -449,6 +511,7 @@ MIGRATIONS: dict[int, str] = {
     11: CREATE_V11,
     12: CREATE_V12,
     13: CREATE_V13,
+    14: CREATE_V14,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.

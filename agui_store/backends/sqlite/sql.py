@@ -561,6 +561,14 @@ def set_user_version(version: int) -> str:
 
 
 #: An append-only trigger's definition, to drop it for a migration's backfill and put it back.
+#: Deleted content is overwritten with zeros, in the file and in the pages written to the WAL:
+#: on from a connection's first write, so that no copy of erased data lingers in free space.
+SECURE_DELETE_ON = "PRAGMA secure_delete = ON"
+#: Copy the WAL into the file and empty it (``busy``, pages in the WAL, pages copied).
+WAL_CHECKPOINT_TRUNCATE = "PRAGMA wal_checkpoint(TRUNCATE)"
+#: Rewrite the file from its live content alone (free pages and slack space go).
+VACUUM = "VACUUM"
+
 TRIGGER_DEFINITION = "SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ?"
 
 
@@ -714,6 +722,83 @@ WHERE threads.thread_id = ? AND events.type = 'CUSTOM' ORDER BY events.seq
 """
 
 
+# --- erasure (agui_store.engine.erasure) ---------------------------------------------------
+
+#: ``?1``: the time (ms) before which a thread's newest activity must be; ``?2``: the owner
+#: (NULL: any). A thread with a run still open is in use: never cut in the middle.
+IDLE_THREADS = """
+SELECT t.id FROM threads t
+WHERE (?2 IS NULL OR t.owner = ?2) AND t.created_at < ?1
+AND NOT EXISTS (
+    SELECT 1 FROM runs r JOIN batches b ON b.run = r.id
+    WHERE r.thread = t.id AND (b.appended_at >= ?1 OR NOT EXISTS (
+        SELECT 1 FROM batches e WHERE e.run = r.id AND e.outcome IS NOT NULL)))
+ORDER BY t.id
+"""
+ERASED_BATCHES = (
+    "SELECT first_seq, last_seq FROM batches WHERE run IN (SELECT value FROM json_each(?)) "
+    "ORDER BY first_seq"
+)
+ERASED_EVENT_BYTES = (
+    "SELECT count(*), coalesce(sum(length(CAST(payload AS BLOB))), 0) FROM event_log "
+    "WHERE run IN (SELECT value FROM json_each(?))"
+)
+ERASED_INPUT_BYTES = (
+    "SELECT coalesce(sum(coalesce(length(CAST(input AS BLOB)), 0) "
+    "+ coalesce(length(CAST(input_refs AS BLOB)), 0)), 0) FROM runs "
+    "WHERE id IN (SELECT value FROM json_each(?))"
+)
+ERASED_CHECKPOINTS = (
+    "SELECT run, state, interrupts, warnings, chunks, tail FROM checkpoints "
+    "WHERE run IN (SELECT value FROM json_each(?)) ORDER BY run"
+)
+#: ``?1``: candidate blob ids, ``?2``: the erased runs (JSON arrays). Each candidate looked up
+#: in the indexes of what a checkpoint refers to (``checkpoint_segments``: its tail).
+BLOBS_USED_ELSEWHERE = """
+WITH erased(run) AS (SELECT value FROM json_each(?2))
+SELECT c.value FROM json_each(?1) c WHERE
+    EXISTS (SELECT 1 FROM checkpoints k WHERE k.state = c.value AND k.run NOT IN erased)
+    OR EXISTS (SELECT 1 FROM checkpoints k WHERE k.interrupts = c.value AND k.run NOT IN erased)
+    OR EXISTS (SELECT 1 FROM checkpoints k WHERE k.warnings = c.value AND k.run NOT IN erased)
+    OR EXISTS (SELECT 1 FROM checkpoints k WHERE k.chunks = c.value AND k.run NOT IN erased)
+    OR EXISTS (SELECT 1 FROM checkpoint_segments s WHERE s.blob = c.value AND s.run NOT IN erased)
+"""
+MANIFESTS_ELSEWHERE = (
+    "SELECT DISTINCT chunks FROM checkpoints WHERE chunks IS NOT NULL "
+    "AND run NOT IN (SELECT value FROM json_each(?))"
+)
+BLOB_BYTES = (
+    "SELECT coalesce(sum(length(data)), 0) FROM blobs WHERE id IN (SELECT value FROM json_each(?))"
+)
+ERASE_ECHO_REFS = (
+    "DELETE FROM echo_refs WHERE seq IN (SELECT seq FROM event_log "
+    "WHERE run IN (SELECT value FROM json_each(?)))"
+)
+ERASE_EVENTS = "DELETE FROM event_log WHERE run IN (SELECT value FROM json_each(?))"
+ERASE_BATCHES = "DELETE FROM batches WHERE run IN (SELECT value FROM json_each(?))"
+ERASE_UNDERIVED = "DELETE FROM underived WHERE run IN (SELECT value FROM json_each(?))"
+ERASE_BRANCHES = "DELETE FROM branches WHERE thread IN (SELECT value FROM json_each(?))"
+ERASE_RUNS = "DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))"
+ERASE_THREADS = "DELETE FROM threads WHERE id IN (SELECT value FROM json_each(?))"
+ERASE_BLOBS = "DELETE FROM blobs WHERE id IN (SELECT value FROM json_each(?))"
+#: FTS5 keeps a deleted row's words in its index segments until they are merged: an
+#: erasure has them merged (``secure_delete`` zeroes the pages they leave).
+MERGE_SEARCH_WORDS = "INSERT INTO search_words(search_words) VALUES ('optimize')"
+ERASURES = (
+    "SELECT id, erased_at, verb, threads, runs, events, conversations, bytes, seqs, hash "
+    "FROM erasures ORDER BY id"
+)
+INSERT_ERASURE = (
+    "INSERT INTO erasures(erased_at, verb, threads, runs, events, conversations, bytes, seqs, "
+    "hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+TOMBSTONED = (
+    "SELECT thread_hash FROM tombstones WHERE thread_hash IN (SELECT unhex(value) FROM "
+    "json_each(?))"
+)
+TOMBSTONES = "SELECT thread_hash, erased_at FROM tombstones ORDER BY thread_hash"
+INSERT_TOMBSTONE = "INSERT OR IGNORE INTO tombstones(thread_hash, erased_at) VALUES (?, ?)"
+DELETE_TOMBSTONE = "DELETE FROM tombstones WHERE thread_hash = ?"
 # --- full-text search (agui_store.engine.search) --------------------------------------------
 
 #: An index row, unless the thread's index holds its key; the new row's id and key.

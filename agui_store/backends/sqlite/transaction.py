@@ -11,7 +11,7 @@ are not caught here: the transaction that holds this object translates them when
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -19,6 +19,7 @@ import apsw
 
 from agui_store.backends.named_queries import NamedQueries
 from agui_store.backends.sqlite import checks, schema, sql
+from agui_store.backends.sqlite.errors import Conn
 from agui_store.codec import ingest
 from agui_store.engine.port import BatchRow, RunSummary, ThreadFacts
 from agui_store.engine.trust import TrustedBlobs
@@ -28,6 +29,25 @@ def _json_keys(keys: Iterable[int]) -> str:
     """Many keys as one parameter (a JSON array, read with ``json_each``): a lineage can be
     longer than SQLite takes parameters."""
     return ingest.encode(list(keys)).decode()
+
+
+@contextlib.contextmanager
+def lifted(conn: Conn, tables: tuple[str, ...], kind: str) -> Iterator[None]:
+    """Inside a write transaction (a migration's, an erasure's): the append-only triggers
+    of ``kind`` on ``tables`` dropped for the block and put back, exactly as they were,
+    after it (a backfill writes values computed from the log into columns the migration
+    just added; an erasure deletes an erased thread's rows)."""
+    triggers = []
+    for table in tables:
+        name = f"{table}_are_append_only_{kind}"
+        row = conn.execute(sql.TRIGGER_DEFINITION, (name,)).fetchone()
+        if row is not None:
+            triggers.append((name, str(row[0])))
+    for name, _ in triggers:
+        conn.execute(sql.drop_trigger(name))
+    yield
+    for _, definition in triggers:
+        conn.execute(definition)
 
 
 class SqliteTransaction(NamedQueries):
@@ -374,6 +394,90 @@ class SqliteTransaction(NamedQueries):
         """See :meth:`agui_store.engine.port.Inspecting.batch_events`."""
         return self._all(sql.BATCH_EVENTS, (first_seq, last_seq, run_pk))
 
+    # --- erasure (agui_store.engine.erasure) ------------------------------------------------
+
+    def idle_threads(self, before: int, scope: str | None) -> list[int]:
+        """See :meth:`agui_store.engine.port.Reading.idle_threads`."""
+        return [int(pk) for pk in self._column(sql.IDLE_THREADS, (before, scope))]
+
+    def erased_log(self, run_pks: Sequence[int]) -> tuple[int, int, list[tuple[int, int]]]:
+        """See :meth:`agui_store.engine.port.Reading.erased_log`."""
+        runs = _json_keys(run_pks)
+        events, payload_bytes = self._one(sql.ERASED_EVENT_BYTES, (runs,))
+        input_bytes = self._value(sql.ERASED_INPUT_BYTES, (runs,))
+        ranges = [(int(a), int(b)) for a, b in self._all(sql.ERASED_BATCHES, (runs,))]
+        return int(events), int(payload_bytes) + int(input_bytes), ranges
+
+    def erased_checkpoints(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
+        """See :meth:`agui_store.engine.port.Reading.erased_checkpoints`."""
+        return [tuple(r) for r in self._all(sql.ERASED_CHECKPOINTS, (_json_keys(run_pks),))]
+
+    def blobs_used_elsewhere(self, blob_ids: Sequence[int], run_pks: Sequence[int]) -> set[int]:
+        """See :meth:`agui_store.engine.port.Reading.blobs_used_elsewhere`."""
+        args = (_json_keys(blob_ids), _json_keys(run_pks))
+        return {int(b) for b in self._column(sql.BLOBS_USED_ELSEWHERE, args)}
+
+    def manifests_elsewhere(self, run_pks: Sequence[int]) -> list[int]:
+        """See :meth:`agui_store.engine.port.Reading.manifests_elsewhere`."""
+        return [int(b) for b in self._column(sql.MANIFESTS_ELSEWHERE, (_json_keys(run_pks),))]
+
+    def blob_bytes(self, blob_ids: Sequence[int]) -> int:
+        """See :meth:`agui_store.engine.port.Reading.blob_bytes`."""
+        return int(self._value(sql.BLOB_BYTES, (_json_keys(blob_ids),)))
+
+    def erasures(self) -> list[tuple[Any, ...]]:
+        """See :meth:`agui_store.engine.port.Reading.erasures`."""
+        return [tuple(r) for r in self._all(sql.ERASURES)]
+
+    def tombstoned(self, hashes: Sequence[bytes]) -> set[bytes]:
+        """See :meth:`agui_store.engine.port.Reading.tombstoned`."""
+        keys = ingest.encode([h.hex() for h in hashes]).decode()
+        return {bytes(h) for h in self._column(sql.TOMBSTONED, (keys,))}
+
+    def tombstones(self) -> list[tuple[bytes, int]]:
+        """See :meth:`agui_store.engine.port.Reading.tombstones`."""
+        return [(bytes(h), int(at)) for h, at in self._all(sql.TOMBSTONES)]
+
+    def erasing(self) -> None:
+        """Nothing: SQLite's plans of these statements use their indexes. See
+        :meth:`agui_store.engine.port.Writing.erasing`."""
+
+    def erase_derived(self, run_pks: Sequence[int], blob_ids: Sequence[int]) -> None:
+        """The rows, then the search index's segments merged, so that the words of the
+        erased threads' search rows (deleted just before) leave the FTS5 index, whose
+        deletes otherwise only mark them. See
+        :meth:`agui_store.engine.port.Writing.erase_derived`."""
+        conn, runs = self._conn, _json_keys(run_pks)
+        conn.execute(sql.DELETE_LINEAGE_DIGESTS, (runs,))
+        conn.execute(sql.DELETE_CHECKPOINTS, (runs,))
+        conn.execute(sql.ERASE_UNDERIVED, (runs,))
+        conn.execute(sql.ERASE_BLOBS, (_json_keys(blob_ids),))
+        if run_pks:  # the erased threads' search rows went just before: their words too
+            conn.execute(sql.MERGE_SEARCH_WORDS)
+
+    def erase_log(self, thread_pks: Sequence[int], run_pks: Sequence[int]) -> None:
+        """See :meth:`agui_store.engine.port.Writing.erase_log`."""
+        conn = self._conn
+        runs, threads = _json_keys(run_pks), _json_keys(thread_pks)
+        with lifted(conn, schema.ERASED_LOG_TABLES, "delete"):
+            conn.execute(sql.ERASE_ECHO_REFS, (runs,))
+            conn.execute(sql.ERASE_EVENTS, (runs,))
+            conn.execute(sql.ERASE_BATCHES, (runs,))
+            conn.execute(sql.ERASE_BRANCHES, (threads,))
+            conn.execute(sql.ERASE_RUNS, (runs,))
+            conn.execute(sql.ERASE_THREADS, (threads,))
+
+    def insert_erasure(self, row: tuple[Any, ...]) -> None:
+        """See :meth:`agui_store.engine.port.Writing.insert_erasure`."""
+        self._conn.execute(sql.INSERT_ERASURE, row)
+
+    def insert_tombstones(self, rows: Sequence[tuple[bytes, int]]) -> None:
+        """See :meth:`agui_store.engine.port.Writing.insert_tombstones`."""
+        self._conn.executemany(sql.INSERT_TOMBSTONE, rows)
+
+    def delete_tombstones(self, hashes: Sequence[bytes]) -> None:
+        """See :meth:`agui_store.engine.port.Writing.delete_tombstones`."""
+        self._conn.executemany(sql.DELETE_TOMBSTONE, [(h,) for h in hashes])
     # --- full-text search (agui_store.engine.search) ------------------------------------------
 
     def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:

@@ -1,0 +1,203 @@
+"""Forgetting on request: the erasure verbs' logic, once for every backend.
+
+An erasure takes whole threads out of the store, in one write transaction: their log (runs,
+events, echoed inputs, batches), their branches, their derived data (checkpoints, lineage
+digests, the blobs no other thread's checkpoint refers to) and the pydantic-ai conversations
+linked to them (:func:`agui_store.engine.conversations.linked`). Content stored once and
+shared with a thread that stays (a blob, a conversation message) stays with it.
+
+What the store keeps of an erasure holds no content and no thread id:
+
+- an entry in its **erasure log** (``erasures``): when, which verb, how many threads, runs,
+  events, conversations and bytes, and the event sequence numbers it took out of the log.
+  Each entry's hash covers its fields and the entry before it. ``check()`` reads the log to
+  tell a hole an erasure left in the sequence numbers from rows deleted outside the store
+  (see :mod:`agui_store.engine.integrity`);
+- a **tombstone** per erased thread: :func:`thread_hash` of its id, so that ``copy`` does
+  not bring the thread back (:mod:`agui_store.sync`).
+
+The physical purge (SQLite's WAL emptied into a file written with ``secure_delete``;
+PostgreSQL's touched tables vacuumed) happens after the transaction commits: the store's
+:meth:`~agui_store.engine.port.Backend.purge`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from agui_store.engine import checkpoints, conversations, port
+from agui_store.records import ErasureReceipt, LoggedErasure, when
+
+#: What each verb is logged as.
+VERBS = ("delete_thread", "delete_owner", "prune", "copy")
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def thread_hash(thread_id: str) -> bytes:
+    """A thread's tombstone: the sha256 of its id, tagged. The same in every store, so that
+    two stores compare tombstones without holding the id; a plain hash, so an id that can
+    be guessed can be confirmed by hashing the guess (the docs say so)."""
+    return hashlib.sha256(
+        b"agui-store erased thread 1\x00" + thread_id.encode("utf-8", "surrogatepass")
+    ).digest()
+
+
+def entry_hash(previous: bytes | None, row: Sequence[object]) -> bytes:
+    """An erasure log entry's hash: its fields (``erased_at, verb, threads, runs, events,
+    conversations, bytes, seqs``) and the previous entry's hash (``None``: the first)."""
+    h = hashlib.sha256(b"agui-store erasure 1\x00")
+    h.update(previous if previous is not None else b"\xff" * 32)
+    for value in row:
+        data = str(value).encode("utf-8")
+        h.update(len(data).to_bytes(8, "big") + data)
+    return h.digest()
+
+
+def _ranges(ranges: Iterable[tuple[int, int]]) -> list[list[int]]:
+    """Sequence-number ranges, sorted and joined where they touch."""
+    merged: list[list[int]] = []
+    for first, last in sorted(ranges):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    return merged
+
+
+@dataclass
+class _Derived:
+    """What erasing threads' derived data takes: the blobs no kept checkpoint refers to."""
+
+    blob_ids: list[int]
+    size: int
+
+
+def erase_derived(
+    tx: port.Writing, thread_pks: Sequence[int], run_pks: Sequence[int], *, dry_run: bool
+) -> _Derived:
+    """Erase the derived data of these threads and their runs: every structure the store
+    built from their log (the search index's rows, checkpoints, lineage digests, underived
+    marks) and the content-addressed blobs that no checkpoint of a kept run refers to. The
+    one place derived data of erased threads goes: a derived structure added to the store
+    is cleared here too."""
+    candidates: set[int] = set()
+    chunks: set[int] = set()
+    manifests: set[int] = set()
+    for run, state, interrupts, warnings, manifest, tail in tx.erased_checkpoints(run_pks):
+        candidates.update(int(b) for b in (state, interrupts, warnings) if b is not None)
+        if manifest is not None:
+            manifests.add(int(manifest))
+        candidates.update(checkpoints.segment_ids(int(run), tail))
+    for ids in checkpoints.manifest_chunks(tx, manifests).values():
+        chunks.update(ids)
+    candidates |= manifests | chunks
+    used = tx.blobs_used_elsewhere(sorted(candidates), run_pks) if candidates else set()
+    if chunks - used:
+        # A chunk is shared through another checkpoint's manifest: read those that could.
+        others = [m for m in tx.manifests_elsewhere(run_pks) if m not in manifests or m in used]
+        for ids in checkpoints.manifest_chunks(tx, others).values():
+            used.update(c for c in ids if c in chunks)
+    erased = sorted(candidates - used)
+    size = tx.blob_bytes(erased) if erased else 0
+    if not dry_run:
+        for thread_pk in thread_pks:
+            tx.forget_thread_search(thread_pk)
+        tx.erase_derived(run_pks, erased)
+    return _Derived(erased, size)
+
+
+def erase(
+    tx: port.Writing,
+    thread_pks: Sequence[int],
+    verb: str,
+    now: int,
+    *,
+    owner: str | None = None,
+    dry_run: bool = False,
+) -> ErasureReceipt:
+    """Erase the threads ``thread_pks`` (keys), the conversations linked to them and, with
+    an ``owner``, every conversation saved under that scope, and log it as ``verb`` at
+    ``now`` (milliseconds since the epoch), inside the write transaction ``tx``; with
+    ``dry_run``, count what would go and change nothing. The receipt's ``purged`` is left
+    ``False``: the purge comes after the commit."""
+    tx.erasing()
+    thread_pks = sorted(set(thread_pks))
+    thread_ids = [tx.thread_id(pk) for pk in thread_pks]
+    run_pks: list[int] = []
+    for pk in thread_pks:
+        run_pks.extend(tx.thread_run_pks(pk))
+    events, size, ranges = tx.erased_log(run_pks) if run_pks else (0, 0, [])
+    linked = (
+        {str(row[1]) for row in tx.conversations(owner, conversations.EVERY)}
+        if owner is not None
+        else set()
+    )
+    for thread_id in thread_ids:
+        linked |= conversations.linked(tx, thread_id)
+    found, conversation_bytes = conversations.erase(tx, sorted(linked), dry_run=dry_run)
+    derived = erase_derived(tx, thread_pks, run_pks, dry_run=dry_run)
+    receipt = ErasureReceipt(
+        threads=len(thread_pks),
+        runs=len(run_pks),
+        events=events,
+        conversations=found,
+        bytes=size + conversation_bytes + derived.size,
+        purged=False,
+        dry_run=dry_run,
+    )
+    if dry_run or not (thread_pks or found):
+        return receipt
+    if thread_pks:
+        tx.erase_log(thread_pks, run_pks)
+        tx.insert_tombstones([(thread_hash(t), now) for t in thread_ids])
+    seqs = _ENCODER.encode(_ranges(ranges)).decode()
+    row = (now, verb, receipt.threads, receipt.runs, events, found, receipt.bytes, seqs)
+    logged = tx.erasures()
+    previous = bytes(logged[-1][9]) if logged else None
+    tx.insert_erasure((*row, entry_hash(previous, row)))
+    return receipt
+
+
+def logged(tx: port.Reading) -> list[tuple[LoggedErasure, list[list[int]], bool]]:
+    """The erasure log: each entry, the sequence-number ranges it took out of the log, and
+    whether its hash holds (its fields and the entry before it)."""
+    out: list[tuple[LoggedErasure, list[list[int]], bool]] = []
+    previous: bytes | None = None
+    for pk, at, verb, threads, runs, events, found, size, seqs, stored in tx.erasures():
+        row = (
+            int(at),
+            str(verb),
+            int(threads),
+            int(runs),
+            int(events),
+            int(found),
+            int(size),
+            str(seqs),
+        )
+        sound = entry_hash(previous, row) == bytes(stored)
+        try:
+            ranges = [[int(a), int(b)] for a, b in msgspec.json.decode(str(seqs))]
+        except (msgspec.DecodeError, TypeError, ValueError):
+            ranges, sound = [], False
+        entry = LoggedErasure(
+            number=int(pk),
+            erased_at=when(int(at)),
+            verb=str(verb),
+            threads=int(threads),
+            runs=int(runs),
+            events=int(events),
+            conversations=int(found),
+            bytes=int(size),
+            hash=bytes(stored).hex(),
+        )
+        out.append((entry, ranges, sound))
+        previous = bytes(stored)
+    return out
+
+
+__all__ = ["VERBS", "entry_hash", "erase", "erase_derived", "logged", "thread_hash"]

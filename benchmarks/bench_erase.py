@@ -1,0 +1,108 @@
+"""Erasure: deleting one 100-run thread from a small store and from a store ten times larger.
+
+An erasure's cost should grow with what it erases, not with the store. Each backend gets two
+stores of other threads (``--threads`` runs each): ``--small`` other runs (the baseline) and
+``--large`` other runs. Into each, a thread of ``--runs`` runs (``--events`` events each,
+checkpoints written as ``append`` writes them) is appended untimed, then erased with
+``Store.delete_thread``, timed: the transaction (selection, counts, derived data and the
+blobs no kept checkpoint shares, the log, the erasure log, the tombstone) and the purge
+(SQLite: the WAL copied into the file and truncated; PostgreSQL: ``VACUUM`` of the touched
+tables). Median of ``--repeat`` erasures; the figure that matters is the ratio of the large
+store's to the small store's, measured in the same run.
+
+    python -m benchmarks.bench_erase [--small 1000] [--large 10000] [--runs 100]
+                                     [--events 10] [--threads 10] [--repeat 5]
+                                     [--postgres [--dsn postgresql://...]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import agui_store
+from benchmarks._common import conversation, header, scratch_dir, throwaway_postgres
+
+#: The ratio the issue asks for: the large store's erasure within 1.5x of the small one's.
+TARGET = 1.5
+
+
+def fill(location: str, others: int, per_thread: int, events: int) -> None:
+    """``others`` runs in threads of ``per_thread`` runs."""
+    with agui_store.open(location) as store:
+        for t in range(others // per_thread):
+            for run in conversation(f"other-{t}", per_thread, events):
+                store.append(run, thread_id=f"other-{t}")
+
+
+def erase_times(location: str, runs: int, events: int, repeat: int) -> list[float]:
+    """Append a ``runs``-run thread and time its erasure, ``repeat`` times."""
+    times = []
+    with agui_store.open(location) as store:
+        for n in range(repeat):
+            thread = f"target-{n}"
+            for run in conversation(thread, runs, events):
+                store.append(run, thread_id=thread)
+            t0 = time.perf_counter()
+            receipt = store.delete_thread(thread)
+            times.append(time.perf_counter() - t0)
+            assert receipt.runs == runs and receipt.purged, receipt
+        assert store.check().ok
+    return times
+
+
+def measure(name: str, locations: dict[int, str], args: argparse.Namespace) -> list[str]:
+    rows = []
+    medians = {}
+    for others, location in locations.items():
+        t0 = time.perf_counter()
+        fill(location, others, args.threads, args.events)
+        built = time.perf_counter() - t0
+        times = erase_times(location, args.runs, args.events, args.repeat)
+        medians[others] = statistics.median(times)
+        print(f"{name}: {others:,} other runs (built in {built:.1f} s): "
+              f"median {medians[others] * 1000:.1f} ms of {len(times)}", flush=True)
+    base = medians[args.small]
+    for others, m in medians.items():
+        rows.append(f"| {name} | {others:,} | {m * 1000:.1f} | {m / base:.2f} |")
+    ratio = medians[args.large] / base
+    verdict = "within" if ratio <= TARGET else "NOT within"
+    print(f"{name}: ratio {ratio:.2f} ({verdict} {TARGET}x)", flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--small", type=int, default=1000)
+    parser.add_argument("--large", type=int, default=10000)
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--events", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=10, help="runs per other thread")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--postgres", action="store_true")
+    parser.add_argument("--dsn", help="with --postgres: a server to make the databases on")
+    args = parser.parse_args()
+    header(
+        f"erase: a {args.runs}-run thread ({args.events} events a run) deleted from stores "
+        f"of {args.small:,} and {args.large:,} other runs"
+    )
+    rows = ["| backend | other runs | delete_thread, ms (median) | against the small store |",
+            "|---|---|---|---|"]
+    tmp = Path(scratch_dir("agui-bench-erase-"))
+    rows += measure(
+        "SQLite", {n: str(tmp / f"store-{n}.db") for n in (args.small, args.large)}, args
+    )
+    if args.postgres:
+        from tests.postgres_cluster import PostgresServer
+
+        server = PostgresServer(dsn=args.dsn or throwaway_postgres())
+        locations = {n: server.create_database() for n in (args.small, args.large)}
+        rows += measure("PostgreSQL", locations, args)
+    print()
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()

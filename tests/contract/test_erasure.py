@@ -1,0 +1,312 @@
+"""Erasure on every backend (docs/guides/erasure.md): ``delete_thread``, ``delete_owner`` and
+``prune`` erase what they name and nothing else, dry runs count without erasing, shared
+content stays with the threads that keep it, check() reports erasures as erasures and rows
+deleted by hand as tampering, and copy keeps an erased thread erased."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+from typing import Any
+
+import pytest
+from pydantic_ai.conversation import Conversation
+
+import agui_store
+from agui_store.errors import InvalidArgumentError, RunNotFoundError
+from agui_store.integrations.pydantic_ai import ConversationStore
+from agui_store.sync import copy
+from tests.backends import dump, problems, tamper
+from tests.pydantic_ai_conversations import turn
+from tests.streams import run, say
+from tests.workers.harness import Worker
+
+
+def _input(thread: str, run_id: str, text: str, state: Any) -> dict[str, Any]:
+    return {
+        "threadId": thread,
+        "runId": run_id,
+        "messages": [{"id": f"u-{run_id}", "role": "user", "content": text}],
+        "state": state,
+        "tools": [],
+        "context": [],
+    }
+
+
+def _thread(store: Any, thread: str, runs: int = 3, *, scope: str | None = None) -> None:
+    """``runs`` complete runs of ``thread``, each with an input, a message and a state."""
+    for i in range(runs):
+        store.append(
+            run(
+                thread,
+                f"{thread}-r{i}",
+                *say(f"{thread}-m{i}", f"said in {thread} {i}", "assistant"),
+                {"type": "STATE_SNAPSHOT", "snapshot": {"thread": thread, "turn": i}},
+            ),
+            input=_input(thread, f"{thread}-r{i}", f"asked in {thread} {i}", {"turn": i}),
+            scope=scope,
+        )
+
+
+def _shared(store: Any, thread: str) -> None:
+    """Two runs whose content is the same in every thread made with it (the blobs of
+    their checkpoints are stored once, shared)."""
+    for i in range(2):
+        store.append(
+            run(thread, f"{thread}-s{i}", *say(f"shared-m{i}", "the same words " * 30)),
+            input=_input(thread, f"{thread}-s{i}", "the same question", {"same": True}),
+        )
+
+
+def _reads(store: Any, thread: str) -> Any:
+    """What a reader sees of a thread, and the hashes that vouch for it."""
+    return [
+        (r.run_id, r.hash, store.checkout(r.run_id, thread_id=thread).to_json())
+        for r in store.runs(thread)
+    ]
+
+
+def test_deleting_a_thread_erases_it_and_every_other_thread_reads_as_before(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        for t in ("a", "b", "c"):
+            _thread(store, t)
+        store.branch("b-branch", "b-r1", thread_id="b")
+        before = {t: _reads(store, t) for t in ("a", "c")}
+        receipt = store.delete_thread("b")
+        assert (receipt.threads, receipt.runs, receipt.events) == (1, 3, 3 * 6)
+        assert receipt.bytes > 0 and not receipt.dry_run
+        assert store.threads() == ["a", "c"]
+        assert {t: _reads(store, t) for t in ("a", "c")} == before
+        with pytest.raises(RunNotFoundError):
+            store.runs("b")
+        report = store.check()
+    assert report.ok, report.problems
+    rows = repr(dump(store_location))  # every row of every table
+    assert "said in b" not in rows and "asked in b" not in rows and "b-branch" not in rows
+    assert "said in a" in rows and "asked in c" in rows
+    (logged,) = report.erasures
+    assert (logged.verb, logged.threads, logged.runs, logged.events) == ("delete_thread", 1, 3, 18)
+
+
+def test_a_dry_run_returns_the_receipt_of_the_erasure_and_changes_nothing(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        _thread(store, "a")
+        _thread(store, "b", scope="alice")
+    rows = dump(store_location)
+    with agui_store.open(store_location) as store:
+        dry = [
+            store.delete_thread("a", dry_run=True),
+            store.delete_owner("alice", dry_run=True),
+            store.prune(before=datetime.timedelta(0), dry_run=True),
+        ]
+    assert dump(store_location) == rows
+    assert all(r.dry_run and not r.purged for r in dry)
+    with agui_store.open(store_location) as store:
+        done = store.delete_thread("a")
+    assert (dry[0].threads, dry[0].runs, dry[0].events, dry[0].bytes) == (
+        done.threads,
+        done.runs,
+        done.events,
+        done.bytes,
+    )
+    assert dry[2].threads == 2
+
+
+def test_content_shared_with_a_kept_thread_stays_and_that_thread_reads_as_before(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        _shared(store, "kept")
+        _shared(store, "gone")
+        before = _reads(store, "kept")
+        store.delete_thread("gone")
+        assert _reads(store, "kept") == before
+        assert store.check().ok
+
+
+def test_a_scope_erases_only_its_owners_threads(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
+        _thread(store, "alices", scope="alice")
+        _thread(store, "bobs", scope="bob")
+        _thread(store, "operators")
+        before = {t: _reads(store, t) for t in ("bobs", "operators")}
+        with pytest.raises(RunNotFoundError):
+            store.delete_thread("bobs", scope="alice")
+        receipt = store.delete_owner("alice")
+        assert receipt.threads == 1
+        assert store.threads() == ["bobs", "operators"]
+        assert {t: _reads(store, t) for t in ("bobs", "operators")} == before
+        assert store.delete_owner("nobody").threads == 0
+        with pytest.raises(InvalidArgumentError):
+            store.delete_owner(None)  # type: ignore[arg-type]
+        assert store.check().ok
+
+
+def test_prune_erases_the_threads_idle_before_the_cutoff_but_never_one_still_in_use(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        _thread(store, "old")
+        store.append(run("streaming", "s1", *say("s-m1", "still talking"), finish=False))
+        time.sleep(0.01)  # the cutoff falls between two milliseconds
+        cutoff = datetime.datetime.now(datetime.timezone.utc)
+        time.sleep(0.01)
+        _thread(store, "new")
+        store.append(run("old-but-active", "o1", *say("o-m1", "hi")))
+        receipt = store.prune(before=cutoff)
+        assert receipt.threads == 1
+        assert store.threads() == ["streaming", "new", "old-but-active"]
+        with pytest.raises(InvalidArgumentError):
+            store.prune(before="90d")  # type: ignore[arg-type]
+        assert store.check().ok
+
+
+def test_the_conversations_linked_to_a_thread_go_with_it(store_location: str) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as conversations:
+            await conversations.save(Conversation(conversation_id="a", messages=turn(1)))
+            await conversations.save(Conversation(conversation_id="other", messages=turn(1)))
+            with agui_store.open(store_location) as store:
+                _thread(store, "a")
+                receipt = store.delete_thread("a")
+                assert receipt.conversations == 1
+                assert store.check().ok
+            assert await conversations.load("a") is None
+            kept = await conversations.load("other")
+            assert kept is not None and kept.messages == turn(1)
+
+    asyncio.run(scenario())
+
+
+def test_check_reports_a_leaf_run_deleted_by_hand_as_tampering_and_an_erasure_as_none(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        _thread(store, "a", runs=2)
+        _thread(store, "b", runs=2)
+        store.delete_thread("b")
+        _thread(store, "c", runs=1)
+    assert problems(store_location) == []
+    # The newest run of thread a, whole: no other row names it.
+    tamper(
+        store_location,
+        [
+            {
+                "sqlite": "DELETE FROM event_log WHERE run = 2",
+                "postgres": "DELETE FROM event_pages WHERE run = 2",
+            },
+            "DELETE FROM batches WHERE run = 2",
+            "DELETE FROM lineage_digests WHERE run = 2",
+            "DELETE FROM checkpoints WHERE run = 2",
+            "DELETE FROM runs WHERE id = 2",
+        ],
+    )
+    found = problems(store_location)
+    assert len(found) == 1 and found[0].startswith("batches: seq 7..12: no event"), found
+
+
+def test_an_erasure_log_entry_deleted_by_hand_is_reported(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
+        for t in ("a", "b", "c"):
+            _thread(store, t, runs=1)
+        store.delete_thread("a")
+        store.delete_thread("b")
+    tamper(store_location, ["DELETE FROM erasures WHERE id = 1"])
+    found = problems(store_location)
+    assert any(p.startswith("batches: seq 1..6: no event") for p in found), found
+    assert any(p.startswith("erasures: erasure #2 (delete_thread") for p in found), found
+
+
+def test_copy_keeps_an_erased_thread_erased_in_both_directions(new_location: Any) -> None:
+    laptop, team = new_location(), new_location()
+    with agui_store.open(laptop) as store:
+        _thread(store, "a")
+        _thread(store, "b")
+    copy(laptop, team)
+    with agui_store.open(team) as store:
+        store.delete_thread("a")
+    # The laptop still holds "a": a copy to the team's store does not bring it back...
+    result = copy(laptop, team)
+    assert result.threads_created == 0
+    with agui_store.open(team) as store:
+        assert store.threads() == ["b"]
+    # ...and a copy back carries the erasure to the laptop.
+    copy(team, laptop)
+    with agui_store.open(laptop) as store:
+        assert store.threads() == ["b"]
+        report = store.check()
+    assert report.ok and [e.verb for e in report.erasures] == ["copy"]
+    # Only the explicit option brings it back.
+    with agui_store.open(laptop) as store:
+        _thread(store, "a")
+    copy(laptop, team, restore_erased=True)
+    with agui_store.open(team) as store:
+        assert store.threads() == ["b", "a"]
+        assert store.check().ok
+
+
+def test_an_eraser_killed_at_any_moment_leaves_all_or_nothing_erased_and_check_sound(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        for t in ("kept", "gone"):
+            for i in range(40):
+                store.append(run(t, f"{t}-r{i}", *say(f"{t}-m{i}", f"{t} words {i} " * 20)))
+        kept = _reads(store, "kept")
+    for delay in (0.0, 0.01, 0.03, 0.08):
+        eraser = Worker("eraser", store_location, "gone")
+        eraser.wait_for("ready")
+        eraser.send("go")
+        eraser.wait_for("begin")
+        time.sleep(delay)  # somewhere inside the erasure, or after it
+        eraser.kill()
+        with agui_store.open(store_location) as store:
+            threads = store.threads()
+            assert threads in (["kept", "gone"], ["kept"])
+            if threads == ["kept", "gone"]:
+                assert len(store.runs("gone")) == 40
+            assert _reads(store, "kept") == kept
+            report = store.check()
+        assert report.ok, report.problems
+        assert len(report.erasures) == (1 if threads == ["kept"] else 0)
+        if threads == ["kept"]:
+            break
+
+
+def test_writers_of_other_threads_lose_nothing_while_an_erasure_runs(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        for i in range(60):
+            store.append(run("gone", f"g{i}", *say(f"gm{i}", f"gone words {i} " * 20)))
+    eraser = Worker("eraser", store_location, "gone")
+    eraser.wait_for("ready")
+    eraser.send("go")
+    eraser.wait_for("begin")
+    with agui_store.open(store_location) as store:
+        for i in range(30):
+            store.append(run("busy", f"b{i}", *say(f"bm{i}", f"busy words {i}")))
+    eraser.wait_for("done")
+    eraser.finish()
+    with agui_store.open(store_location) as store:
+        assert store.threads() == ["busy"]
+        assert [r.run_id for r in store.runs("busy")] == [f"b{i}" for i in range(30)]
+        assert store.check().ok
+
+
+def test_a_store_that_wrote_a_thread_another_store_erased_appends_to_its_id_anew(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as writer, agui_store.open(store_location) as eraser:
+        writer.append(run("t", "r1", *say("m1", "before")))
+        writer.append(run("t", "r2", *say("m2", "before")))
+        eraser.delete_thread("t")
+        writer.append(run("t", "r3", *say("m3", "after")))
+        assert [r.run_id for r in writer.runs("t")] == ["r3"]
+        assert [m["content"] for m in writer.checkout("r3").messages] == ["after"]
+        assert writer.check().ok

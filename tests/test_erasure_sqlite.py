@@ -1,0 +1,168 @@
+"""Erasure in an SQLite file, byte by byte: after ``delete_thread`` returns with the purge
+finished, no byte sequence unique to the erased thread is left in the database file or its
+WAL (``secure_delete`` zeroes freed cells and pages, the WAL is truncated), while the kept
+thread's are all there; a reader holding an older snapshot holds the purge back; a file
+written before ``secure_delete`` was on is rewritten once when it is migrated."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import apsw
+from pydantic_ai.conversation import Conversation
+
+import agui_store
+from agui_store.integrations.pydantic_ai import ConversationStore
+from tests.pydantic_ai_conversations import reply, user
+from tests.schema_history import as_version_13
+from tests.streams import run, say
+
+#: Where a marker is planted in each thread.
+PLACES = ("thread", "run", "message", "tool", "state", "input", "branch", "conversation", "word")
+
+
+def marker(place: str, thread: str) -> str:
+    return f"MARK-{place}-{thread}-7f3a"
+
+
+def word(thread: str) -> str:
+    """One word of a message, as written (the search index keeps it folded: lower case)."""
+    return f"Word{thread}Mark7f3a"
+
+
+def needle(place: str, thread: str) -> bytes:
+    """What to look for in the raw bytes: a marker, or the search index's folded word."""
+    return (word(thread).lower() if place == "word" else marker(place, thread)).encode()
+
+
+def raw_bytes(path: Path) -> bytes:
+    """The database file and its WAL, as they are on disk."""
+    wal = Path(f"{path}-wal")
+    return path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+
+
+def plant(path: Path, name: str) -> None:
+    """A thread with a marker in each place, and its linked pydantic-ai conversation."""
+    thread = marker("thread", name)
+    with agui_store.open(path) as store:
+        for i in range(3):
+            run_id = f"{marker('run', name)}-{i}"
+            store.append(
+                run(
+                    thread,
+                    run_id,
+                    *say(
+                        f"{name}-m{i}",
+                        f"{marker('message', name)} {i} {word(name)}",
+                        "assistant",
+                    ),
+                    {"type": "TOOL_CALL_START", "toolCallId": f"{name}-c{i}", "toolCallName": "f"},
+                    {"type": "TOOL_CALL_END", "toolCallId": f"{name}-c{i}"},
+                    {
+                        "type": "TOOL_CALL_RESULT",
+                        "messageId": f"{name}-t{i}",
+                        "toolCallId": f"{name}-c{i}",
+                        "content": f"{marker('tool', name)} {i}",
+                    },
+                    {
+                        "type": "STATE_SNAPSHOT",
+                        "snapshot": {"note": f"{marker('state', name)} {i}"},
+                    },
+                ),
+                input={
+                    "threadId": thread,
+                    "runId": run_id,
+                    "messages": [
+                        {"id": f"{name}-u{i}", "role": "user", "content": marker("input", name)}
+                    ],
+                    "tools": [],
+                    "context": [],
+                },
+            )
+        store.branch(marker("branch", name), f"{marker('run', name)}-1", thread_id=thread)
+
+    async def converse() -> None:
+        async with ConversationStore(str(path)) as conversations:
+            await conversations.save(
+                Conversation(
+                    conversation_id=thread,
+                    messages=[user(marker("conversation", name)), reply("noted")],
+                )
+            )
+
+    asyncio.run(converse())
+
+
+def test_no_byte_of_an_erased_thread_is_left_in_the_file_or_its_wal(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    plant(path, "kept")
+    plant(path, "gone")
+    with agui_store.open(path) as store:
+        store.compact()  # checkpoints of every run: derived copies to erase too
+        data = raw_bytes(path)
+        for place in PLACES:
+            assert needle(place, "gone") in data, place
+        receipt = store.delete_thread(marker("thread", "gone"))
+        assert (receipt.threads, receipt.runs, receipt.conversations) == (1, 3, 1)
+        assert receipt.purged
+        data = raw_bytes(path)
+        for place in PLACES:
+            assert needle(place, "gone") not in data, place
+            assert needle(place, "kept") in data, place
+        assert store.check().ok
+
+
+def test_a_reader_on_an_older_snapshot_holds_the_purge_back_until_it_is_done(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.db"
+    plant(path, "gone")
+    plant(path, "kept")
+    reader = apsw.Connection(str(path))
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM event_log").fetchall()  # holds this snapshot
+    with agui_store.open(path, busy_timeout_ms=50) as store:
+        receipt = store.delete_thread(marker("thread", "gone"))
+        assert receipt.threads == 1 and not receipt.purged
+        reader.execute("COMMIT")
+        reader.close()
+    # The last connection's close checkpoints the WAL into the file and removes it.
+    assert marker("message", "gone").encode() not in raw_bytes(path)
+    assert marker("message", "kept").encode() in raw_bytes(path)
+
+
+def _as_version_13(path: Path, lingering: str) -> None:
+    """Make ``path`` a file as version 13 wrote it: no erasure tables, and a deleted
+    branch whose name still lingers in freed space (written without secure_delete)."""
+    conn = apsw.Connection(str(path))
+    conn.execute("PRAGMA secure_delete = OFF")
+    conn.execute("BEGIN")
+    as_version_13(conn)
+    thread, run_pk = conn.execute("SELECT thread, id FROM runs LIMIT 1").fetchone()
+    conn.execute(
+        "INSERT INTO branches(thread, name, run, updated_at) VALUES (?, ?, ?, 0)",
+        (thread, lingering, run_pk),
+    )
+    conn.execute("PRAGMA user_version = 13")
+    conn.execute("COMMIT")
+    conn.execute("DELETE FROM branches WHERE name = ?", (lingering,))
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    conn.close()
+
+
+def test_a_file_written_before_secure_delete_is_rewritten_once_when_it_is_migrated(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.db"
+    with agui_store.open(path) as store:
+        store.append(run("t", "r1", *say("m1", "hello")))
+    lingering = "MARK-deleted-before-7f3a"
+    _as_version_13(path, lingering)
+    assert lingering.encode() in raw_bytes(path)
+    with agui_store.open(path) as store:
+        assert store.threads() == ["t"] and store.check().ok
+    assert lingering.encode() not in raw_bytes(path)
+    conn = apsw.Connection(str(path))
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 14
+    conn.close()
