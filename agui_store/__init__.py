@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib as _importlib
 import importlib.abc as _importlib_abc
 import importlib.machinery as _importlib_machinery
+import importlib.metadata as _metadata
 import importlib.util as _importlib_util
 import sys as _sys
 import types as _types
@@ -65,6 +66,12 @@ from agui_store.records import (
 from agui_store.store import Store, open
 from agui_store.sync import CopyResult, copy
 
+try:
+    #: The installed distribution's version (``agui-store --version`` prints it).
+    __version__: str = _metadata.version("agui-store")
+except _metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+    __version__ = "0+unknown"
+
 __all__ = [
     "EVENT_TYPES",
     "LEGACY_EVENT_TYPES",
@@ -108,6 +115,7 @@ __all__ = [
     "SyncConflictError",
     "Thread",
     "ViewChange",
+    "__version__",
     "compact_events",
     "copy",
     "export_artifact",

@@ -214,6 +214,7 @@ class AsyncStore:
     branch = _off_loop(Store.branch)
     branches = _off_loop(Store.branches)
     delete_branch = _off_loop(Store.delete_branch)
+    rename_branch = _off_loop(Store.rename_branch)
     fork = _off_loop(Store.fork)
     delete_thread = _off_loop(Store.delete_thread)
     delete_owner = _off_loop(Store.delete_owner)

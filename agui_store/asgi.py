@@ -35,13 +35,16 @@ import msgspec
 from agui_store import recording
 from agui_store.aio import AsyncStore
 from agui_store.codec.sse import MAX_EVENT_BYTES, SSEParser, encode_sse
-from agui_store.errors import AguiStoreError
+from agui_store.errors import AguiStoreError, InvalidArgumentError
 from agui_store.records import AppendResult
 from agui_store.store import Store
 
 __all__ = ["Recorder", "SSEFramer", "encode_sse"]
 
 logger = logging.getLogger("agui_store.asgi")
+
+#: What ``Recorder(unowned=...)`` takes: how a run without an owner is handled.
+UNOWNED = ("skip", "record", "refuse")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -208,8 +211,17 @@ class Recorder:
         scope: ``callable(asgi_scope) -> str | None``, the owner of a request; a thread
             belongs to the owner that first wrote it, and another owner's requests are
             neither recorded into it nor answered by ``connect`` (404). A request the
-            callable gives no owner (``None``) is not recorded, and ``connect`` answers it
-            404. Without ``scope``, every request is the store's operator (one user).
+            callable gives no owner (``None``) is what ``unowned`` says, and ``connect``
+            answers it 404. Without ``scope``, every request is the store's operator (one
+            user).
+        unowned: what becomes of an AG-UI run whose request ``scope`` gives no owner:
+            ``"skip"`` (the default): the app answers it, it is not recorded, and a WARNING
+            says so (logger ``agui_store.asgi``); ``"record"``: it is recorded as the
+            operator records (a thread it starts has no owner, so no owner's scope reads
+            it);
+            ``"refuse"``: the app never sees it, and the client gets 401. Written without a
+            scope, a run could reach into any owner's thread, which is why none of these is
+            silent.
         connect_suffix: the path suffix of the reconnect endpoint (``POST <endpoint>/connect``);
             ``None`` leaves every such request to the app.
     """
@@ -221,7 +233,13 @@ class Recorder:
         store: Any,
         scope: Callable[[Scope], str | None] | None = None,
         connect_suffix: str | None = "/connect",
+        unowned: str = "skip",
     ) -> None:
+        if unowned not in UNOWNED:
+            raise InvalidArgumentError(
+                f"unowned= must be one of {', '.join(map(repr, UNOWNED))}, not {unowned!r:.60}"
+            )
+        self.unowned = unowned
         self.app = app
         self._store, self._owns_store = _as_async(store)
         #: The latest a recorded event waits before its batch is appended (seconds).
@@ -290,6 +308,9 @@ class Recorder:
     # --- recording ----------------------------------------------------------------------
 
     async def _record(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.unowned == "refuse" and self._owner_of is not None and self._owner(scope) is None:
+            await self._refuse_unowned(scope, receive, send)
+            return
         body_parts: list[bytes] = []
         body_complete = False
 
@@ -327,6 +348,28 @@ class Recorder:
                 await current.close()
                 self._recordings -= 1
 
+    async def _refuse_unowned(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``unowned="refuse"``: a RunAgentInput without an owner gets 401, and the app never
+        sees it; any other request (a login form posting JSON, say) goes through."""
+        parts: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            parts.append(bytes(message.get("body", b"")))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(parts)
+        ids = _ids_of(body)
+        if ids is None:
+            await self.app(scope, _replay(body, receive), send)
+            return
+        logger.warning(
+            "refused: thread %s, run %s: the request has no owner (unowned='refuse')",
+            ids.threadId, ids.runId,
+        )
+        await _reply(send, 401, b"no owner: this request names no user")
+
     def _start(
         self, scope: Scope, start: Message, body_parts: list[bytes], body_complete: bool
     ) -> _Recording | None:
@@ -355,11 +398,14 @@ class Recorder:
                 )
                 return None
             owner = self._owner(scope)
-            if owner is None and self._owner_of is not None:
+            if owner is None and self._owner_of is not None and self.unowned != "record":
                 # Owners are on, and this request has none: written without a scope it would
-                # reach every owner's threads (the store's operator), so it is not written.
-                logger.info(
-                    "not recorded: thread %s, run %s: the request has no owner",
+                # reach every owner's threads (the store's operator), so it is not written,
+                # and a WARNING says so (unowned="record" writes it as the operator's).
+                logger.warning(
+                    "not recorded: thread %s, run %s: the request has no owner (the app "
+                    "answered it; Recorder(unowned='record') records such runs as the "
+                    "operator's, unowned='refuse' refuses them)",
                     ids.threadId,
                     ids.runId,
                 )

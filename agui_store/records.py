@@ -745,6 +745,8 @@ def diff_lines(d: Diff, *, stat: bool = False) -> list[str]:
     base = d.merge_base.run_id if d.merge_base else "nothing"
     dots = "..." if d.mode == "three-dot" else ".."
     lines = [f"@ diff {d.a.run_id}{dots}{d.b.run_id} (merge base: {base})"]
+    if d.a.run_id == d.b.run_id and d.a.thread_id == d.b.thread_id:
+        return [*lines, "  the same run: no change"]
     lines.append(
         f"  runs only on {d.a.run_id}'s side: {', '.join(r.run_id for r in d.a_runs) or '-'}"
     )
@@ -755,6 +757,8 @@ def diff_lines(d: Diff, *, stat: bool = False) -> list[str]:
     if d.mode == "three-dot":
         assert d.a_changes is not None
         sides = [(f"{base} -> {d.a.run_id}", d.a_changes), (f"{base} -> {d.b.run_id}", d.changes)]
+        # A side that is the merge base itself changed nothing: no section for it.
+        sides = [side for side, runs in zip(sides, (d.a_runs, d.b_runs)) if runs]
     else:
         sides = [(f"{d.a.run_id} -> {d.b.run_id}", d.changes)]
     for title, change in sides:
@@ -772,7 +776,10 @@ def diff_lines(d: Diff, *, stat: bool = False) -> list[str]:
 
 def _change_lines(change: ViewChange) -> list[str]:
     out: list[str] = []
-    for m in change.messages:
+    # What went before what came, as a unified diff shows it: removals, then changes, then
+    # additions (each group in the view's order).
+    order = {"removed": 0, "modified": 1, "added": 2}
+    for m in sorted(change.messages, key=lambda m: order.get(m.kind, 1)):
         out += _message_change_lines(m)
     for op in change.state_patch:
         value = f" {json.dumps(op['value'], ensure_ascii=False)}" if "value" in op else ""

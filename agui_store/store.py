@@ -883,13 +883,21 @@ class Store:
     # --- branches and forks -------------------------------------------------------------
 
     def branch(
-        self, name: str, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+        self,
+        name: str,
+        run_id: str,
+        *,
+        thread_id: str | None = None,
+        scope: str | None = None,
+        move: bool = True,
     ) -> Branch:
         """Point branch ``name`` at a run (creating or moving it). With a ``scope``, only a
-        run of that owner's threads (another owner's are absent: ``RunNotFoundError``)."""
+        run of that owner's threads (another owner's are absent: ``RunNotFoundError``).
+        ``move=False`` refuses to move a branch that exists (``BranchError``), as git's
+        ``branch`` does without ``--force``."""
         with self._writing() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
-            return branches.point(tx, name, key)
+            return branches.point(tx, name, key, move=move)
 
     def branches(self, thread_id: str, *, scope: str | None = None) -> list[Branch]:
         """A thread's branches: the default one (following the newest run) first."""
@@ -904,6 +912,23 @@ class Store:
         with self._writing() as tx:
             branches.delete(tx, self._require_thread(tx, thread_id, scope), thread_id, name)
 
+    def rename_branch(
+        self,
+        old: str,
+        new: str,
+        *,
+        thread_id: str,
+        force: bool = False,
+        scope: str | None = None,
+    ) -> Branch:
+        """Rename a branch (its run stays), as ``git branch -m`` does. ``force`` replaces a
+        branch already named ``new`` (otherwise ``BranchError``)."""
+        branches.refuse_reserved(old)
+        intake.check_scope(scope)
+        with self._writing() as tx:
+            pk = self._require_thread(tx, thread_id, scope)
+            return branches.rename(tx, pk, thread_id, old, new, force=force)
+
     def fork(
         self,
         run_or_ref: str,
@@ -916,6 +941,10 @@ class Store:
 
         Tools, context and forwarded props come from the newest recorded input in the
         run's lineage (a client resends the same ones); messages and state are the view.
+
+        Raises:
+            InvalidArgumentError: ``run_id`` is already a run of the thread (append would
+                refuse the body).
         """
         if run_id is not None and not (
             isinstance(run_id, str) and run_id and arguments.storable_text(run_id)
@@ -923,6 +952,12 @@ class Store:
             raise InvalidArgumentError(f"run_id= must be a non-empty id, not {_quote(run_id)}")
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
+            if run_id is not None and tx.run_pk(key.thread_pk, run_id) is not None:
+                # append would refuse the body later, far from the mistake: say it now.
+                raise InvalidArgumentError(
+                    f"run_id= {_quote(run_id)} is already a run of thread "
+                    f"{_quote(tx.thread_id(key.thread_pk))}: a new run needs a new id"
+                )
             return reads.fork_input(tx, key.pk, run_id or str(uuid.uuid4()))
 
 

@@ -840,3 +840,33 @@ def test_with_owners_on_a_request_without_one_is_not_recorded_nor_answered_by_co
     assert store.threads() == ["t0"]
     reconnect = asyncio.run(call(recorder, request_body("t0", "r0"), path="/agent/connect"))
     assert reconnect.status == 404
+
+
+def test_a_run_without_an_owner_is_skipped_with_a_warning_recorded_or_refused_as_asked(
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    chunks = sse(run_events("t1", "r1"))
+    skipping = Recorder(streaming_app(chunks), store=astore, scope=owner_header)
+    with caplog.at_level("WARNING", logger="agui_store.asgi"):
+        assert asyncio.run(call(skipping, request_body("t1", "r1"))).body == b"".join(chunks)
+    assert store.threads() == []
+    (warning,) = [r for r in caplog.records if r.name == "agui_store.asgi"]
+    assert warning.levelname == "WARNING" and "no owner" in warning.getMessage()
+    assert "unowned='record'" in warning.getMessage()
+
+    recording = Recorder(streaming_app(chunks), store=astore, scope=owner_header,
+                         unowned="record")
+    assert asyncio.run(call(recording, request_body("t1", "r1"))).body == b"".join(chunks)
+    assert [r.run_id for r in store.runs("t1")] == ["r1"]
+    assert store.thread("t1").owner is None
+
+    chunks2 = sse(run_events("t2", "r2"))
+    refusing = Recorder(streaming_app(chunks2), store=astore, scope=owner_header,
+                        unowned="refuse")
+    refused = asyncio.run(call(refusing, request_body("t2", "r2")))
+    assert refused.status == 401 and refused.body != b"".join(chunks2)
+    assert store.threads() == ["t1"]
+    owned = asyncio.run(call(refusing, request_body("t2", "r2"), headers=[(b"x-user", b"al")]))
+    assert owned.body == b"".join(chunks2)
+    with pytest.raises(agui_store.InvalidArgumentError, match="unowned="):
+        Recorder(streaming_app(chunks), store=astore, unowned="ignore")

@@ -40,7 +40,7 @@ def test_the_demo_names_two_branches_that_differ_prints_their_diff_and_ends_with
     tmp_path: Path,
 ) -> None:
     out = cli("demo", cwd=tmp_path).stdout
-    thread = json.loads(cli("threads", "--json", cwd=tmp_path).stdout)[0]
+    thread = json.loads(cli("threads", "--json", cwd=tmp_path).stdout)[0]["threadId"]
     branches = json.loads(cli("branches", thread, "--json", cwd=tmp_path).stdout)
     named = {b["name"]: b["runId"] for b in branches if not b["default"]}
     assert named == {"porto": "run-2", "fahrenheit": "run-3"}
@@ -115,7 +115,10 @@ def test_log_show_branch_and_compacted_export_work_together(tmp_path: Path) -> N
             {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"},
         ]
     cli("import", str(sse_file(tmp_path / "s.sse", events)), db=db)
-    assert cli("threads", db=db).stdout.split() == ["t"]
+    table = cli("threads", db=db).stdout.splitlines()
+    assert table[0].split() == ["THREAD", "OWNER", "RUNS", "BRANCHES", "LAST", "ACTIVITY",
+                                "FIRST", "WORDS"]
+    assert [row.split()[:4] for row in table[1:]] == [["t", "-", "3", "0"]]
     runs = cli("runs", "--thread", "t", db=db).stdout
     assert [line.split()[0] for line in runs.splitlines()] == [
         "r0",
@@ -173,7 +176,7 @@ def test_an_output_path_naming_the_store_or_a_database_is_refused_and_nothing_ch
     (tmp_path / "link-to-store").symlink_to(db)
     (tmp_path / "link-to-other").symlink_to(other)
     before = {p: p.read_bytes() for p in (db, other)}
-    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]
+    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]["threadId"]
     for target in [db, tmp_path / "link-to-store", tmp_path / ".." / tmp_path.name / "chat.db",
                    other, tmp_path / "link-to-other", tmp_path]:
         proc = cli(command, "HEAD", "--thread", thread, "-o", str(target), db=db, ok=False)
@@ -193,7 +196,7 @@ def test_an_export_replaces_a_plain_file_through_a_symlink_and_keeps_the_link(
     real.write_text("old\n", encoding="utf-8")
     link = tmp_path / "link.jsonl"
     link.symlink_to(real)
-    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]
+    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]["threadId"]
     cli("export", "HEAD", "--thread", thread, "--format", "jsonl", "-o", str(link), db=db)
     assert link.is_symlink()
     lines = real.read_text(encoding="utf-8").splitlines()
@@ -227,7 +230,7 @@ def test_a_command_that_only_reads_refuses_a_store_path_that_names_no_file(
 def test_runs_and_branches_take_the_thread_as_every_command_does(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     cli("demo", db=db)
-    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]
+    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]["threadId"]
     for command in ("runs", "branches"):
         proc = cli(command, "--thread", thread, db=db)
         assert proc.stdout and proc.stderr == "", command
@@ -236,10 +239,14 @@ def test_runs_and_branches_take_the_thread_as_every_command_does(tmp_path: Path)
         assert old.stdout == proc.stdout
         assert f"use agui-store {command} --thread {thread}" in old.stderr
         assert "deprecated" in old.stderr
-        missing = cli(command, db=db, ok=False)
-        assert missing.returncode == 2 and "--thread" in missing.stderr
+        # One thread: it is the one; several: name one.
+        assert cli(command, db=db).stdout == proc.stdout
         both = cli(command, thread, "--thread", "other", db=db, ok=False)
         assert both.returncode == 2 and "two threads" in both.stderr
+    cli("demo", db=db)
+    for command in ("runs", "branches"):
+        missing = cli(command, db=db, ok=False)
+        assert missing.returncode == 1 and "--thread" in missing.stderr
 
 
 def test_every_command_that_takes_a_thread_takes_it_as_the_thread_option() -> None:
@@ -260,7 +267,7 @@ def test_export_all_writes_the_archive_and_import_gives_back_the_store_then_adds
 ) -> None:
     db, other = tmp_path / "demo.db", tmp_path / "other.db"
     cli("demo", db=db)
-    thread = cli("threads", db=db).stdout.split()[0]
+    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]["threadId"]
     archive = tmp_path / "thread.jsonl"
     done = cli("export", "--all", "--thread", thread, "-o", str(archive), db=db)
     assert done.stderr == (
@@ -292,17 +299,22 @@ def test_export_all_writes_the_archive_and_import_gives_back_the_store_then_adds
 def test_an_ag_ui_export_or_import_says_what_it_leaves_out(tmp_path: Path) -> None:
     db, other = tmp_path / "demo.db", tmp_path / "other.db"
     cli("demo", db=db)
-    thread = cli("threads", db=db).stdout.split()[0]
+    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]["threadId"]
     events = tmp_path / "thread.json"
     done = cli("export", "--all", "--thread", thread, "--format", "json", "-o", str(events),
                db=db)  # fmt: skip
     assert "holds the thread's events only" in done.stderr
     imported = cli("import", str(events), db=other)
     assert "lineage was inferred" in imported.stderr and "no recorded inputs" in imported.stderr
+    cli("demo", db=db)  # a second thread: the events of which one, --thread says
     refused = cli("export", "--all", "--format", "sse", db=db, ok=False)
-    assert refused.returncode == 1 and "name it with --thread" in refused.stderr
+    assert refused.returncode == 1 and "name one with --thread" in refused.stderr
     refused = cli("export", "run-1", "--thread", thread, "--format", "archive", db=db, ok=False)
     assert refused.returncode == 1 and "export --all" in refused.stderr
+
+
+def _thread_ids(db: Path) -> list[str]:
+    return sorted(t["threadId"] for t in json.loads(cli("threads", "--json", db=db).stdout))
 
 
 def _two_threads(db: Path) -> None:
@@ -328,7 +340,7 @@ def test_delete_and_prune_refuse_without_yes_and_a_terminal_and_erase_nothing(
         proc = cli(*args, db=db, ok=False)
         assert proc.returncode == 2 and "without --yes" in proc.stderr, args
         assert proc.stderr.count("\n") == 1 and not proc.stdout
-    assert cli("threads", db=db).stdout.split() == ["gone", "kept"]
+    assert _thread_ids(db) == ["gone", "kept"]
     assert db.read_bytes() == before
     bad = cli("prune", "--older-than", "90 days", db=db, ok=False)
     assert bad.returncode == 2 and "is not an age" in bad.stderr
@@ -342,13 +354,13 @@ def test_delete_dry_run_says_what_would_go_and_yes_erases_it_with_a_json_receipt
     _two_threads(db)
     dry = json.loads(cli("delete", "--owner", "alice", "--dry-run", "--json", db=db).stdout)
     assert dry["dry_run"] and dry["threads"] == 1 and not dry["purged"]
-    assert cli("threads", db=db).stdout.split() == ["gone", "kept"]
+    assert _thread_ids(db) == ["gone", "kept"]
     done = json.loads(cli("delete", "--owner", "alice", "--yes", "--json", db=db).stdout)
     assert {k: v for k, v in done.items() if k not in ("dry_run", "purged")} == {
         k: v for k, v in dry.items() if k not in ("dry_run", "purged")
     }
     assert done["purged"] and not done["dry_run"]
-    assert cli("threads", db=db).stdout.split() == ["kept"]
+    assert _thread_ids(db) == ["kept"]
     report = json.loads(cli("check", "--json", db=db).stdout)
     assert report["ok"] and [e["verb"] for e in report["erasures"]] == ["delete_owner"]
     text = cli("prune", "--older-than", "0s", "--yes", db=db).stdout
@@ -382,16 +394,16 @@ def test_delete_asks_on_a_terminal_and_erases_only_on_yes(tmp_path: Path) -> Non
 
     code, said = answer("n")
     assert code == 1 and "Erase thread 'gone'? [y/N]" in said and "nothing was erased" in said
-    assert cli("threads", db=db).stdout.split() == ["gone", "kept"]
+    assert _thread_ids(db) == ["gone", "kept"]
     code, said = answer("y")
     assert code == 0
-    assert cli("threads", db=db).stdout.split() == ["kept"]
+    assert _thread_ids(db) == ["kept"]
 
 
 def test_search_prints_a_hit_a_line_newest_first_and_names_the_next_page(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     cli("demo", db=db)
-    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]
+    thread = json.loads(cli("threads", "--json", db=db).stdout)[0]["threadId"]
     out = cli("search", "porto", db=db).stdout.splitlines()
     assert out[0] == f"{thread}  run-2  assistant  [Porto] is cooler: 17°C and cloudy."
     assert f"{thread}  run-2  user  And in [Porto]?" in out

@@ -287,3 +287,126 @@ def test_every_cli_example_is_in_a_block_that_runs() -> None:
         if re.match(r"(\w+=\S+ )*agui-store (?!ui\b)", line.strip())
     ]
     assert shown_only == []
+
+
+#: Extras for working on the project (its tests, linters, docs site), not for using it: a
+#: page that names them in a contributor's setup line does not install them for its examples.
+CONTRIBUTOR_EXTRAS = {"test", "dev", "docs"}
+PIP_INSTALL = re.compile(r"\bpip install\s+(.*)")
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def page_installs(page: Page) -> set[tuple[str, frozenset[str]]]:
+    """What the page's ``pip install`` lines install: ``(distribution, extras)``; agui-store
+    itself always (the page is about it)."""
+    installs: set[tuple[str, frozenset[str]]] = {("agui-store", frozenset())}
+    for block in page.blocks:
+        if block.lang not in ("sh", "bash", "shell", "console"):
+            continue
+        for line in block.code.splitlines():
+            match = PIP_INSTALL.search(line.split("#", 1)[0])
+            if not match:
+                continue
+            for word in shlex.split(match.group(1).split("&&", 1)[0]):
+                if word.startswith("-"):
+                    continue
+                name, _, extras = word.partition("[")
+                chosen = frozenset(e.strip() for e in extras.rstrip("]").split(",") if e.strip())
+                if name in (".", "agui-store"):
+                    if chosen & CONTRIBUTOR_EXTRAS:
+                        continue
+                    name = "agui-store"
+                name = re.split(r"[<>=!~;]", name, maxsplit=1)[0]
+                installs.add((_normal(name), chosen))
+    return installs
+
+
+def _requirements(name: str) -> list[str]:
+    """A distribution's requirements: agui-store's from this checkout's pyproject.toml (the
+    truth, whatever version is installed), any other's from its installed metadata."""
+    if name == "agui-store":
+        import tomllib
+
+        project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+        return [*project["dependencies"], *(
+            f"{req}; extra == '{extra}'"
+            for extra, reqs in project["optional-dependencies"].items() for req in reqs
+        )]
+    from importlib.metadata import requires
+
+    return requires(name) or []
+
+
+def pip_closure(installs: set[tuple[str, frozenset[str]]]) -> set[tuple[str, str]]:
+    """Every distribution pip installs for ``installs``, from the requirements' metadata:
+    ``(distribution, "")`` and ``(distribution, extra)`` for each extra it is installed with."""
+    from packaging.requirements import Requirement
+
+    seen: set[tuple[str, frozenset[str]]] = set()
+    todo = list(installs)
+    while todo:
+        name, extras = todo.pop()
+        if (name, extras) in seen:
+            continue
+        seen.add((name, extras))
+        for text in _requirements(name):
+            req = Requirement(text)
+            if req.marker is not None and not any(
+                req.marker.evaluate({"extra": extra}) for extra in {"", *extras}
+            ):
+                continue
+            todo.append((_normal(req.name), frozenset(req.extras)))
+    return {(name, extra) for name, extras in seen for extra in {"", *extras}}
+
+
+#: Modules that import more than their distribution installs by itself: the extra of it
+#: that brings the rest (``pydantic_ai.ui.ag_ui`` imports ``ag_ui`` and starlette).
+NEEDS_EXTRA = {"pydantic_ai.ui.ag_ui": ("pydantic-ai-slim", "ag-ui")}
+
+
+def imported_distributions(page: Page) -> dict[str, str]:
+    """``{module: distribution}`` of the third-party modules the page's Python imports."""
+    import ast
+    from importlib.metadata import packages_distributions
+
+    owners = packages_distributions()
+    found: dict[str, str] = {}
+    for block in page.blocks:
+        if block.lang != "python":
+            continue
+        for node in ast.walk(ast.parse(block.code)):
+            names = (
+                [a.name for a in node.names] if isinstance(node, ast.Import)
+                else [node.module] if isinstance(node, ast.ImportFrom) and node.module
+                and not node.level else []
+            )
+            for dotted in names:
+                if dotted in NEEDS_EXTRA:
+                    found[dotted] = "[".join(NEEDS_EXTRA[dotted]) + "]"
+            for module in (n.split(".")[0] for n in names):
+                if module in sys.stdlib_module_names or module == "agui_store":
+                    continue
+                where = page.path.relative_to(ROOT)
+                assert module in owners, f"{where}: {module} is installed by nothing"
+                found[module] = _normal(owners[module][0])
+    return found
+
+
+@pytest.mark.parametrize(
+    "path", PAGES_WITH_EXAMPLES, ids=[str(p.relative_to(ROOT)) for p in PAGES_WITH_EXAMPLES]
+)
+def test_what_a_pages_examples_import_is_installed_by_the_extras_the_page_names(
+    path: Path,
+) -> None:
+    """In a fresh virtual environment, ``pip install`` of what the page names brings every
+    module its examples import: computed from the requirements pip would resolve (this
+    checkout's extras, the installed packages' metadata), so no example fails at import."""
+    page = parse(path)
+    installed = pip_closure(page_installs(page))
+    wanted = {m: (d.split("[")[0], d.partition("[")[2].rstrip("]"))
+              for m, d in imported_distributions(page).items()}
+    missing = {m: d for m, d in wanted.items() if d not in installed}
+    assert missing == {}, f"{path.relative_to(ROOT)} names {sorted(page_installs(page))}"

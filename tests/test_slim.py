@@ -364,7 +364,7 @@ def test_the_slim_command_refuses_a_negative_count_and_an_unknown_preset(
 ) -> None:
     db, thread = demo_db
     done = cli("slim", "run-2", "--thread", thread, "--last", "-1", db=db)
-    assert done.returncode == 1 and "last must be at least 0" in done.stderr
+    assert done.returncode == 2 and "--last: expected an integer >= 0, not -1" in done.stderr
     done = cli("slim", "run-2", "--thread", thread, "--preset", "tiny", db=db)
     assert done.returncode == 2 and "invalid choice" in done.stderr
     text = cli("slim", "-h", db=db).stdout

@@ -16,18 +16,22 @@ import shlex
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, BinaryIO, TextIO, cast
+from typing import Any, BinaryIO, NoReturn, TextIO, cast
 
 from agui_store import backends
 from agui_store.backends import is_url
 from agui_store.cli.render import diff_text, graph
 from agui_store.codec.output import FORMATS, serialize
+from agui_store.engine import arguments, conversations
 from agui_store.engine.arguments import path_text
+from agui_store.engine.conversations import Continuation
 from agui_store.errors import (
     AguiStoreError,
+    AmbiguousRunError,
     InternalError,
     InvalidArgumentError,
     NotAStoreError,
+    RunNotFoundError,
 )
 from agui_store.exports.targets import check_source, check_target, write_file
 from agui_store.records import (
@@ -122,26 +126,62 @@ class _Printable:
         return getattr(self._stream, name)
 
 
-def _first_user_words(store: Store, run: Run) -> str:
-    """First words of the last user message the run was started with (for log lines)."""
-    recorded = store.input(run.run_id, thread_id=run.thread_id)
-    if recorded is not None:
-        return _last_user(recorded.get("messages"))
-    events = store.events(run.run_id, thread_id=run.thread_id)
-    for ev in events[:1]:
-        echoed = ev.get("input") if isinstance(ev, dict) else None
-        if isinstance(echoed, dict):
-            return _last_user(echoed.get("messages"))
-    return ""
+def _view_ids(store: Store, run_id: str | None, thread_id: str) -> set[str]:
+    """The message ids of a run's view (none for no run)."""
+    if run_id is None:
+        return set()
+    return {str(m.get("id")) for m in store.checkout(run_id, thread_id=thread_id).messages}
 
 
-def _last_user(messages: Any) -> str:
-    if not isinstance(messages, list):
-        return ""
-    for m in reversed(messages):
-        if isinstance(m, dict) and m.get("role") == "user":
-            return content_text(m.get("content"))
-    return ""
+def _summaries(store: Store, runs: Sequence[Run]) -> dict[str, str]:
+    """``{run id: its label}`` for runs of one thread, each view read once: the first user
+    message the run added to its lineage parent's view (the question a forked run or an
+    edit asked, never one it inherited), else the last one its view holds."""
+    ids: dict[str, set[str]] = {}
+    words: dict[str, str] = {}
+    for run in sorted(runs, key=lambda r: r.created_at):
+        messages = store.checkout(run.run_id, thread_id=run.thread_id).messages
+        parent = run.parent_run_id
+        before = ids.get(parent) if parent is not None else set()
+        if before is None:
+            before = _view_ids(store, parent, run.thread_id)
+        ids[run.run_id] = {str(m.get("id")) for m in messages}
+        asked = [m for m in messages if m.get("role") == "user"]
+        added = [m for m in asked if str(m.get("id")) not in before]
+        # A run that added no question (a regenerate, a tool result sent back) answers the
+        # last one its view holds.
+        said = added[0] if added else asked[-1] if asked else None
+        words[run.run_id] = content_text(said.get("content")) if said is not None else ""
+    return words
+
+
+class UsageError(AguiStoreError):
+    """A command line that asks for something the command cannot do (exit 2)."""
+
+
+def _the_thread(store: Store, args: argparse.Namespace) -> str:
+    """The thread a command works on: ``--thread``, or the store's only thread."""
+    if args.thread is not None:
+        return cast(str, args.thread)
+    threads = store.threads()
+    if len(threads) == 1:
+        return threads[0]
+    if not threads:
+        raise RunNotFoundError(f"{store.path} holds no thread yet")
+    raise AmbiguousRunError(
+        f"the store holds {len(threads)} threads: name one with --thread T "
+        "(agui-store threads lists them)"
+    )
+
+
+def _refuse_json(args: argparse.Namespace, why: str) -> None:
+    """Refuse ``--json`` where no JSON output makes sense, saying why."""
+    if args.json:
+        raise UsageError(f"--json is not available here: {why}")
+
+
+def _write_json(out: TextIO, value: Any) -> None:
+    out.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
 # --- commands ---------------------------------------------------------------------------
@@ -201,6 +241,11 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             thread_id=args.thread,
             check_sequence=not args.no_sequence_check,
         )
+    if args.json:
+        _write_json(out, {"events": result.event_count, "newRuns": result.new_run_count,
+                          "firstSeq": result.first_seq, "lastSeq": result.last_seq,
+                          "store": store.path})
+        return 0
     out.write(
         f"imported {counted(result.event_count, 'event')}, "
         f"{counted(result.new_run_count, 'run')} into {store.path}\n"
@@ -265,19 +310,77 @@ def _export_archive(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """``threads``: every thread id, one a line (``--json``: a JSON list)."""
-    threads = store.threads()
+    """``threads``: a table of the threads, newest first, a page at a time (``--limit``,
+    ``--before``): owner, runs, branches, last activity and the first words asked."""
+    newest_first = store.threads()[::-1]
+    start = 0
+    if args.before is not None:
+        try:
+            start = newest_first.index(args.before) + 1
+        except ValueError:
+            raise RunNotFoundError(
+                f"--before {arguments.quote(args.before)}: no such thread in {store.path}"
+            ) from None
+    page = newest_first[start : start + args.limit]
+    rows = [_thread_row(store, thread_id) for thread_id in page]
+    more = start + args.limit < len(newest_first)
     if args.json:
-        out.write(json.dumps(threads) + "\n")
-    else:
-        for t in threads:
-            out.write(f"{t}\n")
+        _write_json(out, rows)
+    elif rows:
+        table = [["THREAD", "OWNER", "RUNS", "BRANCHES", "LAST ACTIVITY", "FIRST WORDS"]]
+        table += [
+            [short(r["threadId"], 36), short(r["owner"] or "-", 16), str(r["runCount"]),
+             str(r["branchCount"]), _when(r["lastActivity"]), short(r["firstWords"], 40)]
+            for r in rows
+        ]
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+        for row in table:
+            cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+            out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
+    if more and page:
+        words = ["agui-store", "threads", "--limit", str(args.limit), "--before", page[-1]]
+        if getattr(args, "db", None) is not None:
+            words[1:1] = ["--db", args.db]
+        if args.json:
+            words.append("--json")
+        sys.stderr.write(
+            "next page: " + printable(" ".join(shlex.quote(w) for w in words)) + "\n"
+        )
     return 0
 
 
+def _thread_row(store: Store, thread_id: str) -> dict[str, Any]:
+    """What ``threads`` shows of one thread."""
+    facts = store.thread(thread_id)
+    newest = store.runs(thread_id, limit=1)
+    last = newest[-1] if newest else None
+    activity = (last.updated_at or last.created_at) if last is not None else None
+    words = ""
+    if last is not None:  # the conversation's opening question, as its newest run holds it
+        messages = store.checkout(last.run_id, thread_id=thread_id).messages
+        words = next((content_text(m.get("content")) for m in messages
+                      if m.get("role") == "user"), "")
+    return {
+        "threadId": thread_id,
+        "owner": facts.owner if facts else None,
+        "runCount": facts.run_count if facts else 0,
+        "branchCount": sum(1 for b in store.branches(thread_id) if not b.default),
+        "createdAt": facts.created_at.isoformat() if facts and facts.created_at else None,
+        "lastActivity": activity.isoformat() if activity is not None else None,
+        "firstWords": words,
+    }
+
+
+def _when(iso: str | None) -> str:
+    """An ISO time as a table shows it: to the minute, UTC."""
+    if iso is None:
+        return "-"
+    return iso[:16].replace("T", " ")
+
+
 def cmd_runs(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """``runs --thread T``: the thread's runs in recorded order, one a line."""
-    runs = store.runs(args.thread)
+    """``runs``: the thread's runs in recorded order, one a line."""
+    runs = store.runs(_the_thread(store, args))
     if args.json:
         out.write(json.dumps([r.to_json() for r in runs], indent=2) + "\n")
     else:
@@ -287,33 +390,102 @@ def cmd_runs(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """``log REF``: the run's lineage, newest first, with the first words each run was asked;
-    ``--graph`` draws the thread's run tree instead. A ``--limit`` page that is not the last
-    names the command for the next page on stderr."""
+    """``log REF``: the run's lineage, newest first, with the first words each run asked;
+    ``A..B`` and ``A...B`` as git reads them; ``--all``: every branch's; ``--graph`` draws the
+    thread's run tree instead. A ``--limit`` page that is not the last names the command for
+    the next page on stderr."""
     if args.graph and (args.limit is not None or args.cursor is not None):
-        raise InvalidArgumentError(
-            "--graph draws the thread's whole run tree: it takes no --limit or --cursor"
-        )
+        raise UsageError("--graph draws the thread's whole run tree: it takes no --limit or "
+                         "--cursor")
+    span = None if args.all else _range(store, args.ref, args.thread)
     if args.graph:
-        thread = args.thread or store.get_run(args.ref, thread_id=None).thread_id  # type: ignore[union-attr]
+        if args.all or args.ref == "HEAD" or span is not None:
+            thread = _the_thread(store, args)
+        else:
+            found = store.get_run(args.ref, thread_id=args.thread)
+            if found is None:
+                store.log(args.ref, thread_id=args.thread, limit=1)  # raises: what is wrong
+                raise RunNotFoundError(f"no run {arguments.quote(args.ref)}")
+            thread = found.thread_id
         runs = store.runs(thread)
-        summaries = {r.run_id: _first_user_words(store, r) for r in runs}
+        if args.json:
+            _write_json(out, [r.to_json() for r in sorted(
+                runs, key=lambda r: r.created_at, reverse=True)])
+            return 0
+        summaries = _summaries(store, runs)
         for line in graph(runs, summaries):
             out.write(line + "\n")
         return 0
-    chain = store.log(args.ref, thread_id=args.thread, limit=args.limit, cursor=args.cursor)
-    if args.json:
-        out.write(json.dumps(chain.to_json(), indent=2) + "\n")
+    if args.all or span is not None:
+        if args.cursor is not None:
+            raise UsageError("--cursor pages one lineage: it takes no range or --all")
+        chain = _log_all(store, args) if span is None else _log_range(store, args, *span)
+        if args.limit is not None:
+            chain = chain[: args.limit]
+        next_cursor = None
     else:
+        page = store.log(args.ref, thread_id=args.thread, limit=args.limit, cursor=args.cursor)
+        chain, next_cursor = list(page), page.next_cursor
+    if args.json:
+        _write_json(out, [r.to_json() for r in chain])
+    else:
+        summaries = _summaries(store, chain)
         for r in chain:
-            words = _first_user_words(store, r)
+            words = summaries.get(r.run_id, "")
             said = f'  "{short(words, 50)}"' if words else ""
             out.write(run_line(r) + said + "\n")
-    if chain.next_cursor is not None:
+    if next_cursor is not None:
         # On stderr, so that stdout stays the runs (and --json one JSON list) page by page.
-        command = _next_page_command(args, chain[0].thread_id, chain.next_cursor)
+        command = _next_page_command(args, chain[0].thread_id, next_cursor)
         sys.stderr.write(f"next page: {command}\n")
     return 0
+
+
+def _range(store: Store, ref: str, thread: str | None) -> tuple[str, str, bool] | None:
+    """``A..B`` / ``A...B`` split, unless the whole text is a run's id."""
+    span = arguments.split_range(ref)
+    if span is None or store.get_run(ref, thread_id=thread) is not None:
+        return None
+    return span
+
+
+def _log_range(
+    store: Store, args: argparse.Namespace, a: str, b: str, symmetric: bool
+) -> list[Run]:
+    """``log A..B``: the runs on B's lineage that are not on A's; ``A...B``: the runs on
+    either lineage since the merge base, newest first."""
+    base = store.merge_base(a, b, thread_id=args.thread)
+    stop = base.run_id if base is not None else None
+    thread = args.thread
+    b_side = _until(store.log(b, thread_id=thread), stop)
+    if not symmetric:
+        return b_side
+    a_side = _until(store.log(a, thread_id=thread), stop)
+    seen = {r.run_id for r in b_side}
+    both = b_side + [r for r in a_side if r.run_id not in seen]
+    return sorted(both, key=lambda r: r.created_at, reverse=True)
+
+
+def _until(chain: Sequence[Run], stop: str | None) -> list[Run]:
+    out = []
+    for run in chain:
+        if run.run_id == stop:
+            break
+        out.append(run)
+    return out
+
+
+def _log_all(store: Store, args: argparse.Namespace) -> list[Run]:
+    """``log --all``: every run on any branch's lineage (``main`` included), newest first."""
+    thread = _the_thread(store, args)
+    seen: dict[str, Run] = {}
+    for b in store.branches(thread):
+        for run in store.log(b.run_id, thread_id=thread):
+            if run.run_id in seen:
+                break  # the rest of this lineage is listed already
+            seen[run.run_id] = run
+    position = {r.run_id: i for i, r in enumerate(store.runs(thread))}
+    return sorted(seen.values(), key=lambda r: (r.created_at, position[r.run_id]), reverse=True)
 
 
 def _next_page_command(args: argparse.Namespace, thread_id: str, cursor: str) -> str:
@@ -330,31 +502,112 @@ def _next_page_command(args: argparse.Namespace, thread_id: str, cursor: str) ->
 def cmd_show(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``show REF``: the restored run as a transcript (``--json``: the checkout)."""
     co = store.checkout(args.ref, thread_id=args.thread)
+    continued = _model_continued_from(store, co.run)
     if args.json:
-        out.write(json.dumps(co.to_json(), indent=2, ensure_ascii=False) + "\n")
+        shown = co.to_json()
+        if continued is not None:
+            shown["modelContinuedFrom"] = {
+                "conversationId": continued.conversation_id, "entryId": continued.entry_id,
+                "savedBy": continued.saved_by, "lineageEntry": continued.lineage_entry,
+                "diverged": continued.diverged,
+            }
+        out.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
     else:
         out.write(transcript(co) + "\n")
+        if continued is not None and continued.diverged:
+            out.write(printable(_diverged_note(continued)) + "\n")
     return 0
 
 
+def _model_continued_from(store: Store, run: Run) -> Continuation | None:
+    """Where the model's history began, for a run that saved pydantic-ai conversation
+    entries (``None`` for any other run: read only when the run announced a save)."""
+    events = store.events(run.run_id, thread_id=run.thread_id)
+    if not any(e.get("type") == "CUSTOM" and e.get("name") == conversations.SAVED_EVENT
+               for e in events):
+        return None
+    lineage = [r.run_id for r in store.log(run.run_id, thread_id=run.thread_id)]
+    with store.reading() as tx:
+        return conversations.continuation(tx, run.thread_id, lineage)
+
+
+def _diverged_note(continued: Continuation) -> str:
+    """What ``show`` says under a run whose model saw another history than the AG-UI log."""
+    start = (f"entry {continued.entry_id}" if continued.entry_id is not None
+             else "the conversation's start")
+    by = f", saved by run {continued.saved_by}" if continued.saved_by else ""
+    return (
+        f"\nnote: the model continued from conversation {continued.conversation_id!r} at "
+        f"{start}{by}, not from where this run's AG-UI lineage reached (the conversation was "
+        "branched on the server): the messages above are what the client sent; the model saw "
+        "the conversation's history up to that entry"
+    )
+
+
 def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """``branch NAME REF``: point a branch at a run; ``--delete`` removes it."""
+    """``branch NAME [REV]``: create a branch at REV (default ``HEAD``); ``--force`` moves
+    one that exists; ``-m OLD NEW`` renames; ``-d NAME`` deletes; no NAME lists them.
+    Each change says what it did: created, moved (from where), renamed or deleted."""
+    if args.name is None:
+        if args.delete or args.move:
+            raise UsageError(f"{'-d' if args.delete else '-m'} needs a branch name")
+        return cmd_branches(store, args, out)
+    if args.delete and args.move:
+        raise UsageError("-d and -m do not go together")
     if args.delete:
-        if not args.thread:
-            raise AguiStoreError("--delete needs --thread")
-        store.delete_branch(args.name, thread_id=args.thread)
-        out.write(f"deleted branch {args.name}\n")
+        if args.run is not None:
+            raise UsageError("-d takes one branch name, not a run")
+        thread = _the_thread(store, args)
+        was = {b.name: b.run_id for b in store.branches(thread)}.get(args.name)
+        store.delete_branch(args.name, thread_id=thread)
+        return _said(out, args, "deleted", args.name, thread, was=was)
+    if args.move:
+        if args.run is None:
+            raise UsageError("-m renames: agui-store branch -m OLD NEW")
+        thread = _the_thread(store, args)
+        b = store.rename_branch(args.name, args.run, thread_id=thread, force=args.force)
+        return _said(out, args, "renamed", b.name, b.thread_id, run=b.run_id, was=args.name)
+    rev = args.run or "HEAD"
+    found = store.get_run(rev, thread_id=args.thread)
+    if found is None:
+        store.log(rev, thread_id=args.thread, limit=1)  # raises the error saying what is wrong
+        raise RunNotFoundError(f"no run {arguments.quote(rev)}")
+    before = {b.name: b.run_id for b in store.branches(found.thread_id) if not b.default}
+    was = before.get(args.name)
+    b = store.branch(args.name, found.run_id, thread_id=found.thread_id, move=args.force)
+    if was is None:
+        action = "created"
+    elif was == b.run_id:
+        action = "unchanged"
+    else:
+        action = "moved"
+    return _said(out, args, action, b.name, b.thread_id, run=b.run_id, was=was)
+
+
+def _said(out: TextIO, args: argparse.Namespace, action: str, name: str, thread: str, *,
+          run: str | None = None, was: str | None = None) -> int:
+    """What ``branch`` did, as a line or (``--json``) an object."""
+    if args.json:
+        _write_json(out, {"action": action, "threadId": thread, "name": name, "runId": run,
+                          "previous": was})
         return 0
-    if not args.run:
-        raise AguiStoreError("branch needs a run (or ref) to point at")
-    b = store.branch(args.name, args.run, thread_id=args.thread)
-    out.write(f"branch {b.name} -> {b.run_id} (thread {b.thread_id})\n")
+    if action == "created":
+        line = f"created branch {name} at {run}"
+    elif action == "moved":
+        line = f"moved branch {name} from {was} to {run}"
+    elif action == "unchanged":
+        line = f"branch {name} stays at {run}"
+    elif action == "renamed":
+        line = f"renamed branch {was} to {name} (at {run})"
+    else:
+        line = f"deleted branch {name} (was {was})"
+    out.write(printable(f"{line} (thread {thread})") + "\n")
     return 0
 
 
 def cmd_branches(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """``branches --thread T``: the thread's branches, ``*`` marking the default."""
-    items = store.branches(args.thread)
+    """``branches``: the thread's branches, ``*`` marking the default."""
+    items = store.branches(_the_thread(store, args))
     if args.json:
         out.write(json.dumps([b.to_json() for b in items]) + "\n")
     else:
@@ -393,16 +646,24 @@ def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 def cmd_compact(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``compact``: write the checkpoints complete runs lack; says how many."""
     written = store.compact(args.ref, thread_id=args.thread)
-    out.write(f"wrote {counted(written, 'checkpoint')}\n")
+    if args.json:
+        _write_json(out, {"checkpointsWritten": written})
+    else:
+        out.write(f"wrote {counted(written, 'checkpoint')}\n")
     return 0
 
 
 def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``export REF``: a run's history as JSON, JSON Lines or SSE; ``--reconnect-stream``: the
     short stream that restores it (``--compacted``, its old name, still works for now);
-    ``--all``: the whole thread; ``--sqlite``: the analysis database."""
+    ``--all``: the whole thread; ``--sqlite``: the analysis database. ``--json`` is
+    ``--format json``."""
     if args.sqlite:
         return cmd_export_sqlite(store, args, out)
+    if args.json:
+        if args.format not in (None, "json"):
+            raise UsageError(f"--json is --format json: it cannot go with --format {args.format}")
+        args.format = "json"
     fmt = args.format or ("archive" if args.all else "jsonl")
     if fmt == "archive":
         if not args.all:
@@ -413,18 +674,14 @@ def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     args.format = fmt
     events: Iterable[dict[str, Any]]
     if args.all:
-        if not args.thread:
-            raise InvalidArgumentError(
-                f"--format {fmt} exports one thread's events: name it with --thread (the "
-                "archive, the default of --all, exports every thread)"
-            )
+        thread = _the_thread(store, args)
         sys.stderr.write(
             f"note: --format {fmt} holds the thread's events only, not its runs' inputs, "
             "lineage, branches, owner or conversations; the archive (--format archive, the "
             "default of --all) holds everything\n"
         )
-        progress = Progress(sum(r.event_count for r in store.runs(args.thread)), "exporting")
-        events = _counted(store.thread_events(args.thread), progress)
+        progress = Progress(sum(r.event_count for r in store.runs(thread)), "exporting")
+        events = _counted(store.thread_events(thread), progress)
     elif args.reconnect_stream or args.compacted:
         if args.compacted:
             sys.stderr.write(
@@ -434,8 +691,8 @@ def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         events = store.reconnect_stream(args.ref, thread_id=args.thread)
     else:
         events = store.history(args.ref, thread_id=args.thread)
-    chunks = serialize(events, args.format)
-    if args.output and args.output != "-":
+    chunks = serialize(events, args.format or "jsonl")
+    if _to_file(args.output):
         write_file(check_target(args.output, store.path), chunks)
         sys.stderr.write(f"wrote {args.output}\n")
     else:
@@ -446,6 +703,11 @@ def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _to_file(output: str | None) -> bool:
+    """Whether ``-o`` names a file (``-`` and no ``-o`` are stdout)."""
+    return bool(output) and output != "-"
+
+
 def _counted(events: Iterable[dict[str, Any]], progress: Progress) -> Iterator[dict[str, Any]]:
     for event in events:
         progress.advance(1)
@@ -454,9 +716,18 @@ def _counted(events: Iterable[dict[str, Any]], progress: Progress) -> Iterator[d
 
 def cmd_diff(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``diff A B``: what differs between two runs (three-dot: each side since the merge
-    base); coloured on a terminal unless ``NO_COLOR`` is set."""
-    mode = "two-dot" if args.two_dot else "three-dot"
-    d = store.diff(args.a, args.b, thread_id=args.thread, mode=mode)
+    base); ``diff A..B`` compares the two views directly, ``diff A...B`` each side since the
+    merge base, as git reads them; coloured on a terminal unless ``NO_COLOR`` is set."""
+    a, b = args.a, args.b
+    two_dot = args.two_dot
+    if b is None:
+        span = _range(store, a, args.thread)
+        if span is None:
+            raise UsageError(f"diff needs two runs (A B) or a range (A..B, A...B), not just "
+                             f"{arguments.quote(a)}")
+        a, b, symmetric = span
+        two_dot = two_dot or not symmetric
+    d = store.diff(a, b, thread_id=args.thread, mode="two-dot" if two_dot else "three-dot")
     if args.json:
         out.write(json.dumps(d.to_json(), indent=2, ensure_ascii=False) + "\n")
         return 0
@@ -466,7 +737,8 @@ def cmd_diff(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_fork(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """``fork REF``: the RunAgentInput that starts a new run from a past one, as JSON."""
+    """``fork REF``: the RunAgentInput that starts a new run from a past one, as JSON (with
+    or without ``--json``: it is JSON either way)."""
     fork = store.fork(args.ref, thread_id=args.thread, run_id=args.run_id)
     out.write(json.dumps(fork, indent=2, ensure_ascii=False) + "\n")
     return 0
@@ -474,16 +746,20 @@ def cmd_fork(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``demo``: record a demo conversation with a branch, then show its graph, a transcript
-    and a diff as the commands print them."""
+    and a diff as the commands print them (``--json``: what was recorded, as JSON)."""
     import importlib.util
 
     from agui_store.cli.demo import record_demo
 
-    thread, _ = record_demo(store)
+    thread, run_ids = record_demo(store)
+    if args.json:
+        _write_json(out, {"store": store.path, "threadId": thread, "runIds": run_ids,
+                          "branches": [b.to_json() for b in store.branches(thread)]})
+        return 0
     out.write(f"recorded a demo conversation into {store.path} (thread {thread})\n\n")
     out.write("$ agui-store log --graph --thread " + thread + "\n")
     runs = store.runs(thread)
-    summaries = {r.run_id: _first_user_words(store, r) for r in runs}
+    summaries = _summaries(store, runs)
     for line in graph(runs, summaries):
         out.write(line + "\n")
     out.write(f"\n$ agui-store show fahrenheit --thread {thread}\n")
@@ -500,6 +776,7 @@ def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_ui(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """Serve the web viewer (``agui_store.ui``, the ``ui`` extra) until Ctrl+C."""
+    _refuse_json(args, "ui serves web pages until Ctrl+C; it prints nothing to parse")
     try:
         import uvicorn  # noqa: F401  (serve() needs it; say so before opening anything)
 
@@ -565,6 +842,8 @@ def _write_analysis(
     finally:
         if bar is not None:
             bar.finish()
+    if out_path == "-":  # stdout holds the database: what was written goes to stderr
+        out = sys.stderr
     if args.json:
         out.write(json.dumps(summary.to_json()) + "\n")
     else:
@@ -788,7 +1067,7 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
                    help='words (all must match), "a phrase", prefix*, -word to leave out')
     p.add_argument("--thread", help="only this thread")
     p.add_argument("--owner", metavar="SCOPE", help="only this owner's threads")
-    p.add_argument("--limit", type=int, default=20, metavar="N",
+    p.add_argument("--limit", type=_count_option(1), default=20, metavar="N",
                    help="at most N hits (default: 20)")
     p.add_argument("--cursor", help="continue after the page that gave this cursor")
 
@@ -833,9 +1112,38 @@ NEEDS_NO_STORE = frozenset({"validate-artifact", "copy", "ui"})
 CREATES_STORE = frozenset({"import", "demo"})
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors on one line: what is wrong and where to read more."""
+
+    def error(self, message: str) -> NoReturn:
+        """Say the usage error in one line on stderr and exit 2."""
+        _say_line(self.prog, f"{message} (usage: {self.prog} --help)")
+        self.exit(EXIT_USAGE)
+
+
+def _count_option(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum`` (a usage error otherwise)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer >= {minimum}, not {arguments.quote(text, 40)}"
+            ) from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, not {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``agui-store`` argument parser: one subcommand per entry of :data:`COMMANDS`."""
-    common = argparse.ArgumentParser(add_help=False)
+    from agui_store import __version__
+
+    common = _Parser(add_help=False)
     common.add_argument(
         "--db", default=argparse.SUPPRESS, metavar="PATH",
         help="store file or postgresql:// URL "
@@ -843,11 +1151,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output")
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="agui-store", parents=[common],
         description="Keep AG-UI conversations in one SQLite file (or PostgreSQL), like git "
         "keeps code.",
     )
+    parser.add_argument("--version", action="version", version=f"agui-store {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parsers = {}
     for name, (_, help_text) in COMMANDS.items():
@@ -862,41 +1171,48 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep well-formed but out-of-sequence streams")
     p.add_argument("--restore-erased", action="store_true",
                    help="import an archive's threads this store erased (else they are left out)")
+    p = parsers["threads"]
+    p.add_argument("--limit", type=_count_option(1), default=50, metavar="N",
+                   help="at most N threads, newest first (default: 50); stderr says the "
+                   "command for the next page")
+    p.add_argument("--before", metavar="THREAD",
+                   help="the page after this thread (the next page's command gives it)")
     for name in ("runs", "branches"):
-        parsers[name].add_argument("--thread", help="the thread (required)")
+        parsers[name].add_argument("--thread", help=_THREAD_HELP)
         # The positional form came first; it still works, with a note on stderr.
         parsers[name].add_argument("thread_id", nargs="?", help=argparse.SUPPRESS)
     for name in ("log", "show"):
         parsers[name].add_argument("ref", nargs="?", metavar="REF", default="HEAD",
-                                   help="run id, unique prefix, branch, HEAD, REF~n")
-        parsers[name].add_argument("--thread", help="thread id (when the ref is ambiguous)")
+                                   help=_REV_HELP + (", A..B, A...B" if name == "log" else ""))
+        parsers[name].add_argument("--thread", help=_THREAD_HELP)
     parsers["log"].add_argument("--graph", action="store_true", help="draw the run tree")
+    parsers["log"].add_argument("--all", action="store_true",
+                                help="the runs of every branch's lineage, newest first")
     parsers["log"].add_argument(
-        "--limit", type=int, metavar="N",
+        "--limit", type=_count_option(1), metavar="N",
         help="at most N runs; when the lineage goes on, stderr says the command for the next "
         "page (its --cursor)")
     parsers["log"].add_argument(
         "--cursor", metavar="RUN",
         help="start the page at this run of the thread (the cursor the page before gave)")
     p = parsers["diff"]
-    p.add_argument("a", metavar="A", help="run id, branch, HEAD, REF~n")
-    p.add_argument("b", metavar="B", help="run id, branch, HEAD, REF~n")
-    p.add_argument("--thread", help="thread id (when a ref is ambiguous)")
+    p.add_argument("a", metavar="A", help=_REV_HELP + "; or a range A..B (two-dot), A...B")
+    p.add_argument("b", metavar="B", nargs="?", help=_REV_HELP)
+    p.add_argument("--thread", help=_THREAD_HELP)
     p.add_argument("--stat", action="store_true", help="counts only")
     p.add_argument("--two-dot", action="store_true", help="compare the two views directly")
     p = parsers["fork"]
-    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD",
-                   help="run id, branch, HEAD, REF~n")
-    p.add_argument("--thread", help="thread id (when the ref is ambiguous)")
-    p.add_argument("--run-id", help="id for the new run (default: a new UUID)")
+    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
+    p.add_argument("--thread", help=_THREAD_HELP)
+    p.add_argument("--run-id", help="id for the new run, not one the thread has (default: a "
+                   "new UUID)")
     p = parsers["compact"]
     p.add_argument("ref", nargs="?", metavar="REF",
                    help="a run (and its ancestors); default: everything")
     p.add_argument("--thread", help="only this thread")
     p = parsers["export"]
-    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD",
-                   help="run id, branch, HEAD, REF~n")
-    p.add_argument("--thread", help="thread id (when the ref is ambiguous; required with --all)")
+    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
+    p.add_argument("--thread", help=_THREAD_HELP)
     p.add_argument("--all", action="store_true",
                    help="everything of the thread (--thread), or of every thread, as an "
                    "archive (lossless); with --format json/jsonl/sse: the thread's events")
@@ -905,27 +1221,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compacted", action="store_true",
                    help="deprecated name of --reconnect-stream")
     p.add_argument("--format", choices=(*FORMATS, "archive"), default=None,
-                   help="AG-UI events as json, jsonl (the default) or sse; archive: the "
-                   "lossless format (the default of --all)")
-    p.add_argument("--output", "-o", help="file to write (default: stdout)")
+                   help="AG-UI events as json, jsonl (the default; --json: json) or sse; "
+                   "archive: the lossless format (the default of --all)")
+    p.add_argument("--output", "-o", help=_OUTPUT_HELP)
     p.add_argument("--sqlite", metavar="OUT.db",
-                   help="write a datasette-friendly analysis database (sqlite-utils) instead")
+                   help="write a datasette-friendly analysis database (sqlite-utils) instead "
+                   "(- for stdout)")
     p.add_argument("--replace", action="store_true", help="with --sqlite: overwrite OUT.db")
     p = parsers["branch"]
-    p.add_argument("name", metavar="NAME", help="the branch name")
-    p.add_argument("run", nargs="?", metavar="RUN",
-                   help="run id, branch, HEAD, REF~n to point the branch at")
-    p.add_argument("--thread", help="thread id (when the run is ambiguous; required with --delete)")
+    p.add_argument("name", metavar="NAME", nargs="?",
+                   help="the branch name (none: list the branches)")
+    p.add_argument("run", nargs="?", metavar="REV",
+                   help="where the branch points: " + _REV_HELP + " (default: HEAD); with -m, "
+                   "the new name")
+    p.add_argument("--thread", help=_THREAD_HELP)
+    p.add_argument("--force", "-f", action="store_true",
+                   help="move a branch that exists (with -m: replace one named NEW)")
+    p.add_argument("--move", "-m", action="store_true",
+                   help="rename: agui-store branch -m OLD NEW")
     p.add_argument("--delete", "-d", action="store_true", help="delete the branch")
     p = parsers["analyze"]
-    p.add_argument("out", metavar="OUT.db", help="the analysis database to write (not the store)")
+    p.add_argument("out", metavar="OUT.db", help="the analysis database to write (not the "
+                   "store; - for stdout; a device or FIFO is written to)")
     p.add_argument("--thread", help="only this thread")
     p.add_argument("--replace", action="store_true", help="overwrite OUT.db if it is not empty")
     p = parsers["export-artifact"]
-    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD",
-                   help="run id, branch, HEAD, REF~n")
-    p.add_argument("--thread", help="thread id (when the ref is ambiguous)")
-    p.add_argument("--output", "-o", help="file to write (default: stdout)")
+    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
+    p.add_argument("--thread", help=_THREAD_HELP)
+    p.add_argument("--output", "-o", help=_OUTPUT_HELP)
     parsers["validate-artifact"].add_argument("file", metavar="FILE",
                                               help="the artifact (JSON); - for stdin")
     p = parsers["copy"]
@@ -955,23 +1278,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the store: a file or a postgresql:// URL (default: --db, "
                    f"${backends.DEFAULT_DB_ENV} or ./{backends.DEFAULT_DB_NAME})")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8642, help="port (default: 8642; 0: any free one)")
+    p.add_argument("--port", type=_count_option(0), default=8642,
+                   help="port (default: 8642; 0: any free one)")
     p.add_argument("--allow-writes", action="store_true",
                    help="let the pages create and move branches (nothing else is ever written)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
     p.add_argument("--thread", help="open the browser on this thread's run tree")
     _search_arguments(parsers["search"])
     p = parsers["slim"]
-    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD",
-                   help="run id, branch, HEAD, REF~n")
-    p.add_argument("--thread", help="thread id (when the ref is ambiguous)")
+    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
+    p.add_argument("--thread", help=_THREAD_HELP)
     p.add_argument("--preset", choices=("minimal", "standard", "full"), default="standard",
                    help="minimal: last 10, 200 chars, tool args redacted, tool results omitted; "
                    "standard: last 50, 1000 chars; full: unchanged")
-    p.add_argument("--last", type=int, metavar="N", help="keep the most recent N messages")
-    p.add_argument("--max-content", type=int, metavar="N",
+    p.add_argument("--last", type=_count_option(0), metavar="N",
+                   help="keep the most recent N messages")
+    p.add_argument("--max-content", type=_count_option(1), metavar="N",
                    help="cut message content at N characters (the … marker included)")
     return parser
+
+
+_REV_HELP = "a run id or its prefix, a short hash, a branch, HEAD (@), REV~n, REV^"
+_THREAD_HELP = "the thread (default: the store's only thread; needed when it holds several)"
+_OUTPUT_HELP = ("file to write (default and -: stdout); a device or FIFO is written to, a "
+                "symlink through")
 
 
 #: What the exit status means (docs/reference/cli.md). Every failure prints one line on
@@ -987,7 +1317,7 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
 DEBUG_ENV = "AGUI_STORE_DEBUG"
 
 #: Longest message printed: errors name places, they do not echo megabytes of input back.
-MAX_MESSAGE = 1_000
+MAX_MESSAGE = 500
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -1004,20 +1334,32 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """
     out = cast(TextIO, _Printable(out or sys.stdout))
     parser = build_parser()
-    args = parser.parse_args(argv)  # usage errors: exit 2, argparse's one line
-    if args.command in THREAD_REQUIRED:
-        _thread_option(parser, args)
+    try:
+        args, extra = parser.parse_known_args(argv)
+    except SystemExit as e:  # a usage error (one line, exit 2), --help or --version (0)
+        return e.code if isinstance(e.code, int) else EXIT_OK if e.code is None else EXIT_USAGE
+    if extra:  # named after the subcommand they were given to, not the top-level parser
+        prog = f"agui-store {args.command}"
+        _say_line(prog, f"unrecognized arguments: {' '.join(extra)} (usage: {prog} --help)")
+        return EXIT_USAGE
     if not hasattr(args, "json"):
         args.json = False
     path = getattr(args, "db", None)
     handler, _ = COMMANDS[args.command]
+    note = None
     try:
+        if args.command in POSITIONAL_THREAD:
+            note = _thread_option(args)
         if args.command in NEEDS_NO_STORE:  # never create a database file as a side effect
-            return handler(None, args, out)  # type: ignore[arg-type]
-        if args.command not in CREATES_STORE:
-            _require_store_file(path if path is not None else backends.default_path())
-        with Store(path) as store:
-            return handler(store, args, out)
+            code = handler(None, args, out)  # type: ignore[arg-type]
+        else:
+            if args.command not in CREATES_STORE:
+                _require_store_file(path if path is not None else backends.default_path())
+            with Store(path) as store:
+                code = handler(store, args, out)
+    except UsageError as e:
+        _say(args.command, str(e))
+        return EXIT_USAGE
     except InternalError as e:
         return _internal(args.command, e)
     except AguiStoreError as e:
@@ -1036,28 +1378,30 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as e:
         return _internal(args.command, e)
+    if note is not None and code == EXIT_OK:  # after the output, so an error stays one line
+        sys.stderr.write(note)
+    return code
 
 
-#: Commands that work on one thread and need it named (``--thread T``); the thread as a
-#: positional argument works too, with a note on stderr that the form is deprecated.
-THREAD_REQUIRED = frozenset({"runs", "branches"})
+#: Commands that took the thread as a positional argument first: it still works, with a
+#: note on stderr that the form is deprecated (``--thread T`` replaces it).
+POSITIONAL_THREAD = frozenset({"runs", "branches"})
 
 
-def _thread_option(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Take the thread from ``--thread``, or from the older positional form with a note."""
+def _thread_option(args: argparse.Namespace) -> str | None:
+    """Take the thread from the older positional form; the deprecation note to print."""
     positional = args.thread_id
     del args.thread_id
     if positional is None:
-        if args.thread is None:
-            parser.error(f"{args.command} needs the thread: agui-store {args.command} --thread T")
-        return
+        return None
     if args.thread is not None and args.thread != positional:
-        parser.error(f"{args.command}: two threads given ({positional!r} and --thread "
-                     f"{args.thread!r})")
+        raise UsageError(f"two threads given ({arguments.quote(positional)} and --thread "
+                         f"{arguments.quote(args.thread)})")
     args.thread = positional
-    sys.stderr.write(
+    shown = shlex.quote(printable(positional)) if len(positional) <= 80 else "T"
+    return (
         f"agui-store {args.command}: the thread as a positional argument is deprecated: "
-        f"use agui-store {args.command} --thread {shlex.quote(printable(positional))}\n"
+        f"use agui-store {args.command} --thread {shown}\n"
     )
 
 
@@ -1074,12 +1418,24 @@ def _require_store_file(path: str) -> None:
         )
 
 
+#: The Python API's wording of an argument, and the command line's.
+_CLI_WORDS = (("pass thread_id=", "pass --thread T"), ("thread_id=", "--thread"),
+              ("run_id=", "--run-id"), ("moving it needs force", "moving it needs --force"),
+              ("replacing it needs force", "replacing it needs --force"))
+
+
 def _say(command: str, message: str) -> None:
-    """One line on stderr: newlines folded, length bounded."""
+    """One line on stderr in the command line's words: newlines folded, length bounded."""
+    for api, cli in _CLI_WORDS:
+        message = message.replace(api, cli)
+    _say_line(f"agui-store {command}", message)
+
+
+def _say_line(prefix: str, message: str) -> None:
     line = " ".join(message.split())
     if len(line) > MAX_MESSAGE:
         line = line[: MAX_MESSAGE - 1] + "…"
-    sys.stderr.write(f"agui-store {command}: {line}\n")
+    sys.stderr.write(f"{prefix}: {line}\n")
     sys.stderr.flush()
 
 

@@ -19,9 +19,17 @@ from agui_store.errors import InvalidArgumentError, InvalidEventError
 #: SQLite's largest integer: no sequence number, run key or lineage depth exceeds it.
 MAX_INT64 = 2**63 - 1
 
-#: ``REV~n``: the n-th lineage ancestor (``REV~`` is ``REV~1``). ASCII digits only: ``\\d``
-#: would also take other scripts' digits, which ``int()`` accepts.
-ANCESTOR_SUFFIX = re.compile(r"(?P<base>.+?)~(?P<n>[0-9]*)", re.ASCII | re.DOTALL)
+#: ``REV~n`` (the n-th lineage ancestor; ``REV~`` is ``REV~1``) and ``REV^`` (the parent;
+#: ``REV^0`` is the run itself), chained as git chains them: ``HEAD~1~1``, ``main^^``. ASCII
+#: digits only: ``\\d`` would also take other scripts' digits, which ``int()`` accepts.
+ANCESTOR_SUFFIX = re.compile(r"(?P<base>.+?)(?P<steps>(?:[~^][0-9]*)+)", re.ASCII | re.DOTALL)
+_STEP = re.compile(r"([~^])([0-9]*)", re.ASCII)
+
+#: ``A..B`` and ``A...B``: git's ranges (an empty side is ``HEAD``).
+RANGE = re.compile(r"(?P<a>.*?)(?P<dots>\.\.\.?)(?P<b>.*)", re.DOTALL)
+
+#: ``@`` alone is git's short name for ``HEAD``.
+HEAD_ALIAS = "@"
 
 _LAST_CHAR = 0x10FFFF
 _SURROGATES = range(0xD800, 0xE000)
@@ -67,20 +75,53 @@ def storable_text(value: str) -> bool:
 
 
 def split_ancestor(ref: str) -> tuple[str, int] | None:
-    """``(base, n)`` for ``base~n``, else ``None``. An ``n`` beyond SQLite's integers (5,000
-    digits, say) is capped there: no lineage has that many ancestors either way, and the
-    cap keeps ``int()`` away from Python's limit on digit strings."""
+    """``(base, n)`` for ``base`` followed by ``~n`` and ``^`` steps (chained: ``HEAD~1^``
+    is ``(HEAD, 2)``), else ``None``. A count beyond SQLite's integers (5,000 digits, say)
+    is capped there: no lineage has that many ancestors either way, and the cap keeps
+    ``int()`` away from Python's limit on digit strings.
+
+    Raises:
+        InvalidArgumentError: ``^n`` with ``n`` above 1: a run has one lineage parent, so
+            there is no second one to name.
+    """
     match = ANCESTOR_SUFFIX.fullmatch(ref)
     if not match:
         return None
-    digits = match["n"].lstrip("0")
-    if not match["n"]:
-        steps = 1
-    elif len(digits) > len(str(MAX_INT64)):
-        steps = MAX_INT64
-    else:
-        steps = min(int(digits or "0"), MAX_INT64)
+    steps = 0
+    for mark, count in _STEP.findall(match["steps"]):
+        n = _count(count)
+        if mark == "^" and n > 1:
+            raise InvalidArgumentError(
+                f"{quote(ref)}: a run has one lineage parent, so ^{count} names none "
+                "(use ~n for the n-th ancestor)"
+            )
+        steps = min(steps + n, MAX_INT64)
     return match["base"], steps
+
+
+def _count(digits: str) -> int:
+    """A step's count: empty is 1, capped at SQLite's largest integer."""
+    if not digits:
+        return 1
+    stripped = digits.lstrip("0")
+    if len(stripped) > len(str(MAX_INT64)):
+        return MAX_INT64
+    return min(int(stripped or "0"), MAX_INT64)
+
+
+def split_range(ref: str) -> tuple[str, str, bool] | None:
+    """``(a, b, symmetric)`` for git's ``a..b`` (``symmetric`` false: what ``b`` has that
+    ``a`` lacks) and ``a...b`` (true: what either has since their merge base); an empty
+    side is ``HEAD``. ``None`` when ``ref`` holds no ``..``."""
+    match = RANGE.fullmatch(ref)
+    if not match:
+        return None
+    return match["a"] or "HEAD", match["b"] or "HEAD", match["dots"] == "..."
+
+
+def is_short_hash(ref: str) -> bool:
+    """Whether ``ref`` can be an abbreviated content hash: 4 to 64 hex digits."""
+    return 4 <= len(ref) <= 64 and all(c in "0123456789abcdefABCDEF" for c in ref)
 
 
 def prefix_bound(prefix: str) -> str | None:

@@ -13,13 +13,45 @@ from agui_store.errors import BranchError
 from agui_store.records import Branch, when
 
 
-def point(tx: port.Writing, name: str, run: RunKey) -> Branch:
-    """Point branch ``name`` at ``run``, creating or moving it."""
+def point(tx: port.Writing, name: str, run: RunKey, *, move: bool = True) -> Branch:
+    """Point branch ``name`` at ``run``, creating it, or moving it when ``move`` allows."""
     check_branch_name(name)
     refuse_branch_shadowing_run(tx, run.thread_pk, name)
+    if not move:
+        at = tx.branch_run(run.thread_pk, name)
+        if at is not None:
+            raise BranchError(
+                f"branch {quote(name)} already exists (at run {quote(tx.run_id(at))}): "
+                "moving it needs force"
+            )
     now = clock.now_ms()
     tx.set_branch(run.thread_pk, name, run.pk, now)
     return Branch(tx.thread_id(run.thread_pk), name, tx.run_id(run.pk), False, when(now))
+
+
+def rename(
+    tx: port.Writing, thread_pk: int, thread_id: str, old: str, new: str, *, force: bool
+) -> Branch:
+    """Rename branch ``old`` to ``new`` (its run stays); ``force`` replaces a branch already
+    named ``new``."""
+    refuse_reserved(old)
+    check_branch_name(new)
+    at = tx.branch_run(thread_pk, old)
+    if at is None:
+        raise BranchError(f"no branch {quote(old)} in thread {quote(thread_id)}")
+    refuse_branch_shadowing_run(tx, thread_pk, new)
+    if new != old and not force:
+        taken = tx.branch_run(thread_pk, new)
+        if taken is not None:
+            raise BranchError(
+                f"branch {quote(new)} already exists (at run {quote(tx.run_id(taken))}): "
+                "replacing it needs force"
+            )
+    now = clock.now_ms()
+    if new != old:
+        tx.set_branch(thread_pk, new, at, now)
+        tx.delete_branch(thread_pk, old)
+    return Branch(thread_id, new, tx.run_id(at), False, when(now))
 
 
 def listing(tx: port.Reading, thread_pk: int, thread_id: str) -> list[Branch]:
@@ -36,7 +68,9 @@ def listing(tx: port.Reading, thread_pk: int, thread_id: str) -> list[Branch]:
 def refuse_reserved(name: str) -> None:
     """The default branch's names cannot be deleted: they are not stored."""
     if name in RESERVED_REFS:
-        raise BranchError(f"{name!r} is the thread's default branch; it cannot be deleted")
+        raise BranchError(
+            f"{name!r} is the thread's default branch; it cannot be deleted or renamed"
+        )
 
 
 def delete(tx: port.Writing, thread_pk: int, thread_id: str, name: str) -> None:

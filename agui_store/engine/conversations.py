@@ -374,6 +374,63 @@ def saved_entries(tx: port.Reading, thread_id: str) -> list[tuple[str, str, list
     return found
 
 
+@dataclass(frozen=True)
+class Continuation:
+    """Where the model's history began for a recorded run that saved conversation entries.
+
+    The AG-UI log keeps what the client sent; the model saw the stored conversation up to
+    ``entry_id``. The two differ after a server-side ``branch()`` (or ``fork``): the client
+    still sends its whole history, while the model goes on from the branch point.
+
+    Attributes:
+        run_id / thread_id / conversation_id: the run and the conversation it saved to.
+        entry_id: the entry the model continued from (``None``: the conversation's start).
+        saved_by: the run whose save stored ``entry_id`` (``None``: the start, or an entry
+            saved outside a recorded run).
+        lineage_entry: the entry the run's AG-UI lineage had reached: the head left by its
+            nearest ancestor that saved to the conversation (``None``: none did).
+    """
+
+    run_id: str
+    thread_id: str
+    conversation_id: str
+    entry_id: str | None
+    saved_by: str | None
+    lineage_entry: str | None
+
+    @property
+    def diverged(self) -> bool:
+        """Whether the model continued from another entry than the AG-UI lineage reached:
+        the run's AG-UI history is not the history the model saw."""
+        return self.entry_id != self.lineage_entry
+
+
+def continuation(
+    tx: port.Reading, thread_id: str, lineage: Sequence[str]
+) -> Continuation | None:
+    """Where the model continued from for ``lineage[0]``, a run of ``thread_id`` whose AG-UI
+    lineage (the run, then its ancestors, newest first) is ``lineage``; ``None`` when that
+    run saved no entry."""
+    saves: dict[str, tuple[str, list[str]]] = {}
+    saver: dict[str, str] = {}
+    for run_id, conversation_id, ids in saved_entries(tx, thread_id):
+        if ids:
+            saves[run_id] = (conversation_id, ids)
+            saver.update(dict.fromkeys(ids, run_id))
+    if not lineage or lineage[0] not in saves:
+        return None
+    conversation_id, ids = saves[lineage[0]]
+    try:
+        parent = read_entry(tx, ids[0]).parent_id
+    except EntryNotFoundError:  # released by a delete since: nothing to say
+        return None
+    reached = next((saves[r][1][-1] for r in lineage[1:] if r in saves), None)
+    return Continuation(
+        lineage[0], thread_id, conversation_id, parent,
+        saver.get(parent) if parent is not None else None, reached,
+    )
+
+
 def linked(tx: port.Reading, thread_id: str) -> set[str]:
     """The conversations linked to an AG-UI thread: the one named by its id (pydantic-ai's
     adapter names a conversation so) and every one its runs announced a save of."""

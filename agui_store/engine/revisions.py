@@ -1,10 +1,13 @@
 """Revisions: which run a ref names, read through the storage port.
 
 A revision is what every verb that takes a run accepts, as git's do: a run id, a branch
-name, ``HEAD`` or ``main`` (the thread's newest run), a unique prefix of a run id (git's
-abbreviated hashes), each optionally followed by ``~n`` (the n-th lineage ancestor). Without
-a thread, a name must be unique in the store: a run id that is also another thread's branch
-name, or a run id of several threads, is ambiguous and says which ``thread_id`` to pass.
+name, ``HEAD``, ``@`` or ``main`` (the thread's newest run), a unique prefix of a run id, or a
+short content hash (at least 4 hex digits of ``Run.hash``, unique in the thread: git's
+abbreviated hashes), each optionally followed by ``~n`` (the n-th lineage ancestor) and
+``^`` (the parent), chained (``HEAD~1^``). Without a thread, a name must be unique in the
+store: a run id that is also another thread's branch name, or a run id of several threads,
+is ambiguous and says which ``thread_id`` to pass. An ambiguous prefix lists the runs it
+fits.
 
 With a ``scope`` (an owner's name), only that owner's threads are searched: another owner's
 thread is absent, not forbidden (docs/design/behaviour.md#live-recording). Written once, over
@@ -111,42 +114,70 @@ def _resolve_exact(
         # refuse the clash): the caller must say which thread.
         if branch_thread_id is not None:
             raise AmbiguousRunError(
-                f"{ref!r} is a run of thread {run_thread_id!r} and a branch of thread "
-                f"{branch_thread_id!r}: pass thread_id="
+                f"{quote(ref)} is a run of thread {quote(run_thread_id)} and a branch of "
+                f"thread {quote(branch_thread_id)}: pass thread_id="
             )
         return RunKey(pk, run_thread_pk)
     if len(runs) > 1:
-        threads = ", ".join(repr(r[2]) for r in runs)
+        threads = ", ".join(quote(r[2]) for r in runs)
         raise AmbiguousRunError(
-            f"run id {ref!r} exists in several threads ({threads}): pass thread_id="
+            f"run id {quote(ref)} exists in several threads ({threads}): pass thread_id="
         )
     tips = tx.branches_named(ref, thread_pk, owner)
     if len(tips) == 1:
         return RunKey(*tips[0])
     if len(tips) > 1:
-        raise AmbiguousRunError(f"branch {ref!r} exists in several threads: pass thread_id=")
-    if ref in RESERVED_REFS:
+        raise AmbiguousRunError(
+            f"branch {quote(ref)} exists in several threads: pass thread_id="
+        )
+    if ref in RESERVED_REFS or ref == arguments.HEAD_ALIAS:
         if thread_pk is None:
-            pks = tx.thread_pks(scope, 2)
-            if len(pks) != 1:
+            thread_pk = _only_thread(tx, scope)
+            if thread_pk is None:
+                pks = tx.thread_pks(scope, 2)
                 raise AmbiguousRunError(
-                    f"{ref} needs a thread: the store has {len(pks) or 'no'} threads"
+                    f"{ref} needs a thread: the store has no threads"
                     if not pks
                     else f"{ref} needs a thread: the store has several; pass thread_id="
                 )
-            thread_pk = pks[0]
         newest = tx.newest_run(thread_pk)
         if newest is None:
             raise RunNotFoundError(f"{ref}: the thread has no runs")
         return RunKey(newest, thread_pk)
-    # A unique prefix of a run id (git's abbreviated hashes).
-    prefixed = tx.runs_prefixed(ref, arguments.prefix_bound(ref), thread_pk, owner)
-    if len(prefixed) == 1:
-        return RunKey(prefixed[0][0], prefixed[0][1])
-    if len(prefixed) > 1:
-        names = ", ".join(r[2] for r in prefixed[:5])
-        raise AmbiguousRunError(f"{quote(ref)} is a prefix of several runs ({names}, ...)")
-    raise RunNotFoundError(f"no run, branch or unique run-id prefix {quote(ref)}")
+    # Abbreviations: a unique prefix of a run id, or of a run's content hash (within the
+    # thread, as git's short hashes are unique within a repository).
+    found: dict[int, tuple[int, str, str]] = {}  # pk: (thread pk, run id, what matched)
+    for pk, run_thread_pk, run_id in tx.runs_prefixed(
+        ref, arguments.prefix_bound(ref), thread_pk, owner
+    ):
+        found[pk] = (run_thread_pk, run_id, "run id")
+    hashed_in = thread_pk if thread_pk is not None else _only_thread(tx, scope)
+    if hashed_in is not None and arguments.is_short_hash(ref):
+        digits = ref.lower()
+        for row in tx.thread_run_summaries(hashed_in):
+            run_hash = row[13]
+            if run_hash is not None and bytes(run_hash).hex().startswith(digits):
+                found.setdefault(row[0], (hashed_in, row[2], f"hash {bytes(run_hash).hex()[:12]}"))
+    if len(found) == 1:
+        (pk, (run_thread_pk, _, _)), = found.items()
+        return RunKey(pk, run_thread_pk)
+    if len(found) > 1:
+        shown = [f"{quote(run_id, 40)} ({what})" for run_id, what in
+                 ((v[1], v[2]) for v in list(found.values())[:6])]
+        more = ", ..." if len(found) > 6 else ""
+        raise AmbiguousRunError(
+            f"{quote(ref)} is ambiguous: it begins {len(found)} runs' ids or hashes: "
+            f"{', '.join(shown)}{more}; give more characters"
+        )
+    raise RunNotFoundError(
+        f"no run, branch, unique run-id prefix or short hash {quote(ref)}"
+    )
+
+
+def _only_thread(tx: port.Reading, scope: str | None) -> int | None:
+    """The store's (or the scope's) thread when it holds exactly one, else ``None``."""
+    pks = tx.thread_pks(scope, 2)
+    return pks[0] if len(pks) == 1 else None
 
 
 def selection(

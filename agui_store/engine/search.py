@@ -95,6 +95,15 @@ def _calls_before(
     return {}
 
 
+def _storable(text: str) -> bool:
+    """Whether ``text`` is valid Unicode (no lone surrogates), as a text column needs."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def index_rows(
     messages: Sequence[dict[str, Any]],
     positions: Sequence[int],
@@ -115,6 +124,10 @@ def index_rows(
         if not found:
             continue
         tool = rules.tool_name(m, _calls_before(messages, p, m))
+        if tool is not None and not _storable(tool):
+            # A name with a lone surrogate is legal JSON but no stored text can hold it: the
+            # hit names no tool, and its words are still found.
+            tool = None
         blob, at = _in_layout(layout, p) if layout is not None else (None, None)
         rows.append((message_key(message_id, text), p, tool, found, blob, at))
     # A key once (one message object at two positions of a view is one text to find).

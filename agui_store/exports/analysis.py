@@ -75,7 +75,14 @@ import sqlite_utils
 
 from agui_store.codec import ingest
 from agui_store.errors import AguiStoreError, StorageError
-from agui_store.exports.targets import SIBLINGS, ExportTargetError, check_target, is_sqlite_file
+from agui_store.exports.targets import (
+    SIBLINGS,
+    ExportTargetError,
+    check_target,
+    copy_into_stream,
+    is_sqlite_file,
+    is_stream,
+)
 from agui_store.records import ExportSummary as ExportSummary  # what export_sqlite returns
 from agui_store.records import Run
 from agui_store.store import Store
@@ -303,7 +310,8 @@ def export_sqlite(
 
     Args:
         store: the store to read (only through its API).
-        out_path: the analysis database to write (a new path, or an empty file).
+        out_path: the analysis database to write (a new path, or an empty file); a device
+            or FIFO, or ``-`` for stdout, gets the finished database's bytes.
         thread_id: export only this thread.
         progress: ``progress(done_runs, total_runs)``, first with 0 once the total is known.
         replace: overwrite ``out_path`` when it exists and is not empty.
@@ -322,6 +330,11 @@ def export_sqlite(
     if progress is not None:
         progress(0, total)
     folder, name = os.path.split(target)
+    # A device, a FIFO or stdout gets the finished database's bytes: it is built in the
+    # temporary folder (never beside a device, in /dev) and copied into the stream.
+    streaming = target == "-" or is_stream(target)
+    if streaming:
+        folder, name = tempfile.gettempdir(), "agui-store-analysis.db"
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder or ".")
     except OSError as e:
@@ -346,8 +359,12 @@ def export_sqlite(
             summary = writer.summary(target)
         finally:
             db.close()
-        _fsync(tmp)
-        os.replace(tmp, target)
+        if streaming:
+            copy_into_stream(tmp, target)
+            os.remove(tmp)
+        else:
+            _fsync(tmp)
+            os.replace(tmp, target)
     except BaseException as e:
         for suffix in SIBLINGS:
             with contextlib.suppress(FileNotFoundError):
@@ -373,7 +390,11 @@ def _cannot_write(target: str, e: BaseException) -> StorageError:
 def _check_target(store: Store, out_path: str | os.PathLike[str], *, replace: bool) -> str:
     """Where the analysis database goes: ``targets.check_target``, and no silent replace."""
     shown = os.fspath(out_path)
+    if shown == "-":  # stdout
+        return shown
     target = check_target(shown, store.path, replace=True)
+    if is_stream(target):
+        return target
     if os.path.exists(target) and os.path.getsize(target) > 0:
         if not replace:
             raise ExportTargetError(

@@ -11,14 +11,19 @@ The rule, stated once:
 - an existing SQLite database is refused (a file beginning with SQLite's header), unless the
   caller passes ``replace=True`` for a command whose output is itself a database;
 - a folder is refused;
-- any other existing file is replaced, as a shell's ``>`` would; through a symlink, the file
-  it points to is replaced and the link stays.
+- any other existing regular file is replaced, as a shell's ``>`` would; through a symlink,
+  the file it points to is replaced and the link stays;
+- a device, a FIFO or a socket (``/dev/null``, ``/dev/stdout``, a named pipe) is written to
+  as a stream, never replaced: renaming a file over ``/dev/null`` as root would leave every
+  later ``> /dev/null`` on the machine filling a file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import stat
 import tempfile
 from collections.abc import Iterable
 
@@ -31,14 +36,27 @@ __all__ = [
     "ExportTargetError",
     "check_source",
     "check_target",
+    "copy_into_stream",
     "is_sqlite_file",
+    "is_stream",
     "store_file",
     "store_part",
     "write_file",
 ]
 
+
 class ExportTargetError(AguiStoreError, ValueError):
     """An output path that would destroy data: the store's own file, a database, a folder."""
+
+
+def is_stream(path: str) -> bool:
+    """Whether ``path`` exists and is neither a regular file nor a folder: a device, a FIFO
+    or a socket, which output is written into, never renamed over."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def store_part(path: str, store_path: str | None) -> str | None:
@@ -90,6 +108,8 @@ def check_target(
         )
     if os.path.isdir(target):
         raise ExportTargetError(f"{shown} is a folder: give a file path inside it")
+    if is_stream(target):  # written into, as a stream: nothing there to refuse or replace
+        return target
     folder = os.path.dirname(target)
     if not os.path.isdir(folder):
         raise ExportTargetError(f"cannot write {shown}: folder {folder} does not exist")
@@ -102,7 +122,13 @@ def check_target(
 
 
 def write_file(target: str, chunks: Iterable[bytes]) -> None:
-    """Write ``chunks`` to ``target`` whole or not at all (``target`` from check_target)."""
+    """Write ``chunks`` to ``target`` whole or not at all (``target`` from check_target); a
+    device or FIFO is written to as it is, a stream."""
+    if is_stream(target):
+        with open(target, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+        return
     folder, name = os.path.split(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder or ".")
     try:
@@ -125,3 +151,18 @@ def write_file(target: str, chunks: Iterable[bytes]) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
         raise
+
+
+def copy_into_stream(source: str, target: str) -> None:
+    """Copy the finished file ``source`` into the device or FIFO ``target`` (``-``: stdout),
+    for outputs that must be built as a file first (a database)."""
+    with open(source, "rb") as src:
+        if target == "-":
+            import sys
+
+            sys.stdout.flush()
+            shutil.copyfileobj(src, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+            return
+        with open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst)

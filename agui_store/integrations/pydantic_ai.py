@@ -51,10 +51,11 @@ except ImportError as e:  # pragma: no cover - the message is the point
 
 from agui_store.aio import AsyncStore
 from agui_store.engine import conversations as _engine
+from agui_store.engine.conversations import Continuation
 from agui_store.errors import InvalidArgumentError, RunNotFoundError
 from agui_store.store import Store
 
-__all__ = ["ConversationDiff", "ConversationStore", "SavedRun"]
+__all__ = ["Continuation", "ConversationDiff", "ConversationStore", "SavedRun"]
 
 _T = TypeVar("_T")
 _ENCODER = msgspec.json.Encoder(order="sorted")
@@ -244,6 +245,26 @@ class ConversationStore(_upstream.ConversationStore):
             if run_id == found.run_id:
                 saved = SavedRun(run_id, found.thread_id, conversation_id, tuple(ids))
         return saved
+
+    async def continued_from(
+        self, run: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Continuation | None:
+        """Which conversation entry the model continued from in a recorded run, and whether
+        that is where the run's AG-UI lineage had reached (``Continuation.diverged``: after
+        a server-side :meth:`branch`, the client still sends its whole history, which the
+        AG-UI log keeps, while the model went on from the branch point). ``None``: the run
+        saved nothing. ``agui-store show`` and the viewer print the same."""
+        return await self._off_loop(self._continued_from, run, thread_id, scope)
+
+    def _continued_from(
+        self, run: str, thread_id: str | None, scope: str | None
+    ) -> Continuation | None:
+        found = self._store.get_run(run, thread_id=thread_id, scope=scope)
+        if found is None:
+            where = f" in thread {thread_id!r}" if thread_id else ""
+            raise RunNotFoundError(f"no run {run!r}{where}")
+        lineage = [r.run_id for r in self._store.log(found.run_id, thread_id=found.thread_id)]
+        return self._in_read(_engine.continuation, found.thread_id, lineage)
 
     async def run_of_entry(self, entry_id: str, *, scope: str | None = None) -> SavedRun | None:
         """The recorded AG-UI run whose save stored an entry, or ``None``: the entry was

@@ -30,6 +30,8 @@ from agui_store import (
     SearchHits,
     Store,
 )
+from agui_store.engine import conversations
+from agui_store.engine.conversations import Continuation
 from agui_store.ui import text
 from agui_store.ui.lanes import Lanes, Row, svg
 
@@ -469,6 +471,9 @@ class RunPage:
         state_json: the state as JSON for the page's script, ``None`` when it is too long to
             inline (``state_chars`` long).
         interrupts: the pending interrupts as JSON (``""``: none).
+        continued: for a run that saved pydantic-ai conversation entries, which entry the
+            model continued from (the page says so when it is not where the AG-UI lineage
+            reached: the conversation was branched on the server).
     """
 
     run: Run
@@ -482,6 +487,7 @@ class RunPage:
     state_json: str | None
     state_chars: int
     interrupts: str
+    continued: Continuation | None = None
 
 
 def run_page(
@@ -511,6 +517,12 @@ def run_page(
         left_out = len(rows) - EVENTS_SHOWN
         rows = rows[:EVENTS_SHOWN]
     state = text.script_json(co.state)
+    continued = None
+    if any(e.get("type") == "CUSTOM" and e.get("name") == conversations.SAVED_EVENT
+           for e in events):
+        lineage = [r.run_id for r in store.log(run.run_id, thread_id=thread_id, scope=scope)]
+        with store.reading() as tx:
+            continued = conversations.continuation(tx, thread_id, lineage)
     return RunPage(
         run,
         parent,
@@ -523,6 +535,7 @@ def run_page(
         state if len(state) <= text.INLINE_JSON_CHARS else None,
         len(state),
         text.dumps(co.interrupts, indent=2) if co.interrupts else "",
+        continued,
     )
 
 

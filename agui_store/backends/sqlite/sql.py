@@ -4,6 +4,13 @@ One constant per operation of :mod:`agui_store.engine.port` (the transaction's m
 name in lower case runs it). Constant text keeps apsw's statement cache hitting. The
 ``EXPLAIN QUERY PLAN`` of the hot ones is asserted in tests (``CROSS JOIN`` pins a join
 order where SQLite's planner would otherwise pick a scan).
+
+``col = +?`` in a statement that joins (or orders) keeps it prepared once: since SQLite 3.54
+a bare ``col = ?`` there marks the parameter as one whose value may change the plan, and
+apsw clears a cached statement's bindings before it runs it again, which makes SQLite parse
+and plan the whole statement anew on every run (in a checkout's statements that costs more
+than running them). The unary ``+`` changes neither the value, nor its affinity, nor the
+plan (``EXPLAIN QUERY PLAN`` still searches by the key).
 """
 
 from __future__ import annotations
@@ -123,10 +130,10 @@ RUNS_NAMED = """
 SELECT runs.id, runs.thread, threads.thread_id,
   CASE WHEN ?2 IS NULL THEN (
     SELECT other.thread_id FROM branches JOIN threads AS other ON other.id = branches.thread
-    WHERE branches.name = ?1 AND branches.thread != runs.thread LIMIT 1) END
+    WHERE branches.name = +?1 AND branches.thread != runs.thread LIMIT 1) END
 FROM runs JOIN threads ON threads.id = runs.thread
-WHERE runs.run_id = ?1 AND (?2 IS NULL OR runs.thread = ?2)
-  AND (?3 IS NULL OR threads.owner = ?3) LIMIT 5
+WHERE runs.run_id = +?1 AND (?2 IS NULL OR runs.thread = +?2)
+  AND (?3 IS NULL OR threads.owner = +?3) LIMIT 5
 """
 #: Runs whose id starts with ``?1`` (below ``?2``, its upper bound; NULL: none), as RUNS_NAMED.
 RUNS_PREFIXED = """
@@ -195,7 +202,7 @@ RUN_SUMMARY_AND_BRANCHES = (
     runs.id = (SELECT n.id FROM runs n WHERE n.thread = runs.thread ORDER BY n.id DESC LIMIT 1)
 """
     + RUN_FROM
-    + " WHERE runs.id = ?"
+    + " WHERE runs.id = +?"
 )
 THREAD_RUN_SUMMARIES = SELECT_RUN + " WHERE runs.thread = ? ORDER BY runs.id"
 #: The newest ``?3`` runs of thread ``?1`` recorded before run ``?2``, newest first: a page
@@ -377,7 +384,7 @@ LEFT JOIN blobs i ON i.id = c.interrupts
 LEFT JOIN blobs w ON w.id = c.warnings
 LEFT JOIN checkpoints bc ON bc.run = c.state_base
 LEFT JOIN blobs bs ON bs.id = bc.state
-WHERE c.run = ?
+WHERE c.run = +?
 """
 
 #: Blobs by id in the order of a JSON array of ids: json_each walks it in order and each row

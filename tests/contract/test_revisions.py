@@ -1,0 +1,117 @@
+"""Revisions as git users type them: short content hashes, chained ``~n`` and ``^``, ``@``,
+and branches that are created, moved only when asked, and renamed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import agui_store
+from agui_store import AmbiguousRunError, BranchError, InvalidArgumentError, RunNotFoundError
+from tests.workers.harness import scale
+
+SOME = settings(
+    max_examples=scale(dev=40, ci=150),
+    # The store is only read: one per test serves every example.
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    deadline=None,
+)
+#: One step of a revision's suffix, and how many lineage parents it walks.
+STEPS = st.sampled_from([("~", 1), ("^", 1), ("^0", 0), ("^1", 1), ("~0", 0), ("~1", 1),
+                         ("~2", 2), ("~3", 3), ("~007", 7)])
+
+
+def run(run_id: str, thread_id: str = "t", **extra: Any) -> list[dict[str, Any]]:
+    return [
+        {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id, **extra},
+        {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id},
+    ]
+
+
+@pytest.fixture
+def store(store_location: str) -> Any:
+    """Thread t: r1 <- r2 <- r3, and r4 branching off r1."""
+    with agui_store.open(store_location) as s:
+        s.append(run("r1"))
+        s.append(run("r2"))
+        s.append(run("r3"))
+        s.append(run("r4", parentRunId="r1"))
+        yield s
+
+
+def test_a_short_hash_of_four_or_more_digits_names_its_run(store: Any) -> None:
+    for r in store.runs("t"):
+        prefix = next(
+            r.hash[:n] for n in range(4, 65)
+            if sum(o.hash.startswith(r.hash[:n]) for o in store.runs("t")) == 1
+        )
+        assert store.get_run(prefix).run_id == r.run_id
+        assert store.get_run(prefix.upper(), thread_id="t").run_id == r.run_id
+        assert store.get_run(r.short_hash + "~0").run_id == r.run_id
+    assert store.get_run(store.runs("t")[0].hash[:3]) is None  # three digits are not enough
+
+
+def test_an_ambiguous_prefix_lists_the_runs_it_fits(store: Any) -> None:
+    store.append(run("ab-1", thread_id="t"))
+    store.append(run("ab-2", thread_id="t"))
+    with pytest.raises(AmbiguousRunError) as caught:
+        store.get_run("ab-")
+    assert "'ab-1'" in str(caught.value) and "'ab-2'" in str(caught.value)
+
+
+def test_tilde_and_caret_chain_and_at_is_head(store: Any) -> None:
+    assert store.get_run("@").run_id == "r4"
+    assert store.get_run("r3~1~1").run_id == "r1"
+    assert store.get_run("r3^^").run_id == "r1"
+    assert store.get_run("r3~1^").run_id == "r1"
+    assert store.get_run("r3^1").run_id == "r2"
+    assert store.get_run("r3^0").run_id == "r3"
+    assert store.get_run("@~1").run_id == "r1"
+    with pytest.raises(RunNotFoundError, match="no ancestor that far back"):
+        store.log("r3~1~1~1")
+    with pytest.raises(InvalidArgumentError, match="one lineage parent"):
+        store.log("r3^2")
+
+
+@SOME
+@given(steps=st.lists(STEPS, max_size=5))
+def test_chained_steps_walk_as_many_parents_as_they_add_up_to(
+    store: Any, steps: list[tuple[str, int]]
+) -> None:
+    suffix = "".join(text for text, _ in steps)
+    depth = sum(n for _, n in steps)
+    for base, lineage in (("r3", ["r3", "r2", "r1"]), ("@", ["r4", "r1"])):
+        if depth < len(lineage):
+            assert store.get_run(base + suffix).run_id == lineage[depth]
+        else:
+            with pytest.raises(RunNotFoundError, match="no ancestor that far back"):
+                store.log(base + suffix)
+
+
+def test_a_branch_moves_only_when_asked_and_renames_keeping_its_run(store: Any) -> None:
+    store.branch("idea", "r2", thread_id="t", move=False)
+    with pytest.raises(BranchError, match="already exists"):
+        store.branch("idea", "r3", thread_id="t", move=False)
+    assert store.branch("idea", "r3", thread_id="t").run_id == "r3"
+    renamed = store.rename_branch("idea", "plan", thread_id="t")
+    assert (renamed.name, renamed.run_id) == ("plan", "r3")
+    names = {b.name: b.run_id for b in store.branches("t")}
+    assert names == {"main": "r4", "plan": "r3"}
+    store.branch("other", "r1", thread_id="t")
+    with pytest.raises(BranchError, match="already exists"):
+        store.rename_branch("plan", "other", thread_id="t")
+    store.rename_branch("plan", "other", thread_id="t", force=True)
+    assert {b.name: b.run_id for b in store.branches("t")} == {"main": "r4", "other": "r3"}
+    with pytest.raises(BranchError, match="no branch"):
+        store.rename_branch("plan", "x", thread_id="t")
+    with pytest.raises(BranchError, match="default branch"):
+        store.rename_branch("main", "x", thread_id="t")
+
+
+def test_fork_refuses_a_run_id_the_thread_has_at_once(store: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match="already a run of thread 't'"):
+        store.fork("r1", run_id="r2")
+    assert store.fork("r1", run_id="r5")["runId"] == "r5"

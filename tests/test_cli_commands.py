@@ -1,0 +1,170 @@
+"""Every subcommand, walked: each takes ``--json`` (and prints JSON, or refuses it in one
+line), each exits 0 on success, 1 on a store error and 2 on a usage error, and each error is
+one line on stderr, however long the value it names. Adding a subcommand without a row here
+fails the walk.
+
+The walk calls the entry point in this process (``agui_store.cli.main``), on real files;
+``tests/test_exit_codes.py`` drives ``python -m agui_store`` in a process of its own."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from agui_store import cli
+
+#: A successful ``--json`` call of each subcommand (``{db}``, ``{tmp}``: the store and a
+#: folder of files). ``ui`` serves web pages, so it refuses ``--json`` instead.
+JSON_CALLS: dict[str, list[str]] = {
+    "threads": ["threads"],
+    "runs": ["runs"],
+    "log": ["log", "--graph"],
+    "show": ["show", "porto"],
+    "branch": ["branch", "idea", "porto"],
+    "branches": ["branches"],
+    "diff": ["diff", "porto...fahrenheit"],
+    "fork": ["fork", "run-1"],
+    "compact": ["compact"],
+    "export": ["export", "porto"],
+    "check": ["check"],
+    "analyze": ["analyze", "{tmp}/analysis.db"],
+    "export-artifact": ["export-artifact", "porto"],
+    "validate-artifact": ["validate-artifact", "{tmp}/artifact.json"],
+    "slim": ["slim", "porto"],
+    "search": ["search", "Lisbon"],
+    "delete": ["delete", "--owner", "nobody", "--dry-run"],
+    "prune": ["prune", "--older-than", "90d", "--yes"],
+    "copy": ["copy", "{db}", "{tmp}/copy.db"],
+    # Last: each adds a thread, and the calls above infer the store's only one.
+    "demo": ["demo"],
+    "import": ["import", "{tmp}/recording.jsonl"],
+}
+REFUSE_JSON = {"ui": ["ui", "--no-browser", "--port", "0"]}
+
+#: A store error of each subcommand: exit 1, one line.
+STORE_ERRORS: dict[str, list[str]] = {
+    "import": ["import", "{tmp}/missing.jsonl"],
+    "threads": ["threads", "--before", "nope"],
+    "runs": ["runs", "--thread", "nope"],
+    "log": ["log", "nope"],
+    "show": ["show", "HEAD~9"],
+    "branch": ["branch", "idea", "nope"],
+    "branches": ["branches", "--thread", "nope"],
+    "diff": ["diff", "porto", "nope"],
+    "fork": ["fork", "run-1", "--run-id", "run-2"],
+    "compact": ["compact", "nope"],
+    "export": ["export", "nope"],
+    "check": ["--db", "{tmp}/missing.db", "check"],
+    "demo": ["--db", "{tmp}/no/such/folder.db", "demo"],
+    "analyze": ["analyze", "{db}"],
+    "export-artifact": ["export-artifact", "nope"],
+    "validate-artifact": ["validate-artifact", "{tmp}/missing.json"],
+    "slim": ["slim", "nope"],
+    "search": ["search", "Lisbon", "--thread", "nope"],
+    "delete": ["delete", "--thread", "nope", "--yes"],
+    "prune": ["--db", "{tmp}/missing.db", "prune", "--older-than", "90d", "--yes"],
+    "copy": ["copy", "{tmp}/missing.db", "{tmp}/copy.db"],
+    "ui": ["ui", "{tmp}/missing.db", "--no-browser"],
+}
+
+
+def call(argv: list[str], db: Path, tmp: Path,
+         capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """``agui-store --db DB ARGV``: (exit code, stdout, stderr)."""
+    words = [w.format(db=db, tmp=tmp) for w in argv]
+    if "--db" not in words:
+        words = ["--db", str(db), *words]
+    out = io.StringIO()
+    code = cli.main(words, out=out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+@pytest.fixture
+def files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, Path]:
+    """A store holding the demo (one thread), and the files the calls read."""
+    db, tmp = tmp_path / "chat.db", tmp_path / "files"
+    tmp.mkdir()
+    assert call(["demo"], db, tmp, capsys)[0] == 0
+    (tmp / "recording.jsonl").write_text(
+        '{"type": "RUN_STARTED", "threadId": "other", "runId": "o1"}\n'
+        '{"type": "RUN_FINISHED", "threadId": "other", "runId": "o1"}\n', encoding="utf-8")
+    code, artifact, _ = call(["export-artifact", "porto"], db, tmp, capsys)
+    assert code == 0
+    (tmp / "artifact.json").write_text(artifact, encoding="utf-8")
+    return db, tmp
+
+
+def test_the_walk_covers_every_subcommand() -> None:
+    assert set(JSON_CALLS) | set(REFUSE_JSON) == set(cli.COMMANDS)
+    assert set(STORE_ERRORS) == set(cli.COMMANDS)
+
+
+def test_every_subcommand_prints_json_with_json_or_refuses_it_in_one_line(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, tmp = files
+    printed = {}
+    for name, argv in JSON_CALLS.items():
+        code, out, err = call([*argv, "--json"], db, tmp, capsys)
+        assert code == 0, (name, err)
+        printed[name] = json.loads(out)  # one JSON document
+    assert isinstance(printed["export"], list) and printed["export"][0]["type"] == "RUN_STARTED"
+    assert printed["import"]["newRuns"] == 1
+    assert printed["branch"]["action"] == "created"
+    assert [t["threadId"] for t in printed["threads"]] == [printed["runs"][0]["threadId"]]
+    for name, argv in REFUSE_JSON.items():
+        code, out, err = call([*argv, "--json"], db, tmp, capsys)
+        assert (code, out) == (2, ""), name
+        assert err.count("\n") == 1 and "--json is not available" in err, err
+
+
+def test_every_subcommand_exits_1_on_a_store_error_and_2_on_a_usage_error_in_one_line(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, tmp = files
+    for name, argv in STORE_ERRORS.items():
+        code, _, err = call(argv, db, tmp, capsys)
+        assert code == 1, (name, err)
+        assert err.count("\n") == 1 and err.startswith(f"agui-store {name}: "), (name, err)
+    for name in cli.COMMANDS:
+        code, out, err = call([name, "--no-such-option"], db, tmp, capsys)
+        assert (code, out) == (2, ""), name
+        assert err.count("\n") == 1 and f"agui-store {name}: " in err, (name, err)
+        assert f"(usage: agui-store {name} --help)" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["runs", "--thread", "x" * (3 << 20)], ["runs", "x" * (3 << 20)],
+     ["show", "y" * (3 << 20)], ["log", "--limit", "9" * 100_000], ["frob" * 100_000],
+     ["branch", "-d", "z" * (3 << 20)]],
+    ids=["an option", "a positional thread", "a revision", "a number", "a command",
+         "a branch"],
+)
+def test_an_error_naming_a_huge_value_is_one_short_line(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    db, tmp = files
+    code, out, err = call(argv, db, tmp, capsys)
+    assert code in (1, 2) and out == ""
+    assert err.count("\n") == 1 and len(err) <= cli.MAX_MESSAGE + 40, err[:200]
+
+
+def test_commands_that_need_a_thread_infer_it_and_say_thread_when_they_cannot(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, tmp = files
+    needing = [["runs"], ["branches"], ["log", "--all"], ["log", "--graph"], ["log"],
+               ["show"], ["diff", "porto", "fahrenheit"], ["fork"], ["export"], ["slim"],
+               ["export-artifact"], ["export", "--all", "--format", "jsonl"], ["branch", "x"],
+               ["branch", "-m", "x", "y"], ["branch", "-d", "y"]]
+    for argv in needing:  # one thread: inferred
+        code, _, err = call(argv, db, tmp, capsys)
+        assert code == 0, (argv, err)
+    call(["demo"], db, tmp, capsys)
+    for argv in needing:  # two threads: named with --thread, in the command line's words
+        code, _, err = call(argv, db, tmp, capsys)
+        assert code == 1 and "--thread" in err and "thread_id" not in err, (argv, err)

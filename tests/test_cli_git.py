@@ -1,0 +1,158 @@
+"""The command line as a git user reads it: ranges and ``--all`` in ``log``, ranges in
+``diff``, ``branch`` saying what it did, ``threads`` as a table, ``--version``, and the words
+``log`` labels each run with. Through the entry point, in this process, on real files."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agui_store
+from agui_store import cli
+
+
+def agui(db: Path, *args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = cli.main(["--db", str(db), *args], out=out)
+    return code, out.getvalue()
+
+
+def text_run(run_id: str, reply: str, *, question: str | None = None,
+             thread: str = "t") -> list[dict[str, Any]]:
+    """A run that answers ``reply`` (and first says ``question`` as a user message)."""
+    events: list[dict[str, Any]] = [{"type": "RUN_STARTED", "threadId": thread, "runId": run_id}]
+    said = [("user", f"{run_id}-q", question)] if question else []
+    for role, mid, text in [*said, ("assistant", f"{run_id}-a", reply)]:
+        events += [
+            {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": role},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": text},
+            {"type": "TEXT_MESSAGE_END", "messageId": mid},
+        ]
+    return [*events, {"type": "RUN_FINISHED", "threadId": thread, "runId": run_id}]
+
+
+def user(mid: str, text: str) -> dict[str, str]:
+    return {"id": mid, "role": "user", "content": text}
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """r1 <- r2 <- r3 (main), and r4 off r1 (branch side)."""
+    path = tmp_path / "chat.db"
+    with agui_store.open(path) as store:
+        store.append(text_run("r1", "one", question="first?"))
+        store.append(text_run("r2", "two", question="second?"))
+        store.append(text_run("r3", "three", question="third?"))
+        store.branch("side", "r1", thread_id="t")
+        body = store.fork("side", run_id="r4")
+        store.append(text_run("r4", "four", question="fourth?"), input=body)
+        store.branch("side", "r4", thread_id="t")
+        store.branch("tip", "r3", thread_id="t")
+    return path
+
+
+def first_words(lines: str) -> list[str]:
+    return [line.split()[0] for line in lines.splitlines()]
+
+
+def test_log_takes_git_ranges_and_all(db: Path) -> None:
+    assert first_words(agui(db, "log", "side..tip")[1]) == ["r3", "r2"]
+    assert first_words(agui(db, "log", "tip..side")[1]) == ["r4"]
+    assert first_words(agui(db, "log", "side...tip")[1]) == ["r4", "r3", "r2"]
+    assert first_words(agui(db, "log", "r2..")[1]) == ["r4"]  # an empty side is HEAD
+    assert first_words(agui(db, "log", "--all")[1]) == ["r4", "r3", "r2", "r1"]
+    code, out = agui(db, "log", "side..tip", "--json")
+    assert code == 0 and [r["runId"] for r in json.loads(out)] == ["r3", "r2"]
+
+
+def test_diff_takes_two_dot_and_three_dot_ranges(db: Path) -> None:
+    two = json.loads(agui(db, "diff", "tip..side", "--json")[1])
+    three = json.loads(agui(db, "diff", "tip...side", "--json")[1])
+    assert json.loads(agui(db, "diff", "tip", "side", "--two-dot", "--json")[1]) == two
+    assert json.loads(agui(db, "diff", "tip", "side", "--json")[1]) == three
+    assert two["mode"] == "two-dot" and three["mode"] == "three-dot"
+    assert cli.main(["--db", str(db), "diff", "tip"], out=io.StringIO()) == 2
+
+
+def test_diff_prints_no_empty_or_duplicated_section_and_removals_first(db: Path) -> None:
+    same = agui(db, "diff", "r2", "r2")[1].splitlines()
+    assert same == ["@ diff r2...r2 (merge base: r2)", "  the same run: no change"]
+    ahead = agui(db, "diff", "r1", "r3")[1]
+    assert "(no change)" not in ahead and "@ r1 -> r1" not in ahead
+    assert "@ r1 -> r3" in ahead
+    two = agui(db, "diff", "r3..r4")[1].splitlines()
+    changes = [line[0] for line in two if line[:1] in "+-"]
+    assert changes == ["-"] * 4 + ["+"] * 2, two
+
+
+def test_log_labels_each_run_with_the_user_message_it_added(tmp_path: Path) -> None:
+    db = tmp_path / "labels.db"
+    with agui_store.open(db) as store:
+        store.append(text_run("r1", "21C"), input={
+            "threadId": "t", "runId": "r1", "messages": [user("u1", "Weather in Lisbon?")]})
+        # Continued with fork(): the new question is in the run's events, not its input.
+        store.append(text_run("forked", "25C", question="And in Faro?"),
+                     input=store.fork("r1", run_id="forked"))
+        # A regenerate sends the same question again, without the answer.
+        store.append(text_run("regen", "22C"), input={
+            "threadId": "t", "runId": "regen", "messages": [user("u1", "Weather in Lisbon?")]})
+        # An edit replaces the last question.
+        store.append(text_run("edit", "18C"), input={
+            "threadId": "t", "runId": "edit", "parentRunId": "r1",
+            "messages": [*store.checkout("r1").messages, user("u2", "And in Porto?")]})
+    labels = {}
+    for line in agui(db, "log", "--graph")[1].splitlines():
+        words = line.replace("|", " ").replace("*", " ").split()
+        if words and words[0] != "/":
+            labels[words[0]] = line.rsplit('"', 2)[-2] if line.endswith('"') else ""
+    assert labels == {"edit": "And in Porto?", "regen": "Weather in Lisbon?",
+                      "forked": "And in Faro?", "r1": "Weather in Lisbon?"}
+    log = agui(db, "log", "forked")[1].splitlines()
+    assert log[0].endswith('"And in Faro?"') and log[1].endswith('"Weather in Lisbon?"')
+
+
+def test_branch_points_at_head_moves_only_with_force_and_says_what_it_did(db: Path) -> None:
+    assert agui(db, "branch", "idea") == (0, "created branch idea at r4 (thread t)\n")
+    code = cli.main(["--db", str(db), "branch", "idea", "r2"], out=io.StringIO())
+    assert code == 1
+    assert agui(db, "branch", "-f", "idea", "r2") == (
+        0, "moved branch idea from r4 to r2 (thread t)\n")
+    assert agui(db, "branch", "-m", "idea", "plan") == (
+        0, "renamed branch idea to plan (at r2) (thread t)\n")
+    assert agui(db, "branch", "-d", "plan") == (0, "deleted branch plan (was r2) (thread t)\n")
+    assert "  side -> r4" in agui(db, "branch")[1]
+
+
+def test_threads_is_a_table_newest_first_in_pages(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "threads.db"
+    with agui_store.open(db) as store:
+        for i in range(3):
+            store.append(text_run("r1", "hi", question=f"question {i}", thread=f"t{i}"))
+        store.branch("b", "r1", thread_id="t2")
+    code, out = agui(db, "threads", "--limit", "2")
+    assert code == 0
+    header, *rows = out.splitlines()
+    assert header.split() == ["THREAD", "OWNER", "RUNS", "BRANCHES", "LAST", "ACTIVITY",
+                              "FIRST", "WORDS"]
+    assert [row.split()[:4] for row in rows] == [["t2", "-", "1", "1"], ["t1", "-", "1", "0"]]
+    assert rows[0].endswith("question 2")
+    assert capsys.readouterr().err.endswith("threads --limit 2 --before t1\n")
+    code, out = agui(db, "threads", "--limit", "2", "--before", "t1", "--json")
+    assert code == 0
+    assert [t["threadId"] for t in json.loads(out)] == ["t0"]
+    assert json.loads(out)[0]["firstWords"] == "question 0"
+    assert capsys.readouterr().err == ""
+
+
+def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    assert agui_store.__version__ == version("agui-store")
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out == f"agui-store {agui_store.__version__}\n"
