@@ -15,6 +15,11 @@ import pytest
 from tests.conftest import FIXTURE_STREAMS
 
 
+def _thread_ids(cli: Any, db: Path) -> list[str]:
+    """The thread ids ``threads --json`` lists, sorted."""
+    return sorted(t["threadId"] for t in json.loads(cli("threads", "--json", db=db).stdout))
+
+
 def cli(
     *args: str, db: Path | None = None, ok: bool = True, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -313,10 +318,6 @@ def test_an_ag_ui_export_or_import_says_what_it_leaves_out(tmp_path: Path) -> No
     assert refused.returncode == 1 and "export --all" in refused.stderr
 
 
-def _thread_ids(db: Path) -> list[str]:
-    return sorted(t["threadId"] for t in json.loads(cli("threads", "--json", db=db).stdout))
-
-
 def _two_threads(db: Path) -> None:
     import agui_store
     from tests.streams import run, say
@@ -340,7 +341,7 @@ def test_delete_and_prune_refuse_without_yes_and_a_terminal_and_erase_nothing(
         proc = cli(*args, db=db, ok=False)
         assert proc.returncode == 2 and "without --yes" in proc.stderr, args
         assert proc.stderr.count("\n") == 1 and not proc.stdout
-    assert _thread_ids(db) == ["gone", "kept"]
+    assert _thread_ids(cli, db) == ["gone", "kept"]
     assert db.read_bytes() == before
     bad = cli("prune", "--older-than", "90 days", db=db, ok=False)
     assert bad.returncode == 2 and "is not an age" in bad.stderr
@@ -354,13 +355,13 @@ def test_delete_dry_run_says_what_would_go_and_yes_erases_it_with_a_json_receipt
     _two_threads(db)
     dry = json.loads(cli("delete", "--owner", "alice", "--dry-run", "--json", db=db).stdout)
     assert dry["dry_run"] and dry["threads"] == 1 and not dry["purged"]
-    assert _thread_ids(db) == ["gone", "kept"]
+    assert _thread_ids(cli, db) == ["gone", "kept"]
     done = json.loads(cli("delete", "--owner", "alice", "--yes", "--json", db=db).stdout)
     assert {k: v for k, v in done.items() if k not in ("dry_run", "purged")} == {
         k: v for k, v in dry.items() if k not in ("dry_run", "purged")
     }
     assert done["purged"] and not done["dry_run"]
-    assert _thread_ids(db) == ["kept"]
+    assert _thread_ids(cli, db) == ["kept"]
     report = json.loads(cli("check", "--json", db=db).stdout)
     assert report["ok"] and [e["verb"] for e in report["erasures"]] == ["delete_owner"]
     text = cli("prune", "--older-than", "0s", "--yes", db=db).stdout
@@ -394,10 +395,10 @@ def test_delete_asks_on_a_terminal_and_erases_only_on_yes(tmp_path: Path) -> Non
 
     code, said = answer("n")
     assert code == 1 and "Erase thread 'gone'? [y/N]" in said and "nothing was erased" in said
-    assert _thread_ids(db) == ["gone", "kept"]
+    assert _thread_ids(cli, db) == ["gone", "kept"]
     code, said = answer("y")
     assert code == 0
-    assert _thread_ids(db) == ["kept"]
+    assert _thread_ids(cli, db) == ["kept"]
 
 
 def test_search_prints_a_hit_a_line_newest_first_and_names_the_next_page(tmp_path: Path) -> None:

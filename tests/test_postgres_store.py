@@ -1284,10 +1284,11 @@ def test_the_command_line_reads_a_postgresql_store_from_db_and_the_environment(
     assert [line.split()[0] for line in log.stdout.splitlines() if line] == ["r2", "r1"]
     env["AGUI_STORE_DB"] = store_url
     threads = subprocess.run(
-        [sys.executable, "-m", "agui_store", "threads"],
+        [sys.executable, "-m", "agui_store", "threads", "--json"],
         capture_output=True, text=True, env=env, check=False,
     )
-    assert (threads.returncode, threads.stdout.split()) == (0, ["t"]), threads.stderr
+    assert threads.returncode == 0, threads.stderr
+    assert [t["threadId"] for t in json.loads(threads.stdout)] == ["t"]
 
 
 def test_the_asyncio_store_appends_through_its_writer_process_and_reads(store_url: str) -> None:

@@ -113,7 +113,7 @@ def test_refs_resolve_run_ids_prefixes_branches_head_and_ancestors(store: Any) -
     assert store.get_run("HEAD").run_id == "beta-3"
     assert store.get_run("main~2").run_id == "alpha-1"
     assert store.get_run("feature~").run_id == "alpha-1"
-    with pytest.raises(AmbiguousRunError, match="prefix"):
+    with pytest.raises(AmbiguousRunError, match="ambiguous: it begins 2 runs"):
         store.checkout("alpha")
     assert store.get_run("gamma") is None
     with pytest.raises(RunNotFoundError):
