@@ -78,6 +78,18 @@ class _Ids(msgspec.Struct):
 _ids_decoder = msgspec.json.Decoder(_Ids)
 
 
+async def _whole_body(receive: Receive) -> bytes | None:
+    """A request's whole body, read before the app sees it (``None``: the client left)."""
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        parts.append(bytes(message.get("body", b"")))
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
 def _ids_of(body: bytes) -> _Ids | None:
     try:
         return _ids_decoder.decode(body)
@@ -351,15 +363,9 @@ class Recorder:
     async def _refuse_unowned(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``unowned="refuse"``: a RunAgentInput without an owner gets 401, and the app never
         sees it; any other request (a login form posting JSON, say) goes through."""
-        parts: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            parts.append(bytes(message.get("body", b"")))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(parts)
+        body = await _whole_body(receive)
+        if body is None:
+            return
         ids = _ids_of(body)
         if ids is None:
             await self.app(scope, _replay(body, receive), send)
@@ -420,15 +426,9 @@ class Recorder:
     # --- reconnect ----------------------------------------------------------------------
 
     async def _connect(self, scope: Scope, receive: Receive, send: Send) -> None:
-        parts: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            parts.append(bytes(message.get("body", b"")))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(parts)
+        body = await _whole_body(receive)
+        if body is None:
+            return
         ids = _ids_of(body)
         if ids is None:
             # Not a reconnect: the app may have a route of its own there.
