@@ -154,21 +154,9 @@ def unchanged(
     there, and the positions in that prefix whose message the runs since may have changed
     (their events named it)."""
     keep = min(since.unmoved, since.length, len(messages))
-    changed: list[int] = []
+    # Few: the messages the runs' events name; the ones past the prefix are stored anyway.
     held = reducer.holders(since.names)
-    if held:  # few: the messages the runs' events name
-        # Where they stand in the prefix, searched from the end (runs mostly reach recent
-        # messages); the ones past the prefix are stored anyway.
-        pending = {id(m) for m in held}
-        for m in messages[keep:]:
-            pending.discard(id(m))
-        at = keep - 1
-        while pending and at >= 0:
-            if id(messages[at]) in pending:
-                pending.discard(id(messages[at]))
-                changed.append(at)
-            at -= 1
-    return keep, changed
+    return keep, search.held_before(messages, keep, held) if held else []
 
 
 def index_every_run(

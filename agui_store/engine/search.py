@@ -52,7 +52,16 @@ def changed_positions(
     """The positions of a run's view its events may have added or changed: from ``start``
     (what the reducer reports unmoved, and what it held before the run) to the end, and
     where the messages the run's events named (``held``) stand before that."""
-    positions = list(range(start, len(messages)))
+    return sorted([*range(start, len(messages)), *held_before(messages, start, held)])
+
+
+def held_before(
+    messages: Sequence[dict[str, Any]], start: int, held: Sequence[dict[str, Any]]
+) -> list[int]:
+    """Where the message objects ``held`` stand in ``messages[:start]``, newest first:
+    searched from the end, since runs mostly reach recent messages; those at or past
+    ``start`` are not looked for."""
+    found: list[int] = []
     pending = {id(m) for m in held}
     for m in messages[start:]:
         pending.discard(id(m))
@@ -60,9 +69,9 @@ def changed_positions(
     while pending and at >= 0:
         if id(messages[at]) in pending:
             pending.discard(id(messages[at]))
-            positions.append(at)
+            found.append(at)
         at -= 1
-    return sorted(positions)
+    return found
 
 
 def _in_layout(layout: checkpoints.Layout, position: int) -> tuple[int | None, int | None]:
@@ -252,6 +261,7 @@ __all__ = [
     "PHRASE_PAGE",
     "IndexRow",
     "changed_positions",
+    "held_before",
     "index_rows",
     "index_run",
     "message_key",
