@@ -339,13 +339,7 @@ class Store:
         intake.check_scope(scope)
         counts = archive.ArchiveResult()
         with self._reading() as tx:
-            if thread_id is not None:
-                found = tx.thread(thread_id)
-                if found is None or (scope is not None and found[1] != scope):
-                    raise RunNotFoundError(f"no thread {_quote(thread_id)} in {self.path}")
-                ids = [thread_id]
-            else:
-                ids = tx.thread_ids(scope)
+            ids = reads.chosen_threads(tx, thread_id, scope, self.path)
             lines = archive.export_lines(
                 tx, ids, whole_store=thread_id is None and scope is None, scope=scope,
                 counts=counts, progress=progress,

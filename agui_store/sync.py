@@ -51,10 +51,10 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agui_store.engine import replication
+from agui_store.engine import reads, replication
 from agui_store.engine.arguments import path_text
 from agui_store.engine.intake import check_scope
-from agui_store.errors import InvalidArgumentError, NotAStoreError, RunNotFoundError
+from agui_store.errors import InvalidArgumentError, NotAStoreError
 from agui_store.store import Store, is_url
 
 #: Called as events land: ``(events copied so far, events to copy)``.
@@ -162,14 +162,8 @@ def copy(
             raise InvalidArgumentError(
                 f"the source and the destination are the same store ({source.path})"
             )
-        with source._reading() as stx, target._replicating() as dtx:
-            if thread_id is not None:
-                found = stx.thread(thread_id)
-                if found is None or (scope is not None and found[1] != scope):
-                    raise RunNotFoundError(f"no thread {thread_id!r} in {source.path}")
-                thread_ids = [thread_id]
-            else:
-                thread_ids = stx.thread_ids(scope)
+        with source.reading() as stx, target.replicating() as dtx:
+            thread_ids = reads.chosen_threads(stx, thread_id, scope, source.path)
             done = replication.replicate(
                 stx, dtx, thread_ids, scope=scope, force=force, progress=progress,
                 restore_erased=restore_erased, carry=thread_id is None,

@@ -498,10 +498,6 @@ PRIVATE_MEMBER_EXCEPTIONS = {
     "testing: _worker": "testing.stop_threads",
     "testing: _batchers": "testing.recording",
     "testing: _store": "testing.recorder_store",
-    # copy opens its two transactions through the stores' own spelling of the doors until
-    # its planning and writing move into the engine beside Store.reading()/replicating().
-    "sync: _reading": "copy's read transaction of its source",
-    "sync: _replicating": "copy's write transaction of its target",
 }
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from agui_store.codec import ingest
 from agui_store.engine import arguments, checkpoints, port
 from agui_store.engine.revisions import DEFAULT_BRANCH, RunKey
-from agui_store.errors import HashMismatchError, InvalidArgumentError
+from agui_store.errors import HashMismatchError, InvalidArgumentError, RunNotFoundError
 from agui_store.history import hashing, resume
 from agui_store.history.normalize import expand_input
 from agui_store.history.restore import RunRecord, View, body_as_sent, restore
@@ -336,6 +336,24 @@ _new = object.__new__
 
 
 # --- what the store's reading verbs return, each from one read transaction -----------------
+
+
+def chosen_threads(
+    tx: port.Reading, thread_id: str | None, scope: str | None, where: str
+) -> list[str]:
+    """The threads a verb over a whole store or one thread covers (``export_archive``,
+    ``copy``): ``thread_id`` alone, which must exist in ``scope``, else every thread of
+    ``scope`` (``None``: of every owner).
+
+    Raises:
+        RunNotFoundError: no thread ``thread_id`` (in ``scope``) in the store at ``where``.
+    """
+    if thread_id is None:
+        return list(tx.thread_ids(scope))
+    found = tx.thread(thread_id)
+    if found is None or (scope is not None and found[1] != scope):
+        raise RunNotFoundError(f"no thread {arguments.quote(thread_id)} in {where}")
+    return [thread_id]
 
 
 def thread_summary(tx: port.Reading, pk: int, thread_id: str) -> Thread:
