@@ -699,8 +699,10 @@ class Store:
     ) -> Checkout:
         """Restore a run: the messages and state the official client holds after it."""
         with self._reading() as tx:
-            key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
-            return reads.checkout(tx, key.pk)
+            arguments.check_scope(scope)
+            return reads.checkout_ref(
+                tx, run_or_ref, where=self.path, thread_id=thread_id, scope=scope
+            )
 
     def reconnect_stream(
         self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None

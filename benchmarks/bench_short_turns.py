@@ -22,11 +22,13 @@ runs; on PostgreSQL, <= 1.0x its floor and <= 1.0x PostgresSaver.get_tuple.
     python -m benchmarks.bench_short_turns [--runs 2000,10000] [--repeat 301] [--postgres]
         [--files DIR]
     python -m benchmarks.bench_short_turns --runs 2000 --profile 200   # cProfile, top 25
+    python -m benchmarks.bench_short_turns --runs 2000 --profile 200 --postgres  # and round trips
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import cProfile
 import gc
 import os
@@ -161,9 +163,29 @@ JOIN agui_store.blobs b ON b.id = ids.id ORDER BY ids.n
 """
 
 
-def postgres_figures(n: int, seed: int, repeat: int) -> dict[str, float]:
+def postgres_floor(dsn: str, newest: str, messages: list[Any]) -> Callable[[], list[Any]]:
+    """The floor of a checkout of ``newest`` on PostgreSQL: one query for its message
+    blobs' texts in list order (their ids found beforehand, untimed), then their decode,
+    on a connection of its own left open (closed when the script exits)."""
     import psycopg
 
+    raw = psycopg.connect(dsn, autocommit=True)
+    atexit.register(raw.close)
+    manifest, tail = raw.execute(FLOOR_IDS, (newest,)).fetchone()
+    ids = (msgspec.json.decode(manifest) if manifest else []) + [
+        blob_id for blob_id, _ in msgspec.json.decode(tail)
+    ]
+    cursor = raw.cursor(binary=True)
+
+    def floor() -> list[Any]:
+        rows = cursor.execute(FLOOR_QUERY, (ids,)).fetchall()
+        return [m for (data,) in rows for m in msgspec.json.decode(data)]
+
+    assert floor() == messages
+    return floor
+
+
+def postgres_figures(n: int, seed: int, repeat: int) -> dict[str, float]:
     from benchmarks.bench_postgres_langgraph import PostgresThread
 
     dsn = throwaway_postgres()
@@ -175,18 +197,9 @@ def postgres_figures(n: int, seed: int, repeat: int) -> dict[str, float]:
     config = {"configurable": {"thread_id": THREAD, "checkpoint_ns": ""}}
     found = lg.saver.get_tuple(config)
     assert found is not None and found.checkpoint["channel_values"]["messages"] == messages
-    with psycopg.connect(dsn, autocommit=True) as raw, agui_store.open(dsn) as store:
-        manifest, tail = raw.execute(FLOOR_IDS, (newest,)).fetchone()
-        ids = (msgspec.json.decode(manifest) if manifest else []) + [
-            blob_id for blob_id, _ in msgspec.json.decode(tail)
-        ]
-        cursor = raw.cursor(binary=True)
-
-        def floor() -> list[Any]:
-            rows = cursor.execute(FLOOR_QUERY, (ids,)).fetchall()
-            return [m for (data,) in rows for m in msgspec.json.decode(data)]
-
-        assert floor() == messages == store.checkout(newest, thread_id=THREAD).messages
+    with agui_store.open(dsn) as store:
+        floor = postgres_floor(dsn, newest, messages)
+        assert store.checkout(newest, thread_id=THREAD).messages == messages
         figures = alternating(
             {
                 "checkout": lambda: store.checkout(newest, thread_id=THREAD),
@@ -200,21 +213,63 @@ def postgres_figures(n: int, seed: int, repeat: int) -> dict[str, float]:
     return figures
 
 
-def profile(n: int, seed: int, count: int) -> None:
-    """cProfile of ``count`` checkouts of the newest run (the top 25 by own time)."""
-    tmp = scratch_dir("agui-bench-turns-")
-    path = os.path.join(tmp, "profile.db")
-    build(path, n, seed)
+def round_trips(stats: pstats.Stats, count: int) -> float:
+    """Round trips to the server per checkout in a profile of ``count`` of them: psycopg
+    sends one per ``execute`` of a client-side cursor (and fetches its rows with it)."""
+    calls = sum(
+        entry[1]
+        for (filename, _, name), entry in stats.stats.items()  # type: ignore[attr-defined]
+        if name == "execute" and filename.endswith(os.path.join("psycopg", "cursor.py"))
+    )
+    return calls / count
+
+
+def built(location: str, n: int) -> list[Any] | None:
+    """The newest run's messages of the thread an earlier run of this script left at
+    ``location`` (``None``: it holds none of ``n`` runs)."""
+    with agui_store.open(location) as store:
+        try:
+            return store.checkout(f"r{n - 1}", thread_id=THREAD).messages
+        except agui_store.RunNotFoundError:
+            return None
+
+
+def profile(
+    n: int, seed: int, count: int, postgres: bool = False, dsn: str | None = None
+) -> None:
+    """cProfile of ``count`` checkouts of the newest run (the top 25 by own time); on
+    PostgreSQL, with the round trips per checkout and the median time of a checkout and
+    of its floor, timed in turns outside the profile. ``dsn``: a database of an earlier
+    run's, whose thread is used again (built there when it is missing)."""
     newest = f"r{n - 1}"
-    with agui_store.open(path) as store:
+    if postgres:
+        location = dsn or throwaway_postgres()
+    else:
+        location = os.path.join(scratch_dir("agui-bench-turns-"), "profile.db")
+    messages = built(location, n) if dsn else None
+    if messages is None:
+        messages = build(location, n, seed)
+    with agui_store.open(location) as store:
         store.checkout(newest, thread_id=THREAD)
         profiler = cProfile.Profile()
         profiler.enable()
         for _ in range(count):
             store.checkout(newest, thread_id=THREAD)
         profiler.disable()
-    stats = pstats.Stats(profiler)
-    stats.sort_stats("tottime").print_stats(25)
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("tottime").print_stats(25)
+        if postgres:
+            print(f"round trips per checkout: {round_trips(stats, count):.2f}")
+            floor = postgres_floor(location, newest, messages)
+            figures = alternating(
+                {"checkout": lambda: store.checkout(newest, thread_id=THREAD), "floor": floor},
+                count,
+            )
+            print(
+                f"median of {count} in turns: checkout {figures['checkout'] * 1e3:.3f} ms, "
+                f"floor {figures['floor'] * 1e3:.3f} ms, "
+                f"{figures['checkout'] / figures['floor']:.2f}x"
+            )
 
 
 def main() -> None:
@@ -225,6 +280,9 @@ def main() -> None:
     parser.add_argument("--postgres", action="store_true", help="also on PostgreSQL")
     parser.add_argument("--profile", type=int, default=0, help="profile this many checkouts")
     parser.add_argument(
+        "--dsn", help="with --profile --postgres: this database instead of a throwaway one"
+    )
+    parser.add_argument(
         "--files",
         help="keep the SQLite stores in this folder, and reuse those there (building 10,000 "
         "runs takes minutes)",
@@ -232,7 +290,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(r) for r in args.runs.split(",")]
     if args.profile:
-        profile(sizes[0], args.seed, args.profile)
+        profile(sizes[0], args.seed, args.profile, args.postgres, args.dsn)
         return
     header("checkout of a short-turn conversation's newest run (store open, timed in turns)")
     print(f"median of {args.repeat} alternating rounds, one process")

@@ -276,6 +276,7 @@ def _hot_port_reads(pk: dict[str, Any]) -> dict[str, tuple[str, Any]]:
         "run summary and branches": (sql.RUN_SUMMARY_AND_BRANCHES, (tip,)),
         "checkpoint row": (sql.SELECT_CHECKPOINT, (tip,)),
         "checkpoint with blobs": (sql.CHECKPOINT_WITH_BLOBS, {"run": tip}),
+        "run checkout": (sql.RUN_CHECKOUT, {"thread_id": "t", "run_id": "r39", "scope": None}),
         "branches named": (
             sql.BRANCHES_NAMED,
             {"name": "side", "thread": thread, "scope": None},
@@ -1148,6 +1149,49 @@ def test_a_steady_append_sends_at_most_five_statements(
         counts.append(len(sent))
     assert max(counts[3:]) <= 5, (counts, sent)
     assert len(store.runs("t")) == 9 and store.check().ok
+
+
+def test_a_checkout_of_a_run_named_in_its_thread_is_one_statement_and_leaves_no_transaction(
+    store: Any, monkeypatch: pytest.MonkeyPatch, postgres_server: Any
+) -> None:
+    # One round trip: no BEGIN, no COMMIT (one statement sees one snapshot). A ref that is
+    # not a run id of the thread, a run without a checkpoint of its own, and a missing run
+    # take the long way in a transaction of their own, with their answers and errors.
+    store.append(run("t", "r1", *say("m1", "first")))
+    store.append(run("t", "r2", *say("m2", "second")), parent="r1")
+    store.branch("side", "r1", thread_id="t")
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+    own = testing.connection(store)
+
+    def counted(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.connection is own:  # the store's own connection only (see above)
+            sent.append(str(query).split()[0])
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    for _ in range(3):
+        sent.clear()
+        found = store.checkout("r2", thread_id="t")
+        assert [m["content"] for m in found.messages] == ["first", "second"]
+        assert found.run.branches == ("main",) and sent == ["WITH"]
+        assert own.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    sent.clear()
+    assert store.checkout("side", thread_id="t").run.run_id == "r1"
+    assert sent[0] == "WITH" and sent[1].startswith("BEGIN") and sent[-1] == "COMMIT"
+    with pytest.raises(RunNotFoundError):
+        store.checkout("r9", thread_id="t")
+    with pytest.raises(RunNotFoundError):
+        store.checkout("r2", thread_id="t", scope="someone")
+    assert own.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    # The rest of the store's reads and writes on that connection are as they were.
+    store.append(run("t", "r3", *say("m3", "third")), parent="r2")
+    assert [r.run_id for r in store.log("r3", thread_id="t")] == ["r3", "r2", "r1"]
+    assert store.check().ok
+    # A connection lost before the statement: replaced, and the read sent again.
+    assert postgres_server.terminate_backend(own.info.backend_pid)
+    assert store.checkout("r3", thread_id="t").run.run_id == "r3"
+    assert testing.connection(store) is not own
 
 
 def test_a_server_restart_between_calls_costs_at_most_one_failed_call(

@@ -250,6 +250,28 @@ def load_if_any(tx: Reading, run_pk: int, *, trust: bool = False) -> Snapshot | 
         _close(blob_rows)  # read to the end already, unless something failed first
 
 
+def load_read(
+    tx: Reading,
+    run_pk: int,
+    row: tuple[Any, ...],
+    blob_rows: list[tuple[int, int, bytes, bytes]] | None,
+    *,
+    trust: bool = False,
+) -> Snapshot | None:
+    """:func:`load` of a checkpoint whose row, and maybe blobs, were read already
+    (:meth:`~agui_store.engine.port.Reading.run_checkout`), verified alike. With the blobs
+    given, nothing more is read: ``None`` when they are not the ones its layout lists (the
+    backend could not list them), for the caller to load it the long way. Without them,
+    they are read (:meth:`~agui_store.engine.port.Reading.blobs_in_order`)."""
+    layout = _layout(run_pk, row)
+    try:
+        return _finish(
+            tx, run_pk, row, layout, 0, _Reads(tx, trust), blob_rows=blob_rows, given_only=True
+        )
+    except _Unlisted:
+        return None
+
+
 def load_past_shared(
     tx: Reading, run_pks: Sequence[int], *, skip_shared: bool = True, trust: bool = False
 ) -> list[Snapshot] | None:
@@ -298,6 +320,11 @@ def layout_of(tx: Reading, run_pk: int) -> Layout | None:
 
 class _NoCheckpoint(CorruptStoreError):
     """The run has no checkpoint (an error for :func:`load`, an answer for a diff)."""
+
+
+class _Unlisted(Exception):
+    """The blobs read with a checkpoint's row are not the ones its layout lists, and no
+    more may be read (:func:`load_read`)."""
 
 
 class _Reads:
@@ -381,11 +408,13 @@ def _finish(
     *,
     verify: bool = True,
     blob_rows: Iterable[tuple[int, int, bytes, bytes]] | None = None,
+    given_only: bool = False,
 ) -> Snapshot:
     """A checkpoint's view from its row and layout, leaving out the first ``skip`` blobs of
     its list (full chunks, then tail segments). ``blob_rows``: its blobs as the backend
     read them with its row (:meth:`~agui_store.engine.port.Reading.checkpoint_with_blobs`), used
-    when they are the ones its layout lists."""
+    when they are the ones its layout lists; when they are not, read again, or, with
+    ``given_only``, :class:`_Unlisted` raised."""
     (length, _, _, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base,
      s_addr, i_addr, w_addr, view_hash, run_hash_ok, _, _, base_run, *base_state) = row
     if verify and not run_hash_ok:
@@ -435,6 +464,8 @@ def _finish(
     rows = blob_rows if blob_rows is not None and not skip else tx.blobs_in_order(wanted)
     messages, undecodable = _read_message_blobs(run_pk, rows, addrs, read, trusted)
     if rows is blob_rows and read != wanted:
+        if given_only:
+            raise _Unlisted(f"checkpoint of run {run_pk}: other blobs than its list")
         # The backend listed other blobs than the layout (it could not read a compressed
         # or unusual manifest, or one is missing): read the layout's, as without it.
         del addrs[skip:]

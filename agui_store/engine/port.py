@@ -68,6 +68,20 @@ class EntryRow(NamedTuple):
     parent_hash: bytes | None
 
 
+class RunCheckout(NamedTuple):
+    """What a checkout of a run named in its thread reads (:meth:`Reading.run_checkout`):
+    the run's record and its own checkpoint, as the engine verifies and decodes them."""
+
+    pk: int
+    summary: RunSummary
+    branches: list[str]  # the names of the branches at the run, by name
+    newest: bool  # whether it is its thread's newest run
+    checkpoint: tuple[Any, ...]  # its checkpoint's row, as Reading.checkpoint_row gives it
+    #: its chunks and tail segments as :meth:`Reading.blobs_in_order` gives them, read with
+    #: the row (``None``: read apart)
+    blobs: list[tuple[int, int, bytes, bytes]] | None
+
+
 #: ``thread_facts``: (newest run, has branches, {run: last seq}, the cached view stands,
 #: runs of the thread wait to be derived).
 ThreadFacts = tuple["int | None", bool, dict[int, int], bool, bool]
@@ -141,6 +155,18 @@ class Reading(Protocol):
         """Every run, in the order they were placed."""
     def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]:
         """The threads holding these runs, each once."""
+    def run_checkout(
+        self, thread_id: str, run_id: str, scope: str | None
+    ) -> RunCheckout | None:
+        """The run ``run_id`` of the thread ``thread_id`` (of the owner ``scope``; ``None``:
+        of any), with its own checkpoint: what restoring it reads (:class:`RunCheckout`).
+        ``None``: no such run, or it has no checkpoint of its own.
+
+        A backend with round trips answers in one. As the transaction's first operation it
+        may answer from a snapshot of its own, taken before the transaction's (PostgreSQL
+        sends the statement alone, outside the transaction: one statement sees one
+        snapshot), so the caller uses the answer whole or not at all, and reads nothing
+        else to complete it."""
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
         """A run's summary (:data:`RunSummary`), the names of the branches at the run (by
         name), and whether it is its thread's newest run: what one run's record shows, in
@@ -581,6 +607,7 @@ __all__ = [
     "Inspecting",
     "Reading",
     "ReplicaRun",
+    "RunCheckout",
     "RunSummary",
     "Writing",
 ]

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import arguments, checkpoints, port
+from agui_store.engine import arguments, checkpoints, port, revisions
 from agui_store.engine.revisions import DEFAULT_BRANCH, RunKey
 from agui_store.errors import HashMismatchError, InvalidArgumentError, RunNotFoundError
 from agui_store.history import hashing, resume
@@ -413,6 +413,61 @@ def checkout(tx: port.Reading, pk: int) -> Checkout:
     run = run_record(tx, pk)
     found = view(tx, pk)
     return Checkout(run, found.messages, found.state, found.interrupts, found.warnings)
+
+
+def checkout_ref(
+    tx: port.Reading,
+    ref: str,
+    *,
+    where: str,
+    thread_id: str | None = None,
+    scope: str | None = None,
+) -> Checkout:
+    """The run a revision names, restored (:func:`checkout` of what
+    :func:`~agui_store.engine.revisions.resolve` finds, and its errors): a run id of the
+    thread ``thread_id`` is read in one operation first (:func:`checkout_named`)."""
+    if thread_id is not None:
+        found = checkout_named(tx, ref, thread_id, scope)
+        if found is not None:
+            return found
+    key = revisions.resolve(tx, ref, where=where, thread_id=thread_id, scope=scope)
+    return checkout(tx, key.pk)
+
+
+def checkout_named(
+    tx: port.Reading, run_id: str, thread_id: str, scope: str | None
+) -> Checkout | None:
+    """The run ``run_id`` of the thread ``thread_id`` (of the owner ``scope``), restored
+    from its own checkpoint as one operation reads them
+    (:meth:`~agui_store.engine.port.Reading.run_checkout`), verified as :func:`view`
+    verifies a checkpoint. ``None`` when the name is not a run of that thread (a branch,
+    a ref, a missing thread or run: :func:`~agui_store.engine.revisions.resolve` says which)
+    or the run has no checkpoint of its own: the caller takes the long way, which reads
+    again from the start, since the answer may come from a snapshot of its own."""
+    if not (
+        isinstance(run_id, str) and run_id and isinstance(thread_id, str)
+        and arguments.storable_text(run_id) and arguments.storable_text(thread_id)
+    ):
+        return None  # resolve() says what is wrong with them
+    found = tx.run_checkout(thread_id, run_id, scope)
+    if found is None:
+        return None
+    pk, summary = found.pk, found.summary
+    try:
+        snapshot = checkpoints.load_read(tx, pk, found.checkpoint, found.blobs, trust=True)
+    except HashMismatchError as e:
+        # Named from the answer: a statement more could see another snapshot.
+        raise HashMismatchError(e.what, thread_id=summary[1], run_id=summary[2]) from None
+    if snapshot is None:
+        return None
+    names = found.branches
+    if found.newest:
+        names.insert(0, DEFAULT_BRANCH)
+    run = run_from_row(summary, {pk: names})
+    restored = snapshot.view
+    return Checkout(
+        run, restored.messages, restored.state, restored.interrupts, restored.warnings
+    )
 
 
 def reconnect_stream(tx: port.Reading, pk: int) -> list[dict[str, Any]]:

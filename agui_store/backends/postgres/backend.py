@@ -159,6 +159,7 @@ class PostgresBackend:
         #: (``agui_store.testing.on_write_locked``), ``None`` otherwise.
         self.on_write_locked: Callable[[str | None], None] | None = None
         self._writing: PostgresTransaction | None = None  # the write under way, if any
+        self._reading: PostgresTransaction | None = None  # the read under way, if any
         self._prepared_on: Any = None  # the connection the store's statements are prepared on
         self._conn = self._connect()  # errors in the URL, the server or the schema: now
         self._trusted = TrustedBlobs()  # what the connection verified of its blobs
@@ -300,23 +301,63 @@ class PostgresBackend:
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[PostgresTransaction]:
-        """A read transaction (``REPEATABLE READ READ ONLY``); inside a write, that write's own."""
+        """A read transaction (``REPEATABLE READ READ ONLY``); inside a write, that write's
+        own; inside a read, that read's.
+
+        ``BEGIN`` is sent with the transaction's first statement (:class:`PostgresTransaction`
+        holds it until then), unless that statement may run alone, outside it
+        (:meth:`PostgresTransaction.run_checkout`): then a read that sends nothing more
+        opens no transaction, and costs one round trip."""
         if self._writing is not None:  # inside a write: its transaction (and its deferred
             yield self._writing  # writes, which its reads send first), opened if not yet
             return
+        if self._reading is not None:  # nested: that read's, opened if not yet
+            yield self._reading
+            return
         conn = self._db
         if conn.info.transaction_status != TransactionStatus.IDLE:
-            yield PostgresTransaction(conn, trusted=self._trusted)  # nested: that one's
-            return
-        conn = self._begin(sql.BEGIN_READING)
+            yield PostgresTransaction(conn, trusted=self._trusted)  # a transaction of the
+            return  # connection's owner (a test's): inside it
+        opened: list[Any] = []
+
+        def begin(query: str | None) -> tuple[Any, Any]:
+            if query is None:
+                conn, rows = self._begin(sql.BEGIN_READING), None
+            else:
+                conn, rows = self._begin(sql.BEGIN_READING, query)
+            opened.append(conn)
+            return conn, rows
+
+        tx = PostgresTransaction(None, begin=begin, trusted=self._trusted, alone=self._alone)
+        self._reading = tx
         try:
-            yield PostgresTransaction(conn, trusted=self._trusted)
+            yield tx
         except BaseException as e:
-            self._end(conn, rollback=True)
+            if opened:
+                self._end(opened[0], rollback=True)
+            elif self._conn is not None and _lost(self._conn):
+                self._drop()
             if isinstance(e, Exception) and not isinstance(e, errors.AguiStoreError):
                 raise translate(e, self.where) from e
             raise
-        self._end(conn, rollback=False)  # a read wrote nothing: COMMIT and ROLLBACK agree
+        finally:
+            self._reading = None
+        if opened:
+            self._end(opened[0], rollback=False)  # a read wrote nothing: COMMIT and ROLLBACK agree
+
+    def _alone(self, statement: str, args: Any) -> list[Any]:
+        """The rows of one read-only statement sent outside any transaction: the connection
+        commits each statement by itself (autocommit), so the statement sees one snapshot
+        and leaves no transaction open. A connection found lost is replaced once: a read
+        sent again changes nothing."""
+        conn = self._db
+        try:
+            return conn.cursor(binary=True).execute(statement, args).fetchall()  # type: ignore[no-any-return]
+        except Exception:
+            if not _lost(conn):
+                raise
+        self._drop()
+        return self._db.cursor(binary=True).execute(statement, args).fetchall()  # type: ignore[no-any-return]
 
     @contextlib.contextmanager
     def writing(self, thread_id: str | None = None) -> Iterator[PostgresTransaction]:
@@ -381,7 +422,7 @@ class PostgresBackend:
         if self._pid == os.getpid():
             return
         self._pid = os.getpid()
-        self._writing = None  # the parent's, if it forked inside one
+        self._writing = self._reading = None  # the parent's, if it forked inside one
         conn, self._conn = self._conn, None
         if conn is None:
             return

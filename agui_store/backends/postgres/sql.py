@@ -619,45 +619,83 @@ STATE_ADDRESS = (
     "SELECT blobs.hash FROM checkpoints JOIN blobs ON blobs.id = checkpoints.state "
     "WHERE checkpoints.run = %s"
 )
-#: Blobs by id in the order of an array of ids (each one a primary-key probe).
-#: A checkpoint's row (``SELECT_CHECKPOINT``'s columns, then four NULLs) followed by its
-#: chunks and tail segments in list order (22 NULLs, then ``BLOBS_IN_ORDER``'s columns): a
-#: checkout's reads in one round trip. The server reads the blob ids from the manifest and
-#: the tail only where they are what the engine writes (a plain array of integers; the tail's
-#: ``[id, count]`` pairs); anything else lists none, and the engine, which compares the ids
-#: with the ones it parsed, reads the blobs by its own. Each branch is read in list order
-#: (UNION ALL appends them as written; no sort holds the first row back).
-CHECKPOINT_WITH_BLOBS = (
-    "SELECT * FROM ("
-    + SELECT_CHECKPOINT.replace("%s", "%(run)s")
-    + r""") AS head CROSS JOIN (SELECT NULL::bigint, NULL::smallint, NULL::bytea, NULL::bytea)
-    AS no_blob
+def _listed_blobs(run: str, before: int) -> str:
+    """The blobs a checkpoint's list names (``run``: the SQL that gives its run), as rows of
+    ``before`` NULLs then ``BLOBS_IN_ORDER``'s columns: its chunks in manifest order, then
+    its tail segments in order, each a ``UNION ALL`` branch to follow a first row. The ids
+    are read from the manifest and the tail only where they are what the engine writes (a
+    plain array of integers; the tail's ``[id, count]`` pairs, split as text: the matches
+    of a regular expression cost a quarter of the statement); anything else lists none,
+    and the engine, which compares the ids with the ones it parsed, reads the blobs by its
+    own. Each branch is read in list order (``UNION ALL`` appends them as written; no sort
+    holds the first row back)."""
+    nulls = ", ".join(["NULL"] * before)
+    return rf"""
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.id, b.codec, b.data, b.hash
+SELECT {nulls}, b.id, b.codec, b.data, b.hash
 FROM (
     SELECT x.id, x.n FROM checkpoints c JOIN blobs m ON m.id = c.chunks
     CROSS JOIN LATERAL (SELECT encode(m.data, 'escape') AS ids) AS t
     CROSS JOIN LATERAL unnest(string_to_array(substr(t.ids, 2, length(t.ids) - 2), ',')::bigint[])
         WITH ORDINALITY AS x(id, n)
-    WHERE c.run = %(run)s AND m.codec = 0 AND t.ids ~ '^\[([0-9]{1,18}(,[0-9]{1,18})*)?\]$'
+    WHERE c.run = {run} AND m.codec = 0 AND t.ids ~ '^\[([0-9]{{1,18}}(,[0-9]{{1,18}})*)?\]$'
     ORDER BY x.n
 ) AS chunk CROSS JOIN LATERAL (
     SELECT * FROM blobs WHERE blobs.id = chunk.id OFFSET 0) AS b
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.id, b.codec, b.data, b.hash
+SELECT {nulls}, b.id, b.codec, b.data, b.hash
 FROM (
-    SELECT x.pair[1]::bigint AS id, x.n FROM checkpoints c
-    CROSS JOIN LATERAL regexp_matches(c.tail, '\[([0-9]{1,18}),[0-9]{1,18}\]', 'g')
-        WITH ORDINALITY AS x(pair, n)
-    WHERE c.run = %(run)s
-      AND c.tail ~ '^\[(\[[0-9]{1,18},[0-9]{1,18}\](,\[[0-9]{1,18},[0-9]{1,18}\])*)?\]$'
+    SELECT split_part(x.pair, ',', 1)::bigint AS id, x.n FROM checkpoints c
+    CROSS JOIN LATERAL unnest(string_to_array(
+        substr(c.tail, 3, greatest(length(c.tail) - 4, 0)), '],[')) WITH ORDINALITY AS x(pair, n)
+    WHERE c.run = {run}
+      AND c.tail ~ '^\[(\[[0-9]{{1,18}},[0-9]{{1,18}}\](,\[[0-9]{{1,18}},[0-9]{{1,18}}\])*)?\]$'
     ORDER BY x.n
 ) AS segment CROSS JOIN LATERAL (
     SELECT * FROM blobs WHERE blobs.id = segment.id OFFSET 0) AS b
 """
+
+
+#: A checkpoint's row (``SELECT_CHECKPOINT``'s columns, then four NULLs) followed by its
+#: chunks and tail segments in list order (22 NULLs, then ``BLOBS_IN_ORDER``'s columns,
+#: :func:`_listed_blobs`): a checkpoint's reads in one round trip.
+CHECKPOINT_WITH_BLOBS = (
+    "SELECT * FROM ("
+    + SELECT_CHECKPOINT.replace("%s", "%(run)s")
+    + """) AS head CROSS JOIN (SELECT NULL::bigint, NULL::smallint, NULL::bytea, NULL::bytea)
+    AS no_blob"""
+    + _listed_blobs("%(run)s", 22)
 )
+#: The port's ``run_checkout``: the run ``%(run_id)s`` of the thread ``%(thread_id)s`` (of
+#: the owner ``%(scope)s``; NULL: any), found once (``target``), and what restoring it
+#: reads, in one statement: a first row of its summary (``RUN_COLUMNS``), the branches at
+#: it and whether it is its thread's newest run (as ``RUN_SUMMARY_AND_BRANCHES``), its
+#: checkpoint's row (``SELECT_CHECKPOINT``'s columns) and four NULLs; then its chunks and
+#: tail segments as ``CHECKPOINT_WITH_BLOBS`` lists them (38 NULLs first). No row: no such
+#: run, or no checkpoint of its own.
+RUN_CHECKOUT = (
+    """
+WITH target AS MATERIALIZED (
+    SELECT runs.id FROM threads JOIN runs ON runs.thread = threads.id
+    WHERE threads.thread_id = %(thread_id)s AND runs.run_id = %(run_id)s
+      AND (%(scope)s::text IS NULL OR threads.owner = %(scope)s)
+)
+SELECT"""
+    + RUN_COLUMNS
+    + """,
+    ARRAY(SELECT b.name FROM branches b WHERE b.thread = runs.thread AND b.run = runs.id
+          ORDER BY b.name COLLATE "C"),
+    runs.id = (SELECT n.id FROM runs n WHERE n.thread = runs.thread ORDER BY n.id DESC LIMIT 1),
+    head.*, NULL::bigint, NULL::smallint, NULL::bytea, NULL::bytea
+FROM target JOIN runs ON runs.id = target.id JOIN threads ON threads.id = runs.thread
+LEFT JOIN runs AS parent_runs ON parent_runs.id = runs.parent"""
+    + RUN_FACTS
+    + "CROSS JOIN LATERAL ("
+    + SELECT_CHECKPOINT.replace("%s", "runs.id")
+    + " OFFSET 0) AS head"
+    + _listed_blobs("(SELECT id FROM target)", 38)
+)
+#: Blobs by id in the order of an array of ids (each one a primary-key probe).
 BLOBS_IN_ORDER = """
 SELECT b.id, b.codec, b.data, b.hash
 FROM unnest(%s::bigint[]) WITH ORDINALITY AS ids(id, n) JOIN blobs b ON b.id = ids.id

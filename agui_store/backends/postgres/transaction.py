@@ -25,7 +25,7 @@ from agui_store import errors
 from agui_store.backends.named_queries import NamedQueries
 from agui_store.backends.postgres import checks, sql
 from agui_store.backends.postgres.schema import PAGE_EVENTS
-from agui_store.engine.port import BatchRow, RunSummary, ThreadFacts
+from agui_store.engine.port import BatchRow, RunCheckout, RunSummary, ThreadFacts
 from agui_store.engine.trust import TrustedBlobs
 
 #: A page as inserted: (first_seq, run, last_seq, types, payloads).
@@ -87,6 +87,11 @@ def _keys(keys: Iterable[int]) -> list[int]:
 
 #: The columns of ``sql.SELECT_CHECKPOINT`` (``sql.CHECKPOINT_WITH_BLOBS`` adds a blob's).
 HEADER_COLUMNS = 22
+#: The columns of a run summary (``sql.RUN_COLUMNS``).
+SUMMARY_COLUMNS = 14
+#: The columns of ``sql.RUN_CHECKOUT``'s first row before a blob's: a run summary, the
+#: branches at the run, whether it is the newest, and its checkpoint's row.
+CHECKOUT_COLUMNS = SUMMARY_COLUMNS + 2 + HEADER_COLUMNS
 
 
 def _with_clauses(
@@ -110,7 +115,9 @@ def _with_clauses(
 class PostgresTransaction(NamedQueries):
     """Reads and writes on one psycopg connection, inside a transaction its backend opened."""
 
-    __slots__ = ("_begin", "_open_conn", "_pending", "_reserved_run", "_streams", "_trusted")
+    __slots__ = (
+        "_alone", "_begin", "_open_conn", "_pending", "_reserved_run", "_streams", "_trusted"
+    )
     sql: ClassVar[ModuleType] = sql
 
     def __init__(
@@ -118,14 +125,18 @@ class PostgresTransaction(NamedQueries):
         conn: Any,
         begin: Callable[[str | None], tuple[Any, Any]] | None = None,
         trusted: TrustedBlobs | None = None,
+        alone: Callable[[str, Any], list[Any]] | None = None,
     ) -> None:
         """On ``conn`` in a transaction, or, with ``begin``, on one its first statement
         opens: ``begin(query)`` sends ``BEGIN`` and the locks with ``query`` (None: alone;
         no parameters) and gives back the connection and the query's rows. ``trusted``:
-        what the connection verified of its blobs (its backend's; by default, nothing)."""
+        what the connection verified of its blobs (its backend's; by default, nothing).
+        ``alone(statement, args)``: a read transaction's way to send its first statement
+        outside any transaction, its rows fetched (:meth:`run_checkout`)."""
         self._open_conn = conn
         self._trusted = TrustedBlobs() if trusted is None else trusted
         self._begin = begin
+        self._alone = alone
         self._streams: list[Any] = []  # the server-side cursors open (_stream)
         #: Writes sent later (:meth:`_defer`): ``(INSERT statement, positional args)``.
         self._pending: list[tuple[str, tuple[Any, ...]]] = []
@@ -347,6 +358,33 @@ class PostgresTransaction(NamedQueries):
             {"prefix": prefix, "below": below, "thread": thread_pk, "scope": scope},
         )
         return [(int(pk), int(thread), str(rid)) for pk, thread, rid in rows]
+
+    def run_checkout(
+        self, thread_id: str, run_id: str, scope: str | None
+    ) -> RunCheckout | None:
+        """One statement (``sql.RUN_CHECKOUT``), fetched whole, as
+        :meth:`checkpoint_with_blobs` is. As a read transaction's first statement it is sent
+        alone, outside the transaction, which then never opens unless more follows: no
+        ``BEGIN`` or ``COMMIT`` round trip, and one statement sees one snapshot. See
+        :meth:`agui_store.engine.port.Reading.run_checkout`."""
+        args = {"thread_id": thread_id, "run_id": run_id, "scope": scope}
+        alone, self._alone = self._alone, None
+        if alone is not None and self._begin is not None:
+            rows = alone(sql.RUN_CHECKOUT, args)
+        else:
+            rows = self._conn.cursor(binary=True).execute(sql.RUN_CHECKOUT, args).fetchall()
+        if not rows or rows[0][0] is None:  # none, or not the run's row first: read apart
+            return None
+        head = rows[0]
+        blob_rows = [row[CHECKOUT_COLUMNS:] for row in rows[1:]]
+        return RunCheckout(
+            int(head[0]),
+            tuple(head[:SUMMARY_COLUMNS]),
+            [str(name) for name in head[SUMMARY_COLUMNS]],
+            bool(head[SUMMARY_COLUMNS + 1]),
+            tuple(head[SUMMARY_COLUMNS + 2 : CHECKOUT_COLUMNS]),
+            blob_rows,
+        )
 
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
         """See :meth:`agui_store.engine.port.Reading.run_summary_and_branches`."""

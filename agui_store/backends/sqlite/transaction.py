@@ -21,7 +21,7 @@ from agui_store.backends.named_queries import NamedQueries
 from agui_store.backends.sqlite import checks, schema, sql
 from agui_store.backends.sqlite.errors import Conn
 from agui_store.codec import ingest
-from agui_store.engine.port import BatchRow, RunSummary, ThreadFacts
+from agui_store.engine.port import BatchRow, RunCheckout, RunSummary, ThreadFacts
 from agui_store.engine.trust import TrustedBlobs
 
 
@@ -180,6 +180,21 @@ class SqliteTransaction(NamedQueries):
         """See :meth:`agui_store.engine.port.Reading.runs_prefixed`."""
         rows = self._conn.execute(sql.RUNS_PREFIXED, (prefix, below, thread_pk, scope))
         return [(int(pk), int(thread), str(rid)) for pk, thread, rid in rows]
+
+    def run_checkout(
+        self, thread_id: str, run_id: str, scope: str | None
+    ) -> RunCheckout | None:
+        """Asked statement by statement (a statement costs no round trip here), on the
+        transaction's snapshot. See :meth:`agui_store.engine.port.Reading.run_checkout`."""
+        thread = self.thread(thread_id)
+        if thread is None or (scope is not None and thread[1] != scope):
+            return None
+        pk = self.run_pk(thread[0], run_id)
+        row = None if pk is None else self.checkpoint_row(pk)
+        if pk is None or row is None:
+            return None
+        summary, names, newest = self.run_summary_and_branches(pk)
+        return RunCheckout(pk, summary, names, newest, row, None)
 
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
         """See :meth:`agui_store.engine.port.Reading.run_summary_and_branches`."""
