@@ -572,7 +572,7 @@ class Store:
         """
         with self._reading() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
-            return reads.run_events(tx, key.pk, arguments.cursor(after), verify=True)
+            return reads.events(tx, key.pk, arguments.cursor(after))
 
     def thread_events(
         self, thread_id: str, *, scope: str | None = None

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from agui_store import _writer
-from agui_store.engine import checkpoints, port, reads
+from agui_store.engine import checkpoints, port, verified
 from agui_store.engine import search as search_index
 from agui_store.history import resent_bodies
 from agui_store.history import search as search_rules
@@ -46,7 +46,7 @@ def replayed_view(store: Store, run: int | str, *, thread_id: str | None = None)
     ignoring every checkpoint: the reference checkouts are compared with."""
     with store.reading() as tx:
         pk = run if isinstance(run, int) else store._resolve(tx, run, thread_id=thread_id).pk
-        return reads.replayed_view(tx, pk)
+        return verified.replayed_view(tx, pk)
 
 
 def search_text(message: dict[str, Any]) -> str:
@@ -93,7 +93,7 @@ def records(store: Store, run_pks: list[int]) -> list[Any]:
     """The replay records (inputs and decoded events) of runs, by key, verified against
     their hashes."""
     with store.reading() as tx:
-        return reads.records(tx, run_pks)
+        return verified.records(tx, run_pks)
 
 
 def forget(store: Store) -> None:

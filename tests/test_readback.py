@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 import agui_store
 from agui_store import AguiStoreError, InvalidEventError, cli
-from agui_store.engine import reads
+from agui_store.engine import verified
 from agui_store.exports.slim import slim
 from agui_store.history import nesting
 from agui_store.protocol.patch import UNDEFINED, PatchError, apply_patch
@@ -414,8 +414,8 @@ def test_a_live_run_streaming_copies_replays_its_view_once_not_at_every_append(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     replays: list[int] = []
-    replay = reads.view
-    monkeypatch.setattr(reads, "view", lambda tx, pk: replays.append(pk) or replay(tx, pk))
+    replay = verified.view
+    monkeypatch.setattr(verified, "view", lambda tx, pk: replays.append(pk) or replay(tx, pk))
     with agui_store.open(tmp_path / "store.db") as store:
         store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
                       {"type": "STATE_SNAPSHOT", "snapshot": {"s": "x"}}])

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agui_store.engine import port, reads
+from agui_store.engine import port, verified
 from agui_store.engine.cached_view import CachedView
 from agui_store.history import resent_bodies
 from agui_store.protocol.verify import SequenceVerifier
@@ -370,7 +370,7 @@ class Memory:
         """A run's status, read once and then remembered until a write changes it."""
         statuses = self._known.statuses
         if run_pk not in statuses:
-            statuses[run_pk] = reads.status(tx, run_pk)
+            statuses[run_pk] = verified.status(tx, run_pk)
         return statuses[run_pk]
 
     def known_last_seq(self, tx: port.Reading, run_pk: int) -> int:

@@ -5,8 +5,9 @@ changed, read through the storage port (the comparison itself, on plain values, 
 from __future__ import annotations
 
 from agui_store.engine import port
-from agui_store.engine.reads import branch_names, run_from_row, views_past_shared
+from agui_store.engine.reads import branch_names, run_from_row
 from agui_store.engine.revisions import RunKey
+from agui_store.engine.verified import views_past_shared
 from agui_store.history.diff import Diff, ViewChange, compare
 from agui_store.history.restore import View
 from agui_store.records import Run

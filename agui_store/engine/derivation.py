@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agui_store.codec import ingest
-from agui_store.engine import checkpoints, clock, port, reads, search
+from agui_store.engine import checkpoints, clock, port, search, verified
 from agui_store.engine.cached_view import CachedView, SinceCheckpoint
 from agui_store.errors import InvalidEventError
 from agui_store.history.lineage import hash_ids, lineage_ids
@@ -49,13 +49,13 @@ def replayed_to(tx: port.Reading, run_pk: int | None) -> CachedView:
         since = SinceCheckpoint.start(0, None, None)
     else:
         found, after = checkpoints.nearest(tx, run_pk)
-        snap = reads.load_checkpoint(tx, found) if found is not None else None
+        snap = verified.load_checkpoint(tx, found) if found is not None else None
         reducer = start_reducer(snap.view if snap is not None else None)
         if snap is not None:
             reducer.track_state(snap.state_patches)
         reducer.take_unmoved()  # counts from the checkpoint's list
         since = SinceCheckpoint.start(len(reducer.messages), snap, found)
-        for record in reads.records(tx, after):
+        for record in verified.records(tx, after):
             since.note(record)
             apply_run(reducer, record)
     lineage = lineage_ids(reducer.messages)
@@ -175,7 +175,7 @@ def index_every_run(
     for done, run_pk in enumerate(run_pks, 1):
         if progress is not None and (done % 100 == 0 or done == total):
             progress(done, total)
-        if reads.status(tx, run_pk) == "incomplete":
+        if verified.status(tx, run_pk) == "incomplete":
             continue
         parent_pk, raw_input, raw_refs, reason = tx.run_row(run_pk)
         try:
@@ -187,7 +187,7 @@ def index_every_run(
             cached = None
             record = RunRecord(
                 input=ingest.decode(raw_input.encode("utf-8")) if raw_input else None,
-                events=reads.run_events(tx, run_pk),
+                events=verified.run_events(tx, run_pk),
                 input_refs=ingest.decode(raw_refs.encode("utf-8")) if raw_refs else None,
                 as_sent=body_as_sent(raw_input is not None, reason),
             )
@@ -290,7 +290,7 @@ class Deriver:
             self.derive_underived(tx, thread_pk)
         now = clock.now_ms()
         for pk in run_pks:
-            if tx.has_checkpoint(pk) or reads.status(tx, pk) == "incomplete":
+            if tx.has_checkpoint(pk) or verified.status(tx, pk) == "incomplete":
                 continue
             self.derive(tx, tx.run_thread(pk), pk, now, force_checkpoint=True)
         return tx.checkpoint_count() - before
@@ -332,7 +332,7 @@ class Deriver:
         )
         record = RunRecord(
             input=ingest.decode(raw_input.encode("utf-8")) if raw_input else None,
-            events=events if events is not None else reads.run_events(tx, run_pk),
+            events=events if events is not None else verified.run_events(tx, run_pk),
             input_refs=ingest.decode(raw_refs.encode("utf-8")) if raw_refs else None,
             as_sent=body_as_sent(raw_input is not None, reason),
         )

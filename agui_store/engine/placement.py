@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import clock, port, reads, revisions
+from agui_store.engine import clock, port, revisions, verified
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
 from agui_store.engine.derivation import Deriver, RunRow
@@ -436,7 +436,7 @@ class Placement:
             if segment.started is not None:
                 assert segment.run_row is not None
                 parent_pk, recorded, _, reason = segment.run_row
-                reducer = start_reducer(None if parent_pk is None else reads.view(tx, parent_pk))
+                reducer = start_reducer(None if parent_pk is None else verified.view(tx, parent_pk))
                 given = ingest.decode(run_input.raw) if run_input and recorded else None
                 as_sent = body_as_sent(recorded is not None, reason)
                 apply_run(reducer, RunRecord(input=given, events=fresh[:1], as_sent=as_sent))
@@ -494,9 +494,9 @@ class Placement:
         kept = self.memory.take_copy_check(tx, run_pk)
         if kept is not None:
             seen, reducer = kept
-            reducer.feed(reads.run_events(tx, run_pk, seen))
+            reducer.feed(verified.run_events(tx, run_pk, seen))
             return reducer
-        return start_reducer(reads.view(tx, run_pk))
+        return start_reducer(verified.view(tx, run_pk))
 
     def _insert_run(
         self,
@@ -622,7 +622,7 @@ class Placement:
             )
         if self.memory.known_status(tx, parent_pk) != "incomplete":
             try:
-                base = reads.view(tx, parent_pk)
+                base = verified.view(tx, parent_pk)
             except InvalidEventError:
                 return None  # a lineage the client cannot replay: nothing to refer to
         else:
@@ -784,7 +784,7 @@ class Placement:
         last_seq = self.memory.known_last_seq(tx, run_pk)
         verifier = SequenceVerifier()
         try:
-            for i, event in enumerate(reads.run_events(tx, run_pk)):
+            for i, event in enumerate(verified.run_events(tx, run_pk)):
                 verifier.feed(event, i)
         except SequenceError:
             # Recorded with check_sequence=False: its state is unknown, so a continuation

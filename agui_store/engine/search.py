@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from agui_store.engine import checkpoints, port, reads
+from agui_store.engine import checkpoints, port, verified
 from agui_store.errors import InvalidArgumentError
 from agui_store.history import blobs
 from agui_store.history import search as rules
@@ -248,7 +248,7 @@ def _messages(tx: port.Reading, rows: Sequence[tuple[Any, ...]]) -> list[dict[st
             out.append(_MESSAGE.decode(held[int(at)]))
             continue
         if run_pk not in views:  # no checkpoint held it when it was indexed
-            views[run_pk] = reads.view(tx, run_pk).messages
+            views[run_pk] = verified.view(tx, run_pk).messages
         view = views[run_pk]
         message = view[pos] if 0 <= pos < len(view) else None
         out.append(message if isinstance(message, dict) else {})
