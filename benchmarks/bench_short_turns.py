@@ -43,6 +43,7 @@ from typing import Any
 import msgspec
 
 import agui_store
+from agui_store import testing
 from benchmarks._common import header, scratch_dir, throwaway_postgres
 from benchmarks.bench_langgraph import THREAD, LangGraphThread, prose
 
@@ -200,6 +201,7 @@ def postgres_figures(n: int, seed: int, repeat: int) -> dict[str, float]:
     with agui_store.open(dsn) as store:
         floor = postgres_floor(dsn, newest, messages)
         assert store.checkout(newest, thread_id=THREAD).messages == messages
+        trips = round_trips(store, lambda: store.checkout(newest, thread_id=THREAD))
         figures = alternating(
             {
                 "checkout": lambda: store.checkout(newest, thread_id=THREAD),
@@ -210,18 +212,31 @@ def postgres_figures(n: int, seed: int, repeat: int) -> dict[str, float]:
         )
     lg.close()
     figures["messages"] = len(messages)
+    figures["round trips"] = trips
     return figures
 
 
-def round_trips(stats: pstats.Stats, count: int) -> float:
-    """Round trips to the server per checkout in a profile of ``count`` of them: psycopg
+def round_trips(store: agui_store.Store, fn: Callable[[], Any], count: int = 5) -> float:
+    """Round trips ``fn`` makes to the server on ``store``'s connection, per call: psycopg
     sends one per ``execute`` of a client-side cursor (and fetches its rows with it)."""
-    calls = sum(
-        entry[1]
-        for (filename, _, name), entry in stats.stats.items()  # type: ignore[attr-defined]
-        if name == "execute" and filename.endswith(os.path.join("psycopg", "cursor.py"))
-    )
-    return calls / count
+    import psycopg
+
+    own = testing.connection(store)
+    sent = 0
+    execute = psycopg.Cursor.execute
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal sent
+        sent += self.connection is own
+        return execute(self, *args, **kwargs)
+
+    psycopg.Cursor.execute = counted  # type: ignore[method-assign]
+    try:
+        for _ in range(count):
+            fn()
+    finally:
+        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
+    return sent / count
 
 
 def built(location: str, n: int) -> list[Any] | None:
@@ -259,7 +274,8 @@ def profile(
         stats = pstats.Stats(profiler)
         stats.sort_stats("tottime").print_stats(25)
         if postgres:
-            print(f"round trips per checkout: {round_trips(stats, count):.2f}")
+            checkout = lambda: store.checkout(newest, thread_id=THREAD)  # noqa: E731
+            print(f"round trips per checkout: {round_trips(store, checkout):.2f}")
             floor = postgres_floor(location, newest, messages)
             figures = alternating(
                 {"checkout": lambda: store.checkout(newest, thread_id=THREAD), "floor": floor},
@@ -316,14 +332,15 @@ def main() -> None:
         print("PostgreSQL (a throwaway local cluster, over its socket):")
         print()
         print(
-            "| runs | checkout ms | floor ms | checkout / floor | PostgresSaver.get_tuple ms "
-            "| checkout / get_tuple |"
+            "| runs | round trips | checkout ms | floor ms | checkout / floor "
+            "| PostgresSaver.get_tuple ms | checkout / get_tuple |"
         )
-        print("|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|")
         for n in sizes[:1]:
             f = pg[n] = postgres_figures(n, args.seed, max(51, args.repeat // 3))
             print(
-                f"| {n:,} | {f['checkout'] * 1e3:.3f} | {f['floor'] * 1e3:.3f} "
+                f"| {n:,} | {f['round trips']:.0f} | {f['checkout'] * 1e3:.3f} "
+                f"| {f['floor'] * 1e3:.3f} "
                 f"| {f['checkout'] / f['floor']:.2f}x | {f['get_tuple'] * 1e3:.3f} "
                 f"| {f['checkout'] / f['get_tuple']:.2f}x |"
             )
