@@ -14,6 +14,10 @@ every answer.
   rows written in the same transactions (SQLite: apsw ``executemany`` into the store's own
   schema; PostgreSQL: the same rows through psycopg ``executemany``); the figure is how far
   the append/raw ratio moves with the index.
+- **erase**: ``delete_thread`` of one of these 10-run threads (with the purge), from this
+  store and from one of a tenth of its runs built the same way; the median of 3 each, and
+  the large store's over the small store's (the erasure's cost should grow with what it
+  erases, not with the store's search index), after one untimed erasure in each.
 - **size**: the index's bytes (SQLite: the pages of its tables and index, by ``dbstat``;
   PostgreSQL: ``pg_total_relation_size`` of its table) over the bytes of the indexed text.
 
@@ -26,6 +30,8 @@ import argparse
 import atexit
 import os
 import random
+import statistics
+import time
 import uuid
 from typing import Any
 
@@ -154,6 +160,24 @@ def searching(location: str, postgres: bool, repeat: int) -> None:
               f"= {size / text_bytes:.0%} (target <= 40%)")
 
 
+def erasing(small: str, large: str) -> None:
+    """``delete_thread`` of three threads from each store; the ratio of the medians."""
+    medians = {}
+    for name, location in (("small", small), ("large", large)):
+        with agui_store.open(location) as store:
+            times = []
+            store.delete_thread(store.threads()[4])  # untimed: what a first erasure loads
+            for thread in store.threads()[1:4]:
+                t0 = time.perf_counter()
+                receipt = store.delete_thread(thread)
+                times.append(time.perf_counter() - t0)
+                assert receipt.purged and receipt.runs == RUNS_PER_THREAD
+            medians[name] = statistics.median(times)
+    print(f"delete_thread of a {RUNS_PER_THREAD}-run thread: {medians['small'] * 1e3:.1f} ms "
+          f"in a store a tenth the size, {medians['large'] * 1e3:.1f} ms in this one = "
+          f"{medians['large'] / medians['small']:.2f}x (target <= 1.5x)")
+
+
 def appending(new_location: Any, postgres: bool, runs: int, repeat: int) -> None:
     text = Text(2)
     batches = [run_events("t", r, text) for r in range(runs)]
@@ -235,6 +259,9 @@ def main() -> None:
         location = new_location()
         build(location, args.threads)
         searching(location, postgres, args.repeat * 3)
+        small = new_location()
+        build(small, max(args.threads // 10, 4))
+        erasing(small, location)
         appending(new_location, postgres, args.append_runs, args.repeat)
         print()
 

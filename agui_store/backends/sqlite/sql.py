@@ -783,9 +783,6 @@ ERASE_BRANCHES = "DELETE FROM branches WHERE thread IN (SELECT value FROM json_e
 ERASE_RUNS = "DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))"
 ERASE_THREADS = "DELETE FROM threads WHERE id IN (SELECT value FROM json_each(?))"
 ERASE_BLOBS = "DELETE FROM blobs WHERE id IN (SELECT value FROM json_each(?))"
-#: FTS5 keeps a deleted row's words in its index segments until they are merged: an
-#: erasure has them merged (``secure_delete`` zeroes the pages they leave).
-MERGE_SEARCH_WORDS = "INSERT INTO search_words(search_words) VALUES ('optimize')"
 ERASURES = (
     "SELECT id, erased_at, verb, threads, runs, events, conversations, bytes, seqs, hash "
     "FROM erasures ORDER BY id"
@@ -825,17 +822,23 @@ WHERE search_words MATCH ?1 AND w.rowid < ?2
 ORDER BY w.rowid DESC LIMIT ?5
 """
 
-#: A thread's index rows, words first (they are found through the rows).
-DELETE_THREAD_SEARCH_WORDS = (
-    "DELETE FROM search_words WHERE rowid IN (SELECT id FROM search_messages WHERE thread = ?)"
-)
-DELETE_THREAD_SEARCH_MESSAGES = "DELETE FROM search_messages WHERE thread = ?"
-
-#: The index rows of runs whose derived data is dropped (a scan: a rare path).
-DELETE_RUNS_SEARCH_WORDS = """
-DELETE FROM search_words WHERE rowid IN
-(SELECT id FROM search_messages WHERE run IN (SELECT value FROM json_each(?)))
+#: The index rows of a thread, of runs whose derived data is dropped (a scan: a rare path):
+#: id, key, run, position, blob, position there (what their words are read back from).
+THREAD_SEARCH_ROWS = "SELECT id, key, run, pos, blob, at FROM search_messages WHERE thread = ?"
+RUNS_SEARCH_ROWS = """
+SELECT id, key, run, pos, blob, at FROM search_messages
+WHERE run IN (SELECT value FROM json_each(?))
 """
-DELETE_RUNS_SEARCH_MESSAGES = (
-    "DELETE FROM search_messages WHERE run IN (SELECT value FROM json_each(?))"
+#: A row's words out of the contentless FTS5 table: it is told them (``secure-delete`` takes
+#: them out of its segments at once).
+DELETE_SEARCH_WORDS = "INSERT INTO search_words(search_words, rowid, words) VALUES ('delete', ?, ?)"
+DELETE_SEARCH_MESSAGES = "DELETE FROM search_messages WHERE id IN (SELECT value FROM json_each(?))"
+#: The words the FTS5 index holds for given rows, by a scan of it: for a row whose message no
+#: longer holds its text (the instance table of ``fts5vocab``, made for the connection).
+SEARCH_INSTANCES_TABLE = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_instances "
+    "USING fts5vocab(main, search_words, instance)"
+)
+SEARCH_INSTANCES = (
+    "SELECT doc, term FROM temp.search_instances WHERE doc IN (SELECT value FROM json_each(?))"
 )
