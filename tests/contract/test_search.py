@@ -283,3 +283,25 @@ def test_the_async_store_searches_alike(store_location: str) -> None:
             return list(await astore.search("porto"))
 
     assert [h.run_id for h in asyncio.run(search())] == ["r1"]
+
+
+def test_events_after_a_runs_end_change_what_is_found_and_an_erasure_forgets_it_all(
+    store_location: str,
+) -> None:
+    """Events recorded after a run's end (``check_sequence=False``) move the messages of
+    the runs below it: the index follows the views, and an erasure then takes every row."""
+    with agui_store.open(store_location, checkpoint_events=1000) as store:
+        store.append(conversation("t", "r1", "the porto hotel"))
+        store.append(conversation("t", "r2", "a lisbon taxi", parent="r1"))
+        store.append(
+            conversation("t", "late", "zanzibar ferry")[1:-1], thread_id="t", run_id="r1",
+            check_sequence=False,
+        )
+        store.derive()  # the runs below are left underived until then
+        for query in ("porto", "lisbon", "zanzibar", "taxi -porto"):
+            assert {(h.thread_id, h.run_id, h.message_id) for h in every_page(
+                store, query, 5
+            )} == brute_force(store, query), query
+        store.delete_thread("t")
+        for query in ("porto", "lisbon", "zanzibar"):
+            assert store.search(query) == []
