@@ -10,9 +10,11 @@ import asyncio
 from pathlib import Path
 
 import apsw
+import pytest
 from pydantic_ai.conversation import Conversation
 
 import agui_store
+from agui_store import testing
 from agui_store.backends.sqlite import schema
 from agui_store.integrations.pydantic_ai import ConversationStore
 from tests.pydantic_ai_conversations import reply, user
@@ -95,10 +97,14 @@ def plant(path: Path, name: str) -> None:
     asyncio.run(converse())
 
 
-def test_no_byte_of_an_erased_thread_is_left_in_the_file_or_its_wal(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pending", [1, 256], ids=["words-in-fts5", "words-pending"])
+def test_no_byte_of_an_erased_thread_is_left_in_the_file_or_its_wal(
+    tmp_path: Path, pending: int
+) -> None:
     path = tmp_path / "store.db"
-    plant(path, "kept")
-    plant(path, "gone")
+    with testing.search_pending_rows(pending):
+        plant(path, "kept")
+        plant(path, "gone")
     with agui_store.open(path) as store:
         store.compact()  # checkpoints of every run: derived copies to erase too
         data = raw_bytes(path)

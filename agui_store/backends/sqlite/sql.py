@@ -800,13 +800,40 @@ INSERT_TOMBSTONE = "INSERT OR IGNORE INTO tombstones(thread_hash, erased_at) VAL
 DELETE_TOMBSTONE = "DELETE FROM tombstones WHERE thread_hash = ?"
 # --- full-text search (agui_store.engine.search) --------------------------------------------
 
-#: An index row, unless the thread's index holds its key; the new row's id and key.
+#: An index row with its words (pending), unless the thread's index holds its key.
 INSERT_SEARCH_MESSAGE = """
-INSERT INTO search_messages(thread, run, key, pos, tool, blob, at) VALUES (?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (thread, key) DO NOTHING RETURNING id, key
+INSERT INTO search_messages(thread, run, key, pos, tool, blob, at, words)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (thread, key) DO NOTHING
 """
-#: The words of a row just added (its id), joined by spaces.
-INSERT_SEARCH_WORDS = "INSERT INTO search_words(rowid, words) VALUES (?, ?)"
+#: Whether about ``?`` rows are pending: then they go into the FTS5 table together
+#: (:data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS`). Pending rows are
+#: the newest, so the span of their ids tells it from two index seeks (deleted rows leave
+#: gaps in it: a bound, not a count).
+SEARCH_PENDING_FULL = """
+SELECT (SELECT max(id) FROM search_messages)
+       - (SELECT min(id) FROM search_messages WHERE words IS NOT NULL) + 1 >= ?
+"""
+#: The pending rows' words into the FTS5 table, then out of their column.
+FLUSH_SEARCH_WORDS = """
+INSERT INTO search_words(rowid, words)
+SELECT id, words FROM search_messages WHERE words IS NOT NULL ORDER BY id;
+UPDATE search_messages SET words = NULL WHERE words IS NOT NULL;
+"""
+
+#: Pending candidates, newest first (every pending row is newer than every row of the FTS5
+#: table): their words matched in their column (``{match}``: an ``instr`` per word, from
+#: :func:`agui_store.backends.sqlite.transaction.pending_condition`).
+SEARCH_PENDING_CANDIDATES = """
+SELECT m.id, t.thread_id, m.run, r.run_id, m.pos, m.tool, m.blob, m.at,
+       (SELECT b.appended_at FROM batches b WHERE b.run = m.run ORDER BY b.id DESC LIMIT 1)
+FROM search_messages m
+JOIN threads t ON t.id = m.thread
+JOIN runs r ON r.id = m.run
+WHERE m.words IS NOT NULL AND m.id < :below AND ({match})
+  AND (:thread IS NULL OR m.thread = :thread) AND (:scope IS NULL OR t.owner = :scope)
+ORDER BY m.id DESC LIMIT :limit
+"""
 
 #: Candidates, newest first: the FTS5 table drives (its rowid order is the rows' ids), so a
 #: LIMIT stops the scan of a common word's list early.
@@ -824,9 +851,12 @@ ORDER BY w.rowid DESC LIMIT ?5
 
 #: The index rows of a thread, of runs whose derived data is dropped (a scan: a rare path):
 #: id, key, run, position, blob, position there (what their words are read back from).
-THREAD_SEARCH_ROWS = "SELECT id, key, run, pos, blob, at FROM search_messages WHERE thread = ?"
+#: A pending row's words are in its column alone (``words IS NOT NULL``, last).
+THREAD_SEARCH_ROWS = (
+    "SELECT id, key, run, pos, blob, at, words IS NOT NULL FROM search_messages WHERE thread = ?"
+)
 RUNS_SEARCH_ROWS = """
-SELECT id, key, run, pos, blob, at FROM search_messages
+SELECT id, key, run, pos, blob, at, words IS NOT NULL FROM search_messages
 WHERE run IN (SELECT value FROM json_each(?))
 """
 #: A row's words out of the contentless FTS5 table: it is told them (``secure-delete`` takes

@@ -479,16 +479,15 @@ class SqliteTransaction(NamedQueries):
 
     def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:
         """See :meth:`agui_store.engine.port.Writing.index_messages`."""
-        # Two statements for the run, each run over its rows by apsw (in C).
-        added = list(self._conn.executemany(
+        # One statement for the run's rows (run over them by apsw, in C); their words wait
+        # in their column until enough rows are pending to go into FTS5 together.
+        conn = self._conn
+        conn.executemany(
             sql.INSERT_SEARCH_MESSAGE,
-            [(thread_pk, run_pk, k, p, t, b, a) for k, p, t, _, b, a in rows],
-        ))
-        if added:
-            words = {int(row[0]): _fts_words(row[3]) for row in rows}
-            self._conn.executemany(
-                sql.INSERT_SEARCH_WORDS, [(pk, words[int(key)]) for pk, key in added]
-            )
+            [(thread_pk, run_pk, k, p, t, b, a, _fts_words(w)) for k, p, t, w, b, a in rows],
+        )
+        if conn.execute(sql.SEARCH_PENDING_FULL, (SEARCH_PENDING_ROWS[0],)).fetchone()[0]:
+            conn.execute(sql.FLUSH_SEARCH_WORDS)
 
     def forget_thread_search(self, thread_pk: int) -> None:
         """See :meth:`agui_store.engine.port.Writing.forget_thread_search`."""
@@ -505,8 +504,14 @@ class SqliteTransaction(NamedQueries):
         rows = [tuple(r) for r in conn.execute(rows_sql, (arg,))]
         if not rows:
             return
+        everyone = [int(r[0]) for r in rows]
         from agui_store.engine import search  # the engine's reading of a message's words
 
+        # A pending row's words are in its own column, not in the FTS5 table yet.
+        rows = [r[:6] for r in rows if not r[6]]
+        if not rows:
+            conn.execute(sql.DELETE_SEARCH_MESSAGES, (_json_keys(everyone),))
+            return
         found = search.indexed_words(self, [r[1:] for r in rows])
         lost = [int(r[0]) for r, w in zip(rows, found, strict=True) if w is None]
         scanned: dict[int, list[str]] = {pk: [] for pk in lost}
@@ -521,7 +526,7 @@ class SqliteTransaction(NamedQueries):
                 for r, w in zip(rows, found, strict=True)
             ],
         )
-        conn.execute(sql.DELETE_SEARCH_MESSAGES, (_json_keys([int(r[0]) for r in rows]),))
+        conn.execute(sql.DELETE_SEARCH_MESSAGES, (_json_keys(everyone),))
 
     def search_candidates(
         self, query: Any, thread_pk: int | None, scope: str | None, before: int | None,
@@ -529,8 +534,26 @@ class SqliteTransaction(NamedQueries):
     ) -> list[tuple[Any, ...]]:
         """See :meth:`agui_store.engine.port.Reading.search_candidates`."""
         below = _NO_KEY if before is None else before
-        args = (fts5_expression(query), below, thread_pk, scope, limit)
-        return [tuple(row) for row in self._conn.execute(sql.SEARCH_CANDIDATES, args)]
+        match, words = pending_condition(query)
+        # The pending rows first: each is newer than every row of the FTS5 table.
+        found = [
+            tuple(row)
+            for row in self._conn.execute(
+                sql.SEARCH_PENDING_CANDIDATES.format(match=match),
+                {"below": below, "thread": thread_pk, "scope": scope, "limit": limit, **words},
+            )
+        ]
+        if len(found) < limit:
+            args = (fts5_expression(query), below, thread_pk, scope, limit - len(found))
+            found += [tuple(row) for row in self._conn.execute(sql.SEARCH_CANDIDATES, args)]
+        return found
+
+
+#: How many pending search rows go into the FTS5 table together (schema version 16): one
+#: segment for them all (a segment per append cost as much as the rest of its writes), and
+#: few enough that searching them in their column costs little. A list, so that a test can
+#: make it small (:func:`agui_store.testing.search_pending_rows`).
+SEARCH_PENDING_ROWS = [256]
 
 
 def _fts_words(words: Iterable[str]) -> str:
@@ -558,6 +581,28 @@ def fts5_expression(query: Any) -> str:
         if len(term.words) == 1
     )
     return f"({found}){excluded}"
+
+
+def pending_condition(query: Any) -> tuple[str, dict[str, str]]:
+    """The condition :func:`fts5_expression` states, over a pending row's ``words`` (its
+    words each once, joined by spaces): an ``instr`` per word, with its parameters. A word
+    is found as `` word `` in `` words ``, a prefix as `` prefix`` in it."""
+    params: dict[str, str] = {}
+
+    def term(word: str, prefix: bool) -> str:
+        name = f"w{len(params)}"
+        params[name] = f" {word}" if prefix else f" {word} "
+        return f"instr(' ' || m.words || ' ', :{name}) > 0"
+
+    found = [
+        term(word, term_.prefix and i == len(term_.words) - 1)
+        for term_ in query.found
+        for i, word in enumerate(term_.words)
+    ]
+    excluded = [
+        f"NOT {term(t.words[0], t.prefix)}" for t in query.excluded if len(t.words) == 1
+    ]
+    return " AND ".join(found + excluded), params
 
 
 def _fts5_term(word: str, prefix: bool) -> str:
