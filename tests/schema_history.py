@@ -69,15 +69,13 @@ DROP TABLE erasures;
 
 
 #: Schema 16 made the search index's FTS5 table again, without contentless_delete and with
-#: secure-delete, and keeps a new row's words in its ``words`` column until enough are
+#: secure-delete, and keeps a new row's words in ``search_pending`` until enough are
 #: pending; version 15's table marked a deleted row instead, and took every row's words at
 #: once. Its words come from the index itself (fts5vocab's instance table lists each row's
 #: words), the pending ones first put there.
 UNDO_VERSION_16 = """
-INSERT INTO search_words(rowid, words) SELECT id, words FROM search_messages
-WHERE words IS NOT NULL;
-DROP INDEX search_messages_pending;
-ALTER TABLE search_messages DROP COLUMN words;
+INSERT INTO search_words(rowid, words) SELECT id, words FROM search_pending;
+DROP TABLE search_pending;
 CREATE VIRTUAL TABLE temp.instances USING fts5vocab(main, search_words, instance);
 CREATE TEMP TABLE row_words AS
 SELECT doc, group_concat(term, ' ') AS words FROM temp.instances GROUP BY doc;

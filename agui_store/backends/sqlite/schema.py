@@ -512,16 +512,19 @@ CREATE_V15 = "-- every hash recomputed from the log, in Python\n"
 # with FTS5's ``secure-delete`` option (SQLite 3.44 and later): a delete is told the row's
 # words and takes them out of the segments that hold them. Its rows are derived data, and
 # the words cannot be read out of the old table: the migration indexes every run again
-# (:data:`SEARCH_INDEX_VERSION`). A new row's words wait in its ``words`` column (pending)
-# and go into the FTS5 table with the other pending rows' once there are
-# :data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS` of them: FTS5 writes a segment
-# per transaction that adds words, and a segment per append cost as much as the rest of
-# the append's writes. Pending rows are the newest, and are searched in their column.
+# (:data:`SEARCH_INDEX_VERSION`). A new row's words wait in ``search_pending`` and go into
+# the FTS5 table with the other pending rows' once there are
+# :data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS` of them: FTS5 writes a
+# segment per transaction that adds words, and a segment per append cost as much as the rest
+# of the append's writes. Pending rows are the newest, and are searched in that table; its
+# pages, emptied at each move, are reused by the next rows.
 CREATE_V16 = """
 DROP TABLE search_words;
 DELETE FROM search_messages;
-ALTER TABLE search_messages ADD COLUMN words TEXT;  -- pending: not in search_words yet
-CREATE INDEX search_messages_pending ON search_messages(id) WHERE words IS NOT NULL;
+CREATE TABLE search_pending (
+    id     INTEGER PRIMARY KEY,             -- the search_messages row
+    words  TEXT NOT NULL                    -- its words, each once, joined by spaces
+) STRICT;
 CREATE VIRTUAL TABLE search_words USING fts5(
     words, content='', detail=none, tokenize='ascii'
 );

@@ -800,39 +800,39 @@ INSERT_TOMBSTONE = "INSERT OR IGNORE INTO tombstones(thread_hash, erased_at) VAL
 DELETE_TOMBSTONE = "DELETE FROM tombstones WHERE thread_hash = ?"
 # --- full-text search (agui_store.engine.search) --------------------------------------------
 
-#: An index row with its words (pending), unless the thread's index holds its key.
+#: An index row, unless the thread's index holds its key; the new row's id and key.
 INSERT_SEARCH_MESSAGE = """
-INSERT INTO search_messages(thread, run, key, pos, tool, blob, at, words)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (thread, key) DO NOTHING
+INSERT INTO search_messages(thread, run, key, pos, tool, blob, at) VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (thread, key) DO NOTHING RETURNING id, key
 """
-#: Whether about ``?`` rows are pending: then they go into the FTS5 table together
-#: (:data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS`). Pending rows are
-#: the newest, so the span of their ids tells it from two index seeks (deleted rows leave
-#: gaps in it: a bound, not a count).
+#: The words of a row just added (its id), joined by spaces, pending (schema version 16).
+INSERT_SEARCH_PENDING = "INSERT INTO search_pending(id, words) VALUES (?, ?)"
+#: Whether at least ``?`` rows are pending: then they go into the FTS5 table together
+#: (:data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS`). Pending ids are the
+#: newest, so their span tells it from two seeks (deleted rows leave gaps: a bound, not a
+#: count).
 SEARCH_PENDING_FULL = """
-SELECT (SELECT max(id) FROM search_messages)
-       - (SELECT min(id) FROM search_messages WHERE words IS NOT NULL) + 1 >= ?
+SELECT (SELECT max(id) FROM search_pending) - (SELECT min(id) FROM search_pending) + 1 >= ?
 """
-#: The pending rows' words into the FTS5 table, then out of their column.
+#: The pending rows' words into the FTS5 table, then out of ``search_pending``.
 FLUSH_SEARCH_WORDS = """
-INSERT INTO search_words(rowid, words)
-SELECT id, words FROM search_messages WHERE words IS NOT NULL ORDER BY id;
-UPDATE search_messages SET words = NULL WHERE words IS NOT NULL;
+INSERT INTO search_words(rowid, words) SELECT id, words FROM search_pending ORDER BY id;
+DELETE FROM search_pending;
 """
 
 #: Pending candidates, newest first (every pending row is newer than every row of the FTS5
-#: table): their words matched in their column (``{match}``: an ``instr`` per word, from
+#: table): their words matched in search_pending (``{match}``: an ``instr`` per word, from
 #: :func:`agui_store.backends.sqlite.transaction.pending_condition`).
 SEARCH_PENDING_CANDIDATES = """
 SELECT m.id, t.thread_id, m.run, r.run_id, m.pos, m.tool, m.blob, m.at,
        (SELECT b.appended_at FROM batches b WHERE b.run = m.run ORDER BY b.id DESC LIMIT 1)
-FROM search_messages m
+FROM search_pending p
+JOIN search_messages m ON m.id = p.id
 JOIN threads t ON t.id = m.thread
 JOIN runs r ON r.id = m.run
-WHERE m.words IS NOT NULL AND m.id < :below AND ({match})
+WHERE p.id < :below AND ({match})
   AND (:thread IS NULL OR m.thread = :thread) AND (:scope IS NULL OR t.owner = :scope)
-ORDER BY m.id DESC LIMIT :limit
+ORDER BY p.id DESC LIMIT :limit
 """
 
 #: Candidates, newest first: the FTS5 table drives (its rowid order is the rows' ids), so a
@@ -851,18 +851,23 @@ ORDER BY w.rowid DESC LIMIT ?5
 
 #: The index rows of a thread, of runs whose derived data is dropped (a scan: a rare path):
 #: id, key, run, position, blob, position there (what their words are read back from).
-#: A pending row's words are in its column alone (``words IS NOT NULL``, last).
-THREAD_SEARCH_ROWS = (
-    "SELECT id, key, run, pos, blob, at, words IS NOT NULL FROM search_messages WHERE thread = ?"
-)
+#: Last, whether the row is pending (its words are in search_pending alone).
+THREAD_SEARCH_ROWS = """
+SELECT m.id, m.key, m.run, m.pos, m.blob, m.at, p.id IS NOT NULL
+FROM search_messages m LEFT JOIN search_pending p ON p.id = m.id WHERE m.thread = ?
+"""
 RUNS_SEARCH_ROWS = """
-SELECT id, key, run, pos, blob, at, words IS NOT NULL FROM search_messages
-WHERE run IN (SELECT value FROM json_each(?))
+SELECT m.id, m.key, m.run, m.pos, m.blob, m.at, p.id IS NOT NULL
+FROM search_messages m LEFT JOIN search_pending p ON p.id = m.id
+WHERE m.run IN (SELECT value FROM json_each(?))
 """
 #: A row's words out of the contentless FTS5 table: it is told them (``secure-delete`` takes
 #: them out of its segments at once).
 DELETE_SEARCH_WORDS = "INSERT INTO search_words(search_words, rowid, words) VALUES ('delete', ?, ?)"
-DELETE_SEARCH_MESSAGES = "DELETE FROM search_messages WHERE id IN (SELECT value FROM json_each(?))"
+DELETE_SEARCH_MESSAGES = """
+DELETE FROM search_pending WHERE id IN (SELECT value FROM json_each(:ids));
+DELETE FROM search_messages WHERE id IN (SELECT value FROM json_each(:ids));
+"""
 #: The words the FTS5 index holds for given rows, by a scan of it: for a row whose message no
 #: longer holds its text (the instance table of ``fts5vocab``, made for the connection).
 SEARCH_INSTANCES_TABLE = (

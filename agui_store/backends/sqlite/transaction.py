@@ -479,12 +479,18 @@ class SqliteTransaction(NamedQueries):
 
     def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:
         """See :meth:`agui_store.engine.port.Writing.index_messages`."""
-        # One statement for the run's rows (run over them by apsw, in C); their words wait
-        # in their column until enough rows are pending to go into FTS5 together.
+        # Two statements for the run's rows (each run over them by apsw, in C); their words
+        # wait in search_pending until enough rows are pending to go into FTS5 together.
         conn = self._conn
-        conn.executemany(
+        added = list(conn.executemany(
             sql.INSERT_SEARCH_MESSAGE,
-            [(thread_pk, run_pk, k, p, t, b, a, _fts_words(w)) for k, p, t, w, b, a in rows],
+            [(thread_pk, run_pk, k, p, t, b, a) for k, p, t, _, b, a in rows],
+        ))
+        if not added:
+            return
+        words = {int(row[0]): row[3] for row in rows}
+        conn.executemany(
+            sql.INSERT_SEARCH_PENDING, [(pk, _fts_words(words[int(key)])) for pk, key in added]
         )
         if conn.execute(sql.SEARCH_PENDING_FULL, (SEARCH_PENDING_ROWS[0],)).fetchone()[0]:
             conn.execute(sql.FLUSH_SEARCH_WORDS)
@@ -507,10 +513,10 @@ class SqliteTransaction(NamedQueries):
         everyone = [int(r[0]) for r in rows]
         from agui_store.engine import search  # the engine's reading of a message's words
 
-        # A pending row's words are in its own column, not in the FTS5 table yet.
+        # A pending row's words are in search_pending, not in the FTS5 table yet.
         rows = [r[:6] for r in rows if not r[6]]
         if not rows:
-            conn.execute(sql.DELETE_SEARCH_MESSAGES, (_json_keys(everyone),))
+            conn.execute(sql.DELETE_SEARCH_MESSAGES, {"ids": _json_keys(everyone)})
             return
         found = search.indexed_words(self, [r[1:] for r in rows])
         lost = [int(r[0]) for r, w in zip(rows, found, strict=True) if w is None]
@@ -526,7 +532,7 @@ class SqliteTransaction(NamedQueries):
                 for r, w in zip(rows, found, strict=True)
             ],
         )
-        conn.execute(sql.DELETE_SEARCH_MESSAGES, (_json_keys(everyone),))
+        conn.execute(sql.DELETE_SEARCH_MESSAGES, {"ids": _json_keys(everyone)})
 
     def search_candidates(
         self, query: Any, thread_pk: int | None, scope: str | None, before: int | None,
@@ -592,7 +598,7 @@ def pending_condition(query: Any) -> tuple[str, dict[str, str]]:
     def term(word: str, prefix: bool) -> str:
         name = f"w{len(params)}"
         params[name] = f" {word}" if prefix else f" {word} "
-        return f"instr(' ' || m.words || ' ', :{name}) > 0"
+        return f"instr(' ' || p.words || ' ', :{name}) > 0"
 
     found = [
         term(word, term_.prefix and i == len(term_.words) - 1)
