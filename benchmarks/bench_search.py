@@ -17,7 +17,7 @@ every answer.
   schema; PostgreSQL: the same rows through psycopg ``executemany``); the figure is how far
   the append/raw ratio moves with the index.
 - **erase**: ``delete_thread`` of one of these 10-run threads (with the purge), from this
-  store and from one of a tenth of its runs built the same way; the median of 3 each, and
+  store and from one of a tenth of its runs built the same way; the median of 5 each, and
   the large store's over the small store's (the erasure's cost should grow with what it
   erases, not with the store's search index), after one untimed erasure in each.
 - **size**: the index's bytes (SQLite: the pages of its tables and index, by ``dbstat``;
@@ -182,13 +182,13 @@ def searching(location: str, postgres: bool, repeat: int) -> None:
 
 
 def erasing(small: str, large: str) -> None:
-    """``delete_thread`` of three threads from each store; the ratio of the medians."""
+    """``delete_thread`` of five threads from each store; the ratio of the medians."""
     medians = {}
     for name, location in (("small", small), ("large", large)):
         with agui_store.open(location) as store:
             times = []
-            store.delete_thread(store.threads()[4])  # untimed: what a first erasure loads
-            for thread in store.threads()[1:4]:
+            store.delete_thread(store.threads()[6])  # untimed: what a first erasure loads
+            for thread in store.threads()[1:6]:
                 t0 = time.perf_counter()
                 receipt = store.delete_thread(thread)
                 times.append(time.perf_counter() - t0)
@@ -281,7 +281,7 @@ def main() -> None:
         build(location, args.threads)
         searching(location, postgres, args.repeat * 3)
         small = new_location()
-        build(small, max(args.threads // 10, 4))
+        build(small, max(args.threads // 10, 7))
         erasing(small, location)
         appending(new_location, postgres, args.append_runs, args.repeat)
         print()
