@@ -17,11 +17,22 @@ from typing import Any, ClassVar
 
 import apsw
 
-from agui_store.backends.named_queries import NamedQueries
+from agui_store.backends.named_queries import NamedQueries, row_of, rows_of, stream_of
 from agui_store.backends.sqlite import checks, schema, sql
 from agui_store.backends.sqlite.errors import Conn
 from agui_store.codec import ingest
-from agui_store.engine.port import BatchRow, RunCheckout, RunSummary, ThreadFacts
+from agui_store.engine.port import (
+    BatchRow,
+    CheckpointRow,
+    HashedRun,
+    LogBatch,
+    NewCheckpoint,
+    NewRun,
+    RunCheckout,
+    RunSummary,
+    StoredRun,
+    ThreadFacts,
+)
 from agui_store.engine.trust import TrustedBlobs
 
 
@@ -109,17 +120,17 @@ class SqliteTransaction(NamedQueries):
         """See :meth:`agui_store.engine.port.Writing.drop_derived_from`."""
         below = [int(pk) for pk in self._column(sql.SUBTREE, (run_pk,))]
         listed = _json_keys(below)
+        # The index rows first: their words are read back from the checkpoints' blobs.
+        self._forget_search(sql.RUNS_SEARCH_ROWS, listed)
         self._conn.execute(sql.DELETE_CHECKPOINTS, (listed,))
         # Keyed by digest, so this scans the table: fine for a path only sequence-unchecked
         # recording reaches.
         self._conn.execute(sql.DELETE_LINEAGE_DIGESTS, (listed,))
-        self._conn.execute(sql.DELETE_RUNS_SEARCH_WORDS, (listed,))
-        self._conn.execute(sql.DELETE_RUNS_SEARCH_MESSAGES, (listed,))
         return below
 
     def checkpoint_with_blobs(
         self, run_pk: int
-    ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
+    ) -> tuple[CheckpointRow | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
         """The row alone (a statement costs no round trip here). See
         :meth:`agui_store.engine.port.Reading.checkpoint_with_blobs`."""
         return self.checkpoint_row(run_pk), None  # a statement costs no round trip here
@@ -147,7 +158,7 @@ class SqliteTransaction(NamedQueries):
                 ids[bytes(row[0])] = int(conn.last_insert_rowid())
         return ids
 
-    def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
+    def insert_checkpoint(self, row: NewCheckpoint) -> None:
         """See :meth:`agui_store.engine.port.Writing.insert_checkpoint`."""
         self._conn.execute(sql.INSERT_CHECKPOINT, row)
 
@@ -199,38 +210,12 @@ class SqliteTransaction(NamedQueries):
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
         """See :meth:`agui_store.engine.port.Reading.run_summary_and_branches`."""
         *summary, names, newest = self._one(sql.RUN_SUMMARY_AND_BRANCHES, (run_pk,))
-        return tuple(summary), [str(name) for name in ingest.decode(names)], bool(newest)
+        names = [str(name) for name in ingest.decode(names)]
+        return row_of(RunSummary, summary), names, bool(newest)
 
-    def insert_run(
-        self,
-        thread_pk: int,
-        run_id: str,
-        parent: int | None,
-        lineage: str,
-        sent_parent: str | None,
-        input_text: str | None,
-        refs_text: str | None,
-        synthetic: bool,
-        created_at: int,
-        parent_hash: bytes | None,
-        input_hash: bytes | None,
-        start_hash: bytes,
-    ) -> int:
+    def insert_run(self, run: NewRun) -> int:
         """See :meth:`agui_store.engine.port.Writing.insert_run`."""
-        args = (
-            thread_pk,
-            run_id,
-            parent,
-            lineage,
-            sent_parent,
-            input_text,
-            refs_text,
-            int(synthetic),
-            created_at,
-            parent_hash,
-            input_hash,
-            start_hash,
-        )
+        args = (*run[:7], int(run.synthetic), *run[8:])  # stored as 0 or 1
         self._conn.execute(sql.INSERT_RUN, args)
         return int(self._conn.last_insert_rowid())
 
@@ -244,7 +229,7 @@ class SqliteTransaction(NamedQueries):
     def lineage_runs(self, run_pk: int, depth: int | None, limit: int | None) -> list[RunSummary]:
         """See :meth:`agui_store.engine.port.Reading.lineage_runs`."""
         args = (run_pk, depth, -1 if limit is None else limit)
-        return self._all(sql.LINEAGE_RUNS, args)
+        return rows_of(RunSummary, self._execute(sql.LINEAGE_RUNS, args))
 
     # --- events -----------------------------------------------------------------------------
 
@@ -373,11 +358,11 @@ class SqliteTransaction(NamedQueries):
         See :meth:`agui_store.engine.port.Inspecting.contained`."""
         return contextlib.nullcontext()  # an error leaves an SQLite read transaction usable
 
-    def every_run(self) -> Iterable[tuple[Any, ...]]:
+    def every_run(self) -> Iterable[StoredRun]:
         """See :meth:`agui_store.engine.port.Inspecting.every_run`."""
-        return self._rows(sql.EVERY_RUN)
+        return stream_of(StoredRun, self._rows(sql.EVERY_RUN))
 
-    def every_branch(self) -> Iterable[tuple[Any, ...]]:
+    def every_branch(self) -> Iterable[tuple[int, str, int, str | None]]:
         """See :meth:`agui_store.engine.port.Inspecting.every_branch`."""
         return self._rows(sql.EVERY_BRANCH)
 
@@ -385,9 +370,9 @@ class SqliteTransaction(NamedQueries):
         """See :meth:`agui_store.engine.port.Inspecting.log_in_order`."""
         return self._rows(sql.LOG_IN_ORDER)
 
-    def batches_in_order(self) -> Iterable[tuple[Any, ...]]:
+    def batches_in_order(self) -> Iterable[LogBatch]:
         """See :meth:`agui_store.engine.port.Inspecting.batches_in_order`."""
-        return self._rows(sql.BATCHES_IN_ORDER)
+        return stream_of(LogBatch, self._rows(sql.BATCHES_IN_ORDER))
 
     def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
         """See :meth:`agui_store.engine.port.Inspecting.suspect_events`."""
@@ -401,11 +386,13 @@ class SqliteTransaction(NamedQueries):
         """See :meth:`agui_store.engine.port.Inspecting.every_blob`."""
         return self._rows(sql.EVERY_BLOB)
 
-    def hashed_runs(self) -> Iterable[tuple[Any, ...]]:
+    def hashed_runs(self) -> Iterable[HashedRun]:
         """See :meth:`agui_store.engine.port.Inspecting.hashed_runs`."""
-        return self._rows(sql.HASHED_RUNS)
+        return stream_of(HashedRun, self._rows(sql.HASHED_RUNS))
 
-    def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
+    def batch_events(
+        self, first_seq: int, last_seq: int, run_pk: int
+    ) -> list[tuple[int, str, str, str | None]]:
         """See :meth:`agui_store.engine.port.Inspecting.batch_events`."""
         return self._all(sql.BATCH_EVENTS, (first_seq, last_seq, run_pk))
 
@@ -458,17 +445,14 @@ class SqliteTransaction(NamedQueries):
         :meth:`agui_store.engine.port.Writing.erasing`."""
 
     def erase_derived(self, run_pks: Sequence[int], blob_ids: Sequence[int]) -> None:
-        """The rows, then the search index's segments merged, so that the words of the
-        erased threads' search rows (deleted just before) leave the FTS5 index, whose
-        deletes otherwise only mark them. See
+        """The rows (the erased threads' search rows went just before, their words with
+        them: the FTS5 table deletes with ``secure-delete``, schema version 16). See
         :meth:`agui_store.engine.port.Writing.erase_derived`."""
         conn, runs = self._conn, _json_keys(run_pks)
         conn.execute(sql.DELETE_LINEAGE_DIGESTS, (runs,))
         conn.execute(sql.DELETE_CHECKPOINTS, (runs,))
         conn.execute(sql.ERASE_UNDERIVED, (runs,))
         conn.execute(sql.ERASE_BLOBS, (_json_keys(blob_ids),))
-        if run_pks:  # the erased threads' search rows went just before: their words too
-            conn.execute(sql.MERGE_SEARCH_WORDS)
 
     def erase_log(self, thread_pks: Sequence[int], run_pks: Sequence[int]) -> None:
         """See :meth:`agui_store.engine.port.Writing.erase_log`."""
@@ -497,22 +481,60 @@ class SqliteTransaction(NamedQueries):
 
     def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:
         """See :meth:`agui_store.engine.port.Writing.index_messages`."""
-        # Two statements for the run, each run over its rows by apsw (in C).
-        added = list(self._conn.executemany(
+        # Two statements for the run's rows (each run over them by apsw, in C); their words
+        # wait in search_pending until enough rows are pending to go into FTS5 together.
+        conn = self._conn
+        added = list(conn.executemany(
             sql.INSERT_SEARCH_MESSAGE,
             [(thread_pk, run_pk, k, p, t, b, a) for k, p, t, _, b, a in rows],
         ))
-        if added:
-            # Each word once: no positions are kept, so order and repeats tell nothing.
-            words = {int(row[0]): " ".join(dict.fromkeys(row[3])) for row in rows}
-            self._conn.executemany(
-                sql.INSERT_SEARCH_WORDS, [(pk, words[int(key)]) for pk, key in added]
-            )
+        if not added:
+            return
+        words = {int(row[0]): row[3] for row in rows}
+        conn.executemany(
+            sql.INSERT_SEARCH_PENDING, [(pk, _fts_words(words[int(key)])) for pk, key in added]
+        )
+        if conn.execute(sql.SEARCH_PENDING_FULL, (SEARCH_PENDING_ROWS[0],)).fetchone()[0]:
+            conn.execute(sql.FLUSH_SEARCH_WORDS)
 
     def forget_thread_search(self, thread_pk: int) -> None:
         """See :meth:`agui_store.engine.port.Writing.forget_thread_search`."""
-        self._conn.execute(sql.DELETE_THREAD_SEARCH_WORDS, (thread_pk,))
-        self._conn.execute(sql.DELETE_THREAD_SEARCH_MESSAGES, (thread_pk,))
+        self._forget_search(sql.THREAD_SEARCH_ROWS, thread_pk)
+
+    def _forget_search(self, rows_sql: str, arg: Any) -> None:
+        """Delete the index rows ``rows_sql`` selects, and their words from the FTS5 table.
+        The table is contentless and deletes with ``secure-delete``: it must be told a row's
+        words, which are read back from the message the row names
+        (:func:`agui_store.engine.search.indexed_words`); a row whose message no longer holds
+        its text (a run whose view events after its end changed) has its words read from
+        the index itself, by a scan of it: exact either way, and the scan is rare."""
+        conn = self._conn
+        rows = [tuple(r) for r in conn.execute(rows_sql, (arg,))]
+        if not rows:
+            return
+        everyone = [int(r[0]) for r in rows]
+        from agui_store.engine import search  # the engine's reading of a message's words
+
+        # A pending row's words are in search_pending, not in the FTS5 table yet.
+        rows = [r[:6] for r in rows if not r[6]]
+        if not rows:
+            conn.execute(sql.DELETE_SEARCH_MESSAGES, {"ids": _json_keys(everyone)})
+            return
+        found = search.indexed_words(self, [r[1:] for r in rows])
+        lost = [int(r[0]) for r, w in zip(rows, found, strict=True) if w is None]
+        scanned: dict[int, list[str]] = {pk: [] for pk in lost}
+        if lost:
+            conn.execute(sql.SEARCH_INSTANCES_TABLE)
+            for pk, term in conn.execute(sql.SEARCH_INSTANCES, (_json_keys(lost),)):
+                scanned[int(pk)].append(str(term))
+        conn.executemany(
+            sql.DELETE_SEARCH_WORDS,
+            [
+                (int(r[0]), _fts_words(w if w is not None else scanned[int(r[0])]))
+                for r, w in zip(rows, found, strict=True)
+            ],
+        )
+        conn.execute(sql.DELETE_SEARCH_MESSAGES, {"ids": _json_keys(everyone)})
 
     def search_candidates(
         self, query: Any, thread_pk: int | None, scope: str | None, before: int | None,
@@ -520,8 +542,32 @@ class SqliteTransaction(NamedQueries):
     ) -> list[tuple[Any, ...]]:
         """See :meth:`agui_store.engine.port.Reading.search_candidates`."""
         below = _NO_KEY if before is None else before
-        args = (fts5_expression(query), below, thread_pk, scope, limit)
-        return [tuple(row) for row in self._conn.execute(sql.SEARCH_CANDIDATES, args)]
+        match, words = pending_condition(query)
+        # The pending rows first: each is newer than every row of the FTS5 table.
+        found = [
+            tuple(row)
+            for row in self._conn.execute(
+                sql.SEARCH_PENDING_CANDIDATES.format(match=match),
+                {"below": below, "thread": thread_pk, "scope": scope, "limit": limit, **words},
+            )
+        ]
+        if len(found) < limit:
+            args = (fts5_expression(query), below, thread_pk, scope, limit - len(found))
+            found += [tuple(row) for row in self._conn.execute(sql.SEARCH_CANDIDATES, args)]
+        return found
+
+
+#: How many pending search rows go into the FTS5 table together (schema version 16): one
+#: segment for them all (a segment per append cost as much as the rest of its writes), and
+#: few enough that searching them in their column costs little. A list, so that a test can
+#: make it small (:func:`agui_store.testing.search_pending_rows`).
+SEARCH_PENDING_ROWS = [256]
+
+
+def _fts_words(words: Iterable[str]) -> str:
+    """A row's words as the FTS5 table takes them: each once, joined by spaces (no
+    positions are kept, so order and repeats tell nothing); a delete gives the same."""
+    return " ".join(dict.fromkeys(words))
 
 
 #: A key above every index row's (they are 63-bit).
@@ -543,6 +589,28 @@ def fts5_expression(query: Any) -> str:
         if len(term.words) == 1
     )
     return f"({found}){excluded}"
+
+
+def pending_condition(query: Any) -> tuple[str, dict[str, str]]:
+    """The condition :func:`fts5_expression` states, over a pending row's ``words`` (its
+    words each once, joined by spaces): an ``instr`` per word, with its parameters. A word
+    is found as `` word `` in `` words ``, a prefix as `` prefix`` in it."""
+    params: dict[str, str] = {}
+
+    def term(word: str, prefix: bool) -> str:
+        name = f"w{len(params)}"
+        params[name] = f" {word}" if prefix else f" {word} "
+        return f"instr(' ' || p.words || ' ', :{name}) > 0"
+
+    found = [
+        term(word, term_.prefix and i == len(term_.words) - 1)
+        for term_ in query.found
+        for i, word in enumerate(term_.words)
+    ]
+    excluded = [
+        f"NOT {term(t.words[0], t.prefix)}" for t in query.excluded if len(t.words) == 1
+    ]
+    return " AND ".join(found + excluded), params
 
 
 def _fts5_term(word: str, prefix: bool) -> str:
