@@ -4,6 +4,7 @@ every backend alike."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -153,6 +154,42 @@ def test_the_wide_rows_read_back_through_the_port_as_named_rows(store_location: 
     assert [(type(e), e.thread_id) for e in every] == [(port.StoredRun, "t")] * 2
     assert [(type(b), b.events) for b in in_order] == [(port.LogBatch, n) for n in counts]
     assert [b.hash for b in hashed_batches] == [b.hash for b in batches]
+
+
+def test_a_run_named_in_its_thread_reads_back_with_its_checkpoint_in_one_operation(
+    store_location: str,
+) -> None:
+    from agui_store.engine import port
+
+    with agui_store.open(store_location) as store:
+        store.append(run("t", "r1", *say("hello", "t")), scope="ann")
+        store.append(run("t", "r2", *say("again", "t")), scope="ann")
+        store.branch("side", "r1", thread_id="t", scope="ann")
+        with store.reading() as tx:  # the transaction's first operation: maybe alone
+            first = tx.run_checkout("t", "r1", None)
+        with store.reading() as tx:
+            found = tx.thread("t")
+            assert found is not None
+            r1 = tx.run_pk(found[0], "r1")
+            assert r1 is not None
+            summary, names, newest = tx.run_summary_and_branches(r1)
+            checkpoint = tx.checkpoint_row(r1)
+            again = tx.run_checkout("t", "r1", "ann")  # not the first: inside the transaction
+            absent = [
+                tx.run_checkout("t", "r9", None),
+                tx.run_checkout("u", "r1", None),
+                tx.run_checkout("t", "r1", "bob"),
+            ]
+    assert first is not None and again is not None and absent == [None, None, None]
+    for answer in (first, again):
+        assert type(answer) is port.RunCheckout and type(answer.summary) is port.RunSummary
+        assert (answer.pk, answer.summary, answer.branches, answer.newest) == (
+            r1, summary, names, newest
+        ) and (names, newest) == (["side"], False)
+        assert type(answer.checkpoint) is port.CheckpointRow and answer.checkpoint == checkpoint
+        assert answer.blobs is None or [b[0] for b in answer.blobs] == [
+            blob_id for blob_id, _ in json.loads(checkpoint.tail)
+        ]
 
 
 def test_a_run_placed_through_the_port_reads_back_field_for_field(store_location: str) -> None:
