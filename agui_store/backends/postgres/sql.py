@@ -1045,9 +1045,10 @@ OWNS_TABLES = (
 )
 
 
-def vacuum(tables: tuple[str, ...]) -> str:
-    """``VACUUM`` of the store's tables ``tables`` (the schema's own names)."""
-    return "VACUUM " + ", ".join(tables)
+def vacuum(tables: tuple[str, ...], *, index_cleanup: bool) -> str:
+    """``VACUUM`` of the store's tables ``tables`` (the schema's own names), their indexes
+    cleaned (``INDEX_CLEANUP ON``: even when few pages hold dead rows) or not (``OFF``)."""
+    return f"VACUUM (INDEX_CLEANUP {'ON' if index_cleanup else 'OFF'}) " + ", ".join(tables)
 # --- full-text search (agui_store.engine.search) --------------------------------------------
 
 #: A run's index rows, the message texts the thread's index does not hold yet, in one
