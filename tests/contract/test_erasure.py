@@ -202,12 +202,31 @@ def test_check_reports_a_leaf_run_deleted_by_hand_as_tampering_and_an_erasure_as
             },
             "DELETE FROM batches WHERE run = 2",
             "DELETE FROM lineage_digests WHERE run = 2",
+            "DELETE FROM checkpoint_segments WHERE run = 2",  # SQLite's trigger does it too
             "DELETE FROM checkpoints WHERE run = 2",
             "DELETE FROM runs WHERE id = 2",
         ],
     )
     found = problems(store_location)
     assert len(found) == 1 and found[0].startswith("batches: seq 7..12: no event"), found
+
+
+def test_check_reports_checkpoint_segments_deleted_by_hand_but_not_those_an_erasure_took(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        _shared(store, "a")
+        _shared(store, "b")
+        _thread(store, "c", runs=2)
+        store.delete_thread("b")
+        store.delete_thread("c")
+    assert problems(store_location) == []
+    # Without its rows, the next erasure would take blobs a-s0's checkpoint still uses.
+    tamper(store_location, ["DELETE FROM checkpoint_segments WHERE run = 1"])
+    found = problems(store_location)
+    assert len(found) == 1 and found[0].startswith(
+        "checkpoints: the checkpoint of run 'a-s0' (thread 'a', #1): its tail's blob ids "
+    ), found
 
 
 def test_an_erasure_log_entry_deleted_by_hand_is_reported(store_location: str) -> None:
