@@ -12,12 +12,52 @@ parameters differ.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from agui_store.engine import port
-from agui_store.engine.port import EventRow, ReplicaRun, RunSummary
+from agui_store.engine.port import (
+    ChainedBatch,
+    CheckpointAddresses,
+    CheckpointRow,
+    EventRow,
+    HashedBatch,
+    ReplicaRun,
+    RunRecordRow,
+    RunSummary,
+)
+
+_Row = TypeVar("_Row", bound=tuple[Any, ...])
+
+
+_MAKERS: dict[type[Any], Callable[[Iterable[Any]], Any]] = {}
+
+
+def _maker(kind: type[_Row]) -> Callable[[Iterable[Any]], _Row]:
+    # tuple.__new__ bound to the class, called from C by map(): the cursor's tuple becomes
+    # the row type for the cost of a copy (NamedTuple's own _make and __new__ are Python
+    # functions, several times dearer on a log of thousands of runs).
+    made = _MAKERS.get(kind)
+    if made is None:
+        made = _MAKERS[kind] = functools.partial(tuple.__new__, kind)
+    return made
+
+
+def row_of(kind: type[_Row], row: Iterable[Any]) -> _Row:
+    """One database row (a tuple in the type's column order) as the port's row type."""
+    return _maker(kind)(row)
+
+
+def rows_of(kind: type[_Row], rows: Iterable[Any]) -> list[_Row]:
+    """Database rows as the port's row type, all read."""
+    return list(map(_maker(kind), rows))
+
+
+def stream_of(kind: type[_Row], rows: Iterable[Any]) -> Iterator[_Row]:
+    """Database rows as the port's row type, as they are read."""
+    return map(_maker(kind), rows)
 
 
 class NamedQueries:
@@ -58,14 +98,14 @@ class NamedQueries:
         """See :meth:`agui_store.engine.port.Reading.has_checkpoint`."""
         return self._one(self.sql.HAS_CHECKPOINT, (run_pk,)) is not None
 
-    def checkpoint_row(self, run_pk: int) -> tuple[Any, ...] | None:
+    def checkpoint_row(self, run_pk: int) -> CheckpointRow | None:
         """See :meth:`agui_store.engine.port.Reading.checkpoint_row`."""
         row = self._one(self.sql.SELECT_CHECKPOINT, (run_pk,))
-        return None if row is None else tuple(row)
+        return None if row is None else row_of(CheckpointRow, row)
 
-    def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
+    def checkpoint_addresses(self, run_pk: int) -> CheckpointAddresses:
         """See :meth:`agui_store.engine.port.Reading.checkpoint_addresses`."""
-        return tuple(self._one(self.sql.SELECT_ADDRESSES, (run_pk,)))
+        return row_of(CheckpointAddresses, self._one(self.sql.SELECT_ADDRESSES, (run_pk,)))
 
     def state_address(self, run_pk: int) -> bytes:
         """See :meth:`agui_store.engine.port.Reading.state_address`."""
@@ -178,23 +218,24 @@ class NamedQueries:
 
     def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]:
         """See :meth:`agui_store.engine.port.Reading.thread_run_summaries`."""
-        return self._all(self.sql.THREAD_RUN_SUMMARIES, (thread_pk,))
+        return rows_of(RunSummary, self._execute(self.sql.THREAD_RUN_SUMMARIES, (thread_pk,)))
 
     def thread_run_page(self, thread_pk: int, below_pk: int, limit: int) -> list[RunSummary]:
         """See :meth:`agui_store.engine.port.Reading.thread_run_page`."""
-        return self._all(self.sql.THREAD_RUN_PAGE, (thread_pk, below_pk, limit))
+        rows = self._execute(self.sql.THREAD_RUN_PAGE, (thread_pk, below_pk, limit))
+        return rows_of(RunSummary, rows)
 
     def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
         """See :meth:`agui_store.engine.port.Reading.replica_runs`."""
-        return self._all(self.sql.REPLICA_RUNS, (thread_pk,))
+        return rows_of(ReplicaRun, self._execute(self.sql.REPLICA_RUNS, (thread_pk,)))
 
     def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]:
         """See :meth:`agui_store.engine.port.Reading.threads_of_runs`."""
         return [int(pk) for pk in self._column(self.sql.THREADS_OF_RUNS, (self._many(run_pks),))]
 
-    def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
+    def run_records(self, run_pks: Sequence[int]) -> list[RunRecordRow]:
         """See :meth:`agui_store.engine.port.Reading.run_records`."""
-        return self._all(self.sql.RUN_RECORDS, (self._many(run_pks),))
+        return rows_of(RunRecordRow, self._execute(self.sql.RUN_RECORDS, (self._many(run_pks),)))
 
     # --- lineage ----------------------------------------------------------------------------
 
@@ -230,13 +271,15 @@ class NamedQueries:
 
     # --- batches and hashes -----------------------------------------------------------------
 
-    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
+    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[ChainedBatch]:
         """See :meth:`agui_store.engine.port.Reading.batches_of_runs`."""
-        return self._rows(self.sql.BATCHES_OF_RUNS, (self._many(run_pks),))
+        rows = self._rows(self.sql.BATCHES_OF_RUNS, (self._many(run_pks),))
+        return stream_of(ChainedBatch, rows)
 
-    def batches_of_run_after(self, run_pk: int, after: int) -> Iterable[tuple[Any, ...]]:
+    def batches_of_run_after(self, run_pk: int, after: int) -> Iterable[ChainedBatch]:
         """See :meth:`agui_store.engine.port.Reading.batches_of_run_after`."""
-        return self._rows(self.sql.BATCHES_OF_RUN_AFTER, (run_pk, after, run_pk))
+        rows = self._rows(self.sql.BATCHES_OF_RUN_AFTER, (run_pk, after, run_pk))
+        return stream_of(ChainedBatch, rows)
 
     # --- branches ---------------------------------------------------------------------------
 
@@ -299,7 +342,7 @@ class NamedQueries:
         row = self._one(self.sql.BLOB_CONTENT, (blob_id,))
         return None if row is None else (row[0], row[1])
 
-    def checkpoint_layouts(self) -> list[tuple[Any, ...]]:
+    def checkpoint_layouts(self) -> list[tuple[int, int, int | None, str, int | None]]:
         """See :meth:`agui_store.engine.port.Inspecting.checkpoint_layouts`."""
         return self._all(self.sql.CHECKPOINT_LAYOUTS)
 
@@ -315,9 +358,9 @@ class NamedQueries:
         """See :meth:`agui_store.engine.port.Inspecting.every_lineage_digest`."""
         return self._all(self.sql.EVERY_LINEAGE_DIGEST)
 
-    def hashed_batches(self) -> list[tuple[Any, ...]]:
+    def hashed_batches(self) -> list[HashedBatch]:
         """See :meth:`agui_store.engine.port.Inspecting.hashed_batches`."""
-        return self._all(self.sql.HASHED_BATCHES)
+        return rows_of(HashedBatch, self._execute(self.sql.HASHED_BATCHES, ()))
 
     # --- pydantic-ai conversations (agui_store.engine.conversations) ---
 

@@ -319,7 +319,7 @@ def is_archive(first_line: bytes) -> bool:
 @dataclass
 class _Run:
     pk: int
-    record: tuple[Any, ...]
+    record: port.ReplicaRun
     chain: list[bytes]
 
 
@@ -333,7 +333,7 @@ class _Section:
     owner: str | None = None
     created_at: int = 0
     runs: dict[str, _Run] = field(default_factory=dict)
-    batches: list[tuple[Any, ...]] = field(default_factory=list)
+    batches: list[port.ChainedBatch] = field(default_factory=list)
     events: list[port.EventRow] = field(default_factory=list)
     branches: list[tuple[str, str, int]] = field(default_factory=list)
     entries: dict[str, tuple[str | None, str, str, bytes, bytes, str]] = field(
@@ -355,10 +355,10 @@ class _Section:
         """See :class:`agui_store.engine.replication.Source`."""
         return [run.record for run in self.runs.values()]
 
-    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
+    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[port.ChainedBatch]:
         """See :class:`agui_store.engine.replication.Source`."""
         wanted = set(run_pks)
-        return [b for b in self.batches if b[0] in wanted]
+        return [b for b in self.batches if b.run_pk in wanted]
 
     def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[port.EventRow]:
         """See :class:`agui_store.engine.replication.Source`."""
@@ -408,9 +408,8 @@ def _verify(section: _Section) -> None:
     chains = {run_id: run.chain for run_id, run in section.runs.items()}
     starts: dict[int, bytes] = {}
     for run_id, run in section.runs.items():
-        (_, _, parent_id, lineage, sent, raw_input, refs, synthetic, created, p_hash, s_hash) = (
-            run.record
-        )
+        record = run.record
+        parent_id, p_hash, s_hash = record.parent_run_id, record.parent_hash, record.start_hash
         if parent_id is not None and (
             parent_id not in chains or p_hash is None or p_hash not in chains[parent_id]
         ):
@@ -421,12 +420,12 @@ def _verify(section: _Section) -> None:
         expected = hashing.start(
             thread_id=section.thread_id or "",
             run_id=run_id,
-            lineage=lineage,
-            sent_parent_run_id=sent,
-            synthetic=synthetic,
-            created_at=created,
+            lineage=record.lineage,
+            sent_parent_run_id=record.sent_parent,
+            synthetic=record.synthetic,
+            created_at=record.created_at,
             parent_hash=p_hash,
-            input_hash=hashing.input_digest(raw_input, refs),
+            input_hash=hashing.input_digest(record.input, record.input_refs),
         )
         if expected != s_hash:
             raise HashMismatchError(
@@ -440,7 +439,8 @@ def _verify(section: _Section) -> None:
     previous = dict(starts)
     names = {run.pk: run_id for run_id, run in section.runs.items()}
     for run_pk, first, last, outcome, appended_at, batch_hash in (
-        (b[0], b[2], b[3], b[4], b[5], b[6]) for b in section.batches
+        (b.run_pk, b.first_seq, b.last_seq, b.outcome, b.appended_at, b.hash)
+        for b in section.batches
     ):
         rows = [(seq, kind, payload, refs) for _, seq, kind, payload, refs in by_run[run_pk]
                 if first <= seq <= last]  # fmt: skip
@@ -542,13 +542,21 @@ class _Reader:
             assert start is not None
             section.runs[run_id] = _Run(
                 pk,
-                (pk, run_id, rec.parent_run_id, _need(rec.lineage, "lineage", where),
-                 rec.sent_parent_run_id, _text(rec.input, rec.input_text),
-                 _text(rec.input_refs, rec.input_refs_text), rec.synthetic,
-                 _need(rec.created_at, "created_at", where), _hash(rec.parent_hash, where),
-                 start),
+                port.ReplicaRun(
+                    pk=pk,
+                    run_id=run_id,
+                    parent_run_id=rec.parent_run_id,
+                    lineage=_need(rec.lineage, "lineage", where),
+                    sent_parent=rec.sent_parent_run_id,
+                    input=_text(rec.input, rec.input_text),
+                    input_refs=_text(rec.input_refs, rec.input_refs_text),
+                    synthetic=rec.synthetic,
+                    created_at=_need(rec.created_at, "created_at", where),
+                    parent_hash=_hash(rec.parent_hash, where),
+                    start_hash=start,
+                ),
                 [start],
-            )  # fmt: skip
+            )
             self.seen.runs += 1
         elif kind == "batch":
             run_id = _need(rec.run_id, "run_id", where)
@@ -563,9 +571,16 @@ class _Reader:
             assert batch_hash is not None
             first = self.seq + 1
             section.batches.append(
-                (run.pk, run.chain[-1], first, first + count - 1, rec.outcome,
-                 _need(rec.appended_at, "appended_at", where), batch_hash)
-            )  # fmt: skip
+                port.ChainedBatch(
+                    run_pk=run.pk,
+                    start_hash=run.chain[-1],
+                    first_seq=first,
+                    last_seq=first + count - 1,
+                    outcome=rec.outcome,
+                    appended_at=_need(rec.appended_at, "appended_at", where),
+                    hash=batch_hash,
+                )
+            )
             run.chain.append(batch_hash)
             self.batch_left, self.batch_run = count, run.pk
         elif kind == "event":

@@ -35,7 +35,7 @@ import msgspec
 
 from agui_store.codec import ingest
 from agui_store.engine import gc_pause
-from agui_store.engine.port import Reading, Writing
+from agui_store.engine.port import CheckpointRow, NewCheckpoint, Reading, Writing
 from agui_store.errors import CorruptStoreError, HashMismatchError, InvalidEventError
 from agui_store.history import blobs, hashing
 from agui_store.history.diff import common_start
@@ -349,7 +349,7 @@ class _Reads:
         return self.prefix
 
 
-def _header(tx: Reading, run_pk: int) -> tuple[tuple[Any, ...], Layout]:
+def _header(tx: Reading, run_pk: int) -> tuple[CheckpointRow, Layout]:
     """A checkpoint's row and where its list is stored (ids and counts; no addresses yet)."""
     row = tx.checkpoint_row(run_pk)
     if row is None:
@@ -357,15 +357,15 @@ def _header(tx: Reading, run_pk: int) -> tuple[tuple[Any, ...], Layout]:
     return row, _layout(run_pk, row)
 
 
-def _layout(run_pk: int, row: tuple[Any, ...]) -> Layout:
+def _layout(run_pk: int, row: CheckpointRow) -> Layout:
     """Where a checkpoint's list is stored, from its row (ids and counts; no addresses)."""
-    tail_text, m_data, manifest, m_codec = row[1], row[2], row[15], row[16]
+    manifest, m_data = row.manifest, row.manifest_data
     layout = Layout(int(manifest) if manifest is not None else None)
     if manifest is not None:
-        if m_data is None:
+        if m_data is None or row.manifest_codec is None:
             raise CorruptStoreError(f"checkpoint of run {run_pk}: its manifest blob is missing")
-        layout.chunk_ids = _id_list(run_pk, "manifest", blobs.unpack(m_codec, m_data))
-    segments = _segment_list(run_pk, tail_text)
+        layout.chunk_ids = _id_list(run_pk, "manifest", blobs.unpack(row.manifest_codec, m_data))
+    segments = _segment_list(run_pk, row.tail)
     layout.tail_ids = [blob_id for blob_id, _ in segments]
     layout.tail_counts = [count for _, count in segments]
     return layout
@@ -374,7 +374,7 @@ def _layout(run_pk: int, row: tuple[Any, ...]) -> Layout:
 def _finish(
     tx: Reading,
     run_pk: int,
-    row: tuple[Any, ...],
+    row: CheckpointRow,
     layout: Layout,
     skip: int,
     reads: _Reads,
@@ -386,26 +386,23 @@ def _finish(
     its list (full chunks, then tail segments). ``blob_rows``: its blobs as the backend
     read them with its row (:meth:`~agui_store.engine.port.Reading.checkpoint_with_blobs`), used
     when they are the ones its layout lists."""
-    (length, _, _, s_codec, s_data, i_codec, i_data, w_codec, w_data, state_base,
-     s_addr, i_addr, w_addr, view_hash, run_hash_ok, _, _, base_run, *base_state) = row
-    if verify and not run_hash_ok:
+    state_base, s_addr = row.state_base, row.state_address
+    if verify and not row.run_hash_ok:
         raise _mismatch(
             run_pk,
             "its checkpoint was derived from other events than the run now holds (the run "
             "hash it recorded is none of the run's)",
         )
     trusted = reads.trusted() if verify else None
-    text = _single_blob(run_pk, s_codec, s_data, s_addr, trusted)
+    text = _single_blob(run_pk, row.state_codec, row.state_data, s_addr, trusted)
     patches: list[Any] | None = None
     state_bytes = len(text)
     anchor_addr = None
     document: Any = None
     if state_base is not None:
+        state_base = int(state_base)
         patches = _decoded(run_pk, "state patches", text)
-        base_row = None if base_run is None else tuple(base_state)
-        document, state_bytes, anchor_addr = _state_base(
-            run_pk, int(state_base), base_row, reads, trusted
-        )
+        document, state_bytes, anchor_addr = _state_base(run_pk, state_base, row, reads, trusted)
     # The same state text (on the same state base) is the same state: decoded once.
     key = (bytes(s_addr), anchor_addr)
     if key in reads.states:
@@ -413,16 +410,21 @@ def _finish(
     else:
         state = (
             _decoded(run_pk, "state", text)
-            if patches is None
-            else reads.patched_state(run_pk, int(state_base), text, patches, document)
+            if patches is None or state_base is None
+            else reads.patched_state(run_pk, state_base, text, patches, document)
         )
         reads.states[key] = state
     interrupts, warnings = [], []
-    if i_data is not None:
-        text = _single_blob(run_pk, i_codec, i_data, i_addr, trusted)
+    # A blob's codec and data come together (one joined row), or neither.
+    if row.interrupts_data is not None and row.interrupts_codec is not None:
+        text = _single_blob(
+            run_pk, row.interrupts_codec, row.interrupts_data, row.interrupts_address, trusted
+        )
         interrupts = _decoded(run_pk, "interrupts", text)
-    if w_data is not None:
-        text = _single_blob(run_pk, w_codec, w_data, w_addr, trusted)
+    if row.warnings_data is not None and row.warnings_codec is not None:
+        text = _single_blob(
+            run_pk, row.warnings_codec, row.warnings_data, row.warnings_address, trusted
+        )
         warnings = _decoded(run_pk, "warnings", text)
     n_chunks = len(layout.chunk_ids)
     listed = [*layout.chunk_ids, *layout.tail_ids]
@@ -444,14 +446,14 @@ def _finish(
         raise _mismatch(run_pk, "a blob its checkpoint lists is missing")
     layout.chunk_addrs, layout.tail_addrs = addrs[:n_chunks], addrs[n_chunks:]
     if verify:
-        others = (s_addr, anchor_addr, i_addr, w_addr)
-        _verify(run_pk, layout.digest(), view_hash, others)
+        others = (s_addr, anchor_addr, row.interrupts_address, row.warnings_address)
+        _verify(run_pk, layout.digest(), row.view_hash, others)
     if undecodable is not None:  # after the digests: a forged blob is named as forged
         raise undecodable
     skipped = min(skip, n_chunks) * CHUNK + sum(layout.tail_counts[: max(0, skip - n_chunks)])
-    if len(messages) + skipped != length:
+    if len(messages) + skipped != row.length:
         count = len(messages) + skipped
-        raise _mismatch(run_pk, f"its checkpoint holds {count} messages, not {length}")
+        raise _mismatch(run_pk, f"its checkpoint holds {count} messages, not {row.length}")
     view = View(messages, state, interrupts, warnings)
     anchor = bytes(s_addr) if state_base is None else anchor_addr
     return Snapshot(view, layout, int(state_base or run_pk), patches, state_bytes, skipped, anchor)
@@ -530,19 +532,23 @@ def stored_view_digest(tx: Reading, run_pk: int) -> tuple[bytes, bytes | None, b
     hash recorded)``: what a check compares. From the addresses only (each blob's content
     against its address is the blobs check's)."""
     row = tx.checkpoint_addresses(run_pk)
-    s_addr, i_addr, w_addr, a_addr, recorded, run_hash, m_codec, m_data, tail = row
-    ids = [blob_id for blob_id, _ in _segment_list(run_pk, tail)]
-    if m_data is not None:
-        ids = _id_list(run_pk, "manifest", blobs.unpack(m_codec, m_data)) + ids
+    ids = [blob_id for blob_id, _ in _segment_list(run_pk, row.tail)]
+    if row.manifest_data is not None and row.manifest_codec is not None:  # both or neither
+        manifest = blobs.unpack(row.manifest_codec, row.manifest_data)
+        ids = _id_list(run_pk, "manifest", manifest) + ids
     found = dict(
         (int(i), bytes(h))
         for i, h in tx.addresses_in_order(ids)
     )
     addresses = [found.get(i, b"") for i in ids]
     digest = hashing.view_digest(
-        hashing.messages_digest(addresses), s_addr, a_addr, i_addr, w_addr
+        hashing.messages_digest(addresses),
+        row.state,
+        row.state_base_state,
+        row.interrupts,
+        row.warnings,
     )
-    return digest, recorded, run_hash
+    return digest, row.view_hash, row.run_hash
 
 
 def _read_message_blobs(
@@ -640,23 +646,28 @@ def _close(rows: Iterable[Any] | None) -> None:
 def _state_base(
     run_pk: int,
     state_base: int,
-    row: tuple[Any, ...] | None,
+    row: CheckpointRow,
     reads: _Reads,
     trusted: set[bytes] | None,
 ) -> tuple[Any, int, bytes]:
     """The whole state a checkpoint's patches apply to (its state base's, decoded once for
-    all the checkpoints ``reads`` serves), the size of its text, and its address. ``row``:
-    the state base's ``(state base, codec, data, address)``, read with the checkpoint's row
-    (``None``: the state base has no checkpoint)."""
+    all the checkpoints ``reads`` serves), the size of its text, and its address, from the
+    state base's checkpoint as ``row`` (the checkpoint's) holds it."""
     if state_base in reads.bases:
         return reads.bases[state_base]
-    if row is None or row[0] is not None:
+    if (
+        row.base_run is None
+        or row.base_state_base is not None
+        or row.base_state_codec is None
+        or row.base_state_data is None
+        or row.base_state_address is None
+    ):
         raise CorruptStoreError(
             f"checkpoint of run {run_pk}: its state base {state_base} is not a checkpoint "
             "whose state is stored whole"
         )
-    text = blobs.unpack(row[1], row[2])
-    address = bytes(row[3])
+    text = blobs.unpack(row.base_state_codec, row.base_state_data)
+    address = bytes(row.base_state_address)
     if trusted is not None and address not in trusted:
         if blobs.digest(text) != address:
             raise _mismatch(
@@ -829,19 +840,19 @@ def write(
         layout.digest(), state_addr, anchor_addr, interrupts_addr, warnings_addr
     )
     tx.insert_checkpoint(
-        (
-            run_pk,
-            len(view.messages),
-            layout.manifest,
-            ingest.encode(list(zip(layout.tail_ids, layout.tail_counts))).decode(),
-            state,
-            interrupts,
-            warnings,
-            ids_digest,
-            now,
-            state_base,
-            run_hash,
-            view_hash,
-        ),
+        NewCheckpoint(
+            run=run_pk,
+            length=len(view.messages),
+            manifest=layout.manifest,
+            tail=ingest.encode(list(zip(layout.tail_ids, layout.tail_counts))).decode(),
+            state=state,
+            interrupts=interrupts,
+            warnings=warnings,
+            ids_hash=ids_digest,
+            created_at=now,
+            state_base=state_base,
+            run_hash=run_hash,
+            view_hash=view_hash,
+        )
     )
     return state_size, state_addr

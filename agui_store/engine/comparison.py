@@ -72,7 +72,7 @@ def diff_sides(
     rows = [*a_rows, *b_rows]
     # With a merge base both runs are on one lineage, so in one thread.
     threads = None if found is None else [thread_pk]
-    names = branch_names(tx, sorted({int(r[0]) for r in rows}), threads)
+    names = branch_names(tx, sorted({int(r.pk) for r in rows}), threads)
     run_a = run_from_row(a_rows[0], names)
     run_b = run_from_row(b_rows[0], names)
     base_run = run_from_row(base_row, names) if base_row is not None else None

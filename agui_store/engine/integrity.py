@@ -283,18 +283,16 @@ class _Context:
     def runs(self) -> dict[int, _RunRow]:
         if self._runs is None:
             self._runs = {
-                int(pk): _RunRow(
-                    int(pk),
-                    int(thread),
-                    str(run_id),
-                    None if parent is None else int(parent),
-                    str(lineage),
-                    bool(synthetic),
-                    None if thread_id is None else str(thread_id),
+                int(run.pk): _RunRow(
+                    int(run.pk),
+                    int(run.thread_pk),
+                    str(run.run_id),
+                    None if run.parent is None else int(run.parent),
+                    str(run.lineage),
+                    bool(run.synthetic),
+                    None if run.thread_id is None else str(run.thread_id),
                 )
-                for pk, thread, run_id, parent, lineage, synthetic, thread_id in (
-                    self.tx.every_run()
-                )
+                for run in self.tx.every_run()
             }
         return self._runs
 
@@ -488,8 +486,15 @@ class _LogPass:
         current = next(events, None)
         end = 0  # highest seq claimed by a batch so far
         end_batch: _Batch | None = None
-        for pk, run, first, last, count, outcome in self.ctx.tx.batches_in_order():
-            batch = _Batch(int(pk), int(run), int(first), int(last), int(count), outcome)
+        for row in self.ctx.tx.batches_in_order():
+            batch = _Batch(
+                int(row.id),
+                int(row.run_pk),
+                int(row.first_seq),
+                int(row.last_seq),
+                int(row.events),
+                row.outcome,
+            )
             self.batches.append(batch)
             if batch.first_seq <= end and end_batch is not None:
                 self.overlaps.append(

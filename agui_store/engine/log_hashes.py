@@ -116,40 +116,24 @@ def compute(tx: Inspecting) -> dict[int, RunLink]:
     stored link verified (inside a read transaction of any backend)."""
     runs: dict[int, RunLink] = {}
     for row in tx.hashed_runs():
-        (
-            pk,
-            thread_pk,
-            thread_id,
-            run_id,
-            parent,
-            lineage,
-            sent_parent,
-            synthetic,
-            created,
-            raw_input,
-            raw_refs,
-            s_parent,
-            s_input,
-            s_start,
-        ) = row
         link = RunLink(
-            int(pk),
-            int(thread_pk),
-            None if thread_id is None else str(thread_id),
-            str(run_id),
-            None if parent is None else int(parent),
-            _hex(s_parent),
-            _hex(s_input),
-            _hex(s_start),
+            int(row.pk),
+            int(row.thread_pk),
+            None if row.thread_id is None else str(row.thread_id),
+            str(row.run_id),
+            None if row.parent is None else int(row.parent),
+            _hex(row.parent_hash),
+            _hex(row.input_hash),
+            _hex(row.start_hash),
         )
-        link.input_hash = hashing.input_digest(raw_input, raw_refs)
+        link.input_hash = hashing.input_digest(row.input, row.input_refs)
         link.header = {
             "thread_id": link.thread_id or "",
             "run_id": link.run_id,
-            "lineage": str(lineage),
-            "sent_parent_run_id": sent_parent,
-            "synthetic": bool(synthetic),
-            "created_at": int(created),
+            "lineage": str(row.lineage),
+            "sent_parent_run_id": row.sent_parent,
+            "synthetic": bool(row.synthetic),
+            "created_at": int(row.created_at),
         }
         runs[link.pk] = link
     # The newest hash of each run as batches are met in the order they were written: the
@@ -177,25 +161,26 @@ def compute(tx: Inspecting) -> dict[int, RunLink]:
         current[link.pk] = link.start_hash
         current_stored[link.pk] = link.stored_start
 
-    for pk, run, first, last, outcome, appended_at, stored in tx.hashed_batches():
-        found = runs.get(int(run))
+    for batch in tx.hashed_batches():
+        found = runs.get(int(batch.run_pk))
         if found is None:
             continue  # the foreign-key check reports it
         link = found
         if link.pk not in placed:
             place(link)
-        events = tx.batch_events(int(first), int(last), link.pk)
-        digest = hashing.batch_digest(events, outcome, int(appended_at))
+        first, last = int(batch.first_seq), int(batch.last_seq)
+        events = tx.batch_events(first, last, link.pk)
+        digest = hashing.batch_digest(events, batch.outcome, int(batch.appended_at))
         computed = hashing.chain(current[link.pk], digest)
         previous = current_stored[link.pk]
-        stored_hash = _hex(stored)
+        stored_hash = _hex(batch.hash)
         verified = (
             stored_hash is not None
             and previous is not None
             and stored_hash == hashing.chain(previous, digest)
         )
         link.batches.append(
-            BatchLink(int(pk), int(first), int(last), stored_hash, computed, verified)
+            BatchLink(int(batch.id), first, last, stored_hash, computed, verified)
         )
         current[link.pk] = computed
         current_stored[link.pk] = stored_hash

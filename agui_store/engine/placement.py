@@ -736,18 +736,20 @@ class Placement:
             input_hash=input_hash,
         )
         run_pk = tx.insert_run(
-            thread_pk,
-            run_id,
-            parent_pk,
-            lineage,
-            sent_parent,
-            input_text,
-            refs_text,
-            synthetic,
-            now,
-            parent_hash,
-            input_hash,
-            start_hash,
+            port.NewRun(
+                thread_pk=thread_pk,
+                run_id=run_id,
+                parent=parent_pk,
+                lineage=lineage,
+                sent_parent=sent_parent,
+                input=input_text,
+                input_refs=refs_text,
+                synthetic=synthetic,
+                created_at=now,
+                parent_hash=parent_hash,
+                input_hash=input_hash,
+                start_hash=start_hash,
+            )
         )
         self.memory.remember_run_hash(run_pk, start_hash)
         return run_pk

@@ -15,8 +15,10 @@ Keys: threads and runs have integer keys (``pk``) local to one database; a run's
 always larger than its parent's. Event sequence numbers (``seq``) are global and assigned
 by the engine from :meth:`Reading.next_seq` inside the write transaction.
 
-Rows are plain tuples, in the column order each operation documents (they are the hot
-path: no object per row).
+Rows are tuples: the wide ones are the ``NamedTuple`` classes below (a backend builds them
+from its cursor's tuples, the engine reads them by name), the narrow ones plain tuples in the
+column order each operation documents. Either is one tuple per row, with no object beside it
+(they are the hot path).
 """
 
 from __future__ import annotations
@@ -27,20 +29,213 @@ from typing import Any, NamedTuple, Protocol
 
 from agui_store.engine.trust import TrustedBlobs
 
-#: A run summary row: ``(pk, thread_id, run_id, parent run_id, lineage, sent parentRunId,
-#: has input, synthetic, created_at, event count, last seq, updated_at, outcome, hash)``.
-RunSummary = tuple[Any, ...]
+
+class RunSummary(NamedTuple):
+    """A run as a log and a run's record show it (``thread_run_summaries``,
+    ``thread_run_page``, ``lineage_runs``, ``run_summary_and_branches``)."""
+
+    pk: int
+    thread_id: str
+    run_id: str
+    parent_run_id: str | None  # the lineage parent's run_id
+    lineage: str
+    sent_parent: str | None  # the parentRunId its RUN_STARTED sent
+    has_input: bool  # 0 or 1 as the database gives it
+    synthetic: bool  # 0 or 1 as the database gives it
+    created_at: int
+    event_count: int | None  # ``None``: no batch yet
+    last_seq: int | None
+    updated_at: int | None  # when its last batch was appended
+    outcome: str | None  # of its newest terminal batch (``None``: incomplete)
+    hash: bytes | None  # its newest batch's hash (its chain's start while it has none)
+
+
+class RunRecordRow(NamedTuple):
+    """What verifying a run against its hashes reads (``run_records``)."""
+
+    pk: int
+    thread_id: str
+    run_id: str
+    lineage: str
+    sent_parent: str | None
+    synthetic: bool  # 0 or 1 as the database gives it
+    created_at: int
+    input: str | None  # JSON text
+    input_refs: str | None  # JSON text
+    parent_hash: bytes | None
+    input_hash: bytes | None
+    start_hash: bytes | None
+    parent_verified: bool  # its parent_hash is one of its parent's hashes (0 or 1)
+
+
+class ReplicaRun(NamedTuple):
+    """A run as recorded: what copying it to another store needs (``replica_runs``)."""
+
+    pk: int
+    run_id: str
+    parent_run_id: str | None
+    lineage: str
+    sent_parent: str | None
+    input: str | None  # JSON text
+    input_refs: str | None  # JSON text
+    synthetic: bool  # 0 or 1 as the database gives it
+    created_at: int
+    parent_hash: bytes | None
+    start_hash: bytes | None
+
+
+class NewRun(NamedTuple):
+    """A run to place (``insert_run``)."""
+
+    thread_pk: int
+    run_id: str
+    parent: int | None  # its lineage parent's key
+    lineage: str
+    sent_parent: str | None
+    input: str | None  # JSON text
+    input_refs: str | None  # JSON text
+    synthetic: bool
+    created_at: int
+    parent_hash: bytes | None
+    input_hash: bytes | None
+    start_hash: bytes
+
 
 #: An event row of a run: ``(run pk, seq, type, payload, echo refs or None)``.
 EventRow = tuple[int, int, str, str, "str | None"]
 
-#: A run as recorded, what copying it to another store needs: ``(pk, run_id, parent
-#: run_id, lineage, sent parentRunId, input, input_refs, synthetic, created_at,
-#: parent_hash, start_hash)``.
-ReplicaRun = tuple[Any, ...]
+
+class ChainedBatch(NamedTuple):
+    """A batch of a run with the hash its chain continues from (``batches_of_runs``,
+    ``batches_of_run_after``)."""
+
+    run_pk: int
+    start_hash: bytes | None  # the run's start hash, or the hash of the batch before
+    first_seq: int
+    last_seq: int
+    outcome: str | None
+    appended_at: int
+    hash: bytes | None
+
 
 #: A batch as recorded: ``(run pk, first_seq, last_seq, outcome, appended_at, hash)``.
 BatchRow = tuple[int, int, int, "str | None", int, bytes]
+
+
+class CheckpointRow(NamedTuple):
+    """A run's checkpoint as :func:`agui_store.engine.checkpoints.load` reads it
+    (``checkpoint_row``): its list's layout, its single blobs (codec and data), what it
+    recorded, and the checkpoint its state patches apply to (its state base's)."""
+
+    length: int
+    tail: str  # ``[[blob id, message count], ...]`` as JSON text
+    manifest_data: bytes | None
+    state_codec: int
+    state_data: bytes
+    interrupts_codec: int | None
+    interrupts_data: bytes | None
+    warnings_codec: int | None
+    warnings_data: bytes | None
+    state_base: int | None  # the run whose (whole) state this one's patches apply to
+    state_address: bytes
+    interrupts_address: bytes | None
+    warnings_address: bytes | None
+    view_hash: bytes | None
+    run_hash_ok: bool  # the run hash it was derived at is one of the run's (0 or 1)
+    manifest: int | None  # the manifest blob's id (``None``: no full chunk)
+    manifest_codec: int | None
+    base_run: int | None  # the state base's run (``None``: no checkpoint there)
+    base_state_base: int | None
+    base_state_codec: int | None
+    base_state_data: bytes | None
+    base_state_address: bytes | None
+
+
+class CheckpointAddresses(NamedTuple):
+    """What a check recomputes a checkpoint's view digest from (``checkpoint_addresses``)."""
+
+    state: bytes
+    interrupts: bytes | None
+    warnings: bytes | None
+    state_base_state: bytes | None  # the address of the state its patches apply to
+    view_hash: bytes | None
+    run_hash: bytes | None
+    manifest_codec: int | None
+    manifest_data: bytes | None
+    tail: str
+
+
+class NewCheckpoint(NamedTuple):
+    """A checkpoint to store (``insert_checkpoint``); its blobs are stored already."""
+
+    run: int
+    length: int
+    manifest: int | None
+    tail: str
+    state: int
+    interrupts: int | None
+    warnings: int | None
+    ids_hash: bytes
+    created_at: int
+    state_base: int | None
+    run_hash: bytes | None
+    view_hash: bytes
+
+
+class StoredRun(NamedTuple):
+    """A run as a check of the lineage reads it (``every_run``)."""
+
+    pk: int
+    thread_pk: int
+    run_id: str
+    parent: int | None
+    lineage: str
+    synthetic: bool
+    thread_id: str | None  # ``None``: no such thread
+
+
+class LogBatch(NamedTuple):
+    """A batch as a check of the log reads it (``batches_in_order``)."""
+
+    id: int
+    run_pk: int
+    first_seq: int
+    last_seq: int
+    events: int
+    outcome: str | None
+
+
+class HashedRun(NamedTuple):
+    """A run as its hashes cover it (``hashed_runs``)."""
+
+    pk: int
+    thread_pk: int
+    thread_id: str | None  # ``None``: no such thread
+    run_id: str
+    parent: int | None
+    lineage: str
+    sent_parent: str | None
+    synthetic: bool
+    created_at: int
+    input: str | None
+    input_refs: str | None
+    parent_hash: bytes | None
+    input_hash: bytes | None
+    start_hash: bytes | None
+
+
+class HashedBatch(NamedTuple):
+    """A batch as its hash covers it (``hashed_batches``)."""
+
+    id: int
+    run_pk: int
+    first_seq: int
+    last_seq: int
+    outcome: str | None
+    appended_at: int
+    hash: bytes | None
+
+
 class ConversationRow(NamedTuple):
     """A conversation's record as stored (pydantic-ai's ``ConversationRecord``, its JSON
     beside the columns a lookup needs)."""
@@ -142,20 +337,18 @@ class Reading(Protocol):
     def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]:
         """The threads holding these runs, each once."""
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
-        """A run's summary (:data:`RunSummary`), the names of the branches at the run (by
+        """A run's summary, the names of the branches at the run (by
         name), and whether it is its thread's newest run: what one run's record shows, in
         one statement."""
     def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]:
-        """A thread's runs as summaries (:data:`RunSummary`), in run order."""
+        """A thread's runs as summaries, in run order."""
     def thread_run_page(self, thread_pk: int, below_pk: int, limit: int) -> list[RunSummary]:
         """The newest ``limit`` runs of a thread whose key is below ``below_pk``, newest
         first."""
     def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
-        """The thread's runs as recorded, in run order (see :data:`ReplicaRun`)."""
-    def run_records(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
-        """What verifying runs against their hashes reads: ``(pk, thread_id, run_id,
-        lineage, sent parentRunId, synthetic, created_at, input, input_refs, parent_hash,
-        input_hash, start_hash, parent link verified)``."""
+        """The thread's runs as recorded, in run order."""
+    def run_records(self, run_pks: Sequence[int]) -> list[RunRecordRow]:
+        """What verifying runs against their hashes reads (order unspecified)."""
 
     # lineage
     def ancestors(self, run_pk: int) -> list[int]:
@@ -186,9 +379,9 @@ class Reading(Protocol):
         """The events of a run's lineage (run order unspecified, in order within a run)."""
     def terminal_event(self, run_pk: int) -> str | None:
         """The payload of a run's newest RUN_FINISHED or RUN_ERROR."""
-    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
-        """``(run, start_hash, first_seq, last_seq, outcome, appended_at, hash)``, in order."""
-    def batches_of_run_after(self, run_pk: int, after: int) -> Iterable[tuple[Any, ...]]:
+    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[ChainedBatch]:
+        """The runs' batches, run by run, in order, each with its run's start hash."""
+    def batches_of_run_after(self, run_pk: int, after: int) -> Iterable[ChainedBatch]:
         """The run's batches from the one holding the event after sequence number ``after``
         on, as :meth:`batches_of_runs` gives them, but with the hash of the batch before
         them as the chain start (the run's start hash when none is before them)."""
@@ -229,24 +422,18 @@ class Reading(Protocol):
         root), newest first, each with whether it has one."""
     def has_checkpoint(self, run_pk: int) -> bool:
         """Whether a run has a checkpoint."""
-    def checkpoint_row(self, run_pk: int) -> tuple[Any, ...] | None:
-        """``(length, tail, manifest codec+data..., state codec, state data, interrupts
-        codec, data, warnings codec, data, state_base, state/interrupts/warnings
-        addresses, view_hash, run hash is the run's, manifest id, manifest codec, the state
-        base's run (``None``: no checkpoint there), that checkpoint's state base, and its
-        state blob's codec, data and address)``: see :func:`agui_store.engine.checkpoints.load`
-        (the SQLite statement names the columns)."""
+    def checkpoint_row(self, run_pk: int) -> CheckpointRow | None:
+        """A run's checkpoint, or ``None``: it has none."""
     def checkpoint_with_blobs(
         self, run_pk: int
-    ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
+    ) -> tuple[CheckpointRow | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
         """:meth:`checkpoint_row`, with its chunks and tail segments as
         :meth:`blobs_in_order` gives them where the backend reads them in the same round
         trip (``None``: it does not). The caller compares their ids with the row's list, and
         reads them to the end or closes them before its next statement (PostgreSQL holds
         the connection while it streams them)."""
-    def checkpoint_addresses(self, run_pk: int) -> tuple[Any, ...]:
-        """``(state, interrupts, warnings, state base's state addresses, view_hash,
-        run_hash, manifest codec, manifest data, tail)``: what a check recomputes."""
+    def checkpoint_addresses(self, run_pk: int) -> CheckpointAddresses:
+        """What a check recomputes a run's checkpoint's view digest from."""
     def state_address(self, run_pk: int) -> bytes:
         """The address of a checkpoint's state blob."""
     def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
@@ -365,17 +552,15 @@ class Inspecting(Reading, Protocol):
         """A part of the transaction whose failure leaves the rest of it usable (a check
         that could not finish, and the next one still runs): PostgreSQL aborts a whole
         transaction on an error, so there it is a savepoint; SQLite needs nothing."""
-    def every_run(self) -> Iterable[tuple[Any, ...]]:
-        """``(pk, thread pk, run_id, parent, lineage, synthetic, thread_id or None: no
-        such thread)`` of every run, by pk."""
-    def every_branch(self) -> Iterable[tuple[Any, ...]]:
+    def every_run(self) -> Iterable[StoredRun]:
+        """Every run, by pk."""
+    def every_branch(self) -> Iterable[tuple[int, str, int, str | None]]:
         """``(thread pk, name, run pk, thread_id or None)`` by thread pk and name."""
     def log_in_order(self) -> Iterable[tuple[int, int, str, str | None]]:
         """``(seq, run pk, type, payload)`` of every event by seq, the payload only for
         RUN_STARTED, RUN_FINISHED and RUN_ERROR (``None`` for others); streamed."""
-    def batches_in_order(self) -> Iterable[tuple[Any, ...]]:
-        """``(id, run pk, first_seq, last_seq, count, outcome)`` by first_seq and id;
-        streamed."""
+    def batches_in_order(self) -> Iterable[LogBatch]:
+        """Every batch, by first_seq and id; streamed."""
     def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
         """``(seq, run pk, type, payload)`` of the events whose payload may not be a JSON
         object of their type, by seq: at least those (a backend that cannot tell cheaply
@@ -387,7 +572,7 @@ class Inspecting(Reading, Protocol):
         """``(address, codec, data)`` of every blob, by address; streamed."""
     def blob_content(self, blob_id: int) -> tuple[int, bytes] | None:
         """``(codec, data)`` of a blob, or ``None``: no such blob."""
-    def checkpoint_layouts(self) -> list[tuple[Any, ...]]:
+    def checkpoint_layouts(self) -> list[tuple[int, int, int | None, str, int | None]]:
         """``(run pk, length, manifest blob id, tail, state_base)`` of every checkpoint,
         by run."""
     def checkpoint_segments(self) -> list[tuple[int, int]]:
@@ -397,14 +582,13 @@ class Inspecting(Reading, Protocol):
         """The runs with a terminal batch."""
     def every_lineage_digest(self) -> list[tuple[bytes, int]]:
         """``(digest, run pk)`` of every lineage digest, by run."""
-    def hashed_runs(self) -> Iterable[tuple[Any, ...]]:
-        """Every run as its hashes cover it, by pk: ``(pk, thread pk, thread_id, run_id,
-        parent, lineage, sent parentRunId, synthetic, created_at, input, input_refs,
-        parent_hash, input_hash, start_hash)``; streamed."""
-    def hashed_batches(self) -> list[tuple[Any, ...]]:
-        """``(id, run pk, first_seq, last_seq, outcome, appended_at, hash)`` of every batch,
-        in the order they were written."""
-    def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
+    def hashed_runs(self) -> Iterable[HashedRun]:
+        """Every run as its hashes cover it, by pk; streamed."""
+    def hashed_batches(self) -> list[HashedBatch]:
+        """Every batch as its hash covers it, in the order they were written."""
+    def batch_events(
+        self, first_seq: int, last_seq: int, run_pk: int
+    ) -> list[tuple[int, str, str, str | None]]:
         """``(seq, type, payload, echo refs)`` of the run's events in the range, by seq:
         what a batch's hash covers."""
 
@@ -426,21 +610,7 @@ class Writing(Reading, Protocol):
 
     def insert_thread(self, thread_id: str, created_at: int, owner: str | None) -> int:
         """Create a thread; its key."""
-    def insert_run(
-        self,
-        thread_pk: int,
-        run_id: str,
-        parent: int | None,
-        lineage: str,
-        sent_parent: str | None,
-        input_text: str | None,
-        refs_text: str | None,
-        synthetic: bool,
-        created_at: int,
-        parent_hash: bytes | None,
-        input_hash: bytes | None,
-        start_hash: bytes,
-    ) -> int:
+    def insert_run(self, run: NewRun) -> int:
         """Place a run; its key (larger than its parent's)."""
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
         """``(seq, run pk, type, payload)`` rows."""
@@ -488,9 +658,8 @@ class Writing(Reading, Protocol):
         """Store packed blobs ``(address, codec, data)`` whose address is not there; the
         ids of those stored, by address (a backend may add the ids of some it found
         there: the caller looks up the ones missing)."""
-    def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
-        """``(run, length, manifest, tail, state, interrupts, warnings, ids_hash,
-        created_at, state_base, run_hash, view_hash)``."""
+    def insert_checkpoint(self, row: NewCheckpoint) -> None:
+        """Store a run's checkpoint."""
 
     def insert_conversation_message(self, address: bytes, message: str) -> int:
         """Store a conversation message (JSON text) under its address (its sha256); its key."""
@@ -580,10 +749,22 @@ class Backend(Protocol):
 __all__ = [
     "Backend",
     "BatchRow",
+    "ChainedBatch",
+    "CheckpointAddresses",
+    "CheckpointRow",
+    "ConversationRow",
+    "EntryRow",
     "EventRow",
+    "HashedBatch",
+    "HashedRun",
     "Inspecting",
+    "LogBatch",
+    "NewCheckpoint",
+    "NewRun",
     "Reading",
     "ReplicaRun",
+    "RunRecordRow",
     "RunSummary",
+    "StoredRun",
     "Writing",
 ]

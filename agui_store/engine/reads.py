@@ -120,39 +120,26 @@ def verified_runs(
     """The inputs of runs about to be replayed (``run -> (input, input_refs, lineage)``), once
     each run's record, input and parent link are verified against its hashes: what
     decides where its replay starts from and what it starts with."""
-    inputs = {}
-    for (
-        pk,
-        thread_id,
-        run_id,
-        lineage,
-        sent_parent,
-        synthetic,
-        created,
-        raw,
-        refs,
-        parent_hash,
-        input_hash,
-        start_hash,
-        parent_link,
-    ) in tx.run_records(pks):
-        if hashing.input_digest(raw, refs) != input_hash:
-            raise mismatch(tx, int(pk), "its input is not the one its hash covers")
-        if not parent_link:
-            raise mismatch(tx, int(pk), "its lineage parent is not the one its hash covers")
-        if start_hash is None or start_hash != hashing.start(
-            thread_id=thread_id,
-            run_id=run_id,
-            lineage=lineage,
-            sent_parent_run_id=sent_parent,
-            synthetic=bool(synthetic),
-            created_at=created,
-            parent_hash=parent_hash,
-            input_hash=input_hash,
+    inputs: dict[int, tuple[str | None, str | None, str]] = {}
+    for run in tx.run_records(pks):
+        pk = int(run.pk)
+        if hashing.input_digest(run.input, run.input_refs) != run.input_hash:
+            raise mismatch(tx, pk, "its input is not the one its hash covers")
+        if not run.parent_verified:
+            raise mismatch(tx, pk, "its lineage parent is not the one its hash covers")
+        if run.start_hash is None or run.start_hash != hashing.start(
+            thread_id=run.thread_id,
+            run_id=run.run_id,
+            lineage=run.lineage,
+            sent_parent_run_id=run.sent_parent,
+            synthetic=bool(run.synthetic),
+            created_at=run.created_at,
+            parent_hash=run.parent_hash,
+            input_hash=run.input_hash,
         ):
-            raise mismatch(tx, int(pk), "its record is not the one its hash covers")
-        if raw is not None:
-            inputs[int(pk)] = (raw, refs, lineage)
+            raise mismatch(tx, pk, "its record is not the one its hash covers")
+        if run.input is not None:
+            inputs[pk] = (run.input, run.input_refs, run.lineage)
     return inputs
 
 
@@ -161,7 +148,7 @@ def verify_batches(
     pks: Sequence[int],
     rows: dict[int, list[Any]],
     *,
-    batches: Iterable[tuple[Any, ...]] | None = None,
+    batches: Iterable[port.ChainedBatch] | None = None,
 ) -> None:
     """The events read for runs (``rows``: run -> ``(seq, type, payload, refs)``) are
     the ones their batch hashes cover: each batch's digest, chained from the hash before
@@ -174,16 +161,19 @@ def verify_batches(
     seqs = {run_pk: [e[0] for e in events] for run_pk, events in rows.items()}
     if batches is None:
         batches = tx.batches_of_runs(pks)
-    for run_pk, start, first, last, outcome, appended_at, recorded in batches:
+    for batch in batches:
+        run_pk, first, last, recorded = batch.run_pk, batch.first_seq, batch.last_seq, batch.hash
         events = rows.get(run_pk, [])
         i = bisect.bisect_left(seqs.get(run_pk, []), first)
         j = bisect.bisect_right(seqs.get(run_pk, []), last)
         covered[run_pk] = covered.get(run_pk, 0) + (j - i)
-        before = previous.get(run_pk, start)
+        before = previous.get(run_pk, batch.start_hash)
         if (
             recorded is None
             or before is None
-            or hashing.chain(before, hashing.batch_digest(events[i:j], outcome, appended_at))
+            or hashing.chain(
+                before, hashing.batch_digest(events[i:j], batch.outcome, batch.appended_at)
+            )
             != recorded
         ):
             raise mismatch(
@@ -226,7 +216,7 @@ def run_events(tx: port.Reading, run_pk: int, after: int = 0, *, verify: bool = 
     else:
         verified_runs(tx, [run_pk])
         batches = list(tx.batches_of_run_after(run_pk, after))
-        read_from = min(after, batches[0][2] - 1) if batches else after
+        read_from = min(after, batches[0].first_seq - 1) if batches else after
         rows = tx.run_events(run_pk, read_from)
         verify_batches(
             tx, [run_pk], {run_pk: [(r[2], r[3], r[0], r[1]) for r in rows]}, batches=batches
@@ -287,8 +277,11 @@ def branch_names(
     return names
 
 
-def run_from_row(row: Any, branches: dict[int, list[str]]) -> Run:
-    """The run record of a :data:`~agui_store.engine.port.RunSummary` row, named by ``branches``."""
+def run_from_row(row: port.RunSummary, branches: dict[int, list[str]]) -> Run:
+    """The run record of a :class:`~agui_store.engine.port.RunSummary` row, named by
+    ``branches``."""
+    # Unpacked (mypy checks the names against the row type's fields, in order): a log reads
+    # thousands of rows, and one unpacking costs less than fourteen attribute reads.
     (
         pk,
         thread_id,
@@ -381,7 +374,7 @@ def run_page(
                 )
             below = named
         rows = tx.thread_run_page(thread_pk, below, size or arguments.MAX_INT64)[::-1]
-    names = branch_names(tx, [r[0] for r in rows], [thread_pk])
+    names = branch_names(tx, [r.pk for r in rows], [thread_pk])
     return [run_from_row(r, names) for r in rows]
 
 
@@ -401,7 +394,7 @@ def log_page(tx: port.Reading, key: RunKey, cursor: str | None, size: int | None
         first = named
     rows = tx.lineage_runs(first, None, size)
     # A lineage never leaves its thread (docs/design/lineage.md).
-    names = branch_names(tx, [r[0] for r in rows], [key.thread_pk])
+    names = branch_names(tx, [r.pk for r in rows], [key.thread_pk])
     runs = [run_from_row(r, names) for r in rows]
     # The last run's parent starts the next page (None at the root, or the whole log).
     more = runs[-1].parent_run_id if runs and len(runs) == size else None

@@ -37,7 +37,7 @@ class Source(Protocol):
         """As :meth:`port.Reading.thread_created_at`."""
     def replica_runs(self, thread_pk: int) -> list[port.ReplicaRun]:
         """As :meth:`port.Reading.replica_runs`."""
-    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[tuple[Any, ...]]:
+    def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[port.ChainedBatch]:
         """As :meth:`port.Reading.batches_of_runs`."""
     def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[port.EventRow]:
         """As :meth:`port.Reading.events_of_runs`."""
@@ -149,27 +149,32 @@ def runs_of(tx: Source, thread_pk: int) -> list[_SrcRun]:
     """A thread's runs as recorded, in run order, each with its batches in order."""
     runs = [
         _SrcRun(
-            pk=int(r[0]),
-            run_id=str(r[1]),
-            parent_id=r[2],
-            lineage=str(r[3]),
-            sent_parent=r[4],
-            input_text=r[5],
-            refs_text=r[6],
-            synthetic=bool(r[7]),
-            created_at=int(r[8]),
-            parent_hash=None if r[9] is None else bytes(r[9]),
-            start_hash=bytes(r[10]),
+            pk=int(r.pk),
+            run_id=str(r.run_id),
+            parent_id=r.parent_run_id,
+            lineage=str(r.lineage),
+            sent_parent=r.sent_parent,
+            input_text=r.input,
+            refs_text=r.input_refs,
+            synthetic=bool(r.synthetic),
+            created_at=int(r.created_at),
+            parent_hash=None if r.parent_hash is None else bytes(r.parent_hash),
+            start_hash=bytes(r.start_hash or b""),  # none: the copy's hash checks fail
         )
         for r in tx.replica_runs(thread_pk)
     ]
     by_pk = {run.pk: run for run in runs}
     if runs:
-        for run_pk, _start, first, last, outcome, appended_at, batch_hash in tx.batches_of_runs(
-            list(by_pk)
-        ):
-            by_pk[int(run_pk)].batches.append(
-                (int(run_pk), int(first), int(last), outcome, int(appended_at), bytes(batch_hash))
+        for b in tx.batches_of_runs(list(by_pk)):
+            by_pk[int(b.run_pk)].batches.append(
+                (
+                    int(b.run_pk),
+                    int(b.first_seq),
+                    int(b.last_seq),
+                    b.outcome,
+                    int(b.appended_at),
+                    bytes(b.hash or b""),  # none: the copy's hash checks fail
+                )
             )
     return runs
 
@@ -452,26 +457,28 @@ class Writer:
             input_hash=input_hash,
         )
         run_pk = self.dst.insert_run(
-            thread_pk,
-            run.run_id,
-            parent_pk,
-            run.lineage,
-            run.sent_parent,
-            run.input_text,
-            run.refs_text,
-            run.synthetic,
-            run.created_at,
-            parent_hash,
-            input_hash,
-            start_hash,
+            port.NewRun(
+                thread_pk=thread_pk,
+                run_id=run.run_id,
+                parent=parent_pk,
+                lineage=run.lineage,
+                sent_parent=run.sent_parent,
+                input=run.input_text,
+                input_refs=run.refs_text,
+                synthetic=run.synthetic,
+                created_at=run.created_at,
+                parent_hash=parent_hash,
+                input_hash=input_hash,
+                start_hash=start_hash,
+            )
         )
         chains[run.run_id] = [start_hash]
         return run_pk
 
     def _dst_chain(self, run_pk: int) -> list[bytes]:
         (record,) = self.dst.run_records([run_pk])
-        chain = [bytes(record[11])]
-        chain += [bytes(row[6]) for row in self.dst.batches_of_runs([run_pk])]
+        chain = [bytes(record.start_hash or b"")]
+        chain += [bytes(batch.hash or b"") for batch in self.dst.batches_of_runs([run_pk])]
         return chain
 
     def _batch(

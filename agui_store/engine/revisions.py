@@ -155,9 +155,11 @@ def _resolve_exact(
     if hashed_in is not None and arguments.is_short_hash(ref):
         digits = ref.lower()
         for row in tx.thread_run_summaries(hashed_in):
-            run_hash = row[13]
+            run_hash = row.hash
             if run_hash is not None and bytes(run_hash).hex().startswith(digits):
-                found.setdefault(row[0], (hashed_in, row[2], f"hash {bytes(run_hash).hex()[:12]}"))
+                found.setdefault(
+                    row.pk, (hashed_in, row.run_id, f"hash {bytes(run_hash).hex()[:12]}")
+                )
     if len(found) == 1:
         (pk, (run_thread_pk, _, _)), = found.items()
         return RunKey(pk, run_thread_pk)

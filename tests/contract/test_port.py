@@ -106,3 +106,69 @@ def test_a_conversation_and_its_entries_read_back_through_the_port_as_named_rows
         ("e1", None, "request"), ("e2", "e1", "response")
     ]
     assert history[1].parent_hash == history[0].hash
+
+
+def test_the_wide_rows_read_back_through_the_port_as_named_rows(store_location: str) -> None:
+    from agui_store.engine import port
+
+    with agui_store.open(store_location) as store:
+        store.append(run("t", "r1", *say("hello", "t")))
+        store.append(run("t", "r2", *say("again", "t")))
+        r2 = store.get_run("r2", thread_id="t")
+        messages = len(store.checkout("HEAD", thread_id="t").messages)
+        counts = [r.event_count for r in store.runs("t")]
+        with store.reading() as tx:
+            found = tx.thread("t")
+            assert found is not None
+            thread_pk = found[0]
+            pks = tx.thread_run_pks(thread_pk)
+            summaries = tx.thread_run_summaries(thread_pk)
+            page = tx.thread_run_page(thread_pk, pks[-1] + 1, 1)
+            lineage = tx.lineage_runs(pks[-1], None, None)
+            one, _, newest = tx.run_summary_and_branches(pks[-1])
+            records = sorted(tx.run_records(pks))
+            replicas = tx.replica_runs(thread_pk)
+            batches = list(tx.batches_of_runs(pks))
+            checkpoint = tx.checkpoint_row(pks[-1])
+            addresses = tx.checkpoint_addresses(pks[-1])
+            hashed = list(tx.hashed_runs())
+            every = list(tx.every_run())
+            in_order = list(tx.batches_in_order())
+            hashed_batches = tx.hashed_batches()
+    assert all(type(s) is port.RunSummary for s in [*summaries, *page, *lineage, one])
+    assert [s.run_id for s in summaries] == ["r1", "r2"] and newest
+    assert page == [one] == lineage[:1] and one == summaries[1]
+    assert (one.parent_run_id, one.outcome) == ("r1", "finished")
+    assert r2 is not None and one.hash is not None and one.hash.hex() == r2.hash
+    assert [(r.run_id, bool(r.parent_verified)) for r in records] == [("r1", 1), ("r2", 1)]
+    assert all(type(r) is port.RunRecordRow for r in records)
+    assert [(r.run_id, r.parent_run_id) for r in replicas] == [("r1", None), ("r2", "r1")]
+    assert all(type(r) is port.ReplicaRun for r in replicas)
+    assert [type(b) for b in batches] == [port.ChainedBatch] * 2
+    assert batches[0].start_hash == records[0].start_hash and batches[1].hash == one.hash
+    assert type(checkpoint) is port.CheckpointRow and checkpoint.length == messages
+    assert type(addresses) is port.CheckpointAddresses
+    assert addresses.view_hash == checkpoint.view_hash
+    assert [(type(h), h.run_id) for h in hashed] == [(port.HashedRun, r) for r in ("r1", "r2")]
+    assert [(type(e), e.thread_id) for e in every] == [(port.StoredRun, "t")] * 2
+    assert [(type(b), b.events) for b in in_order] == [(port.LogBatch, n) for n in counts]
+    assert [b.hash for b in hashed_batches] == [b.hash for b in batches]
+
+
+def test_a_run_placed_through_the_port_reads_back_field_for_field(store_location: str) -> None:
+    from agui_store.engine import port
+
+    with agui_store.open(store_location) as store, store.writing("u") as tx:
+        thread_pk = tx.insert_thread("u", 1, None)
+        new = port.NewRun(
+            thread_pk=thread_pk, run_id="r1", parent=None, lineage="first",
+            sent_parent="p0", input='{"messages":[]}', input_refs=None, synthetic=True,
+            created_at=5, parent_hash=None, input_hash=b"i" * 32, start_hash=b"s" * 32,
+        )
+        run_pk = tx.insert_run(new)
+        (replica,) = tx.replica_runs(thread_pk)
+    assert replica == port.ReplicaRun(
+        pk=run_pk, run_id="r1", parent_run_id=None, lineage="first", sent_parent="p0",
+        input='{"messages":[]}', input_refs=None, synthetic=True, created_at=5, parent_hash=None,
+        start_hash=b"s" * 32,
+    )

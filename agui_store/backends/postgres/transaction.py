@@ -22,10 +22,20 @@ from typing import Any, ClassVar
 import psycopg
 
 from agui_store import errors
-from agui_store.backends.named_queries import NamedQueries
+from agui_store.backends.named_queries import NamedQueries, row_of, rows_of, stream_of
 from agui_store.backends.postgres import checks, sql
 from agui_store.backends.postgres.schema import PAGE_EVENTS
-from agui_store.engine.port import BatchRow, RunSummary, ThreadFacts
+from agui_store.engine.port import (
+    BatchRow,
+    CheckpointRow,
+    HashedRun,
+    LogBatch,
+    NewCheckpoint,
+    NewRun,
+    RunSummary,
+    StoredRun,
+    ThreadFacts,
+)
 from agui_store.engine.trust import TrustedBlobs
 
 #: A page as inserted: (first_seq, run, last_seq, types, payloads).
@@ -265,7 +275,7 @@ class PostgresTransaction(NamedQueries):
 
     def checkpoint_with_blobs(
         self, run_pk: int
-    ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
+    ) -> tuple[CheckpointRow | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
         """The row, then its blobs, from one statement. See
         :meth:`agui_store.engine.port.Reading.checkpoint_with_blobs`."""
         # One statement, fetched whole: the row, then the blobs (sql.CHECKPOINT_WITH_BLOBS).
@@ -280,7 +290,8 @@ class PostgresTransaction(NamedQueries):
             return None, None
         if rows[0][0] is None:  # not the row first (UNION ALL keeps its order in practice)
             return self.checkpoint_row(run_pk), None
-        return tuple(rows[0][:HEADER_COLUMNS]), [row[HEADER_COLUMNS:] for row in rows[1:]]
+        header = row_of(CheckpointRow, rows[0][:HEADER_COLUMNS])
+        return header, [row[HEADER_COLUMNS:] for row in rows[1:]]
 
     def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
         """Streamed a row at a time; the caller reads them to the end.
@@ -307,9 +318,9 @@ class PostgresTransaction(NamedQueries):
         rows = self._carrying(sql.INSERT_OR_FIND_BLOBS, (*columns, columns[0])).fetchall()
         return {bytes(h): int(i) for i, h in rows}
 
-    def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
+    def insert_checkpoint(self, row: NewCheckpoint) -> None:
         """Deferred. See :meth:`agui_store.engine.port.Writing.insert_checkpoint`."""
-        self._defer(sql.INSERT_CHECKPOINT, tuple(row))
+        self._defer(sql.INSERT_CHECKPOINT, tuple(row))  # a plain tuple, as every deferred write
 
     # --- threads ----------------------------------------------------------------------------
 
@@ -351,39 +362,12 @@ class PostgresTransaction(NamedQueries):
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
         """See :meth:`agui_store.engine.port.Reading.run_summary_and_branches`."""
         *summary, names, newest = self._one(sql.RUN_SUMMARY_AND_BRANCHES, (run_pk,))
-        return tuple(summary), [str(name) for name in names], bool(newest)
+        return row_of(RunSummary, summary), [str(name) for name in names], bool(newest)
 
-    def insert_run(
-        self,
-        thread_pk: int,
-        run_id: str,
-        parent: int | None,
-        lineage: str,
-        sent_parent: str | None,
-        input_text: str | None,
-        refs_text: str | None,
-        synthetic: bool,
-        created_at: int,
-        parent_hash: bytes | None,
-        input_hash: bytes | None,
-        start_hash: bytes,
-    ) -> int:
+    def insert_run(self, run: NewRun) -> int:
         """Deferred when :meth:`run_pk_and_next_seq` reserved the run's key, else carries the
         deferred writes. See :meth:`agui_store.engine.port.Writing.insert_run`."""
-        args = (
-            thread_pk,
-            run_id,
-            parent,
-            lineage,
-            sent_parent,
-            input_text,
-            refs_text,
-            int(synthetic),
-            created_at,
-            parent_hash,
-            input_hash,
-            start_hash,
-        )
+        args = (*run[:7], int(run.synthetic), *run[8:])  # stored as 0 or 1
         reserved, self._reserved_run = self._reserved_run, None
         if reserved is not None:  # its key is known: the row rides with the next statement
             self._defer(sql.INSERT_RUN_KEYED, (reserved, *args))
@@ -400,7 +384,7 @@ class PostgresTransaction(NamedQueries):
     def lineage_runs(self, run_pk: int, depth: int | None, limit: int | None) -> list[RunSummary]:
         """See :meth:`agui_store.engine.port.Reading.lineage_runs`."""
         args = {"run": run_pk, "depth": depth, "limit": limit}
-        return self._all(sql.LINEAGE_RUNS, args)
+        return rows_of(RunSummary, self._execute(sql.LINEAGE_RUNS, args))
 
     # --- events -----------------------------------------------------------------------------
 
@@ -561,12 +545,12 @@ class PostgresTransaction(NamedQueries):
             raise
         self._conn.execute(sql.RELEASE_CHECK)
 
-    def every_run(self) -> Iterable[tuple[Any, ...]]:
+    def every_run(self) -> Iterable[StoredRun]:
         """Streamed through a server-side cursor. See
         :meth:`agui_store.engine.port.Inspecting.every_run`."""
-        return self._stream(sql.EVERY_RUN)
+        return stream_of(StoredRun, self._stream(sql.EVERY_RUN))
 
-    def every_branch(self) -> Iterable[tuple[Any, ...]]:
+    def every_branch(self) -> Iterable[tuple[int, str, int, str | None]]:
         """See :meth:`agui_store.engine.port.Inspecting.every_branch`."""
         return self._all(sql.EVERY_BRANCH)
 
@@ -575,10 +559,10 @@ class PostgresTransaction(NamedQueries):
         :meth:`agui_store.engine.port.Inspecting.log_in_order`."""
         return _whole(self._stream(sql.LOG_IN_ORDER), (2,))
 
-    def batches_in_order(self) -> Iterable[tuple[Any, ...]]:
+    def batches_in_order(self) -> Iterable[LogBatch]:
         """Streamed through a server-side cursor. See
         :meth:`agui_store.engine.port.Inspecting.batches_in_order`."""
-        return self._stream(sql.BATCHES_IN_ORDER)
+        return stream_of(LogBatch, self._stream(sql.BATCHES_IN_ORDER))
 
     def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
         """Streamed through a server-side cursor. See
@@ -595,12 +579,14 @@ class PostgresTransaction(NamedQueries):
         :meth:`agui_store.engine.port.Inspecting.every_blob`."""
         return self._stream(sql.EVERY_BLOB)
 
-    def hashed_runs(self) -> Iterable[tuple[Any, ...]]:
+    def hashed_runs(self) -> Iterable[HashedRun]:
         """Streamed through a server-side cursor. See
         :meth:`agui_store.engine.port.Inspecting.hashed_runs`."""
-        return self._stream(sql.HASHED_RUNS)
+        return stream_of(HashedRun, self._stream(sql.HASHED_RUNS))
 
-    def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
+    def batch_events(
+        self, first_seq: int, last_seq: int, run_pk: int
+    ) -> list[tuple[int, str, str, str | None]]:
         """See :meth:`agui_store.engine.port.Inspecting.batch_events`."""
         rows = self._all(sql.BATCH_EVENTS, {"first": first_seq, "last": last_seq, "run": run_pk})
         return list(_whole(rows, (1, 2)))

@@ -17,11 +17,21 @@ from typing import Any, ClassVar
 
 import apsw
 
-from agui_store.backends.named_queries import NamedQueries
+from agui_store.backends.named_queries import NamedQueries, row_of, rows_of, stream_of
 from agui_store.backends.sqlite import checks, schema, sql
 from agui_store.backends.sqlite.errors import Conn
 from agui_store.codec import ingest
-from agui_store.engine.port import BatchRow, RunSummary, ThreadFacts
+from agui_store.engine.port import (
+    BatchRow,
+    CheckpointRow,
+    HashedRun,
+    LogBatch,
+    NewCheckpoint,
+    NewRun,
+    RunSummary,
+    StoredRun,
+    ThreadFacts,
+)
 from agui_store.engine.trust import TrustedBlobs
 
 
@@ -119,7 +129,7 @@ class SqliteTransaction(NamedQueries):
 
     def checkpoint_with_blobs(
         self, run_pk: int
-    ) -> tuple[tuple[Any, ...] | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
+    ) -> tuple[CheckpointRow | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
         """The row alone (a statement costs no round trip here). See
         :meth:`agui_store.engine.port.Reading.checkpoint_with_blobs`."""
         return self.checkpoint_row(run_pk), None  # a statement costs no round trip here
@@ -147,7 +157,7 @@ class SqliteTransaction(NamedQueries):
                 ids[bytes(row[0])] = int(conn.last_insert_rowid())
         return ids
 
-    def insert_checkpoint(self, row: tuple[Any, ...]) -> None:
+    def insert_checkpoint(self, row: NewCheckpoint) -> None:
         """See :meth:`agui_store.engine.port.Writing.insert_checkpoint`."""
         self._conn.execute(sql.INSERT_CHECKPOINT, row)
 
@@ -184,38 +194,12 @@ class SqliteTransaction(NamedQueries):
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
         """See :meth:`agui_store.engine.port.Reading.run_summary_and_branches`."""
         *summary, names, newest = self._one(sql.RUN_SUMMARY_AND_BRANCHES, (run_pk,))
-        return tuple(summary), [str(name) for name in ingest.decode(names)], bool(newest)
+        names = [str(name) for name in ingest.decode(names)]
+        return row_of(RunSummary, summary), names, bool(newest)
 
-    def insert_run(
-        self,
-        thread_pk: int,
-        run_id: str,
-        parent: int | None,
-        lineage: str,
-        sent_parent: str | None,
-        input_text: str | None,
-        refs_text: str | None,
-        synthetic: bool,
-        created_at: int,
-        parent_hash: bytes | None,
-        input_hash: bytes | None,
-        start_hash: bytes,
-    ) -> int:
+    def insert_run(self, run: NewRun) -> int:
         """See :meth:`agui_store.engine.port.Writing.insert_run`."""
-        args = (
-            thread_pk,
-            run_id,
-            parent,
-            lineage,
-            sent_parent,
-            input_text,
-            refs_text,
-            int(synthetic),
-            created_at,
-            parent_hash,
-            input_hash,
-            start_hash,
-        )
+        args = (*run[:7], int(run.synthetic), *run[8:])  # stored as 0 or 1
         self._conn.execute(sql.INSERT_RUN, args)
         return int(self._conn.last_insert_rowid())
 
@@ -229,7 +213,7 @@ class SqliteTransaction(NamedQueries):
     def lineage_runs(self, run_pk: int, depth: int | None, limit: int | None) -> list[RunSummary]:
         """See :meth:`agui_store.engine.port.Reading.lineage_runs`."""
         args = (run_pk, depth, -1 if limit is None else limit)
-        return self._all(sql.LINEAGE_RUNS, args)
+        return rows_of(RunSummary, self._execute(sql.LINEAGE_RUNS, args))
 
     # --- events -----------------------------------------------------------------------------
 
@@ -358,11 +342,11 @@ class SqliteTransaction(NamedQueries):
         See :meth:`agui_store.engine.port.Inspecting.contained`."""
         return contextlib.nullcontext()  # an error leaves an SQLite read transaction usable
 
-    def every_run(self) -> Iterable[tuple[Any, ...]]:
+    def every_run(self) -> Iterable[StoredRun]:
         """See :meth:`agui_store.engine.port.Inspecting.every_run`."""
-        return self._rows(sql.EVERY_RUN)
+        return stream_of(StoredRun, self._rows(sql.EVERY_RUN))
 
-    def every_branch(self) -> Iterable[tuple[Any, ...]]:
+    def every_branch(self) -> Iterable[tuple[int, str, int, str | None]]:
         """See :meth:`agui_store.engine.port.Inspecting.every_branch`."""
         return self._rows(sql.EVERY_BRANCH)
 
@@ -370,9 +354,9 @@ class SqliteTransaction(NamedQueries):
         """See :meth:`agui_store.engine.port.Inspecting.log_in_order`."""
         return self._rows(sql.LOG_IN_ORDER)
 
-    def batches_in_order(self) -> Iterable[tuple[Any, ...]]:
+    def batches_in_order(self) -> Iterable[LogBatch]:
         """See :meth:`agui_store.engine.port.Inspecting.batches_in_order`."""
-        return self._rows(sql.BATCHES_IN_ORDER)
+        return stream_of(LogBatch, self._rows(sql.BATCHES_IN_ORDER))
 
     def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
         """See :meth:`agui_store.engine.port.Inspecting.suspect_events`."""
@@ -386,11 +370,13 @@ class SqliteTransaction(NamedQueries):
         """See :meth:`agui_store.engine.port.Inspecting.every_blob`."""
         return self._rows(sql.EVERY_BLOB)
 
-    def hashed_runs(self) -> Iterable[tuple[Any, ...]]:
+    def hashed_runs(self) -> Iterable[HashedRun]:
         """See :meth:`agui_store.engine.port.Inspecting.hashed_runs`."""
-        return self._rows(sql.HASHED_RUNS)
+        return stream_of(HashedRun, self._rows(sql.HASHED_RUNS))
 
-    def batch_events(self, first_seq: int, last_seq: int, run_pk: int) -> list[tuple[Any, ...]]:
+    def batch_events(
+        self, first_seq: int, last_seq: int, run_pk: int
+    ) -> list[tuple[int, str, str, str | None]]:
         """See :meth:`agui_store.engine.port.Inspecting.batch_events`."""
         return self._all(sql.BATCH_EVENTS, (first_seq, last_seq, run_pk))
 
