@@ -29,7 +29,7 @@ import agui_store
 from agui_store import testing
 from benchmarks._common import conversation, header, scratch_dir, throwaway_postgres
 
-#: The ratio the issue asks for: the large store's erasure within 1.5x of the small one's.
+#: The ratio erasure must hold: the large store's erasure within 1.5x of the small one's.
 TARGET = 1.5
 
 
