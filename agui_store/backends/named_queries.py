@@ -346,6 +346,10 @@ class NamedQueries:
         """See :meth:`agui_store.engine.port.Inspecting.checkpoint_layouts`."""
         return self._all(self.sql.CHECKPOINT_LAYOUTS)
 
+    def checkpoint_segments(self) -> list[tuple[int, int]]:
+        """See :meth:`agui_store.engine.port.Inspecting.checkpoint_segments`."""
+        return [(int(run), int(blob)) for run, blob in self._all(self.sql.CHECKPOINT_SEGMENTS)]
+
     def complete_runs(self) -> set[int]:
         """See :meth:`agui_store.engine.port.Inspecting.complete_runs`."""
         return {int(pk) for pk in self._column(self.sql.COMPLETE_RUNS)}
