@@ -493,6 +493,7 @@ class Store:
                 return None
             return reads.thread_summary(tx, pk, thread_id)
 
+    @gc_pause.pausing  # a page of thousands of run rows: its collections would find nothing
     def runs(
         self,
         thread_id: str,
@@ -586,6 +587,7 @@ class Store:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             return reads.history(tx, key.pk)
 
+    @gc_pause.pausing  # as runs()
     def log(
         self,
         run_or_ref: str,
