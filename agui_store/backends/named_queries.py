@@ -47,7 +47,8 @@ def _maker(kind: type[_Row]) -> Callable[[Iterable[Any]], _Row]:
 
 def row_of(kind: type[_Row], row: Iterable[Any]) -> _Row:
     """One database row (a tuple in the type's column order) as the port's row type."""
-    return _maker(kind)(row)
+    made: _Row = tuple.__new__(kind, row)
+    return made
 
 
 def rows_of(kind: type[_Row], rows: Iterable[Any]) -> list[_Row]:
