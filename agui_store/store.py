@@ -493,7 +493,6 @@ class Store:
                 return None
             return reads.thread_summary(tx, pk, thread_id)
 
-    @gc_pause.pausing  # a page of thousands of run rows: its collections would find nothing
     def runs(
         self,
         thread_id: str,
@@ -518,7 +517,7 @@ class Store:
         """
         arguments.check_scope(scope)
         size, before = arguments.page_size(limit), arguments.page_before(before)
-        with self._reading() as tx:
+        with self._reading() as tx, gc_pause.paused_for(size):
             pk = self._require_thread(tx, thread_id, scope)
             return reads.run_page(tx, pk, thread_id, size, before)
 
@@ -587,7 +586,6 @@ class Store:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             return reads.history(tx, key.pk)
 
-    @gc_pause.pausing  # as runs()
     def log(
         self,
         run_or_ref: str,
@@ -625,7 +623,7 @@ class Store:
         """
         size = arguments.page_size(limit)
         start = arguments.page_cursor(cursor)
-        with self._reading() as tx:
+        with self._reading() as tx, gc_pause.paused_for(size):
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
             return reads.log_page(tx, key, start, size)
 
