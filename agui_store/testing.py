@@ -80,6 +80,21 @@ def without_search_index() -> Iterator[None]:
         search_index.INDEXING[0] = True
 
 
+@contextlib.contextmanager
+def search_pending_rows(rows: int) -> Iterator[None]:
+    """Inside the block, SQLite stores of this process move their pending search rows into
+    the FTS5 table once ``rows`` of them wait (else a few hundred): what lets a small test
+    store search both its pending rows and its FTS5 table."""
+    from agui_store.backends.sqlite import transaction
+
+    kept = transaction.SEARCH_PENDING_ROWS[0]
+    transaction.SEARCH_PENDING_ROWS[0] = rows
+    try:
+        yield
+    finally:
+        transaction.SEARCH_PENDING_ROWS[0] = kept
+
+
 def forget_thread_search(store: Store, thread_id: str) -> None:
     """Delete a thread's search index rows through the port's operation (what erasing a
     thread runs), in a write transaction of the store's."""

@@ -68,8 +68,35 @@ DROP TABLE erasures;
 """
 
 
+#: Schema 16 made the search index's FTS5 table again, without contentless_delete and with
+#: secure-delete, and keeps a new row's words in ``search_pending`` until enough are
+#: pending; version 15's table marked a deleted row instead, and took every row's words at
+#: once. Its words come from the index itself (fts5vocab's instance table lists each row's
+#: words), the pending ones first put there.
+UNDO_VERSION_16 = """
+INSERT INTO search_words(rowid, words) SELECT id, words FROM search_pending;
+DROP TABLE search_pending;
+CREATE VIRTUAL TABLE temp.instances USING fts5vocab(main, search_words, instance);
+CREATE TEMP TABLE row_words AS
+SELECT doc, group_concat(term, ' ') AS words FROM temp.instances GROUP BY doc;
+DROP TABLE temp.instances;
+DROP TABLE search_words;
+CREATE VIRTUAL TABLE search_words USING fts5(
+    words, content='', contentless_delete=1, detail=none, tokenize='ascii'
+);
+INSERT INTO search_words(rowid, words) SELECT doc, words FROM temp.row_words;
+DROP TABLE temp.row_words;
+"""
+
+
+def as_version_15(conn: Any) -> None:
+    """Give a current file (an apsw connection, foreign keys off) version 15's tables."""
+    conn.execute(UNDO_VERSION_16)
+
+
 def as_version_13(conn: Any) -> None:
     """Give a current file (an apsw connection, foreign keys off) version 13's tables."""
+    as_version_15(conn)
     conn.execute(UNDO_VERSION_14)
 
 

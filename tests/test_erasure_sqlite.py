@@ -10,12 +10,15 @@ import asyncio
 from pathlib import Path
 
 import apsw
+import pytest
 from pydantic_ai.conversation import Conversation
 
 import agui_store
+from agui_store import testing
+from agui_store.backends.sqlite import schema
 from agui_store.integrations.pydantic_ai import ConversationStore
 from tests.pydantic_ai_conversations import reply, user
-from tests.schema_history import as_version_13
+from tests.schema_history import as_version_13, as_version_15
 from tests.streams import run, say
 
 #: Where a marker is planted in each thread.
@@ -94,10 +97,14 @@ def plant(path: Path, name: str) -> None:
     asyncio.run(converse())
 
 
-def test_no_byte_of_an_erased_thread_is_left_in_the_file_or_its_wal(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pending", [1, 256], ids=["words-in-fts5", "words-pending"])
+def test_no_byte_of_an_erased_thread_is_left_in_the_file_or_its_wal(
+    tmp_path: Path, pending: int
+) -> None:
     path = tmp_path / "store.db"
-    plant(path, "kept")
-    plant(path, "gone")
+    with testing.search_pending_rows(pending):
+        plant(path, "kept")
+        plant(path, "gone")
     with agui_store.open(path) as store:
         store.compact()  # checkpoints of every run: derived copies to erase too
         data = raw_bytes(path)
@@ -164,5 +171,27 @@ def test_a_file_written_before_secure_delete_is_rewritten_once_when_it_is_migrat
         assert store.threads() == ["t"] and store.check().ok
     assert lingering.encode() not in raw_bytes(path)
     conn = apsw.Connection(str(path))
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 15
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
     conn.close()
+
+
+def test_a_search_index_of_version_15_is_made_again_and_then_forgets_erased_words_at_once(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.db"
+    plant(path, "kept")
+    plant(path, "gone")
+    conn = apsw.Connection(str(path))
+    conn.execute("BEGIN")
+    as_version_15(conn)
+    conn.execute("PRAGMA user_version = 15")
+    conn.execute("COMMIT")
+    conn.close()
+    with agui_store.open(path) as store:
+        for name in ("kept", "gone"):
+            assert {h.thread_id for h in store.search(word(name))} == {marker("thread", name)}
+        assert store.delete_thread(marker("thread", "gone")).purged
+        assert not store.search(word("gone")) and store.search(word("kept"))
+        assert store.check().ok
+    data = raw_bytes(path)
+    assert needle("word", "gone") not in data and needle("word", "kept") in data

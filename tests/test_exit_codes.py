@@ -321,3 +321,23 @@ def test_an_analysis_export_onto_a_full_disk_is_exit_1_and_leaves_nothing(
     done = agui("--db", str(path), "analyze", str(out / "analysis.db"), prelude=limit)
     assert_fails(done, 1, "analyze", str(out / "analysis.db"), "cannot write")
     assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [["export", "big", "--thread", "t1"], ["analyze", "-"]])
+def test_a_reader_that_goes_away_is_exit_0_and_silent(db: str, args: list[str]) -> None:
+    # `agui-store ... | head`: the pipe closes before the command has written it all.
+    words = "a long reply " * 20_000  # more than a pipe's buffer holds
+    with agui_store.open(db) as store:
+        store.append([one_run("big")[0],
+                      {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+                      {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": words},
+                      {"type": "TEXT_MESSAGE_END", "messageId": "m1"}, one_run("big")[1]])
+    child = subprocess.Popen([*ENTRY, "--db", db, *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, cwd=ROOT, env=worker_env())
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.read(10)
+    child.stdout.close()
+    with child.stderr:
+        stderr = child.stderr.read().decode()
+    assert (child.wait(timeout=120), stderr) == (0, "")
+    assert sorted(os.listdir(Path(db).parent)) == ["store.db"]

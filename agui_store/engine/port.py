@@ -783,8 +783,8 @@ class SearchWrites(Protocol):
         :data:`agui_store.engine.search.IndexRow`), skipping each whose key the thread's
         index holds already."""
     def forget_thread_search(self, thread_pk: int) -> None:
-        """Delete every index row of a thread (one statement per table): erasing a thread
-        erases what it can be found by."""
+        """Delete every index row of a thread, its words out of the backend's full-text
+        index at once: erasing a thread erases what it can be found by."""
 
 
 class Writing(

@@ -165,6 +165,44 @@ def index_run(
         tx.index_messages(thread_pk, run_pk, rows)
 
 
+def indexed_words(
+    tx: port.Reading, rows: Sequence[tuple[int, int, int, int | None, int | None]]
+) -> list[list[str] | None]:
+    """The words each index row was given (``rows``: its key, run, position in the run's
+    view, blob and position there), read back from the message it names: from the
+    checkpoint blob, else from the run's view, whichever holds the text the row's key was
+    made of (``None``: neither does any more). What a backend whose full-text index must be
+    told a row's words to delete them exactly needs (SQLite's FTS5 with ``secure-delete``)."""
+    wanted = sorted({int(r[3]) for r in rows if r[3] is not None})
+    found: dict[int, list[msgspec.Raw]] = {}
+    for blob_id, codec, data, _address in tx.blobs_in_order(wanted):
+        found[int(blob_id)] = _RAW_LIST.decode(blobs.unpack(codec, data))
+    views: dict[int, list[Any]] = {}
+    out: list[list[str] | None] = []
+    for key, run_pk, pos, blob, at in rows:
+        held = found.get(int(blob)) if blob is not None else None
+        text = None
+        if held is not None and at is not None and 0 <= int(at) < len(held):
+            text = _text_of(_MESSAGE.decode(held[int(at)]), int(key))
+        if text is None:
+            if run_pk not in views:
+                views[run_pk] = reads.view(tx, run_pk).messages
+            view = views[run_pk]
+            if 0 <= pos < len(view) and isinstance(view[pos], dict):
+                text = _text_of(view[pos], int(key))
+        out.append(None if text is None else rules.words(text))
+    return out
+
+
+def _text_of(message: dict[str, Any], key: int) -> str | None:
+    """The message's indexed text, if its key is ``key``."""
+    message_id = message.get("id")
+    if not isinstance(message_id, str):
+        return None
+    text = rules.message_text(message)
+    return text if message_key(message_id, text) == key else None
+
+
 def parse_cursor(cursor: Any) -> int | None:
     """``search(cursor=)``: ``None`` (the first page) or a page's ``next_cursor`` (a hit's
     ``cursor``), the index row key it names."""
@@ -264,6 +302,7 @@ __all__ = [
     "held_before",
     "index_rows",
     "index_run",
+    "indexed_words",
     "message_key",
     "page_limit",
     "parse_cursor",

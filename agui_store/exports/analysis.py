@@ -370,8 +370,9 @@ def export_sqlite(
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp + suffix)
         if isinstance(e, (sqlite3.OperationalError, OSError)) and not isinstance(
-            e, AguiStoreError
-        ):  # a full disk, an I/O error: the output's file system, not the store
+            e, (AguiStoreError, BrokenPipeError)
+        ):  # a full disk, an I/O error: the output's file system, not the store; a reader
+            # that went away (`analyze - | head`) is no error of writing
             raise _cannot_write(target, e) from e
         raise
     return summary

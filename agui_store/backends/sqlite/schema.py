@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -432,8 +432,9 @@ CREATE VIRTUAL TABLE search_words USING fts5(
 );
 """
 
-#: The version whose migration also indexes every stored run for search, after its SQL.
-SEARCH_INDEX_VERSION = 13
+#: The version whose migration also indexes every stored run for search, after its SQL (13
+#: made the index; 16 makes its FTS5 table again).
+SEARCH_INDEX_VERSION = 16
 
 # Version 14: erasure (agui_store.engine.erasure). ``erasures`` logs every erasure the store
 # made: when, which verb, how much, and the event sequence numbers it took out of the log, so
@@ -504,6 +505,32 @@ ERASED_LOG_TABLES = ("echo_refs", "event_log", "batches", "runs", "threads")
 # erasure log's entries kept as they are (their hashes cover no batch hash).
 CREATE_V15 = "-- every hash recomputed from the log, in Python\n"
 
+# Version 16: the search index forgets a deleted row's words at once. The FTS5 table of
+# version 13 (contentless_delete) only marks a deleted row, so its words stayed in the
+# index's segments until they were merged, and an erasure merged the whole index: a cost
+# that grew with the store. The table is made again contentless without contentless_delete,
+# with FTS5's ``secure-delete`` option (SQLite 3.44 and later): a delete is told the row's
+# words and takes them out of the segments that hold them. Its rows are derived data, and
+# the words cannot be read out of the old table: the migration indexes every run again
+# (:data:`SEARCH_INDEX_VERSION`). A new row's words wait in ``search_pending`` and go into
+# the FTS5 table with the other pending rows' once there are
+# :data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS` of them: FTS5 writes a
+# segment per transaction that adds words, and a segment per append cost as much as the rest
+# of the append's writes. Pending rows are the newest, and are searched in that table; its
+# pages, emptied at each move, are reused by the next rows.
+CREATE_V16 = """
+DROP TABLE search_words;
+DELETE FROM search_messages;
+CREATE TABLE search_pending (
+    id     INTEGER PRIMARY KEY,             -- the search_messages row
+    words  TEXT NOT NULL                    -- its words, each once, joined by spaces
+) STRICT;
+CREATE VIRTUAL TABLE search_words USING fts5(
+    words, content='', detail=none, tokenize='ascii'
+);
+INSERT INTO search_words(search_words, rank) VALUES ('secure-delete', 1);
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -520,6 +547,7 @@ MIGRATIONS: dict[int, str] = {
     13: CREATE_V13,
     14: CREATE_V14,
     15: CREATE_V15,
+    16: CREATE_V16,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.

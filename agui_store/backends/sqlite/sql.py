@@ -783,9 +783,6 @@ ERASE_BRANCHES = "DELETE FROM branches WHERE thread IN (SELECT value FROM json_e
 ERASE_RUNS = "DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))"
 ERASE_THREADS = "DELETE FROM threads WHERE id IN (SELECT value FROM json_each(?))"
 ERASE_BLOBS = "DELETE FROM blobs WHERE id IN (SELECT value FROM json_each(?))"
-#: FTS5 keeps a deleted row's words in its index segments until they are merged: an
-#: erasure has them merged (``secure_delete`` zeroes the pages they leave).
-MERGE_SEARCH_WORDS = "INSERT INTO search_words(search_words) VALUES ('optimize')"
 ERASURES = (
     "SELECT id, erased_at, verb, threads, runs, events, conversations, bytes, seqs, hash "
     "FROM erasures ORDER BY id"
@@ -808,8 +805,35 @@ INSERT_SEARCH_MESSAGE = """
 INSERT INTO search_messages(thread, run, key, pos, tool, blob, at) VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (thread, key) DO NOTHING RETURNING id, key
 """
-#: The words of a row just added (its id), joined by spaces.
-INSERT_SEARCH_WORDS = "INSERT INTO search_words(rowid, words) VALUES (?, ?)"
+#: The words of a row just added (its id), joined by spaces, pending (schema version 16).
+INSERT_SEARCH_PENDING = "INSERT INTO search_pending(id, words) VALUES (?, ?)"
+#: Whether at least ``?`` rows are pending: then they go into the FTS5 table together
+#: (:data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS`). Pending ids are the
+#: newest, so their span tells it from two seeks (deleted rows leave gaps: a bound, not a
+#: count).
+SEARCH_PENDING_FULL = """
+SELECT (SELECT max(id) FROM search_pending) - (SELECT min(id) FROM search_pending) + 1 >= ?
+"""
+#: The pending rows' words into the FTS5 table, then out of ``search_pending``.
+FLUSH_SEARCH_WORDS = """
+INSERT INTO search_words(rowid, words) SELECT id, words FROM search_pending ORDER BY id;
+DELETE FROM search_pending;
+"""
+
+#: Pending candidates, newest first (every pending row is newer than every row of the FTS5
+#: table): their words matched in search_pending (``{match}``: an ``instr`` per word, from
+#: :func:`agui_store.backends.sqlite.transaction.pending_condition`).
+SEARCH_PENDING_CANDIDATES = """
+SELECT m.id, t.thread_id, m.run, r.run_id, m.pos, m.tool, m.blob, m.at,
+       (SELECT b.appended_at FROM batches b WHERE b.run = m.run ORDER BY b.id DESC LIMIT 1)
+FROM search_pending p
+JOIN search_messages m ON m.id = p.id
+JOIN threads t ON t.id = m.thread
+JOIN runs r ON r.id = m.run
+WHERE p.id < :below AND ({match})
+  AND (:thread IS NULL OR m.thread = :thread) AND (:scope IS NULL OR t.owner = :scope)
+ORDER BY p.id DESC LIMIT :limit
+"""
 
 #: Candidates, newest first: the FTS5 table drives (its rowid order is the rows' ids), so a
 #: LIMIT stops the scan of a common word's list early.
@@ -825,17 +849,31 @@ WHERE search_words MATCH ?1 AND w.rowid < ?2
 ORDER BY w.rowid DESC LIMIT ?5
 """
 
-#: A thread's index rows, words first (they are found through the rows).
-DELETE_THREAD_SEARCH_WORDS = (
-    "DELETE FROM search_words WHERE rowid IN (SELECT id FROM search_messages WHERE thread = ?)"
-)
-DELETE_THREAD_SEARCH_MESSAGES = "DELETE FROM search_messages WHERE thread = ?"
-
-#: The index rows of runs whose derived data is dropped (a scan: a rare path).
-DELETE_RUNS_SEARCH_WORDS = """
-DELETE FROM search_words WHERE rowid IN
-(SELECT id FROM search_messages WHERE run IN (SELECT value FROM json_each(?)))
+#: The index rows of a thread, of runs whose derived data is dropped (a scan: a rare path):
+#: id, key, run, position, blob, position there (what their words are read back from).
+#: Last, whether the row is pending (its words are in search_pending alone).
+THREAD_SEARCH_ROWS = """
+SELECT m.id, m.key, m.run, m.pos, m.blob, m.at, p.id IS NOT NULL
+FROM search_messages m LEFT JOIN search_pending p ON p.id = m.id WHERE m.thread = ?
 """
-DELETE_RUNS_SEARCH_MESSAGES = (
-    "DELETE FROM search_messages WHERE run IN (SELECT value FROM json_each(?))"
+RUNS_SEARCH_ROWS = """
+SELECT m.id, m.key, m.run, m.pos, m.blob, m.at, p.id IS NOT NULL
+FROM search_messages m LEFT JOIN search_pending p ON p.id = m.id
+WHERE m.run IN (SELECT value FROM json_each(?))
+"""
+#: A row's words out of the contentless FTS5 table: it is told them (``secure-delete`` takes
+#: them out of its segments at once).
+DELETE_SEARCH_WORDS = "INSERT INTO search_words(search_words, rowid, words) VALUES ('delete', ?, ?)"
+DELETE_SEARCH_MESSAGES = """
+DELETE FROM search_pending WHERE id IN (SELECT value FROM json_each(:ids));
+DELETE FROM search_messages WHERE id IN (SELECT value FROM json_each(:ids));
+"""
+#: The words the FTS5 index holds for given rows, by a scan of it: for a row whose message no
+#: longer holds its text (the instance table of ``fts5vocab``, made for the connection).
+SEARCH_INSTANCES_TABLE = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_instances "
+    "USING fts5vocab(main, search_words, instance)"
+)
+SEARCH_INSTANCES = (
+    "SELECT doc, term FROM temp.search_instances WHERE doc IN (SELECT value FROM json_each(?))"
 )

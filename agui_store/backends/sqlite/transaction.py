@@ -119,12 +119,12 @@ class SqliteTransaction(NamedQueries):
     def drop_derived_from(self, run_pk: int) -> list[int]:
         below = [int(pk) for pk in self._column(sql.SUBTREE, (run_pk,))]
         listed = _json_keys(below)
+        # The index rows first: their words are read back from the checkpoints' blobs.
+        self._forget_search(sql.RUNS_SEARCH_ROWS, listed)
         self._conn.execute(sql.DELETE_CHECKPOINTS, (listed,))
         # Keyed by digest, so this scans the table: fine for a path only sequence-unchecked
         # recording reaches.
         self._conn.execute(sql.DELETE_LINEAGE_DIGESTS, (listed,))
-        self._conn.execute(sql.DELETE_RUNS_SEARCH_WORDS, (listed,))
-        self._conn.execute(sql.DELETE_RUNS_SEARCH_MESSAGES, (listed,))
         return below
 
     def checkpoint_with_blobs(
@@ -379,16 +379,13 @@ class SqliteTransaction(NamedQueries):
         """Nothing: SQLite's plans of these statements use their indexes."""
 
     def erase_derived(self, run_pks: Sequence[int], blob_ids: Sequence[int]) -> None:
-        """The rows, then the search index's segments merged, so that the words of the
-        erased threads' search rows (deleted just before) leave the FTS5 index, whose
-        deletes otherwise only mark them."""
+        """The rows (the erased threads' search rows went just before, their words with
+        them: the FTS5 table deletes with ``secure-delete``, schema version 16)."""
         conn, runs = self._conn, _json_keys(run_pks)
         conn.execute(sql.DELETE_LINEAGE_DIGESTS, (runs,))
         conn.execute(sql.DELETE_CHECKPOINTS, (runs,))
         conn.execute(sql.ERASE_UNDERIVED, (runs,))
         conn.execute(sql.ERASE_BLOBS, (_json_keys(blob_ids),))
-        if run_pks:  # the erased threads' search rows went just before: their words too
-            conn.execute(sql.MERGE_SEARCH_WORDS)
 
     def erase_log(self, thread_pks: Sequence[int], run_pks: Sequence[int]) -> None:
         conn = self._conn
@@ -412,29 +409,91 @@ class SqliteTransaction(NamedQueries):
     # --- full-text search (agui_store.engine.search) ------------------------------------------
 
     def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:
-        # Two statements for the run, each run over its rows by apsw (in C).
-        added = list(self._conn.executemany(
+        # Two statements for the run's rows (each run over them by apsw, in C); their words
+        # wait in search_pending until enough rows are pending to go into FTS5 together.
+        conn = self._conn
+        added = list(conn.executemany(
             sql.INSERT_SEARCH_MESSAGE,
             [(thread_pk, run_pk, k, p, t, b, a) for k, p, t, _, b, a in rows],
         ))
-        if added:
-            # Each word once: no positions are kept, so order and repeats tell nothing.
-            words = {int(row[0]): " ".join(dict.fromkeys(row[3])) for row in rows}
-            self._conn.executemany(
-                sql.INSERT_SEARCH_WORDS, [(pk, words[int(key)]) for pk, key in added]
-            )
+        if not added:
+            return
+        words = {int(row[0]): row[3] for row in rows}
+        conn.executemany(
+            sql.INSERT_SEARCH_PENDING, [(pk, _fts_words(words[int(key)])) for pk, key in added]
+        )
+        if conn.execute(sql.SEARCH_PENDING_FULL, (SEARCH_PENDING_ROWS[0],)).fetchone()[0]:
+            conn.execute(sql.FLUSH_SEARCH_WORDS)
 
     def forget_thread_search(self, thread_pk: int) -> None:
-        self._conn.execute(sql.DELETE_THREAD_SEARCH_WORDS, (thread_pk,))
-        self._conn.execute(sql.DELETE_THREAD_SEARCH_MESSAGES, (thread_pk,))
+        self._forget_search(sql.THREAD_SEARCH_ROWS, thread_pk)
+
+    def _forget_search(self, rows_sql: str, arg: Any) -> None:
+        """Delete the index rows ``rows_sql`` selects, and their words from the FTS5 table.
+        The table is contentless and deletes with ``secure-delete``: it must be told a row's
+        words, which are read back from the message the row names
+        (:func:`agui_store.engine.search.indexed_words`); a row whose message no longer holds
+        its text (a run whose view events after its end changed) has its words read from
+        the index itself, by a scan of it: exact either way, and the scan is rare."""
+        conn = self._conn
+        rows = [tuple(r) for r in conn.execute(rows_sql, (arg,))]
+        if not rows:
+            return
+        everyone = [int(r[0]) for r in rows]
+        from agui_store.engine import search  # the engine's reading of a message's words
+
+        # A pending row's words are in search_pending, not in the FTS5 table yet.
+        rows = [r[:6] for r in rows if not r[6]]
+        if not rows:
+            conn.execute(sql.DELETE_SEARCH_MESSAGES, {"ids": _json_keys(everyone)})
+            return
+        found = search.indexed_words(self, [r[1:] for r in rows])
+        lost = [int(r[0]) for r, w in zip(rows, found, strict=True) if w is None]
+        scanned: dict[int, list[str]] = {pk: [] for pk in lost}
+        if lost:
+            conn.execute(sql.SEARCH_INSTANCES_TABLE)
+            for pk, term in conn.execute(sql.SEARCH_INSTANCES, (_json_keys(lost),)):
+                scanned[int(pk)].append(str(term))
+        conn.executemany(
+            sql.DELETE_SEARCH_WORDS,
+            [
+                (int(r[0]), _fts_words(w if w is not None else scanned[int(r[0])]))
+                for r, w in zip(rows, found, strict=True)
+            ],
+        )
+        conn.execute(sql.DELETE_SEARCH_MESSAGES, {"ids": _json_keys(everyone)})
 
     def search_candidates(
         self, query: Any, thread_pk: int | None, scope: str | None, before: int | None,
         limit: int,
     ) -> list[tuple[Any, ...]]:
         below = _NO_KEY if before is None else before
-        args = (fts5_expression(query), below, thread_pk, scope, limit)
-        return [tuple(row) for row in self._conn.execute(sql.SEARCH_CANDIDATES, args)]
+        match, words = pending_condition(query)
+        # The pending rows first: each is newer than every row of the FTS5 table.
+        found = [
+            tuple(row)
+            for row in self._conn.execute(
+                sql.SEARCH_PENDING_CANDIDATES.format(match=match),
+                {"below": below, "thread": thread_pk, "scope": scope, "limit": limit, **words},
+            )
+        ]
+        if len(found) < limit:
+            args = (fts5_expression(query), below, thread_pk, scope, limit - len(found))
+            found += [tuple(row) for row in self._conn.execute(sql.SEARCH_CANDIDATES, args)]
+        return found
+
+
+#: How many pending search rows go into the FTS5 table together (schema version 16): one
+#: segment for them all (a segment per append cost as much as the rest of its writes), and
+#: few enough that searching them in their column costs little. A list, so that a test can
+#: make it small (:func:`agui_store.testing.search_pending_rows`).
+SEARCH_PENDING_ROWS = [256]
+
+
+def _fts_words(words: Iterable[str]) -> str:
+    """A row's words as the FTS5 table takes them: each once, joined by spaces (no
+    positions are kept, so order and repeats tell nothing); a delete gives the same."""
+    return " ".join(dict.fromkeys(words))
 
 
 #: A key above every index row's (they are 63-bit).
@@ -456,6 +515,28 @@ def fts5_expression(query: Any) -> str:
         if len(term.words) == 1
     )
     return f"({found}){excluded}"
+
+
+def pending_condition(query: Any) -> tuple[str, dict[str, str]]:
+    """The condition :func:`fts5_expression` states, over a pending row's ``words`` (its
+    words each once, joined by spaces): an ``instr`` per word, with its parameters. A word
+    is found as `` word `` in `` words ``, a prefix as `` prefix`` in it."""
+    params: dict[str, str] = {}
+
+    def term(word: str, prefix: bool) -> str:
+        name = f"w{len(params)}"
+        params[name] = f" {word}" if prefix else f" {word} "
+        return f"instr(' ' || p.words || ' ', :{name}) > 0"
+
+    found = [
+        term(word, term_.prefix and i == len(term_.words) - 1)
+        for term_ in query.found
+        for i, word in enumerate(term_.words)
+    ]
+    excluded = [
+        f"NOT {term(t.words[0], t.prefix)}" for t in query.excluded if len(t.words) == 1
+    ]
+    return " AND ".join(found + excluded), params
 
 
 def _fts5_term(word: str, prefix: bool) -> str:
