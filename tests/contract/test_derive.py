@@ -1,7 +1,8 @@
 """Checkpoints and derived data on every backend: how states are stored (whole, or as
 patches), deferred derivation and ``derive``, how far a checkout replays, lineage rule 3 over
-what was derived or left for later, and runs the client cannot replay. SQLite's limit on
-parameters is SQLite's own (tests/test_sqlite_parameter_limits.py)."""
+what was derived or left for later, inputs stored by reference to their lineage, and runs the
+client cannot replay. SQLite's limit on parameters is SQLite's own
+(tests/test_sqlite_parameter_limits.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import agui_store
 from agui_store import testing
 from agui_store.engine import checkpoints
 from tests.backends import placeholder, tamper
+from tests.streams import http_agent_turns, run, say
 
 
 def pk_of(store: agui_store.Store, run_id: str, thread_id: str = "t") -> int:
@@ -425,4 +427,49 @@ def test_a_run_echoing_the_run_before_it_in_the_same_batch_descends_from_that_ru
         assert r2 is not None
         assert (r2.parent_run_id, r2.lineage) == ("r1", "messages")
         assert store.events("r2")[0] == batch[5]  # the echo reads back whole
+
+
+def test_inputs_that_repeat_the_history_are_stored_by_reference_and_read_back_whole(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        _inputs_stored_by_reference(store)
+
+
+def _inputs_stored_by_reference(store: agui_store.Store) -> None:
+    inputs = http_agent_turns(store, 8)
+    for sent in inputs:
+        assert store.input(sent["runId"]) == sent
+    refs = [
+        r[0] for r in testing.connection(store).execute("SELECT input_refs FROM runs ORDER BY id")
+    ]
+    assert refs[0] is None  # the first run has no parent to refer to
+    assert json.loads(refs[-1])["messages"][0] == [0, 14]  # seven turns of history: one range
+    assert store.checkout("r7").messages[-2:] == [
+        inputs[7]["messages"][-1],
+        {"id": "a7", "role": "assistant", "content": "answer 7 " * 20},
+    ]
+
+
+@pytest.mark.parametrize("every", [1, 200])
+def test_checkout_from_checkpoints_equals_a_full_replay_and_survives_reopening(
+    store_location: str, every: int
+) -> None:
+    with agui_store.open(store_location, checkpoint_events=every) as store:
+        http_agent_turns(store, 5)
+        store.append(run("t", "side", *say("s", "side"), parentRunId="r2"))
+        want = {
+            r.run_id: testing.replayed_view(store, pk_of(store, r.run_id))
+            for r in store.runs("t")
+        }
+    with agui_store.open(store_location) as store:
+        for run_id, view in want.items():
+            co = store.checkout(run_id)
+            assert (co.messages, co.state) == (view.messages, view.state)
+        # append checkpoints every run by default, else every few; compact fills in the rest
+        assert (store.compact() > 0) == (every > 1)
+        assert store.compact() == 0
+        for run_id, view in want.items():
+            co = store.checkout(run_id)
+            assert (co.messages, co.state) == (view.messages, view.state)
 
