@@ -840,6 +840,7 @@ class Store:
             )
         if dry_run or not (receipt.threads or receipt.conversations):
             return receipt
+        erasure.step("committed")
         return dataclasses.replace(receipt, purged=self.purge())
 
     def purge(self) -> bool:

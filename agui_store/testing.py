@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from agui_store import _writer
-from agui_store.engine import checkpoints, port, reads
+from agui_store.engine import checkpoints, erasure, port, reads
 from agui_store.engine import search as search_index
 from agui_store.history import resent_bodies
 from agui_store.history import search as search_rules
@@ -147,6 +147,20 @@ def on_write_locked(store: Store, hook: Callable[[str | None], None]) -> Iterato
         yield
     finally:
         backend.on_write_locked = None
+
+
+@contextlib.contextmanager
+def on_erasure_step(hook: Callable[[str], None]) -> Iterator[None]:
+    """Call ``hook`` with each step's name as an erasure in this process reaches it:
+    ``selected`` and ``erased`` inside its write transaction (before any row is deleted;
+    after every row is and the erasure is logged), ``committed`` after the commit, before
+    the purge (:data:`agui_store.engine.erasure.STEPS`). A dry run reaches none. The crash
+    tests stop an eraser there: the hook signals its parent and waits to be killed."""
+    erasure.step_hook = hook
+    try:
+        yield
+    finally:
+        erasure.step_hook = None
 
 
 @contextlib.contextmanager

@@ -283,9 +283,11 @@ BENCHMARKS: dict[str, Benchmark] = {
     "bench_erase": Benchmark(
         "Erasure",
         "`Store.delete_thread` of a 100-run thread, the purge included (SQLite: the WAL "
-        "emptied; PostgreSQL: `VACUUM`), from a store of 10,000 other runs, on SQLite and "
+        "emptied; PostgreSQL: `VACUUM` of the tables it deleted from, index cleanup forced "
+        "where the indexes hold erased keys), from a store of 10,000 other runs, on SQLite and "
         "PostgreSQL.",
-        "The same erasure from a store of 1,000 other runs, in the same run.",
+        "The same erasure from a store of 1,000 other runs, in the same run, the two stores "
+        "erased from in turns.",
         ("--postgres",), ("--small", "100", "--large", "300", "--repeat", "2"),
         goal="within 1.5x of the 1,000-run store",
     ),

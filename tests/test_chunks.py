@@ -283,6 +283,10 @@ def _rewrite_checkpoint(path: Path, run_id: str, *, drop_last_segment: bool = Fa
         "UPDATE checkpoints SET chunks = ?, tail = ?, length = ?, view_hash = ? WHERE run = ?",
         (manifest, json.dumps(listed, separators=(",", ":")), length, view, pk),
     )
+    # The list of tail segments kept in step, as the schema keeps it for a written checkpoint.
+    conn.execute("DELETE FROM checkpoint_segments WHERE run = ?", (pk,))
+    for blob_id in sorted(set(segments)):
+        conn.execute("INSERT INTO checkpoint_segments(run, blob) VALUES (?, ?)", (pk, blob_id))
     conn.close()
 
 

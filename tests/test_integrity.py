@@ -727,6 +727,8 @@ if "checkpoints" in TABLES:
             [
                 f"checkpoints: the checkpoint of {R2} holds 0 messages (0 chunks and a tail "
                 "of 0), but records 2",
+                f"checkpoints: checkpoint_segments lists blob ids 1, 3 for {R2}, but its "
+                "checkpoint's tail does not hold them",
                 f"derived: the checkpoint of {R2} cannot be read: its checkpoint holds 0 "
                 "messages, not 2",
             ],
@@ -739,6 +741,9 @@ if "checkpoints" in TABLES:
                 "is missing, where the tail says 1",
                 f"checkpoints: the checkpoint of {R2} holds 3 messages (0 chunks and a tail "
                 "of 3), but records 2",
+                f"checkpoints: the checkpoint of {R2}: its tail's blob ids 999999 are not in "
+                "checkpoint_segments, the list an erasure reads to keep the blobs a checkpoint "
+                "uses",
                 f"derived: the checkpoint of {R2} cannot be read: a blob its checkpoint lists "
                 "is missing",
             ],

@@ -1079,6 +1079,34 @@ def test_the_application_role_erases_a_thread_through_the_schema_and_deletes_no_
         testing.connection(s).rollback()
 
 
+def test_an_erasure_vacuums_every_table_it_deleted_from_the_search_index_included(
+    store_url: str,
+) -> None:
+    """The purge's ``VACUUM`` reaches each table the erasure took rows from (PostgreSQL
+    counts each table's vacuums as it ends them), the search index's rows and words too."""
+    counted = (
+        "SELECT relname, vacuum_count FROM pg_stat_all_tables WHERE schemaname = %s"
+    )
+    with agui_store.open(store_url) as s:
+        for i in range(3):
+            s.append(run("gone", f"g{i}", *say(f"gm{i}", f"forget these words {i}", "user")))
+        s.branch("gone-branch", "g1", thread_id="gone")
+        s.append(run("kept", "k1", *say("km", "keep these", "user")))
+        conn = testing.connection(s)
+        before = dict(conn.execute(counted, (schema.SCHEMA,)).fetchall())
+        conn.rollback()
+        assert s.delete_thread("gone").purged
+        after = dict(conn.execute(counted, (schema.SCHEMA,)).fetchall())
+        conn.rollback()
+    vacuumed = {table for table, n in after.items() if n > before[table]}
+    deleted_from = {
+        "event_pages", "batches", "runs", "threads", "branches", "checkpoints",
+        "lineage_digests", "checkpoint_segments", "blobs", "search_messages",
+    }
+    assert deleted_from <= vacuumed, deleted_from - vacuumed
+    assert "tombstones" not in vacuumed and "erasures" not in vacuumed
+
+
 def test_a_database_that_does_not_exist_is_a_clear_store_error(store_url: str) -> None:
     missing = store_url.replace("postgresql:///agui_test_", "postgresql:///missing_")
     with pytest.raises(StorageError, match="cannot connect to postgresql:///missing_"):

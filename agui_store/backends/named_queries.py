@@ -295,6 +295,10 @@ class NamedQueries:
     def checkpoint_layouts(self) -> list[tuple[int, int, int | None, str, int | None]]:
         return self._all(self.sql.CHECKPOINT_LAYOUTS)
 
+    def checkpoint_segments(self) -> list[tuple[int, int]]:
+        """See :meth:`agui_store.engine.port.Inspecting.checkpoint_segments`."""
+        return [(int(run), int(blob)) for run, blob in self._all(self.sql.CHECKPOINT_SEGMENTS)]
+
     def complete_runs(self) -> set[int]:
         return {int(pk) for pk in self._column(self.sql.COMPLETE_RUNS)}
 

@@ -24,7 +24,7 @@ PostgreSQL's touched tables vacuumed) happens after the transaction commits: the
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -34,6 +34,21 @@ from agui_store.records import ErasureReceipt, LoggedErasure, when
 
 #: What each verb is logged as.
 VERBS = ("delete_thread", "delete_owner", "prune", "copy")
+
+#: The points of an erasure a test may stop it at (:func:`agui_store.testing.on_erasure_step`):
+#: inside its transaction once the threads and runs to erase are found (``selected``) and
+#: once every row is deleted and the erasure logged (``erased``), then after the commit,
+#: before the purge (``committed``).
+STEPS = ("selected", "erased", "committed")
+
+#: Called with each step's name as an erasure reaches it (``None``: nothing is).
+step_hook: Callable[[str], None] | None = None
+
+
+def step(name: str) -> None:
+    """An erasure reached step ``name`` (one of :data:`STEPS`): call the hook, if any."""
+    if step_hook is not None:
+        step_hook(name)
 
 _ENCODER = msgspec.json.Encoder()
 
@@ -132,6 +147,8 @@ def erase(
     for pk in thread_pks:
         run_pks.extend(tx.thread_run_pks(pk))
     events, size, ranges = tx.erased_log(run_pks) if run_pks else (0, 0, [])
+    if not dry_run:
+        step("selected")
     linked = (
         {str(row[1]) for row in tx.conversations(owner, conversations.EVERY)}
         if owner is not None
@@ -160,6 +177,7 @@ def erase(
     logged = tx.erasures()
     previous = bytes(logged[-1][9]) if logged else None
     tx.insert_erasure((*row, entry_hash(previous, row)))
+    step("erased")
     return receipt
 
 
@@ -200,4 +218,6 @@ def logged(tx: port.Reading) -> list[tuple[LoggedErasure, list[list[int]], bool]
     return out
 
 
-__all__ = ["VERBS", "entry_hash", "erase", "erase_derived", "logged", "thread_hash"]
+__all__ = [
+    "STEPS", "VERBS", "entry_hash", "erase", "erase_derived", "logged", "step", "thread_hash",
+]

@@ -41,6 +41,9 @@ check that ran):
     holding a JSON array of blob ids, each a chunk holding a JSON array of exactly ``CHUNK``
     messages; its tail lists segments, blobs each holding a JSON array of as many messages as
     the tail says, fewer than ``CHUNK`` in all; together they hold the checkpoint's length;
+    the list of tail segments (``checkpoint_segments``, kept from the tails by the schema,
+    which an erasure reads to keep the blobs a checkpoint uses) holds exactly the tails'
+    blobs, no more, no fewer;
     a state stored as patches is patched from a lineage ancestor's checkpoint whose state is
     stored whole.
 ``lineage_digests``
@@ -732,8 +735,10 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
             return None
         return ids
 
+    tails: dict[int, set[int] | None] = {}  # run -> its tail's blob ids (None: unreadable)
     for run, length, manifest, tail, _ in layouts:
         run = int(run)
+        tails[run] = None
         where = f"the checkpoint of {ctx.name_run(run)}"
         if run in runs and run not in complete:
             out.problem(
@@ -758,6 +763,7 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
         ):
             out.problem(f"{where}: its tail is not a JSON array of [blob id, count] pairs")
             continue
+        tails[run] = {blob for blob, _ in segments}
         if chunk_ids is None:
             continue
         for at, chunk in enumerate(chunk_ids):
@@ -785,6 +791,38 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
             out.problem(
                 f"{where} holds {held} messages ({len(chunk_ids)} chunks and a tail of "
                 f"{in_tail}), but records {length}"
+            )
+    _check_segments(ctx, out, tails)
+
+
+def _check_segments(ctx: _Context, out: _Collector, tails: dict[int, set[int] | None]) -> None:
+    """The list of tail segments (``checkpoint_segments``, which an erasure looks a blob's
+    users up in) against the tails themselves: a blob missing from the list would be erased
+    while a checkpoint still uses it, and a row the tails do not hold would keep an erased
+    blob. Runs whose checkpoint's tail cannot be read are reported above and left out."""
+    listed: dict[int, set[int]] = {}
+    for run, blob in ctx.tx.checkpoint_segments():
+        listed.setdefault(run, set()).add(blob)
+    for run in sorted(tails.keys() | listed.keys()):
+        tail = tails.get(run, set())
+        if tail is None:
+            continue
+        found = listed.get(run, set())
+        missing, extra = sorted(tail - found), sorted(found - tail)
+        if missing:
+            out.problem(
+                f"the checkpoint of {ctx.name_run(run)}: its tail's blob ids "
+                f"{', '.join(map(str, missing))} are not in checkpoint_segments, the list an "
+                "erasure reads to keep the blobs a checkpoint uses"
+            )
+        if extra:
+            why = (
+                "but its checkpoint's tail does not hold them" if run in tails
+                else "which has no checkpoint"
+            )
+            out.problem(
+                f"checkpoint_segments lists blob ids {', '.join(map(str, extra))} for "
+                f"{ctx.name_run(run)}, {why}"
             )
 
 

@@ -625,6 +625,9 @@ class Inspecting(Reading, Protocol):
     def checkpoint_layouts(self) -> list[tuple[int, int, int | None, str, int | None]]:
         """``(run pk, length, manifest blob id, tail, state_base)`` of every checkpoint,
         by run."""
+    def checkpoint_segments(self) -> list[tuple[int, int]]:
+        """``(run pk, blob id)`` of every row of the list of checkpoints' tail segments
+        (what an erasure looks a blob's users up in), by run and blob."""
     def complete_runs(self) -> set[int]:
         """The runs with a terminal batch."""
     def every_lineage_digest(self) -> list[tuple[bytes, int]]:

@@ -202,12 +202,31 @@ def test_check_reports_a_leaf_run_deleted_by_hand_as_tampering_and_an_erasure_as
             },
             "DELETE FROM batches WHERE run = 2",
             "DELETE FROM lineage_digests WHERE run = 2",
+            "DELETE FROM checkpoint_segments WHERE run = 2",  # SQLite's trigger does it too
             "DELETE FROM checkpoints WHERE run = 2",
             "DELETE FROM runs WHERE id = 2",
         ],
     )
     found = problems(store_location)
     assert len(found) == 1 and found[0].startswith("batches: seq 7..12: no event"), found
+
+
+def test_check_reports_checkpoint_segments_deleted_by_hand_but_not_those_an_erasure_took(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        _shared(store, "a")
+        _shared(store, "b")
+        _thread(store, "c", runs=2)
+        store.delete_thread("b")
+        store.delete_thread("c")
+    assert problems(store_location) == []
+    # Without its rows, the next erasure would take blobs a-s0's checkpoint still uses.
+    tamper(store_location, ["DELETE FROM checkpoint_segments WHERE run = 1"])
+    found = problems(store_location)
+    assert len(found) == 1 and found[0].startswith(
+        "checkpoints: the checkpoint of run 'a-s0' (thread 'a', #1): its tail's blob ids "
+    ), found
 
 
 def test_an_erasure_log_entry_deleted_by_hand_is_reported(store_location: str) -> None:
@@ -250,32 +269,33 @@ def test_copy_keeps_an_erased_thread_erased_in_both_directions(new_location: Any
         assert store.check().ok
 
 
-def test_an_eraser_killed_at_any_moment_leaves_all_or_nothing_erased_and_check_sound(
+def test_an_eraser_killed_at_each_step_leaves_all_or_nothing_erased_and_check_sound(
     store_location: str,
 ) -> None:
+    """A real child process erases, stops where it says (agui_store.testing.on_erasure_step)
+    and is killed there: before any delete, after every delete but before the commit, after
+    the commit but before the purge."""
     with agui_store.open(store_location) as store:
         for t in ("kept", "gone"):
-            for i in range(40):
+            for i in range(10):
                 store.append(run(t, f"{t}-r{i}", *say(f"{t}-m{i}", f"{t} words {i} " * 20)))
         kept = _reads(store, "kept")
-    for delay in (0.0, 0.01, 0.03, 0.08):
-        eraser = Worker("eraser", store_location, "gone")
+    for step, erased in (("selected", False), ("erased", False), ("committed", True)):
+        eraser = Worker("eraser", store_location, "gone", step)
         eraser.wait_for("ready")
         eraser.send("go")
-        eraser.wait_for("begin")
-        time.sleep(delay)  # somewhere inside the erasure, or after it
+        eraser.wait_for(f"at {step}")
         eraser.kill()
         with agui_store.open(store_location) as store:
-            threads = store.threads()
-            assert threads in (["kept", "gone"], ["kept"])
-            if threads == ["kept", "gone"]:
-                assert len(store.runs("gone")) == 40
+            assert store.threads() == (["kept"] if erased else ["kept", "gone"]), step
+            if not erased:
+                assert len(store.runs("gone")) == 10
             assert _reads(store, "kept") == kept
             report = store.check()
-        assert report.ok, report.problems
-        assert len(report.erasures) == (1 if threads == ["kept"] else 0)
-        if threads == ["kept"]:
-            break
+            assert report.ok, (step, report.problems)
+            assert len(report.erasures) == (1 if erased else 0), step
+            if erased:  # the purge the killed eraser never ran
+                assert store.purge()
 
 
 def test_writers_of_other_threads_lose_nothing_while_an_erasure_runs(

@@ -436,6 +436,31 @@ def test_a_checkpoint_pointed_at_another_blob_is_named_and_refused(db: str) -> N
     assert (error.thread_id, error.run_id) == (T, "r2")
 
 
+def test_checkpoint_segments_deleted_or_listed_by_hand_are_named(db: str) -> None:
+    """The list an erasure reads to keep the blobs a checkpoint uses: r1's rows deleted
+    (an erasure would take blobs r1 still uses) and r1's state listed for r2 (it would keep
+    a blob no checkpoint's tail holds)."""
+    with agui_store.open(db) as store:
+        conn = testing.connection(store)
+        r1_blobs = [b for (b,) in conn.execute(
+            "SELECT blob FROM checkpoint_segments WHERE run = 1 ORDER BY blob"
+        ).fetchall()]
+        (state,) = conn.execute("SELECT state FROM checkpoints WHERE run = 1").fetchone()
+    assert r1_blobs and state not in r1_blobs
+    edit(
+        db,
+        "DELETE FROM checkpoint_segments WHERE run = 1",
+        f"INSERT INTO checkpoint_segments(run, blob) VALUES (2, {state})",
+    )
+    assert problems(db) == [
+        f"checkpoints: the checkpoint of {R1}: its tail's blob ids "
+        f"{', '.join(map(str, r1_blobs))} are not in checkpoint_segments, the list an erasure "
+        "reads to keep the blobs a checkpoint uses",
+        f"checkpoints: checkpoint_segments lists blob ids {state} for {R2}, but its "
+        "checkpoint's tail does not hold them",
+    ]
+
+
 def test_swapped_sequence_numbers_are_named_and_refused(db: str) -> None:
     start, content = (
         event_seq(db, "r3", "TEXT_MESSAGE_START"),

@@ -131,10 +131,23 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
     )
 
 
-#: The tables an erasure deletes from: what its purge vacuums.
-_ERASED_TABLES = (
-    "event_pages", "echo_refs", "batches", "runs", "threads", "branches", "checkpoints",
-    "lineage_digests", "underived", "blobs", "checkpoint_segments", *schema.CONVERSATION_TABLES,
+#: The tables an erasure deletes from whose indexes hold nothing of what was erased in the
+#: clear: integers the store assigned (sequence numbers, run, batch, blob and message keys,
+#: which the erasure log's ranges name too) and sha256 digests (content addresses, lineage
+#: digests), which, like a tombstone, name nothing and confirm only an exact guess. Its purge
+#: vacuums them without index cleanup: their erased rows go from the tables, and those index
+#: entries wait for the next vacuum that cleans the indexes (autovacuum's), since cleaning an
+#: index reads all of it, which costs the store's size.
+_ERASED_OPAQUE_KEYED = (
+    "event_pages", "echo_refs", "batches", "checkpoints", "underived", "checkpoint_segments",
+    "lineage_digests", "blobs", "conversation_messages", "conversation_branches",
+)
+#: The tables an erasure deletes from whose indexes hold erased text in the clear (run and
+#: thread ids, owners, branch names, the search index's words, conversation and entry ids,
+#: scopes): its purge vacuums them with index cleanup forced on (by default PostgreSQL skips
+#: it when few pages hold dead rows, and the erased keys would stay in the indexes).
+_ERASED_TEXT_KEYED = (
+    "runs", "threads", "branches", "search_messages", "conversation_entries", "conversations",
 )
 
 
@@ -277,8 +290,10 @@ class PostgresBackend:
 
     def purge(self) -> bool:
         """See :meth:`agui_store.engine.port.Backend.purge`: ``VACUUM`` of every table an
-        erasure deletes from, outside a transaction, so that the deleted rows' space is
-        reclaimed in the tables and their indexes. Only the tables' owner may vacuum them:
+        erasure deletes from, outside a transaction, so that no row of them, live or dead,
+        holds what was erased: with index cleanup where the indexes hold erased keys, without
+        where they hold only integers and digests (:data:`_ERASED_TEXT_KEYED`,
+        :data:`_ERASED_OPAQUE_KEYED`). Only the tables' owner may vacuum them:
         another role (the application's, :func:`~agui_store.backends.postgres.schema.
         application_grants`) leaves it to autovacuum, and the purge is not finished
         (``False``). What the server keeps beyond the tables (WAL, replicas, backups) is
@@ -290,7 +305,8 @@ class PostgresBackend:
             (owner,) = conn.execute(sql.OWNS_TABLES, (schema.SCHEMA,)).fetchone()
             if not owner:
                 return False
-            conn.execute(sql.vacuum(_ERASED_TABLES))
+            conn.execute(sql.vacuum(_ERASED_OPAQUE_KEYED, index_cleanup=False))
+            conn.execute(sql.vacuum(_ERASED_TEXT_KEYED, index_cleanup=True))
         except Exception as e:
             self._end(conn, rollback=True)
             raise translate(e, self.where) from e

@@ -745,6 +745,8 @@ BLOB_CONTENT = "SELECT codec, data FROM blobs WHERE id = %s"
 
 CHECKPOINT_LAYOUTS = "SELECT run, length, chunks, tail, state_base FROM checkpoints ORDER BY run"
 
+CHECKPOINT_SEGMENTS = "SELECT run, blob FROM checkpoint_segments ORDER BY run, blob"
+
 COMPLETE_RUNS = "SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL"
 
 EVERY_LINEAGE_DIGEST = "SELECT ids_hash, run FROM lineage_digests ORDER BY run, ids_hash"
@@ -1045,9 +1047,10 @@ OWNS_TABLES = (
 )
 
 
-def vacuum(tables: tuple[str, ...]) -> str:
-    """``VACUUM`` of the store's tables ``tables`` (the schema's own names)."""
-    return "VACUUM " + ", ".join(tables)
+def vacuum(tables: tuple[str, ...], *, index_cleanup: bool) -> str:
+    """``VACUUM`` of the store's tables ``tables`` (the schema's own names), their indexes
+    cleaned (``INDEX_CLEANUP ON``: even when few pages hold dead rows) or not (``OFF``)."""
+    return f"VACUUM (INDEX_CLEANUP {'ON' if index_cleanup else 'OFF'}) " + ", ".join(tables)
 # --- full-text search (agui_store.engine.search) --------------------------------------------
 
 #: A run's index rows, the message texts the thread's index does not hold yet, in one

@@ -506,6 +506,8 @@ BLOB_CONTENT = "SELECT codec, data FROM blobs WHERE id = ?"
 
 CHECKPOINT_LAYOUTS = "SELECT run, length, chunks, tail, state_base FROM checkpoints ORDER BY run"
 
+CHECKPOINT_SEGMENTS = "SELECT run, blob FROM checkpoint_segments ORDER BY run, blob"
+
 COMPLETE_RUNS = "SELECT DISTINCT run FROM batches WHERE outcome IS NOT NULL"
 
 EVERY_LINEAGE_DIGEST = "SELECT ids_hash, run FROM lineage_digests ORDER BY run, ids_hash"
