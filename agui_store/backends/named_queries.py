@@ -296,7 +296,6 @@ class NamedQueries:
         return self._all(self.sql.CHECKPOINT_LAYOUTS)
 
     def checkpoint_segments(self) -> list[tuple[int, int]]:
-        """See :meth:`agui_store.engine.port.Inspecting.checkpoint_segments`."""
         return [(int(run), int(blob)) for run, blob in self._all(self.sql.CHECKPOINT_SEGMENTS)]
 
     def complete_runs(self) -> set[int]:
