@@ -15,7 +15,6 @@ import dataclasses
 import datetime
 import os
 import threading
-import uuid
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -299,12 +298,7 @@ class Store:
             InvalidEventError: naming the event's index in the file, its type and JSON
                 path; nothing of the file is stored.
         """
-        intake.storable(thread_id, path="thread_id")
-        if isinstance(source, str):
-            source = Path(source)
-        events = ingest.iter_events(
-            source, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
-        )
+        events = self._writes.read_file(source, thread_id)
         with self._writing() as tx:
             return self._writes.import_events(tx, events, thread_id, check_sequence)
 
@@ -420,10 +414,7 @@ class Store:
         """
         arguments.check_scope(scope)
         with self._writing() as tx:
-            if thread_id:
-                threads: list[int | None] = [self._require_thread(tx, thread_id, scope)]
-            else:
-                threads = revisions.owned_threads(tx, scope)
+            threads = revisions.threads_to_derive(tx, thread_id, scope, self.path)
             return self._writes.derive(tx, threads)
 
     def compact(
@@ -441,13 +432,8 @@ class Store:
         """
         arguments.check_scope(scope)
         with self._writing() as tx:
-            key = thread_pk = None
-            if run_or_ref is not None:
-                key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
-            elif thread_id is not None:
-                thread_pk = self._require_thread(tx, thread_id, scope)
-            threads, run_pks = revisions.selection(tx, key, thread_pk, scope)
-            return self._writes.compact(tx, threads, run_pks)
+            selected = revisions.runs_to_compact(tx, run_or_ref, thread_id, scope, self.path)
+            return self._writes.compact(tx, *selected)
 
     # --- lookups ------------------------------------------------------------------------
 
@@ -465,7 +451,6 @@ class Store:
         thread_pk: int | None = None,
         scope: str | None = None,
     ) -> RunKey:
-        arguments.check_scope(scope)
         return revisions.resolve(
             tx, ref, where=self.path, thread_id=thread_id, thread_pk=thread_pk, scope=scope
         )
@@ -531,10 +516,8 @@ class Store:
                 not a run id of the thread.
         """
         arguments.check_scope(scope)
-        size = arguments.page_size(limit)
-        if before is not None and not (isinstance(before, str) and before):
-            raise InvalidArgumentError(f"before= must be None or a run id, not {before!r:.60}")
-        with self._reading() as tx:
+        size, before = arguments.page_size(limit), arguments.page_before(before)
+        with self._reading() as tx, gc_pause.paused_for(size):
             pk = self._require_thread(tx, thread_id, scope)
             return reads.run_page(tx, pk, thread_id, size, before)
 
@@ -640,7 +623,7 @@ class Store:
         """
         size = arguments.page_size(limit)
         start = arguments.page_cursor(cursor)
-        with self._reading() as tx:
+        with self._reading() as tx, gc_pause.paused_for(size):
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
             return reads.log_page(tx, key, start, size)
 
@@ -737,28 +720,21 @@ class Store:
     def _pair(
         self, tx: port.Reading, a: str, b: str, thread_id: str | None, scope: str | None
     ) -> tuple[RunKey, RunKey]:
-        """Two arguments resolved (``b`` in the thread ``a`` was found in, when named)."""
-        ka = self._resolve(tx, a, thread_id=thread_id, scope=scope)
-        in_thread = ka.thread_pk if thread_id is not None else None
-        return ka, self._resolve(tx, b, thread_id=thread_id, thread_pk=in_thread, scope=scope)
+        return revisions.resolve_pair(tx, a, b, where=self.path, thread_id=thread_id, scope=scope)
 
     def merge_base(
         self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> Run | None:
         """The nearest run both ``a`` and ``b`` descend from (either may be it), or ``None``."""
         with self._reading() as tx:
-            ka, kb = self._pair(tx, a, b, thread_id, scope)
-            found = tx.merge_base(ka.pk, kb.pk)
-            return reads.run_record(tx, found[0]) if found else None
+            return comparison.merge_base(tx, *self._pair(tx, a, b, thread_id, scope))
 
     def is_ancestor(
         self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> bool:
         """Whether ``a`` is on ``b``'s lineage (a run is its own ancestor, as in git)."""
         with self._reading() as tx:
-            ka, kb = self._pair(tx, a, b, thread_id, scope)
-            found = tx.merge_base(ka.pk, kb.pk)
-            return found is not None and found[0] == ka.pk
+            return comparison.is_ancestor(tx, *self._pair(tx, a, b, thread_id, scope))
 
     def diff(
         self,
@@ -943,19 +919,9 @@ class Store:
             InvalidArgumentError: ``run_id`` is already a run of the thread (append would
                 refuse the body).
         """
-        if run_id is not None and not (
-            isinstance(run_id, str) and run_id and arguments.storable_text(run_id)
-        ):
-            raise InvalidArgumentError(f"run_id= must be a non-empty id, not {_quote(run_id)}")
         with self._reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
-            if run_id is not None and tx.run_pk(key.thread_pk, run_id) is not None:
-                # append would refuse the body later, far from the mistake: say it now.
-                raise InvalidArgumentError(
-                    f"run_id= {_quote(run_id)} is already a run of thread "
-                    f"{_quote(tx.thread_id(key.thread_pk))}: a new run needs a new id"
-                )
-            return reads.fork_input(tx, key.pk, run_id or str(uuid.uuid4()))
+            return reads.fork_input(tx, key.pk, revisions.new_run_id(tx, key, run_id))
 
 
 #: Every Store not yet garbage-collected, for the at-fork hook.

@@ -209,11 +209,17 @@ def as_sequence_hashed(location: str) -> int:
                     f"UPDATE checkpoints SET run_hash = {mark} WHERE run = {mark}",
                     (renamed[bytes(run_hash)], run),
                 )
+        # The version before the rehash (SQLite 15, PostgreSQL 7), with the tables it had.
         if pg:
-            conn.execute(
-                "UPDATE meta SET value = %s WHERE key = 'schema_version'",
-                (str(pg_schema.SCHEMA_VERSION - 1),),
-            )
+            conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", ("6",))
         else:
-            conn.execute(f"PRAGMA user_version = {sqlite_schema.SCHEMA_VERSION - 1}")
+            # Version 16 made the full-text table again and added the pending words.
+            conn.execute("DROP TABLE search_pending")
+            conn.execute("DROP TABLE search_words")
+            conn.execute("CREATE VIRTUAL TABLE search_words USING fts5(words, content='', "
+                         "contentless_delete=1, detail=none, tokenize='ascii')")
+            conn.execute("PRAGMA user_version = 14")
+    assert pg_schema.SCHEMA_VERSION == 8 and sqlite_schema.SCHEMA_VERSION == 16, (
+        "a later migration: say here what it undoes"
+    )
     return changed

@@ -24,7 +24,7 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import AguiStoreError, StoreBusyError, testing
+from agui_store import AguiStoreError, StoreBusyError
 from tests.workers import plans
 from tests.workers.harness import ROOT, Worker, dump, scale, worker_env
 from tests.workers.racer import SHARED_THREAD, conversation_of
@@ -481,109 +481,3 @@ def test_what_a_forked_child_appends_survives_the_parent_closing_its_store(
         assert reopened.check().ok
 
 
-def one_run(run_id: str) -> list[dict[str, Any]]:
-    """A whole run of thread t with no content."""
-    return [
-        {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
-        {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
-    ]
-
-
-def test_two_stores_on_one_file_take_turns_without_trusting_stale_facts(tmp_path: Path) -> None:
-    """Each append remembers the thread's newest run, the next sequence number and whether
-    the thread has branches; a write by another connection (even a branch) must make it
-    look again."""
-    path = tmp_path / "s.db"
-    with agui_store.open(path) as a, agui_store.open(path) as b:
-        a.append(one_run("a1"))
-        b.append(one_run("b1"))  # a's newest run and next seq are stale now
-        a.append(one_run("a2"))
-        b.branch("feature", "a2", thread_id="t")  # a has seen no branch in this thread
-        a.append(one_run("a3"))
-        assert [r.run_id for r in a.log("a3", thread_id="t")] == ["a3", "a2", "b1", "a1"]
-        assert {br.name: br.run_id for br in a.branches("t")}["feature"] == "a3"
-        db = testing.connection(a)
-        seqs = [row[0] for row in db.execute("SELECT seq FROM events ORDER BY seq")]
-        assert seqs == list(range(1, 9))
-        assert a.check().ok
-
-
-def test_a_live_run_another_store_ended_or_joined_is_seen_by_the_next_streamed_append(
-    tmp_path: Path,
-) -> None:
-    """A store streaming a live run remembers the run's status, its last sequence number
-    and which threads have an open run; another writer's append must make it look again."""
-    path = tmp_path / "s.db"
-    start = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"}]
-    text = {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}
-    with agui_store.open(path) as a, agui_store.open(path) as b:
-        a.append(start)
-        a.append([text])  # no thread named: t's run is the only open one
-        # b opens a run in another thread: a batch naming no thread is now ambiguous.
-        b.append([{"type": "RUN_STARTED", "threadId": "u", "runId": "u1"}])
-        with pytest.raises(agui_store.InvalidEventError, match="several threads have open runs"):
-            a.append([{"type": "TEXT_MESSAGE_END", "messageId": "m"}])
-        # b ends t's run: a's next event for it breaks the sequence rules, from b's state.
-        b.append(
-            [
-                {"type": "TEXT_MESSAGE_END", "messageId": "m"},
-                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
-            ],
-            thread_id="t",
-        )
-        with pytest.raises(agui_store.InvalidEventError):
-            a.append(
-                [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}], thread_id="t"
-            )
-        assert a.get_run("r1", thread_id="t").status == "finished"
-        # Only u's run is open now, so a batch naming no thread goes there.
-        result = a.append([{"type": "RUN_FINISHED", "threadId": "u", "runId": "u1"}])
-        assert result.thread_id == "u"
-        assert a.check().ok
-
-
-def test_a_write_that_wrote_nothing_does_not_make_another_stores_next_write_look_like_its_own(
-    tmp_path: Path,
-) -> None:
-    """A store trusts what it remembers while SQLite's data version is the one its own last
-    commit made; a call that committed nothing must not claim the next version."""
-    path = tmp_path / "s.db"
-    with agui_store.open(path) as a, agui_store.open(path) as b:
-        a.append(one_run("a1"))
-        a.append([])  # commits nothing
-        a.derive()  # nothing to derive: commits nothing either
-        b.append(one_run("b1"))  # the one write a must notice
-        a.append(one_run("a2"))
-        assert [r.run_id for r in a.log("a2", thread_id="t")] == ["a2", "b1", "a1"]
-        assert a.check().ok
-
-
-def test_a_view_another_store_changed_is_not_reused_from_memory(tmp_path: Path) -> None:
-    """Events recorded after a run's end (check_sequence=False) change its view; a store
-    that kept that view in memory must not build the next run's checkpoint on it."""
-    path = tmp_path / "s.db"
-
-    def said(run_id: str, text: str) -> list[dict[str, Any]]:
-        mid = f"m-{run_id}"
-        return [
-            {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
-            {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"},
-            {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": text},
-            {"type": "TEXT_MESSAGE_END", "messageId": mid},
-            {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
-        ]
-
-    with agui_store.open(path) as a, agui_store.open(path) as b:
-        a.append(said("r1", "one"))  # a keeps r1's view in memory
-        b.append(
-            [
-                {"type": "TEXT_MESSAGE_START", "messageId": "late", "role": "assistant"},
-                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "late", "delta": "after the end"},
-            ],
-            thread_id="t",
-            check_sequence=False,
-        )
-        a.append(said("r2", "two"))
-        pk = testing.connection(a).execute("SELECT id FROM runs WHERE run_id = 'r2'").fetchone()[0]
-        assert a.checkout("r2").messages == testing.replayed_view(a, pk).messages
-        assert [m["id"] for m in a.checkout("r2").messages] == ["m-r1", "late", "m-r2"]

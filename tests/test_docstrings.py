@@ -9,6 +9,10 @@ nested in it. Definitions under a top-level ``if``/``try`` (``TYPE_CHECKING``, a
 import) count as top-level. Dunder methods are left out: the class docstring documents its
 construction (the reference merges ``__init__`` into the class).
 
+A class that implements the storage port says so in its docstring (it names
+``agui_store.engine.port``): its methods that are port operations are documented once, on the
+port's ``Protocol``, as an inherited docstring is, and need none of their own.
+
 The check reads the source with :mod:`ast`, so it imports nothing and needs no extras.
 """
 
@@ -42,21 +46,44 @@ def _top_level(body: list[ast.stmt]) -> Iterator[Definition]:
                 yield from _top_level(block)
 
 
-def _undocumented_in_class(cls: ast.ClassDef, qualname: str) -> Iterator[str]:
+PORT = PACKAGE / "engine" / "port.py"
+
+
+def port_operations(source: str) -> set[str]:
+    """The names of the operations the port's ``Protocol`` classes declare with a docstring."""
+    return {
+        node.name
+        for cls in ast.parse(source).body if isinstance(cls, ast.ClassDef)
+        for node in cls.body
+        if isinstance(node, ast.FunctionDef) and ast.get_docstring(node) is not None
+    }
+
+
+def _implements_port(cls: ast.ClassDef) -> bool:
+    return "agui_store.engine.port" in (ast.get_docstring(cls) or "")
+
+
+def _undocumented_in_class(
+    cls: ast.ClassDef, qualname: str, inherited: frozenset[str] = frozenset()
+) -> Iterator[str]:
+    documented_on_port = inherited if _implements_port(cls) else frozenset()
     for node in _top_level(cls.body):
         if not _is_public(node.name):
             continue
         name = f"{qualname}.{node.name}"
-        if ast.get_docstring(node) is None:
+        if ast.get_docstring(node) is None and node.name not in documented_on_port:
             yield name
         if isinstance(node, ast.ClassDef):
             yield from _undocumented_in_class(node, name)
 
 
-def undocumented_in_source(source: str, module: str) -> list[str]:
+def undocumented_in_source(
+    source: str, module: str, port: frozenset[str] = frozenset()
+) -> list[str]:
     """The public definitions of one module's source that have no docstring, by qualified
     name (``module``, ``module.Class``, ``module.Class.method``). A name defined twice (an
-    overload, a property's setter) is listed once per definition that lacks one."""
+    overload, a property's setter) is listed once per definition that lacks one. ``port``:
+    the port's operations, which a class implementing the port need not document again."""
     tree = ast.parse(source)
     missing = []
     if ast.get_docstring(tree) is None:
@@ -68,7 +95,7 @@ def undocumented_in_source(source: str, module: str) -> list[str]:
         if ast.get_docstring(node) is None:
             missing.append(name)
         if isinstance(node, ast.ClassDef):
-            missing.extend(_undocumented_in_class(node, name))
+            missing.extend(_undocumented_in_class(node, name, port))
     return missing
 
 
@@ -88,11 +115,12 @@ def _public_modules() -> list[Path]:
 
 def undocumented() -> list[str]:
     """Every public definition of the package without a docstring, by file and name."""
+    port = frozenset(port_operations(PORT.read_text(encoding="utf-8")))
     return [
         f"{path.relative_to(ROOT)}: {name}"
         for path in _public_modules()
         for name in undocumented_in_source(path.read_text(encoding="utf-8"),
-                                           _module_name(path))
+                                           _module_name(path), port)
     ]
 
 
@@ -162,3 +190,33 @@ def test_every_public_definition_has_a_docstring() -> None:
     missing = undocumented()
     assert not missing, f"{len(missing)} public definitions lack a docstring:\n" + "\n".join(
         missing)
+
+
+def test_a_port_implementation_leaves_the_ports_operations_to_the_port() -> None:
+    source = '''"""A module."""
+
+class Transaction:
+    """Reads and writes; each operation is the port's (:mod:`agui_store.engine.port`)."""
+
+    def thread(self) -> int: ...
+
+    def helper(self) -> int: ...
+
+class Elsewhere:
+    """Not a port implementation."""
+
+    def thread(self) -> int: ...
+'''
+    assert undocumented_in_source(source, "m", frozenset({"thread"})) == [
+        "m.Transaction.helper", "m.Elsewhere.thread",
+    ]
+
+
+def test_every_operation_of_the_port_is_documented_on_the_port() -> None:
+    tree = ast.parse(PORT.read_text(encoding="utf-8"))
+    declared = {
+        node.name
+        for cls in tree.body if isinstance(cls, ast.ClassDef)
+        for node in cls.body if isinstance(node, ast.FunctionDef)
+    }
+    assert declared == port_operations(PORT.read_text(encoding="utf-8"))

@@ -4,7 +4,6 @@ The behaviour every backend shares (append, lineage, refs) is in tests/contract.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess
@@ -22,7 +21,7 @@ from agui_store.backends.sqlite import schema
 from agui_store.backends.sqlite import sql as statements
 from agui_store.errors import AguiStoreError, SchemaVersionError
 from tests.strategies import legal_streams
-from tests.streams import http_agent_turns, run, say
+from tests.streams import run
 
 
 @pytest.fixture
@@ -136,50 +135,6 @@ def test_memory_stores_work_and_the_default_path_comes_from_the_environment(
 
 
 # --- input normalization and lineage rule 3 ---------------------------------------------
-
-
-def test_inputs_that_repeat_the_history_are_stored_by_reference_and_read_back_whole(
-    sqlite_store: Any,
-) -> None:
-    store = sqlite_store
-    inputs = http_agent_turns(store, 8)
-    for sent in inputs:
-        assert store.input(sent["runId"]) == sent
-    refs = [
-        r[0] for r in testing.connection(store).execute("SELECT input_refs FROM runs ORDER BY id")
-    ]
-    assert refs[0] is None  # the first run has no parent to refer to
-    assert json.loads(refs[-1])["messages"][0] == [0, 14]  # seven turns of history: one range
-    assert store.checkout("r7").messages[-2:] == [
-        inputs[7]["messages"][-1],
-        {"id": "a7", "role": "assistant", "content": "answer 7 " * 20},
-    ]
-
-
-@pytest.mark.parametrize("every", [1, 200])
-def test_checkout_from_checkpoints_equals_a_full_replay_and_survives_reopening(
-    db_path: Path, every: int
-) -> None:
-    with agui_store.open(db_path, checkpoint_events=every) as store:
-        http_agent_turns(store, 5)
-        store.append(run("t", "side", *say("s", "side"), parentRunId="r2"))
-        want = {
-            r.run_id: testing.replayed_view(store, testing.connection(store)
-                .execute("SELECT id FROM runs WHERE run_id = ?", (r.run_id,))
-                .fetchone()[0],
-            )
-            for r in store.runs("t")
-        }
-    with agui_store.open(db_path) as store:
-        for run_id, view in want.items():
-            co = store.checkout(run_id)
-            assert (co.messages, co.state) == (view.messages, view.state)
-        # append checkpoints every run by default, else every few; compact fills in the rest
-        assert (store.compact() > 0) == (every > 1)
-        assert store.compact() == 0
-        for run_id, view in want.items():
-            co = store.checkout(run_id)
-            assert (co.messages, co.state) == (view.messages, view.state)
 
 
 def test_the_old_name_of_the_reconnect_stream_still_answers_with_a_deprecation_warning(

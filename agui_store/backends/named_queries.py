@@ -47,7 +47,8 @@ def _maker(kind: type[_Row]) -> Callable[[Iterable[Any]], _Row]:
 
 def row_of(kind: type[_Row], row: Iterable[Any]) -> _Row:
     """One database row (a tuple in the type's column order) as the port's row type."""
-    return _maker(kind)(row)
+    made: _Row = tuple.__new__(kind, row)
+    return made
 
 
 def rows_of(kind: type[_Row], rows: Iterable[Any]) -> list[_Row]:
@@ -61,7 +62,10 @@ def stream_of(kind: type[_Row], rows: Iterable[Any]) -> Iterator[_Row]:
 
 
 class NamedQueries:
-    """One-statement reads and writes over ``sql``'s constants (see the module)."""
+    """One-statement reads and writes over ``sql``'s constants (see the module).
+
+    Each operation is the port's (:mod:`agui_store.engine.port`), documented there; a
+    docstring here says only what this implementation adds."""
 
     __slots__ = ()
 
@@ -95,271 +99,212 @@ class NamedQueries:
     # --- checkpoints (chunked message lists: agui_store.engine.checkpoints) -----------------------
 
     def has_checkpoint(self, run_pk: int) -> bool:
-        """See :meth:`agui_store.engine.port.Reading.has_checkpoint`."""
         return self._one(self.sql.HAS_CHECKPOINT, (run_pk,)) is not None
 
     def checkpoint_row(self, run_pk: int) -> CheckpointRow | None:
-        """See :meth:`agui_store.engine.port.Reading.checkpoint_row`."""
         row = self._one(self.sql.SELECT_CHECKPOINT, (run_pk,))
         return None if row is None else row_of(CheckpointRow, row)
 
     def checkpoint_addresses(self, run_pk: int) -> CheckpointAddresses:
-        """See :meth:`agui_store.engine.port.Reading.checkpoint_addresses`."""
         return row_of(CheckpointAddresses, self._one(self.sql.SELECT_ADDRESSES, (run_pk,)))
 
     def state_address(self, run_pk: int) -> bytes:
-        """See :meth:`agui_store.engine.port.Reading.state_address`."""
         return bytes(self._value(self.sql.STATE_ADDRESS, (run_pk,)))
 
     def blob_id(self, address: bytes) -> int | None:
-        """See :meth:`agui_store.engine.port.Reading.blob_id`."""
         found = self._value(self.sql.SELECT_BLOB_ID, (address,))
         return None if found is None else int(found)
 
     # --- threads ----------------------------------------------------------------------------
 
     def thread(self, thread_id: str) -> tuple[int, str | None] | None:
-        """See :meth:`agui_store.engine.port.Reading.thread`."""
         row = self._one(self.sql.THREAD, (thread_id,))
         return (int(row[0]), row[1]) if row else None
 
     def thread_id(self, thread_pk: int) -> str:
-        """See :meth:`agui_store.engine.port.Reading.thread_id`."""
         return str(self._value(self.sql.THREAD_ID, (thread_pk,)))
 
     def thread_created_at(self, thread_pk: int) -> int:
-        """See :meth:`agui_store.engine.port.Reading.thread_created_at`."""
         return int(self._value(self.sql.THREAD_CREATED_AT, (thread_pk,)))
 
     def owned_thread_pks(self, owner: str) -> list[int]:
-        """See :meth:`agui_store.engine.port.Reading.owned_thread_pks`."""
         return [int(pk) for pk in self._column(self.sql.OWNED_THREAD_PKS, (owner,))]
 
     def threads_with_open_head(self) -> set[str]:
-        """See :meth:`agui_store.engine.port.Reading.threads_with_open_head`."""
         return {str(t) for t in self._column(self.sql.THREADS_WITH_OPEN_HEAD)}
 
     def insert_thread(self, thread_id: str, created_at: int, owner: str | None) -> int:
-        """See :meth:`agui_store.engine.port.Writing.insert_thread`."""
         return int(self._value(self.sql.INSERT_THREAD, (thread_id, created_at, owner)))
 
     # --- runs -------------------------------------------------------------------------------
 
     def run_pk(self, thread_pk: int, run_id: str) -> int | None:
-        """See :meth:`agui_store.engine.port.Reading.run_pk`."""
         pk = self._value(self.sql.RUN_PK, (thread_pk, run_id))
         return None if pk is None else int(pk)
 
     def run_id(self, run_pk: int) -> str:
-        """See :meth:`agui_store.engine.port.Reading.run_id`."""
         return str(self._value(self.sql.RUN_ID, (run_pk,)))
 
     def run_parent(self, run_pk: int) -> int | None:
-        """See :meth:`agui_store.engine.port.Reading.run_parent`."""
         pk = self._value(self.sql.RUN_PARENT, (run_pk,))
         return None if pk is None else int(pk)
 
     def run_thread(self, run_pk: int) -> int:
-        """See :meth:`agui_store.engine.port.Reading.run_thread`."""
         return int(self._value(self.sql.RUN_THREAD, (run_pk,)))
 
     def run_row(self, run_pk: int) -> tuple[int | None, str | None, str | None, str]:
-        """See :meth:`agui_store.engine.port.Reading.run_row`."""
         parent, raw_input, raw_refs, lineage = self._one(self.sql.RUN_ROW, (run_pk,))
         return parent, raw_input, raw_refs, lineage
 
     def run_input(self, run_pk: int) -> tuple[str | None, str | None, int | None, bytes | None]:
-        """See :meth:`agui_store.engine.port.Reading.run_input`."""
         raw, raw_refs, parent, input_hash = self._one(self.sql.RUN_INPUT, (run_pk,))
         return raw, raw_refs, parent, input_hash
 
     def run_names(self, run_pk: int) -> tuple[str, str] | None:
-        """See :meth:`agui_store.engine.port.Reading.run_names`."""
         row = self._one(self.sql.RUN_NAMES, (run_pk,))
         return (str(row[0]), str(row[1])) if row else None
 
     def newest_run(self, thread_pk: int) -> int | None:
-        """See :meth:`agui_store.engine.port.Reading.newest_run`."""
         pk = self._value(self.sql.NEWEST_RUN, (thread_pk,))
         return None if pk is None else int(pk)
 
     def has_child(self, run_pk: int) -> bool:
-        """See :meth:`agui_store.engine.port.Reading.has_child`."""
         return self._one(self.sql.HAS_CHILD, (run_pk,)) is not None
 
     def open_runs(self, thread_pk: int) -> set[int]:
-        """See :meth:`agui_store.engine.port.Reading.open_runs`."""
         return {int(pk) for pk in self._column(self.sql.OPEN_RUNS, (thread_pk,))}
 
     def run_status(self, run_pk: int) -> str | None:
-        """See :meth:`agui_store.engine.port.Reading.run_status`."""
         outcome = self._value(self.sql.RUN_STATUS, (run_pk,))
         return None if outcome is None else str(outcome)
 
     def run_last_seq(self, run_pk: int) -> int:
-        """See :meth:`agui_store.engine.port.Reading.run_last_seq`."""
         return int(self._value(self.sql.RUN_LAST_SEQ, (run_pk,)) or 0)
 
     def thread_run_pks(self, thread_pk: int) -> list[int]:
-        """See :meth:`agui_store.engine.port.Reading.thread_run_pks`."""
         return [int(pk) for pk in self._column(self.sql.THREAD_RUN_PKS, (thread_pk,))]
 
     def thread_run_count(self, thread_pk: int) -> int:
-        """See :meth:`agui_store.engine.port.Reading.thread_run_count`."""
         return int(self._value(self.sql.THREAD_RUN_COUNT, (thread_pk,)) or 0)
 
     def owner_run_pks(self, owner: str) -> list[int]:
-        """See :meth:`agui_store.engine.port.Reading.owner_run_pks`."""
         return [int(pk) for pk in self._column(self.sql.OWNER_RUN_PKS, (owner,))]
 
     def all_run_pks(self) -> list[int]:
-        """See :meth:`agui_store.engine.port.Reading.all_run_pks`."""
         return [int(pk) for pk in self._column(self.sql.ALL_RUN_PKS)]
 
     def thread_run_summaries(self, thread_pk: int) -> list[RunSummary]:
-        """See :meth:`agui_store.engine.port.Reading.thread_run_summaries`."""
         return rows_of(RunSummary, self._execute(self.sql.THREAD_RUN_SUMMARIES, (thread_pk,)))
 
     def thread_run_page(self, thread_pk: int, below_pk: int, limit: int) -> list[RunSummary]:
-        """See :meth:`agui_store.engine.port.Reading.thread_run_page`."""
         rows = self._execute(self.sql.THREAD_RUN_PAGE, (thread_pk, below_pk, limit))
         return rows_of(RunSummary, rows)
 
     def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
-        """See :meth:`agui_store.engine.port.Reading.replica_runs`."""
         return rows_of(ReplicaRun, self._execute(self.sql.REPLICA_RUNS, (thread_pk,)))
 
     def threads_of_runs(self, run_pks: Sequence[int]) -> list[int]:
-        """See :meth:`agui_store.engine.port.Reading.threads_of_runs`."""
         return [int(pk) for pk in self._column(self.sql.THREADS_OF_RUNS, (self._many(run_pks),))]
 
     def run_records(self, run_pks: Sequence[int]) -> list[RunRecordRow]:
-        """See :meth:`agui_store.engine.port.Reading.run_records`."""
         return rows_of(RunRecordRow, self._execute(self.sql.RUN_RECORDS, (self._many(run_pks),)))
 
     # --- lineage ----------------------------------------------------------------------------
 
     def ancestors(self, run_pk: int) -> list[int]:
-        """See :meth:`agui_store.engine.port.Reading.ancestors`."""
         return [int(pk) for pk in self._column(self.sql.ANCESTORS, (run_pk,))]
 
     def derived_descendants(self, run_pk: int) -> list[int]:
-        """See :meth:`agui_store.engine.port.Reading.derived_descendants`."""
         return [int(pk) for pk in self._column(self.sql.DERIVED_DESCENDANTS, (run_pk,))]
 
     def newest_input(self, run_pk: int) -> str | None:
-        """See :meth:`agui_store.engine.port.Reading.newest_input`."""
         return self._value(self.sql.NEWEST_INPUT, (run_pk,))  # type: ignore[no-any-return]
 
     def ancestor_among(self, run_pk: int, candidates: Sequence[int]) -> bool:
-        """See :meth:`agui_store.engine.port.Reading.ancestor_among`."""
         return self._one(self.sql.ANCESTOR_AMONG, (run_pk, self._many(candidates))) is not None
 
     # --- events -----------------------------------------------------------------------------
 
     def chain_events(self, run_pk: int) -> Iterable[EventRow]:
-        """See :meth:`agui_store.engine.port.Reading.chain_events`."""
         return self._rows(self.sql.CHAIN_EVENTS, (run_pk,))
 
     def terminal_event(self, run_pk: int) -> str | None:
-        """See :meth:`agui_store.engine.port.Reading.terminal_event`."""
         return self._value(self.sql.TERMINAL_EVENT, (run_pk,))  # type: ignore[no-any-return]
 
     def events_of_runs(self, run_pks: Sequence[int]) -> Iterable[EventRow]:
-        """See :meth:`agui_store.engine.port.Reading.events_of_runs`."""
         return self._rows(self.sql.EVENTS_OF_RUNS, (self._many(run_pks),))
 
     # --- batches and hashes -----------------------------------------------------------------
 
     def batches_of_runs(self, run_pks: Sequence[int]) -> Iterable[ChainedBatch]:
-        """See :meth:`agui_store.engine.port.Reading.batches_of_runs`."""
         rows = self._rows(self.sql.BATCHES_OF_RUNS, (self._many(run_pks),))
         return stream_of(ChainedBatch, rows)
 
     def batches_of_run_after(self, run_pk: int, after: int) -> Iterable[ChainedBatch]:
-        """See :meth:`agui_store.engine.port.Reading.batches_of_run_after`."""
         rows = self._rows(self.sql.BATCHES_OF_RUN_AFTER, (run_pk, after, run_pk))
         return stream_of(ChainedBatch, rows)
 
     # --- branches ---------------------------------------------------------------------------
 
     def branch_run(self, thread_pk: int, name: str) -> int | None:
-        """See :meth:`agui_store.engine.port.Reading.branch_run`."""
         pk = self._value(self.sql.BRANCH_RUN, (thread_pk, name))
         return None if pk is None else int(pk)
 
     def has_branches(self, thread_pk: int) -> bool:
-        """See :meth:`agui_store.engine.port.Reading.has_branches`."""
         return bool(self._value(self.sql.HAS_BRANCHES, (thread_pk,)))
 
     def branch_tips(self, thread_pk: int) -> list[tuple[int, str]]:
-        """See :meth:`agui_store.engine.port.Reading.branch_tips`."""
         rows = self._execute(self.sql.BRANCH_TIPS, (thread_pk,))
         return [(int(run), str(name)) for run, name in rows]
 
     def branch_list(self, thread_pk: int) -> list[tuple[str, str, int]]:
-        """See :meth:`agui_store.engine.port.Reading.branch_list`."""
         return self._all(self.sql.BRANCH_LIST, (thread_pk,))
 
     def set_branch(self, thread_pk: int, name: str, run_pk: int, now: int) -> None:
-        """See :meth:`agui_store.engine.port.Writing.set_branch`."""
         self._execute(self.sql.SET_BRANCH, (thread_pk, name, run_pk, now))
 
     def move_branches(self, thread_pk: int, tip: int, to: int, now: int) -> None:
-        """See :meth:`agui_store.engine.port.Writing.move_branches`."""
         self._execute(self.sql.MOVE_BRANCHES, (to, now, thread_pk, tip))
 
     # --- derived data -----------------------------------------------------------------------
 
     def has_digest(self, digest: bytes, run_pk: int) -> bool:
-        """See :meth:`agui_store.engine.port.Reading.has_digest`."""
         return self._one(self.sql.HAS_DIGEST, (digest, run_pk)) is not None
 
     def underived_threads(self) -> set[int]:
-        """See :meth:`agui_store.engine.port.Reading.underived_threads`."""
         return {int(pk) for pk in self._column(self.sql.UNDERIVED_THREADS)}
 
     def checkpoint_count(self) -> int:
-        """See :meth:`agui_store.engine.port.Reading.checkpoint_count`."""
         return int(self._value(self.sql.CHECKPOINT_COUNT))
 
     def digests_from_checkpoints(self) -> None:
-        """See :meth:`agui_store.engine.port.Writing.digests_from_checkpoints`."""
         self._execute(self.sql.DIGESTS_FROM_CHECKPOINTS, ())
 
     def clear_underived(self, run_pk: int) -> None:
-        """See :meth:`agui_store.engine.port.Writing.clear_underived`."""
         self._execute(self.sql.CLEAR_UNDERIVED, (run_pk,))
 
     def mark_underived(self, run_pks: Sequence[int]) -> None:
-        """See :meth:`agui_store.engine.port.Writing.mark_underived`."""
         self._execute(self.sql.MARK_UNDERIVED, (self._many(run_pks),))
 
     # --- check(): whole-store reads of agui_store.engine.integrity --------------------------------
 
     def blob_content(self, blob_id: int) -> tuple[int, bytes] | None:
-        """See :meth:`agui_store.engine.port.Inspecting.blob_content`."""
         row = self._one(self.sql.BLOB_CONTENT, (blob_id,))
         return None if row is None else (row[0], row[1])
 
     def checkpoint_layouts(self) -> list[tuple[int, int, int | None, str, int | None]]:
-        """See :meth:`agui_store.engine.port.Inspecting.checkpoint_layouts`."""
         return self._all(self.sql.CHECKPOINT_LAYOUTS)
 
     def checkpoint_segments(self) -> list[tuple[int, int]]:
-        """See :meth:`agui_store.engine.port.Inspecting.checkpoint_segments`."""
         return [(int(run), int(blob)) for run, blob in self._all(self.sql.CHECKPOINT_SEGMENTS)]
 
     def complete_runs(self) -> set[int]:
-        """See :meth:`agui_store.engine.port.Inspecting.complete_runs`."""
         return {int(pk) for pk in self._column(self.sql.COMPLETE_RUNS)}
 
     def every_lineage_digest(self) -> list[tuple[bytes, int]]:
-        """See :meth:`agui_store.engine.port.Inspecting.every_lineage_digest`."""
         return self._all(self.sql.EVERY_LINEAGE_DIGEST)
 
     def hashed_batches(self) -> list[HashedBatch]:
-        """See :meth:`agui_store.engine.port.Inspecting.hashed_batches`."""
         return rows_of(HashedBatch, self._execute(self.sql.HASHED_BATCHES, ()))
 
     # --- pydantic-ai conversations (agui_store.engine.conversations) ---
@@ -396,7 +341,6 @@ class NamedQueries:
         return None if row is None else (int(row[0]), bytes(row[1]), str(row[2]))
 
     def conversation_message_id(self, address: bytes) -> int | None:
-        """See :meth:`agui_store.engine.port.Reading.conversation_message_id`."""
         found = self._value(self.sql.CONVERSATION_MESSAGE_ID, (address,))
         return None if found is None else int(found)
 
@@ -478,7 +422,6 @@ class NamedQueries:
         return [port.ConversationRow(*row) for row in self._all(self.sql.EVERY_CONVERSATION)]
 
     def unused_conversation_messages(self) -> list[int]:
-        """See :meth:`agui_store.engine.port.Inspecting.unused_conversation_messages`."""
         return [int(pk) for pk in self._column(self.sql.UNUSED_CONVERSATION_MESSAGES)]
 
     def thread_custom_events(self, thread_id: str) -> list[tuple[str, str]]:

@@ -199,6 +199,13 @@ def page_size(limit: Any) -> int | None:
     return min(positive_int("limit", limit), MAX_INT64)
 
 
+def page_before(before: Any) -> str | None:
+    """``runs(before=)``: ``None``, or a run id (text)."""
+    if before is not None and not (isinstance(before, str) and before):
+        raise InvalidArgumentError(f"before= must be None or a run id, not {before!r:.60}")
+    return before
+
+
 def page_cursor(cursor: Any) -> str | None:
     """``log(cursor=)``: ``None`` (the first page) or a run id, ``Log.next_cursor``."""
     if cursor is None:

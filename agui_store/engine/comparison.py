@@ -5,7 +5,7 @@ changed, read through the storage port (the comparison itself, on plain values, 
 from __future__ import annotations
 
 from agui_store.engine import port
-from agui_store.engine.reads import branch_names, run_from_row
+from agui_store.engine.reads import branch_names, run_from_row, run_record
 from agui_store.engine.revisions import RunKey
 from agui_store.engine.verified import views_past_shared
 from agui_store.history.diff import Diff, ViewChange, compare
@@ -15,6 +15,18 @@ from agui_store.records import Run
 #: The ways two runs are compared: what each side changed since their merge base (git's
 #: ``a...b``), or the two views directly (``a..b``).
 MODES = ("three-dot", "two-dot")
+
+
+def merge_base(tx: port.Reading, a: RunKey, b: RunKey) -> Run | None:
+    """The nearest run both ``a`` and ``b`` descend from (either may be it), or ``None``."""
+    found = tx.merge_base(a.pk, b.pk)
+    return run_record(tx, found[0]) if found else None
+
+
+def is_ancestor(tx: port.Reading, a: RunKey, b: RunKey) -> bool:
+    """Whether ``a`` is on ``b``'s lineage (a run is its own ancestor, as in git)."""
+    found = tx.merge_base(a.pk, b.pk)
+    return found is not None and found[0] == a.pk
 
 
 def diff(tx: port.Reading, a: RunKey, b: RunKey, mode: str) -> Diff:

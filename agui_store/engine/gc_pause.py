@@ -71,6 +71,20 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
+#: How many records a read builds before pausing pays: a pause costs a few microseconds,
+#: which a page of twenty runs notices, and saves the collections a list of thousands of
+#: records triggers (``bench_log``, ``benchmarks/compare_trees.py``).
+MANY_RECORDS = 1000
+
+
+def paused_for(records: int | None) -> contextlib.AbstractContextManager[None]:
+    """:func:`paused` for a read that builds up to ``records`` records (``None``: no
+    bound), a block that changes nothing for fewer than :data:`MANY_RECORDS`."""
+    if records is not None and records < MANY_RECORDS:
+        return contextlib.nullcontext()
+    return paused()
+
+
 def pausing(call: Callable[_P, _R]) -> Callable[_P, _R]:
     """``call`` run inside :func:`paused` (a method decorator)."""
 

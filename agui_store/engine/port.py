@@ -7,13 +7,28 @@ rule. SQLite (:mod:`agui_store.backends.sqlite`) and PostgreSQL
 (:mod:`agui_store.backends.postgres`) implement it.
 
 A backend opens transactions: :meth:`Backend.reading` gives a consistent snapshot
-(:class:`Reading`), :meth:`Backend.writing` the single writer (:class:`Writing`, which
-reads too). Either translates every driver error into the :class:`~agui_store.errors.
-AguiStoreError` tree when it exits, and a failed write leaves nothing behind.
+(:class:`Reading`, with :class:`Inspecting`'s scans for ``check()``), :meth:`Backend.writing`
+the single writer (:class:`Writing`, which reads too). Either translates every driver error
+into the :class:`~agui_store.errors.AguiStoreError` tree when it exits, and a failed write
+leaves nothing behind.
+
+The operations are grouped by who asks them, each group a ``Protocol`` whose docstring names
+its users, its reads apart from its writes:
+
+- :class:`LogReads`, :class:`LogWrites`: the verbs, appends, branches and derivation;
+- :class:`Remembering`: the engine's memory of a store (is what it remembers still so?);
+- :class:`ReplicaReads`, :class:`ReplicaWrites`: a copy to another store, an archive;
+- :class:`ConversationReads`, :class:`ConversationWrites`: the pydantic-ai conversations;
+- :class:`ErasureReads`, :class:`ErasureWrites`: erasure, and its tombstones;
+- :class:`SearchReads`, :class:`SearchWrites`: the full-text index;
+- :class:`Inspecting`: ``check()``'s whole-store scans and the backend's own checks.
+
+:class:`Reading` composes the reads and :class:`Writing` every group: what a backend's
+transaction class implements. A consumer's code may name its group alone (the slice it uses).
 
 Keys: threads and runs have integer keys (``pk``) local to one database; a run's key is
 always larger than its parent's. Event sequence numbers (``seq``) are global and assigned
-by the engine from :meth:`Reading.next_seq` inside the write transaction.
+by the engine from :meth:`LogReads.next_seq` inside the write transaction.
 
 Rows are tuples: the wide ones are the ``NamedTuple`` classes below (a backend builds them
 from its cursor's tuples, the engine reads them by name), the narrow ones plain tuples in the
@@ -282,8 +297,14 @@ class RunCheckout(NamedTuple):
 ThreadFacts = tuple["int | None", bool, dict[int, int], bool, bool]
 
 
-class Reading(Protocol):
-    """Operations on a consistent snapshot of the database."""
+# --- the operations, grouped by who asks them -----------------------------------------------
+# A group's reads apart from its writes: a read transaction offers the reads alone.
+
+
+class LogReads(Protocol):
+    """What the engine's verbs, appends and derivation read of the log and of what derives
+    from it (:mod:`agui_store.engine.reads`, ``placement``, ``derivation``, ``checkpoints``,
+    ``revisions``, ``branches``, ``comparison``)."""
 
     # threads
     def thread(self, thread_id: str) -> tuple[int, str | None] | None:
@@ -371,8 +392,6 @@ class Reading(Protocol):
     def thread_run_page(self, thread_pk: int, below_pk: int, limit: int) -> list[RunSummary]:
         """The newest ``limit`` runs of a thread whose key is below ``below_pk``, newest
         first."""
-    def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
-        """The thread's runs as recorded, in run order."""
     def run_records(self, run_pks: Sequence[int]) -> list[RunRecordRow]:
         """What verifying runs against their hashes reads (order unspecified)."""
 
@@ -391,7 +410,7 @@ class Reading(Protocol):
     def newest_input(self, run_pk: int) -> str | None:
         """The newest recorded input on the run's lineage."""
 
-    # events
+    # events, batches and their hashes
     def next_seq(self) -> int:
         """The ``seq`` the next event appended gets (one more than the last)."""
     def run_pk_and_next_seq(self, thread_pk: int, run_id: str) -> tuple[int | None, int]:
@@ -473,7 +492,69 @@ class Reading(Protocol):
     def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
         """The ids of the stored blobs among ``addresses``, by address."""
 
-    # erasure (agui_store.engine.erasure)
+
+class Remembering(Protocol):
+    """What the engine's memory of a store (:mod:`agui_store.engine.cache`,
+    :mod:`agui_store.engine.trust`) asks to know whether what it remembers still holds."""
+
+    def trusted_blobs(self) -> TrustedBlobs:
+        """What this transaction's connection has found of the blobs it read
+        (:mod:`agui_store.engine.trust`): the backend keeps one for each connection it
+        opens, for that connection's life, and the engine alone fills it."""
+    def version(self) -> int | None:
+        """A number that changes whenever another connection commits. ``None``: writers
+        of other threads may commit at any time (PostgreSQL), so the engine keeps only what
+        cannot change, and checks what it remembers of the thread it appends to with
+        :meth:`thread_facts` under that thread's lock."""
+    def thread_facts(
+        self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
+        view_base: int | None, probe_underived: bool,
+    ) -> ThreadFacts:
+        """What an append checks of what its store remembers of a thread: its newest run,
+        whether it has branches, the last ``seq`` of each of ``run_pks`` that is the
+        thread's (the others are left out), and whether a cached view still stands (its
+        lineage digest ``(ids_hash, run)`` is there, and the checkpoint it starts from,
+        unless ``view_base`` is ``None``; ``False`` when ``view`` is ``None``), and, when
+        ``probe_underived``, whether runs of the thread are underived (else ``False``)."""
+
+
+class ReplicaReads(Protocol):
+    """What a copy to another store and an archive export read that nothing else does: a
+    thread's runs as recorded (:mod:`agui_store.engine.replication`,
+    :mod:`agui_store.engine.archive`). The rest of what they read is the log's."""
+
+    def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
+        """The thread's runs as recorded, in run order."""
+
+
+class ConversationReads(Protocol):
+    """What the pydantic-ai conversations read (:mod:`agui_store.engine.conversations`)."""
+
+    def conversation(self, conversation_id: str) -> ConversationRow | None:
+        """A conversation's record, or ``None``."""
+    def conversations(self, scope: str | None, limit: int) -> list[ConversationRow]:
+        """Records as :meth:`conversation` gives them, newest ``updated_at`` first (ties: the
+        first created first), of ``scope`` (``None``: all), at most ``limit``."""
+    def conversation_history(self, head_id: str, limit: int) -> list[EntryRow]:
+        """The last ``limit`` entries of the history ending at ``head_id``, root first, in
+        one statement (none: no such entry)."""
+    def conversation_entry(self, entry_id: str) -> EntryRow | None:
+        """One entry as :meth:`conversation_history` gives it, or ``None``."""
+    def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None:
+        """``(pk, hash, conversation that stored it)``, or ``None``."""
+    def conversation_message_id(self, address: bytes) -> int | None:
+        """The key of the message stored at ``address`` (its sha256), or ``None``."""
+    def conversation_entry_reached(self, pk: int) -> tuple[int | None, int, bool] | None:
+        """``(parent, message, still reached)``: an entry is reached while an entry follows
+        it or a record's head or branch names it (``None``: no such entry)."""
+    def thread_custom_events(self, thread_id: str) -> list[tuple[str, str]]:
+        """``(run_id, payload)`` of a thread's CUSTOM events, in recorded order."""
+
+
+class ErasureReads(Protocol):
+    """What an erasure reads before it deletes, and what replication reads of what was
+    erased (:mod:`agui_store.engine.erasure`)."""
+
     def idle_threads(self, before: int, scope: str | None) -> list[int]:
         """Threads (of an owner; ``None``: all) created before ``before`` (milliseconds since
         the epoch), with no batch appended since and no run left open, oldest first."""
@@ -497,52 +578,10 @@ class Reading(Protocol):
     def tombstones(self) -> list[tuple[bytes, int]]:
         """``(thread hash, erased_at)`` of every tombstone."""
 
-    # what is not behind the port: agui_store.testing hands tests the driver's connection
-    @property
-    def connection(self) -> Any:
-        """The driver's connection."""
-    def trusted_blobs(self) -> TrustedBlobs:
-        """What this transaction's connection has found of the blobs it read
-        (:mod:`agui_store.engine.trust`): the backend keeps one for each connection it
-        opens, for that connection's life, and the engine alone fills it."""
-    def version(self) -> int | None:
-        """A number that changes whenever another connection commits. ``None``: writers
-        of other threads may commit at any time (PostgreSQL), so the engine keeps only what
-        cannot change, and checks what it remembers of the thread it appends to with
-        :meth:`thread_facts` under that thread's lock."""
-    def thread_facts(
-        self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
-        view_base: int | None, probe_underived: bool,
-    ) -> ThreadFacts:
-        """What an append checks of what its store remembers of a thread: its newest run,
-        whether it has branches, the last ``seq`` of each of ``run_pks`` that is the
-        thread's (the others are left out), and whether a cached view still stands (its
-        lineage digest ``(ids_hash, run)`` is there, and the checkpoint it starts from,
-        unless ``view_base`` is ``None``; ``False`` when ``view`` is ``None``), and, when
-        ``probe_underived``, whether runs of the thread are underived (else ``False``)."""
 
-    # pydantic-ai conversations (agui_store.engine.conversations)
-    def conversation(self, conversation_id: str) -> ConversationRow | None:
-        """A conversation's record, or ``None``."""
-    def conversations(self, scope: str | None, limit: int) -> list[ConversationRow]:
-        """Records as :meth:`conversation` gives them, newest ``updated_at`` first (ties: the
-        first created first), of ``scope`` (``None``: all), at most ``limit``."""
-    def conversation_history(self, head_id: str, limit: int) -> list[EntryRow]:
-        """The last ``limit`` entries of the history ending at ``head_id``, root first, in
-        one statement (none: no such entry)."""
-    def conversation_entry(self, entry_id: str) -> EntryRow | None:
-        """One entry as :meth:`conversation_history` gives it, or ``None``."""
-    def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None:
-        """``(pk, hash, conversation that stored it)``, or ``None``."""
-    def conversation_message_id(self, address: bytes) -> int | None:
-        """The key of the message stored at ``address`` (its sha256), or ``None``."""
-    def conversation_entry_reached(self, pk: int) -> tuple[int | None, int, bool] | None:
-        """``(parent, message, still reached)``: an entry is reached while an entry follows
-        it or a record's head or branch names it (``None``: no such entry)."""
-    def thread_custom_events(self, thread_id: str) -> list[tuple[str, str]]:
-        """``(run_id, payload)`` of a thread's CUSTOM events, in recorded order."""
+class SearchReads(Protocol):
+    """What full-text search reads (:mod:`agui_store.engine.search`)."""
 
-    # full-text search (agui_store.engine.search)
     def search_candidates(
         self, query: Any, thread_pk: int | None, scope: str | None, before: int | None,
         limit: int,
@@ -557,11 +596,22 @@ class Reading(Protocol):
         phrases."""
 
 
+class Reading(
+    LogReads, Remembering, ReplicaReads, ConversationReads, ErasureReads, SearchReads, Protocol
+):
+    """A read transaction on a consistent snapshot: every group's reads."""
+
+    # what is not behind the port: agui_store.testing hands tests the driver's connection
+    @property
+    def connection(self) -> Any:
+        """The driver's connection."""
+
+
 class Inspecting(Reading, Protocol):
     """What ``check()`` reads besides the engine's own operations: whole-store scans in key
-    order, and the checks of the backend's own storage. Apart from :class:`Reading` so that
-    the engine's interface stays what the engine uses; every backend's read transaction
-    implements both."""
+    order, and the checks of the backend's own storage (:mod:`agui_store.engine.integrity`,
+    :mod:`agui_store.engine.log_hashes`). Apart from :class:`Reading` so that the engine's
+    interface stays what the engine uses; every backend's read transaction implements both."""
 
     # Each in key order. The long ones (marked "streamed") are read a page at a time: a check
     # never holds the log whole.
@@ -631,8 +681,9 @@ class Inspecting(Reading, Protocol):
         """Messages no entry holds."""
 
 
-class Writing(Reading, Protocol):
-    """Operations of the single writer (reads see the writes made so far)."""
+class LogWrites(Protocol):
+    """What an append, a branch and derivation write (:mod:`agui_store.engine.placement`,
+    ``branches``, ``derivation``, ``checkpoints``)."""
 
     def insert_thread(self, thread_id: str, created_at: int, owner: str | None) -> int:
         """Create a thread; its key."""
@@ -653,16 +704,6 @@ class Writing(Reading, Protocol):
     ) -> None:
         """Record a batch of a run: its ``seq`` range, how it ends the run, and the run's hash
         after it."""
-    def replicate_log(
-        self,
-        events: Sequence[tuple[int, int, str, str]],
-        echo_refs: Sequence[tuple[int, str]],
-        batches: Sequence[BatchRow],
-    ) -> None:
-        """Insert events (``(seq, run pk, type, payload)``), their echo references and
-        their batches exactly as given, in bulk: a copy from another store
-        (:mod:`agui_store.sync`) lands runs as they were recorded there, with this
-        database's sequence numbers and the hashes they give."""
     def set_branch(self, thread_pk: int, name: str, run_pk: int, now: int) -> None:
         """Point a branch of a thread at a run, creating it if needed."""
     def move_branches(self, thread_pk: int, tip: int, to: int, now: int) -> None:
@@ -686,6 +727,26 @@ class Writing(Reading, Protocol):
         there: the caller looks up the ones missing)."""
     def insert_checkpoint(self, row: NewCheckpoint) -> None:
         """Store a run's checkpoint."""
+
+
+class ReplicaWrites(Protocol):
+    """What a copy writes that an append does not: a thread's log exactly as another store
+    recorded it (:mod:`agui_store.engine.replication`)."""
+
+    def replicate_log(
+        self,
+        events: Sequence[tuple[int, int, str, str]],
+        echo_refs: Sequence[tuple[int, str]],
+        batches: Sequence[BatchRow],
+    ) -> None:
+        """Insert events (``(seq, run pk, type, payload)``), their echo references and
+        their batches exactly as given, in bulk: a copy from another store
+        (:mod:`agui_store.sync`) lands runs as they were recorded there, with this
+        database's sequence numbers and the hashes they give."""
+
+
+class ConversationWrites(Protocol):
+    """What the pydantic-ai conversations write (:mod:`agui_store.engine.conversations`)."""
 
     def insert_conversation_message(self, address: bytes, message: str) -> int:
         """Store a conversation message (JSON text) under its address (its sha256); its key."""
@@ -715,6 +776,11 @@ class Writing(Reading, Protocol):
     def delete_unused_conversation_message(self, pk: int) -> None:
         """Delete the message unless an entry still holds it."""
 
+
+class ErasureWrites(Protocol):
+    """What an erasure writes, and replication of its tombstones
+    (:mod:`agui_store.engine.erasure`)."""
+
     def erasing(self) -> None:
         """The transaction is an erasure's: its statements each touch a few rows of large
         tables, by key. A backend may plan them so (PostgreSQL: index scans, which stale
@@ -733,7 +799,12 @@ class Writing(Reading, Protocol):
         """``(thread hash, erased_at)`` rows; a hash already there stays as it is."""
     def delete_tombstones(self, hashes: Sequence[bytes]) -> None:
         """Remove the tombstones of these thread hashes."""
-    # full-text search (agui_store.engine.search)
+
+
+class SearchWrites(Protocol):
+    """What full-text search writes: its index, kept with the append that adds to it
+    (:mod:`agui_store.engine.search`)."""
+
     def index_messages(
         self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]
     ) -> None:
@@ -743,6 +814,13 @@ class Writing(Reading, Protocol):
     def forget_thread_search(self, thread_pk: int) -> None:
         """Delete every index row of a thread, its words out of the backend's full-text
         index at once: erasing a thread erases what it can be found by."""
+
+
+class Writing(
+    Reading, LogWrites, ReplicaWrites, ConversationWrites, ErasureWrites, SearchWrites, Protocol
+):
+    """The single writer's transaction: every group's writes, and the reads, which see the
+    writes made so far."""
 
 
 class Backend(Protocol):
@@ -778,20 +856,32 @@ __all__ = [
     "ChainedBatch",
     "CheckpointAddresses",
     "CheckpointRow",
+    "ConversationReads",
     "ConversationRow",
+    "ConversationWrites",
     "EntryRow",
+    "ErasureReads",
+    "ErasureWrites",
     "EventRow",
     "HashedBatch",
     "HashedRun",
     "Inspecting",
     "LogBatch",
+    "LogReads",
+    "LogWrites",
     "NewCheckpoint",
     "NewRun",
     "Reading",
+    "Remembering",
+    "ReplicaReads",
     "ReplicaRun",
+    "ReplicaWrites",
     "RunCheckout",
     "RunRecordRow",
     "RunSummary",
+    "SearchReads",
+    "SearchWrites",
     "StoredRun",
+    "ThreadFacts",
     "Writing",
 ]

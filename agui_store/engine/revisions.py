@@ -16,10 +16,11 @@ thread is absent, not forbidden (docs/design/behaviour.md#live-recording). Writt
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from agui_store.engine import arguments, port
-from agui_store.errors import AmbiguousRunError, RunNotFoundError
+from agui_store.errors import AmbiguousRunError, InvalidArgumentError, RunNotFoundError
 
 #: The implicit branch of every thread: it follows the thread's newest run.
 DEFAULT_BRANCH = "main"
@@ -76,6 +77,7 @@ def resolve(
         AmbiguousRunError: the name fits several runs; the message says what to pass.
     """
     quote = arguments.quote
+    arguments.check_scope(scope)
     if not isinstance(ref, str) or not ref:
         raise RunNotFoundError(f"not a run id or ref: {quote(ref) if ref else ref!r}")
     if not arguments.storable_text(ref):
@@ -99,6 +101,62 @@ def resolve(
             raise RunNotFoundError(f"{quote(ref)}: the lineage has no ancestor that far back")
         key = RunKey(parent, key.thread_pk)
     return key
+
+
+def resolve_pair(
+    tx: port.Reading, a: str, b: str, *, where: str, thread_id: str | None, scope: str | None
+) -> tuple[RunKey, RunKey]:
+    """Two revisions resolved, ``b`` in the thread ``a`` was found in when ``thread_id``
+    names one (what the verbs comparing two runs take)."""
+    ka = resolve(tx, a, where=where, thread_id=thread_id, scope=scope)
+    in_thread = ka.thread_pk if thread_id is not None else None
+    return ka, resolve(tx, b, where=where, thread_id=thread_id, thread_pk=in_thread, scope=scope)
+
+
+def threads_to_derive(
+    tx: port.Reading, thread_id: str | None, scope: str | None, where: str
+) -> list[int | None]:
+    """The threads ``derive`` covers: ``thread_id`` alone (a thread of ``scope``), or every
+    thread ``scope`` may touch."""
+    arguments.check_scope(scope)
+    if thread_id:
+        return [require_thread(tx, thread_id, scope, where)]
+    return owned_threads(tx, scope)
+
+
+def runs_to_compact(
+    tx: port.Reading, ref: str | None, thread_id: str | None, scope: str | None, where: str
+) -> tuple[list[int | None], list[int]]:
+    """What ``compact`` covers (:func:`selection`): the run ``ref`` names and its ancestors,
+    the thread ``thread_id``, or every thread ``scope`` may touch."""
+    arguments.check_scope(scope)
+    key = thread_pk = None
+    if ref is not None:
+        key = resolve(tx, ref, where=where, thread_id=thread_id, scope=scope)
+    elif thread_id is not None:
+        thread_pk = require_thread(tx, thread_id, scope, where)
+    return selection(tx, key, thread_pk, scope)
+
+
+def new_run_id(tx: port.Reading, key: RunKey, run_id: str | None) -> str:
+    """The id of a run to start from run ``key`` (``fork``): ``run_id``, which must be new
+    in the thread (append would refuse the body later, far from the mistake), or a fresh
+    UUID.
+
+    Raises:
+        InvalidArgumentError: ``run_id`` is not an id, or is a run of the thread already.
+    """
+    quote = arguments.quote
+    if run_id is None:
+        return str(uuid.uuid4())
+    if not (isinstance(run_id, str) and run_id and arguments.storable_text(run_id)):
+        raise InvalidArgumentError(f"run_id= must be a non-empty id, not {quote(run_id)}")
+    if tx.run_pk(key.thread_pk, run_id) is not None:
+        raise InvalidArgumentError(
+            f"run_id= {quote(run_id)} is already a run of thread "
+            f"{quote(tx.thread_id(key.thread_pk))}: a new run needs a new id"
+        )
+    return run_id
 
 
 def _resolve_exact(

@@ -10,6 +10,7 @@ that what it remembers is used only while it is true.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from agui_store.codec import ingest
@@ -68,6 +69,18 @@ class Writes:
         """Read and check what ``Store.append`` is handed, before any transaction:
         :meth:`agui_store.engine.intake.Intake.read_batch`."""
         return self.intake.read_batch(events, **options)
+
+    def read_file(self, source: Any, thread_id: str | None) -> Iterator[ingest.IncomingEvent]:
+        """The events of what ``Store.import_file`` is handed (a path, or a binary or text
+        file object), read lazily a chunk at a time with the store's limits
+        (:func:`agui_store.codec.ingest.iter_events`); ``thread_id`` checked before any
+        transaction."""
+        intake.storable(thread_id, path="thread_id")
+        if isinstance(source, str):
+            source = Path(source)
+        return ingest.iter_events(
+            source, max_event_bytes=self.intake.max_event_bytes, max_depth=self.intake.max_depth
+        )
 
     def forget(self) -> None:
         """Drop what the store remembers of the database (a write failed, or another

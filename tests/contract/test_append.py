@@ -172,6 +172,26 @@ def test_out_of_sequence_streams_are_kept_when_the_check_is_off(store: Any) -> N
 # --- cursors and inputs -----------------------------------------------------------------
 
 
+def test_events_after_a_cursor_are_those_appended_since_and_none_twice(store: Any) -> None:
+    first = store.append(run("t", "r1", *say("m1", "a"), finish=False))
+    assert first.last_seq is not None
+    other = store.append(run("u", "x1", *say("n1", "elsewhere")))
+    second = store.append(
+        [
+            {"type": "TEXT_MESSAGE_START", "messageId": "m2", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_END", "messageId": "m2"},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+        ],
+        thread_id="t",
+    )
+    assert second.first_seq == other.last_seq + 1
+    later = store.events("r1", thread_id="t", after=first.last_seq)
+    assert [e["type"] for e in later] == ["TEXT_MESSAGE_START", "TEXT_MESSAGE_END", "RUN_FINISHED"]
+    assert store.events("r1", thread_id="t", after=second.last_seq) == []
+    whole = store.events("r1", thread_id="t")
+    assert whole[-3:] == later and len(whole) == 4 + 3
+
+
 def test_events_after_any_cursor_are_the_runs_events_after_it_whichever_batch_it_falls_in(
     store: Any,
 ) -> None:

@@ -28,6 +28,7 @@ import agui_store
 from agui_store import testing
 from agui_store.history import blobs
 from tests.strategies import legal_streams, message_lists
+from tests.streams import run, say
 
 # Each example of these machines is 12 steps, and after every step the invariants check out
 # and fully replay every run so far: one example costs as much as dozens of a plain
@@ -373,3 +374,18 @@ def test_deferred_derivation_never_changes_a_decision_or_a_checkout(
     new_location: Callable[[], str], backend: str
 ) -> None:
     run_on(DeferredDerivationMachine, new_location, backend)
+
+
+def test_checkouts_without_checkpoints_replay_long_threads_exactly(store_location: str) -> None:
+    # No checkpoint is written as it appends: a checkout replays the whole lineage.
+    with agui_store.open(store_location, checkpoint_events=10**9) as store:
+        parent = None
+        for i in range(60):
+            events = run("t", f"r{i}", *say(f"m{i}", f"text {i}", "assistant"))
+            store.append(events, parent=parent)
+            parent = f"r{i}"
+        checkout = store.checkout("r59", thread_id="t")
+        assert [m["content"] for m in checkout.messages] == [f"text {i}" for i in range(60)]
+        assert checkout == store.checkout("HEAD", thread_id="t")
+        assert store.compact() > 0  # the runs get the checkpoints they lacked
+        assert store.checkout("r59", thread_id="t") == checkout

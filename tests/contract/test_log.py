@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import json
+import os
+import shlex
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -213,3 +219,73 @@ def test_a_runs_page_before_a_run_of_another_thread_is_an_invalid_argument(
         with pytest.raises(InvalidArgumentError):
             store.runs("t", limit=0)
         assert [r.run_id for r in store.runs("t", before="r1")] == ["r0"]
+
+
+def test_the_async_store_pages_the_log_too(store_location: str) -> None:
+    path = store_location
+    with agui_store.open(path) as store:
+        record_tree(store, "t", [None, 0, 1])
+
+    async def main() -> tuple[Log, Log]:
+        async with agui_store.aio.open(path) as astore:
+            first = await astore.log("HEAD", thread_id="t", limit=2)
+            return first, await astore.log("HEAD", thread_id="t", cursor=first.next_cursor)
+
+    first, rest = asyncio.run(main())
+    assert [r.run_id for r in first] == ["r2", "r1"] and first.next_cursor == "r0"
+    assert [r.run_id for r in rest] == ["r0"] and rest.next_cursor is None
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+def cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agui_store", "--db", str(db), *args],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"},
+    )
+
+
+def test_the_cli_pages_the_log_with_the_command_it_prints_for_the_next_page(
+    store_location: str,
+) -> None:
+    db = store_location
+    with agui_store.open(db) as store:
+        record_tree(store, "t t", [None, 0, 1, 2, 3])
+    whole = cli("log", "--thread", "t t", "--json", db=db)
+    assert whole.returncode == 0 and whole.stderr == ""
+    seen: list[Any] = []
+    done = cli("log", "--thread", "t t", "--limit", "2", "--json", db=db)
+    while True:
+        assert done.returncode == 0, done.stderr
+        page = json.loads(done.stdout)
+        assert 1 <= len(page) <= 2
+        seen += page
+        if not done.stderr:
+            break
+        prefix = "next page: "
+        assert done.stderr.startswith(prefix) and done.stderr.endswith("\n")
+        words = shlex.split(done.stderr[len(prefix):])
+        assert words[:3] == ["agui-store", "--db", str(db)] and "--cursor" in words
+        done = cli(*words[3:], db=db)
+    assert seen == json.loads(whole.stdout)
+
+
+def test_the_cli_text_log_pages_and_refuses_a_limit_on_the_graph(store_location: str) -> None:
+    db = store_location
+    with agui_store.open(db) as store:
+        record_tree(store, "t", [None, 0, 1])
+    first = cli("log", "--thread", "t", "--limit", "2", db=db)
+    assert [line.split()[0] for line in first.stdout.splitlines()] == ["r2", "r1"]
+    assert first.stderr.endswith("--limit 2 --cursor r0\n")
+    last = cli("log", "--thread", "t", "--limit", "2", "--cursor", "r0", db=db)
+    assert [line.split()[0] for line in last.stdout.splitlines()] == ["r0"]
+    assert last.stderr == ""
+    graph = cli("log", "--thread", "t", "--graph", "--limit", "2", db=db)
+    assert graph.returncode == 2 and "--graph draws the thread's whole run tree" in graph.stderr
+    bad = cli("log", "--thread", "t", "--limit", "0", db=db)
+    assert bad.returncode == 2 and "--limit: expected an integer >= 1, not 0" in bad.stderr
+    other = cli("log", "--thread", "t", "--cursor", "nosuch", db=db)
+    assert other.returncode == 1 and "cursor 'nosuch' names no run of thread 't'" in other.stderr
+

@@ -124,7 +124,11 @@ def _with_clauses(
 
 
 class PostgresTransaction(NamedQueries):
-    """Reads and writes on one psycopg connection, inside a transaction its backend opened."""
+    """Reads and writes on one psycopg connection, inside a transaction its backend opened.
+
+    Each operation is the port's (:mod:`agui_store.engine.port`), documented there; a
+    docstring here says only what PostgreSQL's implementation adds (deferred, carried or
+    streamed)."""
 
     __slots__ = (
         "_alone", "_begin", "_open_conn", "_pending", "_reserved_run", "_streams", "_trusted"
@@ -224,12 +228,10 @@ class PostgresTransaction(NamedQueries):
 
     @property
     def connection(self) -> Any:
-        """The psycopg connection, in the transaction, every deferred write sent.
-        See :meth:`agui_store.engine.port.Reading.connection`."""
+        """The psycopg connection, in the transaction, every deferred write sent."""
         return self._conn
 
     def trusted_blobs(self) -> TrustedBlobs:
-        """See :meth:`agui_store.engine.port.Reading.trusted_blobs`."""
         return self._trusted
 
     def version(self) -> int | None:
@@ -244,8 +246,7 @@ class PostgresTransaction(NamedQueries):
         self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
         view_base: int | None, probe_underived: bool,
     ) -> ThreadFacts:
-        """One statement; an append's first, sent with ``BEGIN`` and the locks.
-        See :meth:`agui_store.engine.port.Reading.thread_facts`."""
+        """One statement; an append's first, sent with ``BEGIN`` and the locks."""
         digest, view_run = view if view is not None else (b"", None)
         args = {
             "thread": thread_pk,
@@ -273,12 +274,10 @@ class PostgresTransaction(NamedQueries):
     # --- checkpoints (chunked message lists: agui_store.engine.checkpoints) -----------------------
 
     def checkpoint_walk(self, run_pk: int) -> list[tuple[int, bool]]:
-        """See :meth:`agui_store.engine.port.Reading.checkpoint_walk`."""
         rows = self._rows(sql.NEAREST_CHECKPOINT, {"run": run_pk})
         return [(int(pk), bool(stop)) for pk, stop in rows]
 
     def drop_derived_from(self, run_pk: int) -> list[int]:
-        """See :meth:`agui_store.engine.port.Writing.drop_derived_from`."""
         below = [int(pk) for pk in self._column(sql.SUBTREE, (run_pk,))]
         self._conn.execute(sql.DROP_CHECKPOINTS, (below,))
         self._conn.execute(sql.DROP_DIGESTS, (below,))
@@ -288,8 +287,7 @@ class PostgresTransaction(NamedQueries):
     def checkpoint_with_blobs(
         self, run_pk: int
     ) -> tuple[CheckpointRow | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
-        """The row, then its blobs, from one statement. See
-        :meth:`agui_store.engine.port.Reading.checkpoint_with_blobs`."""
+        """The row, then its blobs, from one statement."""
         # One statement, fetched whole: the row, then the blobs (sql.CHECKPOINT_WITH_BLOBS).
         # Not streamed: a stream is planned again on every call and costs a message per
         # row, which cost more than decoding while the next row arrives saved
@@ -306,8 +304,7 @@ class PostgresTransaction(NamedQueries):
         return header, [row[HEADER_COLUMNS:] for row in rows[1:]]
 
     def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
-        """Streamed a row at a time; the caller reads them to the end.
-        See :meth:`agui_store.engine.port.Reading.blobs_in_order`."""
+        """Streamed a row at a time; the caller reads them to the end."""
         # Streamed a row at a time (a checkout's chunks are ~3 MB): the engine checks and
         # decodes each chunk while the server reads and sends the next, instead of after
         # the last has arrived. The caller reads the rows to the end (the port says so).
@@ -315,39 +312,33 @@ class PostgresTransaction(NamedQueries):
         return cursor.stream(sql.BLOBS_IN_ORDER, (list(blob_ids),))  # type: ignore[no-any-return]
 
     def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
-        """See :meth:`agui_store.engine.port.Reading.addresses_in_order`."""
         return self._all(sql.ADDRESSES_IN_ORDER, (list(blob_ids),))
 
     def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
-        """See :meth:`agui_store.engine.port.Reading.blob_ids`."""
         rows = self._all(sql.SELECT_BLOB_IDS, (list(addresses),))
         return {bytes(h): int(i) for i, h in rows}
 
     def insert_new_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
-        """Carries the deferred writes. See
-        :meth:`agui_store.engine.port.Writing.insert_new_blobs`."""
+        """Carries the deferred writes."""
         columns = ([p[0] for p in packed], [p[1] for p in packed], [p[2] for p in packed])
         rows = self._carrying(sql.INSERT_OR_FIND_BLOBS, (*columns, columns[0])).fetchall()
         return {bytes(h): int(i) for i, h in rows}
 
     def insert_checkpoint(self, row: NewCheckpoint) -> None:
-        """Deferred. See :meth:`agui_store.engine.port.Writing.insert_checkpoint`."""
+        """Deferred."""
         self._defer(sql.INSERT_CHECKPOINT, tuple(row))  # a plain tuple, as every deferred write
 
     # --- threads ----------------------------------------------------------------------------
 
     def thread_ids(self, scope: str | None) -> list[str]:
-        """See :meth:`agui_store.engine.port.Reading.thread_ids`."""
         return [str(t) for t in self._column(sql.THREAD_IDS, {"scope": scope})]
 
     def thread_pks(self, scope: str | None, limit: int) -> list[int]:
-        """See :meth:`agui_store.engine.port.Reading.thread_pks`."""
         return [int(pk) for pk in self._column(sql.THREAD_PKS, {"scope": scope, "limit": limit})]
 
     # --- runs -------------------------------------------------------------------------------
 
     def threads_of_run_id(self, run_id: str, scope: str | None) -> list[str]:
-        """See :meth:`agui_store.engine.port.Reading.threads_of_run_id`."""
         return [str(t) for t in self._column(
             sql.THREADS_OF_RUN_ID, {"run_id": run_id, "scope": scope}
         )]
@@ -355,7 +346,6 @@ class PostgresTransaction(NamedQueries):
     def runs_named(
         self, run_id: str, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int, str, str | None]]:
-        """See :meth:`agui_store.engine.port.Reading.runs_named`."""
         rows = self._conn.execute(
             sql.RUNS_NAMED_WHERE, {"run_id": run_id, "thread": thread_pk, "scope": scope}
         )
@@ -364,7 +354,6 @@ class PostgresTransaction(NamedQueries):
     def runs_prefixed(
         self, prefix: str, below: str | None, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int, str]]:
-        """See :meth:`agui_store.engine.port.Reading.runs_prefixed`."""
         rows = self._conn.execute(
             sql.RUNS_PREFIXED,
             {"prefix": prefix, "below": below, "thread": thread_pk, "scope": scope},
@@ -399,13 +388,12 @@ class PostgresTransaction(NamedQueries):
         )
 
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
-        """See :meth:`agui_store.engine.port.Reading.run_summary_and_branches`."""
         *summary, names, newest = self._one(sql.RUN_SUMMARY_AND_BRANCHES, (run_pk,))
         return row_of(RunSummary, summary), [str(name) for name in names], bool(newest)
 
     def insert_run(self, run: NewRun) -> int:
         """Deferred when :meth:`run_pk_and_next_seq` reserved the run's key, else carries the
-        deferred writes. See :meth:`agui_store.engine.port.Writing.insert_run`."""
+        deferred writes."""
         args = (*run[:7], int(run.synthetic), *run[8:])  # stored as 0 or 1
         reserved, self._reserved_run = self._reserved_run, None
         if reserved is not None:  # its key is known: the row rides with the next statement
@@ -416,12 +404,10 @@ class PostgresTransaction(NamedQueries):
     # --- lineage ----------------------------------------------------------------------------
 
     def merge_base(self, a: int, b: int) -> tuple[int, int, int] | None:
-        """See :meth:`agui_store.engine.port.Reading.merge_base`."""
         row = self._one(sql.MERGE_BASE, {"a": a, "b": b})
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     def lineage_runs(self, run_pk: int, depth: int | None, limit: int | None) -> list[RunSummary]:
-        """See :meth:`agui_store.engine.port.Reading.lineage_runs`."""
         args = {"run": run_pk, "depth": depth, "limit": limit}
         return rows_of(RunSummary, self._execute(sql.LINEAGE_RUNS, args))
 
@@ -448,12 +434,10 @@ class PostgresTransaction(NamedQueries):
         return int(cursor.fetchone()[0])
 
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
-        """See :meth:`agui_store.engine.port.Reading.run_events`."""
         return self._all(sql.RUN_EVENTS, {"run": run_pk, "after": after})
 
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
-        """One page of events per run of consecutive rows (deferred when there is one).
-        See :meth:`agui_store.engine.port.Writing.insert_events`."""
+        """One page of events per run of consecutive rows (deferred when there is one)."""
         self._insert_pages(pages(rows))  # one batch's events
 
     def _insert_pages(self, paged: Sequence[Page]) -> None:
@@ -463,13 +447,12 @@ class PostgresTransaction(NamedQueries):
             self._conn.cursor().executemany(sql.INSERT_PAGE, paged)
 
     def insert_echo_refs(self, seq: int, refs: str) -> None:
-        """Deferred. See :meth:`agui_store.engine.port.Writing.insert_echo_refs`."""
+        """Deferred."""
         self._defer(sql.INSERT_ECHO_REFS, (seq, refs))
 
     # --- batches and hashes -----------------------------------------------------------------
 
     def run_hash(self, run_pk: int) -> bytes:
-        """See :meth:`agui_store.engine.port.Reading.run_hash`."""
         return bytes(self._value(sql.RUN_HASH, {"run": run_pk}))
 
     def insert_batch(
@@ -481,7 +464,7 @@ class PostgresTransaction(NamedQueries):
         appended_at: int,
         batch_hash: bytes,
     ) -> None:
-        """Deferred. See :meth:`agui_store.engine.port.Writing.insert_batch`."""
+        """Deferred."""
         count = last_seq - first_seq + 1
         self._defer(
             sql.INSERT_BATCH, (run_pk, first_seq, last_seq, count, outcome, appended_at, batch_hash)
@@ -493,8 +476,7 @@ class PostgresTransaction(NamedQueries):
         echo_refs: Sequence[tuple[int, str]],
         batches: Sequence[BatchRow],
     ) -> None:
-        """Pages that never span two batches. See
-        :meth:`agui_store.engine.port.Writing.replicate_log`."""
+        """Pages that never span two batches."""
         self._insert_pages(pages(events, frozenset(batch[1] for batch in batches)))
         if echo_refs:
             self._conn.cursor().executemany(sql.INSERT_ECHO_REFS, echo_refs)
@@ -512,14 +494,12 @@ class PostgresTransaction(NamedQueries):
     def branches_named(
         self, name: str, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int]]:
-        """See :meth:`agui_store.engine.port.Reading.branches_named`."""
         rows = self._conn.execute(
             sql.BRANCHES_NAMED, {"name": name, "thread": thread_pk, "scope": scope}
         )
         return [(int(run), int(thread)) for run, thread in rows]
 
     def delete_branch(self, thread_pk: int, name: str) -> bool:
-        """See :meth:`agui_store.engine.port.Writing.delete_branch`."""
         return bool(self._conn.execute(sql.DELETE_BRANCH, (thread_pk, name)).rowcount)
 
     # --- derived data -----------------------------------------------------------------------
@@ -527,17 +507,15 @@ class PostgresTransaction(NamedQueries):
     def runs_with_digests(
         self, thread_pk: int, digests: Sequence[bytes]
     ) -> list[tuple[int, bytes]]:
-        """See :meth:`agui_store.engine.port.Reading.runs_with_digests`."""
         rows = self._conn.execute(sql.RUNS_WITH_DIGESTS, ([bytes(d) for d in digests], thread_pk))
         return [(int(run), bytes(digest)) for run, digest in rows]
 
     def underived_runs(self, thread_pk: int | None) -> list[tuple[int, int]]:
-        """See :meth:`agui_store.engine.port.Reading.underived_runs`."""
         rows = self._conn.execute(sql.UNDERIVED_RUNS, {"thread": thread_pk})
         return [(int(run), int(thread)) for run, thread in rows]
 
     def insert_digest(self, digest: bytes, run_pk: int) -> None:
-        """Deferred. See :meth:`agui_store.engine.port.Writing.insert_digest`."""
+        """Deferred."""
         self._defer(sql.INSERT_DIGEST, (digest, run_pk))
 
     # --- check(): whole-store reads of agui_store.engine.integrity --------------------------------
@@ -560,11 +538,9 @@ class PostgresTransaction(NamedQueries):
             cursor.close()
 
     def storage_checks(self) -> tuple[str, ...]:
-        """See :meth:`agui_store.engine.port.Inspecting.storage_checks`."""
         return checks.CHECKS
 
     def storage_problems(self, check: str) -> Iterable[str]:
-        """See :meth:`agui_store.engine.port.Inspecting.storage_problems`."""
         return checks.problems(self._conn, check, self._stream)
 
     @contextlib.contextmanager
@@ -585,60 +561,49 @@ class PostgresTransaction(NamedQueries):
         self._conn.execute(sql.RELEASE_CHECK)
 
     def every_run(self) -> Iterable[StoredRun]:
-        """Streamed through a server-side cursor. See
-        :meth:`agui_store.engine.port.Inspecting.every_run`."""
+        """Streamed through a server-side cursor."""
         return stream_of(StoredRun, self._stream(sql.EVERY_RUN))
 
     def every_branch(self) -> Iterable[tuple[int, str, int, str | None]]:
-        """See :meth:`agui_store.engine.port.Inspecting.every_branch`."""
         return self._all(sql.EVERY_BRANCH)
 
     def log_in_order(self) -> Iterable[tuple[int, int, str, str | None]]:
-        """Streamed through a server-side cursor. See
-        :meth:`agui_store.engine.port.Inspecting.log_in_order`."""
+        """Streamed through a server-side cursor."""
         return _whole(self._stream(sql.LOG_IN_ORDER), (2,))
 
     def batches_in_order(self) -> Iterable[LogBatch]:
-        """Streamed through a server-side cursor. See
-        :meth:`agui_store.engine.port.Inspecting.batches_in_order`."""
+        """Streamed through a server-side cursor."""
         return stream_of(LogBatch, self._stream(sql.BATCHES_IN_ORDER))
 
     def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
-        """Streamed through a server-side cursor. See
-        :meth:`agui_store.engine.port.Inspecting.suspect_events`."""
+        """Streamed through a server-side cursor."""
         return _whole(self._stream(sql.SUSPECT_EVENTS), (2, 3))
 
     def suspect_inputs(self) -> Iterable[tuple[int, str]]:
-        """Streamed through a server-side cursor. See
-        :meth:`agui_store.engine.port.Inspecting.suspect_inputs`."""
+        """Streamed through a server-side cursor."""
         return self._stream(sql.SUSPECT_INPUTS)
 
     def every_blob(self) -> Iterable[tuple[bytes, int, bytes]]:
-        """Streamed through a server-side cursor. See
-        :meth:`agui_store.engine.port.Inspecting.every_blob`."""
+        """Streamed through a server-side cursor."""
         return self._stream(sql.EVERY_BLOB)
 
     def hashed_runs(self) -> Iterable[HashedRun]:
-        """Streamed through a server-side cursor. See
-        :meth:`agui_store.engine.port.Inspecting.hashed_runs`."""
+        """Streamed through a server-side cursor."""
         return stream_of(HashedRun, self._stream(sql.HASHED_RUNS))
 
     def batch_events(
         self, first_seq: int, last_seq: int, run_pk: int
     ) -> list[tuple[int, str, str, str | None]]:
-        """See :meth:`agui_store.engine.port.Inspecting.batch_events`."""
         rows = self._all(sql.BATCH_EVENTS, {"first": first_seq, "last": last_seq, "run": run_pk})
         return list(_whole(rows, (1, 2)))
 
     # --- erasure (agui_store.engine.erasure) ------------------------------------------------
 
     def idle_threads(self, before: int, scope: str | None) -> list[int]:
-        """See :meth:`agui_store.engine.port.Reading.idle_threads`."""
         args = {"before": before, "scope": scope}
         return [int(pk) for pk in self._column(sql.IDLE_THREADS, args)]
 
     def erased_log(self, run_pks: Sequence[int]) -> tuple[int, int, list[tuple[int, int]]]:
-        """See :meth:`agui_store.engine.port.Reading.erased_log`."""
         runs = _keys(run_pks)
         events, payload_bytes = self._one(sql.ERASED_EVENT_BYTES, (runs,))
         input_bytes = self._value(sql.ERASED_INPUT_BYTES, (runs,))
@@ -646,43 +611,35 @@ class PostgresTransaction(NamedQueries):
         return int(events), int(payload_bytes) + int(input_bytes), ranges
 
     def erased_checkpoints(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
-        """See :meth:`agui_store.engine.port.Reading.erased_checkpoints`."""
         return [tuple(r) for r in self._all(sql.ERASED_CHECKPOINTS, (_keys(run_pks),))]
 
     def blobs_used_elsewhere(self, blob_ids: Sequence[int], run_pks: Sequence[int]) -> set[int]:
-        """See :meth:`agui_store.engine.port.Reading.blobs_used_elsewhere`."""
         args = {"blobs": _keys(blob_ids), "runs": _keys(run_pks)}
         return {int(b) for b in self._column(sql.BLOBS_USED_ELSEWHERE, args)}
 
     def manifests_elsewhere(self, run_pks: Sequence[int]) -> list[int]:
-        """See :meth:`agui_store.engine.port.Reading.manifests_elsewhere`."""
         return [int(b) for b in self._column(sql.MANIFESTS_ELSEWHERE, (_keys(run_pks),))]
 
     def blob_bytes(self, blob_ids: Sequence[int]) -> int:
-        """See :meth:`agui_store.engine.port.Reading.blob_bytes`."""
         return int(self._value(sql.BLOB_BYTES, (_keys(blob_ids),)))
 
     def erasures(self) -> list[tuple[Any, ...]]:
-        """See :meth:`agui_store.engine.port.Reading.erasures`."""
         return [tuple(r) for r in self._all(sql.ERASURES)]
 
     def tombstoned(self, hashes: Sequence[bytes]) -> set[bytes]:
-        """See :meth:`agui_store.engine.port.Reading.tombstoned`."""
         return {bytes(h) for h in self._column(sql.TOMBSTONED, (list(hashes),))}
 
     def tombstones(self) -> list[tuple[bytes, int]]:
-        """See :meth:`agui_store.engine.port.Reading.tombstones`."""
         return [(bytes(h), int(at)) for h, at in self._all(sql.TOMBSTONES)]
 
     def erasing(self) -> None:
         """Index scans over table scans for the rest of the transaction (``SET LOCAL``): an
         erasure's statements each take a few rows by key, and a store whose statistics are
         stale (autovacuum has not analysed it yet) would read whole tables for them, which
-        costs the store's size. See :meth:`agui_store.engine.port.Writing.erasing`."""
+        costs the store's size."""
         self._execute(sql.PREFER_INDEXES, None)
 
     def erase_derived(self, run_pks: Sequence[int], blob_ids: Sequence[int]) -> None:
-        """See :meth:`agui_store.engine.port.Writing.erase_derived`."""
         runs = _keys(run_pks)
         self._execute(sql.DROP_DIGESTS, (runs,))
         self._execute(sql.DROP_CHECKPOINTS, (runs,))
@@ -691,30 +648,25 @@ class PostgresTransaction(NamedQueries):
 
     def erase_log(self, thread_pks: Sequence[int], run_pks: Sequence[int]) -> None:
         """The branches, then the log's rows through the schema's ``erase_log`` (run as the
-        tables' owner: the application's role never deletes a log row itself). See
-        :meth:`agui_store.engine.port.Writing.erase_log`."""
+        tables' owner: the application's role never deletes a log row itself)."""
         threads = _keys(thread_pks)
         self._execute(sql.ERASE_BRANCHES, (threads,))
         self._execute(sql.ERASE_LOG, (threads, _keys(run_pks)))
 
     def insert_erasure(self, row: tuple[Any, ...]) -> None:
-        """See :meth:`agui_store.engine.port.Writing.insert_erasure`."""
         self._execute(sql.INSERT_ERASURE, row)
 
     def insert_tombstones(self, rows: Sequence[tuple[bytes, int]]) -> None:
-        """See :meth:`agui_store.engine.port.Writing.insert_tombstones`."""
         for row in rows:
             self._execute(sql.INSERT_TOMBSTONE, row)
 
     def delete_tombstones(self, hashes: Sequence[bytes]) -> None:
-        """See :meth:`agui_store.engine.port.Writing.delete_tombstones`."""
         for thread_hash in hashes:
             self._execute(sql.DELETE_TOMBSTONE, (thread_hash,))
     # --- full-text search (agui_store.engine.search) ------------------------------------------
 
     def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Deferred, one statement for the run's rows. See
-        :meth:`agui_store.engine.port.Writing.index_messages`."""
+        """Deferred, one statement for the run's rows."""
         keys, positions, tools, words, blobs, ats = zip(*rows)
         texts = [" ".join(dict.fromkeys(w)) for w in words]  # each word once
         self._defer(
@@ -724,14 +676,12 @@ class PostgresTransaction(NamedQueries):
         )
 
     def forget_thread_search(self, thread_pk: int) -> None:
-        """See :meth:`agui_store.engine.port.Writing.forget_thread_search`."""
         self._conn.execute(sql.DELETE_THREAD_SEARCH, (thread_pk,))
 
     def search_candidates(
         self, query: Any, thread_pk: int | None, scope: str | None, before: int | None,
         limit: int,
     ) -> list[tuple[Any, ...]]:
-        """See :meth:`agui_store.engine.port.Reading.search_candidates`."""
         args = {
             "query": tsquery_text(query),
             "before": _NO_KEY if before is None else before,

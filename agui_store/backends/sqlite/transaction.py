@@ -62,7 +62,10 @@ def lifted(conn: Conn, tables: tuple[str, ...], kind: str) -> Iterator[None]:
 
 
 class SqliteTransaction(NamedQueries):
-    """Reads and writes on one apsw connection, inside a transaction its backend opened."""
+    """Reads and writes on one apsw connection, inside a transaction its backend opened.
+
+    Each operation is the port's (:mod:`agui_store.engine.port`), documented there; a
+    docstring here says only what SQLite's implementation adds."""
 
     __slots__ = ("_conn", "_trusted")
     sql: ClassVar[ModuleType] = sql
@@ -74,7 +77,6 @@ class SqliteTransaction(NamedQueries):
         self._trusted = TrustedBlobs() if trusted is None else trusted
 
     def trusted_blobs(self) -> TrustedBlobs:
-        """See :meth:`agui_store.engine.port.Reading.trusted_blobs`."""
         return self._trusted
 
     def _execute(self, statement: str, args: Any) -> Any:
@@ -87,12 +89,12 @@ class SqliteTransaction(NamedQueries):
 
     @property
     def connection(self) -> Any:
-        """The apsw connection. See :meth:`agui_store.engine.port.Reading.connection`."""
+        """The apsw connection."""
         return self._conn
 
     def version(self) -> int | None:
         """SQLite's ``data_version``, which changes when another connection commits to the
-        file. See :meth:`agui_store.engine.port.Reading.version`."""
+        file."""
         return int(self._conn.data_version())
 
     def thread_facts(
@@ -100,7 +102,7 @@ class SqliteTransaction(NamedQueries):
         view_base: int | None, probe_underived: bool,
     ) -> ThreadFacts:
         """Asked statement by statement: never needed while :meth:`version` vouches for the
-        file, so kept simple. See :meth:`agui_store.engine.port.Reading.thread_facts`."""
+        file, so kept simple."""
         last_seqs = {
             pk: self.run_last_seq(pk) for pk in run_pks if self.run_thread(pk) == thread_pk
         }
@@ -113,11 +115,9 @@ class SqliteTransaction(NamedQueries):
     # --- checkpoints (chunked message lists: agui_store.engine.checkpoints) -----------------------
 
     def checkpoint_walk(self, run_pk: int) -> list[tuple[int, bool]]:
-        """See :meth:`agui_store.engine.port.Reading.checkpoint_walk`."""
         return [(int(pk), bool(stop)) for pk, stop in self._rows(sql.NEAREST, (run_pk,))]
 
     def drop_derived_from(self, run_pk: int) -> list[int]:
-        """See :meth:`agui_store.engine.port.Writing.drop_derived_from`."""
         below = [int(pk) for pk in self._column(sql.SUBTREE, (run_pk,))]
         listed = _json_keys(below)
         # The index rows first: their words are read back from the checkpoints' blobs.
@@ -131,25 +131,20 @@ class SqliteTransaction(NamedQueries):
     def checkpoint_with_blobs(
         self, run_pk: int
     ) -> tuple[CheckpointRow | None, Iterable[tuple[int, int, bytes, bytes]] | None]:
-        """The row alone (a statement costs no round trip here). See
-        :meth:`agui_store.engine.port.Reading.checkpoint_with_blobs`."""
+        """The row alone (a statement costs no round trip here)."""
         return self.checkpoint_row(run_pk), None  # a statement costs no round trip here
 
     def blobs_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, int, bytes, bytes]]:
-        """See :meth:`agui_store.engine.port.Reading.blobs_in_order`."""
         return self._rows(sql.BLOBS_IN_ORDER, (_json_keys(blob_ids),))
 
     def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
-        """See :meth:`agui_store.engine.port.Reading.addresses_in_order`."""
         return self._rows(sql.ADDRESSES_IN_ORDER, (_json_keys(blob_ids),))
 
     def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
-        """See :meth:`agui_store.engine.port.Reading.blob_ids`."""
         wanted = ingest.encode([a.hex() for a in addresses]).decode()
         return {bytes(h): int(i) for i, h in self._rows(sql.SELECT_BLOB_IDS, (wanted,))}
 
     def insert_new_blobs(self, packed: Sequence[tuple[bytes, int, bytes]]) -> dict[bytes, int]:
-        """See :meth:`agui_store.engine.port.Writing.insert_new_blobs`."""
         conn = self._conn
         ids = {}
         for row in packed:
@@ -159,36 +154,30 @@ class SqliteTransaction(NamedQueries):
         return ids
 
     def insert_checkpoint(self, row: NewCheckpoint) -> None:
-        """See :meth:`agui_store.engine.port.Writing.insert_checkpoint`."""
         self._conn.execute(sql.INSERT_CHECKPOINT, row)
 
     # --- threads ----------------------------------------------------------------------------
 
     def thread_ids(self, scope: str | None) -> list[str]:
-        """See :meth:`agui_store.engine.port.Reading.thread_ids`."""
         return [str(t) for t in self._column(sql.THREAD_IDS, (scope,))]
 
     def thread_pks(self, scope: str | None, limit: int) -> list[int]:
-        """See :meth:`agui_store.engine.port.Reading.thread_pks`."""
         return [int(pk) for pk in self._column(sql.THREAD_PKS, (scope, limit))]
 
     # --- runs -------------------------------------------------------------------------------
 
     def threads_of_run_id(self, run_id: str, scope: str | None) -> list[str]:
-        """See :meth:`agui_store.engine.port.Reading.threads_of_run_id`."""
         return [str(t) for t in self._column(sql.THREADS_OF_RUN_ID, (run_id, scope))]
 
     def runs_named(
         self, run_id: str, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int, str, str | None]]:
-        """See :meth:`agui_store.engine.port.Reading.runs_named`."""
         rows = self._conn.execute(sql.RUNS_NAMED, (run_id, thread_pk, scope))
         return [(int(pk), int(thread), str(tid), other) for pk, thread, tid, other in rows]
 
     def runs_prefixed(
         self, prefix: str, below: str | None, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int, str]]:
-        """See :meth:`agui_store.engine.port.Reading.runs_prefixed`."""
         rows = self._conn.execute(sql.RUNS_PREFIXED, (prefix, below, thread_pk, scope))
         return [(int(pk), int(thread), str(rid)) for pk, thread, rid in rows]
 
@@ -208,13 +197,11 @@ class SqliteTransaction(NamedQueries):
         return RunCheckout(pk, summary, names, newest, row, None)
 
     def run_summary_and_branches(self, run_pk: int) -> tuple[RunSummary, list[str], bool]:
-        """See :meth:`agui_store.engine.port.Reading.run_summary_and_branches`."""
         *summary, names, newest = self._one(sql.RUN_SUMMARY_AND_BRANCHES, (run_pk,))
         names = [str(name) for name in ingest.decode(names)]
         return row_of(RunSummary, summary), names, bool(newest)
 
     def insert_run(self, run: NewRun) -> int:
-        """See :meth:`agui_store.engine.port.Writing.insert_run`."""
         args = (*run[:7], int(run.synthetic), *run[8:])  # stored as 0 or 1
         self._conn.execute(sql.INSERT_RUN, args)
         return int(self._conn.last_insert_rowid())
@@ -222,32 +209,26 @@ class SqliteTransaction(NamedQueries):
     # --- lineage ----------------------------------------------------------------------------
 
     def merge_base(self, a: int, b: int) -> tuple[int, int, int] | None:
-        """See :meth:`agui_store.engine.port.Reading.merge_base`."""
         row = self._one(sql.MERGE_BASE, (a, b))
         return (int(row[0]), int(row[1]), int(row[2])) if row else None
 
     def lineage_runs(self, run_pk: int, depth: int | None, limit: int | None) -> list[RunSummary]:
-        """See :meth:`agui_store.engine.port.Reading.lineage_runs`."""
         args = (run_pk, depth, -1 if limit is None else limit)
         return rows_of(RunSummary, self._execute(sql.LINEAGE_RUNS, args))
 
     # --- events -----------------------------------------------------------------------------
 
     def next_seq(self) -> int:
-        """See :meth:`agui_store.engine.port.Reading.next_seq`."""
         return int(self._value(sql.NEXT_SEQ))
 
     def run_pk_and_next_seq(self, thread_pk: int, run_id: str) -> tuple[int | None, int]:
-        """See :meth:`agui_store.engine.port.Reading.run_pk_and_next_seq`."""
         return self.run_pk(thread_pk, run_id), self.next_seq()
 
     def run_events(self, run_pk: int, after: int) -> list[tuple[str, str | None, int, str]]:
-        """See :meth:`agui_store.engine.port.Reading.run_events`."""
         return self._all(sql.RUN_EVENTS, (run_pk, after))
 
     def insert_events(self, rows: Sequence[tuple[int, int, str, str]]) -> None:
-        """Event types are stored as codes, a new type added to the codes first.
-        See :meth:`agui_store.engine.port.Writing.insert_events`."""
+        """Event types are stored as codes, a new type added to the codes first."""
         self._conn.executemany(sql.INSERT_EVENT, self._coded(rows))
 
     def _coded(self, rows: Sequence[tuple[int, int, str, str]]) -> list[tuple[int, int, int, str]]:
@@ -266,13 +247,11 @@ class SqliteTransaction(NamedQueries):
         return code
 
     def insert_echo_refs(self, seq: int, refs: str) -> None:
-        """See :meth:`agui_store.engine.port.Writing.insert_echo_refs`."""
         self._conn.execute(sql.INSERT_ECHO_REFS, (seq, refs))
 
     # --- batches and hashes -----------------------------------------------------------------
 
     def run_hash(self, run_pk: int) -> bytes:
-        """See :meth:`agui_store.engine.port.Reading.run_hash`."""
         return bytes(self._value(sql.RUN_HASH, (run_pk,)))
 
     def insert_batch(
@@ -284,7 +263,6 @@ class SqliteTransaction(NamedQueries):
         appended_at: int,
         batch_hash: bytes,
     ) -> None:
-        """See :meth:`agui_store.engine.port.Writing.insert_batch`."""
         count = last_seq - first_seq + 1
         self._conn.execute(
             sql.INSERT_BATCH, (run_pk, first_seq, last_seq, count, outcome, appended_at, batch_hash)
@@ -296,7 +274,6 @@ class SqliteTransaction(NamedQueries):
         echo_refs: Sequence[tuple[int, str]],
         batches: Sequence[BatchRow],
     ) -> None:
-        """See :meth:`agui_store.engine.port.Writing.replicate_log`."""
         self._conn.executemany(sql.INSERT_EVENT, self._coded(events))
         self._conn.executemany(sql.INSERT_ECHO_REFS, echo_refs)
         self._conn.executemany(
@@ -312,12 +289,10 @@ class SqliteTransaction(NamedQueries):
     def branches_named(
         self, name: str, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int]]:
-        """See :meth:`agui_store.engine.port.Reading.branches_named`."""
         rows = self._conn.execute(sql.BRANCHES_NAMED, (name, thread_pk, scope))
         return [(int(run), int(thread)) for run, thread in rows]
 
     def delete_branch(self, thread_pk: int, name: str) -> bool:
-        """See :meth:`agui_store.engine.port.Writing.delete_branch`."""
         self._conn.execute(sql.DELETE_BRANCH, (thread_pk, name))
         return bool(self._conn.changes())
 
@@ -326,18 +301,15 @@ class SqliteTransaction(NamedQueries):
     def runs_with_digests(
         self, thread_pk: int, digests: Sequence[bytes]
     ) -> list[tuple[int, bytes]]:
-        """See :meth:`agui_store.engine.port.Reading.runs_with_digests`."""
         wanted = ingest.encode([d.hex() for d in digests]).decode()
         rows = self._conn.execute(sql.RUNS_WITH_DIGESTS, (wanted, thread_pk))
         return [(int(run), bytes(digest)) for run, digest in rows]
 
     def underived_runs(self, thread_pk: int | None) -> list[tuple[int, int]]:
-        """See :meth:`agui_store.engine.port.Reading.underived_runs`."""
         rows = self._conn.execute(sql.UNDERIVED_RUNS, (thread_pk,))
         return [(int(run), int(thread)) for run, thread in rows]
 
     def insert_digest(self, digest: bytes, run_pk: int) -> None:
-        """See :meth:`agui_store.engine.port.Writing.insert_digest`."""
         self._conn.execute(sql.INSERT_DIGEST, (digest, run_pk))
 
     # --- check(): whole-store reads of agui_store.engine.integrity --------------------------------
@@ -346,64 +318,50 @@ class SqliteTransaction(NamedQueries):
     storage_errors: tuple[type[Exception], ...] = (apsw.Error,)
 
     def storage_checks(self) -> tuple[str, ...]:
-        """See :meth:`agui_store.engine.port.Inspecting.storage_checks`."""
         return checks.CHECKS
 
     def storage_problems(self, check: str) -> Iterable[str]:
-        """See :meth:`agui_store.engine.port.Inspecting.storage_problems`."""
         return checks.problems(self._conn, check)
 
     def contained(self) -> contextlib.AbstractContextManager[None]:
-        """Nothing to set up: an error leaves an SQLite read transaction usable.
-        See :meth:`agui_store.engine.port.Inspecting.contained`."""
+        """Nothing to set up: an error leaves an SQLite read transaction usable."""
         return contextlib.nullcontext()  # an error leaves an SQLite read transaction usable
 
     def every_run(self) -> Iterable[StoredRun]:
-        """See :meth:`agui_store.engine.port.Inspecting.every_run`."""
         return stream_of(StoredRun, self._rows(sql.EVERY_RUN))
 
     def every_branch(self) -> Iterable[tuple[int, str, int, str | None]]:
-        """See :meth:`agui_store.engine.port.Inspecting.every_branch`."""
         return self._rows(sql.EVERY_BRANCH)
 
     def log_in_order(self) -> Iterable[tuple[int, int, str, str | None]]:
-        """See :meth:`agui_store.engine.port.Inspecting.log_in_order`."""
         return self._rows(sql.LOG_IN_ORDER)
 
     def batches_in_order(self) -> Iterable[LogBatch]:
-        """See :meth:`agui_store.engine.port.Inspecting.batches_in_order`."""
         return stream_of(LogBatch, self._rows(sql.BATCHES_IN_ORDER))
 
     def suspect_events(self) -> Iterable[tuple[int, int, str, str]]:
-        """See :meth:`agui_store.engine.port.Inspecting.suspect_events`."""
         return self._rows(sql.SUSPECT_EVENTS)
 
     def suspect_inputs(self) -> Iterable[tuple[int, str]]:
-        """See :meth:`agui_store.engine.port.Inspecting.suspect_inputs`."""
         return self._rows(sql.SUSPECT_INPUTS)
 
     def every_blob(self) -> Iterable[tuple[bytes, int, bytes]]:
-        """See :meth:`agui_store.engine.port.Inspecting.every_blob`."""
         return self._rows(sql.EVERY_BLOB)
 
     def hashed_runs(self) -> Iterable[HashedRun]:
-        """See :meth:`agui_store.engine.port.Inspecting.hashed_runs`."""
         return stream_of(HashedRun, self._rows(sql.HASHED_RUNS))
 
     def batch_events(
         self, first_seq: int, last_seq: int, run_pk: int
     ) -> list[tuple[int, str, str, str | None]]:
-        """See :meth:`agui_store.engine.port.Inspecting.batch_events`."""
         return self._all(sql.BATCH_EVENTS, (first_seq, last_seq, run_pk))
 
     # --- erasure (agui_store.engine.erasure) ------------------------------------------------
 
     def idle_threads(self, before: int, scope: str | None) -> list[int]:
-        """See :meth:`agui_store.engine.port.Reading.idle_threads`."""
         return [int(pk) for pk in self._column(sql.IDLE_THREADS, (before, scope))]
 
     def erased_log(self, run_pks: Sequence[int]) -> tuple[int, int, list[tuple[int, int]]]:
-        """See :meth:`agui_store.engine.port.Reading.erased_log`."""
         runs = _json_keys(run_pks)
         events, payload_bytes = self._one(sql.ERASED_EVENT_BYTES, (runs,))
         input_bytes = self._value(sql.ERASED_INPUT_BYTES, (runs,))
@@ -411,43 +369,34 @@ class SqliteTransaction(NamedQueries):
         return int(events), int(payload_bytes) + int(input_bytes), ranges
 
     def erased_checkpoints(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
-        """See :meth:`agui_store.engine.port.Reading.erased_checkpoints`."""
         return [tuple(r) for r in self._all(sql.ERASED_CHECKPOINTS, (_json_keys(run_pks),))]
 
     def blobs_used_elsewhere(self, blob_ids: Sequence[int], run_pks: Sequence[int]) -> set[int]:
-        """See :meth:`agui_store.engine.port.Reading.blobs_used_elsewhere`."""
         args = (_json_keys(blob_ids), _json_keys(run_pks))
         return {int(b) for b in self._column(sql.BLOBS_USED_ELSEWHERE, args)}
 
     def manifests_elsewhere(self, run_pks: Sequence[int]) -> list[int]:
-        """See :meth:`agui_store.engine.port.Reading.manifests_elsewhere`."""
         return [int(b) for b in self._column(sql.MANIFESTS_ELSEWHERE, (_json_keys(run_pks),))]
 
     def blob_bytes(self, blob_ids: Sequence[int]) -> int:
-        """See :meth:`agui_store.engine.port.Reading.blob_bytes`."""
         return int(self._value(sql.BLOB_BYTES, (_json_keys(blob_ids),)))
 
     def erasures(self) -> list[tuple[Any, ...]]:
-        """See :meth:`agui_store.engine.port.Reading.erasures`."""
         return [tuple(r) for r in self._all(sql.ERASURES)]
 
     def tombstoned(self, hashes: Sequence[bytes]) -> set[bytes]:
-        """See :meth:`agui_store.engine.port.Reading.tombstoned`."""
         keys = ingest.encode([h.hex() for h in hashes]).decode()
         return {bytes(h) for h in self._column(sql.TOMBSTONED, (keys,))}
 
     def tombstones(self) -> list[tuple[bytes, int]]:
-        """See :meth:`agui_store.engine.port.Reading.tombstones`."""
         return [(bytes(h), int(at)) for h, at in self._all(sql.TOMBSTONES)]
 
     def erasing(self) -> None:
-        """Nothing: SQLite's plans of these statements use their indexes. See
-        :meth:`agui_store.engine.port.Writing.erasing`."""
+        """Nothing: SQLite's plans of these statements use their indexes."""
 
     def erase_derived(self, run_pks: Sequence[int], blob_ids: Sequence[int]) -> None:
         """The rows (the erased threads' search rows went just before, their words with
-        them: the FTS5 table deletes with ``secure-delete``, schema version 16). See
-        :meth:`agui_store.engine.port.Writing.erase_derived`."""
+        them: the FTS5 table deletes with ``secure-delete``, schema version 16)."""
         conn, runs = self._conn, _json_keys(run_pks)
         conn.execute(sql.DELETE_LINEAGE_DIGESTS, (runs,))
         conn.execute(sql.DELETE_CHECKPOINTS, (runs,))
@@ -455,7 +404,6 @@ class SqliteTransaction(NamedQueries):
         conn.execute(sql.ERASE_BLOBS, (_json_keys(blob_ids),))
 
     def erase_log(self, thread_pks: Sequence[int], run_pks: Sequence[int]) -> None:
-        """See :meth:`agui_store.engine.port.Writing.erase_log`."""
         conn = self._conn
         runs, threads = _json_keys(run_pks), _json_keys(thread_pks)
         with lifted(conn, schema.ERASED_LOG_TABLES, "delete"):
@@ -467,20 +415,16 @@ class SqliteTransaction(NamedQueries):
             conn.execute(sql.ERASE_THREADS, (threads,))
 
     def insert_erasure(self, row: tuple[Any, ...]) -> None:
-        """See :meth:`agui_store.engine.port.Writing.insert_erasure`."""
         self._conn.execute(sql.INSERT_ERASURE, row)
 
     def insert_tombstones(self, rows: Sequence[tuple[bytes, int]]) -> None:
-        """See :meth:`agui_store.engine.port.Writing.insert_tombstones`."""
         self._conn.executemany(sql.INSERT_TOMBSTONE, rows)
 
     def delete_tombstones(self, hashes: Sequence[bytes]) -> None:
-        """See :meth:`agui_store.engine.port.Writing.delete_tombstones`."""
         self._conn.executemany(sql.DELETE_TOMBSTONE, [(h,) for h in hashes])
     # --- full-text search (agui_store.engine.search) ------------------------------------------
 
     def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:
-        """See :meth:`agui_store.engine.port.Writing.index_messages`."""
         # Two statements for the run's rows (each run over them by apsw, in C); their words
         # wait in search_pending until enough rows are pending to go into FTS5 together.
         conn = self._conn
@@ -498,7 +442,6 @@ class SqliteTransaction(NamedQueries):
             conn.execute(sql.FLUSH_SEARCH_WORDS)
 
     def forget_thread_search(self, thread_pk: int) -> None:
-        """See :meth:`agui_store.engine.port.Writing.forget_thread_search`."""
         self._forget_search(sql.THREAD_SEARCH_ROWS, thread_pk)
 
     def _forget_search(self, rows_sql: str, arg: Any) -> None:
@@ -540,7 +483,6 @@ class SqliteTransaction(NamedQueries):
         self, query: Any, thread_pk: int | None, scope: str | None, before: int | None,
         limit: int,
     ) -> list[tuple[Any, ...]]:
-        """See :meth:`agui_store.engine.port.Reading.search_candidates`."""
         below = _NO_KEY if before is None else before
         match, words = pending_condition(query)
         # The pending rows first: each is newer than every row of the FTS5 table.

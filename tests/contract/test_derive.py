@@ -1,30 +1,36 @@
-"""Checkpoints on an SQLite file: how states are stored (whole, or as patches), deferred
-derivation, how far a checkout replays, SQLite's limit on parameters. The state machines that
-check checkout from checkpoints equals full replay run on every backend
-(tests/contract/test_checkpoints.py)."""
+"""Checkpoints and derived data on every backend: how states are stored (whole, or as
+patches), deferred derivation and ``derive``, how far a checkout replays, lineage rule 3 over
+what was derived or left for later, inputs stored by reference to their lineage, and runs the
+client cannot replay. SQLite's limit on parameters is SQLite's own
+(tests/test_sqlite_parameter_limits.py)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-from pathlib import Path
 from typing import Any
 
-import apsw
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 import agui_store
 from agui_store import testing
-from agui_store.codec import ingest
 from agui_store.engine import checkpoints
+from tests.backends import placeholder, tamper
+from tests.streams import http_agent_turns, run, say
+
+
+def pk_of(store: agui_store.Store, run_id: str, thread_id: str = "t") -> int:
+    """The key of a run of a thread, through the store's read door."""
+    with store.reading() as tx:
+        found = tx.thread(thread_id)
+        pk = None if found is None else tx.run_pk(found[0], run_id)
+    assert pk is not None, run_id
+    return pk
 
 
 def test_a_state_that_grows_by_patches_is_stored_as_patches_between_whole_states(
-    tmp_path: Path,
+    store_location: str,
 ) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         store.append(
             [
                 {"type": "RUN_STARTED", "threadId": "t", "runId": "r0"},
@@ -51,7 +57,7 @@ def test_a_state_that_grows_by_patches_is_stored_as_patches_between_whole_states
         # every 12 runs here (each patch adds ~50 bytes to a state of ~2 kB).
         assert 5 <= whole <= 20 and patched >= 130
         for i in (0, 1, 63, 64, 65, 149):
-            pk = conn.execute("SELECT id FROM runs WHERE run_id = ?", (f"r{i}",)).fetchone()[0]
+            pk = pk_of(store, f"r{i}")
             assert store.checkout(f"r{i}").state == testing.replayed_view(store, pk).state
         assert store.checkout("r149").state["log"][-3:] == [147, 148, 149]
         # A snapshot replaces the state: the next checkpoint stores it whole.
@@ -62,27 +68,34 @@ def test_a_state_that_grows_by_patches_is_stored_as_patches_between_whole_states
                 {"type": "RUN_FINISHED", "threadId": "t", "runId": "snap"},
             ]
         )
-        pk = conn.execute("SELECT id FROM runs WHERE run_id = 'snap'").fetchone()[0]
-        base = conn.execute("SELECT state_base FROM checkpoints WHERE run = ?", (pk,)).fetchone()
+        pk = pk_of(store, "snap")
+        base = conn.execute(
+            f"SELECT state_base FROM checkpoints WHERE run = {placeholder(store_location)}", (pk,)
+        ).fetchone()
         assert base == (None,) and store.checkout("snap").state == {"log": []}
         assert store.check().ok
     # Reopened, the store continues the patches from what it loads.
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         _talk(store, "after", words=1)
         assert store.checkout("after").state == {"log": []}
         assert store.check().ok
 
 
-def test_a_checkpoint_patched_from_a_state_that_is_not_whole_is_reported(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
-    with agui_store.open(path) as store:
+def test_a_checkpoint_patched_from_a_state_that_is_not_whole_is_reported(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
         for i in range(3):
             _talk(store, f"r{i}", words=1)
-    conn = apsw.Connection(str(path))
-    conn.execute("UPDATE checkpoints SET state_base = 2 WHERE run = 3")
-    conn.execute("UPDATE checkpoints SET state_base = 1 WHERE run = 2")
-    conn.close()
-    with agui_store.open(path) as store:
+        r0, r1, r2 = (pk_of(store, f"r{i}") for i in range(3))
+    tamper(
+        store_location,
+        [
+            f"UPDATE checkpoints SET state_base = {r1} WHERE run = {r2}",
+            f"UPDATE checkpoints SET state_base = {r0} WHERE run = {r1}",
+        ],
+    )
+    with agui_store.open(store_location) as store:
         problems = [str(p) for p in store.check().problems]
         assert any("whose own state is not stored whole" in p for p in problems), problems
         with pytest.raises(
@@ -92,9 +105,9 @@ def test_a_checkpoint_patched_from_a_state_that_is_not_whole_is_reported(tmp_pat
 
 
 def test_a_deferring_store_writes_the_log_alone_and_derive_fills_in_the_rest(
-    tmp_path: Path,
+    store_location: str,
 ) -> None:
-    path = tmp_path / "s.db"
+    path = store_location
     with agui_store.open(path, derive_on_append=False) as store:
         for i in range(4):
             _talk(store, f"r{i}", words=2)
@@ -104,7 +117,9 @@ def test_a_deferring_store_writes_the_log_alone_and_derive_fills_in_the_rest(
             return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
         assert (count("checkpoints"), count("lineage_digests"), count("underived")) == (0, 0, 4)
-        assert store.checkout("r3").messages == testing.replayed_view(store, 4).messages
+        assert store.checkout("r3").messages == testing.replayed_view(
+            store, pk_of(store, "r3")
+        ).messages
         assert store.derive() == 4
         assert (count("checkpoints"), count("lineage_digests"), count("underived")) == (4, 4, 0)
         assert store.derive() == 0 and store.compact() == 0
@@ -112,9 +127,9 @@ def test_a_deferring_store_writes_the_log_alone_and_derive_fills_in_the_rest(
 
 
 def test_derive_of_one_thread_leaves_the_others_and_refuses_a_thread_it_does_not_have(
-    tmp_path: Path,
+    store_location: str,
 ) -> None:
-    with agui_store.open(tmp_path / "s.db", derive_on_append=False) as store:
+    with agui_store.open(store_location, derive_on_append=False) as store:
         for thread in ("t", "u"):
             for i in range(2):
                 store.append(
@@ -138,9 +153,9 @@ def test_derive_of_one_thread_leaves_the_others_and_refuses_a_thread_it_does_not
 
 
 def test_lineage_rule_3_derives_what_a_deferring_store_left_before_it_decides(
-    tmp_path: Path,
+    store_location: str,
 ) -> None:
-    path = tmp_path / "s.db"
+    path = store_location
     with agui_store.open(path, derive_on_append=False) as deferring:
         for i in range(3):
             _talk(deferring, f"r{i}", words=2)
@@ -154,9 +169,9 @@ def test_lineage_rule_3_derives_what_a_deferring_store_left_before_it_decides(
 
 
 def test_events_after_a_runs_end_leave_it_and_its_descendants_to_be_derived_again(
-    tmp_path: Path,
+    store_location: str,
 ) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         for i in range(3):
             _talk(store, f"r{i}", words=1)
         store.append(
@@ -165,17 +180,18 @@ def test_events_after_a_runs_end_leave_it_and_its_descendants_to_be_derived_agai
             check_sequence=False,
         )
         conn = testing.connection(store)
-        assert conn.execute("SELECT run FROM underived").fetchall() == [(3,)]
+        assert conn.execute("SELECT run FROM underived").fetchall() == [(pk_of(store, "r2"),)]
         # The next run derives r2 anew first: its view now holds the late message.
         _talk(store, "r3", words=1)
         assert conn.execute("SELECT count(*) FROM underived").fetchone()[0] == 0
         ids = [m["id"] for m in store.checkout("r3").messages]
         assert "late" in ids
-        assert store.checkout("r2").messages == testing.replayed_view(store, 3).messages
+        r2 = pk_of(store, "r2")
+        assert store.checkout("r2").messages == testing.replayed_view(store, r2).messages
 
 
-def test_a_checkpointed_conversation_shares_history_between_branches(tmp_path: Path) -> None:
-    with agui_store.open(tmp_path / "s.db") as store:
+def test_a_checkpointed_conversation_shares_history_between_branches(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
         say = lambda mid, text: [  # noqa: E731
             {"type": "TEXT_MESSAGE_START", "messageId": mid},
             {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": text},
@@ -218,11 +234,11 @@ def test_a_checkpointed_conversation_shares_history_between_branches(tmp_path: P
         assert len({blob for tail in tails.values() for blob, _ in tail}) == 13
 
 
-def test_a_message_object_shared_by_two_positions_is_restored_shared(tmp_path: Path) -> None:
+def test_a_message_object_shared_by_two_positions_is_restored_shared(store_location: str) -> None:
     """Two messages with one id, then a MESSAGES_SNAPSHOT naming it: the client keeps one
     object at both positions and later edits reach both. A checkpoint cannot say that, so
     such a view is restored by replay, and equals the client's."""
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         twice = [
             {"id": "m1", "role": "user", "content": "a"},
             {"id": "m1", "role": "user", "content": "b"},
@@ -254,10 +270,10 @@ def test_a_message_object_shared_by_two_positions_is_restored_shared(tmp_path: P
         assert [m["content"] for m in store.checkout("r2").messages] == ["s+", "s+"]
 
 
-def test_a_run_the_client_cannot_replay_does_not_block_later_appends(tmp_path: Path) -> None:
+def test_a_run_the_client_cannot_replay_does_not_block_later_appends(store_location: str) -> None:
     """verifyEvents lets a nameless first TOOL_CALL_CHUNK through; transformChunks throws on
     it. Recording it is legal; only restoring it fails, exactly where the client fails."""
-    with agui_store.open(tmp_path / "s.db") as store:
+    with agui_store.open(store_location) as store:
         store.append(
             [
                 {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
@@ -280,9 +296,9 @@ def test_a_run_the_client_cannot_replay_does_not_block_later_appends(tmp_path: P
 
 
 def test_compact_skips_a_run_the_client_cannot_replay_and_compacts_the_rest(
-    tmp_path: Path,
+    store_location: str,
 ) -> None:
-    with agui_store.open(tmp_path / "s.db", derive_on_append=False) as store:
+    with agui_store.open(store_location, derive_on_append=False) as store:
         store.append(
             [
                 {"type": "RUN_STARTED", "threadId": "u", "runId": "bad"},
@@ -330,14 +346,14 @@ def _lineage_of_a_run_sent(store: agui_store.Store, sent: list[Any]) -> tuple[An
     return again.parent_run_id, again.lineage
 
 
-def _replay_debt(store: agui_store.Store) -> dict[int, int]:
+def _replay_debt(store: agui_store.Store, mark: str) -> dict[int, int]:
     """For each run: the events a checkout replays after its nearest checkpoint."""
     debt = {}
     conn = testing.connection(store)
     for (pk,) in conn.execute("SELECT id FROM runs ORDER BY id").fetchall():
         with testing.reading(store) as tx:
             _, after = checkpoints.nearest(tx, pk)
-        marks = ",".join("?" * len(after))
+        marks = ",".join([mark] * len(after))
         debt[pk] = (
             conn.execute(f"SELECT count(*) FROM events WHERE run IN ({marks})", after).fetchone()[0]
             if after
@@ -348,14 +364,14 @@ def _replay_debt(store: agui_store.Store) -> dict[int, int]:
 
 @pytest.mark.parametrize("every", [1, 30, 200])
 def test_append_keeps_every_checkout_within_checkpoint_events_of_replay(
-    tmp_path: Path, every: int
+    store_location: str, every: int
 ) -> None:
-    with agui_store.open(tmp_path / "s.db", checkpoint_events=every) as store:
+    with agui_store.open(store_location, checkpoint_events=every) as store:
         for i in range(40):
             _talk(store, f"r{i}", words=i % 7)  # runs of 4 to 10 events
         conn = testing.connection(store)
         sizes = dict(conn.execute("SELECT run, count(*) FROM events GROUP BY run").fetchall())
-        for pk, debt in _replay_debt(store).items():
+        for pk, debt in _replay_debt(store, placeholder(store_location)).items():
             assert debt < every + sizes[pk], (pk, debt)
         written = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
         if every == 1:
@@ -364,8 +380,8 @@ def test_append_keeps_every_checkout_within_checkpoint_events_of_replay(
             assert 1 <= written <= sum(sizes.values()) // every
 
 
-def test_lineage_rule_3_finds_a_run_that_has_no_checkpoint(tmp_path: Path) -> None:
-    with agui_store.open(tmp_path / "s.db", checkpoint_events=10_000) as store:
+def test_lineage_rule_3_finds_a_run_that_has_no_checkpoint(store_location: str) -> None:
+    with agui_store.open(store_location, checkpoint_events=10_000) as store:
         for i in range(3):
             _talk(store, f"r{i}", words=2)
         assert (
@@ -376,62 +392,19 @@ def test_lineage_rule_3_finds_a_run_that_has_no_checkpoint(tmp_path: Path) -> No
         assert _lineage_of_a_run_sent(store, sent) == ("r1", "messages")
 
 
-def test_checkpoint_events_must_be_a_positive_integer(tmp_path: Path) -> None:
+def test_checkpoint_events_must_be_a_positive_integer(store_location: str) -> None:
     for bad in (0, -5, 2.5, True, "200"):
         with pytest.raises(ValueError, match="checkpoint_events"):
-            agui_store.open(tmp_path / "s.db", checkpoint_events=bad)
-
-
-@pytest.mark.parametrize("reopen", [False, True])
-def test_rule_3_takes_an_input_longer_than_sqlites_limit_on_parameters(
-    tmp_path: Path, reopen: bool
-) -> None:
-    # Every prefix of the input's ids is a candidate; SQLite takes 32,766 parameters at most.
-    path = tmp_path / "s.db"
-    store = agui_store.open(path)
-    for i in range(3):
-        _talk(store, f"r{i}", words=1)
-    if reopen:  # a store that appended nothing yet has no view in memory to try first
-        store.close()
-        store = agui_store.open(path)
-    many = [{"id": f"u{i}", "role": "user", "content": "?"} for i in range(33_000)]
-    for run_id, base in (("long", "r2"), ("side", "r1")):
-        history = store.checkout(base).messages
-        store.append(
-            [
-                {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
-                {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
-            ],
-            input={"threadId": "t", "runId": run_id, "messages": [*history, *many]},
-        )
-        run = store.get_run(run_id)
-        assert run is not None
-        assert (run.parent_run_id, run.lineage) == (base, "messages")
-    store.close()
-
-
-def test_replaying_more_runs_than_sqlite_takes_parameters_reads_them_all(tmp_path: Path) -> None:
-    # A lineage with no checkpoint to start from is replayed whole: its runs go to SQLite as
-    # one JSON array, not one parameter each (a chain of 33,000 runs would be too slow here,
-    # so the list holds the real runs among runs that do not exist).
-    with agui_store.open(tmp_path / "s.db") as store:
-        for i in range(3):
-            _talk(store, f"r{i}", words=1)
-        real = [
-            pk for (pk,) in testing.connection(store).execute("SELECT id FROM runs ORDER BY id")
-        ]
-        records = testing.records(store, [*real, *range(1000, 34_000)])
-        assert [len(r.events) for r in records[:3]] == [5, 5, 5]
-        assert all(not r.events for r in records[3:])
+            agui_store.open(store_location, checkpoint_events=bad)
 
 
 @pytest.mark.parametrize("derive_on_append", [True, False])
 def test_a_run_echoing_the_run_before_it_in_the_same_batch_descends_from_that_run(
-    tmp_path: Path, derive_on_append: bool
+    store_location: str, derive_on_append: bool
 ) -> None:
     # r1 completes inside the batch; the echo of r2 holds r1's messages, so rule 3 must see
     # r1 (longest prefix), not only r0, which was complete before the batch came.
-    with agui_store.open(tmp_path / "s.db", derive_on_append=derive_on_append) as store:
+    with agui_store.open(store_location, derive_on_append=derive_on_append) as store:
         _talk(store, "r0", words=1)
         r0 = store.checkout("r0").messages
         said = {"id": "m-r1", "role": "assistant", "content": "w0 "}
@@ -456,11 +429,47 @@ def test_a_run_echoing_the_run_before_it_in_the_same_batch_descends_from_that_ru
         assert store.events("r2")[0] == batch[5]  # the echo reads back whole
 
 
-@given(st.lists(st.one_of(st.text(), st.integers(-(2**53), 2**53), st.none(), st.booleans())))
-def test_the_lineage_digest_of_ids_is_the_one_fed_an_id_at_a_time(ids: list[Any]) -> None:
-    # hash_ids encodes the ids as one array in C; stored digests were made one id at a time
-    # (and lone surrogates, which msgspec refuses, still go that way).
-    one_by_one = hashlib.sha256()
-    for mid in ids:
-        one_by_one.update(ingest.canonical_bytes(mid) + b"\x00")
-    assert checkpoints.hash_ids(ids).digest() == one_by_one.digest()
+def test_inputs_that_repeat_the_history_are_stored_by_reference_and_read_back_whole(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        _inputs_stored_by_reference(store)
+
+
+def _inputs_stored_by_reference(store: agui_store.Store) -> None:
+    inputs = http_agent_turns(store, 8)
+    for sent in inputs:
+        assert store.input(sent["runId"]) == sent
+    refs = [
+        r[0] for r in testing.connection(store).execute("SELECT input_refs FROM runs ORDER BY id")
+    ]
+    assert refs[0] is None  # the first run has no parent to refer to
+    assert json.loads(refs[-1])["messages"][0] == [0, 14]  # seven turns of history: one range
+    assert store.checkout("r7").messages[-2:] == [
+        inputs[7]["messages"][-1],
+        {"id": "a7", "role": "assistant", "content": "answer 7 " * 20},
+    ]
+
+
+@pytest.mark.parametrize("every", [1, 200])
+def test_checkout_from_checkpoints_equals_a_full_replay_and_survives_reopening(
+    store_location: str, every: int
+) -> None:
+    with agui_store.open(store_location, checkpoint_events=every) as store:
+        http_agent_turns(store, 5)
+        store.append(run("t", "side", *say("s", "side"), parentRunId="r2"))
+        want = {
+            r.run_id: testing.replayed_view(store, pk_of(store, r.run_id))
+            for r in store.runs("t")
+        }
+    with agui_store.open(store_location) as store:
+        for run_id, view in want.items():
+            co = store.checkout(run_id)
+            assert (co.messages, co.state) == (view.messages, view.state)
+        # append checkpoints every run by default, else every few; compact fills in the rest
+        assert (store.compact() > 0) == (every > 1)
+        assert store.compact() == 0
+        for run_id, view in want.items():
+            co = store.checkout(run_id)
+            assert (co.messages, co.state) == (view.messages, view.state)
+

@@ -1,0 +1,124 @@
+"""Two stores open on one database, taking turns: what one remembers of a thread (its
+newest run, the next sequence number, its branches, a live run, a view) holds only while the
+other has written nothing; a write by the other, even one that wrote nothing, must not be
+taken for its own. Many writer processes at once are each backend's own
+(tests/test_concurrency.py, tests/test_postgres_store.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import agui_store
+from agui_store import testing
+from tests.backends import checked
+from tests.streams import run, say
+
+
+def one_run(run_id: str) -> list[dict[str, Any]]:
+    return run("t", run_id)
+
+
+def test_two_stores_take_turns_without_trusting_stale_facts(store_location: str) -> None:
+    """Each append remembers the thread's newest run, the next sequence number and whether
+    the thread has branches while nobody else wrote; a write by another connection (even a
+    branch) must make it look again."""
+    with agui_store.open(store_location) as a, agui_store.open(store_location) as b:
+        a.append(one_run("a1"))
+        b.append(one_run("b1"))  # a's newest run and next seq are stale now
+        a.append(one_run("a2"))
+        b.branch("feature", "a2", thread_id="t")  # a has seen no branch in this thread
+        a.append(one_run("a3"))
+        assert [r.run_id for r in a.log("a3", thread_id="t")] == ["a3", "a2", "b1", "a1"]
+        assert {br.name: br.run_id for br in a.branches("t")}["feature"] == "a3"
+        db = testing.connection(a)
+        seqs = [row[0] for row in db.execute("SELECT seq FROM events ORDER BY seq")]
+        assert seqs == list(range(1, 9))
+        assert checked(a)
+
+
+def test_a_live_run_another_store_ended_or_joined_is_seen_by_the_next_streamed_append(
+    store_location: str,
+) -> None:
+    """A store streaming a live run remembers the run's status, its last sequence number
+    and which threads have an open run; another writer's append must make it look again."""
+    start = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"}]
+    text = {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}
+    with agui_store.open(store_location) as a, agui_store.open(store_location) as b:
+        a.append(start)
+        a.append([text])  # no thread named: t's run is the only open one
+        # b opens a run in another thread: a batch naming no thread is now ambiguous.
+        b.append([{"type": "RUN_STARTED", "threadId": "u", "runId": "u1"}])
+        with pytest.raises(agui_store.InvalidEventError, match="several threads have open runs"):
+            a.append([{"type": "TEXT_MESSAGE_END", "messageId": "m"}])
+        # b ends t's run: a's next event for it breaks the sequence rules, from b's state.
+        b.append(
+            [
+                {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+            ],
+            thread_id="t",
+        )
+        with pytest.raises(agui_store.InvalidEventError):
+            a.append(
+                [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}], thread_id="t"
+            )
+        finished = a.get_run("r1", thread_id="t")
+        assert finished is not None and finished.status == "finished"
+        # Only u's run is open now, so a batch naming no thread goes there.
+        result = a.append([{"type": "RUN_FINISHED", "threadId": "u", "runId": "u1"}])
+        assert result.thread_id == "u"
+        assert checked(a)
+
+
+def test_a_write_that_wrote_nothing_does_not_make_another_stores_next_write_look_like_its_own(
+    store_location: str,
+) -> None:
+    """A store trusts what it remembers while the database says its own last commit was the
+    last one; a call that committed nothing must not claim the next one."""
+    with agui_store.open(store_location) as a, agui_store.open(store_location) as b:
+        a.append(one_run("a1"))
+        a.append([])  # commits nothing
+        a.derive()  # nothing to derive: commits nothing either
+        b.append(one_run("b1"))  # the one write a must notice
+        a.append(one_run("a2"))
+        assert [r.run_id for r in a.log("a2", thread_id="t")] == ["a2", "b1", "a1"]
+        assert checked(a)
+
+
+def test_a_view_another_store_changed_is_not_reused_from_memory(store_location: str) -> None:
+    """Events recorded after a run's end (check_sequence=False) change its view; a store
+    that kept that view in memory must not build the next run's checkpoint on it, nor
+    decide lineage rule 3 from it."""
+    with agui_store.open(store_location) as a, agui_store.open(store_location) as b:
+        a.append(run("t", "r1", *say("m-r1", "one", "assistant")))  # a keeps r1's view
+        b.append(
+            [
+                {"type": "TEXT_MESSAGE_START", "messageId": "late", "role": "assistant"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "late", "delta": "after the end"},
+            ],
+            thread_id="t",
+            check_sequence=False,
+        )
+        a.append(run("t", "r2", *say("m-r2", "two", "assistant")))
+        pk = testing.connection(a).execute("SELECT id FROM runs WHERE run_id = 'r2'").fetchone()[0]
+        view = a.checkout("r2", thread_id="t").messages
+        assert view == testing.replayed_view(a, pk).messages
+        assert [m["id"] for m in view] == ["m-r1", "late", "m-r2"]
+        # Lineage rule 3 compares digests of what each run's view holds: r2's own is that of
+        # the view with the late message, so a client resending it continues from r2.
+        a.append(
+            run("t", "r3", *say("m-r3", "three", "assistant")),
+            input={
+                "threadId": "t",
+                "runId": "r3",
+                "state": {},
+                "messages": view,
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+            },
+        )
+        r3 = a.get_run("r3", thread_id="t")
+        assert r3 is not None and r3.parent_run_id == "r2"
