@@ -557,3 +557,16 @@ def test_no_test_file_has_the_name_of_a_contract_test() -> None:
     tests = Path(__file__).resolve().parent
     contract = {p.name for p in (tests / "contract").glob("test_*.py")}
     assert contract and sorted(contract & {p.name for p in tests.glob("test_*.py")}) == []
+
+
+def test_no_operation_of_the_port_passes_untyped_rows() -> None:
+    # The engine reads every row by name or by an exact tuple type that mypy checks; only the
+    # driver's connection, which agui_store.testing hands to tests, is left untyped.
+    tree = ast.parse((PACKAGE / "engine" / "port.py").read_text())
+    untyped = [
+        f"{cls.name}.{fn.name}"
+        for cls in tree.body if isinstance(cls, ast.ClassDef)
+        for fn in cls.body if isinstance(fn, ast.FunctionDef) and fn.name != "connection"
+        if "Any" in ast.unparse(fn.args) + ast.unparse(fn.returns or ast.Constant(None))
+    ]
+    assert untyped == []

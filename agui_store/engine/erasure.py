@@ -175,8 +175,8 @@ def erase(
     seqs = _ENCODER.encode(_ranges(ranges)).decode()
     row = (now, verb, receipt.threads, receipt.runs, events, found, receipt.bytes, seqs)
     logged = tx.erasures()
-    previous = bytes(logged[-1][9]) if logged else None
-    tx.insert_erasure((*row, entry_hash(previous, row)))
+    previous = bytes(logged[-1].hash) if logged else None
+    tx.insert_erasure(port.ErasureEntry(*row, entry_hash(previous, row)))
     step("erased")
     return receipt
 

@@ -43,6 +43,7 @@ from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol
 
 from agui_store.engine.trust import TrustedBlobs
+from agui_store.history.search import Query
 
 
 class RunSummary(NamedTuple):
@@ -290,6 +291,70 @@ class RunCheckout(NamedTuple):
     #: its chunks and tail segments as :meth:`Reading.blobs_in_order` gives them, read with
     #: the row (``None``: read apart)
     blobs: list[tuple[int, int, bytes, bytes]] | None
+
+
+class ErasedCheckpoint(NamedTuple):
+    """The blobs a checkpoint an erasure takes refers to (``erased_checkpoints``)."""
+
+    run: int
+    state: int | None
+    interrupts: int | None
+    warnings: int | None
+    manifest: int | None
+    tail: str | None  # ``[[blob id, message count], ...]`` as JSON text
+
+
+class ErasureEntry(NamedTuple):
+    """An entry of the erasure log as written (``insert_erasure``): what an erasure took,
+    chained to the entry before it by ``hash``. ``seqs``: the log's sequence-number ranges
+    it emptied, as JSON text."""
+
+    erased_at: int
+    verb: str
+    threads: int
+    runs: int
+    events: int
+    conversations: int
+    size: int
+    seqs: str
+    hash: bytes
+
+
+class ErasureLogRow(NamedTuple):
+    """An entry of the erasure log as read back (``erasures``): its number, then the
+    entry's fields, which ``check()`` verifies against its hash."""
+
+    number: int
+    erased_at: int
+    verb: str
+    threads: int
+    runs: int
+    events: int
+    conversations: int
+    size: int
+    seqs: str
+    hash: bytes
+
+
+#: A search index row as :meth:`SearchWrites.index_messages` takes it: ``(key, position in
+#: the view, tool name or None, words, blob id or None, position in the blob or None)``; a
+#: plain tuple, as an append builds one per message.
+IndexRow = tuple[int, int, "str | None", list[str], "int | None", "int | None"]
+
+
+class SearchCandidate(NamedTuple):
+    """An index row holding a query's words (``search_candidates``): the message it names
+    and where to read it."""
+
+    key: int
+    thread_id: str
+    run: int
+    run_id: str
+    position: int  # in the run's view
+    tool: str | None
+    blob: int | None  # the checkpoint blob that holds it (``None``: read the view)
+    at: int | None  # its position in that blob
+    recorded: int | None  # when the run's last batch was recorded (ms since the epoch)
 
 
 #: ``thread_facts``: (newest run, has branches, {run: last seq}, the cached view stands,
@@ -561,8 +626,8 @@ class ErasureReads(Protocol):
     def erased_log(self, run_pks: Sequence[int]) -> tuple[int, int, list[tuple[int, int]]]:
         """What erasing these runs takes out of the log: ``(events, bytes of their payloads
         and recorded inputs, the batches' [first_seq, last_seq] ranges by first_seq)``."""
-    def erased_checkpoints(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
-        """``(run, state, interrupts, warnings, manifest, tail)`` of these runs' checkpoints."""
+    def erased_checkpoints(self, run_pks: Sequence[int]) -> list[ErasedCheckpoint]:
+        """What these runs' checkpoints refer to."""
     def blobs_used_elsewhere(self, blob_ids: Sequence[int], run_pks: Sequence[int]) -> set[int]:
         """The blobs among ``blob_ids`` that a checkpoint of a run not among ``run_pks``
         refers to itself (its state, interrupts, warnings, manifest or a tail segment)."""
@@ -570,9 +635,8 @@ class ErasureReads(Protocol):
         """The manifests of the checkpoints of runs not among ``run_pks``, each once."""
     def blob_bytes(self, blob_ids: Sequence[int]) -> int:
         """The stored size of these blobs."""
-    def erasures(self) -> list[tuple[Any, ...]]:
-        """``(id, erased_at, verb, threads, runs, events, conversations, bytes, seqs, hash)``
-        of every erasure the store logged, in order (``seqs``: JSON text)."""
+    def erasures(self) -> list[ErasureLogRow]:
+        """Every erasure the store logged, in order."""
     def tombstoned(self, hashes: Sequence[bytes]) -> set[bytes]:
         """The thread hashes among ``hashes`` that have a tombstone."""
     def tombstones(self) -> list[tuple[bytes, int]]:
@@ -583,17 +647,15 @@ class SearchReads(Protocol):
     """What full-text search reads (:mod:`agui_store.engine.search`)."""
 
     def search_candidates(
-        self, query: Any, thread_pk: int | None, scope: str | None, before: int | None,
+        self, query: Query, thread_pk: int | None, scope: str | None, before: int | None,
         limit: int,
-    ) -> list[tuple[Any, ...]]:
+    ) -> list[SearchCandidate]:
         """Index rows holding every word of ``query`` (an
         :class:`agui_store.history.search.Query`: its words, each word of a phrase, the
         last one of a starred term as a prefix) and no excluded single word, newest first
         (by key): of a thread (``None``: any), of an owner's threads (``scope``; ``None``:
-        any owner), with a key below ``before`` (``None``: any), at most ``limit``. Each
-        ``(key, thread_id, run pk, run_id, position in the run's view, tool, blob id,
-        position in the blob, when the run's last batch was recorded)``; the engine checks
-        phrases."""
+        any owner), with a key below ``before`` (``None``: any), at most ``limit``; the
+        engine checks phrases."""
 
 
 class Reading(
@@ -792,9 +854,8 @@ class ErasureWrites(Protocol):
         """Delete every logged row of these threads and runs (events, echo references,
         batches, branches, the runs and the threads), the log's append-only guards lifted
         for this alone. Their derived data is gone already (:meth:`erase_derived`)."""
-    def insert_erasure(self, row: tuple[Any, ...]) -> None:
-        """Log an erasure: ``(erased_at, verb, threads, runs, events, conversations, bytes,
-        seqs, hash)``."""
+    def insert_erasure(self, entry: ErasureEntry) -> None:
+        """Log an erasure."""
     def insert_tombstones(self, rows: Sequence[tuple[bytes, int]]) -> None:
         """``(thread hash, erased_at)`` rows; a hash already there stays as it is."""
     def delete_tombstones(self, hashes: Sequence[bytes]) -> None:
@@ -806,11 +867,10 @@ class SearchWrites(Protocol):
     (:mod:`agui_store.engine.search`)."""
 
     def index_messages(
-        self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]
+        self, thread_pk: int, run_pk: int, rows: Sequence[IndexRow]
     ) -> None:
-        """Add index rows recorded by ``run_pk`` (see
-        :data:`agui_store.engine.search.IndexRow`), skipping each whose key the thread's
-        index holds already."""
+        """Add index rows recorded by ``run_pk``, skipping each whose key the thread's index
+        holds already."""
     def forget_thread_search(self, thread_pk: int) -> None:
         """Delete every index row of a thread, its words out of the backend's full-text
         index at once: erasing a thread erases what it can be found by."""
@@ -860,11 +920,15 @@ __all__ = [
     "ConversationRow",
     "ConversationWrites",
     "EntryRow",
+    "ErasedCheckpoint",
+    "ErasureEntry",
+    "ErasureLogRow",
     "ErasureReads",
     "ErasureWrites",
     "EventRow",
     "HashedBatch",
     "HashedRun",
+    "IndexRow",
     "Inspecting",
     "LogBatch",
     "LogReads",
@@ -879,6 +943,7 @@ __all__ = [
     "RunCheckout",
     "RunRecordRow",
     "RunSummary",
+    "SearchCandidate",
     "SearchReads",
     "SearchWrites",
     "StoredRun",

@@ -34,9 +34,8 @@ MAX_LIMIT = 1000
 #: Candidates asked of the database at a time when a phrase must be checked here.
 PHRASE_PAGE = 200
 
-#: An index row as :meth:`port.Writing.index_messages` takes it: ``(key, position in the
-#: view, tool name or None, words, blob id or None, position in the blob or None)``.
-IndexRow = tuple[int, int, "str | None", list[str], "int | None", "int | None"]
+#: An index row as :meth:`port.Writing.index_messages` takes it.
+IndexRow = port.IndexRow
 
 
 def message_key(message_id: str, text: str) -> int:
@@ -243,7 +242,7 @@ def search(
         if not rows:
             break
         for row, message in zip(rows, _messages(tx, rows), strict=True):
-            after = int(row[0])
+            after = row.key
             if query.has_phrase and not query.matches(rules.words(rules.message_text(message))):
                 continue
             hits.append(_hit(row, message, query))
@@ -255,8 +254,9 @@ def search(
     return hits
 
 
-def _hit(row: tuple[Any, ...], message: dict[str, Any], query: rules.Query) -> SearchHit:
-    key, thread_id, _run_pk, run_id, _pos, tool, _blob, _at, recorded = row
+def _hit(row: port.SearchCandidate, message: dict[str, Any], query: rules.Query) -> SearchHit:
+    key, thread_id, run_id, tool, recorded = row.key, row.thread_id, row.run_id, row.tool, \
+        row.recorded
     role = message.get("role")
     return SearchHit(
         thread_id=str(thread_id),
@@ -270,17 +270,17 @@ def _hit(row: tuple[Any, ...], message: dict[str, Any], query: rules.Query) -> S
     )
 
 
-def _messages(tx: port.Reading, rows: Sequence[tuple[Any, ...]]) -> list[dict[str, Any]]:
+def _messages(tx: port.Reading, rows: Sequence[port.SearchCandidate]) -> list[dict[str, Any]]:
     """The message of each candidate: read from the checkpoint blob the index row names
     (one statement for all), else from its run's view, at the position it names."""
-    wanted = sorted({int(r[6]) for r in rows if r[6] is not None})
+    wanted = sorted({int(r.blob) for r in rows if r.blob is not None})
     found: dict[int, list[msgspec.Raw]] = {}
     for blob_id, codec, data, _address in tx.blobs_in_order(wanted):
         found[int(blob_id)] = _RAW_LIST.decode(blobs.unpack(codec, data))
     out: list[dict[str, Any]] = []
     views: dict[int, list[Any]] = {}
     for row in rows:
-        run_pk, pos, blob, at = int(row[2]), int(row[4]), row[6], row[7]
+        run_pk, pos, blob, at = int(row.run), int(row.position), row.blob, row.at
         held = found.get(int(blob)) if blob is not None else None
         if held is not None and at is not None and 0 <= int(at) < len(held):
             out.append(_MESSAGE.decode(held[int(at)]))

@@ -9,7 +9,7 @@ run every time: the addresses against the checkpoint's view digest, the checkpoi
 against the run's. On SQLite the trust lasts while no other connection has committed to the
 file (its data version): an edit made behind the store's back is found by the next read, as
 when every read re-hashed. ``check()`` trusts nothing: it hashes every blob
-(docs/design/integrity.md says which check finds which edit).
+(docs/design/hashes.md says which check finds which edit).
 
 A backend keeps one :class:`TrustedBlobs` per connection and hands it out with each
 transaction (:meth:`agui_store.engine.port.Reading.trusted_blobs`); the engine alone reads

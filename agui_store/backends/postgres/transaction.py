@@ -28,16 +28,22 @@ from agui_store.backends.postgres.schema import PAGE_EVENTS
 from agui_store.engine.port import (
     BatchRow,
     CheckpointRow,
+    ErasedCheckpoint,
+    ErasureEntry,
+    ErasureLogRow,
     HashedRun,
+    IndexRow,
     LogBatch,
     NewCheckpoint,
     NewRun,
     RunCheckout,
     RunSummary,
+    SearchCandidate,
     StoredRun,
     ThreadFacts,
 )
 from agui_store.engine.trust import TrustedBlobs
+from agui_store.history.search import Query
 
 #: A page as inserted: (first_seq, run, last_seq, types, payloads).
 Page = tuple[int, int, int, list[str], list[str]]
@@ -610,8 +616,8 @@ class PostgresTransaction(NamedQueries):
         ranges = [(int(a), int(b)) for a, b in self._all(sql.ERASED_BATCHES, (runs,))]
         return int(events), int(payload_bytes) + int(input_bytes), ranges
 
-    def erased_checkpoints(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in self._all(sql.ERASED_CHECKPOINTS, (_keys(run_pks),))]
+    def erased_checkpoints(self, run_pks: Sequence[int]) -> list[ErasedCheckpoint]:
+        return rows_of(ErasedCheckpoint, self._all(sql.ERASED_CHECKPOINTS, (_keys(run_pks),)))
 
     def blobs_used_elsewhere(self, blob_ids: Sequence[int], run_pks: Sequence[int]) -> set[int]:
         args = {"blobs": _keys(blob_ids), "runs": _keys(run_pks)}
@@ -623,8 +629,8 @@ class PostgresTransaction(NamedQueries):
     def blob_bytes(self, blob_ids: Sequence[int]) -> int:
         return int(self._value(sql.BLOB_BYTES, (_keys(blob_ids),)))
 
-    def erasures(self) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in self._all(sql.ERASURES)]
+    def erasures(self) -> list[ErasureLogRow]:
+        return rows_of(ErasureLogRow, self._all(sql.ERASURES))
 
     def tombstoned(self, hashes: Sequence[bytes]) -> set[bytes]:
         return {bytes(h) for h in self._column(sql.TOMBSTONED, (list(hashes),))}
@@ -653,8 +659,8 @@ class PostgresTransaction(NamedQueries):
         self._execute(sql.ERASE_BRANCHES, (threads,))
         self._execute(sql.ERASE_LOG, (threads, _keys(run_pks)))
 
-    def insert_erasure(self, row: tuple[Any, ...]) -> None:
-        self._execute(sql.INSERT_ERASURE, row)
+    def insert_erasure(self, entry: ErasureEntry) -> None:
+        self._execute(sql.INSERT_ERASURE, entry)
 
     def insert_tombstones(self, rows: Sequence[tuple[bytes, int]]) -> None:
         for row in rows:
@@ -665,7 +671,9 @@ class PostgresTransaction(NamedQueries):
             self._execute(sql.DELETE_TOMBSTONE, (thread_hash,))
     # --- full-text search (agui_store.engine.search) ------------------------------------------
 
-    def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:
+    def index_messages(
+        self, thread_pk: int, run_pk: int, rows: Sequence[IndexRow]
+    ) -> None:
         """Deferred, one statement for the run's rows."""
         keys, positions, tools, words, blobs, ats = zip(*rows)
         texts = [" ".join(dict.fromkeys(w)) for w in words]  # each word once
@@ -679,9 +687,9 @@ class PostgresTransaction(NamedQueries):
         self._conn.execute(sql.DELETE_THREAD_SEARCH, (thread_pk,))
 
     def search_candidates(
-        self, query: Any, thread_pk: int | None, scope: str | None, before: int | None,
+        self, query: Query, thread_pk: int | None, scope: str | None, before: int | None,
         limit: int,
-    ) -> list[tuple[Any, ...]]:
+    ) -> list[SearchCandidate]:
         args = {
             "query": tsquery_text(query),
             "before": _NO_KEY if before is None else before,
@@ -694,14 +702,14 @@ class PostgresTransaction(NamedQueries):
         conn = self._conn
         (many,) = conn.execute(sql.SEARCH_PROBE, args, prepare=False).fetchone()
         statement = sql.SEARCH_CANDIDATES if many >= sql.SEARCH_MANY else sql.SEARCH_FEW_CANDIDATES
-        return [tuple(row) for row in conn.execute(statement, args, prepare=False)]
+        return rows_of(SearchCandidate, conn.execute(statement, args, prepare=False))
 
 
 #: A key above every index row's (they are 63-bit).
 _NO_KEY = 2**63 - 1
 
 
-def tsquery_text(query: Any) -> str:
+def tsquery_text(query: Query) -> str:
     """A query (:class:`agui_store.history.search.Query`) as ``tsquery`` input over its
     words, each a quoted lexeme taken as it is: every word of a found term (its last as a
     prefix when starred), none of an excluded single word. Words are letters and digits:

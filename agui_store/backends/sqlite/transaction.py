@@ -24,16 +24,22 @@ from agui_store.codec import ingest
 from agui_store.engine.port import (
     BatchRow,
     CheckpointRow,
+    ErasedCheckpoint,
+    ErasureEntry,
+    ErasureLogRow,
     HashedRun,
+    IndexRow,
     LogBatch,
     NewCheckpoint,
     NewRun,
     RunCheckout,
     RunSummary,
+    SearchCandidate,
     StoredRun,
     ThreadFacts,
 )
 from agui_store.engine.trust import TrustedBlobs
+from agui_store.history.search import Query
 
 
 def _json_keys(keys: Iterable[int]) -> str:
@@ -368,8 +374,8 @@ class SqliteTransaction(NamedQueries):
         ranges = [(int(a), int(b)) for a, b in self._all(sql.ERASED_BATCHES, (runs,))]
         return int(events), int(payload_bytes) + int(input_bytes), ranges
 
-    def erased_checkpoints(self, run_pks: Sequence[int]) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in self._all(sql.ERASED_CHECKPOINTS, (_json_keys(run_pks),))]
+    def erased_checkpoints(self, run_pks: Sequence[int]) -> list[ErasedCheckpoint]:
+        return rows_of(ErasedCheckpoint, self._all(sql.ERASED_CHECKPOINTS, (_json_keys(run_pks),)))
 
     def blobs_used_elsewhere(self, blob_ids: Sequence[int], run_pks: Sequence[int]) -> set[int]:
         args = (_json_keys(blob_ids), _json_keys(run_pks))
@@ -381,8 +387,8 @@ class SqliteTransaction(NamedQueries):
     def blob_bytes(self, blob_ids: Sequence[int]) -> int:
         return int(self._value(sql.BLOB_BYTES, (_json_keys(blob_ids),)))
 
-    def erasures(self) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in self._all(sql.ERASURES)]
+    def erasures(self) -> list[ErasureLogRow]:
+        return rows_of(ErasureLogRow, self._all(sql.ERASURES))
 
     def tombstoned(self, hashes: Sequence[bytes]) -> set[bytes]:
         keys = ingest.encode([h.hex() for h in hashes]).decode()
@@ -414,8 +420,8 @@ class SqliteTransaction(NamedQueries):
             conn.execute(sql.ERASE_RUNS, (runs,))
             conn.execute(sql.ERASE_THREADS, (threads,))
 
-    def insert_erasure(self, row: tuple[Any, ...]) -> None:
-        self._conn.execute(sql.INSERT_ERASURE, row)
+    def insert_erasure(self, entry: ErasureEntry) -> None:
+        self._conn.execute(sql.INSERT_ERASURE, entry)
 
     def insert_tombstones(self, rows: Sequence[tuple[bytes, int]]) -> None:
         self._conn.executemany(sql.INSERT_TOMBSTONE, rows)
@@ -424,7 +430,9 @@ class SqliteTransaction(NamedQueries):
         self._conn.executemany(sql.DELETE_TOMBSTONE, [(h,) for h in hashes])
     # --- full-text search (agui_store.engine.search) ------------------------------------------
 
-    def index_messages(self, thread_pk: int, run_pk: int, rows: Sequence[tuple[Any, ...]]) -> None:
+    def index_messages(
+        self, thread_pk: int, run_pk: int, rows: Sequence[IndexRow]
+    ) -> None:
         # Two statements for the run's rows (each run over them by apsw, in C); their words
         # wait in search_pending until enough rows are pending to go into FTS5 together.
         conn = self._conn
@@ -480,22 +488,19 @@ class SqliteTransaction(NamedQueries):
         conn.execute(sql.DELETE_SEARCH_MESSAGES, {"ids": _json_keys(everyone)})
 
     def search_candidates(
-        self, query: Any, thread_pk: int | None, scope: str | None, before: int | None,
+        self, query: Query, thread_pk: int | None, scope: str | None, before: int | None,
         limit: int,
-    ) -> list[tuple[Any, ...]]:
+    ) -> list[SearchCandidate]:
         below = _NO_KEY if before is None else before
         match, words = pending_condition(query)
         # The pending rows first: each is newer than every row of the FTS5 table.
-        found = [
-            tuple(row)
-            for row in self._conn.execute(
-                sql.SEARCH_PENDING_CANDIDATES.format(match=match),
-                {"below": below, "thread": thread_pk, "scope": scope, "limit": limit, **words},
-            )
-        ]
+        found = rows_of(SearchCandidate, self._conn.execute(
+            sql.SEARCH_PENDING_CANDIDATES.format(match=match),
+            {"below": below, "thread": thread_pk, "scope": scope, "limit": limit, **words},
+        ))
         if len(found) < limit:
             args = (fts5_expression(query), below, thread_pk, scope, limit - len(found))
-            found += [tuple(row) for row in self._conn.execute(sql.SEARCH_CANDIDATES, args)]
+            found += rows_of(SearchCandidate, self._conn.execute(sql.SEARCH_CANDIDATES, args))
         return found
 
 
@@ -516,7 +521,7 @@ def _fts_words(words: Iterable[str]) -> str:
 _NO_KEY = 2**63 - 1
 
 
-def fts5_expression(query: Any) -> str:
+def fts5_expression(query: Query) -> str:
     """A query (:class:`agui_store.history.search.Query`) as an FTS5 expression over its
     words: every word of a found term (its last as a prefix when starred), none of an
     excluded single word. Words are letters and digits: quoting needs no escape."""
@@ -533,7 +538,7 @@ def fts5_expression(query: Any) -> str:
     return f"({found}){excluded}"
 
 
-def pending_condition(query: Any) -> tuple[str, dict[str, str]]:
+def pending_condition(query: Query) -> tuple[str, dict[str, str]]:
     """The condition :func:`fts5_expression` states, over a pending row's ``words`` (its
     words each once, joined by spaces): an ``instr`` per word, with its parameters. A word
     is found as `` word `` in `` words ``, a prefix as `` prefix`` in it."""
