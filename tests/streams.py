@@ -28,6 +28,17 @@ def say(message_id: str, text: str, role: str | None = None) -> list[dict[str, A
     ]
 
 
+def talk(run_id: str, words: int, thread: str = "t", **started: Any) -> list[dict[str, Any]]:
+    """A run of ``thread`` with one assistant message streamed a word (``w0 w1 ...``) a
+    content event: ``words`` + 4 events."""
+    mid = f"m-{run_id}"
+    deltas = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": f"w{i} "}
+              for i in range(words)]
+    return run(thread, run_id,
+               {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"}, *deltas,
+               {"type": "TEXT_MESSAGE_END", "messageId": mid}, **started)
+
+
 def http_agent_turns(store: Any, n: int, thread: str = "t") -> list[dict[str, Any]]:
     """n runs, each sent as HttpAgent sends them: the whole history plus a new user turn."""
     inputs = []

@@ -5,28 +5,12 @@ tests/contract/test_derive.py and tests/contract/test_checkpoints.py."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import agui_store
 from agui_store import testing
-
-
-def _talk(store: agui_store.Store, run_id: str, words: int, **started: Any) -> None:
-    mid = f"m-{run_id}"
-    store.append(
-        [
-            {"type": "RUN_STARTED", "threadId": "t", "runId": run_id, **started},
-            {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"},
-            *(
-                {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": f"w{i} "}
-                for i in range(words)
-            ),
-            {"type": "TEXT_MESSAGE_END", "messageId": mid},
-            {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
-        ]
-    )
+from tests.streams import talk
 
 
 @pytest.mark.parametrize("reopen", [False, True])
@@ -37,7 +21,7 @@ def test_rule_3_takes_an_input_longer_than_sqlites_limit_on_parameters(
     path = tmp_path / "s.db"
     store = agui_store.open(path)
     for i in range(3):
-        _talk(store, f"r{i}", words=1)
+        store.append(talk(f"r{i}", words=1))
     if reopen:  # a store that appended nothing yet has no view in memory to try first
         store.close()
         store = agui_store.open(path)
@@ -63,7 +47,7 @@ def test_replaying_more_runs_than_sqlite_takes_parameters_reads_them_all(tmp_pat
     # so the list holds the real runs among runs that do not exist).
     with agui_store.open(tmp_path / "s.db") as store:
         for i in range(3):
-            _talk(store, f"r{i}", words=1)
+            store.append(talk(f"r{i}", words=1))
         real = [
             pk for (pk,) in testing.connection(store).execute("SELECT id FROM runs ORDER BY id")
         ]

@@ -15,7 +15,7 @@ import agui_store
 from agui_store import testing
 from agui_store.engine import checkpoints
 from tests.backends import placeholder, tamper
-from tests.streams import http_agent_turns, run, say
+from tests.streams import http_agent_turns, run, say, talk
 
 
 def pk_of(store: agui_store.Store, run_id: str, thread_id: str = "t") -> int:
@@ -76,7 +76,7 @@ def test_a_state_that_grows_by_patches_is_stored_as_patches_between_whole_states
         assert store.check().ok
     # Reopened, the store continues the patches from what it loads.
     with agui_store.open(store_location) as store:
-        _talk(store, "after", words=1)
+        store.append(talk("after", words=1))
         assert store.checkout("after").state == {"log": []}
         assert store.check().ok
 
@@ -86,7 +86,7 @@ def test_a_checkpoint_patched_from_a_state_that_is_not_whole_is_reported(
 ) -> None:
     with agui_store.open(store_location) as store:
         for i in range(3):
-            _talk(store, f"r{i}", words=1)
+            store.append(talk(f"r{i}", words=1))
         r0, r1, r2 = (pk_of(store, f"r{i}") for i in range(3))
     tamper(
         store_location,
@@ -110,7 +110,7 @@ def test_a_deferring_store_writes_the_log_alone_and_derive_fills_in_the_rest(
     path = store_location
     with agui_store.open(path, derive_on_append=False) as store:
         for i in range(4):
-            _talk(store, f"r{i}", words=2)
+            store.append(talk(f"r{i}", words=2))
         conn = testing.connection(store)
 
         def count(table: str) -> int:
@@ -158,7 +158,7 @@ def test_lineage_rule_3_derives_what_a_deferring_store_left_before_it_decides(
     path = store_location
     with agui_store.open(path, derive_on_append=False) as deferring:
         for i in range(3):
-            _talk(deferring, f"r{i}", words=2)
+            deferring.append(talk(f"r{i}", words=2))
         sent = [*deferring.checkout("r1").messages, {"id": "u", "role": "user", "content": "?"}]
     # Another store, deriving as it appends, must still see r0..r2 as candidates.
     with agui_store.open(path) as store:
@@ -173,7 +173,7 @@ def test_events_after_a_runs_end_leave_it_and_its_descendants_to_be_derived_agai
 ) -> None:
     with agui_store.open(store_location) as store:
         for i in range(3):
-            _talk(store, f"r{i}", words=1)
+            store.append(talk(f"r{i}", words=1))
         store.append(
             [{"type": "TEXT_MESSAGE_START", "messageId": "late", "role": "assistant"}],
             thread_id="t",
@@ -182,7 +182,7 @@ def test_events_after_a_runs_end_leave_it_and_its_descendants_to_be_derived_agai
         conn = testing.connection(store)
         assert conn.execute("SELECT run FROM underived").fetchall() == [(pk_of(store, "r2"),)]
         # The next run derives r2 anew first: its view now holds the late message.
-        _talk(store, "r3", words=1)
+        store.append(talk("r3", words=1))
         assert conn.execute("SELECT count(*) FROM underived").fetchone()[0] == 0
         ids = [m["id"] for m in store.checkout("r3").messages]
         assert "late" in ids
@@ -307,29 +307,13 @@ def test_compact_skips_a_run_the_client_cannot_replay_and_compacts_the_rest(
             ]
         )
         for i in range(3):
-            _talk(store, f"r{i}", words=1)
+            store.append(talk(f"r{i}", words=1))
         # Each of r0..r2 gets its checkpoint; "bad" has none to get, as on append.
         assert store.compact() == 3
         assert store.compact() == 0
         with pytest.raises(agui_store.InvalidEventError, match="toolCallName"):
             store.checkout("bad")
         assert store.check().ok
-
-
-def _talk(store: agui_store.Store, run_id: str, words: int, **started: Any) -> None:
-    mid = f"m-{run_id}"
-    store.append(
-        [
-            {"type": "RUN_STARTED", "threadId": "t", "runId": run_id, **started},
-            {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"},
-            *(
-                {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": f"w{i} "}
-                for i in range(words)
-            ),
-            {"type": "TEXT_MESSAGE_END", "messageId": mid},
-            {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
-        ]
-    )
 
 
 def _lineage_of_a_run_sent(store: agui_store.Store, sent: list[Any]) -> tuple[Any, str]:
@@ -368,7 +352,7 @@ def test_append_keeps_every_checkout_within_checkpoint_events_of_replay(
 ) -> None:
     with agui_store.open(store_location, checkpoint_events=every) as store:
         for i in range(40):
-            _talk(store, f"r{i}", words=i % 7)  # runs of 4 to 10 events
+            store.append(talk(f"r{i}", words=i % 7))  # runs of 4 to 10 events
         conn = testing.connection(store)
         sizes = dict(conn.execute("SELECT run, count(*) FROM events GROUP BY run").fetchall())
         for pk, debt in _replay_debt(store, placeholder(store_location)).items():
@@ -383,7 +367,7 @@ def test_append_keeps_every_checkout_within_checkpoint_events_of_replay(
 def test_lineage_rule_3_finds_a_run_that_has_no_checkpoint(store_location: str) -> None:
     with agui_store.open(store_location, checkpoint_events=10_000) as store:
         for i in range(3):
-            _talk(store, f"r{i}", words=2)
+            store.append(talk(f"r{i}", words=2))
         assert (
             testing.connection(store).execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 0
         )
@@ -405,7 +389,7 @@ def test_a_run_echoing_the_run_before_it_in_the_same_batch_descends_from_that_ru
     # r1 completes inside the batch; the echo of r2 holds r1's messages, so rule 3 must see
     # r1 (longest prefix), not only r0, which was complete before the batch came.
     with agui_store.open(store_location, derive_on_append=derive_on_append) as store:
-        _talk(store, "r0", words=1)
+        store.append(talk("r0", words=1))
         r0 = store.checkout("r0").messages
         said = {"id": "m-r1", "role": "assistant", "content": "w0 "}
         batch = [
