@@ -89,7 +89,7 @@ from typing import Any
 from agui_store.codec import ingest
 from agui_store.engine import checkpoints, conversations, erasure, log_hashes
 from agui_store.engine.arguments import quote
-from agui_store.engine.port import Inspecting
+from agui_store.engine.port import Inspecting, StoredRun
 from agui_store.engine.revisions import RESERVED_REFS
 from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventError
 from agui_store.history import blobs, hashing
@@ -227,23 +227,12 @@ class _Collector:
         return into
 
 
-@dataclass
-class _RunRow:
-    pk: int
-    thread_pk: int
-    run_id: str
-    parent: int | None
-    lineage: str
-    synthetic: bool
-    thread_id: str | None
-
-
 class _Context:
     """What several checks read: the runs and threads (metadata only, never payloads)."""
 
     def __init__(self, tx: Inspecting) -> None:
         self.tx = tx
-        self._runs: dict[int, _RunRow] | None = None
+        self._runs: dict[int, StoredRun] | None = None
         self._log: _LogPass | None = None
         self._links: dict[int, log_hashes.RunLink] | None = None
         self._complete: set[int] | None = None
@@ -280,10 +269,10 @@ class _Context:
         return self._complete
 
     @property
-    def runs(self) -> dict[int, _RunRow]:
+    def runs(self) -> dict[int, StoredRun]:
         if self._runs is None:
             self._runs = {
-                int(run.pk): _RunRow(
+                int(run.pk): StoredRun(  # its values as their types, whatever a hand edit stored
                     int(run.pk),
                     int(run.thread_pk),
                     str(run.run_id),
@@ -636,7 +625,7 @@ def _check_runs(ctx: _Context, out: _Collector) -> None:
 
 
 def _check_started(
-    ctx: _Context, row: _RunRow, started: tuple[int, str | None], out: _Collector
+    ctx: _Context, row: StoredRun, started: tuple[int, str | None], out: _Collector
 ) -> None:
     seq, payload = started
     try:
@@ -845,7 +834,7 @@ def _check_state_bases(ctx: _Context, out: _Collector, stored: dict[int, Any]) -
             )
 
 
-def _is_ancestor(runs: dict[int, _RunRow], ancestor: int, run: int) -> bool:
+def _is_ancestor(runs: dict[int, StoredRun], ancestor: int, run: int) -> bool:
     seen: set[int] = set()
     at = runs[run].parent if run in runs else None
     while at is not None and at not in seen:
