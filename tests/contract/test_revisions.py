@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import agui_store
 from agui_store import AmbiguousRunError, BranchError, InvalidArgumentError, RunNotFoundError
+from tests.streams import run
 from tests.workers.harness import scale
 
 SOME = settings(
@@ -24,21 +25,14 @@ STEPS = st.sampled_from([("~", 1), ("^", 1), ("^0", 0), ("^1", 1), ("~0", 0), ("
                          ("~2", 2), ("~3", 3), ("~007", 7)])
 
 
-def run(run_id: str, thread_id: str = "t", **extra: Any) -> list[dict[str, Any]]:
-    return [
-        {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id, **extra},
-        {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id},
-    ]
-
-
 @pytest.fixture
 def store(store_location: str) -> Any:
     """Thread t: r1 <- r2 <- r3, and r4 branching off r1."""
     with agui_store.open(store_location) as s:
-        s.append(run("r1"))
-        s.append(run("r2"))
-        s.append(run("r3"))
-        s.append(run("r4", parentRunId="r1"))
+        s.append(run("t", "r1"))
+        s.append(run("t", "r2"))
+        s.append(run("t", "r3"))
+        s.append(run("t", "r4", parentRunId="r1"))
         yield s
 
 
@@ -55,8 +49,8 @@ def test_a_short_hash_of_four_or_more_digits_names_its_run(store: Any) -> None:
 
 
 def test_an_ambiguous_prefix_lists_the_runs_it_fits(store: Any) -> None:
-    store.append(run("ab-1", thread_id="t"))
-    store.append(run("ab-2", thread_id="t"))
+    store.append(run("t", "ab-1"))
+    store.append(run("t", "ab-2"))
     with pytest.raises(AmbiguousRunError) as caught:
         store.get_run("ab-")
     assert "'ab-1'" in str(caught.value) and "'ab-2'" in str(caught.value)
