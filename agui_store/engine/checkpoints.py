@@ -511,12 +511,13 @@ def _mismatch(run_pk: int, what: str) -> HashMismatchError:
 
 
 def _single_blob(
-    run_pk: int, codec_id: int, data: bytes, address: Any, trusted: set[bytes] | None
+    run_pk: int, codec_id: int, data: bytes, address: Any, trusted: set[bytes] | None,
+    what: str = "a blob of its checkpoint",
 ) -> bytes:
-    """The text of one of a checkpoint's single blobs (state, interrupts, warnings), checked
-    against its address before anything decodes it (unless ``trusted`` holds the address;
-    ``None``: not checked): a forged blob is named as forged, not as the JSON it fails to
-    be."""
+    """The text of one of a checkpoint's single blobs (state, interrupts, warnings, or the
+    state its patches apply to: ``what``), checked against its address before anything
+    decodes it (unless ``trusted`` holds the address; ``None``: not checked): a forged blob
+    is named as forged, not as the JSON it fails to be."""
     text = blobs.unpack(codec_id, data)  # a failure is translated when the transaction ends
     if trusted is not None:
         address = bytes(address)
@@ -524,8 +525,7 @@ def _single_blob(
             if blobs.digest(text) != address:
                 raise _mismatch(
                     run_pk,
-                    f"a blob of its checkpoint does not hash to its address "
-                    f"{address.hex()[:hashing.SHORT]}",
+                    f"{what} does not hash to its address {address.hex()[:hashing.SHORT]}",
                 )
             trusted.add(address)
     return text
@@ -697,16 +697,9 @@ def _state_base(
             f"checkpoint of run {run_pk}: its state base {state_base} is not a checkpoint "
             "whose state is stored whole"
         )
-    text = blobs.unpack(row.base_state_codec, row.base_state_data)
     address = bytes(row.base_state_address)
-    if trusted is not None and address not in trusted:
-        if blobs.digest(text) != address:
-            raise _mismatch(
-                run_pk,
-                f"the state its checkpoint patches does not hash to its address "
-                f"{address.hex()[:hashing.SHORT]}",
-            )
-        trusted.add(address)
+    text = _single_blob(run_pk, row.base_state_codec, row.base_state_data, address, trusted,
+                        "the state its checkpoint patches")
     # Decoded JSON is plain: the patches need not walk it to find out.
     found = reads.bases[state_base] = (
         known_plain(_decoded(run_pk, "state base's state", text)),
