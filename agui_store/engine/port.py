@@ -346,7 +346,7 @@ class SearchCandidate(NamedTuple):
     """An index row holding a query's words (``search_candidates``): the message it names
     and where to read it."""
 
-    key: int
+    id: int  # the index row's, which orders hits newest first and is a hit's cursor
     thread_id: str
     run: int
     run_id: str

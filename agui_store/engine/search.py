@@ -242,7 +242,7 @@ def search(
         if not rows:
             break
         for row, message in zip(rows, _messages(tx, rows), strict=True):
-            after = row.key
+            after = row.id
             if query.has_phrase and not query.matches(rules.words(rules.message_text(message))):
                 continue
             hits.append(_hit(row, message, query))
@@ -255,18 +255,16 @@ def search(
 
 
 def _hit(row: port.SearchCandidate, message: dict[str, Any], query: rules.Query) -> SearchHit:
-    key, thread_id, run_id, tool, recorded = row.key, row.thread_id, row.run_id, row.tool, \
-        row.recorded
     role = message.get("role")
     return SearchHit(
-        thread_id=str(thread_id),
-        run_id=str(run_id),
+        thread_id=str(row.thread_id),
+        run_id=str(row.run_id),
         message_id=str(message.get("id")),
         role=role if isinstance(role, str) else "",
-        tool_name=None if tool is None else str(tool),
+        tool_name=None if row.tool is None else str(row.tool),
         snippet=tuple(rules.snippet(rules.message_text(message), query)),
-        recorded_at=when(int(recorded)) if recorded is not None else None,
-        cursor=str(int(key)),
+        recorded_at=when(int(row.recorded)) if row.recorded is not None else None,
+        cursor=str(int(row.id)),
     )
 
 
