@@ -89,8 +89,30 @@ DROP TABLE temp.row_words;
 """
 
 
+#: Schema 17 keeps a new index row whole in ``search_pending`` until the pending rows move
+#: together; version 16 put the row in ``search_messages`` at once and kept only its words
+#: pending.
+UNDO_VERSION_17 = """
+INSERT INTO search_messages(id, thread, run, key, pos, tool, blob, at)
+SELECT id, thread, run, key, pos, tool, blob, at FROM search_pending ORDER BY id;
+CREATE TABLE search_pending_v16 (
+    id     INTEGER PRIMARY KEY,
+    words  TEXT NOT NULL
+) STRICT;
+INSERT INTO search_pending_v16(id, words) SELECT id, words FROM search_pending;
+DROP TABLE search_pending;
+ALTER TABLE search_pending_v16 RENAME TO search_pending;
+"""
+
+
+def as_version_16(conn: Any) -> None:
+    """Give a current file (an apsw connection, foreign keys off) version 16's tables."""
+    conn.execute(UNDO_VERSION_17)
+
+
 def as_version_15(conn: Any) -> None:
     """Give a current file (an apsw connection, foreign keys off) version 15's tables."""
+    as_version_16(conn)
     conn.execute(UNDO_VERSION_16)
 
 
@@ -213,13 +235,14 @@ def as_sequence_hashed(location: str) -> int:
         if pg:
             conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", ("6",))
         else:
-            # Version 16 made the full-text table again and added the pending words.
+            # Version 16 made the full-text table again and added the pending words (17
+            # the pending rows); version 16's migration empties search_messages.
             conn.execute("DROP TABLE search_pending")
             conn.execute("DROP TABLE search_words")
             conn.execute("CREATE VIRTUAL TABLE search_words USING fts5(words, content='', "
                          "contentless_delete=1, detail=none, tokenize='ascii')")
             conn.execute("PRAGMA user_version = 14")
-    assert pg_schema.SCHEMA_VERSION == 8 and sqlite_schema.SCHEMA_VERSION == 16, (
+    assert pg_schema.SCHEMA_VERSION == 8 and sqlite_schema.SCHEMA_VERSION == 17, (
         "a later migration: say here what it undoes"
     )
     return changed

@@ -18,7 +18,7 @@ from agui_store import testing
 from agui_store.backends.sqlite import schema
 from agui_store.integrations.pydantic_ai import ConversationStore
 from tests.pydantic_ai_conversations import reply, user
-from tests.schema_history import as_version_13, as_version_15
+from tests.schema_history import as_version_13, as_version_15, as_version_16
 from tests.streams import run, say
 
 #: Where a marker is planted in each thread.
@@ -190,6 +190,40 @@ def test_a_search_index_of_version_15_is_made_again_and_then_forgets_erased_word
     with agui_store.open(path) as store:
         for name in ("kept", "gone"):
             assert {h.thread_id for h in store.search(word(name))} == {marker("thread", name)}
+        assert store.delete_thread(marker("thread", "gone")).purged
+        assert not store.search(word("gone")) and store.search(word("kept"))
+        assert store.check().ok
+    data = raw_bytes(path)
+    assert needle("word", "gone") not in data and needle("word", "kept") in data
+
+
+def test_the_pending_search_rows_of_version_16_move_whole_and_are_not_indexed_twice(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.db"
+    with testing.search_pending_rows(4):  # some rows moved into FTS5, some pending
+        plant(path, "kept")
+        plant(path, "gone")
+    conn = apsw.Connection(str(path))
+    conn.execute("BEGIN")
+    as_version_16(conn)
+    conn.execute("PRAGMA user_version = 16")
+    conn.execute("COMMIT")
+    conn.close()
+    with agui_store.open(path) as store:
+        for name in ("kept", "gone"):
+            assert {h.thread_id for h in store.search(word(name))} == {marker("thread", name)}
+        assert len(store.search(word("kept"))) == 3
+        # A sibling of the last run that says its message again, word for word: the text
+        # the thread's index holds (moved or pending) gets no second row.
+        store.append(
+            run(
+                marker("thread", "kept"), "again",
+                *say("kept-m2", f"{marker('message', 'kept')} 2 {word('kept')}", "assistant"),
+                parentRunId=f"{marker('run', 'kept')}-1",
+            )
+        )
+        assert len(store.search(word("kept"))) == 3
         assert store.delete_thread(marker("thread", "gone")).purged
         assert not store.search(word("gone")) and store.search(word("kept"))
         assert store.check().ok

@@ -213,9 +213,12 @@ def test_the_tables_and_columns_mirror_the_sqlite_schema_they_copy_from(installe
     # SQLite schema 13 keeps the search index's words in an FTS5 table (and the tables FTS5
     # keeps it in); PostgreSQL keeps them in a tsvector column of search_messages.
     assert lite_tables.pop("search_words") == ["words"]
-    # SQLite schema 16 keeps new rows' words in search_pending until they go into FTS5
-    # together; PostgreSQL's GIN index keeps its own pending list.
-    assert lite_tables.pop("search_pending") == ["id", "words"]
+    # SQLite schema 17 keeps new index rows, with their words, in search_pending until they
+    # go into search_messages and FTS5 together; PostgreSQL's GIN index keeps its own
+    # pending list.
+    assert lite_tables.pop("search_pending") == [
+        "id", "thread", "run", "key", "pos", "tool", "blob", "at", "words"
+    ]
     for name in [n for n in lite_tables if n.startswith("search_words_")]:
         lite_tables.pop(name)
     lite_indexes = {

@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -531,6 +531,37 @@ CREATE VIRTUAL TABLE search_words USING fts5(
 INSERT INTO search_words(search_words, rank) VALUES ('secure-delete', 1);
 """
 
+# Version 17: a new index row waits whole in ``search_pending``, not only its words. The row
+# went into ``search_messages`` at once, and its ``(thread, key)`` entry, whose key is a hash,
+# landed on a random leaf of that index: a page written per message of an append, in a long
+# thread as in a large store. A pending row now holds the columns of a ``search_messages``
+# row and its words, under the id it keeps; the rows move into ``search_messages`` and their
+# words into the FTS5 table together (a few hundred of them,
+# :data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS`), so that index
+# takes its entries a few hundred at a time. A new row is checked against both tables for
+# its thread and key (the pending rows are few, and read in a scan); the unique index still
+# refuses a second row of a thread's text when the rows move. The words come last, so a
+# scan of the pending rows reads the columns before them alone.
+CREATE_V17 = """
+CREATE TABLE search_pending_v17 (
+    id      INTEGER PRIMARY KEY,            -- the row's id in search_messages, once moved
+    thread  INTEGER NOT NULL REFERENCES threads(id),
+    run     INTEGER NOT NULL,
+    key     INTEGER NOT NULL,
+    pos     INTEGER NOT NULL,
+    tool    TEXT,
+    blob    INTEGER,
+    at      INTEGER,
+    words   TEXT NOT NULL                   -- its words, each once, joined by spaces
+) STRICT;
+INSERT INTO search_pending_v17(id, thread, run, key, pos, tool, blob, at, words)
+SELECT m.id, m.thread, m.run, m.key, m.pos, m.tool, m.blob, m.at, p.words
+FROM search_pending p JOIN search_messages m ON m.id = p.id ORDER BY p.id;
+DELETE FROM search_messages WHERE id IN (SELECT id FROM search_pending);
+DROP TABLE search_pending;
+ALTER TABLE search_pending_v17 RENAME TO search_pending;
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -548,6 +579,7 @@ MIGRATIONS: dict[int, str] = {
     14: CREATE_V14,
     15: CREATE_V15,
     16: CREATE_V16,
+    17: CREATE_V17,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.

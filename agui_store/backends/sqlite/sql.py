@@ -802,22 +802,36 @@ INSERT_TOMBSTONE = "INSERT OR IGNORE INTO tombstones(thread_hash, erased_at) VAL
 DELETE_TOMBSTONE = "DELETE FROM tombstones WHERE thread_hash = ?"
 # --- full-text search (agui_store.engine.search) --------------------------------------------
 
-#: An index row, unless the thread's index holds its key; the new row's id and key.
-INSERT_SEARCH_MESSAGE = """
-INSERT INTO search_messages(thread, run, key, pos, tool, blob, at) VALUES (?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (thread, key) DO NOTHING RETURNING id, key
+#: The keys among ``?2`` (a JSON array) that a thread's index rows (``?1``) hold, moved or
+#: pending (schema version 17): the unique index answers for the moved rows, a scan of the
+#: few pending ones for the rest.
+SEARCH_KEYS_HELD = """
+SELECT key FROM search_messages WHERE thread = ?1 AND key IN (SELECT value FROM json_each(?2))
+UNION ALL
+SELECT key FROM search_pending WHERE thread = ?1 AND key IN (SELECT value FROM json_each(?2))
 """
-#: The words of a row just added (its id), joined by spaces, pending (schema version 16).
-INSERT_SEARCH_PENDING = "INSERT INTO search_pending(id, words) VALUES (?, ?)"
-#: Whether at least ``?`` rows are pending: then they go into the FTS5 table together
+#: The id the next index row takes: above every row's, moved or pending (hits page by id).
+NEXT_SEARCH_ID = """
+SELECT max(coalesce((SELECT max(id) FROM search_pending), 0),
+           coalesce((SELECT max(id) FROM search_messages), 0)) + 1
+"""
+#: A new index row with its words (each once, joined by spaces), pending.
+INSERT_SEARCH_PENDING = """
+INSERT INTO search_pending(id, thread, run, key, pos, tool, blob, at, words)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+#: Whether at least ``?`` rows are pending: then they move together
 #: (:data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS`). Pending ids are the
 #: newest, so their span tells it from two seeks (deleted rows leave gaps: a bound, not a
 #: count).
 SEARCH_PENDING_FULL = """
 SELECT (SELECT max(id) FROM search_pending) - (SELECT min(id) FROM search_pending) + 1 >= ?
 """
-#: The pending rows' words into the FTS5 table, then out of ``search_pending``.
+#: The pending rows into ``search_messages`` (their unique index's entries in one go) and
+#: their words into the FTS5 table, then out of ``search_pending``.
 FLUSH_SEARCH_WORDS = """
+INSERT INTO search_messages(id, thread, run, key, pos, tool, blob, at)
+SELECT id, thread, run, key, pos, tool, blob, at FROM search_pending ORDER BY id;
 INSERT INTO search_words(rowid, words) SELECT id, words FROM search_pending ORDER BY id;
 DELETE FROM search_pending;
 """
@@ -828,13 +842,12 @@ DELETE FROM search_pending;
 SEARCH_PENDING_CANDIDATES = """
 SELECT m.id, t.thread_id, m.run, r.run_id, m.pos, m.tool, m.blob, m.at,
        (SELECT b.appended_at FROM batches b WHERE b.run = m.run ORDER BY b.id DESC LIMIT 1)
-FROM search_pending p
-JOIN search_messages m ON m.id = p.id
+FROM search_pending m
 JOIN threads t ON t.id = m.thread
 JOIN runs r ON r.id = m.run
-WHERE p.id < :below AND ({match})
+WHERE m.id < :below AND ({match})
   AND (:thread IS NULL OR m.thread = :thread) AND (:scope IS NULL OR t.owner = :scope)
-ORDER BY p.id DESC LIMIT :limit
+ORDER BY m.id DESC LIMIT :limit
 """
 
 #: Candidates, newest first: the FTS5 table drives (its rowid order is the rows' ids), so a
@@ -855,13 +868,16 @@ ORDER BY w.rowid DESC LIMIT ?5
 #: id, key, run, position, blob, position there (what their words are read back from).
 #: Last, whether the row is pending (its words are in search_pending alone).
 THREAD_SEARCH_ROWS = """
-SELECT m.id, m.key, m.run, m.pos, m.blob, m.at, p.id IS NOT NULL
-FROM search_messages m LEFT JOIN search_pending p ON p.id = m.id WHERE m.thread = ?
+SELECT id, key, run, pos, blob, at, 0 FROM search_messages WHERE thread = ?1
+UNION ALL
+SELECT id, key, run, pos, blob, at, 1 FROM search_pending WHERE thread = ?1
 """
 RUNS_SEARCH_ROWS = """
-SELECT m.id, m.key, m.run, m.pos, m.blob, m.at, p.id IS NOT NULL
-FROM search_messages m LEFT JOIN search_pending p ON p.id = m.id
-WHERE m.run IN (SELECT value FROM json_each(?))
+SELECT id, key, run, pos, blob, at, 0 FROM search_messages
+WHERE run IN (SELECT value FROM json_each(?1))
+UNION ALL
+SELECT id, key, run, pos, blob, at, 1 FROM search_pending
+WHERE run IN (SELECT value FROM json_each(?1))
 """
 #: A row's words out of the contentless FTS5 table: it is told them (``secure-delete`` takes
 #: them out of its segments at once).

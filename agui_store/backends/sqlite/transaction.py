@@ -433,18 +433,22 @@ class SqliteTransaction(NamedQueries):
     def index_messages(
         self, thread_pk: int, run_pk: int, rows: Sequence[IndexRow]
     ) -> None:
-        # Two statements for the run's rows (each run over them by apsw, in C); their words
-        # wait in search_pending until enough rows are pending to go into FTS5 together.
+        # The run's rows wait in search_pending, whole (schema version 17), until enough are
+        # pending to move into search_messages and the FTS5 table together; a key the
+        # thread's index holds, moved or pending, is not added again.
         conn = self._conn
-        added = list(conn.executemany(
-            sql.INSERT_SEARCH_MESSAGE,
-            [(thread_pk, run_pk, k, p, t, b, a) for k, p, t, _, b, a in rows],
-        ))
-        if not added:
+        keys = _json_keys(int(row[0]) for row in rows)
+        held = {int(k) for (k,) in conn.execute(sql.SEARCH_KEYS_HELD, (thread_pk, keys))}
+        new = [row for row in rows if int(row[0]) not in held]
+        if not new:
             return
-        words = {int(row[0]): row[3] for row in rows}
+        first = int(conn.execute(sql.NEXT_SEARCH_ID).fetchone()[0])
         conn.executemany(
-            sql.INSERT_SEARCH_PENDING, [(pk, _fts_words(words[int(key)])) for pk, key in added]
+            sql.INSERT_SEARCH_PENDING,
+            [
+                (first + i, thread_pk, run_pk, k, p, t, b, a, _fts_words(found))
+                for i, (k, p, t, found, b, a) in enumerate(new)
+            ],
         )
         if conn.execute(sql.SEARCH_PENDING_FULL, (SEARCH_PENDING_ROWS[0],)).fetchone()[0]:
             conn.execute(sql.FLUSH_SEARCH_WORDS)
@@ -547,7 +551,7 @@ def pending_condition(query: Query) -> tuple[str, dict[str, str]]:
     def term(word: str, prefix: bool) -> str:
         name = f"w{len(params)}"
         params[name] = f" {word}" if prefix else f" {word} "
-        return f"instr(' ' || p.words || ' ', :{name}) > 0"
+        return f"instr(' ' || m.words || ' ', :{name}) > 0"
 
     found = [
         term(word, term_.prefix and i == len(term_.words) - 1)
