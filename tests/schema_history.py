@@ -106,8 +106,13 @@ ALTER TABLE search_pending_v16 RENAME TO search_pending;
 
 
 def as_version_16(conn: Any) -> None:
-    """Give a current file (an apsw connection, foreign keys off) version 16's tables."""
+    """Give a current file (an apsw connection, foreign keys off) version 16's tables. Pages
+    it frees are zeroed, as a store's connections (version 14 on) zero them: the words of the
+    table it drops would linger in them otherwise."""
+    (kept,) = conn.execute("PRAGMA secure_delete").fetchone()
+    conn.execute("PRAGMA secure_delete = ON")
     conn.execute(UNDO_VERSION_17)
+    conn.execute(f"PRAGMA secure_delete = {int(kept)}")
 
 
 def as_version_15(conn: Any) -> None:

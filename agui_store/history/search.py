@@ -66,18 +66,20 @@ def fold(text: str) -> str:
     return decomposed.translate(marks) if marks else decomposed
 
 
-# ASCII text (most of what agents say): every character but a letter or a digit becomes a
-# space and letters are lowered, in one C pass; str.split then cuts the words the pattern
-# would (five times faster than it on this text).
-_ASCII_CUT = str.maketrans(
-    {c: (chr(c).lower() if chr(c).isalnum() else " ") for c in range(128)}
-)
+# ASCII text (most of what agents say): every byte but a letter or a digit becomes a space
+# and letters are lowered, in one C pass over the encoded text (a bytes table: far faster
+# than a str mapping); str.split then cuts the words the pattern would.
+_ASCII_CUT = bytes(
+    ord(chr(c).lower()) if chr(c).isalnum() else 0x20 for c in range(128)
+) + bytes(128)
 
 
 def words(text: str) -> list[str]:
     """The words of ``text``, folded, in order (each cut to :data:`MAX_WORD` characters)."""
     found: list[str] = (
-        text.translate(_ASCII_CUT).split() if text.isascii() else _WORD.findall(fold(text))
+        text.encode("ascii").translate(_ASCII_CUT).decode("ascii").split()
+        if text.isascii()
+        else _WORD.findall(fold(text))
     )
     if found and max(map(len, found)) > MAX_WORD:  # rare: cut only then
         return [w[:MAX_WORD] for w in found]

@@ -533,15 +533,14 @@ INSERT INTO search_words(search_words, rank) VALUES ('secure-delete', 1);
 
 # Version 17: a new index row waits whole in ``search_pending``, not only its words. The row
 # went into ``search_messages`` at once, and its ``(thread, key)`` entry, whose key is a hash,
-# landed on a random leaf of that index: a page written per message of an append, in a long
-# thread as in a large store. A pending row now holds the columns of a ``search_messages``
-# row and its words, under the id it keeps; the rows move into ``search_messages`` and their
-# words into the FTS5 table together (a few hundred of them,
-# :data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS`), so that index
-# takes its entries a few hundred at a time. A new row is checked against both tables for
-# its thread and key (the pending rows are few, and read in a scan); the unique index still
-# refuses a second row of a thread's text when the rows move. The words come last, so a
-# scan of the pending rows reads the columns before them alone.
+# landed on a random leaf of that index: about a page written per message of an append (in
+# a long thread as in a large store). A pending row now holds the columns of a
+# ``search_messages`` row and its words, under the id it keeps; the rows move into
+# ``search_messages`` and their words into the FTS5 table together (a few hundred at a time,
+# :data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS`), so that index takes
+# its entries in batches. The pending rows' own ``(thread, key)`` index is small (a page or
+# two, whatever the store's size): a new row is looked for in both, and each refuses a
+# second row of a thread's text.
 CREATE_V17 = """
 CREATE TABLE search_pending_v17 (
     id      INTEGER PRIMARY KEY,            -- the row's id in search_messages, once moved
@@ -560,6 +559,7 @@ FROM search_pending p JOIN search_messages m ON m.id = p.id ORDER BY p.id;
 DELETE FROM search_messages WHERE id IN (SELECT id FROM search_pending);
 DROP TABLE search_pending;
 ALTER TABLE search_pending_v17 RENAME TO search_pending;
+CREATE UNIQUE INDEX search_pending_by_key ON search_pending(thread, key);
 """
 
 MIGRATIONS: dict[int, str] = {

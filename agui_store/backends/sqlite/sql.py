@@ -15,6 +15,8 @@ plan (``EXPLAIN QUERY PLAN`` still searches by the key).
 
 from __future__ import annotations
 
+import functools
+
 # --- shared parts -----------------------------------------------------------------------------
 
 #: The ancestor chain of a run, the run itself first. Walks ``runs`` by primary key only.
@@ -802,30 +804,33 @@ INSERT_TOMBSTONE = "INSERT OR IGNORE INTO tombstones(thread_hash, erased_at) VAL
 DELETE_TOMBSTONE = "DELETE FROM tombstones WHERE thread_hash = ?"
 # --- full-text search (agui_store.engine.search) --------------------------------------------
 
-#: The keys among ``?2`` (a JSON array) that a thread's index rows (``?1``) hold, moved or
-#: pending (schema version 17): the unique index answers for the moved rows, a scan of the
-#: few pending ones for the rest.
-SEARCH_KEYS_HELD = """
-SELECT key FROM search_messages WHERE thread = ?1 AND key IN (SELECT value FROM json_each(?2))
-UNION ALL
-SELECT key FROM search_pending WHERE thread = ?1 AND key IN (SELECT value FROM json_each(?2))
-"""
-#: The id the next index row takes: above every row's, moved or pending (hits page by id).
+#: The keys among ``?2`` on that a thread's (``?1``) index rows hold, moved or pending (schema
+#: version 17): each table's unique ``(thread, key)`` index answers.
+@functools.lru_cache(maxsize=16)
+def search_keys_held(keys: int) -> str:
+    """The statement for ``keys`` keys (a statement per count: the IN list is parameters,
+    which SQLite reads faster than a JSON array)."""
+    listed = ", ".join(f"?{i + 2}" for i in range(keys))
+    return (
+        f"SELECT key FROM search_messages WHERE thread = ?1 AND key IN ({listed})\n"
+        f"UNION ALL\n"
+        f"SELECT key FROM search_pending WHERE thread = ?1 AND key IN ({listed})"
+    )
+
+
+#: The id the next index row takes, above every row's (hits page by id; pending ids are above
+#: every moved row's), and the oldest pending row's id (None: none is pending). The span of
+#: the pending ids tells when enough rows are pending to move
+#: (:data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS`; deleted rows leave
+#: gaps: a bound, not a count).
 NEXT_SEARCH_ID = """
-SELECT max(coalesce((SELECT max(id) FROM search_pending), 0),
-           coalesce((SELECT max(id) FROM search_messages), 0)) + 1
+SELECT coalesce((SELECT max(id) FROM search_pending), (SELECT max(id) FROM search_messages), 0)
+       + 1, (SELECT min(id) FROM search_pending)
 """
 #: A new index row with its words (each once, joined by spaces), pending.
 INSERT_SEARCH_PENDING = """
 INSERT INTO search_pending(id, thread, run, key, pos, tool, blob, at, words)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
-#: Whether at least ``?`` rows are pending: then they move together
-#: (:data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS`). Pending ids are the
-#: newest, so their span tells it from two seeks (deleted rows leave gaps: a bound, not a
-#: count).
-SEARCH_PENDING_FULL = """
-SELECT (SELECT max(id) FROM search_pending) - (SELECT min(id) FROM search_pending) + 1 >= ?
 """
 #: The pending rows into ``search_messages`` (their unique index's entries in one go) and
 #: their words into the FTS5 table, then out of ``search_pending``.

@@ -437,12 +437,18 @@ class SqliteTransaction(NamedQueries):
         # pending to move into search_messages and the FTS5 table together; a key the
         # thread's index holds, moved or pending, is not added again.
         conn = self._conn
-        keys = _json_keys(int(row[0]) for row in rows)
-        held = {int(k) for (k,) in conn.execute(sql.SEARCH_KEYS_HELD, (thread_pk, keys))}
+        keys = [int(row[0]) for row in rows]
+        held: set[int] = set()
+        for at in range(0, len(keys), _KEYS_AT_ONCE):
+            part = keys[at : at + _KEYS_AT_ONCE]
+            # Padded to a power of two (the last key repeated): few statements to cache.
+            part += part[-1:] * ((1 << (len(part) - 1).bit_length()) - len(part))
+            found = conn.execute(sql.search_keys_held(len(part)), (thread_pk, *part))
+            held.update(int(k) for (k,) in found)
         new = [row for row in rows if int(row[0]) not in held]
         if not new:
             return
-        first = int(conn.execute(sql.NEXT_SEARCH_ID).fetchone()[0])
+        first, oldest = conn.execute(sql.NEXT_SEARCH_ID).fetchone()
         conn.executemany(
             sql.INSERT_SEARCH_PENDING,
             [
@@ -450,7 +456,7 @@ class SqliteTransaction(NamedQueries):
                 for i, (k, p, t, found, b, a) in enumerate(new)
             ],
         )
-        if conn.execute(sql.SEARCH_PENDING_FULL, (SEARCH_PENDING_ROWS[0],)).fetchone()[0]:
+        if first + len(new) - (first if oldest is None else oldest) >= SEARCH_PENDING_ROWS[0]:
             conn.execute(sql.FLUSH_SEARCH_WORDS)
 
     def forget_thread_search(self, thread_pk: int) -> None:
@@ -520,6 +526,9 @@ def _fts_words(words: Iterable[str]) -> str:
     positions are kept, so order and repeats tell nothing); a delete gives the same."""
     return " ".join(dict.fromkeys(words))
 
+
+#: The most keys one statement looks up (SQLite takes a few hundred parameters at least).
+_KEYS_AT_ONCE = 64
 
 #: A key above every index row's (they are 63-bit).
 _NO_KEY = 2**63 - 1
