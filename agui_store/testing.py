@@ -83,8 +83,8 @@ def without_search_index() -> Iterator[None]:
 @contextlib.contextmanager
 def search_pending_rows(rows: int) -> Iterator[None]:
     """Inside the block, SQLite stores of this process move their pending search rows into
-    the FTS5 table once ``rows`` of them wait (else a few hundred): what lets a small test
-    store search both its pending rows and its FTS5 table."""
+    the index (their words into the FTS5 table) once ``rows`` of them wait (else a few
+    hundred): what lets a small test store search both its pending rows and its FTS5 table."""
     from agui_store.backends.sqlite import transaction
 
     kept = transaction.SEARCH_PENDING_ROWS[0]
