@@ -89,30 +89,43 @@ DROP TABLE temp.row_words;
 """
 
 
-#: Schema 17 keeps a new index row whole in ``search_pending`` until the pending rows move
-#: together; version 16 put the row in ``search_messages`` at once and kept only its words
+#: Schema 18 keeps a new index row whole in ``search_pending`` until the pending rows move
+#: together; version 17 put the row in ``search_messages`` at once and kept only its words
 #: pending.
-UNDO_VERSION_17 = """
+UNDO_VERSION_18 = """
 INSERT INTO search_messages(id, thread, run, key, pos, tool, blob, at)
 SELECT id, thread, run, key, pos, tool, blob, at FROM search_pending ORDER BY id;
-CREATE TABLE search_pending_v16 (
+CREATE TABLE search_pending_v17 (
     id     INTEGER PRIMARY KEY,
     words  TEXT NOT NULL
 ) STRICT;
-INSERT INTO search_pending_v16(id, words) SELECT id, words FROM search_pending;
+INSERT INTO search_pending_v17(id, words) SELECT id, words FROM search_pending;
 DROP TABLE search_pending;
-ALTER TABLE search_pending_v16 RENAME TO search_pending;
+ALTER TABLE search_pending_v17 RENAME TO search_pending;
 """
 
 
-def as_version_16(conn: Any) -> None:
-    """Give a current file (an apsw connection, foreign keys off) version 16's tables. Pages
+#: Schema 17 writes the search index in pages of 256 bytes; version 16's were FTS5's default.
+UNDO_VERSION_17 = """
+DELETE FROM search_words_config WHERE k = 'pgsz';
+INSERT INTO search_words(search_words) VALUES ('optimize');
+"""
+
+
+def as_version_17(conn: Any) -> None:
+    """Give a current file (an apsw connection, foreign keys off) version 17's tables. Pages
     it frees are zeroed, as a store's connections (version 14 on) zero them: the words of the
     table it drops would linger in them otherwise."""
     (kept,) = conn.execute("PRAGMA secure_delete").fetchone()
     conn.execute("PRAGMA secure_delete = ON")
-    conn.execute(UNDO_VERSION_17)
+    conn.execute(UNDO_VERSION_18)
     conn.execute(f"PRAGMA secure_delete = {int(kept)}")
+
+
+def as_version_16(conn: Any) -> None:
+    """Give a current file (an apsw connection, foreign keys off) version 16's tables."""
+    as_version_17(conn)
+    conn.execute(UNDO_VERSION_17)
 
 
 def as_version_15(conn: Any) -> None:
@@ -240,14 +253,15 @@ def as_sequence_hashed(location: str) -> int:
         if pg:
             conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", ("6",))
         else:
-            # Version 16 made the full-text table again and added the pending words (17
-            # the pending rows); version 16's migration empties search_messages.
+            # Version 16 made the full-text table again and added the pending words; version
+            # 17 set its page size, which a table made here lacks (18 moved the pending rows;
+            # version 16's migration empties search_messages).
             conn.execute("DROP TABLE search_pending")
             conn.execute("DROP TABLE search_words")
             conn.execute("CREATE VIRTUAL TABLE search_words USING fts5(words, content='', "
                          "contentless_delete=1, detail=none, tokenize='ascii')")
             conn.execute("PRAGMA user_version = 14")
-    assert pg_schema.SCHEMA_VERSION == 8 and sqlite_schema.SCHEMA_VERSION == 17, (
+    assert pg_schema.SCHEMA_VERSION == 8 and sqlite_schema.SCHEMA_VERSION == 18, (
         "a later migration: say here what it undoes"
     )
     return changed

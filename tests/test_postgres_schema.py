@@ -213,7 +213,7 @@ def test_the_tables_and_columns_mirror_the_sqlite_schema_they_copy_from(installe
     # SQLite schema 13 keeps the search index's words in an FTS5 table (and the tables FTS5
     # keeps it in); PostgreSQL keeps them in a tsvector column of search_messages.
     assert lite_tables.pop("search_words") == ["words"]
-    # SQLite schema 17 keeps new index rows, with their words, in search_pending until they
+    # SQLite schema 18 keeps new index rows, with their words, in search_pending until they
     # go into search_messages and FTS5 together; PostgreSQL's GIN index keeps its own
     # pending list.
     assert lite_tables.pop("search_pending") == [

@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -531,7 +531,22 @@ CREATE VIRTUAL TABLE search_words USING fts5(
 INSERT INTO search_words(search_words, rank) VALUES ('secure-delete', 1);
 """
 
-# Version 17: a new index row waits whole in ``search_pending``, not only its words. The row
+# Version 17: the search index in small pages, so that an erasure's cost does not grow with
+# the store. A ``secure-delete`` finds each deleted word by reading that word's row list in
+# every segment up to the row: through the list's page index where the list spans enough
+# pages, else entry by entry. In FTS5's default pages of about 4 kB a common word's list in a
+# middle-sized segment has no page index and is read whole, so deleting a recent thread cost
+# what every older row of its words held (3x from 1,000 to 10,000 other runs in
+# ``benchmarks/bench_erase``). In pages of 256 bytes the lists get their page index early and
+# a delete reads a few small pages: the ratio falls to about 1.2x, the index grows by about a
+# tenth, and searches cost the same. ``optimize`` writes an existing index again in the new
+# pages, once (a new store has nothing to write).
+CREATE_V17 = """
+INSERT INTO search_words(search_words, rank) VALUES ('pgsz', 256);
+INSERT INTO search_words(search_words) VALUES ('optimize');
+"""
+
+# Version 18: a new index row waits whole in ``search_pending``, not only its words. The row
 # went into ``search_messages`` at once, and its ``(thread, key)`` entry, whose key is a hash,
 # landed on a random leaf of that index: about a page written per message of an append (in
 # a long thread as in a large store). A pending row now holds the columns of a
@@ -541,8 +556,8 @@ INSERT INTO search_words(search_words, rank) VALUES ('secure-delete', 1);
 # its entries in batches. The pending rows' own ``(thread, key)`` index is small (a page or
 # two, whatever the store's size): a new row is looked for in both, and each refuses a
 # second row of a thread's text.
-CREATE_V17 = """
-CREATE TABLE search_pending_v17 (
+CREATE_V18 = """
+CREATE TABLE search_pending_v18 (
     id      INTEGER PRIMARY KEY,            -- the row's id in search_messages, once moved
     thread  INTEGER NOT NULL REFERENCES threads(id),
     run     INTEGER NOT NULL,
@@ -553,12 +568,12 @@ CREATE TABLE search_pending_v17 (
     at      INTEGER,
     words   TEXT NOT NULL                   -- its words, each once, joined by spaces
 ) STRICT;
-INSERT INTO search_pending_v17(id, thread, run, key, pos, tool, blob, at, words)
+INSERT INTO search_pending_v18(id, thread, run, key, pos, tool, blob, at, words)
 SELECT m.id, m.thread, m.run, m.key, m.pos, m.tool, m.blob, m.at, p.words
 FROM search_pending p JOIN search_messages m ON m.id = p.id ORDER BY p.id;
 DELETE FROM search_messages WHERE id IN (SELECT id FROM search_pending);
 DROP TABLE search_pending;
-ALTER TABLE search_pending_v17 RENAME TO search_pending;
+ALTER TABLE search_pending_v18 RENAME TO search_pending;
 CREATE UNIQUE INDEX search_pending_by_key ON search_pending(thread, key);
 """
 
@@ -580,6 +595,7 @@ MIGRATIONS: dict[int, str] = {
     15: CREATE_V15,
     16: CREATE_V16,
     17: CREATE_V17,
+    18: CREATE_V18,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.

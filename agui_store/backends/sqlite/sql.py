@@ -805,7 +805,7 @@ DELETE_TOMBSTONE = "DELETE FROM tombstones WHERE thread_hash = ?"
 # --- full-text search (agui_store.engine.search) --------------------------------------------
 
 #: The keys among ``?2`` on that a thread's (``?1``) index rows hold, moved or pending (schema
-#: version 17): each table's unique ``(thread, key)`` index answers.
+#: version 18): each table's unique ``(thread, key)`` index answers.
 @functools.lru_cache(maxsize=16)
 def search_keys_held(keys: int) -> str:
     """The statement for ``keys`` keys (a statement per count: the IN list is parameters,

@@ -433,7 +433,7 @@ class SqliteTransaction(NamedQueries):
     def index_messages(
         self, thread_pk: int, run_pk: int, rows: Sequence[IndexRow]
     ) -> None:
-        # The run's rows wait in search_pending, whole (schema version 17), until enough are
+        # The run's rows wait in search_pending, whole (schema version 18), until enough are
         # pending to move into search_messages and the FTS5 table together; a key the
         # thread's index holds, moved or pending, is not added again.
         conn = self._conn
