@@ -11,8 +11,6 @@ module holds the verbs and the store's lifecycle: its lock, its transactions, wh
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import datetime
 import os
 import threading
 import warnings
@@ -29,9 +27,7 @@ from agui_store.engine import (
     archive,
     arguments,
     branches,
-    clock,
     comparison,
-    erasure,
     gc_pause,
     intake,
     integrity,
@@ -41,7 +37,6 @@ from agui_store.engine import (
     search,
     writes,
 )
-from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.integrity import CheckReport
 from agui_store.engine.revisions import RunKey
 from agui_store.engine.writes import (
@@ -52,13 +47,13 @@ from agui_store.engine.writes import (
 )
 from agui_store.errors import InvalidArgumentError, RunNotFoundError
 from agui_store.exports.targets import check_source, check_target, write_file
+from agui_store.facade.erasure import ErasureVerbs
 from agui_store.history import search as search_rules
 from agui_store.history.diff import Diff
 from agui_store.records import (
     AppendResult,
     Branch,
     Checkout,
-    ErasureReceipt,
     ImportResult,
     Log,
     Run,
@@ -77,7 +72,7 @@ __all__ = [
     "open",
 ]
 
-class Store:
+class Store(ErasureVerbs):
     """An AG-UI conversation store: one SQLite file, or a PostgreSQL database. Open it with
     :func:`agui_store.open`.
 
@@ -397,7 +392,7 @@ class Store:
                     restore_erased=restore_erased,
                 )
         if underived and self.derive_on_append:
-            self.derive()  # what the import left, as append would have derived it
+            self._derive(None, None)  # what the import left, as append would have derived
         return result
 
     # --- checkpoints --------------------------------------------------------------------
@@ -413,9 +408,7 @@ class Store:
         With a ``scope``, only that owner's threads.
         """
         arguments.check_scope(scope)
-        with self._writing() as tx:
-            threads = revisions.threads_to_derive(tx, thread_id, scope, self.path)
-            return self._writes.derive(tx, threads)
+        return self._derive(thread_id, scope)
 
     def compact(
         self,
@@ -434,26 +427,6 @@ class Store:
         with self._writing() as tx:
             selected = revisions.runs_to_compact(tx, run_or_ref, thread_id, scope, self.path)
             return self._writes.compact(tx, *selected)
-
-    # --- lookups ------------------------------------------------------------------------
-
-    def _require_thread(
-        self, tx: port.Reading, thread_id: str, scope: str | None = None
-    ) -> int:
-        return revisions.require_thread(tx, thread_id, scope, self.path)
-
-    def _resolve(
-        self,
-        tx: port.Reading,
-        ref: str,
-        *,
-        thread_id: str | None = None,
-        thread_pk: int | None = None,
-        scope: str | None = None,
-    ) -> RunKey:
-        return revisions.resolve(
-            tx, ref, where=self.path, thread_id=thread_id, thread_pk=thread_pk, scope=scope
-        )
 
     def record(
         self,
@@ -768,90 +741,6 @@ class Store:
         invariants (see :mod:`agui_store.engine.integrity`). Reports; never repairs."""
         with self._lock, self._backend.reading() as tx:
             return integrity.check(tx)
-
-    # --- erasure ----------------------------------------------------------------------
-
-    def delete_thread(
-        self, thread_id: str, *, scope: str | None = None, dry_run: bool = False
-    ) -> ErasureReceipt:
-        """Erase a thread: its runs, events, inputs, branches, checkpoints and derived data,
-        and the pydantic-ai conversations linked to it, in one transaction; content another
-        thread shares stays. A tombstone (a hash of the id) keeps ``copy`` from bringing it
-        back. ``dry_run``: count what would go, erase nothing. With a ``scope``, only a
-        thread of that owner (another's is absent: ``RunNotFoundError``). See
-        docs/guides/erasure.md."""
-        intake.check_scope(scope)
-        if not isinstance(thread_id, str) or not thread_id:
-            raise InvalidArgumentError(
-                f"thread_id must be a non-empty string, not {_quote(thread_id)}"
-            )
-        return self._erase(
-            lambda tx: [self._require_thread(tx, thread_id, scope)], "delete_thread", dry_run
-        )
-
-    def delete_owner(self, scope: str, *, dry_run: bool = False) -> ErasureReceipt:
-        """Erase everything one owner has: every thread of the scope (as
-        :meth:`delete_thread` erases one) and every pydantic-ai conversation saved under it,
-        in one transaction. An owner with nothing stored erases nothing."""
-        if scope is None:
-            raise InvalidArgumentError("delete_owner needs the owner's scope, not None")
-        intake.check_scope(scope)
-        return self._erase(
-            lambda tx: tx.owned_thread_pks(scope), "delete_owner", dry_run, scope=scope
-        )
-
-    def prune(
-        self,
-        *,
-        before: datetime.datetime | datetime.timedelta,
-        scope: str | None = None,
-        dry_run: bool = False,
-    ) -> ErasureReceipt:
-        """Erase every thread (of an owner, with a ``scope``) whose newest activity is older
-        than ``before``: a ``datetime`` (a naive one is UTC), or a ``timedelta`` back from
-        now (``timedelta(days=90)`` keeps the last 90 days). A thread with a run still open
-        is in use and stays whole, however old: never cut in the middle."""
-        intake.check_scope(scope)
-        if isinstance(before, datetime.timedelta):
-            if before < datetime.timedelta(0):
-                raise InvalidArgumentError(f"before= must not be a negative timedelta: {before}")
-            cutoff = clock.now_ms() - int(before.total_seconds() * 1000)
-        elif isinstance(before, datetime.datetime):
-            if before.tzinfo is None:
-                before = before.replace(tzinfo=datetime.timezone.utc)
-            cutoff = int(before.timestamp() * 1000)
-        else:
-            raise InvalidArgumentError(
-                f"before= must be a datetime or a timedelta, not {_quote(before)}"
-            )
-        return self._erase(lambda tx: tx.idle_threads(cutoff, scope), "prune", dry_run)
-
-    def _erase(
-        self,
-        threads: Callable[[port.Writing], list[int]],
-        verb: str,
-        dry_run: bool,
-        *,
-        scope: str | None = None,
-    ) -> ErasureReceipt:
-        """One erasure: the threads ``threads(tx)`` names erased in one write transaction,
-        then the physical purge (see :mod:`agui_store.engine.erasure`)."""
-        with self._replicating() as tx:  # what the store remembers goes with the threads
-            receipt = erasure.erase(
-                tx, threads(tx), verb, clock.now_ms(), owner=scope, dry_run=dry_run
-            )
-        if dry_run or not (receipt.threads or receipt.conversations):
-            return receipt
-        erasure.step("committed")
-        return dataclasses.replace(receipt, purged=self.purge())
-
-    def purge(self) -> bool:
-        """The physical purge every erasure runs after it commits (SQLite: the WAL copied
-        into the file and emptied; PostgreSQL: the touched tables vacuumed); whether it
-        finished. Call it to finish a purge an erasure's receipt said did not (a reader
-        held older pages then). See docs/guides/erasure.md."""
-        with self._lock:
-            return self._backend.purge()
 
     # --- branches and forks -------------------------------------------------------------
 
