@@ -40,9 +40,7 @@ class Facade:
 
         def _replicating(self) -> AbstractContextManager[port.Writing]: ...
 
-    def _require_thread(
-        self, tx: port.Reading, thread_id: str, scope: str | None = None
-    ) -> int:
+    def _require_thread(self, tx: port.Reading, thread_id: str, scope: str | None = None) -> int:
         return revisions.require_thread(tx, thread_id, scope, self.path)
 
     def _resolve(
