@@ -3,8 +3,8 @@
 ``Store`` is the facade of verbs, written once for every backend. Each verb checks its
 arguments, opens a transaction of the store's and hands one call to the engine. The verbs
 are grouped by concern in :mod:`agui_store.facade`, one class each, which ``Store`` is
-composed of: recording (``appends``), the archive (``archive``), reading (``reads``),
-search (``search``), lineage (``lineage``) and erasure (``erasure``). This module holds
+composed of: recording (``appends``), reading (``reads``), search (``search``), lineage
+(``lineage``), erasure (``erasure``) and the archive (``archive``). This module holds
 what they stand on: the store's options and lifecycle (its lock, its backend, what a
 ``fork()`` of the process does to it), the doors into its transactions, and ``check``.
 """
@@ -51,7 +51,7 @@ __all__ = [
     "open",
 ]
 
-class Store(AppendVerbs, ArchiveVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs):
+class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, ArchiveVerbs):
     """An AG-UI conversation store: one SQLite file, or a PostgreSQL database. Open it with
     :func:`agui_store.open`.
 

@@ -1,6 +1,6 @@
 """The facade's verbs, one module per concern, which :class:`agui_store.store.Store` is
-composed of: appends (``appends``), the archive (``archive``), reads (``reads``), search
-(``search``), lineage (``lineage``) and erasure (``erasure``), over what they share
+composed of: appends (``appends``), reads (``reads``), search (``search``), lineage
+(``lineage``), erasure (``erasure``) and the archive (``archive``), over what they share
 (``base``). Each verb checks its arguments, opens a transaction through the store's doors
 and hands one call to the engine; the facade names no backend.
 
