@@ -89,8 +89,21 @@ DROP TABLE temp.row_words;
 """
 
 
+#: Schema 17 writes the search index in pages of 256 bytes; version 16's were FTS5's default.
+UNDO_VERSION_17 = """
+DELETE FROM search_words_config WHERE k = 'pgsz';
+INSERT INTO search_words(search_words) VALUES ('optimize');
+"""
+
+
+def as_version_16(conn: Any) -> None:
+    """Give a current file (an apsw connection, foreign keys off) version 16's tables."""
+    conn.execute(UNDO_VERSION_17)
+
+
 def as_version_15(conn: Any) -> None:
     """Give a current file (an apsw connection, foreign keys off) version 15's tables."""
+    as_version_16(conn)
     conn.execute(UNDO_VERSION_16)
 
 
@@ -213,13 +226,14 @@ def as_sequence_hashed(location: str) -> int:
         if pg:
             conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", ("6",))
         else:
-            # Version 16 made the full-text table again and added the pending words.
+            # Version 16 made the full-text table again and added the pending words; version
+            # 17 set its page size, which a table made here lacks.
             conn.execute("DROP TABLE search_pending")
             conn.execute("DROP TABLE search_words")
             conn.execute("CREATE VIRTUAL TABLE search_words USING fts5(words, content='', "
                          "contentless_delete=1, detail=none, tokenize='ascii')")
             conn.execute("PRAGMA user_version = 14")
-    assert pg_schema.SCHEMA_VERSION == 8 and sqlite_schema.SCHEMA_VERSION == 16, (
+    assert pg_schema.SCHEMA_VERSION == 8 and sqlite_schema.SCHEMA_VERSION == 17, (
         "a later migration: say here what it undoes"
     )
     return changed

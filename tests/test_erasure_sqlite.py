@@ -18,7 +18,7 @@ from agui_store import testing
 from agui_store.backends.sqlite import schema
 from agui_store.integrations.pydantic_ai import ConversationStore
 from tests.pydantic_ai_conversations import reply, user
-from tests.schema_history import as_version_13, as_version_15
+from tests.schema_history import as_version_13, as_version_15, as_version_16
 from tests.streams import run, say
 
 #: Where a marker is planted in each thread.
@@ -188,6 +188,43 @@ def test_a_search_index_of_version_15_is_made_again_and_then_forgets_erased_word
     conn.execute("COMMIT")
     conn.close()
     with agui_store.open(path) as store:
+        for name in ("kept", "gone"):
+            assert {h.thread_id for h in store.search(word(name))} == {marker("thread", name)}
+        assert store.delete_thread(marker("thread", "gone")).purged
+        assert not store.search(word("gone")) and store.search(word("kept"))
+        assert store.check().ok
+    data = raw_bytes(path)
+    assert needle("word", "gone") not in data and needle("word", "kept") in data
+
+
+def _search_page_size(path: Path) -> int | None:
+    conn = apsw.Connection(str(path))
+    found = conn.execute("SELECT v FROM search_words_config WHERE k = 'pgsz'").fetchall()
+    conn.close()
+    return found[0][0] if found else None
+
+
+def test_a_new_search_index_writes_small_pages_so_a_delete_reads_few(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    plant(path, "kept")
+    assert _search_page_size(path) == 256
+
+
+def test_a_search_index_of_version_16_is_written_again_in_small_pages_and_keeps_its_words(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.db"
+    plant(path, "kept")
+    plant(path, "gone")
+    conn = apsw.Connection(str(path))
+    conn.execute("BEGIN")
+    as_version_16(conn)
+    conn.execute("PRAGMA user_version = 16")
+    conn.execute("COMMIT")
+    conn.close()
+    assert _search_page_size(path) is None
+    with agui_store.open(path) as store:
+        assert _search_page_size(path) == 256
         for name in ("kept", "gone"):
             assert {h.thread_id for h in store.search(word(name))} == {marker("thread", name)}
         assert store.delete_thread(marker("thread", "gone")).purged
