@@ -51,6 +51,7 @@ __all__ = [
     "open",
 ]
 
+
 class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, ArchiveVerbs):
     """An AG-UI conversation store: one SQLite file, or a PostgreSQL database. Open it with
     :func:`agui_store.open`.
@@ -184,11 +185,6 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
         finally:
             self._writes.forget()
 
-    # The verbs' spelling of the doors.
-    _reading = reading
-    _writing = writing
-    _replicating = replicating
-
     # --- the store as a whole --------------------------------------------------------------
 
     def check(self) -> CheckReport:
@@ -197,6 +193,7 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
         invariants (see :mod:`agui_store.engine.integrity`). Reports; never repairs."""
         with self._lock, self._backend.reading() as tx:
             return integrity.check(tx)
+
 
 #: Every Store not yet garbage-collected, for the at-fork hook.
 _OPEN_STORES: weakref.WeakSet[Store] = weakref.WeakSet()

@@ -76,7 +76,7 @@ class AppendVerbs(Facade):
             run_id=run_id,
             scope=scope,
         )
-        with self._writing(batch.thread_id) as tx:
+        with self.writing(batch.thread_id) as tx:
             return self._writes.append(tx, batch)
 
     def import_file(
@@ -105,7 +105,7 @@ class AppendVerbs(Facade):
                 path; nothing of the file is stored.
         """
         events = self._writes.read_file(source, thread_id)
-        with self._writing() as tx:
+        with self.writing() as tx:
             return self._writes.import_events(tx, events, thread_id, check_sequence)
 
     def record(
@@ -150,6 +150,6 @@ class AppendVerbs(Facade):
         current where that is cheap, this fills in the rest. Returns how many were written.
         """
         arguments.check_scope(scope)
-        with self._writing() as tx:
+        with self.writing() as tx:
             selected = revisions.runs_to_compact(tx, run_or_ref, thread_id, scope, self.path)
             return self._writes.compact(tx, *selected)

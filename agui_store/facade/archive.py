@@ -52,7 +52,7 @@ class ArchiveVerbs(Facade):
         """
         intake.check_scope(scope)
         counts = archive.ArchiveResult()
-        with self._reading() as tx:
+        with self.reading() as tx:
             ids = reads.chosen_threads(tx, thread_id, scope, self.path)
             lines = archive.export_lines(
                 tx, ids, whole_store=thread_id is None and scope is None, scope=scope,
@@ -111,7 +111,7 @@ class ArchiveVerbs(Facade):
                 handle: Any = stack.enter_context(Path(where).open("rb"))
             else:
                 where, handle = getattr(source, "name", "the archive"), source
-            with self._replicating() as tx:
+            with self.replicating() as tx:
                 result, underived = archive.import_lines(
                     tx, handle, where=str(where), progress=progress,
                     restore_erased=restore_erased,

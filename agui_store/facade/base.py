@@ -34,11 +34,14 @@ class Facade:
     if TYPE_CHECKING:
         # Defined by Store (agui_store.store), beside the lifecycle they depend on.
 
-        def _reading(self) -> AbstractContextManager[port.Reading]: ...
+        def reading(self) -> AbstractContextManager[port.Reading]:
+            """A read transaction: :meth:`agui_store.store.Store.reading`."""
 
-        def _writing(self, key: str | None = None) -> AbstractContextManager[port.Writing]: ...
+        def writing(self, key: str | None = None) -> AbstractContextManager[port.Writing]:
+            """A write transaction: :meth:`agui_store.store.Store.writing`."""
 
-        def _replicating(self) -> AbstractContextManager[port.Writing]: ...
+        def replicating(self) -> AbstractContextManager[port.Writing]:
+            """A write transaction of ``copy``: :meth:`agui_store.store.Store.replicating`."""
 
     def _require_thread(self, tx: port.Reading, thread_id: str, scope: str | None = None) -> int:
         return revisions.require_thread(tx, thread_id, scope, self.path)
@@ -58,6 +61,6 @@ class Facade:
 
     def _derive(self, thread_id: str | None, scope: str | None) -> int:
         """``derive``'s work, which an archive's import runs too once it has landed."""
-        with self._writing() as tx:
+        with self.writing() as tx:
             threads = revisions.threads_to_derive(tx, thread_id, scope, self.path)
             return self._writes.derive(tx, threads)

@@ -89,7 +89,7 @@ class ErasureVerbs(Facade):
     ) -> ErasureReceipt:
         """One erasure: the threads ``threads(tx)`` names erased in one write transaction,
         then the physical purge (see :mod:`agui_store.engine.erasure`)."""
-        with self._replicating() as tx:  # what the store remembers goes with the threads
+        with self.replicating() as tx:  # what the store remembers goes with the threads
             receipt = erasure.erase(
                 tx, threads(tx), verb, clock.now_ms(), owner=scope, dry_run=dry_run
             )

@@ -37,21 +37,21 @@ class LineageVerbs(Facade):
         run of that owner's threads (another owner's are absent: ``RunNotFoundError``).
         ``move=False`` refuses to move a branch that exists (``BranchError``), as git's
         ``branch`` does without ``--force``."""
-        with self._writing() as tx:
+        with self.writing() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             return branches.point(tx, name, key, move=move)
 
     def branches(self, thread_id: str, *, scope: str | None = None) -> list[Branch]:
         """A thread's branches: the default one (following the newest run) first."""
         arguments.check_scope(scope)
-        with self._reading() as tx:
+        with self.reading() as tx:
             return branches.listing(tx, self._require_thread(tx, thread_id, scope), thread_id)
 
     def delete_branch(self, name: str, *, thread_id: str, scope: str | None = None) -> None:
         """Delete a branch (the runs stay; only the name goes)."""
         branches.refuse_reserved(name)
         arguments.check_scope(scope)
-        with self._writing() as tx:
+        with self.writing() as tx:
             branches.delete(tx, self._require_thread(tx, thread_id, scope), thread_id, name)
 
     def rename_branch(
@@ -67,7 +67,7 @@ class LineageVerbs(Facade):
         branch already named ``new`` (otherwise ``BranchError``)."""
         branches.refuse_reserved(old)
         intake.check_scope(scope)
-        with self._writing() as tx:
+        with self.writing() as tx:
             pk = self._require_thread(tx, thread_id, scope)
             return branches.rename(tx, pk, thread_id, old, new, force=force)
 
@@ -88,7 +88,7 @@ class LineageVerbs(Facade):
             InvalidArgumentError: ``run_id`` is already a run of the thread (append would
                 refuse the body).
         """
-        with self._reading() as tx:
+        with self.reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
             return reads.fork_input(tx, key.pk, revisions.new_run_id(tx, key, run_id))
 
@@ -101,14 +101,14 @@ class LineageVerbs(Facade):
         self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> Run | None:
         """The nearest run both ``a`` and ``b`` descend from (either may be it), or ``None``."""
-        with self._reading() as tx:
+        with self.reading() as tx:
             return comparison.merge_base(tx, *self._pair(tx, a, b, thread_id, scope))
 
     def is_ancestor(
         self, a: str, b: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> bool:
         """Whether ``a`` is on ``b``'s lineage (a run is its own ancestor, as in git)."""
-        with self._reading() as tx:
+        with self.reading() as tx:
             return comparison.is_ancestor(tx, *self._pair(tx, a, b, thread_id, scope))
 
     def diff(
@@ -133,6 +133,6 @@ class LineageVerbs(Facade):
         """
         if mode not in comparison.MODES:
             raise InvalidArgumentError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
-        with self._reading() as tx:
+        with self.reading() as tx:
             ka, kb = self._pair(tx, a, b, thread_id, scope)
             return comparison.diff(tx, ka, kb, mode)

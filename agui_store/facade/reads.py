@@ -32,14 +32,14 @@ class ReadVerbs(Facade):
         then absent, as if it did not exist (docs/design/behaviour.md#live-recording). ``None``, the
         default, is the operator, who sees every thread."""
         arguments.check_scope(scope)
-        with self._reading() as tx:
+        with self.reading() as tx:
             return tx.thread_ids(scope)
 
     def thread(self, thread_id: str, *, scope: str | None = None) -> Thread | None:
         """A thread's owner, creation time and number of runs, or ``None`` when the store
         has no such thread (or it is another owner's than ``scope``'s)."""
         arguments.check_scope(scope)
-        with self._reading() as tx:
+        with self.reading() as tx:
             try:
                 pk = self._require_thread(tx, thread_id, scope)
             except RunNotFoundError:
@@ -70,7 +70,7 @@ class ReadVerbs(Facade):
         """
         arguments.check_scope(scope)
         size, before = arguments.page_size(limit), arguments.page_before(before)
-        with self._reading() as tx, gc_pause.paused_for(size):
+        with self.reading() as tx, gc_pause.paused_for(size):
             pk = self._require_thread(tx, thread_id, scope)
             return reads.run_page(tx, pk, thread_id, size, before)
 
@@ -79,7 +79,7 @@ class ReadVerbs(Facade):
     ) -> Run | None:
         """A run by id or ref, or ``None`` when nothing matches."""
         arguments.check_scope(scope)
-        with self._reading() as tx:
+        with self.reading() as tx:
             try:
                 key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             except RunNotFoundError:
@@ -106,7 +106,7 @@ class ReadVerbs(Facade):
                 file was edited outside agui-store). After a cursor inside a batch, the whole
                 batch is read and checked, since its hash covers all of it.
         """
-        with self._reading() as tx:
+        with self.reading() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             return reads.events(tx, key.pk, arguments.cursor(after))
 
@@ -122,7 +122,7 @@ class ReadVerbs(Facade):
         self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> dict[str, Any] | None:
         """The ``RunAgentInput`` recorded for a run (``append(input=...)``), or ``None``."""
-        with self._reading() as tx:
+        with self.reading() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             return reads.recorded_input(tx, key.pk)
 
@@ -135,7 +135,7 @@ class ReadVerbs(Facade):
             HashMismatchError: the chain's events, records or inputs are not the ones its
                 runs' hashes cover (the file was edited outside agui-store).
         """
-        with self._reading() as tx:
+        with self.reading() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             return reads.history(tx, key.pk)
 
@@ -176,7 +176,7 @@ class ReadVerbs(Facade):
         """
         size = arguments.page_size(limit)
         start = arguments.page_cursor(cursor)
-        with self._reading() as tx, gc_pause.paused_for(size):
+        with self.reading() as tx, gc_pause.paused_for(size):
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
             return reads.log_page(tx, key, start, size)
 
@@ -184,7 +184,7 @@ class ReadVerbs(Facade):
         self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> Checkout:
         """Restore a run: the messages and state the official client holds after it."""
-        with self._reading() as tx:
+        with self.reading() as tx:
             arguments.check_scope(scope)
             return reads.checkout_ref(
                 tx, run_or_ref, where=self.path, thread_id=thread_id, scope=scope
@@ -200,7 +200,7 @@ class ReadVerbs(Facade):
         pipeline and restoring exactly ``checkout(run)`` (docs/design/behaviour.md#compaction). An
         incomplete run ends without a terminal event, as it was recorded.
         """
-        with self._reading() as tx:
+        with self.reading() as tx:
             key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
             return reads.reconnect_stream(tx, key.pk)
 

@@ -61,7 +61,7 @@ class SearchVerbs(Facade):
         size = search.page_limit(limit)
         after = search.parse_cursor(cursor)
         intake.check_scope(scope)
-        with self._reading() as tx:
+        with self.reading() as tx:
             thread_pk = None
             if thread_id is not None:
                 thread_pk = self._require_thread(tx, thread_id, scope)
