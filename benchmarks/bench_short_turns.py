@@ -164,6 +164,15 @@ JOIN agui_store.blobs b ON b.id = ids.id ORDER BY ids.n
 """
 
 
+def floor_ids(conn: Any, newest: str) -> list[int]:
+    """The ids of ``newest``'s message blobs in list order, read on ``conn``."""
+    row = conn.execute(FLOOR_IDS, (newest,)).fetchone()
+    assert row is not None, f"{newest} has no checkpoint"
+    manifest, tail = row
+    ids: list[int] = msgspec.json.decode(manifest) if manifest else []
+    return ids + [blob_id for blob_id, _ in msgspec.json.decode(tail)]
+
+
 def postgres_floor(dsn: str, newest: str, messages: list[Any]) -> Callable[[], list[Any]]:
     """The floor of a checkout of ``newest`` on PostgreSQL: one query for its message
     blobs' texts in list order (their ids found beforehand, untimed), then their decode,
@@ -172,10 +181,7 @@ def postgres_floor(dsn: str, newest: str, messages: list[Any]) -> Callable[[], l
 
     raw = psycopg.connect(dsn, autocommit=True)
     atexit.register(raw.close)
-    manifest, tail = raw.execute(FLOOR_IDS, (newest,)).fetchone()
-    ids = (msgspec.json.decode(manifest) if manifest else []) + [
-        blob_id for blob_id, _ in msgspec.json.decode(tail)
-    ]
+    ids = floor_ids(raw, newest)
     cursor = raw.cursor(binary=True)
 
     def floor() -> list[Any]:
@@ -286,6 +292,76 @@ def profile(
                 f"floor {figures['floor'] * 1e3:.3f} ms, "
                 f"{figures['checkout'] / figures['floor']:.2f}x"
             )
+            postgres_split(store, location, newest, count)
+
+
+def postgres_split(store: agui_store.Store, dsn: str, newest: str, count: int) -> None:
+    """Where a PostgreSQL checkout's time goes beside its floor's: whether the store's
+    connection runs the checkout statement prepared, with its generic plan (its plans so
+    far); the server's planning and execution of each statement, rows not sent (``EXPLAIN
+    ANALYZE`` of an ``EXECUTE`` of the generic plan, medians); and, timed in turns, each
+    statement with its rows, the decode of the answer, the checkout and the floor."""
+    import psycopg
+
+    from agui_store.backends.postgres import schema, sql
+
+    own = testing.connection(store)
+    for generic, custom in own.execute(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = %s",
+        (_numbered(sql.RUN_CHECKOUT),),
+    ):
+        print(
+            f"checkout statement prepared on the store's connection: {generic} generic "
+            f"plans, {custom} custom"
+        )
+    raw = psycopg.connect(dsn, autocommit=True)
+    atexit.register(raw.close)
+    raw.execute(f"SET search_path TO {schema.SCHEMA}")
+    ids = floor_ids(raw, newest)
+    raw.execute("PREPARE bench_checkout(text, text, text) AS " + _numbered(sql.RUN_CHECKOUT))
+    raw.execute("PREPARE bench_floor(bigint[]) AS " + FLOOR_QUERY.replace("%s", "$1"))
+    raw.execute("SET plan_cache_mode = force_generic_plan")
+    calls = {
+        "checkout statement": f"EXECUTE bench_checkout('{THREAD}', '{newest}', NULL)",
+        "floor query": f"EXECUTE bench_floor(ARRAY{ids}::bigint[])",
+    }
+    server: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in calls}
+    for _ in range(count):
+        for name, call in calls.items():
+            plan = "\n".join(
+                line for (line,) in raw.execute("EXPLAIN (ANALYZE, TIMING OFF, SUMMARY ON) " + call)
+            )
+            for times, label in zip(server[name], ("Planning", "Execution")):
+                times.append(float(plan.split(f"{label} Time: ")[1].split()[0]))
+    for name, (planning, execution) in server.items():
+        print(
+            f"server, {name}: planning {statistics.median(planning):.3f} ms, "
+            f"execution {statistics.median(execution):.3f} ms (rows not sent)"
+        )
+    args = {"thread_id": THREAD, "run_id": newest, "scope": None}
+    cursor = raw.cursor(binary=True)
+    texts = [data for (data,) in cursor.execute(FLOOR_QUERY, (ids,))]
+    floor = postgres_floor(dsn, newest, [m for t in texts for m in msgspec.json.decode(t)])
+    parts = alternating(
+        {
+            "checkout statement": lambda: cursor.execute(sql.RUN_CHECKOUT, args).fetchall(),
+            "floor query": lambda: cursor.execute(FLOOR_QUERY, (ids,)).fetchall(),
+            "decode": lambda: [m for t in texts for m in msgspec.json.decode(t)],
+            "checkout": lambda: store.checkout(newest, thread_id=THREAD),
+            "floor": floor,
+        },
+        count,
+    )
+    spent = ", ".join(f"{name} {seconds * 1e3:.3f} ms" for name, seconds in parts.items())
+    print(f"median of {count} in turns: {spent}")
+
+
+def _numbered(statement: str) -> str:
+    """``statement`` (the checkout's) with its named placeholders numbered, as psycopg
+    prepares it."""
+    for n, name in enumerate(("thread_id", "run_id", "scope"), 1):
+        statement = statement.replace(f"%({name})s", f"${n}")
+    return statement
 
 
 def main() -> None:

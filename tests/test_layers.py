@@ -10,6 +10,8 @@ From the bottom up (``docs/architecture.md`` says what each holds and why):
 - ``engine/``: the store's logic over the storage port, written once for every backend;
 - ``backends/``: one package per database, each whole (connection, schema, migrations, SQL,
   error translation), beside the parts every backend shares;
+- ``facade/``: ``Store``'s verbs, one class per concern, over the engine (it names no
+  backend);
 - the root and its families of edges: the public modules (``Store``, ``AsyncStore``,
   recording, ASGI, copy, the test hooks), ``exports/`` (the store in another shape) and
   ``cli/`` (the command line).
@@ -96,7 +98,7 @@ def graph() -> dict[str, set[str]]:
 #: The leaves at the root: every layer hands back records and raises errors.
 LEAVES = ("errors", "records")
 #: The layers from the bottom up: a module imports its own layer and those below.
-LAYERS = ("leaves", "protocol", "codec", "history", "engine", "backends", "edges")
+LAYERS = ("leaves", "protocol", "codec", "history", "engine", "backends", "facade", "edges")
 
 
 def layer_of(module: str) -> str:
@@ -120,14 +122,39 @@ def test_every_module_is_in_a_layer_and_every_layer_is_a_folder() -> None:
     }
 
 
+#: The edge modules the facade stands on, each with its reason. Each is a public module
+#: (so it sits at the root or in a family of edges) that imports only layers below the
+#: facade: a floor under it in all but its folder.
+FACADE_FOUNDATIONS = {
+    "recording": "Store.record hands the store to the recorder, which writes through the "
+    "Appender interface it defines",
+    "exports.targets": "the archive verbs read and write a path by the rules every export "
+    "keeps: never over the store, never over a database",
+}
+
+
 def test_no_module_imports_a_layer_above_its_own() -> None:
     upward = sorted(
         f"{module} -> {imported}"
         for module, imported_modules in graph().items()
         for imported in imported_modules
         if LAYERS.index(layer_of(imported)) > LAYERS.index(layer_of(module))
+        and not (layer_of(module) == "facade" and imported in FACADE_FOUNDATIONS)
     )
     assert upward == []
+
+
+def test_what_the_facade_stands_on_imports_only_layers_below_it() -> None:
+    """An edge the facade imports is one only by its place: it imports nothing of the
+    facade's layer or above, so the facade stays a layer. Each is still needed."""
+    below = set(LAYERS[: LAYERS.index("facade")])
+    assert {
+        foundation: sorted(m for m in graph()[foundation] if layer_of(m) not in below)
+        for foundation in FACADE_FOUNDATIONS
+        if any(layer_of(m) not in below for m in graph()[foundation])
+    } == {}
+    used = {m for module in MODULES if layer_of(module) == "facade" for m in graph()[module]}
+    assert sorted(set(FACADE_FOUNDATIONS) - used) == []
 
 
 def test_the_leaves_import_only_each_other() -> None:
@@ -161,8 +188,11 @@ def test_the_package_has_no_import_cycle() -> None:
 def test_the_recorder_writes_through_an_appender_not_through_the_stores() -> None:
     """``Store.record`` imports the recorder downward; the recorder knows the stores only as
     the interfaces it defines (``Appender``, ``AsyncAppender``)."""
-    assert graph()["recording"] & {"store", "aio", "_writer", "asgi", "__init__"} == set()
-    assert "recording" in graph()["store"]
+    stores = {"store", "aio", "_writer", "asgi", "__init__"} | {
+        m for m in MODULES if layer_of(m) == "facade"
+    }
+    assert graph()["recording"] & stores == set()
+    assert "recording" in graph()["facade.appends"]
 
 
 @dataclass(frozen=True)
@@ -194,6 +224,10 @@ RULES = [
          "engine*", *LEAVES), DRIVERS, {}),
     Rule("the engine reaches a database through the port only", ("engine*",),
          ("agui_store.backends*",), {}),
+    Rule("the facade names no backend: its verbs reach a database through the port", (
+         "facade*",), ("agui_store.backends*",), {}),
+    Rule("the store opens its backend through backends.open_backend, naming none of them",
+         ("store",), ("agui_store.backends.*",), {}),
     Rule("only the SQLite backend talks to apsw", ("*",), ("apsw",), {
         "backends.sqlite* -> apsw": "the SQLite backend package",
         "exports.analysis -> apsw": "reads another file (an analysis export it may replace, "
@@ -289,6 +323,7 @@ def test_the_checkers_catch_what_they_forbid() -> None:
     # TYPE_CHECKING imports count.
     assert "engine.cache" in graph()["engine.derivation"]
     assert layer_of("engine.port") == "engine" and layer_of("store") == "edges"
+    assert layer_of("facade.base") == "facade"
     assert layer_of("errors") == "leaves" and layer_of("backends.sqlite.sql") == "backends"
     # Statements are found, built ones too, and prose is not.
     assert _statements("backends.sqlite.sql") and _statements("backends.postgres.sql")
@@ -484,6 +519,15 @@ def test_the_cache_keeps_its_state_behind_its_methods() -> None:
 #: through its public methods (``Store.reading()``, ``Store.writing()``,
 #: ``AsyncStore.append_batch`` ...), never through a private name.
 OWNERS = {"Store": "store", "AsyncStore": "aio", "Recorder": "asgi"}
+#: The package an owner is composed of: ``Store`` is its verb classes, each in a module of
+#: ``facade/``, so what they define is ``Store``'s, and theirs to name.
+COMPOSED_OF = {"store": "facade"}
+
+
+def _parts_of(module: str) -> list[str]:
+    """The modules that make up an owner's module: itself and its package's."""
+    package = COMPOSED_OF.get(module)
+    return [module, *(m for m in MODULES if package and m.startswith(f"{package}."))]
 
 #: Who may name one anyway (``module: member``), each with its reason: the test hooks, whose
 #: job is to reach inside (each hook is documented in ``agui_store.testing``).
@@ -503,14 +547,27 @@ PRIVATE_MEMBER_EXCEPTIONS = {
 
 def _private_members() -> dict[str, set[str]]:
     """Per owning module, the private names its owner classes define: methods, class
-    attributes and what any method sets on ``self``."""
+    attributes (annotated ones too) and what any method sets on ``self``; for ``Store``,
+    those of every class in ``facade/`` as well."""
     found: dict[str, set[str]] = {}
     for class_name, module in OWNERS.items():
-        tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
-        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
+        classes = [
+            node
+            for part in _parts_of(module)
+            for node in ast.parse(MODULES[part].read_text(encoding="utf-8")).body
+            if isinstance(node, ast.ClassDef) and (part != module or node.name == class_name)
+        ]
+        assert any(cls.name == class_name for cls in classes), class_name
         names = found.setdefault(module, set())
-        for node in ast.walk(cls):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node is not cls:
+        # What the base only declares (``_backend: port.Backend``) is named too.
+        names.update(
+            node.target.id
+            for cls in classes
+            for node in cls.body
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+        )
+        for node in (node for cls in classes for node in ast.walk(cls)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 names.add(node.name)
             elif isinstance(node, ast.Assign):
                 names.update(t.id for t in node.targets if isinstance(t, ast.Name))
@@ -539,16 +596,45 @@ def test_no_module_names_a_private_member_of_the_stores_or_the_recorder() -> Non
     """``Store``, ``AsyncStore`` and ``Recorder`` are reached through their public doors;
     only the test hooks reach inside, each named in ``PRIVATE_MEMBER_EXCEPTIONS``."""
     members = _private_members()
-    assert {"_backend", "_writes", "_lock"} <= members["store"]
+    assert {"_backend", "_writes", "_lock", "_resolve", "_erase"} <= members["store"]
     assert {"_batchers", "_writer_process"} <= members["aio"]
     every = set().union(*members.values())
+    own = {part: members[owner] for owner in members for part in _parts_of(owner)}
     found = {
         f"{module}: {name}"
         for module in MODULES
-        for name in _private_uses(module, every - members.get(module, set()))
+        for name in _private_uses(module, every - own.get(module, set()))
     }
     assert sorted(found - set(PRIVATE_MEMBER_EXCEPTIONS)) == []
     assert sorted(set(PRIVATE_MEMBER_EXCEPTIONS) - found) == []  # each still needed
+
+
+def test_the_verb_classes_share_private_helpers_through_the_facade_base_alone() -> None:
+    """A private helper one verb module of ``facade/`` defines is named by no other module:
+    one that several concerns share is defined in ``facade/base.py``, so each concern reads
+    on its own and the base says what they have in common."""
+    verb_modules = [m for m in _parts_of("store") if m.startswith("facade.")
+                    and m != "facade.base"]
+    assert len(verb_modules) >= 1
+    defined = {
+        module: {
+            node.name
+            for cls in ast.parse(MODULES[module].read_text(encoding="utf-8")).body
+            if isinstance(cls, ast.ClassDef)
+            for node in cls.body
+            if isinstance(node, ast.FunctionDef)
+            and node.name.startswith("_") and not node.name.startswith("__")
+        }
+        for module in verb_modules
+    }
+    shared = {
+        f"{other} names {module}'s {name}"
+        for module, names in defined.items()
+        for other in _parts_of("store")
+        if other != module
+        for name in names & _names_used(other)
+    }
+    assert sorted(shared) == []
 
 
 def test_no_test_file_has_the_name_of_a_contract_test() -> None:

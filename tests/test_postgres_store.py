@@ -1061,6 +1061,33 @@ def test_a_checkout_of_a_run_named_in_its_thread_is_one_statement_and_leaves_no_
     assert testing.connection(store) is not own
 
 
+def test_the_checkout_statement_runs_prepared_with_its_generic_plan_on_a_replaced_connection_too(
+    store: Any, postgres_server: Any
+) -> None:
+    # Planned anew, the statement costs several times what running it does (its generic
+    # plan is a stack of primary-key probes): psycopg prepares it on the store's connection
+    # after a few runs, and the server keeps its generic plan.
+    store.append(run("t", "r1", *say("m1", "first")))
+    numbered = sql.RUN_CHECKOUT
+    for n, name in enumerate(("thread_id", "run_id", "scope"), 1):
+        numbered = numbered.replace(f"%({name})s", f"${n}")
+
+    def generic_plans() -> int:
+        for _ in range(12):
+            assert store.checkout("r1", thread_id="t").messages[-1]["content"] == "first"
+        own = testing.connection(store)
+        found = own.execute(
+            "SELECT generic_plans FROM pg_prepared_statements WHERE statement = %s",
+            (numbered,),
+        ).fetchall()
+        return sum(int(plans) for (plans,) in found)
+
+    assert generic_plans() > 0
+    old = testing.connection(store)
+    assert postgres_server.terminate_backend(old.info.backend_pid)
+    assert generic_plans() > 0 and testing.connection(store) is not old
+
+
 def test_a_server_restart_between_calls_costs_at_most_one_failed_call(
     store: Any, postgres_cluster: Any
 ) -> None:

@@ -1,9 +1,9 @@
 """The storage port: what the engine asks of a database, and nothing else.
 
-The engine (:mod:`agui_store.store` and the modules it builds on) holds every rule of the
-store: lineage, branches, derived views, revisions, verification. A backend holds tables and
-answers these one-purpose operations inside a transaction, with its own SQL; it knows no
-rule. SQLite (:mod:`agui_store.backends.sqlite`) and PostgreSQL
+The engine (:mod:`agui_store.engine`, under the verbs of :mod:`agui_store.facade`) holds
+every rule of the store: lineage, branches, derived views, revisions, verification. A
+backend holds tables and answers these one-purpose operations inside a transaction, with
+its own SQL; it knows no rule. SQLite (:mod:`agui_store.backends.sqlite`) and PostgreSQL
 (:mod:`agui_store.backends.postgres`) implement it.
 
 A backend opens transactions: :meth:`Backend.reading` gives a consistent snapshot

@@ -5,12 +5,13 @@ name in lower case runs it). Constant text keeps apsw's statement cache hitting.
 ``EXPLAIN QUERY PLAN`` of the hot ones is asserted in tests (``CROSS JOIN`` pins a join
 order where SQLite's planner would otherwise pick a scan).
 
-``col = +?`` in a statement that joins (or orders) keeps it prepared once: since SQLite 3.54
-a bare ``col = ?`` there marks the parameter as one whose value may change the plan, and
-apsw clears a cached statement's bindings before it runs it again, which makes SQLite parse
-and plan the whole statement anew on every run (in a checkout's statements that costs more
-than running them). The unary ``+`` changes neither the value, nor its affinity, nor the
-plan (``EXPLAIN QUERY PLAN`` still searches by the key).
+``col = +?`` (and ``LIMIT +?``) in a statement that joins (or orders) keeps it prepared once:
+since SQLite 3.54 a bare ``col = ?`` (or ``LIMIT ?``) there marks the parameter as one whose
+value may change the plan, and apsw clears a cached statement's bindings before it runs it
+again, which makes SQLite parse and plan the whole statement anew on every run (in a
+checkout's statements, and in a log page's walk of the lineage, that costs more than running
+them). The unary ``+`` changes neither the value, nor its affinity, nor the plan
+(``EXPLAIN QUERY PLAN`` still searches by the key).
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ RUN_NAMES = (
     "SELECT threads.thread_id, runs.run_id FROM runs JOIN threads "
     "ON threads.id = runs.thread WHERE runs.id = ?"
 )
-NEWEST_RUN = "SELECT id FROM runs WHERE thread = ? ORDER BY id DESC LIMIT 1"
+NEWEST_RUN = "SELECT id FROM runs WHERE thread = +? ORDER BY id DESC LIMIT 1"
 HAS_CHILD = "SELECT 1 FROM runs WHERE parent = ? LIMIT 1"
 #: Its id is the connection's last insert rowid (no RETURNING: a result row costs more).
 INSERT_RUN = """
@@ -184,7 +185,7 @@ WITH RECURSIVE chain(id, depth) AS (
     UNION ALL
     SELECT runs.parent, chain.depth + 1 FROM chain JOIN runs ON runs.id = chain.id
     WHERE runs.parent IS NOT NULL
-    LIMIT ?3
+    LIMIT +?3
 )
 SELECT""" + RUN_COLUMNS + """FROM chain CROSS JOIN runs ON runs.id = chain.id
 JOIN threads ON threads.id = runs.thread
@@ -210,7 +211,7 @@ THREAD_RUN_SUMMARIES = SELECT_RUN + " WHERE runs.thread = ? ORDER BY runs.id"
 #: The newest ``?3`` runs of thread ``?1`` recorded before run ``?2``, newest first: a page
 #: of ``runs(limit=, before=)`` walks the primary key backwards, whatever the thread's length.
 THREAD_RUN_PAGE = (
-    SELECT_RUN + " WHERE runs.thread = ?1 AND runs.id < ?2 ORDER BY runs.id DESC LIMIT ?3"
+    SELECT_RUN + " WHERE runs.thread = +?1 AND runs.id < +?2 ORDER BY runs.id DESC LIMIT +?3"
 )
 assert RUN_FROM in SELECT_RUN
 
@@ -310,7 +311,7 @@ ON CONFLICT(thread, name) DO UPDATE SET run = excluded.run, updated_at = exclude
 """
 MOVE_BRANCHES = "UPDATE branches SET run = ?, updated_at = ? WHERE thread = ? AND run = ?"
 DELETE_BRANCH = "DELETE FROM branches WHERE thread = ? AND name = ?"
-BRANCH_TIPS = "SELECT run, name FROM branches WHERE thread = ? ORDER BY name"
+BRANCH_TIPS = "SELECT run, name FROM branches WHERE thread = +? ORDER BY name"
 BRANCH_LIST = """
 SELECT branches.name, runs.run_id, branches.updated_at FROM branches
 JOIN runs ON runs.id = branches.run WHERE branches.thread = ? ORDER BY name

@@ -1,0 +1,107 @@
+"""``Store``'s erasure verbs: forgetting a thread, an owner or old threads, provably.
+
+Each verb checks its arguments, names the threads to erase in one write transaction and hands
+them to :mod:`agui_store.engine.erasure`, then runs the physical purge
+(docs/guides/erasure.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Callable
+
+from agui_store.engine import clock, erasure, intake, port
+from agui_store.engine.arguments import quote as _quote
+from agui_store.errors import InvalidArgumentError
+from agui_store.facade.base import Facade
+from agui_store.records import ErasureReceipt
+
+__all__ = ["ErasureVerbs"]
+
+
+class ErasureVerbs(Facade):
+    """``Store``'s verbs that erase: :meth:`delete_thread`, :meth:`delete_owner`,
+    :meth:`prune`, and :meth:`purge` to finish the purge one of them began."""
+
+    def delete_thread(
+        self, thread_id: str, *, scope: str | None = None, dry_run: bool = False
+    ) -> ErasureReceipt:
+        """Erase a thread: its runs, events, inputs, branches, checkpoints and derived data,
+        and the pydantic-ai conversations linked to it, in one transaction; content another
+        thread shares stays. A tombstone (a hash of the id) keeps ``copy`` from bringing it
+        back. ``dry_run``: count what would go, erase nothing. With a ``scope``, only a
+        thread of that owner (another's is absent: ``RunNotFoundError``). See
+        docs/guides/erasure.md."""
+        intake.check_scope(scope)
+        if not isinstance(thread_id, str) or not thread_id:
+            raise InvalidArgumentError(
+                f"thread_id must be a non-empty string, not {_quote(thread_id)}"
+            )
+        return self._erase(
+            lambda tx: [self._require_thread(tx, thread_id, scope)], "delete_thread", dry_run
+        )
+
+    def delete_owner(self, scope: str, *, dry_run: bool = False) -> ErasureReceipt:
+        """Erase everything one owner has: every thread of the scope (as
+        :meth:`delete_thread` erases one) and every pydantic-ai conversation saved under it,
+        in one transaction. An owner with nothing stored erases nothing."""
+        if scope is None:
+            raise InvalidArgumentError("delete_owner needs the owner's scope, not None")
+        intake.check_scope(scope)
+        return self._erase(
+            lambda tx: tx.owned_thread_pks(scope), "delete_owner", dry_run, scope=scope
+        )
+
+    def prune(
+        self,
+        *,
+        before: datetime.datetime | datetime.timedelta,
+        scope: str | None = None,
+        dry_run: bool = False,
+    ) -> ErasureReceipt:
+        """Erase every thread (of an owner, with a ``scope``) whose newest activity is older
+        than ``before``: a ``datetime`` (a naive one is UTC), or a ``timedelta`` back from
+        now (``timedelta(days=90)`` keeps the last 90 days). A thread with a run still open
+        is in use and stays whole, however old: never cut in the middle."""
+        intake.check_scope(scope)
+        if isinstance(before, datetime.timedelta):
+            if before < datetime.timedelta(0):
+                raise InvalidArgumentError(f"before= must not be a negative timedelta: {before}")
+            cutoff = clock.now_ms() - int(before.total_seconds() * 1000)
+        elif isinstance(before, datetime.datetime):
+            if before.tzinfo is None:
+                before = before.replace(tzinfo=datetime.timezone.utc)
+            cutoff = int(before.timestamp() * 1000)
+        else:
+            raise InvalidArgumentError(
+                f"before= must be a datetime or a timedelta, not {_quote(before)}"
+            )
+        return self._erase(lambda tx: tx.idle_threads(cutoff, scope), "prune", dry_run)
+
+    def _erase(
+        self,
+        threads: Callable[[port.Writing], list[int]],
+        verb: str,
+        dry_run: bool,
+        *,
+        scope: str | None = None,
+    ) -> ErasureReceipt:
+        """One erasure: the threads ``threads(tx)`` names erased in one write transaction,
+        then the physical purge (see :mod:`agui_store.engine.erasure`)."""
+        with self.replicating() as tx:  # what the store remembers goes with the threads
+            receipt = erasure.erase(
+                tx, threads(tx), verb, clock.now_ms(), owner=scope, dry_run=dry_run
+            )
+        if dry_run or not (receipt.threads or receipt.conversations):
+            return receipt
+        erasure.step("committed")
+        return dataclasses.replace(receipt, purged=self.purge())
+
+    def purge(self) -> bool:
+        """The physical purge every erasure runs after it commits (SQLite: the WAL copied
+        into the file and emptied; PostgreSQL: the touched tables vacuumed); whether it
+        finished. Call it to finish a purge an erasure's receipt said did not (a reader
+        held older pages then). See docs/guides/erasure.md."""
+        with self._lock:
+            return self._backend.purge()

@@ -1,0 +1,219 @@
+"""``Store``'s verbs that read a thread: its runs, their events and inputs, a lineage's log,
+a run's restored view and the stream that restores it.
+
+Each verb checks its arguments, resolves the run or thread it names in one read
+transaction and hands it to the read paths (:mod:`agui_store.engine.reads`), which check
+what they read against its hashes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+from agui_store.engine import arguments, gc_pause, reads
+from agui_store.errors import RunNotFoundError
+from agui_store.facade.base import Facade
+from agui_store.records import Checkout, Log, Run, Thread
+
+__all__ = ["ReadVerbs"]
+
+
+class ReadVerbs(Facade):
+    """``Store``'s verbs that read: :meth:`threads` and :meth:`thread`, a thread's
+    :meth:`runs`, a run's :meth:`events`, :meth:`input` and :meth:`history`, a lineage's
+    :meth:`log`, :meth:`checkout` and :meth:`reconnect_stream`."""
+
+    def threads(self, *, scope: str | None = None) -> list[str]:
+        """Every thread id, oldest first (with a ``scope``: that owner's threads).
+
+        Every reading method takes ``scope=``: a thread of another owner (or of none) is
+        then absent, as if it did not exist (docs/design/behaviour.md#live-recording). ``None``, the
+        default, is the operator, who sees every thread."""
+        arguments.check_scope(scope)
+        with self.reading() as tx:
+            return tx.thread_ids(scope)
+
+    def thread(self, thread_id: str, *, scope: str | None = None) -> Thread | None:
+        """A thread's owner, creation time and number of runs, or ``None`` when the store
+        has no such thread (or it is another owner's than ``scope``'s)."""
+        arguments.check_scope(scope)
+        with self.reading() as tx:
+            try:
+                pk = self._require_thread(tx, thread_id, scope)
+            except RunNotFoundError:
+                return None
+            return reads.thread_summary(tx, pk, thread_id)
+
+    def runs(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        scope: str | None = None,
+    ) -> list[Run]:
+        """Every run of a thread, in the order they were recorded.
+
+        Pages, newest first: ``limit`` keeps only the newest ``limit`` runs recorded before
+        the run ``before`` names (exclusive; ``None``: the thread's newest), still in recorded
+        order. The next page is ``before=page[0].run_id``. A page reads only its own runs::
+
+            page = store.runs("t", limit=50)
+            while page:
+                page = store.runs("t", limit=50, before=page[0].run_id)
+
+        Raises:
+            InvalidArgumentError: a ``limit`` that is not a positive int; a ``before`` that is
+                not a run id of the thread.
+        """
+        arguments.check_scope(scope)
+        size, before = arguments.page_size(limit), arguments.page_before(before)
+        with self.reading() as tx, gc_pause.paused_for(size):
+            pk = self._require_thread(tx, thread_id, scope)
+            return reads.run_page(tx, pk, thread_id, size, before)
+
+    def get_run(
+        self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Run | None:
+        """A run by id or ref, or ``None`` when nothing matches."""
+        arguments.check_scope(scope)
+        with self.reading() as tx:
+            try:
+                key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
+            except RunNotFoundError:
+                return None
+            return reads.run_record(tx, key.pk)
+
+    def events(
+        self,
+        run_id: str,
+        *,
+        thread_id: str | None = None,
+        after: int | None = None,
+        scope: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """A run's events, verbatim and in order.
+
+        Args:
+            after: a global sequence number (exclusive), e.g. ``AppendResult.last_seq`` or
+                ``Run.last_seq``: only events recorded after it (a reconnecting reader's
+                cursor, like SSE's ``Last-Event-ID``).
+
+        Raises:
+            HashMismatchError: the stored events are not the ones the run's hashes cover (the
+                file was edited outside agui-store). After a cursor inside a batch, the whole
+                batch is read and checked, since its hash covers all of it.
+        """
+        with self.reading() as tx:
+            key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
+            return reads.events(tx, key.pk, arguments.cursor(after))
+
+    def thread_events(
+        self, thread_id: str, *, scope: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every event of a thread in recorded order, read run by run (memory bounded by
+        the largest run): what a whole-thread export streams out."""
+        for run in self.runs(thread_id, scope=scope):
+            yield from self.events(run.run_id, thread_id=thread_id, scope=scope)
+
+    def input(
+        self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> dict[str, Any] | None:
+        """The ``RunAgentInput`` recorded for a run (``append(input=...)``), or ``None``."""
+        with self.reading() as tx:
+            key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
+            return reads.recorded_input(tx, key.pk)
+
+    def history(
+        self, run_id: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The events of a run's whole ancestor chain, root first: what replays it.
+
+        Raises:
+            HashMismatchError: the chain's events, records or inputs are not the ones its
+                runs' hashes cover (the file was edited outside agui-store).
+        """
+        with self.reading() as tx:
+            key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
+            return reads.history(tx, key.pk)
+
+    def log(
+        self,
+        run_or_ref: str,
+        *,
+        thread_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        scope: str | None = None,
+    ) -> Log:
+        """The run and its lineage ancestors, newest first (metadata only, no payloads).
+
+        Pages: ``limit`` runs at a time, each page continued from the one before by its
+        ``next_cursor``. A page reads only the runs it holds, whatever the lineage's depth::
+
+            page = store.log("HEAD", thread_id="t", limit=20)
+            while page.next_cursor is not None:
+                page = store.log("HEAD", thread_id="t", limit=20, cursor=page.next_cursor)
+
+        Args:
+            limit: at most this many runs (a positive int); ``None``: the whole lineage.
+            cursor: where the page starts: ``Log.next_cursor`` of the page before, which is
+                the id of the run the page starts with (a run of the thread ``run_or_ref``
+                names; that ref then only names the thread). Its lineage is walked, not the
+                ref's: runs and their parents never change, so pages continue the lineage
+                they began on even when the ref (``HEAD``, a branch) has moved since.
+                ``None``: the page starts at ``run_or_ref``.
+
+        Returns:
+            The runs; ``next_cursor`` is set when ``limit`` cut the lineage short, and
+            ``None`` when the page reached its root.
+
+        Raises:
+            InvalidArgumentError: a ``limit`` that is not a positive int; a ``cursor`` that
+                is not a run id of the thread (a cursor of another thread included).
+        """
+        size = arguments.page_size(limit)
+        start = arguments.page_cursor(cursor)
+        with self.reading() as tx, gc_pause.paused_for(size):
+            key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
+            return reads.log_page(tx, key, start, size)
+
+    def checkout(
+        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> Checkout:
+        """Restore a run: the messages and state the official client holds after it."""
+        with self.reading() as tx:
+            arguments.check_scope(scope)
+            return reads.checkout_ref(
+                tx, run_or_ref, where=self.path, thread_id=thread_id, scope=scope
+            )
+
+    def reconnect_stream(
+        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The short stream that restores a run: what a reconnecting client is sent.
+
+        ``RUN_STARTED``, ``MESSAGES_SNAPSHOT``, ``STATE_SNAPSHOT`` and the run's terminal
+        event (its outcome, with pending interrupts), accepted by the official client's full
+        pipeline and restoring exactly ``checkout(run)`` (docs/design/behaviour.md#compaction). An
+        incomplete run ends without a terminal event, as it was recorded.
+        """
+        with self.reading() as tx:
+            key = self._resolve(tx, run_or_ref, thread_id=thread_id, scope=scope)
+            return reads.reconnect_stream(tx, key.pk)
+
+    def compacted(
+        self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Deprecated: :meth:`reconnect_stream`, under the name that read as the result of
+        :func:`~agui_store.compact_events` (upstream's compaction), which it is not. Kept for
+        one release."""
+        warnings.warn(
+            "Store.compacted() is now Store.reconnect_stream(); the old name goes in the next "
+            "release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.reconnect_stream(run_or_ref, thread_id=thread_id, scope=scope)
