@@ -52,7 +52,9 @@ def lowest_pins(pyproject: dict) -> list[str]:
             continue  # an extra that names another extra of this project
         lower = [v for op, v in re.findall(r"(>=|==|~=)\s*([^,\s]+)", spec)]
         if not lower:
-            raise SystemExit(f"{requirement!r} has no lower bound: its lowest version is untestable")
+            raise SystemExit(
+                f"{requirement!r} has no lower bound: its lowest version is untestable"
+            )
         pins[name.lower()] = f"{name}=={lower[0]}" + (marker or "")
     return sorted(pins.values())
 
