@@ -805,12 +805,12 @@ INSERT_TOMBSTONE = "INSERT OR IGNORE INTO tombstones(thread_hash, erased_at) VAL
 DELETE_TOMBSTONE = "DELETE FROM tombstones WHERE thread_hash = ?"
 # --- full-text search (agui_store.engine.search) --------------------------------------------
 
-#: The keys among ``?2`` on that a thread's (``?1``) index rows hold, moved or pending (schema
-#: version 18): each table's unique ``(thread, key)`` index answers.
 @functools.lru_cache(maxsize=16)
 def search_keys_held(keys: int) -> str:
-    """The statement for ``keys`` keys (a statement per count: the IN list is parameters,
-    which SQLite reads faster than a JSON array)."""
+    """The statement giving which of ``keys`` keys (``?2`` on) a thread's (``?1``) index rows
+    hold, moved or pending (schema version 18); each table's unique ``(thread, key)`` index
+    answers. A statement per count: the IN list is parameters, which SQLite reads faster
+    than a JSON array."""
     listed = ", ".join(f"?{i + 2}" for i in range(keys))
     return (
         f"SELECT key FROM search_messages WHERE thread = ?1 AND key IN ({listed})\n"
