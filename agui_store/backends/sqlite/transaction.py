@@ -452,7 +452,7 @@ class SqliteTransaction(NamedQueries):
         conn.executemany(
             sql.INSERT_SEARCH_PENDING,
             [
-                (first + i, thread_pk, run_pk, k, p, t, b, a, _fts_words(found))
+                (first + i, thread_pk, run_pk, k, p, t, b, a, found)
                 for i, (k, p, t, found, b, a) in enumerate(new)
             ],
         )
@@ -491,7 +491,7 @@ class SqliteTransaction(NamedQueries):
         conn.executemany(
             sql.DELETE_SEARCH_WORDS,
             [
-                (int(r[0]), _fts_words(w if w is not None else scanned[int(r[0])]))
+                (int(r[0]), w if w is not None else " ".join(scanned[int(r[0])]))
                 for r, w in zip(rows, found, strict=True)
             ],
         )
@@ -521,12 +521,6 @@ class SqliteTransaction(NamedQueries):
 SEARCH_PENDING_ROWS = [256]
 
 
-def _fts_words(words: Iterable[str]) -> str:
-    """A row's words as the FTS5 table takes them: each once, joined by spaces (no
-    positions are kept, so order and repeats tell nothing); a delete gives the same."""
-    return " ".join(dict.fromkeys(words))
-
-
 #: The most keys one statement looks up (SQLite takes a few hundred parameters at least).
 _KEYS_AT_ONCE = 64
 
@@ -553,7 +547,7 @@ def fts5_expression(query: Query) -> str:
 
 def pending_condition(query: Query) -> tuple[str, dict[str, str]]:
     """The condition :func:`fts5_expression` states, over a pending row's ``words`` (its
-    words each once, joined by spaces): an ``instr`` per word, with its parameters. A word
+    words separated by spaces): an ``instr`` per word, with its parameters. A word
     is found as `` word `` in `` words ``, a prefix as `` prefix`` in it."""
     params: dict[str, str] = {}
 
