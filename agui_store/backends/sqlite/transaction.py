@@ -437,18 +437,22 @@ class SqliteTransaction(NamedQueries):
         # pending to move into search_messages and the FTS5 table together; a key the
         # thread's index holds, moved or pending, is not added again.
         conn = self._conn
-        keys = [int(row[0]) for row in rows]
+        keys = [row[0] for row in rows]
         held: set[int] = set()
         for at in range(0, len(keys), _KEYS_AT_ONCE):
             part = keys[at : at + _KEYS_AT_ONCE]
             # Padded to a power of two (the last key repeated): few statements to cache.
             part += part[-1:] * ((1 << (len(part) - 1).bit_length()) - len(part))
-            found = conn.execute(sql.search_keys_held(len(part)), (thread_pk, *part))
-            held.update(int(k) for (k,) in found)
-        new = [row for row in rows if int(row[0]) not in held]
+            for key, next_id, oldest_id in conn.execute(
+                sql.search_keys_held(len(part)), (thread_pk, *part)
+            ):
+                if key is None:  # the last row: where the ids stand (the last part's holds)
+                    first, oldest = next_id, oldest_id
+                else:
+                    held.add(key)
+        new = [row for row in rows if row[0] not in held] if held else rows
         if not new:
             return
-        first, oldest = conn.execute(sql.NEXT_SEARCH_ID).fetchone()
         conn.executemany(
             sql.INSERT_SEARCH_PENDING,
             [
