@@ -12,8 +12,9 @@ in turns with its baselines, in one process, so that the machine's load weighs o
   dicts the checkout returns and nothing else.
 
 ``--postgres`` builds the same thread on a throwaway PostgreSQL cluster and times checkout
-against its floor there (one query returning the message blobs' texts in order, plus the
-decode of the answer) and against LangGraph ``PostgresSaver.get_tuple``.
+against its floor there (one query for the answer from the thread and run ids: the run's
+record, its state and its message blobs in order, trusted as read; plus their decode) and
+against LangGraph ``PostgresSaver.get_tuple``.
 
 Goals: checkout <= 1.0x get_tuple at 2,000 runs; <= 1.25x the decode of its answer at 10,000
 runs; on PostgreSQL, <= 1.0x its floor and <= 1.0x PostgresSaver.get_tuple.
@@ -43,7 +44,7 @@ from typing import Any
 import msgspec
 
 import agui_store
-from agui_store import testing
+from agui_store import Checkout, testing
 from benchmarks._common import header, scratch_dir, throwaway_postgres
 from benchmarks.bench_langgraph import THREAD, LangGraphThread, prose
 
@@ -151,44 +152,85 @@ def sqlite_figures(tmp: str, n: int, seed: int, repeat: int) -> dict[str, float]
     return figures
 
 
-#: The floor on PostgreSQL: one query returning the newest checkpoint's message blobs in list
-#: order (what a store that kept the answer as chunks must read at least), in the store's
-#: schema; their decode follows.
-FLOOR_IDS = """
-SELECT m.data, c.tail FROM agui_store.checkpoints c JOIN agui_store.runs r ON r.id = c.run
-LEFT JOIN agui_store.blobs m ON m.id = c.chunks WHERE r.run_id = %s
+#: The floor on PostgreSQL: one query for the answer, from the names the checkout is given
+#: (thread and run ids), in the store's schema: the run's record (what ``Run`` holds: its
+#: ids, parent, times, event count, outcome, hash and branch names), its state (with the
+#: state it is a patch of, when it is stored as one), interrupts and warnings, then its
+#: message blobs in list order (the chunks its manifest names, then its tail segments).
+#: It trusts what it reads: no address is read or checked, and the
+#: lists of ids are parsed without looking at their shape. Its decode follows.
+FLOOR_QUERY = r"""
+WITH run AS MATERIALIZED (
+    SELECT runs.*, threads.thread_id FROM agui_store.threads
+    JOIN agui_store.runs ON runs.thread = threads.id
+    WHERE threads.thread_id = %(thread_id)s AND runs.run_id = %(run_id)s
+), ids AS (
+    SELECT x.id, x.n FROM run JOIN agui_store.checkpoints c ON c.run = run.id
+    JOIN agui_store.blobs m ON m.id = c.chunks
+    CROSS JOIN LATERAL unnest(string_to_array(btrim(encode(m.data, 'escape'), '[]'), ',')::bigint[])
+        WITH ORDINALITY AS x(id, n)
+    UNION ALL
+    SELECT split_part(x.pair, ',', 1)::bigint, 1000000 + x.n
+    FROM run JOIN agui_store.checkpoints c ON c.run = run.id
+    CROSS JOIN LATERAL unnest(string_to_array(btrim(c.tail, '[]'), '],['))
+        WITH ORDINALITY AS x(pair, n)
+)
+SELECT * FROM (
+    SELECT 0::bigint AS n, run.thread_id, run.run_id, parent.run_id, run.lineage,
+           run.parent_run_id, run.input IS NOT NULL, run.synthetic, run.created_at,
+           facts.events, facts.last_seq, facts.appended_at, facts.outcome,
+           coalesce(facts.hash, run.start_hash),
+           ARRAY(SELECT b.name FROM agui_store.branches b
+                 WHERE b.thread = run.thread AND b.run = run.id ORDER BY b.name COLLATE "C"),
+           run.id = (SELECT max(n.id) FROM agui_store.runs n WHERE n.thread = run.thread),
+           s.data AS state, bs.data AS state_base, i.data AS interrupts, w.data AS warnings,
+           NULL::bytea AS messages
+    FROM run LEFT JOIN agui_store.runs parent ON parent.id = run.parent
+    CROSS JOIN LATERAL (
+        SELECT sum(b.count)::bigint AS events, max(b.last_seq) AS last_seq,
+               max(b.appended_at) AS appended_at,
+               (array_agg(b.outcome ORDER BY b.id DESC)
+                   FILTER (WHERE b.outcome IS NOT NULL))[1] AS outcome,
+               (array_agg(b.hash ORDER BY b.id DESC))[1] AS hash
+        FROM agui_store.batches b WHERE b.run = run.id) AS facts
+    JOIN agui_store.checkpoints c ON c.run = run.id
+    JOIN agui_store.blobs s ON s.id = c.state
+    LEFT JOIN agui_store.checkpoints base ON base.run = c.state_base
+    LEFT JOIN agui_store.blobs bs ON bs.id = base.state
+    LEFT JOIN agui_store.blobs i ON i.id = c.interrupts
+    LEFT JOIN agui_store.blobs w ON w.id = c.warnings
+    UNION ALL
+    SELECT ids.n, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           NULL, NULL, NULL, NULL, NULL, NULL, b.data
+    FROM ids JOIN agui_store.blobs b ON b.id = ids.id
+) AS answer ORDER BY n
 """
-FLOOR_QUERY = """
-SELECT b.data FROM unnest(%s::bigint[]) WITH ORDINALITY AS ids(id, n)
-JOIN agui_store.blobs b ON b.id = ids.id ORDER BY ids.n
-"""
 
 
-def floor_ids(conn: Any, newest: str) -> list[int]:
-    """The ids of ``newest``'s message blobs in list order, read on ``conn``."""
-    row = conn.execute(FLOOR_IDS, (newest,)).fetchone()
-    assert row is not None, f"{newest} has no checkpoint"
-    manifest, tail = row
-    ids: list[int] = msgspec.json.decode(manifest) if manifest else []
-    return ids + [blob_id for blob_id, _ in msgspec.json.decode(tail)]
-
-
-def postgres_floor(dsn: str, newest: str, messages: list[Any]) -> Callable[[], list[Any]]:
-    """The floor of a checkout of ``newest`` on PostgreSQL: one query for its message
-    blobs' texts in list order (their ids found beforehand, untimed), then their decode,
-    on a connection of its own left open (closed when the script exits)."""
+def postgres_floor(dsn: str, newest: str, answer: Checkout) -> Callable[[], Any]:
+    """The floor of a checkout of ``newest`` on PostgreSQL: :data:`FLOOR_QUERY`, then the
+    decode of its state and message blobs, on a connection of its own left open (closed
+    when the script exits). Checked once against ``answer``, the store's checkout; it
+    holds for this benchmark's thread, whose state never changes: each run stores it as
+    an empty patch of the first run's, which the floor decodes and does not apply."""
     import psycopg
 
     raw = psycopg.connect(dsn, autocommit=True)
     atexit.register(raw.close)
-    ids = floor_ids(raw, newest)
     cursor = raw.cursor(binary=True)
+    names = {"thread_id": THREAD, "run_id": newest}
+    decode = msgspec.json.decode
 
-    def floor() -> list[Any]:
-        rows = cursor.execute(FLOOR_QUERY, (ids,)).fetchall()
-        return [m for (data,) in rows for m in msgspec.json.decode(data)]
+    def floor() -> tuple[tuple[Any, ...], Any, list[Any]]:
+        head, *rows = cursor.execute(FLOOR_QUERY, names).fetchall()
+        patches = decode(head[16])
+        state = decode(head[17]) if head[17] is not None else patches
+        return head, state, [m for row in rows for m in decode(row[20])]
 
-    assert floor() == messages
+    head, state, messages = floor()
+    assert head[17] is None or decode(head[16]) == [], "the state changes in this thread"
+    assert messages == answer.messages and state == answer.state, "the floor reads another answer"
+    assert head[2] == answer.run.run_id and head[9] == answer.run.event_count
     return floor
 
 
@@ -205,8 +247,9 @@ def postgres_figures(n: int, seed: int, repeat: int) -> dict[str, float]:
     found = lg.saver.get_tuple(config)
     assert found is not None and found.checkpoint["channel_values"]["messages"] == messages
     with agui_store.open(dsn) as store:
-        floor = postgres_floor(dsn, newest, messages)
-        assert store.checkout(newest, thread_id=THREAD).messages == messages
+        answer = store.checkout(newest, thread_id=THREAD)
+        assert answer.messages == messages
+        floor = postgres_floor(dsn, newest, answer)
         trips = round_trips(store, lambda: store.checkout(newest, thread_id=THREAD))
         figures = alternating(
             {
@@ -282,7 +325,7 @@ def profile(
         if postgres:
             checkout = lambda: store.checkout(newest, thread_id=THREAD)  # noqa: E731
             print(f"round trips per checkout: {round_trips(store, checkout):.2f}")
-            floor = postgres_floor(location, newest, messages)
+            floor = postgres_floor(location, newest, store.checkout(newest, thread_id=THREAD))
             figures = alternating(
                 {"checkout": lambda: store.checkout(newest, thread_id=THREAD), "floor": floor},
                 count,
@@ -317,13 +360,12 @@ def postgres_split(store: agui_store.Store, dsn: str, newest: str, count: int) -
     raw = psycopg.connect(dsn, autocommit=True)
     atexit.register(raw.close)
     raw.execute(f"SET search_path TO {schema.SCHEMA}")
-    ids = floor_ids(raw, newest)
     raw.execute("PREPARE bench_checkout(text, text, text) AS " + _numbered(sql.RUN_CHECKOUT))
-    raw.execute("PREPARE bench_floor(bigint[]) AS " + FLOOR_QUERY.replace("%s", "$1"))
+    raw.execute("PREPARE bench_floor(text, text) AS " + _numbered(FLOOR_QUERY))
     raw.execute("SET plan_cache_mode = force_generic_plan")
     calls = {
         "checkout statement": f"EXECUTE bench_checkout('{THREAD}', '{newest}', NULL)",
-        "floor query": f"EXECUTE bench_floor(ARRAY{ids}::bigint[])",
+        "floor query": f"EXECUTE bench_floor('{THREAD}', '{newest}')",
     }
     server: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in calls}
     for _ in range(count):
@@ -339,14 +381,16 @@ def postgres_split(store: agui_store.Store, dsn: str, newest: str, count: int) -
             f"execution {statistics.median(execution):.3f} ms (rows not sent)"
         )
     args = {"thread_id": THREAD, "run_id": newest, "scope": None}
+    names = {"thread_id": THREAD, "run_id": newest}
     cursor = raw.cursor(binary=True)
-    texts = [data for (data,) in cursor.execute(FLOOR_QUERY, (ids,))]
-    floor = postgres_floor(dsn, newest, [m for t in texts for m in msgspec.json.decode(t)])
+    head, *rows = cursor.execute(FLOOR_QUERY, names).fetchall()
+    texts = [head[16], head[17], *(row[20] for row in rows)]
+    floor = postgres_floor(dsn, newest, store.checkout(newest, thread_id=THREAD))
     parts = alternating(
         {
             "checkout statement": lambda: cursor.execute(sql.RUN_CHECKOUT, args).fetchall(),
-            "floor query": lambda: cursor.execute(FLOOR_QUERY, (ids,)).fetchall(),
-            "decode": lambda: [m for t in texts for m in msgspec.json.decode(t)],
+            "floor query": lambda: cursor.execute(FLOOR_QUERY, names).fetchall(),
+            "decode": lambda: [msgspec.json.decode(t) for t in texts],
             "checkout": lambda: store.checkout(newest, thread_id=THREAD),
             "floor": floor,
         },
@@ -357,8 +401,8 @@ def postgres_split(store: agui_store.Store, dsn: str, newest: str, count: int) -
 
 
 def _numbered(statement: str) -> str:
-    """``statement`` (the checkout's) with its named placeholders numbered, as psycopg
-    prepares it."""
+    """``statement`` (the checkout's or the floor's) with its named placeholders numbered,
+    as psycopg prepares it."""
     for n, name in enumerate(("thread_id", "run_id", "scope"), 1):
         statement = statement.replace(f"%({name})s", f"${n}")
     return statement

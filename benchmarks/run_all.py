@@ -299,7 +299,9 @@ BENCHMARKS: dict[str, Benchmark] = {
         "its baselines in one process; with `--postgres`, on PostgreSQL too.",
         "LangGraph `SqliteSaver.get_tuple` of the same messages on an open connection; "
         "msgspec decoding the answer from one JSON document (the floor). On PostgreSQL: one "
-        "query for the answer's blobs plus their decode, and `PostgresSaver.get_tuple`.",
+        "query for the answer from the thread and run ids (the run's record, its state and "
+        "its message blobs, trusted as read) plus their decode, and "
+        "`PostgresSaver.get_tuple`.",
         ("--runs", "2000,10000", "--postgres"), ("--runs", "200", "--repeat", "21"),
         goal="checkout at most 1.0x `get_tuple` at 2,000 runs, and at most 1.25x the decode "
         "of its answer at 10,000; on PostgreSQL at most 1.0x its floor and 1.0x "
