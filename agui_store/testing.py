@@ -62,6 +62,13 @@ def search_words(message: dict[str, Any]) -> list[str]:
     return search_rules.words(search_rules.message_text(message))
 
 
+def search_index_words(message: dict[str, Any]) -> list[str]:
+    """The words the search index is given for a message, in order (the backend's string of
+    them, :func:`agui_store.history.search.index_text`, cut at its spaces): the same as
+    :func:`search_words`, made without a string per word."""
+    return search_rules.index_text(search_rules.message_text(message)).split()
+
+
 def search_matches(query: str, message: dict[str, Any]) -> bool:
     """Whether ``Store.search(query)`` finds a message, decided on its words alone (the
     query language's definition, with no index)."""

@@ -105,6 +105,29 @@ ALTER TABLE search_pending_v17 RENAME TO search_pending;
 """
 
 
+#: Schema 19 keeps the pending search rows without a foreign key to ``threads``; version 18's
+#: had one (and its words each once, which a later version's rows need not be: both take
+#: any words separated by spaces).
+UNDO_VERSION_19 = """
+CREATE TABLE search_pending_v18 (
+    id      INTEGER PRIMARY KEY,            -- the row's id in search_messages, once moved
+    thread  INTEGER NOT NULL REFERENCES threads(id),
+    run     INTEGER NOT NULL,
+    key     INTEGER NOT NULL,
+    pos     INTEGER NOT NULL,
+    tool    TEXT,
+    blob    INTEGER,
+    at      INTEGER,
+    words   TEXT NOT NULL                   -- its words, each once, joined by spaces
+) STRICT;
+INSERT INTO search_pending_v18(id, thread, run, key, pos, tool, blob, at, words)
+SELECT id, thread, run, key, pos, tool, blob, at, words FROM search_pending ORDER BY id;
+DROP TABLE search_pending;
+ALTER TABLE search_pending_v18 RENAME TO search_pending;
+CREATE UNIQUE INDEX search_pending_by_key ON search_pending(thread, key);
+"""
+
+
 #: Schema 17 writes the search index in pages of 256 bytes; version 16's were FTS5's default.
 UNDO_VERSION_17 = """
 DELETE FROM search_words_config WHERE k = 'pgsz';
@@ -112,10 +135,20 @@ INSERT INTO search_words(search_words) VALUES ('optimize');
 """
 
 
-def as_version_17(conn: Any) -> None:
-    """Give a current file (an apsw connection, foreign keys off) version 17's tables. Pages
+def as_version_18(conn: Any) -> None:
+    """Give a current file (an apsw connection, foreign keys off) version 18's tables. Pages
     it frees are zeroed, as a store's connections (version 14 on) zero them: the words of the
     table it drops would linger in them otherwise."""
+    (kept,) = conn.execute("PRAGMA secure_delete").fetchone()
+    conn.execute("PRAGMA secure_delete = ON")
+    conn.execute(UNDO_VERSION_19)
+    conn.execute(f"PRAGMA secure_delete = {int(kept)}")
+
+
+def as_version_17(conn: Any) -> None:
+    """Give a current file (an apsw connection, foreign keys off) version 17's tables, its
+    freed pages zeroed as :func:`as_version_18` zeroes them."""
+    as_version_18(conn)
     (kept,) = conn.execute("PRAGMA secure_delete").fetchone()
     conn.execute("PRAGMA secure_delete = ON")
     conn.execute(UNDO_VERSION_18)

@@ -19,7 +19,13 @@ from agui_store import testing
 from agui_store.backends.sqlite import schema
 from agui_store.integrations.pydantic_ai import ConversationStore
 from tests.pydantic_ai_conversations import reply, user
-from tests.schema_history import as_version_13, as_version_15, as_version_16, as_version_17
+from tests.schema_history import (
+    as_version_13,
+    as_version_15,
+    as_version_16,
+    as_version_17,
+    as_version_18,
+)
 from tests.streams import run, say
 
 #: Where a marker is planted in each thread.
@@ -256,6 +262,42 @@ def test_the_pending_search_rows_of_version_17_move_whole_and_are_not_indexed_tw
             )
         )
         assert len(store.search(word("kept"))) == 3
+        assert store.delete_thread(marker("thread", "gone")).purged
+        assert not store.search(word("gone")) and store.search(word("kept"))
+        assert store.check().ok
+    data = raw_bytes(path)
+    assert needle("word", "gone") not in data and needle("word", "kept") in data
+
+
+def test_the_pending_search_rows_of_version_18_are_kept_and_move_when_enough_are_pending(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.db"
+    with testing.search_pending_rows(1000):  # every row pending
+        plant(path, "kept")
+        plant(path, "gone")
+    _as_version(path, as_version_18, 18)
+    conn = apsw.Connection(str(path))
+    pending = conn.execute("SELECT id, words FROM search_pending ORDER BY id").fetchall()
+    conn.close()
+    assert pending
+    with testing.search_pending_rows(4), agui_store.open(path) as store:
+        conn = testing.connection(store)
+        assert conn.execute("SELECT id, words FROM search_pending ORDER BY id").fetchall() == (
+            pending
+        )
+        assert not conn.execute("PRAGMA foreign_key_list(search_pending)").fetchall()
+        assert len(store.search(word("kept"))) == 3
+        # Another run of the thread: enough rows pending, they move with the new one's.
+        store.append(
+            run(
+                marker("thread", "kept"), "later",
+                *say("kept-m9", f"{marker('message', 'kept')} 9 {word('kept')}", "assistant"),
+                parentRunId=f"{marker('run', 'kept')}-2",
+            )
+        )
+        assert conn.execute("SELECT count(*) FROM search_pending").fetchone()[0] == 0
+        assert len(store.search(word("kept"))) == 4
         assert store.delete_thread(marker("thread", "gone")).purged
         assert not store.search(word("gone")) and store.search(word("kept"))
         assert store.check().ok

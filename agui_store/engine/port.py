@@ -337,9 +337,11 @@ class ErasureLogRow(NamedTuple):
 
 
 #: A search index row as :meth:`SearchWrites.index_messages` takes it: ``(key, position in
-#: the view, tool name or None, words, blob id or None, position in the blob or None)``; a
-#: plain tuple, as an append builds one per message.
-IndexRow = tuple[int, int, "str | None", list[str], "int | None", "int | None"]
+#: the view, tool name or None, words, blob id or None, position in the blob or None)``,
+#: the words in order separated by spaces, repeats and all
+#: (:func:`agui_store.history.search.index_text`); a plain tuple, as an append builds one
+#: per message.
+IndexRow = tuple[int, int, "str | None", str, "int | None", "int | None"]
 
 
 class SearchCandidate(NamedTuple):

@@ -128,8 +128,8 @@ def index_rows(
         if not isinstance(message_id, str):
             continue
         text = rules.message_text(m)
-        found = rules.words(text)
-        if not found:
+        found = rules.index_text(text)
+        if not found or found.isspace():  # no word to find it by
             continue
         tool = rules.tool_name(m, _calls_before(messages, p, m))
         if tool is not None and not _storable(tool):
@@ -166,9 +166,11 @@ def index_run(
 
 def indexed_words(
     tx: port.Reading, rows: Sequence[tuple[int, int, int, int | None, int | None]]
-) -> list[list[str] | None]:
-    """The words each index row was given (``rows``: its key, run, position in the run's
-    view, blob and position there), read back from the message it names: from the
+) -> list[str | None]:
+    """The words each index row was given, as
+    :func:`agui_store.history.search.index_text` gives them (``rows``: its key, run,
+    position in the run's view, blob and position there), read back from the message it
+    names: from the
     checkpoint blob, else from the run's view, whichever holds the text the row's key was
     made of (``None``: neither does any more). What a backend whose full-text index must be
     told a row's words to delete them exactly needs (SQLite's FTS5 with ``secure-delete``)."""
@@ -177,7 +179,7 @@ def indexed_words(
     for blob_id, codec, data, _address in tx.blobs_in_order(wanted):
         found[int(blob_id)] = _RAW_LIST.decode(blobs.unpack(codec, data))
     views: dict[int, list[Any]] = {}
-    out: list[list[str] | None] = []
+    out: list[str | None] = []
     for key, run_pk, pos, blob, at in rows:
         held = found.get(int(blob)) if blob is not None else None
         text = None
@@ -189,7 +191,7 @@ def indexed_words(
             view = views[run_pk]
             if 0 <= pos < len(view) and isinstance(view[pos], dict):
                 text = _text_of(view[pos], int(key))
-        out.append(None if text is None else rules.words(text))
+        out.append(None if text is None else rules.index_text(text))
     return out
 
 

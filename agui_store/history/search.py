@@ -86,6 +86,24 @@ def words(text: str) -> list[str]:
     return found
 
 
+# Each byte that is not a space as ``x``: a word longer than :data:`MAX_WORD` is then a run of
+# ``x`` a fast substring search finds, in C, without cutting the text into words.
+_ASCII_MARK = bytes(0x20 if c == 0x20 else ord("x") for c in range(256))
+_TOO_LONG = b"x" * (MAX_WORD + 1)
+
+
+def index_text(text: str) -> str:
+    """The words of ``text`` (:func:`words`) in order, separated by spaces (one or more), as
+    a full-text index takes them: ``" ".join(words(text))`` but for the runs of spaces, the
+    string ``str.split`` gives :func:`words` of back. For ASCII text with no word longer
+    than :data:`MAX_WORD` it is made in three C passes, without a string per word."""
+    if text.isascii():
+        cut = text.encode("ascii").translate(_ASCII_CUT)
+        if _TOO_LONG not in cut.translate(_ASCII_MARK):
+            return cut.decode("ascii")
+    return " ".join(words(text))
+
+
 def message_text(message: dict[str, Any]) -> str:
     """The text a message is found by, as ``checkout`` restores it: its content (a string,
     or the text of its content parts), the name and arguments of each tool call it makes,
@@ -353,6 +371,7 @@ __all__ = [
     "Query",
     "Term",
     "fold",
+    "index_text",
     "message_text",
     "parse",
     "snippet",

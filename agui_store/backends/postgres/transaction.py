@@ -676,7 +676,7 @@ class PostgresTransaction(NamedQueries):
     ) -> None:
         """Deferred, one statement for the run's rows."""
         keys, positions, tools, words, blobs, ats = zip(*rows)
-        texts = [" ".join(dict.fromkeys(w)) for w in words]  # each word once
+        texts = [" ".join(dict.fromkeys(w.split())) for w in words]  # each word once
         self._defer(
             sql.INSERT_SEARCH_MESSAGES,
             (thread_pk, run_pk, list(keys), list(positions), list(tools), list(blobs),

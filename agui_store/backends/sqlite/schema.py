@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -577,6 +577,34 @@ ALTER TABLE search_pending_v18 RENAME TO search_pending;
 CREATE UNIQUE INDEX search_pending_by_key ON search_pending(thread, key);
 """
 
+# Version 19: the pending search rows name their thread without a foreign key. The
+# constraint made SQLite look the thread up for each pending row written, and made the
+# pending rows' move a delete row by row (a table with a foreign key is not emptied whole):
+# about 35,000 instructions an append of four messages. A row is checked against
+# ``threads`` where it is kept, in ``search_messages``, whose foreign key stays, when the
+# rows move; an erasure deletes a thread's pending rows with its other rows. The words come
+# as the store cuts them, in order, repeats and all, separated by spaces
+# (:func:`agui_store.history.search.index_text`): FTS5 and the pending rows' search take them
+# so, and no word list is made to join them.
+CREATE_V19 = """
+CREATE TABLE search_pending_v19 (
+    id      INTEGER PRIMARY KEY,            -- the row's id in search_messages, once moved
+    thread  INTEGER NOT NULL,               -- checked when the row moves to search_messages
+    run     INTEGER NOT NULL,
+    key     INTEGER NOT NULL,
+    pos     INTEGER NOT NULL,
+    tool    TEXT,
+    blob    INTEGER,
+    at      INTEGER,
+    words   TEXT NOT NULL                   -- its words in order, separated by spaces
+) STRICT;
+INSERT INTO search_pending_v19(id, thread, run, key, pos, tool, blob, at, words)
+SELECT id, thread, run, key, pos, tool, blob, at, words FROM search_pending ORDER BY id;
+DROP TABLE search_pending;
+ALTER TABLE search_pending_v19 RENAME TO search_pending;
+CREATE UNIQUE INDEX search_pending_by_key ON search_pending(thread, key);
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -596,6 +624,7 @@ MIGRATIONS: dict[int, str] = {
     16: CREATE_V16,
     17: CREATE_V17,
     18: CREATE_V18,
+    19: CREATE_V19,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.

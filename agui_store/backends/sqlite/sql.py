@@ -808,26 +808,26 @@ DELETE_TOMBSTONE = "DELETE FROM tombstones WHERE thread_hash = ?"
 @functools.lru_cache(maxsize=16)
 def search_keys_held(keys: int) -> str:
     """The statement giving which of ``keys`` keys (``?2`` on) a thread's (``?1``) index rows
-    hold, moved or pending (schema version 18); each table's unique ``(thread, key)`` index
-    answers. A statement per count: the IN list is parameters, which SQLite reads faster
-    than a JSON array."""
+    hold, moved or pending (schema version 18), as ``(key, NULL, NULL)`` rows; each table's
+    unique ``(thread, key)`` index answers. Then one row ``(NULL, next id, oldest pending
+    id)``: the id the next index row takes, above every row's (hits page by id; pending ids
+    are above every moved row's), and the oldest pending row's id (NULL: none is pending),
+    whose span tells when enough rows are pending to move
+    (:data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS`; deleted rows leave
+    gaps: a bound, not a count). One statement for both: an append runs it once. A
+    statement per count: the IN list is parameters, which SQLite reads faster than a JSON
+    array."""
     listed = ", ".join(f"?{i + 2}" for i in range(keys))
     return (
-        f"SELECT key FROM search_messages WHERE thread = ?1 AND key IN ({listed})\n"
+        f"SELECT key, NULL, NULL FROM search_messages WHERE thread = ?1 AND key IN ({listed})\n"
         f"UNION ALL\n"
-        f"SELECT key FROM search_pending WHERE thread = ?1 AND key IN ({listed})"
+        f"SELECT key, NULL, NULL FROM search_pending WHERE thread = ?1 AND key IN ({listed})\n"
+        f"UNION ALL\n"
+        f"SELECT NULL, coalesce((SELECT max(id) FROM search_pending),"
+        f" (SELECT max(id) FROM search_messages), 0) + 1, (SELECT min(id) FROM search_pending)"
     )
 
 
-#: The id the next index row takes, above every row's (hits page by id; pending ids are above
-#: every moved row's), and the oldest pending row's id (None: none is pending). The span of
-#: the pending ids tells when enough rows are pending to move
-#: (:data:`agui_store.backends.sqlite.transaction.SEARCH_PENDING_ROWS`; deleted rows leave
-#: gaps: a bound, not a count).
-NEXT_SEARCH_ID = """
-SELECT coalesce((SELECT max(id) FROM search_pending), (SELECT max(id) FROM search_messages), 0)
-       + 1, (SELECT min(id) FROM search_pending)
-"""
 #: A new index row with its words (each once, joined by spaces), pending.
 INSERT_SEARCH_PENDING = """
 INSERT INTO search_pending(id, thread, run, key, pos, tool, blob, at, words)

@@ -437,22 +437,26 @@ class SqliteTransaction(NamedQueries):
         # pending to move into search_messages and the FTS5 table together; a key the
         # thread's index holds, moved or pending, is not added again.
         conn = self._conn
-        keys = [int(row[0]) for row in rows]
+        keys = [row[0] for row in rows]
         held: set[int] = set()
         for at in range(0, len(keys), _KEYS_AT_ONCE):
             part = keys[at : at + _KEYS_AT_ONCE]
             # Padded to a power of two (the last key repeated): few statements to cache.
             part += part[-1:] * ((1 << (len(part) - 1).bit_length()) - len(part))
-            found = conn.execute(sql.search_keys_held(len(part)), (thread_pk, *part))
-            held.update(int(k) for (k,) in found)
-        new = [row for row in rows if int(row[0]) not in held]
+            for key, next_id, oldest_id in conn.execute(
+                sql.search_keys_held(len(part)), (thread_pk, *part)
+            ):
+                if key is None:  # the last row: where the ids stand (the last part's holds)
+                    first, oldest = next_id, oldest_id
+                else:
+                    held.add(key)
+        new = [row for row in rows if row[0] not in held] if held else rows
         if not new:
             return
-        first, oldest = conn.execute(sql.NEXT_SEARCH_ID).fetchone()
         conn.executemany(
             sql.INSERT_SEARCH_PENDING,
             [
-                (first + i, thread_pk, run_pk, k, p, t, b, a, _fts_words(found))
+                (first + i, thread_pk, run_pk, k, p, t, b, a, found)
                 for i, (k, p, t, found, b, a) in enumerate(new)
             ],
         )
@@ -491,7 +495,7 @@ class SqliteTransaction(NamedQueries):
         conn.executemany(
             sql.DELETE_SEARCH_WORDS,
             [
-                (int(r[0]), _fts_words(w if w is not None else scanned[int(r[0])]))
+                (int(r[0]), w if w is not None else " ".join(scanned[int(r[0])]))
                 for r, w in zip(rows, found, strict=True)
             ],
         )
@@ -521,12 +525,6 @@ class SqliteTransaction(NamedQueries):
 SEARCH_PENDING_ROWS = [256]
 
 
-def _fts_words(words: Iterable[str]) -> str:
-    """A row's words as the FTS5 table takes them: each once, joined by spaces (no
-    positions are kept, so order and repeats tell nothing); a delete gives the same."""
-    return " ".join(dict.fromkeys(words))
-
-
 #: The most keys one statement looks up (SQLite takes a few hundred parameters at least).
 _KEYS_AT_ONCE = 64
 
@@ -553,7 +551,7 @@ def fts5_expression(query: Query) -> str:
 
 def pending_condition(query: Query) -> tuple[str, dict[str, str]]:
     """The condition :func:`fts5_expression` states, over a pending row's ``words`` (its
-    words each once, joined by spaces): an ``instr`` per word, with its parameters. A word
+    words separated by spaces): an ``instr`` per word, with its parameters. A word
     is found as `` word `` in `` words ``, a prefix as `` prefix`` in it."""
     params: dict[str, str] = {}
 
