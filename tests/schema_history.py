@@ -287,14 +287,14 @@ def as_sequence_hashed(location: str) -> int:
             conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", ("6",))
         else:
             # Version 16 made the full-text table again and added the pending words; version
-            # 17 set its page size, which a table made here lacks (18 moved the pending rows;
-            # version 16's migration empties search_messages).
+            # 17 set its page size, which a table made here lacks (18 moved the pending rows,
+            # 19 dropped their foreign key; version 16's migration empties search_messages).
             conn.execute("DROP TABLE search_pending")
             conn.execute("DROP TABLE search_words")
             conn.execute("CREATE VIRTUAL TABLE search_words USING fts5(words, content='', "
                          "contentless_delete=1, detail=none, tokenize='ascii')")
             conn.execute("PRAGMA user_version = 14")
-    assert pg_schema.SCHEMA_VERSION == 8 and sqlite_schema.SCHEMA_VERSION == 18, (
+    assert pg_schema.SCHEMA_VERSION == 8 and sqlite_schema.SCHEMA_VERSION == 19, (
         "a later migration: say here what it undoes"
     )
     return changed

@@ -55,7 +55,7 @@ SCHEMA = "agui_store"
 SCHEMA_VERSION = 8
 
 #: The SQLite schema version whose tables and columns these mirror (a test compares them).
-MIRRORS_SQLITE_VERSION = 18
+MIRRORS_SQLITE_VERSION = 19
 
 #: ``meta``'s ``application`` row: what marks a PostgreSQL schema as an agui-store.
 APPLICATION = "agui-store"
