@@ -167,13 +167,12 @@ def index_run(
 def indexed_words(
     tx: port.Reading, rows: Sequence[tuple[int, int, int, int | None, int | None]]
 ) -> list[str | None]:
-    """The words each index row was given, as
-    :func:`agui_store.history.search.index_text` gives them (``rows``: its key, run,
-    position in the run's view, blob and position there), read back from the message it
-    names: from the
-    checkpoint blob, else from the run's view, whichever holds the text the row's key was
-    made of (``None``: neither does any more). What a backend whose full-text index must be
-    told a row's words to delete them exactly needs (SQLite's FTS5 with ``secure-delete``)."""
+    """The words each index row was given, as :func:`agui_store.history.search.index_text`
+    gives them (``rows``: its key, run, position in the run's view, blob and position
+    there), read back from the message it names: from the checkpoint blob, else from the
+    run's view, whichever holds the text the row's key was made of (``None``: neither does
+    any more). What a backend whose full-text index must be told a row's words to delete
+    them exactly needs (SQLite's FTS5 with ``secure-delete``)."""
     wanted = sorted({int(r[3]) for r in rows if r[3] is not None})
     found: dict[int, list[msgspec.Raw]] = {}
     for blob_id, codec, data, _address in tx.blobs_in_order(wanted):

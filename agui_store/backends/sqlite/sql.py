@@ -828,7 +828,7 @@ def search_keys_held(keys: int) -> str:
     )
 
 
-#: A new index row with its words (each once, joined by spaces), pending.
+#: A new index row with its words (in order, separated by spaces), pending.
 INSERT_SEARCH_PENDING = """
 INSERT INTO search_pending(id, thread, run, key, pos, tool, blob, at, words)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
