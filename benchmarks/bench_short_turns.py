@@ -157,26 +157,26 @@ def sqlite_figures(tmp: str, n: int, seed: int, repeat: int) -> dict[str, float]
 #: ids, parent, times, event count, outcome, hash and branch names), its state (with the
 #: state it is a patch of, when it is stored as one), interrupts and warnings, then its
 #: message blobs in list order (the chunks its manifest names, then its tail segments).
-#: It trusts what it reads: no address is read or checked, and the
-#: lists of ids are parsed without looking at their shape. Its decode follows.
+#: It trusts what it reads: no address is read or checked, and the lists of ids are parsed
+#: without looking at their shape. Its decode follows.
 FLOOR_QUERY = r"""
 WITH run AS MATERIALIZED (
     SELECT runs.*, threads.thread_id FROM agui_store.threads
     JOIN agui_store.runs ON runs.thread = threads.id
     WHERE threads.thread_id = %(thread_id)s AND runs.run_id = %(run_id)s
-), ids AS (
-    SELECT x.id, x.n FROM run JOIN agui_store.checkpoints c ON c.run = run.id
+), ids AS (  -- the manifest's chunks (part 1), then the tail's segments (part 2), in order
+    SELECT 1 AS part, x.n, x.id FROM run JOIN agui_store.checkpoints c ON c.run = run.id
     JOIN agui_store.blobs m ON m.id = c.chunks
     CROSS JOIN LATERAL unnest(string_to_array(btrim(encode(m.data, 'escape'), '[]'), ',')::bigint[])
         WITH ORDINALITY AS x(id, n)
     UNION ALL
-    SELECT split_part(x.pair, ',', 1)::bigint, 1000000 + x.n
+    SELECT 2, x.n, split_part(x.pair, ',', 1)::bigint
     FROM run JOIN agui_store.checkpoints c ON c.run = run.id
     CROSS JOIN LATERAL unnest(string_to_array(btrim(c.tail, '[]'), '],['))
         WITH ORDINALITY AS x(pair, n)
 )
 SELECT * FROM (
-    SELECT 0::bigint AS n, run.thread_id, run.run_id, parent.run_id, run.lineage,
+    SELECT 0 AS part, 0::bigint AS n, run.thread_id, run.run_id, parent.run_id, run.lineage,
            run.parent_run_id, run.input IS NOT NULL, run.synthetic, run.created_at,
            facts.events, facts.last_seq, facts.appended_at, facts.outcome,
            coalesce(facts.hash, run.start_hash),
@@ -200,10 +200,10 @@ SELECT * FROM (
     LEFT JOIN agui_store.blobs i ON i.id = c.interrupts
     LEFT JOIN agui_store.blobs w ON w.id = c.warnings
     UNION ALL
-    SELECT ids.n, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-           NULL, NULL, NULL, NULL, NULL, NULL, b.data
+    SELECT ids.part, ids.n, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.data
     FROM ids JOIN agui_store.blobs b ON b.id = ids.id
-) AS answer ORDER BY n
+) AS answer ORDER BY part, n
 """
 
 
@@ -223,14 +223,14 @@ def postgres_floor(dsn: str, newest: str, answer: Checkout) -> Callable[[], Any]
 
     def floor() -> tuple[tuple[Any, ...], Any, list[Any]]:
         head, *rows = cursor.execute(FLOOR_QUERY, names).fetchall()
-        patches = decode(head[16])
-        state = decode(head[17]) if head[17] is not None else patches
-        return head, state, [m for row in rows for m in decode(row[20])]
+        patches = decode(head[17])
+        state = decode(head[18]) if head[18] is not None else patches
+        return head, state, [m for row in rows for m in decode(row[21])]
 
     head, state, messages = floor()
-    assert head[17] is None or decode(head[16]) == [], "the state changes in this thread"
+    assert head[18] is None or decode(head[17]) == [], "the state changes in this thread"
     assert messages == answer.messages and state == answer.state, "the floor reads another answer"
-    assert head[2] == answer.run.run_id and head[9] == answer.run.event_count
+    assert head[3] == answer.run.run_id and head[10] == answer.run.event_count
     return floor
 
 
@@ -384,7 +384,7 @@ def postgres_split(store: agui_store.Store, dsn: str, newest: str, count: int) -
     names = {"thread_id": THREAD, "run_id": newest}
     cursor = raw.cursor(binary=True)
     head, *rows = cursor.execute(FLOOR_QUERY, names).fetchall()
-    texts = [head[16], head[17], *(row[20] for row in rows)]
+    texts = [head[17], head[18], *(row[21] for row in rows)]
     floor = postgres_floor(dsn, newest, store.checkout(newest, thread_id=THREAD))
     parts = alternating(
         {
