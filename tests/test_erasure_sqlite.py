@@ -208,11 +208,34 @@ def _finds_both_then_forgets_the_erased_one(path: Path) -> None:
     with agui_store.open(path) as store:
         for name in ("kept", "gone"):
             assert {h.thread_id for h in store.search(word(name))} == {marker("thread", name)}
-        assert store.delete_thread(marker("thread", "gone")).purged
-        assert not store.search(word("gone")) and store.search(word("kept"))
-        assert store.check().ok
+        _erase_gone(store)
+    _only_the_kept_word_is_left(path)
+
+
+def _erase_gone(store: agui_store.Store) -> None:
+    """Erase the planted thread ``gone``: its word is found no more, ``kept``'s still is,
+    and the store checks sound."""
+    assert store.delete_thread(marker("thread", "gone")).purged
+    assert not store.search(word("gone")) and store.search(word("kept"))
+    assert store.check().ok
+
+
+def _only_the_kept_word_is_left(path: Path) -> None:
+    """The erased thread's word is nowhere in the file's bytes, the kept one's is."""
     data = raw_bytes(path)
     assert needle("word", "gone") not in data and needle("word", "kept") in data
+
+
+def _kept_says_again(store: agui_store.Store, run_id: str, n: int, parent: int) -> None:
+    """Append to the thread ``kept`` a run saying its word in message ``n``, below its
+    planted run ``parent``."""
+    store.append(
+        run(
+            marker("thread", "kept"), run_id,
+            *say(f"kept-m{n}", f"{marker('message', 'kept')} {n} {word('kept')}", "assistant"),
+            parentRunId=f"{marker('run', 'kept')}-{parent}",
+        )
+    )
 
 
 def _search_page_size(path: Path) -> int | None:
@@ -254,19 +277,10 @@ def test_the_pending_search_rows_of_version_17_move_whole_and_are_not_indexed_tw
         assert len(store.search(word("kept"))) == 3
         # A sibling of the last run that says its message again, word for word: the text
         # the thread's index holds (moved or pending) gets no second row.
-        store.append(
-            run(
-                marker("thread", "kept"), "again",
-                *say("kept-m2", f"{marker('message', 'kept')} 2 {word('kept')}", "assistant"),
-                parentRunId=f"{marker('run', 'kept')}-1",
-            )
-        )
+        _kept_says_again(store, "again", 2, parent=1)
         assert len(store.search(word("kept"))) == 3
-        assert store.delete_thread(marker("thread", "gone")).purged
-        assert not store.search(word("gone")) and store.search(word("kept"))
-        assert store.check().ok
-    data = raw_bytes(path)
-    assert needle("word", "gone") not in data and needle("word", "kept") in data
+        _erase_gone(store)
+    _only_the_kept_word_is_left(path)
 
 
 def test_the_pending_search_rows_of_version_18_are_kept_and_move_when_enough_are_pending(
@@ -289,17 +303,8 @@ def test_the_pending_search_rows_of_version_18_are_kept_and_move_when_enough_are
         assert not conn.execute("PRAGMA foreign_key_list(search_pending)").fetchall()
         assert len(store.search(word("kept"))) == 3
         # Another run of the thread: enough rows pending, they move with the new one's.
-        store.append(
-            run(
-                marker("thread", "kept"), "later",
-                *say("kept-m9", f"{marker('message', 'kept')} 9 {word('kept')}", "assistant"),
-                parentRunId=f"{marker('run', 'kept')}-2",
-            )
-        )
+        _kept_says_again(store, "later", 9, parent=2)
         assert conn.execute("SELECT count(*) FROM search_pending").fetchone()[0] == 0
         assert len(store.search(word("kept"))) == 4
-        assert store.delete_thread(marker("thread", "gone")).purged
-        assert not store.search(word("gone")) and store.search(word("kept"))
-        assert store.check().ok
-    data = raw_bytes(path)
-    assert needle("word", "gone") not in data and needle("word", "kept") in data
+        _erase_gone(store)
+    _only_the_kept_word_is_left(path)
