@@ -192,6 +192,12 @@ def test_the_store_can_live_in_a_schema_of_another_name(postgres_database: str) 
         assert pg_schema.installed_version(conn) == 0
 
 
+
+def test_the_storage_page_names_the_postgresql_schema_version() -> None:
+    page = Path(__file__).resolve().parents[1] / "docs" / "design" / "storage.md"
+    text = page.read_text(encoding="utf-8")
+    assert f"its own version ({pg_schema.SCHEMA_VERSION} in this release)" in text
+
 def test_the_tables_and_columns_mirror_the_sqlite_schema_they_copy_from(installed: str) -> None:
     """One engine reads both and ``copy`` moves rows between them: same tables, same columns
     in the same order, and every index SQLite has by name."""
