@@ -384,7 +384,7 @@ def postgres_split(store: agui_store.Store, dsn: str, newest: str, count: int) -
     names = {"thread_id": THREAD, "run_id": newest}
     cursor = raw.cursor(binary=True)
     head, *rows = cursor.execute(FLOOR_QUERY, names).fetchall()
-    texts = [head[17], head[18], *(row[21] for row in rows)]
+    texts = [t for t in (head[17], head[18], *(row[21] for row in rows)) if t is not None]
     floor = postgres_floor(dsn, newest, store.checkout(newest, thread_id=THREAD))
     parts = alternating(
         {
