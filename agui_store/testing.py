@@ -62,6 +62,12 @@ def search_words(message: dict[str, Any]) -> list[str]:
     return search_rules.words(search_rules.message_text(message))
 
 
+def search_snippet(text: str, query: str) -> list[tuple[str, bool]]:
+    """The snippet a hit shows of a message whose text is ``text``, found by ``query``:
+    ``(text, matched)`` pieces, as :attr:`agui_store.SearchHit.snippet` holds them."""
+    return search_rules.snippet(text, search_rules.parse(query))
+
+
 def search_index_words(message: dict[str, Any]) -> list[str]:
     """The words the search index is given for a message, in order (the backend's string of
     them, :func:`agui_store.history.search.index_text`, cut at its spaces): the same as

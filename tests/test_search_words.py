@@ -60,3 +60,69 @@ def test_case_accents_and_underscores_fold_as_a_reader_expects() -> None:
     ]
     assert found_by("x" * 70) == ["x" * 64]
     assert given_to_the_index("Word " + "x" * 70 + " y" * 64) == ["word", "x" * 64, *"y" * 64]
+
+
+def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
+    """A snippet as the search page documents it, word by word: the first word a term finds
+    (else the first word), up to 8 words each side, ``…`` where words are left out,
+    whitespace runs as one space, what follows the last word when nothing is."""
+    terms = [t.strip('"') for t in query.split() if not t.startswith("-")]
+    exact = {w for t in terms if not t.endswith("*") for w in defined_words(t)}
+    exact |= {w for t in terms if t.endswith("*") for w in defined_words(t)[:-1]}
+    prefixes = tuple(defined_words(t)[-1] for t in terms if t.endswith("*"))
+    spans = [m.span() for m in WORD.finditer(text)]
+    if not spans:
+        return [(" ".join(text.split())[:120], False)] if text.split() else []
+
+    def found(start: int, end: int) -> bool:
+        return any(w in exact or w.startswith(prefixes) for w in defined_words(text[start:end]))
+
+    first = next((i for i, span in enumerate(spans) if found(*span)), 0)
+    lo, hi = max(0, first - 8), min(len(spans), first + 9)
+    pieces = [("…", False)] if lo > 0 else []
+    for i in range(lo, hi):
+        if i > lo:
+            pieces.append((re.sub(r"\s+", " ", text[spans[i - 1][1] : spans[i][0]]), False))
+        pieces.append((text[slice(*spans[i])], found(*spans[i])))
+    after = " ".join(text[spans[hi - 1][1] :].split())[:20]
+    pieces.append(("…" if hi < len(spans) else after, False))
+    merged: list[tuple[str, bool]] = []
+    for piece, mark in pieces:
+        if merged and not mark and not merged[-1][1]:
+            merged[-1] = (merged[-1][0] + piece, False)
+        elif piece:
+            merged.append((piece, mark))
+    return merged
+
+
+PIECES = ["porto", "Porto", "hotel", "HOT", "hotels", "the", "9", "café", "x" * 64, "x" * 70]
+BETWEEN = [" ", "  ", "\n\t", "_", ", ", " (", "-", "é ", ""]
+QUERIES = ["porto", "hotel", "hot*", '"porto hotel"', "cafe", "x" * 64, "x*", "the -porto", "9"]
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(PIECES), st.sampled_from(BETWEEN)), max_size=40),
+    st.sampled_from(QUERIES),
+)
+def test_a_snippet_shows_the_words_around_the_first_match_as_defined(
+    parts: list[tuple[str, str]], query: str
+) -> None:
+    text = "".join(word + between for word, between in parts)
+    assert testing.search_snippet(text, query) == defined_snippet(text, query)
+
+
+def test_a_snippet_marks_what_it_leaves_out_and_squeezes_whitespace() -> None:
+    text = "  ".join(f"w{i}" for i in range(30)) + " the Porto\n\nhotel, by the sea. " + "y" * 90
+    assert testing.search_snippet(text, "porto") == [
+        ("…w23 w24 w25 w26 w27 w28 w29 the ", False), ("Porto", True),
+        (" hotel, by the sea. " + "y" * 90, False),
+    ]
+    assert testing.search_snippet("(Porto) is  nice.", "porto") == [
+        ("Porto", True), (") is nice.", False),
+    ]
+    assert testing.search_snippet("Nothing here, at all!", "porto") == [
+        ("Nothing here, at all!", False),
+    ]
+    many = " ".join(f"w{i}" for i in range(20))
+    first_nine = " ".join(f"w{i}" for i in range(9))
+    assert testing.search_snippet(many, "porto") == [(first_nine + "…", False)]

@@ -29,6 +29,7 @@ term to find, an unclosed quote, or a ``*`` or ``-`` anywhere else raises
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -48,6 +49,9 @@ SNIPPET_WORDS = 8
 
 # Letters and digits: ``_`` cuts words, so ``refund`` finds the tool ``refund_order``.
 _WORD = re.compile(r"[^\W_]+")
+# The same words in ASCII text.
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
+_SPACES = re.compile(r"\s+")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -289,78 +293,136 @@ def parse(query: str) -> Query:
 def snippet(text: str, query: Query, width: int = SNIPPET_WORDS) -> list[tuple[str, bool]]:
     """A short piece of ``text`` around the first word a query finds there: ``(text,
     matched)`` pieces in order, ``matched`` for each word a found term holds. At most
-    ``width`` words of context on each side; ``…`` marks what is left out."""
+    ``width`` words of context on each side; ``…`` marks words left out. The piece starts
+    at a word; whitespace runs in it show as one space."""
     exact = frozenset(
         w for t in query.found for w in (t.words if not t.prefix else t.words[:-1])
     )
     prefixes = tuple(t.words[-1] for t in query.found if t.prefix)
-    # ASCII text (the common case) folds by lowering, word for word at the same places.
-    lowered = text.lower() if text.isascii() else None
+    if text.isascii():
+        return _ascii_snippet(text, exact, prefixes, width)
+    return _snippet_by_words(text, exact, prefixes, width)
+
+
+def _snippet_by_words(
+    text: str, exact: frozenset[str], prefixes: tuple[str, ...], width: int
+) -> list[tuple[str, bool]]:
+    """:func:`snippet` of any text, a word at a time: each word is folded and looked up."""
 
     def matched(start: int, end: int) -> bool:
-        found = [lowered[start:end][:MAX_WORD]] if lowered is not None else words(text[start:end])
-        return any(w in exact or (prefixes and w.startswith(prefixes)) for w in found)
+        return any(
+            w in exact or (prefixes and w.startswith(prefixes)) for w in words(text[start:end])
+        )
 
     spans: list[tuple[int, int]] = []
     first: int | None = None
-    begin = 0
-    if lowered is not None:
-        # The first match found in C; the words are read from a little before it on.
-        found = _first_match(exact, prefixes).search(lowered)
-        if found is not None:
-            begin = max(0, found.start() - (MAX_WORD + 1) * (width + 1))
-            while begin > 0 and lowered[begin - 1].isalnum():
-                begin -= 1  # not inside a word
-    for m in _WORD.finditer(text, begin):
+    for m in _WORD.finditer(text):
         spans.append(m.span())
         if first is None and matched(*spans[-1]):
             first = len(spans) - 1
         if first is not None and len(spans) > first + width + 1:
             break  # one word past the window: enough to know more follows
     if not spans:
-        short = " ".join(text.split())
-        return [(short[:120], False)] if short else []
+        return _no_words(text)
     at = first or 0
     lo, hi = max(0, at - width), min(len(spans), at + width + 1)
+    marked = [(s, e) for s, e in spans[lo:hi] if matched(s, e)]
+    return _pieces(text, spans[lo][0], spans[hi - 1][1], marked, lo > 0, hi < len(spans))
+
+
+def _ascii_snippet(
+    text: str, exact: frozenset[str], prefixes: tuple[str, ...], width: int
+) -> list[tuple[str, bool]]:
+    """:func:`snippet` of ASCII text (what agents mostly say), which folds by lowering: the
+    matched words are found by one pattern, in C, and only the window's words are cut."""
+    lowered = text.lower()
+    pattern = _matched_words(exact, prefixes)
+    first = pattern.search(lowered)
+    word = first or _ASCII_WORD.search(text)  # nothing matched: the text's first words
+    if word is None:
+        return _no_words(text)
+    start = word.start()
+    before = [] if first is None else _words_before(lowered, start, width + 1)
+    kept = before[max(0, len(before) - width) :]
+    window_start = kept[0][0] if kept else start
+    window = _words_from(width).match(text, start)
+    assert window is not None  # it starts at a word
+    marked = [m.span() for m in pattern.finditer(lowered, window_start, window.end())]
+    cut_after = _ASCII_WORD.search(text, window.end()) is not None
+    return _pieces(text, window_start, window.end(), marked, len(before) > width, cut_after)
+
+
+@functools.lru_cache(maxsize=16)
+def _words_from(count: int) -> re.Pattern[str]:
+    """A pattern that, matched at an ASCII word, takes it and at most ``count`` words after."""
+    return re.compile(rf"[A-Za-z0-9]+(?:[^A-Za-z0-9]+[A-Za-z0-9]+){{0,{count}}}")
+
+
+def _words_before(lowered: str, at: int, count: int) -> list[tuple[int, int]]:
+    """The spans of at most ``count`` ASCII words that end before ``at``, in text order:
+    found in the reversed text, from a little before ``at`` (the whole text only when
+    that piece holds too few whole words)."""
+    begin = max(0, at - (MAX_WORD + 1) * count)
+    while True:
+        backwards = lowered[begin:at][::-1]
+        found = [m.span() for m in itertools.islice(_ASCII_WORD.finditer(backwards), count)]
+        cut = begin > 0 and (
+            len(found) < count or (found[-1][1] == len(backwards) and lowered[begin - 1].isalnum())
+        )
+        if not cut:
+            return [(at - e, at - s) for s, e in reversed(found)]
+        begin = 0
+
+
+def _pieces(
+    text: str,
+    start: int,
+    end: int,
+    marked: Sequence[tuple[int, int]],
+    cut_before: bool,
+    cut_after: bool,
+) -> list[tuple[str, bool]]:
+    """``text[start:end]`` as snippet pieces: the ``marked`` spans (words, in order) marked,
+    the rest with whitespace runs as one space; ``…`` before it when ``cut_before``, after
+    it when ``cut_after``, else what follows its last word (punctuation, a closing quote)."""
     pieces: list[tuple[str, bool]] = []
-    start = spans[lo][0]
-    if lo > 0 or (lo == 0 and begin > 0 and text[:begin].strip()):
-        pieces.append(("…", False))
-    for i in range(lo, hi):
-        s, e = spans[i]
-        if s > start:
-            pieces.append((_gap(text[start:s]), False))
-        pieces.append((text[s:e], matched(s, e)))
-        start = e
-    if hi < len(spans):
-        pieces.append(("…", False))
-    else:  # what follows the last word: punctuation, a closing quote
-        pieces.append((" ".join(text[start:].split())[:20], False))
-    merged: list[tuple[str, bool]] = []
-    for piece, mark in pieces:
-        if merged and not mark and not merged[-1][1]:
-            merged[-1] = (merged[-1][0] + piece, False)
+
+    def plain(piece: str) -> None:
+        if pieces and not pieces[-1][1]:
+            pieces[-1] = (pieces[-1][0] + piece, False)
         elif piece:
-            merged.append((piece, mark))
-    return merged
+            pieces.append((piece, False))
+
+    if cut_before:
+        plain("…")
+    at = start
+    for s, e in marked:
+        plain(_SPACES.sub(" ", text[at:s]))
+        pieces.append((text[s:e], True))
+        at = e
+    plain(_SPACES.sub(" ", text[at:end]))
+    plain("…" if cut_after else " ".join(text[end:].split())[:20])
+    return pieces
+
+
+def _no_words(text: str) -> list[tuple[str, bool]]:
+    """The snippet of a text without a word: its start, on one line."""
+    short = " ".join(text.split())
+    return [(short[:120], False)] if short else []
 
 
 @functools.lru_cache(maxsize=256)
-def _first_match(exact: frozenset[str], prefixes: tuple[str, ...]) -> re.Pattern[str]:
-    """A pattern finding, in lowered ASCII text, the first word a query's found terms hold:
-    a whole word of ``exact``, or a word starting with one of ``prefixes``."""
-    alternatives = [*(re.escape(w) for w in sorted(exact)), *(
-        re.escape(p) + "[a-z0-9]*" for p in prefixes
-    )]
+def _matched_words(exact: frozenset[str], prefixes: tuple[str, ...]) -> re.Pattern[str]:
+    """A pattern finding, in lowered ASCII text, the whole words a query's found terms hold:
+    a word of ``exact`` (or, for one of :data:`MAX_WORD` characters, any word it begins,
+    as words are cut there), or a word starting with one of ``prefixes``."""
+    alternatives = [
+        *(re.escape(w) + ("[a-z0-9]*" if len(w) >= MAX_WORD else "") for w in sorted(exact)),
+        *(re.escape(p) + "[a-z0-9]*" for p in prefixes),
+    ]
+    if not alternatives:
+        return re.compile(r"(?!)")
     return re.compile(r"(?<![a-z0-9])(?:" + "|".join(alternatives) + r")(?![a-z0-9])")
-
-
-def _gap(between: str) -> str:
-    """What stands between two words, on one line: whitespace runs become one space."""
-    squeezed = " ".join(between.split())
-    lead = " " if between[:1].isspace() else ""
-    tail = " " if between[-1:].isspace() and squeezed else ""
-    return lead + squeezed + tail if squeezed else " "
 
 
 __all__ = [
