@@ -123,6 +123,11 @@ def test_search_finds_exactly_what_a_scan_of_every_view_finds(
         assert {(h.thread_id, h.run_id, h.message_id) for h in scoped} == brute_force(
             store, query, scope="alice"
         )
+        for thread_id in store.threads():
+            in_thread = every_page(store, query, limit, thread_id=thread_id)
+            assert {(h.thread_id, h.run_id, h.message_id) for h in in_thread} == {
+                hit for hit in brute_force(store, query) if hit[0] == thread_id
+            }
 
 
 def conversation(thread: str, run: str, *texts: str, parent: str | None = None) -> list[Any]:
@@ -213,6 +218,23 @@ def test_search_keeps_to_a_thread_and_to_a_scope(store_location: str) -> None:
         assert [h.thread_id for h in store.search("porto", scope="alice", limit=1)] == ["mine"]
         with pytest.raises(RunNotFoundError):
             store.search("porto", thread_id="theirs", scope="alice")
+
+
+def test_a_search_in_a_thread_finds_its_hits_among_other_threads_recorded_between(
+    store_location: str,
+) -> None:
+    with testing.search_pending_rows(1), agui_store.open(store_location) as store:
+        for i in range(4):
+            store.append(conversation("other", f"o{i}", "porto"))
+            store.append(conversation("mine", f"m{i}", f"porto {i}"))
+        store.append(conversation("other", "o4", "porto"))
+        found = every_page(store, "porto", 1, thread_id="mine")
+        assert [(h.thread_id, h.run_id) for h in found] == [
+            ("mine", "m3"), ("mine", "m2"), ("mine", "m1"), ("mine", "m0"),
+        ]
+        assert [h.run_id for h in every_page(store, "porto", 2, thread_id="other")] == [
+            "o4", "o3", "o2", "o1", "o0",
+        ]
 
 
 def test_pages_go_on_with_the_cursor_until_the_last_hit(store_location: str) -> None:

@@ -856,8 +856,9 @@ WHERE m.id < :below AND ({match})
 ORDER BY m.id DESC LIMIT :limit
 """
 
-#: Candidates, newest first: the FTS5 table drives (its rowid order is the rows' ids), so a
-#: LIMIT stops the scan of a common word's list early.
+#: Candidates, newest first, with ids from ``?6`` up to below ``?2``: the FTS5 table drives
+#: (its rowid order is the rows' ids), so a LIMIT stops the scan of a common word's list
+#: early, and the bounds keep it to a thread's rows (:data:`THREAD_SEARCH_IDS`).
 SEARCH_CANDIDATES = """
 SELECT m.id, t.thread_id, m.run, r.run_id, m.pos, m.tool, m.blob, m.at,
        (SELECT b.appended_at FROM batches b WHERE b.run = m.run ORDER BY b.id DESC LIMIT 1)
@@ -865,10 +866,14 @@ FROM search_words w
 JOIN search_messages m ON m.id = w.rowid
 JOIN threads t ON t.id = m.thread
 JOIN runs r ON r.id = m.run
-WHERE search_words MATCH ?1 AND w.rowid < ?2
+WHERE search_words MATCH ?1 AND w.rowid < ?2 AND w.rowid >= ?6
   AND (?3 IS NULL OR m.thread = ?3) AND (?4 IS NULL OR t.owner = ?4)
 ORDER BY w.rowid DESC LIMIT ?5
 """
+#: The lowest and highest id of a thread's rows in the FTS5 table (NULLs: none there), read
+#: from its ``(thread, key)`` index: a search in a thread scans a word's list between them
+#: only, not back to the start of the store when the thread holds fewer hits than asked.
+THREAD_SEARCH_IDS = "SELECT min(id), max(id) FROM search_messages WHERE thread = ?"
 
 #: The index rows of a thread, of runs whose derived data is dropped (a scan: a rare path):
 #: id, key, run, position, blob, position there (what their words are read back from).

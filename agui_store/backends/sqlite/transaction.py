@@ -512,10 +512,16 @@ class SqliteTransaction(NamedQueries):
             sql.SEARCH_PENDING_CANDIDATES.format(match=match),
             {"below": below, "thread": thread_pk, "scope": scope, "limit": limit, **words},
         ))
-        if len(found) < limit:
-            args = (fts5_expression(query), below, thread_pk, scope, limit - len(found))
-            found += rows_of(SearchCandidate, self._conn.execute(sql.SEARCH_CANDIDATES, args))
-        return found
+        if len(found) >= limit:
+            return found
+        lowest = 0
+        if thread_pk is not None:
+            lowest, highest = self._conn.execute(sql.THREAD_SEARCH_IDS, (thread_pk,)).fetchone()
+            if lowest is None:  # none of its rows has moved into the FTS5 table
+                return found
+            below = min(below, highest + 1)
+        args = (fts5_expression(query), below, thread_pk, scope, limit - len(found), lowest)
+        return found + rows_of(SearchCandidate, self._conn.execute(sql.SEARCH_CANDIDATES, args))
 
 
 #: How many pending search rows go into the FTS5 table together (schema version 16): one
