@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_store import testing
@@ -96,18 +96,21 @@ def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
 
 
 PIECES = ["porto", "Porto", "hotel", "HOT", "hotels", "the", "9", "café", "x" * 64, "x" * 70]
+FILLER = ["w", "zz", "y7", "Q", "z" * 70]
 BETWEEN = [" ", "  ", "\n\t", "_", ", ", " (", "-", "é ", ""]
 QUERIES = ["porto", "hotel", "hot*", '"porto hotel"', "cafe", "x" * 64, "x*", "the -porto", "9"]
 
 
+@settings(max_examples=300)  # cheap, and the window's edges need the right word counts
 @given(
-    st.lists(st.tuples(st.sampled_from(PIECES), st.sampled_from(BETWEEN)), max_size=40),
+    st.lists(st.tuples(st.sampled_from(FILLER), st.sampled_from(BETWEEN)), max_size=12),
+    st.lists(st.tuples(st.sampled_from(PIECES + FILLER), st.sampled_from(BETWEEN)), max_size=30),
     st.sampled_from(QUERIES),
 )
 def test_a_snippet_shows_the_words_around_the_first_match_as_defined(
-    parts: list[tuple[str, str]], query: str
+    lead: list[tuple[str, str]], parts: list[tuple[str, str]], query: str
 ) -> None:
-    text = "".join(word + between for word, between in parts)
+    text = "".join(word + between for word, between in lead + parts)
     assert testing.search_snippet(text, query) == defined_snippet(text, query)
 
 
@@ -123,6 +126,43 @@ def test_a_snippet_marks_what_it_leaves_out_and_squeezes_whitespace() -> None:
     assert testing.search_snippet("Nothing here, at all!", "porto") == [
         ("Nothing here, at all!", False),
     ]
+    long_words = [f"{i}" + "z" * 199 for i in range(12)]  # 200 characters each
+    assert testing.search_snippet(" ".join([*long_words, "porto"]), "porto") == [
+        ("…" + " ".join(long_words[4:]) + " ", False), ("porto", True),
+    ]
     many = " ".join(f"w{i}" for i in range(20))
     first_nine = " ".join(f"w{i}" for i in range(9))
     assert testing.search_snippet(many, "porto") == [(first_nine + "…", False)]
+
+
+def defined_match(words: list[str], query: str) -> bool:
+    """Whether text of these words holds every term of ``query`` (words, ``"phrases"``,
+    a last word starred as a prefix) and none it excludes, a term at every place."""
+
+    def holds(term: str) -> bool:
+        wanted = defined_words(term.strip('"*'))
+        prefix = term.endswith("*")
+        for at in range(len(words) - len(wanted) + 1):
+            here = words[at : at + len(wanted)]
+            if here[:-1] == wanted[:-1] and (
+                here[-1] == wanted[-1] or (prefix and here[-1].startswith(wanted[-1]))
+            ):
+                return True
+        return False
+
+    terms = re.findall(r'-?"[^"]*"\*?|\S+', query)
+    return all(holds(t) for t in terms if not t.startswith("-")) and not any(
+        holds(t[1:]) for t in terms if t.startswith("-")
+    )
+
+
+PHRASES = ['"a b"', '"a b a"', '"b a"*', '"a a"', "a -b", '"b c" a', '"c"', 'c -"a b"']
+
+
+@settings(max_examples=300)  # cheap, and a miss needs a word repeated at the right place
+@given(st.lists(st.sampled_from(["a", "b", "c", "ab"]), max_size=10), st.sampled_from(PHRASES))
+def test_a_phrase_matches_its_words_one_after_the_other_anywhere_in_the_text(
+    words: list[str], query: str
+) -> None:
+    message = {"id": "m", "role": "user", "content": " ".join(words)}
+    assert testing.search_matches(query, message) == defined_match(words, query)

@@ -186,13 +186,18 @@ class Term:
             return any(w.startswith(last) for w in present)
         if not all(w in present for w in head):
             return False
+        words = list(text_words)
         n = len(self.words)
-        for at in range(len(text_words) - n + 1):
-            if list(text_words[at : at + n - 1]) == head:
-                end = text_words[at + n - 1]
+        at = -1
+        while True:  # from one place of the phrase's first word to the next, found in C
+            try:
+                at = words.index(head[0], at + 1, len(words) - n + 1)
+            except ValueError:
+                return False
+            if words[at : at + n - 1] == head:
+                end = words[at + n - 1]
                 if end == last or (self.prefix and end.startswith(last)):
                     return True
-        return False
 
 
 @dataclass(frozen=True)
