@@ -871,8 +871,9 @@ WHERE search_words MATCH ?1 AND w.rowid < ?2 AND w.rowid >= ?6
 ORDER BY w.rowid DESC LIMIT ?5
 """
 #: The lowest and highest id of a thread's rows in the FTS5 table (NULLs: none there), read
-#: from its ``(thread, key)`` index: a search in a thread scans a word's list between them
-#: only, not back to the start of the store when the thread holds fewer hits than asked.
+#: from the thread's entries in the ``(thread, key)`` index (a read of the thread's size): a
+#: search in a thread scans a word's list between them only, not back to the start of the
+#: store (a read of the store's size) when the thread holds fewer hits than asked.
 THREAD_SEARCH_IDS = "SELECT min(id), max(id) FROM search_messages WHERE thread = ?"
 
 #: The index rows of a thread, of runs whose derived data is dropped (a scan: a rare path):
