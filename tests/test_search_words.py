@@ -1,6 +1,7 @@
 """The words a message is found by, against the definition written out here on its own:
 case folded, NFKD without combining marks, runs of Unicode letters and digits (``_`` and
-everything else between words), each cut to 64 characters."""
+everything else between words), each cut to 64 characters; and what a query's terms match
+and a hit's snippet shows, against definitions written out here a word at a time."""
 
 from __future__ import annotations
 
@@ -63,9 +64,10 @@ def test_case_accents_and_underscores_fold_as_a_reader_expects() -> None:
 
 
 def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
-    """A snippet as the search page documents it, word by word: the first word a term finds
-    (else the first word), up to 8 words each side, ``…`` where words are left out,
-    whitespace runs as one space, what follows the last word when nothing is."""
+    """A snippet as the search guide documents it, word by word: from the first word a term
+    finds (else the text's first word), up to 8 words each side, ``…`` where words are left
+    out, whitespace runs as one space, and after the last word, when no word is left out
+    after it, what follows it (punctuation, a closing quote)."""
     terms = [t.strip('"') for t in query.split() if not t.startswith("-")]
     exact = {w for t in terms if not t.endswith("*") for w in defined_words(t)}
     exact |= {w for t in terms if t.endswith("*") for w in defined_words(t)[:-1]}
