@@ -85,10 +85,17 @@ def serving(app: Any) -> Iterator[str]:
 
 
 def wait_until(driver: Any, condition: Callable[[Any], Any], what: str) -> Any:
-    """Wait for ``condition(driver)`` to be truthy, and return it; fail naming ``what``."""
+    """Wait for ``condition(driver)`` to be truthy, and return it; fail naming ``what``. A
+    condition that reads elements the page replaces meanwhile (a live update of the run
+    tree) is asked again."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, PATIENCE_S).until(condition, message=f"never: {what}")
+    return WebDriverWait(
+        driver,
+        PATIENCE_S,
+        ignored_exceptions=(NoSuchElementException, StaleElementReferenceException),
+    ).until(condition, message=f"never: {what}")
 
 
 def page_ready(driver: Any) -> bool:
