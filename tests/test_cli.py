@@ -417,6 +417,28 @@ def test_search_prints_a_hit_a_line_newest_first_and_names_the_next_page(tmp_pat
     assert cli("search", "porto", "--owner", "someone", db=db).stdout == ""
 
 
+def test_search_takes_words_given_apart_as_one_query_and_a_word_to_leave_out_after_dashes(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.db"
+    cli("demo", db=db)
+    together = cli("search", "porto cooler", db=db).stdout
+    assert together and together.count("\n") == 1
+    assert cli("search", "porto", "cooler", db=db).stdout == together
+    # Options before the --: every word after it is the query's.
+    left_out = cli("search", "--db", str(db), "porto", "--", "-cooler").stdout
+    assert left_out == cli("search", "porto -cooler", db=db).stdout
+    assert left_out and "cooler" not in left_out.lower()
+    page = cli("search", "--db", str(db), "--limit", "1", "porto", "--", "-cooler")
+    assert "more: agui-store search 'porto -cooler' --limit 1 --cursor " in page.stderr
+    proc = cli("search", "porto", "-cooler", db=db, ok=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (
+        "agui-store search: unrecognized arguments: -cooler (a -word to leave out goes after "
+        "--: agui-store search porto -- -hotel)\n"
+    )
+
+
 def test_search_with_a_query_of_the_wrong_shape_exits_1_with_one_line(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     cli("demo", db=db)

@@ -1040,7 +1040,9 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     run, role (and tool), snippet with the matched words marked (bold on a terminal,
     ``[like this]`` otherwise; ``--json``: the hits). A full page names the command for the
     next one on stderr."""
-    hits = store.search(args.query, thread_id=args.thread, scope=args.owner, limit=args.limit,
+    # Words given apart are one query, as if quoted together (the shell took the quotes).
+    query = " ".join(args.query)
+    hits = store.search(query, thread_id=args.thread, scope=args.owner, limit=args.limit,
                         cursor=args.cursor)
     if args.json:
         out.write(json.dumps(hits.to_json(), indent=2, ensure_ascii=False) + "\n")
@@ -1051,7 +1053,7 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             role = hit.role if hit.tool_name is None else f"{hit.role}:{hit.tool_name}"
             out.write(f"{hit.thread_id}  {hit.run_id}  {role}  {hit.marked(*marks)}\n")
     if hits.next_cursor is not None:
-        words = ["agui-store", "search", args.query, "--limit", str(args.limit),
+        words = ["agui-store", "search", query, "--limit", str(args.limit),
                  "--cursor", hits.next_cursor]
         for option, value in (("--db", getattr(args, "db", None)), ("--thread", args.thread),
                               ("--owner", args.owner)):
@@ -1063,8 +1065,9 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _search_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("query", metavar="QUERY",
-                   help='words (all must match), "a phrase", prefix*, -word to leave out')
+    p.add_argument("query", metavar="QUERY", nargs="+",
+                   help='words (all must match), "a phrase", prefix*, -word to leave out; '
+                   "given apart or quoted together (a -word after --: porto -- -hotel)")
     p.add_argument("--thread", help="only this thread")
     p.add_argument("--owner", metavar="SCOPE", help="only this owner's threads")
     p.add_argument("--limit", type=_count_option(1), default=20, metavar="N",
@@ -1340,7 +1343,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return e.code if isinstance(e.code, int) else EXIT_OK if e.code is None else EXIT_USAGE
     if extra:  # named after the subcommand they were given to, not the top-level parser
         prog = f"agui-store {args.command}"
-        _say_line(prog, f"unrecognized arguments: {' '.join(extra)} (usage: {prog} --help)")
+        hint = f"usage: {prog} --help"
+        if args.command == "search" and any(word.startswith("-") for word in extra):
+            hint = f"a -word to leave out goes after --: {prog} porto -- -hotel"
+        _say_line(prog, f"unrecognized arguments: {' '.join(extra)} ({hint})")
         return EXIT_USAGE
     if not hasattr(args, "json"):
         args.json = False
