@@ -1036,7 +1036,7 @@ def _erasure_options(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """``search QUERY``: the messages the query finds, newest first, one a line: thread,
+    """``search WORD...``: the messages the query finds, newest first, one a line: thread,
     run, role (and tool), snippet with the matched words marked (bold on a terminal,
     ``[like this]`` otherwise; ``--json``: the hits). A full page names the command for the
     next one on stderr."""
@@ -1065,9 +1065,10 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _search_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("query", metavar="QUERY", nargs="+",
-                   help='words (all must match), "a phrase", prefix*, -word to leave out; '
-                   "given apart or quoted together (a -word after --: porto -- -hotel)")
+    p.add_argument("query", metavar="WORD", nargs="+",
+                   help='the query: words (all must match), "a phrase", prefix*, -word to '
+                   "leave out; given apart or quoted together (a -word after --: porto -- "
+                   "-hotel)")
     p.add_argument("--thread", help="only this thread")
     p.add_argument("--owner", metavar="SCOPE", help="only this owner's threads")
     p.add_argument("--limit", type=_count_option(1), default=20, metavar="N",
