@@ -108,6 +108,25 @@ def search_pending_rows(rows: int) -> Iterator[None]:
         transaction.SEARCH_PENDING_ROWS[0] = kept
 
 
+@contextlib.contextmanager
+def search_owner_rows(rows: int) -> Iterator[None]:
+    """Inside the block, PostgreSQL stores of this process search an owner's scope from the
+    owner's own index rows only when it holds fewer than ``rows`` of them (else a thousand;
+    ``0``: never), and from the query's words otherwise: what lets a small test store take
+    either way. SQLite stores search a scope one way."""
+    try:
+        from agui_store.backends.postgres import transaction
+    except ImportError:  # no PostgreSQL driver installed: no PostgreSQL store to change
+        yield
+        return
+    kept = transaction.SEARCH_OWNER_FEW_ROWS[0]
+    transaction.SEARCH_OWNER_FEW_ROWS[0] = rows
+    try:
+        yield
+    finally:
+        transaction.SEARCH_OWNER_FEW_ROWS[0] = kept
+
+
 def forget_thread_search(store: Store, thread_id: str) -> None:
     """Delete a thread's search index rows through the port's operation (what erasing a
     thread runs), in a write transaction of the store's."""

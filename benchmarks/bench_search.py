@@ -10,7 +10,8 @@ every answer.
 - **search vs log**: the median of ``search(word, limit=20)`` over the median of
   ``log("HEAD", thread_id=<newest thread>, limit=20)``, both on the same open store; on
   SQLite also the same ratio of the process's CPU time, which other work on the machine
-  does not move.
+  does not move. Also a common word in one thread, and in the scope of an owner who holds
+  two of the threads (one early, one from the middle), whose 20 answers hold it.
 - **append**: 200 runs appended one per call to a new store, with the index and without it
   (:func:`agui_store.testing.without_search_index`), each next to a raw baseline of the same
   rows written in the same transactions (SQLite: apsw ``executemany`` into the store's own
@@ -45,6 +46,9 @@ from benchmarks._common import header, median_time, scratch_dir
 
 RUNS_PER_THREAD = 10
 RARE = "zanzibar"
+#: The owner of two of the store's threads: a search in its scope finds its 20 answers'
+#: ``the`` among every other thread's.
+OWNER = "alice"
 
 
 def vocabulary(size: int = 2000) -> list[str]:
@@ -133,11 +137,17 @@ def index_bytes(store: agui_store.Store, postgres: bool) -> int:
     return int(rows[0])
 
 
+def owned(threads: int) -> set[int]:
+    """The threads :data:`OWNER` holds: two, an early one and one from the middle."""
+    return {3, threads // 2}
+
+
 def build(location: str, threads: int) -> None:
     text = Text(1)
+    mine = owned(threads)
     with agui_store.open(location) as store:
         for t in range(threads):
-            store.append(thread_events(t, text))
+            store.append(thread_events(t, text), scope=OWNER if t in mine else None)
 
 
 def median_cpu(fn: Any, repeat: int) -> float:
@@ -160,18 +170,21 @@ def searching(location: str, postgres: bool, repeat: int) -> None:
             "common": lambda: store.search("the", limit=20),
             "phrase": lambda: store.search('"the hotel"', limit=20),
             "scoped": lambda: store.search("the", thread_id=tip, limit=20),
+            "owner": lambda: store.search("the", scope=OWNER, limit=20),
         }
         wall = {name: median_time(call, repeat=repeat) for name, call in calls.items()}
         # A call of a few milliseconds loses the processor to other work more often than
         # one of a fraction of one: on a loaded machine wall ratios grow, CPU ratios do not.
         cpu = {} if postgres else {name: median_cpu(call, repeat) for name, call in calls.items()}
         assert len(store.search(RARE)) == 1 and len(store.search("the")) == 20
+        assert len(store.search("the", scope=OWNER)) == 2 * RUNS_PER_THREAD
         print(f"log(limit=20) at the tip: {wall['log'] * 1e3:.2f} ms")
         for key, name, bound in (
             ("rare", f"rare word ({RARE})", 3),
             ("common", "common word (the), limit=20", 10),
             ("phrase", 'phrase ("the hotel"), limit=20', None),
             ("scoped", "common word in one thread", None),
+            ("owner", "common word, an owner of 2 threads", None),
         ):
             target = f" (target <= {bound}x)" if bound else ""
             on_cpu = f" | CPU time {cpu[key] / cpu['log']:.1f}x log" if cpu else ""

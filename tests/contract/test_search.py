@@ -52,7 +52,10 @@ def every_page(store: agui_store.Store, query: str, limit: int, **where: Any) ->
     page = store.search(query, limit=limit, **where)
     hits = list(page)
     while page.next_cursor is not None:
-        page = store.search(query, limit=limit, cursor=page.next_cursor, **where)
+        cursor = page.next_cursor
+        page = store.search(query, limit=limit, cursor=cursor, **where)
+        # Each page starts after the last one's hits (a page that repeats one never ends).
+        assert all(int(h.cursor) < int(cursor) for h in page), (cursor, list(page))
         hits.extend(page)
     return hits
 
@@ -105,7 +108,12 @@ def test_search_finds_exactly_what_a_scan_of_every_view_finds(
 ) -> None:
     # A few rows wait outside SQLite's FTS5 table at a time: queries read both.
     pending = data.draw(st.integers(1, 4), label="pending rows")
-    with testing.search_pending_rows(pending), agui_store.open(new_location()) as store:
+    # PostgreSQL searches an owner from its own rows, or (0) from the words' rows.
+    owner_rows = data.draw(st.sampled_from([0, 1000]), label="owner rows")
+    with (
+        testing.search_pending_rows(pending), testing.search_owner_rows(owner_rows),
+        agui_store.open(new_location()) as store,
+    ):
         for stream, owner in ((first, None), (second, "alice")):
             # A stream the store refuses leaves nothing: the other still counts.
             with contextlib.suppress(agui_store.InvalidEventError):
@@ -120,6 +128,10 @@ def test_search_finds_exactly_what_a_scan_of_every_view_finds(
         assert len(hits) == len({h.cursor for h in hits})
         assert [int(h.cursor) for h in hits] == sorted((int(h.cursor) for h in hits), reverse=True)
         scoped = every_page(store, query, limit, scope="alice")
+        assert len(scoped) == len({h.cursor for h in scoped})
+        assert [int(h.cursor) for h in scoped] == sorted(
+            (int(h.cursor) for h in scoped), reverse=True
+        )
         assert {(h.thread_id, h.run_id, h.message_id) for h in scoped} == brute_force(
             store, query, scope="alice"
         )
@@ -219,6 +231,14 @@ def test_search_keeps_to_a_thread_and_to_a_scope(store_location: str) -> None:
         assert [h.thread_id for h in store.search("porto", scope="alice", limit=1)] == ["mine"]
         with pytest.raises(RunNotFoundError):
             store.search("porto", thread_id="theirs", scope="alice")
+        store.append(conversation("mine", "r4", "porto again", "porto", parent="r1"))
+        store.append(conversation("theirs", "r5", "porto", parent="r2"))
+        for rows in (0, 1000):  # PostgreSQL: from the owner's rows, or from the word's rows
+            with testing.search_owner_rows(rows):
+                found = every_page(store, "porto", 1, scope="alice")
+                assert [(h.run_id, h.message_id) for h in found] == [
+                    ("r4", "r4-m1"), ("r4", "r4-m0"), ("r1", "r1-m0"),
+                ]
 
 
 def test_a_search_in_a_thread_finds_its_hits_among_other_threads_recorded_between(

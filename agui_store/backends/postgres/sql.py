@@ -1137,6 +1137,39 @@ SEARCH_FEW_CANDIDATES = SEARCH_CANDIDATES.replace(
     "ORDER BY id DESC LIMIT", "ORDER BY id + 0 DESC LIMIT"
 )
 
+#: How many index rows an owner's threads hold, counted through the ``(thread, key)`` index
+#: up to ``few``: an owner with fewer is searched from its own rows
+#: (:data:`SEARCH_OWNER_CANDIDATES`).
+SEARCH_OWNER_ROWS = """
+SELECT count(*) FROM (
+    SELECT 1 FROM search_messages
+    WHERE thread = ANY(ARRAY(SELECT id FROM threads WHERE owner = %(scope)s::text))
+    LIMIT %(few)s
+) AS found
+"""
+
+#: Candidates, newest first, of an owner with few index rows: those rows first (through the
+#: ``(thread, key)`` index), then their words checked. Through the GIN index, as the
+#: planner reads the other statements for a scope, a common word read every row that holds
+#: it, of every owner, to keep the few of this one's (12-117 ms for an owner of 2 threads
+#: of 1,000, against 8-13 ms for every owner's).
+SEARCH_OWNER_CANDIDATES = """
+WITH owned AS MATERIALIZED (
+    SELECT id, thread, run, pos, tool, blob, at, words FROM search_messages
+    WHERE thread = ANY(ARRAY(SELECT id FROM threads WHERE owner = %(scope)s::text))
+      AND id < %(before)s
+)
+SELECT m.id, t.thread_id, m.run, r.run_id, m.pos, m.tool, m.blob, m.at,
+       (SELECT b.appended_at FROM batches b WHERE b.run = m.run ORDER BY b.id DESC LIMIT 1)
+FROM (
+    SELECT id, thread, run, pos, tool, blob, at FROM owned WHERE words @@ %(query)s::tsquery
+    ORDER BY id DESC LIMIT %(limit)s
+) AS m
+JOIN threads t ON t.id = m.thread
+JOIN runs r ON r.id = m.run
+ORDER BY m.id DESC
+"""
+
 #: A thread's index rows (one table: the words are a column).
 DELETE_THREAD_SEARCH = "DELETE FROM search_messages WHERE thread = %s"
 

@@ -698,12 +698,28 @@ class PostgresTransaction(NamedQueries):
             "limit": limit,
         }
         # Planned for these values each time (never a generic plan): how the rows are best
-        # read depends on how many hold the words.
+        # read depends on how many hold the words, or, in an owner's scope, how many the
+        # owner holds.
         conn = self._conn
+        few = SEARCH_OWNER_FEW_ROWS[0]
+        if scope is not None and thread_pk is None and few > 0:
+            counted = {"scope": scope, "few": few}
+            (owned,) = conn.execute(sql.SEARCH_OWNER_ROWS, counted, prepare=False).fetchone()
+            if owned < few:
+                return rows_of(
+                    SearchCandidate, conn.execute(sql.SEARCH_OWNER_CANDIDATES, args, prepare=False)
+                )
         (many,) = conn.execute(sql.SEARCH_PROBE, args, prepare=False).fetchone()
         statement = sql.SEARCH_CANDIDATES if many >= sql.SEARCH_MANY else sql.SEARCH_FEW_CANDIDATES
         return rows_of(SearchCandidate, conn.execute(statement, args, prepare=False))
 
+
+#: An owner whose threads hold fewer index rows than this is searched from those rows, their
+#: words checked one by one; one with more, from the word's rows (the GIN index or the key
+#: backwards), as every owner's are: reading a few hundred rows costs what reading a
+#: common word's rows up to the limit costs. A list, so that a test can change it
+#: (:func:`agui_store.testing.search_owner_rows`).
+SEARCH_OWNER_FEW_ROWS = [sql.SEARCH_MANY]
 
 #: A key above every index row's (they are 63-bit).
 _NO_KEY = 2**63 - 1
