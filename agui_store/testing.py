@@ -110,21 +110,27 @@ def search_pending_rows(rows: int) -> Iterator[None]:
 
 @contextlib.contextmanager
 def search_owner_rows(rows: int) -> Iterator[None]:
-    """Inside the block, PostgreSQL stores of this process search an owner's scope from the
-    owner's own index rows only when it holds fewer than ``rows`` of them (else a thousand;
-    ``0``: never), and from the query's words otherwise: what lets a small test store take
-    either way. SQLite stores search a scope one way."""
+    """Inside the block, stores of this process search an owner's scope from the owner's own
+    index rows only when it holds fewer than ``rows`` of them (``0``: never; else about a
+    thousand on PostgreSQL, four thousand on SQLite), and from the query's words otherwise:
+    what lets a small test store take either way."""
+    from agui_store.backends.sqlite import transaction as sqlite_transaction
+
+    lists = [sqlite_transaction.SEARCH_OWNER_FEW_ROWS]
     try:
-        from agui_store.backends.postgres import transaction
+        from agui_store.backends.postgres import transaction as postgres_transaction
     except ImportError:  # no PostgreSQL driver installed: no PostgreSQL store to change
-        yield
-        return
-    kept = transaction.SEARCH_OWNER_FEW_ROWS[0]
-    transaction.SEARCH_OWNER_FEW_ROWS[0] = rows
+        pass
+    else:
+        lists.append(postgres_transaction.SEARCH_OWNER_FEW_ROWS)
+    kept = [found[0] for found in lists]
+    for found in lists:
+        found[0] = rows
     try:
         yield
     finally:
-        transaction.SEARCH_OWNER_FEW_ROWS[0] = kept
+        for found, value in zip(lists, kept):
+            found[0] = value
 
 
 def forget_thread_search(store: Store, thread_id: str) -> None:

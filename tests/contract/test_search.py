@@ -258,6 +258,31 @@ def test_a_search_in_a_thread_finds_its_hits_among_other_threads_recorded_betwee
         ]
 
 
+def test_an_owners_search_finds_the_hits_of_each_of_its_threads_among_other_owners(
+    store_location: str,
+) -> None:
+    with testing.search_pending_rows(1), agui_store.open(store_location) as store:
+        store.append(conversation("a1", "x0", "porto"), scope="alice")
+        for i in range(3):
+            store.append(conversation("other", f"o{i}", "porto"), scope="bob")
+            store.append(conversation("a2", f"y{i}", f"porto {i}"), scope="alice")
+        store.append(conversation("a1", "x1", "porto 1"), scope="alice")
+        for i in range(3, 6):
+            store.append(conversation("other", f"o{i}", "porto"), scope="bob")
+        store.append(conversation("a3", "z0", "porto"), scope="alice")
+        store.append(conversation("other", "o6", "porto"), scope="bob")
+        expected = [
+            ("a3", "z0"), ("a1", "x1"), ("a2", "y2"), ("a2", "y1"), ("a2", "y0"), ("a1", "x0"),
+        ]
+        for rows in (0, 1000):  # from the owner's threads' rows, or from the word's rows
+            with testing.search_owner_rows(rows):
+                for limit in (1, 2, 20):
+                    found = every_page(store, "porto", limit, scope="alice")
+                    assert [(h.thread_id, h.run_id) for h in found] == expected
+                assert store.search("zanzibar", scope="alice") == []
+                assert len(store.search("porto", scope="bob", limit=50)) == 7
+
+
 def test_pages_go_on_with_the_cursor_until_the_last_hit(store_location: str) -> None:
     with agui_store.open(store_location) as store:
         for i in range(5):

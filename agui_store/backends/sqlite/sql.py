@@ -876,6 +876,24 @@ ORDER BY w.rowid DESC LIMIT ?5
 #: store (a read of the store's size) when the thread holds fewer hits than asked.
 THREAD_SEARCH_IDS = "SELECT min(id), max(id) FROM search_messages WHERE thread = ?"
 
+#: How many threads an owner holds, counted up to ``?2``.
+OWNER_THREADS = "SELECT count(*) FROM (SELECT 1 FROM threads WHERE owner = ?1 LIMIT ?2)"
+#: How many rows of the FTS5 table an owner's threads hold, counted up to ``?2`` (through
+#: their entries in the ``(thread, key)`` index).
+OWNER_SEARCH_ROWS = """
+SELECT count(*) FROM (
+    SELECT 1 FROM threads t JOIN search_messages m ON m.thread = t.id WHERE t.owner = ?1
+    LIMIT ?2
+)
+"""
+#: The lowest and highest id of each of an owner's threads' rows in the FTS5 table: where a
+#: search in the owner's scope finds its hits (:data:`SEARCH_CANDIDATES` between them), not
+#: back to the start of the store.
+OWNER_SEARCH_SPANS = """
+SELECT min(m.id), max(m.id) FROM threads t JOIN search_messages m ON m.thread = t.id
+WHERE t.owner = ?1 GROUP BY t.id
+"""
+
 #: The index rows of a thread, of runs whose derived data is dropped (a scan: a rare path):
 #: id, key, run, position, blob, position there (what their words are read back from).
 #: Last, whether the row is pending (its words are in search_pending alone).
