@@ -212,7 +212,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "bench_search": Benchmark(
         "Search",
         "`search` for a rare word, a common word (`limit=20`) and a phrase in a 10,000-run "
-        "store (on SQLite in wall and CPU time); `delete_thread` of a 10-run thread there; "
+        "store, and the common word in one thread and in the scope of an owner of two "
+        "threads (on SQLite in wall and CPU time); `delete_thread` of a 10-run thread there; "
         "what the index costs an append; the index's size next to the text it indexes. "
         "SQLite and PostgreSQL.",
         "`log(limit=20)` at the tip of the same store; the same erasure in a store of a "
