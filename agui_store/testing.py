@@ -111,9 +111,9 @@ def search_pending_rows(rows: int) -> Iterator[None]:
 @contextlib.contextmanager
 def search_owner_rows(rows: int) -> Iterator[None]:
     """Inside the block, stores of this process search an owner's scope from the owner's own
-    index rows only when it holds fewer than ``rows`` of them (``0``: never; else about a
-    thousand on PostgreSQL, four thousand on SQLite), and from the query's words otherwise:
-    what lets a small test store take either way."""
+    index rows only when it holds fewer than ``rows`` of them (``0``: never; else 1,000 on
+    PostgreSQL, 2,048 on SQLite, where the owner also holds at most 16 threads), and from
+    the query's words otherwise: what lets a small test store take either way."""
     from agui_store.backends.sqlite import transaction as sqlite_transaction
 
     lists = [sqlite_transaction.SEARCH_OWNER_FEW_ROWS]

@@ -1151,7 +1151,7 @@ SELECT count(*) FROM (
 #: Candidates, newest first, of an owner with few index rows: those rows first (through the
 #: ``(thread, key)`` index), then their words checked. Through the GIN index, as the
 #: planner reads the other statements for a scope, a common word read every row that holds
-#: it, of every owner, to keep the few of this one's (12-117 ms for an owner of 2 threads
+#: it, of every owner, to keep the few of this one's (48-117 ms for an owner of 2 threads
 #: of 1,000, against 8-13 ms for every owner's).
 SEARCH_OWNER_CANDIDATES = """
 WITH owned AS MATERIALIZED (

@@ -534,9 +534,8 @@ class SqliteTransaction(NamedQueries):
 
     def _owner_search_windows(self, scope: str) -> list[tuple[int, int]] | None:
         """The ranges of FTS5 row ids an owner's threads span (each thread's lowest to its
-        highest, overlapping ones joined), newest first; one range from the lowest to the
-        highest when they are more than :data:`SEARCH_OWNER_WINDOWS` (each costs a query of
-        FTS5). ``None`` when the owner holds more threads than that, or
+        highest, overlapping ones joined), newest first. ``None`` when the owner holds more
+        than :data:`SEARCH_OWNER_WINDOWS` threads (each range costs a query of FTS5), or
         :data:`SEARCH_OWNER_FEW_ROWS` rows or more: the search reads the word's list."""
         few = SEARCH_OWNER_FEW_ROWS[0]
         if few <= 0:
@@ -563,7 +562,7 @@ class SqliteTransaction(NamedQueries):
 #: what an owner with more pays for nothing); any other, along the word's list back from
 #: the newest, as every owner's are. That reading stops once it has the limit's hits, so for
 #: an owner holding few of a common word's rows it reads the word's whole list (9-10 ms in
-#: a 10,000-run store, against 3-4 ms between the threads' rows, for an owner of 2 threads
+#: a 10,000-run store, against 2-3 ms between the threads' rows, for an owner of 2 threads
 #: of 1,000). A list, so that a test can change it
 #: (:func:`agui_store.testing.search_owner_rows`).
 SEARCH_OWNER_FEW_ROWS = [2048]
