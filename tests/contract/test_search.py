@@ -108,7 +108,7 @@ def test_search_finds_exactly_what_a_scan_of_every_view_finds(
 ) -> None:
     # A few rows wait outside SQLite's FTS5 table at a time: queries read both.
     pending = data.draw(st.integers(1, 4), label="pending rows")
-    # PostgreSQL searches an owner from its own rows, or (0) from the words' rows.
+    # An owner is searched from its own rows, or (0) from the words' rows.
     owner_rows = data.draw(st.sampled_from([0, 1000]), label="owner rows")
     with (
         testing.search_pending_rows(pending), testing.search_owner_rows(owner_rows),
@@ -233,7 +233,7 @@ def test_search_keeps_to_a_thread_and_to_a_scope(store_location: str) -> None:
             store.search("porto", thread_id="theirs", scope="alice")
         store.append(conversation("mine", "r4", "porto again", "porto", parent="r1"))
         store.append(conversation("theirs", "r5", "porto", parent="r2"))
-        for rows in (0, 1000):  # PostgreSQL: from the owner's rows, or from the word's rows
+        for rows in (0, 1000):  # from the owner's rows, or from the word's rows
             with testing.search_owner_rows(rows):
                 found = every_page(store, "porto", 1, scope="alice")
                 assert [(h.run_id, h.message_id) for h in found] == [
