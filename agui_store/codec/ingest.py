@@ -55,6 +55,7 @@ from agui_store.codec.json import (
     deeper_than,
     encode,
     encode_surrogates,
+    refused_utf8,
     scan,
     syntax_problem,
     utf8_error_offset,
@@ -390,12 +391,10 @@ def _parse_array(body: bytes, limits: _Limits) -> list[IncomingEvent]:
         )
         raise InvalidEventError(reason, index=element, path=render_path(path)) from None
     except UnicodeDecodeError:
-        offset = utf8_error_offset(body)
-        element, path, _ = scan(body, top_array=True, stop_at=offset)
-        raise InvalidEventError(
-            f"invalid UTF-8 at byte {offset}", index=element, path=render_path(path)
-        ) from None
+        raise _utf8_refused_in_array(body) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        if refused_utf8(exc):
+            raise _utf8_refused_in_array(body) from None
         if isinstance(exc, msgspec.DecodeError) and SURROGATE_ESCAPE.search(body):
             # msgspec refuses escaped lone surrogates, which JSON.parse and json.loads take
             # (JS producers split emoji): read the array element by element instead, each
@@ -837,6 +836,24 @@ def _expect_end(
         buf, pos = chunk, 0
 
 
+def _utf8_refused_in_array(body: bytes) -> InvalidEventError:
+    """The error for a JSON array of events holding invalid UTF-8: where, and in which event."""
+    offset = utf8_error_offset(body)
+    element, path, _ = scan(body, top_array=True, stop_at=offset)
+    return InvalidEventError(
+        f"invalid UTF-8 at byte {offset}", index=element, path=render_path(path)
+    )
+
+
+def _utf8_refused_in_event(raw: bytes, index: int, prefix: str) -> InvalidEventError:
+    """The error for one event's JSON holding invalid UTF-8: where in it."""
+    offset = utf8_error_offset(raw)
+    _, at, _ = scan(raw, top_array=False, stop_at=offset)
+    return InvalidEventError(
+        f"{prefix}invalid UTF-8 at byte {offset}", index=index, path=render_path(at)
+    )
+
+
 def _event_from_bytes(raw: bytes, index: int, limits: _Limits, *, where: str) -> IncomingEvent:
     prefix = f"{where}: " if where else ""
     if len(raw) > limits.max_event_bytes:
@@ -852,12 +869,10 @@ def _event_from_bytes(raw: bytes, index: int, limits: _Limits, *, where: str) ->
     except RecursionError:
         too_deep_to_decode = True
     except UnicodeDecodeError:
-        offset = utf8_error_offset(raw)
-        _, at, _ = scan(raw, top_array=False, stop_at=offset)
-        raise InvalidEventError(
-            f"{prefix}invalid UTF-8 at byte {offset}", index=index, path=render_path(at)
-        ) from None
+        raise _utf8_refused_in_event(raw, index, prefix) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        if refused_utf8(exc):
+            raise _utf8_refused_in_event(raw, index, prefix) from None
         data, ok = decode_stdlib(raw) if SURROGATE_ESCAPE.search(raw) else (None, False)
         if not ok:
             reason, where_in = syntax_problem(raw, exc)

@@ -158,12 +158,20 @@ def decode_value(buf: bytes) -> Any:
     except UnicodeDecodeError:
         raise InvalidEventError(f"invalid UTF-8 at byte {utf8_error_offset(buf)}") from None
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        if refused_utf8(exc):
+            raise InvalidEventError(f"invalid UTF-8 at byte {utf8_error_offset(buf)}") from None
         if isinstance(exc, msgspec.DecodeError) and SURROGATE_ESCAPE.search(buf):
             value, ok = decode_stdlib(buf)
             if ok:
                 return value
         reason, path = syntax_problem(buf, exc)
         raise InvalidEventError(reason, path=path) from None
+
+
+def refused_utf8(exc: Exception) -> bool:
+    """Whether msgspec refused its input as invalid UTF-8: up to msgspec 0.22 it raises
+    ``UnicodeDecodeError`` (caught on its own), from 0.23 a ``DecodeError`` that says so."""
+    return isinstance(exc, msgspec.DecodeError) and "invalid utf-8" in str(exc).lower()
 
 
 def utf8_error_offset(buf: bytes) -> int:
