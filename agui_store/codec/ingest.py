@@ -390,9 +390,7 @@ def _parse_array(body: bytes, limits: _Limits) -> list[IncomingEvent]:
             else "JSON is nested too deeply to decode"
         )
         raise InvalidEventError(reason, index=element, path=render_path(path)) from None
-    except UnicodeDecodeError:
-        raise _utf8_refused_in_array(body) from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         if refused_utf8(exc):
             raise _utf8_refused_in_array(body) from None
         if isinstance(exc, msgspec.DecodeError) and SURROGATE_ESCAPE.search(body):
@@ -868,9 +866,7 @@ def _event_from_bytes(raw: bytes, index: int, limits: _Limits, *, where: str) ->
         data = DECODER.decode(raw)
     except RecursionError:
         too_deep_to_decode = True
-    except UnicodeDecodeError:
-        raise _utf8_refused_in_event(raw, index, prefix) from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         if refused_utf8(exc):
             raise _utf8_refused_in_event(raw, index, prefix) from None
         data, ok = decode_stdlib(raw) if SURROGATE_ESCAPE.search(raw) else (None, False)

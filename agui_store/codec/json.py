@@ -155,9 +155,7 @@ def decode_value(buf: bytes) -> Any:
         return DECODER.decode(buf)
     except RecursionError:
         raise InvalidEventError("JSON is nested too deeply to decode") from None
-    except UnicodeDecodeError:
-        raise InvalidEventError(f"invalid UTF-8 at byte {utf8_error_offset(buf)}") from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         if refused_utf8(exc):
             raise InvalidEventError(f"invalid UTF-8 at byte {utf8_error_offset(buf)}") from None
         if isinstance(exc, msgspec.DecodeError) and SURROGATE_ESCAPE.search(buf):
@@ -170,7 +168,9 @@ def decode_value(buf: bytes) -> Any:
 
 def refused_utf8(exc: Exception) -> bool:
     """Whether msgspec refused its input as invalid UTF-8: up to msgspec 0.22 it raises
-    ``UnicodeDecodeError`` (caught on its own), from 0.23 a ``DecodeError`` that says so."""
+    ``UnicodeDecodeError``, from 0.23 a ``DecodeError`` that says so."""
+    if isinstance(exc, UnicodeDecodeError):
+        return True
     return isinstance(exc, msgspec.DecodeError) and "invalid utf-8" in str(exc).lower()
 
 
