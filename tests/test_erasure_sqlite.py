@@ -127,6 +127,19 @@ def test_no_byte_of_an_erased_thread_is_left_in_the_file_or_its_wal(
         assert store.check().ok
 
 
+def test_the_words_of_a_message_holding_half_an_emoji_leave_the_file_with_its_thread(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.db"
+    with testing.search_pending_rows(1), agui_store.open(path) as store:
+        for name in ("gone", "kept"):
+            store.append(
+                run(marker("thread", name), f"{name}-r", *say(f"{name}-m", f"{word(name)} \ud83d"))
+            )
+        _erase_gone(store)
+    _only_the_kept_word_is_left(path)
+
+
 def test_a_reader_on_an_older_snapshot_holds_the_purge_back_until_it_is_done(
     tmp_path: Path,
 ) -> None:

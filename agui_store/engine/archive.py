@@ -8,7 +8,9 @@ pydantic-ai conversations linked to it (each entry, then the record); a whole st
 ends with the conversations no thread links to; the last line counts what came before, so a
 cut file is refused, not half read. Events, inputs, echo references and conversation
 messages are embedded as their stored JSON text, byte for byte (a text that spans lines is
-written as a JSON string under ``*_text`` instead: one record, one line). Every run and batch
+written as a JSON string under ``*_text`` instead: one record, one line; so is a text holding
+an escaped surrogate, which a JSON reader may refuse when it is not half of a pair: half an
+emoji, as JavaScript producers split one). Every run and batch
 carries its content hash, which an import recomputes and compares before it writes.
 
 Both directions hold one thread (and its conversations) at a time: memory follows the
@@ -22,6 +24,7 @@ refused or damaged file leaves the store as it was.
 from __future__ import annotations
 
 import binascii
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,12 +74,17 @@ def _hex(value: Any) -> str | None:
     return None if value is None else bytes(value).hex()
 
 
+#: An escaped UTF-16 surrogate in JSON text (``\ud83d``): what msgspec refuses unpaired.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 def _json(text: str | None, name: str, out: dict[str, Any]) -> None:
     """Embed stored JSON text under ``name`` as it is, or as a string under ``name_text``
-    when it spans lines (a JSON Lines record is one line)."""
+    when it spans lines (a JSON Lines record is one line) or escapes a surrogate (so that
+    each line reads with any JSON reader)."""
     if text is None:
         out[name] = None
-    elif "\n" in text or "\r" in text:
+    elif "\n" in text or "\r" in text or _SURROGATE_ESCAPE.search(text):
         out[f"{name}_text"] = text
     else:
         out[name] = msgspec.Raw(text.encode("utf-8", "surrogatepass"))

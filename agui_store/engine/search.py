@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from agui_store.codec import json
 from agui_store.engine import checkpoints, port, verified
 from agui_store.errors import InvalidArgumentError
 from agui_store.history import blobs
@@ -174,16 +175,16 @@ def indexed_words(
     any more). What a backend whose full-text index must be told a row's words to delete
     them exactly needs (SQLite's FTS5 with ``secure-delete``)."""
     wanted = sorted({int(r[3]) for r in rows if r[3] is not None})
-    found: dict[int, list[msgspec.Raw]] = {}
+    found: dict[int, list[Any]] = {}
     for blob_id, codec, data, _address in tx.blobs_in_order(wanted):
-        found[int(blob_id)] = _RAW_LIST.decode(blobs.unpack(codec, data))
+        found[int(blob_id)] = _blob_messages(blobs.unpack(codec, data))
     views: dict[int, list[Any]] = {}
     out: list[str | None] = []
     for key, run_pk, pos, blob, at in rows:
         held = found.get(int(blob)) if blob is not None else None
         text = None
         if held is not None and at is not None and 0 <= int(at) < len(held):
-            text = _text_of(_MESSAGE.decode(held[int(at)]), int(key))
+            text = _text_of(_held_message(held[int(at)]), int(key))
         if text is None:
             if run_pk not in views:
                 views[run_pk] = verified.view(tx, run_pk).messages
@@ -192,6 +193,23 @@ def indexed_words(
                 text = _text_of(view[pos], int(key))
         out.append(None if text is None else rules.index_text(text))
     return out
+
+
+def _blob_messages(text: bytes) -> list[Any]:
+    """The messages of a checkpoint blob, each left undecoded until it is read; all decoded
+    at once, as ``checkout`` reads them, when the blob holds an escaped lone surrogate (half
+    an emoji, as JavaScript producers split one), which msgspec refuses."""
+    try:
+        return _RAW_LIST.decode(text)
+    except msgspec.DecodeError:
+        messages = json.decode(text)
+        return messages if isinstance(messages, list) else []
+
+
+def _held_message(held: Any) -> dict[str, Any]:
+    """One message of :func:`_blob_messages`."""
+    message = _MESSAGE.decode(held) if isinstance(held, msgspec.Raw) else held
+    return message if isinstance(message, dict) else {}
 
 
 def _text_of(message: dict[str, Any], key: int) -> str | None:
@@ -273,16 +291,16 @@ def _messages(tx: port.Reading, rows: Sequence[port.SearchCandidate]) -> list[di
     """The message of each candidate: read from the checkpoint blob the index row names
     (one statement for all), else from its run's view, at the position it names."""
     wanted = sorted({int(r.blob) for r in rows if r.blob is not None})
-    found: dict[int, list[msgspec.Raw]] = {}
+    found: dict[int, list[Any]] = {}
     for blob_id, codec, data, _address in tx.blobs_in_order(wanted):
-        found[int(blob_id)] = _RAW_LIST.decode(blobs.unpack(codec, data))
+        found[int(blob_id)] = _blob_messages(blobs.unpack(codec, data))
     out: list[dict[str, Any]] = []
     views: dict[int, list[Any]] = {}
     for row in rows:
         run_pk, pos, blob, at = int(row.run), int(row.position), row.blob, row.at
         held = found.get(int(blob)) if blob is not None else None
         if held is not None and at is not None and 0 <= int(at) < len(held):
-            out.append(_MESSAGE.decode(held[int(at)]))
+            out.append(_held_message(held[int(at)]))
             continue
         if run_pk not in views:  # no checkpoint held it when it was indexed
             views[run_pk] = verified.view(tx, run_pk).messages

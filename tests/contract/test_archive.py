@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -129,6 +130,35 @@ def test_a_store_copied_to_this_backend_exported_and_imported_into_sqlite_is_the
     with agui_store.open(back) as store:
         store.import_archive(archive)
     assert_same_store(original, back)
+
+
+def test_a_thread_holding_half_an_emoji_comes_back_the_same_and_every_line_reads_as_json(
+    new_location: Any,
+) -> None:
+    # JavaScript producers split an emoji into two escaped surrogates; an event, an input
+    # or a message may hold one, which msgspec (and so the archive's reader) refuses.
+    source, target = new_location(), new_location()
+    half, whole = "\ud83d", "\ud83d\ude00"
+    with agui_store.open(source) as store:
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+                {"type": "TEXT_MESSAGE_START", "messageId": "a1", "role": "assistant"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "a1", "delta": f"split {half}"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "a1", "delta": f" {whole}"},
+                {"type": "TEXT_MESSAGE_END", "messageId": "a1"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+            ],
+            input={"threadId": "t", "runId": "r1", "tools": [], "context": [],
+                   "messages": [{"id": "u1", "role": "user", "content": f"hi {half}"}]},
+        )  # fmt: skip
+    archive = round_trip(source, target)
+    for line in archive.splitlines():
+        msgspec.json.decode(line)
+    assert_same_store(source, target)
+    with agui_store.open(target) as store:
+        restored = store.checkout("r1", thread_id="t").messages[-1]["content"]
+        assert restored == f"split {half} \U0001f600"
 
 
 @pytest.mark.parametrize("events", [pytest.param(None, id="every-recording")]

@@ -283,6 +283,23 @@ def test_an_owners_search_finds_the_hits_of_each_of_its_threads_among_other_owne
                 assert len(store.search("porto", scope="bob", limit=50)) == 7
 
 
+@pytest.mark.parametrize("pending", [1, 1000], ids=["words-in-the-index", "words-pending"])
+def test_a_message_holding_half_an_emoji_is_found_and_erased_with_its_thread(
+    store_location: str, pending: int
+) -> None:
+    # JavaScript producers split an emoji into two escaped surrogates; a message may hold one.
+    half = "\ud83d"
+    with testing.search_pending_rows(pending), agui_store.open(store_location) as store:
+        store.append(conversation("split", "s1", f"porto {half} hotel"))
+        store.append(conversation("kept", "k1", "porto hotel"))
+        hits = store.search("hotel")
+        assert [(h.thread_id, h.run_id) for h in hits] == [("kept", "k1"), ("split", "s1")]
+        assert "".join(text for text, _ in hits[1].snippet) == f"porto {half} hotel"
+        assert store.delete_thread("split").threads == 1
+        assert [h.thread_id for h in store.search("porto")] == ["kept"]
+        assert store.check().ok
+
+
 def test_pages_go_on_with_the_cursor_until_the_last_hit(store_location: str) -> None:
     with agui_store.open(store_location) as store:
         for i in range(5):
