@@ -262,7 +262,7 @@ class SearchHit:
         snippet: a short piece of its text around the first match, as ``(text, matched)``
             pieces: ``matched`` marks each word the query found.
         recorded_at: when that run's last batch was recorded (UTC).
-        cursor: what ``Store.search(..., after=cursor)`` continues after.
+        cursor: what ``Store.search(..., cursor=cursor)`` continues after.
     """
 
     thread_id: str
@@ -303,8 +303,8 @@ class SearchHits(list[SearchHit]):
     in a terminal, one hit a line.
 
     Attributes:
-        next_cursor: when the page is full (``limit`` hits) and more may follow: what to
-            pass back as ``cursor=`` for the next page. ``None``: there are no more.
+        next_cursor: when more hits follow this page: what to pass back as ``cursor=``
+            for the next page. ``None``: there are no more.
     """
 
     def __init__(self, hits: Iterable[SearchHit] = (), *, next_cursor: str | None = None) -> None:

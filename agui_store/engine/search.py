@@ -255,21 +255,27 @@ def search(
     owner's threads (``scope``; ``None``: every owner), after the hit whose cursor is
     ``after``, at most ``limit``."""
     hits = SearchHits()
-    page = limit if not query.has_phrase else max(limit, PHRASE_PAGE)
-    while len(hits) < limit:
+    # A hit past the limit is looked for, not kept: a page names a next one only when one
+    # follows, so the last page of a count the limit divides is not followed by an empty one.
+    more = False
+    if not query.has_phrase:  # every candidate is a hit
+        rows = tx.search_candidates(query, thread_pk, scope, after, limit + 1)
+        kept, more = rows[:limit], len(rows) > limit
+        hits.extend(_hit(r, m, query) for r, m in zip(kept, _messages(tx, kept), strict=True))
+    page = max(limit + 1, PHRASE_PAGE)
+    while query.has_phrase and not more:
         rows = tx.search_candidates(query, thread_pk, scope, after, page)
-        if not rows:
-            break
         for row, message in zip(rows, _messages(tx, rows), strict=True):
             after = row.id
-            if query.has_phrase and not query.matches(rules.words(rules.message_text(message))):
+            if not query.matches(rules.words(rules.message_text(message))):
                 continue
-            hits.append(_hit(row, message, query))
             if len(hits) == limit:
+                more = True
                 break
+            hits.append(_hit(row, message, query))
         if len(rows) < page:
             break
-    hits.next_cursor = hits[-1].cursor if len(hits) == limit else None
+    hits.next_cursor = hits[-1].cursor if more else None
     return hits
 
 

@@ -50,7 +50,7 @@ class SearchVerbs(Facade):
 
         Returns:
             The hits (:class:`~agui_store.records.SearchHit`), with ``next_cursor`` set
-            when the page is full.
+            when more follow (the search reads one hit past the page to know).
 
         Raises:
             InvalidArgumentError: a query of the wrong shape (the message says what), a

@@ -52,8 +52,11 @@ def every_page(store: agui_store.Store, query: str, limit: int, **where: Any) ->
     page = store.search(query, limit=limit, **where)
     hits = list(page)
     while page.next_cursor is not None:
+        # A page names a next one only when it is full and another hit follows.
+        assert len(page) == limit, (len(page), limit)
         cursor = page.next_cursor
         page = store.search(query, limit=limit, cursor=cursor, **where)
+        assert page, f"{cursor}: the page after names no hit"
         # Each page starts after the last one's hits (a page that repeats one never ends).
         assert all(int(h.cursor) < int(cursor) for h in page), (cursor, list(page))
         hits.extend(page)
@@ -310,6 +313,22 @@ def test_pages_go_on_with_the_cursor_until_the_last_hit(store_location: str) -> 
         third = store.search("porto", limit=2, cursor=second.next_cursor)
         assert [h.run_id for h in [*second, *third]] == ["r2", "r1", "r0"]
         assert third.next_cursor is None
+
+
+@pytest.mark.parametrize("query", ["note", '"about porto"'], ids=["word", "phrase"])
+def test_the_last_page_names_no_next_one_when_the_limit_divides_the_hits(
+    store_location: str, query: str
+) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(conversation("t", "o", "porto about"))  # the phrase's words, not it
+        for i in range(4):
+            store.append(conversation("t", f"r{i}", f"note {i} about porto"))
+        first = store.search(query, limit=2)
+        second = store.search(query, limit=2, cursor=first.next_cursor)
+        assert [h.run_id for h in [*first, *second]] == ["r3", "r2", "r1", "r0"]
+        assert second.next_cursor is None
+        assert store.search(query, limit=4).next_cursor is None
+        assert store.search(query, limit=3).next_cursor is not None
 
 
 @pytest.mark.parametrize(
