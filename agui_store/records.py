@@ -469,8 +469,9 @@ class ErasureReceipt:
             kept thread shares, conversation records and the histories they held.
         purged: whether the physical purge finished: on SQLite the WAL was copied into the
             file (whose deleted cells ``secure_delete`` zeroed) and emptied; on PostgreSQL
-            the touched tables were vacuumed. ``False`` on a dry run, or when a reader
-            still held pages from before the erasure (the next checkpoint finishes it).
+            the touched tables were vacuumed (``True`` when nothing was erased: there is
+            nothing to purge). ``False`` on a dry run, or when a reader still held pages
+            from before the erasure (the next checkpoint finishes it).
         dry_run: nothing was erased; the counts are what would have been.
     """
 
@@ -500,7 +501,7 @@ class ErasureReceipt:
             f"{verb} {self.threads} thread(s), {self.runs} run(s), {self.events} event(s), "
             f"{self.conversations} conversation(s), {self.bytes} bytes"
         )
-        if not self.dry_run:
+        if not self.dry_run and (self.threads or self.conversations):
             text += (
                 "; purge finished"
                 if self.purged

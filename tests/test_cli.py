@@ -348,6 +348,43 @@ def test_delete_and_prune_refuse_without_yes_and_a_terminal_and_erase_nothing(
     assert cli("delete", db=db, ok=False).returncode == 2
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("prune", "--older-than", "99999999999999999999d"), "too long an age"),
+        (("prune", "--older-than", "1000000000d"), "too long an age"),
+        (("prune", "--older-than", "\u0664d"), "is not an age"),  # an Arabic-Indic 4
+        (("delete", "--owner", ""), "expected an owner's name"),
+        (("prune", "--older-than", "1d", "--owner", ""), "expected an owner's name"),
+        (("search", "me", "--owner", ""), "expected an owner's name"),
+        (("search", "me", "--limit", "1001"), "from 1 to 1,000"),
+        (("search", "me", "--cursor", "abc"), "expected the cursor"),
+        (("search", "me", "--cursor", "99999999999999999999"), "expected the cursor"),
+        (("search", "me", "--cursor", "\u0664\u0662"), "expected the cursor"),
+    ],
+)
+def test_an_option_value_out_of_range_is_a_usage_error_of_one_line(
+    tmp_path: Path, args: tuple[str, ...], says: str
+) -> None:
+    db = tmp_path / "s.db"
+    _two_threads(db)
+    proc = cli(*args, "--dry-run" if args[0] != "search" else "--json", db=db, ok=False)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_an_erasure_that_finds_nothing_erases_nothing_and_claims_no_purge_left(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.db"
+    _two_threads(db)
+    done = json.loads(cli("delete", "--owner", "nobody", "--yes", "--json", db=db).stdout)
+    assert (done["threads"], done["purged"]) == (0, True)
+    text = cli("prune", "--older-than", "999d", "--yes", db=db).stdout
+    assert text.strip() == "erased 0 thread(s), 0 run(s), 0 event(s), 0 conversation(s), 0 bytes"
+    assert _thread_ids(cli, db) == ["gone", "kept"]
+
+
 def test_delete_dry_run_says_what_would_go_and_yes_erases_it_with_a_json_receipt(
     tmp_path: Path,
 ) -> None:

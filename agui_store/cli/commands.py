@@ -23,6 +23,7 @@ from agui_store.backends import is_url
 from agui_store.cli.render import diff_text, graph
 from agui_store.codec.output import FORMATS, serialize
 from agui_store.engine import arguments, conversations
+from agui_store.engine import search as search_index
 from agui_store.engine.arguments import path_text
 from agui_store.engine.conversations import Continuation
 from agui_store.errors import (
@@ -973,11 +974,28 @@ def age(text: str) -> datetime.timedelta:
     """``--older-than``'s value: a number and a unit (``90d``, ``12h``, ``30m``, ``2w``,
     ``45s``)."""
     number, unit = text[:-1], text[-1:]
-    if unit not in _AGE_UNITS or not number.isdigit():
+    if unit not in _AGE_UNITS or not (number.isascii() and number.isdigit()):
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not an age: a whole number and a unit, s, m, h, d or w (90d)"
+            f"{arguments.quote(text, 40)} is not an age: a whole number and a unit, s, m, h, "
+            "d or w (90d)"
         )
-    return datetime.timedelta(seconds=int(number) * _AGE_UNITS[unit])
+    seconds = int(number) * _AGE_UNITS[unit]
+    if seconds > _AGE_MOST:
+        raise argparse.ArgumentTypeError(
+            f"{arguments.quote(text, 40)} is too long an age: at most {_AGE_MOST // 86400}d"
+        )
+    return datetime.timedelta(seconds=seconds)
+
+
+#: The longest age ``--older-than`` takes: what a ``timedelta`` holds, in whole days.
+_AGE_MOST = datetime.timedelta.max.days * 86400
+
+
+def owner_name(text: str) -> str:
+    """``--owner``'s value: an owner's name, not empty."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected an owner's name, not an empty string")
+    return text
 
 
 def _erase(
@@ -1070,10 +1088,12 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
                    "leave out; given apart or quoted together (a -word after --: porto -- "
                    "-hotel)")
     p.add_argument("--thread", help="only this thread")
-    p.add_argument("--owner", metavar="SCOPE", help="only this owner's threads")
-    p.add_argument("--limit", type=_count_option(1), default=20, metavar="N",
-                   help="at most N hits (default: 20)")
-    p.add_argument("--cursor", help="continue after the page that gave this cursor")
+    p.add_argument("--owner", metavar="SCOPE", type=owner_name, help="only this owner's threads")
+    p.add_argument("--limit", type=_count_option(1, most=search_index.MAX_LIMIT), default=20,
+                   metavar="N", help=f"at most N hits, up to {search_index.MAX_LIMIT:,} "
+                   "(default: 20)")
+    p.add_argument("--cursor", type=search_cursor,
+                   help="continue after the page that gave this cursor")
 
 
 COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], str]] = {
@@ -1125,22 +1145,37 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE)
 
 
-def _count_option(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``minimum`` (a usage error otherwise)."""
+def _count_option(minimum: int, most: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum`` (and at most ``most``), a usage
+    error otherwise."""
+    expected = (
+        f"an integer >= {minimum}" if most is None else f"an integer from {minimum} to {most:,}"
+    )
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"expected an integer >= {minimum}, not {arguments.quote(text, 40)}"
+                f"expected {expected}, not {arguments.quote(text, 40)}"
             ) from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, not {value}")
+        if value < minimum or (most is not None and value > most):
+            raise argparse.ArgumentTypeError(f"expected {expected}, not {value}")
         return value
 
-    parse.__name__ = f"integer >= {minimum}"
+    parse.__name__ = expected
     return parse
+
+
+def search_cursor(text: str) -> str:
+    """``search --cursor``: what a page of hits printed after "more:" (digits)."""
+    try:
+        search_index.parse_cursor(text)
+    except InvalidArgumentError:
+        raise argparse.ArgumentTypeError(
+            f"expected the cursor a page of hits gave (digits), not {arguments.quote(text, 40)}"
+        ) from None
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1269,13 +1304,14 @@ def build_parser() -> argparse.ArgumentParser:
         "check that no longer shows it tells that the newest writes were cut")
     p = parsers["delete"]
     p.add_argument("--thread", help="the thread to erase")
-    p.add_argument("--owner", metavar="SCOPE", help="the owner whose everything to erase "
+    p.add_argument("--owner", metavar="SCOPE", type=owner_name,
+                   help="the owner whose everything to erase "
                    "(instead of --thread)")
     _erasure_options(p)
     p = parsers["prune"]
     p.add_argument("--older-than", type=age, required=True, metavar="AGE",
                    help="erase threads with no activity for longer: 90d, 12h, 30m, 2w, 45s")
-    p.add_argument("--owner", metavar="SCOPE", help="only this owner's threads")
+    p.add_argument("--owner", metavar="SCOPE", type=owner_name, help="only this owner's threads")
     _erasure_options(p)
     p = parsers["ui"]
     p.add_argument("path", metavar="DB", nargs="?",

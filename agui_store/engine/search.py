@@ -221,12 +221,17 @@ def _text_of(message: dict[str, Any], key: int) -> str | None:
     return text if message_key(message_id, text) == key else None
 
 
+#: The largest index row key: a signed 64-bit integer, as both backends store it.
+_LARGEST_KEY = 2**63 - 1
+
+
 def parse_cursor(cursor: Any) -> int | None:
     """``search(cursor=)``: ``None`` (the first page) or a page's ``next_cursor`` (a hit's
     ``cursor``), the index row key it names."""
     if cursor is None:
         return None
-    if not isinstance(cursor, str) or not cursor.isdigit() or len(cursor) > 19:
+    digits = isinstance(cursor, str) and cursor.isascii() and cursor.isdigit()
+    if not digits or int(cursor) > _LARGEST_KEY:
         shown = repr(cursor)[:60] if isinstance(cursor, str) else type(cursor).__name__
         raise InvalidArgumentError(
             f"cursor= must be None or a search page's next_cursor (digits), not {shown}"

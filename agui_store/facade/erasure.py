@@ -93,8 +93,10 @@ class ErasureVerbs(Facade):
             receipt = erasure.erase(
                 tx, threads(tx), verb, clock.now_ms(), owner=scope, dry_run=dry_run
             )
-        if dry_run or not (receipt.threads or receipt.conversations):
+        if dry_run:
             return receipt
+        if not (receipt.threads or receipt.conversations):
+            return dataclasses.replace(receipt, purged=True)  # nothing went: none to purge
         erasure.step("committed")
         return dataclasses.replace(receipt, purged=self.purge())
 
