@@ -263,6 +263,10 @@ class SearchHit:
             pieces: ``matched`` marks each word the query found.
         recorded_at: when that run's last batch was recorded (UTC).
         cursor: what ``Store.search(..., cursor=cursor)`` continues after.
+        position: where the message is in that run's view:
+            ``store.checkout(hit.run_id, thread_id=hit.thread_id).messages[hit.position]``
+            (two messages of a view may share an id: a tool result whose producer gave it
+            its call's id).
     """
 
     thread_id: str
@@ -273,6 +277,7 @@ class SearchHit:
     snippet: tuple[tuple[str, bool], ...]
     recorded_at: datetime | None
     cursor: str
+    position: int = 0
 
     def marked(self, before: str = "[", after: str = "]") -> str:
         """The snippet as one line, each matched word between ``before`` and ``after``."""
@@ -291,6 +296,7 @@ class SearchHit:
             "snippetParts": [[t, m] for t, m in self.snippet],
             "recordedAt": self.recorded_at.isoformat() if self.recorded_at else None,
             "cursor": self.cursor,
+            "position": self.position,
         }
 
     def __str__(self) -> str:

@@ -252,16 +252,46 @@ def test_the_search_box_lists_the_messages_the_index_finds_each_linking_to_it_in
     assert [m.text for m in hits[1].find_all(tag="mark")] == ["Porto", "hotel"]
     link = hits[1].find(cls="hit-link")
     assert link is not None
-    assert link.attrs["href"] == "/run?thread=trip&run=r1&all_messages=1#msg-u1"
+    assert link.attrs["href"] == "/run?thread=trip&run=r1&all_messages=1#msg-0"
     run_page = get(client, "/run", thread="trip", run="r1", all_messages="1")
-    assert run_page.by_id("msg-u1") is not None
+    target = run_page.by_id("msg-0")
+    assert target is not None and target.attrs["data-index"] == "0"
     more = get(client, "/", q="porto")
     assert more.find(cls="next-hits") is None
+    past = get(client, "/", q="porto", cursor="1")  # a cursor below every hit
+    empty = past.find(cls="empty")
+    assert empty is not None and "No more messages hold" in empty.text
+    assert client.get("/?after=-100").status_code == 400
     wrong = get(client, "/", q='"porto')
     warning = wrong.find(cls="warning")
     assert warning is not None and "quote is not closed" in warning.text
     scoped = get(client_of(store, scope="bob"), "/", q="porto")
     assert scoped.find_all(cls="hit") == []
+
+
+def test_a_hit_in_a_tool_result_sharing_its_calls_id_links_to_the_result(
+    store: agui_store.Store,
+) -> None:
+    # Some producers (the .NET server among them) give a tool result its call's id.
+    store.append([
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+        {"type": "TOOL_CALL_START", "toolCallId": "call_1", "toolCallName": "find_hotel",
+         "parentMessageId": "call_1"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "call_1", "delta": '{"city": "Porto"}'},
+        {"type": "TOOL_CALL_END", "toolCallId": "call_1"},
+        {"type": "TOOL_CALL_RESULT", "messageId": "call_1", "toolCallId": "call_1",
+         "content": "Hotel Ribeira, Seattle street"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+    ])  # fmt: skip
+    messages = store.checkout("r1", thread_id="t").messages
+    assert [m["id"] for m in messages] == ["call_1", "call_1"]
+    client = client_of(store)
+    (hit,) = get(client, "/", q="seattle").find_all(cls="hit")
+    link = hit.find(cls="hit-link")
+    assert link is not None and link.attrs["href"].endswith("#msg-1")
+    run_page = get(client, "/run", thread="t", run="r1", all_messages="1")
+    target = run_page.by_id("msg-1")
+    assert target is not None and "role-tool" in target.attrs["class"]
 
 
 def test_the_threads_listing_pages(store: agui_store.Store) -> None:

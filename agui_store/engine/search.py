@@ -295,6 +295,7 @@ def _hit(row: port.SearchCandidate, message: dict[str, Any], query: rules.Query)
         snippet=tuple(rules.snippet(rules.message_text(message), query)),
         recorded_at=when(int(row.recorded)) if row.recorded is not None else None,
         cursor=str(int(row.id)),
+        position=int(row.position),
     )
 
 

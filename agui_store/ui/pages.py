@@ -124,10 +124,12 @@ class SearchPage:
     Attributes:
         hits: this page's hits.
         problem: why the query is not a search (``None``: it is).
+        continued: the page continues an earlier one (it was given a cursor).
     """
 
     hits: SearchHits
     problem: str | None = None
+    continued: bool = False
 
 
 def search_page(
@@ -137,9 +139,10 @@ def search_page(
     if not query.strip():
         return None
     try:
-        return SearchPage(store.search(query, scope=scope, limit=HITS_PAGE, cursor=cursor))
+        hits = store.search(query, scope=scope, limit=HITS_PAGE, cursor=cursor)
     except InvalidArgumentError as e:
         return SearchPage(SearchHits(), str(e))
+    return SearchPage(hits, continued=cursor is not None)
 
 
 def threads_page(

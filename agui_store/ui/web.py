@@ -102,6 +102,8 @@ class Viewer:
         a page from ``?cursor=``."""
         query = request.query_params.get("q", "")
         after = _int(request.query_params.get("after"), 0)
+        if after < 0:
+            raise HTTPException(400, f"after= is a position (0 or more), not {after}")
         found = pages.threads_page(self.store, query=query, after=after, scope=self.scope)
         hits = pages.search_page(
             self.store, query, cursor=request.query_params.get("cursor") or None,

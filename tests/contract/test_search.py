@@ -130,6 +130,9 @@ def test_search_finds_exactly_what_a_scan_of_every_view_finds(
         assert {(h.thread_id, h.run_id, h.message_id) for h in hits} == brute_force(store, query)
         assert len(hits) == len({h.cursor for h in hits})
         assert [int(h.cursor) for h in hits] == sorted((int(h.cursor) for h in hits), reverse=True)
+        for h in hits:  # each hit names where its run's view holds it
+            view = store.checkout(h.run_id, thread_id=h.thread_id).messages
+            assert view[h.position]["id"] == h.message_id
         scoped = every_page(store, query, limit, scope="alice")
         assert len(scoped) == len({h.cursor for h in scoped})
         assert [int(h.cursor) for h in scoped] == sorted(
