@@ -300,8 +300,16 @@ class SearchHit:
         }
 
     def __str__(self) -> str:
+        return self.line()
+
+    def line(self, before: str = "[", after: str = "]") -> str:
+        """The hit on one line: thread, run, role (with the tool's name) and the snippet
+        marked (:meth:`marked`); control characters in them as escapes (:func:`one_line`)."""
         role = self.role if self.tool_name is None else f"{self.role}:{self.tool_name}"
-        return f"{self.thread_id}  {self.run_id}  {role}  {self.marked()}"
+        marked = "".join(
+            f"{before}{one_line(t)}{after}" if m else one_line(t) for t, m in self.snippet
+        )
+        return "  ".join([one_line(self.thread_id), one_line(self.run_id), one_line(role), marked])
 
 
 class SearchHits(list[SearchHit]):
@@ -649,6 +657,33 @@ def printable(text: str) -> str:
         pass
     joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", joined)
+
+
+#: Control characters a terminal acts on instead of showing: C0 but tab and newline, DEL,
+#: C1.
+_TERMINAL_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: The same, with tab and newline: what breaks a line of its own.
+_LINE_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    return _ESCAPES.get(char) or f"\\x{ord(char):02x}"
+
+
+def on_terminal(text: str) -> str:
+    """``text`` as a terminal should be given it: a control character stored text holds
+    (an escape sequence, a bell, a carriage return) as its escape (``\\x1b``, ``\\r``), so
+    that what was recorded cannot colour the terminal, move its cursor, clear its screen
+    or retitle its window."""
+    return _TERMINAL_CONTROL.sub(_escape, text)
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control character as its escape, newlines and tabs too: a field
+    of a line that must stay one line (a search hit's ids)."""
+    return _LINE_CONTROL.sub(_escape, text)
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:

@@ -168,3 +168,46 @@ def test_commands_that_need_a_thread_infer_it_and_say_thread_when_they_cannot(
     for argv in needing:  # two threads: named with --thread, in the command line's words
         code, _, err = call(argv, db, tmp, capsys)
         assert code == 1 and "--thread" in err and "thread_id" not in err, (argv, err)
+
+
+class _Terminal(io.StringIO):
+    """What the CLI writes to a terminal, kept."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _store_of_control_characters(db: Path) -> str:
+    """A store whose thread id and message hold an escape sequence, a bell and a newline."""
+    import agui_store
+    from tests.streams import run, say
+
+    thread = "evil\x1b[31mRED\nline"
+    with agui_store.open(db) as store:
+        store.append(run(thread, "r1", *say("m1", "hello \x1b[2J\x07 bell", "user")))
+    return thread
+
+
+def test_a_search_hit_stays_one_line_whatever_its_thread_id_holds(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    _store_of_control_characters(db)
+    out = io.StringIO()
+    assert cli.main(["--db", str(db), "search", "hello"], out=out) == 0
+    assert out.getvalue() == "evil\\x1b[31mRED\\nline  r1  user  [hello] \\x1b[2J\\x07 bell\n"
+
+
+@pytest.mark.parametrize("args", [["search", "hello"], ["threads"], ["log"]])
+def test_stored_control_characters_reach_a_terminal_as_escapes(
+    tmp_path: Path, args: list[str]
+) -> None:
+    db = tmp_path / "s.db"
+    thread = _store_of_control_characters(db)
+    if args[0] == "log":
+        args = ["log", "--thread", thread]
+    out = _Terminal()
+    assert cli.main(["--db", str(db), *args], out=out) == 0
+    text = out.getvalue()
+    assert "\\x1b[2J\\x07" in text and "\x07" not in text
+    assert "\x1b[2J" not in text and "\x1b[31m" not in text
+    if args[0] == "search":  # its own bold stays
+        assert "\x1b[1mhello\x1b[0m" in text

@@ -40,6 +40,7 @@ from agui_store.records import (
     Run,
     content_text,
     counted,
+    on_terminal,
     printable,
     run_line,
     short,
@@ -115,16 +116,30 @@ class Progress:
 class _Printable:
     """The output stream of every command, which no stored text can make fail: lone
     surrogates (legal in recorded JSON) are written as ``\\udXXX`` escapes, so text stays
-    readable and ``--json`` output stays valid JSON (see :func:`records.printable`)."""
+    readable and ``--json`` output stays valid JSON (see :func:`records.printable`). On a
+    terminal, control characters of stored text are written as escapes too
+    (:func:`records.on_terminal`); a pipe or a file gets the text as stored."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
+        isatty = getattr(stream, "isatty", None)
+        self._terminal = bool(isatty and isatty())
 
     def write(self, text: str) -> int:
+        text = printable(text)
+        return self._stream.write(on_terminal(text) if self._terminal else text)
+
+    def write_painted(self, text: str) -> int:
+        """Write text that holds the CLI's own colours, its stored text already escaped."""
         return self._stream.write(printable(text))
 
     def __getattr__(self, name: str) -> Any:  # isatty, flush, buffer, ...
         return getattr(self._stream, name)
+
+
+def _write_painted(out: TextIO, text: str) -> None:
+    """Write ``text`` whose colours are the CLI's own (see :meth:`_Printable.write_painted`)."""
+    (out.write_painted if isinstance(out, _Printable) else out.write)(text)
 
 
 def _view_ids(store: Store, run_id: str | None, thread_id: str) -> set[str]:
@@ -733,7 +748,11 @@ def cmd_diff(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         out.write(json.dumps(d.to_json(), indent=2, ensure_ascii=False) + "\n")
         return 0
     color = out.isatty() and "NO_COLOR" not in os.environ
-    out.write(diff_text(d, color=color, stat=args.stat) + "\n")
+    text = diff_text(d, color=color, stat=args.stat) + "\n"
+    if color:
+        _write_painted(out, text)
+    else:
+        out.write(text)
     return 0
 
 
@@ -1068,8 +1087,7 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         bold = out.isatty() and "NO_COLOR" not in os.environ
         marks = ("\033[1m", "\033[0m") if bold else ("[", "]")
         for hit in hits:
-            role = hit.role if hit.tool_name is None else f"{hit.role}:{hit.tool_name}"
-            out.write(f"{hit.thread_id}  {hit.run_id}  {role}  {hit.marked(*marks)}\n")
+            _write_painted(out, hit.line(*marks) + "\n")
     if hits.next_cursor is not None:
         words = ["agui-store", "search", query, "--limit", str(args.limit),
                  "--cursor", hits.next_cursor]
@@ -1078,6 +1096,8 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             if value is not None:
                 words += [option, value]
         command = printable(" ".join(shlex.quote(word) for word in words))
+        if sys.stderr.isatty():
+            command = on_terminal(command)
         sys.stderr.write(f"more: {command}{' --json' if args.json else ''}\n")
     return 0
 

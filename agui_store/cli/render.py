@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agui_store.records import Diff, Run, diff_lines, hash_label, printable, short
+from agui_store.records import Diff, Run, diff_lines, hash_label, on_terminal, printable, short
 
 _COLORS = {"+": "\033[32m", "-": "\033[31m", "~": "\033[33m", "@": "\033[36m", "*": "\033[1m"}
 _RESET = "\033[0m"
@@ -59,6 +59,7 @@ def graph(runs: Sequence[Run], summaries: dict[str, str] | None = None) -> list[
 def _paint(line: str, color: bool) -> str:
     if not color or not line:
         return line
+    line = on_terminal(line)  # colours go to a terminal: the stored text's controls do not
     code = _COLORS.get(line[0])
     return f"{code}{line}{_RESET}" if code else line
 
