@@ -106,3 +106,20 @@ def test_a_dash_writes_to_stdout(
         assert written.startswith(b"SQLite format 3\x00")
     else:
         assert written.lstrip().startswith(b"{")
+
+
+@pytest.mark.parametrize(
+    "argv", [WRITERS["export -o"], ["export", "--all", "-o", "{out}"]], ids=["events", "archive"]
+)
+def test_a_device_that_refuses_the_write_is_named_in_the_error(
+    db: Path, tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    node = tmp_path / "full"
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 7))  # as /dev/full
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+    code, _ = run(db, argv, str(node))
+    error = capsys.readouterr().err
+    assert code == 1 and error == f"agui-store export: {node}: No space left on device\n"
+    assert sorted(os.listdir(tmp_path)) == ["full"]

@@ -123,7 +123,17 @@ def check_target(
 
 def write_file(target: str, chunks: Iterable[bytes]) -> None:
     """Write ``chunks`` to ``target`` whole or not at all (``target`` from check_target); a
-    device or FIFO is written to as it is, a stream."""
+    device or FIFO is written to as it is, a stream. An ``OSError`` names ``target``, not
+    the temporary file beside it (or, for a stream, no file at all)."""
+    try:
+        _write_file(target, chunks)
+    except OSError as e:
+        if e.filename == target or e.errno is None:
+            raise
+        raise type(e)(e.errno, e.strerror, target) from None
+
+
+def _write_file(target: str, chunks: Iterable[bytes]) -> None:
     if is_stream(target):
         with open(target, "wb") as fh:
             for chunk in chunks:
