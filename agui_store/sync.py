@@ -51,6 +51,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from agui_store.backends.sqlite import files
 from agui_store.engine import reads, replication
 from agui_store.engine.arguments import path_text
 from agui_store.engine.intake import check_scope
@@ -97,19 +98,42 @@ class CopyResult:
 
 
 @contextlib.contextmanager
-def _opened(where: Store | str | os.PathLike[str], *, must_exist: bool) -> Iterator[Store]:
-    """A store given as one, or opened (and closed after) from a path or URL."""
+def opened(where: Store | str | os.PathLike[str], *, must_exist: bool) -> Iterator[Store]:
+    """A store given as one, or opened (and closed after) from a path or URL. A file it
+    creates (``must_exist=False``) is removed again when the block fails and leaves the
+    store holding nothing: a failed copy or import into a new path leaves no empty store
+    behind."""
     if isinstance(where, Store):
         yield where
         return
     path = path_text(where)
     if must_exist and not is_url(path) and path != ":memory:" and not os.path.lexists(path):
         raise NotAStoreError(f"no store at {path}: the source does not exist")
+    created = None
+    if not must_exist and not is_url(path) and not os.path.lexists(path):
+        created = files.store_file(path)
     store = Store(path)
+    left_empty = False
     try:
         yield store
+    except BaseException:
+        left_empty = created is not None and _holds_nothing(store)
+        raise
     finally:
         store.close()
+        if left_empty and created is not None:
+            files.remove_database(created)
+
+
+def _holds_nothing(store: Store) -> bool:
+    """Whether ``store`` holds no thread and no conversation (``False`` when it cannot say)."""
+    try:
+        if store.threads():
+            return False
+        with store.reading() as tx:
+            return not tx.conversations(None, 1)
+    except Exception:
+        return False
 
 
 def _same_store(a: Store, b: Store) -> bool:
@@ -157,7 +181,7 @@ def copy(
     check_scope(scope)
     if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
         raise InvalidArgumentError(f"thread_id must be a non-empty string, not {thread_id!r}")
-    with _opened(src, must_exist=True) as source, _opened(dst, must_exist=False) as target:
+    with opened(src, must_exist=True) as source, opened(dst, must_exist=False) as target:
         if _same_store(source, target):
             raise InvalidArgumentError(
                 f"the source and the destination are the same store ({source.path})"
@@ -190,4 +214,4 @@ def copy(
         )
 
 
-__all__ = ["CopyResult", "copy"]
+__all__ = ["CopyResult", "copy", "opened"]

@@ -165,6 +165,10 @@ def test_errors_are_one_line_on_stderr_with_exit_code_1(tmp_path: Path) -> None:
     proc = cli("import", str(bad), db=db, ok=False)
     assert proc.returncode == 1
     assert "event 1 (TEXT_MESSAGE_START)" in proc.stderr and "messageId" in proc.stderr
+    assert not db.exists()  # the store the import created for nothing is gone again
+    proc = cli("show", "nope", db=db, ok=False)
+    assert proc.returncode == 1 and "no store at" in proc.stderr
+    _two_threads(db)
     proc = cli("show", "nope", db=db, ok=False)
     assert proc.returncode == 1 and "nope" in proc.stderr
     assert cli("check", db=db).stdout.startswith("ok")
@@ -486,3 +490,21 @@ def test_search_with_a_query_of_the_wrong_shape_exits_1_with_one_line(tmp_path: 
         'written "like this"\n'
     )
     assert cli("search", db=db, ok=False).returncode == 2
+
+
+def test_a_failed_import_or_copy_into_a_new_path_leaves_no_store_behind(tmp_path: Path) -> None:
+    source = tmp_path / "s.db"
+    _two_threads(source)
+    archive = tmp_path / "a.jsonl"
+    cli("export", "--all", "-o", str(archive), db=source)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(archive.read_bytes()[:300])
+    new = tmp_path / "new.db"
+    for args in (("import", str(tmp_path / "missing.jsonl")), ("import", str(cut))):
+        assert cli(*args, db=new, ok=False).returncode == 1
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "cut.jsonl", "s.db"]
+    refused = cli("copy", str(source), str(new), "--thread", "nosuch", ok=False)
+    assert refused.returncode == 1 and "no thread 'nosuch'" in refused.stderr
+    assert not new.exists()
+    cli("import", str(archive), db=new)
+    assert _thread_ids(cli, new) == ["gone", "kept"]

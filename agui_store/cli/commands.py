@@ -47,6 +47,7 @@ from agui_store.records import (
     transcript,
 )
 from agui_store.store import Store
+from agui_store.sync import opened
 
 EXAMPLES = {
     "import": "agui-store import recording.sse --thread t1",
@@ -111,6 +112,15 @@ class Progress:
         if self.enabled:
             self.stream.write("\n")
             self.stream.flush()
+
+
+class _Failed(Exception):
+    """A command's negative answer (its exit code), raised through the store's opening so
+    that a store the command created for nothing is removed again."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
 
 
 class _Printable:
@@ -1416,10 +1426,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if args.command in NEEDS_NO_STORE:  # never create a database file as a side effect
             code = handler(None, args, out)  # type: ignore[arg-type]
         else:
+            where = path if path is not None else backends.default_path()
             if args.command not in CREATES_STORE:
-                _require_store_file(path if path is not None else backends.default_path())
-            with Store(path) as store:
+                _require_store_file(where)
+            # A store the command creates is removed again if it fails and leaves it empty.
+            with opened(where, must_exist=args.command not in CREATES_STORE) as store:
                 code = handler(store, args, out)
+                if code != EXIT_OK:
+                    raise _Failed(code)
+    except _Failed as e:
+        return e.code
     except UsageError as e:
         _say(args.command, str(e))
         return EXIT_USAGE

@@ -4,6 +4,7 @@ written to it) and the exports (which never write over the store or a database).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import urllib.parse
 
@@ -31,3 +32,10 @@ def is_sqlite_file(path: str) -> bool:
             return fh.read(len(SQLITE_HEADER)) == SQLITE_HEADER
     except OSError:
         return False
+
+
+def remove_database(path: str) -> None:
+    """Remove the database file ``path`` and the files SQLite keeps beside it."""
+    for suffix in SIBLINGS:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path + suffix)
