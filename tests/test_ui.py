@@ -239,6 +239,24 @@ def test_threads_are_listed_with_owner_runs_and_branches_and_found_by_id_or_mess
     assert [r.attrs["data-thread"] for r in found if "data-thread" in r.attrs] == ["recipes"]
 
 
+@pytest.mark.parametrize("at_once", [2, 50], ids=["some-threads-searched-alone", "one-search"])
+def test_a_query_lists_every_thread_the_search_finds_it_in_whatever_its_hits(
+    store: agui_store.Store, monkeypatch: pytest.MonkeyPatch, at_once: int
+) -> None:
+    # The listing reads `at_once` hits of one search first; a thread none of them named is
+    # searched alone.
+    monkeypatch.setattr(pages, "THREADS_FOUND_AT_ONCE", at_once)
+    store.append(one_run("old", "o1", said("u", "Porto in spring", "user")))
+    store.append(one_run("quiet", "q1", said("u", "Lisbon", "user")))
+    store.append(one_run("middle", "m1", said("u", "porto again", "user")))
+    for i in range(3):
+        store.append(one_run("chatty", f"c{i}", said(f"u{i}", f"porto {i}", "user")))
+    client = client_of(store)
+    found = get(client, "/", q="porto").find_all(tag="tr")
+    listed = [r.attrs["data-thread"] for r in found if "data-thread" in r.attrs]
+    assert listed == ["chatty", "middle", "old"]
+
+
 def test_the_search_box_lists_the_messages_the_index_finds_each_linking_to_it_in_its_run(
     store: agui_store.Store,
 ) -> None:

@@ -27,6 +27,7 @@ from agui_store import (
     InvalidArgumentError,
     MessageChange,
     Run,
+    RunNotFoundError,
     SearchHits,
     Store,
 )
@@ -104,13 +105,37 @@ class ThreadsPage:
     scanned_to: int
 
 
-def _matches_text(store: Store, thread_id: str, query: str, scope: str | None) -> bool:
-    """Whether the store's search finds the query in a message of the thread (a query
-    that is not a search, ``"`` alone say, finds nothing)."""
-    try:
-        return bool(store.search(query, thread_id=thread_id, scope=scope, limit=1))
-    except InvalidArgumentError:
-        return False
+class _TextMatches:
+    """Which threads the store's search finds a query in (a query that is not a search,
+    ``"`` alone say, finds nothing). One search of the whole store answers for every
+    thread when the query has few hits (a rare word: one query, not one per thread of the
+    listing); past :data:`THREADS_FOUND_AT_ONCE` hits, a thread none of them named is
+    searched alone."""
+
+    def __init__(self, store: Store, query: str, scope: str | None) -> None:
+        self.store, self.query, self.scope = store, query, scope
+        try:
+            hits = store.search(query, scope=scope, limit=THREADS_FOUND_AT_ONCE)
+        except InvalidArgumentError:
+            self.found: set[str] = set()
+            self.complete = True
+            return
+        self.found = {h.thread_id for h in hits}
+        self.complete = hits.next_cursor is None
+
+    def __contains__(self, thread_id: str) -> bool:
+        if thread_id in self.found or self.complete:
+            return thread_id in self.found
+        try:
+            return bool(
+                self.store.search(self.query, thread_id=thread_id, scope=self.scope, limit=1)
+            )
+        except RunNotFoundError:  # erased since the listing was read
+            return False
+
+
+#: The hits one search reads for a threads listing with a query (see :class:`_TextMatches`).
+THREADS_FOUND_AT_ONCE = 50
 
 
 #: Message hits a search page shows at a time.
@@ -154,14 +179,15 @@ def threads_page(
     folded = query.strip().casefold()
     query = query.strip()
     rows: list[ThreadRow] = []
+    matches = _TextMatches(store, query, scope) if folded else None
     position = after
     while position < len(ids) and len(rows) < THREADS_PAGE:
         thread_id = ids[position]
         position += 1
         if (
-            folded
+            matches is not None
             and folded not in thread_id.casefold()
-            and not _matches_text(store, thread_id, query, scope)
+            and thread_id not in matches
         ):
             continue
         facts = store.thread(thread_id, scope=scope)
