@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,23 @@ def test_the_run_tree_of_a_branched_thread_draws_each_branch_in_its_own_lane(
                         "run-1": []}
         fork_point = css(browser, 'tr[data-run="run-1"] .fork-point')
         assert "2" in fork_point.text
+
+
+def test_an_open_threads_page_says_so_when_its_thread_is_erased_and_stops_asking(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    store, thread = demo
+    with serving(agui_store.ui.app(store)) as base:
+        visit(browser, base, "/thread", thread=thread)
+        store.delete_thread(thread)
+        wait_until(browser, lambda d: css_all(d, "#gone"), "the page noticed the erasure")
+        assert "no longer in the store" in css(browser, "#gone").text
+        assert css(browser, "#live").get_attribute("hidden") is not None
+        # The browser logs the one poll that found the thread gone, and no poll after it.
+        (refused,) = script_errors(browser)
+        assert "/thread/poll" in refused and "404" in refused
+        time.sleep(3 * 1.5)  # three of the page's polling intervals
+        assert script_errors(browser) == []
 
 
 def test_ticking_two_runs_and_diffing_them_shows_their_merge_base_and_each_sides_changes(

@@ -10,6 +10,24 @@ function el(tag, cls, text) {
   return node;
 }
 
+// A page whose thread or run the store no longer holds (erased since it was loaded): say so
+// above its content, and stop asking for updates.
+function markGone(what) {
+  if (document.getElementById("gone")) return;
+  const note = el("p", "warning gone", `This ${what} is no longer in the store (erased since the page was loaded). `);
+  note.id = "gone";
+  const home = el("a", null, "Back to the threads");
+  home.href = document.querySelector("header a")?.getAttribute("href") || "/";
+  note.append(home);
+  const heading = document.querySelector("main h1");
+  if (heading) heading.after(note); else document.body.prepend(note);
+  for (const live of document.querySelectorAll("#live")) live.hidden = true;
+  for (const badge of document.querySelectorAll("main h1 .status")) {
+    badge.className = "status";
+    badge.textContent = "erased";
+  }
+}
+
 async function getText(url) {
   const response = await fetch(url, { headers: { Accept: "text/html" } });
   if (!response.ok) throw new Error(`${response.status} ${url}`);
@@ -92,6 +110,7 @@ function initRunPage() {
     const poll = async () => {
       try {
         const response = await fetch(run.dataset.poll);
+        if (response.status === 404) return markGone("run");
         const now = await response.json();
         if (token !== null && now.token !== token) {
           document.getElementById("conversation").innerHTML = await getText(run.dataset.conversation);
@@ -150,6 +169,7 @@ function initTreePage() {
   const poll = async () => {
     try {
       const response = await fetch(tree.dataset.poll);
+      if (response.status === 404) return markGone("thread");
       const now = await response.json();
       if (now.token !== token) {
         token = now.token;
