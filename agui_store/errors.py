@@ -148,7 +148,13 @@ class HashMismatchError(IntegrityError):
     """
 
     def __init__(
-        self, what: str, *, thread_id: str | None = None, run_id: str | None = None
+        self,
+        what: str,
+        *,
+        thread_id: str | None = None,
+        run_id: str | None = None,
+        advice: str = "the file was changed outside agui-store or is damaged "
+        "('agui-store check' lists what differs)",
     ) -> None:
         self.what = what
         self.thread_id = thread_id
@@ -156,10 +162,7 @@ class HashMismatchError(IntegrityError):
         where = ""
         if run_id is not None:
             where = f"run {run_id!r}" + (f" of thread {thread_id!r}" if thread_id else "") + ": "
-        super().__init__(
-            f"{where}{what}; the file was changed outside agui-store or is damaged "
-            "('agui-store check' lists what differs)"
-        )
+        super().__init__(f"{where}{what}; {advice}")
 
 
 class SyncConflictError(AguiStoreError):

@@ -348,6 +348,8 @@ class _Section:
         default_factory=dict
     )
     records: dict[str, port.ConversationRow] = field(default_factory=dict)
+    run_lines: dict[str, int] = field(default_factory=dict)  # a run's record: its line
+    batch_lines: list[int] = field(default_factory=list)  # each batch's record: its line
     _by_run: dict[int, list[port.EventRow]] | None = None
 
     # The source's side of replication.Source, over the lines read.
@@ -421,9 +423,10 @@ def _verify(section: _Section) -> None:
         if parent_id is not None and (
             parent_id not in chains or p_hash is None or p_hash not in chains[parent_id]
         ):
-            raise HashMismatchError(
-                f"{section.where}: run {run_id!r} of thread {section.thread_id!r}: its parent "
-                f"{parent_id!r} is not in the archive, or its parent hash is none of that run's"
+            raise _edited(
+                section, section.run_lines[run_id],
+                f"run {run_id!r} of thread {section.thread_id!r}: its parent {parent_id!r} is "
+                "not in the archive, or its parent hash is none of that run's",
             )
         expected = hashing.start(
             thread_id=section.thread_id or "",
@@ -436,9 +439,10 @@ def _verify(section: _Section) -> None:
             input_hash=hashing.input_digest(record.input, record.input_refs),
         )
         if expected != s_hash:
-            raise HashMismatchError(
-                f"{section.where}: run {run_id!r} of thread {section.thread_id!r}: its record "
-                "or input is not the one its hash covers"
+            raise _edited(
+                section, section.run_lines[run_id],
+                f"run {run_id!r} of thread {section.thread_id!r}: its record or input is not "
+                "the one its hash covers",
             )
         starts[run.pk] = s_hash
     by_run: dict[int, list[port.EventRow]] = {}
@@ -446,20 +450,36 @@ def _verify(section: _Section) -> None:
         by_run.setdefault(row[0], []).append(row)
     previous = dict(starts)
     names = {run.pk: run_id for run_id, run in section.runs.items()}
-    for run_pk, first, last, outcome, appended_at, batch_hash in (
-        (b.run_pk, b.first_seq, b.last_seq, b.outcome, b.appended_at, b.hash)
-        for b in section.batches
+    for line, (run_pk, first, last, outcome, appended_at, batch_hash) in zip(
+        section.batch_lines,
+        ((b.run_pk, b.first_seq, b.last_seq, b.outcome, b.appended_at, b.hash)
+         for b in section.batches),
+        strict=True,
     ):
         rows = [(seq, kind, payload, refs) for _, seq, kind, payload, refs in by_run[run_pk]
                 if first <= seq <= last]  # fmt: skip
         digest = hashing.batch_digest(rows, outcome, appended_at)
         if hashing.chain(previous[run_pk], digest) != batch_hash:
-            raise HashMismatchError(
-                f"{section.where}: run {names[run_pk]!r} of thread {section.thread_id!r}: its "
-                f"events at positions {first}..{last} of the thread are not the ones its batch "
-                "hash covers"
+            raise _edited(
+                section, line,
+                f"run {names[run_pk]!r} of thread {section.thread_id!r}: its events on lines "
+                f"{line + 1}-{line + 1 + last - first} are not the ones this batch's hash covers",
             )
         previous[run_pk] = batch_hash
+
+
+#: What a hash that fails in an archive means, and what the import did about it.
+_EDITED = "the archive was changed after it was written, or is damaged; nothing was imported"
+
+
+def _edited(section: _Section, line: int, what: str) -> HashMismatchError:
+    """The error for an archive's thread whose content is not what its hashes cover: at the
+    line of the record whose hash fails."""
+    where = section.where.rsplit(", line ", 1)[0]
+    return HashMismatchError(
+        f"{where}, line {line}: {what}",
+        advice=_EDITED,
+    )
 
 
 class _Reader:
@@ -565,6 +585,7 @@ class _Reader:
                 ),
                 [start],
             )
+            section.run_lines[run_id] = number
             self.seen.runs += 1
         elif kind == "batch":
             run_id = _need(rec.run_id, "run_id", where)
@@ -589,6 +610,7 @@ class _Reader:
                     hash=batch_hash,
                 )
             )
+            section.batch_lines.append(number)
             run.chain.append(batch_hash)
             self.batch_left, self.batch_run = count, run.pk
         elif kind == "event":
@@ -636,7 +658,8 @@ class _Reader:
             )  # fmt: skip
             if conversations.record_hash(conversations.record_of(row)) != stored:
                 raise HashMismatchError(
-                    f"{where}: conversation {cid!r}: its record is not the one its hash covers"
+                    f"{where}: conversation {cid!r}: its record is not the one its hash covers",
+                    advice=_EDITED,
                 )
             section.records[cid] = row
             self.seen.conversations += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -227,6 +228,12 @@ def test_an_edited_or_cut_archive_is_refused_by_line_and_nothing_is_written(
         for text, error, words in cases:
             with pytest.raises(error, match=words):
                 store.import_archive(io.BytesIO(text))
+        # The edit is named by the lines that hold it, and the archive blamed, not the store.
+        changed = next(n for n, line in enumerate(lines, 1) if b'"answer r2"' in line)
+        with pytest.raises(HashMismatchError) as refused:
+            store.import_archive(io.BytesIO(edited))
+        low, high = map(int, re.search(r"on lines (\d+)-(\d+)", str(refused.value)).groups())
+        assert low <= changed <= high and "nothing was imported" in str(refused.value)
     assert dump(target) == before
 
 
