@@ -399,3 +399,33 @@ def test_every_refusal_is_a_store_error(foreign: Path) -> None:
     """The tree's root catches them all, whatever the leaf."""
     with pytest.raises(AguiStoreError):
         agui_store.open(foreign)
+
+
+@contextlib.contextmanager
+def read_only_mount(folder: Path) -> Iterator[Path]:
+    """``folder`` seen through a read-only bind mount (needs root and mount: skipped without)."""
+    view = folder.parent / f"{folder.name}-read-only"
+    view.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(folder), str(view)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"a bind mount needs root: {mounted.stderr.decode().strip()}")
+    try:
+        remounted = subprocess.run(
+            ["mount", "-o", "remount,bind,ro", str(view)], capture_output=True
+        )
+        if remounted.returncode != 0:
+            pytest.skip(f"cannot remount read-only: {remounted.stderr.decode().strip()}")
+        yield view
+    finally:
+        subprocess.run(["umount", str(view)], check=True)
+
+
+def test_a_store_in_a_read_only_folder_is_refused_with_why(tmp_path: Path) -> None:
+    folder = tmp_path / "stores"
+    folder.mkdir()
+    with agui_store.open(folder / "s.db") as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+                      {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}])
+    with read_only_mount(folder) as view, pytest.raises(StorageError) as refused:
+        agui_store.open(view / "s.db")
+    assert "read-only file system" in str(refused.value) and "-wal" in str(refused.value)

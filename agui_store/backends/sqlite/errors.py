@@ -91,6 +91,13 @@ def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiSt
             path=where, errno=system_errno or errno.EIO,
         )
     if isinstance(e, apsw.CantOpenError):
+        if _in_read_only_folder(where):
+            return errors.StorageError(
+                f"cannot open {where}: its folder is on a read-only file system, and SQLite "
+                "keeps a store's -wal and -shm files beside it; copy the store to a writable "
+                "folder to read it",
+                path=where, errno=errno.EROFS,
+            )
         return errors.StorageError(
             f"cannot open {where} ({e}{system})", path=where, errno=system_errno or None
         )
@@ -110,3 +117,13 @@ def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiSt
         f"unexpected SQLite error working on {where}: {type(e).__name__}: {e} (a bug in "
         "agui-store: please report it with this message)"
     )
+
+
+def _in_read_only_folder(path: str) -> bool:
+    """Whether ``path`` is a file whose folder is on a file system mounted read-only."""
+    try:
+        if not os.path.isfile(path):
+            return False
+        return bool(os.statvfs(os.path.dirname(os.path.abspath(path))).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (Windows)
+        return False
