@@ -365,6 +365,10 @@ def test_delete_and_prune_refuse_without_yes_and_a_terminal_and_erase_nothing(
         (("search", "me", "--cursor", "abc"), "expected the cursor"),
         (("search", "me", "--cursor", "99999999999999999999"), "expected the cursor"),
         (("search", "me", "--cursor", "\u0664\u0662"), "expected the cursor"),
+        (("delete", "--thread", ""), "expected a thread id"),
+        (("search", "me", "--thread", ""), "expected a thread id"),
+        (("export", "--all", "-o", ""), "expected a file path"),
+        (("analyze", ""), "expected a file path"),
     ],
 )
 def test_an_option_value_out_of_range_is_a_usage_error_of_one_line(

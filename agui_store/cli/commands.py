@@ -1020,6 +1020,22 @@ def age(text: str) -> datetime.timedelta:
 _AGE_MOST = datetime.timedelta.max.days * 86400
 
 
+def output_path(text: str) -> str:
+    """``-o``'s value: a path, or ``-`` for stdout; not empty."""
+    if not text:
+        raise argparse.ArgumentTypeError(
+            "expected a file path (or - for stdout), not an empty string"
+        )
+    return text
+
+
+def thread_name(text: str) -> str:
+    """``--thread``'s value: a thread id, not empty."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a thread id, not an empty string")
+    return text
+
+
 def owner_name(text: str) -> str:
     """``--owner``'s value: an owner's name, not empty."""
     if not text:
@@ -1117,7 +1133,7 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
                    help='the query: words (all must match), "a phrase", prefix*, -word to '
                    "leave out; given apart or quoted together (a -word after --: porto -- "
                    "-hotel)")
-    p.add_argument("--thread", help="only this thread")
+    p.add_argument("--thread", type=thread_name, help="only this thread")
     p.add_argument("--owner", metavar="SCOPE", type=owner_name, help="only this owner's threads")
     p.add_argument("--limit", type=_count_option(1, most=search_index.MAX_LIMIT), default=20,
                    metavar="N", help=f"at most N hits, up to {search_index.MAX_LIMIT:,} "
@@ -1151,8 +1167,8 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
              "only what DST lacks, losslessly, refusing runs that differ"),
     "delete": (cmd_delete, "erase a thread (--thread) or everything an owner has (--owner), "
                "for good: log, derived data, linked conversations"),
-    "prune": (cmd_prune, "erase every thread idle for longer than --older-than (90d); a thread "
-              "with a run still open stays"),
+    "prune": (cmd_prune, "erase every thread idle for longer than --older-than (required: "
+              "90d, 12h, ...); a thread with a run still open stays"),
     "search": (cmd_search, "find messages by their words, newest first, in every thread"),
     "ui": (cmd_ui, "serve a local web viewer of the store (threads, run trees, runs, diffs, "
            "forks) and open it in the browser; needs the ui extra"),
@@ -1235,7 +1251,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     p = parsers["import"]
     p.add_argument("file", metavar="FILE", help="a .json, .jsonl or .sse recording (- for stdin)")
-    p.add_argument("--thread", help="thread id for events that start no run")
+    p.add_argument("--thread", type=thread_name, help="thread id for events that start no run")
     p.add_argument("--no-sequence-check", action="store_true",
                    help="keep well-formed but out-of-sequence streams")
     p.add_argument("--restore-erased", action="store_true",
@@ -1247,13 +1263,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--before", metavar="THREAD",
                    help="the page after this thread (the next page's command gives it)")
     for name in ("runs", "branches"):
-        parsers[name].add_argument("--thread", help=_THREAD_HELP)
+        parsers[name].add_argument("--thread", type=thread_name, help=_THREAD_HELP)
         # The positional form came first; it still works, with a note on stderr.
         parsers[name].add_argument("thread_id", nargs="?", help=argparse.SUPPRESS)
     for name in ("log", "show"):
         parsers[name].add_argument("ref", nargs="?", metavar="REF", default="HEAD",
                                    help=_REV_HELP + (", A..B, A...B" if name == "log" else ""))
-        parsers[name].add_argument("--thread", help=_THREAD_HELP)
+        parsers[name].add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     parsers["log"].add_argument("--graph", action="store_true", help="draw the run tree")
     parsers["log"].add_argument("--all", action="store_true",
                                 help="the runs of every branch's lineage, newest first")
@@ -1267,21 +1283,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = parsers["diff"]
     p.add_argument("a", metavar="A", help=_REV_HELP + "; or a range A..B (two-dot), A...B")
     p.add_argument("b", metavar="B", nargs="?", help=_REV_HELP)
-    p.add_argument("--thread", help=_THREAD_HELP)
+    p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     p.add_argument("--stat", action="store_true", help="counts only")
     p.add_argument("--two-dot", action="store_true", help="compare the two views directly")
     p = parsers["fork"]
     p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
-    p.add_argument("--thread", help=_THREAD_HELP)
+    p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     p.add_argument("--run-id", help="id for the new run, not one the thread has (default: a "
                    "new UUID)")
     p = parsers["compact"]
     p.add_argument("ref", nargs="?", metavar="REF",
                    help="a run (and its ancestors); default: everything")
-    p.add_argument("--thread", help="only this thread")
+    p.add_argument("--thread", type=thread_name, help="only this thread")
     p = parsers["export"]
     p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
-    p.add_argument("--thread", help=_THREAD_HELP)
+    p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     p.add_argument("--all", action="store_true",
                    help="everything of the thread (--thread), or of every thread, as an "
                    "archive (lossless); with --format json/jsonl/sse: the thread's events")
@@ -1292,8 +1308,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=(*FORMATS, "archive"), default=None,
                    help="AG-UI events as json, jsonl (the default; --json: json) or sse; "
                    "archive: the lossless format (the default of --all)")
-    p.add_argument("--output", "-o", help=_OUTPUT_HELP)
-    p.add_argument("--sqlite", metavar="OUT.db",
+    p.add_argument("--output", "-o", type=output_path, help=_OUTPUT_HELP)
+    p.add_argument("--sqlite", metavar="OUT.db", type=output_path,
                    help="write a datasette-friendly analysis database (sqlite-utils) instead "
                    "(- for stdout)")
     p.add_argument("--replace", action="store_true", help="with --sqlite: overwrite OUT.db")
@@ -1303,27 +1319,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", nargs="?", metavar="REV",
                    help="where the branch points: " + _REV_HELP + " (default: HEAD); with -m, "
                    "the new name")
-    p.add_argument("--thread", help=_THREAD_HELP)
+    p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     p.add_argument("--force", "-f", action="store_true",
                    help="move a branch that exists (with -m: replace one named NEW)")
     p.add_argument("--move", "-m", action="store_true",
                    help="rename: agui-store branch -m OLD NEW")
     p.add_argument("--delete", "-d", action="store_true", help="delete the branch")
     p = parsers["analyze"]
-    p.add_argument("out", metavar="OUT.db", help="the analysis database to write (not the "
+    p.add_argument("out", metavar="OUT.db", type=output_path,
+                   help="the analysis database to write (not the "
                    "store; - for stdout; a device or FIFO is written to)")
-    p.add_argument("--thread", help="only this thread")
+    p.add_argument("--thread", type=thread_name, help="only this thread")
     p.add_argument("--replace", action="store_true", help="overwrite OUT.db if it is not empty")
     p = parsers["export-artifact"]
     p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
-    p.add_argument("--thread", help=_THREAD_HELP)
-    p.add_argument("--output", "-o", help=_OUTPUT_HELP)
+    p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
+    p.add_argument("--output", "-o", type=output_path, help=_OUTPUT_HELP)
     parsers["validate-artifact"].add_argument("file", metavar="FILE",
                                               help="the artifact (JSON); - for stdin")
     p = parsers["copy"]
     p.add_argument("src", metavar="SRC", help="the store to copy from (it must exist)")
     p.add_argument("dst", metavar="DST", help="the store to copy to (created if missing)")
-    p.add_argument("--thread", help="only this thread")
+    p.add_argument("--thread", type=thread_name, help="only this thread")
     p.add_argument("--force", action="store_true",
                    help="a branch DST holds off SRC's lineage takes SRC's tip (runs never move)")
     p.add_argument("--restore-erased", action="store_true",
@@ -1333,7 +1350,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also print the log's head (on a sound store), to keep outside the store: a later "
         "check that no longer shows it tells that the newest writes were cut")
     p = parsers["delete"]
-    p.add_argument("--thread", help="the thread to erase")
+    p.add_argument("--thread", type=thread_name, help="the thread to erase")
     p.add_argument("--owner", metavar="SCOPE", type=owner_name,
                    help="the owner whose everything to erase "
                    "(instead of --thread)")
@@ -1353,11 +1370,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-writes", action="store_true",
                    help="let the pages create and move branches (nothing else is ever written)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    p.add_argument("--thread", help="open the browser on this thread's run tree")
+    p.add_argument("--thread", type=thread_name, help="open the browser on this thread's run tree")
     _search_arguments(parsers["search"])
     p = parsers["slim"]
     p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
-    p.add_argument("--thread", help=_THREAD_HELP)
+    p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     p.add_argument("--preset", choices=("minimal", "standard", "full"), default="standard",
                    help="minimal: last 10, 200 chars, tool args redacted, tool results omitted; "
                    "standard: last 50, 1000 chars; full: unchanged")
