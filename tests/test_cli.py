@@ -319,7 +319,7 @@ def test_an_ag_ui_export_or_import_says_what_it_leaves_out(tmp_path: Path) -> No
     refused = cli("export", "--all", "--format", "sse", db=db, ok=False)
     assert refused.returncode == 1 and "name one with --thread" in refused.stderr
     refused = cli("export", "run-1", "--thread", thread, "--format", "archive", db=db, ok=False)
-    assert refused.returncode == 1 and "export --all" in refused.stderr
+    assert refused.returncode == 2 and "export --all" in refused.stderr
 
 
 def _two_threads(db: Path) -> None:
@@ -512,3 +512,34 @@ def test_a_failed_import_or_copy_into_a_new_path_leaves_no_store_behind(tmp_path
     assert not new.exists()
     cli("import", str(archive), db=new)
     assert _thread_ids(cli, new) == ["gone", "kept"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("export", "--all", "--reconnect-stream"), "takes no --reconnect-stream"),
+        (("export", "g1", "--thread", "gone", "--all"), "takes no REF"),
+        (("export", "--all", "-o", "x.jsonl", "--sqlite", "y.db"), "takes no -o, --all"),
+        (("export", "--replace"), "--replace goes with --sqlite"),
+        (("export", "--format", "archive", "--thread", "gone"), "export --all"),
+        (("log", "--all", "g1"), "takes no REF"),
+        (("diff", "g1...g1", "--thread", "gone", "--two-dot"), "takes no --two-dot"),
+    ],
+)
+def test_options_that_exclude_each_other_are_a_usage_error_not_one_ignored(
+    tmp_path: Path, args: tuple[str, ...], says: str
+) -> None:
+    db = tmp_path / "s.db"
+    _two_threads(db)
+    proc = cli(*args, db=db, ok=False)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert not proc.stdout and sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
+
+
+def test_an_import_option_an_archive_cannot_take_is_a_usage_error(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    _two_threads(db)
+    archive = tmp_path / "a.jsonl"
+    cli("export", "--all", "-o", str(archive), db=db)
+    proc = cli("import", str(archive), "--thread", "t", db=db, ok=False)
+    assert proc.returncode == 2 and "do not apply to it" in proc.stderr

@@ -243,7 +243,7 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         stack.callback(progress.finish)
         if _starts_an_archive(handle):
             if args.thread or args.no_sequence_check:
-                raise InvalidArgumentError(
+                raise UsageError(
                     "an archive names its threads and holds whole runs: --thread and "
                     "--no-sequence-check do not apply to it"
                 )
@@ -423,6 +423,9 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     if args.graph and (args.limit is not None or args.cursor is not None):
         raise UsageError("--graph draws the thread's whole run tree: it takes no --limit or "
                          "--cursor")
+    if args.all and args.ref != "HEAD":
+        raise UsageError(f"--all lists every branch's runs: it takes no REF "
+                         f"({arguments.quote(args.ref)}; log REF lists one lineage)")
     span = None if args.all else _range(store, args.ref, args.thread)
     if args.graph:
         if args.all or args.ref == "HEAD" or span is not None:
@@ -684,6 +687,7 @@ def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     short stream that restores it (``--compacted``, its old name, still works for now);
     ``--all``: the whole thread; ``--sqlite``: the analysis database. ``--json`` is
     ``--format json``."""
+    _refuse_what_export_cannot_honour(args)
     if args.sqlite:
         return cmd_export_sqlite(store, args, out)
     if args.json:
@@ -693,7 +697,7 @@ def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     fmt = args.format or ("archive" if args.all else "jsonl")
     if fmt == "archive":
         if not args.all:
-            raise InvalidArgumentError(
+            raise UsageError(
                 "the archive holds whole threads: export --all (--thread T for one thread)"
             )
         return _export_archive(store, args, out)
@@ -729,6 +733,27 @@ def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _refuse_what_export_cannot_honour(args: argparse.Namespace) -> None:
+    """A usage error for options of ``export`` that exclude each other, instead of one of
+    them silently ignored."""
+    ref = args.ref if args.ref != "HEAD" else None  # HEAD is also the default
+    stream = "--reconnect-stream" if args.reconnect_stream or args.compacted else None
+    if args.sqlite:
+        given = [name for name, on in (("REF", ref), ("-o", args.output), ("--all", args.all),
+                                       ("--format", args.format),
+                                       ("--reconnect-stream", stream)) if on]
+        if given:
+            raise UsageError(f"--sqlite writes the analysis database of the store (or of "
+                             f"--thread T) to OUT.db: it takes no {', '.join(given)}")
+        return
+    if args.replace:
+        raise UsageError("--replace goes with --sqlite OUT.db")
+    if args.all and (ref or stream):
+        extra = "REF" if ref else stream
+        raise UsageError(f"--all exports the whole thread: it takes no {extra} (export REF "
+                         "for one run's history)")
+
+
 def _to_file(output: str | None) -> bool:
     """Whether ``-o`` names a file (``-`` and no ``-o`` are stdout)."""
     return bool(output) and output != "-"
@@ -752,6 +777,9 @@ def cmd_diff(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError(f"diff needs two runs (A B) or a range (A..B, A...B), not just "
                              f"{arguments.quote(a)}")
         a, b, symmetric = span
+        if symmetric and two_dot:
+            raise UsageError(f"{arguments.quote(args.a)} compares each side since the merge "
+                             "base: it takes no --two-dot (A..B compares the two views)")
         two_dot = two_dot or not symmetric
     d = store.diff(a, b, thread_id=args.thread, mode="two-dot" if two_dot else "three-dot")
     if args.json:
