@@ -58,7 +58,6 @@ Tables are plain (not ``STRICT``) and JSON is text, so that older SQLite tools r
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import sqlite3
@@ -73,6 +72,7 @@ from typing import Any
 import apsw
 import sqlite_utils
 
+from agui_store.backends.sqlite.files import remove_database
 from agui_store.codec import ingest
 from agui_store.errors import AguiStoreError, StorageError
 from agui_store.exports.targets import (
@@ -366,9 +366,7 @@ def export_sqlite(
             _fsync(tmp)
             os.replace(tmp, target)
     except BaseException as e:
-        for suffix in SIBLINGS:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(tmp + suffix)
+        remove_database(tmp)
         if isinstance(e, (sqlite3.OperationalError, OSError)) and not isinstance(
             e, (AguiStoreError, BrokenPipeError)
         ):  # a full disk, an I/O error: the output's file system, not the store; a reader
