@@ -96,7 +96,19 @@ class IntegrityError(AguiStoreError):
 
 class CorruptStoreError(IntegrityError):
     """The file is damaged: SQLite found a corrupt page, or a stored blob or checkpoint does
-    not decode. ``agui-store check`` says where; the log itself may still be readable."""
+    not decode. ``agui-store check`` says where; the log itself may still be readable.
+
+    Attributes:
+        damage: what is damaged, in words, without the advice the message ends with.
+    """
+
+    def __init__(self, damage: str, *, advice: str | None = None) -> None:
+        self.damage = damage
+        super().__init__(damage if advice is None else f"{damage}; {advice}")
+
+
+#: The advice a :class:`CorruptStoreError` met outside ``check`` gives.
+RUN_CHECK = "run 'agui-store check' for details"
 
 
 class NotAStoreError(AguiStoreError):
@@ -166,8 +178,9 @@ class HashMismatchError(IntegrityError):
 
 
 class SyncConflictError(AguiStoreError):
-    """A copy between stores (:func:`agui_store.copy`) found a run, a thread's owner or a
-    branch that both stores hold with different content: nothing was written.
+    """A copy between stores (:func:`agui_store.copy`), or an import, found a run, a thread's
+    owner or a branch that the source (the other store, or the archive) and the destination
+    hold with different content: nothing was written.
 
     Attributes:
         thread_id: the thread where the two stores differ.
@@ -194,5 +207,6 @@ class SyncConflictError(AguiStoreError):
         if branch is not None:
             where = f"branch {branch!r} of {where}"
         super().__init__(
-            f"{where} differs between the two stores: {what}; nothing was copied"
+            f"{where} differs between the source and the destination: {what}; "
+            "nothing was written"
         )

@@ -34,6 +34,7 @@ from agui_store import (
     StorageError,
     StorageFullError,
     StoreBusyError,
+    cli,
 )
 from agui_store.backends.sqlite import connection
 from agui_store.engine import arguments
@@ -269,6 +270,22 @@ def test_a_corrupt_page_is_a_store_error_naming_the_file_and_check_reports_it(
         assert not report.ok
         # Runs on pages left intact still read back.
         assert store.events("run-0000")[0]["runId"] == "run-0000"
+
+
+def test_check_on_a_store_it_cannot_open_does_not_advise_running_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "damaged.db"
+    _many_runs(path)
+    with open(path, "r+b") as fh:  # the schema's page, past the file header: nothing opens
+        fh.seek(100)
+        fh.write(b"\x07" * 40)
+    assert cli.main(["log", "--db", str(path)]) == 1
+    assert "run 'agui-store check'" in capsys.readouterr().err
+    assert cli.main(["check", "--db", str(path)]) == 1
+    said = capsys.readouterr().err
+    assert said.startswith(f"agui-store check: {path}") and said.count("\n") == 1
+    assert "run 'agui-store check'" not in said and ".recover" in said
 
 
 def test_a_compressed_blob_that_no_longer_inflates_is_a_store_error(tmp_path: Path) -> None:

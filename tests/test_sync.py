@@ -411,7 +411,7 @@ def test_a_run_held_on_both_sides_with_different_content_is_refused_and_nothing_
         agui_store.copy(src, dst)
     error = caught.value
     assert (error.thread_id, error.run_id) == ("t1", "r1")
-    assert "run 'r1' of thread 't1'" in str(error) and "nothing was copied" in str(error)
+    assert "run 'r1' of thread 't1'" in str(error) and "nothing was written" in str(error)
     assert dump(dst) == rows
     with agui_store.open(dst) as store:
         assert everything(store) == before

@@ -25,7 +25,7 @@ def translate_common(e: Exception, where: str, *, database: str) -> errors.AguiS
     """
     if isinstance(e, zlib.error):
         return errors.CorruptStoreError(
-            f"{where}: a stored blob is damaged (zlib: {e}); run 'agui-store check' for details"
+            f"{where}: a stored blob is damaged (zlib: {e})", advice=errors.RUN_CHECK
         )
     if isinstance(e, UnicodeEncodeError):  # binding a str argument the database's text cannot hold
         return errors.InvalidArgumentError(
@@ -34,7 +34,7 @@ def translate_common(e: Exception, where: str, *, database: str) -> errors.AguiS
         )
     if isinstance(e, UnicodeDecodeError):
         return errors.CorruptStoreError(
-            f"{where}: stored text is not valid UTF-8 ({e.reason}); run 'agui-store check'"
+            f"{where}: stored text is not valid UTF-8 ({e.reason})", advice=errors.RUN_CHECK
         )
     if isinstance(e, OverflowError):  # binding an int beyond the database's 64 bits
         return errors.InvalidArgumentError(

@@ -29,6 +29,7 @@ from agui_store.engine.conversations import Continuation
 from agui_store.errors import (
     AguiStoreError,
     AmbiguousRunError,
+    CorruptStoreError,
     InternalError,
     InvalidArgumentError,
     NotAStoreError,
@@ -1486,6 +1487,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_USAGE
     except InternalError as e:
         return _internal(args.command, e)
+    except CorruptStoreError as e:
+        if args.command != "check":
+            _say(args.command, str(e))
+        else:  # check itself cannot read past it: its usual advice points back at check
+            _say("check", f"{e.damage}; the damage keeps check from reading the store: restore "
+                 "it from a copy, or salvage what SQLite can still read with sqlite3's .recover")
+        return EXIT_STORE_ERROR
     except AguiStoreError as e:
         _say(args.command, str(e))
         return EXIT_STORE_ERROR

@@ -202,6 +202,8 @@ def test_a_run_the_store_holds_with_other_content_is_refused_and_nothing_is_writ
     with agui_store.open(target) as store, pytest.raises(SyncConflictError) as refused:
         store.import_archive(io.BytesIO(archive))
     assert refused.value.run_id == "q1" and "input" in str(refused.value)
+    assert "nothing was written" in str(refused.value)
+    assert "copied" not in str(refused.value)  # an import is not a copy
     assert dump(target) == before
 
 

@@ -76,8 +76,7 @@ def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiSt
         return errors.NotAStoreError(f"{where} is not an SQLite database ({e})")
     if isinstance(e, apsw.CorruptError):
         return errors.CorruptStoreError(
-            f"{where} is damaged: SQLite met a corrupt page ({e}); run 'agui-store check' "
-            "for details"
+            f"{where} is damaged: SQLite met a corrupt page ({e})", advice=errors.RUN_CHECK
         )
     if isinstance(e, apsw.FullError) or system_errno in _FULL_ERRNOS:
         return errors.StorageFullError(
