@@ -127,6 +127,37 @@ def test_no_byte_of_an_erased_thread_is_left_in_the_file_or_its_wal(
         assert store.check().ok
 
 
+def test_check_names_words_the_full_text_index_keeps_for_no_row_and_rows_it_keeps_none_for(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.db"
+    with testing.search_pending_rows(1):
+        plant(path, "kept")
+    with agui_store.open(path) as store:
+        assert store.check().ok
+        conn = testing.connection(store)
+        (row,) = conn.execute("SELECT min(id) FROM search_messages").fetchone()
+        conn.execute(
+            "CREATE VIRTUAL TABLE temp.words USING fts5vocab(main, search_words, instance)"
+        )
+        words = " ".join(w for (w,) in conn.execute(
+            "SELECT term FROM temp.words WHERE doc = ? ORDER BY offset", (row,)
+        ))
+        with conn:  # an erasure that left one row's words behind, and another's taken
+            conn.execute("INSERT INTO search_words(rowid, words) VALUES (99999, 'erased')")
+            conn.execute(
+                "INSERT INTO search_words(search_words, rowid, words) VALUES ('delete', ?, ?)",
+                (row, words),
+            )
+        found = [str(p) for p in store.check().problems]
+    assert found == [
+        f"derived: the full-text index holds no words for 1 search index row (#{row}): a "
+        "search cannot find their messages",
+        "derived: the full-text index holds words under 1 id that no search index row has "
+        "(#99999): erased or replaced text may still match a search",
+    ]
+
+
 def test_the_words_of_a_message_holding_half_an_emoji_leave_the_file_with_its_thread(
     tmp_path: Path,
 ) -> None:

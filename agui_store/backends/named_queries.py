@@ -424,6 +424,9 @@ class NamedQueries:
     def unused_conversation_messages(self) -> list[int]:
         return [int(pk) for pk in self._column(self.sql.UNUSED_CONVERSATION_MESSAGES)]
 
+    def every_search_row(self) -> list[port.IndexedMessage]:
+        return rows_of(port.IndexedMessage, self._execute(self.sql.EVERY_SEARCH_ROW, ()))
+
     def thread_custom_events(self, thread_id: str) -> list[tuple[str, str]]:
         """``(run_id, payload)`` of the CUSTOM events of a thread, in recorded order."""
         return [(str(r), str(p)) for r, p in self._all(self.sql.THREAD_CUSTOM_EVENTS, (thread_id,))]

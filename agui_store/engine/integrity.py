@@ -70,7 +70,12 @@ check that ran):
     of a checkpoint that no run could have changed since the last checkpoint found equal (no
     event named a message in them, none moved) are compared by address with that
     checkpoint's, and the rest message by message; a lineage's last checkpoint is compared
-    whole. So a chain costs its length, not its square.
+    whole. So a chain costs its length, not its square. The search index too: each row
+    names a message its run's view holds with the text the row's key was made of, at the
+    position the row gives (and in the checkpoint blob it names, where that run's checkpoint
+    holds it); every message a derived run added or changed has a row in its thread (but in
+    a thread with runs left underived, whose rows were dropped); the backend's full-text
+    index holds words for every row and for no other id.
 
 Events after a run's terminal event (other than one late RUN_ERROR after RUN_FINISHED) are
 reported as *warnings*, not problems: ``append(check_sequence=False)`` records them on purpose
@@ -87,9 +92,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import checkpoints, conversations, erasure, log_hashes
+from agui_store.engine import checkpoints, conversations, erasure, log_hashes, search
 from agui_store.engine.arguments import quote
-from agui_store.engine.port import Inspecting, StoredRun
+from agui_store.engine.port import IndexedMessage, Inspecting, StoredRun
 from agui_store.engine.revisions import RESERVED_REFS
 from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventError
 from agui_store.history import blobs, hashing
@@ -106,7 +111,7 @@ from agui_store.history.restore import (
     view_of,
 )
 from agui_store.records import CheckReport as CheckReport  # what check() returns, with its JSON
-from agui_store.records import LoggedErasure, status_of_terminal
+from agui_store.records import LoggedErasure, counted, status_of_terminal
 from agui_store.records import Problem as Problem
 
 #: The store's own checks, in the order they run (after the backend's storage checks).
@@ -212,6 +217,11 @@ class _Collector:
 
     def warning(self, detail: str) -> None:
         self._add(self.warnings, "warnings", detail)
+
+    @property
+    def reported(self) -> int:
+        """How many problems were reported, those past the cap included."""
+        return len(self.problems) + self._dropped["problems"]
 
     def _add(self, into: list[Problem], kind: str, detail: str) -> None:
         if len(into) < MAX_PROBLEMS_PER_CHECK:
@@ -958,6 +968,8 @@ class _Replay:
     #: Leading positions that hold what they held then: the same objects, which no event
     #: since named (a message no event names keeps its content).
     settled: int = 0
+    #: The positions of the view the last run applied added or changed.
+    changed: list[int] = field(default_factory=list)
 
     def branch(self) -> _Replay:
         """A copy for one child of a branch point (the other children need this view)."""
@@ -978,6 +990,10 @@ class _Replay:
         apply_run(reducer, record)
         messages = reducer.messages
         unmoved = reducer.take_unmoved()
+        # What derivation indexes of the run (its search index rows come from these).
+        self.changed = search.changed_positions(
+            messages, 0 if snapshot else min(unmoved, before), reducer.holders(names)
+        )
         if snapshot or reducer.aliased:
             self.settled = 0
         else:
@@ -1015,6 +1031,8 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
         if row.parent is not None:
             children[row.parent] = children.get(row.parent, 0) + 1
     replays: dict[int, _Replay] = {}  # lineages whose children are still to come
+    index = _SearchIndex(ctx, out)
+    faithful: dict[int, bool] = {}  # runs whose lineage's log is what its hashes cover
     for pk, row in runs.items():
         parent = row.parent
         if parent is None:
@@ -1041,6 +1059,7 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
         except (AguiStoreError, ValueError, TypeError, KeyError) as e:
             out.problem(f"{name}: its lineage cannot be replayed from the log: {e}")
             continue
+        before = out.reported
         if pk in complete and pk in digests:
             expected = replay.ids_hasher.digest()
             for found in digests[pk]:
@@ -1055,8 +1074,136 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
             # on (an event edits only what it names) is checked at every tip.
             skip = replay.settled_chunks() if children.get(pk) else 0
             _compare_checkpoint(ctx, out, pk, replay, run_hashes.get(pk, set()), skip)
+        # The index was derived from the log its hashes cover: a run whose lineage's log
+        # differs from that, or whose derived view differs from the replay, has its index
+        # rows measured against another view than they were made from (those checks say why).
+        faithful[pk] = _log_holds(ctx.links.get(pk)) and (
+            parent is None or faithful.get(parent, False)
+        )
+        index.observe(
+            pk, row.thread_pk, replay.reducer.messages, replay.changed,
+            trusted=faithful[pk] and out.reported == before,
+        )
         if children.get(pk):
             replays[pk] = replay
+    index.finish()
+
+
+class _SearchIndex:
+    """The search index against the replay (its rows are derived data, so part of the
+    ``derived`` check): each row names a message that its run's view holds with the text
+    the row's key was made of, at the place the row gives, in the checkpoint blob it names
+    when it names one; every message a derived run added or changed has a row in its
+    thread; the backend's full-text index holds the words of every row and of no other."""
+
+    def __init__(self, ctx: _Context, out: _Collector) -> None:
+        self.ctx, self.out = ctx, out
+        self.rows: dict[int, list[IndexedMessage]] = {}
+        self.keys: dict[int, set[int]] = {}
+        for row in ctx.tx.every_search_row():
+            self.rows.setdefault(int(row.run), []).append(row)
+            self.keys.setdefault(int(row.thread), set()).add(int(row.key))
+        underived = ctx.tx.underived_runs(None)
+        self.underived = {int(run) for run, _thread in underived}
+        # A run left underived had its rows dropped, and another branch's run may hold one
+        # of its messages, which the index finds again when the run is derived: a thread
+        # waiting for that is not held to every message being indexed.
+        self.waiting = {int(thread) for _run, thread in underived}
+
+    def observe(
+        self, pk: int, thread_pk: int, messages: list[Any], changed: list[int], *,
+        trusted: bool,
+    ) -> None:
+        """Run ``pk``, just replayed to ``messages`` (``changed``: the positions it added or
+        changed): its rows name what it holds; what it added is indexed. Unless not
+        ``trusted``: the replay is not the view the rows were made from."""
+        ctx, out = self.ctx, self.out
+        rows = self.rows.pop(pk, [])
+        if not trusted:
+            return
+        name = ctx.name_run(pk)
+        layout = None
+        for row in rows:
+            where = f"search index row #{row.id} of {name}"
+            if int(row.thread) != thread_pk:
+                out.problem(f"{where} is filed under another thread (#{row.thread})")
+            elif pk not in ctx.complete:
+                out.problem(f"{where} names a run that has not ended: nothing of it is indexed")
+            elif not (
+                0 <= row.position < len(messages)
+                and search.holds(messages[row.position], int(row.key))
+            ):
+                out.problem(
+                    f"{where} names position {row.position} of the run's view, which does not "
+                    "hold the message text it was made of: a hit on it would show another "
+                    "message"
+                )
+            elif row.blob is not None:
+                layout = layout or checkpoints.layout_of(ctx.tx, pk)
+                held = None if layout is None else search.in_layout(layout, row.position)
+                if held != (row.blob, row.at):
+                    out.problem(
+                        f"{where} names blob #{row.blob} at {row.at}, which is not where the "
+                        "run's checkpoint holds its message: a hit on it would show another "
+                        "message"
+                    )
+        if pk not in ctx.complete or pk in self.underived or thread_pk in self.waiting:
+            return
+        keys = self.keys.get(thread_pk, set())
+        for key, position, *_rest in search.index_rows(messages, changed, None):
+            if key not in keys:
+                message_id = messages[position].get("id")
+                out.problem(
+                    f"the search index lacks message {quote(message_id)} as {name} left it "
+                    f"(position {position}): a search cannot find it"
+                )
+
+    def finish(self) -> None:
+        """The rows of runs not replayed, and the backend's words against the rows."""
+        ctx, out = self.ctx, self.out
+        for pk, rows in self.rows.items():
+            ids = _ids([int(row.id) for row in rows])
+            if pk not in ctx.runs:
+                out.problem(
+                    f"search index rows {ids} name run #{pk}, which the store does not hold: "
+                    "a search can find text the store no longer keeps"
+                )
+            elif pk not in ctx.complete:
+                out.problem(
+                    f"search index rows {ids} name {ctx.name_run(pk)}, which has not ended: "
+                    "nothing of it is indexed"
+                )
+            # Else the run's lineage does not replay: the check above says why.
+        without_words, orphan_words = ctx.tx.search_words_apart()
+        if without_words:
+            out.problem(
+                "the full-text index holds no words for "
+                f"{counted(len(without_words), 'search index row')} ({_ids(without_words)}): a "
+                "search cannot find their messages"
+            )
+        if orphan_words:
+            out.problem(
+                f"the full-text index holds words under {counted(len(orphan_words), 'id')} that no "
+                f"search index row has ({_ids(orphan_words)}): erased or replaced text may "
+                "still match a search"
+            )
+
+
+def _log_holds(link: log_hashes.RunLink | None) -> bool:
+    """Whether a run's log is what its hashes cover (the ``hashes`` check names what is not)."""
+    return (
+        link is not None
+        and link.stored_start is not None
+        and link.input_verified
+        and link.parent_verified
+        and link.start_verified
+        and all(b.stored is not None and b.verified for b in link.batches)
+    )
+
+
+def _ids(ids: list[int]) -> str:
+    """``#3, #4, ...``: the first few of a list of row ids."""
+    return ", ".join(f"#{i}" for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
 
 
 def _compare_checkpoint(

@@ -359,6 +359,18 @@ class SearchCandidate(NamedTuple):
     recorded: int | None  # when the run's last batch was recorded (ms since the epoch)
 
 
+class IndexedMessage(NamedTuple):
+    """A search index row as ``check()`` reads it (``every_search_row``)."""
+
+    id: int
+    thread: int  # the thread's pk
+    run: int  # the run that recorded the message's text first
+    key: int  # :func:`agui_store.engine.search.message_key` of its id and text
+    position: int  # in that run's view
+    blob: int | None  # the checkpoint blob that holds it (``None``: read the view)
+    at: int | None  # its position in that blob
+
+
 #: ``thread_facts``: (newest run, has branches, {run: last seq}, the cached view stands,
 #: runs of the thread wait to be derived).
 ThreadFacts = tuple["int | None", bool, dict[int, int], bool, bool]
@@ -744,6 +756,15 @@ class Inspecting(Reading, Protocol):
     def unused_conversation_messages(self) -> list[int]:
         """Messages no entry holds."""
 
+    # the search index, for check()
+    def every_search_row(self) -> list[IndexedMessage]:
+        """Every index row, those whose words wait to be merged included, by id."""
+    def search_words_apart(self) -> tuple[list[int], list[int]]:
+        """What the backend's full-text index and the index rows disagree on: the ids of
+        rows whose words it does not hold, and the ids it holds words under that name no
+        row (SQLite: the FTS5 table's rowids; PostgreSQL keeps the words in the row: none).
+        """
+
 
 class LogWrites(Protocol):
     """What an append, a branch and derivation write (:mod:`agui_store.engine.placement`,
@@ -931,6 +952,7 @@ __all__ = [
     "HashedBatch",
     "HashedRun",
     "IndexRow",
+    "IndexedMessage",
     "Inspecting",
     "LogBatch",
     "LogReads",

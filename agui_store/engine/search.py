@@ -74,7 +74,7 @@ def held_before(
     return found
 
 
-def _in_layout(layout: checkpoints.Layout, position: int) -> tuple[int | None, int | None]:
+def in_layout(layout: checkpoints.Layout, position: int) -> tuple[int | None, int | None]:
     """The blob holding a position of a checkpoint's list, and the position in it."""
     full = len(layout.chunk_ids) * checkpoints.CHUNK
     if position < full:
@@ -137,7 +137,7 @@ def index_rows(
             # A name with a lone surrogate is legal JSON but no stored text can hold it: the
             # hit names no tool, and its words are still found.
             tool = None
-        blob, at = _in_layout(layout, p) if layout is not None else (None, None)
+        blob, at = in_layout(layout, p) if layout is not None else (None, None)
         rows.append((message_key(message_id, text), p, tool, found, blob, at))
     # A key once (one message object at two positions of a view is one text to find).
     return list({row[0]: row for row in reversed(rows)}.values())[::-1]
@@ -210,6 +210,11 @@ def _held_message(held: Any) -> dict[str, Any]:
     """One message of :func:`_blob_messages`."""
     message = _MESSAGE.decode(held) if isinstance(held, msgspec.Raw) else held
     return message if isinstance(message, dict) else {}
+
+
+def holds(message: Any, key: int) -> bool:
+    """Whether ``message`` is the message text an index row's ``key`` was made of."""
+    return isinstance(message, dict) and _text_of(message, key) is not None
 
 
 def _text_of(message: dict[str, Any], key: int) -> str | None:
@@ -329,6 +334,8 @@ __all__ = [
     "IndexRow",
     "changed_positions",
     "held_before",
+    "holds",
+    "in_layout",
     "index_rows",
     "index_run",
     "indexed_words",

@@ -192,10 +192,14 @@ def test_check_reports_a_leaf_run_deleted_by_hand_as_tampering_and_an_erasure_as
         store.delete_thread("b")
         _thread(store, "c", runs=1)
     assert problems(store_location) == []
-    # The newest run of thread a, whole: no other row names it.
+    # The newest run of thread a, whole, its search index rows too: no other row names it.
     tamper(
         store_location,
         [
+            {
+                "sqlite": "DELETE FROM search_pending WHERE run = 2",
+                "postgres": "DELETE FROM search_messages WHERE run = 2",
+            },
             {
                 "sqlite": "DELETE FROM event_log WHERE run = 2",
                 "postgres": "DELETE FROM event_pages WHERE run = 2",

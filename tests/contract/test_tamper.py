@@ -675,6 +675,73 @@ def _trigger_sql(path: str, name: str) -> str:
         )
 
 
+# --- the search index: derived data, checked against the replay ---------------------------
+
+#: The index's rows: SQLite keeps a new row pending (words and all) until enough are waiting,
+#: PostgreSQL keeps every row, words included, in one table.
+SEARCH_ROWS = {"sqlite": "search_pending", "postgres": "search_messages"}
+
+
+def _on_search_rows(statement: str) -> dict[str, str]:
+    return {backend: statement.format(rows=table) for backend, table in SEARCH_ROWS.items()}
+
+
+def test_a_deleted_search_index_row_is_named_and_its_message_is_no_longer_found(
+    db: str,
+) -> None:
+    edit(db, _on_search_rows("DELETE FROM {rows} WHERE run = 1"))
+    assert (
+        f"derived: the search index lacks message 'm-r1' as {R1} left it (position 0): a "
+        "search cannot find it"
+    ) in problems(db)
+    with agui_store.open(db) as store:
+        assert not store.search("one")
+
+
+def test_a_search_index_row_pointed_at_another_message_of_its_checkpoint_is_named(
+    db: str,
+) -> None:
+    edit(db, _on_search_rows("UPDATE {rows} SET at = at + 1 WHERE run = 2 AND pos = 1"))
+    found = [p for p in problems(db) if "search index" in p]
+    assert len(found) == 1 and found[0].startswith("derived: search index row #"), found
+    assert f"of {R2} names blob #" in found[0]
+    assert found[0].endswith(
+        "which is not where the run's checkpoint holds its message: a hit on it would show "
+        "another message"
+    )
+
+
+def test_a_search_index_row_naming_other_text_of_its_run_is_named(db: str) -> None:
+    edit(db, _on_search_rows("UPDATE {rows} SET key = key + 1 WHERE run = 2 AND pos = 2"))
+    found = problems(db)
+    assert any(
+        p.startswith("derived: search index row #") and f"of {R2} names position 2 " in p
+        for p in found
+    ), found
+    assert (
+        f"derived: the search index lacks message 'm-r2' as {R2} left it (position 2): a "
+        "search cannot find it"
+    ) in found
+
+
+def test_a_search_index_row_of_a_run_the_store_does_not_hold_is_named(db: str) -> None:
+    edit(
+        db,
+        {
+            "sqlite": "INSERT INTO search_pending(thread, run, key, pos, words) "
+            "VALUES (1, 999, 5, 0, 'erased words')",
+            "postgres": "INSERT INTO search_messages(thread, run, key, pos, words) "
+            "VALUES (1, 999, 5, 0, 'erased words'::tsvector)",
+        },
+    )
+    found = [p for p in problems(db) if "search index" in p]
+    assert len(found) == 1, found
+    assert found[0].startswith("derived: search index rows #") and found[0].endswith(
+        "name run #999, which the store does not hold: a search can find text the store no "
+        "longer keeps"
+    )
+
+
 # --- the command line -------------------------------------------------------------------
 
 

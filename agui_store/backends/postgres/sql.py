@@ -1170,6 +1170,9 @@ JOIN runs r ON r.id = m.run
 ORDER BY m.id DESC
 """
 
+#: Every index row, for check(): ``port.IndexedMessage``.
+EVERY_SEARCH_ROW = "SELECT id, thread, run, key, pos, blob, at FROM search_messages ORDER BY id"
+
 #: A thread's index rows (one table: the words are a column).
 DELETE_THREAD_SEARCH = "DELETE FROM search_messages WHERE thread = %s"
 

@@ -543,6 +543,10 @@ class PostgresTransaction(NamedQueries):
                 self._streams.remove(cursor)
             cursor.close()
 
+    def search_words_apart(self) -> tuple[list[int], list[int]]:
+        """Nothing: a row holds its own words."""
+        return [], []
+
     def storage_checks(self) -> tuple[str, ...]:
         return checks.CHECKS
 

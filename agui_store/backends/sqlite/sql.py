@@ -909,6 +909,21 @@ UNION ALL
 SELECT id, key, run, pos, blob, at, 1 FROM search_pending
 WHERE run IN (SELECT value FROM json_each(?1))
 """
+#: Every index row, pending or merged, for check(): ``port.IndexedMessage``.
+EVERY_SEARCH_ROW = """
+SELECT id, thread, run, key, pos, blob, at FROM search_messages
+UNION ALL
+SELECT id, thread, run, key, pos, blob, at FROM search_pending
+ORDER BY id
+"""
+#: Merged rows whose words FTS5 lacks, and FTS5 rowids no merged row has (a pending row's
+#: words are in its own row until it is merged): scans of both, for check().
+SEARCH_ROWS_WITHOUT_WORDS = """
+SELECT id FROM search_messages WHERE id NOT IN (SELECT rowid FROM search_words) ORDER BY id
+"""
+SEARCH_WORDS_WITHOUT_ROWS = """
+SELECT rowid FROM search_words WHERE rowid NOT IN (SELECT id FROM search_messages) ORDER BY rowid
+"""
 #: A row's words out of the contentless FTS5 table: it is told them (``secure-delete`` takes
 #: them out of its segments at once).
 DELETE_SEARCH_WORDS = "INSERT INTO search_words(search_words, rowid, words) VALUES ('delete', ?, ?)"

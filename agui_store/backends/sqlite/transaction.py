@@ -333,6 +333,12 @@ class SqliteTransaction(NamedQueries):
         """Nothing to set up: an error leaves an SQLite read transaction usable."""
         return contextlib.nullcontext()  # an error leaves an SQLite read transaction usable
 
+    def search_words_apart(self) -> tuple[list[int], list[int]]:
+        return (
+            [int(i) for i in self._column(sql.SEARCH_ROWS_WITHOUT_WORDS)],
+            [int(i) for i in self._column(sql.SEARCH_WORDS_WITHOUT_ROWS)],
+        )
+
     def every_run(self) -> Iterable[StoredRun]:
         return stream_of(StoredRun, self._rows(sql.EVERY_RUN))
 
