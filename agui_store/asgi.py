@@ -564,34 +564,62 @@ async def _snapshot(
 
 
 def _reopen(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """START events for the messages and tool calls a live run has open.
+    """The opening events of what a live run has open, in the order they opened: text and
+    reasoning messages, tool calls, reasoning spans, steps and subagents.
 
-    The hydration stream holds their content so far (MESSAGES_SNAPSHOT); the live rest goes
-    on with CONTENT/ARGS/END events, which the client only accepts inside a started stream.
-    The official client reuses the message or tool call a START names when it exists, so the
-    content already in the snapshot is kept and continued.
+    The hydration stream holds the content so far (MESSAGES_SNAPSHOT); the live rest goes
+    on with CONTENT/ARGS/END/FINISHED events, which the client only accepts for what its
+    stream opened. The official client reuses the message or tool call a START names when it
+    exists, so the content already in the snapshot is kept and continued.
     """
-    texts: dict[str, dict[str, Any]] = {}
-    calls: dict[str, dict[str, Any]] = {}
+    opened: dict[tuple[str, str], dict[str, Any]] = {}
     for ev in events:
         kind = ev.get("type")
-        if kind == "TEXT_MESSAGE_START":
-            texts[ev["messageId"]] = {
-                "type": "TEXT_MESSAGE_START",
-                "messageId": ev["messageId"],
-                "role": ev.get("role", "assistant"),
-            }
-        elif kind == "TEXT_MESSAGE_END":
-            texts.pop(str(ev.get("messageId")), None)
-        elif kind == "TOOL_CALL_START":
-            start: dict[str, Any] = {"type": "TOOL_CALL_START"}
-            for name in ("toolCallId", "toolCallName", "parentMessageId"):
-                if name in ev:
-                    start[name] = ev[name]
-            calls[ev["toolCallId"]] = start
-        elif kind == "TOOL_CALL_END":
-            calls.pop(str(ev.get("toolCallId")), None)
-    return [*texts.values(), *calls.values()]
+        if kind in _OPENS:
+            field, start = _OPENS[kind]
+            opened[kind, str(ev.get(field))] = start(ev)
+        elif kind in _CLOSES:
+            for opener, field in _CLOSES[kind]:
+                opened.pop((opener, str(ev.get(field))), None)
+    return list(opened.values())
+
+
+def _only(*names: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An opening event sent again with these fields of the recorded one."""
+    return lambda ev: {name: ev[name] for name in ("type", *names) if name in ev}
+
+
+def _whole(ev: dict[str, Any]) -> dict[str, Any]:
+    return dict(ev)
+
+
+#: What opens something a later event continues: the field naming it, and the event that
+#: opens it again (a text message as an assistant's unless it says otherwise).
+_OPENS: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    "TEXT_MESSAGE_START": (
+        "messageId",
+        lambda ev: {
+            "type": "TEXT_MESSAGE_START",
+            "messageId": ev["messageId"],
+            "role": ev.get("role", "assistant"),
+        },
+    ),
+    "TOOL_CALL_START": ("toolCallId", _only("toolCallId", "toolCallName", "parentMessageId")),
+    "REASONING_START": ("messageId", _whole),
+    "REASONING_MESSAGE_START": ("messageId", _whole),
+    "STEP_STARTED": ("stepName", _whole),
+    "SUBAGENT_STARTED": ("subagentRunId", _whole),
+}
+#: What closes it: the opening event's type and the field naming it.
+_CLOSES: dict[str, tuple[tuple[str, str], ...]] = {
+    "TEXT_MESSAGE_END": (("TEXT_MESSAGE_START", "messageId"),),
+    "TOOL_CALL_END": (("TOOL_CALL_START", "toolCallId"),),
+    "REASONING_END": (("REASONING_START", "messageId"),),
+    "REASONING_MESSAGE_END": (("REASONING_MESSAGE_START", "messageId"),),
+    "STEP_FINISHED": (("STEP_STARTED", "stepName"),),
+    "SUBAGENT_FINISHED": (("SUBAGENT_STARTED", "subagentRunId"),),
+    "SUBAGENT_ERROR": (("SUBAGENT_STARTED", "subagentRunId"),),
+}
 
 
 async def _follow(

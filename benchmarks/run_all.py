@@ -310,6 +310,14 @@ BENCHMARKS: dict[str, Benchmark] = {
         needs="langgraph.checkpoint.sqlite",
         install="pip install langgraph-checkpoint-sqlite langgraph-checkpoint-postgres",
     ),
+    "bench_sse": Benchmark(
+        "A large SSE event read in small pieces",
+        "One event of 1, 4 and 15 MiB fed to the SSE parser the recorders read responses with, "
+        "in 64 KiB and in 4 KiB chunks, as a server sends it.",
+        "The same event fed in one piece, in the same run.",
+        quick=("--sizes", "1", "--repeat", "1"),
+        goal="the chunked read a constant multiple of the whole one as the event grows",
+    ),
     "bench_state_patch": Benchmark(
         "State patches",
         "`diff`'s state patch of two JSON documents: a long list that only grew, an object of "

@@ -796,6 +796,55 @@ def test_a_client_reconnecting_inside_a_tool_call_gets_it_reopened(
     )
 
 
+@pytest.mark.oracle
+def test_a_client_reconnecting_while_the_model_thinks_in_a_step_gets_each_reopened(
+    store: Any, astore: Any, oracle: Any
+) -> None:
+    events = [
+        {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"},
+        {"type": "STEP_STARTED", "stepName": "plan"},
+        {"type": "REASONING_START", "messageId": "think-1"},
+        {"type": "REASONING_MESSAGE_START", "messageId": "rm-1", "role": "reasoning"},
+        *(
+            {"type": "REASONING_MESSAGE_CONTENT", "messageId": "rm-1", "delta": f"step {i}. "}
+            for i in range(12)
+        ),
+        {"type": "REASONING_MESSAGE_END", "messageId": "rm-1"},
+        {"type": "REASONING_END", "messageId": "think-1"},
+        {"type": "STEP_FINISHED", "stepName": "plan"},
+        *(
+            {"type": kind, "messageId": "a1", **extra}
+            for kind, extra in (
+                ("TEXT_MESSAGE_START", {"role": "assistant"}),
+                ("TEXT_MESSAGE_CONTENT", {"delta": "Done."}),
+                ("TEXT_MESSAGE_END", {}),
+            )
+        ),
+        {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"},
+    ]
+    recorder = Recorder(streaming_app(sse(events), pause=0.05), store=astore)
+
+    async def scenario() -> Response:
+        running = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
+        await recorded_until(store, "REASONING_MESSAGE_CONTENT")
+        reconnected = await call(recorder, request_body("t1", "r1"), path="/agent/connect")
+        await running
+        return reconnected
+
+    got = [ev for _, ev in read_stream(asyncio.run(scenario()).body)]
+    assert got[3:6] == [
+        {"type": "STEP_STARTED", "stepName": "plan"},
+        {"type": "REASONING_START", "messageId": "think-1"},
+        {"type": "REASONING_MESSAGE_START", "messageId": "rm-1", "role": "reasoning"},
+    ]
+    replayed = oracle.replay(got, mode="pipeline")
+    assert replayed["ok"], replayed
+    checkout = store.checkout("r1", thread_id="t1")
+    assert replayed["messages"] == checkout.messages
+    (thought,) = [m for m in checkout.messages if m["id"] == "rm-1"]
+    assert thought["content"] == "".join(f"step {i}. " for i in range(12))
+
+
 def test_last_event_id_on_a_live_run_resumes_with_every_events_own_cursor(
     store: Any, astore: Any
 ) -> None:

@@ -135,6 +135,19 @@ def test_a_body_over_the_size_limit_is_refused_even_when_it_resends_a_remembered
             store.append(run_events(1), input=second)
 
 
+@pytest.mark.parametrize("as_text", [True, False], ids=["bytes", "dict"])
+def test_an_input_over_the_size_limit_is_named_as_the_input_not_as_an_event(
+    tmp_path: Path, as_text: bool
+) -> None:
+    text = body_text(0, [user(i, "x" * 300) for i in range(10)])
+    with agui_store.open(str(tmp_path / "s.db"), max_event_bytes=len(text) - 1) as store:
+        with pytest.raises(InvalidEventError) as refused:
+            store.append(run_events(0), input=text if as_text else json.loads(text))
+        assert refused.value.path == "input" and refused.value.index is None
+        assert str(refused.value).startswith("at input: the input is ")
+        assert store.threads() == []
+
+
 # --- the pure parts ------------------------------------------------------------------------
 
 

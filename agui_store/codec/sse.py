@@ -14,13 +14,9 @@ tells the format, while a response's bytes are read as the client reads them.
 
 from __future__ import annotations
 
-import re
-
 from agui_store.errors import InvalidEventError
 
 __all__ = ["MAX_EVENT_BYTES", "SSEParser", "encode_sse"]
-
-_LINE_END = re.compile(rb"\r\n?|\n")
 
 #: The largest SSE event :class:`SSEParser` holds while it arrives (bytes), by default.
 MAX_EVENT_BYTES = 16 * 1024 * 1024
@@ -38,7 +34,7 @@ class SSEParser:
     one by one instead of calling :meth:`feed`.
     """
 
-    __slots__ = ("_buffer", "_data", "_skip_lf", "held", "max_event_bytes")
+    __slots__ = ("_buffer", "_data", "_scanned", "_skip_lf", "held", "max_event_bytes")
 
     def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         #: The largest event held while it arrives; a larger one raises (the official client
@@ -48,6 +44,9 @@ class SSEParser:
         #: 0 when no ``data`` line has come since the last event ended.
         self.held = 0
         self._buffer = bytearray()
+        # How much of the buffer holds no line end: a line arriving in many chunks is
+        # searched once, not once a chunk (which cost the square of its length).
+        self._scanned = 0
         self._data: list[bytes] = []
         # The previous chunk ended with "\r": a "\n" opening the next one belongs to it.
         self._skip_lf = False
@@ -83,17 +82,30 @@ class SSEParser:
             if buffer[:1] == b"\n":
                 start = 1
         end_of_buffer = len(buffer)
-        while True:
-            found = _LINE_END.search(buffer, start)
-            if found is None:
-                break
-            if found.group() == b"\r" and found.end() == end_of_buffer:
-                self._skip_lf = True
-            payload = self.line(bytes(buffer[start : found.start()]))
+        scan = max(start, self._scanned)
+        # The next CR and the next LF (-1: none left), each looked for with memchr and
+        # again only once passed: a regular expression read the bytes ten times slower.
+        cr, lf = buffer.find(b"\r", scan), buffer.find(b"\n", scan)
+        while cr >= 0 or lf >= 0:
+            if cr >= 0 and (lf < 0 or cr < lf):  # CR, or CRLF
+                at = cr
+                end = cr + 1
+                if end == end_of_buffer:
+                    self._skip_lf = True  # its LF, if any, opens the next chunk
+                elif buffer[end] == 0x0A:
+                    end += 1
+            else:
+                at, end = lf, lf + 1
+            payload = self.line(bytes(buffer[start:at]))
             if payload is not None:
                 done.append(payload)
-            start = found.end()
+            start = end
+            if 0 <= cr < end:
+                cr = buffer.find(b"\r", end)
+            if 0 <= lf < end:
+                lf = buffer.find(b"\n", end)
         del buffer[:start]
+        self._scanned = len(buffer)
         if len(buffer) + self.held > self.max_event_bytes:
             raise InvalidEventError(
                 f"an SSE event of the response exceeds {self.max_event_bytes:,} bytes "
@@ -108,6 +120,7 @@ class SSEParser:
         if self._buffer:
             self.line(bytes(self._buffer))  # an unended line ends no event
             self._buffer.clear()
+            self._scanned = 0
         payload = self.line(b"")
         return [] if payload is None else [payload]
 

@@ -131,11 +131,22 @@ class Intake:
             read = self._read_resent(found) if found is not None else None
             if read is not None:
                 return read
-        parsed = ingest.parse_events(
-            value if body is None else body,
-            max_event_bytes=self.max_event_bytes,
-            max_depth=self.max_depth,
-        )
+        if body is not None and len(body) > self.max_event_bytes:
+            raise InvalidEventError(
+                f"the input is {len(body)} bytes of JSON, over the limit of "
+                f"{self.max_event_bytes}", path="input",
+            )
+        try:
+            parsed = ingest.parse_events(
+                value if body is None else body,
+                max_event_bytes=self.max_event_bytes,
+                max_depth=self.max_depth,
+            )
+        except InvalidEventError as e:  # named as the input, not as the batch's event 0
+            reason = e.reason
+            if reason.startswith("event is "):
+                reason = "the input is " + reason.removeprefix("event is ")
+            raise InvalidEventError(reason, path="input" + e.path.removeprefix("$")) from None
         if len(parsed) != 1:
             raise InvalidEventError("input must be one RunAgentInput object", path="input")
         data = parsed[0].data
