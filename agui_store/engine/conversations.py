@@ -30,8 +30,14 @@ from dataclasses import dataclass
 
 import msgspec
 
+from agui_store.codec import json
 from agui_store.engine import port
-from agui_store.errors import AguiStoreError, HashMismatchError, InvalidArgumentError
+from agui_store.errors import (
+    AguiStoreError,
+    HashMismatchError,
+    InvalidArgumentError,
+    InvalidEventError,
+)
 
 #: "All of them", as a ``limit`` every backend takes (SQLite's and PostgreSQL's bigint).
 EVERY = 2**62
@@ -103,7 +109,11 @@ def canonical(message: str | bytes, where: str) -> bytes:
     row), whatever order an encoder wrote their keys in."""
     try:
         return _ENCODER.encode(_DECODER.decode(message))
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, UnicodeEncodeError):
+        pass  # not JSON, or half an emoji (a lone surrogate), which msgspec refuses
+    try:
+        return json.canonical_bytes(json.decode(message))
+    except InvalidEventError as e:
         raise InvalidArgumentError(f"{where}: the message is not JSON: {e}") from None
 
 

@@ -32,12 +32,11 @@ import asyncio
 import concurrent.futures
 import functools
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
-
-import msgspec
 
 try:
     import pydantic
@@ -50,6 +49,7 @@ except ImportError as e:  # pragma: no cover - the message is the point
     ) from e
 
 from agui_store.aio import AsyncStore
+from agui_store.codec import json as _json
 from agui_store.engine import conversations as _engine
 from agui_store.engine.conversations import Continuation
 from agui_store.errors import InvalidArgumentError, RunNotFoundError
@@ -58,8 +58,10 @@ from agui_store.store import Store
 __all__ = ["Continuation", "ConversationDiff", "ConversationStore", "SavedRun"]
 
 _T = TypeVar("_T")
-_ENCODER = msgspec.json.Encoder(order="sorted")
-_DECODER = msgspec.json.Decoder()
+#: A ``\\uXXXX`` escape of a surrogate in JSON text: the store writes one only for half a
+#: pair, which pydantic's JSON parser refuses: a history holding one is validated from the
+#: values the store's own JSON decoder reads.
+_LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _RECORD = pydantic.TypeAdapter(_upstream.ConversationRecord)
 #: The record's fields kept as columns (the rest is its JSON).
 _COLUMNS = frozenset({"conversation_id", "head_id", "scope", "revision", "branches"})
@@ -317,13 +319,13 @@ def _record_to(record: _upstream.ConversationRecord) -> _engine.Record:
         scope=record.scope,
         revision=record.revision,
         updated_at=_micros(record.updated_at),
-        record=_ENCODER.encode(fields).decode(),
+        record=_json.canonical_bytes(fields).decode(),
         branches=tuple(record.branches),
     )
 
 
 def _record_from(stored: _engine.Record) -> _upstream.ConversationRecord:
-    fields = _DECODER.decode(stored.record)
+    fields = _json.decode(stored.record)
     fields.update(
         conversation_id=stored.conversation_id,
         head_id=stored.head_id,
@@ -339,7 +341,9 @@ def _entries_to(entries: Sequence[_upstream.ConversationEntry]) -> list[_engine.
         return []
     dumped = ModelMessagesTypeAdapter.dump_python([e.message for e in entries], mode="json")
     return [
-        _engine.Entry(entry.id, entry.parent_id, entry.kind, _ENCODER.encode(message).decode())
+        _engine.Entry(
+            entry.id, entry.parent_id, entry.kind, _json.canonical_bytes(message).decode()
+        )
         for entry, message in zip(entries, dumped)
     ]
 
@@ -348,9 +352,12 @@ def _entries_from(stored: Sequence[_engine.Entry]) -> list[_upstream.Conversatio
     if not stored:
         return []
     # One validation for the whole history: the messages' texts as one JSON array.
-    messages: list[ModelMessage] = ModelMessagesTypeAdapter.validate_json(
-        "[" + ",".join(entry.message for entry in stored) + "]"
-    )
+    history = "[" + ",".join(entry.message for entry in stored) + "]"
+    messages: list[ModelMessage]
+    if _LONE_SURROGATE_ESCAPE.search(history) is None:
+        messages = ModelMessagesTypeAdapter.validate_json(history)
+    else:  # half an emoji, which pydantic's JSON parser refuses and a str holds
+        messages = ModelMessagesTypeAdapter.validate_python(_json.decode(history))
     return [
         _upstream.ConversationEntry(
             id=entry.entry_id,

@@ -154,6 +154,28 @@ def test_every_part_type_round_trips_as_pydantic_ais_own_serialization_keeps_it(
     assert record.scope == "alice" and record.usage == usage
 
 
+def test_half_an_emoji_is_saved_and_loaded_as_pydantic_ais_in_memory_store_keeps_it(
+    store_location: str,
+) -> None:
+    # A JavaScript client can split an emoji into two JSON escapes and send one half.
+    messages: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart(content="half \ud83d of it", timestamp=T0)]),
+        ModelResponse(parts=[TextPart(content="and \ude00 here")], timestamp=T0),
+    ]
+
+    async def scenario() -> tuple[Any, Any]:
+        reference = InMemoryConversationStore()
+        await reference.save(Conversation(conversation_id="c", messages=messages))
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=messages))
+            return (await reference.load("c")).messages, (await store.load("c")).messages
+
+    reference, loaded = run(scenario())
+    assert loaded == reference == messages
+    with agui_store.open(store_location) as store:
+        assert store.check().ok
+
+
 def test_identical_messages_are_stored_once_and_each_history_keeps_its_own_entries(
     store_location: str,
 ) -> None:
