@@ -15,7 +15,9 @@ the thread's id, and those its runs announced saving to), with their entries, me
 records at their revisions. Only the sequence numbers are the destination's own (``seq`` is
 global to one database): events get the destination's next ones, in the source's order.
 Hashes are computed as ``append`` computes them (:mod:`agui_store.history.hashing`), over
-content alone, so every copied run has the source's hash.
+content alone, so every copied run has the source's hash; the source's own hashes are
+checked as its runs are read, so a run edited there outside the store is refused
+(:class:`~agui_store.errors.HashMismatchError`, nothing written), never given fresh hashes.
 
 Derived data (lineage digests, checkpoints) is not copied: copied complete runs are listed
 as underived, and derived after the copy (or left for later, as ``derive_on_append=False``
@@ -176,6 +178,8 @@ def copy(
     Raises:
         SyncConflictError: both hold a run, a thread's owner or a branch with different
             content (see the module's documentation); nothing was written.
+        HashMismatchError: a run of the source is not what its hashes cover (edited outside
+            the store, or damaged); nothing was written.
         RunNotFoundError: ``src`` has no thread ``thread_id`` (in the ``scope``).
     """
     check_scope(scope)

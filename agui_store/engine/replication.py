@@ -391,6 +391,7 @@ class Writer:
             chains[run.run_id] = self._dst_chain(run_pk)
             items += [(run, batch) for batch in run.batches[kept:]]
         items.sort(key=lambda item: item[1][1])
+        positions = {(run.pk, b[1]): at for run in plan.runs for at, b in enumerate(run.batches)}
         remaining: dict[int, int] = {}
         for run, _ in items:
             remaining[run.pk] = remaining.get(run.pk, 0) + 1
@@ -410,7 +411,11 @@ class Writer:
             if run.run_id in missing and run.run_id not in pks:
                 pks[run.run_id] = self._place(plan.thread_id, thread_pk, run, pks, chains,
                                               src_chains)
-            self._batch(pks[run.run_id], batch, chains[run.run_id], events[run.pk])
+            at = positions[run.pk, batch[1]]
+            self._batch(
+                pks[run.run_id], batch, chains[run.run_id], events[run.pk],
+                _Checked(plan.thread_id, run.run_id, at, src_chains[run.run_id][at]),
+            )
             if batch[3] is not None:
                 underived.add(pks[run.run_id])
             remaining[run.pk] -= 1
@@ -446,6 +451,22 @@ class Writer:
                 parent_chain = chains[run.parent_id] = self._dst_chain(parent_pk)
             parent_hash = _same_point(src_chains[run.parent_id], parent_chain, run.parent_hash)
         input_hash = hashing.input_digest(run.input_text, run.refs_text)
+        # The source's own start hash covers its record and input as the source holds them:
+        # an edit made there is refused, not given fresh hashes here.
+        source_start = hashing.start(
+            thread_id=thread_id,
+            run_id=run.run_id,
+            lineage=run.lineage,
+            sent_parent_run_id=run.sent_parent,
+            synthetic=run.synthetic,
+            created_at=run.created_at,
+            parent_hash=run.parent_hash,
+            input_hash=input_hash,
+        )
+        if source_start != run.start_hash:
+            raise _edited_in_source(
+                thread_id, run.run_id, "its record or input differs from what its hash covers"
+            )
         start_hash = hashing.start(
             thread_id=thread_id,
             run_id=run.run_id,
@@ -487,10 +508,12 @@ class Writer:
         batch: port.BatchRow,
         chain: list[bytes],
         events: dict[int, tuple[int, str, str, str | None]],
+        checked: _Checked,
     ) -> None:
         """Queue one batch with the destination's next sequence numbers, hashed onto the
-        run's chain as ``append`` hashes it."""
-        _, first, last, outcome, appended_at, _hash = batch
+        run's chain as ``append`` hashes it, once its events are found to be the ones the
+        source's hash covers (``checked``: the batch there, and the hash before it)."""
+        _, first, last, outcome, appended_at, source_hash = batch
         first_seq = seq = self.next_seq
         hashed: list[hashing.EventRow] = []
         for src_seq in range(first, last + 1):
@@ -500,7 +523,15 @@ class Writer:
                 self._echoes.append((seq, refs))
             hashed.append((seq, kind, payload, refs))
             seq += 1
-        batch_hash = hashing.chain(chain[-1], hashing.batch_digest(hashed, outcome, appended_at))
+        digest = hashing.batch_digest(hashed, outcome, appended_at)  # positions, not seqs
+        if hashing.chain(checked.before, digest) != source_hash:
+            raise _edited_in_source(
+                checked.thread_id,
+                checked.run_id,
+                f"its batch {checked.batch} (events, outcome or time) differs from what its "
+                "hash covers",
+            )
+        batch_hash = hashing.chain(chain[-1], digest)
         chain.append(batch_hash)
         self._batches.append((run_pk, first_seq, seq - 1, outcome, appended_at, batch_hash))
         self.next_seq = seq
@@ -515,6 +546,28 @@ class Writer:
         self._events, self._echoes, self._batches = [], [], []
         if self.progress is not None:
             self.progress(self.done, self.total)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """Where a batch being copied stands in the source: what its hash is checked against."""
+
+    thread_id: str
+    run_id: str
+    batch: int  # its position in the run's batches
+    before: bytes  # the run's hash before it, in the source
+
+
+def _edited_in_source(thread_id: str, run_id: str, what: str) -> HashMismatchError:
+    """A run the source holds otherwise than its hashes say: copying it would give the edit
+    hashes of its own."""
+    return HashMismatchError(
+        f"in the source, {what}",
+        thread_id=thread_id,
+        run_id=run_id,
+        advice="the source was changed outside agui-store or is damaged ('agui-store check' "
+        "on it lists what differs); nothing was copied",
+    )
 
 
 def _same_point(src_chain: list[bytes], dst_chain: list[bytes], parent_hash: bytes | None) -> bytes:

@@ -675,6 +675,35 @@ def _trigger_sql(path: str, name: str) -> str:
         )
 
 
+# --- copy: an edit is refused, never given fresh hashes elsewhere -------------------------
+
+INPUT_EDITED: Edit = {
+    "sqlite": "UPDATE runs SET input = json_set(input, '$.forwardedProps.n', 99) WHERE id = 2",
+    "postgres": "UPDATE runs SET input = jsonb_set(input::jsonb, '{forwardedProps,n}', "
+    "'99')::text WHERE id = 2",
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "what"),
+    [
+        (R2_ANSWER_EDITED, "in the source, its batch 0 (events, outcome or time) differs"),
+        (INPUT_EDITED, "in the source, its record or input differs from what its hash covers"),
+    ],
+    ids=["an event", "an input"],
+)
+def test_a_copy_of_an_edited_store_is_refused_and_writes_nothing(
+    db: str, tmp_path: Path, change: Edit, what: str
+) -> None:
+    edit(db, change)
+    target = tmp_path / "copy.db"
+    with pytest.raises(HashMismatchError) as caught:
+        agui_store.copy(db, target)
+    assert caught.value.run_id == "r2" and caught.value.thread_id == T
+    assert what in str(caught.value) and str(caught.value).endswith("nothing was copied")
+    assert not target.exists()
+
+
 # --- the search index: derived data, checked against the replay ---------------------------
 
 #: The index's rows: SQLite keeps a new row pending (words and all) until enough are waiting,
