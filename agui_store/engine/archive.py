@@ -109,7 +109,7 @@ def export_lines(
     progress: Callable[[int, int], None] | None = None,
 ) -> Iterator[bytes]:
     """The archive of ``thread_ids`` (with the conversations linked to them; ``whole_store``:
-    every other conversation too; ``scope``: only that owner's conversations), line by
+    every other conversation too; ``scope``: only that owner's threads and conversations), line by
     line, inside one read transaction. ``counts``
     is filled in as lines are made; ``progress(threads done, threads)`` is called after
     each thread."""
@@ -129,7 +129,7 @@ def export_lines(
                 counts.conversations += 1
                 yield from _conversation_lines(tx, cid)
     if whole_store:
-        for row in tx.conversations(None, conversations.EVERY):
+        for row in tx.conversations(scope, conversations.EVERY):
             cid = str(row[1])
             if cid not in written:
                 written.add(cid)

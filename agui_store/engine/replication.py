@@ -802,7 +802,8 @@ def replicate(
     carry: bool = False,
 ) -> Replicated:
     """Copy ``thread_ids`` from ``src`` into ``dst`` with the conversations linked to them
-    (of ``scope`` only, when one is given), inside the destination's one write transaction:
+    (with ``carry``, a whole store's copy: every conversation), of ``scope`` only when one
+    is given, inside the destination's one write transaction:
     every thread and conversation is compared first, so that a conflict anywhere leaves
     the destination as it was.
 
@@ -823,6 +824,12 @@ def replicate(
             if scope is not None and (found is None or found[3] != scope):
                 continue  # another owner's conversation is absent, as to every read
             talks.append(plan_conversation(src, dst, cid, plan.thread_id, force))
+    if carry:  # a whole store: the conversations no thread links to as well
+        for row in src.conversations(scope, conversations.EVERY):
+            cid = str(row.conversation_id)
+            if cid not in seen:
+                seen.add(cid)
+                talks.append(plan_conversation(src, dst, cid, cid, force))
     writer = Writer(src, dst, sum(p.events_to_copy for p in plans), progress)
     touched: list[str] = []
     derive: list[str] = []

@@ -35,8 +35,9 @@ class ArchiveVerbs(Facade):
         """Write everything the store holds for a thread, or for every thread, in the
         lossless archive format (docs/reference/archive.md): runs with their inputs,
         lineage, status, times and content hashes, events byte for byte, branches, owners,
-        and the pydantic-ai conversations linked to the threads (with no ``thread_id`` and
-        no ``scope``: every conversation). :meth:`import_archive` reads it back.
+        and the pydantic-ai conversations linked to the threads (with no ``thread_id``: every
+        conversation, the owner's alone with a ``scope``). :meth:`import_archive` reads it
+        back.
 
         Read from one snapshot, a thread at a time (memory follows the largest thread). A
         path is written whole or not at all (never over the store or a database).
@@ -55,7 +56,7 @@ class ArchiveVerbs(Facade):
         with self.reading() as tx:
             ids = reads.chosen_threads(tx, thread_id, scope, self.path)
             lines = archive.export_lines(
-                tx, ids, whole_store=thread_id is None and scope is None, scope=scope,
+                tx, ids, whole_store=thread_id is None, scope=scope,
                 counts=counts, progress=progress,
             )  # fmt: skip
             # A failed write (a full disk, a reader gone: `| head`) is the target's, not the

@@ -261,6 +261,37 @@ def test_a_thread_exports_alone_with_its_conversation_and_a_scope_exports_its_ow
         assert conversations_of(str(Path(folder) / "one.db"), ["t1", "solo"])["solo"] is None
 
 
+def test_an_owners_export_and_copy_carry_the_owners_conversations_no_thread_links_to(
+    store_location: str, tmp_path: Path
+) -> None:
+    from pydantic_ai.conversation import Conversation
+
+    from agui_store.integrations.pydantic_ai import ConversationStore
+    from tests.pydantic_ai_conversations import turn
+
+    with agui_store.open(store_location) as store:
+        record_run(store, "t1", "r1", scope="alice")
+
+    async def save() -> None:
+        async with ConversationStore(store_location) as conversations:
+            for cid, owner in (("notes-a", "alice"), ("notes-b", "bob"), ("notes", None)):
+                await conversations.save(
+                    Conversation(conversation_id=cid, messages=turn(1)), scope=owner
+                )
+
+    asyncio.run(save())
+    ids = ["notes-a", "notes-b", "notes"]
+    with agui_store.open(store_location) as store:
+        alice = exported(store, scope="alice")
+        everything = exported(store)
+    for cid in ids:
+        assert (f'"conversation_id":"{cid}"'.encode() in alice) == (cid == "notes-a")
+        assert f'"conversation_id":"{cid}"'.encode() in everything
+    assert agui_store.copy(store_location, tmp_path / "alice.db", scope="alice").conversations == 1
+    held = conversations_of(str(tmp_path / "alice.db"), ids)
+    assert held["notes-a"] is not None and held["notes-b"] is None and held["notes"] is None
+
+
 def test_an_import_leaves_out_a_thread_the_store_erased_and_restores_it_only_when_asked(
     store_location: str,
 ) -> None:
