@@ -40,7 +40,7 @@ from hypothesis.stateful import (
 )
 
 import agui_store
-from agui_store import testing
+from agui_store import cli, testing
 from agui_store.backends.postgres import schema, sql
 from agui_store.errors import (
     AguiStoreError,
@@ -1182,6 +1182,47 @@ def test_a_database_that_does_not_exist_is_a_clear_store_error(store_url: str) -
     missing = store_url.replace("postgresql:///agui_test_", "postgresql:///missing_")
     with pytest.raises(StorageError, match="cannot connect to postgresql:///missing_"):
         agui_store.open(missing)
+
+
+@pytest.mark.parametrize(
+    ("url", "what"),
+    [
+        ("postgresql://user:secret@[::1", 'looking for matching "]" in IPv6 host address'),
+        ("postgresql:///db?password=secret&connect_timeout=abc", "connect_timeout: 'abc'"),
+    ],
+    ids=["an unclosed address", "a bad parameter"],
+)
+def test_a_url_libpq_cannot_read_is_a_clear_error_that_keeps_the_password_out(
+    url: str, what: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(agui_store.InvalidArgumentError) as caught:
+        agui_store.open(url)
+    said = str(caught.value)
+    assert said.startswith("cannot read the PostgreSQL URL") and what in said
+    assert "secret" not in said
+    assert cli.main(["threads", "--db", url]) == 1  # a store error, not a bug (3)
+    assert "secret" not in capsys.readouterr().err
+
+
+def test_the_commands_the_cli_prints_to_paste_name_the_database_without_its_password(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    from tests.postgres_cluster import uri
+
+    # The test server trusts its socket: the password is sent and never asked for.
+    url = uri({**{k: str(v) for k, v in conninfo_to_dict(store_url).items()},
+               "password": "s3cret"})  # fmt: skip
+    assert cli.main(["--db", url, "demo"]) == 0
+    assert cli.main(["--db", url, "demo", "--json"]) == 0  # a second thread: two pages
+    assert cli.main(["--db", url, "threads", "--limit", "1"]) == 0
+    assert cli.main(["--db", url, "search", "the", "--limit", "1"]) == 0
+    printed = capsys.readouterr()
+    said = printed.out + printed.err
+    assert "see it in the browser: agui-store ui 'postgresql:///" in said
+    assert "next page: agui-store --db " in said and "more: agui-store search the" in said
+    assert "s3cret" not in said
 
 
 def test_a_writer_waiting_longer_than_its_busy_timeout_gets_a_store_busy_error(

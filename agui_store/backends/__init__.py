@@ -5,6 +5,7 @@ applies alike and the named queries both SQL backends run."""
 from __future__ import annotations
 
 import os
+import urllib.parse
 
 from agui_store.engine import port
 from agui_store.errors import InvalidArgumentError
@@ -29,6 +30,33 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 def is_url(path: str) -> bool:
     """Whether ``path`` names a PostgreSQL database instead of an SQLite file."""
     return path.startswith(POSTGRES_SCHEMES)
+
+
+#: How a message names a URL too malformed to show without its password.
+UNREADABLE_URL = "a PostgreSQL database"
+
+
+def without_password(url: str) -> str:
+    """``url`` as shown in messages: its password (in the authority or the query) removed."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return UNREADABLE_URL
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        netloc = userinfo.split(":", 1)[0] + "@" + host
+    query = urllib.parse.urlencode(
+        [
+            (key, value)
+            for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+            if key != "password"
+        ],
+        safe="/",
+    )
+    # Built by hand: urlunsplit drops the empty authority of postgresql:///db?host=/socket.
+    shown = f"{parts.scheme}://{netloc}{parts.path}"
+    return shown + (f"?{query}" if query else "")
 
 
 def open_backend(path: str, busy_timeout_ms: int) -> port.Backend:

@@ -365,9 +365,8 @@ def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             cells = [cell.ljust(width) for cell, width in zip(row, widths)]
             out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
     if more and page:
-        words = ["agui-store", "threads", "--limit", str(args.limit), "--before", page[-1]]
-        if getattr(args, "db", None) is not None:
-            words[1:1] = ["--db", args.db]
+        words = ["agui-store", *_db_words(args), "threads", "--limit", str(args.limit),
+                 "--before", page[-1]]
         if args.json:
             words.append("--json")
         sys.stderr.write(
@@ -518,12 +517,20 @@ def _log_all(store: Store, args: argparse.Namespace) -> list[Run]:
     return sorted(seen.values(), key=lambda r: (r.created_at, position[r.run_id]), reverse=True)
 
 
+def _db_words(args: argparse.Namespace) -> list[str]:
+    """``--db`` and the store as a printed command names it: a database URL without its
+    password (the command then reads it from where libpq looks: ``PGPASSWORD``,
+    ``~/.pgpass``), never echoed into a terminal's scrollback."""
+    db = getattr(args, "db", None)
+    if db is None:
+        return []
+    return ["--db", backends.without_password(db) if backends.is_url(db) else db]
+
+
 def _next_page_command(args: argparse.Namespace, thread_id: str, cursor: str) -> str:
     """The command line that prints the page after this one, ready to paste."""
-    words = ["agui-store", "log", args.ref, "--thread", thread_id, "--limit", str(args.limit),
-             "--cursor", cursor]
-    if getattr(args, "db", None) is not None:
-        words[1:1] = ["--db", args.db]
+    words = ["agui-store", *_db_words(args), "log", args.ref, "--thread", thread_id,
+             "--limit", str(args.limit), "--cursor", cursor]
     if args.json:
         words.append("--json")
     return printable(" ".join(shlex.quote(word) for word in words))
@@ -825,8 +832,7 @@ def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     out.write(transcript(store.checkout("fahrenheit", thread_id=thread)) + "\n")
     out.write(f"\n$ agui-store diff porto fahrenheit --thread {thread}\n")
     out.write(diff_text(store.diff("porto", "fahrenheit", thread_id=thread)) + "\n")
-    db = getattr(args, "db", None)
-    where = f" {shlex.quote(db)}" if db is not None else ""
+    where = "".join(f" {shlex.quote(word)}" for word in _db_words(args)[1:])
     out.write(f"\nsee it in the browser: agui-store ui{where} --thread {shlex.quote(thread)}\n")
     if importlib.util.find_spec("starlette") is None:
         out.write("(the viewer needs its extra first: pip install 'agui-store[ui]')\n")
@@ -1145,9 +1151,8 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             _write_painted(out, hit.line(*marks) + "\n")
     if hits.next_cursor is not None:
         words = ["agui-store", "search", query, "--limit", str(args.limit),
-                 "--cursor", hits.next_cursor]
-        for option, value in (("--db", getattr(args, "db", None)), ("--thread", args.thread),
-                              ("--owner", args.owner)):
+                 "--cursor", hits.next_cursor, *_db_words(args)]
+        for option, value in (("--thread", args.thread), ("--owner", args.owner)):
             if value is not None:
                 words += [option, value]
         command = printable(" ".join(shlex.quote(word) for word in words))

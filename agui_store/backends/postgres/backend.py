@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -40,8 +39,8 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 
 from agui_store import errors
+from agui_store.backends import UNREADABLE_URL, progress, without_password
 from agui_store.backends import errors as backend_errors
-from agui_store.backends import progress
 from agui_store.backends.postgres import migrations, schema, sql
 from agui_store.backends.postgres.transaction import PostgresTransaction
 from agui_store.engine import derivation
@@ -55,29 +54,6 @@ _GONE = (
     pg_errors.IdleSessionTimeout,
     pg_errors.ConnectionException,
 )
-
-
-def without_password(url: str) -> str:
-    """``url`` as shown in messages: its password (in the authority or the query) removed."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "a PostgreSQL database"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        netloc = userinfo.split(":", 1)[0] + "@" + host
-    query = urllib.parse.urlencode(
-        [
-            (key, value)
-            for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-            if key != "password"
-        ],
-        safe="/",
-    )
-    # Built by hand: urlunsplit drops the empty authority of postgresql:///db?host=/socket.
-    shown = f"{parts.scheme}://{netloc}{parts.path}"
-    return shown + (f"?{query}" if query else "")
 
 
 def translate(e: Exception, where: str) -> errors.AguiStoreError:
@@ -186,7 +162,14 @@ class PostgresBackend:
             raise errors.StorageError(
                 f"cannot connect to {self.where}: {_first_line(e)}", path=self.where
             ) from e
-        except Exception as e:  # a malformed URL, among others
+        except psycopg.ProgrammingError as e:  # a URL libpq cannot read
+            # Its message quotes the URL, password and all: only what is wrong is kept.
+            what = _first_line(e).split(' in URI: "', 1)[0]
+            shown = "" if self.where == UNREADABLE_URL else f" {self.where}"
+            raise errors.InvalidArgumentError(
+                f"cannot read the PostgreSQL URL{shown}: {what}"
+            ) from None
+        except Exception as e:
             raise translate(e, self.where) from e
         try:
             schema.install(conn, backfill=functools.partial(_backfill, deferred=[]))
