@@ -198,6 +198,13 @@ def test_the_storage_page_names_the_postgresql_schema_version() -> None:
     text = page.read_text(encoding="utf-8")
     assert f"its own version ({pg_schema.SCHEMA_VERSION} in this release)" in text
 
+def test_the_deployment_guide_grants_what_application_grants_gives() -> None:
+    page = (ROOT / "docs" / "guides" / "postgresql.md").read_text(encoding="utf-8")
+    block = page.split("```sql\nGRANT USAGE ON SCHEMA", 1)[1].split("```", 1)[0]
+    shown = " ".join(("GRANT USAGE ON SCHEMA" + block).split())
+    assert shown == " ".join(pg_schema.application_grants("agui_app").split())
+
+
 def test_the_tables_and_columns_mirror_the_sqlite_schema_they_copy_from(installed: str) -> None:
     """One engine reads both and ``copy`` moves rows between them: same tables, same columns
     in the same order, and every index SQLite has by name."""
