@@ -294,7 +294,8 @@ def test_ctrl_c_is_exit_130_in_one_line(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (proc.returncode, err)
     assert err.splitlines() == [
-        "agui-store import: interrupted (the transaction under way was rolled back)"
+        "agui-store import: interrupted (the transaction under way was rolled back; what "
+        "committed before it is kept, and 'agui-store check' says what waits to be derived)"
     ]
     with agui_store.open(path) as store:
         assert store.check().ok

@@ -1511,7 +1511,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         _say(args.command, f"{where}{e.strerror or e}")
         return EXIT_STORE_ERROR
     except KeyboardInterrupt:
-        _say(args.command, "interrupted (the transaction under way was rolled back)")
+        _say(args.command, "interrupted (the transaction under way was rolled back; what "
+             "committed before it is kept, and 'agui-store check' says what waits to be "
+             "derived)")
         return EXIT_INTERRUPTED
     except Exception as e:
         return _internal(args.command, e)

@@ -1159,8 +1159,18 @@ class _SearchIndex:
                 )
 
     def finish(self) -> None:
-        """The rows of runs not replayed, and the backend's words against the rows."""
+        """The rows of runs not replayed, and the backend's words against the rows; runs
+        waiting to be derived, which a search does not find yet."""
         ctx, out = self.ctx, self.out
+        if self.underived:
+            out.warning(
+                f"{counted(len(self.underived), 'run')} of "
+                f"{counted(len(self.waiting), 'thread')} "
+                f"{'waits' if len(self.underived) == 1 else 'wait'} to be derived (an interrupted "
+                "copy or import, derive_on_append=False, or events after a run's end left "
+                "them): a search does not find their messages until they are; "
+                "'agui-store compact' derives them"
+            )
         for pk, rows in self.rows.items():
             ids = _ids([int(row.id) for row in rows])
             if pk not in ctx.runs:

@@ -214,7 +214,10 @@ def test_events_after_a_runs_end_are_a_warning_on_every_backend(built: str) -> N
     assert report.ok
     assert [str(w) for w in report.warnings] == [
         "runs: run 'u1' (thread 'u', #5) has events after its terminal RUN_FINISHED at seq "
-        "16: seq 18 (TEXT_MESSAGE_END); only append(check_sequence=False) records that"
+        "16: seq 18 (TEXT_MESSAGE_END); only append(check_sequence=False) records that",
+        "derived: 1 run of 1 thread waits to be derived (an interrupted copy or import, "
+        "derive_on_append=False, or events after a run's end left them): a search does not "
+        "find their messages until they are; 'agui-store compact' derives them",
     ]
 
 
