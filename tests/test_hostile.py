@@ -971,12 +971,14 @@ def test_an_error_under_a_key_that_is_not_valid_unicode_still_names_its_place(
 # --- strings SQLite cannot store ----------------------------------------------------------
 
 
+@pytest.mark.parametrize("held", ["x\ud800", "x\x00y"], ids=["a lone surrogate", "a NUL"])
 @pytest.mark.parametrize("where", ["threadId", "runId", "parentRunId"])
-def test_an_id_holding_a_lone_surrogate_is_refused_naming_its_path(
-    target: Target, where: str
+def test_an_id_holding_what_a_backend_cannot_store_is_refused_naming_its_path(
+    target: Target, where: str, held: str
 ) -> None:
-    """JSON may escape a lone surrogate (``"\\ud800"``); SQLite text cannot hold one."""
-    event = {"type": "RUN_STARTED", "threadId": "fz", "runId": "fz-surrogate", where: "x\ud800"}
+    """JSON may escape a lone surrogate (``"\\ud800"``), which no text column holds, or a NUL,
+    which PostgreSQL's does not: refused on every backend, so any store copies to any other."""
+    event = {"type": "RUN_STARTED", "threadId": "fz", "runId": "fz-surrogate", where: held}
     error = target.refuse([event])
     assert isinstance(error, InvalidEventError)
     assert (error.index, error.path) == (0, f"$.{where}"), error
@@ -984,11 +986,14 @@ def test_an_id_holding_a_lone_surrogate_is_refused_naming_its_path(
     assert isinstance(error, InvalidEventError) and error.path == f"$.{where}"
 
 
-@pytest.mark.parametrize("option", ["thread_id", "parent", "branch"])
-def test_an_argument_holding_a_lone_surrogate_is_refused(target: Target, option: str) -> None:
+@pytest.mark.parametrize("held", ["x\ud800", "x\x00y"], ids=["a lone surrogate", "a NUL"])
+@pytest.mark.parametrize("option", ["thread_id", "parent", "branch", "scope"])
+def test_an_argument_holding_what_a_backend_cannot_store_is_refused(
+    target: Target, option: str, held: str
+) -> None:
     event = {"type": "RUN_STARTED", "threadId": "fz", "runId": "fz-arg"}
     source = [{"type": "RUN_ERROR", "message": "x"}] if option == "thread_id" else [event]
-    target.refuse(source, **{option: "x\ud800"})
+    target.refuse(source, **{option: held})
 
 
 def test_an_escaped_lone_surrogate_reads_the_same_in_every_framing(

@@ -55,13 +55,23 @@ def check_scope(scope: Any) -> None:
             f"scope must be None (the operator) or an owner's name (a non-empty string), "
             f"not {scope!r}"
         )
-    if not storable_text(scope):
+    reason = unstorable(scope)
+    if reason is not None:
         # As an event's id is refused: the scope is stored beside the events it owns.
-        raise InvalidEventError(
-            "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which cannot "
-            "be stored as text",
-            path="scope",
+        raise InvalidEventError(reason, path="scope")
+
+
+def unstorable(value: str) -> str | None:
+    """Why an id cannot be stored as text on every backend, or ``None``: a lone surrogate
+    (not UTF-8) or a NUL character (which PostgreSQL's text cannot hold)."""
+    if not storable_text(value):
+        return (
+            "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which cannot be "
+            "stored as text"
         )
+    if "\x00" in value:
+        return "holds a NUL character (\\u0000), which PostgreSQL's text cannot hold"
+    return None
 
 
 def storable_text(value: str) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from agui_store.codec import ingest
-from agui_store.engine import checkpoints
+from agui_store.engine import arguments, checkpoints
 from agui_store.engine.arguments import check_scope as check_scope  # copy imports it here
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
@@ -391,19 +391,14 @@ def _text_bytes(value: Any) -> bytes | None:
 def storable(
     value: Any, *, path: str, index: int | None = None, event_type: str | None = None
 ) -> None:
-    """Ids become SQLite TEXT, which must be valid UTF-8: a lone surrogate (legal in JSON
-    text as an escape) cannot be stored, so it is refused here, before any SQL."""
+    """Ids become text columns, which must be valid UTF-8: a lone surrogate (legal in JSON
+    text as an escape) cannot be stored, so it is refused here, before any SQL. So is a NUL
+    character, which PostgreSQL's text cannot hold: refused on every backend alike, so that
+    a store's ids copy to any other."""
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidEventError(
-                "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which cannot "
-                "be stored as text",
-                index=index,
-                event_type=event_type,
-                path=path,
-            ) from None
+        reason = arguments.unstorable(value)
+        if reason is not None:
+            raise InvalidEventError(reason, index=index, event_type=event_type, path=path)
 
 
 def check_branch_name(name: str) -> None:
