@@ -53,6 +53,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from agui_store import backends
 from agui_store.backends.sqlite import files
 from agui_store.engine import reads, replication
 from agui_store.engine.arguments import path_text
@@ -109,8 +110,9 @@ def opened(where: Store | str | os.PathLike[str], *, must_exist: bool) -> Iterat
         yield where
         return
     path = path_text(where)
-    if must_exist and not is_url(path) and path != ":memory:" and not os.path.lexists(path):
-        raise NotAStoreError(f"no store at {path}: the source does not exist")
+    if must_exist and path != ":memory:" and not backends.holds_store(path):
+        shown = backends.without_password(path) if is_url(path) else path
+        raise NotAStoreError(f"no store at {shown}: the source does not exist")
     created = None
     if not must_exist and not is_url(path) and not os.path.lexists(path):
         created = files.store_file(path)

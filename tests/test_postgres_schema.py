@@ -102,6 +102,25 @@ def test_the_schema_installs_on_an_empty_database_with_every_table_and_its_versi
     assert meta == {"application": "agui-store", "schema_version": str(pg_schema.SCHEMA_VERSION)}
 
 
+def test_a_command_that_reads_a_database_holding_no_store_refuses_and_creates_nothing(
+    postgres_database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agui_store import cli
+
+    for command in (["threads"], ["check"], ["search", "porto"]):
+        assert cli.main(["--db", postgres_database, *command]) == 1
+        said = capsys.readouterr().err
+        assert "no store at postgresql://" in said
+        assert "the database holds no agui-store schema" in said
+    assert cli.main(["copy", postgres_database, str(tmp_path / "out.db")]) == 1
+    assert "the source does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "out.db").exists()
+    with connect(postgres_database) as conn:
+        assert pg_schema.installed_version(conn) == 0
+        assert not store_tables(conn)
+    assert cli.main(["--db", postgres_database, "demo"]) == 0  # a command that creates one
+
+
 def test_installing_again_changes_nothing(installed: str) -> None:
     with connect(installed) as conn:
         before = conn.execute(

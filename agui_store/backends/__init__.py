@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import urllib.parse
+from typing import Any
 
 from agui_store.engine import port
 from agui_store.errors import InvalidArgumentError
@@ -59,20 +60,32 @@ def without_password(url: str) -> str:
     return shown + (f"?{query}" if query else "")
 
 
+def _postgres() -> Any:
+    """The PostgreSQL backend's module, imported on demand: psycopg is an optional extra."""
+    try:
+        from agui_store.backends.postgres import backend
+    except ImportError as e:
+        raise InvalidArgumentError(
+            f"a PostgreSQL store needs psycopg 3: pip install 'agui-store[postgres]' ({e})"
+        ) from e
+    return backend
+
+
+def holds_store(path: str) -> bool:
+    """Whether a path or URL names a store that exists: a file there, or a PostgreSQL
+    database whose schema holds the store's tables (opening either creates it)."""
+    if is_url(path):
+        return bool(_postgres().holds_store(path))
+    return os.path.lexists(path)
+
+
 def open_backend(path: str, busy_timeout_ms: int) -> port.Backend:
     """The backend a path or URL names: PostgreSQL for ``postgresql://`` URLs (psycopg, the
     ``postgres`` extra), else an SQLite file."""
     if is_url(path):
-        try:
-            # Imported on demand: psycopg is an optional extra.
-            from agui_store.backends.postgres import (  # type: ignore[import-not-found,attr-defined,unused-ignore]
-                PostgresBackend,
-            )
-        except ImportError as e:
-            raise InvalidArgumentError(
-                f"a PostgreSQL store needs psycopg 3: pip install 'agui-store[postgres]' ({e})"
-            ) from e
-        backend: port.Backend = PostgresBackend(path, busy_timeout_ms=busy_timeout_ms)
+        backend: port.Backend = _postgres().PostgresBackend(
+            path, busy_timeout_ms=busy_timeout_ms
+        )
         return backend
     from agui_store.backends.sqlite import SqliteBackend
 

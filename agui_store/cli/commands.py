@@ -1545,14 +1545,18 @@ def _thread_option(args: argparse.Namespace) -> str | None:
 
 
 def _require_store_file(path: str) -> None:
-    """Refuse a store path that names no file (in-memory and URI paths are SQLite's own; a
-    PostgreSQL URL names a database, which opening creates the store in)."""
+    """Refuse a store path that names no file, or a PostgreSQL database that holds no store
+    (in-memory and URI paths are SQLite's own): a command that only reads never creates
+    one as a side effect."""
     path = path_text(path)
-    if path == ":memory:" or path.startswith("file:") or is_url(path):
+    if path == ":memory:" or path.startswith("file:"):
         return
-    if not os.path.lexists(path):
+    if not backends.holds_store(path):
+        missing = ("the database holds no agui-store schema" if is_url(path)
+                   else "the file does not exist")
+        shown = backends.without_password(path) if is_url(path) else path
         raise NotAStoreError(
-            f"no store at {path}: the file does not exist (record one first with agui-store "
+            f"no store at {shown}: {missing} (record one first with agui-store "
             "import FILE or agui-store demo, or give the store's path with --db)"
         )
 

@@ -107,6 +107,37 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
     )
 
 
+def _connection(url: str, where: str) -> Any:
+    """A new autocommit connection to ``url`` (``where``: the URL as messages show it)."""
+    try:
+        return psycopg.connect(url, autocommit=True)
+    except psycopg.OperationalError as e:  # no server, no database, refused login
+        raise errors.StorageError(
+            f"cannot connect to {where}: {_first_line(e)}", path=where
+        ) from e
+    except psycopg.ProgrammingError as e:  # a URL libpq cannot read
+        # Its message quotes the URL, password and all: only what is wrong is kept.
+        what = _first_line(e).split(' in URI: "', 1)[0]
+        shown = "" if where == UNREADABLE_URL else f" {where}"
+        raise errors.InvalidArgumentError(
+            f"cannot read the PostgreSQL URL{shown}: {what}"
+        ) from None
+    except Exception as e:
+        raise translate(e, where) from e
+
+
+def holds_store(url: str) -> bool:
+    """Whether the database ``url`` names holds the store's schema (at any version)."""
+    where = without_password(url)
+    conn = _connection(url, where)
+    try:
+        return schema.installed_version(conn) > 0
+    except psycopg.Error as e:
+        raise translate(e, where) from e
+    finally:
+        conn.close()
+
+
 #: The tables an erasure deletes from whose indexes hold nothing of what was erased in the
 #: clear: integers the store assigned (sequence numbers, run, batch, blob and message keys,
 #: which the erasure log's ranges name too) and sha256 digests (content addresses, lineage
@@ -156,21 +187,7 @@ class PostgresBackend:
     # --- connections ------------------------------------------------------------------------
 
     def _connect(self) -> Any:
-        try:
-            conn = psycopg.connect(self.url, autocommit=True)
-        except psycopg.OperationalError as e:  # no server, no database, refused login
-            raise errors.StorageError(
-                f"cannot connect to {self.where}: {_first_line(e)}", path=self.where
-            ) from e
-        except psycopg.ProgrammingError as e:  # a URL libpq cannot read
-            # Its message quotes the URL, password and all: only what is wrong is kept.
-            what = _first_line(e).split(' in URI: "', 1)[0]
-            shown = "" if self.where == UNREADABLE_URL else f" {self.where}"
-            raise errors.InvalidArgumentError(
-                f"cannot read the PostgreSQL URL{shown}: {what}"
-            ) from None
-        except Exception as e:
-            raise translate(e, self.where) from e
+        conn = _connection(self.url, self.where)
         try:
             schema.install(conn, backfill=functools.partial(_backfill, deferred=[]))
             # Session settings: the store's schema first on the path, and a bounded wait for
