@@ -484,9 +484,12 @@ class ErasureReceipt:
         purged: whether the physical purge finished: on SQLite the WAL was copied into the
             file (whose deleted cells ``secure_delete`` zeroed) and emptied; on PostgreSQL
             the touched tables were vacuumed (``True`` when nothing was erased: there is
-            nothing to purge). ``False`` on a dry run, or when a reader still held pages
-            from before the erasure (the next checkpoint finishes it).
+            nothing to purge). ``False`` on a dry run, or when it could not finish
+            (``purge_pending`` says why).
         dry_run: nothing was erased; the counts are what would have been.
+        purge_pending: when the purge did not finish, why, and what finishes it (the
+            backend's words: a reader on an older snapshot on SQLite; on PostgreSQL a role
+            that does not own the tables, which leaves the vacuum to autovacuum).
     """
 
     threads: int
@@ -496,6 +499,7 @@ class ErasureReceipt:
     bytes: int
     purged: bool
     dry_run: bool = False
+    purge_pending: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """What ``delete --json`` and ``prune --json`` print."""
@@ -519,8 +523,7 @@ class ErasureReceipt:
             text += (
                 "; purge finished"
                 if self.purged
-                else "; purge not finished (a reader holds older pages: it completes at the "
-                "next checkpoint)"
+                else f"; purge not finished ({self.purge_pending or 'call purge() again'})"
             )
         return text
 

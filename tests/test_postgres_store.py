@@ -1144,6 +1144,9 @@ def test_the_application_role_erases_a_thread_through_the_schema_and_deletes_no_
         s.append(run("kept", "k1", *say("m2", "keep me", "user")))
         receipt = s.delete_thread("gone")
         assert (receipt.threads, receipt.runs, receipt.purged) == (1, 1, False)
+        assert "does not own the store's tables" in receipt.purge_pending
+        assert str(receipt).endswith(f"; purge not finished ({receipt.purge_pending})")
+        assert "checkpoint" not in str(receipt)  # SQLite's reason is not this one
         assert s.threads() == ["kept"] and s.check().ok
         with pytest.raises(psycopg.Error):
             testing.connection(s).execute(f"DELETE FROM {schema.SCHEMA}.runs")

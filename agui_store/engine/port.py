@@ -931,6 +931,8 @@ class Backend(Protocol):
         keeps old copies (SQLite: the WAL copied into the file and emptied; PostgreSQL: the
         tables it touched vacuumed). Whether that finished (SQLite: not while a reader
         holds pages of an older snapshot)."""
+    #: Why the last :meth:`purge` that did not finish did not, and what finishes it.
+    purge_pending: str
 
 
 __all__ = [

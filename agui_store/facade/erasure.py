@@ -98,7 +98,9 @@ class ErasureVerbs(Facade):
         if not (receipt.threads or receipt.conversations):
             return dataclasses.replace(receipt, purged=True)  # nothing went: none to purge
         erasure.step("committed")
-        return dataclasses.replace(receipt, purged=self.purge())
+        purged = self.purge()
+        pending = "" if purged else self._backend.purge_pending
+        return dataclasses.replace(receipt, purged=purged, purge_pending=pending)
 
     def purge(self) -> bool:
         """The physical purge every erasure runs after it commits (SQLite: the WAL copied

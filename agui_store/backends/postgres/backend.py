@@ -181,6 +181,7 @@ class PostgresBackend:
         self._writing: PostgresTransaction | None = None  # the write under way, if any
         self._reading: PostgresTransaction | None = None  # the read under way, if any
         self._prepared_on: Any = None  # the connection the store's statements are prepared on
+        self.purge_pending = ""  # why the last purge did not finish (see purge)
         self._conn = self._connect()  # errors in the URL, the server or the schema: now
         self._trusted = TrustedBlobs()  # what the connection verified of its blobs
 
@@ -302,9 +303,16 @@ class PostgresBackend:
         conn = self._db
         try:
             if conn.info.transaction_status != TransactionStatus.IDLE:
+                self.purge_pending = (
+                    "a transaction of this store was open: call purge() once it ends"
+                )
                 return False
             (owner,) = conn.execute(sql.OWNS_TABLES, (schema.SCHEMA,)).fetchone()
             if not owner:
+                self.purge_pending = (
+                    "this role does not own the store's tables, so it cannot vacuum them: "
+                    "autovacuum completes it, or the owner's VACUUM"
+                )
                 return False
             conn.execute(sql.vacuum(_ERASED_OPAQUE_KEYED, index_cleanup=False))
             conn.execute(sql.vacuum(_ERASED_TEXT_KEYED, index_cleanup=True))

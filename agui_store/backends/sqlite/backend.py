@@ -84,6 +84,8 @@ class SqliteBackend:
             busy, _log, _done = conn.execute(sql.WAL_CHECKPOINT_TRUNCATE).fetchone()
         return not busy
 
+    purge_pending = "a reader holds older pages: it completes at the next checkpoint"
+
     def close(self) -> None:
         """Close the connection (the last one checkpoints the WAL); later calls raise."""
         if self._conn is not None:
