@@ -165,7 +165,7 @@ class HashMismatchError(IntegrityError):
         *,
         thread_id: str | None = None,
         run_id: str | None = None,
-        advice: str = "the file was changed outside agui-store or is damaged "
+        advice: str = "the store was changed outside agui-store or is damaged "
         "('agui-store check' lists what differs)",
     ) -> None:
         self.what = what

@@ -693,9 +693,12 @@ class _Reader:
                 self.result.events += writer.done
                 self.result.branches += len(plan.branches)
         for cid in section.records:
-            talk = replication.plan_conversation(
-                section, dst, cid, section.thread_id or cid, False
-            )
+            try:
+                talk = replication.plan_conversation(
+                    section, dst, cid, section.thread_id or cid, False
+                )
+            except HashMismatchError as e:  # in the archive: named there, not in a store
+                raise HashMismatchError(f"{section.where}: {e.what}", advice=_EDITED) from None
             self.result.conversations += replication.write_conversation(dst, talk)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from agui_store.engine import clock, conversations, erasure, port
@@ -222,6 +223,8 @@ def plan_thread(
             continue
         for name, mine, theirs in zip(_RECORD_FIELDS, run.record(), there.record()):
             if mine != theirs:
+                if name == "created_at":  # milliseconds since the epoch, shown as times
+                    mine, theirs = _time(int(mine)), _time(int(theirs))
                 raise SyncConflictError(
                     f"its {name} is {_shown(mine)} in the source but {_shown(theirs)} in the "
                     "destination",
@@ -338,6 +341,11 @@ def _is_ancestor(parent_of: dict[str, str | None], ancestor: str, run_id: str | 
             return True
         run_id = parent_of.get(run_id)
     return False
+
+
+def _time(ms: int) -> str:
+    """Milliseconds since the epoch as a message shows them (UTC, to the millisecond)."""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _shown(value: Any, limit: int = 60) -> str:

@@ -65,9 +65,9 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
     state = getattr(getattr(e, "diag", None), "sqlstate", None) or ""
     if isinstance(e, _GONE) or (isinstance(e, psycopg.OperationalError) and not state):
         return errors.StorageError(
-            f"{where}: lost the connection to the PostgreSQL server ({_first_line(e)}); the "
-            "call's batch is absent unless the loss came during its commit; the store "
-            "reconnects on its next call"
+            f"{where}: lost the connection to the PostgreSQL server ({_first_line(e)}); what "
+            "the call was writing is rolled back unless the loss came during its commit; the "
+            "store reconnects on its next call"
         )
     if isinstance(e, pg_errors.LockNotAvailable):
         return errors.StoreBusyError(
