@@ -180,6 +180,11 @@ class AsyncStore:
         # The location, not the path shown: a database URL's password opens it again.
         return WriterProcess(self._store.location, options)
 
+    async def ready(self) -> None:
+        """Wait until the writer process has started (at once with a writer thread): what
+        a server's startup waits for, so that its first recorded batch does not."""
+        await self._run_on(self._forwarder, _nothing)
+
     def _start_writer(self) -> None:
         """On the worker, at once: a writer that fails to start is tried again (and its
         error raised) by the first write."""
@@ -317,6 +322,10 @@ def open(path: str | os.PathLike[str] | None = None, **options: Any) -> _Opening
 
 
 _PLAIN = (bytes, bytearray, str, dict, msgspec.Struct, PurePath)
+
+
+def _nothing() -> None:
+    """Run on the forwarding thread after what was queued there before it."""
 
 
 def _sendable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

@@ -276,7 +276,7 @@ class Recorder:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self.app(scope, receive, self._at_shutdown(send))
+            await self.app(scope, receive, self._lifespan_send(send))
             return
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
@@ -292,11 +292,20 @@ class Recorder:
             return
         await self._record(scope, receive, send)
 
-    def _at_shutdown(self, send: Send) -> Send:
-        """``send`` for the app's lifespan: the Recorder closes what it owns once the app
-        has shut down (uvicorn has waited for every request by then)."""
+    def _lifespan_send(self, send: Send) -> Send:
+        """``send`` for the app's lifespan: the server's startup completes once the store's
+        writer process has started (a fresh interpreter takes a second or two: a run
+        recorded meanwhile reached the store that much later, so a reconnect found no live
+        run, and a run posted right after it was placed before its tail); the Recorder
+        closes what it owns once the app has shut down (uvicorn has waited for every
+        request by then)."""
 
         async def lifespan_send(message: Message) -> None:
+            if message["type"] == "lifespan.startup.complete":
+                try:
+                    await self._store.ready()
+                except Exception:  # the first write starts it again, and says why
+                    logger.exception("starting the recorder's writer process failed")
             if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
                 try:
                     await self.aclose()

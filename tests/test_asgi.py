@@ -357,6 +357,33 @@ def test_a_store_given_as_is_is_written_by_a_writer_process_closed_at_lifespan_s
     assert store.events("r1", thread_id="t1") == events  # and the Store is still open
 
 
+def test_the_servers_startup_completes_once_the_writer_process_has_started(store: Any) -> None:
+    """A fresh interpreter takes a second or two: a run recorded meanwhile reached the store
+    that much later, and a run posted right after it was placed before its tail."""
+    from fastapi import FastAPI
+
+    recorder = Recorder(FastAPI(), store=store)
+
+    async def startup() -> list[tuple[str, bool]]:
+        said: list[tuple[str, bool]] = []
+        steps = [{"type": "lifespan.shutdown"}, {"type": "lifespan.startup"}]
+
+        async def receive() -> dict[str, Any]:
+            return steps.pop()
+
+        async def send(message: dict[str, Any]) -> None:
+            started = testing.writer_process(testing.recorder_store(recorder)) is not None
+            said.append((message["type"], started))
+
+        await recorder({"type": "lifespan"}, receive, send)
+        return said
+
+    assert asyncio.run(startup()) == [
+        ("lifespan.startup.complete", True),
+        ("lifespan.shutdown.complete", True),
+    ]
+
+
 def test_a_last_event_the_app_does_not_end_with_a_blank_line_is_recorded(
     store: Any, astore: Any
 ) -> None:
