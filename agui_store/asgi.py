@@ -334,9 +334,16 @@ class Recorder:
             return
         body_parts: list[bytes] = []
         body_complete = False
+        # Once the body is read, the next message can only be the client's disconnect: the
+        # Recorder waits for it itself (an app that never asks would otherwise have its
+        # aborted run recorded as finished: servers drop what is sent after a disconnect,
+        # without an error), and the app's own receive() gets the same message.
+        gone: asyncio.Future[Message] | None = None
 
         async def tee_receive() -> Message:
             nonlocal body_complete
+            if gone is not None:
+                return await asyncio.shield(gone)
             message = await receive()
             if message["type"] == "http.request" and not body_complete:
                 # bytes() of bytes is the same immutable object: no copy on the hot path.
@@ -347,24 +354,30 @@ class Recorder:
         current: _Recording | None = None
 
         async def tee_send(message: Message) -> None:
-            nonlocal current
+            nonlocal current, gone
             kind = message["type"]
             if kind == "http.response.body" and current is not None:
                 # Copied before the send: a compressing layer below may rewrite the message.
                 chunk = bytes(message.get("body", b""))
                 final = not message.get("more_body", False)
                 await send(message)
+                if _left(gone):
+                    return  # the client had gone: the server sent it nothing
                 current.feed(chunk)
                 if final:
                     current.finish()
                 return
             if kind == "http.response.start":
                 current = self._start(scope, message, body_parts, body_complete)
+                if current is not None and body_complete:
+                    gone = asyncio.ensure_future(receive())
             await send(message)
 
         try:
             await self.app(scope, tee_receive, tee_send)
         finally:
+            if gone is not None:
+                gone.cancel()  # done already, or the response ended first
             if current is not None:
                 await current.close()
                 self._recordings -= 1
@@ -570,6 +583,15 @@ async def _snapshot(
                 return head, max(cursor, after)
             return [(cursor, msgspec.json.encode(ev)) for ev in backlog], cursor
     raise AguiStoreError(f"run {run_id} changed under every read of its hydration stream")
+
+
+def _left(gone: asyncio.Future[Message] | None) -> bool:
+    """Whether the client has disconnected, as the message that followed its body said."""
+    if gone is None or not gone.done() or gone.cancelled():
+        return False
+    if gone.exception() is not None:  # a server that failed the receive: not a disconnect
+        return False
+    return bool(gone.result()["type"] == "http.disconnect")
 
 
 def _reopen(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -546,6 +546,39 @@ def test_an_aborted_response_leaves_the_run_incomplete_with_what_was_sent(
     assert store.events("r1", thread_id="t1") == events[:4]
 
 
+def test_a_client_gone_from_an_app_that_never_listens_leaves_the_run_with_what_it_got(
+    store: Any, astore: Any
+) -> None:
+    """Servers drop what is sent after a disconnect, without an error (uvicorn does): an app
+    that never asks for the disconnect streams on, and only the Recorder can tell."""
+    events = run_events("t1", "r1", text="a long answer")
+    chunks = sse(events)
+    app = streaming_app(chunks, pause=0.01)  # reads its body, then never receives again
+    got: list[bytes] = []
+    gone = asyncio.Event()
+    pending = [{"type": "http.request", "body": request_body("t1", "r1"), "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if pending:
+            return pending.pop()
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and not gone.is_set():
+            got.append(bytes(message.get("body", b"")))
+            if len(got) == 3:
+                gone.set()  # the client reads three events and closes
+
+    scope = {"type": "http", "method": "POST", "path": "/agent", "headers": [
+        (b"content-type", b"application/json")]}  # fmt: skip
+    asyncio.run(Recorder(app, store=astore)(scope, receive, send))
+    run = store.get_run("r1", thread_id="t1")
+    assert run is not None and run.status == "incomplete"
+    assert store.events("r1", thread_id="t1") == events[:3]
+    assert b"".join(got) == b"".join(chunks[:3])
+
+
 #: Older starlette never compresses an event stream (it has no exclude_content_types to ask
 #: it to), so a compressed AG-UI response cannot come from its GZipMiddleware there.
 compresses_event_streams = pytest.mark.skipif(
