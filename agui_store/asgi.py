@@ -316,7 +316,19 @@ class Recorder:
         return lifespan_send
 
     def _owner(self, scope: Scope) -> str | None:
-        return self._owner_of(scope) if self._owner_of is not None else None
+        """The request's owner, as ``scope=`` says; a callable that raises is logged and
+        gives none (the request is then what ``unowned`` says, and ``connect`` answers it
+        404), instead of a 500 with the server's traceback."""
+        if self._owner_of is None:
+            return None
+        try:
+            return self._owner_of(scope)
+        except Exception:
+            logger.exception(
+                "the scope callable raised for %s %s: the request has no owner",
+                scope.get("method"), scope.get("path"),
+            )
+            return None
 
     def _run_opened(self, thread_id: str, run_id: str) -> None:
         self._live[(thread_id, run_id)] = _LiveRun()

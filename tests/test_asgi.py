@@ -951,6 +951,24 @@ def test_with_owners_on_a_request_without_one_is_not_recorded_nor_answered_by_co
     assert reconnect.status == 404
 
 
+def test_a_scope_callable_that_raises_is_logged_and_gives_the_request_no_owner(
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(scope: dict[str, Any]) -> str | None:
+        raise KeyError("x-user")
+
+    store.append(run_events("t0", "r0"), input=request_body("t0", "r0"), scope="al")
+    chunks = sse(run_events("t1", "r1"))
+    refusing = Recorder(streaming_app(chunks), store=astore, scope=broken, unowned="refuse")
+    with caplog.at_level("ERROR", logger="agui_store.asgi"):
+        refused = asyncio.run(call(refusing, request_body("t1", "r1")))
+        reconnect = asyncio.run(call(refusing, request_body("t0", "r0"), path="/agent/connect"))
+    assert (refused.status, reconnect.status) == (401, 404)  # not a 500 with a traceback
+    assert store.threads() == ["t0"]
+    raised = [r for r in caplog.records if "the scope callable raised" in r.getMessage()]
+    assert len(raised) == 2 and all(r.exc_info for r in raised)
+
+
 def test_a_run_without_an_owner_is_skipped_with_a_warning_recorded_or_refused_as_asked(
     store: Any, astore: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
