@@ -145,6 +145,19 @@ except ImportError as e:
     assert "pip install 'agui-store[pydantic-ai]'" in done.stdout
 
 
+def test_a_closed_conversation_store_says_so(tmp_path: Any) -> None:
+    from agui_store.integrations.pydantic_ai import ConversationStore
+
+    async def scenario() -> None:
+        store = ConversationStore(str(tmp_path / "c.db"))
+        await store.close()
+        with pytest.raises(agui_store.AguiStoreError, match="the conversation store is closed"):
+            await store.load("c")
+        await store.close()  # closing twice is fine
+
+    asyncio.run(scenario())
+
+
 def test_a_conversation_store_given_options_with_an_open_store_says_they_are_not_taken(
     db_path: Any,
 ) -> None:

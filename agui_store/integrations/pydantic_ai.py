@@ -52,7 +52,7 @@ from agui_store.aio import AsyncStore
 from agui_store.codec import json as _json
 from agui_store.engine import conversations as _engine
 from agui_store.engine.conversations import Continuation
-from agui_store.errors import InvalidArgumentError, RunNotFoundError
+from agui_store.errors import AguiStoreError, InvalidArgumentError, RunNotFoundError
 from agui_store.store import Store
 
 __all__ = ["Continuation", "ConversationDiff", "ConversationStore", "SavedRun"]
@@ -124,6 +124,7 @@ class ConversationStore(_upstream.ConversationStore):
         self._worker = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="agui-store-conversations"
         )
+        self._closed = False
 
     @property
     def store(self) -> Store:
@@ -134,6 +135,8 @@ class ConversationStore(_upstream.ConversationStore):
         return f"<agui_store.integrations.pydantic_ai.ConversationStore {self._store.path!r}>"
 
     async def _off_loop(self, fn: Callable[..., _T], /, *args: Any) -> _T:
+        if self._closed:
+            raise AguiStoreError("the conversation store is closed")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._worker, functools.partial(fn, *args))
 
@@ -158,7 +161,9 @@ class ConversationStore(_upstream.ConversationStore):
         self._in_write(_engine.write_record, _engine.prepare(record, entries), expected_revision)
 
     async def close(self) -> None:
-        """Release the worker and, when this opened the store, the store."""
+        """Release the worker and, when this opened the store, the store; later calls
+        raise ``AguiStoreError``."""
+        self._closed = True
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._shutdown)
 
