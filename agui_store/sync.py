@@ -54,6 +54,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from agui_store import backends
+from agui_store.backends import locations
 from agui_store.backends.sqlite import files
 from agui_store.engine import reads, replication
 from agui_store.engine.arguments import path_text
@@ -111,7 +112,7 @@ def opened(where: Store | str | os.PathLike[str], *, must_exist: bool) -> Iterat
         return
     path = path_text(where)
     if must_exist and path != ":memory:" and not backends.holds_store(path):
-        shown = backends.without_password(path) if is_url(path) else path
+        shown = locations.without_password(path) if is_url(path) else path
         raise NotAStoreError(f"no store at {shown}: the source does not exist")
     created = None
     if not must_exist and not is_url(path) and not os.path.lexists(path):

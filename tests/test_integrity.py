@@ -154,8 +154,9 @@ def test_a_sound_store_passes_every_check_and_the_cli_says_ok(db: Path) -> None:
 
 UNDERIVED = (
     "derived: 1 run of 1 thread waits to be derived (an interrupted copy or import, "
-    "derive_on_append=False, or events after a run's end left them): a search does not find "
-    "their messages until they are; 'agui-store compact' derives them"
+    "derive_on_append=False, an older version's store, or events after a run's end left "
+    "them): until they are, a search may not find their messages; 'agui-store compact' "
+    "derives them"
 )
 
 

@@ -348,7 +348,10 @@ def assert_reads_back(found: dict[str, Any], expected: dict[str, Any]) -> None:
     # check() covers what later versions added too; the rest of its report is the same.
     checked = [c for c in found["check"]["checked"] if c not in CHECKS_ADDED_SINCE_V9]
     report = {k: v for k, v in found["check"].items() if k not in REPORTED_SINCE_V9}
-    assert {**report, "checked": checked} == expected["check"]
+    # The runs version 10 left to derive again (it dropped every checkpoint), which a
+    # version 9 check did not mention.
+    warnings = [w for w in report["warnings"] if "wait to be derived" not in w]
+    assert {**report, "checked": checked, "warnings": warnings} == expected["check"]
     assert list(found["runs"]) == list(expected["runs"])
     for run, read in expected["runs"].items():
         for what, value in read.items():

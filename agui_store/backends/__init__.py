@@ -5,7 +5,6 @@ applies alike and the named queries both SQL backends run."""
 from __future__ import annotations
 
 import os
-import urllib.parse
 from typing import Any
 
 from agui_store.engine import port
@@ -33,42 +32,15 @@ def is_url(path: str) -> bool:
     return path.startswith(POSTGRES_SCHEMES)
 
 
-#: How a message names a URL too malformed to show without its password.
-UNREADABLE_URL = "a PostgreSQL database"
-
-
-def without_password(url: str) -> str:
-    """``url`` as shown in messages: its password (in the authority or the query) removed."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return UNREADABLE_URL
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        netloc = userinfo.split(":", 1)[0] + "@" + host
-    query = urllib.parse.urlencode(
-        [
-            (key, value)
-            for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-            if key != "password"
-        ],
-        safe="/",
-    )
-    # Built by hand: urlunsplit drops the empty authority of postgresql:///db?host=/socket.
-    shown = f"{parts.scheme}://{netloc}{parts.path}"
-    return shown + (f"?{query}" if query else "")
-
-
 def _postgres() -> Any:
     """The PostgreSQL backend's module, imported on demand: psycopg is an optional extra."""
     try:
-        from agui_store.backends.postgres import backend
+        from agui_store.backends import postgres
     except ImportError as e:
         raise InvalidArgumentError(
             f"a PostgreSQL store needs psycopg 3: pip install 'agui-store[postgres]' ({e})"
         ) from e
-    return backend
+    return postgres.backend
 
 
 def holds_store(path: str) -> bool:

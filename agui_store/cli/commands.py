@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, NoReturn, TextIO, cast
 
 from agui_store import backends
-from agui_store.backends import is_url
+from agui_store.backends import is_url, locations
 from agui_store.cli.render import diff_text, graph
 from agui_store.codec.output import FORMATS, serialize
 from agui_store.engine import arguments, conversations
@@ -524,7 +524,8 @@ def _db_words(args: argparse.Namespace) -> list[str]:
     db = getattr(args, "db", None)
     if db is None:
         return []
-    return ["--db", backends.without_password(db) if backends.is_url(db) else db]
+    shown = locations.without_password(db) if locations.has_password(db) else db
+    return ["--db", shown if backends.is_url(db) else db]
 
 
 def _next_page_command(args: argparse.Namespace, thread_id: str, cursor: str) -> str:
@@ -1554,7 +1555,7 @@ def _require_store_file(path: str) -> None:
     if not backends.holds_store(path):
         missing = ("the database holds no agui-store schema" if is_url(path)
                    else "the file does not exist")
-        shown = backends.without_password(path) if is_url(path) else path
+        shown = locations.without_password(path) if is_url(path) else path
         raise NotAStoreError(
             f"no store at {shown}: {missing} (record one first with agui-store "
             "import FILE or agui-store demo, or give the store's path with --db)"

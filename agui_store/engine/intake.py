@@ -87,7 +87,9 @@ class Intake:
             events, max_event_bytes=self.max_event_bytes, max_depth=self.max_depth
         )
         types = self.validated(incoming)
-        for name, value in (("thread_id", thread_id), ("parent", parent), ("branch", branch)):
+        if branch is not None:  # its own rules (ASCII, no control character) come first
+            check_branch_name(branch)
+        for name, value in (("thread_id", thread_id), ("parent", parent)):
             storable(value, path=name)
         if thread_id == "":
             raise InvalidEventError("is empty: name a thread or pass None", path="thread_id")
@@ -98,8 +100,6 @@ class Intake:
                 )
             storable(run_id, path="run_id")
         check_scope(scope)
-        if branch is not None:
-            check_branch_name(branch)
         run_input = self.parse_input(input) if input is not None else None
         if run_input is not None:
             check_input_run_id(incoming, types, run_input[0])
@@ -134,7 +134,7 @@ class Intake:
         if body is not None and len(body) > self.max_event_bytes:
             raise InvalidEventError(
                 f"the input is {len(body)} bytes of JSON, over the limit of "
-                f"{self.max_event_bytes}", path="input",
+                f"{self.max_event_bytes}"
             )
         try:
             parsed = ingest.parse_events(
@@ -146,7 +146,9 @@ class Intake:
             reason = e.reason
             if reason.startswith("event is "):
                 reason = "the input is " + reason.removeprefix("event is ")
-            raise InvalidEventError(reason, path="input" + e.path.removeprefix("$")) from None
+            else:  # as the input's own checks name it (its JSON path from "$")
+                reason = f"RunAgentInput: {reason}"
+            raise InvalidEventError(reason, path=e.path) from None
         if len(parsed) != 1:
             raise InvalidEventError("input must be one RunAgentInput object", path="input")
         data = parsed[0].data

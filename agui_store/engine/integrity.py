@@ -1167,9 +1167,9 @@ class _SearchIndex:
                 f"{counted(len(self.underived), 'run')} of "
                 f"{counted(len(self.waiting), 'thread')} "
                 f"{'waits' if len(self.underived) == 1 else 'wait'} to be derived (an interrupted "
-                "copy or import, derive_on_append=False, or events after a run's end left "
-                "them): a search does not find their messages until they are; "
-                "'agui-store compact' derives them"
+                "copy or import, derive_on_append=False, an older version's store, or events "
+                "after a run's end left them): until they are, a search may not find their "
+                "messages; 'agui-store compact' derives them"
             )
         for pk, rows in self.rows.items():
             ids = _ids([int(row.id) for row in rows])

@@ -216,8 +216,9 @@ def test_events_after_a_runs_end_are_a_warning_on_every_backend(built: str) -> N
         "runs: run 'u1' (thread 'u', #5) has events after its terminal RUN_FINISHED at seq "
         "16: seq 18 (TEXT_MESSAGE_END); only append(check_sequence=False) records that",
         "derived: 1 run of 1 thread waits to be derived (an interrupted copy or import, "
-        "derive_on_append=False, or events after a run's end left them): a search does not "
-        "find their messages until they are; 'agui-store compact' derives them",
+        "derive_on_append=False, an older version's store, or events after a run's end left "
+        "them): until they are, a search may not find their messages; 'agui-store compact' "
+        "derives them",
     ]
 
 

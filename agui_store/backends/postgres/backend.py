@@ -39,8 +39,9 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 
 from agui_store import errors
-from agui_store.backends import UNREADABLE_URL, progress, without_password
 from agui_store.backends import errors as backend_errors
+from agui_store.backends import progress
+from agui_store.backends.locations import UNREADABLE_URL, without_password
 from agui_store.backends.postgres import migrations, schema, sql
 from agui_store.backends.postgres.transaction import PostgresTransaction
 from agui_store.engine import derivation

@@ -1,0 +1,49 @@
+"""How a store's location is shown: a database URL without its password.
+
+Apart from the backends' packages so that the CLI, the messages and every backend use it
+without importing a database driver.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+
+#: How a message names a URL too malformed to show without its password.
+UNREADABLE_URL = "a PostgreSQL database"
+
+
+def without_password(url: str) -> str:
+    """``url`` as shown in messages: its password (in the authority or the query) removed."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return UNREADABLE_URL
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        netloc = userinfo.split(":", 1)[0] + "@" + host
+    query = urllib.parse.urlencode(
+        [
+            (key, value)
+            for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+            if key != "password"
+        ],
+        safe="/",
+    )
+    # Built by hand: urlunsplit drops the empty authority of postgresql:///db?host=/socket.
+    shown = f"{parts.scheme}://{netloc}{parts.path}"
+    return shown + (f"?{query}" if query else "")
+
+
+def has_password(url: str) -> bool:
+    """Whether a database URL holds a password (in its authority or its query)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        return parts.password is not None or any(
+            key == "password" for key, _ in urllib.parse.parse_qsl(parts.query)
+        )
+    except ValueError:
+        return True  # unreadable: shown without what might be one
+
+
+__all__ = ["UNREADABLE_URL", "has_password", "without_password"]
