@@ -805,6 +805,23 @@ def test_a_client_reconnecting_to_a_live_run_gets_its_hydration_then_the_live_re
     assert original.complete
 
 
+def reconnected_at(
+    store: Any, astore: Any, events: list[dict[str, Any]], event_type: str
+) -> list[dict[str, Any]]:
+    """The events a client reconnecting to run r1 of thread t1 gets, once the store holds an
+    event of ``event_type`` of it (the run streaming ``events`` through a Recorder)."""
+    recorder = Recorder(streaming_app(sse(events), pause=0.05), store=astore)
+
+    async def scenario() -> Response:
+        running = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
+        await recorded_until(store, event_type)
+        reconnected = await call(recorder, request_body("t1", "r1"), path="/agent/connect")
+        await running
+        return reconnected
+
+    return [ev for _, ev in read_stream(asyncio.run(scenario()).body)]
+
+
 @pytest.mark.oracle
 def test_a_client_reconnecting_inside_a_tool_call_gets_it_reopened(
     store: Any, astore: Any, oracle: Any
@@ -830,16 +847,7 @@ def test_a_client_reconnecting_inside_a_tool_call_gets_it_reopened(
         {"type": "TOOL_CALL_RESULT", "messageId": "r1", "toolCallId": call_id, "content": "ok"},
         {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"},
     ]
-    recorder = Recorder(streaming_app(sse(events), pause=0.05), store=astore)
-
-    async def scenario() -> Response:
-        running = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
-        await recorded_until(store, "TOOL_CALL_START")
-        reconnected = await call(recorder, request_body("t1", "r1"), path="/agent/connect")
-        await running
-        return reconnected
-
-    got = [ev for _, ev in read_stream(asyncio.run(scenario()).body)]
+    got = reconnected_at(store, astore, events, "TOOL_CALL_START")
     assert [ev["type"] for ev in got[1:4]] == [
         "MESSAGES_SNAPSHOT",
         "STATE_SNAPSHOT",
@@ -882,16 +890,7 @@ def test_a_client_reconnecting_while_the_model_thinks_in_a_step_gets_each_reopen
         ),
         {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"},
     ]
-    recorder = Recorder(streaming_app(sse(events), pause=0.05), store=astore)
-
-    async def scenario() -> Response:
-        running = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
-        await recorded_until(store, "REASONING_MESSAGE_CONTENT")
-        reconnected = await call(recorder, request_body("t1", "r1"), path="/agent/connect")
-        await running
-        return reconnected
-
-    got = [ev for _, ev in read_stream(asyncio.run(scenario()).body)]
+    got = reconnected_at(store, astore, events, "REASONING_MESSAGE_CONTENT")
     assert got[3:6] == [
         {"type": "STEP_STARTED", "stepName": "plan"},
         {"type": "REASONING_START", "messageId": "think-1"},

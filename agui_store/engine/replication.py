@@ -459,32 +459,27 @@ class Writer:
                 parent_chain = chains[run.parent_id] = self._dst_chain(parent_pk)
             parent_hash = _same_point(src_chains[run.parent_id], parent_chain, run.parent_hash)
         input_hash = hashing.input_digest(run.input_text, run.refs_text)
+
+        def start_on(parent: bytes | None) -> bytes:
+            """The run's start hash, its record and input hashed onto ``parent``."""
+            return hashing.start(
+                thread_id=thread_id,
+                run_id=run.run_id,
+                lineage=run.lineage,
+                sent_parent_run_id=run.sent_parent,
+                synthetic=run.synthetic,
+                created_at=run.created_at,
+                parent_hash=parent,
+                input_hash=input_hash,
+            )
+
         # The source's own start hash covers its record and input as the source holds them:
         # an edit made there is refused, not given fresh hashes here.
-        source_start = hashing.start(
-            thread_id=thread_id,
-            run_id=run.run_id,
-            lineage=run.lineage,
-            sent_parent_run_id=run.sent_parent,
-            synthetic=run.synthetic,
-            created_at=run.created_at,
-            parent_hash=run.parent_hash,
-            input_hash=input_hash,
-        )
-        if source_start != run.start_hash:
+        if start_on(run.parent_hash) != run.start_hash:
             raise _edited_in_source(
                 thread_id, run.run_id, "its record or input differs from what its hash covers"
             )
-        start_hash = hashing.start(
-            thread_id=thread_id,
-            run_id=run.run_id,
-            lineage=run.lineage,
-            sent_parent_run_id=run.sent_parent,
-            synthetic=run.synthetic,
-            created_at=run.created_at,
-            parent_hash=parent_hash,
-            input_hash=input_hash,
-        )
+        start_hash = start_on(parent_hash)
         run_pk = self.dst.insert_run(
             port.NewRun(
                 thread_pk=thread_pk,
