@@ -622,8 +622,8 @@ def _reopen(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             field, start = _OPENS[kind]
             opened[kind, str(ev.get(field))] = start(ev)
         elif kind in _CLOSES:
-            for opener, field in _CLOSES[kind]:
-                opened.pop((opener, str(ev.get(field))), None)
+            opener, field = _CLOSES[kind]
+            opened.pop((opener, str(ev.get(field))), None)
     return list(opened.values())
 
 
@@ -654,14 +654,14 @@ _OPENS: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "SUBAGENT_STARTED": ("subagentRunId", _whole),
 }
 #: What closes it: the opening event's type and the field naming it.
-_CLOSES: dict[str, tuple[tuple[str, str], ...]] = {
-    "TEXT_MESSAGE_END": (("TEXT_MESSAGE_START", "messageId"),),
-    "TOOL_CALL_END": (("TOOL_CALL_START", "toolCallId"),),
-    "REASONING_END": (("REASONING_START", "messageId"),),
-    "REASONING_MESSAGE_END": (("REASONING_MESSAGE_START", "messageId"),),
-    "STEP_FINISHED": (("STEP_STARTED", "stepName"),),
-    "SUBAGENT_FINISHED": (("SUBAGENT_STARTED", "subagentRunId"),),
-    "SUBAGENT_ERROR": (("SUBAGENT_STARTED", "subagentRunId"),),
+_CLOSES: dict[str, tuple[str, str]] = {
+    "TEXT_MESSAGE_END": ("TEXT_MESSAGE_START", "messageId"),
+    "TOOL_CALL_END": ("TOOL_CALL_START", "toolCallId"),
+    "REASONING_END": ("REASONING_START", "messageId"),
+    "REASONING_MESSAGE_END": ("REASONING_MESSAGE_START", "messageId"),
+    "STEP_FINISHED": ("STEP_STARTED", "stepName"),
+    "SUBAGENT_FINISHED": ("SUBAGENT_STARTED", "subagentRunId"),
+    "SUBAGENT_ERROR": ("SUBAGENT_STARTED", "subagentRunId"),
 }
 
 

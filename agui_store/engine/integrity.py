@@ -1160,7 +1160,7 @@ class _SearchIndex:
 
     def finish(self) -> None:
         """The rows of runs not replayed, and the backend's words against the rows; runs
-        waiting to be derived, which a search does not find yet."""
+        waiting to be derived, which a search may not find yet."""
         ctx, out = self.ctx, self.out
         if self.underived:
             out.warning(
