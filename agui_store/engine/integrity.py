@@ -1073,7 +1073,9 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
             # A lineage's last run compares its checkpoint whole: what sharing chunks rests
             # on (an event edits only what it names) is checked at every tip.
             skip = replay.settled_chunks() if children.get(pk) else 0
-            _compare_checkpoint(ctx, out, pk, replay, run_hashes.get(pk, set()), skip)
+            layout = _compare_checkpoint(ctx, out, pk, replay, run_hashes.get(pk, set()), skip)
+        else:
+            layout = None
         # The index was derived from the log its hashes cover: a run whose lineage's log
         # differs from that, or whose derived view differs from the replay, has its index
         # rows measured against another view than they were made from (those checks say why).
@@ -1081,7 +1083,7 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
             parent is None or faithful.get(parent, False)
         )
         index.observe(
-            pk, row.thread_pk, replay.reducer.messages, replay.changed,
+            pk, row.thread_pk, replay.reducer.messages, replay.changed, layout,
             trusted=faithful[pk] and out.reported == before,
         )
         if children.get(pk):
@@ -1111,25 +1113,34 @@ class _SearchIndex:
         self.waiting = {int(thread) for _run, thread in underived}
 
     def observe(
-        self, pk: int, thread_pk: int, messages: list[Any], changed: list[int], *,
+        self,
+        pk: int,
+        thread_pk: int,
+        messages: list[Any],
+        changed: list[int],
+        layout: checkpoints.Layout | None,
+        *,
         trusted: bool,
     ) -> None:
         """Run ``pk``, just replayed to ``messages`` (``changed``: the positions it added or
-        changed): its rows name what it holds; what it added is indexed. Unless not
-        ``trusted``: the replay is not the view the rows were made from."""
+        changed; ``layout``: its checkpoint's, found equal to the replay, if it has one):
+        its rows name what it holds; what it added is indexed. Unless not ``trusted``: the
+        replay is not the view the rows were made from."""
         ctx, out = self.ctx, self.out
         rows = self.rows.pop(pk, [])
         if not trusted:
             return
         name = ctx.name_run(pk)
-        layout = None
+        # The keys of what the run added or changed, where its rows mostly point.
+        added = search.index_rows(messages, changed, None)
+        keys_at = {position: key for key, position, *_rest in added}
         for row in rows:
             where = f"search index row #{row.id} of {name}"
             if int(row.thread) != thread_pk:
                 out.problem(f"{where} is filed under another thread (#{row.thread})")
             elif pk not in ctx.complete:
                 out.problem(f"{where} names a run that has not ended: nothing of it is indexed")
-            elif not (
+            elif keys_at.get(row.position) != int(row.key) and not (
                 0 <= row.position < len(messages)
                 and search.holds(messages[row.position], int(row.key))
             ):
@@ -1139,7 +1150,6 @@ class _SearchIndex:
                     "message"
                 )
             elif row.blob is not None:
-                layout = layout or checkpoints.layout_of(ctx.tx, pk)
                 held = None if layout is None else search.in_layout(layout, row.position)
                 if held != (row.blob, row.at):
                     out.problem(
@@ -1150,7 +1160,7 @@ class _SearchIndex:
         if pk not in ctx.complete or pk in self.underived or thread_pk in self.waiting:
             return
         keys = self.keys.get(thread_pk, set())
-        for key, position, *_rest in search.index_rows(messages, changed, None):
+        for key, position, *_rest in added:
             if key not in keys:
                 message_id = messages[position].get("id")
                 out.problem(
@@ -1218,10 +1228,11 @@ def _ids(ids: list[int]) -> str:
 
 def _compare_checkpoint(
     ctx: _Context, out: _Collector, pk: int, replay: _Replay, run_hashes: set[Any], skip: int
-) -> None:
+) -> checkpoints.Layout | None:
     """The checkpoint of run ``pk`` against the replay. Its first ``skip`` full chunks are
     the ones the replay's last equal checkpoint had there (unchanged since): they are
-    compared by address (each blob's content against its address is the blobs check's)."""
+    compared by address (each blob's content against its address is the blobs check's).
+    Its layout, when it reads back verified (the search index check places rows by it)."""
     where = f"the checkpoint of {ctx.name_run(pk)}"
     view = view_of(replay.reducer)
     found_before, replay.chunks = replay.chunks, []  # nothing found equal yet
@@ -1241,10 +1252,10 @@ def _compare_checkpoint(
             snap = checkpoints.load(ctx.tx, pk, verify=False)
     except HashMismatchError as e:
         out.problem(f"{where} cannot be read: {e.what}")
-        return
+        return None
     except (AguiStoreError, ValueError, LookupError, TypeError, zlib.error) as e:
         out.problem(f"{where} cannot be read: {e}")
-        return
+        return None
     held = snap.view
     start = snap.skipped
     equal = True
@@ -1265,11 +1276,11 @@ def _compare_checkpoint(
     if verified:
         if equal:
             replay.found_equal(snap.layout.chunk_addrs)
-        return
+        return snap.layout
     digest, recorded, run_hash = checkpoints.stored_view_digest(ctx.tx, pk)
     if recorded is None or run_hash is None:
         out.problem(f"{where} records no hashes: it was not written by agui-store")
-        return
+        return None
     if bytes(recorded) != digest:
         out.problem(
             f"{where} holds other content than it was written with: its blobs give view "
@@ -1283,6 +1294,7 @@ def _compare_checkpoint(
     elif bytes(recorded) == digest:
         # It points at the blobs it was written with, and one of them was edited in place.
         out.problem(f"{where} fails its hashes: {refused}")
+    return None
 
 
 def _check_conversations(ctx: _Context, out: _Collector) -> None:
