@@ -305,6 +305,24 @@ def test_export_all_writes_the_archive_and_import_gives_back_the_store_then_adds
     assert cli("export", "--all", db=other).stdout.encode() == archive.read_bytes()
 
 
+def test_an_archive_cut_before_its_header_is_refused_as_an_archive_not_read_as_events(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "demo.db"
+    cli("demo", db=db)
+    archive = tmp_path / "all.jsonl"
+    cli("export", "--all", "-o", str(archive), db=db)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(archive.read_text().splitlines(keepends=True)[1:]))
+    refused = cli("import", str(cut), db=tmp_path / "new.db", ok=False)
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        f"agui-store import: {cut}, line 1: an archive's record, but not its header line: the "
+        "archive was cut at its start or edited; nothing was imported\n"
+    )
+    assert not (tmp_path / "new.db").exists()
+
+
 def test_an_ag_ui_export_or_import_says_what_it_leaves_out(tmp_path: Path) -> None:
     db, other = tmp_path / "demo.db", tmp_path / "other.db"
     cli("demo", db=db)

@@ -258,6 +258,11 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
                     "(--restore-erased imports them)\n"
                 )
             return 0
+        if _starts_a_headless_archive(handle):
+            raise InvalidArgumentError(
+                f"{args.file}, line 1: an archive's record, but not its header line: the "
+                "archive was cut at its start or edited; nothing was imported"
+            )
         if args.restore_erased:
             raise InvalidArgumentError(
                 "--restore-erased applies to an archive (export --all); an AG-UI event file "
@@ -285,13 +290,25 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _starts_an_archive(handle: BinaryIO) -> bool:
-    """Whether the file's first line is an archive's header, read without consuming it."""
-    from agui_store.engine import archive
-
+def _first_line(handle: BinaryIO) -> bytes:
+    """The file's first line (its first 4 KiB at most), read without consuming it."""
     peek = getattr(handle, "peek", None)
     head = peek(4096)[:4096] if peek is not None else b""
-    return archive.is_archive(head.split(b"\n", 1)[0])
+    return bytes(head.split(b"\n", 1)[0])
+
+
+def _starts_an_archive(handle: BinaryIO) -> bool:
+    """Whether the file's first line is an archive's header."""
+    from agui_store.engine import archive
+
+    return archive.is_archive(_first_line(handle))
+
+
+def _starts_a_headless_archive(handle: BinaryIO) -> bool:
+    """Whether the file's first line is an archive record other than its header."""
+    from agui_store.engine import archive
+
+    return archive.is_headless_archive(_first_line(handle))
 
 
 def _archive_counts(summary: Any) -> str:

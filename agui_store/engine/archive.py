@@ -315,6 +315,22 @@ def _text(raw: msgspec.Raw, text: str | None) -> str | None:
     return None if data == b"null" else data.decode("utf-8", "surrogatepass")
 
 
+#: The records an archive holds after its header line.
+RECORDS = frozenset(
+    {"thread", "run", "batch", "event", "branch", "conversation_entry", "conversation", "end"}
+)
+
+
+def is_headless_archive(first_line: bytes) -> bool:
+    """Whether a file's first line is an archive record other than its header: an archive
+    cut at its start, which would otherwise read as AG-UI events without a ``type``."""
+    try:
+        found = msgspec.json.decode(first_line)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(found, dict) and "type" not in found and found.get("record") in RECORDS
+
+
 def is_archive(first_line: bytes) -> bool:
     """Whether a file's first line is an archive's header."""
     try:
@@ -757,4 +773,13 @@ def import_lines(
     return reader.result, reader.underived
 
 
-__all__ = ["FORMAT", "VERSION", "ArchiveResult", "export_lines", "import_lines", "is_archive"]
+__all__ = [
+    "FORMAT",
+    "RECORDS",
+    "VERSION",
+    "ArchiveResult",
+    "export_lines",
+    "import_lines",
+    "is_archive",
+    "is_headless_archive",
+]
