@@ -171,6 +171,11 @@ class _Recording:
         for payload in payloads:
             self._batcher.add(payload)
 
+    async def written(self) -> None:
+        """Wait until every event the client got so far is in the store (appended now, not
+        when its batch falls due)."""
+        await self._batcher.flush()
+
     def finish(self) -> None:
         """The response ended normally (its last body chunk came)."""
         if self._unreadable is None:
@@ -259,12 +264,13 @@ class Recorder:
         self._owner_of = scope
         self.connect_suffix = connect_suffix
         self._live: dict[tuple[str, str], _LiveRun] = {}
-        self._recordings = 0
+        # Thread id -> its responses being recorded whose last batch is not yet written.
+        self._unwritten: dict[str, list[_Recording]] = {}
 
     @property
     def recording(self) -> int:
         """How many responses are being recorded now (their last batch not yet written)."""
-        return self._recordings
+        return sum(map(len, self._unwritten.values()))
 
     async def aclose(self) -> None:
         """Write what is pending and release the ``AsyncStore`` the Recorder made for a
@@ -391,8 +397,17 @@ class Recorder:
             if gone is not None:
                 gone.cancel()  # done already, or the response ended first
             if current is not None:
-                await current.close()
-                self._recordings -= 1
+                try:
+                    await current.close()
+                finally:
+                    self._forget(current)
+
+    def _forget(self, recording: _Recording) -> None:
+        """``recording``'s last batch is written (or never will be)."""
+        same_thread = self._unwritten.get(recording.thread_id, [])
+        same_thread.remove(recording)
+        if not same_thread:
+            del self._unwritten[recording.thread_id]
 
     async def _refuse_unowned(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``unowned="refuse"``: a RunAgentInput without an owner gets 401, and the app never
@@ -451,7 +466,7 @@ class Recorder:
                 )
                 return None
             recording = _Recording(self, body, ids.threadId, ids.runId, owner)
-            self._recordings += 1
+            self._unwritten.setdefault(ids.threadId, []).append(recording)
             return recording
         except Exception:
             logger.exception("not recorded: %s %s", scope.get("method"), scope.get("path"))
@@ -514,6 +529,10 @@ class Recorder:
         reads: dict[str, Any] = {"thread_id": ids.threadId}
         if owner is not None:
             reads["scope"] = owner
+        # What this recorder has streamed of the thread and not yet written (a run's first
+        # events, or the tail of one that just ended) is written first: read before it, the
+        # store knows no such thread yet, or has the run before as the thread's newest.
+        await asyncio.gather(*(r.written() for r in self._unwritten.get(ids.threadId, ())))
         run = await _find_run(store, ids, reads)
         if run is None:
             await _reply(send, 404, b"no such thread")

@@ -930,6 +930,77 @@ def test_last_event_id_on_a_live_run_resumes_with_every_events_own_cursor(
     assert [i for i, _ in got] == list(range(got[0][0], got[0][0] + len(got)))
 
 
+def gated_app(chunks: list[bytes], gate: asyncio.Event, held: int) -> Any:
+    """An app that answers the first ``held`` of ``chunks``, then waits for ``gate`` to
+    answer the rest."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await receive()
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for at, chunk in enumerate(chunks):
+            if at == held:
+                await gate.wait()
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return app
+
+
+def test_a_connect_before_a_new_threads_first_batch_is_written_follows_its_run(
+    store: Any, astore: Any
+) -> None:
+    events = run_events("t1", "r1")
+    gate = asyncio.Event()
+    recorder = Recorder(gated_app(sse(events), gate, held=3), store=astore)
+    recorder.flush_interval = 60.0  # no batch of the run falls due while the test runs
+
+    async def scenario() -> Response:
+        running = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
+        while recorder.recording == 0:
+            await asyncio.sleep(0.001)
+        assert store.threads() == []  # nothing written yet
+        reconnecting = asyncio.ensure_future(
+            call(recorder, request_body("t1", "r1"), path="/agent/connect")
+        )
+        while store.threads() == []:
+            await asyncio.sleep(0.001)
+        gate.set()
+        await running
+        return await reconnecting
+
+    reconnected = asyncio.run(scenario())
+    assert reconnected.status == 200  # not 404: the recorder wrote what it held first
+    got = [ev for _, ev in read_stream(reconnected.body)]
+    assert got[0] == events[0] and got[-1]["type"] == "RUN_FINISHED"
+
+
+def test_a_connect_naming_a_run_still_unwritten_restores_it_and_not_the_run_before(
+    store: Any, astore: Any
+) -> None:
+    store.append(run_events("t1", "r1", text="old"), input=request_body("t1", "r1"))
+    events = run_events("t1", "r2", text="new")
+    gate = asyncio.Event()
+    recorder = Recorder(gated_app(sse(events), gate, held=3), store=astore)
+    recorder.flush_interval = 60.0
+
+    async def scenario() -> Response:
+        running = asyncio.ensure_future(call(recorder, request_body("t1", "r2")))
+        while recorder.recording == 0:
+            await asyncio.sleep(0.001)
+        reconnecting = asyncio.ensure_future(
+            call(recorder, request_body("t1", "r2"), path="/agent/connect")
+        )
+        while store.get_run("r2", thread_id="t1") is None:
+            await asyncio.sleep(0.001)
+        gate.set()
+        await running
+        return await reconnecting
+
+    got = [ev for _, ev in read_stream(asyncio.run(scenario()).body)]
+    assert (got[0]["type"], got[0]["runId"]) == ("RUN_STARTED", "r2")
+
+
 def owner_header(scope: dict[str, Any]) -> str | None:
     for key, value in scope["headers"]:
         if key == b"x-user":
