@@ -904,3 +904,34 @@ def test_a_copy_carries_the_conversations_linked_to_its_threads_and_again_adds_n
     assert conversations_of(dst, ["t1"])["t1"][0] == conversations_of(src, ["t1"])["t1"][0]
     with agui_store.open(dst) as store:
         assert check_passes(store)
+
+
+def test_conversations_forked_from_one_another_copy_with_their_shared_entries_once(
+    src_dst: tuple[str, str],
+) -> None:
+    import asyncio
+
+    from pydantic_ai.conversation import Conversation
+
+    from agui_store.integrations.pydantic_ai import ConversationStore
+    from tests.pydantic_ai_conversations import turn
+
+    src, dst = src_dst
+
+    async def save_and_fork() -> None:
+        async with ConversationStore(src) as conversations:
+            messages = [*turn(1), *turn(2)]
+            await conversations.save(Conversation(conversation_id="c1", messages=messages))
+            await conversations.fork("c1", new_conversation_id="c1-fork")
+            forked = await conversations.load("c1-fork")
+            assert forked is not None
+            forked.messages.extend(turn(3))
+            await conversations.save(forked)
+
+    asyncio.run(save_and_fork())
+    ids = ["c1", "c1-fork"]
+    assert agui_store.copy(src, dst).conversations == 2
+    assert conversations_of(dst, ids) == conversations_of(src, ids)
+    assert agui_store.copy(src, dst).conversations == 0
+    with agui_store.open(dst) as store:
+        assert check_passes(store)

@@ -699,9 +699,13 @@ def plan_conversation(
     return ConversationPlan(record, missing, int(there[0]), True)
 
 
-def write_conversation(dst: port.Writing, plan: ConversationPlan) -> bool:
-    """Land a conversation's plan; whether anything was written."""
-    keys: dict[str, int] = {}
+def write_conversation(
+    dst: port.Writing, plan: ConversationPlan, landed: dict[str, int] | None = None
+) -> bool:
+    """Land a conversation's plan; whether anything was written. ``landed``: the entries
+    (id -> key) written by the plans landed before it, made against the same destination:
+    conversations forked from one another share entries, and each plan lists them."""
+    keys = {} if landed is None else landed
 
     def key_of(entry_id: str) -> int:
         if entry_id not in keys:
@@ -710,7 +714,11 @@ def write_conversation(dst: port.Writing, plan: ConversationPlan) -> bool:
             keys[entry_id] = int(found[0])
         return keys[entry_id]
 
+    wrote = False
     for entry in plan.entries:
+        if entry.entry_id in keys:
+            continue  # a plan landed before this one wrote it
+        wrote = True
         message = dst.conversation_message_id(entry.address)
         if message is None:
             message = dst.insert_conversation_message(entry.address, entry.message)
@@ -723,7 +731,7 @@ def write_conversation(dst: port.Writing, plan: ConversationPlan) -> bool:
             entry.hash,
         )
     if not plan.writes_record:
-        return bool(plan.entries)
+        return wrote
     record = plan.record
     head = None if record.head_id is None else key_of(record.head_id)
     digest = conversations.record_hash(record)
@@ -842,7 +850,8 @@ def replicate(
         touched.append(plan.thread_id)
         if writer.thread(plan):
             derive.append(plan.thread_id)
-    written = sum(write_conversation(dst, talk) for talk in talks)
+    landed: dict[str, int] = {}
+    written = sum(write_conversation(dst, talk, landed) for talk in talks)
     erased = carry_erasures(src, dst, scope) if carry else 0
     return Replicated(
         plans, written, writer.done, touched, derive, erased, wanted - len(thread_ids)
