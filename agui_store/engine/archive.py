@@ -719,10 +719,11 @@ class _Reader:
 
 
     def _erased(self, section: _Section) -> bool:
-        """Whether the store erased the section's thread, which is then left out with the
-        conversations that follow it, as ``copy`` leaves it (its tombstone is taken away
-        to import it anew when restoring). A conversation of the closing section named by
-        an erased thread's id is left out as well."""
+        """Whether the store erased the section's thread (a tombstone covers it,
+        :func:`erasure.covers`), which is then left out with the conversations that follow
+        it, as ``copy`` leaves it (its tombstone is taken away to import it anew when
+        restoring). A conversation of the closing section named by an erased thread's id
+        is left out as well."""
         dst = self.dst
         if section.thread_id is None:
             names = {erasure.thread_hash(cid): cid for cid in section.records}
@@ -734,7 +735,8 @@ class _Reader:
                     del section.records[names[stone]]
             return False
         stone = erasure.thread_hash(section.thread_id)
-        if not dst.tombstoned([stone]):
+        at = dst.tombstoned([stone]).get(stone)
+        if at is None or not erasure.covers(at, section.created_at):
             return False
         if self.restore_erased:
             dst.delete_tombstones([stone])

@@ -13,8 +13,10 @@ What the store keeps of an erasure holds no content and no thread id:
   Each entry's hash covers its fields and the entry before it. ``check()`` reads the log to
   tell a hole an erasure left in the sequence numbers from rows deleted outside the store
   (see :mod:`agui_store.engine.integrity`);
-- a **tombstone** per erased thread: :func:`thread_hash` of its id, so that ``copy`` does
-  not bring the thread back (:mod:`agui_store.sync`).
+- a **tombstone** per erased thread: :func:`thread_hash` of its id and when it was erased,
+  so that ``copy`` does not bring the thread back (:mod:`agui_store.sync`). It covers the
+  threads of that id created at or before that time (:func:`covers`): an id written again
+  after its erasure starts a new thread, which copies carry like any other.
 
 The physical purge (SQLite's WAL emptied into a file written with ``secure_delete``;
 PostgreSQL's touched tables vacuumed) happens after the transaction commits: the store's
@@ -24,7 +26,7 @@ PostgreSQL's touched tables vacuumed) happens after the transaction commits: the
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -60,6 +62,23 @@ def thread_hash(thread_id: str) -> bytes:
     return hashlib.sha256(
         b"agui-store erased thread 1\x00" + thread_id.encode("utf-8", "surrogatepass")
     ).digest()
+
+
+def covers(erased_at: int, created_at: int) -> bool:
+    """Whether a tombstone laid at ``erased_at`` covers a thread of its id created at
+    ``created_at`` (milliseconds since the epoch, as copies keep it): the thread erased, or
+    a copy of it, was created at or before its erasure; a thread written under the id
+    afterwards is another one."""
+    return created_at <= erased_at
+
+
+def lay_tombstones(tx: port.Writing, stones: Mapping[bytes, int]) -> None:
+    """Keep a tombstone for each thread hash of ``stones`` at its time, or at the later
+    time it already has (a thread written again under an erased id, and erased again)."""
+    had = tx.tombstoned(sorted(stones))
+    if had:
+        tx.delete_tombstones(sorted(had))
+    tx.insert_tombstones(sorted((h, max(at, had.get(h, at))) for h, at in stones.items()))
 
 
 def entry_hash(previous: bytes | None, row: Sequence[object]) -> bytes:
@@ -134,12 +153,14 @@ def erase(
     *,
     owner: str | None = None,
     dry_run: bool = False,
+    erased_at: Mapping[str, int] | None = None,
 ) -> ErasureReceipt:
     """Erase the threads ``thread_pks`` (keys), the conversations linked to them and, with
     an ``owner``, every conversation saved under that scope, and log it as ``verb`` at
     ``now`` (milliseconds since the epoch), inside the write transaction ``tx``; with
     ``dry_run``, count what would go and change nothing. The receipt's ``purged`` is left
-    ``False``: the purge comes after the commit."""
+    ``False``: the purge comes after the commit. A thread's tombstone is laid at ``now``,
+    or at its time in ``erased_at`` (a copy carrying another store's erasure)."""
     tx.erasing()
     thread_pks = sorted(set(thread_pks))
     thread_ids = [tx.thread_id(pk) for pk in thread_pks]
@@ -171,7 +192,8 @@ def erase(
         return receipt
     if thread_pks:
         tx.erase_log(thread_pks, run_pks)
-        tx.insert_tombstones([(thread_hash(t), now) for t in thread_ids])
+        times = erased_at or {}
+        lay_tombstones(tx, {thread_hash(t): times.get(t, now) for t in thread_ids})
     seqs = _ENCODER.encode(_ranges(ranges)).decode()
     row = (now, verb, receipt.threads, receipt.runs, events, found, receipt.bytes, seqs)
     logged = tx.erasures()

@@ -651,8 +651,9 @@ class ErasureReads(Protocol):
         """The stored size of these blobs."""
     def erasures(self) -> list[ErasureLogRow]:
         """Every erasure the store logged, in order."""
-    def tombstoned(self, hashes: Sequence[bytes]) -> set[bytes]:
-        """The thread hashes among ``hashes`` that have a tombstone."""
+    def tombstoned(self, hashes: Sequence[bytes]) -> dict[bytes, int]:
+        """The thread hashes among ``hashes`` that have a tombstone, each with its
+        ``erased_at``."""
     def tombstones(self) -> list[tuple[bytes, int]]:
         """``(thread hash, erased_at)`` of every tombstone."""
 

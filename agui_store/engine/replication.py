@@ -752,11 +752,20 @@ def write_conversation(
 # --- erasures: kept out of a copy, carried by it (agui_store.engine.erasure) -----------------
 
 
-def leave_erased(dst: port.Writing, thread_ids: Sequence[str], restore: bool) -> list[str]:
-    """The threads to copy: those the destination erased (it holds their tombstones) are
-    left out, unless ``restore``, which takes their tombstones away to copy them back."""
+def leave_erased(
+    src: Source, dst: port.Writing, thread_ids: Sequence[str], restore: bool
+) -> list[str]:
+    """The threads to copy: those the destination erased (a tombstone there covers the
+    source's thread, :func:`erasure.covers`) are left out, unless ``restore``, which takes
+    their tombstones away to copy them back."""
     hashes = {erasure.thread_hash(t): t for t in thread_ids}
-    erased = dst.tombstoned(sorted(hashes)) if hashes else set()
+    stones = dst.tombstoned(sorted(hashes)) if hashes else {}
+    erased = {
+        h
+        for h, at in stones.items()
+        if (found := src.thread(hashes[h])) is not None
+        and erasure.covers(at, src.thread_created_at(found[0]))
+    }
     if restore:
         if erased:
             dst.delete_tombstones(sorted(erased))
@@ -766,19 +775,27 @@ def leave_erased(dst: port.Writing, thread_ids: Sequence[str], restore: bool) ->
 
 
 def carry_erasures(src: port.Reading, dst: port.Writing, scope: str | None) -> int:
-    """The source's tombstones, of threads it no longer holds, carried to the destination;
-    the threads they name that the destination holds (of ``scope``'s, with one) are erased
-    there, logged as erased by ``copy``. How many were."""
-    held = {erasure.thread_hash(t) for t in src.thread_ids(None)}
-    stones = [(h, at) for h, at in src.tombstones() if h not in held]
+    """The source's tombstones, carried to the destination; the threads they cover there
+    (of ``scope``'s, with one) are erased, logged as erased by ``copy``, their tombstones
+    at the source's times. How many were. A thread the source holds under an erased id was
+    written after the erasure: it is copied as any thread is, and the destination's older
+    thread of that id is erased first."""
+    stones = dict(src.tombstones())
     if not stones:
         return 0
-    carried = {h for h, _ in stones}
-    doomed = [t for t in dst.thread_ids(scope) if erasure.thread_hash(t) in carried]
-    pks = [found[0] for t in doomed if (found := dst.thread(t)) is not None]
+    doomed: dict[str, int] = {}
+    pks: list[int] = []
+    for thread_id in dst.thread_ids(scope):
+        at = stones.get(erasure.thread_hash(thread_id))
+        if at is None:
+            continue
+        found = dst.thread(thread_id)
+        if found is not None and erasure.covers(at, dst.thread_created_at(found[0])):
+            doomed[thread_id] = at
+            pks.append(found[0])
     if pks:
-        erasure.erase(dst, pks, "copy", clock.now_ms())
-    dst.insert_tombstones(stones)
+        erasure.erase(dst, pks, "copy", clock.now_ms(), erased_at=doomed)
+    erasure.lay_tombstones(dst, stones)
     return len(pks)
 
 
@@ -818,11 +835,12 @@ def replicate(
     every thread and conversation is compared first, so that a conflict anywhere leaves
     the destination as it was.
 
-    A thread the destination erased is left out (:func:`leave_erased`), unless
-    ``restore_erased``; with ``carry``, the source's erasures are carried to the
-    destination after the copy (:func:`carry_erasures`)."""
+    With ``carry``, the source's erasures are first carried to the destination
+    (:func:`carry_erasures`); then a thread the destination erased is left out
+    (:func:`leave_erased`), unless ``restore_erased``."""
     wanted = len(thread_ids)
-    thread_ids = leave_erased(dst, thread_ids, restore_erased)
+    erased = carry_erasures(src, dst, scope) if carry else 0
+    thread_ids = leave_erased(src, dst, thread_ids, restore_erased)
     plans = [plan_thread(src, dst, t, force) for t in thread_ids]
     talks: list[ConversationPlan] = []
     seen: set[str] = set()
@@ -852,7 +870,6 @@ def replicate(
             derive.append(plan.thread_id)
     landed: dict[str, int] = {}
     written = sum(write_conversation(dst, talk, landed) for talk in talks)
-    erased = carry_erasures(src, dst, scope) if carry else 0
     return Replicated(
         plans, written, writer.done, touched, derive, erased, wanted - len(thread_ids)
     )

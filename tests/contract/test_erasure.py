@@ -251,6 +251,8 @@ def test_copy_keeps_an_erased_thread_erased_in_both_directions(new_location: Any
         _thread(store, "a")
         _thread(store, "b")
     copy(laptop, team)
+    backup = new_location()
+    copy(laptop, backup)
     with agui_store.open(team) as store:
         store.delete_thread("a")
     # The laptop still holds "a": a copy to the team's store does not bring it back...
@@ -264,13 +266,62 @@ def test_copy_keeps_an_erased_thread_erased_in_both_directions(new_location: Any
         assert store.threads() == ["b"]
         report = store.check()
     assert report.ok and [e.verb for e in report.erasures] == ["copy"]
-    # Only the explicit option brings it back.
-    with agui_store.open(laptop) as store:
-        _thread(store, "a")
-    copy(laptop, team, restore_erased=True)
+    # Only the explicit option brings it back from a store that still holds it.
+    assert copy(backup, team, thread_id="a").left_erased == 1
+    copy(backup, team, restore_erased=True)
     with agui_store.open(team) as store:
         assert store.threads() == ["b", "a"]
         assert store.check().ok
+
+
+def _written_again(location: str, thread: str) -> None:
+    """``thread`` erased, then a new thread written under its id."""
+    with agui_store.open(location) as store:
+        store.delete_thread(thread)
+        time.sleep(0.005)  # creation times are in milliseconds: the new thread comes after
+        store.append(run(thread, "new-1", *say("new-m1", "written again")))
+
+
+def test_a_copy_erases_the_thread_an_id_named_before_it_was_written_again(
+    new_location: Any,
+) -> None:
+    laptop, team = new_location(), new_location()
+    with agui_store.open(laptop) as store:
+        _thread(store, "a")
+        _thread(store, "b")
+    copy(laptop, team)
+    _written_again(laptop, "a")
+    result = copy(laptop, team)
+    assert (result.erased, result.threads_created, result.left_erased) == (1, 1, 0)
+    with agui_store.open(team) as store:
+        assert [r.run_id for r in store.runs("a")] == ["new-1"]
+        assert store.search("said") == store.search("said", thread_id="b") != []
+        report = store.check()
+    assert report.ok and [e.verb for e in report.erasures] == ["copy"]
+    assert copy(laptop, team).threads_created == 0
+
+
+def test_a_thread_written_again_under_an_erased_id_copies_back_into_the_store_that_erased_it(
+    new_location: Any, tmp_path: Any
+) -> None:
+    laptop, team = new_location(), new_location()
+    with agui_store.open(laptop) as store:
+        _thread(store, "a")
+    _written_again(laptop, "a")
+    copy(laptop, team)
+    with agui_store.open(team) as store:
+        store.append(run("a", "new-2", *say("new-m2", "and again")), thread_id="a")
+    result = copy(team, laptop)
+    assert (result.left_erased, result.runs) == (0, 1)
+    with agui_store.open(laptop) as store:
+        assert [r.run_id for r in store.runs("a")] == ["new-1", "new-2"]
+    # An archive of it imports too.
+    archive = str(tmp_path / "a.jsonl")
+    with agui_store.open(team) as store:
+        store.export_archive(archive)
+    with agui_store.open(laptop) as store:
+        store.delete_thread("a")
+        assert store.import_archive(archive).left_erased == 1  # erased after it was written
 
 
 def test_an_eraser_killed_at_each_step_leaves_all_or_nothing_erased_and_check_sound(

@@ -1071,7 +1071,9 @@ INSERT_ERASURE = (
     "INSERT INTO erasures(erased_at, verb, threads, runs, events, conversations, bytes, seqs, "
     "hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
-TOMBSTONED = "SELECT thread_hash FROM tombstones WHERE thread_hash = ANY(%s::bytea[])"
+TOMBSTONED = (
+    "SELECT thread_hash, erased_at FROM tombstones WHERE thread_hash = ANY(%s::bytea[])"
+)
 TOMBSTONES = "SELECT thread_hash, erased_at FROM tombstones ORDER BY thread_hash"
 INSERT_TOMBSTONE = (
     "INSERT INTO tombstones(thread_hash, erased_at) VALUES (%s, %s) ON CONFLICT DO NOTHING"

@@ -636,8 +636,8 @@ class PostgresTransaction(NamedQueries):
     def erasures(self) -> list[ErasureLogRow]:
         return rows_of(ErasureLogRow, self._all(sql.ERASURES))
 
-    def tombstoned(self, hashes: Sequence[bytes]) -> set[bytes]:
-        return {bytes(h) for h in self._column(sql.TOMBSTONED, (list(hashes),))}
+    def tombstoned(self, hashes: Sequence[bytes]) -> dict[bytes, int]:
+        return {bytes(h): int(at) for h, at in self._all(sql.TOMBSTONED, (list(hashes),))}
 
     def tombstones(self) -> list[tuple[bytes, int]]:
         return [(bytes(h), int(at)) for h, at in self._all(sql.TOMBSTONES)]

@@ -797,7 +797,7 @@ INSERT_ERASURE = (
     "hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 TOMBSTONED = (
-    "SELECT thread_hash FROM tombstones WHERE thread_hash IN (SELECT unhex(value) FROM "
+    "SELECT thread_hash, erased_at FROM tombstones WHERE thread_hash IN (SELECT unhex(value) FROM "
     "json_each(?))"
 )
 TOMBSTONES = "SELECT thread_hash, erased_at FROM tombstones ORDER BY thread_hash"

@@ -396,9 +396,9 @@ class SqliteTransaction(NamedQueries):
     def erasures(self) -> list[ErasureLogRow]:
         return rows_of(ErasureLogRow, self._all(sql.ERASURES))
 
-    def tombstoned(self, hashes: Sequence[bytes]) -> set[bytes]:
+    def tombstoned(self, hashes: Sequence[bytes]) -> dict[bytes, int]:
         keys = ingest.encode([h.hex() for h in hashes]).decode()
-        return {bytes(h) for h in self._column(sql.TOMBSTONED, (keys,))}
+        return {bytes(h): int(at) for h, at in self._all(sql.TOMBSTONED, (keys,))}
 
     def tombstones(self) -> list[tuple[bytes, int]]:
         return [(bytes(h), int(at)) for h, at in self._all(sql.TOMBSTONES)]
