@@ -709,6 +709,11 @@ class _Reader:
                 self.result.events += writer.done
                 self.result.branches += len(plan.branches)
         for cid in section.records:
+            row = section.conversation(cid)
+            if row is not None and replication.leave_erased_conversation(
+                dst, row, self.restore_erased
+            ):
+                continue  # erased here: left out, as copy leaves it
             try:
                 talk = replication.plan_conversation(
                     section, dst, cid, section.thread_id or cid, False

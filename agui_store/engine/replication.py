@@ -793,10 +793,34 @@ def carry_erasures(src: port.Reading, dst: port.Writing, scope: str | None) -> i
         if found is not None and erasure.covers(at, dst.thread_created_at(found[0])):
             doomed[thread_id] = at
             pks.append(found[0])
-    if pks:
-        erasure.erase(dst, pks, "copy", clock.now_ms(), erased_at=doomed)
+    talks: list[str] = []
+    for row in dst.conversations(scope, conversations.EVERY):
+        cid = str(row.conversation_id)
+        at = stones.get(erasure.conversation_hash(cid))
+        if at is not None and erasure.conversation_covered(at, int(row.updated_at)):
+            doomed[cid] = at
+            talks.append(cid)
+    if pks or talks:
+        erasure.erase(
+            dst, pks, "copy", clock.now_ms(), erased_at=doomed, conversation_ids=talks
+        )
     erasure.lay_tombstones(dst, stones)
     return len(pks)
+
+
+def leave_erased_conversation(
+    dst: port.Writing, row: port.ConversationRow, restore: bool
+) -> bool:
+    """Whether the destination erased this conversation of the source (a tombstone there
+    covers it), which is then left out; ``restore`` takes the tombstone away instead."""
+    stone = erasure.conversation_hash(str(row.conversation_id))
+    at = dst.tombstoned([stone]).get(stone)
+    if at is None or not erasure.conversation_covered(at, int(row.updated_at)):
+        return False
+    if restore:
+        dst.delete_tombstones([stone])
+        return False
+    return True
 
 
 # --- a whole copy ---------------------------------------------------------------------------
@@ -840,10 +864,11 @@ def replicate(
     (:func:`leave_erased`), unless ``restore_erased``."""
     wanted = len(thread_ids)
     erased = carry_erasures(src, dst, scope) if carry else 0
-    thread_ids = leave_erased(src, dst, thread_ids, restore_erased)
-    plans = [plan_thread(src, dst, t, force) for t in thread_ids]
+    kept = leave_erased(src, dst, thread_ids, restore_erased)
+    plans = [plan_thread(src, dst, t, force) for t in kept]
     talks: list[ConversationPlan] = []
-    seen: set[str] = set()
+    # The conversations a thread left out links to by name go with it.
+    seen: set[str] = set(thread_ids) - set(kept)
     for plan in plans:
         for cid in linked_conversations(src, plan.thread_id):
             if cid in seen:
@@ -852,13 +877,16 @@ def replicate(
             found = src.conversation(cid)
             if scope is not None and (found is None or found[3] != scope):
                 continue  # another owner's conversation is absent, as to every read
+            if found is None or leave_erased_conversation(dst, found, restore_erased):
+                continue
             talks.append(plan_conversation(src, dst, cid, plan.thread_id, force))
     if carry:  # a whole store: the conversations no thread links to as well
         for row in src.conversations(scope, conversations.EVERY):
             cid = str(row.conversation_id)
             if cid not in seen:
                 seen.add(cid)
-                talks.append(plan_conversation(src, dst, cid, cid, force))
+                if not leave_erased_conversation(dst, row, restore_erased):
+                    talks.append(plan_conversation(src, dst, cid, cid, force))
     writer = Writer(src, dst, sum(p.events_to_copy for p in plans), progress)
     touched: list[str] = []
     derive: list[str] = []
@@ -871,6 +899,6 @@ def replicate(
     landed: dict[str, int] = {}
     written = sum(write_conversation(dst, talk, landed) for talk in talks)
     return Replicated(
-        plans, written, writer.done, touched, derive, erased, wanted - len(thread_ids)
+        plans, written, writer.done, touched, derive, erased, wanted - len(kept)
     )
 

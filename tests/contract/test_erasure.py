@@ -183,6 +183,49 @@ def test_the_conversations_linked_to_a_thread_go_with_it(store_location: str) ->
     asyncio.run(scenario())
 
 
+def test_erased_conversations_stay_erased_through_copies_and_archives(
+    new_location: Any, tmp_path: Any
+) -> None:
+    store_a, replica = new_location(), new_location()
+    archive = str(tmp_path / "before.jsonl")
+
+    async def save(location: str) -> None:
+        async with ConversationStore(location) as conversations:
+            await conversations.save(Conversation(conversation_id="t1", messages=turn(1)))
+            await conversations.save(
+                Conversation(conversation_id="c-al", messages=turn(2)), scope="al"
+            )
+            await conversations.save(Conversation(conversation_id="kept", messages=turn(3)))
+
+    def held(location: str) -> list[str]:
+        async def listed() -> list[str]:
+            async with ConversationStore(location) as conversations:
+                return sorted(r.conversation_id for r in await conversations.list_conversations())
+
+        return asyncio.run(listed())
+
+    with agui_store.open(store_a) as store:
+        _thread(store, "t1")
+    asyncio.run(save(store_a))
+    with agui_store.open(store_a) as store:
+        store.export_archive(archive)
+    copy(store_a, replica)
+    with agui_store.open(store_a) as store:
+        assert store.delete_thread("t1").conversations == 1
+        assert store.delete_owner("al").conversations == 1
+    # The replica, older, brings back neither conversation; nor does the older archive.
+    copy(replica, store_a)
+    assert held(store_a) == ["kept"]
+    with agui_store.open(store_a) as store:
+        store.import_archive(archive)
+    assert held(store_a) == ["kept"]
+    # A copy of every thread carries the erasures to the replica.
+    assert copy(store_a, replica).erased == 1
+    assert held(replica) == ["kept"]
+    with agui_store.open(replica) as store:
+        assert store.check().ok
+
+
 def test_check_reports_a_leaf_run_deleted_by_hand_as_tampering_and_an_erasure_as_none(
     store_location: str,
 ) -> None:
