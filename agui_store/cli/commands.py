@@ -1069,6 +1069,15 @@ def age(text: str) -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
 
 
+def _age_text(older: datetime.timedelta) -> str:
+    """An age as ``--older-than`` takes it, in its largest whole unit (``90d``, ``1s``)."""
+    seconds = int(older.total_seconds())
+    if seconds == 0:
+        return "0s"
+    unit, size = next((u, n) for u, n in reversed(_AGE_UNITS.items()) if seconds % n == 0)
+    return f"{seconds // size}{unit}"
+
+
 #: The longest age ``--older-than`` takes: what a ``timedelta`` holds, in whole days.
 _AGE_MOST = datetime.timedelta.max.days * 86400
 
@@ -1139,7 +1148,7 @@ def cmd_prune(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     :meth:`agui_store.Store.prune`)."""
     older, owner = args.older_than, args.owner
     return _erase(args, out, "every thread idle for longer than "
-                  f"{older}" + (f" of owner {printable(owner)!r}" if owner else ""),
+                  f"{_age_text(older)}" + (f" of owner {printable(owner)!r}" if owner else ""),
                   lambda dry: store.prune(before=older, scope=owner, dry_run=dry))
 
 

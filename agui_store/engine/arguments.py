@@ -51,7 +51,9 @@ def check_scope(scope: Any) -> None:
     if scope is None:
         return
     if not isinstance(scope, str) or not scope:
-        raise TypeError(
+        # Another type is a programming error (TypeError); an empty name is a bad value.
+        error = InvalidArgumentError if isinstance(scope, str) else TypeError
+        raise error(
             f"scope must be None (the operator) or an owner's name (a non-empty string), "
             f"not {scope!r}"
         )

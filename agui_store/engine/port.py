@@ -439,7 +439,8 @@ class LogReads(Protocol):
     def runs_prefixed(
         self, prefix: str, below: str | None, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int, str]]:
-        """``(pk, thread pk, run_id)`` of runs whose id is in ``[prefix, below)``, at most six."""
+        """``(pk, thread pk, run_id)`` of runs whose id is in ``[prefix, below)``, at most
+        seven (six to show, and whether there are more)."""
     def thread_run_pks(self, thread_pk: int) -> list[int]:
         """A thread's runs, in the order they were placed."""
     def thread_run_count(self, thread_pk: int) -> int:

@@ -225,8 +225,9 @@ def _resolve_exact(
         shown = [f"{quote(run_id, 40)} ({what})" for run_id, what in
                  ((v[1], v[2]) for v in list(found.values())[:6])]
         more = ", ..." if len(found) > 6 else ""
+        count = "more than 6" if len(found) > 6 else str(len(found))
         raise AmbiguousRunError(
-            f"{quote(ref)} is ambiguous: it begins {len(found)} runs' ids or hashes: "
+            f"{quote(ref)} is ambiguous: it begins {count} runs' ids or hashes: "
             f"{', '.join(shown)}{more}; give more characters"
         )
     raise RunNotFoundError(

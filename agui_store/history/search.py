@@ -245,8 +245,8 @@ def parse(query: str) -> Query:
 
     Raises:
         InvalidArgumentError: the query is not a string, is empty or too long, has an
-            unclosed quote, a ``*`` that does not end a word, a term with no word in it,
-            or only terms that exclude.
+            unclosed quote, a ``*`` that does not end a word, no word at all (a term of
+            punctuation or emoji alone is passed over), or only terms that exclude.
     """
     if not isinstance(query, str):
         raise InvalidArgumentError(f"a search query is a string, not {type(query).__name__}")
@@ -285,9 +285,10 @@ def parse(query: str) -> Query:
         if at < len(query) and not query[at].isspace() and query[at] != '"':
             raise _bad(query, f"{shown}: put a space after a phrase's closing quote")
         found_words = tuple(words(body))
-        if not found_words:
-            raise _bad(query, f"{minus}{shown} holds no word to find (letters or digits)")
-        terms.append(Term(found_words, star, bool(minus)))
+        if found_words:  # a term of punctuation or emoji alone finds nothing: passed over
+            terms.append(Term(found_words, star, bool(minus)))
+    if not terms:
+        raise _bad(query, "it holds no word to find (letters or digits)")
     if len(terms) > MAX_TERMS:
         raise _bad(query, f"it has {len(terms)} terms; at most {MAX_TERMS} are taken")
     if all(t.exclude for t in terms):

@@ -54,6 +54,11 @@ def test_an_ambiguous_prefix_lists_the_runs_it_fits(store: Any) -> None:
     with pytest.raises(AmbiguousRunError) as caught:
         store.get_run("ab-")
     assert "'ab-1'" in str(caught.value) and "'ab-2'" in str(caught.value)
+    assert "begins 2 runs'" in str(caught.value)
+    for i in range(3, 9):
+        store.append(run("t", f"ab-{i}"))
+    with pytest.raises(AmbiguousRunError, match=r"begins more than 6 runs' .*, \.\.\.; give more"):
+        store.get_run("ab-")
 
 
 def test_tilde_and_caret_chain_and_at_is_head(store: Any) -> None:

@@ -15,6 +15,7 @@ import agui_store
 from agui_store import testing
 from agui_store.errors import (
     AmbiguousRunError,
+    InvalidArgumentError,
     InvalidEventError,
     RunNotFoundError,
     ScopeError,
@@ -166,13 +167,15 @@ def test_lineage_never_crosses_into_another_owners_thread(store: Any) -> None:
 
 
 def test_a_scope_is_an_owners_name_or_none(store: Any) -> None:
-    for bad in ("", 7, b"alice"):
-        with pytest.raises(TypeError, match="scope must be None"):
+    for bad, error in (("", InvalidArgumentError), (7, TypeError), (b"alice", TypeError)):
+        with pytest.raises(error, match="scope must be None"):
             store.append(run("t", "r1"), scope=bad)
-        with pytest.raises(TypeError, match="scope must be None"):
+        with pytest.raises(error, match="scope must be None"):
             store.threads(scope=bad)
-        with pytest.raises(TypeError, match="scope must be None"):
+        with pytest.raises(error, match="scope must be None"):
             store.get_run("r1", scope=bad)
+        with pytest.raises(error, match="scope must be None"):
+            store.delete_owner(bad)
     with pytest.raises(InvalidEventError, match="lone surrogate"):
         store.append(run("t", "r1"), scope="\ud800")
     assert store.threads() == []

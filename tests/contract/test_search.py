@@ -419,3 +419,14 @@ def test_events_after_a_runs_end_change_what_is_found_and_an_erasure_forgets_it_
         store.delete_thread("t")
         for query in ("porto", "lisbon", "zanzibar"):
             assert store.search(query) == []
+
+
+def test_a_term_of_punctuation_or_emoji_alone_is_passed_over(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(conversation("t", "r1", "porto and lisbon"))
+        found = [h.message_id for h in store.search("porto lisbon")]
+        assert found != []
+        for query in ("porto & lisbon", "porto , lisbon", "porto 🏨 lisbon", "porto — -!"):
+            assert [h.message_id for h in store.search(query)] == found
+        with pytest.raises(InvalidArgumentError, match="holds no word"):
+            store.search("& —")

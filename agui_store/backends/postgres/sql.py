@@ -375,7 +375,7 @@ SELECT runs.id, runs.thread, runs.run_id FROM runs JOIN threads ON threads.id = 
 WHERE runs.run_id COLLATE "C" >= %(prefix)s
   AND (%(below)s::text IS NULL OR runs.run_id COLLATE "C" < %(below)s)
   AND (%(thread)s::bigint IS NULL OR runs.thread = %(thread)s)
-  AND (%(scope)s::text IS NULL OR threads.owner = %(scope)s) LIMIT 6
+  AND (%(scope)s::text IS NULL OR threads.owner = %(scope)s) LIMIT 7
 """
 THREAD_RUN_PKS = "SELECT id FROM runs WHERE thread = %s ORDER BY id"
 THREAD_RUN_COUNT = "SELECT count(*) FROM runs WHERE thread = %s"

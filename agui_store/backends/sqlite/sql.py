@@ -142,7 +142,7 @@ WHERE runs.run_id = +?1 AND (?2 IS NULL OR runs.thread = +?2)
 RUNS_PREFIXED = """
 SELECT runs.id, runs.thread, runs.run_id FROM runs JOIN threads ON threads.id = runs.thread
 WHERE runs.run_id >= ?1 AND (?2 IS NULL OR runs.run_id < ?2)
-  AND (?3 IS NULL OR runs.thread = ?3) AND (?4 IS NULL OR threads.owner = ?4) LIMIT 6
+  AND (?3 IS NULL OR runs.thread = ?3) AND (?4 IS NULL OR threads.owner = ?4) LIMIT 7
 """
 THREAD_RUN_PKS = "SELECT id FROM runs WHERE thread = ? ORDER BY id"
 THREAD_RUN_COUNT = "SELECT count(*) FROM runs WHERE thread = ?"
