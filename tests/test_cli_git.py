@@ -156,3 +156,14 @@ def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[st
     assert agui_store.__version__ == version("agui-store")
     assert cli.main(["--version"]) == 0
     assert capsys.readouterr().out == f"agui-store {agui_store.__version__}\n"
+
+
+def test_checkout_is_another_name_for_show_and_errors_name_what_was_typed(db: Path) -> None:
+    assert agui(db, "checkout", "side~1") == agui(db, "show", "side~1")
+    assert agui(db, "checkout", "r4", "--json") == agui(db, "show", "r4", "--json")
+    err = io.StringIO()
+    import contextlib
+
+    with contextlib.redirect_stderr(err):
+        code, _ = agui(db, "checkout", "nope")
+    assert code == 1 and err.getvalue().startswith("agui-store checkout: no run")

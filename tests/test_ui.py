@@ -506,6 +506,31 @@ def test_the_ui_command_without_its_extra_says_how_to_install_it(tmp_path: Path)
     assert proc.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("options", "code", "says"),
+    [
+        (["--port", "99999"], 2, "expected an integer from 0 to 65,535"),
+        (["--host", "", "--port", "0"], 2, "not an empty string"),
+        (["--host", "no-such-host.invalid", "--port", "0"], 1, "pass another --host"),
+        (["--host", "192.0.2.1", "--port", "0"], 1, "pass another --host"),  # not ours
+        (["--thread", "nope", "--port", "0"], 1, "no thread 'nope'"),
+    ],
+)
+def test_the_ui_command_refuses_what_it_cannot_serve_before_serving(
+    tmp_path: Path, options: list[str], code: int, says: str
+) -> None:
+    db = tmp_path / "s.db"
+    with agui_store.open(db) as store:
+        store.append(one_run("t", "r", []))
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "agui_store", "ui", str(db), "--no-browser", *options],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert proc.returncode == code, proc.stderr
+    assert says in proc.stderr and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
 def test_importing_agui_store_does_not_import_the_viewers_libraries() -> None:
     code = ("import sys, agui_store, agui_store.cli; "
             "print(sorted(m for m in ('starlette', 'jinja2', 'uvicorn') if m in sys.modules))")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import errno
 import json
 import os
 import shlex
@@ -872,18 +873,30 @@ def cmd_ui(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
     path = args.path if args.path is not None else getattr(args, "db", None)
     _require_store_file(path if path is not None else backends.default_path())
-    if args.port:
-        # uvicorn reports a taken port with a log line and a bare exit: say it here instead.
-        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((args.host, args.port))
-            except OSError as e:
-                raise AguiStoreError(
-                    f"cannot listen on {args.host}:{args.port} ({e.strerror or e}): pass "
-                    "another --port (0 picks a free one)"
-                ) from None
+    # uvicorn reports an address it cannot take with a log line and a bare exit: say it here.
+    host = printable(args.host)
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            args.host, args.port, type=socket.SOCK_STREAM
+        )[0]
+    except (OSError, UnicodeError) as e:
+        raise AguiStoreError(
+            f"cannot listen on {host}: no such address here ({getattr(e, 'strerror', e)}): "
+            "pass another --host"
+        ) from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as e:
+            fix = (
+                "pass another --port (0 picks a free one)"
+                if e.errno in (errno.EADDRINUSE, errno.EACCES)
+                else "pass another --host"
+            )
+            raise AguiStoreError(
+                f"cannot listen on {host}:{args.port} ({e.strerror or e}): {fix}"
+            ) from None
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         sys.stderr.write(
             f"agui-store ui: listening on {args.host}: anyone who can reach it reads the store\n"
@@ -897,6 +910,9 @@ def cmd_ui(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
     # uvicorn stops on Ctrl+C, then raises it again: a normal end here.
     with Store(path) as opened, contextlib.suppress(KeyboardInterrupt):
+        if args.thread is not None and opened.thread(args.thread) is None:
+            where = path_text(opened.path)
+            raise AguiStoreError(f"no thread {printable(args.thread)!r} in {where}")
         ui.serve(
             opened, host=args.host, port=args.port, allow_writes=args.allow_writes,
             open_browser=not args.no_browser, thread_id=args.thread, ready=ready,
@@ -1252,6 +1268,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE)
 
 
+def _host(text: str) -> str:
+    """``ui --host``: an address or a name, not empty (an empty host listens everywhere)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected an address or a host name, not an empty string")
+    return text
+
+
 def _count_option(minimum: int, most: int | None = None) -> Callable[[str], int]:
     """An argparse type: an integer of at least ``minimum`` (and at most ``most``), a usage
     error otherwise."""
@@ -1285,6 +1308,11 @@ def search_cursor(text: str) -> str:
     return text
 
 
+#: Other names of commands: git's verb for restoring a run.
+ALIASES = {"show": ["checkout"]}
+ALIAS_OF = {alias: name for name, aliases in ALIASES.items() for alias in aliases}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``agui-store`` argument parser: one subcommand per entry of :data:`COMMANDS`."""
     from agui_store import __version__
@@ -1308,7 +1336,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (_, help_text) in COMMANDS.items():
         parsers[name] = sub.add_parser(
             name, parents=[common], help=help_text, description=help_text,
-            epilog=f"example: {EXAMPLES[name]}",
+            epilog=f"example: {EXAMPLES[name]}", aliases=ALIASES.get(name, []),
         )
     p = parsers["import"]
     p.add_argument("file", metavar="FILE", help="a .json, .jsonl or .sse recording (- for stdin)")
@@ -1425,8 +1453,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", metavar="DB", nargs="?",
                    help="the store: a file or a postgresql:// URL (default: --db, "
                    f"${backends.DEFAULT_DB_ENV} or ./{backends.DEFAULT_DB_NAME})")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    p.add_argument("--port", type=_count_option(0), default=8642,
+    p.add_argument("--host", default="127.0.0.1", type=_host,
+                   help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=_count_option(0, 65535), default=8642,
                    help="port (default: 8642; 0: any free one)")
     p.add_argument("--allow-writes", action="store_true",
                    help="let the pages create and move branches (nothing else is ever written)")
@@ -1495,20 +1524,21 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_USAGE
     if not hasattr(args, "json"):
         args.json = False
+    name = ALIAS_OF.get(args.command, args.command)  # messages keep the name typed
     path = getattr(args, "db", None)
-    handler, _ = COMMANDS[args.command]
+    handler, _ = COMMANDS[name]
     note = None
     try:
-        if args.command in POSITIONAL_THREAD:
+        if name in POSITIONAL_THREAD:
             note = _thread_option(args)
-        if args.command in NEEDS_NO_STORE:  # never create a database file as a side effect
+        if name in NEEDS_NO_STORE:  # never create a database file as a side effect
             code = handler(None, args, out)  # type: ignore[arg-type]
         else:
             where = path if path is not None else backends.default_path()
-            if args.command not in CREATES_STORE:
+            if name not in CREATES_STORE:
                 _require_store_file(where)
             # A store the command creates is removed again if it fails and leaves it empty.
-            with opened(where, must_exist=args.command not in CREATES_STORE) as store:
+            with opened(where, must_exist=name not in CREATES_STORE) as store:
                 code = handler(store, args, out)
                 if code != EXIT_OK:
                     raise _Failed(code)
