@@ -234,6 +234,12 @@ def test_a_command_that_only_reads_refuses_a_store_path_that_names_no_file(
         proc = cli(*args, db=typo, ok=False)
         assert proc.returncode == 1 and f"no store at {typo}" in proc.stderr, proc.stderr
     assert list(tmp_path.iterdir()) == []
+    typo.touch()  # an empty file: no store either, and left empty
+    for args in (["threads"], ["search", "hello"], ["check"]):
+        proc = cli(*args, db=typo, ok=False)
+        assert proc.returncode == 1 and "the file is empty" in proc.stderr, proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == [typo.name] and typo.stat().st_size == 0
+    cli("demo", db=typo)  # a command that creates a store takes it
 
 
 def test_runs_and_branches_take_the_thread_as_every_command_does(tmp_path: Path) -> None:

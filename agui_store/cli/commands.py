@@ -1601,6 +1601,22 @@ def _thread_option(args: argparse.Namespace) -> str | None:
     )
 
 
+def _empty_file(path: str) -> bool:
+    """Whether ``path`` is an empty regular file with no WAL beside it: no store yet (SQLite
+    would make one in it), but a name a command that only reads leaves as it found it."""
+    if is_url(path):
+        return False
+    try:
+        wal = path + "-wal"
+        return (
+            os.path.isfile(path)
+            and os.path.getsize(path) == 0
+            and (not os.path.exists(wal) or os.path.getsize(wal) == 0)
+        )
+    except OSError:
+        return False
+
+
 def _require_store_file(path: str) -> None:
     """Refuse a store path that names no file, or a PostgreSQL database that holds no store
     (in-memory and URI paths are SQLite's own): a command that only reads never creates
@@ -1608,8 +1624,9 @@ def _require_store_file(path: str) -> None:
     path = path_text(path)
     if path == ":memory:" or path.startswith("file:"):
         return
-    if not backends.holds_store(path):
+    if not backends.holds_store(path) or _empty_file(path):
         missing = ("the database holds no agui-store schema" if is_url(path)
+                   else "the file is empty" if os.path.lexists(path)
                    else "the file does not exist")
         shown = locations.without_password(path) if is_url(path) else path
         raise NotAStoreError(
