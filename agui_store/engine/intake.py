@@ -18,7 +18,7 @@ from agui_store.engine import arguments, checkpoints
 from agui_store.engine.arguments import check_scope as check_scope  # copy imports it here
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
-from agui_store.engine.revisions import RESERVED_REFS
+from agui_store.engine.revisions import NEWEST_NAMES, RESERVED_REFS
 from agui_store.errors import BranchError, InvalidEventError
 from agui_store.history import nesting, resent_bodies
 from agui_store.history.lineage import HASH_MARK, hash_from_marks, hash_marks, lineage_ids
@@ -436,10 +436,10 @@ def _check_run_names(started: dict[str, Any], index: int) -> None:
                 event_type="RUN_STARTED",
                 path=f"$.{name}",
             )
-    if started.get("runId") in RESERVED_REFS:
+    if started.get("runId") in NEWEST_NAMES:
         raise InvalidEventError(
-            f"run id {started['runId']!r} is the name of a ref every thread has (HEAD and "
-            "main name its newest run): record the run under another id",
+            f"run id {started['runId']!r} is the name of a ref every thread has (HEAD, @ "
+            "and main name its newest run): record the run under another id",
             index=index,
             event_type="RUN_STARTED",
             path="$.runId",

@@ -26,6 +26,8 @@ from agui_store.errors import AmbiguousRunError, InvalidArgumentError, RunNotFou
 DEFAULT_BRANCH = "main"
 #: Names that are never a stored branch: they name the thread's newest run.
 RESERVED_REFS = frozenset({DEFAULT_BRANCH, "HEAD"})
+#: Ids no new run takes: each names the thread's newest run where a revision is read.
+NEWEST_NAMES = RESERVED_REFS | {arguments.HEAD_ALIAS}
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,11 @@ def new_run_id(tx: port.Reading, key: RunKey, run_id: str | None) -> str:
         return str(uuid.uuid4())
     if not (isinstance(run_id, str) and run_id and arguments.storable_text(run_id)):
         raise InvalidArgumentError(f"run_id= must be a non-empty id, not {quote(run_id)}")
+    if run_id in NEWEST_NAMES:
+        raise InvalidArgumentError(
+            f"run_id= {quote(run_id)} names every thread's newest run (HEAD, @ and main): "
+            "a new run needs another id"
+        )
     if tx.run_pk(key.thread_pk, run_id) is not None:
         raise InvalidArgumentError(
             f"run_id= {quote(run_id)} is already a run of thread "

@@ -17,7 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agui_store
-from agui_store import AmbiguousRunError, BranchError, InvalidEventError, cli
+from agui_store import (
+    AmbiguousRunError,
+    BranchError,
+    InvalidArgumentError,
+    InvalidEventError,
+    cli,
+)
 from tests.backends import dump
 from tests.workers.harness import scale
 
@@ -130,7 +136,7 @@ def test_a_branch_named_like_an_existing_run_is_refused(store: Any, store_locati
     assert store.checkout("r2", thread_id="t").run.run_id == "r2"
 
 
-@pytest.mark.parametrize("ref", ["HEAD", "main"])
+@pytest.mark.parametrize("ref", ["HEAD", "main", "@"])
 def test_a_run_named_like_a_ref_every_thread_has_is_refused(
     store: Any, store_location: str, ref: str
 ) -> None:
@@ -141,6 +147,8 @@ def test_a_run_named_like_a_ref_every_thread_has_is_refused(
     with pytest.raises(InvalidEventError):
         store.append(run(ref, thread_id="other"))
     assert dump(store_location) == before
+    with pytest.raises(InvalidArgumentError, match="newest run"):
+        store.fork("HEAD", run_id=ref, thread_id="t")
 
 
 def test_a_run_id_and_a_branch_of_another_thread_need_a_thread_to_tell_them_apart(
