@@ -663,16 +663,18 @@ def printable(text: str) -> str:
 
 
 #: Control characters a terminal acts on instead of showing: C0 but tab and newline, DEL,
-#: C1.
-_TERMINAL_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: C1; and the bidirectional embeddings, overrides and isolates, which reorder what
+#: follows them ("approved \u202edesufer" reads "approved refused").
+_TERMINAL_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 #: The same, with tab and newline: what breaks a line of its own.
-_LINE_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_LINE_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def _escape(match: re.Match[str]) -> str:
     char = match.group()
-    return _ESCAPES.get(char) or f"\\x{ord(char):02x}"
+    code = ord(char)
+    return _ESCAPES.get(char) or (f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
 
 
 def on_terminal(text: str) -> str:

@@ -211,3 +211,27 @@ def test_stored_control_characters_reach_a_terminal_as_escapes(
     assert "\x1b[2J" not in text and "\x1b[31m" not in text
     if args[0] == "search":  # its own bold stays
         assert "\x1b[1mhello\x1b[0m" in text
+
+
+def test_bidirectional_overrides_reach_a_terminal_and_a_hit_line_as_escapes(
+    tmp_path: Path,
+) -> None:
+    import agui_store
+    from tests.streams import run, say
+
+    db = tmp_path / "s.db"
+    with agui_store.open(db) as store:
+        store.append(run("t", "r1", *say("m1", "refund approved \u202edesufer", "user")))
+    for out in (_Terminal(), io.StringIO()):  # a search hit line escapes it even in a pipe
+        assert cli.main(["--db", str(db), "search", "refund"], out=out) == 0
+        assert "\u202e" not in out.getvalue() and "\\u202e" in out.getvalue()
+
+
+def test_an_error_quoting_a_query_escapes_its_control_characters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "s.db"
+    _store_of_control_characters(db)
+    assert cli.main(["--db", str(db), "search", "\x1b]0;pwned\x07*x"]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "\\x1b" in err and err.count("\n") == 1

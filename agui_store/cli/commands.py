@@ -1649,7 +1649,8 @@ def _say(command: str, message: str) -> None:
 
 
 def _say_line(prefix: str, message: str) -> None:
-    line = " ".join(message.split())
+    # A message may quote what was typed or stored: its control characters are escaped.
+    line = on_terminal(printable(" ".join(message.split())))
     if len(line) > MAX_MESSAGE:
         line = line[: MAX_MESSAGE - 1] + "…"
     sys.stderr.write(f"{prefix}: {line}\n")
