@@ -241,6 +241,29 @@ def test_script_in_recorded_text_never_runs_in_the_browser(
             assert css(browser, "#conversation .msg-text").text == evil
 
 
+def test_long_unbroken_ids_wrap_and_never_widen_a_page_past_the_window(
+    browser: Any, tmp_path: Path
+) -> None:
+    thread, run_id = "7f" * 64 + "y" * 3000, "r" * 500
+    with agui_store.open(tmp_path / "long.db") as store:
+        store.append([
+            {"type": "RUN_STARTED", "threadId": thread, "runId": run_id},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "user"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hello there"},
+            {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+            {"type": "RUN_FINISHED", "threadId": thread, "runId": run_id},
+        ])
+        with serving(agui_store.ui.app(store)) as base:
+            for path, params in [("/", {}), ("/", {"q": "hello"}),
+                                 ("/thread", {"thread": thread}),
+                                 ("/run", {"thread": thread, "run": run_id})]:
+                visit(browser, base, path, **params)
+                wide, window = browser.execute_script(
+                    "return [document.documentElement.scrollWidth, window.innerWidth]"
+                )
+                assert wide <= window, (path, params, wide, window)
+
+
 def test_a_live_run_appears_in_the_tree_and_fills_its_page_while_a_recorder_writes_it(
     browser: Any, demo: tuple[agui_store.Store, str], tmp_path: Path
 ) -> None:
