@@ -555,3 +555,14 @@ def test_a_disk_filling_up_mid_import_leaves_the_store_as_it_was_and_it_imports_
     after = contents(seeded)
     assert after["before/r0"] == before["before/r0"]
     assert len(after) == 1 + lines // len(run_events("x", "y", 40))
+
+
+def test_the_import_command_names_the_file_before_what_is_wrong_in_it(tmp_path: Path) -> None:
+    db, bad = tmp_path / "s.db", tmp_path / "bad.json"
+    bad.write_text('{"type": "RUN_STA')
+    proc = subprocess.run(
+        [sys.executable, "-m", "agui_store", "--db", str(db), "import", str(bad)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"agui-store import: {bad}: event 0 at $.type: malformed JSON")

@@ -33,6 +33,7 @@ from agui_store.errors import (
     CorruptStoreError,
     InternalError,
     InvalidArgumentError,
+    InvalidEventError,
     NotAStoreError,
     RunNotFoundError,
 )
@@ -269,11 +270,15 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
                 "--restore-erased applies to an archive (export --all); an AG-UI event file "
                 "is appended as new writes"
             )
-        result = store.import_file(
-            _CountedReads(handle, progress),
-            thread_id=args.thread,
-            check_sequence=not args.no_sequence_check,
-        )
+        try:
+            result = store.import_file(
+                _CountedReads(handle, progress),
+                thread_id=args.thread,
+                check_sequence=not args.no_sequence_check,
+            )
+        except InvalidEventError as e:  # where in the file, then what
+            shown = "stdin" if args.file == "-" else printable(args.file)
+            raise type(e)(f"{shown}: {e}") from None
     if args.json:
         _write_json(out, {"events": result.event_count, "newRuns": result.new_run_count,
                           "firstSeq": result.first_seq, "lastSeq": result.last_seq,
@@ -1636,7 +1641,8 @@ def _require_store_file(path: str) -> None:
 
 
 #: The Python API's wording of an argument, and the command line's.
-_CLI_WORDS = (("pass thread_id=", "pass --thread T"), ("thread_id=", "--thread"),
+_CLI_WORDS = (("pass replace=True (--replace)", "pass --replace"),
+              ("pass thread_id=", "pass --thread T"), ("thread_id=", "--thread"),
               ("run_id=", "--run-id"), ("moving it needs force", "moving it needs --force"),
               ("replacing it needs force", "replacing it needs --force"))
 

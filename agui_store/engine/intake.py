@@ -419,7 +419,7 @@ def check_branch_name(name: str) -> None:
     ):
         raise BranchError(
             f"invalid branch name {_quote(name) if isinstance(name, str) else repr(name)}: use "
-            "1-255 letters, digits and . _ / @ + - (no spaces or control characters, no '~', "
+            "1-255 ASCII letters, digits and . _ / @ + - (no spaces or control characters, no '~', "
             "not starting with '-', no '..', '//', component starting with '.' or ending "
             "with '.lock', no '/' or '.' at the end)"
         )

@@ -280,10 +280,14 @@ def parse(query: str) -> Query:
             star = body.endswith("*")
             if star:
                 body = body[:-1]
+        if "*" in body and phrase is not None:
+            raise _bad(
+                query,
+                f"{shown}: a phrase holds no '*'; one after its closing quote makes its last "
+                'word a prefix, as in "hotel in port"*',
+            )
         if "*" in body:
             raise _bad(query, f"{shown}: a '*' only ends a word, as in hot*")
-        if at < len(query) and not query[at].isspace() and query[at] != '"':
-            raise _bad(query, f"{shown}: put a space after a phrase's closing quote")
         found_words = tuple(words(body))
         if found_words:  # a term of punctuation or emoji alone finds nothing: passed over
             terms.append(Term(found_words, star, bool(minus)))

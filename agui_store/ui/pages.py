@@ -163,6 +163,9 @@ def search_page(
     """The hits of ``query`` from ``cursor`` on (``None`` for no query)."""
     if not query.strip():
         return None
+    if cursor is not None and not (cursor.isascii() and cursor.isdigit()):
+        # A page link this viewer made carries digits: say so in the page's words.
+        return SearchPage(SearchHits(), "the link's page cursor is not one this viewer made")
     try:
         hits = store.search(query, scope=scope, limit=HITS_PAGE, cursor=cursor)
     except InvalidArgumentError as e:

@@ -342,6 +342,7 @@ def test_the_last_page_names_no_next_one_when_the_limit_divides_the_hits(
         ("-porto", "every term excludes"),
         ('"porto hotel', "quote is not closed"),
         ("po*rto", "'*' only ends a word"),
+        ('"in port*"', "a phrase holds no '\\*'; one after its closing quote"),
         ("!!!", "holds no word"),
         ("porto -", "'-' must be followed"),
     ],
@@ -430,3 +431,6 @@ def test_a_term_of_punctuation_or_emoji_alone_is_passed_over(store_location: str
             assert [h.message_id for h in store.search(query)] == found
         with pytest.raises(InvalidArgumentError, match="holds no word"):
             store.search("& —")
+        # A phrase and a word side by side are two terms, whichever comes first.
+        assert [h.message_id for h in store.search('"porto"lisbon')] == found
+        assert [h.message_id for h in store.search('porto"lisbon"')] == found
