@@ -167,3 +167,18 @@ def test_checkout_is_another_name_for_show_and_errors_name_what_was_typed(db: Pa
     with contextlib.redirect_stderr(err):
         code, _ = agui(db, "checkout", "nope")
     assert code == 1 and err.getvalue().startswith("agui-store checkout: no run")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["diff", "r3", "r4", "--stat", "--json"], "pass one of them"),
+        (["diff", "r1..r3", "r4"], "takes no second run"),
+        (["branch", "-f"], "-f needs a branch name"),
+    ],
+)
+def test_options_that_cannot_go_together_are_a_usage_error_not_ignored(
+    db: Path, args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = agui(db, *args)
+    assert (code, out) == (2, "") and says in capsys.readouterr().err

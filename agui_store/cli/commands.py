@@ -610,8 +610,9 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     one that exists; ``-m OLD NEW`` renames; ``-d NAME`` deletes; no NAME lists them.
     Each change says what it did: created, moved (from where), renamed or deleted."""
     if args.name is None:
-        if args.delete or args.move:
-            raise UsageError(f"{'-d' if args.delete else '-m'} needs a branch name")
+        if args.delete or args.move or args.force:
+            flag = "-d" if args.delete else "-m" if args.move else "-f"
+            raise UsageError(f"{flag} needs a branch name")
         return cmd_branches(store, args, out)
     if args.delete and args.move:
         raise UsageError("-d and -m do not go together")
@@ -803,6 +804,13 @@ def cmd_diff(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     merge base, as git reads them; coloured on a terminal unless ``NO_COLOR`` is set."""
     a, b = args.a, args.b
     two_dot = args.two_dot
+    if args.stat and args.json:
+        raise UsageError("--stat prints a summary for people; --json prints the whole diff: "
+                         "pass one of them")
+    for side in (a, b) if b is not None else ():
+        if _range(store, side, args.thread) is not None:
+            raise UsageError(f"a range ({arguments.quote(side)}) names both sides: diff A..B "
+                             "takes no second run")
     if b is None:
         span = _range(store, a, args.thread)
         if span is None:
