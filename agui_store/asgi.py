@@ -156,6 +156,7 @@ class _Recording:
             interval=recorder.flush_interval,
             scope=owner,
             on_written=self._written,
+            warn=False,  # close() reports the response once, with its final counts
         )
         self._unreadable: Exception | None = None
 

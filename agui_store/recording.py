@@ -225,6 +225,7 @@ class _Pending:
         interval: float,
         max_bytes: int,
         scope: str | None = None,
+        warn: bool = True,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be positive, not {interval!r}")
@@ -251,12 +252,13 @@ class _Pending:
         self.failed: BaseException | None = None
         self.closed = False
         self.finished = False
+        self.warn = warn  # False: the owner reports what was not recorded, once
 
     def add(self, raw: bytes, now: float) -> bool:
         """Keep one event; ``True`` when the batch is full and should be appended now."""
         if self.failed is not None or self.closed:
             self.dropped += 1
-            if self.failed is None and self.dropped == 1:
+            if self.failed is None and self.dropped == 1 and self.warn:
                 log.warning(
                     "thread %s, run %s: an event came after the recorder was closed; "
                     "it and any later ones are not recorded",
@@ -327,8 +329,10 @@ class _Pending:
         self.events, self.size, self.oldest = [], 0, None
 
     def _fail(self, exc: BaseException, count: int) -> None:
-        if self.failed is None:
-            self.failed = exc
+        if self.failed is not None:
+            return
+        self.failed = exc
+        if self.warn:
             log.warning(
                 "recording stopped: thread %s, run %s: %d event(s) not recorded: %s",
                 self.thread_id or "?",
@@ -340,7 +344,7 @@ class _Pending:
     def finish(self) -> None:
         """The stream ended: say what was not recorded (the run is known by now when any
         batch was written)."""
-        if not self.finished and self.failed is not None:
+        if not self.finished and self.failed is not None and self.warn:
             log.warning(
                 "recording of thread %s, run %s stopped: %d event(s) recorded, %d not: %s",
                 self.thread_id or "?",
@@ -633,7 +637,9 @@ class AsyncBatcher:
 
     ``add`` is synchronous and cheap (it runs on the event loop); each batch is appended on
     the store's worker when it is due, at most one at a time and in order. ``aclose`` appends
-    the rest; the store's ``close`` waits for batchers still open.
+    the rest; the store's ``close`` waits for batchers still open. What could not be
+    recorded is logged (logger ``agui_store.recording``) unless ``warn=False``: the caller
+    reports it, as the ASGI Recorder does in one WARNING per response.
     """
 
     def __init__(
@@ -646,6 +652,7 @@ class AsyncBatcher:
         max_bytes: int = FLUSH_BYTES,
         scope: str | None = None,
         on_written: OnWritten | None = None,
+        warn: bool = True,
     ) -> None:
         self._astore = astore
         self._pending = _Pending(
@@ -654,6 +661,7 @@ class AsyncBatcher:
             interval=interval,
             max_bytes=max_bytes,
             scope=scope,
+            warn=warn,
         )
         self._on_written = on_written
         self._timer: asyncio.TimerHandle | None = None

@@ -511,7 +511,7 @@ def test_malformed_sse_is_logged_and_the_response_is_unchanged(
     chunks = [*sse(events[:3]), b"data: {not json\n\n", *sse(events[3:])]
     recorder = Recorder(streaming_app(chunks, pause=0.05), store=astore)
     recorder.flush_interval = 0.01  # the events before the bad one are written by then
-    with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
+    with caplog.at_level(logging.WARNING):
         response = asyncio.run(call(recorder, request_body("t1", "r1")))
     assert response.body == b"".join(chunks) and response.complete
     # What came before the bad event is recorded; the batch holding it is not, nor what
@@ -519,8 +519,10 @@ def test_malformed_sse_is_logged_and_the_response_is_unchanged(
     run = store.get_run("r1", thread_id="t1")
     assert run is not None and run.status == "incomplete"
     assert store.events("r1", thread_id="t1") == events[:3]
-    (report,) = [r.getMessage() for r in caplog.records if r.name == "agui_store.asgi"]
+    # One WARNING for the response, with its final counts (not one more per layer).
+    (report,) = [r.getMessage() for r in caplog.records if r.name.startswith("agui_store")]
     assert "thread t1, run r1" in report and "malformed JSON" in report
+    assert "3 event(s) recorded, 8 not" in report  # the bad one and the 7 after it
 
 
 def test_an_event_the_store_refuses_by_sequence_is_logged(
