@@ -423,8 +423,13 @@ def load_artifact(
     elif isinstance(source, os.PathLike):
         with open(source, "rb") as fh:
             data = fh.read()
-    else:
+    elif callable(getattr(source, "read", None)):
         data = source.read()
+    else:
+        raise ArtifactError(
+            f"load_artifact reads JSON text, bytes, a path or an open file, not "
+            f"{type(source).__name__} (validate_artifact checks a decoded dict)"
+        )
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")

@@ -93,7 +93,7 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
     if isinstance(e, pg_errors.InsufficientPrivilege):
         return errors.StorageError(
             f"{where} cannot be written ({_first_line(e)}): grant the role the store's "
-            "privileges (agui_store.backends.postgres.schema.application_grants)",
+            "privileges (agui_store.postgres.schema.application_grants)",
             path=where,
         )
     if isinstance(e, pg_errors.OutOfMemory):
