@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from agui_store.engine import clock, erasure, intake, port
 from agui_store.engine.arguments import quote as _quote
-from agui_store.errors import InvalidArgumentError
+from agui_store.errors import AguiStoreError, InvalidArgumentError
 from agui_store.facade.base import Facade
 from agui_store.records import ErasureReceipt
 
@@ -98,13 +98,20 @@ class ErasureVerbs(Facade):
         if not (receipt.threads or receipt.conversations):
             return dataclasses.replace(receipt, purged=True)  # nothing went: none to purge
         erasure.step("committed")
-        purged = self.purge()
+        try:
+            purged = self.purge()
+        except AguiStoreError as e:
+            # The erasure is committed: its receipt says so, and why the purge is not done.
+            return dataclasses.replace(
+                receipt, purged=False, purge_pending=f"the purge failed ({e}): call purge()"
+            )
         pending = "" if purged else self._backend.purge_pending
         return dataclasses.replace(receipt, purged=purged, purge_pending=pending)
 
     def purge(self) -> bool:
-        """The physical purge every erasure runs after it commits (SQLite: the WAL copied
-        into the file and emptied; PostgreSQL: the touched tables vacuumed); whether it
+        """The physical purge every erasure runs after it commits (SQLite: the file
+        rewritten, the WAL copied into it and emptied; PostgreSQL: the touched tables
+        vacuumed); whether it
         finished. Call it to finish a purge an erasure's receipt said did not (a reader
         held older pages then). See docs/guides/erasure.md."""
         with self._lock:

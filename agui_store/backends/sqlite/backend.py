@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +30,10 @@ class _Reopen:
 
 
 _REOPEN: Any = _Reopen()
+
+
+#: How soon a checkpoint answers busy when another connection's checkpoint holds it (s).
+_AT_ONCE = 0.05
 
 
 class SqliteBackend:
@@ -74,17 +79,38 @@ class SqliteBackend:
             yield SqliteTransaction(conn, self._trusted)
 
     def purge(self) -> bool:
-        """See :meth:`agui_store.engine.port.Backend.purge`: the WAL copied into the file
-        and truncated to nothing (``secure_delete`` already zeroed the deleted cells and
-        freed pages). A reader still on a snapshot from before the erasure holds pages the
-        checkpoint may not overwrite: then it does not finish (``False``), and the next
-        checkpoint after that reader is done completes the purge."""
+        """See :meth:`agui_store.engine.port.Backend.purge`: the file rewritten
+        (``VACUUM``), then the WAL copied into it and truncated to nothing.
+
+        ``secure_delete`` zeroes a deleted cell and a freed page, but not what a page
+        rebuilt while rows are deleted leaves in its unused space: copies of cells moved
+        to a neighbour, the erased rows' among them. Rewriting every page is the one means
+        SQLite offers to take those copies out (the rewrite copies only live rows); it
+        costs what the file holds. A reader still on a snapshot from before the erasure
+        holds pages the checkpoint may not overwrite: then it does not finish (``False``),
+        and the next purge after that reader is done completes it."""
         conn = self._db
         with translated(self.where, conn):
-            busy, _log, _done = conn.execute(sql.WAL_CHECKPOINT_TRUNCATE).fetchone()
-        return not busy
+            conn.execute(sql.VACUUM)
+            return self._checkpointed(conn)
 
-    purge_pending = "a reader holds older pages: it completes at the next checkpoint"
+    def _checkpointed(self, conn: Any) -> bool:
+        """``wal_checkpoint(TRUNCATE)``, tried again while another connection's checkpoint
+        holds it: SQLite answers busy at once then (no busy handler), where a reader makes
+        it wait up to the busy timeout."""
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            tried = time.monotonic()
+            busy, _log, _done = conn.execute(sql.WAL_CHECKPOINT_TRUNCATE).fetchone()
+            now = time.monotonic()
+            if not busy or now - tried > _AT_ONCE or now >= deadline:
+                return not busy
+            time.sleep(_AT_ONCE)
+
+    purge_pending = (
+        "a reader holds older pages: it completes at the next purge (Store.purge()) once "
+        "that reader is done"
+    )
 
     def close(self) -> None:
         """Close the connection (the last one checkpoints the WAL); later calls raise."""
