@@ -1181,6 +1181,26 @@ def test_an_erasure_vacuums_every_table_it_deleted_from_the_search_index_include
     assert "tombstones" not in vacuumed and "erasures" not in vacuumed
 
 
+def test_a_transaction_begun_before_the_erasure_holds_the_purge_back_until_it_ends(
+    store_url: str,
+) -> None:
+    """VACUUM keeps the row versions an older snapshot may still read: the receipt says the
+    purge did not finish, and a purge once that transaction has ended does."""
+    import psycopg
+
+    with agui_store.open(store_url) as s:
+        s.append(run("gone", "g1", *say("gm", "forget this", "user")))
+        s.append(run("kept", "k1", *say("km", "keep this", "user")))
+        with psycopg.connect(store_url) as reader:
+            reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            reader.execute("SELECT count(*) FROM agui_store.runs").fetchall()  # its snapshot
+            receipt = s.delete_thread("gone")
+            assert receipt.threads == 1 and not receipt.purged
+            assert "1 transaction(s) begun before the purge" in receipt.purge_pending
+            reader.rollback()
+        assert s.purge()
+
+
 def test_a_database_that_does_not_exist_is_a_clear_store_error(store_url: str) -> None:
     missing = store_url.replace("postgresql:///agui_test_", "postgresql:///missing_")
     with pytest.raises(StorageError, match="cannot connect to postgresql:///missing_"):

@@ -1081,6 +1081,15 @@ INSERT_TOMBSTONE = (
 DELETE_TOMBSTONE = "DELETE FROM tombstones WHERE thread_hash = %s"
 #: Whether the connection's role owns every one of the store's tables (only an owner may
 #: vacuum them).
+#: The time a purge starts, and the client sessions of this database whose snapshot was
+#: taken before it: a row version such a snapshot may still read survives a VACUUM.
+NOW = "SELECT clock_timestamp()"
+OLDER_SNAPSHOTS = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+    "AND pid <> pg_backend_pid() AND backend_type = 'client backend' "
+    "AND backend_xmin IS NOT NULL AND xact_start < %s"
+)
+
 OWNS_TABLES = (
     "SELECT coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), false) FROM pg_class c "
     "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'"
