@@ -956,5 +956,5 @@ def test_the_artifact_commands_have_help_with_an_example(tmp_path: Path) -> None
 
 
 def test_load_artifact_given_a_decoded_dict_says_validate_artifact_checks_those() -> None:
-    with pytest.raises(ArtifactError, match="not dict .validate_artifact checks a decoded dict"):
+    with pytest.raises(ArtifactError, match=r"not dict \(validate_artifact checks a decoded dict"):
         load_artifact({"format": "x"})  # type: ignore[arg-type]
