@@ -175,7 +175,7 @@ class _Recording:
     async def written(self) -> None:
         """Wait until every event the client got so far is in the store (appended now, not
         when its batch falls due)."""
-        await self._batcher.flush()
+        await self._batcher.flush(later=False)
 
     def finish(self) -> None:
         """The response ended normally (its last body chunk came)."""

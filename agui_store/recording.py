@@ -248,6 +248,7 @@ class _Pending:
         self.oldest: float | None = None  # when the oldest pending event passed
         self.recorded = 0
         self.dropped = 0
+        self.added = 0  # every event offered: recorded, dropped, or waiting
         self.last_seq: int | None = None
         self.failed: BaseException | None = None
         self.closed = False
@@ -256,6 +257,7 @@ class _Pending:
 
     def add(self, raw: bytes, now: float) -> bool:
         """Keep one event; ``True`` when the batch is full and should be appended now."""
+        self.added += 1
         if self.failed is not None or self.closed:
             self.dropped += 1
             if self.failed is None and self.dropped == 1 and self.warn:
@@ -275,6 +277,7 @@ class _Pending:
     def refuse(self, exc: BaseException) -> None:
         """An event that could not even be turned into JSON: recording stops there (what
         passed before it is still appended)."""
+        self.added += 1
         self.dropped += 1
         self._name_from(self.events[0] if self.events else None)
         self._fail(exc, 1)
@@ -667,6 +670,7 @@ class AsyncBatcher:
         self._timer: asyncio.TimerHandle | None = None
         self._writer: asyncio.Task[None] | None = None
         self._closing: asyncio.Task[None] | None = None
+        self._settled: asyncio.Event | None = None  # set as the writer lands a batch
         astore.register_batcher(self)
 
     thread_id = property(lambda self: self._pending.thread_id)
@@ -693,13 +697,29 @@ class AsyncBatcher:
             return
         self.add(raw)
 
-    async def flush(self) -> None:
-        """Append what is pending now, and wait until it is written."""
-        while self._pending.events or self._writer is not None:
+    async def flush(self, *, later: bool = True) -> None:
+        """Append what is pending now, and wait until it is written; with ``later=False``,
+        only until the events added before the call are (a stream that goes on adding
+        faster than appends land would otherwise keep the caller waiting)."""
+        pending = self._pending
+        before = pending.added
+        while pending.events or self._writer is not None:
+            if not later and pending.recorded + pending.dropped >= before:
+                return
             self._start_writer()
             writer = self._writer
-            if writer is not None:
+            if writer is None:
+                continue
+            if later:
                 await asyncio.shield(writer)
+                continue
+            # The writer goes on while events keep coming: wait for its next batch only.
+            settled = self._settled = asyncio.Event()
+            waiting = asyncio.ensure_future(settled.wait())
+            try:
+                await asyncio.wait({waiting, writer}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiting.cancel()
 
     async def aclose(self) -> None:
         """Append the rest and stop; the appends finish even if the caller is cancelled."""
@@ -738,6 +758,8 @@ class AsyncBatcher:
                 except Exception as exc:  # never into the stream: reported, kept in `failed`
                     outcome = exc
                 _settle(pending, self._on_written, batch, outcome)
+                if self._settled is not None:
+                    self._settled.set()
                 due = pending.due_at()
                 loop_time = asyncio.get_running_loop().time()
                 if due is not None and loop_time < due and pending.size < pending.max_bytes:

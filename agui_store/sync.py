@@ -49,6 +49,7 @@ writer waits for it; copy a thread at a time (``thread_id=``) to keep each copy 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,11 +60,14 @@ from agui_store.backends.sqlite import files
 from agui_store.engine import reads, replication
 from agui_store.engine.arguments import path_text
 from agui_store.engine.intake import check_scope
-from agui_store.errors import InvalidArgumentError, NotAStoreError
+from agui_store.errors import AguiStoreError, InvalidArgumentError, NotAStoreError
 from agui_store.store import Store, is_url
 
 #: Called as events land: ``(events copied so far, events to copy)``.
 ProgressCallback = replication.ProgressCallback
+
+
+_log = logging.getLogger("agui_store.sync")
 
 
 @dataclass(frozen=True)
@@ -205,7 +209,17 @@ def copy(
             for t in done.derive:
                 target.derive(t)
         if done.erased:
-            target.purge()
+            # The copy is committed: a purge that cannot run now (the file held by another
+            # writer past the busy timeout) is said, and finished by the next one.
+            try:
+                target.purge()
+            except AguiStoreError as e:
+                _log.warning(
+                    "copy: erased %d thread(s) the source erased; their purge did not run "
+                    "(%s): call Store.purge() on the destination",
+                    done.erased,
+                    e,
+                )
         plans = done.plans
         return CopyResult(
             threads=len(done.touched),

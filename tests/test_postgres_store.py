@@ -1196,8 +1196,16 @@ def test_a_transaction_begun_before_the_erasure_holds_the_purge_back_until_it_en
             reader.execute("SELECT count(*) FROM agui_store.runs").fetchall()  # its snapshot
             receipt = s.delete_thread("gone")
             assert receipt.threads == 1 and not receipt.purged
-            assert "1 transaction(s) begun before the purge" in receipt.purge_pending
+            assert "1 transaction(s) open as the purge began" in receipt.purge_pending
             reader.rollback()
+        assert s.purge()
+        # A session that wrote and waits in its transaction holds an id, not a snapshot.
+        s.append(run("gone2", "g2", *say("gm2", "forget that", "user")))
+        with psycopg.connect(store_url) as writer:
+            writer.execute("CREATE TEMP TABLE t (x int)")  # holds a transaction id now
+            receipt = s.delete_thread("gone2")
+            assert not receipt.purged and "open as the purge began" in receipt.purge_pending
+            writer.rollback()
         assert s.purge()
 
 

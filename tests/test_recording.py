@@ -214,6 +214,40 @@ def test_through_the_writer_process_the_events_before_a_refused_one_are_recorded
     run(main())
 
 
+def test_a_flush_of_what_came_so_far_returns_while_a_faster_stream_goes_on(
+    db_path: Path,
+) -> None:
+    """``flush(later=False)`` waits for the events added before it, not for a stream that
+    adds more between appends (what the ASGI Recorder does before answering a connect)."""
+    events: list[Any] = conversation_run("t", "r1", 400, 0)
+
+    async def main() -> None:
+        async with aio.open(db_path, writer="thread") as astore:
+            real = astore.append_batch
+
+            async def loaded(batch: Any, options: Any) -> Any:  # a writer under load
+                await asyncio.sleep(0.02)
+                return await real(batch, options)
+
+            astore.append_batch = loaded  # type: ignore[method-assign]
+            async with AsyncBatcher(astore, interval=0.01) as batcher:
+
+                async def stream() -> None:
+                    for event in events:
+                        batcher.add_event(event)
+                        await asyncio.sleep(0.002)
+
+                streaming = asyncio.ensure_future(stream())
+                await asyncio.sleep(0.1)
+                await batcher.flush(later=False)
+                assert not streaming.done()  # it returned mid-stream
+                assert batcher.recorded > 0
+                await streaming
+            assert batcher.recorded == len(events)
+
+    run(main())
+
+
 # --- the async recorder -------------------------------------------------------------------
 
 

@@ -711,7 +711,7 @@ class _Reader:
         for cid in section.records:
             row = section.conversation(cid)
             if row is not None and replication.leave_erased_conversation(
-                dst, row, self.restore_erased
+                dst, row, self.restore_erased, frozenset()  # an archive carries no tombstones
             ):
                 continue  # erased here: left out, as copy leaves it
             try:
@@ -731,12 +731,21 @@ class _Reader:
         is left out as well."""
         dst = self.dst
         if section.thread_id is None:
+            # A conversation named by a thread erased here, and last saved before that
+            # erasure, went with the thread (stores erasing before conversations had
+            # tombstones of their own laid none for it).
             names = {erasure.thread_hash(cid): cid for cid in section.records}
-            stones = dst.tombstoned(sorted(names)) if names else set()
-            if stones and self.restore_erased:
-                dst.delete_tombstones(sorted(stones))
-            elif stones:
-                for stone in stones:
+            stones = dst.tombstoned(sorted(names)) if names else {}
+            gone = {
+                stone
+                for stone, at in stones.items()
+                if (row := section.conversation(names[stone])) is not None
+                and int(row.updated_at) // 1000 <= at
+            }
+            if gone and self.restore_erased:
+                dst.delete_tombstones(sorted(gone))
+            else:
+                for stone in gone:
                     del section.records[names[stone]]
             return False
         stone = erasure.thread_hash(section.thread_id)

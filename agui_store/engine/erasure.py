@@ -73,13 +73,6 @@ def conversation_hash(conversation_id: str) -> bytes:
     ).digest()
 
 
-def conversation_covered(erased_at: int, updated_at_us: int) -> bool:
-    """Whether a tombstone laid at ``erased_at`` (milliseconds) covers a conversation of
-    its id last saved at ``updated_at_us`` (microseconds, as records keep it): saved again
-    after the erasure, it is another conversation."""
-    return updated_at_us // 1000 <= erased_at
-
-
 def covers(erased_at: int, created_at: int) -> bool:
     """Whether a tombstone laid at ``erased_at`` covers a thread of its id created at
     ``created_at`` (milliseconds since the epoch, as copies keep it): the thread erased, or
@@ -172,15 +165,16 @@ def erase(
     owner: str | None = None,
     dry_run: bool = False,
     erased_at: Mapping[str, int] | None = None,
-    conversation_ids: Sequence[str] = (),
+    conversation_times: Mapping[str, int] | None = None,
 ) -> ErasureReceipt:
     """Erase the threads ``thread_pks`` (keys), the conversations linked to them and, with
     an ``owner``, every conversation saved under that scope, and log it as ``verb`` at
     ``now`` (milliseconds since the epoch), inside the write transaction ``tx``; with
     ``dry_run``, count what would go and change nothing. The receipt's ``purged`` is left
-    ``False``: the purge comes after the commit. ``conversation_ids``: conversations erased
-    as well. A thread's or conversation's tombstone is laid at ``now``, or at its time in
-    ``erased_at`` (a copy carrying another store's erasure)."""
+    ``False``: the purge comes after the commit. A thread's tombstone is laid at ``now``,
+    or at its time in ``erased_at`` (a copy carrying another store's erasure);
+    ``conversation_times``: conversations erased as well, each with its tombstone's time
+    (conversations are often named by their thread's id: the two maps are apart)."""
     tx.erasing()
     thread_pks = sorted(set(thread_pks))
     thread_ids = [tx.thread_id(pk) for pk in thread_pks]
@@ -197,7 +191,8 @@ def erase(
     )
     for thread_id in thread_ids:
         linked |= conversations.linked(tx, thread_id)
-    linked |= set(conversation_ids)
+    talk_times = conversation_times or {}
+    linked |= set(talk_times)
     held = [cid for cid in sorted(linked) if tx.conversation(cid) is not None]
     found, conversation_bytes = conversations.erase(tx, sorted(linked), dry_run=dry_run)
     derived = erase_derived(tx, thread_pks, run_pks, dry_run=dry_run)
@@ -218,7 +213,7 @@ def erase(
     lay_tombstones(
         tx,
         {thread_hash(t): times.get(t, now) for t in thread_ids}
-        | {conversation_hash(c): times.get(c, now) for c in held},
+        | {conversation_hash(c): talk_times.get(c, now) for c in held},
     )
     seqs = _ENCODER.encode(_ranges(ranges)).decode()
     row = (now, verb, receipt.threads, receipt.runs, events, found, receipt.bytes, seqs)

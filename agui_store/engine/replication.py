@@ -17,12 +17,12 @@ Every function takes the transactions first: a plan reads both sides (:func:`pla
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from agui_store.engine import clock, conversations, erasure, port
+from agui_store.engine import arguments, clock, conversations, erasure, port
 from agui_store.errors import HashMismatchError, SyncConflictError
 from agui_store.history import hashing
 
@@ -767,6 +767,17 @@ def leave_erased(
         and erasure.covers(at, src.thread_created_at(found[0]))
     }
     if restore:
+        for h in sorted(erased):
+            there = dst.thread(hashes[h])
+            if there is not None and not erasure.covers(
+                stones[h], dst.thread_created_at(there[0])
+            ):
+                raise SyncConflictError(
+                    f"thread {arguments.quote(hashes[h])} was written again in the destination "
+                    "since it was erased there: restoring the erased one would join the two "
+                    "(delete the new one first, or copy without restoring)",
+                    thread_id=hashes[h],
+                )
         if erased:
             dst.delete_tombstones(sorted(erased))
         return list(thread_ids)
@@ -774,48 +785,69 @@ def leave_erased(
     return [t for t in thread_ids if t not in gone]
 
 
-def carry_erasures(src: port.Reading, dst: port.Writing, scope: str | None) -> int:
+def carry_erasures(
+    src: port.Reading,
+    dst: port.Writing,
+    scope: str | None,
+    thread_ids: Sequence[str] | None = None,
+) -> int:
     """The source's tombstones, carried to the destination; the threads they cover there
     (of ``scope``'s, with one) are erased, logged as erased by ``copy``, their tombstones
     at the source's times. How many were. A thread the source holds under an erased id was
     written after the erasure: it is copied as any thread is, and the destination's older
-    thread of that id is erased first."""
+    thread of that id is erased first. A tombstone that covers a thread the source still
+    holds (a thread written in the millisecond of its erasure, or by a clock behind) is not
+    carried: the source's live thread is what it holds. With ``thread_ids`` (a copy of
+    those threads alone), only their tombstones are carried, and no conversation's."""
     stones = dict(src.tombstones())
-    if not stones:
-        return 0
-    doomed: dict[str, int] = {}
-    pks: list[int] = []
-    for thread_id in dst.thread_ids(scope):
-        at = stones.get(erasure.thread_hash(thread_id))
+    for thread_id in src.thread_ids(None) if thread_ids is None else thread_ids:
+        stone = erasure.thread_hash(thread_id)
+        at = stones.get(stone)
         if at is None:
             continue
-        found = dst.thread(thread_id)
-        if found is not None and erasure.covers(at, dst.thread_created_at(found[0])):
-            doomed[thread_id] = at
+        found = src.thread(thread_id)
+        if found is not None and erasure.covers(at, src.thread_created_at(found[0])):
+            del stones[stone]
+    if thread_ids is not None:
+        wanted = {erasure.thread_hash(t) for t in thread_ids}
+        stones = {h: at for h, at in stones.items() if h in wanted}
+    if not stones:
+        return 0
+    thread_times: dict[str, int] = {}
+    pks: list[int] = []
+    for thread_id in dst.thread_ids(scope) if thread_ids is None else thread_ids:
+        at = stones.get(erasure.thread_hash(thread_id))
+        found = None if at is None else dst.thread(thread_id)
+        if at is None or found is None or (scope is not None and found[1] != scope):
+            continue
+        if erasure.covers(at, dst.thread_created_at(found[0])):
+            thread_times[thread_id] = at
             pks.append(found[0])
-    talks: list[str] = []
-    for row in dst.conversations(scope, conversations.EVERY):
+    talk_times: dict[str, int] = {}
+    for row in dst.conversations(scope, conversations.EVERY) if thread_ids is None else ():
         cid = str(row.conversation_id)
         at = stones.get(erasure.conversation_hash(cid))
-        if at is not None and erasure.conversation_covered(at, int(row.updated_at)):
-            doomed[cid] = at
-            talks.append(cid)
-    if pks or talks:
+        if at is not None:
+            talk_times[cid] = at
+    if pks or talk_times:
         erasure.erase(
-            dst, pks, "copy", clock.now_ms(), erased_at=doomed, conversation_ids=talks
-        )
+            dst, pks, "copy", clock.now_ms(), erased_at=thread_times,
+            conversation_times=talk_times,
+        )  # fmt: skip
     erasure.lay_tombstones(dst, stones)
     return len(pks)
 
 
 def leave_erased_conversation(
-    dst: port.Writing, row: port.ConversationRow, restore: bool
+    dst: port.Writing, row: port.ConversationRow, restore: bool, source_stones: Set[bytes]
 ) -> bool:
-    """Whether the destination erased this conversation of the source (a tombstone there
-    covers it), which is then left out; ``restore`` takes the tombstone away instead."""
+    """Whether the destination erased this conversation of the source, which is then left
+    out; ``restore`` takes the tombstone away instead. A conversation has no creation time
+    to tell a new one from a copy continued elsewhere (which holds the erased messages), so
+    its tombstone covers its id: the source's conversation comes in only when the source
+    holds that tombstone too, from its own erasure, and saved the conversation since."""
     stone = erasure.conversation_hash(str(row.conversation_id))
-    at = dst.tombstoned([stone]).get(stone)
-    if at is None or not erasure.conversation_covered(at, int(row.updated_at)):
+    if stone not in dst.tombstoned([stone]) or stone in source_stones:
         return False
     if restore:
         dst.delete_tombstones([stone])
@@ -859,11 +891,14 @@ def replicate(
     every thread and conversation is compared first, so that a conflict anywhere leaves
     the destination as it was.
 
-    With ``carry``, the source's erasures are first carried to the destination
-    (:func:`carry_erasures`); then a thread the destination erased is left out
-    (:func:`leave_erased`), unless ``restore_erased``."""
+    The source's erasures are first carried to the destination (:func:`carry_erasures`):
+    with ``carry`` all of them, else those of the ids copied (so that a thread the source
+    wrote again under an erased id replaces the erased one instead of joining it); then a
+    thread the destination erased is left out (:func:`leave_erased`), unless
+    ``restore_erased``."""
     wanted = len(thread_ids)
-    erased = carry_erasures(src, dst, scope) if carry else 0
+    erased = carry_erasures(src, dst, scope, None if carry else thread_ids)
+    source_stones = set(dict(src.tombstones()))
     kept = leave_erased(src, dst, thread_ids, restore_erased)
     plans = [plan_thread(src, dst, t, force) for t in kept]
     talks: list[ConversationPlan] = []
@@ -877,7 +912,9 @@ def replicate(
             found = src.conversation(cid)
             if scope is not None and (found is None or found[3] != scope):
                 continue  # another owner's conversation is absent, as to every read
-            if found is None or leave_erased_conversation(dst, found, restore_erased):
+            if found is None or leave_erased_conversation(
+                dst, found, restore_erased, source_stones
+            ):
                 continue
             talks.append(plan_conversation(src, dst, cid, plan.thread_id, force))
     if carry:  # a whole store: the conversations no thread links to as well
@@ -885,7 +922,7 @@ def replicate(
             cid = str(row.conversation_id)
             if cid not in seen:
                 seen.add(cid)
-                if not leave_erased_conversation(dst, row, restore_erased):
+                if not leave_erased_conversation(dst, row, restore_erased, source_stones):
                     talks.append(plan_conversation(src, dst, cid, cid, force))
     writer = Writer(src, dst, sum(p.events_to_copy for p in plans), progress)
     touched: list[str] = []

@@ -428,3 +428,112 @@ def test_a_store_that_wrote_a_thread_another_store_erased_appends_to_its_id_anew
         assert [r.run_id for r in writer.runs("t")] == ["r3"]
         assert [m["content"] for m in writer.checkout("r3").messages] == ["after"]
         assert writer.check().ok
+
+
+def test_a_whole_copy_carries_a_thread_its_source_holds_beside_a_tombstone_of_its_id(
+    new_location: Any,
+) -> None:
+    """A scoped copy carries every tombstone and erases only that owner's threads, so the
+    destination may hold another owner's thread under a tombstone of its id: copied on,
+    that thread is the source's to give, not an erased one."""
+    source, middle, last = new_location(), new_location(), new_location()
+    with agui_store.open(source) as store:
+        _thread(store, "a", 1, scope="alice")
+        _thread(store, "x", 1, scope="bob")
+    copy(source, middle)
+    with agui_store.open(source) as store:
+        store.delete_thread("x")
+    copy(source, middle, scope="alice")
+    result = copy(middle, last)
+    assert (result.threads_created, result.left_erased) == (2, 0)
+    with agui_store.open(last) as store:
+        assert sorted(store.threads()) == ["a", "x"]
+
+
+def test_a_copy_of_one_thread_written_again_replaces_the_erased_one_instead_of_joining_it(
+    new_location: Any,
+) -> None:
+    laptop, team = new_location(), new_location()
+    with agui_store.open(laptop) as store:
+        _thread(store, "a", 2)
+    copy(laptop, team)
+    _written_again(laptop, "a")
+    copy(laptop, team, thread_id="a")
+    with agui_store.open(team) as store:
+        assert [r.run_id for r in store.runs("a")] == ["new-1"]
+        assert store.search("said") == []
+        assert store.check().ok
+    # Restoring the erased thread from a store that still holds it would join the two.
+    backup = new_location()
+    with agui_store.open(backup) as store:
+        _thread(store, "b", 1)
+    copy(backup, team)
+    with agui_store.open(team) as store:
+        store.delete_thread("b")
+    with agui_store.open(team) as store:
+        time.sleep(0.005)
+        store.append(run("b", "new-b", *say("new-mb", "written again")))
+    with pytest.raises(agui_store.SyncConflictError, match="written again in the destination"):
+        copy(backup, team, restore_erased=True)
+
+
+def test_a_thread_and_a_conversation_of_one_id_keep_their_own_erasure_times(
+    new_location: Any,
+) -> None:
+    source, replica = new_location(), new_location()
+
+    async def save(n: int, scope: str | None = None) -> None:
+        async with ConversationStore(source) as conversations:
+            await conversations.save(
+                Conversation(conversation_id="x", messages=turn(n)), scope=scope
+            )
+
+    with agui_store.open(source) as store:
+        _thread(store, "x", 1)
+    asyncio.run(save(1))
+    copy(source, replica)
+    with agui_store.open(source) as store:
+        store.delete_thread("x")  # the thread and its conversation
+    time.sleep(0.005)
+    asyncio.run(save(2, scope="bob"))  # the conversation saved again, then the thread
+    time.sleep(0.005)
+    with agui_store.open(source) as store:
+        store.append(run("x", "new-1", *say("new-m1", "written again")))
+    time.sleep(0.005)
+    with agui_store.open(source) as store:
+        store.delete_owner("bob")  # the conversation's tombstone is now later than the thread
+    copy(source, replica)
+    with agui_store.open(replica) as store:
+        assert [r.run_id for r in store.runs("x")] == ["new-1"]
+
+
+def test_a_conversation_continued_in_a_replica_after_its_erasure_stays_erased(
+    new_location: Any,
+) -> None:
+    store_a, replica = new_location(), new_location()
+
+    async def first() -> None:
+        async with ConversationStore(store_a) as conversations:
+            await conversations.save(
+                Conversation(conversation_id="c-al", messages=turn(1)), scope="al"
+            )
+
+    async def continued() -> None:
+        async with ConversationStore(replica) as conversations:
+            found = await conversations.load("c-al", scope="al")
+            assert found is not None
+            found.messages.extend(turn(2))
+            await conversations.save(found, scope="al")
+
+    async def held() -> Any:
+        async with ConversationStore(store_a) as conversations:
+            return await conversations.load("c-al", scope="al")
+
+    asyncio.run(first())
+    copy(store_a, replica)
+    with agui_store.open(store_a) as store:
+        assert store.delete_owner("al").conversations == 1
+    time.sleep(0.005)
+    asyncio.run(continued())
+    copy(replica, store_a)
+    assert asyncio.run(held()) is None

@@ -315,16 +315,15 @@ class PostgresBackend:
                     "autovacuum completes it, or the owner's VACUUM"
                 )
                 return False
-            (started,) = conn.execute(sql.NOW).fetchone()
+            (older,) = conn.execute(sql.OLDER_SNAPSHOTS).fetchone()  # counted before VACUUM
             conn.execute(sql.vacuum(_ERASED_OPAQUE_KEYED, index_cleanup=False))
             conn.execute(sql.vacuum(_ERASED_TEXT_KEYED, index_cleanup=True))
-            (older,) = conn.execute(sql.OLDER_SNAPSHOTS, (started,)).fetchone()
         except Exception as e:
             self._end(conn, rollback=True)
             raise translate(e, self.where) from e
         if older:
             self.purge_pending = (
-                f"{older} transaction(s) begun before the purge may still read the erased "
+                f"{older} transaction(s) open as the purge began may still read the erased "
                 "rows, which VACUUM keeps for them: call purge() once they end"
             )
             return False

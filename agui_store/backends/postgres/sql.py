@@ -1081,13 +1081,13 @@ INSERT_TOMBSTONE = (
 DELETE_TOMBSTONE = "DELETE FROM tombstones WHERE thread_hash = %s"
 #: Whether the connection's role owns every one of the store's tables (only an owner may
 #: vacuum them).
-#: The time a purge starts, and the client sessions of this database whose snapshot was
-#: taken before it: a row version such a snapshot may still read survives a VACUUM.
-NOW = "SELECT clock_timestamp()"
+#: The client sessions of this database in a transaction that holds a snapshot or a
+#: transaction id, counted as a purge starts: a row version such a transaction may still
+#: read survives the purge's VACUUM, even when the transaction ends while VACUUM runs.
 OLDER_SNAPSHOTS = (
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
     "AND pid <> pg_backend_pid() AND backend_type = 'client backend' "
-    "AND backend_xmin IS NOT NULL AND xact_start < %s"
+    "AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)"
 )
 
 OWNS_TABLES = (
