@@ -84,12 +84,12 @@ def covers(erased_at: int, created_at: int) -> bool:
 def lay_tombstones(tx: port.Writing, stones: Mapping[bytes, int]) -> None:
     """Keep a tombstone for each thread hash of ``stones`` at its time, or at the later
     time it already has (a thread written again under an erased id, and erased again)."""
-    if not stones:
-        return
-    had = tx.tombstoned(sorted(stones))
-    if had:
-        tx.delete_tombstones(sorted(had))
-    tx.insert_tombstones(sorted((h, max(at, had.get(h, at))) for h, at in stones.items()))
+    had = tx.tombstoned(sorted(stones)) if stones else {}
+    later = {h: at for h, at in stones.items() if h not in had or had[h] < at}
+    if not later:
+        return  # a copy carrying what the destination has: nothing written
+    tx.delete_tombstones(sorted(h for h in later if h in had))
+    tx.insert_tombstones(sorted(later.items()))
 
 
 def entry_hash(previous: bytes | None, row: Sequence[object]) -> bytes:
