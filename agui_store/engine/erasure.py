@@ -190,7 +190,18 @@ def erase(
         else set()
     )
     for thread_id in thread_ids:
-        linked |= conversations.linked(tx, thread_id)
+        stored = tx.thread(thread_id)
+        thread_owner = None if stored is None else stored[1]
+        for cid in conversations.linked(tx, thread_id):
+            talk = tx.conversation(cid)
+            if (
+                talk is not None
+                and thread_owner is not None
+                and talk.scope is not None
+                and talk.scope != thread_owner
+            ):
+                continue  # another owner's conversation that shares the name: not this one's
+            linked.add(cid)
     talk_times = conversation_times or {}
     linked |= set(talk_times)
     held = [cid for cid in sorted(linked) if tx.conversation(cid) is not None]

@@ -226,6 +226,21 @@ def test_erased_conversations_stay_erased_through_copies_and_archives(
         assert store.check().ok
 
 
+def test_another_owners_conversation_named_like_the_thread_stays(store_location: str) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as conversations:
+            await conversations.save(
+                Conversation(conversation_id="x", messages=turn(1)), scope="bob"
+            )
+            with agui_store.open(store_location) as store:
+                _thread(store, "x", 1, scope="alice")
+                assert store.delete_thread("x", scope="alice").conversations == 0
+            kept = await conversations.load("x", scope="bob")
+            assert kept is not None and kept.messages == turn(1)
+
+    asyncio.run(scenario())
+
+
 def test_check_reports_a_leaf_run_deleted_by_hand_as_tampering_and_an_erasure_as_none(
     store_location: str,
 ) -> None:
