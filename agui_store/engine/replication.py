@@ -17,7 +17,7 @@ Every function takes the transactions first: a plan reads both sides (:func:`pla
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence, Set
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -752,6 +752,15 @@ def write_conversation(
 # --- erasures: kept out of a copy, carried by it (agui_store.engine.erasure) -----------------
 
 
+def _covered(tx: Source, thread_id: str, erased_at: int) -> int | None:
+    """The key of ``tx``'s thread ``thread_id`` when a tombstone laid at ``erased_at``
+    covers it (:func:`erasure.covers`), else ``None``."""
+    found = tx.thread(thread_id)
+    if found is None or not erasure.covers(erased_at, tx.thread_created_at(found[0])):
+        return None
+    return int(found[0])
+
+
 def leave_erased(
     src: Source, dst: port.Writing, thread_ids: Sequence[str], restore: bool
 ) -> list[str]:
@@ -760,18 +769,10 @@ def leave_erased(
     their tombstones away to copy them back."""
     hashes = {erasure.thread_hash(t): t for t in thread_ids}
     stones = dst.tombstoned(sorted(hashes)) if hashes else {}
-    erased = {
-        h
-        for h, at in stones.items()
-        if (found := src.thread(hashes[h])) is not None
-        and erasure.covers(at, src.thread_created_at(found[0]))
-    }
+    erased = {h for h, at in stones.items() if _covered(src, hashes[h], at) is not None}
     if restore:
         for h in sorted(erased):
-            there = dst.thread(hashes[h])
-            if there is not None and not erasure.covers(
-                stones[h], dst.thread_created_at(there[0])
-            ):
+            if dst.thread(hashes[h]) is not None and _covered(dst, hashes[h], stones[h]) is None:
                 raise SyncConflictError(
                     f"thread {arguments.quote(hashes[h])} was written again in the destination "
                     "since it was erased there: restoring the erased one would join the two "
@@ -789,6 +790,7 @@ def carry_erasures(
     src: port.Reading,
     dst: port.Writing,
     scope: str | None,
+    source_stones: dict[bytes, int],
     thread_ids: Sequence[str] | None = None,
 ) -> int:
     """The source's tombstones, carried to the destination; the threads they cover there
@@ -798,15 +800,13 @@ def carry_erasures(
     thread of that id is erased first. A tombstone that covers a thread the source still
     holds (a thread written in the millisecond of its erasure, or by a clock behind) is not
     carried: the source's live thread is what it holds. With ``thread_ids`` (a copy of
-    those threads alone), only their tombstones are carried, and no conversation's."""
-    stones = dict(src.tombstones())
+    those threads alone), only their tombstones are carried, and no conversation's.
+    ``source_stones``: the source's tombstones, as ``tombstones()`` reads them."""
+    stones = dict(source_stones)
     for thread_id in src.thread_ids(None) if thread_ids is None else thread_ids:
         stone = erasure.thread_hash(thread_id)
         at = stones.get(stone)
-        if at is None:
-            continue
-        found = src.thread(thread_id)
-        if found is not None and erasure.covers(at, src.thread_created_at(found[0])):
+        if at is not None and _covered(src, thread_id, at) is not None:
             del stones[stone]
     if thread_ids is not None:
         wanted = {erasure.thread_hash(t) for t in thread_ids}
@@ -820,7 +820,7 @@ def carry_erasures(
         found = None if at is None else dst.thread(thread_id)
         if at is None or found is None or (scope is not None and found[1] != scope):
             continue
-        if erasure.covers(at, dst.thread_created_at(found[0])):
+        if _covered(dst, thread_id, at) is not None:
             thread_times[thread_id] = at
             pks.append(found[0])
     talk_times: dict[str, int] = {}
@@ -839,7 +839,7 @@ def carry_erasures(
 
 
 def leave_erased_conversation(
-    dst: port.Writing, row: port.ConversationRow, restore: bool, source_stones: Set[bytes]
+    dst: port.Writing, row: port.ConversationRow, restore: bool, source_stones: Container[bytes]
 ) -> bool:
     """Whether the destination erased this conversation of the source, which is then left
     out; ``restore`` takes the tombstone away instead. A conversation has no creation time
@@ -897,8 +897,8 @@ def replicate(
     thread the destination erased is left out (:func:`leave_erased`), unless
     ``restore_erased``."""
     wanted = len(thread_ids)
-    erased = carry_erasures(src, dst, scope, None if carry else thread_ids)
-    source_stones = set(dict(src.tombstones()))
+    source_stones = dict(src.tombstones())
+    erased = carry_erasures(src, dst, scope, source_stones, None if carry else thread_ids)
     kept = leave_erased(src, dst, thread_ids, restore_erased)
     plans = [plan_thread(src, dst, t, force) for t in kept]
     talks: list[ConversationPlan] = []
