@@ -57,10 +57,10 @@ from dataclasses import dataclass
 from agui_store import backends
 from agui_store.backends import locations
 from agui_store.backends.sqlite import files
-from agui_store.engine import reads, replication
+from agui_store.engine import erasure, reads, replication
 from agui_store.engine.arguments import path_text
 from agui_store.engine.intake import check_scope
-from agui_store.errors import AguiStoreError, InvalidArgumentError, NotAStoreError
+from agui_store.errors import InvalidArgumentError, NotAStoreError
 from agui_store.store import Store, is_url
 
 #: Called as events land: ``(events copied so far, events to copy)``.
@@ -210,15 +210,16 @@ def copy(
                 target.derive(t)
         if done.erased:
             # The copy is committed: a purge that cannot run now (the file held by another
-            # writer past the busy timeout) is said, and finished by the next one.
-            try:
-                target.purge()
-            except AguiStoreError as e:
+            # writer past the busy timeout) or cannot finish (a reader holding pages from
+            # before it) is said, and finished by the next one.
+            erasure.step("committed")
+            pending = target._finish_purge()
+            if pending:
                 _log.warning(
-                    "copy: erased %d thread(s) the source erased; their purge did not run "
-                    "(%s): call Store.purge() on the destination",
+                    "copy: erased %d thread(s) the source erased; their purge is not finished "
+                    "in the destination: %s",
                     done.erased,
-                    e,
+                    pending,
                 )
         plans = done.plans
         return CopyResult(

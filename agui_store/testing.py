@@ -189,7 +189,8 @@ def on_write_locked(store: Store, hook: Callable[[str | None], None]) -> Iterato
 
 @contextlib.contextmanager
 def on_erasure_step(hook: Callable[[str], None]) -> Iterator[None]:
-    """Call ``hook`` with each step's name as an erasure in this process reaches it:
+    """Call ``hook`` with each step's name as an erasure in this process (a copy's too)
+    reaches it:
     ``selected`` and ``erased`` inside its write transaction (before any row is deleted;
     after every row is and the erasure is logged), ``committed`` after the commit, before
     the purge (:data:`agui_store.engine.erasure.STEPS`). A dry run reaches none. The crash

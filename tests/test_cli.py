@@ -570,3 +570,27 @@ def test_an_import_option_an_archive_cannot_take_is_a_usage_error(tmp_path: Path
     cli("export", "--all", "-o", str(archive), db=db)
     proc = cli("import", str(archive), "--thread", "t", db=db, ok=False)
     assert proc.returncode == 2 and "do not apply to it" in proc.stderr
+
+
+def test_purge_finishes_a_purge_an_erasure_left_unfinished(tmp_path: Path) -> None:
+    import apsw
+
+    import agui_store
+
+    db = tmp_path / "s.db"
+    _two_threads(db)
+    reader = apsw.Connection(str(db))
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM event_log").fetchall()  # holds this snapshot
+    with agui_store.open(db, busy_timeout_ms=50) as store:
+        receipt = store.delete_thread("gone")
+        assert not receipt.purged and "purge()" in receipt.purge_pending
+        reader.execute("COMMIT")
+        reader.close()
+        held = db.read_bytes() + Path(f"{db}-wal").read_bytes()
+        assert b"forget me" in held  # in the file or the WAL until a purge finishes
+        done = json.loads(cli("purge", "--json", db=db).stdout)
+        assert done == {"purged": True, "purgePending": ""}
+        assert b"forget me" not in db.read_bytes() + Path(f"{db}-wal").read_bytes()
+        assert store.threads() == ["kept"]
+    assert cli("purge", db=db).stdout == "purged\n"

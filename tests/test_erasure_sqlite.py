@@ -20,6 +20,7 @@ import agui_store
 from agui_store import testing
 from agui_store.backends.sqlite import schema
 from agui_store.integrations.pydantic_ai import ConversationStore
+from agui_store.sync import copy
 from tests.pydantic_ai_conversations import reply, user
 from tests.schema_history import (
     as_version_13,
@@ -402,3 +403,64 @@ def test_a_purge_that_fails_after_the_commit_leaves_a_receipt_saying_so(tmp_path
         assert store.threads() == [marker("thread", "kept")]
         assert store.purge()
     assert marker("message", "gone").encode() not in raw_bytes(path)
+
+
+def test_a_copy_whose_purge_a_reader_holds_back_says_so_and_the_next_purge_finishes_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    source, target = tmp_path / "source.db", tmp_path / "target.db"
+    plant(source, "gone")
+    plant(source, "kept")
+    copy(source, target)
+    with agui_store.open(source) as store:
+        store.delete_thread(marker("thread", "gone"))
+    reader = apsw.Connection(str(target))
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM event_log").fetchall()  # holds this snapshot
+    with (
+        caplog.at_level("WARNING", logger="agui_store.sync"),
+        agui_store.open(target, busy_timeout_ms=50) as destination,
+    ):
+        copy(source, destination)
+    [said] = [r.getMessage() for r in caplog.records if r.name == "agui_store.sync"]
+    assert said.startswith("copy: erased 1 thread(s) the source erased; their purge is not")
+    assert "a reader holds older pages" in said and "Store.purge()" in said
+    reader.execute("COMMIT")
+    with agui_store.open(target) as store:
+        assert store.threads() == [marker("thread", "kept")]
+        assert store.purge()
+    reader.close()
+    assert marker("message", "gone").encode() not in raw_bytes(target)
+    assert marker("message", "kept").encode() in raw_bytes(target)
+
+
+def test_a_copy_whose_purge_fails_after_the_commit_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    source, target = tmp_path / "source.db", tmp_path / "target.db"
+    plant(source, "gone")
+    plant(source, "kept")
+    copy(source, target)
+    with agui_store.open(source) as store:
+        store.delete_thread(marker("thread", "gone"))
+    writer = apsw.Connection(str(target))
+
+    def hold(step: str) -> None:
+        if step == "committed":
+            writer.execute("BEGIN IMMEDIATE")  # another writer holds the file past the timeout
+
+    with (
+        caplog.at_level("WARNING", logger="agui_store.sync"),
+        testing.on_erasure_step(hold),
+        agui_store.open(target, busy_timeout_ms=50) as destination,
+    ):
+        copy(source, destination)
+    writer.execute("ROLLBACK")
+    writer.close()
+    [said] = [r.getMessage() for r in caplog.records if r.name == "agui_store.sync"]
+    assert said.startswith("copy: erased 1 thread(s) the source erased; their purge is not")
+    assert "the purge failed" in said and "purge()" in said
+    with agui_store.open(target) as store:
+        assert store.threads() == [marker("thread", "kept")]
+        assert store.purge()
+    assert marker("message", "gone").encode() not in raw_bytes(target)

@@ -74,6 +74,7 @@ EXAMPLES = {
     "ui": "agui-store ui chat.db --thread t1",
     "delete": "agui-store delete --thread t1 --dry-run",
     "prune": "agui-store prune --older-than 90d --yes",
+    "purge": "agui-store purge --db chat.db",
     "search": 'agui-store search "porto hotel" --limit 5',
 }
 
@@ -1181,6 +1182,18 @@ def cmd_prune(store: Store, args: argparse.Namespace, out: TextIO) -> int:
                   lambda dry: store.prune(before=older, scope=owner, dry_run=dry))
 
 
+def cmd_purge(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``purge``: finish the physical purge of erasures already committed (see
+    :meth:`agui_store.Store.purge`), one that a receipt or a copy said was not finished;
+    exit 1 while it still is not."""
+    pending = store._finish_purge()
+    if args.json:
+        _write_json(out, {"purged": not pending, "purgePending": pending})
+    else:
+        out.write(f"purge not finished: {pending}\n" if pending else "purged\n")
+    return EXIT_STORE_ERROR if pending else EXIT_OK
+
+
 def _erasure_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="say what would be erased; erase nothing")
@@ -1259,6 +1272,8 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
                "for good: log, derived data, linked conversations"),
     "prune": (cmd_prune, "erase every thread idle for longer than --older-than (required: "
               "90d, 12h, ...); a thread with a run still open stays"),
+    "purge": (cmd_purge, "finish the physical purge of erasures (a receipt or a copy that "
+              "said it was not finished): SQLite rewrites the file, PostgreSQL vacuums"),
     "search": (cmd_search, "find messages by their words, newest first, in every thread"),
     "ui": (cmd_ui, "serve a local web viewer of the store (threads, run trees, runs, diffs, "
            "forks) and open it in the browser; needs the ui extra"),

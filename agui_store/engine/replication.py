@@ -689,11 +689,16 @@ def plan_conversation(
         return ConversationPlan(record, missing, int(there[0]), False)
     history = {entry.entry_id for entry in entries}
     if not force and theirs.head_id is not None and theirs.head_id not in history:
+        ahead = record.head_id is not None and record.head_id in {
+            entry.entry_id for entry in source_entries(dst, theirs)
+        }
         raise SyncConflictError(
             f"conversation {conversation_id!r} is at revision {theirs.revision!r} in the "
             f"destination and {record.revision!r} in the source, whose history does not "
-            "hold the destination's head (both moved on: save or delete one side first, or "
-            "force the copy)",
+            "hold the destination's head ("
+            + ("the destination moved on from the source's: copy the other way"
+               if ahead else "both moved on: save or delete one side first")
+            + ", or force the copy)",
             thread_id=thread_id,
         )
     return ConversationPlan(record, missing, int(there[0]), True)
@@ -827,7 +832,9 @@ def carry_erasures(
     for row in dst.conversations(scope, conversations.EVERY) if thread_ids is None else ():
         cid = str(row.conversation_id)
         at = stones.get(erasure.conversation_hash(cid))
-        if at is not None:
+        # A version saved after the erasure (the conversation saved again under its id, or
+        # continued from such a save) is not the one erased.
+        if at is not None and erasure.covers(at, int(row.updated_at) // 1000):
             talk_times[cid] = at
     if pks or talk_times:
         erasure.erase(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agui_store.engine import archive, intake, reads
+from agui_store.errors import StorageError
 from agui_store.exports.targets import check_source, check_target, write_file
 from agui_store.facade.base import Facade
 
@@ -98,6 +99,7 @@ class ArchiveVerbs(Facade):
             restore_erased: import threads this store erased, too.
 
         Raises:
+            StorageError: a path that cannot be read (none, a folder, no permission).
             InvalidArgumentError: a line that is not an archive record, or a cut archive.
             SchemaVersionError: an archive of a newer version.
             HashMismatchError: a record, input or event that is not the one its hash
@@ -109,7 +111,13 @@ class ArchiveVerbs(Facade):
             if isinstance(source, (str, os.PathLike)):
                 where = os.fspath(source)
                 check_source(where, self.path)
-                handle: Any = stack.enter_context(Path(where).open("rb"))
+                try:
+                    handle: Any = stack.enter_context(Path(where).open("rb"))
+                except OSError as e:
+                    raise StorageError(
+                        f"cannot read the archive {where}: {e.strerror or e}",
+                        path=where, errno=e.errno,
+                    ) from e
             else:
                 where, handle = getattr(source, "name", "the archive"), source
             with self.replicating() as tx:

@@ -98,15 +98,19 @@ class ErasureVerbs(Facade):
         if not (receipt.threads or receipt.conversations):
             return dataclasses.replace(receipt, purged=True)  # nothing went: none to purge
         erasure.step("committed")
+        pending = self._finish_purge()
+        return dataclasses.replace(receipt, purged=not pending, purge_pending=pending)
+
+    def _finish_purge(self) -> str:
+        """The purge of erasures already committed (this store's, a copy's, or any left
+        unfinished): why it is not finished, or ``""`` when it is. Its failure is not
+        raised but said: what it purges is erased already, and the next purge finishes it."""
         try:
-            purged = self.purge()
+            if self.purge():
+                return ""
         except AguiStoreError as e:
-            # The erasure is committed: its receipt says so, and why the purge is not done.
-            return dataclasses.replace(
-                receipt, purged=False, purge_pending=f"the purge failed ({e}): call purge()"
-            )
-        pending = "" if purged else self._backend.purge_pending
-        return dataclasses.replace(receipt, purged=purged, purge_pending=pending)
+            return f"the purge failed ({e}): call purge()"
+        return self._backend.purge_pending
 
     def purge(self) -> bool:
         """The physical purge every erasure runs after it commits (SQLite: the file

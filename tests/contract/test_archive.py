@@ -239,6 +239,19 @@ def test_an_edited_or_cut_archive_is_refused_by_line_and_nothing_is_written(
     assert dump(target) == before
 
 
+def test_an_archive_path_that_cannot_be_read_is_the_stores_own_error_naming_it(
+    new_location: Any, tmp_path: Path
+) -> None:
+    target = new_location()
+    before = dump(target)
+    with agui_store.open(target) as store:
+        for where in (tmp_path / "missing.jsonl", tmp_path):
+            with pytest.raises(agui_store.StorageError, match="cannot read the archive") as e:
+                store.import_archive(where)
+            assert str(where) in str(e.value) and e.value.path == str(where)
+    assert dump(target) == before
+
+
 def test_a_thread_exports_alone_with_its_conversation_and_a_scope_exports_its_own(
     store_location: str,
 ) -> None:

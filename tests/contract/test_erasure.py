@@ -14,7 +14,7 @@ import pytest
 from pydantic_ai.conversation import Conversation
 
 import agui_store
-from agui_store.errors import InvalidArgumentError, RunNotFoundError
+from agui_store.errors import InvalidArgumentError, RunNotFoundError, SyncConflictError
 from agui_store.integrations.pydantic_ai import ConversationStore
 from agui_store.sync import copy
 from tests.backends import dump, problems, tamper
@@ -224,6 +224,57 @@ def test_erased_conversations_stay_erased_through_copies_and_archives(
     assert held(replica) == ["kept"]
     with agui_store.open(replica) as store:
         assert store.check().ok
+
+
+def test_a_conversation_saved_again_after_its_erasure_copies_once_and_is_never_erased_by_a_copy(
+    new_location: Any,
+) -> None:
+    here, there = new_location(), new_location()
+
+    async def save(location: str, conversation: Conversation) -> None:
+        async with ConversationStore(location) as conversations:
+            await conversations.save(conversation)
+
+    def messages(location: str) -> Any:
+        async def loaded() -> Any:
+            async with ConversationStore(location) as conversations:
+                found = await conversations.load("c")
+                return None if found is None else found.messages
+
+        return asyncio.run(loaded())
+
+    asyncio.run(save(here, Conversation(conversation_id="c", messages=turn(1))))
+    copy(here, there)
+    with agui_store.open(here) as store:
+        _thread(store, "c", 1)
+        assert store.delete_thread("c").conversations == 1
+    time.sleep(0.005)  # times are in milliseconds: the new save comes after the erasure
+    asyncio.run(save(here, Conversation(conversation_id="c", messages=turn(2))))
+    # The first copy erases the version the erasure covered and brings the new one...
+    assert copy(here, there).conversations == 1
+    assert messages(there) == turn(2)
+    # ...and the next finds nothing to do: no erasure, no rewrite.
+    assert copy(here, there).conversations == 0
+    assert copy(there, here).conversations == 0
+    with agui_store.open(there) as store:
+        assert [e.verb for e in store.check().erasures] == ["copy"]
+    with agui_store.open(here) as store:
+        assert [e.verb for e in store.check().erasures] == ["delete_thread"]
+    # The destination going on from it keeps its turn: the older source is refused.
+
+    async def go_on(location: str) -> None:
+        async with ConversationStore(location) as conversations:
+            loaded = await conversations.load("c")
+            assert loaded is not None
+            loaded.messages.extend(turn(3))
+            await conversations.save(loaded)
+
+    asyncio.run(go_on(there))
+    with pytest.raises(SyncConflictError, match="the destination moved on from the source"):
+        copy(here, there)
+    assert messages(there) == [*turn(2), *turn(3)]
+    assert copy(there, here).conversations == 1
+    assert messages(here) == [*turn(2), *turn(3)]
 
 
 def test_another_owners_conversation_named_like_the_thread_stays(store_location: str) -> None:
