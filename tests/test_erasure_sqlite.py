@@ -357,7 +357,7 @@ def test_the_pending_search_rows_of_version_17_move_whole_and_are_not_indexed_tw
     _only_the_kept_word_is_left(path)
 
 
-def test_the_pending_search_rows_of_version_18_are_kept_and_move_when_enough_are_pending(
+def test_the_pending_search_rows_of_version_18_are_indexed_again_and_move_when_enough_are_pending(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "store.db"
@@ -369,12 +369,14 @@ def test_the_pending_search_rows_of_version_18_are_kept_and_move_when_enough_are
     pending = conn.execute("SELECT id, words FROM search_pending ORDER BY id").fetchall()
     conn.close()
     assert pending
+    with testing.search_pending_rows(1000), agui_store.open(path) as store:
+        conn = testing.connection(store)
+        # Version 20 indexes every run again: the same rows, pending again, under new ids.
+        again = conn.execute("SELECT words FROM search_pending ORDER BY id").fetchall()
+        assert again == [(words,) for _, words in pending]
+        assert not conn.execute("PRAGMA foreign_key_list(search_pending)").fetchall()
     with testing.search_pending_rows(4), agui_store.open(path) as store:
         conn = testing.connection(store)
-        assert conn.execute("SELECT id, words FROM search_pending ORDER BY id").fetchall() == (
-            pending
-        )
-        assert not conn.execute("PRAGMA foreign_key_list(search_pending)").fetchall()
         assert len(store.search(word("kept"))) == 3
         # Another run of the thread: enough rows pending, they move with the new one's.
         _kept_says_again(store, "later", 9, parent=2)

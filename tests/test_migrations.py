@@ -643,3 +643,36 @@ def test_a_version_12_file_is_indexed_for_search_opening_with_a_progress_bar_on_
     assert pragma(path, "user_version") == schema.SCHEMA_VERSION
     with agui_store.open(path) as store:
         assert not store.check().problems
+
+
+def _old_words(text: str) -> str:
+    """The words version 19 gave the index: a run of Chinese or Japanese characters whole."""
+    import re
+    import unicodedata
+
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    return " ".join(re.findall(r"[^\W_]+", folded))
+
+
+def test_a_version_19_file_is_indexed_again_so_chinese_and_japanese_are_found_by_any_run(
+    tmp_path: Path,
+) -> None:
+    from tests.streams import run, say
+
+    path = tmp_path / "store.db"
+    said = "明日東京都に行きたいです"
+    with testing.search_pending_rows(1000), agui_store.open(path) as store:
+        store.append(run("t", "r1", *say("m1", said)))
+    conn = apsw.Connection(str(path))
+    conn.execute("BEGIN")
+    # Version 19's words for the pending row: the sentence as one word.
+    conn.execute("UPDATE search_pending SET words = ?", (_old_words(said),))
+    assert conn.changes() == 1
+    conn.execute("PRAGMA user_version = 19")
+    conn.execute("COMMIT")
+    conn.close()
+    with agui_store.open(path) as store:
+        assert pragma(path, "user_version") == schema.SCHEMA_VERSION == 20
+        assert [h.message_id for h in store.search("東京")] == ["m1"]
+        assert [h.message_id for h in store.search(_old_words(said))] == ["m1"]
+        assert store.check().ok

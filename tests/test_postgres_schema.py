@@ -924,7 +924,7 @@ def test_an_older_store_migrates_to_event_pages_with_every_event_as_it_was(
         ).fetchall()
 
         assert pg_schema.install(conn) == version
-        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION == 8
+        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION == 9
         after = conn.execute(
             "SELECT seq, run, type, convert_to(payload, 'UTF8') FROM events ORDER BY seq"
         ).fetchall()
@@ -1094,3 +1094,31 @@ def test_a_version_4_store_is_indexed_for_search_when_it_is_opened(postgres_data
     with agui_store.open(postgres_database) as store:
         assert [h.run_id for h in store.search("porto")] == ["r2", "r1", "r0"]
         assert not store.check().problems
+
+
+def test_a_version_8_store_is_indexed_again_so_chinese_and_japanese_are_found_by_any_run(
+    postgres_database: str,
+) -> None:
+    said = "明日東京都に行きたいです"
+    with agui_store.open(postgres_database) as store:
+        store.append([
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": said},
+            {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+        ])
+    with connect(postgres_database) as conn:
+        # Version 8's words: the sentence as one word.
+        changed = conn.execute(
+            "UPDATE search_messages SET words = array_to_tsvector(ARRAY[%s])", (said,)
+        ).rowcount
+        assert changed == 1
+        conn.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
+    with agui_store.open(postgres_database) as store:
+        assert [h.message_id for h in store.search("東京")] == ["m1"]
+        assert [h.message_id for h in store.search(said)] == ["m1"]
+        assert not store.check().problems
+    with connect(postgres_database) as conn:
+        assert pg_schema.installed_version(conn) == 9
+        assert conn.execute("SELECT count(*) FROM search_messages").fetchone() == (1,)

@@ -14,12 +14,34 @@ from hypothesis import strategies as st
 from agui_store import testing
 
 WORD = re.compile(r"[^\W_]+")
+#: Letters of the scripts written without spaces (Chinese and Japanese), each a word alone:
+#: told by their Unicode names.
+UNSPACED_NAMES = (
+    "CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH", "HIRAGANA", "KATAKANA",
+    "HENTAIGANA", "HANGZHOU NUMERAL", "IDEOGRAPHIC ITERATION MARK", "IDEOGRAPHIC CLOSING MARK",
+    "IDEOGRAPHIC NUMBER ZERO", "VERTICAL IDEOGRAPHIC ITERATION MARK",
+)
+
+
+def unspaced(char: str) -> bool:
+    return unicodedata.name(char, "").startswith(UNSPACED_NAMES)
 
 
 def defined_words(text: str) -> list[str]:
     decomposed = unicodedata.normalize("NFKD", text.casefold())
     kept = "".join(c for c in decomposed if not unicodedata.category(c).startswith("M"))
-    return [w[:64] for w in WORD.findall(kept)]
+    words = []
+    for run in WORD.findall(kept):
+        word = ""
+        for char in run:
+            if unspaced(char):
+                words += [word, char] if word else [char]
+                word = ""
+            else:
+                word += char
+        if word:
+            words.append(word)
+    return [w[:64] for w in words]
 
 
 def found_by(text: str) -> list[str]:
@@ -57,7 +79,13 @@ def test_the_index_is_given_long_words_cut_as_the_definition_cuts_them(
 
 def test_case_accents_and_underscores_fold_as_a_reader_expects() -> None:
     assert found_by("Café CAFÉ naïve Straße ﬁle refund_order e-mail 東京タワー") == [
-        "cafe", "cafe", "naive", "strasse", "file", "refund", "order", "e", "mail", "東京タワー",
+        "cafe", "cafe", "naive", "strasse", "file", "refund", "order", "e", "mail",
+        "東", "京", "タ", "ワ", "ー",
+    ]
+    # Chinese and Japanese a character a word, beside words of other scripts; Korean whole.
+    assert found_by("API调用失败了 ｶﾀｶﾅ 々木 서울에서") == [
+        "api", "调", "用", "失", "败", "了", "カ", "タ", "カ", "ナ", "々", "木",
+        unicodedata.normalize("NFKD", "서울에서"),
     ]
     assert found_by("x" * 70) == ["x" * 64]
     assert given_to_the_index("Word " + "x" * 70 + " y" * 64) == ["word", "x" * 64, *"y" * 64]
@@ -65,14 +93,24 @@ def test_case_accents_and_underscores_fold_as_a_reader_expects() -> None:
 
 def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
     """A snippet as the search guide documents it, word by word: from the first word a term
-    finds (else the text's first word), up to 8 words each side, ``…`` where words are left
-    out, whitespace runs as one space, and after the last word, when no word is left out
-    after it, what follows it (punctuation, a closing quote)."""
+    finds (else the text's first word), up to 8 words each side (a Chinese or Japanese
+    character counts a third of one), ``…`` where words are left out, whitespace runs as
+    one space, and after the last word, when no word is left out after it, what follows it
+    (punctuation, a closing quote)."""
     terms = [t.strip('"') for t in query.split() if not t.startswith("-")]
     exact = {w for t in terms if not t.endswith("*") for w in defined_words(t)}
     exact |= {w for t in terms if t.endswith("*") for w in defined_words(t)[:-1]}
     prefixes = tuple(defined_words(t)[-1] for t in terms if t.endswith("*"))
-    spans = [m.span() for m in WORD.finditer(text)]
+    spans = []
+    for m in WORD.finditer(text):
+        start = m.start()
+        for at in range(m.start(), m.end()):
+            if unspaced(text[at]):
+                spans += [(start, at), (at, at + 1)] if start < at else [(at, at + 1)]
+                start = at + 1
+        if start < m.end():
+            spans.append((start, m.end()))
+    weight = [1 / 3 if unspaced(text[s]) and e == s + 1 else 1 for s, e in spans]
     if not spans:
         return [(" ".join(text.split())[:120], False)] if text.split() else []
 
@@ -80,7 +118,12 @@ def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
         return any(w in exact or w.startswith(prefixes) for w in defined_words(text[start:end]))
 
     first = next((i for i, span in enumerate(spans) if found(*span)), 0)
-    lo, hi = max(0, first - 8), min(len(spans), first + 9)
+    lo = first
+    while lo > 0 and sum(weight[lo - 1 : first]) <= 8 + 1e-9:
+        lo -= 1
+    hi = first + 1
+    while hi < len(spans) and sum(weight[first + 1 : hi + 1]) <= 8 + 1e-9:
+        hi += 1
     pieces = [("…", False)] if lo > 0 else []
     for i in range(lo, hi):
         if i > lo:
@@ -97,10 +140,16 @@ def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
     return merged
 
 
-PIECES = ["porto", "Porto", "hotel", "HOT", "hotels", "the", "9", "café", "x" * 64, "x" * 70]
-FILLER = ["w", "zz", "y7", "Q", "z" * 70]
+PIECES = [
+    "porto", "Porto", "hotel", "HOT", "hotels", "the", "9", "café", "x" * 64, "x" * 70,
+    "東京", "東京タワー", "京",
+]
+FILLER = ["w", "zz", "y7", "Q", "z" * 70, "日本", "の", "ホテル"]
 BETWEEN = [" ", "  ", "\n\t", "_", ", ", " (", "-", "é ", ""]
-QUERIES = ["porto", "hotel", "hot*", '"porto hotel"', "cafe", "x" * 64, "x*", "the -porto", "9"]
+QUERIES = [
+    "porto", "hotel", "hot*", '"porto hotel"', "cafe", "x" * 64, "x*", "the -porto", "9",
+    "東京", "京*",
+]
 
 
 @settings(max_examples=300)  # cheap, and the window's edges need the right word counts

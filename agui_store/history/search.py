@@ -11,6 +11,8 @@ database has found the messages holding its words.
 decomposed as NFKD with every combining mark dropped, so ``Café`` and ``CAFE`` are both
 ``cafe``), then cut into runs of Unicode letters and digits (``_`` cuts words too, so
 ``refund`` finds the tool ``refund_order``, and ``refund_order`` is the phrase of both).
+In Chinese and Japanese, written without spaces, each Han, Hiragana or Katakana character is
+a word, and a run of them the phrase of its characters (``東京`` finds ``東京都``).
 A word longer than :data:`MAX_WORD` characters (a hash, a base64 blob) counts by its
 first :data:`MAX_WORD` characters, in the text and in a query alike.
 
@@ -47,8 +49,26 @@ MAX_TERMS = 32
 #: Words of context a snippet shows on each side of the first match.
 SNIPPET_WORDS = 8
 
-# Letters and digits: ``_`` cuts words, so ``refund`` finds the tool ``refund_order``.
-_WORD = re.compile(r"[^\W_]+")
+#: The scripts written without spaces between words, each of whose characters is a word of
+#: its own: Han ideographs (with their extensions and compatibility forms), Hiragana and
+#: Katakana (halfwidth forms fold to these). A run of them is found as the phrase of its
+#: characters, so ``東京`` finds ``東京都`` wherever it stands in the text, as a search box
+#: in these languages is expected to. Hangul is left whole: Korean writes spaces between
+#: words.
+_UNSPACED = (
+    "\u3005-\u3007\u3021-\u3029\u3038-\u303b"  # ideographic marks and numerals
+    "\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff"  # Hiragana, Katakana and its extension
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Han: extension A, unified, compatibility
+    "\U0001aff0-\U0001b16f"  # Kana: historic and small forms
+    "\U00020000-\U000323af"  # Han: extensions B to I
+)
+# One character of :data:`_UNSPACED`, and its share of a snippet's window in thirds of a word
+# (a word of another script takes three).
+_UNSPACED_CHAR = re.compile(f"[{_UNSPACED}]")
+_WORD_THIRDS = 3
+# Letters and digits: ``_`` cuts words, so ``refund`` finds the tool ``refund_order``; a
+# character of :data:`_UNSPACED` is a word alone.
+_WORD = re.compile(rf"(?![\W_])[{_UNSPACED}]|[^\W_{_UNSPACED}]+")
 # The same words in ASCII text.
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 _SPACES = re.compile(r"\s+")
@@ -317,25 +337,40 @@ def snippet(text: str, query: Query, width: int = SNIPPET_WORDS) -> list[tuple[s
 def _snippet_by_words(
     text: str, exact: frozenset[str], prefixes: tuple[str, ...], width: int
 ) -> list[tuple[str, bool]]:
-    """:func:`snippet` of any text, a word at a time: each word is folded and looked up."""
+    """:func:`snippet` of any text, a word at a time: each word is folded and looked up. A
+    Chinese or Japanese character counts as a third of a word in the window (their words
+    are one to three characters long): eight words of context are 24 of them."""
 
     def matched(start: int, end: int) -> bool:
         return any(
             w in exact or (prefixes and w.startswith(prefixes)) for w in words(text[start:end])
         )
 
+    room = width * _WORD_THIRDS
     spans: list[tuple[int, int]] = []
+    thirds: list[int] = []  # each word's share of the window, in thirds of a word
     first: int | None = None
+    after = 0
     for m in _WORD.finditer(text):
-        spans.append(m.span())
-        if first is None and matched(*spans[-1]):
-            first = len(spans) - 1
-        if first is not None and len(spans) > first + width + 1:
-            break  # one word past the window: enough to know more follows
+        start, end = m.span()
+        spans.append((start, end))
+        thirds.append(1 if end - start == 1 and _UNSPACED_CHAR.match(text, start) else 3)
+        if first is None:
+            if matched(start, end):
+                first = len(spans) - 1
+        else:
+            after += thirds[-1]
+            if after > room:
+                break  # one word past the window: enough to know more follows
     if not spans:
         return _no_words(text)
     at = first or 0
-    lo, hi = max(0, at - width), min(len(spans), at + width + 1)
+    lo, taken = at, 0
+    while lo > 0 and taken + thirds[lo - 1] <= room:
+        lo, taken = lo - 1, taken + thirds[lo - 1]
+    hi, taken = at + 1, 0
+    while hi < len(spans) and taken + thirds[hi] <= room:
+        hi, taken = hi + 1, taken + thirds[hi]
     marked = [(s, e) for s, e in spans[lo:hi] if matched(s, e)]
     return _pieces(text, spans[lo][0], spans[hi - 1][1], marked, lo > 0, hi < len(spans))
 

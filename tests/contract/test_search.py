@@ -434,3 +434,33 @@ def test_a_term_of_punctuation_or_emoji_alone_is_passed_over(store_location: str
         # A phrase and a word side by side are two terms, whichever comes first.
         assert [h.message_id for h in store.search('"porto"lisbon')] == found
         assert [h.message_id for h in store.search('porto"lisbon"')] == found
+
+
+@pytest.mark.parametrize("pending", [1, 1000], ids=["moved", "pending"])
+def test_chinese_and_japanese_are_found_by_any_run_of_their_characters(
+    store_location: str, pending: int
+) -> None:
+    texts = [
+        "明日東京都に行きたいです", "帮我预订酒店\uff0cAPI调用失败了", "京東の本社",
+        "서울에서 만나요",
+    ]
+    with testing.search_pending_rows(pending), agui_store.open(store_location) as store:
+        store.append(conversation("t", "r1", *texts))
+
+        def found(query: str) -> list[str]:
+            return [h.message_id for h in store.search(query)]
+
+        assert found("東京") == ["r1-m0"]  # not 京東: the characters in this order
+        assert found("京東") == ["r1-m2"]
+        assert found("行きたい") == ["r1-m0"]
+        assert found("预订酒店") == ["r1-m1"] and found("api 调用") == ["r1-m1"]
+        assert found("失败") == ["r1-m1"] and found("败失") == []
+        assert found("東京 -本社") == ["r1-m0"]
+        assert found('"東京都"') == ["r1-m0"] and found("東京都*") == ["r1-m0"]
+        assert found("서울*") == ["r1-m3"] and found("서울") == []
+        [hit] = store.search("東京")
+        assert hit.marked() == "明日[東][京]都に行きたいです"
+        for query in ("東京", "预订酒店", "京東 -東京"):
+            assert {(h.thread_id, h.run_id, h.message_id) for h in store.search(query)} == (
+                brute_force(store, query)
+            )

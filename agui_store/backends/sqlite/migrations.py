@@ -93,8 +93,9 @@ def _backfill_hashes(conn: Conn) -> None:
 
 
 def _backfill_search(conn: Conn, path: str) -> None:
-    """Version 13: index every complete run's messages for search (the tables are new and
-    empty), with a progress bar when stderr is a terminal."""
+    """Index every complete run's messages for search (the tables are empty: new in version
+    13, emptied by the versions whose words changed, :data:`schema.SEARCH_INDEX_VERSION`),
+    with a progress bar when stderr is a terminal."""
     with progress.on_terminal(f"indexing {path} for search", unit="runs") as shown:
         derivation.index_every_run(SqliteTransaction(conn), shown)
 

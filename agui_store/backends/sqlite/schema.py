@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -433,8 +433,9 @@ CREATE VIRTUAL TABLE search_words USING fts5(
 """
 
 #: The version whose migration also indexes every stored run for search, after its SQL (13
-#: made the index; 16 makes its FTS5 table again).
-SEARCH_INDEX_VERSION = 16
+#: made the index; 16 made its FTS5 table again; 20 cuts Chinese and Japanese text into
+#: words of one character).
+SEARCH_INDEX_VERSION = 20
 
 # Version 14: erasure (agui_store.engine.erasure). ``erasures`` logs every erasure the store
 # made: when, which verb, how much, and the event sequence numbers it took out of the log, so
@@ -605,6 +606,23 @@ ALTER TABLE search_pending_v19 RENAME TO search_pending;
 CREATE UNIQUE INDEX search_pending_by_key ON search_pending(thread, key);
 """
 
+# Version 20: Chinese and Japanese text indexed a character a word
+# (:func:`agui_store.history.search.words`): a run of Han, Hiragana or Katakana characters was
+# one word, found only by a query for the whole run or a prefix of it. The index is derived
+# data: the migration empties it, with the FTS5 table made again as version 17 left it, and
+# indexes every run again (:data:`SEARCH_INDEX_VERSION`). Dropping the table frees its pages,
+# zeroed as every freed page is.
+CREATE_V20 = """
+DROP TABLE search_words;
+DELETE FROM search_pending;
+DELETE FROM search_messages;
+CREATE VIRTUAL TABLE search_words USING fts5(
+    words, content='', detail=none, tokenize='ascii'
+);
+INSERT INTO search_words(search_words, rank) VALUES ('secure-delete', 1);
+INSERT INTO search_words(search_words, rank) VALUES ('pgsz', 256);
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -625,6 +643,7 @@ MIGRATIONS: dict[int, str] = {
     17: CREATE_V17,
     18: CREATE_V18,
     19: CREATE_V19,
+    20: CREATE_V20,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.
