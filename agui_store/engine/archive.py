@@ -711,7 +711,8 @@ class _Reader:
         for cid in section.records:
             row = section.conversation(cid)
             if row is not None and replication.leave_erased_conversation(
-                dst, row, self.restore_erased, frozenset()  # an archive carries no tombstones
+                dst, row, replication.entry_ids(section, row), self.restore_erased,
+                frozenset(),  # an archive carries no tombstones
             ):
                 continue  # erased here: left out, as copy leaves it
             try:
@@ -742,9 +743,7 @@ class _Reader:
                 if (row := section.conversation(names[stone])) is not None
                 and int(row.updated_at) // 1000 <= at
             }
-            if gone and self.restore_erased:
-                dst.delete_tombstones(sorted(gone))
-            else:
+            if not self.restore_erased:  # restored, the thread's tombstone stays
                 for stone in gone:
                     del section.records[names[stone]]
             return False
@@ -753,6 +752,7 @@ class _Reader:
         if at is None or not erasure.covers(at, section.created_at):
             return False
         if self.restore_erased:
+            replication.refuse_joining(dst, section.thread_id, at)
             dst.delete_tombstones([stone])
             return False
         self.result.left_erased += 1

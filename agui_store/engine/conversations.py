@@ -337,6 +337,13 @@ def delete_record(tx: port.Writing, conversation_id: str, expected_revision: str
     return _release(tx, tip_keys)
 
 
+def release_replaced(tx: port.Writing, was: Record) -> int:
+    """Release the history a replaced record reached (``was``, its fields before) where
+    the record that replaced it, or another, no longer reaches it: how many entries went."""
+    tips = [t for t in (was.head_id, *was.branches) if t is not None]
+    return _release(tx, [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))])
+
+
 def _release(tx: port.Writing, tips: Sequence[int]) -> int:
     """Delete the entries at ``tips`` and up their histories while nothing reaches them
     (no entry follows, no record's head or branch names them), and the messages they
@@ -447,11 +454,18 @@ def linked(tx: port.Reading, thread_id: str) -> set[str]:
     return {thread_id} | {conversation for _run, conversation, _ids in saved_entries(tx, thread_id)}
 
 
-def erase(tx: port.Writing, conversation_ids: Sequence[str], *, dry_run: bool) -> tuple[int, int]:
+def erase(
+    tx: port.Writing,
+    conversation_ids: Sequence[str],
+    *,
+    dry_run: bool,
+    released: dict[str, list[str]] | None = None,
+) -> tuple[int, int]:
     """Delete these conversations' records and release what nothing else reaches, as
     :func:`delete_record` does, whatever their revision (an erasure is not a save that
     could conflict): ``(records found, bytes of their records and histories)``. With
-    ``dry_run`` nothing is deleted."""
+    ``dry_run`` nothing is deleted. ``released`` is given the ids of the entries each
+    conversation took with it (those another conversation reaches stay)."""
     found = size = 0
     for conversation_id in sorted(conversation_ids):
         stored = tx.conversation(conversation_id)
@@ -461,14 +475,19 @@ def erase(tx: port.Writing, conversation_ids: Sequence[str], *, dry_run: bool) -
         record = _record(stored)
         size += len(record.record.encode("utf-8", "surrogatepass"))
         tips = [t for t in (record.head_id, *record.branches) if t is not None]
+        held: list[str] = []
         for tip in tips:
             for row in tx.conversation_history(tip, EVERY):
                 size += len(str(row[3]).encode("utf-8", "surrogatepass"))
+                held.append(str(row[0]))
         if dry_run:
             continue
         tip_keys = [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))]
         tx.delete_conversation(int(stored[0]))
         _release(tx, tip_keys)
+        if released is not None:
+            gone = dict.fromkeys(e for e in held if tx.conversation_entry_key(e) is None)
+            released[conversation_id] = list(gone)
     return found, size
 
 

@@ -73,6 +73,48 @@ def conversation_hash(conversation_id: str) -> bytes:
     ).digest()
 
 
+def entry_stone(entry_id: str) -> bytes:
+    """The tombstone of a conversation entry an erasure took: the tagged sha256 of its id.
+    A version of a conversation holding such an entry holds erased messages (it is the
+    erased one, or was continued from it elsewhere); one saved anew under the id holds
+    none."""
+    return hashlib.sha256(
+        b"agui-store erased conversation entry 1\x00" + entry_id.encode("utf-8", "surrogatepass")
+    ).digest()
+
+
+def entries_stone(conversation_id: str) -> bytes:
+    """Marks an erased conversation whose entries have tombstones of their own
+    (:func:`entry_stone`): its versions are told apart by them. A conversation erased
+    before entries had tombstones has none: its tombstone (:func:`conversation_hash`)
+    covers the versions of its id saved at or before the erasure."""
+    return hashlib.sha256(
+        b"agui-store erased conversation entries 1\x00"
+        + conversation_id.encode("utf-8", "surrogatepass")
+    ).digest()
+
+
+def conversation_covered(
+    stones: Mapping[bytes, int], conversation_id: str, entries: Sequence[str], saved_at_us: int
+) -> tuple[int, list[bytes]] | None:
+    """Whether a version of a conversation (its id, the ids of the entries it reaches, when
+    it was saved, in microseconds) is covered by ``stones`` (a store's tombstones): the
+    time of the erasure and the tombstones that cover it, or ``None``. It is when it holds
+    an erased entry; or, where the erasure laid no tombstone per entry (an earlier
+    version's, or a conversation without entries), when it was saved at or before its
+    erasure."""
+    hit = [s for s in map(entry_stone, entries) if s in stones]
+    if hit:
+        return max(stones[s] for s in hit), hit
+    named = conversation_hash(conversation_id)
+    if entries and entries_stone(conversation_id) in stones:
+        return None  # its erasure told its entries apart, and it holds none of them
+    at = stones.get(named)
+    if at is not None and covers(at, saved_at_us // 1000):
+        return at, [named]
+    return None
+
+
 def covers(erased_at: int, created_at: int) -> bool:
     """Whether a tombstone laid at ``erased_at`` covers a thread of its id created at
     ``created_at`` (milliseconds since the epoch, as copies keep it): the thread erased, or
@@ -166,6 +208,7 @@ def erase(
     dry_run: bool = False,
     erased_at: Mapping[str, int] | None = None,
     conversation_times: Mapping[str, int] | None = None,
+    with_linked: bool = True,
 ) -> ErasureReceipt:
     """Erase the threads ``thread_pks`` (keys), the conversations linked to them and, with
     an ``owner``, every conversation saved under that scope, and log it as ``verb`` at
@@ -174,7 +217,11 @@ def erase(
     ``False``: the purge comes after the commit. A thread's tombstone is laid at ``now``,
     or at its time in ``erased_at`` (a copy carrying another store's erasure);
     ``conversation_times``: conversations erased as well, each with its tombstone's time
-    (conversations are often named by their thread's id: the two maps are apart)."""
+    (conversations are often named by their thread's id: the two maps are apart).
+    ``with_linked=False`` leaves the threads' linked conversations to ``conversation_times``
+    (a copy erases those its source's tombstones cover, not those a name links). An erased
+    conversation leaves a tombstone of its id, one marking that its entries have their
+    own, and one for each entry it took (:func:`entry_stone`)."""
     tx.erasing()
     thread_pks = sorted(set(thread_pks))
     thread_ids = [tx.thread_id(pk) for pk in thread_pks]
@@ -189,7 +236,7 @@ def erase(
         if owner is not None
         else set()
     )
-    for thread_id in thread_ids:
+    for thread_id in thread_ids if with_linked else ():
         stored = tx.thread(thread_id)
         thread_owner = None if stored is None else stored[1]
         for cid in conversations.linked(tx, thread_id):
@@ -205,7 +252,10 @@ def erase(
     talk_times = conversation_times or {}
     linked |= set(talk_times)
     held = [cid for cid in sorted(linked) if tx.conversation(cid) is not None]
-    found, conversation_bytes = conversations.erase(tx, sorted(linked), dry_run=dry_run)
+    released: dict[str, list[str]] = {}
+    found, conversation_bytes = conversations.erase(
+        tx, sorted(linked), dry_run=dry_run, released=released
+    )
     derived = erase_derived(tx, thread_pks, run_pks, dry_run=dry_run)
     receipt = ErasureReceipt(
         threads=len(thread_pks),
@@ -221,11 +271,12 @@ def erase(
     times = erased_at or {}
     if thread_pks:
         tx.erase_log(thread_pks, run_pks)
-    lay_tombstones(
-        tx,
-        {thread_hash(t): times.get(t, now) for t in thread_ids}
-        | {conversation_hash(c): talk_times.get(c, now) for c in held},
-    )
+    stones = {thread_hash(t): times.get(t, now) for t in thread_ids}
+    for c in held:
+        at = talk_times.get(c, now)
+        stones[conversation_hash(c)] = stones[entries_stone(c)] = at
+        stones.update((entry_stone(e), at) for e in released.get(c, ()))
+    lay_tombstones(tx, stones)
     seqs = _ENCODER.encode(_ranges(ranges)).decode()
     row = (now, verb, receipt.threads, receipt.runs, events, found, receipt.bytes, seqs)
     logged = tx.erasures()

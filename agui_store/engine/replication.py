@@ -614,6 +614,19 @@ class ConversationPlan:
     writes_record: bool
 
 
+def entry_ids(tx: Source, row: port.ConversationRow) -> list[str]:
+    """The ids of every entry a stored conversation reaches (its head's history and each
+    branch's), each once."""
+    record = conversations.record_of(row)
+    found: dict[str, None] = {}
+    for tip in (record.head_id, *record.branches):
+        if tip is not None and tip not in found:
+            found.update(
+                (str(r[0]), None) for r in tx.conversation_history(tip, conversations.EVERY)
+            )
+    return list(found)
+
+
 def linked_conversations(tx: port.Reading, thread_id: str) -> list[str]:
     """The stored conversations a thread is linked to: the one named by the thread's id (as
     pydantic-ai's AG-UI adapter names them) and those its runs announced saving to."""
@@ -745,12 +758,18 @@ def write_conversation(
             record.conversation_id, head, record.scope, record.revision, record.updated_at,
             record.record, digest,
         )  # fmt: skip
-    else:
-        pk = plan.dst_pk
-        dst.update_conversation(
-            pk, head, record.scope, record.revision, record.updated_at, record.record, digest
-        )
+        dst.set_conversation_branches(pk, [key_of(tip) for tip in record.branches])
+        return True
+    pk = plan.dst_pk
+    there = dst.conversation(record.conversation_id)
+    assert there is not None  # planned against it, in this transaction
+    dst.update_conversation(
+        pk, head, record.scope, record.revision, record.updated_at, record.record, digest
+    )
     dst.set_conversation_branches(pk, [key_of(tip) for tip in record.branches])
+    # What the record replaced (a forced copy over a conversation both sides moved on)
+    # goes where nothing reaches it any more, as a save's delete releases it.
+    conversations.release_replaced(dst, conversations.record_of(there))
     return True
 
 
@@ -766,6 +785,19 @@ def _covered(tx: Source, thread_id: str, erased_at: int) -> int | None:
     return int(found[0])
 
 
+def refuse_joining(dst: port.Reading, thread_id: str, erased_at: int) -> None:
+    """Refuse to restore the erased thread ``thread_id`` into a destination that wrote a
+    thread under its id since its erasure (tombstone at ``erased_at``): the two would
+    join."""
+    if dst.thread(thread_id) is not None and _covered(dst, thread_id, erased_at) is None:
+        raise SyncConflictError(
+            f"thread {arguments.quote(thread_id)} was written again in the destination "
+            "since it was erased there: restoring the erased one would join the two "
+            "(delete the new one first, or copy without restoring)",
+            thread_id=thread_id,
+        )
+
+
 def leave_erased(
     src: Source, dst: port.Writing, thread_ids: Sequence[str], restore: bool
 ) -> list[str]:
@@ -777,13 +809,7 @@ def leave_erased(
     erased = {h for h, at in stones.items() if _covered(src, hashes[h], at) is not None}
     if restore:
         for h in sorted(erased):
-            if dst.thread(hashes[h]) is not None and _covered(dst, hashes[h], stones[h]) is None:
-                raise SyncConflictError(
-                    f"thread {arguments.quote(hashes[h])} was written again in the destination "
-                    "since it was erased there: restoring the erased one would join the two "
-                    "(delete the new one first, or copy without restoring)",
-                    thread_id=hashes[h],
-                )
+            refuse_joining(dst, hashes[h], stones[h])
         if erased:
             dst.delete_tombstones(sorted(erased))
         return list(thread_ids)
@@ -804,8 +830,11 @@ def carry_erasures(
     written after the erasure: it is copied as any thread is, and the destination's older
     thread of that id is erased first. A tombstone that covers a thread the source still
     holds (a thread written in the millisecond of its erasure, or by a clock behind) is not
-    carried: the source's live thread is what it holds. With ``thread_ids`` (a copy of
-    those threads alone), only their tombstones are carried, and no conversation's.
+    carried: the source's live thread is what it holds. The destination's conversations
+    the source's tombstones cover (:func:`erasure.conversation_covered`: those holding an
+    entry the source erased) are erased too, whatever links them to a thread. With
+    ``thread_ids`` (a copy of those threads alone), only their tombstones are carried, and
+    those of the conversations linked to them that the source's cover.
     ``source_stones``: the source's tombstones, as ``tombstones()`` reads them."""
     stones = dict(source_stones)
     for thread_id in src.thread_ids(None) if thread_ids is None else thread_ids:
@@ -829,35 +858,58 @@ def carry_erasures(
             thread_times[thread_id] = at
             pks.append(found[0])
     talk_times: dict[str, int] = {}
-    for row in dst.conversations(scope, conversations.EVERY) if thread_ids is None else ():
+    if thread_ids is None:
+        rows = dst.conversations(scope, conversations.EVERY)
+    else:  # a copy of these threads: the conversations linked to them
+        named = {c for t in thread_ids for c in conversations.linked(dst, t)}
+        rows = [r for c in sorted(named) if (r := dst.conversation(c)) is not None]
+        rows = [r for r in rows if scope is None or r.scope == scope]
+    for row in rows:
         cid = str(row.conversation_id)
-        at = stones.get(erasure.conversation_hash(cid))
-        # A version saved after the erasure (the conversation saved again under its id, or
-        # continued from such a save) is not the one erased.
-        if at is not None and erasure.covers(at, int(row.updated_at) // 1000):
-            talk_times[cid] = at
+        covered = erasure.conversation_covered(
+            source_stones, cid, entry_ids(dst, row), int(row.updated_at)
+        )
+        if covered is not None:
+            talk_times[cid] = covered[0]
+            if thread_ids is not None:  # its tombstones come with it
+                stones.update((s, source_stones[s]) for s in covered[1])
     if pks or talk_times:
         erasure.erase(
             dst, pks, "copy", clock.now_ms(), erased_at=thread_times,
-            conversation_times=talk_times,
+            conversation_times=talk_times, with_linked=False,
         )  # fmt: skip
     erasure.lay_tombstones(dst, stones)
     return len(pks)
 
 
 def leave_erased_conversation(
-    dst: port.Writing, row: port.ConversationRow, restore: bool, source_stones: Container[bytes]
+    dst: port.Writing,
+    row: port.ConversationRow,
+    entries: Sequence[str],
+    restore: bool,
+    source_stones: Container[bytes],
 ) -> bool:
-    """Whether the destination erased this conversation of the source, which is then left
-    out; ``restore`` takes the tombstone away instead. A conversation has no creation time
-    to tell a new one from a copy continued elsewhere (which holds the erased messages), so
-    its tombstone covers its id: the source's conversation comes in only when the source
-    holds that tombstone too, from its own erasure, and saved the conversation since."""
-    stone = erasure.conversation_hash(str(row.conversation_id))
-    if stone not in dst.tombstoned([stone]) or stone in source_stones:
+    """Whether the destination erased this conversation of the source (``entries``: the
+    ids of the entries it reaches), which is then left out; ``restore`` takes the
+    tombstones that cover it away instead. It is erased there when it holds an entry the
+    destination erased (:func:`erasure.conversation_covered`). Where the destination's
+    erasure laid no tombstone per entry (an earlier version's), its tombstone covers the
+    id: the source's conversation comes in only when the source holds that tombstone too,
+    from its own erasure, and saved the conversation since."""
+    cid = str(row.conversation_id)
+    named, marked = erasure.conversation_hash(cid), erasure.entries_stone(cid)
+    wanted = [named, marked, *map(erasure.entry_stone, entries)]
+    stones = dst.tombstoned(wanted)
+    if not stones:
+        return False
+    covered = erasure.conversation_covered(stones, cid, entries, int(row.updated_at))
+    if covered is None and named in stones and marked not in stones:
+        # An earlier version's erasure: the id alone, whenever the source saved it.
+        covered = (stones[named], [named]) if named not in source_stones else None
+    if covered is None:
         return False
     if restore:
-        dst.delete_tombstones([stone])
+        dst.delete_tombstones(sorted({named, marked, *covered[1]} & set(stones)))
         return False
     return True
 
@@ -920,7 +972,7 @@ def replicate(
             if scope is not None and (found is None or found[3] != scope):
                 continue  # another owner's conversation is absent, as to every read
             if found is None or leave_erased_conversation(
-                dst, found, restore_erased, source_stones
+                dst, found, entry_ids(src, found), restore_erased, source_stones
             ):
                 continue
             talks.append(plan_conversation(src, dst, cid, plan.thread_id, force))
@@ -929,7 +981,10 @@ def replicate(
             cid = str(row.conversation_id)
             if cid not in seen:
                 seen.add(cid)
-                if not leave_erased_conversation(dst, row, restore_erased, source_stones):
+                entries = entry_ids(src, row)
+                if not leave_erased_conversation(
+                    dst, row, entries, restore_erased, source_stones
+                ):
                     talks.append(plan_conversation(src, dst, cid, cid, force))
     writer = Writer(src, dst, sum(p.events_to_copy for p in plans), progress)
     touched: list[str] = []

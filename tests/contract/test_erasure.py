@@ -17,7 +17,7 @@ import agui_store
 from agui_store.errors import InvalidArgumentError, RunNotFoundError, SyncConflictError
 from agui_store.integrations.pydantic_ai import ConversationStore
 from agui_store.sync import copy
-from tests.backends import dump, problems, tamper
+from tests.backends import dump, owner, problems, tamper
 from tests.pydantic_ai_conversations import turn
 from tests.streams import run, say
 from tests.workers.harness import Worker
@@ -275,6 +275,158 @@ def test_a_conversation_saved_again_after_its_erasure_copies_once_and_is_never_e
     assert messages(there) == [*turn(2), *turn(3)]
     assert copy(there, here).conversations == 1
     assert messages(here) == [*turn(2), *turn(3)]
+
+
+def _saved(location: str, cid: str, *turns: int, scope: str | None = None) -> None:
+    """Save conversation ``cid`` with these turns, or add them to the one stored."""
+
+    async def go() -> None:
+        async with ConversationStore(location) as store:
+            found = await store.load(cid, scope=scope)
+            if found is None:
+                found = Conversation(conversation_id=cid, messages=[])
+            for n in turns:
+                found.messages.extend(turn(n))
+            await store.save(found, scope=scope)
+
+    asyncio.run(go())
+
+
+def _said(location: str, cid: str, scope: str | None = None) -> Any:
+    """The messages of conversation ``cid``, or ``None``."""
+
+    async def go() -> Any:
+        async with ConversationStore(location) as store:
+            found = await store.load(cid, scope=scope)
+            return None if found is None else found.messages
+
+    return asyncio.run(go())
+
+
+def _erasure_verbs(location: str) -> list[str]:
+    with agui_store.open(location) as store:
+        report = store.check()
+    assert report.ok, report.problems
+    return [e.verb for e in report.erasures]
+
+
+def test_a_conversation_continued_elsewhere_from_an_erased_one_is_erased_where_it_arrives(
+    new_location: Any,
+) -> None:
+    here, there = new_location(), new_location()
+    _saved(here, "c", 1)
+    copy(here, there)
+    with agui_store.open(here) as store:
+        _thread(store, "c", 1)
+        assert store.delete_thread("c").conversations == 1
+    time.sleep(0.005)
+    _saved(there, "c", 2)  # continued after the erasure: it holds the erased turn
+    copy(here, there)
+    assert _said(there, "c") is None
+    copy(there, here)
+    assert _said(here, "c") is None
+    # Nothing is left to carry: copies both ways copy and erase nothing more.
+    assert copy(here, there).conversations == copy(there, here).conversations == 0
+    assert _erasure_verbs(here) == ["delete_thread"] and _erasure_verbs(there) == ["copy"]
+
+
+def test_a_copy_of_one_thread_carries_its_conversations_erasure_and_then_copies_nothing(
+    new_location: Any,
+) -> None:
+    here, there = new_location(), new_location()
+    with agui_store.open(here) as store:
+        _thread(store, "t", 1)
+    _saved(here, "t", 1)
+    copy(here, there)
+    with agui_store.open(here) as store:
+        assert store.delete_thread("t").conversations == 1
+    time.sleep(0.005)
+    with agui_store.open(here) as store:
+        _thread(store, "t", 1)  # the thread and its conversation written again
+    _saved(here, "t", 2)
+    copy(here, there, thread_id="t")
+    assert _said(there, "t") == turn(2)
+    for _ in range(2):
+        assert copy(there, here).conversations == copy(here, there).conversations == 0
+    assert _erasure_verbs(here) == ["delete_thread"] and _erasure_verbs(there) == ["copy"]
+    assert _said(here, "t") == _said(there, "t") == turn(2)
+
+
+def test_an_owners_erasure_stays_through_a_copy_of_another_owners_scope(
+    new_location: Any,
+) -> None:
+    here, there = new_location(), new_location()
+    _saved(here, "c-bob", 1, scope="bob")
+    _saved(here, "c-al", 2, scope="al")
+    copy(here, there)
+    with agui_store.open(here) as store:
+        assert store.delete_owner("bob").conversations == 1
+    copy(here, there, scope="al")
+    assert _said(there, "c-bob", scope="bob") == turn(1)  # another owner's: left alone
+    copy(there, here)
+    assert _said(here, "c-bob", scope="bob") is None
+    copy(here, there)  # a whole copy carries it
+    assert _said(there, "c-bob", scope="bob") is None
+    assert _said(there, "c-al", scope="al") == turn(2)
+
+
+def test_an_archive_restoring_a_conversation_leaves_the_erased_thread_of_its_name_erased(
+    new_location: Any, tmp_path: Any
+) -> None:
+    here, replica = new_location(), new_location()
+    archive = str(tmp_path / "talk.jsonl")
+    _saved(here, "c", 1)
+    with agui_store.open(here) as store:
+        store.export_archive(archive)  # the conversation alone: no thread yet
+        _thread(store, "c", 2)
+    copy(here, replica)
+    with agui_store.open(here) as store:
+        assert store.delete_thread("c").conversations == 1
+        result = store.import_archive(archive, restore_erased=True)
+        assert (result.conversations, result.threads) == (1, 0)
+    assert _said(here, "c") == turn(1)
+    # The thread was not in the archive: it stays erased, and a copy leaves it out.
+    assert copy(replica, here).left_erased == 1
+    with agui_store.open(here) as store:
+        assert store.threads() == []
+
+
+def test_an_archive_refuses_to_restore_an_erased_thread_into_one_written_again_under_its_id(
+    new_location: Any, tmp_path: Any
+) -> None:
+    here = new_location()
+    archive = str(tmp_path / "before.jsonl")
+    with agui_store.open(here) as store:
+        _thread(store, "t", 2)
+        store.export_archive(archive)
+        store.delete_thread("t")
+    time.sleep(0.005)
+    with agui_store.open(here) as store:
+        store.append(run("t", "new-1", *say("new-m1", "written again")))
+        before = dump(here)
+        with pytest.raises(SyncConflictError, match="written again in the destination"):
+            store.import_archive(archive, restore_erased=True)
+    assert dump(here) == before
+
+
+def test_a_forced_copy_releases_the_history_the_record_it_replaced_reached(
+    new_location: Any,
+) -> None:
+    here, there = new_location(), new_location()
+    _saved(here, "c", 1, scope="al")
+    copy(here, there)
+    _saved(here, "c", 2, scope="al")
+    _saved(there, "c", 3, scope="al")  # both moved on
+    with pytest.raises(SyncConflictError, match="both moved on"):
+        copy(here, there)
+    copy(here, there, force=True)
+    assert _said(there, "c", scope="al") == [*turn(1), *turn(2)]
+    with agui_store.open(there) as store:
+        assert store.check().ok
+        assert store.delete_owner("al").conversations == 1
+    with owner(there) as conn:
+        for table in ("conversation_entries", "conversation_messages"):
+            assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
 
 
 def test_another_owners_conversation_named_like_the_thread_stays(store_location: str) -> None:
