@@ -676,3 +676,27 @@ def test_a_version_19_file_is_indexed_again_so_chinese_and_japanese_are_found_by
         assert [h.message_id for h in store.search("東京")] == ["m1"]
         assert [h.message_id for h in store.search(_old_words(said))] == ["m1"]
         assert store.check().ok
+
+
+def test_a_file_whose_tables_are_not_those_of_its_version_is_refused_and_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    from tests.schema_history import as_version_18
+    from tests.streams import run, say
+
+    path = tmp_path / "store.db"
+    with agui_store.open(path) as store:
+        store.append(run("t", "r1", *say("m1", "hello")))
+    conn = apsw.Connection(str(path))
+    conn.execute("BEGIN")
+    as_version_18(conn)  # version 18's tables, labelled 17: a development build's layout
+    conn.execute("PRAGMA user_version = 17")
+    conn.execute("COMMIT")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(SchemaVersionError) as refused:
+        agui_store.open(path)
+    said = str(refused.value)
+    assert f"{path} records schema version 17, but its tables are not that version's" in said
+    assert "(search_pending)" in said and "nothing was changed" in said
+    assert path.read_bytes() == before and pragma(path, "user_version") == 17

@@ -1122,3 +1122,31 @@ def test_a_version_8_store_is_indexed_again_so_chinese_and_japanese_are_found_by
     with connect(postgres_database) as conn:
         assert pg_schema.installed_version(conn) == 9
         assert conn.execute("SELECT count(*) FROM search_messages").fetchone() == (1,)
+
+
+def test_a_store_whose_tables_are_not_those_of_its_version_is_refused_and_left_as_it_was(
+    postgres_database: str,
+) -> None:
+    with agui_store.open(postgres_database) as store:
+        store.append([
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+        ])
+    with connect(postgres_database) as conn:
+        # Version 8 in number, another layout: as a development build might have left it.
+        conn.execute("ALTER TABLE search_messages RENAME COLUMN words TO lexemes")
+        conn.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
+    with pytest.raises(agui_store.SchemaVersionError) as refused:
+        agui_store.open(postgres_database).close()
+    said = str(refused.value)
+    assert "records agui-store schema version 8, but its tables are not that version's" in said
+    assert "(search_messages)" in said and "nothing was changed" in said
+    with connect(postgres_database) as conn:
+        assert pg_schema.installed_version(conn) == 8
+        assert conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = 'agui_store_layout_probe'"
+        ).fetchone() == (0,)
+        assert conn.execute(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = "
+            "'search_messages' AND column_name = 'lexemes'"
+        ).fetchone() == (1,)

@@ -673,6 +673,8 @@ def install(
             )
         if found == SCHEMA_VERSION:
             return found
+        if found:
+            _refuse_another_layout(conn, schema, found)
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(schema)}")
         for version in range(found + 1, SCHEMA_VERSION + 1):
             conn.execute(MIGRATIONS[version])
@@ -680,6 +682,55 @@ def install(
                 backfill(conn, version)
         conn.execute(WRITE_VERSION, {"application": APPLICATION, "version": str(SCHEMA_VERSION)})
     return found
+
+
+#: Every table's and view's columns in a schema, in order (dropped columns aside).
+_TABLE_COLUMNS = """
+SELECT c.relname, string_agg(a.attname, ',' ORDER BY a.attnum)
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v')
+GROUP BY c.relname
+"""
+
+#: The schema where :func:`_refuse_another_layout` lays a version out, rolled back after.
+_PROBE_SCHEMA = "agui_store_layout_probe"
+
+
+def _refuse_another_layout(conn: Connection, schema: str, version: int) -> None:
+    """Refuse to migrate a store whose tables are not those of the version it records: a
+    development build between releases may have given a version number the layout a later
+    one changed, and migrating it would fail halfway or lose rows. The version's
+    migrations are run in a schema of their own, rolled back, and their tables and views,
+    column for column, are what the store must hold (more is allowed). A role that may not
+    create that schema skips the comparison."""
+    import psycopg
+
+    held = set(conn.execute(_TABLE_COLUMNS, (schema,)).fetchall())
+    expected: set[tuple[str, str]] = set()
+    try:
+        with conn.transaction():
+            conn.execute(f"CREATE SCHEMA {_PROBE_SCHEMA}")
+            conn.execute("SELECT set_config('search_path', %s, true)", (_PROBE_SCHEMA,))
+            for step in range(1, version + 1):
+                conn.execute(MIGRATIONS[step])
+            expected = set(conn.execute(_TABLE_COLUMNS, (_PROBE_SCHEMA,)).fetchall())
+            raise psycopg.Rollback()
+    except psycopg.errors.InsufficientPrivilege:
+        pass  # rolled back to before the probe: the store is migrated as it was
+    finally:
+        conn.execute("SELECT set_config('search_path', %s, true)", (_ident(schema),))
+    missing = sorted(name for name, columns in expected - held)
+    if missing:
+        raise errors.SchemaVersionError(
+            f"PostgreSQL schema {schema!r} records agui-store schema version {version}, but "
+            f"its tables are not that version's ({', '.join(missing[:4])}"
+            f"{', ...' if len(missing) > 4 else ''}): a development build of agui-store "
+            f"wrote it, whose version {version} had another layout, and this release cannot "
+            "migrate it; nothing was changed. Open it with the build that wrote it and "
+            "export its threads, then import them here"
+        )
 
 
 def _at_this_version(conn: Connection, schema: str) -> bool:

@@ -8,6 +8,10 @@ the version read here is the one that holds.
 
 from __future__ import annotations
 
+import functools
+
+import apsw
+
 from agui_store import errors
 from agui_store.backends import progress
 from agui_store.backends.sqlite import schema, sql
@@ -41,6 +45,8 @@ def migrate(conn: Conn, path: str) -> None:
                 f"{path} is an SQLite database of another application (it has tables "
                 "but is not an agui-store file); give a new path"
             )
+    if 0 < version < schema.SCHEMA_VERSION:
+        _refuse_another_layout(conn, version, path)
     for target in range(version + 1, schema.SCHEMA_VERSION + 1):
         conn.execute(schema.MIGRATIONS[target])
         if target in schema.BACKFILLS:
@@ -51,6 +57,45 @@ def migrate(conn: Conn, path: str) -> None:
         _backfill_search(conn, path)
     conn.execute(sql.set_application_id(schema.APPLICATION_ID))
     conn.execute(sql.set_user_version(schema.SCHEMA_VERSION))
+
+
+def _refuse_another_layout(conn: Conn, version: int, path: str) -> None:
+    """Refuse to migrate a file whose tables are not those of the version it records: a
+    development build between releases may have given a version number the layout a
+    later one changed. Migrating it would fail halfway or lose rows; it is left as it is.
+    The tables and views the version's migrations make, column for column, are what the
+    file must hold (more is allowed: a table another tool added)."""
+    missing = sorted(_layout(version) - _layout_of(conn))
+    if missing:
+        named = ", ".join(name for _kind, name, _columns in missing[:4])
+        raise errors.SchemaVersionError(
+            f"{path} records schema version {version}, but its tables are not that "
+            f"version's ({named}{', ...' if len(missing) > 4 else ''}): a development build "
+            f"of agui-store wrote it, whose version {version} had another layout, and this "
+            "release cannot migrate it; nothing was changed. Open it with the build that "
+            "wrote it and export its threads, then import them here"
+        )
+
+
+@functools.cache
+def _layout(version: int) -> frozenset[tuple[str, str, str]]:
+    """What a file at ``version`` holds, as the migrations up to it make it."""
+    made = apsw.Connection(":memory:")
+    try:
+        for step in range(1, version + 1):
+            made.execute(schema.MIGRATIONS[step])
+        return _layout_of(made)
+    finally:
+        made.close()
+
+
+def _layout_of(conn: Conn) -> frozenset[tuple[str, str, str]]:
+    """``(kind, name, columns)`` of every table and view a file holds, their columns in
+    order, joined by commas."""
+    return frozenset(
+        (str(kind), str(name), ",".join(str(c[1]) for c in conn.execute(sql.table_columns(name))))
+        for kind, name in conn.execute(sql.SCHEMA_TABLES).fetchall()
+    )
 
 
 def rewrite(conn: Conn) -> None:

@@ -542,6 +542,18 @@ APPLICATION_ID = "PRAGMA application_id"
 USER_VERSION = "PRAGMA user_version"
 TABLES_AND_VIEWS = "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view')"
 SCHEMA_OBJECT_COUNT = "SELECT count(*) FROM sqlite_schema"
+#: The file's own tables and views (SQLite's internal ones aside).
+SCHEMA_TABLES = (
+    "SELECT type, name FROM sqlite_schema WHERE type IN ('table', 'view') "
+    "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY type, name"
+)
+
+
+def table_columns(name: str) -> str:
+    """A table's or view's columns (``PRAGMA table_info``), its name quoted."""
+    return "PRAGMA table_info(\"" + name.replace('"', '""') + "\")"
+
+
 ENTER_WAL = "PRAGMA journal_mode=WAL"
 #: What every connection sets: NORMAL in WAL mode survives a killed process (a committed
 #: transaction is in the WAL), only a power cut can lose the last transactions; foreign keys
