@@ -1150,3 +1150,20 @@ def test_a_store_whose_tables_are_not_those_of_its_version_is_refused_and_left_a
             "SELECT count(*) FROM information_schema.columns WHERE table_name = "
             "'search_messages' AND column_name = 'lexemes'"
         ).fetchone() == (1,)
+
+
+def test_the_application_role_asked_to_migrate_says_the_owner_must_open_the_store_first(
+    deployment: tuple[str, str],
+) -> None:
+    owner_dsn, app_dsn = deployment
+    with connect(owner_dsn) as conn:
+        conn.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
+    with pytest.raises(agui_store.StorageError) as refused:
+        pg_schema.install(connect(app_dsn))
+    said = str(refused.value)
+    assert "is at agui-store schema version 8 and this release needs 9" in said
+    assert "open the store once as the role that owns its tables" in said
+    assert "application_grants" in said and "nothing was changed" in said
+    with connect(owner_dsn) as conn:
+        assert pg_schema.installed_version(conn) == 8
+        assert pg_schema.install(conn) == 8 and pg_schema.installed_version(conn) == 9

@@ -660,6 +660,8 @@ def install(
     ``backfill(conn, version)`` runs after each migration of a store that had tables
     before, in the same transaction: what computes derived data in Python.
     """
+    from psycopg import errors as pg_errors
+
     if _at_this_version(conn, schema):
         return SCHEMA_VERSION
     with conn.transaction():
@@ -675,9 +677,21 @@ def install(
             return found
         if found:
             _refuse_another_layout(conn, schema, found)
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(schema)}")
+        if not found:  # a store found has its schema (creating one takes a privilege)
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(schema)}")
         for version in range(found + 1, SCHEMA_VERSION + 1):
-            conn.execute(MIGRATIONS[version])
+            try:
+                conn.execute(MIGRATIONS[version])
+            except pg_errors.InsufficientPrivilege as e:
+                if not found:
+                    raise
+                raise errors.StorageError(
+                    f"PostgreSQL schema {schema!r} is at agui-store schema version {found} "
+                    f"and this release needs {SCHEMA_VERSION}; this role may not migrate it "
+                    f"({str(e).splitlines()[0]}): open the store once as the role that owns "
+                    "its tables, then run application_grants again for this role; nothing "
+                    "was changed"
+                ) from None
             if backfill is not None and found:
                 backfill(conn, version)
         conn.execute(WRITE_VERSION, {"application": APPLICATION, "version": str(SCHEMA_VERSION)})
