@@ -700,3 +700,36 @@ def test_a_file_whose_tables_are_not_those_of_its_version_is_refused_and_left_as
     assert f"{path} records schema version 17, but its tables are not that version's" in said
     assert "(search_pending)" in said and "nothing was changed" in said
     assert path.read_bytes() == before and pragma(path, "user_version") == 17
+
+
+def test_a_file_that_cannot_be_written_says_its_migration_is_what_needs_to_write(
+    tmp_path: Path,
+) -> None:
+    from tests.streams import run, say
+
+    path = tmp_path / "store.db"
+    with agui_store.open(path) as store:
+        store.append(run("t", "r1", *say("m1", "hello")))
+    conn = apsw.Connection(str(path))
+    conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION - 1}")
+    conn.close()
+    # Immutable: no one may write it, root included (where the file system keeps the flag).
+    if shutil.which("chattr") is None or subprocess.run(
+        ["chattr", "+i", str(path)], capture_output=True
+    ).returncode:
+        pytest.skip("the file system keeps no immutable flag here")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agui_store", "threads", "--db", str(path)],
+            capture_output=True, text=True, env=worker_env(),
+        )
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert (
+        f"is at schema version {schema.SCHEMA_VERSION - 1}, and this release migrates it to "
+        f"{schema.SCHEMA_VERSION}" in proc.stderr
+    )
+    assert "before it reads it, which failed:" in proc.stderr
+    assert "cannot be written" in proc.stderr, proc.stderr
+    assert pragma(path, "user_version") == schema.SCHEMA_VERSION - 1

@@ -208,13 +208,23 @@ def connect(path: str, *, busy_timeout_ms: int) -> apsw.Connection:
             cur.execute(sql.SECURE_DELETE_ON)
             found = migrations.schema_version(conn)
             if found != schema.SCHEMA_VERSION:
-                if 0 < found < schema.REWRITE_BEFORE:
-                    cur.close()  # a pragma's row left unread would keep VACUUM out
-                    migrations.rewrite(conn)
-                # Decided again under the write lock: another process may be creating or
-                # migrating the same file right now. The common case takes no lock.
-                with immediate(conn):
-                    migrations.migrate(conn, path)
+                try:
+                    if 0 < found < schema.REWRITE_BEFORE:
+                        cur.close()  # a pragma's row left unread would keep VACUUM out
+                        migrations.rewrite(conn)
+                    # Decided again under the write lock: another process may be creating
+                    # or migrating the same file right now. The common case takes no lock.
+                    with immediate(conn):
+                        migrations.migrate(conn, path)
+                except errors.StorageError as e:
+                    if not 0 < found < schema.SCHEMA_VERSION:
+                        raise
+                    # A migration writes, which a reading command does not lead one to expect.
+                    raise type(e)(
+                        f"{path} is at schema version {found}, and this release migrates it to "
+                        f"{schema.SCHEMA_VERSION} before it reads it, which failed: {e}",
+                        path=e.path, errno=getattr(e, "errno", None),
+                    ) from None
     except BaseException:
         # A refused or failed open leaves no connection behind (nor its -wal and -shm).
         with contextlib.suppress(Exception):
