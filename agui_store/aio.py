@@ -124,6 +124,12 @@ class AsyncStore:
         """The store's path, or its URL without the password."""
         return self._store.path
 
+    @property
+    def purge_pending(self) -> str:
+        """Why the last :meth:`purge` did not finish, or ``""`` (see
+        :attr:`agui_store.Store.purge_pending`)."""
+        return self._store.purge_pending
+
     def __repr__(self) -> str:
         return f"<agui_store.aio.AsyncStore {self._store.path!r}>"
 

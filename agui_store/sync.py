@@ -60,7 +60,7 @@ from agui_store.backends.sqlite import files
 from agui_store.engine import erasure, reads, replication
 from agui_store.engine.arguments import path_text
 from agui_store.engine.intake import check_scope
-from agui_store.errors import InvalidArgumentError, NotAStoreError
+from agui_store.errors import AguiStoreError, InvalidArgumentError, NotAStoreError
 from agui_store.store import Store, is_url
 
 #: Called as events land: ``(events copied so far, events to copy)``.
@@ -213,7 +213,10 @@ def copy(
             # writer past the busy timeout) or cannot finish (a reader holding pages from
             # before it) is said, and finished by the next one.
             erasure.step("committed")
-            pending = target._finish_purge()
+            try:
+                pending = "" if target.purge() else target.purge_pending
+            except AguiStoreError as e:
+                pending = f"the purge failed ({e}): call purge()"
             if pending:
                 _log.warning(
                     "copy: erased %d thread(s) the source erased; their purge is not finished "

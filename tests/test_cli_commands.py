@@ -37,6 +37,7 @@ JSON_CALLS: dict[str, list[str]] = {
     "search": ["search", "Lisbon"],
     "delete": ["delete", "--owner", "nobody", "--dry-run"],
     "prune": ["prune", "--older-than", "90d", "--yes"],
+    "purge": ["purge"],
     "copy": ["copy", "{db}", "{tmp}/copy.db"],
     # Last: each adds a thread, and the calls above infer the store's only one.
     "demo": ["demo"],
@@ -66,6 +67,7 @@ STORE_ERRORS: dict[str, list[str]] = {
     "search": ["search", "Lisbon", "--thread", "nope"],
     "delete": ["delete", "--thread", "nope", "--yes"],
     "prune": ["--db", "{tmp}/missing.db", "prune", "--older-than", "90d", "--yes"],
+    "purge": ["--db", "{tmp}/missing.db", "purge"],
     "copy": ["copy", "{tmp}/missing.db", "{tmp}/copy.db"],
     "ui": ["ui", "{tmp}/missing.db", "--no-browser"],
 }

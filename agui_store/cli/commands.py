@@ -1186,7 +1186,7 @@ def cmd_purge(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``purge``: finish the physical purge of erasures already committed (see
     :meth:`agui_store.Store.purge`), one that a receipt or a copy said was not finished;
     exit 1 while it still is not."""
-    pending = store._finish_purge()
+    pending = "" if store.purge() else store.purge_pending
     if args.json:
         _write_json(out, {"purged": not pending, "purgePending": pending})
     else:

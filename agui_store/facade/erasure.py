@@ -102,15 +102,15 @@ class ErasureVerbs(Facade):
         return dataclasses.replace(receipt, purged=not pending, purge_pending=pending)
 
     def _finish_purge(self) -> str:
-        """The purge of erasures already committed (this store's, a copy's, or any left
-        unfinished): why it is not finished, or ``""`` when it is. Its failure is not
-        raised but said: what it purges is erased already, and the next purge finishes it."""
+        """The purge of erasures already committed: why it is not finished, or ``""`` when
+        it is. Its failure is not raised but said: what it purges is erased already, and
+        the next purge finishes it."""
         try:
             if self.purge():
                 return ""
         except AguiStoreError as e:
             return f"the purge failed ({e}): call purge()"
-        return self._backend.purge_pending
+        return self.purge_pending
 
     def purge(self) -> bool:
         """The physical purge every erasure runs after it commits (SQLite: the file
@@ -119,4 +119,15 @@ class ErasureVerbs(Facade):
         finished. Call it to finish a purge an erasure's receipt said did not (a reader
         held older pages then). See docs/guides/erasure.md."""
         with self._lock:
-            return self._backend.purge()
+            done = self._backend.purge()
+            self._unfinished_purge = "" if done else self._backend.purge_pending
+        return done
+
+    #: Why the last purge did not finish (see :attr:`purge_pending`).
+    _unfinished_purge = ""
+
+    @property
+    def purge_pending(self) -> str:
+        """Why the last :meth:`purge` of this store did not finish (a reader holding older
+        pages, the tables owned by another role), or ``""``: it did, or none ran."""
+        return self._unfinished_purge
