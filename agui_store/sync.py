@@ -208,7 +208,7 @@ def copy(
         if target.derive_on_append:
             for t in done.derive:
                 target.derive(t)
-        if done.erased:
+        if done.erased or done.erased_conversations:
             # The copy is committed: a purge that cannot run now (the file held by another
             # writer past the busy timeout) or cannot finish (a reader holding pages from
             # before it) is said, and finished by the next one.
@@ -219,9 +219,10 @@ def copy(
                 pending = f"the purge failed ({e}): call purge()"
             if pending:
                 _log.warning(
-                    "copy: erased %d thread(s) the source erased; their purge is not finished "
-                    "in the destination: %s",
+                    "copy: erased %d thread(s) and %d conversation(s) the source erased; "
+                    "their purge is not finished in the destination: %s",
                     done.erased,
+                    done.erased_conversations,
                     pending,
                 )
         plans = done.plans

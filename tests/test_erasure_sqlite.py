@@ -425,7 +425,8 @@ def test_a_copy_whose_purge_a_reader_holds_back_says_so_and_the_next_purge_finis
     ):
         copy(source, destination)
     [said] = [r.getMessage() for r in caplog.records if r.name == "agui_store.sync"]
-    assert said.startswith("copy: erased 1 thread(s) the source erased; their purge is not")
+    assert said.startswith("copy: erased 1 thread(s) and 1 conversation(s) the source erased;")
+    assert "their purge is not finished in the destination" in said
     assert "a reader holds older pages" in said and "Store.purge()" in said
     reader.execute("COMMIT")
     with agui_store.open(target) as store:
@@ -460,9 +461,32 @@ def test_a_copy_whose_purge_fails_after_the_commit_says_so(
     writer.execute("ROLLBACK")
     writer.close()
     [said] = [r.getMessage() for r in caplog.records if r.name == "agui_store.sync"]
-    assert said.startswith("copy: erased 1 thread(s) the source erased; their purge is not")
+    assert said.startswith("copy: erased 1 thread(s) and 1 conversation(s) the source erased;")
+    assert "their purge is not finished in the destination" in said
     assert "the purge failed" in said and "purge()" in said
     with agui_store.open(target) as store:
         assert store.threads() == [marker("thread", "kept")]
         assert store.purge()
     assert marker("message", "gone").encode() not in raw_bytes(target)
+
+
+def test_a_copy_that_erases_a_conversation_alone_leaves_none_of_its_bytes(
+    tmp_path: Path,
+) -> None:
+    source, target = tmp_path / "source.db", tmp_path / "target.db"
+    secret = "a-conversation-marker-7f3a"
+
+    async def save() -> None:
+        async with ConversationStore(source) as store:
+            await store.save(
+                Conversation(conversation_id="c", messages=[user(secret), reply("noted")]),
+                scope="alice",
+            )
+
+    asyncio.run(save())
+    copy(source, target)
+    with agui_store.open(source) as store:
+        assert store.delete_owner("alice").conversations == 1
+    with agui_store.open(target) as store:
+        copy(source, store)  # the store stays open: its close does not checkpoint it
+        assert secret.encode() not in raw_bytes(target)

@@ -459,13 +459,13 @@ def erase(
     conversation_ids: Sequence[str],
     *,
     dry_run: bool,
-    released: dict[str, list[str]] | None = None,
+    reached: dict[str, list[str]] | None = None,
 ) -> tuple[int, int]:
     """Delete these conversations' records and release what nothing else reaches, as
     :func:`delete_record` does, whatever their revision (an erasure is not a save that
     could conflict): ``(records found, bytes of their records and histories)``. With
-    ``dry_run`` nothing is deleted. ``released`` is given the ids of the entries each
-    conversation took with it (those another conversation reaches stay)."""
+    ``dry_run`` nothing is deleted. ``reached`` is given the ids of the entries each
+    conversation reached (those another conversation reaches too stay, with it)."""
     found = size = 0
     for conversation_id in sorted(conversation_ids):
         stored = tx.conversation(conversation_id)
@@ -485,9 +485,8 @@ def erase(
         tip_keys = [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))]
         tx.delete_conversation(int(stored[0]))
         _release(tx, tip_keys)
-        if released is not None:
-            gone = dict.fromkeys(e for e in held if tx.conversation_entry_key(e) is None)
-            released[conversation_id] = list(gone)
+        if reached is not None:
+            reached[conversation_id] = list(dict.fromkeys(held))
     return found, size
 
 

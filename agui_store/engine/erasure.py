@@ -73,21 +73,25 @@ def conversation_hash(conversation_id: str) -> bytes:
     ).digest()
 
 
-def entry_stone(entry_id: str) -> bytes:
-    """The tombstone of a conversation entry an erasure took: the tagged sha256 of its id.
-    A version of a conversation holding such an entry holds erased messages (it is the
-    erased one, or was continued from it elsewhere); one saved anew under the id holds
-    none."""
+def entry_stone(conversation_id: str, entry_id: str) -> bytes:
+    """The tombstone of an entry an erased conversation reached: the tagged sha256 of the
+    conversation's id and the entry's. A version of that conversation holding such an
+    entry is the erased one, or one continued from it elsewhere; one saved anew under the
+    id holds none. Another conversation holding the entry (a fork) is not covered: what
+    another conversation reaches stays with it."""
+    named = conversation_id.encode("utf-8", "surrogatepass")
     return hashlib.sha256(
-        b"agui-store erased conversation entry 1\x00" + entry_id.encode("utf-8", "surrogatepass")
+        b"agui-store erased conversation entry 1\x00"
+        + len(named).to_bytes(8, "big") + named
+        + entry_id.encode("utf-8", "surrogatepass")
     ).digest()
 
 
 def entries_stone(conversation_id: str) -> bytes:
-    """Marks an erased conversation whose entries have tombstones of their own
-    (:func:`entry_stone`): its versions are told apart by them. A conversation erased
-    before entries had tombstones has none: its tombstone (:func:`conversation_hash`)
-    covers the versions of its id saved at or before the erasure."""
+    """Marks an erased conversation whose entries have tombstones (:func:`entry_stone`). A
+    conversation erased before entries had tombstones has its id's alone, which covers the
+    id whatever the time in a store that erased it (:func:`agui_store.engine.replication.
+    leave_erased_conversation`)."""
     return hashlib.sha256(
         b"agui-store erased conversation entries 1\x00"
         + conversation_id.encode("utf-8", "surrogatepass")
@@ -100,15 +104,12 @@ def conversation_covered(
     """Whether a version of a conversation (its id, the ids of the entries it reaches, when
     it was saved, in microseconds) is covered by ``stones`` (a store's tombstones): the
     time of the erasure and the tombstones that cover it, or ``None``. It is when it holds
-    an erased entry; or, where the erasure laid no tombstone per entry (an earlier
-    version's, or a conversation without entries), when it was saved at or before its
-    erasure."""
-    hit = [s for s in map(entry_stone, entries) if s in stones]
+    an entry the erased conversation of its id reached (the erased one, or one continued
+    from it), or was saved at or before the erasure of its id."""
+    hit = [s for s in (entry_stone(conversation_id, e) for e in entries) if s in stones]
     if hit:
         return max(stones[s] for s in hit), hit
     named = conversation_hash(conversation_id)
-    if entries and entries_stone(conversation_id) in stones:
-        return None  # its erasure told its entries apart, and it holds none of them
     at = stones.get(named)
     if at is not None and covers(at, saved_at_us // 1000):
         return at, [named]
@@ -221,7 +222,7 @@ def erase(
     ``with_linked=False`` leaves the threads' linked conversations to ``conversation_times``
     (a copy erases those its source's tombstones cover, not those a name links). An erased
     conversation leaves a tombstone of its id, one marking that its entries have their
-    own, and one for each entry it took (:func:`entry_stone`)."""
+    own, and one for each entry it reached (:func:`entry_stone`)."""
     tx.erasing()
     thread_pks = sorted(set(thread_pks))
     thread_ids = [tx.thread_id(pk) for pk in thread_pks]
@@ -252,9 +253,9 @@ def erase(
     talk_times = conversation_times or {}
     linked |= set(talk_times)
     held = [cid for cid in sorted(linked) if tx.conversation(cid) is not None]
-    released: dict[str, list[str]] = {}
+    reached: dict[str, list[str]] = {}
     found, conversation_bytes = conversations.erase(
-        tx, sorted(linked), dry_run=dry_run, released=released
+        tx, sorted(linked), dry_run=dry_run, reached=reached
     )
     derived = erase_derived(tx, thread_pks, run_pks, dry_run=dry_run)
     receipt = ErasureReceipt(
@@ -275,7 +276,7 @@ def erase(
     for c in held:
         at = talk_times.get(c, now)
         stones[conversation_hash(c)] = stones[entries_stone(c)] = at
-        stones.update((entry_stone(e), at) for e in released.get(c, ()))
+        stones.update((entry_stone(c, e), at) for e in reached.get(c, ()))
     lay_tombstones(tx, stones)
     seqs = _ENCODER.encode(_ranges(ranges)).decode()
     row = (now, verb, receipt.threads, receipt.runs, events, found, receipt.bytes, seqs)

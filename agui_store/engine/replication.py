@@ -718,11 +718,17 @@ def plan_conversation(
 
 
 def write_conversation(
-    dst: port.Writing, plan: ConversationPlan, landed: dict[str, int] | None = None
+    dst: port.Writing,
+    plan: ConversationPlan,
+    landed: dict[str, int] | None = None,
+    replaced: list[conversations.Record] | None = None,
 ) -> bool:
     """Land a conversation's plan; whether anything was written. ``landed``: the entries
     (id -> key) written by the plans landed before it, made against the same destination:
-    conversations forked from one another share entries, and each plan lists them."""
+    conversations forked from one another share entries, and each plan lists them.
+    ``replaced`` is given the record it replaced, to release once every plan made with
+    this one has landed (another may count on what it reached); without it, the history
+    the replaced record alone reached is released at once."""
     keys = {} if landed is None else landed
 
     def key_of(entry_id: str) -> int:
@@ -769,7 +775,10 @@ def write_conversation(
     dst.set_conversation_branches(pk, [key_of(tip) for tip in record.branches])
     # What the record replaced (a forced copy over a conversation both sides moved on)
     # goes where nothing reaches it any more, as a save's delete releases it.
-    conversations.release_replaced(dst, conversations.record_of(there))
+    if replaced is None:
+        conversations.release_replaced(dst, conversations.record_of(there))
+    else:
+        replaced.append(conversations.record_of(there))
     return True
 
 
@@ -823,18 +832,20 @@ def carry_erasures(
     scope: str | None,
     source_stones: dict[bytes, int],
     thread_ids: Sequence[str] | None = None,
-) -> int:
+) -> tuple[int, int]:
     """The source's tombstones, carried to the destination; the threads they cover there
     (of ``scope``'s, with one) are erased, logged as erased by ``copy``, their tombstones
-    at the source's times. How many were. A thread the source holds under an erased id was
-    written after the erasure: it is copied as any thread is, and the destination's older
-    thread of that id is erased first. A tombstone that covers a thread the source still
-    holds (a thread written in the millisecond of its erasure, or by a clock behind) is not
-    carried: the source's live thread is what it holds. The destination's conversations
-    the source's tombstones cover (:func:`erasure.conversation_covered`: those holding an
-    entry the source erased) are erased too, whatever links them to a thread. With
-    ``thread_ids`` (a copy of those threads alone), only their tombstones are carried, and
-    those of the conversations linked to them that the source's cover.
+    at the source's times. How many threads and conversations were. A thread the source
+    holds under an erased id was written after the erasure: it is copied as any thread
+    is, and the destination's older thread of that id is erased first. A tombstone that
+    covers a thread the source still holds (a thread written in the millisecond of its
+    erasure, or by a clock behind) is not carried: the source's live thread is what it
+    holds. The destination's conversations the source's tombstones cover
+    (:func:`erasure.conversation_covered`: those holding an entry the erased conversation
+    of their id reached, or saved at or before its erasure) are erased too, whatever
+    links them to a thread. With ``thread_ids`` (a copy of those threads alone), only
+    their tombstones are carried, and those of the conversations linked to them that the
+    source's cover.
     ``source_stones``: the source's tombstones, as ``tombstones()`` reads them."""
     stones = dict(source_stones)
     for thread_id in src.thread_ids(None) if thread_ids is None else thread_ids:
@@ -846,7 +857,7 @@ def carry_erasures(
         wanted = {erasure.thread_hash(t) for t in thread_ids}
         stones = {h: at for h, at in stones.items() if h in wanted}
     if not stones:
-        return 0
+        return 0, 0
     thread_times: dict[str, int] = {}
     pks: list[int] = []
     for thread_id in dst.thread_ids(scope) if thread_ids is None else thread_ids:
@@ -873,13 +884,14 @@ def carry_erasures(
             talk_times[cid] = covered[0]
             if thread_ids is not None:  # its tombstones come with it
                 stones.update((s, source_stones[s]) for s in covered[1])
+    talks_erased = 0
     if pks or talk_times:
-        erasure.erase(
+        talks_erased = erasure.erase(
             dst, pks, "copy", clock.now_ms(), erased_at=thread_times,
             conversation_times=talk_times, with_linked=False,
-        )  # fmt: skip
+        ).conversations  # fmt: skip
     erasure.lay_tombstones(dst, stones)
-    return len(pks)
+    return len(pks), talks_erased
 
 
 def leave_erased_conversation(
@@ -892,13 +904,14 @@ def leave_erased_conversation(
     """Whether the destination erased this conversation of the source (``entries``: the
     ids of the entries it reaches), which is then left out; ``restore`` takes the
     tombstones that cover it away instead. It is erased there when it holds an entry the
-    destination erased (:func:`erasure.conversation_covered`). Where the destination's
-    erasure laid no tombstone per entry (an earlier version's), its tombstone covers the
-    id: the source's conversation comes in only when the source holds that tombstone too,
-    from its own erasure, and saved the conversation since."""
+    erased conversation of its id reached, or was saved at or before that erasure
+    (:func:`erasure.conversation_covered`). Where the destination's erasure laid no
+    tombstone per entry (an earlier version's), its tombstone covers the id: the source's
+    conversation comes in only when the source holds that tombstone too, from its own
+    erasure, and saved the conversation since."""
     cid = str(row.conversation_id)
     named, marked = erasure.conversation_hash(cid), erasure.entries_stone(cid)
-    wanted = [named, marked, *map(erasure.entry_stone, entries)]
+    wanted = [named, marked, *(erasure.entry_stone(cid, e) for e in entries)]
     stones = dst.tombstoned(wanted)
     if not stones:
         return False
@@ -921,8 +934,9 @@ def leave_erased_conversation(
 class Replicated:
     """What :func:`replicate` wrote, and the threads whose runs are left to derive.
 
-    ``erased``: threads of the destination erased because the source erased them;
-    ``left_erased``: threads the destination erased, left out of the copy."""
+    ``erased``: threads of the destination erased because the source erased them
+    (``erased_conversations``: conversations); ``left_erased``: threads the destination
+    erased, left out of the copy."""
 
     plans: list[ThreadPlan]
     conversations: int
@@ -931,6 +945,7 @@ class Replicated:
     derive: list[str]
     erased: int = 0
     left_erased: int = 0
+    erased_conversations: int = 0
 
 
 def replicate(
@@ -996,8 +1011,12 @@ def replicate(
         if writer.thread(plan):
             derive.append(plan.thread_id)
     landed: dict[str, int] = {}
-    written = sum(write_conversation(dst, talk, landed) for talk in talks)
+    replaced: list[conversations.Record] = []
+    written = sum(write_conversation(dst, talk, landed, replaced) for talk in talks)
+    for was in replaced:
+        conversations.release_replaced(dst, was)
     return Replicated(
-        plans, written, writer.done, touched, derive, erased, wanted - len(kept)
-    )
+        plans, written, writer.done, touched, derive, erased[0], wanted - len(kept),
+        erased_conversations=erased[1],
+    )  # fmt: skip
 

@@ -429,6 +429,94 @@ def test_a_forced_copy_releases_the_history_the_record_it_replaced_reached(
             assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
 
 
+def _forked(location: str, cid: str, new: str, *, scope: str, source_scope: str) -> None:
+    async def go() -> None:
+        async with ConversationStore(location) as store:
+            await store.fork(cid, new_conversation_id=new, scope=scope, source_scope=source_scope)
+
+    asyncio.run(go())
+
+
+def _records(location: str) -> list[str]:
+    async def go() -> list[str]:
+        async with ConversationStore(location) as store:
+            return sorted(r.conversation_id for r in await store.read_records())
+
+    return asyncio.run(go())
+
+
+def test_an_erased_conversation_whose_messages_a_fork_keeps_stays_erased_and_the_fork_stays(
+    new_location: Any, tmp_path: Any
+) -> None:
+    here, replica, other = new_location(), new_location(), new_location()
+    archive = str(tmp_path / "replica.jsonl")
+    _saved(here, "A", 1, 2, scope="alice")
+    _forked(here, "A", "B", scope="bob", source_scope="alice")  # every entry of A shared
+    copy(here, replica)
+    copy(here, other)
+    with agui_store.open(replica) as store:
+        store.export_archive(archive)
+    with agui_store.open(here) as store:
+        assert store.delete_owner("alice").conversations == 1
+    # A stays erased through a copy back and an import; B, another conversation, stays.
+    copy(replica, here)
+    with agui_store.open(here) as store:
+        store.import_archive(archive)
+    assert _records(here) == ["B"]
+    copy(here, other)
+    assert _records(other) == ["B"]
+    assert _said(other, "B", scope="bob") == [*turn(1), *turn(2)]
+
+
+def test_a_fork_made_in_the_destination_alone_stays_when_its_origins_erasure_arrives(
+    new_location: Any,
+) -> None:
+    here, there = new_location(), new_location()
+    _saved(here, "A", 1, scope="alice")
+    copy(here, there)
+    _forked(there, "A", "B", scope="bob", source_scope="alice")
+    _saved(there, "B", 5, scope="bob")
+    with agui_store.open(here) as store:
+        store.delete_owner("alice")
+    copy(here, there)
+    assert _records(there) == ["B"]  # as the erasure in the store holding both keeps it
+    assert _said(there, "B", scope="bob") == [*turn(1), *turn(5)]
+
+
+def test_a_forced_copy_releases_what_it_replaced_only_after_every_conversation_landed(
+    new_location: Any,
+) -> None:
+    here, there = new_location(), new_location()
+    _saved(here, "A", 1, 2)
+    copy(here, there)
+    _forked(here, "A", "B", scope=None, source_scope=None)  # B shares A's entries
+
+    async def delete(location: str) -> None:
+        async with ConversationStore(location) as store:
+            await store.delete("A")
+
+    asyncio.run(delete(here))
+    _saved(here, "A", 7)  # saved anew: B alone reaches the old entries
+    _saved(there, "A", 3)  # the destination's A moved on
+    assert copy(here, there, force=True).conversations == 2
+    assert _said(there, "B") == [*turn(1), *turn(2)] and _said(there, "A") == turn(7)
+    with agui_store.open(there) as store:
+        assert store.check().ok
+
+
+def test_a_copy_that_erases_conversations_alone_purges_the_destination(
+    new_location: Any,
+) -> None:
+    here, there = new_location(), new_location()
+    _saved(here, "A", 1, scope="alice")
+    copy(here, there)
+    with agui_store.open(here) as store:
+        store.delete_owner("alice")
+    result = copy(here, there)
+    assert result.erased == 0 and _records(there) == []
+    assert _erasure_verbs(there) == ["copy"]
+
+
 def test_another_owners_conversation_named_like_the_thread_stays(store_location: str) -> None:
     async def scenario() -> None:
         async with ConversationStore(store_location) as conversations:
