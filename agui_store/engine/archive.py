@@ -711,8 +711,7 @@ class _Reader:
         for cid in section.records:
             row = section.conversation(cid)
             if row is not None and replication.leave_erased_conversation(
-                dst, row, replication.entry_ids(section, row), self.restore_erased,
-                frozenset(),  # an archive carries no tombstones
+                dst, section, row, self.restore_erased, frozenset()  # an archive has no tombstones
             ):
                 continue  # erased here: left out, as copy leaves it
             try:

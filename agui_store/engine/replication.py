@@ -877,6 +877,8 @@ def carry_erasures(
         rows = [r for r in rows if scope is None or r.scope == scope]
     for row in rows:
         cid = str(row.conversation_id)
+        if erasure.conversation_hash(cid) not in source_stones:
+            continue  # no conversation of its id was erased there: its history is not read
         covered = erasure.conversation_covered(
             source_stones, cid, entry_ids(dst, row), int(row.updated_at)
         )
@@ -896,25 +898,24 @@ def carry_erasures(
 
 def leave_erased_conversation(
     dst: port.Writing,
+    src: Source,
     row: port.ConversationRow,
-    entries: Sequence[str],
     restore: bool,
     source_stones: Container[bytes],
 ) -> bool:
-    """Whether the destination erased this conversation of the source (``entries``: the
-    ids of the entries it reaches), which is then left out; ``restore`` takes the
-    tombstones that cover it away instead. It is erased there when it holds an entry the
-    erased conversation of its id reached, or was saved at or before that erasure
-    (:func:`erasure.conversation_covered`). Where the destination's erasure laid no
-    tombstone per entry (an earlier version's), its tombstone covers the id: the source's
-    conversation comes in only when the source holds that tombstone too, from its own
-    erasure, and saved the conversation since."""
+    """Whether the destination erased this conversation of the source ``src``, which is
+    then left out; ``restore`` takes the tombstones that cover it away instead. It is
+    erased there when it holds an entry the erased conversation of its id reached, or was
+    saved at or before that erasure (:func:`erasure.conversation_covered`). Where the
+    destination's erasure laid no tombstone per entry (an earlier version's), its
+    tombstone covers the id: the source's conversation comes in only when the source
+    holds that tombstone too, from its own erasure, and saved the conversation since."""
     cid = str(row.conversation_id)
     named, marked = erasure.conversation_hash(cid), erasure.entries_stone(cid)
-    wanted = [named, marked, *(erasure.entry_stone(cid, e) for e in entries)]
-    stones = dst.tombstoned(wanted)
-    if not stones:
-        return False
+    if not dst.tombstoned([named]):
+        return False  # no conversation of its id was erased here: its history is not read
+    entries = entry_ids(src, row)
+    stones = dst.tombstoned([named, marked, *(erasure.entry_stone(cid, e) for e in entries)])
     covered = erasure.conversation_covered(stones, cid, entries, int(row.updated_at))
     if covered is None and named in stones and marked not in stones:
         # An earlier version's erasure: the id alone, whenever the source saved it.
@@ -987,7 +988,7 @@ def replicate(
             if scope is not None and (found is None or found[3] != scope):
                 continue  # another owner's conversation is absent, as to every read
             if found is None or leave_erased_conversation(
-                dst, found, entry_ids(src, found), restore_erased, source_stones
+                dst, src, found, restore_erased, source_stones
             ):
                 continue
             talks.append(plan_conversation(src, dst, cid, plan.thread_id, force))
@@ -996,10 +997,7 @@ def replicate(
             cid = str(row.conversation_id)
             if cid not in seen:
                 seen.add(cid)
-                entries = entry_ids(src, row)
-                if not leave_erased_conversation(
-                    dst, row, entries, restore_erased, source_stones
-                ):
+                if not leave_erased_conversation(dst, src, row, restore_erased, source_stones):
                     talks.append(plan_conversation(src, dst, cid, cid, force))
     writer = Writer(src, dst, sum(p.events_to_copy for p in plans), progress)
     touched: list[str] = []
