@@ -407,15 +407,22 @@ def test_a_purge_that_fails_after_the_commit_leaves_a_receipt_saying_so(tmp_path
     assert marker("message", "gone").encode() not in raw_bytes(path)
 
 
-def test_a_copy_whose_purge_a_reader_holds_back_says_so_and_the_next_purge_finishes_it(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def _copied_then_erased_in_the_source(tmp_path: Path) -> tuple[Path, Path]:
+    """A source of two planted threads copied to a target, then one erased in the source:
+    the next copy carries that erasure."""
     source, target = tmp_path / "source.db", tmp_path / "target.db"
     plant(source, "gone")
     plant(source, "kept")
     copy(source, target)
     with agui_store.open(source) as store:
         store.delete_thread(marker("thread", "gone"))
+    return source, target
+
+
+def test_a_copy_whose_purge_a_reader_holds_back_says_so_and_the_next_purge_finishes_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    source, target = _copied_then_erased_in_the_source(tmp_path)
     reader = apsw.Connection(str(target))
     reader.execute("BEGIN")
     reader.execute("SELECT count(*) FROM event_log").fetchall()  # holds this snapshot
@@ -440,12 +447,7 @@ def test_a_copy_whose_purge_a_reader_holds_back_says_so_and_the_next_purge_finis
 def test_a_copy_whose_purge_fails_after_the_commit_says_so(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    source, target = tmp_path / "source.db", tmp_path / "target.db"
-    plant(source, "gone")
-    plant(source, "kept")
-    copy(source, target)
-    with agui_store.open(source) as store:
-        store.delete_thread(marker("thread", "gone"))
+    source, target = _copied_then_erased_in_the_source(tmp_path)
     writer = apsw.Connection(str(target))
 
     def hold(step: str) -> None:

@@ -678,15 +678,22 @@ def test_a_version_19_file_is_indexed_again_so_chinese_and_japanese_are_found_by
         assert store.check().ok
 
 
-def test_a_file_whose_tables_are_not_those_of_its_version_is_refused_and_left_as_it_was(
-    tmp_path: Path,
-) -> None:
-    from tests.schema_history import as_version_18
+def _one_message(tmp_path: Path) -> Path:
+    """A store file at this version holding one run of one message."""
     from tests.streams import run, say
 
     path = tmp_path / "store.db"
     with agui_store.open(path) as store:
         store.append(run("t", "r1", *say("m1", "hello")))
+    return path
+
+
+def test_a_file_whose_tables_are_not_those_of_its_version_is_refused_and_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    from tests.schema_history import as_version_18
+
+    path = _one_message(tmp_path)
     conn = apsw.Connection(str(path))
     conn.execute("BEGIN")
     as_version_18(conn)  # version 18's tables, labelled 17: a development build's layout
@@ -705,11 +712,7 @@ def test_a_file_whose_tables_are_not_those_of_its_version_is_refused_and_left_as
 def test_a_file_that_cannot_be_written_says_its_migration_is_what_needs_to_write(
     tmp_path: Path,
 ) -> None:
-    from tests.streams import run, say
-
-    path = tmp_path / "store.db"
-    with agui_store.open(path) as store:
-        store.append(run("t", "r1", *say("m1", "hello")))
+    path = _one_message(tmp_path)
     conn = apsw.Connection(str(path))
     conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION - 1}")
     conn.close()
