@@ -847,6 +847,8 @@ def carry_erasures(
     their tombstones are carried, and those of the conversations linked to them that the
     source's cover.
     ``source_stones``: the source's tombstones, as ``tombstones()`` reads them."""
+    if not source_stones:
+        return 0, 0
     stones = dict(source_stones)
     for thread_id in src.thread_ids(None) if thread_ids is None else thread_ids:
         stone = erasure.thread_hash(thread_id)
@@ -856,8 +858,8 @@ def carry_erasures(
     if thread_ids is not None:
         wanted = {erasure.thread_hash(t) for t in thread_ids}
         stones = {h: at for h, at in stones.items() if h in wanted}
-    if not stones:
-        return 0, 0
+    if not stones and thread_ids is None:
+        return 0, 0  # every tombstone covers a thread the source holds
     thread_times: dict[str, int] = {}
     pks: list[int] = []
     for thread_id in dst.thread_ids(scope) if thread_ids is None else thread_ids:
