@@ -843,4 +843,3 @@ def test_a_conversation_continued_in_a_replica_after_its_erasure_stays_erased(
     asyncio.run(continued())
     copy(replica, store_a)
     assert asyncio.run(held()) is None
-
