@@ -191,6 +191,27 @@ def as_version_10(conn: Any) -> None:
     conn.execute(UNDO_VERSION_11)
 
 
+def as_version_8(conn: Any) -> None:
+    """Give a current file (an apsw connection, foreign keys off) version 8's tables: version
+    10's, with threads without owners, message lists as rows (``checkpoint_messages``), and
+    checkpoints (derived data) in version 8's layout, empty: as version 8's migrations
+    make them, read from a database they build in memory."""
+    import apsw
+
+    from agui_store.backends.sqlite.schema import MIGRATIONS
+
+    as_version_10(conn)
+    conn.execute("DROP INDEX threads_by_owner; ALTER TABLE threads DROP COLUMN owner")
+    made = apsw.Connection(":memory:")
+    for version in range(1, 9):
+        made.execute(MIGRATIONS[version])
+    for name in ("checkpoints", "checkpoint_messages"):
+        (create,) = made.execute("SELECT sql FROM sqlite_schema WHERE name = ?", (name,)).fetchone()
+        conn.execute(f"DROP TABLE IF EXISTS {name}")
+        conn.execute(create)
+    made.close()
+
+
 # --- hashes over sequence numbers (before SQLite's version 15, PostgreSQL's version 7) ---------
 
 _NONE = b"\xff" * 8

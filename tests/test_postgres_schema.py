@@ -1158,8 +1158,8 @@ def test_the_application_role_asked_to_migrate_says_the_owner_must_open_the_stor
     owner_dsn, app_dsn = deployment
     with connect(owner_dsn) as conn:
         conn.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
-    with pytest.raises(agui_store.StorageError) as refused:
-        pg_schema.install(connect(app_dsn))
+    with connect(app_dsn) as conn, pytest.raises(agui_store.StorageError) as refused:
+        pg_schema.install(conn)
     said = str(refused.value)
     assert "is at agui-store schema version 8 and this release needs 9" in said
     assert "open the store once as the role that owns its tables" in said

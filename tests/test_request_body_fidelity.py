@@ -24,7 +24,7 @@ import pytest
 import agui_store
 from agui_store import testing
 from tests.backends import checked
-from tests.schema_history import as_version_10
+from tests.schema_history import as_version_8
 from tests.streams import http_agent_body, reply
 
 pytestmark = pytest.mark.oracle
@@ -50,11 +50,7 @@ def test_a_version_8_file_derives_again_what_the_amended_start_changes(
             store.append(reply("r4", "a4", "below"))
             assert len(store.checkout("r4").messages) == 5  # r1 and r2's, then e1, a3, a4
     conn = apsw.Connection(str(path))
-    # What version 8 had and later versions do not: threads without owners, and message
-    # lists as rows (version 10 stores them as chunks).
-    as_version_10(conn)
-    conn.execute("DROP INDEX threads_by_owner; ALTER TABLE threads DROP COLUMN owner")
-    conn.execute("CREATE TABLE checkpoint_messages (run INTEGER, pos INTEGER, message INTEGER)")
+    as_version_8(conn)
     conn.execute("PRAGMA user_version = 8")
     conn.close()
     with agui_store.open(path) as store:

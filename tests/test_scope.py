@@ -11,7 +11,7 @@ import apsw
 import agui_store
 from agui_store.backends.sqlite import schema
 from tests.backends import checked
-from tests.schema_history import as_version_10
+from tests.schema_history import as_version_8
 from tests.streams import run, say
 
 
@@ -20,11 +20,7 @@ def test_a_version_8_file_migrates_with_its_threads_unowned(tmp_path: Path) -> N
     with agui_store.open(path) as store:
         store.append(run("t", "r1", *say("m1", "old")))
     conn = apsw.Connection(str(path))
-    # What version 8 had and later versions do not: threads without owners, and message
-    # lists as rows (version 10 stores them as chunks).
-    as_version_10(conn)
-    conn.execute("DROP INDEX threads_by_owner; ALTER TABLE threads DROP COLUMN owner")
-    conn.execute("CREATE TABLE checkpoint_messages (run INTEGER, pos INTEGER, message INTEGER)")
+    as_version_8(conn)
     conn.execute("PRAGMA user_version = 8")
     conn.close()
     with agui_store.open(path) as store:
