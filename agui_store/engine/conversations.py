@@ -330,16 +330,13 @@ def delete_record(tx: port.Writing, conversation_id: str, expected_revision: str
             if stored is None
             else f"its revision is {stored.revision!r}, not {expected_revision!r}",
         )
-    record = _record(stored)
-    tips = [t for t in (record.head_id, *record.branches) if t is not None]
-    tip_keys = [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))]
     tx.delete_conversation(int(stored.pk))
-    return _release(tx, tip_keys)
+    return release_history(tx, _record(stored))
 
 
-def release_replaced(tx: port.Writing, was: Record) -> int:
-    """Release the history a replaced record reached (``was``, its fields before) where
-    the record that replaced it, or another, no longer reaches it: how many entries went."""
+def release_history(tx: port.Writing, was: Record) -> int:
+    """Release the history a deleted or replaced record reached (``was``, its fields
+    before) where no record reaches it any more: how many entries went."""
     tips = [t for t in (was.head_id, *was.branches) if t is not None]
     return _release(tx, [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))])
 
@@ -482,9 +479,8 @@ def erase(
                 held.append(str(row[0]))
         if dry_run:
             continue
-        tip_keys = [key[0] for tip in tips if (key := tx.conversation_entry_key(tip))]
         tx.delete_conversation(int(stored[0]))
-        _release(tx, tip_keys)
+        release_history(tx, record)
         if reached is not None:
             reached[conversation_id] = list(dict.fromkeys(held))
     return found, size

@@ -776,7 +776,7 @@ def write_conversation(
     # What the record replaced (a forced copy over a conversation both sides moved on)
     # goes where nothing reaches it any more, as a save's delete releases it.
     if replaced is None:
-        conversations.release_replaced(dst, conversations.record_of(there))
+        conversations.release_history(dst, conversations.record_of(there))
     else:
         replaced.append(conversations.record_of(there))
     return True
@@ -1014,7 +1014,7 @@ def replicate(
     replaced: list[conversations.Record] = []
     written = sum(write_conversation(dst, talk, landed, replaced) for talk in talks)
     for was in replaced:
-        conversations.release_replaced(dst, was)
+        conversations.release_history(dst, was)
     return Replicated(
         plans, written, writer.done, touched, derive, erased[0], wanted - len(kept),
         erased_conversations=erased[1],

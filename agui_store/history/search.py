@@ -354,7 +354,8 @@ def _snippet_by_words(
     for m in _WORD.finditer(text):
         start, end = m.span()
         spans.append((start, end))
-        thirds.append(1 if end - start == 1 and _UNSPACED_CHAR.match(text, start) else 3)
+        unspaced = end - start == 1 and _UNSPACED_CHAR.match(text, start)
+        thirds.append(1 if unspaced else _WORD_THIRDS)
         if first is None:
             if matched(start, end):
                 first = len(spans) - 1

@@ -504,7 +504,7 @@ def test_a_forced_copy_releases_what_it_replaced_only_after_every_conversation_l
         assert store.check().ok
 
 
-def test_a_copy_that_erases_conversations_alone_purges_the_destination(
+def test_a_copy_that_erases_conversations_alone_logs_its_erasure_in_the_destination(
     new_location: Any,
 ) -> None:
     here, there = new_location(), new_location()

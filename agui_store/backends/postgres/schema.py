@@ -675,9 +675,9 @@ def install(
             )
         if found == SCHEMA_VERSION:
             return found
-        if found:
+        if found:  # a store found has its schema (creating one takes a privilege)
             _refuse_another_layout(conn, schema, found)
-        if not found:  # a store found has its schema (creating one takes a privilege)
+        else:
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(schema)}")
         for version in range(found + 1, SCHEMA_VERSION + 1):
             try:
