@@ -542,6 +542,23 @@ def test_a_failed_import_or_copy_into_a_new_path_leaves_no_store_behind(tmp_path
 
 
 @pytest.mark.parametrize(
+    ("name", "content"),
+    [("empty.jsonl", b""), ("blank.jsonl", b"\n\n"), ("pings.sse", b": ping\n\n")],
+)
+def test_an_import_of_a_file_holding_no_events_is_refused_and_leaves_no_store(
+    tmp_path: Path, name: str, content: bytes
+) -> None:
+    recording = tmp_path / name
+    recording.write_bytes(content)
+    proc = cli("import", str(recording), db=tmp_path / "new.db", ok=False)
+    assert proc.returncode == 1 and not proc.stdout
+    assert proc.stderr == (
+        f"agui-store import: {recording}: holds no AG-UI events; nothing was imported\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+@pytest.mark.parametrize(
     ("args", "says"),
     [
         (("export", "--all", "--reconnect-stream"), "takes no --reconnect-stream"),

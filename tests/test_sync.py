@@ -556,6 +556,59 @@ def test_a_store_is_not_copied_onto_itself(tmp_path: Path) -> None:
         agui_store.copy(path, str(path))
 
 
+def _with_a_nul_thread(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file as releases before this one wrote it: they accepted ids holding a NUL, which
+    this one refuses on intake (so the refusal is lifted while the file is written)."""
+    from agui_store.engine import arguments
+
+    monkeypatch.setattr(arguments, "unstorable", lambda value: None)
+    with agui_store.open(path) as store:
+        store.append(run_events("t\x00x", "r\x001", "held by an old release"))
+        record_run(store, "ok", "r1")
+    monkeypatch.undo()
+
+
+@pytest.mark.parametrize("dst_kind", ["sqlite", pytest.param("postgres", marks=_NO_PG)])
+def test_a_thread_with_a_nul_in_its_id_is_refused_by_name_and_the_others_copy(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    locations: Callable[[str], str],
+    dst_kind: str,
+) -> None:
+    src = tmp_path / "old.db"
+    _with_a_nul_thread(src, monkeypatch)
+    dst = locations(dst_kind)
+    with pytest.raises(agui_store.InvalidEventError) as refused:
+        agui_store.copy(src, dst)
+    assert "thread 't\\x00x' of the source cannot be copied: its id holds a NUL" in str(
+        refused.value
+    )
+    assert "delete_thread('t\\x00x')" in str(refused.value)
+    with agui_store.open(dst) as store:
+        assert store.threads() == []  # nothing written
+    agui_store.copy(src, dst, thread_id="ok")
+    with agui_store.open(src) as store:
+        store.delete_thread("t\x00x")
+    agui_store.copy(src, dst)
+    assert_same(src, dst)
+
+
+def test_check_warns_of_ids_no_copy_carries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "old.db"
+    _with_a_nul_thread(src, monkeypatch)
+    with agui_store.open(src) as store:
+        report = store.check()
+    assert report.ok
+    assert [w.detail for w in report.warnings] == [
+        "thread 't\\x00x': its id holds a NUL character (\\u0000), which PostgreSQL's text "
+        "cannot hold; no copy carries the thread (erase it with delete_thread('t\\x00x'))",
+        "run 'r\\x001' (thread 't\\x00x', #1): its id holds a NUL character (\\u0000), which "
+        "PostgreSQL's text cannot hold; no copy carries its thread",
+    ]
+
+
 def test_progress_is_reported_up_to_the_events_copied(src_dst: tuple[str, str]) -> None:
     src, dst = src_dst
     with agui_store.open(src) as store:

@@ -278,8 +278,11 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
                 check_sequence=not args.no_sequence_check,
             )
         except InvalidEventError as e:  # where in the file, then what
-            shown = "stdin" if args.file == "-" else printable(args.file)
-            raise type(e)(f"{shown}: {e}") from None
+            raise type(e)(f"{_shown_source(args.file)}: {e}") from None
+        if not result.event_count:  # a recording that failed, most likely: say so
+            raise InvalidEventError(
+                f"{_shown_source(args.file)}: holds no AG-UI events; nothing was imported"
+            )
     if args.json:
         _write_json(out, {"events": result.event_count, "newRuns": result.new_run_count,
                           "firstSeq": result.first_seq, "lastSeq": result.last_seq,
@@ -295,6 +298,10 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         "conversations (an archive, export --all, carries them)\n"
     )
     return 0
+
+
+def _shown_source(file: str) -> str:
+    return "stdin" if file == "-" else printable(file)
 
 
 def _first_line(handle: BinaryIO) -> bytes:

@@ -92,7 +92,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import checkpoints, conversations, erasure, log_hashes, search
+from agui_store.engine import arguments, checkpoints, conversations, erasure, log_hashes, search
 from agui_store.engine.arguments import quote
 from agui_store.engine.port import IndexedMessage, Inspecting, StoredRun
 from agui_store.engine.revisions import RESERVED_REFS
@@ -624,6 +624,7 @@ def _check_runs(ctx: _Context, out: _Collector) -> None:
                 f"{info.terminal[0]}: seq {seqs} ({kinds}); only "
                 "append(check_sequence=False) records that"
             )
+    _warn_unstorable_ids(ctx, out)
     for pk, raw in ctx.tx.suspect_inputs():
         try:
             value = ingest.decode(raw)
@@ -632,6 +633,25 @@ def _check_runs(ctx: _Context, out: _Collector) -> None:
             continue
         if not isinstance(value, dict):
             out.problem(f"the input of {ctx.name_run(int(pk))} is not a JSON object")
+
+
+def _warn_unstorable_ids(ctx: _Context, out: _Collector) -> None:
+    """Ids this version refuses on intake (a NUL, which releases before it accepted) are
+    legal in the file but go nowhere else: a copy refuses their thread."""
+    threads: set[str] = set()
+    for pk, row in ctx.runs.items():
+        thread = row.thread_id
+        if thread is not None and thread not in threads:
+            threads.add(thread)
+            reason = arguments.unstorable(thread)
+            if reason is not None:
+                out.warning(
+                    f"thread {quote(thread)}: its id {reason}; no copy carries the thread "
+                    f"(erase it with delete_thread({quote(thread)}))"
+                )
+        reason = arguments.unstorable(row.run_id)
+        if reason is not None:
+            out.warning(f"{ctx.name_run(pk)}: its id {reason}; no copy carries its thread")
 
 
 def _check_started(

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from agui_store.engine import arguments, clock, conversations, erasure, port
-from agui_store.errors import HashMismatchError, SyncConflictError
+from agui_store.errors import HashMismatchError, InvalidEventError, SyncConflictError
 from agui_store.history import hashing
 
 
@@ -202,6 +202,7 @@ def plan_thread(
     assert found is not None
     src_pk, owner = found
     runs = runs_of(src, src_pk)
+    _refuse_unstorable(thread_id, owner, runs)
     dst_found = dst.thread(thread_id)
     dst_runs: dict[str, _SrcRun] = {}
     if dst_found is not None:
@@ -268,6 +269,25 @@ def plan_thread(
         branches=branches,
         dst_pks={run_id: run.pk for run_id, run in dst_runs.items()},
     )
+
+
+def _refuse_unstorable(thread_id: str, owner: str | None, runs: list[_SrcRun]) -> None:
+    """A thread whose id, owner or run ids this version refuses on intake (a NUL, which
+    releases before it accepted) is not carried anywhere: PostgreSQL cannot hold it, and a
+    copy is a write like any other. The message names the way out, in Python, since no
+    command line can pass a NUL."""
+    named = [("id", thread_id), ("owner", owner)] + [
+        (f"run {arguments.quote(run.run_id)}'s id", run.run_id) for run in runs
+    ]
+    for what, value in named:
+        reason = None if value is None else arguments.unstorable(value)
+        if reason is not None:
+            raise InvalidEventError(
+                f"thread {arguments.quote(thread_id)} of the source cannot be copied: its {what} "
+                f"{reason}, and this version refuses such ids; erase the thread in the "
+                f"source (Store(...).delete_thread({arguments.quote(thread_id)})) or copy others "
+                "by name"
+            )
 
 
 def _compare_events(
