@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,23 @@ def test_log_labels_each_run_with_the_user_message_it_added(tmp_path: Path) -> N
                       "forked": "And in Faro?", "r1": "Weather in Lisbon?"}
     log = agui(db, "log", "forked")[1].splitlines()
     assert log[0].endswith('"And in Faro?"') and log[1].endswith('"Weather in Lisbon?"')
+
+
+def test_log_graph_of_a_revision_draws_its_lineage_and_of_a_range_both_sides_to_the_base(
+    db: Path,
+) -> None:
+    def drawn(*args: str) -> list[str]:
+        code, out = agui(db, "log", "--graph", *args)
+        assert code == 0
+        return [re.sub(r"( r\d).*", r"\1", line) for line in out.splitlines()]  # up to the id
+
+    assert drawn() == ["* r4", "| * r3", "| * r2", "|/", "* r1"]  # the whole tree
+    assert drawn("side") == ["* r4", "* r1"]
+    assert drawn("tip~1") == ["* r2", "* r1"]
+    assert drawn("side..tip") == ["* r3", "* r2"]
+    assert drawn("side...tip") == ["* r4", "| * r3", "| * r2", "|/", "o r1"]
+    assert [r["runId"] for r in json.loads(agui(db, "--json", "log", "--graph", "side")[1])] == [
+        "r4", "r1"]
 
 
 def test_branch_points_at_head_moves_only_with_force_and_says_what_it_did(db: Path) -> None:

@@ -449,31 +449,33 @@ def cmd_runs(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``log REF``: the run's lineage, newest first, with the first words each run asked;
     ``A..B`` and ``A...B`` as git reads them; ``--all``: every branch's; ``--graph`` draws the
-    thread's run tree instead. A ``--limit`` page that is not the last names the command for
+    thread's run tree instead (a REF's or a range's runs alone, with one). A ``--limit`` page that is not the last names the command for
     the next page on stderr."""
     if args.graph and (args.limit is not None or args.cursor is not None):
-        raise UsageError("--graph draws the thread's whole run tree: it takes no --limit or "
-                         "--cursor")
+        raise UsageError("--graph draws whole run trees: it takes no --limit or --cursor")
     if args.all and args.ref != "HEAD":
         raise UsageError(f"--all lists every branch's runs: it takes no REF "
                          f"({arguments.quote(args.ref)}; log REF lists one lineage)")
     span = None if args.all else _range(store, args.ref, args.thread)
     if args.graph:
-        if args.all or args.ref == "HEAD" or span is not None:
-            thread = _the_thread(store, args)
+        # The whole tree by default, as ``git log --graph --all`` draws it: HEAD's lineage
+        # alone is a line. A revision or a range draws what ``log`` lists for it.
+        base = None
+        if args.all or args.ref == "HEAD":
+            runs = store.runs(_the_thread(store, args))
+        elif span is not None:
+            runs = _log_range(store, args, *span)
+            if span[2]:  # A...B: both sides meet at their merge base, drawn as git's boundary
+                base = store.merge_base(span[0], span[1], thread_id=args.thread)
         else:
-            found = store.get_run(args.ref, thread_id=args.thread)
-            if found is None:
-                store.log(args.ref, thread_id=args.thread, limit=1)  # raises: what is wrong
-                raise RunNotFoundError(f"no run {arguments.quote(args.ref)}")
-            thread = found.thread_id
-        runs = store.runs(thread)
+            runs = list(store.log(args.ref, thread_id=args.thread))
         if args.json:
             _write_json(out, [r.to_json() for r in sorted(
                 runs, key=lambda r: r.created_at, reverse=True)])
             return 0
-        summaries = _summaries(store, runs)
-        for line in graph(runs, summaries):
+        drawn = runs if base is None else [*runs, base]
+        summaries = _summaries(store, drawn)
+        for line in graph(drawn, summaries, None if base is None else base.run_id):
             out.write(line + "\n")
         return 0
     if args.all or span is not None:
@@ -1256,7 +1258,8 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
     "import": (cmd_import, "record events from a JSON, JSON Lines or SSE file"),
     "threads": (cmd_threads, "list threads"),
     "runs": (cmd_runs, "list a thread's runs in recorded order"),
-    "log": (cmd_log, "a run's lineage, newest first (--graph: the thread's run tree)"),
+    "log": (cmd_log, "a run's lineage, newest first (--graph: the thread's run tree, or "
+            "REF's)"),
     "show": (cmd_show, "restore a run: transcript and state (--json for machines)"),
     "branch": (cmd_branch, "point a branch at a run (--delete to remove it)"),
     "branches": (cmd_branches, "list a thread's branches"),
@@ -1394,7 +1397,9 @@ def build_parser() -> argparse.ArgumentParser:
         parsers[name].add_argument("ref", nargs="?", metavar="REF", default="HEAD",
                                    help=_REV_HELP + (", A..B, A...B" if name == "log" else ""))
         parsers[name].add_argument("--thread", type=thread_name, help=_THREAD_HELP)
-    parsers["log"].add_argument("--graph", action="store_true", help="draw the run tree")
+    parsers["log"].add_argument(
+        "--graph", action="store_true",
+        help="draw the run tree: the thread's whole tree, or REF's lineage (A...B: both sides)")
     parsers["log"].add_argument("--all", action="store_true",
                                 help="the runs of every branch's lineage, newest first")
     parsers["log"].add_argument(

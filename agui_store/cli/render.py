@@ -15,12 +15,17 @@ _COLORS = {"+": "\033[32m", "-": "\033[31m", "~": "\033[33m", "@": "\033[36m", "
 _RESET = "\033[0m"
 
 
-def graph(runs: Sequence[Run], summaries: dict[str, str] | None = None) -> list[str]:
+def graph(
+    runs: Sequence[Run], summaries: dict[str, str] | None = None, boundary: str | None = None
+) -> list[str]:
     """The run tree like ``git log --graph --oneline``: newest first, a column per open line.
 
     Runs of one thread only; a parent's key is always older than its children's, so
-    creation order newest-first lists every child before its parent.
+    creation order newest-first lists every child before its parent. A run whose parent is
+    not among ``runs`` (a range's oldest) ends its line, as a root does. ``boundary`` is the
+    run drawn ``o``, as git's ``--boundary`` draws it: a merge base both sides meet at.
     """
+    listed = {r.run_id for r in runs}
     summaries = summaries or {}
     order = sorted(runs, key=lambda r: r.created_at, reverse=True)
     # created_at can tie; recorded order (the input's order) breaks ties.
@@ -41,7 +46,8 @@ def graph(runs: Sequence[Run], summaries: dict[str, str] | None = None) -> list[
         refs = f" ({', '.join(run.branches)})" if run.branches else ""
         words = summaries.get(run.run_id, "")
         said = f' "{short(words, 48)}"' if words else ""
-        marks = " ".join("*" if i == col else "|" for i in range(len(columns)))
+        star = "o" if run.run_id == boundary else "*"
+        marks = " ".join(star if i == col else "|" for i in range(len(columns)))
         label = hash_label(run)
         lines.append(
             printable(
@@ -49,7 +55,7 @@ def graph(runs: Sequence[Run], summaries: dict[str, str] | None = None) -> list[
                 f"{' ' + label if label else ''}{said}"
             )
         )
-        if run.parent_run_id is None:
+        if run.parent_run_id not in listed:
             del columns[col]
         else:
             columns[col] = run.parent_run_id
