@@ -96,11 +96,17 @@ def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
     finds (else the text's first word), up to 8 words each side (a Chinese or Japanese
     character counts a third of one), ``…`` where words are left out, whitespace runs as
     one space, and after the last word, when no word is left out after it, what follows it
-    (punctuation, a closing quote)."""
-    terms = [t.strip('"') for t in query.split() if not t.startswith("-")]
-    exact = {w for t in terms if not t.endswith("*") for w in defined_words(t)}
-    exact |= {w for t in terms if t.endswith("*") for w in defined_words(t)[:-1]}
-    prefixes = tuple(defined_words(t)[-1] for t in terms if t.endswith("*"))
+    (punctuation, a closing quote). Marked: each word a one-word term finds, and each word
+    of a phrase where the whole phrase stands; marked words with nothing between them are
+    one piece."""
+    terms = [
+        (defined_words(t.strip('"*')), t.endswith("*"))
+        for t in re.findall(r'-?"[^"]*"\*?|[^\s"]+', query)
+        if not t.startswith("-")
+    ]
+    exact = {ws[0] for ws, prefix in terms if len(ws) == 1 and not prefix}
+    prefixes = tuple(ws[0] for ws, prefix in terms if len(ws) == 1 and prefix)
+    phrases = [(ws, prefix) for ws, prefix in terms if len(ws) > 1]
     spans = []
     for m in WORD.finditer(text):
         start = m.start()
@@ -117,7 +123,16 @@ def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
     def found(start: int, end: int) -> bool:
         return any(w in exact or w.startswith(prefixes) for w in defined_words(text[start:end]))
 
-    first = next((i for i, span in enumerate(spans) if found(*span)), 0)
+    marked = {i for i, span in enumerate(spans) if found(*span)}
+    flat = [(i, w) for i, span in enumerate(spans) for w in defined_words(text[slice(*span)])]
+    for wanted, prefix in phrases:
+        for at in range(len(flat) - len(wanted) + 1):
+            here = [w for _, w in flat[at : at + len(wanted)]]
+            if here[:-1] == wanted[:-1] and (
+                here[-1] == wanted[-1] or (prefix and here[-1].startswith(wanted[-1]))
+            ):
+                marked |= {i for i, _ in flat[at : at + len(wanted)]}
+    first = min(marked, default=0)
     lo = first
     while lo > 0 and sum(weight[lo - 1 : first]) <= 8 + 1e-9:
         lo -= 1
@@ -128,14 +143,16 @@ def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
     for i in range(lo, hi):
         if i > lo:
             pieces.append((re.sub(r"\s+", " ", text[spans[i - 1][1] : spans[i][0]]), False))
-        pieces.append((text[slice(*spans[i])], found(*spans[i])))
+        pieces.append((text[slice(*spans[i])], i in marked))
     after = " ".join(text[spans[hi - 1][1] :].split())[:20]
     pieces.append(("…" if hi < len(spans) else after, False))
     merged: list[tuple[str, bool]] = []
     for piece, mark in pieces:
-        if merged and not mark and not merged[-1][1]:
-            merged[-1] = (merged[-1][0] + piece, False)
-        elif piece:
+        if not piece:
+            continue
+        if merged and mark == merged[-1][1]:
+            merged[-1] = (merged[-1][0] + piece, mark)
+        else:
             merged.append((piece, mark))
     return merged
 
@@ -148,7 +165,7 @@ FILLER = ["w", "zz", "y7", "Q", "z" * 70, "日本", "の", "ホテル"]
 BETWEEN = [" ", "  ", "\n\t", "_", ", ", " (", "-", "é ", ""]
 QUERIES = [
     "porto", "hotel", "hot*", '"porto hotel"', "cafe", "x" * 64, "x*", "the -porto", "9",
-    "東京", "京*",
+    "東京", "京*", '"porto hot"*', '"the porto" hotel', "東京タワー", '"porto porto"', "京 東京",
 ]
 
 

@@ -321,69 +321,109 @@ def parse(query: str) -> Query:
 
 
 def snippet(text: str, query: Query, width: int = SNIPPET_WORDS) -> list[tuple[str, bool]]:
-    """A short piece of ``text`` around the first word a query finds there: ``(text,
-    matched)`` pieces in order, ``matched`` for each word a found term holds. At most
-    ``width`` words of context on each side; ``…`` marks words left out. The piece starts
-    at a word; whitespace runs in it show as one space."""
-    exact = frozenset(
-        w for t in query.found for w in (t.words if not t.prefix else t.words[:-1])
-    )
-    prefixes = tuple(t.words[-1] for t in query.found if t.prefix)
+    """A short piece of ``text`` around the first place a query's found terms match there:
+    ``(text, matched)`` pieces in order, ``matched`` for each word a one-word term finds
+    and for each word of a phrase where the whole phrase stands (a phrase's word alone is
+    not marked: ``京`` in ``京都`` is not when searching ``東京``). At most ``width`` words of
+    context on each side; ``…`` marks words left out. The piece starts at a word;
+    whitespace runs in it show as one space."""
+    single = [t for t in query.found if len(t.words) == 1]
+    exact = frozenset(t.words[0] for t in single if not t.prefix)
+    prefixes = tuple(t.words[0] for t in single if t.prefix)
+    phrases = tuple((t.words, t.prefix) for t in query.found if len(t.words) > 1)
     if text.isascii():
-        return _ascii_snippet(text, exact, prefixes, width)
-    return _snippet_by_words(text, exact, prefixes, width)
+        return _ascii_snippet(text, exact, prefixes, phrases, width)
+    return _snippet_by_words(text, exact, prefixes, phrases, width)
+
+
+#: A phrase of a query as a snippet looks for it: its words, and whether the last is a prefix.
+_Phrase = tuple[tuple[str, ...], bool]
+
+
+def _ends_phrase(found: Sequence[str], phrase: _Phrase) -> bool:
+    """Whether the words ``found`` (in order) end with ``phrase``."""
+    wanted, prefix = phrase
+    n = len(wanted)
+    if len(found) < n:
+        return False
+    tail = found[-n:]
+    return tail[:-1] == list(wanted[:-1]) and (
+        tail[-1] == wanted[-1] or (prefix and tail[-1].startswith(wanted[-1]))
+    )
 
 
 def _snippet_by_words(
-    text: str, exact: frozenset[str], prefixes: tuple[str, ...], width: int
+    text: str,
+    exact: frozenset[str],
+    prefixes: tuple[str, ...],
+    phrases: tuple[_Phrase, ...],
+    width: int,
 ) -> list[tuple[str, bool]]:
     """:func:`snippet` of any text, a word at a time: each word is folded and looked up. A
     Chinese or Japanese character counts as a third of a word in the window (their words
     are one to three characters long): eight words of context are 24 of them."""
-
-    def matched(start: int, end: int) -> bool:
-        return any(
-            w in exact or (prefixes and w.startswith(prefixes)) for w in words(text[start:end])
-        )
-
     room = width * _WORD_THIRDS
+    longest = max((len(w) for w, _ in phrases), default=1)
     spans: list[tuple[int, int]] = []
     thirds: list[int] = []  # each word's share of the window, in thirds of a word
+    found: list[str] = []  # the folded words so far, and the span each belongs to
+    owner: list[int] = []
+    marked: set[int] = set()  # the spans a term finds
     first: int | None = None
-    after = 0
+    after = extra = 0
     for m in _WORD.finditer(text):
         start, end = m.span()
+        at = len(spans)
         spans.append((start, end))
         unspaced = end - start == 1 and _UNSPACED_CHAR.match(text, start)
         thirds.append(1 if unspaced else _WORD_THIRDS)
+        for word in words(text[start:end]):
+            found.append(word)
+            owner.append(at)
+            if word in exact or (prefixes and word.startswith(prefixes)):
+                marked.add(at)
+            for phrase in phrases:
+                if _ends_phrase(found, phrase):
+                    marked.update(owner[-len(phrase[0]) :])
         if first is None:
-            if matched(start, end):
-                first = len(spans) - 1
+            first = at if marked else None
         else:
             after += thirds[-1]
+            # One word past the window is enough to know more follows, and a phrase that
+            # began inside it needs its last words.
             if after > room:
-                break  # one word past the window: enough to know more follows
+                extra += 1
+                if extra >= longest:
+                    break
     if not spans:
         return _no_words(text)
-    at = first or 0
+    at = min(marked, default=0)  # a phrase found later may have begun first
     lo, taken = at, 0
     while lo > 0 and taken + thirds[lo - 1] <= room:
         lo, taken = lo - 1, taken + thirds[lo - 1]
     hi, taken = at + 1, 0
     while hi < len(spans) and taken + thirds[hi] <= room:
         hi, taken = hi + 1, taken + thirds[hi]
-    marked = [(s, e) for s, e in spans[lo:hi] if matched(s, e)]
-    return _pieces(text, spans[lo][0], spans[hi - 1][1], marked, lo > 0, hi < len(spans))
+    shown = [spans[i] for i in range(lo, hi) if i in marked]
+    return _pieces(text, spans[lo][0], spans[hi - 1][1], shown, lo > 0, hi < len(spans))
 
 
 def _ascii_snippet(
-    text: str, exact: frozenset[str], prefixes: tuple[str, ...], width: int
+    text: str,
+    exact: frozenset[str],
+    prefixes: tuple[str, ...],
+    phrases: tuple[_Phrase, ...],
+    width: int,
 ) -> list[tuple[str, bool]]:
     """:func:`snippet` of ASCII text (what agents mostly say), which folds by lowering: the
-    matched words are found by one pattern, in C, and only the window's words are cut."""
+    matched words are found by patterns, in C, and only the window's words are cut."""
     lowered = text.lower()
     pattern = _matched_words(exact, prefixes)
+    at_phrase = _matched_phrases(phrases)
     first = pattern.search(lowered)
+    first_phrase = at_phrase.search(lowered)
+    if first_phrase is not None and (first is None or first_phrase.start() < first.start()):
+        first = _ASCII_WORD.match(text, first_phrase.start())
     word = first or _ASCII_WORD.search(text)  # nothing matched: the text's first words
     if word is None:
         return _no_words(text)
@@ -393,9 +433,15 @@ def _ascii_snippet(
     window_start = kept[0][0] if kept else start
     window = _words_from(width).match(text, start)
     assert window is not None  # it starts at a word
-    marked = [m.span() for m in pattern.finditer(lowered, window_start, window.end())]
-    cut_after = _ASCII_WORD.search(text, window.end()) is not None
-    return _pieces(text, window_start, window.end(), marked, len(before) > width, cut_after)
+    end = window.end()
+    marked = {m.span() for m in pattern.finditer(lowered, window_start, end)}
+    for found in at_phrase.finditer(lowered, window_start, end):
+        phrase_end = found.end(1)
+        marked.update(
+            w.span() for w in _ASCII_WORD.finditer(lowered, found.start(), min(phrase_end, end))
+        )
+    cut_after = _ASCII_WORD.search(text, end) is not None
+    return _pieces(text, window_start, end, sorted(marked), len(before) > width, cut_after)
 
 
 @functools.lru_cache(maxsize=16)
@@ -429,8 +475,9 @@ def _pieces(
     cut_after: bool,
 ) -> list[tuple[str, bool]]:
     """``text[start:end]`` as snippet pieces: the ``marked`` spans (words, in order) marked,
-    the rest with whitespace runs as one space; ``…`` before it when ``cut_before``, after
-    it when ``cut_after``, else what follows its last word (punctuation, a closing quote)."""
+    those with nothing between them as one piece, the rest with whitespace runs as one
+    space; ``…`` before it when ``cut_before``, after it when ``cut_after``, else what
+    follows its last word (punctuation, a closing quote)."""
     pieces: list[tuple[str, bool]] = []
 
     def plain(piece: str) -> None:
@@ -443,8 +490,11 @@ def _pieces(
         plain("…")
     at = start
     for s, e in marked:
-        plain(_SPACES.sub(" ", text[at:s]))
-        pieces.append((text[s:e], True))
+        if s == at and pieces and pieces[-1][1]:  # words written without a space: one mark
+            pieces[-1] = (pieces[-1][0] + text[s:e], True)
+        else:
+            plain(_SPACES.sub(" ", text[at:s]))
+            pieces.append((text[s:e], True))
         at = e
     plain(_SPACES.sub(" ", text[at:end]))
     plain("…" if cut_after else " ".join(text[end:].split())[:20])
@@ -457,14 +507,36 @@ def _no_words(text: str) -> list[tuple[str, bool]]:
     return [(short[:120], False)] if short else []
 
 
+def _ascii_word_pattern(word: str, prefix: bool = False) -> str:
+    """A word of a query as a pattern over lowered ASCII text: a word of :data:`MAX_WORD`
+    characters finds any word it begins, as words are cut there."""
+    return re.escape(word) + ("[a-z0-9]*" if prefix or len(word) >= MAX_WORD else "")
+
+
+@functools.lru_cache(maxsize=256)
+def _matched_phrases(phrases: tuple[_Phrase, ...]) -> re.Pattern[str]:
+    """A pattern matching, at each place a phrase of ``phrases`` begins in lowered ASCII
+    text, an empty string whose group 1 is the phrase (a lookahead, so that one phrase's
+    places can overlap)."""
+    alternatives = [
+        "[^a-z0-9]+".join(
+            _ascii_word_pattern(w, prefix and i == len(words) - 1) for i, w in enumerate(words)
+        )
+        for words, prefix in phrases
+    ]
+    if not alternatives:
+        return re.compile(r"(?!)")
+    return re.compile(r"(?<![a-z0-9])(?=((?:" + "|".join(alternatives) + r")(?![a-z0-9])))")
+
+
 @functools.lru_cache(maxsize=256)
 def _matched_words(exact: frozenset[str], prefixes: tuple[str, ...]) -> re.Pattern[str]:
     """A pattern finding, in lowered ASCII text, the whole words a query's found terms hold:
     a word of ``exact`` (or, for one of :data:`MAX_WORD` characters, any word it begins,
     as words are cut there), or a word starting with one of ``prefixes``."""
     alternatives = [
-        *(re.escape(w) + ("[a-z0-9]*" if len(w) >= MAX_WORD else "") for w in sorted(exact)),
-        *(re.escape(p) + "[a-z0-9]*" for p in prefixes),
+        *(_ascii_word_pattern(w) for w in sorted(exact)),
+        *(_ascii_word_pattern(p, prefix=True) for p in prefixes),
     ]
     if not alternatives:
         return re.compile(r"(?!)")
