@@ -130,6 +130,27 @@ def test_no_byte_of_an_erased_thread_is_left_in_the_file_or_its_wal(
         assert store.check().ok
 
 
+@pytest.mark.parametrize("pending", [1, 300], ids=["segment-per-append", "one-segment"])
+def test_no_start_of_an_erased_word_is_left_in_the_full_text_index_pages(
+    tmp_path: Path, pending: int
+) -> None:
+    # FTS5 keeps the start of each leaf page's first word apart from the page: with enough
+    # words for many pages, erased words stand first on some of them, between kept words
+    # ("card" and "hello"), so that their pages do not end the segment.
+    path = tmp_path / "store.db"
+    with testing.search_pending_rows(pending), agui_store.open(path) as store:
+        for i in range(60):
+            store.append(run("gone", f"g{i}", *say(f"g{i}-m", f"card dzqv{i:04d}x{i:06d}")))
+        for i in range(300):
+            store.append(run(f"kept{i}", f"k{i}", *say(f"k{i}-m", f"hello kept{i:04d}word")))
+        assert b"dzqv0047x" in raw_bytes(path)
+        assert store.delete_thread("gone").purged
+        assert b"dzqv" not in raw_bytes(path)
+        assert b"kept0047word" in raw_bytes(path)
+        assert [h.thread_id for h in store.search("kept0047word")] == ["kept47"]
+        assert store.check().ok
+
+
 def test_no_copy_of_an_erased_row_is_left_where_sqlite_moved_it_while_deleting(
     tmp_path: Path,
 ) -> None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import msgspec
 
 from agui_store.codec import json
-from agui_store.engine import port
+from agui_store.engine import arguments, port
 from agui_store.errors import (
     AguiStoreError,
     HashMismatchError,
@@ -181,15 +181,23 @@ def _entry(row: port.EntryRow) -> Entry:
     )
 
 
+def _storable(value: str) -> bool:
+    """Whether a store can hold ``value`` (:func:`arguments.unstorable`): a read of one it
+    cannot finds nothing, on every backend alike."""
+    return arguments.unstorable(value) is None
+
+
 def read_record(tx: port.Reading, conversation_id: str) -> Record | None:
     """The record of a conversation, or ``None``."""
-    row = tx.conversation(conversation_id)
+    row = tx.conversation(conversation_id) if _storable(conversation_id) else None
     return None if row is None else _record(row)
 
 
 def read_records(tx: port.Reading, scope: str | None, limit: int | None) -> list[Record]:
     """Records newest ``updated_at`` first (ties: the first created first), of ``scope``
     (``None``: every scope), at most ``limit`` (``None``: all)."""
+    if scope is not None and not _storable(scope):
+        return []
     rows = tx.conversations(scope, EVERY if limit is None else limit)
     return [_record(row) for row in rows]
 
@@ -199,6 +207,8 @@ def read_history(tx: port.Reading, head_id: str | None, limit: int | None) -> li
     one statement. Raises :class:`EntryNotFoundError` when ``head_id`` is not stored."""
     if head_id is None or limit == 0:
         return []
+    if not _storable(head_id):
+        raise EntryNotFoundError(head_id)
     rows = tx.conversation_history(head_id, EVERY if limit is None else limit)
     if not rows:
         raise EntryNotFoundError(head_id)
@@ -207,7 +217,7 @@ def read_history(tx: port.Reading, head_id: str | None, limit: int | None) -> li
 
 def read_entry(tx: port.Reading, entry_id: str) -> Entry:
     """One entry; raises :class:`EntryNotFoundError` when it is not stored."""
-    row = tx.conversation_entry(entry_id)
+    row = tx.conversation_entry(entry_id) if _storable(entry_id) else None
     if row is None:
         raise EntryNotFoundError(entry_id)
     return _entry(row)
@@ -230,6 +240,7 @@ def prepare(record: Record, new_entries: Sequence[Entry]) -> Prepared:
     :class:`~agui_store.errors.InvalidArgumentError` for an entry id given twice or a message
     that is not JSON."""
     cid = record.conversation_id
+    _refuse_unstorable(record, new_entries)
     prepared: list[tuple[Entry, bytes, bytes]] = []
     for index, entry in enumerate(new_entries):
         text = canonical(entry.message, f"conversation {cid!r}, new entry {index}")
@@ -240,6 +251,24 @@ def prepare(record: Record, new_entries: Sequence[Entry]) -> Prepared:
             f"conversation {cid!r}: new entries repeat an entry id; nothing was written"
         )
     return Prepared(record, tuple(prepared))
+
+
+def _refuse_unstorable(record: Record, new_entries: Sequence[Entry]) -> None:
+    """Ids and names are text on every backend: one PostgreSQL cannot hold (a NUL) is
+    refused on SQLite too, so that any store copies to any other."""
+    named = [("id", record.conversation_id), ("scope", record.scope),
+             ("head", record.head_id)]
+    named += [("branch", b) for b in record.branches]
+    for index, entry in enumerate(new_entries):
+        named += [(f"new entry {index}'s id", entry.entry_id),
+                  (f"new entry {index}'s parent", entry.parent_id)]
+    for what, value in named:
+        reason = None if value is None else arguments.unstorable(value)
+        if reason is not None:
+            raise InvalidArgumentError(
+                f"conversation {arguments.quote(record.conversation_id)}: its {what} "
+                f"{reason}; nothing was written"
+            )
 
 
 def write_record(tx: port.Writing, prepared: Prepared, expected_revision: str | None) -> None:
@@ -322,7 +351,7 @@ def delete_record(tx: port.Writing, conversation_id: str, expected_revision: str
     branch reaches and every message no remaining entry holds; returns how many entries
     went. Raises :class:`ConversationConflictError` when no record with that revision is
     stored."""
-    stored = tx.conversation(conversation_id)
+    stored = tx.conversation(conversation_id) if _storable(conversation_id) else None
     if stored is None or str(stored.revision) != expected_revision:
         raise ConversationConflictError(
             conversation_id,
@@ -488,7 +517,7 @@ def erase(
 
 def entry_conversation(tx: port.Reading, entry_id: str) -> str | None:
     """The conversation whose save stored an entry, or ``None``: no such entry."""
-    key = tx.conversation_entry_key(entry_id)
+    key = tx.conversation_entry_key(entry_id) if _storable(entry_id) else None
     return None if key is None else key[2]
 
 

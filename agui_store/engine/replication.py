@@ -880,23 +880,28 @@ def carry_erasures(
         stones = {h: at for h, at in stones.items() if h in wanted}
     if not stones and thread_ids is None:
         return 0, 0  # every tombstone covers a thread the source holds
+    # A scoped copy erases that owner's threads and conversations alone, and lays no
+    # tombstone over another owner's that it leaves: a store never holds what its own
+    # tombstone says it erased.
     thread_times: dict[str, int] = {}
     pks: list[int] = []
-    for thread_id in dst.thread_ids(scope) if thread_ids is None else thread_ids:
-        at = stones.get(erasure.thread_hash(thread_id))
+    for thread_id in dst.thread_ids(None) if thread_ids is None else thread_ids:
+        stone = erasure.thread_hash(thread_id)
+        at = stones.get(stone)
         found = None if at is None else dst.thread(thread_id)
-        if at is None or found is None or (scope is not None and found[1] != scope):
+        if at is None or found is None or _covered(dst, thread_id, at) is None:
             continue
-        if _covered(dst, thread_id, at) is not None:
-            thread_times[thread_id] = at
-            pks.append(found[0])
+        if scope is not None and found[1] != scope:
+            del stones[stone]
+            continue
+        thread_times[thread_id] = at
+        pks.append(found[0])
     talk_times: dict[str, int] = {}
     if thread_ids is None:
-        rows = dst.conversations(scope, conversations.EVERY)
+        rows = dst.conversations(None, conversations.EVERY)
     else:  # a copy of these threads: the conversations linked to them
         named = {c for t in thread_ids for c in conversations.linked(dst, t)}
         rows = [r for c in sorted(named) if (r := dst.conversation(c)) is not None]
-        rows = [r for r in rows if scope is None or r.scope == scope]
     for row in rows:
         cid = str(row.conversation_id)
         if erasure.conversation_hash(cid) not in source_stones:
@@ -904,10 +909,15 @@ def carry_erasures(
         covered = erasure.conversation_covered(
             source_stones, cid, entry_ids(dst, row), int(row.updated_at)
         )
-        if covered is not None:
-            talk_times[cid] = covered[0]
-            if thread_ids is not None:  # its tombstones come with it
-                stones.update((s, source_stones[s]) for s in covered[1])
+        if covered is None:
+            continue
+        if scope is not None and row.scope != scope:
+            for stone in (*covered[1], erasure.conversation_hash(cid), erasure.entries_stone(cid)):
+                stones.pop(stone, None)
+            continue
+        talk_times[cid] = covered[0]
+        if thread_ids is not None:  # its tombstones come with it
+            stones.update((s, source_stones[s]) for s in covered[1])
     talks_erased = 0
     if pks or talk_times:
         talks_erased = erasure.erase(

@@ -281,6 +281,28 @@ def test_an_entry_id_stored_already_is_refused_by_name_and_nothing_is_written(
     run(scenario())
 
 
+def test_an_id_or_scope_holding_a_nul_is_refused_on_every_backend_and_nothing_is_written(
+    store_location: str,
+) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=turn(1)))
+            before = dump(store_location)
+            with pytest.raises(InvalidArgumentError, match=r"conversation 'x\\x00y': its id "
+                               r"holds a NUL character .*; nothing was written"):
+                await store.save(Conversation(conversation_id="x\x00y", messages=turn(1)))
+            with pytest.raises(InvalidArgumentError, match="conversation 'd': its scope holds"):
+                await store.save(Conversation(conversation_id="d", messages=turn(1)),
+                                 scope="a\x00b")
+            entry = ConversationEntry(id="e\x00", parent_id=None, message=user("x"))
+            record = ConversationRecord(conversation_id="d", head_id=entry.id)
+            with pytest.raises(InvalidArgumentError, match="its head holds a NUL"):
+                await store.write_record(record, new_entries=[entry], expected_revision=None)
+            assert dump(store_location) == before
+
+    run(scenario())
+
+
 def _workers(mode: str, location: str, names: list[str], *args: str) -> list[list[str]]:
     workers = [Worker("pydantic_ai_saver", mode, location, name, *args) for name in names]
     for worker in workers:

@@ -517,6 +517,34 @@ def test_a_copy_that_erases_conversations_alone_logs_its_erasure_in_the_destinat
     assert _erasure_verbs(there) == ["copy"]
 
 
+def test_a_copy_of_another_owners_scope_lays_no_tombstone_over_what_it_leaves(
+    new_location: Any,
+) -> None:
+    here, there, laptop = new_location(), new_location(), new_location()
+    with agui_store.open(here) as store:
+        _thread(store, "t-bob", 1, scope="bob")
+        _thread(store, "t-al", 1, scope="al")
+    _saved(here, "c-bob", 1, scope="bob")
+    copy(here, there)
+    copy(here, laptop)
+    with agui_store.open(here) as store:
+        assert store.delete_owner("bob").threads == 1
+    copy(here, there, scope="al")
+    # Bob's work, continued elsewhere, still reaches the store the scoped copy left it in.
+    with agui_store.open(laptop) as store:
+        store.append(run("t-bob", "t-bob-new", *say("m-new", "bob again")), scope="bob")
+    _saved(laptop, "c-bob", 2, scope="bob")
+    result = copy(laptop, there)
+    assert (result.runs, result.conversations, result.left_erased) == (1, 1, 0)
+    with agui_store.open(there) as store:
+        assert len(store.runs("t-bob")) == 2
+    assert _said(there, "c-bob", scope="bob") == turn(1) + turn(2)
+    copy(here, there)  # a whole copy carries bob's erasure
+    with agui_store.open(there) as store:
+        assert store.threads(scope="bob") == []
+    assert _said(there, "c-bob", scope="bob") is None
+
+
 def test_another_owners_conversation_named_like_the_thread_stays(store_location: str) -> None:
     async def scenario() -> None:
         async with ConversationStore(store_location) as conversations:

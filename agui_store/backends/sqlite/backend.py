@@ -79,8 +79,10 @@ class SqliteBackend:
             yield SqliteTransaction(conn, self._trusted)
 
     def purge(self) -> bool:
-        """See :meth:`agui_store.engine.port.Backend.purge`: the file rewritten
-        (``VACUUM``), then the WAL copied into it and truncated to nothing.
+        """See :meth:`agui_store.engine.port.Backend.purge`: the full-text index written
+        again (:data:`sql.REWRITE_SEARCH_WORDS`: its page index keeps the starts of deleted
+        words), the file rewritten (``VACUUM``), then the WAL copied into it and truncated
+        to nothing.
 
         ``secure_delete`` zeroes a deleted cell and a freed page, but not what a page
         rebuilt while rows are deleted leaves in its unused space: copies of cells moved
@@ -91,6 +93,8 @@ class SqliteBackend:
         and the next purge after that reader is done completes it."""
         conn = self._db
         with translated(self.where, conn):
+            with connection.immediate(conn):
+                conn.execute(sql.REWRITE_SEARCH_WORDS)
             conn.execute(sql.VACUUM)
             return self._checkpointed(conn)
 

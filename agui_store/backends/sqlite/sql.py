@@ -585,6 +585,17 @@ SECURE_DELETE_ON = "PRAGMA secure_delete = ON"
 WAL_CHECKPOINT_TRUNCATE = "PRAGMA wal_checkpoint(TRUNCATE)"
 #: Rewrite the file from its live content alone (free pages and slack space go).
 VACUUM = "VACUUM"
+#: Write the full-text index again as one segment of its live words. FTS5 keeps, for each
+#: leaf page of a segment, the start of the page's first word in ``search_words_idx``; a
+#: word's delete takes it out of the leaf but leaves that row, and ``VACUUM`` copies it as a
+#: live row. Only a segment written anew holds no start of a deleted word. ``optimize``
+#: leaves an index of one segment as it is, so a row of its own (rowid 0, which no index
+#: row takes, and a word of no text) makes a second one first, and goes again after.
+REWRITE_SEARCH_WORDS = """
+INSERT INTO search_words(rowid, words) VALUES (0, '0');
+INSERT INTO search_words(search_words) VALUES ('optimize');
+INSERT INTO search_words(search_words, rowid, words) VALUES ('delete', 0, '0');
+"""
 
 TRIGGER_DEFINITION = "SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ?"
 
