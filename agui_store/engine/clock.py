@@ -6,9 +6,22 @@ One function, read at each call, so that every timestamp a store writes comes fr
 
 from __future__ import annotations
 
+import datetime
 import time
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 def now_ms() -> int:
     """Milliseconds since the epoch, as every ``created_at`` and ``appended_at`` column holds."""
     return time.time_ns() // 1_000_000
+
+
+def ms_before(when: datetime.datetime) -> int:
+    """The first whole millisecond since the epoch not before ``when`` (an aware datetime):
+    a time the store holds (whole milliseconds) is before ``when`` exactly when it is before
+    this. In integers: a float of the timestamp loses the microseconds of dates far enough
+    from the epoch."""
+    since = when - _EPOCH
+    micros = (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
+    return -(-micros // 1000)

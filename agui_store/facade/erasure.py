@@ -72,7 +72,7 @@ class ErasureVerbs(Facade):
         elif isinstance(before, datetime.datetime):
             if before.tzinfo is None:
                 before = before.replace(tzinfo=datetime.timezone.utc)
-            cutoff = int(before.timestamp() * 1000)
+            cutoff = clock.ms_before(before)
         else:
             raise InvalidArgumentError(
                 f"before= must be a datetime or a timedelta, not {_quote(before)}"

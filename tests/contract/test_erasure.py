@@ -166,6 +166,18 @@ def test_prune_erases_the_threads_idle_before_the_cutoff_but_never_one_still_in_
         assert store.check().ok
 
 
+def test_prune_takes_a_thread_last_active_any_fraction_of_a_millisecond_before_the_cutoff(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        _thread(store, "t", 1)
+        last = store.runs("t")[-1].updated_at
+        assert last is not None and last.microsecond % 1000 == 0  # times are whole ms
+        for after, erased in [(0, 0), (1, 1), (500, 1), (999, 1)]:
+            cutoff = last + datetime.timedelta(microseconds=after)
+            assert store.prune(before=cutoff, dry_run=True).threads == erased, after
+
+
 def test_the_conversations_linked_to_a_thread_go_with_it(store_location: str) -> None:
     async def scenario() -> None:
         async with ConversationStore(store_location) as conversations:
