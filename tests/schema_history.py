@@ -310,14 +310,14 @@ def as_sequence_hashed(location: str) -> int:
             # Version 16 made the full-text table again and added the pending words; version
             # 17 set its page size, which a table made here lacks (18 moved the pending rows,
             # 19 dropped their foreign key; version 16's migration empties search_messages,
-            # as 20's does again to index Chinese and Japanese a character a word).
+            # as 20's and 21's do again to index words as they fold them).
             conn.execute("DROP TABLE search_pending")
             conn.execute("DROP TABLE search_words")
             conn.execute("CREATE VIRTUAL TABLE search_words USING fts5(words, content='', "
                          "contentless_delete=1, detail=none, tokenize='ascii')")
             conn.execute("PRAGMA user_version = 14")
-    # PostgreSQL's version 9 empties the search index and indexes every run again.
-    assert pg_schema.SCHEMA_VERSION == 9 and sqlite_schema.SCHEMA_VERSION == 20, (
+    # PostgreSQL's versions 9 and 10 empty the search index and index every run again.
+    assert pg_schema.SCHEMA_VERSION == 10 and sqlite_schema.SCHEMA_VERSION == 21, (
         "a later migration: say here what it undoes"
     )
     return changed

@@ -924,7 +924,7 @@ def test_an_older_store_migrates_to_event_pages_with_every_event_as_it_was(
         ).fetchall()
 
         assert pg_schema.install(conn) == version
-        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION == 9
+        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION == 10
         after = conn.execute(
             "SELECT seq, run, type, convert_to(payload, 'UTF8') FROM events ORDER BY seq"
         ).fetchall()
@@ -1120,7 +1120,7 @@ def test_a_version_8_store_is_indexed_again_so_chinese_and_japanese_are_found_by
         assert [h.message_id for h in store.search(said)] == ["m1"]
         assert not store.check().problems
     with connect(postgres_database) as conn:
-        assert pg_schema.installed_version(conn) == 9
+        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION
         assert conn.execute("SELECT count(*) FROM search_messages").fetchone() == (1,)
 
 
@@ -1161,9 +1161,37 @@ def test_the_application_role_asked_to_migrate_says_the_owner_must_open_the_stor
     with connect(app_dsn) as conn, pytest.raises(agui_store.StorageError) as refused:
         pg_schema.install(conn)
     said = str(refused.value)
-    assert "is at agui-store schema version 8 and this release needs 9" in said
+    assert "is at agui-store schema version 8 and this release needs 10" in said
     assert "open the store once as the role that owns its tables" in said
     assert "application_grants" in said and "nothing was changed" in said
     with connect(owner_dsn) as conn:
         assert pg_schema.installed_version(conn) == 8
-        assert pg_schema.install(conn) == 8 and pg_schema.installed_version(conn) == 9
+        assert pg_schema.install(conn) == 8 and pg_schema.installed_version(conn) == 10
+
+
+def test_a_version_9_store_is_indexed_again_so_styled_capitals_are_found_by_plain_words(
+    postgres_database: str,
+) -> None:
+    said = "𝐇𝐞𝐥𝐥𝐨 from ℍotel Porto, 25℃"
+    with agui_store.open(postgres_database) as store:
+        store.append([
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": said},
+            {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+        ])
+    with connect(postgres_database) as conn:
+        # Version 9's words: folded before they were decomposed, so capitals stayed.
+        changed = conn.execute(
+            "UPDATE search_messages SET words = array_to_tsvector(%s)",
+            (["Hello", "from", "Hotel", "porto", "25", "C"],),
+        ).rowcount
+        assert changed == 1
+        conn.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
+    with agui_store.open(postgres_database) as store:
+        assert [h.message_id for h in store.search("hello hotel")] == ["m1"]
+        assert [h.message_id for h in store.search('"25 c"')] == ["m1"]
+        assert not store.check().problems
+    with connect(postgres_database) as conn:
+        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION

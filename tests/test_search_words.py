@@ -28,7 +28,7 @@ def unspaced(char: str) -> bool:
 
 
 def defined_words(text: str) -> list[str]:
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
     kept = "".join(c for c in decomposed if not unicodedata.category(c).startswith("M"))
     words = []
     for run in WORD.findall(kept):
@@ -86,6 +86,10 @@ def test_case_accents_and_underscores_fold_as_a_reader_expects() -> None:
     assert found_by("API调用失败了 ｶﾀｶﾅ 々木 서울에서") == [
         "api", "调", "用", "失", "败", "了", "カ", "タ", "カ", "ナ", "々", "木",
         unicodedata.normalize("NFKD", "서울에서"),
+    ]
+    # Letters that decompose to capitals fold as their plain ones.
+    assert found_by("𝐇𝐞𝐥𝐥𝐨 ℍotel 25℃ ＡＢＣ Ⅻ ᴴᴵ") == [
+        "hello", "hotel", "25", "c", "abc", "xii", "hi",
     ]
     assert found_by("x" * 70) == ["x" * 64]
     assert given_to_the_index("Word " + "x" * 70 + " y" * 64) == ["word", "x" * 64, *"y" * 64]

@@ -7,9 +7,9 @@ module's :meth:`Query.matches` is the definition they answer to (the contract su
 them with it over every view of a store), and what a phrase is checked with after the
 database has found the messages holding its words.
 
-**Words.** A message's text is folded (case folded as :meth:`str.casefold` does, then
-decomposed as NFKD with every combining mark dropped, so ``Café`` and ``CAFE`` are both
-``cafe``), then cut into runs of Unicode letters and digits (``_`` cuts words too, so
+**Words.** A message's text is folded (decomposed as NFKD, then case folded as
+:meth:`str.casefold` does, with every combining mark dropped, so ``Café`` and ``CAFE`` are
+both ``cafe``, and ``𝐂𝐚𝐟𝐞`` too), then cut into runs of Unicode letters and digits (``_`` cuts words too, so
 ``refund`` finds the tool ``refund_order``, and ``refund_order`` is the phrase of both).
 In Chinese and Japanese, written without spaces, each Han, Hiragana or Katakana character is
 a word, and a run of them the phrase of its characters (``東京`` finds ``東京都``).
@@ -81,10 +81,14 @@ def _is_mark(char: str) -> bool:
 
 
 def fold(text: str) -> str:
-    """``text`` as it is matched: case folded, decomposed (NFKD), without combining marks."""
+    """``text`` as it is matched: decomposed (NFKD), case folded, without combining marks.
+    Decomposed before it is folded, since a decomposition can give capitals (``𝐇``, ``ℍ``
+    and ``℃`` give ``H``, ``H`` and ``°C``)."""
     if text.isascii():  # the common case: NFKD leaves ASCII as it is, casefold lowers it
         return text.lower()
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    decomposed = unicodedata.normalize("NFKD", text).casefold()
+    if not unicodedata.is_normalized("NFKD", decomposed):  # marks a fold put out of order
+        decomposed = unicodedata.normalize("NFKD", decomposed)
     # A text holds few distinct characters: classify those, then delete in one C pass.
     marks = {ord(c): None for c in set(decomposed) if _is_mark(c)}
     return decomposed.translate(marks) if marks else decomposed

@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 21
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -434,8 +434,8 @@ CREATE VIRTUAL TABLE search_words USING fts5(
 
 #: The version whose migration also indexes every stored run for search, after its SQL (13
 #: made the index; 16 made its FTS5 table again; 20 cuts Chinese and Japanese text into
-#: words of one character).
-SEARCH_INDEX_VERSION = 20
+#: words of one character; 21 folds the capitals a decomposition gives).
+SEARCH_INDEX_VERSION = 21
 
 # Version 14: erasure (agui_store.engine.erasure). ``erasures`` logs every erasure the store
 # made: when, which verb, how much, and the event sequence numbers it took out of the log, so
@@ -623,6 +623,12 @@ INSERT INTO search_words(search_words, rank) VALUES ('secure-delete', 1);
 INSERT INTO search_words(search_words, rank) VALUES ('pgsz', 256);
 """
 
+# Version 21: a word is decomposed before it is case folded
+# (:func:`agui_store.history.search.fold`): letters whose decomposition is a capital (``𝐇``,
+# ``ℍ``, ``℃``) were indexed as that capital, which no query finds. The index is emptied and
+# made again as version 20 does, and every run indexed again.
+CREATE_V21 = CREATE_V20
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -644,6 +650,7 @@ MIGRATIONS: dict[int, str] = {
     18: CREATE_V18,
     19: CREATE_V19,
     20: CREATE_V20,
+    21: CREATE_V21,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.
