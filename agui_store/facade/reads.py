@@ -26,7 +26,9 @@ class ReadVerbs(Facade):
     :meth:`log`, :meth:`checkout` and :meth:`reconnect_stream`."""
 
     def threads(self, *, scope: str | None = None) -> list[str]:
-        """Every thread id, oldest first (with a ``scope``: that owner's threads).
+        """Every thread id, in the order this store first recorded them (with a ``scope``:
+        that owner's threads). A copy records the threads it brings after those the
+        destination held (docs/guides/copy.md).
 
         Every reading method takes ``scope=``: a thread of another owner (or of none) is
         then absent, as if it did not exist (docs/design/behaviour.md#live-recording). ``None``, the
@@ -54,7 +56,8 @@ class ReadVerbs(Facade):
         before: str | None = None,
         scope: str | None = None,
     ) -> list[Run]:
-        """Every run of a thread, in the order they were recorded.
+        """Every run of a thread, in the order this store recorded them (a copy records the
+        runs it brings after those the destination held: docs/guides/copy.md).
 
         Pages, newest first: ``limit`` keeps only the newest ``limit`` runs recorded before
         the run ``before`` names (exclusive; ``None``: the thread's newest), still in recorded
