@@ -616,3 +616,4 @@ def test_purge_finishes_a_purge_an_erasure_left_unfinished(tmp_path: Path) -> No
         assert b"forget me" not in on_disk(db)
         assert store.threads() == ["kept"]
     assert cli("purge", db=db).stdout == "purged\n"
+    assert cli("purge", "--rewrite", db=db).stdout == "purged\n"  # as every SQLite purge

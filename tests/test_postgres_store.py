@@ -1181,6 +1181,56 @@ def test_an_erasure_vacuums_every_table_it_deleted_from_the_search_index_include
     assert "tombstones" not in vacuumed and "erasures" not in vacuumed
 
 
+def _bytes_in_data_files(conn: Any, needle: bytes) -> dict[str, int]:
+    """How often ``needle`` stands in the data files of the store's tables, their TOAST
+    tables and their indexes, as they are on disk after a checkpoint (the server's own
+    reads of its files: the tests connect as its superuser)."""
+    conn.execute("CHECKPOINT")
+    relations = conn.execute(
+        """
+        WITH tables AS (
+            SELECT c.oid, c.reltoastrelid FROM pg_class c
+            JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = %s AND c.relkind = 'r'
+        ), heaps AS (
+            SELECT oid FROM tables UNION SELECT reltoastrelid FROM tables WHERE reltoastrelid <> 0
+        )
+        SELECT oid::regclass::text FROM heaps
+        UNION SELECT i.indexrelid::regclass::text FROM pg_index i JOIN heaps h ON i.indrelid = h.oid
+        """,
+        (schema.SCHEMA,),
+    ).fetchall()
+    found = {}
+    for (relation,) in relations:
+        (data,) = conn.execute(
+            "SELECT pg_read_binary_file(pg_relation_filepath(%s))", (relation,)
+        ).fetchone()
+        if data.count(needle):
+            found[relation] = data.count(needle)
+    return found
+
+
+def test_a_purge_that_rewrites_leaves_no_byte_of_an_erased_thread_in_the_data_files(
+    store_url: str,
+) -> None:
+    # Enough words for the search index's GIN index to keep erased ones as keys, and rows
+    # for the tables' freed space to keep their bytes: a vacuum leaves both.
+    with agui_store.open(store_url) as s:
+        for i in range(50):
+            s.append(run("gone", f"g{i}", *say(f"g{i}-m", f"card dzqv{i:04d}secret")))
+        for i in range(200):
+            s.append(run(f"kept{i}", f"k{i}", *say(f"k{i}-m", f"hello kept{i:04d}word")))
+        assert s.delete_thread("gone").purged
+        with psycopg.connect(store_url, autocommit=True) as conn:
+            left = _bytes_in_data_files(conn, b"dzqv")
+            assert "agui_store.search_messages_by_words" in left  # keys with no rows
+            assert s.purge(rewrite=True)
+            assert _bytes_in_data_files(conn, b"dzqv") == {}
+            assert _bytes_in_data_files(conn, b"kept0047word")
+        assert [h.thread_id for h in s.search("kept0047word")] == ["kept47"]
+        assert s.check().ok
+
+
 def test_a_transaction_begun_before_the_erasure_holds_the_purge_back_until_it_ends(
     store_url: str,
 ) -> None:

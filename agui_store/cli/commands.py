@@ -1195,7 +1195,7 @@ def cmd_purge(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``purge``: finish the physical purge of erasures already committed (see
     :meth:`agui_store.Store.purge`), one that a receipt or a copy said was not finished;
     exit 1 while it still is not."""
-    pending = "" if store.purge() else store.purge_pending
+    pending = "" if store.purge(rewrite=args.rewrite) else store.purge_pending
     if args.json:
         _write_json(out, {"purged": not pending, "purgePending": pending})
     else:
@@ -1283,7 +1283,8 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
     "prune": (cmd_prune, "erase every thread idle for longer than --older-than (required: "
               "90d, 12h, ...); a thread with a run still open stays"),
     "purge": (cmd_purge, "finish the physical purge of erasures (a receipt or a copy that "
-              "said it was not finished): SQLite rewrites the file, PostgreSQL vacuums"),
+              "said it was not finished): SQLite rewrites the file, PostgreSQL vacuums "
+              "(--rewrite: rewrites the tables)"),
     "search": (cmd_search, "find messages by their words, newest first, in every thread"),
     "ui": (cmd_ui, "serve a local web viewer of the store (threads, run trees, runs, diffs, "
            "forks) and open it in the browser; needs the ui extra"),
@@ -1489,6 +1490,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="erase threads with no activity for longer: 90d, 12h, 30m, 2w, 45s")
     p.add_argument("--owner", metavar="SCOPE", type=owner_name, help="only this owner's threads")
     _erasure_options(p)
+    parsers["purge"].add_argument(
+        "--rewrite", action="store_true",
+        help="PostgreSQL: write the tables erasures delete from again, with their indexes "
+        "(VACUUM FULL, locking each while it is copied), so no index key or freed space "
+        "keeps erased bytes (SQLite's purge always rewrites)")
     p = parsers["ui"]
     p.add_argument("path", metavar="DB", nargs="?",
                    help="the store: a file or a postgresql:// URL (default: --db, "

@@ -928,11 +928,12 @@ class Backend(Protocol):
         """The driver's connection, for :mod:`agui_store.testing` only."""
     def after_fork(self) -> None:
         """In a forked child: drop the parent's connection; the next use opens a new one."""
-    def purge(self) -> bool:
+    def purge(self, rewrite: bool = False) -> bool:
         """After an erasure committed: make what it deleted unreadable where the database
-        keeps old copies (SQLite: the WAL copied into the file and emptied; PostgreSQL: the
-        tables it touched vacuumed). Whether that finished (SQLite: not while a reader
-        holds pages of an older snapshot)."""
+        keeps old copies (SQLite: the file rewritten, the WAL copied into it and emptied;
+        PostgreSQL: the tables it touched vacuumed, and with ``rewrite`` written again with
+        their indexes). Whether that finished (SQLite: not while a reader holds pages of an
+        older snapshot)."""
     #: Why the last :meth:`purge` that did not finish did not, and what finishes it.
     purge_pending: str
 

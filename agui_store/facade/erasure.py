@@ -112,14 +112,16 @@ class ErasureVerbs(Facade):
             return f"the purge failed ({e}): call purge()"
         return self.purge_pending
 
-    def purge(self) -> bool:
+    def purge(self, *, rewrite: bool = False) -> bool:
         """The physical purge every erasure runs after it commits (SQLite: the file
         rewritten, the WAL copied into it and emptied; PostgreSQL: the touched tables
-        vacuumed); whether it
-        finished. Call it to finish a purge an erasure's receipt said did not (a reader
-        held older pages then). See docs/guides/erasure.md."""
+        vacuumed); whether it finished. Call it to finish a purge an erasure's receipt said
+        did not (a reader held older pages then). On PostgreSQL, ``rewrite`` writes the
+        tables an erasure deletes from again, with their indexes (``VACUUM FULL``: each
+        table locked while it is copied), so that no index key and no freed space keeps
+        erased bytes; SQLite's purge always rewrites. See docs/guides/erasure.md."""
         with self._lock:
-            done = self._backend.purge()
+            done = self._backend.purge(rewrite)
             self._unfinished_purge = "" if done else self._backend.purge_pending
         return done
 

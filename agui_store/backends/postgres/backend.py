@@ -291,12 +291,17 @@ class PostgresBackend:
         except Exception:
             self._drop()
 
-    def purge(self) -> bool:
+    def purge(self, rewrite: bool = False) -> bool:
         """See :meth:`agui_store.engine.port.Backend.purge`: ``VACUUM`` of every table an
         erasure deletes from, outside a transaction, so that no row of them, live or dead,
         holds what was erased: with index cleanup where the indexes hold erased keys, without
         where they hold only integers and digests (:data:`_ERASED_TEXT_KEYED`,
-        :data:`_ERASED_OPAQUE_KEYED`). Only the tables' owner may vacuum them:
+        :data:`_ERASED_OPAQUE_KEYED`). An index keeps more than its rows, though: a GIN
+        index every word it ever held as a key, and a B-tree's inner pages prefixes of keys
+        as separators; and freed space keeps its bytes. ``rewrite`` writes those tables
+        and their indexes again instead (``VACUUM FULL``, which locks each table while it
+        copies it and costs its size), leaving none of that. Only the tables' owner may
+        vacuum them:
         another role (the application's, :func:`~agui_store.backends.postgres.schema.
         application_grants`) leaves it to autovacuum, and the purge is not finished
         (``False``). What the server keeps beyond the tables (WAL, replicas, backups) is
@@ -316,8 +321,11 @@ class PostgresBackend:
                 )
                 return False
             (older,) = conn.execute(sql.OLDER_SNAPSHOTS).fetchone()  # counted before VACUUM
-            conn.execute(sql.vacuum(_ERASED_OPAQUE_KEYED, index_cleanup=False))
-            conn.execute(sql.vacuum(_ERASED_TEXT_KEYED, index_cleanup=True))
+            if rewrite:
+                conn.execute(sql.vacuum_full(_ERASED_OPAQUE_KEYED + _ERASED_TEXT_KEYED))
+            else:
+                conn.execute(sql.vacuum(_ERASED_OPAQUE_KEYED, index_cleanup=False))
+                conn.execute(sql.vacuum(_ERASED_TEXT_KEYED, index_cleanup=True))
         except Exception as e:
             self._end(conn, rollback=True)
             raise translate(e, self.where) from e

@@ -1079,8 +1079,6 @@ INSERT_TOMBSTONE = (
     "INSERT INTO tombstones(thread_hash, erased_at) VALUES (%s, %s) ON CONFLICT DO NOTHING"
 )
 DELETE_TOMBSTONE = "DELETE FROM tombstones WHERE thread_hash = %s"
-#: Whether the connection's role owns every one of the store's tables (only an owner may
-#: vacuum them).
 #: The client sessions of this database in a transaction that holds a snapshot or a
 #: transaction id, counted as a purge starts: a row version such a transaction may still
 #: read survives the purge's VACUUM, even when the transaction ends while VACUUM runs.
@@ -1090,6 +1088,8 @@ OLDER_SNAPSHOTS = (
     "AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)"
 )
 
+#: Whether the connection's role owns every one of the store's tables (only an owner may
+#: vacuum them).
 OWNS_TABLES = (
     "SELECT coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), false) FROM pg_class c "
     "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'"
@@ -1100,6 +1100,13 @@ def vacuum(tables: tuple[str, ...], *, index_cleanup: bool) -> str:
     """``VACUUM`` of the store's tables ``tables`` (the schema's own names), their indexes
     cleaned (``INDEX_CLEANUP ON``: even when few pages hold dead rows) or not (``OFF``)."""
     return f"VACUUM (INDEX_CLEANUP {'ON' if index_cleanup else 'OFF'}) " + ", ".join(tables)
+
+
+def vacuum_full(tables: tuple[str, ...]) -> str:
+    """``VACUUM FULL`` of the store's tables ``tables``: each written again, with its TOAST
+    table and its indexes, into new files (the old ones are removed)."""
+    return "VACUUM (FULL) " + ", ".join(tables)
+
 # --- full-text search (agui_store.engine.search) --------------------------------------------
 
 #: A run's index rows, the message texts the thread's index does not hold yet, in one

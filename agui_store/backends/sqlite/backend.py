@@ -78,8 +78,9 @@ class SqliteBackend:
         with connection.immediate(conn):
             yield SqliteTransaction(conn, self._trusted)
 
-    def purge(self) -> bool:
-        """See :meth:`agui_store.engine.port.Backend.purge`: the full-text index written
+    def purge(self, rewrite: bool = False) -> bool:
+        """See :meth:`agui_store.engine.port.Backend.purge` (every purge rewrites, so
+        ``rewrite`` asks for nothing more): the full-text index written
         again (:data:`sql.REWRITE_SEARCH_WORDS`: its page index keeps the starts of deleted
         words), the file rewritten (``VACUUM``), then the WAL copied into it and truncated
         to nothing.
