@@ -745,7 +745,7 @@ def test_a_version_20_file_is_indexed_again_so_styled_capitals_are_found_by_plai
 
     path = tmp_path / "store.db"
     with testing.search_pending_rows(1000), agui_store.open(path) as store:
-        store.append(run("t", "r1", *say("m1", "𝐇𝐞𝐥𝐥𝐨 from ℍotel Porto, 25℃")))
+        store.append(run("t", "r1", *say("m1", "𝐇𝐞𝐥𝐥𝐨 from ℍotel Porto, 25℃")))  # noqa: RUF001
     conn = apsw.Connection(str(path))
     conn.execute("BEGIN")
     # Version 20's words for the pending row: folded before they were decomposed.

@@ -1172,7 +1172,7 @@ def test_the_application_role_asked_to_migrate_says_the_owner_must_open_the_stor
 def test_a_version_9_store_is_indexed_again_so_styled_capitals_are_found_by_plain_words(
     postgres_database: str,
 ) -> None:
-    said = "𝐇𝐞𝐥𝐥𝐨 from ℍotel Porto, 25℃"
+    said = "𝐇𝐞𝐥𝐥𝐨 from ℍotel Porto, 25℃"  # noqa: RUF001 (styled letters on purpose)
     with agui_store.open(postgres_database) as store:
         store.append([
             {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},

@@ -88,7 +88,7 @@ def test_case_accents_and_underscores_fold_as_a_reader_expects() -> None:
         unicodedata.normalize("NFKD", "서울에서"),
     ]
     # Letters that decompose to capitals fold as their plain ones.
-    assert found_by("𝐇𝐞𝐥𝐥𝐨 ℍotel 25℃ ＡＢＣ Ⅻ ᴴᴵ") == [
+    assert found_by("𝐇𝐞𝐥𝐥𝐨 ℍotel 25℃ ＡＢＣ Ⅻ ᴴᴵ") == [  # noqa: RUF001
         "hello", "hotel", "25", "c", "abc", "xii", "hi",
     ]
     assert found_by("x" * 70) == ["x" * 64]

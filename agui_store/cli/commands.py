@@ -449,8 +449,8 @@ def cmd_runs(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``log REF``: the run's lineage, newest first, with the first words each run asked;
     ``A..B`` and ``A...B`` as git reads them; ``--all``: every branch's; ``--graph`` draws the
-    thread's run tree instead (a REF's or a range's runs alone, with one). A ``--limit`` page that is not the last names the command for
-    the next page on stderr."""
+    thread's run tree instead (a REF's or a range's runs alone, with one). A ``--limit``
+    page that is not the last names the command for the next page on stderr."""
     if args.graph and (args.limit is not None or args.cursor is not None):
         raise UsageError("--graph draws whole run trees: it takes no --limit or --cursor")
     if args.all and args.ref != "HEAD":

@@ -9,8 +9,9 @@ database has found the messages holding its words.
 
 **Words.** A message's text is folded (decomposed as NFKD, then case folded as
 :meth:`str.casefold` does, with every combining mark dropped, so ``Café`` and ``CAFE`` are
-both ``cafe``, and ``𝐂𝐚𝐟𝐞`` too), then cut into runs of Unicode letters and digits (``_`` cuts words too, so
-``refund`` finds the tool ``refund_order``, and ``refund_order`` is the phrase of both).
+both ``cafe``, as are mathematical bold or double-struck letters), then cut into runs of
+Unicode letters and digits (``_`` cuts words too, so ``refund`` finds the tool
+``refund_order``, and ``refund_order`` is the phrase of both).
 In Chinese and Japanese, written without spaces, each Han, Hiragana or Katakana character is
 a word, and a run of them the phrase of its characters (``東京`` finds ``東京都``).
 A word longer than :data:`MAX_WORD` characters (a hash, a base64 blob) counts by its
@@ -82,8 +83,8 @@ def _is_mark(char: str) -> bool:
 
 def fold(text: str) -> str:
     """``text`` as it is matched: decomposed (NFKD), case folded, without combining marks.
-    Decomposed before it is folded, since a decomposition can give capitals (``𝐇``, ``ℍ``
-    and ``℃`` give ``H``, ``H`` and ``°C``)."""
+    Decomposed before it is folded, since a decomposition can give capitals (mathematical
+    and double-struck capitals give plain ones, ``℃`` gives ``°C``)."""
     if text.isascii():  # the common case: NFKD leaves ASCII as it is, casefold lowers it
         return text.lower()
     decomposed = unicodedata.normalize("NFKD", text).casefold()

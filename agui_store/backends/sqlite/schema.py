@@ -624,8 +624,9 @@ INSERT INTO search_words(search_words, rank) VALUES ('pgsz', 256);
 """
 
 # Version 21: a word is decomposed before it is case folded
-# (:func:`agui_store.history.search.fold`): letters whose decomposition is a capital (``𝐇``,
-# ``ℍ``, ``℃``) were indexed as that capital, which no query finds. The index is emptied and
+# (:func:`agui_store.history.search.fold`): letters whose decomposition is a capital
+# (mathematical and double-struck letters, ``℃``) were indexed as that capital, which no
+# query finds. The index is emptied and
 # made again as version 20 does, and every run indexed again.
 CREATE_V21 = CREATE_V20
 
