@@ -115,9 +115,10 @@ def opened(where: Store | str | os.PathLike[str], *, must_exist: bool) -> Iterat
         yield where
         return
     path = path_text(where)
-    if must_exist and path != ":memory:" and not backends.holds_store(path):
+    missing = None if not must_exist or path == ":memory:" else backends.missing_store(path)
+    if missing is not None:
         shown = locations.without_password(path) if is_url(path) else path
-        raise NotAStoreError(f"no store at {shown}: the source does not exist")
+        raise NotAStoreError(f"no store at {shown} to copy from: {missing}")
     created = None
     if not must_exist and not is_url(path) and not os.path.lexists(path):
         created = files.store_file(path)

@@ -234,6 +234,12 @@ def test_a_command_that_only_reads_refuses_a_store_path_that_names_no_file(
         proc = cli(*args, db=typo, ok=False)
         assert proc.returncode == 1 and f"no store at {typo}" in proc.stderr, proc.stderr
     assert list(tmp_path.iterdir()) == []
+    dangling = tmp_path / "link.db"
+    dangling.symlink_to(tmp_path / "nowhere.db")  # a link to nothing: no store, nothing made
+    proc = cli("threads", db=dangling, ok=False)
+    assert proc.returncode == 1 and "a symbolic link to nothing" in proc.stderr, proc.stderr
+    dangling.unlink()
+    assert list(tmp_path.iterdir()) == []
     typo.touch()  # an empty file: no store either, and left empty
     for args in (["threads"], ["search", "hello"], ["check"]):
         proc = cli(*args, db=typo, ok=False)

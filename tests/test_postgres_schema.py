@@ -113,7 +113,7 @@ def test_a_command_that_reads_a_database_holding_no_store_refuses_and_creates_no
         assert "no store at postgresql://" in said
         assert "the database holds no agui-store schema" in said
     assert cli.main(["copy", postgres_database, str(tmp_path / "out.db")]) == 1
-    assert "the source does not exist" in capsys.readouterr().err
+    assert "to copy from: the database holds no agui-store schema" in capsys.readouterr().err
     assert not (tmp_path / "out.db").exists()
     with connect(postgres_database) as conn:
         assert pg_schema.installed_version(conn) == 0

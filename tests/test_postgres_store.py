@@ -1181,6 +1181,24 @@ def test_an_erasure_vacuums_every_table_it_deleted_from_the_search_index_include
     assert "tombstones" not in vacuumed and "erasures" not in vacuumed
 
 
+def test_the_viewer_command_names_its_store_without_the_password(store_url: str) -> None:
+    with agui_store.open(store_url) as s:
+        s.append(run("t", "r1", *say("m1", "hello")))
+    url = store_url + ("&" if "?" in store_url else "?") + "password=S3CRETPW"  # trust: unused
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agui_store", "ui", url, "--port", "0", "--no-browser"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert line.startswith("viewer of postgresql://") and " at http://127.0.0.1:" in line
+    assert "S3CRETPW" not in line + out + err
+
+
 def _bytes_in_data_files(conn: Any, needle: bytes) -> dict[str, int]:
     """How often ``needle`` stands in the data files of the store's tables, their TOAST
     tables and their indexes, as they are on disk after a checkpoint (the server's own

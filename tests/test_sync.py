@@ -543,9 +543,17 @@ def test_open_stores_are_used_as_they_are_and_stay_open(src_dst: tuple[str, str]
 
 
 def test_a_missing_source_is_refused_and_no_file_is_made(tmp_path: Path) -> None:
-    with pytest.raises(NotAStoreError, match="does not exist"):
+    with pytest.raises(NotAStoreError, match="to copy from: the file does not exist"):
         agui_store.copy(tmp_path / "nope.db", tmp_path / "dst.db")
     assert not (tmp_path / "nope.db").exists()
+    # An empty file, or a symbolic link to nothing, holds no store either: left as it is.
+    (tmp_path / "empty.db").touch()
+    (tmp_path / "link.db").symlink_to(tmp_path / "nowhere.db")
+    for source, reason in [("empty.db", "the file is empty"), ("link.db", "a symbolic link to")]:
+        with pytest.raises(NotAStoreError, match=f"to copy from: .*{reason}"):
+            agui_store.copy(tmp_path / source, tmp_path / "dst.db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db", "link.db"]
+    assert (tmp_path / "empty.db").stat().st_size == 0
 
 
 def test_a_store_is_not_copied_onto_itself(tmp_path: Path) -> None:

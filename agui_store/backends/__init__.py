@@ -46,9 +46,30 @@ def _postgres() -> Any:
 def holds_store(path: str) -> bool:
     """Whether a path or URL names a store that exists: a file there, or a PostgreSQL
     database whose schema holds the store's tables (opening either creates it)."""
+    return missing_store(path) is None
+
+
+def missing_store(path: str) -> str | None:
+    """Why no store is at a path or URL, in words, or ``None``: there is one (or a file
+    that is something else, which opening names). No file (a symbolic link to nothing
+    included), an empty file with no WAL beside it (SQLite would make a store in it), a
+    PostgreSQL database whose schema holds no store: opening any of them creates one."""
     if is_url(path):
-        return bool(_postgres().holds_store(path))
-    return os.path.lexists(path)
+        return None if _postgres().holds_store(path) else "the database holds no agui-store schema"
+    if not os.path.exists(path):
+        if os.path.lexists(path):
+            return "the file does not exist (a symbolic link to nothing)"
+        return "the file does not exist"
+    try:
+        wal = path + "-wal"
+        empty = (
+            os.path.isfile(path)
+            and os.path.getsize(path) == 0
+            and (not os.path.exists(wal) or os.path.getsize(wal) == 0)
+        )
+    except OSError:
+        return None  # opening says what is wrong with it
+    return "the file is empty" if empty else None
 
 
 def open_backend(path: str, busy_timeout_ms: int) -> port.Backend:

@@ -928,7 +928,9 @@ def cmd_ui(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     def ready(url: str) -> None:
         mode = "branches may be written" if args.allow_writes else "read-only"
         shown = path or backends.default_path()
-        out.write(f"viewer of {shown} at {url} ({mode}; Ctrl+C stops it)\n")
+        if is_url(shown):
+            shown = locations.without_password(shown)
+        out.write(f"viewer of {printable(shown)} at {url} ({mode}; Ctrl+C stops it)\n")
         out.flush()
 
     # uvicorn stops on Ctrl+C, then raises it again: a normal end here.
@@ -1647,22 +1649,6 @@ def _thread_option(args: argparse.Namespace) -> str | None:
     )
 
 
-def _empty_file(path: str) -> bool:
-    """Whether ``path`` is an empty regular file with no WAL beside it: no store yet (SQLite
-    would make one in it), but a name a command that only reads leaves as it found it."""
-    if is_url(path):
-        return False
-    try:
-        wal = path + "-wal"
-        return (
-            os.path.isfile(path)
-            and os.path.getsize(path) == 0
-            and (not os.path.exists(wal) or os.path.getsize(wal) == 0)
-        )
-    except OSError:
-        return False
-
-
 def _require_store_file(path: str) -> None:
     """Refuse a store path that names no file, or a PostgreSQL database that holds no store
     (in-memory and URI paths are SQLite's own): a command that only reads never creates
@@ -1670,10 +1656,8 @@ def _require_store_file(path: str) -> None:
     path = path_text(path)
     if path == ":memory:" or path.startswith("file:"):
         return
-    if not backends.holds_store(path) or _empty_file(path):
-        missing = ("the database holds no agui-store schema" if is_url(path)
-                   else "the file is empty" if os.path.lexists(path)
-                   else "the file does not exist")
+    missing = backends.missing_store(path)
+    if missing is not None:
         shown = locations.without_password(path) if is_url(path) else path
         raise NotAStoreError(
             f"no store at {shown}: {missing} (record one first with agui-store "
