@@ -300,8 +300,11 @@ def test_export_all_writes_the_archive_and_import_gives_back_the_store_then_adds
         f"imported 1 thread, 3 runs, 49 events, 2 branches, 0 conversations into {other}\n"
     )
     assert first.stderr == ""
-    again = cli("import", str(archive), db=other)
-    assert again.stdout.startswith("imported 0 threads, 0 runs, 0 events, 0 branches")
+    again = cli("import", str(archive), "--json", db=other)
+    assert json.loads(again.stdout) == {
+        "threads": 0, "runs": 0, "events": 0, "branches": 0, "conversations": 0,
+        "leftErased": 0, "store": str(other),
+    }
     for ref in ("run-1", "run-2", "run-3"):
         shown = [cli("show", ref, "--thread", thread, "--json", db=d).stdout for d in (db, other)]
         assert shown[0] == shown[1]

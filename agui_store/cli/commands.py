@@ -156,33 +156,38 @@ def _write_painted(out: TextIO, text: str) -> None:
     (out.write_painted if isinstance(out, _Printable) else out.write)(text)
 
 
-def _view_ids(store: Store, run_id: str | None, thread_id: str) -> set[str]:
-    """The message ids of a run's view (none for no run)."""
-    if run_id is None:
-        return set()
-    return {str(m.get("id")) for m in store.checkout(run_id, thread_id=thread_id).messages}
+def _labelled(store: Store, runs: Sequence[Run]) -> Iterator[tuple[Run, str]]:
+    """Runs of one thread, in the order given, each with its label: the first user message
+    it added to its lineage parent's view (the question a forked run or an edit asked, never
+    one it inherited), else the last one its view holds. One at a time, so that a long log
+    prints as it goes; the views of the last few runs are kept, so a lineage listed newest
+    first reads each view once (a run's parent is the next run listed)."""
+    views: dict[str, list[dict[str, Any]]] = {}
 
+    def view(run_id: str, thread_id: str) -> list[dict[str, Any]]:
+        if run_id not in views:
+            if len(views) >= 4:
+                del views[next(iter(views))]
+            views[run_id] = store.checkout(run_id, thread_id=thread_id).messages
+        return views[run_id]
 
-def _summaries(store: Store, runs: Sequence[Run]) -> dict[str, str]:
-    """``{run id: its label}`` for runs of one thread, each view read once: the first user
-    message the run added to its lineage parent's view (the question a forked run or an
-    edit asked, never one it inherited), else the last one its view holds."""
-    ids: dict[str, set[str]] = {}
-    words: dict[str, str] = {}
-    for run in sorted(runs, key=lambda r: r.created_at):
-        messages = store.checkout(run.run_id, thread_id=run.thread_id).messages
+    for run in runs:
+        messages = view(run.run_id, run.thread_id)
         parent = run.parent_run_id
-        before = ids.get(parent) if parent is not None else set()
-        if before is None:
-            before = _view_ids(store, parent, run.thread_id)
-        ids[run.run_id] = {str(m.get("id")) for m in messages}
+        before = set() if parent is None else {
+            str(m.get("id")) for m in view(parent, run.thread_id)
+        }
         asked = [m for m in messages if m.get("role") == "user"]
         added = [m for m in asked if str(m.get("id")) not in before]
         # A run that added no question (a regenerate, a tool result sent back) answers the
         # last one its view holds.
         said = added[0] if added else asked[-1] if asked else None
-        words[run.run_id] = content_text(said.get("content")) if said is not None else ""
-    return words
+        yield run, content_text(said.get("content")) if said is not None else ""
+
+
+def _summaries(store: Store, runs: Sequence[Run]) -> dict[str, str]:
+    """``{run id: its label}`` (:func:`_labelled`), for a drawing that needs them all."""
+    return {run.run_id: words for run, words in _labelled(store, runs)}
 
 
 class UsageError(AguiStoreError):
@@ -254,7 +259,14 @@ def cmd_import(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             summary = store.import_archive(
                 handle, progress=progress.advance, restore_erased=args.restore_erased
             )
-            out.write(f"imported {_archive_counts(summary)} into {store.path}\n")
+            if args.json:
+                _write_json(out, {
+                    "threads": summary.threads, "runs": summary.runs, "events": summary.events,
+                    "branches": summary.branches, "conversations": summary.conversations,
+                    "leftErased": summary.left_erased, "store": store.path,
+                })
+            else:
+                out.write(f"imported {_archive_counts(summary)} into {store.path}\n")
             if summary.left_erased:
                 sys.stderr.write(
                     f"left out {counted(summary.left_erased, 'thread')} this store erased "
@@ -491,9 +503,7 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         _write_json(out, [r.to_json() for r in chain])
     else:
-        summaries = _summaries(store, chain)
-        for r in chain:
-            words = summaries.get(r.run_id, "")
+        for r, words in _labelled(store, chain):
             said = f'  "{short(words, 50)}"' if words else ""
             out.write(run_line(r) + said + "\n")
     if next_cursor is not None:
