@@ -168,6 +168,18 @@ def test_threads_is_a_table_newest_first_in_pages(
     assert capsys.readouterr().err == ""
 
 
+def test_threads_shows_each_id_whole_and_on_one_line_as_thread_takes_it(tmp_path: Path) -> None:
+    db = tmp_path / "threads.db"
+    long_id, odd_id = "thread-123e4567-e89b-12d3-a456-426614174000", "two\nlines"
+    with agui_store.open(db) as store:
+        for thread in (long_id, odd_id):
+            store.append(text_run("r1", "hi", question="hello", thread=thread))
+    code, out = agui(db, "threads")
+    assert code == 0
+    assert [row.split()[0] for row in out.splitlines()[1:]] == ["two\\nlines", long_id]
+    assert agui(db, "runs", "--thread", long_id)[0] == 0
+
+
 def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[str]) -> None:
     from importlib.metadata import version
 

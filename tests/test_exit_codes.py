@@ -201,6 +201,24 @@ def test_a_corrupt_page_is_exit_1_naming_the_file(tmp_path: Path) -> None:
     assert checked.returncode == 1 and "Traceback" not in checked.stderr
 
 
+def test_check_json_on_a_store_it_cannot_read_still_prints_one_failed_report(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "cut.db"
+    with agui_store.open(path) as store:
+        for i in range(150):
+            store.append(one_run(f"run-{i:03d}"))
+    with open(path, "r+b") as fh:
+        fh.truncate(path.stat().st_size // 2)
+    for where in (path, tmp_path / "missing.db"):
+        done = agui("--db", str(where), "--json", "check")
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        report = json.loads(done.stdout)
+        assert report["ok"] is False and report["checked"] == []
+        [problem] = report["problems"]
+        assert problem["check"] == "open" and problem["detail"] in done.stderr
+
+
 def test_a_full_disk_is_exit_1_naming_the_file(tmp_path: Path) -> None:
     recording = tmp_path / "big.jsonl"
     text = "lorem ipsum dolor sit amet " * 2000
@@ -226,7 +244,7 @@ def test_a_full_disk_is_exit_1_naming_the_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["frobnicate"], ["show", "--no-such-option"], ["log", "--limit", "0"],
+    [["frobnicate"], ["show", "--no-such-option"], ["log", "--limit", "0"], ["log", "--cursor", ""],
      ["slim", "HEAD", "--last", "x"],
      ["export", "--format", "xml"]],
 )

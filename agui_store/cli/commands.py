@@ -39,11 +39,14 @@ from agui_store.errors import (
 )
 from agui_store.exports.targets import check_source, check_target, write_file
 from agui_store.records import (
+    CheckReport,
     ErasureReceipt,
+    Problem,
     Run,
     content_text,
     counted,
     on_terminal,
+    one_line,
     printable,
     run_line,
     short,
@@ -380,8 +383,9 @@ def _export_archive(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """``threads``: a table of the threads, newest first, a page at a time (``--limit``,
-    ``--before``): owner, runs, branches, last activity and the first words asked."""
+    """``threads``: a table of the threads, the one begun last first, a page at a time
+    (``--limit``, ``--before``): owner, runs, branches, last activity and the first words
+    asked."""
     newest_first = store.threads()[::-1]
     start = 0
     if args.before is not None:
@@ -399,7 +403,8 @@ def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     elif rows:
         table = [["THREAD", "OWNER", "RUNS", "BRANCHES", "LAST ACTIVITY", "FIRST WORDS"]]
         table += [
-            [short(r["threadId"], 36), short(r["owner"] or "-", 16), str(r["runCount"]),
+            # The whole id, a control character as its escape: it is what --thread takes.
+            [one_line(r["threadId"]), short(r["owner"] or "-", 16), str(r["runCount"]),
              str(r["branchCount"]), _when(r["lastActivity"]), short(r["firstWords"], 40)]
             for r in rows
         ]
@@ -1149,6 +1154,13 @@ def thread_name(text: str) -> str:
     return text
 
 
+def run_name(text: str) -> str:
+    """A run id an option names (``log --cursor``): not empty."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a run id, not an empty string")
+    return text
+
+
 def owner_name(text: str) -> str:
     """``--owner``'s value: an owner's name, not empty."""
     if not text:
@@ -1420,7 +1432,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="at most N runs; when the lineage goes on, stderr says the command for the next "
         "page (its --cursor)")
     parsers["log"].add_argument(
-        "--cursor", metavar="RUN",
+        "--cursor", metavar="RUN", type=run_name,
         help="start the page at this run of the thread (the cursor the page before gave)")
     p = parsers["diff"]
     p.add_argument("a", metavar="A", help=_REV_HELP + "; or a range A..B (two-dot), A...B")
@@ -1608,15 +1620,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except InternalError as e:
         return _internal(args.command, e)
     except CorruptStoreError as e:
-        if args.command != "check":
+        if name != "check":
             _say(args.command, str(e))
-        else:  # check itself cannot read past it: its usual advice points back at check
-            _say("check", f"{e.damage}; the damage keeps check from reading the store: restore "
-                 "it from a copy, or salvage what SQLite can still read with sqlite3's .recover")
-        return EXIT_STORE_ERROR
+            return EXIT_STORE_ERROR
+        # check itself cannot read past it: its usual advice points back at check
+        said = (f"{e.damage}; the damage keeps check from reading the store: restore it from "
+                "a copy, or salvage what SQLite can still read with sqlite3's .recover")
+        _say("check", said)
+        return _check_could_not(args, out, said)
     except AguiStoreError as e:
         _say(args.command, str(e))
-        return EXIT_STORE_ERROR
+        return _check_could_not(args, out, str(e)) if name == "check" else EXIT_STORE_ERROR
     except BrokenPipeError:
         # The reader went away (`agui-store export | head`): not an error of ours.
         sys.stderr.close()
@@ -1635,6 +1649,15 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     if note is not None and code == EXIT_OK:  # after the output, so an error stays one line
         sys.stderr.write(note)
     return code
+
+
+def _check_could_not(args: argparse.Namespace, out: TextIO, said: str) -> int:
+    """``check --json`` on a store it could not read: still one JSON document on stdout (a
+    monitor reads it), failed, its one problem what the error line says."""
+    if args.json:
+        report = CheckReport(problems=[Problem("open", said)])
+        out.write(json.dumps(report.to_json()) + "\n")
+    return EXIT_STORE_ERROR
 
 
 #: Commands that took the thread as a positional argument first: it still works, with a
