@@ -212,3 +212,21 @@ def test_options_that_cannot_go_together_are_a_usage_error_not_ignored(
 ) -> None:
     code, out = agui(db, *args)
     assert (code, out) == (2, "") and says in capsys.readouterr().err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("no_color", "painted"), [(None, True), ("", True), ("1", False)])
+def test_a_diff_on_a_terminal_is_coloured_unless_no_color_is_set_to_something(
+    db: Path, monkeypatch: pytest.MonkeyPatch, no_color: str | None, painted: bool
+) -> None:
+    if no_color is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    out = _Terminal()
+    assert cli.main(["--db", str(db), "diff", "side", "tip"], out=out) == 0
+    assert ("\033[" in out.getvalue()) is painted

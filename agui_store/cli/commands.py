@@ -159,6 +159,12 @@ def _write_painted(out: TextIO, text: str) -> None:
     (out.write_painted if isinstance(out, _Printable) else out.write)(text)
 
 
+def _in_colour(out: TextIO) -> bool:
+    """Whether to paint: on a terminal, unless ``NO_COLOR`` is set to something (no-color.org:
+    an empty value does not count)."""
+    return out.isatty() and not os.environ.get("NO_COLOR")
+
+
 def _labelled(store: Store, runs: Sequence[Run]) -> Iterator[tuple[Run, str]]:
     """Runs of one thread, in the order given, each with its label: the first user message
     it added to its lineage parent's view (the question a forked run or an edit asked, never
@@ -850,7 +856,7 @@ def cmd_diff(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         out.write(json.dumps(d.to_json(), indent=2, ensure_ascii=False) + "\n")
         return 0
-    color = out.isatty() and "NO_COLOR" not in os.environ
+    color = _in_colour(out)
     text = diff_text(d, color=color, stat=args.stat) + "\n"
     if color:
         _write_painted(out, text)
@@ -1247,7 +1253,7 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         out.write(json.dumps(hits.to_json(), indent=2, ensure_ascii=False) + "\n")
     else:
-        bold = out.isatty() and "NO_COLOR" not in os.environ
+        bold = _in_colour(out)
         marks = ("\033[1m", "\033[0m") if bold else ("[", "]")
         for hit in hits:
             _write_painted(out, hit.line(*marks) + "\n")

@@ -70,6 +70,18 @@ class ArchiveResult:
 # --- writing ---------------------------------------------------------------------------------
 
 
+def _miscount(counted: Any, held: Any) -> str:
+    """What a count the end record gives and the archive's own say of its lines."""
+    if isinstance(counted, dict) and isinstance(held, dict):
+        fewer = any(held.get(k, 0) < v for k, v in counted.items() if isinstance(v, int))
+        more = any(v > counted.get(k, 0) for k, v in held.items() if isinstance(v, int))
+        if more and not fewer:
+            return "lines were repeated or added"
+        if more:
+            return "lines are missing and others were added"
+    return "lines are missing"
+
+
 def _hex(value: Any) -> str | None:
     return None if value is None else bytes(value).hex()
 
@@ -686,7 +698,7 @@ class _Reader:
             if rec.counts != held:
                 raise InvalidArgumentError(
                     f"{where}: the end record counts {rec.counts}, but the archive holds "
-                    f"{held}: lines are missing"
+                    f"{held}: {_miscount(rec.counts, held)}"
                 )
         else:
             raise InvalidArgumentError(f"{where}: unknown record {kind!r}")

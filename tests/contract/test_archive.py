@@ -214,9 +214,11 @@ def test_an_edited_or_cut_archive_is_refused_by_line_and_nothing_is_written(
     with agui_store.open(source) as store:
         record_run(store, "t1", "r1", with_input=True)
         record_run(store, "t1", "r2", parent="r1", with_input=True)
+        store.branch("b", "r1", thread_id="t1")
         archive = exported(store)
     lines = archive.splitlines(keepends=True)
     edited = archive.replace(b'"delta":"answer r2"', b'"delta":"answer r9"')
+    branch = next(n for n, line in enumerate(lines) if line.startswith(b'{"record":"branch"'))
     cases: list[tuple[bytes, type[Exception], str]] = [
         (edited, HashMismatchError, "run 'r2' of thread 't1'"),
         (b"".join(lines[:-1]), InvalidArgumentError, "before its end record"),
@@ -224,6 +226,10 @@ def test_an_edited_or_cut_archive_is_refused_by_line_and_nothing_is_written(
         (lines[0].replace(b'"version":1', b'"version":99'), agui_store.SchemaVersionError,
          "newer agui-store"),
         (b'{"record":"thread"}\n', InvalidArgumentError, "not an agui-store archive"),
+        (b"".join(lines[:branch] + lines[branch + 1 :]), InvalidArgumentError,
+         "lines are missing"),
+        (b"".join(lines[: branch + 1] + lines[branch:]), InvalidArgumentError,
+         "lines were repeated or added"),
     ]  # fmt: skip
     before = dump(target)
     with agui_store.open(target) as store:
