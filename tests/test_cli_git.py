@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,12 @@ def test_threads_is_a_table_newest_first_in_pages(
     assert [t["threadId"] for t in json.loads(out)] == ["t0"]
     assert json.loads(out)[0]["firstWords"] == "question 0"
     assert capsys.readouterr().err == ""
+    # The thread written to last comes first, however old.
+    time.sleep(0.002)
+    with agui_store.open(db) as store:
+        store.append(text_run("r2", "back", question="again", thread="t0"))
+    assert [row.split()[0] for row in agui(db, "threads")[1].splitlines()[1:]] == [
+        "t0", "t2", "t1"]
 
 
 def test_threads_shows_each_id_whole_and_on_one_line_as_thread_takes_it(tmp_path: Path) -> None:

@@ -389,10 +389,10 @@ def _export_archive(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """``threads``: a table of the threads, the one begun last first, a page at a time
+    """``threads``: a table of the threads, the one written to last first, a page at a time
     (``--limit``, ``--before``): owner, runs, branches, last activity and the first words
     asked."""
-    newest_first = store.threads()[::-1]
+    newest_first = store.threads(recent_first=True)
     start = 0
     if args.before is not None:
         try:

@@ -394,6 +394,9 @@ class LogReads(Protocol):
         """When a thread was created (milliseconds since the epoch)."""
     def thread_ids(self, scope: str | None) -> list[str]:
         """Thread ids of an owner (``None``: all), oldest first."""
+    def thread_ids_by_activity(self, scope: str | None) -> list[str]:
+        """Thread ids of an owner (``None``: all), the one written to last first: by their
+        newest batch's time (ties: the thread this store recorded last first)."""
     def thread_pks(self, scope: str | None, limit: int) -> list[int]:
         """The first ``limit`` threads of an owner (``None``: all), oldest first."""
     def owned_thread_pks(self, owner: str) -> list[int]:

@@ -25,17 +25,19 @@ class ReadVerbs(Facade):
     :meth:`runs`, a run's :meth:`events`, :meth:`input` and :meth:`history`, a lineage's
     :meth:`log`, :meth:`checkout` and :meth:`reconnect_stream`."""
 
-    def threads(self, *, scope: str | None = None) -> list[str]:
+    def threads(self, *, scope: str | None = None, recent_first: bool = False) -> list[str]:
         """Every thread id, in the order this store first recorded them (with a ``scope``:
         that owner's threads). A copy records the threads it brings after those the
-        destination held (docs/guides/copy.md).
+        destination held (docs/guides/copy.md). With ``recent_first``, the thread written
+        to last comes first (by its newest batch's time), as ``agui-store threads`` and the
+        viewer list them.
 
         Every reading method takes ``scope=``: a thread of another owner (or of none) is
         then absent, as if it did not exist (docs/design/behaviour.md#live-recording). ``None``, the
         default, is the operator, who sees every thread."""
         arguments.check_scope(scope)
         with self.reading() as tx:
-            return tx.thread_ids(scope)
+            return tx.thread_ids_by_activity(scope) if recent_first else tx.thread_ids(scope)
 
     def thread(self, thread_id: str, *, scope: str | None = None) -> Thread | None:
         """A thread's owner, creation time and number of runs, or ``None`` when the store

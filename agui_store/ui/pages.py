@@ -176,9 +176,10 @@ def search_page(
 def threads_page(
     store: Store, *, query: str = "", after: int = 0, scope: str | None = None
 ) -> ThreadsPage:
-    """Threads newest first, those whose id holds ``query`` (any case) or in which the
-    store's search finds it, a page at a time from position ``after`` of the listing."""
-    ids = store.threads(scope=scope)[::-1]
+    """Threads, the one written to last first, those whose id holds ``query`` (any case) or
+    in which the store's search finds it, a page at a time from position ``after`` of the
+    listing."""
+    ids = store.threads(scope=scope, recent_first=True)
     folded = query.strip().casefold()
     query = query.strip()
     rows: list[ThreadRow] = []

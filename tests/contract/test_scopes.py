@@ -235,3 +235,20 @@ def test_a_thread_names_its_owner_and_run_count_and_is_absent_to_another_scope(
         assert store.thread("t") == found
         assert store.thread("t", scope="bob") is None
         assert store.thread("missing") is None
+
+
+def test_threads_recent_first_lists_the_thread_written_to_last_first_of_a_scope(
+    store: Any,
+) -> None:
+    import time
+
+    for thread in ("a", "b", "c"):
+        store.append(run(thread, f"{thread}1", *say(f"{thread}-m1", "hi")), scope="alice")
+        time.sleep(0.002)  # a batch's time is its millisecond
+    store.append(run("d", "d1", *say("d-m1", "hi")), scope="bob")
+    time.sleep(0.002)
+    store.append(run("a", "a2", *say("a-m2", "again")), scope="alice")  # a is active again
+    assert store.threads() == ["a", "b", "c", "d"]  # as recorded
+    assert store.threads(recent_first=True) == ["a", "d", "c", "b"]
+    assert store.threads(scope="alice", recent_first=True) == ["a", "c", "b"]
+    assert store.threads(scope="carol", recent_first=True) == []

@@ -308,6 +308,13 @@ THREAD_IDS = (
     "SELECT thread_id FROM threads WHERE %(scope)s::text IS NULL OR owner = %(scope)s "
     "ORDER BY id"
 )
+#: The same, the thread written to last first (its newest batch's time; a thread with none
+#: last).
+THREAD_IDS_BY_ACTIVITY = """
+SELECT t.thread_id FROM threads t WHERE %(scope)s::text IS NULL OR t.owner = %(scope)s
+ORDER BY (SELECT max(b.appended_at) FROM runs r JOIN batches b ON b.run = r.id
+          WHERE r.thread = t.id) DESC NULLS LAST, t.id DESC
+"""
 THREAD_PKS = (
     "SELECT id FROM threads WHERE %(scope)s::text IS NULL OR owner = %(scope)s "
     "ORDER BY id LIMIT %(limit)s"

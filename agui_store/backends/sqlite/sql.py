@@ -83,6 +83,13 @@ THREAD_CREATED_AT = "SELECT created_at FROM threads WHERE id = ?"
 #: Thread ids visible to a scope (NULL: every thread), oldest first.
 THREAD_IDS = "SELECT thread_id FROM threads WHERE ?1 IS NULL OR owner = ?1 ORDER BY id"
 THREAD_PKS = "SELECT id FROM threads WHERE ?1 IS NULL OR owner = ?1 ORDER BY id LIMIT ?2"
+#: The same, the thread written to last first (its newest batch's time; a thread with none
+#: last).
+THREAD_IDS_BY_ACTIVITY = """
+SELECT t.thread_id FROM threads t WHERE ?1 IS NULL OR t.owner = ?1
+ORDER BY (SELECT max(b.appended_at) FROM runs r JOIN batches b ON b.run = r.id
+          WHERE r.thread = t.id) DESC, t.id DESC
+"""
 OWNED_THREAD_PKS = "SELECT id FROM threads WHERE owner = ? ORDER BY id"
 #: Threads whose newest run has no terminal batch.
 THREADS_WITH_OPEN_HEAD = """

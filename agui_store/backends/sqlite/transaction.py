@@ -167,6 +167,9 @@ class SqliteTransaction(NamedQueries):
     def thread_ids(self, scope: str | None) -> list[str]:
         return [str(t) for t in self._column(sql.THREAD_IDS, (scope,))]
 
+    def thread_ids_by_activity(self, scope: str | None) -> list[str]:
+        return [str(t) for t in self._column(sql.THREAD_IDS_BY_ACTIVITY, (scope,))]
+
     def thread_pks(self, scope: str | None, limit: int) -> list[int]:
         return [int(pk) for pk in self._column(sql.THREAD_PKS, (scope, limit))]
 
