@@ -1096,11 +1096,9 @@ def test_a_version_4_store_is_indexed_for_search_when_it_is_opened(postgres_data
         assert not store.check().problems
 
 
-def test_a_version_8_store_is_indexed_again_so_chinese_and_japanese_are_found_by_any_run(
-    postgres_database: str,
-) -> None:
-    said = "明日東京都に行きたいです"
-    with agui_store.open(postgres_database) as store:
+def _one_message(location: str, said: str) -> None:
+    """A store holding one run, whose assistant message ``m1`` says ``said``."""
+    with agui_store.open(location) as store:
         store.append([
             {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
             {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
@@ -1108,6 +1106,13 @@ def test_a_version_8_store_is_indexed_again_so_chinese_and_japanese_are_found_by
             {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
             {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
         ])
+
+
+def test_a_version_8_store_is_indexed_again_so_chinese_and_japanese_are_found_by_any_run(
+    postgres_database: str,
+) -> None:
+    said = "明日東京都に行きたいです"
+    _one_message(postgres_database, said)
     with connect(postgres_database) as conn:
         # Version 8's words: the sentence as one word.
         changed = conn.execute(
@@ -1172,15 +1177,7 @@ def test_the_application_role_asked_to_migrate_says_the_owner_must_open_the_stor
 def test_a_version_9_store_is_indexed_again_so_styled_capitals_are_found_by_plain_words(
     postgres_database: str,
 ) -> None:
-    said = "𝐇𝐞𝐥𝐥𝐨 from ℍotel Porto, 25℃"  # noqa: RUF001 (styled letters on purpose)
-    with agui_store.open(postgres_database) as store:
-        store.append([
-            {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
-            {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
-            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": said},
-            {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
-            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
-        ])
+    _one_message(postgres_database, "𝐇𝐞𝐥𝐥𝐨 from ℍotel Porto, 25℃")  # noqa: RUF001 (styled)
     with connect(postgres_database) as conn:
         # Version 9's words: folded before they were decomposed, so capitals stayed.
         changed = conn.execute(

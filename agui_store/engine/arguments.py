@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from agui_store.errors import InvalidArgumentError, InvalidEventError
@@ -73,6 +74,16 @@ def unstorable(value: str) -> str | None:
         )
     if "\x00" in value:
         return "holds a NUL character (\\u0000), which PostgreSQL's text cannot hold"
+    return None
+
+
+def first_unstorable(named: Iterable[tuple[str, str | None]]) -> tuple[str, str] | None:
+    """The first ``(what, why)`` among ``(what, value)`` pairs whose value no store can hold
+    (:func:`unstorable`; a ``None`` value is no value), or ``None``: every one can."""
+    for what, value in named:
+        reason = None if value is None else unstorable(value)
+        if reason is not None:
+            return what, reason
     return None
 
 

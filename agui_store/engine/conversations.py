@@ -262,13 +262,12 @@ def _refuse_unstorable(record: Record, new_entries: Sequence[Entry]) -> None:
     for index, entry in enumerate(new_entries):
         named += [(f"new entry {index}'s id", entry.entry_id),
                   (f"new entry {index}'s parent", entry.parent_id)]
-    for what, value in named:
-        reason = None if value is None else arguments.unstorable(value)
-        if reason is not None:
-            raise InvalidArgumentError(
-                f"conversation {arguments.quote(record.conversation_id)}: its {what} "
-                f"{reason}; nothing was written"
-            )
+    found = arguments.first_unstorable(named)
+    if found is not None:
+        raise InvalidArgumentError(
+            f"conversation {arguments.quote(record.conversation_id)}: its {found[0]} "
+            f"{found[1]}; nothing was written"
+        )
 
 
 def write_record(tx: port.Writing, prepared: Prepared, expected_revision: str | None) -> None:

@@ -279,15 +279,14 @@ def _refuse_unstorable(thread_id: str, owner: str | None, runs: list[_SrcRun]) -
     named = [("id", thread_id), ("owner", owner)] + [
         (f"run {arguments.quote(run.run_id)}'s id", run.run_id) for run in runs
     ]
-    for what, value in named:
-        reason = None if value is None else arguments.unstorable(value)
-        if reason is not None:
-            raise InvalidEventError(
-                f"thread {arguments.quote(thread_id)} of the source cannot be copied: its {what} "
-                f"{reason}, and this version refuses such ids; erase the thread in the "
-                f"source (Store(...).delete_thread({arguments.quote(thread_id)})) or copy others "
-                "by name"
-            )
+    found = arguments.first_unstorable(named)
+    if found is not None:
+        raise InvalidEventError(
+            f"thread {arguments.quote(thread_id)} of the source cannot be copied: its "
+            f"{found[0]} {found[1]}, and this version refuses such ids; erase the thread in "
+            f"the source (Store(...).delete_thread({arguments.quote(thread_id)})) or copy "
+            "others by name"
+        )
 
 
 def _compare_events(
