@@ -43,12 +43,6 @@ def _postgres() -> Any:
     return postgres.backend
 
 
-def holds_store(path: str) -> bool:
-    """Whether a path or URL names a store that exists: a file there, or a PostgreSQL
-    database whose schema holds the store's tables (opening either creates it)."""
-    return missing_store(path) is None
-
-
 def missing_store(path: str) -> str | None:
     """Why no store is at a path or URL, in words, or ``None``: there is one (or a file
     that is something else, which opening names). No file (a symbolic link to nothing

@@ -487,9 +487,8 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         if args.all or args.ref == "HEAD":
             runs = store.runs(_the_thread(store, args))
         elif span is not None:
-            runs = _log_range(store, args, *span)
-            if span[2]:  # A...B: both sides meet at their merge base, drawn as git's boundary
-                base = store.merge_base(span[0], span[1], thread_id=args.thread)
+            runs, met = _log_range(store, args, *span)
+            base = met if span[2] else None  # A...B: both sides meet there, git's boundary
         else:
             runs = list(store.log(args.ref, thread_id=args.thread))
         if args.json:
@@ -504,7 +503,7 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     if args.all or span is not None:
         if args.cursor is not None:
             raise UsageError("--cursor pages one lineage: it takes no range or --all")
-        chain = _log_all(store, args) if span is None else _log_range(store, args, *span)
+        chain = _log_all(store, args) if span is None else _log_range(store, args, *span)[0]
         if args.limit is not None:
             chain = chain[: args.limit]
         next_cursor = None
@@ -534,19 +533,20 @@ def _range(store: Store, ref: str, thread: str | None) -> tuple[str, str, bool] 
 
 def _log_range(
     store: Store, args: argparse.Namespace, a: str, b: str, symmetric: bool
-) -> list[Run]:
+) -> tuple[list[Run], Run | None]:
     """``log A..B``: the runs on B's lineage that are not on A's; ``A...B``: the runs on
-    either lineage since the merge base, newest first."""
+    either lineage since the merge base, newest first. With the merge base (``None``: the
+    lineages share no run)."""
     base = store.merge_base(a, b, thread_id=args.thread)
     stop = base.run_id if base is not None else None
     thread = args.thread
     b_side = _until(store.log(b, thread_id=thread), stop)
     if not symmetric:
-        return b_side
+        return b_side, base
     a_side = _until(store.log(a, thread_id=thread), stop)
     seen = {r.run_id for r in b_side}
     both = b_side + [r for r in a_side if r.run_id not in seen]
-    return sorted(both, key=lambda r: r.created_at, reverse=True)
+    return sorted(both, key=lambda r: r.created_at, reverse=True), base
 
 
 def _until(chain: Sequence[Run], stop: str | None) -> list[Run]:

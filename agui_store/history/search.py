@@ -219,10 +219,20 @@ class Term:
                 at = words.index(head[0], at + 1, len(words) - n + 1)
             except ValueError:
                 return False
-            if words[at : at + n - 1] == head:
-                end = words[at + n - 1]
-                if end == last or (self.prefix and end.startswith(last)):
-                    return True
+            if self.stands_at(words, at):
+                return True
+
+    def stands_at(self, text_words: Sequence[str], at: int) -> bool:
+        """Whether this term's words are the text's from word ``at`` on (the last one
+        begun, for a prefix)."""
+        *head, last = self.words
+        n = len(self.words)
+        if at < 0 or at + n > len(text_words):
+            return False
+        end = text_words[at + n - 1]
+        return list(text_words[at : at + n - 1]) == head and (
+            end == last or (self.prefix and end.startswith(last))
+        )
 
 
 @dataclass(frozen=True)
@@ -335,50 +345,34 @@ def snippet(text: str, query: Query, width: int = SNIPPET_WORDS) -> list[tuple[s
     single = [t for t in query.found if len(t.words) == 1]
     exact = frozenset(t.words[0] for t in single if not t.prefix)
     prefixes = tuple(t.words[0] for t in single if t.prefix)
-    phrases = tuple((t.words, t.prefix) for t in query.found if len(t.words) > 1)
+    phrases = tuple(t for t in query.found if len(t.words) > 1)
     if text.isascii():
         return _ascii_snippet(text, exact, prefixes, phrases, width)
     return _snippet_by_words(text, exact, prefixes, phrases, width)
-
-
-#: A phrase of a query as a snippet looks for it: its words, and whether the last is a prefix.
-_Phrase = tuple[tuple[str, ...], bool]
-
-
-def _ends_phrase(found: Sequence[str], phrase: _Phrase) -> bool:
-    """Whether the words ``found`` (in order) end with ``phrase``."""
-    wanted, prefix = phrase
-    n = len(wanted)
-    if len(found) < n:
-        return False
-    tail = found[-n:]
-    return tail[:-1] == list(wanted[:-1]) and (
-        tail[-1] == wanted[-1] or (prefix and tail[-1].startswith(wanted[-1]))
-    )
 
 
 def _snippet_by_words(
     text: str,
     exact: frozenset[str],
     prefixes: tuple[str, ...],
-    phrases: tuple[_Phrase, ...],
+    phrases: tuple[Term, ...],
     width: int,
 ) -> list[tuple[str, bool]]:
     """:func:`snippet` of any text, a word at a time: each word is folded and looked up. A
     Chinese or Japanese character counts as a third of a word in the window (their words
     are one to three characters long): eight words of context are 24 of them."""
     room = width * _WORD_THIRDS
-    longest = max((len(w) for w, _ in phrases), default=1)
+    longest = max((len(t.words) for t in phrases), default=1)
     spans: list[tuple[int, int]] = []
     thirds: list[int] = []  # each word's share of the window, in thirds of a word
     found: list[str] = []  # the folded words so far, and the span each belongs to
     owner: list[int] = []
     marked: set[int] = set()  # the spans a term finds
-    first: int | None = None
     after = extra = 0
     for m in _WORD.finditer(text):
         start, end = m.span()
         at = len(spans)
+        counting = bool(marked)  # the window's words after the first match are counted
         spans.append((start, end))
         unspaced = end - start == 1 and _UNSPACED_CHAR.match(text, start)
         thirds.append(1 if unspaced else _WORD_THIRDS)
@@ -388,11 +382,9 @@ def _snippet_by_words(
             if word in exact or (prefixes and word.startswith(prefixes)):
                 marked.add(at)
             for phrase in phrases:
-                if _ends_phrase(found, phrase):
-                    marked.update(owner[-len(phrase[0]) :])
-        if first is None:
-            first = at if marked else None
-        else:
+                if phrase.stands_at(found, len(found) - len(phrase.words)):
+                    marked.update(owner[-len(phrase.words) :])
+        if counting:
             after += thirds[-1]
             # One word past the window is enough to know more follows, and a phrase that
             # began inside it needs its last words.
@@ -417,7 +409,7 @@ def _ascii_snippet(
     text: str,
     exact: frozenset[str],
     prefixes: tuple[str, ...],
-    phrases: tuple[_Phrase, ...],
+    phrases: tuple[Term, ...],
     width: int,
 ) -> list[tuple[str, bool]]:
     """:func:`snippet` of ASCII text (what agents mostly say), which folds by lowering: the
@@ -519,7 +511,7 @@ def _ascii_word_pattern(word: str, prefix: bool = False) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _matched_phrases(phrases: tuple[_Phrase, ...]) -> re.Pattern[str]:
+def _matched_phrases(phrases: tuple[Term, ...]) -> re.Pattern[str]:
     """A pattern matching, at each place a phrase of ``phrases`` begins in lowered ASCII
     text, an empty string whose group 1 is the phrase (a lookahead, so that one phrase's
     places can overlap)."""
@@ -527,8 +519,8 @@ def _matched_phrases(phrases: tuple[_Phrase, ...]) -> re.Pattern[str]:
         "[^a-z0-9]+".join(
             _ascii_word_pattern(w, prefix and i == len(words) - 1) for i, w in enumerate(words)
         )
-        for words, prefix in phrases
-    ]
+        for words, prefix in ((t.words, t.prefix) for t in phrases)
+    ]  # a term's words, its last begun for a prefix
     if not alternatives:
         return re.compile(r"(?!)")
     return re.compile(r"(?<![a-z0-9])(?=((?:" + "|".join(alternatives) + r")(?![a-z0-9])))")
