@@ -296,9 +296,9 @@ class PostgresBackend:
         erasure deletes from, outside a transaction, so that no row of them, live or dead,
         holds what was erased: with index cleanup where the indexes hold erased keys, without
         where they hold only integers and digests (:data:`_ERASED_TEXT_KEYED`,
-        :data:`_ERASED_OPAQUE_KEYED`). An index keeps more than its rows, though: a GIN
-        index every word it ever held as a key, and a B-tree's inner pages prefixes of keys
-        as separators; and freed space keeps its bytes. ``rewrite`` writes those tables
+        :data:`_ERASED_OPAQUE_KEYED`). An index keeps more than its rows, though: a vacuum
+        empties a GIN key's list of rows but keeps the key (the erased words), and a
+        B-tree's inner pages keep prefixes of keys as separators; freed space keeps its bytes. ``rewrite`` writes those tables
         and their indexes again instead (``VACUUM FULL``, which locks each table while it
         copies it and costs its size), leaving none of that. Only the tables' owner may
         vacuum them:
