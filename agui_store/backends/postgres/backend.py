@@ -301,7 +301,8 @@ class PostgresBackend:
         B-tree's inner pages keep prefixes of keys as separators; freed space keeps its
         bytes. ``rewrite`` writes those tables and their indexes again instead (``VACUUM
         FULL``, which locks each table while it copies it and costs its size), leaving none
-        of that. Only the tables' owner may vacuum them: another role (the application's, :func:`~agui_store.backends.postgres.schema.
+        of that. Only the tables' owner may vacuum them:
+        another role (the application's, :func:`~agui_store.backends.postgres.schema.
         application_grants`) leaves it to autovacuum, and the purge is not finished
         (``False``). What the server keeps beyond the tables (WAL, replicas, backups) is
         the server's: see the erasure guide."""
