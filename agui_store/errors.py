@@ -87,7 +87,32 @@ class SchemaVersionError(AguiStoreError):
 
 
 class StoreBusyError(AguiStoreError, TimeoutError):
-    """Another writer held the database for longer than the configured busy timeout."""
+    """Another writer held the database for longer than the configured busy timeout, or the
+    server cancelled the transaction (a deadlock, a serialization failure): nothing was
+    written.
+
+    Attributes:
+        reason: what happened, in words, without the advice the message ends with.
+        waited: whether the call waited out the busy timeout (``True``: a longer timeout
+            may let it through) rather than being cancelled (``False``: retry).
+    """
+
+    def __init__(self, reason: str, *, waited: bool, advice: str) -> None:
+        self.reason = reason
+        self.waited = waited
+        super().__init__(f"{reason}; {advice}")
+
+    @classmethod
+    def locked(cls, where: str) -> StoreBusyError:
+        """The error of a call that waited the whole busy timeout for another writer."""
+        return cls(
+            f"{where} stayed locked by another writer for longer than the busy timeout",
+            waited=True, advice=f"raise busy_timeout_ms or {SHORTEN_TRANSACTIONS}",
+        )
+
+
+#: The other half of the advice a :class:`StoreBusyError` that waited gives.
+SHORTEN_TRANSACTIONS = "shorten the other writer's transactions"
 
 
 class IntegrityError(AguiStoreError):

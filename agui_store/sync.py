@@ -106,7 +106,12 @@ class CopyResult:
 
 
 @contextlib.contextmanager
-def opened(where: Store | str | os.PathLike[str], *, must_exist: bool) -> Iterator[Store]:
+def opened(
+    where: Store | str | os.PathLike[str],
+    *,
+    must_exist: bool,
+    busy_timeout_ms: int = backends.DEFAULT_BUSY_TIMEOUT_MS,
+) -> Iterator[Store]:
     """A store given as one, or opened (and closed after) from a path or URL. A file it
     creates (``must_exist=False``) is removed again when the block fails and leaves the
     store holding nothing: a failed copy or import into a new path leaves no empty store
@@ -122,7 +127,7 @@ def opened(where: Store | str | os.PathLike[str], *, must_exist: bool) -> Iterat
     created = None
     if not must_exist and not is_url(path) and not os.path.lexists(path):
         created = files.store_file(path)
-    store = Store(path)
+    store = Store(path, busy_timeout_ms=busy_timeout_ms)
     left_empty = False
     try:
         yield store

@@ -375,6 +375,36 @@ def test_a_writer_blocked_longer_than_its_busy_timeout_gets_a_clear_store_busy_e
         holder.kill()
 
 
+def test_a_command_that_waits_out_its_busy_timeout_names_the_option_that_raises_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "busy.db"
+    with agui_store.open(path) as store:
+        store.append(plans.race_batch("w", 0, "t").events)
+    before = dump(path)
+    holder = LockHolder(path)
+    try:
+        argv = [sys.executable, "-m", "agui_store", "branch", "b", "w-0", "--thread", "t",
+                "--db", str(path)]
+        waited = subprocess.run(
+            [*argv, "--busy-timeout", "150"], capture_output=True, text=True, cwd=ROOT,
+            env=worker_env(), timeout=60,
+        )
+        assert waited.returncode == 1 and waited.stdout == ""
+        said = waited.stderr.strip()
+        assert said.splitlines() == [said] and "Traceback" not in said
+        assert "locked by another writer" in said and "(150 ms)" in said
+        assert "--busy-timeout MS" in said and "busy_timeout_ms" not in said
+        assert dump(path) == before
+        holder.release()
+        subprocess.run([*argv, "--busy-timeout", "150"], check=True, cwd=ROOT,
+                       env=worker_env(), capture_output=True, timeout=60)
+        with agui_store.open(path) as store:
+            assert {(b.name, b.run_id) for b in store.branches("t")} >= {("b", "w-0")}
+    finally:
+        holder.kill()
+
+
 def test_a_blocked_writer_waits_with_the_default_timeout_and_lands_when_the_lock_is_freed(
     tmp_path: Path,
 ) -> None:

@@ -28,6 +28,7 @@ from agui_store.engine import search as search_index
 from agui_store.engine.arguments import path_text
 from agui_store.engine.conversations import Continuation
 from agui_store.errors import (
+    SHORTEN_TRANSACTIONS,
     AguiStoreError,
     AmbiguousRunError,
     CorruptStoreError,
@@ -36,6 +37,7 @@ from agui_store.errors import (
     InvalidEventError,
     NotAStoreError,
     RunNotFoundError,
+    StoreBusyError,
 )
 from agui_store.exports.targets import check_source, check_target, write_file
 from agui_store.records import (
@@ -955,7 +957,10 @@ def cmd_ui(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         out.flush()
 
     # uvicorn stops on Ctrl+C, then raises it again: a normal end here.
-    with Store(path) as opened, contextlib.suppress(KeyboardInterrupt):
+    with (
+        Store(path, busy_timeout_ms=args.busy_timeout) as opened,
+        contextlib.suppress(KeyboardInterrupt),
+    ):
         if args.thread is not None and opened.thread(args.thread) is None:
             where = path_text(opened.path)
             raise AguiStoreError(f"no thread {printable(args.thread)!r} in {where}")
@@ -1064,11 +1069,16 @@ def cmd_copy(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             progress = Progress(total, "copying")
         progress.advance(done - progress.done)
 
+    wait = args.busy_timeout
     try:
-        result = copy(
-            args.src, args.dst, thread_id=args.thread, force=args.force, progress=advance,
-            restore_erased=args.restore_erased,
-        )
+        with (
+            opened(args.src, must_exist=True, busy_timeout_ms=wait) as source,
+            opened(args.dst, must_exist=False, busy_timeout_ms=wait) as target,
+        ):
+            result = copy(
+                source, target, thread_id=args.thread, force=args.force, progress=advance,
+                restore_erased=args.restore_erased,
+            )
     finally:
         if progress is not None:
             progress.finish()
@@ -1394,6 +1404,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output")
+    common.add_argument(
+        "--busy-timeout", type=_count_option(0), default=argparse.SUPPRESS, metavar="MS",
+        help="how long to wait for another writer before giving up "
+        f"(default: {backends.DEFAULT_BUSY_TIMEOUT_MS})",
+    )
     parser = _Parser(
         prog="agui-store", parents=[common],
         description="Keep AG-UI conversations in one SQLite file (or PostgreSQL), like git "
@@ -1600,6 +1615,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_USAGE
     if not hasattr(args, "json"):
         args.json = False
+    if not hasattr(args, "busy_timeout"):
+        args.busy_timeout = backends.DEFAULT_BUSY_TIMEOUT_MS
     name = ALIAS_OF.get(args.command, args.command)  # messages keep the name typed
     path = getattr(args, "db", None)
     handler, _ = COMMANDS[name]
@@ -1614,7 +1631,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             if name not in CREATES_STORE:
                 _require_store_file(where)
             # A store the command creates is removed again if it fails and leaves it empty.
-            with opened(where, must_exist=name not in CREATES_STORE) as store:
+            with opened(
+                where, must_exist=name not in CREATES_STORE, busy_timeout_ms=args.busy_timeout
+            ) as store:
                 code = handler(store, args, out)
                 if code != EXIT_OK:
                     raise _Failed(code)
@@ -1634,6 +1653,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
                 "a copy, or salvage what SQLite can still read with sqlite3's .recover")
         _say("check", said)
         return _check_could_not(args, out, said)
+    except StoreBusyError as e:
+        said = str(e)
+        if e.waited:  # the library's advice names its keyword; a command line has an option
+            said = (f"{e.reason} ({args.busy_timeout} ms); raise --busy-timeout MS or "
+                    f"{SHORTEN_TRANSACTIONS}")
+        _say(args.command, said)
+        return _check_could_not(args, out, said) if name == "check" else EXIT_STORE_ERROR
     except AguiStoreError as e:
         _say(args.command, str(e))
         return _check_could_not(args, out, str(e)) if name == "check" else EXIT_STORE_ERROR

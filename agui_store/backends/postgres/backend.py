@@ -71,16 +71,13 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
             "store reconnects on its next call"
         )
     if isinstance(e, pg_errors.LockNotAvailable):
-        return errors.StoreBusyError(
-            f"{where} stayed locked by another writer for longer than the busy timeout; "
-            "raise busy_timeout_ms or shorten the other writer's transactions"
-        )
+        return errors.StoreBusyError.locked(where)
     if isinstance(
         e, (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.QueryCanceled)
     ):
         return errors.StoreBusyError(
             f"{where}: the server cancelled the transaction ({_first_line(e)}); nothing was "
-            "written: retry"
+            "written", waited=False, advice="retry",
         )
     if isinstance(e, psycopg.IntegrityError):
         return errors.IntegrityError(f"{where} refused the write: {_first_line(e)}")

@@ -66,10 +66,7 @@ def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiSt
             system_errno = int(conn.system_errno)
     system = f": {os.strerror(system_errno)}" if system_errno else ""
     if isinstance(e, (apsw.BusyError, apsw.LockedError)):
-        return errors.StoreBusyError(
-            f"{where} stayed locked by another writer for longer than the busy timeout; "
-            "raise busy_timeout_ms or shorten the other writer's transactions"
-        )
+        return errors.StoreBusyError.locked(where)
     if isinstance(e, apsw.ConstraintError):
         return errors.IntegrityError(f"{where} refused the write: {e}")
     if isinstance(e, apsw.NotADBError):
