@@ -362,6 +362,25 @@ def pip_closure(installs: set[tuple[str, frozenset[str]]]) -> set[tuple[str, str
     return {(name, extra) for name, extras in seen for extra in {"", *extras}}
 
 
+#: Servers a page may tell its reader to run its app with: the distribution of each.
+SERVERS = {"uvicorn": "uvicorn", "hypercorn": "hypercorn", "gunicorn": "gunicorn"}
+
+
+@pytest.mark.parametrize("path", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_a_page_that_says_to_serve_an_app_with_a_server_installs_that_server(
+    path: Path,
+) -> None:
+    """"Serve it with uvicorn" after an install line that leaves uvicorn out ends in a
+    missing command: the page's own installs bring every server it tells the reader to use."""
+    text = path.read_text(encoding="utf-8")
+    told = {
+        SERVERS[name] for name in SERVERS
+        if re.search(rf"\b[Ss]erves?\b[^.\n]*\b{name}\b|`{name} \S+`", text)
+    }
+    installed = {name for name, _ in pip_closure(page_installs(parse(path)))}
+    assert told - installed == set(), f"{path.relative_to(ROOT)} installs none of {told}"
+
+
 #: Modules that import more than their distribution installs by itself: the extra of it
 #: that brings the rest (``pydantic_ai.ui.ag_ui`` imports ``ag_ui`` and starlette).
 NEEDS_EXTRA = {"pydantic_ai.ui.ag_ui": ("pydantic-ai-slim", "ag-ui")}
