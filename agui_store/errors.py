@@ -208,9 +208,11 @@ class SyncConflictError(AguiStoreError):
     hold with different content: nothing was written.
 
     Attributes:
-        thread_id: the thread where the two stores differ.
+        thread_id: the thread where the two stores differ (``None`` for a pydantic-ai
+            conversation no thread links to).
         run_id: the run that differs (``None`` for a thread's owner).
         branch: the branch whose tips diverge (``None`` unless a branch differs).
+        conversation_id: the pydantic-ai conversation that differs, if that is what does.
         what: what differs, in words.
     """
 
@@ -218,15 +220,21 @@ class SyncConflictError(AguiStoreError):
         self,
         what: str,
         *,
-        thread_id: str,
+        thread_id: str | None,
         run_id: str | None = None,
         branch: str | None = None,
+        conversation_id: str | None = None,
     ) -> None:
         self.what = what
         self.thread_id = thread_id
         self.run_id = run_id
         self.branch = branch
+        self.conversation_id = conversation_id
         where = f"thread {thread_id!r}"
+        if conversation_id is not None:
+            where = f"conversation {conversation_id!r}" + (
+                f" of {where}" if thread_id not in (None, conversation_id) else ""
+            )
         if run_id is not None:
             where = f"run {run_id!r} of {where}"
         if branch is not None:

@@ -254,6 +254,7 @@ class _Pending:
         self.closed = False
         self.finished = False
         self.warn = warn  # False: the owner reports what was not recorded, once
+        self.reported = (0, 0)  # (recorded, not) as the warning of the failure said them
 
     def add(self, raw: bytes, now: float) -> bool:
         """Keep one event; ``True`` when the batch is full and should be appended now."""
@@ -280,7 +281,7 @@ class _Pending:
         self.added += 1
         self.dropped += 1
         self._name_from(self.events[0] if self.events else None)
-        self._fail(exc, 1)
+        self._fail(exc, self.recorded + len(self.events))  # those before it still go in
 
     def due_at(self) -> float | None:
         """When the pending batch must be appended (``None``: nothing pending)."""
@@ -328,34 +329,35 @@ class _Pending:
         Events that came after the batch are dropped too: they would follow a gap."""
         self.dropped += len(batch) + len(self.events)
         self._name_from(batch[0] if batch else None)
-        self._fail(exc, len(batch) + len(self.events))
+        self._fail(exc, self.recorded)
         self.events, self.size, self.oldest = [], 0, None
 
-    def _fail(self, exc: BaseException, count: int) -> None:
+    def _fail(self, exc: BaseException, recorded: int) -> None:
+        """Stop recording, and say so at once (a stream may go on for long): ``recorded``
+        events of the run are recorded, or about to be."""
         if self.failed is not None:
             return
         self.failed = exc
-        if self.warn:
-            log.warning(
-                "recording stopped: thread %s, run %s: %d event(s) not recorded: %s",
-                self.thread_id or "?",
-                self.run_id or "(not started yet)",
-                count,
-                exc,
-            )
+        self.reported = (recorded, self.dropped)
+        self._report(*self.reported)
 
-    def finish(self) -> None:
-        """The stream ended: say what was not recorded (the run is known by now when any
-        batch was written)."""
-        if not self.finished and self.failed is not None and self.warn:
+    def _report(self, recorded: int, dropped: int) -> None:
+        if self.warn:
             log.warning(
                 "recording of thread %s, run %s stopped: %d event(s) recorded, %d not: %s",
                 self.thread_id or "?",
                 self.run_id or "(none recorded)",
-                self.recorded,
-                self.dropped,
+                recorded,
+                dropped,
                 self.failed,
             )
+
+    def finish(self) -> None:
+        """The stream ended: say what was not recorded, when it is more than the warning
+        of the failure said (events came after it, or those before it failed too)."""
+        final = (self.recorded, self.dropped)
+        if not self.finished and self.failed is not None and final != self.reported:
+            self._report(*final)
         self.closed = self.finished = True
 
 

@@ -965,6 +965,14 @@ def test_a_copy_carries_the_conversations_linked_to_its_threads_and_again_adds_n
     assert conversations_of(dst, ["t1"])["t1"][0] == conversations_of(src, ["t1"])["t1"][0]
     with agui_store.open(dst) as store:
         assert check_passes(store)
+    # A conflict of the conversation no thread links to names the conversation alone.
+    asyncio.run(save(src, "unlinked", 11))
+    asyncio.run(save(dst, "unlinked", 12))
+    with pytest.raises(SyncConflictError) as caught:
+        agui_store.copy(src, dst)
+    assert str(caught.value).startswith("conversation 'unlinked' differs between the source")
+    assert "thread" not in str(caught.value)
+    assert (caught.value.conversation_id, caught.value.thread_id) == ("unlinked", None)
 
 
 def test_conversations_forked_from_one_another_copy_with_their_shared_entries_once(

@@ -728,7 +728,7 @@ class _Reader:
                 continue  # erased here: left out, as copy leaves it
             try:
                 talk = replication.plan_conversation(
-                    section, dst, cid, section.thread_id or cid, False
+                    section, dst, cid, section.thread_id, False
                 )
             except HashMismatchError as e:  # in the archive: named there, not in a store
                 raise HashMismatchError(f"{section.where}: {e.what}", advice=_EDITED) from None

@@ -441,7 +441,7 @@ class Writer:
             at = positions[run.pk, batch[1]]
             self._batch(
                 pks[run.run_id], batch, chains[run.run_id], events[run.pk],
-                _Checked(plan.thread_id, run.run_id, at, src_chains[run.run_id][at]),
+                _Checked(plan.thread_id, run.run_id, src_chains[run.run_id][at]),
             )
             if batch[3] is not None:
                 underived.add(pks[run.run_id])
@@ -550,8 +550,8 @@ class Writer:
             raise _edited_in_source(
                 checked.thread_id,
                 checked.run_id,
-                f"its batch {checked.batch} (events, outcome or time) differs from what its "
-                "hash covers",
+                f"its batch of seq {first}..{last} (events, outcome or time) differs from "
+                "what its hash covers",
             )
         batch_hash = hashing.chain(chain[-1], digest)
         chain.append(batch_hash)
@@ -576,7 +576,6 @@ class _Checked:
 
     thread_id: str
     run_id: str
-    batch: int  # its position in the run's batches
     before: bytes  # the run's hash before it, in the source
 
 
@@ -693,11 +692,12 @@ def source_entries(tx: Source, record: conversations.Record) -> list[SourceEntry
 
 
 def plan_conversation(
-    src: Source, dst: port.Reading, conversation_id: str, thread_id: str, force: bool
+    src: Source, dst: port.Reading, conversation_id: str, thread_id: str | None, force: bool
 ) -> ConversationPlan:
-    """Compare one conversation on both sides: the entries the destination lacks, and
-    whether its record is written (it has none, or an older one whose head the source's
-    history holds; ``force``: any other), or the conflict."""
+    """Compare one conversation on both sides (of the thread ``thread_id``, ``None`` when no
+    thread links to it): the entries the destination lacks, and whether its record is
+    written (it has none, or an older one whose head the source's history holds; ``force``:
+    any other), or the conflict."""
     row = src.conversation(conversation_id)
     assert row is not None
     record = conversations.record_of(row)
@@ -709,9 +709,8 @@ def plan_conversation(
             missing.append(entry)
         elif bytes(key[1]) != entry.hash:
             raise SyncConflictError(
-                f"conversation {conversation_id!r}: entry {entry.entry_id!r} has other "
-                "content in the destination",
-                thread_id=thread_id,
+                f"its entry {entry.entry_id!r} has other content in the destination",
+                thread_id=thread_id, conversation_id=conversation_id,
             )
     there = dst.conversation(conversation_id)
     if there is None:
@@ -725,13 +724,13 @@ def plan_conversation(
             entry.entry_id for entry in source_entries(dst, theirs)
         }
         raise SyncConflictError(
-            f"conversation {conversation_id!r} is at revision {theirs.revision!r} in the "
-            f"destination and {record.revision!r} in the source, whose history does not "
-            "hold the destination's head ("
+            f"it is at revision {theirs.revision!r} in the destination and "
+            f"{record.revision!r} in the source, whose history does not hold the "
+            "destination's head ("
             + ("the destination moved on from the source's: copy the other way"
                if ahead else "both moved on: save or delete one side first")
             + ", or force the copy)",
-            thread_id=thread_id,
+            thread_id=thread_id, conversation_id=conversation_id,
         )
     return ConversationPlan(record, missing, int(there[0]), True)
 
@@ -1029,7 +1028,7 @@ def replicate(
             if cid not in seen:
                 seen.add(cid)
                 if not leave_erased_conversation(dst, src, row, restore_erased, source_stones):
-                    talks.append(plan_conversation(src, dst, cid, cid, force))
+                    talks.append(plan_conversation(src, dst, cid, None, force))
     writer = Writer(src, dst, sum(p.events_to_copy for p in plans), progress)
     touched: list[str] = []
     derive: list[str] = []

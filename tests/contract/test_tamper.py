@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -687,7 +688,8 @@ INPUT_EDITED: Edit = {
 @pytest.mark.parametrize(
     ("change", "what"),
     [
-        (R2_ANSWER_EDITED, "in the source, its batch 0 (events, outcome or time) differs"),
+        (R2_ANSWER_EDITED, "in the source, its batch of seq {seqs} (events, outcome or time) "
+         "differs"),
         (INPUT_EDITED, "in the source, its record or input differs from what its hash covers"),
     ],
     ids=["an event", "an input"],
@@ -696,10 +698,17 @@ def test_a_copy_of_an_edited_store_is_refused_and_writes_nothing(
     db: str, tmp_path: Path, change: Edit, what: str
 ) -> None:
     edit(db, change)
+    with agui_store.open(db) as store:
+        found = [str(p) for p in store.check().problems]
+    # The batch is named by its events' positions, as check names it in the source.
+    seqs = [re.search(r"\(seq (\d+\.\.\d+)\)", p) for p in found if " batch #" in p]
     target = tmp_path / "copy.db"
     with pytest.raises(HashMismatchError) as caught:
         agui_store.copy(db, target)
     assert caught.value.run_id == "r2" and caught.value.thread_id == T
+    if "{seqs}" in what:
+        assert len(seqs) == 1 and seqs[0] is not None
+        what = what.format(seqs=seqs[0].group(1))
     assert what in str(caught.value) and str(caught.value).endswith("nothing was copied")
     assert not target.exists()
 

@@ -314,7 +314,7 @@ class PostgresBackend:
             if not owner:
                 self.purge_pending = (
                     "this role does not own the store's tables, so it cannot vacuum them: "
-                    "autovacuum completes it, or the owner's VACUUM"
+                    "autovacuum completes it, or 'agui-store purge' connected as their owner"
                 )
                 return False
             (older,) = conn.execute(sql.OLDER_SNAPSHOTS).fetchone()  # counted before VACUUM
