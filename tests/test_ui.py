@@ -600,6 +600,50 @@ def test_the_ui_command_serves_the_store_until_interrupted(tmp_path: Path) -> No
     assert out.strip().endswith("viewer stopped") and "Traceback" not in err
 
 
+def test_the_served_viewer_refuses_a_request_for_another_host_as_dns_rebinding_sends_it(
+    tmp_path: Path,
+) -> None:
+    """A page of another site that points its own name at 127.0.0.1 makes same-origin
+    requests to the viewer, with its name in ``Host``: they read nothing and write nothing,
+    while the names of this machine's loopback interface are served."""
+    import signal
+
+    import httpx
+
+    db = tmp_path / "s.db"
+    with agui_store.open(db) as store:
+        store.append(one_run("t", "r0", said("u", "the secret", "user")))
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agui_store", "ui", str(db), "--port", "0", "--no-browser",
+         "--allow-writes"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        base = proc.stdout.readline().split(" at ", 1)[1].split(" ", 1)[0].rstrip("/")
+        port = base.rsplit(":", 1)[1]
+        page = f"{base}/run?thread=t&run=r0"
+        for host in (f"attacker.example:{port}", "attacker.example", f"127.0.0.1.nip.io:{port}"):
+            refused = httpx.get(page, headers={"Host": host}, timeout=30)
+            assert refused.status_code == 421, host
+            assert "the secret" not in refused.text and "answers requests to" in refused.text
+        rebound = f"attacker.example:{port}"
+        written = httpx.post(
+            f"{base}/branch", json={"thread": "t", "name": "rebound", "run": "r0"},
+            headers={"Host": rebound, "Origin": f"http://{rebound}"}, timeout=30,
+        )
+        assert written.status_code == 421
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST.:{port}"):
+            served = httpx.get(page, headers={"Host": host}, timeout=30)
+            assert served.status_code == 200 and "the secret" in served.text, host
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    with agui_store.open(db) as store:
+        assert [b.name for b in store.branches("t") if not b.default] == []
+
+
 def test_a_run_that_left_the_state_alone_says_so_instead_of_an_empty_patch(
     store: agui_store.Store,
 ) -> None:

@@ -5,8 +5,14 @@ ways in:
 
 - ``agui-store ui [DB]`` serves it on 127.0.0.1 and opens the browser (:func:`serve`);
 - :func:`app` is the same viewer as an ASGI app, to mount in a FastAPI or Starlette app
-  behind its own authentication, with ``scope=`` as the ``Recorder`` takes it;
+  behind its own authentication, with ``scope=`` as the ``Recorder`` takes it (it answers
+  whatever ``Host`` that app answers: the app's own host checks apply);
 - :func:`show` displays one thread inline in a Jupyter notebook.
+
+Served by :func:`serve` or :func:`show`, it answers only requests whose ``Host`` names the
+address it listens on or the loopback interface (``127.0.0.1``, ``localhost``, ``::1``),
+unless it listens on every interface: a page of another site that renames its host to
+127.0.0.1 (DNS rebinding) gets a 421, not the store.
 
 The viewer is read-only unless ``allow_writes=True``, and then it only creates or moves
 branches, from its own pages (a JSON ``POST`` whose ``Origin`` is the viewer's: a form on
@@ -41,7 +47,7 @@ from urllib.parse import urlencode
 from agui_store import Store
 
 try:
-    from agui_store.ui.web import build
+    from agui_store.ui.web import build, served_on
 except ImportError as e:  # the ui extra is missing: say how to install it
     raise ImportError(
         f"agui_store.ui needs the ui extra: pip install 'agui-store[ui]' ({e})"
@@ -110,7 +116,7 @@ def serve(
     import uvicorn
 
     config = uvicorn.Config(
-        app(store, allow_writes=allow_writes),
+        served_on(app(store, allow_writes=allow_writes), host),
         host=host,
         port=port,
         log_level="warning",
@@ -175,7 +181,7 @@ def show(store: Store, thread_id: str, *, height: int = 640, scope: str | None =
         base = _SERVERS.get((id(store), scope))
         if base is None:
             config = uvicorn.Config(
-                app(store, scope=scope),
+                served_on(app(store, scope=scope), "127.0.0.1"),
                 host="127.0.0.1",
                 port=0,
                 log_level="warning",

@@ -327,6 +327,57 @@ def routes(viewer: Viewer) -> list[Any]:
     ]
 
 
+#: The names of this machine's loopback interface: what a browser on it puts in ``Host``.
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+#: Addresses that listen on every interface: the viewer then answers any ``Host``.
+EVERY_INTERFACE = frozenset({"0.0.0.0", "::", ""})
+
+
+def host_name(header: str) -> str:
+    """The host a ``Host`` header names, without its port, brackets or trailing dot."""
+    name = header.strip().lower()
+    if name.startswith("["):  # an IPv6 literal: [::1]:8642
+        name = name[1:].split("]", 1)[0]
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
+    return name.rstrip(".")
+
+
+class OnlyHosts:
+    """Refuses a request whose ``Host`` header names none of ``names`` (a 421, nothing
+    read). A page of another site can rename its own host to 127.0.0.1 in the browser's
+    DNS (DNS rebinding); its requests then reach a viewer on this machine as same-origin
+    ones, but still carry the other site's name in ``Host``."""
+
+    def __init__(self, app: Any, names: frozenset[str]) -> None:
+        self.app = app
+        self.names = names
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            header = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            if host_name(header) not in self.names:
+                shown = ", ".join(sorted(self.names))
+                response = Response(
+                    f"this viewer answers requests to {shown} only, not to "
+                    f"{text.printable(header)!r}\n",
+                    status_code=421, media_type="text/plain",
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def served_on(app: Any, host: str) -> Any:
+    """``app`` as served on ``host``: answering only the names of that host and of the
+    loopback interface, unless it listens on every interface (its user chose to let others
+    reach it)."""
+    if host.strip("[]") in EVERY_INTERFACE:
+        return app
+    return OnlyHosts(app, LOOPBACK_NAMES | {host_name(host)})
+
+
 def build(
     store: Store,
     *,
