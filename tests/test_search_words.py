@@ -100,9 +100,10 @@ def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
     finds (else the text's first word), up to 8 words each side (a Chinese or Japanese
     character counts a third of one), ``…`` where words are left out, whitespace runs as
     one space, and after the last word, when no word is left out after it, what follows it
-    (punctuation, a closing quote). Marked: each word a one-word term finds, and each word
-    of a phrase where the whole phrase stands; marked words with nothing between them are
-    one piece."""
+    (punctuation, a closing quote). A word shows its first 64 characters, then ``…``; the
+    text between two words longer than 64 characters its first 32 and last 31 around
+    ``…``. Marked: each word a one-word term finds, and each word of a phrase where the
+    whole phrase stands; marked words with nothing between them are one piece."""
     terms = [
         (defined_words(t.strip('"*')), t.endswith("*"))
         for t in re.findall(r'-?"[^"]*"\*?|[^\s"]+', query)
@@ -146,8 +147,11 @@ def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
     pieces = [("…", False)] if lo > 0 else []
     for i in range(lo, hi):
         if i > lo:
-            pieces.append((re.sub(r"\s+", " ", text[spans[i - 1][1] : spans[i][0]]), False))
-        pieces.append((text[slice(*spans[i])], i in marked))
+            gap = re.sub(r"\s+", " ", text[spans[i - 1][1] : spans[i][0]])
+            pieces.append((gap if len(gap) <= 64 else f"{gap[:32]}…{gap[-31:]}", False))
+        word = text[slice(*spans[i])]
+        pieces.append((word[:64], i in marked))
+        pieces.append(("…" if len(word) > 64 else "", False))
     after = " ".join(text[spans[hi - 1][1] :].split())[:20]
     pieces.append(("…" if hi < len(spans) else after, False))
     merged: list[tuple[str, bool]] = []
@@ -190,7 +194,7 @@ def test_a_snippet_marks_what_it_leaves_out_and_squeezes_whitespace() -> None:
     text = "  ".join(f"w{i}" for i in range(30)) + " the Porto\n\nhotel, by the sea. " + "y" * 90
     assert testing.search_snippet(text, "porto") == [
         ("…w23 w24 w25 w26 w27 w28 w29 the ", False), ("Porto", True),
-        (" hotel, by the sea. " + "y" * 90, False),
+        (" hotel, by the sea. " + "y" * 64 + "…", False),
     ]
     assert testing.search_snippet("(Porto) is  nice.", "porto") == [
         ("Porto", True), (") is nice.", False),
@@ -200,7 +204,12 @@ def test_a_snippet_marks_what_it_leaves_out_and_squeezes_whitespace() -> None:
     ]
     long_words = [f"{i}" + "z" * 199 for i in range(12)]  # 200 characters each
     assert testing.search_snippet(" ".join([*long_words, "porto"]), "porto") == [
-        ("…" + " ".join(long_words[4:]) + " ", False), ("porto", True),
+        ("…" + " ".join(w[:64] + "…" for w in long_words[4:]) + " ", False), ("porto", True),
+    ]
+    # A blob found by the start of its words, in a line of punctuation: bounded either way.
+    blob, commas = "Porto" + "x" * 200_000, " ," * 30_000 + " "
+    assert testing.search_snippet(f"at {blob}{commas}end", "porto*") == [
+        ("at ", False), (blob[:64], True), ("…" + commas[:32] + "…" + commas[-31:] + "end", False),
     ]
     many = " ".join(f"w{i}" for i in range(20))
     first_nine = " ".join(f"w{i}" for i in range(9))

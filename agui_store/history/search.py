@@ -49,6 +49,10 @@ MAX_QUERY = 1000
 MAX_TERMS = 32
 #: Words of context a snippet shows on each side of the first match.
 SNIPPET_WORDS = 8
+#: The most characters a snippet shows of one word (its first, those it is found by) or of
+#: the text between two words: a blob or a line of punctuation is not read whole in a list
+#: of hits.
+SNIPPET_PIECE = 64
 
 #: The scripts written without spaces between words, each of whose characters is a word of
 #: its own: Han ideographs (with their extensions and compatibility forms), Hiragana and
@@ -471,31 +475,43 @@ def _pieces(
     cut_before: bool,
     cut_after: bool,
 ) -> list[tuple[str, bool]]:
-    """``text[start:end]`` as snippet pieces: the ``marked`` spans (words, in order) marked,
-    those with nothing between them as one piece, the rest with whitespace runs as one
-    space; ``…`` before it when ``cut_before``, after it when ``cut_after``, else what
-    follows its last word (punctuation, a closing quote)."""
+    """``text[start:end]`` (from a word to a word) as snippet pieces: the ``marked`` spans
+    (words) marked, those with nothing between them as one piece, the rest with whitespace
+    runs as one space; a word longer than :data:`SNIPPET_PIECE` characters cut there, and
+    the text between two words longer than that cut in its middle, each with ``…``;
+    ``…`` before it when ``cut_before``, after it when ``cut_after``, else what follows its
+    last word (punctuation, a closing quote)."""
     pieces: list[tuple[str, bool]] = []
+    chosen = set(marked)
 
-    def plain(piece: str) -> None:
-        if pieces and not pieces[-1][1]:
-            pieces[-1] = (pieces[-1][0] + piece, False)
+    def add(piece: str, mark: bool) -> None:
+        if pieces and pieces[-1][1] == mark:
+            pieces[-1] = (pieces[-1][0] + piece, mark)
         elif piece:
-            pieces.append((piece, False))
+            pieces.append((piece, mark))
 
     if cut_before:
-        plain("…")
+        add("…", False)
     at = start
-    for s, e in marked:
-        if s == at and pieces and pieces[-1][1]:  # words written without a space: one mark
-            pieces[-1] = (pieces[-1][0] + text[s:e], True)
-        else:
-            plain(_SPACES.sub(" ", text[at:s]))
-            pieces.append((text[s:e], True))
+    for word in _WORD.finditer(text, start, end):
+        s, e = word.span()
+        add(_between(text[at:s]), False)
+        add(text[s : min(e, s + SNIPPET_PIECE)], (s, e) in chosen)
+        if e - s > SNIPPET_PIECE:
+            add("…", False)
         at = e
-    plain(_SPACES.sub(" ", text[at:end]))
-    plain("…" if cut_after else " ".join(text[end:].split())[:20])
+    add("…" if cut_after else " ".join(text[end:].split())[:20], False)
     return pieces
+
+
+def _between(gap: str) -> str:
+    """The text between two words of a snippet: whitespace runs as one space, cut in its
+    middle when longer than :data:`SNIPPET_PIECE`."""
+    gap = _SPACES.sub(" ", gap)
+    if len(gap) <= SNIPPET_PIECE:
+        return gap
+    half = SNIPPET_PIECE // 2
+    return gap[:half] + "…" + gap[-(half - 1) :]
 
 
 def _no_words(text: str) -> list[tuple[str, bool]]:
