@@ -241,27 +241,67 @@ def test_script_in_recorded_text_never_runs_in_the_browser(
             assert css(browser, "#conversation .msg-text").text == evil
 
 
+def test_control_and_bidi_characters_in_stored_text_show_as_escapes_and_reorder_nothing(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A right-to-left override in a run id would turn the page's own labels around it
+    ("finished" after the id reads backwards); an escape sequence or a NUL shows as a box.
+    The page shows each as its escape, as the command line does, in server-rendered text
+    and in what the page's script builds (the state's tree)."""
+    run_id = "rtl-\u202erun"
+    with agui_store.open(tmp_path / "bidi.db") as store:
+        store.append([
+            {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "a\x1b[31mred\x00 \u2066x"},
+            {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+            {"type": "STATE_SNAPSHOT", "snapshot": {"k\u202e": "v\u0085"}},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
+        ])
+        with serving(agui_store.ui.app(store)) as base:
+            visit(browser, base, "/run", thread="t", run=run_id)
+            assert "rtl-\\u202erun" in css(browser, "main h1").text
+            assert css(browser, "#conversation .msg-text").text == "a\\x1b[31mred\\x00 \\u2066x"
+            tree = css(browser, ".json-tree[data-source=state-data]").text
+            assert "k\\u202e" in tree and "\\x85" in tree
+            body = browser.execute_script("return document.body.innerText")
+            assert not any(c in body for c in "\u202e\x1b\x00\u2066\u0085")
+            # The ids the page's script sends back stay as stored: its links still work.
+            visit(browser, base, "/thread", thread="t")
+            assert rows(browser) == [run_id]
+            assert "rtl-\\u202erun" in css(browser, "tr.run-row").text
+
+
 def test_long_unbroken_ids_wrap_and_never_widen_a_page_past_the_window(
     browser: Any, tmp_path: Path
 ) -> None:
-    thread, run_id = "7f" * 64 + "y" * 3000, "r" * 500
+    thread, run_id, message = "7f" * 64 + "y" * 3000, "r" * 500, "m" * 200
+    child = "c" * 300
     with agui_store.open(tmp_path / "long.db") as store:
-        store.append([
-            {"type": "RUN_STARTED", "threadId": thread, "runId": run_id},
-            {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "user"},
-            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hello there"},
-            {"type": "TEXT_MESSAGE_END", "messageId": "m"},
-            {"type": "RUN_FINISHED", "threadId": thread, "runId": run_id},
-        ])
+        for run, parent, said in ((run_id, None, "hello there"), (child, run_id, "and again")):
+            store.append([
+                {"type": "RUN_STARTED", "threadId": thread, "runId": run},
+                {"type": "TEXT_MESSAGE_START", "messageId": message + said, "role": "user"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": message + said, "delta": said},
+                {"type": "TEXT_MESSAGE_END", "messageId": message + said},
+                {"type": "RUN_FINISHED", "threadId": thread, "runId": run},
+            ], parent=parent)
+        store.branch("b" * 150, run_id, thread_id=thread)
+        pages = [("/", {}), ("/", {"q": "hello"}), ("/thread", {"thread": thread}),
+                 ("/run", {"thread": thread, "run": run_id}),
+                 ("/run", {"thread": thread, "run": child}),
+                 ("/diff", {"thread": thread, "a": run_id, "b": child}),
+                 ("/fork", {"thread": thread, "run": child})]
         with serving(agui_store.ui.app(store)) as base:
-            for path, params in [("/", {}), ("/", {"q": "hello"}),
-                                 ("/thread", {"thread": thread}),
-                                 ("/run", {"thread": thread, "run": run_id})]:
-                visit(browser, base, path, **params)
-                wide, window = browser.execute_script(
-                    "return [document.documentElement.scrollWidth, window.innerWidth]"
-                )
-                assert wide <= window, (path, params, wide, window)
+            for width in (1400, 375):
+                browser.set_window_size(width, 1000)
+                for path, params in pages:
+                    visit(browser, base, path, **params)
+                    wide, window = browser.execute_script(
+                        "return [document.documentElement.scrollWidth, window.innerWidth]"
+                    )
+                    assert wide <= window, (width, path, params, wide, window)
+            browser.set_window_size(1400, 1000)
 
 
 def test_a_live_run_appears_in_the_tree_and_fills_its_page_while_a_recorder_writes_it(

@@ -21,6 +21,32 @@ INLINE_CHARS = 20_000
 INLINE_JSON_CHARS = 1_000_000
 
 
+#: Characters a page shows as their escape (``\x1b``, ``\u202e``), as the command line does
+#: (:func:`agui_store.records.on_terminal`): C0 controls but tab, newline and carriage return
+#: (which HTML reads as white space), DEL, C1, and the bidirectional embeddings, overrides
+#: and isolates, which would reorder the page's own labels around a stored id ("approved
+#: \u202edesufer" reads "approved refused").
+_HIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: A tag, whose attribute values stay as they are: the page's script reads ids from them.
+_TAG = re.compile(r"(<[^>]*>)")
+
+
+def on_page(page: str) -> str:
+    """A rendered page with every character of :data:`_HIDDEN` in its text shown as its
+    escape (stored text reaches a page only escaped for HTML, so a ``<`` in it is never a
+    tag here)."""
+    if _HIDDEN.search(page) is None:  # C speed: the usual page holds none
+        return page
+    parts = _TAG.split(page)
+    parts[::2] = [_HIDDEN.sub(_escape, part) for part in parts[::2]]
+    return "".join(parts)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
 def dumps(value: Any, *, indent: int | None = None) -> str:
     """JSON text for people: unicode kept, lone surrogates escaped."""
     return printable(json.dumps(value, ensure_ascii=False, indent=indent))

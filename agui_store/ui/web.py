@@ -84,7 +84,7 @@ class Viewer:
             scope=self.scope,
             **context,
         )
-        return HTMLResponse(text.printable(page), status_code=status)
+        return HTMLResponse(text.on_page(text.printable(page)), status_code=status)
 
     @staticmethod
     def param(request: Request, name: str, default: str | None = None) -> str:

@@ -3,10 +3,23 @@
 
 const POLL_MS = 1500;
 
+// Characters shown as their escape, as the server's pages show them: C0 controls but tab,
+// newline and carriage return, DEL, C1, and the bidirectional overrides and isolates, which
+// would reorder the page around a stored string.
+const HIDDEN = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/g;
+
+function shown(text) {
+  return String(text).replace(HIDDEN, (c) => {
+    const code = c.charCodeAt(0);
+    return code <= 0xff ? "\\x" + code.toString(16).padStart(2, "0")
+      : "\\u" + code.toString(16).padStart(4, "0");
+  });
+}
+
 function el(tag, cls, text) {
   const node = document.createElement(tag);
   if (cls) node.className = cls;
-  if (text !== undefined) node.textContent = text;
+  if (text !== undefined) node.textContent = shown(text);
   return node;
 }
 
