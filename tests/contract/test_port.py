@@ -25,6 +25,31 @@ def test_a_read_transaction_yields_the_port_and_sees_what_was_appended(store_loc
         assert names == ("r1", "finished")
 
 
+def test_a_lookup_of_a_name_holding_a_nul_finds_nothing_on_every_backend(
+    store_location: str,
+) -> None:
+    """No backend stores an id with a NUL (PostgreSQL's text cannot hold one): looking one
+    up is a miss, as for any name the store lacks, not an error about storing it."""
+    with agui_store.open(store_location) as store:
+        store.append(run("t", "r1"))
+        store.branch("b", "r1", thread_id="t")
+        with store.reading() as tx:
+            pk = tx.thread("t")
+            found = (
+                tx.thread("t\x00"), tx.threads_of_run_id("r1\x00", None),
+                tx.runs_named("r1\x00", None, None), tx.branches_named("b\x00", None, None),
+                tx.run_checkout("t", "r1\x00", None), tx.run_checkout("t\x00", "r1", None),
+            )
+        assert pk is not None and found == (None, [], [], [], None, None)
+        assert store.thread("t\x00") is None and store.get_run("r1\x00", thread_id="t") is None
+        with pytest.raises(agui_store.RunNotFoundError):
+            store.checkout("r1\x00", thread_id="t")
+        with pytest.raises(agui_store.RunNotFoundError):
+            store.log("b\x00", thread_id="t")
+        with pytest.raises(agui_store.RunNotFoundError):
+            store.checkout("r\x00", thread_id="t")  # as a prefix of an id
+
+
 def test_a_write_transaction_that_raises_leaves_the_store_as_it_was(store_location: str) -> None:
     with agui_store.open(store_location) as store:
         store.append(run("t", "r1"))

@@ -97,6 +97,11 @@ def _whole(rows: Iterable[Any], columns: tuple[int, ...]) -> Iterator[Any]:
         yield row
 
 
+#: The one character PostgreSQL's text cannot hold: no stored id has it, so a lookup of a
+#: name holding it finds nothing (SQLite's stores from before ids were checked may hold it).
+_NUL = "\x00"
+
+
 def _keys(keys: Iterable[int]) -> list[int]:
     """Many keys as one parameter (a bigint array, read with ``= ANY``)."""
     return list(keys)
@@ -339,6 +344,11 @@ class PostgresTransaction(NamedQueries):
     def thread_ids(self, scope: str | None) -> list[str]:
         return [str(t) for t in self._column(sql.THREAD_IDS, {"scope": scope})]
 
+    def thread(self, thread_id: str) -> tuple[int, str | None] | None:
+        if _NUL in thread_id:  # no text column holds one: a lookup finds nothing
+            return None
+        return super().thread(thread_id)
+
     def thread_ids_by_activity(self, scope: str | None) -> list[str]:
         return [str(t) for t in self._column(sql.THREAD_IDS_BY_ACTIVITY, {"scope": scope})]
 
@@ -348,6 +358,8 @@ class PostgresTransaction(NamedQueries):
     # --- runs -------------------------------------------------------------------------------
 
     def threads_of_run_id(self, run_id: str, scope: str | None) -> list[str]:
+        if _NUL in run_id:
+            return []
         return [str(t) for t in self._column(
             sql.THREADS_OF_RUN_ID, {"run_id": run_id, "scope": scope}
         )]
@@ -355,6 +367,8 @@ class PostgresTransaction(NamedQueries):
     def runs_named(
         self, run_id: str, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int, str, str | None]]:
+        if _NUL in run_id:
+            return []
         rows = self._conn.execute(
             sql.RUNS_NAMED_WHERE, {"run_id": run_id, "thread": thread_pk, "scope": scope}
         )
@@ -363,6 +377,8 @@ class PostgresTransaction(NamedQueries):
     def runs_prefixed(
         self, prefix: str, below: str | None, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int, str]]:
+        if _NUL in prefix:
+            return []
         rows = self._conn.execute(
             sql.RUNS_PREFIXED,
             {"prefix": prefix, "below": below, "thread": thread_pk, "scope": scope},
@@ -379,6 +395,8 @@ class PostgresTransaction(NamedQueries):
         :meth:`agui_store.engine.port.Reading.run_checkout`."""
         args = {"thread_id": thread_id, "run_id": run_id, "scope": scope}
         alone, self._alone = self._alone, None
+        if _NUL in thread_id or _NUL in run_id:
+            return None
         if alone is not None and self._begin is not None:
             rows = alone(sql.RUN_CHECKOUT, args)
         else:
@@ -503,6 +521,8 @@ class PostgresTransaction(NamedQueries):
     def branches_named(
         self, name: str, thread_pk: int | None, scope: str | None
     ) -> list[tuple[int, int]]:
+        if _NUL in name:
+            return []
         rows = self._conn.execute(
             sql.BRANCHES_NAMED, {"name": name, "thread": thread_pk, "scope": scope}
         )
