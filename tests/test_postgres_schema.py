@@ -31,6 +31,7 @@ from psycopg import errors as pg_errors  # noqa: E402
 from psycopg.conninfo import make_conninfo  # noqa: E402
 
 from agui_store.backends.sqlite import schema as sqlite_schema  # noqa: E402
+from tests.streams import run, say  # noqa: E402
 
 SEARCH_PATH = f"-c search_path={pg_schema.SCHEMA}"
 ROOT = Path(__file__).resolve().parents[1]
@@ -924,7 +925,7 @@ def test_an_older_store_migrates_to_event_pages_with_every_event_as_it_was(
         ).fetchall()
 
         assert pg_schema.install(conn) == version
-        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION == 10
+        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION
         after = conn.execute(
             "SELECT seq, run, type, convert_to(payload, 'UTF8') FROM events ORDER BY seq"
         ).fetchall()
@@ -1166,12 +1167,14 @@ def test_the_application_role_asked_to_migrate_says_the_owner_must_open_the_stor
     with connect(app_dsn) as conn, pytest.raises(agui_store.StorageError) as refused:
         pg_schema.install(conn)
     said = str(refused.value)
-    assert "is at agui-store schema version 8 and this release needs 10" in said
+    needs = f"this release needs {pg_schema.SCHEMA_VERSION}"
+    assert f"is at agui-store schema version 8 and {needs}" in said
     assert "open the store once as the role that owns its tables" in said
     assert "application_grants" in said and "nothing was changed" in said
     with connect(owner_dsn) as conn:
         assert pg_schema.installed_version(conn) == 8
-        assert pg_schema.install(conn) == 8 and pg_schema.installed_version(conn) == 10
+        assert pg_schema.install(conn) == 8
+        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION
 
 
 def test_a_version_9_store_is_indexed_again_so_styled_capitals_are_found_by_plain_words(
@@ -1192,3 +1195,25 @@ def test_a_version_9_store_is_indexed_again_so_styled_capitals_are_found_by_plai
         assert not store.check().problems
     with connect(postgres_database) as conn:
         assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION
+
+
+def test_a_version_10_store_loses_the_blobs_no_checkpoint_refers_to_when_it_is_opened(
+    postgres_database: str,
+) -> None:
+    """Earlier versions left blobs behind that no checkpoint refers to; they held text an
+    erasure never reached. Opening the store deletes them, and only them."""
+    with agui_store.open(postgres_database, checkpoint_events=1) as store:
+        store.append(run("t", "r1", *say("m1", "kept words " * 40, "assistant")))
+    with connect(postgres_database) as conn:
+        before = conn.execute("SELECT id FROM blobs ORDER BY id").fetchall()
+        conn.execute(
+            "INSERT INTO blobs(hash, codec, data) VALUES (%s, 0, %s)",
+            (b"\x01" * 32, b'[{"id":"gone","content":"left behind"}]'),
+        )
+        conn.execute("UPDATE meta SET value = '10' WHERE key = 'schema_version'")
+    with agui_store.open(postgres_database) as store:
+        assert store.checkout("r1", thread_id="t").messages[0]["id"] == "m1"
+        assert not store.check().problems
+    with connect(postgres_database) as conn:
+        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION
+        assert before and conn.execute("SELECT id FROM blobs ORDER BY id").fetchall() == before

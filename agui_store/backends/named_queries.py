@@ -111,6 +111,12 @@ class NamedQueries:
     def state_address(self, run_pk: int) -> bytes:
         return bytes(self._value(self.sql.STATE_ADDRESS, (run_pk,)))
 
+    def every_blob_id(self) -> list[int]:
+        return [int(pk) for pk in self._column(self.sql.EVERY_BLOB_ID)]
+
+    def delete_blobs(self, blob_ids: Sequence[int]) -> None:
+        self._execute(self.sql.ERASE_BLOBS, (self._many(blob_ids),))
+
     def blob_id(self, address: bytes) -> int | None:
         found = self._value(self.sql.SELECT_BLOB_ID, (address,))
         return None if found is None else int(found)

@@ -205,6 +205,65 @@ def manifest_chunks(tx: Reading, manifest_ids: Iterable[int]) -> dict[int, list[
     return found
 
 
+def unshared_blobs(tx: Reading, run_pks: Sequence[int]) -> list[int]:
+    """The blobs the checkpoints of these runs refer to (state, interrupts, warnings,
+    manifest, its chunks, tail segments) that no checkpoint of another run does: those that
+    go when these checkpoints go. Blobs are shared by content, so a blob goes with the last
+    checkpoint that refers to it; one left behind would hold a view's text that no erasure
+    could find."""
+    candidates: set[int] = set()
+    chunks: set[int] = set()
+    manifests: set[int] = set()
+    for run, state, interrupts, warnings, manifest, tail in tx.erased_checkpoints(run_pks):
+        candidates.update(int(b) for b in (state, interrupts, warnings) if b is not None)
+        if manifest is not None:
+            manifests.add(int(manifest))
+        candidates.update(segment_ids(int(run), tail))
+    for ids in manifest_chunks(tx, manifests).values():
+        chunks.update(ids)
+    candidates |= manifests | chunks
+    used = tx.blobs_used_elsewhere(sorted(candidates), run_pks) if candidates else set()
+    if chunks - used:
+        # A chunk is shared through another checkpoint's manifest: read those that could.
+        others = [m for m in tx.manifests_elsewhere(run_pks) if m not in manifests or m in used]
+        for ids in manifest_chunks(tx, others).values():
+            used.update(c for c in ids if c in chunks)
+    return sorted(candidates - used)
+
+
+def delete_unreferenced_blobs(tx: Writing) -> int:
+    """Delete every blob no checkpoint refers to; how many. Earlier versions left some: the
+    message lists of the layout before chunks, and the blobs of checkpoints dropped below a
+    run that grew. They hold views' text that an erasure, which follows checkpoints, would
+    never reach."""
+    referenced: set[int] = set()
+    manifests: set[int] = set()
+    for run, state, interrupts, warnings, manifest, tail in tx.erased_checkpoints(
+        tx.all_run_pks()
+    ):
+        referenced.update(int(b) for b in (state, interrupts, warnings) if b is not None)
+        if manifest is not None:
+            manifests.add(int(manifest))
+        referenced.update(segment_ids(int(run), tail))
+    for ids in manifest_chunks(tx, manifests).values():
+        referenced.update(ids)
+    garbage = sorted(set(tx.every_blob_id()) - referenced - manifests)
+    if garbage:
+        tx.delete_blobs(garbage)
+    return len(garbage)
+
+
+def drop_derived_from(tx: Writing, run_pk: int) -> list[int]:
+    """Drop what was derived from a run and every run below it (their checkpoints, lineage
+    digests and search rows), with the blobs no other checkpoint refers to; the runs."""
+    below = [run_pk, *tx.derived_descendants(run_pk)]  # an underived run has no checkpoint
+    garbage = unshared_blobs(tx, below)
+    dropped = tx.drop_derived_from(run_pk)
+    if garbage:
+        tx.delete_blobs(garbage)
+    return dropped
+
+
 def load(
     tx: Reading,
     run_pk: int,

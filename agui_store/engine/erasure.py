@@ -173,24 +173,7 @@ def erase_derived(
     marks) and the content-addressed blobs that no checkpoint of a kept run refers to. The
     one place derived data of erased threads goes: a derived structure added to the store
     is cleared here too."""
-    candidates: set[int] = set()
-    chunks: set[int] = set()
-    manifests: set[int] = set()
-    for run, state, interrupts, warnings, manifest, tail in tx.erased_checkpoints(run_pks):
-        candidates.update(int(b) for b in (state, interrupts, warnings) if b is not None)
-        if manifest is not None:
-            manifests.add(int(manifest))
-        candidates.update(checkpoints.segment_ids(int(run), tail))
-    for ids in checkpoints.manifest_chunks(tx, manifests).values():
-        chunks.update(ids)
-    candidates |= manifests | chunks
-    used = tx.blobs_used_elsewhere(sorted(candidates), run_pks) if candidates else set()
-    if chunks - used:
-        # A chunk is shared through another checkpoint's manifest: read those that could.
-        others = [m for m in tx.manifests_elsewhere(run_pks) if m not in manifests or m in used]
-        for ids in checkpoints.manifest_chunks(tx, others).values():
-            used.update(c for c in ids if c in chunks)
-    erased = sorted(candidates - used)
+    erased = checkpoints.unshared_blobs(tx, run_pks)
     size = tx.blob_bytes(erased) if erased else 0
     if not dry_run:
         for thread_pk in thread_pks:

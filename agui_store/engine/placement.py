@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import clock, port, revisions, verified
+from agui_store.engine import checkpoints, clock, port, revisions, verified
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
 from agui_store.engine.derivation import Deriver, RunRow
@@ -340,7 +340,7 @@ class Placement:
         if any(self.memory.known_status(tx, pk) != "incomplete" for pk in derived):
             below = [
                 pk
-                for pk in tx.drop_derived_from(run_pk)
+                for pk in checkpoints.drop_derived_from(tx, run_pk)
                 if self.memory.known_status(tx, pk) != "incomplete"
             ]
             self.deriver.leave_underived(tx, thread_pk, below)
@@ -807,7 +807,7 @@ class Placement:
             if any(kind != "RUN_ERROR" for kind in segment.types):
                 # Only possible with check_sequence=False: events after the run's end. What
                 # derives from the run is dropped, and derived again when next needed.
-                dropped = tx.drop_derived_from(segment.run_pk)
+                dropped = checkpoints.drop_derived_from(tx, segment.run_pk)
                 self.deriver.leave_underived(tx, thread_pk, dropped)
             return
         if segment.outcome is None:

@@ -570,6 +570,8 @@ class LogReads(Protocol):
         statement, even when one of them is wrong."""
     def addresses_in_order(self, blob_ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
         """``(id, address)`` of blobs, in the order of ``blob_ids``."""
+    def every_blob_id(self) -> list[int]:
+        """The key of every stored blob."""
     def blob_id(self, address: bytes) -> int | None:
         """The id of the blob stored at an address, or ``None``."""
     def blob_ids(self, addresses: Sequence[bytes]) -> dict[bytes, int]:
@@ -806,7 +808,10 @@ class LogWrites(Protocol):
         """Every checkpoint's digest is a lineage digest again."""
     def drop_derived_from(self, run_pk: int) -> list[int]:
         """Drop the checkpoints, lineage digests and search index rows of a run and of
-        every run below it; returns those runs."""
+        every run below it; returns those runs. The blobs stay (see
+        :func:`agui_store.engine.checkpoints.drop_derived_from`)."""
+    def delete_blobs(self, blob_ids: Sequence[int]) -> None:
+        """Delete these blobs (no checkpoint refers to them any more)."""
     def mark_underived(self, run_pks: Sequence[int]) -> None:
         """List runs whose derived data is left for later."""
     def clear_underived(self, run_pk: int) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from agui_store.engine import arguments, clock, conversations, erasure, port
+from agui_store.engine import arguments, checkpoints, clock, conversations, erasure, port
 from agui_store.errors import HashMismatchError, InvalidEventError, SyncConflictError
 from agui_store.history import hashing
 
@@ -451,7 +451,7 @@ class Writer:
         self._flush()
         for _run, run_pk, _kept in plan.extended:
             # Events after what it held change what derives from it and from runs below.
-            underived.update(dst.drop_derived_from(run_pk))
+            underived.update(checkpoints.drop_derived_from(dst, run_pk))
         for name, run_id, updated_at in plan.branches:
             dst.set_branch(thread_pk, name, pks[run_id], updated_at)
         if underived:

@@ -14,10 +14,12 @@ import pytest
 from pydantic_ai.conversation import Conversation
 
 import agui_store
+from agui_store import testing
 from agui_store.errors import InvalidArgumentError, RunNotFoundError, SyncConflictError
+from agui_store.history import blobs
 from agui_store.integrations.pydantic_ai import ConversationStore
 from agui_store.sync import copy
-from tests.backends import dump, owner, problems, tamper
+from tests.backends import checked, dump, owner, problems, tamper
 from tests.pydantic_ai_conversations import turn
 from tests.streams import run, say
 from tests.workers.harness import Worker
@@ -89,6 +91,39 @@ def test_deleting_a_thread_erases_it_and_every_other_thread_reads_as_before(
     assert "said in a" in rows and "asked in c" in rows
     (logged,) = report.erasures
     assert (logged.verb, logged.threads, logged.runs, logged.events) == ("delete_thread", 1, 3, 18)
+
+
+def _blob_texts(store: Any) -> list[bytes]:
+    """Every blob the store holds, as its text."""
+    rows = testing.connection(store).execute("SELECT codec, data FROM blobs").fetchall()
+    return [blobs.unpack(codec, bytes(data)) for codec, data in rows]
+
+
+def test_runs_derived_again_below_a_growing_run_leave_no_blob_behind_for_an_erasure_to_miss(
+    store_location: str,
+) -> None:
+    """Two runs of a thread at once: a whole run lands on one still streaming, which then
+    grows, so what was derived below it is dropped and derived again. The blobs of what was
+    dropped go with it: an erasure of the thread then leaves none of its text, and a store
+    whose every thread is erased holds no blob at all."""
+    with agui_store.open(store_location, checkpoint_events=1) as store:  # a checkpoint a run
+        _thread(store, "keep")
+        _thread(store, "v", 2)
+        streamed = run("v", "A", *say("a-m", "words of the open run " * 20, "assistant"))
+        streamed.insert(3, {"type": "TEXT_MESSAGE_CONTENT", "messageId": "a-m", "delta": "more"})
+        store.append(streamed[:1])  # RUN_STARTED: A is open
+        store.append(streamed[1:3], thread_id="v", run_id="A")  # its message, not yet whole
+        for i in range(3):  # whole runs land on A while it is open
+            store.append(run("v", f"B{i}", *say(f"b-m{i}", f"secret of B{i} " * 30, "user")))
+        store.append(streamed[3:], thread_id="v", run_id="A")  # A grows and finishes
+        store.append(run("v", "C", *say("c-m", "secret of C " * 30, "user")))
+        before = _reads(store, "keep")
+        store.delete_thread("v")
+        left = [t for t in _blob_texts(store) if b"secret of" in t or b"open run" in t]
+        assert left == [] and _reads(store, "keep") == before
+        assert checked(store)
+        store.delete_thread("keep")
+        assert _blob_texts(store) == []
 
 
 def test_a_dry_run_returns_the_receipt_of_the_erasure_and_changes_nothing(

@@ -9,7 +9,7 @@ from typing import Any
 
 from agui_store.backends.postgres import sql
 from agui_store.backends.postgres.transaction import PostgresTransaction
-from agui_store.engine import log_hashes
+from agui_store.engine import checkpoints, log_hashes
 
 
 def rehash(conn: Any) -> None:
@@ -39,5 +39,13 @@ def rehash(conn: Any) -> None:
         )
 
 
+def delete_unreferenced_blobs(conn: Any) -> None:
+    """Version 11: the blobs no checkpoint refers to, deleted
+    (:func:`agui_store.engine.checkpoints.delete_unreferenced_blobs`)."""
+    tx = PostgresTransaction(conn)
+    checkpoints.delete_unreferenced_blobs(tx)
+    tx.flush()
+
+
 #: The steps by version.
-BACKFILLS: dict[int, Callable[[Any], None]] = {7: rehash}
+BACKFILLS: dict[int, Callable[[Any], None]] = {7: rehash, 11: delete_unreferenced_blobs}

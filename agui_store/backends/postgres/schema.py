@@ -52,10 +52,10 @@ if TYPE_CHECKING:
 SCHEMA = "agui_store"
 
 #: Bumped whenever this schema changes; recorded in ``meta`` under ``schema_version``.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 #: The SQLite schema version whose tables and columns these mirror (a test compares them).
-MIRRORS_SQLITE_VERSION = 21
+MIRRORS_SQLITE_VERSION = 22
 
 #: ``meta``'s ``application`` row: what marks a PostgreSQL schema as an agui-store.
 APPLICATION = "agui-store"
@@ -604,10 +604,14 @@ TRUNCATE search_messages
 #: (:func:`agui_store.history.search.fold`): emptied and indexed again, as version 9 does.
 MIGRATE_V10 = MIGRATE_V9
 
+#: Version 11: every blob no checkpoint refers to deleted, as SQLite's version 22 deletes
+#: them (:func:`agui_store.backends.postgres.migrations.delete_unreferenced_blobs`).
+MIGRATE_V11 = "SELECT 1"
+
 #: Migrations from version N-1 to N, each applied inside :func:`install`'s transaction.
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1, 2: MIGRATE_V2, 3: MIGRATE_V3, 4: MIGRATE_V4, 5: MIGRATE_V5, 6: MIGRATE_V6,
-    7: MIGRATE_V7, 8: MIGRATE_V8, 9: MIGRATE_V9, 10: MIGRATE_V10,
+    7: MIGRATE_V7, 8: MIGRATE_V8, 9: MIGRATE_V9, 10: MIGRATE_V10, 11: MIGRATE_V11,
 }
 
 READ_META = "SELECT key, value FROM {schema}.meta WHERE key IN ('application', 'schema_version')"

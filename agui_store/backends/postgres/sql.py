@@ -1066,6 +1066,7 @@ BLOB_BYTES = (
 #: For the rest of an erasure's transaction (see ``PostgresTransaction.erasing``).
 PREFER_INDEXES = "SET LOCAL enable_seqscan = off"
 ERASE_UNDERIVED = "DELETE FROM underived WHERE run = ANY(%s::bigint[])"
+EVERY_BLOB_ID = "SELECT id FROM blobs"
 ERASE_BLOBS = "DELETE FROM blobs WHERE id = ANY(%s::bigint[])"
 ERASE_BRANCHES = "DELETE FROM branches WHERE thread = ANY(%s::bigint[])"
 #: The log's rows, deleted by the schema's ``erase_log`` as the tables' owner.

@@ -169,5 +169,11 @@ def _rehash(conn: Conn) -> None:
     )
 
 
+def _delete_unreferenced_blobs(conn: Conn) -> None:
+    """Version 22: the blobs no checkpoint refers to, deleted
+    (:func:`agui_store.engine.checkpoints.delete_unreferenced_blobs`)."""
+    checkpoints.delete_unreferenced_blobs(SqliteTransaction(conn))
+
+
 #: The migrations that compute values in Python after their SQL, by version.
-_BACKFILLS = {8: _backfill_hashes, 15: _rehash}
+_BACKFILLS = {8: _backfill_hashes, 15: _rehash, 22: _delete_unreferenced_blobs}

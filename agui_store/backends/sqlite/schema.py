@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 21
+SCHEMA_VERSION = 22
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -252,7 +252,7 @@ DROP TABLE temp.v9_rederive;
 # rewrites a whole list every 64 checkpoints. Checkpoints are derived data: those of earlier
 # versions are dropped, their runs listed in ``underived``, and derived again (as chunks) when
 # next needed. Lineage digests stay: they do not depend on the layout. The message blobs of
-# the old lists stay too (blobs are never deleted; new chunks do not refer to them).
+# the old lists stayed (new chunks do not refer to them) until version 22 deleted them.
 CREATE_V10 = """
 DROP TABLE checkpoint_messages;
 DROP TABLE checkpoints;
@@ -630,6 +630,13 @@ INSERT INTO search_words(search_words, rank) VALUES ('pgsz', 256);
 # made again as version 20 does, and every run indexed again.
 CREATE_V21 = CREATE_V20
 
+# Version 22: no blob is left that no checkpoint refers to. Earlier versions left the message
+# lists of the layout before version 10, and the blobs of checkpoints dropped below a run
+# that grew; they held views' text an erasure, which follows checkpoints, never reached.
+# They are deleted (``migrations._delete_unreferenced_blobs``); the store deletes such a blob
+# with the last checkpoint that refers to it from now on.
+CREATE_V22 = "-- every blob no checkpoint refers to deleted, in Python\n"
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -652,7 +659,8 @@ MIGRATIONS: dict[int, str] = {
     19: CREATE_V19,
     20: CREATE_V20,
     21: CREATE_V21,
+    22: CREATE_V22,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.
-BACKFILLS = frozenset({8, 15})
+BACKFILLS = frozenset({8, 15, 22})

@@ -817,6 +817,7 @@ ERASE_UNDERIVED = "DELETE FROM underived WHERE run IN (SELECT value FROM json_ea
 ERASE_BRANCHES = "DELETE FROM branches WHERE thread IN (SELECT value FROM json_each(?))"
 ERASE_RUNS = "DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))"
 ERASE_THREADS = "DELETE FROM threads WHERE id IN (SELECT value FROM json_each(?))"
+EVERY_BLOB_ID = "SELECT id FROM blobs"
 ERASE_BLOBS = "DELETE FROM blobs WHERE id IN (SELECT value FROM json_each(?))"
 ERASURES = (
     "SELECT id, erased_at, verb, threads, runs, events, conversations, bytes, seqs, hash "
