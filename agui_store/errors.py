@@ -103,16 +103,16 @@ class StoreBusyError(AguiStoreError, TimeoutError):
         super().__init__(f"{reason}; {advice}")
 
     @classmethod
-    def locked(cls, where: str) -> StoreBusyError:
-        """The error of a call that waited the whole busy timeout for another writer."""
+    def locked(cls, where: str, *, by: str = "another writer") -> StoreBusyError:
+        """The error of a call that waited the whole busy timeout for a lock ``by`` held."""
         return cls(
-            f"{where} stayed locked by another writer for longer than the busy timeout",
+            f"{where} stayed locked by {by} for longer than the busy timeout",
             waited=True, advice=f"raise busy_timeout_ms or {SHORTEN_TRANSACTIONS}",
         )
 
 
 #: The other half of the advice a :class:`StoreBusyError` that waited gives.
-SHORTEN_TRANSACTIONS = "shorten the other writer's transactions"
+SHORTEN_TRANSACTIONS = "shorten the other transactions"
 
 
 class IntegrityError(AguiStoreError):

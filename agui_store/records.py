@@ -523,7 +523,9 @@ class ErasureReceipt:
             text += (
                 "; purge finished"
                 if self.purged
-                else f"; purge not finished ({self.purge_pending or 'call purge() again'})"
+                else "; purge not finished ("
+                + (self.purge_pending or "purge again: Store.purge(), or 'agui-store purge'")
+                + ")"
             )
         return text
 

@@ -222,7 +222,9 @@ def copy(
             try:
                 pending = "" if target.purge() else target.purge_pending
             except AguiStoreError as e:
-                pending = f"the purge failed ({e}): call purge()"
+                pending = (
+                    f"the purge failed ({e}): purge again (Store.purge(), or 'agui-store purge')"
+                )
             if pending:
                 _log.warning(
                     "copy: erased %d thread(s) and %d conversation(s) the source erased; "

@@ -1337,6 +1337,14 @@ def test_a_writer_waiting_longer_than_its_busy_timeout_gets_a_store_busy_error(
             assert time.monotonic() - started < 20
         s.append(run("t", "r2"))  # the other writer is gone: the lock is free
         assert [r.run_id for r in s.runs("t")] == ["r1", "r2"]
+        # A lock taken by hand blocks a read too: the error names no writer then.
+        with psycopg.connect(store_url) as other:
+            other.execute("LOCK TABLE agui_store.runs IN ACCESS EXCLUSIVE MODE")
+            with pytest.raises(StoreBusyError) as caught:
+                s.search("r2")
+            said = str(caught.value)
+            assert "locked by another transaction" in said and "writer" not in said
+            assert caught.value.waited
 
 
 def test_a_store_used_in_a_forked_child_reconnects_there_and_the_parent_carries_on(

@@ -12,6 +12,7 @@ import contextlib
 import datetime
 import errno
 import json
+import logging
 import os
 import shlex
 import sys
@@ -1601,6 +1602,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         130 on Ctrl+C. A usage error exits 2 (argparse's one line).
     """
     out = cast(TextIO, _Printable(out or sys.stdout))
+    # psycopg logs what it ignores while tearing down a connection the server dropped ("error
+    # ignored terminating <Pipeline>"); the command's own error line says what happened.
+    logging.getLogger("psycopg").addHandler(logging.NullHandler())
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(argv)

@@ -109,7 +109,7 @@ class ErasureVerbs(Facade):
             if self.purge():
                 return ""
         except AguiStoreError as e:
-            return f"the purge failed ({e}): call purge()"
+            return f"the purge failed ({e}): purge again (Store.purge(), or 'agui-store purge')"
         return self.purge_pending
 
     def purge(self, *, rewrite: bool = False) -> bool:

@@ -71,7 +71,8 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
             "store reconnects on its next call"
         )
     if isinstance(e, pg_errors.LockNotAvailable):
-        return errors.StoreBusyError.locked(where)
+        # A lock any session may hold: another writer's, or a LOCK TABLE by hand.
+        return errors.StoreBusyError.locked(where, by="another transaction")
     if isinstance(
         e, (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.QueryCanceled)
     ):
@@ -307,7 +308,8 @@ class PostgresBackend:
         try:
             if conn.info.transaction_status != TransactionStatus.IDLE:
                 self.purge_pending = (
-                    "a transaction of this store was open: call purge() once it ends"
+                    "a transaction of this store was open: purge again (Store.purge(), or "
+                    "'agui-store purge') once it ends"
                 )
                 return False
             (owner,) = conn.execute(sql.OWNS_TABLES, (schema.SCHEMA,)).fetchone()
@@ -329,7 +331,8 @@ class PostgresBackend:
         if older:
             self.purge_pending = (
                 f"{older} transaction(s) open as the purge began may still read the erased "
-                "rows, which VACUUM keeps for them: call purge() once they end"
+                "rows, which VACUUM keeps for them: purge again (Store.purge(), or "
+                "'agui-store purge') once they end"
             )
             return False
         return True

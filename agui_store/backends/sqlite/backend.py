@@ -113,8 +113,8 @@ class SqliteBackend:
             time.sleep(_AT_ONCE)
 
     purge_pending = (
-        "a reader holds older pages: it completes at the next purge (Store.purge()) once "
-        "that reader is done"
+        "a reader holds older pages: it completes at the next purge (Store.purge(), or "
+        "'agui-store purge') once that reader is done"
     )
 
     def close(self) -> None:
