@@ -25,3 +25,8 @@ def ms_before(when: datetime.datetime) -> int:
     since = when - _EPOCH
     micros = (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
     return -(-micros // 1000)
+
+
+def shown(ms: int) -> str:
+    """Milliseconds since the epoch as a message shows them (UTC, to the millisecond)."""
+    return (_EPOCH + datetime.timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import checkpoints, clock, port, revisions, verified
+from agui_store.engine import checkpoints, clock, erasure, port, revisions, verified
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
 from agui_store.engine.derivation import Deriver, RunRow
@@ -120,7 +120,10 @@ class Placement:
                 thread_id = self._only_open_thread(tx, types[0], scope)
         remembered = memory.thread(thread_id)
         if remembered is None:
-            remembered = tx.thread(thread_id) or (tx.insert_thread(thread_id, now, scope), scope)
+            remembered = tx.thread(thread_id)
+            if remembered is None and not starts_run:
+                self._refuse_continuing_erased(tx, thread_id, named_run)
+            remembered = remembered or (tx.insert_thread(thread_id, now, scope), scope)
             memory.remember_thread(thread_id, *remembered)
         thread_pk, owner = remembered
         if scope is not None and owner != scope:
@@ -376,6 +379,23 @@ class Placement:
             f"the batch starts no run and names no thread ({reason}): pass thread_id=",
             index=0,
             event_type=first_type,
+        )
+
+    def _refuse_continuing_erased(
+        self, tx: port.Reading, thread_id: str, named_run: str | None
+    ) -> None:
+        """A batch that starts no run, for a thread the store erased (it keeps a tombstone):
+        the run it continues went with the thread. Said as such, rather than as a batch that
+        lacks its RUN_STARTED."""
+        erased_at = tx.tombstoned([erasure.thread_hash(thread_id)])
+        if not erased_at:
+            return
+        run = f"run {_quote(named_run)}" if named_run is not None else "the run it continues"
+        at = clock.shown(next(iter(erased_at.values())))
+        raise RunNotFoundError(
+            f"thread {_quote(thread_id)} was erased at {at}: "
+            f"{run} went with it; nothing was written (a new run of the thread starts with "
+            "its RUN_STARTED)"
         )
 
     def _owner_of(self, tx: port.Reading, thread_id: str) -> str | None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from agui_store.engine import arguments, checkpoints, clock, conversations, erasure, port
@@ -225,7 +224,7 @@ def plan_thread(
         for name, mine, theirs in zip(_RECORD_FIELDS, run.record(), there.record()):
             if mine != theirs:
                 if name == "created_at":  # milliseconds since the epoch, shown as times
-                    mine, theirs = _time(int(mine)), _time(int(theirs))
+                    mine, theirs = clock.shown(int(mine)), clock.shown(int(theirs))
                 raise SyncConflictError(
                     f"its {name} is {_shown(mine)} in the source but {_shown(theirs)} in the "
                     "destination",
@@ -362,9 +361,6 @@ def _is_ancestor(parent_of: dict[str, str | None], ancestor: str, run_id: str | 
     return False
 
 
-def _time(ms: int) -> str:
-    """Milliseconds since the epoch as a message shows them (UTC, to the millisecond)."""
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _shown(value: Any, limit: int = 60) -> str:

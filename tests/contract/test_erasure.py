@@ -126,6 +126,25 @@ def test_runs_derived_again_below_a_growing_run_leave_no_blob_behind_for_an_eras
         assert _blob_texts(store) == []
 
 
+def test_a_batch_continuing_a_run_of_an_erased_thread_is_refused_as_erased(
+    store_location: str,
+) -> None:
+    """A recorder still streaming when its thread was erased: its next pieces name the
+    erasure (not a missing RUN_STARTED), write nothing and bring nothing back; a new run
+    of the same id starts a new thread."""
+    piece = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "more"}]
+    with agui_store.open(store_location) as store:
+        store.append(run("v", "A", *say("m", "streaming")[:2], finish=False))
+        store.delete_thread("v")
+        before = dump(store_location)
+        for named in ({"thread_id": "v"}, {"thread_id": "v", "run_id": "A"}):
+            with pytest.raises(RunNotFoundError, match="thread 'v' was erased at 20"):
+                store.append(piece, **named)
+        assert dump(store_location) == before and store.threads() == []
+        store.append(run("v", "B"))
+        assert [r.run_id for r in store.runs("v")] == ["B"]
+
+
 def test_a_dry_run_returns_the_receipt_of_the_erasure_and_changes_nothing(
     store_location: str,
 ) -> None:
