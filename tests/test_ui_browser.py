@@ -89,7 +89,7 @@ def test_every_page_loads_in_chromium_without_a_script_error(
         assert json.loads(css(browser, "#changes .patch").text) == [
             {"op": "add", "path": "/cities/1", "value": "Porto"}
         ]
-        tree_keys = [k.text for k in css_all(browser, "section.state > .json-tree .jt-key")]
+        tree_keys = [k.text for k in css_all(browser, "#state > .json-tree .jt-key")]
         assert tree_keys[:2] == ["cities:", "0:"]
 
 
@@ -349,3 +349,89 @@ def test_a_live_run_appears_in_the_tree_and_fills_its_page_while_a_recorder_writ
         types = [r.get_attribute("data-type") for r in css_all(browser, "#event-rows tr.event")]
         assert types[-1] == "RUN_FINISHED"
         assert browser.execute_script("return window.keptAcrossUpdates") == 2
+
+
+def open_run(thread: str, run_id: str, *words: str) -> list[dict[str, Any]]:
+    """The first events of a run still being recorded: an assistant message, started."""
+    return [{"type": "RUN_STARTED", "threadId": thread, "runId": run_id},
+            {"type": "TEXT_MESSAGE_START", "messageId": f"{run_id}-a", "role": "assistant"},
+            *({"type": "TEXT_MESSAGE_CONTENT", "messageId": f"{run_id}-a", "delta": w}
+              for w in words)]
+
+
+def test_a_live_run_page_shows_the_runs_facts_state_and_changes_as_recorded_when_it_ends(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    store, thread = demo
+    store.append(open_run(thread, "live-1", "Faro is"), parent="run-2")
+    with serving(agui_store.ui.app(store)) as base:
+        visit(browser, base, "/run", thread=thread, run="live-1")
+        wait_until(browser, lambda d: css_all(d, "#changes .patch, #changes p"),
+                   "what the run changed loaded")
+        assert "recorded so far" in css(browser, "#run .facts-grid").text
+        browser.execute_script("window.keptAcrossUpdates = 1")
+        store.append([
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "live-1-a", "delta": " sunny."},
+            {"type": "TEXT_MESSAGE_END", "messageId": "live-1-a"},
+            {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/cities/-", "value": "Faro"}]},
+            {"type": "RUN_FINISHED", "threadId": thread, "runId": "live-1"},
+        ], thread_id=thread, run_id="live-1")  # fmt: skip
+        run = store.get_run("live-1", thread_id=thread)
+        assert run is not None and run.status == "finished"
+        change = store.diff("run-2", "live-1", thread_id=thread, mode="two-dot")
+        wait_until(browser, lambda d: css_all(d, "#changes .patch") and json.loads(
+            css(d, "#changes .patch").text) == change.state_patch, "the state's change")
+        wait_until(browser, lambda d: css(d, "#run h1 .status").text == "finished",
+                   "the run finished on its page")
+        facts = dict(zip([t.text for t in css_all(browser, "#run .facts-grid dt")],
+                         [d.text for d in css_all(browser, "#run .facts-grid dd")]))
+        assert facts["events"] == str(run.event_count)
+        assert facts["hash"] == run.short_hash
+        assert " \N{EN DASH} " in facts["recorded"]  # from the first event's time to the last's
+        after = store.checkout("live-1", thread_id=thread)
+        assert f"{len(after.messages)} messages" in css(browser, "section.conversation h2").text
+        assert "Faro is sunny." in css(browser, "#conversation").text
+        cities = [k.text for k in css_all(browser, "#state .jt-node .jt-node .jt-leaf")]
+        assert cities == [f"{i}: {json.dumps(c)}" for i, c in enumerate(after.state["cities"])]
+        changed = [c.text for c in css_all(browser, "#changes .change .mid")]
+        assert changed == [m.id for m in change.messages]
+        assert browser.execute_script("return window.keptAcrossUpdates") == 1
+
+
+def test_a_live_run_page_asked_for_every_message_and_event_keeps_them_and_its_target(
+    browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(agui_store.ui.pages, "EVENTS_SHOWN", 20)
+    events = [{"type": "RUN_STARTED", "threadId": "t", "runId": "big"}]
+    for i in range(agui_store.ui.pages.MESSAGES_SHOWN + 10):
+        events += [{"type": "TEXT_MESSAGE_START", "messageId": f"m{i}", "role": "assistant"},
+                   {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}", "delta": f"words {i}"},
+                   {"type": "TEXT_MESSAGE_END", "messageId": f"m{i}"}]
+    with agui_store.open(tmp_path / "live.db") as store:
+        store.append(events)
+        with serving(agui_store.ui.app(store)) as base:
+            visit(browser, base, "/run", thread="t", run="big")
+            css(browser, "p.earlier a").click()
+            wait_until(browser, lambda d: "all_messages=1" in d.current_url and page_ready(d),
+                       "every message")
+            css(browser, "#event-rows a[href*=all_events]").click()
+            wait_until(browser, lambda d: "all_events=1" in d.current_url and page_ready(d),
+                       "every event")
+            assert "all_messages=1" in browser.current_url  # each choice keeps the other
+            browser.get(browser.current_url.split("#")[0] + "#msg-2")
+            target = "return document.querySelector(':target')?.id"
+            assert browser.execute_script(target) == "msg-2"
+            rows_before = len(css_all(browser, "#event-rows tr.event"))
+            assert rows_before == 1 + 3 * (agui_store.ui.pages.MESSAGES_SHOWN + 10)
+            store.append([{"type": "TEXT_MESSAGE_START", "messageId": "last", "role": "user"},
+                          {"type": "TEXT_MESSAGE_CONTENT", "messageId": "last",
+                           "delta": "one more"}], thread_id="t", run_id="big")
+            wait_until(browser, lambda d: "one more" in css(d, "#conversation").text,
+                       "the new message")
+            shown = len(store.checkout("big", thread_id="t").messages)
+            assert len(css_all(browser, "#conversation .msg")) == shown
+            assert css_all(browser, "p.earlier") == []
+            assert len(css_all(browser, "#event-rows tr.event")) == rows_before + 2
+            assert css_all(browser, "#event-rows a[href*=all_events]") == []
+            assert browser.execute_script(target) == "msg-2"
+

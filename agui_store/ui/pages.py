@@ -317,6 +317,12 @@ def thread_token(branches: Sequence[Branch], newest: Sequence[Run]) -> str:
     return hashlib.sha1("\n".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def run_token(run: Run) -> str:
+    """What changes whenever the run does (it records events, or ends), for its live page to
+    poll."""
+    return f"{run.event_count}:{run.status}:{run.last_seq}"
+
+
 def poll_token(store: Store, thread_id: str, scope: str | None) -> str:
     """The thread's :func:`thread_token` now (``RunNotFoundError`` when it is gone, or not
     the scope's)."""
@@ -507,6 +513,7 @@ class RunPage:
         continued: for a run that saved pydantic-ai conversation entries, which entry the
             model continued from (the page says so when it is not where the AG-UI lineage
             reached: the conversation was branched on the server).
+        all_messages: the page was asked for every message; ``all_events``: for every event.
     """
 
     run: Run
@@ -521,6 +528,20 @@ class RunPage:
     state_chars: int
     interrupts: str
     continued: Continuation | None = None
+    all_messages: bool = False
+    all_events: bool = False
+
+    @property
+    def view(self) -> dict[str, int]:
+        """The query parameters that ask for this view again: a link from the page, and its
+        live updates, keep what "show all" chose."""
+        chosen = {"all_messages": self.all_messages, "all_events": self.all_events}
+        return {name: 1 for name, on in chosen.items() if on}
+
+    @property
+    def token(self) -> str:
+        """The run's :func:`run_token` as the page shows it."""
+        return run_token(self.run)
 
 
 def run_page(
@@ -569,6 +590,8 @@ def run_page(
         len(state),
         text.dumps(co.interrupts, indent=2) if co.interrupts else "",
         continued,
+        all_messages,
+        all_events,
     )
 
 

@@ -134,8 +134,9 @@ class Viewer:
         return JSONResponse({"token": pages.poll_token(self.store, thread_id, self.scope)})
 
     def run(self, request: Request) -> Response:
-        """``/run?thread=&run=``: a run's conversation, state and events; ``?part=`` renders one
-        part alone (``conversation`` or ``events``)."""
+        """``/run?thread=&run=``: a run's conversation, state and events (``?all_messages=1``,
+        ``?all_events=1``: every one of them). A live run's page reads this page again to
+        update itself."""
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
         page = pages.run_page(
             self.store,
@@ -145,11 +146,7 @@ class Viewer:
             all_events=bool(request.query_params.get("all_events")),
             scope=self.scope,
         )
-        part = request.query_params.get("part")
-        name = {"conversation": "run_conversation.html", "events": "run_events.html"}.get(
-            part or "", "run.html"
-        )
-        return self.render(request, name, page=page, run=page.run, thread_id=thread_id)
+        return self.render(request, "run.html", page=page, run=page.run, thread_id=thread_id)
 
     async def run_poll(self, request: Request) -> Response:
         """``/run/poll?thread=&run=``: a token that changes as the run records events, and its
@@ -158,9 +155,7 @@ class Viewer:
         run = self.store.get_run(run_id, thread_id=thread_id, scope=self.scope)
         if run is None:
             raise HTTPException(404, f"no run {run_id!r} in thread {thread_id!r}")
-        return JSONResponse(
-            {"token": f"{run.event_count}:{run.status}:{run.last_seq}", "status": run.status}
-        )
+        return JSONResponse({"token": pages.run_token(run), "status": run.status})
 
     def run_changes(self, request: Request) -> Response:
         """``/run/changes?thread=&run=``: what the run changed from its lineage parent (messages,
@@ -391,7 +386,7 @@ def build(
     )
 
     def error_page(request: Request, status: int, message: str) -> Response:
-        if request.url.path.endswith(("/poll", "/branch")) or "part" in request.query_params:
+        if request.url.path.endswith(("/poll", "/branch")):
             return JSONResponse({"error": text.printable(message)}, status_code=status)
         return viewer.render(
             request, "error.html", status=status, status_code=status, message=message

@@ -90,17 +90,53 @@ function initJsonTrees(root) {
   }
 }
 
+// --- live updates ------------------------------------------------------------------------
+async function getPage(url) {
+  return new DOMParser().parseFromString(await getText(url), "text/html");
+}
+
+// Makes `into` show what `from` (the same element of a newer copy of the page) shows. The
+// children that carry an id are kept and updated in place, and the others replaced: the
+// message a link points at stays the page's :target, and the browser keeps the reader's
+// place in a conversation that grows.
+function patchElement(into, from) {
+  if (into.isEqualNode(from)) return;
+  for (const { name } of [...into.attributes]) {
+    if (!from.hasAttribute(name)) into.removeAttribute(name);
+  }
+  for (const { name, value } of from.attributes) {
+    if (into.getAttribute(name) !== value) into.setAttribute(name, value);
+  }
+  const byId = new Map([...into.children].filter((c) => c.id).map((c) => [c.id, c]));
+  const fresh = [...from.childNodes].map((node) => {
+    const old = node.id ? byId.get(node.id) : undefined;
+    return old && old.tagName === node.tagName ? [node, old] : [node, null];
+  });
+  const kept = new Set(fresh.map(([, old]) => old).filter(Boolean));
+  for (const child of [...into.childNodes]) if (!kept.has(child)) child.remove();
+  let next = into.firstChild;
+  for (const [node, old] of fresh) {
+    if (!old) { into.insertBefore(node, next); continue; }
+    patchElement(old, node);
+    if (old === next) next = old.nextSibling; else into.insertBefore(old, next);
+  }
+}
+
 // --- run page --------------------------------------------------------------------------
 function initRunPage() {
   const run = document.getElementById("run");
   if (!run) return;
   const changes = document.getElementById("changes");
-  if (changes) {
-    getText(changes.dataset.href).then((html) => {
-      changes.innerHTML = html;
-      initJsonTrees(changes);
-    }).catch((e) => { changes.textContent = "could not load: " + e.message; });
-  }
+  let changesShown = null;
+  // Redrawn only when it changed, so that what the reader opened in it stays open.
+  const loadChanges = async () => {
+    const html = await getText(changes.dataset.href);
+    if (html === changesShown) return;
+    changesShown = html;
+    changes.innerHTML = html;
+    initJsonTrees(changes);
+  };
+  loadChanges().catch((e) => { changes.textContent = "could not load: " + e.message; });
   for (const details of document.querySelectorAll("details.input[data-href]")) {
     details.addEventListener("toggle", async () => {
       if (!details.open || details.dataset.loaded) return;
@@ -110,36 +146,50 @@ function initRunPage() {
     });
   }
   const filter = document.getElementById("event-filter");
-  const applyFilter = () => {
-    if (!filter) return;
+  const applyFilter = (rows) => {
     const shown = new Set([...filter.querySelectorAll("input:checked")].map((i) => i.value));
-    for (const row of document.querySelectorAll("#event-rows tr.event")) {
-      row.hidden = !shown.has(row.dataset.type);
-    }
+    for (const row of rows.querySelectorAll("tr.event")) row.hidden = !shown.has(row.dataset.type);
   };
-  if (filter) filter.addEventListener("change", applyFilter);
+  filter.addEventListener("change", () => applyFilter(document.getElementById("event-rows")));
+
+  // The state's source: its JSON, or the note that it is too large to show.
+  const stateOf = (box) => box.querySelector("script, p")?.textContent;
+  // Everything the page says about the run, from a newer copy of it (the same view: every
+  // message or event if the reader asked for them). What the reader chose stays: the event
+  // types they hid, an unchanged state's open nodes, the message the URL points at.
+  const update = async () => {
+    const [fresh] = await Promise.all([getPage(run.dataset.page), loadChanges()]);
+    const part = (selector) => [document.querySelector(selector), fresh.querySelector(selector)];
+    for (const selector of ["#run > h1", "#run > .facts-grid"]) {
+      const [shown, now] = part(selector);
+      shown.replaceChildren(...now.childNodes);
+    }
+    patchElement(...part("section.conversation"));
+    const [state, newState] = part("#state");
+    if (stateOf(state) !== stateOf(newState)) {
+      state.replaceChildren(...newState.childNodes);
+      initJsonTrees(state);
+    }
+    const [rows, newRows] = part("#event-rows");
+    applyFilter(newRows);
+    rows.replaceChildren(...newRows.childNodes);
+    const facts = fresh.getElementById("run").dataset;
+    run.dataset.status = facts.status;
+    return facts.token;
+  };
   if (run.dataset.status === "incomplete") {
-    let token = null;
+    let token = run.dataset.token;
     const poll = async () => {
       try {
         const response = await fetch(run.dataset.poll);
         if (response.status === 404) return markGone("run");
         const now = await response.json();
-        if (token !== null && now.token !== token) {
-          document.getElementById("conversation").innerHTML = await getText(run.dataset.conversation);
-          document.getElementById("event-rows").innerHTML = await getText(run.dataset.events);
-          applyFilter();
-          for (const badge of run.querySelectorAll("h1 .status")) {
-            badge.className = "status s-" + now.status;
-            badge.textContent = now.status === "incomplete" ? "open (recording)" : now.status;
-          }
-        }
-        token = now.token;
-        if (now.status !== "incomplete") return;
-      } catch (e) { /* the server went away: try again */ }
+        if (now.token !== token) token = await update();
+        if (run.dataset.status !== "incomplete") return;
+      } catch (e) { /* the server went away, or the run was erased as it was read: try again */ }
       setTimeout(poll, POLL_MS);
     };
-    poll();
+    setTimeout(poll, POLL_MS);
   }
 }
 
