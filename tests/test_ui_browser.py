@@ -359,6 +359,45 @@ def open_run(thread: str, run_id: str, *words: str) -> list[dict[str, Any]]:
               for w in words)]
 
 
+def shown_event_types(driver: Any) -> list[str]:
+    return [row.get_attribute("data-type") for row in css_all(driver, "#event-rows tr.event")
+            if row.is_displayed()]
+
+
+def filter_boxes(driver: Any) -> dict[str, bool]:
+    return {box.get_attribute("value"): box.is_selected()
+            for box in css_all(driver, "#event-filter input")}
+
+
+def test_a_live_run_page_shows_event_types_first_recorded_after_it_opened_each_with_its_box(
+    browser: Any, tmp_path: Path
+) -> None:
+    with agui_store.open(tmp_path / "live.db") as store:
+        store.append(open_run("t", "r", "first words"))
+        with serving(agui_store.ui.app(store)) as base:
+            visit(browser, base, "/run", thread="t", run="r")
+            assert list(filter_boxes(browser)) == [
+                "RUN_STARTED", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_START"]
+            css(browser, '#event-filter input[value="TEXT_MESSAGE_START"]').click()
+            store.append([{"type": "TEXT_MESSAGE_END", "messageId": "r-a"},
+                          {"type": "STATE_SNAPSHOT", "snapshot": {"done": True}},
+                          {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}],
+                         thread_id="t", run_id="r")
+            wait_until(browser, lambda d: css(d, "#run h1 .status").text == "finished",
+                       "the run finished on its page")
+            wait_until(browser, lambda d: len(filter_boxes(d)) == 6, "a box for each type")
+            # The new types are shown and ticked; the type the reader hid stays hidden.
+            assert filter_boxes(browser) == {
+                "RUN_FINISHED": True, "RUN_STARTED": True, "STATE_SNAPSHOT": True,
+                "TEXT_MESSAGE_CONTENT": True, "TEXT_MESSAGE_END": True,
+                "TEXT_MESSAGE_START": False}
+            assert shown_event_types(browser) == [
+                "RUN_STARTED", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STATE_SNAPSHOT",
+                "RUN_FINISHED"]
+            css(browser, '#event-filter input[value="STATE_SNAPSHOT"]').click()
+            assert "STATE_SNAPSHOT" not in shown_event_types(browser)
+
+
 def test_a_live_run_page_shows_the_runs_facts_state_and_changes_as_recorded_when_it_ends(
     browser: Any, demo: tuple[agui_store.Store, str]
 ) -> None:

@@ -146,9 +146,11 @@ function initRunPage() {
     });
   }
   const filter = document.getElementById("event-filter");
+  // A row is hidden when its type's box is unticked: a type first recorded after the page
+  // loaded shows until the reader unticks it.
   const applyFilter = (rows) => {
-    const shown = new Set([...filter.querySelectorAll("input:checked")].map((i) => i.value));
-    for (const row of rows.querySelectorAll("tr.event")) row.hidden = !shown.has(row.dataset.type);
+    const hidden = new Set([...filter.querySelectorAll("input:not(:checked)")].map((i) => i.value));
+    for (const row of rows.querySelectorAll("tr.event")) row.hidden = hidden.has(row.dataset.type);
   };
   filter.addEventListener("change", () => applyFilter(document.getElementById("event-rows")));
 
@@ -170,6 +172,12 @@ function initRunPage() {
       state.replaceChildren(...newState.childNodes);
       initJsonTrees(state);
     }
+    // A type first recorded since the last update gets its box, ticked, in its sorted place;
+    // the boxes the reader already has stay as they left them.
+    const typeOf = (label) => label.querySelector("input").value;
+    const boxes = new Map([...filter.querySelectorAll("label")].map((l) => [typeOf(l), l]));
+    filter.replaceChildren(...[...fresh.querySelectorAll("#event-filter label")].map(
+      (label) => boxes.get(typeOf(label)) || label));
     const [rows, newRows] = part("#event-rows");
     applyFilter(newRows);
     rows.replaceChildren(...newRows.childNodes);
