@@ -474,3 +474,22 @@ def test_a_live_run_page_asked_for_every_message_and_event_keeps_them_and_its_ta
             assert css_all(browser, "#event-rows a[href*=all_events]") == []
             assert browser.execute_script(target) == "msg-2"
 
+
+def test_the_live_run_tree_keeps_the_older_runs_loaded_and_their_ticks_as_it_updates(
+    browser: Any, tmp_path: Path
+) -> None:
+    with agui_store.open(tmp_path / "long.db") as store:
+        for i in range(60):
+            store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": f"r{i}"},
+                          {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"}])
+        with serving(agui_store.ui.app(store)) as base:
+            visit(browser, base, "/thread", thread="t")
+            css(browser, "button.more").click()
+            wait_until(browser, lambda d: len(rows(d)) == 60, "the older runs")
+            css(browser, 'input.pick-run[value="r3"]').click()
+            store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r60"}])
+            wait_until(browser, lambda d: "r60" in rows(d), "the new run")
+            assert rows(browser) == [f"r{i}" for i in reversed(range(61))]
+            assert css(browser, 'input.pick-run[value="r3"]').is_selected()
+            assert css(browser, "#cmp-a").get_attribute("value") == "r3"
+            assert css_all(browser, "button.more") == []

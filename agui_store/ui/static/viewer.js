@@ -225,27 +225,49 @@ function initTreePage() {
     while (picked.length > 2) picked.shift();
     syncPicks();
   });
+  // Puts the page of runs an "Older runs" button loads in place of its row (unless a live
+  // update replaced the rows meanwhile: it brings them too).
+  const loadOlder = async (button) => {
+    const html = await getText(button.dataset.href);
+    const holder = button.closest("tr");
+    if (!holder.parentNode) return;
+    holder.insertAdjacentHTML("afterend", html);
+    holder.remove();
+  };
+  let screens = 1; // the first screen of runs, and each older page the reader asked for
   rows.addEventListener("click", async (event) => {
     const button = event.target.closest("button.more");
     if (!button) return;
     button.disabled = true;
-    const html = await getText(button.dataset.href);
-    const holder = button.closest("tr");
-    holder.insertAdjacentHTML("afterend", html);
-    holder.remove();
+    screens += 1;
+    await loadOlder(button);
     syncPicks();
   });
   let token = tree.dataset.token;
   const live = document.getElementById("live");
+  // The rows again, as many screens of them as the reader loaded: the older runs stay (a new
+  // run moves each screen's last run onto the next), and so do the runs they ticked.
+  const update = async () => {
+    const wanted = screens;
+    const body = document.createElement("tbody");
+    body.innerHTML = await getText(tree.dataset.rows);
+    for (let shown = 1; shown < wanted; shown++) {
+      const more = body.querySelector("button.more");
+      if (!more) break;
+      await loadOlder(more);
+    }
+    if (screens !== wanted) return false; // the reader loaded more meanwhile: read again
+    rows.replaceChildren(...body.childNodes);
+    syncPicks();
+    return true;
+  };
   const poll = async () => {
     try {
       const response = await fetch(tree.dataset.poll);
       if (response.status === 404) return markGone("thread");
       const now = await response.json();
-      if (now.token !== token) {
+      if (now.token !== token && await update()) {
         token = now.token;
-        rows.innerHTML = await getText(tree.dataset.rows);
-        syncPicks();
         live.hidden = false;
       }
     } catch (e) { /* the server went away: try again */ }
