@@ -37,6 +37,7 @@ from tests.ui_pages import (
     parse,
     said,
     shown_messages,
+    started,
     url,
 )
 
@@ -419,6 +420,28 @@ def test_every_event_type_of_ag_ui_1_0_is_known_to_the_run_page(
     assert len(rows) == 4
     assert all("unknown" not in r.classes and r.find("badge-unknown") is None for r in rows)
     assert len(agui_store.EVENT_TYPES) == 31 and "SUBAGENT_ERROR" in agui_store.EVENT_TYPES
+
+
+def test_a_live_runs_page_carries_the_token_its_poll_answers_and_the_view_it_was_asked_for(
+    store: agui_store.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pages, "MESSAGES_SHOWN", 1)
+    store.append([started("t", "r"), *said("m1", "one"), *said("m2", "two")])
+    client = client_of(store)
+    poll = url("/run/poll", thread="t", run="r")
+    page = get(client, "/run", thread="t", run="r", all_events="1")
+    head = page.by_id("run")
+    assert head is not None
+    # The page polls from the run as it rendered it: nothing it shows is read twice.
+    assert head.attrs["data-token"] == client.get(poll).json()["token"]
+    assert head.attrs["data-page"] == url("/run", thread="t", run="r", all_events="1")
+    earlier = page.find(cls="earlier")
+    show_all = earlier.find(tag="a") if earlier is not None else None
+    assert show_all is not None and show_all.attrs["href"] == url(
+        "/run", thread="t", run="r", all_events="1", all_messages="1"
+    )
+    store.append(said("m3", "three"), thread_id="t", run_id="r")
+    assert client.get(poll).json()["token"] != head.attrs["data-token"]
 
 
 # --- scope, writes and mounting ----------------------------------------------------------------
