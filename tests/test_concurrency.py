@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -342,88 +343,83 @@ class LockHolder:
                 pipe.close()
 
 
-def test_a_writer_blocked_longer_than_its_busy_timeout_gets_a_clear_store_busy_error(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+def locked(tmp_path: Path) -> Iterator[tuple[Path, Any, LockHolder]]:
+    """A store of one run (``w-0`` of ``t``), as it was, and another process holding its
+    write lock until released."""
     path = tmp_path / "busy.db"
     with agui_store.open(path) as store:
         store.append(plans.race_batch("w", 0, "t").events)
     before = dump(path)
     holder = LockHolder(path)
     try:
-        with agui_store.open(path, busy_timeout_ms=200) as store:
-            # Readers are not blocked by a writer (WAL).
-            assert [r.run_id for r in store.runs("t")] == ["w-0"]
-            for attempt in (
-                lambda: store.append(plans.race_batch("w", 1, "t").events),
-                lambda: store.branch("b", "w-0", thread_id="t"),
-            ):
-                started = time.monotonic()
-                with pytest.raises(StoreBusyError) as caught:
-                    attempt()
-                waited = time.monotonic() - started
-                assert 0.18 <= waited < 5, f"waited {waited:.2f} s for a 0.2 s busy timeout"
-                error = caught.value
-                assert isinstance(error, AguiStoreError) and isinstance(error, TimeoutError)
-                assert "busy timeout" in str(error) and "locked" in str(error)
-                assert not isinstance(error.__cause__, StoreBusyError)
-            assert dump(path) == before
-            holder.release()
-            store.append(plans.race_batch("w", 1, "t").events)
-            assert [r.run_id for r in store.runs("t")] == ["w-0", "w-1"]
+        yield path, before, holder
     finally:
         holder.kill()
+
+
+def test_a_writer_blocked_longer_than_its_busy_timeout_gets_a_clear_store_busy_error(
+    locked: tuple[Path, Any, LockHolder],
+) -> None:
+    path, before, holder = locked
+    with agui_store.open(path, busy_timeout_ms=200) as store:
+        # Readers are not blocked by a writer (WAL).
+        assert [r.run_id for r in store.runs("t")] == ["w-0"]
+        for attempt in (
+            lambda: store.append(plans.race_batch("w", 1, "t").events),
+            lambda: store.branch("b", "w-0", thread_id="t"),
+        ):
+            started = time.monotonic()
+            with pytest.raises(StoreBusyError) as caught:
+                attempt()
+            waited = time.monotonic() - started
+            assert 0.18 <= waited < 5, f"waited {waited:.2f} s for a 0.2 s busy timeout"
+            error = caught.value
+            assert isinstance(error, AguiStoreError) and isinstance(error, TimeoutError)
+            assert "busy timeout" in str(error) and "locked" in str(error)
+            assert not isinstance(error.__cause__, StoreBusyError)
+        assert dump(path) == before
+        holder.release()
+        store.append(plans.race_batch("w", 1, "t").events)
+        assert [r.run_id for r in store.runs("t")] == ["w-0", "w-1"]
 
 
 def test_a_command_that_waits_out_its_busy_timeout_names_the_option_that_raises_it(
-    tmp_path: Path,
+    locked: tuple[Path, Any, LockHolder],
 ) -> None:
-    path = tmp_path / "busy.db"
+    path, before, holder = locked
+    argv = [sys.executable, "-m", "agui_store", "branch", "b", "w-0", "--thread", "t",
+            "--db", str(path)]
+    waited = subprocess.run(
+        [*argv, "--busy-timeout", "150"], capture_output=True, text=True, cwd=ROOT,
+        env=worker_env(), timeout=60,
+    )
+    assert waited.returncode == 1 and waited.stdout == ""
+    said = waited.stderr.strip()
+    assert said.splitlines() == [said] and "Traceback" not in said
+    assert "locked by another writer" in said and "(150 ms)" in said
+    assert "--busy-timeout MS" in said and "busy_timeout_ms" not in said
+    assert dump(path) == before
+    holder.release()
+    subprocess.run([*argv, "--busy-timeout", "150"], check=True, cwd=ROOT,
+                   env=worker_env(), capture_output=True, timeout=60)
     with agui_store.open(path) as store:
-        store.append(plans.race_batch("w", 0, "t").events)
-    before = dump(path)
-    holder = LockHolder(path)
-    try:
-        argv = [sys.executable, "-m", "agui_store", "branch", "b", "w-0", "--thread", "t",
-                "--db", str(path)]
-        waited = subprocess.run(
-            [*argv, "--busy-timeout", "150"], capture_output=True, text=True, cwd=ROOT,
-            env=worker_env(), timeout=60,
-        )
-        assert waited.returncode == 1 and waited.stdout == ""
-        said = waited.stderr.strip()
-        assert said.splitlines() == [said] and "Traceback" not in said
-        assert "locked by another writer" in said and "(150 ms)" in said
-        assert "--busy-timeout MS" in said and "busy_timeout_ms" not in said
-        assert dump(path) == before
-        holder.release()
-        subprocess.run([*argv, "--busy-timeout", "150"], check=True, cwd=ROOT,
-                       env=worker_env(), capture_output=True, timeout=60)
-        with agui_store.open(path) as store:
-            assert {(b.name, b.run_id) for b in store.branches("t")} >= {("b", "w-0")}
-    finally:
-        holder.kill()
+        assert {(b.name, b.run_id) for b in store.branches("t")} >= {("b", "w-0")}
 
 
 def test_a_blocked_writer_waits_with_the_default_timeout_and_lands_when_the_lock_is_freed(
-    tmp_path: Path,
+    locked: tuple[Path, Any, LockHolder],
 ) -> None:
-    path = tmp_path / "wait.db"
+    path, _, holder = locked
+    timer = threading.Timer(0.6, holder.release)
+    timer.start()
+    started = time.monotonic()
     with agui_store.open(path) as store:
-        store.append(plans.race_batch("w", 0, "t").events)
-    holder = LockHolder(path)
-    try:
-        timer = threading.Timer(0.6, holder.release)
-        timer.start()
-        started = time.monotonic()
-        with agui_store.open(path) as store:
-            store.append(plans.race_batch("w", 1, "t").events)
-            waited = time.monotonic() - started
-            assert waited >= 0.5, "the append did not wait for the other writer"
-            assert [r.run_id for r in store.runs("t")] == ["w-0", "w-1"]
-        timer.join()
-    finally:
-        holder.kill()
+        store.append(plans.race_batch("w", 1, "t").events)
+        waited = time.monotonic() - started
+        assert waited >= 0.5, "the append did not wait for the other writer"
+        assert [r.run_id for r in store.runs("t")] == ["w-0", "w-1"]
+    timer.join()
 
 
 # --- fork ---------------------------------------------------------------------------------

@@ -35,7 +35,13 @@ import msgspec
 
 from agui_store.codec import ingest
 from agui_store.engine import gc_pause
-from agui_store.engine.port import CheckpointRow, NewCheckpoint, Reading, Writing
+from agui_store.engine.port import (
+    CheckpointRow,
+    ErasedCheckpoint,
+    NewCheckpoint,
+    Reading,
+    Writing,
+)
 from agui_store.errors import CorruptStoreError, HashMismatchError, InvalidEventError
 from agui_store.history import blobs, hashing
 from agui_store.history.diff import common_start
@@ -205,20 +211,27 @@ def manifest_chunks(tx: Reading, manifest_ids: Iterable[int]) -> dict[int, list[
     return found
 
 
+def _referred(rows: Iterable[ErasedCheckpoint]) -> tuple[set[int], set[int]]:
+    """The blobs these checkpoints refer to themselves (state, interrupts, warnings, tail
+    segments), and their manifests (whose chunks they refer to through them)."""
+    blob_ids: set[int] = set()
+    manifests: set[int] = set()
+    for run, state, interrupts, warnings, manifest, tail in rows:
+        blob_ids.update(int(b) for b in (state, interrupts, warnings) if b is not None)
+        if manifest is not None:
+            manifests.add(int(manifest))
+        blob_ids.update(segment_ids(int(run), tail))
+    return blob_ids, manifests
+
+
 def unshared_blobs(tx: Reading, run_pks: Sequence[int]) -> list[int]:
     """The blobs the checkpoints of these runs refer to (state, interrupts, warnings,
     manifest, its chunks, tail segments) that no checkpoint of another run does: those that
     go when these checkpoints go. Blobs are shared by content, so a blob goes with the last
     checkpoint that refers to it; one left behind would hold a view's text that no erasure
     could find."""
-    candidates: set[int] = set()
+    candidates, manifests = _referred(tx.erased_checkpoints(run_pks))
     chunks: set[int] = set()
-    manifests: set[int] = set()
-    for run, state, interrupts, warnings, manifest, tail in tx.erased_checkpoints(run_pks):
-        candidates.update(int(b) for b in (state, interrupts, warnings) if b is not None)
-        if manifest is not None:
-            manifests.add(int(manifest))
-        candidates.update(segment_ids(int(run), tail))
     for ids in manifest_chunks(tx, manifests).values():
         chunks.update(ids)
     candidates |= manifests | chunks
@@ -236,15 +249,7 @@ def delete_unreferenced_blobs(tx: Writing) -> int:
     message lists of the layout before chunks, and the blobs of checkpoints dropped below a
     run that grew. They hold views' text that an erasure, which follows checkpoints, would
     never reach."""
-    referenced: set[int] = set()
-    manifests: set[int] = set()
-    for run, state, interrupts, warnings, manifest, tail in tx.erased_checkpoints(
-        tx.all_run_pks()
-    ):
-        referenced.update(int(b) for b in (state, interrupts, warnings) if b is not None)
-        if manifest is not None:
-            manifests.add(int(manifest))
-        referenced.update(segment_ids(int(run), tail))
+    referenced, manifests = _referred(tx.erased_checkpoints(tx.all_run_pks()))
     for ids in manifest_chunks(tx, manifests).values():
         referenced.update(ids)
     garbage = sorted(set(tx.every_blob_id()) - referenced - manifests)
