@@ -170,7 +170,7 @@ PIECES = [
     "東京", "東京タワー", "京",
 ]
 FILLER = ["w", "zz", "y7", "Q", "z" * 70, "日本", "の", "ホテル"]
-BETWEEN = [" ", "  ", "\n\t", "_", ", ", " (", "-", "é ", ""]
+BETWEEN = [" ", "  ", "\n\t", "_", ", ", " (", "-", "é ", "", "_" * 70, " ," * 40, "-\n" * 33]
 QUERIES = [
     "porto", "hotel", "hot*", '"porto hotel"', "cafe", "x" * 64, "x*", "the -porto", "9",
     "東京", "京*", '"porto hot"*', '"the porto" hotel', "東京タワー", '"porto porto"', "京 東京",

@@ -77,6 +77,10 @@ _WORD = re.compile(rf"(?![\W_])[{_UNSPACED}]|[^\W_{_UNSPACED}]+")
 # The same words in ASCII text.
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 _SPACES = re.compile(r"\s+")
+# What a snippet cuts (:data:`SNIPPET_PIECE`): a word (a run of letters and digits of the
+# spaced scripts) and a stretch between words (a run of neither) longer than that.
+_LONG_WORD = re.compile(rf"[^\W_{_UNSPACED}]{{{SNIPPET_PIECE + 1},}}")
+_LONG_GAP = re.compile(rf"[\W_]{{{SNIPPET_PIECE + 1},}}")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -475,43 +479,46 @@ def _pieces(
     cut_before: bool,
     cut_after: bool,
 ) -> list[tuple[str, bool]]:
-    """``text[start:end]`` (from a word to a word) as snippet pieces: the ``marked`` spans
-    (words) marked, those with nothing between them as one piece, the rest with whitespace
-    runs as one space; a word longer than :data:`SNIPPET_PIECE` characters cut there, and
-    the text between two words longer than that cut in its middle, each with ``…``;
-    ``…`` before it when ``cut_before``, after it when ``cut_after``, else what follows its
-    last word (punctuation, a closing quote)."""
+    """``text[start:end]`` as snippet pieces: the ``marked`` spans (words, in order) marked,
+    those with nothing between them as one piece, the rest with whitespace runs as one
+    space; a word longer than :data:`SNIPPET_PIECE` characters cut there, and the text
+    between two words longer than that cut in its middle, each with ``…``; ``…`` before it
+    when ``cut_before``, after it when ``cut_after``, else what follows its last word
+    (punctuation, a closing quote)."""
     pieces: list[tuple[str, bool]] = []
-    chosen = set(marked)
 
-    def add(piece: str, mark: bool) -> None:
-        if pieces and pieces[-1][1] == mark:
-            pieces[-1] = (pieces[-1][0] + piece, mark)
+    def plain(piece: str) -> None:
+        if pieces and not pieces[-1][1]:
+            pieces[-1] = (pieces[-1][0] + piece, False)
         elif piece:
-            pieces.append((piece, mark))
+            pieces.append((piece, False))
 
     if cut_before:
-        add("…", False)
+        plain("…")
     at = start
-    for word in _WORD.finditer(text, start, end):
-        s, e = word.span()
-        add(_between(text[at:s]), False)
-        add(text[s : min(e, s + SNIPPET_PIECE)], (s, e) in chosen)
+    for s, e in marked:
+        word = text[s : min(e, s + SNIPPET_PIECE)]
+        if s == at and pieces and pieces[-1][1]:  # words written without a space: one mark
+            pieces[-1] = (pieces[-1][0] + word, True)
+        else:
+            plain(_bounded(_SPACES.sub(" ", text[at:s])))
+            pieces.append((word, True))
         if e - s > SNIPPET_PIECE:
-            add("…", False)
+            plain("…")
         at = e
-    add("…" if cut_after else " ".join(text[end:].split())[:20], False)
+    plain(_bounded(_SPACES.sub(" ", text[at:end])))
+    plain("…" if cut_after else " ".join(text[end:].split())[:20])
     return pieces
 
 
-def _between(gap: str) -> str:
-    """The text between two words of a snippet: whitespace runs as one space, cut in its
-    middle when longer than :data:`SNIPPET_PIECE`."""
-    gap = _SPACES.sub(" ", gap)
-    if len(gap) <= SNIPPET_PIECE:
-        return gap
+def _bounded(piece: str) -> str:
+    """Unmarked snippet text with each word longer than :data:`SNIPPET_PIECE` cut there and
+    each stretch between words longer than that cut in its middle (with ``…``)."""
+    if len(piece) <= SNIPPET_PIECE:  # the usual piece: nothing in it can be that long
+        return piece
     half = SNIPPET_PIECE // 2
-    return gap[:half] + "…" + gap[-(half - 1) :]
+    piece = _LONG_GAP.sub(lambda m: f"{m.group()[:half]}…{m.group()[-(half - 1):]}", piece)
+    return _LONG_WORD.sub(lambda m: f"{m.group()[:SNIPPET_PIECE]}…", piece)
 
 
 def _no_words(text: str) -> list[tuple[str, bool]]:
