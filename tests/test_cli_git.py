@@ -106,13 +106,22 @@ def test_log_labels_each_run_with_the_user_message_it_added(tmp_path: Path) -> N
         store.append(text_run("edit", "18C"), input={
             "threadId": "t", "runId": "edit", "parentRunId": "r1",
             "messages": [*store.checkout("r1").messages, user("u2", "And in Porto?")]})
+        # A run the client aborted never ends; the next one sends its question as well.
+        slow = user("u3", "A slow one?")
+        store.append(text_run("aborted", "...")[:1], input={
+            "threadId": "t", "runId": "aborted",
+            "messages": [*store.checkout("edit").messages, slow]})
+        store.append(text_run("after", "20C"), input={
+            "threadId": "t", "runId": "after",
+            "messages": [*store.checkout("edit").messages, slow, user("u4", "And now?")]})
     labels = {}
     for line in agui(db, "log", "--graph")[1].splitlines():
         words = line.replace("|", " ").replace("*", " ").split()
         if words and words[0] != "/":
             labels[words[0]] = line.rsplit('"', 2)[-2] if line.endswith('"') else ""
     assert labels == {"edit": "And in Porto?", "regen": "Weather in Lisbon?",
-                      "forked": "And in Faro?", "r1": "Weather in Lisbon?"}
+                      "forked": "And in Faro?", "r1": "Weather in Lisbon?",
+                      "aborted": "A slow one?", "after": "And now?"}
     log = agui(db, "log", "forked")[1].splitlines()
     assert log[0].endswith('"And in Faro?"') and log[1].endswith('"Weather in Lisbon?"')
 

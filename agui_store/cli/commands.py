@@ -169,9 +169,11 @@ def _in_colour(out: TextIO) -> bool:
 
 
 def _labelled(store: Store, runs: Sequence[Run]) -> Iterator[tuple[Run, str]]:
-    """Runs of one thread, in the order given, each with its label: the first user message
+    """Runs of one thread, in the order given, each with its label: the last user message
     it added to its lineage parent's view (the question a forked run or an edit asked, never
-    one it inherited), else the last one its view holds. One at a time, so that a long log
+    one it inherited; after a run the client aborted, which never ended and so is no
+    lineage parent, the new question, not the aborted one), else the last one its view
+    holds. One at a time, so that a long log
     prints as it goes; the views of the last few runs are kept, so a lineage listed newest
     first reads each view once (a run's parent is the next run listed)."""
     views: dict[str, list[dict[str, Any]]] = {}
@@ -193,7 +195,7 @@ def _labelled(store: Store, runs: Sequence[Run]) -> Iterator[tuple[Run, str]]:
         added = [m for m in asked if str(m.get("id")) not in before]
         # A run that added no question (a regenerate, a tool result sent back) answers the
         # last one its view holds.
-        said = added[0] if added else asked[-1] if asked else None
+        said = added[-1] if added else asked[-1] if asked else None
         yield run, content_text(said.get("content")) if said is not None else ""
 
 
