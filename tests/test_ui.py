@@ -473,6 +473,28 @@ def test_with_a_scope_another_owners_thread_is_a_404_on_every_page(
     assert client.get(url("/run", thread="mine", run="m1")).status_code == 200
 
 
+def test_the_json_endpoints_answer_an_error_as_json_and_a_position_in_ascii_digits_only(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("t", "r", said("u", "hello", "user")))
+    client = client_of(store)
+    for path, params, status in [
+        ("/run/message", {"thread": "t", "run": "nope", "index": "0"}, 404),
+        ("/run/event", {"thread": "t", "run": "r", "index": "99"}, 404),
+        ("/run/input", {"thread": "nope", "run": "r"}, 404),
+        ("/fork.json", {"thread": "t", "run": "nope"}, 404),
+        ("/run/message", {"thread": "t", "run": "r", "index": "x"}, 400),
+    ]:
+        response = client.get(url(path, **params))
+        assert response.status_code == status, (path, params)
+        assert response.headers["content-type"].startswith("application/json")
+        assert set(response.json()) == {"error"}
+    for digits in ("\u0663", "\uff11", " 1", "1_0"):  # Arabic-Indic, fullwidth, spaced, split
+        response = client.get(url("/run/message", thread="t", run="r", index=digits))
+        assert response.status_code == 400 and "not a number" in response.json()["error"]
+    assert client.get(url("/run/message", thread="t", run="r", index="0")).status_code == 200
+
+
 def post_branch(client: TestClient, origin: str | None, **body: str) -> Any:
     headers = {"Origin": origin} if origin else {}
     return client.post("/branch", json=body, headers=headers)

@@ -12,6 +12,7 @@ worker thread cost more than the reads on a loaded machine.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -277,11 +278,18 @@ def _short(value: str, width: int = 60) -> str:
     return value if len(value) <= width else value[: width - 1] + "…"
 
 
+#: The endpoints that answer JSON, errors included.
+JSON_ENDPOINTS = ("/poll", "/branch", "/run/message", "/run/event", "/run/input", "/fork.json")
+
+
 def _int(value: str | None, default: int) -> int:
-    try:
-        return int(value) if value is not None else default
-    except ValueError:
-        raise HTTPException(400, f"not a number: {value!r}") from None
+    """A whole number in ASCII digits (``int()`` alone also takes other scripts' digits,
+    spaces around them and ``_`` between them)."""
+    if value is None:
+        return default
+    if not re.fullmatch(r"-?[0-9]{1,18}", value):
+        raise HTTPException(400, f"not a number: {value!r}")
+    return int(value)
 
 
 def _columns(value: str | None) -> list[str | None]:
@@ -386,7 +394,7 @@ def build(
     )
 
     def error_page(request: Request, status: int, message: str) -> Response:
-        if request.url.path.endswith(("/poll", "/branch")):
+        if request.url.path.endswith(JSON_ENDPOINTS):  # a script or a download reads it
             return JSONResponse({"error": text.printable(message)}, status_code=status)
         return viewer.render(
             request, "error.html", status=status, status_code=status, message=message
