@@ -280,6 +280,10 @@ def test_the_search_box_lists_the_messages_the_index_finds_each_linking_to_it_in
     past = get(client, "/", q="porto", cursor="1")  # a cursor below every hit
     empty = past.find(cls="empty")
     assert empty is not None and "No more messages hold" in empty.text
+    for cursor in ("x1", "9" * 23):  # not digits; digits past any key the store gives
+        note = get(client, "/", q="porto", cursor=cursor).find(cls="warning")
+        assert note is not None and "not one this viewer made" in note.text
+        assert "next_cursor" not in note.text
     assert client.get("/?after=-100").status_code == 400
     wrong = get(client, "/", q='"porto')
     warning = wrong.find(cls="warning")

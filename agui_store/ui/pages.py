@@ -32,6 +32,7 @@ from agui_store import (
     Store,
 )
 from agui_store.engine import conversations
+from agui_store.engine import search as search_index
 from agui_store.engine.conversations import Continuation
 from agui_store.ui import text
 from agui_store.ui.lanes import Lanes, Row, svg
@@ -163,9 +164,13 @@ def search_page(
     """The hits of ``query`` from ``cursor`` on (``None`` for no query)."""
     if not query.strip():
         return None
-    if cursor is not None and not (cursor.isascii() and cursor.isdigit()):
-        # A page link this viewer made carries digits: say so in the page's words.
-        return SearchPage(SearchHits(), "the link's page cursor is not one this viewer made")
+    if cursor is not None:
+        try:
+            search_index.parse_cursor(cursor)
+        except InvalidArgumentError:
+            # A page link this viewer made carries a cursor the store gave: say so in the
+            # page's words, not the API's.
+            return SearchPage(SearchHits(), "the link's page cursor is not one this viewer made")
     try:
         hits = store.search(query, scope=scope, limit=HITS_PAGE, cursor=cursor)
     except InvalidArgumentError as e:
