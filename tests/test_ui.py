@@ -330,6 +330,29 @@ def test_the_threads_listing_pages(store: agui_store.Store) -> None:
     assert listed == list(reversed(store.threads()))
 
 
+def test_paging_the_threads_a_search_finds_keeps_the_page_of_its_hits_and_the_other_way(
+    store: agui_store.Store,
+) -> None:
+    for i in range(max(pages.THREADS_PAGE, pages.HITS_PAGE) + 5):
+        store.append(one_run(f"t{i:03}", "r", said(f"m{i}", f"porto {i}", "user")))
+    client = client_of(store)
+    first = get(client, "/", q="porto")
+    more_hits, more_threads = first.find(cls="next-hits"), first.find("next", "a")
+    assert more_hits is not None and more_threads is not None
+    on_hits = parse(client.get(more_hits.attrs["href"]).text)
+    next_threads = on_hits.find("next", "a")
+    assert next_threads is not None and "cursor=" in next_threads.attrs["href"]
+    both = parse(client.get(next_threads.attrs["href"]).text)
+    # The hits stay on their second page while the threads go to theirs.
+    hit_ids = [h.attrs["data-message"] for h in both.find_all(cls="hit")]
+    assert hit_ids == [h.attrs["data-message"] for h in on_hits.find_all(cls="hit")]
+    rows = [r.attrs["data-thread"] for r in both.find_all(tag="tr") if "data-thread" in r.attrs]
+    firsts = [r.attrs["data-thread"] for r in first.find_all(tag="tr") if "data-thread" in r.attrs]
+    assert rows and not set(rows) & set(firsts)
+    more = both.find(cls="next-hits")
+    assert more is not None and "after=" in more.attrs["href"]
+
+
 # --- unusual data ---------------------------------------------------------------------------------
 
 

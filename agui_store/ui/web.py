@@ -106,11 +106,12 @@ class Viewer:
         if after < 0:
             raise HTTPException(400, f"after= is a position (0 or more), not {after}")
         found = pages.threads_page(self.store, query=query, after=after, scope=self.scope)
-        hits = pages.search_page(
-            self.store, query, cursor=request.query_params.get("cursor") or None,
-            scope=self.scope,
+        cursor = request.query_params.get("cursor") or None
+        hits = pages.search_page(self.store, query, cursor=cursor, scope=self.scope)
+        # Each list's "more" link keeps where the other one is.
+        return self.render(
+            request, "threads.html", page=found, search=hits, after=after or None, cursor=cursor
         )
-        return self.render(request, "threads.html", page=found, search=hits)
 
     async def tree(self, request: Request) -> Response:
         """``/thread?thread=``: the thread's run tree, a page of runs older than ``?before=``;
