@@ -522,6 +522,21 @@ def test_the_json_endpoints_answer_an_error_as_json_and_a_position_in_ascii_digi
     assert client.get(url("/run/message", thread="t", run="r", index="0")).status_code == 200
 
 
+def test_a_run_prefix_naming_several_runs_says_so_and_is_not_a_missing_page(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("t", "run-a", said("u", "one", "user")))
+    store.append(one_run("t", "run-b", said("u2", "two", "user")))
+    client = client_of(store)
+    response = client.get(url("/run", thread="t", run="run-"))
+    assert response.status_code == 400
+    page = parse(response.text)
+    heading = page.find(tag="h1")
+    assert heading is not None and heading.text == "Cannot show this"
+    assert "run-a" in response.text and "run-b" in response.text
+    assert client.get(url("/run", thread="t", run="zzz")).status_code == 404
+
+
 def post_branch(client: TestClient, origin: str | None, **body: str) -> Any:
     headers = {"Origin": origin} if origin else {}
     return client.post("/branch", json=body, headers=headers)

@@ -408,9 +408,9 @@ def build(
     async def store_error(request: Request, exc: Exception) -> Response:
         # Another owner's thread is absent, as a missing one: the same 404
         # (docs/design/behaviour.md#live-recording).
-        if isinstance(exc, (RunNotFoundError, AmbiguousRunError)):
+        if isinstance(exc, RunNotFoundError):
             return error_page(request, 404, str(exc))
-        if isinstance(exc, (InvalidArgumentError, BranchError)):
+        if isinstance(exc, (AmbiguousRunError, InvalidArgumentError, BranchError)):
             return error_page(request, 400, str(exc))
         return error_page(request, 500, f"{type(exc).__name__}: {exc}")
 
