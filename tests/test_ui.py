@@ -414,6 +414,26 @@ def test_a_four_megabyte_tool_result_is_cut_with_a_link_to_the_whole_message(
     assert client.get(link.attrs["href"]).json()["content"] == result  # type: ignore[union-attr]
 
 
+def test_a_tool_calls_arguments_cut_on_the_page_link_to_the_whole_message(
+    store: agui_store.Store,
+) -> None:
+    arguments = '{"blob": "' + "y" * (text.INLINE_CHARS + 500) + '"}'
+    store.append(one_run("t", "r", [
+        {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "upload",
+         "parentMessageId": "a"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": arguments},
+        {"type": "TOOL_CALL_END", "toolCallId": "c"},
+    ]))
+    client = client_of(store)
+    page = get(client, "/run", thread="t", run="r")
+    call = page.find("call")
+    assert call is not None
+    clipped = call.find("clipped")
+    assert clipped is not None and "more characters of arguments" in clipped.text
+    whole = client.get(clipped.find(tag="a").attrs["href"])  # type: ignore[union-attr]
+    assert whole.json()["toolCalls"][0]["function"]["arguments"] == arguments
+
+
 def test_a_deep_state_is_embedded_whole_for_the_tree_view(tmp_path: Path) -> None:
     deep: Any = "bottom"
     for _ in range(300):
