@@ -434,6 +434,18 @@ def test_a_tool_calls_arguments_cut_on_the_page_link_to_the_whole_message(
     assert whole.json()["toolCalls"][0]["function"]["arguments"] == arguments
 
 
+def test_the_fork_pages_snippets_name_the_store_by_its_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snippet is pasted elsewhere: ``chat.db`` there names another file."""
+    monkeypatch.chdir(tmp_path)
+    with agui_store.open("chat.db") as store:
+        store.append(one_run("t", "r", said("u", "hello", "user")))
+        shown = get(client_of(store), "/fork", thread="t", run="r").text
+    assert f"agui_store.open({str(tmp_path / 'chat.db')!r})" in shown
+    assert f"--db {tmp_path / 'chat.db'}" in shown and "open('chat.db')" not in shown
+
+
 def test_a_deep_state_is_embedded_whole_for_the_tree_view(tmp_path: Path) -> None:
     deep: Any = "bottom"
     for _ in range(300):

@@ -12,6 +12,7 @@ worker thread cost more than the reads on a loaded machine.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from pathlib import Path
@@ -34,6 +35,7 @@ from agui_store import (
     RunNotFoundError,
     Store,
 )
+from agui_store.backends import is_url
 from agui_store.ui import pages, text
 
 HERE = Path(__file__).resolve().parent
@@ -227,7 +229,7 @@ class Viewer:
             body=text.dumps(body, indent=2),
             body_size=len(text.dumps(body)),
             agent_url=DEFAULT_AGENT_URL,
-            store_path=self.store.path,
+            store_path=_pasted(self.store.path),
         )
 
     def fork_json(self, request: Request) -> Response:
@@ -277,6 +279,14 @@ def _when(value: Any) -> str:
 def _short(value: str, width: int = 60) -> str:
     value = " ".join(value.split())
     return value if len(value) <= width else value[: width - 1] + "…"
+
+
+def _pasted(path: str) -> str:
+    """The store's path as a snippet to paste elsewhere names it: a file's absolute path (a
+    relative one names another file in another folder), a URL as it is shown."""
+    if is_url(path) or path == ":memory:":
+        return path
+    return os.path.abspath(path)
 
 
 #: The endpoints that answer JSON, errors included.
