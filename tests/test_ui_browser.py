@@ -157,6 +157,12 @@ def test_ticking_two_runs_and_diffing_them_shows_their_merge_base_and_each_sides
                 "css selector", ".change")]
             assert shown == [m.id for m in change.messages]
         assert "Can you give me that in Fahrenheit?" in sides[1].text
+        # The form's dots follow the mode chosen, before it is sent.
+        assert css(browser, "form.compare .dots").text == "..."
+        from selenium.webdriver.support.ui import Select
+
+        Select(css(browser, "form.compare select[name=mode]")).select_by_value("two-dot")
+        assert css(browser, "form.compare .dots").text == ".."
 
 
 def test_fork_from_here_shows_the_input_fork_returns_with_calls_that_send_it(

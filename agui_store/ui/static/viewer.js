@@ -303,6 +303,16 @@ function initForms() {
       }
     });
   }
+  // The diff form's dots follow its mode, as the page's heading writes them.
+  for (const form of document.querySelectorAll("form.compare")) {
+    const mode = form.querySelector("select[name=mode]");
+    const dots = form.querySelector(".dots");
+    if (mode && dots) {
+      mode.addEventListener("change", () => {
+        dots.textContent = mode.value === "three-dot" ? "..." : "..";
+      });
+    }
+  }
   const url = document.getElementById("agent-url");
   if (url) {
     url.addEventListener("input", () => {
