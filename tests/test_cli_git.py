@@ -15,6 +15,7 @@ import pytest
 
 import agui_store
 from agui_store import cli
+from agui_store.engine import clock
 
 
 def agui(db: Path, *args: str) -> tuple[int, str]:
@@ -141,6 +142,32 @@ def test_log_graph_of_a_revision_draws_its_lineage_and_of_a_range_both_sides_to_
     assert drawn("side...tip") == ["* r4", "| * r3", "| * r2", "|/", "o r1"]
     assert [r["runId"] for r in json.loads(agui(db, "--json", "log", "--graph", "side")[1])] == [
         "r4", "r1"]
+
+
+def test_runs_recorded_within_one_millisecond_are_drawn_and_listed_child_before_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(clock, "now_ms", lambda: 1_700_000_000_000)  # every run ties
+    db = tmp_path / "tied.db"
+    with agui_store.open(db) as store:
+        for i in (1, 2, 3):
+            store.append(text_run(f"r{i}", "yes", question=f"q{i}?"))
+        store.branch("side", "r1", thread_id="t")
+        body = store.fork("side", run_id="r4")
+        store.append(text_run("r4", "four", question="fourth?"), input=body)
+
+    def ids(*args: str) -> list[str]:
+        code, out = agui(db, "log", *args)
+        assert code == 0
+        firsts = [[w for w in line.split() if w[:1] == "r"][:1] for line in out.splitlines()]
+        return [words[0] for words in firsts if words]  # each line's run, not its parent
+
+    assert ids("--graph") == ["r4", "r3", "r2", "r1"]
+    assert ids("--graph", "r4..r3") == ["r3", "r2"]
+    assert ids("--graph", "r4...r3") == ["r4", "r3", "r2", "r1"]
+    assert ids("r4...r3") == ["r4", "r3", "r2"]
+    _, out = agui(db, "--json", "log", "--graph", "r4..r3")
+    assert [r["runId"] for r in json.loads(out)] == ["r3", "r2"]
 
 
 def test_branch_points_at_head_moves_only_with_force_and_says_what_it_did(db: Path) -> None:

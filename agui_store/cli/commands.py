@@ -496,11 +496,12 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             base = met if span[2] else None  # A...B: both sides meet there, git's boundary
         else:
             runs = list(store.log(args.ref, thread_id=args.thread))
+        # Recorded order, oldest first: runs recorded within one millisecond keep it.
+        runs = _in_recorded_order(store, runs)
         if args.json:
-            _write_json(out, [r.to_json() for r in sorted(
-                runs, key=lambda r: r.created_at, reverse=True)])
+            _write_json(out, [r.to_json() for r in reversed(runs)])
             return 0
-        drawn = runs if base is None else [*runs, base]
+        drawn = runs if base is None else [base, *runs]
         summaries = _summaries(store, drawn)
         for line in graph(drawn, summaries, None if base is None else base.run_id):
             out.write(line + "\n")
@@ -551,7 +552,17 @@ def _log_range(
     a_side = _until(store.log(a, thread_id=thread), stop)
     seen = {r.run_id for r in b_side}
     both = b_side + [r for r in a_side if r.run_id not in seen]
-    return sorted(both, key=lambda r: r.created_at, reverse=True), base
+    return _in_recorded_order(store, both)[::-1], base
+
+
+def _in_recorded_order(store: Store, runs: Sequence[Run]) -> list[Run]:
+    """Runs of one thread in the order the thread recorded them, oldest first: their times
+    tie for runs recorded within one millisecond, and a lineage read newest first would
+    then list a parent before its child."""
+    if not runs:
+        return []
+    position = {r.run_id: i for i, r in enumerate(store.runs(runs[0].thread_id))}
+    return sorted(runs, key=lambda r: position[r.run_id])
 
 
 def _until(chain: Sequence[Run], stop: str | None) -> list[Run]:
@@ -572,8 +583,7 @@ def _log_all(store: Store, args: argparse.Namespace) -> list[Run]:
             if run.run_id in seen:
                 break  # the rest of this lineage is listed already
             seen[run.run_id] = run
-    position = {r.run_id: i for i, r in enumerate(store.runs(thread))}
-    return sorted(seen.values(), key=lambda r: (r.created_at, position[r.run_id]), reverse=True)
+    return _in_recorded_order(store, list(seen.values()))[::-1]
 
 
 def _db_words(args: argparse.Namespace) -> list[str]:

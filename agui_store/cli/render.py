@@ -20,17 +20,15 @@ def graph(
 ) -> list[str]:
     """The run tree like ``git log --graph --oneline``: newest first, a column per open line.
 
-    Runs of one thread only; a parent's key is always older than its children's, so
-    creation order newest-first lists every child before its parent. A run whose parent is
-    not among ``runs`` (a range's oldest) ends its line, as a root does. ``boundary`` is the
-    run drawn ``o``, as git's ``--boundary`` draws it: a merge base both sides meet at.
+    Runs of one thread only, in recorded order (oldest first); a parent is always recorded
+    before its children, so that order newest-first lists every child before its parent. A
+    run whose parent is not among ``runs`` (a range's oldest) ends its line, as a root does.
+    ``boundary`` is the run drawn ``o``, as git's ``--boundary`` draws it: a merge base both
+    sides meet at.
     """
     listed = {r.run_id for r in runs}
     summaries = summaries or {}
-    order = sorted(runs, key=lambda r: r.created_at, reverse=True)
-    # created_at can tie; recorded order (the input's order) breaks ties.
-    position = {r.run_id: i for i, r in enumerate(runs)}
-    order.sort(key=lambda r: (r.created_at, position[r.run_id]), reverse=True)
+    order = list(reversed(runs))
     columns: list[str | None] = []  # each column waits for the run it will show next
     lines: list[str] = []
     for run in order:
