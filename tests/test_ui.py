@@ -688,35 +688,50 @@ def test_importing_the_viewer_without_its_extra_names_the_extra() -> None:
     assert "pip install 'agui-store[ui]'" in proc.stdout
 
 
-def test_the_ui_command_serves_the_store_until_interrupted(tmp_path: Path) -> None:
-    import signal
+class UiCommand:
+    """``agui-store ui DB --port 0 --no-browser OPTIONS`` in a process of its own while the
+    block runs (``line``: what it printed first, ``base``: its URL), stopped with Ctrl+C
+    after it (``returncode``, ``out`` and ``err`` then)."""
 
+    def __init__(self, db: Path, *options: str) -> None:
+        self.argv = [sys.executable, "-m", "agui_store", "ui", str(db), "--port", "0",
+                     "--no-browser", *options]
+        self.out = self.err = ""
+        self.returncode: int | None = None
+
+    def __enter__(self) -> UiCommand:
+        env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=env)
+        assert self.proc.stdout is not None
+        self.line = self.proc.stdout.readline()
+        self.address = self.line.split(" at ", 1)[1].split(" ", 1)[0]
+        self.base = self.address.split("/thread")[0].rstrip("/")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        self.proc.send_signal(signal.SIGINT)
+        self.out, self.err = self.proc.communicate(timeout=60)
+        self.returncode = self.proc.returncode
+
+
+def test_the_ui_command_serves_the_store_until_interrupted(tmp_path: Path) -> None:
     import httpx
 
     db = tmp_path / "s.db"
     with agui_store.open(db) as store:
         store.append(one_run("t/1", "r0", said("u", "hello", "user")))
-    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agui_store", "ui", str(db), "--port", "0", "--no-browser",
-         "--thread", "t/1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
+    with UiCommand(db, "--thread", "t/1") as ui:
+        line = ui.line
         assert line.startswith(f"viewer of {db} at http://127.0.0.1:") and "read-only" in line
-        address = line.split(" at ", 1)[1].split(" ", 1)[0]
-        assert address.endswith("/thread?thread=t%2F1")
-        page = parse(httpx.get(address, timeout=30).text)
+        assert ui.address.endswith("/thread?thread=t%2F1")
+        page = parse(httpx.get(ui.address, timeout=30).text)
         assert [r.attrs["data-run"] for r in page.find_all("run-row")] == ["r0"]
-        assert httpx.post(address.split("/thread")[0] + "/branch", json={},
-                          timeout=30).status_code == 403
-    finally:
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    assert out.strip().endswith("viewer stopped") and "Traceback" not in err
+        assert httpx.post(ui.base + "/branch", json={}, timeout=30).status_code == 403
+    assert ui.returncode == 0, ui.err
+    assert ui.out.strip().endswith("viewer stopped") and "Traceback" not in ui.err
 
 
 def test_the_served_viewer_refuses_a_request_for_another_host_as_dns_rebinding_sends_it(
@@ -725,22 +740,13 @@ def test_the_served_viewer_refuses_a_request_for_another_host_as_dns_rebinding_s
     """A page of another site that points its own name at 127.0.0.1 makes same-origin
     requests to the viewer, with its name in ``Host``: they read nothing and write nothing,
     while the names of this machine's loopback interface are served."""
-    import signal
-
     import httpx
 
     db = tmp_path / "s.db"
     with agui_store.open(db) as store:
         store.append(one_run("t", "r0", said("u", "the secret", "user")))
-    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agui_store", "ui", str(db), "--port", "0", "--no-browser",
-         "--allow-writes"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    try:
-        assert proc.stdout is not None
-        base = proc.stdout.readline().split(" at ", 1)[1].split(" ", 1)[0].rstrip("/")
+    with UiCommand(db, "--allow-writes") as ui:
+        base = ui.base
         port = base.rsplit(":", 1)[1]
         page = f"{base}/run?thread=t&run=r0"
         for host in (f"attacker.example:{port}", "attacker.example", f"127.0.0.1.nip.io:{port}"):
@@ -756,9 +762,6 @@ def test_the_served_viewer_refuses_a_request_for_another_host_as_dns_rebinding_s
         for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST.:{port}"):
             served = httpx.get(page, headers={"Host": host}, timeout=30)
             assert served.status_code == 200 and "the secret" in served.text, host
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
     with agui_store.open(db) as store:
         assert [b.name for b in store.branches("t") if not b.default] == []
 

@@ -66,6 +66,13 @@ def visit(driver: Any, base: str, path: str, **params: str) -> None:
     wait_until(driver, page_ready, f"{path} ran its script")
 
 
+def record_empty_runs(store: agui_store.Store, count: int) -> None:
+    """``count`` runs of thread ``t`` that say nothing (``r0`` ...): more than a screen."""
+    for i in range(count):
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": f"r{i}"},
+                      {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"}])
+
+
 def rows(driver: Any) -> list[str]:
     return [row.get_attribute("data-run") for row in css_all(driver, "tr.run-row")]
 
@@ -211,9 +218,7 @@ def test_older_runs_load_below_the_first_screen_without_a_reload(
     browser: Any, tmp_path: Path
 ) -> None:
     with agui_store.open(tmp_path / "long.db") as store:
-        for i in range(60):
-            store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": f"r{i}"},
-                          {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"}])
+        record_empty_runs(store, 60)
         with serving(agui_store.ui.app(store)) as base:
             visit(browser, base, "/thread", thread="t")
             assert len(rows(browser)) == 50
@@ -485,9 +490,7 @@ def test_the_live_run_tree_keeps_the_older_runs_loaded_and_their_ticks_as_it_upd
     browser: Any, tmp_path: Path
 ) -> None:
     with agui_store.open(tmp_path / "long.db") as store:
-        for i in range(60):
-            store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": f"r{i}"},
-                          {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{i}"}])
+        record_empty_runs(store, 60)
         with serving(agui_store.ui.app(store)) as base:
             visit(browser, base, "/thread", thread="t")
             css(browser, "button.more").click()

@@ -488,16 +488,18 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     if args.graph:
         # The whole tree by default, as ``git log --graph --all`` draws it: HEAD's lineage
         # alone is a line. A revision or a range draws what ``log`` lists for it.
+        # Each in recorded order, oldest first (graph() draws it newest first): a listing
+        # of the thread's runs is in it, and a lineage or a range, listed newest first in
+        # it, is reversed.
         base = None
         if args.all or args.ref == "HEAD":
             runs = store.runs(_the_thread(store, args))
         elif span is not None:
-            runs, met = _log_range(store, args, *span)
+            listed, met = _log_range(store, args, *span)
+            runs = listed[::-1]
             base = met if span[2] else None  # A...B: both sides meet there, git's boundary
         else:
-            runs = list(store.log(args.ref, thread_id=args.thread))
-        # Recorded order, oldest first: runs recorded within one millisecond keep it.
-        runs = _in_recorded_order(store, runs)
+            runs = list(store.log(args.ref, thread_id=args.thread))[::-1]
         if args.json:
             _write_json(out, [r.to_json() for r in reversed(runs)])
             return 0
@@ -541,8 +543,8 @@ def _log_range(
     store: Store, args: argparse.Namespace, a: str, b: str, symmetric: bool
 ) -> tuple[list[Run], Run | None]:
     """``log A..B``: the runs on B's lineage that are not on A's; ``A...B``: the runs on
-    either lineage since the merge base, newest first. With the merge base (``None``: the
-    lineages share no run)."""
+    either lineage since the merge base; newest first, the thread's recorded order reversed.
+    With the merge base (``None``: the lineages share no run)."""
     base = store.merge_base(a, b, thread_id=args.thread)
     stop = base.run_id if base is not None else None
     thread = args.thread
