@@ -502,3 +502,39 @@ def test_the_live_run_tree_keeps_the_older_runs_loaded_and_their_ticks_as_it_upd
             assert css(browser, 'input.pick-run[value="r3"]').is_selected()
             assert css(browser, "#cmp-a").get_attribute("value") == "r3"
             assert css_all(browser, "button.more") == []
+
+
+def test_a_live_run_page_keeps_the_recorded_delta_the_reader_opened_as_events_arrive(
+    browser: Any, tmp_path: Path
+) -> None:
+    with agui_store.open(tmp_path / "live.db") as store:
+        store.append(open_run("t", "r", "first ", "words"))
+        with serving(agui_store.ui.app(store)) as base:
+            visit(browser, base, "/run", thread="t", run="r")
+            css(browser, "#event-rows details summary").click()
+            store.append([{"type": "TEXT_MESSAGE_END", "messageId": "r-a"},
+                          {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}],
+                         thread_id="t", run_id="r")
+            wait_until(browser, lambda d: css(d, "#run h1 .status").text == "finished",
+                       "the run finished on its page")
+            assert shown_event_types(browser)[-1] == "RUN_FINISHED"
+            assert css(browser, "#event-rows details").get_attribute("open") is not None
+
+
+def test_a_finished_run_page_says_its_run_was_erased_when_the_reader_comes_back_to_it(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    store, thread = demo
+    with serving(agui_store.ui.app(store)) as base:
+        visit(browser, base, "/run", thread=thread, run="run-1")
+        page = browser.current_window_handle
+        store.delete_thread(thread)
+        browser.switch_to.new_window("tab")  # the reader looks elsewhere, then comes back
+        browser.close()
+        browser.switch_to.window(page)
+        # Headless Chromium keeps every tab visible: send the event a browser sends on return.
+        browser.execute_script("document.dispatchEvent(new Event('visibilitychange'))")
+        wait_until(browser, lambda d: css_all(d, "#gone"), "the page noticed the erasure")
+        assert "no longer in the store" in css(browser, "#gone").text
+        assert css(browser, "#run h1 .status").text == "erased"
+        script_errors(browser)  # the one poll that found the run gone

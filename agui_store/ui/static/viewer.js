@@ -178,7 +178,14 @@ function initRunPage() {
     const boxes = new Map([...filter.querySelectorAll("label")].map((l) => [typeOf(l), l]));
     filter.replaceChildren(...[...fresh.querySelectorAll("#event-filter label")].map(
       (label) => boxes.get(typeOf(label)) || label));
+    // The rows the reader opened ("first delta as recorded") stay open in the new rows.
     const [rows, newRows] = part("#event-rows");
+    const opened = new Set([...rows.querySelectorAll("tr.event details[open]")].map(
+      (details) => details.closest("tr").dataset.index));
+    for (const row of newRows.querySelectorAll("tr.event")) {
+      const details = row.querySelector("details");
+      if (details && opened.has(row.dataset.index)) details.open = true;
+    }
     applyFilter(newRows);
     rows.replaceChildren(...newRows.childNodes);
     const facts = fresh.getElementById("run").dataset;
@@ -198,6 +205,15 @@ function initRunPage() {
       setTimeout(poll, POLL_MS);
     };
     setTimeout(poll, POLL_MS);
+  } else {
+    // A finished run does not change, so its page asks nothing while it is open; a reader
+    // coming back to it learns whether it was erased meanwhile.
+    document.addEventListener("visibilitychange", async () => {
+      if (document.visibilityState !== "visible") return;
+      try {
+        if ((await fetch(run.dataset.poll)).status === 404) markGone("run");
+      } catch (e) { /* the server went away: the page stays as it was */ }
+    });
   }
 }
 
