@@ -244,15 +244,20 @@ def unshared_blobs(tx: Reading, run_pks: Sequence[int]) -> list[int]:
     return sorted(candidates - used)
 
 
-def delete_unreferenced_blobs(tx: Writing) -> int:
-    """Delete every blob no checkpoint refers to; how many. Earlier versions left some: the
-    message lists of the layout before chunks, and the blobs of checkpoints dropped below a
-    run that grew. They hold views' text that an erasure, which follows checkpoints, would
-    never reach."""
+def unreferenced_blobs(tx: Reading) -> list[int]:
+    """Every blob no checkpoint refers to. A blob goes with the last checkpoint that refers
+    to it, so none should be left; earlier versions left some (the message lists of the
+    layout before chunks, the blobs of checkpoints dropped below a run that grew). Such a
+    blob holds a view's text that an erasure, which follows checkpoints, never reaches."""
     referenced, manifests = _referred(tx.erased_checkpoints(tx.all_run_pks()))
     for ids in manifest_chunks(tx, manifests).values():
         referenced.update(ids)
-    garbage = sorted(set(tx.every_blob_id()) - referenced - manifests)
+    return sorted(set(tx.every_blob_id()) - referenced - manifests)
+
+
+def delete_unreferenced_blobs(tx: Writing) -> int:
+    """Delete every blob no checkpoint refers to (:func:`unreferenced_blobs`); how many."""
+    garbage = unreferenced_blobs(tx)
     if garbage:
         tx.delete_blobs(garbage)
     return len(garbage)

@@ -43,7 +43,7 @@ check that ran):
     the tail says, fewer than ``CHUNK`` in all; together they hold the checkpoint's length;
     the list of tail segments (``checkpoint_segments``, kept from the tails by the schema,
     which an erasure reads to keep the blobs a checkpoint uses) holds exactly the tails'
-    blobs, no more, no fewer;
+    blobs, no more, no fewer; every blob is one a checkpoint refers to;
     a state stored as patches is patched from a lineage ancestor's checkpoint whose state is
     stored whole.
 ``lineage_digests``
@@ -810,6 +810,13 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
             out.problem(
                 f"{where} holds {held} messages ({len(chunk_ids)} chunks and a tail of "
                 f"{in_tail}), but records {length}"
+            )
+    if not out.reported:  # every manifest and tail read: what they leave out is known
+        for blob in checkpoints.unreferenced_blobs(ctx.tx):
+            out.problem(
+                f"blob id {blob}: no checkpoint refers to it, so no erasure reaches it (it "
+                f"may hold an erased thread's text); a purge deletes it (Store.purge(), or "
+                f"'agui-store purge')"
             )
     _check_segments(ctx, out, tails)
 

@@ -11,7 +11,7 @@ import dataclasses
 import datetime
 from collections.abc import Callable
 
-from agui_store.engine import clock, erasure, intake, port
+from agui_store.engine import checkpoints, clock, erasure, intake, port
 from agui_store.engine.arguments import quote as _quote
 from agui_store.errors import AguiStoreError, InvalidArgumentError
 from agui_store.facade.base import Facade
@@ -106,7 +106,7 @@ class ErasureVerbs(Facade):
         it is. Its failure is not raised but said: what it purges is erased already, and
         the next purge finishes it."""
         try:
-            if self.purge():
+            if self._physical_purge():
                 return ""
         except AguiStoreError as e:
             return f"the purge failed ({e}): purge again (Store.purge(), or 'agui-store purge')"
@@ -119,7 +119,14 @@ class ErasureVerbs(Facade):
         did not (a reader held older pages then). On PostgreSQL, ``rewrite`` writes the
         tables an erasure deletes from again, with their indexes (``VACUUM FULL``: each
         table locked while it is copied), so that no index key and no freed space keeps
-        erased bytes; SQLite's purge always rewrites. See docs/guides/erasure.md."""
+        erased bytes; SQLite's purge always rewrites. Called, it first deletes any blob no
+        checkpoint refers to, which ``check()`` reports: an erasure follows checkpoints, and
+        never reaches one. See docs/guides/erasure.md."""
+        with self.writing() as tx:
+            checkpoints.delete_unreferenced_blobs(tx)
+        return self._physical_purge(rewrite)
+
+    def _physical_purge(self, rewrite: bool = False) -> bool:
         with self._lock:
             done = self._backend.purge(rewrite)
             self._unfinished_purge = "" if done else self._backend.purge_pending

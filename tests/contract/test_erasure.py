@@ -655,7 +655,12 @@ def test_check_reports_a_leaf_run_deleted_by_hand_as_tampering_and_an_erasure_as
         ],
     )
     found = problems(store_location)
-    assert len(found) == 1 and found[0].startswith("batches: seq 7..12: no event"), found
+    assert found[0].startswith("batches: seq 7..12: no event"), found
+    # The blobs the deleted checkpoint alone held are left behind: check names those too.
+    assert found[1:] and all(
+        p.startswith("checkpoints: blob id ") and "no checkpoint refers to it" in p
+        for p in found[1:]
+    ), found
 
 
 def test_check_reports_checkpoint_segments_deleted_by_hand_but_not_those_an_erasure_took(
@@ -674,6 +679,32 @@ def test_check_reports_checkpoint_segments_deleted_by_hand_but_not_those_an_eras
     assert len(found) == 1 and found[0].startswith(
         "checkpoints: the checkpoint of run 'a-s0' (thread 'a', #1): its tail's blob ids "
     ), found
+
+
+def test_check_reports_a_blob_no_checkpoint_refers_to_and_a_purge_deletes_it(
+    store_location: str,
+) -> None:
+    """A view's text left in a blob that no checkpoint refers to (as earlier versions left
+    some) is out of every erasure's reach: check() names it, and purge() takes it."""
+    leftover = b'[{"id":"m","role":"user","content":"a leftover secret"}]'
+    address = blobs.digest(leftover).hex()
+    with agui_store.open(store_location) as store:
+        _thread(store, "a", runs=2)
+        before = _reads(store, "a")
+    tamper(store_location, [{
+        "sqlite": f"INSERT INTO blobs(hash, codec, data) VALUES (X'{address}', 0, "
+                  f"X'{leftover.hex()}')",
+        "postgres": f"INSERT INTO blobs(hash, codec, data) VALUES ('\\x{address}', 0, "
+                    f"'\\x{leftover.hex()}')",
+    }])  # fmt: skip
+    found = problems(store_location)
+    assert len(found) == 1 and found[0].startswith("checkpoints: blob id "), found
+    assert "no checkpoint refers to it" in found[0] and "agui-store purge" in found[0]
+    with agui_store.open(store_location) as store:
+        assert store.purge()
+        assert not any(b"leftover" in text for text in _blob_texts(store))
+        assert _reads(store, "a") == before
+        assert checked(store)
 
 
 def test_an_erasure_log_entry_deleted_by_hand_is_reported(store_location: str) -> None:
