@@ -130,6 +130,31 @@ def test_no_byte_of_an_erased_thread_is_left_in_the_file_or_its_wal(
         assert store.check().ok
 
 
+def test_the_planners_statistics_an_analyze_left_are_sampled_again_without_the_erased_keys(
+    tmp_path: Path,
+) -> None:
+    """``ANALYZE`` (a tool's, ``PRAGMA optimize``) keeps sample keys of every index in
+    ``sqlite_stat4``: thread and run ids, branch names. The purge samples them again."""
+    path = tmp_path / "store.db"
+    plant(path, "kept")
+    plant(path, "gone")
+    analyst = apsw.Connection(str(path))
+    analyst.execute("ANALYZE")
+    samples = b"".join(row[0] for row in analyst.execute("SELECT sample FROM sqlite_stat4"))
+    analyst.close()
+    assert needle("thread", "gone") in samples and needle("branch", "gone") in samples
+    with agui_store.open(path) as store:
+        assert store.delete_thread(marker("thread", "gone")).purged
+        data = raw_bytes(path)
+        for place in PLACES:
+            assert needle(place, "gone") not in data, place
+        analyst = apsw.Connection(str(path))
+        samples = b"".join(row[0] for row in analyst.execute("SELECT sample FROM sqlite_stat4"))
+        analyst.close()
+        assert needle("thread", "kept") in samples  # still there, of the rows left
+        assert store.check().ok
+
+
 @pytest.mark.parametrize("pending", [1, 300], ids=["segment-per-append", "one-segment"])
 def test_no_start_of_an_erased_word_is_left_in_the_full_text_index_pages(
     tmp_path: Path, pending: int

@@ -1153,6 +1153,34 @@ def test_the_application_role_erases_a_thread_through_the_schema_and_deletes_no_
         testing.connection(s).rollback()
 
 
+def test_the_tables_owner_purges_the_tables_but_leaves_old_statistics_to_the_database_owner(
+    request: pytest.FixtureRequest,
+) -> None:
+    """In the two-role deployment the tables' owner may vacuum and analyze its tables, but
+    not pg_statistic, a catalog: where statistics exist its purge says what is left and
+    who finishes it, and a superuser's purge does."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from tests.postgres_cluster import uri
+
+    owner_dsn, _ = request.getfixturevalue("deployment")
+    database = request.getfixturevalue("postgres_database")
+    owner_url = uri({key: str(value) for key, value in conninfo_to_dict(owner_dsn).items()})
+    with agui_store.open(owner_url) as s:
+        s.append(run("gonezq", "r1", *say("m1", "wordzq said", "user")))
+        s.append(run("kept", "k1", *say("m2", "keep me", "user")))
+        with psycopg.connect(database, autocommit=True) as admin:
+            admin.execute("ANALYZE")
+        receipt = s.delete_thread("gonezq")
+        assert receipt.threads == 1 and not receipt.purged
+        assert "pg_statistic" in receipt.purge_pending
+        assert "database's owner or a superuser" in receipt.purge_pending
+    with agui_store.open(database) as admin_store:
+        assert admin_store.purge()
+    with psycopg.connect(database, autocommit=True) as admin:
+        assert _erased_in_statistics(admin, ("gonezq", "wordzq")) == set()
+
+
 def test_an_erasure_vacuums_every_table_it_deleted_from_the_search_index_included(
     store_url: str,
 ) -> None:
@@ -1247,6 +1275,45 @@ def test_a_purge_that_rewrites_leaves_no_byte_of_an_erased_thread_in_the_data_fi
             assert _bytes_in_data_files(conn, b"kept0047word")
         assert [h.thread_id for h in s.search("kept0047word")] == ["kept47"]
         assert s.check().ok
+
+
+def _erased_in_statistics(conn: Any, needles: tuple[str, ...]) -> set[str]:
+    """Which of ``needles`` the planner's statistics of the store's tables show (pg_stats:
+    what any role that reads the tables reads of ANALYZE's samples)."""
+    rows = conn.execute(
+        "SELECT concat_ws(' ', most_common_vals::text, histogram_bounds::text, "
+        "most_common_elems::text) FROM pg_stats WHERE schemaname = %s",
+        (schema.SCHEMA,),
+    ).fetchall()
+    return {n for n in needles for (text,) in rows if text and n in text}
+
+
+def test_a_purge_samples_the_planners_statistics_again_and_rewrites_them_with_rewrite(
+    store_url: str,
+) -> None:
+    """ANALYZE (autovacuum's, on its own) keeps samples of the tables' values in
+    pg_statistic: the erased thread's ids, owner, branch and words. The purge samples them
+    again from the rows left and vacuums the old samples out; rewriting, out of its file."""
+    needles = ("gonezq", "ownerzq", "branchzq", "wordzq")
+    with agui_store.open(store_url) as s:
+        s.append(run("gonezq", "gonezq-r", *say("gonezq-m", "wordzq said", "user")),
+                 scope="ownerzq")
+        s.branch("branchzq", "gonezq-r", thread_id="gonezq")
+        for i in range(3):
+            s.append(run(f"kept{i}", f"k{i}", *say(f"k{i}-m", f"kept words {i}")))
+        with psycopg.connect(store_url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+            assert {"gonezq", "wordzq"} <= _erased_in_statistics(conn, needles)
+            assert s.delete_thread("gonezq", scope="ownerzq").purged
+            assert _erased_in_statistics(conn, needles) == set()
+            assert _erased_in_statistics(conn, ("kept",)) == {"kept"}
+            assert s.purge(rewrite=True)
+            conn.execute("CHECKPOINT")
+            for relation in ("pg_catalog.pg_statistic", "pg_toast.pg_toast_2619"):
+                (data,) = conn.execute(
+                    "SELECT pg_read_binary_file(pg_relation_filepath(%s))", (relation,)
+                ).fetchone()
+                assert not [n for n in needles if n.encode() in data], relation
 
 
 def test_a_transaction_begun_before_the_erasure_holds_the_purge_back_until_it_ends(

@@ -325,6 +325,8 @@ class PostgresBackend:
             else:
                 conn.execute(sql.vacuum(_ERASED_OPAQUE_KEYED, index_cleanup=False))
                 conn.execute(sql.vacuum(_ERASED_TEXT_KEYED, index_cleanup=True))
+            if not self._purge_statistics(conn, rewrite):
+                return False
         except Exception as e:
             self._end(conn, rollback=True)
             raise translate(e, self.where) from e
@@ -335,6 +337,29 @@ class PostgresBackend:
                 "'agui-store purge') once they end"
             )
             return False
+        return True
+
+    def _purge_statistics(self, conn: Any, rewrite: bool) -> bool:
+        """The planner's statistics of the tables an erasure deletes from (``ANALYZE``'s,
+        autovacuum's among them) hold samples of their values: ids, owners, payloads,
+        words, which ``pg_stats`` shows to any role that reads the tables. They are sampled
+        again from the rows left, and the old ones vacuumed out of ``pg_statistic``, which
+        only a superuser or the database's owner may do; whether that was done."""
+        erased_from = list(_ERASED_OPAQUE_KEYED + _ERASED_TEXT_KEYED)
+        sampled = [t for (t,) in conn.execute(
+            sql.TABLES_WITH_STATISTICS, (schema.SCHEMA, erased_from)).fetchall()]
+        if not sampled:
+            return True
+        conn.execute(sql.analyze(sampled))
+        (may,) = conn.execute(sql.MAY_VACUUM_STATISTICS).fetchone()
+        if not may:
+            self.purge_pending = (
+                "the planner's statistics were sampled again, but pg_statistic keeps the old "
+                "samples (erased values among them) until it is vacuumed, which only the "
+                "database's owner or a superuser may do: 'agui-store purge' connected as one"
+            )
+            return False
+        conn.execute(sql.vacuum_statistics(full=rewrite))
         return True
 
     # --- transactions -----------------------------------------------------------------------

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from psycopg import sql as psycopg_sql
@@ -1102,6 +1103,32 @@ OWNS_TABLES = (
     "SELECT coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), false) FROM pg_class c "
     "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'"
 )
+
+
+#: Which of the store's tables (parameter 2, in schema parameter 1) the planner holds
+#: statistics of: ANALYZE's samples of their values, readable to any role that reads them.
+TABLES_WITH_STATISTICS = (
+    "SELECT DISTINCT tablename FROM pg_stats WHERE schemaname = %s AND tablename = ANY(%s) "
+    "ORDER BY tablename"
+)
+
+#: Whether the connection's role may vacuum ``pg_statistic``: a superuser, or the
+#: database's owner (a catalog is not the tables' owner's).
+MAY_VACUUM_STATISTICS = (
+    "SELECT r.rolsuper OR pg_has_role(d.datdba, 'USAGE') FROM pg_roles r, pg_database d "
+    "WHERE r.rolname = current_user AND d.datname = current_database()"
+)
+
+
+def analyze(tables: Sequence[str]) -> str:
+    """``ANALYZE`` of the store's tables ``tables``: their statistics sampled again."""
+    return "ANALYZE " + ", ".join(tables)
+
+
+def vacuum_statistics(*, full: bool) -> str:
+    """``VACUUM`` of ``pg_statistic``, where the statistics ``ANALYZE`` replaced stay as
+    dead rows: ``full`` writes it again into new files."""
+    return f"VACUUM {'(FULL) ' if full else ''}pg_catalog.pg_statistic"
 
 
 def vacuum(tables: tuple[str, ...], *, index_cleanup: bool) -> str:

@@ -82,8 +82,9 @@ class SqliteBackend:
         """See :meth:`agui_store.engine.port.Backend.purge` (every purge rewrites, so
         ``rewrite`` asks for nothing more): the full-text index written
         again (:data:`sql.REWRITE_SEARCH_WORDS`: its page index keeps the starts of deleted
-        words), the file rewritten (``VACUUM``), then the WAL copied into it and truncated
-        to nothing.
+        words), the planner's statistics sampled again where an ``ANALYZE`` left some
+        (:data:`sql.HAS_STATISTICS`), the file rewritten (``VACUUM``), then the WAL copied
+        into it and truncated to nothing.
 
         ``secure_delete`` zeroes a deleted cell and a freed page, but not what a page
         rebuilt while rows are deleted leaves in its unused space: copies of cells moved
@@ -96,6 +97,8 @@ class SqliteBackend:
         with translated(self.where, conn):
             with connection.immediate(conn):
                 conn.execute(sql.REWRITE_SEARCH_WORDS)
+                if conn.execute(sql.HAS_STATISTICS).fetchone()[0]:
+                    conn.execute(sql.ANALYZE)
             conn.execute(sql.VACUUM)
             return self._checkpointed(conn)
 

@@ -592,6 +592,12 @@ SECURE_DELETE_ON = "PRAGMA secure_delete = ON"
 WAL_CHECKPOINT_TRUNCATE = "PRAGMA wal_checkpoint(TRUNCATE)"
 #: Rewrite the file from its live content alone (free pages and slack space go).
 VACUUM = "VACUUM"
+#: Whether the planner's statistics exist (``sqlite_stat1``, and ``sqlite_stat4`` where the
+#: library has it): an ``ANALYZE`` run on the file (by a tool, ``PRAGMA optimize``) keeps
+#: sample keys of the indexes there, thread and run ids, owners and branch names among them.
+HAS_STATISTICS = "SELECT count(*) FROM sqlite_schema WHERE name = 'sqlite_stat1'"
+#: Sample every index again, from the rows left.
+ANALYZE = "ANALYZE"
 #: Write the full-text index again as one segment of its live words. FTS5 keeps, for each
 #: leaf page of a segment, the start of the page's first word in ``search_words_idx``; a
 #: word's delete takes it out of the leaf but leaves that row, and ``VACUUM`` copies it as a
