@@ -663,6 +663,39 @@ def test_check_reports_a_leaf_run_deleted_by_hand_as_tampering_and_an_erasure_as
     ), found
 
 
+def test_no_sequence_number_an_erasure_took_is_handed_out_again_so_a_later_cut_shows(
+    store_location: str,
+) -> None:
+    """The newest thread erased, a run written after it would have the erased numbers
+    again, and the erasure's range would explain its deletion by hand."""
+    with agui_store.open(store_location) as store:
+        _thread(store, "a", runs=2)  # seq 1..12
+        _thread(store, "newest", runs=1)  # seq 13..18, the end of the log
+        store.delete_thread("newest")
+        _thread(store, "late", runs=1)
+        _thread(store, "after", runs=1)
+        assert checked(store)
+    late = "(SELECT id FROM runs WHERE run_id = 'late-r0')"
+    tamper(  # thread late's only run, whole, with every row that names it
+        store_location,
+        [
+            {
+                "sqlite": f"DELETE FROM search_pending WHERE run = {late}",
+                "postgres": f"DELETE FROM search_messages WHERE run = {late}",
+            },
+            {
+                "sqlite": f"DELETE FROM event_log WHERE run = {late}",
+                "postgres": f"DELETE FROM event_pages WHERE run = {late}",
+            },
+            *(f"DELETE FROM {table} WHERE run = {late}" for table in (
+                "batches", "lineage_digests", "checkpoint_segments", "checkpoints")),
+            f"DELETE FROM runs WHERE id = {late}",
+        ],
+    )  # fmt: skip
+    found = problems(store_location)
+    assert found and found[0].startswith("batches: seq 19..24: no event"), found
+
+
 def test_check_reports_checkpoint_segments_deleted_by_hand_but_not_those_an_erasure_took(
     store_location: str,
 ) -> None:

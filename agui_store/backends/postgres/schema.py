@@ -52,10 +52,10 @@ if TYPE_CHECKING:
 SCHEMA = "agui_store"
 
 #: Bumped whenever this schema changes; recorded in ``meta`` under ``schema_version``.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 #: The SQLite schema version whose tables and columns these mirror (a test compares them).
-MIRRORS_SQLITE_VERSION = 22
+MIRRORS_SQLITE_VERSION = 23
 
 #: ``meta``'s ``application`` row: what marks a PostgreSQL schema as an agui-store.
 APPLICATION = "agui-store"
@@ -608,10 +608,18 @@ MIGRATE_V10 = MIGRATE_V9
 #: them (:func:`agui_store.backends.postgres.migrations.delete_unreferenced_blobs`).
 MIGRATE_V11 = "SELECT 1"
 
+#: Version 12: a sequence number is never handed out again, as SQLite's version 23 ensures:
+#: the next one comes after the last any erasure took too, read through this index (made if
+#: missing: a schema set back to an older version keeps it).
+MIGRATE_V12 = """
+CREATE INDEX IF NOT EXISTS erasures_by_last_seq ON erasures (((seqs::jsonb -> -1 ->> 1)::bigint))
+"""
+
 #: Migrations from version N-1 to N, each applied inside :func:`install`'s transaction.
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1, 2: MIGRATE_V2, 3: MIGRATE_V3, 4: MIGRATE_V4, 5: MIGRATE_V5, 6: MIGRATE_V6,
     7: MIGRATE_V7, 8: MIGRATE_V8, 9: MIGRATE_V9, 10: MIGRATE_V10, 11: MIGRATE_V11,
+    12: MIGRATE_V12,
 }
 
 READ_META = "SELECT key, value FROM {schema}.meta WHERE key IN ('application', 'schema_version')"

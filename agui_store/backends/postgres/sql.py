@@ -142,8 +142,12 @@ EVENT_SEQ = "(p.first_seq + e.n - 1)"
 
 #: The next global sequence number: read under LOCK_EVENT_ORDER (one backward probe of the
 #: primary key: pages never overlap, so the one that starts last ends last).
+#: The next sequence number: after the newest event's and the last an erasure took (schema
+#: version 12), so that none is ever handed out again.
 NEXT_SEQ = (
-    "SELECT coalesce((SELECT last_seq FROM event_pages ORDER BY first_seq DESC LIMIT 1), 0) + 1"
+    "SELECT greatest(coalesce((SELECT last_seq FROM event_pages ORDER BY first_seq DESC "
+    "LIMIT 1), 0), coalesce((SELECT max((seqs::jsonb -> -1 ->> 1)::bigint) FROM erasures), "
+    "0)) + 1"
 )
 #: NEXT_SEQ in one round trip with the event-order lock before it, as a statement of its own
 #: (READ COMMITTED: a snapshot taken after the lock was granted, which sees every batch

@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 22
+SCHEMA_VERSION = 23
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -637,6 +637,16 @@ CREATE_V21 = CREATE_V20
 # with the last checkpoint that refers to it from now on.
 CREATE_V22 = "-- every blob no checkpoint refers to deleted, in Python\n"
 
+# Version 23: a sequence number is never handed out again. The next one came after the
+# newest event, so an erasure of the newest runs gave theirs out again, and a run later
+# written on them, deleted by hand, left no hole for check() to find: the erasure's range
+# explained it. The next number now comes after the last one any erasure took too (each
+# entry's ranges are sorted: its last range ends highest), read through this index (made
+# if missing: a file a tool set back to an older version keeps it).
+CREATE_V23 = """
+CREATE INDEX IF NOT EXISTS erasures_by_last_seq ON erasures(json_extract(seqs, '$[#-1][1]'));
+"""
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -660,6 +670,7 @@ MIGRATIONS: dict[int, str] = {
     20: CREATE_V20,
     21: CREATE_V21,
     22: CREATE_V22,
+    23: CREATE_V23,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.

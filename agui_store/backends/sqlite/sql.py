@@ -229,7 +229,12 @@ INSERT_EVENT = "INSERT INTO event_log(seq, run, type, payload) VALUES (?, ?, ?, 
 #: A type no code was fixed for (never one AG-UI defines): it gets the next free code.
 ADD_EVENT_TYPE = "INSERT OR IGNORE INTO event_types(name) VALUES (?)"
 EVENT_TYPE_CODE = "SELECT code FROM event_types WHERE name = ?"
-NEXT_SEQ = "SELECT coalesce(max(seq), 0) + 1 FROM events"
+#: The next sequence number: after the newest event's and the last an erasure took
+#: (schema version 23), so that none is ever handed out again.
+NEXT_SEQ = (
+    "SELECT max(coalesce((SELECT max(seq) FROM events), 0), coalesce((SELECT "
+    "max(json_extract(seqs, '$[#-1][1]')) FROM erasures), 0)) + 1"
+)
 INSERT_ECHO_REFS = "INSERT INTO echo_refs(seq, refs) VALUES (?, ?)"
 #: A run's events after a sequence number, with their echo refs.
 RUN_EVENTS = """
