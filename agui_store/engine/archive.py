@@ -414,6 +414,14 @@ class _Section:
         """See :class:`agui_store.engine.replication.Source`."""
         return self.records.get(conversation_id)
 
+    def thread_custom_events(self, thread_id: str) -> list[tuple[str, str]]:
+        """The thread's ``CUSTOM`` events, ``(run id, payload)``, in recorded order (where
+        its runs announce conversation saves)."""
+        if thread_id != self.thread_id:
+            return []
+        names = {run.pk: run_id for run_id, run in self.runs.items()}
+        return [(names[row[0]], row[3]) for row in self.events if row[2] == "CUSTOM"]
+
     def conversation_history(self, head_id: str, limit: int) -> list[port.EntryRow]:
         """See :class:`agui_store.engine.replication.Source`."""
         out: list[port.EntryRow] = []
@@ -708,8 +716,15 @@ class _Reader:
         section = self.section
         dst = self.dst
         if self._erased(section):
-            return
-        if section.thread_id is not None:
+            # The conversations the erased thread links to go with it. Any other lands as
+            # those at the end do: a whole store's archive ends with the conversations no
+            # thread links to, which read as part of its last thread's section.
+            assert section.thread_id is not None
+            linked = set(replication.linked_conversations(section, section.thread_id))
+            section = _Section(section.where, entries=section.entries, records={
+                cid: row for cid, row in section.records.items() if cid not in linked})
+            self._erased(section)
+        elif section.thread_id is not None:
             _verify(section)
             plan = replication.plan_thread(section, dst, section.thread_id)
             if plan.writes:

@@ -311,6 +311,41 @@ def test_an_owners_export_and_copy_carry_the_owners_conversations_no_thread_link
     assert held["notes-a"] is not None and held["notes-b"] is None and held["notes"] is None
 
 
+def test_an_import_leaves_out_the_erased_last_threads_conversation_but_not_those_after_it(
+    store_location: str, tmp_path: Path
+) -> None:
+    """A whole store's archive ends with the conversations no thread links to, after its
+    last thread: that thread erased in the store, its own conversation stays out and the
+    others land, as a copy lands them."""
+    from pydantic_ai.conversation import Conversation
+
+    from agui_store.integrations.pydantic_ai import ConversationStore
+    from tests.pydantic_ai_conversations import turn
+
+    source = str(tmp_path / "source.db")
+    with agui_store.open(source) as store:
+        record_run(store, "t1", "r1")
+        record_run(store, "t2", "q1")
+
+    async def save() -> None:
+        async with ConversationStore(source) as conversations:
+            for cid in ("t2", "notes"):  # t2's, by its id; one no thread links to
+                await conversations.save(Conversation(conversation_id=cid, messages=turn(1)))
+
+    asyncio.run(save())
+    with agui_store.open(source) as store:
+        archive = exported(store)
+    assert archive.rindex(b'"conversation_id":"notes"') > archive.rindex(b'"thread_id":"t2"')
+    with agui_store.open(store_location) as store:
+        record_run(store, "t2", "q1")
+        store.delete_thread("t2")
+        landed = store.import_archive(io.BytesIO(archive))
+        assert (landed.left_erased, landed.threads, landed.conversations) == (1, 1, 1)
+        assert store.threads() == ["t1"]
+    held = conversations_of(store_location, ["t2", "notes"])
+    assert held["t2"] is None and held["notes"] is not None
+
+
 def test_an_import_leaves_out_a_thread_the_store_erased_and_restores_it_only_when_asked(
     store_location: str,
 ) -> None:
