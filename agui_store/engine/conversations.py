@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import msgspec
 
@@ -395,7 +396,15 @@ def _release(tx: port.Writing, tips: Sequence[int]) -> int:
 SAVED_EVENT = "pydantic_ai_conversation_saved"
 
 
-def saved_entries(tx: port.Reading, thread_id: str) -> list[tuple[str, str, list[str]]]:
+class Announcements(Protocol):
+    """Where a thread's runs announce their conversation saves: a store's read transaction,
+    or an archive's thread being imported."""
+
+    def thread_custom_events(self, thread_id: str) -> list[tuple[str, str]]:
+        """As :meth:`agui_store.engine.port.ConversationReads.thread_custom_events`."""
+
+
+def saved_entries(tx: Announcements, thread_id: str) -> list[tuple[str, str, list[str]]]:
     """``(run_id, conversation_id, entry ids)`` of every conversation save a thread's runs
     announced (their ``pydantic_ai_conversation_saved`` CUSTOM events), in recorded order."""
     found: list[tuple[str, str, list[str]]] = []

@@ -49,6 +49,8 @@ class Source(Protocol):
         """As :meth:`port.Reading.conversation_history`."""
     def conversation_entry_key(self, entry_id: str) -> tuple[int, bytes, str] | None:
         """As :meth:`port.Reading.conversation_entry_key`."""
+    def thread_custom_events(self, thread_id: str) -> list[tuple[str, str]]:
+        """As :meth:`port.Reading.thread_custom_events`."""
 
 
 #: Runs whose events one read fetches from the source while writing (bounds memory).
@@ -641,7 +643,7 @@ def entry_ids(tx: Source, row: port.ConversationRow) -> list[str]:
     return list(found)
 
 
-def linked_conversations(tx: port.Reading, thread_id: str) -> list[str]:
+def linked_conversations(tx: Source, thread_id: str) -> list[str]:
     """The stored conversations a thread is linked to: the one named by the thread's id (as
     pydantic-ai's AG-UI adapter names them) and those its runs announced saving to."""
     named = [thread_id, *(cid for _, cid, _ in conversations.saved_entries(tx, thread_id))]
