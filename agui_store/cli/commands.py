@@ -173,29 +173,25 @@ def _labelled(store: Store, runs: Sequence[Run]) -> Iterator[tuple[Run, str]]:
     it added to its lineage parent's view (the question a forked run or an edit asked, never
     one it inherited; after a run the client aborted, which never ended and so is no
     lineage parent, the new question, not the aborted one), else the last one its view
-    holds. One at a time, so that a long log
-    prints as it goes; the views of the last few runs are kept, so a lineage listed newest
-    first reads each view once (a run's parent is the next run listed)."""
-    views: dict[str, list[dict[str, Any]]] = {}
-
-    def view(run_id: str, thread_id: str) -> list[dict[str, Any]]:
-        if run_id not in views:
-            if len(views) >= 4:
-                del views[next(iter(views))]
-            views[run_id] = store.checkout(run_id, thread_id=thread_id).messages
-        return views[run_id]
-
+    holds. One at a time, so that a long log prints as it goes. What a run added is the
+    diff from its parent, which reads what the two views do not share: a label costs what
+    the run added, not its view's length (a log of a long thread would cost the square of
+    it)."""
     for run in runs:
-        messages = view(run.run_id, run.thread_id)
-        parent = run.parent_run_id
-        before = set() if parent is None else {
-            str(m.get("id")) for m in view(parent, run.thread_id)
-        }
-        asked = [m for m in messages if m.get("role") == "user"]
-        added = [m for m in asked if str(m.get("id")) not in before]
-        # A run that added no question (a regenerate, a tool result sent back) answers the
-        # last one its view holds.
-        said = added[-1] if added else asked[-1] if asked else None
+        said = None
+        if run.parent_run_id is not None:
+            change = store.diff(
+                run.parent_run_id, run.run_id, thread_id=run.thread_id, mode="two-dot"
+            )
+            added = [c.after for c in change.messages
+                     if c.kind == "added" and c.after is not None and c.after.get("role") == "user"]
+            said = added[-1] if added else None
+        if said is None:
+            # A run that added no question (a regenerate, a tool result sent back) answers
+            # the last one its view holds.
+            messages = store.checkout(run.run_id, thread_id=run.thread_id).messages
+            asked = [m for m in messages if m.get("role") == "user"]
+            said = asked[-1] if asked else None
         yield run, content_text(said.get("content")) if said is not None else ""
 
 
