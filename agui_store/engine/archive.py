@@ -31,8 +31,13 @@ from typing import Any
 
 import msgspec
 
-from agui_store.engine import conversations, erasure, port, replication
-from agui_store.errors import HashMismatchError, InvalidArgumentError, SchemaVersionError
+from agui_store.engine import conversations, erasure, intake, port, replication
+from agui_store.errors import (
+    BranchError,
+    HashMismatchError,
+    InvalidArgumentError,
+    SchemaVersionError,
+)
 from agui_store.history import hashing
 
 #: The header's ``format``.
@@ -562,7 +567,13 @@ class _Reader:
                 continue
             if self.ended:
                 raise InvalidArgumentError(f"{self.at(number)}: a record after the end record")
-            self.record(rec, number)
+            try:
+                self.record(rec, number)
+            except UnicodeDecodeError as e:  # in a value the record keeps as its JSON
+                raise InvalidArgumentError(
+                    f"{self.at(number)}: not UTF-8 text ({e.reason}, byte {e.start} of a "
+                    "value): the archive is damaged"
+                ) from None
         if number == 0:
             raise InvalidArgumentError(f"{self.where}: the file is empty")
         if not self.ended:
@@ -665,10 +676,17 @@ class _Reader:
         elif kind == "branch":
             if section.thread_id is None:
                 raise InvalidArgumentError(f"{where}: a branch outside a thread")
-            section.branches.append(
-                (_need(rec.name, "name", where), _need(rec.run_id, "run_id", where),
-                 _need(rec.updated_at, "updated_at", where))
-            )  # fmt: skip
+            name, run_id = _need(rec.name, "name", where), _need(rec.run_id, "run_id", where)
+            try:
+                intake.check_branch_name(name)
+            except BranchError as e:
+                raise InvalidArgumentError(f"{where}: {e}") from None
+            if run_id not in section.runs:
+                raise InvalidArgumentError(
+                    f"{where}: branch {name!r} points at run {run_id!r}, which no run record "
+                    "of its thread before it names"
+                )
+            section.branches.append((name, run_id, _need(rec.updated_at, "updated_at", where)))
             self.seen.branches += 1
         elif kind == "conversation_entry":
             entry_id = _need(rec.entry_id, "entry_id", where)

@@ -658,9 +658,16 @@ def source_entries(tx: Source, record: conversations.Record) -> list[SourceEntry
     for tip in (record.head_id, *record.branches):
         if tip is None or tip in out:
             continue
-        for entry_id, parent_id, kind, message, stored, address, parent_hash in (
-            tx.conversation_history(tip, conversations.EVERY)
-        ):
+        history = tx.conversation_history(tip, conversations.EVERY)
+        if not history or str(history[-1][0]) != tip or history[0][1] is not None:
+            # The history stops short: an entry on it is missing (a line lost from an
+            # archive, a row deleted by hand).
+            gone = tip if not history or str(history[-1][0]) != tip else str(history[0][1])
+            raise HashMismatchError(
+                f"conversation {record.conversation_id!r}: entry {gone!r}, on the history "
+                "of its head or a branch, is missing in the source"
+            )
+        for entry_id, parent_id, kind, message, stored, address, parent_hash in history:
             entry_id = str(entry_id)
             if entry_id in out:
                 continue

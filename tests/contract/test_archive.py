@@ -230,6 +230,12 @@ def test_an_edited_or_cut_archive_is_refused_by_line_and_nothing_is_written(
          "lines are missing"),
         (b"".join(lines[: branch + 1] + lines[branch:]), InvalidArgumentError,
          "lines were repeated or added"),
+        (archive.replace(b'"run_id":"r1","updated_at"', b'"run_id":"nope","updated_at"'),
+         InvalidArgumentError, f"line {branch + 1}: branch 'b' points at run 'nope'"),
+        (archive.replace(b'"name":"b"', b'"name":"HEAD"'), InvalidArgumentError,
+         f"line {branch + 1}: 'HEAD' is reserved"),
+        (edited.replace(b"answer r9", b"answer \xff".decode("unicode_escape").encode("latin-1")),
+         InvalidArgumentError, "line .*: not UTF-8 text"),
     ]  # fmt: skip
     before = dump(target)
     with agui_store.open(target) as store:
@@ -242,6 +248,25 @@ def test_an_edited_or_cut_archive_is_refused_by_line_and_nothing_is_written(
             store.import_archive(io.BytesIO(edited))
         low, high = map(int, re.search(r"on lines (\d+)-(\d+)", str(refused.value)).groups())
         assert low <= changed <= high and "nothing was imported" in str(refused.value)
+    assert dump(target) == before
+
+
+def test_an_archive_missing_a_conversation_entry_is_refused_naming_it_and_nothing_is_written(
+    new_location: Any,
+) -> None:
+    source, target = new_location(), new_location()
+    with agui_store.open(source) as store:
+        record_run(store, "t1", "r1")
+    save_conversations(source, [("t1", 2, False)])
+    with agui_store.open(source) as store:
+        lines = exported(store).splitlines(keepends=True)
+    entries = [n for n, line in enumerate(lines) if b'"record":"conversation_entry"' in line]
+    before = dump(target)
+    with agui_store.open(target) as store:
+        for lost in (entries[0], entries[-1]):  # the root's line, the head's
+            cut = b"".join(lines[:lost] + lines[lost + 1 :])
+            with pytest.raises(HashMismatchError, match=r"conversation 't1': entry .* missing"):
+                store.import_archive(io.BytesIO(cut))
     assert dump(target) == before
 
 
