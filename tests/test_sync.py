@@ -601,6 +601,30 @@ def test_a_thread_with_a_nul_in_its_id_is_refused_by_name_and_the_others_copy(
     assert_same(src, dst)
 
 
+@pytest.mark.parametrize("dst_kind", ["sqlite", pytest.param("postgres", marks=_NO_PG)])
+def test_a_thread_whose_id_is_too_long_to_index_is_refused_by_name_and_check_warns_of_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    locations: Callable[[str], str],
+    dst_kind: str,
+) -> None:
+    """Releases before this one took ids of any length; PostgreSQL's indexes hold about
+    2,700 bytes of one, so a copy refuses such a thread by name, as it refuses a NUL."""
+    from agui_store.engine import arguments
+
+    src, long_id = tmp_path / "old.db", "t" * 3000
+    monkeypatch.setattr(arguments, "unstorable", lambda value: None)
+    with agui_store.open(src) as store:
+        store.append(run_events(long_id, "r1", "held by an old release"))
+    monkeypatch.undo()
+    with pytest.raises(agui_store.InvalidEventError) as refused:
+        agui_store.copy(src, locations(dst_kind))
+    assert f"thread '{'t' * 20}" in str(refused.value)
+    assert "3,000 bytes long" in str(refused.value) and "delete_thread(" in str(refused.value)
+    with agui_store.open(src) as store:
+        assert any("3,000 bytes long" in w.detail for w in store.check().warnings)
+
+
 def test_check_warns_of_ids_no_copy_carries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -64,9 +64,15 @@ def check_scope(scope: Any) -> None:
         raise InvalidEventError(reason, path="scope")
 
 
+#: The longest id, in UTF-8 bytes, that every backend indexes: a PostgreSQL B-tree entry
+#: holds at most about 2,700 bytes, and ids are keys of unique indexes.
+MAX_ID_BYTES = 2048
+
+
 def unstorable(value: str) -> str | None:
     """Why an id cannot be stored as text on every backend, or ``None``: a lone surrogate
-    (not UTF-8) or a NUL character (which PostgreSQL's text cannot hold)."""
+    (not UTF-8), a NUL character (which PostgreSQL's text cannot hold), or more than
+    :data:`MAX_ID_BYTES` (which its indexes cannot)."""
     if not storable_text(value):
         return (
             "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which cannot be "
@@ -74,6 +80,11 @@ def unstorable(value: str) -> str | None:
         )
     if "\x00" in value:
         return "holds a NUL character (\\u0000), which PostgreSQL's text cannot hold"
+    if len(value) > MAX_ID_BYTES // 4 and (size := len(value.encode())) > MAX_ID_BYTES:
+        return (
+            f"is {size:,} bytes long (UTF-8), and an id may be at most {MAX_ID_BYTES:,}, "
+            "which PostgreSQL's indexes can hold"
+        )
     return None
 
 

@@ -303,3 +303,25 @@ def test_a_failure_late_in_a_multi_run_batch_writes_none_of_it(
         store.append(batch)
     assert e.value.index == 4
     assert dump(store_location) == before
+
+
+def test_an_id_every_backend_can_index_is_kept_and_a_longer_one_refused_by_name(
+    store: Any, store_location: str
+) -> None:
+    """Ids are keys of unique indexes, and PostgreSQL's hold about 2,700 bytes: an id of
+    more than 2,048 bytes is refused on every backend alike, so that a store copies to any
+    other."""
+    longest = "é" * 1024  # 2,048 bytes
+    store.append(run(longest, longest, *say("m", "kept")))
+    assert store.get_run(longest, thread_id=longest) is not None
+    before = dump(store_location)
+    too_long = longest + "x"
+    for events, named, where in [
+        (run(too_long, "r"), {}, "$.threadId"),
+        (run("t", too_long), {}, "$.runId"),
+        (run("t", "r"), {"scope": "o" * 2049}, "scope"),
+    ]:
+        with pytest.raises(InvalidEventError, match=r"is 2,049 bytes long .* at most 2,048") as e:
+            store.append(events, **named)
+        assert where in str(e.value)
+    assert dump(store_location) == before
