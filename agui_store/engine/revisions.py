@@ -217,8 +217,9 @@ def _resolve_exact(
     ):
         found[pk] = (run_thread_pk, run_id, "run id")
     hashed_in = thread_pk if thread_pk is not None else _only_thread(tx, scope)
-    if hashed_in is not None and arguments.is_short_hash(ref):
-        digits = ref.lower()
+    # A run still open shows its hash so far with a "+" after it (as log prints it).
+    digits = (ref[:-1] if ref.endswith("+") else ref).lower()
+    if hashed_in is not None and arguments.is_short_hash(digits):
         for row in tx.thread_run_summaries(hashed_in):
             run_hash = row.hash
             if run_hash is not None and bytes(run_hash).hex().startswith(digits):

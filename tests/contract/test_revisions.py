@@ -48,6 +48,15 @@ def test_a_short_hash_of_four_or_more_digits_names_its_run(store: Any) -> None:
     assert store.get_run(store.runs("t")[0].hash[:3]) is None  # three digits are not enough
 
 
+def test_the_hash_log_prints_for_an_open_run_names_it(store: Any) -> None:
+    """``log`` writes an open run's hash so far with a ``+`` after it."""
+    store.append(run("t", "open")[:-1])  # no RUN_FINISHED: still open
+    live = store.get_run("open", thread_id="t")
+    assert live.status == "incomplete"
+    assert store.get_run(live.short_hash + "+", thread_id="t").run_id == "open"
+    assert store.get_run(live.short_hash + "+~1", thread_id="t") is not None
+
+
 def test_an_ambiguous_prefix_lists_the_runs_it_fits(store: Any) -> None:
     store.append(run("t", "ab-1"))
     store.append(run("t", "ab-2"))
