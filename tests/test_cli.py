@@ -482,6 +482,26 @@ def test_delete_asks_on_a_terminal_and_erases_only_on_yes(tmp_path: Path) -> Non
     assert _thread_ids(cli, db) == ["kept"]
 
 
+@pytest.mark.parametrize("command", [["analyze", "-"], ["export", "--sqlite", "-"]])
+def test_the_analysis_database_is_never_written_to_a_terminal(
+    tmp_path: Path, command: list[str]
+) -> None:
+    import pty
+
+    db = tmp_path / "s.db"
+    cli("demo", db=db)
+    main, secondary = pty.openpty()
+    proc = subprocess.run(
+        [sys.executable, "-m", "agui_store", *command, "--db", str(db)],
+        stdout=secondary, stderr=subprocess.PIPE, text=True, timeout=120,
+    )
+    os.close(secondary)
+    os.close(main)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"agui-store {command[0]}: the analysis database is binary")
+    assert "Traceback" not in proc.stderr
+
+
 def test_search_prints_a_hit_a_line_newest_first_and_names_the_next_page(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     cli("demo", db=db)

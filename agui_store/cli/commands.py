@@ -989,6 +989,12 @@ def _write_analysis(
     """The sqlite-utils analysis export, with a progress bar over the runs on a terminal."""
     from agui_store.exports.analysis import export_sqlite
 
+    if out_path == "-" and sys.stdout.isatty():  # as gzip: binary never goes to a terminal
+        raise UsageError(
+            "the analysis database is binary: it is not written to a terminal; redirect "
+            "stdout to a file or a pipe, or name a file"
+        )
+
     bar: Progress | None = None
 
     def progress(done: int, total: int) -> None:
