@@ -350,6 +350,25 @@ def test_an_unreadable_file_is_a_storage_error_through_the_api(unreadable: Path)
     assert str(unreadable) in result.stdout
 
 
+def test_a_store_in_a_folder_that_cannot_be_written_names_the_folder_and_the_way_out(
+    tmp_path: Path,
+) -> None:
+    """SQLite makes the -wal and -shm files beside a store even to read it."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "store.db"
+    with agui_store.open(path) as store:
+        store.append(EVENTS)
+    folder.chmod(0o555)
+    try:
+        result = cli("--db", str(path), "log", prefix=_without_file_permission_override())
+    finally:
+        folder.chmod(0o755)
+    assert_one_line_error(result, 1, str(path))
+    assert f"its folder {folder} cannot be written" in result.stderr
+    assert "-wal and -shm" in result.stderr
+
+
 # --- file modes --------------------------------------------------------------------------------
 
 

@@ -98,6 +98,14 @@ def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiSt
             f"cannot open {where} ({e}{system})", path=where, errno=system_errno or None
         )
     if isinstance(e, (apsw.ReadOnlyError, apsw.PermissionsError, apsw.AuthError)):
+        folder = _unwritable_folder(where)
+        if folder is not None:
+            return errors.StorageError(
+                f"{where} cannot be read or written: SQLite keeps a store's -wal and -shm "
+                f"files beside it, even to read it, and its folder {folder} cannot be "
+                "written; make the folder writable, or copy the store to one that is",
+                path=where, errno=system_errno or errno.EACCES,
+            )
         return errors.StorageError(
             f"{where} cannot be written ({e}{system}): check the file's and its folder's "
             "permissions",
@@ -113,6 +121,18 @@ def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiSt
         f"unexpected SQLite error working on {where}: {type(e).__name__}: {e} (a bug in "
         "agui-store: please report it with this message)"
     )
+
+
+def _unwritable_folder(path: str) -> str | None:
+    """The folder of the store file ``path`` if this process may not create files in it
+    (where SQLite makes the -wal and -shm files), else ``None``."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        if os.path.isfile(path) and not os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _in_read_only_folder(path: str) -> bool:
