@@ -318,8 +318,9 @@ def as_sequence_hashed(location: str) -> int:
             conn.execute("PRAGMA user_version = 14")
     # PostgreSQL's versions 9 and 10 empty the search index and index every run again; its
     # 11 and SQLite's 22 delete the blobs no checkpoint refers to (no table changes); its 12
-    # and SQLite's 23 add an index on the erasure log, which this version has.
-    assert pg_schema.SCHEMA_VERSION == 12 and sqlite_schema.SCHEMA_VERSION == 23, (
+    # and SQLite's 23 add an index on the erasure log, which this version has; its 13
+    # narrows what erase_log erases.
+    assert pg_schema.SCHEMA_VERSION == 13 and sqlite_schema.SCHEMA_VERSION == 23, (
         "a later migration: say here what it undoes"
     )
     return changed

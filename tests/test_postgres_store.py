@@ -1153,6 +1153,32 @@ def test_the_application_role_erases_a_thread_through_the_schema_and_deletes_no_
         testing.connection(s).rollback()
 
 
+def test_the_application_role_can_erase_only_whole_threads_through_erase_log(
+    request: pytest.FixtureRequest,
+) -> None:
+    """``erase_log`` deletes as the tables' owner, for the application's role: given one
+    run of a thread that stays (a hand-made call), it refuses and deletes nothing."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from tests.postgres_cluster import uri
+
+    _, app_dsn = request.getfixturevalue("deployment")
+    app_url = uri({key: str(value) for key, value in conninfo_to_dict(app_dsn).items()})
+    with agui_store.open(app_url) as s:
+        s.append(run("kept", "k1", *say("m1", "one", "user")))
+        s.append(run("kept", "k2", *say("m2", "two", "user")))
+        before = [r.run_id for r in s.runs("kept")]
+    with psycopg.connect(app_dsn) as app:
+        app.execute(f"SET search_path TO {schema.SCHEMA}")
+        (thread,) = app.execute("SELECT id FROM threads").fetchone()
+        (first,) = app.execute("SELECT min(id) FROM runs").fetchone()
+        with pytest.raises(psycopg.Error, match="erases whole threads"):
+            app.execute("SELECT erase_log(%s, %s)", ([thread], [first]))
+    with agui_store.open(app_url) as s:
+        assert [r.run_id for r in s.runs("kept")] == before and s.check().ok
+        assert s.delete_thread("kept").threads == 1  # a whole thread: as before
+
+
 def test_the_tables_owner_purges_the_tables_but_leaves_old_statistics_to_the_database_owner(
     request: pytest.FixtureRequest,
 ) -> None:

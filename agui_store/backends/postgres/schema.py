@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 SCHEMA = "agui_store"
 
 #: Bumped whenever this schema changes; recorded in ``meta`` under ``schema_version``.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 #: The SQLite schema version whose tables and columns these mirror (a test compares them).
 MIRRORS_SQLITE_VERSION = 23
@@ -615,11 +615,38 @@ MIGRATE_V12 = """
 CREATE INDEX IF NOT EXISTS erasures_by_last_seq ON erasures (((seqs::jsonb -> -1 ->> 1)::bigint))
 """
 
+#: Version 13: ``erase_log`` erases whole threads only. It deleted any runs it was given,
+#: so the application's role, which may call it, could take one run out of a thread that
+#: stays; the store only ever erases a thread with all its runs, and the function now
+#: refuses anything else.
+MIGRATE_V13 = f"""
+CREATE OR REPLACE FUNCTION erase_log(erased_threads bigint[], erased_runs bigint[])
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+    whole bigint[] := ARRAY(SELECT id FROM runs WHERE thread = ANY(erased_threads));
+BEGIN
+    IF erased_runs IS NULL OR NOT (whole @> erased_runs AND erased_runs @> whole) THEN
+        RAISE EXCEPTION 'agui-store: erase_log erases whole threads, every run of each'
+            USING ERRCODE = '{APPEND_ONLY_SQLSTATE}';
+    END IF;
+    PERFORM set_config('{ERASING_SETTING}', 'on', true);
+    DELETE FROM echo_refs e USING event_pages p
+        WHERE p.run = ANY(whole) AND e.seq BETWEEN p.first_seq AND p.last_seq;
+    DELETE FROM event_pages WHERE run = ANY(whole);
+    DELETE FROM batches WHERE run = ANY(whole);
+    DELETE FROM runs WHERE id = ANY(whole);
+    DELETE FROM threads WHERE id = ANY(erased_threads);
+    PERFORM set_config('{ERASING_SETTING}', 'off', true);
+END
+$$;
+REVOKE ALL ON FUNCTION erase_log(bigint[], bigint[]) FROM PUBLIC;
+"""
+
 #: Migrations from version N-1 to N, each applied inside :func:`install`'s transaction.
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1, 2: MIGRATE_V2, 3: MIGRATE_V3, 4: MIGRATE_V4, 5: MIGRATE_V5, 6: MIGRATE_V6,
     7: MIGRATE_V7, 8: MIGRATE_V8, 9: MIGRATE_V9, 10: MIGRATE_V10, 11: MIGRATE_V11,
-    12: MIGRATE_V12,
+    12: MIGRATE_V12, 13: MIGRATE_V13,
 }
 
 READ_META = "SELECT key, value FROM {schema}.meta WHERE key IN ('application', 'schema_version')"
