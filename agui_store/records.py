@@ -30,6 +30,9 @@ RUN_STATUSES = ("finished", "interrupted", "cancelled", "error", "incomplete")
 #: The status a RUN_FINISHED gives, by the type of its ``outcome`` (none: ``success``).
 _OUTCOME_STATUS = {"success": "finished", "interrupt": "interrupted", "cancelled": "cancelled"}
 
+#: The statuses a RUN_FINISHED's outcome gives (:func:`status_of_terminal`).
+OUTCOME_STATUSES = frozenset(_OUTCOME_STATUS.values())
+
 
 def status_of_terminal(event: dict[str, Any]) -> str:
     """The status a terminal event gives its run: ``error`` for RUN_ERROR, else what the

@@ -566,3 +566,67 @@ def test_the_import_command_names_the_file_before_what_is_wrong_in_it(tmp_path: 
     )
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"agui-store import: {bad}: event 0 at $.type: malformed JSON")
+
+
+def _hashed_archive(
+    events: list[tuple[str, str]], *, created_at: int = 1_767_225_600_000,
+    lineage: str = "root", outcome: str | None = "finished",
+) -> bytes:
+    """A one-run archive of thread ``t1``, run ``r1``, whose hashes are right for what it
+    holds, as another tool writing the documented format would make it. ``events``:
+    ``(type record, payload text)``."""
+    from agui_store.history import hashing
+
+    start = hashing.start(thread_id="t1", run_id="r1", lineage=lineage,
+                          sent_parent_run_id=None, synthetic=False, created_at=created_at,
+                          parent_hash=None, input_hash=None)  # fmt: skip
+    rows = [(n, kind, text, None) for n, (kind, text) in enumerate(events)]
+    batch = hashing.chain(start, hashing.batch_digest(rows, outcome, created_at))
+    records = [
+        {"record": "header", "format": "agui-store-archive", "version": 1},
+        {"record": "thread", "thread_id": "t1", "owner": None, "created_at": created_at},
+        {"record": "run", "run_id": "r1", "parent_run_id": None, "lineage": lineage,
+         "sent_parent_run_id": None, "synthetic": False, "created_at": created_at,
+         "input": None, "input_refs": None, "parent_hash": None, "hash": start.hex()},
+        {"record": "batch", "run_id": "r1", "outcome": outcome, "appended_at": created_at,
+         "events": len(events), "hash": batch.hex()},
+        *({"record": "event", "type": kind, "event_text": text} for kind, text in events),
+        {"record": "end", "counts": {"threads": 1, "runs": 1, "events": len(events),
+                                     "branches": 0, "conversations": 0}},
+    ]  # fmt: skip
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+STARTED = '{"type":"RUN_STARTED","threadId":"t1","runId":"r1"}'
+FINISHED = '{"type":"RUN_FINISHED","threadId":"t1","runId":"r1"}'
+
+
+def test_an_archive_hashed_right_lands_only_what_append_would_have_stored(
+    tmp_path: Path,
+) -> None:
+    """The hashes hold an archive to what it says; what it says must be what a store
+    holds: JSON objects of the type the record names, a RUN_STARTED of its own run, times a
+    date holds, a known lineage reason and run status."""
+    sound = _hashed_archive([("RUN_STARTED", STARTED), ("RUN_FINISHED", FINISHED)])
+    cases = [
+        (_hashed_archive([("RUN_STARTED", STARTED), ("RUN_FINISHED", "{not json")]),
+         "line 6: the event is not JSON"),
+        (_hashed_archive([("RUN_STARTED", STARTED), ("RUN_ERROR", FINISHED)]),
+         "line 6: the record says an event of type 'RUN_ERROR', its event says 'RUN_FINISHED'"),
+        (_hashed_archive([("RUN_STARTED", STARTED.replace("t1", "t9")),
+                          ("RUN_FINISHED", FINISHED)]),
+         "line 5: the RUN_STARTED of run 'r1' of thread 't1' names thread 't9'"),
+        (_hashed_archive([("RUN_STARTED", STARTED)], created_at=10**17),
+         "line 2: created_at 100000000000000000 is not a time"),
+        (_hashed_archive([("RUN_STARTED", STARTED)], lineage="guess"),
+         "line 3: run 'r1': lineage 'guess' is none of"),
+        (_hashed_archive([("RUN_STARTED", STARTED)], outcome="done"),
+         "line 4: a batch's outcome 'done' is no run status"),
+    ]  # fmt: skip
+    with agui_store.open(tmp_path / "s.db") as store:
+        for archive, words in cases:
+            with pytest.raises(agui_store.InvalidArgumentError, match=words):
+                store.import_archive(io.BytesIO(archive))
+        assert store.threads() == []
+        assert store.import_archive(io.BytesIO(sound)).runs == 1
+        assert store.check().ok

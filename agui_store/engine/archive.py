@@ -31,11 +31,14 @@ from typing import Any
 
 import msgspec
 
+from agui_store import records
+from agui_store.codec import ingest
 from agui_store.engine import conversations, erasure, intake, port, replication
 from agui_store.errors import (
     BranchError,
     HashMismatchError,
     InvalidArgumentError,
+    InvalidEventError,
     SchemaVersionError,
 )
 from agui_store.history import hashing
@@ -325,6 +328,36 @@ class _Line(msgspec.Struct):
 _DECODER = msgspec.json.Decoder(_Line)
 
 
+class _EventHead(msgspec.Struct):
+    """What an imported event must say of itself: its type, and for a ``RUN_STARTED`` its
+    thread and run (the rest of the payload is read for well-formedness only)."""
+
+    type: str
+    threadId: Any = None  # AG-UI's names
+    runId: Any = None
+
+
+_EVENT_HEAD = msgspec.json.Decoder(_EventHead)
+
+#: The statuses a batch's ``outcome`` may record (None: a batch without a terminal event).
+_OUTCOMES = frozenset({"error", *records.OUTCOME_STATUSES})
+
+#: The times an archive may give, in milliseconds since the epoch: from 1970 to the end of
+#: year 9999, the span a ``datetime`` holds (a time past it cannot be shown).
+_LATEST_MS = 253_402_300_799_999
+
+
+def _moment(value: Any, name: str, where: str) -> int:
+    """A record's time, refused outside :data:`_LATEST_MS`'s span."""
+    moment = _need(value, name, where)
+    if not isinstance(moment, int) or not 0 <= moment <= _LATEST_MS:
+        raise InvalidArgumentError(
+            f"{where}: {name} {moment!r} is not a time (milliseconds since 1970, before "
+            "year 10000)"
+        )
+    return moment
+
+
 def _text(raw: msgspec.Raw, text: str | None) -> str | None:
     if text is not None:
         return text
@@ -544,6 +577,7 @@ class _Reader:
         self.seq = 0
         self.batch_left = 0
         self.batch_run = 0
+        self.batch_run_id = ""
         self.ended = False
 
     def at(self, number: int) -> str:
@@ -603,14 +637,20 @@ class _Reader:
         if kind == "thread":
             self.land()
             section = self.section = _Section(where, _need(rec.thread_id, "thread_id", where),
-                                              rec.owner, _need(rec.created_at, "created_at",
-                                                               where))  # fmt: skip
+                                              rec.owner, _moment(rec.created_at, "created_at",
+                                                                 where))  # fmt: skip
             self.seen.threads += 1
         elif kind == "run":
             run_id = _need(rec.run_id, "run_id", where)
             if section.thread_id is None or run_id in section.runs:
                 raise InvalidArgumentError(
                     f"{where}: run {run_id!r} outside a thread, or twice in it"
+                )
+            lineage = _need(rec.lineage, "lineage", where)
+            if lineage not in records.LINEAGE_REASONS:
+                raise InvalidArgumentError(
+                    f"{where}: run {run_id!r}: lineage {lineage!r} is none of "
+                    f"{', '.join(records.LINEAGE_REASONS)}"
                 )
             pk = len(section.runs) + 1
             start = _hash(_need(rec.hash, "hash", where), where)
@@ -621,12 +661,12 @@ class _Reader:
                     pk=pk,
                     run_id=run_id,
                     parent_run_id=rec.parent_run_id,
-                    lineage=_need(rec.lineage, "lineage", where),
+                    lineage=lineage,
                     sent_parent=rec.sent_parent_run_id,
                     input=_text(rec.input, rec.input_text),
                     input_refs=_text(rec.input_refs, rec.input_refs_text),
                     synthetic=rec.synthetic,
-                    created_at=_need(rec.created_at, "created_at", where),
+                    created_at=_moment(rec.created_at, "created_at", where),
                     parent_hash=_hash(rec.parent_hash, where),
                     start_hash=start,
                 ),
@@ -643,6 +683,10 @@ class _Reader:
                     f"{where}: a batch of run {run_id!r}, which no run record before it names, "
                     "or of no events"
                 )
+            if rec.outcome is not None and rec.outcome not in _OUTCOMES:
+                raise InvalidArgumentError(
+                    f"{where}: a batch's outcome {rec.outcome!r} is no run status"
+                )
             batch_hash = _hash(_need(rec.hash, "hash", where), where)
             assert batch_hash is not None
             first = self.seq + 1
@@ -653,22 +697,23 @@ class _Reader:
                     first_seq=first,
                     last_seq=first + count - 1,
                     outcome=rec.outcome,
-                    appended_at=_need(rec.appended_at, "appended_at", where),
+                    appended_at=_moment(rec.appended_at, "appended_at", where),
                     hash=batch_hash,
                 )
             )
             section.batch_lines.append(number)
             run.chain.append(batch_hash)
-            self.batch_left, self.batch_run = count, run.pk
+            self.batch_left, self.batch_run, self.batch_run_id = count, run.pk, run_id
         elif kind == "event":
             if not self.batch_left:
                 raise InvalidArgumentError(f"{where}: an event outside a batch")
             payload = _text(rec.event, rec.event_text)
             if payload is None:
                 raise InvalidArgumentError(f"{where}: an event record without its event")
+            kind = self._event_type(payload, _need(rec.type, "type", where), where)
             self.seq += 1
             section.events.append(
-                (self.batch_run, self.seq, _need(rec.type, "type", where), payload,
+                (self.batch_run, self.seq, kind, payload,
                  _text(rec.echo_refs, rec.echo_refs_text))
             )  # fmt: skip
             self.batch_left -= 1
@@ -728,6 +773,38 @@ class _Reader:
                 )
         else:
             raise InvalidArgumentError(f"{where}: unknown record {kind!r}")
+
+    def _event_type(self, payload: str, kind: str, where: str) -> str:
+        """The type of an event as ``append`` would have stored it: a JSON object whose type
+        is the record's, a ``RUN_STARTED`` naming its own thread and run. The hashes hold
+        an archive to what it says; these hold it to what a store holds."""
+        said: Any
+        try:
+            head = _EVENT_HEAD.decode(payload)
+            said, thread, run = head.type, head.threadId, head.runId
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            # The store's own reading of JSON, which takes what msgspec refuses (an escaped
+            # half of a surrogate pair, as JavaScript writes one), decides.
+            try:
+                data = ingest.decode(payload)
+            except InvalidEventError as e:
+                raise InvalidArgumentError(f"{where}: the event is not JSON: {e}") from None
+            if not isinstance(data, dict):
+                raise InvalidArgumentError(f"{where}: the event is not a JSON object") from None
+            said, thread, run = data.get("type"), data.get("threadId"), data.get("runId")
+        if said != kind:
+            raise InvalidArgumentError(
+                f"{where}: the record says an event of type {kind!r}, its event says "
+                f"{said!r}"
+            )
+        if kind == "RUN_STARTED" and (
+            thread != self.section.thread_id or run != self.batch_run_id
+        ):
+            raise InvalidArgumentError(
+                f"{where}: the RUN_STARTED of run {self.batch_run_id!r} of thread "
+                f"{self.section.thread_id!r} names thread {thread!r} and run {run!r}"
+            )
+        return kind
 
     def land(self) -> None:
         """Write what the section read that the store lacks."""
