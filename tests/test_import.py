@@ -630,3 +630,37 @@ def test_an_archive_hashed_right_lands_only_what_append_would_have_stored(
         assert store.threads() == []
         assert store.import_archive(io.BytesIO(sound)).runs == 1
         assert store.check().ok
+
+
+def test_an_archive_behind_a_byte_order_mark_and_blank_lines_is_read_as_an_archive(
+    tmp_path: Path,
+) -> None:
+    """Some editors write a UTF-8 byte-order mark first; neither it nor blank lines make
+    the archive an AG-UI event file."""
+    archive = b"\xef\xbb\xbf\n\n" + _hashed_archive(
+        [("RUN_STARTED", STARTED), ("RUN_FINISHED", FINISHED)]
+    )
+    with agui_store.open(tmp_path / "api.db") as store:
+        assert store.import_archive(io.BytesIO(archive)).runs == 1
+    (tmp_path / "a.jsonl").write_bytes(archive)
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_store", "--db", str(tmp_path / "cli.db"), "import",
+         str(tmp_path / "a.jsonl")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("imported 1 thread, 1 run, 2 events")
+
+
+def test_an_archive_is_written_to_and_read_from_a_text_file_as_from_a_binary_one(
+    tmp_path: Path,
+) -> None:
+    with agui_store.open(tmp_path / "s.db") as store:
+        store.import_archive(io.BytesIO(_hashed_archive(
+            [("RUN_STARTED", STARTED), ("RUN_FINISHED", FINISHED)])))
+        text, binary = io.StringIO(), io.BytesIO()
+        store.export_archive(text)
+        store.export_archive(binary)
+    assert text.getvalue().encode() == binary.getvalue()
+    with agui_store.open(tmp_path / "t.db") as store:
+        assert store.import_archive(io.StringIO(text.getvalue())).runs == 1

@@ -327,10 +327,12 @@ def _shown_source(file: str) -> str:
 
 
 def _first_line(handle: BinaryIO) -> bytes:
-    """The file's first line (its first 4 KiB at most), read without consuming it."""
+    """The file's first line that holds anything (in its first 4 KiB), read without
+    consuming it (:func:`agui_store.engine.archive.first_line`)."""
+    from agui_store.engine import archive
+
     peek = getattr(handle, "peek", None)
-    head = peek(4096)[:4096] if peek is not None else b""
-    return bytes(head.split(b"\n", 1)[0])
+    return archive.first_line(bytes(peek(4096)[:4096]) if peek is not None else b"")
 
 
 def _starts_an_archive(handle: BinaryIO) -> bool:

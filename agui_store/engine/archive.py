@@ -371,6 +371,19 @@ RECORDS = frozenset(
 )
 
 
+#: UTF-8's byte-order mark, which some editors write first: not part of the archive.
+_BOM = b"\xef\xbb\xbf"
+
+
+def first_line(head: bytes) -> bytes:
+    """The first line of a file that holds anything, from its first bytes ``head``: after
+    a byte-order mark and blank lines, which a reader skips."""
+    for line in head.removeprefix(_BOM).split(b"\n"):
+        if line.strip():
+            return line
+    return b""
+
+
 def is_headless_archive(first_line: bytes) -> bool:
     """Whether a file's first line is an archive record other than its header: an archive
     cut at its start, which would otherwise read as AG-UI events without a ``type``."""
@@ -543,7 +556,11 @@ def _verify(section: _Section) -> None:
 
 
 #: What a hash that fails in an archive means, and what the import did about it.
-_EDITED = "the archive was changed after it was written, or is damaged; nothing was imported"
+_EDITED = (
+    "the archive was changed after it was written, or is damaged (or the store it was "
+    "exported from had been edited outside agui-store: 'agui-store check' there tells); "
+    "nothing was imported"
+)
 
 
 def _edited(section: _Section, line: int, what: str) -> HashMismatchError:
@@ -585,9 +602,14 @@ class _Reader:
 
     def read(self, lines: Iterable[bytes]) -> None:
         number = 0
+        headed = False
         for number, line in enumerate(lines, 1):
             if self.progress is not None:
                 self.progress(len(line))
+            if isinstance(line, str):  # a file opened as text
+                line = line.encode("utf-8", "surrogatepass")
+            if not headed:  # an editor's byte-order mark, blank lines: nothing yet
+                line = line.removeprefix(_BOM)
             if not line.strip():
                 continue
             try:
@@ -596,8 +618,9 @@ class _Reader:
                 raise InvalidArgumentError(
                     f"{self.at(number)}: not an archive record: {e}"
                 ) from None
-            if number == 1:
+            if not headed:
                 self.header(rec, number)
+                headed = True
                 continue
             if self.ended:
                 raise InvalidArgumentError(f"{self.at(number)}: a record after the end record")
@@ -916,6 +939,7 @@ __all__ = [
     "VERSION",
     "ArchiveResult",
     "export_lines",
+    "first_line",
     "import_lines",
     "is_archive",
     "is_headless_archive",

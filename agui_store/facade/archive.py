@@ -9,6 +9,7 @@ as :func:`agui_store.copy`; a path is checked and written by the rules every exp
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -44,7 +45,8 @@ class ArchiveVerbs(Facade):
         path is written whole or not at all (never over the store or a database).
 
         Args:
-            target: a path, or a binary file object.
+            target: a path, or a file object (binary, or text: ``io.StringIO``, a file
+                opened with ``"w"``).
             thread_id: only this thread (and its conversations).
             scope: only this owner's threads (another owner's thread is absent).
             progress: called as ``progress(threads written, threads)``.
@@ -66,6 +68,9 @@ class ArchiveVerbs(Facade):
             try:
                 if isinstance(target, (str, os.PathLike)):
                     write_file(check_target(target, self.path), lines)
+                elif isinstance(target, io.TextIOBase):  # a text file: the lines are UTF-8
+                    for line in lines:
+                        target.write(line.decode("utf-8", "surrogatepass"))
                 else:
                     for line in lines:
                         target.write(line)
@@ -94,7 +99,7 @@ class ArchiveVerbs(Facade):
         Read a line at a time, landed a thread at a time, all in one write transaction.
 
         Args:
-            source: a path, or a binary file object.
+            source: a path, or a file object (binary, or text).
             progress: called with the size of each line read.
             restore_erased: import threads this store erased, too.
 
