@@ -262,14 +262,18 @@ class _Terminal(io.StringIO):
         return True
 
 
-@pytest.mark.parametrize(("no_color", "painted"), [(None, True), ("", True), ("1", False)])
-def test_a_diff_on_a_terminal_is_coloured_unless_no_color_is_set_to_something(
-    db: Path, monkeypatch: pytest.MonkeyPatch, no_color: str | None, painted: bool
+@pytest.mark.parametrize(("no_color", "term", "painted"), [
+    (None, "xterm-256color", True), ("", "xterm", True), ("1", "xterm", False),
+    (None, "dumb", False),
+])  # fmt: skip
+def test_a_diff_on_a_terminal_is_coloured_unless_no_color_is_set_or_the_terminal_is_dumb(
+    db: Path, monkeypatch: pytest.MonkeyPatch, no_color: str | None, term: str, painted: bool
 ) -> None:
     if no_color is None:
         monkeypatch.delenv("NO_COLOR", raising=False)
     else:
         monkeypatch.setenv("NO_COLOR", no_color)
+    monkeypatch.setenv("TERM", term)
     out = _Terminal()
     assert cli.main(["--db", str(db), "diff", "side", "tip"], out=out) == 0
     assert ("\033[" in out.getvalue()) is painted

@@ -164,8 +164,11 @@ def _write_painted(out: TextIO, text: str) -> None:
 
 def _in_colour(out: TextIO) -> bool:
     """Whether to paint: on a terminal, unless ``NO_COLOR`` is set to something (no-color.org:
-    an empty value does not count)."""
-    return out.isatty() and not os.environ.get("NO_COLOR")
+    an empty value does not count) or the terminal says it has no colours (``TERM=dumb``,
+    as git reads it)."""
+    return (
+        out.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    )
 
 
 def _labelled(store: Store, runs: Sequence[Run]) -> Iterator[tuple[Run, str]]:
