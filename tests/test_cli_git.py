@@ -72,6 +72,18 @@ def test_log_takes_git_ranges_and_all(db: Path) -> None:
     assert code == 0 and [r["runId"] for r in json.loads(out)] == ["r3", "r2"]
 
 
+def test_a_limited_listing_no_cursor_pages_says_how_many_runs_it_left_out(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert first_words(agui(db, "log", "--all", "--limit", "1")[1]) == ["r4"]
+    assert capsys.readouterr().err == "3 more runs: raise --limit to list them\n"
+    assert first_words(agui(db, "log", "side...tip", "--limit", "2")[1]) == ["r4", "r3"]
+    assert capsys.readouterr().err == "1 more run: raise --limit to list them\n"
+    assert first_words(agui(db, "log", "--all", "--limit", "4")[1]) == ["r4", "r3", "r2", "r1"]
+    assert capsys.readouterr().err == ""
+
+
 def test_diff_takes_two_dot_and_three_dot_ranges(db: Path) -> None:
     two = json.loads(agui(db, "diff", "tip..side", "--json")[1])
     three = json.loads(agui(db, "diff", "tip...side", "--json")[1])

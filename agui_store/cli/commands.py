@@ -509,12 +509,13 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         for line in graph(drawn, summaries, None if base is None else base.run_id):
             out.write(line + "\n")
         return 0
+    left = 0  # runs a --limit left out of a listing no cursor pages
     if args.all or span is not None:
         if args.cursor is not None:
             raise UsageError("--cursor pages one lineage: it takes no range or --all")
         chain = _log_all(store, args) if span is None else _log_range(store, args, *span)[0]
         if args.limit is not None:
-            chain = chain[: args.limit]
+            chain, left = chain[: args.limit], max(0, len(chain) - args.limit)
         next_cursor = None
     else:
         page = store.log(args.ref, thread_id=args.thread, limit=args.limit, cursor=args.cursor)
@@ -529,6 +530,8 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         # On stderr, so that stdout stays the runs (and --json one JSON list) page by page.
         command = _next_page_command(args, chain[0].thread_id, next_cursor)
         sys.stderr.write(f"next page: {command}\n")
+    if left:  # no cursor pages a merge of lineages: what the limit left out is said
+        sys.stderr.write(f"{counted(left, 'more run')}: raise --limit to list them\n")
     return 0
 
 
