@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -447,6 +448,19 @@ def test_delete_dry_run_says_what_would_go_and_yes_erases_it_with_a_json_receipt
     assert report["ok"] and [e["verb"] for e in report["erasures"]] == ["delete_owner"]
     text = cli("prune", "--older-than", "0s", "--yes", db=db).stdout
     assert text.startswith("erased 1 thread(s), 1 run(s)") and "purge finished" in text
+
+
+def test_check_lists_each_erasure_with_everything_it_counted(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    _two_threads(db)
+    cli("delete", "--thread", "gone", "--yes", db=db)
+    lines = cli("check", db=db).stdout.splitlines()
+    assert lines[0].startswith("ok (")
+    assert re.fullmatch(
+        r"erasure #1: delete_thread at \d{4}-\d\d-\d\dT[0-9:.]+\+00:00: 1 thread, 1 run, 5 "
+        r"events, 0 conversations, "
+        r"\d+ bytes", lines[1]
+    ), lines
 
 
 def test_delete_asks_on_a_terminal_and_erases_only_on_yes(tmp_path: Path) -> None:

@@ -748,9 +748,11 @@ def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             summary += f", {counted(len(report.warnings), 'warning')}"
         out.write(f"{summary} ({', '.join(report.checked)})\n")
         for e in report.erasures:  # what the erasure verbs took out: never damage
+            when = "?" if e.erased_at is None else e.erased_at.isoformat(timespec="milliseconds")
             out.write(
-                f"erasure #{e.number}: {e.verb} at {e.erased_at}: {counted(e.threads, 'thread')}"
-                f", {counted(e.runs, 'run')}, {counted(e.events, 'event')}, {e.bytes} bytes\n"
+                f"erasure #{e.number}: {e.verb} at {when}: {counted(e.threads, 'thread')}"
+                f", {counted(e.runs, 'run')}, {counted(e.events, 'event')}, "
+                f"{counted(e.conversations, 'conversation')}, {e.bytes} bytes\n"
             )
         if args.head and report.ok and report.head is not None:  # kept elsewhere, it shows
             out.write(f"head {report.head}\n")  # a cut of the newest writes (a sound store's)
