@@ -136,6 +136,21 @@ def test_a_branch_named_like_an_existing_run_is_refused(store: Any, store_locati
     assert store.checkout("r2", thread_id="t").run.run_id == "r2"
 
 
+def test_a_branch_named_like_a_short_hash_of_a_run_is_refused(
+    store: Any, store_location: str
+) -> None:
+    """A branch wins over a short hash as a revision: it would hide the run it abbreviates
+    (git warns of the ambiguity; the store refuses it)."""
+    short = store.get_run("r1", thread_id="t").short_hash
+    before = dump(store_location)
+    for name in (short[:4], short, short.upper()):
+        with pytest.raises(BranchError, match="begins the content hash of run 'r1'"):
+            store.branch(name, "r1", thread_id="t")
+    assert dump(store_location) == before
+    assert store.get_run(short[:6], thread_id="t").run_id == "r1"
+    store.branch("cafe-hotel", "r1", thread_id="t")  # hex-like, not a hash: kept
+
+
 @pytest.mark.parametrize("ref", ["HEAD", "main", "@"])
 def test_a_run_named_like_a_ref_every_thread_has_is_refused(
     store: Any, store_location: str, ref: str
