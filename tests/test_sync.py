@@ -564,16 +564,22 @@ def test_a_store_is_not_copied_onto_itself(tmp_path: Path) -> None:
         agui_store.copy(path, str(path))
 
 
-def _with_a_nul_thread(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file as releases before this one wrote it: they accepted ids holding a NUL, which
-    this one refuses on intake (so the refusal is lifted while the file is written)."""
+def _with_an_old_thread(
+    path: Path, monkeypatch: pytest.MonkeyPatch, thread_id: str, run_id: str
+) -> None:
+    """A file as releases before this one wrote it: they accepted ids this one refuses on
+    intake (a NUL, more than 2,048 bytes), so the refusal is lifted while it is written."""
     from agui_store.engine import arguments
 
     monkeypatch.setattr(arguments, "unstorable", lambda value: None)
     with agui_store.open(path) as store:
-        store.append(run_events("t\x00x", "r\x001", "held by an old release"))
+        store.append(run_events(thread_id, run_id, "held by an old release"))
         record_run(store, "ok", "r1")
     monkeypatch.undo()
+
+
+def _with_a_nul_thread(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_an_old_thread(path, monkeypatch, "t\x00x", "r\x001")
 
 
 @pytest.mark.parametrize("dst_kind", ["sqlite", pytest.param("postgres", marks=_NO_PG)])
@@ -610,13 +616,8 @@ def test_a_thread_whose_id_is_too_long_to_index_is_refused_by_name_and_check_war
 ) -> None:
     """Releases before this one took ids of any length; PostgreSQL's indexes hold about
     2,700 bytes of one, so a copy refuses such a thread by name, as it refuses a NUL."""
-    from agui_store.engine import arguments
-
-    src, long_id = tmp_path / "old.db", "t" * 3000
-    monkeypatch.setattr(arguments, "unstorable", lambda value: None)
-    with agui_store.open(src) as store:
-        store.append(run_events(long_id, "r1", "held by an old release"))
-    monkeypatch.undo()
+    src = tmp_path / "old.db"
+    _with_an_old_thread(src, monkeypatch, "t" * 3000, "r1")
     with pytest.raises(agui_store.InvalidEventError) as refused:
         agui_store.copy(src, locations(dst_kind))
     assert f"thread '{'t' * 20}" in str(refused.value)
