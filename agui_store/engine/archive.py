@@ -733,10 +733,10 @@ class _Reader:
             payload = _text(rec.event, rec.event_text)
             if payload is None:
                 raise InvalidArgumentError(f"{where}: an event record without its event")
-            kind = self._event_type(payload, _need(rec.type, "type", where), where)
+            event_type = self._event_type(payload, _need(rec.type, "type", where), where)
             self.seq += 1
             section.events.append(
-                (self.batch_run, self.seq, kind, payload,
+                (self.batch_run, self.seq, event_type, payload,
                  _text(rec.echo_refs, rec.echo_refs_text))
             )  # fmt: skip
             self.batch_left -= 1

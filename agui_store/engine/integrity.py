@@ -815,8 +815,8 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
         for blob in checkpoints.unreferenced_blobs(ctx.tx):
             out.problem(
                 f"blob id {blob}: no checkpoint refers to it, so no erasure reaches it (it "
-                f"may hold an erased thread's text); a purge deletes it (Store.purge(), or "
-                f"'agui-store purge')"
+                "may hold an erased thread's text); a purge deletes it (Store.purge(), or "
+                "'agui-store purge')"
             )
     _check_segments(ctx, out, tails)
 

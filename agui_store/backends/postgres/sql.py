@@ -140,10 +140,10 @@ UNNEST_PAGE = (
 )
 EVENT_SEQ = "(p.first_seq + e.n - 1)"
 
-#: The next global sequence number: read under LOCK_EVENT_ORDER (one backward probe of the
-#: primary key: pages never overlap, so the one that starts last ends last).
-#: The next sequence number: after the newest event's and the last an erasure took (schema
-#: version 12), so that none is ever handed out again.
+#: The next global sequence number, read under LOCK_EVENT_ORDER: after the newest event's
+#: (one backward probe of the primary key: pages never overlap, so the one that starts last
+#: ends last) and after the last one an erasure took (schema version 12: one probe of its
+#: index), so that none is ever handed out again.
 NEXT_SEQ = (
     "SELECT greatest(coalesce((SELECT last_seq FROM event_pages ORDER BY first_seq DESC "
     "LIMIT 1), 0), coalesce((SELECT max((seqs::jsonb -> -1 ->> 1)::bigint) FROM erasures), "
