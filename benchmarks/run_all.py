@@ -95,6 +95,14 @@ BENCHMARKS: dict[str, Benchmark] = {
         "A raw read of the same log.",
         ("--runs", "100", "--scale", "4"), ("--runs", "20", "--scale", "2"),
     ),
+    "bench_cli_log": Benchmark(
+        "`agui-store log` with labels",
+        "The CLI's `log` of a thread of one-question runs, each labelled with the question it "
+        "added, at two thread lengths, one four times the other.",
+        "`log --json` of the same runs, which prints no labels.",
+        ("--runs", "2000"), ("--runs", "200", "--repeat", "1"),
+        goal="grows with the thread's length (4x the runs: about 4x the time), not its square",
+    ),
     "bench_checkout": Benchmark(
         "Checkout down a chain",
         "Restoring the leaf of chains of 10 to 2,000 runs of 50 events: a full replay and a "
