@@ -664,3 +664,23 @@ def test_an_archive_is_written_to_and_read_from_a_text_file_as_from_a_binary_one
     assert text.getvalue().encode() == binary.getvalue()
     with agui_store.open(tmp_path / "t.db") as store:
         assert store.import_archive(io.StringIO(text.getvalue())).runs == 1
+
+
+def test_an_old_archive_whose_thread_time_was_moved_past_the_erasure_stays_erased(
+    tmp_path: Path,
+) -> None:
+    """A thread record's time is not hashed, its runs' are: the erasure is held to them."""
+    import re
+
+    with agui_store.open(tmp_path / "s.db") as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"},
+                      {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"}])
+        old = io.BytesIO()
+        store.export_archive(old)
+        store.delete_thread("t1")
+        moved = re.sub(rb'("record":"thread","thread_id":"t1","owner":null,"created_at":)(\d+)',
+                       lambda m: m.group(1) + str(int(m.group(2)) + 10**9).encode(),
+                       old.getvalue())
+        assert moved != old.getvalue()
+        assert store.import_archive(io.BytesIO(moved)).left_erased == 1
+        assert store.threads() == []

@@ -893,7 +893,10 @@ class _Reader:
             return False
         stone = erasure.thread_hash(section.thread_id)
         at = dst.tombstoned([stone]).get(stone)
-        if at is None or not erasure.covers(at, section.created_at):
+        # The thread record's time is not hashed; its runs' times are (a thread whose runs
+        # an edit moved past the erasure fails its hashes when it lands).
+        created = min([section.created_at, *(r.record.created_at for r in section.runs.values())])
+        if at is None or not erasure.covers(at, created):
             return False
         if self.restore_erased:
             replication.refuse_joining(dst, section.thread_id, at)
