@@ -570,7 +570,7 @@ def test_the_import_command_names_the_file_before_what_is_wrong_in_it(tmp_path: 
 
 def _hashed_archive(
     events: list[tuple[str, str]], *, created_at: int = 1_767_225_600_000,
-    lineage: str = "root", outcome: str | None = "finished",
+    lineage: str = "root", outcome: str | None = "finished", owner: str | None = None,
 ) -> bytes:
     """A one-run archive of thread ``t1``, run ``r1``, whose hashes are right for what it
     holds, as another tool writing the documented format would make it. ``events``:
@@ -584,7 +584,7 @@ def _hashed_archive(
     batch = hashing.chain(start, hashing.batch_digest(rows, outcome, created_at))
     records = [
         {"record": "header", "format": "agui-store-archive", "version": 1},
-        {"record": "thread", "thread_id": "t1", "owner": None, "created_at": created_at},
+        {"record": "thread", "thread_id": "t1", "owner": owner, "created_at": created_at},
         {"record": "run", "run_id": "r1", "parent_run_id": None, "lineage": lineage,
          "sent_parent_run_id": None, "synthetic": False, "created_at": created_at,
          "input": None, "input_refs": None, "parent_hash": None, "hash": start.hex()},
@@ -622,6 +622,8 @@ def test_an_archive_hashed_right_lands_only_what_append_would_have_stored(
          "line 3: run 'r1': lineage 'guess' is none of"),
         (_hashed_archive([("RUN_STARTED", STARTED)], outcome="done"),
          "line 4: a batch's outcome 'done' is no run status"),
+        (_hashed_archive([("RUN_STARTED", STARTED)], owner=""),
+         "line 2: the thread's owner: scope must be None"),
     ]  # fmt: skip
     with agui_store.open(tmp_path / "s.db") as store:
         for archive, words in cases:

@@ -659,6 +659,10 @@ class _Reader:
             raise InvalidArgumentError(f"{where}: {self.batch_left} events of a batch missing")
         if kind == "thread":
             self.land()
+            try:
+                intake.check_scope(rec.owner)  # as append takes an owner
+            except (InvalidEventError, InvalidArgumentError, TypeError) as e:
+                raise InvalidArgumentError(f"{where}: the thread's owner: {e}") from None
             section = self.section = _Section(where, _need(rec.thread_id, "thread_id", where),
                                               rec.owner, _moment(rec.created_at, "created_at",
                                                                  where))  # fmt: skip
