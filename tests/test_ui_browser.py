@@ -286,7 +286,7 @@ def test_control_and_bidi_characters_in_stored_text_show_as_escapes_and_reorder_
 def test_long_unbroken_ids_wrap_and_never_widen_a_page_past_the_window(
     browser: Any, tmp_path: Path
 ) -> None:
-    thread, run_id, message = "7f" * 64 + "y" * 3000, "r" * 500, "m" * 200
+    thread, run_id, message = "7f" * 64 + "y" * 1900, "r" * 500, "m" * 200  # ids of at most 2,048 B
     child = "c" * 300
     with agui_store.open(tmp_path / "long.db") as store:
         for run, parent, said in ((run_id, None, "hello there"), (child, run_id, "and again")):
