@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import arguments, checkpoints, clock, erasure, port, revisions, verified
+from agui_store.engine import checkpoints, clock, erasure, port, revisions, verified
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
 from agui_store.engine.derivation import Deriver, RunRow
@@ -855,12 +855,10 @@ def refuse_branch_shadowing_run(tx: port.Reading, thread_pk: int, name: str) -> 
             f"branch name {_quote(name)} is the id of a run of this thread, and would be "
             "shadowed by it as a revision: choose another name"
         )
-    if arguments.is_short_hash(name):  # a branch wins over a short hash, silently
-        digits = name.lower()
-        for row in tx.thread_run_summaries(thread_pk):
-            if row.hash is not None and bytes(row.hash).hex().startswith(digits):
-                raise BranchError(
-                    f"branch name {_quote(name)} begins the content hash of run "
-                    f"{_quote(row.run_id)} of this thread, and would hide it as a revision: "
-                    "choose another name"
-                )
+    hidden = revisions.runs_hashed(tx, thread_pk, name)  # a branch wins over a short hash
+    if hidden:
+        raise BranchError(
+            f"branch name {_quote(name)} begins the content hash of run "
+            f"{_quote(hidden[0][0].run_id)} of this thread, and would hide it as a revision: "
+            "choose another name"
+        )

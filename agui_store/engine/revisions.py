@@ -218,14 +218,9 @@ def _resolve_exact(
         found[pk] = (run_thread_pk, run_id, "run id")
     hashed_in = thread_pk if thread_pk is not None else _only_thread(tx, scope)
     # A run still open shows its hash so far with a "+" after it (as log prints it).
-    digits = (ref[:-1] if ref.endswith("+") else ref).lower()
-    if hashed_in is not None and arguments.is_short_hash(digits):
-        for row in tx.thread_run_summaries(hashed_in):
-            run_hash = row.hash
-            if run_hash is not None and bytes(run_hash).hex().startswith(digits):
-                found.setdefault(
-                    row.pk, (hashed_in, row.run_id, f"hash {bytes(run_hash).hex()[:12]}")
-                )
+    if hashed_in is not None:
+        for row, hex_hash in runs_hashed(tx, hashed_in, ref[:-1] if ref.endswith("+") else ref):
+            found.setdefault(row.pk, (hashed_in, row.run_id, f"hash {hex_hash[:12]}"))
     if len(found) == 1:
         (pk, (run_thread_pk, _, _)), = found.items()
         return RunKey(pk, run_thread_pk)
@@ -241,6 +236,18 @@ def _resolve_exact(
     raise RunNotFoundError(
         f"no run, branch, unique run-id prefix or short hash {quote(ref)}"
     )
+
+
+def runs_hashed(
+    tx: port.Reading, thread_pk: int, digits: str
+) -> list[tuple[port.RunSummary, str]]:
+    """The thread's runs whose content hash begins with ``digits``, a short hash, each with
+    its hash in hex (none if ``digits`` cannot be one: :func:`arguments.is_short_hash`)."""
+    if not arguments.is_short_hash(digits):
+        return []
+    hashed = [(row, bytes(row.hash).hex()) for row in tx.thread_run_summaries(thread_pk)
+              if row.hash is not None]
+    return [(row, hex_hash) for row, hex_hash in hashed if hex_hash.startswith(digits.lower())]
 
 
 def _only_thread(tx: port.Reading, scope: str | None) -> int | None:
