@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,13 +244,15 @@ def unshared_blobs(tx: Reading, run_pks: Sequence[int]) -> list[int]:
     return sorted(candidates - used)
 
 
-def unreferenced_blobs(tx: Reading) -> list[int]:
+def unreferenced_blobs(tx: Reading, known: Mapping[int, list[int]] | None = None) -> list[int]:
     """Every blob no checkpoint refers to. A blob goes with the last checkpoint that refers
     to it, so none should be left; earlier versions left some (the message lists of the
     layout before chunks, the blobs of checkpoints dropped below a run that grew). Such a
-    blob holds a view's text that an erasure, which follows checkpoints, never reaches."""
+    blob holds a view's text that an erasure, which follows checkpoints, never reaches.
+    ``known``: chunk lists of manifests the caller has decoded already, by manifest."""
     referenced, manifests = _referred(tx.erased_checkpoints(tx.all_run_pks()))
-    for ids in manifest_chunks(tx, manifests).values():
+    known = known or {}
+    for ids in [*manifest_chunks(tx, manifests - known.keys()).values(), *known.values()]:
         referenced.update(ids)
     return sorted(set(tx.every_blob_id()) - referenced - manifests)
 

@@ -755,6 +755,7 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
         return ids
 
     tails: dict[int, set[int] | None] = {}  # run -> its tail's blob ids (None: unreadable)
+    decoded: dict[int, list[int]] = {}  # manifest -> its chunks' blob ids, as read here
     for run, length, manifest, tail, _ in layouts:
         run = int(run)
         tails[run] = None
@@ -772,6 +773,8 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
             row = ctx.tx.blob_content(int(manifest))
             assert row is not None  # array_length read it
             chunk_ids = id_list(where, "manifest", blobs.unpack(row[0], bytes(row[1])))
+            if chunk_ids is not None:
+                decoded[int(manifest)] = chunk_ids
         try:
             segments = ingest.decode(str(tail).encode())
         except ValueError:
@@ -812,7 +815,7 @@ def _check_checkpoints(ctx: _Context, out: _Collector) -> None:
                 f"{in_tail}), but records {length}"
             )
     if not out.reported:  # every manifest and tail read: what they leave out is known
-        for blob in checkpoints.unreferenced_blobs(ctx.tx):
+        for blob in checkpoints.unreferenced_blobs(ctx.tx, decoded):
             out.problem(
                 f"blob id {blob}: no checkpoint refers to it, so no erasure reaches it (it "
                 "may hold an erased thread's text); a purge deletes it (Store.purge(), or "
