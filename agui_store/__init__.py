@@ -6,71 +6,99 @@ from __future__ import annotations
 import importlib as _importlib
 import importlib.abc as _importlib_abc
 import importlib.machinery as _importlib_machinery
-import importlib.metadata as _metadata
 import importlib.util as _importlib_util
 import sys as _sys
 import types as _types
 import warnings as _warnings
 from collections.abc import Sequence as _Sequence
+from typing import TYPE_CHECKING
 
-from agui_store.engine.archive import ArchiveResult
-from agui_store.errors import (
-    AguiStoreError,
-    AmbiguousRunError,
-    BranchError,
-    CorruptStoreError,
-    HashMismatchError,
-    IntegrityError,
-    InternalError,
-    InvalidArgumentError,
-    InvalidEventError,
-    NotAStoreError,
-    OpenRunsError,
-    OutOfMemoryError,
-    RunNotFoundError,
-    SchemaVersionError,
-    ScopeError,
-    SequenceError,
-    StorageError,
-    StorageFullError,
-    StoreBusyError,
-    SyncConflictError,
-)
-from agui_store.exports.artifact import (
-    ArtifactError,
-    export_artifact,
-    load_artifact,
-    validate_artifact,
-)
-from agui_store.exports.slim import PRESETS as SLIM_PRESETS
-from agui_store.exports.slim import slim
-from agui_store.protocol.compaction import compact_events
-from agui_store.protocol.model import EVENT_TYPES, LEGACY_EVENT_TYPES
-from agui_store.protocol.verify import SequenceVerifier, verify_events
-from agui_store.records import (
-    AppendResult,
-    Branch,
-    Checkout,
-    Diff,
-    ErasureReceipt,
-    ImportResult,
-    Log,
-    LoggedErasure,
-    MessageChange,
-    Run,
-    SearchHit,
-    SearchHits,
-    Thread,
-    ViewChange,
-)
-from agui_store.store import Store, open
-from agui_store.sync import CopyResult, copy
+if TYPE_CHECKING:  # the names as mypy and the API reference read them
+    from agui_store.engine.archive import ArchiveResult
+    from agui_store.errors import (
+        AguiStoreError,
+        AmbiguousRunError,
+        BranchError,
+        CorruptStoreError,
+        HashMismatchError,
+        IntegrityError,
+        InternalError,
+        InvalidArgumentError,
+        InvalidEventError,
+        NotAStoreError,
+        OpenRunsError,
+        OutOfMemoryError,
+        RunNotFoundError,
+        SchemaVersionError,
+        ScopeError,
+        SequenceError,
+        StorageError,
+        StorageFullError,
+        StoreBusyError,
+        SyncConflictError,
+    )
+    from agui_store.exports.artifact import (
+        ArtifactError,
+        export_artifact,
+        load_artifact,
+        validate_artifact,
+    )
+    from agui_store.exports.slim import PRESETS as SLIM_PRESETS
+    from agui_store.exports.slim import slim
+    from agui_store.protocol.compaction import compact_events
+    from agui_store.protocol.model import EVENT_TYPES, LEGACY_EVENT_TYPES
+    from agui_store.protocol.verify import SequenceVerifier, verify_events
+    from agui_store.records import (
+        AppendResult,
+        Branch,
+        Checkout,
+        Diff,
+        ErasureReceipt,
+        ImportResult,
+        Log,
+        LoggedErasure,
+        MessageChange,
+        Run,
+        SearchHit,
+        SearchHits,
+        Thread,
+        ViewChange,
+    )
+    from agui_store.store import Store, open
+    from agui_store.sync import CopyResult, copy
 
-try:
-    #: The installed distribution's version (``agui-store --version`` prints it).
-    __version__: str = _metadata.version("agui-store")
-except _metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
-    __version__ = "0+unknown"
+    __version__: str
+
+#: Where each public name lives. A name's module is imported when the name is first read, so
+#: that ``import agui_store`` costs little, and the command line answers Ctrl+C from its
+#: first moment instead of dying in an import with a traceback.
+_HOMES: dict[str, tuple[str, ...]] = {
+    "agui_store.engine.archive": ("ArchiveResult",),
+    "agui_store.errors": (
+        "AguiStoreError", "AmbiguousRunError", "BranchError", "CorruptStoreError",
+        "HashMismatchError", "IntegrityError", "InternalError", "InvalidArgumentError",
+        "InvalidEventError", "NotAStoreError", "OpenRunsError", "OutOfMemoryError",
+        "RunNotFoundError", "SchemaVersionError", "ScopeError", "SequenceError",
+        "StorageError", "StorageFullError", "StoreBusyError", "SyncConflictError",
+    ),
+    "agui_store.exports.artifact": (
+        "ArtifactError", "export_artifact", "load_artifact", "validate_artifact",
+    ),
+    "agui_store.exports.slim": ("slim",),
+    "agui_store.protocol.compaction": ("compact_events",),
+    "agui_store.protocol.model": ("EVENT_TYPES", "LEGACY_EVENT_TYPES"),
+    "agui_store.protocol.verify": ("SequenceVerifier", "verify_events"),
+    "agui_store.records": (
+        "AppendResult", "Branch", "Checkout", "Diff", "ErasureReceipt", "ImportResult", "Log",
+        "LoggedErasure", "MessageChange", "Run", "SearchHit", "SearchHits", "Thread",
+        "ViewChange",
+    ),
+    "agui_store.store": ("Store", "open"),
+    "agui_store.sync": ("CopyResult", "copy"),
+}
+#: Public name -> (its module, its name there).
+_HOME_OF = {name: (module, name) for module, names in _HOMES.items() for name in names}
+_HOME_OF["SLIM_PRESETS"] = ("agui_store.exports.slim", "PRESETS")
 
 __all__ = [
     "EVENT_TYPES",
@@ -128,12 +156,30 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
+    home = _HOME_OF.get(name)
+    if home is not None:
+        module, attribute = home
+        value = getattr(_importlib.import_module(module), attribute)
+        globals()[name] = value  # read once; the next reading is the module's own
+        return value
+    if name == "__version__":
+        # The installed distribution's version (``agui-store --version`` prints it).
+        import importlib.metadata
+
+        try:
+            version = importlib.metadata.version("agui-store")
+        except importlib.metadata.PackageNotFoundError:  # a source tree, not installed
+            version = "0+unknown"
+        globals()[name] = version
+        return version
     # ``agui_store.aio`` without importing asyncio for every user of the sync store.
     if name == "aio":
-        import importlib
-
-        return importlib.import_module("agui_store.aio")
+        return _importlib.import_module("agui_store.aio")
     raise AttributeError(f"module 'agui_store' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 # --- modules that moved into a folder: the old import paths warn, then work ---------------
@@ -191,7 +237,7 @@ class _Package(_types.ModuleType):
         if (
             f"agui_store.{name}" in MOVED_MODULES
             and isinstance(value, _types.ModuleType)
-            and callable(self.__dict__.get(name))
+            and name in _HOME_OF
         ):
             return
         super().__setattr__(name, value)

@@ -319,6 +319,24 @@ def test_ctrl_c_is_exit_130_in_one_line(tmp_path: Path) -> None:
         assert store.check().ok
 
 
+def test_ctrl_c_while_the_commands_load_is_exit_130_in_one_line(db: str) -> None:
+    # A real SIGINT, which the process sends itself the moment Python looks for the commands
+    # module: the moment a slow start gives a user time to press Ctrl-C.
+    prelude = (
+        "import os, signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'agui_store.cli.commands':\n"
+        "            os.kill(os.getpid(), signal.SIGINT)\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+    )
+    done = agui("--db", db, "threads", prelude=prelude)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines() == ["agui-store: interrupted"]
+    assert done.stdout == ""
+
+
 def test_an_analysis_export_onto_a_full_disk_is_exit_1_and_leaves_nothing(
     tmp_path: Path,
 ) -> None:

@@ -404,10 +404,32 @@ def test_the_documented_import_paths_keep_working() -> None:
     assert importlib.import_module("agui_store.cli").main
     assert importlib.import_module("agui_store.testing").connection
     assert importlib.import_module("agui_store.errors").AguiStoreError is agui_store.AguiStoreError
-    assert importlib.import_module("agui_store.cli.commands").main is agui_store.cli.main
+    commands = importlib.import_module("agui_store.cli.commands")
+    assert agui_store.cli.COMMANDS is commands.COMMANDS  # the commands' names read there too
     pytest.importorskip("psycopg")
     old = importlib.import_module("agui_store.postgres.schema")
     assert old is importlib.import_module("agui_store.backends.postgres.schema")
+
+
+def test_importing_the_package_and_its_command_line_loads_none_of_the_store() -> None:
+    """A public name's module loads when the name is first read: ``import agui_store`` is
+    quick, and the command line can answer Ctrl+C while the store's modules load."""
+    import importlib
+    import subprocess
+    import sys
+
+    import agui_store
+
+    code = ("import sys, agui_store.cli\n"
+            "print(sorted(m for m in sys.modules if m.startswith('agui_store')))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["['agui_store',", "'agui_store.cli']"], done.stderr
+    for name in agui_store.__all__:
+        value = getattr(agui_store, name)
+        home = getattr(value, "__module__", None)
+        if isinstance(home, str) and name != "__version__":
+            assert getattr(importlib.import_module(home), name) is value, name
+    assert set(agui_store.__all__) <= set(dir(agui_store))
 
 
 #: The modules at the root: the public modules, the package's own two, the ``postgres``

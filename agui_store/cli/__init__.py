@@ -5,7 +5,38 @@
 became a folder; every public name of the commands module reads here too.
 """
 
-from agui_store.cli.commands import *  # noqa: F403 (the module's public names, as before)
-from agui_store.cli.commands import main
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import TextIO
 
 __all__ = ["main"]
+
+#: The exit code of a command the user interrupted (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the command line; its exit code (see :func:`agui_store.cli.commands.main`).
+
+    The commands load here, not when this module is imported, so that Ctrl+C in the moment
+    they take to load ends the command with one line, like Ctrl+C at any later moment.
+    """
+    try:
+        commands = importlib.import_module("agui_store.cli.commands")
+        return int(commands.main(argv, out))
+    except KeyboardInterrupt:  # before the command began, or after it ended
+        sys.stderr.write("agui-store: interrupted\n")
+        return EXIT_INTERRUPTED
+
+
+def __getattr__(name: str) -> object:
+    if name.startswith("_"):
+        raise AttributeError(f"module 'agui_store.cli' has no attribute {name!r}")
+    commands = importlib.import_module("agui_store.cli.commands")
+    try:
+        return getattr(commands, name)
+    except AttributeError:
+        raise AttributeError(f"module 'agui_store.cli' has no attribute {name!r}") from None

@@ -22,6 +22,7 @@ from typing import Any, BinaryIO, NoReturn, TextIO, cast
 
 from agui_store import backends
 from agui_store.backends import is_url, locations
+from agui_store.cli import EXIT_INTERRUPTED
 from agui_store.cli.render import diff_text, graph
 from agui_store.codec.output import FORMATS, serialize
 from agui_store.engine import arguments, conversations
@@ -1606,7 +1607,8 @@ EXIT_STORE_ERROR = 1  # a store error (bad input, a damaged or foreign file, a f
 #                       or a command's negative answer: check found problems, an invalid artifact
 EXIT_USAGE = 2  # argparse: unknown command or option, missing argument
 EXIT_INTERNAL = 3  # an unexpected error inside agui-store: a bug to report
-EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
+# EXIT_INTERRUPTED (130, Ctrl-C) comes from agui_store.cli, which answers Ctrl-C before
+# this module has loaded.
 
 #: Set (to anything) to print the traceback of an internal error after its one line.
 DEBUG_ENV = "AGUI_STORE_DEBUG"
