@@ -97,8 +97,10 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     "bench_cli_log": Benchmark(
         "`agui-store log` with labels",
-        "The CLI's `log` of a thread of one-question runs, each labelled with the question it "
-        "added, at two thread lengths, one four times the other.",
+        "The CLI's `log` of two threads, each labelled run by run, at two thread lengths, one "
+        "four times the other: runs of one question each, labelled with the question they "
+        "added; and one question followed by runs that add only an answer (tool results sent "
+        "back, regenerates), which take the question of the run before them.",
         "`log --json` of the same runs, which prints no labels.",
         ("--runs", "2000"), ("--runs", "200", "--repeat", "1"),
         goal="grows with the thread's length (4x the runs: about 4x the time), not its square",

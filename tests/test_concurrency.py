@@ -238,6 +238,21 @@ def test_threads_sharing_one_store_append_and_read_at_once(tmp_path: Path) -> No
     assert_races_recorded_exactly(path, global_results, [f"T{t}" for t in range(threads_n)])
 
 
+def _holds_batches(path: Path) -> bool:
+    """Whether the store at ``path`` exists with its tables, readable by a plain connection."""
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.CantOpenError:
+        return False
+    try:
+        conn.execute("SELECT count(*) FROM batches").fetchone()
+        return True
+    except apsw.Error:
+        return False
+    finally:
+        conn.close()
+
+
 def test_readers_see_only_whole_batches_while_writers_stream_and_race(tmp_path: Path) -> None:
     path = tmp_path / "readers.db"
     seed = 7
@@ -274,7 +289,10 @@ def test_readers_see_only_whole_batches_while_writers_stream_and_race(tmp_path: 
             conn.close()
 
     raw = threading.Thread(target=poll_raw)
-    time.sleep(0.2)  # let the file come into being
+    # The workers create the store: on a busy machine that can take a while.
+    deadline = time.monotonic() + 60
+    while not _holds_batches(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
     raw.start()
     for w in [*writers, live]:
         lines = w.finish(timeout=180)

@@ -176,27 +176,47 @@ def _labelled(store: Store, runs: Sequence[Run]) -> Iterator[tuple[Run, str]]:
     """Runs of one thread, in the order given, each with its label: the last user message
     it added to its lineage parent's view (the question a forked run or an edit asked, never
     one it inherited; after a run the client aborted, which never ended and so is no
-    lineage parent, the new question, not the aborted one), else the last one its view
-    holds. One at a time, so that a long log prints as it goes. What a run added is the
-    diff from its parent, which reads what the two views do not share: a label costs what
-    the run added, not its view's length (a log of a long thread would cost the square of
-    it)."""
+    lineage parent, the new question, not the aborted one). A run that added no question
+    and removed or edited none (a regenerate, a tool result sent back) answers the one its
+    parent answered; else its label is the last user message its view holds. One at a time,
+    so that a long log prints as it goes. What a run added is the diff from its parent,
+    which reads what the two views do not share: a label costs what the runs added, not
+    their views' length (a log of a long thread would cost the square of it)."""
+    asked: dict[str, dict[str, Any] | None] = {}  # run id -> the question of its label
     for run in runs:
-        said = None
-        if run.parent_run_id is not None:
-            change = store.diff(
-                run.parent_run_id, run.run_id, thread_id=run.thread_id, mode="two-dot"
-            )
-            added = [c.after for c in change.messages
-                     if c.kind == "added" and c.after is not None and c.after.get("role") == "user"]
-            said = added[-1] if added else None
-        if said is None:
-            # A run that added no question (a regenerate, a tool result sent back) answers
-            # the last one its view holds.
-            messages = store.checkout(run.run_id, thread_id=run.thread_id).messages
-            asked = [m for m in messages if m.get("role") == "user"]
-            said = asked[-1] if asked else None
+        said = _question(store, run, asked)
         yield run, content_text(said.get("content")) if said is not None else ""
+
+
+def _question(
+    store: Store, run: Run, asked: dict[str, dict[str, Any] | None]
+) -> dict[str, Any] | None:
+    """The user message that labels ``run`` (see :func:`_labelled`), found up its lineage as
+    far as the runs that asked nothing new go; ``asked`` keeps each run's, for the next."""
+    answering_the_same = []  # run ids that take the question of the run after them
+    at = run
+    while at.run_id not in asked:
+        if at.parent_run_id is not None:
+            change = store.diff(
+                at.parent_run_id, at.run_id, thread_id=at.thread_id, mode="two-dot"
+            )
+            users = [c for c in change.messages
+                     if any(m is not None and m.get("role") == "user" for m in (c.before, c.after))]
+            added = [c.after for c in users if c.kind == "added" and c.after is not None]
+            if added:
+                asked[at.run_id] = added[-1]
+                break
+            parent = store.get_run(at.parent_run_id, thread_id=at.thread_id)
+            if not users and parent is not None:  # the parent's questions, none new
+                answering_the_same.append(at.run_id)
+                at = parent
+                continue
+        messages = store.checkout(at.run_id, thread_id=at.thread_id).messages
+        asked[at.run_id] = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    said = asked[at.run_id]
+    for run_id in answering_the_same:
+        asked[run_id] = said
+    return said
 
 
 def _summaries(store: Store, runs: Sequence[Run]) -> dict[str, str]:
