@@ -127,6 +127,9 @@ def test_log_labels_each_run_with_the_user_message_it_added(tmp_path: Path) -> N
         store.append(text_run("after", "20C"), input={
             "threadId": "t", "runId": "after",
             "messages": [*store.checkout("edit").messages, slow, user("u4", "And now?")]})
+        # Tool results sent back: runs that add only answers, after the last question.
+        store.append(text_run("tool-1", "calling"), parent="after")
+        store.append(text_run("tool-2", "done"), parent="tool-1")
     labels = {}
     for line in agui(db, "log", "--graph")[1].splitlines():
         words = line.replace("|", " ").replace("*", " ").split()
@@ -134,7 +137,10 @@ def test_log_labels_each_run_with_the_user_message_it_added(tmp_path: Path) -> N
             labels[words[0]] = line.rsplit('"', 2)[-2] if line.endswith('"') else ""
     assert labels == {"edit": "And in Porto?", "regen": "Weather in Lisbon?",
                       "forked": "And in Faro?", "r1": "Weather in Lisbon?",
-                      "aborted": "A slow one?", "after": "And now?"}
+                      "aborted": "A slow one?", "after": "And now?",
+                      "tool-1": "And now?", "tool-2": "And now?"}
+    # A page of the log that starts below the last question finds it up the lineage.
+    assert agui(db, "log", "tool-2", "--limit", "1")[1].splitlines()[0].endswith('"And now?"')
     log = agui(db, "log", "forked")[1].splitlines()
     assert log[0].endswith('"And in Faro?"') and log[1].endswith('"Weather in Lisbon?"')
 
