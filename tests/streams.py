@@ -28,6 +28,19 @@ def say(message_id: str, text: str, role: str | None = None) -> list[dict[str, A
     ]
 
 
+def tool_result(call_id: str, result_id: str, content: str, *, name: str = "lookup",
+                arguments: str = "{}") -> list[dict[str, Any]]:
+    """A tool call (``name`` with ``arguments``) and its result, message ``result_id``."""
+    return [
+        {"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": name,
+         "parentMessageId": f"{call_id}-a"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": arguments},
+        {"type": "TOOL_CALL_END", "toolCallId": call_id},
+        {"type": "TOOL_CALL_RESULT", "messageId": result_id, "toolCallId": call_id,
+         "content": content},
+    ]
+
+
 def talk(run_id: str, words: int, thread: str = "t", **started: Any) -> list[dict[str, Any]]:
     """A run of ``thread`` with one assistant message streamed a word (``w0 w1 ...``) a
     content event: ``words`` + 4 events."""

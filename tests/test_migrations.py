@@ -761,3 +761,31 @@ def test_a_version_20_file_is_indexed_again_so_styled_capitals_are_found_by_plai
         assert [h.message_id for h in store.search("hello hotel")] == ["m1"]
         assert [h.message_id for h in store.search('"25 c"')] == ["m1"]
         assert store.check().ok
+
+
+def test_a_version_23_file_is_indexed_again_so_the_escaped_words_of_json_results_are_found(
+    tmp_path: Path,
+) -> None:
+    from agui_store.engine import search as index
+    from agui_store.history import search as rules
+    from tests.streams import run, tool_result
+
+    path = tmp_path / "store.db"
+    result = json.dumps({"note": "first line\nsecond line", "city": "Zürich"})
+    with testing.search_pending_rows(1000), agui_store.open(path) as store:
+        store.append(run("t", "r1", *tool_result("c1", "m1", result)))
+    conn = apsw.Connection(str(path))
+    conn.execute("BEGIN")
+    # Version 23's row: the key and the words of the JSON as written, escapes and all.
+    conn.execute("UPDATE search_pending SET key = ?, words = ? WHERE key = ?",
+                 (index.message_key("m1", result), rules.index_text(result),
+                  index.message_key("m1", rules.as_read(result))))
+    assert conn.changes() == 1
+    conn.execute("PRAGMA user_version = 23")
+    conn.execute("COMMIT")
+    conn.close()
+    with agui_store.open(path) as store:
+        assert pragma(path, "user_version") == schema.SCHEMA_VERSION
+        assert [h.message_id for h in store.search("second zurich")] == ["m1"]
+        assert store.search("nsecond") == []
+        assert store.check().ok

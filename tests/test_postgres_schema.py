@@ -1197,6 +1197,33 @@ def test_a_version_9_store_is_indexed_again_so_styled_capitals_are_found_by_plai
         assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION
 
 
+def test_a_version_13_store_is_indexed_again_so_the_escaped_words_of_json_results_are_found(
+    postgres_database: str,
+) -> None:
+    from agui_store.engine import search as index
+    from agui_store.history import search as rules
+    from tests.streams import tool_result
+
+    result = json.dumps({"note": "first line\nsecond line", "city": "Zürich"})
+    with agui_store.open(postgres_database) as store:
+        store.append(run("t", "r1", *tool_result("c1", "m1", result)))
+    with connect(postgres_database) as conn:
+        # Version 13's row: the key and the words of the JSON as written, escapes and all.
+        changed = conn.execute(
+            "UPDATE search_messages SET key = %s, words = array_to_tsvector(%s) WHERE key = %s",
+            (index.message_key("m1", result), rules.words(result),
+             index.message_key("m1", rules.as_read(result))),
+        ).rowcount
+        assert changed == 1
+        conn.execute("UPDATE meta SET value = '13' WHERE key = 'schema_version'")
+    with agui_store.open(postgres_database) as store:
+        assert [h.message_id for h in store.search("second zurich")] == ["m1"]
+        assert store.search("nsecond") == []
+        assert not store.check().problems
+    with connect(postgres_database) as conn:
+        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION
+
+
 def test_a_version_10_store_loses_the_blobs_no_checkpoint_refers_to_when_it_is_opened(
     postgres_database: str,
 ) -> None:

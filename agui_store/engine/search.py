@@ -105,12 +105,13 @@ def _calls_before(
 
 
 def _storable(text: str) -> bool:
-    """Whether ``text`` is valid Unicode (no lone surrogates), as a text column needs."""
+    """Whether every backend's text column takes ``text``: valid Unicode (no lone
+    surrogates), and no NUL, which PostgreSQL's text refuses."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return False
-    return True
+    return "\0" not in text
 
 
 def index_rows(
@@ -134,8 +135,8 @@ def index_rows(
             continue
         tool = rules.tool_name(m, _calls_before(messages, p, m))
         if tool is not None and not _storable(tool):
-            # A name with a lone surrogate is legal JSON but no stored text can hold it: the
-            # hit names no tool, and its words are still found.
+            # A name with a lone surrogate or a NUL is legal JSON but not every backend's
+            # text can hold it: the hit names no tool, and its words are still found.
             tool = None
         blob, at = in_layout(layout, p) if layout is not None else (None, None)
         rows.append((message_key(message_id, text), p, tool, found, blob, at))

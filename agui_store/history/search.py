@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -44,6 +45,12 @@ from agui_store.errors import InvalidArgumentError
 #: A word counts by at most this many characters (PostgreSQL keeps a lexeme below 2 KB, and
 #: a longer "word" is an identifier or an encoded blob, not something a person types whole).
 MAX_WORD = 64
+#: A message is found by its words until its distinct words take this many bytes of UTF-8:
+#: the words after the one that would pass it are not indexed, on either backend.
+#: PostgreSQL keeps a message's words in one ``tsvector``, whose words must stay under 1 MB
+#: (a larger one is kept wrong, not refused); a message that large is a tool result of ids
+#: or a blob, not prose.
+MAX_DISTINCT_BYTES = 1_000_000
 #: The longest query taken, in characters, and the most terms in one.
 MAX_QUERY = 1000
 MAX_TERMS = 32
@@ -112,14 +119,34 @@ _ASCII_CUT = bytes(
 
 
 def words(text: str) -> list[str]:
-    """The words of ``text``, folded, in order (each cut to :data:`MAX_WORD` characters)."""
-    found: list[str] = (
-        text.encode("ascii").translate(_ASCII_CUT).decode("ascii").split()
-        if text.isascii()
-        else _WORD.findall(fold(text))
-    )
+    """The words of ``text``, folded, in order (each cut to :data:`MAX_WORD` characters, and
+    none after its distinct words reach :data:`MAX_DISTINCT_BYTES`)."""
+    found: list[str]
+    if text.isascii():
+        found = text.encode("ascii").translate(_ASCII_CUT).decode("ascii").split()
+        most_bytes = len(text)
+    else:
+        folded = fold(text)
+        found = _WORD.findall(folded)
+        most_bytes = 4 * len(folded)  # no character takes more than 4 bytes of UTF-8
     if found and max(map(len, found)) > MAX_WORD:  # rare: cut only then
-        return [w[:MAX_WORD] for w in found]
+        found = [w[:MAX_WORD] for w in found]
+    if most_bytes > MAX_DISTINCT_BYTES:  # rare: count only then
+        return _within_distinct_bytes(found)
+    return found
+
+
+def _within_distinct_bytes(found: list[str]) -> list[str]:
+    """``found`` up to the word whose own first occurrence would take its distinct words
+    past :data:`MAX_DISTINCT_BYTES` of UTF-8."""
+    seen: set[str] = set()
+    total = 0
+    for at, word in enumerate(found):
+        if word not in seen:
+            total += len(word.encode("utf-8", "surrogatepass"))
+            if total > MAX_DISTINCT_BYTES:
+                return found[:at]
+            seen.add(word)
     return found
 
 
@@ -134,7 +161,7 @@ def index_text(text: str) -> str:
     a full-text index takes them: ``" ".join(words(text))`` but for the runs of spaces, the
     string ``str.split`` gives :func:`words` of back. For ASCII text with no word longer
     than :data:`MAX_WORD` it is made in three C passes, without a string per word."""
-    if text.isascii():
+    if text.isascii() and len(text) <= MAX_DISTINCT_BYTES:
         cut = text.encode("ascii").translate(_ASCII_CUT)
         if _TOO_LONG not in cut.translate(_ASCII_MARK):
             return cut.decode("ascii")
@@ -145,13 +172,15 @@ def message_text(message: dict[str, Any]) -> str:
     """The text a message is found by, as ``checkout`` restores it: its content (a string,
     or the text of its content parts), the name and arguments of each tool call it makes,
     and for a tool result its content. An activity message, or a value the client would
-    not show as text, adds nothing."""
+    not show as text, adds nothing. Tool-call arguments and a tool result that are JSON
+    count with their strings' escapes read (:func:`as_read`)."""
     pieces: list[str] = []
     content = message.get("content")
-    if message.get("role") == "activity":
+    role = message.get("role")
+    if role == "activity":
         return ""
     if isinstance(content, str):
-        pieces.append(content)
+        pieces.append(as_read(content) if role == "tool" else content)
     elif isinstance(content, list):
         for part in content:
             if isinstance(part, dict) and isinstance(part.get("text"), str):
@@ -161,10 +190,46 @@ def message_text(message: dict[str, Any]) -> str:
         for call in calls:
             function = call.get("function") if isinstance(call, dict) else None
             if isinstance(function, dict):
-                for key in ("name", "arguments"):
-                    if isinstance(function.get(key), str):
-                        pieces.append(function[key])
+                if isinstance(function.get("name"), str):
+                    pieces.append(function["name"])
+                if isinstance(function.get("arguments"), str):
+                    pieces.append(as_read(function["arguments"]))
     return "\n".join(pieces)
+
+
+# An escape of a JSON string: one character, or a run of UTF-16 code units (a character
+# beyond the BMP is two).
+_JSON_ESCAPE = re.compile(r'(?:\\u[0-9a-fA-F]{4})+|\\["\\/bfnrt]')
+_JSON_SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n",
+                       "r": "\r", "t": "\t"}
+
+
+def as_read(text: str) -> str:
+    """``text`` as a reader reads it: a JSON document (tool-call arguments, a tool result)
+    with its strings' escapes replaced by the characters they stand for, so that the
+    words of a line after ``\\n`` or of ``Z\\u00fcrich`` are found and shown as written; any
+    other text as it is. Everything else of the document stays as written (numbers keep
+    their digits, keys their places)."""
+    if "\\" not in text or not _is_json(text):
+        return text
+    return _JSON_ESCAPE.sub(_unescaped, text)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _unescaped(escape: re.Match[str]) -> str:
+    found = escape.group()
+    if found[1] != "u":
+        return _JSON_SHORT_ESCAPES[found[1]]
+    units = bytes.fromhex("".join(found[i + 2 : i + 6] for i in range(0, len(found), 6)))
+    # Two code units that make a pair are one character; a lone surrogate stays itself.
+    return units.decode("utf-16-be", "surrogatepass")
 
 
 def tool_name(message: dict[str, Any], names: dict[str, str]) -> str | None:

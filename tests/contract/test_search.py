@@ -201,6 +201,43 @@ def test_a_hit_names_its_thread_run_message_role_tool_and_marks_the_words(
         assert [h.message_id for h in store.search("refunded -card")] == []
 
 
+def test_the_strings_of_json_tool_arguments_and_results_are_found_and_shown_as_read(
+    store_location: str,
+) -> None:
+    # Python's json.dumps escapes every accent, and any JSON writer a line break or a tab.
+    arguments = json.dumps({"note": "first line\nsecond line", "city": "Zürich"})
+    result = r'{"warning": "\tindented", "price": 1.50, "path": "C:\\new"}'
+    with agui_store.open(store_location) as store:
+        store.append([
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+            {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "note\0taker",
+             "parentMessageId": "a1"},
+            {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": arguments},
+            {"type": "TOOL_CALL_END", "toolCallId": "c1"},
+            {"type": "TOOL_CALL_RESULT", "messageId": "m1", "toolCallId": "c1",
+             "content": result},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+        ])
+        [call] = store.search("second zurich")
+        assert (call.message_id, call.tool_name) == ("a1", None)  # a NUL no backend names
+        assert "Zürich" in call.marked() and "\\u00fc" not in call.marked()
+        assert [h.message_id for h in store.search("indented new")] == ["m1"]
+        assert [h.message_id for h in store.search('"1.50"')] == ["m1"]  # digits as written
+        assert store.search("nsecond") == [] and store.search("tindented") == []
+
+
+def test_a_message_is_found_by_its_words_until_its_distinct_words_take_a_megabyte(
+    store_location: str,
+) -> None:
+    ids = [f"{i:07d}x" for i in range(130_000)]  # 1,040,000 bytes of distinct words
+    with agui_store.open(store_location) as store:
+        store.append(conversation("t", "r1", " ".join(ids)))
+        assert [h.message_id for h in store.search(ids[0])] == ["r1-m0"]
+        assert [h.message_id for h in store.search(ids[124_999])] == ["r1-m0"]
+        assert store.search(ids[125_000]) == [] and store.search(ids[-1]) == []
+        assert store.check().ok
+
+
 def test_runs_without_a_checkpoint_of_their_own_are_found_from_their_views(
     store_location: str,
 ) -> None:

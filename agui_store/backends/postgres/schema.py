@@ -52,10 +52,10 @@ if TYPE_CHECKING:
 SCHEMA = "agui_store"
 
 #: Bumped whenever this schema changes; recorded in ``meta`` under ``schema_version``.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 #: The SQLite schema version whose tables and columns these mirror (a test compares them).
-MIRRORS_SQLITE_VERSION = 23
+MIRRORS_SQLITE_VERSION = 24
 
 #: ``meta``'s ``application`` row: what marks a PostgreSQL schema as an agui-store.
 APPLICATION = "agui-store"
@@ -489,8 +489,9 @@ CREATE INDEX search_messages_by_words ON search_messages USING gin (words)
 
 #: The version whose migration also indexes every stored run for search, after its SQL
 #: (the ``backfill`` :func:`install` is given): 5 made the index, 9 indexes Chinese and
-#: Japanese text again, a character a word, 10 folds the capitals a decomposition gives.
-SEARCH_INDEX_VERSION = 10
+#: Japanese text again, a character a word, 10 folds the capitals a decomposition gives, 14
+#: reads the escapes of JSON tool arguments and results and bounds a message's words.
+SEARCH_INDEX_VERSION = 14
 
 #: The setting :func:`erase_log` turns on, for its own transaction, to let the append-only
 #: guards pass its deletes. Setting it grants nothing: the application's role has no DELETE
@@ -642,11 +643,17 @@ $$;
 REVOKE ALL ON FUNCTION erase_log(bigint[], bigint[]) FROM PUBLIC;
 """
 
+#: Version 14: JSON tool arguments and results found by their strings as read, and a
+#: message's distinct words bounded to 1 MB, as SQLite's version 24 indexes them
+#: (:func:`agui_store.history.search.as_read`): a ``tsvector`` of more was kept wrong, its
+#: last words found by no query. Emptied and indexed again, as version 9 does.
+MIGRATE_V14 = MIGRATE_V9
+
 #: Migrations from version N-1 to N, each applied inside :func:`install`'s transaction.
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1, 2: MIGRATE_V2, 3: MIGRATE_V3, 4: MIGRATE_V4, 5: MIGRATE_V5, 6: MIGRATE_V6,
     7: MIGRATE_V7, 8: MIGRATE_V8, 9: MIGRATE_V9, 10: MIGRATE_V10, 11: MIGRATE_V11,
-    12: MIGRATE_V12, 13: MIGRATE_V13,
+    12: MIGRATE_V12, 13: MIGRATE_V13, 14: MIGRATE_V14,
 }
 
 READ_META = "SELECT key, value FROM {schema}.meta WHERE key IN ('application', 'schema_version')"

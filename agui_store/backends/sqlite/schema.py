@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 23
+SCHEMA_VERSION = 24
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -434,8 +434,9 @@ CREATE VIRTUAL TABLE search_words USING fts5(
 
 #: The version whose migration also indexes every stored run for search, after its SQL (13
 #: made the index; 16 made its FTS5 table again; 20 cuts Chinese and Japanese text into
-#: words of one character; 21 folds the capitals a decomposition gives).
-SEARCH_INDEX_VERSION = 21
+#: words of one character; 21 folds the capitals a decomposition gives; 24 reads the escapes
+#: of JSON tool arguments and results, and bounds a message's distinct words).
+SEARCH_INDEX_VERSION = 24
 
 # Version 14: erasure (agui_store.engine.erasure). ``erasures`` logs every erasure the store
 # made: when, which verb, how much, and the event sequence numbers it took out of the log, so
@@ -647,6 +648,15 @@ CREATE_V23 = """
 CREATE INDEX IF NOT EXISTS erasures_by_last_seq ON erasures(json_extract(seqs, '$[#-1][1]'));
 """
 
+# Version 24: tool-call arguments and tool results that are JSON are found by their strings
+# as read (:func:`agui_store.history.search.as_read`): the escapes were indexed as written,
+# so the first word of a line after ``\n`` and every word with an escaped accent
+# (``Z\u00fcrich``, as Python's ``json.dumps`` writes it) were found by no query. And a
+# message's distinct words stop at 1 MB, as PostgreSQL's must
+# (:data:`agui_store.history.search.MAX_DISTINCT_BYTES`). The index is emptied and made again
+# as version 20 does, and every run indexed again.
+CREATE_V24 = CREATE_V20
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -671,6 +681,7 @@ MIGRATIONS: dict[int, str] = {
     21: CREATE_V21,
     22: CREATE_V22,
     23: CREATE_V23,
+    24: CREATE_V24,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.
