@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -448,3 +449,43 @@ def test_a_store_in_a_read_only_folder_is_refused_with_why(tmp_path: Path) -> No
     with read_only_mount(folder) as view, pytest.raises(StorageError) as refused:
         agui_store.open(view / "s.db")
     assert "read-only file system" in str(refused.value) and "-wal" in str(refused.value)
+
+
+#: A recording interrupted by Ctrl-C, then the store opened again at once: the async store's
+#: connections are still closing, the last one checkpointing the WAL, which holds the new
+#: store's marks alone.
+_REOPENED_AFTER_CTRL_C = """
+import asyncio, os, signal, sys
+import agui_store, agui_store.aio
+
+async def agent():
+    yield {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
+    yield {"type": "TEXT_MESSAGE_START", "messageId": "a", "role": "assistant"}
+    for i in range(1000):
+        await asyncio.sleep(0.01)
+        yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": "a", "delta": f"{i} "}
+
+async def main():
+    store = await agui_store.aio.open(sys.argv[1])
+    asyncio.get_running_loop().call_later(0.5, os.kill, os.getpid(), signal.SIGINT)
+    async for _ in store.record(agent()):
+        pass
+
+try:
+    asyncio.run(main())
+except KeyboardInterrupt:
+    pass
+with agui_store.open(sys.argv[1]) as store:
+    print(len(store.events("r", thread_id="t")) > 2)
+"""
+
+
+def test_a_new_store_opened_again_while_its_last_connection_closes_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    for attempt in range(4):  # a race: the reopening fell in the closing most times
+        path = tmp_path / f"chat-{attempt}.db"
+        done = subprocess.run([sys.executable, "-c", _REOPENED_AFTER_CTRL_C, str(path)],
+                              capture_output=True, text=True, timeout=120,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        assert done.stdout.split() == ["True"], done.stderr[-2000:]

@@ -32,7 +32,7 @@ STATEMENT_CACHE_SIZE = 512
 STORE_TABLES = frozenset({"threads", "runs", "events", "batches", "branches"})
 
 
-def _check_is_store(real: str, shown: str) -> None:
+def _check_is_store(real: str, shown: str, busy_timeout_ms: int) -> None:
     """Refuse a path that is not an agui-store file, without writing anything to it.
 
     Accepted: no file yet (a new store), an empty (0-byte) file, an SQLite database marked
@@ -82,7 +82,7 @@ def _check_is_store(real: str, shown: str) -> None:
         _refuse_newer(version, shown)
         return
     if app_id == 0:
-        app_id, version, tables = _read_unmarked(real, shown)
+        app_id, version, tables = _read_unmarked(real, shown, busy_timeout_ms)
         if app_id == schema.APPLICATION_ID:  # marked in its WAL: a store being created
             _refuse_newer(version, shown)
             return
@@ -129,10 +129,14 @@ def _refuse_newer(version: int, shown: str) -> None:
         )
 
 
-def _read_unmarked(real: str, shown: str) -> tuple[int, int, frozenset[str]]:
+def _read_unmarked(
+    real: str, shown: str, busy_timeout_ms: int
+) -> tuple[int, int, frozenset[str]]:
     """``(application_id, user_version, table names)`` of an SQLite file, read without
     writing: ``immutable`` when no ``-wal`` file exists (a read-only connection to a WAL
-    database would create ``-wal`` and ``-shm`` beside it and leave them), read-only else."""
+    database would create ``-wal`` and ``-shm`` beside it and leave them), read-only else.
+    A store being created has its marks in its WAL alone, which another connection may hold
+    locked a moment (checkpointing as it closes): the read waits for it as any other does."""
     query = "mode=ro" if os.path.exists(real + "-wal") else "immutable=1"
     uri = f"file:{urllib.parse.quote(real)}?{query}"
     try:
@@ -140,11 +144,14 @@ def _read_unmarked(real: str, shown: str) -> tuple[int, int, frozenset[str]]:
             uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
         )
         try:
+            conn.set_busy_timeout(busy_timeout_ms)
             app_id = int(conn.execute(sql.APPLICATION_ID).fetchone()[0])
             version = int(conn.execute(sql.USER_VERSION).fetchone()[0])
             tables = frozenset(str(r[0]) for r in conn.execute(sql.TABLES_AND_VIEWS))
         finally:
             conn.close()
+    except apsw.BusyError as e:
+        raise errors.StoreBusyError.locked(shown) from e
     except apsw.Error as e:
         raise errors.NotAStoreError(
             f"{shown} begins like an SQLite database but cannot be read as one ({e}); it was "
@@ -181,7 +188,7 @@ def connect(path: str, *, busy_timeout_ms: int) -> apsw.Connection:
         raise errors.InvalidArgumentError(f"the store path {path!r} holds a NUL byte")
     real = store_file(path)
     if real is not None:
-        _check_is_store(real, path)
+        _check_is_store(real, path, busy_timeout_ms)
         _create_private(real, path)
     with translated(path):
         conn = apsw.Connection(
