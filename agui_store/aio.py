@@ -80,6 +80,13 @@ def _off_loop(
     return off_loop
 
 
+def _outcome_unread(future: asyncio.Future[Any]) -> None:
+    """Read the outcome of a call whose caller was cancelled, which nobody awaits: asyncio
+    would log an exception nobody read. The call's own error handling logged what it must."""
+    if not future.cancelled():
+        future.exception()
+
+
 class AsyncStore:
     """A :class:`~agui_store.store.Store` for asyncio: each public method, with the same
     name and arguments, as a coroutine run on a worker thread. Open one with
@@ -147,8 +154,15 @@ class AsyncStore:
     ) -> _R:
         if self._closed:
             raise AguiStoreError("the store is closed")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
+        # Submitted, not ``run_in_executor``'s: a cancelled caller would cancel the work item
+        # with it, and an append still queued behind another would never be written. The
+        # caller's cancellation stops its waiting only; the call runs to its end.
+        future = asyncio.wrap_future(executor.submit(functools.partial(fn, *args, **kwargs)))
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            future.add_done_callback(_outcome_unread)
+            raise
 
     async def append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
         """Append one recorder's batch (:func:`agui_store.recording.append_batch`'s

@@ -208,6 +208,31 @@ def test_appends_go_to_the_writer_process_and_reads_see_them(db_path: Path) -> N
     run(main())
 
 
+@pytest.mark.parametrize("writer", ["process", "thread"])
+def test_an_append_whose_task_is_cancelled_while_it_waits_its_turn_is_still_written(
+    db_path: Path, writer: str
+) -> None:
+    async def main() -> None:
+        async with aio.open(db_path, writer=writer) as astore:
+            await astore.ready()
+            # A long append in flight, and one queued behind it whose task is cancelled, as a
+            # request handler is when its client goes away.
+            busy = asyncio.create_task(
+                astore.append(conversation_run("long", "r1", 4000, 0)))
+            await asyncio.sleep(0.005)
+            queued = asyncio.create_task(astore.append(conversation_run("t", "r1", 12, 0)))
+            await asyncio.sleep(0)
+            queued.cancel()
+            await busy
+            with pytest.raises(asyncio.CancelledError):
+                await queued
+        with Store(db_path) as store:
+            assert sorted(store.threads()) == ["long", "t"]
+            assert store.get_run("r1", thread_id="t").status == "finished"  # type: ignore[union-attr]
+
+    run(main())
+
+
 def test_an_erasure_awaited_erases_what_the_writer_process_appended_and_it_appends_on(
     db_path: Path,
 ) -> None:
