@@ -390,6 +390,10 @@ class Recorder:
                 current = self._start(scope, message, body_parts, body_complete)
                 if current is not None and body_complete:
                     gone = asyncio.ensure_future(receive())
+                    # One turn of the loop for it: a client that left before the response
+                    # started is known gone before the first body, which an app may send
+                    # without ever yielding (a server sends a gone client nothing, silently).
+                    await asyncio.sleep(0)
             await send(message)
 
         try:

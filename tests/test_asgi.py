@@ -581,6 +581,26 @@ def test_a_client_gone_from_an_app_that_never_listens_leaves_the_run_with_what_i
     assert b"".join(got) == b"".join(chunks[:3])
 
 
+def test_a_client_gone_before_the_response_started_leaves_nothing_recorded(
+    store: Any, astore: Any
+) -> None:
+    """The client gave up while the model thought; the app then sends its whole answer in
+    one burst, never yielding, and the server sends none of it."""
+    app = streaming_app([b"".join(sse(run_events("t1", "r1")))])
+    pending = [{"type": "http.request", "body": request_body("t1", "r1"), "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        return pending.pop() if pending else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:  # a server's, to a client gone
+        pass
+
+    scope = {"type": "http", "method": "POST", "path": "/agent", "headers": [
+        (b"content-type", b"application/json")]}  # fmt: skip
+    asyncio.run(Recorder(app, store=astore)(scope, receive, send))
+    assert store.threads() == []
+
+
 #: Older starlette never compresses an event stream (it has no exclude_content_types to ask
 #: it to), so a compressed AG-UI response cannot come from its GZipMiddleware there.
 compresses_event_streams = pytest.mark.skipif(
