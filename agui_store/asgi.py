@@ -260,6 +260,10 @@ class Recorder:
         self.unowned = unowned
         self.app = app
         self._store, self._owns_store = _as_async(store)
+        # Whether the AsyncStore the Recorder made was closed (a lifespan's shutdown): the
+        # next startup or request makes another, as the same app may be started again (each
+        # ``with TestClient(app)`` of a test suite, a server restarted in its process).
+        self._made_closed = False
         #: The latest a recorded event waits before its batch is appended (seconds).
         self.flush_interval = recording.FLUSH_INTERVAL
         self._owner_of = scope
@@ -278,13 +282,21 @@ class Recorder:
         ``Store`` it was given (its writer process); the ``Store`` itself stays open. Done
         at the ASGI lifespan's shutdown; call it yourself where no lifespan runs. An
         ``AsyncStore`` you gave is yours to close."""
-        if self._owns_store:
+        if self._owns_store and not self._made_closed:
+            self._made_closed = True
             await self._store.close()
+
+    def _reopen(self) -> None:
+        """Make the ``AsyncStore`` for the given ``Store`` again, if :meth:`aclose` closed it."""
+        if self._made_closed:
+            self._store = AsyncStore(self._store.store)
+            self._made_closed = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self.app(scope, receive, self._lifespan_send(send))
             return
+        self._reopen()
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
@@ -309,6 +321,7 @@ class Recorder:
 
         async def lifespan_send(message: Message) -> None:
             if message["type"] == "lifespan.startup.complete":
+                self._reopen()
                 try:
                     await self._store.ready()
                 except Exception:  # the first write starts it again, and says why

@@ -357,6 +357,28 @@ def test_a_store_given_as_is_is_written_by_a_writer_process_closed_at_lifespan_s
     assert store.events("r1", thread_id="t1") == events  # and the Store is still open
 
 
+def test_an_app_started_again_after_its_lifespan_shut_down_records_again(store: Any) -> None:
+    """Each ``with TestClient(app)`` of a test suite runs the app's lifespan once."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    async def agent(request: Request) -> StreamingResponse:
+        asked = await request.json()
+        events = run_events(asked["threadId"], asked["runId"])
+        return StreamingResponse(iter(sse(events)), media_type="text/event-stream")
+
+    app = Recorder(Starlette(routes=[Route("/agent", agent, methods=["POST"])]), store=store)
+    for thread in ("t1", "t2"):
+        with TestClient(app) as client:
+            response = client.post("/agent", content=request_body(thread, "r1"),
+                                   headers={"content-type": "application/json"})
+            assert response.status_code == 200
+    assert sorted(store.threads()) == ["t1", "t2"]
+
+
 def test_the_servers_startup_completes_once_the_writer_process_has_started(store: Any) -> None:
     """A fresh interpreter takes a second or two: a run recorded meanwhile reached the store
     that much later, and a run posted right after it was placed before its tail."""
