@@ -35,6 +35,7 @@ import msgspec
 from agui_store import recording
 from agui_store.aio import AsyncStore
 from agui_store.codec.sse import MAX_EVENT_BYTES, SSEParser, encode_sse
+from agui_store.engine import arguments
 from agui_store.errors import AguiStoreError, InvalidArgumentError
 from agui_store.records import AppendResult
 from agui_store.store import Store
@@ -336,19 +337,27 @@ class Recorder:
         return lifespan_send
 
     def _owner(self, scope: Scope) -> str | None:
-        """The request's owner, as ``scope=`` says; a callable that raises is logged and
-        gives none (the request is then what ``unowned`` says, and ``connect`` answers it
-        404), instead of a 500 with the server's traceback."""
+        """The request's owner, as ``scope=`` says; a callable that raises, or gives what
+        is no owner's name (``""`` from an empty header, a number), is logged and gives none
+        (the request is then what ``unowned`` says, and ``connect`` answers it 404), instead
+        of a 500 with the server's traceback."""
         if self._owner_of is None:
             return None
         try:
-            return self._owner_of(scope)
+            owner = self._owner_of(scope)
         except Exception:
             logger.exception(
                 "the scope callable raised for %s %s: the request has no owner",
                 scope.get("method"), scope.get("path"),
             )
             return None
+        try:
+            arguments.check_scope(owner)
+        except (TypeError, AguiStoreError) as e:
+            logger.warning("the scope callable gave no owner's name for %s %s (%s): the "
+                           "request has no owner", scope.get("method"), scope.get("path"), e)
+            return None
+        return owner
 
     def _run_opened(self, thread_id: str, run_id: str) -> None:
         self._live[(thread_id, run_id)] = _LiveRun()

@@ -1083,6 +1083,23 @@ def test_a_scope_callable_that_raises_is_logged_and_gives_the_request_no_owner(
     assert len(raised) == 2 and all(r.exc_info for r in raised)
 
 
+@pytest.mark.parametrize("given", ["", 42], ids=["an-empty-header", "a-number"])
+def test_a_scope_callable_that_gives_no_owners_name_gives_the_request_no_owner(
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture, given: Any
+) -> None:
+    store.append(run_events("t0", "r0"), input=request_body("t0", "r0"), scope="al")
+    chunks = sse(run_events("t1", "r1"))
+    refusing = Recorder(streaming_app(chunks), store=astore, scope=lambda scope: given,
+                        unowned="refuse")
+    with caplog.at_level("WARNING", logger="agui_store.asgi"):
+        refused = asyncio.run(call(refusing, request_body("t1", "r1")))
+        reconnect = asyncio.run(call(refusing, request_body("t0", "r0"), path="/agent/connect"))
+    assert (refused.status, reconnect.status) == (401, 404)  # the app never ran; no 500
+    assert store.threads() == ["t0"]
+    said = [r.getMessage() for r in caplog.records if "gave no owner's name" in r.getMessage()]
+    assert [m.split(" (")[0].rsplit(" ", 1)[-1] for m in said] == ["/agent", "/agent/connect"]
+
+
 def test_a_run_without_an_owner_is_skipped_with_a_warning_recorded_or_refused_as_asked(
     store: Any, astore: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
