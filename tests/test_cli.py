@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -552,6 +553,30 @@ def test_search_takes_words_given_apart_as_one_query_and_a_word_to_leave_out_aft
         "agui-store search: unrecognized arguments: -cooler (a -word to leave out goes after "
         "--: agui-store search porto -- -hotel)\n"
     )
+
+
+def test_the_next_page_command_of_a_search_works_pasted_whatever_begins_with_a_dash(
+    tmp_path: Path,
+) -> None:
+    import agui_store
+
+    db = tmp_path / "s.db"
+    with agui_store.open(db) as store:
+        for i in range(3):
+            store.append([{"type": "RUN_STARTED", "threadId": "-t", "runId": f"r{i}"},
+                          {"type": "TEXT_MESSAGE_START", "messageId": f"m{i}", "role": "user"},
+                          {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}",
+                           "delta": f"porto {i}"},
+                          {"type": "TEXT_MESSAGE_END", "messageId": f"m{i}"},
+                          {"type": "RUN_FINISHED", "threadId": "-t", "runId": f"r{i}"}],
+                         scope="-al")
+    first = cli("search", "--db", str(db), "--limit", "1", "--thread=-t", "--owner=-al",
+                "--", "-hotel", "porto")
+    [more] = [line for line in first.stderr.splitlines() if line.startswith("more: ")]
+    pasted = shlex.split(more.removeprefix("more: "))
+    assert pasted[:2] == ["agui-store", "search"]
+    second = cli(*pasted[1:])
+    assert second.stdout.startswith("-t  r1  user  [porto] 1")
 
 
 def test_search_with_a_query_of_the_wrong_shape_exits_1_with_one_line(tmp_path: Path) -> None:

@@ -621,15 +621,31 @@ def _db_words(args: argparse.Namespace) -> list[str]:
     if db is None:
         return []
     shown = locations.without_password(db) if locations.has_password(db) else db
-    return ["--db", shown if backends.is_url(db) else db]
+    return _option("--db", shown if backends.is_url(db) else db)
+
+
+def _option(option: str, value: str) -> list[str]:
+    """An option with its value, as a command to paste gives them: ``--thread=-t`` for a
+    value that begins with ``-``, which argparse would take for an option of its own."""
+    return [f"{option}={value}"] if value.startswith("-") else [option, value]
+
+
+def _with_positional(command: list[str], value: str, options: list[str]) -> list[str]:
+    """A command to paste with its positional argument ``value`` and its ``options``: the
+    argument first, or last after ``--`` if it begins with ``-`` (argparse would take it
+    for an option)."""
+    if value.startswith("-"):
+        return [*command, *options, "--", value]
+    return [*command, value, *options]
 
 
 def _next_page_command(args: argparse.Namespace, thread_id: str, cursor: str) -> str:
     """The command line that prints the page after this one, ready to paste."""
-    words = ["agui-store", *_db_words(args), "log", args.ref, "--thread", thread_id,
-             "--limit", str(args.limit), "--cursor", cursor]
-    if args.json:
-        words.append("--json")
+    words = _with_positional(
+        ["agui-store", *_db_words(args), "log"], args.ref,
+        [*_option("--thread", thread_id), "--limit", str(args.limit),
+         *_option("--cursor", cursor), *(["--json"] if args.json else [])],
+    )
     return printable(" ".join(shlex.quote(word) for word in words))
 
 
@@ -1316,15 +1332,17 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         for hit in hits:
             _write_painted(out, hit.line(*marks) + "\n")
     if hits.next_cursor is not None:
-        words = ["agui-store", "search", query, "--limit", str(args.limit),
-                 "--cursor", hits.next_cursor, *_db_words(args)]
+        options = ["--limit", str(args.limit), *_option("--cursor", hits.next_cursor),
+                   *_db_words(args)]
         for option, value in (("--thread", args.thread), ("--owner", args.owner)):
             if value is not None:
-                words += [option, value]
+                options += _option(option, value)
+        options += ["--json"] if args.json else []
+        words = _with_positional(["agui-store", "search"], query, options)
         command = printable(" ".join(shlex.quote(word) for word in words))
         if sys.stderr.isatty():
             command = on_terminal(command)
-        sys.stderr.write(f"more: {command}{' --json' if args.json else ''}\n")
+        sys.stderr.write(f"more: {command}\n")
     return 0
 
 
