@@ -6,8 +6,9 @@ is a comment; ``name: value`` is a field, one space after the colon not part of 
 and a line without a colon a field with an empty value; a blank line ends an event. An
 AG-UI event lives in the ``data`` field alone, so ``event``, ``id``, ``retry`` and unknown
 fields are skipped, and an event's payload is its ``data`` values joined by LF. A byte order
-mark is the caller's to strip: :mod:`agui_store.codec.ingest` strips it from a file before it
-tells the format, while a response's bytes are read as the client reads them.
+mark opening the stream is dropped by :meth:`SSEParser.feed`, as the UTF-8 decoding the rules
+begin with drops it (``@ag-ui/client``'s ``TextDecoder`` does); :mod:`agui_store.codec.ingest`,
+which hands the parser lines, strips it from a file before it tells the format.
 
 :func:`encode_sse` writes one event. Pure: no I/O.
 """
@@ -17,6 +18,8 @@ from __future__ import annotations
 from agui_store.errors import InvalidEventError
 
 __all__ = ["MAX_EVENT_BYTES", "SSEParser", "encode_sse"]
+
+_BOM = b"\xef\xbb\xbf"
 
 #: The largest SSE event :class:`SSEParser` holds while it arrives (bytes), by default.
 MAX_EVENT_BYTES = 16 * 1024 * 1024
@@ -34,7 +37,9 @@ class SSEParser:
     one by one instead of calling :meth:`feed`.
     """
 
-    __slots__ = ("_buffer", "_data", "_scanned", "_skip_lf", "held", "max_event_bytes")
+    __slots__ = (
+        "_buffer", "_data", "_opening", "_scanned", "_skip_lf", "held", "max_event_bytes",
+    )
 
     def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         #: The largest event held while it arrives; a larger one raises (the official client
@@ -50,6 +55,9 @@ class SSEParser:
         self._data: list[bytes] = []
         # The previous chunk ended with "\r": a "\n" opening the next one belongs to it.
         self._skip_lf = False
+        # The stream's first bytes while they may still be a byte order mark (``None`` once
+        # they are known): it may arrive split across chunks.
+        self._opening: bytes | None = b""
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The payloads of the events this chunk completes, in order.
@@ -57,6 +65,14 @@ class SSEParser:
         Raises:
             InvalidEventError: the unfinished event has grown past :attr:`max_event_bytes`.
         """
+        if self._opening is not None:
+            chunk = self._opening + chunk
+            if _BOM.startswith(chunk) and len(chunk) < len(_BOM):
+                self._opening = chunk
+                return []
+            self._opening = None
+            if chunk.startswith(_BOM):
+                chunk = chunk[len(_BOM) :]
         if not chunk:
             return []
         done: list[bytes] = []
