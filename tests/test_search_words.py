@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -152,7 +153,9 @@ def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
         word = text[slice(*spans[i])]
         pieces.append((word[:64], i in marked))
         pieces.append(("…" if len(word) > 64 else "", False))
-    after = " ".join(text[spans[hi - 1][1] :].split())[:20]
+    rest = text[spans[hi - 1][1] :]
+    after = " ".join(rest.split())[:20]
+    after = " " + after if after and rest[0].isspace() else after  # "porto 😀", not "porto😀"
     pieces.append(("…" if hi < len(spans) else after, False))
     merged: list[tuple[str, bool]] = []
     for piece, mark in pieces:
@@ -188,6 +191,28 @@ def test_a_snippet_shows_the_words_around_the_first_match_as_defined(
 ) -> None:
     text = "".join(word + between for word, between in lead + parts)
     assert testing.search_snippet(text, query) == defined_snippet(text, query)
+
+
+@pytest.mark.parametrize("query", ["needle", "need*", '"ipsum needle"', '"needle lorem"',
+                                   "lorem", "absent"])
+def test_a_snippet_of_a_long_text_that_is_not_ascii_is_the_defined_one(query: str) -> None:
+    # Long enough to be read a block at a time; a phrase across two blocks is found too.
+    text = "lörem ipsüm " * 1400 + "needle " + "lörem ipsüm " * 4000 + "the end"
+    assert len(text) > 60_000
+    assert testing.search_snippet(text, query) == defined_snippet(text, query)
+
+
+def test_a_snippet_marks_a_word_written_with_combining_marks_whole() -> None:
+    # Decomposed accents (macOS file names, PDFs), Hindi vowel signs, a Thai tone mark.
+    assert testing.search_snippet("Zu\u0308rich ist scho\u0308n", "zurich") == [
+        ("Zu\u0308rich", True), (" ist scho\u0308n", False),
+    ]
+    assert testing.search_snippet("हिन्दी भाषा", "हिन्दी") == [("हिन्दी", True), (" भाषा", False)]
+    assert testing.search_snippet("ไม่ ใช่", "ไม") == [("ไม่", True), (" ใช่", False)]
+    words = " ".join(f"w{i}" for i in range(7))
+    assert testing.search_snippet(f"porto {words} Cafe\u0301 more", "porto") == [
+        ("porto", True), (f" {words} Cafe\u0301…", False),
+    ]
 
 
 def test_a_snippet_marks_what_it_leaves_out_and_squeezes_whitespace() -> None:

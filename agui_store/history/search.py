@@ -105,9 +105,15 @@ def fold(text: str) -> str:
     decomposed = unicodedata.normalize("NFKD", text).casefold()
     if not unicodedata.is_normalized("NFKD", decomposed):  # marks a fold put out of order
         decomposed = unicodedata.normalize("NFKD", decomposed)
-    # A text holds few distinct characters: classify those, then delete in one C pass.
-    marks = {ord(c): None for c in set(decomposed) if _is_mark(c)}
-    return decomposed.translate(marks) if marks else decomposed
+    # A text holds few distinct characters: classify those, then delete them. A few marks
+    # (an accent or two) go a ``replace`` each, a search in C; ``translate`` looks every
+    # character up in a mapping, ten times slower, and is kept for texts of many marks.
+    marks = [c for c in set(decomposed) if _is_mark(c)]
+    if len(marks) > 8:
+        return decomposed.translate(dict.fromkeys(map(ord, marks)))
+    for mark in marks:
+        decomposed = decomposed.replace(mark, "")
+    return decomposed
 
 
 # ASCII text (most of what agents say): every byte but a letter or a digit becomes a space
@@ -436,13 +442,14 @@ def _snippet_by_words(
     are one to three characters long): eight words of context are 24 of them."""
     room = width * _WORD_THIRDS
     longest = max((len(t.words) for t in phrases), default=1)
+    begin = _block_before_a_match(text, exact, prefixes, phrases)
     spans: list[tuple[int, int]] = []
     thirds: list[int] = []  # each word's share of the window, in thirds of a word
     found: list[str] = []  # the folded words so far, and the span each belongs to
     owner: list[int] = []
     marked: set[int] = set()  # the spans a term finds
     after = extra = 0
-    for m in _WORD.finditer(text):
+    for m in _raw_word().finditer(text, begin):
         start, end = m.span()
         at = len(spans)
         counting = bool(marked)  # the window's words after the first match are counted
@@ -475,7 +482,76 @@ def _snippet_by_words(
     while hi < len(spans) and taken + thirds[hi] <= room:
         hi, taken = hi + 1, taken + thirds[hi]
     shown = [spans[i] for i in range(lo, hi) if i in marked]
-    return _pieces(text, spans[lo][0], spans[hi - 1][1], shown, lo > 0, hi < len(spans))
+    cut_before = lo > 0 or (begin > 0 and _raw_word().search(text, 0, begin) is not None)
+    return _pieces(text, spans[lo][0], spans[hi - 1][1], shown, cut_before, hi < len(spans))
+
+
+#: The characters :func:`_block_before_a_match` folds at a time, and how far before the
+#: first block holding a match the word-by-word reading starts: room for a snippet's words of
+#: context (a word counts by at most :data:`MAX_WORD` characters) and what separates them.
+_BLOCK = 8192
+_CONTEXT = 4 * (MAX_WORD + 1) * SNIPPET_WORDS
+_SPACE = re.compile(r"\s+")
+
+
+def _block_before_a_match(
+    text: str, exact: frozenset[str], prefixes: tuple[str, ...], phrases: tuple[Term, ...]
+) -> int:
+    """Where in ``text`` a snippet's word-by-word reading may start: a little before the
+    first block of :data:`_BLOCK` characters whose words (folded a block at once, far faster
+    than a word at a time) hold a one-word term or a phrase, at a space; 0 for a short
+    text, or when no block does (the reading then finds the text's first words)."""
+    if len(text) <= 2 * _BLOCK:
+        return 0
+    needles = (*exact, *prefixes, *(t.words[0] for t in phrases))
+    # Each block reads on into the next for as long as a phrase may be: one that begins at
+    # its end is whole in it.
+    overlap = (MAX_WORD + 1) * max((len(t.words) for t in phrases), default=0)
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + _BLOCK)
+        while end < len(text) and not text[end].isspace() and end - start < 2 * _BLOCK:
+            end += 1  # blocks end between words
+        folded = fold(text[start : end + overlap])
+        # A term's word is in the block's folded text before it is one of its words: the
+        # words are cut only from a block where one is.
+        if any(w in folded for w in needles) and _holds(
+            [w[:MAX_WORD] for w in _WORD.findall(folded)], exact, prefixes, phrases
+        ):
+            # Room for the context a snippet shows before its first match.
+            before = max(0, start - _CONTEXT)
+            space = _SPACE.search(text, before, start)
+            return space.end() if before and space is not None else before
+        start = end
+    return 0
+
+
+def _holds(
+    held: list[str], exact: frozenset[str], prefixes: tuple[str, ...], phrases: tuple[Term, ...]
+) -> bool:
+    """Whether a block's words ``held`` hold a one-word term or a phrase."""
+    if not exact.isdisjoint(held) or (prefixes and any(w.startswith(prefixes) for w in held)):
+        return True
+    present = frozenset(held)
+    return any(phrase.found_in(held, present) for phrase in phrases)
+
+
+@functools.cache
+def _raw_word() -> re.Pattern[str]:
+    """A word of text as written, for a snippet: a letter or digit and the letters, digits
+    and combining marks after it (so ``Zu\u0308rich``, decomposed as macOS writes it, Hindi
+    and Thai with their vowel signs, are one word each, as they fold to one), or one
+    character of :data:`_UNSPACED`. Made once, when a snippet first reads text that is not
+    ASCII: the marks are looked up in the Unicode database."""
+    ranges: list[tuple[int, int]] = []
+    for code in (*range(0x300, 0x20000), *range(0xE0100, 0xE01F0)):
+        if unicodedata.category(chr(code)).startswith("M"):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    marks = "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+    return re.compile(rf"(?![\W_])[{_UNSPACED}]|[^\W_{_UNSPACED}](?:[^\W_{_UNSPACED}]|[{marks}])*")
 
 
 def _ascii_snippet(
@@ -572,7 +648,10 @@ def _pieces(
             plain("…")
         at = e
     plain(_bounded(_SPACES.sub(" ", text[at:end])))
-    plain("…" if cut_after else " ".join(text[end:].split())[:20])
+    rest = " ".join(text[end:].split())[:20]
+    if rest and text[end].isspace():  # "porto 😀", not "porto😀"
+        rest = " " + rest
+    plain("…" if cut_after else rest)
     return pieces
 
 
