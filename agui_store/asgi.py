@@ -516,9 +516,13 @@ class Recorder:
             return
         last_event_id = _header(scope.get("headers"), b"last-event-id")
         try:
-            after = int(last_event_id) if last_event_id is not None else None
-            if after is not None and after < 0:  # store.events refuses it: a 400, not a 500
+            # The ids the Recorder sends are ASCII digits; int() takes "1_000", " 7" and
+            # "-1" too, and refuses more than 4,300 digits.
+            if last_event_id is not None and not (
+                last_event_id.isascii() and last_event_id.isdigit()
+            ):
                 raise ValueError(last_event_id)
+            after = int(last_event_id) if last_event_id is not None else None
         except ValueError:
             await _reply(send, 400, b"Last-Event-ID must be a sequence number")
             return

@@ -780,7 +780,8 @@ def test_last_event_id_resumes_after_the_cursor(store: Any, astore: Any) -> None
     assert got[-1][0] == store.get_run("r1", thread_id="t1").last_seq
 
 
-@pytest.mark.parametrize("cursor", [b"-1", b"x", b"1.5", b"9" * 5000])
+@pytest.mark.parametrize("cursor", [b"-1", b"x", b"1.5", b"9" * 5000, b"1_0", b" 7", b"+3",
+                                    "٣".encode()])
 def test_a_last_event_id_that_is_no_sequence_number_is_400_or_nothing_after_it(
     store: Any, cursor: bytes
 ) -> None:
