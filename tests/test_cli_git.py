@@ -84,6 +84,15 @@ def test_a_limited_listing_no_cursor_pages_says_how_many_runs_it_left_out(
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize("count", ["1_0", "+3", " 7", "３", "٥"])
+def test_a_count_is_ascii_digits_as_git_reads_one(
+    db: Path, count: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert agui(db, "log", "--limit", count)[0] == 2
+    assert "--limit: expected an integer >= 1" in capsys.readouterr().err
+
+
 def test_diff_takes_two_dot_and_three_dot_ranges(db: Path) -> None:
     two = json.loads(agui(db, "diff", "tip..side", "--json")[1])
     three = json.loads(agui(db, "diff", "tip...side", "--json")[1])
