@@ -1430,7 +1430,7 @@ def _count_option(minimum: int, most: int | None = None) -> Callable[[str], int]
     def parse(text: str) -> int:
         try:
             # ASCII digits, as git reads a count: int() also takes "1_0", "+3", " 7" and
-            # other scripts' digits ("٥", "３").
+            # the digits of other scripts (Arabic-Indic, fullwidth).
             if not (text.isascii() and text.lstrip("-").isdigit()):
                 raise ValueError(text)
             value = int(text)
