@@ -90,29 +90,44 @@ _LONG_WORD = re.compile(rf"[^\W_{_UNSPACED}]{{{SNIPPET_PIECE + 1},}}")
 _LONG_GAP = re.compile(rf"[\W_]{{{SNIPPET_PIECE + 1},}}")
 
 
+#: Latin letters whose stroke or ligature no decomposition takes apart, as a reader who types
+#: without them writes them: ``lodz`` finds ``Łódź``, ``kobenhavn`` finds ``København``.
+_PLAIN_LETTERS = {
+    "ł": "l", "ø": "o", "đ": "d", "ð": "d", "ħ": "h", "ŧ": "t", "ŀ": "l", "\u0131": "i",
+    "æ": "ae", "œ": "oe", "þ": "th",
+}
+
+
 @functools.lru_cache(maxsize=65536)
-def _is_mark(char: str) -> bool:
-    """Whether a character is a combining mark (categories Mn, Mc, Me)."""
-    return unicodedata.category(char).startswith("M")
+def _is_left_out(char: str) -> bool:
+    """Whether folding deletes a character: a combining mark (categories Mn, Mc, Me), or an
+    invisible format character (Cf: a soft hyphen, a zero-width space or joiner, a
+    direction mark), which a word holds without being cut by it."""
+    category = unicodedata.category(char)
+    return category.startswith("M") or category == "Cf"
 
 
 def fold(text: str) -> str:
-    """``text`` as it is matched: decomposed (NFKD), case folded, without combining marks.
-    Decomposed before it is folded, since a decomposition can give capitals (mathematical
-    and double-struck capitals give plain ones, ``℃`` gives ``°C``)."""
+    """``text`` as it is matched: decomposed (NFKD), case folded, without combining marks
+    and invisible format characters, and with the Latin letters no decomposition takes
+    apart written plain (:data:`_PLAIN_LETTERS`). Decomposed before it is folded, since a
+    decomposition can give capitals (mathematical and double-struck capitals give plain
+    ones, ``℃`` gives ``°C``)."""
     if text.isascii():  # the common case: NFKD leaves ASCII as it is, casefold lowers it
         return text.lower()
     decomposed = unicodedata.normalize("NFKD", text).casefold()
     if not unicodedata.is_normalized("NFKD", decomposed):  # marks a fold put out of order
         decomposed = unicodedata.normalize("NFKD", decomposed)
-    # A text holds few distinct characters: classify those, then delete them. A few marks
-    # (an accent or two) go a ``replace`` each, a search in C; ``translate`` looks every
-    # character up in a mapping, ten times slower, and is kept for texts of many marks.
-    marks = [c for c in set(decomposed) if _is_mark(c)]
-    if len(marks) > 8:
-        return decomposed.translate(dict.fromkeys(map(ord, marks)))
-    for mark in marks:
-        decomposed = decomposed.replace(mark, "")
+    # A text holds few distinct characters: classify those, then replace them. A few (an
+    # accent or two) go a ``replace`` each, a search in C; ``translate`` looks every
+    # character up in a mapping, ten times slower, and is kept for texts of many.
+    held = set(decomposed)
+    changed = {c: "" for c in held if _is_left_out(c)}
+    changed.update((c, _PLAIN_LETTERS[c]) for c in held.intersection(_PLAIN_LETTERS))
+    if len(changed) > 8:
+        return decomposed.translate({ord(c): v for c, v in changed.items()})
+    for char, plain in changed.items():
+        decomposed = decomposed.replace(char, plain)
     return decomposed
 
 
@@ -538,14 +553,15 @@ def _holds(
 
 @functools.cache
 def _raw_word() -> re.Pattern[str]:
-    """A word of text as written, for a snippet: a letter or digit and the letters, digits
-    and combining marks after it (so ``Zu\u0308rich``, decomposed as macOS writes it, Hindi
-    and Thai with their vowel signs, are one word each, as they fold to one), or one
-    character of :data:`_UNSPACED`. Made once, when a snippet first reads text that is not
-    ASCII: the marks are looked up in the Unicode database."""
+    """A word of text as written, for a snippet: a letter or digit and the letters, digits,
+    combining marks and invisible format characters after it (so ``Zu\u0308rich``,
+    decomposed as macOS writes it, Hindi and Thai with their vowel signs, a word with a soft
+    hyphen, are one word each, as they fold to one), or one character of
+    :data:`_UNSPACED`. Made once, when a snippet first reads text that is not ASCII: the
+    characters are looked up in the Unicode database."""
     ranges: list[tuple[int, int]] = []
-    for code in (*range(0x300, 0x20000), *range(0xE0100, 0xE01F0)):
-        if unicodedata.category(chr(code)).startswith("M"):
+    for code in (*range(0xAD, 0x20000), *range(0xE0000, 0xE01F0)):
+        if _is_left_out(chr(code)):
             if ranges and ranges[-1][1] == code - 1:
                 ranges[-1] = (ranges[-1][0], code)
             else:

@@ -643,8 +643,9 @@ $$;
 REVOKE ALL ON FUNCTION erase_log(bigint[], bigint[]) FROM PUBLIC;
 """
 
-#: Version 14: JSON tool arguments and results found by their strings as read, and a
-#: message's distinct words bounded to 1 MB, as SQLite's version 24 indexes them
+#: Version 14: JSON tool arguments and results found by their strings as read, a message's
+#: distinct words bounded to 1 MB, and Latin letters with a stroke or a ligature and
+#: invisible format characters folded, as SQLite's version 24 indexes them
 #: (:func:`agui_store.history.search.as_read`): a ``tsvector`` of more was kept wrong, its
 #: last words found by no query. Emptied and indexed again, as version 9 does.
 MIGRATE_V14 = MIGRATE_V9

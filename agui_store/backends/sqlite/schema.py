@@ -653,8 +653,10 @@ CREATE INDEX IF NOT EXISTS erasures_by_last_seq ON erasures(json_extract(seqs, '
 # so the first word of a line after ``\n`` and every word with an escaped accent
 # (``Z\u00fcrich``, as Python's ``json.dumps`` writes it) were found by no query. And a
 # message's distinct words stop at 1 MB, as PostgreSQL's must
-# (:data:`agui_store.history.search.MAX_DISTINCT_BYTES`). The index is emptied and made again
-# as version 20 does, and every run indexed again.
+# (:data:`agui_store.history.search.MAX_DISTINCT_BYTES`). And the Latin letters no
+# decomposition takes apart fold plain (``Łódź`` is ``lodz``), and invisible format
+# characters inside a word (a soft hyphen) leave it whole. The index is emptied and made
+# again as version 20 does, and every run indexed again.
 CREATE_V24 = CREATE_V20
 
 MIGRATIONS: dict[int, str] = {
