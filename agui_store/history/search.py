@@ -415,7 +415,7 @@ def parse(query: str) -> Query:
                 f"{shown}: a phrase holds no '*'; one after its closing quote makes its last "
                 'word a prefix, as in "hotel in port"*',
             )
-        if "*" in body:
+        if "*" in body or (star and not body):
             raise _bad(query, f"{shown}: a '*' only ends a word, as in hot*")
         found_words = tuple(words(body))
         if found_words:  # a term of punctuation or emoji alone finds nothing: passed over

@@ -379,6 +379,7 @@ def test_the_last_page_names_no_next_one_when_the_limit_divides_the_hits(
         ("-porto", "every term excludes"),
         ('"porto hotel', "quote is not closed"),
         ("po*rto", "'*' only ends a word"),
+        ("porto *", "'*' only ends a word"),
         ('"in port*"', "a phrase holds no '\\*'; one after its closing quote"),
         ("!!!", "holds no word"),
         ("porto -", "'-' must be followed"),
