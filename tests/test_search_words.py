@@ -227,6 +227,16 @@ def test_a_snippet_marks_a_word_written_with_combining_marks_whole() -> None:
     ]
 
 
+def test_a_snippet_cuts_between_whole_characters_as_a_reader_sees_them() -> None:
+    flags = "\U0001f1f5\U0001f1f9" * 40  # a flag is two regional indicators
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467" * 20  # five code points each
+    for gap, whole in ((flags, "\U0001f1f5\U0001f1f9"), (family, family[:5])):
+        shown = "".join(text for text, _ in testing.search_snippet(f"porto {gap} hotel", "porto"))
+        head, tail = shown.removeprefix("porto ").removesuffix(" hotel").split("…")
+        assert head and tail and head == whole * (len(head) // len(whole))
+        assert tail == whole * (len(tail) // len(whole))
+
+
 def test_a_snippet_marks_what_it_leaves_out_and_squeezes_whitespace() -> None:
     text = "  ".join(f"w{i}" for i in range(30)) + " the Porto\n\nhotel, by the sea. " + "y" * 90
     assert testing.search_snippet(text, "porto") == [

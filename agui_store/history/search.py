@@ -654,7 +654,7 @@ def _pieces(
         plain("…")
     at = start
     for s, e in marked:
-        word = text[s : min(e, s + SNIPPET_PIECE)]
+        word = text[s : s + len(_upto(text[s:e], SNIPPET_PIECE))]
         if s == at and pieces and pieces[-1][1]:  # words written without a space: one mark
             pieces[-1] = (pieces[-1][0] + word, True)
         else:
@@ -664,7 +664,7 @@ def _pieces(
             plain("…")
         at = e
     plain(_bounded(_SPACES.sub(" ", text[at:end])))
-    rest = " ".join(text[end:].split())[:20]
+    rest = _upto(" ".join(text[end:].split()), 20)
     if rest and text[end].isspace():  # "porto 😀", not "porto😀"
         rest = " " + rest
     plain("…" if cut_after else rest)
@@ -677,8 +677,42 @@ def _bounded(piece: str) -> str:
     if len(piece) <= SNIPPET_PIECE:  # the usual piece: nothing in it can be that long
         return piece
     half = SNIPPET_PIECE // 2
-    piece = _LONG_GAP.sub(lambda m: f"{m.group()[:half]}…{m.group()[-(half - 1):]}", piece)
-    return _LONG_WORD.sub(lambda m: f"{m.group()[:SNIPPET_PIECE]}…", piece)
+
+    def middle_left_out(gap: str) -> str:
+        return f"{_upto(gap, half)}…{gap[_whole_from(gap, len(gap) - (half - 1)):]}"
+
+    piece = _LONG_GAP.sub(lambda m: middle_left_out(m.group()), piece)
+    return _LONG_WORD.sub(lambda m: f"{_upto(m.group(), SNIPPET_PIECE)}…", piece)
+
+
+def _upto(text: str, at: int) -> str:
+    """``text[:at]``, cut between whole characters as a reader sees them
+    (:func:`_whole_from`)."""
+    return text[: _whole_from(text, at)]
+
+
+def _whole_from(text: str, at: int) -> int:
+    """``at``, or the place before it where the character a reader sees begins: never
+    between a letter and its combining marks, around a zero-width joiner (an emoji family),
+    before a skin tone, or between the two regional indicators of a flag."""
+    while 0 < at < len(text) and (
+        text[at - 1] == "\u200d" or _joins_the_one_before(text[at])
+    ):
+        at -= 1
+    if 0 < at < len(text) and _is_flag_half(text[at]) and _is_flag_half(text[at - 1]):
+        run = at
+        while run > 0 and _is_flag_half(text[run - 1]):
+            run -= 1
+        at -= (at - run) % 2
+    return at
+
+
+def _joins_the_one_before(char: str) -> bool:
+    return _is_left_out(char) or "\U0001f3fb" <= char <= "\U0001f3ff"  # marks; skin tones
+
+
+def _is_flag_half(char: str) -> bool:
+    return "\U0001f1e6" <= char <= "\U0001f1ff"  # a regional indicator
 
 
 def _no_words(text: str) -> list[tuple[str, bool]]:
