@@ -671,8 +671,9 @@ def printable(text: str) -> str:
 #: C1; and the bidirectional embeddings, overrides and isolates, which reorder what
 #: follows them ("approved \u202edesufer" reads "approved refused").
 _TERMINAL_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-#: The same, with tab and newline: what breaks a line of its own.
-_LINE_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: The same, with tab and newline, and the Unicode line and paragraph separators: what
+#: breaks a line of its own.
+_LINE_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

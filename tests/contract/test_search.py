@@ -238,6 +238,15 @@ def test_a_message_is_found_by_its_words_until_its_distinct_words_take_a_megabyt
         assert store.check().ok
 
 
+def test_a_hit_is_one_line_whatever_breaks_a_line_in_its_thread_or_text(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(conversation("a\u2028b", "r\u2029", "the porto\r\nhotel\x1b[2J"))
+        [hit] = store.search("porto")
+        assert hit.line() == "a\\u2028b  r\\u2029  assistant  the [porto] hotel\\x1b[2J"
+
+
 def test_runs_without_a_checkpoint_of_their_own_are_found_from_their_views(
     store_location: str,
 ) -> None:
