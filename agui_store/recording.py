@@ -33,7 +33,8 @@ from typing import Any, Protocol
 import msgspec
 
 from agui_store.codec import ingest
-from agui_store.errors import AguiStoreError, InvalidEventError
+from agui_store.engine import arguments
+from agui_store.errors import AguiStoreError, InvalidArgumentError, InvalidEventError
 from agui_store.records import AppendResult
 
 __all__ = [
@@ -608,6 +609,16 @@ class Batcher:
         _settle(self._pending, self._on_written, batch, result)
 
 
+def _check_arguments(events: Any, iterable: bool, thread_id: Any, scope: Any) -> None:
+    """Refuse a call whose arguments no event could be recorded with, when it is made: a
+    recorder that took them would log the error only once the stream had passed."""
+    if not iterable:
+        raise TypeError(f"events must be an iterable of events, not {type(events).__name__}")
+    if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
+        raise InvalidArgumentError(f"thread_id must be a non-empty string, not {thread_id!r}")
+    arguments.check_scope(scope)
+
+
 def record(
     store: Appender,
     events: Iterable[Any],
@@ -617,6 +628,18 @@ def record(
     scope: str | None = None,
 ) -> Iterator[Any]:
     """Yield each of ``events`` unchanged while recording it (``Store.record``)."""
+    _check_arguments(events, isinstance(events, Iterable), thread_id, scope)
+    return _recorded(store, events, input=input, thread_id=thread_id, scope=scope)
+
+
+def _recorded(
+    store: Appender,
+    events: Iterable[Any],
+    *,
+    input: Any,
+    thread_id: str | None,
+    scope: str | None,
+) -> Iterator[Any]:
     batcher = Batcher(store, input=input, thread_id=thread_id, scope=scope)
     source = iter(events)
     try:
@@ -775,7 +798,7 @@ class AsyncBatcher:
                 self._timer = loop.call_later(delay, self._start_writer)
 
 
-async def record_async(
+def record_async(
     astore: AsyncAppender,
     events: AsyncIterable[Any],
     *,
@@ -784,6 +807,18 @@ async def record_async(
     scope: str | None = None,
 ) -> AsyncIterator[Any]:
     """Yield each of ``events`` unchanged while recording it (``AsyncStore.record``)."""
+    _check_arguments(events, isinstance(events, AsyncIterable), thread_id, scope)
+    return _recorded_async(astore, events, input=input, thread_id=thread_id, scope=scope)
+
+
+async def _recorded_async(
+    astore: AsyncAppender,
+    events: AsyncIterable[Any],
+    *,
+    input: Any,
+    thread_id: str | None,
+    scope: str | None,
+) -> AsyncIterator[Any]:
     batcher = AsyncBatcher(astore, input=input, thread_id=thread_id, scope=scope)
     source = aiter(events)
     try:

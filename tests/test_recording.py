@@ -399,3 +399,35 @@ def test_an_event_after_the_recorder_closed_is_not_recorded_and_is_logged(
         assert batcher.recorded == 5 and batcher.dropped == 1
         assert store.events("r1", thread_id="t") == events[:5]
     assert "came after the recorder was closed" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [({"scope": ""}, agui_store.InvalidArgumentError), ({"scope": 7}, TypeError),
+     ({"thread_id": 5}, agui_store.InvalidArgumentError),
+     ({"thread_id": ""}, agui_store.InvalidArgumentError)],
+)
+def test_a_recording_with_arguments_no_event_could_be_recorded_with_is_refused_when_called(
+    tmp_path: Path, arguments: dict[str, Any], error: type[Exception]
+) -> None:
+    events = conversation_run("t", "r1", 12, 0)
+
+    async def agent() -> AsyncIterator[dict[str, Any]]:
+        for event in events:
+            yield event
+
+    with agui_store.open(tmp_path / "s.db") as store:
+        with pytest.raises(error):
+            store.record(events, **arguments)
+        with pytest.raises(TypeError, match="iterable"):
+            store.record(None)  # type: ignore[arg-type]
+
+        async def main() -> None:
+            async with aio.open(tmp_path / "a.db") as astore:
+                with pytest.raises(error):
+                    astore.record(agent(), **arguments)
+                with pytest.raises(TypeError, match="iterable"):
+                    astore.record(events)  # type: ignore[arg-type]
+
+        asyncio.run(main())
+        assert store.threads() == []
