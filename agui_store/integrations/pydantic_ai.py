@@ -344,13 +344,30 @@ def _record_from(stored: _engine.Record) -> _upstream.ConversationRecord:
 def _entries_to(entries: Sequence[_upstream.ConversationEntry]) -> list[_engine.Entry]:
     if not entries:
         return []
-    dumped = ModelMessagesTypeAdapter.dump_python([e.message for e in entries], mode="json")
+    try:
+        dumped = ModelMessagesTypeAdapter.dump_python([e.message for e in entries], mode="json")
+    except ValueError as e:  # pydantic_core.PydanticSerializationError is a ValueError
+        raise InvalidArgumentError(
+            f"entry {_unwritable(entries)!r} cannot be saved: pydantic-ai cannot write its "
+            f"message as JSON ({str(e)[:200]}); a tool's return must be a value pydantic "
+            "serializes"
+        ) from None
     return [
         _engine.Entry(
             entry.id, entry.parent_id, entry.kind, _json.canonical_bytes(message).decode()
         )
         for entry, message in zip(entries, dumped)
     ]
+
+
+def _unwritable(entries: Sequence[_upstream.ConversationEntry]) -> str:
+    """The id of the first entry whose message pydantic-ai cannot write as JSON."""
+    for entry in entries:
+        try:
+            ModelMessagesTypeAdapter.dump_python([entry.message], mode="json")
+        except ValueError:
+            return str(entry.id)
+    return str(entries[0].id)
 
 
 def _entries_from(stored: Sequence[_engine.Entry]) -> list[_upstream.ConversationEntry]:

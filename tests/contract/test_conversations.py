@@ -303,6 +303,25 @@ def test_an_id_or_scope_holding_a_nul_is_refused_on_every_backend_and_nothing_is
     run(scenario())
 
 
+def test_a_tool_return_pydantic_cannot_write_is_refused_naming_its_entry_and_nothing_is_written(
+    store_location: str,
+) -> None:
+    unwritable = ModelRequest(parts=[ToolReturnPart(
+        tool_name="lookup", content=object(), tool_call_id="c1", timestamp=T0)])
+
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=turn(1)))
+            before = dump(store_location)
+            with pytest.raises(InvalidArgumentError, match="cannot be saved: pydantic-ai cannot "
+                               "write its message as JSON"):
+                await store.save(Conversation(conversation_id="d",
+                                              messages=[*turn(1), unwritable]))
+            assert dump(store_location) == before
+
+    run(scenario())
+
+
 def _workers(mode: str, location: str, names: list[str], *args: str) -> list[list[str]]:
     workers = [Worker("pydantic_ai_saver", mode, location, name, *args) for name in names]
     for worker in workers:
