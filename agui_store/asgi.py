@@ -465,7 +465,16 @@ class Recorder:
                 return None
             if _header(headers, b"content-encoding") not in (None, b"identity"):
                 return None  # a compressing layer sits below: its bytes are not SSE
-            if _header(scope.get("headers"), b"content-encoding") not in (None, b"identity"):
+            encoding = _header(scope.get("headers"), b"content-encoding")
+            if encoding not in (None, b"identity"):
+                # The run's input would be the compressed bytes: never recorded, said once
+                # a run, as an event stream answering it is most likely a run.
+                logger.warning(
+                    "not recorded: %s %s answered an event stream, but its request body is "
+                    "compressed (Content-Encoding: %s), which the Recorder does not read",
+                    scope.get("method"), scope.get("path"),
+                    (encoding or b"").decode("latin-1")[:40],
+                )
                 return None
             body = b"".join(body_parts)
             ids = _ids_of(body) if body_complete else None

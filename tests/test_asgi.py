@@ -470,6 +470,20 @@ def test_what_is_not_an_agui_run_passes_through_unrecorded(
     assert store.threads() == []
 
 
+def test_a_run_whose_request_body_is_compressed_passes_through_with_a_warning(
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    chunks = sse(run_events("t1", "r1"))
+    with caplog.at_level("WARNING", logger="agui_store.asgi"):
+        response = asyncio.run(call(
+            Recorder(streaming_app(chunks), store=astore), request_body("t1", "r1"),
+            headers=[(b"content-type", b"application/json"), (b"content-encoding", b"gzip")],
+        ))
+    assert response.body == b"".join(chunks) and store.threads() == []
+    [said] = [r.getMessage() for r in caplog.records if r.name == "agui_store.asgi"]
+    assert "request body is compressed (Content-Encoding: gzip)" in said
+
+
 def test_a_request_that_is_not_json_passes_through_unrecorded(store: Any, astore: Any) -> None:
     chunks = sse(run_events("t1", "r1"))
     response = asyncio.run(
