@@ -605,6 +605,10 @@ def test_a_failed_import_or_copy_into_a_new_path_leaves_no_store_behind(tmp_path
     refused = cli("copy", str(source), str(new), "--thread", "nosuch", ok=False)
     assert refused.returncode == 1 and "no thread 'nosuch'" in refused.stderr
     assert not new.exists()
+    # A --db could be taken for either store: refused before either is opened.
+    refused = cli("copy", str(source), str(new), db=tmp_path / "other.db", ok=False)
+    assert refused.returncode == 2 and "--db names neither" in refused.stderr
+    assert not new.exists() and not (tmp_path / "other.db").exists()
     cli("import", str(archive), db=new)
     assert _thread_ids(cli, new) == ["gone", "kept"]
 

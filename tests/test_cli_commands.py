@@ -75,9 +75,10 @@ STORE_ERRORS: dict[str, list[str]] = {
 
 def call(argv: list[str], db: Path, tmp: Path,
          capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """``agui-store --db DB ARGV``: (exit code, stdout, stderr)."""
+    """``agui-store --db DB ARGV`` (``copy`` names both its stores, without ``--db``):
+    (exit code, stdout, stderr)."""
     words = [w.format(db=db, tmp=tmp) for w in argv]
-    if "--db" not in words:
+    if "--db" not in words and words[0] != "copy":
         words = ["--db", str(db), *words]
     out = io.StringIO()
     code = cli.main(words, out=out)

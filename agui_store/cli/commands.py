@@ -1122,8 +1122,13 @@ def cmd_slim(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_copy(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """Copy threads from SRC to DST (``--db`` plays no part: both are named)."""
+    """Copy threads from SRC to DST (both are named: a ``--db`` is refused, as it could be
+    taken for either)."""
     from agui_store.sync import copy
+
+    if getattr(args, "db", None) is not None:
+        raise UsageError("both stores are named, SRC and DST: --db names neither (leave it "
+                         "out)")
 
     progress: Progress | None = None
 
