@@ -172,9 +172,15 @@ def __getattr__(name: str) -> object:
             version = "0+unknown"
         globals()[name] = version
         return version
-    # ``agui_store.aio`` without importing asyncio for every user of the sync store.
-    if name == "aio":
-        return _importlib.import_module("agui_store.aio")
+    # A submodule, as after ``import agui_store`` when every module loaded with it
+    # (``agui_store.errors.StoreBusyError``); ``agui_store.aio`` without importing asyncio
+    # for every user of the sync store.
+    if not name.startswith("_"):
+        try:
+            return _importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
     raise AttributeError(f"module 'agui_store' has no attribute {name!r}")
 
 

@@ -262,7 +262,7 @@ class Recorder:
         self.app = app
         self._store, self._owns_store = _as_async(store)
         # Whether the AsyncStore the Recorder made was closed (a lifespan's shutdown): the
-        # next startup or request makes another, as the same app may be started again (each
+        # next startup makes another, as the same app may be started again (each
         # ``with TestClient(app)`` of a test suite, a server restarted in its process).
         self._made_closed = False
         #: The latest a recorded event waits before its batch is appended (seconds).
@@ -297,7 +297,6 @@ class Recorder:
         if scope["type"] == "lifespan":
             await self.app(scope, receive, self._lifespan_send(send))
             return
-        self._reopen()
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return

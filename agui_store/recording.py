@@ -628,7 +628,12 @@ def record(
     scope: str | None = None,
 ) -> Iterator[Any]:
     """Yield each of ``events`` unchanged while recording it (``Store.record``)."""
-    _check_arguments(events, isinstance(events, Iterable), thread_id, scope)
+    try:
+        iter(events)  # an iterable, through __iter__ or __getitem__ (not consumed: a
+        iterable = True  # generator's iterator is itself)
+    except TypeError:
+        iterable = False
+    _check_arguments(events, iterable, thread_id, scope)
     return _recorded(store, events, input=input, thread_id=thread_id, scope=scope)
 
 

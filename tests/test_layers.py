@@ -424,6 +424,15 @@ def test_importing_the_package_and_its_command_line_loads_none_of_the_store() ->
             "print(sorted(m for m in sys.modules if m.startswith('agui_store')))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.split() == ["['agui_store',", "'agui_store.cli']"], done.stderr
+    # A submodule reads as an attribute after ``import agui_store`` alone, as when they all
+    # loaded with it; so do the command line's.
+    code = ("import agui_store\n"
+            "assert agui_store.errors.StoreBusyError is agui_store.StoreBusyError\n"
+            "assert agui_store.records.Run is agui_store.Run and agui_store.testing.connection\n"
+            "assert agui_store.cli.render.graph and agui_store.cli.COMMANDS\n"
+            "assert not hasattr(agui_store, 'no_such_module')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
     for name in agui_store.__all__:
         value = getattr(agui_store, name)
         home = getattr(value, "__module__", None)

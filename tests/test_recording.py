@@ -431,3 +431,15 @@ def test_a_recording_with_arguments_no_event_could_be_recorded_with_is_refused_w
 
         asyncio.run(main())
         assert store.threads() == []
+
+
+def test_events_iterable_by_index_alone_are_recorded_as_iter_reads_them(tmp_path: Path) -> None:
+    events = conversation_run("t", "r1", 12, 0)
+
+    class ByIndex:  # the sequence protocol of old: __getitem__ until IndexError
+        def __getitem__(self, at: int) -> dict[str, Any]:
+            return events[at]
+
+    with agui_store.open(tmp_path / "s.db") as store:
+        assert list(store.record(ByIndex())) == events  # type: ignore[arg-type]
+        assert store.events("r1", thread_id="t") == events

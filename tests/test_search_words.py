@@ -37,7 +37,7 @@ def defined_words(text: str) -> list[str]:
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
     kept = "".join(PLAIN.get(c, c) for c in decomposed
                    if not unicodedata.category(c).startswith("M")
-                   and unicodedata.category(c) != "Cf")
+                   and (unicodedata.category(c) != "Cf" or c == "\u200b"))
     words = []
     for run in WORD.findall(kept):
         word = ""
@@ -101,8 +101,8 @@ def test_case_accents_and_underscores_fold_as_a_reader_expects() -> None:
     ]
     # Letters with a stroke or a ligature as typed without them; invisible characters
     # (a soft hyphen, a zero-width space) inside a word leave it whole.
-    assert found_by("Łódź København Đồng Æsir Þór hy\u00adphen zero\u200bwidth") == [
-        "lodz", "kobenhavn", "dong", "aesir", "thor", "hyphen", "zerowidth",
+    assert found_by("Łódź København Đồng Æsir Þór hy\u00adphen join\u2060ed zero\u200bwidth") == [
+        "lodz", "kobenhavn", "dong", "aesir", "thor", "hyphen", "joined", "zero", "width",
     ]
     assert found_by("x" * 70) == ["x" * 64]
     assert given_to_the_index("Word " + "x" * 70 + " y" * 64) == ["word", "x" * 64, *"y" * 64]
@@ -212,6 +212,40 @@ def test_a_snippet_of_a_long_text_that_is_not_ascii_is_the_defined_one(query: st
     text = "lörem ipsüm " * 1400 + "needle " + "lörem ipsüm " * 4000 + "the end"
     assert len(text) > 60_000
     assert testing.search_snippet(text, query) == defined_snippet(text, query)
+
+
+def _long_texts() -> dict[str, tuple[str, str]]:
+    """Long texts where reading a block at a time could go wrong, each with a query."""
+    cut = 16_384
+    no_space = "é," * ((cut - 3) // 2)
+    late = "é," * 10_000 + "hotel," + "é," * 10_000 + "end"
+    at = cut - 4 * 65 * 8
+    late = late[: at - 2] + "zzhotel" + late[at + 5 :]  # a word that ends in "hotel"
+    phrase_head = "lörem ipsüm " * (8180 // 12)
+    phrase_head += "é" * (8192 - 5 - len(phrase_head) - 1) + " "
+    return {
+        "a match across where a block would be cut": (
+            no_space + "hotel," + "é," * 20_000 + "hotel,end", "hotel"),
+        "the end of a longer word where the reading would begin": (late, "hotel"),
+        "long words before a late match": (
+            " ".join("é" * 1000 for _ in range(20)) + " hotel end", "hotel"),
+        "long gaps before a late match": (("é" + " " * 400) * 60 + "hotel end", "hotel"),
+        "a phrase across a block's end, its words far apart": (
+            phrase_head + "porto" + " " * 300 + "hotel " + "lörem ipsüm " * 3000
+            + "porto hotel end", '"porto hotel"'),
+    }
+
+
+@pytest.mark.parametrize("case", list(_long_texts()))
+def test_a_long_text_read_a_block_at_a_time_gives_the_defined_snippet(case: str) -> None:
+    text, query = _long_texts()[case]
+    assert testing.search_snippet(text, query) == defined_snippet(text, query)
+
+
+def test_a_snippet_of_stacked_marks_or_joiners_stays_short() -> None:
+    for run in ("\u0301" * 5000, "\u200d" * 5000):
+        shown = testing.search_snippet(f"porto a{run} hotel", "porto")
+        assert sum(len(text) for text, _ in shown) < 200
 
 
 def test_a_snippet_marks_a_word_written_with_combining_marks_whole() -> None:

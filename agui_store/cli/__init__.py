@@ -33,8 +33,15 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 
 def __getattr__(name: str) -> object:
+    """A module of the command line (``agui_store.cli.render``), or a public name of the
+    commands module, loaded when first read."""
     if name.startswith("_"):
         raise AttributeError(f"module 'agui_store.cli' has no attribute {name!r}")
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"{__name__}.{name}":
+            raise
     commands = importlib.import_module("agui_store.cli.commands")
     try:
         return getattr(commands, name)

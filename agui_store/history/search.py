@@ -36,7 +36,7 @@ import itertools
 import json
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,13 +98,18 @@ _PLAIN_LETTERS = {
 }
 
 
+#: The zero-width space, an invisible format character that separates words (Thai and Khmer
+#: write it between words, and Unicode's word boundaries fall on it): it cuts words.
+_ZERO_WIDTH_SPACE = 0x200B
+
+
 @functools.lru_cache(maxsize=65536)
 def _is_left_out(char: str) -> bool:
     """Whether folding deletes a character: a combining mark (categories Mn, Mc, Me), or an
-    invisible format character (Cf: a soft hyphen, a zero-width space or joiner, a
-    direction mark), which a word holds without being cut by it."""
+    invisible format character (Cf: a soft hyphen, a zero-width joiner, a word joiner, a
+    direction mark), which a word holds without being cut by it; not the zero-width space."""
     category = unicodedata.category(char)
-    return category.startswith("M") or category == "Cf"
+    return category.startswith("M") or (category == "Cf" and ord(char) != _ZERO_WIDTH_SPACE)
 
 
 def fold(text: str) -> str:
@@ -249,8 +254,12 @@ def _unescaped(escape: re.Match[str]) -> str:
     if found[1] != "u":
         return _JSON_SHORT_ESCAPES[found[1]]
     units = bytes.fromhex("".join(found[i + 2 : i + 6] for i in range(0, len(found), 6)))
-    # Two code units that make a pair are one character; a lone surrogate stays itself.
-    return units.decode("utf-16-be", "surrogatepass")
+    # Two code units that make a pair are one character. A lone surrogate is no character
+    # any text holds: its escape stays as written, as a hit's snippet must be writable.
+    try:
+        return units.decode("utf-16-be")
+    except UnicodeDecodeError:
+        return found
 
 
 def tool_name(message: dict[str, Any], names: dict[str, str]) -> str | None:
@@ -457,7 +466,7 @@ def _snippet_by_words(
     are one to three characters long): eight words of context are 24 of them."""
     room = width * _WORD_THIRDS
     longest = max((len(t.words) for t in phrases), default=1)
-    begin = _block_before_a_match(text, exact, prefixes, phrases)
+    begin = _block_before_a_match(text, exact, prefixes, phrases, width)
     spans: list[tuple[int, int]] = []
     thirds: list[int] = []  # each word's share of the window, in thirds of a word
     found: list[str] = []  # the folded words so far, and the span each belongs to
@@ -510,35 +519,64 @@ _SPACE = re.compile(r"\s+")
 
 
 def _block_before_a_match(
-    text: str, exact: frozenset[str], prefixes: tuple[str, ...], phrases: tuple[Term, ...]
+    text: str,
+    exact: frozenset[str],
+    prefixes: tuple[str, ...],
+    phrases: tuple[Term, ...],
+    width: int,
 ) -> int:
-    """Where in ``text`` a snippet's word-by-word reading may start: a little before the
-    first block of :data:`_BLOCK` characters whose words (folded a block at once, far faster
-    than a word at a time) hold a one-word term or a phrase, at a space; 0 for a short
-    text, or when no block does (the reading then finds the text's first words)."""
+    """Where in ``text`` a snippet's word-by-word reading may start: before the first block
+    of about :data:`_BLOCK` characters whose words (folded a block at once, far faster than
+    a word at a time) hold a one-word term or a phrase, far enough back for ``width`` words
+    of context; 0 for a short text, or when no block does (the reading then finds the
+    text's first words). A block ends between words, and is read on for the words a phrase
+    that begins in it may take, wherever they stand."""
     if len(text) <= 2 * _BLOCK:
         return 0
     needles = (*exact, *prefixes, *(t.words[0] for t in phrases))
-    # Each block reads on into the next for as long as a phrase may be: one that begins at
-    # its end is whole in it.
-    overlap = (MAX_WORD + 1) * max((len(t.words) for t in phrases), default=0)
+    longest = max((len(t.words) for t in phrases), default=1)
+    word = _raw_word()
     start = 0
     while start < len(text):
-        end = min(len(text), start + _BLOCK)
-        while end < len(text) and not text[end].isspace() and end - start < 2 * _BLOCK:
-            end += 1  # blocks end between words
-        folded = fold(text[start : end + overlap])
+        end = _not_in_a_word(text, min(len(text), start + _BLOCK), forward=True)
+        reach = end
+        for found in itertools.islice(word.finditer(text, end), longest - 1):
+            reach = found.end()
+        folded = fold(text[start:reach])
         # A term's word is in the block's folded text before it is one of its words: the
         # words are cut only from a block where one is.
         if any(w in folded for w in needles) and _holds(
             [w[:MAX_WORD] for w in _WORD.findall(folded)], exact, prefixes, phrases
         ):
-            # Room for the context a snippet shows before its first match.
-            before = max(0, start - _CONTEXT)
-            space = _SPACE.search(text, before, start)
-            return space.end() if before and space is not None else before
+            return _context_start(text, start, width * _WORD_THIRDS + 1)
         start = end
     return 0
+
+
+def _context_start(text: str, start: int, words_before: int) -> int:
+    """A place before ``start``, between words, with at least ``words_before`` words between
+    them (or the text's start): the room a snippet's context needs, however long the words
+    and what separates them."""
+    span = _CONTEXT
+    while True:
+        before = _not_in_a_word(text, max(0, start - span), forward=False)
+        held = itertools.islice(_raw_word().finditer(text, before, start), words_before)
+        if before == 0 or sum(1 for _ in held) >= words_before:
+            return before
+        span *= 4
+
+
+def _not_in_a_word(text: str, at: int, *, forward: bool) -> int:
+    """``at``, or the nearest place after it (``forward``) or before it that is not inside a
+    word as written (:func:`_raw_word`)."""
+    inside = _within_a_word()
+    if forward:
+        while 0 < at < len(text) and inside(text[at - 1]) and inside(text[at]):
+            at += 1
+    else:
+        while 0 < at < len(text) and inside(text[at - 1]) and inside(text[at]):
+            at -= 1
+    return at
 
 
 def _holds(
@@ -552,6 +590,30 @@ def _holds(
 
 
 @functools.cache
+def _marks_and_format() -> str:
+    """The characters folding deletes (:func:`_is_left_out`), as ranges of a regular
+    expression's class. Looked up in the Unicode database once, when a snippet first reads
+    text that is not ASCII."""
+    ranges: list[tuple[int, int]] = []
+    for code in (*range(0xAD, 0x20000), *range(0xE0000, 0xE01F0)):
+        category = unicodedata.category(chr(code))  # not the cached lookup: once each
+        if category.startswith("M") or (category == "Cf" and code != _ZERO_WIDTH_SPACE):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+
+
+@functools.cache
+def _within_a_word() -> Callable[[str], bool]:
+    """Whether a character belongs to a word as written: a letter or digit, or a character
+    folding deletes inside one."""
+    inside = re.compile(f"[^\\W_]|[{_marks_and_format()}]")
+    return lambda char: inside.match(char) is not None
+
+
+@functools.cache
 def _raw_word() -> re.Pattern[str]:
     """A word of text as written, for a snippet: a letter or digit and the letters, digits,
     combining marks and invisible format characters after it (so ``Zu\u0308rich``,
@@ -559,14 +621,7 @@ def _raw_word() -> re.Pattern[str]:
     hyphen, are one word each, as they fold to one), or one character of
     :data:`_UNSPACED`. Made once, when a snippet first reads text that is not ASCII: the
     characters are looked up in the Unicode database."""
-    ranges: list[tuple[int, int]] = []
-    for code in (*range(0xAD, 0x20000), *range(0xE0000, 0xE01F0)):
-        if _is_left_out(chr(code)):
-            if ranges and ranges[-1][1] == code - 1:
-                ranges[-1] = (ranges[-1][0], code)
-            else:
-                ranges.append((code, code))
-    marks = "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+    marks = _marks_and_format()
     return re.compile(rf"(?![\W_])[{_UNSPACED}]|[^\W_{_UNSPACED}](?:[^\W_{_UNSPACED}]|[{marks}])*")
 
 
@@ -691,14 +746,23 @@ def _upto(text: str, at: int) -> str:
     return text[: _whole_from(text, at)]
 
 
+#: The most code points a cut moves back to keep a character whole: a family emoji is seven,
+#: a letter with its marks a few; a longer run (stacked marks, "Zalgo" text) is cut anyway.
+_LONGEST_CHARACTER = 16
+
+
 def _whole_from(text: str, at: int) -> int:
     """``at``, or the place before it where the character a reader sees begins: never
     between a letter and its combining marks, around a zero-width joiner (an emoji family),
-    before a skin tone, or between the two regional indicators of a flag."""
+    before a skin tone, or between the two regional indicators of a flag (at most
+    :data:`_LONGEST_CHARACTER` code points back)."""
+    cut = at
     while 0 < at < len(text) and (
         text[at - 1] == "\u200d" or _joins_the_one_before(text[at])
     ):
         at -= 1
+        if cut - at > _LONGEST_CHARACTER:
+            return cut
     if 0 < at < len(text) and _is_flag_half(text[at]) and _is_flag_half(text[at - 1]):
         run = at
         while run > 0 and _is_flag_half(text[run - 1]):

@@ -224,6 +224,13 @@ def test_the_strings_of_json_tool_arguments_and_results_are_found_and_shown_as_r
         assert [h.message_id for h in store.search("indented new")] == ["m1"]
         assert [h.message_id for h in store.search('"1.50"')] == ["m1"]  # digits as written
         assert store.search("nsecond") == [] and store.search("tindented") == []
+        # Half an emoji escaped alone is no character: its escape stays as written.
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
+                      {"type": "TOOL_CALL_RESULT", "messageId": "m2", "toolCallId": "c1",
+                       "content": '{"note": "porto \\ud800 hotel"}'},
+                      {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"}])
+        [half] = store.search("porto hotel")
+        assert "\\ud800" in half.marked() and half.line().encode("utf-8")
 
 
 def test_a_message_is_found_by_its_words_until_its_distinct_words_take_a_megabyte(
