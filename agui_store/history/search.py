@@ -511,11 +511,10 @@ def _snippet_by_words(
 
 
 #: The characters :func:`_block_before_a_match` folds at a time, and how far before the
-#: first block holding a match the word-by-word reading starts: room for a snippet's words of
-#: context (a word counts by at most :data:`MAX_WORD` characters) and what separates them.
+#: first block holding a match :func:`_context_start` first looks for a snippet's words of
+#: context (four times as far again while too few words stand there).
 _BLOCK = 8192
 _CONTEXT = 4 * (MAX_WORD + 1) * SNIPPET_WORDS
-_SPACE = re.compile(r"\s+")
 
 
 def _block_before_a_match(
