@@ -337,6 +337,19 @@ def test_ctrl_c_while_the_commands_load_is_exit_130_in_one_line(db: str) -> None
     assert done.stdout == ""
 
 
+def test_ctrl_c_in_a_command_that_only_reads_says_interrupted_alone(db: str) -> None:
+    # A real SIGINT while the command reads, which has no transaction to speak of.
+    prelude = (
+        "import os, signal, agui_store.store\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "agui_store.store.Store.runs = lambda self, *a, **k: os.kill(os.getpid(), "
+        "signal.SIGINT)\n"
+    )
+    done = agui("--db", db, "runs", "--thread", "t1", prelude=prelude)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines() == ["agui-store runs: interrupted"]
+
+
 def test_an_analysis_export_onto_a_full_disk_is_exit_1_and_leaves_nothing(
     tmp_path: Path,
 ) -> None:

@@ -1404,6 +1404,10 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
 
 #: Commands that work on files alone: no store is opened (or created) for them.
 NEEDS_NO_STORE = frozenset({"validate-artifact", "copy", "ui"})
+#: The commands that write the store: Ctrl-C says what became of their transaction.
+WRITES_THE_STORE = frozenset(
+    {"import", "branch", "compact", "demo", "copy", "delete", "prune", "purge"}
+)
 #: The commands that may create the store file; every other one needs it to exist, so that a
 #: mistyped ``--db`` is an error instead of a new empty store left behind.
 CREATES_STORE = frozenset({"import", "demo"})
@@ -1751,9 +1755,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         _say(args.command, f"{where}{e.strerror or e}")
         return EXIT_STORE_ERROR
     except KeyboardInterrupt:
-        _say(args.command, "interrupted (the transaction under way was rolled back; what "
-             "committed before it is kept, and 'agui-store check' says what waits to be "
-             "derived)")
+        if name in WRITES_THE_STORE:
+            _say(args.command, "interrupted (the transaction under way was rolled back; what "
+                 "committed before it is kept, and 'agui-store check' says what waits to be "
+                 "derived)")
+        else:
+            _say(args.command, "interrupted")
         return EXIT_INTERRUPTED
     except Exception as e:
         return _internal(args.command, e)
