@@ -34,7 +34,7 @@ import msgspec
 
 from agui_store.codec import ingest
 from agui_store.engine import arguments
-from agui_store.errors import AguiStoreError, InvalidArgumentError, InvalidEventError
+from agui_store.errors import AguiStoreError, InvalidEventError
 from agui_store.records import AppendResult
 
 __all__ = [
@@ -614,8 +614,7 @@ def _check_arguments(events: Any, iterable: bool, thread_id: Any, scope: Any) ->
     recorder that took them would log the error only once the stream had passed."""
     if not iterable:
         raise TypeError(f"events must be an iterable of events, not {type(events).__name__}")
-    if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
-        raise InvalidArgumentError(f"thread_id must be a non-empty string, not {thread_id!r}")
+    arguments.check_thread_id(thread_id)
     arguments.check_scope(scope)
 
 

@@ -58,7 +58,7 @@ from agui_store import backends
 from agui_store.backends import locations
 from agui_store.backends.sqlite import files
 from agui_store.engine import erasure, reads, replication
-from agui_store.engine.arguments import path_text
+from agui_store.engine.arguments import check_thread_id, path_text
 from agui_store.engine.intake import check_scope
 from agui_store.errors import AguiStoreError, InvalidArgumentError, NotAStoreError
 from agui_store.store import Store, is_url
@@ -196,8 +196,7 @@ def copy(
         RunNotFoundError: ``src`` has no thread ``thread_id`` (in the ``scope``).
     """
     check_scope(scope)
-    if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
-        raise InvalidArgumentError(f"thread_id must be a non-empty string, not {thread_id!r}")
+    check_thread_id(thread_id)
     with opened(src, must_exist=True) as source, opened(dst, must_exist=False) as target:
         if _same_store(source, target):
             raise InvalidArgumentError(

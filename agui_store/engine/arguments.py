@@ -64,6 +64,12 @@ def check_scope(scope: Any) -> None:
         raise InvalidEventError(reason, path="scope")
 
 
+def check_thread_id(thread_id: Any) -> None:
+    """A ``thread_id=`` argument is ``None`` or a thread's id (a non-empty string)."""
+    if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
+        raise InvalidArgumentError(f"thread_id must be a non-empty string, not {thread_id!r}")
+
+
 #: The longest id, in UTF-8 bytes, that every backend indexes: a PostgreSQL B-tree entry
 #: holds at most about 2,700 bytes, and ids are keys of unique indexes.
 MAX_ID_BYTES = 2048

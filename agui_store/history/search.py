@@ -103,13 +103,16 @@ _PLAIN_LETTERS = {
 _ZERO_WIDTH_SPACE = 0x200B
 
 
-@functools.lru_cache(maxsize=65536)
-def _is_left_out(char: str) -> bool:
+def _deleted_by_fold(char: str) -> bool:
     """Whether folding deletes a character: a combining mark (categories Mn, Mc, Me), or an
     invisible format character (Cf: a soft hyphen, a zero-width joiner, a word joiner, a
     direction mark), which a word holds without being cut by it; not the zero-width space."""
     category = unicodedata.category(char)
     return category.startswith("M") or (category == "Cf" and ord(char) != _ZERO_WIDTH_SPACE)
+
+
+#: :func:`_deleted_by_fold` of the characters texts hold, remembered.
+_is_left_out = functools.lru_cache(maxsize=65536)(_deleted_by_fold)
 
 
 def fold(text: str) -> str:
@@ -595,8 +598,7 @@ def _marks_and_format() -> str:
     text that is not ASCII."""
     ranges: list[tuple[int, int]] = []
     for code in (*range(0xAD, 0x20000), *range(0xE0000, 0xE01F0)):
-        category = unicodedata.category(chr(code))  # not the cached lookup: once each
-        if category.startswith("M") or (category == "Cf" and code != _ZERO_WIDTH_SPACE):
+        if _deleted_by_fold(chr(code)):  # not the cached lookup: each is asked once
             if ranges and ranges[-1][1] == code - 1:
                 ranges[-1] = (ranges[-1][0], code)
             else:
