@@ -15,11 +15,10 @@ which hands the parser lines, strips it from a file before it tells the format.
 
 from __future__ import annotations
 
+from agui_store.codec.json import BOM
 from agui_store.errors import InvalidEventError
 
 __all__ = ["MAX_EVENT_BYTES", "SSEParser", "encode_sse"]
-
-_BOM = b"\xef\xbb\xbf"
 
 #: The largest SSE event :class:`SSEParser` holds while it arrives (bytes), by default.
 MAX_EVENT_BYTES = 16 * 1024 * 1024
@@ -67,12 +66,12 @@ class SSEParser:
         """
         if self._opening is not None:
             chunk = self._opening + chunk
-            if _BOM.startswith(chunk) and len(chunk) < len(_BOM):
+            if BOM.startswith(chunk) and len(chunk) < len(BOM):
                 self._opening = chunk
                 return []
             self._opening = None
-            if chunk.startswith(_BOM):
-                chunk = chunk[len(_BOM) :]
+            if chunk.startswith(BOM):
+                chunk = chunk[len(BOM) :]
         if not chunk:
             return []
         done: list[bytes] = []
