@@ -80,11 +80,19 @@ def _off_loop(
     return off_loop
 
 
-def _outcome_unread(future: asyncio.Future[Any]) -> None:
-    """Read the outcome of a call whose caller was cancelled, which nobody awaits: asyncio
-    would log an exception nobody read. The call's own error handling logged what it must."""
-    if not future.cancelled():
-        future.exception()
+def _tell(outcome: asyncio.Future[Any], done: concurrent.futures.Future[Any]) -> None:
+    """Give a waiting caller its call's outcome (nobody waits for it any more when the caller
+    was cancelled)."""
+    if outcome.cancelled():
+        return
+    if done.cancelled():  # the executor shut down before the call began
+        outcome.cancel()
+        return
+    error = done.exception()
+    if error is not None:
+        outcome.set_exception(error)
+    else:
+        outcome.set_result(done.result())
 
 
 class AsyncStore:
@@ -154,15 +162,15 @@ class AsyncStore:
     ) -> _R:
         if self._closed:
             raise AguiStoreError("the store is closed")
-        # Submitted, not ``run_in_executor``'s: a cancelled caller would cancel the work item
-        # with it, and an append still queued behind another would never be written. The
-        # caller's cancellation stops its waiting only; the call runs to its end.
-        future = asyncio.wrap_future(executor.submit(functools.partial(fn, *args, **kwargs)))
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            future.add_done_callback(_outcome_unread)
-            raise
+        # Not ``run_in_executor``: its future cancels the work item with a cancelled caller,
+        # and an append still queued behind another would never be written. This one tells
+        # the caller the outcome; the caller's cancellation stops its waiting only, and the
+        # call runs to its end.
+        loop = asyncio.get_running_loop()
+        outcome: asyncio.Future[_R] = loop.create_future()
+        work = executor.submit(functools.partial(fn, *args, **kwargs))
+        work.add_done_callback(lambda done: loop.call_soon_threadsafe(_tell, outcome, done))
+        return await outcome
 
     async def append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
         """Append one recorder's batch (:func:`agui_store.recording.append_batch`'s
