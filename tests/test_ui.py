@@ -8,8 +8,11 @@ drive the same pages in a real Chromium.
 
 from __future__ import annotations
 
+import email.message
+import email.utils
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -552,6 +555,28 @@ def test_the_json_endpoints_answer_an_error_as_json_and_a_position_in_ascii_digi
         response = client.get(url("/run/message", thread="t", run="r", index=digits))
         assert response.status_code == 400 and "not a number" in response.json()["error"]
     assert client.get(url("/run/message", thread="t", run="r", index="0")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "run_id",
+    ["plain-1", "\u56de\u7b54-1", "run \U0001f389", "x\r\nSet-Cookie: a", 'a"; filename="evil.sh'],
+)
+def test_a_fork_download_is_named_after_its_run_whatever_the_run_id_holds(
+    store: agui_store.Store, run_id: str
+) -> None:
+    store.append(one_run("t", run_id, said("u", "hello", "user")))
+    response = client_of(store).get(url("/fork.json", thread="t", run=run_id))
+    assert response.status_code == 200
+    header = response.headers["content-disposition"]
+    assert header.isascii() and "\r" not in header and "\n" not in header
+    disposition = email.message.Message()
+    disposition["content-disposition"] = header
+    kind, plain, extended = disposition.get_params(header="content-disposition")
+    assert kind == ("attachment", "")
+    assert plain[0] == "filename" and re.fullmatch(r"fork-[A-Za-z0-9._-]+\.json", plain[1])
+    assert isinstance(extended[1], tuple)  # RFC 2231's charset'language'value, as browsers read
+    assert email.utils.collapse_rfc2231_value(extended[1]) == f"fork-{run_id}.json"
+    assert response.json()["threadId"] == "t"
 
 
 def test_a_run_prefix_naming_several_runs_says_so_and_is_not_a_missing_page(

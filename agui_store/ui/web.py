@@ -17,7 +17,7 @@ import re
 import shlex
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import jinja2
 from starlette.applications import Starlette
@@ -317,8 +317,19 @@ def _columns(value: str | None) -> list[str | None]:
 
 def _json(value: Any, *, download: str | None = None) -> Response:
     body = text.dumps(value, indent=2).encode("utf-8")
-    headers = {"Content-Disposition": f'attachment; filename="{download}"'} if download else None
+    headers = {"Content-Disposition": _attachment(download)} if download else None
     return Response(body, media_type="application/json", headers=headers)
+
+
+def _attachment(filename: str) -> str:
+    """A ``Content-Disposition`` that names a download whatever its characters: a run id
+    may hold quotes, line breaks or any script. Browsers take the UTF-8 name (RFC 6266's
+    ``filename*``); the plain one, with every other character as ``_``, is for the rest."""
+    plain = _NOT_PLAIN_IN_A_FILENAME.sub("_", filename)
+    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(filename, safe='')}"
+
+
+_NOT_PLAIN_IN_A_FILENAME = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def routes(viewer: Viewer) -> list[Any]:
