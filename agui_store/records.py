@@ -19,6 +19,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -695,6 +696,34 @@ def one_line(text: str) -> str:
     """``text`` with every control character as its escape, newlines and tabs too: a field
     of a line that must stay one line (a search hit's ids)."""
     return _LINE_CONTROL.sub(_escape, text)
+
+
+def shell_command(words: Iterable[str]) -> str:
+    """``words`` as one line to paste into a shell, each word quoted (``shlex.quote``), and a
+    word that holds what :func:`one_line` escapes written in ANSI-C quotes (``$'a\\nb'``,
+    which bash, zsh and ksh read back as the word itself): a line that shows its control
+    characters as escapes inside plain quotes would hand the shell the backslashes."""
+    return " ".join(_shell_word(printable(word)) for word in words)
+
+
+def _shell_word(word: str) -> str:
+    if _LINE_CONTROL.search(word) is None:
+        return shlex.quote(word)
+    return "$'" + _IN_ANSI_C_QUOTES.sub(_ansi_c_escape, word) + "'"
+
+
+#: What ANSI-C quotes must escape: the backslash and the quote, and what :func:`one_line`
+#: escapes (a lone surrogate is written ``\\udXXX`` by :func:`printable` before).
+_IN_ANSI_C_QUOTES = re.compile(r"[\\']|" + _LINE_CONTROL.pattern)
+
+
+def _ansi_c_escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    if char in "\\'":
+        return "\\" + char
+    # \xHH writes a byte: past ASCII, \uHHHH writes the character, in UTF-8
+    return _ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}")
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:

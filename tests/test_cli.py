@@ -579,6 +579,29 @@ def test_the_next_page_command_of_a_search_works_pasted_whatever_begins_with_a_d
     assert second.stdout.startswith("-t  r1  user  [porto] 1")
 
 
+def test_a_next_page_command_gives_the_shell_back_a_thread_id_with_control_characters(
+    tmp_path: Path,
+) -> None:
+    """The line shows the characters as escapes, in ANSI-C quotes that bash reads back."""
+    import agui_store
+
+    db, thread = tmp_path / "s.db", "t-\u202eevil\u202c\x1b[31m'\n"
+    with agui_store.open(db) as store:
+        for i in range(3):
+            store.append([{"type": "RUN_STARTED", "threadId": thread, "runId": f"r{i}"},
+                          {"type": "RUN_FINISHED", "threadId": thread, "runId": f"r{i}"}])
+    first = cli("log", "--thread", thread, "--limit", "1", db=db)
+    [line] = [line for line in first.stderr.splitlines() if line.startswith("next page: ")]
+    assert "\x1b" not in line and "\u202e" not in line
+    pasted = subprocess.run(
+        ["bash", "-c", 'printf "%s\\0" ' + line.removeprefix("next page: ")],
+        capture_output=True, text=True, check=True,
+    ).stdout.split("\0")[:-1]
+    assert pasted[:2] == ["agui-store", "--db"] and thread in pasted
+    second = cli(*pasted[1:])
+    assert second.stdout.startswith("r1 ")
+
+
 def test_search_with_a_query_of_the_wrong_shape_exits_1_with_one_line(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     cli("demo", db=db)

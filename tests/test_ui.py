@@ -449,6 +449,23 @@ def test_the_fork_pages_snippets_name_the_store_by_its_absolute_path(
     assert f"--db {tmp_path / 'chat.db'}" in shown and "open('chat.db')" not in shown
 
 
+def test_the_fork_pages_command_line_gives_the_shell_back_ids_with_control_characters(
+    store: agui_store.Store,
+) -> None:
+    """The page shows such a character as its escape; the shell must read the escape back
+    as the character (ANSI-C quotes), not as the backslash and letters."""
+    thread, run = "t-\u202eevil\u202c", "r\x1b[31m1\n"
+    store.append(one_run(thread, run, said("u", "hello", "user")))
+    snippet = get(client_of(store), "/fork", thread=thread, run=run).by_id("http-call")
+    assert snippet is not None
+    line = snippet.text.splitlines()[0].removesuffix(" > fork.json")
+    assert "\x1b" not in line and "\u202e" not in line  # shown as escapes
+    words = subprocess.run(
+        ["bash", "-c", 'printf "%s\\0" ' + line], capture_output=True, text=True, check=True
+    ).stdout.split("\0")[:-1]
+    assert words == ["agui-store", "fork", run, "--thread", thread, "--db", store.path]
+
+
 def test_a_deep_state_is_embedded_whole_for_the_tree_view(tmp_path: Path) -> None:
     deep: Any = "bottom"
     for _ in range(300):

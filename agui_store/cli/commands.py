@@ -14,7 +14,6 @@ import errno
 import json
 import logging
 import os
-import shlex
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -53,6 +52,7 @@ from agui_store.records import (
     one_line,
     printable,
     run_line,
+    shell_command,
     short,
     transcript,
 )
@@ -451,7 +451,7 @@ def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         if args.json:
             words.append("--json")
         sys.stderr.write(
-            "next page: " + printable(" ".join(shlex.quote(w) for w in words)) + "\n"
+            "next page: " + shell_command(words) + "\n"
         )
     return 0
 
@@ -646,7 +646,7 @@ def _next_page_command(args: argparse.Namespace, thread_id: str, cursor: str) ->
         [*_option("--thread", thread_id), "--limit", str(args.limit),
          *_option("--cursor", cursor), *(["--json"] if args.json else [])],
     )
-    return printable(" ".join(shlex.quote(word) for word in words))
+    return shell_command(words)
 
 
 def cmd_show(store: Store, args: argparse.Namespace, out: TextIO) -> int:
@@ -955,8 +955,8 @@ def cmd_demo(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     out.write(transcript(store.checkout("fahrenheit", thread_id=thread)) + "\n")
     out.write(f"\n$ agui-store diff porto fahrenheit --thread {thread}\n")
     out.write(diff_text(store.diff("porto", "fahrenheit", thread_id=thread)) + "\n")
-    where = "".join(f" {shlex.quote(word)}" for word in _db_words(args)[1:])
-    out.write(f"\nsee it in the browser: agui-store ui{where} --thread {shlex.quote(thread)}\n")
+    command = shell_command(["agui-store", "ui", *_db_words(args)[1:], "--thread", thread])
+    out.write(f"\nsee it in the browser: {command}\n")
     if importlib.util.find_spec("starlette") is None:
         out.write("(the viewer needs its extra first: pip install 'agui-store[ui]')\n")
     return 0
@@ -1344,9 +1344,7 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
                 options += _option(option, value)
         options += ["--json"] if args.json else []
         words = _with_positional(["agui-store", "search"], query, options)
-        command = printable(" ".join(shlex.quote(word) for word in words))
-        if sys.stderr.isatty():
-            command = on_terminal(command)
+        command = shell_command(words)
         sys.stderr.write(f"more: {command}\n")
     return 0
 
@@ -1793,7 +1791,7 @@ def _thread_option(args: argparse.Namespace) -> str | None:
         raise UsageError(f"two threads given ({arguments.quote(positional)} and --thread "
                          f"{arguments.quote(args.thread)})")
     args.thread = positional
-    shown = shlex.quote(printable(positional)) if len(positional) <= 80 else "T"
+    shown = shell_command([positional]) if len(positional) <= 80 else "T"
     return (
         f"agui-store {args.command}: the thread as a positional argument is deprecated: "
         f"use agui-store {args.command} --thread {shown}\n"

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -36,6 +35,7 @@ from agui_store import (
     Store,
 )
 from agui_store.backends import is_url
+from agui_store.records import shell_command
 from agui_store.ui import pages, text
 
 HERE = Path(__file__).resolve().parent
@@ -65,7 +65,7 @@ class Viewer:
             when=_when,
             short=_short,
             py=lambda value: text.printable(repr(value)),
-            sh=lambda value: text.printable(shlex.quote(value)),
+            sh=lambda value: shell_command([value]),
         )
 
     # --- helpers ------------------------------------------------------------------------
