@@ -225,13 +225,10 @@ def erase(
         thread_owner = None if stored is None else stored[1]
         for cid in conversations.linked(tx, thread_id):
             talk = tx.conversation(cid)
-            if (
-                talk is not None
-                and thread_owner is not None
-                and talk.scope is not None
-                and talk.scope != thread_owner
-            ):
-                continue  # another owner's conversation that shares the name: not this one's
+            if talk is not None and talk.scope is not None and talk.scope != thread_owner:
+                # another owner's conversation that shares the name (the thread may have none,
+                # as the operator's threads): not this one's
+                continue
             linked.add(cid)
     talk_times = conversation_times or {}
     linked |= set(talk_times)

@@ -611,15 +611,20 @@ def test_a_copy_of_another_owners_scope_lays_no_tombstone_over_what_it_leaves(
     assert _said(there, "c-bob", scope="bob") is None
 
 
-def test_another_owners_conversation_named_like_the_thread_stays(store_location: str) -> None:
+@pytest.mark.parametrize("thread_owner", ["alice", None])
+def test_another_owners_conversation_named_like_the_thread_stays(
+    store_location: str, thread_owner: str | None
+) -> None:
+    """Whether the thread is another owner's or the operator's (no owner)."""
+
     async def scenario() -> None:
         async with ConversationStore(store_location) as conversations:
             await conversations.save(
                 Conversation(conversation_id="x", messages=turn(1)), scope="bob"
             )
             with agui_store.open(store_location) as store:
-                _thread(store, "x", 1, scope="alice")
-                assert store.delete_thread("x", scope="alice").conversations == 0
+                _thread(store, "x", 1, scope=thread_owner)
+                assert store.delete_thread("x", scope=thread_owner).conversations == 0
             kept = await conversations.load("x", scope="bob")
             assert kept is not None and kept.messages == turn(1)
 
