@@ -24,6 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import psycopg
@@ -1340,6 +1341,49 @@ def test_a_purge_samples_the_planners_statistics_again_and_rewrites_them_with_re
                     "SELECT pg_read_binary_file(pg_relation_filepath(%s))", (relation,)
                 ).fetchone()
                 assert not [n for n in needles if n.encode() in data], relation
+
+
+def test_a_purge_drops_the_statistics_of_a_table_the_erasure_left_empty(store_url: str) -> None:
+    """ANALYZE writes no statistics from no rows, so those it wrote before the erasure (the
+    erased owner's branch names, here) would stay in pg_stats."""
+    needles = ("branchzq", "ownerzq")
+    with agui_store.open(store_url) as s:
+        s.append(run("kept", "kept-r", *say("kept-m", "kept words", "user")))
+        for i in range(3):
+            s.append(run(f"gone{i}", f"gone{i}-r", *say(f"gone{i}-m", "bye", "user")),
+                     scope="ownerzq")
+            s.branch(f"branchzq{i}", f"gone{i}-r", thread_id=f"gone{i}")
+        with psycopg.connect(store_url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+            assert _erased_in_statistics(conn, needles) == set(needles)
+            receipt = s.delete_owner("ownerzq")
+            assert receipt.purged, receipt.purge_pending
+            assert _erased_in_statistics(conn, needles) == set()
+            (branch_stats,) = conn.execute(
+                "SELECT count(*) FROM pg_stats WHERE schemaname = %s AND tablename = 'branches'",
+                (schema.SCHEMA,),
+            ).fetchone()
+            assert branch_stats == 0
+            s.branch("again", "kept-r", thread_id="kept")  # the table works as before
+            assert [b.name for b in s.branches("kept") if not b.default] == ["again"]
+        assert s.check().ok
+
+
+def test_a_purge_that_leaves_no_event_says_the_events_statistics_stay(store_url: str) -> None:
+    """The ``events`` view reads every column of ``event_pages``, whose statistics no
+    statement but a superuser's drops while the view stands."""
+    with agui_store.open(store_url) as s:
+        for i in range(3):
+            s.append(run(f"gone{i}", f"gone{i}-r", *say(f"gone{i}-m", f"bye{i}", "user")))
+        with psycopg.connect(store_url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        receipt = s.prune(before=datetime.now(timezone.utc) + timedelta(days=1))
+        assert receipt.threads == 3 and not receipt.purged
+        assert "statistics of event_pages." in receipt.purge_pending
+        s.append(run("new", "new-r", *say("new-m", "hello", "user")))
+        with psycopg.connect(store_url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        assert s.purge()
 
 
 def test_a_transaction_begun_before_the_erasure_holds_the_purge_back_until_it_ends(

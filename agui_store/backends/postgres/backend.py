@@ -351,6 +351,7 @@ class PostgresBackend:
         if not sampled:
             return True
         conn.execute(sql.analyze(sampled))
+        kept = self._drop_statistics_of_empty_tables(conn, sampled)
         (may,) = conn.execute(sql.MAY_VACUUM_STATISTICS).fetchone()
         if not may:
             self.purge_pending = (
@@ -360,7 +361,35 @@ class PostgresBackend:
             )
             return False
         conn.execute(sql.vacuum_statistics(full=rewrite))
+        if kept:
+            self.purge_pending = (
+                f"the planner's statistics of {', '.join(kept)} stay as they were sampled "
+                "before the erasure, which left the table empty (ANALYZE writes none from no "
+                "rows) and a view reads those columns: they go with the next ANALYZE after a "
+                "row is written there, or with the table"
+            )
+            return False
         return True
+
+    def _drop_statistics_of_empty_tables(self, conn: Any, sampled: list[str]) -> list[str]:
+        """Drop the statistics of the tables among ``sampled`` the erasures left empty, which
+        ``ANALYZE`` cannot sample again (an erased owner's conversations, the branches of the
+        last thread that had any); the columns a view reads, which keep theirs."""
+        empty = [t for (t,) in conn.execute(sql.empty_tables(sampled)).fetchall()]
+        if not empty:
+            return []
+        columns: dict[str, list[tuple[str, str, str | None]]] = {}
+        kept = []
+        for table, column, kind, collation, viewed in conn.execute(
+            sql.COLUMNS_WITH_STATISTICS, (schema.SCHEMA, empty)
+        ).fetchall():
+            if viewed:
+                kept.append(f"{table}.{column}")
+            else:
+                columns.setdefault(table, []).append((column, kind, collation))
+        for table, altered in columns.items():
+            conn.execute(sql.drop_statistics(table, altered))
+        return kept
 
     # --- transactions -----------------------------------------------------------------------
 

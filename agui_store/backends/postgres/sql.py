@@ -1124,6 +1124,53 @@ MAY_VACUUM_STATISTICS = (
 )
 
 
+def empty_tables(tables: Sequence[str]) -> str:
+    """Which of the store's tables ``tables`` hold no row: ``ANALYZE`` of an empty table keeps
+    the statistics it had (PostgreSQL writes them only from a sample of rows)."""
+    return " UNION ALL ".join(
+        f"SELECT '{table}' WHERE NOT EXISTS (SELECT FROM {table})" for table in tables
+    )
+
+
+#: The columns of the store's tables (parameter 2, in schema parameter 1) the planner holds
+#: statistics of, with their type as written (``format_type``), their collation where it is
+#: not their type's, and whether a view reads them (the ``events`` view reads
+#: ``event_pages``'): ``ALTER COLUMN ... TYPE`` of a column to its own type drops its
+#: statistics, which no other statement but a superuser's may, and a view's column refuses it.
+COLUMNS_WITH_STATISTICS = """
+SELECT DISTINCT s.tablename, s.attname, format_type(a.atttypid, a.atttypmod),
+       CASE WHEN a.attcollation <> t.typcollation
+            THEN quote_ident(cn.nspname) || '.' || quote_ident(co.collname) END,
+       EXISTS (SELECT FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+               WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = a.attrelid
+                 AND d.refobjsubid = a.attnum AND r.ev_class <> a.attrelid)
+FROM pg_stats s
+JOIN pg_namespace n ON n.nspname = s.schemaname
+JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = s.attname
+JOIN pg_type t ON t.oid = a.atttypid
+LEFT JOIN pg_collation co ON co.oid = a.attcollation
+LEFT JOIN pg_namespace cn ON cn.oid = co.collnamespace
+WHERE s.schemaname = %s AND s.tablename = ANY(%s)
+ORDER BY 1, 2
+"""
+
+
+def drop_statistics(table: str, columns: Sequence[tuple[str, str, str | None]]) -> str:
+    """``ALTER TABLE`` of the store's table ``table`` that gives each of ``columns`` (name,
+    type as written, collation or None) its own type again: no row is written (the type
+    stays binary the same) and PostgreSQL drops the columns' statistics."""
+    return f"ALTER TABLE {table} " + ", ".join(
+        f"ALTER COLUMN {_ident(name)} TYPE {kind}"
+        + ("" if collation is None else f" COLLATE {collation}")
+        for name, kind, collation in columns
+    )
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def analyze(tables: Sequence[str]) -> str:
     """``ANALYZE`` of the store's tables ``tables``: their statistics sampled again."""
     return "ANALYZE " + ", ".join(tables)
