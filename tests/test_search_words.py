@@ -9,10 +9,11 @@ import re
 import unicodedata
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agui_store import testing
+from agui_store.history import search as search_rules
 
 WORD = re.compile(r"[^\W_]+")
 #: Letters of the scripts written without spaces (Chinese and Japanese), each a word alone:
@@ -83,6 +84,36 @@ def test_the_index_is_given_long_words_cut_as_the_definition_cuts_them(
 ) -> None:
     text = "".join(letter * n + between for n, letter, between in words)
     assert given_to_the_index(text) == defined_words(text)
+
+
+def within_a_budget(words: list[str], budget: int) -> list[str]:
+    """``words`` up to the first one whose first occurrence takes the distinct words past
+    ``budget`` bytes of UTF-8."""
+    seen: set[str] = set()
+    for at, word in enumerate(words):
+        if word not in seen:
+            seen.add(word)
+            if sum(len(w.encode("utf-8", "surrogatepass")) for w in seen) > budget:
+                return words[:at]
+    return words
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.text(alphabet=st.sampled_from("ab \n\u00e9\u0301\u6771\u4eac-_Z9\u00a0\u3000")),
+    st.integers(1, 12),
+    st.integers(0, 40),
+)
+def test_a_long_text_read_a_block_at_a_time_gives_the_defined_words_within_their_budget(
+    monkeypatch: pytest.MonkeyPatch, text: str, block: int, budget: int
+) -> None:
+    """A text of many blocks (a file a tool read) is cut into words a block at a time; tiny
+    blocks and budgets here stand for the megabytes of each."""
+    monkeypatch.setattr(search_rules, "_BLOCK", block)
+    monkeypatch.setattr(search_rules, "MAX_DISTINCT_BYTES", budget)
+    expected = within_a_budget(defined_words(text), budget)
+    assert search_rules.words(text) == expected
+    assert search_rules.index_text(text).split() == expected
 
 
 def test_case_accents_and_underscores_fold_as_a_reader_expects() -> None:

@@ -36,7 +36,7 @@ import itertools
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,6 +150,47 @@ _ASCII_CUT = bytes(
 def words(text: str) -> list[str]:
     """The words of ``text``, folded, in order (each cut to :data:`MAX_WORD` characters, and
     none after its distinct words reach :data:`MAX_DISTINCT_BYTES`)."""
+    found: list[str] = []
+    for block in _word_blocks(text):
+        found += block
+    return found
+
+
+#: How much of a text :func:`_word_blocks` cuts into words at a time, in characters: a long
+#: message (a file a tool read, tens of megabytes) would otherwise be a string per word all at
+#: once, some fifty times its own size.
+_BLOCK = 1 << 20
+_SPACE = re.compile(r"\s")
+
+
+def _word_blocks(text: str) -> Iterator[list[str]]:
+    """The words of ``text`` (:func:`words`), a block of about :data:`_BLOCK` characters at a
+    time. A block ends before a white space character, which no word holds, so no word
+    spans two; folding reads each character alone, so a block folds as the whole would."""
+    seen: set[str] = set()
+    total = 0
+    start = 0
+    while start < len(text):
+        space = _SPACE.search(text, start + _BLOCK)
+        end = len(text) if space is None else space.start()
+        found, most_bytes = _block_words(text[start:end] if start or end < len(text) else text)
+        if start == 0 and end == len(text) and most_bytes <= MAX_DISTINCT_BYTES:
+            yield found  # the whole text, within the budget whatever it holds: no count
+            return
+        new = set(found).difference(seen)
+        added = sum(len(word.encode("utf-8", "surrogatepass")) for word in new)
+        if total + added > MAX_DISTINCT_BYTES:  # rare: the block where the budget ends
+            yield _within_distinct_bytes(found, seen, total)
+            return
+        yield found
+        seen |= new
+        total += added
+        start = end
+
+
+def _block_words(text: str) -> tuple[list[str], int]:
+    """The words of ``text`` (folded, cut to :data:`MAX_WORD`), and at most how many bytes
+    of UTF-8 they take."""
     found: list[str]
     if text.isascii():
         found = text.encode("ascii").translate(_ASCII_CUT).decode("ascii").split()
@@ -160,16 +201,12 @@ def words(text: str) -> list[str]:
         most_bytes = 4 * len(folded)  # no character takes more than 4 bytes of UTF-8
     if found and max(map(len, found)) > MAX_WORD:  # rare: cut only then
         found = [w[:MAX_WORD] for w in found]
-    if most_bytes > MAX_DISTINCT_BYTES:  # rare: count only then
-        return _within_distinct_bytes(found)
-    return found
+    return found, most_bytes
 
 
-def _within_distinct_bytes(found: list[str]) -> list[str]:
-    """``found`` up to the word whose own first occurrence would take its distinct words
-    past :data:`MAX_DISTINCT_BYTES` of UTF-8."""
-    seen: set[str] = set()
-    total = 0
+def _within_distinct_bytes(found: list[str], seen: set[str], total: int) -> list[str]:
+    """``found`` up to the word whose own first occurrence would take the distinct words
+    (``seen`` before it, of ``total`` bytes) past :data:`MAX_DISTINCT_BYTES` of UTF-8."""
     for at, word in enumerate(found):
         if word not in seen:
             total += len(word.encode("utf-8", "surrogatepass"))
@@ -194,7 +231,7 @@ def index_text(text: str) -> str:
         cut = text.encode("ascii").translate(_ASCII_CUT)
         if _TOO_LONG not in cut.translate(_ASCII_MARK):
             return cut.decode("ascii")
-    return " ".join(words(text))
+    return " ".join(" ".join(block) for block in _word_blocks(text))
 
 
 def message_text(message: dict[str, Any]) -> str:
