@@ -391,6 +391,31 @@ def test_a_destination_holding_the_first_runs_gets_only_the_rest(
     assert_same(src, dst)
 
 
+def test_a_source_holding_the_first_part_of_a_run_the_destination_finished_copies_nothing_of_it(
+    src_dst: tuple[str, str], tmp_path: Path
+) -> None:
+    """A copy made while the run streamed, or an archive exported then, is behind: nothing
+    of the run is news to the destination, and the rest of the source still lands."""
+    src, dst = src_dst
+    with agui_store.open(dst) as store:
+        record_run(store, "t1", "r1", with_input=True)
+        store.append(run_events("t1", "r2", "two")[:2], thread_id="t1", parent="r1")
+    agui_store.copy(dst, src)
+    archive = tmp_path / "streaming.jsonl"
+    with agui_store.open(dst) as store:
+        store.export_archive(archive)
+        store.append(run_events("t1", "r2", "two")[2:], thread_id="t1", run_id="r2")
+    with agui_store.open(src) as store:
+        record_run(store, "t2", "s1")
+    result = agui_store.copy(src, dst)
+    assert (result.runs, result.events, result.runs_present) == (1, 6, 2)
+    with agui_store.open(dst) as store:
+        summary = store.import_archive(archive)
+        assert (summary.runs, summary.events) == (0, 0)
+        assert store.runs("t1")[-1].status == "finished"
+        assert len(store.runs("t2")) == 1 and store.check().ok
+
+
 def test_a_run_held_on_both_sides_with_different_content_is_refused_and_nothing_written(
     src_dst: tuple[str, str],
 ) -> None:

@@ -243,17 +243,10 @@ def plan_thread(
                     thread_id=thread_id,
                     run_id=run.run_id,
                 )
-        if len(there.batches) > len(run.batches):
-            raise SyncConflictError(
-                f"the destination holds {len(there.batches)} batches of it, the source "
-                f"{len(run.batches)}",
-                thread_id=thread_id,
-                run_id=run.run_id,
-            )
         overlapping.append((run, there))
         if len(there.batches) < len(run.batches):
             extended.append((run, there.pk, len(there.batches)))
-        else:
+        else:  # whole, or more of it than the source (a copy made while it streamed)
             present += 1
     _compare_events(src, dst, thread_id, overlapping)
     branches = _branches_to_set(src, dst, thread_id, src_pk, dst_found, runs, force)
