@@ -404,6 +404,17 @@ class Announcements(Protocol):
         """As :meth:`agui_store.engine.port.ConversationReads.thread_custom_events`."""
 
 
+class Linking(Announcements, Protocol):
+    """What finds a thread's linked conversations: a store's read transaction, or an
+    archive's thread being imported."""
+
+    def thread(self, thread_id: str) -> tuple[int, str | None] | None:
+        """As :meth:`agui_store.engine.port.Reading.thread`: its key and owner."""
+
+    def conversation(self, conversation_id: str) -> port.ConversationRow | None:
+        """As :meth:`agui_store.engine.port.ConversationReads.conversation`."""
+
+
 def saved_entries(tx: Announcements, thread_id: str) -> list[tuple[str, str, list[str]]]:
     """``(run_id, conversation_id, entry ids)`` of every conversation save a thread's runs
     announced (their ``pydantic_ai_conversation_saved`` CUSTOM events), in recorded order."""
@@ -486,6 +497,22 @@ def linked(tx: port.Reading, thread_id: str) -> set[str]:
     """The conversations linked to an AG-UI thread: the one named by its id (pydantic-ai's
     adapter names a conversation so) and every one its runs announced a save of."""
     return {thread_id} | {conversation for _run, conversation, _ids in saved_entries(tx, thread_id)}
+
+
+def linked_stored(tx: Linking, thread_id: str) -> list[str]:
+    """The stored conversations linked to an AG-UI thread (:func:`linked`), the one named by
+    its id first, but those saved under another owner's scope than the thread's: an owner's
+    conversation that shares its name with another owner's thread, or with a thread of no
+    owner (the operator's), is not that thread's. Erasures, copies and archives go by it."""
+    stored = tx.thread(thread_id)
+    owner = None if stored is None else stored[1]
+    named = [thread_id, *(cid for _run, cid, _ids in saved_entries(tx, thread_id))]
+    out = []
+    for conversation_id in dict.fromkeys(named):
+        talk = tx.conversation(conversation_id)
+        if talk is not None and (talk.scope is None or talk.scope == owner):
+            out.append(conversation_id)
+    return out
 
 
 def erase(

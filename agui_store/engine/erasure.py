@@ -221,15 +221,7 @@ def erase(
         else set()
     )
     for thread_id in thread_ids if with_linked else ():
-        stored = tx.thread(thread_id)
-        thread_owner = None if stored is None else stored[1]
-        for cid in conversations.linked(tx, thread_id):
-            talk = tx.conversation(cid)
-            if talk is not None and talk.scope is not None and talk.scope != thread_owner:
-                # another owner's conversation that shares the name (the thread may have none,
-                # as the operator's threads): not this one's
-                continue
-            linked.add(cid)
+        linked.update(conversations.linked_stored(tx, thread_id))
     talk_times = conversation_times or {}
     linked |= set(talk_times)
     held = [cid for cid in sorted(linked) if tx.conversation(cid) is not None]

@@ -636,13 +636,6 @@ def entry_ids(tx: Source, row: port.ConversationRow) -> list[str]:
     return list(found)
 
 
-def linked_conversations(tx: Source, thread_id: str) -> list[str]:
-    """The stored conversations a thread is linked to: the one named by the thread's id (as
-    pydantic-ai's AG-UI adapter names them) and those its runs announced saving to."""
-    named = [thread_id, *(cid for _, cid, _ in conversations.saved_entries(tx, thread_id))]
-    return [cid for cid in dict.fromkeys(named) if tx.conversation(cid) is not None]
-
-
 def source_entries(tx: Source, record: conversations.Record) -> list[SourceEntry]:
     """Every entry a record reaches (its head's history, then each branch's), each once and
     after its parent, verified against its hashes (an entry edited outside the store is
@@ -1008,7 +1001,7 @@ def replicate(
     # The conversations a thread left out links to by name go with it.
     seen: set[str] = set(thread_ids) - set(kept)
     for plan in plans:
-        for cid in linked_conversations(src, plan.thread_id):
+        for cid in conversations.linked_stored(src, plan.thread_id):
             if cid in seen:
                 continue
             seen.add(cid)

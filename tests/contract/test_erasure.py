@@ -631,6 +631,37 @@ def test_another_owners_conversation_named_like_the_thread_stays(
     asyncio.run(scenario())
 
 
+@pytest.mark.parametrize("thread_owner", ["alice", None])
+def test_a_copy_or_archive_of_a_thread_carries_the_conversations_its_erasure_would_take(
+    new_location: Any, tmp_path: Any, thread_owner: str | None
+) -> None:
+    """Bob's conversation named like another owner's thread, or the operator's, is not that
+    thread's: neither its erasure, nor a copy or an archive of it alone carries it."""
+    here, there, restored = new_location(), new_location(), new_location()
+    with agui_store.open(here) as store:
+        _thread(store, "x", 1, scope=thread_owner)
+    _saved(here, "x", 1, scope="bob")
+    _saved(here, "x-" + str(thread_owner), 2, scope=thread_owner)
+    with agui_store.open(here) as store:
+        store.append(
+            [{"type": "RUN_STARTED", "threadId": "x", "runId": "x-saves"},
+             {"type": "CUSTOM", "name": "pydantic_ai_conversation_saved",
+              "value": {"conversation_id": "x-" + str(thread_owner), "entry_ids": []}},
+             {"type": "RUN_FINISHED", "threadId": "x", "runId": "x-saves"}],
+            scope=thread_owner,
+        )
+        store.export_archive(str(tmp_path / "x.jsonl"), thread_id="x")
+    assert copy(here, there, thread_id="x").conversations == 1
+    assert _said(there, "x", scope="bob") is None
+    assert _said(there, "x-" + str(thread_owner), scope=thread_owner) == turn(2)
+    with agui_store.open(restored) as store:
+        assert store.import_archive(str(tmp_path / "x.jsonl")).conversations == 1
+    assert _said(restored, "x", scope="bob") is None
+    with agui_store.open(here) as store:
+        assert store.delete_thread("x", scope=thread_owner).conversations == 1
+    assert _said(here, "x", scope="bob") == turn(1)
+
+
 def test_check_reports_a_leaf_run_deleted_by_hand_as_tampering_and_an_erasure_as_none(
     store_location: str,
 ) -> None:
