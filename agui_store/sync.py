@@ -86,6 +86,8 @@ class CopyResult:
         conversations: pydantic-ai conversations linked to the threads that the
             destination lacked or held at an older revision, written.
         erased: threads the destination held that the source erased: erased there too.
+        erased_conversations: pydantic-ai conversations the destination held that the
+            source erased (with their threads, or on their own): erased there too.
         left_erased: threads the destination erased, which the copy did not bring back
             (``restore_erased=True`` does).
     """
@@ -100,6 +102,7 @@ class CopyResult:
     conversations: int = 0
     erased: int = 0
     left_erased: int = 0
+    erased_conversations: int = 0
 
 
 # --- the API --------------------------------------------------------------------------------
@@ -244,6 +247,7 @@ def copy(
             conversations=done.conversations,
             erased=done.erased,
             left_erased=done.left_erased,
+            erased_conversations=done.erased_conversations,
         )
 
 

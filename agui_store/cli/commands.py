@@ -1165,6 +1165,7 @@ def cmd_copy(store: Store, args: argparse.Namespace, out: TextIO) -> int:
                     "conversations": result.conversations,
                     "erased": result.erased,
                     "leftErased": result.left_erased,
+                    "erasedConversations": result.erased_conversations,
                 }
             )
             + "\n"
@@ -1178,10 +1179,11 @@ def cmd_copy(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         f"{counted(result.conversations, 'conversation')} "
         f"({counted(result.runs_present, 'run')} already present)\n"
     )
-    if result.erased or result.left_erased:
+    if result.erased or result.erased_conversations or result.left_erased:
         out.write(
-            f"erased {counted(result.erased, 'thread')} the source had erased; left "
-            f"{counted(result.left_erased, 'thread')} the destination had erased "
+            f"erased {counted(result.erased, 'thread')} and "
+            f"{counted(result.erased_conversations, 'conversation')} the source had erased; "
+            f"left {counted(result.left_erased, 'thread')} the destination had erased "
             "(--restore-erased copies them back)\n"
         )
     return 0

@@ -285,8 +285,9 @@ def test_erased_conversations_stay_erased_through_copies_and_archives(
     with agui_store.open(store_a) as store:
         store.import_archive(archive)
     assert held(store_a) == ["kept"]
-    # A copy of every thread carries the erasures to the replica.
-    assert copy(store_a, replica).erased == 1
+    # A copy of every thread carries the erasures to the replica, and counts them.
+    carried = copy(store_a, replica)
+    assert (carried.erased, carried.erased_conversations) == (1, 2)
     assert held(replica) == ["kept"]
     with agui_store.open(replica) as store:
         assert store.check().ok
