@@ -7,13 +7,19 @@ into its checkpoint, so a reducer that copied the whole text for every delta mad
 grow with N squared: the ratio to raw then grows with N (80,000 deltas took 3.6 s, 20,000
 took 0.35 s). Flat ratios across sizes mean the append stays linear.
 
+The memory an append takes, against the message's own size, is measured too (tracemalloc's
+peak, outside the timed runs) for a message of 4 kB deltas, as a tool streams a file it
+reads: cut into a string per word all at once, a 40 MB message took 17 times its size.
+
     python -m benchmarks.bench_long_message [--sizes 10000,40000,160000]
+        [--memory-sizes 1000,10000]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import tracemalloc
 from typing import Any
 
 import msgspec
@@ -23,13 +29,14 @@ from agui_store.backends.sqlite import schema
 from benchmarks._common import header, median_time, raw_connection, scratch_dir
 
 DELTA = "word " * 4  # 20 characters, about a token's text
+PAGE = "lorem ipsum dolor sit amet " * 148  # about 4 kB: a file a tool reads, a page at a time
 
 
-def stream(kind: str, n: int) -> list[dict[str, Any]]:
+def stream(kind: str, n: int, delta: str = DELTA) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}]
     if kind == "text":
         events.append({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"})
-        events += [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": DELTA}] * n
+        events += [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": delta}] * n
         events.append({"type": "TEXT_MESSAGE_END", "messageId": "m"})
     elif kind == "chunks":
         events += [
@@ -47,6 +54,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000,40000,160000")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--memory-sizes", default="1000,10000")
     args = parser.parse_args()
     header("one long streamed message: Store.append vs raw executemany, by size")
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -92,7 +100,20 @@ def main() -> None:
                 f"| {took_api / took_raw:.1f}x |"
             )
     print("linear: each stream's ratio stays about the same as its deltas grow")
-
+    print()
+    print("| deltas of 4 kB | message MB | peak allocated by the append MB | ratio to message |")
+    print("|---|---|---|---|")
+    for n in (int(s) for s in args.memory_sizes.split(",")):
+        events = stream("text", n, delta=PAGE)
+        size = len(PAGE) * n
+        with agui_store.open(fresh()) as store:
+            tracemalloc.start()
+            try:
+                store.append(events)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+        print(f"| {n:,} | {size / 1e6:,.1f} | {peak / 1e6:,.0f} | {peak / size:.1f}x |")
 
 if __name__ == "__main__":
     main()
