@@ -1359,14 +1359,40 @@ def test_a_purge_drops_the_statistics_of_a_table_the_erasure_left_empty(store_ur
             receipt = s.delete_owner("ownerzq")
             assert receipt.purged, receipt.purge_pending
             assert _erased_in_statistics(conn, needles) == set()
-            (branch_stats,) = conn.execute(
-                "SELECT count(*) FROM pg_stats WHERE schemaname = %s AND tablename = 'branches'",
-                (schema.SCHEMA,),
-            ).fetchone()
-            assert branch_stats == 0
+            assert _statistics_rows(conn, "branches") == 0
             s.branch("again", "kept-r", thread_id="kept")  # the table works as before
             assert [b.name for b in s.branches("kept") if not b.default] == ["again"]
         assert s.check().ok
+
+
+def test_a_purge_leaves_an_empty_tables_statistics_to_the_next_while_a_reader_holds_it(
+    store_url: str,
+) -> None:
+    """Its ALTER TABLE would wait for the reader, and every query of the table behind it."""
+    with agui_store.open(store_url) as s:
+        s.append(run("kept", "kept-r", *say("kept-m", "kept words", "user")))
+        for i in range(3):
+            s.append(run(f"gone{i}", f"gone{i}-r", *say(f"gone{i}-m", "bye", "user")))
+            s.branch(f"branchzq{i}", f"gone{i}-r", thread_id=f"gone{i}")
+        with psycopg.connect(store_url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+            with psycopg.connect(store_url) as reader:
+                reader.execute("SELECT count(*) FROM agui_store.branches").fetchall()
+                for i in range(3):
+                    receipt = s.delete_thread(f"gone{i}")
+                assert not receipt.purged
+                assert "branches.name (a transaction held the table)" in receipt.purge_pending
+                assert _statistics_rows(conn, "branches") > 0
+            assert s.purge()
+            assert _statistics_rows(conn, "branches") == 0
+
+
+def _statistics_rows(conn: Any, table: str) -> int:
+    (rows,) = conn.execute(
+        "SELECT count(*) FROM pg_stats WHERE schemaname = %s AND tablename = %s",
+        (schema.SCHEMA, table),
+    ).fetchone()
+    return int(rows)
 
 
 def test_a_purge_that_leaves_no_event_says_the_events_statistics_stay(store_url: str) -> None:

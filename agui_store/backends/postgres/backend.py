@@ -365,8 +365,8 @@ class PostgresBackend:
             self.purge_pending = (
                 f"the planner's statistics of {', '.join(kept)} stay as they were sampled "
                 "before the erasure, which left the table empty (ANALYZE writes none from no "
-                "rows) and a view reads those columns: they go with the next ANALYZE after a "
-                "row is written there, or with the table"
+                "rows): a purge drops them unless a view reads those columns; those go with "
+                "the next ANALYZE after a row is written there"
             )
             return False
         return True
@@ -388,7 +388,14 @@ class PostgresBackend:
             else:
                 columns.setdefault(table, []).append((column, kind, collation))
         for table, altered in columns.items():
-            conn.execute(sql.drop_statistics(table, altered))
+            try:
+                with conn.transaction():
+                    # ALTER TABLE waits for every reader of the table, and every query of it
+                    # then waits behind the ALTER: a short wait, else the next purge's turn.
+                    conn.execute(sql.SHORT_LOCK_WAIT)
+                    conn.execute(sql.drop_statistics(table, altered))
+            except pg_errors.LockNotAvailable:
+                kept += [f"{table}.{name} (a transaction held the table)" for name, _, _ in altered]
         return kept
 
     # --- transactions -----------------------------------------------------------------------

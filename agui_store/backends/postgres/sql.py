@@ -1156,6 +1156,10 @@ ORDER BY 1, 2
 """
 
 
+#: How long a purge's ``ALTER TABLE`` waits for a table's lock, in its own transaction.
+SHORT_LOCK_WAIT = "SET LOCAL lock_timeout = '200ms'"
+
+
 def drop_statistics(table: str, columns: Sequence[tuple[str, str, str | None]]) -> str:
     """``ALTER TABLE`` of the store's table ``table`` that gives each of ``columns`` (name,
     type as written, collation or None) its own type again: no row is written (the type
