@@ -6,16 +6,24 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import shutil
+import subprocess
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import agui_store
 from agui_store import cli
+from agui_store.cli.render import graph
 from agui_store.engine import clock
+from agui_store.records import Run
 
 
 def agui(db: Path, *args: str) -> tuple[int, str]:
@@ -169,6 +177,65 @@ def test_log_graph_of_a_revision_draws_its_lineage_and_of_a_range_both_sides_to_
     assert drawn("side...tip") == ["* r4", "| * r3", "| * r2", "|/", "o r1"]
     assert [r["runId"] for r in json.loads(agui(db, "--json", "log", "--graph", "side")[1])] == [
         "r4", "r1"]
+
+
+def test_log_graph_joins_a_run_to_its_parent_column_across_the_lines_between(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "tree.db"
+    with agui_store.open(db) as store:
+        for run_id, parent in (("r1", None), ("r2", "r1"), ("r3", "r2"), ("r4", "r1"),
+                               ("r5", "r2")):
+            store.append(text_run(run_id, "yes")[:1] + text_run(run_id, "yes")[-1:],
+                         parent=parent)
+    _, out = agui(db, "log", "--graph")
+    drawn = [re.sub(r"( r\d).*", r"\1", line) for line in out.splitlines()]
+    # as git log --graph draws it: r3's line crosses r4's to reach r2's column
+    assert drawn == ["* r5", "| * r4", "| | * r3", "| |/", "|/|", "* | r2", "|/", "* r1"]
+
+
+def _git_graph(tmp: Path, parents: list[int | None]) -> list[str]:
+    """What ``git log --graph`` draws for commits whose parents are ``parents`` (oldest
+    first), each commit's subject its index."""
+    env = {**os.environ, "GIT_DIR": str(tmp / "git"), "GIT_AUTHOR_NAME": "a",
+           "GIT_AUTHOR_EMAIL": "a@a", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@a"}
+
+    def git(*args: str, **extra: str) -> str:
+        return subprocess.run(["git", *args], env={**env, **extra}, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    if not (tmp / "git").exists():
+        git("init", "-q", "--bare")
+    tree = git("hash-object", "-t", "tree", "-w", "/dev/null")  # the empty tree
+    commits: list[str] = []
+    for i, parent in enumerate(parents):
+        date = f"{1_600_000_000 + i} +0000"
+        options = ["-p", commits[parent]] if parent is not None else []
+        commits.append(git("commit-tree", tree, *options, "-m", f"r{i}",
+                           GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date))
+    out = git("log", "--graph", "--date-order", "--format=r%s", *commits)
+    return [line.rstrip().replace("rr", "r") for line in out.splitlines()]
+
+
+@st.composite
+def _trees(draw: st.DrawFn) -> list[int | None]:
+    """Parents of runs in recorded order: each run's parent recorded before it, or none."""
+    count = draw(st.integers(1, 9))
+    return [draw(st.one_of(st.none(), st.integers(0, i - 1))) if i else None
+            for i in range(count)]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="compares with git's drawing")
+@settings(max_examples=60, deadline=None)
+@given(parents=_trees())
+def test_log_graph_draws_every_run_tree_as_git_log_graph_draws_the_same_commits(
+    tmp_path_factory: pytest.TempPathFactory, parents: list[int | None]
+) -> None:
+    when = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    runs = [Run("t", f"r{i}", None if p is None else f"r{p}", "explicit", "finished", 0, when,
+                None) for i, p in enumerate(parents)]
+    ours = [re.sub(r"( r\d+) .*", r"\1", line) for line in graph(runs)]
+    assert ours == _git_graph(tmp_path_factory.mktemp("git"), parents)
 
 
 def test_runs_recorded_within_one_millisecond_are_drawn_and_listed_child_before_parent(

@@ -24,28 +24,45 @@ def graph(
     before its children, so that order newest-first lists every child before its parent. A
     run whose parent is not among ``runs`` (a range's oldest) ends its line, as a root does.
     ``boundary`` is the run drawn ``o``, as git's ``--boundary`` draws it: a merge base both
-    sides meet at.
+    sides meet at. The lines are git's: after a run, a line that joins its parent's column
+    moves one step left a row (``/``, crossing the lines between), as git's graph.c moves it.
     """
     listed = {r.run_id for r in runs}
     summaries = summaries or {}
-    order = list(reversed(runs))
-    columns: list[str | None] = []  # each column waits for the run it will show next
+    columns: list[str] = []  # each column waits for the run it will show next
     lines: list[str] = []
-    for run in order:
-        waiting = [i for i, c in enumerate(columns) if c == run.run_id]
-        if not waiting:
-            columns.append(run.run_id)
-            waiting = [len(columns) - 1]
-        col = waiting[0]
-        # Siblings meet at their parent: fold the extra columns in, git's "|/".
-        for extra in reversed(waiting[1:]):
-            lines.append("| " * (extra - 1) + "|/")
-            del columns[extra]
+    collapsed: list[int] | None = None  # the last row's mapping, if lines moved in it
+    for run in reversed(runs):
+        parent = run.parent_run_id if run.parent_run_id in listed else None
+        new_columns: list[str] = []
+        # mapping[2 * i]: the new column of the line drawn at column i (-1: none)
+        mapping = [-1] * (2 * len(columns) + 2)
+        width = 0
+        col = len(columns)  # a run no column waits for opens one at the right
+        for i, waits_for in enumerate([*columns, run.run_id] if run.run_id not in columns
+                                      else columns):
+            if waits_for == run.run_id:
+                col = i
+                if parent is None:  # its line ends here
+                    width += 2
+                    continue
+                waits_for = parent
+            if waits_for not in new_columns:
+                new_columns.append(waits_for)
+            mapping[width] = new_columns.index(waits_for)
+            width += 2
         refs = f" ({', '.join(run.branches)})" if run.branches else ""
         words = summaries.get(run.run_id, "")
         said = f' "{short(words, 48)}"' if words else ""
         star = "o" if run.run_id == boundary else "*"
-        marks = " ".join(star if i == col else "|" for i in range(len(columns)))
+        marks = " ".join(
+            star if i == col
+            # a line that was moving left as the row above ended goes on moving: "/"
+            else "/" if collapsed is not None and collapsed[2 * i + 1] == i
+            and 0 <= mapping[2 * i] < i
+            else "|"
+            for i in range(max(len(columns), col + 1))
+        )
         label = hash_label(run)
         lines.append(
             printable(
@@ -53,11 +70,64 @@ def graph(
                 f"{' ' + label if label else ''}{said}"
             )
         )
-        if run.parent_run_id not in listed:
-            del columns[col]
-        else:
-            columns[col] = run.parent_run_id
+        size = len(mapping)
+        while size > 1 and mapping[size - 1] < 0:
+            size -= 1
+        collapsed = None
+        while any(t >= 0 and t != i // 2 for i, t in enumerate(mapping[:size])):
+            row, collapsed, mapping, size = _collapsing_row(mapping, size)
+            lines.append(row)
+        columns = new_columns
     return lines
+
+
+def _collapsing_row(old: list[int], size: int) -> tuple[str, list[int], list[int], int]:
+    """One row of lines moving left towards the columns they join (git's
+    ``graph_output_collapsing_line``): the row, where its lines went, the mapping the next
+    row starts from, and its width."""
+    mapping = [-1] * len(old)
+    edge, edge_target = -1, -1  # the one line allowed to move more than a step: drawn "_"
+    for i in range(size):
+        target = old[i]
+        if target < 0:
+            continue
+        if target * 2 == i:  # in its place
+            mapping[i] = target
+        elif mapping[i - 1] < 0:  # nothing to its left: a step left
+            mapping[i - 1] = target
+            if edge == -1:
+                edge, edge_target = i, target
+                for j in range(target * 2 + 3, i - 2, 2):
+                    mapping[j] = target
+        elif mapping[i - 1] == target:  # the line to its left goes where it goes: joined
+            pass
+        else:  # a line to its left goes elsewhere: cross it
+            mapping[i - 2] = target
+            if edge == -1:
+                edge, edge_target = i - 1, target
+                for j in range(target * 2 + 3, i - 2, 2):
+                    mapping[j] = target
+    if mapping[size - 1] < 0:
+        size -= 1
+    went = list(mapping)
+    row = []
+    horizontal = False
+    for i in range(size):
+        target = mapping[i]
+        if target < 0:
+            row.append(" ")
+        elif target * 2 == i:
+            row.append("|")
+        elif target == edge_target and i != edge - 1:
+            if i != target * 2 + 3:
+                mapping[i] = -1
+            horizontal = True
+            row.append("_")
+        else:
+            if horizontal and i < edge:
+                mapping[i] = -1
+            row.append("/")
+    return "".join(row).rstrip(), went, mapping, size
 
 
 def _paint(line: str, color: bool) -> str:
