@@ -238,3 +238,26 @@ def test_an_error_quoting_a_query_escapes_its_control_characters(
     assert cli.main(["--db", str(db), "search", "\x1b]0;pwned\x07*x"]) == 1
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err and "\\x1b" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["show", "fahrenheit"], ["diff", "porto", "fahrenheit"], ["search", "Porto"],
+    ["export", "porto"], ["fork", "porto"], ["slim", "porto"], ["export-artifact", "porto"],
+    ["show", "porto", "--json"], ["demo"],
+])
+def test_output_an_ascii_stdout_cannot_hold_never_fails_a_command(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    db = files[0]
+    raw = io.BytesIO()
+    stdout = io.TextIOWrapper(raw, encoding="ascii", errors="strict", write_through=True)
+    code = cli.main(["--db", str(db), *argv], out=stdout)
+    assert code == 0, capsys.readouterr().err
+    written = raw.getvalue().decode("utf-8")
+    if argv[0] in ("export", "fork", "slim", "export-artifact") or "--json" in argv:
+        for document in written.splitlines() if argv[0] == "export" else [written]:
+            json.loads(document)
+        assert "\\xb0" not in written  # data is written as UTF-8 (or JSON's own escapes)
+    else:  # text for people: what ASCII lacks shows as its escape
+        assert "\\xb0C" in written and written.isascii()
+    assert stdout.encoding == "ascii"  # the stream is given back as it came

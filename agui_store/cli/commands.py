@@ -8,6 +8,7 @@ imports show progress on a terminal.
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import datetime
 import errno
@@ -1680,7 +1681,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         when ``check`` or ``validate-artifact`` finds a problem; 3 for a bug in agui-store;
         130 on Ctrl+C. A usage error exits 2 (argparse's one line).
     """
-    out = cast(TextIO, _Printable(out or sys.stdout))
+    stream = out or sys.stdout
+    out = cast(TextIO, _Printable(stream))
     # psycopg logs what it ignores while tearing down a connection the server dropped ("error
     # ignored terminating <Pipeline>"); the command's own error line says what happened.
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
@@ -1701,6 +1703,50 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     if not hasattr(args, "busy_timeout"):
         args.busy_timeout = backends.DEFAULT_BUSY_TIMEOUT_MS
     name = ALIAS_OF.get(args.command, args.command)  # messages keep the name typed
+    with _output_encoding(stream, data=args.json or (
+        name in WRITES_DATA and not getattr(args, "sqlite", None)
+    )):
+        return _run(args, name, out)
+
+
+#: Commands whose output is data (JSON, AG-UI events) with or without ``--json``.
+WRITES_DATA = frozenset({"export", "fork", "slim", "export-artifact"})
+
+
+@contextlib.contextmanager
+def _output_encoding(stream: TextIO, *, data: bool) -> Iterator[None]:
+    """Output that the stream's encoding cannot hold (``LC_ALL=C``, ``PYTHONIOENCODING``)
+    never fails a command: data (JSON, events) is written as UTF-8 whatever the terminal's
+    encoding, as a file of it would be; text for people shows what the encoding lacks as
+    escapes (``\\u2026``). A UTF-8 stream, or one that cannot change, is left as it is."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    reconfigure = getattr(stream, "reconfigure", None)
+    try:
+        unchanged = reconfigure is None or codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        unchanged = False
+    if unchanged:
+        yield
+        return
+    assert reconfigure is not None
+    errors = getattr(stream, "errors", None) or "strict"
+    try:
+        if data:
+            reconfigure(encoding="utf-8", errors="strict")
+        else:
+            reconfigure(errors="backslashreplace")
+    except (OSError, ValueError):  # a stream already closed: the command says so
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            reconfigure(encoding=encoding, errors=errors)
+
+
+def _run(args: argparse.Namespace, name: str, out: TextIO) -> int:
+    """Run the parsed command ``name``; its exit code (see :func:`main`)."""
     path = getattr(args, "db", None)
     handler, _ = COMMANDS[name]
     note = None
