@@ -58,7 +58,7 @@ from agui_store import backends
 from agui_store.backends import locations
 from agui_store.backends.sqlite import files
 from agui_store.engine import erasure, reads, replication
-from agui_store.engine.arguments import check_thread_id, path_text
+from agui_store.engine.arguments import check_thread_id, path_text, quote
 from agui_store.engine.intake import check_scope
 from agui_store.errors import AguiStoreError, InvalidArgumentError, NotAStoreError
 from agui_store.store import Store, is_url
@@ -123,6 +123,11 @@ def opened(
         yield where
         return
     path = path_text(where)
+    if not is_url(path) and not _utf8(path):  # SQLite names its files in UTF-8 only
+        raise InvalidArgumentError(
+            f"the store path {quote(path, 300)} is not UTF-8: SQLite opens a file by a UTF-8 "
+            "name only; rename the file or choose another path"
+        )
     missing = None if not must_exist or path == ":memory:" else backends.missing_store(path)
     if missing is not None:
         shown = locations.without_password(path) if is_url(path) else path
@@ -130,7 +135,12 @@ def opened(
     created = None
     if not must_exist and not is_url(path) and not os.path.lexists(path):
         created = files.store_file(path)
-    store = Store(path, busy_timeout_ms=busy_timeout_ms)
+    try:
+        store = Store(path, busy_timeout_ms=busy_timeout_ms)
+    except BaseException:  # the file it began to create holds no store
+        if created is not None:
+            files.remove_database(created)
+        raise
     left_empty = False
     try:
         yield store
@@ -141,6 +151,15 @@ def opened(
         store.close()
         if left_empty and created is not None:
             files.remove_database(created)
+
+
+def _utf8(path: str) -> bool:
+    """Whether ``path`` is UTF-8 text (a file name of other bytes decodes to surrogates)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _holds_nothing(store: Store) -> bool:

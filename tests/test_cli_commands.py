@@ -261,3 +261,21 @@ def test_output_an_ascii_stdout_cannot_hold_never_fails_a_command(
     else:  # text for people: what ASCII lacks shows as its escape
         assert "\\xb0C" in written and written.isascii()
     assert stdout.encoding == "ascii"  # the stream is given back as it came
+
+
+def test_a_store_that_fails_to_open_leaves_no_file_the_command_began_to_create(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agui_store import sync
+    from agui_store.errors import StorageError
+
+    class FailsAfterCreating(sync.Store):
+        def __init__(self, path: str, **_: object) -> None:
+            Path(path).touch()
+            raise StorageError(f"cannot open {path}")
+
+    monkeypatch.setattr(sync, "Store", FailsAfterCreating)
+    db = tmp_path / "new.db"
+    assert cli.main(["--db", str(db), "demo"]) == 1
+    assert "cannot open" in capsys.readouterr().err
+    assert not db.exists()

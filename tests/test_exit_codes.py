@@ -114,6 +114,14 @@ def test_a_revision_that_is_not_utf8_on_the_command_line_is_exit_1(db: str) -> N
     assert_fails(done, 1, "show", "lone surrogate")
 
 
+def test_a_store_path_that_is_not_utf8_is_refused_by_name_and_leaves_no_file(
+    tmp_path: Path,
+) -> None:
+    done = agui(b"--db", os.fsencode(tmp_path) + b"/b\xfe.db", b"demo")
+    assert_fails(done, 1, "demo", "b\\udcfe.db' is not UTF-8")
+    assert os.listdir(tmp_path) == []
+
+
 def _folder(tmp_path: Path) -> Path:
     path = tmp_path / "x.db"
     path.mkdir()
