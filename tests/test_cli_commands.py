@@ -279,3 +279,26 @@ def test_a_store_that_fails_to_open_leaves_no_file_the_command_began_to_create(
     assert cli.main(["--db", str(db), "demo"]) == 1
     assert "cannot open" in capsys.readouterr().err
     assert not db.exists()
+
+
+def test_commands_to_paste_give_a_value_beginning_with_a_dash_as_the_option_s_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shlex
+
+    import agui_store
+    from tests.streams import run
+
+    db = tmp_path / "dash.db"
+    with agui_store.open(db) as store:
+        store.append(run("-t", "r1"))
+        store.append(run("-u", "r2"))
+    assert cli.main(["--db", str(db), "threads", "--limit", "1"], out=io.StringIO()) == 0
+    command = capsys.readouterr().err.removeprefix("next page: ").strip()
+    assert command.endswith("--before=-u")
+    out = io.StringIO()
+    assert cli.main(shlex.split(command)[1:], out=out) == 0
+    assert out.getvalue().splitlines()[1].startswith("-t ")
+    assert cli.main(["--db", str(db), "runs", "--", "-t"], out=io.StringIO()) == 0
+    note = capsys.readouterr().err
+    assert note.endswith("use agui-store runs --thread=-t\n"), note

@@ -448,7 +448,7 @@ def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
     if more and page:
         words = ["agui-store", *_db_words(args), "threads", "--limit", str(args.limit),
-                 "--before", page[-1]]
+                 *_option("--before", page[-1])]
         if args.json:
             words.append("--json")
         sys.stderr.write(
@@ -1839,10 +1839,11 @@ def _thread_option(args: argparse.Namespace) -> str | None:
         raise UsageError(f"two threads given ({arguments.quote(positional)} and --thread "
                          f"{arguments.quote(args.thread)})")
     args.thread = positional
-    shown = shell_command([positional]) if len(positional) <= 80 else "T"
+    shown = shell_command(_option("--thread", positional)) if len(positional) <= 80 else (
+        "--thread T")
     return (
         f"agui-store {args.command}: the thread as a positional argument is deprecated: "
-        f"use agui-store {args.command} --thread {shown}\n"
+        f"use agui-store {args.command} {shown}\n"
     )
 
 
