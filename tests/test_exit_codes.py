@@ -399,3 +399,14 @@ def test_a_reader_that_goes_away_is_exit_0_and_silent(db: str, args: list[str]) 
         stderr = child.stderr.read().decode()
     assert (child.wait(timeout=120), stderr) == (0, "")
     assert sorted(os.listdir(Path(db).parent)) == ["store.db"]
+
+
+@pytest.mark.parametrize("args", [["log"], ["log", "--graph"], ["--json", "runs"]])
+def test_a_stdout_the_shell_closed_is_exit_1_in_one_line(db: str, args: list[str]) -> None:
+    # `agui-store log >&-`: Python starts without a stdout
+    done = subprocess.run([*ENTRY, "--db", db, *args], stderr=subprocess.PIPE, text=True,
+                          cwd=ROOT, env=worker_env(), timeout=120,
+                          preexec_fn=lambda: os.close(1))
+    done.stdout = ""  # none to read
+    assert_fails(done, 1, args[-1] if args[0] == "--json" else args[0],
+                 "cannot write to stdout")

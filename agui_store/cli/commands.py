@@ -159,6 +159,23 @@ class _Printable:
         return getattr(self._stream, name)
 
 
+class _ClosedStdout:
+    """Stdout when the shell closed it (``agui-store log >&-``): Python has none, and a
+    command's first write fails with one line, as ``ls >&-`` does, instead of a bug's."""
+
+    encoding = "utf-8"
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "cannot write to stdout: it is closed (>/dev/null "
+                      "discards the output)")
+
+    def isatty(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        return None
+
+
 def _write_painted(out: TextIO, text: str) -> None:
     """Write ``text`` whose colours are the CLI's own (see :meth:`_Printable.write_painted`)."""
     (out.write_painted if isinstance(out, _Printable) else out.write)(text)
@@ -1681,7 +1698,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         when ``check`` or ``validate-artifact`` finds a problem; 3 for a bug in agui-store;
         130 on Ctrl+C. A usage error exits 2 (argparse's one line).
     """
-    stream = out or sys.stdout
+    stream = out or sys.stdout or cast(TextIO, _ClosedStdout())
     out = cast(TextIO, _Printable(stream))
     # psycopg logs what it ignores while tearing down a connection the server dropped ("error
     # ignored terminating <Pipeline>"); the command's own error line says what happened.
