@@ -302,3 +302,16 @@ def test_commands_to_paste_give_a_value_beginning_with_a_dash_as_the_option_s_ow
     assert cli.main(["--db", str(db), "runs", "--", "-t"], out=io.StringIO()) == 0
     note = capsys.readouterr().err
     assert note.endswith("use agui-store runs --thread=-t\n"), note
+
+
+@pytest.mark.parametrize(("argv", "option"), [
+    (["fork", "--run-id="], "--run-id"), (["--busy-timeout", "2147483648", "log"],
+                                          "--busy-timeout"),
+    (["log", "--busy-timeout", "99999999999999999999"], "--busy-timeout"),
+])
+def test_an_option_value_no_command_can_use_is_a_usage_error_naming_the_option(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str], argv: list[str], option: str
+) -> None:
+    code, out, err = call(argv, *files, capsys)
+    assert (code, out) == (2, ""), err
+    assert err.count("\n") == 1 and f"argument {option}:" in err, err

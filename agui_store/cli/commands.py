@@ -1484,6 +1484,11 @@ def search_cursor(text: str) -> str:
     return text
 
 
+#: The longest ``--busy-timeout``: what SQLite's busy timeout and PostgreSQL's
+#: ``lock_timeout`` hold (a C ``int`` of milliseconds, some 24 days).
+MAX_BUSY_TIMEOUT_MS = 2**31 - 1
+
+
 #: Other names of commands: git's verb for restoring a run.
 ALIASES = {"show": ["checkout"]}
 ALIAS_OF = {alias: name for name, aliases in ALIASES.items() for alias in aliases}
@@ -1502,7 +1507,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output")
     common.add_argument(
-        "--busy-timeout", type=_count_option(0), default=argparse.SUPPRESS, metavar="MS",
+        "--busy-timeout", type=_count_option(0, most=MAX_BUSY_TIMEOUT_MS),
+        default=argparse.SUPPRESS, metavar="MS",
         help="how long to wait for another writer before giving up "
         f"(default: {backends.DEFAULT_BUSY_TIMEOUT_MS})",
     )
@@ -1561,8 +1567,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = parsers["fork"]
     p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
     p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
-    p.add_argument("--run-id", help="id for the new run, not one the thread has (default: a "
-                   "new UUID)")
+    p.add_argument("--run-id", type=run_name,
+                   help="id for the new run, not one the thread has (default: a new UUID)")
     p = parsers["compact"]
     p.add_argument("ref", nargs="?", metavar="REF",
                    help="a run (and its ancestors); default: everything")
