@@ -315,3 +315,16 @@ def test_an_option_value_no_command_can_use_is_a_usage_error_naming_the_option(
     code, out, err = call(argv, *files, capsys)
     assert (code, out) == (2, ""), err
     assert err.count("\n") == 1 and f"argument {option}:" in err, err
+
+
+def test_a_search_word_to_leave_out_beginning_with_h_says_where_it_goes(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = call(["search", "Porto", "-hotel"], *files, capsys)
+    assert (code, out) == (2, "")
+    assert err == ("agui-store search: unrecognized arguments: -hotel (a -word to leave out "
+                   "goes after --: agui-store search porto -- -hotel)\n")
+    code, out, _ = call(["search", "Porto", "--", "-hotel"], *files, capsys)
+    assert code == 0 and "Porto" in out
+    code, out, _ = call(["search", "-h"], *files, capsys)
+    assert code == 0

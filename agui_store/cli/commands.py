@@ -1710,10 +1710,18 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     # ignored terminating <Pipeline>"); the command's own error line says what happened.
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
     parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    # argparse reads -hotel as -h with "otel" after it, and fails on that: such a word is
+    # an unknown one, as -porto is (search's hint says where a -word goes).
+    end = words.index("--") if "--" in words else len(words)
+    stray = [w for w in words[:end] if w.startswith("-h") and w != "-h"]
     try:
-        args, extra = parser.parse_known_args(argv)
+        args, extra = parser.parse_known_args(
+            [w for w in words[:end] if w not in stray] + words[end:]
+        )
     except SystemExit as e:  # a usage error (one line, exit 2), --help or --version (0)
         return e.code if isinstance(e.code, int) else EXIT_OK if e.code is None else EXIT_USAGE
+    extra = [*stray, *extra]
     if extra:  # named after the subcommand they were given to, not the top-level parser
         prog = f"agui-store {args.command}"
         hint = f"usage: {prog} --help"
