@@ -114,11 +114,13 @@ def opened(
     *,
     must_exist: bool,
     busy_timeout_ms: int = backends.DEFAULT_BUSY_TIMEOUT_MS,
+    purpose: str = "to copy from",
 ) -> Iterator[Store]:
     """A store given as one, or opened (and closed after) from a path or URL. A file it
     creates (``must_exist=False``) is removed again when the block fails and leaves the
     store holding nothing: a failed copy or import into a new path leaves no empty store
-    behind."""
+    behind. ``purpose`` ends "no store at PATH", the error of a store that must exist and
+    does not (``""``: nothing)."""
     if isinstance(where, Store):
         yield where
         return
@@ -128,10 +130,13 @@ def opened(
             f"the store path {quote(path, 300)} is not UTF-8: SQLite opens a file by a UTF-8 "
             "name only; rename the file or choose another path"
         )
-    missing = None if not must_exist or path == ":memory:" else backends.missing_store(path)
+    # a file: URI names its file after "file:", before any "?mode=ro"
+    real = path if is_url(path) or not path.startswith("file:") else files.store_file(path)
+    missing = None if not must_exist or real in (None, ":memory:") else (
+        backends.missing_store(real))
     if missing is not None:
         shown = locations.without_password(path) if is_url(path) else path
-        raise NotAStoreError(f"no store at {shown} to copy from: {missing}")
+        raise NotAStoreError(f"no store at {shown}{' ' if purpose else ''}{purpose}: {missing}")
     created = None
     if not must_exist and not is_url(path) and not os.path.lexists(path):
         created = files.store_file(path)

@@ -328,3 +328,16 @@ def test_a_search_word_to_leave_out_beginning_with_h_says_where_it_goes(
     assert code == 0 and "Porto" in out
     code, out, _ = call(["search", "-h"], *files, capsys)
     assert code == 0
+
+
+def test_a_store_named_by_a_file_uri_opens_and_a_missing_one_is_named_in_the_command_s_words(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, tmp = files
+    code, out, err = call(["--db", f"file:{db}?mode=ro", "log"], db, tmp, capsys)
+    assert code == 0 and "run-3" in out, err
+    missing = f"file:{tmp}/missing.db?mode=ro"
+    code, out, err = call(["--db", missing, "log"], db, tmp, capsys)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"agui-store log: no store at {missing}: the file does not exist")
+    assert "copy" not in err

@@ -22,6 +22,7 @@ from typing import Any, BinaryIO, NoReturn, TextIO, cast
 
 from agui_store import backends
 from agui_store.backends import is_url, locations
+from agui_store.backends.sqlite import files
 from agui_store.cli import EXIT_INTERRUPTED
 from agui_store.cli.render import diff_text, graph
 from agui_store.codec.output import FORMATS, serialize
@@ -1792,7 +1793,8 @@ def _run(args: argparse.Namespace, name: str, out: TextIO) -> int:
                 _require_store_file(where)
             # A store the command creates is removed again if it fails and leaves it empty.
             with opened(
-                where, must_exist=name not in CREATES_STORE, busy_timeout_ms=args.busy_timeout
+                where, must_exist=name not in CREATES_STORE, busy_timeout_ms=args.busy_timeout,
+                purpose="",
             ) as store:
                 code = handler(store, args, out)
                 if code != EXIT_OK:
@@ -1883,9 +1885,10 @@ def _require_store_file(path: str) -> None:
     (in-memory and URI paths are SQLite's own): a command that only reads never creates
     one as a side effect."""
     path = path_text(path)
-    if path == ":memory:" or path.startswith("file:"):
+    real = files.store_file(path) if path.startswith("file:") else path  # file:x.db?mode=ro
+    if real is None or real == ":memory:":
         return
-    missing = backends.missing_store(path)
+    missing = backends.missing_store(real)
     if missing is not None:
         shown = locations.without_password(path) if is_url(path) else path
         raise NotAStoreError(
