@@ -341,3 +341,16 @@ def test_a_store_named_by_a_file_uri_opens_and_a_missing_one_is_named_in_the_com
     assert (code, out) == (1, "")
     assert err.startswith(f"agui-store log: no store at {missing}: the file does not exist")
     assert "copy" not in err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--bogus", "log"], "agui-store: unrecognized arguments: --bogus"),
+    (["-v"], "agui-store: unrecognized arguments: -v"),
+    (["log", "--bogus"], "agui-store log: unrecognized arguments: --bogus"),
+])
+def test_an_unknown_option_is_named_where_it_was_given(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    assert cli.main(argv, out=io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(said + " (usage: agui-store") and err.count("\n") == 1, err

@@ -1716,6 +1716,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     # an unknown one, as -porto is (search's hint says where a -word goes).
     end = words.index("--") if "--" in words else len(words)
     stray = [w for w in words[:end] if w.startswith("-h") and w != "-h"]
+    unknown = _unknown_before_the_command(words)
+    if unknown:  # argparse would blame them on the command, or miss them for want of one
+        _say_line("agui-store", f"unrecognized arguments: {' '.join(unknown)} (usage: "
+                  "agui-store --help)")
+        return EXIT_USAGE
     try:
         args, extra = parser.parse_known_args(
             [w for w in words[:end] if w not in stray] + words[end:]
@@ -1739,6 +1744,29 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         name in WRITES_DATA and not getattr(args, "sqlite", None)
     )):
         return _run(args, name, out)
+
+
+#: The options ``agui-store`` takes before a command, and those of them that take a value.
+_TOP_OPTIONS = ("--db", "--json", "--busy-timeout", "--version", "--help")
+_TOP_VALUED = ("--db", "--busy-timeout")
+
+
+def _unknown_before_the_command(words: Sequence[str]) -> list[str]:
+    """The options given before the command (``agui-store --bogus log``) that ``agui-store``
+    does not take (a unique prefix of one, as argparse reads it, is taken)."""
+    unknown = []
+    i = 0
+    while i < len(words) and words[i].startswith("-") and words[i] != "--":
+        word = words[i]
+        name = word.split("=", 1)[0]
+        meant = [o for o in _TOP_OPTIONS if name.startswith("--") and o.startswith(name)]
+        if word == "-h" or len(meant) == 1:
+            if meant and meant[0] in _TOP_VALUED and "=" not in word:
+                i += 1  # its value
+        else:
+            unknown.append(word)
+        i += 1
+    return unknown
 
 
 #: Commands whose output is data (JSON, AG-UI events) with or without ``--json``.
