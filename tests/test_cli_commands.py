@@ -354,3 +354,17 @@ def test_an_unknown_option_is_named_where_it_was_given(
     assert cli.main(argv, out=io.StringIO()) == 2
     err = capsys.readouterr().err
     assert err.startswith(said + " (usage: agui-store") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["diff", "porto"], ["branch", "-m"], ["log", "--all", "porto"], ["export", "--replace"],
+    ["delete"], ["delete", "--owner", "nobody"], ["show", "--json", "--bogus"],
+])
+def test_a_usage_error_a_command_finds_says_where_its_help_is_as_argparse_s_do(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str], argv: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO())  # no terminal to ask on
+    code, out, err = call(argv, *files, capsys)
+    assert (code, out) == (2, ""), err
+    assert err.endswith(f" (usage: agui-store {argv[0]} --help)\n") and err.count("\n") == 1

@@ -1282,9 +1282,8 @@ def _erase(
     erased (exit 2)."""
     if not args.dry_run and not args.yes:
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
-            _say(args.command, f"refusing to erase {what} without --yes (no terminal to ask "
-                 "on); nothing was erased")
-            return EXIT_USAGE
+            raise UsageError(f"refusing to erase {what} without --yes (no terminal to ask "
+                             "on); nothing was erased")
         planned = erase(True)
         sys.stderr.write(f"{str(planned).replace('would erase', 'this erases', 1)}, "
                          f"for good. Erase {what}? [y/N] ")
@@ -1301,8 +1300,7 @@ def cmd_delete(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``delete --thread T`` or ``delete --owner S``: erase a thread, or everything an owner
     has (see :meth:`agui_store.Store.delete_thread` and ``delete_owner``)."""
     if (args.thread is None) == (args.owner is None):
-        _say(args.command, "name what to erase: --thread T or --owner S (one of them)")
-        return EXIT_USAGE
+        raise UsageError("name what to erase: --thread T or --owner S (one of them)")
     if args.thread is not None:
         thread = args.thread
         return _erase(args, out, f"thread {printable(thread)!r}",
@@ -1829,8 +1827,8 @@ def _run(args: argparse.Namespace, name: str, out: TextIO) -> int:
                     raise _Failed(code)
     except _Failed as e:
         return e.code
-    except UsageError as e:
-        _say(args.command, str(e))
+    except UsageError as e:  # where the help is, as argparse's own usage errors say
+        _say(args.command, f"{e} (usage: agui-store {args.command} --help)")
         return EXIT_USAGE
     except InternalError as e:
         return _internal(args.command, e)
