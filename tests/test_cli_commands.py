@@ -368,3 +368,24 @@ def test_a_usage_error_a_command_finds_says_where_its_help_is_as_argparse_s_do(
     code, out, err = call(argv, *files, capsys)
     assert (code, out) == (2, ""), err
     assert err.endswith(f" (usage: agui-store {argv[0]} --help)\n") and err.count("\n") == 1
+
+
+def test_messages_of_the_library_name_the_command_line_s_options_not_python_s(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, tmp = tmp_path / "w.db", tmp_path
+    (tmp / "late.jsonl").write_text(
+        '{"type": "RUN_STARTED", "threadId": "t", "runId": "a1"}\n'
+        '{"type": "RUN_FINISHED", "threadId": "t", "runId": "a1"}\n'
+        '{"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}\n',
+        encoding="utf-8")
+    (tmp / "feat.jsonl").write_text(
+        '{"type": "RUN_STARTED", "threadId": "t", "runId": "feat"}\n'
+        '{"type": "RUN_FINISHED", "threadId": "t", "runId": "feat"}\n', encoding="utf-8")
+    assert call(["import", "--no-sequence-check", f"{tmp}/late.jsonl"], db, tmp, capsys)[0] == 0
+    code, out, _ = call(["check"], db, tmp, capsys)
+    assert code == 0 and "only import --no-sequence-check records that" in out, out
+    assert call(["branch", "feat"], db, tmp, capsys)[0] == 0
+    code, _, err = call(["import", f"{tmp}/feat.jsonl"], db, tmp, capsys)
+    assert code == 1 and "(branch -d NAME, or branch -m NAME NEW)" in err, err
+    assert "check_sequence" not in out + err and "delete_branch" not in err

@@ -795,9 +795,9 @@ def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         out.write(json.dumps(report.to_json()) + "\n")
     else:
         for p in report.problems:
-            out.write(f"{p}\n")
+            out.write(f"{_in_cli_words(str(p))}\n")
         for w in report.warnings:  # legal, worth knowing: they do not fail the check
-            out.write(f"warning: {w}\n")
+            out.write(f"warning: {_in_cli_words(str(w))}\n")
 
         summary = "ok" if report.ok else counted(len(report.problems), "problem")
         if report.warnings:
@@ -1927,14 +1927,23 @@ def _require_store_file(path: str) -> None:
 _CLI_WORDS = (("pass replace=True (--replace)", "pass --replace"),
               ("pass thread_id=", "pass --thread T"), ("thread_id=", "--thread"),
               ("run_id=", "--run-id"), ("moving it needs force", "moving it needs --force"),
-              ("replacing it needs force", "replacing it needs --force"))
+              ("replacing it needs force", "replacing it needs --force"),
+              ("only append(check_sequence=False) records that",
+               "only import --no-sequence-check records that"),
+              ("(delete_branch, then branch under another name)",
+               "(branch -d NAME, or branch -m NAME NEW)"))
+
+
+def _in_cli_words(message: str) -> str:
+    """A message of the library, its Python words (``thread_id=``) in the command line's."""
+    for api, cli in _CLI_WORDS:
+        message = message.replace(api, cli)
+    return message
 
 
 def _say(command: str, message: str) -> None:
     """One line on stderr in the command line's words: newlines folded, length bounded."""
-    for api, cli in _CLI_WORDS:
-        message = message.replace(api, cli)
-    _say_line(f"agui-store {command}", message)
+    _say_line(f"agui-store {command}", _in_cli_words(message))
 
 
 def _say_line(prefix: str, message: str) -> None:
