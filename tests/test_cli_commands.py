@@ -389,3 +389,27 @@ def test_messages_of_the_library_name_the_command_line_s_options_not_python_s(
     code, _, err = call(["import", f"{tmp}/feat.jsonl"], db, tmp, capsys)
     assert code == 1 and "(branch -d NAME, or branch -m NAME NEW)" in err, err
     assert "check_sequence" not in out + err and "delete_branch" not in err
+
+
+def test_the_threads_table_lines_up_wide_and_combining_characters_by_the_cells_they_take(
+    tmp_path: Path,
+) -> None:
+    import unicodedata
+
+    import agui_store
+    from tests.streams import run
+
+    db = tmp_path / "wide.db"
+    with agui_store.open(db) as store:
+        for thread in ("\u65e5\u672c\u8a9e", "plain", "e\u0301te\u0301"):  # CJK, combining
+            store.append(run(thread, f"r-{thread}"))
+    out = io.StringIO()
+    assert cli.main(["--db", str(db), "threads"], out=out) == 0
+
+    def cells(text: str) -> int:
+        return sum(2 if unicodedata.east_asian_width(c) == "W" else
+                   0 if unicodedata.combining(c) else 1 for c in text)
+
+    lines = out.getvalue().splitlines()
+    owner_at = {cells(line[: line.index(" -  ") + 1]) for line in lines[1:]}
+    assert owner_at == {cells(lines[0][: lines[0].index("OWNER")])}, lines

@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, NoReturn, TextIO, cast
 
@@ -460,9 +461,9 @@ def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
              str(r["branchCount"]), _when(r["lastActivity"]), short(r["firstWords"], 40)]
             for r in rows
         ]
-        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+        widths = [max(_cells(row[i]) for row in table) for i in range(len(table[0]) - 1)]
         for row in table:
-            cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+            cells = [cell + " " * (width - _cells(cell)) for cell, width in zip(row, widths)]
             out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
     if more and page:
         words = ["agui-store", *_db_words(args), "threads", "--limit", str(args.limit),
@@ -473,6 +474,17 @@ def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             "next page: " + shell_command(words) + "\n"
         )
     return 0
+
+
+def _cells(text: str) -> int:
+    """How many terminal cells ``text`` takes: a wide character (CJK, fullwidth) two, a
+    combining mark or a format character none, any other one."""
+    return sum(
+        0 if unicodedata.combining(c) or unicodedata.category(c) in ("Me", "Mn", "Cf")
+        else 2 if unicodedata.east_asian_width(c) in ("W", "F")
+        else 1
+        for c in text
+    )
 
 
 def _thread_row(store: Store, thread_id: str) -> dict[str, Any]:
