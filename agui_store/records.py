@@ -805,11 +805,13 @@ def transcript(co: Checkout) -> str:
 
 
 def run_line(run: Run) -> str:
-    """One run as one line; its first word is the run id, which scripts read."""
+    """One run as one line; its first word is the run id, which scripts read. A control
+    character of an id or a branch name (a newline) is written as its escape
+    (:func:`one_line`), so that the line stays one."""
     refs = f" ({', '.join(run.branches)})" if run.branches else ""
     parent = f" <- {run.parent_run_id} [{run.lineage}]" if run.parent_run_id else " [root]"
     label = hash_label(run)
-    return (
+    return one_line(
         f"{run.run_id}{refs}  {run.status}  {counted(run.event_count, 'event')}{parent}"
         f"{'  ' + label if label else ''}"
     )

@@ -413,3 +413,26 @@ def test_the_threads_table_lines_up_wide_and_combining_characters_by_the_cells_t
     lines = out.getvalue().splitlines()
     owner_at = {cells(line[: line.index(" -  ") + 1]) for line in lines[1:]}
     assert owner_at == {cells(lines[0][: lines[0].index("OWNER")])}, lines
+
+
+@pytest.mark.parametrize("argv", [["log"], ["runs"], ["branches"], ["log", "--graph"],
+                                  ["log", "--all"]])
+def test_a_run_id_holding_a_newline_stays_on_its_run_s_one_line_in_a_pipe(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    import agui_store
+    from tests.streams import run
+
+    db = tmp_path / "nl.db"
+    with agui_store.open(db) as store:
+        store.append(run("t", "a\nb"))
+        store.append(run("t", "c\rd"))
+    out = io.StringIO()
+    assert cli.main(["--db", str(db), *argv], out=out) == 0
+    lines = out.getvalue().splitlines()
+    ids = ["c\\rd"] if argv == ["branches"] else ["a\\nb", "c\\rd"]  # main is at c\rd
+    assert len(lines) == len(ids), lines
+    assert all(any(i in line for line in lines) for i in ids), lines
+    out = io.StringIO()  # --json gives the ids as they are
+    assert cli.main(["--db", str(db), "--json", *argv], out=out) == 0
+    assert "c\rd" in [item["runId"] for item in json.loads(out.getvalue())]

@@ -577,7 +577,7 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     else:
         for r, words in _labelled(store, chain):
             said = f'  "{short(words, 50)}"' if words else ""
-            out.write(run_line(r) + said + "\n")
+            out.write(run_line(r) + one_line(said) + "\n")
     if next_cursor is not None:
         # On stderr, so that stdout stays the runs (and --json one JSON list) page by page.
         command = _next_page_command(args, chain[0].thread_id, next_cursor)
@@ -795,7 +795,7 @@ def cmd_branches(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     else:
         for b in items:
             mark = "*" if b.default else " "
-            out.write(f"{mark} {b.name} -> {b.run_id}\n")
+            out.write(one_line(f"{mark} {b.name} -> {b.run_id}") + "\n")  # a line a branch
     return 0
 
 

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agui_store.records import Diff, Run, diff_lines, hash_label, on_terminal, printable, short
+from agui_store.records import (
+    Diff,
+    Run,
+    diff_lines,
+    hash_label,
+    on_terminal,
+    one_line,
+    printable,
+    short,
+)
 
 _COLORS = {"+": "\033[32m", "-": "\033[31m", "~": "\033[33m", "@": "\033[36m", "*": "\033[1m"}
 _RESET = "\033[0m"
@@ -64,11 +73,11 @@ def graph(
             for i in range(max(len(columns), col + 1))
         )
         label = hash_label(run)
-        lines.append(
-            printable(
+        lines.append(  # one line a run, whatever its id holds (a newline: its escape)
+            one_line(printable(
                 f"{marks} {run.run_id}{refs} {run.status} {run.event_count} ev"
                 f"{' ' + label if label else ''}{said}"
-            )
+            ))
         )
         size = len(mapping)
         while size > 1 and mapping[size - 1] < 0:
