@@ -436,3 +436,15 @@ def test_a_run_id_holding_a_newline_stays_on_its_run_s_one_line_in_a_pipe(
     out = io.StringIO()  # --json gives the ids as they are
     assert cli.main(["--db", str(db), "--json", *argv], out=out) == 0
     assert "c\rd" in [item["runId"] for item in json.loads(out.getvalue())]
+
+
+def test_export_artifact_to_a_file_with_json_prints_one_document_saying_what_it_wrote(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, tmp = files
+    code, out, err = call(["export-artifact", "porto", "-o", f"{tmp}/a.json", "--json"], db,
+                          tmp, capsys)
+    assert code == 0, err
+    said = json.loads(out)
+    assert (said["output"], said["runId"]) == (f"{tmp}/a.json", "run-2")
+    assert said["bytes"] == (tmp / "a.json").stat().st_size

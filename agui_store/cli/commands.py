@@ -1116,8 +1116,14 @@ def cmd_export_artifact(store: Store, args: argparse.Namespace, out: TextIO) -> 
 
     text = dumps_artifact(export_run(store, args.ref, thread_id=args.thread))
     if args.output and args.output != "-":
-        write_file(check_target(args.output, store.path), [text.encode("utf-8")])
-        sys.stderr.write(f"wrote the artifact of {args.ref} to {args.output}\n")
+        data = text.encode("utf-8")
+        write_file(check_target(args.output, store.path), [data])
+        if args.json:  # what was written, as analyze --json says it
+            run = store.checkout(args.ref, thread_id=args.thread).run
+            _write_json(out, {"output": args.output, "threadId": run.thread_id,
+                              "runId": run.run_id, "bytes": len(data)})
+        else:
+            sys.stderr.write(f"wrote the artifact of {args.ref} to {args.output}\n")
     else:
         out.write(text)
     return 0
