@@ -923,7 +923,8 @@ def _counted(events: Iterable[dict[str, Any]], progress: Progress) -> Iterator[d
 def cmd_diff(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``diff A B``: what differs between two runs (three-dot: each side since the merge
     base); ``diff A..B`` compares the two views directly, ``diff A...B`` each side since the
-    merge base, as git reads them; coloured on a terminal unless ``NO_COLOR`` is set."""
+    merge base, as git reads them; coloured on a terminal unless ``NO_COLOR`` is set to
+    something."""
     a, b = args.a, args.b
     two_dot = args.two_dot
     if args.stat and args.json:
