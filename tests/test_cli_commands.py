@@ -448,3 +448,14 @@ def test_export_artifact_to_a_file_with_json_prints_one_document_saying_what_it_
     said = json.loads(out)
     assert (said["output"], said["runId"]) == (f"{tmp}/a.json", "run-2")
     assert said["bytes"] == (tmp / "a.json").stat().st_size
+
+
+def test_checkout_s_help_and_errors_name_checkout_as_typed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["checkout", "--help"])
+    assert capsys.readouterr().out.startswith("usage: agui-store checkout [-h]")
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["show", "--help"])
+    assert capsys.readouterr().out.startswith("usage: agui-store show [-h]")

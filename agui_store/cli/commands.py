@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import contextlib
+import copy
 import datetime
 import errno
 import json
@@ -1684,6 +1685,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the most recent N messages")
     p.add_argument("--max-content", type=_count_option(1), metavar="N",
                    help="cut message content at N characters (the … marker included)")
+    # argparse gives an alias its command's parser, whose help and errors name the command
+    # (checkout --help said "usage: agui-store show"): each alias gets a twin of its own name.
+    for name, aliases in ALIASES.items():
+        for alias in aliases:
+            twin = copy.copy(parsers[name])
+            twin.prog = f"agui-store {alias}"
+            sub._name_parser_map[alias] = twin
     return parser
 
 
