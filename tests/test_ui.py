@@ -158,6 +158,48 @@ def test_a_changed_message_marks_the_words_each_side_lacks(store: agui_store.Sto
     assert [i.text for i in change.find_all(tag="ins")] == ["grey"]
 
 
+def test_a_change_past_where_a_long_message_is_cut_is_in_view_and_each_side_links_to_its_run(
+    store: agui_store.Store,
+) -> None:
+    long = "lorem " * 5000  # past what a page shows inline
+
+    def answer(run: str, verdict: str, parent: str | None) -> None:
+        store.append(one_run("t", run, [{"type": "MESSAGES_SNAPSHOT", "messages": [
+            {"id": "q", "role": "user", "content": "write a long doc"},
+            {"id": "a", "role": "assistant", "content": long + verdict}]}]), parent=parent)
+
+    answer("r0", "VERDICT: approved", None)
+    answer("r1", "VERDICT: rejected", "r0")
+    answer("r2", "VERDICT: postponed", "r0")
+    client = client_of(store)
+
+    def whole(block: Element) -> Any:
+        link = block.find("clipped").find(tag="a")  # type: ignore[union-attr]
+        assert link is not None
+        return client.get(link.attrs["href"]).json()["content"]
+
+    two_dot = get(client, "/diff", thread="t", a="r0", b="r1", mode="two-dot")
+    change = two_dot.find("k-modified")
+    assert change is not None
+    assert [d.text for d in change.find_all(tag="del")] == ["approved"]
+    assert [i.text for i in change.find_all(tag="ins")] == ["rejected"]
+    was, now = change.find("was"), change.find("now")
+    assert was is not None and now is not None
+    assert "earlier characters, unchanged, not shown" in was.find("clipped").text  # type: ignore[union-attr]
+    assert (whole(was), whole(now)) == (long + "VERDICT: approved", long + "VERDICT: rejected")
+    # Three-dot: each side's "before" is the merge base's message.
+    three_dot = get(client, "/diff", thread="t", a="r1", b="r2")
+    sides = [side.find("k-modified") for side in three_dot.find_all("side")]
+    assert [(whole(s.find("was")), whole(s.find("now"))) for s in sides if s] == [  # type: ignore[arg-type]
+        (long + "VERDICT: approved", long + "VERDICT: rejected"),
+        (long + "VERDICT: approved", long + "VERDICT: postponed"),
+    ]
+    changes = get(client, "/run/changes", thread="t", run="r2").find("k-modified")
+    assert changes is not None
+    assert [i.text for i in changes.find_all(tag="ins")] == ["postponed"]
+    assert whole(changes) == long + "VERDICT: postponed"
+
+
 def test_a_runs_page_shows_what_it_changed_as_before_after_and_the_diffs_patch(
     store: agui_store.Store,
 ) -> None:

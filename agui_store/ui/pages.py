@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import escape
 from typing import Any
 from urllib.parse import quote
@@ -375,8 +376,8 @@ class CallView:
 @dataclass(frozen=True)
 class MessageView:
     """One message as a page shows it: ``index`` is its position in the view, ``text`` its
-    content as text cut to what shows inline (``left_out``: the characters cut), ``extra``
-    its other fields as JSON (``""``: none)."""
+    content as text cut to what shows inline (``left_out``: the characters cut after it,
+    ``skipped``: those before it), ``extra`` its other fields as JSON (``""``: none)."""
 
     index: int
     role: str
@@ -386,16 +387,34 @@ class MessageView:
     calls: list[CallView]
     tool_call_id: str | None
     extra: str  # other fields (name, activityType, encryptedValue...) as JSON, or ""
+    skipped: int = 0
+
+    @property
+    def cut(self) -> bool:
+        """Whether the page shows only part of the message (its text or a call's
+        arguments): it then links to the whole."""
+        return bool(self.left_out or self.skipped or any(c.left_out for c in self.calls))
 
 
 _SHOWN_FIELDS = {"id", "role", "content", "toolCalls", "toolCallId"}
 
 
-def message_view(index: int, message: dict[str, Any]) -> MessageView:
-    """A message's text clipped, its tool calls with their arguments pretty-printed."""
-    body, left_out = text.clipped(text.printable(text.content_text(message.get("content"))))
+def message_text(message: dict[str, Any]) -> str:
+    """A message's content as a page shows it: its text, or an activity's content as
+    JSON."""
     if message.get("role") == "activity":
-        body, left_out = text.clipped(text.dumps(message.get("content"), indent=2))
+        return text.dumps(message.get("content"), indent=2)
+    return text.printable(text.content_text(message.get("content")))
+
+
+def message_view(
+    index: int, message: dict[str, Any], *, start: int = 0, end: int | None = None
+) -> MessageView:
+    """A message's text clipped (from character ``start``, before ``end`` when given), its
+    tool calls with their arguments pretty-printed."""
+    whole = message_text(message)
+    body, _ = text.clipped(whole[start:end])
+    left_out = len(whole) - start - len(body)
     calls = []
     for call in message.get("toolCalls") or []:
         if not isinstance(call, dict):
@@ -421,6 +440,7 @@ def message_view(index: int, message: dict[str, Any]) -> MessageView:
         calls,
         None if tool_call_id is None else text.printable(str(tool_call_id)),
         extra_text,
+        start,
     )
 
 
@@ -645,7 +665,9 @@ def state_change(
 class ChangeView:
     """One message change with what a page draws of it: ``before_words`` and
     ``after_words`` mark the changed words (``("same" | "gone" | "new", words)``), empty when
-    the texts are not compared (one side missing, cut, or too long)."""
+    the texts are not compared (one side missing, or too long). ``before_run`` and
+    ``after_run`` are the runs whose views hold each side, which a side cut on the page
+    links to (``None``: no link)."""
 
     kind: str
     id: str
@@ -653,27 +675,137 @@ class ChangeView:
     after: MessageView | None
     before_words: list[tuple[str, str]] = field(default_factory=list)
     after_words: list[tuple[str, str]] = field(default_factory=list)
+    before_run: str | None = None
+    after_run: str | None = None
 
 
 #: Longest texts whose changed words are highlighted (longer ones are shown side by side).
 HIGHLIGHT_CHARS = 20_000
+#: Unchanged characters a long changed message shows around where its two sides differ.
+CHANGE_CONTEXT = 400
 
 
-def change_view(change: MessageChange) -> ChangeView:
-    """A message change, with the changed words marked when both sides have text."""
-    before = message_view(0, change.before) if change.before is not None else None
-    after = message_view(0, change.after) if change.after is not None else None
+def _common_prefix(a: str, b: str) -> int:
+    """How many leading characters two texts share, found by halving with slice
+    comparisons (in C: a megabyte message costs about one comparison of it)."""
+    low, high = 0, min(len(a), len(b))  # a[:low] == b[:low]; none past high
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[low:mid] == b[low:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    """How many trailing characters two texts share, at most ``limit``."""
+    low, high = 0, min(len(a), len(b), limit)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[len(a) - mid : len(a) - low] == b[len(b) - mid : len(b) - low]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _window(before: str, after: str) -> tuple[int, int, int, bool]:
+    """Where two long versions of a message are shown: from the same character on both
+    sides (a little before their first difference, at a word), to where each side's
+    difference ends plus a little. Also whether both windows reach that far (else the
+    shown texts do not end alike and are not compared word by word)."""
+    prefix = _common_prefix(before, after)
+    suffix = _common_suffix(before, after, min(len(before), len(after)) - prefix)
+    start = max(0, prefix - CHANGE_CONTEXT)
+    if start:
+        space = re.compile(r"\s").search(before, start, prefix)
+        start = space.end() if space else start
+    ends = [min(len(t), len(t) - suffix + CHANGE_CONTEXT) for t in (before, after)]
+    whole = all(e - start <= text.INLINE_CHARS for e in ends)
+    return start, ends[0], ends[1], whole
+
+
+def change_view(
+    change: MessageChange, *, before_run: str | None = None, after_run: str | None = None
+) -> ChangeView:
+    """A message change, with the changed words marked when both sides have text. A side
+    longer than a page shows is shown from a little before where the two sides differ, so
+    the difference is in view."""
+    if change.before is None or change.after is None:
+        before = message_view(0, change.before) if change.before is not None else None
+        after = message_view(0, change.after) if change.after is not None else None
+        return ChangeView(
+            change.kind, text.printable(str(change.id)), before, after,
+            before_run=before_run, after_run=after_run,
+        )
+    old, new = message_text(change.before), message_text(change.after)
     words: tuple[list[tuple[str, str]], list[tuple[str, str]]] = ([], [])
-    if (
-        before is not None
-        and after is not None
-        and before.text != after.text
-        and not before.left_out
-        and not after.left_out
-        and len(before.text) + len(after.text) <= HIGHLIGHT_CHARS
-    ):
+    if old != new and max(len(old), len(new)) > text.INLINE_CHARS:
+        start, old_end, new_end, whole = _window(old, new)
+        before = message_view(0, change.before, start=start, end=old_end)
+        after = message_view(0, change.after, start=start, end=new_end)
+        compared = whole
+    else:
+        before, after = message_view(0, change.before), message_view(0, change.after)
+        compared = old != new and not before.left_out and not after.left_out
+    if compared and len(before.text) + len(after.text) <= HIGHLIGHT_CHARS:
         words = text.word_diff(before.text, after.text)
-    return ChangeView(change.kind, text.printable(str(change.id)), before, after, *words)
+    return ChangeView(
+        change.kind, text.printable(str(change.id)), before, after, *words,
+        before_run=before_run, after_run=after_run,
+    )
+
+
+class _Positions:
+    """Where messages sit in the views of a thread's runs, each view restored once, and
+    only for a message the page cuts (the link to the whole one names its position)."""
+
+    def __init__(self, store: Store, thread_id: str, scope: str | None) -> None:
+        self.store, self.thread_id, self.scope = store, thread_id, scope
+        self.views: dict[str, list[dict[str, Any]]] = {}
+
+    def of(self, run_id: str, message: dict[str, Any]) -> int | None:
+        if run_id not in self.views:
+            self.views[run_id] = self.store.checkout(
+                run_id, thread_id=self.thread_id, scope=self.scope
+            ).messages
+        same_id = message.get("id")
+        for position, candidate in enumerate(self.views[run_id]):
+            if candidate.get("id") == same_id and candidate == message:
+                return position
+        return None
+
+
+def change_views(
+    store: Store,
+    thread_id: str,
+    changes: Sequence[MessageChange],
+    *,
+    before_run: str | None,
+    after_run: str | None,
+    scope: str | None = None,
+) -> list[ChangeView]:
+    """The changes from the view of ``before_run`` to that of ``after_run`` as a page draws
+    them, a side cut on the page linking to its whole message in its run."""
+    positions = _Positions(store, thread_id, scope)
+    out = []
+    for change in changes:
+        view = change_view(change)
+        links: dict[str, Any] = {}
+        for side, run_id, message in (
+            ("before", before_run, change.before),
+            ("after", after_run, change.after),
+        ):
+            shown: MessageView | None = getattr(view, side)
+            if shown is None or message is None or run_id is None or not shown.cut:
+                continue
+            position = positions.of(run_id, message)
+            if position is not None:
+                links[side] = replace(shown, index=position)
+                links[f"{side}_run"] = run_id
+        out.append(replace(view, **links))
+    return out
 
 
 @dataclass(frozen=True)
@@ -712,18 +844,23 @@ def diff_page(
     sides = []
     if d.mode == "three-dot":
         assert d.a_changes is not None
+        # Each side's "before" is the merge base's view (none: an empty view).
+        base_run = d.merge_base.run_id if d.merge_base else None
         pairs = [
-            (f"{base} → {d.a.run_id}", d.a_runs, d.a_changes),
-            (f"{base} → {d.b.run_id}", d.b_runs, d.changes),
+            (f"{base} → {d.a.run_id}", d.a_runs, d.a_changes, (base_run, d.a.run_id)),
+            (f"{base} → {d.b.run_id}", d.b_runs, d.changes, (base_run, d.b.run_id)),
         ]
     else:
-        pairs = [(f"{d.a.run_id} → {d.b.run_id}", d.b_runs, d.changes)]
-    for title, runs, change in pairs:
+        pairs = [(f"{d.a.run_id} → {d.b.run_id}", d.b_runs, d.changes, (d.a.run_id, d.b.run_id))]
+    for title, runs, change, (before, after) in pairs:
         sides.append(
             DiffSide(
                 text.printable(title),
                 runs,
-                [change_view(m) for m in change.messages],
+                change_views(
+                    store, thread_id, change.messages,
+                    before_run=before, after_run=after, scope=scope,
+                ),
                 text.dumps(change.state_patch, indent=2) if change.state_patch else "",
                 change.counts(),
             )

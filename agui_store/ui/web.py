@@ -166,7 +166,14 @@ class Viewer:
         state)."""
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
         change = pages.state_change(self.store, thread_id, run_id, scope=self.scope)
-        views = [pages.change_view(m) for m in change.changes]
+        views = pages.change_views(
+            self.store,
+            thread_id,
+            change.changes,
+            before_run=change.parent.run_id if change.parent is not None else None,
+            after_run=change.run.run_id,
+            scope=self.scope,
+        )
         return self.render(
             request, "run_changes.html", change=change, views=views, thread_id=thread_id
         )
