@@ -318,6 +318,48 @@ def test_long_unbroken_ids_wrap_and_never_widen_a_page_past_the_window(
             browser.set_window_size(1400, 1000)
 
 
+#: The texts of the elements a selector finds that the page shows on more than one line.
+BROKEN_ACROSS_LINES = """const out = [];
+  for (const element of document.querySelectorAll(arguments[0])) {
+    const range = document.createRange(); range.selectNodeContents(element);
+    const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+    if (tops.size > 1) out.push(element.textContent.trim());
+  }
+  return out;"""
+
+
+def test_numbers_times_and_event_types_are_never_broken_across_lines(
+    browser: Any, tmp_path: Path
+) -> None:
+    events: list[dict[str, Any]] = [{"type": "RUN_STARTED", "threadId": "t", "runId": "long"}]
+    for i in range(40):
+        events += [
+            {"type": "TEXT_MESSAGE_START", "messageId": f"m{i}", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}", "delta": "an answer " * 40},
+            {"type": "TEXT_MESSAGE_END", "messageId": f"m{i}"},
+        ]
+    events.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "long"})
+    with agui_store.open(tmp_path / "numbers.db") as store:
+        store.append(events)
+        for i in range(1000):
+            store.append([{"type": "RUN_STARTED", "threadId": "busy", "runId": f"b{i}"},
+                          {"type": "RUN_FINISHED", "threadId": "busy", "runId": f"b{i}"}])
+        pages = [("/", {}, "table.threads td.num, table.threads td.time"),
+                 ("/thread", {"thread": "busy"}, "table.tree td.num, table.tree td.time"),
+                 ("/run", {"thread": "t", "run": "long"}, "table.event-list td.num, .etype")]
+        with serving(agui_store.ui.app(store)) as base:
+            try:
+                for width in (1400, 375):
+                    browser.set_window_size(width, 1000)
+                    for path, params, cells in pages:
+                        visit(browser, base, path, **params)
+                        assert css_all(browser, cells), (path, cells)
+                        broken = browser.execute_script(BROKEN_ACROSS_LINES, cells)
+                        assert broken == [], (width, path)
+            finally:
+                browser.set_window_size(1400, 1000)
+
+
 def test_a_live_run_appears_in_the_tree_and_fills_its_page_while_a_recorder_writes_it(
     browser: Any, demo: tuple[agui_store.Store, str], tmp_path: Path
 ) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import jinja2
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -66,6 +67,7 @@ class Viewer:
             short=_short,
             py=lambda value: text.printable(repr(value)),
             sh=lambda value: shell_command([value]),
+            words_of=_words_of,
         )
 
     # --- helpers ------------------------------------------------------------------------
@@ -277,6 +279,13 @@ class Viewer:
             self.store.branch, name, run_id, thread_id=thread_id, scope=self.scope
         )
         return JSONResponse({"name": made.name, "runId": made.run_id, "threadId": made.thread_id})
+
+
+def _words_of(name: str) -> Markup:
+    """A name like ``TEXT_MESSAGE_CONTENT`` or ``messageId=m1``, escaped, that a line may
+    break after each of its underscores and its ``=``, rather than inside a word."""
+    marked = Markup(escape(name)).replace("_", Markup("_<wbr>"))
+    return marked.replace("=", Markup("=<wbr>"))
 
 
 def _when(value: Any) -> str:
