@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -283,6 +284,40 @@ def test_threads_are_listed_with_owner_runs_and_branches_and_found_by_id_or_mess
     assert [r.attrs["data-thread"] for r in found if "data-thread" in r.attrs] == ["weather"]
     found = get(client, "/", q="recip").find_all(tag="tr")
     assert [r.attrs["data-thread"] for r in found if "data-thread" in r.attrs] == ["recipes"]
+
+
+def test_a_threads_last_activity_is_its_latest_write_to_any_run_and_its_open_runs_show(
+    store: agui_store.Store,
+) -> None:
+    def pause() -> None:  # runs record times to the millisecond
+        time.sleep(0.01)
+
+    store.append([started("long", "slow"), *said("s", "thinking...")[:2]])  # left open
+    store.append(one_run("long", "fast", said("f", "quick")))
+    pause()
+    store.append(one_run("short", "s1", []))
+    pause()
+    store.append([{"type": "TEXT_MESSAGE_CONTENT", "messageId": "s", "delta": " still"}],
+                 thread_id="long", run_id="slow")
+    store.append([started("idle", "waiting")])
+    pause()
+    store.append(one_run("idle", "done", []))
+    page = get(client_of(store), "/")
+    rows = [r for r in page.find_all(tag="tr") if "data-thread" in r.attrs]
+    assert [r.attrs["data-thread"] for r in rows] == store.threads(recent_first=True)
+    shown = {r.attrs["data-thread"]: r for r in rows}
+    for thread, latest in [("long", "slow"), ("short", "s1"), ("idle", "done")]:
+        run = store.get_run(latest, thread_id=thread)
+        assert run is not None
+        assert max(r.updated_at or r.created_at for r in store.runs(thread)) == run.updated_at
+        cells = shown[thread].find_all(tag="td")
+        assert cells[4].find(tag="code").text == latest  # type: ignore[union-attr]
+        assert cells[5].text.strip() == run.updated_at.strftime("%Y-%m-%d %H:%M:%S")  # type: ignore[union-attr]
+    assert "open" in shown["long"].find_all(tag="td")[4].text
+    # A run still recording is shown when another was written to last.
+    still_open = shown["idle"].find("open-runs")
+    assert still_open is not None and still_open.text == "1 open"
+    assert shown["short"].find("open-runs") is None
 
 
 @pytest.mark.parametrize("at_once", [2, 50], ids=["some-threads-searched-alone", "one-search"])

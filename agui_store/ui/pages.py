@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from html import escape
 from typing import Any
 from urllib.parse import quote
@@ -79,13 +80,29 @@ def lineage_kind(run: Run) -> str:
 @dataclass(frozen=True)
 class ThreadRow:
     """One line of the threads listing: ``branches`` are the named ones (the default
-    aside), ``newest`` the thread's newest run (``None``: it has none)."""
+    aside), ``latest`` the run written to last (``None``: it has none), whose last write
+    is the thread's (the listing's order), ``open_runs`` the runs still being recorded."""
 
     thread_id: str
     owner: str | None
     run_count: int
     branches: list[Branch]
-    newest: Run | None
+    latest: Run | None
+    open_runs: int = 0
+
+    @property
+    def last_activity(self) -> datetime | None:
+        """When the thread was last written to."""
+        return _written_at(self.latest) if self.latest is not None else None
+
+
+def _written_at(run: Run) -> datetime:
+    return run.updated_at or run.created_at
+
+
+def _written_last(runs: Sequence[Run]) -> Run | None:
+    """The run written to last (of two written at once, the one recorded later)."""
+    return max(reversed(runs), key=_written_at, default=None)
 
 
 @dataclass(frozen=True)
@@ -203,14 +220,20 @@ def threads_page(
         facts = store.thread(thread_id, scope=scope)
         if facts is None:  # deleted between the listing and now
             continue
-        newest = store.runs(thread_id, limit=1, scope=scope)
+        # The thread's last write may be to any of its runs (an open one started long
+        # ago, say): the listing's order is by it, so every run is read.
+        try:
+            runs = store.runs(thread_id, scope=scope)
+        except RunNotFoundError:  # deleted between the listing and now
+            continue
         rows.append(
             ThreadRow(
                 thread_id,
                 facts.owner,
                 facts.run_count,
                 [b for b in store.branches(thread_id, scope=scope) if not b.default],
-                newest[-1] if newest else None,
+                _written_last(runs),
+                sum(1 for r in runs if r.status == "incomplete"),
             )
         )
     more = position if position < len(ids) else None
