@@ -410,6 +410,41 @@ def test_the_threads_listing_pages(store: agui_store.Store) -> None:
     assert listed == list(reversed(store.threads()))
 
 
+def threads_listed(page: Element) -> list[str]:
+    return [r.attrs["data-thread"] for r in page.find_all(tag="tr") if "data-thread" in r.attrs]
+
+
+def test_the_next_page_of_threads_continues_after_the_last_one_shown_whatever_was_written_since(
+    store: agui_store.Store,
+) -> None:
+    for i in range(pages.THREADS_PAGE + 10):
+        store.append(one_run(f"t{i:03}", "r", []))
+    client = client_of(store)
+    first = get(client, "/")
+    link = first.find("next", "a")
+    assert link is not None
+    store.append(one_run("t005", "again", []))  # moves a thread of the next page to the top
+    second = parse(client.get(link.attrs["href"]).text)
+    shown = threads_listed(first)
+    order = store.threads(recent_first=True)
+    assert threads_listed(second) == order[order.index(shown[-1]) + 1:]
+    assert not set(threads_listed(second)) & set(shown)
+    # Past the last thread, the page says there are no more, not that the store is empty.
+    last = get(client, "/", before=order[-1])
+    assert [p.text for p in last.find_all("empty")] == ["No more threads."]
+    # A page continuing from a thread erased since says so.
+    store.delete_thread(shown[-1])
+    gone = parse(client.get(link.attrs["href"]).text)
+    warning = gone.find("warning")
+    assert warning is not None and "no longer in the store" in warning.text
+    assert not gone.find_all("empty")
+    # A link from before the cursor, by position, still leads to that page.
+    moved = client.get(url("/", after=str(pages.THREADS_PAGE)), follow_redirects=False)
+    assert moved.status_code == 303
+    order = store.threads(recent_first=True)
+    assert moved.headers["location"] == url("/", before=order[pages.THREADS_PAGE - 1])
+
+
 def test_paging_the_threads_a_search_finds_keeps_the_page_of_its_hits_and_the_other_way(
     store: agui_store.Store,
 ) -> None:
@@ -430,7 +465,7 @@ def test_paging_the_threads_a_search_finds_keeps_the_page_of_its_hits_and_the_ot
     firsts = [r.attrs["data-thread"] for r in first.find_all(tag="tr") if "data-thread" in r.attrs]
     assert rows and not set(rows) & set(firsts)
     more = both.find(cls="next-hits")
-    assert more is not None and "after=" in more.attrs["href"]
+    assert more is not None and "before=" in more.attrs["href"]
 
 
 # --- unusual data ---------------------------------------------------------------------------------

@@ -112,16 +112,20 @@ class ThreadsPage:
     Attributes:
         rows: the matching threads of this page, newest first.
         query: the search, as typed.
-        next_after: where the next page starts in the listing (``None``: this is the last).
+        next_before: the thread the next page starts after (``None``: this is the last).
         total: how many threads the listing holds, matching or not.
         scanned_to: how far into the listing this page looked.
+        continued: the page continues an earlier one (it was given a thread to start after).
+        problem: why the page lists nothing it was asked for (``None``: it does).
     """
 
     rows: list[ThreadRow]
     query: str
-    next_after: int | None
+    next_before: str | None
     total: int
     scanned_to: int
+    continued: bool = False
+    problem: str | None = None
 
 
 class _TextMatches:
@@ -197,17 +201,24 @@ def search_page(
 
 
 def threads_page(
-    store: Store, *, query: str = "", after: int = 0, scope: str | None = None
+    store: Store, *, query: str = "", before: str | None = None, scope: str | None = None
 ) -> ThreadsPage:
     """Threads, the one written to last first, those whose id holds ``query`` (any case) or
-    in which the store's search finds it, a page at a time from position ``after`` of the
-    listing."""
+    in which the store's search finds it, a page at a time: the threads listed after
+    ``before`` (as ``agui-store threads --before``), so that a write elsewhere, which moves
+    its thread to the top, neither repeats a thread nor skips one on the next page."""
     ids = store.threads(scope=scope, recent_first=True)
     folded = query.strip().casefold()
     query = query.strip()
     rows: list[ThreadRow] = []
+    position = 0
+    if before is not None:
+        try:
+            position = ids.index(before) + 1
+        except ValueError:
+            problem = "the thread this page continues from is no longer in the store"
+            return ThreadsPage([], query, None, len(ids), 0, True, problem)
     matches = _TextMatches(store, query, scope) if folded else None
-    position = after
     while position < len(ids) and len(rows) < THREADS_PAGE:
         thread_id = ids[position]
         position += 1
@@ -236,8 +247,8 @@ def threads_page(
                 sum(1 for r in runs if r.status == "incomplete"),
             )
         )
-    more = position if position < len(ids) else None
-    return ThreadsPage(rows, query, more, len(ids), position)
+    more = ids[position - 1] if position < len(ids) else None
+    return ThreadsPage(rows, query, more, len(ids), position, before is not None)
 
 
 # --- the run tree ---------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -102,20 +102,33 @@ class Viewer:
     # --- pages --------------------------------------------------------------------------
 
     def threads(self, request: Request) -> Response:
-        """``/``: the threads, newest first, ``?q=`` filtering by id or message text, a page
-        from position ``?after=``; with ``?q=``, the messages the store's search finds too,
-        a page from ``?cursor=``."""
+        """``/``: the threads, the one written to last first, ``?q=`` filtering by id or
+        message text, a page of those after the thread ``?before=``; with ``?q=``, the
+        messages the store's search finds too, a page from ``?cursor=``."""
         query = request.query_params.get("q", "")
-        after = _int(request.query_params.get("after"), 0)
-        if after < 0:
-            raise HTTPException(400, f"after= is a position (0 or more), not {after}")
-        found = pages.threads_page(self.store, query=query, after=after, scope=self.scope)
         cursor = request.query_params.get("cursor") or None
+        if "after" in request.query_params:
+            return self._threads_from_position(request, query, cursor)
+        before = request.query_params.get("before") or None
+        found = pages.threads_page(self.store, query=query, before=before, scope=self.scope)
         hits = pages.search_page(self.store, query, cursor=cursor, scope=self.scope)
         # Each list's "more" link keeps where the other one is.
         return self.render(
-            request, "threads.html", page=found, search=hits, after=after or None, cursor=cursor
+            request, "threads.html", page=found, search=hits, before=before, cursor=cursor
         )
+
+    def _threads_from_position(self, request: Request, query: str, cursor: str | None) -> Response:
+        """An older link's page, ``?after=`` threads into the listing: the page after the
+        thread now at that place."""
+        after = _int(request.query_params.get("after"), 0)
+        if after < 0:
+            raise HTTPException(400, f"after= is a position (0 or more), not {after}")
+        ids = self.store.threads(scope=self.scope, recent_first=True)
+        before = ids[min(after, len(ids)) - 1] if after and ids else None
+        params = {"q": query or None, "before": before, "cursor": cursor}
+        query_string = urlencode({k: v for k, v in params.items() if v is not None})
+        root = request.scope.get("root_path", "")
+        return RedirectResponse(f"{root}/" + (f"?{query_string}" if query_string else ""), 303)
 
     async def tree(self, request: Request) -> Response:
         """``/thread?thread=``: the thread's run tree, a page of runs older than ``?before=``;
