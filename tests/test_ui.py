@@ -338,6 +338,26 @@ def test_a_query_lists_every_thread_the_search_finds_it_in_whatever_its_hits(
     assert listed == ["chatty", "middle", "old"]
 
 
+def test_a_word_with_many_hits_in_one_old_thread_costs_a_few_searches_whatever_the_threads(
+    store: agui_store.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(pages.THREADS_FOUND_AT_ONCE + 10):
+        store.append(one_run("hay", f"h{i}", said(f"h{i}", f"haystack {i}", "user")))
+    for i in range(300):
+        store.append(one_run(f"conv-{i:03}", f"c{i}", said(f"c{i}", "hello", "user")))
+    searches: list[str | None] = []
+    search = store.search
+
+    def counted(query: str, **options: Any) -> agui_store.SearchHits:
+        searches.append(options.get("thread_id"))
+        return search(query, **options)
+
+    monkeypatch.setattr(store, "search", counted)
+    found = get(client_of(store), "/", q="haystack").find_all(tag="tr")
+    assert [r.attrs["data-thread"] for r in found if "data-thread" in r.attrs] == ["hay"]
+    assert len(searches) < 20, f"{len(searches)} searches, {sum(map(bool, searches))} alone"
+
+
 def test_the_search_box_lists_the_messages_the_index_finds_each_linking_to_it_in_its_run(
     store: agui_store.Store,
 ) -> None:

@@ -130,35 +130,62 @@ class ThreadsPage:
 
 class _TextMatches:
     """Which threads the store's search finds a query in (a query that is not a search,
-    ``"`` alone say, finds nothing). One search of the whole store answers for every
-    thread when the query has few hits (a rare word: one query, not one per thread of the
-    listing); past :data:`THREADS_FOUND_AT_ONCE` hits, a thread none of them named is
-    searched alone."""
+    ``"`` alone say, finds nothing).
+
+    The hits of one search of the whole store name the threads that hold the query: a
+    query with fewer than :data:`THREADS_FOUND_AT_ONCE` hits answers for every thread of the
+    listing with one search. Past them, a thread none of them named is searched alone
+    (right when most threads hold the query: the page fills after a few), until those
+    searches have cost what the next page of hits costs; that page, twice as long as the
+    one before (up to :data:`HITS_READ_AT_ONCE`), is read then. So a word with many hits in
+    a few threads costs about one search of its hits, never a search per thread of the
+    store, and a word in most threads a few searches.
+    """
 
     def __init__(self, store: Store, query: str, scope: str | None) -> None:
         self.store, self.query, self.scope = store, query, scope
+        self.found: set[str] = set()
+        self.cursor: str | None = None
+        self.limit = THREADS_FOUND_AT_ONCE
+        self.complete = False
+        self.alone = 0
         try:
-            hits = store.search(query, scope=scope, limit=THREADS_FOUND_AT_ONCE)
+            self._read_hits()
         except InvalidArgumentError:
-            self.found: set[str] = set()
             self.complete = True
-            return
-        self.found = {h.thread_id for h in hits}
+
+    def _read_hits(self) -> None:
+        """The next page of the search's hits."""
+        hits = self.store.search(self.query, scope=self.scope, limit=self.limit, cursor=self.cursor)
+        self.found.update(h.thread_id for h in hits)
+        self.cursor = hits.next_cursor
         self.complete = hits.next_cursor is None
+        self.limit = min(2 * self.limit, HITS_READ_AT_ONCE)
+        self.alone = 0
 
     def __contains__(self, thread_id: str) -> bool:
-        if thread_id in self.found or self.complete:
-            return thread_id in self.found
-        try:
-            return bool(
-                self.store.search(self.query, thread_id=thread_id, scope=self.scope, limit=1)
-            )
-        except RunNotFoundError:  # erased since the listing was read
-            return False
+        while thread_id not in self.found and not self.complete:
+            if self.alone * HITS_PER_SEARCH < self.limit:
+                self.alone += 1
+                try:
+                    return bool(
+                        self.store.search(
+                            self.query, thread_id=thread_id, scope=self.scope, limit=1
+                        )
+                    )
+                except RunNotFoundError:  # erased since the listing was read
+                    return False
+            self._read_hits()
+        return thread_id in self.found
 
 
-#: The hits one search reads for a threads listing with a query (see :class:`_TextMatches`).
+#: The hits the first search reads for a threads listing with a query (see
+#: :class:`_TextMatches`).
 THREADS_FOUND_AT_ONCE = 50
+#: The most hits a later page reads: the most a search returns at once.
+HITS_READ_AT_ONCE = 1_000
+#: What a search of one thread costs, in hits of a search of the store read: about ten.
+HITS_PER_SEARCH = 10
 
 
 #: Message hits a search page shows at a time.
