@@ -247,6 +247,25 @@ def test_a_long_threads_tree_pages_newest_first_and_each_page_continues_the_lane
     assert paged == whole
 
 
+@pytest.mark.parametrize("count", [pages.TREE_PAGE, 2 * pages.TREE_PAGE])
+def test_a_thread_of_whole_pages_of_runs_offers_no_older_runs_past_its_last(
+    store: agui_store.Store, count: int
+) -> None:
+    for i in range(count):
+        store.append(one_run("t", f"r{i}", []))
+    client = client_of(store)
+    page = get(client, "/thread", thread="t")
+    seen = [r.attrs["data-run"] for r in page.find_all("run-row")]
+    more = page.find("more", "button")
+    while more is not None:
+        part = parse(client.get(more.attrs["data-href"]).text)
+        rows = [r.attrs["data-run"] for r in part.find_all("run-row")]
+        assert rows, "an 'Older runs' button that loads nothing"
+        seen += rows
+        more = part.find("more", "button")
+    assert seen == [r.run_id for r in reversed(store.runs("t"))]
+
+
 def test_a_run_with_several_children_is_marked_as_a_fork_point_and_inferred_lineage_as_such(
     store: agui_store.Store,
 ) -> None:

@@ -360,6 +360,34 @@ def test_numbers_times_and_event_types_are_never_broken_across_lines(
                 browser.set_window_size(1400, 1000)
 
 
+def test_a_tree_wider_than_the_window_scrolls_inside_itself_and_keeps_hashes_whole(
+    browser: Any, tmp_path: Path
+) -> None:
+    with agui_store.open(tmp_path / "fan.db") as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "root"},
+                      {"type": "RUN_FINISHED", "threadId": "t", "runId": "root"}])
+        for i in range(60):  # a run retried 60 times: a lane each
+            store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": f"retry-{i}"},
+                          {"type": "RUN_FINISHED", "threadId": "t", "runId": f"retry-{i}"}],
+                         parent="root")
+        with serving(agui_store.ui.app(store)) as base:
+            try:
+                for width in (1400, 375):
+                    browser.set_window_size(width, 1000)
+                    visit(browser, base, "/thread", thread="t")
+                    page, window, tree, shown = browser.execute_script(
+                        "const s = document.querySelector('.tree-scroll');"
+                        "return [document.documentElement.scrollWidth, window.innerWidth,"
+                        " s.scrollWidth, s.clientWidth]"
+                    )
+                    assert page <= window, (width, page, window)
+                    assert tree > shown, (width, tree, shown)  # it scrolls, inside
+                    broken = browser.execute_script(BROKEN_ACROSS_LINES, "code.hash")
+                    assert broken == [], width
+            finally:
+                browser.set_window_size(1400, 1000)
+
+
 def test_a_live_run_appears_in_the_tree_and_fills_its_page_while_a_recorder_writes_it(
     browser: Any, demo: tuple[agui_store.Store, str], tmp_path: Path
 ) -> None:

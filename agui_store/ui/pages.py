@@ -409,11 +409,15 @@ def tree_page(
 
     It reads the page's runs and the branches, nothing else: the first screen of a long
     thread costs about what ``log(limit=50)`` costs (``benchmarks/bench_ui.py``)."""
-    recorded = store.runs(thread_id, limit=TREE_PAGE, before=before, scope=scope)
+    # One run past the page tells whether an older page follows: a thread of exactly a
+    # page of runs offers none that would load nothing.
+    recorded = store.runs(thread_id, limit=TREE_PAGE + 1, before=before, scope=scope)
+    older = len(recorded) > TREE_PAGE
+    recorded = recorded[-TREE_PAGE:]
     runs = recorded[::-1]
     lanes = Lanes(list(columns))
     rows = lanes.layout(runs)
-    more = runs[-1].run_id if len(runs) == TREE_PAGE else None
+    more = runs[-1].run_id if older else None
     branches = store.branches(thread_id, scope=scope)
     # The live view's token, from what the first page read (later pages never poll).
     token = thread_token(branches, recorded) if before is None else ""
