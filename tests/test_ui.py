@@ -677,6 +677,23 @@ def test_a_live_runs_page_carries_the_token_its_poll_answers_and_the_view_it_was
 # --- scope, writes and mounting ----------------------------------------------------------------
 
 
+def test_a_switch_in_a_link_is_on_at_1_and_off_at_0_and_any_other_value_is_refused(
+    store: agui_store.Store,
+) -> None:
+    body = [e for i in range(pages.MESSAGES_SHOWN + 5) for e in said(f"m{i}", f"line {i}")]
+    store.append(one_run("t", "r", body))
+    client = client_of(store)
+    for off in ("0", ""):
+        assert len(shown_messages(get(client, "/run", thread="t", run="r", all_messages=off))) \
+            == pages.MESSAGES_SHOWN
+        assert get(client, "/thread", thread="t", rows=off).find(tag="h1") is not None
+    assert len(shown_messages(get(client, "/run", thread="t", run="r", all_messages="1"))) \
+        == pages.MESSAGES_SHOWN + 5
+    assert get(client, "/thread", thread="t", rows="1").find(tag="h1") is None
+    refused = get(client, "/run", 400, thread="t", run="r", all_events="yes")
+    assert "all_events= is 1 (on) or 0 (off)" in refused.text
+
+
 def test_with_a_scope_another_owners_thread_is_a_404_on_every_page(
     store: agui_store.Store,
 ) -> None:

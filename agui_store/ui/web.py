@@ -140,7 +140,7 @@ class Viewer:
         page = pages.tree_page(
             self.store, thread_id, before=before, columns=columns, scope=self.scope
         )
-        name = "tree_rows.html" if request.query_params.get("rows") else "tree.html"
+        name = "tree_rows.html" if _flag(request, "rows") else "tree.html"
         rows = pages.tree_rows_html(page.rows, request.scope.get("root_path", ""), thread_id)
         return self.render(
             request, name, page=page, rows=rows, lanes_json=json.dumps(page.next_columns)
@@ -161,8 +161,8 @@ class Viewer:
             self.store,
             thread_id,
             run_id,
-            all_messages=bool(request.query_params.get("all_messages")),
-            all_events=bool(request.query_params.get("all_events")),
+            all_messages=_flag(request, "all_messages"),
+            all_events=_flag(request, "all_events"),
             scope=self.scope,
         )
         return self.render(request, "run.html", page=page, run=page.run, thread_id=thread_id)
@@ -330,6 +330,15 @@ def _int(value: str | None, default: int) -> int:
     if not re.fullmatch(r"-?[0-9]{1,18}", value):
         raise HTTPException(400, f"not a number: {value!r}")
     return int(value)
+
+
+def _flag(request: Request, name: str) -> bool:
+    """Whether the switch ``?name=1`` is on: ``0``, empty or absent is off (``bool`` of the
+    text would count ``0`` as on), and any other value is a 400 that says so."""
+    value = request.query_params.get(name, "")
+    if value not in ("", "0", "1"):
+        raise HTTPException(400, f"{name}= is 1 (on) or 0 (off), not {value!r}")
+    return value == "1"
 
 
 def _columns(value: str | None) -> list[str | None]:
