@@ -533,6 +533,24 @@ def test_html_and_script_in_messages_ids_and_state_are_shown_as_text_never_as_ma
     assert embedded_json(page, "state-data") == {"html": evil, "</script>": 1}
 
 
+def test_a_title_shows_hidden_characters_as_escapes_and_data_for_scripts_keeps_them(
+    store: agui_store.Store,
+) -> None:
+    thread, run = "t-\u202eevil", "r\u2066x\x1b[31m"
+    store.append(one_run(thread, run, []))
+    store.branch("side", run, thread_id=thread)
+    client = client_of(store)
+    listing, tree = get(client, "/"), get(client, "/thread", thread=thread)
+    titles = [e.attrs["title"] for p in (listing, tree) for e in p.find_all()
+              if "title" in e.attrs]
+    assert "t-\\u202eevil" in titles and "→ r\\u2066x\\x1b[31m" in titles
+    assert not [t for t in titles if any(c in t for c in "\u202e\u2066\x1b")]
+    # What the page's script reads back stays as stored.
+    assert [r.attrs["data-thread"] for r in listing.find_all(tag="tr")
+            if "data-thread" in r.attrs] == [thread]
+    assert [r.attrs["data-run"] for r in tree.find_all("run-row")] == [run]
+
+
 def test_lone_surrogates_render_as_their_escapes(store: agui_store.Store) -> None:
     store.append(one_run("t", "r", [*said("m", "half an emoji: \ud83d!", "user"),
                                     {"type": "STATE_SNAPSHOT", "snapshot": {"k": "\udc00"}}]))

@@ -27,19 +27,32 @@ INLINE_JSON_CHARS = 1_000_000
 #: and isolates, which would reorder the page's own labels around a stored id ("approved
 #: \u202edesufer" reads "approved refused").
 _HIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-#: A tag, whose attribute values stay as they are: the page's script reads ids from them.
+#: A tag, whose attribute values stay as they are: the page's script reads ids from them,
+#: and a link or a form sends them back.
 _TAG = re.compile(r"(<[^>]*>)")
+#: An attribute a browser shows as text (a tooltip), its value escaped for HTML (so it holds
+#: no ``"``): its hidden characters are shown as their escapes, as the text's are.
+_SHOWN_ATTRIBUTE = re.compile(r'(\stitle=")([^"]*)(")')
 
 
 def on_page(page: str) -> str:
-    """A rendered page with every character of :data:`_HIDDEN` in its text shown as its
-    escape (stored text reaches a page only escaped for HTML, so a ``<`` in it is never a
-    tag here)."""
+    """A rendered page with every character of :data:`_HIDDEN` in its text and its titles
+    shown as its escape (stored text reaches a page only escaped for HTML, so a ``<`` in it
+    is never a tag here)."""
     if _HIDDEN.search(page) is None:  # C speed: the usual page holds none
         return page
     parts = _TAG.split(page)
     parts[::2] = [_HIDDEN.sub(_escape, part) for part in parts[::2]]
+    parts[1::2] = [_shown_attributes(tag) for tag in parts[1::2]]
     return "".join(parts)
+
+
+def _shown_attributes(tag: str) -> str:
+    if _HIDDEN.search(tag) is None:
+        return tag
+    return _SHOWN_ATTRIBUTE.sub(
+        lambda m: m.group(1) + _HIDDEN.sub(_escape, m.group(2)) + m.group(3), tag
+    )
 
 
 def _escape(match: re.Match[str]) -> str:
