@@ -235,12 +235,21 @@ class Thread:
         owner: the scope that first wrote it (``None``: written by the operator).
         created_at: when its first run was recorded (UTC).
         run_count: how many runs it holds.
+        updated_at: when it was last written to (UTC): its newest batch, which may be of
+            any run (one still recording, begun before others); the order of
+            ``Store.threads(recent_first=True)``.
+        latest_run_id: the run that write went to.
+        open_runs: how many of its runs have no end recorded (still recording, or left
+            incomplete).
     """
 
     thread_id: str
     owner: str | None
     created_at: datetime | None
     run_count: int
+    updated_at: datetime | None = None
+    latest_run_id: str | None = None
+    open_runs: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The thread as JSON: camelCase, the time in ISO 8601."""
@@ -249,6 +258,9 @@ class Thread:
             "owner": self.owner,
             "createdAt": self.created_at.isoformat() if self.created_at else None,
             "runCount": self.run_count,
+            "updatedAt": self.updated_at.isoformat() if self.updated_at else None,
+            "latestRunId": self.latest_run_id,
+            "openRuns": self.open_runs,
         }
 
 

@@ -193,6 +193,13 @@ class NamedQueries:
     def thread_run_count(self, thread_pk: int) -> int:
         return int(self._value(self.sql.THREAD_RUN_COUNT, (thread_pk,)) or 0)
 
+    def thread_activity(self, thread_pk: int) -> tuple[str, int, int] | None:
+        row = self._execute(self.sql.THREAD_ACTIVITY, (thread_pk, thread_pk)).fetchone()
+        if row is None:
+            return None
+        run_id, appended_at, open_runs = row
+        return str(run_id), int(appended_at), int(open_runs)
+
     def owner_run_pks(self, owner: str) -> list[int]:
         return [int(pk) for pk in self._column(self.sql.OWNER_RUN_PKS, (owner,))]
 

@@ -493,7 +493,8 @@ def _thread_row(store: Store, thread_id: str) -> dict[str, Any]:
     facts = store.thread(thread_id)
     newest = store.runs(thread_id, limit=1)
     last = newest[-1] if newest else None
-    activity = (last.updated_at or last.created_at) if last is not None else None
+    # the thread's last write, to whichever run (one still open, begun before the newest)
+    activity = facts.updated_at if facts is not None else None
     words = ""
     if last is not None:  # the conversation's opening question, as its newest run holds it
         messages = store.checkout(last.run_id, thread_id=thread_id).messages

@@ -448,6 +448,11 @@ class LogReads(Protocol):
         """A thread's runs, in the order they were placed."""
     def thread_run_count(self, thread_pk: int) -> int:
         """How many runs a thread holds, counted by the database."""
+    def thread_activity(self, thread_pk: int) -> tuple[str, int, int] | None:
+        """The run a thread was written to last (of two batches written in the same
+        millisecond, the later one's), that batch's time (milliseconds since the epoch), and
+        how many of the thread's runs have no batch that ends them; ``None``: it holds no
+        batch."""
     def owner_run_pks(self, owner: str) -> list[int]:
         """The runs of an owner's threads, in the order they were placed."""
     def all_run_pks(self) -> list[int]:

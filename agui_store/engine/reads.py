@@ -121,10 +121,15 @@ def chosen_threads(
 
 
 def thread_summary(tx: port.Reading, pk: int, thread_id: str) -> Thread:
-    """A thread's record: its owner, creation time and number of runs."""
+    """A thread's record: its owner, creation time, number of runs and last write."""
     found = tx.thread(thread_id)
     owner = found[1] if found else None
-    return Thread(thread_id, owner, when(tx.thread_created_at(pk)), tx.thread_run_count(pk))
+    activity = tx.thread_activity(pk)
+    latest, written, open_runs = activity if activity is not None else (None, None, 0)
+    return Thread(
+        thread_id, owner, when(tx.thread_created_at(pk)), tx.thread_run_count(pk),
+        when(written), latest, open_runs,
+    )
 
 
 def run_page(

@@ -100,11 +100,6 @@ def _written_at(run: Run) -> datetime:
     return run.updated_at or run.created_at
 
 
-def _written_last(runs: Sequence[Run]) -> Run | None:
-    """The run written to last (of two written at once, the one recorded later)."""
-    return max(reversed(runs), key=_written_at, default=None)
-
-
 @dataclass(frozen=True)
 class ThreadsPage:
     """A page of threads matching a search.
@@ -259,19 +254,18 @@ def threads_page(
         if facts is None:  # deleted between the listing and now
             continue
         # The thread's last write may be to any of its runs (an open one started long
-        # ago, say): the listing's order is by it, so every run is read.
+        # ago, say): the listing's order is by it, and the thread's record names that run.
+        latest = (
+            None if facts.latest_run_id is None
+            else store.get_run(facts.latest_run_id, thread_id=thread_id, scope=scope)
+        )
         try:
-            runs = store.runs(thread_id, scope=scope)
+            branches = [b for b in store.branches(thread_id, scope=scope) if not b.default]
         except RunNotFoundError:  # deleted between the listing and now
             continue
         rows.append(
             ThreadRow(
-                thread_id,
-                facts.owner,
-                facts.run_count,
-                [b for b in store.branches(thread_id, scope=scope) if not b.default],
-                _written_last(runs),
-                sum(1 for r in runs if r.status == "incomplete"),
+                thread_id, facts.owner, facts.run_count, branches, latest, facts.open_runs
             )
         )
     more = ids[position - 1] if position < len(ids) else None

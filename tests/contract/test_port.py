@@ -234,3 +234,24 @@ def test_a_run_placed_through_the_port_reads_back_field_for_field(store_location
         input='{"messages":[]}', input_refs=None, synthetic=True, created_at=5, parent_hash=None,
         start_hash=b"s" * 32,
     )
+
+
+def test_a_threads_activity_names_its_last_write_and_counts_its_open_runs(
+    store_location: str,
+) -> None:
+    """The last write may go to a run begun before others, still recording."""
+    with agui_store.open(store_location) as store:
+        store.append(run("t", "slow")[:1])  # opened, not ended
+        store.append(run("t", "fast"))
+        store.append(run("t", "open")[:1])
+        store.append(run("t", "slow")[1:], thread_id="t", run_id="slow")  # ended last
+        store.append(run("other", "o1"))
+        with store.reading() as tx:
+            found = tx.thread("t")
+            activity = None if found is None else tx.thread_activity(found[0])
+        thread = store.thread("t")
+        runs = {r.run_id: r for r in store.runs("t")}
+    assert activity is not None and activity[0] == "slow" and activity[2] == 1
+    assert thread is not None and thread.latest_run_id == "slow" and thread.open_runs == 1
+    assert thread.updated_at == runs["slow"].updated_at
+    assert max(r.updated_at for r in runs.values() if r.updated_at) == thread.updated_at

@@ -391,6 +391,13 @@ WHERE runs.run_id COLLATE "C" >= %(prefix)s
 """
 THREAD_RUN_PKS = "SELECT id FROM runs WHERE thread = %s ORDER BY id"
 THREAD_RUN_COUNT = "SELECT count(*) FROM runs WHERE thread = %s"
+THREAD_ACTIVITY = """
+SELECT r.run_id, b.appended_at,
+       (SELECT count(*) FROM runs o WHERE o.thread = %s
+        AND NOT EXISTS (SELECT 1 FROM batches e WHERE e.run = o.id AND e.outcome IS NOT NULL))
+FROM runs r JOIN batches b ON b.run = r.id WHERE r.thread = %s
+ORDER BY b.appended_at DESC, b.id DESC LIMIT 1
+"""
 OWNER_RUN_PKS = (
     "SELECT runs.id FROM runs JOIN threads ON threads.id = runs.thread "
     "WHERE threads.owner = %s ORDER BY runs.id"

@@ -153,6 +153,13 @@ WHERE runs.run_id >= ?1 AND (?2 IS NULL OR runs.run_id < ?2)
 """
 THREAD_RUN_PKS = "SELECT id FROM runs WHERE thread = ? ORDER BY id"
 THREAD_RUN_COUNT = "SELECT count(*) FROM runs WHERE thread = ?"
+THREAD_ACTIVITY = """
+SELECT r.run_id, b.appended_at,
+       (SELECT count(*) FROM runs o WHERE o.thread = ?1
+        AND NOT EXISTS (SELECT 1 FROM batches e WHERE e.run = o.id AND e.outcome IS NOT NULL))
+FROM runs r JOIN batches b ON b.run = r.id WHERE r.thread = ?2
+ORDER BY b.appended_at DESC, b.id DESC LIMIT 1
+"""
 OWNER_RUN_PKS = (
     "SELECT runs.id FROM runs JOIN threads ON threads.id = runs.thread "
     "WHERE threads.owner = ? ORDER BY runs.id"
