@@ -138,7 +138,8 @@ def opened(
         shown = locations.without_password(path) if is_url(path) else path
         raise NotAStoreError(f"no store at {shown}{' ' if purpose else ''}{purpose}: {missing}")
     created = None
-    if not must_exist and not is_url(path) and not os.path.lexists(path):
+    # a file: URI's text names no file: whether its file exists is asked of the file
+    if not must_exist and not is_url(path) and real is not None and not os.path.lexists(real):
         created = files.store_file(path)
     try:
         store = Store(path, busy_timeout_ms=busy_timeout_ms)

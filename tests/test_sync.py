@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -414,6 +415,25 @@ def test_a_source_holding_the_first_part_of_a_run_the_destination_finished_copie
         assert (summary.runs, summary.events) == (0, 0)
         assert store.runs("t1")[-1].status == "finished"
         assert len(store.runs("t2")) == 1 and store.check().ok
+
+
+@pytest.mark.parametrize("kind", ["another application's database", "a text file"])
+def test_a_copy_into_a_file_uri_naming_a_file_that_is_no_store_leaves_the_file(
+    tmp_path: Path, kind: str
+) -> None:
+    src = tmp_path / "s.db"
+    with agui_store.open(src) as store:
+        record_run(store, "t1", "r1")
+    other = tmp_path / "other"
+    if kind == "a text file":
+        other.write_text("precious\n")
+    else:
+        with apsw.Connection(str(other)) as conn:
+            conn.execute("CREATE TABLE customers(x)")
+    before = other.read_bytes()
+    with pytest.raises(agui_store.AguiStoreError):
+        agui_store.copy(src, f"file:{other}")
+    assert other.read_bytes() == before
 
 
 def test_a_run_held_on_both_sides_with_different_content_is_refused_and_nothing_written(
