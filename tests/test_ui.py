@@ -471,9 +471,15 @@ def test_the_next_page_of_threads_continues_after_the_last_one_shown_whatever_wa
     # Past the last thread, the page says there are no more, not that the store is empty.
     last = get(client, "/", before=order[-1])
     assert [p.text for p in last.find_all("empty")] == ["No more threads."]
-    # A page continuing from a thread erased since says so.
+    # The thread the page continues from, written to since (it moved to the top), or erased:
+    # the page continues where it was, by the time of its last write the link holds.
+    below = threads_listed(second)
+    store.append(one_run(shown[-1], "again", []))
+    assert threads_listed(parse(client.get(link.attrs["href"]).text)) == below
     store.delete_thread(shown[-1])
-    gone = parse(client.get(link.attrs["href"]).text)
+    assert threads_listed(parse(client.get(link.attrs["href"]).text)) == below
+    # A link that holds no time (typed by hand) to a thread erased since says so.
+    gone = get(client, "/", before=shown[-1])
     warning = gone.find("warning")
     assert warning is not None and "no longer in the store" in warning.text
     assert not gone.find_all("empty")

@@ -112,6 +112,8 @@ class ThreadsPage:
         scanned_to: how far into the listing this page looked.
         continued: the page continues an earlier one (it was given a thread to start after).
         problem: why the page lists nothing it was asked for (``None``: it does).
+        next_at: ``next_before``'s last write as this page saw it (milliseconds since the
+            epoch), which tells the next page whether that thread moved since.
     """
 
     rows: list[ThreadRow]
@@ -121,6 +123,7 @@ class ThreadsPage:
     scanned_to: int
     continued: bool = False
     problem: str | None = None
+    next_at: int | None = None
 
 
 class _TextMatches:
@@ -223,23 +226,29 @@ def search_page(
 
 
 def threads_page(
-    store: Store, *, query: str = "", before: str | None = None, scope: str | None = None
+    store: Store,
+    *,
+    query: str = "",
+    before: str | None = None,
+    at: int | None = None,
+    scope: str | None = None,
 ) -> ThreadsPage:
     """Threads, the one written to last first, those whose id holds ``query`` (any case) or
     in which the store's search finds it, a page at a time: the threads listed after
-    ``before`` (as ``agui-store threads --before``), so that a write elsewhere, which moves
-    its thread to the top, neither repeats a thread nor skips one on the next page."""
+    ``before``, last written at ``at`` (:attr:`ThreadsPage.next_at`), so that a write
+    elsewhere, which moves its thread to the top, neither repeats a thread nor skips one
+    that stayed below on the next page; a thread written since is at the top of the first."""
     ids = store.threads(scope=scope, recent_first=True)
     folded = query.strip().casefold()
     query = query.strip()
     rows: list[ThreadRow] = []
     position = 0
     if before is not None:
-        try:
-            position = ids.index(before) + 1
-        except ValueError:
+        found = _continued_from(store, ids, before, at, scope)
+        if found is None:
             problem = "the thread this page continues from is no longer in the store"
             return ThreadsPage([], query, None, len(ids), 0, True, problem)
+        position = found
     matches = _TextMatches(store, query, scope) if folded else None
     while position < len(ids) and len(rows) < THREADS_PAGE:
         thread_id = ids[position]
@@ -269,7 +278,42 @@ def threads_page(
             )
         )
     more = ids[position - 1] if position < len(ids) else None
-    return ThreadsPage(rows, query, more, len(ids), position, before is not None)
+    return ThreadsPage(
+        rows, query, more, len(ids), position, before is not None,
+        next_at=None if more is None else _last_write(store, more, scope),
+    )
+
+
+def _continued_from(
+    store: Store, ids: list[str], before: str, at: int | None, scope: str | None
+) -> int | None:
+    """Where the page after thread ``before`` starts in ``ids`` (the thread written to last
+    first): just after it, while it was last written at ``at``; once written again (or
+    erased), it took its place with it, and the page starts at the first thread last written
+    before ``at``, found by halving (a thread written in the same millisecond counts as
+    shown). ``None``: ``before`` is gone and no ``at`` tells the place."""
+    if before in ids:
+        here = ids.index(before)
+        if at is None or _last_write(store, before, scope) == at:
+            return here + 1
+    elif at is None:
+        return None
+    low, high = 0, len(ids)
+    while low < high:
+        middle = (low + high) // 2
+        if (_last_write(store, ids[middle], scope) or -1) >= at:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def _last_write(store: Store, thread_id: str, scope: str | None) -> int | None:
+    """A thread's last write, in milliseconds since the epoch (``None``: none, or gone)."""
+    facts = store.thread(thread_id, scope=scope)
+    if facts is None or facts.updated_at is None:
+        return None
+    return round(facts.updated_at.timestamp() * 1000)
 
 
 # --- the run tree ---------------------------------------------------------------------------

@@ -110,11 +110,16 @@ class Viewer:
         if "after" in request.query_params:
             return self._threads_from_position(request, query, cursor)
         before = request.query_params.get("before") or None
-        found = pages.threads_page(self.store, query=query, before=before, scope=self.scope)
+        written = request.query_params.get("at") or None  # before's last write, then
+        at = _int(written, 0) if before is not None and written is not None else None
+        found = pages.threads_page(
+            self.store, query=query, before=before, at=at, scope=self.scope
+        )
         hits = pages.search_page(self.store, query, cursor=cursor, scope=self.scope)
         # Each list's "more" link keeps where the other one is.
         return self.render(
-            request, "threads.html", page=found, search=hits, before=before, cursor=cursor
+            request, "threads.html", page=found, search=hits, before=before, at=at,
+            cursor=cursor,
         )
 
     def _threads_from_position(self, request: Request, query: str, cursor: str | None) -> Response:
