@@ -36,6 +36,7 @@ from agui_store import (
 from agui_store.engine import conversations
 from agui_store.engine import search as search_index
 from agui_store.engine.conversations import Continuation
+from agui_store.history.diff import common_start
 from agui_store.ui import text
 from agui_store.ui.lanes import Lanes, Row, svg
 
@@ -788,19 +789,6 @@ HIGHLIGHT_CHARS = 20_000
 CHANGE_CONTEXT = 400
 
 
-def _common_prefix(a: str, b: str) -> int:
-    """How many leading characters two texts share, found by halving with slice
-    comparisons (in C: a megabyte message costs about one comparison of it)."""
-    low, high = 0, min(len(a), len(b))  # a[:low] == b[:low]; none past high
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[low:mid] == b[low:mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
 def _common_suffix(a: str, b: str, limit: int) -> int:
     """How many trailing characters two texts share, at most ``limit``."""
     low, high = 0, min(len(a), len(b), limit)
@@ -818,7 +806,7 @@ def _window(before: str, after: str) -> tuple[int, int, int, bool]:
     sides (a little before their first difference, at a word), to where each side's
     difference ends plus a little. Also whether both windows reach that far (else the
     shown texts do not end alike and are not compared word by word)."""
-    prefix = _common_prefix(before, after)
+    prefix = common_start(before, after)  # slices of text compare as lists' do
     suffix = _common_suffix(before, after, min(len(before), len(after)) - prefix)
     start = max(0, prefix - CHANGE_CONTEXT)
     if start:
