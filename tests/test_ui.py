@@ -458,6 +458,7 @@ def test_the_next_page_of_threads_continues_after_the_last_one_shown_whatever_wa
 ) -> None:
     for i in range(pages.THREADS_PAGE + 10):
         store.append(one_run(f"t{i:03}", "r", []))
+        time.sleep(0.002)  # each its own millisecond: threads written in one tie
     client = client_of(store)
     first = get(client, "/")
     link = first.find("next", "a")
