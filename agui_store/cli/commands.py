@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import codecs
 import contextlib
-import copy
 import datetime
 import errno
 import json
@@ -1514,10 +1513,8 @@ ALIASES = {"show": ["checkout"]}
 ALIAS_OF = {alias: name for name, aliases in ALIASES.items() for alias in aliases}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``agui-store`` argument parser: one subcommand per entry of :data:`COMMANDS`."""
-    from agui_store import __version__
-
+def _common_options() -> _Parser:
+    """The options every command takes, before it or after it."""
     common = _Parser(add_help=False)
     common.add_argument(
         "--db", default=argparse.SUPPRESS, metavar="PATH",
@@ -1532,19 +1529,40 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long to wait for another writer before giving up "
         f"(default: {backends.DEFAULT_BUSY_TIMEOUT_MS})",
     )
+    return common
+
+
+def _top_parser(common: argparse.ArgumentParser, *, add_help: bool = True) -> _Parser:
+    """``agui-store`` with the options it takes before the command, and no command yet."""
+    from agui_store import __version__
+
     parser = _Parser(
-        prog="agui-store", parents=[common],
+        prog="agui-store", parents=[common], add_help=add_help,
         description="Keep AG-UI conversations in one SQLite file (or PostgreSQL), like git "
         "keeps code.",
     )
     parser.add_argument("--version", action="version", version=f"agui-store {__version__}")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``agui-store`` argument parser: one subcommand per entry of :data:`COMMANDS`."""
+    common = _common_options()
+    parser = _top_parser(common)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parsers = {}
     for name, (_, help_text) in COMMANDS.items():
         parsers[name] = sub.add_parser(
             name, parents=[common], help=help_text, description=help_text,
-            epilog=f"example: {EXAMPLES[name]}", aliases=ALIASES.get(name, []),
+            epilog=f"example: {EXAMPLES[name]}",
         )
+        # An alias is a parser of its own (argparse's aliases share the command's parser,
+        # whose usage and errors would name the command), listed next to it.
+        for alias in ALIASES.get(name, []):
+            parsers[alias] = sub.add_parser(
+                alias, parents=[common], help=f"the same as {name}", description=help_text,
+                epilog=f"example: {EXAMPLES[name].replace(f' {name} ', f' {alias} ', 1)}",
+            )
     p = parsers["import"]
     p.add_argument("file", metavar="FILE", help="a .json, .jsonl or .sse recording (- for stdin)")
     p.add_argument("--thread", type=thread_name, help="thread id for events that start no run")
@@ -1562,7 +1580,7 @@ def build_parser() -> argparse.ArgumentParser:
         parsers[name].add_argument("--thread", type=thread_name, help=_THREAD_HELP)
         # The positional form came first; it still works, with a note on stderr.
         parsers[name].add_argument("thread_id", nargs="?", help=argparse.SUPPRESS)
-    for name in ("log", "show"):
+    for name in ("log", "show", *ALIASES["show"]):
         parsers[name].add_argument("ref", nargs="?", metavar="REF", default="HEAD",
                                    help=_REV_HELP + (", A..B, A...B" if name == "log" else ""))
         parsers[name].add_argument("--thread", type=thread_name, help=_THREAD_HELP)
@@ -1686,13 +1704,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the most recent N messages")
     p.add_argument("--max-content", type=_count_option(1), metavar="N",
                    help="cut message content at N characters (the … marker included)")
-    # argparse gives an alias its command's parser, whose help and errors name the command
-    # (checkout --help said "usage: agui-store show"): each alias gets a twin of its own name.
-    for name, aliases in ALIASES.items():
-        for alias in aliases:
-            twin = copy.copy(parsers[name])
-            twin.prog = f"agui-store {alias}"
-            sub._name_parser_map[alias] = twin
     return parser
 
 
@@ -1742,12 +1753,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     # an unknown one, as -porto is (search's hint says where a -word goes).
     end = words.index("--") if "--" in words else len(words)
     stray = [w for w in words[:end] if w.startswith("-h") and w != "-h"]
-    unknown = _unknown_before_the_command(words)
-    if unknown:  # argparse would blame them on the command, or miss them for want of one
-        _say_line("agui-store", f"unrecognized arguments: {' '.join(unknown)} (usage: "
-                  "agui-store --help)")
-        return EXIT_USAGE
     try:
+        unknown = _unknown_before_the_command(words)
+        if unknown:  # argparse would blame them on the command, or miss them for want of one
+            _say_line("agui-store", f"unrecognized arguments: {' '.join(unknown)} (usage: "
+                      "agui-store --help)")
+            return EXIT_USAGE
         args, extra = parser.parse_known_args(
             [w for w in words[:end] if w not in stray] + words[end:]
         )
@@ -1772,27 +1783,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return _run(args, name, out)
 
 
-#: The options ``agui-store`` takes before a command, and those of them that take a value.
-_TOP_OPTIONS = ("--db", "--json", "--busy-timeout", "--version", "--help")
-_TOP_VALUED = ("--db", "--busy-timeout")
-
-
 def _unknown_before_the_command(words: Sequence[str]) -> list[str]:
     """The options given before the command (``agui-store --bogus log``) that ``agui-store``
-    does not take (a unique prefix of one, as argparse reads it, is taken)."""
-    unknown = []
-    i = 0
-    while i < len(words) and words[i].startswith("-") and words[i] != "--":
-        word = words[i]
-        name = word.split("=", 1)[0]
-        meant = [o for o in _TOP_OPTIONS if name.startswith("--") and o.startswith(name)]
-        if word == "-h" or len(meant) == 1:
-            if meant and meant[0] in _TOP_VALUED and "=" not in word:
-                i += 1  # its value
-        else:
-            unknown.append(word)
-        i += 1
-    return unknown
+    does not take, read by the top-level parser itself: with everything from the command
+    on left to it, argparse has only the words before the command to find unknown."""
+    parser = _top_parser(_common_options(), add_help=False)
+    # -h is dropped so that -hotel reads as an unknown word, not as -h with "otel" after it.
+    parser.add_argument("--help", action="store_true")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    _, unknown = parser.parse_known_args(words)
+    return [word for word in unknown if word != "-h"]
 
 
 #: Commands whose output is data (JSON, AG-UI events) with or without ``--json``.
