@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import agui_store
 from agui_store.cli.demo import record_demo
-from agui_store.history.diff import common_start, compare, make_patch, state_patch
+from agui_store.history.diff import common_end, common_start, compare, make_patch, state_patch
 from agui_store.protocol.js import json_equal
 from agui_store.protocol.patch import apply_patch
 from tests.conftest import fixture_params
@@ -233,3 +233,26 @@ def test_a_diff_prints_the_same_state_patch_whatever_the_hash_seed(tmp_path: Pat
         for seed in (1, 2, 3, 4)
     }
     assert len(outputs) == 1, outputs
+
+
+@given(
+    shared=st.lists(st.integers(0, 3), max_size=40),
+    a=st.lists(st.integers(0, 3), max_size=40),
+    b=st.lists(st.integers(0, 3), max_size=40),
+    limit=st.none() | st.integers(0, 90),
+)
+def test_common_start_and_common_end_count_the_elements_two_sequences_share_at_each_end(
+    shared: list[int], a: list[int], b: list[int], limit: int | None
+) -> None:
+    def counted(x: list[int], y: list[int]) -> int:
+        n = 0
+        while n < min(len(x), len(y)) and x[n] == y[n]:
+            n += 1
+        return n if limit is None else min(n, limit)
+
+    first, second = shared + a, shared + b
+    assert common_start(first, second, limit) == counted(first, second)
+    first, second = a + shared, b + shared
+    assert common_end(first, second, limit) == counted(first[::-1], second[::-1])
+    text_a, text_b = "".join(map(str, first)), "".join(map(str, second))
+    assert common_end(text_a, text_b, limit) == counted(first[::-1], second[::-1])

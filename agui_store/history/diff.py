@@ -11,6 +11,7 @@ are part of what ``diff`` promises, and no library's public API promises them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agui_store.protocol.js import json_equal
@@ -104,14 +105,33 @@ def make_patch(old: Any, new: Any) -> list[dict[str, Any]]:
 
 
 def common_start(a: Any, b: Any, limit: int | None = None) -> int:
-    """How many leading elements two lists share (``==``), at most ``limit``, found by
-    halving with slice comparisons: in C, and each element compared about once."""
+    """How many leading elements two sequences (lists, texts) share (``==``), at most
+    ``limit``, found by halving with slice comparisons: in C, and each element compared
+    about once."""
+    return _shared_length(a, b, limit, lambda low, high: a[low:high] == b[low:high])
+
+
+def common_end(a: Any, b: Any, limit: int | None = None) -> int:
+    """How many trailing elements two sequences share, at most ``limit``, found as
+    :func:`common_start` finds the leading ones."""
+    end_a, end_b = len(a), len(b)
+
+    def same(low: int, high: int) -> bool:
+        return bool(a[end_a - high : end_a - low] == b[end_b - high : end_b - low])
+
+    return _shared_length(a, b, limit, same)
+
+
+def _shared_length(a: Any, b: Any, limit: int | None, same: Callable[[int, int], bool]) -> int:
+    """How many elements, at most ``limit``, two sequences share from one end:
+    ``same(low, high)`` tells whether their elements ``low`` to ``high`` (counted from that
+    end) are equal."""
     shortest = min(len(a), len(b))
     limit = shortest if limit is None else min(shortest, limit)
-    known = 0  # a[:known] == b[:known]; none past limit
+    known = 0  # the first `known` compare equal; none past limit
     while known < limit:
         mid = (known + limit + 1) // 2
-        if a[known:mid] == b[known:mid]:
+        if same(known, mid):
             known = mid
         else:
             limit = mid - 1

@@ -36,7 +36,7 @@ from agui_store import (
 from agui_store.engine import conversations
 from agui_store.engine import search as search_index
 from agui_store.engine.conversations import Continuation
-from agui_store.history.diff import common_start
+from agui_store.history.diff import common_end, common_start
 from agui_store.ui import text
 from agui_store.ui.lanes import Lanes, Row, svg
 
@@ -789,25 +789,13 @@ HIGHLIGHT_CHARS = 20_000
 CHANGE_CONTEXT = 400
 
 
-def _common_suffix(a: str, b: str, limit: int) -> int:
-    """How many trailing characters two texts share, at most ``limit``."""
-    low, high = 0, min(len(a), len(b), limit)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[len(a) - mid : len(a) - low] == b[len(b) - mid : len(b) - low]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
 def _window(before: str, after: str) -> tuple[int, int, int, bool]:
     """Where two long versions of a message are shown: from the same character on both
     sides (a little before their first difference, at a word), to where each side's
     difference ends plus a little. Also whether both windows reach that far (else the
     shown texts do not end alike and are not compared word by word)."""
     prefix = common_start(before, after)  # slices of text compare as lists' do
-    suffix = _common_suffix(before, after, min(len(before), len(after)) - prefix)
+    suffix = common_end(before, after, min(len(before), len(after)) - prefix)
     start = max(0, prefix - CHANGE_CONTEXT)
     if start:
         space = re.compile(r"\s").search(before, start, prefix)
