@@ -32,6 +32,7 @@ from agui_store import (
     RunNotFoundError,
     SearchHits,
     Store,
+    Thread,
 )
 from agui_store.engine import conversations
 from agui_store.engine import search as search_index
@@ -251,6 +252,7 @@ def threads_page(
             return ThreadsPage([], query, None, len(ids), 0, True, problem)
         position = found
     matches = _TextMatches(store, query, scope) if folded else None
+    facts: Thread | None = None  # the last thread read, whose write the next link may hold
     while position < len(ids) and len(rows) < THREADS_PAGE:
         thread_id = ids[position]
         position += 1
@@ -279,9 +281,11 @@ def threads_page(
             )
         )
     more = ids[position - 1] if position < len(ids) else None
+    if more is not None and (facts is None or facts.thread_id != more):
+        facts = store.thread(more, scope=scope)
     return ThreadsPage(
         rows, query, more, len(ids), position, before is not None,
-        next_at=None if more is None else _last_write(store, more, scope),
+        next_at=None if more is None else _write_ms(facts),
     )
 
 
@@ -311,7 +315,12 @@ def _continued_from(
 
 def _last_write(store: Store, thread_id: str, scope: str | None) -> int | None:
     """A thread's last write, in milliseconds since the epoch (``None``: none, or gone)."""
-    facts = store.thread(thread_id, scope=scope)
+    return _write_ms(store.thread(thread_id, scope=scope))
+
+
+def _write_ms(facts: Thread | None) -> int | None:
+    """When a thread was last written, in milliseconds since the epoch (``None``: never,
+    or the thread is gone)."""
     if facts is None or facts.updated_at is None:
         return None
     return round(facts.updated_at.timestamp() * 1000)
