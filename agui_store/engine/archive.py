@@ -140,7 +140,7 @@ def export_lines(
         yield from _thread_lines(tx, thread_id, counts)
         if progress is not None:
             progress(done, len(thread_ids))
-        for cid in conversations.linked_stored(tx, thread_id):
+        for cid in conversations.linked(tx, thread_id):
             found = tx.conversation(cid)
             if scope is not None and (found is None or found[3] != scope):
                 continue  # another owner's conversation is absent, as to every read
@@ -842,7 +842,7 @@ class _Reader:
             # those at the end do: a whole store's archive ends with the conversations no
             # thread links to, which read as part of its last thread's section.
             assert section.thread_id is not None
-            linked = set(conversations.linked_stored(section, section.thread_id))
+            linked = set(conversations.linked(section, section.thread_id))
             section = _Section(section.where, entries=section.entries, records={
                 cid: row for cid, row in section.records.items() if cid not in linked})
             self._erased(section)

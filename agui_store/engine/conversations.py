@@ -493,17 +493,13 @@ def continuation(
     )
 
 
-def linked(tx: port.Reading, thread_id: str) -> set[str]:
-    """The conversations linked to an AG-UI thread: the one named by its id (pydantic-ai's
-    adapter names a conversation so) and every one its runs announced a save of."""
-    return {thread_id} | {conversation for _run, conversation, _ids in saved_entries(tx, thread_id)}
-
-
-def linked_stored(tx: Linking, thread_id: str) -> list[str]:
-    """The stored conversations linked to an AG-UI thread (:func:`linked`), the one named by
-    its id first, but those saved under another owner's scope than the thread's: an owner's
-    conversation that shares its name with another owner's thread, or with a thread of no
-    owner (the operator's), is not that thread's. Erasures, copies and archives go by it."""
+def linked(tx: Linking, thread_id: str) -> list[str]:
+    """The stored pydantic-ai conversations linked to an AG-UI thread: the one named by its
+    id (pydantic-ai's adapter names a conversation so), first, and every one its runs
+    announced a save of; but not those saved under another owner's scope than the
+    thread's: an owner's conversation that shares its name with another owner's thread, or
+    with a thread of no owner (the operator's), is not that thread's. Erasures, copies and
+    archives go by it."""
     stored = tx.thread(thread_id)
     owner = None if stored is None else stored[1]
     named = [thread_id, *(cid for _run, cid, _ids in saved_entries(tx, thread_id))]

@@ -221,7 +221,7 @@ def erase(
         else set()
     )
     for thread_id in thread_ids if with_linked else ():
-        linked.update(conversations.linked_stored(tx, thread_id))
+        linked.update(conversations.linked(tx, thread_id))
     talk_times = conversation_times or {}
     linked |= set(talk_times)
     held = [cid for cid in sorted(linked) if tx.conversation(cid) is not None]

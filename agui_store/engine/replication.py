@@ -1001,7 +1001,7 @@ def replicate(
     # The conversations a thread left out links to by name go with it.
     seen: set[str] = set(thread_ids) - set(kept)
     for plan in plans:
-        for cid in conversations.linked_stored(src, plan.thread_id):
+        for cid in conversations.linked(src, plan.thread_id):
             if cid in seen:
                 continue
             seen.add(cid)

@@ -663,6 +663,31 @@ def test_a_copy_or_archive_of_a_thread_carries_the_conversations_its_erasure_wou
     assert _said(here, "x", scope="bob") == turn(1)
 
 
+def test_a_copy_of_an_erased_thread_leaves_another_owners_conversation_of_its_name(
+    new_location: Any,
+) -> None:
+    """The destination holds alice's thread x and bob's conversation x, both older than
+    alice's erasure of x (with her own conversation x) in the source, where she wrote x
+    again: a copy of thread x replaces her old thread there, and bob's conversation is not
+    hers to take with it."""
+    here, there = new_location(), new_location()
+    for location in (here, there):
+        with agui_store.open(location) as store:
+            _thread(store, "x", 1, scope="alice")
+    _saved(there, "x", 1, scope="bob")
+    _saved(here, "x", 2, scope="alice")
+    time.sleep(0.01)  # the erasure is later than every write it covers
+    with agui_store.open(here) as store:
+        assert store.delete_thread("x", scope="alice").conversations == 1
+    time.sleep(0.01)
+    with agui_store.open(here) as store:
+        store.append(run("x", "x-again", *say("m-again", "again")), scope="alice")
+    copy(here, there, thread_id="x")
+    with agui_store.open(there) as store:
+        assert [r.run_id for r in store.runs("x")] == ["x-again"]
+    assert _said(there, "x", scope="bob") == turn(1)
+
+
 def test_check_reports_a_leaf_run_deleted_by_hand_as_tampering_and_an_erasure_as_none(
     store_location: str,
 ) -> None:
