@@ -44,7 +44,9 @@ def graph(
     for run in reversed(runs):
         parent = run.parent_run_id if run.parent_run_id in listed else None
         new_columns: list[str] = []
-        # mapping[2 * i]: the new column of the line drawn at column i (-1: none)
+        # A row has a slot per character: column i's line is drawn in slot 2 * i, and the odd
+        # slots are the spaces between lines, where a line moving left passes. mapping[slot]
+        # is the column the line in that slot goes to in the next row (-1: no line there).
         mapping = [-1] * (2 * len(columns) + 2)
         width = 0
         col = len(columns)  # a run no column waits for opens one at the right
@@ -83,6 +85,8 @@ def graph(
         while size > 1 and mapping[size - 1] < 0:
             size -= 1
         collapsed = None
+        # Lines whose column moved left (a column ended, or two lines joined one parent) walk
+        # there a row at a time, each row one slot further, until every line is in place.
         while any(t >= 0 and t != i // 2 for i, t in enumerate(mapping[:size])):
             row, collapsed, mapping, size = _collapsing_row(mapping, size)
             lines.append(row)
@@ -95,22 +99,26 @@ def _collapsing_row(old: list[int], size: int) -> tuple[str, list[int], list[int
     ``graph_output_collapsing_line``): the row, where its lines went, the mapping the next
     row starts from, and its width."""
     mapping = [-1] * len(old)
-    edge, edge_target = -1, -1  # the one line allowed to move more than a step: drawn "_"
-    for i in range(size):
+    # Of the lines that move, the first (from the left) may run along the row as "_" to its
+    # column at once; the others take one slot a row. The edge is the slot that line comes
+    # from; the gaps it runs through (the odd slots from just right of its column's "/" to
+    # just left of itself) are claimed for it, so no other line lands there.
+    edge, edge_target = -1, -1
+    for i in range(size):  # where each line of the row above goes in this row
         target = old[i]
         if target < 0:
             continue
-        if target * 2 == i:  # in its place
+        if target * 2 == i:  # in its place: it stays
             mapping[i] = target
-        elif mapping[i - 1] < 0:  # nothing to its left: a step left
+        elif mapping[i - 1] < 0:  # nothing in the slot to its left: it takes it
             mapping[i - 1] = target
             if edge == -1:
                 edge, edge_target = i, target
                 for j in range(target * 2 + 3, i - 2, 2):
                     mapping[j] = target
-        elif mapping[i - 1] == target:  # the line to its left goes where it goes: joined
+        elif mapping[i - 1] == target:  # the line to its left goes to its column: they join
             pass
-        else:  # a line to its left goes elsewhere: cross it
+        else:  # the line to its left goes elsewhere: it crosses it, two slots left
             mapping[i - 2] = target
             if edge == -1:
                 edge, edge_target = i - 1, target
@@ -119,6 +127,9 @@ def _collapsing_row(old: list[int], size: int) -> tuple[str, list[int], list[int
     if mapping[size - 1] < 0:
         size -= 1
     went = list(mapping)
+    # Drawing the row: a line in its place is "|", the edge's run "_", a step left "/". The
+    # run goes on into the next row from its leftmost "_" alone (next to its column): its
+    # other slots leave the mapping, and so does a "/" drawn left of the edge after it.
     row = []
     horizontal = False
     for i in range(size):
