@@ -276,6 +276,26 @@ def test_branch_points_at_head_moves_only_with_force_and_says_what_it_did(db: Pa
     assert "  side -> r4" in agui(db, "branch")[1]
 
 
+def test_log_takes_gits_counts_and_oneline(db: Path) -> None:
+    assert first_words(agui(db, "log", "--limit", "2")[1]) == ["r4", "r1"]
+    for words in (["-2"], ["-n", "2"], ["-n2"], ["--max-count=2"], ["--oneline", "-2"],
+                  ["HEAD", "-2"], ["--json", "-2", "--", "HEAD"]):
+        code, out = agui(db, "log", *words)
+        shown = [r["runId"] for r in json.loads(out)] if "--json" in words else first_words(out)
+        assert (code, shown) == (0, ["r4", "r1"]), words
+    assert agui(db, "log", "--oneline")[1] == agui(db, "log")[1]
+    assert agui(db, "log", "-0")[0] == 2  # a count is 1 or more, as --limit's
+
+
+def test_branch_takes_gits_list_and_capital_delete(db: Path) -> None:
+    assert agui(db, "branch", "--list") == agui(db, "branch")
+    assert agui(db, "branch", "--list", "s*") == (0, "  side -> r4\n")
+    assert agui(db, "branch", "-l", "t?p", "[s]ide") == (0, "  side -> r4\n  tip -> r3\n")
+    assert agui(db, "branch", "--list", "S*") == (0, "")  # case counts, as in git
+    assert agui(db, "branch", "-D", "tip") == (0, "deleted branch tip (was r3) (thread t)\n")
+    assert agui(db, "branch", "--list", "-d", "side")[0] == 2
+
+
 def test_threads_is_a_table_newest_first_in_pages(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,9 +12,11 @@ import codecs
 import contextlib
 import datetime
 import errno
+import fnmatch
 import json
 import logging
 import os
+import re
 import sys
 import time
 import unicodedata
@@ -730,6 +732,11 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``branch NAME [REV]``: create a branch at REV (default ``HEAD``); ``--force`` moves
     one that exists; ``-m OLD NEW`` renames; ``-d NAME`` deletes; no NAME lists them.
     Each change says what it did: created, moved (from where), renamed or deleted."""
+    if args.list:
+        if args.delete or args.move or args.force:
+            raise UsageError("--list does not go with -d, -m or -f")
+        patterns = [p for p in (args.name, args.run) if p is not None]
+        return cmd_branches(store, args, out, patterns=patterns)
     if args.name is None:
         if args.delete or args.move or args.force:
             flag = "-d" if args.delete else "-m" if args.move else "-f"
@@ -788,9 +795,15 @@ def _said(out: TextIO, args: argparse.Namespace, action: str, name: str, thread:
     return 0
 
 
-def cmd_branches(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """``branches``: the thread's branches, ``*`` marking the default."""
+def cmd_branches(
+    store: Store, args: argparse.Namespace, out: TextIO, *, patterns: Sequence[str] = ()
+) -> int:
+    """``branches``: the thread's branches, ``*`` marking the default; with ``patterns``
+    (``branch --list``), those whose name matches one of them, as git matches them (``*``,
+    ``?``, ``[...]``; case counts)."""
     items = store.branches(_the_thread(store, args))
+    if patterns:
+        items = [b for b in items if any(fnmatch.fnmatchcase(b.name, p) for p in patterns)]
     if args.json:
         out.write(json.dumps([b.to_json() for b in items]) + "\n")
     else:
@@ -1593,6 +1606,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=_count_option(1), metavar="N",
         help="at most N runs; when the lineage goes on, stderr says the command for the next "
         "page (its --cursor)")
+    parsers["log"].add_argument("-n", "--max-count", type=_count_option(1), metavar="N",
+                                dest="limit", help="git's names of --limit (-N too: -3)")
+    parsers["log"].add_argument(
+        "--oneline", action="store_true",
+        help="git's habit, taken: the log shows one line a run already")
     parsers["log"].add_argument(
         "--cursor", metavar="RUN", type=run_name,
         help="start the page at this run of the thread (the cursor the page before gave)")
@@ -1640,7 +1658,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="move a branch that exists (with -m: replace one named NEW)")
     p.add_argument("--move", "-m", action="store_true",
                    help="rename: agui-store branch -m OLD NEW")
-    p.add_argument("--delete", "-d", action="store_true", help="delete the branch")
+    p.add_argument("--delete", "-d", "-D", action="store_true", help="delete the branch")
+    p.add_argument("--list", "-l", action="store_true",
+                   help="list the branches, those whose name matches NAME (a pattern: "
+                   "feature/*) alone with one")
     p = parsers["analyze"]
     p.add_argument("out", metavar="OUT.db", type=output_path,
                    help="the analysis database to write (not the "
@@ -1749,16 +1770,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
     parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
-    # argparse reads -hotel as -h with "otel" after it, and fails on that: such a word is
-    # an unknown one, as -porto is (search's hint says where a -word goes).
-    end = words.index("--") if "--" in words else len(words)
-    stray = [w for w in words[:end] if w.startswith("-h") and w != "-h"]
     try:
-        unknown = _unknown_before_the_command(words)
+        unknown, start = _before_the_command(words)
         if unknown:  # argparse would blame them on the command, or miss them for want of one
             _say_line("agui-store", f"unrecognized arguments: {' '.join(unknown)} (usage: "
                       "agui-store --help)")
             return EXIT_USAGE
+        words = _git_counts(words, start)
+        # argparse reads -hotel as -h with "otel" after it, and fails on that: such a word
+        # is an unknown one, as -porto is (search's hint says where a -word goes).
+        end = words.index("--") if "--" in words else len(words)
+        stray = [w for w in words[:end] if w.startswith("-h") and w != "-h"]
         args, extra = parser.parse_known_args(
             [w for w in words[:end] if w not in stray] + words[end:]
         )
@@ -1783,16 +1805,30 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return _run(args, name, out)
 
 
-def _unknown_before_the_command(words: Sequence[str]) -> list[str]:
+def _before_the_command(words: Sequence[str]) -> tuple[list[str], int]:
     """The options given before the command (``agui-store --bogus log``) that ``agui-store``
-    does not take, read by the top-level parser itself: with everything from the command
-    on left to it, argparse has only the words before the command to find unknown."""
+    does not take, and where the command starts in ``words``; read by the top-level parser
+    itself: with everything from the command on left to it, argparse has only the words
+    before the command to find unknown."""
     parser = _top_parser(_common_options(), add_help=False)
     # -h is dropped so that -hotel reads as an unknown word, not as -h with "otel" after it.
     parser.add_argument("--help", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
-    _, unknown = parser.parse_known_args(words)
-    return [word for word in unknown if word != "-h"]
+    args, unknown = parser.parse_known_args(words)
+    return [word for word in unknown if word != "-h"], len(words) - len(args.command)
+
+
+def _git_counts(words: list[str], start: int) -> list[str]:
+    """The words with ``log``'s ``-N`` (git's count: ``log -3``) given as ``--limit=N``,
+    where the command starts at ``start``: argparse would read ``-3`` as a negative number,
+    the REF. Words after ``--`` stay as they are."""
+    if start >= len(words) or ALIAS_OF.get(words[start], words[start]) != "log":
+        return words
+    end = words.index("--", start) if "--" in words[start:] else len(words)
+    return [
+        f"--limit={word[1:]}" if start < i < end and re.fullmatch(r"-[0-9]+", word) else word
+        for i, word in enumerate(words)
+    ]
 
 
 #: Commands whose output is data (JSON, AG-UI events) with or without ``--json``.
