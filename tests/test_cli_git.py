@@ -287,6 +287,23 @@ def test_log_takes_gits_counts_and_oneline(db: Path) -> None:
     assert agui(db, "log", "-0")[0] == 2  # a count is 1 or more, as --limit's
 
 
+def test_log_takes_gits_caret_exclusion_as_the_two_dot_range(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert first_words(agui(db, "log", "tip", "^side")[1]) == ["r3", "r2"]
+    assert agui(db, "log", "^side", "tip", "--json") == agui(db, "log", "side..tip", "--json")
+    assert agui(db, "log", "--graph", "side", "^tip") == agui(db, "log", "--graph", "tip..side")
+    capsys.readouterr()
+    for words, says in (
+        (["^side"], "log HEAD ^side"),
+        (["tip", "side"], "log takes one REF"),
+        (["tip", "^side", "^r1"], "log takes one REF"),
+        (["r1..tip", "^side"], "takes no ^REF"),
+    ):
+        assert agui(db, "log", *words)[0] == 2, words
+        assert says in capsys.readouterr().err
+
+
 def test_branch_takes_gits_list_and_capital_delete(db: Path) -> None:
     assert agui(db, "branch", "--list") == agui(db, "branch")
     assert agui(db, "branch", "--list", "s*") == (0, "  side -> r4\n")

@@ -535,6 +535,7 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     ``A..B`` and ``A...B`` as git reads them; ``--all``: every branch's; ``--graph`` draws the
     thread's run tree instead (a REF's or a range's runs alone, with one). A ``--limit``
     page that is not the last names the command for the next page on stderr."""
+    args.ref = _one_revision(store, args.ref, args.thread)
     if args.graph and (args.limit is not None or args.cursor is not None):
         raise UsageError("--graph draws whole run trees: it takes no --limit or --cursor")
     if args.all and args.ref != "HEAD":
@@ -588,6 +589,26 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     if left:  # no cursor pages a merge of lineages: what the limit left out is said
         sys.stderr.write(f"{counted(left, 'more run')}: raise --limit to list them\n")
     return 0
+
+
+def _one_revision(store: Store, refs: Sequence[str], thread: str | None) -> str:
+    """``log``'s revisions as one: none is ``HEAD``; a REF and a ``^REF`` (git's exclusion,
+    in either order) are the range ``REF'..REF``. A word that is a run's whole id is that
+    run, whatever it starts with."""
+    excluded = [r for r in refs if r.startswith("^") and store.get_run(r, thread_id=thread) is None]
+    included = [r for r in refs if r not in excluded]
+    if len(included) > 1 or len(excluded) > 1:
+        raise UsageError(
+            "log takes one REF, and one ^REF to leave out (a run's lineage is one line: "
+            "A...B lists both sides since they met, --all every branch's)"
+        )
+    if not excluded:
+        return included[0] if included else "HEAD"
+    if not included:  # git lists nothing then: the lineage to leave runs out of is named
+        raise UsageError(f"a ^REF leaves runs out of a REF's lineage: log HEAD {excluded[0]}")
+    if arguments.split_range(included[0]) is not None:
+        raise UsageError(f"a range ({arguments.quote(included[0])}) takes no ^REF")
+    return f"{excluded[0][1:]}..{included[0]}"
 
 
 def _range(store: Store, ref: str, thread: str | None) -> tuple[str, str, bool] | None:
@@ -1593,10 +1614,14 @@ def build_parser() -> argparse.ArgumentParser:
         parsers[name].add_argument("--thread", type=thread_name, help=_THREAD_HELP)
         # The positional form came first; it still works, with a note on stderr.
         parsers[name].add_argument("thread_id", nargs="?", help=argparse.SUPPRESS)
-    for name in ("log", "show", *ALIASES["show"]):
+    for name in ("show", *ALIASES["show"]):
         parsers[name].add_argument("ref", nargs="?", metavar="REF", default="HEAD",
-                                   help=_REV_HELP + (", A..B, A...B" if name == "log" else ""))
+                                   help=_REV_HELP)
         parsers[name].add_argument("--thread", type=thread_name, help=_THREAD_HELP)
+    # log B ^A is git's A..B: a REF and a ^REF, in either order.
+    parsers["log"].add_argument("ref", nargs="*", metavar="REF",
+                                help=_REV_HELP + ", A..B, A...B; B ^A (as A..B)")
+    parsers["log"].add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     parsers["log"].add_argument(
         "--graph", action="store_true",
         help="draw the run tree: the thread's whole tree, or REF's lineage (A...B: both sides)")
