@@ -328,7 +328,7 @@ def test_threads_is_a_table_newest_first_in_pages(
                               "FIRST", "WORDS"]
     assert [row.split()[:4] for row in rows] == [["t2", "-", "1", "1"], ["t1", "-", "1", "0"]]
     assert rows[0].endswith("question 2")
-    assert capsys.readouterr().err.endswith("threads --limit 2 --before t1\n")
+    assert re.search(r"threads --limit 2 --before t1 --at \S+\+00:00\n$", capsys.readouterr().err)
     code, out = agui(db, "threads", "--limit", "2", "--before", "t1", "--json")
     assert code == 0
     assert [t["threadId"] for t in json.loads(out)] == ["t0"]
@@ -340,6 +340,37 @@ def test_threads_is_a_table_newest_first_in_pages(
         store.append(text_run("r2", "back", question="again", thread="t0"))
     assert [row.split()[0] for row in agui(db, "threads")[1].splitlines()[1:]] == [
         "t0", "t2", "t1"]
+
+
+def test_the_next_page_of_threads_starts_where_its_thread_was_once_written_to_or_erased(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "threads.db"
+    with agui_store.open(db) as store:
+        for i in range(5):
+            time.sleep(0.002)  # each thread its own millisecond: ties count as listed
+            store.append(text_run("r1", "hi", thread=f"t{i}"))
+
+    def listed(*words: str) -> tuple[list[str], list[str]]:
+        code, out = agui(db, "threads", *words)
+        assert code == 0
+        command = capsys.readouterr().err.removeprefix("next page: ").split()
+        return [row.split()[0] for row in out.splitlines()[1:]], command
+
+    shown, command = listed("--limit", "2")
+    assert shown == ["t4", "t3"] and command[-4:-2] == ["--before", "t3"]
+    time.sleep(0.002)
+    with agui_store.open(db) as store:  # t3 moves to the top of the list
+        store.append(text_run("r2", "again", thread="t3"))
+    shown, command = listed(*command[command.index("threads") + 1 :])
+    assert shown == ["t2", "t1"]
+    with agui_store.open(db) as store:
+        store.delete_thread("t1")
+    assert listed(*command[command.index("threads") + 1 :])[0] == ["t0"]
+    assert agui(db, "threads", "--before", "t1")[0] == 1
+    assert "--at" in capsys.readouterr().err
+    assert agui(db, "threads", "--at", "2026-01-01T00:00:00Z")[0] == 2
+    assert agui(db, "threads", "--before", "t2", "--at", "yesterday")[0] == 2
 
 
 def test_threads_shows_each_id_whole_and_on_one_line_as_thread_takes_it(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from agui_store.backends.sqlite import files
 from agui_store.cli import EXIT_INTERRUPTED
 from agui_store.cli.render import diff_text, graph
 from agui_store.codec.output import FORMATS, serialize
-from agui_store.engine import arguments, conversations
+from agui_store.engine import arguments, clock, conversations
 from agui_store.engine import search as search_index
 from agui_store.engine.arguments import path_text
 from agui_store.engine.conversations import Continuation
@@ -441,18 +441,21 @@ def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``threads``: a table of the threads, the one written to last first, a page at a time
     (``--limit``, ``--before``): owner, runs, branches, last activity and the first words
     asked."""
-    newest_first = store.threads(recent_first=True)
-    start = 0
-    if args.before is not None:
-        try:
-            start = newest_first.index(args.before) + 1
-        except ValueError:
-            raise RunNotFoundError(
-                f"--before {arguments.quote(args.before)}: no such thread in {store.path}"
-            ) from None
-    page = newest_first[start : start + args.limit]
+    if args.at is not None and args.before is None:
+        raise UsageError("--at places --before's thread: it goes with --before")
+    try:
+        listed = store.threads(
+            recent_first=True, after=args.before, after_updated_at=args.at
+        )
+    except RunNotFoundError:
+        raise RunNotFoundError(
+            f"--before {arguments.quote(args.before)}: no such thread in {store.path}"
+            + ("" if args.at is not None else " (the next page's command also gives --at, "
+               "which finds the place of a thread erased since)")
+        ) from None
+    page = listed[: args.limit]
     rows = [_thread_row(store, thread_id) for thread_id in page]
-    more = start + args.limit < len(newest_first)
+    more = args.limit < len(listed)
     if args.json:
         _write_json(out, rows)
     elif rows:
@@ -470,6 +473,9 @@ def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     if more and page:
         words = ["agui-store", *_db_words(args), "threads", "--limit", str(args.limit),
                  *_option("--before", page[-1])]
+        if rows[-1]["lastActivity"] is not None:  # where that thread is, if it moves
+            at = datetime.datetime.fromisoformat(rows[-1]["lastActivity"])
+            words += ["--at", clock.shown(clock.ms_before(at))]
         if args.json:
             words.append("--json")
         sys.stderr.write(
@@ -1493,6 +1499,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE)
 
 
+def _moment(text: str) -> datetime.datetime:
+    """An argparse type: an ISO 8601 time (``Z`` for UTC too; no zone: UTC)."""
+    try:
+        moment = datetime.datetime.fromisoformat(
+            text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
+        )
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO time (2026-01-31T09:30:00.123+00:00), not {arguments.quote(text, 40)}"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
+
+
 def _host(text: str) -> str:
     """``ui --host``: an address or a name, not empty (an empty host listens everywhere)."""
     if not text.strip():
@@ -1610,6 +1629,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "command for the next page")
     p.add_argument("--before", metavar="THREAD",
                    help="the page after this thread (the next page's command gives it)")
+    p.add_argument("--at", metavar="TIME", type=_moment,
+                   help="--before's thread's last activity as the page before listed it (an "
+                   "ISO time, as lastActivity in --json): a page after a thread written to "
+                   "or erased since starts where it was")
     for name in ("runs", "branches"):
         parsers[name].add_argument("--thread", type=thread_name, help=_THREAD_HELP)
         # The positional form came first; it still works, with a note on stderr.

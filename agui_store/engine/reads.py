@@ -132,6 +132,38 @@ def thread_summary(tx: port.Reading, pk: int, thread_id: str) -> Thread:
     )
 
 
+def threads_after(
+    tx: port.Reading, ids: list[str], after: str, updated_at: int | None
+) -> int | None:
+    """Where the threads listed after thread ``after`` start in ``ids`` (the thread written
+    to last first): just after it, while it was last written at ``updated_at``
+    (milliseconds; ``None``: wherever it is now). Once written again, or erased, it took its
+    place with it: they start at the first thread last written before ``updated_at``, found
+    by halving (a thread written in that same millisecond counts as listed, as ties are
+    listed in an order no time tells). ``None``: ``after`` is gone and no time tells its
+    place."""
+
+    def written(thread_id: str) -> int | None:
+        found = tx.thread(thread_id)
+        activity = None if found is None else tx.thread_activity(found[0])
+        return None if activity is None else activity[1]
+
+    if after in ids:
+        here = ids.index(after)
+        if updated_at is None or written(after) == updated_at:
+            return here + 1
+    elif updated_at is None:
+        return None
+    low, high = 0, len(ids)
+    while low < high:
+        middle = (low + high) // 2
+        if (written(ids[middle]) or -1) >= updated_at:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
 def run_page(
     tx: port.Reading, thread_pk: int, thread_id: str, size: int | None, before: str | None
 ) -> list[Run]:

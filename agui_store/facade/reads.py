@@ -8,12 +8,13 @@ what they read against its hashes.
 
 from __future__ import annotations
 
+import datetime
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from agui_store.engine import arguments, gc_pause, reads
-from agui_store.errors import RunNotFoundError
+from agui_store.engine import arguments, clock, gc_pause, reads
+from agui_store.errors import InvalidArgumentError, RunNotFoundError
 from agui_store.facade.base import Facade
 from agui_store.records import Checkout, Log, Run, Thread
 
@@ -25,19 +26,59 @@ class ReadVerbs(Facade):
     :meth:`runs`, a run's :meth:`events`, :meth:`input` and :meth:`history`, a lineage's
     :meth:`log`, :meth:`checkout` and :meth:`reconnect_stream`."""
 
-    def threads(self, *, scope: str | None = None, recent_first: bool = False) -> list[str]:
+    def threads(
+        self,
+        *,
+        scope: str | None = None,
+        recent_first: bool = False,
+        after: str | None = None,
+        after_updated_at: datetime.datetime | None = None,
+    ) -> list[str]:
         """Every thread id, in the order this store first recorded them (with a ``scope``:
         that owner's threads). A copy records the threads it brings after those the
         destination held (docs/guides/copy.md). With ``recent_first``, the thread written
         to last comes first (by its newest batch's time), as ``agui-store threads`` and the
         viewer list them.
 
+        ``after`` pages the list: the threads listed after that one. Listed
+        ``recent_first``, a thread moves to the top when it is written to; give the
+        ``updated_at`` it had when it was listed (:meth:`thread`) as ``after_updated_at``,
+        and a page after it that was written to since, or erased, starts where it was: at
+        the first thread last written before that time (a naive datetime is UTC), so that
+        no thread is listed twice or skipped (a thread written in that same millisecond
+        counts as listed). Without it, ``after`` must still be in the store
+        (:class:`~agui_store.errors.RunNotFoundError`).
+
         Every reading method takes ``scope=``: a thread of another owner (or of none) is
         then absent, as if it did not exist (docs/design/behaviour.md#live-recording). ``None``, the
         default, is the operator, who sees every thread."""
         arguments.check_scope(scope)
+        if after is not None and (not isinstance(after, str) or not after):
+            raise InvalidArgumentError(f"after= must be a thread's id, not {after!r}")
+        at = None
+        if after_updated_at is not None:
+            if not recent_first or after is None:
+                raise InvalidArgumentError(
+                    "after_updated_at= places after= in the list recent_first= gives: pass "
+                    "both with it"
+                )
+            if not isinstance(after_updated_at, datetime.datetime):
+                raise InvalidArgumentError(
+                    f"after_updated_at= must be a datetime, not {type(after_updated_at).__name__}"
+                )
+            if after_updated_at.tzinfo is None:
+                after_updated_at = after_updated_at.replace(tzinfo=datetime.timezone.utc)
+            at = clock.ms_before(after_updated_at)
         with self.reading() as tx:
-            return tx.thread_ids_by_activity(scope) if recent_first else tx.thread_ids(scope)
+            ids = tx.thread_ids_by_activity(scope) if recent_first else tx.thread_ids(scope)
+            if after is None:
+                return ids
+            start = reads.threads_after(tx, ids, after, at)
+        if start is None:
+            raise RunNotFoundError(
+                f"after= {arguments.quote(after)}: no such thread in {self.path}"
+            )
+        return ids[start:]
 
     def thread(self, thread_id: str, *, scope: str | None = None) -> Thread | None:
         """A thread's owner, creation time and number of runs, or ``None`` when the store

@@ -38,6 +38,7 @@ from agui_store.engine import conversations
 from agui_store.engine import search as search_index
 from agui_store.engine.conversations import Continuation
 from agui_store.history.diff import common_end, common_start
+from agui_store.records import when
 from agui_store.ui import text
 from agui_store.ui.lanes import Lanes, Row, svg
 
@@ -241,16 +242,21 @@ def threads_page(
     elsewhere, which moves its thread to the top, neither repeats a thread nor skips one
     that stayed below on the next page; a thread written since is at the top of the first."""
     ids = store.threads(scope=scope, recent_first=True)
+    total = len(ids)
     folded = query.strip().casefold()
     query = query.strip()
     rows: list[ThreadRow] = []
-    position = 0
+    skipped = 0  # the threads listed before this page
     if before is not None:
-        found = _continued_from(store, ids, before, at, scope)
-        if found is None:
+        try:
+            ids = store.threads(
+                scope=scope, recent_first=True, after=before, after_updated_at=when(at)
+            )
+        except RunNotFoundError:
             problem = "the thread this page continues from is no longer in the store"
-            return ThreadsPage([], query, None, len(ids), 0, True, problem)
-        position = found
+            return ThreadsPage([], query, None, total, 0, True, problem)
+        skipped = max(0, total - len(ids))
+    position = 0
     matches = _TextMatches(store, query, scope) if folded else None
     facts: Thread | None = None  # the last thread read, whose write the next link may hold
     while position < len(ids) and len(rows) < THREADS_PAGE:
@@ -284,38 +290,9 @@ def threads_page(
     if more is not None and (facts is None or facts.thread_id != more):
         facts = store.thread(more, scope=scope)
     return ThreadsPage(
-        rows, query, more, len(ids), position, before is not None,
+        rows, query, more, total, skipped + position, before is not None,
         next_at=None if more is None else _write_ms(facts),
     )
-
-
-def _continued_from(
-    store: Store, ids: list[str], before: str, at: int | None, scope: str | None
-) -> int | None:
-    """Where the page after thread ``before`` starts in ``ids`` (the thread written to last
-    first): just after it, while it was last written at ``at``; once written again (or
-    erased), it took its place with it, and the page starts at the first thread last written
-    before ``at``, found by halving (a thread written in the same millisecond counts as
-    shown). ``None``: ``before`` is gone and no ``at`` tells the place."""
-    if before in ids:
-        here = ids.index(before)
-        if at is None or _last_write(store, before, scope) == at:
-            return here + 1
-    elif at is None:
-        return None
-    low, high = 0, len(ids)
-    while low < high:
-        middle = (low + high) // 2
-        if (_last_write(store, ids[middle], scope) or -1) >= at:
-            low = middle + 1
-        else:
-            high = middle
-    return low
-
-
-def _last_write(store: Store, thread_id: str, scope: str | None) -> int | None:
-    """A thread's last write, in milliseconds since the epoch (``None``: none, or gone)."""
-    return _write_ms(store.thread(thread_id, scope=scope))
 
 
 def _write_ms(facts: Thread | None) -> int | None:

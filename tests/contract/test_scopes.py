@@ -181,6 +181,77 @@ def test_a_scope_is_an_owners_name_or_none(store: Any) -> None:
     assert store.threads() == []
 
 
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    count=st.integers(2, 7),
+    size=st.integers(1, 3),
+    between=st.lists(
+        st.lists(st.tuples(st.sampled_from(["write", "erase"]), st.integers(0, 6)), max_size=3),
+        max_size=7,
+    ),
+)
+def test_pages_of_threads_list_none_twice_and_skip_none_that_stayed_however_others_move(
+    new_location: Any, count: int, size: int, between: list[list[tuple[str, int]]]
+) -> None:
+    """A page after the last thread of the one before, as it was listed (its id and
+    ``updated_at``): writes and erasures between the pages move threads to the top or take
+    them out, and no thread is listed twice, nor one left out that neither moved."""
+    import time
+
+    with agui_store.open(new_location()) as store:
+        for i in range(count):
+            store.append(run(f"t{i}", f"t{i}-r0", *say(f"t{i}-m0", "hi")))
+            time.sleep(0.002)  # a batch's time is its millisecond
+        listed: list[str] = []
+        moved: set[str] = set()
+        page = store.threads(recent_first=True)[:size]
+        for n in range(count + len(between)):
+            listed += page
+            if not page:
+                break
+            last = store.thread(page[-1])
+            assert last is not None
+            for verb, i in between[n] if n < len(between) else []:
+                thread = f"t{i % count}"
+                if thread in moved or store.thread(thread) is None:
+                    continue
+                moved.add(thread)
+                if verb == "write":
+                    store.append(run(thread, f"{thread}-w{n}", *say(f"{thread}-w{n}", "again")))
+                    time.sleep(0.002)
+                else:
+                    store.delete_thread(thread)
+            page = store.threads(
+                recent_first=True, after=last.thread_id, after_updated_at=last.updated_at
+            )[:size]
+        assert len(listed) == len(set(listed))
+        assert {f"t{i}" for i in range(count)} - moved <= set(listed)
+
+
+def test_a_page_of_threads_after_one_that_is_gone_needs_its_time_and_bad_cursors_are_refused(
+    store: Any,
+) -> None:
+    store.append(run("a", "a1", *say("a-m1", "hi")), scope="alice")
+    store.append(run("b", "b1", *say("b-m1", "hi")), scope="bob")
+    at = store.thread("a").updated_at
+    assert store.threads(after="a") == ["b"]  # in recorded order too
+    store.delete_thread("a")
+    with pytest.raises(RunNotFoundError, match="no such thread"):
+        store.threads(recent_first=True, after="a")
+    assert store.threads(recent_first=True, after="a", after_updated_at=at) == []
+    with pytest.raises(RunNotFoundError):  # bob's thread is not alice's to page after
+        store.threads(recent_first=True, after="b", scope="alice")
+    for wrong in (
+        {"after_updated_at": at},
+        {"after": "b", "after_updated_at": at},
+        {"recent_first": True, "after": "b", "after_updated_at": "yesterday"},
+        {"after": ""},
+        {"after": 3},
+    ):
+        with pytest.raises(InvalidArgumentError):
+            store.threads(**wrong)
+
+
 OWNERS = st.sampled_from([None, "alice", "bob"])
 
 
