@@ -184,6 +184,9 @@ def _thread_lines(tx: port.Reading, thread_id: str, counts: ArchiveResult) -> It
         }
     )
     for run in runs:
+        # An archive carries the source's hashes: a run edited outside the store would be
+        # refused by every import of it, so it is refused here, before the file is whole.
+        replication.check_start(thread_id, run, _NOT_EXPORTED)
         record: dict[str, Any] = {
             "record": "run",
             "run_id": run.run_id,
@@ -207,6 +210,7 @@ def _thread_lines(tx: port.Reading, thread_id: str, counts: ArchiveResult) -> It
     for run, _ in items:
         remaining[run.pk] = remaining.get(run.pk, 0) + 1
     events: dict[int, dict[int, tuple[int, str, str, str | None]]] = {}
+    chained = {run.pk: run.start_hash for run in runs}  # each run's hash so far
     for n, (run, batch) in enumerate(items):
         if run.pk not in events:
             wanted: list[int] = []
@@ -218,6 +222,10 @@ def _thread_lines(tx: port.Reading, thread_id: str, counts: ArchiveResult) -> It
             for run_pk, rows in replication.events_by_run(tx, wanted).items():
                 events[run_pk] = {row[0]: row for row in rows}
         _, first, last, outcome, appended_at, batch_hash = batch
+        mine = events[run.pk]
+        rows = [mine[seq] for seq in range(first, last + 1)]
+        replication.check_batch(thread_id, run.run_id, chained[run.pk], rows, batch, _NOT_EXPORTED)
+        chained[run.pk] = batch_hash
         yield _line(
             {
                 "record": "batch",
@@ -228,9 +236,7 @@ def _thread_lines(tx: port.Reading, thread_id: str, counts: ArchiveResult) -> It
                 "hash": batch_hash.hex(),
             }
         )
-        mine = events[run.pk]
-        for seq in range(first, last + 1):
-            _, kind, payload, refs = mine[seq]
+        for _, kind, payload, refs in rows:
             record = {"record": "event", "type": kind}
             _json(payload, "event", record)
             if refs is not None:
@@ -245,6 +251,10 @@ def _thread_lines(tx: port.Reading, thread_id: str, counts: ArchiveResult) -> It
         yield _line(
             {"record": "branch", "name": name, "run_id": run_id, "updated_at": updated_at}
         )
+
+
+#: What an export did when the store fails its hashes.
+_NOT_EXPORTED = "nothing was exported (a file named is not written)"
 
 
 def _conversation_lines(tx: port.Reading, conversation_id: str) -> Iterator[bytes]:

@@ -97,6 +97,56 @@ class _SrcRun:
         """The run's hashes: its chain's start, then after each batch."""
         return [self.start_hash, *(b[5] for b in self.batches)]
 
+    def start_on(self, thread_id: str, parent_hash: bytes | None) -> bytes:
+        """The run's start hash, its record and input hashed onto ``parent_hash``."""
+        return hashing.start(
+            thread_id=thread_id,
+            run_id=self.run_id,
+            lineage=self.lineage,
+            sent_parent_run_id=self.sent_parent,
+            synthetic=self.synthetic,
+            created_at=self.created_at,
+            parent_hash=parent_hash,
+            input_hash=hashing.input_digest(self.input_text, self.refs_text),
+        )
+
+
+#: What a copy did when the source fails its hashes.
+NOT_COPIED = "nothing was copied"
+
+
+def check_start(thread_id: str, run: _SrcRun, done: str = NOT_COPIED) -> None:
+    """Refuse a run whose record or input the source holds otherwise than its start hash
+    covers: copying it, or writing it out, would give the edit hashes of its own. ``done``:
+    what the refusal left undone."""
+    if run.start_on(thread_id, run.parent_hash) != run.start_hash:
+        raise _edited_in_source(
+            thread_id, run.run_id, "its record or input differs from what its hash covers", done
+        )
+
+
+def check_batch(
+    thread_id: str,
+    run_id: str,
+    before: bytes,
+    rows: list[hashing.EventRow],
+    batch: port.BatchRow,
+    done: str = NOT_COPIED,
+) -> bytes:
+    """The digest of a batch (its events, ``rows`` in order, outcome and time), once found
+    to be what its hash covers, chained on ``before`` (the run's hash before it, in the
+    source); else refused."""
+    _, first, last, outcome, appended_at, source_hash = batch
+    digest = hashing.batch_digest(rows, outcome, appended_at)  # positions, not seqs
+    if hashing.chain(before, digest) != source_hash:
+        raise _edited_in_source(
+            thread_id, run_id,
+            f"its batch of seq {first}..{last} (events, outcome or time) differs from what "
+            "its hash covers",
+            done,
+        )  # fmt: skip
+    return digest
+
 
 _RECORD_FIELDS = (
     "lineage parent",
@@ -469,27 +519,10 @@ class Writer:
                 parent_chain = chains[run.parent_id] = self._dst_chain(parent_pk)
             parent_hash = _same_point(src_chains[run.parent_id], parent_chain, run.parent_hash)
         input_hash = hashing.input_digest(run.input_text, run.refs_text)
-
-        def start_on(parent: bytes | None) -> bytes:
-            """The run's start hash, its record and input hashed onto ``parent``."""
-            return hashing.start(
-                thread_id=thread_id,
-                run_id=run.run_id,
-                lineage=run.lineage,
-                sent_parent_run_id=run.sent_parent,
-                synthetic=run.synthetic,
-                created_at=run.created_at,
-                parent_hash=parent,
-                input_hash=input_hash,
-            )
-
         # The source's own start hash covers its record and input as the source holds them:
         # an edit made there is refused, not given fresh hashes here.
-        if start_on(run.parent_hash) != run.start_hash:
-            raise _edited_in_source(
-                thread_id, run.run_id, "its record or input differs from what its hash covers"
-            )
-        start_hash = start_on(parent_hash)
+        check_start(thread_id, run)
+        start_hash = run.start_on(thread_id, parent_hash)
         run_pk = self.dst.insert_run(
             port.NewRun(
                 thread_pk=thread_pk,
@@ -526,7 +559,7 @@ class Writer:
         """Queue one batch with the destination's next sequence numbers, hashed onto the
         run's chain as ``append`` hashes it, once its events are found to be the ones the
         source's hash covers (``checked``: the batch there, and the hash before it)."""
-        _, first, last, outcome, appended_at, source_hash = batch
+        _, first, last, outcome, appended_at, _ = batch
         first_seq = seq = self.next_seq
         hashed: list[hashing.EventRow] = []
         for src_seq in range(first, last + 1):
@@ -536,14 +569,7 @@ class Writer:
                 self._echoes.append((seq, refs))
             hashed.append((seq, kind, payload, refs))
             seq += 1
-        digest = hashing.batch_digest(hashed, outcome, appended_at)  # positions, not seqs
-        if hashing.chain(checked.before, digest) != source_hash:
-            raise _edited_in_source(
-                checked.thread_id,
-                checked.run_id,
-                f"its batch of seq {first}..{last} (events, outcome or time) differs from "
-                "what its hash covers",
-            )
+        digest = check_batch(checked.thread_id, checked.run_id, checked.before, hashed, batch)
         batch_hash = hashing.chain(chain[-1], digest)
         chain.append(batch_hash)
         self._batches.append((run_pk, first_seq, seq - 1, outcome, appended_at, batch_hash))
@@ -570,7 +596,9 @@ class _Checked:
     before: bytes  # the run's hash before it, in the source
 
 
-def _edited_in_source(thread_id: str, run_id: str, what: str) -> HashMismatchError:
+def _edited_in_source(
+    thread_id: str, run_id: str, what: str, done: str = NOT_COPIED
+) -> HashMismatchError:
     """A run the source holds otherwise than its hashes say: copying it would give the edit
     hashes of its own."""
     return HashMismatchError(
@@ -578,7 +606,7 @@ def _edited_in_source(thread_id: str, run_id: str, what: str) -> HashMismatchErr
         thread_id=thread_id,
         run_id=run_id,
         advice="the source was changed outside agui-store or is damaged ('agui-store check' "
-        "on it lists what differs); nothing was copied",
+        f"on it lists what differs); {done}",
     )
 
 

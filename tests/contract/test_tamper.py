@@ -694,23 +694,32 @@ INPUT_EDITED: Edit = {
     ],
     ids=["an event", "an input"],
 )
-def test_a_copy_of_an_edited_store_is_refused_and_writes_nothing(
+def test_a_copy_or_an_archive_of_an_edited_store_is_refused_and_writes_nothing(
     db: str, tmp_path: Path, change: Edit, what: str
 ) -> None:
+    """An archive carries the store's hashes, which every import checks: one of an edited
+    store is refused as it is written, not when it is needed back."""
     edit(db, change)
     with agui_store.open(db) as store:
         found = [str(p) for p in store.check().problems]
     # The batch is named by its events' positions, as check names it in the source.
     seqs = [re.search(r"\(seq (\d+\.\.\d+)\)", p) for p in found if " batch #" in p]
+    if "{seqs}" in what:
+        assert len(seqs) == 1 and seqs[0] is not None
+        what = what.format(seqs=seqs[0].group(1))
     target = tmp_path / "copy.db"
     with pytest.raises(HashMismatchError) as caught:
         agui_store.copy(db, target)
     assert caught.value.run_id == "r2" and caught.value.thread_id == T
-    if "{seqs}" in what:
-        assert len(seqs) == 1 and seqs[0] is not None
-        what = what.format(seqs=seqs[0].group(1))
     assert what in str(caught.value) and str(caught.value).endswith("nothing was copied")
     assert not target.exists()
+    archive = tmp_path / "store.jsonl"
+    for thread in (None, T):
+        with agui_store.open(db) as store, pytest.raises(HashMismatchError) as caught:
+            store.export_archive(archive, thread_id=thread)
+        assert caught.value.run_id == "r2" and what in str(caught.value)
+        assert "nothing was exported" in str(caught.value)
+        assert not archive.exists()
 
 
 # --- the search index: derived data, checked against the replay ---------------------------
