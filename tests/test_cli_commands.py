@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -295,7 +296,7 @@ def test_commands_to_paste_give_a_value_beginning_with_a_dash_as_the_option_s_ow
         store.append(run("-u", "r2"))
     assert cli.main(["--db", str(db), "threads", "--limit", "1"], out=io.StringIO()) == 0
     command = capsys.readouterr().err.removeprefix("next page: ").strip()
-    assert command.endswith("--before=-u")
+    assert re.search(r" --before=-u --at \S+$", command), command
     out = io.StringIO()
     assert cli.main(shlex.split(command)[1:], out=out) == 0
     assert out.getvalue().splitlines()[1].startswith("-t ")
