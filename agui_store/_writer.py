@@ -103,6 +103,15 @@ class WriterProcess:
             return value
         raise _rebuilt(value)
 
+    def leave(self) -> None:
+        """In a process forked from the one that started the child: close this process's
+        copies of the pipes, without a word to the child, which goes on serving its
+        parent."""
+        self._closed = True
+        self._abandoned.detach()
+        self._send.close()
+        self._recv.close()
+
     def close(self) -> None:
         """Close the child's store and wait for it to exit."""
         if self._closed:

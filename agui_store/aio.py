@@ -30,6 +30,7 @@ import concurrent.futures
 import contextlib
 import functools
 import os
+import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Generator
 from pathlib import PurePath
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -106,13 +107,25 @@ class AsyncStore:
             raise ValueError(f"writer must be one of {WRITERS}, not {writer!r}")
         self._store = store
         self._owns = owns
+        memory = store.path == ":memory:" or store.path.startswith("file::memory:")
+        self.writer = "thread" if memory else writer
+        self._writer_process: WriterProcess | None = None
+        self._batchers: set[recording.AsyncBatcher] = set()
+        self._closed = False
+        self._new_threads()
+        # Started now: a fresh interpreter takes a moment to import the store (1.8-2.2 s
+        # measured on 2 cores at load average 10), which the first recorded batch would
+        # otherwise wait for.
+        self._forwarder.submit(self._start_writer)
+        _OPEN_ASYNC_STORES.add(self)
+
+    def _new_threads(self) -> None:
+        """The worker thread and, with a writer process, the forwarding thread: a second
+        thread that hands writes over to it and waits for them, so that a read never queues
+        behind an append the process is busy with."""
         self._worker = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="agui-store"
         )
-        memory = store.path == ":memory:" or store.path.startswith("file::memory:")
-        self.writer = "thread" if memory else writer
-        # With a writer process, a second thread hands writes over to it and waits for
-        # them, so that a read never queues behind an append the process is busy with.
         self._forwarder = (
             concurrent.futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="agui-store-writer"
@@ -120,14 +133,18 @@ class AsyncStore:
             if self.writer == "process"
             else self._worker
         )
-        self._writer_process: WriterProcess | None = None
-        self._batchers: set[recording.AsyncBatcher] = set()
-        self._closed = False
-        if self.writer == "process":
-            # Started now: a fresh interpreter takes a moment to import the store (1.8-2.2 s
-            # measured on 2 cores at load average 10), which the first recorded batch would
-            # otherwise wait for.
-            self._forwarder.submit(self._start_writer)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child (a server that forks its workers after building the app, such
+        as gunicorn's ``--preload``): the parent's threads did not come along, so a call
+        handed to them would wait forever, and its writer process serves the parent. The
+        child gets threads of its own, and a writer process of its own from its first write
+        or :meth:`ready`; what the parent's recorders held is the parent's to append."""
+        inherited, self._writer_process = self._writer_process, None
+        if inherited is not None:
+            inherited.leave()
+        self._batchers = set()
+        self._new_threads()
 
     @property
     def store(self) -> Store:
@@ -211,11 +228,15 @@ class AsyncStore:
     async def ready(self) -> None:
         """Wait until the writer process has started (at once with a writer thread): what
         a server's startup waits for, so that its first recorded batch does not."""
-        await self._run_on(self._forwarder, _nothing)
+        await self._run_on(self._forwarder, self._start_writer)
 
     def _start_writer(self) -> None:
-        """On the worker, at once: a writer that fails to start is tried again (and its
-        error raised) by the first write."""
+        """On the forwarding thread: start the writer process unless one runs. One that
+        fails to start is tried again (and its error raised) by the next write."""
+        if self.writer != "process":
+            return
+        if self._writer_process is not None and self._writer_process.alive:
+            return
         with contextlib.suppress(Exception):
             self._writer_process = self._new_writer()
 
@@ -307,6 +328,19 @@ class AsyncStore:
         await self.close()
 
 
+#: Every AsyncStore not yet garbage-collected, for the at-fork hook.
+_OPEN_ASYNC_STORES: weakref.WeakSet[AsyncStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for astore in list(_OPEN_ASYNC_STORES):
+        astore._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class _Opening:
     """What :func:`open` returns: await it for the store, or use it in ``async with``."""
 
@@ -350,10 +384,6 @@ def open(path: str | os.PathLike[str] | None = None, **options: Any) -> _Opening
 
 
 _PLAIN = (bytes, bytearray, str, dict, msgspec.Struct, PurePath)
-
-
-def _nothing() -> None:
-    """Run on the forwarding thread after what was queued there before it."""
 
 
 def _sendable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

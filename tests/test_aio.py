@@ -305,6 +305,38 @@ def test_a_call_that_cannot_be_sent_runs_on_the_worker_thread(db_path: Path) -> 
     assert len(appended_here) == 1 and appended_here[0].startswith("agui-store")
 
 
+def test_an_async_store_made_before_a_fork_writes_and_reads_in_the_child_and_the_parent(
+    db_path: Path,
+) -> None:
+    """A server that forks its workers after building the app (gunicorn's ``--preload``)
+    hands each child an AsyncStore, with a Recorder's, made in the parent: the child's calls
+    run on threads and a writer process of its own, and the parent's go on as before."""
+    from tests.test_concurrency import exit_code, in_child
+
+    async def start() -> aio.AsyncStore:
+        astore = await aio.open(db_path)
+        await astore.append(conversation_run("t", "parent-1", 12, 0))
+        return astore
+
+    loop = asyncio.new_event_loop()
+    try:
+        astore = loop.run_until_complete(start())
+
+        async def in_the_child() -> None:
+            await astore.append(conversation_run("t", "child-1", 12, 1))
+            assert [r.run_id for r in await astore.runs("t")] == ["parent-1", "child-1"]
+            await astore.close()
+
+        pid = in_child(lambda: asyncio.run(asyncio.wait_for(in_the_child(), 30)))
+        assert exit_code(pid) == 0
+        loop.run_until_complete(astore.append(conversation_run("t", "parent-2", 12, 2)))
+        runs = loop.run_until_complete(astore.runs("t"))
+        assert [r.run_id for r in runs] == ["parent-1", "child-1", "parent-2"]
+        loop.run_until_complete(astore.close())
+    finally:
+        loop.close()
+
+
 def test_an_unknown_writer_is_refused(db_path: Path) -> None:
     async def main() -> None:
         with pytest.raises(ValueError, match="writer must be one of"):
