@@ -182,10 +182,19 @@ def _entry(row: port.EntryRow) -> Entry:
     )
 
 
-def _storable(value: str) -> bool:
-    """Whether a store can hold ``value`` (:func:`arguments.unstorable`): a read of one it
-    cannot finds nothing, on every backend alike."""
-    return arguments.unstorable(value) is None
+def _storable(value: object) -> bool:
+    """Whether a store can hold ``value``, text (:func:`arguments.unstorable`): a read of
+    one it cannot (a number, bytes, a NUL) finds nothing, on every backend alike, as in
+    pydantic-ai's in-memory store."""
+    return isinstance(value, str) and arguments.unstorable(value) is None
+
+
+def _count(limit: int | None) -> int:
+    """A ``limit`` as the statements take it: ``None`` is every row, and a count larger
+    than any table is every row too."""
+    if limit is None:
+        return EVERY
+    return min(arguments.positive_int("limit", limit, minimum=0), EVERY)
 
 
 def read_record(tx: port.Reading, conversation_id: str) -> Record | None:
@@ -197,20 +206,22 @@ def read_record(tx: port.Reading, conversation_id: str) -> Record | None:
 def read_records(tx: port.Reading, scope: str | None, limit: int | None) -> list[Record]:
     """Records newest ``updated_at`` first (ties: the first created first), of ``scope``
     (``None``: every scope), at most ``limit`` (``None``: all)."""
+    count = _count(limit)
     if scope is not None and not _storable(scope):
         return []
-    rows = tx.conversations(scope, EVERY if limit is None else limit)
+    rows = tx.conversations(scope, count)
     return [_record(row) for row in rows]
 
 
 def read_history(tx: port.Reading, head_id: str | None, limit: int | None) -> list[Entry]:
     """The entries from the first up to ``head_id``, or only the last ``limit`` of them, in
     one statement. Raises :class:`EntryNotFoundError` when ``head_id`` is not stored."""
-    if head_id is None or limit == 0:
+    count = _count(limit)
+    if head_id is None or count == 0:
         return []
     if not _storable(head_id):
         raise EntryNotFoundError(head_id)
-    rows = tx.conversation_history(head_id, EVERY if limit is None else limit)
+    rows = tx.conversation_history(head_id, count)
     if not rows:
         raise EntryNotFoundError(head_id)
     return [_entry(row) for row in rows]

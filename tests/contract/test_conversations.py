@@ -303,6 +303,48 @@ def test_an_id_or_scope_holding_a_nul_is_refused_on_every_backend_and_nothing_is
     run(scenario())
 
 
+def test_reads_by_an_id_that_is_not_text_find_nothing_as_pydantic_ais_own_store_does(
+    store_location: str,
+) -> None:
+    async def scenario() -> None:
+        memory = InMemoryConversationStore()
+        async with ConversationStore(store_location) as store:
+            for each in (memory, store):
+                await each.save(Conversation(conversation_id="c", messages=turn(1)))
+                for wrong in (5, b"c", None):
+                    assert await each.read_record(wrong) is None  # type: ignore[arg-type]
+                    assert await each.read_records(scope=wrong) == (  # type: ignore[arg-type]
+                        [] if wrong is not None else await each.read_records()
+                    )
+                for wrong in (5, b"c"):
+                    with pytest.raises(LookupError):
+                        await each.read_entry(wrong)  # type: ignore[arg-type]
+                    with pytest.raises(LookupError):
+                        await each.read_history(wrong)  # type: ignore[arg-type]
+            with pytest.raises(LookupError):
+                await store.run_of_entry(5)  # type: ignore[arg-type]
+
+    run(scenario())
+
+
+def test_a_limit_that_is_no_count_is_refused_by_name_on_every_backend(
+    store_location: str,
+) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            (*_, head) = await store.save(Conversation(conversation_id="c", messages=turn(2)))
+            for wrong in (-1, 1.5, "2", True):
+                with pytest.raises(InvalidArgumentError, match="limit must be an integer >= 0"):
+                    await store.read_history(head.id, limit=wrong)  # type: ignore[arg-type]
+                with pytest.raises(InvalidArgumentError, match="limit must be an integer >= 0"):
+                    await store.read_records(limit=wrong)  # type: ignore[arg-type]
+            everything = await store.read_history(head.id)
+            assert await store.read_history(head.id, limit=2**70) == everything
+            assert len(await store.read_records(limit=2**70)) == 1
+
+    run(scenario())
+
+
 def test_a_tool_return_pydantic_cannot_write_is_refused_naming_its_entry_and_nothing_is_written(
     store_location: str,
 ) -> None:
