@@ -165,6 +165,34 @@ def test_a_conversation_store_given_options_with_an_open_store_says_they_are_not
         ConversationStore(store, busy_timeout_ms=5)
 
 
+def test_a_conversation_store_used_before_a_fork_serves_the_child_and_the_parent(
+    db_path: Any,
+) -> None:
+    """A server that forks its workers after building the app (gunicorn's ``--preload``),
+    say after a startup that listed the conversations: the child's calls run on a thread of
+    its own, and the parent's go on as before."""
+    from tests.test_concurrency import exit_code, in_child
+
+    loop = asyncio.new_event_loop()
+    store = ConversationStore(str(db_path))
+    try:
+        loop.run_until_complete(store.save(Conversation(conversation_id="a", messages=turn(1))))
+
+        async def in_the_child() -> None:
+            await store.save(Conversation(conversation_id="b", messages=turn(1)))
+            assert {r.conversation_id for r in await store.read_records()} == {"a", "b"}
+            await store.close()
+
+        pid = in_child(lambda: asyncio.run(asyncio.wait_for(in_the_child(), 30)))
+        assert exit_code(pid) == 0
+        loop.run_until_complete(store.save(Conversation(conversation_id="c", messages=turn(1))))
+        records = loop.run_until_complete(store.read_records())
+        assert {r.conversation_id for r in records} == {"a", "b", "c"}
+        loop.run_until_complete(store.close())
+    finally:
+        loop.close()
+
+
 # --- query plans (SQLite) -------------------------------------------------------------------------
 
 HOT = {

@@ -121,9 +121,8 @@ class ConversationStore(_upstream.ConversationStore):
                 "ConversationStore takes store options only with a path or URL, "
                 f"not with an open store: {sorted(options)}"
             )
-        self._worker = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="agui-store-conversations"
-        )
+        self._worker = _worker()
+        self._pid = os.getpid()
         self._closed = False
 
     @property
@@ -137,6 +136,11 @@ class ConversationStore(_upstream.ConversationStore):
     async def _off_loop(self, fn: Callable[..., _T], /, *args: Any) -> _T:
         if self._closed:
             raise AguiStoreError("the conversation store is closed")
+        if self._pid != os.getpid():
+            # A forked child (a server forking its workers from an app it built): the
+            # parent's worker thread did not come along, and a call handed to it would wait
+            # forever.
+            self._worker, self._pid = _worker(), os.getpid()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._worker, functools.partial(fn, *args))
 
@@ -304,6 +308,13 @@ class ConversationStore(_upstream.ConversationStore):
             shared += 1
         base = history_a[shared - 1].id if shared else None
         return ConversationDiff(base, tuple(history_a[shared:]), tuple(history_b[shared:]))
+
+
+def _worker() -> concurrent.futures.ThreadPoolExecutor:
+    """The thread a ConversationStore's calls run on, one at a time."""
+    return concurrent.futures.ThreadPoolExecutor(
+        max_workers=1, thread_name_prefix="agui-store-conversations"
+    )
 
 
 # --- pydantic-ai's types as the engine's JSON text --------------------------------------------
