@@ -23,12 +23,13 @@ import sys
 import threading
 import weakref
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
 from agui_store.errors import AguiStoreError
 
-__all__ = ["WriterProcess"]
+__all__ = ["Unsendable", "WriterProcess"]
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 
@@ -38,6 +39,12 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 #: (``benchmarks/bench_async.py`` measures both); a starved writer only appends bigger
 #: batches later.
 NICE = 10
+
+
+class Unsendable(Exception):
+    """A call's arguments hold a value pickle cannot send (a lock, a function) or the child
+    cannot load (a class only the parent has): nothing was done, and the child goes on
+    serving."""
 
 
 class WriterProcess:
@@ -87,7 +94,13 @@ class WriterProcess:
         if self._closed:
             raise AguiStoreError("the writer process is closed")
         try:
-            self._send.send((name, args, kwargs))
+            # Pickled before anything is written, as Connection.send does: a value pickle
+            # refuses leaves the pipe as it was.
+            message = ForkingPickler.dumps((name, args, kwargs))
+        except Exception as exc:
+            raise Unsendable(str(exc)) from exc
+        try:
+            self._send.send_bytes(message)
             ok, value = self._recv.recv()
         except (EOFError, OSError) as exc:
             self._closed = True
@@ -175,6 +188,13 @@ def _serve(receive: Connection, send: Connection, nice: int = 0) -> None:
                 message = receive.recv()
             except EOFError:
                 return  # the parent is gone
+            except Exception as exc:  # pickled there, not loadable here (a class of its own)
+                # The class by its module's name: here this module runs as __main__, and the
+                # parent could not find it there.
+                from agui_store import _writer
+
+                send.send((False, _portable(_writer.Unsendable(str(exc)))))
+                continue
             if message is None:
                 send.send((True, None))
                 return

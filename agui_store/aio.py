@@ -38,7 +38,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import msgspec
 
 from agui_store import recording
-from agui_store._writer import WriterProcess
+from agui_store._writer import Unsendable, WriterProcess
 from agui_store.errors import AguiStoreError
 from agui_store.records import AppendResult
 from agui_store.store import Store
@@ -208,13 +208,15 @@ class AsyncStore:
 
     def _write(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """On the forwarding thread: a parsing write, in the writer process when there is
-        one and its arguments are plain data (a file object or a generator cannot be sent:
-        such a call runs here, on this thread)."""
+        one and its arguments are plain data (a file object, a generator or an event holding
+        a value pickle refuses cannot be sent: such a call runs here, on this thread, where
+        the store names what it refuses)."""
         if self.writer == "process" and _sendable(args, kwargs):
             if self._writer_process is None or not self._writer_process.alive:
                 # It failed to start, or died (the call that saw it raised): a new one.
                 self._writer_process = self._new_writer()
-            return self._writer_process.call(name, args, kwargs)
+            with contextlib.suppress(Unsendable):
+                return self._writer_process.call(name, args, kwargs)
         if name == "append_batch":
             return recording.append_batch(self._store, *args, **kwargs)
         return getattr(self._store, name)(*args, **kwargs)

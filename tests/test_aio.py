@@ -189,6 +189,41 @@ def test_a_refused_append_raises_the_same_error_with_its_place_through_the_write
     )
 
 
+class Unloadable:
+    """A value that pickles, and fails to load in the writer process (as an instance of a
+    class the parent's ``__main__`` defines does)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (int, ("not a number",))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [threading.Lock(), lambda: 1, Unloadable()],
+    ids=["a lock", "a function", "a value the writer cannot load"],
+)
+def test_an_event_holding_what_pickle_cannot_send_is_refused_as_the_store_refuses_it(
+    db_path: Path, value: Any
+) -> None:
+    events = conversation_run("t", "r1", 12, 0)
+    events[3] = {"type": "CUSTOM", "name": "x", "value": value}
+    with agui_store.open(":memory:") as memory, pytest.raises(agui_store.InvalidEventError) as sync:
+        memory.append(events)
+
+    async def main() -> agui_store.InvalidEventError:
+        async with aio.open(db_path) as astore:
+            assert astore.writer == "process"
+            with pytest.raises(agui_store.InvalidEventError) as raised:
+                await astore.append(events)
+            assert await astore.threads() == []
+            await astore.append(conversation_run("t", "r1", 12, 0))  # the writer goes on
+            assert testing.writer_process(astore) is not None
+            return raised.value
+
+    got = run(main())
+    assert (str(got), got.index, got.path) == (str(sync.value), sync.value.index, sync.value.path)
+
+
 def test_appends_go_to_the_writer_process_and_reads_see_them(db_path: Path) -> None:
     async def main() -> None:
         async with aio.open(db_path) as astore:
