@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import msgspec
 
 from agui_store.codec import ingest
+from agui_store.codec.sse import SSEParser
 from agui_store.engine import arguments
 from agui_store.errors import AguiStoreError, InvalidEventError
 from agui_store.records import AppendResult
@@ -256,6 +257,27 @@ class _Pending:
         self.finished = False
         self.warn = warn  # False: the owner reports what was not recorded, once
         self.reported = (0, 0)  # (recorded, not) as the warning of the failure said them
+        self.sse: SSEParser | None = None  # the stream is text/event-stream, as sent
+
+    def payloads(self, event: Any) -> list[bytes]:
+        """The JSON text of the events ``event`` carries: its own (:func:`event_json`); or,
+        for text of a ``text/event-stream`` (``data: {...}`` and a blank line, what
+        ag_ui's ``EventEncoder`` and pydantic-ai's ``encode_stream`` yield), the data of
+        each event it completes. No JSON text begins as such a line does; once a stream
+        is seen to be one, all of its text is read as one (an event may span chunks)."""
+        raw = event_json(event)
+        if self.sse is None:
+            if not isinstance(event, (str, bytes, bytearray, memoryview)) or not raw.lstrip(
+                b"\xef\xbb\xbf"
+            ).startswith(_SSE_FIELDS):
+                return [raw]
+            self.sse = SSEParser()
+        return self.sse.feed(raw)
+
+    def unended(self) -> list[bytes]:
+        """The data of an event the event stream did not end with a blank line, which the
+        official client still reads (``[]``: none, or no event stream)."""
+        return [] if self.sse is None else self.sse.finish()
 
     def add(self, raw: bytes, now: float) -> bool:
         """Keep one event; ``True`` when the batch is full and should be appended now."""
@@ -360,6 +382,10 @@ class _Pending:
         if not self.finished and self.failed is not None and final != self.reported:
             self._report(*final)
         self.closed = self.finished = True
+
+
+#: How the lines of a text/event-stream begin (a comment line begins with ":").
+_SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
 
 
 class _Ids(msgspec.Struct):
@@ -523,14 +549,17 @@ class Batcher:
             self._changed.notify_all()
 
     def add_event(self, event: Any) -> None:
-        """Keep one event of any form (see :func:`event_json`)."""
+        """Keep one event of any form (see :func:`event_json`), or the events a chunk of
+        an event stream completes."""
         try:
-            raw = event_json(event)
+            with self._changed:
+                raws = self._pending.payloads(event)
         except Exception as exc:  # not JSON, or a model that fails to dump: not the stream's
             with self._changed:
                 self._pending.refuse(exc)
             return
-        self.add(raw)
+        for raw in raws:
+            self.add(raw)
 
     def flush(self) -> None:
         """Append what is pending now, and wait until it is written."""
@@ -547,6 +576,9 @@ class Batcher:
         with self._changed:
             if self._pending.closed:
                 return
+        for raw in self._pending.unended():
+            self.add(raw)
+        with self._changed:
             self._pending.closed = True
             self._changed.notify_all()
             thread = self._thread
@@ -718,13 +750,15 @@ class AsyncBatcher:
             self._timer = loop.call_later(self._pending.interval, self._start_writer)
 
     def add_event(self, event: Any) -> None:
-        """Keep one event of any form (see :func:`event_json`)."""
+        """Keep one event of any form (see :func:`event_json`), or the events a chunk of
+        an event stream completes."""
         try:
-            raw = event_json(event)
+            raws = self._pending.payloads(event)
         except Exception as exc:  # not JSON, or a model that fails to dump: not the stream's
             self._pending.refuse(exc)
             return
-        self.add(raw)
+        for raw in raws:
+            self.add(raw)
 
     async def flush(self, *, later: bool = True) -> None:
         """Append what is pending now, and wait until it is written; with ``later=False``,
@@ -764,6 +798,8 @@ class AsyncBatcher:
 
     async def _close(self) -> None:
         try:
+            for raw in self._pending.unended():
+                self.add(raw)
             await self.flush()
         finally:
             self._pending.finish()

@@ -150,6 +150,43 @@ def test_a_pydantic_ai_run_recorded_in_process_restores_as_the_client_holds_it(
         assert co.messages[-1]["role"] == "assistant" and co.messages[-1]["content"]
 
 
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_pydantic_ai_run_recorded_as_its_encoded_event_stream_keeps_each_event_it_sent(
+    db_path: Path, chunked: bool
+) -> None:
+    """What ``encode_stream`` yields (``data: {...}`` and a blank line an event, the bytes
+    an SSE response sends) records the events themselves, also cut into chunks anywhere and
+    ending without its last blank line; the same run recorded from ``run_stream`` holds the
+    same events."""
+    run_input = request("t", "r1", "tool weather", state={"turns": 2})
+    adapter = AGUIAdapter(agent=pydantic_agent(), run_input=run_input)
+
+    async def main() -> list[str]:
+        frames = [f async for f in adapter.encode_stream(adapter.run_stream(deps=Deps()))]
+        text = "".join(frames)
+        if chunked:  # cut every 7 characters, the last blank line left out
+            text = text.removesuffix("\n")
+            frames = [text[i : i + 7] for i in range(0, len(text), 7)]
+
+        async def sent() -> Any:
+            for frame in frames:
+                yield frame
+
+        async with aio.open(db_path) as astore:
+            assert [f async for f in astore.record(sent(), input=run_input)] == frames
+        return [json.loads(line.removeprefix("data: ")) for line in text.split("\n\n") if line]
+
+    events = run(main())
+    with agui_store.open(db_path) as store:
+        assert store.events("r1", thread_id="t") == events
+        assert store.get_run("r1", thread_id="t").status == "finished"  # type: ignore[union-attr]
+        assert store.checkout("r1", thread_id="t").state == {"turns": 3, "topic": "weather"}
+    frames = [f"data: {json.dumps(e)}\n\n".encode() for e in events]
+    with agui_store.open(db_path.with_name("sync.db")) as store:  # a Store's record too
+        assert list(store.record(frames)) == frames
+        assert store.events("r1", thread_id="t") == events
+
+
 # --- ag-ui-langgraph --------------------------------------------------------------------
 
 
