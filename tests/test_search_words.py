@@ -292,6 +292,30 @@ def test_a_snippet_marks_a_word_written_with_combining_marks_whole() -> None:
     ]
 
 
+@settings(max_examples=200)
+@given(
+    st.lists(st.sampled_from(["e", "\u0301", "\u0e17", "\u0e35", "\u0e48", "\u0915", "\u093e",
+                              "\u00ad"]), min_size=1, max_size=6)
+    .map("".join)
+    .filter(lambda unit: any(c.isalpha() for c in unit)),  # marks between letters
+    st.integers(1, 120),
+)
+def test_a_word_written_with_marks_shows_at_most_its_first_64_characters_then_an_ellipsis(
+    unit: str, times: int
+) -> None:
+    # Decomposed accents, or a line of Thai (its words are not separated by spaces): one
+    # word as written, cut as an ASCII word is.
+    word = "w" + unit * times
+    shown = testing.search_snippet(f"porto {word} hotel", "porto")
+    assert shown[0] == ("porto", True)
+    text = shown[1][0].removeprefix(" ").removesuffix(" hotel")
+    if len(word) <= 64:
+        assert text == word
+    else:
+        assert text.endswith("…") and word.startswith(text[:-1])
+        assert 64 - 16 <= len(text) - 1 <= 64
+
+
 def test_a_snippet_cuts_between_whole_characters_as_a_reader_sees_them() -> None:
     flags = "\U0001f1f5\U0001f1f9" * 40  # a flag is two regional indicators
     family = "\U0001f468\u200d\U0001f469\u200d\U0001f467" * 20  # five code points each

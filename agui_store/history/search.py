@@ -85,7 +85,9 @@ _WORD = re.compile(rf"(?![\W_])[{_UNSPACED}]|[^\W_{_UNSPACED}]+")
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 _SPACES = re.compile(r"\s+")
 # What a snippet cuts (:data:`SNIPPET_PIECE`): a word (a run of letters and digits of the
-# spaced scripts) and a stretch between words (a run of neither) longer than that.
+# spaced scripts; in text that is not ASCII, with the marks inside it:
+# :func:`_long_word_as_written`) and a stretch between words (a run of neither) longer than
+# that.
 _LONG_WORD = re.compile(rf"[^\W_{_UNSPACED}]{{{SNIPPET_PIECE + 1},}}")
 _LONG_GAP = re.compile(rf"[\W_]{{{SNIPPET_PIECE + 1},}}")
 
@@ -663,6 +665,18 @@ def _raw_word() -> re.Pattern[str]:
     return re.compile(rf"(?![\W_])[{_UNSPACED}]|[^\W_{_UNSPACED}](?:[^\W_{_UNSPACED}]|[{marks}])*")
 
 
+@functools.cache
+def _long_word_as_written() -> re.Pattern[str]:
+    """A word as written (:func:`_raw_word`) longer than :data:`SNIPPET_PIECE` characters:
+    its marks count, so that a word of decomposed accents, or a line of Thai (whose vowel
+    and tone marks stand between its letters, and whose words no space separates), is cut
+    as a word of letters alone is."""
+    marks = _marks_and_format()
+    return re.compile(
+        rf"[^\W_{_UNSPACED}](?:[^\W_{_UNSPACED}]|[{marks}]){{{SNIPPET_PIECE},}}"
+    )
+
+
 def _ascii_snippet(
     text: str,
     exact: frozenset[str],
@@ -775,7 +789,8 @@ def _bounded(piece: str) -> str:
         return f"{_upto(gap, half)}…{gap[_whole_from(gap, len(gap) - (half - 1)):]}"
 
     piece = _LONG_GAP.sub(lambda m: middle_left_out(m.group()), piece)
-    return _LONG_WORD.sub(lambda m: f"{_upto(m.group(), SNIPPET_PIECE)}…", piece)
+    long_word = _LONG_WORD if piece.isascii() else _long_word_as_written()
+    return long_word.sub(lambda m: f"{_upto(m.group(), SNIPPET_PIECE)}…", piece)
 
 
 def _upto(text: str, at: int) -> str:
