@@ -6,6 +6,7 @@ and a hit's snippet shows, against definitions written out here a word at a time
 from __future__ import annotations
 
 import re
+import time
 import unicodedata
 
 import pytest
@@ -271,6 +272,19 @@ def _long_texts() -> dict[str, tuple[str, str]]:
 def test_a_long_text_read_a_block_at_a_time_gives_the_defined_snippet(case: str) -> None:
     text, query = _long_texts()[case]
     assert testing.search_snippet(text, query) == defined_snippet(text, query)
+
+
+def test_a_snippet_after_a_word_of_megabytes_is_read_in_one_pass_over_it() -> None:
+    # A hex dump a tool read, in a result that is not ASCII: where the match's context
+    # begins is found by a pattern's run over the long word, not a character at a time
+    # (seconds a hit, and again for each wider look back).
+    text = "Datei für Müller: " + "9f" * 1_000_000 + " zebra checksum"
+    started = time.perf_counter()
+    shown = testing.search_snippet(text, "zebra")
+    elapsed = time.perf_counter() - started
+    assert shown == [("Datei für Müller: " + "9f" * 32 + "… ", False), ("zebra", True),
+                     (" checksum", False)]
+    assert elapsed < 4.0, f"{elapsed:.1f} s for a snippet of {len(text):,} characters"
 
 
 def test_a_snippet_of_stacked_marks_or_joiners_stays_short() -> None:

@@ -36,7 +36,7 @@ import itertools
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -604,20 +604,35 @@ def _context_start(text: str, start: int, words_before: int) -> int:
         held = itertools.islice(_raw_word().finditer(text, before, start), words_before)
         if before == 0 or sum(1 for _ in held) >= words_before:
             return before
-        span *= 4
+        span = 4 * max(span, start - before)  # past the word ``before`` stands at
 
 
 def _not_in_a_word(text: str, at: int, *, forward: bool) -> int:
     """``at``, or the nearest place after it (``forward``) or before it that is not inside a
-    word as written (:func:`_raw_word`)."""
+    word as written (:func:`_raw_word`). Found by a pattern's run, in C: a word can be
+    megabytes long (a hex dump, a line of Thai), which a step a character reads for seconds."""
     inside = _within_a_word()
+    if not (0 < at < len(text) and inside.match(text, at - 1) and inside.match(text, at)):
+        return at
     if forward:
-        while 0 < at < len(text) and inside(text[at - 1]) and inside(text[at]):
-            at += 1
-    else:
-        while 0 < at < len(text) and inside(text[at - 1]) and inside(text[at]):
-            at -= 1
-    return at
+        return at + _word_run_length(text, at)
+    span = _CONTEXT
+    while True:  # the run of word characters that ends at ``at``, read in the text reversed
+        low = max(0, at - span)
+        behind = text[low:at][::-1]
+        run = _word_run_length(behind, 0)
+        if run < len(behind) or low == 0:
+            return at - run
+        span *= 4
+
+
+def _word_run_length(text: str, at: int) -> int:
+    """How many characters from ``at`` on belong to a word as written (:func:`_within_a_word`):
+    a run of letters, digits, ``_`` and characters folding deletes, cut at its first ``_``."""
+    found = _word_characters().match(text, at)  # a run of none is a match too
+    end = at if found is None else found.end()
+    underscore = text.find("_", at, end)
+    return (end if underscore < 0 else underscore) - at
 
 
 def _holds(
@@ -646,11 +661,18 @@ def _marks_and_format() -> str:
 
 
 @functools.cache
-def _within_a_word() -> Callable[[str], bool]:
-    """Whether a character belongs to a word as written: a letter or digit, or a character
+def _within_a_word() -> re.Pattern[str]:
+    """A character that belongs to a word as written: a letter or digit, or a character
     folding deletes inside one."""
-    inside = re.compile(f"[^\\W_]|[{_marks_and_format()}]")
-    return lambda char: inside.match(char) is not None
+    return re.compile(f"[^\\W_]|[{_marks_and_format()}]")
+
+
+@functools.cache
+def _word_characters() -> re.Pattern[str]:
+    """A run of letters, digits, ``_`` and characters folding deletes (empty where none
+    stands): one character class, which a pattern reads fastest; :func:`_word_run_length`
+    cuts it at ``_``."""
+    return re.compile(f"[\\w{_marks_and_format()}]*")
 
 
 @functools.cache
