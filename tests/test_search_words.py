@@ -287,6 +287,18 @@ def test_a_snippet_after_a_word_of_megabytes_is_read_in_one_pass_over_it() -> No
     assert elapsed < 4.0, f"{elapsed:.1f} s for a snippet of {len(text):,} characters"
 
 
+def test_a_snippet_after_a_long_run_of_chinese_characters_reads_the_blocks_near_its_match(
+) -> None:
+    # Each Chinese character is a word: a block of the text may end between two, so the run
+    # before the match is not read a word at a time (seconds a hit).
+    text = "東" * 1_000_000 + " zebra"
+    started = time.perf_counter()
+    shown = testing.search_snippet(text, "zebra")
+    elapsed = time.perf_counter() - started
+    assert shown == [("…" + "東" * 24 + " ", False), ("zebra", True)]
+    assert elapsed < 4.0, f"{elapsed:.1f} s for a snippet of {len(text):,} characters"
+
+
 def test_a_snippet_of_stacked_marks_or_joiners_stays_short() -> None:
     for run in ("\u0301" * 5000, "\u200d" * 5000):
         shown = testing.search_snippet(f"porto a{run} hotel", "porto")

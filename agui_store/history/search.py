@@ -77,6 +77,8 @@ _UNSPACED = (
 # One character of :data:`_UNSPACED`, and its share of a snippet's window in thirds of a word
 # (a word of another script takes three).
 _UNSPACED_CHAR = re.compile(f"[{_UNSPACED}]")
+# One character of :data:`_UNSPACED` that is a word of its own (not a combining kana mark).
+_UNSPACED_WORD = re.compile(rf"[{_UNSPACED}](?<![\W_])")
 _WORD_THIRDS = 3
 # Letters and digits: ``_`` cuts words, so ``refund`` finds the tool ``refund_order``; a
 # character of :data:`_UNSPACED` is a word alone.
@@ -628,11 +630,14 @@ def _not_in_a_word(text: str, at: int, *, forward: bool) -> int:
 
 def _word_run_length(text: str, at: int) -> int:
     """How many characters from ``at`` on belong to a word as written (:func:`_within_a_word`):
-    a run of letters, digits, ``_`` and characters folding deletes, cut at its first ``_``."""
+    a run of letters, digits, ``_`` and characters folding deletes, cut at its first ``_``
+    and its first character of :data:`_UNSPACED`."""
     found = _word_characters().match(text, at)  # a run of none is a match too
     end = at if found is None else found.end()
     underscore = text.find("_", at, end)
-    return (end if underscore < 0 else underscore) - at
+    end = end if underscore < 0 else underscore
+    unspaced = _UNSPACED_WORD.search(text, at, end)
+    return (end if unspaced is None else unspaced.start()) - at
 
 
 def _holds(
@@ -663,15 +668,16 @@ def _marks_and_format() -> str:
 @functools.cache
 def _within_a_word() -> re.Pattern[str]:
     """A character that belongs to a word as written: a letter or digit, or a character
-    folding deletes inside one."""
-    return re.compile(f"[^\\W_]|[{_marks_and_format()}]")
+    folding deletes inside one. Not a character of :data:`_UNSPACED`, a word alone: a place
+    between two of them is between words."""
+    return re.compile(f"[^\\W_{_UNSPACED}]|[{_marks_and_format()}]")
 
 
 @functools.cache
 def _word_characters() -> re.Pattern[str]:
     """A run of letters, digits, ``_`` and characters folding deletes (empty where none
     stands): one character class, which a pattern reads fastest; :func:`_word_run_length`
-    cuts it at ``_``."""
+    cuts it where a word as written ends."""
     return re.compile(f"[\\w{_marks_and_format()}]*")
 
 
