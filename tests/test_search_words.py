@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+import tracemalloc
 import unicodedata
 
 import pytest
@@ -297,6 +298,26 @@ def test_a_snippet_after_a_long_run_of_chinese_characters_reads_the_blocks_near_
     elapsed = time.perf_counter() - started
     assert shown == [("…" + "東" * 24 + " ", False), ("zebra", True)]
     assert elapsed < 4.0, f"{elapsed:.1f} s for a snippet of {len(text):,} characters"
+
+
+@pytest.mark.parametrize("text", [
+    "zebra " + "lorem ipsum " * 500_000,
+    "zébra " + "lorem ipsüm " * 500_000,
+    "zebra" + " ," * 3_000_000,
+], ids=["ascii", "not ascii", "punctuation"])
+def test_a_snippet_near_the_start_of_a_long_text_takes_no_string_for_each_piece_after_it(
+    text: str,
+) -> None:
+    # What follows a snippet's last word is read only as far as the snippet shows it: a
+    # string for each piece of the rest of a message of megabytes took ten times its size.
+    tracemalloc.start()
+    try:
+        shown = testing.search_snippet(text, "zebra")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert shown[0][1] and len("".join(piece for piece, _ in shown)) < 120
+    assert peak < 2 * len(text), f"{peak:,} bytes at most for a text of {len(text):,}"
 
 
 def test_a_snippet_of_stacked_marks_or_joiners_stays_short() -> None:

@@ -799,11 +799,33 @@ def _pieces(
             plain("…")
         at = e
     plain(_bounded(_SPACES.sub(" ", text[at:end])))
-    rest = _upto(" ".join(text[end:].split()), 20)
+    if cut_after:
+        plain("…")
+        return pieces
+    rest = _upto(_on_one_line(text, end, 20 + _LONGEST_CHARACTER), 20)
     if rest and text[end].isspace():  # "porto 😀", not "porto😀"
         rest = " " + rest
-    plain("…" if cut_after else rest)
+    plain(rest)
     return pieces
+
+
+_NOT_SPACE = re.compile(r"\S+")
+
+
+def _on_one_line(text: str, at: int, most: int) -> str:
+    """At least the first ``most`` characters (or all) of ``text[at:]`` without its leading
+    whitespace and with each run of whitespace as one space, read no further than they
+    stand: what follows a snippet's last word can be megabytes (of punctuation, emoji), not
+    to be cut into a string a piece."""
+    parts: list[str] = []
+    taken = 0
+    for found in _NOT_SPACE.finditer(text, at):
+        part = text[found.start() : min(found.end(), found.start() + most)]
+        parts.append(part)
+        taken += len(part) + 1
+        if taken > most:
+            break
+    return " ".join(parts)
 
 
 def _bounded(piece: str) -> str:
