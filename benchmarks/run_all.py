@@ -243,6 +243,16 @@ BENCHMARKS: dict[str, Benchmark] = {
         "is linear. The memory against the message's own size.",
         ("--sizes", "10000,40000,160000"), ("--sizes", "2000,8000"),
     ),
+    "bench_snippets": Benchmark(
+        "Search snippets in long messages",
+        "The snippet of a hit after a 0.25-4 MB word (a hex dump in a result that is not "
+        "ASCII), after a run of Chinese characters as long, and before megabytes of words.",
+        "The snippet of the same match at the end of a text as long made of ordinary words, "
+        "in the same run; a ratio that does not grow with the size means no scan goes back "
+        "over what it read.",
+        ("--sizes", "250000,1000000,4000000"), ("--sizes", "100000,400000", "--repeat", "1"),
+        goal="ratios that do not grow with the size",
+    ),
     "bench_postgres": Benchmark(
         "PostgreSQL against SQLite",
         "A 200-run thread on PostgreSQL: append at the end, checkout and full replay of the "
