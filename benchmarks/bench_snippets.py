@@ -5,7 +5,8 @@ A snippet shows a few words around the match. Where its context begins, and what
 its last word, are found in the message's text; a text whose words are megabytes long (a hex
 dump a tool read, in a result that is not ASCII), or a run of Chinese characters with no
 punctuation (each a word of its own), or megabytes after a match near the start, must not be
-read a character or a word at a time. Each case is timed (median of ``--repeat``) next to
+read a character or a word at a time; nor a text in every block of which a phrase's first
+word stands. Each case is timed (median of ``--repeat``) next to
 its baseline, measured in the same run: the snippet of the same match in a text of the same
 length made of ordinary words. A ratio near 1 at every size means the long word costs no
 more than ordinary text; one that grows with the size means a scan that goes back over
@@ -30,6 +31,11 @@ def cases(size: int) -> dict[str, tuple[str, str]]:
         "after a hex dump (not ASCII)": (f"Datei für Müller: {hexdump} zebra checksum", "zebra"),
         "after Chinese characters": ("東" * size + " zebra", "zebra"),
         "before megabytes of words": ("zébra " + "lorem ipsüm " * (size // 12), "zébra"),
+        # "de" stands in every block, "paris" in the last alone.
+        "a phrase, its first word common": (
+            "Le café de la gare est à côté de la poste. " * (size // 43) + "Le musée de Paris.",
+            '"de paris"',
+        ),
     }
 
 

@@ -315,6 +315,19 @@ def test_a_snippet_near_the_start_of_a_long_text_takes_no_string_for_each_piece_
     assert peak < 2 * len(text), f"{peak:,} bytes at most for a text of {len(text):,}"
 
 
+def test_a_snippet_of_a_phrase_whose_first_word_is_everywhere_shows_where_the_phrase_is(
+) -> None:
+    # "de" stands in every block of this document, "paris" in the last alone: the words of
+    # a block are cut to look for the phrase only where all of its words stand (timed by
+    # benchmarks/bench_snippets.py).
+    text = "Le café de la gare est à côté de la mairie et de la poste. " * 70_000
+    text += "Le musée de Paris."
+    assert testing.search_snippet(text, '"de paris"') == [
+        ("…la mairie et de la poste. Le musée ", False), ("de", True), (" ", False),
+        ("Paris", True), (".", False),
+    ]
+
+
 def test_a_snippet_of_stacked_marks_or_joiners_stays_short() -> None:
     for run in ("\u0301" * 5000, "\u200d" * 5000):
         shown = testing.search_snippet(f"porto a{run} hotel", "porto")

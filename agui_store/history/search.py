@@ -576,7 +576,7 @@ def _block_before_a_match(
     that begins in it may take, wherever they stand."""
     if len(text) <= 2 * _BLOCK:
         return 0
-    needles = (*exact, *prefixes, *(t.words[0] for t in phrases))
+    needles = (*exact, *prefixes)
     longest = max((len(t.words) for t in phrases), default=1)
     word = _raw_word()
     start = 0
@@ -586,9 +586,13 @@ def _block_before_a_match(
         for found in itertools.islice(word.finditer(text, end), longest - 1):
             reach = found.end()
         folded = fold(text[start:reach])
-        # A term's word is in the block's folded text before it is one of its words: the
-        # words are cut only from a block where one is.
-        if any(w in folded for w in needles) and _holds(
+        # A term's words are in the block's folded text before they are among its words:
+        # the words are cut only from a block where a one-word term's is, or every word of
+        # a phrase (its first alone is often a common word, in every block).
+        if (
+            any(w in folded for w in needles)
+            or any(all(w in folded for w in t.words) for t in phrases)
+        ) and _holds(
             [w[:MAX_WORD] for w in _WORD.findall(folded)], exact, prefixes, phrases
         ):
             return _context_start(text, start, width * _WORD_THIRDS + 1)
