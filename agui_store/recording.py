@@ -267,9 +267,9 @@ class _Pending:
         is seen to be one, all of its text is read as one (an event may span chunks)."""
         raw = event_json(event)
         if self.sse is None:
-            if not isinstance(event, (str, bytes, bytearray, memoryview)) or not raw.lstrip(
-                b"\xef\xbb\xbf"
-            ).startswith(_SSE_FIELDS):
+            if not isinstance(event, (str, bytes, bytearray, memoryview)) or not (
+                raw.removeprefix(b"\xef\xbb\xbf").startswith(_SSE_FIELDS)
+            ):
                 return [raw]
             self.sse = SSEParser()
         return self.sse.feed(raw)
@@ -551,9 +551,8 @@ class Batcher:
     def add_event(self, event: Any) -> None:
         """Keep one event of any form (see :func:`event_json`), or the events a chunk of
         an event stream completes."""
-        try:
-            with self._changed:
-                raws = self._pending.payloads(event)
+        try:  # the producer's alone: the flusher never reads what an event stream holds
+            raws = self._pending.payloads(event)
         except Exception as exc:  # not JSON, or a model that fails to dump: not the stream's
             with self._changed:
                 self._pending.refuse(exc)
