@@ -246,7 +246,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "bench_snippets": Benchmark(
         "Search snippets in long messages",
         "The snippet of a hit after a 0.25-4 MB word (a hex dump in a result that is not "
-        "ASCII), after a run of Chinese characters as long, and before megabytes of words.",
+        "ASCII), after a run of Chinese characters as long, before megabytes of words, and "
+        "of a phrase whose first word stands in every block of the text.",
         "The snippet of the same match at the end of a text as long made of ordinary words, "
         "in the same run; a ratio that does not grow with the size means no scan goes back "
         "over what it read.",
