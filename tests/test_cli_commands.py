@@ -329,6 +329,12 @@ def test_a_search_word_to_leave_out_beginning_with_h_says_where_it_goes(
     assert code == 0 and "Porto" in out
     code, out, _ = call(["search", "-h"], *files, capsys)
     assert code == 0
+    code, out, err = call(["search", "-porto"], *files, capsys)  # no word but the -word
+    assert (code, out) == (2, "")
+    assert err == ("agui-store search: unrecognized arguments: -porto (a -word to leave out "
+                   "goes after --: agui-store search porto -- -hotel)\n")
+    code, out, err = call(["search"], *files, capsys)
+    assert (code, out) == (2, "") and "give the words to find" in err
 
 
 def test_a_store_named_by_a_file_uri_opens_and_a_missing_one_is_named_in_the_command_s_words(

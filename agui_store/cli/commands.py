@@ -1404,6 +1404,8 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     run, role (and tool), snippet with the matched words marked (bold on a terminal,
     ``[like this]`` otherwise; ``--json``: the hits). A full page names the command for the
     next one on stderr."""
+    if not args.query:
+        raise UsageError("give the words to find: agui-store search porto hotel")
     # Words given apart are one query, as if quoted together (the shell took the quotes).
     query = " ".join(args.query)
     hits = store.search(query, thread_id=args.thread, scope=args.owner, limit=args.limit,
@@ -1429,7 +1431,9 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _search_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("query", metavar="WORD", nargs="+",
+    # Any number here, so that a query of -words alone is told where they go (argparse
+    # would take them for options and say only that a WORD is missing).
+    p.add_argument("query", metavar="WORD", nargs="*",
                    help='the query: words (all must match), "a phrase", prefix*, -word to '
                    "leave out; given apart or quoted together (a -word after --: porto -- "
                    "-hotel)")
@@ -1838,7 +1842,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     if extra:  # named after the subcommand they were given to, not the top-level parser
         prog = f"agui-store {args.command}"
         hint = f"usage: {prog} --help"
-        if args.command == "search" and any(word.startswith("-") for word in extra):
+        if args.command == "search" and any(
+            word.startswith("-") and not word.startswith("--") for word in extra
+        ):  # a word to leave out, not a mistyped --option
             hint = f"a -word to leave out goes after --: {prog} porto -- -hotel"
         _say_line(prog, f"unrecognized arguments: {' '.join(extra)} ({hint})")
         return EXIT_USAGE
