@@ -489,7 +489,9 @@ def test_generated_deep_patches_are_refused_unchanged_or_read_by_every_reader(
         client = oracle.replay(accepted)
         # A patch that moved the whole state into itself leaves the client holding a state
         # that contains itself: the divergence agui_store.protocol.patch documents (test_patch).
+        # The client cannot write it out, nor copy it to apply a later patch to it.
         assume("unwritable" not in client)
+        assume("circular structure" not in client.get("error", ""))
         assert client["ok"]
         assert (co.state, co.messages) == (client["state"], client["messages"])
         store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r2",
