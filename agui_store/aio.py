@@ -30,7 +30,6 @@ import concurrent.futures
 import contextlib
 import functools
 import os
-import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Generator
 from pathlib import PurePath
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -41,7 +40,7 @@ from agui_store import recording
 from agui_store._writer import Unsendable, WriterProcess
 from agui_store.errors import AguiStoreError
 from agui_store.records import AppendResult
-from agui_store.store import Store
+from agui_store.store import Store, renew_after_fork
 
 __all__ = ["AsyncStore", "open"]
 
@@ -117,7 +116,7 @@ class AsyncStore:
         # measured on 2 cores at load average 10), which the first recorded batch would
         # otherwise wait for.
         self._forwarder.submit(self._start_writer)
-        _OPEN_ASYNC_STORES.add(self)
+        renew_after_fork(self)
 
     def _new_threads(self) -> None:
         """The worker thread and, with a writer process, the forwarding thread: a second
@@ -328,19 +327,6 @@ class AsyncStore:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-#: Every AsyncStore not yet garbage-collected, for the at-fork hook.
-_OPEN_ASYNC_STORES: weakref.WeakSet[AsyncStore] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for astore in list(_OPEN_ASYNC_STORES):
-        astore._after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Opening:

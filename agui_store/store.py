@@ -15,7 +15,7 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from agui_store import backends
 from agui_store.backends import POSTGRES_SCHEMES, is_url, open_backend
@@ -103,8 +103,8 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
             checkpoint_events=self.checkpoint_events,
             derive_on_append=self.derive_on_append,
         )
-        # Last: a fork in another thread resets the stores in this set, whole ones only.
-        _OPEN_STORES.add(self)
+        # Last: a fork in another thread renews whole stores only.
+        renew_after_fork(self)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -195,17 +195,30 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
             return integrity.check(tx)
 
 
-#: Every Store not yet garbage-collected, for the at-fork hook.
-_OPEN_STORES: weakref.WeakSet[Store] = weakref.WeakSet()
+class _Renewable(Protocol):
+    def _after_fork_in_child(self) -> None: ...
 
 
-def _close_inherited_connections() -> None:
-    for store in list(_OPEN_STORES):
-        store._after_fork_in_child()
+#: What a forked child renews before it runs on, each by its ``_after_fork_in_child``: a
+#: Store's connection, an AsyncStore's and a ConversationStore's threads and writer. Held
+#: weakly: what is garbage-collected is not renewed.
+_RENEWED_AFTER_FORK: weakref.WeakSet[_Renewable] = weakref.WeakSet()
+
+
+def renew_after_fork(owner: _Renewable) -> None:
+    """Have ``owner._after_fork_in_child()`` called first thing in a child forked while it
+    lives: what it holds of the parent (a connection, its threads) does not survive the
+    fork, and a call that waited for a thread the child lacks would wait forever."""
+    _RENEWED_AFTER_FORK.add(owner)
+
+
+def _renew_in_child() -> None:
+    for owner in list(_RENEWED_AFTER_FORK):
+        owner._after_fork_in_child()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_close_inherited_connections)
+    os.register_at_fork(after_in_child=_renew_in_child)
 
 
 def open(path: str | os.PathLike[str] | None = None, **options: Any) -> Store:

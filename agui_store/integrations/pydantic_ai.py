@@ -53,7 +53,7 @@ from agui_store.codec import json as _json
 from agui_store.engine import conversations as _engine
 from agui_store.engine.conversations import Continuation
 from agui_store.errors import AguiStoreError, InvalidArgumentError, RunNotFoundError
-from agui_store.store import Store
+from agui_store.store import Store, renew_after_fork
 
 __all__ = ["Continuation", "ConversationDiff", "ConversationStore", "SavedRun"]
 
@@ -122,8 +122,8 @@ class ConversationStore(_upstream.ConversationStore):
                 f"not with an open store: {sorted(options)}"
             )
         self._worker = _worker()
-        self._pid = os.getpid()
         self._closed = False
+        renew_after_fork(self)
 
     @property
     def store(self) -> Store:
@@ -136,13 +136,14 @@ class ConversationStore(_upstream.ConversationStore):
     async def _off_loop(self, fn: Callable[..., _T], /, *args: Any) -> _T:
         if self._closed:
             raise AguiStoreError("the conversation store is closed")
-        if self._pid != os.getpid():
-            # A forked child (a server forking its workers from an app it built): the
-            # parent's worker thread did not come along, and a call handed to it would wait
-            # forever.
-            self._worker, self._pid = _worker(), os.getpid()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._worker, functools.partial(fn, *args))
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child (a server forking its workers from an app it built): the
+        parent's worker thread did not come along, and a call handed to it would wait
+        forever; the child's calls run on a thread of its own."""
+        self._worker = _worker()
 
     def _in_read(self, fn: Callable[..., _T], /, *args: Any) -> _T:
         """``fn(tx, *args)`` in a read transaction of the store (on the worker)."""
