@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings
 
 from tests.oracle_client import Oracle, unavailable_reason
 from tests.postgres_cluster import ClusterUnavailable, PostgresCluster, PostgresServer
+from tests.workers.harness import Worker, reap
 
 # Hypothesis profiles: "dev" is quick for the edit-test loop, "ci" digs deeper but keeps the
 # whole suite well under the CI budget on 2 cores. HYPOTHESIS_PROFILE picks one.
@@ -116,6 +117,13 @@ def oracle() -> Iterator[Oracle]:
     handle = Oracle()
     yield handle
     handle.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_worker_outlives_its_test() -> Iterator[None]:
+    yield
+    if Worker.running:
+        reap()
 
 
 @pytest.fixture

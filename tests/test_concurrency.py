@@ -129,19 +129,26 @@ def test_writer_processes_and_threads_racing_lose_and_duplicate_nothing(tmp_path
     )
 
 
+@pytest.mark.parametrize("begun", [False, True], ids=["no file yet", "file begun"])
 def test_a_new_file_opened_while_another_writer_creates_it_is_not_taken_for_a_foreign_file(
-    tmp_path: Path,
+    tmp_path: Path, begun: bool
 ) -> None:
     """Another writer creates the store between any two statements of this one's opening.
 
-    An ``apsw.connection_hooks`` tracer stops the opening connection before its k-th
-    statement (while it holds no transaction) and lets another connection create the store
+    An ``apsw.connection_hooks`` tracer stops the opening connections before their k-th
+    statement (while they hold no transaction) and lets another connection create the store
     right then: every interleaving a second process could produce, one at a time,
-    deterministically. Whatever the moment, the opener gets a working store."""
+    deterministically. Whatever the moment, the opener gets a working store. "File begun":
+    the other writer has already put the new file in WAL mode and holds it open, so the
+    opener first reads the file's marks and tables, read-only, to tell it from a foreign one."""
     failures: list[str] = []
     injected = 0
     for k in range(12):
         path = tmp_path / f"new-{k}.db"
+        creator = apsw.Connection(str(path)) if begun else None
+        if creator is not None:
+            creator.execute("PRAGMA journal_mode=WAL").fetchall()
+            creator.execute("SELECT count(*) FROM sqlite_schema").fetchall()  # keeps its WAL
         state: dict[str, Any] = {"seen": 0, "busy": False, "at": None}
 
         def hook(
@@ -171,6 +178,8 @@ def test_a_new_file_opened_while_another_writer_creates_it_is_not_taken_for_a_fo
             failures.append(f"the other writer created the file before {state['at']!r}: {e}")
         finally:
             apsw.connection_hooks.remove(hook)
+            if creator is not None:
+                creator.close()
         injected += state["at"] is not None
     assert injected >= 5, "the tracer found too few moments to interleave"
     assert failures == []

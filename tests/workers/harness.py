@@ -42,6 +42,11 @@ def worker_env() -> dict[str, str]:
 class Worker:
     """A ``python -m tests.workers.<module>`` child speaking one line per message on stdout."""
 
+    #: Every worker not yet reaped: a test that fails halfway leaves its others running, with
+    #: their pipes open, and :func:`reap` (run after every test) ends them there rather than
+    #: letting them outlive the test and warn, unclosed, in another one.
+    running: list[Worker] = []
+
     def __init__(self, module: str, *args: str) -> None:
         self.argv = [sys.executable, "-m", f"tests.workers.{module}", *args]
         self.proc = subprocess.Popen(
@@ -57,6 +62,7 @@ class Worker:
         self._buffer = b""
         self.lines: list[tuple[float, str]] = []  # (monotonic time read, line)
         self._seen = 0
+        Worker.running.append(self)
 
     @property
     def pid(self) -> int:
@@ -110,10 +116,19 @@ class Worker:
         assert self.proc.stderr is not None
         err = self.proc.stderr.read()
         self.proc.wait(timeout=30)
+        self._close_pipes()
         raise AssertionError(
             f"worker {' '.join(self.argv[2:])} {why}; stdout so far: "
             f"{[line for _, line in self.lines][-5:]}; stderr: {err.decode()[-3000:]}"
         )
+
+    def _close_pipes(self) -> None:
+        self.close_stdin()
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        if self in Worker.running:
+            Worker.running.remove(self)
 
     def kill(self) -> None:
         """SIGKILL, then collect everything it wrote before dying."""
@@ -122,10 +137,7 @@ class Worker:
         while self._pump(0.0):
             if not select.select([self._fd], [], [], 0)[0]:
                 break
-        self.close_stdin()
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        self.proc.stdout.close()
-        self.proc.stderr.close()
+        self._close_pipes()
 
     def finish(self, timeout: float = 120.0) -> list[str]:
         """Wait for a clean exit and return all of its lines (fails on a non-zero exit)."""
@@ -135,16 +147,29 @@ class Worker:
             if time.monotonic() > deadline:
                 self.fail(f"did not finish within {timeout} s")
         code = self.proc.wait(timeout=30)
-        assert self.proc.stderr is not None and self.proc.stdout is not None
+        assert self.proc.stderr is not None
         err = self.proc.stderr.read().decode()
-        self.proc.stderr.close()
-        self.proc.stdout.close()
+        self._close_pipes()
         if code != 0:
-            raise AssertionError(f"worker {' '.join(self.argv[2:])} exited {code}: {err[-3000:]}")
+            # A worker reports what it caught on stdout, as ``error`` lines: show them too.
+            said = [line for _, line in self.lines if line.startswith("error")]
+            raise AssertionError(
+                f"worker {' '.join(self.argv[2:])} exited {code}: "
+                f"{chr(10).join(said[-40:])}{chr(10)}stderr: {err[-3000:]}"
+            )
         return [line for _, line in self.lines]
 
     def all_lines(self) -> list[str]:
         return [line for _, line in self.lines]
+
+
+def reap() -> None:
+    """End every worker a test left running (it failed before it finished them)."""
+    for worker in list(Worker.running):
+        if worker.proc.poll() is None:
+            worker.proc.kill()
+            worker.proc.wait(timeout=30)
+        worker._close_pipes()
 
 
 def dump(path: str | os.PathLike[str]) -> dict[str, Any]:

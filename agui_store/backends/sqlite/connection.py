@@ -145,6 +145,10 @@ def _read_unmarked(
         )
         try:
             conn.set_busy_timeout(busy_timeout_ms)
+            # One read transaction for the three reads (closing the connection ends it): a
+            # store created between them would otherwise show its tables without the marks
+            # committed with them, and be refused as another application's.
+            conn.execute("BEGIN")
             app_id = int(conn.execute(sql.APPLICATION_ID).fetchone()[0])
             version = int(conn.execute(sql.USER_VERSION).fetchone()[0])
             tables = frozenset(str(r[0]) for r in conn.execute(sql.TABLES_AND_VIEWS))
