@@ -745,6 +745,20 @@ def test_with_a_scope_another_owners_thread_is_a_404_on_every_page(
     assert client.get(url("/run", thread="mine", run="m1")).status_code == 200
 
 
+@pytest.mark.parametrize(
+    "at", ["999999999999999999", "-999999999999999999", "253402300800000"]  # past 9999-12-31
+)
+def test_a_threads_page_link_whose_time_no_calendar_date_holds_is_refused_saying_so(
+    store: agui_store.Store, at: str
+) -> None:
+    for i in range(3):
+        store.append(one_run(f"t{i}", "r", said("u", "hello", "user")))
+    response = client_of(store).get(url("/", before="t1", at=at))
+    assert response.status_code == 400
+    message = parse(response.text).find("error-message")
+    assert message is not None and "at=" in message.text and at in message.text
+
+
 def test_the_json_endpoints_answer_an_error_as_json_and_a_position_in_ascii_digits_only(
     store: agui_store.Store,
 ) -> None:

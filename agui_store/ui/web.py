@@ -36,7 +36,7 @@ from agui_store import (
     Store,
 )
 from agui_store.backends import is_url
-from agui_store.records import shell_command
+from agui_store.records import shell_command, when
 from agui_store.ui import pages, text
 
 HERE = Path(__file__).resolve().parent
@@ -111,7 +111,7 @@ class Viewer:
             return self._threads_from_position(request, query, cursor)
         before = request.query_params.get("before") or None
         written = request.query_params.get("at") or None  # before's last write, then
-        at = _int(written, 0) if before is not None and written is not None else None
+        at = _time(written) if before is not None and written is not None else None
         found = pages.threads_page(
             self.store, query=query, before=before, at=at, scope=self.scope
         )
@@ -335,6 +335,19 @@ def _int(value: str | None, default: int) -> int:
     if not re.fullmatch(r"-?[0-9]{1,18}", value):
         raise HTTPException(400, f"not a number: {value!r}")
     return int(value)
+
+
+def _time(value: str) -> int:
+    """``at=``: a time in milliseconds since the epoch, one a calendar date holds (a link
+    edited past the year 9999 is a 400 that says so, not a failure of the page)."""
+    ms = _int(value, 0)
+    try:
+        when(ms)
+    except (ValueError, OverflowError, OSError):
+        raise HTTPException(
+            400, f"at= is a time in milliseconds since 1970, up to the year 9999, not {value!r}"
+        ) from None
+    return ms
 
 
 def _flag(request: Request, name: str) -> bool:
