@@ -255,6 +255,23 @@ def test_script_in_recorded_text_never_runs_in_the_browser(
             assert css(browser, "#conversation .msg-text").text == evil
 
 
+def test_the_state_tree_shows_each_number_as_stored_even_past_what_a_double_holds_exactly(
+    browser: Any, tmp_path: Path
+) -> None:
+    state = {"order_id": 12345678901234567891, "snowflake": 1234567890123456789,
+             "price": 1.1, "whole": 2.0, "small": 7, "negative": -9007199254740993}
+    with agui_store.open(tmp_path / "numbers.db") as store:
+        store.append([
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+            {"type": "STATE_SNAPSHOT", "snapshot": state},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+        ])
+        with serving(agui_store.ui.app(store)) as base:
+            visit(browser, base, "/run", thread="t", run="r")
+            shown = [leaf.text for leaf in css_all(browser, "#state .jt-leaf")]
+    assert shown == [f"{key}: {json.dumps(value)}" for key, value in sorted(state.items())]
+
+
 def test_control_and_bidi_characters_in_stored_text_show_as_escapes_and_reorder_nothing(
     browser: Any, tmp_path: Path
 ) -> None:

@@ -49,11 +49,27 @@ async function getText(url) {
 
 // --- JSON trees: children are built when opened, so a deep or wide state costs nothing
 // until it is looked at. ---------------------------------------------------------------
+// A number as the JSON wrote it: a double would round an id past 2**53 (and show 2.0 as 2).
+class JsonNumber {
+  constructor(source) { this.source = source; }
+}
+
+// The JSON `text`, its numbers kept as written (where the browser gives a reviver the
+// source text; elsewhere they are doubles, as JSON.parse makes them).
+function parseJson(text) {
+  return JSON.parse(text, (key, value, context) =>
+    typeof value === "number" && context?.source !== undefined ? new JsonNumber(context.source) : value);
+}
+
 function jsonNode(key, value, depth) {
-  const isObject = value !== null && typeof value === "object";
+  const isObject = value !== null && typeof value === "object" && !(value instanceof JsonNumber);
   if (!isObject) {
     const row = el("div", "jt-leaf");
     if (key !== null) row.append(el("span", "jt-key", key + ": "));
+    if (value instanceof JsonNumber) {
+      row.append(el("span", "jt-number", value.source));
+      return row;
+    }
     const kind = value === null ? "null" : typeof value;
     row.append(el("span", "jt-" + kind, JSON.stringify(value)));
     return row;
@@ -86,7 +102,7 @@ function renderJsonTree(container, value) {
 function initJsonTrees(root) {
   for (const tree of root.querySelectorAll(".json-tree[data-source]")) {
     const source = document.getElementById(tree.dataset.source);
-    if (source) renderJsonTree(tree, JSON.parse(source.textContent));
+    if (source) renderJsonTree(tree, parseJson(source.textContent));
   }
 }
 
@@ -142,7 +158,7 @@ function initRunPage() {
       if (!details.open || details.dataset.loaded) return;
       details.dataset.loaded = "1";
       const response = await fetch(details.dataset.href);
-      renderJsonTree(details.querySelector(".json-tree"), await response.json());
+      renderJsonTree(details.querySelector(".json-tree"), parseJson(await response.text()));
     });
   }
   const filter = document.getElementById("event-filter");
