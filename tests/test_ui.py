@@ -201,6 +201,23 @@ def test_a_change_past_where_a_long_message_is_cut_is_in_view_and_each_side_link
     assert whole(changes) == long + "VERDICT: postponed"
 
 
+def test_a_runs_page_counts_its_messages_in_words_that_agree_with_the_count(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("t", "r0", []))
+    store.append(one_run("t", "r1", said("a", "hello")))
+    store.append(one_run("t", "r2", said("b", "again")))
+    client = client_of(store)
+    headings = {}
+    for run in ("r0", "r1", "r2"):
+        heading = get(client, "/run", thread="t", run=run).find("conversation", "section")
+        assert heading is not None
+        headings[run] = " ".join(heading.find(tag="h2").text.split())  # type: ignore[union-attr]
+    assert headings["r0"].endswith("· 0 messages")
+    assert headings["r1"].endswith("· 1 message")
+    assert headings["r2"].endswith("· 2 messages")
+
+
 def test_a_runs_page_shows_what_it_changed_as_before_after_and_the_diffs_patch(
     store: agui_store.Store,
 ) -> None:
