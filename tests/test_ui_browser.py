@@ -175,6 +175,24 @@ def test_ticking_two_runs_and_diffing_them_shows_their_merge_base_and_each_sides
         assert css(browser, "form.compare .dots").text == ".."
 
 
+def test_the_diff_pages_form_is_not_sent_with_a_side_left_empty(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    store, thread = demo
+    with serving(agui_store.ui.app(store)) as base:
+        visit(browser, base, "/diff", thread=thread, a="run-2", b="run-3")
+        for side in ("a", "b"):
+            field = css(browser, f"form.compare input[name={side}]")
+            kept = field.get_attribute("value")
+            field.clear()
+            assert browser.execute_script(
+                "return document.querySelector('form.compare').checkValidity()") is False
+            assert browser.execute_script("return arguments[0].validity.valueMissing", field)
+            field.send_keys(kept)
+        assert browser.execute_script(
+            "return document.querySelector('form.compare').checkValidity()") is True
+
+
 def test_fork_from_here_shows_the_input_fork_returns_with_calls_that_send_it(
     browser: Any, demo: tuple[agui_store.Store, str]
 ) -> None:
