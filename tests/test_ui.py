@@ -659,6 +659,32 @@ def test_the_fork_pages_command_line_gives_the_shell_back_ids_with_control_chara
     assert words == ["agui-store", "fork", run, "--thread", thread, "--db", store.path]
 
 
+def test_the_fork_pages_command_line_runs_for_ids_that_begin_with_a_dash(
+    store: agui_store.Store,
+) -> None:
+    """argparse takes a word that begins with ``-`` for an option: the command gives such a
+    thread as ``--thread=-t`` and such a run after ``--``, as the command line's own
+    commands to paste do."""
+    thread, run = "-t", "-r"
+    store.append(one_run(thread, run, said("u", "hello", "user")))
+    snippet = get(client_of(store), "/fork", thread=thread, run=run).by_id("http-call")
+    assert snippet is not None
+    line = snippet.text.splitlines()[0].removesuffix(" > fork.json")
+    words = subprocess.run(
+        ["bash", "-c", 'printf "%s\\0" ' + line], capture_output=True, text=True, check=True
+    ).stdout.split("\0")[:-1]
+    assert words[:2] == ["agui-store", "fork"]
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_store", *words[1:]], capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    expected = store.fork(run, thread_id=thread)
+    assert body["threadId"] == thread
+    assert body["messages"] == json.loads(text.dumps(expected["messages"]))
+
+
 def test_a_deep_state_is_embedded_whole_for_the_tree_view(tmp_path: Path) -> None:
     deep: Any = "bottom"
     for _ in range(300):

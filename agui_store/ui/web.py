@@ -66,7 +66,6 @@ class Viewer:
             when=_when,
             short=_short,
             py=lambda value: text.printable(repr(value)),
-            sh=lambda value: shell_command([value]),
             words_of=_words_of,
         )
 
@@ -257,6 +256,7 @@ class Viewer:
             body_size=len(text.dumps(body)),
             agent_url=DEFAULT_AGENT_URL,
             store_path=_pasted(self.store.path),
+            fork_command=_fork_command(run_id, thread_id, _pasted(self.store.path)),
         )
 
     def fork_json(self, request: Request) -> Response:
@@ -313,6 +313,20 @@ def _when(value: Any) -> str:
 def _short(value: str, width: int = 60) -> str:
     value = " ".join(value.split())
     return value if len(value) <= width else value[: width - 1] + "…"
+
+
+def _fork_command(run_id: str, thread_id: str, store_path: str) -> str:
+    """``agui-store fork`` of the run, as a line to paste: a value that begins with ``-``
+    follows its option's ``=`` (``--thread=-t``) and a run id that does comes last, after
+    ``--``, since argparse would take either for an option of its own."""
+
+    def option(name: str, value: str) -> list[str]:
+        return [f"{name}={value}"] if value.startswith("-") else [name, value]
+
+    options = [*option("--thread", thread_id), *option("--db", store_path)]
+    if run_id.startswith("-"):
+        return shell_command(["agui-store", "fork", *options, "--", run_id])
+    return shell_command(["agui-store", "fork", run_id, *options])
 
 
 def _pasted(path: str) -> str:
