@@ -710,6 +710,21 @@ def one_line(text: str) -> str:
     return _LINE_CONTROL.sub(_escape, text)
 
 
+def pasted_option(option: str, value: str) -> list[str]:
+    """An option with its value, as a command to paste gives them: ``--thread=-t`` for a
+    value that begins with ``-``, which argparse would take for an option of its own."""
+    return [f"{option}={value}"] if value.startswith("-") else [option, value]
+
+
+def with_positional(command: list[str], value: str, options: list[str]) -> list[str]:
+    """A command to paste with its positional argument ``value`` and its ``options``: the
+    argument first, or last after ``--`` if it begins with ``-`` (argparse would take it
+    for an option)."""
+    if value.startswith("-"):
+        return [*command, *options, "--", value]
+    return [*command, value, *options]
+
+
 def shell_command(words: Iterable[str]) -> str:
     """``words`` as one line to paste into a shell, each word quoted (``shlex.quote``), and a
     word that holds what :func:`one_line` escapes written in ANSI-C quotes (``$'a\\nb'``,

@@ -55,11 +55,13 @@ from agui_store.records import (
     counted,
     on_terminal,
     one_line,
+    pasted_option,
     printable,
     run_line,
     shell_command,
     short,
     transcript,
+    with_positional,
 )
 from agui_store.store import Store
 from agui_store.sync import opened
@@ -472,7 +474,7 @@ def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
     if more and page:
         words = ["agui-store", *_db_words(args), "threads", "--limit", str(args.limit),
-                 *_option("--before", page[-1])]
+                 *pasted_option("--before", page[-1])]
         if rows[-1]["lastActivity"] is not None:  # where that thread is, if it moves
             at = datetime.datetime.fromisoformat(rows[-1]["lastActivity"])
             words += ["--at", clock.shown(clock.ms_before(at))]
@@ -682,30 +684,15 @@ def _db_words(args: argparse.Namespace) -> list[str]:
     if db is None:
         return []
     shown = locations.without_password(db) if locations.has_password(db) else db
-    return _option("--db", shown if backends.is_url(db) else db)
-
-
-def _option(option: str, value: str) -> list[str]:
-    """An option with its value, as a command to paste gives them: ``--thread=-t`` for a
-    value that begins with ``-``, which argparse would take for an option of its own."""
-    return [f"{option}={value}"] if value.startswith("-") else [option, value]
-
-
-def _with_positional(command: list[str], value: str, options: list[str]) -> list[str]:
-    """A command to paste with its positional argument ``value`` and its ``options``: the
-    argument first, or last after ``--`` if it begins with ``-`` (argparse would take it
-    for an option)."""
-    if value.startswith("-"):
-        return [*command, *options, "--", value]
-    return [*command, value, *options]
+    return pasted_option("--db", shown if backends.is_url(db) else db)
 
 
 def _next_page_command(args: argparse.Namespace, thread_id: str, cursor: str) -> str:
     """The command line that prints the page after this one, ready to paste."""
-    words = _with_positional(
+    words = with_positional(
         ["agui-store", *_db_words(args), "log"], args.ref,
-        [*_option("--thread", thread_id), "--limit", str(args.limit),
-         *_option("--cursor", cursor), *(["--json"] if args.json else [])],
+        [*pasted_option("--thread", thread_id), "--limit", str(args.limit),
+         *pasted_option("--cursor", cursor), *(["--json"] if args.json else [])],
     )
     return shell_command(words)
 
@@ -1418,13 +1405,13 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         for hit in hits:
             _write_painted(out, hit.line(*marks) + "\n")
     if hits.next_cursor is not None:
-        options = ["--limit", str(args.limit), *_option("--cursor", hits.next_cursor),
+        options = ["--limit", str(args.limit), *pasted_option("--cursor", hits.next_cursor),
                    *_db_words(args)]
         for option, value in (("--thread", args.thread), ("--owner", args.owner)):
             if value is not None:
-                options += _option(option, value)
+                options += pasted_option(option, value)
         options += ["--json"] if args.json else []
-        words = _with_positional(["agui-store", "search"], query, options)
+        words = with_positional(["agui-store", "search"], query, options)
         command = shell_command(words)
         sys.stderr.write(f"more: {command}\n")
     return 0
@@ -2016,7 +2003,7 @@ def _thread_option(args: argparse.Namespace) -> str | None:
         raise UsageError(f"two threads given ({arguments.quote(positional)} and --thread "
                          f"{arguments.quote(args.thread)})")
     args.thread = positional
-    shown = shell_command(_option("--thread", positional)) if len(positional) <= 80 else (
+    shown = shell_command(pasted_option("--thread", positional)) if len(positional) <= 80 else (
         "--thread T")
     return (
         f"agui-store {args.command}: the thread as a positional argument is deprecated: "

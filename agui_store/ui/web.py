@@ -36,7 +36,7 @@ from agui_store import (
     Store,
 )
 from agui_store.backends import is_url
-from agui_store.records import shell_command, when
+from agui_store.records import pasted_option, shell_command, when, with_positional
 from agui_store.ui import pages, text
 
 HERE = Path(__file__).resolve().parent
@@ -316,17 +316,10 @@ def _short(value: str, width: int = 60) -> str:
 
 
 def _fork_command(run_id: str, thread_id: str, store_path: str) -> str:
-    """``agui-store fork`` of the run, as a line to paste: a value that begins with ``-``
-    follows its option's ``=`` (``--thread=-t``) and a run id that does comes last, after
-    ``--``, since argparse would take either for an option of its own."""
-
-    def option(name: str, value: str) -> list[str]:
-        return [f"{name}={value}"] if value.startswith("-") else [name, value]
-
-    options = [*option("--thread", thread_id), *option("--db", store_path)]
-    if run_id.startswith("-"):
-        return shell_command(["agui-store", "fork", *options, "--", run_id])
-    return shell_command(["agui-store", "fork", run_id, *options])
+    """``agui-store fork`` of the run, as a line to paste (ids that begin with ``-`` given
+    so that argparse does not take them for options)."""
+    options = [*pasted_option("--thread", thread_id), *pasted_option("--db", store_path)]
+    return shell_command(with_positional(["agui-store", "fork"], run_id, options))
 
 
 def _pasted(path: str) -> str:
