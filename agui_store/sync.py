@@ -53,11 +53,12 @@ import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 from agui_store import backends
 from agui_store.backends import locations
 from agui_store.backends.sqlite import files
-from agui_store.engine import erasure, reads, replication
+from agui_store.engine import erasure, port, reads, replication
 from agui_store.engine.arguments import check_thread_id, path_text, quote
 from agui_store.engine.intake import check_scope
 from agui_store.errors import AguiStoreError, InvalidArgumentError, NotAStoreError
@@ -179,6 +180,59 @@ def _holds_nothing(store: Store) -> bool:
         return False
 
 
+class _SourceFailed(BaseException):
+    """A source read's error on its way through the destination's transaction, which
+    translates only an ``Exception`` (with its own database's rules) and rolls back on this."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class _SourceReads:
+    """The source's read transaction, its errors (a call's, or an iterator's it returned)
+    raised as :class:`_SourceFailed` until they are back in the source's transaction."""
+
+    def __init__(self, tx: Any) -> None:
+        self._tx = tx
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._tx, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with _from_source():
+                result = attr(*args, **kwargs)
+            return _SourceIterator(result) if isinstance(result, Iterator) else result
+
+        return call
+
+
+class _SourceIterator:
+    def __init__(self, rows: Iterator[Any]) -> None:
+        self._rows = rows
+
+    def __iter__(self) -> _SourceIterator:
+        return self
+
+    def __next__(self) -> Any:
+        with _from_source():
+            return next(self._rows)
+
+
+@contextlib.contextmanager
+def _from_source() -> Iterator[None]:
+    try:
+        yield
+    except AguiStoreError:
+        raise
+    except StopIteration:
+        raise
+    except Exception as e:
+        raise _SourceFailed(e) from e
+
+
 def _same_store(a: Store, b: Store) -> bool:
     if a is b:
         return True
@@ -230,12 +284,20 @@ def copy(
             raise InvalidArgumentError(
                 f"the source and the destination are the same store ({source.path})"
             )
-        with source.reading() as stx, target.replicating() as dtx:
-            thread_ids = reads.chosen_threads(stx, thread_id, scope, source.path)
-            done = replication.replicate(
-                stx, dtx, thread_ids, scope=scope, force=force, progress=progress,
-                restore_erased=restore_erased, carry=thread_id is None,
-            )
+        with source.reading() as stx:
+            # Each store's transaction translates its own database's errors: one the
+            # source's reads raise passes through the destination's unread (which rolls
+            # back), and is raised again inside the source's, which names the source.
+            try:
+                with target.replicating() as dtx:
+                    source_tx = cast(port.Reading, _SourceReads(stx))
+                    thread_ids = reads.chosen_threads(source_tx, thread_id, scope, source.path)
+                    done = replication.replicate(
+                        source_tx, dtx, thread_ids, scope=scope, force=force, progress=progress,
+                        restore_erased=restore_erased, carry=thread_id is None,
+                    )
+            except _SourceFailed as failed:
+                raise failed.error from None
         # Derived data, as append would have written it (its own transactions: what is
         # left underived by an interruption is derived when next needed).
         if target.derive_on_append:

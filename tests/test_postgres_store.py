@@ -850,6 +850,31 @@ def test_a_terminated_connection_fails_one_call_at_most_and_the_store_works_agai
     assert [m["content"] for m in store.checkout("r2", thread_id="t").messages] == ["a", "b"]
 
 
+def test_a_copy_whose_source_loses_its_connection_says_so_naming_the_source(
+    store: Any, postgres_server: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # More runs than one read of the source's events holds, and more events than one write
+    # of the destination's: the source is read again after the destination's first write.
+    runs = 210
+    lines = [json.dumps(event) for n in range(runs) for event in
+             run("t", f"r{n}", *(e for m in range(10) for e in say(f"m{n}-{m}", "hi")))]
+    recording = tmp_path / "recording.jsonl"
+    recording.write_text("\n".join(lines) + "\n")
+    store.import_file(recording)
+    pid = testing.connection(store).info.backend_pid
+    target = tmp_path / "copy.db"
+
+    def lose_the_source(done: int, total: int) -> None:
+        if done < total:  # the first write landed: the source's server goes away
+            postgres_server.terminate_backend(pid)
+
+    with pytest.raises(StorageError) as caught:
+        agui_store.copy(store, target, progress=lose_the_source)
+    said = str(caught.value)
+    assert said.startswith(f"{store.path}: lost the connection"), said
+    assert not target.exists()  # the copy created it: removed with the failure
+
+
 def _waits_on_a_lock(conn: Any, pid: int, seconds: float = 30) -> bool:
     """Whether the server backend ``pid`` comes to wait on a lock within ``seconds``
     (polled through ``conn``, another session)."""
