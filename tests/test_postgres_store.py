@@ -1476,8 +1476,13 @@ def test_a_database_that_does_not_exist_is_a_clear_store_error(store_url: str) -
     [
         ("postgresql://user:secret@[::1", 'looking for matching "]" in IPv6 host address'),
         ("postgresql:///db?password=secret&connect_timeout=abc", "connect_timeout: 'abc'"),
+        ("postgresql://user:secret%ZZ@/db", "invalid percent-encoded token in the password"),
+        ("postgresql:///db?password=secret%ZZ", "invalid percent-encoded token in the password"),
+        ("postgresql://user:secret%00@/db", "forbidden value %00 in percent-encoded value in "
+         "the password"),
     ],
-    ids=["an unclosed address", "a bad parameter"],
+    ids=["an unclosed address", "a bad parameter", "a bad escape in the password",
+         "a bad escape in the query's password", "a NUL in the password"],
 )
 def test_a_url_libpq_cannot_read_is_a_clear_error_that_keeps_the_password_out(
     url: str, what: str, capsys: pytest.CaptureFixture[str]

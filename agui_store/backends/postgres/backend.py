@@ -116,13 +116,41 @@ def _connection(url: str, where: str) -> Any:
         ) from e
     except psycopg.ProgrammingError as e:  # a URL libpq cannot read
         # Its message quotes the URL, password and all: only what is wrong is kept.
-        what = _first_line(e).split(' in URI: "', 1)[0]
+        what = _without_quoted_password(_first_line(e).split(' in URI: "', 1)[0], url)
         shown = "" if where == UNREADABLE_URL else f" {where}"
         raise errors.InvalidArgumentError(
             f"cannot read the PostgreSQL URL{shown}: {what}"
         ) from None
     except Exception as e:
         raise translate(e, where) from e
+
+
+def _without_quoted_password(what: str, url: str) -> str:
+    """libpq's complaint about a URL, without the token it quotes when that token is the
+    password (one libpq cannot decode: ``invalid percent-encoded token: "..."``)."""
+    head, quoted, token = what.rpartition(': "')
+    if quoted and token.endswith('"') and token[:-1] in _raw_passwords(url):
+        return f"{head} in the password"
+    return what
+
+
+def _raw_passwords(url: str) -> set[str]:
+    """The password texts ``url`` spells, undecoded: the authority's and the query's."""
+    rest = url.split("://", 1)[-1]
+    authority, _, after = rest.partition("/")
+    if "?" in authority:
+        authority, _, query = authority.partition("?")
+    else:
+        query = after.partition("?")[2]
+    found = set()
+    userinfo, at, _host = authority.rpartition("@")
+    if at and ":" in userinfo:
+        found.add(userinfo.split(":", 1)[1])
+    for pair in query.split("&"):
+        key, _, value = pair.partition("=")
+        if key == "password":
+            found.add(value)
+    return found - {""}
 
 
 def holds_store(url: str) -> bool:
