@@ -850,6 +850,34 @@ def test_a_terminated_connection_fails_one_call_at_most_and_the_store_works_agai
     assert [m["content"] for m in store.checkout("r2", thread_id="t").messages] == ["a", "b"]
 
 
+def test_a_check_whose_connection_is_lost_midway_says_so_instead_of_reporting_problems(
+    store: Any, postgres_server: Any, store_url: str
+) -> None:
+    store.append(run("t", "r1", *say("m1", "a")))
+    pid = testing.connection(store).info.backend_pid
+    outcome: list[Any] = []
+
+    def check() -> None:
+        try:
+            outcome.append(store.check())
+        except BaseException as e:
+            outcome.append(e)
+
+    # Another session holds a table the check reads: the check waits for it, inside its
+    # read transaction, until its connection is terminated.
+    with psycopg.connect(store_url) as other:
+        other.execute(f"LOCK TABLE {schema.SCHEMA}.lineage_digests IN ACCESS EXCLUSIVE MODE")
+        checker = threading.Thread(target=check)
+        checker.start()
+        assert _waits_on_a_lock(other, pid)
+        assert postgres_server.terminate_backend(pid)
+        checker.join(timeout=60)
+        other.rollback()
+    assert len(outcome) == 1 and isinstance(outcome[0], StorageError), outcome
+    assert "lost the connection" in str(outcome[0])
+    assert store.check().ok  # the store was never damaged
+
+
 def test_a_copy_whose_source_loses_its_connection_says_so_naming_the_source(
     store: Any, postgres_server: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -549,8 +549,18 @@ class PostgresTransaction(NamedQueries):
 
     # --- check(): whole-store reads of agui_store.engine.integrity --------------------------------
 
-    #: What a check of a database too broken to read meets.
-    storage_errors: tuple[type[Exception], ...] = (psycopg.Error,)
+    #: What a check of a database too broken to read meets. Not ``OperationalError``: the
+    #: server's conditions (the connection lost, a shutdown, a cancelled statement, a lock
+    #: wait past the timeout, a full disk) say nothing of the store, and end the check as
+    #: the error they are (``backend.translate``), not as problems found in it.
+    storage_errors: tuple[type[Exception], ...] = (
+        psycopg.InterfaceError,
+        psycopg.DataError,
+        psycopg.IntegrityError,
+        psycopg.InternalError,
+        psycopg.ProgrammingError,
+        psycopg.NotSupportedError,
+    )
 
     def _stream(self, statement: str, args: Any = ()) -> Iterator[Any]:
         """The rows of a long read through a server-side cursor, a page at a time: neither
