@@ -191,6 +191,23 @@ def test_a_part_that_fails_with_a_stream_open_leaves_the_postgresql_transaction_
         assert len(list(tx.log_in_order())) == 17 and tx.complete_runs() == {1, 2, 4, 5}
 
 
+def test_ctrl_c_inside_a_part_is_not_lost_to_the_statement_it_cut_short(
+    pg_built: str,
+) -> None:
+    """Ctrl-C can land while psycopg is still reading a statement's result, leaving the
+    connection busy with it: the part does not go back to its savepoint on that connection
+    (which would fail, "another command is already in progress", and turn the interrupt
+    into a lost connection); the interrupt goes on, and the transaction ends with it."""
+    with agui_store.open(pg_built) as store:
+        with testing.reading(store) as tx:
+            assert tx.complete_runs() == {1, 2, 4, 5}  # the transaction is open
+            conn = testing.connection(store)
+            with pytest.raises(KeyboardInterrupt), tx.contained():
+                conn.pgconn.send_query(b"SELECT 1")  # its result not read yet
+                raise KeyboardInterrupt
+        assert store.check().ok  # and the store reads on
+
+
 # --- PostgreSQL's event pages -------------------------------------------------------------
 
 #: The CHECK constraints of event_pages dropped (the owner can), so that a page may then break

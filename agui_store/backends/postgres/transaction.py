@@ -593,7 +593,11 @@ class PostgresTransaction(NamedQueries):
         streams = len(self._streams)
         try:
             yield
-        except BaseException:
+        except BaseException as e:
+            if not isinstance(e, Exception):
+                # An interrupt (Ctrl-C) ends the whole transaction, and may have cut a
+                # statement short, leaving the connection busy with it: nothing more is sent.
+                raise
             # Close the cursors the failed part left open first: the rollback drops them on
             # the server, and closing one later would then fail and abort the transaction.
             for cursor in self._streams[streams:]:
