@@ -858,7 +858,7 @@ class _Reader:
             self._erased(section)
         elif section.thread_id is not None:
             _verify(section)
-            plan = replication.plan_thread(section, dst, section.thread_id)
+            plan = replication.plan_thread(section, dst, section.thread_id, forceable=False)
             if plan.writes:
                 writer = replication.Writer(section, dst, plan.events_to_copy, None)
                 if writer.thread(plan):
@@ -875,7 +875,7 @@ class _Reader:
                 continue  # erased here: left out, as copy leaves it
             try:
                 talk = replication.plan_conversation(
-                    section, dst, cid, section.thread_id, False
+                    section, dst, cid, section.thread_id, False, forceable=False
                 )
             except HashMismatchError as e:  # in the archive: named there, not in a store
                 raise HashMismatchError(f"{section.where}: {e.what}", advice=_EDITED) from None

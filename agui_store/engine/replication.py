@@ -243,7 +243,8 @@ def events_by_run(
 
 
 def plan_thread(
-    src: Source, dst: port.Reading, thread_id: str, force: bool = False
+    src: Source, dst: port.Reading, thread_id: str, force: bool = False, *,
+    forceable: bool = True,
 ) -> ThreadPlan:
     """Compare one thread on both sides: what the destination lacks, or the conflict.
 
@@ -299,7 +300,9 @@ def plan_thread(
         else:  # whole, or more of it than the source (a copy made while it streamed)
             present += 1
     _compare_events(src, dst, thread_id, overlapping)
-    branches = _branches_to_set(src, dst, thread_id, src_pk, dst_found, runs, force)
+    branches = _branches_to_set(
+        src, dst, thread_id, src_pk, dst_found, runs, force, forceable=forceable
+    )
     return ThreadPlan(
         thread_id=thread_id,
         src_pk=src_pk,
@@ -365,9 +368,12 @@ def _branches_to_set(
     dst_found: tuple[int, str | None] | None,
     runs: list[_SrcRun],
     force: bool,
+    *,
+    forceable: bool = True,
 ) -> list[tuple[str, str, int]]:
     """The source's branches the destination lacks or holds behind (fast-forward only,
-    unless ``force``)."""
+    unless ``force``; ``forceable``: whether the caller can force, which its refusal
+    advises)."""
     theirs = (
         {name: (run_id, updated) for name, run_id, updated in dst.branch_list(dst_found[0])}
         if dst_found is not None
@@ -389,7 +395,7 @@ def _branches_to_set(
             raise SyncConflictError(
                 f"it points at run {there[0]!r} in the destination and {run_id!r} in the "
                 "source, which does not descend from it (not a fast-forward: move or delete "
-                "one side's branch first, or force the copy)",
+                f"one side's branch first{', or force the copy' if forceable else ''})",
                 thread_id=thread_id,
                 branch=str(name),
             )
@@ -711,12 +717,14 @@ def source_entries(tx: Source, record: conversations.Record) -> list[SourceEntry
 
 
 def plan_conversation(
-    src: Source, dst: port.Reading, conversation_id: str, thread_id: str | None, force: bool
+    src: Source, dst: port.Reading, conversation_id: str, thread_id: str | None, force: bool,
+    *, forceable: bool = True,
 ) -> ConversationPlan:
     """Compare one conversation on both sides (of the thread ``thread_id``, ``None`` when no
     thread links to it): the entries the destination lacks, and whether its record is
     written (it has none, or an older one whose head the source's history holds; ``force``:
-    any other), or the conflict."""
+    any other), or the conflict (``forceable``: whether the caller can force, which its
+    refusal advises)."""
     row = src.conversation(conversation_id)
     assert row is not None
     record = conversations.record_of(row)
@@ -748,7 +756,7 @@ def plan_conversation(
             "destination's head ("
             + ("the destination moved on from the source's: copy the other way"
                if ahead else "both moved on: save or delete one side first")
-            + ", or force the copy)",
+            + (", or force the copy)" if forceable else ")"),
             thread_id=thread_id, conversation_id=conversation_id,
         )
     return ConversationPlan(record, missing, int(there[0]), True)

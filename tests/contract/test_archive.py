@@ -207,6 +207,28 @@ def test_a_run_the_store_holds_with_other_content_is_refused_and_nothing_is_writ
     assert dump(target) == before
 
 
+def test_a_diverged_branch_is_refused_without_advice_to_force_what_an_import_cannot(
+    new_location: Any,
+) -> None:
+    source, target = new_location(), new_location()
+    with agui_store.open(source) as store:
+        record_run(store, "t1", "r1")
+        record_run(store, "t1", "r2", parent="r1")
+        record_run(store, "t1", "r3", parent="r1")
+        store.branch("idea", "r2", thread_id="t1")
+        archive = exported(store)
+    with agui_store.open(target) as store:
+        store.import_archive(io.BytesIO(archive))
+        store.branch("idea", "r3", thread_id="t1")  # moved: diverged from the archive
+    before = dump(target)
+    with agui_store.open(target) as store, pytest.raises(SyncConflictError) as refused:
+        store.import_archive(io.BytesIO(archive))
+    said = str(refused.value)
+    assert refused.value.branch == "idea" and "not a fast-forward" in said, said
+    assert "force" not in said  # an import has no force: its advice names what it has
+    assert dump(target) == before
+
+
 def test_an_edited_or_cut_archive_is_refused_by_line_and_nothing_is_written(
     new_location: Any,
 ) -> None:
