@@ -1158,6 +1158,33 @@ def test_a_store_whose_tables_are_not_those_of_its_version_is_refused_and_left_a
         ).fetchone() == (1,)
 
 
+def test_a_role_that_may_not_create_the_store_is_told_how_to_create_it_not_to_grant_it(
+    postgres_database: str,
+) -> None:
+    from tests.postgres_cluster import uri
+
+    role = f"agui_nobody_{uuid.uuid4().hex[:10]}"
+    with connect(postgres_database) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")  # no CREATE on the database
+    try:
+        dsn = uri({**make_conninfo_dict(postgres_database), "user": role})
+        with pytest.raises(agui_store.StorageError) as refused:
+            agui_store.open(dsn)
+        said = str(refused.value)
+        assert "permission denied for database" in said
+        assert "GRANT CREATE ON DATABASE" in said  # what creating the store takes
+        assert "application_grants" in said  # and then, for this role
+        with connect(postgres_database) as conn:
+            assert pg_schema.installed_version(conn) == 0  # nothing was created
+    finally:
+        with connect(postgres_database) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
+            admin.execute(f"DROP ROLE {role}")
+
+
 def test_the_application_role_asked_to_migrate_says_the_owner_must_open_the_store_first(
     deployment: tuple[str, str],
 ) -> None:

@@ -88,6 +88,16 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
             "call wrote nothing, everything acknowledged before is kept",
             path=where,
         )
+    if isinstance(e, pg_errors.InsufficientPrivilege) and "for database" in _first_line(e):
+        # CREATE SCHEMA refused: the database holds no store, and this role may not create
+        # one (what the application's grants give is for the store's tables, once they are).
+        return errors.StorageError(
+            f"{where} holds no store and this role may not create one ({_first_line(e)}): "
+            "create it as the role that is to own its tables (GRANT CREATE ON DATABASE ... "
+            "TO that role), then grant this role the store's privileges "
+            "(agui_store.postgres.schema.application_grants)",
+            path=where,
+        )
     if isinstance(e, pg_errors.InsufficientPrivilege):
         return errors.StorageError(
             f"{where} cannot be written ({_first_line(e)}): grant the role the store's "
