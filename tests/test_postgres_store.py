@@ -196,13 +196,15 @@ def test_check_runs_on_postgresql_its_schema_checks_then_the_stores_own(store: A
     assert "derived" in report.checked
 
 
-@pytest.mark.parametrize("where", ["authority", "query"])
+@pytest.mark.parametrize("where", ["authority", "query", "sslpassword"])
 def test_the_url_is_shown_without_its_password(store_url: str, where: str) -> None:
     assert store_url.startswith("postgresql:///") and "?" in store_url
     if where == "authority":
         with_password = store_url.replace("postgresql:///", "postgresql://postgres:s3cret@/")
-    else:
+    elif where == "query":
         with_password = store_url + "&password=s3cret"
+    else:  # the passphrase of the client's SSL key: a password too
+        with_password = store_url + "&sslpassword=s3cret"
     with agui_store.open(with_password) as s:  # the test server trusts local sockets
         s.append(run("t", "r1"))
         assert "s3cret" not in s.path and "s3cret" not in repr(s)

@@ -11,9 +11,14 @@ import urllib.parse
 #: How a message names a URL too malformed to show without its password.
 UNREADABLE_URL = "a PostgreSQL database"
 
+#: The query parameters that hold a secret: the password, and the passphrase of the
+#: client's SSL key.
+_SECRETS = frozenset({"password", "sslpassword"})
+
 
 def without_password(url: str) -> str:
-    """``url`` as shown in messages: its password (in the authority or the query) removed."""
+    """``url`` as shown in messages: its password (in the authority or the query) and its
+    SSL key's passphrase removed."""
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
@@ -26,7 +31,7 @@ def without_password(url: str) -> str:
         [
             (key, value)
             for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-            if key != "password"
+            if key not in _SECRETS
         ],
         safe="/",
     )
@@ -36,11 +41,12 @@ def without_password(url: str) -> str:
 
 
 def has_password(url: str) -> bool:
-    """Whether a database URL holds a password (in its authority or its query)."""
+    """Whether a database URL holds a password (in its authority or its query) or an SSL
+    key's passphrase."""
     try:
         parts = urllib.parse.urlsplit(url)
         return parts.password is not None or any(
-            key == "password" for key, _ in urllib.parse.parse_qsl(parts.query)
+            key in _SECRETS for key, _ in urllib.parse.parse_qsl(parts.query)
         )
     except ValueError:
         return True  # unreadable: shown without what might be one

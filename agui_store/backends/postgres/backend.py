@@ -158,7 +158,7 @@ def _raw_passwords(url: str) -> set[str]:
         found.add(userinfo.split(":", 1)[1])
     for pair in query.split("&"):
         key, _, value = pair.partition("=")
-        if key == "password":
+        if key in ("password", "sslpassword"):
             found.add(value)
     return found - {""}
 
