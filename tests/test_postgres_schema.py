@@ -205,6 +205,26 @@ def test_a_schema_holding_another_applications_tables_is_not_taken_over(
         assert set(store_tables(conn)) == {"events"}
 
 
+@pytest.mark.parametrize("command", ["threads", "demo"])
+def test_a_database_whose_store_schema_is_another_applications_is_named_by_the_cli(
+    postgres_database: str, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agui_store import cli
+    from agui_store.backends.locations import without_password
+
+    with connect(postgres_database) as conn:
+        conn.execute(f"CREATE SCHEMA {pg_schema.SCHEMA}")
+        conn.execute(f"CREATE TABLE {pg_schema.SCHEMA}.events (id int)")
+    assert cli.main(["--db", postgres_database, command]) == 1
+    said = capsys.readouterr().err
+    where = without_password(postgres_database)  # as every message shows the URL
+    assert said.startswith(f"agui-store {command}: {where}: "), said
+    assert "another application's" in said
+    assert "name another schema" not in said  # neither the CLI nor open() can
+    with connect(postgres_database) as conn:
+        assert set(store_tables(conn)) == {"events"}
+
+
 def test_the_store_can_live_in_a_schema_of_another_name(postgres_database: str) -> None:
     with psycopg.connect(postgres_database, autocommit=True) as conn:
         assert pg_schema.install(conn, schema="team store") == 0

@@ -169,6 +169,8 @@ def holds_store(url: str) -> bool:
     conn = _connection(url, where)
     try:
         return schema.installed_version(conn) > 0
+    except errors.NotAStoreError as e:  # said of the schema: the database is named too
+        raise errors.NotAStoreError(f"{where}: {e}") from None
     except psycopg.Error as e:
         raise translate(e, where) from e
     finally:
@@ -238,6 +240,8 @@ class PostgresBackend:
         except BaseException as e:
             with contextlib.suppress(Exception):
                 conn.close()
+            if isinstance(e, errors.NotAStoreError):  # said of the schema: name the database
+                raise errors.NotAStoreError(f"{self.where}: {e}") from None
             if isinstance(e, Exception) and not isinstance(e, errors.AguiStoreError):
                 raise translate(e, self.where) from e
             raise

@@ -682,7 +682,8 @@ def installed_version(conn: Connection, schema: str = SCHEMA) -> int:
         ):
             raise errors.NotAStoreError(
                 f"PostgreSQL schema {schema!r} holds tables but no agui-store meta table: "
-                "another application's; name another schema for the store"
+                "another application's, in the schema agui-store keeps its tables in; give "
+                "the store a database of its own; nothing was written"
             )
         return 0
     rows = dict(conn.execute(READ_META.format(schema=_ident(schema))).fetchall())
