@@ -194,6 +194,21 @@ def test_a_schema_from_a_newer_agui_store_is_refused_and_left_alone(installed: s
         )
 
 
+def test_a_copy_refusing_a_store_of_a_newer_agui_store_names_which_database_it_is(
+    installed: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agui_store import cli
+    from agui_store.backends.locations import without_password
+
+    with connect(installed) as conn:
+        conn.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    assert cli.main(["copy", installed, str(tmp_path / "copy.db")]) == 1
+    said = capsys.readouterr().err
+    assert said.startswith(f"agui-store copy: {without_password(installed)}: "), said
+    assert "schema version 999, newer than" in said
+    assert not (tmp_path / "copy.db").exists()
+
+
 def test_a_schema_holding_another_applications_tables_is_not_taken_over(
     postgres_database: str,
 ) -> None:

@@ -163,14 +163,29 @@ def _raw_passwords(url: str) -> set[str]:
     return found - {""}
 
 
+def _naming(e: errors.AguiStoreError, where: str) -> errors.AguiStoreError:
+    """An error :mod:`~agui_store.backends.postgres.schema` says of the store's schema (another
+    application's, a newer version, one this role may not migrate), naming the database
+    too: a copy's message must say which of its two stores it is."""
+    if where in str(e):
+        return e
+    if isinstance(e, errors.StorageError):
+        return errors.StorageError(f"{where}: {e}", path=where)
+    if type(e) in (errors.NotAStoreError, errors.SchemaVersionError):
+        return type(e)(f"{where}: {e}")
+    return e
+
+
 def holds_store(url: str) -> bool:
     """Whether the database ``url`` names holds the store's schema (at any version)."""
     where = without_password(url)
     conn = _connection(url, where)
     try:
         return schema.installed_version(conn) > 0
-    except errors.NotAStoreError as e:  # said of the schema: the database is named too
-        raise errors.NotAStoreError(f"{where}: {e}") from None
+    except errors.AguiStoreError as e:
+        if _naming(e, where) is e:
+            raise
+        raise _naming(e, where) from None
     except psycopg.Error as e:
         raise translate(e, where) from e
     finally:
@@ -240,8 +255,8 @@ class PostgresBackend:
         except BaseException as e:
             with contextlib.suppress(Exception):
                 conn.close()
-            if isinstance(e, errors.NotAStoreError):  # said of the schema: name the database
-                raise errors.NotAStoreError(f"{self.where}: {e}") from None
+            if isinstance(e, errors.AguiStoreError) and _naming(e, self.where) is not e:
+                raise _naming(e, self.where) from None
             if isinstance(e, Exception) and not isinstance(e, errors.AguiStoreError):
                 raise translate(e, self.where) from e
             raise
