@@ -190,8 +190,9 @@ class _SourceFailed(BaseException):
 
 
 class _SourceReads:
-    """The source's read transaction, its errors (a call's, or an iterator's it returned)
-    raised as :class:`_SourceFailed` until they are back in the source's transaction."""
+    """The source's read transaction, its errors (a call's, or those of the rows a call
+    returns as an iterator) raised as :class:`_SourceFailed` until they are back in the
+    source's transaction. Each method is wrapped once, when first asked for."""
 
     def __init__(self, tx: Any) -> None:
         self._tx = tx
@@ -200,37 +201,40 @@ class _SourceReads:
         attr = getattr(self._tx, name)
         if not callable(attr):
             return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with _from_source():
-                result = attr(*args, **kwargs)
-            return _SourceIterator(result) if isinstance(result, Iterator) else result
-
-        return call
+        wrapped = _from_source(attr)
+        setattr(self, name, wrapped)  # found in the instance from now on, not here
+        return wrapped
 
 
-class _SourceIterator:
+def _from_source(method: Any) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            result = method(*args, **kwargs)
+        except AguiStoreError:
+            raise
+        except Exception as e:
+            raise _SourceFailed(e) from e
+        return _SourceRows(result) if hasattr(result, "__next__") else result
+
+    return call
+
+
+class _SourceRows:
+    __slots__ = ("_rows",)
+
     def __init__(self, rows: Iterator[Any]) -> None:
         self._rows = rows
 
-    def __iter__(self) -> _SourceIterator:
+    def __iter__(self) -> _SourceRows:
         return self
 
     def __next__(self) -> Any:
-        with _from_source():
+        try:
             return next(self._rows)
-
-
-@contextlib.contextmanager
-def _from_source() -> Iterator[None]:
-    try:
-        yield
-    except AguiStoreError:
-        raise
-    except StopIteration:
-        raise
-    except Exception as e:
-        raise _SourceFailed(e) from e
+        except (AguiStoreError, StopIteration):
+            raise
+        except Exception as e:
+            raise _SourceFailed(e) from e
 
 
 def _same_store(a: Store, b: Store) -> bool:
