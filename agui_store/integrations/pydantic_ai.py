@@ -51,6 +51,7 @@ except ImportError as e:  # pragma: no cover - the message is the point
 from agui_store.aio import AsyncStore
 from agui_store.codec import json as _json
 from agui_store.engine import conversations as _engine
+from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.conversations import Continuation
 from agui_store.errors import AguiStoreError, InvalidArgumentError, RunNotFoundError
 from agui_store.store import Store, renew_after_fork
@@ -206,7 +207,8 @@ class ConversationStore(_upstream.ConversationStore):
     ) -> None:
         """Store the record and its new entries in one transaction, or raise
         ``ConversationConflict`` having written nothing."""
-        stored, entries = _record_to(record), _entries_to(new_entries)
+        stored = _record_to(record)
+        entries = _entries_to(record.conversation_id, new_entries)
         try:
             await self._off_loop(self._write_record, stored, entries, expected_revision)
         except _engine.ConversationConflictError as e:
@@ -353,17 +355,15 @@ def _record_from(stored: _engine.Record) -> _upstream.ConversationRecord:
     return _RECORD.validate_python(fields)
 
 
-def _entries_to(entries: Sequence[_upstream.ConversationEntry]) -> list[_engine.Entry]:
+def _entries_to(
+    conversation_id: str, entries: Sequence[_upstream.ConversationEntry]
+) -> list[_engine.Entry]:
     if not entries:
         return []
     try:
-        dumped = ModelMessagesTypeAdapter.dump_python([e.message for e in entries], mode="json")
-    except ValueError as e:  # pydantic_core.PydanticSerializationError is a ValueError
-        raise InvalidArgumentError(
-            f"entry {_unwritable(entries)!r} cannot be saved: pydantic-ai cannot write its "
-            f"message as JSON ({str(e)[:200]}); a tool's return must be a value pydantic "
-            "serializes"
-        ) from None
+        dumped = _written([e.message for e in entries])
+    except ValueError:  # PydanticSerializationError and ValidationError are ValueErrors
+        raise _unwritable(conversation_id, entries) from None
     return [
         _engine.Entry(
             entry.id, entry.parent_id, entry.kind, _json.canonical_bytes(message).decode()
@@ -372,14 +372,38 @@ def _entries_to(entries: Sequence[_upstream.ConversationEntry]) -> list[_engine.
     ]
 
 
-def _unwritable(entries: Sequence[_upstream.ConversationEntry]) -> str:
-    """The id of the first entry whose message pydantic-ai cannot write as JSON."""
-    for entry in entries:
+def _written(messages: list[ModelMessage]) -> list[Any]:
+    """The messages as pydantic-ai's JSON, refused (a ``ValueError``) unless a load gives
+    them back: a value of the wrong type (pydantic's serializer warns, and writes it as it
+    is) or JSON its ``ModelMessagesTypeAdapter`` cannot validate would be stored, and fail
+    every later load of the conversation."""
+    dumped: list[Any] = ModelMessagesTypeAdapter.dump_python(
+        messages, mode="json", warnings="error"
+    )
+    ModelMessagesTypeAdapter.validate_python(dumped)
+    return dumped
+
+
+def _unwritable(
+    conversation_id: str, entries: Sequence[_upstream.ConversationEntry]
+) -> InvalidArgumentError:
+    """The error naming the first entry whose message a load could not give back."""
+    index, entry, reason = 0, entries[0], "unknown"
+    for at, each in enumerate(entries):
         try:
-            ModelMessagesTypeAdapter.dump_python([entry.message], mode="json")
-        except ValueError:
-            return str(entry.id)
-    return str(entries[0].id)
+            _written([each.message])
+        except ValueError as e:
+            index, entry, reason = at, each, str(e)
+            break
+    kind = type(entry.message).__name__
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    return InvalidArgumentError(
+        f"conversation {_quote(conversation_id)}, new entry {index} (id {_quote(entry.id)}): "
+        f"its message ({article} {kind}) cannot be saved: pydantic-ai "
+        f"cannot write its message as JSON it reads back ({reason[:200]}); a message is a "
+        "ModelRequest or ModelResponse of pydantic-ai's parts, and a tool's return a value "
+        "pydantic serializes; nothing was written"
+    )
 
 
 def _entries_from(stored: Sequence[_engine.Entry]) -> list[_upstream.ConversationEntry]:

@@ -364,6 +364,34 @@ def test_a_tool_return_pydantic_cannot_write_is_refused_naming_its_entry_and_not
     run(scenario())
 
 
+def test_a_message_pydantic_ai_could_not_read_back_is_refused_by_entry_and_nothing_is_written(
+    store_location: str,
+) -> None:
+    # Each would be stored, and every later load of the conversation would fail validating it.
+    wrong: list[tuple[Any, str]] = [
+        ([*turn(1), 42], "an int"),
+        ([None], "a NoneType"),
+        ("hi", "a str"),
+        ([{"kind": "request", "parts": []}], "a dict"),
+        ([ModelRequest(parts=[42])], "a ModelRequest"),  # type: ignore[list-item]
+    ]
+
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=turn(1)))
+            before = dump(store_location)
+            for messages, what in wrong:
+                with pytest.raises(InvalidArgumentError, match=(
+                    rf"conversation 'd', new entry \d \(id '[^']+'\): its message \({what}\) "
+                    "cannot be saved: pydantic-ai cannot write its message as JSON it reads back"
+                )):
+                    await store.save(Conversation(conversation_id="d", messages=messages))
+            assert dump(store_location) == before
+            assert (await store.load("c")).messages == turn(1)
+
+    run(scenario())
+
+
 def _workers(mode: str, location: str, names: list[str], *args: str) -> list[list[str]]:
     workers = [Worker("pydantic_ai_saver", mode, location, name, *args) for name in names]
     for worker in workers:
