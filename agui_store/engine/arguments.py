@@ -96,9 +96,16 @@ def unstorable(value: str) -> str | None:
 
 def first_unstorable(named: Iterable[tuple[str, str | None]]) -> tuple[str, str] | None:
     """The first ``(what, why)`` among ``(what, value)`` pairs whose value no store can hold
-    (:func:`unstorable`; a ``None`` value is no value), or ``None``: every one can."""
+    (:func:`unstorable`, or a value that is not text; a ``None`` value is no value), or
+    ``None``: every one can."""
     for what, value in named:
-        reason = None if value is None else unstorable(value)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            kind = type(value).__name__
+            article = "an" if kind[:1].lower() in "aeiou" else "a"
+            return what, f"is {article} {kind} ({quote(value)}), not text"
+        reason = unstorable(value)
         if reason is not None:
             return what, reason
     return None

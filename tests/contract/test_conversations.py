@@ -392,6 +392,24 @@ def test_a_message_pydantic_ai_could_not_read_back_is_refused_by_entry_and_nothi
     run(scenario())
 
 
+def test_an_id_or_scope_that_is_not_text_is_refused_by_name_and_nothing_is_written(
+    store_location: str,
+) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=turn(1)))
+            before = dump(store_location)
+            with pytest.raises(InvalidArgumentError, match=r"conversation 'd': its scope is an "
+                               r"int \(5\), not text; nothing was written"):
+                await store.save(Conversation(conversation_id="d", messages=turn(1)), scope=5)
+            with pytest.raises(InvalidArgumentError, match=r"conversation 7: its id is an int "
+                               r"\(7\), not text; nothing was written"):
+                await store.save(Conversation(conversation_id=7, messages=turn(1)))
+            assert dump(store_location) == before
+
+    run(scenario())
+
+
 def _workers(mode: str, location: str, names: list[str], *args: str) -> list[list[str]]:
     workers = [Worker("pydantic_ai_saver", mode, location, name, *args) for name in names]
     for worker in workers:
