@@ -267,7 +267,8 @@ def prepare(record: Record, new_entries: Sequence[Entry]) -> Prepared:
 
 def _refuse_unstorable(record: Record, new_entries: Sequence[Entry]) -> None:
     """Ids and names are text on every backend: one PostgreSQL cannot hold (a NUL) is
-    refused on SQLite too, so that any store copies to any other."""
+    refused on SQLite too, so that any store copies to any other; a scope is an owner's
+    name, never empty."""
     named = [("id", record.conversation_id), ("scope", record.scope),
              ("head", record.head_id)]
     named += [("branch", b) for b in record.branches]
@@ -275,6 +276,10 @@ def _refuse_unstorable(record: Record, new_entries: Sequence[Entry]) -> None:
         named += [(f"new entry {index}'s id", entry.entry_id),
                   (f"new entry {index}'s parent", entry.parent_id)]
     found = arguments.first_unstorable(named)
+    if found is None and record.scope == "":
+        # As the store's every scope: no erasure verb names an owner "", so its
+        # conversations would outlive delete_owner and the erasure of their thread.
+        found = ("scope", "is empty: a scope is an owner's name (a non-empty string), or None")
     if found is not None:
         raise InvalidArgumentError(
             f"conversation {arguments.quote(record.conversation_id)}: its {found[0]} "

@@ -410,6 +410,21 @@ def test_an_id_or_scope_that_is_not_text_is_refused_by_name_and_nothing_is_writt
     run(scenario())
 
 
+def test_an_empty_scope_is_refused_as_the_store_refuses_an_owner_no_erasure_could_name(
+    store_location: str,
+) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=turn(1)))
+            before = dump(store_location)
+            with pytest.raises(InvalidArgumentError, match=r"conversation 'd': its scope is "
+                               r"empty.*; nothing was written"):
+                await store.save(Conversation(conversation_id="d", messages=turn(1)), scope="")
+            assert dump(store_location) == before
+
+    run(scenario())
+
+
 def _workers(mode: str, location: str, names: list[str], *args: str) -> list[list[str]]:
     workers = [Worker("pydantic_ai_saver", mode, location, name, *args) for name in names]
     for worker in workers:
