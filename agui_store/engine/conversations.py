@@ -548,17 +548,18 @@ def erase(
         record = _record(stored)
         size += len(record.record.encode("utf-8", "surrogatepass"))
         tips = [t for t in (record.head_id, *record.branches) if t is not None]
-        held: list[str] = []
+        held: dict[str, None] = {}  # each entry once: branches share the history before them
         for tip in tips:
             for row in tx.conversation_history(tip, EVERY):
-                size += len(str(row[3]).encode("utf-8", "surrogatepass"))
-                held.append(str(row[0]))
+                if str(row[0]) not in held:
+                    size += len(str(row[3]).encode("utf-8", "surrogatepass"))
+                    held[str(row[0])] = None
         if dry_run:
             continue
         tx.delete_conversation(int(stored[0]))
         release_history(tx, record)
         if reached is not None:
-            reached[conversation_id] = list(dict.fromkeys(held))
+            reached[conversation_id] = list(held)
     return found, size
 
 

@@ -249,6 +249,40 @@ def test_the_conversations_linked_to_a_thread_go_with_it(store_location: str) ->
     asyncio.run(scenario())
 
 
+def test_an_erased_conversations_bytes_count_each_entry_once_however_many_branches_reach_it(
+    store_location: str,
+) -> None:
+    async def scenario() -> tuple[int, int]:
+        async with ConversationStore(store_location) as conversations:
+            once = Conversation(conversation_id="a", messages=[*turn(1), *turn(2)])
+            await conversations.save(once, scope="alice")
+            with agui_store.open(store_location) as store:
+                before = store.delete_owner("alice", dry_run=True).bytes
+            for n in (3, 4, 5):  # three regenerates of the last answer: branches sharing 3
+                record = await conversations.read_record("a")
+                again = await conversations.branch(
+                    "a", at=3, scope="alice", expected_revision=record.revision
+                )
+                again.messages.append(turn(n)[1])
+                await conversations.save(again, scope="alice")
+            return before, len((await conversations.read_record("a")).branches)
+
+    linear_bytes, branches = asyncio.run(scenario())
+    assert branches == 3
+    with agui_store.open(store_location) as store:
+        with testing.reading(store) as tx:
+            entries = tx.every_conversation_entry()
+            texts = {int(pk): str(text) for pk, _hash, text in tx.every_conversation_message()}
+            (record,) = tx.every_conversation()
+        # Each entry's message once, and the record: what the erasure takes.
+        stored = sum(len(texts[int(entry[3])].encode()) for entry in entries)
+        stored += len(str(record.record).encode())
+        dry = store.delete_owner("alice", dry_run=True)
+        done = store.delete_owner("alice")
+    assert len(entries) == 7 and linear_bytes < stored
+    assert dry.bytes == done.bytes == stored
+
+
 def test_erased_conversations_stay_erased_through_copies_and_archives(
     new_location: Any, tmp_path: Any
 ) -> None:
