@@ -46,6 +46,12 @@ def quote(value: object, limit: int = 80) -> str:
     return f"{text[: limit - 1]}…' ({length} characters)"
 
 
+def a_kind(value: object) -> str:
+    """The type of ``value`` with its article, for a message: ``an int``, ``a list``."""
+    kind = type(value).__name__
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
+
+
 def check_scope(scope: Any) -> None:
     """A scope is an owner's name (a non-empty string), or ``None``: the operator's calls,
     which see and write every thread."""
@@ -102,9 +108,7 @@ def first_unstorable(named: Iterable[tuple[str, str | None]]) -> tuple[str, str]
         if value is None:
             continue
         if not isinstance(value, str):
-            kind = type(value).__name__
-            article = "an" if kind[:1].lower() in "aeiou" else "a"
-            return what, f"is {article} {kind} ({quote(value)}), not text"
+            return what, f"is {a_kind(value)} ({quote(value)}), not text"
         reason = unstorable(value)
         if reason is not None:
             return what, reason

@@ -51,6 +51,7 @@ except ImportError as e:  # pragma: no cover - the message is the point
 from agui_store.aio import AsyncStore
 from agui_store.codec import json as _json
 from agui_store.engine import conversations as _engine
+from agui_store.engine.arguments import a_kind as _a_kind
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.conversations import Continuation
 from agui_store.errors import AguiStoreError, InvalidArgumentError, RunNotFoundError
@@ -395,11 +396,9 @@ def _unwritable(
         except ValueError as e:
             index, entry, reason = at, each, str(e)
             break
-    kind = type(entry.message).__name__
-    article = "an" if kind[:1].lower() in "aeiou" else "a"
     return InvalidArgumentError(
         f"conversation {_quote(conversation_id)}, new entry {index} (id {_quote(entry.id)}): "
-        f"its message ({article} {kind}) cannot be saved: pydantic-ai "
+        f"its message ({_a_kind(entry.message)}) cannot be saved: pydantic-ai "
         f"cannot write its message as JSON it reads back ({reason[:200]}); a message is a "
         "ModelRequest or ModelResponse of pydantic-ai's parts, and a tool's return a value "
         "pydantic serializes; nothing was written"
