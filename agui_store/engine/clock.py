@@ -20,10 +20,20 @@ def now_ms() -> int:
 def ms_before(when: datetime.datetime) -> int:
     """The first whole millisecond since the epoch not before ``when`` (an aware datetime):
     a time the store holds (whole milliseconds) is before ``when`` exactly when it is before
-    this. In integers: a float of the timestamp loses the microseconds of dates far enough
-    from the epoch."""
+    this."""
+    return ms_at_or_after(micros(when))
+
+
+def micros(when: datetime.datetime) -> int:
+    """Microseconds since the epoch of ``when`` (an aware datetime), as a conversation's
+    ``updated_at`` holds them. In integers: a float of the timestamp loses the microseconds
+    of dates far enough from the epoch."""
     since = when - _EPOCH
-    micros = (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
+    return (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
+
+
+def ms_at_or_after(micros: int) -> int:
+    """The first whole millisecond not before ``micros`` microseconds since the epoch."""
     return -(-micros // 1000)
 
 

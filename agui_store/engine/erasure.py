@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from agui_store.engine import checkpoints, conversations, port
+from agui_store.engine import checkpoints, clock, conversations, port
 from agui_store.records import ErasureReceipt, LoggedErasure, when
 
 #: What each verb is logged as.
@@ -180,6 +180,23 @@ def erase_derived(
             tx.forget_thread_search(thread_pk)
         tx.erase_derived(run_pks, erased)
     return _Derived(erased, size)
+
+
+def idle_threads(tx: port.Writing, before: int, scope: str | None) -> list[int]:
+    """The threads ``prune`` erases (of an owner; ``None``: all): idle since ``before``
+    (microseconds since the epoch), which is no batch appended since and no run left open
+    (:meth:`~agui_store.engine.port.ErasureReads.idle_threads`), and no conversation linked
+    to the thread (:func:`conversations.linked`, which go with it) saved since either."""
+    found = tx.idle_threads(clock.ms_at_or_after(before), scope)
+    newest = tx.conversations(None, 1)
+    if not newest or newest[0].updated_at < before:
+        return found  # no conversation saved since: nothing more to ask of each thread
+    idle = []
+    for pk in found:
+        talks = (tx.conversation(c) for c in conversations.linked(tx, tx.thread_id(pk)))
+        if all(talk is None or talk.updated_at < before for talk in talks):
+            idle.append(pk)
+    return idle
 
 
 def erase(

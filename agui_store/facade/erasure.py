@@ -62,22 +62,23 @@ class ErasureVerbs(Facade):
     ) -> ErasureReceipt:
         """Erase every thread (of an owner, with a ``scope``) whose newest activity is older
         than ``before``: a ``datetime`` (a naive one is UTC), or a ``timedelta`` back from
-        now (``timedelta(days=90)`` keeps the last 90 days). A thread with a run still open
-        is in use and stays whole, however old: never cut in the middle."""
+        now (``timedelta(days=90)`` keeps the last 90 days). A thread's activity is a batch
+        appended to it, or a save of a pydantic-ai conversation linked to it. A thread with
+        a run still open is in use and stays whole, however old: never cut in the middle."""
         intake.check_scope(scope)
         if isinstance(before, datetime.timedelta):
             if before < datetime.timedelta(0):
                 raise InvalidArgumentError(f"before= must not be a negative timedelta: {before}")
-            cutoff = clock.now_ms() - int(before.total_seconds() * 1000)
+            cutoff = clock.now_ms() * 1000 - (before // datetime.timedelta(microseconds=1))
         elif isinstance(before, datetime.datetime):
             if before.tzinfo is None:
                 before = before.replace(tzinfo=datetime.timezone.utc)
-            cutoff = clock.ms_before(before)
+            cutoff = clock.micros(before)
         else:
             raise InvalidArgumentError(
                 f"before= must be a datetime or a timedelta, not {_quote(before)}"
             )
-        return self._erase(lambda tx: tx.idle_threads(cutoff, scope), "prune", dry_run)
+        return self._erase(lambda tx: erasure.idle_threads(tx, cutoff, scope), "prune", dry_run)
 
     def _erase(
         self,

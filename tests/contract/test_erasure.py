@@ -232,6 +232,33 @@ def test_prune_takes_a_thread_last_active_any_fraction_of_a_millisecond_before_t
             assert store.prune(before=cutoff, dry_run=True).threads == erased, after
 
 
+def test_prune_keeps_a_thread_whose_conversation_was_saved_after_the_cutoff(
+    store_location: str,
+) -> None:
+    async def scenario() -> None:
+        with agui_store.open(store_location) as store:
+            _thread(store, "saved-later")
+            _thread(store, "idle")
+        async with ConversationStore(store_location) as conversations:
+            await conversations.save(Conversation(conversation_id="idle", messages=turn(1)))
+            time.sleep(0.01)
+            cutoff = datetime.datetime.now(datetime.timezone.utc)
+            time.sleep(0.01)
+            await conversations.save(
+                Conversation(conversation_id="saved-later", messages=turn(1))
+            )
+            with agui_store.open(store_location) as store:
+                assert store.prune(before=cutoff, dry_run=True).threads == 1
+                receipt = store.prune(before=cutoff)
+                assert (receipt.threads, receipt.conversations) == (1, 1)
+                assert store.threads() == ["saved-later"]
+                assert store.check().ok
+            assert await conversations.load("saved-later") is not None
+            assert await conversations.load("idle") is None
+
+    asyncio.run(scenario())
+
+
 def test_the_conversations_linked_to_a_thread_go_with_it(store_location: str) -> None:
     async def scenario() -> None:
         async with ConversationStore(store_location) as conversations:
