@@ -776,6 +776,20 @@ def test_connect_with_a_body_that_is_not_a_run_agent_input_goes_to_the_app(
     assert response.body == b"the app's own route"
 
 
+def test_a_body_nested_too_deep_to_read_goes_to_the_app_as_it_was_sent(
+    store: Any, astore: Any
+) -> None:
+    # Valid JSON, nested deeper than a decoder follows: the app answers it (FastAPI says
+    # 400), as it would without the Recorder, on the connect path and when refusing.
+    deep = b'{"threadId": "t1", "runId": "r1", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    app = streaming_app([b"the app's own answer"], status=400, content_type=b"text/plain")
+    recorder = Recorder(app, store=astore)
+    assert asyncio.run(call(recorder, deep, path="/agent/connect")).body == b"the app's own answer"
+    refusing = Recorder(app, store=astore, scope=owner_header, unowned="refuse")
+    assert asyncio.run(call(refusing, deep)).body == b"the app's own answer"
+    assert store.threads() == []
+
+
 def test_last_event_id_resumes_after_the_cursor(store: Any, astore: Any) -> None:
     events = run_events("t1", "r1")
     first = store.append(events[:4], input=request_body("t1", "r1"))
