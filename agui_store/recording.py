@@ -406,7 +406,8 @@ def _ids_of(source: Any) -> _Ids | None:
             source = source.encode("utf-8")
         if isinstance(source, (bytes, bytearray, memoryview)):
             return _IDS.decode(source)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeError):
+    # RecursionError: valid JSON nested deeper than the decoder follows (a client's body).
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeError, RecursionError):
         pass
     return None
 

@@ -190,6 +190,34 @@ def test_an_event_the_store_refuses_stops_the_recording_after_the_events_before_
     assert "TEXT_MESSAGE_CONTENT" in said[0]
 
 
+def test_an_input_nested_too_deep_to_read_is_refused_with_a_warning_never_in_the_stream(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A request body as a client may send it: valid JSON, nested deeper than a decoder follows.
+    deep = b'{"threadId": "t", "runId": "r1", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    events: list[Any] = conversation_run("t", "r1", 10, 0)
+
+    async def produce() -> AsyncIterator[Any]:
+        for event in events:
+            yield event
+
+    async def consume(astore: aio.AsyncStore) -> list[Any]:
+        return [event async for event in astore.record(produce(), input=deep)]
+
+    with agui_store.open(db_path) as store:
+        with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
+            assert list(store.record(events, input=deep)) == events
+            astore = aio.AsyncStore(store, writer="thread")
+            try:
+                assert run(consume(astore)) == events
+            finally:
+                run(astore.close())
+        assert store.threads() == []
+    said = [r.getMessage() for r in caplog.records if r.name == "agui_store.recording"]
+    assert len(said) == 2, said
+    assert all(m.startswith("recording of thread t, run r1 stopped: 0 event(s)") for m in said)
+
+
 def test_a_refused_event_first_in_its_batch_leaves_the_file_as_it_was(db_path: Path) -> None:
     bad = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "nope", "delta": "x"}
     with agui_store.open(db_path) as store:
