@@ -374,7 +374,9 @@ class Recorder:
         if self.unowned == "refuse" and self._owner_of is not None and self._owner(scope) is None:
             await self._refuse_unowned(scope, receive, send)
             return
-        body_parts: list[bytes] = []
+        body_parts: list[bytes] | None = []  # None: larger than the store takes (not kept)
+        body_size = 0
+        body_limit = self._store.store.max_event_bytes
         body_complete = False
         # Once the body is read, the next message can only be the client's disconnect: the
         # Recorder waits for it itself (an app that never asks would otherwise have its
@@ -383,14 +385,21 @@ class Recorder:
         gone: asyncio.Future[Message] | None = None
 
         async def tee_receive() -> Message:
-            nonlocal body_complete
+            nonlocal body_complete, body_parts, body_size
             if gone is not None:
                 return await asyncio.shield(gone)
             message = await receive()
             if message["type"] == "http.request" and not body_complete:
                 # bytes() of bytes is the same immutable object: no copy on the hot path.
-                body_parts.append(bytes(message.get("body", b"")))
+                part = bytes(message.get("body", b""))
                 body_complete = not message.get("more_body", False)
+                body_size += len(part)
+                if body_size > body_limit:
+                    # The store refuses such an input: an upload the app streams is not
+                    # held in memory whole for a run that cannot be recorded.
+                    body_parts = None
+                elif body_parts is not None:
+                    body_parts.append(part)
             return message
 
         current: _Recording | None = None
@@ -454,7 +463,7 @@ class Recorder:
         await _reply(send, 401, b"no owner: this request names no user")
 
     def _start(
-        self, scope: Scope, start: Message, body_parts: list[bytes], body_complete: bool
+        self, scope: Scope, start: Message, body_parts: list[bytes] | None, body_complete: bool
     ) -> _Recording | None:
         """The recording of this response, or ``None`` when it is not an AG-UI run."""
         try:
@@ -475,6 +484,13 @@ class Recorder:
                     "compressed (Content-Encoding: %s), which the Recorder does not read",
                     scope.get("method"), scope.get("path"),
                     (encoding or b"").decode("latin-1")[:40],
+                )
+                return None
+            if body_parts is None:
+                logger.warning(
+                    "not recorded: %s %s answered an event stream, but its request body is "
+                    "larger than the store takes as a run's input (max_event_bytes=%d)",
+                    scope.get("method"), scope.get("path"), self._store.store.max_event_bytes,
                 )
                 return None
             body = b"".join(body_parts)

@@ -9,6 +9,7 @@ and the official client are in ``test_asgi_e2e.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import inspect
 import json
@@ -525,6 +526,65 @@ def test_a_body_that_is_not_a_run_agent_input_is_logged_and_passes_through(
     assert response.body == b"".join(chunks)
     assert store.threads() == []
     assert any("not a RunAgentInput" in r.getMessage() for r in caplog.records)
+
+
+def test_a_request_body_larger_than_the_store_takes_is_not_kept_while_the_app_streams_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import tracemalloc
+
+    chunk_size, chunks = 64 * 1024, 256  # 16 MiB, in the chunks a server delivers
+
+    async def upload(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        received = 0  # the app keeps nothing of it
+        while True:
+            message = await receive()
+            received += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": sse(run_events("t1", "r1"))[0]})
+
+    async def post(recorder: Any) -> int:
+        sent = 0
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if sent == chunks:
+                await asyncio.Event().wait()  # the client stays
+            sent += 1
+            body = b'{"threadId": "t1", "runId": "r1", "x": "' if sent == 1 else b"y" * chunk_size
+            return {"type": "http.request", "body": body, "more_body": sent < chunks}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                raise _Done
+
+        scope = {"type": "http", "method": "POST", "path": "/upload",
+                 "headers": [(b"content-type", b"application/json")]}
+        tracemalloc.start()
+        try:
+            with contextlib.suppress(_Done):
+                await recorder(scope, receive, send)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    with agui_store.open(tmp_path / "small.db", max_event_bytes=64 * 1024) as small:
+        astore = AsyncStore(small, writer="thread")
+        try:
+            with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
+                peak = asyncio.run(post(Recorder(upload, store=astore)))
+        finally:
+            asyncio.run(astore.close())
+        assert small.threads() == []
+    assert peak < chunk_size * chunks // 4  # nothing like the whole body
+    assert "larger than the store takes" in caplog.text
+
+
+class _Done(Exception):
+    """The client has its response."""
 
 
 def test_a_run_agent_input_the_store_refuses_leaves_the_store_as_it_was(
