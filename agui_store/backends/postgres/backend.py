@@ -183,9 +183,10 @@ def holds_store(url: str) -> bool:
     try:
         return schema.installed_version(conn) > 0
     except errors.AguiStoreError as e:
-        if _naming(e, where) is e:
+        named = _naming(e, where)
+        if named is e:
             raise
-        raise _naming(e, where) from None
+        raise named from None
     except psycopg.Error as e:
         raise translate(e, where) from e
     finally:
@@ -255,9 +256,11 @@ class PostgresBackend:
         except BaseException as e:
             with contextlib.suppress(Exception):
                 conn.close()
-            if isinstance(e, errors.AguiStoreError) and _naming(e, self.where) is not e:
-                raise _naming(e, self.where) from None
-            if isinstance(e, Exception) and not isinstance(e, errors.AguiStoreError):
+            if isinstance(e, errors.AguiStoreError):
+                named = _naming(e, self.where)
+                if named is not e:
+                    raise named from None
+            elif isinstance(e, Exception):
                 raise translate(e, self.where) from e
             raise
         return conn
