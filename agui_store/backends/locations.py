@@ -13,7 +13,7 @@ UNREADABLE_URL = "a PostgreSQL database"
 
 #: The query parameters that hold a secret: the password, and the passphrase of the
 #: client's SSL key.
-_SECRETS = frozenset({"password", "sslpassword"})
+SECRETS = frozenset({"password", "sslpassword"})
 
 
 def without_password(url: str) -> str:
@@ -31,7 +31,7 @@ def without_password(url: str) -> str:
         [
             (key, value)
             for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-            if key not in _SECRETS
+            if key not in SECRETS
         ],
         safe="/",
     )
@@ -46,7 +46,7 @@ def has_password(url: str) -> bool:
     try:
         parts = urllib.parse.urlsplit(url)
         return parts.password is not None or any(
-            key in _SECRETS for key, _ in urllib.parse.parse_qsl(parts.query)
+            key in SECRETS for key, _ in urllib.parse.parse_qsl(parts.query)
         )
     except ValueError:
         return True  # unreadable: shown without what might be one

@@ -41,7 +41,7 @@ from psycopg.pq import TransactionStatus
 from agui_store import errors
 from agui_store.backends import errors as backend_errors
 from agui_store.backends import progress
-from agui_store.backends.locations import UNREADABLE_URL, without_password
+from agui_store.backends.locations import SECRETS, UNREADABLE_URL, without_password
 from agui_store.backends.postgres import migrations, schema, sql
 from agui_store.backends.postgres.transaction import PostgresTransaction
 from agui_store.engine import derivation
@@ -158,7 +158,7 @@ def _raw_passwords(url: str) -> set[str]:
         found.add(userinfo.split(":", 1)[1])
     for pair in query.split("&"):
         key, _, value = pair.partition("=")
-        if key in ("password", "sslpassword"):
+        if key in SECRETS:
             found.add(value)
     return found - {""}
 
