@@ -392,34 +392,27 @@ def test_a_message_pydantic_ai_could_not_read_back_is_refused_by_entry_and_nothi
     run(scenario())
 
 
-def test_an_id_or_scope_that_is_not_text_is_refused_by_name_and_nothing_is_written(
-    store_location: str,
+@pytest.mark.parametrize(
+    ("conversation_id", "scope", "said"),
+    [
+        ("d", 5, r"conversation 'd': its scope is an int \(5\), not text"),
+        (7, None, r"conversation 7: its id is an int \(7\), not text"),
+        # As the store's every scope: an owner "" no erasure could name.
+        ("d", "", r"conversation 'd': its scope is empty.*"),
+    ],
+    ids=["a scope not text", "an id not text", "an empty scope"],
+)
+def test_a_save_under_an_id_or_scope_no_store_could_hold_is_refused_by_name_and_writes_nothing(
+    store_location: str, conversation_id: Any, scope: Any, said: str
 ) -> None:
     async def scenario() -> None:
         async with ConversationStore(store_location) as store:
             await store.save(Conversation(conversation_id="c", messages=turn(1)))
             before = dump(store_location)
-            with pytest.raises(InvalidArgumentError, match=r"conversation 'd': its scope is an "
-                               r"int \(5\), not text; nothing was written"):
-                await store.save(Conversation(conversation_id="d", messages=turn(1)), scope=5)
-            with pytest.raises(InvalidArgumentError, match=r"conversation 7: its id is an int "
-                               r"\(7\), not text; nothing was written"):
-                await store.save(Conversation(conversation_id=7, messages=turn(1)))
-            assert dump(store_location) == before
-
-    run(scenario())
-
-
-def test_an_empty_scope_is_refused_as_the_store_refuses_an_owner_no_erasure_could_name(
-    store_location: str,
-) -> None:
-    async def scenario() -> None:
-        async with ConversationStore(store_location) as store:
-            await store.save(Conversation(conversation_id="c", messages=turn(1)))
-            before = dump(store_location)
-            with pytest.raises(InvalidArgumentError, match=r"conversation 'd': its scope is "
-                               r"empty.*; nothing was written"):
-                await store.save(Conversation(conversation_id="d", messages=turn(1)), scope="")
+            with pytest.raises(InvalidArgumentError, match=f"{said}; nothing was written"):
+                await store.save(
+                    Conversation(conversation_id=conversation_id, messages=turn(1)), scope=scope
+                )
             assert dump(store_location) == before
 
     run(scenario())
