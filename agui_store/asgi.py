@@ -371,9 +371,15 @@ class Recorder:
     # --- recording ----------------------------------------------------------------------
 
     async def _record(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.unowned == "refuse" and self._owner_of is not None and self._owner(scope) is None:
-            await self._refuse_unowned(scope, receive, send)
-            return
+        # The scope callable is asked once a request: under "refuse" before the app runs (a
+        # request it gives no owner never reaches the app), otherwise when the response
+        # starts. The owner let through is the owner its run is written for.
+        owner: str | None = None
+        if self.unowned == "refuse" and self._owner_of is not None:
+            owner = self._owner(scope)
+            if owner is None:
+                await self._refuse_unowned(scope, receive, send)
+                return
         body_parts: list[bytes] | None = []  # None: larger than the store takes (not kept)
         body_size = 0
         body_limit = self._store.store.max_event_bytes
@@ -419,7 +425,7 @@ class Recorder:
                     current.finish()
                 return
             if kind == "http.response.start":
-                current = self._start(scope, message, body_parts, body_complete)
+                current = self._start(scope, message, body_parts, body_complete, owner)
                 if current is not None and body_complete:
                     gone = asyncio.ensure_future(receive())
                     # One turn of the loop for it: a client that left before the response
@@ -463,9 +469,11 @@ class Recorder:
         await _reply(send, 401, b"no owner: this request names no user")
 
     def _start(
-        self, scope: Scope, start: Message, body_parts: list[bytes] | None, body_complete: bool
+        self, scope: Scope, start: Message, body_parts: list[bytes] | None, body_complete: bool,
+        owner: str | None,
     ) -> _Recording | None:
-        """The recording of this response, or ``None`` when it is not an AG-UI run."""
+        """The recording of this response, or ``None`` when it is not an AG-UI run;
+        ``owner``: the request's, when the scope callable was already asked."""
         try:
             if start.get("status") != 200:
                 return None
@@ -505,7 +513,8 @@ class Recorder:
                     "" if body_complete else " (the app answered before reading it whole)",
                 )
                 return None
-            owner = self._owner(scope)
+            if owner is None:
+                owner = self._owner(scope)
             if owner is None and self._owner_of is not None and self.unowned != "record":
                 # Owners are on, and this request has none: written without a scope it would
                 # reach every owner's threads (the store's operator), so it is not written,

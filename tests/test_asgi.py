@@ -1189,6 +1189,27 @@ def test_a_scope_callable_that_gives_no_owners_name_gives_the_request_no_owner(
     assert [m.split(" (")[0].rsplit(" ", 1)[-1] for m in said] == ["/agent", "/agent/connect"]
 
 
+@pytest.mark.parametrize("unowned", ["skip", "record", "refuse"])
+def test_the_scope_callable_is_asked_once_a_request_and_its_owner_is_the_one_recorded(
+    store: Any, astore: Any, unowned: str
+) -> None:
+    asked: list[str | None] = []
+
+    def counted_owner(scope: dict[str, Any]) -> str | None:
+        # A callable with a cost or a side effect (a session look-up) sees each request once.
+        owner = owner_header(scope)
+        asked.append(owner)
+        return owner
+
+    chunks = sse(run_events("t1", "r1"))
+    recorder = Recorder(streaming_app(chunks), store=astore, scope=counted_owner,
+                        unowned=unowned)
+    answer = asyncio.run(call(recorder, request_body("t1", "r1"), headers=[(b"x-user", b"al")]))
+    assert answer.body == b"".join(chunks)
+    assert asked == ["al"]
+    assert [r.run_id for r in store.runs("t1")] == ["r1"] and store.thread("t1").owner == "al"
+
+
 def test_a_run_without_an_owner_is_skipped_with_a_warning_recorded_or_refused_as_asked(
     store: Any, astore: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
