@@ -162,6 +162,7 @@ class _Recording:
             warn=False,  # close() reports the response once, with its final counts
         )
         self._unreadable: Exception | None = None
+        self._ended = False  # the response is over: the run is no longer followed live
 
     def feed(self, chunk: bytes) -> None:
         """A chunk the client got: its complete events go to the batch."""
@@ -192,6 +193,9 @@ class _Recording:
         try:
             await self._batcher.aclose()  # shielded: a cancelled request still records
         finally:
+            # Cancelled (a server stopping), the appends go on after this: their first batch
+            # must not register the run as live again, with no end to come.
+            self._ended = True
             self._recorder._run_ended(self.thread_id, self.run_id)
         batcher = self._batcher
         reason = batcher.failed or self._unreadable
@@ -210,7 +214,8 @@ class _Recording:
             if self.run_id is not None:
                 self._recorder._run_ended(self.thread_id, self.run_id)
             self.run_id = result.new_run_ids[-1]
-            self._recorder._run_opened(self.thread_id, self.run_id)
+            if not self._ended:
+                self._recorder._run_opened(self.thread_id, self.run_id)
         live = self._recorder._live.get((self.thread_id, self.run_id or ""))
         first, last = result.first_seq, result.last_seq
         # One append's events have consecutive sequence numbers (one write transaction).

@@ -903,6 +903,38 @@ async def recorded_until(store: Any, event_type: str) -> None:
         await asyncio.sleep(0.01)
 
 
+def test_a_run_whose_request_was_cancelled_as_it_ended_is_not_followed_as_live_after(
+    store: Any, astore: Any
+) -> None:
+    events = run_events("t1", "r1")
+    recorder = Recorder(streaming_app(sse(events)), store=astore)
+
+    async def shutting_down(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        # A server stopping cancels the request's task as its response ends: the Recorder
+        # is then closing the recording, whose events it still writes.
+        async def send_then_cancelled(message: dict[str, Any]) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                task = asyncio.current_task()
+                assert task is not None
+                task.cancel()
+
+        await recorder(scope, receive, send_then_cancelled)
+
+    async def scenario() -> Response:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.ensure_future(call(shutting_down, request_body("t1", "r1")))
+        await recorded_until(store, "RUN_FINISHED")
+        # The run has ended: a reconnect gets what the store holds, not a wait for more.
+        return await asyncio.wait_for(
+            call(recorder, request_body("t1", "r1"), path="/agent/connect"), timeout=60
+        )
+
+    reconnected = asyncio.run(scenario())
+    assert reconnected.complete
+    assert [ev["type"] for _, ev in read_stream(reconnected.body)][-1] == "RUN_FINISHED"
+
+
 @pytest.mark.oracle
 def test_a_client_reconnecting_to_a_live_run_gets_its_hydration_then_the_live_rest(
     store: Any, astore: Any, oracle: Any
