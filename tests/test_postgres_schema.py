@@ -1220,6 +1220,33 @@ def test_a_role_that_may_not_create_the_store_is_told_how_to_create_it_not_to_gr
             admin.execute(f"DROP ROLE {role}")
 
 
+def test_a_role_without_the_stores_grants_is_told_what_was_refused_not_that_a_read_writes(
+    deployment: tuple[str, str], postgres_database: str
+) -> None:
+    from tests.postgres_cluster import uri
+
+    owner_dsn, _ = deployment
+    with agui_store.open(uri(make_conninfo_dict(owner_dsn))) as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"}])
+    role = f"agui_reader_{uuid.uuid4().hex[:10]}"
+    with connect(postgres_database) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")  # CONNECT, as every role: no store grants
+    try:
+        dsn = uri({**make_conninfo_dict(postgres_database), "user": role})
+        with pytest.raises(agui_store.StorageError) as refused, agui_store.open(dsn) as store:
+            store.threads()  # a read: nothing was to be written
+        said = str(refused.value)
+        assert "permission denied for schema" in said and "cannot be written" not in said
+        assert "application_grants" in said  # what gives this role the store
+    finally:
+        with connect(postgres_database) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
+            admin.execute(f"DROP ROLE {role}")
+
+
 def test_the_application_role_asked_to_migrate_says_the_owner_must_open_the_store_first(
     deployment: tuple[str, str],
 ) -> None:

@@ -99,8 +99,9 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
             path=where,
         )
     if isinstance(e, pg_errors.InsufficientPrivilege):
+        # A read is refused as a write is: the server's words say which privilege it was.
         return errors.StorageError(
-            f"{where} cannot be written ({_first_line(e)}): grant the role the store's "
+            f"{where} refused this role ({_first_line(e)}): grant the role the store's "
             "privileges (agui_store.postgres.schema.application_grants)",
             path=where,
         )
