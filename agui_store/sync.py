@@ -138,15 +138,18 @@ def opened(
     if missing is not None:
         shown = locations.without_password(path) if is_url(path) else path
         raise NotAStoreError(f"no store at {shown}{' ' if purpose else ''}{purpose}: {missing}")
-    created = None
-    # a file: URI's text names no file: whether its file exists is asked of the file
-    if not must_exist and not is_url(path) and real is not None and not os.path.lexists(real):
+    created = None  # the file or URL of a store this opening creates
+    if must_exist or real is None:
+        pass
+    elif is_url(path):
+        created = path if backends.missing_store(path) is not None else None
+    elif not os.path.lexists(real):  # a file: URI's text names no file: its file is asked
         created = files.store_file(path)
     try:
         store = Store(path, busy_timeout_ms=busy_timeout_ms)
     except BaseException:  # the file it began to create holds no store
         if created is not None:
-            files.remove_database(created)
+            _remove_new_store(created)
         raise
     left_empty = False
     try:
@@ -157,7 +160,17 @@ def opened(
     finally:
         store.close()
         if left_empty and created is not None:
-            files.remove_database(created)
+            _remove_new_store(created)
+
+
+def _remove_new_store(where: str) -> None:
+    """Remove the store an opening created, on the way out of a failure: the failure is
+    what the caller is told, so a removal that fails too (a lost connection) is logged."""
+    try:
+        backends.remove_new_store(where)
+    except AguiStoreError as e:
+        _log.warning("the new store %s, left holding nothing, was not removed: %s",
+                     locations.without_password(where), e)
 
 
 def _utf8(path: str) -> bool:

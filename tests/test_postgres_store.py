@@ -1708,3 +1708,43 @@ def test_a_run_longer_than_a_page_reads_back_whole_and_after_any_cursor(store: A
             f"SELECT cardinality(payloads) FROM {schema.SCHEMA}.event_pages ORDER BY first_seq"
         ).fetchall()
     assert sizes == [(PAGE_EVENTS,), (PAGE_EVENTS,), (len(appended) - 2 * PAGE_EVENTS,)]
+
+
+def test_a_failed_import_or_copy_into_a_new_database_leaves_no_store_schema_behind(
+    postgres_database: str, tmp_path: Any
+) -> None:
+    from tests.postgres_cluster import uri
+
+    url = uri(dict(psycopg.conninfo.conninfo_to_dict(postgres_database)))
+    source = tmp_path / "s.db"
+    with agui_store.open(source) as s:
+        s.append(run("t", "r1", *say("m1", "hello", "user")))
+    archive = tmp_path / "a.jsonl"
+    with agui_store.open(source) as s, archive.open("wb") as out:
+        s.export_archive(out)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(archive.read_bytes()[:300])
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    for path in (tmp_path / "missing.jsonl", cut):
+        failed = subprocess.run(
+            [sys.executable, "-m", "agui_store", "--db", url, "import", str(path)],
+            capture_output=True, text=True, env=env, check=False,
+        )
+        assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr
+        threads = subprocess.run(
+            [sys.executable, "-m", "agui_store", "--db", url, "threads"],
+            capture_output=True, text=True, env=env, check=False,
+        )
+        assert threads.returncode == 1 and "no store at" in threads.stderr, threads.stderr
+    with pytest.raises(RunNotFoundError):
+        agui_store.copy(source, url, thread_id="nosuch")
+    with psycopg.connect(postgres_database) as conn:
+        assert schema.installed_version(conn) == 0
+    agui_store.copy(source, url)  # a copy that succeeds keeps the store it made
+    with agui_store.open(url) as s:
+        assert s.threads() == ["t"]
+    from agui_store import backends
+
+    backends.remove_new_store(url)  # as if a failed opening raced this store's first write
+    with agui_store.open(url) as s:
+        assert s.threads() == ["t"]  # a store holding anything is never dropped

@@ -66,6 +66,18 @@ def missing_store(path: str) -> str | None:
     return "the file is empty" if empty else None
 
 
+def remove_new_store(path: str) -> None:
+    """Remove a store a failed first write created and left holding nothing: the SQLite
+    file with the files beside it, or the PostgreSQL database's store schema (dropped only
+    while it holds nothing, so a store another process has begun to fill stays)."""
+    if is_url(path):
+        _postgres().drop_new_store(path)
+        return
+    from agui_store.backends.sqlite import files
+
+    files.remove_database(path)
+
+
 def open_backend(path: str, busy_timeout_ms: int) -> port.Backend:
     """The backend a path or URL names: PostgreSQL for ``postgresql://`` URLs (psycopg, the
     ``postgres`` extra), else an SQLite file."""

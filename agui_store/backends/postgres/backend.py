@@ -194,6 +194,31 @@ def holds_store(url: str) -> bool:
         conn.close()
 
 
+def drop_new_store(url: str) -> bool:
+    """Drop the store's schema from the database ``url`` names, if it holds nothing: what a
+    failed first write into a new database leaves (as SQLite's file is removed). Under the
+    installers' lock and the writers' (exclusive), so a store another process has begun to
+    fill is kept. Whether it was dropped."""
+    where = without_password(url)
+    conn = _connection(url, where)
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)",
+                         (schema.LOCK_CLASS, schema.INSTALL_LOCK_KEY))
+            conn.execute(sql.WRITER_LOCK)
+            if not schema.installed_version(conn):
+                return False
+            row = conn.execute(sql.STORE_HOLDS_NOTHING.format(schema=schema.SCHEMA)).fetchone()
+            if not (row and row[0]):
+                return False
+            conn.execute(f"DROP SCHEMA {schema.SCHEMA} CASCADE")
+            return True
+    except psycopg.Error as e:
+        raise translate(e, where) from e
+    finally:
+        conn.close()
+
+
 #: The tables an erasure deletes from whose indexes hold nothing of what was erased in the
 #: clear: integers the store assigned (sequence numbers, run, batch, blob and message keys,
 #: which the erasure log's ranges name too) and sha256 digests (content addresses, lineage

@@ -51,6 +51,13 @@ LOCK_WRITERS_SHARED = f"SELECT pg_advisory_xact_lock_shared({LOCK_CLASS}, {WRITE
 #: What every other write takes first: it waits for the appends under way and runs alone.
 WRITER_LOCK = f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, {WRITERS_LOCK_KEY})"
 
+#: Whether a store holds nothing a write leaves: no thread, run, blob, conversation,
+#: erasure or tombstone (its meta rows are the schema's own).
+STORE_HOLDS_NOTHING = "SELECT " + " AND ".join(
+    f"NOT EXISTS (SELECT 1 FROM {{schema}}.{table})"
+    for table in ("threads", "runs", "blobs", "conversations", "erasures", "tombstones")
+)
+
 
 def thread_lock_key(thread_id: str) -> int:
     """The thread lock's second key: 32 bits of a hash of the thread id, computed here so
