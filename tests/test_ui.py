@@ -1066,3 +1066,27 @@ def test_a_run_that_left_the_state_alone_says_so_instead_of_an_empty_patch(
     page = get(client_of(store), "/run/changes", thread="t", run="r1")
     assert page.find("patch") is None
     assert "The state did not change." in page.text
+
+
+def test_a_failed_runs_page_shows_its_errors_message_and_code_beside_its_status(
+    store: agui_store.Store,
+) -> None:
+    store.append([started("t", "r0"), *said("a0", "working on it"),
+                  {"type": "RUN_ERROR", "message": "the model <timed> out", "code": "E_TIMEOUT"}])
+    store.append([started("t", "r1"), {"type": "RUN_ERROR", "message": "no code sent"}],
+                 parent="r0")
+    store.append(one_run("t", "r2", said("a2", "fine")), parent="r1")
+    # A RUN_ERROR after RUN_FINISHED is the one that counts, as for the run's status.
+    store.append([*one_run("t", "r3", said("a3", "done")),
+                  {"type": "RUN_ERROR", "message": "late", "code": "E_LATE"}], parent="r2")
+    client = client_of(store)
+    failed = get(client, "/run", thread="t", run="r0").find("run-error")
+    assert failed is not None
+    assert failed.find("error-message").text == "the model <timed> out"  # type: ignore[union-attr]
+    assert failed.find("error-code").text == "E_TIMEOUT"  # type: ignore[union-attr]
+    without_code = get(client, "/run", thread="t", run="r1").find("run-error")
+    assert without_code is not None and without_code.find("error-code") is None
+    assert without_code.find("error-message").text == "no code sent"  # type: ignore[union-attr]
+    assert get(client, "/run", thread="t", run="r2").find("run-error") is None
+    late = get(client, "/run", thread="t", run="r3").find("run-error")
+    assert late is not None and late.find("error-code").text == "E_LATE"  # type: ignore[union-attr]

@@ -614,6 +614,38 @@ def event_rows(events: Sequence[dict[str, Any]]) -> list[EventRow]:
 
 
 @dataclass(frozen=True)
+class RunError:
+    """Why a run failed, as its ``RUN_ERROR`` says: its ``message`` and its ``code``
+    (``None``: it sent none)."""
+
+    message: str
+    code: str | None
+
+
+def run_error(run: Run, events: Sequence[dict[str, Any]]) -> RunError | None:
+    """The error a failed run ended with: its last terminal event, when that is a
+    ``RUN_ERROR`` (a late one after ``RUN_FINISHED`` counts, as the run's status does).
+    Read from the events the run page holds anyway: the run's record keeps no message."""
+    if run.status != "error":
+        return None
+    for event in reversed(events):
+        kind = event.get("type")
+        if kind == "RUN_ERROR":
+            code = event.get("code")
+            return RunError(
+                _as_text(event.get("message", "")), None if code is None else _as_text(code)
+            )
+        if kind == "RUN_FINISHED":
+            return None
+    return None
+
+
+def _as_text(value: Any) -> str:
+    """A field a producer should send as a string, as text whatever it sent (JSON if not)."""
+    return text.printable(value) if isinstance(value, str) else text.dumps(value)
+
+
+@dataclass(frozen=True)
 class RunPage:
     """Everything a run page shows when it opens (the state change and the input load
     after it, as they can be large).
@@ -625,6 +657,7 @@ class RunPage:
         state_json: the state as JSON for the page's script, ``None`` when it is too long to
             inline (``state_chars`` long).
         interrupts: the pending interrupts as JSON (``""``: none).
+        error: the ``RUN_ERROR`` a failed run ended with (``None``: it did not fail).
         continued: for a run that saved pydantic-ai conversation entries, which entry the
             model continued from (the page says so when it is not where the AG-UI lineage
             reached: the conversation was branched on the server).
@@ -642,6 +675,7 @@ class RunPage:
     state_json: str | None
     state_chars: int
     interrupts: str
+    error: RunError | None = None
     continued: Continuation | None = None
     all_messages: bool = False
     all_events: bool = False
@@ -704,6 +738,7 @@ def run_page(
         state if len(state) <= text.INLINE_JSON_CHARS else None,
         len(state),
         text.dumps(co.interrupts, indent=2) if co.interrupts else "",
+        run_error(run, events),
         continued,
         all_messages,
         all_events,
