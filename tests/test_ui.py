@@ -1090,3 +1090,27 @@ def test_a_failed_runs_page_shows_its_errors_message_and_code_beside_its_status(
     assert get(client, "/run", thread="t", run="r2").find("run-error") is None
     late = get(client, "/run", thread="t", run="r3").find("run-error")
     assert late is not None and late.find("error-code").text == "E_LATE"  # type: ignore[union-attr]
+
+
+def test_an_error_page_about_a_thread_links_back_to_it_when_the_store_holds_it(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("t/1", "r0", said("a0", "hello")))
+    store.append(one_run("theirs", "b1", said("u", "secret", "user")), scope="bob")
+    client = client_of(store)
+    for path, params, status in [
+        ("/run", {"thread": "t/1", "run": "no-such-run"}, 404),
+        ("/diff", {"thread": "t/1", "a": "r0", "b": "no-such-branch"}, 404),
+        ("/fork", {"thread": "t/1", "run": "no-such-run"}, 404),
+        ("/run", {"thread": "t/1"}, 400),
+        ("/diff", {"thread": "t/1", "a": "r0", "b": "r0", "mode": "four-dot"}, 400),
+    ]:
+        page = get(client, path, status, **params)
+        back = page.find("back-to-thread", "a")
+        assert back is not None, (path, params)
+        assert back.attrs["href"] == url("/thread", thread="t/1")
+        assert url("/") in [a.attrs["href"] for a in page.find_all(tag="a")]
+    # A thread the store does not hold, or holds for another owner, gets no link.
+    assert get(client, "/run", 404, thread="gone", run="r0").find("back-to-thread") is None
+    scoped = client_of(store, scope="alice")
+    assert get(scoped, "/run", 404, thread="theirs", run="b1").find("back-to-thread") is None

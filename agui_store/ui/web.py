@@ -98,6 +98,18 @@ class Viewer:
             raise HTTPException(400, f"the page needs ?{name}=")
         return value
 
+    def existing_thread(self, request: Request) -> str | None:
+        """The thread ``?thread=`` names, when the store holds it for this viewer's scope:
+        an error page about one of its runs links back to it (``None``: no such thread)."""
+        thread_id = request.query_params.get("thread")
+        if not thread_id:
+            return None
+        try:
+            found = self.store.thread(thread_id, scope=self.scope)
+        except Exception:  # an error page renders whatever else failed, its own reads too
+            return None
+        return None if found is None else thread_id
+
     # --- pages --------------------------------------------------------------------------
 
     def threads(self, request: Request) -> Response:
@@ -482,7 +494,8 @@ def build(
         if request.url.path.endswith(JSON_ENDPOINTS):  # a script or a download reads it
             return JSONResponse({"error": text.printable(message)}, status_code=status)
         return viewer.render(
-            request, "error.html", status=status, status_code=status, message=message
+            request, "error.html", status=status, status_code=status, message=message,
+            thread_id=viewer.existing_thread(request),
         )
 
     async def http_error(request: Request, exc: Exception) -> Response:
