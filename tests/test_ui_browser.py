@@ -6,7 +6,9 @@ come to show; nothing is timed.
 
 from __future__ import annotations
 
+import ast
 import json
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -645,3 +647,40 @@ def test_a_finished_run_page_says_its_run_was_erased_when_the_reader_comes_back_
         assert "no longer in the store" in css(browser, "#gone").text
         assert css(browser, "#run h1 .status").text == "erased"
         script_errors(browser)  # the one poll that found the run gone
+
+
+def test_the_fork_pages_snippets_give_back_the_typed_agent_url_whatever_it_holds(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    """The URL is pasted inside a Python string and a shell command: a quote, a ``$``, a
+    backquote or a backslash in it must reach the agent as typed, not end the string or run
+    a command."""
+    store, thread = demo
+
+    def pasted() -> tuple[str, str]:
+        """The URL as the Python snippet's string and the shell's word read it back."""
+        python = css(browser, "#python-call").text
+        literal = python.split("httpx.post(", 1)[1].split(", json=body", 1)[0]
+        curl = css(browser, "#http-call").text.splitlines()[1]
+        word = curl.removeprefix("curl -N -X POST ").removesuffix(" \\")
+        words = subprocess.run(
+            ["bash", "-c", 'printf "%s\\0" ' + word], capture_output=True, text=True,
+            check=True,
+        ).stdout.split("\0")[:-1]
+        assert len(words) == 1, curl
+        return ast.literal_eval(literal), words[0]
+
+    with serving(agui_store.ui.app(store)) as base:
+        visit(browser, base, "/fork", thread=thread, run="run-1")
+        assert pasted() == ("http://127.0.0.1:8000/agent",) * 2
+        field = css(browser, "#agent-url")
+        field.clear()
+        typed = "http://h/a\"b'c$HOME`id`\\d?x=1&y=$(id)"
+        field.send_keys(typed)
+        assert pasted() == (typed, typed)
+        # Pasted text may hold what no key types: set it as a paste would.
+        for value in ["http://h/\x01\x1b[31m\u202eevil\u2028é", "", "plain"]:
+            browser.execute_script(
+                "const f = document.getElementById('agent-url'); f.value = arguments[0];"
+                "f.dispatchEvent(new Event('input'));", value)
+            assert pasted() == (value, value), repr(value)

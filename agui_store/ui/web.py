@@ -267,6 +267,9 @@ class Viewer:
             body=text.dumps(body, indent=2),
             body_size=len(text.dumps(body)),
             agent_url=DEFAULT_AGENT_URL,
+            # As the page's script quotes the URL the reader types (static/viewer.js).
+            agent_url_python=json.dumps(DEFAULT_AGENT_URL),
+            agent_url_shell=shell_command([DEFAULT_AGENT_URL]),
             store_path=_pasted(self.store.path),
             fork_command=_fork_command(run_id, thread_id, _pasted(self.store.path)),
         )

@@ -16,6 +16,30 @@ function shown(text) {
   });
 }
 
+// What breaks a line or hides in it: each snippet's quoting writes it as an escape.
+const LINE_CONTROL = /[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+const hex = (code, width) => code.toString(16).padStart(width, "0");
+
+// The agent URL the reader types, as each snippet's language reads it back whatever it holds
+// (a quote, a $, a backslash): a Python string literal (JSON's, which Python reads alike,
+// with every hidden character as \uXXXX) and a shell word quoted as the server quotes the
+// command's words (records.shell_command: bare when safe, else in single quotes, or in
+// ANSI-C quotes when it holds a control character).
+const QUOTED = {
+  python: (value) => JSON.stringify(value).replace(new RegExp(LINE_CONTROL, "g"),
+    (c) => "\\u" + hex(c.charCodeAt(0), 4)),
+  shell: (value) => {
+    if (value === "") return "''";
+    if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(value)) return value;
+    if (!LINE_CONTROL.test(value)) return "'" + value.replaceAll("'", "'\"'\"'") + "'";
+    const escapes = { "\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\", "'": "\\'" };
+    return "$'" + value.replace(new RegExp("[\\\\']|" + LINE_CONTROL.source, "g"), (c) => {
+      const code = c.charCodeAt(0);
+      return escapes[c] || (code < 0x80 ? "\\x" + hex(code, 2) : "\\u" + hex(code, 4));
+    }) + "'";
+  },
+};
+
 function el(tag, cls, text) {
   const node = document.createElement(tag);
   if (cls) node.className = cls;
@@ -348,8 +372,9 @@ function initForms() {
   const url = document.getElementById("agent-url");
   if (url) {
     url.addEventListener("input", () => {
-      for (const snippet of document.querySelectorAll("pre.snippet[data-template]")) {
-        snippet.textContent = snippet.dataset.template.split("@URL@").join(url.value);
+      for (const snippet of document.querySelectorAll("pre.snippet[data-quote]")) {
+        const { before, after, quote } = snippet.dataset;
+        snippet.textContent = before + QUOTED[quote](url.value) + after;
       }
     });
   }
