@@ -1114,3 +1114,17 @@ def test_an_error_page_about_a_thread_links_back_to_it_when_the_store_holds_it(
     assert get(client, "/run", 404, thread="gone", run="r0").find("back-to-thread") is None
     scoped = client_of(store, scope="alice")
     assert get(scoped, "/run", 404, thread="theirs", run="b1").find("back-to-thread") is None
+
+
+def test_every_time_the_search_and_the_run_tree_show_says_it_is_utc(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("trip", "r1", said("u1", "Book the Porto hotel", "user")))
+    client = client_of(store)
+    (hit,) = get(client, "/", q="porto").find_all(cls="hit")
+    (found,) = store.search("porto")
+    assert found.recorded_at is not None
+    shown = hit.find(cls="time")
+    assert shown is not None and shown.text == f"{found.recorded_at:%Y-%m-%d %H:%M:%S} UTC"
+    headers = [th.text for th in get(client, "/thread", thread="trip").find_all(tag="th")]
+    assert "recorded (UTC)" in headers

@@ -382,6 +382,7 @@ def test_numbers_times_and_event_types_are_never_broken_across_lines(
             store.append([{"type": "RUN_STARTED", "threadId": "busy", "runId": f"b{i}"},
                           {"type": "RUN_FINISHED", "threadId": "busy", "runId": f"b{i}"}])
         pages = [("/", {}, "table.threads td.num, table.threads td.time"),
+                 ("/", {"q": "answer"}, ".hit .time"),
                  ("/thread", {"thread": "busy"}, "table.tree td.num, table.tree td.time"),
                  ("/run", {"thread": "t", "run": "long"}, "table.event-list td.num, .etype")]
         with serving(agui_store.ui.app(store)) as base:
