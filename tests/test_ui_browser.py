@@ -685,3 +685,23 @@ def test_the_fork_pages_snippets_give_back_the_typed_agent_url_whatever_it_holds
                 "const f = document.getElementById('agent-url'); f.value = arguments[0];"
                 "f.dispatchEvent(new Event('input'));", value)
             assert pasted() == (value, value), repr(value)
+
+
+def test_a_control_character_typed_in_the_search_box_comes_back_in_it_as_typed(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    """Pasted text may hold characters no key types (a C1 control, an escape, a bidi
+    override): the box the results page shows holds the query as it was sent, to edit."""
+    store, _ = demo
+    with serving(agui_store.ui.app(store)) as base:
+        script_errors(browser)  # what earlier tests left in the log
+        for typed in ["Porto\x85", "Porto\x1f", "\x01Porto", "Porto \x1b", "Porto\u202e",
+                      "Porto\x7f"]:
+            visit(browser, base, "/")
+            browser.execute_script(
+                "const box = document.querySelector('input[name=q]'); box.value = arguments[0];"
+                "box.form.submit();", typed)
+            wait_until(browser, lambda d: "q=" in d.current_url and page_ready(d), "the results")
+            assert css(browser, "input[name=q]").get_attribute("value") == typed
+            assert css_all(browser, "li.hit"), repr(typed)  # Porto is still found
+            assert script_errors(browser) == []

@@ -127,10 +127,12 @@ class Viewer:
             self.store, query=query, before=before, at=at, scope=self.scope
         )
         hits = pages.search_page(self.store, query, cursor=cursor, scope=self.scope)
-        # Each list's "more" link keeps where the other one is.
+        # Each list's "more" link keeps where the other one is. The box and the links keep
+        # the query as typed (the search reads it without the white space around it): a
+        # character a strip would take, such as U+0085, comes back in the box.
         return self.render(
             request, "threads.html", page=found, search=hits, before=before, at=at,
-            cursor=cursor,
+            cursor=cursor, query=query,
         )
 
     def _threads_from_position(self, request: Request, query: str, cursor: str | None) -> Response:
