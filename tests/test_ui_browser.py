@@ -705,3 +705,21 @@ def test_a_control_character_typed_in_the_search_box_comes_back_in_it_as_typed(
             assert css(browser, "input[name=q]").get_attribute("value") == typed
             assert css_all(browser, "li.hit"), repr(typed)  # Porto is still found
             assert script_errors(browser) == []
+
+
+def test_an_empty_state_object_or_list_shows_as_json_writes_it_with_nothing_to_open(
+    browser: Any, tmp_path: Path
+) -> None:
+    with agui_store.open(tmp_path / "empty.db") as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r0"},
+                      {"type": "RUN_FINISHED", "threadId": "t", "runId": "r0"}])
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+                      {"type": "STATE_SNAPSHOT", "snapshot": {"cart": {}, "items": []}},
+                      {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"}], parent="r0")
+        with serving(agui_store.ui.app(store)) as base:
+            visit(browser, base, "/run", thread="t", run="r0")
+            assert css(browser, "#state > .json-tree").text == "{}"
+            assert css_all(browser, "#state details") == []
+            visit(browser, base, "/run", thread="t", run="r1")
+            shown = [leaf.text for leaf in css_all(browser, "#state .jt-leaf")]
+    assert shown == ["cart: {}", "items: []"]

@@ -99,6 +99,13 @@ function jsonNode(key, value, depth) {
     return row;
   }
   const entries = Array.isArray(value) ? value.map((v, i) => [String(i), v]) : Object.entries(value);
+  if (entries.length === 0) {
+    // Nothing to open: written as JSON writes it ("{0}" read as an object holding a 0).
+    const row = el("div", "jt-leaf");
+    if (key !== null) row.append(el("span", "jt-key", key + ": "));
+    row.append(el("span", "jt-shape", Array.isArray(value) ? "[]" : "{}"));
+    return row;
+  }
   const box = el("details", "jt-node");
   const summary = el("summary");
   if (key !== null) summary.append(el("span", "jt-key", key + ": "));
