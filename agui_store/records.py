@@ -527,6 +527,7 @@ class ErasureReceipt:
             "bytes": self.bytes,
             "purged": self.purged,
             "dry_run": self.dry_run,
+            "purgePending": self.purge_pending,
         }
 
     def __str__(self) -> str:

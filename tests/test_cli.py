@@ -690,6 +690,24 @@ def on_disk(db: Path) -> bytes:
     return db.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
 
 
+def test_a_json_receipt_whose_purge_did_not_finish_says_why(tmp_path: Path) -> None:
+    import apsw
+
+    db = tmp_path / "s.db"
+    _two_threads(db)
+    reader = apsw.Connection(str(db))
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM event_log").fetchall()  # holds this snapshot
+    try:
+        receipt = json.loads(cli("delete", "--thread", "gone", "--yes", "--json",
+                                 "--busy-timeout", "50", db=db).stdout)
+    finally:
+        reader.execute("COMMIT")
+        reader.close()
+    assert receipt["threads"] == 1 and not receipt["purged"]
+    assert "agui-store purge" in receipt["purgePending"], receipt
+
+
 def test_purge_finishes_a_purge_an_erasure_left_unfinished(tmp_path: Path) -> None:
     import apsw
 
