@@ -526,7 +526,7 @@ class ErasureReceipt:
             "conversations": self.conversations,
             "bytes": self.bytes,
             "purged": self.purged,
-            "dry_run": self.dry_run,
+            "dryRun": self.dry_run,
             "purgePending": self.purge_pending,
         }
 
@@ -655,8 +655,8 @@ class ExportSummary:
             "threads": self.threads,
             "runs": self.runs,
             "messages": self.messages,
-            "view_rows": self.view_rows,
-            "tool_calls": self.tool_calls,
+            "viewRows": self.view_rows,
+            "toolCalls": self.tool_calls,
         }
 
 

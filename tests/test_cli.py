@@ -437,13 +437,13 @@ def test_delete_dry_run_says_what_would_go_and_yes_erases_it_with_a_json_receipt
     db = tmp_path / "s.db"
     _two_threads(db)
     dry = json.loads(cli("delete", "--owner", "alice", "--dry-run", "--json", db=db).stdout)
-    assert dry["dry_run"] and dry["threads"] == 1 and not dry["purged"]
+    assert dry["dryRun"] and dry["threads"] == 1 and not dry["purged"]
     assert _thread_ids(cli, db) == ["gone", "kept"]
     done = json.loads(cli("delete", "--owner", "alice", "--yes", "--json", db=db).stdout)
-    assert {k: v for k, v in done.items() if k not in ("dry_run", "purged")} == {
-        k: v for k, v in dry.items() if k not in ("dry_run", "purged")
+    assert {k: v for k, v in done.items() if k not in ("dryRun", "purged")} == {
+        k: v for k, v in dry.items() if k not in ("dryRun", "purged")
     }
-    assert done["purged"] and not done["dry_run"]
+    assert done["purged"] and not done["dryRun"]
     assert _thread_ids(cli, db) == ["kept"]
     report = json.loads(cli("check", "--json", db=db).stdout)
     assert report["ok"] and [e["verb"] for e in report["erasures"]] == ["delete_owner"]

@@ -125,6 +125,32 @@ def test_every_subcommand_prints_json_with_json_or_refuses_it_in_one_line(
         assert err.count("\n") == 1 and "--json is not available" in err, err
 
 
+#: Subcommands whose ``--json`` is a format of its own: the artifact, whose fields its
+#: specification names (``thread_id_ref``, ``terminal_event``).
+OWN_FORMAT = {"export-artifact"}
+
+
+def _keys(value: object) -> list[str]:
+    """Every key of every object in a JSON document."""
+    if isinstance(value, dict):
+        return [k for key, item in value.items() for k in (key, *_keys(item))]
+    if isinstance(value, list):
+        return [k for item in value for k in _keys(item)]
+    return []
+
+
+def test_every_subcommands_json_names_its_fields_in_camel_case_as_ag_ui_does(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, tmp = files
+    for name, argv in JSON_CALLS.items():
+        if name in OWN_FORMAT:
+            continue
+        code, out, err = call([*argv, "--json"], db, tmp, capsys)
+        assert code == 0, (name, err)
+        assert sorted({k for k in _keys(json.loads(out)) if "_" in k}) == [], name
+
+
 def test_every_subcommand_exits_1_on_a_store_error_and_2_on_a_usage_error_in_one_line(
     files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
