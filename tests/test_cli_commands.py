@@ -492,3 +492,39 @@ def test_checkout_s_help_and_errors_name_checkout_as_typed(
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["show", "--help"])
     assert capsys.readouterr().out.startswith("usage: agui-store show [-h]")
+
+
+@pytest.mark.parametrize(("typed", "said"), [
+    ("lgo", "the most similar command is log"),
+    ("shwo", "the most similar command is show"),
+    ("checkotu", "the most similar command is checkout"),
+    ("branchs", "the most similar commands are branches, branch"),
+])
+def test_a_mistyped_command_names_the_commands_most_like_it_as_git_does(
+    capsys: pytest.CaptureFixture[str], typed: str, said: str
+) -> None:
+    assert cli.main([typed, "--thread", "t1"], out=io.StringIO()) == 2
+    assert capsys.readouterr().err == (
+        f"agui-store: '{typed}' is not an agui-store command; {said} (usage: agui-store --help)\n"
+    )
+
+
+def test_a_word_like_no_command_is_answered_with_the_list_of_commands(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["--db", "x.db", "frobnicate"], out=io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agui-store: 'frobnicate' is not an agui-store command: choose from "
+                          "import, threads, runs, log, show, checkout, ")
+    assert err.endswith(" (usage: agui-store --help)\n") and err.count("\n") == 1
+
+
+def test_help_names_the_command_whose_help_to_print_as_git_help_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["help", "log"], out=io.StringIO()) == 0
+    assert capsys.readouterr().out.startswith("usage: agui-store log ")
+    assert cli.main(["help"], out=io.StringIO()) == 0
+    assert capsys.readouterr().out.startswith("usage: agui-store [-h]")
+    assert cli.main(["help", "lgo"], out=io.StringIO()) == 2
+    assert "the most similar command is log" in capsys.readouterr().err

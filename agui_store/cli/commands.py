@@ -11,6 +11,7 @@ import argparse
 import codecs
 import contextlib
 import datetime
+import difflib
 import errno
 import fnmatch
 import json
@@ -1815,6 +1816,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             _say_line("agui-store", f"unrecognized arguments: {' '.join(unknown)} (usage: "
                       "agui-store --help)")
             return EXIT_USAGE
+        words = _help_as_option(words, start)
+        mistyped = _not_a_command(words, start)
+        if mistyped:
+            _say_line("agui-store", f"{mistyped} (usage: agui-store --help)")
+            return EXIT_USAGE
         words = _git_counts(words, start)
         # argparse reads -hotel as -h with "otel" after it, and fails on that: such a word
         # is an unknown one, as -porto is (search's hint says where a -word goes).
@@ -1857,6 +1863,45 @@ def _before_the_command(words: Sequence[str]) -> tuple[list[str], int]:
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args, unknown = parser.parse_known_args(words)
     return [word for word in unknown if word != "-h"], len(words) - len(args.command)
+
+
+def _help_as_option(words: list[str], start: int) -> list[str]:
+    """The words with git's ``help COMMAND`` given as ``COMMAND --help`` (``help`` alone:
+    ``--help``), where the command starts at ``start``."""
+    if start >= len(words) or words[start] != "help":
+        return words
+    return [*words[:start], *words[start + 1 :], "--help"]
+
+
+def _not_a_command(words: Sequence[str], start: int) -> str | None:
+    """What to say when the word at ``start`` names no command, with the commands most like
+    it, as git says it (argparse's "invalid choice" lists all 24 and suggests none)."""
+    if start >= len(words) or words[start].startswith("-"):
+        return None
+    typed = words[start]
+    names = [n for name in COMMANDS for n in (name, *ALIASES.get(name, []))]
+    if typed in names:
+        return None
+    said = f"{arguments.quote(typed, 40)} is not an agui-store command"
+    nearest = _nearest(typed, names)
+    if not nearest:
+        return f"{said}: choose from {', '.join(names)}"
+    if len(nearest) == 1:
+        return f"{said}; the most similar command is {nearest[0]}"
+    return f"{said}; the most similar commands are {', '.join(nearest)}"
+
+
+def _nearest(typed: str, names: Sequence[str]) -> list[str]:
+    """The names most like ``typed``, most like it first: those about as close as the
+    closest, so that ``checkotu`` names ``checkout`` and not ``check`` too."""
+    if len(typed) > 40:  # a pasted value, not a typo of a name
+        return []
+    scores = sorted(
+        ((difflib.SequenceMatcher(None, typed, name).ratio(), name) for name in names),
+        key=lambda pair: -pair[0],
+    )
+    best = scores[0][0] if scores else 0.0
+    return [name for score, name in scores if score >= max(0.6, best - 0.05)][:3]
 
 
 def _git_counts(words: list[str], start: int) -> list[str]:
