@@ -528,3 +528,18 @@ def test_help_names_the_command_whose_help_to_print_as_git_help_does(
     assert capsys.readouterr().out.startswith("usage: agui-store [-h]")
     assert cli.main(["help", "lgo"], out=io.StringIO()) == 2
     assert "the most similar command is log" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["log", "--grpah"], "agui-store log: unrecognized arguments: --grpah (did you mean "
+                         "--graph? usage: agui-store log --help)"),
+    (["diff", "a", "b", "--two-dto"], "agui-store diff: unrecognized arguments: --two-dto "
+                                      "(did you mean --two-dot? usage: agui-store diff --help)"),
+    (["show", "--thraed=t1"], "agui-store show: unrecognized arguments: --thraed=t1 (did you "
+                              "mean --thread? usage: agui-store show --help)"),
+])
+def test_a_mistyped_option_names_the_option_most_like_it(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    assert cli.main(argv, out=io.StringIO()) == 2
+    assert capsys.readouterr().err == said + "\n"

@@ -1765,6 +1765,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the most recent N messages")
     p.add_argument("--max-content", type=_count_option(1), metavar="N",
                    help="cut message content at N characters (the … marker included)")
+    for p in parsers.values():  # what a mistyped option is compared with
+        p.set_defaults(option_names=tuple(re.findall(r"--[a-z][a-z-]*", p.format_usage())))
     return parser
 
 
@@ -1839,6 +1841,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             word.startswith("-") and not word.startswith("--") for word in extra
         ):  # a word to leave out, not a mistyped --option
             hint = f"a -word to leave out goes after --: {prog} porto -- -hotel"
+        else:  # a mistyped --option: the command's options most like it, as git names them
+            nearest = [
+                name for word in extra if word.startswith("--")
+                for name in _nearest(word.split("=", 1)[0], args.option_names)
+            ]
+            if nearest:
+                hint = f"did you mean {' or '.join(dict.fromkeys(nearest))}? {hint}"
         _say_line(prog, f"unrecognized arguments: {' '.join(extra)} ({hint})")
         return EXIT_USAGE
     if not hasattr(args, "json"):
