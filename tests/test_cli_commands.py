@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import agui_store
 from agui_store import cli
 
 #: A successful ``--json`` call of each subcommand (``{db}``, ``{tmp}``: the store and a
@@ -528,6 +529,29 @@ def test_help_names_the_command_whose_help_to_print_as_git_help_does(
     assert capsys.readouterr().out.startswith("usage: agui-store [-h]")
     assert cli.main(["help", "lgo"], out=io.StringIO()) == 2
     assert "the most similar command is log" in capsys.readouterr().err
+
+
+def test_version_as_a_command_prints_the_version_as_git_version_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["version"], out=io.StringIO()) == 0
+    assert capsys.readouterr().out == f"agui-store {agui_store.__version__}\n"
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--thread", "t1", "log"], "agui-store: unrecognized arguments: --thread (an option of log "
+                                "goes after it: agui-store log --thread ...; usage: agui-store "
+                                "log --help)"),
+    (["--owner=al", "--limit", "3", "search", "porto"],
+     "agui-store: unrecognized arguments: --owner=al --limit (options of search go after it: "
+     "agui-store search --owner=al --limit ...; usage: agui-store search --help)"),
+    (["--grpah", "log"], "agui-store: unrecognized arguments: --grpah (usage: agui-store --help)"),
+])
+def test_a_commands_option_given_before_it_is_told_to_go_after_it(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    assert cli.main(argv, out=io.StringIO()) == 2
+    assert capsys.readouterr().err == said + "\n"
 
 
 @pytest.mark.parametrize(("argv", "said"), [

@@ -1765,8 +1765,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the most recent N messages")
     p.add_argument("--max-content", type=_count_option(1), metavar="N",
                    help="cut message content at N characters (the … marker included)")
-    for p in parsers.values():  # what a mistyped option is compared with
-        p.set_defaults(option_names=tuple(re.findall(r"--[a-z][a-z-]*", p.format_usage())))
+    options = {name: tuple(re.findall(r"--[a-z][a-z-]*", p.format_usage()))
+               for name, p in parsers.items()}
+    for name, p in parsers.items():  # what a mistyped option is compared with
+        p.set_defaults(option_names=options[name])
+    # What an option given before its command is looked up in (agui-store --thread T log).
+    parser.set_defaults(command_options=options)
     return parser
 
 
@@ -1815,8 +1819,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         unknown, start = _before_the_command(words)
         if unknown:  # argparse would blame them on the command, or miss them for want of one
-            _say_line("agui-store", f"unrecognized arguments: {' '.join(unknown)} (usage: "
-                      "agui-store --help)")
+            hint = _after_the_command(words, unknown, parser.get_default("command_options"))
+            _say_line("agui-store", f"unrecognized arguments: {' '.join(unknown)} "
+                      f"({hint or 'usage: agui-store --help'})")
             return EXIT_USAGE
         words = _help_as_option(words, start)
         mistyped = _not_a_command(words, start)
@@ -1874,9 +1879,35 @@ def _before_the_command(words: Sequence[str]) -> tuple[list[str], int]:
     return [word for word in unknown if word != "-h"], len(words) - len(args.command)
 
 
+def _after_the_command(
+    words: Sequence[str], unknown: Sequence[str], command_options: dict[str, tuple[str, ...]]
+) -> str:
+    """A hint for options given before the command that are the command's own (``agui-store
+    --thread T log``, which git would refuse too), or ``""``."""
+    command = next((word for word in words if word in command_options), None)
+    if command is None:
+        return ""
+    options = [word for word in unknown
+               if word.split("=", 1)[0] in command_options[command]]
+    if not options or len(options) < len([w for w in unknown if w.startswith("-")]):
+        return ""
+    one = len(options) == 1
+    return (f"{'an option' if one else 'options'} of {command} {'goes' if one else 'go'} after "
+            f"it: agui-store {command} {' '.join(options)} ...; usage: agui-store {command} "
+            "--help")
+
+
+def _command_names() -> list[str]:
+    """Every command's name, each followed by its aliases."""
+    return [n for name in COMMANDS for n in (name, *ALIASES.get(name, []))]
+
+
 def _help_as_option(words: list[str], start: int) -> list[str]:
     """The words with git's ``help COMMAND`` given as ``COMMAND --help`` (``help`` alone:
-    ``--help``), where the command starts at ``start``."""
+    ``--help``) and git's ``version`` as ``--version``, where the command starts at
+    ``start``."""
+    if start < len(words) and words[start:] == ["version"]:
+        return [*words[:start], "--version"]
     if start >= len(words) or words[start] != "help":
         return words
     return [*words[:start], *words[start + 1 :], "--help"]
@@ -1888,7 +1919,7 @@ def _not_a_command(words: Sequence[str], start: int) -> str | None:
     if start >= len(words) or words[start].startswith("-"):
         return None
     typed = words[start]
-    names = [n for name in COMMANDS for n in (name, *ALIASES.get(name, []))]
+    names = _command_names()
     if typed in names:
         return None
     said = f"{arguments.quote(typed, 40)} is not an agui-store command"
