@@ -32,7 +32,13 @@ from tests.schema_history import (
 from tests.streams import run, say
 
 #: Where a marker is planted in each thread.
-PLACES = ("thread", "run", "message", "tool", "state", "input", "branch", "conversation", "word")
+PLACES = (
+    "thread", "run", "message", "tool", "state", "input", "branch", "conversation", "word", "type",
+)
+
+
+#: An event type every planted thread logs: it stays while a thread that logs it does.
+SHARED_TYPE = "PRODUCER_TYPE_7f3a"
 
 
 def marker(place: str, thread: str) -> str:
@@ -82,6 +88,10 @@ def plant(path: Path, name: str) -> None:
                         "type": "STATE_SNAPSHOT",
                         "snapshot": {"note": f"{marker('state', name)} {i}"},
                     },
+                    # Event types of their producer's, which the store names once for
+                    # every event of the type: one of this thread's, one of every thread's.
+                    {"type": marker("type", name), "value": i},
+                    {"type": SHARED_TYPE, "value": i},
                 ),
                 input={
                     "threadId": thread,
@@ -127,6 +137,7 @@ def test_no_byte_of_an_erased_thread_is_left_in_the_file_or_its_wal(
         for place in PLACES:
             assert needle(place, "gone") not in data, place
             assert needle(place, "kept") in data, place
+        assert SHARED_TYPE.encode() in data
         assert store.check().ok
 
 

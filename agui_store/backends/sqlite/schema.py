@@ -498,7 +498,7 @@ REWRITE_BEFORE = 14
 
 #: The append-only tables an erasure deletes from, with their DELETE guards lifted for the
 #: moment it needs, inside its transaction (children first).
-ERASED_LOG_TABLES = ("echo_refs", "event_log", "batches", "runs", "threads")
+ERASED_LOG_TABLES = ("echo_refs", "event_log", "batches", "runs", "threads", "event_types")
 
 # Version 15: content hashes that depend on content only. A batch's hash covered its events'
 # sequence numbers, which are the store's own (another store numbers the same events

@@ -830,6 +830,20 @@ ERASE_ECHO_REFS = (
     "WHERE run IN (SELECT value FROM json_each(?)))"
 )
 ERASE_EVENTS = "DELETE FROM event_log WHERE run IN (SELECT value FROM json_each(?))"
+#: The codes of the event types no built-in name holds (``?2``: the highest built-in code)
+#: that the runs ``?1`` logged: a producer's own type names, which ``event_types`` keeps once
+#: for every event of the type.
+ERASED_OWN_EVENT_TYPES = (
+    "SELECT DISTINCT type FROM event_log WHERE run IN (SELECT value FROM json_each(?1)) "
+    "AND type > ?2"
+)
+#: Those of the codes ``?`` that no event holds any more. An erasure's alone: each one's
+#: search reads the log (no index has the type), and only an erased thread with a type of
+#: its own producer's gets here.
+ERASE_UNUSED_EVENT_TYPES = (
+    "DELETE FROM event_types WHERE code IN (SELECT value FROM json_each(?)) "
+    "AND NOT EXISTS (SELECT 1 FROM event_log WHERE event_log.type = event_types.code)"
+)
 ERASE_BATCHES = "DELETE FROM batches WHERE run IN (SELECT value FROM json_each(?))"
 ERASE_UNDERIVED = "DELETE FROM underived WHERE run IN (SELECT value FROM json_each(?))"
 ERASE_BRANCHES = "DELETE FROM branches WHERE thread IN (SELECT value FROM json_each(?))"

@@ -421,9 +421,16 @@ class SqliteTransaction(NamedQueries):
     def erase_log(self, thread_pks: Sequence[int], run_pks: Sequence[int]) -> None:
         conn = self._conn
         runs, threads = _json_keys(run_pks), _json_keys(thread_pks)
+        # A type name the producer made up is the thread's content as much as its events
+        # are: it goes with the last event of its type.
+        own_types = _json_keys(
+            int(c) for c in self._column(sql.ERASED_OWN_EVENT_TYPES, (runs, _BUILT_IN_TYPES))
+        )
         with lifted(conn, schema.ERASED_LOG_TABLES, "delete"):
             conn.execute(sql.ERASE_ECHO_REFS, (runs,))
             conn.execute(sql.ERASE_EVENTS, (runs,))
+            if own_types != "[]":
+                conn.execute(sql.ERASE_UNUSED_EVENT_TYPES, (own_types,))
             conn.execute(sql.ERASE_BATCHES, (runs,))
             conn.execute(sql.ERASE_BRANCHES, (threads,))
             conn.execute(sql.ERASE_RUNS, (runs,))
@@ -587,6 +594,10 @@ SEARCH_OWNER_WINDOWS = 16
 #: make it small (:func:`agui_store.testing.search_pending_rows`).
 SEARCH_PENDING_ROWS = [256]
 
+
+#: The highest code of a type AG-UI names (``schema.EVENT_TYPE_NAMES``); a producer's own
+#: type names have codes above it.
+_BUILT_IN_TYPES = len(schema.EVENT_TYPE_NAMES)
 
 #: The most keys one statement looks up (SQLite takes a few hundred parameters at least).
 _KEYS_AT_ONCE = 64
