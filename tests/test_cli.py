@@ -497,6 +497,44 @@ def test_delete_asks_on_a_terminal_and_erases_only_on_yes(tmp_path: Path) -> Non
     assert _thread_ids(cli, db) == ["kept"]
 
 
+def test_prune_asked_on_a_terminal_erases_what_it_said_not_a_thread_finished_while_it_asked(
+    tmp_path: Path,
+) -> None:
+    """The cutoff is taken once, when the command asks: a thread that went idle (here,
+    was written) between the question and the answer was not in what the person agreed
+    to erase."""
+    import pty
+
+    import agui_store
+    from tests.streams import run, say
+
+    db = tmp_path / "s.db"
+    _two_threads(db)
+    main, secondary = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agui_store", "prune", "--older-than", "0s", "--db", str(db)],
+        stdin=secondary, stdout=subprocess.PIPE, stderr=secondary, env=env, text=True,
+    )
+    os.close(secondary)
+    said = b""
+    while b"[y/N]" not in said:
+        chunk = os.read(main, 4096)
+        assert chunk, said
+        said += chunk
+    assert said.decode().startswith("this erases 2 thread(s)")
+    with agui_store.open(db) as store:  # written, and finished, while the question waits
+        store.append(run("late", "l1", *say("m3", "written after the question")))
+    os.write(main, b"y\n")
+    out, _ = proc.communicate(timeout=120)
+    with contextlib.suppress(OSError):
+        while os.read(main, 4096):
+            pass
+    os.close(main)
+    assert proc.returncode == 0 and out.startswith("erased 2 thread(s)"), out
+    assert _thread_ids(cli, db) == ["late"]
+
+
 @pytest.mark.parametrize("command", [["analyze", "-"], ["export", "--sqlite", "-"]])
 def test_the_analysis_database_is_never_written_to_a_terminal(
     tmp_path: Path, command: list[str]

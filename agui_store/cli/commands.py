@@ -1362,9 +1362,16 @@ def cmd_prune(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``prune --older-than 90d``: erase every thread (of ``--owner``) idle for longer (see
     :meth:`agui_store.Store.prune`)."""
     older, owner = args.older_than, args.owner
+    # The cutoff is taken once: the erasure a person agrees to on the terminal is the one
+    # the question counted, not one that also takes the threads gone idle while it waited.
+    now = datetime.datetime.now(datetime.timezone.utc)
+    try:
+        before = now - older
+    except OverflowError:  # further back than a datetime goes: before every thread
+        before = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
     return _erase(args, out, "every thread idle for longer than "
                   f"{_age_text(older)}" + (f" of owner {printable(owner)!r}" if owner else ""),
-                  lambda dry: store.prune(before=older, scope=owner, dry_run=dry))
+                  lambda dry: store.prune(before=before, scope=owner, dry_run=dry))
 
 
 def cmd_purge(store: Store, args: argparse.Namespace, out: TextIO) -> int:
