@@ -260,6 +260,20 @@ def _same_store(a: Store, b: Store) -> bool:
     return os.path.realpath(a.path) == os.path.realpath(b.path)
 
 
+def _chosen(
+    tx: port.Reading, thread_id: str | None, scope: str | None, where: str
+) -> list[str]:
+    """The threads a copy covers (:func:`reads.chosen_threads`), and a thread the source
+    erased and holds no thread of: a copy of that thread is a copy of its erasure."""
+    if (
+        thread_id is not None
+        and tx.thread(thread_id) is None
+        and tx.tombstoned([erasure.thread_hash(thread_id)])
+    ):
+        return [thread_id]
+    return reads.chosen_threads(tx, thread_id, scope, where)
+
+
 def copy(
     src: Store | str | os.PathLike[str],
     dst: Store | str | os.PathLike[str],
@@ -285,14 +299,17 @@ def copy(
     Erasures (docs/guides/erasure.md): a thread the destination erased (it keeps a
     tombstone, a hash of the id) is not copied back, unless ``restore_erased``; a copy of
     every thread (no ``thread_id``) carries the source's erasures: the threads the source
-    erased and the destination holds are erased there, and their tombstones copied.
+    erased and the destination holds are erased there, and their tombstones copied. A
+    copy of one thread the source erased carries that thread's erasure.
 
     Raises:
         SyncConflictError: both hold a run, a thread's owner or a branch with different
             content (see the module's documentation); nothing was written.
         HashMismatchError: a run of the source is not what its hashes cover (edited outside
             the store, or damaged); nothing was written.
-        RunNotFoundError: ``src`` has no thread ``thread_id`` (in the ``scope``).
+        RunNotFoundError: ``src`` has no thread ``thread_id`` (in the ``scope``) and
+            erased none of that id (a copy of a thread the source erased carries its
+            erasure).
     """
     check_scope(scope)
     check_thread_id(thread_id)
@@ -308,7 +325,7 @@ def copy(
             try:
                 with target.replicating() as dtx:
                     source_tx = cast(port.Reading, _SourceReads(stx))
-                    thread_ids = reads.chosen_threads(source_tx, thread_id, scope, source.path)
+                    thread_ids = _chosen(source_tx, thread_id, scope, source.path)
                     done = replication.replicate(
                         source_tx, dtx, thread_ids, scope=scope, force=force, progress=progress,
                         restore_erased=restore_erased, carry=thread_id is None,

@@ -1028,10 +1028,12 @@ def replicate(
     wrote again under an erased id replaces the erased one instead of joining it); then a
     thread the destination erased is left out (:func:`leave_erased`), unless
     ``restore_erased``."""
-    wanted = len(thread_ids)
     source_stones = dict(src.tombstones())
     erased = carry_erasures(src, dst, scope, source_stones, None if carry else thread_ids)
-    kept = leave_erased(src, dst, thread_ids, restore_erased)
+    # An id the source erased and holds no thread of is copied as its erasure alone (a
+    # whole store's copy names the threads the source holds).
+    held = list(thread_ids) if carry else [t for t in thread_ids if src.thread(t) is not None]
+    kept = leave_erased(src, dst, held, restore_erased)
     plans = [plan_thread(src, dst, t, force) for t in kept]
     talks: list[ConversationPlan] = []
     # The conversations a thread left out links to by name go with it.
@@ -1071,7 +1073,7 @@ def replicate(
     for was in replaced:
         conversations.release_history(dst, was)
     return Replicated(
-        plans, written, writer.done, touched, derive, erased[0], wanted - len(kept),
+        plans, written, writer.done, touched, derive, erased[0], len(held) - len(kept),
         erased_conversations=erased[1],
     )  # fmt: skip
 

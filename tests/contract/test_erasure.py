@@ -904,6 +904,33 @@ def test_copy_keeps_an_erased_thread_erased_in_both_directions(new_location: Any
         assert store.check().ok
 
 
+def test_a_copy_of_one_thread_the_source_erased_carries_its_erasure_and_nothing_else(
+    new_location: Any,
+) -> None:
+    """The thread is gone from the source, its tombstone is not: a copy of that thread
+    erases it where it was copied to, with its conversation, and leaves the rest."""
+    laptop, team = new_location(), new_location()
+    with agui_store.open(laptop) as store:
+        _thread(store, "a")
+        _thread(store, "b")
+    _saved(laptop, "a", 1)
+    copy(laptop, team)
+    with agui_store.open(team) as store:
+        kept = _reads(store, "b")
+    with agui_store.open(laptop) as store:
+        store.delete_thread("a")
+    result = copy(laptop, team, thread_id="a")
+    assert (result.threads, result.erased, result.erased_conversations) == (0, 1, 1)
+    assert result.left_erased == 0
+    with agui_store.open(team) as store:
+        assert store.threads() == ["b"] and _reads(store, "b") == kept
+    assert _said(team, "a") is None and _erasure_verbs(team) == ["copy"]
+    again = copy(laptop, team, thread_id="a")  # nothing left to carry
+    assert (again.erased, again.erased_conversations, again.left_erased) == (0, 0, 0)
+    with pytest.raises(RunNotFoundError, match="no thread 'c'"):  # neither held nor erased
+        copy(laptop, team, thread_id="c")
+
+
 def _written_again(location: str, thread: str) -> None:
     """``thread`` erased, then a new thread written under its id."""
     with agui_store.open(location) as store:
