@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from agui_store.engine import checkpoints, clock, conversations, port
+from agui_store.engine import checkpoints, clock, conversations, port, revisions
+from agui_store.errors import RunNotFoundError
 from agui_store.records import ErasureReceipt, LoggedErasure, when
 
 #: What each verb is logged as.
@@ -114,6 +115,21 @@ def conversation_covered(
     if at is not None and covers(at, saved_at_us // 1000):
         return at, [named]
     return None
+
+
+def thread_to_erase(tx: port.Reading, thread_id: str, scope: str | None, where: str) -> int:
+    """The key of the thread ``delete_thread`` erases. Absent, and erased already (the store
+    keeps its tombstone), it is refused saying so: a request to forget it, made again, is
+    told it was carried out, and when. Not with a ``scope``: a tombstone names no owner,
+    and another owner's erased thread is as absent as their live one."""
+    try:
+        return revisions.require_thread(tx, thread_id, scope, where)
+    except RunNotFoundError as absent:
+        erased_at = tx.tombstoned([thread_hash(thread_id)]) if scope is None else {}
+        if not erased_at:
+            raise
+        at = clock.shown(next(iter(erased_at.values())))
+        raise RunNotFoundError(f"{absent}: it was erased at {at}") from None
 
 
 def covers(erased_at: int, created_at: int) -> bool:

@@ -39,7 +39,9 @@ class ErasureVerbs(Facade):
                 f"thread_id must be a non-empty string, not {_quote(thread_id)}"
             )
         return self._erase(
-            lambda tx: [self._require_thread(tx, thread_id, scope)], "delete_thread", dry_run
+            lambda tx: [erasure.thread_to_erase(tx, thread_id, scope, self.path)],
+            "delete_thread",
+            dry_run,
         )
 
     def delete_owner(self, scope: str, *, dry_run: bool = False) -> ErasureReceipt:

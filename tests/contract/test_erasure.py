@@ -145,6 +145,28 @@ def test_a_batch_continuing_a_run_of_an_erased_thread_is_refused_as_erased(
         assert [r.run_id for r in store.runs("v")] == ["B"]
 
 
+def test_erasing_a_thread_again_says_when_it_was_erased_and_changes_nothing(
+    store_location: str,
+) -> None:
+    """A request to forget a thread, made twice (a retried script), is told the first one
+    was carried out; an owner's scope is told nothing of other owners' erasures."""
+    with agui_store.open(store_location) as store:
+        _thread(store, "a", 1, scope="alice")
+        _thread(store, "b", 1)
+        store.delete_thread("a")
+        before = dump(store_location)
+        for dry_run in (True, False):
+            with pytest.raises(RunNotFoundError, match=r"no thread 'a' in .*: it was erased at 20"):
+                store.delete_thread("a", dry_run=dry_run)
+        with pytest.raises(RunNotFoundError) as refused:
+            store.delete_thread("a", scope="alice")
+        assert "erased" not in str(refused.value)
+        with pytest.raises(RunNotFoundError) as refused:
+            store.delete_thread("never")
+        assert "erased" not in str(refused.value)
+    assert dump(store_location) == before
+
+
 def test_a_dry_run_returns_the_receipt_of_the_erasure_and_changes_nothing(
     store_location: str,
 ) -> None:
