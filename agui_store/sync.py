@@ -264,9 +264,12 @@ def _chosen(
     tx: port.Reading, thread_id: str | None, scope: str | None, where: str
 ) -> list[str]:
     """The threads a copy covers (:func:`reads.chosen_threads`), and a thread the source
-    erased and holds no thread of: a copy of that thread is a copy of its erasure."""
+    erased and holds no thread of: a copy of that thread is a copy of its erasure. Not in
+    an owner's ``scope``: a tombstone names no owner, so the erasure could reach another
+    owner's thread of that id."""
     if (
         thread_id is not None
+        and scope is None
         and tx.thread(thread_id) is None
         and tx.tombstoned([erasure.thread_hash(thread_id)])
     ):

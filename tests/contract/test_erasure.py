@@ -941,6 +941,8 @@ def test_a_copy_of_one_thread_the_source_erased_carries_its_erasure_and_nothing_
         kept = _reads(store, "b")
     with agui_store.open(laptop) as store:
         store.delete_thread("a")
+    with pytest.raises(RunNotFoundError, match="no thread 'a'"):  # a tombstone has no owner
+        copy(laptop, team, thread_id="a", scope="al")
     result = copy(laptop, team, thread_id="a")
     assert (result.threads, result.erased, result.erased_conversations) == (0, 1, 1)
     assert result.left_erased == 0
