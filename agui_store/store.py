@@ -33,6 +33,7 @@ from agui_store.engine.writes import (
     IMPORT_BATCH_EVENTS,
     MAX_DEPTH_LIMIT,
 )
+from agui_store.errors import InvalidArgumentError
 from agui_store.facade.appends import AppendVerbs
 from agui_store.facade.archive import ArchiveVerbs
 from agui_store.facade.erasure import ErasureVerbs
@@ -92,6 +93,7 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
         self.checkpoint_events = arguments.positive_int("checkpoint_events", checkpoint_events)
         self.derive_on_append = bool(derive_on_append)
         self._lock = threading.RLock()
+        self._open = _OpenTransaction()
         self._backend: port.Backend = open_backend(self.path, busy_timeout_ms)
         self.path = self._backend.where  # a URL is shown without its password
         self._pid = os.getpid()
@@ -134,6 +136,7 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
         """In a forked child: drop the parent's lock and its connection (the backend opens
         its own on first use) and what the parent remembered of the database."""
         self._lock = threading.RLock()
+        self._open = _OpenTransaction()
         same_process = self._pid == os.getpid()
         self._pid = os.getpid()
         self._writes.after_fork(same_process)
@@ -152,7 +155,11 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
         transaction first (``conversations.read_record(tx, ...)``); the verbs open their
         own."""
         with self._lock, self._backend.reading() as tx:
-            yield tx
+            outer = self._open.enter("store.reading()")
+            try:
+                yield tx
+            finally:
+                self._open.door = outer
 
     @contextmanager
     def writing(self, key: str | None = None) -> Iterator[port.Writing]:
@@ -165,11 +172,20 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
         alone: an AG-UI thread id (appends to that thread), or another writer's own key
         (``conversations.WRITERS_KEY``). PostgreSQL runs writes of different keys side by
         side; SQLite has one writer at a time. What the store remembers of the database is
-        dropped when the transaction fails."""
+        dropped when the transaction fails.
+
+        Not inside another of this store's transactions, in the same thread (a verb called
+        in a ``reading()`` block): a write begins and commits its own, and would end the
+        one around it; inside a block, write through the port it yields."""
         with self._lock:
+            self._open.refuse_inside()
             try:
                 with self._backend.writing(key) as tx:
-                    yield tx
+                    outer = self._open.enter("store.writing()")
+                    try:
+                        yield tx
+                    finally:
+                        self._open.door = outer
             except BaseException:
                 self._writes.forget()
                 raise
@@ -193,6 +209,31 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
         invariants (see :mod:`agui_store.engine.integrity`). Reports; never repairs."""
         with self._lock, self._backend.reading() as tx:
             return integrity.check(tx)
+
+
+class _OpenTransaction(threading.local):
+    """Which of a store's transactions a thread is inside, if any: a write is refused
+    there by name, where the database would refuse it with its own words (SQLite: "cannot
+    start a transaction within a transaction") or end the transaction around it."""
+
+    door: str | None = None
+
+    def enter(self, door: str) -> str | None:
+        """Mark the thread inside ``door`` (unless inside one already); returns what to set
+        :attr:`door` back to when it leaves (inline in the doors: a checkout passes here)."""
+        outer = self.door
+        if outer is None:
+            self.door = door
+        return outer
+
+    def refuse_inside(self) -> None:
+        if self.door is not None:
+            through = ", or write through the port it yields" if "writing" in self.door else ""
+            raise InvalidArgumentError(
+                f"a write cannot begin inside {self.door} of the same store: each verb "
+                "(append, branch, delete_thread, ...) commits a transaction of its own; call "
+                f"it after the block{through}"
+            )
 
 
 class _Renewable(Protocol):

@@ -73,6 +73,29 @@ def test_a_write_transaction_commits_when_its_block_ends(store_location: str) ->
         assert [r.run_id for r in store.runs("u")] == ["r1"]
 
 
+@pytest.mark.parametrize("door", ["reading", "writing"])
+def test_a_verb_that_writes_inside_a_transaction_is_refused_by_name_and_changes_nothing(
+    store_location: str, door: str
+) -> None:
+    """A verb commits a transaction of its own: begun inside another of the same store's,
+    it is refused by the store, alike on every backend, and the block's own reads go on."""
+    with agui_store.open(store_location) as store:
+        store.append(run("t", "r1", *say("m1", "kept")))
+        before = dump(store_location)
+        with getattr(store, door)() as tx:
+            with pytest.raises(agui_store.InvalidArgumentError) as refused:
+                store.delete_thread("t")
+            with pytest.raises(agui_store.InvalidArgumentError):
+                store.append(run("u", "r1"))
+            assert tx.thread("t") is not None and store.threads() == ["t"]
+        assert f"a write cannot begin inside store.{door}() of the same store" in str(
+            refused.value
+        )
+        assert dump(store_location) == before
+        store.delete_thread("t")  # after the block, as the message says
+        assert store.threads() == []
+
+
 def test_the_location_opens_the_same_store_again(store_location: str) -> None:
     with agui_store.open(store_location) as store:
         store.append(run("t", "r1"))
