@@ -517,14 +517,19 @@ def _verify(section: _Section) -> None:
     for run_id, run in section.runs.items():
         record = run.record
         parent_id, p_hash, s_hash = record.parent_run_id, record.parent_hash, record.start_hash
-        if parent_id is not None and (
+        # The start hash covers the parent's hash, not its id: a record that names no parent
+        # but keeps a parent hash lost its parent (an edited or misspelt field), and would
+        # land as a root whose input refers to a view it does not have.
+        if (parent_id is None and p_hash is not None) or (parent_id is not None and (
             parent_id not in chains or p_hash is None or p_hash not in chains[parent_id]
-        ):
+        )):  # fmt: skip
             raise _edited(
                 section, section.run_lines[run_id],
-                f"run {run_id!r} of thread {section.thread_id!r}: its parent {parent_id!r} is "
-                "not in the archive, or its parent hash is none of that run's",
-            )
+                f"run {run_id!r} of thread {section.thread_id!r}: "
+                + ("it names no parent_run_id, but has a parent hash" if parent_id is None else
+                   f"its parent {parent_id!r} is not in the archive, or its parent hash is none "
+                   "of that run's"),
+            )  # fmt: skip
         expected = hashing.start(
             thread_id=section.thread_id or "",
             run_id=run_id,

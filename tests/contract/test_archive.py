@@ -273,6 +273,33 @@ def test_an_edited_or_cut_archive_is_refused_by_line_and_nothing_is_written(
     assert dump(target) == before
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        (b'"parent_run_id":"r1",', b'"parent_run_id":null,'),
+        (b'"parent_run_id":"r1",', b""),  # the field gone
+        (b'"parent_run_id":"r1",', b'"pbrent_run_id":"r1",'),  # its name misspelt
+    ],
+    ids=["null", "absent", "renamed"],
+)
+def test_a_run_record_that_lost_its_parent_but_kept_its_parent_hash_is_refused_by_line(
+    new_location: Any, edit: tuple[bytes, bytes]
+) -> None:
+    source, target = new_location(), new_location()
+    with agui_store.open(source) as store:
+        record_run(store, "t1", "r1", with_input=True)
+        record_run(store, "t1", "r2", parent="r1", with_input=True)
+        lines = exported(store).splitlines(keepends=True)
+    child = next(n for n, line in enumerate(lines, 1) if b'"run_id":"r2","parent' in line)
+    assert edit[0] in lines[child - 1]
+    lines[child - 1] = lines[child - 1].replace(*edit)
+    before = dump(target)
+    with agui_store.open(target) as store, pytest.raises(HashMismatchError) as refused:
+        store.import_archive(io.BytesIO(b"".join(lines)))
+    assert f"line {child}: run 'r2' of thread 't1'" in str(refused.value)
+    assert dump(target) == before
+
+
 def test_an_archive_missing_a_conversation_entry_is_refused_naming_it_and_nothing_is_written(
     new_location: Any,
 ) -> None:
