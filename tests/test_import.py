@@ -13,6 +13,7 @@ import io
 import json
 import os
 import pty
+import re
 import signal
 import subprocess
 import sys
@@ -686,3 +687,58 @@ def test_an_old_archive_whose_thread_time_was_moved_past_the_erasure_stays_erase
         assert moved != old.getvalue()
         assert store.import_archive(io.BytesIO(moved)).left_erased == 1
         assert store.threads() == []
+
+
+def _packed(archive: bytes, kind: str, tmp_path: Path) -> bytes:
+    """``archive`` as a compressor or a database holds it: what a user may hand to import."""
+    import bz2
+    import gzip
+    import lzma
+    import zipfile
+
+    if kind == "gzip":
+        return gzip.compress(archive)
+    if kind == "bzip2":
+        return bz2.compress(archive)
+    if kind == "xz":
+        return lzma.compress(archive)
+    if kind == "zip":
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w") as packed:
+            packed.writestr("a.jsonl", archive)
+        return out.getvalue()
+    agui_store.open(tmp_path / "other.db").close()  # a store handed over instead of its export
+    return (tmp_path / "other.db").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("kind", "words"),
+    [
+        ("gzip", "gzip-compressed.*gzip -dc"),
+        ("bzip2", "bzip2-compressed.*bzip2 -dc"),
+        ("xz", "xz-compressed.*xz -dc"),
+        ("zip", "a zip file.*unzip -p"),
+        ("sqlite", "a SQLite database.*agui-store copy"),
+    ],
+)
+def test_a_compressed_archive_or_a_database_is_refused_saying_what_it_is_and_how_to_read_it(
+    tmp_path: Path, kind: str, words: str
+) -> None:
+    archive = _hashed_archive([("RUN_STARTED", STARTED), ("RUN_FINISHED", FINISHED)])
+    packed = tmp_path / f"a.{kind}"
+    packed.write_bytes(_packed(archive, kind, tmp_path))
+    with agui_store.open(tmp_path / "s.db") as store:
+        with pytest.raises(agui_store.InvalidArgumentError, match=f"line 1: input is {words}"):
+            store.import_archive(packed)
+        with pytest.raises(InvalidEventError, match=f"input is {words}"):
+            store.import_file(packed)
+        assert store.threads() == []
+    target = tmp_path / "new.db"
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_store", "--db", str(target), "import", str(packed)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert re.match(f"agui-store import: {re.escape(str(packed))}: input is {words}", done.stderr)
+    assert "\x00" not in done.stderr and "\n" not in done.stderr.rstrip("\n")
+    assert not target.exists()

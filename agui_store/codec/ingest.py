@@ -72,6 +72,7 @@ __all__ = [
     "decode",
     "decode_many",
     "encode",
+    "foreign_file",
     "iter_events",
     "parse_events",
 ]
@@ -97,6 +98,30 @@ class IncomingEvent(msgspec.Struct):
 
 
 _SSE_FIRST_LINE = re.compile(rb"^(?::|(?:data|event|id|retry)(?::|$))")
+
+#: The first bytes of the files a user hands to an import instead of the text it reads (a
+#: compressed export, a store itself): what each is, and how to read it.
+_FOREIGN = (
+    (b"\x1f\x8b", "gzip-compressed", "decompress it first (gzip -dc FILE | agui-store import -)"),
+    (b"(\xb5/\xfd", "zstd-compressed", "decompress it first (zstd -dc FILE | agui-store import -)"),
+    (b"\xfd7zXZ\x00", "xz-compressed", "decompress it first (xz -dc FILE | agui-store import -)"),
+    (b"BZh", "bzip2-compressed", "decompress it first (bzip2 -dc FILE | agui-store import -)"),
+    (b"PK\x03\x04", "a zip file", "take the file out of it first (unzip -p ZIP FILE | "
+     "agui-store import -)"),
+    (b"SQLite format 3\x00", "a SQLite database", "to bring a store's threads into this one, "
+     "copy them (agui-store copy FILE DESTINATION) or import its export (agui-store --db FILE "
+     "export --all)"),
+)  # fmt: skip
+
+
+def foreign_file(head: bytes) -> str | None:
+    """What a file starting with ``head`` is when it is a compressed file or a database, not
+    text an import reads (JSON, JSON Lines, SSE or an archive), and how to read it; ``None``
+    for any other start. Said instead of the binary bytes it starts with."""
+    for magic, what, advice in _FOREIGN:
+        if head.startswith(magic):
+            return f"input is {what}, not JSON, JSON Lines, SSE or an archive: {advice}"
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -368,6 +393,9 @@ def _events_of_text(
     else:
         first_line = body.split(b"\n", 1)[0].split(b"\r", 1)[0]
         if not _SSE_FIRST_LINE.match(first_line):
+            foreign = foreign_file(body)
+            if foreign is not None:
+                raise InvalidEventError(foreign)
             shown = first_line[:40].decode("utf-8", "replace")
             raise InvalidEventError(
                 f"input is not a JSON object or array, JSON Lines or SSE (it starts with {shown!r})"

@@ -630,8 +630,9 @@ class _Reader:
             try:
                 rec = _DECODER.decode(line)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                foreign = None if headed else ingest.foreign_file(line)
                 raise InvalidArgumentError(
-                    f"{self.at(number)}: not an archive record: {e}"
+                    f"{self.at(number)}: {foreign or f'not an archive record: {e}'}"
                 ) from None
             if not headed:
                 self.header(rec, number)
