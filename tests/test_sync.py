@@ -484,7 +484,8 @@ def test_a_conflict_in_the_last_thread_leaves_the_earlier_threads_uncopied(
     ("change", "what"),
     [
         ("payload", "its event 2 \\(TEXT_MESSAGE_CONTENT\\) differs in its payload"),
-        ("batches", "its batch 0 is"),
+        ("batches", "its batch 0 holds 6 events in the source but 3 in the destination, "
+         "and records the outcome 'finished' in the source but None"),
         ("record", r"its created_at is .20\d\d-\d\d-\d\dT[\d:]{8}\.\d{3}\+00:00. in the source"),
         ("owner", "its owner \\(scope\\) is None in the source but 'bob'"),
     ],
@@ -514,6 +515,29 @@ def test_each_kind_of_difference_is_named(
     assert dump(dst) == rows
     with agui_store.open(dst) as b:
         assert everything(b) == before
+
+
+def test_a_live_run_both_stores_continued_is_refused_naming_the_appends_times_as_times(
+    src_dst: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, dst = src_dst
+    events = run_events("t1", "r1", "same")
+    monkeypatch.setattr(clock, "now_ms", lambda: 1_700_000_000_000)
+    with agui_store.open(src) as a:
+        a.append(events[:2], thread_id="t1")
+    agui_store.copy(src, dst)
+    for location, at in ((src, 1_700_000_000_123), (dst, 1_700_000_000_456)):
+        monkeypatch.setattr(clock, "now_ms", lambda at=at: at)
+        with agui_store.open(location) as store:
+            store.append(events[2:3], thread_id="t1", run_id="r1")
+    rows = dump(dst)
+    with pytest.raises(SyncConflictError) as refused:
+        agui_store.copy(src, dst)
+    assert refused.value.run_id == "r1"
+    assert "its batch 1 was appended at 2023-11-14T22:13:20.123+00:00 in the source but at " \
+        "2023-11-14T22:13:20.456+00:00 in the destination" in str(refused.value)
+    assert "1700000000" not in str(refused.value)
+    assert dump(dst) == rows
 
 
 def test_a_branch_behind_in_the_destination_moves_forward_and_a_diverged_one_is_refused(

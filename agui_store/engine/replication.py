@@ -289,8 +289,7 @@ def plan_thread(
             theirs_shape = (_batch_events(theirs_b), theirs_b[3], theirs_b[4])
             if mine_shape != theirs_shape:
                 raise SyncConflictError(
-                    f"its batch {n} is (events, outcome, appended_at) {mine_shape} in the "
-                    f"source but {theirs_shape} in the destination",
+                    _batch_difference(n, mine_shape, theirs_shape),
                     thread_id=thread_id,
                     run_id=run.run_id,
                 )
@@ -316,6 +315,24 @@ def plan_thread(
         branches=branches,
         dst_pks={run_id: run.pk for run_id, run in dst_runs.items()},
     )
+
+
+def _batch_difference(
+    n: int, mine: tuple[int, str | None, int], theirs: tuple[int, str | None, int]
+) -> str:
+    """What differs in a run's batch ``n`` on the two sides (its number of events, outcome
+    and time, each ``(events, outcome, appended_at)``), in words: times as times, as a
+    differing ``created_at`` is shown."""
+    said = []
+    if mine[0] != theirs[0]:
+        said.append(f"holds {mine[0]} events in the source but {theirs[0]} in the destination")
+    if mine[1] != theirs[1]:
+        said.append(f"records the outcome {mine[1]!r} in the source but {theirs[1]!r} in "
+                    "the destination")  # fmt: skip
+    if mine[2] != theirs[2]:
+        said.append(f"was appended at {clock.shown(int(mine[2]))} in the source but at "
+                    f"{clock.shown(int(theirs[2]))} in the destination")  # fmt: skip
+    return f"its batch {n} " + ", and ".join(said)
 
 
 def _refuse_unstorable(thread_id: str, owner: str | None, runs: list[_SrcRun]) -> None:
