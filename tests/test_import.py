@@ -600,14 +600,16 @@ def _hashed_archive(
 
 STARTED = '{"type":"RUN_STARTED","threadId":"t1","runId":"r1"}'
 FINISHED = '{"type":"RUN_FINISHED","threadId":"t1","runId":"r1"}'
+CUSTOM = '{"type":"CUSTOM","name":"n","value":1}'
 
 
 def test_an_archive_hashed_right_lands_only_what_append_would_have_stored(
     tmp_path: Path,
 ) -> None:
     """The hashes hold an archive to what it says; what it says must be what a store
-    holds: JSON objects of the type the record names, a RUN_STARTED of its own run, times a
-    date holds, a known lineage reason and run status."""
+    holds: JSON objects of the type the record names, that a read decodes, a RUN_STARTED of
+    its own run opening it and no other, outcomes its events give, times a date holds, a
+    known lineage reason and run status."""
     sound = _hashed_archive([("RUN_STARTED", STARTED), ("RUN_FINISHED", FINISHED)])
     cases = [
         (_hashed_archive([("RUN_STARTED", STARTED), ("RUN_FINISHED", "{not json")]),
@@ -625,6 +627,20 @@ def test_an_archive_hashed_right_lands_only_what_append_would_have_stored(
          "line 4: a batch's outcome 'done' is no run status"),
         (_hashed_archive([("RUN_STARTED", STARTED)], owner=""),
          "line 2: the thread's owner: scope must be None"),
+        # What every read of the run, or check(), would refuse once it landed:
+        (_hashed_archive([("RUN_STARTED", STARTED), ("CUSTOM", CUSTOM.replace("1}", "1e400}")),
+                          ("RUN_FINISHED", FINISHED)]),
+         "line 6: the event is not JSON a store reads: at [$].value: 1e400 is out of the range"),
+        (_hashed_archive([("RUN_STARTED", STARTED), ("RUN_STARTED", STARTED),
+                          ("RUN_FINISHED", FINISHED)]),
+         "line 6: run 'r1' of thread 't1' holds a second RUN_STARTED"),
+        (_hashed_archive([("CUSTOM", CUSTOM), ("RUN_FINISHED", FINISHED)]),
+         "line 5: run 'r1' of thread 't1' begins with CUSTOM, not RUN_STARTED"),
+        (_hashed_archive([("RUN_STARTED", STARTED), ("CUSTOM", CUSTOM)]),
+         "line 4: a batch of run 'r1' records the outcome 'finished', but holds no RUN_FINISHED"),
+        (_hashed_archive([("RUN_STARTED", STARTED), ("RUN_FINISHED", FINISHED)], outcome=None),
+         "line 4: a batch of run 'r1' records the outcome None, but its events end the run as "
+         "'finished'"),
     ]  # fmt: skip
     with agui_store.open(tmp_path / "s.db") as store:
         for archive, words in cases:

@@ -338,16 +338,8 @@ class _Line(msgspec.Struct):
 _DECODER = msgspec.json.Decoder(_Line)
 
 
-class _EventHead(msgspec.Struct):
-    """What an imported event must say of itself: its type, and for a ``RUN_STARTED`` its
-    thread and run (the rest of the payload is read for well-formedness only)."""
-
-    type: str
-    threadId: Any = None  # AG-UI's names
-    runId: Any = None
-
-
-_EVENT_HEAD = msgspec.json.Decoder(_EventHead)
+#: The events that end a run: the last of a batch gives its ``outcome``.
+_TERMINALS = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 
 #: The statuses a batch's ``outcome`` may record (None: a batch without a terminal event).
 _OUTCOMES = frozenset({"error", *records.OUTCOME_STATUSES})
@@ -439,6 +431,7 @@ class _Section:
     records: dict[str, port.ConversationRow] = field(default_factory=dict)
     run_lines: dict[str, int] = field(default_factory=dict)  # a run's record: its line
     batch_lines: list[int] = field(default_factory=list)  # each batch's record: its line
+    opened: set[int] = field(default_factory=set)  # the runs whose first event was read
     _by_run: dict[int, list[port.EventRow]] | None = None
 
     # The source's side of replication.Source, over the lines read.
@@ -610,6 +603,10 @@ class _Reader:
         self.batch_left = 0
         self.batch_run = 0
         self.batch_run_id = ""
+        self.batch_line = 0
+        self.batch_outcome: str | None = None
+        self.batch_status: str | None = None  # what the batch's last terminal event says
+        self.batch_synthetic = False
         self.ended = False
 
     def at(self, number: int) -> str:
@@ -747,6 +744,8 @@ class _Reader:
             section.batch_lines.append(number)
             run.chain.append(batch_hash)
             self.batch_left, self.batch_run, self.batch_run_id = count, run.pk, run_id
+            self.batch_line, self.batch_outcome, self.batch_status = number, rec.outcome, None
+            self.batch_synthetic = run.record.synthetic
         elif kind == "event":
             if not self.batch_left:
                 raise InvalidArgumentError(f"{where}: an event outside a batch")
@@ -754,6 +753,7 @@ class _Reader:
             if payload is None:
                 raise InvalidArgumentError(f"{where}: an event record without its event")
             event_type = self._event_type(payload, _need(rec.type, "type", where), where)
+            self._in_run(event_type, where)
             self.seq += 1
             section.events.append(
                 (self.batch_run, self.seq, event_type, payload,
@@ -761,6 +761,13 @@ class _Reader:
             )  # fmt: skip
             self.batch_left -= 1
             self.seen.events += 1
+            if not self.batch_left and self.batch_outcome != self.batch_status:
+                raise InvalidArgumentError(
+                    f"{self.at(self.batch_line)}: a batch of run {self.batch_run_id!r} records "
+                    f"the outcome {self.batch_outcome!r}, but "
+                    + ("holds no RUN_FINISHED or RUN_ERROR" if self.batch_status is None else
+                       f"its events end the run as {self.batch_status!r}")
+                )  # fmt: skip
         elif kind == "branch":
             if section.thread_id is None:
                 raise InvalidArgumentError(f"{where}: a branch outside a thread")
@@ -821,20 +828,19 @@ class _Reader:
         """The type of an event as ``append`` would have stored it: a JSON object whose type
         is the record's, a ``RUN_STARTED`` naming its own thread and run. The hashes hold
         an archive to what it says; these hold it to what a store holds."""
-        said: Any
+        # Decoded as every read of the run decodes it: a value reads refuse (a number out of
+        # a double's range, 1e400) would leave the run unreadable once landed.
         try:
-            head = _EVENT_HEAD.decode(payload)
-            said, thread, run = head.type, head.threadId, head.runId
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            # The store's own reading of JSON, which takes what msgspec refuses (an escaped
-            # half of a surrogate pair, as JavaScript writes one), decides.
-            try:
-                data = ingest.decode(payload)
-            except InvalidEventError as e:
-                raise InvalidArgumentError(f"{where}: the event is not JSON: {e}") from None
-            if not isinstance(data, dict):
-                raise InvalidArgumentError(f"{where}: the event is not a JSON object") from None
-            said, thread, run = data.get("type"), data.get("threadId"), data.get("runId")
+            data = ingest.decode(payload)
+        except InvalidEventError as e:
+            raise InvalidArgumentError(
+                f"{where}: the event is not JSON a store reads: {e}"
+            ) from None
+        if not isinstance(data, dict):
+            raise InvalidArgumentError(f"{where}: the event is not a JSON object") from None
+        said, thread, run = data.get("type"), data.get("threadId"), data.get("runId")
+        if kind in _TERMINALS:
+            self.batch_status = records.status_of_terminal(data)
         if said != kind:
             raise InvalidArgumentError(
                 f"{where}: the record says an event of type {kind!r}, its event says "
@@ -848,6 +854,26 @@ class _Reader:
                 f"{self.section.thread_id!r} names thread {thread!r} and run {run!r}"
             )
         return kind
+
+    def _in_run(self, kind: str, where: str) -> None:
+        """Refuse an event where ``check()`` would call the store damaged: a run that does
+        not begin with its ``RUN_STARTED``, or holds a second one (a synthetic run, which
+        the store named for events that started none, holds none)."""
+        section = self.section
+        first = self.batch_run not in section.opened
+        section.opened.add(self.batch_run)
+        if kind == "RUN_STARTED" and (self.batch_synthetic or not first):
+            raise InvalidArgumentError(
+                f"{where}: run {self.batch_run_id!r} of thread {section.thread_id!r} holds a "
+                + ("RUN_STARTED, but is synthetic (named by the store for events that started "
+                   "no run)" if self.batch_synthetic else
+                   "second RUN_STARTED: a RUN_STARTED always opens a new run")
+            )  # fmt: skip
+        if first and not self.batch_synthetic and kind != "RUN_STARTED":
+            raise InvalidArgumentError(
+                f"{where}: run {self.batch_run_id!r} of thread {section.thread_id!r} begins "
+                f"with {kind}, not RUN_STARTED"
+            )
 
     def land(self) -> None:
         """Write what the section read that the store lacks."""
