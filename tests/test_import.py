@@ -758,3 +758,81 @@ def test_a_compressed_archive_or_a_database_is_refused_saying_what_it_is_and_how
     assert re.match(f"agui-store import: {re.escape(str(packed))}: input is {words}", done.stderr)
     assert "\x00" not in done.stderr and "\n" not in done.stderr.rstrip("\n")
     assert not target.exists()
+
+
+def _two_run_archive(input_text: str | None, refs_text: str | None,
+                     echo_refs: str | None = None, parent: bool = True) -> bytes:
+    """An archive of thread ``t1`` whose run ``r2`` (a child of ``r1``, or a root without
+    ``parent``) has the input and references given, hashed right for what it holds."""
+    from agui_store.history import hashing
+
+    at = 1_767_225_600_000
+    out = [{"record": "header", "format": "agui-store-archive", "version": 1},
+           {"record": "thread", "thread_id": "t1", "owner": None, "created_at": at}]
+    batches, events = [], 0
+    chains: dict[str, bytes] = {}
+    for run, parent_id, body, refs in (("r1", None, None, None),
+                                       ("r2", "r1" if parent else None, input_text, refs_text)):
+        parent_hash = chains[parent_id] if parent_id else None
+        start = hashing.start(thread_id="t1", run_id=run, lineage="explicit" if parent_id
+                              else "root", sent_parent_run_id=None, synthetic=False,
+                              created_at=at, parent_hash=parent_hash,
+                              input_hash=hashing.input_digest(body, refs))
+        out.append({"record": "run", "run_id": run, "parent_run_id": parent_id,
+                    "lineage": "explicit" if parent_id else "root", "sent_parent_run_id": None,
+                    "synthetic": False, "created_at": at, "input_text": body,
+                    "input_refs_text": refs, "parent_hash": parent_hash and parent_hash.hex(),
+                    "hash": start.hex()})
+        started = json.dumps({"type": "RUN_STARTED", "threadId": "t1", "runId": run})
+        finished = json.dumps({"type": "RUN_FINISHED", "threadId": "t1", "runId": run})
+        echo = echo_refs if run == "r2" else None
+        rows = [(0, "RUN_STARTED", started, echo), (1, "RUN_FINISHED", finished, None)]
+        chains[run] = hashing.chain(start, hashing.batch_digest(rows, "finished", at))
+        batches += [{"record": "batch", "run_id": run, "outcome": "finished", "appended_at": at,
+                     "events": 2, "hash": chains[run].hex()},
+                    {"record": "event", "type": "RUN_STARTED", "event_text": started,
+                     **({"echo_refs_text": echo} if echo else {})},
+                    {"record": "event", "type": "RUN_FINISHED", "event_text": finished}]
+        events += 2
+    out += batches
+    out.append({"record": "end", "counts": {"threads": 1, "runs": 2, "events": events,
+                                            "branches": 0, "conversations": 0}})
+    return b"".join(json.dumps(r).encode() + b"\n" for r in out)  # fmt: skip
+
+
+INPUT = '{"threadId":"t1","runId":"r2","tools":[],"context":[],"forwardedProps":{}}'
+
+
+@pytest.mark.parametrize(
+    ("archive", "words"),
+    [
+        (_two_run_archive("[1, 2]", None), "line 4: run 'r2': its input is not a JSON object"),
+        (_two_run_archive(INPUT.replace("{}}", '{"x":1e400}}'), None),
+         "line 4: run 'r2': its input is not JSON a store reads: .*1e400"),
+        (_two_run_archive(None, '{"messages":[[0,1]]}'),
+         "line 4: run 'r2': its input references stand for no input"),
+        (_two_run_archive(INPUT, '{"messages":[[0,1]]}', parent=False),
+         "line 4: run 'r2': its input references refer to a parent's view, but it has no parent"),
+        (_two_run_archive(INPUT, '{"bogus":1}'), "line 4: run 'r2': its input references: it is"),
+        (_two_run_archive(INPUT, "nope"), "line 4: run 'r2': its input references: not JSON"),
+        (_two_run_archive(INPUT, '{"messages":[[-1,2]]}'),
+         r"line 4: run 'r2': its input references: the range \[-1, 2\]"),
+        (_two_run_archive(INPUT, '{"state":"child"}'),
+         "line 4: run 'r2': its input references: its \"state\" is 'child'"),
+        (_two_run_archive(None, None, echo_refs='{"messages":[[0,1]]}'),
+         "line 9: the echo references of run 'r2': its echoed input is not a JSON object"),
+    ],
+    ids=["input-array", "input-1e400", "refs-without-input", "refs-of-a-root", "refs-garbage",
+         "refs-not-json", "refs-negative", "refs-state", "echo-refs-without-echo"],
+)
+def test_an_archive_hashed_right_is_refused_where_no_read_could_give_back_a_runs_input(
+    tmp_path: Path, archive: bytes, words: str
+) -> None:
+    with agui_store.open(tmp_path / "s.db") as store:
+        with pytest.raises(agui_store.InvalidArgumentError, match=words):
+            store.import_archive(io.BytesIO(archive))
+        assert store.threads() == []
+        sound = _two_run_archive(INPUT, '{"messages":[[0,0]]}'.replace("[0,0]", '{"id":"u"}'))
+        assert store.import_archive(io.BytesIO(sound)).runs == 2
+        assert store.input("r2", thread_id="t1") is not None
+        assert store.check().ok

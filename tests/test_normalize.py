@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from agui_store.codec.ingest import canonical_bytes
 from agui_store.history.blobs import digest
-from agui_store.history.normalize import expand, full_chunk_addresses, normalize
+from agui_store.history.normalize import (
+    expand,
+    full_chunk_addresses,
+    normalize,
+    normalize_input,
+    refs_problem,
+)
 from agui_store.protocol.js import json_equal
 from tests.strategies import json_values
 
@@ -101,3 +107,30 @@ def test_a_history_that_matches_its_pieces_is_shared_without_reading_the_base() 
 
     refs = normalize(sent, Unreadable(base), lambda mid: None, _pieces(base, [2, 3]))
     assert refs == [[0, 5], sent[5]]
+
+
+@given(messages, messages, st.integers(0, 6), st.booleans())
+def test_every_stored_form_the_store_writes_passes_the_check_an_import_holds_one_to(
+    base: list[Any], extra: list[Any], cut: int, same_state: bool
+) -> None:
+    state = {"n": 1}
+    sent = {"messages": copy.deepcopy(base[:cut]) + extra, "state": state if same_state else {}}
+    stored = normalize_input(sent, base, state)
+    if stored is not None:
+        assert refs_problem(stored[1]) is None
+
+
+def test_a_stored_form_the_store_never_writes_is_named() -> None:
+    for refs, words in [
+        ([[0, 1]], "is not"),
+        ({}, "is not"),
+        ({"messages": [[0, 1]], "extra": 1}, "is not"),
+        ({"state": "child"}, "\"state\" is 'child'"),
+        ({"messages": []}, "\"messages\" is not a list"),
+        ({"messages": [[-1, 2]]}, "the range [-1, 2]"),
+        ({"messages": [[0, 0]]}, "the range [0, 0]"),
+        ({"messages": [[0, True]]}, "the range [0, True]"),
+        ({"messages": [[0, 1, 2]]}, "the range [0, 1, 2]"),
+    ]:
+        found = refs_problem(refs)
+        assert found is not None and words in found, (refs, found)

@@ -41,7 +41,7 @@ from agui_store.errors import (
     InvalidEventError,
     SchemaVersionError,
 )
-from agui_store.history import hashing
+from agui_store.history import hashing, normalize
 
 #: The header's ``format``.
 FORMAT = "agui-store-archive"
@@ -695,6 +695,12 @@ class _Reader:
             pk = len(section.runs) + 1
             start = _hash(_need(rec.hash, "hash", where), where)
             assert start is not None
+            run_input = _text(rec.input, rec.input_text)
+            input_refs = _text(rec.input_refs, rec.input_refs_text)
+            # A parent hash without a parent id is refused when the thread's hashes are
+            # checked, as the edit it is.
+            _readable_input(run_id, run_input, input_refs,
+                            rec.parent_run_id or rec.parent_hash, where)  # fmt: skip
             section.runs[run_id] = _Run(
                 pk,
                 port.ReplicaRun(
@@ -703,8 +709,8 @@ class _Reader:
                     parent_run_id=rec.parent_run_id,
                     lineage=lineage,
                     sent_parent=rec.sent_parent_run_id,
-                    input=_text(rec.input, rec.input_text),
-                    input_refs=_text(rec.input_refs, rec.input_refs_text),
+                    input=run_input,
+                    input_refs=input_refs,
                     synthetic=rec.synthetic,
                     created_at=_moment(rec.created_at, "created_at", where),
                     parent_hash=_hash(rec.parent_hash, where),
@@ -752,13 +758,12 @@ class _Reader:
             payload = _text(rec.event, rec.event_text)
             if payload is None:
                 raise InvalidArgumentError(f"{where}: an event record without its event")
-            event_type = self._event_type(payload, _need(rec.type, "type", where), where)
+            echo_refs = _text(rec.echo_refs, rec.echo_refs_text)
+            event_type = self._event_type(payload, _need(rec.type, "type", where), where,
+                                          echo_refs)  # fmt: skip
             self._in_run(event_type, where)
             self.seq += 1
-            section.events.append(
-                (self.batch_run, self.seq, event_type, payload,
-                 _text(rec.echo_refs, rec.echo_refs_text))
-            )  # fmt: skip
+            section.events.append((self.batch_run, self.seq, event_type, payload, echo_refs))
             self.batch_left -= 1
             self.seen.events += 1
             if not self.batch_left and self.batch_outcome != self.batch_status:
@@ -824,9 +829,12 @@ class _Reader:
         else:
             raise InvalidArgumentError(f"{where}: unknown record {kind!r}")
 
-    def _event_type(self, payload: str, kind: str, where: str) -> str:
+    def _event_type(
+        self, payload: str, kind: str, where: str, echo_refs: str | None = None
+    ) -> str:
         """The type of an event as ``append`` would have stored it: a JSON object whose type
-        is the record's, a ``RUN_STARTED`` naming its own thread and run. The hashes hold
+        is the record's, a ``RUN_STARTED`` naming its own thread and run, echo references
+        only on a ``RUN_STARTED`` echoing an input, in a run with a parent. The hashes hold
         an archive to what it says; these hold it to what a store holds."""
         # Decoded as every read of the run decodes it: a value reads refuse (a number out of
         # a double's range, 1e400) would leave the run unreadable once landed.
@@ -841,6 +849,18 @@ class _Reader:
         said, thread, run = data.get("type"), data.get("threadId"), data.get("runId")
         if kind in _TERMINALS:
             self.batch_status = records.status_of_terminal(data)
+        if echo_refs is not None:
+            parent = self.section.runs[self.batch_run_id].record.parent_run_id
+            wrong = (
+                "they are on no RUN_STARTED" if kind != "RUN_STARTED" else
+                "its echoed input is not a JSON object" if not isinstance(data.get("input"), dict)
+                else "its run has no parent whose view they refer to"
+                if parent is None else _refs_problem(echo_refs)
+            )  # fmt: skip
+            if wrong is not None:
+                raise InvalidArgumentError(
+                    f"{where}: the echo references of run {self.batch_run_id!r}: {wrong}"
+                )
         if said != kind:
             raise InvalidArgumentError(
                 f"{where}: the record says an event of type {kind!r}, its event says "
@@ -950,6 +970,41 @@ class _Reader:
             return False
         self.result.left_erased += 1
         return True
+
+
+def _refs_problem(text: str) -> str | None:
+    """What keeps stored references (an input's, or a ``RUN_STARTED``'s echoed input's)
+    from reading back, or ``None``."""
+    try:
+        refs = ingest.decode(text)
+    except InvalidEventError as e:
+        return f"not JSON a store reads: {e}"
+    return normalize.refs_problem(refs)
+
+
+def _readable_input(
+    run_id: str, text: str | None, refs: str | None, parent: str | None, where: str
+) -> None:
+    """Refuse a run record whose input no read could give back: an input that is not a
+    JSON object, references without an input, without a parent whose view they refer to,
+    or not of the form the store writes (an input as stored, not as sent: its hash covers
+    what the record says, not that a store could have written it)."""
+    wrong = None
+    if text is not None:
+        try:
+            if not isinstance(ingest.decode(text), dict):
+                wrong = "its input is not a JSON object"
+        except InvalidEventError as e:
+            wrong = f"its input is not JSON a store reads: {e}"
+    if wrong is None and refs is not None:
+        if text is None:
+            wrong = "its input references stand for no input"
+        elif parent is None:
+            wrong = "its input references refer to a parent's view, but it has no parent"
+        elif (found := _refs_problem(refs)) is not None:
+            wrong = f"its input references: {found}"
+    if wrong is not None:
+        raise InvalidArgumentError(f"{where}: run {run_id!r}: {wrong}")
 
 
 def _need(value: Any, name: str, where: str) -> Any:

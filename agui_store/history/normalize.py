@@ -207,6 +207,29 @@ def full_chunk_addresses(
     return out
 
 
+def refs_problem(refs: Any) -> str | None:
+    """What keeps ``refs`` from being a stored form :func:`expand_input` reads
+    (``{"messages": [...]}`` and/or ``{"state": "parent"}``, each range ``[start, count]``
+    of ints, ``start >= 0``, ``count >= 1``), in words; ``None`` when it is one. Whether the
+    ranges fall inside the parent's view is the view's to say."""
+    if not isinstance(refs, dict) or not refs or not set(refs) <= {"messages", "state"}:
+        return 'it is not {"messages": [...]} and/or {"state": "parent"}'
+    if "state" in refs and refs["state"] != "parent":
+        return f'its "state" is {refs["state"]!r}, not "parent"'
+    messages = refs.get("messages", [None])
+    if not isinstance(messages, list) or not messages:
+        return 'its "messages" is not a list of ranges and messages'
+    for item in messages:
+        if isinstance(item, list) and not (
+            len(item) == 2
+            and all(type(n) is int for n in item)
+            and item[0] >= 0
+            and item[1] >= 1
+        ):
+            return f"the range {item!r} is not [start, count] (start >= 0, count >= 1)"
+    return None
+
+
 def expand(refs: Refs, base: Sequence[dict[str, Any]]) -> list[Any]:
     """The message list ``refs`` stands for, against the same ``base`` it was made from.
 
