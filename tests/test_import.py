@@ -836,3 +836,65 @@ def test_an_archive_hashed_right_is_refused_where_no_read_could_give_back_a_runs
         assert store.import_archive(io.BytesIO(sound)).runs == 2
         assert store.input("r2", thread_id="t1") is not None
         assert store.check().ok
+
+
+#: A pydantic-ai message as a save stores it (pydantic-ai's JSON, keys sorted, no spaces).
+MESSAGE = (
+    '{"instructions":null,"kind":"request","parts":[{"content":"hi","part_kind":"user-prompt",'
+    '"timestamp":"2026-01-01T00:00:00Z"}],"run_id":null}'
+)
+
+
+def _conversation_archive(
+    cid: str = "c", scope: str | None = None, message: str = MESSAGE, entry_id: str = "e1",
+    fields: str = "{}",
+) -> bytes:
+    """An archive of one conversation of one entry, hashed right for what it holds."""
+    from agui_store.engine import conversations
+
+    address = conversations.message_hash(message.encode("utf-8", "surrogatepass"))
+    record = conversations.Record(conversation_id=cid, head_id=entry_id, scope=scope,
+                                  revision="r1", updated_at=1_767_225_600_000_000,
+                                  record=fields, branches=())
+    records = [
+        {"record": "header", "format": "agui-store-archive", "version": 1},
+        {"record": "conversation_entry", "entry_id": entry_id, "parent_id": None,
+         "kind": "message", "conversation": cid, "message_text": message,
+         "hash": conversations.entry_hash(entry_id, "message", address, None).hex()},
+        {"record": "conversation", "conversation_id": cid, "head_id": entry_id, "scope": scope,
+         "revision": "r1", "updated_at": record.updated_at, "fields_text": fields,
+         "branches": [], "hash": conversations.record_hash(record).hex()},
+        {"record": "end", "counts": {"threads": 0, "runs": 0, "events": 0, "branches": 0,
+                                     "conversations": 1}},
+    ]  # fmt: skip
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+@pytest.mark.parametrize(
+    ("archive", "words"),
+    [
+        (_conversation_archive(scope=""), "line 3: conversation 'c': its scope is empty"),
+        (_conversation_archive(cid="a\x00b"),
+         r"line 3: conversation 'a\\x00b': its id holds a NUL"),
+        (_conversation_archive(entry_id="e\x001"),
+         r"line 2: conversation entry 'e\\x001': its id holds a NUL"),
+        (_conversation_archive(message="nope"),
+         "line 2: conversation entry 'e1': the message is not JSON"),
+        (_conversation_archive(message=MESSAGE.replace("null,", "null, ", 1)),
+         "line 2: conversation entry 'e1': its message is not a JSON object as a save stores one"),
+        (_conversation_archive(fields="nope"),
+         "line 3: conversation 'c': its fields are not a JSON object: "),
+        (_conversation_archive(fields="[1]"),
+         "line 3: conversation 'c': its fields are not a JSON object"),
+    ],
+    ids=["empty-scope", "nul-id", "nul-entry", "message-not-json", "message-not-canonical",
+         "fields-not-json", "fields-array"],
+)
+def test_an_archive_hashed_right_is_refused_where_a_save_could_not_have_stored_its_conversation(
+    tmp_path: Path, archive: bytes, words: str
+) -> None:
+    with agui_store.open(tmp_path / "s.db") as store:
+        with pytest.raises(agui_store.InvalidArgumentError, match=words):
+            store.import_archive(io.BytesIO(archive))
+        assert store.import_archive(io.BytesIO(_conversation_archive())).conversations == 1
+        assert store.check().ok

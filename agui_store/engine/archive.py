@@ -33,7 +33,7 @@ import msgspec
 
 from agui_store import records
 from agui_store.codec import ingest
-from agui_store.engine import conversations, erasure, intake, port, replication
+from agui_store.engine import arguments, conversations, erasure, intake, port, replication
 from agui_store.errors import (
     BranchError,
     HashMismatchError,
@@ -795,6 +795,7 @@ class _Reader:
             assert own is not None
             if message is None:
                 raise InvalidArgumentError(f"{where}: entry {entry_id!r} without its message")
+            _stored_message(entry_id, rec.parent_id, message, where)
             address = conversations.message_hash(message.encode("utf-8", "surrogatepass"))
             section.entries[entry_id] = (
                 rec.parent_id, _need(rec.kind, "kind", where), message, address, own,
@@ -810,11 +811,13 @@ class _Reader:
                 _need(rec.updated_at, "updated_at", where), _need(fields, "fields", where),
                 stored, _ENCODE(rec.branches).decode(),
             )  # fmt: skip
-            if conversations.record_hash(conversations.record_of(row)) != stored:
+            record = conversations.record_of(row)
+            if conversations.record_hash(record) != stored:
                 raise HashMismatchError(
                     f"{where}: conversation {cid!r}: its record is not the one its hash covers",
                     advice=_EDITED,
                 )
+            _stored_record(record, where)
             section.records[cid] = row
             self.seen.conversations += 1
         elif kind == "end":
@@ -1005,6 +1008,42 @@ def _readable_input(
             wrong = f"its input references: {found}"
     if wrong is not None:
         raise InvalidArgumentError(f"{where}: run {run_id!r}: {wrong}")
+
+
+def _stored_message(entry_id: str, parent_id: str | None, message: str, where: str) -> None:
+    """Refuse a conversation entry a save could not have stored: an id or parent no store
+    can hold, or a message that is not a JSON object in the one text a save stores it as
+    (keys sorted, no spaces), which every load reads back."""
+    found = arguments.first_unstorable([("id", entry_id), ("parent", parent_id)])
+    wrong = None if found is None else f"its {found[0]} {found[1]}"
+    if wrong is None:
+        try:
+            text = conversations.canonical(message, f"entry {entry_id!r}")
+        except InvalidArgumentError as e:
+            wrong = str(e).removeprefix(f"entry {entry_id!r}: ")
+        else:
+            if text != message.encode("utf-8", "surrogatepass") or text[:1] != b"{":
+                wrong = "its message is not a JSON object as a save stores one (keys sorted)"
+    if wrong is not None:
+        raise InvalidArgumentError(f"{where}: conversation entry {entry_id!r}: {wrong}")
+
+
+def _stored_record(record: conversations.Record, where: str) -> None:
+    """Refuse a conversation record a save could not have stored: ids, a scope or branches
+    no store can hold (a NUL; the empty scope, which no erasure names), or fields that are
+    not a JSON object, which every load reads."""
+    try:
+        conversations.refuse_unstorable(record, ())
+        fields = ingest.decode(record.record)
+    except InvalidArgumentError as e:
+        raise InvalidArgumentError(f"{where}: {e}".removesuffix("; nothing was written")) from None
+    except InvalidEventError as e:
+        fields = e
+    if not isinstance(fields, dict):
+        raise InvalidArgumentError(
+            f"{where}: conversation {record.conversation_id!r}: its fields are not a JSON object"
+            + (f": {fields}" if isinstance(fields, InvalidEventError) else "")
+        )
 
 
 def _need(value: Any, name: str, where: str) -> Any:

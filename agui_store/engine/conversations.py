@@ -252,7 +252,7 @@ def prepare(record: Record, new_entries: Sequence[Entry]) -> Prepared:
     :class:`~agui_store.errors.InvalidArgumentError` for an entry id given twice or a message
     that is not JSON."""
     cid = record.conversation_id
-    _refuse_unstorable(record, new_entries)
+    refuse_unstorable(record, new_entries)
     prepared: list[tuple[Entry, bytes, bytes]] = []
     for index, entry in enumerate(new_entries):
         text = canonical(entry.message, f"conversation {cid!r}, new entry {index}")
@@ -265,10 +265,10 @@ def prepare(record: Record, new_entries: Sequence[Entry]) -> Prepared:
     return Prepared(record, tuple(prepared))
 
 
-def _refuse_unstorable(record: Record, new_entries: Sequence[Entry]) -> None:
+def refuse_unstorable(record: Record, new_entries: Sequence[Entry]) -> None:
     """Ids and names are text on every backend: one PostgreSQL cannot hold (a NUL) is
     refused on SQLite too, so that any store copies to any other; a scope is an owner's
-    name, never empty."""
+    name, never empty. A save and an archive's import both ask it."""
     named = [("id", record.conversation_id), ("scope", record.scope),
              ("head", record.head_id)]
     named += [("branch", b) for b in record.branches]
