@@ -489,3 +489,22 @@ def test_a_new_store_opened_again_while_its_last_connection_closes_waits_for_it(
                               capture_output=True, text=True, timeout=120,
                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         assert done.stdout.split() == ["True"], done.stderr[-2000:]
+
+
+def test_an_archive_given_as_a_store_is_named_an_archive_with_the_import_that_reads_it(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "files"
+    folder.mkdir()
+    with agui_store.open(tmp_path / "source.db") as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"},
+                      {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"}])  # fmt: skip
+        store.export_archive(folder / "backup.jsonl")
+    archive = folder / "backup.jsonl"
+    before = folder_state(folder)
+    with pytest.raises(NotAStoreError, match=r"is an agui-store archive .*, not a store: import"):
+        agui_store.open(archive)
+    for command in (["copy", str(archive), str(folder / "new.db")], ["--db", str(archive), "log"]):
+        result = cli(*command)
+        assert_one_line_error(result, 1, str(archive), "agui-store --db STORE import")
+    assert folder_state(folder) == before

@@ -21,6 +21,7 @@ from agui_store import errors
 from agui_store.backends.sqlite import migrations, schema, sql
 from agui_store.backends.sqlite.errors import Conn, translate, translated
 from agui_store.backends.sqlite.files import SQLITE_HEADER, store_file
+from agui_store.engine import archive
 
 #: How much of the file reads may map into memory.
 MMAP_BYTES = 256 * 1024 * 1024
@@ -71,6 +72,13 @@ def _check_is_store(real: str, shown: str, busy_timeout_ms: int) -> None:
         )
     header = _read_header(real, shown, min(st.st_size, 100))
     untouched = "it was left untouched"
+    if not header.startswith(SQLITE_HEADER) and archive.is_archive(archive.first_line(header)):
+        # What export --all writes: its store is the one an import makes of it.
+        raise errors.NotAStoreError(
+            f"{shown} is an agui-store archive (what export --all writes), not a store: "
+            f"import it into one (agui-store --db STORE import {shown}, or "
+            f"Store.import_archive); {untouched}"
+        )
     if not header.startswith(SQLITE_HEADER) or len(header) < 100:
         raise errors.NotAStoreError(
             f"{shown} is not an agui-store file (not an SQLite database: it begins with "
