@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -229,6 +231,44 @@ def postgres_cluster(postgres_server: PostgresServer) -> Iterator[PostgresCluste
         pytest.skip("AGUI_STORE_TEST_POSTGRES names an external server, which tests never stop")
     yield cluster
     postgres_server.ensure_running()
+
+
+# --- pydantic-ai -----------------------------------------------------------------------------
+# The tests marked pydantic_ai use pydantic-ai: the durable ConversationStore's, and the live
+# recordings of its AG-UI adapter. pydantic-ai needs Python 3.11 (from its 2.55.0 on), so the
+# test extra installs it there only, and on Python 3.10 these tests skip saying so. On 3.11+ a
+# missing pydantic-ai skips them with the reason; in CI (AGUI_STORE_REQUIRE_PYDANTIC_AI=1, set
+# by .ci/run) it fails them instead. A module whose every test needs it calls
+# needs_pydantic_ai() before its imports; a module that mixes them imports pydantic-ai under
+# ``contextlib.suppress(ImportError)`` and marks the tests that use it.
+REQUIRE_PYDANTIC_AI = os.environ.get("AGUI_STORE_REQUIRE_PYDANTIC_AI") == "1"
+#: Whether this Python can run pydantic-ai at all (its own floor).
+PYDANTIC_AI = sys.version_info >= (3, 11)
+PYDANTIC_AI_NEEDS = "pydantic-ai needs Python 3.11"
+
+
+def needs_pydantic_ai() -> None:
+    """Skip the calling test, or module, when pydantic-ai cannot run here: on Python 3.10, or
+    (outside CI) when it is not installed. In CI on 3.11+ a missing pydantic-ai fails."""
+    if not PYDANTIC_AI:
+        pytest.skip(
+            f"{PYDANTIC_AI_NEEDS}; this is Python {platform.python_version()}",
+            allow_module_level=True,
+        )
+    try:
+        import pydantic_ai  # noqa: F401
+    except ImportError as e:
+        if REQUIRE_PYDANTIC_AI:
+            pytest.fail(
+                f"required in CI (AGUI_STORE_REQUIRE_PYDANTIC_AI=1): pydantic-ai: {e}",
+                pytrace=False,
+            )
+        pytest.skip(f"pydantic-ai is not installed: {e}", allow_module_level=True)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("pydantic_ai"):
+        needs_pydantic_ai()
 
 
 # --- every backend ------------------------------------------------------------------------

@@ -15,6 +15,7 @@ apart; anything else is echoed back in a few deltas.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -34,11 +35,15 @@ from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import MemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from pydantic_ai import Agent, RunContext, ToolReturn
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
-from pydantic_ai.ui.ag_ui import AGUIAdapter
 from typing_extensions import TypedDict
+
+# pydantic-ai needs Python 3.11: without it the tests marked pydantic_ai skip
+# (tests/conftest.py).
+with contextlib.suppress(ImportError):
+    from pydantic_ai import Agent, RunContext, ToolReturn
+    from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+    from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+    from pydantic_ai.ui.ag_ui import AGUIAdapter
 
 ORACLE_DIR = Path(__file__).resolve().parent / "oracle"
 

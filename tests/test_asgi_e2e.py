@@ -19,7 +19,7 @@ import pytest
 import agui_store
 from agui_store.asgi import Recorder
 from tests import live_servers
-from tests.conftest import _skip_or_fail
+from tests.conftest import _skip_or_fail, needs_pydantic_ai
 from tests.oracle_client import unavailable_reason
 
 # ag-ui-langgraph 0.0.47 still calls LangGraph's deprecated get_config_jsonschema; the suite
@@ -83,6 +83,7 @@ class Live:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    needs_pydantic_ai()  # the agents served are pydantic-ai's and LangGraph's
     reason = unavailable_reason()
     if reason:
         _skip_or_fail(reason)

@@ -8,20 +8,18 @@ written before ``secure_delete`` was on is rewritten once when it is migrated.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from pathlib import Path
 from typing import Any
 
 import apsw
 import pytest
-from pydantic_ai.conversation import Conversation
 
 import agui_store
 from agui_store import testing
 from agui_store.backends.sqlite import schema
-from agui_store.integrations.pydantic_ai import ConversationStore
 from agui_store.sync import copy
-from tests.pydantic_ai_conversations import reply, user
 from tests.schema_history import (
     as_version_13,
     as_version_15,
@@ -30,6 +28,14 @@ from tests.schema_history import (
     as_version_18,
 )
 from tests.streams import run, say
+
+# pydantic-ai needs Python 3.11: without it the tests marked pydantic_ai skip
+# (tests/conftest.py).
+with contextlib.suppress(ImportError):
+    from pydantic_ai.conversation import Conversation
+
+    from agui_store.integrations.pydantic_ai import ConversationStore
+    from tests.pydantic_ai_conversations import reply, user
 
 #: Where a marker is planted in each thread.
 PLACES = (
@@ -117,6 +123,7 @@ def plant(path: Path, name: str) -> None:
     asyncio.run(converse())
 
 
+@pytest.mark.pydantic_ai
 @pytest.mark.parametrize("pending", [1, 256], ids=["words-in-fts5", "words-pending"])
 def test_no_byte_of_an_erased_thread_is_left_in_the_file_or_its_wal(
     tmp_path: Path, pending: int
@@ -141,6 +148,7 @@ def test_no_byte_of_an_erased_thread_is_left_in_the_file_or_its_wal(
         assert store.check().ok
 
 
+@pytest.mark.pydantic_ai
 def test_the_planners_statistics_an_analyze_left_are_sampled_again_without_the_erased_keys(
     tmp_path: Path,
 ) -> None:
@@ -214,6 +222,7 @@ def test_no_copy_of_an_erased_row_is_left_where_sqlite_moved_it_while_deleting(
         assert store.check().ok
 
 
+@pytest.mark.pydantic_ai
 def test_check_names_words_the_full_text_index_keeps_for_no_row_and_rows_it_keeps_none_for(
     tmp_path: Path,
 ) -> None:
@@ -258,6 +267,7 @@ def test_the_words_of_a_message_holding_half_an_emoji_leave_the_file_with_its_th
     _only_the_kept_word_is_left(path)
 
 
+@pytest.mark.pydantic_ai
 def test_a_reader_on_an_older_snapshot_holds_the_purge_back_until_it_is_done(
     tmp_path: Path,
 ) -> None:
@@ -313,6 +323,7 @@ def test_a_file_written_before_secure_delete_is_rewritten_once_when_it_is_migrat
     conn.close()
 
 
+@pytest.mark.pydantic_ai
 def test_a_search_index_of_version_15_is_made_again_and_then_forgets_erased_words_at_once(
     tmp_path: Path,
 ) -> None:
@@ -376,12 +387,14 @@ def _search_page_size(path: Path) -> int | None:
     return found[0][0] if found else None
 
 
+@pytest.mark.pydantic_ai
 def test_a_new_search_index_writes_small_pages_so_a_delete_reads_few(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     plant(path, "kept")
     assert _search_page_size(path) == 256
 
 
+@pytest.mark.pydantic_ai
 def test_a_search_index_of_version_16_is_written_again_in_small_pages_and_keeps_its_words(
     tmp_path: Path,
 ) -> None:
@@ -394,6 +407,7 @@ def test_a_search_index_of_version_16_is_written_again_in_small_pages_and_keeps_
     assert _search_page_size(path) == 256
 
 
+@pytest.mark.pydantic_ai
 def test_the_pending_search_rows_of_version_17_move_whole_and_are_not_indexed_twice(
     tmp_path: Path,
 ) -> None:
@@ -414,6 +428,7 @@ def test_the_pending_search_rows_of_version_17_move_whole_and_are_not_indexed_tw
     _only_the_kept_word_is_left(path)
 
 
+@pytest.mark.pydantic_ai
 def test_the_pending_search_rows_of_version_18_are_indexed_again_and_move_when_enough_are_pending(
     tmp_path: Path,
 ) -> None:
@@ -443,6 +458,7 @@ def test_the_pending_search_rows_of_version_18_are_indexed_again_and_move_when_e
     _only_the_kept_word_is_left(path)
 
 
+@pytest.mark.pydantic_ai
 def test_a_purge_that_fails_after_the_commit_leaves_a_receipt_saying_so(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     plant(path, "gone")
@@ -476,6 +492,7 @@ def _copied_then_erased_in_the_source(tmp_path: Path) -> tuple[Path, Path]:
     return source, target
 
 
+@pytest.mark.pydantic_ai
 def test_a_copy_whose_purge_a_reader_holds_back_says_so_and_the_next_purge_finishes_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -501,6 +518,7 @@ def test_a_copy_whose_purge_a_reader_holds_back_says_so_and_the_next_purge_finis
     assert marker("message", "kept").encode() in raw_bytes(target)
 
 
+@pytest.mark.pydantic_ai
 def test_a_copy_whose_purge_fails_after_the_commit_says_so(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -529,6 +547,7 @@ def test_a_copy_whose_purge_fails_after_the_commit_says_so(
     assert marker("message", "gone").encode() not in raw_bytes(target)
 
 
+@pytest.mark.pydantic_ai
 def test_a_copy_that_erases_a_conversation_alone_leaves_none_of_its_bytes(
     tmp_path: Path,
 ) -> None:

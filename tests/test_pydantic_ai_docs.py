@@ -22,6 +22,7 @@ def example() -> str:
     return found.group(1)
 
 
+@pytest.mark.pydantic_ai
 def test_the_docs_example_keeps_the_conversation_and_its_ag_ui_run_in_one_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

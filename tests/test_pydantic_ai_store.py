@@ -6,21 +6,27 @@ tests/contract/test_conversations.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import pytest
-from pydantic_ai.conversation import Conversation
 
 import agui_store
 from agui_store import testing
 from agui_store.errors import InvalidArgumentError
-from agui_store.integrations.pydantic_ai import ConversationStore
-from tests.pydantic_ai_conversations import turn
 from tests.schema_history import as_version_11
 from tests.workers.harness import ROOT, worker_env
+
+# pydantic-ai needs Python 3.11: without it the tests marked pydantic_ai skip
+# (tests/conftest.py).
+with contextlib.suppress(ImportError):
+    from pydantic_ai.conversation import Conversation
+
+    from agui_store.integrations.pydantic_ai import ConversationStore
+    from tests.pydantic_ai_conversations import turn
 
 _T = TypeVar("_T")
 
@@ -32,6 +38,7 @@ def run(coroutine: Coroutine[Any, Any, _T]) -> _T:
 # --- atomic writes ------------------------------------------------------------------------------
 
 
+@pytest.mark.pydantic_ai
 def test_on_postgresql_a_save_runs_beside_an_ag_ui_append_in_flight(
     postgres_store_database: str,
 ) -> None:
@@ -63,6 +70,7 @@ def test_on_postgresql_a_save_runs_beside_an_ag_ui_append_in_flight(
 # --- schema and packaging -------------------------------------------------------------------------
 
 
+@pytest.mark.pydantic_ai
 def test_a_version_11_file_gains_the_conversation_tables_when_opened(tmp_path: Any) -> None:
     import apsw
 
@@ -94,6 +102,7 @@ def test_a_version_11_file_gains_the_conversation_tables_when_opened(tmp_path: A
     conn.close()
 
 
+@pytest.mark.pydantic_ai
 def test_a_postgresql_store_at_version_3_gains_the_conversation_tables_when_opened(
     postgres_database: str,
 ) -> None:
@@ -145,6 +154,7 @@ except ImportError as e:
     assert "pip install 'agui-store[pydantic-ai]'" in done.stdout
 
 
+@pytest.mark.pydantic_ai
 def test_a_closed_conversation_store_says_so(tmp_path: Any) -> None:
     from agui_store.integrations.pydantic_ai import ConversationStore
 
@@ -158,6 +168,7 @@ def test_a_closed_conversation_store_says_so(tmp_path: Any) -> None:
     asyncio.run(scenario())
 
 
+@pytest.mark.pydantic_ai
 def test_a_conversation_store_given_options_with_an_open_store_says_they_are_not_taken(
     db_path: Any,
 ) -> None:
@@ -165,6 +176,7 @@ def test_a_conversation_store_given_options_with_an_open_store_says_they_are_not
         ConversationStore(store, busy_timeout_ms=5)
 
 
+@pytest.mark.pydantic_ai
 def test_a_conversation_store_used_before_a_fork_serves_the_child_and_the_parent(
     db_path: Any,
 ) -> None:

@@ -11,6 +11,7 @@ and the batches that must reach the file while the stream is still running.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -27,18 +28,23 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import MemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from pydantic_ai import Agent, RunContext, ToolReturn
-from pydantic_ai.messages import ModelMessage
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
-from pydantic_ai.ui.ag_ui import AGUIAdapter
 from typing_extensions import TypedDict
 
 import agui_store
 from agui_store import aio
 from agui_store.recording import AsyncBatcher
 from benchmarks._common import conversation_run
-from tests.live_servers import last_prompt
 from tests.oracle_client import Oracle, as_js
+
+# pydantic-ai needs Python 3.11: without it the tests marked pydantic_ai skip
+# (tests/conftest.py).
+with contextlib.suppress(ImportError):
+    from pydantic_ai import Agent, RunContext, ToolReturn
+    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+    from pydantic_ai.ui.ag_ui import AGUIAdapter
+
+    from tests.live_servers import last_prompt
 
 T = TypeVar("T")
 
@@ -124,6 +130,7 @@ def pydantic_agent() -> Agent[Deps, str]:
     return agent
 
 
+@pytest.mark.pydantic_ai
 @pytest.mark.oracle
 @pytest.mark.parametrize("text", ["hello there", "tool weather"])
 def test_a_pydantic_ai_run_recorded_in_process_restores_as_the_client_holds_it(
@@ -150,6 +157,7 @@ def test_a_pydantic_ai_run_recorded_in_process_restores_as_the_client_holds_it(
         assert co.messages[-1]["role"] == "assistant" and co.messages[-1]["content"]
 
 
+@pytest.mark.pydantic_ai
 @pytest.mark.parametrize("chunked", [False, True])
 def test_a_pydantic_ai_run_recorded_as_its_encoded_event_stream_keeps_each_event_it_sent(
     db_path: Path, chunked: bool

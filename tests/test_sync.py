@@ -332,6 +332,7 @@ def test_thread_copies_that_thread_alone(src_dst: tuple[str, str]) -> None:
             assert left[key] == right[key]
 
 
+@pytest.mark.pydantic_ai
 def test_a_scope_copies_that_owners_threads_alone(src_dst: tuple[str, str]) -> None:
     src, dst = src_dst
     with agui_store.open(src) as store:
@@ -994,6 +995,7 @@ def conversations_of(location: str, ids: list[str]) -> dict[str, Any]:
     return asyncio.run(read())
 
 
+@pytest.mark.pydantic_ai
 def test_a_copy_carries_the_conversations_linked_to_its_threads_and_again_adds_nothing(
     src_dst: tuple[str, str],
 ) -> None:
@@ -1069,6 +1071,7 @@ def test_a_copy_carries_the_conversations_linked_to_its_threads_and_again_adds_n
     assert (caught.value.conversation_id, caught.value.thread_id) == ("unlinked", None)
 
 
+@pytest.mark.pydantic_ai
 def test_conversations_forked_from_one_another_copy_with_their_shared_entries_once(
     src_dst: tuple[str, str],
 ) -> None:

@@ -90,6 +90,7 @@ def round_trip(source: str, target: str) -> bytes:
         unique_by=lambda talk: talk[0],
     ),
 )
+@pytest.mark.pydantic_ai
 def test_any_store_exported_and_imported_into_an_empty_store_is_the_same_store(
     new_location: Any,
     steps: list[tuple[Any, ...]],
@@ -113,6 +114,7 @@ def test_any_store_exported_and_imported_into_an_empty_store_is_the_same_store(
     assert_same_store(source, target)
 
 
+@pytest.mark.pydantic_ai
 def test_a_store_copied_to_this_backend_exported_and_imported_into_sqlite_is_the_same(
     new_location: Any, tmp_path: Path
 ) -> None:
@@ -133,6 +135,7 @@ def test_a_store_copied_to_this_backend_exported_and_imported_into_sqlite_is_the
     assert_same_store(original, back)
 
 
+@pytest.mark.pydantic_ai
 def test_a_thread_holding_half_an_emoji_comes_back_the_same_and_every_line_reads_as_json(
     new_location: Any,
 ) -> None:
@@ -300,6 +303,7 @@ def test_a_run_record_that_lost_its_parent_but_kept_its_parent_hash_is_refused_b
     assert dump(target) == before
 
 
+@pytest.mark.pydantic_ai
 def test_an_archive_missing_a_conversation_entry_is_refused_naming_it_and_nothing_is_written(
     new_location: Any,
 ) -> None:
@@ -332,6 +336,7 @@ def test_an_archive_path_that_cannot_be_read_is_the_stores_own_error_naming_it(
     assert dump(target) == before
 
 
+@pytest.mark.pydantic_ai
 def test_a_thread_exports_alone_with_its_conversation_and_a_scope_exports_its_own(
     store_location: str,
 ) -> None:
@@ -354,6 +359,7 @@ def test_a_thread_exports_alone_with_its_conversation_and_a_scope_exports_its_ow
         assert conversations_of(str(Path(folder) / "one.db"), ["t1", "solo"])["solo"] is None
 
 
+@pytest.mark.pydantic_ai
 def test_an_owners_export_and_copy_carry_the_owners_conversations_no_thread_links_to(
     store_location: str, tmp_path: Path
 ) -> None:
@@ -385,6 +391,7 @@ def test_an_owners_export_and_copy_carry_the_owners_conversations_no_thread_link
     assert held["notes-a"] is not None and held["notes-b"] is None and held["notes"] is None
 
 
+@pytest.mark.pydantic_ai
 def test_an_import_leaves_out_the_erased_last_threads_conversation_but_not_those_after_it(
     store_location: str, tmp_path: Path
 ) -> None:
@@ -420,6 +427,7 @@ def test_an_import_leaves_out_the_erased_last_threads_conversation_but_not_those
     assert held["t2"] is None and held["notes"] is not None
 
 
+@pytest.mark.pydantic_ai
 def test_an_import_leaves_out_a_thread_the_store_erased_and_restores_it_only_when_asked(
     store_location: str,
 ) -> None:

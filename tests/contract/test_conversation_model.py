@@ -25,13 +25,19 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from pydantic_ai.conversation import Conversation
-from pydantic_ai.conversation_store import ConversationStore, InMemoryConversationStore
-from pydantic_ai.tools import DeferredToolRequests
-from pydantic_ai.usage import RunUsage
 
-from agui_store.integrations.pydantic_ai import ConversationStore as DurableStore
-from tests.pydantic_ai_conversations import (
+from tests.conftest import needs_pydantic_ai
+
+# Every test here uses pydantic-ai, which needs Python 3.11: on 3.10 the module skips.
+needs_pydantic_ai()
+
+from pydantic_ai.conversation import Conversation  # noqa: E402
+from pydantic_ai.conversation_store import ConversationStore, InMemoryConversationStore  # noqa: E402
+from pydantic_ai.tools import DeferredToolRequests  # noqa: E402
+from pydantic_ai.usage import RunUsage  # noqa: E402
+
+from agui_store.integrations.pydantic_ai import ConversationStore as DurableStore  # noqa: E402
+from tests.pydantic_ai_conversations import (  # noqa: E402
     conversation_view,
     entries_view,
     outcome_kind,

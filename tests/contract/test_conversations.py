@@ -4,51 +4,59 @@ under racing processes, what a delete releases, content hashes, edits check() fi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import pytest
-from pydantic_ai.conversation import Conversation
-from pydantic_ai.conversation_store import (
-    ConversationConflict,
-    ConversationEntry,
-    ConversationRecord,
-    InMemoryConversationStore,
-)
-from pydantic_ai.messages import (
-    BinaryImage,
-    CompactionPart,
-    DocumentUrl,
-    FilePart,
-    ImageUrl,
-    ModelMessage,
-    ModelMessagesTypeAdapter,
-    ModelRequest,
-    ModelResponse,
-    NativeToolCallPart,
-    NativeToolReturnPart,
-    RetryFeedbackPart,
-    RetryInfo,
-    SystemPromptPart,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
-from pydantic_ai.tools import DeferredToolRequests
-from pydantic_ai.usage import RequestUsage, RunUsage
 
 import agui_store
 from agui_store import testing
 from agui_store.errors import HashMismatchError, InvalidArgumentError
-from agui_store.integrations.pydantic_ai import ConversationStore
 from tests.backends import dump, postgres_owner
-from tests.pydantic_ai_conversations import T0, turn, user
 from tests.workers.harness import Worker
 
+# pydantic-ai needs Python 3.11: without it the tests marked pydantic_ai skip
+# (tests/conftest.py).
+with contextlib.suppress(ImportError):
+    from pydantic_ai.conversation import Conversation
+    from pydantic_ai.conversation_store import (
+        ConversationConflict,
+        ConversationEntry,
+        ConversationRecord,
+        InMemoryConversationStore,
+    )
+    from pydantic_ai.messages import (
+        BinaryImage,
+        CompactionPart,
+        DocumentUrl,
+        FilePart,
+        ImageUrl,
+        ModelMessage,
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        NativeToolCallPart,
+        NativeToolReturnPart,
+        RetryFeedbackPart,
+        RetryInfo,
+        SystemPromptPart,
+        TextPart,
+        ThinkingPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.tools import DeferredToolRequests
+    from pydantic_ai.usage import RequestUsage, RunUsage
+
+    from agui_store.integrations.pydantic_ai import ConversationStore
+    from tests.pydantic_ai_conversations import T0, turn, user
+
 _T = TypeVar("_T")
+
+pytestmark = pytest.mark.pydantic_ai
 
 
 def run(coroutine: Coroutine[Any, Any, _T]) -> _T:

@@ -21,8 +21,13 @@ import httpx
 import agui_store
 import agui_store.ui
 from agui_store import cli
-from agui_store.integrations.pydantic_ai import ConversationStore
-from tests.workers.pydantic_ai_server import app_on
+from tests.conftest import needs_pydantic_ai
+
+# Every test here uses pydantic-ai, which needs Python 3.11: on 3.10 the module skips.
+needs_pydantic_ai()
+
+from agui_store.integrations.pydantic_ai import ConversationStore  # noqa: E402
+from tests.workers.pydantic_ai_server import app_on  # noqa: E402
 
 
 def said(text: str) -> dict[str, Any]:

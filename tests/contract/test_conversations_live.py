@@ -23,10 +23,14 @@ from typing import Any
 import pytest
 
 import agui_store
-from agui_store.integrations.pydantic_ai import ConversationStore
-from tests.conftest import _skip_or_fail
+from tests.conftest import _skip_or_fail, needs_pydantic_ai
 from tests.oracle_client import unavailable_reason
 from tests.workers.harness import Worker
+
+# Every test here uses pydantic-ai, which needs Python 3.11: on 3.10 the module skips.
+needs_pydantic_ai()
+
+from agui_store.integrations.pydantic_ai import ConversationStore  # noqa: E402
 
 pytestmark = [pytest.mark.oracle]
 

@@ -6,23 +6,29 @@ deleted by hand as tampering, and copy keeps an erased thread erased."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import time
 from typing import Any
 
 import pytest
-from pydantic_ai.conversation import Conversation
 
 import agui_store
 from agui_store import testing
 from agui_store.errors import InvalidArgumentError, RunNotFoundError, SyncConflictError
 from agui_store.history import blobs
-from agui_store.integrations.pydantic_ai import ConversationStore
 from agui_store.sync import copy
 from tests.backends import checked, dump, owner, problems, tamper
-from tests.pydantic_ai_conversations import turn
 from tests.streams import run, say
 from tests.workers.harness import Worker
+
+# pydantic-ai needs Python 3.11: without it the tests marked pydantic_ai skip
+# (tests/conftest.py).
+with contextlib.suppress(ImportError):
+    from pydantic_ai.conversation import Conversation
+
+    from agui_store.integrations.pydantic_ai import ConversationStore
+    from tests.pydantic_ai_conversations import turn
 
 
 def _input(thread: str, run_id: str, text: str, state: Any) -> dict[str, Any]:
@@ -254,6 +260,7 @@ def test_prune_takes_a_thread_last_active_any_fraction_of_a_millisecond_before_t
             assert store.prune(before=cutoff, dry_run=True).threads == erased, after
 
 
+@pytest.mark.pydantic_ai
 def test_prune_keeps_a_thread_whose_conversation_was_saved_after_the_cutoff(
     store_location: str,
 ) -> None:
@@ -281,6 +288,7 @@ def test_prune_keeps_a_thread_whose_conversation_was_saved_after_the_cutoff(
     asyncio.run(scenario())
 
 
+@pytest.mark.pydantic_ai
 def test_the_conversations_linked_to_a_thread_go_with_it(store_location: str) -> None:
     async def scenario() -> None:
         async with ConversationStore(store_location) as conversations:
@@ -298,6 +306,7 @@ def test_the_conversations_linked_to_a_thread_go_with_it(store_location: str) ->
     asyncio.run(scenario())
 
 
+@pytest.mark.pydantic_ai
 def test_an_erased_conversations_bytes_count_each_entry_once_however_many_branches_reach_it(
     store_location: str,
 ) -> None:
@@ -332,6 +341,7 @@ def test_an_erased_conversations_bytes_count_each_entry_once_however_many_branch
     assert dry.bytes == done.bytes == stored
 
 
+@pytest.mark.pydantic_ai
 def test_erased_conversations_stay_erased_through_copies_and_archives(
     new_location: Any, tmp_path: Any
 ) -> None:
@@ -376,6 +386,7 @@ def test_erased_conversations_stay_erased_through_copies_and_archives(
         assert store.check().ok
 
 
+@pytest.mark.pydantic_ai
 def test_a_conversation_saved_again_after_its_erasure_copies_once_and_is_never_erased_by_a_copy(
     new_location: Any,
 ) -> None:
@@ -460,6 +471,7 @@ def _erasure_verbs(location: str) -> list[str]:
     return [e.verb for e in report.erasures]
 
 
+@pytest.mark.pydantic_ai
 def test_a_conversation_continued_elsewhere_from_an_erased_one_is_erased_where_it_arrives(
     new_location: Any,
 ) -> None:
@@ -480,6 +492,7 @@ def test_a_conversation_continued_elsewhere_from_an_erased_one_is_erased_where_i
     assert _erasure_verbs(here) == ["delete_thread"] and _erasure_verbs(there) == ["copy"]
 
 
+@pytest.mark.pydantic_ai
 def test_a_copy_of_one_thread_carries_its_conversations_erasure_and_then_copies_nothing(
     new_location: Any,
 ) -> None:
@@ -502,6 +515,7 @@ def test_a_copy_of_one_thread_carries_its_conversations_erasure_and_then_copies_
     assert _said(here, "t") == _said(there, "t") == turn(2)
 
 
+@pytest.mark.pydantic_ai
 def test_an_owners_erasure_stays_through_a_copy_of_another_owners_scope(
     new_location: Any,
 ) -> None:
@@ -520,6 +534,7 @@ def test_an_owners_erasure_stays_through_a_copy_of_another_owners_scope(
     assert _said(there, "c-al", scope="al") == turn(2)
 
 
+@pytest.mark.pydantic_ai
 def test_an_archive_restoring_a_conversation_leaves_the_erased_thread_of_its_name_erased(
     new_location: Any, tmp_path: Any
 ) -> None:
@@ -559,6 +574,7 @@ def test_an_archive_refuses_to_restore_an_erased_thread_into_one_written_again_u
     assert dump(here) == before
 
 
+@pytest.mark.pydantic_ai
 def test_a_forced_copy_releases_the_history_the_record_it_replaced_reached(
     new_location: Any,
 ) -> None:
@@ -595,6 +611,7 @@ def _records(location: str) -> list[str]:
     return asyncio.run(go())
 
 
+@pytest.mark.pydantic_ai
 def test_an_erased_conversation_whose_messages_a_fork_keeps_stays_erased_and_the_fork_stays(
     new_location: Any, tmp_path: Any
 ) -> None:
@@ -618,6 +635,7 @@ def test_an_erased_conversation_whose_messages_a_fork_keeps_stays_erased_and_the
     assert _said(other, "B", scope="bob") == [*turn(1), *turn(2)]
 
 
+@pytest.mark.pydantic_ai
 def test_a_fork_made_in_the_destination_alone_stays_when_its_origins_erasure_arrives(
     new_location: Any,
 ) -> None:
@@ -633,6 +651,7 @@ def test_a_fork_made_in_the_destination_alone_stays_when_its_origins_erasure_arr
     assert _said(there, "B", scope="bob") == [*turn(1), *turn(5)]
 
 
+@pytest.mark.pydantic_ai
 def test_a_forced_copy_releases_what_it_replaced_only_after_every_conversation_landed(
     new_location: Any,
 ) -> None:
@@ -654,6 +673,7 @@ def test_a_forced_copy_releases_what_it_replaced_only_after_every_conversation_l
         assert store.check().ok
 
 
+@pytest.mark.pydantic_ai
 def test_a_copy_that_erases_conversations_alone_logs_its_erasure_in_the_destination(
     new_location: Any,
 ) -> None:
@@ -667,6 +687,7 @@ def test_a_copy_that_erases_conversations_alone_logs_its_erasure_in_the_destinat
     assert _erasure_verbs(there) == ["copy"]
 
 
+@pytest.mark.pydantic_ai
 def test_a_copy_of_another_owners_scope_lays_no_tombstone_over_what_it_leaves(
     new_location: Any,
 ) -> None:
@@ -695,6 +716,7 @@ def test_a_copy_of_another_owners_scope_lays_no_tombstone_over_what_it_leaves(
     assert _said(there, "c-bob", scope="bob") is None
 
 
+@pytest.mark.pydantic_ai
 @pytest.mark.parametrize("thread_owner", ["alice", None])
 def test_another_owners_conversation_named_like_the_thread_stays(
     store_location: str, thread_owner: str | None
@@ -715,6 +737,7 @@ def test_another_owners_conversation_named_like_the_thread_stays(
     asyncio.run(scenario())
 
 
+@pytest.mark.pydantic_ai
 @pytest.mark.parametrize("thread_owner", ["alice", None])
 def test_a_copy_or_archive_of_a_thread_carries_the_conversations_its_erasure_would_take(
     new_location: Any, tmp_path: Any, thread_owner: str | None
@@ -746,6 +769,7 @@ def test_a_copy_or_archive_of_a_thread_carries_the_conversations_its_erasure_wou
     assert _said(here, "x", scope="bob") == turn(1)
 
 
+@pytest.mark.pydantic_ai
 def test_a_copy_of_an_erased_thread_leaves_another_owners_conversation_of_its_name(
     new_location: Any,
 ) -> None:
@@ -1115,6 +1139,7 @@ def test_a_copy_of_one_thread_written_again_replaces_the_erased_one_instead_of_j
         copy(backup, team, restore_erased=True)
 
 
+@pytest.mark.pydantic_ai
 def test_a_thread_and_a_conversation_of_one_id_keep_their_own_erasure_times(
     new_location: Any,
 ) -> None:
@@ -1145,6 +1170,7 @@ def test_a_thread_and_a_conversation_of_one_id_keep_their_own_erasure_times(
         assert [r.run_id for r in store.runs("x")] == ["new-1"]
 
 
+@pytest.mark.pydantic_ai
 def test_a_conversation_continued_in_a_replica_after_its_erasure_stays_erased(
     new_location: Any,
 ) -> None:
