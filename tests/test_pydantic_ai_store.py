@@ -152,6 +152,8 @@ except ImportError as e:
     )
     assert done.returncode == 0, done.stderr
     assert "pip install 'agui-store[pydantic-ai]'" in done.stdout
+    # Where pydantic-ai cannot be installed at all, the message says why.
+    assert ("pydantic-ai needs Python 3.11" in done.stdout) is (sys.version_info < (3, 11))
 
 
 @pytest.mark.pydantic_ai

@@ -32,7 +32,9 @@ import asyncio
 import concurrent.futures
 import functools
 import os
+import platform
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -46,6 +48,12 @@ except ImportError as e:  # pragma: no cover - the message is the point
     raise ImportError(
         "agui_store.integrations.pydantic_ai needs pydantic-ai: "
         "pip install 'agui-store[pydantic-ai]'"
+        # pip says only that no version satisfies the requirement: name the reason.
+        + (
+            ""
+            if sys.version_info >= (3, 11)
+            else f" (pydantic-ai needs Python 3.11; this is Python {platform.python_version()})"
+        )
     ) from e
 
 from agui_store.aio import AsyncStore
