@@ -328,11 +328,16 @@ def _requirements(name: str) -> list[str]:
     """A distribution's requirements: agui-store's from this checkout's pyproject.toml (the
     truth, whatever version is installed), any other's from its installed metadata."""
     if name == "agui-store":
-        import tomllib
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10: pytest's own TOML reader
+            import tomli as tomllib
 
         project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
         return [*project["dependencies"], *(
-            f"{req}; extra == '{extra}'"
+            # A requirement's own marker (python_version >= '3.11') and its extra's, both.
+            f"{req.split(';')[0]}; ({req.split(';')[1]}) and extra == '{extra}'" if ";" in req
+            else f"{req}; extra == '{extra}'"
             for extra, reqs in project["optional-dependencies"].items() for req in reqs
         )]
     from importlib.metadata import requires
