@@ -950,6 +950,7 @@ def test_copy_keeps_an_erased_thread_erased_in_both_directions(new_location: Any
         assert store.check().ok
 
 
+@pytest.mark.pydantic_ai
 def test_a_copy_of_one_thread_the_source_erased_carries_its_erasure_and_nothing_else(
     new_location: Any,
 ) -> None:
