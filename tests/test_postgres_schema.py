@@ -8,6 +8,7 @@ fails in CI).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -1193,16 +1194,30 @@ def test_a_store_whose_tables_are_not_those_of_its_version_is_refused_and_left_a
         ).fetchone() == (1,)
 
 
-def test_a_role_that_may_not_create_the_store_is_told_how_to_create_it_not_to_grant_it(
-    postgres_database: str,
-) -> None:
+@contextlib.contextmanager
+def a_role_of_no_grants(postgres_database: str) -> Iterator[str]:
+    """A login role of its own, with what every role has (CONNECT) and no grant of the
+    store's: its URL to the database. Roles are cluster-wide, so it is dropped after."""
     from tests.postgres_cluster import uri
 
     role = f"agui_nobody_{uuid.uuid4().hex[:10]}"
     with connect(postgres_database) as admin:
-        admin.execute(f"CREATE ROLE {role} LOGIN")  # no CREATE on the database
+        admin.execute(f"CREATE ROLE {role} LOGIN")
     try:
-        dsn = uri({**make_conninfo_dict(postgres_database), "user": role})
+        yield uri({**make_conninfo_dict(postgres_database), "user": role})
+    finally:
+        with connect(postgres_database) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
+            admin.execute(f"DROP ROLE {role}")
+
+
+def test_a_role_that_may_not_create_the_store_is_told_how_to_create_it_not_to_grant_it(
+    postgres_database: str,
+) -> None:
+    with a_role_of_no_grants(postgres_database) as dsn:  # no CREATE on the database
         with pytest.raises(agui_store.StorageError) as refused:
             agui_store.open(dsn)
         said = str(refused.value)
@@ -1211,13 +1226,6 @@ def test_a_role_that_may_not_create_the_store_is_told_how_to_create_it_not_to_gr
         assert "application_grants" in said  # and then, for this role
         with connect(postgres_database) as conn:
             assert pg_schema.installed_version(conn) == 0  # nothing was created
-    finally:
-        with connect(postgres_database) as admin:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
-                (role,),
-            )
-            admin.execute(f"DROP ROLE {role}")
 
 
 def test_a_role_without_the_stores_grants_is_told_what_was_refused_not_that_a_read_writes(
@@ -1228,23 +1236,12 @@ def test_a_role_without_the_stores_grants_is_told_what_was_refused_not_that_a_re
     owner_dsn, _ = deployment
     with agui_store.open(uri(make_conninfo_dict(owner_dsn))) as store:
         store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"}])
-    role = f"agui_reader_{uuid.uuid4().hex[:10]}"
-    with connect(postgres_database) as admin:
-        admin.execute(f"CREATE ROLE {role} LOGIN")  # CONNECT, as every role: no store grants
-    try:
-        dsn = uri({**make_conninfo_dict(postgres_database), "user": role})
+    with a_role_of_no_grants(postgres_database) as dsn:
         with pytest.raises(agui_store.StorageError) as refused, agui_store.open(dsn) as store:
             store.threads()  # a read: nothing was to be written
         said = str(refused.value)
         assert "permission denied for schema" in said and "cannot be written" not in said
         assert "application_grants" in said  # what gives this role the store
-    finally:
-        with connect(postgres_database) as admin:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
-                (role,),
-            )
-            admin.execute(f"DROP ROLE {role}")
 
 
 def test_the_application_role_asked_to_migrate_says_the_owner_must_open_the_store_first(
