@@ -9,6 +9,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -728,39 +729,41 @@ def on_disk(db: Path) -> bytes:
     return db.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
 
 
-def test_a_json_receipt_whose_purge_did_not_finish_says_why(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def a_reader_on_its_snapshot(db: Path) -> Iterator[None]:
+    """Another connection reading the store, on the snapshot it took: the pages it holds
+    keep a purge from finishing until it ends."""
     import apsw
 
-    db = tmp_path / "s.db"
-    _two_threads(db)
     reader = apsw.Connection(str(db))
     reader.execute("BEGIN")
     reader.execute("SELECT count(*) FROM event_log").fetchall()  # holds this snapshot
     try:
-        receipt = json.loads(cli("delete", "--thread", "gone", "--yes", "--json",
-                                 "--busy-timeout", "50", db=db).stdout)
+        yield
     finally:
         reader.execute("COMMIT")
         reader.close()
+
+
+def test_a_json_receipt_whose_purge_did_not_finish_says_why(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    _two_threads(db)
+    with a_reader_on_its_snapshot(db):
+        receipt = json.loads(cli("delete", "--thread", "gone", "--yes", "--json",
+                                 "--busy-timeout", "50", db=db).stdout)
     assert receipt["threads"] == 1 and not receipt["purged"]
     assert "agui-store purge" in receipt["purgePending"], receipt
 
 
 def test_purge_finishes_a_purge_an_erasure_left_unfinished(tmp_path: Path) -> None:
-    import apsw
-
     import agui_store
 
     db = tmp_path / "s.db"
     _two_threads(db)
-    reader = apsw.Connection(str(db))
-    reader.execute("BEGIN")
-    reader.execute("SELECT count(*) FROM event_log").fetchall()  # holds this snapshot
     with agui_store.open(db, busy_timeout_ms=50) as store:
-        receipt = store.delete_thread("gone")
+        with a_reader_on_its_snapshot(db):
+            receipt = store.delete_thread("gone")
         assert not receipt.purged and "purge()" in receipt.purge_pending
-        reader.execute("COMMIT")
-        reader.close()
         assert b"forget me" in on_disk(db)  # in the file or the WAL until a purge finishes
         done = json.loads(cli("purge", "--json", db=db).stdout)
         assert done == {"purged": True, "purgePending": ""}
