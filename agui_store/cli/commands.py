@@ -1501,14 +1501,11 @@ class _Parser(argparse.ArgumentParser):
 def _moment(text: str) -> datetime.datetime:
     """An argparse type: an ISO 8601 time (``Z`` for UTC too; no zone: UTC)."""
     try:
-        moment = datetime.datetime.fromisoformat(
-            text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
-        )
+        return clock.parse_moment(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected an ISO time (2026-01-31T09:30:00.123+00:00), not {arguments.quote(text, 40)}"
         ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
 
 
 def _host(text: str) -> str:
