@@ -71,6 +71,11 @@ class WriterProcess:
                 ],
                 pass_fds=(to_child_r, from_child_w),
                 stdin=subprocess.DEVNULL,
+                # A session of its own: a terminal's Ctrl+C signals its whole foreground
+                # process group, and would end the writer mid-append while the server it
+                # serves shuts down and appends what its recorders still hold. It ends
+                # with its parent all the same: its pipe closes.
+                start_new_session=True,
                 env=env,
             )
         finally:

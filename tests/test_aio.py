@@ -8,6 +8,8 @@ import datetime
 import gc
 import inspect
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Coroutine
@@ -302,6 +304,41 @@ def test_a_writer_process_that_died_is_replaced_by_the_next_write(db_path: Path)
             assert (await astore.check()).ok
 
     run(main())
+
+
+#: A program with an AsyncStore that, as a server does on Ctrl+C, goes on to append what it
+#: holds: the terminal sends SIGINT to every process of its foreground process group.
+CTRL_C_PROGRAM = """
+import asyncio, os, signal, sys
+from agui_store import aio
+from benchmarks._common import conversation_run
+
+async def main():
+    async with aio.open(sys.argv[1]) as astore:
+        await astore.append(conversation_run("t", "r1", 12, 0))
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server handles its own Ctrl+C
+        os.killpg(os.getpgrp(), signal.SIGINT)
+        await astore.append(conversation_run("t", "r2", 12, 1))
+
+asyncio.run(main())
+"""
+
+
+def test_a_ctrl_c_at_the_terminal_leaves_the_writer_process_to_append_what_the_server_holds(
+    db_path: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_PROGRAM, str(db_path)],
+        # A process group of its own, as a terminal gives each command it runs.
+        start_new_session=True,
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    with agui_store.open(db_path) as store:
+        assert [r.run_id for r in store.runs("t")] == ["r1", "r2"]
 
 
 @pytest.mark.parametrize("path", [":memory:", "file"])
