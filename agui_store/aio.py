@@ -71,6 +71,7 @@ def _off_loop(
     @functools.wraps(method)
     async def off_loop(self: AsyncStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         if parses:
+            args, kwargs = _absolute_paths(name, args, kwargs)  # type: ignore[assignment]
             result: _R = await self._run_on(self._forwarder, self._write, name, args, kwargs)
             return result
         # Looked up on the instance, so that a Store subclass's override is the one called.
@@ -78,6 +79,39 @@ def _off_loop(
         return await self._run(bound, *args, **kwargs)
 
     return off_loop
+
+
+#: The parsing writes' parameters that take a path: ``import_file``'s ``source`` (text or
+#: ``os.PathLike``); ``append``'s ``events`` (``os.PathLike`` only: its text is events).
+_PATH_PARAMETERS: dict[str, tuple[str, tuple[type, ...]]] = {
+    "import_file": ("source", (str, os.PathLike)),
+    "append": ("events", (os.PathLike,)),
+}
+
+
+def _absolute_paths(
+    name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A call's relative path made absolute against the working directory of the moment it
+    is made: the writer process has a working directory of its own (where it started), and
+    the ``Store`` reads a relative path from the caller's."""
+    if name not in _PATH_PARAMETERS:
+        return args, kwargs
+    parameter, kinds = _PATH_PARAMETERS[name]
+    if args and isinstance(args[0], kinds):
+        return (_absolute(args[0]), *args[1:]), kwargs
+    if isinstance(kwargs.get(parameter), kinds):
+        return args, {**kwargs, parameter: _absolute(kwargs[parameter])}
+    return args, kwargs
+
+
+def _absolute(path: Any) -> Any:
+    """``path`` made absolute, of the type it came as (a ``Path`` stays a ``Path``)."""
+    if isinstance(path, PurePath):
+        return type(path)(os.path.abspath(path))
+    if isinstance(path, str):
+        return os.path.abspath(path)
+    return path  # another os.PathLike: it may not pickle, and then runs on this process
 
 
 def _tell(outcome: asyncio.Future[Any], done: concurrent.futures.Future[Any]) -> None:

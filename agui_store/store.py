@@ -127,9 +127,9 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
 
     @property
     def location(self) -> str:
-        """Where the store is, as it was opened: a file path, or a database URL with its
-        password (another process opens the same store with it; :attr:`path` is the one
-        to show)."""
+        """Where the store is: a file's absolute path (a ``file:`` URI as it was given), or
+        a database URL with its password (another process opens the same store with it,
+        whatever its working directory; :attr:`path` is the one to show)."""
         return self._backend.location
 
     def _after_fork_in_child(self) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import datetime
 import gc
 import inspect
+import json
 import os
 import subprocess
 import sys
@@ -339,6 +340,62 @@ def test_a_ctrl_c_at_the_terminal_leaves_the_writer_process_to_append_what_the_s
     assert (done.returncode, done.stderr) == (0, "")
     with agui_store.open(db_path) as store:
         assert [r.run_id for r in store.runs("t")] == ["r1", "r2"]
+
+
+def _write_recording(path: Path, thread_id: str) -> None:
+    path.parent.mkdir(exist_ok=True)
+    events = conversation_run(thread_id, "r1", 12, 0)
+    path.write_text("".join(json.dumps(event) + "\n" for event in events), encoding="utf-8")
+
+
+@pytest.mark.parametrize("as_path", [False, True], ids=["text", "Path"])
+def test_a_relative_path_is_read_from_the_working_directory_of_the_call_as_the_store_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, as_path: bool
+) -> None:
+    for folder in ("a", "b"):
+        _write_recording(tmp_path / folder / "run.jsonl", f"run-{folder}")
+        _write_recording(tmp_path / folder / "more.jsonl", f"more-{folder}")
+    source: Any = Path("run.jsonl") if as_path else "run.jsonl"
+
+    async def main() -> list[str]:
+        monkeypatch.chdir(tmp_path / "a")
+        async with aio.open(tmp_path / "store.db") as astore:
+            await astore.ready()  # the writer process starts in a
+            monkeypatch.chdir(tmp_path / "b")
+            await astore.import_file(source)
+            await astore.append(Path("more.jsonl"))
+            return sorted(await astore.threads())
+
+    monkeypatch.chdir(tmp_path / "b")
+    with agui_store.open(":memory:") as memory:
+        memory.import_file(source)
+        memory.append(Path("more.jsonl"))
+        want = sorted(memory.threads())
+    assert want == ["more-b", "run-b"]
+    assert run(main()) == want
+
+
+def test_a_store_opened_by_a_relative_path_is_written_by_a_new_writer_after_a_change_of_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "elsewhere").mkdir()
+
+    async def main() -> list[str]:
+        monkeypatch.chdir(tmp_path)
+        async with aio.open("store.db") as astore:
+            await astore.append(conversation_run("t", "r1", 12, 0))
+            monkeypatch.chdir(tmp_path / "elsewhere")
+            process = testing.writer_process(astore)
+            assert process is not None
+            process.kill()
+            process.wait()
+            with pytest.raises(agui_store.AguiStoreError, match="ended unexpectedly"):
+                await astore.append(conversation_run("t", "r2", 12, 1))
+            await astore.append(conversation_run("t", "r2", 12, 1))  # a new writer's
+            return [r.run_id for r in await astore.runs("t")]
+
+    assert run(main()) == ["r1", "r2"]
+    assert not (tmp_path / "elsewhere" / "store.db").exists()
 
 
 @pytest.mark.parametrize("path", [":memory:", "file"])

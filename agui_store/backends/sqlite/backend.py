@@ -15,6 +15,7 @@ from typing import Any
 
 from agui_store.backends.sqlite import connection, sql
 from agui_store.backends.sqlite.errors import translated
+from agui_store.backends.sqlite.files import store_file
 from agui_store.backends.sqlite.transaction import SqliteTransaction
 from agui_store.engine import integrity
 from agui_store.engine.trust import TrustedBlobs
@@ -41,9 +42,12 @@ class SqliteBackend:
 
     def __init__(self, path: str, *, busy_timeout_ms: int) -> None:
         self.where = path
-        self.location = path
         self.busy_timeout_ms = busy_timeout_ms
         self._conn: Any = connection.connect(path, busy_timeout_ms=busy_timeout_ms)
+        # Absolute: another process (an AsyncStore's writer, started again later) opens the
+        # file by it, when the working directory may have changed.
+        plain_file = store_file(path) is not None and not path.startswith("file:")
+        self.location = os.path.abspath(path) if plain_file else path
         self._pid = os.getpid()
         self._trusted = TrustedBlobs()  # what the connection verified of its blobs
 
