@@ -487,6 +487,23 @@ def test_a_store_used_in_a_forked_child_reopens_there_and_the_parent_carries_on(
         assert store.check().ok
 
 
+def test_a_store_opened_by_a_relative_path_is_reopened_in_a_forked_child_after_a_chdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child opens the file the parent opened, not the same name in the directory the
+    process moved to since (a daemon changes to / before it forks its workers)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(tmp_path)
+    with agui_store.open("fork.db") as store:
+        store.append(plans.race_batch("parent", 0, "t").events)
+        os.chdir(elsewhere)
+        pid = in_child(lambda: store.append(plans.race_batch("child", 0, "t").events))
+        assert exit_code(pid) == 0
+        assert [r.run_id for r in store.runs("t")] == ["parent-0", "child-0"]
+    assert not (elsewhere / "fork.db").exists()
+
+
 @pytest.mark.parametrize("child_store", ["the inherited Store", "a new Store"])
 def test_what_a_forked_child_appends_survives_the_parent_closing_its_store(
     tmp_path: Path, child_store: str

@@ -57,8 +57,9 @@ class SqliteBackend:
             raise AguiStoreError("the store is closed")
         if os.getpid() != self._pid:
             # A forked child must not use the parent's SQLite handle (after_fork already
-            # closed it): open its own.
-            self._conn = connection.connect(self.where, busy_timeout_ms=self.busy_timeout_ms)
+            # closed it): open its own, on the file the parent opened whatever the working
+            # directory is now.
+            self._conn = connection.connect(self.location, busy_timeout_ms=self.busy_timeout_ms)
             self._pid = os.getpid()
             self._trusted = TrustedBlobs()
         return self._conn
