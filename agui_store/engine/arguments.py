@@ -47,7 +47,10 @@ def quote(value: object, limit: int = 80) -> str:
 
 
 def a_kind(value: object) -> str:
-    """The type of ``value`` with its article, for a message: ``an int``, ``a list``."""
+    """The type of ``value`` with its article, for a message: ``an int``, ``a list``
+    (``None`` as itself)."""
+    if value is None:
+        return "None"
     kind = type(value).__name__
     return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
 

@@ -48,7 +48,13 @@ def thread_row(tx: port.Reading, thread_id: str) -> tuple[int, str | None]:
 def require_thread(tx: port.Reading, thread_id: str, scope: str | None, where: str) -> int:
     """A thread's pk; a thread of another owner than ``scope`` is absent
     (docs/design/behaviour.md#live-recording).
-    ``where`` names the store in the error."""
+    ``where`` names the store in the error; an id that is not text is a wrong argument, not
+    an absent thread."""
+    if not isinstance(thread_id, str):
+        raise InvalidArgumentError(
+            f"a thread id is text, not {arguments.a_kind(thread_id)}"
+            + ("" if thread_id is None else f" ({thread_id!r:.60})")
+        )
     pk, owner = thread_row(tx, thread_id)
     if not pk or (scope is not None and owner != scope):
         raise RunNotFoundError(f"no thread {arguments.quote(thread_id)} in {where}")
@@ -80,8 +86,13 @@ def resolve(
     """
     quote = arguments.quote
     arguments.check_scope(scope)
-    if not isinstance(ref, str) or not ref:
-        raise RunNotFoundError(f"not a run id or ref: {quote(ref) if ref else ref!r}")
+    if not isinstance(ref, str):
+        raise InvalidArgumentError(
+            f"a run id or ref is text, not {arguments.a_kind(ref)}"
+            + ("" if ref is None else f" ({ref!r:.60})")
+        )
+    if not ref:
+        raise RunNotFoundError("not a run id or ref: ''")
     if not arguments.storable_text(ref):
         raise RunNotFoundError(
             f"no run, branch or ref {quote(ref)}: it holds a lone surrogate, which no "

@@ -378,7 +378,7 @@ def test_a_message_pydantic_ai_could_not_read_back_is_refused_by_entry_and_nothi
     # Each would be stored, and every later load of the conversation would fail validating it.
     wrong: list[tuple[Any, str]] = [
         ([*turn(1), 42], "an int"),
-        ([None], "a NoneType"),
+        ([None], "None"),
         ("hi", "a str"),
         ([{"kind": "request", "parts": []}], "a dict"),
         ([ModelRequest(parts=[42])], "a ModelRequest"),  # type: ignore[list-item]

@@ -123,3 +123,27 @@ def test_fork_refuses_a_run_id_the_thread_has_at_once(store: Any) -> None:
     with pytest.raises(InvalidArgumentError, match="already a run of thread 't'"):
         store.fork("r1", run_id="r2")
     assert store.fork("r1", run_id="r5")["runId"] == "r5"
+
+
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        (lambda s: s.checkout(123, thread_id="t"), "a run id or ref is text, not an int (123)"),
+        (lambda s: s.log(None, thread_id="t"), "a run id or ref is text, not None"),
+        (lambda s: s.runs(None), "a thread id is text, not None"),
+        (lambda s: s.events("r1", thread_id=5), "a thread id is text, not an int (5)"),
+        (lambda s: s.branch("b", "r1", thread_id=b"t"), "a thread id is text, not a bytes"),
+    ],
+    ids=["checkout-int", "log-none", "runs-none", "events-int-thread", "branch-bytes-thread"],
+)
+def test_an_id_that_is_not_text_is_a_wrong_argument_not_an_absent_run_or_thread(
+    store_location: str, call: Any, said: str
+) -> None:
+    """A number where an id goes is the caller's mistake: told so, not that the store has no
+    run or thread of that name (which reads as a lookup that could succeed)."""
+    with agui_store.open(store_location) as store:
+        store.append(run("t", "r1"))
+        with pytest.raises(agui_store.InvalidArgumentError) as refused:
+            call(store)
+        assert said in str(refused.value)
+        assert not isinstance(refused.value, agui_store.RunNotFoundError)
