@@ -26,6 +26,7 @@ import sqlite_utils
 import agui_store
 from agui_store.cli import cmd_export_sqlite
 from agui_store.cli.demo import record_demo
+from agui_store.engine import clock
 from agui_store.errors import RunNotFoundError
 from agui_store.exports.analysis import ExportTargetError, content_text, export_sqlite, iso
 from tests.conftest import fixture_params
@@ -101,7 +102,7 @@ def assert_export_equals_store(store: Any, out: Path) -> None:
                 for column, moment in (("created_at", run.created_at),
                                        ("updated_at", run.updated_at)):
                     assert ISO.match(row[column]), row[column]
-                    assert abs(datetime.fromisoformat(row[column]) - moment) \
+                    assert abs(clock.parse_moment(row[column]) - moment) \
                         <= timedelta(milliseconds=1)
 
                 co = store.checkout(run.run_id, thread_id=thread)
@@ -494,8 +495,8 @@ AUDIT_SCRIPT = textwrap.dedent("""
     connected = []
 
     def hook(event, args):
-        if event == "sqlite3.connect":
-            connected.append(os.fspath(args[0]))
+        if event == "sqlite3.connect":  # its path as bytes on Python 3.10
+            connected.append(os.fsdecode(args[0]))
 
     sys.addaudithook(hook)
 

@@ -13,6 +13,8 @@ import importlib
 import sys
 from pathlib import Path
 
+from tests.conftest import PYDANTIC_AI
+
 PACKAGE = Path(__file__).resolve().parents[1] / "agui_store"
 
 
@@ -148,12 +150,20 @@ def private_uses(source: str) -> list[str]:
     return found
 
 
+#: The modules whose foreign classes cannot be imported where pydantic-ai cannot run (it
+#: needs Python 3.11): there each private name of theirs would be reported, so they are
+#: checked on 3.11+ alone.
+NEEDS_PYDANTIC_AI = {"agui_store/integrations/pydantic_ai.py"}
+
+
 def test_the_package_uses_no_private_name_of_another_distribution() -> None:
     offences = {
         str(path.relative_to(PACKAGE.parent)): uses
         for path in sorted(PACKAGE.rglob("*.py"))
         if (uses := private_uses(path.read_text(encoding="utf-8")))
     }
+    if not PYDANTIC_AI:
+        offences = {path: uses for path, uses in offences.items() if path not in NEEDS_PYDANTIC_AI}
     assert offences == {}
 
 
