@@ -58,6 +58,7 @@ Tables are plain (not ``STRICT``) and JSON is text, so that older SQLite tools r
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sqlite3
@@ -303,9 +304,11 @@ def export_sqlite(
 ) -> ExportSummary:
     """Write an analysis database of the store (or one thread) to ``out_path``.
 
-    Runs are restored one at a time (``store.checkout``) and their rows written in batches,
-    so memory holds one run's view plus one thread's message index, whatever the store's
-    size. The database is built in a temporary file next to ``out_path`` and moved into
+    Read from one snapshot of the store (``store.reading()``, as ``export_archive``): what
+    other connections write or erase meanwhile is in the next export, not in half of this
+    one. Runs are restored one at a time (``store.checkout``) and their rows written in
+    batches, so memory holds one run's view plus one thread's message index, whatever the
+    store's size. The database is built in a temporary file next to ``out_path`` and moved into
     place when complete: an interrupted export leaves no half-written ``out_path``.
 
     Args:
@@ -325,10 +328,6 @@ def export_sqlite(
         RunNotFoundError: ``thread_id`` names no thread.
     """
     target = _check_target(store, out_path, replace=replace)
-    threads = [thread_id] if thread_id is not None else store.threads()
-    total = sum(len(store.runs(t)) for t in threads)  # RunNotFoundError for an unknown thread
-    if progress is not None:
-        progress(0, total)
     folder, name = os.path.split(target)
     # A device, a FIFO or stdout gets the finished database's bytes: it is built in the
     # temporary folder (never beside a device, in /dev) and copied into the stream.
@@ -341,39 +340,70 @@ def export_sqlite(
         raise _cannot_write(target, e) from e
     os.close(fd)
     try:
-        db = sqlite_utils.Database(tmp)
-        try:
-            # A private temporary file, moved into place only when complete: durability of
-            # each batch buys nothing, so skip the syncs (the file is synced once, below).
-            db.execute("PRAGMA synchronous = OFF")
-            writer = _Writer(db, batch_size=max(1, batch_size), event_counts=event_counts)
-            writer.create_schema()
-            writer.info(store, thread_id)
-            done = 0
-            for tid in threads:
-                for _ in writer.thread(store, tid):
-                    done += 1
-                    if progress is not None:
-                        progress(done, max(total, done))
-            writer.finish()
-            summary = writer.summary(target)
-        finally:
-            db.close()
-        if streaming:
-            copy_into_stream(tmp, target)
-            os.remove(tmp)
-        else:
-            _fsync(tmp)
-            os.replace(tmp, target)
-    except BaseException as e:
+        # One snapshot, as the archive reads: a thread erased or a run appended by another
+        # connection meanwhile neither fails the export nor leaves half a thread in it.
+        with store.reading(), _writing_to(target):
+            summary = _build(store, tmp, target, thread_id, progress, batch_size, event_counts)
+        # Outside the read transaction, which would take a reader gone (`analyze - | head`)
+        # for an error of the store.
+        with _writing_to(target):
+            if streaming:
+                copy_into_stream(tmp, target)
+                os.remove(tmp)
+            else:
+                _fsync(tmp)
+                os.replace(tmp, target)
+    except BaseException:
         remove_database(tmp)
-        if isinstance(e, (sqlite3.OperationalError, OSError)) and not isinstance(
-            e, (AguiStoreError, BrokenPipeError)
-        ):  # a full disk, an I/O error: the output's file system, not the store; a reader
-            # that went away (`analyze - | head`) is no error of writing
-            raise _cannot_write(target, e) from e
         raise
     return summary
+
+
+def _build(
+    store: Store,
+    tmp: str,
+    target: str,
+    thread_id: str | None,
+    progress: ProgressCallback | None,
+    batch_size: int,
+    event_counts: bool,
+) -> ExportSummary:
+    """Write the analysis database of ``store`` into the new file ``tmp``."""
+    threads = [thread_id] if thread_id is not None else store.threads()
+    total = sum(len(store.runs(t)) for t in threads)  # RunNotFoundError for an unknown thread
+    if progress is not None:
+        progress(0, total)
+    db = sqlite_utils.Database(tmp)
+    try:
+        # A private temporary file, moved into place only when complete: durability of
+        # each batch buys nothing, so skip the syncs (the file is synced once, after).
+        db.execute("PRAGMA synchronous = OFF")
+        writer = _Writer(db, batch_size=max(1, batch_size), event_counts=event_counts)
+        writer.create_schema()
+        writer.info(store, thread_id)
+        done = 0
+        for tid in threads:
+            for _ in writer.thread(store, tid):
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+        writer.finish()
+        return writer.summary(target)
+    finally:
+        db.close()
+
+
+@contextlib.contextmanager
+def _writing_to(target: str) -> Iterator[None]:
+    """A full disk or an I/O error of the output's file system comes out as an error of
+    writing ``target``, not of the store; a reader that went away (``analyze - | head``) is
+    no error of writing, and goes on as it is."""
+    try:
+        yield
+    except (sqlite3.OperationalError, OSError) as e:
+        if isinstance(e, (AguiStoreError, BrokenPipeError)):
+            raise
+        raise _cannot_write(target, e) from e
 
 
 def _cannot_write(target: str, e: BaseException) -> StorageError:
@@ -563,7 +593,7 @@ class _Writer:
             yield listed.run_id
         for branch in store.branches(thread_id):
             key = state.runs.get(branch.run_id)
-            if key is not None:  # a run recorded after the export listed the thread's runs
+            if key is not None:  # always, from one snapshot: the thread's runs hold it
                 self._add(
                     "branches",
                     {
