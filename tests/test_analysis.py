@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import textwrap
@@ -571,3 +572,19 @@ def test_the_export_command_hook_writes_the_same_database(
         stdout.seek(0)
         assert json.loads(stdout.read())["runs"] == 3
     assert_export_equals_store(store, out)
+
+
+def test_the_analysis_database_gets_the_mode_a_new_file_gets_or_keeps_the_one_it_replaces(
+    demo: tuple[Any, str], tmp_path: Path
+) -> None:
+    store, _ = demo
+    out = tmp_path / "analysis.db"
+    previous = os.umask(0o022)
+    try:
+        export(store, out)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644  # as export -o's files, not mkstemp's 0600
+    out.chmod(0o640)
+    export(store, out, replace=True)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640

@@ -83,6 +83,7 @@ from agui_store.exports.targets import (
     copy_into_stream,
     is_sqlite_file,
     is_stream,
+    place_file,
 )
 from agui_store.records import ExportSummary as ExportSummary  # what export_sqlite returns
 from agui_store.records import Run
@@ -352,7 +353,7 @@ def export_sqlite(
                 os.remove(tmp)
             else:
                 _fsync(tmp)
-                os.replace(tmp, target)
+                place_file(tmp, target)
     except BaseException:
         remove_database(tmp)
         raise

@@ -39,6 +39,7 @@ __all__ = [
     "copy_into_stream",
     "is_sqlite_file",
     "is_stream",
+    "place_file",
     "store_file",
     "store_part",
     "write_file",
@@ -147,20 +148,25 @@ def _write_file(target: str, chunks: Iterable[bytes]) -> None:
                 fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
-        # mkstemp makes the file 0600: keep the mode of the file replaced, or the mode a
-        # plain open() would have given a new one.
-        try:
-            mode = os.stat(target).st_mode & 0o7777
-        except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
+        place_file(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
         raise
+
+
+def place_file(tmp: str, target: str) -> None:
+    """Rename the finished temporary file ``tmp`` (from ``mkstemp``, beside ``target``) over
+    ``target``. mkstemp makes the file 0600: it gets the mode of the file it replaces, or
+    the mode a plain ``open()`` would have given a new one."""
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    os.chmod(tmp, mode)
+    os.replace(tmp, target)
 
 
 def copy_into_stream(source: str, target: str) -> None:
