@@ -453,6 +453,13 @@ def test_loading_a_malformed_artifact_returns_nothing_and_names_the_problem() ->
         load_artifact(json.dumps(artifact))
 
 
+@pytest.mark.parametrize("opening", ["[", '{"messages": ['])
+def test_json_nested_deeper_than_python_reads_is_rejected_as_not_json(opening: str) -> None:
+    with pytest.raises(ArtifactError) as info:
+        load_artifact(opening * 100_000)
+    assert info.value.path == "$" and "nested too deeply" in info.value.reason
+
+
 def test_a_missing_file_is_an_os_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         load_artifact(tmp_path / "absent.json")
@@ -937,6 +944,15 @@ def test_validate_artifact_rejects_a_file_that_is_not_json(
     path.write_text("{not json", encoding="utf-8")
     done = cli("validate-artifact", str(path), db=db)
     assert done.returncode == 1 and done.stdout.startswith("invalid: $: not JSON")
+
+
+def test_validate_artifact_says_json_nested_too_deeply_is_invalid_exit_1(
+    demo_db: tuple[Path, str],
+) -> None:
+    db, _ = demo_db
+    done = cli("validate-artifact", "-", db=db, stdin="[" * 100_000)
+    assert (done.returncode, done.stderr) == (1, "")
+    assert done.stdout.startswith("invalid: $: not JSON: nested too deeply")
 
 
 def test_export_artifact_of_an_incomplete_run_fails_with_the_reason(

@@ -406,8 +406,8 @@ def load_artifact(
         The artifact, only when it is valid.
 
     Raises:
-        ArtifactError: malformed JSON, duplicate keys, ``NaN``, bytes that are not UTF-8, or
-            anything :func:`validate_artifact` rejects.
+        ArtifactError: malformed JSON, JSON nested too deeply to decode, duplicate keys,
+            ``NaN``, bytes that are not UTF-8, or anything :func:`validate_artifact` rejects.
         OSError: the file cannot be read.
     """
     data: str | bytes
@@ -441,6 +441,8 @@ def load_artifact(
         obj = json.loads(data, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise ArtifactError(f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
+    except RecursionError:  # deeper than Python's stack; an artifact is three levels deep
+        raise ArtifactError("not JSON: nested too deeply to decode") from None
     validate_artifact(obj, framework=framework, surface=surface)
     assert isinstance(obj, dict)
     return obj
