@@ -108,6 +108,20 @@ def test_a_dash_writes_to_stdout(
         assert written.lstrip().startswith(b"{")
 
 
+@pytest.mark.parametrize("command", [*WRITERS, "export --all -o"])
+@pytest.mark.parametrize("character", ["n", "é"])
+def test_a_file_name_as_long_as_the_file_system_takes_is_written(
+    db: Path, tmp_path: Path, command: str, character: str
+) -> None:
+    longest = os.pathconf(tmp_path, "PC_NAME_MAX")
+    name = character * (longest // len(character.encode()))
+    (tmp_path / name).write_bytes(b"")  # the file system takes the name: so does the command
+    code, _ = run(db, WRITERS.get(command, ["export", "--all", "-o", "{out}"]),
+                  str(tmp_path / name))
+    assert code == 0
+    assert os.listdir(tmp_path) == [name] and (tmp_path / name).stat().st_size > 0
+
+
 @pytest.mark.parametrize(
     "argv", [WRITERS["export -o"], ["export", "--all", "-o", "{out}"]], ids=["events", "archive"]
 )

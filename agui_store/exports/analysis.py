@@ -83,6 +83,7 @@ from agui_store.exports.targets import (
     copy_into_stream,
     is_sqlite_file,
     is_stream,
+    partial_file,
     place_file,
 )
 from agui_store.records import ExportSummary as ExportSummary  # what export_sqlite returns
@@ -336,7 +337,7 @@ def export_sqlite(
     if streaming:
         folder, name = tempfile.gettempdir(), "agui-store-analysis.db"
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder or ".")
+        fd, tmp = partial_file(os.path.join(folder, name), database=True)
     except OSError as e:
         raise _cannot_write(target, e) from e
     os.close(fd)

@@ -39,6 +39,7 @@ __all__ = [
     "copy_into_stream",
     "is_sqlite_file",
     "is_stream",
+    "partial_file",
     "place_file",
     "store_file",
     "store_part",
@@ -140,8 +141,7 @@ def _write_file(target: str, chunks: Iterable[bytes]) -> None:
             for chunk in chunks:
                 fh.write(chunk)
         return
-    folder, name = os.path.split(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder or ".")
+    fd, tmp = partial_file(target)
     try:
         with os.fdopen(fd, "wb") as fh:
             for chunk in chunks:
@@ -153,6 +153,31 @@ def _write_file(target: str, chunks: Iterable[bytes]) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
         raise
+
+
+#: The end of a temporary file's name, and what mkstemp puts before it (eight characters).
+_PARTIAL_SUFFIX = ".partial"
+_RANDOM_PART = 8
+
+
+def partial_file(target: str, *, database: bool = False) -> tuple[int, str]:
+    """A new temporary file beside ``target`` to write it into, ``(fd, path)``: named
+    ``.NAME.xxxxxxxx.partial``, with NAME cut short where the whole would be longer than the
+    file system takes a name (``target``'s own name may be as long as that). For a
+    ``database``, the name leaves room for SQLite's ``-journal`` and ``-wal`` beside it."""
+    folder, name = os.path.split(target)
+    folder = folder or "."
+    try:
+        longest = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        longest = 255  # what Linux, macOS and Windows file systems take
+    room = longest - len("..") - _RANDOM_PART - len(_PARTIAL_SUFFIX)
+    if database:
+        room -= max(len(suffix) for suffix in SIBLINGS)
+    raw = os.fsencode(name)
+    if len(raw) > room:  # cut whole characters only: the name stays readable
+        name = raw[: max(room, 0)].decode("utf-8", "ignore")
+    return tempfile.mkstemp(prefix=f".{name}.", suffix=_PARTIAL_SUFFIX, dir=folder)
 
 
 def place_file(tmp: str, target: str) -> None:
