@@ -358,6 +358,29 @@ def test_ctrl_c_in_a_command_that_only_reads_says_interrupted_alone(db: str) -> 
     assert done.stderr.splitlines() == ["agui-store runs: interrupted"]
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["term", "hup"])
+def test_kill_ends_an_export_as_ctrl_c_does_leaving_no_partial_file(
+    db: str, tmp_path: Path, signum: signal.Signals
+) -> None:
+    # The analysis database is built in TMPDIR, then copied into the FIFO, whose open waits
+    # for a reader that never comes: the signal finds the command there, or building.
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([*ENTRY, "--db", db, "analyze", str(fifo)], cwd=ROOT,
+                            env={**worker_env(), "TMPDIR": str(scratch)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not os.listdir(scratch) and time.monotonic() < deadline:
+        time.sleep(0.02)  # the export has begun
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, (proc.returncode, err)
+    assert err.splitlines() == [f"agui-store analyze: terminated ({signum.name})"]
+    assert os.listdir(scratch) == []
+
+
 def test_an_analysis_export_onto_a_full_disk_is_exit_1_and_leaves_nothing(
     tmp_path: Path,
 ) -> None:

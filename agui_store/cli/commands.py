@@ -27,7 +27,7 @@ from typing import Any, BinaryIO, NoReturn, TextIO, cast
 from agui_store import backends
 from agui_store.backends import is_url, locations
 from agui_store.backends.sqlite import files
-from agui_store.cli import EXIT_INTERRUPTED
+from agui_store.cli import Terminated, exit_code
 from agui_store.cli.render import diff_text, graph
 from agui_store.codec.output import FORMATS, serialize
 from agui_store.engine import arguments, clock, conversations
@@ -1791,8 +1791,8 @@ EXIT_STORE_ERROR = 1  # a store error (bad input, a damaged or foreign file, a f
 #                       or a command's negative answer: check found problems, an invalid artifact
 EXIT_USAGE = 2  # argparse: unknown command or option, missing argument
 EXIT_INTERNAL = 3  # an unexpected error inside agui-store: a bug to report
-# EXIT_INTERRUPTED (130, Ctrl-C) comes from agui_store.cli, which answers Ctrl-C before
-# this module has loaded.
+# EXIT_INTERRUPTED (130, Ctrl-C) and 128 + the signal for SIGTERM and SIGHUP come from
+# agui_store.cli, which answers them before this module has loaded.
 
 #: Set (to anything) to print the traceback of an internal error after its one line.
 DEBUG_ENV = "AGUI_STORE_DEBUG"
@@ -1811,7 +1811,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     Returns:
         0 on success; 1 when the store refuses (a missing run, a bad file, a full disk), or
         when ``check`` or ``validate-artifact`` finds a problem; 3 for a bug in agui-store;
-        130 on Ctrl+C. A usage error exits 2 (argparse's one line).
+        130 on Ctrl+C; 143 on SIGTERM and 129 on SIGHUP, which end a command as Ctrl+C
+        does. A usage error exits 2 (argparse's one line).
     """
     stream = out or sys.stdout or cast(TextIO, _ClosedStdout())
     out = cast(TextIO, _Printable(stream))
@@ -2053,14 +2054,15 @@ def _run(args: argparse.Namespace, name: str, out: TextIO) -> int:
         where = f"{e.filename}: " if e.filename else ""
         _say(args.command, f"{where}{e.strerror or e}")
         return EXIT_STORE_ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM or SIGHUP (Terminated)
+        said = f"terminated ({e.name})" if isinstance(e, Terminated) else "interrupted"
         if name in WRITES_THE_STORE:
-            _say(args.command, "interrupted (the transaction under way was rolled back; what "
+            _say(args.command, f"{said} (the transaction under way was rolled back; what "
                  "committed before it is kept, and 'agui-store check' says what waits to be "
                  "derived)")
         else:
-            _say(args.command, "interrupted")
-        return EXIT_INTERRUPTED
+            _say(args.command, said)
+        return exit_code(e)
     except Exception as e:
         return _internal(args.command, e)
     if note is not None and code == EXIT_OK:  # after the output, so an error stays one line
