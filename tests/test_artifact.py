@@ -18,8 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agui_store.cli import main as cli_main
 from agui_store.cli.demo import record_demo
 from agui_store.errors import AguiStoreError
+from agui_store.exports import artifact as artifact_module
 from agui_store.exports.artifact import (
     FRAMEWORK,
     MAX_CONTENT_LENGTH,
@@ -910,6 +912,32 @@ def test_export_artifact_writes_a_file_that_validate_artifact_accepts(
     assert (checked.returncode, checked.stdout) == (0, "valid\n")
     checked = cli("--json", "validate-artifact", str(out), db=db)
     assert json.loads(checked.stdout) == {"valid": True}
+
+
+def test_export_artifact_json_names_the_run_it_wrote_though_head_moved_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "store.db"
+    with Store(db) as store:
+        thread, _ = record_demo(store)
+    exporting = artifact_module.export_run
+
+    def export_as_another_writer_records(store: Store, ref: str, **options: Any) -> Artifact:
+        exported = exporting(store, ref, **options)
+        with Store(db) as other:  # the next run lands between the export and its report
+            one_run(other, *say("m-4", "later"), thread=thread, run_id="run-4")
+        return exported
+
+    monkeypatch.setattr(artifact_module, "export_run", export_as_another_writer_records)
+    out, stdout = tmp_path / "head.json", io.StringIO()
+    argv = ["--db", str(db), "--json", "export-artifact", "--thread", thread, "-o", str(out)]
+    assert cli_main(argv, out=stdout) == 0
+    written = load_artifact(out)
+    assert json.loads(stdout.getvalue()) == {
+        "output": str(out), "threadId": thread, "runId": written["run_id_ref"],
+        "bytes": out.stat().st_size,
+    }
+    assert written["run_id_ref"] != "run-4"
 
 
 def test_export_artifact_prints_to_stdout_by_default(demo_db: tuple[Path, str]) -> None:

@@ -1144,14 +1144,15 @@ def cmd_export_artifact(store: Store, args: argparse.Namespace, out: TextIO) -> 
     """The compacted-message-snapshot artifact of a run (``agui_store.exports.artifact``)."""
     from agui_store.exports.artifact import dumps_artifact, export_run
 
-    text = dumps_artifact(export_run(store, args.ref, thread_id=args.thread))
+    artifact = export_run(store, args.ref, thread_id=args.thread)
+    text = dumps_artifact(artifact)
     if args.output and args.output != "-":
         data = text.encode("utf-8")
         write_file(check_target(args.output, store.path), [data])
-        if args.json:  # what was written, as analyze --json says it
-            run = store.checkout(args.ref, thread_id=args.thread).run
-            _write_json(out, {"output": args.output, "threadId": run.thread_id,
-                              "runId": run.run_id, "bytes": len(data)})
+        if args.json:  # what was written, as analyze --json says it: the run exported, not
+            # the one a moving REV (HEAD, a branch) names by now
+            _write_json(out, {"output": args.output, "threadId": artifact["thread_id_ref"],
+                              "runId": artifact["run_id_ref"], "bytes": len(data)})
         else:
             sys.stderr.write(f"wrote the artifact of {args.ref} to {args.output}\n")
     else:
