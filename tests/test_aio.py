@@ -290,16 +290,22 @@ def test_an_erasure_awaited_erases_what_the_writer_process_appended_and_it_appen
     run(main())
 
 
+async def writer_killed(astore: aio.AsyncStore, events: list[dict[str, Any]]) -> None:
+    """Kill the store's writer process: the next write (``events``) fails saying so, and the
+    one after it starts a new writer."""
+    process = testing.writer_process(astore)
+    assert process is not None
+    process.kill()
+    process.wait()
+    with pytest.raises(agui_store.AguiStoreError, match="ended unexpectedly"):
+        await astore.append(events)
+
+
 def test_a_writer_process_that_died_is_replaced_by_the_next_write(db_path: Path) -> None:
     async def main() -> None:
         async with aio.open(db_path) as astore:
             await astore.append(conversation_run("t", "r1", 12, 0))
-            process = testing.writer_process(astore)
-            assert process is not None
-            process.kill()
-            process.wait()
-            with pytest.raises(agui_store.AguiStoreError, match="ended unexpectedly"):
-                await astore.append(conversation_run("t", "r2", 12, 1))
+            await writer_killed(astore, conversation_run("t", "r2", 12, 1))
             await astore.append(conversation_run("t", "r2", 12, 1))
             assert [r.run_id for r in await astore.runs("t")] == ["r1", "r2"]
             assert (await astore.check()).ok
@@ -385,12 +391,7 @@ def test_a_store_opened_by_a_relative_path_is_written_by_a_new_writer_after_a_ch
         async with aio.open("store.db") as astore:
             await astore.append(conversation_run("t", "r1", 12, 0))
             monkeypatch.chdir(tmp_path / "elsewhere")
-            process = testing.writer_process(astore)
-            assert process is not None
-            process.kill()
-            process.wait()
-            with pytest.raises(agui_store.AguiStoreError, match="ended unexpectedly"):
-                await astore.append(conversation_run("t", "r2", 12, 1))
+            await writer_killed(astore, conversation_run("t", "r2", 12, 1))
             await astore.append(conversation_run("t", "r2", 12, 1))  # a new writer's
             return [r.run_id for r in await astore.runs("t")]
 
