@@ -1101,3 +1101,24 @@ def test_conversations_forked_from_one_another_copy_with_their_shared_entries_on
     assert agui_store.copy(src, dst).conversations == 0
     with agui_store.open(dst) as store:
         assert check_passes(store)
+
+
+def test_a_run_both_stores_hold_apart_is_refused_with_advice_that_works(
+    src_dst: tuple[str, str],
+) -> None:
+    """Runs are never replaced: the refusal says how to keep the source's thread, and doing
+    what it says brings the source's run over."""
+    src, dst = src_dst
+    with agui_store.open(src) as a, agui_store.open(dst) as b:
+        a.append(run_events("t1", "r1", "the source's"), thread_id="t1")
+        b.append(run_events("t1", "r1", "the destination's"), thread_id="t1")
+    with pytest.raises(SyncConflictError) as refused:
+        agui_store.copy(src, dst)
+    assert "to keep the source's thread, erase it in the destination" in str(refused.value)
+    with agui_store.open(dst) as b:
+        b.delete_thread("t1")
+    agui_store.copy(src, dst, restore_erased=True)
+    with agui_store.open(src) as a, agui_store.open(dst) as b:
+        assert b.checkout("r1", thread_id="t1").messages == a.checkout(
+            "r1", thread_id="t1"
+        ).messages

@@ -148,6 +148,13 @@ def check_batch(
     return digest
 
 
+#: What a user can do about a run both sides hold with other content: runs are never
+#: replaced, by a copy or an import, so one side's thread goes, and the other's comes back.
+RUN_CONFLICT_ADVICE = (
+    " (a run is never replaced: to keep the source's thread, erase it in the destination, "
+    "then copy or import it with --restore-erased, restore_erased=True)"
+)
+
 _RECORD_FIELDS = (
     "lineage parent",
     "lineage reason",
@@ -280,7 +287,7 @@ def plan_thread(
                     mine, theirs = clock.shown(int(mine)), clock.shown(int(theirs))
                 raise SyncConflictError(
                     f"its {name} is {_shown(mine)} in the source but {_shown(theirs)} in the "
-                    "destination",
+                    f"destination{RUN_CONFLICT_ADVICE}",
                     thread_id=thread_id,
                     run_id=run.run_id,
                 )
@@ -289,7 +296,7 @@ def plan_thread(
             theirs_shape = (_batch_events(theirs_b), theirs_b[3], theirs_b[4])
             if mine_shape != theirs_shape:
                 raise SyncConflictError(
-                    _batch_difference(n, mine_shape, theirs_shape),
+                    _batch_difference(n, mine_shape, theirs_shape) + RUN_CONFLICT_ADVICE,
                     thread_id=thread_id,
                     run_id=run.run_id,
                 )
@@ -371,7 +378,7 @@ def _compare_events(
                 if a[1:] != b[1:]:
                     part = "type" if a[1] != b[1] else "payload" if a[2] != b[2] else "echo"
                     raise SyncConflictError(
-                        f"its event {n} ({a[1]}) differs in its {part}",
+                        f"its event {n} ({a[1]}) differs in its {part}{RUN_CONFLICT_ADVICE}",
                         thread_id=thread_id,
                         run_id=run.run_id,
                     )
