@@ -1116,6 +1116,26 @@ def test_an_error_page_about_a_thread_links_back_to_it_when_the_store_holds_it(
     assert get(scoped, "/run", 404, thread="theirs", run="b1").find("back-to-thread") is None
 
 
+def test_a_diff_of_a_revision_the_thread_lacks_keeps_the_compare_form_to_mend_it(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("t", "r0", said("a0", "hello")))
+    store.branch("porto", "r0", thread_id="t")
+    client = client_of(store)
+    page = get(client, "/diff", 404, thread="t", a="porto", b="prto", mode="two-dot")
+    form = page.find("compare", "form")
+    assert form is not None  # the page is the form with its error, not a dead end
+    fields = {i.attrs.get("name"): i.attrs.get("value") for i in form.find_all(tag="input")}
+    assert fields == {"thread": "t", "a": "porto", "b": "prto"}
+    options = form.find_all(tag="option")
+    assert [o.attrs.get("value") for o in options if "selected" in o.attrs] == ["two-dot"]
+    assert options[-1].attrs.get("value") == "porto"  # the thread's branches, offered
+    assert "prto" in (page.find("error-message") or page).text
+    # Not on other pages' errors, nor for a thread the store does not hold.
+    assert get(client, "/run", 404, thread="t", run="nope").find("compare", "form") is None
+    assert get(client, "/diff", 404, thread="gone", a="x", b="y").find("compare", "form") is None
+
+
 def test_every_time_the_search_and_the_run_tree_show_says_it_is_utc(
     store: agui_store.Store,
 ) -> None:

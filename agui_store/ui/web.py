@@ -110,6 +110,20 @@ class Viewer:
             return None
         return None if found is None else thread_id
 
+    def comparison(self, request: Request, thread_id: str | None) -> dict[str, Any] | None:
+        """What a diff's error page puts back in its compare form (a revision mistyped is
+        mended there): the two sides and the mode as given, and the thread's branches."""
+        if thread_id is None or not request.url.path.endswith("/diff"):
+            return None
+        params = request.query_params
+        try:
+            branches = self.store.branches(thread_id, scope=self.scope)
+        except Exception:  # an error page renders whatever else failed, its own reads too
+            branches = []
+        mode = params.get("mode", "three-dot")
+        return {"a": params.get("a", ""), "b": params.get("b", ""), "branches": branches,
+                "mode": mode if mode in ("three-dot", "two-dot") else "three-dot"}
+
     # --- pages --------------------------------------------------------------------------
 
     def threads(self, request: Request) -> Response:
@@ -498,9 +512,10 @@ def build(
     def error_page(request: Request, status: int, message: str) -> Response:
         if request.url.path.endswith(JSON_ENDPOINTS):  # a script or a download reads it
             return JSONResponse({"error": text.printable(message)}, status_code=status)
+        thread_id = viewer.existing_thread(request)
         return viewer.render(
             request, "error.html", status=status, status_code=status, message=message,
-            thread_id=viewer.existing_thread(request),
+            thread_id=thread_id, compare=viewer.comparison(request, thread_id),
         )
 
     async def http_error(request: Request, exc: Exception) -> Response:
