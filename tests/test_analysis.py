@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -539,6 +540,29 @@ def cli(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc
+
+
+def test_analyze_into_a_folder_it_cannot_write_names_the_target_not_its_temporary_file(
+    tmp_path: Path,
+) -> None:
+    db, folder = tmp_path / "store.db", tmp_path / "out"
+    folder.mkdir()
+    cli("demo", "--db", str(db))
+    # Immutable: no file may be made in it, root included (where the file system keeps it).
+    if shutil.which("chattr") is None or subprocess.run(
+        ["chattr", "+i", str(folder)], capture_output=True
+    ).returncode:
+        pytest.skip("the file system keeps no immutable flag here")
+    try:
+        refused = cli("analyze", str(folder / "x.db"), "--db", str(db), ok=False)
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr == (
+        f"agui-store analyze: cannot write the analysis database {folder / 'x.db'}: "
+        "Operation not permitted; nothing was left behind\n"
+    )
+    assert list(folder.iterdir()) == []
 
 
 def test_the_analyze_command_writes_the_database_and_refuses_the_store_file(

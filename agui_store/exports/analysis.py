@@ -409,8 +409,11 @@ def _writing_to(target: str) -> Iterator[None]:
 
 
 def _cannot_write(target: str, e: BaseException) -> StorageError:
+    # The system's words alone: an OSError's text names the temporary file beside the
+    # target, a name the user never gave and that is gone.
+    said = e.strerror if isinstance(e, OSError) and e.strerror else e
     return StorageError(
-        f"cannot write the analysis database {target}: {e}; nothing was left behind",
+        f"cannot write the analysis database {target}: {said}; nothing was left behind",
         path=target, errno=e.errno if isinstance(e, OSError) else None,
     )
 
