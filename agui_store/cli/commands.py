@@ -1770,12 +1770,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the most recent N messages")
     p.add_argument("--max-content", type=_count_option(1), metavar="N",
                    help="cut message content at N characters (the … marker included)")
-    options = {name: tuple(re.findall(r"--[a-z][a-z-]*", p.format_usage()))
-               for name, p in parsers.items()}
-    for name, p in parsers.items():  # what a mistyped option is compared with
-        p.set_defaults(option_names=options[name])
-    # What an option given before its command is looked up in (agui-store --thread T log).
-    parser.set_defaults(command_options=options)
+    # Each command's options (an alias's too): what a mistyped option is compared with, and
+    # what an option given before its command is looked up in (agui-store --thread T log).
+    parser.set_defaults(command_options={
+        name: tuple(re.findall(r"--[a-z][a-z-]*", p.format_usage()))
+        for name, p in parsers.items()
+    })
     return parser
 
 
@@ -1855,7 +1855,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         else:  # a mistyped --option: the command's options most like it, as git names them
             nearest = [
                 name for word in extra if word.startswith("--")
-                for name in _nearest(word.split("=", 1)[0], args.option_names)
+                for name in _nearest(word.split("=", 1)[0], args.command_options[args.command])
             ]
             if nearest:
                 hint = f"did you mean {' or '.join(dict.fromkeys(nearest))}? {hint}"
