@@ -832,7 +832,7 @@ def test_an_archive_hashed_right_is_refused_where_no_read_could_give_back_a_runs
         with pytest.raises(agui_store.InvalidArgumentError, match=words):
             store.import_archive(io.BytesIO(archive))
         assert store.threads() == []
-        sound = _two_run_archive(INPUT, '{"messages":[[0,0]]}'.replace("[0,0]", '{"id":"u"}'))
+        sound = _two_run_archive(INPUT, '{"messages":[{"id":"u"}]}')
         assert store.import_archive(io.BytesIO(sound)).runs == 2
         assert store.input("r2", thread_id="t1") is not None
         assert store.check().ok
