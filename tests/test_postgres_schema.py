@@ -612,9 +612,11 @@ HOT_READS = {
             "view": m["tip"],
             "base": m["fork"],
             "probe": True,
+            "seen": m["events"] - 55,
         },
-        # The remembered runs by primary key, not a walk of the thread's runs.
-        {"runs_pkey", "batches_by_run", "underived_pkey"},
+        # The remembered runs by primary key, not a walk of the thread's runs; what grew
+        # since a view was replayed by the pages written since.
+        {"runs_pkey", "batches_by_run", "underived_pkey", "event_pages_pkey"},
     ),
 }
 

@@ -113,6 +113,22 @@ def test_lineage_rule_3_probes_digests_by_key_instead_of_walking_the_threads_run
     assert all("SCAN" not in step for step in plan[1:]), plan
 
 
+def test_what_grew_since_a_view_is_found_among_the_newest_events_not_every_older_runs(
+    sqlite_store: Any,
+) -> None:
+    db = testing.connection(sqlite_store)
+    query = "EXPLAIN QUERY PLAN " + statements.GREW_SINCE
+    plan = [row[3] for row in db.execute(query, {"seq": 10, "run": 5, "thread": 1})]
+    # The events written since, a range of the primary key: never the events of every run
+    # up to the view's, which is the thread's whole history.
+    assert any(
+        step.startswith("SEARCH event_log USING INTEGER PRIMARY KEY (rowid>?)") for step in plan
+    ), plan
+    scans = ("SCAN event_log", "SCAN runs")
+    assert not any(scan in step for step in plan for scan in scans), plan
+    assert all("events_by_run" not in step for step in plan), plan
+
+
 def test_an_sqlite_file_of_something_else_is_not_taken_over(tmp_path: Path) -> None:
     other = tmp_path / "other.db"
     conn = apsw.Connection(str(other))

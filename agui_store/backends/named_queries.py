@@ -284,6 +284,10 @@ class NamedQueries:
     def has_digest(self, digest: bytes, run_pk: int) -> bool:
         return self._one(self.sql.HAS_DIGEST, (digest, run_pk)) is not None
 
+    def grew_since(self, thread_pk: int, run_pk: int, seq: int) -> bool:
+        args = {"seq": seq, "run": run_pk, "thread": thread_pk}
+        return bool(self._value(self.sql.GREW_SINCE, args))
+
     def underived_threads(self) -> set[int]:
         return {int(pk) for pk in self._column(self.sql.UNDERIVED_THREADS)}
 

@@ -161,6 +161,12 @@ class Memory:
 
     # --- cached views, copy checks and sequence state ---------------------------------------
 
+    def newest_seq(self) -> int | None:
+        """The newest event this transaction holds, when an append of it told (``None``:
+        not known without a query)."""
+        next_seq = self._known.next_seq
+        return None if next_seq is None else next_seq - 1
+
     def keep_view(self, thread_pk: int, view: CachedView) -> None:
         """Keep the view a thread's newest derived run left (what its next run continues)."""
         self._views[thread_pk] = view
@@ -250,7 +256,7 @@ class Memory:
         the thread are written only under its lock, which this transaction holds."""
         cached = self._views.get(thread_pk)
         view = (
-            (bytes(cached.ids_hasher.digest()), cached.run_pk)
+            (bytes(cached.ids_hasher.digest()), cached.run_pk, cached.seen_seq)
             if cached is not None and cached.run_pk is not None
             else None
         )
@@ -390,17 +396,22 @@ class Memory:
     def cached_view(self, tx: port.Reading, thread_pk: int) -> CachedView | None:
         """The thread's view in memory, when the file still holds what it stands on.
 
-        Another writer can make it stale: events recorded after a run's end (with
-        ``check_sequence=False``) drop that run's digest and checkpoints, and those below.
-        Two key probes tell, once after each such write.
+        Another writer can make it stale: events that continue a run of its lineage (a live
+        run below later ones, or a run after its end with ``check_sequence=False``) drop
+        what derives from that run, which may be derived again before this store looks.
+        Three probes tell, once after each write of another: the digest and the checkpoint
+        it stands on are there, and no run of its lineage grew since it was replayed.
         """
         cached = self._views.get(thread_pk)
         if cached is None or thread_pk not in self._unverified:
             return cached
         self._unverified.discard(thread_pk)
         since_cp = cached.since.run_pk
-        digest_kept = cached.run_pk is not None and tx.has_digest(
-            bytes(cached.ids_hasher.digest()), cached.run_pk
+        digest_kept = (
+            cached.run_pk is not None
+            and cached.seen_seq is not None
+            and tx.has_digest(bytes(cached.ids_hasher.digest()), cached.run_pk)
+            and not tx.grew_since(thread_pk, cached.run_pk, cached.seen_seq)
         )
         base_gone = since_cp is not None and not tx.has_checkpoint(since_cp)
         if not digest_kept or base_gone:

@@ -79,6 +79,11 @@ class CachedView:
     ids_hasher: Any  # sha256 state over the view's lineage ids (extends when the list grows)
     since: SinceCheckpoint
     lineage: list[Any]  # the view's lineage ids (lineage_ids), what rule 3 compares
+    # The newest event the view was replayed after (None: not known). A run of its lineage
+    # that holds a later event grew since, and the view no longer shows it: another
+    # writer continued it, and what it dropped may have been derived again since, under
+    # the same lineage digest.
+    seen_seq: int | None = None
 
     @property
     def view(self) -> View:

@@ -379,5 +379,8 @@ class Deriver:
         search.index_run(
             tx, thread_pk, run_pk, messages, positions, since.layout if written else None
         )
-        self.memory.keep_view(thread_pk, CachedView(run_pk, reducer, hasher, since, lineage))
+        self.memory.keep_view(
+            thread_pk,
+            CachedView(run_pk, reducer, hasher, since, lineage, self.memory.newest_seq()),
+        )
         return written

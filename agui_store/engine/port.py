@@ -538,6 +538,9 @@ class LogReads(Protocol):
     # derived data
     def has_digest(self, digest: bytes, run_pk: int) -> bool:
         """Whether a run is stored under this lineage digest."""
+    def grew_since(self, thread_pk: int, run_pk: int, seq: int) -> bool:
+        """Whether a run of the thread keyed at most ``run_pk`` holds an event after ``seq``
+        (the runs of a view's lineage are among them)."""
     def runs_with_digests(
         self, thread_pk: int, digests: Sequence[bytes]
     ) -> list[tuple[int, bytes]]:
@@ -597,14 +600,17 @@ class Remembering(Protocol):
         cannot change, and checks what it remembers of the thread it appends to with
         :meth:`thread_facts` under that thread's lock."""
     def thread_facts(
-        self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
-        view_base: int | None, probe_underived: bool,
+        self, thread_pk: int, run_pks: Sequence[int],
+        view: tuple[bytes, int, int | None] | None, view_base: int | None,
+        probe_underived: bool,
     ) -> ThreadFacts:
         """What an append checks of what its store remembers of a thread: its newest run,
         whether it has branches, the last ``seq`` of each of ``run_pks`` that is the
-        thread's (the others are left out), and whether a cached view still stands (its
-        lineage digest ``(ids_hash, run)`` is there, and the checkpoint it starts from,
-        unless ``view_base`` is ``None``; ``False`` when ``view`` is ``None``), and, when
+        thread's (the others are left out), and whether a cached view still stands (given
+        ``(ids_hash, run, seen)``: its lineage digest is there, no run up to ``run`` grew
+        after ``seen`` (:meth:`grew_since`; ``None``: unknown, so it does not stand), and
+        the checkpoint it starts from is there, unless ``view_base`` is ``None``; ``False``
+        when ``view`` is ``None``), and, when
         ``probe_underived``, whether runs of the thread are underived (else ``False``)."""
 
 

@@ -122,3 +122,60 @@ def test_a_view_another_store_changed_is_not_reused_from_memory(store_location: 
         )
         r3 = a.get_run("r3", thread_id="t")
         assert r3 is not None and r3.parent_run_id == "r2"
+
+
+def texts(store: agui_store.Store, run_id: str) -> list[tuple[str, Any]]:
+    return [(m["id"], m.get("content")) for m in store.checkout(run_id, thread_id="t").messages]
+
+
+def test_a_view_one_store_built_over_a_live_run_another_store_ended_is_not_built_on(
+    store_location: str,
+) -> None:
+    """A run that completes while the run below it is still streaming is derived from what
+    that run held then; when the other writer's events end it, what was derived is dropped
+    and derived again. The first store's view in memory must not be taken for the new one,
+    though the same message ids stand in both."""
+    with agui_store.open(store_location) as a, agui_store.open(store_location) as b:
+        a.append(run("t", "a", *say("a-q", "first", "user")))
+        b.append(run("t", "p", {"type": "TEXT_MESSAGE_START", "messageId": "pm",
+                                "role": "assistant"}, finish=False))
+        a.append(run("t", "c", *say("c-q", "under the live run", "user")))
+        b.append(
+            [
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "pm", "delta": "late text"},
+                {"type": "TEXT_MESSAGE_END", "messageId": "pm"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "p"},
+            ],
+            thread_id="t",
+            run_id="p",
+        )
+        a.append(run("t", "d", *say("d-q", "after it", "user")))
+        assert [r.parent_run_id for r in a.runs("t")] == [None, "a", "p", "c"]
+        assert texts(a, "d") == [
+            ("a-q", "first"), ("pm", "late text"), ("c-q", "under the live run"),
+            ("d-q", "after it"),
+        ]
+        assert checked(a)
+
+
+def test_a_view_one_store_built_is_not_built_on_after_another_store_continued_a_run_below_it(
+    store_location: str,
+) -> None:
+    """Events recorded after a run's end (sequence checks off) drop what derives from it;
+    another store may derive it again before the first store's next append, which must
+    then not continue its view of before."""
+    with agui_store.open(store_location) as a, agui_store.open(store_location) as b:
+        a.append(run("t", "a", *say("m", "first", "assistant")))
+        a.append(run("t", "c", *say("c-q", "second", "user")))
+        b.append(
+            [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": " and more"}],
+            thread_id="t",
+            run_id="a",
+            check_sequence=False,
+        )
+        b.compact()  # derives again what the late event dropped
+        a.append(run("t", "d", *say("d-q", "third", "user")))
+        assert texts(a, "d") == [
+            ("m", "first and more"), ("c-q", "second"), ("d-q", "third"),
+        ]
+        assert checked(a)

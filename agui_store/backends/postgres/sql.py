@@ -91,7 +91,10 @@ SELECT (SELECT id FROM runs WHERE thread = %(thread)s ORDER BY id DESC LIMIT 1),
                                      WHERE b.run = known.id)]
              FROM unnest(%(runs)s::bigint[]) AS known(id)
              WHERE (SELECT runs.thread FROM runs WHERE runs.id = known.id) = %(thread)s),
-       EXISTS (SELECT 1 FROM lineage_digests WHERE ids_hash = %(digest)s AND run = %(view)s),
+       EXISTS (SELECT 1 FROM lineage_digests WHERE ids_hash = %(digest)s AND run = %(view)s)
+       AND %(seen)s::bigint IS NOT NULL AND NOT EXISTS (
+           SELECT 1 FROM event_pages AS p WHERE p.first_seq > %(seen)s AND p.run <= %(view)s
+             AND (SELECT runs.thread FROM runs WHERE runs.id = p.run) = %(thread)s),
        %(base)s::bigint IS NULL OR EXISTS (SELECT 1 FROM checkpoints WHERE run = %(base)s),
        %(probe)s::boolean AND EXISTS (
            SELECT 1 FROM underived
@@ -101,16 +104,16 @@ SELECT (SELECT id FROM runs WHERE thread = %(thread)s ORDER BY id DESC LIMIT 1),
 #: append's ``BEGIN`` round trip, a simple query, which psycopg cannot prepare itself, and
 #: planning its five parts every time cost more than the round trip it saves.
 PREPARE_THREAD_FACTS = (
-    "PREPARE agui_store_thread_facts(bigint, bigint[], bytea, bigint, bigint, boolean) AS "
+    "PREPARE agui_store_thread_facts(bigint, bigint[], bytea, bigint, bigint, boolean, bigint) AS "
     + THREAD_FACTS.replace("%(thread)s", "$1").replace("%(runs)s", "$2")
     .replace("%(digest)s", "$3").replace("%(view)s", "$4").replace("%(base)s", "$5")
-    .replace("%(probe)s", "$6")
+    .replace("%(probe)s", "$6").replace("%(seen)s", "$7")
 )
 
 
 def execute_thread_facts(
     thread: int, runs: list[int], digest: bytes, view: int | None, base: int | None,
-    probe: bool,
+    probe: bool, seen: int | None,
 ) -> str:
     """The EXECUTE of THREAD_FACTS with its arguments written out: numbers and bytes only,
     so nothing needs quoting, and psycopg's binding on this side (a ClientCursor) is not
@@ -130,7 +133,7 @@ def execute_thread_facts(
         "SET LOCAL plan_cache_mode = force_generic_plan; "
         f"EXECUTE agui_store_thread_facts({int(thread)}, ARRAY[{keys}]::bigint[], "
         f"decode('{bytes(digest).hex()}', 'hex'), {key(view)}, {key(base)}, "
-        f"{'true' if probe else 'false'}); "
+        f"{'true' if probe else 'false'}, {key(seen)}); "
         "SET LOCAL plan_cache_mode TO DEFAULT"
     )
 
@@ -564,6 +567,12 @@ INSERT_DIGEST = (
     "INSERT INTO lineage_digests(ids_hash, run) VALUES (%s, %s) ON CONFLICT DO NOTHING"
 )
 HAS_DIGEST = "SELECT 1 FROM lineage_digests WHERE ids_hash = %s AND run = %s"
+#: Whether a run of a thread up to a run key holds an event after a seq: a range of the
+#: newest pages, those written since (each run's thread found by its key).
+GREW_SINCE = """
+SELECT EXISTS (SELECT 1 FROM event_pages AS p WHERE p.first_seq > %(seq)s AND p.run <= %(run)s
+               AND (SELECT runs.thread FROM runs WHERE runs.id = p.run) = %(thread)s)
+"""
 #: Lineage rule 3: the thread's runs whose lineage digest is one of an array of digests (a
 #: primary-key probe per digest).
 RUNS_WITH_DIGESTS = """

@@ -254,11 +254,12 @@ class PostgresTransaction(NamedQueries):
         return None
 
     def thread_facts(
-        self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
-        view_base: int | None, probe_underived: bool,
+        self, thread_pk: int, run_pks: Sequence[int],
+        view: tuple[bytes, int, int | None] | None, view_base: int | None,
+        probe_underived: bool,
     ) -> ThreadFacts:
         """One statement; an append's first, sent with ``BEGIN`` and the locks."""
-        digest, view_run = view if view is not None else (b"", None)
+        digest, view_run, seen = view if view is not None else (b"", None, None)
         args = {
             "thread": thread_pk,
             "runs": _keys(run_pks),
@@ -266,12 +267,14 @@ class PostgresTransaction(NamedQueries):
             "view": view_run,
             "base": view_base,
             "probe": probe_underived,
+            "seen": seen,
         }
         # An append's first statement: it rides with BEGIN and the locks.
         if self._begin is not None:
             (row,) = self._start(
                 sql.execute_thread_facts(
-                    thread_pk, _keys(run_pks), digest, view_run, view_base, probe_underived
+                    thread_pk, _keys(run_pks), digest, view_run, view_base, probe_underived,
+                    seen,
                 )
             )
         else:

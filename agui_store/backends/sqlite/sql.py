@@ -346,6 +346,13 @@ WHERE branches.name = ?1 AND (?2 IS NULL OR branches.thread = ?2)
 
 INSERT_DIGEST = "INSERT OR IGNORE INTO lineage_digests(ids_hash, run) VALUES (?, ?)"
 HAS_DIGEST = "SELECT 1 FROM lineage_digests WHERE ids_hash = ? AND run = ?"
+#: Whether a run of a thread up to a run key holds an event after a seq: a range of the
+#: newest events, those written since (each run's thread found by its key). ``+run`` keeps
+#: SQLite off events_by_run, which would walk the events of every older run.
+GREW_SINCE = (
+    "SELECT EXISTS (SELECT 1 FROM event_log WHERE seq > :seq AND +run <= :run "
+    "AND (SELECT thread FROM runs WHERE id = event_log.run) = :thread)"
+)
 #: Lineage rule 3: the runs of a thread whose lineage digest is one of a JSON array of hex
 #: digests. CROSS JOIN keeps the digests the outer loop (a primary-key probe each); a plain
 #: JOIN lets SQLite walk the thread's runs and probe every digest for each.

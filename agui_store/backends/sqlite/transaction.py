@@ -104,16 +104,21 @@ class SqliteTransaction(NamedQueries):
         return int(self._conn.data_version())
 
     def thread_facts(
-        self, thread_pk: int, run_pks: Sequence[int], view: tuple[bytes, int] | None,
-        view_base: int | None, probe_underived: bool,
+        self, thread_pk: int, run_pks: Sequence[int],
+        view: tuple[bytes, int, int | None] | None, view_base: int | None,
+        probe_underived: bool,
     ) -> ThreadFacts:
         """Asked statement by statement: never needed while :meth:`version` vouches for the
         file, so kept simple."""
         last_seqs = {
             pk: self.run_last_seq(pk) for pk in run_pks if self.run_thread(pk) == thread_pk
         }
-        holds = view is not None and self.has_digest(*view) and (
-            view_base is None or self.has_checkpoint(view_base)
+        holds = (
+            view is not None
+            and view[2] is not None
+            and self.has_digest(view[0], view[1])
+            and not self.grew_since(thread_pk, view[1], view[2])
+            and (view_base is None or self.has_checkpoint(view_base))
         )
         underived = probe_underived and thread_pk in self.underived_threads()
         return self.newest_run(thread_pk), self.has_branches(thread_pk), last_seqs, holds, underived
