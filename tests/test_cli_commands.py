@@ -345,6 +345,22 @@ def test_an_option_value_no_command_can_use_is_a_usage_error_naming_the_option(
     assert err.count("\n") == 1 and f"argument {option}:" in err, err
 
 
+def test_a_search_query_of_words_to_leave_out_is_taken_quoted_or_after_options_and_dashes(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A quoted query that begins with a -word is never an option's name, whatever its
+    first letter; and the words after -- are the query's wherever the options stand."""
+    code, expected, err = call(["search", "--limit", "5", "Porto", "--", "-hotel"], *files, capsys)
+    assert code == 0 and "Porto" in expected, err
+    for argv in (
+        ["search", "-hotel Porto", "--limit", "5"],
+        ["search", "Porto", "--limit", "5", "--", "-hotel"],
+    ):
+        code, out, err = call(argv, *files, capsys)
+        assert (code, err) == (0, ""), argv
+        assert out == expected, argv
+
+
 def test_a_search_word_to_leave_out_beginning_with_h_says_where_it_goes(
     files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1426,6 +1426,23 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _query_words(
+    query: list[str], extra: list[str], after_dashes: list[str]
+) -> tuple[list[str], list[str]]:
+    """``(the query's words, the words left unrecognized)`` of what argparse left over from
+    a search: it takes the query's words once, so those after ``--`` are left when an option
+    came between them and the first ones (``porto --limit 1 -- -hotel``); and a quoted query
+    that begins with ``-h`` (``'-hotel porto'``) reads to it as ``-h``. A word with a space
+    in it is never an option's name."""
+    words, left = list(query), []
+    for word in extra:
+        if word in after_dashes or (word.startswith("-") and any(c.isspace() for c in word)):
+            words.append(word)
+        elif word != "--" or not after_dashes:
+            left.append(word)
+    return words, left
+
+
 def _search_arguments(p: argparse.ArgumentParser) -> None:
     # Any number here, so that a query of -words alone is told where they go (argparse
     # would take them for options and say only that a WORD is missing).
@@ -1845,6 +1862,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except SystemExit as e:  # a usage error (one line, exit 2), --help or --version (0)
         return e.code if isinstance(e.code, int) else EXIT_OK if e.code is None else EXIT_USAGE
     extra = [*stray, *extra]
+    if extra and args.command == "search":
+        args.query, extra = _query_words(args.query, extra, words[end + 1:])
     if extra:  # named after the subcommand they were given to, not the top-level parser
         prog = f"agui-store {args.command}"
         hint = f"usage: {prog} --help"
