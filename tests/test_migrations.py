@@ -789,3 +789,22 @@ def test_a_version_23_file_is_indexed_again_so_the_escaped_words_of_json_results
         assert [h.message_id for h in store.search("second zurich")] == ["m1"]
         assert store.search("nsecond") == []
         assert store.check().ok
+
+
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+def test_a_file_of_an_old_version_number_with_another_layout_is_refused_before_any_rewrite(
+    tmp_path: Path, journal: str
+) -> None:
+    """A version old enough to be rewritten (VACUUM) before its migration is checked for its
+    layout first, and before the file is switched to WAL: the refusal says nothing was
+    changed, and nothing was."""
+    path = _one_message(tmp_path)
+    conn = apsw.Connection(str(path))
+    conn.execute(f"PRAGMA user_version = {schema.REWRITE_BEFORE - 1}")
+    conn.execute(f"PRAGMA journal_mode = {journal}").fetchall()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(SchemaVersionError, match="nothing was changed"):
+        agui_store.open(path)
+    assert path.read_bytes() == before
+    assert pragma(path, "user_version") == schema.REWRITE_BEFORE - 1

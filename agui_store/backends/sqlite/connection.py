@@ -215,6 +215,7 @@ def connect(path: str, *, busy_timeout_ms: int) -> apsw.Connection:
             conn.set_busy_timeout(busy_timeout_ms)
             cur = conn.cursor()
             if real is not None:
+                migrations.refuse_unmigratable(conn, path)
                 _enter_wal(conn, busy_timeout_ms)
             # NORMAL in WAL mode survives a killed process (a committed transaction is in the
             # WAL); only a power cut can lose the last transactions. See README, "Durability".

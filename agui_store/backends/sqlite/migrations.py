@@ -32,11 +32,7 @@ def migrate(conn: Conn, path: str) -> None:
     another process may be creating or migrating the same file: the version read here is the
     one that holds."""
     version = schema_version(conn)
-    if version > schema.SCHEMA_VERSION:
-        raise errors.SchemaVersionError(
-            f"{path} was written by a newer agui-store (schema version {version}; this one "
-            f"reads up to {schema.SCHEMA_VERSION}): upgrade agui-store to open it"
-        )
+    _refuse_unmigratable(conn, version, path)
     if version == 0:
         app_id = conn.execute(sql.APPLICATION_ID).fetchone()[0]
         tables = conn.execute(sql.SCHEMA_OBJECT_COUNT).fetchone()[0]
@@ -45,8 +41,6 @@ def migrate(conn: Conn, path: str) -> None:
                 f"{path} is an SQLite database of another application (it has tables "
                 "but is not an agui-store file); give a new path"
             )
-    if 0 < version < schema.SCHEMA_VERSION:
-        _refuse_another_layout(conn, version, path)
     for target in range(version + 1, schema.SCHEMA_VERSION + 1):
         conn.execute(schema.MIGRATIONS[target])
         if target in schema.BACKFILLS:
@@ -57,6 +51,24 @@ def migrate(conn: Conn, path: str) -> None:
         _backfill_search(conn, path)
     conn.execute(sql.set_application_id(schema.APPLICATION_ID))
     conn.execute(sql.set_user_version(schema.SCHEMA_VERSION))
+
+
+def refuse_unmigratable(conn: Conn, path: str) -> None:
+    """Refuse, before anything writes to the file (the switch to WAL, the rewrite of an old
+    version, a migration), a file this release cannot migrate: one of a newer version, or
+    one whose tables are not those of the version it records. :func:`migrate` asks again
+    under the write lock, where another process may have migrated the file meanwhile."""
+    _refuse_unmigratable(conn, schema_version(conn), path)
+
+
+def _refuse_unmigratable(conn: Conn, version: int, path: str) -> None:
+    if version > schema.SCHEMA_VERSION:
+        raise errors.SchemaVersionError(
+            f"{path} was written by a newer agui-store (schema version {version}; this one "
+            f"reads up to {schema.SCHEMA_VERSION}): upgrade agui-store to open it"
+        )
+    if 0 < version < schema.SCHEMA_VERSION:
+        _refuse_another_layout(conn, version, path)
 
 
 def _refuse_another_layout(conn: Conn, version: int, path: str) -> None:
