@@ -808,3 +808,24 @@ def test_a_file_of_an_old_version_number_with_another_layout_is_refused_before_a
         agui_store.open(path)
     assert path.read_bytes() == before
     assert pragma(path, "user_version") == schema.REWRITE_BEFORE - 1
+
+
+def test_a_store_file_whose_schema_version_was_cleared_is_refused_by_name_and_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    path = _one_message(tmp_path)
+    conn = apsw.Connection(str(path))
+    conn.execute("PRAGMA user_version = 0")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(SchemaVersionError) as refused:
+        agui_store.open(path)
+    assert "records no schema version (user_version 0)" in str(refused.value)
+    assert str(path) in str(refused.value)
+    assert path.read_bytes() == before
+    proc = subprocess.run(
+        [sys.executable, "-m", "agui_store", "threads", "--db", str(path)],
+        capture_output=True, text=True, env=worker_env(),
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "records no schema version" in proc.stderr

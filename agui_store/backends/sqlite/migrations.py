@@ -33,14 +33,6 @@ def migrate(conn: Conn, path: str) -> None:
     one that holds."""
     version = schema_version(conn)
     _refuse_unmigratable(conn, version, path)
-    if version == 0:
-        app_id = conn.execute(sql.APPLICATION_ID).fetchone()[0]
-        tables = conn.execute(sql.SCHEMA_OBJECT_COUNT).fetchone()[0]
-        if tables and app_id != schema.APPLICATION_ID:
-            raise errors.NotAStoreError(
-                f"{path} is an SQLite database of another application (it has tables "
-                "but is not an agui-store file); give a new path"
-            )
     for target in range(version + 1, schema.SCHEMA_VERSION + 1):
         conn.execute(schema.MIGRATIONS[target])
         if target in schema.BACKFILLS:
@@ -62,6 +54,18 @@ def refuse_unmigratable(conn: Conn, path: str) -> None:
 
 
 def _refuse_unmigratable(conn: Conn, version: int, path: str) -> None:
+    if version == 0 and conn.execute(sql.SCHEMA_OBJECT_COUNT).fetchone()[0]:
+        if conn.execute(sql.APPLICATION_ID).fetchone()[0] != schema.APPLICATION_ID:
+            raise errors.NotAStoreError(
+                f"{path} is an SQLite database of another application (it has tables "
+                "but is not an agui-store file); give a new path"
+            )
+        # agui-store records the version in the transaction that creates the tables.
+        raise errors.SchemaVersionError(
+            f"{path} is marked as an agui-store file and holds tables, but records no schema "
+            "version (user_version 0): it was changed outside agui-store, and is left as it "
+            "is; nothing was changed"
+        )
     if version > schema.SCHEMA_VERSION:
         raise errors.SchemaVersionError(
             f"{path} was written by a newer agui-store (schema version {version}; this one "
