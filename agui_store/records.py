@@ -726,18 +726,31 @@ def with_positional(command: list[str], value: str, options: list[str]) -> list[
     return [*command, value, *options]
 
 
-def shell_command(words: Iterable[str]) -> str:
+def shell_command(words: Iterable[str], encoding: str = "utf-8") -> str:
     """``words`` as one line to paste into a shell, each word quoted (``shlex.quote``), and a
-    word that holds what :func:`one_line` escapes written in ANSI-C quotes (``$'a\\nb'``,
-    which bash, zsh and ksh read back as the word itself): a line that shows its control
-    characters as escapes inside plain quotes would hand the shell the backslashes."""
-    return " ".join(_shell_word(printable(word)) for word in words)
+    word that holds what :func:`one_line` escapes, or a character ``encoding`` (the stream's
+    the line is written to) cannot hold, written in ANSI-C quotes (``$'a\\nb'``,
+    ``$'\\u6771'``, which bash, zsh and ksh read back as the word itself): a line that shows
+    such characters as escapes inside plain quotes would hand the shell the backslashes."""
+    return " ".join(_shell_word(printable(word), encoding) for word in words)
 
 
-def _shell_word(word: str) -> str:
-    if _LINE_CONTROL.search(word) is None:
+def _shell_word(word: str, encoding: str) -> str:
+    if _LINE_CONTROL.search(word) is None and _holds(encoding, word):
         return shlex.quote(word)
-    return "$'" + _IN_ANSI_C_QUOTES.sub(_ansi_c_escape, word) + "'"
+    escaped = _IN_ANSI_C_QUOTES.sub(_ansi_c_escape, word)
+    if not _holds(encoding, escaped):
+        escaped = "".join(c if _holds(encoding, c) else f"\\u{ord(c):04x}" if ord(c) < 0x10000
+                          else f"\\U{ord(c):08x}" for c in escaped)
+    return "$'" + escaped + "'"
+
+
+def _holds(encoding: str, text: str) -> bool:
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 #: What ANSI-C quotes must escape: the backslash and the quote, and what :func:`one_line`

@@ -618,6 +618,42 @@ def test_the_next_page_command_of_a_search_works_pasted_whatever_begins_with_a_d
     assert second.stdout.startswith("-t  r1  user  [porto] 1")
 
 
+def test_a_next_page_command_printed_where_the_encoding_lacks_its_words_works_pasted(
+    tmp_path: Path,
+) -> None:
+    """Where stderr's encoding cannot hold a word of the command (``PYTHONIOENCODING=ascii``),
+    the word is written in ANSI-C quotes, whose escapes bash reads back as the word."""
+    import agui_store
+
+    db = tmp_path / "s.db"
+    with agui_store.open(db) as store:
+        for i in range(3):
+            store.append([{"type": "RUN_STARTED", "threadId": "東京", "runId": f"r{i}"},
+                          {"type": "TEXT_MESSAGE_START", "messageId": f"m{i}", "role": "user"},
+                          {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}",
+                           "delta": f"東京 {i} 🏨"},
+                          {"type": "TEXT_MESSAGE_END", "messageId": f"m{i}"},
+                          {"type": "RUN_FINISHED", "threadId": "東京", "runId": f"r{i}"}])
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    env["PYTHONIOENCODING"] = "ascii"
+    for argv, prefix in (
+        (["search", "東京", "--thread", "東京", "--limit", "1"], "more: "),
+        (["log", "--thread", "東京", "--limit", "1"], "next page: "),
+    ):
+        first = subprocess.run([sys.executable, "-m", "agui_store", "--db", str(db), *argv],
+                               capture_output=True, text=True, env=env, timeout=120)
+        assert first.returncode == 0, first.stderr
+        [line] = [line for line in first.stderr.splitlines() if line.startswith(prefix)]
+        assert line.isascii(), line
+        pasted = subprocess.run(
+            ["bash", "-c", 'printf "%s\\0" ' + line.removeprefix(prefix)],
+            capture_output=True, text=True, check=True,
+        ).stdout.split("\0")[:-1]
+        assert "東京" in pasted, pasted
+        second = cli(*pasted[1:])
+        assert second.stdout and second.stdout != cli(*argv, db=db).stdout, pasted
+
+
 def test_a_next_page_command_gives_the_shell_back_a_thread_id_with_control_characters(
     tmp_path: Path,
 ) -> None:

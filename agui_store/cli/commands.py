@@ -481,9 +481,7 @@ def cmd_threads(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             words += ["--at", clock.shown(clock.ms_before(at))]
         if args.json:
             words.append("--json")
-        sys.stderr.write(
-            "next page: " + shell_command(words) + "\n"
-        )
+        sys.stderr.write("next page: " + shell_command(words, _encoding(sys.stderr)) + "\n")
     return 0
 
 
@@ -695,7 +693,7 @@ def _next_page_command(args: argparse.Namespace, thread_id: str, cursor: str) ->
         [*pasted_option("--thread", thread_id), "--limit", str(args.limit),
          *pasted_option("--cursor", cursor), *(["--json"] if args.json else [])],
     )
-    return shell_command(words)
+    return shell_command(words, _encoding(sys.stderr))
 
 
 def cmd_show(store: Store, args: argparse.Namespace, out: TextIO) -> int:
@@ -1421,7 +1419,7 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
                 options += pasted_option(option, value)
         options += ["--json"] if args.json else []
         words = with_positional(["agui-store", "search"], query, options)
-        command = shell_command(words)
+        command = shell_command(words, _encoding(sys.stderr))
         sys.stderr.write(f"more: {command}\n")
     return 0
 
@@ -1984,6 +1982,12 @@ def _git_counts(words: list[str], start: int) -> list[str]:
 
 #: Commands whose output is data (JSON, AG-UI events) with or without ``--json``.
 WRITES_DATA = frozenset({"export", "fork", "slim", "export-artifact"})
+
+
+def _encoding(stream: TextIO) -> str:
+    """The encoding text written to ``stream`` ends in (a command line printed there for
+    pasting writes what it cannot hold as escapes the shell reads back)."""
+    return getattr(stream, "encoding", None) or "utf-8"
 
 
 @contextlib.contextmanager
