@@ -33,9 +33,12 @@ from tests.streams import run, say
 # (tests/conftest.py).
 with contextlib.suppress(ImportError):
     from pydantic_ai.conversation import Conversation
+    from pydantic_ai.messages import BinaryContent, ToolCallPart
+    from pydantic_ai.tools import DeferredToolRequests
+    from pydantic_ai.usage import RunUsage
 
     from agui_store.integrations.pydantic_ai import ConversationStore
-    from tests.pydantic_ai_conversations import reply, user
+    from tests.pydantic_ai_conversations import every_part_kind, reply, round_trip, user
 
 #: Where a marker is planted in each thread.
 PLACES = (
@@ -568,3 +571,68 @@ def test_a_copy_that_erases_a_conversation_alone_leaves_none_of_its_bytes(
     with agui_store.open(target) as store:
         copy(source, store)  # the store stays open: its close does not checkpoint it
         assert secret.encode() not in raw_bytes(target)
+
+
+@pytest.mark.pydantic_ai
+def test_an_owners_erasure_leaves_no_byte_of_any_part_of_its_conversations_branches_included(
+    tmp_path: Path,
+) -> None:
+    """Every part kind pydantic-ai has, marked, in the history, in a branch the conversation
+    left and in its record (usage, deferred tool requests); the binary contents as their
+    base64. Another owner's conversation, made alike, keeps every byte."""
+    import base64
+
+    path = tmp_path / "s.db"
+    gone, kept = "GoneTag7f3a", "KeptTag7f3a"
+
+    def needles(tag: str) -> list[bytes]:
+        """The tag, and each binary content marked with it as pydantic-ai writes it."""
+        found = [tag.encode()]
+        for message in every_part_kind(tag):
+            for part in message.parts:
+                content = getattr(part, "content", None)
+                for item in content if isinstance(content, list) else [content]:
+                    item = getattr(item, "content", item)  # a FilePart's
+                    if isinstance(item, BinaryContent) and tag.encode() in item.data:
+                        found.append(base64.urlsafe_b64encode(item.data).rstrip(b"="))
+        assert len(found) >= 4  # the tag, and a PDF and two PNGs
+        return found
+
+    async def save() -> None:
+        async with ConversationStore(path) as store:
+            for tag, owner in ((gone, "alice"), (kept, "bob")):
+                cid = f"c-{owner}"
+                await store.save(Conversation(conversation_id=cid, messages=every_part_kind(tag)),
+                                 scope=owner)  # fmt: skip
+                loaded = await store.load(cid)
+                assert loaded is not None
+                branched = await store.branch(cid, at=1, expected_revision=loaded.revision)
+                branched.messages.extend(every_part_kind(f"{tag}Branch")[1:])
+                branched.usage = RunUsage(requests=1, details={f"usage{tag}": 1})
+                branched.deferred_tool_requests = DeferredToolRequests(calls=[
+                    ToolCallPart("ask", {"q": f"deferred{tag}"}, tool_call_id="d1")
+                ])
+                await store.save(branched)
+
+    asyncio.run(save())
+    before = raw_bytes(path)
+    for tag in (gone, kept):
+        assert all(needle in before for needle in needles(tag)), tag
+        assert f"usage{tag}".encode() in before and f"deferred{tag}".encode() in before
+    with agui_store.open(path) as store:
+        receipt = store.delete_owner("alice")
+        assert (receipt.conversations, receipt.purged) == (1, True)
+    after = raw_bytes(path)
+    assert [needle for needle in needles(gone) if needle in after] == []
+    assert all(needle in after for needle in needles(kept))
+
+    async def the_other_reads_as_before() -> None:
+        async with ConversationStore(path) as store:
+            loaded = await store.load("c-bob", scope="bob")
+            assert loaded is not None
+            assert loaded.messages == round_trip(
+                [*every_part_kind(kept)[:1], *every_part_kind(f"{kept}Branch")[1:]]
+            )
+            assert await store.load("c-alice") is None
+
+    asyncio.run(the_other_reads_as_before())

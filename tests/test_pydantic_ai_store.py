@@ -26,7 +26,7 @@ with contextlib.suppress(ImportError):
     from pydantic_ai.conversation import Conversation
 
     from agui_store.integrations.pydantic_ai import ConversationStore
-    from tests.pydantic_ai_conversations import turn
+    from tests.pydantic_ai_conversations import every_part_kind, round_trip, scripted_agent, turn
 
 _T = TypeVar("_T")
 
@@ -66,6 +66,57 @@ def test_on_postgresql_a_save_runs_beside_an_ag_ui_append_in_flight(
     assert saved.is_set()
     with agui_store.open(location) as store:
         assert store.check().ok
+
+# --- between backends -------------------------------------------------------------------------
+
+
+@pytest.mark.pydantic_ai
+def test_a_copy_from_sqlite_to_postgresql_and_back_gives_back_what_pydantic_ai_round_trips(
+    tmp_path: Any, postgres_store_database: str
+) -> None:
+    """A real agent's turns and every part kind, with half an emoji, a NUL and a branch
+    left: the same conversations, entries and revisions on either backend."""
+    from pydantic_ai.messages import ModelResponse, TextPart
+
+    source, back = str(tmp_path / "source.db"), str(tmp_path / "back.db")
+    hello = "\U0001d407\U0001d41e\U0001d425\U0001d425\U0001d428"  # styled letters
+    odd = [ModelResponse(parts=[TextPart(f"half \ud83d, a NUL \x00, {hello}, שָׁלוֹם")])]
+
+    async def fill() -> list[Any]:
+        async with ConversationStore(source) as store:
+            result = await scripted_agent().run("look", conversation=Conversation(
+                conversation_id="agent"))
+            await store.save(result, scope="alice")
+            await store.save(Conversation(conversation_id="parts",
+                                          messages=[*every_part_kind(), *odd]))
+            loaded = await store.load("parts")
+            branched = await store.branch("parts", at=2, expected_revision=loaded.revision)
+            branched.messages.extend(turn(1))
+            await store.save(branched)
+            return result.all_messages()
+
+    async def held(location: str) -> dict[str, Any]:
+        async with ConversationStore(location) as store:
+            out = {}
+            for record in await store.list_conversations():
+                out[record.conversation_id] = (
+                    record, await store.load_entries(record.conversation_id),
+                    [await store.read_history(tip) for tip in record.branches],
+                )
+            return out
+
+    ran = run(fill())
+    before = run(held(source))
+    assert [e.message for e in before["agent"][1]] == round_trip(ran)
+    assert [e.message for e in before["parts"][2][0]] == round_trip([*every_part_kind(), *odd])
+    assert agui_store.copy(source, postgres_store_database).conversations == 2
+    assert run(held(postgres_store_database)) == before
+    assert agui_store.copy(postgres_store_database, back).conversations == 2
+    assert run(held(back)) == before
+    for location in (postgres_store_database, back):
+        with agui_store.open(location) as store:
+            assert store.check().ok
+
 
 # --- schema and packaging -------------------------------------------------------------------------
 

@@ -197,20 +197,36 @@ def _count(limit: int | None) -> int:
     return min(arguments.positive_int("limit", limit, minimum=0), EVERY)
 
 
+def _verified(row: port.ConversationRow) -> Record:
+    """A record read, verified against its hash: a head, scope, revision, branch or field
+    edited outside the store is refused, not returned (its JSON could be anything, and a
+    head naming no entry would read as an empty history). ``check()`` lists every such
+    edit, and the erasure verbs still take the conversation."""
+    record = _record(row)
+    if record_hash(record) != bytes(row.hash):
+        raise HashMismatchError(
+            f"conversation {arguments.quote(record.conversation_id)}: its record fails its "
+            "hash (its head, scope, revision, branches or fields changed)"
+        )
+    return record
+
+
 def read_record(tx: port.Reading, conversation_id: str) -> Record | None:
-    """The record of a conversation, or ``None``."""
+    """The record of a conversation, or ``None``. Raises
+    :class:`~agui_store.errors.HashMismatchError` for a record edited outside the store."""
     row = tx.conversation(conversation_id) if _storable(conversation_id) else None
-    return None if row is None else _record(row)
+    return None if row is None else _verified(row)
 
 
 def read_records(tx: port.Reading, scope: str | None, limit: int | None) -> list[Record]:
     """Records newest ``updated_at`` first (ties: the first created first), of ``scope``
-    (``None``: every scope), at most ``limit`` (``None``: all)."""
+    (``None``: every scope), at most ``limit`` (``None``: all). Raises
+    :class:`~agui_store.errors.HashMismatchError` for a record edited outside the store."""
     count = _count(limit)
     if scope is not None and not _storable(scope):
         return []
     rows = tx.conversations(scope, count)
-    return [_record(row) for row in rows]
+    return [_verified(row) for row in rows]
 
 
 def read_history(tx: port.Reading, head_id: str | None, limit: int | None) -> list[Entry]:
@@ -262,6 +278,20 @@ def prepare(record: Record, new_entries: Sequence[Entry]) -> Prepared:
         raise InvalidArgumentError(
             f"conversation {cid!r}: new entries repeat an entry id; nothing was written"
         )
+    # A parent among the new entries comes before its child, as pydantic-ai's port says
+    # they do: else the store would find no such entry yet, and a ConversationConflict
+    # would send a caller that retries on one round forever.
+    position = {entry_id: index for index, entry_id in enumerate(new_ids)}
+    for index, entry in enumerate(new_entries):
+        at = position.get(entry.parent_id) if entry.parent_id is not None else None
+        if at is not None and at >= index:
+            raise InvalidArgumentError(
+                f"conversation {arguments.quote(cid)}, new entry {index} (id "
+                f"{arguments.quote(entry.entry_id)}): its parent is "
+                + ("itself" if at == index else f"new entry {at}, which comes after it")
+                + "; new entries are in order, each after the one it points at; nothing was "
+                "written"
+            )
     return Prepared(record, tuple(prepared))
 
 

@@ -340,7 +340,10 @@ def _micros(moment: datetime) -> int:
 
 
 def _record_to(record: _upstream.ConversationRecord) -> _engine.Record:
-    fields = _RECORD.dump_python(record, mode="json", exclude=set(_COLUMNS))
+    try:
+        fields = _record_fields(record)
+    except ValueError:  # PydanticSerializationError and ValidationError are ValueErrors
+        raise _unwritable_record(record) from None
     return _engine.Record(
         conversation_id=record.conversation_id,
         head_id=record.head_id,
@@ -349,6 +352,47 @@ def _record_to(record: _upstream.ConversationRecord) -> _engine.Record:
         updated_at=_micros(record.updated_at),
         record=_json.canonical_bytes(fields).decode(),
         branches=tuple(record.branches),
+    )
+
+
+def _record_fields(
+    record: _upstream.ConversationRecord, only: set[str] | None = None
+) -> dict[str, Any]:
+    """The record's fields but its columns, as pydantic's JSON, refused (a ``ValueError``)
+    unless a read gives them back: a usage or deferred tool requests of the wrong type
+    (pydantic's serializer warns, and writes it as it is) would be stored, and fail every
+    later read of the conversation, and every listing of the conversations beside it."""
+    fields: dict[str, Any] = _RECORD.dump_python(
+        record, mode="json", include=only, exclude=set(_COLUMNS), warnings="error"
+    )
+    _RECORD.validate_python({**_RECORD_COLUMNS_READ, **fields})
+    return fields
+
+
+#: Values of the record's columns that a read would fill in, to validate its other fields
+#: alone (the columns' own values are refused by name by the engine).
+_RECORD_COLUMNS_READ: dict[str, Any] = {
+    "conversation_id": "c", "head_id": None, "scope": None, "revision": "r", "branches": [],
+}
+
+
+def _unwritable_record(record: _upstream.ConversationRecord) -> InvalidArgumentError:
+    """The error naming the first field of a record a read could not give back."""
+    name, reason = "fields", "unknown"
+    for field in _upstream.ConversationRecord.__dataclass_fields__:
+        if field in _COLUMNS or field == "_":
+            continue
+        try:
+            _record_fields(record, {field})
+        except ValueError as e:
+            name, reason = field, str(e)
+            break
+    value = getattr(record, name, None)
+    return InvalidArgumentError(
+        f"conversation {_quote(record.conversation_id)}: its {name} ({_a_kind(value)}) cannot "
+        f"be saved: pydantic-ai cannot write it as JSON it reads back ({_brief(reason)}); "
+        "usage is a RunUsage of whole counts, deferred tool requests a DeferredToolRequests "
+        "of tool call parts and values pydantic serializes; nothing was written"
     )
 
 
@@ -407,10 +451,15 @@ def _unwritable(
     return InvalidArgumentError(
         f"conversation {_quote(conversation_id)}, new entry {index} (id {_quote(entry.id)}): "
         f"its message ({_a_kind(entry.message)}) cannot be saved: pydantic-ai "
-        f"cannot write its message as JSON it reads back ({reason[:200]}); a message is a "
+        f"cannot write its message as JSON it reads back ({_brief(reason)}); a message is a "
         "ModelRequest or ModelResponse of pydantic-ai's parts, and a tool's return a value "
         "pydantic serializes; nothing was written"
     )
+
+
+def _brief(reason: str) -> str:
+    """pydantic's reason on one line, cut: it names the field and the type it expected."""
+    return " ".join(reason.split())[:200]
 
 
 def _entries_from(stored: Sequence[_engine.Entry]) -> list[_upstream.ConversationEntry]:
