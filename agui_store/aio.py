@@ -393,6 +393,16 @@ class _Opening:
         if self._store is not None:
             await self._store.close()
 
+    def __getattr__(self, name: str) -> Any:
+        # Only what the class lacks gets here: a store's verb called on the opening itself.
+        if name.startswith("__") or not hasattr(AsyncStore, name):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"agui_store.aio.open() returns an opening, not the store: await it "
+            f"(astore = await agui_store.aio.open(...)) or use it in 'async with', then call "
+            f"astore.{name}"
+        )
+
 
 def open(path: str | os.PathLike[str] | None = None, **options: Any) -> _Opening:
     """Open (creating if needed) a store file for asyncio code, off the loop.

@@ -92,6 +92,16 @@ def test_open_reads_naturally_awaited_and_in_async_with(db_path: Path) -> None:
     run(main())
 
 
+def test_a_verb_called_on_an_opening_not_awaited_says_to_await_it(db_path: Path) -> None:
+    opening = aio.open(db_path)
+    with pytest.raises(AttributeError, match=r"await it \(astore = await agui_store.aio.open"):
+        opening.record  # noqa: B018 (the attribute is what is wrong)
+    with pytest.raises(AttributeError) as unknown:
+        opening.no_such_verb  # noqa: B018
+    assert "await" not in str(unknown.value)
+    assert not hasattr(opening, "__len__")
+
+
 def test_every_call_runs_on_the_worker_thread_not_the_loop(db_path: Path) -> None:
     seen: list[str] = []
 
