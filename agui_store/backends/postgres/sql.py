@@ -93,7 +93,7 @@ SELECT (SELECT id FROM runs WHERE thread = %(thread)s ORDER BY id DESC LIMIT 1),
              WHERE (SELECT runs.thread FROM runs WHERE runs.id = known.id) = %(thread)s),
        EXISTS (SELECT 1 FROM lineage_digests WHERE ids_hash = %(digest)s AND run = %(view)s)
        AND %(seen)s::bigint IS NOT NULL AND NOT EXISTS (
-           SELECT 1 FROM event_pages AS p WHERE p.first_seq > %(seen)s AND p.run <= %(view)s
+           SELECT 1 FROM event_pages AS p WHERE p.first_seq > %(seen)s AND p.run + 0 <= %(view)s
              AND (SELECT runs.thread FROM runs WHERE runs.id = p.run) = %(thread)s),
        %(base)s::bigint IS NULL OR EXISTS (SELECT 1 FROM checkpoints WHERE run = %(base)s),
        %(probe)s::boolean AND EXISTS (
@@ -568,9 +568,11 @@ INSERT_DIGEST = (
 )
 HAS_DIGEST = "SELECT 1 FROM lineage_digests WHERE ids_hash = %s AND run = %s"
 #: Whether a run of a thread up to a run key holds an event after a seq: a range of the
-#: newest pages, those written since (each run's thread found by its key).
+#: newest pages, those written since (each run's thread found by its key). ``p.run + 0``
+#: keeps the planner off event_pages_by_run, which would walk the pages of every older run;
+#: THREAD_FACTS asks the same.
 GREW_SINCE = """
-SELECT EXISTS (SELECT 1 FROM event_pages AS p WHERE p.first_seq > %(seq)s AND p.run <= %(run)s
+SELECT EXISTS (SELECT 1 FROM event_pages AS p WHERE p.first_seq > %(seq)s AND p.run + 0 <= %(run)s
                AND (SELECT runs.thread FROM runs WHERE runs.id = p.run) = %(thread)s)
 """
 #: Lineage rule 3: the thread's runs whose lineage digest is one of an array of digests (a
