@@ -707,6 +707,22 @@ def test_a_control_character_typed_in_the_search_box_comes_back_in_it_as_typed(
             assert script_errors(browser) == []
 
 
+def test_a_search_hit_names_its_tool_as_the_agent_spelled_it(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The role is shown in capitals; a tool's name is an identifier, shown as written."""
+    from tests.streams import run, tool_result
+
+    with agui_store.open(tmp_path / "tools.db") as store:
+        store.append(run("t", "r1", *tool_result("c1", "res1", "refunded", name="refundOrder",
+                                                  arguments='{"order": "A1"}')))
+        with serving(agui_store.ui.app(store)) as base:
+            visit(browser, base, "/", q="refundOrder")
+            hits = [hit.text for hit in css_all(browser, "li.hit")]
+    assert hits and any("refundOrder" in hit for hit in hits), hits
+    assert not any("REFUNDORDER" in hit for hit in hits), hits
+
+
 def test_an_empty_state_object_or_list_shows_as_json_writes_it_with_nothing_to_open(
     browser: Any, tmp_path: Path
 ) -> None:
