@@ -79,16 +79,23 @@ class _Ids(msgspec.Struct):
 _ids_decoder = msgspec.json.Decoder(_Ids)
 
 
-async def _whole_body(receive: Receive) -> bytes | None:
-    """A request's whole body, read before the app sees it (``None``: the client left)."""
+async def _whole_body(receive: Receive, limit: int) -> tuple[bytes, bool] | None:
+    """A request's body, read before the app sees it, and whether it is whole: reading stops
+    once it has grown past ``limit`` bytes (``None``: the client left)."""
     parts: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             return None
-        parts.append(bytes(message.get("body", b"")))
+        part = bytes(message.get("body", b""))
+        parts.append(part)
+        size += len(part)
         if not message.get("more_body", False):
-            return b"".join(parts)
+            return b"".join(parts), True
+        if size > limit:
+            # No RunAgentInput the store takes is this large: the rest stays with the client.
+            return b"".join(parts), False
 
 
 def _ids_of(body: bytes) -> _Ids | None:
@@ -459,9 +466,19 @@ class Recorder:
 
     async def _refuse_unowned(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``unowned="refuse"``: a RunAgentInput without an owner gets 401, and the app never
-        sees it; any other request (a login form posting JSON, say) goes through."""
-        body = await _whole_body(receive)
-        if body is None:
+        sees it; any other request (a login form posting JSON, say) goes through. A body larger
+        than the store takes as a run's input is not read whole to tell: it is refused too."""
+        read = await _whole_body(receive, self._store.store.max_event_bytes)
+        if read is None:
+            return
+        body, whole = read
+        if not whole:
+            logger.warning(
+                "refused: %s %s: the request has no owner (unowned='refuse') and its body is "
+                "larger than the store takes as a run's input (max_event_bytes=%d)",
+                scope.get("method"), scope.get("path"), self._store.store.max_event_bytes,
+            )
+            await _reply(send, 401, b"no owner: this request names no user")
             return
         ids = _ids_of(body)
         if ids is None:
@@ -542,13 +559,14 @@ class Recorder:
     # --- reconnect ----------------------------------------------------------------------
 
     async def _connect(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = await _whole_body(receive)
-        if body is None:
+        read = await _whole_body(receive, self._store.store.max_event_bytes)
+        if read is None:
             return
-        ids = _ids_of(body)
+        body, whole = read
+        ids = _ids_of(body) if whole else None
         if ids is None:
             # Not a reconnect: the app may have a route of its own there.
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, _replay(body, receive, whole), send)
             return
         owner = self._owner(scope)
         if owner is None and self._owner_of is not None:
@@ -787,15 +805,16 @@ async def _watch(receive: Receive, disconnected: asyncio.Event) -> None:
             return
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """``receive`` for an app, giving back a body the recorder already read."""
+def _replay(body: bytes, receive: Receive, whole: bool = True) -> Receive:
+    """``receive`` for an app, giving back the body (or its start, ``whole=False``) the
+    recorder already read, then what the client sends next."""
     given = False
 
     async def replayed() -> Message:
         nonlocal given
         if not given:
             given = True
-            return {"type": "http.request", "body": body, "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": not whole}
         return await receive()
 
     return replayed

@@ -850,6 +850,101 @@ def test_a_body_nested_too_deep_to_read_goes_to_the_app_as_it_was_sent(
     assert store.threads() == []
 
 
+def test_a_connect_body_larger_than_the_store_takes_goes_to_the_app_unread_and_exact(
+    tmp_path: Path,
+) -> None:
+    import hashlib
+    import tracemalloc
+
+    chunk_size, chunks = 64 * 1024, 256  # 16 MiB, in the chunks a server delivers
+    head = b'{"threadId": "t1", "runId": "r1", "messages": [], "x": "'
+    sent_hash, got_hash = hashlib.sha256(), hashlib.sha256()
+
+    async def drain(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        while True:  # the app's own /connect route, which keeps nothing of the body
+            message = await receive()
+            got_hash.update(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"drained"})
+
+    answer: list[bytes] = []
+
+    async def post(recorder: Any) -> int:
+        sent = 0
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if sent == chunks:
+                await asyncio.Event().wait()  # the client stays
+            sent += 1
+            body = head if sent == 1 else b"y" * chunk_size
+            sent_hash.update(body)
+            return {"type": "http.request", "body": body, "more_body": sent < chunks}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body":
+                answer.append(message["body"])
+                if not message.get("more_body"):
+                    raise _Done
+
+        scope = {"type": "http", "method": "POST", "path": "/drain/connect",
+                 "headers": [(b"content-type", b"application/json")]}
+        tracemalloc.start()
+        try:
+            with contextlib.suppress(_Done):
+                await recorder(scope, receive, send)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    with agui_store.open(tmp_path / "small.db", max_event_bytes=64 * 1024) as small:
+        small.append(run_events("t1", "r1"), input=request_body("t1", "r1"))
+        astore = AsyncStore(small, writer="thread")
+        try:
+            peak = asyncio.run(post(Recorder(drain, store=astore)))
+        finally:
+            asyncio.run(astore.close())
+    assert answer == [b"drained"]  # the app's answer, not a reconnect's
+    assert got_hash.digest() == sent_hash.digest()
+    assert peak < chunk_size * chunks // 4  # nothing like the whole body
+
+
+def test_an_unowned_body_larger_than_the_store_takes_is_refused_unread(tmp_path: Path) -> None:
+    called: list[bool] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        called.append(True)
+
+    pieces = [b'{"threadId": "t1", "runId": "r1", "x": "', *[b"y" * 1024] * 8, b'"}']
+    asked = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal asked
+        asked += 1
+        return {"type": "http.request", "body": pieces[asked - 1], "more_body": asked < 10}
+
+    response = Response()
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            response.status = message["status"]
+
+    scope = {"type": "http", "method": "POST", "path": "/agent",
+             "headers": [(b"content-type", b"application/json")]}
+    with agui_store.open(tmp_path / "small.db", max_event_bytes=2048) as small:
+        astore = AsyncStore(small, writer="thread")
+        try:
+            refusing = Recorder(app, store=astore, scope=owner_header, unowned="refuse")
+            asyncio.run(refusing(scope, receive, send))
+        finally:
+            asyncio.run(astore.close())
+    assert response.status == 401 and not called
+    assert asked < 10  # the rest was never read
+
+
 def test_last_event_id_resumes_after_the_cursor(store: Any, astore: Any) -> None:
     events = run_events("t1", "r1")
     first = store.append(events[:4], input=request_body("t1", "r1"))
