@@ -79,6 +79,19 @@ class _Ids(msgspec.Struct):
 _ids_decoder = msgspec.json.Decoder(_Ids)
 
 
+class _ConnectIds(_Ids):
+    """What makes a ``/connect`` body a reconnect: a ``RunAgentInput`` as ``HttpAgent``
+    sends it (its ``messages`` a list; ``tools`` and ``context``, when given, lists), not any
+    JSON naming a thread and a run, which the app's own route there may take."""
+
+    messages: list[msgspec.Raw]
+    tools: list[msgspec.Raw] | None = None
+    context: list[msgspec.Raw] | None = None
+
+
+_connect_decoder = msgspec.json.Decoder(_ConnectIds)
+
+
 async def _whole_body(receive: Receive, limit: int) -> tuple[bytes, bool] | None:
     """A request's body, read before the app sees it, and whether it is whole: reading stops
     once it has grown past ``limit`` bytes (``None``: the client left)."""
@@ -98,9 +111,9 @@ async def _whole_body(receive: Receive, limit: int) -> tuple[bytes, bool] | None
             return b"".join(parts), False
 
 
-def _ids_of(body: bytes) -> _Ids | None:
+def _ids_of(body: bytes, decoder: msgspec.json.Decoder[Any] = _ids_decoder) -> _Ids | None:
     try:
-        return _ids_decoder.decode(body)
+        return decoder.decode(body)  # type: ignore[no-any-return]
     # RecursionError: valid JSON nested deeper than the decoder follows, which the app
     # answers as it would without the Recorder (FastAPI: 400), not a server error.
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
@@ -563,7 +576,7 @@ class Recorder:
         if read is None:
             return
         body, whole = read
-        ids = _ids_of(body) if whole else None
+        ids = _ids_of(body, _connect_decoder) if whole else None
         if ids is None:
             # Not a reconnect: the app may have a route of its own there.
             await self.app(scope, _replay(body, receive, whole), send)

@@ -836,6 +836,29 @@ def test_connect_with_a_body_that_is_not_a_run_agent_input_goes_to_the_app(
     assert response.body == b"the app's own route"
 
 
+def test_connect_with_ids_but_no_messages_list_goes_to_the_app(store: Any, astore: Any) -> None:
+    """An app's own /connect route (an integration's, say) whose JSON names a thread and a
+    run is not a reconnect: a RunAgentInput has its messages."""
+    chunks = [b"connected the integration"]
+    recorder = Recorder(streaming_app(chunks, content_type=b"text/plain"), store=astore)
+    store.append(run_events("slack-T1", "r1"), input=request_body("slack-T1", "r1"))
+    for body in [
+        {"threadId": "slack-T1", "runId": "job-7", "token": "abc"},
+        {"threadId": "slack-T1", "runId": "job-7", "messages": "none"},
+        {"threadId": "slack-T1", "runId": "job-7", "messages": [], "tools": {}},
+    ]:
+        response = asyncio.run(
+            call(recorder, json.dumps(body).encode(), path="/integrations/connect")
+        )
+        assert (response.status, response.body) == (200, b"connected the integration")
+    reconnect = asyncio.run(
+        call(recorder, request_body("slack-T1", "job-7"), path="/integrations/connect")
+    )
+    assert [ev for _, ev in read_stream(reconnect.body)] == store.reconnect_stream(
+        "r1", thread_id="slack-T1"
+    )
+
+
 def test_a_body_nested_too_deep_to_read_goes_to_the_app_as_it_was_sent(
     store: Any, astore: Any
 ) -> None:
