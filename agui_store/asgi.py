@@ -183,6 +183,7 @@ class _Recording:
         )
         self._unreadable: Exception | None = None
         self._ended = False  # the response is over: the run is no longer followed live
+        self._leaving: asyncio.Task[None] | None = None  # the client has gone
 
     def feed(self, chunk: bytes) -> None:
         """A chunk the client got: its complete events go to the batch."""
@@ -201,6 +202,20 @@ class _Recording:
         when its batch falls due)."""
         await self._batcher.flush(later=False)
 
+    def client_left(self) -> None:
+        """The client has gone: nothing more of the response reaches it, so nothing more is
+        recorded, and once what it got is written the run is no longer followed live (the
+        app may stream on into the closed connection for long)."""
+        if self._leaving is None and not self._ended:
+            self._leaving = asyncio.get_running_loop().create_task(self._leave())
+
+    async def _leave(self) -> None:
+        try:
+            await self.written()
+        finally:
+            self._ended = True
+            self._recorder._run_ended(self.thread_id, self.run_id)
+
     def finish(self) -> None:
         """The response ended normally (its last body chunk came)."""
         if self._unreadable is None:
@@ -217,6 +232,8 @@ class _Recording:
             # must not register the run as live again, with no end to come.
             self._ended = True
             self._recorder._run_ended(self.thread_id, self.run_id)
+            if self._leaving is not None:
+                self._leaving.cancel()  # done by now, or moot: the run has ended
         batcher = self._batcher
         reason = batcher.failed or self._unreadable
         if reason is not None:
@@ -453,6 +470,7 @@ class Recorder:
                 current = self._start(scope, message, body_parts, body_complete, owner)
                 if current is not None and body_complete:
                     gone = asyncio.ensure_future(receive())
+                    gone.add_done_callback(_on_leaving(current))
                     # One turn of the loop for it: a client that left before the response
                     # started is known gone before the first body, which an app may send
                     # without ever yielding (a server sends a gone client nothing, silently).
@@ -716,6 +734,16 @@ async def _snapshot(
                 return head, max(cursor, after)
             return [(cursor, msgspec.json.encode(ev)) for ev in backlog], cursor
     raise AguiStoreError(f"run {run_id} changed under every read of its hydration stream")
+
+
+def _on_leaving(recording: _Recording) -> Callable[[asyncio.Future[Message]], None]:
+    """What the future of the message after a request's body calls when it is done."""
+
+    def done(gone: asyncio.Future[Message]) -> None:
+        if _left(gone):
+            recording.client_left()
+
+    return done
 
 
 def _left(gone: asyncio.Future[Message] | None) -> bool:

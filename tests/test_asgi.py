@@ -1105,6 +1105,68 @@ def reconnected_at(
     return [ev for _, ev in read_stream(asyncio.run(scenario()).body)]
 
 
+def test_a_reconnect_to_a_run_whose_client_has_gone_ends_without_waiting_for_the_app(
+    store: Any, astore: Any
+) -> None:
+    """The app streams on into the closed connection (it never listens): what it sends is
+    not recorded, so a reconnect has nothing live to wait for."""
+    events = run_events("t1", "r1", text="a long answer")
+    chunks = sse(events)
+    release = asyncio.Event()
+    order: list[str] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        for i, chunk in enumerate(chunks):
+            if i == 3:
+                await release.wait()
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        order.append("the app ended")
+
+    gone = asyncio.Event()
+    pending = [{"type": "http.request", "body": request_body("t1", "r1"), "more_body": False}]
+    got: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        if pending:
+            return pending.pop()
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and not gone.is_set():
+            got.append(bytes(message.get("body", b"")))
+            if len(got) == 3:
+                gone.set()  # the client reads three events and closes
+
+    scope = {"type": "http", "method": "POST", "path": "/agent", "headers": [
+        (b"content-type", b"application/json")]}  # fmt: skip
+
+    async def scenario() -> Response:
+        recorder = Recorder(app, store=astore)
+        running = asyncio.ensure_future(recorder(scope, receive, send))
+        await gone.wait()
+        connect = asyncio.ensure_future(
+            call(recorder, request_body("t1", "r2"), path="/agent/connect")
+        )
+        await asyncio.wait({connect}, timeout=30)  # a guard: it hung until the app ended
+        order.append("the reconnect ended" if connect.done() else "the reconnect waits")
+        release.set()
+        await running
+        return await connect
+
+    reconnected = asyncio.run(scenario())
+    assert order == ["the reconnect ended", "the app ended"]
+    assert reconnected.complete
+    assert [ev["type"] for _, ev in read_stream(reconnected.body)][:2] == [
+        "RUN_STARTED", "MESSAGES_SNAPSHOT"
+    ]
+    assert store.events("r1", thread_id="t1") == events[:3]
+
+
 @pytest.mark.oracle
 def test_a_client_reconnecting_inside_a_tool_call_gets_it_reopened(
     store: Any, astore: Any, oracle: Any
