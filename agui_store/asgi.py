@@ -34,7 +34,7 @@ import msgspec
 
 from agui_store import recording
 from agui_store.aio import AsyncStore
-from agui_store.codec.sse import MAX_EVENT_BYTES, SSEParser, encode_sse
+from agui_store.codec.sse import SSEParser, encode_sse
 from agui_store.engine import arguments
 from agui_store.errors import AguiStoreError, InvalidArgumentError
 from agui_store.records import AppendResult
@@ -171,7 +171,9 @@ class _Recording:
         self.thread_id = thread_id
         self.requested_run_id = run_id
         self.run_id: str | None = None  # the run recorded, once its first batch is written
-        self._framer = SSEParser(max_event_bytes=MAX_EVENT_BYTES)
+        # An event the store would refuse for its size is refused as it arrives, never held
+        # whole, whichever chunks carry it.
+        self._framer = SSEParser(max_event_bytes=recorder._store.store.max_event_bytes)
         self._batcher = recording.AsyncBatcher(
             recorder._store,
             input=body,
@@ -190,7 +192,7 @@ class _Recording:
         if self._unreadable is not None:
             return
         try:
-            payloads = self._framer.feed(chunk)
+            payloads = self._framer.read(chunk)
         except Exception as exc:  # never let recording break the response
             self._unreadable = exc
             return
@@ -235,14 +237,14 @@ class _Recording:
             if self._leaving is not None:
                 self._leaving.cancel()  # done by now, or moot: the run has ended
         batcher = self._batcher
-        reason = batcher.failed or self._unreadable
+        reason = batcher.failed or self._framer.error or self._unreadable
         if reason is not None:
             logger.warning(
                 "not recorded: thread %s, run %s: %d event(s) recorded, %d not: %s",
                 self.thread_id,
                 batcher.run_id or self.requested_run_id,
                 batcher.recorded,
-                batcher.dropped,
+                batcher.dropped + self._framer.dropped,  # the framer's never reached it
                 reason,
             )
 

@@ -101,6 +101,23 @@ def test_an_event_larger_than_the_framer_holds_is_refused_with_its_size() -> Non
         framer.feed(b"data: " + b"y" * 60)
 
 
+@pytest.mark.parametrize("size", [1, 7, 64, 10_000])
+def test_what_the_framer_refuses_for_its_size_does_not_depend_on_the_chunks(size: int) -> None:
+    limit = 100
+    exact = b"data: " + b"e" * limit + b"\n\n"  # a payload of the limit exactly: taken
+    over = b"data: " + b"o" * 60 + b"\ndata: " + b"o" * 40 + b"\n\n"  # 60 + LF + 40
+    long_comment = b": " + b"c" * 500 + b"\n"  # no payload: any length is skipped
+    stream = exact + long_comment + b"data: 1\n\n" + over + b"data: 2\n\ndata: 3\n\n"
+    framer = SSEFramer(max_event_bytes=limit)
+    got: list[bytes] = []
+    for at in range(0, len(stream), size):
+        got += framer.read(stream[at : at + size])
+    got += framer.finish()
+    assert got == [b"e" * limit, b"1"]
+    assert framer.dropped == 3  # the refused event and the two after it
+    assert framer.error is not None and "exceeds 100 bytes" in str(framer.error)
+
+
 def test_encode_sse_writes_the_cursor_and_one_data_line_per_payload_line(astore: Any) -> None:
     assert encode_sse(b"{}", 12) == b"id: 12\ndata: {}\n\n"
     assert SSEFramer().feed(encode_sse(b"a\nb")) == [b"a\nb"]
@@ -420,21 +437,69 @@ def test_a_last_event_the_app_does_not_end_with_a_blank_line_is_recorded(
 
 
 def test_an_oversized_event_stops_the_recording_not_the_response(
-    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     events = run_events("t1", "r1")
     huge = b"data: " + b"x" * 2000 + b"\n"  # no blank line: the framer holds it
     chunks = [*sse(events[:2]), huge, huge, *sse(events[2:])]
-    recorder = Recorder(streaming_app(chunks), store=astore)
-    with (
-        caplog.at_level(logging.WARNING, logger="agui_store.asgi"),
-        pytest.MonkeyPatch.context() as patch,
-    ):
-        patch.setattr("agui_store.asgi.MAX_EVENT_BYTES", 3000)
-        response = asyncio.run(call(recorder, request_body("t1", "r1")))
-    assert response.body == b"".join(chunks) and response.complete
-    assert store.events("r1", thread_id="t1") == events[:2]
+    with agui_store.open(tmp_path / "small.db", max_event_bytes=3000) as small:
+        astore = AsyncStore(small, writer="thread")
+        try:
+            with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
+                response = asyncio.run(
+                    call(Recorder(streaming_app(chunks), store=astore), request_body("t1", "r1"))
+                )
+        finally:
+            asyncio.run(astore.close())
+        assert response.body == b"".join(chunks) and response.complete
+        assert small.events("r1", thread_id="t1") == events[:2]
     assert any("exceeds 3,000 bytes" in r.getMessage() for r in caplog.records)
+
+
+#: An event larger than the framer held by default (16 MiB) and than a store takes by default.
+BIG = 17 * 1024 * 1024
+
+
+def cut(data: bytes, size: int | None) -> list[bytes]:
+    """``data`` in chunks of ``size`` bytes (``None``: one chunk)."""
+    size = size or len(data)
+    return [data[at : at + size] for at in range(0, len(data), size)]
+
+
+@pytest.mark.parametrize("size", [None, 64 * 1024], ids=["one chunk", "64 KiB chunks"])
+def test_an_event_the_store_takes_is_recorded_in_whatever_chunks_it_comes(
+    tmp_path: Path, size: int | None
+) -> None:
+    events = run_events("t1", "r1")
+    events[-2] = {"type": "STATE_SNAPSHOT", "snapshot": {"said": "x" * BIG}}
+    stream = b"".join(sse(events))
+    with agui_store.open(tmp_path / "large.db", max_event_bytes=BIG + 1024) as large:
+        astore = AsyncStore(large, writer="thread")
+        try:
+            recorder = Recorder(streaming_app(cut(stream, size)), store=astore)
+            asyncio.run(call(recorder, request_body("t1", "r1")))
+        finally:
+            asyncio.run(astore.close())
+        run = large.get_run("r1", thread_id="t1")
+        assert run is not None and run.status == "finished"
+        assert large.events("r1", thread_id="t1")[-2]["snapshot"]["said"] == "x" * BIG
+
+
+@pytest.mark.parametrize("size", [None, 64 * 1024], ids=["one chunk", "64 KiB chunks"])
+def test_an_event_larger_than_the_store_takes_is_counted_with_those_after_it(
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture, size: int | None
+) -> None:
+    events = run_events("t1", "r1")  # 10 events: the snapshot, too large, is the 9th
+    events[-2] = {"type": "STATE_SNAPSHOT", "snapshot": {"said": "x" * BIG}}
+    stream = b"".join(sse(events))
+    with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
+        response = asyncio.run(
+            call(Recorder(streaming_app(cut(stream, size)), store=astore), request_body("t1", "r1"))
+        )
+    assert response.body == stream
+    assert store.events("r1", thread_id="t1") == events[:-2]
+    (report,) = [r.getMessage() for r in caplog.records if r.name.startswith("agui_store")]
+    assert "thread t1, run r1: 8 event(s) recorded, 2 not" in report
 
 
 def test_the_client_gets_each_chunk_before_it_is_recorded(store: Any, astore: Any) -> None:

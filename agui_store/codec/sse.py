@@ -37,13 +37,23 @@ class SSEParser:
     """
 
     __slots__ = (
-        "_buffer", "_data", "_opening", "_scanned", "_skip_lf", "held", "max_event_bytes",
+        "_buffer", "_counting", "_data", "_opening", "_scanned", "_skip_lf", "dropped", "error",
+        "held", "max_event_bytes",
     )
 
     def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
-        #: The largest event held while it arrives; a larger one raises (the official client
-        #: fails at 10 MB, the store refuses events over 8 MiB by default).
+        #: The largest payload an event may have (the official client fails at 10 MB, the
+        #: store refuses events over its ``max_event_bytes``, 8 MiB by default). A larger one
+        #: is refused whether it arrives in one chunk or in many, and is never held whole.
         self.max_event_bytes = max_event_bytes
+        #: Why the stream stopped being read: its first event larger than
+        #: :attr:`max_event_bytes` (``None``: none). From that event on, :meth:`read` gives
+        #: no payload: each event is counted in :attr:`dropped` instead.
+        self.error: InvalidEventError | None = None
+        #: The events not given since :attr:`error`, the refused one included.
+        self.dropped = 0
+        # After the error: the event being counted has data.
+        self._counting = False
         #: The bytes of ``data`` the unfinished event holds (each value and its line end):
         #: 0 when no ``data`` line has come since the last event ended.
         self.held = 0
@@ -62,8 +72,20 @@ class SSEParser:
         """The payloads of the events this chunk completes, in order.
 
         Raises:
-            InvalidEventError: the unfinished event has grown past :attr:`max_event_bytes`.
+            InvalidEventError: an event is larger than :attr:`max_event_bytes` (what this
+                chunk completed before it is lost with the exception: :meth:`read` keeps it).
         """
+        refused = self.error
+        done = self.read(chunk)
+        if self.error is not None and self.error is not refused:
+            raise self.error
+        return done
+
+    def read(self, chunk: bytes) -> list[bytes]:
+        """The payloads of the events this chunk completes, in order, up to the first event
+        larger than :attr:`max_event_bytes`: that one is refused (:attr:`error`), and it and
+        every later event are counted in :attr:`dropped`, not given. How the stream is cut
+        into chunks changes none of this."""
         if self._opening is not None:
             chunk = self._opening + chunk
             if BOM.startswith(chunk) and len(chunk) < len(BOM):
@@ -75,18 +97,25 @@ class SSEParser:
         if not chunk:
             return []
         done: list[bytes] = []
-        if not self._buffer and not self._data and not self._skip_lf and 0x0D not in chunk:
+        limit = self.max_event_bytes
+        if (
+            not self._buffer and not self._data and not self._skip_lf and 0x0D not in chunk
+            and self.error is None
+        ):
             # The common case (every Python producer): LF line ends, the chunk starting at an
             # event. Whole events are cut with bytes.split; the rest goes the general way.
             *events, chunk = chunk.split(b"\n\n")
             for event in events:
-                if event.startswith(b"data: ") and 0x0A not in event:  # memchr, as above
-                    done.append(event[6:])
+                if self.error is None and event.startswith(b"data: ") and 0x0A not in event:
+                    if len(event) - 6 <= limit:
+                        done.append(event[6:])
+                    else:
+                        self._refuse()
+                        self._counting = False
+                        self.dropped += 1
                 else:
                     for line in [*event.split(b"\n"), b""]:
-                        payload = self.line(line)
-                        if payload is not None:
-                            done.append(payload)
+                        self._take(line, done)
             if not chunk:
                 return done
         buffer = self._buffer
@@ -111,33 +140,69 @@ class SSEParser:
                     end += 1
             else:
                 at, end = lf, lf + 1
-            payload = self.line(bytes(buffer[start:at]))
-            if payload is not None:
-                done.append(payload)
+            if self.error is None:  # _take, inline: this runs once a line
+                payload = self.line(bytes(buffer[start:at]))
+                if payload is not None:
+                    done.append(payload)
+                elif self.held > limit + 1:
+                    self._refuse()
+            else:  # counting: only a line's start tells what it is, a long one is not copied
+                self._take(bytes(buffer[start : min(at, start + 5)]), done)
             start = end
             if 0 <= cr < end:
                 cr = buffer.find(b"\r", end)
             if 0 <= lf < end:
                 lf = buffer.find(b"\n", end)
         del buffer[:start]
+        # The unended line: a data line whose value makes the event's payload larger than
+        # the limit already refuses it, as it would once ended; of any other line (or
+        # after the error), only its start is kept: it gives no payload.
+        if len(buffer) > limit - self.held or self.error is not None:
+            is_data = buffer.startswith(b"data:")
+            if is_data and self.error is None and self.held + len(buffer) - 6 > limit:
+                self._refuse()
+            if self.error is not None or not is_data:
+                del buffer[5:]
         self._scanned = len(buffer)
-        if len(buffer) + self.held > self.max_event_bytes:
-            raise InvalidEventError(
-                f"an SSE event of the response exceeds {self.max_event_bytes:,} bytes "
-                "before its end"
-            )
         return done
+
+    def _take(self, line: bytes, done: list[bytes]) -> None:
+        """Read one line, adding the payload of the event it ends to ``done``; after the
+        error, count the events instead."""
+        if self.error is None:
+            payload = self.line(line)
+            if payload is not None:
+                done.append(payload)
+            elif self.held > self.max_event_bytes + 1:  # held: the payload and one LF
+                self._refuse()
+        elif not line:
+            if self._counting:
+                self.dropped += 1
+                self._counting = False
+        elif line[:5] == b"data:" or line == b"data":
+            self._counting = True
+
+    def _refuse(self) -> None:
+        """The event being read is larger than the limit: it is dropped, and the stream is
+        only counted from here on."""
+        self.error = InvalidEventError(
+            f"an SSE event of the response exceeds {self.max_event_bytes:,} bytes"
+        )
+        self._data = []
+        self.held = 0
+        self._counting = True  # the refused event itself, counted at its end
 
     def finish(self) -> list[bytes]:
         """The stream ended normally: the payload of an event it did not end with a blank
         line. ``@ag-ui/client`` parses what is left in its buffer at the end of a response,
         so that event reached the client."""
+        done: list[bytes] = []
         if self._buffer:
-            self.line(bytes(self._buffer))  # an unended line ends no event
+            self._take(bytes(self._buffer), done)  # an unended line ends no event
             self._buffer.clear()
             self._scanned = 0
-        payload = self.line(b"")
-        return [] if payload is None else [payload]
+        self._take(b"", done)
+        return done
 
     def line(self, line: bytes) -> bytes | None:
         """Read one line, without its line end: the payload of the event a blank line ends,
