@@ -80,6 +80,26 @@ def test_log_takes_git_ranges_and_all(db: Path) -> None:
     assert code == 0 and [r["runId"] for r in json.loads(out)] == ["r3", "r2"]
 
 
+@pytest.mark.parametrize("words", [
+    ["r3...x2"], ["r3..x2"], ["x2", "^r3"], ["--graph", "r3...x2"], ["r3...x2", "--json"],
+])
+def test_a_range_between_runs_of_two_threads_is_a_usage_error_naming_both(
+    db: Path, words: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with agui_store.open(db) as store:
+        store.append(text_run("x1", "one", thread="u"))
+        store.append(text_run("x2", "two", thread="u"))
+    capsys.readouterr()
+    code, out = agui(db, "log", *words)
+    err = capsys.readouterr().err
+    assert (code, out) == (2, ""), err
+    assert "are runs of different threads ('t' and 'u')" in err and "--thread" in err, err
+    assert "internal error" not in err
+    # Named, the thread decides: a side it lacks is not found there.
+    code, _ = agui(db, "log", "r3...x2", "--thread", "u")
+    assert code == 1
+
+
 def test_a_limited_listing_no_cursor_pages_says_how_many_runs_it_left_out(
     db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -632,9 +632,9 @@ def _log_range(
     """``log A..B``: the runs on B's lineage that are not on A's; ``A...B``: the runs on
     either lineage since the merge base; newest first, the thread's recorded order reversed.
     With the merge base (``None``: the lineages share no run)."""
-    base = store.merge_base(a, b, thread_id=args.thread)
+    thread = args.thread if args.thread is not None else _thread_of_both(store, a, b)
+    base = store.merge_base(a, b, thread_id=thread)
     stop = base.run_id if base is not None else None
-    thread = args.thread
     b_side = _until(store.log(b, thread_id=thread), stop)
     if not symmetric:
         return b_side, base
@@ -642,6 +642,20 @@ def _log_range(
     seen = {r.run_id for r in b_side}
     both = b_side + [r for r in a_side if r.run_id not in seen]
     return _in_recorded_order(store, both)[::-1], base
+
+
+def _thread_of_both(store: Store, a: str, b: str) -> str:
+    """The thread the two sides of a range name, found without ``--thread``: a lineage
+    never leaves its thread, so sides in two threads are no range."""
+    (run_a,), (run_b,) = store.log(a, limit=1), store.log(b, limit=1)
+    if run_a.thread_id != run_b.thread_id:
+        raise UsageError(
+            f"{arguments.quote(a)} and {arguments.quote(b)} are runs of different threads "
+            f"({arguments.quote(run_a.thread_id)} and {arguments.quote(run_b.thread_id)}): a "
+            "lineage never leaves its thread, so they have no range between them; name the "
+            "thread with --thread"
+        )
+    return run_a.thread_id
 
 
 def _in_recorded_order(store: Store, runs: Sequence[Run]) -> list[Run]:
