@@ -909,19 +909,27 @@ def _change_lines(change: ViewChange) -> list[str]:
     for op in change.state_patch:
         value = f" {json.dumps(op['value'], ensure_ascii=False)}" if "value" in op else ""
         source = f" from {op['from']}" if "from" in op else ""
-        out.append(f"~ state {op['op']} {op['path'] or '/'}{source}{value}")
+        # "" is the whole state; "/" is its key "" (a JSON Pointer, as the patch has it).
+        out.append(f"~ state {op['op']} {op['path'] or '(the whole state)'}{source}{value}")
     return out or ["  (no change)"]
 
 
 def _message_change_lines(m: MessageChange) -> list[str]:
     if m.kind == "added":
         assert m.after is not None
-        return [f"+ [{m.id}] {message_line(m.after)}"]
+        return _marked("+", m.id, m.after)
     if m.kind == "removed":
         assert m.before is not None
-        return [f"- [{m.id}] {message_line(m.before)}"]
+        return _marked("-", m.id, m.before)
     assert m.before is not None and m.after is not None
-    return [f"- [{m.id}] {message_line(m.before)}", f"+ [{m.id}] {message_line(m.after)}"]
+    return [*_marked("-", m.id, m.before), *_marked("+", m.id, m.after)]
+
+
+def _marked(mark: str, message_id: str, message: dict[str, Any]) -> list[str]:
+    """A message's lines, each with the mark, as a unified diff marks every line: a line of
+    its text never reads as a line of the diff's own."""
+    first, *rest = message_line(message).split("\n")
+    return [f"{mark} [{message_id}] {first}", *(f"{mark} {line}" for line in rest)]
 
 
 # --- HTML for notebooks ---------------------------------------------------------------------

@@ -141,6 +141,28 @@ def test_diff_prints_no_empty_or_duplicated_section_and_removals_first(db: Path)
     assert changes == ["-"] * 4 + ["+"] * 2, two
 
 
+def test_a_message_of_several_lines_is_marked_on_every_line_and_the_whole_state_is_named(
+    tmp_path: Path,
+) -> None:
+    """A line of a message's text must not read as a line of the diff: it carries its
+    message's mark, as a unified diff marks every line."""
+    db = tmp_path / "lines.db"
+    forged = "line one\n- [r1-a] assistant: hello\n~ state replace /admin true"
+    with agui_store.open(db) as store:
+        store.append(text_run("r1", "hello"))
+        events = text_run("r2", forged)
+        events.insert(-1, {"type": "STATE_SNAPSHOT", "snapshot": 7})
+        store.append(events)
+    lines = agui(db, "diff", "r1", "r2")[1].splitlines()
+    body = [line for line in lines if not line.startswith(("@", "  "))]
+    assert body == [
+        "+ [r2-a] assistant: line one",
+        "+ - [r1-a] assistant: hello",
+        "+ ~ state replace /admin true",
+        "~ state replace (the whole state) 7",
+    ], lines
+
+
 def test_log_labels_each_run_with_the_user_message_it_added(tmp_path: Path) -> None:
     db = tmp_path / "labels.db"
     with agui_store.open(db) as store:
