@@ -163,6 +163,39 @@ def test_a_message_of_several_lines_is_marked_on_every_line_and_the_whole_state_
     ], lines
 
 
+BRANCH_NAMES = ["a-b", "ab", "Ab", "fix/A", "fix/b", "v1", "v10", "x", "x.y", "a+b", "z9", "_q",
+                "@q"]
+
+
+@pytest.mark.parametrize("pattern", [
+    "[^a]*", "[!a]*", "*[[:upper:]]*", "[[:digit:]]*", "*[[:digit:]]", "f*", "fix/*", "v?",
+    "[ab]*", "[a-c]*", "**", "\\x*", "[+]*", "*[.]*", "[[:punct:]]*", "[]x]*", "[z-a]*",
+    "[!z-a]", "[[:nope:]]*", "[ab", "*/*", "?", "[-]*", "*[!0-9]",
+])
+def test_branch_list_matches_a_pattern_as_git_branch_list_does(
+    tmp_path: Path, pattern: str
+) -> None:
+    """The same names, the same pattern, the answer of git itself."""
+    repo = tmp_path / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "root"], check=True)
+    db = tmp_path / "names.db"
+    with agui_store.open(db) as store:
+        store.append(text_run("r1", "one"))
+        for name in BRANCH_NAMES:
+            subprocess.run([*git, "branch", "--", name], check=True)
+            store.branch(name, "r1", thread_id="t")
+    listed = subprocess.run([*git, "branch", "--list", "--format=%(refname:short)", pattern],
+                            capture_output=True, text=True, check=True).stdout.split()
+    code, out = agui(db, "branch", "--list", "--", pattern)
+    assert code == 0
+    ours = [line.split()[0] if not line.startswith("*") else line.split()[1]
+            for line in out.splitlines()]
+    expected = sorted(n for n in listed if n in BRANCH_NAMES)
+    assert sorted(n for n in ours if n in BRANCH_NAMES) == expected
+
+
 def test_log_labels_each_run_with_the_user_message_it_added(tmp_path: Path) -> None:
     db = tmp_path / "labels.db"
     with agui_store.open(db) as store:

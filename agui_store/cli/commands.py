@@ -13,7 +13,6 @@ import contextlib
 import datetime
 import difflib
 import errno
-import fnmatch
 import json
 import logging
 import os
@@ -27,7 +26,7 @@ from typing import Any, BinaryIO, NoReturn, TextIO, cast
 from agui_store import backends
 from agui_store.backends import is_url, locations
 from agui_store.backends.sqlite import files
-from agui_store.cli import Terminated, exit_code
+from agui_store.cli import Terminated, exit_code, wildmatch
 from agui_store.cli.render import diff_text, graph
 from agui_store.codec.output import FORMATS, serialize
 from agui_store.engine import arguments, clock, conversations
@@ -826,11 +825,11 @@ def cmd_branches(
     store: Store, args: argparse.Namespace, out: TextIO, *, patterns: Sequence[str] = ()
 ) -> int:
     """``branches``: the thread's branches, ``*`` marking the default; with ``patterns``
-    (``branch --list``), those whose name matches one of them, as git matches them (``*``,
-    ``?``, ``[...]``; case counts)."""
+    (``branch --list``), those whose name matches one of them, as git matches them
+    (:mod:`agui_store.cli.wildmatch`)."""
     items = store.branches(_the_thread(store, args))
     if patterns:
-        items = [b for b in items if any(fnmatch.fnmatchcase(b.name, p) for p in patterns)]
+        items = [b for b in items if any(wildmatch.matches(p, b.name) for p in patterns)]
     if args.json:
         out.write(json.dumps([b.to_json() for b in items]) + "\n")
     else:
