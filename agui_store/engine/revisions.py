@@ -157,7 +157,8 @@ def new_run_id(tx: port.Reading, key: RunKey, run_id: str | None) -> str:
     UUID.
 
     Raises:
-        InvalidArgumentError: ``run_id`` is not an id, or is a run of the thread already.
+        InvalidArgumentError: ``run_id`` is not an id, is a run of the thread already, or
+            names one of its branches.
     """
     quote = arguments.quote
     if run_id is None:
@@ -173,6 +174,12 @@ def new_run_id(tx: port.Reading, key: RunKey, run_id: str | None) -> str:
         raise InvalidArgumentError(
             f"run_id= {quote(run_id)} is already a run of thread "
             f"{quote(tx.thread_id(key.thread_pk))}: a new run needs a new id"
+        )
+    if tx.branch_run(key.thread_pk, run_id) is not None:  # append refuses it, as a revision
+        raise InvalidArgumentError(
+            f"run_id= {quote(run_id)} is the name of a branch of thread "
+            f"{quote(tx.thread_id(key.thread_pk))}, which a run of that id would shadow as a "
+            "revision: a new run needs another id"
         )
     return run_id
 

@@ -125,6 +125,16 @@ def test_fork_refuses_a_run_id_the_thread_has_at_once(store: Any) -> None:
     assert store.fork("r1", run_id="r5")["runId"] == "r5"
 
 
+def test_fork_refuses_a_run_id_that_names_a_branch_of_the_thread_as_append_would_later(
+    store: Any,
+) -> None:
+    store.branch("idea", "r1", thread_id="t")
+    with pytest.raises(InvalidArgumentError, match="the name of a branch of thread 't'"):
+        store.fork("r1", run_id="idea")
+    body = store.fork("r1", run_id="idea2")
+    assert body["runId"] == "idea2"
+
+
 @pytest.mark.parametrize(
     ("call", "said"),
     [
