@@ -242,6 +242,35 @@ def request_body(thread: str, run: str, messages: list[dict[str, Any]] | None = 
     return json.dumps(body).encode()
 
 
+#: A POST of a run to the agent's path.
+AGENT_POST = {"type": "http", "method": "POST", "path": "/agent", "headers": [
+    (b"content-type", b"application/json")]}  # fmt: skip
+
+
+def client_leaving_after(chunks: int, body: bytes) -> tuple[Any, Any, asyncio.Event, list[bytes]]:
+    """``receive`` and ``send`` of a client that posts ``body``, reads ``chunks`` chunks of
+    the response and closes (a disconnect then, as a server says it), the event set as it
+    leaves, and the chunks it got. What is sent after that reaches no one, as a server
+    drops it."""
+    gone = asyncio.Event()
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+    got: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        if pending:
+            return pending.pop()
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and not gone.is_set():
+            got.append(bytes(message.get("body", b"")))
+            if len(got) == chunks:
+                gone.set()
+
+    return receive, send, gone, got
+
+
 def sse(events: list[dict[str, Any]], end: bytes = b"\n") -> list[bytes]:
     """One chunk per event, framed as pydantic-ai frames them (or with ``end`` line ends);
     the JSON is written with spaces so that a re-encoding would show."""
@@ -717,25 +746,8 @@ def test_a_client_gone_from_an_app_that_never_listens_leaves_the_run_with_what_i
     events = run_events("t1", "r1", text="a long answer")
     chunks = sse(events)
     app = streaming_app(chunks, pause=0.01)  # reads its body, then never receives again
-    got: list[bytes] = []
-    gone = asyncio.Event()
-    pending = [{"type": "http.request", "body": request_body("t1", "r1"), "more_body": False}]
-
-    async def receive() -> dict[str, Any]:
-        if pending:
-            return pending.pop()
-        await gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.body" and not gone.is_set():
-            got.append(bytes(message.get("body", b"")))
-            if len(got) == 3:
-                gone.set()  # the client reads three events and closes
-
-    scope = {"type": "http", "method": "POST", "path": "/agent", "headers": [
-        (b"content-type", b"application/json")]}  # fmt: skip
-    asyncio.run(Recorder(app, store=astore)(scope, receive, send))
+    receive, send, _, got = client_leaving_after(3, request_body("t1", "r1"))
+    asyncio.run(Recorder(app, store=astore)(AGENT_POST, receive, send))
     run = store.get_run("r1", thread_id="t1")
     assert run is not None and run.status == "incomplete"
     assert store.events("r1", thread_id="t1") == events[:3]
@@ -756,9 +768,7 @@ def test_a_client_gone_before_the_response_started_leaves_nothing_recorded(
     async def send(message: dict[str, Any]) -> None:  # a server's, to a client gone
         pass
 
-    scope = {"type": "http", "method": "POST", "path": "/agent", "headers": [
-        (b"content-type", b"application/json")]}  # fmt: skip
-    asyncio.run(Recorder(app, store=astore)(scope, receive, send))
+    asyncio.run(Recorder(app, store=astore)(AGENT_POST, receive, send))
     assert store.threads() == []
 
 
@@ -1191,28 +1201,11 @@ def test_a_reconnect_to_a_run_whose_client_has_gone_ends_without_waiting_for_the
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         order.append("the app ended")
 
-    gone = asyncio.Event()
-    pending = [{"type": "http.request", "body": request_body("t1", "r1"), "more_body": False}]
-    got: list[bytes] = []
-
-    async def receive() -> dict[str, Any]:
-        if pending:
-            return pending.pop()
-        await gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.body" and not gone.is_set():
-            got.append(bytes(message.get("body", b"")))
-            if len(got) == 3:
-                gone.set()  # the client reads three events and closes
-
-    scope = {"type": "http", "method": "POST", "path": "/agent", "headers": [
-        (b"content-type", b"application/json")]}  # fmt: skip
+    receive, send, gone, _ = client_leaving_after(3, request_body("t1", "r1"))
 
     async def scenario() -> Response:
         recorder = Recorder(app, store=astore)
-        running = asyncio.ensure_future(recorder(scope, receive, send))
+        running = asyncio.ensure_future(recorder(AGENT_POST, receive, send))
         await gone.wait()
         connect = asyncio.ensure_future(
             call(recorder, request_body("t1", "r2"), path="/agent/connect")
