@@ -272,7 +272,16 @@ class _Pending:
             ):
                 return [raw]
             self.sse = SSEParser()
-        return self.sse.feed(raw)
+        # The events before an oversized one are given; the refusal comes after them
+        # (framer_refusal), so that what the chunk completed first is not lost with it.
+        return self.sse.read(raw)
+
+    def framer_refusal(self) -> Exception | None:
+        """The event stream's first event too large to read, once (``None``: none new)."""
+        error = None if self.sse is None else self.sse.error
+        if error is None or self.failed is not None:
+            return None
+        return error
 
     def unended(self) -> list[bytes]:
         """The data of an event the event stream did not end with a blank line, which the
@@ -560,6 +569,10 @@ class Batcher:
             return
         for raw in raws:
             self.add(raw)
+        refusal = self._pending.framer_refusal()
+        if refusal is not None:
+            with self._changed:
+                self._pending.refuse(refusal)
 
     def flush(self) -> None:
         """Append what is pending now, and wait until it is written."""
@@ -759,6 +772,9 @@ class AsyncBatcher:
             return
         for raw in raws:
             self.add(raw)
+        refusal = self._pending.framer_refusal()
+        if refusal is not None:
+            self._pending.refuse(refusal)
 
     async def flush(self, *, later: bool = True) -> None:
         """Append what is pending now, and wait until it is written; with ``later=False``,

@@ -170,6 +170,32 @@ def test_an_event_that_cannot_be_json_stops_recording_and_is_logged(
     assert "nan is not a JSON number" in caplog.text
 
 
+def test_an_event_stream_event_too_large_to_read_keeps_what_its_chunk_completed_before_it(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A chunk of text/event-stream that completes an event and then starts one too large
+    to hold: the first is recorded, the second refused, by both batchers."""
+    started = b'data: {"type":"RUN_STARTED","threadId":"t","runId":"r1"}\n\n'
+    chunk = started + b"data: " + b"x" * (17 << 20)
+
+    async def asynchronously(path: Path) -> None:
+        async with aio.open(path) as astore:
+            batcher = AsyncBatcher(astore, thread_id="t")
+            batcher.add_event(chunk)
+            await batcher.aclose()
+
+    with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
+        with agui_store.open(db_path) as store:
+            assert list(store.record([chunk], thread_id="t")) == [chunk]
+            assert [e["type"] for e in store.events("r1", thread_id="t")] == ["RUN_STARTED"]
+        other = db_path.with_name("async.db")
+        asyncio.run(asynchronously(other))
+        with agui_store.open(other) as store:
+            assert [e["type"] for e in store.events("r1", thread_id="t")] == ["RUN_STARTED"]
+    assert caplog.text.count("1 event(s) recorded, 1 not") == 2, caplog.text
+    assert "exceeds" in caplog.text
+
+
 def test_an_event_the_store_refuses_stops_the_recording_after_the_events_before_it(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
