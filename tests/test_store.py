@@ -129,6 +129,27 @@ def test_what_grew_since_a_view_is_found_among_the_newest_events_not_every_older
     assert all("events_by_run" not in step for step in plan), plan
 
 
+def test_a_view_older_than_the_events_a_probe_reads_is_taken_for_grown_unread(
+    sqlite_store: Any,
+) -> None:
+    """What grew since a view is read from the events written since, up to a bound: past
+    it, the view is replayed again rather than checked against every one of them."""
+    sqlite_store.append(run("t", "r1"))
+    busy = [{"type": "CUSTOM", "name": "n", "value": i}
+            for i in range(statements.GREW_SINCE_READS)]
+    with sqlite_store.reading() as tx:
+        (pk,) = [pk for pk, in testing.connection(sqlite_store).execute(
+            "SELECT id FROM runs WHERE run_id = 'r1'")]
+        thread = tx.run_thread(pk)
+        seen = tx.next_seq() - 1
+    sqlite_store.append(run("u", "u1", *busy[:-3]))  # the bound less one, in another thread
+    with sqlite_store.reading() as tx:
+        assert not tx.grew_since(thread, pk, seen)
+    sqlite_store.append(run("u", "u2"))  # two more: past the bound
+    with sqlite_store.reading() as tx:
+        assert tx.grew_since(thread, pk, seen)
+
+
 def test_an_sqlite_file_of_something_else_is_not_taken_over(tmp_path: Path) -> None:
     other = tmp_path / "other.db"
     conn = apsw.Connection(str(other))

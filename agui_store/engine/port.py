@@ -540,7 +540,9 @@ class LogReads(Protocol):
         """Whether a run is stored under this lineage digest."""
     def grew_since(self, thread_pk: int, run_pk: int, seq: int) -> bool:
         """Whether a run of the thread keyed at most ``run_pk`` holds an event after ``seq``
-        (the runs of a view's lineage are among them)."""
+        (the runs of a view's lineage are among them), read from what was written since, up
+        to a few thousand events: more than that answers ``True`` unread (a view that old is
+        replayed again, a few milliseconds, rather than checked against all of them)."""
     def runs_with_digests(
         self, thread_pk: int, digests: Sequence[bytes]
     ) -> list[tuple[int, bytes]]:

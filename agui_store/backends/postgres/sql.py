@@ -72,10 +72,24 @@ def lock_thread(thread_id: str) -> str:
     return f"SELECT pg_advisory_xact_lock({THREAD_LOCK_CLASS}, {thread_lock_key(thread_id)})"
 
 
+#: Whether a run of the thread up to run %(view)s holds an event after seq %(seen)s, read
+#: from the newest pages, those written since, up to GREW_SINCE_READS of them (each run's
+#: thread found by its key); more than that answers yes, unread. A range of the primary
+#: key: ``p.run + 0`` keeps the planner off event_pages_by_run, which would walk the pages
+#: of every older run.
+GREW_SINCE_READS = 4096
+GREW_SINCE_PAGES = f"""
+(SELECT count(*) = {GREW_SINCE_READS}
+        OR coalesce(bool_or(p.run + 0 <= %(view)s
+                            AND (SELECT runs.thread FROM runs WHERE runs.id = p.run) = %(thread)s),
+                    false)
+ FROM (SELECT run FROM event_pages WHERE first_seq > %(seen)s ORDER BY first_seq
+       LIMIT {GREW_SINCE_READS}) AS p)"""
 #: What an append of a thread checks, under the thread's lock, of what its store remembers
 #: (``PostgresTransaction.thread_facts``): the thread's newest run, whether it has
 #: branches, the last ``seq`` of each remembered run of the thread (its other runs are left
-#: out), whether a cached view's lineage digest and checkpoint base are still there, and,
+#: out), whether a cached view's lineage digest and checkpoint base are still there and no
+#: run of its lineage grew since it was replayed (GREW_SINCE_PAGES), and,
 #: when asked (``probe``), whether runs of the thread wait to be derived. Its cost must not
 #: grow with the thread: each remembered run is one probe of ``runs_pkey`` (a scalar
 #: subquery, which the planner cannot turn into a walk of ``runs_by_thread``: that walk read
@@ -92,9 +106,7 @@ SELECT (SELECT id FROM runs WHERE thread = %(thread)s ORDER BY id DESC LIMIT 1),
              FROM unnest(%(runs)s::bigint[]) AS known(id)
              WHERE (SELECT runs.thread FROM runs WHERE runs.id = known.id) = %(thread)s),
        EXISTS (SELECT 1 FROM lineage_digests WHERE ids_hash = %(digest)s AND run = %(view)s)
-       AND %(seen)s::bigint IS NOT NULL AND NOT EXISTS (
-           SELECT 1 FROM event_pages AS p WHERE p.first_seq > %(seen)s AND p.run + 0 <= %(view)s
-             AND (SELECT runs.thread FROM runs WHERE runs.id = p.run) = %(thread)s),
+       AND %(seen)s::bigint IS NOT NULL AND NOT """ + GREW_SINCE_PAGES + """,
        %(base)s::bigint IS NULL OR EXISTS (SELECT 1 FROM checkpoints WHERE run = %(base)s),
        %(probe)s::boolean AND EXISTS (
            SELECT 1 FROM underived
@@ -567,14 +579,11 @@ INSERT_DIGEST = (
     "INSERT INTO lineage_digests(ids_hash, run) VALUES (%s, %s) ON CONFLICT DO NOTHING"
 )
 HAS_DIGEST = "SELECT 1 FROM lineage_digests WHERE ids_hash = %s AND run = %s"
-#: Whether a run of a thread up to a run key holds an event after a seq: a range of the
-#: newest pages, those written since (each run's thread found by its key). ``p.run + 0``
-#: keeps the planner off event_pages_by_run, which would walk the pages of every older run;
-#: THREAD_FACTS asks the same.
-GREW_SINCE = """
-SELECT EXISTS (SELECT 1 FROM event_pages AS p WHERE p.first_seq > %(seq)s AND p.run + 0 <= %(run)s
-               AND (SELECT runs.thread FROM runs WHERE runs.id = p.run) = %(thread)s)
-"""
+#: Whether a run of a thread up to a run key holds an event after a seq (THREAD_FACTS asks
+#: it too, of its view): GREW_SINCE_PAGES.
+GREW_SINCE = (
+    "SELECT " + GREW_SINCE_PAGES.replace("%(seen)s", "%(seq)s").replace("%(view)s", "%(run)s")
+)
 #: Lineage rule 3: the thread's runs whose lineage digest is one of an array of digests (a
 #: primary-key probe per digest).
 RUNS_WITH_DIGESTS = """

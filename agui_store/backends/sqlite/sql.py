@@ -346,13 +346,16 @@ WHERE branches.name = ?1 AND (?2 IS NULL OR branches.thread = ?2)
 
 INSERT_DIGEST = "INSERT OR IGNORE INTO lineage_digests(ids_hash, run) VALUES (?, ?)"
 HAS_DIGEST = "SELECT 1 FROM lineage_digests WHERE ids_hash = ? AND run = ?"
-#: Whether a run of a thread up to a run key holds an event after a seq: a range of the
-#: newest events, those written since (each run's thread found by its key). ``+run`` keeps
-#: SQLite off events_by_run, which would walk the events of every older run.
-GREW_SINCE = (
-    "SELECT EXISTS (SELECT 1 FROM event_log WHERE seq > :seq AND +run <= :run "
-    "AND (SELECT thread FROM runs WHERE id = event_log.run) = :thread)"
-)
+#: Whether a run of a thread up to a run key holds an event after a seq, read from the
+#: newest events, those written since, up to GREW_SINCE_READS of them (each run's thread
+#: found by its key); more than that answers yes, unread. A range of the primary key: it
+#: never walks the events of every older run.
+GREW_SINCE_READS = 4096
+GREW_SINCE = f"""
+SELECT count(*) = {GREW_SINCE_READS}
+       OR coalesce(max(e.run <= :run AND (SELECT thread FROM runs WHERE id = e.run) = :thread), 0)
+FROM (SELECT run FROM event_log WHERE seq > :seq ORDER BY seq LIMIT {GREW_SINCE_READS}) AS e
+"""
 #: Lineage rule 3: the runs of a thread whose lineage digest is one of a JSON array of hex
 #: digests. CROSS JOIN keeps the digests the outer loop (a primary-key probe each); a plain
 #: JOIN lets SQLite walk the thread's runs and probe every digest for each.
