@@ -49,8 +49,14 @@ def refuse_unmigratable(conn: Conn, path: str) -> None:
     """Refuse, before anything writes to the file (the switch to WAL, the rewrite of an old
     version, a migration), a file this release cannot migrate: one of a newer version, or
     one whose tables are not those of the version it records. :func:`migrate` asks again
-    under the write lock, where another process may have migrated the file meanwhile."""
-    _refuse_unmigratable(conn, schema_version(conn), path)
+    under the write lock, where another process may have migrated the file meanwhile.
+    Its reads are one snapshot: another process may be creating or migrating the file, and
+    a version read before its commit beside tables read after it tells of neither state."""
+    conn.execute("BEGIN")
+    try:
+        _refuse_unmigratable(conn, schema_version(conn), path)
+    finally:
+        conn.execute("COMMIT")
 
 
 def _refuse_unmigratable(conn: Conn, version: int, path: str) -> None:
