@@ -462,7 +462,7 @@ def test_random_damage_to_the_bytes_either_lands_whole_or_is_refused_cleanly(
         target.attempt(_damaged(text, damage))
 
 
-#: Up to four changes to a text: where (a fraction of its length, as an integer), which
+#: Up to four changes to a text: where (an integer, taken modulo the text's length), which
 #: (flip a byte, delete a few, insert some), and with what. Drawn whole, whatever the text:
 #: what is drawn never depends on the text, so hypothesis sees the same draws for the same
 #: choices whatever a stream holds.
