@@ -625,10 +625,6 @@ def test_a_body_that_is_not_a_run_agent_input_is_logged_and_passes_through(
 def test_a_request_body_larger_than_the_store_takes_is_not_kept_while_the_app_streams_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import tracemalloc
-
-    chunk_size, chunks = 64 * 1024, 256  # 16 MiB, in the chunks a server delivers
-
     async def upload(scope: dict[str, Any], receive: Any, send: Any) -> None:
         received = 0  # the app keeps nothing of it
         while True:
@@ -640,22 +636,53 @@ def test_a_request_body_larger_than_the_store_takes_is_not_kept_while_the_app_st
                     "headers": [(b"content-type", b"text/event-stream")]})
         await send({"type": "http.response.body", "body": sse(run_events("t1", "r1"))[0]})
 
-    async def post(recorder: Any) -> int:
-        sent = 0
+    with agui_store.open(tmp_path / "small.db", max_event_bytes=64 * 1024) as small:
+        astore = AsyncStore(small, writer="thread")
+        try:
+            with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
+                head = b'{"threadId": "t1", "runId": "r1", "x": "'
+                peak, _ = post_large_body(Recorder(upload, store=astore), "/upload", head)
+        finally:
+            asyncio.run(astore.close())
+        assert small.threads() == []
+    assert peak < LARGE_BODY_BYTES // 4  # nothing like the whole body
+    assert "larger than the store takes" in caplog.text
+
+
+LARGE_BODY_PIECE, LARGE_BODY_PIECES = 64 * 1024, 256  # 16 MiB, in the pieces a server delivers
+LARGE_BODY_BYTES = LARGE_BODY_PIECE * LARGE_BODY_PIECES
+
+
+def post_large_body(
+    recorder: Any, path: str, head: bytes, sent: Any = None
+) -> tuple[int, list[bytes]]:
+    """POSTs ``head`` and 16 MiB after it, as a server delivers a large upload, to a client
+    that stays; returns the peak of memory traced while the recorder answered, and the
+    response's body pieces. ``sent``, a hash, is fed every piece of the body."""
+    import tracemalloc
+
+    answer: list[bytes] = []
+
+    async def post() -> int:
+        pieces = 0
 
         async def receive() -> dict[str, Any]:
-            nonlocal sent
-            if sent == chunks:
+            nonlocal pieces
+            if pieces == LARGE_BODY_PIECES:
                 await asyncio.Event().wait()  # the client stays
-            sent += 1
-            body = b'{"threadId": "t1", "runId": "r1", "x": "' if sent == 1 else b"y" * chunk_size
-            return {"type": "http.request", "body": body, "more_body": sent < chunks}
+            pieces += 1
+            body = head if pieces == 1 else b"y" * LARGE_BODY_PIECE
+            if sent is not None:
+                sent.update(body)
+            return {"type": "http.request", "body": body, "more_body": pieces < LARGE_BODY_PIECES}
 
         async def send(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.body" and not message.get("more_body"):
-                raise _Done
+            if message["type"] == "http.response.body":
+                answer.append(message["body"])
+                if not message.get("more_body"):
+                    raise _Done
 
-        scope = {"type": "http", "method": "POST", "path": "/upload",
+        scope = {"type": "http", "method": "POST", "path": path,
                  "headers": [(b"content-type", b"application/json")]}
         tracemalloc.start()
         try:
@@ -665,16 +692,7 @@ def test_a_request_body_larger_than_the_store_takes_is_not_kept_while_the_app_st
         finally:
             tracemalloc.stop()
 
-    with agui_store.open(tmp_path / "small.db", max_event_bytes=64 * 1024) as small:
-        astore = AsyncStore(small, writer="thread")
-        try:
-            with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
-                peak = asyncio.run(post(Recorder(upload, store=astore)))
-        finally:
-            asyncio.run(astore.close())
-        assert small.threads() == []
-    assert peak < chunk_size * chunks // 4  # nothing like the whole body
-    assert "larger than the store takes" in caplog.text
+    return asyncio.run(post()), answer
 
 
 class _Done(Exception):
@@ -952,10 +970,7 @@ def test_a_connect_body_larger_than_the_store_takes_goes_to_the_app_unread_and_e
     tmp_path: Path,
 ) -> None:
     import hashlib
-    import tracemalloc
 
-    chunk_size, chunks = 64 * 1024, 256  # 16 MiB, in the chunks a server delivers
-    head = b'{"threadId": "t1", "runId": "r1", "messages": [], "x": "'
     sent_hash, got_hash = hashlib.sha256(), hashlib.sha256()
 
     async def drain(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -968,46 +983,19 @@ def test_a_connect_body_larger_than_the_store_takes_goes_to_the_app_unread_and_e
                     "headers": [(b"content-type", b"text/plain")]})
         await send({"type": "http.response.body", "body": b"drained"})
 
-    answer: list[bytes] = []
-
-    async def post(recorder: Any) -> int:
-        sent = 0
-
-        async def receive() -> dict[str, Any]:
-            nonlocal sent
-            if sent == chunks:
-                await asyncio.Event().wait()  # the client stays
-            sent += 1
-            body = head if sent == 1 else b"y" * chunk_size
-            sent_hash.update(body)
-            return {"type": "http.request", "body": body, "more_body": sent < chunks}
-
-        async def send(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.body":
-                answer.append(message["body"])
-                if not message.get("more_body"):
-                    raise _Done
-
-        scope = {"type": "http", "method": "POST", "path": "/drain/connect",
-                 "headers": [(b"content-type", b"application/json")]}
-        tracemalloc.start()
-        try:
-            with contextlib.suppress(_Done):
-                await recorder(scope, receive, send)
-            return tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-
+    head = b'{"threadId": "t1", "runId": "r1", "messages": [], "x": "'
     with agui_store.open(tmp_path / "small.db", max_event_bytes=64 * 1024) as small:
         small.append(run_events("t1", "r1"), input=request_body("t1", "r1"))
         astore = AsyncStore(small, writer="thread")
         try:
-            peak = asyncio.run(post(Recorder(drain, store=astore)))
+            peak, answer = post_large_body(
+                Recorder(drain, store=astore), "/drain/connect", head, sent=sent_hash
+            )
         finally:
             asyncio.run(astore.close())
     assert answer == [b"drained"]  # the app's answer, not a reconnect's
     assert got_hash.digest() == sent_hash.digest()
-    assert peak < chunk_size * chunks // 4  # nothing like the whole body
+    assert peak < LARGE_BODY_BYTES // 4  # nothing like the whole body
 
 
 def test_an_unowned_body_larger_than_the_store_takes_is_refused_unread(tmp_path: Path) -> None:
