@@ -11,10 +11,10 @@ await astore.close()
 
 Reads run on the store's own worker thread, one at a time and in the order they were made,
 so the loop never waits for SQLite; they hand their results back as they are (no copies).
-Writes that parse and replay events (``append``, ``import_file``, ``derive``, ``compact``)
-go one step further, to a writer process (:mod:`agui_store._writer`, started with the
-AsyncStore): parsing and replaying hold the GIL, and on a thread a 4 MB event kept the loop
-from running for tens of milliseconds. A second thread only hands each write over and waits
+Writes that parse and replay events (``append``, ``import_file``, ``derive``, ``compact``,
+``rebuild``) go one step further, to a writer process (:mod:`agui_store._writer`, started
+with the AsyncStore): parsing and replaying hold the GIL, and on a thread a 4 MB event kept
+the loop from running for tens of milliseconds. A second thread only hands each write over and waits
 on a pipe, so reads never queue behind writes. ``writer="thread"`` keeps writes on the worker
 thread (always so for ``:memory:``, which another process cannot open).
 
@@ -280,6 +280,7 @@ class AsyncStore:
     append = _off_loop(Store.append, parses=True)
     derive = _off_loop(Store.derive, parses=True)
     compact = _off_loop(Store.compact, parses=True)
+    rebuild = _off_loop(Store.rebuild, parses=True)
     import_file = _off_loop(Store.import_file, parses=True)
     # On the worker thread, not the writer process: they take file objects and callbacks.
     export_archive = _off_loop(Store.export_archive)

@@ -69,6 +69,7 @@ def test_every_command_has_help_with_an_example() -> None:
         "branch",
         "branches",
         "compact",
+        "rebuild",
         "export",
         "check",
         "demo",

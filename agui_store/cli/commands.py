@@ -76,6 +76,7 @@ EXAMPLES = {
     "branches": "agui-store branches --thread t1",
     "check": "agui-store check --db chat.db",
     "compact": "agui-store compact --thread t1",
+    "rebuild": "agui-store rebuild --thread t1",
     "diff": "agui-store diff main retry --thread t1 --stat",
     "fork": "agui-store fork run-1 --thread t1 > next-input.json",
     "export": "agui-store export run-2 --reconnect-stream --format sse",
@@ -877,6 +878,16 @@ def cmd_compact(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_rebuild(store: Store, args: argparse.Namespace, out: TextIO) -> int:
+    """``rebuild``: derive again from the log what was derived from it; says how much."""
+    derived = store.rebuild(args.thread, scope=args.owner)
+    if args.json:
+        _write_json(out, {"runsDerived": derived})
+    else:
+        out.write(f"derived {counted(derived, 'run')} again from the log\n")
+    return 0
+
+
 def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``export REF``: a run's history as JSON, JSON Lines or SSE; ``--reconnect-stream``: the
     short stream that restores it (``--compacted``, its old name, still works for now);
@@ -1482,6 +1493,8 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
     "diff": (cmd_diff, "compare two runs: each side since their merge base (or --two-dot)"),
     "fork": (cmd_fork, "print the RunAgentInput that starts a new run from a past one"),
     "compact": (cmd_compact, "write checkpoints for complete runs that lack one"),
+    "rebuild": (cmd_rebuild, "derive again from the log what was derived from it (checkpoints, "
+                "lineage digests, search rows): what check reports as differing from the log"),
     "export": (cmd_export, "a run's history, or the stream that restores it, as JSON/JSONL/SSE"),
     "check": (cmd_check, "check the store's integrity (exit 1 on any problem)"),
     "demo": (cmd_demo, "record a demo conversation with a branch and show it"),
@@ -1511,7 +1524,7 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
 NEEDS_NO_STORE = frozenset({"validate-artifact", "copy", "ui"})
 #: The commands that write the store: Ctrl-C says what became of their transaction.
 WRITES_THE_STORE = frozenset(
-    {"import", "branch", "compact", "demo", "copy", "delete", "prune", "purge"}
+    {"import", "branch", "compact", "rebuild", "demo", "copy", "delete", "prune", "purge"}
 )
 #: The commands that may create the store file; every other one needs it to exist, so that a
 #: mistyped ``--db`` is an error instead of a new empty store left behind.
@@ -1702,6 +1715,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ref", nargs="?", metavar="REF",
                    help="a run (and its ancestors); default: everything")
     p.add_argument("--thread", type=thread_name, help="only this thread")
+    p = parsers["rebuild"]
+    p.add_argument("--thread", type=thread_name, help="only this thread (default: every thread)")
+    p.add_argument("--owner", metavar="SCOPE", type=owner_name, help="only this owner's threads")
     p = parsers["export"]
     p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
     p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)

@@ -16,6 +16,7 @@ thread is absent, not forbidden (docs/design/behaviour.md#live-recording). Writt
 
 from __future__ import annotations
 
+import sys
 import uuid
 from dataclasses import dataclass
 
@@ -135,6 +136,17 @@ def threads_to_derive(
     if thread_id:
         return [require_thread(tx, thread_id, scope, where)]
     return owned_threads(tx, scope)
+
+
+def threads_to_rebuild(
+    tx: port.Reading, thread_id: str | None, scope: str | None, where: str
+) -> list[int]:
+    """The threads ``rebuild`` covers: ``thread_id`` alone (a thread of ``scope``), or every
+    thread ``scope`` may touch, oldest first."""
+    arguments.check_scope(scope)
+    if thread_id is not None:
+        return [require_thread(tx, thread_id, scope, where)]
+    return tx.thread_pks(None, sys.maxsize) if scope is None else tx.owned_thread_pks(scope)
 
 
 def runs_to_compact(

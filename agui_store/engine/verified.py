@@ -143,6 +143,16 @@ def verified_runs(
     return inputs
 
 
+def verify_logs(tx: port.Reading, pks: Sequence[int]) -> None:
+    """Runs' records, inputs and events checked against their hashes, nothing decoded:
+    what a rebuild derives from (:meth:`agui_store.engine.writes.Writes.rebuild`)."""
+    rows: dict[int, list[Any]] = {}
+    for run_pk, seq, kind, payload, refs in tx.events_of_runs(pks):
+        rows.setdefault(run_pk, []).append((seq, kind, payload, refs))
+    verified_runs(tx, pks)
+    verify_batches(tx, pks, rows)
+
+
 def verify_batches(
     tx: port.Reading,
     pks: Sequence[int],

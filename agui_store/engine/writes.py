@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import cache, derivation, gc_pause, intake, placement, port
+from agui_store.engine import (
+    cache,
+    checkpoints,
+    derivation,
+    gc_pause,
+    intake,
+    placement,
+    port,
+    verified,
+)
 from agui_store.errors import InvalidEventError
 from agui_store.records import AppendResult, ImportResult
 
@@ -36,6 +45,10 @@ CHECKPOINT_EVENTS = 1
 #: a run longer than four times that is cut, and continued by the next batch.
 IMPORT_BATCH_EVENTS = 1000
 IMPORT_BATCH_BYTES = 2 * 1024 * 1024
+
+#: A rebuild checks the log of this many runs at a time against their hashes (their events
+#: are read, not decoded).
+REBUILD_VERIFY_RUNS = 256
 
 
 class Writes:
@@ -152,3 +165,25 @@ class Writes:
         later). Returns how many were written."""
         self.memory.notice_other_writes(tx)
         return self.deriver.write_checkpoints(tx, threads, run_pks)
+
+    def rebuild(self, tx: port.Writing, threads: Sequence[int]) -> int:
+        """Drop what was derived in ``threads`` (their runs' checkpoints, lineage digests and
+        search rows, with the blobs no other checkpoint uses) and derive it again from their
+        logs, which are first checked against the hashes they were written with: a log
+        edited since is refused, not derived from. Returns how many runs were derived."""
+        self.memory.notice_other_writes(tx)
+        runs = {thread_pk: tx.thread_run_pks(thread_pk) for thread_pk in threads}
+        every = [pk for pks in runs.values() for pk in pks]
+        for at in range(0, len(every), REBUILD_VERIFY_RUNS):
+            verified.verify_logs(tx, every[at : at + REBUILD_VERIFY_RUNS])
+        for thread_pk, pks in runs.items():
+            dropped: set[int] = set()
+            for pk in pks:  # in key order: a lineage's root comes before the runs below it
+                if pk not in dropped:
+                    dropped.update(checkpoints.drop_derived_from(tx, pk))
+            complete = [pk for pk in pks if verified.status(tx, pk) != "incomplete"]
+            if complete:
+                self.deriver.leave_underived(tx, thread_pk, complete)
+        derived = sum(self.deriver.derive_underived(tx, pk) for pk in threads)
+        self.memory.remember_version(tx)
+        return derived

@@ -21,7 +21,8 @@ __all__ = ["AppendVerbs"]
 
 class AppendVerbs(Facade):
     """``Store``'s verbs that record: :meth:`append`, :meth:`import_file` and
-    :meth:`record`, and :meth:`derive` and :meth:`compact` for what is derived from the log."""
+    :meth:`record`, and :meth:`derive`, :meth:`compact` and :meth:`rebuild` for what is
+    derived from the log."""
 
     @gc_pause.pausing  # its collections would only walk what the call is about to drop
     def append(
@@ -153,3 +154,19 @@ class AppendVerbs(Facade):
         with self.writing() as tx:
             selected = revisions.runs_to_compact(tx, run_or_ref, thread_id, scope, self.path)
             return self._writes.compact(tx, *selected)
+
+    @gc_pause.pausing  # its collections would only walk the views it is about to drop
+    def rebuild(self, thread_id: str | None = None, *, scope: str | None = None) -> int:
+        """Derive again from the log everything derived from it, in a thread or everywhere
+        (with a ``scope``: that owner's threads): each run's lineage digest and search index
+        rows, and checkpoints as ``append`` writes them. Returns how many runs were derived.
+
+        Derived data is dropped and written again, never edited; the log is not touched. It
+        repairs what ``check()`` reports as derived data that differs from a replay of the
+        log. The runs' events are first checked against their hashes: if any was edited,
+        :class:`~agui_store.HashMismatchError` names the run and nothing changes. One write
+        transaction: the whole selection is rebuilt, or none of it.
+        """
+        with self.writing() as tx:
+            threads = revisions.threads_to_rebuild(tx, thread_id, scope, self.path)
+            return self._writes.rebuild(tx, threads)

@@ -37,7 +37,7 @@ import pytest
 
 import agui_store
 from agui_store import CorruptStoreError, HashMismatchError, IntegrityError, cli, testing
-from tests.backends import is_postgres, placeholder, postgres_owner
+from tests.backends import dump, is_postgres, placeholder, postgres_owner
 from tests.workers.harness import worker_env
 
 T = "t"
@@ -858,3 +858,65 @@ def test_a_run_hash_follows_its_batches_and_its_parent_and_is_final_once_complet
         )
         assert run_of(store, "a") == final  # a child does not change its parent
         assert store.check().ok
+
+
+# --- rebuilding derived data from the log -------------------------------------------------
+
+
+def test_rebuild_derives_again_what_forged_derived_data_made_differ_from_the_log(
+    db: str,
+) -> None:
+    before = {run: checkout(db, run) for run in ("r1", "r2", "r3")}
+    forged = "CAST(replace(CAST(data AS TEXT), '\"and two?\"', '\"and FORGED?\"') AS BLOB)"
+    pg_forged = (
+        "convert_to(replace(convert_from(data, 'UTF8'), '\"and two?\"', '\"and FORGED?\"'), "
+        "'UTF8')"
+    )
+    edit(
+        db,
+        {
+            "sqlite": f"UPDATE blobs SET data = {forged}, hash = sha256({forged}) "
+            """WHERE CAST(data AS TEXT) LIKE '%"and two?"%'""",
+            "postgres": f"UPDATE blobs SET data = {pg_forged}, hash = sha256({pg_forged}) "
+            """WHERE position(convert_to('"and two?"', 'UTF8') in data) > 0""",
+        },
+        {
+            "sqlite": "UPDATE lineage_digests SET ids_hash = sha256(CAST('x' AS BLOB)) "
+            "WHERE run = 1",
+            "postgres": "UPDATE lineage_digests SET ids_hash = sha256('x'::bytea) WHERE run = 1",
+        },
+        _on_search_rows("DELETE FROM {rows} WHERE run = 1"),
+    )
+    found = problems(db)
+    for named in (
+        f"derived: the lineage digest of {R1} is ",
+        f"derived: the checkpoint of {R2} differs from a replay of the log",
+    ):
+        assert any(p.startswith(named) for p in found), "\n".join(found)
+    with agui_store.open(db) as store:
+        assert not store.search("one")
+        assert store.rebuild(thread_id=T) == 2  # r1 and r2; r3 is live
+        assert [hit.message_id for hit in store.search("one")] == ["m-r1"]
+        assert sorted(hit.message_id for hit in store.search("two")) == ["m-r2", "u2"]
+    assert problems(db) == []
+    assert {run: checkout(db, run) for run in ("r1", "r2", "r3")} == before
+
+
+def test_rebuild_refuses_a_log_edited_since_and_leaves_the_store_as_it_was(db: str) -> None:
+    edit(db, R2_ANSWER_EDITED)
+    held = dump(db)
+    with agui_store.open(db) as store, pytest.raises(HashMismatchError) as caught:
+        store.rebuild()
+    assert caught.value.run_id == "r2"
+    assert "its events at seq" in str(caught.value)
+    assert dump(db) == held
+
+
+def test_rebuild_of_every_thread_writes_again_a_blob_edited_in_place(db: str) -> None:
+    before = {run: checkout(db, run) for run in ("r1", "r2", "r3")}
+    edit(db, R2_BLOB_EDITED)
+    assert any(p.startswith("blobs: blob ") for p in problems(db))
+    with agui_store.open(db) as store:
+        assert store.rebuild() == 2
+    assert problems(db) == []
+    assert {run: checkout(db, run) for run in ("r1", "r2", "r3")} == before
