@@ -24,6 +24,11 @@ first :data:`MAX_WORD` characters, in the text and in a query alike.
 - ``hot*`` a prefix: any word starting with ``hot`` (on a phrase, its last word);
 - ``-porto`` or ``-"porto hotel"``: messages holding it are left out.
 
+Quotes and minus signs pasted from documents and chat apps read as typed ones
+(:data:`DOUBLE_QUOTES`, :data:`SINGLE_OPENING_QUOTES`, :data:`MINUS_SIGNS`):
+curly, low and fullwidth quotes make a phrase, and a minus sign or a fullwidth one
+leaves a term out.
+
 A term that folds into several words (``e-mail``) is the phrase of them. A query with no
 term to find, an unclosed quote, or a ``*`` or ``-`` anywhere else raises
 :class:`~agui_store.errors.InvalidArgumentError` saying what is wrong.
@@ -417,9 +422,32 @@ def _bad(query: str, why: str) -> InvalidArgumentError:
     return InvalidArgumentError(f"search query {query!r}: {why}")
 
 
-# A term: an optional '-', then a quoted phrase (possibly unclosed) or a bare word, each
-# with an optional trailing '*'.
-_TERM = re.compile(r'(-?)(?:"([^"]*)("?)|([^\s"]+))')
+#: What the query language reads as a quote around a phrase: the ASCII ``"``, the curly and
+#: low double quotes word processors and chat apps write (U+201C to U+201F: English
+#: ``\u201c...\u201d``, German ``\u201e...\u201c``, Swedish ``\u201d...\u201d``), guillemets
+#: (U+00AB, U+00BB) and the fullwidth U+FF02; any of them closes a phrase any of them
+#: opened, as pasted text mixes them. Single curly quotes make a phrase too (opened by
+#: U+2018, U+201A or U+201B, closed by U+2019 or U+2018), but only opened where a term begins
+#: and closed before a space, a ``*`` or the end, since U+2019 is also the apostrophe inside
+#: a word (``don\u2019t``); the ASCII ``'`` is not a quote.
+DOUBLE_QUOTES = '"\u201c\u201d\u201e\u201f\uff02\u00ab\u00bb'
+SINGLE_OPENING_QUOTES = "\u2018\u201a\u201b"
+SINGLE_CLOSING_QUOTES = "\u2019\u2018"
+#: What the query language reads as the minus that leaves a term out, where a term begins:
+#: the ASCII ``-``, the minus sign U+2212, and the fullwidth and small hyphen-minus U+FF0D
+#: and U+FE63 (dashes are punctuation: ``porto \u2014 hotel`` is two words).
+MINUS_SIGNS = "-\u2212\uff0d\ufe63"
+
+_CLOSES_SINGLE = rf"[{SINGLE_CLOSING_QUOTES}](?=[\s*]|\Z)"
+# A term: an optional minus, then a phrase in double or single quotes (possibly unclosed)
+# or a bare word, each with an optional trailing '*'.
+_TERM = re.compile(
+    rf"([{MINUS_SIGNS}]?)(?:"
+    rf"[{DOUBLE_QUOTES}]([^{DOUBLE_QUOTES}]*)([{DOUBLE_QUOTES}]?)"
+    rf"|[{SINGLE_OPENING_QUOTES}]((?:(?!{_CLOSES_SINGLE}).)*)({_CLOSES_SINGLE})?"
+    rf"|([^\s{DOUBLE_QUOTES}]+))",
+    re.DOTALL,
+)
 
 
 def parse(query: str) -> Query:
@@ -445,9 +473,11 @@ def parse(query: str) -> Query:
         found = _TERM.match(query, at)
         if found is None:  # a lone '-' before a space or the end
             raise _bad(query, "a '-' must be followed by the word or phrase to leave out")
-        minus, phrase, closing, bare = found.groups()
+        minus, double, closing, single, single_closing, bare = found.groups()
+        phrase = double if double is not None else single
+        closing = closing if double is not None else single_closing
         at = found.end()
-        if bare == "-":
+        if bare is not None and len(bare) == 1 and bare in MINUS_SIGNS:
             raise _bad(query, "a '-' must be followed by the word or phrase to leave out")
         if phrase is not None:
             if not closing:
@@ -929,9 +959,13 @@ def _matched_words(exact: frozenset[str], prefixes: tuple[str, ...]) -> re.Patte
 
 
 __all__ = [
+    "DOUBLE_QUOTES",
     "MAX_QUERY",
     "MAX_TERMS",
     "MAX_WORD",
+    "MINUS_SIGNS",
+    "SINGLE_CLOSING_QUOTES",
+    "SINGLE_OPENING_QUOTES",
     "SNIPPET_WORDS",
     "Query",
     "Term",

@@ -86,12 +86,16 @@ def queries(draw: st.DrawFn, texts: list[list[str]]) -> str:
         at = draw(st.integers(0, len(words) - 1))
         kind = draw(st.sampled_from(["word", "prefix", "phrase", "exclude"]))
         if kind == "phrase" and at + 1 < len(words):
-            term = '"' + " ".join(words[at : at + 2]) + '"'
+            # Quotes as typed, or as pasted from a document or a chat app.
+            opening, closing = draw(st.sampled_from(['""', "\u201c\u201d", "\u201e\u201c",
+                                                     "\uff02\uff02", "\u2018\u2019"]))
+            term = opening + " ".join(words[at : at + 2]) + closing
         elif kind == "prefix":
             term = words[at][: draw(st.integers(1, len(words[at])))] + "*"
         else:
             term = words[at]
-        terms.append(("-" if kind == "exclude" and i > 0 else "") + term)
+        minus = draw(st.sampled_from(["-", "\u2212", "\uff0d"]))
+        terms.append((minus if kind == "exclude" and i > 0 else "") + term)
     return " ".join(terms)
 
 
@@ -399,6 +403,9 @@ def test_the_last_page_names_no_next_one_when_the_limit_divides_the_hits(
         ('"in port*"', "a phrase holds no '\\*'; one after its closing quote"),
         ("!!!", "holds no word"),
         ("porto -", "'-' must be followed"),
+        ("porto \u2018hotel", "not closed"),
+        ("\u201cporto hotel", "not closed"),
+        ("porto \uff0d", "'-' must be followed"),
     ],
 )
 def test_a_query_of_the_wrong_shape_says_what_is_wrong(
@@ -518,3 +525,33 @@ def test_chinese_and_japanese_are_found_by_any_run_of_their_characters(
             assert {(h.thread_id, h.run_id, h.message_id) for h in store.search(query)} == (
                 brute_force(store, query)
             )
+
+
+@pytest.mark.parametrize(
+    ("pasted", "typed"),
+    [
+        ("\u201cporto hotel\u201d", '"porto hotel"'),  # “…”
+        ("\u201eporto hotel\u201c", '"porto hotel"'),  # „…“
+        ("\u201dporto hotel\u201d", '"porto hotel"'),  # ”…”
+        ("\uff02porto hotel\uff02", '"porto hotel"'),  # fullwidth
+        ("\u00abporto hotel\u00bb", '"porto hotel"'),  # guillemets
+        ("\u2018porto hotel\u2019", '"porto hotel"'),  # single curly quotes
+        ("\u201aporto hotel\u2018*", '"porto hotel"*'),  # low and high, then a prefix
+        ("hotel \uff0driver", "hotel -river"),  # fullwidth minus
+        ("hotel \u2212\u201cthe river\u201d", 'hotel -"the river"'),  # minus sign
+        ("\u2018don\u2019t go\u2019", '"don t go"'),  # an apostrophe inside a phrase
+        ("don\u2019t", '"don t"'),  # an apostrophe in a word is no quote
+        ("porto \u2014 hotel", "porto hotel"),  # a dash is punctuation, not a minus
+    ],
+)
+def test_pasted_quotes_and_minus_signs_read_as_typed_ones(
+    store_location: str, pasted: str, typed: str
+) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(conversation(
+            "t", "r1", "the Porto hotel by the river", "a hotel in Porto", "Porto hotels",
+            "don't go to the hotel", "hotel porto, the river",
+        ))
+        found = {(h.thread_id, h.run_id, h.message_id) for h in store.search(pasted)}
+        assert found == brute_force(store, typed) == brute_force(store, pasted)
+        assert found != set()
