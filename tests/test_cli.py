@@ -566,7 +566,7 @@ def test_search_prints_a_hit_a_line_newest_first_and_names_the_next_page(tmp_pat
     assert f"{thread}  run-2  user  And in [Porto]?" in out
     page = cli("search", "weather", "--limit", "1", db=db)
     assert page.stdout.count("\n") == 1
-    assert "more: agui-store search weather --limit 1 --cursor " in page.stderr
+    assert "next page: agui-store search weather --limit 1 --cursor " in page.stderr
     hits = json.loads(cli("search", "get_weather", "--thread", thread, "--json", db=db).stdout)
     assert {h["toolName"] for h in hits} == {"get_weather"}
     assert all(h["snippet"].startswith("[get]_[weather]") for h in hits)
@@ -586,7 +586,7 @@ def test_search_takes_words_given_apart_as_one_query_and_a_word_to_leave_out_aft
     assert left_out == cli("search", "porto -cooler", db=db).stdout
     assert left_out and "cooler" not in left_out.lower()
     page = cli("search", "--db", str(db), "--limit", "1", "porto", "--", "-cooler")
-    assert "more: agui-store search 'porto -cooler' --limit 1 --cursor " in page.stderr
+    assert "next page: agui-store search 'porto -cooler' --limit 1 --cursor " in page.stderr
     proc = cli("search", "porto", "-cooler", db=db, ok=False)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == (
@@ -612,8 +612,8 @@ def test_the_next_page_command_of_a_search_works_pasted_whatever_begins_with_a_d
                          scope="-al")
     first = cli("search", "--db", str(db), "--limit", "1", "--thread=-t", "--owner=-al",
                 "--", "-hotel", "porto")
-    [more] = [line for line in first.stderr.splitlines() if line.startswith("more: ")]
-    pasted = shlex.split(more.removeprefix("more: "))
+    [more] = [line for line in first.stderr.splitlines() if line.startswith("next page: ")]
+    pasted = shlex.split(more.removeprefix("next page: "))
     assert pasted[:2] == ["agui-store", "search"]
     second = cli(*pasted[1:])
     assert second.stdout.startswith("-t  r1  user  [porto] 1")
@@ -638,7 +638,7 @@ def test_a_next_page_command_printed_where_the_encoding_lacks_its_words_works_pa
     env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
     env["PYTHONIOENCODING"] = "ascii"
     for argv, prefix in (
-        (["search", "東京", "--thread", "東京", "--limit", "1"], "more: "),
+        (["search", "東京", "--thread", "東京", "--limit", "1"], "next page: "),
         (["log", "--thread", "東京", "--limit", "1"], "next page: "),
     ):
         first = subprocess.run([sys.executable, "-m", "agui_store", "--db", str(db), *argv],

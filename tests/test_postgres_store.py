@@ -1543,7 +1543,7 @@ def test_the_commands_the_cli_prints_to_paste_name_the_database_without_its_pass
     printed = capsys.readouterr()
     said = printed.out + printed.err
     assert "see it in the browser: agui-store ui 'postgresql:///" in said
-    assert "next page: agui-store --db " in said and "more: agui-store search the" in said
+    assert "next page: agui-store --db " in said and "next page: agui-store search the" in said
     assert "s3cret" not in said
 
 

@@ -1444,7 +1444,7 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         options += ["--json"] if args.json else []
         words = with_positional(["agui-store", "search"], query, options)
         command = shell_command(words, _encoding(sys.stderr))
-        sys.stderr.write(f"more: {command}\n")
+        sys.stderr.write(f"next page: {command}\n")
     return 0
 
 
