@@ -567,7 +567,9 @@ def test_search_prints_a_hit_a_line_newest_first_and_names_the_next_page(tmp_pat
     page = cli("search", "weather", "--limit", "1", db=db)
     assert page.stdout.count("\n") == 1
     assert "next page: agui-store search weather --limit 1 --cursor " in page.stderr
-    hits = json.loads(cli("search", "get_weather", "--thread", thread, "--json", db=db).stdout)
+    found = json.loads(cli("search", "get_weather", "--thread", thread, "--json", db=db).stdout)
+    hits = found["hits"]
+    assert found["nextCursor"] is None  # the last page
     assert {h["toolName"] for h in hits} == {"get_weather"}
     assert all(h["snippet"].startswith("[get]_[weather]") for h in hits)
     assert cli("search", "porto", "--owner", "someone", db=db).stdout == ""
@@ -593,6 +595,23 @@ def test_search_takes_words_given_apart_as_one_query_and_a_word_to_leave_out_aft
         "agui-store search: unrecognized arguments: -cooler (a -word to leave out goes after "
         "--: agui-store search porto -- -hotel)\n"
     )
+
+
+def test_search_json_carries_the_cursor_that_continues_past_its_page(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    cli("demo", db=db)
+    every = json.loads(cli("search", "porto", "--limit", "1000", "--json", db=db).stdout)
+    assert every["nextCursor"] is None and len(every["hits"]) >= 3
+    pages, cursor = [], []
+    while True:
+        page = json.loads(cli("search", "porto", "--limit", "2", *cursor, "--json",
+                              db=db).stdout)
+        pages += page["hits"]
+        if page["nextCursor"] is None:
+            break
+        assert page["nextCursor"] == page["hits"][-1]["cursor"]
+        cursor = ["--cursor", page["nextCursor"]]
+    assert pages == every["hits"]
 
 
 def test_the_next_page_command_of_a_search_works_pasted_whatever_begins_with_a_dash(

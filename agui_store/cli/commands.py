@@ -1420,8 +1420,9 @@ def _erasure_options(parser: argparse.ArgumentParser) -> None:
 def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``search WORD...``: the messages the query finds, newest first, one a line: thread,
     run, role (and tool), snippet with the matched words marked (bold on a terminal,
-    ``[like this]`` otherwise; ``--json``: the hits). A full page names the command for the
-    next one on stderr."""
+    ``[like this]`` otherwise; ``--json``: ``{"hits": [...], "nextCursor": ...}``, the
+    cursor ``--cursor`` continues after, ``null`` on the last page). A full page names the
+    command for the next one on stderr."""
     if not args.query:
         raise UsageError("give the words to find: agui-store search porto hotel")
     # Words given apart are one query, as if quoted together (the shell took the quotes).
@@ -1429,7 +1430,8 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     hits = store.search(query, thread_id=args.thread, scope=args.owner, limit=args.limit,
                         cursor=args.cursor)
     if args.json:
-        out.write(json.dumps(hits.to_json(), indent=2, ensure_ascii=False) + "\n")
+        document = {"hits": hits.to_json(), "nextCursor": hits.next_cursor}
+        out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     else:
         bold = _in_colour(out)
         marks = ("\033[1m", "\033[0m") if bold else ("[", "]")
