@@ -190,6 +190,9 @@ def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
     while hi < len(spans) and sum(weight[first + 1 : hi + 1]) <= 8 + 1e-9:
         hi += 1
     pieces = [("…", False)] if lo > 0 else []
+    # The punctuation right before the first word, when a space or the start is before it.
+    lead = re.search(r"(?:^|(?<=\s))(?:(?!\s)[\W_]){1,8}\Z", text[: spans[lo][0]])
+    pieces.append(("" if lead is None else lead.group(), False))
     for i in range(lo, hi):
         if i > lo:
             gap = re.sub(r"\s+", " ", text[spans[i - 1][1] : spans[i][0]])
@@ -381,6 +384,24 @@ def test_a_snippet_cuts_between_whole_characters_as_a_reader_sees_them() -> None
         assert tail == whole * (len(tail) // len(whole))
 
 
+def test_a_snippet_of_json_starts_where_a_token_does_not_inside_one() -> None:
+    keys = ", ".join(f'"k{i}": "v"' for i in range(12))
+    result = f'{{{keys}, "city": "porto", "nights": 2}}'
+    shown = "".join(text for text, _ in testing.search_snippet(result, "porto"))
+    assert shown == '…"v", "k9": "v", "k10": "v", "k11": "v", "city": "porto", "nights": 2}'
+    whole = '{"results": [{"city": "porto"}]}'
+    assert testing.search_snippet(whole, "results") == [
+        ('{"', False), ("results", True), ('": [{"city": "porto"}]}', False),
+    ]
+    # Punctuation is left out when a word stands right before it, or when it runs long.
+    assert testing.search_snippet("refund_order porto", "order") == [
+        ("refund_", False), ("order", True), (" porto", False),
+    ]
+    assert testing.search_snippet("see " + "=" * 20 + "porto", "porto") == [
+        ("see " + "=" * 20, False), ("porto", True),
+    ]
+
+
 def test_a_snippet_marks_what_it_leaves_out_and_squeezes_whitespace() -> None:
     text = "  ".join(f"w{i}" for i in range(30)) + " the Porto\n\nhotel, by the sea. " + "y" * 90
     assert testing.search_snippet(text, "porto") == [
@@ -388,7 +409,7 @@ def test_a_snippet_marks_what_it_leaves_out_and_squeezes_whitespace() -> None:
         (" hotel, by the sea. " + "y" * 64 + "…", False),
     ]
     assert testing.search_snippet("(Porto) is  nice.", "porto") == [
-        ("Porto", True), (") is nice.", False),
+        ("(", False), ("Porto", True), (") is nice.", False),
     ]
     assert testing.search_snippet("Nothing here, at all!", "porto") == [
         ("Nothing here, at all!", False),

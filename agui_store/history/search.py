@@ -517,8 +517,9 @@ def snippet(text: str, query: Query, width: int = SNIPPET_WORDS) -> list[tuple[s
     ``(text, matched)`` pieces in order, ``matched`` for each word a one-word term finds
     and for each word of a phrase where the whole phrase stands (a phrase's word alone is
     not marked: ``京`` in ``京都`` is not when searching ``東京``). At most ``width`` words of
-    context on each side; ``…`` marks words left out. The piece starts at a word;
-    whitespace runs in it show as one space."""
+    context on each side; ``…`` marks words left out. The piece starts at a word, or at the
+    punctuation right before it (:func:`_with_punctuation_before`); whitespace runs in it
+    show as one space."""
     single = [t for t in query.found if len(t.words) == 1]
     exact = frozenset(t.words[0] for t in single if not t.prefix)
     prefixes = tuple(t.words[0] for t in single if t.prefix)
@@ -821,7 +822,7 @@ def _pieces(
 
     if cut_before:
         plain("…")
-    at = start
+    at = start = _with_punctuation_before(text, start)
     for s, e in marked:
         word = text[s : s + len(_upto(text[s:e], SNIPPET_PIECE))]
         if s == at and pieces and pieces[-1][1]:  # words written without a space: one mark
@@ -841,6 +842,25 @@ def _pieces(
         rest = " " + rest
     plain(rest)
     return pieces
+
+
+#: The most punctuation a snippet shows before its first word (:func:`_with_punctuation_before`).
+LEADING_PUNCTUATION = 8
+
+
+def _with_punctuation_before(text: str, start: int) -> int:
+    """Where a snippet whose first word begins at ``start`` starts: before the punctuation
+    that stands right before that word, when a space or the text's start stands before it
+    and it is at most :data:`LEADING_PUNCTUATION` characters (``{"``, ``("``, an opening
+    quote), so that the snippet begins where a token does: ``{"city": "porto"``, not
+    ``city": "porto"``; else at the word."""
+    at = start
+    while at > 0 and start - at < LEADING_PUNCTUATION:
+        before = text[at - 1]
+        if before.isspace() or before.isalnum():
+            break
+        at -= 1
+    return at if at == 0 or text[at - 1].isspace() else start
 
 
 _NOT_SPACE = re.compile(r"\S+")
