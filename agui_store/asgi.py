@@ -672,7 +672,11 @@ class Recorder:
                 ]
                 sent = max([after, *(seq for seq, _ in head if seq is not None)])
             else:
-                head, sent = await _snapshot(store, run.run_id, reads, after, live is not None)
+                read = await _snapshot(store, run.run_id, reads, after, live is not None)
+                if read is None:
+                    await _reply(send, 404, b"no such thread")  # erased since it was found
+                    return
+                head, sent = read
             await send(
                 {
                     "type": "http.response.start",
@@ -708,34 +712,45 @@ async def _find_run(store: Any, ids: _Ids, reads: dict[str, Any]) -> Any:
 
 
 async def _snapshot(
-    store: Any, run_id: str, reads: dict[str, Any], after: int | None, live: bool
-) -> tuple[list[tuple[int | None, bytes]], int]:
-    """What a reconnecting client is sent before the live rest, and its cursor.
+    store: AsyncStore, run_id: str, reads: dict[str, Any], after: int | None, live: bool
+) -> tuple[list[tuple[int | None, bytes]], int] | None:
+    """What a reconnecting client is sent before the live rest, and its cursor (``None``:
+    the run was erased since it was found).
 
-    The reads are repeated until the run's cursor is the same before and after them, so that
-    the hydration and the cursor describe the same moment of a run that is being written.
+    Read in one read transaction, on the store's worker thread: the hydration and the cursor
+    describe the same moment of the run, however fast it is being written meanwhile.
     """
-    for _ in range(20):
-        before = await store.get_run(run_id, **reads)
+    read = await store._run(_hydration, store.store, run_id, reads, after, live)
+    if read is None:
+        return None
+    backlog, cursor = read
+    # A backlog read by Last-Event-ID carries the cursor on its last event only: the store's
+    # read API gives events without their own sequence numbers.
+    if after is not None:
+        head: list[tuple[int | None, bytes]] = [
+            (None, msgspec.json.encode(ev)) for ev in backlog
+        ]
+        if head:
+            head[-1] = (cursor, head[-1][1])
+        return head, max(cursor, after)
+    return [(cursor, msgspec.json.encode(ev)) for ev in backlog], cursor
+
+
+def _hydration(
+    store: Store, run_id: str, reads: dict[str, Any], after: int | None, live: bool
+) -> tuple[list[dict[str, Any]], int] | None:
+    """The events :func:`_snapshot` sends and the run's cursor, from one snapshot."""
+    with store.reading():
+        run = store.get_run(run_id, **reads)
+        if run is None:
+            return None
         if after is not None:
-            backlog = await store.events(run_id, after=after, **reads)
+            backlog = store.events(run_id, after=after, **reads)
         else:
-            backlog = await store.reconnect_stream(run_id, **reads)
+            backlog = store.reconnect_stream(run_id, **reads)
             if live:
-                backlog += _reopen(await store.events(run_id, **reads))
-        again = await store.get_run(run_id, **reads)
-        if before.last_seq == again.last_seq:
-            cursor = int(before.last_seq or 0)
-            # A backlog read by Last-Event-ID carries the cursor on its last event only: the
-            # store's read API gives events without their own sequence numbers.
-            if after is not None:
-                payloads = [msgspec.json.encode(ev) for ev in backlog]
-                head: list[tuple[int | None, bytes]] = [(None, p) for p in payloads]
-                if head:
-                    head[-1] = (cursor, head[-1][1])
-                return head, max(cursor, after)
-            return [(cursor, msgspec.json.encode(ev)) for ev in backlog], cursor
-    raise AguiStoreError(f"run {run_id} changed under every read of its hydration stream")
+                backlog += _reopen(store.events(run_id, **reads))
+    return backlog, int(run.last_seq or 0)
 
 
 def _on_leaving(recording: _Recording) -> Callable[[asyncio.Future[Message]], None]:

@@ -913,6 +913,66 @@ def test_connect_on_a_store_that_cannot_be_read_answers_500(
     assert any("connect failed: thread t1" in r.getMessage() for r in caplog.records)
 
 
+class WrittenBetweenReads(agui_store.Store):
+    """A store whose every read of a run's events lets another connection first append an
+    event to that run and commit: a run written as fast as it is read."""
+
+    writer: agui_store.Store
+
+    def _interleave(self) -> None:
+        tick = {"type": "CUSTOM", "name": "tick", "value": 1}
+        self.writer.append([tick], thread_id="t1", run_id="r1")
+
+    def reconnect_stream(self, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        self._interleave()
+        return super().reconnect_stream(*args, **kwargs)
+
+    def events(self, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        self._interleave()
+        return super().events(*args, **kwargs)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_connect_to_a_run_written_between_its_reads_answers_one_moment_of_it(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    location = (
+        str(tmp_path / "live.db")
+        if backend == "sqlite"
+        else request.getfixturevalue("postgres_store_database")
+    )
+    unfinished = run_events("t1", "r1")[:-1]
+    with WrittenBetweenReads(location) as store, agui_store.open(location) as writer:
+        store.writer = writer
+        first = writer.append(unfinished[:2], input=request_body("t1", "r1"))
+        writer.append(unfinished[2:], thread_id="t1", run_id="r1")
+        cursor = writer.get_run("r1", thread_id="t1").last_seq
+        expected = agui_store.Store.reconnect_stream(store, "r1", thread_id="t1")
+        since_first = agui_store.Store.events(store, "r1", thread_id="t1", after=first.last_seq)
+        astore = AsyncStore(store, writer="thread")
+        recorder = Recorder(streaming_app([]), store=astore)
+        hydration = asyncio.run(call(recorder, request_body("t1", "r1"), path="/agent/connect"))
+        resumed = asyncio.run(
+            call(
+                recorder,
+                request_body("t1", "r1"),
+                path="/agent/connect",
+                headers=[(b"last-event-id", str(first.last_seq).encode())],
+            )
+        )
+        asyncio.run(astore.close())
+        # Each answer is the run as it was when its read began: the event appended during
+        # the read is neither in it nor under its cursor (the next reconnect sends it).
+        tick = {"type": "CUSTOM", "name": "tick", "value": 1}
+        assert hydration.status == 200
+        assert read_stream(hydration.body) == [(cursor, ev) for ev in expected]
+        assert resumed.status == 200
+        got = read_stream(resumed.body)
+        assert [ev for _, ev in got] == [*since_first, tick]  # the hydration's tick only
+        assert cursor < got[-1][0] < writer.get_run("r1", thread_id="t1").last_seq
+        assert writer.events("r1", thread_id="t1") == [*unfinished, tick, tick]
+
+
 def test_connect_to_an_unknown_thread_is_404_and_writes_nothing(store: Any, astore: Any) -> None:
     recorder = Recorder(streaming_app([]), store=astore)
     response = asyncio.run(call(recorder, request_body("nobody", "r"), path="/agent/connect"))
