@@ -17,7 +17,9 @@ interfaces, so the stores import it and not the other way round.
 A recording failure never reaches the stream. A batch the store refuses is reported through
 ``logging`` (logger ``agui_store.recording``) with the thread, run and reason, and leaves the
 file as it was; the run stops being recorded there, since appending its later events after a
-gap would record a run that never happened.
+gap would record a run that never happened. A batch the store answers busy (another writer
+held the lock past the busy timeout, or the server cancelled the transaction) wrote nothing:
+it is tried again, :data:`BUSY_TRIES` times in all, before the recording stops.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import msgspec
 from agui_store.codec import ingest
 from agui_store.codec.sse import SSEParser
 from agui_store.engine import arguments
-from agui_store.errors import AguiStoreError, InvalidEventError
+from agui_store.errors import AguiStoreError, InvalidEventError, StoreBusyError
 from agui_store.records import AppendResult
 
 __all__ = [
@@ -92,6 +94,10 @@ log = logging.getLogger("agui_store.recording")
 FLUSH_INTERVAL = 0.1
 #: ... or as soon as it holds this many bytes of JSON.
 FLUSH_BYTES = 1 << 20
+#: How many times a batch is appended while the store answers busy (``StoreBusyError``:
+#: another writer held the lock past the busy timeout, or the server cancelled the
+#: transaction; nothing was written either way) before the recording stops.
+BUSY_TRIES = 3
 
 
 # --------------------------------------------------------------------------------------------
@@ -457,13 +463,26 @@ def append_batch(
         if not opens_run:
             options["run_id"] = continues
     try:
-        return store.append(batch, **options)
+        return _append_when_free(store, batch, options)
     except InvalidEventError as exc:
         good = exc.index
         if good is None or not 0 < good < len(batch):
             raise
-        result = store.append(batch[:good], **options)
+        result = _append_when_free(store, batch[:good], options)
         raise PartlyRecorded(str(exc), result) from exc
+
+
+def _append_when_free(store: Appender, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
+    """``store.append``, tried again while the store answers busy, up to :data:`BUSY_TRIES`
+    times: a busy append wrote nothing, and the batch is still here to write."""
+    tries = 1
+    while True:
+        try:
+            return store.append(batch, **options)
+        except StoreBusyError:
+            if tries == BUSY_TRIES:
+                raise
+            tries += 1
 
 
 #: Called after each batch is written, in order, with its receipt and its events' JSON.

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+import apsw
 import msgspec
 import pytest
 from ag_ui.core import (
@@ -30,7 +31,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 import agui_store
-from agui_store import aio, testing
+from agui_store import aio, recording, testing
 from agui_store.protocol import model
 from agui_store.recording import AsyncBatcher, Batcher, PartlyRecorded, event_json
 from benchmarks._common import conversation_run
@@ -214,6 +215,59 @@ def test_an_event_the_store_refuses_stops_the_recording_after_the_events_before_
     assert len(said) == 1, said  # one failure, told once
     assert said[0].startswith("recording of thread t, run r1 stopped: 3 event(s) recorded, 8 not")
     assert "TEXT_MESSAGE_CONTENT" in said[0]
+
+
+class HeldByAnotherWriter(agui_store.Store):
+    """A store another connection holds the write lock of (``BEGIN IMMEDIATE``), until it
+    has answered busy ``release_after`` times (``None``: never)."""
+
+    release_after: int | None = None
+    busy = 0
+
+    def hold(self) -> None:
+        self.other = apsw.Connection(self.path)
+        self.other.execute("BEGIN IMMEDIATE")
+
+    def append(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().append(*args, **kwargs)
+        except agui_store.StoreBusyError:
+            self.busy += 1
+            if self.busy == self.release_after:
+                self.other.execute("ROLLBACK")  # the other writer is done
+            raise
+
+
+def test_a_batch_the_store_answers_busy_is_appended_once_the_other_writer_is_done(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    events: list[Any] = conversation_run("t", "r1", 12, 0)
+    with HeldByAnotherWriter(db_path, busy_timeout_ms=20) as store:
+        store.hold()
+        store.release_after = 1
+        with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
+            assert list(store.record(events, input=body("t", "r1"))) == events
+        assert store.busy == 1
+        assert store.events("r1", thread_id="t") == events
+        assert store.input("r1", thread_id="t") == body("t", "r1")
+    assert caplog.records == []
+
+
+def test_a_store_busy_on_every_try_stops_the_recording_and_leaves_the_file_as_it_was(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    events: list[Any] = conversation_run("t", "r1", 12, 0)
+    with HeldByAnotherWriter(db_path, busy_timeout_ms=20) as store:
+        store.hold()
+        with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
+            assert list(store.record(events, input=body("t", "r1"))) == events
+        assert store.busy == recording.BUSY_TRIES
+        store.other.execute("ROLLBACK")
+        assert store.threads() == []
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1, said
+    assert said[0].startswith("recording of thread t, run r1 stopped: 0 event(s) recorded")
+    assert "busy timeout" in said[0]
 
 
 def test_an_input_nested_too_deep_to_read_is_refused_with_a_warning_never_in_the_stream(
