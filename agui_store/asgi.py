@@ -237,7 +237,7 @@ class _Recording:
             if self._leaving is not None:
                 self._leaving.cancel()  # done by now, or moot: the run has ended
         batcher = self._batcher
-        reason = batcher.failed or self._framer.error or self._unreadable
+        reason = batcher.failure or self._framer.error or self._unreadable
         if reason is not None:
             logger.warning(
                 "not recorded: thread %s, run %s: %d event(s) recorded, %d not: %s",

@@ -37,7 +37,7 @@ import msgspec
 from agui_store.codec import ingest
 from agui_store.codec.sse import SSEParser
 from agui_store.engine import arguments
-from agui_store.errors import AguiStoreError, InvalidEventError, StoreBusyError
+from agui_store.errors import AguiStoreError, InvalidEventError, OpenRunsError, StoreBusyError
 from agui_store.records import AppendResult
 
 __all__ = [
@@ -259,6 +259,7 @@ class _Pending:
         self.added = 0  # every event offered: recorded, dropped, or waiting
         self.last_seq: int | None = None
         self.failed: BaseException | None = None
+        self.failure: str | None = None  # the failure as the recorder's user reads it
         self.closed = False
         self.finished = False
         self.warn = warn  # False: the owner reports what was not recorded, once
@@ -319,7 +320,8 @@ class _Pending:
         self.added += 1
         self.dropped += 1
         self._name_from(self.events[0] if self.events else None)
-        self._fail(exc, self.recorded + len(self.events))  # those before it still go in
+        position = self.recorded + len(self.events)  # those before it still go in
+        self._fail(exc, position, position)
 
     def due_at(self) -> float | None:
         """When the pending batch must be appended (``None``: nothing pending)."""
@@ -362,20 +364,26 @@ class _Pending:
                 self.run_id = ids.runId
                 return
 
-    def refused(self, batch: list[bytes], exc: BaseException) -> None:
+    def refused(self, batch: list[bytes], exc: BaseException, first: int) -> None:
         """The store refused a batch (the file is as it was): stop recording this run.
-        Events that came after the batch are dropped too: they would follow a gap."""
+        Events that came after the batch are dropped too: they would follow a gap.
+        ``first``: the place in the stream of the first event of the batch as it was
+        appended (the refusal's index counts from it)."""
         self.dropped += len(batch) + len(self.events)
         self._name_from(batch[0] if batch else None)
-        self._fail(exc, self.recorded)
+        refusal = exc.__cause__ if isinstance(exc, PartlyRecorded) else exc
+        index = refusal.index if isinstance(refusal, InvalidEventError) else None
+        self._fail(exc, self.recorded, None if index is None else first + index)
         self.events, self.size, self.oldest = [], 0, None
 
-    def _fail(self, exc: BaseException, recorded: int) -> None:
+    def _fail(self, exc: BaseException, recorded: int, position: int | None) -> None:
         """Stop recording, and say so at once (a stream may go on for long): ``recorded``
-        events of the run are recorded, or about to be."""
+        events of the run are recorded, or about to be; ``position``: the place in the
+        stream of the event refused, when one was."""
         if self.failed is not None:
             return
         self.failed = exc
+        self.failure = _refusal_text(exc, position)
         self.reported = (recorded, self.dropped)
         self._report(*self.reported)
 
@@ -387,7 +395,7 @@ class _Pending:
                 self.run_id or "(none recorded)",
                 recorded,
                 dropped,
-                self.failed,
+                self.failure,
             )
 
     def finish(self) -> None:
@@ -397,6 +405,29 @@ class _Pending:
         if not self.finished and self.failed is not None and final != self.reported:
             self._report(*final)
         self.closed = self.finished = True
+
+
+def _refusal_text(exc: BaseException, position: int | None) -> str:
+    """What stopped a recording, in the words of the one who records: the event refused
+    counted in the stream (from 0, as ``append`` counts a batch's), not in the batch it
+    happened to be appended in, and advice the recorder can follow."""
+    refusal = exc.__cause__ if isinstance(exc, PartlyRecorded) else exc
+    if isinstance(refusal, OpenRunsError):
+        # append's advice (name the run) is not the recorder's: the stream opens its run.
+        runs = len(refusal.run_ids)
+        return (
+            f"event {position or 0} of the stream: the stream starts no run, and thread "
+            f"{arguments.quote(refusal.thread_id)} has {runs} open runs it may continue: "
+            "begin the stream with its RUN_STARTED"
+        )
+    if position is None or not isinstance(refusal, InvalidEventError):
+        return str(exc)
+    where = [f"event {position} of the stream"]
+    if refusal.event_type is not None:
+        where.append(f"({refusal.event_type})")
+    if refusal.path and refusal.path != "$":
+        where.append(f"at {refusal.path}")
+    return f"{' '.join(where)}: {refusal.reason}"
 
 
 #: How the lines of a text/event-stream begin (a comment line begins with ":").
@@ -497,13 +528,14 @@ def _settle(
 ) -> None:
     """What one append did, told to the core and the listener: written, refused, or the
     events before a refused one written and the rest refused."""
+    first = pending.recorded  # the place of the batch's first event in the stream
     if isinstance(outcome, PartlyRecorded):
         written = outcome.result.event_count
         pending.written(batch[:written], outcome.result)
         _tell(on_written, outcome.result, batch[:written])
-        pending.refused(batch[written:], outcome)
+        pending.refused(batch[written:], outcome, first)
     elif isinstance(outcome, BaseException):
-        pending.refused(batch, outcome)
+        pending.refused(batch, outcome, first)
     else:
         pending.written(batch, outcome)
         _tell(on_written, outcome, batch)
@@ -562,6 +594,7 @@ class Batcher:
     recorded = property(lambda self: self._pending.recorded)
     dropped = property(lambda self: self._pending.dropped)
     failed = property(lambda self: self._pending.failed)
+    failure = property(lambda self: self._pending.failure)
     last_seq = property(lambda self: self._pending.last_seq)
 
     def add(self, raw: bytes | bytearray | memoryview) -> None:
@@ -771,6 +804,7 @@ class AsyncBatcher:
     recorded = property(lambda self: self._pending.recorded)
     dropped = property(lambda self: self._pending.dropped)
     failed = property(lambda self: self._pending.failed)
+    failure = property(lambda self: self._pending.failure)
     last_seq = property(lambda self: self._pending.last_seq)
 
     def add(self, raw: bytes | bytearray | memoryview) -> None:

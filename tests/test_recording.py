@@ -270,6 +270,49 @@ def test_a_store_busy_on_every_try_stops_the_recording_and_leaves_the_file_as_it
     assert "busy timeout" in said[0]
 
 
+def test_a_refused_event_is_counted_in_the_stream_not_in_the_batch_it_was_appended_in(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    events: list[Any] = conversation_run("t", "r1", 12, 0)[:8]  # a text message is open
+    bad = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "nope", "delta": "x"}
+    with agui_store.open(db_path) as store:
+        with (
+            caplog.at_level(logging.WARNING, logger="agui_store.recording"),
+            Batcher(store) as batcher,
+        ):
+            for event in events[:6]:
+                batcher.add_event(event)
+            batcher.flush()  # a batch of 6, then one of 2 before the refused event
+            for event in [*events[6:], bad]:
+                batcher.add_event(event)
+        assert store.events("r1", thread_id="t") == events
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1, said
+    assert "8 event(s) recorded, 1 not: event 8 of the stream (TEXT_MESSAGE_CONTENT): " in said[0]
+    assert batcher.failure is not None and batcher.failure.startswith("event 8 of the stream")
+    assert isinstance(batcher.failed, PartlyRecorded)  # the store's error, as it was raised
+    assert str(batcher.failed).startswith("event 2 (TEXT_MESSAGE_CONTENT)")
+
+
+def test_a_stream_that_starts_no_run_in_a_thread_of_open_runs_is_told_to_begin_with_one(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with agui_store.open(db_path) as store:
+        for run_id in ("r1", "r2"):  # two runs of the thread streaming at once
+            store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": run_id}])
+        stream = [{"type": "STATE_SNAPSHOT", "snapshot": {}}]
+        with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
+            assert list(store.record(stream, thread_id="t")) == stream
+        assert [len(store.events(r, thread_id="t")) for r in ("r1", "r2")] == [1, 1]
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1, said
+    assert said[0].endswith(
+        "event 0 of the stream: the stream starts no run, and thread 't' has 2 open runs it "
+        "may continue: begin the stream with its RUN_STARTED"
+    ), said[0]
+    assert "run_id=" not in said[0]  # append's advice: record() takes no run_id
+
+
 def test_an_input_nested_too_deep_to_read_is_refused_with_a_warning_never_in_the_stream(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
