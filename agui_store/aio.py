@@ -129,6 +129,14 @@ def _tell(outcome: asyncio.Future[Any], done: concurrent.futures.Future[Any]) ->
         outcome.set_result(done.result())
 
 
+def _read_together(
+    store: Store, fn: Callable[..., _R], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> _R:
+    """:meth:`AsyncStore.in_one_read`'s work, on the worker thread."""
+    with store.reading():
+        return fn(store, *args, **kwargs)
+
+
 class AsyncStore:
     """A :class:`~agui_store.store.Store` for asyncio: each public method, with the same
     name and arguments, as a coroutine run on a worker thread. Open one with
@@ -221,6 +229,12 @@ class AsyncStore:
         work = executor.submit(functools.partial(fn, *args, **kwargs))
         work.add_done_callback(lambda done: loop.call_soon_threadsafe(_tell, outcome, done))
         return await outcome
+
+    async def in_one_read(self, fn: Callable[..., _R], /, *args: Any, **kwargs: Any) -> _R:
+        """``fn(store, *args, **kwargs)`` on the store's worker thread, inside one read
+        transaction (:meth:`agui_store.Store.reading`): every read ``fn`` makes of ``store``
+        sees the same moment of the store, however fast another writer writes meanwhile."""
+        return await self._run(_read_together, self._store, fn, args, kwargs)
 
     async def append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
         """Append one recorder's batch (:func:`agui_store.recording.append_batch`'s

@@ -720,7 +720,7 @@ async def _snapshot(
     Read in one read transaction, on the store's worker thread: the hydration and the cursor
     describe the same moment of the run, however fast it is being written meanwhile.
     """
-    read = await store._run(_hydration, store.store, run_id, reads, after, live)
+    read = await store.in_one_read(_hydration, run_id, reads, after, live)
     if read is None:
         return None
     backlog, cursor = read
@@ -739,17 +739,17 @@ async def _snapshot(
 def _hydration(
     store: Store, run_id: str, reads: dict[str, Any], after: int | None, live: bool
 ) -> tuple[list[dict[str, Any]], int] | None:
-    """The events :func:`_snapshot` sends and the run's cursor, from one snapshot."""
-    with store.reading():
-        run = store.get_run(run_id, **reads)
-        if run is None:
-            return None
-        if after is not None:
-            backlog = store.events(run_id, after=after, **reads)
-        else:
-            backlog = store.reconnect_stream(run_id, **reads)
-            if live:
-                backlog += _reopen(store.events(run_id, **reads))
+    """The events :func:`_snapshot` sends and the run's cursor, read in one read
+    transaction (:meth:`AsyncStore.in_one_read`)."""
+    run = store.get_run(run_id, **reads)
+    if run is None:
+        return None
+    if after is not None:
+        backlog = store.events(run_id, after=after, **reads)
+    else:
+        backlog = store.reconnect_stream(run_id, **reads)
+        if live:
+            backlog += _reopen(store.events(run_id, **reads))
     return backlog, int(run.last_seq or 0)
 
 
