@@ -514,3 +514,34 @@ def test_a_diff_on_a_terminal_is_coloured_unless_no_color_is_set_or_the_terminal
     out = _Terminal()
     assert cli.main(["--db", str(db), "diff", "side", "tip"], out=out) == 0
     assert ("\033[" in out.getvalue()) is painted
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="compares with git's branch -d")
+def test_branch_delete_takes_several_names_and_deletes_the_others_when_one_is_missing_as_git(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = tmp_path / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "root"], check=True)
+    for name in ("side", "tip"):
+        subprocess.run([*git, "branch", name], check=True)
+    theirs = subprocess.run([*git, "branch", "-d", "side", "nope", "tip"], capture_output=True,
+                            text=True)
+    left = subprocess.run([*git, "branch", "--format=%(refname:short)"], capture_output=True,
+                          text=True, check=True).stdout.split()
+    assert (theirs.returncode, left) == (1, ["master"] if "master" in left else ["main"])
+    # --list takes as many patterns as -d names.
+    assert agui(db, "branch", "-l", "s*", "t*", "x*") == (0, "  side -> r4\n  tip -> r3\n")
+    capsys.readouterr()
+    assert agui(db, "branch", "-d", "side", "nope", "tip") == (
+        1, "deleted branch side (was r4) (thread t)\ndeleted branch tip (was r3) (thread t)\n")
+    assert capsys.readouterr().err == "agui-store branch: no branch 'nope' in thread 't'\n"
+    assert agui(db, "branch") == (0, "* main -> r4\n")
+    with agui_store.open(db) as store:
+        store.branch("a", "r1", thread_id="t")
+        store.branch("b", "r2", thread_id="t")
+    code, out = agui(db, "branch", "-D", "a", "b", "--json")
+    assert code == 0
+    assert [(b["name"], b["previous"]) for b in json.loads(out)] == [("a", "r1"), ("b", "r2")]
+    assert agui(db, "branch", "a", "r1", "r2")[0] == 2  # one run a branch

@@ -37,6 +37,7 @@ from agui_store.errors import (
     SHORTEN_TRANSACTIONS,
     AguiStoreError,
     AmbiguousRunError,
+    BranchError,
     CorruptStoreError,
     InternalError,
     InvalidArgumentError,
@@ -762,7 +763,7 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     if args.list:
         if args.delete or args.move or args.force:
             raise UsageError("--list does not go with -d, -m or -f")
-        patterns = [p for p in (args.name, args.run) if p is not None]
+        patterns = [p for p in (args.name, *args.run) if p is not None]
         return cmd_branches(store, args, out, patterns=patterns)
     if args.name is None:
         if args.delete or args.move or args.force:
@@ -772,19 +773,18 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     if args.delete and args.move:
         raise UsageError("-d and -m do not go together")
     if args.delete:
-        if args.run is not None:
-            raise UsageError("-d takes one branch name, not a run")
-        thread = _the_thread(store, args)
-        was = {b.name: b.run_id for b in store.branches(thread)}.get(args.name)
-        store.delete_branch(args.name, thread_id=thread)
-        return _said(out, args, "deleted", args.name, thread, was=was)
+        return _delete_branches(store, args, out, [args.name, *args.run])
+    if len(args.run) > 1:
+        said = "-m renames one branch: agui-store branch -m OLD NEW" if args.move else (
+            "a branch points at one run: agui-store branch NAME REV")
+        raise UsageError(f"{said} (-d deletes several)")
     if args.move:
-        if args.run is None:
+        if not args.run:
             raise UsageError("-m renames: agui-store branch -m OLD NEW")
         thread = _the_thread(store, args)
-        b = store.rename_branch(args.name, args.run, thread_id=thread, force=args.force)
+        b = store.rename_branch(args.name, args.run[0], thread_id=thread, force=args.force)
         return _said(out, args, "renamed", b.name, b.thread_id, run=b.run_id, was=args.name)
-    rev = args.run or "HEAD"
+    rev = args.run[0] if args.run else "HEAD"
     found = store.get_run(rev, thread_id=args.thread)
     if found is None:
         store.log(rev, thread_id=args.thread, limit=1)  # raises the error saying what is wrong
@@ -801,12 +801,44 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     return _said(out, args, action, b.name, b.thread_id, run=b.run_id, was=was)
 
 
+def _delete_branches(
+    store: Store, args: argparse.Namespace, out: TextIO, names: Sequence[str]
+) -> int:
+    """``branch -d NAME...``: each branch deleted in turn, as ``git branch -d`` does; one
+    that cannot be (no such branch) is an error line, the others are still deleted, and
+    the command then exits 1. ``--json``: the object of a name given alone, else a list of
+    the deleted branches' objects."""
+    thread = _the_thread(store, args)
+    deleted: list[dict[str, Any]] = []
+    failed = False
+    for name in names:
+        was = {b.name: b.run_id for b in store.branches(thread)}.get(name)
+        try:
+            store.delete_branch(name, thread_id=thread)
+        except BranchError as e:
+            _say(args.command, str(e))
+            failed = True
+            continue
+        if args.json:
+            deleted.append(_branch_change("deleted", name, thread, was=was))
+        else:
+            _said(out, args, "deleted", name, thread, was=was)
+    if args.json and (deleted or len(names) > 1):
+        _write_json(out, deleted[0] if len(names) == 1 else deleted)
+    return EXIT_STORE_ERROR if failed else 0
+
+
+def _branch_change(action: str, name: str, thread: str, *, run: str | None = None,
+                   was: str | None = None) -> dict[str, Any]:
+    """What ``branch`` did, as ``--json`` gives it."""
+    return {"action": action, "threadId": thread, "name": name, "runId": run, "previous": was}
+
+
 def _said(out: TextIO, args: argparse.Namespace, action: str, name: str, thread: str, *,
           run: str | None = None, was: str | None = None) -> int:
     """What ``branch`` did, as a line or (``--json``) an object."""
     if args.json:
-        _write_json(out, {"action": action, "threadId": thread, "name": name, "runId": run,
-                          "previous": was})
+        _write_json(out, _branch_change(action, name, thread, run=run, was=was))
         return 0
     if action == "created":
         line = f"created branch {name} at {run}"
@@ -1741,9 +1773,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = parsers["branch"]
     p.add_argument("name", metavar="NAME", nargs="?",
                    help="the branch name (none: list the branches)")
-    p.add_argument("run", nargs="?", metavar="REV",
+    p.add_argument("run", nargs="*", metavar="REV",
                    help="where the branch points: " + _REV_HELP + " (default: HEAD); with -m, "
-                   "the new name")
+                   "the new name; with -d, more branches to delete; with --list, more patterns")
     p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     p.add_argument("--force", "-f", action="store_true",
                    help="move a branch that exists (with -m: replace one named NEW)")
