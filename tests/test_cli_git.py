@@ -545,3 +545,15 @@ def test_branch_delete_takes_several_names_and_deletes_the_others_when_one_is_mi
     assert code == 0
     assert [(b["name"], b["previous"]) for b in json.loads(out)] == [("a", "r1"), ("b", "r2")]
     assert agui(db, "branch", "a", "r1", "r2")[0] == 2  # one run a branch
+
+
+@pytest.mark.parametrize("words", [
+    ["--limit", "-1"], ["-n", "-1"], ["--max-count", "-5"], ["--lim", "-2"], ["-2", "-n", "-1"],
+])
+def test_a_negative_count_given_to_limit_is_refused_as_no_count(
+    db: Path, words: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert agui(db, "log", *words) == (2, "")
+    err = capsys.readouterr().err
+    assert "expected an integer >= 1, not -" in err and "expected one argument" not in err, err

@@ -2030,17 +2030,32 @@ def _nearest(typed: str, names: Sequence[str]) -> list[str]:
     return [name for score, name in scores if score >= max(0.6, best - 0.05)][:3]
 
 
+#: ``log``'s options that take a value: a ``-N`` after one is that value (``--limit -1``).
+_LOG_VALUED = ("--limit", "--max-count", "--cursor", "--thread", "--db", "--busy-timeout")
+
+
 def _git_counts(words: list[str], start: int) -> list[str]:
     """The words with ``log``'s ``-N`` (git's count: ``log -3``) given as ``--limit=N``,
     where the command starts at ``start``: argparse would read ``-3`` as a negative number,
-    the REF. Words after ``--`` stay as they are."""
+    the REF. Words after ``--`` stay as they are, and so does the value of an option
+    (``--limit -1``), which its option then says is no count."""
     if start >= len(words) or ALIAS_OF.get(words[start], words[start]) != "log":
         return words
     end = words.index("--", start) if "--" in words[start:] else len(words)
     return [
-        f"--limit={word[1:]}" if start < i < end and re.fullmatch(r"-[0-9]+", word) else word
+        f"--limit={word[1:]}"
+        if start < i < end and re.fullmatch(r"-[0-9]+", word) and not _takes_a_value(words[i - 1])
+        else word
         for i, word in enumerate(words)
     ]
+
+
+def _takes_a_value(word: str) -> bool:
+    """Whether ``word`` is one of ``log``'s options that take the next word as their value
+    (``-n``, or a long one, as argparse takes it shortened: ``--lim``)."""
+    return word == "-n" or (
+        word.startswith("--") and len(word) > 2 and any(o.startswith(word) for o in _LOG_VALUED)
+    )
 
 
 #: Commands whose output is data (JSON, AG-UI events) with or without ``--json``.
