@@ -557,3 +557,13 @@ def test_a_negative_count_given_to_limit_is_refused_as_no_count(
     assert agui(db, "log", *words) == (2, "")
     err = capsys.readouterr().err
     assert "expected an integer >= 1, not -" in err and "expected one argument" not in err, err
+
+
+def test_checkout_help_says_it_is_show_and_moves_nothing(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    for words in (["checkout", "--help"], ["help", "checkout"]):
+        assert cli.main(words) == 0
+        said = " ".join(capsys.readouterr().out.split())
+        assert said.startswith("usage: agui-store checkout"), said
+        assert "another name for show" in said and "nothing in the store moves" in said, said

@@ -1636,6 +1636,13 @@ MAX_BUSY_TIMEOUT_MS = 2**31 - 1
 #: Other names of commands: git's verb for restoring a run.
 ALIASES = {"show": ["checkout"]}
 ALIAS_OF = {alias: name for name, aliases in ALIASES.items() for alias in aliases}
+#: What an alias's help says it does: git's checkout moves HEAD and the work tree, and a
+#: git user reading show's words under checkout's name would take it for that.
+ALIAS_DESCRIPTIONS = {
+    "checkout": "another name for show: print a run as Store.checkout restores it, its "
+    "transcript and state (--json for machines); nothing in the store moves, no branch and "
+    "no HEAD, as nothing in a git repository moves on git show",
+}
 
 
 def _common_options() -> _Parser:
@@ -1685,7 +1692,8 @@ def build_parser() -> argparse.ArgumentParser:
         # whose usage and errors would name the command), listed next to it.
         for alias in ALIASES.get(name, []):
             parsers[alias] = sub.add_parser(
-                alias, parents=[common], help=f"the same as {name}", description=help_text,
+                alias, parents=[common], help=f"the same as {name}",
+                description=ALIAS_DESCRIPTIONS[alias],
                 epilog=f"example: {EXAMPLES[name].replace(f' {name} ', f' {alias} ', 1)}",
             )
     p = parsers["import"]
