@@ -454,6 +454,8 @@ class Diff:
         return {
             "a": self.a.run_id,
             "b": self.b.run_id,
+            "aThreadId": self.a.thread_id,
+            "bThreadId": self.b.thread_id,
             "mode": self.mode,
             "mergeBase": self.merge_base.run_id if self.merge_base else None,
             "aRuns": [r.run_id for r in self.a_runs],
@@ -870,6 +872,9 @@ def diff_lines(d: Diff, *, stat: bool = False) -> list[str]:
     base = d.merge_base.run_id if d.merge_base else "nothing"
     dots = "..." if d.mode == "three-dot" else ".."
     lines = [f"@ diff {d.a.run_id}{dots}{d.b.run_id} (merge base: {base})"]
+    if d.a.thread_id != d.b.thread_id:  # run ids are a thread's: each side's is named
+        lines.append(f"  runs of two threads: {d.a.run_id} of thread {d.a.thread_id}, "
+                     f"{d.b.run_id} of thread {d.b.thread_id}")
     if d.a.run_id == d.b.run_id and d.a.thread_id == d.b.thread_id:
         return [*lines, "  the same run: no change"]
     lines.append(

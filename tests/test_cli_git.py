@@ -567,3 +567,21 @@ def test_checkout_help_says_it_is_show_and_moves_nothing(
         said = " ".join(capsys.readouterr().out.split())
         assert said.startswith("usage: agui-store checkout"), said
         assert "another name for show" in said and "nothing in the store moves" in said, said
+
+
+def test_a_diff_of_runs_of_two_threads_names_both_and_a_range_across_them_is_refused(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with agui_store.open(db) as store:
+        store.append(text_run("x1", "uno", question="hola?", thread="u"))
+    code, out = agui(db, "diff", "r3", "x1")
+    assert code == 0
+    assert out.splitlines()[1] == "  runs of two threads: r3 of thread t, x1 of thread u"
+    code, out = agui(db, "diff", "r3", "x1", "--json")
+    assert (json.loads(out)["aThreadId"], json.loads(out)["bThreadId"]) == ("t", "u")
+    assert "runs of two threads" not in agui(db, "diff", "r2", "r3")[1]
+    capsys.readouterr()
+    for words in (["r3..x1"], ["r3...x1"], ["r3..x1", "--stat"]):
+        assert agui(db, "diff", *words) == (2, ""), words
+        err = capsys.readouterr().err
+        assert "are runs of different threads ('t' and 'u')" in err and "--thread" in err, err

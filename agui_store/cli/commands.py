@@ -1007,7 +1007,8 @@ def cmd_diff(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``diff A B``: what differs between two runs (three-dot: each side since the merge
     base); ``diff A..B`` compares the two views directly, ``diff A...B`` each side since the
     merge base, as git reads them; coloured on a terminal unless ``NO_COLOR`` is set to
-    something."""
+    something. Two runs may be of two threads (the diff names both); a range, as in
+    ``log``, is one thread's."""
     a, b = args.a, args.b
     two_dot = args.two_dot
     if args.stat and args.json:
@@ -1027,6 +1028,8 @@ def cmd_diff(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError(f"{arguments.quote(args.a)} compares each side since the merge "
                              "base: it takes no --two-dot (A..B compares the two views)")
         two_dot = two_dot or not symmetric
+        if args.thread is None:  # a range stays in one thread, as log's does
+            _thread_of_both(store, a, b)
     d = store.diff(a, b, thread_id=args.thread, mode="two-dot" if two_dot else "three-dot")
     if args.json:
         out.write(json.dumps(d.to_json(), indent=2, ensure_ascii=False) + "\n")
