@@ -585,3 +585,18 @@ def test_a_diff_of_runs_of_two_threads_names_both_and_a_range_across_them_is_ref
         assert agui(db, "diff", *words) == (2, ""), words
         err = capsys.readouterr().err
         assert "are runs of different threads ('t' and 'u')" in err and "--thread" in err, err
+
+
+def test_branch_force_to_the_run_a_branch_is_at_changes_nothing_not_even_its_time(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def tip() -> Any:
+        with agui_store.open(db) as store:
+            return next(b for b in store.branches("t") if b.name == "tip")
+
+    before = tip()
+    monkeypatch.setattr(clock, "now_ms", lambda: 4_000_000_000_000)  # any write is later
+    assert agui(db, "branch", "-f", "tip", "r3") == (0, "branch tip stays at r3 (thread t)\n")
+    assert tip() == before
+    with agui_store.open(db) as store:
+        assert store.branch("tip", "r3", thread_id="t") == before

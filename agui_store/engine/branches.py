@@ -14,16 +14,19 @@ from agui_store.records import Branch, when
 
 
 def point(tx: port.Writing, name: str, run: RunKey, *, move: bool = True) -> Branch:
-    """Point branch ``name`` at ``run``, creating it, or moving it when ``move`` allows."""
+    """Point branch ``name`` at ``run``, creating it, or moving it when ``move`` allows. A
+    branch already at ``run`` is left as it is, its ``updated_at`` too: nothing moved."""
     check_branch_name(name)
     refuse_branch_shadowing_run(tx, run.thread_pk, name)
-    if not move:
-        at = tx.branch_run(run.thread_pk, name)
-        if at is not None:
-            raise BranchError(
-                f"branch {quote(name)} already exists (at run {quote(tx.run_id(at))}): "
-                "moving it needs force"
-            )
+    at = tx.branch_run(run.thread_pk, name)
+    if at is not None and not move:
+        raise BranchError(
+            f"branch {quote(name)} already exists (at run {quote(tx.run_id(at))}): "
+            "moving it needs force"
+        )
+    if at == run.pk:
+        updated = next(u for n, _, u in tx.branch_list(run.thread_pk) if n == name)
+        return Branch(tx.thread_id(run.thread_pk), name, tx.run_id(run.pk), False, when(updated))
     now = clock.now_ms()
     tx.set_branch(run.thread_pk, name, run.pk, now)
     return Branch(tx.thread_id(run.thread_pk), name, tx.run_id(run.pk), False, when(now))
