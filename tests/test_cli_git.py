@@ -600,3 +600,25 @@ def test_branch_force_to_the_run_a_branch_is_at_changes_nothing_not_even_its_tim
     assert tip() == before
     with agui_store.open(db) as store:
         assert store.branch("tip", "r3", thread_id="t") == before
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="compares with git's branch -m -f")
+def test_a_forced_rename_onto_a_branch_replaces_it_as_git_does_and_says_where_it_was(
+    db: Path, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for message in ("one", "two"):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
+    subprocess.run([*git, "branch", "side", "HEAD"], check=True)
+    subprocess.run([*git, "branch", "tip", "HEAD~1"], check=True)
+    subprocess.run([*git, "branch", "-m", "-f", "side", "tip"], check=True)
+    listed = subprocess.run([*git, "branch", "--format=%(refname:short) %(subject)"],
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    assert "tip two" in listed and not any(line.startswith("side") for line in listed)
+    assert agui(db, "branch", "-m", "-f", "side", "tip") == (
+        0, "renamed branch side to tip (at r4), replacing branch tip (was r3) (thread t)\n")
+    assert agui(db, "branch") == (0, "* main -> r4\n  tip -> r4\n")
+    code, out = agui(db, "branch", "-m", "tip", "idea", "--json")
+    assert code == 0 and json.loads(out)["replaced"] is None

@@ -782,8 +782,13 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         if not args.run:
             raise UsageError("-m renames: agui-store branch -m OLD NEW")
         thread = _the_thread(store, args)
-        b = store.rename_branch(args.name, args.run[0], thread_id=thread, force=args.force)
-        return _said(out, args, "renamed", b.name, b.thread_id, run=b.run_id, was=args.name)
+        new = args.run[0]
+        # What -f replaces, said as -d says what it deleted: where that branch was.
+        replaced = None if new == args.name else (
+            {b.name: b.run_id for b in store.branches(thread) if not b.default}.get(new))
+        b = store.rename_branch(args.name, new, thread_id=thread, force=args.force)
+        return _said(out, args, "renamed", b.name, b.thread_id, run=b.run_id, was=args.name,
+                     replaced=replaced)
     rev = args.run[0] if args.run else "HEAD"
     found = store.get_run(rev, thread_id=args.thread)
     if found is None:
@@ -835,10 +840,14 @@ def _branch_change(action: str, name: str, thread: str, *, run: str | None = Non
 
 
 def _said(out: TextIO, args: argparse.Namespace, action: str, name: str, thread: str, *,
-          run: str | None = None, was: str | None = None) -> int:
-    """What ``branch`` did, as a line or (``--json``) an object."""
+          run: str | None = None, was: str | None = None, replaced: str | None = None) -> int:
+    """What ``branch`` did, as a line or (``--json``) an object; ``replaced``: the run of
+    the branch a forced rename replaced."""
     if args.json:
-        _write_json(out, _branch_change(action, name, thread, run=run, was=was))
+        change = _branch_change(action, name, thread, run=run, was=was)
+        if action == "renamed":
+            change["replaced"] = replaced
+        _write_json(out, change)
         return 0
     if action == "created":
         line = f"created branch {name} at {run}"
@@ -848,6 +857,8 @@ def _said(out: TextIO, args: argparse.Namespace, action: str, name: str, thread:
         line = f"branch {name} stays at {run}"
     elif action == "renamed":
         line = f"renamed branch {was} to {name} (at {run})"
+        if replaced is not None:
+            line += f", replacing branch {name} (was {replaced})"
     else:
         line = f"deleted branch {name} (was {was})"
     out.write(printable(f"{line} (thread {thread})") + "\n")
