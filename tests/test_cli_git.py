@@ -622,3 +622,24 @@ def test_a_forced_rename_onto_a_branch_replaces_it_as_git_does_and_says_where_it
     assert agui(db, "branch") == (0, "* main -> r4\n  tip -> r4\n")
     code, out = agui(db, "branch", "-m", "tip", "idea", "--json")
     assert code == 0 and json.loads(out)["replaced"] is None
+
+
+def test_log_json_pages_on_through_the_last_runs_parent_as_the_reference_says(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reference = (Path(__file__).parent.parent / "docs" / "reference" / "cli.md").read_text()
+    assert "the next page's `--cursor` is the last run's `parentRunId`" in " ".join(
+        reference.split())
+    pages, cursor = [], []
+    while True:
+        code, out = agui(db, "log", "r3", "--limit", "2", "--json", *cursor)
+        assert code == 0
+        page = json.loads(out)
+        pages.append([r["runId"] for r in page])
+        said = capsys.readouterr().err
+        if page[-1]["parentRunId"] is None:
+            assert said == ""
+            break
+        assert said.split()[-3:] == ["--cursor", page[-1]["parentRunId"], "--json"]
+        cursor = ["--cursor", page[-1]["parentRunId"]]
+    assert pages == [["r3", "r2"], ["r1"]]
