@@ -643,3 +643,18 @@ def test_log_json_pages_on_through_the_last_runs_parent_as_the_reference_says(
         assert said.split()[-3:] == ["--cursor", page[-1]["parentRunId"], "--json"]
         cursor = ["--cursor", page[-1]["parentRunId"]]
     assert pages == [["r3", "r2"], ["r1"]]
+
+
+def test_log_graph_all_draws_a_run_no_branch_reaches_and_log_all_leaves_it_out_as_documented(
+    db: Path,
+) -> None:
+    reference = " ".join(
+        (Path(__file__).parent.parent / "docs" / "reference" / "cli.md").read_text().split())
+    assert "`log --graph --all` draws a run no branch's lineage reaches" in reference
+    with agui_store.open(db) as store:
+        body = store.fork("r2", run_id="r5")
+        store.append(text_run("r5", "five", question="fifth?"), input=body)
+        store.delete_branch("tip", thread_id="t")  # r3: on no branch's lineage now
+    assert first_words(agui(db, "log", "--all")[1]) == ["r5", "r4", "r2", "r1"]
+    drawn = agui(db, "log", "--graph", "--all")[1]
+    assert "r3" in drawn.split() and drawn == agui(db, "log", "--graph")[1]
