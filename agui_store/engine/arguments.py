@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from agui_store.errors import InvalidArgumentError, InvalidEventError
+from agui_store.errors import InvalidArgumentError
 
 #: SQLite's largest integer: no sequence number, run key or lineage depth exceeds it.
 MAX_INT64 = 2**63 - 1
@@ -69,8 +69,8 @@ def check_scope(scope: Any) -> None:
         )
     reason = unstorable(scope)
     if reason is not None:
-        # As an event's id is refused: the scope is stored beside the events it owns.
-        raise InvalidEventError(reason, path="scope")
+        # No stored owner can have this name: an argument no store can answer.
+        raise InvalidArgumentError(f"scope {quote(scope)} {reason}")
 
 
 def check_thread_id(thread_id: Any) -> None:

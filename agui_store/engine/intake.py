@@ -99,6 +99,8 @@ class Intake:
                     f"must be a run id (a non-empty string), not {run_id!r}", path="run_id"
                 )
             storable(run_id, path="run_id")
+        # As an event's id is refused: the scope is stored beside the events it owns.
+        storable(scope, path="scope")
         check_scope(scope)
         run_input = self.parse_input(input) if input is not None else None
         if run_input is not None:

@@ -181,6 +181,21 @@ def test_a_scope_is_an_owners_name_or_none(store: Any) -> None:
     assert store.threads() == []
 
 
+def test_a_scope_no_store_can_hold_is_an_argument_error_naming_the_scope(store: Any) -> None:
+    store.append(run("t", "r1"), scope="alice")
+    for bad in ("a\x00b", "\ud800"):
+        for verb, args, kwargs in (
+            ("delete_owner", (bad,), {}),
+            ("delete_owner", (bad,), {"dry_run": True}),
+            ("threads", (), {"scope": bad}),
+            ("delete_thread", ("t",), {"scope": bad}),
+        ):
+            with pytest.raises(InvalidArgumentError, match=r"^scope '.*' holds a") as e:
+                getattr(store, verb)(*args, **kwargs)
+            assert not isinstance(e.value, InvalidEventError)
+    assert store.threads(scope="alice") == ["t"]
+
+
 @settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     count=st.integers(2, 7),
