@@ -836,6 +836,28 @@ def test_each_broken_invariant_is_reported_precisely_and_fails_the_cli(
     assert [f"{p['check']}: {p['detail']}" for p in report["problems"]] == found
 
 
+def test_an_echo_refs_row_no_store_writes_is_named_by_its_run_and_event(db: Path) -> None:
+    """A row added by another tool: on a RUN_STARTED that echoes no input, and on an event
+    that is no RUN_STARTED. Each is named by its thread, run and event, not by a key the
+    replay missed."""
+    with raw(db) as conn:
+        conn.execute("""INSERT INTO echo_refs(seq, refs) VALUES (1, '{"messages":[[0,1]]}')""")
+        conn.execute("""INSERT INTO echo_refs(seq, refs) VALUES (16, '{"state":"parent"}')""")
+    u1 = "run 'u1' (thread 'u', #5)"
+    changed = (
+        "its events (their positions, types or bytes), outcome or time differ from what the "
+        "run's hash covers"
+    )
+    replayed = "its lineage cannot be replayed from the log: the echo_refs row of event seq"
+    assert problems(db) == [
+        f"hashes: {R1}: batch #1 (seq 1..5): {changed}",
+        f"hashes: {u1}: batch #6 (seq 15..16): {changed}",
+        f"derived: {R1}: {replayed} 1 (RUN_STARTED): the event echoes no input (a JSON "
+        "object) for it to stand in",
+        f"derived: {u1}: {replayed} 16 (RUN_FINISHED): it is on no RUN_STARTED",
+    ]
+
+
 def test_the_cli_entry_point_exits_1_on_a_broken_file_and_0_on_a_sound_one(db: Path) -> None:
     """The real command, in its own process."""
     command = shutil.which("agui-store")

@@ -97,7 +97,7 @@ from agui_store.engine.arguments import quote
 from agui_store.engine.port import IndexedMessage, Inspecting, StoredRun
 from agui_store.engine.revisions import RESERVED_REFS
 from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventError
-from agui_store.history import blobs, hashing
+from agui_store.history import blobs, hashing, normalize
 from agui_store.history.lineage import hash_ids, lineage_ids
 from agui_store.history.restore import (
     RunRecord,
@@ -961,10 +961,16 @@ def _check_hashes(ctx: _Context, out: _Collector) -> None:
 # --- derived structures against a replay ----------------------------------------------------
 
 
-def _record(tx: Inspecting, pk: int) -> RunRecord:
+def _record(tx: Inspecting, pk: int, has_parent: bool) -> RunRecord:
     rows = tx.run_events(pk, 0)  # every event: sequence numbers start at 1
     events = ingest.decode_many([r[0] for r in rows])
-    echo = next((ingest.decode(r[1]) for r in rows[:1] if r[1] is not None), None)
+    echo = None
+    for at, (_, refs, seq, kind) in enumerate(rows):
+        if refs is None:
+            continue
+        echo, wrong = _echo_refs(at, str(kind), events[at], refs, has_parent)
+        if wrong is not None:
+            raise ValueError(f"the echo_refs row of event seq {seq} ({kind}): {wrong}")
     _, raw_input, raw_refs, lineage = tx.run_row(pk)
     return RunRecord(
         input=ingest.decode(raw_input) if raw_input is not None else None,
@@ -973,6 +979,27 @@ def _record(tx: Inspecting, pk: int) -> RunRecord:
         echo_refs=echo,
         as_sent=body_as_sent(raw_input is not None, lineage),
     )
+
+
+def _echo_refs(
+    at: int, kind: str, event: Any, text: str, has_parent: bool
+) -> tuple[Any, str | None]:
+    """The references an ``echo_refs`` row holds, and what keeps them from being ones a store
+    writes (``None``: nothing): only on a run's ``RUN_STARTED``, its first event, echoing an
+    input in a run with a parent whose view they refer to."""
+    try:
+        refs = ingest.decode(text)
+    except InvalidEventError as e:
+        return None, f"it is not JSON a store reads: {e}"
+    wrong = (
+        "it is on no RUN_STARTED" if kind != "RUN_STARTED" else
+        f"it is on the run's event {at + 1}, not its first" if at else
+        "the event echoes no input (a JSON object) for it to stand in"
+        if not isinstance(event, dict) or not isinstance(event.get("input"), dict) else
+        "its run has no parent whose view it refers to" if not has_parent else
+        normalize.refs_problem(refs)
+    )  # fmt: skip
+    return refs, wrong
 
 
 def _first_difference(found: list[Any], replayed: list[Any], start: int = 0) -> str:
@@ -1076,7 +1103,7 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
             replay = replays.pop(parent) if last else replays[parent].branch()
         name = ctx.name_run(pk)
         try:
-            replay.apply(_record(tx, pk))
+            replay.apply(_record(tx, pk, parent is not None))
         except InvalidEventError as e:
             # Events the official client itself refuses to replay: nothing may derive from
             # them (the store writes no checkpoint or digest for such a lineage).
