@@ -370,6 +370,31 @@ def test_a_store_in_a_folder_that_cannot_be_written_names_the_folder_and_the_way
     assert "-wal and -shm" in result.stderr
 
 
+def test_a_write_refused_by_a_read_only_file_names_that_file(tmp_path: Path) -> None:
+    """SQLite gives the -wal and -shm files it makes the store's mode: a read of a read-only
+    store leaves a read-only -shm, which keeps writes out once the store is writable again."""
+    path = tmp_path / "store.db"
+    with agui_store.open(path) as store:
+        store.append(EVENTS)
+    prefix = _without_file_permission_override()
+    path.chmod(0o444)
+    try:
+        assert cli("--db", str(path), "threads", prefix=prefix).returncode == 0
+        result = cli("--db", str(path), "compact", prefix=prefix)
+        assert_one_line_error(result, 1, f"{path} cannot be written")
+        assert "the file is read-only (mode 0444)" in result.stderr
+        path.chmod(0o600)
+        result = cli("--db", str(path), "compact", prefix=prefix)
+        assert_one_line_error(result, 1, f"{path} cannot be written")
+        assert f"{path}-shm, beside it, is read-only (mode 0444)" in result.stderr
+    finally:
+        path.chmod(0o600)
+        for sibling in (f"{path}-wal", f"{path}-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(sibling, 0o600)
+    assert cli("--db", str(path), "compact", prefix=prefix).returncode == 0
+
+
 # --- file modes --------------------------------------------------------------------------------
 
 

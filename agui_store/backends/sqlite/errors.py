@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 from collections.abc import Iterator
 from typing import Any, TypeAlias
 
@@ -18,6 +19,7 @@ import apsw
 
 from agui_store import errors
 from agui_store.backends import errors as backend_errors
+from agui_store.backends.sqlite import files
 
 #: An open store connection (``apsw.Connection``). apsw types every row value as the union of
 #: SQLite's types; the store reads its own STRICT schema, so its modules take rows as Any
@@ -106,6 +108,15 @@ def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiSt
                 "written; make the folder writable, or copy the store to one that is",
                 path=where, errno=system_errno or errno.EACCES,
             )
+        read_only = _read_only_file(where)
+        if read_only is not None:
+            name, mode = read_only
+            which = "the file" if name == files.store_file(where) else f"{name}, beside it,"
+            return errors.StorageError(
+                f"{where} cannot be written ({e}{system}): {which} is read-only (mode "
+                f"{mode:04o}) for this process; make it writable to write to the store",
+                path=where, errno=system_errno or errno.EACCES,
+            )
         return errors.StorageError(
             f"{where} cannot be written ({e}{system}): check the file's and its folder's "
             "permissions",
@@ -132,6 +143,24 @@ def _unwritable_folder(path: str) -> str | None:
             return folder
     except (OSError, ValueError):
         pass
+    return None
+
+
+def _read_only_file(path: str) -> tuple[str, int] | None:
+    """The first of the store file ``path`` and the -wal and -shm files beside it that
+    exists and this process may not write (SQLite gives them the store's mode when it makes
+    them: a read of a read-only store leaves a read-only -shm, which keeps every later
+    write out once the store itself is writable again), with its mode; else ``None``."""
+    real = files.store_file(path)
+    if real is None:
+        return None
+    for suffix in ("", "-wal", "-shm"):
+        name = real + suffix
+        try:
+            if os.path.isfile(name) and not os.access(name, os.W_OK):
+                return name, stat.S_IMODE(os.stat(name).st_mode)
+        except (OSError, ValueError):
+            pass
     return None
 
 
