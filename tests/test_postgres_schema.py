@@ -1229,6 +1229,38 @@ def test_a_store_whose_tables_are_not_those_of_its_version_is_refused_and_left_a
         ).fetchone() == (1,)
 
 
+def test_a_schema_recording_this_version_over_none_of_its_tables_is_refused_at_open(
+    postgres_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agui_store import cli
+
+    with connect(postgres_database) as conn:
+        conn.execute(f"CREATE SCHEMA {pg_schema.SCHEMA}")
+        conn.execute(pg_schema.META)
+        conn.execute(pg_schema.WRITE_VERSION, {
+            "application": pg_schema.APPLICATION, "version": str(pg_schema.SCHEMA_VERSION),
+        })
+    with pytest.raises(agui_store.SchemaVersionError) as refused:
+        agui_store.open(postgres_database).close()
+    said = str(refused.value)
+    assert (
+        f"PostgreSQL schema {pg_schema.SCHEMA!r} records agui-store schema version "
+        f"{pg_schema.SCHEMA_VERSION}, but it lacks tables of that version (threads, runs, "
+    ) in said
+    assert "nothing was changed" in said and "\n" not in said
+    assert cli.main(["--db", postgres_database, "check"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lacks tables of that version" in err
+    with connect(postgres_database) as conn:
+        assert set(store_tables(conn)) == {"meta"}
+    # Under the installers' lock too (a connection in a transaction reads the version there).
+    with (
+        psycopg.connect(postgres_database, options=SEARCH_PATH) as conn,
+        pytest.raises(agui_store.SchemaVersionError, match="lacks tables of that version"),
+    ):
+        pg_schema.install(conn)
+
+
 @contextlib.contextmanager
 def a_role_of_no_grants(postgres_database: str) -> Iterator[str]:
     """A login role of its own, with what every role has (CONNECT) and no grant of the

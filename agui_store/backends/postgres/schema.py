@@ -663,6 +663,14 @@ WRITE_VERSION = (
     "('schema_version', %(version)s) "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
+#: :data:`READ_META`'s rows, then ``('relation', name)`` for each table and view of the schema.
+READ_META_AND_RELATIONS = (
+    "SELECT key::text, value::text FROM {schema}.meta "
+    "WHERE key IN ('application', 'schema_version') "
+    "UNION ALL SELECT 'relation', c.relname::text FROM pg_class c "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p', 'v')"
+)
 SCHEMA_HAS_META = "SELECT to_regclass(format('%%I.meta', %(schema)s::text)) IS NOT NULL"
 SCHEMA_EXISTS = "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s)"
 SCHEMA_HAS_TABLES = (
@@ -726,6 +734,9 @@ def install(
                 f"than this agui-store's {SCHEMA_VERSION}: upgrade agui-store"
             )
         if found == SCHEMA_VERSION:
+            _refuse_missing_tables(schema, {name for name, _ in conn.execute(
+                _TABLE_COLUMNS, (schema,)
+            ).fetchall()})
             return found
         if found:  # a store found has its schema (creating one takes a privilege)
             _refuse_another_layout(conn, schema, found)
@@ -808,10 +819,33 @@ def _at_this_version(conn: Connection, schema: str) -> bool:
     if not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
         return False
     try:
-        rows = dict(conn.execute(READ_META.format(schema=_ident(schema))).fetchall())
+        rows = conn.execute(
+            READ_META_AND_RELATIONS.format(schema=_ident(schema)), {"schema": schema}
+        ).fetchall()
     except Exception:  # no such schema or table yet: install creates them
         return False
-    return rows == {"application": APPLICATION, "schema_version": str(SCHEMA_VERSION)}
+    meta = {key: value for key, value in rows if key != "relation"}
+    if meta != {"application": APPLICATION, "schema_version": str(SCHEMA_VERSION)}:
+        return False
+    _refuse_missing_tables(schema, {value for key, value in rows if key == "relation"})
+    return True
+
+
+def _refuse_missing_tables(schema: str, held: set[str]) -> None:
+    """Refuse a store at this version that holds none of its log's tables (a ``meta`` left
+    behind, a restore of part of the schema): there is no store to read, and ``check`` would
+    report every table as missing as many times as it looks. A store missing some tables
+    opens, for ``check`` to say which."""
+    missing = [name for name in (*TABLES, *VIEWS) if name not in held]
+    if held.isdisjoint(LOG_TABLES):
+        more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
+        raise errors.SchemaVersionError(
+            f"PostgreSQL schema {schema!r} records agui-store schema version "
+            f"{SCHEMA_VERSION}, but it lacks tables of that version "
+            f"({', '.join(missing[:4])}{more}): they were dropped, or never restored; "
+            "nothing was changed. Restore the schema from a backup, or drop it to start an "
+            "empty store"
+        )
 
 
 def application_grants(role: str, schema: str = SCHEMA) -> str:
