@@ -926,6 +926,19 @@ def test_a_corrupted_page_is_reported_not_raised(db: Path) -> None:
     assert all(isinstance(p.detail, str) and p.detail for p in report.problems)
 
 
+def test_a_corrupted_page_is_reported_by_the_table_it_holds(db: Path) -> None:
+    corrupt_events_page(db)
+    with raw(db) as conn:
+        root = conn.execute(
+            "SELECT rootpage FROM sqlite_schema WHERE name = 'event_log'"
+        ).fetchone()[0]
+        report = check_file(conn)
+    lines = report.problems[0].detail.splitlines()
+    damaged = [line for line in lines if line.startswith("Tree ")]
+    assert damaged, lines
+    assert all(line.startswith(f"Tree {root} (table events) page ") for line in damaged), lines
+
+
 CORRUPT_READ = (
     "database.snapshot (the read transaction Store.check runs in) ends with a bare COMMIT, "
     "which on a corrupt file raises apsw.CorruptError; translated() does not map CorruptError, "

@@ -18,6 +18,7 @@ For an SQLite file, in this order:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import apsw
@@ -31,15 +32,35 @@ CHECKS = ("sqlite", "foreign_keys", "schema")
 def problems(conn: apsw.Connection, check: str) -> Iterator[str]:
     """What one of :data:`CHECKS` finds wrong with the file."""
     if check == "sqlite":
+        trees = _trees(conn)
         for (line,) in conn.execute(sql.CHECK_INTEGRITY_CHECK):
             if line != "ok":
-                yield str(line)
+                yield _TREE.sub(lambda m: f"{m[0]} ({trees.get(int(m[1]), 'unknown')})",
+                                str(line))
     elif check == "foreign_keys":
         yield from _foreign_keys(conn)
     elif check == "schema":
         yield from _schema(conn)
     else:
         raise ValueError(f"no SQLite check {check!r}")
+
+
+#: How ``PRAGMA integrity_check`` names a b-tree: by its root page.
+_TREE = re.compile(r"\bTree (\d+)")
+
+
+def _trees(conn: apsw.Connection) -> dict[int, str]:
+    """``root page -> 'table NAME'`` (or ``index``) for the b-trees of the file, so that a
+    damaged page is reported by what it holds; empty when the schema itself cannot be read
+    (SQLite's own words then say so)."""
+    try:
+        rows = conn.execute(sql.CHECK_ROOT_PAGES).fetchall()
+    except apsw.Error:
+        return {}
+    return {
+        int(root): f"{kind} {_SHOWN_AS.get(str(name), str(name))}"  # type: ignore[arg-type]
+        for root, kind, name in rows
+    }
 
 
 def _shorten(text: str, width: int = 120) -> str:
