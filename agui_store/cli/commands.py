@@ -883,9 +883,15 @@ def cmd_branches(
     return 0
 
 
+#: The checks whose problems lie in data derived from the log alone, which ``rebuild``
+#: drops and derives again (the tests edit each kind and rebuild).
+REBUILT = frozenset({"blobs", "checkpoints", "lineage_digests", "derived"})
+
+
 def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``check``: the store's integrity report; exit 1 on any problem (warnings do not
-    fail it)."""
+    fail it). When every problem lies in data derived from the log, it says that
+    ``rebuild`` derives it again."""
     report = store.check()
     if args.json:
         out.write(json.dumps(report.to_json()) + "\n")
@@ -899,6 +905,12 @@ def cmd_check(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         if report.warnings:
             summary += f", {counted(len(report.warnings), 'warning')}"
         out.write(f"{summary} ({', '.join(report.checked)})\n")
+        if report.problems and all(p.check in REBUILT for p in report.problems):
+            out.write(
+                "every problem is in data derived from the log, and the log checks whole: "
+                f"{shell_command(['agui-store', *_db_words(args), 'rebuild'], _encoding(out))}"
+                " derives it again\n"
+            )
         for e in report.erasures:  # what the erasure verbs took out: never damage
             when = "?" if e.erased_at is None else e.erased_at.isoformat(timespec="milliseconds")
             out.write(

@@ -799,6 +799,7 @@ def test_the_cli_check_fails_and_show_refuses_with_one_line_naming_the_run(
     out = io.StringIO()
     assert cli.main(["--db", str(db), "check"], out=out) == 1
     assert f"hashes: {R3}: its lineage parent is {R1}" in out.getvalue()
+    assert "rebuild" not in out.getvalue()  # an edit of the log: no rebuild undoes it
     capsys.readouterr()
     assert cli.main(["--db", str(db), "show", "r3", "--thread", T], out=io.StringIO()) == 1
     err = capsys.readouterr().err
@@ -918,5 +919,49 @@ def test_rebuild_of_every_thread_writes_again_a_blob_edited_in_place(db: str) ->
     assert any(p.startswith("blobs: blob ") for p in problems(db))
     with agui_store.open(db) as store:
         assert store.rebuild() == 2
+    assert problems(db) == []
+    assert {run: checkout(db, run) for run in ("r1", "r2", "r3")} == before
+
+
+#: Edits of data derived from the log, each of which ``check()`` names under a check that
+#: ``agui-store check`` says ``rebuild`` repairs (:data:`agui_store.cli.commands.REBUILT`).
+DERIVED_EDITS: dict[str, list[Edit]] = {
+    "a checkpoint's tail listed the other way round": [
+        {
+            "sqlite": "UPDATE checkpoints SET tail = json_array(tail -> '$[1]', tail -> '$[0]') "
+            "WHERE run = 2",
+            "postgres": "UPDATE checkpoints SET tail = jsonb_build_array(tail::jsonb -> 1, "
+            "tail::jsonb -> 0)::text WHERE run = 2",
+        }
+    ],
+    "checkpoint segments deleted and listed by hand": [
+        "DELETE FROM checkpoint_segments WHERE run = 1",
+        "INSERT INTO checkpoint_segments(run, blob) "
+        "SELECT 2, state FROM checkpoints WHERE run = 1",
+    ],
+    "a search row pointed at another message": [
+        _on_search_rows("UPDATE {rows} SET at = at + 1 WHERE run = 2 AND pos = 1")
+    ],
+    "a blob edited in place": [R2_BLOB_EDITED],
+}
+
+
+@pytest.mark.parametrize("edits", DERIVED_EDITS.values(), ids=DERIVED_EDITS.keys())
+def test_rebuild_leaves_no_problem_an_edit_of_derived_data_made(
+    db: str, edits: list[Edit]
+) -> None:
+    from agui_store.cli.commands import REBUILT
+
+    before = {run: checkout(db, run) for run in ("r1", "r2", "r3")}
+    edit(db, *edits)
+    found = problems(db)
+    assert found and {p.split(":", 1)[0] for p in found} <= REBUILT, found
+    out = io.StringIO()
+    assert cli.main(["--db", db, "check"], out=out) == 1
+    said = out.getvalue().splitlines()[-1]
+    assert said.startswith("every problem is in data derived from the log") and said.endswith(
+        " rebuild derives it again"
+    ), said
+    assert cli.main(["--db", db, "rebuild"], out=io.StringIO()) == 0
     assert problems(db) == []
     assert {run: checkout(db, run) for run in ("r1", "r2", "r3")} == before
