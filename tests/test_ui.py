@@ -407,7 +407,7 @@ def test_the_search_box_lists_the_messages_the_index_finds_each_linking_to_it_in
     assert [m.text for m in hits[1].find_all(tag="mark")] == ["Porto", "hotel"]
     link = hits[1].find(cls="hit-link")
     assert link is not None
-    assert link.attrs["href"] == "/run?thread=trip&run=r1&all_messages=1#msg-0"
+    assert link.attrs["href"] == "/run?thread=trip&run=r1&all_messages=1&q=porto+hotel#msg-0"
     run_page = get(client, "/run", thread="trip", run="r1", all_messages="1")
     target = run_page.by_id("msg-0")
     assert target is not None and target.attrs["data-index"] == "0"
@@ -426,6 +426,37 @@ def test_the_search_box_lists_the_messages_the_index_finds_each_linking_to_it_in
     assert warning is not None and "quote is not closed" in warning.text
     scoped = get(client_of(store, scope="bob"), "/", q="porto")
     assert scoped.find_all(cls="hit") == []
+
+
+@pytest.mark.parametrize("words", ["lorem ipsum ", "Zürich grüßt "])
+def test_a_hit_past_where_a_long_message_is_cut_links_to_it_shown_from_a_little_before_the_word(
+    store: agui_store.Store, words: str
+) -> None:
+    long = words * 2500 + "then the Zanzibar ferry"
+    store.append(one_run("t", "r1", said("u1", "a short question", "user") + said("a1", long)))
+    client = client_of(store)
+    (hit,) = get(client, "/", q="zanzibar").find_all(cls="hit")
+    link = hit.find(cls="hit-link")
+    assert link is not None
+    message = parse(client.get(link.attrs["href"]).text).by_id("msg-1")
+    assert message is not None
+    shown = message.find(cls="msg-text")
+    assert shown is not None and "then the Zanzibar ferry" in shown.text
+    skipped = len(long) - len(shown.text)
+    assert long[skipped - 1] == " " and long[skipped] != " "  # from a word, not inside one
+    note = message.find(cls="clipped")
+    assert note is not None
+    assert f"{skipped:,} earlier characters not shown" in note.text
+    whole = [a.attrs["href"] for a in note.find_all(tag="a")]
+    assert whole == [
+        "/run?thread=t&run=r1&all_messages=1#msg-1", "/run/message?thread=t&run=r1&index=1"
+    ]
+    from_start = parse(client.get(whole[0]).text).by_id("msg-1")
+    assert from_start is not None and from_start.find(cls="msg-text").text.startswith(words)
+    # A word the page shows from the start, a query that is not a search: no jump.
+    for query in ("lorem grüßt", '"zanzibar'):
+        page = get(client, "/run", thread="t", run="r1", q=query).by_id("msg-1")
+        assert page is not None and page.find(cls="msg-text").text.startswith(words)
 
 
 def test_a_hit_in_a_tool_result_sharing_its_calls_id_links_to_the_result(

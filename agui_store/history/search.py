@@ -520,13 +520,43 @@ def snippet(text: str, query: Query, width: int = SNIPPET_WORDS) -> list[tuple[s
     context on each side; ``…`` marks words left out. The piece starts at a word, or at the
     punctuation right before it (:func:`_with_punctuation_before`); whitespace runs in it
     show as one space."""
-    single = [t for t in query.found if len(t.words) == 1]
-    exact = frozenset(t.words[0] for t in single if not t.prefix)
-    prefixes = tuple(t.words[0] for t in single if t.prefix)
-    phrases = tuple(t for t in query.found if len(t.words) > 1)
+    exact, prefixes, phrases = _matchers(query)
     if text.isascii():
         return _ascii_snippet(text, exact, prefixes, phrases, width)
     return _snippet_by_words(text, exact, prefixes, phrases, width)
+
+
+def first_match(text: str, query: Query) -> int | None:
+    """Where in ``text`` the first word a query's found terms match begins, as
+    :func:`snippet` finds it (a phrase: its first word), or ``None`` when none stands there:
+    where a page that shows part of a long text shows it from."""
+    exact, prefixes, phrases = _matchers(query)
+    if text.isascii():
+        lowered = text.lower()
+        found = (_matched_words(exact, prefixes).search(lowered),
+                 _matched_phrases(phrases).search(lowered))
+        return min((m.start() for m in found if m is not None), default=None)
+    read: list[str] = []  # the folded words so far, and where the word each is of begins
+    starts: list[int] = []
+    for m in _raw_word().finditer(text, _block_before_a_match(text, exact, prefixes, phrases, 0)):
+        for word in words(m.group()):
+            read.append(word)
+            starts.append(m.start())
+            if word in exact or (prefixes and word.startswith(prefixes)):
+                return m.start()
+            for phrase in phrases:
+                if phrase.stands_at(read, len(read) - len(phrase.words)):
+                    return starts[-len(phrase.words)]
+    return None
+
+
+def _matchers(query: Query) -> tuple[frozenset[str], tuple[str, ...], tuple[Term, ...]]:
+    """A query's found terms as a snippet matches them: its whole words, its prefixes and
+    its phrases."""
+    single = [t for t in query.found if len(t.words) == 1]
+    exact = frozenset(t.words[0] for t in single if not t.prefix)
+    prefixes = tuple(t.words[0] for t in single if t.prefix)
+    return exact, prefixes, tuple(t for t in query.found if len(t.words) > 1)
 
 
 def _snippet_by_words(
@@ -989,6 +1019,7 @@ __all__ = [
     "SNIPPET_WORDS",
     "Query",
     "Term",
+    "first_match",
     "fold",
     "index_text",
     "message_text",

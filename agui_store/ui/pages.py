@@ -37,6 +37,7 @@ from agui_store import (
 from agui_store.engine import conversations
 from agui_store.engine import search as search_index
 from agui_store.engine.conversations import Continuation
+from agui_store.history import search as search_text
 from agui_store.history.diff import common_end, common_start
 from agui_store.records import when
 from agui_store.ui import text
@@ -662,6 +663,8 @@ class RunPage:
             model continued from (the page says so when it is not where the AG-UI lineage
             reached: the conversation was branched on the server).
         all_messages: the page was asked for every message; ``all_events``: for every event.
+        found: the search the page was opened from (``""``: none): a message longer than a
+            page shows is shown from a little before where the search finds it.
     """
 
     run: Run
@@ -679,13 +682,15 @@ class RunPage:
     continued: Continuation | None = None
     all_messages: bool = False
     all_events: bool = False
+    found: str = ""
 
     @property
-    def view(self) -> dict[str, int]:
+    def view(self) -> dict[str, int | str]:
         """The query parameters that ask for this view again: a link from the page, and its
-        live updates, keep what "show all" chose."""
+        live updates, keep what "show all" chose and the search it was opened from."""
         chosen = {"all_messages": self.all_messages, "all_events": self.all_events}
-        return {name: 1 for name, on in chosen.items() if on}
+        view: dict[str, int | str] = {name: 1 for name, on in chosen.items() if on}
+        return {**view, "q": self.found} if self.found else view
 
     @property
     def token(self) -> str:
@@ -700,9 +705,11 @@ def run_page(
     *,
     all_messages: bool = False,
     all_events: bool = False,
+    found: str = "",
     scope: str | None = None,
 ) -> RunPage:
-    """A run: the conversation as ``checkout`` restores it, its state, its events."""
+    """A run: the conversation as ``checkout`` restores it, its state, its events; a message
+    longer than a page shows, from a little before where the search ``found`` finds it."""
     co = store.checkout(run_id, thread_id=thread_id, scope=scope)
     run = co.run
     parent = (
@@ -711,7 +718,10 @@ def run_page(
         else None
     )
     shown_from = 0 if all_messages else max(0, len(co.messages) - MESSAGES_SHOWN)
-    messages = [message_view(i, co.messages[i]) for i in range(shown_from, len(co.messages))]
+    query = _query(found)
+    messages = [
+        _found_in(i, co.messages[i], query) for i in range(shown_from, len(co.messages))
+    ]
     events = store.events(run.run_id, thread_id=thread_id, scope=scope)
     rows = event_rows(events)
     types = sorted({row.type for row in rows})
@@ -742,7 +752,32 @@ def run_page(
         continued,
         all_messages,
         all_events,
+        found if query is not None else "",
     )
+
+
+def _query(found: str) -> search_text.Query | None:
+    """The search a run page was opened from, parsed (``None``: none, or not a search)."""
+    if not found.strip():
+        return None
+    try:
+        return search_text.parse(found)
+    except InvalidArgumentError:
+        return None
+
+
+def _found_in(index: int, message: dict[str, Any], query: search_text.Query | None) -> MessageView:
+    """A message as a run page shows it: from its start, or, when it is longer than a page
+    shows and ``query`` finds a word past what its start shows, from a little before it."""
+    if query is None:
+        return message_view(index, message)
+    whole = message_text(message)
+    if len(whole) <= text.INLINE_CHARS:
+        return message_view(index, message)
+    at = search_text.first_match(whole, query)
+    if at is None or at + CHANGE_CONTEXT <= text.INLINE_CHARS:
+        return message_view(index, message)
+    return message_view(index, message, start=_shown_from(whole, at))
 
 
 @dataclass(frozen=True)
@@ -817,13 +852,20 @@ def _window(before: str, after: str) -> tuple[int, int, int, bool]:
     shown texts do not end alike and are not compared word by word)."""
     prefix = common_start(before, after)  # slices of text compare as lists' do
     suffix = common_end(before, after, min(len(before), len(after)) - prefix)
-    start = max(0, prefix - CHANGE_CONTEXT)
-    if start:
-        space = re.compile(r"\s").search(before, start, prefix)
-        start = space.end() if space else start
+    start = _shown_from(before, prefix)
     ends = [min(len(t), len(t) - suffix + CHANGE_CONTEXT) for t in (before, after)]
     whole = all(e - start <= text.INLINE_CHARS for e in ends)
     return start, ends[0], ends[1], whole
+
+
+def _shown_from(whole: str, at: int) -> int:
+    """Where a long text is shown from so that its character ``at`` is in view: a little
+    before it, at a word."""
+    start = max(0, at - CHANGE_CONTEXT)
+    if start:
+        space = re.compile(r"\s").search(whole, start, at)
+        start = space.end() if space else start
+    return start
 
 
 def change_view(

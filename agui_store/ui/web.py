@@ -186,7 +186,8 @@ class Viewer:
 
     def run(self, request: Request) -> Response:
         """``/run?thread=&run=``: a run's conversation, state and events (``?all_messages=1``,
-        ``?all_events=1``: every one of them). A live run's page reads this page again to
+        ``?all_events=1``: every one of them; ``?q=``: a long message shown from where that
+        search finds it). A live run's page reads this page again to
         update itself."""
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
         page = pages.run_page(
@@ -195,6 +196,7 @@ class Viewer:
             run_id,
             all_messages=_flag(request, "all_messages"),
             all_events=_flag(request, "all_events"),
+            found=request.query_params.get("q", ""),
             scope=self.scope,
         )
         return self.render(request, "run.html", page=page, run=page.run, thread_id=thread_id)
