@@ -398,6 +398,25 @@ def test_numbers_times_and_event_types_are_never_broken_across_lines(
                 browser.set_window_size(1400, 1000)
 
 
+def test_branch_and_fork_point_badges_are_never_broken_inside_a_word_on_a_phone(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    store, thread = demo  # branches main, porto and fahrenheit; run-1 a fork point
+    pages = [("/", {}), ("/", {"q": "weather"}), ("/thread", {"thread": thread}),
+             ("/run", {"thread": thread, "run": "run-3"})]
+    with serving(agui_store.ui.app(store)) as base:
+        try:
+            for width in (1400, 390):
+                browser.set_window_size(width, 1000)
+                for path, params in pages:
+                    visit(browser, base, path, **params)
+                    assert css_all(browser, ".ref"), path
+                    broken = browser.execute_script(BROKEN_ACROSS_LINES, ".ref, .fork-point")
+                    assert broken == [], (width, path)
+        finally:
+            browser.set_window_size(1400, 1000)
+
+
 def test_a_tree_wider_than_the_window_scrolls_inside_itself_and_keeps_hashes_whole(
     browser: Any, tmp_path: Path
 ) -> None:
