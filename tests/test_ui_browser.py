@@ -417,6 +417,40 @@ def test_branch_and_fork_point_badges_are_never_broken_inside_a_word_on_a_phone(
             browser.set_window_size(1400, 1000)
 
 
+#: How many characters of its payload's monospace font each event's payload cell is wide.
+PAYLOAD_CHARACTERS = """const out = [];
+  for (const cell of document.querySelectorAll('table.event-list td.payload')) {
+    const probe = document.createElement('pre');
+    probe.style.cssText = 'position: absolute; visibility: hidden; white-space: pre';
+    probe.textContent = 'x'.repeat(100);
+    cell.appendChild(probe);
+    out.push(cell.clientWidth / (probe.getBoundingClientRect().width / 100));
+    probe.remove();
+  }
+  return out;"""
+
+
+def test_an_events_payload_keeps_room_for_its_json_on_a_phone(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    store, thread = demo
+    with serving(agui_store.ui.app(store)) as base:
+        try:
+            for width in (1400, 390):  # a window is never narrower than 500 px: emulated
+                browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+                    "width": width, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+                visit(browser, base, "/run", thread=thread, run="run-3")
+                assert browser.execute_script("return window.innerWidth") == width
+                widths = browser.execute_script(PAYLOAD_CHARACTERS)
+                assert widths and min(widths) >= 24, (width, widths)
+                page, window = browser.execute_script(
+                    "return [document.documentElement.scrollWidth, window.innerWidth]"
+                )
+                assert page <= window, (width, page, window)  # the table scrolls inside
+        finally:
+            browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
 def test_a_tree_wider_than_the_window_scrolls_inside_itself_and_keeps_hashes_whole(
     browser: Any, tmp_path: Path
 ) -> None:
