@@ -19,6 +19,7 @@ import pytest
 import agui_store
 from agui_store import testing
 from agui_store.backends.sqlite import schema
+from agui_store.engine import conversations
 from agui_store.sync import copy
 from tests.schema_history import (
     as_version_13,
@@ -636,3 +637,52 @@ def test_an_owners_erasure_leaves_no_byte_of_any_part_of_its_conversations_branc
             assert await store.load("c-alice") is None
 
     asyncio.run(the_other_reads_as_before())
+
+
+@pytest.mark.pydantic_ai
+def test_an_erased_conversations_id_is_left_neither_in_a_fork_nor_in_the_entries_it_shares(
+    tmp_path: Path,
+) -> None:
+    """A fork names the conversation it was forked from, and each entry the conversation
+    whose save stored it: the fork's shared history stays, the erased id goes from both."""
+    path = tmp_path / "s.db"
+    gone = "ConversationIdGone7f3a"
+
+    async def save() -> str:
+        async with ConversationStore(path) as store:
+            await store.save(
+                Conversation(conversation_id=gone, messages=[user("hi"), reply("hello")]),
+                scope="alice",
+            )
+            fork = await store.fork(gone, new_conversation_id="kept", scope="bob")
+            fork.messages.extend([user("and then"), reply("then this")])
+            await store.save(fork, scope="bob")
+            loaded = await store.load("kept")
+            assert loaded is not None
+            return loaded.revision
+
+    revision = asyncio.run(save())
+    assert gone.encode() in raw_bytes(path)
+    with agui_store.open(path) as store:
+        receipt = store.delete_owner("alice")
+        assert (receipt.conversations, receipt.purged) == (1, True)
+        assert store.check().ok
+    assert gone.encode() not in raw_bytes(path)
+
+    async def the_fork_reads_as_before() -> list[str]:
+        async with ConversationStore(path) as store:
+            record = await store.read_record("kept")
+            assert record is not None
+            assert (record.forked_from, record.scope) == (None, "bob")
+            # A save that read the fork before the erasure would write its origin back.
+            assert record.revision != revision
+            loaded = await store.load("kept", scope="bob")
+            assert loaded is not None
+            assert loaded.messages == round_trip(
+                [user("hi"), reply("hello"), user("and then"), reply("then this")]
+            )
+            return [entry.id for entry in await store.read_history(record.head_id)]
+
+    entries = asyncio.run(the_fork_reads_as_before())
+    with agui_store.open(path) as store, store.reading() as tx:
+        assert {conversations.entry_conversation(tx, e) for e in entries} == {"kept"}

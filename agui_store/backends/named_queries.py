@@ -420,6 +420,11 @@ class NamedQueries:
         """Delete an entry; its message stays until :meth:`delete_unused_conversation_message`."""
         self._execute(self.sql.DELETE_CONVERSATION_ENTRY, (pk,))
 
+    def set_entry_conversation(self, pk: int, conversation: str) -> None:
+        """The entry ``pk`` is kept by the conversation ``conversation`` (an erasure took
+        the one that stored it)."""
+        self._execute(self.sql.SET_ENTRY_CONVERSATION, (conversation, pk))
+
     def delete_unused_conversation_message(self, pk: int) -> None:
         """Delete the message unless an entry still holds it."""
         self._execute(self.sql.DELETE_UNUSED_CONVERSATION_MESSAGE, (pk, pk))

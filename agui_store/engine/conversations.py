@@ -24,7 +24,9 @@ delete, and finds the entry gone: a conflict).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -568,8 +570,10 @@ def erase(
     :func:`delete_record` does, whatever their revision (an erasure is not a save that
     could conflict): ``(records found, bytes of their records and histories)``. With
     ``dry_run`` nothing is deleted. ``reached`` is given the ids of the entries each
-    conversation reached (those another conversation reaches too stay, with it)."""
+    conversation reached (those another conversation reaches too stay, with it). No
+    trace of an erased conversation's id stays: see :func:`_forget_erased`."""
     found = size = 0
+    erased: dict[str, list[str]] = {}
     for conversation_id in sorted(conversation_ids):
         stored = tx.conversation(conversation_id)
         if stored is None:
@@ -588,9 +592,55 @@ def erase(
             continue
         tx.delete_conversation(int(stored[0]))
         release_history(tx, record)
+        erased[conversation_id] = list(held)
         if reached is not None:
             reached[conversation_id] = list(held)
+    if erased:
+        _forget_erased(tx, erased)
     return found, size
+
+
+def _forget_erased(tx: port.Writing, erased: dict[str, list[str]]) -> None:
+    """Take the ids of erased conversations (each with the entries it reached) out of what
+    stays: a fork that names one as the conversation it was forked from names none
+    (``forked_from`` ``None``), under a new revision (a save that read the fork before the
+    erasure would write its origin back: it conflicts instead); an entry the erased
+    conversation stored and another keeps (a fork's shared history) is the keeper's, the
+    first by id that reaches it."""
+    kept: dict[str, int] = {}  # entry id -> key, of entries an erased conversation stored
+    for entry_ids in erased.values():
+        for entry_id in entry_ids:
+            key = tx.conversation_entry_key(entry_id)
+            if key is not None and key[2] in erased:
+                kept[entry_id] = int(key[0])
+    stays = sorted(tx.conversations(None, EVERY), key=lambda row: str(row.conversation_id))
+    for row in stays:
+        record = _record(row)
+        try:
+            fields = json.decode(record.record) if '"forked_from"' in record.record else None
+        except InvalidEventError:
+            fields = None  # edited outside the store: check() names it
+        origin = fields.get("forked_from") if isinstance(fields, dict) else None
+        if isinstance(origin, str) and origin in erased:
+            assert isinstance(fields, dict)
+            fields["forked_from"] = None
+            record = dataclasses.replace(
+                record,
+                revision=str(uuid.uuid4()),
+                record=json.canonical_bytes(fields).decode(),
+            )
+            head = None if record.head_id is None else tx.conversation_entry_key(record.head_id)
+            tx.update_conversation(
+                int(row.pk), None if head is None else int(head[0]), record.scope,
+                record.revision, record.updated_at, record.record, record_hash(record),
+            )
+        for tip in (record.head_id, *record.branches) if kept else ():
+            if tip is None:
+                continue
+            for entry in tx.conversation_history(tip, EVERY):
+                pk = kept.pop(str(entry[0]), None)
+                if pk is not None:
+                    tx.set_entry_conversation(pk, record.conversation_id)
 
 
 def entry_conversation(tx: port.Reading, entry_id: str) -> str | None:

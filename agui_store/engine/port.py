@@ -883,6 +883,9 @@ class ConversationWrites(Protocol):
         """Delete an entry; its message stays until :meth:`delete_unused_conversation_message`."""
     def delete_unused_conversation_message(self, pk: int) -> None:
         """Delete the message unless an entry still holds it."""
+    def set_entry_conversation(self, pk: int, conversation: str) -> None:
+        """The entry ``pk`` is kept by the conversation ``conversation`` (an erasure took
+        the one that stored it)."""
 
 
 class ErasureWrites(Protocol):

@@ -1023,6 +1023,7 @@ SELECT e.parent, e.message,
 FROM conversation_entries e WHERE e.id = %s
 """
 DELETE_CONVERSATION_ENTRY = "DELETE FROM conversation_entries WHERE id = %s"
+SET_ENTRY_CONVERSATION = "UPDATE conversation_entries SET conversation = %s WHERE id = %s"
 #: Deletes a message (its key given twice) no entry holds any more.
 DELETE_UNUSED_CONVERSATION_MESSAGE = """
 DELETE FROM conversation_messages WHERE id = %s

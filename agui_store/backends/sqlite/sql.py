@@ -761,6 +761,7 @@ SELECT e.parent, e.message,
 FROM conversation_entries e WHERE e.id = ?
 """
 DELETE_CONVERSATION_ENTRY = "DELETE FROM conversation_entries WHERE id = ?"
+SET_ENTRY_CONVERSATION = "UPDATE conversation_entries SET conversation = ? WHERE id = ?"
 #: Deletes a message (its key given twice) no entry holds any more.
 DELETE_UNUSED_CONVERSATION_MESSAGE = """
 DELETE FROM conversation_messages WHERE id = ?
