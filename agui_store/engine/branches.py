@@ -35,8 +35,8 @@ def point(tx: port.Writing, name: str, run: RunKey, *, move: bool = True) -> Bra
 def rename(
     tx: port.Writing, thread_pk: int, thread_id: str, old: str, new: str, *, force: bool
 ) -> Branch:
-    """Rename branch ``old`` to ``new`` (its run stays); ``force`` replaces a branch already
-    named ``new``."""
+    """Rename branch ``old`` to ``new`` (its run and its ``updated_at`` stay); ``force``
+    replaces a branch already named ``new``."""
     refuse_reserved(old)
     check_branch_name(new)
     at = tx.branch_run(thread_pk, old)
@@ -50,11 +50,13 @@ def rename(
                 f"branch {quote(new)} already exists (at run {quote(tx.run_id(taken))}): "
                 "replacing it needs force"
             )
-    now = clock.now_ms()
+    # The branch keeps when it last moved, as git keeps a renamed branch's reflog: a
+    # rename points no name at another run, as pointing a branch where it is does not.
+    updated = next(u for n, _, u in tx.branch_list(thread_pk) if n == old)
     if new != old:
-        tx.set_branch(thread_pk, new, at, now)
+        tx.set_branch(thread_pk, new, at, updated)
         tx.delete_branch(thread_pk, old)
-    return Branch(thread_id, new, tx.run_id(at), False, when(now))
+    return Branch(thread_id, new, tx.run_id(at), False, when(updated))
 
 
 def listing(tx: port.Reading, thread_pk: int, thread_id: str) -> list[Branch]:

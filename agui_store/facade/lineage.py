@@ -63,8 +63,9 @@ class LineageVerbs(Facade):
         force: bool = False,
         scope: str | None = None,
     ) -> Branch:
-        """Rename a branch (its run stays), as ``git branch -m`` does. ``force`` replaces a
-        branch already named ``new`` (otherwise ``BranchError``)."""
+        """Rename a branch (its run and ``updated_at``, when it last moved, stay), as ``git
+        branch -m`` does. ``force`` replaces a branch already named ``new`` (otherwise
+        ``BranchError``)."""
         branches.refuse_reserved(old)
         intake.check_scope(scope)
         with self.writing() as tx:

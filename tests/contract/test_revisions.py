@@ -3,6 +3,7 @@ and branches that are created, moved only when asked, and renamed."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 import agui_store
 from agui_store import AmbiguousRunError, BranchError, InvalidArgumentError, RunNotFoundError
+from agui_store.engine import clock
 from tests.streams import run
 from tests.workers.harness import scale
 
@@ -117,6 +119,20 @@ def test_a_branch_moves_only_when_asked_and_renames_keeping_its_run(store: Any) 
         store.rename_branch("plan", "x", thread_id="t")
     with pytest.raises(BranchError, match="default branch"):
         store.rename_branch("main", "x", thread_id="t")
+
+
+def test_renaming_a_branch_keeps_when_it_last_moved_as_pointing_it_where_it_is_does(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(clock, "now_ms", lambda: 1_000_000)
+    store.branch("idea", "r2", thread_id="t")
+    moved = store.branches("t")[1].updated_at
+    assert moved == datetime.datetime.fromtimestamp(1000, datetime.timezone.utc)
+    monkeypatch.setattr(clock, "now_ms", lambda: 9_000_000)
+    assert store.branch("idea", "r2", thread_id="t").updated_at == moved
+    assert store.rename_branch("idea", "idea", thread_id="t").updated_at == moved
+    assert store.rename_branch("idea", "plan", thread_id="t").updated_at == moved
+    assert [(b.name, b.updated_at) for b in store.branches("t")[1:]] == [("plan", moved)]
 
 
 def test_fork_refuses_a_run_id_the_thread_has_at_once(store: Any) -> None:
