@@ -292,3 +292,30 @@ def test_each_hot_conversation_statement_probes_indexes_and_never_scans_a_table(
     ]
     assert scans == [], plan
     assert "USE TEMP B-TREE FOR ORDER BY" not in plan or name == "CONVERSATION_HISTORY", plan
+
+
+@pytest.mark.pydantic_ai
+def test_a_conversation_store_given_no_store_opens_the_one_agui_store_open_does(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``$AGUI_STORE_DB``, else ``./agui-store.db``, as ``agui_store.open(None)`` does."""
+
+    async def save(conversations: ConversationStore, cid: str) -> str:
+        async with conversations:
+            await conversations.save(Conversation(conversation_id=cid, messages=turn(1)))
+            return conversations.store.path
+
+    named = tmp_path / "named.db"
+    monkeypatch.setenv("AGUI_STORE_DB", str(named))
+    assert run(save(ConversationStore(), "from-env")) == str(named)
+    monkeypatch.delenv("AGUI_STORE_DB")
+    monkeypatch.chdir(tmp_path)
+    assert run(save(ConversationStore(None), "from-cwd")) == "agui-store.db"
+
+
+    async def saved(path: Any) -> list[str]:
+        async with ConversationStore(str(path)) as conversations:
+            return [r.conversation_id for r in await conversations.read_records()]
+
+    assert run(saved(named)) == ["from-env"]
+    assert run(saved(tmp_path / "agui-store.db")) == ["from-cwd"]

@@ -111,15 +111,19 @@ class ConversationStore(_upstream.ConversationStore):
     Args:
         store: a :class:`~agui_store.store.Store`, an :class:`~agui_store.aio.AsyncStore`
             (its synchronous store is used), or a path or URL to open one at (closed by
-            :meth:`close`).
-        **options: :func:`agui_store.open`'s options, when ``store`` is a path or URL.
+            :meth:`close`); ``None`` (the default) opens the one ``agui_store.open(None)``
+            does: ``$AGUI_STORE_DB``, else ``./agui-store.db``.
+        **options: :func:`agui_store.open`'s options, when ``store`` is a path or URL, or
+            ``None``.
 
     Each call runs on a worker thread of its own, off the event loop. ``delete`` removes
     the record, then every entry no remaining record's head or branches reach and every
     message no remaining entry holds (see ``docs/pydantic-ai.md``).
     """
 
-    def __init__(self, store: Store | AsyncStore | str | os.PathLike[str], **options: Any):
+    def __init__(
+        self, store: Store | AsyncStore | str | os.PathLike[str] | None = None, **options: Any
+    ):
         if isinstance(store, AsyncStore):
             self._store, self._owns = store.store, False
         elif isinstance(store, Store):
