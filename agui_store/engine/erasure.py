@@ -215,6 +215,27 @@ def idle_threads(tx: port.Writing, before: int, scope: str | None) -> list[int]:
     return idle
 
 
+def idle_conversations(
+    tx: port.Writing, before: int, scope: str | None, pruned: Sequence[int]
+) -> list[str]:
+    """The pydantic-ai conversations ``prune`` erases besides those linked to the threads it
+    erases (``pruned``, keys): every one (saved under ``scope``; ``None``: any) last saved
+    before ``before`` (microseconds since the epoch) whose id names no thread that stays
+    and holds it (:func:`conversations.linked`): a conversation with no AG-UI thread ages
+    as a thread does."""
+    out = []
+    gone = set(pruned)
+    for row in tx.conversations(scope, conversations.EVERY):
+        if int(row.updated_at) >= before:
+            continue
+        cid = str(row.conversation_id)
+        thread = tx.thread(cid)
+        if thread is not None and thread[0] not in gone and cid in conversations.linked(tx, cid):
+            continue  # its thread stays, and keeps it: it goes when that thread goes
+        out.append(cid)
+    return out
+
+
 def erase(
     tx: port.Writing,
     thread_pks: Sequence[int],

@@ -66,7 +66,9 @@ class ErasureVerbs(Facade):
         than ``before``: a ``datetime`` (a naive one is UTC), or a ``timedelta`` back from
         now (``timedelta(days=90)`` keeps the last 90 days). A thread's activity is a batch
         appended to it, or a save of a pydantic-ai conversation linked to it. A thread with
-        a run still open is in use and stays whole, however old: never cut in the middle."""
+        a run still open is in use and stays whole, however old: never cut in the middle.
+        A pydantic-ai conversation last saved before ``before`` goes too, unless a thread
+        that stays holds it (the thread its id names)."""
         intake.check_scope(scope)
         if isinstance(before, datetime.timedelta):
             if before < datetime.timedelta(0):
@@ -80,7 +82,12 @@ class ErasureVerbs(Facade):
             raise InvalidArgumentError(
                 f"before= must be a datetime or a timedelta, not {_quote(before)}"
             )
-        return self._erase(lambda tx: erasure.idle_threads(tx, cutoff, scope), "prune", dry_run)
+        return self._erase(
+            lambda tx: erasure.idle_threads(tx, cutoff, scope),
+            "prune",
+            dry_run,
+            idle=lambda tx, pruned: erasure.idle_conversations(tx, cutoff, scope, pruned),
+        )
 
     def _erase(
         self,
@@ -89,12 +96,17 @@ class ErasureVerbs(Facade):
         dry_run: bool,
         *,
         scope: str | None = None,
+        idle: Callable[[port.Writing, list[int]], list[str]] | None = None,
     ) -> ErasureReceipt:
         """One erasure: the threads ``threads(tx)`` names erased in one write transaction,
-        then the physical purge (see :mod:`agui_store.engine.erasure`)."""
+        with the conversations ``idle(tx, threads)`` names besides their linked ones, then
+        the physical purge (see :mod:`agui_store.engine.erasure`)."""
         with self.replicating() as tx:  # what the store remembers goes with the threads
+            now = clock.now_ms()
+            pks = threads(tx)
+            alone = dict.fromkeys(idle(tx, pks), now) if idle is not None else None
             receipt = erasure.erase(
-                tx, threads(tx), verb, clock.now_ms(), owner=scope, dry_run=dry_run
+                tx, pks, verb, now, owner=scope, dry_run=dry_run, conversation_times=alone
             )
         if dry_run:
             return receipt

@@ -289,6 +289,34 @@ def test_prune_keeps_a_thread_whose_conversation_was_saved_after_the_cutoff(
 
 
 @pytest.mark.pydantic_ai
+def test_prune_erases_an_idle_conversation_no_thread_holds_but_not_one_a_kept_thread_holds(
+    store_location: str,
+) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as conversations:
+            for cid, scope in (("lonely", None), ("alices", "alice"), ("busy", None)):
+                await conversations.save(Conversation(conversation_id=cid, messages=turn(1)),
+                                         scope=scope)  # fmt: skip
+            time.sleep(0.01)
+            cutoff = datetime.datetime.now(datetime.timezone.utc)
+            time.sleep(0.01)
+            await conversations.save(Conversation(conversation_id="fresh", messages=turn(1)))
+            with agui_store.open(store_location) as store:
+                _thread(store, "busy")  # written after the cutoff: it stays, and holds "busy"
+                assert store.prune(before=cutoff, scope="bob").conversations == 0
+                assert store.prune(before=cutoff, dry_run=True).conversations == 2
+                receipt = store.prune(before=cutoff, scope="alice")
+                assert (receipt.threads, receipt.conversations) == (0, 1)
+                receipt = store.prune(before=cutoff)
+                assert (receipt.threads, receipt.conversations, receipt.purged) == (0, 1, True)
+                assert store.check().ok
+            kept = sorted(r.conversation_id for r in await conversations.read_records())
+            assert kept == ["busy", "fresh"]
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.pydantic_ai
 def test_the_conversations_linked_to_a_thread_go_with_it(store_location: str) -> None:
     async def scenario() -> None:
         async with ConversationStore(store_location) as conversations:
