@@ -319,3 +319,30 @@ def test_a_conversation_store_given_no_store_opens_the_one_agui_store_open_does(
 
     assert run(saved(named)) == ["from-env"]
     assert run(saved(tmp_path / "agui-store.db")) == ["from-cwd"]
+
+
+@pytest.mark.pydantic_ai
+def test_a_records_updated_at_in_an_offset_with_seconds_reads_back_as_the_same_moment(
+    db_path: Any,
+) -> None:
+    """pydantic writes a UTC offset in whole minutes: the moment read back is the one saved."""
+    import dataclasses
+    from datetime import datetime, timedelta, timezone
+
+    from pydantic_ai.conversation_store import ConversationRecord
+
+    offset = timezone(timedelta(hours=5, minutes=30, seconds=15))
+    saved = datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=offset)
+
+    async def scenario() -> None:
+        async with ConversationStore(str(db_path)) as conversations:
+            record = ConversationRecord(conversation_id="c", head_id=None, updated_at=saved)
+            await conversations.write_record(record, expected_revision=None)
+            again = dataclasses.replace(record, conversation_id="d")
+            await conversations.write_record(again, expected_revision=None)
+            read = await conversations.read_record("c")
+            assert read is not None and read.updated_at == saved
+            listed = await conversations.read_records()
+            assert [r.updated_at for r in listed] == [saved, saved]
+
+    run(scenario())

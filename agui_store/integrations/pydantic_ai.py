@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import functools
 import os
 import platform
@@ -409,7 +410,14 @@ def _record_from(stored: _engine.Record) -> _upstream.ConversationRecord:
         revision=stored.revision,
         branches=list(stored.branches),
     )
-    return _RECORD.validate_python(fields)
+    record = _RECORD.validate_python(fields)
+    moment = record.updated_at
+    if moment.tzinfo is not None and _micros(moment) != stored.updated_at:
+        # pydantic writes a UTC offset in whole minutes (+05:30:15 as +05:30): the moment
+        # saved is the column's, shown in the offset pydantic read back.
+        exact = _EPOCH + timedelta(microseconds=stored.updated_at)
+        record = dataclasses.replace(record, updated_at=exact.astimezone(moment.tzinfo))
+    return record
 
 
 def _entries_to(
