@@ -383,7 +383,10 @@ def test_delete_and_prune_refuse_without_yes_and_a_terminal_and_erase_nothing(
         proc = cli(*args, db=db, ok=False)
         assert proc.returncode == 2 and "without --yes" in proc.stderr, args
         assert "0:00" not in proc.stderr  # an age as typed, not a Python timedelta
-        assert args[0] != "prune" or f"longer than {args[-1].replace('0d', '0s')} " in proc.stderr
+        assert args[0] != "prune" or (
+            f"every thread and conversation idle for longer than {args[-1].replace('0d', '0s')} "
+            in proc.stderr
+        )
         assert proc.stderr.count("\n") == 1 and not proc.stdout
     assert _thread_ids(cli, db) == ["gone", "kept"]
     assert db.read_bytes() == before

@@ -1440,8 +1440,9 @@ def cmd_delete(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_prune(store: Store, args: argparse.Namespace, out: TextIO) -> int:
-    """``prune --older-than 90d``: erase every thread (of ``--owner``) idle for longer (see
-    :meth:`agui_store.Store.prune`)."""
+    """``prune --older-than 90d``: erase every thread (of ``--owner``) idle for longer, and
+    every pydantic-ai conversation last saved before then that no staying thread holds
+    (see :meth:`agui_store.Store.prune`)."""
     older, owner = args.older_than, args.owner
     # The cutoff is taken once: the erasure a person agrees to on the terminal is the one
     # the question counted, not one that also takes the threads gone idle while it waited.
@@ -1450,7 +1451,7 @@ def cmd_prune(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         before = now - older
     except OverflowError:  # further back than a datetime goes: before every thread
         before = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
-    return _erase(args, out, "every thread idle for longer than "
+    return _erase(args, out, "every thread and conversation idle for longer than "
                   f"{_age_text(older)}" + (f" of owner {printable(owner)!r}" if owner else ""),
                   lambda dry: store.prune(before=before, scope=owner, dry_run=dry))
 
@@ -1569,8 +1570,9 @@ COMMANDS: dict[str, tuple[Callable[[Store, argparse.Namespace, TextIO], int], st
              "only what DST lacks, losslessly, refusing runs that differ"),
     "delete": (cmd_delete, "erase a thread (--thread) or everything an owner has (--owner), "
                "for good: log, derived data, linked conversations"),
-    "prune": (cmd_prune, "erase every thread idle for longer than --older-than (required: "
-              "90d, 12h, ...); a thread with a run still open stays"),
+    "prune": (cmd_prune, "erase every thread and pydantic-ai conversation idle for longer "
+              "than --older-than (required: 90d, 12h, ...); a thread with a run still open "
+              "stays"),
     "purge": (cmd_purge, "finish the physical purge of erasures (a receipt or a copy that "
               "said it was not finished): SQLite rewrites the file, PostgreSQL vacuums "
               "(--rewrite: rewrites the tables)"),
