@@ -237,6 +237,20 @@ R2_BLOB_EDITED: Edit = {
 }
 
 
+_FORGED = "CAST(replace(CAST(data AS TEXT), '\"and two?\"', '\"and FORGED?\"') AS BLOB)"
+_PG_FORGED = (
+    "convert_to(replace(convert_from(data, 'UTF8'), '\"and two?\"', '\"and FORGED?\"'), "
+    "'UTF8')"
+)
+#: r2's question forged in the blobs holding it, their SHA-256 recomputed (so each blob
+#: hashes to its address, a new one).
+R2_BLOB_FORGED: Edit = {
+    "sqlite": f"UPDATE blobs SET data = {_FORGED}, hash = sha256({_FORGED}) "
+    """WHERE CAST(data AS TEXT) LIKE '%"and two?"%'""",
+    "postgres": f"UPDATE blobs SET data = {_PG_FORGED}, hash = sha256({_PG_FORGED}) "
+    """WHERE position(convert_to('"and two?"', 'UTF8') in data) > 0""",
+}
+
 # --- the edits --------------------------------------------------------------------------
 
 
@@ -308,20 +322,7 @@ def test_an_event_edited_into_an_array_is_named_and_check_still_reports_on_the_r
 
 
 def test_a_forged_blob_with_its_sha256_recomputed_is_named_and_refused(db: str) -> None:
-    forged = "CAST(replace(CAST(data AS TEXT), '\"and two?\"', '\"and FORGED?\"') AS BLOB)"
-    pg_forged = (
-        "convert_to(replace(convert_from(data, 'UTF8'), '\"and two?\"', '\"and FORGED?\"'), "
-        "'UTF8')"
-    )
-    edit(
-        db,
-        {
-            "sqlite": f"UPDATE blobs SET data = {forged}, hash = sha256({forged}) "
-            """WHERE CAST(data AS TEXT) LIKE '%"and two?"%'""",
-            "postgres": f"UPDATE blobs SET data = {pg_forged}, hash = sha256({pg_forged}) "
-            """WHERE position(convert_to('"and two?"', 'UTF8') in data) > 0""",
-        },
-    )
+    edit(db, R2_BLOB_FORGED)
     found = problems(db)
     assert not [p for p in found if p.startswith("blobs:")]  # every blob hashes to its address
     assert (
@@ -868,19 +869,9 @@ def test_rebuild_derives_again_what_forged_derived_data_made_differ_from_the_log
     db: str,
 ) -> None:
     before = {run: checkout(db, run) for run in ("r1", "r2", "r3")}
-    forged = "CAST(replace(CAST(data AS TEXT), '\"and two?\"', '\"and FORGED?\"') AS BLOB)"
-    pg_forged = (
-        "convert_to(replace(convert_from(data, 'UTF8'), '\"and two?\"', '\"and FORGED?\"'), "
-        "'UTF8')"
-    )
     edit(
         db,
-        {
-            "sqlite": f"UPDATE blobs SET data = {forged}, hash = sha256({forged}) "
-            """WHERE CAST(data AS TEXT) LIKE '%"and two?"%'""",
-            "postgres": f"UPDATE blobs SET data = {pg_forged}, hash = sha256({pg_forged}) "
-            """WHERE position(convert_to('"and two?"', 'UTF8') in data) > 0""",
-        },
+        R2_BLOB_FORGED,
         {
             "sqlite": "UPDATE lineage_digests SET ids_hash = sha256(CAST('x' AS BLOB)) "
             "WHERE run = 1",
