@@ -198,6 +198,11 @@ class AsyncStore:
         return self._store.path
 
     @property
+    def max_event_bytes(self) -> int:
+        """The largest event the store takes, as JSON (the ``Store``'s)."""
+        return self._store.max_event_bytes
+
+    @property
     def purge_pending(self) -> str:
         """Why the last :meth:`purge` did not finish, or ``""`` (see
         :attr:`agui_store.Store.purge_pending`)."""

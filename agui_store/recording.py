@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import msgspec
 
 from agui_store.codec import ingest
-from agui_store.codec.sse import SSEParser
+from agui_store.codec.sse import MAX_EVENT_BYTES, SSEParser
 from agui_store.engine import arguments
 from agui_store.errors import AguiStoreError, InvalidEventError, OpenRunsError, StoreBusyError
 from agui_store.records import AppendResult
@@ -55,7 +55,8 @@ __all__ = [
 
 class Appender(Protocol):
     """What a :class:`Batcher` writes through: one call that appends a batch, atomically
-    (:meth:`agui_store.Store.append` is one)."""
+    (:meth:`agui_store.Store.append` is one). An appender with a ``max_event_bytes`` (a
+    store's) has an event stream's larger events refused as they arrive, never held whole."""
 
     def append(
         self,
@@ -74,7 +75,7 @@ class Appender(Protocol):
 class AsyncAppender(Protocol):
     """What an :class:`AsyncBatcher` writes through (:class:`agui_store.aio.AsyncStore` is
     one): a batch appended off the event loop, and a register of the batchers still open,
-    which the appender's ``close`` waits for."""
+    which the appender's ``close`` waits for. A ``max_event_bytes``, as :class:`Appender`'s."""
 
     async def append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
         """Append one recorded batch (:func:`append_batch`'s arguments); what was written."""
@@ -234,6 +235,7 @@ class _Pending:
         max_bytes: int,
         scope: str | None = None,
         warn: bool = True,
+        max_event_bytes: int = MAX_EVENT_BYTES,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be positive, not {interval!r}")
@@ -265,6 +267,9 @@ class _Pending:
         self.warn = warn  # False: the owner reports what was not recorded, once
         self.reported = (0, 0)  # (recorded, not) as the warning of the failure said them
         self.sse: SSEParser | None = None  # the stream is text/event-stream, as sent
+        # Its largest event: the store's, so that one it would refuse is never held whole.
+        self.max_event_bytes = max_event_bytes
+        self.unframed = 0  # the stream's events its framer refused or skipped, counted
 
     def payloads(self, event: Any) -> list[bytes]:
         """The JSON text of the events ``event`` carries: its own (:func:`event_json`); or,
@@ -278,17 +283,32 @@ class _Pending:
                 raw.removeprefix(b"\xef\xbb\xbf").startswith(_SSE_FIELDS)
             ):
                 return [raw]
-            self.sse = SSEParser()
+            self.sse = SSEParser(max_event_bytes=self.max_event_bytes)
         # The events before an oversized one are given; the refusal comes after them
-        # (framer_refusal), so that what the chunk completed first is not lost with it.
+        # (count_unframed), so that what the chunk completed first is not lost with it.
         return self.sse.read(raw)
 
-    def framer_refusal(self) -> Exception | None:
-        """The event stream's first event too large to read, once (``None``: none new)."""
-        error = None if self.sse is None else self.sse.error
-        if error is None or self.failed is not None:
-            return None
-        return error
+    def framer_stopped(self) -> bool:
+        """Whether the event stream has an event too large to read: from it on, its events
+        are the framer's to count (:meth:`count_unframed`), none reaches :meth:`add`."""
+        return self.sse is not None and self.sse.error is not None
+
+    def count_unframed(self) -> None:
+        """Count as dropped the events of the stream its framer refused or skipped since
+        the last call; the first refusal stops the recording (what passed before it is
+        still appended)."""
+        sse = self.sse
+        if sse is None or sse.error is None:
+            return
+        # The refused event is counted from its refusal; the framer counts it at its end.
+        unframed = max(sse.dropped, 1)
+        new, self.unframed = unframed - self.unframed, unframed
+        self.added += new
+        self.dropped += new
+        if self.failed is None:
+            self._name_from(self.events[0] if self.events else None)
+            position = self.recorded + len(self.events)  # those before it still go in
+            self._fail(sse.error, position, position)
 
     def unended(self) -> list[bytes]:
         """The data of an event the event stream did not end with a blank line, which the
@@ -401,6 +421,7 @@ class _Pending:
     def finish(self) -> None:
         """The stream ended: say what was not recorded, when it is more than the warning
         of the failure said (events came after it, or those before it failed too)."""
+        self.count_unframed()
         final = (self.recorded, self.dropped)
         if not self.finished and self.failed is not None and final != self.reported:
             self._report(*final)
@@ -516,6 +537,14 @@ def _append_when_free(store: Appender, batch: list[bytes], options: dict[str, An
             tries += 1
 
 
+def _largest_event(appender: object) -> int:
+    """The largest event ``appender`` takes (a store's ``max_event_bytes``), for the framer of
+    an event stream: an event the store would refuse is refused as it arrives, never held
+    whole (:data:`~agui_store.codec.sse.MAX_EVENT_BYTES` for an appender that does not say)."""
+    limit = getattr(appender, "max_event_bytes", None)
+    return limit if isinstance(limit, int) and limit > 0 else MAX_EVENT_BYTES
+
+
 #: Called after each batch is written, in order, with its receipt and its events' JSON.
 OnWritten = Callable[[AppendResult, list[bytes]], None]
 
@@ -581,6 +610,7 @@ class Batcher:
             interval=interval,
             max_bytes=max_bytes,
             scope=scope,
+            max_event_bytes=_largest_event(store),
         )
         self._on_written = on_written
         self._changed = threading.Condition()
@@ -621,10 +651,9 @@ class Batcher:
             return
         for raw in raws:
             self.add(raw)
-        refusal = self._pending.framer_refusal()
-        if refusal is not None:
+        if self._pending.framer_stopped():
             with self._changed:
-                self._pending.refuse(refusal)
+                self._pending.count_unframed()
 
     def flush(self) -> None:
         """Append what is pending now, and wait until it is written."""
@@ -791,6 +820,7 @@ class AsyncBatcher:
             max_bytes=max_bytes,
             scope=scope,
             warn=warn,
+            max_event_bytes=_largest_event(astore),
         )
         self._on_written = on_written
         self._timer: asyncio.TimerHandle | None = None
@@ -825,9 +855,8 @@ class AsyncBatcher:
             return
         for raw in raws:
             self.add(raw)
-        refusal = self._pending.framer_refusal()
-        if refusal is not None:
-            self._pending.refuse(refusal)
+        if self._pending.framer_stopped():
+            self._pending.count_unframed()
 
     async def flush(self, *, later: bool = True) -> None:
         """Append what is pending now, and wait until it is written; with ``later=False``,

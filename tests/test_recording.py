@@ -197,6 +197,41 @@ def test_an_event_stream_event_too_large_to_read_keeps_what_its_chunk_completed_
     assert "exceeds" in caplog.text
 
 
+def test_an_event_stream_event_larger_than_the_store_takes_is_refused_as_it_arrives(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Both batchers read an event stream up to the store's max_event_bytes: an event the
+    store would refuse stops the recording while it arrives (never held whole), and every
+    event of the stream from it on is counted as not recorded."""
+    frames = [b"data: %b\n\n" % msgspec.json.encode(e) for e in conversation_run("t", "r1", 10, 0)]
+    opening = b"data: " + b"x" * 1500  # an event not yet ended, already over the limit
+
+    def feed(batcher: Batcher | AsyncBatcher) -> None:
+        batcher.add_event(frames[0])
+        batcher.add_event(opening)
+        assert batcher.failed is not None and "1,000 bytes" in str(batcher.failed)
+        batcher.add_event(b"x" * 1500 + b"\n\n")
+        for frame in frames[1:]:
+            batcher.add_event(frame)
+
+    async def asynchronously(path: Path) -> tuple[int, int]:
+        async with aio.open(path, max_event_bytes=1000) as astore:
+            batcher = AsyncBatcher(astore, thread_id="t")
+            feed(batcher)
+            await batcher.aclose()
+            return batcher.recorded, batcher.dropped
+
+    with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
+        with agui_store.open(db_path, max_event_bytes=1000) as store:
+            with Batcher(store, thread_id="t") as batcher:
+                feed(batcher)
+            assert (batcher.recorded, batcher.dropped) == (1, len(frames))
+            assert [e["type"] for e in store.events("r1", thread_id="t")] == ["RUN_STARTED"]
+        assert asyncio.run(asynchronously(db_path.with_name("async.db"))) == (1, len(frames))
+    final = f"run r1 stopped: 1 event(s) recorded, {len(frames)} not: event 1 of the stream"
+    assert caplog.text.count(final) == 2, caplog.text
+
+
 def test_an_event_the_store_refuses_stops_the_recording_after_the_events_before_it(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
