@@ -361,7 +361,7 @@ class AsyncStore:
         if self._closed:
             return
         while self._batchers:
-            await asyncio.gather(*(b.aclose() for b in list(self._batchers)))
+            await asyncio.gather(*(b.aclose(by_store=True) for b in list(self._batchers)))
         self._closed = True
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._shutdown)

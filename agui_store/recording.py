@@ -263,7 +263,8 @@ class _Pending:
         self.failed: BaseException | None = None
         self.failure: str | None = None  # the failure as the recorder's user reads it
         self.closed = False
-        self.finished = False
+        # What closed it, as said of an event that comes after: its owner, or the store.
+        self.closer = "the recorder was closed"
         self.warn = warn  # False: the owner reports what was not recorded, once
         self.reported = (0, 0)  # (recorded, not) as the warning of the failure said them
         self.sse: SSEParser | None = None  # the stream is text/event-stream, as sent
@@ -320,13 +321,9 @@ class _Pending:
         self.added += 1
         if self.failed is not None or self.closed:
             self.dropped += 1
-            if self.failed is None and self.dropped == 1 and self.warn:
-                log.warning(
-                    "thread %s, run %s: an event came after the recorder was closed; "
-                    "it and any later ones are not recorded",
-                    self.thread_id or "?",
-                    self.run_id or "(none recorded)",
-                )
+            if self.failed is None:  # the stream goes on after the recorder closed: said once
+                late = AguiStoreError(f"an event came after {self.closer}")
+                self._fail(late, self.recorded, None)
             return False
         if not self.events:
             self.oldest = now
@@ -419,13 +416,15 @@ class _Pending:
             )
 
     def finish(self) -> None:
-        """The stream ended: say what was not recorded, when it is more than the warning
-        of the failure said (events came after it, or those before it failed too)."""
+        """The stream ended (or its recorder was closed, and again when the stream ends
+        after that): say what was not recorded, when it is more than the warning of the
+        failure said (events came after it, or those before it failed too)."""
         self.count_unframed()
         final = (self.recorded, self.dropped)
-        if not self.finished and self.failed is not None and final != self.reported:
+        if self.failed is not None and final != self.reported:
+            self.reported = final
             self._report(*final)
-        self.closed = self.finished = True
+        self.closed = True
 
 
 def _refusal_text(exc: BaseException, position: int | None) -> str:
@@ -669,6 +668,7 @@ class Batcher:
         """Append the rest and stop. Further events are counted as dropped."""
         with self._changed:
             if self._pending.closed:
+                self._pending.finish()  # events that came after it closed are told
                 return
         for raw in self._pending.unended():
             self.add(raw)
@@ -882,11 +882,16 @@ class AsyncBatcher:
             finally:
                 waiting.cancel()
 
-    async def aclose(self) -> None:
-        """Append the rest and stop; the appends finish even if the caller is cancelled."""
+    async def aclose(self, *, by_store: bool = False) -> None:
+        """Append the rest and stop; the appends finish even if the caller is cancelled.
+        ``by_store``: the store's ``close`` closes it, while its stream may go on: an event
+        that comes after is not recorded, and the warning says the store was closed."""
         if self._closing is None:
+            if by_store:
+                self._pending.closer = "the store was closed (AsyncStore.close)"
             self._closing = asyncio.get_running_loop().create_task(self._close())
         await asyncio.shield(self._closing)
+        self._pending.finish()  # closed before: events that came since are told
 
     async def __aenter__(self) -> AsyncBatcher:
         return self

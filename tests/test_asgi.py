@@ -610,6 +610,44 @@ def test_an_app_that_fails_mid_stream_leaves_the_run_incomplete_and_its_error_as
     assert store.events("r1", thread_id="t1") == events[:3]
 
 
+def test_a_response_that_streams_on_after_its_store_closed_is_logged_with_what_was_lost(
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The AsyncStore closed while a response streams: what passed is recorded, and the
+    events after it are said not to be, the store's close named, not dropped without a word."""
+    events = run_events("t1", "r1")
+    paused, resume = asyncio.Event(), asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})  # fmt: skip
+        for chunk in sse(events[:3]):
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        paused.set()
+        await resume.wait()
+        for chunk in sse(events[3:]):
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def main() -> Response:
+        recorder = Recorder(app, store=astore)
+        responding = asyncio.ensure_future(call(recorder, request_body("t1", "r1")))
+        await paused.wait()
+        await astore.close()
+        resume.set()
+        return await responding
+
+    with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
+        assert asyncio.run(main()).body == b"".join(sse(events))
+    assert store.events("r1", thread_id="t1") == events[:3]
+    said = [r.getMessage() for r in caplog.records if r.name == "agui_store.asgi"]
+    assert said == [
+        f"not recorded: thread t1, run r1: 3 event(s) recorded, {len(events) - 3} not: an "
+        "event came after the store was closed (AsyncStore.close)"
+    ], said
+
+
 def test_a_body_that_is_not_a_run_agent_input_is_logged_and_passes_through(
     store: Any, astore: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -232,6 +232,46 @@ def test_an_event_stream_event_larger_than_the_store_takes_is_refused_as_it_arri
     assert caplog.text.count(final) == 2, caplog.text
 
 
+def test_an_event_after_the_async_store_is_closed_is_said_to_come_after_the_store_closed(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``AsyncStore.close`` while ``record`` still streams: what passed is recorded, the rest
+    is not, and the warnings blame the store's close and count the events, at the first
+    late one and when the stream ends."""
+    events = conversation_run("t", "r1", 10, 0)
+
+    async def main() -> list[Any]:
+        astore = await aio.open(db_path)
+        paused, resume = asyncio.Event(), asyncio.Event()
+
+        async def agent() -> AsyncIterator[Any]:
+            for i, event in enumerate(events):
+                if i == 4:
+                    paused.set()
+                    await resume.wait()
+                yield event
+
+        async def consume() -> list[Any]:
+            return [event async for event in astore.record(agent())]
+
+        consumer = asyncio.ensure_future(consume())
+        await paused.wait()
+        await astore.close()
+        resume.set()
+        return await consumer
+
+    with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
+        assert run(main()) == events
+    with agui_store.open(db_path) as store:
+        assert store.events("r1", thread_id="t") == events[:4]
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        f"recording of thread t, run r1 stopped: 4 event(s) recorded, {n} not: an event came "
+        "after the store was closed (AsyncStore.close)"
+        for n in (1, 6)
+    ], said
+
+
 def test_an_event_the_store_refuses_stops_the_recording_after_the_events_before_it(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
