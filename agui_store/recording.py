@@ -345,9 +345,23 @@ class _Pending:
         return None if self.oldest is None else self.oldest + self.interval
 
     def take(self) -> tuple[list[bytes], dict[str, Any]]:
-        """The pending events and the keywords of :func:`append_batch` (the first batch
-        carries the input; later ones name the run they may continue)."""
-        batch, self.events, self.size, self.oldest = self.events, [], 0, None
+        """The pending events up to the one that makes ``max_bytes``, and the keywords of
+        :func:`append_batch` (the first batch carries the input; later ones name the run
+        they may continue). What gathered beyond while an append was in flight stays
+        pending, due at once: it is appended in batches of that size, back to back.
+        """
+        events = self.events
+        if not events or self.size - len(events[-1]) < self.max_bytes:
+            batch, self.events, self.size, self.oldest = events, [], 0, None
+        else:  # one batch of it all would append slower per event, and fall further behind
+            size = cut = 0
+            for raw in events:
+                size += len(raw)
+                cut += 1
+                if size >= self.max_bytes:
+                    break
+            batch, self.events = events[:cut], events[cut:]
+            self.size -= size
         options: dict[str, Any] = {"check_sequence": True}
         if self.thread_id is not None:
             options["thread_id"] = self.thread_id
@@ -700,7 +714,8 @@ class Batcher:
             while True:
                 due = pending.due_at()
                 now_due = due is not None and time.monotonic() >= due
-                if pending.events and (self._flush_now or pending.closed or now_due):
+                full = pending.size >= pending.max_bytes  # what gathered during an append
+                if pending.events and (self._flush_now or pending.closed or now_due or full):
                     batch, options = pending.take()
                     self._flush_now = False
                     self._writing = True

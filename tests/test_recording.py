@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import json
 import logging
+import threading
 from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -343,6 +344,69 @@ def test_a_store_busy_on_every_try_stops_the_recording_and_leaves_the_file_as_it
     assert len(said) == 1, said
     assert said[0].startswith("recording of thread t, run r1 stopped: 0 event(s) recorded")
     assert "busy timeout" in said[0]
+
+
+class FirstAppendHeld(agui_store.Store):
+    """A store whose first append waits, once begun (``entered``), until ``release``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def append(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.entered.is_set():
+            self.entered.set()
+            self.release.wait()
+        return super().append(*args, **kwargs)
+
+
+def test_what_gathers_while_an_append_is_in_flight_is_appended_in_batches_of_max_bytes(
+    db_path: Path,
+) -> None:
+    """Both batchers: the events that came while an append was held are appended after it
+    in batches of at most ``max_bytes``, back to back, not as one batch of them all (a larger
+    batch appends slower per event, and a recording behind its stream fell further behind)."""
+    frames = [msgspec.json.encode(e) for e in conversation_run("t", "r1", 120, 0)]
+    first = next(i for i in itertools.count(1) if sum(map(len, frames[:i])) >= 1000)
+
+    def batch_sizes(written: list[list[bytes]]) -> list[int]:
+        """Each batch's bytes before its last event (the one that makes max_bytes)."""
+        assert [raw for batch in written for raw in batch] == frames
+        return [sum(map(len, batch[:-1])) for batch in written]
+
+    with FirstAppendHeld(db_path) as store:
+        written: list[list[bytes]] = []
+        with Batcher(
+            store, max_bytes=1000, interval=60, on_written=lambda r, b: written.append(b)
+        ) as batcher:
+            for raw in frames[:first]:
+                batcher.add(raw)
+            store.entered.wait()  # the flusher appends the first batch, held
+            for raw in frames[first:]:
+                batcher.add(raw)
+            store.release.set()
+        sizes = batch_sizes(written)
+        assert len(sizes) > 5 and max(sizes) < 1000, sizes
+
+    async def asynchronously(store: FirstAppendHeld) -> list[int]:
+        written: list[list[bytes]] = []
+        astore = aio.AsyncStore(store, writer="thread")
+        batcher = AsyncBatcher(
+            astore, max_bytes=1000, interval=60, on_written=lambda r, b: written.append(b)
+        )
+        for raw in frames[:first]:
+            batcher.add(raw)
+        await asyncio.get_running_loop().run_in_executor(None, store.entered.wait)
+        for raw in frames[first:]:
+            batcher.add(raw)
+        store.release.set()
+        await batcher.aclose()
+        await astore.close()
+        return batch_sizes(written)
+
+    with FirstAppendHeld(db_path.with_name("async.db")) as store:
+        sizes = asyncio.run(asynchronously(store))
+        assert len(sizes) > 5 and max(sizes) < 1000, sizes
 
 
 def test_a_refused_event_is_counted_in_the_stream_not_in_the_batch_it_was_appended_in(
