@@ -889,8 +889,12 @@ class AsyncBatcher:
             if later:
                 await asyncio.shield(writer)
                 continue
-            # The writer goes on while events keep coming: wait for its next batch only.
-            settled = self._settled = asyncio.Event()
+            # The writer goes on while events keep coming: wait for its next batch only, on
+            # the one event every caller waiting for that batch shares (a second caller's
+            # own would leave the first waiting until the writer stops).
+            settled = self._settled
+            if settled is None or settled.is_set():
+                settled = self._settled = asyncio.Event()
             waiting = asyncio.ensure_future(settled.wait())
             try:
                 await asyncio.wait({waiting, writer}, return_when=asyncio.FIRST_COMPLETED)

@@ -409,6 +409,72 @@ def test_what_gathers_while_an_append_is_in_flight_is_appended_in_batches_of_max
         assert len(sizes) > 5 and max(sizes) < 1000, sizes
 
 
+class AppendsHeld(agui_store.Store):
+    """A store whose appends each wait, once begun, until the test allows that many."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.turns = threading.Condition()
+        self.begun = self.allowed = 0
+
+    def append(self, *args: Any, **kwargs: Any) -> Any:
+        with self.turns:
+            self.begun += 1
+            self.turns.notify_all()
+            self.turns.wait_for(lambda: self.allowed >= self.begun)
+        return super().append(*args, **kwargs)
+
+    def wait_begun(self, appends: int) -> None:
+        with self.turns:
+            self.turns.wait_for(lambda: self.begun >= appends)
+
+    def allow(self, appends: int) -> None:
+        with self.turns:
+            self.allowed = appends
+            self.turns.notify_all()
+
+
+def test_two_flushes_waiting_for_the_same_events_both_return_once_they_are_written(
+    db_path: Path,
+) -> None:
+    """``flush(later=False)`` waits for the events added before it only: a second caller
+    (a reconnect, while the client that left waits for what it got) must not leave the first
+    waiting for every later batch of a stream that goes on."""
+    frames = [msgspec.json.encode(e) for e in conversation_run("t", "r1", 60, 0)]
+    first = next(i for i in itertools.count(1) if sum(map(len, frames[:i])) >= 1000)
+
+    async def main(store: AppendsHeld) -> None:
+        astore = aio.AsyncStore(store, writer="thread")
+        batcher = AsyncBatcher(astore, max_bytes=1000, interval=60)
+        loop = asyncio.get_running_loop()
+        try:
+            for raw in frames[:first]:
+                batcher.add(raw)  # full: the writer appends them, held
+            await loop.run_in_executor(None, store.wait_begun, 1)
+            one = asyncio.ensure_future(batcher.flush(later=False))
+            await asyncio.sleep(0)
+            two = asyncio.ensure_future(batcher.flush(later=False))
+            await asyncio.sleep(0)
+            for raw in frames[first:]:
+                batcher.add(raw)  # the next batch, full too: written right after
+            store.allow(1)
+            await two
+            for _ in range(100):  # a few turns of the loop, no waiting on the store
+                if one.done():
+                    break
+                await asyncio.sleep(0)
+            assert one.done(), "the first flush waits for the batch after its events"
+            assert batcher.recorded >= first
+        finally:
+            store.allow(len(frames))
+            await batcher.aclose()
+            await astore.close()
+
+    with AppendsHeld(db_path) as store:
+        asyncio.run(main(store))
+        assert len(store.events("r1", thread_id="t")) == len(frames)
+
+
 def test_a_refused_event_is_counted_in_the_stream_not_in_the_batch_it_was_appended_in(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
