@@ -934,7 +934,7 @@ class _Reader:
                 )
             except HashMismatchError as e:  # in the archive: named there, not in a store
                 raise HashMismatchError(f"{section.where}: {e.what}", advice=_EDITED) from None
-            self.result.conversations += replication.write_conversation(dst, talk)
+            self.result.conversations += replication.write_conversations(dst, [talk])
 
 
     def _erased(self, section: _Section) -> bool:

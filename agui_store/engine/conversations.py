@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -571,7 +571,7 @@ def erase(
     could conflict): ``(records found, bytes of their records and histories)``. With
     ``dry_run`` nothing is deleted. ``reached`` is given the ids of the entries each
     conversation reached (those another conversation reaches too stay, with it). No
-    trace of an erased conversation's id stays: see :func:`_forget_erased`."""
+    trace of an erased conversation's id stays: see :func:`forget_erased`."""
     found = size = 0
     erased: dict[str, list[str]] = {}
     for conversation_id in sorted(conversation_ids):
@@ -596,17 +596,17 @@ def erase(
         if reached is not None:
             reached[conversation_id] = list(held)
     if erased:
-        _forget_erased(tx, erased)
+        forget_erased(tx, erased)
     return found, size
 
 
-def _forget_erased(tx: port.Writing, erased: dict[str, list[str]]) -> None:
-    """Take the ids of erased conversations (each with the entries it reached) out of what
-    stays: a fork that names one as the conversation it was forked from names none
-    (``forked_from`` ``None``), under a new revision (a save that read the fork before the
-    erasure would write its origin back: it conflicts instead); an entry the erased
-    conversation stored and another keeps (a fork's shared history) is the keeper's, the
-    first by id that reaches it."""
+def forget_erased(tx: port.Writing, erased: dict[str, list[str]]) -> None:
+    """Take the ids of erased conversations (each with the entries it reached, or stored)
+    out of what stays: a fork that names one as the conversation it was forked from names
+    none (:func:`without_origin`); an entry the erased conversation stored and another
+    keeps (a fork's shared history) is the keeper's, the first by id that reaches it. An
+    erasure calls it, and a copy or import that lands a fork of a conversation the
+    destination erased."""
     kept: dict[str, int] = {}  # entry id -> key, of entries an erased conversation stored
     for entry_ids in erased.values():
         for entry_id in entry_ids:
@@ -616,19 +616,9 @@ def _forget_erased(tx: port.Writing, erased: dict[str, list[str]]) -> None:
     stays = sorted(tx.conversations(None, EVERY), key=lambda row: str(row.conversation_id))
     for row in stays:
         record = _record(row)
-        try:
-            fields = json.decode(record.record) if '"forked_from"' in record.record else None
-        except InvalidEventError:
-            fields = None  # edited outside the store: check() names it
-        origin = fields.get("forked_from") if isinstance(fields, dict) else None
-        if isinstance(origin, str) and origin in erased:
-            assert isinstance(fields, dict)
-            fields["forked_from"] = None
-            record = dataclasses.replace(
-                record,
-                revision=str(uuid.uuid4()),
-                record=json.canonical_bytes(fields).decode(),
-            )
+        forgotten = without_origin(record, erased)
+        if forgotten is not None:
+            record = forgotten
             head = None if record.head_id is None else tx.conversation_entry_key(record.head_id)
             tx.update_conversation(
                 int(row.pk), None if head is None else int(head[0]), record.scope,
@@ -641,6 +631,37 @@ def _forget_erased(tx: port.Writing, erased: dict[str, list[str]]) -> None:
                 pk = kept.pop(str(entry[0]), None)
                 if pk is not None:
                     tx.set_entry_conversation(pk, record.conversation_id)
+
+
+def _fields(record: Record) -> dict[str, object] | None:
+    """A record's other fields, when it names the conversation it was forked from."""
+    try:
+        fields = json.decode(record.record) if '"forked_from"' in record.record else None
+    except InvalidEventError:
+        return None  # edited outside the store: check() names it
+    return fields if isinstance(fields, dict) else None
+
+
+def forked_from(record: Record) -> str | None:
+    """The conversation a record names as the one it was forked from, or ``None``."""
+    fields = _fields(record)
+    origin = None if fields is None else fields.get("forked_from")
+    return origin if isinstance(origin, str) else None
+
+
+def without_origin(record: Record, erased: Container[str]) -> Record | None:
+    """``record`` no longer naming the conversation it was forked from, when that is one
+    of ``erased``: its ``forked_from`` ``None``, under a new revision (a save that read it
+    naming its origin would write that back: it conflicts instead); ``None`` when it names
+    none of them."""
+    fields = _fields(record)
+    origin = None if fields is None else fields.get("forked_from")
+    if fields is None or not isinstance(origin, str) or origin not in erased:
+        return None
+    fields["forked_from"] = None
+    return dataclasses.replace(
+        record, revision=str(uuid.uuid4()), record=json.canonical_bytes(fields).decode()
+    )
 
 
 def entry_conversation(tx: port.Reading, entry_id: str) -> str | None:

@@ -17,6 +17,7 @@ Every function takes the transactions first: a plan reads both sides (:func:`pla
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -786,18 +787,58 @@ def plan_conversation(
     return ConversationPlan(record, missing, int(there[0]), True)
 
 
+def erased_names(dst: port.Reading, plans: Sequence[ConversationPlan]) -> frozenset[str]:
+    """The conversations the plans name, as a fork's origin or as the conversation whose
+    save stored an entry, that the destination erased (a tombstone of the id) and holds
+    no longer, and that none of the plans lands."""
+    landing = {plan.record.conversation_id for plan in plans}
+    named = {entry.conversation for plan in plans for entry in plan.entries}
+    named.update(o for plan in plans if (o := conversations.forked_from(plan.record)))
+    hashes = {
+        erasure.conversation_hash(cid): cid
+        for cid in sorted(named - landing)
+        if dst.conversation(cid) is None
+    }
+    stones = dst.tombstoned(sorted(hashes)) if hashes else {}
+    return frozenset(hashes[stone] for stone in stones)
+
+
+def write_conversations(
+    dst: port.Writing,
+    plans: Sequence[ConversationPlan],
+    replaced: list[conversations.Record] | None = None,
+) -> int:
+    """Land the conversations' plans, made against the same destination; how many wrote
+    anything (``replaced``: as :func:`write_conversation` takes it). What the destination
+    erased stays out of what they land, as the erasure left it
+    (:func:`conversations.forget_erased`): a fork of a conversation it erased lands no
+    longer naming it, and the entries that conversation stored are the fork's."""
+    erased = erased_names(dst, plans)
+    landed: dict[str, int] = {}
+    written = sum(write_conversation(dst, plan, landed, replaced, erased) for plan in plans)
+    if erased:
+        conversations.forget_erased(dst, {
+            cid: [e.entry_id for plan in plans for e in plan.entries if e.conversation == cid]
+            for cid in sorted(erased)
+        })  # fmt: skip
+    return written
+
+
 def write_conversation(
     dst: port.Writing,
     plan: ConversationPlan,
     landed: dict[str, int] | None = None,
     replaced: list[conversations.Record] | None = None,
+    erased: Container[str] = (),
 ) -> bool:
     """Land a conversation's plan; whether anything was written. ``landed``: the entries
     (id -> key) written by the plans landed before it, made against the same destination:
     conversations forked from one another share entries, and each plan lists them.
     ``replaced`` is given the record it replaced, to release once every plan made with
     this one has landed (another may count on what it reached); without it, the history
-    the replaced record alone reached is released at once."""
+    the replaced record alone reached is released at once. A record forked from one of
+    ``erased`` lands no longer naming it (:func:`conversations.without_origin`): not at all
+    when the destination holds it so already."""
     keys = {} if landed is None else landed
 
     def key_of(entry_id: str) -> int:
@@ -826,6 +867,14 @@ def write_conversation(
     if not plan.writes_record:
         return wrote
     record = plan.record
+    there = None if plan.dst_pk is None else dst.conversation(record.conversation_id)
+    forgotten = conversations.without_origin(record, erased)
+    if forgotten is not None:
+        record = forgotten
+        if there is not None and conversations.record_of(there) == dataclasses.replace(
+            record, revision=str(there.revision)
+        ):
+            return wrote  # the destination's, its origin forgotten by the erasure
     head = None if record.head_id is None else key_of(record.head_id)
     digest = conversations.record_hash(record)
     if plan.dst_pk is None:
@@ -836,7 +885,6 @@ def write_conversation(
         dst.set_conversation_branches(pk, [key_of(tip) for tip in record.branches])
         return True
     pk = plan.dst_pk
-    there = dst.conversation(record.conversation_id)
     assert there is not None  # planned against it, in this transaction
     dst.update_conversation(
         pk, head, record.scope, record.revision, record.updated_at, record.record, digest
@@ -1091,9 +1139,8 @@ def replicate(
         touched.append(plan.thread_id)
         if writer.thread(plan):
             derive.append(plan.thread_id)
-    landed: dict[str, int] = {}
     replaced: list[conversations.Record] = []
-    written = sum(write_conversation(dst, talk, landed, replaced) for talk in talks)
+    written = write_conversations(dst, talks, replaced)
     for was in replaced:
         conversations.release_history(dst, was)
     return Replicated(

@@ -639,6 +639,16 @@ def _records(location: str) -> list[str]:
     return asyncio.run(go())
 
 
+def _origins(location: str) -> dict[str, str | None]:
+    """Each conversation's ``forked_from``, by id."""
+
+    async def go() -> dict[str, str | None]:
+        async with ConversationStore(location) as store:
+            return {r.conversation_id: r.forked_from for r in await store.read_records()}
+
+    return asyncio.run(go())
+
+
 @pytest.mark.pydantic_ai
 def test_an_erased_conversation_whose_messages_a_fork_keeps_stays_erased_and_the_fork_stays(
     new_location: Any, tmp_path: Any
@@ -658,6 +668,7 @@ def test_an_erased_conversation_whose_messages_a_fork_keeps_stays_erased_and_the
     with agui_store.open(here) as store:
         store.import_archive(archive)
     assert _records(here) == ["B"]
+    assert _origins(here) == {"B": None}  # the replica's B named A: it lands naming none
     copy(here, other)
     assert _records(other) == ["B"]
     assert _said(other, "B", scope="bob") == [*turn(1), *turn(2)]
@@ -677,6 +688,41 @@ def test_a_fork_made_in_the_destination_alone_stays_when_its_origins_erasure_arr
     copy(here, there)
     assert _records(there) == ["B"]  # as the erasure in the store holding both keeps it
     assert _said(there, "B", scope="bob") == [*turn(1), *turn(5)]
+
+
+@pytest.mark.pydantic_ai
+def test_a_copy_from_a_replica_brings_an_erased_conversations_id_back_into_no_fork(
+    new_location: Any,
+) -> None:
+    """A fork names its origin, and an entry the conversation that stored it: the replica's
+    fork, older than the one the erasure left, and a fork made in the replica alone land
+    naming the erased conversation nowhere, nor do the forks of the replica once the
+    erasure is copied to it."""
+    here, replica = new_location(), new_location()
+    gone = "ConversationIdGone7f3a"
+    _saved(here, gone, 1, scope="alice")
+    _forked(here, gone, "kept", scope="bob", source_scope="alice")
+    _saved(here, gone, 2, scope="alice")  # entries the fork made here does not share
+    copy(here, replica)
+    _forked(replica, gone, "later", scope="bob", source_scope="alice")
+    with agui_store.open(here) as store:
+        assert store.delete_owner("alice").conversations == 1
+    assert gone not in repr(dump(here))
+    landed = copy(replica, here)
+    with agui_store.open(here) as store:
+        assert checked(store)
+        store.purge()
+    assert gone not in repr(dump(here))
+    assert _origins(here) == {"kept": None, "later": None}
+    assert landed.conversations == 1  # "later": "kept" is here as the erasure left it
+    assert _said(here, "later", scope="bob") == [*turn(1), *turn(2)]
+    assert copy(replica, here).conversations == 0
+    copy(here, replica)  # the erasure, carried to the replica
+    with agui_store.open(replica) as store:
+        assert checked(store)
+    assert gone not in repr(dump(replica))
+    assert _origins(replica) == {"kept": None, "later": None}
+    assert _said(replica, "kept", scope="bob") == turn(1)
 
 
 @pytest.mark.pydantic_ai
