@@ -24,7 +24,7 @@ from agui_store.engine import (
     port,
     verified,
 )
-from agui_store.errors import InvalidEventError
+from agui_store.errors import CorruptStoreError, InvalidEventError
 from agui_store.records import AppendResult, ImportResult
 
 #: The largest ``max_depth`` a store takes: ``json.dumps``, msgspec and the CLI recurse once
@@ -176,14 +176,25 @@ class Writes:
         every = [pk for pks in runs.values() for pk in pks]
         for at in range(0, len(every), REBUILD_VERIFY_RUNS):
             verified.verify_logs(tx, every[at : at + REBUILD_VERIFY_RUNS])
+        unlisted = False  # a checkpoint dropped whose blobs could not be listed
         for thread_pk, pks in runs.items():
             dropped: set[int] = set()
             for pk in pks:  # in key order: a lineage's root comes before the runs below it
-                if pk not in dropped:
+                if pk in dropped:
+                    continue
+                try:
                     dropped.update(checkpoints.drop_derived_from(tx, pk))
+                except CorruptStoreError:
+                    # A checkpoint too damaged to list its blobs (nothing was dropped yet):
+                    # its rows go all the same, and its blobs with every other one that no
+                    # checkpoint uses once all is derived again.
+                    dropped.update(tx.drop_derived_from(pk))
+                    unlisted = True
             complete = [pk for pk in pks if verified.status(tx, pk) != "incomplete"]
             if complete:
                 self.deriver.leave_underived(tx, thread_pk, complete)
         derived = sum(self.deriver.derive_underived(tx, pk) for pk in threads)
+        if unlisted:
+            checkpoints.delete_unreferenced_blobs(tx)
         self.memory.remember_version(tx)
         return derived
