@@ -155,7 +155,6 @@ class AppendVerbs(Facade):
             selected = revisions.runs_to_compact(tx, run_or_ref, thread_id, scope, self.path)
             return self._writes.compact(tx, *selected)
 
-    @gc_pause.pausing  # its collections would only walk the views it is about to drop
     def rebuild(self, thread_id: str | None = None, *, scope: str | None = None) -> int:
         """Derive again from the log everything derived from it, in a thread or everywhere
         (with a ``scope``: that owner's threads): each run's lineage digest and search index
