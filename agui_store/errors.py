@@ -83,7 +83,10 @@ class BranchError(AguiStoreError, ValueError):
 
 
 class SchemaVersionError(AguiStoreError):
-    """The database file was written by a newer agui-store than this one."""
+    """The database was written by a newer agui-store than this one, or its layout is not one
+    this release opens (a version's number over another layout, a cleared SQLite
+    ``user_version`` over tables, a PostgreSQL ``meta`` over none of the tables). Nothing
+    was changed."""
 
 
 class StoreBusyError(AguiStoreError, TimeoutError):
