@@ -294,6 +294,16 @@ BENCHMARKS: dict[str, Benchmark] = {
         "What every append already does with the batch (parse and validate).",
         ("--runs", "100"), ("--runs", "20"),
     ),
+    "bench_rebuild": Benchmark(
+        "Rebuilding derived data",
+        "`Store.rebuild` of a thread of short turns (one user and one assistant message a run, "
+        "the client's whole history sent as each run's input): its checkpoints, lineage "
+        "digests and search rows dropped and derived again from the log, the log checked "
+        "against its hashes first.",
+        "Appending the same runs, which recorded the thread, in the same process.",
+        ("--runs", "2000", "--repeat", "3"), ("--runs", "50", "--repeat", "1"),
+        goal="at most 1.0x the appends that recorded the thread",
+    ),
     "bench_conversations": Benchmark(
         "pydantic-ai conversations",
         "A pydantic-ai `ConversationStore` on the store: saving one turn at turn 2,000 and "
