@@ -15,6 +15,7 @@ import inspect
 import json
 import logging
 import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,20 @@ class Response:
         return b"".join(self.chunks)
 
 
+def posting(body: bytes, gone: asyncio.Event) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """The ``receive`` of a client that posts ``body`` whole, then says http.disconnect
+    once ``gone`` is set, as a server does when the client leaves."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if pending:
+            return pending.pop()
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
 async def call(
     app: Any,
     body: bytes = b"",
@@ -152,13 +167,7 @@ async def call(
     response = Response()
     json_type = (b"content-type", b"application/json")
     gone = disconnect or asyncio.Event()
-    pending = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def receive() -> dict[str, Any]:
-        if pending:
-            return pending.pop()
-        await gone.wait()
-        return {"type": "http.disconnect"}
+    receive = posting(body, gone)
 
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
@@ -253,14 +262,8 @@ def client_leaving_after(chunks: int, body: bytes) -> tuple[Any, Any, asyncio.Ev
     leaves, and the chunks it got. What is sent after that reaches no one, as a server
     drops it."""
     gone = asyncio.Event()
-    pending = [{"type": "http.request", "body": body, "more_body": False}]
+    receive = posting(body, gone)
     got: list[bytes] = []
-
-    async def receive() -> dict[str, Any]:
-        if pending:
-            return pending.pop()
-        await gone.wait()
-        return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.body" and not gone.is_set():
