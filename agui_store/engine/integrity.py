@@ -991,15 +991,15 @@ def _echo_refs(
         refs = ingest.decode(text)
     except InvalidEventError as e:
         return None, f"it is not JSON a store reads: {e}"
-    wrong = (
-        "it is on no RUN_STARTED" if kind != "RUN_STARTED" else
-        f"it is on the run's event {at + 1}, not its first" if at else
-        "the event echoes no input (a JSON object) for it to stand in"
-        if not isinstance(event, dict) or not isinstance(event.get("input"), dict) else
-        "its run has no parent whose view it refers to" if not has_parent else
-        normalize.refs_problem(refs)
-    )  # fmt: skip
-    return refs, wrong
+    if kind != "RUN_STARTED":
+        return refs, "it is on no RUN_STARTED"
+    if at:
+        return refs, f"it is on the run's event {at + 1}, not its first"
+    if not isinstance(event, dict) or not isinstance(event.get("input"), dict):
+        return refs, "the event echoes no input (a JSON object) for it to stand in"
+    if not has_parent:
+        return refs, "its run has no parent whose view it refers to"
+    return refs, normalize.refs_problem(refs)
 
 
 def _first_difference(found: list[Any], replayed: list[Any], start: int = 0) -> str:
