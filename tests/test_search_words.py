@@ -459,3 +459,64 @@ def test_a_phrase_matches_its_words_one_after_the_other_anywhere_in_the_text(
 ) -> None:
     message = {"id": "m", "role": "user", "content": " ".join(words)}
     assert testing.search_matches(query, message) == defined_match(words, query)
+
+
+def first_match_word_by_word(text: str, query: str) -> int | None:
+    """Where a run page shows a long text from, read as the definition reads it: a word as
+    written at a time from the text's start, each folded alone, to the first word that
+    completes a term (a phrase: where its first word begins)."""
+    parsed = search_rules.parse(query)
+    found = [t for t in parsed.terms if not t.exclude]
+    read: list[str] = []
+    starts: list[int] = []
+    for m in search_rules._raw_word().finditer(text):
+        for word in search_rules.words(m.group()):
+            read.append(word)
+            starts.append(m.start())
+            for term in found:
+                n = len(term.words)
+                if term.stands_at(read, len(read) - n):
+                    return starts[-n]
+    return None
+
+
+#: Characters where folding a block at once could part from folding a word alone: marks, a
+#: soft hyphen, signs and letters that decompose into several (``㎏``, ``½``, ``ß``, halfwidth
+#: kana and their voiced mark), Chinese and Japanese, spaces and ``_``.
+FOLDED_ALIKE = "ab é\u0301\u00ad㎏½ßΣｶﾞ東京 _-\n9"
+FIRST_MATCH_QUERIES = [
+    "b", "ab", "b*", '"a b"', '"b a"*', '"a a b"', "東京", "kg", "ss", "\u03c3", "カ", '"1 2"',
+    "a -b",
+]
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.text(alphabet=st.sampled_from(FOLDED_ALIKE), max_size=80),
+    st.sampled_from(FIRST_MATCH_QUERIES),
+    st.integers(1, 12),
+)
+def test_where_a_long_text_is_shown_from_is_the_first_match_read_word_by_word(
+    monkeypatch: pytest.MonkeyPatch, text: str, query: str, block: int
+) -> None:
+    """A long text is looked through a block at a time (tiny blocks here stand for the
+    thousands of characters of each) and read word by word only where a match ends: the
+    place found is the one a word-by-word reading from the start finds."""
+    monkeypatch.setattr(search_rules, "_BLOCK", block)
+    text = "é" + text  # not ASCII, which is read otherwise
+    expected = first_match_word_by_word(text, query)
+    assert search_rules.first_match(text, search_rules.parse(query)) == expected
+
+
+def test_where_a_long_text_without_a_match_is_shown_from_is_found_without_reading_its_words(
+) -> None:
+    """A text of megabytes that does not hold the query (it was found in a tool call's
+    arguments, say) is looked through a block at a time, never cut into its words."""
+    text = "Zürich grüßt " * 100_000
+    tracemalloc.start()
+    try:
+        assert search_rules.first_match(text, search_rules.parse("zanzibar")) is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < len(text)

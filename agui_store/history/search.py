@@ -536,9 +536,12 @@ def first_match(text: str, query: Query) -> int | None:
         found = (_matched_words(exact, prefixes).search(lowered),
                  _matched_phrases(phrases).search(lowered))
         return min((m.start() for m in found if m is not None), default=None)
+    begin = _block_with_a_match(text, exact, prefixes, phrases)
+    if begin is None:
+        return None
     read: list[str] = []  # the folded words so far, and where the word each is of begins
     starts: list[int] = []
-    for m in _raw_word().finditer(text, _block_before_a_match(text, exact, prefixes, phrases, 0)):
+    for m in _raw_word().finditer(text, begin):
         for word in words(m.group()):
             read.append(word)
             starts.append(m.start())
@@ -548,6 +551,46 @@ def first_match(text: str, query: Query) -> int | None:
                 if phrase.stands_at(read, len(read) - len(phrase.words)):
                     return starts[-len(phrase.words)]
     return None
+
+
+def _block_with_a_match(
+    text: str, exact: frozenset[str], prefixes: tuple[str, ...], phrases: tuple[Term, ...]
+) -> int | None:
+    """Where :func:`first_match`'s word-by-word reading of ``text`` may start and find what
+    it finds from the text's start: the start of the first block of about :data:`_BLOCK`
+    characters where a match ends (or of an earlier one, for the first words of a phrase
+    that ends there); ``None`` when no block holds one, so that the reading would find
+    nothing. Each block is folded at once and a match's last word looked for in it, in C;
+    only where one stands are its words cut (:func:`_words_as_written`), never a text of
+    megabytes a word at a time, which takes seconds."""
+    needles = (*exact, *prefixes, *(t.words[-1] for t in phrases))
+    keep = max((len(t.words) for t in phrases), default=1) - 1
+    starts: list[int] = []  # where each block read before begins
+    start = 0
+    while start < len(text):
+        end = _not_in_a_word(text, min(len(text), start + _BLOCK), forward=True)
+        folded = fold(text[start:end])
+        if any(w in folded for w in needles):
+            before: list[str] = []  # the words a phrase ending here may begin with
+            begin, back = start, len(starts)
+            while len(before) < keep and back:
+                back -= 1
+                before = _words_as_written(text, starts[back], begin) + before
+                begin = starts[back]
+            if _holds(before + _words_as_written(text, start, end), exact, prefixes, phrases):
+                return begin
+        starts.append(start)
+        start = end
+    return None
+
+
+def _words_as_written(text: str, start: int, end: int) -> list[str]:
+    """The words of ``text[start:end]`` (which starts and ends between words as written) as
+    :func:`first_match` reads them, :func:`words` of each word as written in turn: those
+    words joined by a line break, which stands between words and so folds as they do
+    alone, folded and cut at once."""
+    folded = fold("\n".join(_raw_word().findall(text, start, end)))
+    return [w[:MAX_WORD] for w in _WORD.findall(folded)]
 
 
 def _matchers(query: Query) -> tuple[frozenset[str], tuple[str, ...], tuple[Term, ...]]:
