@@ -5,6 +5,7 @@ and a hit's snippet shows, against definitions written out here a word at a time
 
 from __future__ import annotations
 
+import json
 import re
 import tracemalloc
 import unicodedata
@@ -520,3 +521,19 @@ def test_where_a_long_text_without_a_match_is_shown_from_is_found_without_readin
     finally:
         tracemalloc.stop()
     assert peak < len(text)
+
+
+@pytest.mark.parametrize(("tail", "query", "written"), [
+    ("line\nZürich", "zurich", "Z\\u00fcrich"),
+    ('"quoted" 😀 über', "uber", "\\u00fcber"),
+    ("tab\tAB", "ab", "AB"),
+    ("ŁÓDŹ", "lodz", "\\u0141\\u00d3D\\u0179"),
+])
+def test_a_match_in_json_is_found_where_its_escape_is_written(
+    tail: str, query: str, written: str
+) -> None:
+    """A tool's JSON is found with its strings' escapes read; where a page shows it from is
+    the place in the JSON as written where the word's first character stands."""
+    document = json.dumps({"lines": "x\n" * 40 + tail})
+    at = search_rules.first_match_as_written(document, search_rules.parse(query))
+    assert at == document.index(written)

@@ -459,6 +459,58 @@ def test_a_hit_past_where_a_long_message_is_cut_links_to_it_shown_from_a_little_
         assert page is not None and page.find(cls="msg-text").text.startswith(words)
 
 
+def called(call_id: str, name: str, arguments: str, result: str) -> list[dict[str, Any]]:
+    """A tool call with its arguments, and its result."""
+    return [
+        {"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": name},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": arguments},
+        {"type": "TOOL_CALL_END", "toolCallId": call_id},
+        {"type": "TOOL_CALL_RESULT", "messageId": f"{call_id}-result", "toolCallId": call_id,
+         "content": result},
+    ]
+
+
+@pytest.mark.parametrize("words", ["lorem ipsum ", "Zürich grüßt "])
+@pytest.mark.parametrize("where", ["arguments", "result"])
+def test_a_hit_past_where_a_long_tool_call_or_result_is_cut_shows_it_from_a_little_before_the_word(
+    store: agui_store.Store, words: str, where: str
+) -> None:
+    # JSON, as tools take and give: the word stands after a line break, written "\n".
+    long = json.dumps({"lines": words * 2500 + "then the\nZanzibar ferry"})
+    short = json.dumps({"lines": "nothing"})
+    arguments, result = (long, short) if where == "arguments" else (short, long)
+    store.append(one_run("t", "r1", said("u1", "a long read", "user")
+                         + called("c1", "read_log", arguments, result)))
+    client = client_of(store)
+    (hit,) = get(client, "/", q="zanzibar").find_all(cls="hit")
+    link = hit.find(cls="hit-link")
+    assert link is not None
+    index = 1 if where == "arguments" else 2
+    assert link.attrs["href"].endswith(f"#msg-{index}")
+    message = parse(client.get(link.attrs["href"]).text).by_id(f"msg-{index}")
+    assert message is not None
+    shown = message.find(cls="args" if where == "arguments" else "msg-text")
+    assert shown is not None and "Zanzibar ferry" in shown.text
+    # What the page shows of the whole: the arguments indented, the result as it came.
+    if where == "arguments":
+        long = json.dumps(json.loads(long), indent=2, ensure_ascii=False)
+    skipped = len(long) - len(shown.text)
+    assert skipped > 0 and long.endswith(shown.text)
+    assert long[skipped - 1] == " " and long[skipped] != " "  # from a word, not inside one
+    (note, *_) = message.find_all(cls="clipped")
+    assert f"{skipped:,} earlier characters" in note.text
+    assert "from a little before “zanzibar”" in note.text
+    whole = [a.attrs["href"] for a in note.find_all(tag="a")]
+    assert whole == [
+        f"/run?thread=t&run=r1&all_messages=1#msg-{index}",
+        f"/run/message?thread=t&run=r1&index={index}",
+    ]
+    from_start = parse(client.get(whole[0]).text).by_id(f"msg-{index}")
+    assert from_start is not None
+    start = from_start.find(cls="args" if where == "arguments" else "msg-text")
+    assert start is not None and "lines" in start.text.split(words)[0]
+
+
 def test_a_hit_in_a_tool_result_sharing_its_calls_id_links_to_the_result(
     store: agui_store.Store,
 ) -> None:

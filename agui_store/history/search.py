@@ -553,6 +553,26 @@ def first_match(text: str, query: Query) -> int | None:
     return None
 
 
+def first_match_as_written(text: str, query: Query) -> int | None:
+    """:func:`first_match` of ``text`` as the search reads it (:func:`as_read`: a JSON
+    document's strings with their escapes read, as tool-call arguments and a tool result
+    are found), as a place in ``text`` as written: a word after ``\\n``, or written with
+    ``\\u00fc``, is found where its escape stands."""
+    read = as_read(text)
+    at = first_match(read, query)
+    if at is None or read is text:
+        return at
+    shift = 0  # how much longer ``text`` is than ``read`` before the escape at hand
+    for escape in _JSON_ESCAPE.finditer(text):
+        if escape.start() - shift >= at:
+            break
+        written = escape.end() - escape.start()
+        shift += written - len(_unescaped(escape))
+        if escape.end() - shift > at:  # the word begins inside what the escape stands for
+            return escape.start()
+    return at + shift
+
+
 def _block_with_a_match(
     text: str, exact: frozenset[str], prefixes: tuple[str, ...], phrases: tuple[Term, ...]
 ) -> int | None:
@@ -1063,6 +1083,7 @@ __all__ = [
     "Query",
     "Term",
     "first_match",
+    "first_match_as_written",
     "fold",
     "index_text",
     "message_text",

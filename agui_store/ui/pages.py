@@ -456,12 +456,15 @@ def tree_page(
 @dataclass(frozen=True)
 class CallView:
     """A tool call of an assistant message: its arguments (indented when they are JSON) cut
-    to what shows inline, ``left_out`` the characters cut."""
+    to what shows inline, ``left_out`` the characters cut after them, ``skipped`` those
+    before them (arguments longer than a page shows, shown from where a search finds a
+    word in them)."""
 
     id: str
     name: str
     arguments: str
     left_out: int
+    skipped: int = 0
 
 
 @dataclass(frozen=True)
@@ -484,7 +487,9 @@ class MessageView:
     def cut(self) -> bool:
         """Whether the page shows only part of the message (its text or a call's
         arguments): it then links to the whole."""
-        return bool(self.left_out or self.skipped or any(c.left_out for c in self.calls))
+        return bool(
+            self.left_out or self.skipped or any(c.left_out or c.skipped for c in self.calls)
+        )
 
 
 _SHOWN_FIELDS = {"id", "role", "content", "toolCalls", "toolCallId"}
@@ -499,10 +504,17 @@ def message_text(message: dict[str, Any]) -> str:
 
 
 def message_view(
-    index: int, message: dict[str, Any], *, start: int = 0, end: int | None = None
+    index: int,
+    message: dict[str, Any],
+    *,
+    start: int = 0,
+    end: int | None = None,
+    query: search_text.Query | None = None,
 ) -> MessageView:
     """A message's text clipped (from character ``start``, before ``end`` when given), its
-    tool calls with their arguments pretty-printed."""
+    tool calls with their arguments pretty-printed, each shown from a little before where
+    the search ``query`` finds a word in them when they are longer than a page shows and
+    their start does not show it."""
     whole = message_text(message)
     body, _ = text.clipped(whole[start:end])
     left_out = len(whole) - start - len(body)
@@ -517,8 +529,11 @@ def message_view(
             shown = text.dumps(json.loads(arguments), indent=2)
         except (TypeError, ValueError):
             shown = text.printable(str(arguments))
-        head, cut = text.clipped(shown)
-        calls.append(CallView(str(call.get("id", "")), str(function.get("name", "")), head, cut))
+        skipped = 0 if query is None else _from_match(shown, query, as_json=True)
+        head, cut = text.clipped(shown[skipped:])
+        calls.append(
+            CallView(str(call.get("id", "")), str(function.get("name", "")), head, cut, skipped)
+        )
     extra = {k: v for k, v in message.items() if k not in _SHOWN_FIELDS}
     extra_text = text.clipped(text.dumps(extra))[0] if extra else ""
     tool_call_id = message.get("toolCallId")
@@ -767,17 +782,29 @@ def _query(found: str) -> search_text.Query | None:
 
 
 def _found_in(index: int, message: dict[str, Any], query: search_text.Query | None) -> MessageView:
-    """A message as a run page shows it: from its start, or, when it is longer than a page
-    shows and ``query`` finds a word past what its start shows, from a little before it."""
+    """A message as a run page shows it: from its start, or, when its text (or a tool
+    call's arguments) is longer than a page shows and ``query`` finds a word past what its
+    start shows, from a little before it."""
     if query is None:
         return message_view(index, message)
-    whole = message_text(message)
+    # A tool result is found by its JSON's strings as read, as tool-call arguments are.
+    as_json = message.get("role") == "tool"
+    start = _from_match(message_text(message), query, as_json=as_json)
+    return message_view(index, message, start=start, query=query)
+
+
+def _from_match(whole: str, query: search_text.Query, *, as_json: bool) -> int:
+    """Where a text a page shows is shown from: 0, or, when it is longer than a page shows
+    and ``query`` finds a word past what its start shows, a little before that word (in a
+    JSON document, ``as_json``, a word its strings' escapes write is found, as the search
+    finds it)."""
     if len(whole) <= text.INLINE_CHARS:
-        return message_view(index, message)
-    at = search_text.first_match(whole, query)
+        return 0
+    first = search_text.first_match_as_written if as_json else search_text.first_match
+    at = first(whole, query)
     if at is None or at + CHANGE_CONTEXT <= text.INLINE_CHARS:
-        return message_view(index, message)
-    return message_view(index, message, start=_shown_from(whole, at))
+        return 0
+    return _shown_from(whole, at)
 
 
 @dataclass(frozen=True)
