@@ -1231,3 +1231,26 @@ def test_every_time_the_search_and_the_run_tree_show_says_it_is_utc(
     assert shown is not None and shown.text == f"{found.recorded_at:%Y-%m-%d %H:%M:%S} UTC"
     headers = [th.text for th in get(client, "/thread", thread="trip").find_all(tag="th")]
     assert "recorded (UTC)" in headers
+
+
+@pytest.mark.parametrize("lanes", ["[" * 5_000, "[" * 5_000 + "]" * 5_000, "{"])
+def test_a_tree_page_whose_lanes_are_not_a_list_of_run_ids_is_refused_saying_so(
+    store: agui_store.Store, lanes: str
+) -> None:
+    store.append(one_run("t", "r", said("u", "hello", "user")))
+    response = client_of(store).get(url("/thread", thread="t", rows="1", lanes=lanes))
+    assert response.status_code == 400
+    message = parse(response.text).find("error-message")
+    assert message is not None and "lanes= must be a JSON list" in message.text
+
+
+def test_a_branch_write_whose_body_is_nested_past_what_json_decodes_is_refused_saying_so(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("t", "r", []))
+    writer = client_of(store, allow_writes=True)
+    response = writer.post(
+        "/branch", content="[" * 5_000, headers={"Origin": "http://testserver"}
+    )
+    assert response.status_code == 400 and response.json() == {"error": "the body must be JSON"}
+    assert [b.name for b in store.branches("t")] == ["main"]

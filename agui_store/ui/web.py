@@ -310,7 +310,7 @@ class Viewer:
             raise HTTPException(403, "branches are written only from the viewer's own pages")
         try:
             data = await request.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past what is decoded
             raise HTTPException(400, "the body must be JSON") from None
         if not isinstance(data, dict):
             raise HTTPException(400, "the body must be a JSON object")
@@ -404,7 +404,7 @@ def _columns(value: str | None) -> list[str | None]:
         return []
     try:
         columns = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # lists nested past what the decoder reads
         raise HTTPException(400, "lanes= must be a JSON list") from None
     if not isinstance(columns, list) or not all(c is None or isinstance(c, str) for c in columns):
         raise HTTPException(400, "lanes= must be a JSON list of run ids and nulls")
