@@ -885,6 +885,28 @@ def test_a_threads_page_link_whose_time_no_calendar_date_holds_is_refused_saying
     assert message is not None and "at=" in message.text and at in message.text
 
 
+@pytest.mark.parametrize(("path", "params", "name"), [
+    ("/", {"after": "9" * 25}, "after"),
+    ("/", {"before": "t1", "at": "9" * 25}, "at"),
+    ("/run/message", {"thread": "t0", "run": "r", "index": "9" * 25}, "index"),
+    ("/run/event", {"thread": "t0", "run": "r", "index": "-" + "9" * 25}, "index"),
+])
+def test_a_number_in_a_link_too_long_to_be_one_is_refused_naming_its_parameter(
+    store: agui_store.Store, path: str, params: dict[str, str], name: str
+) -> None:
+    for i in range(3):
+        store.append(one_run(f"t{i}", "r", said("u", "hello", "user")))
+    response = client_of(store).get(url(path, **params))
+    assert response.status_code == 400
+    if path == "/":
+        message = parse(response.text).find("error-message")
+        assert message is not None
+        shown = message.text
+    else:
+        shown = response.json()["error"]
+    assert shown == f"{name}= is a whole number of at most 18 ASCII digits, not {params[name]!r}"
+
+
 def test_the_json_endpoints_answer_an_error_as_json_and_a_position_in_ascii_digits_only(
     store: agui_store.Store,
 ) -> None:
@@ -903,7 +925,10 @@ def test_the_json_endpoints_answer_an_error_as_json_and_a_position_in_ascii_digi
         assert set(response.json()) == {"error"}
     for digits in ("\u0663", "\uff11", " 1", "1_0"):  # Arabic-Indic, fullwidth, spaced, split
         response = client.get(url("/run/message", thread="t", run="r", index=digits))
-        assert response.status_code == 400 and "not a number" in response.json()["error"]
+        assert response.status_code == 400
+        assert response.json()["error"] == (
+            f"index= is a whole number of at most 18 ASCII digits, not {digits!r}"
+        )
     assert client.get(url("/run/message", thread="t", run="r", index="0")).status_code == 200
 
 

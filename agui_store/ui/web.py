@@ -152,7 +152,7 @@ class Viewer:
     def _threads_from_position(self, request: Request, query: str, cursor: str | None) -> Response:
         """An older link's page, ``?after=`` threads into the listing: the page after the
         thread now at that place."""
-        after = _int(request.query_params.get("after"), 0)
+        after = _int(request.query_params.get("after"), 0, "after")
         if after < 0:
             raise HTTPException(400, f"after= is a position (0 or more), not {after}")
         ids = self.store.threads(scope=self.scope, recent_first=True)
@@ -236,7 +236,7 @@ class Viewer:
     def run_message(self, request: Request) -> Response:
         """``/run/message?thread=&run=&index=``: one message of the run's view, as JSON."""
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
-        index = _int(self.param(request, "index"), -1)
+        index = _int(self.param(request, "index"), -1, "index")
         messages = self.store.checkout(run_id, thread_id=thread_id, scope=self.scope).messages
         if not 0 <= index < len(messages):
             raise HTTPException(404, f"run {run_id!r} has no message {index}")
@@ -245,7 +245,7 @@ class Viewer:
     def run_event(self, request: Request) -> Response:
         """``/run/event?thread=&run=&index=``: one event of the run, as JSON."""
         thread_id, run_id = self.param(request, "thread"), self.param(request, "run")
-        index = _int(self.param(request, "index"), -1)
+        index = _int(self.param(request, "index"), -1, "index")
         events = self.store.events(run_id, thread_id=thread_id, scope=self.scope)
         if not 0 <= index < len(events):
             raise HTTPException(404, f"run {run_id!r} has no event {index}")
@@ -367,20 +367,23 @@ def _pasted(path: str) -> str:
 JSON_ENDPOINTS = ("/poll", "/branch", "/run/message", "/run/event", "/run/input", "/fork.json")
 
 
-def _int(value: str | None, default: int) -> int:
-    """A whole number in ASCII digits (``int()`` alone also takes other scripts' digits,
-    spaces around them and ``_`` between them)."""
+def _int(value: str | None, default: int, name: str) -> int:
+    """The parameter ``name=``: a whole number in ASCII digits (``int()`` alone also takes
+    other scripts' digits, spaces around them and ``_`` between them), at most 18 of them;
+    any other value is a 400 that names the parameter."""
     if value is None:
         return default
     if not re.fullmatch(r"-?[0-9]{1,18}", value):
-        raise HTTPException(400, f"not a number: {value!r}")
+        raise HTTPException(
+            400, f"{name}= is a whole number of at most 18 ASCII digits, not {value!r}"
+        )
     return int(value)
 
 
 def _time(value: str) -> int:
     """``at=``: a time in milliseconds since the epoch, one a calendar date holds (a link
     edited past the year 9999 is a 400 that says so, not a failure of the page)."""
-    ms = _int(value, 0)
+    ms = _int(value, 0, "at")
     try:
         when(ms)
     except (ValueError, OverflowError, OSError):
