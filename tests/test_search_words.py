@@ -503,7 +503,7 @@ def test_where_a_long_text_is_shown_from_is_the_first_match_read_word_by_word(
     """A long text is looked through a block at a time (tiny blocks here stand for the
     thousands of characters of each) and read word by word only where a match ends: the
     place found is the one a word-by-word reading from the start finds."""
-    monkeypatch.setattr(search_rules, "_BLOCK", block)
+    monkeypatch.setattr(search_rules, "_FOLD_BLOCK", block)
     text = "é" + text  # not ASCII, which is read otherwise
     expected = first_match_word_by_word(text, query)
     assert search_rules.first_match(text, search_rules.parse(query)) == expected

@@ -577,7 +577,7 @@ def _block_with_a_match(
     text: str, exact: frozenset[str], prefixes: tuple[str, ...], phrases: tuple[Term, ...]
 ) -> int | None:
     """Where :func:`first_match`'s word-by-word reading of ``text`` may start and find what
-    it finds from the text's start: the start of the first block of about :data:`_BLOCK`
+    it finds from the text's start: the start of the first block of about :data:`_FOLD_BLOCK`
     characters where a match ends (or of an earlier one, for the first words of a phrase
     that ends there); ``None`` when no block holds one, so that the reading would find
     nothing. Each block is folded at once and a match's last word looked for in it, in C;
@@ -588,7 +588,7 @@ def _block_with_a_match(
     starts: list[int] = []  # where each block read before begins
     start = 0
     while start < len(text):
-        end = _not_in_a_word(text, min(len(text), start + _BLOCK), forward=True)
+        end = _not_in_a_word(text, min(len(text), start + _FOLD_BLOCK), forward=True)
         folded = fold(text[start:end])
         if any(w in folded for w in needles):
             before: list[str] = []  # the words a phrase ending here may begin with
@@ -681,7 +681,7 @@ def _snippet_by_words(
 #: The characters :func:`_block_before_a_match` folds at a time, and how far before the
 #: first block holding a match :func:`_context_start` first looks for a snippet's words of
 #: context (four times as far again while too few words stand there).
-_BLOCK = 8192
+_FOLD_BLOCK = 8192
 _CONTEXT = 4 * (MAX_WORD + 1) * SNIPPET_WORDS
 
 
@@ -693,19 +693,19 @@ def _block_before_a_match(
     width: int,
 ) -> int:
     """Where in ``text`` a snippet's word-by-word reading may start: before the first block
-    of about :data:`_BLOCK` characters whose words (folded a block at once, far faster than
+    of about :data:`_FOLD_BLOCK` characters whose words (folded a block at once, far faster than
     a word at a time) hold a one-word term or a phrase, far enough back for ``width`` words
     of context; 0 for a short text, or when no block does (the reading then finds the
     text's first words). A block ends between words, and is read on for the words a phrase
     that begins in it may take, wherever they stand."""
-    if len(text) <= 2 * _BLOCK:
+    if len(text) <= 2 * _FOLD_BLOCK:
         return 0
     needles = (*exact, *prefixes)
     longest = max((len(t.words) for t in phrases), default=1)
     word = _raw_word()
     start = 0
     while start < len(text):
-        end = _not_in_a_word(text, min(len(text), start + _BLOCK), forward=True)
+        end = _not_in_a_word(text, min(len(text), start + _FOLD_BLOCK), forward=True)
         reach = end
         for found in itertools.islice(word.finditer(text, end), longest - 1):
             reach = found.end()
