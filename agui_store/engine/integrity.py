@@ -65,7 +65,8 @@ check that ran):
     Every derived structure against a replay of the log (each run replayed once, onto its
     parent's view): each checkpoint's messages, state (whole or as patches), interrupts and
     warnings equal the replay; its content gives the view digest it recorded; the run hash it
-    recorded is one of its run's; each lineage digest is the replay's; every input
+    recorded is one of its run's; each lineage digest is the replay's, and every run that
+    ended and is not waiting to be derived has one; every input
     and echo reference falls inside its parent's view. Down a chain, the leading full chunks
     of a checkpoint that no run could have changed since the last checkpoint found equal (no
     event named a message in them, none moved) are compared by address with that
@@ -1117,6 +1118,11 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
             out.problem(f"{name}: its lineage cannot be replayed from the log: {e}")
             continue
         before = out.reported
+        # Derived data was made from the log its hashes cover: of a run whose lineage's log
+        # is not that (the hashes check names where), no derived row is asked for.
+        faithful[pk] = _log_holds(ctx.links.get(pk)) and (
+            parent is None or faithful.get(parent, False)
+        )
         if pk in complete and pk in digests:
             expected = replay.ids_hasher.digest()
             for found in digests[pk]:
@@ -1126,6 +1132,11 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
                         f"replay of the log gives {expected.hex()[:hashing.SHORT]}: lineage "
                         "rule 3 would place runs by a view the run does not have"
                     )
+        elif pk in complete and pk not in index.underived and faithful[pk]:
+            out.problem(
+                f"the lineage digest of {name} is missing, though the run ended and was "
+                "derived: lineage rule 3 cannot place a run by the view it left"
+            )
         if pk in with_checkpoint:
             # A lineage's last run compares its checkpoint whole: what sharing chunks rests
             # on (an event edits only what it names) is checked at every tip.
@@ -1133,12 +1144,9 @@ def _check_derived(ctx: _Context, out: _Collector) -> None:
             layout = _compare_checkpoint(ctx, out, pk, replay, run_hashes.get(pk, set()), skip)
         else:
             layout = None
-        # The index was derived from the log its hashes cover: a run whose lineage's log
-        # differs from that, or whose derived view differs from the replay, has its index
-        # rows measured against another view than they were made from (those checks say why).
-        faithful[pk] = _log_holds(ctx.links.get(pk)) and (
-            parent is None or faithful.get(parent, False)
-        )
+        # A run whose lineage's log is not what its hashes cover, or whose derived view
+        # differs from the replay, has its index rows measured against another view than
+        # they were made from (the checks above say why).
         index.observe(
             pk, row.thread_pk, replay.reducer.messages, replay.changed, layout,
             trusted=faithful[pk] and out.reported == before,

@@ -583,6 +583,14 @@ def test_a_forged_lineage_digest_is_named(db: str) -> None:
     ), found
 
 
+def test_a_deleted_lineage_digest_is_named_as_missing(db: str) -> None:
+    edit(db, "DELETE FROM lineage_digests WHERE run = 2")
+    assert problems(db) == [
+        f"derived: the lineage digest of {R2} is missing, though the run ended and was "
+        "derived: lineage rule 3 cannot place a run by the view it left"
+    ]
+
+
 def test_forged_state_patches_with_their_address_recomputed_are_named_and_refused(
     db: str,
 ) -> None:
@@ -930,6 +938,7 @@ DERIVED_EDITS: dict[str, list[Edit]] = {
         "INSERT INTO checkpoint_segments(run, blob) "
         "SELECT 2, state FROM checkpoints WHERE run = 1",
     ],
+    "a lineage digest deleted": ["DELETE FROM lineage_digests WHERE run = 1"],
     "a search row pointed at another message": [
         _on_search_rows("UPDATE {rows} SET at = at + 1 WHERE run = 2 AND pos = 1")
     ],
