@@ -50,7 +50,8 @@ check that ran):
     Each belongs to a complete run (a digest is of the view at a run's end).
 ``erasures``
     (after ``conversations``) The erasure log's entries each hash their fields and the entry
-    before them. The ``batches`` check reads the log too: the sequence numbers from 1 to
+    before them; no thread an erasure's tombstone covers is held again (its rows put back
+    from a backup). The ``batches`` check reads the log too: the sequence numbers from 1 to
     the newest are each an event's or an erasure's, so rows deleted by hand (a whole leaf
     run with its batches and events included) leave a hole no erasure recorded.
 ``hashes``
@@ -93,7 +94,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import arguments, checkpoints, conversations, erasure, log_hashes, search
+from agui_store.engine import (
+    arguments,
+    checkpoints,
+    clock,
+    conversations,
+    erasure,
+    log_hashes,
+    search,
+)
 from agui_store.engine.arguments import quote
 from agui_store.engine.port import IndexedMessage, Inspecting, StoredRun
 from agui_store.engine.revisions import RESERVED_REFS
@@ -1375,6 +1384,34 @@ def _check_erasures(ctx: _Context, out: _Collector) -> None:
             out.problem(
                 f"erasure #{entry.number} ({entry.verb}, {entry.erased_at}) fails its hash: "
                 "it, or an entry before it, was changed or deleted outside agui-store"
+            )
+    _check_resurrected(ctx, out)
+
+
+def _check_resurrected(ctx: _Context, out: _Collector) -> None:
+    """A thread the store erased keeps a tombstone (:mod:`agui_store.engine.erasure`), which
+    covers the threads of its id created before the erasure: one of those held again is the
+    erased thread's rows put back outside the store (from a backup, say). Created in the
+    erasure's own millisecond, a thread is taken as written again since (no erased thread's
+    whole life fits in one)."""
+    stones = dict(ctx.tx.tombstones())
+    if not stones:
+        return
+    threads = {row.thread_pk: row.thread_id for row in ctx.runs.values()}
+    for pk, thread_id in sorted(threads.items()):
+        if thread_id is None:
+            continue  # the foreign-key check reports it
+        erased_at = stones.get(erasure.thread_hash(thread_id))
+        if erased_at is None:
+            continue
+        created_at = int(ctx.tx.thread_created_at(pk))
+        if created_at < erased_at:
+            out.problem(
+                f"thread {quote(thread_id)} (#{pk}), created at {clock.shown(created_at)}, was "
+                f"erased at {clock.shown(erased_at)} (its tombstone says so), but the store "
+                "holds it again: its rows were put back outside agui-store, from a backup "
+                f"say, and what was erased can be read again (delete_thread({quote(thread_id)}) "
+                "erases it again)"
             )
 
 

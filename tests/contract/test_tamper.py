@@ -37,7 +37,7 @@ import pytest
 
 import agui_store
 from agui_store import CorruptStoreError, HashMismatchError, IntegrityError, cli, testing
-from tests.backends import dump, is_postgres, placeholder, postgres_owner
+from tests.backends import dump, is_postgres, owner, placeholder, postgres_owner
 from tests.workers.harness import worker_env
 
 T = "t"
@@ -796,6 +796,47 @@ def test_a_search_index_row_of_a_run_the_store_does_not_hold_is_named(db: str) -
         "name run #999, which the store does not hold: a search can find text the store no "
         "longer keeps"
     )
+
+
+#: What an erasure takes a thread out of, as a backup made before it holds them: its log,
+#: branches and derived data. Besides, each backend's search rows, and on PostgreSQL a
+#: checkpoint's segments, which SQLite's schema lists as the checkpoint is put back (the
+#: owner's edits there run with that trigger on).
+BACKED_UP = (
+    "threads", "runs", "batches", "events", "echo_refs", "branches", "blobs", "checkpoints",
+    "lineage_digests",
+)
+BACKED_UP_APART = {
+    "sqlite": ("search_pending",),
+    "postgres": ("search_messages", "checkpoint_segments"),
+}
+
+
+def test_an_erased_thread_put_back_from_a_backup_is_named_as_erased(backend: str, db: str) -> None:
+    tables = (*BACKED_UP, *BACKED_UP_APART[backend])
+    with owner(db) as conn:
+        for table in tables:
+            conn.execute(f"CREATE TABLE backup_{table} AS SELECT * FROM {table}")
+    with agui_store.open(db) as store:
+        store.delete_thread(T)
+        logged = store.check().erasures[-1].erased_at
+    assert logged is not None
+    erased_at = logged.isoformat(timespec="milliseconds")
+    with owner(db) as conn:
+        for table in tables:
+            conn.execute(f"INSERT INTO {table} SELECT * FROM backup_{table}")
+            conn.execute(f"DROP TABLE backup_{table}")
+    found = problems(db)
+    assert len(found) == 1, found
+    assert found[0].startswith("erasures: thread 't' (#1), created at ")
+    assert found[0].endswith(
+        f"was erased at {erased_at} (its tombstone says so), but the store holds it again: "
+        "its rows were put back outside agui-store, from a backup say, and what was erased "
+        "can be read again (delete_thread('t') erases it again)"
+    )
+    with agui_store.open(db) as store:
+        store.delete_thread(T)
+    assert problems(db) == []
 
 
 # --- the command line -------------------------------------------------------------------
