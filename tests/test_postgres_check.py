@@ -160,6 +160,35 @@ def test_a_changed_index_column_type_or_schema_version_on_postgresql_is_named(
         ]
 
 
+def test_a_schema_version_set_back_under_later_tables_on_postgresql_is_refused_unchanged(
+    pg_built: str,
+) -> None:
+    import psycopg
+
+    from tests.backends import dump
+
+    with psycopg.connect(pg_built) as conn:
+        conn.execute("UPDATE agui_store.meta SET value = '5' WHERE key = 'schema_version'")
+    held = dump(pg_built)
+    with pytest.raises(agui_store.SchemaVersionError) as refused:
+        agui_store.open(pg_built)
+    assert (
+        ": PostgreSQL schema 'agui_store' records agui-store schema version 5, but holds tables "
+        "of a later one ("
+    ) in str(refused.value)
+    assert str(refused.value).endswith(
+        "its version was set back outside agui-store; nothing was changed. If this release "
+        f"wrote it, record its version again (schema_version {PG_VERSION} in its meta table), "
+        "then run agui-store check"
+    )
+    assert dump(pg_built) == held
+    with psycopg.connect(pg_built) as conn:
+        conn.execute(
+            f"UPDATE agui_store.meta SET value = '{PG_VERSION}' WHERE key = 'schema_version'"
+        )
+    assert problems(pg_built) == []
+
+
 def test_a_check_that_cannot_finish_on_postgresql_leaves_the_others_running(
     pg_built: str,
 ) -> None:

@@ -798,6 +798,22 @@ def _refuse_another_layout(conn: Connection, schema: str, version: int) -> None:
         pass  # rolled back to before the probe: the store is migrated as it was
     finally:
         conn.execute("SELECT set_config('search_path', %s, true)", (_ident(schema),))
+    if expected:
+        # Tables this release defines that the recorded version did not: a later
+        # version's, which its migrations would try to make again over them.
+        later = sorted(
+            ({*TABLES, *VIEWS} - {name for name, _columns in expected})
+            & {name for name, _columns in held}
+        )
+        if later:
+            raise errors.SchemaVersionError(
+                f"PostgreSQL schema {schema!r} records agui-store schema version {version}, "
+                f"but holds tables of a later one ({', '.join(later[:4])}"
+                f"{', ...' if len(later) > 4 else ''}): its version was set back outside "
+                "agui-store; nothing was changed. If this release wrote it, record its "
+                f"version again (schema_version {SCHEMA_VERSION} in its meta table), then "
+                "run agui-store check"
+            )
     missing = sorted(name for name, columns in expected - held)
     if missing:
         raise errors.SchemaVersionError(
