@@ -32,8 +32,10 @@ What a copy refuses (:class:`~agui_store.errors.SyncConflictError`, nothing writ
   not a conflict: the batches it lacks are copied;
 - a thread whose owner (scope) differs;
 - a conversation entry both hold with different content, or a conversation both moved on
-  (the destination's head is not in the source's history; ``force``: the source's record
-  wins);
+  (the destination's head or a branch of it is not in the source's history, or the
+  source's record is older and holds entries the destination's does not; ``force``: the
+  source's record wins). A source's record older than the destination's that holds
+  nothing more is behind it, and not copied;
 - a branch both stores hold at different runs, unless the destination's tip is an
   ancestor of the source's (the branch then moves forward, as ``git push`` fast-forwards;
   at the same run, the later ``updated_at`` wins).

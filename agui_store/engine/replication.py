@@ -747,9 +747,12 @@ def plan_conversation(
 ) -> ConversationPlan:
     """Compare one conversation on both sides (of the thread ``thread_id``, ``None`` when no
     thread links to it): the entries the destination lacks, and whether its record is
-    written (it has none, or an older one whose head the source's history holds; ``force``:
-    any other), or the conflict (``forceable``: whether the caller can force, which its
-    refusal advises)."""
+    written (it has none, or one saved no later whose history the source's holds;
+    ``force``: any other), or the conflict (``forceable``: whether the caller can force,
+    which its refusal advises). A source's record saved before the destination's (an
+    older copy of it: ``updated_at``), reaching nothing the destination's does not, is
+    behind it and writes nothing, as a save that kept the head (a rename, new usage)
+    leaves the destination's newer than it."""
     row = src.conversation(conversation_id)
     assert row is not None
     record = conversations.record_of(row)
@@ -784,7 +787,29 @@ def plan_conversation(
             + (", or force the copy)" if forceable else ")"),
             thread_id=thread_id, conversation_id=conversation_id,
         )
+    if force:
+        return ConversationPlan(record, missing, int(there[0]), True)
+    reached = set(entry_ids(dst, there))
+    if record.updated_at < theirs.updated_at and history <= reached:
+        return ConversationPlan(record, [], int(there[0]), False)  # behind the destination's
+    if record.updated_at < theirs.updated_at or not reached <= history:
+        raise SyncConflictError(
+            f"it is at revision {theirs.revision!r} in the destination, saved "
+            f"{_saved(theirs)}, and {record.revision!r} in the source, saved "
+            f"{_saved(record)}: "
+            + ("the destination's holds a branch the source's does not"
+               if record.updated_at >= theirs.updated_at
+               else "the source's is older but holds entries the destination's does not")
+            + " (both moved on: save or delete one side first"
+            + (", or force the copy)" if forceable else ")"),
+            thread_id=thread_id, conversation_id=conversation_id,
+        )
     return ConversationPlan(record, missing, int(there[0]), True)
+
+
+def _saved(record: conversations.Record) -> str:
+    """When a record was saved, as a time (its ``updated_at`` is in microseconds)."""
+    return clock.shown(record.updated_at // 1000)
 
 
 def erased_names(dst: port.Reading, plans: Sequence[ConversationPlan]) -> frozenset[str]:
