@@ -253,13 +253,14 @@ class _SourceRows:
 
 
 def _same_store(a: Store, b: Store) -> bool:
+    """Whether two stores are one database, however their paths or URLs spell it (a
+    link, a ``file:`` URI, ``localhost`` for ``127.0.0.1``)."""
     if a is b:
         return True
-    if is_url(a.path) or is_url(b.path):
-        return a.path == b.path
-    if a.path == ":memory:" or b.path == ":memory:":
+    if is_url(a.path) != is_url(b.path):
         return False
-    return os.path.realpath(a.path) == os.path.realpath(b.path)
+    with a.reading() as one, b.reading() as other:
+        return one.database() == other.database()
 
 
 def _chosen(
@@ -320,8 +321,10 @@ def copy(
     check_thread_id(thread_id)
     with opened(src, must_exist=True) as source, opened(dst, must_exist=False) as target:
         if _same_store(source, target):
+            named = source.path if target.path == source.path else (
+                f"{source.path}, which {target.path} names too")
             raise InvalidArgumentError(
-                f"the source and the destination are the same store ({source.path})"
+                f"the source and the destination are the same store ({named})"
             )
         with source.reading() as stx:
             # Each store's transaction translates its own database's errors: one the

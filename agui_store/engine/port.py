@@ -701,6 +701,10 @@ class Reading(
     @property
     def connection(self) -> Any:
         """The driver's connection."""
+    def database(self) -> tuple[str | int, ...]:
+        """What names the database this transaction reads, however its path or URL
+        spells it: equal for two transactions of one database (a copy refuses a store
+        into itself by it), unequal for two databases."""
 
 
 class Inspecting(Reading, Protocol):

@@ -176,6 +176,13 @@ NEXT_SEQ = (
 #: committed before).
 NEXT_SEQ_LOCKED = LOCK_EVENT_ORDER + "; " + NEXT_SEQ
 
+#: What names the database a connection reads, whatever address reached it: the server's
+#: start time (no two servers share it) and the database's oid (Transaction.database).
+DATABASE = (
+    "SELECT pg_postmaster_start_time()::text, oid FROM pg_database "
+    "WHERE datname = current_database()"
+)
+
 #: A key for a new run's row (``runs.id`` is an identity column; its sequence is the store's).
 RESERVE_RUN_KEY = "nextval(pg_get_serial_sequence('runs', 'id'))"
 

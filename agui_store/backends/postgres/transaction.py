@@ -242,6 +242,12 @@ class PostgresTransaction(NamedQueries):
         """The psycopg connection, in the transaction, every deferred write sent."""
         return self._conn
 
+    def database(self) -> tuple[str | int, ...]:
+        """The server, by when it started (any role reads it), and the database's oid: a
+        host's name or address, or the socket, name one server (sql.DATABASE)."""
+        found = self._conn.execute(sql.DATABASE).fetchone()
+        return ("server", str(found[0]), int(found[1]))
+
     def trusted_blobs(self) -> TrustedBlobs:
         return self._trusted
 

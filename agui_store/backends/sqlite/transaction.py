@@ -11,6 +11,7 @@ are not caught here: the transaction that holds this object translates them when
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, ClassVar
@@ -97,6 +98,15 @@ class SqliteTransaction(NamedQueries):
     def connection(self) -> Any:
         """The apsw connection."""
         return self._conn
+
+    def database(self) -> tuple[str | int, ...]:
+        """The main file's device and inode: a link to it, a ``file:`` URI or another
+        spelling of its path names one file. An in-memory database is its connection's."""
+        try:
+            found = os.stat(self._conn.filename)
+        except (OSError, ValueError):  # no file (":memory:", ""), or a name no file has
+            return ("connection", id(self._conn))
+        return ("file", found.st_dev, found.st_ino)
 
     def version(self) -> int | None:
         """SQLite's ``data_version``, which changes when another connection commits to the
