@@ -298,7 +298,9 @@ def copy(
 
     ``force``: a branch both hold at runs where the destination's tip is not an ancestor
     of the source's (the source moved it back, or both moved it) takes the source's tip
-    instead of being refused. Runs are never forced: they are append-only on both sides.
+    instead of being refused, and a pydantic-ai conversation both saved since they last
+    agreed takes the source's record (what only the destination's reached is released).
+    Runs are never forced: they are append-only on both sides.
 
     ``progress(copied, total)`` is called as events land.
 

@@ -10,7 +10,7 @@ import io
 import pytest
 
 import agui_store
-from agui_store import SyncConflictError
+from agui_store import SyncConflictError, cli
 from tests.backends import dump
 from tests.test_sync import conversations_of, locations, pair, src_dst
 
@@ -92,3 +92,13 @@ def test_an_older_archive_of_a_conversation_saved_since_imports_nothing_over_it(
     with agui_store.open(dst) as store:
         assert store.import_archive(archive).conversations == 0
     assert conversations_of(dst, ["c"]) == newer
+
+
+def test_the_copy_commands_help_says_force_replaces_a_conversation_both_saved(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = io.StringIO()
+    assert cli.main(["help", "copy"], out=out) == 0
+    shown = out.getvalue() + capsys.readouterr().out
+    force = " ".join(shown.split("--force", 2)[2].split("--restore-erased")[0].split())
+    assert "conversation both saved takes SRC's record" in force

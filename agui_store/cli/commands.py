@@ -1838,7 +1838,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dst", metavar="DST", help="the store to copy to (created if missing)")
     p.add_argument("--thread", type=thread_name, help="only this thread")
     p.add_argument("--force", action="store_true",
-                   help="a branch DST holds off SRC's lineage takes SRC's tip (runs never move)")
+                   help="a branch DST holds off SRC's lineage takes SRC's tip, and a "
+                   "conversation both saved takes SRC's record (runs never move)")
     p.add_argument("--restore-erased", action="store_true",
                    help="copy threads DST erased back into it (else they stay erased)")
     parsers["check"].add_argument(
