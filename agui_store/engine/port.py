@@ -623,6 +623,10 @@ class ReplicaReads(Protocol):
 
     def replica_runs(self, thread_pk: int) -> list[ReplicaRun]:
         """The thread's runs as recorded, in run order."""
+    def database(self) -> tuple[str | int, ...]:
+        """What names the database this transaction reads, however its path or URL
+        spells it: equal for two transactions of one database (a copy refuses a store
+        into itself by it), unequal for two databases."""
 
 
 class ConversationReads(Protocol):
@@ -701,10 +705,6 @@ class Reading(
     @property
     def connection(self) -> Any:
         """The driver's connection."""
-    def database(self) -> tuple[str | int, ...]:
-        """What names the database this transaction reads, however its path or URL
-        spells it: equal for two transactions of one database (a copy refuses a store
-        into itself by it), unequal for two databases."""
 
 
 class Inspecting(Reading, Protocol):

@@ -104,6 +104,25 @@ def test_the_location_opens_the_same_store_again(store_location: str) -> None:
         assert store.location == store_location
 
 
+def test_two_stores_open_on_one_database_name_the_same_one_and_two_databases_do_not(
+    new_location: Any,
+) -> None:
+    """``database()`` names what a transaction reads, not how the store was reached: a copy
+    refuses a store into itself by it."""
+    first, second = new_location(), new_location()
+    with (
+        agui_store.open(first) as one,
+        agui_store.open(first) as again,
+        agui_store.open(second) as other,
+        one.reading() as a,
+        again.reading() as b,
+        other.reading() as c,
+    ):
+        names = (a.database(), b.database(), c.database())
+    assert names[0] == names[1]
+    assert names[0] != names[2]
+
+
 def test_a_store_reopened_reads_the_same(store_location: str) -> None:
     """Threads written in turns, then the store closed and opened again: the same threads,
     runs, hashes and views."""
