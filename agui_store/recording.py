@@ -271,6 +271,8 @@ class _Pending:
         # Its largest event: the store's, so that one it would refuse is never held whole.
         self.max_event_bytes = max_event_bytes
         self.unframed = 0  # the stream's events its framer refused or skipped, counted
+        # The stream as its failures name it: what was given to record, or to the batcher.
+        self.stream = "the stream"
 
     def payloads(self, event: Any) -> list[bytes]:
         """The JSON text of the events ``event`` carries: its own (:func:`event_json`); or,
@@ -309,7 +311,11 @@ class _Pending:
         if self.failed is None:
             self._name_from(self.events[0] if self.events else None)
             position = self.recorded + len(self.events)  # those before it still go in
-            self._fail(sse.error, position, position)
+            # The framer's words are a response's (the ASGI recorder's): these events were
+            # given to the recorder, and the limit is the store's.
+            limit = f"the store's max_event_bytes ({self.max_event_bytes:,} bytes)"
+            refusal = InvalidEventError(f"the event is larger than {limit}")
+            self._fail(refusal, position, position)
 
     def unended(self) -> list[bytes]:
         """The data of an event the event stream did not end with a blank line, which the
@@ -414,7 +420,7 @@ class _Pending:
         if self.failed is not None:
             return
         self.failed = exc
-        self.failure = _refusal_text(exc, position)
+        self.failure = _refusal_text(exc, position, self.stream)
         self.reported = (recorded, self.dropped)
         self._report(*self.reported)
 
@@ -441,7 +447,7 @@ class _Pending:
         self.closed = True
 
 
-def _refusal_text(exc: BaseException, position: int | None) -> str:
+def _refusal_text(exc: BaseException, position: int | None, stream: str) -> str:
     """What stopped a recording, in the words of the one who records: the event refused
     counted in the stream (from 0, as ``append`` counts a batch's), not in the batch it
     happened to be appended in, and advice the recorder can follow."""
@@ -450,19 +456,22 @@ def _refusal_text(exc: BaseException, position: int | None) -> str:
         # append's advice (name the run) is not the recorder's: the stream opens its run.
         runs = len(refusal.run_ids)
         return (
-            f"event {position or 0} of the stream: the stream starts no run, and thread "
+            f"event {position or 0} of {stream}: the stream starts no run, and thread "
             f"{arguments.quote(refusal.thread_id)} has {runs} open runs it may continue: "
             "begin the stream with its RUN_STARTED"
         )
     if position is None or not isinstance(refusal, InvalidEventError):
         return str(exc)
-    where = [f"event {position} of the stream"]
+    where = [f"event {position} of {stream}"]
     if refusal.event_type is not None:
         where.append(f"({refusal.event_type})")
     if refusal.path and refusal.path != "$":
         where.append(f"at {refusal.path}")
     return f"{' '.join(where)}: {refusal.reason}"
 
+
+#: The stream ``record`` reads, as the failures of its recording name it.
+_GIVEN_TO_RECORD = "the stream given to record"
 
 #: How the lines of a text/event-stream begin (a comment line begins with ":").
 _SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
@@ -786,6 +795,7 @@ def _recorded(
     scope: str | None,
 ) -> Iterator[Any]:
     batcher = Batcher(store, input=input, thread_id=thread_id, scope=scope)
+    batcher._pending.stream = _GIVEN_TO_RECORD
     source = iter(events)
     try:
         for event in source:
@@ -982,6 +992,7 @@ async def _recorded_async(
     scope: str | None,
 ) -> AsyncIterator[Any]:
     batcher = AsyncBatcher(astore, input=input, thread_id=thread_id, scope=scope)
+    batcher._pending.stream = _GIVEN_TO_RECORD
     source = aiter(events)
     try:
         async for event in source:

@@ -195,7 +195,7 @@ def test_an_event_stream_event_too_large_to_read_keeps_what_its_chunk_completed_
         with agui_store.open(other) as store:
             assert [e["type"] for e in store.events("r1", thread_id="t")] == ["RUN_STARTED"]
     assert caplog.text.count("1 event(s) recorded, 1 not") == 2, caplog.text
-    assert "exceeds" in caplog.text
+    assert "larger than the store's max_event_bytes" in caplog.text
 
 
 def test_an_event_stream_event_larger_than_the_store_takes_is_refused_as_it_arrives(
@@ -231,6 +231,35 @@ def test_an_event_stream_event_larger_than_the_store_takes_is_refused_as_it_arri
         assert asyncio.run(asynchronously(db_path.with_name("async.db"))) == (1, len(frames))
     final = f"run r1 stopped: 1 event(s) recorded, {len(frames)} not: event 1 of the stream"
     assert caplog.text.count(final) == 2, caplog.text
+
+
+def test_an_event_stream_event_too_large_for_record_is_named_in_the_stream_given_to_record(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``record`` has no response: the refusal of an event of its stream larger than the
+    store takes names that event, counted in the stream given to it, and the store's limit."""
+    frames = [b"data: %b\n\n" % msgspec.json.encode(e) for e in conversation_run("t", "r1", 10, 0)]
+    stream = [frames[0], frames[1], b"data: " + b"x" * 1500 + b"\n\n", *frames[2:]]
+
+    async def asynchronously(path: Path) -> None:
+        async def chunks() -> AsyncIterator[bytes]:
+            for chunk in stream:
+                yield chunk
+
+        async with aio.open(path, max_event_bytes=1000) as astore:
+            assert [chunk async for chunk in astore.record(chunks(), thread_id="t")] == stream
+
+    with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
+        with agui_store.open(db_path, max_event_bytes=1000) as store:
+            assert list(store.record(stream, thread_id="t")) == stream
+        asyncio.run(asynchronously(db_path.with_name("async.db")))
+    said = [r.getMessage() for r in caplog.records]
+    refusal = (
+        "2 event(s) recorded, 1 not: event 2 of the stream given to record: the event is "
+        "larger than the store's max_event_bytes (1,000 bytes)"
+    )
+    assert [refusal in line for line in said].count(True) == 2, said
+    assert not any("response" in line for line in said), said
 
 
 def test_an_event_after_the_async_store_is_closed_is_said_to_come_after_the_store_closed(
@@ -512,8 +541,8 @@ def test_a_stream_that_starts_no_run_in_a_thread_of_open_runs_is_told_to_begin_w
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1, said
     assert said[0].endswith(
-        "event 0 of the stream: the stream starts no run, and thread 't' has 2 open runs it "
-        "may continue: begin the stream with its RUN_STARTED"
+        "event 0 of the stream given to record: the stream starts no run, and thread 't' has "
+        "2 open runs it may continue: begin the stream with its RUN_STARTED"
     ), said[0]
     assert "run_id=" not in said[0]  # append's advice: record() takes no run_id
 
