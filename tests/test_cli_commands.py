@@ -443,6 +443,37 @@ def test_messages_of_the_library_name_the_command_line_s_options_not_python_s(
     assert "check_sequence" not in out + err and "delete_branch" not in err
 
 
+@pytest.mark.parametrize("owner", ["a\x00b", "x" * 3000, "\udcff"])
+@pytest.mark.parametrize("argv", [
+    ["rebuild"], ["search", "Lisbon"], ["delete", "--yes"],
+    ["prune", "--older-than", "1d", "--yes"],
+])
+def test_an_owner_no_store_can_hold_is_refused_as_the_owner_option_not_as_a_scope(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str], argv: list[str], owner: str
+) -> None:
+    db, tmp = files
+    before = db.read_bytes()
+    code, out, err = call([*argv, "--owner", owner], db, tmp, capsys)
+    assert (code, out) == (2, ""), err
+    assert err.count("\n") == 1 and "argument --owner: '" in err, err
+    assert "scope" not in err, err
+    assert db.read_bytes() == before
+
+
+def test_a_thread_the_owner_does_not_hold_is_said_to_be_missing_for_that_owner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "o.db"
+    with agui_store.open(db) as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"},
+                      {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"}], scope="alice")
+    for argv in (["rebuild"], ["search", "Lisbon"]):
+        code, out, err = call([*argv, "--thread", "t1", "--owner", "bob"], db, tmp_path, capsys)
+        assert (code, out) == (1, ""), err
+        assert err == f"agui-store {argv[0]}: no thread 't1' of owner 'bob' (--owner) in {db}\n"
+        assert call([*argv, "--thread", "t1", "--owner", "alice"], db, tmp_path, capsys)[0] == 0
+
+
 def test_the_threads_table_lines_up_wide_and_combining_characters_by_the_cells_they_take(
     tmp_path: Path,
 ) -> None:

@@ -935,7 +935,8 @@ def cmd_compact(store: Store, args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_rebuild(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``rebuild``: derive again from the log what was derived from it; says how much."""
-    derived = store.rebuild(args.thread, scope=args.owner)
+    with _thread_of_owner(store, args):
+        derived = store.rebuild(args.thread, scope=args.owner)
     if args.json:
         _write_json(out, {"runsDerived": derived})
     else:
@@ -1397,10 +1398,32 @@ def run_name(text: str) -> str:
 
 
 def owner_name(text: str) -> str:
-    """``--owner``'s value: an owner's name, not empty."""
+    """``--owner``'s value: an owner's name, not empty, that a store can hold (the library
+    would refuse it naming its ``scope`` keyword, which the command line does not have)."""
     if not text:
         raise argparse.ArgumentTypeError("expected an owner's name, not an empty string")
+    reason: str | None = "is not UTF-8 text, which an owner's name is"
+    if arguments.storable_text(text):  # else bytes the shell passed that are not UTF-8
+        reason = arguments.unstorable(text)
+    if reason is not None:
+        raise argparse.ArgumentTypeError(f"{arguments.quote(text)} {reason}")
     return text
+
+
+@contextlib.contextmanager
+def _thread_of_owner(store: Store, args: argparse.Namespace) -> Iterator[None]:
+    """A ``--thread`` that ``--owner`` does not hold is told as missing for that owner: the
+    library's error says only that the store has no such thread, which reads as untrue to
+    a user who sees it listed."""
+    try:
+        yield
+    except RunNotFoundError:
+        if args.thread is None or args.owner is None:
+            raise
+        raise RunNotFoundError(
+            f"no thread {arguments.quote(args.thread)} of owner {arguments.quote(args.owner)} "
+            f"(--owner) in {path_text(store.path)}"
+        ) from None
 
 
 def _erase(
@@ -1486,8 +1509,9 @@ def cmd_search(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("give the words to find: agui-store search porto hotel")
     # Words given apart are one query, as if quoted together (the shell took the quotes).
     query = " ".join(args.query)
-    hits = store.search(query, thread_id=args.thread, scope=args.owner, limit=args.limit,
-                        cursor=args.cursor)
+    with _thread_of_owner(store, args):
+        hits = store.search(query, thread_id=args.thread, scope=args.owner, limit=args.limit,
+                            cursor=args.cursor)
     if args.json:
         document = {"hits": hits.to_json(), "nextCursor": hits.next_cursor}
         out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
