@@ -11,6 +11,7 @@ from the driver (``apsw.*``) or from Python's internals (``zlib.error``, ``Value
 
 from __future__ import annotations
 
+import io
 import os
 import zlib
 from collections.abc import Callable
@@ -270,6 +271,34 @@ def test_a_corrupt_page_is_a_store_error_naming_the_file_and_check_reports_it(
         assert not report.ok
         # Runs on pages left intact still read back.
         assert store.events("run-0000")[0]["runId"] == "run-0000"
+
+
+@pytest.mark.parametrize(
+    ("table", "read"),
+    [
+        ("blobs", lambda store: [store.checkout(f"run-{i:04d}") for i in range(300)]),
+        ("event_log", lambda store: store.history("HEAD")),
+        ("event_log", lambda store: [store.events(f"run-{i:04d}") for i in range(300)]),
+        ("event_log", lambda store: store.export_archive(io.BytesIO())),
+        ("runs", lambda store: store.log("HEAD")),
+        ("search_messages", lambda store: store.search("message", limit=1000)),
+    ],
+    ids=["checkout", "history", "events", "export", "log", "search"],
+)
+def test_a_read_that_meets_a_corrupt_page_names_the_table_and_page_it_belongs_to(
+    tmp_path: Path, table: str, read: Callable[[agui_store.Store], object]
+) -> None:
+    path = tmp_path / "damaged.db"
+    _many_runs(path)
+    pages = _pages_of(path, table)
+    page = pages[len(pages) // 2]
+    _overwrite_page(path, page)
+    shown = "events" if table == "event_log" else table
+    with agui_store.open(path) as store, pytest.raises(CorruptStoreError) as caught:
+        read(store)
+    said = str(caught.value)
+    assert f"damage found in table {shown} (page {page})" in said, said
+    assert said.startswith(f"{path} is damaged") and said.endswith("for details"), said
 
 
 def test_check_on_a_store_it_cannot_open_does_not_advise_running_check(

@@ -48,6 +48,32 @@ def problems(conn: apsw.Connection, check: str) -> Iterator[str]:
 #: How ``PRAGMA integrity_check`` names a b-tree: by its root page.
 _TREE = re.compile(r"\bTree (\d+)")
 
+#: A damaged page as ``PRAGMA quick_check`` names it: its b-tree's root page, and its own.
+_TREE_PAGE = re.compile(r"\bTree (\d+) page (\d+)")
+
+
+def damaged_place(conn: apsw.Connection) -> str | None:
+    """Where the file's first damage is, in the words of the error of a call that met it
+    ("damage found in table events (page 61)"), or ``None`` when SQLite's check finds none
+    to name (or cannot run). The check (``PRAGMA quick_check(1)``) stops at the first
+    damaged page: it reads the file only up to it, and only once a call has met damage."""
+    try:
+        rows = conn.execute(sql.CHECK_FIRST_DAMAGE).fetchall()
+    except apsw.Error:
+        return None
+    lines = [
+        line for (text,) in rows for line in str(text).splitlines()
+        if line != "ok" and not line.startswith("***")  # "*** in database main ***"
+    ]
+    if not lines:
+        return None
+    found = _TREE_PAGE.search(lines[0])
+    if found is None:
+        return f"SQLite's check says: {_shorten(lines[0])}"
+    root, page = int(found[1]), found[2]
+    tree = "the schema (sqlite_schema)" if root == 1 else _trees(conn).get(root)
+    return f"damage found {f'on page {page}' if tree is None else f'in {tree} (page {page})'}"
+
 
 def _trees(conn: apsw.Connection) -> dict[int, str]:
     """``root page -> 'table NAME'`` (or ``index``) for the b-trees of the file, so that a

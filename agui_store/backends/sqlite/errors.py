@@ -19,7 +19,7 @@ import apsw
 
 from agui_store import errors
 from agui_store.backends import errors as backend_errors
-from agui_store.backends.sqlite import files
+from agui_store.backends.sqlite import checks, files
 
 #: An open store connection (``apsw.Connection``). apsw types every row value as the union of
 #: SQLite's types; the store reads its own STRICT schema, so its modules take rows as Any
@@ -74,8 +74,10 @@ def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiSt
     if isinstance(e, apsw.NotADBError):
         return errors.NotAStoreError(f"{where} is not an SQLite database ({e})")
     if isinstance(e, apsw.CorruptError):
+        place = None if conn is None else checks.damaged_place(conn)
+        said = f"({e})" if place is None else f"({e}); {place}"
         return errors.CorruptStoreError(
-            f"{where} is damaged: SQLite met a corrupt page ({e})", advice=errors.RUN_CHECK
+            f"{where} is damaged: SQLite met a corrupt page {said}", advice=errors.RUN_CHECK
         )
     if isinstance(e, apsw.FullError) or system_errno in _FULL_ERRNOS:
         return errors.StorageFullError(

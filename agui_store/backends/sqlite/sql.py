@@ -655,6 +655,8 @@ REHASH_CHECKPOINT = "UPDATE checkpoints SET run_hash = ? WHERE run = ?"
 # --- check(): what the file's own checks read (agui_store.backends.sqlite.checks) ----------
 
 CHECK_INTEGRITY_CHECK = "PRAGMA integrity_check"
+#: The first damaged page of the file, to name it in the error of a call that met damage.
+CHECK_FIRST_DAMAGE = "PRAGMA quick_check(1)"
 #: The table or index each b-tree of the file is (by its root page), to name a damaged one.
 CHECK_ROOT_PAGES = "SELECT rootpage, type, name FROM sqlite_schema WHERE rootpage > 0"
 
