@@ -281,12 +281,17 @@ class _Pending:
         each event it completes. No JSON text begins as such a line does; once a stream
         is seen to be one, all of its text is read as one (an event may span chunks)."""
         raw = event_json(event)
+        text = isinstance(event, (str, bytes, bytearray, memoryview))
         if self.sse is None:
-            if not isinstance(event, (str, bytes, bytearray, memoryview)) or not (
-                raw.removeprefix(b"\xef\xbb\xbf").startswith(_SSE_FIELDS)
-            ):
+            if not text or not raw.removeprefix(b"\xef\xbb\xbf").startswith(_SSE_FIELDS):
                 return [raw]
             self.sse = SSEParser(max_event_bytes=self.max_event_bytes)
+        elif not text:  # its JSON read as lines of the stream would be skipped, unsaid
+            raise InvalidEventError(
+                f"cannot record {type(event).__name__} in a text/event-stream: the stream "
+                "began as its text (data: lines), so each of its events must come as that "
+                "text too"
+            )
         # The events before an oversized one are given; the refusal comes after them
         # (count_unframed), so that what the chunk completed first is not lost with it.
         return self.sse.read(raw)

@@ -262,6 +262,35 @@ def test_an_event_stream_event_too_large_for_record_is_named_in_the_stream_given
     assert not any("response" in line for line in said), said
 
 
+def test_an_event_that_is_not_text_in_an_event_stream_is_refused_not_skipped_unsaid(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A dict after the text of an event stream was read as lines of that stream: it was
+    no ``data:`` line, so it was skipped, and nothing said so."""
+    started = 'data: {"type":"RUN_STARTED","threadId":"t","runId":"r1"}\n\n'
+    stream: list[Any] = [started, {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"}]
+
+    async def asynchronously(path: Path) -> None:
+        async def events() -> AsyncIterator[Any]:
+            for event in stream:
+                yield event
+
+        async with aio.open(path) as astore:
+            assert [event async for event in astore.record(events())] == stream
+
+    with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
+        with agui_store.open(db_path) as store:
+            assert list(store.record(stream)) == stream
+            assert [e["type"] for e in store.events("r1", thread_id="t")] == ["RUN_STARTED"]
+        asyncio.run(asynchronously(db_path.with_name("async.db")))
+    said = [r.getMessage() for r in caplog.records]
+    refusal = (
+        "1 event(s) recorded, 1 not: event 1 of the stream given to record: cannot record "
+        "dict in a text/event-stream"
+    )
+    assert [refusal in line for line in said].count(True) == 2, said
+
+
 def test_an_event_after_the_async_store_is_closed_is_said_to_come_after_the_store_closed(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
