@@ -410,6 +410,7 @@ def test_delete_and_prune_refuse_without_yes_and_a_terminal_and_erase_nothing(
         (("search", "me", "--cursor", "\u0664\u0662"), "expected the cursor"),
         (("delete", "--thread", ""), "expected a thread id"),
         (("search", "me", "--thread", ""), "expected a thread id"),
+        (("threads", "--before", ""), "argument --before: expected a thread id"),
         (("export", "--all", "-o", ""), "expected a file path"),
         (("analyze", ""), "expected a file path"),
     ],
@@ -419,7 +420,8 @@ def test_an_option_value_out_of_range_is_a_usage_error_of_one_line(
 ) -> None:
     db = tmp_path / "s.db"
     _two_threads(db)
-    proc = cli(*args, "--dry-run" if args[0] != "search" else "--json", db=db, ok=False)
+    proc = cli(*args, "--json" if args[0] in ("search", "threads") else "--dry-run", db=db,
+               ok=False)
     assert proc.returncode == 2 and says in proc.stderr, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 

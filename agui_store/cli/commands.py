@@ -1759,7 +1759,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_count_option(1), default=50, metavar="N",
                    help="at most N threads, newest first (default: 50); stderr says the "
                    "command for the next page")
-    p.add_argument("--before", metavar="THREAD",
+    p.add_argument("--before", metavar="THREAD", type=thread_name,
                    help="the page after this thread (the next page's command gives it)")
     p.add_argument("--at", metavar="TIME", type=_moment,
                    help="--before's thread's last activity as the page before listed it (an "
