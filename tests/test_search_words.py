@@ -462,6 +462,35 @@ def test_a_phrase_matches_its_words_one_after_the_other_anywhere_in_the_text(
     assert testing.search_matches(query, message) == defined_match(words, query)
 
 
+def words_as_written(text: str) -> list[tuple[int, str]]:
+    """``(where, word)`` of each word of ``text`` as written: a letter or digit, then the
+    letters, digits and characters folding deletes (marks, a soft hyphen) after it; a Han,
+    Hiragana or Katakana character is a word alone, as no space parts those scripts' words.
+    Stated for the characters :data:`FOLDED_ALIKE` draws from."""
+
+    def alone(ch: str) -> bool:
+        return unicodedata.name(ch, "").startswith(("CJK UNIFIED", "HIRAGANA", "KATAKANA "))
+
+    def letter(ch: str) -> bool:
+        return ch.isalnum() and not alone(ch)
+
+    found: list[tuple[int, str]] = []
+    i = 0
+    while i < len(text):
+        if alone(text[i]):
+            found.append((i, text[i]))
+            i += 1
+        elif letter(text[i]):
+            end = i + 1
+            while end < len(text) and (letter(text[end]) or search_rules.fold(text[end]) == ""):
+                end += 1
+            found.append((i, text[i:end]))
+            i = end
+        else:
+            i += 1
+    return found
+
+
 def first_match_word_by_word(text: str, query: str) -> int | None:
     """Where a run page shows a long text from, read as the definition reads it: a word as
     written at a time from the text's start, each folded alone, to the first word that
@@ -470,10 +499,10 @@ def first_match_word_by_word(text: str, query: str) -> int | None:
     found = [t for t in parsed.terms if not t.exclude]
     read: list[str] = []
     starts: list[int] = []
-    for m in search_rules._raw_word().finditer(text):
-        for word in search_rules.words(m.group()):
+    for start, written in words_as_written(text):
+        for word in search_rules.words(written):
             read.append(word)
-            starts.append(m.start())
+            starts.append(start)
             for term in found:
                 n = len(term.words)
                 if term.stands_at(read, len(read) - n):
