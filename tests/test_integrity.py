@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ import apsw
 import pytest
 
 import agui_store
-from agui_store import cli
+from agui_store import cli, testing
 from agui_store.backends.sqlite import checks as sqlite_checks
 from agui_store.backends.sqlite import schema
 from agui_store.backends.sqlite.backend import check_file
@@ -1094,6 +1095,50 @@ def test_a_corrupt_blob_in_a_store_fails_its_check_and_the_cli(db: Path) -> None
         f"{hashlib.sha256(tampered).hexdigest()}: the blob is corrupt"
     ]
     assert run_cli(db)[0] == 1
+
+
+def test_words_edited_in_the_full_text_index_are_named_and_rebuild_repairs_them(
+    tmp_path: Path,
+) -> None:
+    """The FTS5 table keeps no text, but check() reads each row's terms back: a merged row's
+    words swapped by hand (the old ones deleted as FTS5 needs, others put in) are named, and
+    ``rebuild`` takes out what the index holds, not what the message gives, so neither they
+    nor words under an id no row has are left to match a search."""
+    path = tmp_path / "store.db"
+    with testing.search_pending_rows(1), agui_store.open(path) as store:
+        store.append(
+            [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "r1"},
+                {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "plain answer"},
+                {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"},
+            ]
+        )
+    with raw(path) as conn:
+        assert conn.execute("SELECT count(*) FROM search_pending").fetchone() == (0,)
+        (row,) = conn.execute("SELECT id FROM search_messages").fetchone()
+        conn.execute(
+            "INSERT INTO search_words(search_words, rowid, words) "
+            "VALUES ('delete', ?, 'plain answer')",
+            (row,),
+        )
+        conn.execute("INSERT INTO search_words(rowid, words) VALUES (?, 'forged answer')", (row,))
+        conn.execute("INSERT INTO search_words(rowid, words) VALUES (99, 'stray')")
+    with agui_store.open(path) as store:
+        assert [hit.message_id for hit in store.search("forged")] == ["m1"]
+    assert problems(path) == [
+        f"derived: search index row #{row} of run 'r1' (thread 't', #1) holds other words "
+        "than its message's text gives: a search finds the message by words it does not hold, "
+        "or misses it by words it holds",
+        "derived: the full-text index holds words under 1 id that no search index row has "
+        "(#99): erased or replaced text may still match a search",
+    ]
+    assert cli.main(["rebuild", "--db", str(path)], out=io.StringIO()) == 0
+    assert problems(path) == []
+    with agui_store.open(path) as store:
+        assert not store.search("forged")
+        assert [hit.message_id for hit in store.search("plain")] == ["m1"]
 
 
 # --- append-only, inside SQLite, for any driver -------------------------------------------

@@ -77,7 +77,8 @@ check that ran):
     position the row gives (and in the checkpoint blob it names, where that run's checkpoint
     holds it); every message a derived run added or changed has a row in its thread (but in
     a thread with runs left underived, whose rows were dropped); the backend's full-text
-    index holds words for every row and for no other id.
+    index holds words for every row and for no other id, and a row's words (as a set) are
+    those the text of the message it names gives.
 
 Events after a run's terminal event (other than one late RUN_ERROR after RUN_FINISHED) are
 reported as *warnings*, not problems: ``append(check_sequence=False)`` records them on purpose
@@ -120,6 +121,7 @@ from agui_store.history.restore import (
     start_reducer,
     view_of,
 )
+from agui_store.history.search import index_text, message_text
 from agui_store.records import CheckReport as CheckReport  # what check() returns, with its JSON
 from agui_store.records import LoggedErasure, counted, status_of_terminal
 from agui_store.records import Problem as Problem
@@ -1170,7 +1172,8 @@ class _SearchIndex:
     ``derived`` check): each row names a message that its run's view holds with the text
     the row's key was made of, at the place the row gives, in the checkpoint blob it names
     when it names one; every message a derived run added or changed has a row in its
-    thread; the backend's full-text index holds the words of every row and of no other."""
+    thread; the backend's full-text index holds the words of every row and of no other, and
+    a row's are those of its message's text."""
 
     def __init__(self, ctx: _Context, out: _Collector) -> None:
         self.ctx, self.out = ctx, out
@@ -1185,6 +1188,14 @@ class _SearchIndex:
         # of its messages, which the index finds again when the run is derived: a thread
         # waiting for that is not held to every message being indexed.
         self.waiting = {int(thread) for _run, thread in underived}
+        self.without_words, self.orphan_words = ctx.tx.search_words_apart()
+        self.wordless = set(self.without_words)  # reported as such in :meth:`finish`
+        # Each row's words as the backend's full-text index holds them, kept as a digest of
+        # the set (:func:`_words_digest`), which the words the log gives its message must
+        # match: a word edited in or out finds a message by what it does not say.
+        self.words: dict[int, int] = {}
+        for row_id, word in ctx.tx.search_words_held():
+            self.words[row_id] = (self.words.get(row_id, 0) + hash(word)) & _DIGEST_MASK
 
     def observe(
         self,
@@ -1208,6 +1219,7 @@ class _SearchIndex:
         # The keys of what the run added or changed, where its rows mostly point.
         added = search.index_rows(messages, changed, None)
         keys_at = {position: key for key, position, *_rest in added}
+        words_of = {key: words for key, _position, _tool, words, *_rest in added}
         for row in rows:
             where = f"search index row #{row.id} of {name}"
             if int(row.thread) != thread_pk:
@@ -1222,6 +1234,14 @@ class _SearchIndex:
                     f"{where} names position {row.position} of the run's view, which does not "
                     "hold the message text it was made of: a hit on it would show another "
                     "message"
+                )
+            elif int(row.id) not in self.wordless and self.words.get(
+                int(row.id), 0
+            ) != _words_digest(words_of.get(int(row.key)), messages[row.position]):
+                out.problem(
+                    f"{where} holds other words than its message's text gives: a search "
+                    "finds the message by words it does not hold, or misses it by words it "
+                    "holds"
                 )
             elif row.blob is not None:
                 held = None if layout is None else search.in_layout(layout, row.position)
@@ -1268,7 +1288,7 @@ class _SearchIndex:
                     "nothing of it is indexed"
                 )
             # Else the run's lineage does not replay: the check above says why.
-        without_words, orphan_words = ctx.tx.search_words_apart()
+        without_words, orphan_words = self.without_words, self.orphan_words
         if without_words:
             out.problem(
                 "the full-text index holds no words for "
@@ -1281,6 +1301,19 @@ class _SearchIndex:
                 f"search index row has ({_ids(orphan_words)}): erased or replaced text may "
                 "still match a search"
             )
+
+
+#: A digest of a row's words: the sum of their hashes, 64 bits of it.
+_DIGEST_MASK = (1 << 64) - 1
+
+
+def _words_digest(words: str | None, message: Any) -> int:
+    """The digest of the set of ``words`` (as :func:`agui_store.history.search.index_text`
+    gives them), as :class:`_SearchIndex` keeps a row's: of ``message``'s text when ``words``
+    is ``None``. The order of the words, and repeats, left out (no full-text index keeps them)."""
+    if words is None:
+        words = index_text(message_text(message))
+    return sum(hash(word) for word in set(words.split())) & _DIGEST_MASK
 
 
 def _log_holds(link: log_hashes.RunLink | None) -> bool:

@@ -788,6 +788,11 @@ class Inspecting(Reading, Protocol):
         rows whose words it does not hold, and the ids it holds words under that name no
         row (SQLite: the FTS5 table's rowids; PostgreSQL keeps the words in the row: none).
         """
+    def search_words_held(self) -> Iterable[tuple[int, str]]:
+        """``(row id, word)``: each distinct word the backend's full-text index holds for an
+        index row, once, those of rows whose words wait to be merged included, in no set
+        order (SQLite: the pending rows' ``words`` and the FTS5 table's terms, read back
+        through ``fts5vocab``; PostgreSQL: each row's ``tsvector`` lexemes). Streamed."""
 
 
 class LogWrites(Protocol):
@@ -927,6 +932,12 @@ class SearchWrites(Protocol):
     def forget_thread_search(self, thread_pk: int) -> None:
         """Delete every index row of a thread, its words out of the backend's full-text
         index at once: erasing a thread erases what it can be found by."""
+    def forget_search_as_held(self, thread_pks: Sequence[int]) -> None:
+        """Delete every index row of the threads, and out of the backend's full-text index
+        the words it holds for them, read back from it, with those it holds under ids no row
+        has: what ``rebuild`` does, which repairs an index that may not hold what the
+        messages give (SQLite: one scan of the FTS5 table; PostgreSQL keeps the words in the
+        row)."""
 
 
 class Writing(

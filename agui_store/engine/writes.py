@@ -176,6 +176,9 @@ class Writes:
         every = [pk for pks in runs.values() for pk in pks]
         for at in range(0, len(every), REBUILD_VERIFY_RUNS):
             verified.verify_logs(tx, every[at : at + REBUILD_VERIFY_RUNS])
+        # The search rows first, with the words the index holds for them (not those their
+        # messages give, which an edit of the index may not be): derived again below.
+        tx.forget_search_as_held(list(threads))
         unlisted = False  # a checkpoint dropped whose blobs could not be listed
         for thread_pk, pks in runs.items():
             dropped: set[int] = set()

@@ -223,6 +223,33 @@ def test_the_wide_rows_read_back_through_the_port_as_named_rows(store_location: 
     assert [b.hash for b in hashed_batches] == [b.hash for b in batches]
 
 
+def test_the_words_of_each_search_row_read_back_once_and_a_threads_go_with_its_rows(
+    store_location: str,
+) -> None:
+    from agui_store import testing
+
+    with agui_store.open(store_location) as store:
+        with testing.search_pending_rows(1):  # SQLite: its words moved into the FTS5 table
+            store.append(run("t", "r1", *say("m1", "Hello hello, world", "assistant")))
+        store.append(run("u", "r2", *say("m2", "other words", "assistant")))  # pending
+        with store.reading() as tx:
+            rows = {row.thread: row.id for row in tx.every_search_row()}
+            held = list(tx.search_words_held())
+            t, u = (found[0] for found in (tx.thread("t"), tx.thread("u")) if found)
+        assert sorted(held) == sorted(
+            [(rows[t], "hello"), (rows[t], "world"), (rows[u], "other"), (rows[u], "words")]
+        )
+        with store.writing() as wtx:
+            wtx.forget_search_as_held([t])
+        with store.reading() as tx:
+            assert [row.thread for row in tx.every_search_row()] == [u]
+            assert sorted(tx.search_words_held()) == [(rows[u], "other"), (rows[u], "words")]
+            assert tx.search_words_apart() == ([], [])
+        assert not store.search("hello") and [h.message_id for h in store.search("other")] == [
+            "m2"
+        ]
+
+
 def test_a_run_named_in_its_thread_reads_back_with_its_checkpoint_in_one_operation(
     store_location: str,
 ) -> None:

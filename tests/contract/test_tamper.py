@@ -780,6 +780,25 @@ def test_a_search_index_row_naming_other_text_of_its_run_is_named(db: str) -> No
     ) in found
 
 
+#: r1's answer ("one") indexed under other words (SQLite: a pending row, words and all).
+R1_WORDS_FORGED: Edit = {
+    "sqlite": "UPDATE search_pending SET words = 'forged one' WHERE run = 1",
+    "postgres": "UPDATE search_messages SET words = 'forged one'::tsvector WHERE run = 1",
+}
+
+
+def test_a_search_index_row_whose_words_were_edited_is_named(db: str) -> None:
+    edit(db, R1_WORDS_FORGED)
+    with agui_store.open(db) as store:
+        assert [hit.message_id for hit in store.search("forged")] == ["m-r1"]
+    found = [p for p in problems(db) if "search index" in p]
+    assert len(found) == 1, found
+    assert found[0].startswith("derived: search index row #") and found[0].endswith(
+        f"of {R1} holds other words than its message's text gives: a search finds the "
+        "message by words it does not hold, or misses it by words it holds"
+    )
+
+
 def test_a_search_index_row_of_a_run_the_store_does_not_hold_is_named(db: str) -> None:
     edit(
         db,
@@ -984,6 +1003,7 @@ DERIVED_EDITS: dict[str, list[Edit]] = {
         _on_search_rows("UPDATE {rows} SET at = at + 1 WHERE run = 2 AND pos = 1")
     ],
     "a blob edited in place": [R2_BLOB_EDITED],
+    "a search row's words edited": [R1_WORDS_FORGED],
 }
 
 

@@ -1323,8 +1323,16 @@ ORDER BY m.id DESC
 #: Every index row, for check(): ``port.IndexedMessage``.
 EVERY_SEARCH_ROW = "SELECT id, thread, run, key, pos, blob, at FROM search_messages ORDER BY id"
 
+#: Each index row's lexemes, for check().
+SEARCH_WORDS_HELD = (
+    "SELECT m.id, w FROM search_messages m, unnest(tsvector_to_array(m.words)) AS w"
+)
+
 #: A thread's index rows (one table: the words are a column).
 DELETE_THREAD_SEARCH = "DELETE FROM search_messages WHERE thread = %s"
+
+#: The index rows of threads ``rebuild`` derives again.
+DELETE_THREADS_SEARCH = "DELETE FROM search_messages WHERE thread = ANY(%s)"
 
 #: The index rows of runs whose derived data is dropped.
 DROP_RUNS_SEARCH = "DELETE FROM search_messages WHERE run = ANY(%s)"

@@ -589,6 +589,10 @@ class PostgresTransaction(NamedQueries):
         """Nothing: a row holds its own words."""
         return [], []
 
+    def search_words_held(self) -> Iterable[tuple[int, str]]:
+        for pk, word in self._stream(sql.SEARCH_WORDS_HELD):
+            yield int(pk), str(word)
+
     def storage_checks(self) -> tuple[str, ...]:
         return checks.CHECKS
 
@@ -735,6 +739,10 @@ class PostgresTransaction(NamedQueries):
 
     def forget_thread_search(self, thread_pk: int) -> None:
         self._conn.execute(sql.DELETE_THREAD_SEARCH, (thread_pk,))
+
+    def forget_search_as_held(self, thread_pks: Sequence[int]) -> None:
+        """The words are the rows': deleting the rows deletes them."""
+        self._conn.execute(sql.DELETE_THREADS_SEARCH, (list(thread_pks),))
 
     def search_candidates(
         self, query: Query, thread_pk: int | None, scope: str | None, before: int | None,

@@ -1002,6 +1002,10 @@ SELECT id FROM search_messages WHERE id NOT IN (SELECT rowid FROM search_words) 
 SEARCH_WORDS_WITHOUT_ROWS = """
 SELECT rowid FROM search_words WHERE rowid NOT IN (SELECT id FROM search_messages) ORDER BY rowid
 """
+#: The words each index row holds, for check(): a pending row's as it keeps them, a merged
+#: row's out of the FTS5 table (``SEARCH_INSTANCES_TABLE`` made first), a term per row once.
+PENDING_SEARCH_WORDS = "SELECT id, words FROM search_pending"
+EVERY_SEARCH_INSTANCE = "SELECT doc, term FROM temp.search_instances"
 #: A row's words out of the contentless FTS5 table: it is told them (``secure-delete`` takes
 #: them out of its segments at once).
 DELETE_SEARCH_WORDS = "INSERT INTO search_words(search_words, rowid, words) VALUES ('delete', ?, ?)"
@@ -1015,6 +1019,16 @@ SEARCH_INSTANCES_TABLE = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_instances "
     "USING fts5vocab(main, search_words, instance)"
 )
+#: The words the FTS5 index holds under ids that are not another thread's row (the threads'
+#: own rows' and ids no row has): what ``rebuild`` takes out of it, by a scan of it.
+SEARCH_INSTANCES_BUT_OTHERS = (
+    "SELECT doc, term FROM temp.search_instances WHERE doc NOT IN (SELECT id FROM "
+    "search_messages WHERE thread NOT IN (SELECT value FROM json_each(?1)))"
+)
+DELETE_THREADS_SEARCH_ROWS = """
+DELETE FROM search_pending WHERE thread IN (SELECT value FROM json_each(:threads));
+DELETE FROM search_messages WHERE thread IN (SELECT value FROM json_each(:threads));
+"""
 SEARCH_INSTANCES = (
     "SELECT doc, term FROM temp.search_instances WHERE doc IN (SELECT value FROM json_each(?))"
 )

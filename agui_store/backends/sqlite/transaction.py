@@ -357,6 +357,15 @@ class SqliteTransaction(NamedQueries):
             [int(i) for i in self._column(sql.SEARCH_WORDS_WITHOUT_ROWS)],
         )
 
+    def search_words_held(self) -> Iterable[tuple[int, str]]:
+        for pk, words in self._rows(sql.PENDING_SEARCH_WORDS):
+            for word in set(str(words).split()):
+                yield int(pk), word
+        # A temporary table of the connection's own: nothing of the store is written.
+        self._conn.execute(sql.SEARCH_INSTANCES_TABLE)
+        for pk, term in self._rows(sql.EVERY_SEARCH_INSTANCE):
+            yield int(pk), str(term)
+
     def every_run(self) -> Iterable[StoredRun]:
         return stream_of(StoredRun, self._rows(sql.EVERY_RUN))
 
@@ -496,6 +505,16 @@ class SqliteTransaction(NamedQueries):
 
     def forget_thread_search(self, thread_pk: int) -> None:
         self._forget_search(sql.THREAD_SEARCH_ROWS, thread_pk)
+
+    def forget_search_as_held(self, thread_pks: Sequence[int]) -> None:
+        conn = self._conn
+        threads = _json_keys(thread_pks)
+        conn.execute(sql.SEARCH_INSTANCES_TABLE)
+        held: dict[int, list[str]] = {}
+        for pk, term in conn.execute(sql.SEARCH_INSTANCES_BUT_OTHERS, (threads,)):
+            held.setdefault(int(pk), []).append(str(term))
+        conn.executemany(sql.DELETE_SEARCH_WORDS, [(pk, " ".join(w)) for pk, w in held.items()])
+        conn.execute(sql.DELETE_THREADS_SEARCH_ROWS, {"threads": threads})
 
     def _forget_search(self, rows_sql: str, arg: Any) -> None:
         """Delete the index rows ``rows_sql`` selects, and their words from the FTS5 table.
