@@ -711,6 +711,48 @@ def test_a_file_whose_tables_are_not_those_of_its_version_is_refused_and_left_as
     assert path.read_bytes() == before and pragma(path, "user_version") == 17
 
 
+def _set_back(path: Path, version: int) -> None:
+    conn = apsw.Connection(str(path))
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.close()
+
+
+@pytest.mark.parametrize("version", [17, 16, 15, 10, 7, 1])
+def test_a_file_whose_version_was_set_back_is_refused_saying_so_and_left_as_it_was(
+    tmp_path: Path, version: int
+) -> None:
+    path = _one_message(tmp_path)
+    _set_back(path, version)
+    before = path.read_bytes()
+    with pytest.raises(SchemaVersionError) as refused:
+        agui_store.open(path)
+    said = str(refused.value)
+    assert said.startswith(
+        f"{path} records schema version {version}, but holds tables of a later one ("
+    ), said
+    assert said.endswith(
+        "): its version was set back outside agui-store; nothing was changed. If this release "
+        f"wrote it, record its version again (its user_version set to {schema.SCHEMA_VERSION}), "
+        "then run agui-store check"
+    ), said
+    assert path.read_bytes() == before
+    _set_back(path, schema.SCHEMA_VERSION)  # as the error says
+    with agui_store.open(path) as store:
+        assert store.check().ok and [h.message_id for h in store.search("hello")] == ["m1"]
+
+
+@pytest.mark.parametrize("version", range(18, schema.SCHEMA_VERSION))
+def test_a_file_set_back_to_a_version_whose_migrations_repeat_is_left_as_it_was(
+    tmp_path: Path, version: int
+) -> None:
+    path = _one_message(tmp_path)
+    before = dump(path)
+    _set_back(path, version)
+    with agui_store.open(path) as store:
+        assert store.check().ok
+    assert dump(path) == before
+
+
 def test_a_file_that_cannot_be_written_says_its_migration_is_what_needs_to_write(
     tmp_path: Path,
 ) -> None:

@@ -86,17 +86,33 @@ def _refuse_another_layout(conn: Conn, version: int, path: str) -> None:
     development build between releases may have given a version number the layout a
     later one changed. Migrating it would fail halfway or lose rows; it is left as it is.
     The tables and views the version's migrations make, column for column, are what the
-    file must hold (more is allowed: a table another tool added)."""
+    file must hold (more is allowed: a table another tool added). Of those refused, a file
+    holding tables of this release that the version did not have, as this release's
+    migrations state them, had its version set back outside agui-store (``PRAGMA
+    user_version``), and is told so (a development build's table, of the same columns and
+    other constraints, is not one of them)."""
     missing = sorted(_layout(version) - _layout_of(conn))
-    if missing:
-        named = ", ".join(name for _kind, name, _columns in missing[:4])
+    if not missing:
+        return
+    later = sorted(
+        name for name, _sql in (_made(schema.SCHEMA_VERSION) - _made(version)) & _made_of(conn)
+    )
+    if later:
         raise errors.SchemaVersionError(
-            f"{path} records schema version {version}, but its tables are not that "
-            f"version's ({named}{', ...' if len(missing) > 4 else ''}): a development build "
-            f"of agui-store wrote it, whose version {version} had another layout, and this "
-            "release cannot migrate it; nothing was changed. Open it with the build that "
-            "wrote it and export its threads, then import them here"
+            f"{path} records schema version {version}, but holds tables of a later one "
+            f"({', '.join(later[:4])}{', ...' if len(later) > 4 else ''}): its version was set "
+            "back outside agui-store; nothing was changed. If this release wrote it, record "
+            f"its version again (its user_version set to {schema.SCHEMA_VERSION}), then run "
+            "agui-store check"
         )
+    named = ", ".join(name for _kind, name, _columns in missing[:4])
+    raise errors.SchemaVersionError(
+        f"{path} records schema version {version}, but its tables are not that "
+        f"version's ({named}{', ...' if len(missing) > 4 else ''}): a development build "
+        f"of agui-store wrote it, whose version {version} had another layout, and this "
+        "release cannot migrate it; nothing was changed. Open it with the build that "
+        "wrote it and export its threads, then import them here"
+    )
 
 
 @functools.cache
@@ -109,6 +125,23 @@ def _layout(version: int) -> frozenset[tuple[str, str, str]]:
         return _layout_of(made)
     finally:
         made.close()
+
+
+@functools.cache
+def _made(version: int) -> frozenset[tuple[str, str]]:
+    """``(name, statement)`` of every table and view the migrations up to ``version`` make,
+    as ``sqlite_schema`` keeps the statement."""
+    made = apsw.Connection(":memory:")
+    try:
+        for step in range(1, version + 1):
+            made.execute(schema.MIGRATIONS[step])
+        return _made_of(made)
+    finally:
+        made.close()
+
+
+def _made_of(conn: Conn) -> frozenset[tuple[str, str]]:
+    return frozenset((str(n), str(s)) for n, s in conn.execute(sql.SCHEMA_STATEMENTS))
 
 
 def _layout_of(conn: Conn) -> frozenset[tuple[str, str, str]]:

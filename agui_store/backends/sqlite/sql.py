@@ -572,6 +572,10 @@ USER_VERSION = "PRAGMA user_version"
 TABLES_AND_VIEWS = "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view')"
 SCHEMA_OBJECT_COUNT = "SELECT count(*) FROM sqlite_schema"
 #: The file's own tables and views (SQLite's internal ones aside).
+SCHEMA_STATEMENTS = (
+    "SELECT name, sql FROM sqlite_schema WHERE type IN ('table', 'view') "
+    "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+)
 SCHEMA_TABLES = (
     "SELECT type, name FROM sqlite_schema WHERE type IN ('table', 'view') "
     "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY type, name"
