@@ -801,6 +801,14 @@ def content_text(content: Any, separator: str = " ") -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
+def first_words(messages: Sequence[dict[str, Any]]) -> str:
+    """What a conversation is about, as a listing of threads shows it: the text of the
+    first user message of a view (``""``: it holds none)."""
+    return next(
+        (content_text(m.get("content")) for m in messages if m.get("role") == "user"), ""
+    )
+
+
 def message_line(m: dict[str, Any]) -> str:
     """One message as one readable line."""
     role = m.get("role", "?")

@@ -4,7 +4,8 @@ Three stores, built first:
 
 - a 10,000-run chain (``--runs``) of 20-event turns (``_common.conversation``);
 - a run whose view holds 4,000 messages (``--messages``): a chain of turns of three messages;
-- the same 10,000-run chain serves the diff of two runs 10 apart at its tip.
+- the same 10,000-run chain serves the diff of two runs 10 apart at its tip;
+- 60 threads (``--threads``) of 40-run chains, for the threads listing.
 
 Each page is requested from ``agui_store.ui.app`` in process, through the ASGI interface (no
 socket: what is timed is the viewer's own work, routing and template included), cold: the
@@ -15,10 +16,14 @@ baseline call. Medians of ``--repeat``, page and baseline timed in turns:
 - the run page of the 4,000-message run vs ``checkout`` of it, goal <= 2x (what the run
   changed and its input load after the page opens: their fragments are timed too);
 - the diff page of two runs 10 apart at the chain's tip vs ``diff``, goal <= 2x;
+- the threads listing's first page (50 threads, each with its first words) vs what
+  ``agui-store threads`` reads for as many: each thread's record, branches and a
+  ``checkout`` of its newest run, goal <= 2x;
 - in headless Chromium over uvicorn: the tree's first screen interactive (Navigation Timing's
   ``domContentLoadedEventEnd``, after the viewer's deferred script ran), goal < 1 s.
 
-    python -m benchmarks.bench_ui [--runs 10000] [--messages 4000] [--repeat 9] [--no-browser]
+    python -m benchmarks.bench_ui [--runs 10000] [--messages 4000] [--threads 60] [--repeat 9]
+        [--no-browser]
 """
 
 from __future__ import annotations
@@ -29,20 +34,32 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
 import agui_store
 import agui_store.ui
 from agui_store import testing
+from agui_store.ui import pages
 from benchmarks._common import conversation, header, scratch_dir
 
 
-def build_chain(path: str, runs: int, events: int = 20) -> None:
+def build_chain(path: str, runs: int, events: int = 20, threads: Sequence[str] = ("t",)) -> None:
     with agui_store.open(path) as store:
-        for batch in conversation("t", runs, events):
-            store.append(batch)
+        for thread in threads:
+            for batch in conversation(thread, runs, events):
+                store.append(batch)
+
+
+def threads_rows(store: agui_store.Store, limit: int) -> None:
+    """What ``agui-store threads`` reads for a page of ``limit`` threads: the listing, and
+    each thread's record, branches and newest run, whose view holds its first words."""
+    for thread in store.threads(recent_first=True)[:limit]:
+        store.thread(thread)
+        store.branches(thread)
+        newest = store.runs(thread, limit=1)
+        store.checkout(newest[-1].run_id, thread_id=thread)
 
 
 class AsgiClient:
@@ -148,6 +165,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--messages", type=int, default=4_000)
+    parser.add_argument("--threads", type=int, default=60)
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--no-browser", action="store_true")
     args = parser.parse_args()
@@ -156,9 +174,11 @@ def main() -> None:
     folder = scratch_dir("agui-bench-ui-")
     chain_path = os.path.join(folder, "chain.db")
     long_path = os.path.join(folder, "long.db")
+    many_path = os.path.join(folder, "threads.db")
     t0 = time.perf_counter()
     build_chain(chain_path, args.runs)
     build_chain(long_path, -(-args.messages // 3))  # three messages a turn
+    build_chain(many_path, 40, threads=[f"t{i}" for i in range(args.threads)])
     print(f"built in {time.perf_counter() - t0:.0f} s")
 
     rows = []
@@ -188,6 +208,15 @@ def main() -> None:
             "input": lambda: client.get("/run/input", thread="t", run=run_id),
         }, args.repeat)
         rows.append((f"run page, {count:,} messages", "checkout(run)", run, 2.0))
+    with agui_store.open(many_path) as store:
+        client = AsgiClient(agui_store.ui.app(store))
+        shown = pages.THREADS_PAGE
+        listing = in_turns(store, {
+            "page": lambda: client.get("/"),
+            "rows": lambda: threads_rows(store, shown),
+        }, args.repeat)
+        rows.append((f"threads, first page ({shown} of {args.threads})",
+                     f"agui-store threads' reads ({shown} rows)", listing, 2.0))
 
     print("| page | baseline | page, cold, ms (fastest) | baseline, cold, ms (fastest) "
           "| ratio of medians (of fastest) | goal |")

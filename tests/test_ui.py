@@ -315,11 +315,50 @@ def test_threads_are_listed_with_owner_runs_and_branches_and_found_by_id_or_mess
             if "data-thread" in r.attrs}
     assert set(rows) == {"weather", "recipes"}
     cells = [c.text.strip() for c in rows["weather"].find_all(tag="td")]
-    assert cells[:3] == ["weather", "alice", "2"] and "retry" in cells[3]
+    assert cells[:4] == ["weather", "Is it raining in Oslo?", "alice", "2"]
+    assert "retry" in cells[4]
     found = get(client, "/", q="oslo").find_all(tag="tr")
     assert [r.attrs["data-thread"] for r in found if "data-thread" in r.attrs] == ["weather"]
     found = get(client, "/", q="recip").find_all(tag="tr")
     assert [r.attrs["data-thread"] for r in found if "data-thread" in r.attrs] == ["recipes"]
+
+
+def test_each_thread_is_listed_with_the_first_words_agui_store_threads_shows_cut_and_escaped(
+    store: agui_store.Store,
+) -> None:
+    long = "Wie ist das Wetter in <b>Zürich</b> & Bern?\n" + "Und morgen? " * 40
+    store.append(one_run("weather", "w1", said("u1", long, "user")))
+    store.append(one_run("weather", "w2", [
+        {"type": "MESSAGES_SNAPSHOT", "messages": [
+            *store.checkout("w1", thread_id="weather").messages,
+            {"id": "u2", "role": "user", "content": "And in Basel?"},
+        ]},
+    ]))
+    image = {"type": "image", "source": {"type": "url", "value": "https://x/y.png"}}
+    store.append(one_run("parts", "p1", [{"type": "MESSAGES_SNAPSHOT", "messages": [
+        {"id": "u", "role": "user", "content": [{"type": "text", "text": "Describe"}, image]},
+    ]}]))
+    store.append(one_run("silent", "s1", said("a", "nobody asked")))
+    store.append([started("empty", "e1")])
+    listed = subprocess.run(
+        [sys.executable, "-m", "agui_store", "threads", "--json", "--db", store.path],
+        capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    cli_words = {row["threadId"]: row["firstWords"] for row in json.loads(listed.stdout)}
+    response = client_of(store).get("/")
+    assert "<b>Zürich" not in response.text  # escaped, never markup
+    rows = {r.attrs["data-thread"]: r for r in parse(response.text).find_all(tag="tr")
+            if "data-thread" in r.attrs}
+    shown = {thread: row.find("first-words") for thread, row in rows.items()}
+    words = {thread: cell.text.strip() for thread, cell in shown.items() if cell is not None}
+    assert set(words) == set(cli_words) == {"weather", "parts", "silent", "empty"}
+    assert words["weather"].startswith("Wie ist das Wetter in <b>Zürich</b> & Bern? Und morgen?")
+    assert words["weather"].endswith("…") and len(words["weather"]) == pages.FIRST_WORDS_CHARS
+    assert " ".join(cli_words["weather"].split()).startswith(words["weather"][:-1])
+    assert words["parts"] == cli_words["parts"].replace("\n", " ") == "Describe [image]"
+    assert cli_words["silent"] == cli_words["empty"] == ""
+    assert words["silent"] == words["empty"] == "—"
 
 
 def test_a_threads_last_activity_is_its_latest_write_to_any_run_and_its_open_runs_show(
@@ -347,9 +386,9 @@ def test_a_threads_last_activity_is_its_latest_write_to_any_run_and_its_open_run
         assert run is not None
         assert max(r.updated_at or r.created_at for r in store.runs(thread)) == run.updated_at
         cells = shown[thread].find_all(tag="td")
-        assert cells[4].find(tag="code").text == latest  # type: ignore[union-attr]
-        assert cells[5].text.strip() == run.updated_at.strftime("%Y-%m-%d %H:%M:%S")  # type: ignore[union-attr]
-    assert "open" in shown["long"].find_all(tag="td")[4].text
+        assert cells[5].find(tag="code").text == latest  # type: ignore[union-attr]
+        assert cells[6].text.strip() == run.updated_at.strftime("%Y-%m-%d %H:%M:%S")  # type: ignore[union-attr]
+    assert "open" in shown["long"].find_all(tag="td")[5].text
     # A run still recording is shown when another was written to last.
     still_open = shown["idle"].find("open-runs")
     assert still_open is not None and still_open.text == "1 open"

@@ -54,6 +54,7 @@ from agui_store.records import (
     Run,
     content_text,
     counted,
+    first_words,
     on_terminal,
     one_line,
     pasted_option,
@@ -506,9 +507,7 @@ def _thread_row(store: Store, thread_id: str) -> dict[str, Any]:
     activity = facts.updated_at if facts is not None else None
     words = ""
     if last is not None:  # the conversation's opening question, as its newest run holds it
-        messages = store.checkout(last.run_id, thread_id=thread_id).messages
-        words = next((content_text(m.get("content")) for m in messages
-                      if m.get("role") == "user"), "")
+        words = first_words(store.checkout(last.run_id, thread_id=thread_id).messages)
     return {
         "threadId": thread_id,
         "owner": facts.owner if facts else None,

@@ -39,7 +39,7 @@ from agui_store.engine import search as search_index
 from agui_store.engine.conversations import Continuation
 from agui_store.history import search as search_text
 from agui_store.history.diff import common_end, common_start
-from agui_store.records import when
+from agui_store.records import first_words, short, when
 from agui_store.ui import text
 from agui_store.ui.lanes import Lanes, Row, svg
 
@@ -47,6 +47,8 @@ from agui_store.ui.lanes import Lanes, Row, svg
 TREE_PAGE = 50
 #: Threads on one page of the listing.
 THREADS_PAGE = 50
+#: Characters of a thread's first words its row shows.
+FIRST_WORDS_CHARS = 120
 #: Messages a run page shows before "show earlier messages".
 MESSAGES_SHOWN = 50
 #: Event rows a run page shows before "show all events".
@@ -85,7 +87,8 @@ def lineage_kind(run: Run) -> str:
 class ThreadRow:
     """One line of the threads listing: ``branches`` are the named ones (the default
     aside), ``latest`` the run written to last (``None``: it has none), whose last write
-    is the thread's (the listing's order), ``open_runs`` the runs still being recorded."""
+    is the thread's (the listing's order), ``open_runs`` the runs still being recorded,
+    ``first_words`` what the conversation is about (``agui-store threads``' first words)."""
 
     thread_id: str
     owner: str | None
@@ -93,6 +96,7 @@ class ThreadRow:
     branches: list[Branch]
     latest: Run | None
     open_runs: int = 0
+    first_words: str = ""
 
     @property
     def last_activity(self) -> datetime | None:
@@ -280,11 +284,13 @@ def threads_page(
         )
         try:
             branches = [b for b in store.branches(thread_id, scope=scope) if not b.default]
+            words = _first_words(store, thread_id, scope)
         except RunNotFoundError:  # deleted between the listing and now
             continue
         rows.append(
             ThreadRow(
-                thread_id, facts.owner, facts.run_count, branches, latest, facts.open_runs
+                thread_id, facts.owner, facts.run_count, branches, latest, facts.open_runs,
+                words,
             )
         )
     more = ids[position - 1] if position < len(ids) else None
@@ -294,6 +300,17 @@ def threads_page(
         rows, query, more, total, skipped + position, before is not None,
         next_at=None if more is None else _write_ms(facts),
     )
+
+
+def _first_words(store: Store, thread_id: str, scope: str | None) -> str:
+    """A thread's first words as ``agui-store threads`` shows them: the first user message
+    of its newest run's view, restored from that run's checkpoint (no event is read), cut
+    to what a row shows."""
+    newest = store.runs(thread_id, limit=1, scope=scope)
+    if not newest:
+        return ""
+    messages = store.checkout(newest[-1].run_id, thread_id=thread_id, scope=scope).messages
+    return text.printable(short(first_words(messages), FIRST_WORDS_CHARS))
 
 
 def _write_ms(facts: Thread | None) -> int | None:
