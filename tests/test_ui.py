@@ -732,6 +732,17 @@ def test_a_four_megabyte_tool_result_is_cut_with_a_link_to_the_whole_message(
     assert client.get(link.attrs["href"]).json()["content"] == result  # type: ignore[union-attr]
 
 
+def test_tool_call_arguments_nested_deeper_than_json_is_read_are_shown_as_they_came(
+    store: agui_store.Store,
+) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    store.append(one_run("t", "r", said("u", "nest it", "user") + called("c", "nest", deep, "ok")))
+    response = client_of(store).get(url("/run", thread="t", run="r"))
+    assert response.status_code == 200
+    (args,) = parse(response.text).find_all(cls="args")
+    assert args.text == "[" * text.INLINE_CHARS
+
+
 def test_a_tool_calls_arguments_cut_on_the_page_link_to_the_whole_message(
     store: agui_store.Store,
 ) -> None:

@@ -544,7 +544,7 @@ def message_view(
         arguments = function.get("arguments", "")
         try:
             shown = text.dumps(json.loads(arguments), indent=2)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):  # not JSON, or nested past reading
             shown = text.printable(str(arguments))
         skipped = 0 if query is None else _from_match(shown, query, as_json=True)
         head, cut = text.clipped(shown[skipped:])
