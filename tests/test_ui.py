@@ -530,9 +530,8 @@ def test_a_hit_past_where_a_long_tool_call_or_result_is_cut_shows_it_from_a_litt
     assert message is not None
     shown = message.find(cls="args" if where == "arguments" else "msg-text")
     assert shown is not None and "Zanzibar ferry" in shown.text
-    # What the page shows of the whole: the arguments indented, the result as it came.
-    if where == "arguments":
-        long = json.dumps(json.loads(long), indent=2, ensure_ascii=False)
+    # What the page shows of the whole: the arguments and the result indented, decoded.
+    long = json.dumps(json.loads(long), indent=2, ensure_ascii=False)
     skipped = len(long) - len(shown.text)
     assert skipped > 0 and long.endswith(shown.text)
     assert long[skipped - 1] == " " and long[skipped] != " "  # from a word, not inside one
@@ -730,6 +729,22 @@ def test_a_four_megabyte_tool_result_is_cut_with_a_link_to_the_whole_message(
     event = [r for r in page.find_all("event", "tr") if r.attrs["data-type"] == "TOOL_CALL_RESULT"]
     link = event[0].find("clipped").find(tag="a")  # type: ignore[union-attr]
     assert client.get(link.attrs["href"]).json()["content"] == result  # type: ignore[union-attr]
+
+
+def test_a_json_tool_result_is_shown_indented_with_its_escapes_read_as_arguments_are(
+    store: agui_store.Store,
+) -> None:
+    weather = '{"city":"Z\\u00fcrich gr\\u00fc\\u00dft","note":"<b>warm</b>\\nsunny"}'
+    store.append(one_run("t", "r", said("u", "weather?", "user")
+                         + called("c1", "weather", weather, weather)
+                         + called("c2", "say", "{}", "sunny, 21\\u00b0C <b>")))
+    page = get(client_of(store), "/run", thread="t", run="r")
+    (args, _) = page.find_all(cls="args")
+    results = [m.find(cls="msg-text") for m in page.find_all("msg") if "role-tool" in m.classes]
+    shown = [r.text for r in results if r is not None]
+    indented = '{\n  "city": "Zürich grüßt",\n  "note": "<b>warm</b>\\nsunny"\n}'
+    assert args.text == indented
+    assert shown == [indented, "sunny, 21\\u00b0C <b>"]  # not JSON: as it came
 
 
 def test_tool_call_arguments_nested_deeper_than_json_is_read_are_shown_as_they_came(

@@ -142,11 +142,22 @@ def shown_messages(page: Element) -> list[tuple[str, str, str]]:
     return out
 
 
+def as_indented_json(written: str) -> str:
+    """A tool result as a run page shows it: JSON indented, its escapes read; other text as
+    it came."""
+    try:
+        return json.dumps(json.loads(written), indent=2, ensure_ascii=False)
+    except ValueError:
+        return written
+
+
 def expected_messages(co: agui_store.Checkout) -> list[tuple[str, str, str]]:
     out = []
     for m in co.messages:
         if m.get("role") == "activity":
             body = text.dumps(m.get("content"), indent=2)
+        elif m.get("role") == "tool" and isinstance(m.get("content"), str):
+            body = text.printable(as_indented_json(m["content"]))
         else:
             body = text.printable(text.content_text(m.get("content")))
         out.append(

@@ -9,7 +9,6 @@ is absent, as the API makes it.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -513,11 +512,15 @@ _SHOWN_FIELDS = {"id", "role", "content", "toolCalls", "toolCallId"}
 
 
 def message_text(message: dict[str, Any]) -> str:
-    """A message's content as a page shows it: its text, or an activity's content as
-    JSON."""
-    if message.get("role") == "activity":
+    """A message's content as a page shows it: its text, an activity's content as JSON, a
+    tool result that is JSON indented with its escapes read, as tool-call arguments are."""
+    role = message.get("role")
+    if role == "activity":
         return text.dumps(message.get("content"), indent=2)
-    return text.printable(text.content_text(message.get("content")))
+    content = message.get("content")
+    if role == "tool" and isinstance(content, str):
+        return text.json_text(content)
+    return text.printable(text.content_text(content))
 
 
 def message_view(
@@ -541,11 +544,7 @@ def message_view(
             continue
         found = call.get("function")
         function: dict[str, Any] = found if isinstance(found, dict) else {}
-        arguments = function.get("arguments", "")
-        try:
-            shown = text.dumps(json.loads(arguments), indent=2)
-        except (TypeError, ValueError, RecursionError):  # not JSON, or nested past reading
-            shown = text.printable(str(arguments))
+        shown = text.json_text(function.get("arguments", ""))
         skipped = 0 if query is None else _from_match(shown, query, as_json=True)
         head, cut = text.clipped(shown[skipped:])
         calls.append(

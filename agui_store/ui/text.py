@@ -65,6 +65,16 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
     return printable(json.dumps(value, ensure_ascii=False, indent=indent))
 
 
+def json_text(written: Any) -> str:
+    """Text a producer sends as JSON (tool-call arguments, a tool result) as a page shows
+    it: indented, its strings' escapes read (``\\u00fc`` as ``ü``), when it is JSON; else as
+    it came."""
+    try:
+        return dumps(json.loads(written), indent=2)
+    except (TypeError, ValueError, RecursionError):  # not JSON, or nested past reading
+        return printable(str(written))
+
+
 def script_json(value: Any) -> str:
     """JSON to embed in a ``<script type="application/json">``: ASCII only (so lone
     surrogates stay valid JSON escapes) and no ``<`` that could close the script element."""
