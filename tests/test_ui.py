@@ -747,6 +747,40 @@ def test_a_json_tool_result_is_shown_indented_with_its_escapes_read_as_arguments
     assert shown == [indented, "sunny, 21\\u00b0C <b>"]  # not JSON: as it came
 
 
+def test_tool_json_is_shown_with_its_numbers_and_keys_as_the_producer_wrote_them(
+    store: agui_store.Store,
+) -> None:
+    written = '{"price":1.10,"big":1e400,"pi":0.12345678901234567890,"n":1E5,"n":-0}'
+    store.append(one_run("t", "r", said("u", "price?", "user")
+                         + called("c1", "quote", written, written)))
+    page = get(client_of(store), "/run", thread="t", run="r")
+    (args,) = page.find_all(cls="args")
+    results = [m.find(cls="msg-text") for m in page.find_all("msg") if "role-tool" in m.classes]
+    indented = (
+        '{\n  "price": 1.10,\n  "big": 1e400,\n  "pi": 0.12345678901234567890,\n'
+        '  "n": 1E5,\n  "n": -0\n}'
+    )
+    assert args.text == indented
+    assert [r.text for r in results if r is not None] == [indented]
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(JSON_VALUES, st.sampled_from([(", ", ": "), (",", ":"), (" , ", " :  ")]), st.booleans())
+def test_tool_json_is_laid_out_as_json_dumps_lays_out_what_it_reads(
+    value: Any, separators: tuple[str, str], ascii_only: bool
+) -> None:
+    """Where a number's spelling is the one Python writes, the layout of JSON as written is
+    json.dumps(indent=2)'s, whatever white space and escapes the producer used."""
+    written = json.dumps(value, separators=separators, ensure_ascii=ascii_only)
+    assert text.json_text(written) == text.dumps(value, indent=2)
+
+
 def test_tool_call_arguments_nested_deeper_than_json_is_read_are_shown_as_they_came(
     store: agui_store.Store,
 ) -> None:

@@ -68,11 +68,48 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
 def json_text(written: Any) -> str:
     """Text a producer sends as JSON (tool-call arguments, a tool result) as a page shows
     it: indented, its strings' escapes read (``\\u00fc`` as ``ü``), when it is JSON; else as
-    it came."""
+    it came. Its numbers and keys stay as written (``1.10``, ``1e5``, digits past a float's,
+    a key given twice): the page shows what the producer sent, not what Python reads."""
     try:
-        return dumps(json.loads(written), indent=2)
+        json.loads(written)
     except (TypeError, ValueError, RecursionError):  # not JSON, or nested past reading
         return printable(str(written))
+    return printable(_indented(written))
+
+
+#: A token of a JSON document: a string (its escapes in it), one of ``{}[],:``, or a number
+#: or literal (what is left between them, white space aside).
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],:]|[^\s{}\[\],:"]+')
+
+
+def _indented(document: str) -> str:
+    """A JSON document laid out as ``json.dumps(indent=2)`` lays out what it reads, from
+    its tokens as written (a loop, not a recursion: a deep document is no deeper here)."""
+    tokens = _JSON_TOKEN.findall(document)
+    out: list[str] = []
+    depth = 0
+    for i, token in enumerate(tokens):
+        if token in ("{", "["):
+            if i + 1 < len(tokens) and tokens[i + 1] in ("}", "]"):
+                out.append(token)  # empty: "{}", "[]"
+            else:
+                depth += 1
+                out.append(token + "\n" + "  " * depth)
+        elif token in ("}", "]"):
+            if i and tokens[i - 1] in ("{", "["):
+                out.append(token)
+            else:
+                depth -= 1
+                out.append("\n" + "  " * depth + token)
+        elif token == ",":
+            out.append(",\n" + "  " * depth)
+        elif token == ":":
+            out.append(": ")
+        elif token.startswith('"') and "\\" in token:
+            out.append(json.dumps(json.loads(token), ensure_ascii=False))  # escapes read
+        else:
+            out.append(token)
+    return "".join(out)
 
 
 def script_json(value: Any) -> str:
