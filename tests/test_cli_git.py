@@ -658,3 +658,23 @@ def test_log_graph_all_draws_a_run_no_branch_reaches_and_log_all_leaves_it_out_a
     assert first_words(agui(db, "log", "--all")[1]) == ["r5", "r4", "r2", "r1"]
     drawn = agui(db, "log", "--graph", "--all")[1]
     assert "r3" in drawn.split() and drawn == agui(db, "log", "--graph")[1]
+
+
+def test_a_range_side_that_is_a_run_id_holding_dots_is_that_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "dots.db"
+    with agui_store.open(path) as store:
+        for run_id in ("r1", "a..b", "x...y", "r4"):
+            store.append(text_run(run_id, run_id))
+    assert first_words(agui(path, "log", "^a..b", "r4")[1]) == ["r4", "x...y"]
+    assert first_words(agui(path, "log", "r4", "^x...y")[1]) == ["r4"]
+    assert first_words(agui(path, "log", "a..b..r4")[1]) == ["r4", "x...y"]
+    assert first_words(agui(path, "log", "^r1", "x...y")[1]) == ["x...y", "a..b"]
+    assert first_words(agui(path, "log", "--graph", "^r1", "x...y")[1]) == ["*", "*"]
+    code, out = agui(path, "diff", "a..b...r4", "--json")
+    assert code == 0, capsys.readouterr().err
+    assert (json.loads(out)["aRuns"], json.loads(out)["bRuns"]) == ([], ["r4", "x...y"])
+    # A side that names nothing is still named as the text splits first.
+    assert agui(path, "log", "nope..r4")[0] == 1
+    assert "'nope'" in capsys.readouterr().err

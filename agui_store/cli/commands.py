@@ -542,13 +542,12 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     ``A..B`` and ``A...B`` as git reads them; ``--all``: every branch's; ``--graph`` draws the
     thread's run tree instead (a REF's or a range's runs alone, with one). A ``--limit``
     page that is not the last names the command for the next page on stderr."""
-    args.ref = _one_revision(store, args.ref, args.thread)
+    args.ref, span = _one_revision(store, args.ref, args.thread)
     if args.graph and (args.limit is not None or args.cursor is not None):
         raise UsageError("--graph draws whole run trees: it takes no --limit or --cursor")
     if args.all and args.ref != "HEAD":
         raise UsageError(f"--all lists every branch's runs: it takes no REF "
                          f"({arguments.quote(args.ref)}; log REF lists one lineage)")
-    span = None if args.all else _range(store, args.ref, args.thread)
     if args.graph:
         # The whole tree by default, as ``git log --graph --all`` draws it: HEAD's lineage
         # alone is a line. A revision or a range draws what ``log`` lists for it.
@@ -598,10 +597,13 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _one_revision(store: Store, refs: Sequence[str], thread: str | None) -> str:
-    """``log``'s revisions as one: none is ``HEAD``; a REF and a ``^REF`` (git's exclusion,
-    in either order) are the range ``REF'..REF``. A word that is a run's whole id is that
-    run, whatever it starts with."""
+def _one_revision(
+    store: Store, refs: Sequence[str], thread: str | None
+) -> tuple[str, tuple[str, str, bool] | None]:
+    """``log``'s revisions as one, with its range (``None``: one lineage): none is
+    ``HEAD``; a REF and a ``^REF`` (git's exclusion, in either order) are the range
+    ``REF'..REF``, its sides as given. A word that is a run's whole id is that run, whatever
+    it starts with or holds."""
     excluded = [r for r in refs if r.startswith("^") and store.get_run(r, thread_id=thread) is None]
     included = [r for r in refs if r not in excluded]
     if len(included) > 1 or len(excluded) > 1:
@@ -610,20 +612,38 @@ def _one_revision(store: Store, refs: Sequence[str], thread: str | None) -> str:
             "A...B lists both sides since they met, --all every branch's)"
         )
     if not excluded:
-        return included[0] if included else "HEAD"
+        ref = included[0] if included else "HEAD"
+        return ref, _range(store, ref, thread)
     if not included:  # git lists nothing then: the lineage to leave runs out of is named
         raise UsageError(f"a ^REF leaves runs out of a REF's lineage: log HEAD {excluded[0]}")
-    if arguments.split_range(included[0]) is not None:
+    if _range(store, included[0], thread) is not None:
         raise UsageError(f"a range ({arguments.quote(included[0])}) takes no ^REF")
-    return f"{excluded[0][1:]}..{included[0]}"
+    return f"{excluded[0][1:]}..{included[0]}", (excluded[0][1:], included[0], False)
 
 
 def _range(store: Store, ref: str, thread: str | None) -> tuple[str, str, bool] | None:
-    """``A..B`` / ``A...B`` split, unless the whole text is a run's id."""
-    span = arguments.split_range(ref)
-    if span is None or store.get_run(ref, thread_id=thread) is not None:
+    """``A..B`` / ``A...B`` split, unless the whole text is a run's id. A side may hold
+    ``..`` itself (a run id may): of the ways to split the text, the first whose two sides
+    both name something is taken, else the first (whose error then names what is
+    missing)."""
+    spans = arguments.split_ranges(ref)
+    if not spans or store.get_run(ref, thread_id=thread) is not None:
         return None
-    return span
+    if len(spans) > 1:
+        for span in spans:
+            if _names_something(store, span[0], thread) and _names_something(
+                store, span[1], thread
+            ):
+                return span
+    return spans[0]
+
+
+def _names_something(store: Store, ref: str, thread: str | None) -> bool:
+    """Whether a revision names a run (or several, which a thread would tell apart)."""
+    try:
+        return store.get_run(ref, thread_id=thread) is not None
+    except AmbiguousRunError:
+        return True
 
 
 def _log_range(

@@ -26,9 +26,6 @@ MAX_INT64 = 2**63 - 1
 ANCESTOR_SUFFIX = re.compile(r"(?P<base>.+?)(?P<steps>(?:[~^][0-9]*)+)", re.ASCII | re.DOTALL)
 _STEP = re.compile(r"([~^])([0-9]*)", re.ASCII)
 
-#: ``A..B`` and ``A...B``: git's ranges (an empty side is ``HEAD``).
-RANGE = re.compile(r"(?P<a>.*?)(?P<dots>\.\.\.?)(?P<b>.*)", re.DOTALL)
-
 #: ``@`` alone is git's short name for ``HEAD``.
 HEAD_ALIAS = "@"
 
@@ -163,14 +160,20 @@ def _count(digits: str) -> int:
     return min(int(stripped or "0"), MAX_INT64)
 
 
-def split_range(ref: str) -> tuple[str, str, bool] | None:
-    """``(a, b, symmetric)`` for git's ``a..b`` (``symmetric`` false: what ``b`` has that
-    ``a`` lacks) and ``a...b`` (true: what either has since their merge base); an empty
-    side is ``HEAD``. ``None`` when ``ref`` holds no ``..``."""
-    match = RANGE.fullmatch(ref)
-    if not match:
-        return None
-    return match["a"] or "HEAD", match["b"] or "HEAD", match["dots"] == "..."
+def split_ranges(ref: str) -> list[tuple[str, str, bool]]:
+    """Every way to read ``ref`` as git's ``a..b`` or ``a...b``, as ``(a, b, symmetric)``
+    (``symmetric`` false: what ``b`` has that ``a`` lacks; true: what either has since
+    their merge base; an empty side is ``HEAD``): at each ``..`` from the left, ``...``
+    before ``..`` where three dots stand, since a side may hold ``..`` itself, as a run id
+    may. Empty when ``ref`` holds no ``..``."""
+    spans = []
+    at = ref.find("..")
+    while at != -1:
+        if ref.startswith("...", at):
+            spans.append((ref[:at] or "HEAD", ref[at + 3:] or "HEAD", True))
+        spans.append((ref[:at] or "HEAD", ref[at + 2:] or "HEAD", False))
+        at = ref.find("..", at + 1)
+    return spans
 
 
 def is_short_hash(ref: str) -> bool:
