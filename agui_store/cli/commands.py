@@ -29,7 +29,7 @@ from agui_store.backends.sqlite import files
 from agui_store.cli import Terminated, exit_code, wildmatch
 from agui_store.cli.render import diff_text, graph
 from agui_store.codec.output import FORMATS, serialize
-from agui_store.engine import arguments, clock, conversations
+from agui_store.engine import arguments, clock, conversations, revisions
 from agui_store.engine import search as search_index
 from agui_store.engine.arguments import path_text
 from agui_store.engine.conversations import Continuation
@@ -806,6 +806,7 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         replaced = None if new == args.name else (
             {b.name: b.run_id for b in store.branches(thread) if not b.default}.get(new))
         b = store.rename_branch(args.name, new, thread_id=thread, force=args.force)
+        _warn_of_runs_hidden(store, args, b.thread_id, b.name)
         return _said(out, args, "renamed", b.name, b.thread_id, run=b.run_id, was=args.name,
                      replaced=replaced)
     rev = args.run[0] if args.run else "HEAD"
@@ -816,6 +817,7 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     before = {b.name: b.run_id for b in store.branches(found.thread_id) if not b.default}
     was = before.get(args.name)
     b = store.branch(args.name, found.run_id, thread_id=found.thread_id, move=args.force)
+    _warn_of_runs_hidden(store, args, b.thread_id, b.name)
     if was is None:
         action = "created"
     elif was == b.run_id:
@@ -823,6 +825,26 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     else:
         action = "moved"
     return _said(out, args, action, b.name, b.thread_id, run=b.run_id, was=was)
+
+
+def _warn_of_runs_hidden(store: Store, args: argparse.Namespace, thread: str, name: str) -> None:
+    """A warning on stderr when a branch's name begins run ids of its thread, as git warns
+    of a refname that is also an abbreviation: as a revision the name is the branch now, and
+    those runs need more of their id."""
+    with store.reading() as tx:
+        pk = revisions.thread_row(tx, thread)[0]
+        hidden = revisions.runs_begun_by(tx, pk, name) if pk else []
+    if not hidden:
+        return
+    shown = ", ".join(arguments.quote(run_id, 40) for run_id in hidden[:3])
+    more = ", ..." if len(hidden) > 3 else ""
+    runs, them, ids = (("id of run", "that run", "its id") if len(hidden) == 1 else
+                       ("ids of runs", "those runs", "their ids"))
+    _say_line(
+        f"agui-store {args.command}: warning",
+        f"branch name {arguments.quote(name)} begins the {runs} {shown}{more}: as a revision "
+        f"{arguments.quote(name)} names the branch, so name {them} by more of {ids}",
+    )
 
 
 def _delete_branches(

@@ -280,6 +280,17 @@ def runs_hashed(
     return [(row, hex_hash) for row, hex_hash in hashed if hex_hash.startswith(digits.lower())]
 
 
+def runs_begun_by(tx: port.Reading, thread_pk: int, name: str) -> list[str]:
+    """The ids of the thread's runs that ``name`` begins, itself aside, at most seven (sorted): the
+    runs a branch so named hides from that prefix, since a branch resolves before an
+    abbreviation (git warns of a refname that is also an object's abbreviation)."""
+    if not (isinstance(name, str) and name and arguments.storable_text(name)):
+        return []
+    bound = arguments.prefix_bound(name)
+    return sorted(run_id for _, _, run_id in tx.runs_prefixed(name, bound, thread_pk, None)
+                  if run_id != name)
+
+
 def _only_thread(tx: port.Reading, scope: str | None) -> int | None:
     """The store's (or the scope's) thread when it holds exactly one, else ``None``."""
     pks = tx.thread_pks(scope, 2)

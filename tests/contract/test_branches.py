@@ -243,3 +243,24 @@ def test_importing_a_run_named_like_a_branch_fails_in_one_line(
     assert cli.main(["--db", store_location, "import", str(recording)], out=io.StringIO()) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "$.runId" in err and "branch" in err, err
+
+
+def test_a_branch_named_like_the_start_of_run_ids_is_made_with_a_warning_naming_them(
+    store: Any, store_location: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for run_id in ("r2", "r3", "r4", "other"):
+        store.append(run(run_id))
+    argv = ["--db", store_location, "branch", "--thread", "t"]
+    assert cli.main([*argv, "r", "r2"], out=io.StringIO()) == 0
+    err = capsys.readouterr().err
+    assert err == (
+        "agui-store branch: warning: branch name 'r' begins the ids of runs 'r1', 'r2', "
+        "'r3', ...: as a revision 'r' names the branch, so name those runs by more of their "
+        "ids\n"
+    ), err
+    assert store.get_run("r", thread_id="t").run_id == "r2"  # the branch, as git's ref wins
+    assert cli.main([*argv, "-m", "r", "ot"], out=io.StringIO()) == 0
+    assert "branch name 'ot' begins the id of run 'other': as a revision 'ot' names the " \
+        "branch, so name that run by more of its id\n" in capsys.readouterr().err
+    assert cli.main([*argv, "idea", "r3"], out=io.StringIO()) == 0
+    assert capsys.readouterr().err == ""
