@@ -265,7 +265,22 @@ def _resolve_exact(
         )
     raise RunNotFoundError(
         f"no run, branch, unique run-id prefix or short hash {quote(ref)}"
+        + _elsewhere(tx, ref, thread_pk, scope)
     )
+
+
+def _elsewhere(tx: port.Reading, ref: str, thread_pk: int | None, scope: str | None) -> str:
+    """Where a name was looked for, when a thread was given, and the threads (of the
+    scope's) that do hold a run of that id: the thread given was the mistake."""
+    if thread_pk is None:
+        return ""
+    others = sorted(thread_id for _, _, thread_id, _ in tx.runs_named(ref, None, scope))
+    said = f" in thread {arguments.quote(tx.thread_id(thread_pk))}"
+    if not others:
+        return said
+    threads = ", ".join(arguments.quote(t) for t in others)
+    return f"{said} (a run of thread {threads} has that id)" if len(others) == 1 else (
+        f"{said} (runs of threads {threads} have that id)")
 
 
 def runs_hashed(

@@ -173,3 +173,25 @@ def test_an_id_that_is_not_text_is_a_wrong_argument_not_an_absent_run_or_thread(
             call(store)
         assert said in str(refused.value)
         assert not isinstance(refused.value, agui_store.RunNotFoundError)
+
+
+def test_a_name_missing_from_the_thread_given_says_that_thread_and_those_that_hold_it(
+    store: Any,
+) -> None:
+    store.append(run("u", "r9"))
+    store.append(run("v", "r9"))
+    store.append(run("v", "only-v"))
+    with pytest.raises(RunNotFoundError, match=r"^no run, branch, unique run-id prefix or "
+                       r"short hash 'only-v' in thread 't' \(a run of thread 'v' has that "
+                       r"id\)$"):
+        store.checkout("only-v~1", thread_id="t")
+    with pytest.raises(RunNotFoundError, match=r"'r9' in thread 't' \(runs of threads 'u', "
+                       r"'v' have that id\)$"):
+        store.branch("b", "r9", thread_id="t")
+    with pytest.raises(RunNotFoundError, match=r"'nope' in thread 't'$"):
+        store.log("nope", thread_id="t")
+    # Another owner's thread is absent, not named.
+    store.append(run("w", "mine"), scope="alice")
+    store.append(run("x", "theirs"), scope="bob")
+    with pytest.raises(RunNotFoundError, match=r"'theirs' in thread 'w'$"):
+        store.diff("mine", "theirs", thread_id="w", scope="alice")
