@@ -364,12 +364,16 @@ BENCHMARKS: dict[str, Benchmark] = {
         "Web viewer",
         "Each page of `agui-store ui` served in process (routing and templates included), "
         "cold: the tree's first screen of a 10,000-run thread, the run page of a "
-        "4,000-message run, the diff page of two runs 10 apart at a chain's tip; and the "
+        "4,000-message run, the diff page of two runs 10 apart at a chain's tip, the first "
+        "page of the threads listing (50 of 60 threads, each with its first words); and the "
         "tree's first screen interactive in headless Chromium.",
         "The API call each page renders, in the same run: `log(limit=50)`, `checkout`, "
-        "`diff`.",
-        (), ("--runs", "500", "--messages", "400", "--repeat", "3", "--no-browser"),
-        goal="tree <= 3x, run page <= 2x, diff page <= 2x; interactive < 1 s",
+        "`diff`, and what `agui-store threads` reads for 50 rows (each thread's record, "
+        "branches and a `checkout` of its newest run).",
+        (), ("--runs", "500", "--messages", "400", "--threads", "12", "--repeat", "3",
+             "--no-browser"),
+        goal="tree <= 3x, run page <= 2x, diff page <= 2x, threads page <= 2x; "
+        "interactive < 1 s",
     ),
     "bench_validate": Benchmark(
         "Validation and parsing",
