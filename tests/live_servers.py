@@ -1,8 +1,9 @@
 """Real AG-UI servers for the live-recording tests and benchmark, and the real client.
 
 - :func:`agent_app`: a FastAPI app serving a pydantic-ai agent (``AGUIAdapter.dispatch_request``
-  over a scripted ``FunctionModel``) at ``/pydantic`` and an ag-ui-langgraph endpoint over a
-  small scripted graph at ``/langgraph``. No LLM, no network beyond 127.0.0.1.
+  over a scripted ``FunctionModel``) at ``/pydantic``, an ag-ui-langgraph endpoint over a
+  small scripted graph at ``/langgraph`` and, at ``/dropping``, an agent that fails mid-run
+  (the server drops its stream). No LLM, no network beyond 127.0.0.1.
 - :func:`serve`: uvicorn on a free port of 127.0.0.1, in a thread, stopped on exit.
 - :class:`LiveClient`: the official ``@ag-ui/client`` 1.0.0 ``HttpAgent`` in node
   (``tests/oracle/live_client.mjs``).
@@ -31,6 +32,7 @@ from typing import Annotated, Any
 from ag_ui.core import EventType, StateSnapshotEvent
 from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
 from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import MemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -116,8 +118,30 @@ def agent_app() -> Any:
     async def pydantic_endpoint(request: Request) -> Any:
         return await AGUIAdapter.dispatch_request(request, agent=agent, deps=Deps())
 
+    @app.post("/dropping")
+    async def dropping_endpoint(request: Request) -> Any:
+        return StreamingResponse(dropped_run(await request.json()), media_type="text/event-stream")
+
     add_langgraph(app)
     return app
+
+
+#: What :func:`dropped_run` sends before it fails.
+DROPPED_AFTER = ("RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT")
+
+
+async def dropped_run(run_input: dict[str, Any]) -> AsyncIterator[bytes]:
+    """The start of a run's answer, then an error: uvicorn drops the stream mid-run."""
+    ids = {"threadId": run_input["threadId"], "runId": run_input["runId"]}
+    events = [
+        {"type": "RUN_STARTED", **ids},
+        {"type": "TEXT_MESSAGE_START", "messageId": f"m-{ids['runId']}", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m-{ids['runId']}", "delta": "Half "},
+    ]
+    for event in events:
+        yield f"data: {json.dumps(event)}\n\n".encode()
+        await asyncio.sleep(0.005)
+    raise RuntimeError("the agent failed mid-run")
 
 
 def add_langgraph(app: Any) -> None:

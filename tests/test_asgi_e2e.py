@@ -233,6 +233,29 @@ def test_an_aborted_run_is_left_incomplete_with_what_the_server_sent(live: Live)
     assert events[-1]["type"] != "RUN_FINISHED"
 
 
+def test_a_stream_the_server_drops_mid_run_is_recorded_as_far_as_the_client_got_it(
+    live: Live,
+) -> None:
+    thread = new_thread()
+    step = run("hello")
+    (held,) = live.drive("dropping", thread, {"steps": [step]})
+    # The client applied what came before the drop, and its run failed.
+    assert held["steps"][0]["events"] == list(live_servers.DROPPED_AFTER)
+    assert held["steps"][0]["error"] == "terminated"
+    recorded = live.store.get_run(step["runId"], thread_id=thread)
+    assert recorded is not None and recorded.status == "incomplete" and recorded.has_input
+    events = live.store.events(step["runId"], thread_id=thread)
+    assert [e["type"] for e in events] == list(live_servers.DROPPED_AFTER)
+    live.assert_restores(step["runId"], thread, held)
+    # The user retries on the same thread: the client goes on, and so does the recording.
+    again = run("hello again")
+    (retried,) = live.drive("pydantic", thread, {"messages": held["messages"], "steps": [again]})
+    assert "error" not in retried["steps"][0]
+    live.assert_restores(again["runId"], thread, retried)
+    parent = live.store.get_run(again["runId"], thread_id=thread)
+    assert parent is not None and parent.parent_run_id == step["runId"]
+
+
 def test_two_concurrent_runs_on_one_thread_are_recorded_apart(live: Live) -> None:
     """Two tabs on one conversation send a run each at the same time."""
     thread = new_thread()

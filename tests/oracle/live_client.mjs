@@ -7,15 +7,27 @@
 //   AgentPlan: {"messages"?, "state"?, "steps": [Step, ...]}        steps run in order
 //   Step: {"op": "run", "runId"?, "say"?, "abortAfter"?: {"type", "count"}}
 //       | {"op": "connect"} | {"op": "sleep", "ms"}
-//   -> {"ok": true, "agents": [{"messages", "state", "steps": [{"events", "error"?}]}]}
+//   -> {"ok": true, "agents": [{"messages", "state", "steps": [{"events", "error"?}]}],
+//       "warnings": [...], "uncaught": [...]}
 //
 // "say" adds a user message before the run, as an app does; "abortAfter" calls abortRun()
 // once that many events of that type were applied.
+//
+// A stream the server drops mid-run fails its run ("terminated", the step's "error"), and
+// undici throws the same error once more outside it, which would end node: such errors are
+// the answer's "uncaught" instead, and the process goes on with the next command.
 import { randomUUID } from "node:crypto";
 import { createInterface } from "node:readline";
 import { ReconnectingAgent } from "./reconnecting_agent.mjs";
 
 const errorText = (e) => (e instanceof Error ? e.message : String(e));
+
+const uncaught = [];
+process.on("uncaughtException", (e) => uncaught.push(errorText(e)));
+process.on("unhandledRejection", (e) => uncaught.push(errorText(e)));
+
+// What is thrown outside a run after it failed comes within the next turns of the event loop.
+const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 async function runStep(agent, step) {
   const events = [];
@@ -66,9 +78,11 @@ async function answer(line) {
   try {
     const command = JSON.parse(line);
     const agents = await Promise.all(command.agents.map((plan) => drive(command, plan)));
-    return { ok: true, agents, warnings };
+    await settle();
+    return { ok: true, agents, warnings, uncaught: uncaught.splice(0) };
   } catch (e) {
-    return { ok: false, error: errorText(e), warnings };
+    await settle();
+    return { ok: false, error: errorText(e), warnings, uncaught: uncaught.splice(0) };
   } finally {
     Object.assign(console, saved);
   }
