@@ -56,6 +56,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: The SSE parser the recorder reads a response with, under the name this module exports.
 SSEFramer = SSEParser
 
+#: AG-UI's binary (protobuf) encoding of events, which the Recorder does not read.
+PROTOBUF_TYPE = b"application/vnd.ag-ui.event+proto"
+
 def _is_json(content_type: bytes | None) -> bool:
     media = (content_type or b"").partition(b";")[0].strip().lower()
     return media == b"application/json" or media.endswith(b"+json")
@@ -316,6 +319,7 @@ class Recorder:
         self._owner_of = scope
         self.connect_suffix = connect_suffix
         self._live: dict[tuple[str, str], _LiveRun] = {}
+        self._told_protobuf = False  # a protobuf response was said to go unrecorded
         # Thread id -> its responses being recorded whose last batch is not yet written.
         self._unwritten: dict[str, list[_Recording]] = {}
 
@@ -535,6 +539,16 @@ class Recorder:
             headers = start.get("headers") or ()
             content_type = _header(headers, b"content-type") or b""
             if not content_type.lower().startswith(b"text/event-stream"):
+                if content_type.lower().startswith(PROTOBUF_TYPE) and not self._told_protobuf:
+                    # Surely a run, and none of this encoding is: said once, not a run each.
+                    self._told_protobuf = True
+                    logger.warning(
+                        "not recorded: %s %s answered AG-UI's protobuf encoding (Content-Type: "
+                        "%s); the Recorder records text/event-stream responses only (a client "
+                        "that accepts text/event-stream is recorded). Said once: later "
+                        "protobuf responses go unrecorded without a word",
+                        scope.get("method"), scope.get("path"), PROTOBUF_TYPE.decode(),
+                    )
                 return None
             if _header(headers, b"content-encoding") not in (None, b"identity"):
                 return None  # a compressing layer sits below: its bytes are not SSE

@@ -568,6 +568,25 @@ def test_what_is_not_an_agui_run_passes_through_unrecorded(
     assert store.threads() == []
 
 
+def test_runs_answered_in_protobuf_pass_through_with_one_warning_naming_the_content_type(
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # AG-UI's binary encoding: each event a 4-byte big-endian length, then its message.
+    frames = [len(m).to_bytes(4, "big") + m for m in (b"\x08\x01\x12\x02t1", b"\x08\x02")]
+    recorder = Recorder(
+        streaming_app(frames, content_type=b"application/vnd.ag-ui.event+proto"), store=astore
+    )
+    with caplog.at_level("WARNING", logger="agui_store.asgi"):
+        responses = [
+            asyncio.run(call(recorder, request_body("t1", run))) for run in ("r1", "r2")
+        ]
+    assert all(r.body == b"".join(frames) for r in responses) and store.threads() == []
+    [said] = [r.getMessage() for r in caplog.records if r.name == "agui_store.asgi"]
+    assert "not recorded: POST /agent" in said
+    assert "application/vnd.ag-ui.event+proto" in said
+    assert "text/event-stream responses only" in said
+
+
 def test_a_run_whose_request_body_is_compressed_passes_through_with_a_warning(
     store: Any, astore: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
