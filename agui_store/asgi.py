@@ -243,11 +243,14 @@ class _Recording:
         reason = batcher.failure or self._framer.error or self._unreadable
         if reason is not None:
             logger.warning(
-                "not recorded: thread %s, run %s: %d event(s) recorded, %d not: %s",
+                "not recorded: thread %s, run %s: %s: %s",
                 self.thread_id,
                 batcher.run_id or self.requested_run_id,
-                batcher.recorded,
-                batcher.dropped + self._framer.dropped,  # the framer's never reached it
+                recording.counted(
+                    batcher.recorded,
+                    batcher.dropped + self._framer.dropped,  # the framer's never reached it
+                    batcher.uncertain,
+                ),
                 reason,
             )
 

@@ -149,8 +149,13 @@ class StorageError(AguiStoreError, OSError):
     read-only file. ``errno`` is set when the system reported one.
 
     The transaction that met it was rolled back: every batch acknowledged before is intact,
-    and the same ``Store`` works again once the cause is gone.
+    and the same ``Store`` works again once the cause is gone. Except for a lost PostgreSQL
+    connection (``maybe_committed``): if it was lost during the commit, the commit may have
+    landed.
     """
+
+    #: Whether the transaction that met it may have been committed all the same.
+    maybe_committed = False
 
     def __init__(self, message: str, *, path: str | None = None, errno: int | None = None):
         super().__init__(message)

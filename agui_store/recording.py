@@ -37,7 +37,13 @@ import msgspec
 from agui_store.codec import ingest
 from agui_store.codec.sse import MAX_EVENT_BYTES, SSEParser
 from agui_store.engine import arguments
-from agui_store.errors import AguiStoreError, InvalidEventError, OpenRunsError, StoreBusyError
+from agui_store.errors import (
+    AguiStoreError,
+    InvalidEventError,
+    OpenRunsError,
+    StorageError,
+    StoreBusyError,
+)
 from agui_store.records import AppendResult
 
 __all__ = [
@@ -258,6 +264,9 @@ class _Pending:
         self.oldest: float | None = None  # when the oldest pending event passed
         self.recorded = 0
         self.dropped = 0
+        # Of the dropped, the batch whose append met a lost connection: written if it was
+        # lost during the commit, which the recorder cannot tell.
+        self.uncertain = 0
         self.added = 0  # every event offered: recorded, dropped, or waiting
         self.last_seq: int | None = None
         self.failed: BaseException | None = None
@@ -414,6 +423,8 @@ class _Pending:
         self.dropped += len(batch) + len(self.events)
         self._name_from(batch[0] if batch else None)
         refusal = exc.__cause__ if isinstance(exc, PartlyRecorded) else exc
+        if isinstance(refusal, StorageError) and refusal.maybe_committed:
+            self.uncertain = len(batch)
         index = refusal.index if isinstance(refusal, InvalidEventError) else None
         self._fail(exc, self.recorded, None if index is None else first + index)
         self.events, self.size, self.oldest = [], 0, None
@@ -432,11 +443,10 @@ class _Pending:
     def _report(self, recorded: int, dropped: int) -> None:
         if self.warn:
             log.warning(
-                "recording of thread %s, run %s stopped: %d event(s) recorded, %d not: %s",
+                "recording of thread %s, run %s stopped: %s: %s",
                 self.thread_id or "?",
                 self.run_id or "(none recorded)",
-                recorded,
-                dropped,
+                counted(recorded, dropped, self.uncertain),
                 self.failure,
             )
 
@@ -452,6 +462,19 @@ class _Pending:
         self.closed = True
 
 
+def counted(recorded: int, dropped: int, uncertain: int = 0) -> str:
+    """What a stopped recording recorded and did not, as its warning says it; ``uncertain``:
+    how many of the ``dropped`` were in the batch whose append lost its connection to the
+    store, which is written if it was lost during the commit."""
+    said = f"{recorded} event(s) recorded, {dropped} not"
+    if uncertain:
+        said += (
+            f" ({uncertain} of them, the batch being appended when the connection was lost, "
+            "are recorded if it was lost during the commit: the run's event_count tells)"
+        )
+    return said
+
+
 def _refusal_text(exc: BaseException, position: int | None, stream: str) -> str:
     """What stopped a recording, in the words of the one who records: the event refused
     counted in the stream (from 0, as ``append`` counts a batch's), not in the batch it
@@ -464,6 +487,12 @@ def _refusal_text(exc: BaseException, position: int | None, stream: str) -> str:
             f"event {position or 0} of {stream}: the stream starts no run, and thread "
             f"{arguments.quote(refusal.thread_id)} has {runs} open runs it may continue: "
             "begin the stream with its RUN_STARTED"
+        )
+    if isinstance(refusal, StorageError) and refusal.maybe_committed:
+        # The store's words end with its own next call; the recording makes none.
+        return (
+            f"{exc}; the recording is not tried again, as a batch appended twice would "
+            "record its events twice: the run's later events are not recorded"
         )
     if position is None or not isinstance(refusal, InvalidEventError):
         return str(exc)
@@ -652,6 +681,7 @@ class Batcher:
     dropped = property(lambda self: self._pending.dropped)
     failed = property(lambda self: self._pending.failed)
     failure = property(lambda self: self._pending.failure)
+    uncertain = property(lambda self: self._pending.uncertain)
     last_seq = property(lambda self: self._pending.last_seq)
 
     def add(self, raw: bytes | bytearray | memoryview) -> None:
@@ -865,6 +895,7 @@ class AsyncBatcher:
     dropped = property(lambda self: self._pending.dropped)
     failed = property(lambda self: self._pending.failed)
     failure = property(lambda self: self._pending.failure)
+    uncertain = property(lambda self: self._pending.uncertain)
     last_seq = property(lambda self: self._pending.last_seq)
 
     def add(self, raw: bytes | bytearray | memoryview) -> None:

@@ -9,6 +9,7 @@ import itertools
 import json
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,9 +34,11 @@ from pydantic import TypeAdapter
 
 import agui_store
 from agui_store import aio, recording, testing
+from agui_store.backends.postgres import schema
 from agui_store.protocol import model
 from agui_store.recording import AsyncBatcher, Batcher, PartlyRecorded, event_json
 from benchmarks._common import conversation_run
+from tests import streams
 
 T = TypeVar("T")
 
@@ -857,3 +860,68 @@ def test_events_iterable_by_index_alone_are_recorded_as_iter_reads_them(tmp_path
     with agui_store.open(tmp_path / "s.db") as store:
         assert list(store.record(ByIndex())) == events  # type: ignore[arg-type]
         assert store.events("r1", thread_id="t") == events
+
+
+def _session_waiting_on_a_lock(watcher: Any, seconds: float = 60) -> int | None:
+    """The server backend of the store's database that comes to wait on a lock (polled
+    through ``watcher``, an autocommit session), within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        row = watcher.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        time.sleep(0.01)
+    return None
+
+
+def test_a_lost_postgresql_connection_stops_the_recording_saying_what_was_recorded_and_not(
+    postgres_server: Any, postgres_store_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    url = postgres_store_database
+    events = streams.run("t", "r1", *streams.say("m1", "one two three"))
+    assert len(events) == 5  # RUN_STARTED, a text message's three events, RUN_FINISHED
+
+    async def main() -> AsyncBatcher:
+        # The writer process appends; the wait for the lock below is bounded by this.
+        async with aio.open(url, busy_timeout_ms=60_000) as astore:
+            batcher = AsyncBatcher(astore, input=body("t", "r1"), thread_id="t")
+            for event in events[:2]:
+                batcher.add_event(event)
+            await batcher.flush()  # the first batch is written
+            with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watcher:
+                # Another session holds the run's row: the next append waits for it inside
+                # its write transaction, where its connection is then terminated.
+                holder.execute(f"SELECT 1 FROM {schema.SCHEMA}.runs WHERE run_id = 'r1' FOR UPDATE")
+                for event in events[2:4]:
+                    batcher.add_event(event)
+                appending = asyncio.ensure_future(batcher.flush())
+                pid = await asyncio.to_thread(_session_waiting_on_a_lock, watcher)
+                assert pid is not None and postgres_server.terminate_backend(pid)
+                await appending
+                holder.rollback()
+            batcher.add_event(events[4])  # the stream goes on: this is not recorded
+            with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
+                await batcher.aclose()
+            return batcher
+
+    batcher = asyncio.run(main())
+    with agui_store.open(url) as store:
+        recorded = store.get_run("r1", thread_id="t")
+        assert recorded is not None and recorded.event_count == 2
+        assert recorded.status == "incomplete"
+    said = [r.getMessage() for r in caplog.records if r.name == "agui_store.recording"]
+    assert said and said[-1].startswith(
+        "recording of thread t, run r1 stopped: 2 event(s) recorded, 3 not (2 of them, the "
+        "batch being appended when the connection was lost, are recorded if it was lost "
+        "during the commit: the run's event_count tells): "
+    )
+    assert "lost the connection to the PostgreSQL server" in said[-1]
+    assert said[-1].endswith(
+        "the recording is not tried again, as a batch appended twice would record its events "
+        "twice: the run's later events are not recorded"
+    )
+    assert (batcher.recorded, batcher.dropped, batcher.uncertain) == (2, 3, 2)

@@ -65,11 +65,13 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
         return backend_errors.translate_common(e, where, database="PostgreSQL")
     state = getattr(getattr(e, "diag", None), "sqlstate", None) or ""
     if isinstance(e, _GONE) or (isinstance(e, psycopg.OperationalError) and not state):
-        return errors.StorageError(
+        lost = errors.StorageError(
             f"{where}: lost the connection to the PostgreSQL server ({_first_line(e)}); what "
             "the call was writing is rolled back unless the loss came during its commit; the "
             "store reconnects on its next call"
         )
+        lost.maybe_committed = True
+        return lost
     if isinstance(e, pg_errors.LockNotAvailable):
         # A lock any session may hold: another writer's, or a LOCK TABLE by hand.
         return errors.StoreBusyError.locked(where, by="another transaction")
