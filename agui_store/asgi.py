@@ -59,6 +59,7 @@ SSEFramer = SSEParser
 #: AG-UI's binary (protobuf) encoding of events, which the Recorder does not read.
 PROTOBUF_TYPE = b"application/vnd.ag-ui.event+proto"
 
+
 def _is_json(content_type: bytes | None) -> bool:
     media = (content_type or b"").partition(b";")[0].strip().lower()
     return media == b"application/json" or media.endswith(b"+json")
