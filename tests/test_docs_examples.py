@@ -473,3 +473,36 @@ def test_what_a_pages_examples_import_is_installed_by_the_extras_the_page_names(
               for m, d in imported_distributions(page).items()}
     missing = {m: d for m, d in wanted.items() if d not in installed}
     assert missing == {}, f"{path.relative_to(ROOT)} names {sorted(page_installs(page))}"
+
+
+def commands_taking(option: str) -> set[str]:
+    """The commands whose parser takes ``option``."""
+    import argparse
+
+    from agui_store.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {
+        name for name, sub in commands.choices.items()
+        if any(option in action.option_strings for action in sub._actions)
+    }
+
+
+def test_the_pages_that_say_which_commands_take_owner_name_every_one() -> None:
+    """"The CLI is the operator" paragraphs list the commands that narrow to one owner: each
+    command whose parser takes ``--owner`` is named there."""
+    takers = commands_taking("--owner")
+    assert "search" in takers
+    said = [
+        (str(path.relative_to(ROOT)), " ".join(part.split()))
+        for path in PAGES if path.name != "changelog.md"
+        for part in re.split(r"\n(?:- |\n)", path.read_text(encoding="utf-8"))
+        if re.search(r"(?:CLI|command line) is the operator", part)
+    ]
+    assert len(said) >= 2
+    missing = [
+        (where, name) for where, text in said for name in sorted(takers)
+        if not re.search(rf"`{name}\b", text)
+    ]
+    assert missing == []
