@@ -351,6 +351,30 @@ def test_branch_points_at_head_moves_only_with_force_and_says_what_it_did(db: Pa
     assert "  side -> r4" in agui(db, "branch")[1]
 
 
+def test_a_branch_or_run_that_would_shadow_the_other_is_refused_naming_the_thread_and_run(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with agui_store.open(db) as store:
+        short = next(r for r in store.runs("t") if r.run_id == "r2").short_hash
+    assert short is not None
+    capsys.readouterr()
+    for words, said in [
+        (["branch", "-m", "side", "r1", "--thread", "t"], "is the id of run 'r1' of thread 't'"),
+        (["branch", "r1", "r2", "--thread", "t"], "is the id of run 'r1' of thread 't'"),
+        (["branch", short[:6], "r1"], "begins the content hash of run 'r2' of thread 't'"),
+    ]:
+        assert agui(db, *words) == (1, ""), words
+        err = capsys.readouterr().err
+        assert said in err and "this thread" not in err, err
+    for run_id, said in [("r1", "run 'r1' is already recorded in thread 't'"),
+                         ("side", "run id 'side' is the name of a branch of thread 't'")]:
+        stream = tmp_path / f"{run_id}.jsonl"
+        stream.write_text("".join(json.dumps(e) + "\n" for e in text_run(run_id, "again")))
+        assert agui(db, "import", str(stream)) == (1, ""), run_id
+        err = capsys.readouterr().err
+        assert said in err and "this thread" not in err, err
+
+
 def test_log_takes_gits_counts_and_oneline(db: Path) -> None:
     assert first_words(agui(db, "log", "--limit", "2")[1]) == ["r4", "r1"]
     for words in (["-2"], ["-n", "2"], ["-n2"], ["--max-count=2"], ["--oneline", "-2"],

@@ -173,7 +173,7 @@ class Placement:
             if segment.started is not None:
                 run_id = segment.started["runId"]
                 recorded = memory.run_pk_and_next_seq(tx, thread_pk, run_id)
-                self._refuse_duplicate_run(tx, thread_pk, run_id, segment, recorded)
+                self._refuse_duplicate_run(tx, thread_pk, thread_id, run_id, segment, recorded)
             seq = memory.next_seq(tx)
             first_seq = seq if first_seq is None else first_seq
             if segment.started is not None:
@@ -403,15 +403,16 @@ class Placement:
         return found[1] if found else None
 
     def _refuse_duplicate_run(
-        self, tx: port.Reading, thread_pk: int, run_id: str, segment: _Segment,
-        recorded: int | None,
+        self, tx: port.Reading, thread_pk: int, thread_id: str, run_id: str,
+        segment: _Segment, recorded: int | None,
     ) -> None:
         """Refuse a run the thread has (``recorded``: its pk, read by the caller) or whose id
         names a branch of the thread."""
         if recorded is not None:
             raise InvalidEventError(
-                f"run {_quote(run_id)} is already recorded in this thread; a run is recorded once "
-                "(continue a live run by appending events without a new RUN_STARTED)",
+                f"run {_quote(run_id)} is already recorded in thread {_quote(thread_id)}; a run "
+                "is recorded once (continue a live run by appending events without a new "
+                "RUN_STARTED)",
                 index=segment.first_index,
                 event_type="RUN_STARTED",
                 path="$.runId",
@@ -422,9 +423,9 @@ class Placement:
             and tx.branch_run(thread_pk, run_id) is not None
         ):
             raise InvalidEventError(
-                f"run id {_quote(run_id)} is the name of a branch of this thread, and would "
-                "shadow it as a revision: delete or rename the branch (delete_branch, then "
-                "branch under another name), or record the run under another id",
+                f"run id {_quote(run_id)} is the name of a branch of thread {_quote(thread_id)}, "
+                "and would shadow it as a revision: delete or rename the branch (delete_branch, "
+                "then branch under another name), or record the run under another id",
                 index=segment.first_index,
                 event_type="RUN_STARTED",
                 path="$.runId",
@@ -852,13 +853,14 @@ def refuse_branch_shadowing_run(tx: port.Reading, thread_pk: int, name: str) -> 
     revision (the run id would win, silently)."""
     if tx.run_pk(thread_pk, name) is not None:
         raise BranchError(
-            f"branch name {_quote(name)} is the id of a run of this thread, and would be "
-            "shadowed by it as a revision: choose another name"
+            f"branch name {_quote(name)} is the id of run {_quote(name)} of thread "
+            f"{_quote(tx.thread_id(thread_pk))}, and would be shadowed by it as a revision: "
+            "choose another name"
         )
     hidden = revisions.runs_hashed(tx, thread_pk, name)  # a branch wins over a short hash
     if hidden:
         raise BranchError(
             f"branch name {_quote(name)} begins the content hash of run "
-            f"{_quote(hidden[0][0].run_id)} of this thread, and would hide it as a revision: "
-            "choose another name"
+            f"{_quote(hidden[0][0].run_id)} of thread {_quote(tx.thread_id(thread_pk))}, and "
+            "would hide it as a revision: choose another name"
         )

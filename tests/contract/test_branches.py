@@ -126,11 +126,11 @@ def test_a_run_named_like_an_existing_branch_is_refused(store: Any, store_locati
 def test_a_branch_named_like_an_existing_run_is_refused(store: Any, store_location: str) -> None:
     store.append(run("r2"))
     before = dump(store_location)
-    with pytest.raises(BranchError, match="id of a run"):
+    with pytest.raises(BranchError, match="is the id of run 'r2' of thread 't'"):
         store.branch("r2", "r1", thread_id="t")
-    with pytest.raises(BranchError, match="id of a run"):
+    with pytest.raises(BranchError, match="is the id of run 'r1' of thread 't'"):
         store.append(run("r3"), branch="r1")
-    with pytest.raises(BranchError, match="id of a run"):
+    with pytest.raises(BranchError, match="is the id of run 'r3' of thread 't'"):
         store.append(run("r3"), branch="r3")  # the run the same batch records
     assert dump(store_location) == before
     assert store.checkout("r2", thread_id="t").run.run_id == "r2"
