@@ -83,7 +83,7 @@ def test_log_takes_git_ranges_and_all(db: Path) -> None:
 @pytest.mark.parametrize("words", [
     ["r3...x2"], ["r3..x2"], ["x2", "^r3"], ["--graph", "r3...x2"], ["r3...x2", "--json"],
 ])
-def test_a_range_between_runs_of_two_threads_is_a_usage_error_naming_both(
+def test_a_range_across_two_threads_is_a_usage_error_naming_both_and_pointing_to_diff(
     db: Path, words: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     with agui_store.open(db) as store:
@@ -93,7 +93,10 @@ def test_a_range_between_runs_of_two_threads_is_a_usage_error_naming_both(
     code, out = agui(db, "log", *words)
     err = capsys.readouterr().err
     assert (code, out) == (2, ""), err
-    assert "are runs of different threads ('t' and 'u')" in err and "--thread" in err, err
+    assert "are runs of different threads ('t' and 'u')" in err, err
+    # --thread cannot help (the other side is not in the thread it names): diff A B can.
+    assert "a range compares runs of one thread" in err and "--thread" not in err, err
+    assert "diff A B (two runs, not a range) compares runs of any threads" in err, err
     assert "internal error" not in err
     # Named, the thread decides: a side it lacks is not found there.
     code, _ = agui(db, "log", "r3...x2", "--thread", "u")
@@ -608,7 +611,9 @@ def test_a_diff_of_runs_of_two_threads_names_both_and_a_range_across_them_is_ref
     for words in (["r3..x1"], ["r3...x1"], ["r3..x1", "--stat"]):
         assert agui(db, "diff", *words) == (2, ""), words
         err = capsys.readouterr().err
-        assert "are runs of different threads ('t' and 'u')" in err and "--thread" in err, err
+        assert "are runs of different threads ('t' and 'u')" in err, err
+        assert "a range compares runs of one thread" in err and "--thread" not in err, err
+        assert "diff A B (two runs, not a range) compares runs of any threads" in err, err
 
 
 def test_branch_force_to_the_run_a_branch_is_at_changes_nothing_not_even_its_time(

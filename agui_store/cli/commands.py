@@ -669,11 +669,12 @@ def _thread_of_both(store: Store, a: str, b: str) -> str:
     never leaves its thread, so sides in two threads are no range."""
     (run_a,), (run_b,) = store.log(a, limit=1), store.log(b, limit=1)
     if run_a.thread_id != run_b.thread_id:
+        # --thread would not help: the other side is not in the thread it names.
         raise UsageError(
             f"{arguments.quote(a)} and {arguments.quote(b)} are runs of different threads "
             f"({arguments.quote(run_a.thread_id)} and {arguments.quote(run_b.thread_id)}): a "
-            "lineage never leaves its thread, so they have no range between them; name the "
-            "thread with --thread"
+            "range compares runs of one thread, as a lineage never leaves its thread; diff A "
+            "B (two runs, not a range) compares runs of any threads"
         )
     return run_a.thread_id
 
