@@ -317,6 +317,26 @@ def test_check_on_a_store_it_cannot_open_does_not_advise_running_check(
     assert "run 'agui-store check'" not in said and ".recover" in said
 
 
+def test_a_damaged_schema_met_on_opening_names_the_whole_path_and_the_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "e.db"
+    _many_runs(path, count=2)
+    with open(path, "r+b") as fh:  # the schema's page, past the file header
+        fh.seek(100)
+        fh.write(b"\x07" * 40)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CorruptStoreError) as caught:
+        agui_store.open("e.db")
+    said = str(caught.value)
+    assert said.startswith(f"{path} is damaged"), said
+    assert "damage found in the schema (sqlite_schema)" in said, said
+    assert cli.main(["--db", "e.db", "log"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"agui-store log: {path} is damaged"), err
+    assert "damage found in the schema (sqlite_schema)" in err, err
+
+
 def test_a_compressed_blob_that_no_longer_inflates_is_a_store_error(tmp_path: Path) -> None:
     path = tmp_path / "blob.db"
     big = {"notes": ["a fairly repetitive note about the weather"] * 400}

@@ -48,6 +48,9 @@ def problems(conn: apsw.Connection, check: str) -> Iterator[str]:
 #: How ``PRAGMA integrity_check`` names a b-tree: by its root page.
 _TREE = re.compile(r"\bTree (\d+)")
 
+#: The b-tree that lists the file's tables and indexes (root page 1), as reports name it.
+_SCHEMA = "the schema (sqlite_schema)"
+
 #: A damaged page as ``PRAGMA quick_check`` names it: its b-tree's root page, and its own.
 _TREE_PAGE = re.compile(r"\bTree (\d+) page (\d+)")
 
@@ -56,9 +59,12 @@ def damaged_place(conn: apsw.Connection) -> str | None:
     """Where the file's first damage is, in the words of the error of a call that met it
     ("damage found in table events (page 61)"), or ``None`` when SQLite's check finds none
     to name (or cannot run). The check (``PRAGMA quick_check(1)``) stops at the first
-    damaged page: it reads the file only up to it, and only once a call has met damage."""
+    damaged page: it reads the file only up to it, and only once a call has met damage.
+    The check reads the schema first: damage there keeps it from running at all."""
     try:
         rows = conn.execute(sql.CHECK_FIRST_DAMAGE).fetchall()
+    except apsw.CorruptError:
+        return f"damage found in {_SCHEMA}, which SQLite reads before any table"
     except apsw.Error:
         return None
     lines = [
@@ -71,7 +77,7 @@ def damaged_place(conn: apsw.Connection) -> str | None:
     if found is None:
         return f"SQLite's check says: {_shorten(lines[0])}"
     root, page = int(found[1]), found[2]
-    tree = "the schema (sqlite_schema)" if root == 1 else _trees(conn).get(root)
+    tree = _SCHEMA if root == 1 else _trees(conn).get(root)
     return f"damage found {f'on page {page}' if tree is None else f'in {tree} (page {page})'}"
 
 

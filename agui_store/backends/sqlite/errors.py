@@ -74,6 +74,9 @@ def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiSt
     if isinstance(e, apsw.NotADBError):
         return errors.NotAStoreError(f"{where} is not an SQLite database ({e})")
     if isinstance(e, apsw.CorruptError):
+        # The file in full, as an error inside a transaction names it (``where`` is the path
+        # as given when opening the file is what met the damage).
+        where = _file_of(conn) or where
         place = None if conn is None else checks.damaged_place(conn)
         said = f"({e})" if place is None else f"({e}); {place}"
         return errors.CorruptStoreError(
@@ -134,6 +137,17 @@ def _driver_error(e: apsw.Error, where: str, conn: Conn | None) -> errors.AguiSt
         f"unexpected SQLite error working on {where}: {type(e).__name__}: {e} (a bug in "
         "agui-store: please report it with this message)"
     )
+
+
+def _file_of(conn: Conn | None) -> str | None:
+    """The full path of the file a connection works on (``None``: no connection, or none to
+    name)."""
+    if conn is None:
+        return None
+    try:
+        return str(conn.filename) or None
+    except apsw.Error:
+        return None
 
 
 def _unwritable_folder(path: str) -> str | None:
