@@ -898,3 +898,45 @@ def test_an_archive_hashed_right_is_refused_where_a_save_could_not_have_stored_i
             store.import_archive(io.BytesIO(archive))
         assert store.import_archive(io.BytesIO(_conversation_archive())).conversations == 1
         assert store.check().ok
+
+
+@pytest.mark.pydantic_ai
+def test_an_archive_whose_conversation_message_pydantic_ai_cannot_read_is_refused_by_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agui_store import cli
+    from agui_store.engine import conversations
+    from tests.contract.test_archive import save_conversations
+    from tests.test_sync import conversations_of
+
+    source, target = str(tmp_path / "source.db"), tmp_path / "target.db"
+    save_conversations(source, [("solo", 2, False)])
+    with agui_store.open(source) as store:
+        out = io.BytesIO()
+        store.export_archive(out)
+    lines = out.getvalue().decode().splitlines()
+    assert [json.loads(line)["record"] for line in lines[1:6]] == [
+        *["conversation_entry"] * 4, "conversation"]
+    # The head entry's reply made into a part pydantic-ai has no kind for, hashed right again.
+    head, before = json.loads(lines[4]), json.loads(lines[3])
+    message = head.pop("message")
+    message["parts"][0]["part_kind"] = "bogus"
+    text = conversations.canonical(json.dumps(message), "edited")
+    head["message_text"] = text.decode()
+    head["hash"] = conversations.entry_hash(
+        head["entry_id"], head["kind"], conversations.message_hash(text),
+        bytes.fromhex(before["hash"]),
+    ).hex()
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("\n".join([*lines[:4], json.dumps(head, ensure_ascii=False), *lines[5:]])
+                      + "\n", encoding="utf-8")
+    assert cli.main(["--db", str(target), "import", str(edited)]) == 1
+    said = capsys.readouterr().err
+    assert (f"{edited}, line 5: conversation entry {head['entry_id']!r} of conversation 'solo': "
+            "pydantic-ai cannot read its message (") in said, said
+    assert "at response.parts.0" in said, said
+    assert conversations_of(str(target), ["solo"]) == {"solo": None}
+    # As exported, the same archive imports, and pydantic-ai loads what it holds.
+    with agui_store.open(target) as store:
+        assert store.import_archive(io.BytesIO(out.getvalue())).conversations == 1
+    assert conversations_of(str(target), ["solo"])["solo"] is not None

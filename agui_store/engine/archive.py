@@ -24,6 +24,7 @@ refused or damaged file leaves the store as it was.
 from __future__ import annotations
 
 import binascii
+import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from typing import Any
 import msgspec
 
 from agui_store import records
-from agui_store.codec import ingest
+from agui_store.codec import ingest, json
 from agui_store.engine import arguments, conversations, erasure, intake, port, replication
 from agui_store.errors import (
     BranchError,
@@ -796,10 +797,18 @@ class _Reader:
             if message is None:
                 raise InvalidArgumentError(f"{where}: entry {entry_id!r} without its message")
             _stored_message(entry_id, rec.parent_id, message, where)
+            cid = _need(rec.conversation, "conversation", where)
+            unread = _unreadable_message(message)
+            if unread is not None:
+                raise InvalidArgumentError(
+                    f"{where}: conversation entry {entry_id!r} of conversation {cid!r}: "
+                    f"pydantic-ai cannot read its message ({unread}), so every load of the "
+                    "conversation would fail; a message is a ModelRequest or ModelResponse of "
+                    "pydantic-ai's parts"
+                )
             address = conversations.message_hash(message.encode("utf-8", "surrogatepass"))
             section.entries[entry_id] = (
-                rec.parent_id, _need(rec.kind, "kind", where), message, address, own,
-                _need(rec.conversation, "conversation", where),
+                rec.parent_id, _need(rec.kind, "kind", where), message, address, own, cid,
             )  # fmt: skip
         elif kind == "conversation":
             cid = _need(rec.conversation_id, "conversation_id", where)
@@ -1026,6 +1035,41 @@ def _stored_message(entry_id: str, parent_id: str | None, message: str, where: s
                 wrong = "its message is not a JSON object as a save stores one (keys sorted)"
     if wrong is not None:
         raise InvalidArgumentError(f"{where}: conversation entry {entry_id!r}: {wrong}")
+
+
+@functools.cache
+def _model_messages() -> Any:
+    """pydantic-ai's ``ModelMessagesTypeAdapter``, which every load of a conversation reads
+    its messages with; ``None`` without pydantic-ai (a message is then held only to the JSON
+    a save stores)."""
+    try:
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+    except ImportError:
+        return None
+    return ModelMessagesTypeAdapter
+
+
+def _unreadable_message(message: str) -> str | None:
+    """Why pydantic-ai cannot read a stored message back, read as a load reads it
+    (:mod:`agui_store.integrations.pydantic_ai`), on one line and cut; ``None`` when it can
+    (or without pydantic-ai to ask)."""
+    adapter = _model_messages()
+    if adapter is None:
+        return None
+    try:
+        if _SURROGATE_ESCAPE.search(message) is None:
+            adapter.validate_json(f"[{message}]")
+        else:  # half an emoji, which pydantic's JSON parser refuses and a str holds
+            adapter.validate_python([json.decode(message)])
+    except ValueError as e:  # pydantic's ValidationError: its first error, where it is
+        found = e.errors() if hasattr(e, "errors") else []
+        if not found:
+            return " ".join(str(e).split())[:200]
+        place = ".".join(str(step) for step in found[0]["loc"][1:])  # [0]: the list's item
+        said = " ".join(str(found[0]["msg"]).split())
+        said = said if len(said) <= 200 else said[:200] + "..."
+        return f"{said}, at {place}" if place else said
+    return None
 
 
 def _stored_record(record: conversations.Record, where: str) -> None:
