@@ -821,9 +821,13 @@ INPUT = '{"threadId":"t1","runId":"r2","tools":[],"context":[],"forwardedProps":
          "line 4: run 'r2': its input references: its \"state\" is 'child'"),
         (_two_run_archive(None, None, echo_refs='{"messages":[[0,1]]}'),
          "line 9: the echo references of run 'r2': its echoed input is not a JSON object"),
+        (_two_run_archive(INPUT, '{"messages":[[0,5]]}'),
+         r"run 'r2' of thread 't1': input reference \[0, 5\] is outside the parent's view of 0 "
+         "messages: the archive's runs cannot be replayed; nothing was imported"),
     ],
     ids=["input-array", "input-1e400", "refs-without-input", "refs-of-a-root", "refs-garbage",
-         "refs-not-json", "refs-negative", "refs-state", "echo-refs-without-echo"],
+         "refs-not-json", "refs-negative", "refs-state", "echo-refs-without-echo",
+         "refs-past-the-parents-view"],
 )
 def test_an_archive_hashed_right_is_refused_where_no_read_could_give_back_a_runs_input(
     tmp_path: Path, archive: bytes, words: str
@@ -836,6 +840,27 @@ def test_an_archive_hashed_right_is_refused_where_no_read_could_give_back_a_runs
         assert store.import_archive(io.BytesIO(sound)).runs == 2
         assert store.input("r2", thread_id="t1") is not None
         assert store.check().ok
+
+
+def test_runs_whose_input_names_messages_past_the_parents_view_fail_reads_as_a_store_error(
+    tmp_path: Path,
+) -> None:
+    """Imported without deriving (``derive_on_append=False``), such runs land; every read
+    that replays them then says which run holds what, as a damaged store, not as a crash."""
+    archive = _two_run_archive(INPUT, '{"messages":[[0,5]]}')
+    with agui_store.open(tmp_path / "s.db", derive_on_append=False) as store:
+        assert store.import_archive(io.BytesIO(archive)).runs == 2
+        with pytest.raises(agui_store.CorruptStoreError, match=r"run 'r2' of thread 't1': input "
+                           r"reference \[0, 5\] is outside the parent's view of 0 messages"):
+            store.derive()
+        with pytest.raises(agui_store.CorruptStoreError, match=r"outside the parent's view"):
+            store.checkout("r2", thread_id="t1")
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_store", "--db", str(tmp_path / "s.db"), "log",
+         "--thread", "t1"], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "outside the parent's view" in done.stderr and "Traceback" not in done.stderr
 
 
 #: A pydantic-ai message as a save stores it (pydantic-ai's JSON, keys sorted, no spaces).

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from agui_store.codec import ingest
 from agui_store.engine import checkpoints, clock, port, search, verified
+from agui_store.engine.arguments import quote
 from agui_store.engine.cached_view import CachedView, SinceCheckpoint
-from agui_store.errors import InvalidEventError
+from agui_store.errors import RUN_CHECK, CorruptStoreError, InvalidEventError
 from agui_store.history.lineage import hash_ids, lineage_ids
 from agui_store.history.restore import (
     RunRecord,
@@ -214,6 +215,17 @@ def index_every_run(
 RunRow = tuple[int | None, str | None, str | None, str]
 
 
+def _of_run(tx: port.Reading, run_pk: int, e: CorruptStoreError) -> CorruptStoreError:
+    """``e`` met deriving a run, naming that run: derivation reads many runs' rows."""
+    names = tx.run_names(run_pk)
+    if names is None:
+        return e
+    thread_id, run_id = names
+    return CorruptStoreError(
+        f"run {quote(run_id)} of thread {quote(thread_id)}: {e.damage}", advice=RUN_CHECK
+    )
+
+
 class Deriver:
     """Derives complete runs inside a store's write transactions, continuing the views its
     memory keeps: on append (:mod:`agui_store.engine.placement` says when), what appends left
@@ -272,7 +284,10 @@ class Deriver:
                 continue  # below a run that changed; it is noted again when it completes
             if tx.has_checkpoint(run_pk):
                 continue  # compact got there first
-            self.derive(tx, run_thread, run_pk, now)
+            try:
+                self.derive(tx, run_thread, run_pk, now)
+            except CorruptStoreError as e:
+                raise _of_run(tx, run_pk, e) from None
             derived += 1
         self.memory.note_derived(thread_pk)
         return derived

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agui_store.engine import archive, intake, reads
-from agui_store.errors import StorageError
+from agui_store.engine import archive, intake, reads, revisions
+from agui_store.errors import CorruptStoreError, InvalidArgumentError, StorageError
 from agui_store.exports.targets import check_source, check_target, write_file
 from agui_store.facade.base import Facade
 
@@ -130,6 +130,19 @@ class ArchiveVerbs(Facade):
                     tx, handle, where=str(where), progress=progress,
                     restore_erased=restore_erased,
                 )
-        if underived and self.derive_on_append:
-            self._derive(None, None)  # what the import left, as append would have derived
+                if underived and self.derive_on_append:
+                    # What the import left, derived as append would have, in its own
+                    # transaction: an archive whose runs cannot be replayed (an input naming
+                    # messages its parent's view lacks) is refused whole, not landed for
+                    # every read of its thread to fail.
+                    self._writes.forget()  # the rows landed past what the store remembers
+                    try:
+                        self._writes.derive(
+                            tx, revisions.threads_to_derive(tx, None, None, self.path)
+                        )
+                    except CorruptStoreError as e:
+                        raise InvalidArgumentError(
+                            f"{where}: {e.damage}: the archive's runs cannot be replayed; "
+                            "nothing was imported"
+                        ) from None
         return result

@@ -60,7 +60,7 @@ class Facade:
         )
 
     def _derive(self, thread_id: str | None, scope: str | None) -> int:
-        """``derive``'s work, which an archive's import runs too once it has landed."""
+        """``derive``'s work, in a write transaction of its own."""
         with self.writing() as tx:
             threads = revisions.threads_to_derive(tx, thread_id, scope, self.path)
             return self._writes.derive(tx, threads)

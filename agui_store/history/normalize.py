@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agui_store.codec.ingest import canonical_bytes
-from agui_store.errors import InvalidEventError
+from agui_store.errors import RUN_CHECK, CorruptStoreError, InvalidEventError
 from agui_store.history.blobs import digest
 from agui_store.protocol.js import json_equal
 
@@ -234,15 +234,19 @@ def expand(refs: Refs, base: Sequence[dict[str, Any]]) -> list[Any]:
     """The message list ``refs`` stands for, against the same ``base`` it was made from.
 
     Referenced messages are ``base``'s own objects (the caller decides whether to copy).
+    A reference past ``base``'s end raises :class:`CorruptStoreError`.
     """
     out: list[Any] = []
     for item in refs:
         if isinstance(item, list):
             start, count = item
             if start < 0 or start + count > len(base):
-                raise ValueError(
+                # A store writes no such reference: one came in by an archive written by
+                # hand, or an edit of the store.
+                raise CorruptStoreError(
                     f"input reference [{start}, {count}] is outside the parent's view of "
-                    f"{len(base)} messages"
+                    f"{len(base)} messages",
+                    advice=RUN_CHECK,
                 )
             out.extend(base[start : start + count])
         else:
