@@ -83,7 +83,8 @@ from agui_store.exports.targets import (
     copy_into_stream,
     is_sqlite_file,
     is_stream,
-    partial_file,
+    make_partial,
+    partial_path,
     place_file,
 )
 from agui_store.records import ExportSummary as ExportSummary  # what export_sqlite returns
@@ -336,12 +337,12 @@ def export_sqlite(
     streaming = target == "-" or is_stream(target)
     if streaming:
         folder, name = tempfile.gettempdir(), "agui-store-analysis.db"
+    tmp = partial_path(os.path.join(folder, name), database=True)
     try:
-        fd, tmp = partial_file(os.path.join(folder, name), database=True)
-    except OSError as e:
-        raise _cannot_write(target, e) from e
-    os.close(fd)
-    try:
+        try:
+            os.close(make_partial(tmp))
+        except OSError as e:
+            raise _cannot_write(target, e) from e
         # One snapshot, as the archive reads: a thread erased or a run appended by another
         # connection meanwhile neither fails the export nor leaves half a thread in it.
         with store.reading(), _writing_to(target):

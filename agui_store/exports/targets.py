@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import stat
-import tempfile
 from collections.abc import Iterable
 
 from agui_store.backends.sqlite.files import SIBLINGS, SQLITE_HEADER, is_sqlite_file, store_file
@@ -39,7 +39,8 @@ __all__ = [
     "copy_into_stream",
     "is_sqlite_file",
     "is_stream",
-    "partial_file",
+    "make_partial",
+    "partial_path",
     "place_file",
     "store_file",
     "store_part",
@@ -141,9 +142,9 @@ def _write_file(target: str, chunks: Iterable[bytes]) -> None:
             for chunk in chunks:
                 fh.write(chunk)
         return
-    fd, tmp = partial_file(target)
+    tmp = partial_path(target)
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with os.fdopen(make_partial(tmp), "wb") as fh:
             for chunk in chunks:
                 fh.write(chunk)
             fh.flush()
@@ -155,16 +156,20 @@ def _write_file(target: str, chunks: Iterable[bytes]) -> None:
         raise
 
 
-#: The end of a temporary file's name, and what mkstemp puts before it (eight characters).
+#: The end of a temporary file's name, and the random part before it (eight characters).
 _PARTIAL_SUFFIX = ".partial"
 _RANDOM_PART = 8
 
 
-def partial_file(target: str, *, database: bool = False) -> tuple[int, str]:
-    """A new temporary file beside ``target`` to write it into, ``(fd, path)``: named
+def partial_path(target: str, *, database: bool = False) -> str:
+    """A new temporary file's path beside ``target``, to write it into: named
     ``.NAME.xxxxxxxx.partial``, with NAME cut short where the whole would be longer than the
     file system takes a name (``target``'s own name may be as long as that). For a
-    ``database``, the name leaves room for SQLite's ``-journal`` and ``-wal`` beside it."""
+    ``database``, the name leaves room for SQLite's ``-journal`` and ``-wal`` beside it.
+
+    The file is not made here: :func:`make_partial` makes it inside the caller's clean-up,
+    so that a signal or Ctrl-C that lands as it is made finds its path known, and it
+    removed (``mkstemp`` names the file only once it exists)."""
     folder, name = os.path.split(target)
     folder = folder or "."
     try:
@@ -177,12 +182,20 @@ def partial_file(target: str, *, database: bool = False) -> tuple[int, str]:
     raw = os.fsencode(name)
     if len(raw) > room:  # cut whole characters only: the name stays readable
         name = raw[: max(room, 0)].decode("utf-8", "ignore")
-    return tempfile.mkstemp(prefix=f".{name}.", suffix=_PARTIAL_SUFFIX, dir=folder)
+    random = secrets.token_hex(_RANDOM_PART // 2)
+    return os.path.join(folder, f".{name}.{random}{_PARTIAL_SUFFIX}")
+
+
+def make_partial(path: str) -> int:
+    """Make the temporary file :func:`partial_path` named, readable by this user alone
+    (as ``mkstemp`` makes one): its descriptor, open for writing."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    return os.open(path, flags, 0o600)
 
 
 def place_file(tmp: str, target: str) -> None:
-    """Rename the finished temporary file ``tmp`` (from ``mkstemp``, beside ``target``) over
-    ``target``. mkstemp makes the file 0600: it gets the mode of the file it replaces, or
+    """Rename the finished temporary file ``tmp`` (from :func:`make_partial`, beside
+    ``target``) over ``target``. It was made 0600: it gets the mode of the file it replaces, or
     the mode a plain ``open()`` would have given a new one."""
     try:
         mode = os.stat(target).st_mode & 0o7777
