@@ -9,6 +9,8 @@ the version read here is the one that holds.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import TypeVar
 
 import apsw
 
@@ -18,6 +20,8 @@ from agui_store.backends.sqlite import schema, sql
 from agui_store.backends.sqlite.errors import Conn
 from agui_store.backends.sqlite.transaction import SqliteTransaction, lifted
 from agui_store.engine import checkpoints, derivation, log_hashes
+
+_T = TypeVar("_T")
 
 
 def schema_version(conn: Conn) -> int:
@@ -118,24 +122,23 @@ def _refuse_another_layout(conn: Conn, version: int, path: str) -> None:
 @functools.cache
 def _layout(version: int) -> frozenset[tuple[str, str, str]]:
     """What a file at ``version`` holds, as the migrations up to it make it."""
-    made = apsw.Connection(":memory:")
-    try:
-        for step in range(1, version + 1):
-            made.execute(schema.MIGRATIONS[step])
-        return _layout_of(made)
-    finally:
-        made.close()
+    return _migrated_in_memory(version, _layout_of)
 
 
 @functools.cache
 def _made(version: int) -> frozenset[tuple[str, str]]:
     """``(name, statement)`` of every table and view the migrations up to ``version`` make,
     as ``sqlite_schema`` keeps the statement."""
+    return _migrated_in_memory(version, _made_of)
+
+
+def _migrated_in_memory(version: int, read: Callable[[Conn], _T]) -> _T:
+    """``read`` of an in-memory database the migrations up to ``version`` made."""
     made = apsw.Connection(":memory:")
     try:
         for step in range(1, version + 1):
             made.execute(schema.MIGRATIONS[step])
-        return _made_of(made)
+        return read(made)
     finally:
         made.close()
 
