@@ -220,9 +220,9 @@ def idle_conversations(
 ) -> list[str]:
     """The pydantic-ai conversations ``prune`` erases besides those linked to the threads it
     erases (``pruned``, keys): every one (saved under ``scope``; ``None``: any) last saved
-    before ``before`` (microseconds since the epoch) whose id names no thread that stays
-    and holds it (:func:`conversations.linked`): a conversation with no AG-UI thread ages
-    as a thread does."""
+    before ``before`` (microseconds since the epoch) that no thread that stays holds
+    (:func:`conversations.linked`: the thread its id names, or one whose runs announced a
+    save of it): a conversation with no AG-UI thread ages as a thread does."""
     out = []
     gone = set(pruned)
     for row in tx.conversations(scope, conversations.EVERY):
@@ -233,6 +233,15 @@ def idle_conversations(
         if thread is not None and thread[0] not in gone and cid in conversations.linked(tx, cid):
             continue  # its thread stays, and keeps it: it goes when that thread goes
         out.append(cid)
+    if out:  # one a staying thread's runs announced a save of stays with that thread too
+        left = {tx.thread_id(pk) for pk in gone}
+        held = {
+            cid
+            for thread_id in tx.thread_ids(None)
+            if thread_id not in left
+            for cid in conversations.linked(tx, thread_id)
+        }
+        out = [cid for cid in out if cid not in held]
     return out
 
 

@@ -68,7 +68,8 @@ class ErasureVerbs(Facade):
         appended to it, or a save of a pydantic-ai conversation linked to it. A thread with
         a run still open is in use and stays whole, however old: never cut in the middle.
         A pydantic-ai conversation last saved before ``before`` goes too, unless a thread
-        that stays holds it (the thread its id names)."""
+        that stays holds it (the thread its id names, or one whose runs announced a save
+        of it)."""
         intake.check_scope(scope)
         if isinstance(before, datetime.timedelta):
             if before < datetime.timedelta(0):

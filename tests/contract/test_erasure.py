@@ -317,6 +317,32 @@ def test_prune_erases_an_idle_conversation_no_thread_holds_but_not_one_a_kept_th
 
 
 @pytest.mark.pydantic_ai
+def test_prune_keeps_an_idle_conversation_a_kept_threads_runs_announced_a_save_of(
+    store_location: str,
+) -> None:
+    """A conversation saved under another name than its thread's is held by the thread
+    whose run announced the save: it stays while that thread does, and goes with it."""
+    saved = {"type": "CUSTOM", "name": "pydantic_ai_conversation_saved",
+             "value": {"conversation_id": "notes", "entry_ids": []}}  # fmt: skip
+    _saved(store_location, "notes", 1)
+    with agui_store.open(store_location) as store:
+        store.append(run("t", "t-saves", saved))
+    time.sleep(0.01)
+    cutoff = datetime.datetime.now(datetime.timezone.utc)
+    time.sleep(0.01)
+    with agui_store.open(store_location) as store:
+        _thread(store, "t", 1)  # written after the cutoff: "t" stays, and holds "notes"
+        receipt = store.prune(before=cutoff)
+        assert (receipt.threads, receipt.conversations) == (0, 0)
+        assert store.threads() == ["t"]
+    assert _said(store_location, "notes") == turn(1)
+    with agui_store.open(store_location) as store:
+        assert store.prune(before=datetime.timedelta(0)).conversations == 1
+        assert store.check().ok
+    assert _said(store_location, "notes") is None
+
+
+@pytest.mark.pydantic_ai
 def test_the_conversations_linked_to_a_thread_go_with_it(store_location: str) -> None:
     async def scenario() -> None:
         async with ConversationStore(store_location) as conversations:
