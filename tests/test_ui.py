@@ -696,6 +696,26 @@ def test_a_title_shows_hidden_characters_as_escapes_and_data_for_scripts_keeps_t
     assert [r.attrs["data-run"] for r in tree.find_all("run-row")] == [run]
 
 
+def test_the_tree_rows_come_with_their_hidden_characters_shown_as_the_page_shows_text(
+    store: agui_store.Store,
+) -> None:
+    # The page's check for hidden characters skips the rows, most of a long tree's page.
+    thread, runs = "t-\u202eevil", ["r\u2066x\x1b[31m", "r2\x85<b>&\"'", "r3\u202e" + "x" * 40]
+    for run in runs:
+        store.append(one_run(thread, run, []))
+    store.branch("side", runs[1], thread_id=thread)
+    page = pages.tree_page(store, thread)
+    rows = pages.tree_rows_html(page.rows, "/under\u202e", thread)
+    assert text.on_page(rows) == rows
+    tree = get(client_of(store), "/thread", thread=thread)
+    assert [e.text for e in tree.find_all("run-id")] == [
+        "r3\\u202e" + "x" * 36 + "… main",
+        "r2\\x85<b>&\"' side",
+        "r\\u2066x\\x1b[31m",
+    ]
+    assert [r.attrs["data-run"] for r in tree.find_all("run-row")] == runs[::-1]
+
+
 def test_lone_surrogates_render_as_their_escapes(store: agui_store.Store) -> None:
     store.append(one_run("t", "r", [*said("m", "half an emoji: \ud83d!", "user"),
                                     {"type": "STATE_SNAPSHOT", "snapshot": {"k": "\udc00"}}]))

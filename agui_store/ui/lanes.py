@@ -52,9 +52,9 @@ class Lanes:
         ends, ready for the next one."""
         rows: list[Row] = []
         columns = self.columns
+        above = _taken(columns)
         for run in runs_newest_first:
-            above = tuple(i for i, c in enumerate(columns) if c is not None)
-            joining = tuple(i for i, c in enumerate(columns) if c == run.run_id)
+            joining = _waiting(columns, run.run_id)
             if joining:
                 lane = joining[0]
             else:
@@ -66,10 +66,23 @@ class Lanes:
             columns[lane] = run.parent_run_id
             while columns and columns[-1] is None:
                 columns.pop()
-            below = tuple(i for i, c in enumerate(columns) if c is not None)
-            width = max([lane + 1, *(i + 1 for i in above), *(i + 1 for i in below)])
+            below = _taken(columns)
+            width = 1 + max((lane, *above[-1:], *below[-1:]))  # each tuple counts up
             rows.append(Row(run, lane, above, joining, below, width))
+            above = below  # the lanes below a row are those above the next
         return rows
+
+
+def _taken(columns: list[str | None]) -> tuple[int, ...]:
+    """The lanes that wait for a run."""
+    return tuple(i for i, c in enumerate(columns) if c is not None)
+
+
+def _waiting(columns: list[str | None], run_id: str) -> tuple[int, ...]:
+    """The lanes that wait for the run ``run_id`` (``in`` first: most runs have one child)."""
+    if run_id not in columns:
+        return ()
+    return tuple(i for i, c in enumerate(columns) if c == run_id)
 
 
 #: Pixels: a lane's width, a row's height, where a row's dot sits.

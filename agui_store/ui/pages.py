@@ -8,6 +8,7 @@ is absent, as the API makes it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Sequence
@@ -74,9 +75,14 @@ DELTAS = {
 def lineage_kind(run: Run) -> str:
     """``declared`` (the client named the parent), ``inferred`` (the store placed the run
     by its messages or as the thread's head) or ``root``."""
-    if run.lineage == "root" or run.parent_run_id is None:
+    return lineage_kind_of(run.lineage, run.parent_run_id is not None)
+
+
+def lineage_kind_of(lineage: str, has_parent: bool) -> str:
+    """:func:`lineage_kind` of a run of ``lineage``, with a parent or none."""
+    if lineage == "root" or not has_parent:
         return "root"
-    return "declared" if run.lineage in DECLARED else "inferred"
+    return "declared" if lineage in DECLARED else "inferred"
 
 
 # --- threads --------------------------------------------------------------------------------
@@ -323,68 +329,89 @@ def _write_ms(facts: Thread | None) -> int | None:
 # --- the run tree ---------------------------------------------------------------------------
 
 
-def _lineage(run: Run) -> tuple[str, str, str]:
-    """The lineage cell: its kind, its label and what it means."""
-    kind = lineage_kind(run)
+@functools.lru_cache(maxsize=256)
+def _lineage_cell(lineage: str, has_parent: bool) -> str:
+    """The lineage cell's HTML: its kind, its label and what it means (few lineages recur:
+    each is formatted once)."""
+    kind = lineage_kind_of(lineage, has_parent)
     if kind == "inferred":
-        return kind, f"{kind}: {run.lineage}", f"the store placed this run by {run.lineage}"
-    if kind == "declared":
-        return kind, f"{kind}: {run.lineage}", f"the client declared its parent ({run.lineage})"
-    return kind, kind, "no parent"
+        label, meaning = f"{kind}: {lineage}", f"the store placed this run by {lineage}"
+    elif kind == "declared":
+        label, meaning = f"{kind}: {lineage}", f"the client declared its parent ({lineage})"
+    else:
+        label, meaning = kind, "no parent"
+    return (
+        f'<span class="lineage l-{kind}" title="{_shown(meaning)}">{_shown(label)}</span>'
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _status_cell(status: str) -> str:
+    """The status cell's HTML (formatted once per status)."""
+    label = "open (recording)" if status == "incomplete" else _shown(status)
+    return f'<span class="status s-{escape(status)}">{label}</span>'
+
+
+def _shown(value: str) -> str:
+    """A stored string as the page's text (or a title) shows it: escaped for HTML, its
+    hidden characters as their escapes (:func:`text.on_page`)."""
+    return text.shown(escape(text.printable(value)))
 
 
 def tree_rows_html(rows: Sequence[Row], root: str, thread_id: str) -> Markup:
     """The rows of a page of the tree as HTML, their links under ``root`` (where the viewer is
-    mounted).
+    mounted), their text and titles already as :func:`text.on_page` shows a page's.
 
     Formatted here rather than in the template: the first screen of a long thread must cost
     about what reading its runs costs, and Jinja's escaping of each of a row's dozen values
-    took four times the read. Every stored string goes through ``html.escape``.
+    took four times the read. Every stored string goes through ``html.escape``; the page's
+    check for hidden characters then skips the rows (``text.on_page_around``).
     """
     width = max((row.width for row in rows), default=1)
     thread = quote(thread_id, safe="")
+    base = escape(root)
+    quoted: dict[str, str] = {}  # a run's id is quoted again as its child's parent
+
+    def q(run_id: str) -> str:
+        if run_id not in quoted:
+            quoted[run_id] = quote(run_id, safe="")
+        return quoted[run_id]
+
     out = []
     for row in rows:
         run = row.run
-        run_q = quote(run.run_id, safe="")
+        run_q = q(run.run_id)
         run_id = escape(text.printable(run.run_id))
-        shown_id = escape(text.printable(_short(run.run_id, 40)))
         refs = "".join(
             f' <span class="ref{" head" if i == 0 and name == "main" else ""}" '
-            f'title="branch {escape(text.printable(name))} points here">'
-            f"{escape(text.printable(name))}</span>"
+            f'title="branch {_shown(name)} points here">{_shown(name)}</span>'
             for i, name in enumerate(run.branches)
-        )
+        ) if run.branches else ""
         joining = len(row.joining)
         if joining > 1:
             refs += (
                 f' <span class="fork-point" title="{joining} lines continue from this run">'
                 f"fork point · {joining}</span>"
             )
-        kind, label, meaning = _lineage(run)
-        status = escape(run.status)
-        status_label = "open (recording)" if run.status == "incomplete" else status
         hash_label = run.short_hash or ""
         if hash_label and run.status == "incomplete":
             hash_label += "+"
         diff = ""
         if run.parent_run_id is not None:
-            parent_q = quote(run.parent_run_id, safe="")
             diff = (
-                f'<a href="{escape(root)}/diff?thread={thread}&amp;a={parent_q}&amp;b={run_q}'
-                '&amp;mode=two-dot" title="what this run changed">diff</a> · '
+                f'<a href="{base}/diff?thread={thread}&amp;a={q(run.parent_run_id)}'
+                f'&amp;b={run_q}&amp;mode=two-dot" title="what this run changed">diff</a> · '
             )
-        link = f"{escape(root)}/{{}}?thread={thread}&amp;run={run_q}"
+        link = f"{base}/{{}}?thread={thread}&amp;run={run_q}"
         out.append(
-            f'<tr class="run-row" data-run="{run_id}" data-status="{status}">'
+            f'<tr class="run-row" data-run="{run_id}" data-status="{escape(run.status)}">'
             f'<td class="pick"><input type="checkbox" class="pick-run" value="{run_id}" '
             f'aria-label="select {run_id} to compare"></td>'
             f'<td class="graph-cell">{svg(row, width)}</td>'
-            f'<td class="run-id"><a href="{link.format("run")}"><code>{shown_id}</code></a>'
-            f"{refs}</td>"
-            f'<td><span class="status s-{status}">{status_label}</span></td>'
-            f'<td><span class="lineage l-{kind}" title="{escape(meaning)}">{escape(label)}'
-            "</span></td>"
+            f'<td class="run-id"><a href="{link.format("run")}">'
+            f"<code>{_shown(_short(run.run_id, 40))}</code></a>{refs}</td>"
+            f"<td>{_status_cell(run.status)}</td>"
+            f"<td>{_lineage_cell(run.lineage, run.parent_run_id is not None)}</td>"
             f'<td class="num">{run.event_count}</td>'
             f'<td class="time">{run.created_at.isoformat(" ", "seconds")[:19]}</td>'
             f'<td><code class="hash">{hash_label}</code></td>'

@@ -47,6 +47,24 @@ def on_page(page: str) -> str:
     return "".join(parts)
 
 
+#: Where a page holds HTML whose text is already as :func:`on_page` shows it (the run tree's
+#: rows): a comment, which no stored text can put on a page (it reaches one escaped).
+SHOWN_HERE = "<!--shown-->"
+
+
+def on_page_around(page: str, shown: str) -> str:
+    """:func:`on_page` of ``page`` with ``shown`` at its :data:`SHOWN_HERE`: ``shown``'s
+    text and titles are already as it shows them (:func:`shown`), and not read again (the
+    rows are most of a long tree's page)."""
+    head, tail = page.split(SHOWN_HERE, 1)
+    return "".join((on_page(head), shown, on_page(tail)))  # a Markup added would escape
+
+
+def shown(value: str) -> str:
+    """A string of a page's text, or a title's value, as :func:`on_page` shows it."""
+    return _HIDDEN.sub(_escape, value)
+
+
 def _shown_attributes(tag: str) -> str:
     if _HIDDEN.search(tag) is None:
         return tag

@@ -71,15 +71,26 @@ class Viewer:
 
     # --- helpers ------------------------------------------------------------------------
 
-    def render(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
+    def render(
+        self,
+        request: Request,
+        name: str,
+        status: int = 200,
+        *,
+        rows: Markup | None = None,
+        **context: Any,
+    ) -> Response:
         """The page of template ``name`` with ``context``, its links made under the app's root
-        path (the viewer may be mounted inside another app)."""
+        path (the viewer may be mounted inside another app). ``rows``: the run tree's rows,
+        their text already as the page shows it (``pages.tree_rows_html``)."""
         root = request.scope.get("root_path", "")
 
         def link(path: str, **params: Any) -> str:
             query = {k: v for k, v in params.items() if v is not None}
             return f"{root}{path}" + (f"?{urlencode(query)}" if query else "")
 
+        if rows is not None:  # placed after the page's check for hidden characters
+            context["rows"] = Markup(text.SHOWN_HERE)
         page = self.templates.get_template(name).render(
             link=link,
             static=f"{root}/static",
@@ -88,7 +99,9 @@ class Viewer:
             scope=self.scope,
             **context,
         )
-        return HTMLResponse(text.on_page(text.printable(page)), status_code=status)
+        page = text.printable(page)
+        shown = text.on_page(page) if rows is None else text.on_page_around(page, rows)
+        return HTMLResponse(shown, status_code=status)
 
     @staticmethod
     def param(request: Request, name: str, default: str | None = None) -> str:
@@ -175,7 +188,7 @@ class Viewer:
         name = "tree_rows.html" if _flag(request, "rows") else "tree.html"
         rows = pages.tree_rows_html(page.rows, request.scope.get("root_path", ""), thread_id)
         return self.render(
-            request, name, page=page, rows=rows, lanes_json=json.dumps(page.next_columns)
+            request, name, rows=rows, page=page, lanes_json=json.dumps(page.next_columns)
         )
 
     async def tree_poll(self, request: Request) -> Response:
