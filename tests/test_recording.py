@@ -245,12 +245,8 @@ def test_an_event_stream_event_too_large_for_record_is_named_in_the_stream_given
     stream = [frames[0], frames[1], b"data: " + b"x" * 1500 + b"\n\n", *frames[2:]]
 
     async def asynchronously(path: Path) -> None:
-        async def chunks() -> AsyncIterator[bytes]:
-            for chunk in stream:
-                yield chunk
-
         async with aio.open(path, max_event_bytes=1000) as astore:
-            assert [chunk async for chunk in astore.record(chunks(), thread_id="t")] == stream
+            assert [chunk async for chunk in astore.record(agen(stream), thread_id="t")] == stream
 
     with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
         with agui_store.open(db_path, max_event_bytes=1000) as store:
@@ -274,12 +270,8 @@ def test_an_event_that_is_not_text_in_an_event_stream_is_refused_not_skipped_uns
     stream: list[Any] = [started, {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1"}]
 
     async def asynchronously(path: Path) -> None:
-        async def events() -> AsyncIterator[Any]:
-            for event in stream:
-                yield event
-
         async with aio.open(path) as astore:
-            assert [event async for event in astore.record(events())] == stream
+            assert [event async for event in astore.record(agen(stream))] == stream
 
     with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
         with agui_store.open(db_path) as store:
