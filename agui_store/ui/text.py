@@ -42,7 +42,7 @@ def on_page(page: str) -> str:
     if _HIDDEN.search(page) is None:  # C speed: the usual page holds none
         return page
     parts = _TAG.split(page)
-    parts[::2] = [_HIDDEN.sub(_escape, part) for part in parts[::2]]
+    parts[::2] = [shown(part) for part in parts[::2]]
     parts[1::2] = [_shown_attributes(tag) for tag in parts[1::2]]
     return "".join(parts)
 
@@ -52,12 +52,12 @@ def on_page(page: str) -> str:
 SHOWN_HERE = "<!--shown-->"
 
 
-def on_page_around(page: str, shown: str) -> str:
-    """:func:`on_page` of ``page`` with ``shown`` at its :data:`SHOWN_HERE`: ``shown``'s
-    text and titles are already as it shows them (:func:`shown`), and not read again (the
-    rows are most of a long tree's page)."""
+def on_page_around(page: str, rows: str) -> str:
+    """:func:`on_page` of ``page`` with ``rows`` at its :data:`SHOWN_HERE`: their text and
+    titles are already as it shows them (:func:`shown`), and not read again (the rows are
+    most of a long tree's page)."""
     head, tail = page.split(SHOWN_HERE, 1)
-    return "".join((on_page(head), shown, on_page(tail)))  # a Markup added would escape
+    return "".join((on_page(head), rows, on_page(tail)))  # a Markup added would escape
 
 
 def shown(value: str) -> str:
@@ -69,7 +69,7 @@ def _shown_attributes(tag: str) -> str:
     if _HIDDEN.search(tag) is None:
         return tag
     return _SHOWN_ATTRIBUTE.sub(
-        lambda m: m.group(1) + _HIDDEN.sub(_escape, m.group(2)) + m.group(3), tag
+        lambda m: m.group(1) + shown(m.group(2)) + m.group(3), tag
     )
 
 
