@@ -288,7 +288,10 @@ def test_an_erasure_awaited_erases_what_the_writer_process_appended_and_it_appen
         async with aio.open(db_path) as astore:
             await astore.append(conversation_run("gone", "r1", 12, 0))
             await astore.append(conversation_run("kept", "k1", 12, 0))
-            dry = await astore.prune(before=datetime.timedelta(0), dry_run=True)
+            # A cutoff past both threads' last write: "idle for 0 s" would spare a thread
+            # written in the cutoff's own millisecond.
+            soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1)
+            dry = await astore.prune(before=soon, dry_run=True)
             assert dry.threads == 2 and dry.dry_run
             receipt = await astore.delete_thread("gone")
             assert (receipt.threads, receipt.runs, receipt.purged) == (1, 1, True)
