@@ -152,9 +152,19 @@ def records(store: Store, run_pks: list[int]) -> list[Any]:
 def forget(store: Store) -> None:
     """Drop everything the store keeps in memory between calls (cached views, sequence
     state, what appends remember, the message chunks it validated, the request bodies it
-    read), so that the next call is cold."""
+    read, the messages it kept decoded), so that the next call is cold. What its connection
+    verified of the blobs it read stays (:mod:`agui_store.engine.trust`)."""
     with store._lock:
         store._writes.memory.forget_everything()
+    with store.reading() as tx:
+        tx.trusted_blobs().forget_messages()
+
+
+def kept_message_blobs(store: Store) -> int:
+    """How many message blobs the store's connection keeps the decoded messages of (see
+    :mod:`agui_store.engine.trust`)."""
+    with store.reading() as tx:
+        return tx.trusted_blobs().kept_blobs()
 
 
 def read_bodies_whole(store: Store) -> None:

@@ -42,6 +42,7 @@ from agui_store.engine.port import (
     Reading,
     Writing,
 )
+from agui_store.engine.trust import TrustedBlobs
 from agui_store.errors import CorruptStoreError, HashMismatchError, InvalidEventError
 from agui_store.history import blobs, hashing
 from agui_store.history.diff import common_start
@@ -441,6 +442,12 @@ class _Reads:
             self._trusted = set() if tx is None else tx.trusted_blobs().at(tx.version())
         return self._trusted
 
+    def kept(self) -> TrustedBlobs | None:
+        """The connection's memory of the blobs it read, when trusting (else ``None``: a
+        load that trusts nothing decodes everything it reads), asked for after
+        :meth:`trusted`."""
+        return None if self._tx is None else self._tx.trusted_blobs()
+
     def prefix_addresses(self, tx: Reading, blob_ids: list[int]) -> list[bytes]:
         if self.prefix is None or len(self.prefix) != len(blob_ids):
             self.prefix = [bytes(a) for _, a in tx.addresses_in_order(blob_ids)]
@@ -535,7 +542,8 @@ def _finish(
     wanted = listed[skip:]
     read: list[int] = []
     rows = blob_rows if blob_rows is not None and not skip else tx.blobs_in_order(wanted)
-    messages, undecodable = _read_message_blobs(run_pk, rows, addrs, read, trusted)
+    kept = reads.kept() if verify else None
+    messages, undecodable = _read_message_blobs(run_pk, rows, addrs, read, trusted, kept)
     if rows is blob_rows and read != wanted:
         if given_only:
             raise _Unlisted(f"checkpoint of run {run_pk}: other blobs than its list")
@@ -543,7 +551,7 @@ def _finish(
         # or unusual manifest, or one is missing): read the layout's, as without it.
         del addrs[skip:]
         rows = tx.blobs_in_order(wanted)
-        messages, undecodable = _read_message_blobs(run_pk, rows, addrs, [], trusted)
+        messages, undecodable = _read_message_blobs(run_pk, rows, addrs, [], trusted, kept)
     if len(addrs) != len(listed):
         raise _mismatch(run_pk, "a blob its checkpoint lists is missing")
     layout.chunk_addrs, layout.tail_addrs = addrs[:n_chunks], addrs[n_chunks:]
@@ -659,11 +667,14 @@ def _read_message_blobs(
     addrs: list[bytes],
     ids: list[int],
     trusted: set[bytes] | None,
+    kept: TrustedBlobs | None = None,
 ) -> tuple[list[Any], CorruptStoreError | None]:
     """The messages of a checkpoint's chunks and segments (JSON arrays), read in list order,
     each checked against its address (unless ``trusted`` holds it; ``None``: none checked)
     and decoded as it arrives: a backend that streams them (PostgreSQL) sends the next while
     this one is decoded. Their addresses are appended to ``addrs``, their ids to ``ids``.
+    ``kept``: the connection's memory of the blobs it read (:mod:`agui_store.engine.trust`),
+    whose kept messages a blob it read before is copied from instead of decoded.
 
     ``rows`` is always read to the end, whatever is wrong (a stream left half read would
     hold the connection): a blob that fails its address (or cannot be unpacked) raises
@@ -705,14 +716,24 @@ def _read_message_blobs(
                     trusted.add(address)
                 if undecodable is not None:
                     continue
+                if kept is not None:  # the text is the address's (kept is given with trusted)
+                    found = kept.kept_messages(address)
+                    if found is not None:
+                        messages += map(dict.copy, found)  # the kept ones stay as decoded
+                        continue
                 try:
-                    messages += _JSON_ARRAY(text)
+                    found = _JSON_ARRAY(text)
                 except Exception:  # rare: the codec reads it (a lone surrogate), or says why not
-                    found = _chunk_messages(run_pk, text)
-                    if isinstance(found, CorruptStoreError):
-                        undecodable = found
+                    slow = _chunk_messages(run_pk, text)
+                    if isinstance(slow, CorruptStoreError):
+                        undecodable = slow
                     else:
-                        messages += found
+                        messages += slow
+                    continue
+                if kept is not None and kept.keep_messages(address, text, found):
+                    messages += map(dict.copy, found)
+                else:
+                    messages += found
     finally:
         # An error the loop does not catch (MemoryError, KeyboardInterrupt) leaves a stream
         # half read: closing it now cancels and drains it, before the transaction ends.

@@ -318,6 +318,8 @@ def erase(
     logged = tx.erasures()
     previous = bytes(logged[-1].hash) if logged else None
     tx.insert_erasure(port.ErasureEntry(*row, entry_hash(previous, row)))
+    # Nothing erased stays decoded in this connection's memory (:mod:`agui_store.engine.trust`).
+    tx.trusted_blobs().forget_messages()
     step("erased")
     return receipt
 

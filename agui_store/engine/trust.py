@@ -14,23 +14,46 @@ when every read re-hashed. ``check()`` trusts nothing: it hashes every blob
 A backend keeps one :class:`TrustedBlobs` per connection and hands it out with each
 transaction (:meth:`agui_store.engine.port.Reading.trusted_blobs`); the engine alone reads
 and fills it (:func:`agui_store.engine.checkpoints.load`).
+
+A connection also keeps the messages of the message blobs it read twice, decoded, when each
+message is flat (its values strings, numbers, booleans or null): a server restores the same
+thread at every turn, and all but the tip's blobs are the ones it read at the turn before. A
+read still reads each blob's bytes and checks them as above (hashing them again after another
+connection wrote); only their decoding is spared, for a copy of each kept message (a flat
+dict's copy shares nothing the caller can change). What is kept is named by address, and
+used only for bytes found to be that address's, so it outlasts the trust: the bytes decode
+to the same messages whoever wrote since. A blob the database no longer holds (erased by any
+connection) is never answered from memory; an erasure on this connection forgets all that
+is kept, and past :data:`KEPT_BYTES` the least recently read go.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 #: Addresses trusted at most, per connection (about 100 bytes each): past it, the set starts
 #: again empty, and re-hashing a blob read again costs what every read cost without it.
 LIMIT = 1 << 17
 
 
-class TrustedBlobs:
-    """The addresses of the blobs a connection has read and found to hash to them."""
+#: The text of the message blobs whose decoded messages a connection keeps, at most (their
+#: messages as dicts take about three times it): past it, the least recently read go.
+KEPT_BYTES = 8 << 20
 
-    __slots__ = ("_addresses", "_version")
+
+class TrustedBlobs:
+    """The addresses of the blobs a connection has read and found to hash to them, and the
+    decoded messages of the flat message blobs it read more than once."""
+
+    __slots__ = ("_addresses", "_kept", "_kept_bytes", "_seen", "_version")
 
     def __init__(self) -> None:
         self._addresses: set[bytes] = set()
         self._version: int | None = None
+        #: address -> (its messages, its text's length), least recently read first
+        self._kept: dict[bytes, tuple[list[dict[str, Any]], int]] = {}
+        self._kept_bytes = 0
+        self._seen: set[bytes] = set()  # the message blobs read once, whose messages are not kept
 
     def at(self, version: int | None) -> set[bytes]:
         """The addresses trusted at the database's data version ``version`` (the
@@ -43,3 +66,49 @@ class TrustedBlobs:
             self._addresses = set()
             self._version = version
         return self._addresses
+
+    def kept_messages(self, address: bytes) -> list[dict[str, Any]] | None:
+        """The messages kept of the blob at ``address`` (never to be changed: the caller
+        hands out copies), ``None`` when none are. Only for bytes just found to be the
+        address's (trusted or hashed)."""
+        found = self._kept.pop(address, None)
+        if found is None:
+            return None
+        self._kept[address] = found  # read most recently: the last to go
+        return found[0]
+
+    def keep_messages(self, address: bytes, text: bytes, messages: list[Any]) -> bool:
+        """Keep the messages just decoded from ``text``, the bytes of ``address``, when the
+        connection read them before and each is a flat dict; say whether they were kept
+        (the caller then hands out copies of them, never these). The text of an array of
+        objects holds a ``[`` and a ``{`` for each object, and more when a value is nested
+        or a string holds one: as many as that means that nothing is nested."""
+        if address not in self._seen:
+            if len(self._seen) >= LIMIT:
+                self._seen = set()
+            self._seen.add(address)
+            return False
+        if (
+            len(text) > KEPT_BYTES // 4
+            or text.count(b"[") != 1
+            or text.count(b"{") != len(messages)
+            or not all(type(m) is dict for m in messages)
+        ):
+            return False
+        self._seen.discard(address)
+        self._kept[address] = (messages, len(text))
+        self._kept_bytes += len(text)
+        while self._kept_bytes > KEPT_BYTES:
+            oldest = next(iter(self._kept))
+            self._kept_bytes -= self._kept.pop(oldest)[1]
+        return True
+
+    def kept_blobs(self) -> int:
+        """How many blobs' messages are kept."""
+        return len(self._kept)
+
+    def forget_messages(self) -> None:
+        """Drop every kept message (after an erasure: nothing erased stays in memory)."""
+        self._kept = {}
+        self._kept_bytes = 0
+        self._seen = set()

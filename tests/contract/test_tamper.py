@@ -375,6 +375,28 @@ def test_a_blob_edited_after_an_open_store_read_it_is_refused_or_named_by_its_ch
     assert "does not hash to its address" in str(refused(db, "r2"))
 
 
+def test_a_blob_edited_after_an_open_store_kept_its_messages_is_refused_or_named_by_its_check(
+    db: str,
+) -> None:
+    """A store read often keeps a blob's decoded messages by its address
+    (:mod:`agui_store.engine.trust`), and uses them only for bytes found to be that
+    address's: after an edit on SQLite the next read hashes the bytes again and refuses
+    them; on PostgreSQL the trusted read answers what the address names, and ``check()``
+    names the edit."""
+    with agui_store.open(db) as store:
+        before = [store.checkout("r2", thread_id=T).messages for _ in range(3)][0]
+        assert testing.kept_message_blobs(store) > 0
+        edit(db, R2_BLOB_EDITED)
+        if is_postgres(db):
+            assert store.checkout("r2", thread_id=T).messages == before
+        else:
+            with pytest.raises(HashMismatchError, match="does not hash to its address"):
+                store.checkout("r2", thread_id=T)
+        found = [str(p) for p in store.check().problems]
+        assert any(p.startswith("blobs: blob ") and p.endswith("blob is corrupt") for p in found)
+    assert "does not hash to its address" in str(refused(db, "r2"))
+
+
 def test_a_refused_first_blob_of_a_checkout_leaves_the_same_store_answering(db: str) -> None:
     # r2's list is two segments: r1's message (edited here), then its own. The checkout
     # reads them as they arrive (PostgreSQL streams them) and refuses the first: it must
