@@ -6,7 +6,8 @@ server process of its own (:mod:`tests.workers.pydantic_ai_server`), driven by t
 One conversation goes through several turns, a kill of the server process and a restart
 (the conversation goes on where it was), a regenerate, an edit of an earlier user message
 and a tool call the client answers; the conversation store and the AG-UI log then tell the
-same story, linked both ways.
+same story, linked both ways. A run whose stream the server drops is recorded as far as
+the client got it, and the conversation goes on.
 """
 
 from __future__ import annotations
@@ -62,16 +63,26 @@ class Client:
         tools: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """One run of the client holding ``messages``; what it holds after, and the events."""
+        answer = self.attempt(url, thread_id, run_id, messages, tools)
+        assert answer["ok"] and "error" not in answer, answer
+        assert "RUN_ERROR" not in [e["type"] for e in answer["events"]], answer["events"]
+        return answer
+
+    def attempt(
+        self, url: str, thread_id: str, run_id: str, messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None, headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """One run as :meth:`run`, whatever becomes of it: the client's whole answer."""
         assert self._proc.stdin is not None and self._proc.stdout is not None
         command = {
             "url": url, "threadId": thread_id, "runId": run_id, "messages": messages,
-            "tools": tools or [], "headers": {"X-User": USER},
+            "tools": tools or [], "headers": {"X-User": USER, **(headers or {})},
         }
         self._proc.stdin.write(json.dumps(command) + "\n")
         self._proc.stdin.flush()
-        answer: dict[str, Any] = json.loads(self._proc.stdout.readline())
-        assert answer["ok"] and "error" not in answer, answer
-        assert "RUN_ERROR" not in [e["type"] for e in answer["events"]], answer["events"]
+        line = self._proc.stdout.readline()
+        assert line, f"conversation_client.mjs died (exit {self._proc.wait(timeout=10)})"
+        answer: dict[str, Any] = json.loads(line)
         return answer
 
     def close(self) -> None:
@@ -242,6 +253,45 @@ def test_a_conversation_survives_a_restart_and_branches_alike_in_both_views(
         }
         # The AG-UI checkout of the last run holds what the client holds.
         assert store.checkout("r7", thread_id=thread).messages == held7
+        report = store.check()
+        assert report.ok, [str(p) for p in report.problems]
+    finally:
+        server.stop()
+        loop.run_until_complete(conversations.close())
+        loop.close()
+        store.close()
+
+
+def test_a_stream_the_server_drops_mid_run_is_recorded_as_far_as_the_client_got_it(
+    store_location: str, client: Client
+) -> None:
+    thread = f"conv-{uuid.uuid4().hex[:12]}"
+    server = Server(store_location)
+    store = agui_store.open(store_location)
+    conversations = ConversationStore(store)
+    loop = asyncio.new_event_loop()
+    wait = loop.run_until_complete
+    try:
+        question = said("hello")
+        dropped = client.attempt(
+            server.url, thread, "r1", [question], headers={"X-Drop-After": "3"}
+        )
+        # The client applied what came before the drop, and its run failed.
+        assert dropped["ok"] and dropped["error"] == "terminated", dropped
+        applied = ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"]
+        assert [e["type"] for e in dropped["events"]] == applied
+        # The store recorded the same, the run left incomplete, and holds what the client holds.
+        recorded = store.get_run("r1", thread_id=thread)
+        assert recorded is not None and recorded.status == "incomplete" and recorded.has_input
+        assert [e["type"] for e in store.events("r1", thread_id=thread)] == applied
+        assert store.checkout("r1", thread_id=thread).messages == dropped["messages"]
+        # The user asks again on the same thread: the client goes on, and both views agree.
+        again = client.run(server.url, thread, "r2", [question])
+        wait_recorded(store, thread, "r2")
+        assert store.checkout("r2", thread_id=thread).messages == again["messages"]
+        conversation = wait(conversations.load(thread, scope=USER))
+        assert conversation is not None
+        assert model_texts(conversation.messages) == texts(again["messages"])
         report = store.check()
         assert report.ok, [str(p) for p in report.problems]
     finally:

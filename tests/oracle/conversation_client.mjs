@@ -6,11 +6,22 @@
 // edit, with a tool message for a call it answered), the tools it offers.
 //
 //   {"url", "threadId", "runId", "messages", "tools"?, "headers"?}
-//   -> {"ok": true, "messages", "events": [{"type", "name"?, "value"?}], "error"?}
+//   -> {"ok": true, "messages", "events": [{"type", "name"?, "value"?}], "error"?, "uncaught"}
+//
+// A stream the server drops mid-run fails its run ("terminated", the answer's "error"), and
+// undici throws the same error once more outside it, which would end node: such errors are
+// the answer's "uncaught" instead, and the process goes on with the next command.
 import { createInterface } from "node:readline";
 import { HttpAgent } from "@ag-ui/client";
 
 const errorText = (e) => (e instanceof Error ? e.message : String(e));
+
+const uncaught = [];
+process.on("uncaughtException", (e) => uncaught.push(errorText(e)));
+process.on("unhandledRejection", (e) => uncaught.push(errorText(e)));
+
+// What is thrown outside a run after it failed comes within the next turns of the event loop.
+const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 async function answer(line) {
   const command = JSON.parse(line);
@@ -48,5 +59,7 @@ for await (const line of lines) {
   } catch (e) {
     out = { ok: false, error: errorText(e) };
   }
+  await settle();
+  out.uncaught = uncaught.splice(0);
   process.stdout.write(JSON.stringify(out) + "\n");
 }

@@ -12,6 +12,9 @@ The scripted model reads the history it is sent: ``ask <question>`` calls the cl
 ``confirm``; after the client's answer it says ``Confirmed: <answer>``; anything else is
 answered with what was said, how many questions the history holds and how many answers this
 process has given (a regenerate is told apart from the answer it replaces).
+
+A request with ``X-Drop-After: N`` has its answer dropped after N chunks: the server fails
+mid-run, under the Recorder, and uvicorn drops the stream, as when an agent crashes.
 """
 
 from __future__ import annotations
@@ -34,11 +37,38 @@ from agui_store.asgi import Recorder
 from agui_store.integrations.pydantic_ai import ConversationStore
 
 
-def _user(scope: dict[str, Any]) -> str | None:
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
     for key, value in scope.get("headers", ()):
-        if key == b"x-user":
+        if key == name:
             return str(value.decode())
     return None
+
+
+def _user(scope: dict[str, Any]) -> str | None:
+    return _header(scope, b"x-user")
+
+
+def _dropping(app: Any) -> Any:
+    """``app``, failing after ``X-Drop-After`` chunks of an answer when a request says so."""
+
+    async def dropping(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        after = _header(scope, b"x-drop-after")
+        if after is None:
+            await app(scope, receive, send)
+            return
+        left = int(after)
+
+        async def send_until_dropped(message: dict[str, Any]) -> None:
+            nonlocal left
+            if message["type"] == "http.response.body" and message.get("body"):
+                if left == 0:
+                    raise RuntimeError("the server failed mid-run")
+                left -= 1
+            await send(message)
+
+        await app(scope, receive, send_until_dropped)
+
+    return dropping
 
 
 def app_on(location: str) -> Any:
@@ -77,7 +107,7 @@ def app_on(location: str) -> Any:
             conversation_scope=request.headers.get("x-user"),
         )
 
-    return Recorder(app, store=store, scope=_user)
+    return Recorder(_dropping(app), store=store, scope=_user)
 
 
 def main() -> None:
