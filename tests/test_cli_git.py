@@ -354,6 +354,28 @@ def test_branch_points_at_head_moves_only_with_force_and_says_what_it_did(db: Pa
     assert "  side -> r4" in agui(db, "branch")[1]
 
 
+def test_a_branch_that_exists_is_refused_naming_its_thread_and_its_run(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = agui(db, "branch")
+    capsys.readouterr()
+    for words, said in [
+        (["branch", "tip", "r2"], "branch 'tip' already exists in thread 't' (at run 'r3'): "
+         "moving it needs --force"),
+        (["branch", "tip", "r3", "--thread", "t"], "branch 'tip' already exists in thread 't' "
+         "(at run 'r3'): moving it needs --force"),
+        (["branch", "-m", "side", "tip"], "branch 'tip' already exists in thread 't' "
+         "(at run 'r3'): replacing it needs --force"),
+    ]:
+        assert agui(db, *words) == (1, ""), words
+        assert capsys.readouterr().err == f"agui-store branch: {said}\n", words
+    assert agui(db, "branch") == before
+    # The time-travel guide quotes the refusal as the command line gives it.
+    guide = (Path(__file__).parent.parent / "docs" / "guides" / "time-travel.md").read_text()
+    assert ("branch 'old-idea' already exists in thread 't1' (at run 'run-4'): moving it "
+            "needs --force") in " ".join(guide.split())
+
+
 def test_a_branch_or_run_that_would_shadow_the_other_is_refused_naming_the_thread_and_run(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
