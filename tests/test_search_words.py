@@ -269,6 +269,10 @@ def _long_texts() -> dict[str, tuple[str, str]]:
         "a phrase across a block's end, its words far apart": (
             phrase_head + "porto" + " " * 300 + "hotel " + "lörem ipsüm " * 3000
             + "porto hotel end", '"porto hotel"'),
+        # "™" is no word's letter, but a block folded at once reads "acmetmpro" of it.
+        "a word joined to the one before by a sign that folds to letters": (
+            "lörem ipsüm " * 2000 + "the Acme™Pro ships " + "lörem ipsüm " * 2000
+            + "a pro end", "pro"),
     }
 
 

@@ -712,12 +712,17 @@ def _block_before_a_match(
         folded = fold(text[start:reach])
         # A term's words are in the block's folded text before they are among its words:
         # the words are cut only from a block where a one-word term's is, or every word of
-        # a phrase (its first alone is often a common word, in every block).
+        # a phrase (its first alone is often a common word, in every block). Cut from the
+        # block folded at once, they may join where the reading's do not (``Acme™Pro``
+        # folds to ``acmetmpro``, where the reading finds ``pro``): a block they do not
+        # hold a term in is cut again as the reading cuts it, a word as written at a time.
+        # (One they hold a term in that the reading does not only starts the reading early.)
         if (
             any(w in folded for w in needles)
             or any(all(w in folded for w in t.words) for t in phrases)
-        ) and _holds(
-            [w[:MAX_WORD] for w in _WORD.findall(folded)], exact, prefixes, phrases
+        ) and (
+            _holds([w[:MAX_WORD] for w in _WORD.findall(folded)], exact, prefixes, phrases)
+            or _holds(_words_as_written(text, start, reach), exact, prefixes, phrases)
         ):
             return _context_start(text, start, width * _WORD_THIRDS + 1)
         start = end
