@@ -384,7 +384,7 @@ def test_a_blob_edited_after_an_open_store_kept_its_messages_is_refused_or_named
     them; on PostgreSQL the trusted read answers what the address names, and ``check()``
     names the edit."""
     with agui_store.open(db) as store:
-        before = [store.checkout("r2", thread_id=T).messages for _ in range(3)][0]
+        before, *_ = [store.checkout("r2", thread_id=T).messages for _ in range(3)]
         assert testing.kept_message_blobs(store) > 0
         edit(db, R2_BLOB_EDITED)
         if is_postgres(db):
