@@ -804,10 +804,8 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         thread = _the_thread(store, args)
         new = args.run[0]
         # What -f replaces, said as -d says what it deleted: where that branch was.
-        named = {b.name: b.run_id for b in store.branches(thread) if not b.default}
-        replaced = None if new == args.name else named.get(new)
-        if replaced is not None and args.name in named and not args.force:
-            raise _taken(new, thread, replaced, "replacing")
+        replaced = None if new == args.name else (
+            {b.name: b.run_id for b in store.branches(thread) if not b.default}.get(new))
         b = store.rename_branch(args.name, new, thread_id=thread, force=args.force)
         _warn_of_runs_hidden(store, args, b.thread_id, b.name)
         return _said(out, args, "renamed", b.name, b.thread_id, run=b.run_id, was=args.name,
@@ -819,8 +817,6 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         raise RunNotFoundError(f"no run {arguments.quote(rev)}")
     before = {b.name: b.run_id for b in store.branches(found.thread_id) if not b.default}
     was = before.get(args.name)
-    if was is not None and not args.force:
-        raise _taken(args.name, found.thread_id, was, "moving")
     b = store.branch(args.name, found.run_id, thread_id=found.thread_id, move=args.force)
     _warn_of_runs_hidden(store, args, b.thread_id, b.name)
     if was is None:
@@ -830,15 +826,6 @@ def cmd_branch(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     else:
         action = "moved"
     return _said(out, args, action, b.name, b.thread_id, run=b.run_id, was=was)
-
-
-def _taken(name: str, thread: str, run: str, doing: str) -> BranchError:
-    """The refusal of a branch name already taken, without ``--force``: naming the thread,
-    as every other branch error does."""
-    return BranchError(
-        f"branch {arguments.quote(name)} already exists in thread {arguments.quote(thread)} "
-        f"(at run {arguments.quote(run)}): {doing} it needs --force"
-    )
 
 
 def _warn_of_runs_hidden(store: Store, args: argparse.Namespace, thread: str, name: str) -> None:

@@ -21,7 +21,8 @@ def point(tx: port.Writing, name: str, run: RunKey, *, move: bool = True) -> Bra
     at = tx.branch_run(run.thread_pk, name)
     if at is not None and not move:
         raise BranchError(
-            f"branch {quote(name)} already exists (at run {quote(tx.run_id(at))}): "
+            f"branch {quote(name)} already exists in thread "
+            f"{quote(tx.thread_id(run.thread_pk))} (at run {quote(tx.run_id(at))}): "
             "moving it needs force"
         )
     if at == run.pk:
@@ -47,8 +48,8 @@ def rename(
         taken = tx.branch_run(thread_pk, new)
         if taken is not None:
             raise BranchError(
-                f"branch {quote(new)} already exists (at run {quote(tx.run_id(taken))}): "
-                "replacing it needs force"
+                f"branch {quote(new)} already exists in thread {quote(thread_id)} "
+                f"(at run {quote(tx.run_id(taken))}): replacing it needs force"
             )
     # The branch keeps when it last moved, as git keeps a renamed branch's reflog: a
     # rename points no name at another run, as pointing a branch where it is does not.

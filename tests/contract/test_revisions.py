@@ -103,7 +103,7 @@ def test_chained_steps_walk_as_many_parents_as_they_add_up_to(
 
 def test_a_branch_moves_only_when_asked_and_renames_keeping_its_run(store: Any) -> None:
     store.branch("idea", "r2", thread_id="t", move=False)
-    with pytest.raises(BranchError, match="already exists"):
+    with pytest.raises(BranchError, match="already exists in thread 't' \\(at run 'r2'\\)"):
         store.branch("idea", "r3", thread_id="t", move=False)
     assert store.branch("idea", "r3", thread_id="t").run_id == "r3"
     renamed = store.rename_branch("idea", "plan", thread_id="t")
@@ -111,7 +111,7 @@ def test_a_branch_moves_only_when_asked_and_renames_keeping_its_run(store: Any) 
     names = {b.name: b.run_id for b in store.branches("t")}
     assert names == {"main": "r4", "plan": "r3"}
     store.branch("other", "r1", thread_id="t")
-    with pytest.raises(BranchError, match="already exists"):
+    with pytest.raises(BranchError, match="already exists in thread 't' \\(at run 'r1'\\)"):
         store.rename_branch("plan", "other", thread_id="t")
     store.rename_branch("plan", "other", thread_id="t", force=True)
     assert {b.name: b.run_id for b in store.branches("t")} == {"main": "r4", "other": "r3"}
