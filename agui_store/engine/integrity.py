@@ -1423,10 +1423,9 @@ def _check_erasures(ctx: _Context, out: _Collector) -> None:
 
 def _check_resurrected(ctx: _Context, out: _Collector) -> None:
     """A thread the store erased keeps a tombstone (:mod:`agui_store.engine.erasure`), which
-    covers the threads of its id created before the erasure: one of those held again is the
-    erased thread's rows put back outside the store (from a backup, say). Created in the
-    erasure's own millisecond, a thread is taken as written again since (no erased thread's
-    whole life fits in one)."""
+    covers the threads of its id created at or before the erasure (a thread written under
+    the id later is created after it): one of those held again is the erased thread's rows
+    put back outside the store (from a backup, say)."""
     stones = dict(ctx.tx.tombstones())
     if not stones:
         return
@@ -1438,7 +1437,7 @@ def _check_resurrected(ctx: _Context, out: _Collector) -> None:
         if erased_at is None:
             continue
         created_at = int(ctx.tx.thread_created_at(pk))
-        if created_at < erased_at:
+        if erasure.covers(erased_at, created_at):
             out.problem(
                 f"thread {quote(thread_id)} (#{pk}), created at {clock.shown(created_at)}, was "
                 f"erased at {clock.shown(erased_at)} (its tombstone says so), but the store "

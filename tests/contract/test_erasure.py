@@ -1302,3 +1302,23 @@ def test_a_conversation_continued_in_a_replica_after_its_erasure_stays_erased(
     asyncio.run(continued())
     copy(replica, store_a)
     assert asyncio.run(held()) is None
+
+
+def test_a_thread_written_in_its_erasures_own_millisecond_is_a_new_one_to_check_and_to_copy(
+    new_location: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One millisecond for every write: the erasure and the thread written again under its
+    # id share it, as a fast script's delete and append can.
+    monkeypatch.setattr("agui_store.engine.clock.now_ms", lambda: 1_767_225_600_000)
+    here, there = new_location(), new_location()
+    with agui_store.open(here) as store:
+        store.append(run("t", "r1", *say("m1", "erased words")))
+        store.delete_thread("t")
+        store.append(run("t", "r2", *say("m2", "written again")))
+        assert store.check().ok, [str(p) for p in store.check().problems]
+    copy(here, there)
+    with agui_store.open(there) as store:
+        assert [m["content"] for m in store.checkout("r2", thread_id="t").messages] == [
+            "written again"
+        ]
+        assert store.check().ok
