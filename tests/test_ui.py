@@ -19,7 +19,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
+import jinja2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -650,6 +652,132 @@ def test_paging_the_threads_a_search_finds_keeps_the_page_of_its_hits_and_the_ot
     assert rows and not set(rows) & set(firsts)
     more = both.find(cls="next-hits")
     assert more is not None and "before=" in more.attrs["href"]
+
+
+# --- the message blocks, built in Python ---------------------------------------------------------
+
+#: The message blocks as the templates drew them (a Jinja macro per message).
+REFERENCE_BLOCKS = Path(__file__).parent / "data" / "reference_message_blocks.html"
+#: Text with what HTML escapes and what a page shows as escapes.
+PAGE_TEXT = st.text(alphabet="ab <>&\"'\n\u202e\x1b\x85é", max_size=8)
+COUNTS = st.sampled_from([0, 1, 1_234, 1_234_567])
+MESSAGE_VIEWS = st.builds(
+    pages.MessageView, st.integers(0, 10**6), PAGE_TEXT, PAGE_TEXT, PAGE_TEXT, COUNTS,
+    st.lists(st.builds(pages.CallView, PAGE_TEXT, PAGE_TEXT, PAGE_TEXT, COUNTS, COUNTS),
+             max_size=2),
+    st.none() | PAGE_TEXT, PAGE_TEXT, COUNTS,
+)
+WORDS = st.lists(st.tuples(st.sampled_from(["same", "gone", "new"]), PAGE_TEXT), max_size=4)
+
+
+def linked_under(root: str) -> Any:
+    """The viewer's ``link`` under ``root``, as its pages make it."""
+    def link(path: str, **params: Any) -> str:
+        query = {k: v for k, v in params.items() if v is not None}
+        return f"{root}{path}" + (f"?{urlencode(query)}" if query else "")
+
+    return link
+
+
+def reference_blocks(link: Any) -> Any:
+    """The reference template's macros, ``message`` and ``changes``."""
+    environment = jinja2.Environment(
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
+    )
+    template = environment.from_string(REFERENCE_BLOCKS.read_text(encoding="utf-8"))
+    return template.make_module({"link": link})
+
+
+@st.composite
+def change_views(draw: st.DrawFn) -> pages.ChangeView:
+    kind = draw(st.sampled_from(["added", "removed", "modified"]))
+    before = None if kind == "added" else draw(MESSAGE_VIEWS)
+    after = None if kind == "removed" else draw(MESSAGE_VIEWS)
+    return pages.ChangeView(
+        kind, draw(PAGE_TEXT), before, after, draw(WORDS), draw(WORDS),
+        draw(st.none() | PAGE_TEXT), draw(st.none() | PAGE_TEXT),
+    )
+
+
+@settings(max_examples=300)
+@given(
+    m=MESSAGE_VIEWS, run_id=st.none() | PAGE_TEXT, words=st.none() | WORDS,
+    badge=st.none() | PAGE_TEXT, anchor=st.booleans(), found=PAGE_TEXT,
+    root=st.sampled_from(["", "/under/a b&c"]),
+)
+def test_a_message_block_is_byte_for_byte_what_the_template_macro_drew(
+    m: pages.MessageView, run_id: str | None, words: list[tuple[str, str]] | None,
+    badge: str | None, anchor: bool, found: str, root: str,
+) -> None:
+    link = linked_under(root)
+    expected = reference_blocks(link).message(m, "t<&>", run_id, words, badge, anchor, found)
+    assert pages.message_html(link, m, "t<&>", run_id, words, badge, anchor, found) == expected
+
+
+@settings(max_examples=100)
+@given(changes=st.lists(change_views(), max_size=3), root=st.sampled_from(["", "/under"]))
+def test_a_diff_sides_changes_are_byte_for_byte_what_the_template_drew(
+    changes: list[pages.ChangeView], root: str
+) -> None:
+    link = linked_under(root)
+    expected = reference_blocks(link).changes(changes, "t\u202e<&>")
+    assert pages.changes_html(link, changes, "t\u202e<&>") == expected
+
+
+def test_recorded_diffs_and_conversations_draw_their_messages_as_the_template_drew_them(
+    store: agui_store.Store,
+) -> None:
+    """Real views: hostile text, a long message changed past where it is cut (each side
+    linking to its run), word marks, tool calls and results, reasoning, an activity."""
+    hostile = "a <b>bold</b> & \"quoted\" 'single' \u202eevil\u202c \x1b[31m \x85 end"
+    long = "lorem " * 5000
+    call = {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "get_\u202e",
+            "parentMessageId": "a1"}
+    store.append(one_run("t", "r0", said("u1", hostile, "user")))
+    store.append(one_run("t", "r1", [
+        call,
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": '{"n": 1.10, "u": "\\u00fc"}'},
+        {"type": "TOOL_CALL_END", "toolCallId": "c1"},
+        {"type": "TOOL_CALL_RESULT", "messageId": "t1", "toolCallId": "c1",
+         "content": json.dumps({"rows": ["x<&>" * 3] * 2000})},
+        {"type": "REASONING_MESSAGE_START", "messageId": "re", "role": "reasoning"},
+        {"type": "REASONING_MESSAGE_CONTENT", "messageId": "re", "delta": "hmm <&>"},
+        {"type": "REASONING_MESSAGE_END", "messageId": "re"},
+        *said("a2", long + "VERDICT: yes <b>")]), parent="r0")
+    store.append(one_run("t", "r2", [{"type": "MESSAGES_SNAPSHOT", "messages": [
+        {"id": "u1", "role": "user", "content": hostile.replace("bold", "brave")},
+        {"id": "a2", "role": "assistant", "content": long + "VERDICT: no <i>"},
+        {"id": "ac", "role": "activity", "activityType": "PLAN", "content": {"s": ["<b>"]}},
+    ]}]), parent="r0")
+    link = linked_under("/under")
+    reference = reference_blocks(link)
+    compared = linked = 0
+    for a, b in (("r1", "r2"), ("r2", "r1"), ("r0", "r1")):
+        for mode in ("three-dot", "two-dot"):
+            for side in pages.diff_page(store, "t", a, b, mode=mode).sides:
+                expected = reference.changes(side.changes, "t")
+                assert pages.changes_html(link, side.changes, "t") == expected
+                compared += len(side.changes)
+                linked += sum(1 for v in side.changes if v.after and v.after.cut and v.after_run)
+    for run, found in (("r1", ""), ("r1", "VERDICT"), ("r2", "brave")):
+        page = pages.run_page(store, "t", run, found=found)
+        for m in page.messages:
+            expected = reference.message(m, "t", run, anchor=True, found=page.found)
+            assert pages.message_html(link, m, "t", run, anchor=True, found=page.found) == expected
+    assert compared > 10 and linked > 0
+
+
+def test_text_is_shown_as_it_came_unless_json_reads_it_whatever_it_starts_with() -> None:
+    as_json = {" 1": "1", "\n\t{\"a\": [1]}": '{\n  "a": [\n    1\n  ]\n}', "NaN": "NaN",
+               "-Infinity": "-Infinity", " true": "true", '"s"': '"s"', "null": "null"}
+    for written, shown in as_json.items():
+        json.loads(written)
+        assert text.json_text(written) == shown
+    for written in ["sunny, 21C", "", "  ", "tru", "\ufeff{}", "\u00a0[1]", "[1,", "ok [1]",
+                    "Nope", "-", "{'a': 1}"]:
+        with pytest.raises(ValueError):
+            json.loads(written)
+        assert text.json_text(written) == written
 
 
 # --- unusual data ---------------------------------------------------------------------------------

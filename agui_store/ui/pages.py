@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from html import escape
 from typing import Any
@@ -25,7 +25,6 @@ from agui_store import (
     LEGACY_EVENT_TYPES,
     Branch,
     Checkout,
-    Diff,
     InvalidArgumentError,
     MessageChange,
     Run,
@@ -496,7 +495,7 @@ def tree_page(
 # --- a run ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallView:
     """A tool call of an assistant message: its arguments (indented when they are JSON) cut
     to what shows inline, ``left_out`` the characters cut after them, ``skipped`` those
@@ -510,7 +509,7 @@ class CallView:
     skipped: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MessageView:
     """One message as a page shows it: ``index`` is its position in the view, ``text`` its
     content as text cut to what shows inline (``left_out``: the characters cut after it,
@@ -521,7 +520,7 @@ class MessageView:
     id: str
     text: str
     left_out: int
-    calls: list[CallView]
+    calls: Sequence[CallView]
     tool_call_id: str | None
     extra: str  # other fields (name, activityType, encryptedValue...) as JSON, or ""
     skipped: int = 0
@@ -586,11 +585,139 @@ def message_view(
         text.printable(str(message.get("id", ""))),
         body,
         left_out,
-        calls,
+        tuple(calls),  # most messages call no tool: the one empty tuple, not a list each
         None if tool_call_id is None else text.printable(str(tool_call_id)),
         extra_text,
         start,
     )
+
+
+def as_templates_escape(value: str) -> str:
+    """``value`` escaped for HTML as the templates escape it (``markupsafe.escape``: ``"``
+    as ``&#34;``, ``'`` as ``&#39;``), a third of its cost on a short string: the HTML built
+    here is then byte for byte what a template would give."""
+    return (
+        value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        .replace('"', "&#34;").replace("'", "&#39;")
+    )
+
+
+#: Builds a link of the viewer under the root it is mounted at: ``link("/run", thread=t, run=r)``
+#: (a parameter given ``None`` is left out).
+Link = Callable[..., str]
+
+
+def message_html(
+    link: Link,
+    m: MessageView,
+    thread_id: str,
+    run_id: str | None,
+    words: Sequence[tuple[str, str]] | None = None,
+    badge: str | None = None,
+    anchor: bool = False,
+    found: str = "",
+) -> Markup:
+    """A message's block on a run, diff or changes page: its head (``badge``, role, id, the
+    tool call it answers), its text (``words``: with the changed words marked, as
+    :func:`text.word_diff` gives them), its tool calls' arguments, its other fields, and a
+    link to the whole message in ``run_id`` where the page shows part of it (``found``: the
+    search it is shown from; ``anchor``: the block is the target of ``#msg-<index>``).
+
+    Formatted here rather than in a template macro: a diff page draws a block for each
+    message it compares, and a Jinja macro called for each was a third of the page's
+    rendering. Every value is escaped as the templates escape it
+    (:func:`as_templates_escape`): the HTML is byte for byte what the macro gave
+    (``tests/data/reference_message_blocks.html``).
+    """
+    # The white space is the macro's: a line of it that ended in a block tag ({% endif %})
+    # lost its newline, and one that began with one its indent.
+    e = as_templates_escape
+    index = m.index
+    whole = start = whole_link = ""  # the links of a message the page cuts
+    if m.cut:
+        whole = e(link("/run/message", thread=thread_id, run=run_id, index=index))
+        whole_link = f' · <a href="{whole}">the whole message (JSON)</a>' if run_id else ""
+        start = f'{e(link("/run", thread=thread_id, run=run_id, all_messages=1))}#msg-{index}'
+    out = [
+        f'<div class="msg role-{e(m.role)}" data-index="{index}"',
+        f' id="msg-{index}">\n' if anchor else ">\n",
+        '  <div class="msg-head">',
+        f'<span class="kind">{e(badge)}</span> ' if badge else "",
+        f'<span class="role">{e(m.role)}</span> <code class="mid">{e(m.id)}</code>',
+        f' <span class="muted">result of</span> <code>{e(m.tool_call_id)}</code>'
+        if m.tool_call_id else "",
+        "</div>\n",
+    ]
+    if m.skipped and found:
+        out.append(
+            f'<div class="clipped">… {m.skipped:,} earlier characters not shown: the message '
+            f'is shown from a little before “{e(found)}” · <a href="{start}">from its start</a>'
+            f' · <a href="{whole}">the whole message (JSON)</a></div>\n'
+        )
+    elif m.skipped:
+        out.append(
+            f'<div class="clipped">… {m.skipped:,} earlier characters, unchanged, not shown'
+            f"{whole_link}</div>"
+        )
+    if words:
+        marked = {"same": "{}", "gone": "<del>{}</del>"}
+        out.append('  <div class="msg-text">')
+        out += [marked.get(kind, "<ins>{}</ins>").format(e(piece)) for kind, piece in words]
+        out.append("</div>\n")
+    elif m.text:
+        out.append(f'  <div class="msg-text">{e(m.text)}</div>\n')
+    if m.left_out:
+        out.append(
+            f'<div class="clipped">… {m.left_out:,} more characters not shown{whole_link}</div>'
+        )
+    for c in m.calls:
+        out.append(
+            f'  <div class="call"><span class="call-name">→ {e(c.name)}</span> '
+            f'<code class="muted">{e(c.id)}</code>'
+        )
+        if c.skipped and found:
+            out.append(
+                f'<div class="clipped">… {c.skipped:,} earlier characters of arguments not '
+                f"shown: they are shown from a little before “{e(found)}” · "
+                f'<a href="{start}">from their start</a> · '
+                f'<a href="{whole}">the whole message (JSON)</a></div>'
+            )
+        out.append(f'<pre class="args">{e(c.arguments)}</pre>')
+        if c.left_out:
+            out.append(
+                f'<div class="clipped">… {c.left_out:,} more characters of arguments'
+                f"{whole_link}</div>"
+            )
+        out.append("</div>\n")
+    if m.extra:
+        out.append(f'<div class="extra"><code>{e(m.extra)}</code></div>')
+    out.append("</div>\n")
+    return Markup("".join(out))
+
+
+def changes_html(link: Link, changes: Sequence[ChangeView], thread_id: str) -> Markup:
+    """A side of the diff page: a block for each message change, the message as it was and
+    as it is now side by side when it was modified, else the message added or removed,
+    each side linking to its run where the page cuts it (:func:`message_html`)."""
+    e = as_templates_escape
+    out = []
+    for v in changes:
+        out.append(f'  <div class="change k-{e(v.kind)}" data-id="{e(v.id)}">\n')
+        if v.kind == "modified":
+            assert v.before is not None and v.after is not None
+            was = message_html(link, v.before, thread_id, v.before_run, v.before_words, "was")
+            now = message_html(link, v.after, thread_id, v.after_run, v.after_words, "now")
+            out.append(
+                f'    <div class="before-after">\n      <div class="was">{was}</div>\n'
+                f'      <div class="now">{now}</div>\n    </div>\n'
+            )
+        elif v.after:
+            out.append(message_html(link, v.after, thread_id, v.after_run, None, v.kind))
+        else:
+            assert v.before is not None
+            out.append(message_html(link, v.before, thread_id, v.before_run, None, v.kind))
+        out.append("  </div>\n")
+    return Markup("".join(out))
 
 
 @dataclass(frozen=True)
@@ -891,7 +1018,7 @@ def state_change(
 # --- diff -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChangeView:
     """One message change with what a page draws of it: ``before_words`` and
     ``after_words`` mark the changed words (``("same" | "gone" | "new", words)``), empty when
@@ -903,8 +1030,8 @@ class ChangeView:
     id: str
     before: MessageView | None
     after: MessageView | None
-    before_words: list[tuple[str, str]] = field(default_factory=list)
-    after_words: list[tuple[str, str]] = field(default_factory=list)
+    before_words: Sequence[tuple[str, str]] = ()
+    after_words: Sequence[tuple[str, str]] = ()
     before_run: str | None = None
     after_run: str | None = None
 
@@ -952,7 +1079,7 @@ def change_view(
             before_run=before_run, after_run=after_run,
         )
     old, new = message_text(change.before), message_text(change.after)
-    words: tuple[list[tuple[str, str]], list[tuple[str, str]]] = ([], [])
+    words: tuple[Sequence[tuple[str, str]], Sequence[tuple[str, str]]] = ((), ())
     if old != new and max(len(old), len(new)) > text.INLINE_CHARS:
         start, old_end, new_end, whole = _window(old, new)
         before = message_view(0, change.before, start=start, end=old_end)
@@ -1016,7 +1143,7 @@ def change_views(
             if position is not None:
                 links[side] = replace(shown, index=position)
                 links[f"{side}_run"] = run_id
-        out.append(replace(view, **links))
+        out.append(replace(view, **links) if links else view)  # most are shown whole
     return out
 
 
@@ -1035,9 +1162,15 @@ class DiffSide:
 
 @dataclass(frozen=True)
 class DiffPage:
-    """``store.diff(a, b)`` as the diff page shows it."""
+    """``store.diff(a, b)`` as the diff page shows it: the runs compared, their merge base
+    and the mode, as the diff has them, and each side's changes ready to draw. It keeps
+    none of the messages the diff compared: what the page shows of them is in its sides,
+    and a diff of long views is freed before the page is drawn."""
 
-    diff: Diff
+    a: Run
+    b: Run
+    merge_base: Run | None
+    mode: str
     sides: list[DiffSide]
 
 
@@ -1077,4 +1210,4 @@ def diff_page(
                 change.counts(),
             )
         )
-    return DiffPage(d, sides)
+    return DiffPage(d.a, d.b, d.merge_base, d.mode, sides)

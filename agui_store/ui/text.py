@@ -83,11 +83,18 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
     return printable(json.dumps(value, ensure_ascii=False, indent=indent))
 
 
+#: What a JSON document starts with, past white space (``NaN`` and ``Infinity`` too, which
+#: ``json.loads`` reads).
+_JSON_STARTS = frozenset('{["-0123456789tfnNI')
+
+
 def json_text(written: Any) -> str:
     """Text a producer sends as JSON (tool-call arguments, a tool result) as a page shows
     it: indented, its strings' escapes read (``\\u00fc`` as ``ü``), when it is JSON; else as
     it came. Its numbers and keys stay as written (``1.10``, ``1e5``, digits past a float's,
     a key given twice): the page shows what the producer sent, not what Python reads."""
+    if isinstance(written, str) and written.lstrip()[:1] not in _JSON_STARTS:
+        return printable(written)  # plain text: json.loads is slow to say it is not JSON
     try:
         json.loads(written)
     except (TypeError, ValueError, RecursionError):  # not JSON, or nested past reading

@@ -11,6 +11,7 @@ worker thread cost more than the reads on a loaded machine.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -82,7 +83,9 @@ class Viewer:
     ) -> Response:
         """The page of template ``name`` with ``context``, its links made under the app's root
         path (the viewer may be mounted inside another app). ``rows``: the run tree's rows,
-        their text already as the page shows it (``pages.tree_rows_html``)."""
+        their text already as the page shows it (``pages.tree_rows_html``). Templates draw a
+        message with ``message_html`` and a diff side's changes with ``changes_html``
+        (``pages.message_html``), their links made as the template's."""
         root = request.scope.get("root_path", "")
 
         def link(path: str, **params: Any) -> str:
@@ -93,6 +96,8 @@ class Viewer:
             context["rows"] = Markup(text.SHOWN_HERE)
         page = self.templates.get_template(name).render(
             link=link,
+            message_html=functools.partial(pages.message_html, link),
+            changes_html=functools.partial(pages.changes_html, link),
             static=f"{root}/static",
             title=self.title,
             allow_writes=self.allow_writes,
@@ -275,7 +280,7 @@ class Viewer:
             request,
             "diff.html",
             page=page,
-            d=page.diff,
+            d=page,
             thread_id=thread_id,
             a=a,
             b=b,
