@@ -792,3 +792,30 @@ def test_an_empty_state_object_or_list_shows_as_json_writes_it_with_nothing_to_o
             visit(browser, base, "/run", thread="t", run="r1")
             shown = [leaf.text for leaf in css_all(browser, "#state .jt-leaf")]
     assert shown == ["cart: {}", "items: []"]
+
+
+def test_a_tool_result_is_shown_in_the_monospace_box_its_calls_arguments_are(
+    browser: Any, tmp_path: Path
+) -> None:
+    arguments = '{"city": "Oslo", "days": 2}'
+    with agui_store.open(tmp_path / "tools.db") as store:
+        store.append([
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+            {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "forecast",
+             "parentMessageId": "a"},
+            {"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": arguments},
+            {"type": "TOOL_CALL_END", "toolCallId": "c"},
+            {"type": "TOOL_CALL_RESULT", "messageId": "t1", "toolCallId": "c",
+             "content": '{"high": 1.10, "sky": ["rain", "sun"]}'},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+        ])
+        with serving(agui_store.ui.app(store)) as base:
+            visit(browser, base, "/run", thread="t", run="r")
+            box, args, result = browser.execute_script(
+                "const look = (s) => { const c = getComputedStyle(document.querySelector(s));"
+                " return [c.fontFamily, c.fontSize, c.backgroundColor, c.paddingLeft]; };"
+                "return [look('.call'), look('.call .args'),"
+                " look('.role-tool .msg-text')];"
+            )
+    assert result[:2] == args[:2]  # the arguments' monospace font and size
+    assert result[2:] == box[2:]  # in a box like theirs
