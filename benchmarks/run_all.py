@@ -331,7 +331,9 @@ BENCHMARKS: dict[str, Benchmark] = {
         "Checkout of the newest run of a thread of short turns (one user and one assistant "
         "message a run, the client's whole history sent as each run's input, as the ASGI "
         "Recorder stores it), at 2,000 and 10,000 runs, the store open, timed in turns with "
-        "its baselines in one process; with `--postgres`, on PostgreSQL too.",
+        "its baselines in one process; and the same checkout right after another connection "
+        "wrote to the file, when it hashes every blob again; with `--postgres`, on "
+        "PostgreSQL too.",
         "LangGraph `SqliteSaver.get_tuple` of the same messages on an open connection; "
         "msgspec decoding the answer from one JSON document (the floor). On PostgreSQL: one "
         "query for the answer from the thread and run ids (the run's record, its state and "
