@@ -24,11 +24,14 @@ dict's copy shares nothing the caller can change). What is kept is named by addr
 used only for bytes found to be that address's, so it outlasts the trust: the bytes decode
 to the same messages whoever wrote since. A blob the database no longer holds (erased by any
 connection) is never answered from memory; an erasure on this connection forgets all that
-is kept, and past :data:`KEPT_BYTES` the least recently read go.
+is kept, and past :data:`KEPT_BYTES` of kept messages in memory (their dicts, keys and
+values, as :func:`sys.getsizeof` counts them: a short message's dict takes several times its
+text) the least recently read go.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 #: Addresses trusted at most, per connection (about 100 bytes each): past it, the set starts
@@ -36,9 +39,11 @@ from typing import Any
 LIMIT = 1 << 17
 
 
-#: The text of the message blobs whose decoded messages a connection keeps, at most (their
-#: messages as dicts take about three times it): past it, the least recently read go.
-KEPT_BYTES = 8 << 20
+#: The memory the decoded messages a connection keeps take, at most (each blob's list, its
+#: dicts, their keys and values, as :func:`sys.getsizeof` counts them; keys the decoder
+#: shares are counted all the same): past it, the least recently read go. A short message's
+#: dict takes four to ten times its JSON text.
+KEPT_BYTES = 24 << 20
 
 
 class TrustedBlobs:
@@ -50,7 +55,7 @@ class TrustedBlobs:
     def __init__(self) -> None:
         self._addresses: set[bytes] = set()
         self._version: int | None = None
-        #: address -> (its messages, its text's length), least recently read first
+        #: address -> (its messages, the memory they take), least recently read first
         self._kept: dict[bytes, tuple[list[dict[str, Any]], int]] = {}
         self._kept_bytes = 0
         self._seen: set[bytes] = set()  # the message blobs read once, whose messages are not kept
@@ -95,9 +100,12 @@ class TrustedBlobs:
             or not all(type(m) is dict for m in messages)
         ):
             return False
+        size = _size(messages)
+        if size > KEPT_BYTES // 4:
+            return False
         self._seen.discard(address)
-        self._kept[address] = (messages, len(text))
-        self._kept_bytes += len(text)
+        self._kept[address] = (messages, size)
+        self._kept_bytes += size
         while self._kept_bytes > KEPT_BYTES:
             oldest = next(iter(self._kept))
             self._kept_bytes -= self._kept.pop(oldest)[1]
@@ -112,3 +120,11 @@ class TrustedBlobs:
         self._kept = {}
         self._kept_bytes = 0
         self._seen = set()
+
+
+def _size(messages: list[dict[str, Any]]) -> int:
+    """The memory a list of flat messages takes: the list, each dict, its keys and values."""
+    size = sys.getsizeof
+    return size(messages) + sum(
+        size(m) + sum(size(k) + size(v) for k, v in m.items()) for m in messages
+    )

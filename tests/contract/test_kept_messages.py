@@ -4,13 +4,16 @@ or an erasure does next."""
 
 from __future__ import annotations
 
+import gc
 import itertools
+import tracemalloc
 from typing import Any
 
 import pytest
 
 import agui_store
 from agui_store import RunNotFoundError, testing
+from agui_store.engine import trust
 from tests.conftest import fixture_params
 
 THREAD = "t"
@@ -101,3 +104,26 @@ def test_an_erasure_forgets_every_message_its_store_kept_decoded(store_location:
         with pytest.raises(RunNotFoundError):
             store.checkout("r99", thread_id=THREAD)
         assert len(store.checkout("r99", thread_id="other").messages) == 200
+
+
+def test_the_messages_a_store_keeps_take_no_more_memory_than_it_allows(
+    store_location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound is on what the kept messages take in memory, dicts and values, not on
+    their text: a short message's dict takes several times its text."""
+    monkeypatch.setattr(trust, "KEPT_BYTES", 256 << 10)
+    with agui_store.open(store_location) as store:
+        short_turns(store, 800)
+        testing.forget(store)
+        tracemalloc.start()
+        try:
+            for _ in range(3):
+                store.checkout("r799", thread_id=THREAD)
+            gc.collect()
+            assert testing.kept_message_blobs(store) > 0
+            held = tracemalloc.get_traced_memory()[0]
+            testing.forget(store)
+            freed = held - tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        assert 0 < freed <= trust.KEPT_BYTES
