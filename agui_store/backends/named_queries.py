@@ -130,6 +130,9 @@ class NamedQueries:
     def thread_id(self, thread_pk: int) -> str:
         return str(self._value(self.sql.THREAD_ID, (thread_pk,)))
 
+    def newest_erasure(self) -> int:
+        return int(self._value(self.sql.NEWEST_ERASURE))
+
     def thread_created_at(self, thread_pk: int) -> int:
         return int(self._value(self.sql.THREAD_CREATED_AT, (thread_pk,)))
 

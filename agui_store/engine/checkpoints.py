@@ -446,7 +446,8 @@ class _Reads:
         """The connection's memory of the blobs it read, when trusting (else ``None``: a
         load that trusts nothing decodes everything it reads), asked for after
         :meth:`trusted`."""
-        return None if self._tx is None else self._tx.trusted_blobs()
+        tx = self._tx
+        return None if tx is None else tx.trusted_blobs().kept_since(tx.newest_erasure)
 
     def prefix_addresses(self, tx: Reading, blob_ids: list[int]) -> list[bytes]:
         if self.prefix is None or len(self.prefix) != len(blob_ids):

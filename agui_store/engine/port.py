@@ -596,6 +596,10 @@ class Remembering(Protocol):
         """What this transaction's connection has found of the blobs it read
         (:mod:`agui_store.engine.trust`): the backend keeps one for each connection it
         opens, for that connection's life, and the engine alone fills it."""
+    def newest_erasure(self) -> int:
+        """The key of the newest erasure the store logged, 0 when none: the log only
+        grows, so a change tells a connection's memory of decoded messages
+        (:mod:`agui_store.engine.trust`) that an erasure ran since, on any connection."""
     def version(self) -> int | None:
         """A number that changes whenever another connection commits. ``None``: writers
         of other threads may commit at any time (PostgreSQL), so the engine keeps only what

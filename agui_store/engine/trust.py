@@ -23,15 +23,19 @@ connection wrote); only their decoding is spared, for a copy of each kept messag
 dict's copy shares nothing the caller can change). What is kept is named by address, and
 used only for bytes found to be that address's, so it outlasts the trust: the bytes decode
 to the same messages whoever wrote since. A blob the database no longer holds (erased by any
-connection) is never answered from memory; an erasure on this connection forgets all that
-is kept, and past :data:`KEPT_BYTES` of kept messages in memory (their dicts, keys and
-values, as :func:`sys.getsizeof` counts them: a short message's dict takes several times its
-text) the least recently read go.
+connection) is never answered from memory. An erasure on this connection forgets all that
+is kept; so does the first read after another connection logged one, on SQLite, whose data
+version tells that another connection wrote (the erasure log's newest key then tells
+whether it erased). On PostgreSQL, where no such version exists, another connection's
+erasure leaves them until they go by age or with the connection. Past :data:`KEPT_BYTES`
+of kept messages in memory (their dicts, keys and values, as :func:`sys.getsizeof` counts
+them: a short message's dict takes several times its text) the least recently read go.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 #: Addresses trusted at most, per connection (about 100 bytes each): past it, the set starts
@@ -50,7 +54,9 @@ class TrustedBlobs:
     """The addresses of the blobs a connection has read and found to hash to them, and the
     decoded messages of the flat message blobs it read more than once."""
 
-    __slots__ = ("_addresses", "_kept", "_kept_bytes", "_seen", "_version")
+    __slots__ = (
+        "_addresses", "_erasures", "_kept", "_kept_bytes", "_seen", "_unchecked", "_version"
+    )
 
     def __init__(self) -> None:
         self._addresses: set[bytes] = set()
@@ -59,6 +65,10 @@ class TrustedBlobs:
         self._kept: dict[bytes, tuple[list[dict[str, Any]], int]] = {}
         self._kept_bytes = 0
         self._seen: set[bytes] = set()  # the message blobs read once, whose messages are not kept
+        #: Whether another connection wrote since the kept messages were last held against
+        #: the erasure log, and the newest erasure it held then (``None``: never held).
+        self._unchecked = False
+        self._erasures: int | None = None
 
     def at(self, version: int | None) -> set[bytes]:
         """The addresses trusted at the database's data version ``version`` (the
@@ -68,9 +78,26 @@ class TrustedBlobs:
         database, as on PostgreSQL; the trust then lasts for the connection's life). The
         caller adds an address once the blob's text hashed to it."""
         if version != self._version or len(self._addresses) >= LIMIT:
+            self._unchecked = self._unchecked or version != self._version
             self._addresses = set()
             self._version = version
         return self._addresses
+
+    def kept_since(self, newest_erasure: Callable[[], int]) -> TrustedBlobs:
+        """Itself, once the messages it keeps are held against the erasure log, when
+        another connection wrote since they last were: ``newest_erasure()`` (the
+        transaction's :meth:`~agui_store.engine.port.Reading.newest_erasure`) tells an
+        erasure logged since, by any connection, and then all that is kept is forgotten,
+        as after an erasure on this connection. Asked for by a read that trusts, after
+        :meth:`at`."""
+        if self._unchecked:
+            self._unchecked = False
+            if self._kept or self._seen:
+                newest = newest_erasure()
+                if newest != self._erasures:
+                    self.forget_messages()
+                self._erasures = newest
+        return self
 
     def kept_messages(self, address: bytes) -> list[dict[str, Any]] | None:
         """The messages kept of the blob at ``address`` (never to be changed: the caller

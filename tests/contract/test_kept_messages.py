@@ -14,6 +14,7 @@ import pytest
 import agui_store
 from agui_store import RunNotFoundError, testing
 from agui_store.engine import trust
+from tests.backends import is_postgres
 from tests.conftest import fixture_params
 
 THREAD = "t"
@@ -127,3 +128,23 @@ def test_the_messages_a_store_keeps_take_no_more_memory_than_it_allows(
         finally:
             tracemalloc.stop()
         assert 0 < freed <= trust.KEPT_BYTES
+
+
+def test_an_erasure_by_another_store_is_forgotten_by_the_next_read_that_keeps_messages(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store, agui_store.open(store_location) as other:
+        short_turns(store, 100)
+        short_turns(store, 100, thread="other")
+        for _ in range(3):
+            store.checkout("r99", thread_id=THREAD)
+            store.checkout("r99", thread_id="other")
+        assert testing.kept_message_blobs(store) > 0
+        other.delete_thread(THREAD)
+        store.checkout("r99", thread_id="other")
+        # SQLite's data version tells the store another connection wrote, and the erasure
+        # log then that it erased; PostgreSQL's connection keeps them until they go by age.
+        if not is_postgres(store_location):
+            assert testing.kept_message_blobs(store) == 0
+        with pytest.raises(RunNotFoundError):
+            store.checkout("r99", thread_id=THREAD)

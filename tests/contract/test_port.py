@@ -324,3 +324,19 @@ def test_a_threads_activity_names_its_last_write_and_counts_its_open_runs(
     assert thread is not None and thread.latest_run_id == "slow" and thread.open_runs == 1
     assert thread.updated_at == runs["slow"].updated_at
     assert max(r.updated_at for r in runs.values() if r.updated_at) == thread.updated_at
+
+
+def test_the_newest_erasure_counts_up_with_each_erasure_logged_on_any_connection(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store, agui_store.open(store_location) as other:
+        with store.reading() as tx:
+            assert tx.newest_erasure() == 0
+        for thread in ("a", "b"):
+            other.append(run(thread, "r1"))
+        other.delete_thread("a")
+        with store.reading() as tx:
+            first = tx.newest_erasure()
+        store.delete_thread("b")
+        with other.reading() as tx:
+            assert 0 < first < tx.newest_erasure()

@@ -1118,6 +1118,7 @@ ERASE_BLOBS = "DELETE FROM blobs WHERE id = ANY(%s::bigint[])"
 ERASE_BRANCHES = "DELETE FROM branches WHERE thread = ANY(%s::bigint[])"
 #: The log's rows, deleted by the schema's ``erase_log`` as the tables' owner.
 ERASE_LOG = "SELECT erase_log(%s::bigint[], %s::bigint[])"
+NEWEST_ERASURE = "SELECT coalesce(max(id), 0) FROM erasures"
 ERASURES = (
     "SELECT id, erased_at, verb, threads, runs, events, conversations, bytes, seqs, hash "
     "FROM erasures ORDER BY id"

@@ -870,6 +870,7 @@ ERASE_RUNS = "DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))"
 ERASE_THREADS = "DELETE FROM threads WHERE id IN (SELECT value FROM json_each(?))"
 EVERY_BLOB_ID = "SELECT id FROM blobs"
 ERASE_BLOBS = "DELETE FROM blobs WHERE id IN (SELECT value FROM json_each(?))"
+NEWEST_ERASURE = "SELECT coalesce(max(id), 0) FROM erasures"
 ERASURES = (
     "SELECT id, erased_at, verb, threads, runs, events, conversations, bytes, seqs, hash "
     "FROM erasures ORDER BY id"
