@@ -28,6 +28,7 @@ baseline call. Medians of ``--repeat``, page and baseline timed in turns:
 
 from __future__ import annotations
 
+import gc
 import argparse
 import asyncio
 import os
@@ -113,6 +114,7 @@ def in_turns(
     for _ in range(repeat):
         for name, call in calls.items():
             testing.forget(store)
+            gc.collect()  # none pays for the garbage of the call before it
             started = time.perf_counter()
             reported = call()
             elapsed = time.perf_counter() - started
