@@ -28,9 +28,9 @@ baseline call. Medians of ``--repeat``, page and baseline timed in turns:
 
 from __future__ import annotations
 
-import gc
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import threading
