@@ -92,14 +92,20 @@ def test_messages_with_nested_values_are_decoded_on_every_read(store_location: s
         assert reads[0].messages[0]["toolCalls"][0]["function"]["name"] == "look"
 
 
+def two_threads_read_three_times(store: agui_store.Store) -> None:
+    """Two threads of 100 short turns, their newest runs read three times: the store keeps
+    their messages."""
+    short_turns(store, 100)
+    short_turns(store, 100, thread="other")
+    for _ in range(3):
+        store.checkout("r99", thread_id=THREAD)
+        store.checkout("r99", thread_id="other")
+    assert testing.kept_message_blobs(store) > 0
+
+
 def test_an_erasure_forgets_every_message_its_store_kept_decoded(store_location: str) -> None:
     with agui_store.open(store_location) as store:
-        short_turns(store, 100)
-        short_turns(store, 100, thread="other")
-        for _ in range(3):
-            store.checkout("r99", thread_id=THREAD)
-            store.checkout("r99", thread_id="other")
-        assert testing.kept_message_blobs(store) > 0
+        two_threads_read_three_times(store)
         store.delete_thread(THREAD)
         assert testing.kept_message_blobs(store) == 0
         with pytest.raises(RunNotFoundError):
@@ -134,12 +140,7 @@ def test_an_erasure_by_another_store_is_forgotten_by_the_next_read_that_keeps_me
     store_location: str,
 ) -> None:
     with agui_store.open(store_location) as store, agui_store.open(store_location) as other:
-        short_turns(store, 100)
-        short_turns(store, 100, thread="other")
-        for _ in range(3):
-            store.checkout("r99", thread_id=THREAD)
-            store.checkout("r99", thread_id="other")
-        assert testing.kept_message_blobs(store) > 0
+        two_threads_read_three_times(store)
         other.delete_thread(THREAD)
         store.checkout("r99", thread_id="other")
         # SQLite's data version tells the store another connection wrote, and the erasure
