@@ -19,7 +19,7 @@ A connection also keeps the messages of the message blobs it read twice, decoded
 message is flat (its values strings, numbers, booleans or null): a server restores the same
 thread at every turn, and all but the tip's blobs are the ones it read at the turn before. A
 read still reads each blob's bytes and checks them as above (hashing them again after another
-connection wrote); only their decoding is spared, for a copy of each kept message (a flat
+connection wrote, on SQLite); only their decoding is spared, for a copy of each kept message (a flat
 dict's copy shares nothing the caller can change). What is kept is named by address, and
 used only for bytes found to be that address's, so it outlasts the trust: the bytes decode
 to the same messages whoever wrote since. A blob the database no longer holds (erased by any
@@ -27,9 +27,10 @@ connection) is never answered from memory. An erasure on this connection forgets
 is kept; so does the first read after another connection logged one, on SQLite, whose data
 version tells that another connection wrote (the erasure log's newest key then tells
 whether it erased). On PostgreSQL, where no such version exists, another connection's
-erasure leaves them until they go by age or with the connection. Past :data:`KEPT_BYTES`
-of kept messages in memory (their dicts, keys and values, as :func:`sys.getsizeof` counts
-them: a short message's dict takes several times its text) the least recently read go.
+erasure leaves them until newer reads push them out or the connection closes. Past
+:data:`KEPT_BYTES` of kept messages in memory (their dicts, keys and values, as
+:func:`sys.getsizeof` counts them: a short message's dict takes several times its text) the
+least recently read go.
 """
 
 from __future__ import annotations
