@@ -24,13 +24,14 @@ dict's copy shares nothing the caller can change). What is kept is named by addr
 used only for bytes found to be that address's, so it outlasts the trust: the bytes decode
 to the same messages whoever wrote since. A blob the database no longer holds (erased by any
 connection) is never answered from memory. An erasure on this connection forgets all that
-is kept; so does the first read after another connection logged one, on SQLite, whose data
+is kept; so does another connection's: on SQLite the first read after it, whose data
 version tells that another connection wrote (the erasure log's newest key then tells
-whether it erased). On PostgreSQL, where no such version exists, another connection's
-erasure leaves them until newer reads push them out or the connection closes. Past
+whether it erased); on PostgreSQL the notice every erasure sends to the connections that
+listen (as each store's does), which comes with the next answer the connection reads.
+Past
 :data:`KEPT_BYTES` of kept messages in memory (their dicts, keys and values, as
-:func:`sys.getsizeof` counts them: a short message's dict takes several times its text) the
-least recently read go.
+:func:`sys.getsizeof` counts them: a short message's dict takes several times its text),
+the least recently read go.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ import pytest
 import agui_store
 from agui_store import RunNotFoundError, testing
 from agui_store.engine import trust
-from tests.backends import is_postgres
 from tests.conftest import fixture_params
 
 THREAD = "t"
@@ -144,9 +143,8 @@ def test_an_erasure_by_another_store_is_forgotten_by_the_next_read_that_keeps_me
         other.delete_thread(THREAD)
         store.checkout("r99", thread_id="other")
         # SQLite's data version tells the store another connection wrote, and the erasure
-        # log then that it erased; PostgreSQL's connection keeps them until newer reads
-        # push them out.
-        if not is_postgres(store_location):
-            assert testing.kept_message_blobs(store) == 0
+        # log then that it erased; PostgreSQL tells every connection of the erasure, with
+        # the next answer it reads.
+        assert testing.kept_message_blobs(store) == 0
         with pytest.raises(RunNotFoundError):
             store.checkout("r99", thread_id=THREAD)

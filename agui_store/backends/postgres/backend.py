@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -117,6 +118,18 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
         f"unexpected PostgreSQL error working on {where}: {type(e).__name__}: "
         f"{_first_line(e)} (a bug in agui-store: please report it with this message)"
     )
+
+
+def _forgetting(backend: weakref.ref[PostgresBackend]) -> Callable[[Any], None]:
+    """A notice handler that makes the backend's connection forget the messages it kept
+    (weakly held: the connection the handler belongs to does not keep its backend)."""
+
+    def erased(_notice: Any) -> None:
+        found = backend()
+        if found is not None:
+            found._trusted.forget_messages()
+
+    return erased
 
 
 def _connection(url: str, where: str) -> Any:
@@ -281,6 +294,11 @@ class PostgresBackend:
                 "set_config('lock_timeout', %s, false)",
                 (schema._ident(schema.SCHEMA), f"{max(1, self.busy_timeout_ms)}ms"),
             )
+            # Told of every erasure logged on the database (sql.ERASED), the connection's
+            # memory of decoded messages forgets the erased ones (agui_store.engine.trust):
+            # the notice comes with the next answer the connection reads, at no round trip.
+            conn.execute(sql.LISTEN_ERASED)
+            conn.add_notify_handler(_forgetting(weakref.ref(self)))
         except BaseException as e:
             with contextlib.suppress(Exception):
                 conn.close()

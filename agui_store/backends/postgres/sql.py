@@ -1119,6 +1119,10 @@ ERASE_BRANCHES = "DELETE FROM branches WHERE thread = ANY(%s::bigint[])"
 #: The log's rows, deleted by the schema's ``erase_log`` as the tables' owner.
 ERASE_LOG = "SELECT erase_log(%s::bigint[], %s::bigint[])"
 NEWEST_ERASURE = "SELECT coalesce(max(id), 0) FROM erasures"
+#: An erasure's notice to every connection of the database (delivered at its commit), and
+#: a connection's listening for it.
+ERASED = "NOTIFY agui_store_erased"
+LISTEN_ERASED = "LISTEN agui_store_erased"
 ERASURES = (
     "SELECT id, erased_at, verb, threads, runs, events, conversations, bytes, seqs, hash "
     "FROM erasures ORDER BY id"

@@ -715,6 +715,7 @@ class PostgresTransaction(NamedQueries):
 
     def insert_erasure(self, entry: ErasureEntry) -> None:
         self._execute(sql.INSERT_ERASURE, entry)
+        self._execute(sql.ERASED, ())  # every listening connection forgets what it kept
 
     def insert_tombstones(self, rows: Sequence[tuple[bytes, int]]) -> None:
         for row in rows:
