@@ -142,8 +142,10 @@ class NamedQueries:
     def threads_with_open_head(self) -> set[str]:
         return {str(t) for t in self._column(self.sql.THREADS_WITH_OPEN_HEAD)}
 
-    def insert_thread(self, thread_id: str, created_at: int, owner: str | None) -> int:
-        return int(self._value(self.sql.INSERT_THREAD, (thread_id, created_at, owner)))
+    def insert_thread(
+        self, thread_id: str, created_at: int, owner: str | None, tombstone: bytes | None = None
+    ) -> int:
+        return int(self._value(self.sql.INSERT_THREAD, (thread_id, created_at, tombstone, owner)))
 
     # --- runs -------------------------------------------------------------------------------
 

@@ -123,8 +123,11 @@ class Placement:
             remembered = tx.thread(thread_id)
             if remembered is None and not starts_run:
                 self._refuse_continuing_erased(tx, thread_id, named_run)
+            # A thread written under an erased id is created after the erasure: a
+            # tombstone covers the threads of its id created at or before it
+            # (erasure.covers), and one written in its millisecond is another.
             remembered = remembered or (
-                tx.insert_thread(thread_id, self._created_after_erasure(tx, thread_id, now), scope),
+                tx.insert_thread(thread_id, now, scope, erasure.thread_hash(thread_id)),
                 scope,
             )
             memory.remember_thread(thread_id, *remembered)
@@ -400,15 +403,6 @@ class Placement:
             f"{run} went with it; nothing was written (a new run of the thread starts with "
             "its RUN_STARTED)"
         )
-
-    def _created_after_erasure(self, tx: port.Reading, thread_id: str, now: int) -> int:
-        """When a new thread of ``thread_id`` is created: ``now``, or the millisecond after
-        the erasure of an earlier thread of the id when that is not before ``now``. A
-        tombstone covers the threads of its id created at or before the erasure
-        (:func:`agui_store.engine.erasure.covers`), so a thread written in the erasure's own
-        millisecond would be taken for the erased one, by ``copy`` and by ``check()``."""
-        erased_at = tx.tombstoned([erasure.thread_hash(thread_id)])
-        return max([now, *(at + 1 for at in erased_at.values())])
 
     def _owner_of(self, tx: port.Reading, thread_id: str) -> str | None:
         found = tx.thread(thread_id)

@@ -325,8 +325,10 @@ SELECT coalesce(
 
 # threads
 THREAD = "SELECT id, owner FROM threads WHERE thread_id = %s"
+#: Created after the erasure its tombstone (the third value's) names, if any.
 INSERT_THREAD = (
-    "INSERT INTO threads(thread_id, created_at, owner) VALUES (%s, %s, %s) RETURNING id"
+    "INSERT INTO threads(thread_id, created_at, owner) VALUES (%s, GREATEST(%s, "
+    "(SELECT erased_at + 1 FROM tombstones WHERE thread_hash = %s)), %s) RETURNING id"
 )
 THREAD_ID = "SELECT thread_id FROM threads WHERE id = %s"
 THREAD_CREATED_AT = "SELECT created_at FROM threads WHERE id = %s"

@@ -75,8 +75,10 @@ SELECT_RUN = "SELECT" + RUN_COLUMNS + RUN_FROM
 # --- threads --------------------------------------------------------------------------------
 
 THREAD = "SELECT id, owner FROM threads WHERE thread_id = ?"
+#: Created after the erasure its tombstone (the third value's) names, if any.
 INSERT_THREAD = (
-    "INSERT INTO threads(thread_id, created_at, owner) VALUES (?, ?, ?) RETURNING id"
+    "INSERT INTO threads(thread_id, created_at, owner) VALUES (?, max(?, coalesce("
+    "(SELECT erased_at + 1 FROM tombstones WHERE thread_hash = ?), 0)), ?) RETURNING id"
 )
 THREAD_ID = "SELECT thread_id FROM threads WHERE id = ?"
 THREAD_CREATED_AT = "SELECT created_at FROM threads WHERE id = ?"
