@@ -25,6 +25,7 @@ import jinja2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
@@ -765,6 +766,66 @@ def test_recorded_diffs_and_conversations_draw_their_messages_as_the_template_dr
             expected = reference.message(m, "t", run, anchor=True, found=page.found)
             assert pages.message_html(link, m, "t", run, anchor=True, found=page.found) == expected
     assert compared > 10 and linked > 0
+
+
+REFERENCE_EVENT_ROWS = Path(__file__).parent / "data" / "reference_event_rows.html"
+#: An event type or what tells a row apart: what HTML escapes, and the marks a line breaks at.
+NAMES = st.text(alphabet="aB_=<&\"'\u202e\x1b", max_size=8)
+EVENT_ROWS = st.builds(
+    pages.EventRow, st.integers(0, 10**6), NAMES, st.booleans(), NAMES, PAGE_TEXT, COUNTS,
+    st.integers(1, 3), PAGE_TEXT, COUNTS,
+)
+
+
+def reference_event_rows(link: Any) -> Any:
+    """The reference template's ``rows`` macro, its names marked as the viewer marked them."""
+    def words_of(name: str) -> Markup:
+        return Markup(escape(name)).replace("_", Markup("_<wbr>")).replace("=", Markup("=<wbr>"))
+
+    environment = jinja2.Environment(
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
+    )
+    template = environment.from_string(REFERENCE_EVENT_ROWS.read_text(encoding="utf-8"))
+    return template.make_module({"link": link, "words_of": words_of})
+
+
+@settings(max_examples=300)
+@given(
+    rows=st.lists(EVENT_ROWS, max_size=3), run_id=PAGE_TEXT,
+    root=st.sampled_from(["", "/under/a b&c"]),
+)
+def test_a_runs_event_rows_are_byte_for_byte_what_the_template_loop_drew(
+    rows: list[pages.EventRow], run_id: str, root: str
+) -> None:
+    link = linked_under(root)
+    expected = reference_event_rows(link).rows(rows, "t<&>", run_id)
+    assert pages.event_rows_html(link, rows, "t<&>", run_id) == expected
+
+
+def test_a_recorded_runs_events_and_conversation_are_drawn_as_the_templates_drew_them(
+    store: agui_store.Store,
+) -> None:
+    """Real rows: streamed deltas in one row and cut, an unknown type, an event cut with a
+    link to the whole of it, hostile names; and the run's messages, each drawn as the macro
+    drew it."""
+    store.append(one_run("t", "r0", [
+        {"type": "TOOL_CALL_START", "toolCallId": "c_1=", "toolCallName": "get_\u202e",
+         "parentMessageId": "a1"},
+        *[{"type": "TOOL_CALL_ARGS", "toolCallId": "c_1=", "delta": '{"n": 1}' * 300}] * 3,
+        {"type": "TOOL_CALL_END", "toolCallId": "c_1="},
+        {"type": "WEIRD_<EVENT>", "name": "x\u202e\x1b<y>"},
+        {"type": "CUSTOM", "name": "n=1_a", "value": "v<&>" * 1000},
+        *said("a_2", "a <b>bold</b> & \"quoted\" 'single'"),
+    ]))
+    link = linked_under("/under")
+    page = pages.run_page(store, "t", "r0")
+    assert {row.count > 1 and row.joined_left_out > 0 for row in page.events} == {False, True}
+    assert any(not row.known for row in page.events) and any(row.left_out for row in page.events)
+    expected = reference_event_rows(link).rows(page.events, "t", "r0")
+    assert pages.event_rows_html(link, page.events, "t", "r0") == expected
+    reference = reference_blocks(link)
+    drawn = "".join(reference.message(m, "t", "r0", anchor=True, found="") for m in page.messages)
+    assert pages.conversation_html(link, page.messages, "t", "r0", "") == drawn
 
 
 def test_text_is_shown_as_it_came_unless_json_reads_it_whatever_it_starts_with() -> None:

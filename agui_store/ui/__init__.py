@@ -26,10 +26,10 @@ What it is built with, and why:
   FastAPI or Starlette app as it is, and its links follow the mount (``root_path``).
 - **Jinja2** for pages, with autoescape on: every stored string (message text, ids, state
   keys) is escaped; nothing recorded is ever marked safe. JSON for the page's scripts is
-  embedded with ``<`` escaped. The run tree's rows and the message blocks of the run, diff
-  and changes pages are the parts formatted in Python (``pages.tree_rows_html``,
-  ``pages.message_html``: every stored value escaped), for the speed of the first screen of
-  a long thread and of a diff.
+  embedded with ``<`` escaped. The run tree's rows, the message blocks of the run, diff
+  and changes pages and the run page's event rows are the parts formatted in Python
+  (``pages.tree_rows_html``, ``pages.message_html``, ``pages.event_rows_html``: every stored
+  value escaped), for the speed of the first screen of a long thread, a run and a diff.
 - **uvicorn** to serve, as the ASGI recorder's own tests do.
 - **No JavaScript framework and no build step**: one small script (``static/viewer.js``:
   JSON trees opened on demand, two runs ticked for a diff, older runs loaded below, the

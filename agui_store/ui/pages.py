@@ -695,6 +695,16 @@ def message_html(
     return Markup("".join(out))
 
 
+def conversation_html(
+    link: Link, messages: Sequence[MessageView], thread_id: str, run_id: str, found: str
+) -> Markup:
+    """A run page's messages: the block of each (:func:`message_html`), the target of its
+    ``#msg-<index>``, drawn in one call rather than one template call a message."""
+    return Markup("".join([
+        message_html(link, m, thread_id, run_id, anchor=True, found=found) for m in messages
+    ]))
+
+
 def changes_html(link: Link, changes: Sequence[ChangeView], thread_id: str) -> Markup:
     """A side of the diff page: a block for each message change, the message as it was and
     as it is now side by side when it was modified, else the message added or removed,
@@ -797,6 +807,64 @@ def event_rows(events: Sequence[dict[str, Any]]) -> list[EventRow]:
             joined_cut,
         )
     return [row for row in rows if row is not None]
+
+
+def words_html(name: str) -> str:
+    """A name like ``TEXT_MESSAGE_CONTENT`` or ``messageId=m1``, escaped as the templates
+    escape it, that a line may break after each of its underscores and its ``=``, rather
+    than inside a word (escaping writes neither)."""
+    return as_templates_escape(name).replace("_", "_<wbr>").replace("=", "=<wbr>")
+
+
+def event_rows_html(link: Link, rows: Sequence[EventRow], thread_id: str, run_id: str) -> Markup:
+    """The rows of a run page's event list: each row's type (marked when it is not an AG-UI
+    one), what tells it apart, a group's deltas joined, the event as JSON, and a link to the
+    whole event where the row cuts it.
+
+    Formatted here, as :func:`message_html` is, rather than in a template loop: the list
+    holds up to :data:`EVENTS_SHOWN` rows. Every value is escaped as the templates escape
+    it: the HTML is byte for byte what the loop gave
+    (``tests/data/reference_event_rows.html``).
+    """
+    # The white space is the loop's: a line of it that ended in a block tag lost its
+    # newline, and one that began with one its indent.
+    e = as_templates_escape
+    out = []
+    for row in rows:
+        out.append(
+            f'<tr class="event{"" if row.known else " unknown"}" data-type="{e(row.type)}"'
+            f' data-index="{row.index}">\n  <td class="num">{row.index}</td>\n'
+            f'  <td><span class="etype">{words_html(row.type)}</span>'
+        )
+        if not row.known:
+            out.append(
+                ' <span class="badge-unknown" title="not an AG-UI 1.0 event type">'
+                "unknown type</span>"
+            )
+        out.append(f'</td>\n  <td><span class="about">{words_html(row.summary)}</span>')
+        if row.count > 1:
+            out.append(f" · <b>{row.count} deltas</b>")
+        out.append('</td>\n  <td class="payload">\n')
+        if row.count > 1 or row.joined:
+            out.append(f'<div class="joined">{e(row.joined)}')
+            if row.joined_left_out:
+                out.append(
+                    f'<span class="clipped"> … {row.joined_left_out:,} more characters</span>'
+                )
+            out.append(
+                "</div>\n    <details><summary>first delta as recorded</summary>"
+                f"<pre>{e(row.json)}</pre></details>\n"
+            )
+        else:
+            out.append(f"<pre>{e(row.json)}</pre>")
+        if row.left_out:
+            whole = e(link("/run/event", thread=thread_id, run=run_id, index=row.index))
+            out.append(
+                f'<div class="clipped">… {row.left_out:,} more characters · '
+                f'<a href="{whole}">the whole event (JSON)</a></div>'
+            )
+        out.append("  </td>\n</tr>\n")
+    return Markup("".join(out))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import jinja2
-from markupsafe import Markup, escape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -67,7 +67,6 @@ class Viewer:
             when=_when,
             short=_short,
             py=lambda value: text.printable(repr(value)),
-            words_of=_words_of,
         )
 
     # --- helpers ------------------------------------------------------------------------
@@ -84,7 +83,8 @@ class Viewer:
         """The page of template ``name`` with ``context``, its links made under the app's root
         path (the viewer may be mounted inside another app). ``rows``: the run tree's rows,
         their text already as the page shows it (``pages.tree_rows_html``). Templates draw a
-        message with ``message_html`` and a diff side's changes with ``changes_html``
+        message with ``message_html``, a run's messages with ``conversation_html``, its
+        event rows with ``event_rows_html`` and a diff side's changes with ``changes_html``
         (``pages.message_html``), their links made as the template's."""
         root = request.scope.get("root_path", "")
 
@@ -97,6 +97,8 @@ class Viewer:
         page = self.templates.get_template(name).render(
             link=link,
             message_html=functools.partial(pages.message_html, link),
+            conversation_html=functools.partial(pages.conversation_html, link),
+            event_rows_html=functools.partial(pages.event_rows_html, link),
             changes_html=functools.partial(pages.changes_html, link),
             static=f"{root}/static",
             title=self.title,
@@ -348,13 +350,6 @@ class Viewer:
             self.store.branch, name, run_id, thread_id=thread_id, scope=self.scope
         )
         return JSONResponse({"name": made.name, "runId": made.run_id, "threadId": made.thread_id})
-
-
-def _words_of(name: str) -> Markup:
-    """A name like ``TEXT_MESSAGE_CONTENT`` or ``messageId=m1``, escaped, that a line may
-    break after each of its underscores and its ``=``, rather than inside a word."""
-    marked = Markup(escape(name)).replace("_", Markup("_<wbr>"))
-    return marked.replace("=", Markup("=<wbr>"))
 
 
 def _when(value: Any) -> str:
