@@ -229,7 +229,15 @@ class ReadVerbs(Facade):
     def checkout(
         self, run_or_ref: str, *, thread_id: str | None = None, scope: str | None = None
     ) -> Checkout:
-        """Restore a run: the messages and state the official client holds after it."""
+        """Restore a run: the messages and state the official client holds after it.
+
+        Every call returns objects of its own, which the caller may change. The store's
+        connection keeps the decoded messages of the stored blobs it reads a second time
+        when they hold only strings, numbers, booleans and null (up to 24 MB), and copies
+        them rather than decode the blob again: a thread restored at every turn costs a
+        fraction of its first read. An erasure on any connection drops them
+        (docs/design/hashes.md).
+        """
         with self.reading() as tx:
             arguments.check_scope(scope)
             return reads.checkout_ref(
