@@ -13,6 +13,7 @@ the client got it, and the conversation goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import time
@@ -173,30 +174,46 @@ def model_texts(messages: list[Any]) -> list[tuple[str, Any]]:
     return out
 
 
-def test_a_conversation_survives_a_restart_and_branches_alike_in_both_views(
-    store_location: str, client: Client
-) -> None:
-    thread = f"conv-{uuid.uuid4().hex[:12]}"
+@contextlib.contextmanager
+def conversation_served(
+    store_location: str,
+) -> Iterator[tuple[Server, agui_store.Store, ConversationStore, Any]]:
+    """The pydantic-ai server on ``store_location``, the store and its conversation store
+    opened on it, and a way to wait for their coroutines; all stopped and closed after."""
     server = Server(store_location)
     store = agui_store.open(store_location)
     conversations = ConversationStore(store)
     loop = asyncio.new_event_loop()
-    wait = loop.run_until_complete
-
-    def turn(run_id: str, messages: list[dict[str, Any]], **more: Any) -> list[dict[str, Any]]:
-        answer = client.run(server.url, thread, run_id, messages, **more)
-        saved = [e for e in answer["events"] if e.get("name") == "pydantic_ai_conversation_saved"]
-        assert len(saved) == 1 and saved[0]["value"]["conversation_id"] == thread
-        wait_recorded(store, thread, run_id)
-        held: list[dict[str, Any]] = answer["messages"]
-        return held
-
-    def stored() -> Any:
-        conversation = wait(conversations.load(thread, scope=USER))
-        assert conversation is not None
-        return conversation
-
     try:
+        yield server, store, conversations, loop.run_until_complete
+    finally:
+        server.stop()
+        loop.run_until_complete(conversations.close())
+        loop.close()
+        store.close()
+
+
+def test_a_conversation_survives_a_restart_and_branches_alike_in_both_views(
+    store_location: str, client: Client
+) -> None:
+    thread = f"conv-{uuid.uuid4().hex[:12]}"
+    with conversation_served(store_location) as (server, store, conversations, wait):
+
+        def turn(run_id: str, messages: list[dict[str, Any]], **more: Any) -> list[dict[str, Any]]:
+            answer = client.run(server.url, thread, run_id, messages, **more)
+            saved = [
+                e for e in answer["events"] if e.get("name") == "pydantic_ai_conversation_saved"
+            ]
+            assert len(saved) == 1 and saved[0]["value"]["conversation_id"] == thread
+            wait_recorded(store, thread, run_id)
+            held: list[dict[str, Any]] = answer["messages"]
+            return held
+
+        def stored() -> Any:
+            conversation = wait(conversations.load(thread, scope=USER))
+            assert conversation is not None
+            return conversation
+
         # Two turns, then the server process is killed and another takes over.
         u1, u2 = said("hello"), said("how are you")
         held1 = turn("r1", [u1])
@@ -255,23 +272,13 @@ def test_a_conversation_survives_a_restart_and_branches_alike_in_both_views(
         assert store.checkout("r7", thread_id=thread).messages == held7
         report = store.check()
         assert report.ok, [str(p) for p in report.problems]
-    finally:
-        server.stop()
-        loop.run_until_complete(conversations.close())
-        loop.close()
-        store.close()
 
 
 def test_a_stream_the_server_drops_mid_run_is_recorded_as_far_as_the_client_got_it(
     store_location: str, client: Client
 ) -> None:
     thread = f"conv-{uuid.uuid4().hex[:12]}"
-    server = Server(store_location)
-    store = agui_store.open(store_location)
-    conversations = ConversationStore(store)
-    loop = asyncio.new_event_loop()
-    wait = loop.run_until_complete
-    try:
+    with conversation_served(store_location) as (server, store, conversations, wait):
         question = said("hello")
         dropped = client.attempt(
             server.url, thread, "r1", [question], headers={"X-Drop-After": "3"}
@@ -294,8 +301,3 @@ def test_a_stream_the_server_drops_mid_run_is_recorded_as_far_as_the_client_got_
         assert model_texts(conversation.messages) == texts(again["messages"])
         report = store.check()
         assert report.ok, [str(p) for p in report.problems]
-    finally:
-        server.stop()
-        loop.run_until_complete(conversations.close())
-        loop.close()
-        store.close()
