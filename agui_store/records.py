@@ -838,12 +838,51 @@ def hash_label(run: Run) -> str:
     return f"{run.short_hash}{'' if run.is_complete else '+'}"
 
 
-def transcript(co: Checkout) -> str:
-    """A restored run as a readable transcript, then its state."""
+@dataclass(frozen=True)
+class RunError:
+    """Why a run failed, as its ``RUN_ERROR`` says: its ``message`` and its ``code``
+    (``None``: it sent none)."""
+
+    message: str
+    code: str | None
+
+
+def run_error(run: Run, events: Sequence[dict[str, Any]]) -> RunError | None:
+    """The error a failed run ended with, read from its events (the run's record keeps no
+    message): its last terminal event, when that is a ``RUN_ERROR`` (a late one after
+    ``RUN_FINISHED`` counts, as the run's status does). A message or code sent as another
+    JSON value than a string is given as its JSON text."""
+    if run.status != "error":
+        return None
+    for event in reversed(events):
+        kind = event.get("type")
+        if kind == "RUN_ERROR":
+            code = event.get("code")
+            return RunError(
+                _field_text(event.get("message", "")),
+                None if code is None else _field_text(code),
+            )
+        if kind == "RUN_FINISHED":
+            return None
+    return None
+
+
+def _field_text(value: Any) -> str:
+    """A field a producer should send as a string, as text whatever it sent."""
+    return printable(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+
+
+def transcript(co: Checkout, error: RunError | None = None) -> str:
+    """A restored run as a readable transcript, then its state; with the ``error`` a failed
+    run ended with (:func:`run_error`) under its first line."""
     run = co.run
     label = hash_label(run)
     tag = f" [{label}]" if label else ""
-    lines = [f"run {run.run_id}{tag} (thread {run.thread_id}) - {run.status}", ""]
+    lines = [f"run {run.run_id}{tag} (thread {run.thread_id}) - {run.status}"]
+    if error is not None:
+        code = "" if error.code is None else f" (code {error.code})"
+        lines.append(f"error: {error.message or '(no message)'}{code}")
+    lines.append("")
     lines += [message_line(m) for m in co.messages]
     if co.interrupts:
         lines += ["", "pending interrupts:"]

@@ -160,6 +160,32 @@ def test_log_show_branch_and_compacted_export_work_together(tmp_path: Path) -> N
     assert [line.split()[1] for line in graph.splitlines()] == ["r2", "r1", "r0"]
 
 
+def test_show_says_why_a_failed_run_failed_and_json_carries_it(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    events = tmp_path / "failed.jsonl"
+    lines = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "ok"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "ok"},
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "bad"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "Looking"},
+        {"type": "RUN_ERROR", "message": "rate limit exceeded", "code": "rate_limited"},
+    ]
+    events.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    cli("import", str(events), db=db)
+    shown = cli("show", "bad", "--thread", "t", db=db).stdout.splitlines()
+    assert shown[:2] == [
+        f"run bad [{shown[0].split('[')[1].split(']')[0]}] (thread t) - error",
+        "error: rate limit exceeded (code rate_limited)",
+    ]
+    assert "assistant: Looking" in shown
+    failed = json.loads(cli("show", "bad", "--thread", "t", "--json", db=db).stdout)
+    assert failed["runError"] == {"message": "rate limit exceeded", "code": "rate_limited"}
+    finished = cli("show", "ok", "--thread", "t", db=db).stdout
+    assert "error:" not in finished
+    assert "runError" not in json.loads(cli("show", "ok", "--thread", "t", "--json", db=db).stdout)
+
+
 def test_errors_are_one_line_on_stderr_with_exit_code_1(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     bad = tmp_path / "bad.jsonl"

@@ -59,6 +59,7 @@ from agui_store.records import (
     one_line,
     pasted_option,
     printable,
+    run_error,
     run_line,
     shell_command,
     short,
@@ -734,9 +735,13 @@ def _next_page_command(args: argparse.Namespace, thread_id: str, cursor: str) ->
 def cmd_show(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``show REF``: the restored run as a transcript (``--json``: the checkout)."""
     co = store.checkout(args.ref, thread_id=args.thread)
-    continued = _model_continued_from(store, co.run)
+    events = store.events(co.run.run_id, thread_id=co.run.thread_id)
+    continued = _model_continued_from(store, co.run, events)
+    error = run_error(co.run, events)
     if args.json:
         shown = co.to_json()
+        if error is not None:
+            shown["runError"] = {"message": error.message, "code": error.code}
         if continued is not None:
             shown["modelContinuedFrom"] = {
                 "conversationId": continued.conversation_id, "entryId": continued.entry_id,
@@ -745,16 +750,17 @@ def cmd_show(store: Store, args: argparse.Namespace, out: TextIO) -> int:
             }
         out.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
     else:
-        out.write(transcript(co) + "\n")
+        out.write(transcript(co, error) + "\n")
         if continued is not None and continued.diverged:
             out.write(printable(_diverged_note(continued)) + "\n")
     return 0
 
 
-def _model_continued_from(store: Store, run: Run) -> Continuation | None:
+def _model_continued_from(
+    store: Store, run: Run, events: list[dict[str, Any]]
+) -> Continuation | None:
     """Where the model's history began, for a run that saved pydantic-ai conversation
-    entries (``None`` for any other run: read only when the run announced a save)."""
-    events = store.events(run.run_id, thread_id=run.thread_id)
+    entries (``None`` for any other run: read only when its ``events`` announce a save)."""
     if not any(e.get("type") == "CUSTOM" and e.get("name") == conversations.SAVED_EVENT
                for e in events):
         return None

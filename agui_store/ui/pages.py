@@ -38,7 +38,7 @@ from agui_store.engine import search as search_index
 from agui_store.engine.conversations import Continuation
 from agui_store.history import search as search_text
 from agui_store.history.diff import common_end, common_start
-from agui_store.records import first_words, short, when
+from agui_store.records import RunError, first_words, run_error, short, when
 from agui_store.ui import text
 from agui_store.ui.lanes import Lanes, Row, svg
 
@@ -865,38 +865,6 @@ def event_rows_html(link: Link, rows: Sequence[EventRow], thread_id: str, run_id
             )
         out.append("  </td>\n</tr>\n")
     return Markup("".join(out))
-
-
-@dataclass(frozen=True)
-class RunError:
-    """Why a run failed, as its ``RUN_ERROR`` says: its ``message`` and its ``code``
-    (``None``: it sent none)."""
-
-    message: str
-    code: str | None
-
-
-def run_error(run: Run, events: Sequence[dict[str, Any]]) -> RunError | None:
-    """The error a failed run ended with: its last terminal event, when that is a
-    ``RUN_ERROR`` (a late one after ``RUN_FINISHED`` counts, as the run's status does).
-    Read from the events the run page holds anyway: the run's record keeps no message."""
-    if run.status != "error":
-        return None
-    for event in reversed(events):
-        kind = event.get("type")
-        if kind == "RUN_ERROR":
-            code = event.get("code")
-            return RunError(
-                _as_text(event.get("message", "")), None if code is None else _as_text(code)
-            )
-        if kind == "RUN_FINISHED":
-            return None
-    return None
-
-
-def _as_text(value: Any) -> str:
-    """A field a producer should send as a string, as text whatever it sent (JSON if not)."""
-    return text.printable(value) if isinstance(value, str) else text.dumps(value)
 
 
 @dataclass(frozen=True)
