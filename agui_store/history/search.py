@@ -27,7 +27,8 @@ first :data:`MAX_WORD` characters, in the text and in a query alike.
 Quotes and minus signs pasted from documents and chat apps read as typed ones
 (:data:`DOUBLE_QUOTES`, :data:`SINGLE_OPENING_QUOTES`, :data:`MINUS_SIGNS`):
 curly, low and fullwidth quotes make a phrase, and a minus sign or a fullwidth one
-leaves a term out.
+leaves a term out; a fullwidth asterisk, as input methods type it, makes a prefix
+(:data:`STARS`).
 
 A term that folds into several words (``e-mail``) is the phrase of them. A query with no
 term to find, an unclosed quote, or a ``*`` or ``-`` anywhere else raises
@@ -437,8 +438,12 @@ SINGLE_CLOSING_QUOTES = "\u2019\u2018"
 #: the ASCII ``-``, the minus sign U+2212, and the fullwidth and small hyphen-minus U+FF0D
 #: and U+FE63 (dashes are punctuation: ``porto \u2014 hotel`` is two words).
 MINUS_SIGNS = "-\u2212\uff0d\ufe63"
+#: What the query language reads as the ``*`` that makes a word a prefix: the ASCII ``*``
+#: and the fullwidth and small asterisks U+FF0A and U+FE61, which a Chinese or Japanese input
+#: method types for it.
+STARS = "*\uff0a\ufe61"
 
-_CLOSES_SINGLE = rf"[{SINGLE_CLOSING_QUOTES}](?=[\s*]|\Z)"
+_CLOSES_SINGLE = rf"[{SINGLE_CLOSING_QUOTES}](?=[\s{STARS}]|\Z)"
 # A term: an optional minus, then a phrase in double or single quotes (possibly unclosed)
 # or a bare word, each with an optional trailing '*'.
 _TERM = re.compile(
@@ -483,22 +488,23 @@ def parse(query: str) -> Query:
             if not closing:
                 raise _bad(query, 'a quote is not closed; phrases are written "like this"')
             body, star = phrase, False
-            if query.startswith("*", at):
+            if at < len(query) and query[at] in STARS:
                 star, at = True, at + 1
             shown = f'"{phrase}"'
         else:
             body = bare
             shown = bare
-            star = body.endswith("*")
+            star = body[-1] in STARS
             if star:
                 body = body[:-1]
-        if "*" in body and phrase is not None:
+        has_star = any(c in body for c in STARS)
+        if has_star and phrase is not None:
             raise _bad(
                 query,
                 f"{shown}: a phrase holds no '*'; one after its closing quote makes its last "
                 'word a prefix, as in "hotel in port"*',
             )
-        if "*" in body or (star and not body):
+        if has_star or (star and not body):
             raise _bad(query, f"{shown}: a '*' only ends a word, as in hot*")
         found_words = tuple(words(body))
         if found_words:  # a term of punctuation or emoji alone finds nothing: passed over

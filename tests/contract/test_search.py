@@ -555,3 +555,28 @@ def test_pasted_quotes_and_minus_signs_read_as_typed_ones(
         found = {(h.thread_id, h.run_id, h.message_id) for h in store.search(pasted)}
         assert found == brute_force(store, typed) == brute_force(store, pasted)
         assert found != set()
+
+
+@pytest.mark.parametrize(
+    ("typed_by_an_input_method", "typed"),
+    [
+        ("refund\uff0a", "refund*"),  # fullwidth asterisk
+        ("refund\ufe61", "refund*"),  # small asterisk
+        ("\u201cthe refund\u201d\uff0a", '"the refund"*'),  # after a phrase
+        ("\u6771\u4eac\uff0a", "\u6771\u4eac*"),  # Tokyo, then a fullwidth asterisk
+        ("porto \uff0drefund\uff0a", "porto -refund*"),
+    ],
+)
+def test_a_fullwidth_asterisk_makes_a_prefix_as_the_ascii_one_does(
+    store_location: str, typed_by_an_input_method: str, typed: str
+) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(conversation(
+            "t", "r1", "the refund", "the refunded order", "porto refunds", "porto",
+            "\u6771\u4eac\u90fd", "\u6771\u4eac",
+        ))
+        hits = store.search(typed_by_an_input_method)
+        assert {(h.thread_id, h.run_id, h.message_id) for h in hits} == brute_force(store, typed)
+        assert [h.marked() for h in hits] == [h.marked() for h in store.search(typed)]
+        with pytest.raises(InvalidArgumentError, match="'\\*' only ends a word"):
+            store.search("po\uff0arto")
