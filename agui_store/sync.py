@@ -343,7 +343,7 @@ def copy(
             except _SourceFailed as failed:
                 raise failed.error from None
         # Derived data, as append would have written it (its own transactions: what is
-        # left underived by an interruption is derived when next needed).
+        # left underived by an interruption is derived by the next copy of its threads).
         if target.derive_on_append:
             for t in done.derive:
                 target.derive(t)

@@ -1087,7 +1087,8 @@ def leave_erased_conversation(
 
 @dataclass
 class Replicated:
-    """What :func:`replicate` wrote, and the threads whose runs are left to derive.
+    """What :func:`replicate` wrote, and the threads whose runs are left to derive (those it
+    left, and those of the threads copied that were waiting already).
 
     ``erased``: threads of the destination erased because the source erased them
     (``erased_conversations``: conversations); ``left_erased``: threads the destination
@@ -1158,11 +1159,12 @@ def replicate(
     writer = Writer(src, dst, sum(p.events_to_copy for p in plans), progress)
     touched: list[str] = []
     derive: list[str] = []
+    # A copy killed after its commit, while it derived, left runs waiting: derived now.
+    waiting = dst.underived_threads()
     for plan in plans:
-        if not plan.writes:
-            continue
-        touched.append(plan.thread_id)
-        if writer.thread(plan):
+        if plan.writes:
+            touched.append(plan.thread_id)
+        if (plan.writes and writer.thread(plan)) or plan.dst_pk in waiting:
             derive.append(plan.thread_id)
     replaced: list[conversations.Record] = []
     written = write_conversations(dst, talks, replaced)
