@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +29,19 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def recording(threads: int, deltas: int) -> list[bytes]:
+def recording(threads: Sequence[str], deltas: int) -> list[bytes]:
     """JSON Lines: a run of one message per thread, each with a word of its own."""
     lines: list[bytes] = []
-    for t in range(threads):
+    for t, thread in enumerate(threads):
         mid = f"m{t}"
         events: list[dict[str, Any]] = [
-            {"type": "RUN_STARTED", "threadId": f"t{t}", "runId": f"r{t}"},
+            {"type": "RUN_STARTED", "threadId": thread, "runId": f"r{t}"},
             {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"},
             {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": f"word{t} "},
             *({"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": f"more {i} "}
               for i in range(deltas)),
             {"type": "TEXT_MESSAGE_END", "messageId": mid},
-            {"type": "RUN_FINISHED", "threadId": f"t{t}", "runId": f"r{t}"},
+            {"type": "RUN_FINISHED", "threadId": thread, "runId": f"r{t}"},
         ]  # fmt: skip
         lines.extend(json.dumps(event).encode() + b"\n" for event in events)
     return lines
@@ -48,7 +49,7 @@ def recording(threads: int, deltas: int) -> list[bytes]:
 
 def source_store(tmp_path: Path, threads: int, deltas: int) -> Path:
     source = tmp_path / "source.jsonl"
-    source.write_bytes(b"".join(recording(threads, deltas)))
+    source.write_bytes(b"".join(recording([f"t{t}" for t in range(threads)], deltas)))
     db = tmp_path / "source.db"
     with agui_store.open(db) as store:
         store.import_file(source)
@@ -143,3 +144,47 @@ def test_a_copy_killed_after_its_commit_while_it_derives_is_completed_by_the_nex
         assert store.check().ok
     assert start_copy(src, dst).wait() == 0
     assert_complete_and_searchable(dst, src, threads)
+
+
+# An erasure's command, interrupted by Ctrl-C once its erasure committed: a child process
+# that runs the command line and sends itself SIGINT at that step (on_erasure_step).
+INTERRUPTED_AT_COMMIT = """
+import os, signal, sys
+from agui_store import cli, testing
+
+def hook(step):
+    if step == "committed":
+        os.kill(os.getpid(), signal.SIGINT)
+
+with testing.on_erasure_step(hook):
+    sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_delete_interrupted_after_its_commit_says_the_thread_is_erased_and_to_purge(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C between an erasure's commit and the end of its purge leaves the thread erased
+    and the purge to the next one: the command says that, not that it rolled back."""
+    source = tmp_path / "threads.jsonl"
+    source.write_bytes(b"".join(recording(["kept", "gone"], deltas=3)))
+    db = tmp_path / "s.db"
+    with agui_store.open(db) as store:
+        store.import_file(source)
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_STORE_DB"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_AT_COMMIT, "--db", str(db), "delete", "--thread",
+         "gone", "--yes"],
+        env=env, cwd=ROOT, capture_output=True, timeout=60,
+    )  # fmt: skip
+    message = proc.stderr.decode()
+    assert proc.returncode == 130, message
+    assert message.count("\n") == 1 and "Traceback" not in message
+    assert "rolled back" not in message
+    assert "erased" in message and "'agui-store purge'" in message
+    with agui_store.open(db) as store:
+        assert store.threads() == ["kept"]
+        assert store.check().ok
+        assert store.purge()
+

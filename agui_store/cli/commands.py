@@ -2214,6 +2214,7 @@ def _run(args: argparse.Namespace, name: str, out: TextIO) -> int:
     path = getattr(args, "db", None)
     handler, _ = COMMANDS[name]
     note = None
+    store: Store | None = None
     try:
         if name in POSITIONAL_THREAD:
             note = _thread_option(args)
@@ -2267,7 +2268,10 @@ def _run(args: argparse.Namespace, name: str, out: TextIO) -> int:
         return EXIT_STORE_ERROR
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM or SIGHUP (Terminated)
         said = f"terminated ({e.name})" if isinstance(e, Terminated) else "interrupted"
-        if name in WRITES_THE_STORE:
+        if store is not None and store.purge_pending:  # an erasure committed: it stands
+            _say(args.command, f"{said} after the erasure committed: what it erased stays "
+                 f"erased, but {store.purge_pending}")
+        elif name in WRITES_THE_STORE:
             _say(args.command, f"{said} (the transaction under way was rolled back; what "
                  "committed before it is kept, and 'agui-store check' says what waits to be "
                  "derived)")

@@ -7,6 +7,7 @@ them to :mod:`agui_store.engine.erasure`, then runs the physical purge
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 from collections.abc import Callable
@@ -17,7 +18,14 @@ from agui_store.errors import AguiStoreError, InvalidArgumentError
 from agui_store.facade.base import Facade
 from agui_store.records import ErasureReceipt
 
-__all__ = ["ErasureVerbs"]
+__all__ = ["PURGE_INTERRUPTED", "ErasureVerbs"]
+
+#: :attr:`ErasureVerbs.purge_pending` of a purge an interrupt (Ctrl-C) stopped, its erasure
+#: committed.
+PURGE_INTERRUPTED = (
+    "the purge was interrupted before it finished: purge again (Store.purge(), or "
+    "'agui-store purge')"
+)
 
 
 class ErasureVerbs(Facade):
@@ -113,6 +121,8 @@ class ErasureVerbs(Facade):
             return receipt
         if not (receipt.threads or receipt.conversations):
             return dataclasses.replace(receipt, purged=True)  # nothing went: none to purge
+        # Said until the purge ends: an interrupt (Ctrl-C) before then leaves it to the next.
+        self._unfinished_purge = PURGE_INTERRUPTED
         erasure.step("committed")
         pending = self._finish_purge()
         return dataclasses.replace(receipt, purged=not pending, purge_pending=pending)
@@ -121,11 +131,9 @@ class ErasureVerbs(Facade):
         """The purge of erasures already committed: why it is not finished, or ``""`` when
         it is. Its failure is not raised but said: what it purges is erased already, and
         the next purge finishes it."""
-        try:
+        with contextlib.suppress(AguiStoreError):  # said in purge_pending
             if self._physical_purge():
                 return ""
-        except AguiStoreError as e:
-            return f"the purge failed ({e}): purge again (Store.purge(), or 'agui-store purge')"
         return self.purge_pending
 
     def purge(self, *, rewrite: bool = False) -> bool:
@@ -143,9 +151,16 @@ class ErasureVerbs(Facade):
         return self._physical_purge(rewrite)
 
     def _physical_purge(self, rewrite: bool = False) -> bool:
-        with self._lock:
-            done = self._backend.purge(rewrite)
-            self._unfinished_purge = "" if done else self._backend.purge_pending
+        self._unfinished_purge = PURGE_INTERRUPTED  # until the purge ends, whichever way
+        try:
+            with self._lock:
+                done = self._backend.purge(rewrite)
+        except AguiStoreError as e:
+            self._unfinished_purge = (
+                f"the purge failed ({e}): purge again (Store.purge(), or 'agui-store purge')"
+            )
+            raise
+        self._unfinished_purge = "" if done else self._backend.purge_pending
         return done
 
     #: Why the last purge did not finish (see :attr:`purge_pending`).
@@ -154,5 +169,6 @@ class ErasureVerbs(Facade):
     @property
     def purge_pending(self) -> str:
         """Why the last :meth:`purge` of this store did not finish (a reader holding older
-        pages, the tables owned by another role), or ``""``: it did, or none ran."""
+        pages, the tables owned by another role, an interrupt after its erasure committed),
+        or ``""``: it did, or none ran."""
         return self._unfinished_purge
