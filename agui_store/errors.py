@@ -174,6 +174,11 @@ class InvalidArgumentError(AguiStoreError, ValueError):
     path holding a NUL byte, an option out of range."""
 
 
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of a type no store call takes where Python's own convention is a
+    ``TypeError`` (``scope=7``): one, and a store error like every other bad argument."""
+
+
 class OutOfMemoryError(AguiStoreError, MemoryError):
     """The process ran out of memory inside a store call (nothing was written)."""
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from agui_store.errors import InvalidArgumentError
+from agui_store.errors import ArgumentTypeError, InvalidArgumentError
 
 #: SQLite's largest integer: no sequence number, run key or lineage depth exceeds it.
 MAX_INT64 = 2**63 - 1
@@ -58,8 +58,9 @@ def check_scope(scope: Any) -> None:
     if scope is None:
         return
     if not isinstance(scope, str) or not scope:
-        # Another type is a programming error (TypeError); an empty name is a bad value.
-        error = InvalidArgumentError if isinstance(scope, str) else TypeError
+        # Another type is a programming error (a TypeError); an empty name is a bad value.
+        # Both are store errors, so that a check inside a transaction is not taken for a bug.
+        error = InvalidArgumentError if isinstance(scope, str) else ArgumentTypeError
         raise error(
             f"scope must be None (the operator) or an owner's name (a non-empty string), "
             f"not {scope!r}"

@@ -181,6 +181,23 @@ def test_a_scope_is_an_owners_name_or_none(store: Any) -> None:
     assert store.threads() == []
 
 
+def test_a_scope_of_another_type_is_a_type_error_and_a_store_error_in_every_read(
+    store: Any,
+) -> None:
+    store.append(run("t", "r1"))
+    reads: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+        ("checkout", ("r1",), {}), ("log", ("r1",), {}), ("events", ("r1",), {}),
+        ("diff", ("r1", "r1"), {}), ("fork", ("r1",), {}), ("merge_base", ("r1", "r1"), {}),
+        ("is_ancestor", ("r1", "r1"), {}), ("input", ("r1",), {}), ("history", ("r1",), {}),
+        ("search", ("r1",), {}), ("threads", (), {}), ("get_run", ("r1",), {}),
+    ]
+    for verb, args, kwargs in reads:
+        # Checked inside a read transaction, it was taken for a bug (an InternalError).
+        with pytest.raises(InvalidArgumentError, match="scope must be None") as e:
+            getattr(store, verb)(*args, **kwargs, scope=7)
+        assert isinstance(e.value, TypeError), verb
+
+
 def test_a_scope_no_store_can_hold_is_an_argument_error_naming_the_scope(store: Any) -> None:
     store.append(run("t", "r1"), scope="alice")
     for bad in ("a\x00b", "\ud800"):
