@@ -432,7 +432,7 @@ def test_delete_and_prune_refuse_without_yes_and_a_terminal_and_erase_nothing(
         (("search", "me", "--owner", ""), "expected an owner's name"),
         (("search", "me", "--limit", "1001"), "from 1 to 1,000"),
         (("search", "me", "--cursor", "abc"), "expected the cursor"),
-        (("search", "me", "--cursor", "99999999999999999999"), "expected the cursor"),
+        (("search", "me", "--cursor", "99999999999999999999"), "which is past every cursor"),
         (("search", "me", "--cursor", "\u0664\u0662"), "expected the cursor"),
         (("delete", "--thread", ""), "expected a thread id"),
         (("search", "me", "--thread", ""), "expected a thread id"),

@@ -1718,13 +1718,17 @@ def _count_option(minimum: int, most: int | None = None) -> Callable[[str], int]
 
 
 def search_cursor(text: str) -> str:
-    """``search --cursor``: what a page of hits printed after "more:" (digits)."""
+    """``search --cursor``: the cursor of the next page a page of hits named (digits)."""
     try:
         search_index.parse_cursor(text)
     except InvalidArgumentError:
-        raise argparse.ArgumentTypeError(
-            f"expected the cursor a page of hits gave (digits), not {arguments.quote(text, 40)}"
-        ) from None
+        shown = arguments.quote(text, 40)
+        if text.isascii() and text.isdigit():  # digits, past every cursor
+            said = f"expected the cursor a page of hits gave, not {shown}, which is past " \
+                f"every cursor (at most {search_index.LARGEST_CURSOR})"
+        else:
+            said = f"expected the cursor a page of hits gave (digits), not {shown}"
+        raise argparse.ArgumentTypeError(said) from None
     return text
 
 

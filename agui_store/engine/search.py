@@ -227,8 +227,9 @@ def _text_of(message: dict[str, Any], key: int) -> str | None:
     return text if message_key(message_id, text) == key else None
 
 
-#: The largest index row key: a signed 64-bit integer, as both backends store it.
-_LARGEST_KEY = 2**63 - 1
+#: The largest index row key, and so cursor: a signed 64-bit integer, as both backends
+#: store it.
+LARGEST_CURSOR = 2**63 - 1
 
 
 def parse_cursor(cursor: Any) -> int | None:
@@ -237,10 +238,15 @@ def parse_cursor(cursor: Any) -> int | None:
     if cursor is None:
         return None
     digits = isinstance(cursor, str) and cursor.isascii() and cursor.isdigit()
-    if not digits or int(cursor) > _LARGEST_KEY:
-        shown = repr(cursor)[:60] if isinstance(cursor, str) else type(cursor).__name__
+    shown = repr(cursor)[:60] if isinstance(cursor, str) else type(cursor).__name__
+    if not digits:
         raise InvalidArgumentError(
             f"cursor= must be None or a search page's next_cursor (digits), not {shown}"
+        )
+    if int(cursor) > LARGEST_CURSOR:
+        raise InvalidArgumentError(
+            f"cursor= {shown} is no search page's next_cursor: a cursor is at most "
+            f"{LARGEST_CURSOR}"
         )
     return int(cursor)
 
@@ -330,6 +336,7 @@ def _messages(tx: port.Reading, rows: Sequence[port.SearchCandidate]) -> list[di
 
 __all__ = [
     "INDEXING",
+    "LARGEST_CURSOR",
     "MAX_LIMIT",
     "PHRASE_PAGE",
     "IndexRow",

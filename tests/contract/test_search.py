@@ -419,6 +419,8 @@ def test_a_query_of_the_wrong_shape_says_what_is_wrong(
             store.search("porto", limit=0)
         with pytest.raises(InvalidArgumentError, match="cursor"):
             store.search("porto", cursor="r1")
+        with pytest.raises(InvalidArgumentError, match="no search page's next_cursor: a cursor"):
+            store.search("porto", cursor="9" * 20)
 
 
 @pytest.mark.parametrize("pending", [1, 3])
