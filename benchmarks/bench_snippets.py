@@ -12,6 +12,10 @@ length made of ordinary words. A ratio near 1 at every size means the long word 
 more than ordinary text; one that grows with the size means a scan that goes back over
 what it read.
 
+Then whole searches of a store holding one message of each size (ordinary words, a
+phrase at its end): ``Store.search`` of the phrase, whose order is checked on the message's
+text, against ``Store.search`` of its first word alone on the same store, in the same run.
+
     python -m benchmarks.bench_snippets [--sizes 250000,1000000,4000000] [--repeat 5]
 """
 
@@ -19,9 +23,12 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
+import os
 
+import agui_store
 from agui_store import testing
-from benchmarks._common import header, median_time
+from benchmarks._common import header, median_time, scratch_dir
 
 
 def cases(size: int) -> dict[str, tuple[str, str]]:
@@ -64,6 +71,41 @@ def main() -> None:
             )
             print(f"{name:<32}{len(text):>12,}{took:>10.4f}{baseline:>10.4f}"
                   f"{took / baseline:>8.2f}")
+    print()
+    print(f"{'search of a phrase at the end':<32}{'characters':>12}{'seconds':>10}"
+          f"{'one word':>10}{'ratio':>8}")
+    for size, (name, text) in itertools.product(sizes, texts_with_a_phrase(sizes[-1]).items()):
+        text = text[-size:]
+        location = os.path.join(scratch_dir("agui-bench-phrase-"), "store.db")
+        with agui_store.open(location) as store:
+            store.append(one_message("long", text), thread_id="long")
+            assert len(store.search('"zebra checksum"')) == 1
+            word = median_time(functools.partial(store.search, "zebra"), repeat=args.repeat)
+            phrase = median_time(
+                functools.partial(store.search, '"zebra checksum"'), repeat=args.repeat
+            )
+        print(f"{name:<32}{len(text):>12,}{phrase:>10.4f}{word:>10.4f}"
+              f"{phrase / word:>8.2f}")
+
+
+def texts_with_a_phrase(size: int) -> dict[str, str]:
+    """Texts of at least ``size`` characters ending in the phrase searched for: ASCII words
+    (checked in place), and words with accents (checked a block of words at a time)."""
+    return {
+        "ASCII words": "lorem ipsum dolor " * (size // 18) + " zebra checksum",
+        "words with accents": ordinary(size),
+    }
+
+
+def one_message(thread: str, text: str) -> list[dict[str, str]]:
+    """A run whose one message is ``text``."""
+    return [
+        {"type": "RUN_STARTED", "threadId": thread, "runId": "r1"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": text},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+        {"type": "RUN_FINISHED", "threadId": thread, "runId": "r1"},
+    ]
 
 
 if __name__ == "__main__":

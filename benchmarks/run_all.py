@@ -247,10 +247,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "Search snippets in long messages",
         "The snippet of a hit after a 0.25-4 MB word (a hex dump in a result that is not "
         "ASCII), after a run of Chinese characters as long, before megabytes of words, and "
-        "of a phrase whose first word stands in every block of the text.",
+        "of a phrase whose first word stands in every block of the text; and a search for "
+        "a phrase at the end of a message of that size.",
         "The snippet of the same match at the end of a text as long made of ordinary words, "
         "in the same run; a ratio that does not grow with the size means no scan goes back "
-        "over what it read.",
+        "over what it read. The phrase search against a search of its first word alone, on "
+        "the same store.",
         ("--sizes", "250000,1000000,4000000"), ("--sizes", "100000,400000", "--repeat", "1"),
         goal="ratios that do not grow with the size",
     ),

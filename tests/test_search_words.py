@@ -466,6 +466,66 @@ def test_a_phrase_matches_its_words_one_after_the_other_anywhere_in_the_text(
     assert testing.search_matches(query, message) == defined_match(words, query)
 
 
+#: Words to write texts of, accented, in capitals, decomposed, unspaced, and past
+#: :data:`~agui_store.history.search.MAX_WORD`; and what stands between them.
+TOKENS_ASCII = ["a", "b", "ab", "A", "e", "z9", "w" * 64, "W" * 70, "b_a"]
+TOKENS = [*TOKENS_ASCII, "É", "é", "e\u0301", "東", "京", "Straße"]
+BETWEEN = [" ", "\n", "-", "", ", ", "\u3000"]
+TEXT_QUERIES = [
+    '"a b"', '"ab a"*', '"e e"', 'e -"a b"', '"東 京"', '"a z9"', '"b a" -ab', 'a* "b e"',
+    f'"{"w" * 64} a"', f'"a {"w" * 70}"*', '-"e a" b', '"a-b"', '"京 a"', '"strasse e"',
+]
+
+
+def written(tokens: list[tuple[str, str]]) -> str:
+    return "".join(token + between for token, between in tokens)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.one_of(
+        st.lists(st.tuples(st.sampled_from(TOKENS_ASCII), st.sampled_from(BETWEEN[:-1]))),
+        st.lists(st.tuples(st.sampled_from(TOKENS), st.sampled_from(BETWEEN))),
+    ).map(written),
+    st.sampled_from(TEXT_QUERIES),
+    st.integers(1, 12),
+    st.integers(0, 200),
+)
+def test_a_query_matches_a_text_as_it_matches_the_text_s_words(
+    monkeypatch: pytest.MonkeyPatch, text: str, query: str, block: int, budget: int
+) -> None:
+    """A phrase is checked on a message's text without cutting the whole of it into words
+    (a message of megabytes would be a string a word); it matches as on the words, folded,
+    cut to their length, and within the budget of distinct words (tiny blocks and budgets
+    here stand for the megabytes of each)."""
+    parsed = search_rules.parse(query)  # a query's words are not cut by the budget
+    with monkeypatch.context() as patched:
+        patched.setattr(search_rules, "_BLOCK", block)
+        patched.setattr(search_rules, "MAX_DISTINCT_BYTES", budget)
+        assert parsed.matches_text(text) == parsed.matches(search_rules.words(text))
+
+
+@pytest.mark.parametrize("text", [
+    "lorem ipsum dolor sit amet " * 160_000 + "zebra checksum",
+    "zebra checksum " + "lorem ipsum dolor sit amet " * 160_000,
+])
+def test_a_phrase_is_checked_in_a_message_of_megabytes_without_a_string_per_word(
+    text: str,
+) -> None:
+    """ASCII text (what agents mostly say, and tools read) is searched for a phrase's words
+    in place; past the first megabyte its distinct words are counted a small block at a
+    time, to know they are all found."""
+    parsed = search_rules.parse('"zebra checksum"')
+    tracemalloc.start()
+    try:
+        assert parsed.matches_text(text)
+        assert not search_rules.parse('"checksum zebra"').matches_text(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * len(text), f"{peak:,} bytes at most for a text of {len(text):,}"
+
+
 def words_as_written(text: str) -> list[tuple[int, str]]:
     """``(where, word)`` of each word of ``text`` as written: a letter or digit, then the
     letters, digits and characters folding deletes (marks, a soft hyphen) after it; a Han,

@@ -284,7 +284,7 @@ def search(
         rows = tx.search_candidates(query, thread_pk, scope, after, page)
         for row, message in zip(rows, _messages(tx, rows), strict=True):
             after = row.id
-            if not query.matches(rules.words(rules.message_text(message))):
+            if not query.matches_text(rules.message_text(message)):
                 continue
             if len(hits) == limit:
                 more = True

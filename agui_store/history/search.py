@@ -418,6 +418,85 @@ class Query:
             t.found_in(text_words, present) for t in self.excluded
         )
 
+    def matches_text(self, text: str) -> bool:
+        """:meth:`matches` of the :func:`words` of ``text``, without its whole list of words:
+        a message of megabytes (a file a tool read) would be a string per word, some fifty
+        times its size, to tell whether a phrase stands in it. ASCII text (what agents mostly
+        say) is searched for each term's words, one after the other, in C
+        (:func:`_stands_in_ascii`); other text is read a block of words at a time."""
+        if text.isascii():
+            lowered = text.lower()
+            return all(_stands_in_ascii(t, lowered) for t in self.found) and not any(
+                _stands_in_ascii(t, lowered) for t in self.excluded
+            )
+        keep = max(len(t.words) for t in self.terms) - 1  # a phrase's words before a block
+        wanted = list(self.found)
+        before: list[str] = []
+        for block in _word_blocks(text):
+            held = before + block if before else block
+            present = frozenset(held)
+            if any(t.found_in(held, present) for t in self.excluded):
+                return False
+            wanted = [t for t in wanted if not t.found_in(held, present)]
+            if not wanted and not self.excluded:
+                return True
+            before = held[max(0, len(held) - keep) :] if keep else []
+        return not wanted
+
+
+def _stands_in_ascii(term: Term, lowered: str) -> bool:
+    """Whether ``term`` stands among the :func:`words` of lowered ASCII text: where its
+    first word, then the others, stand one after the other in the text (a pattern that
+    begins with the word, which a search finds in C) after a character that is not a
+    letter or a digit, and within the words kept of a message whose distinct words pass
+    :data:`MAX_DISTINCT_BYTES` (no more than the characters they are made of)."""
+    pattern = _ascii_term(term.words, term.prefix)
+    at = 0
+    while (found := pattern.search(lowered, at)) is not None:
+        start = found.start()
+        if start == 0 or not lowered[start - 1].isalnum():
+            # The first place decides: a later one stands past the kept words too.
+            return found.end() <= MAX_DISTINCT_BYTES or _keeps_every_word(lowered, found.end())
+        at = start + 1
+    return False
+
+
+def _keeps_every_word(lowered: str, end: int) -> bool:
+    """Whether the :func:`words` of lowered ASCII text are all its words up to ``end``:
+    whether the distinct words before it, each cut to :data:`MAX_WORD`, stay within
+    :data:`MAX_DISTINCT_BYTES`. Counted a block of about a sixteenth of :data:`_BLOCK`
+    characters at a time, as bytes: no string per word is made, nor a copy of the text."""
+    seen: set[bytes] = set()
+    total = start = 0
+    while start < end:
+        space = _SPACE.search(lowered, start + max(1, _BLOCK >> 4), end)
+        stop = end if space is None else space.start()
+        new = set(lowered[start:stop].encode("ascii").translate(_ASCII_CUT).split())
+        if new and max(map(len, new)) > MAX_WORD:  # rare: cut only then
+            new = {w[:MAX_WORD] for w in new}
+        new -= seen
+        total += sum(map(len, new))
+        if total > MAX_DISTINCT_BYTES:
+            return False
+        seen |= new
+        start = stop
+    return True
+
+
+@functools.lru_cache(maxsize=256)
+def _ascii_term(term_words: tuple[str, ...], prefix: bool) -> re.Pattern[str]:
+    """A term's words as a pattern over lowered ASCII text: its first word first (so that a
+    search finds where it stands, in C), then each other word after a run of characters
+    that are not letters or digits, its last begun for a prefix. What stands before the
+    first word is left to the caller to check."""
+    last = len(term_words) - 1
+    return re.compile(
+        "[^a-z0-9]+".join(
+            _ascii_word_pattern(w, prefix and i == last) for i, w in enumerate(term_words)
+        )
+        + "(?![a-z0-9])"
+    )
+
 
 def _bad(query: str, why: str) -> InvalidArgumentError:
     return InvalidArgumentError(f"search query {query!r}: {why}")
