@@ -819,3 +819,41 @@ def test_a_tool_result_is_shown_in_the_monospace_box_its_calls_arguments_are(
             )
     assert result[:2] == args[:2]  # the arguments' monospace font and size
     assert result[2:] == box[2:]  # in a box like theirs
+
+
+def test_right_to_left_ids_keep_the_crumbs_in_order_and_a_hebrew_message_ends_at_its_left(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A Hebrew thread and run id side by side in the crumbs ("threads / THREAD / RUN") would
+    run together into one right-to-left stretch, the run drawn before the thread; a Hebrew
+    message in a left-to-right block would put its question mark at the right, after the
+    words a Hebrew reader reads first."""
+    thread, question = "שיחה ראשונה", "ובחיפה?"
+    with agui_store.open(tmp_path / "rtl.db") as store:
+        for run_id, said in [("ריצה-1", "שלום"), ("ריצה-2", question)]:
+            store.append([
+                {"type": "RUN_STARTED", "threadId": thread, "runId": run_id},
+                {"type": "TEXT_MESSAGE_START", "messageId": f"{run_id}-q", "role": "user"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"{run_id}-q", "delta": said},
+                {"type": "TEXT_MESSAGE_END", "messageId": f"{run_id}-q"},
+                {"type": "RUN_FINISHED", "threadId": thread, "runId": run_id},
+            ])
+        with serving(agui_store.ui.app(store)) as base:
+            visit(browser, base, "/run", thread=thread, run="ריצה-2")
+            crumbs = browser.execute_script(
+                "return [...document.querySelectorAll('.crumbs > *')].map("
+                "(c) => [c.textContent, c.getBoundingClientRect().left]);"
+            )
+            # The last message's first and last characters, where the page draws them.
+            first, last = browser.execute_script(
+                "const text = [...document.querySelectorAll('#conversation .msg-text')]"
+                ".pop().firstChild;"
+                "const at = (i) => { const r = document.createRange();"
+                " r.setStart(text, i); r.setEnd(text, i + 1);"
+                " return r.getBoundingClientRect().left; };"
+                "return [at(0), at(text.length - 1)];"
+            )
+    assert [name for name, _ in crumbs] == ["threads", thread, "ריצה-2"]
+    lefts = [left for _, left in crumbs]
+    assert lefts == sorted(lefts)  # each crumb drawn to the right of the one before it
+    assert last < first  # the question mark at the left end, where Hebrew ends a line
