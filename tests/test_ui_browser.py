@@ -857,3 +857,28 @@ def test_right_to_left_ids_keep_the_crumbs_in_order_and_a_hebrew_message_ends_at
     lefts = [left for _, left in crumbs]
     assert lefts == sorted(lefts)  # each crumb drawn to the right of the one before it
     assert last < first  # the question mark at the left end, where Hebrew ends a line
+
+
+def test_opening_the_input_of_a_run_erased_since_its_page_loaded_says_the_run_is_gone(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The input is read when the reader opens it: the store's answer that the run is gone
+    must not be drawn as if it were the RunAgentInput recorded (a tree with an "error" key)."""
+    body = {"threadId": "t", "runId": "r", "state": {}, "messages": [], "tools": [],
+            "context": [], "forwardedProps": {}}
+    with agui_store.open(tmp_path / "input.db") as store:
+        store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+                      {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}], input=body)
+        with serving(agui_store.ui.app(store)) as base:
+            visit(browser, base, "/run", thread="t", run="r")
+            store.delete_thread("t")
+            script_errors(browser)
+            css(browser, "details.input summary").click()
+            shown = wait_until(
+                browser, lambda d: css(d, "details.input .json-tree").text, "the input's answer"
+            )
+            errors = script_errors(browser)
+    assert "error:" not in shown
+    assert "could not load the input" in shown
+    assert css(browser, "#gone").text.startswith("This run is no longer in the store")
+    assert [e for e in errors if "/run/input" not in e] == []  # the 404 itself is logged

@@ -188,8 +188,17 @@ function initRunPage() {
     details.addEventListener("toggle", async () => {
       if (!details.open || details.dataset.loaded) return;
       details.dataset.loaded = "1";
-      const response = await fetch(details.dataset.href);
-      renderJsonTree(details.querySelector(".json-tree"), parseJson(await response.text()));
+      const tree = details.querySelector(".json-tree");
+      // The store's answer that the run is gone (or any other failure) is said as such,
+      // never drawn as if it were the input recorded.
+      try {
+        const response = await fetch(details.dataset.href);
+        if (response.status === 404) markGone("run");
+        if (!response.ok) throw new Error(`${response.status} ${details.dataset.href}`);
+        renderJsonTree(tree, parseJson(await response.text()));
+      } catch (e) {
+        tree.replaceChildren(el("p", "warning", "could not load the input: " + e.message));
+      }
     });
   }
   const filter = document.getElementById("event-filter");
