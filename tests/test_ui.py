@@ -1176,7 +1176,13 @@ def test_with_a_scope_another_owners_thread_is_a_404_on_every_page(
         response = client.get(url(path, **params))
         assert response.status_code == 404, path
         assert "secret" not in response.text
-    assert client.get(url("/run", thread="mine", run="m1")).status_code == 200
+        # The server's store is the app's business, not the owner's: no page names it.
+        assert "ui.db" not in response.text, path
+    for path, params in [("/", {}), ("/thread", {"thread": "mine"}),
+                         ("/run", {"thread": "mine", "run": "m1"}),
+                         ("/fork", {"thread": "mine", "run": "m1"})]:
+        shown = client.get(url(path, **params))
+        assert shown.status_code == 200 and "ui.db" not in shown.text, path
 
 
 @pytest.mark.parametrize(

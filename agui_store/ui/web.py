@@ -54,6 +54,9 @@ class Viewer:
         self.scope = scope
         self.allow_writes = allow_writes
         self.title = title
+        #: The store as the fork page's snippets open it: a scoped viewer's owner is shown
+        #: the file name the command line opens by default, not where the app keeps its store.
+        self.pasted_store = _pasted(store.path) if scope is None else "agui-store.db"
         self.templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
             autoescape=True,  # every stored string is escaped; nothing is marked safe
@@ -308,8 +311,8 @@ class Viewer:
             # As the page's script quotes the URL the reader types (static/viewer.js).
             agent_url_python=json.dumps(DEFAULT_AGENT_URL),
             agent_url_shell=shell_command([DEFAULT_AGENT_URL]),
-            store_path=_pasted(self.store.path),
-            fork_command=_fork_command(run_id, thread_id, _pasted(self.store.path)),
+            store_path=self.pasted_store,
+            fork_command=_fork_command(run_id, thread_id, self.pasted_store),
         )
 
     def fork_json(self, request: Request) -> Response:
@@ -523,11 +526,18 @@ def build(
     title: str | None = None,
 ) -> Starlette:
     """The viewer as a Starlette app (see :func:`agui_store.ui.app`)."""
+    # A viewer of one owner's threads serves that owner, in someone's app: where the app
+    # keeps its store (a path, a server's address) is the app's, and no page names it.
+    private = scope is not None
     viewer = Viewer(
-        store, scope=scope, allow_writes=allow_writes, title=title or f"agui-store · {store.path}"
+        store, scope=scope, allow_writes=allow_writes,
+        title=title or ("agui-store" if private else f"agui-store · {store.path}"),
     )
 
     def error_page(request: Request, status: int, message: str) -> Response:
+        if private:
+            for named in (_pasted(store.path), store.path):
+                message = message.replace(named, "the store")
         if request.url.path.endswith(JSON_ENDPOINTS):  # a script or a download reads it
             return JSONResponse({"error": text.printable(message)}, status_code=status)
         thread_id = viewer.existing_thread(request)
