@@ -1425,17 +1425,18 @@ def _check_resurrected(ctx: _Context, out: _Collector) -> None:
     """A thread the store erased keeps a tombstone (:mod:`agui_store.engine.erasure`), which
     covers the threads of its id created at or before the erasure (a thread written under
     the id later is created after it): one of those held again is the erased thread's rows
-    put back outside the store (from a backup, say)."""
+    put back outside the store (from a backup, say), its runs or its row alone (which
+    names it in the list of threads)."""
     stones = dict(ctx.tx.tombstones())
     if not stones:
         return
-    threads = {row.thread_pk: row.thread_id for row in ctx.runs.values()}
-    for pk, thread_id in sorted(threads.items()):
-        if thread_id is None:
-            continue  # the foreign-key check reports it
+    erased: dict[int, tuple[str, int]] = {}
+    for thread_id in ctx.tx.thread_ids(None):
         erased_at = stones.get(erasure.thread_hash(thread_id))
-        if erased_at is None:
-            continue
+        stored = ctx.tx.thread(thread_id) if erased_at is not None else None
+        if erased_at is not None and stored is not None:
+            erased[stored[0]] = thread_id, erased_at
+    for pk, (thread_id, erased_at) in sorted(erased.items()):
         created_at = int(ctx.tx.thread_created_at(pk))
         if erasure.covers(erased_at, created_at):
             out.problem(

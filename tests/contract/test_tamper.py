@@ -880,6 +880,26 @@ def test_an_erased_thread_put_back_from_a_backup_is_named_as_erased(backend: str
     assert problems(db) == []
 
 
+def test_an_erased_threads_row_alone_put_back_is_named_as_erased(db: str) -> None:
+    # No run comes back with it, but the list of threads names the erased id (and owner).
+    with owner(db) as conn:
+        conn.execute("CREATE TABLE backup_threads AS SELECT * FROM threads")
+    with agui_store.open(db) as store:
+        store.delete_thread(T)
+    with owner(db) as conn:
+        conn.execute("INSERT INTO threads SELECT * FROM backup_threads")
+        conn.execute("DROP TABLE backup_threads")
+    with agui_store.open(db) as store:
+        assert T in store.threads()
+    found = problems(db)
+    assert len(found) == 1, found
+    assert found[0].startswith("erasures: thread 't' (#1), created at ")
+    assert "but the store holds it again" in found[0]
+    with agui_store.open(db) as store:
+        store.delete_thread(T)
+    assert problems(db) == []
+
+
 # --- the command line -------------------------------------------------------------------
 
 
