@@ -1446,6 +1446,36 @@ def _check_resurrected(ctx: _Context, out: _Collector) -> None:
                 f"say, and what was erased can be read again (delete_thread({quote(thread_id)}) "
                 "erases it again)"
             )
+    _check_resurrected_conversations(ctx, out, stones)
+
+
+def _check_resurrected_conversations(
+    ctx: _Context, out: _Collector, stones: dict[bytes, int]
+) -> None:
+    """An erased pydantic-ai conversation leaves a tombstone for each entry it reached,
+    keyed by its id and the entry's (:func:`erasure.entry_stone`): a conversation of that
+    id holding one of those entries is the erased one, put back outside the store. (One
+    saved anew under the id holds none; a fork, under an id of its own, is not keyed so.)
+    Only the conversations whose id was erased are read."""
+    for row in ctx.tx.conversations(None, conversations.EVERY):
+        cid = str(row.conversation_id)
+        if erasure.entries_stone(cid) not in stones:
+            continue
+        record = conversations.record_of(row)
+        reached: dict[str, None] = {}
+        for tip in (record.head_id, *record.branches):
+            if tip is not None and tip not in reached:
+                history = ctx.tx.conversation_history(tip, conversations.EVERY)
+                reached.update((str(entry.entry_id), None) for entry in history)
+        hit = [at for e in reached if (at := stones.get(erasure.entry_stone(cid, e))) is not None]
+        if hit:
+            out.problem(
+                f"conversation {quote(cid)} was erased at {clock.shown(max(hit))} (its "
+                f"tombstones say so), but the store holds it again, with {len(hit)} of the "
+                "entries it had: its rows were put back outside agui-store, from a backup "
+                "say, and what was erased can be read again (pydantic-ai's delete, then "
+                "Store.purge(), removes it again)"
+            )
 
 
 _CHECKS: tuple[tuple[str, Callable[[_Context, _Collector], None]], ...] = (

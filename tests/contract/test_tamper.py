@@ -24,6 +24,8 @@ The store: thread ``t`` with
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import json
 import re
@@ -39,6 +41,14 @@ import agui_store
 from agui_store import CorruptStoreError, HashMismatchError, IntegrityError, cli, testing
 from tests.backends import dump, is_postgres, owner, placeholder, postgres_owner
 from tests.workers.harness import worker_env
+
+# pydantic-ai needs Python 3.11: without it the tests marked pydantic_ai skip
+# (tests/conftest.py).
+with contextlib.suppress(ImportError):
+    from pydantic_ai.conversation import Conversation
+
+    from agui_store.integrations.pydantic_ai import ConversationStore
+    from tests.pydantic_ai_conversations import reply, user
 
 T = "t"
 R1, R2, R3 = (f"run '{r}' (thread 't', #{n})" for n, r in ((1, "r1"), (2, "r2"), (3, "r3")))
@@ -897,6 +907,51 @@ def test_an_erased_threads_row_alone_put_back_is_named_as_erased(db: str) -> Non
     assert "but the store holds it again" in found[0]
     with agui_store.open(db) as store:
         store.delete_thread(T)
+    assert problems(db) == []
+
+
+#: A pydantic-ai conversation's rows (of one with no branches), parents first.
+CONVERSATION_TABLES = ("conversation_messages", "conversation_entries", "conversations")
+
+
+@pytest.mark.pydantic_ai
+def test_an_erased_conversation_put_back_from_a_backup_is_named_as_erased(db: str) -> None:
+    async def save(cid: str, text: str, scope: str) -> None:
+        async with ConversationStore(db) as talks:
+            await talks.save(
+                Conversation(conversation_id=cid, messages=[user(text), reply(f"{text}?")]),
+                scope=scope,
+            )
+
+    asyncio.run(save("kept", "hello", "alice"))
+    asyncio.run(save("gone", "erased words", "bob"))
+    with owner(db) as conn:
+        for table in CONVERSATION_TABLES:
+            conn.execute(f"CREATE TABLE backup_{table} AS SELECT * FROM {table}")
+    with agui_store.open(db) as store:
+        assert store.delete_owner("bob").conversations == 1
+        erased_at = store.check().erasures[-1].erased_at
+    assert erased_at is not None and problems(db) == []
+    with owner(db) as conn:
+        for table in CONVERSATION_TABLES:
+            conn.execute(
+                f"INSERT INTO {table} SELECT * FROM backup_{table} "
+                f"WHERE id NOT IN (SELECT id FROM {table})"
+            )
+            conn.execute(f"DROP TABLE backup_{table}")
+    assert problems(db) == [
+        f"erasures: conversation 'gone' was erased at "
+        f"{erased_at.isoformat(timespec='milliseconds')} (its tombstones say so), but the "
+        "store holds it again, with 2 of the entries it had: its rows were put back outside "
+        "agui-store, from a backup say, and what was erased can be read again (pydantic-ai's "
+        "delete, then Store.purge(), removes it again)"
+    ]
+
+    async def forget() -> None:
+        async with ConversationStore(db) as talks:
+            await talks.delete("gone", scope="bob")
+
+    asyncio.run(forget())
     assert problems(db) == []
 
 
