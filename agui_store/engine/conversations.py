@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import uuid
 from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 import msgspec
 
@@ -240,8 +241,15 @@ def read_history(tx: port.Reading, head_id: str | None, limit: int | None) -> li
     if not _storable(head_id):
         raise EntryNotFoundError(head_id)
     rows = tx.conversation_history(head_id, count)
-    if not rows:
-        raise EntryNotFoundError(head_id)
+    # An entry whose message row is gone is left out of the rows: the history would read
+    # as one without it (check() names it too).
+    if not rows or str(rows[-1].entry_id) != head_id:
+        _missing(tx, head_id)
+    for before, row in itertools.pairwise(rows):
+        if row.parent_id is not None and str(row.parent_id) != str(before.entry_id):
+            _missing(tx, str(row.parent_id))
+    if len(rows) < count and rows[0].parent_id is not None:
+        _missing(tx, str(rows[0].parent_id))
     return [_entry(row) for row in rows]
 
 
@@ -249,8 +257,19 @@ def read_entry(tx: port.Reading, entry_id: str) -> Entry:
     """One entry; raises :class:`EntryNotFoundError` when it is not stored."""
     row = tx.conversation_entry(entry_id) if _storable(entry_id) else None
     if row is None:
-        raise EntryNotFoundError(entry_id)
+        _missing(tx, entry_id)
     return _entry(row)
+
+
+def _missing(tx: port.Reading, entry_id: str) -> NoReturn:
+    """Raise for an entry a read did not find: :class:`EntryNotFoundError` when it is not
+    stored, :class:`~agui_store.errors.HashMismatchError` when it is but its message is
+    not (deleted outside the store)."""
+    if not _storable(entry_id) or tx.conversation_entry_key(entry_id) is None:
+        raise EntryNotFoundError(entry_id)
+    raise HashMismatchError(
+        f"conversation entry {arguments.quote(entry_id)}: its message is not stored"
+    )
 
 
 # --- writes ---------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 import agui_store
 from agui_store import testing
 from agui_store.errors import HashMismatchError, InvalidArgumentError
-from tests.backends import dump, postgres_owner
+from tests.backends import dump, postgres_owner, tamper
 from tests.workers.harness import Worker
 
 # pydantic-ai needs Python 3.11: without it the tests marked pydantic_ai skip
@@ -645,5 +645,37 @@ def test_a_load_refuses_a_history_edited_outside_the_store(
             with pytest.raises(HashMismatchError, match="conversation entry"):
                 for entry in await store.read_history(head):
                     await store.read_entry(entry.id)
+
+    run(load())
+
+
+@pytest.mark.parametrize("lost", [0, 1, 3], ids=["the first", "a middle", "the head"])
+def test_a_load_refuses_a_history_whose_message_row_was_deleted_instead_of_skipping_it(
+    store_location: str, lost: int
+) -> None:
+    async def save() -> list[str]:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=[*turn(1), *turn(2)]))
+            return [entry.id for entry in await store.load_entries("c") or []]
+
+    ids = run(save())
+    tamper(
+        store_location,
+        [
+            "DELETE FROM conversation_messages WHERE id = (SELECT message FROM "
+            f"conversation_entries WHERE entry_id = '{ids[lost]}')"
+        ],
+    )
+
+    async def load() -> None:
+        async with ConversationStore(store_location) as store:
+            for limit in (None, 4 - lost):
+                with pytest.raises(HashMismatchError, match=f"entry '{ids[lost]}'.*not stored"):
+                    await store.load("c", limit=limit)
+            with pytest.raises(HashMismatchError, match=f"entry '{ids[lost]}'.*not stored"):
+                await store.read_entry(ids[lost])
+            if lost < 3:  # a window that ends before the lost message reads as it was
+                window = await store.load_entries("c", limit=3 - lost)
+                assert [entry.id for entry in window or []] == ids[lost + 1 :]
 
     run(load())
