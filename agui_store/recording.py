@@ -794,13 +794,32 @@ class Batcher:
         _settle(self._pending, self._on_written, batch, result)
 
 
-def _check_arguments(events: Any, iterable: bool, thread_id: Any, scope: Any) -> None:
+def _check_arguments(
+    events: Any, iterable: bool, thread_id: Any, scope: Any, *, asynchronous: bool = False
+) -> None:
     """Refuse a call whose arguments no event could be recorded with, when it is made: a
-    recorder that took them would log the error only once the stream had passed."""
+    recorder that took them would log the error only once the stream had passed.
+    ``asynchronous``: the call is ``AsyncStore.record``'s, which reads ``async for``."""
     if not iterable:
-        raise TypeError(f"events must be an iterable of events, not {type(events).__name__}")
+        wanted = "an async iterable" if asynchronous else "an iterable"
+        said = f"events must be {wanted} of events, not {type(events).__name__}"
+        if asynchronous and _is_iterable(events):
+            said += " (a sync iterable: Store.record records it)"
+        elif not asynchronous and isinstance(events, AsyncIterable):
+            said += " (an async iterable: AsyncStore.record records it, with async for)"
+        raise TypeError(said)
     arguments.check_thread_id(thread_id)
     arguments.check_scope(scope)
+
+
+def _is_iterable(events: Any) -> bool:
+    """Whether ``iter`` takes ``events``, through ``__iter__`` or ``__getitem__`` (not
+    consumed: a generator's iterator is itself)."""
+    try:
+        iter(events)
+    except TypeError:
+        return False
+    return True
 
 
 def record(
@@ -812,12 +831,7 @@ def record(
     scope: str | None = None,
 ) -> Iterator[Any]:
     """Yield each of ``events`` unchanged while recording it (``Store.record``)."""
-    try:
-        iter(events)  # an iterable, through __iter__ or __getitem__ (not consumed: a
-        iterable = True  # generator's iterator is itself)
-    except TypeError:
-        iterable = False
-    _check_arguments(events, iterable, thread_id, scope)
+    _check_arguments(events, _is_iterable(events), thread_id, scope)
     return _recorded(store, events, input=input, thread_id=thread_id, scope=scope)
 
 
@@ -1015,7 +1029,9 @@ def record_async(
     scope: str | None = None,
 ) -> AsyncIterator[Any]:
     """Yield each of ``events`` unchanged while recording it (``AsyncStore.record``)."""
-    _check_arguments(events, isinstance(events, AsyncIterable), thread_id, scope)
+    _check_arguments(
+        events, isinstance(events, AsyncIterable), thread_id, scope, asynchronous=True
+    )
     return _recorded_async(astore, events, input=input, thread_id=thread_id, scope=scope)
 
 

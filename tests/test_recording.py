@@ -842,6 +842,38 @@ def test_a_recording_with_arguments_no_event_could_be_recorded_with_is_refused_w
         assert store.threads() == []
 
 
+def test_a_recording_given_the_other_kind_of_iterable_names_the_record_that_takes_it(
+    tmp_path: Path,
+) -> None:
+    events = conversation_run("t", "r1", 12, 0)
+
+    async def agent() -> AsyncIterator[dict[str, Any]]:
+        for event in events:
+            yield event
+
+    with agui_store.open(tmp_path / "s.db") as store:
+        stream = agent()
+        with pytest.raises(TypeError) as sync_error:
+            store.record(stream)  # type: ignore[arg-type]
+        assert str(sync_error.value) == (
+            "events must be an iterable of events, not async_generator (an async iterable: "
+            "AsyncStore.record records it, with async for)"
+        )
+
+        async def main() -> None:
+            await stream.aclose()
+            async with aio.open(tmp_path / "a.db") as astore:
+                with pytest.raises(TypeError) as async_error:
+                    astore.record(events)  # type: ignore[arg-type]
+                assert str(async_error.value) == (
+                    "events must be an async iterable of events, not list (a sync iterable: "
+                    "Store.record records it)"
+                )
+
+        asyncio.run(main())
+        assert store.threads() == []
+
+
 def test_events_iterable_by_index_alone_are_recorded_as_iter_reads_them(tmp_path: Path) -> None:
     events = conversation_run("t", "r1", 12, 0)
 
