@@ -124,6 +124,18 @@ def _ids_of(body: bytes, decoder: msgspec.json.Decoder[Any] = _ids_decoder) -> _
         return None
 
 
+def _why_not_ids(body: bytes) -> str:
+    """What keeps ``body`` from naming a run (:func:`_ids_of` gave ``None``), as msgspec
+    says it: where and what (``Expected `str`, got `int` - at `$.threadId```)."""
+    try:
+        _ids_decoder.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        return str(e)[:200]
+    except RecursionError:
+        return "its JSON is nested deeper than it is read"
+    return "it names a thread and a run"  # not reached: _ids_of read it
+
+
 # --- the store, as coroutines ------------------------------------------------------------------
 
 
@@ -580,10 +592,11 @@ class Recorder:
                 looks_like_run = b'"threadId"' in body
                 (logger.warning if looks_like_run else logger.debug)(
                     "not recorded: %s %s answered an event stream, but its request body is "
-                    "not a RunAgentInput%s",
+                    "not a RunAgentInput (%s)",
                     scope.get("method"),
                     scope.get("path"),
-                    "" if body_complete else " (the app answered before reading it whole)",
+                    _why_not_ids(body) if body_complete
+                    else "the app answered before reading it whole",
                 )
                 return None
             if owner is None:

@@ -682,6 +682,23 @@ def test_a_body_that_is_not_a_run_agent_input_is_logged_and_passes_through(
     assert any("not a RunAgentInput" in r.getMessage() for r in caplog.records)
 
 
+def test_a_body_naming_a_thread_but_not_a_run_agent_input_is_logged_with_where_and_what(
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    chunks = sse(run_events("t1", "r1"))
+    recorder = Recorder(streaming_app(chunks), store=astore)
+    with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
+        asyncio.run(call(recorder, b'{"threadId": 3, "runId": "r1", "messages": []}'))
+        asyncio.run(call(recorder, b'{"threadId": "t1", "messages": []}'))
+    assert store.threads() == []
+    assert [r.getMessage() for r in caplog.records if r.name == "agui_store.asgi"] == [
+        "not recorded: POST /agent answered an event stream, but its request body is not a "
+        "RunAgentInput (Expected `str`, got `int` - at `$.threadId`)",
+        "not recorded: POST /agent answered an event stream, but its request body is not a "
+        "RunAgentInput (Object missing required field `runId`)",
+    ]
+
+
 def test_a_request_body_larger_than_the_store_takes_is_not_kept_while_the_app_streams_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
