@@ -821,7 +821,79 @@ def _reopen(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif kind in _CLOSES:
             opener, field = _CLOSES[kind]
             opened.pop((opener, str(ev.get(field))), None)
-    return list(opened.values())
+    return [*opened.values(), *_open_chunk_streams(events)]
+
+
+#: The chunk events, and what the first chunk of a stream names, which the chunks that
+#: continue it may leave out (the official client fills them in from the first).
+_CHUNKS: dict[str, tuple[str, ...]] = {
+    "TEXT_MESSAGE_CHUNK": ("messageId", "role", "name"),
+    "TOOL_CALL_CHUNK": ("toolCallId", "toolCallName", "parentMessageId"),
+    "REASONING_MESSAGE_CHUNK": ("messageId",),
+}
+#: Events that end every open chunk stream, as the official client reads them.
+_ENDS_ALL_CHUNKS = frozenset({"RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "MESSAGES_SNAPSHOT"})
+#: Events that end the open chunk stream of their subagent (of the agent itself without one).
+_ENDS_LANE_CHUNKS = frozenset({
+    "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TOOL_CALL_START",
+    "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT", "STATE_SNAPSHOT", "STATE_DELTA",
+    "CUSTOM", "STEP_STARTED", "STEP_FINISHED", "REASONING_START", "REASONING_MESSAGE_START",
+    "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END", "REASONING_END",
+})
+
+
+def _open_chunk_streams(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A chunk naming each chunk stream still open after ``events`` (its id, and the name,
+    role or parent its first chunk gave), without content.
+
+    The official client reads chunks in streams, one open at a time per subagent: the
+    chunks after the first may leave out the id and name (``{"type": "TOOL_CALL_CHUNK",
+    "delta": ...}``), and a stream begins only with a chunk that names them. The hydration
+    stream's ``MESSAGES_SNAPSHOT`` ends every stream, so the live rest needs them named
+    again; the client then continues the message or tool call the snapshot holds.
+    """
+    lanes: dict[Any, tuple[str, dict[str, Any]]] = {}  # subagent -> its open stream
+    for ev in events:
+        kind = ev.get("type")
+        if kind in _ENDS_ALL_CHUNKS:
+            lanes.clear()
+        elif kind in _ENDS_LANE_CHUNKS:
+            lanes.pop(ev.get("subagentRunId"), None)
+        elif kind in ("SUBAGENT_FINISHED", "SUBAGENT_ERROR") and ev.get("subagentRunId"):
+            lanes.pop(ev["subagentRunId"], None)
+        elif kind in _CHUNKS:
+            _read_chunk(lanes, kind, ev)
+    return [{"type": kind, **fields} for kind, fields in lanes.values()]
+
+
+def _read_chunk(
+    lanes: dict[Any, tuple[str, dict[str, Any]]], kind: str, ev: dict[str, Any]
+) -> None:
+    """One chunk, as the official client takes it: it continues the open stream of its kind
+    it names (or, naming none, the one of its subagent), else begins one."""
+    names = _CHUNKS[kind]
+    ident, subagent = ev.get(names[0]), ev.get("subagentRunId")
+    lane = subagent
+    if ident is not None:
+        lane = next(
+            (key for key, (k, fields) in lanes.items() if k == kind and fields[names[0]] == ident),
+            subagent,
+        )
+    elif subagent is None and lanes.get(None, ("",))[0] != kind:
+        same = [key for key, (k, _) in lanes.items() if k == kind]
+        lane = same[0] if len(same) == 1 else None
+    current = lanes.get(lane)
+    if current is not None and current[0] == kind and ident in (None, current[1][names[0]]):
+        return
+    if ident is None:  # the client refuses a stream begun so: nothing is open
+        lanes.pop(lane, None)
+        return
+    fields = {name: ev[name] for name in names if ev.get(name) is not None}
+    if kind == "TEXT_MESSAGE_CHUNK":
+        fields.setdefault("role", "assistant")
+    if subagent is not None:
+        fields["subagentRunId"] = subagent
+    lanes[lane] = (kind, fields)
 
 
 def _only(*names: str) -> Callable[[dict[str, Any]], dict[str, Any]]:

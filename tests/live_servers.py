@@ -2,8 +2,9 @@
 
 - :func:`agent_app`: a FastAPI app serving a pydantic-ai agent (``AGUIAdapter.dispatch_request``
   over a scripted ``FunctionModel``) at ``/pydantic``, an ag-ui-langgraph endpoint over a
-  small scripted graph at ``/langgraph`` and, at ``/dropping``, an agent that fails mid-run
-  (the server drops its stream). No LLM, no network beyond 127.0.0.1.
+  small scripted graph at ``/langgraph``, at ``/dropping`` an agent that fails mid-run
+  (the server drops its stream), and at ``/chunks`` a run answered in chunk events. No LLM,
+  no network beyond 127.0.0.1.
 - :func:`serve`: uvicorn on a free port of 127.0.0.1, in a thread, stopped on exit.
 - :class:`LiveClient`: the official ``@ag-ui/client`` 1.0.0 ``HttpAgent`` in node
   (``tests/oracle/live_client.mjs``).
@@ -122,8 +123,39 @@ def agent_app() -> Any:
     async def dropping_endpoint(request: Request) -> Any:
         return StreamingResponse(dropped_run(await request.json()), media_type="text/event-stream")
 
+    @app.post("/chunks")
+    async def chunks_endpoint(request: Request) -> Any:
+        return StreamingResponse(chunked_run(await request.json()), media_type="text/event-stream")
+
     add_langgraph(app)
     return app
+
+
+#: What the first chunk of each kind names, which the chunks after it leave out.
+CHUNK_STREAMS: dict[str, dict[str, Any]] = {
+    "text": {"type": "TEXT_MESSAGE_CHUNK", "messageId": "a", "role": "assistant"},
+    "tool": {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "toolCallName": "look_up"},
+    "reasoning": {"type": "REASONING_MESSAGE_CHUNK", "messageId": "r"},
+}
+
+
+async def chunked_run(run_input: dict[str, Any]) -> AsyncIterator[bytes]:
+    """A run that answers in one stream of chunks of the kind the last message names (a key
+    of :data:`CHUNK_STREAMS`): the first names it, the 300 after it only carry a delta, 5 ms
+    apart, as chunk producers send them."""
+    ids = {"threadId": run_input["threadId"], "runId": run_input["runId"]}
+    first = CHUNK_STREAMS[run_input["messages"][-1]["content"]]
+    suffix = f"-{ids['runId']}"
+    named = {k: v + suffix if k in ("messageId", "toolCallId") else v for k, v in first.items()}
+    events = [
+        {"type": "RUN_STARTED", **ids},
+        {**named, "delta": "{"},
+        *({"type": first["type"], "delta": f"{i} "} for i in range(300)),
+        {"type": "RUN_FINISHED", **ids},
+    ]
+    for event in events:
+        yield f"data: {json.dumps(event)}\n\n".encode()
+        await asyncio.sleep(0.005)
 
 
 #: What :func:`dropped_run` sends before it fails.

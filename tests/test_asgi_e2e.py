@@ -205,6 +205,27 @@ def test_a_client_that_reloads_while_the_run_streams_follows_it_live(live: Live)
     live.assert_restores(streaming["runId"], thread, follower)
 
 
+@pytest.mark.parametrize("kind", sorted(live_servers.CHUNK_STREAMS))
+def test_a_client_that_reloads_while_a_stream_of_chunks_flows_follows_it_live(
+    live: Live, kind: str
+) -> None:
+    """The chunks after the first name no message or tool call: the client continues the
+    stream it has open, which the hydration's MESSAGES_SNAPSHOT ends."""
+    thread = new_thread()
+    streaming = run(kind)
+    held, follower = live.drive(
+        "chunks",
+        thread,
+        {"steps": [streaming]},
+        {"steps": [{"op": "sleep", "ms": 400}, {"op": "connect"}]},
+    )
+    connected = follower["steps"][1]
+    assert "error" not in connected, connected["error"]
+    assert connected["events"][-1] == "RUN_FINISHED"
+    live.assert_restores(streaming["runId"], thread, held)
+    live.assert_restores(streaming["runId"], thread, follower)
+
+
 def test_a_connect_to_an_unknown_thread_restores_nothing(live: Live) -> None:
     (held,) = live.drive("pydantic", new_thread(), {"steps": [{"op": "connect"}]})
     assert held["messages"] == [] and held["steps"][0]["events"] == []
