@@ -787,7 +787,7 @@ class _Reader:
                     f"{where}: branch {name!r} points at run {run_id!r}, which no run record "
                     "of its thread before it names"
                 )
-            section.branches.append((name, run_id, _need(rec.updated_at, "updated_at", where)))
+            section.branches.append((name, run_id, _moment(rec.updated_at, "updated_at", where)))
             self.seen.branches += 1
         elif kind == "conversation_entry":
             entry_id = _need(rec.entry_id, "entry_id", where)

@@ -277,6 +277,29 @@ def test_an_edited_or_cut_archive_is_refused_by_line_and_nothing_is_written(
 
 
 @pytest.mark.parametrize(
+    "moment", [-5, 10**16, 10**19], ids=["before-1970", "year-318857", "past-64-bits"]
+)
+def test_a_branch_time_no_store_can_show_is_refused_by_line_and_nothing_is_written(
+    new_location: Any, moment: int
+) -> None:
+    source, target = new_location(), new_location()
+    with agui_store.open(source) as store:
+        record_run(store, "t1", "r1")
+        store.branch("b", "r1", thread_id="t1")
+        archive = exported(store)
+    lines = archive.splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if text.startswith(b'{"record":"branch"'))
+    edited = re.sub(rb'("record":"branch".*"updated_at":)\d+', rb"\g<1>%d" % moment, archive)
+    assert edited != archive
+    before = dump(target)
+    with agui_store.open(target) as store, pytest.raises(
+        InvalidArgumentError, match=f"line {line}: updated_at {moment} is not a time"
+    ):
+        store.import_archive(io.BytesIO(edited))
+    assert dump(target) == before
+
+
+@pytest.mark.parametrize(
     "edit",
     [
         (b'"parent_run_id":"r1",', b'"parent_run_id":null,'),
