@@ -872,14 +872,14 @@ MESSAGE = (
 
 def _conversation_archive(
     cid: str = "c", scope: str | None = None, message: str = MESSAGE, entry_id: str = "e1",
-    fields: str = "{}",
+    fields: str = "{}", updated_at: int = 1_767_225_600_000_000,
 ) -> bytes:
     """An archive of one conversation of one entry, hashed right for what it holds."""
     from agui_store.engine import conversations
 
     address = conversations.message_hash(message.encode("utf-8", "surrogatepass"))
     record = conversations.Record(conversation_id=cid, head_id=entry_id, scope=scope,
-                                  revision="r1", updated_at=1_767_225_600_000_000,
+                                  revision="r1", updated_at=updated_at,
                                   record=fields, branches=())
     records = [
         {"record": "header", "format": "agui-store-archive", "version": 1},
@@ -911,9 +911,15 @@ def _conversation_archive(
          "line 3: conversation 'c': its fields are not a JSON object: "),
         (_conversation_archive(fields="[1]"),
          "line 3: conversation 'c': its fields are not a JSON object"),
+        (_conversation_archive(updated_at=10**18),
+         "line 3: updated_at 1000000000000000000 is not a time"),
+        (_conversation_archive(updated_at=10**19),
+         "line 3: updated_at 10000000000000000000 is not a time"),
+        (_conversation_archive(updated_at=-1), "line 3: updated_at -1 is not a time"),
     ],
     ids=["empty-scope", "nul-id", "nul-entry", "message-not-json", "message-not-canonical",
-         "fields-not-json", "fields-array"],
+         "fields-not-json", "fields-array", "time-past-year-9999", "time-past-64-bits",
+         "time-before-1970"],
 )
 def test_an_archive_hashed_right_is_refused_where_a_save_could_not_have_stored_its_conversation(
     tmp_path: Path, archive: bytes, words: str

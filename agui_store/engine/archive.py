@@ -350,13 +350,16 @@ _OUTCOMES = frozenset({"error", *records.OUTCOME_STATUSES})
 _LATEST_MS = 253_402_300_799_999
 
 
-def _moment(value: Any, name: str, where: str) -> int:
-    """A record's time, refused outside :data:`_LATEST_MS`'s span."""
+def _moment(value: Any, name: str, where: str, *, micro: bool = False) -> int:
+    """A record's time, refused outside :data:`_LATEST_MS`'s span (``micro``: a time in
+    microseconds, as a conversation's ``updated_at`` is)."""
     moment = _need(value, name, where)
-    if not isinstance(moment, int) or not 0 <= moment <= _LATEST_MS:
+    latest, unit = (_LATEST_MS, "milliseconds")
+    if micro:
+        latest, unit = latest * 1000 + 999, "microseconds"
+    if not isinstance(moment, int) or not 0 <= moment <= latest:
         raise InvalidArgumentError(
-            f"{where}: {name} {moment!r} is not a time (milliseconds since 1970, before "
-            "year 10000)"
+            f"{where}: {name} {moment!r} is not a time ({unit} since 1970, before year 10000)"
         )
     return moment
 
@@ -817,7 +820,8 @@ class _Reader:
             assert stored is not None
             row = port.ConversationRow(
                 0, cid, rec.head_id, rec.scope, _need(rec.revision, "revision", where),
-                _need(rec.updated_at, "updated_at", where), _need(fields, "fields", where),
+                _moment(rec.updated_at, "updated_at", where, micro=True),
+                _need(fields, "fields", where),
                 stored, _ENCODE(rec.branches).decode(),
             )  # fmt: skip
             record = conversations.record_of(row)
