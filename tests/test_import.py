@@ -931,6 +931,57 @@ def test_an_archive_hashed_right_is_refused_where_a_save_could_not_have_stored_i
         assert store.check().ok
 
 
+def _failed_run_archive(thread_id: str, run_id: str = "run-error-1") -> bytes:
+    """An archive of one thread holding one run that failed before it started (a
+    ``RUN_ERROR`` alone, a run the store names), hashed right for what it holds."""
+    from agui_store.history import hashing
+
+    event, at = '{"type":"RUN_ERROR","message":"boom"}', 1_767_225_600_000
+    start = hashing.start(thread_id=thread_id, run_id=run_id, lineage="root",
+                          sent_parent_run_id=None, synthetic=True, created_at=at,
+                          parent_hash=None, input_hash=None)
+    after = hashing.chain(start, hashing.batch_digest([(1, "RUN_ERROR", event, None)], "error", at))
+    records = [
+        {"record": "header", "format": "agui-store-archive", "version": 1},
+        {"record": "thread", "thread_id": thread_id, "owner": None, "created_at": at},
+        {"record": "run", "run_id": run_id, "parent_run_id": None, "lineage": "root",
+         "sent_parent_run_id": None, "synthetic": True, "created_at": at, "input": None,
+         "input_refs": None, "parent_hash": None, "hash": start.hex()},
+        {"record": "batch", "run_id": run_id, "outcome": "error", "appended_at": at,
+         "events": 1, "hash": after.hex()},
+        {"record": "event", "type": "RUN_ERROR", "event": json.loads(event)},
+        {"record": "end", "counts": {"threads": 1, "runs": 1, "events": 1, "branches": 0,
+                                     "conversations": 0}},
+    ]  # fmt: skip
+    return b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in records)
+
+
+@pytest.mark.parametrize(
+    ("archive", "words"),
+    [
+        (_failed_run_archive(""), "line 2: the thread id '' is empty"),
+        (_failed_run_archive("a\x00b"), r"line 2: the thread id 'a\\x00b' holds a NUL"),
+        (_failed_run_archive("t" * 3000), "line 2: the thread id 'tttt.* is 3,000 bytes long"),
+        (_failed_run_archive("t1", run_id=""), "line 3: the run id '' is empty"),
+        (_failed_run_archive("t1", run_id="r\x00"), r"line 3: the run id 'r\\x00' holds a NUL"),
+    ],
+    ids=["empty-thread", "nul-thread", "long-thread", "empty-run", "nul-run"],
+)
+def test_an_archive_hashed_right_is_refused_by_line_where_append_could_not_have_stored_an_id(
+    tmp_path: Path, archive: bytes, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agui_store import cli
+
+    with agui_store.open(tmp_path / "s.db") as store:
+        with pytest.raises(agui_store.InvalidArgumentError, match=words):
+            store.import_archive(io.BytesIO(archive))
+        assert store.threads() == []
+        assert store.import_archive(io.BytesIO(_failed_run_archive("t1"))).runs == 1
+    (tmp_path / "a.jsonl").write_bytes(archive)
+    assert cli.main(["--db", str(tmp_path / "s.db"), "import", str(tmp_path / "a.jsonl")]) == 1
+    assert re.search(words, capsys.readouterr().err)
+
+
 @pytest.mark.pydantic_ai
 def test_an_archive_whose_conversation_message_pydantic_ai_cannot_read_is_refused_by_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

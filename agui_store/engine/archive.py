@@ -680,12 +680,12 @@ class _Reader:
                 intake.check_scope(rec.owner)  # as append takes an owner
             except (InvalidEventError, InvalidArgumentError, TypeError) as e:
                 raise InvalidArgumentError(f"{where}: the thread's owner: {e}") from None
-            section = self.section = _Section(where, _need(rec.thread_id, "thread_id", where),
-                                              rec.owner, _moment(rec.created_at, "created_at",
-                                                                 where))  # fmt: skip
+            thread_id = _id(rec.thread_id, "thread", where)
+            created_at = _moment(rec.created_at, "created_at", where)
+            section = self.section = _Section(where, thread_id, rec.owner, created_at)
             self.seen.threads += 1
         elif kind == "run":
-            run_id = _need(rec.run_id, "run_id", where)
+            run_id = _id(rec.run_id, "run", where)
             if section.thread_id is None or run_id in section.runs:
                 raise InvalidArgumentError(
                     f"{where}: run {run_id!r} outside a thread, or twice in it"
@@ -1092,6 +1092,19 @@ def _stored_record(record: conversations.Record, where: str) -> None:
             f"{where}: conversation {record.conversation_id!r}: its fields are not a JSON object"
             + (f": {fields}" if isinstance(fields, InvalidEventError) else "")
         )
+
+
+def _id(value: Any, what: str, where: str) -> str:
+    """A thread's or run's id, refused where ``append`` refuses it: empty (no verb names
+    it, nor erases it), or one no store can hold (:func:`arguments.unstorable`)."""
+    found: str = _need(value, f"{what}_id", where)
+    reason = "is empty" if not found else arguments.unstorable(found)
+    if reason is not None:
+        raise InvalidArgumentError(
+            f"{where}: the {what} id {arguments.quote(found)} {reason}; append refuses such "
+            "ids, so no store holds one"
+        )
+    return found
 
 
 def _need(value: Any, name: str, where: str) -> Any:
