@@ -872,7 +872,7 @@ MESSAGE = (
 
 def _conversation_archive(
     cid: str = "c", scope: str | None = None, message: str = MESSAGE, entry_id: str = "e1",
-    fields: str = "{}", updated_at: int = 1_767_225_600_000_000,
+    fields: str = "{}", updated_at: int = 1_767_225_600_000_000, kind: str = "message",
 ) -> bytes:
     """An archive of one conversation of one entry, hashed right for what it holds."""
     from agui_store.engine import conversations
@@ -884,8 +884,8 @@ def _conversation_archive(
     records = [
         {"record": "header", "format": "agui-store-archive", "version": 1},
         {"record": "conversation_entry", "entry_id": entry_id, "parent_id": None,
-         "kind": "message", "conversation": cid, "message_text": message,
-         "hash": conversations.entry_hash(entry_id, "message", address, None).hex()},
+         "kind": kind, "conversation": cid, "message_text": message,
+         "hash": conversations.entry_hash(entry_id, kind, address, None).hex()},
         {"record": "conversation", "conversation_id": cid, "head_id": entry_id, "scope": scope,
          "revision": "r1", "updated_at": record.updated_at, "fields_text": fields,
          "branches": [], "hash": conversations.record_hash(record).hex()},
@@ -916,10 +916,13 @@ def _conversation_archive(
         (_conversation_archive(updated_at=10**19),
          "line 3: updated_at 10000000000000000000 is not a time"),
         (_conversation_archive(updated_at=-1), "line 3: updated_at -1 is not a time"),
+        (_conversation_archive(kind="mes\x00sage"),
+         "line 2: conversation entry 'e1': its kind holds a NUL"),
+        (_conversation_archive(kind=""), "line 2: conversation entry 'e1': its kind is empty"),
     ],
     ids=["empty-scope", "nul-id", "nul-entry", "message-not-json", "message-not-canonical",
          "fields-not-json", "fields-array", "time-past-year-9999", "time-past-64-bits",
-         "time-before-1970"],
+         "time-before-1970", "nul-kind", "empty-kind"],
 )
 def test_an_archive_hashed_right_is_refused_where_a_save_could_not_have_stored_its_conversation(
     tmp_path: Path, archive: bytes, words: str

@@ -799,7 +799,8 @@ class _Reader:
             assert own is not None
             if message is None:
                 raise InvalidArgumentError(f"{where}: entry {entry_id!r} without its message")
-            _stored_message(entry_id, rec.parent_id, message, where)
+            kind = _need(rec.kind, "kind", where)
+            _stored_message(entry_id, rec.parent_id, kind, message, where)
             cid = _need(rec.conversation, "conversation", where)
             unread = _unreadable_message(message)
             if unread is not None:
@@ -810,9 +811,7 @@ class _Reader:
                     "pydantic-ai's parts"
                 )
             address = conversations.message_hash(message.encode("utf-8", "surrogatepass"))
-            section.entries[entry_id] = (
-                rec.parent_id, _need(rec.kind, "kind", where), message, address, own, cid,
-            )  # fmt: skip
+            section.entries[entry_id] = (rec.parent_id, kind, message, address, own, cid)
         elif kind == "conversation":
             cid = _need(rec.conversation_id, "conversation_id", where)
             fields = _text(rec.fields, rec.fields_text)
@@ -1023,12 +1022,17 @@ def _readable_input(
         raise InvalidArgumentError(f"{where}: run {run_id!r}: {wrong}")
 
 
-def _stored_message(entry_id: str, parent_id: str | None, message: str, where: str) -> None:
-    """Refuse a conversation entry a save could not have stored: an id or parent no store
-    can hold, or a message that is not a JSON object in the one text a save stores it as
-    (keys sorted, no spaces), which every load reads back."""
-    found = arguments.first_unstorable([("id", entry_id), ("parent", parent_id)])
+def _stored_message(
+    entry_id: str, parent_id: str | None, kind: str, message: str, where: str
+) -> None:
+    """Refuse a conversation entry a save could not have stored: an id, parent or kind no
+    store can hold (an empty kind names none), or a message that is not a JSON object in
+    the one text a save stores it as (keys sorted, no spaces), which every load reads
+    back."""
+    found = arguments.first_unstorable([("id", entry_id), ("parent", parent_id), ("kind", kind)])
     wrong = None if found is None else f"its {found[0]} {found[1]}"
+    if wrong is None and not kind:
+        wrong = "its kind is empty"
     if wrong is None:
         try:
             text = conversations.canonical(message, f"entry {entry_id!r}")
