@@ -934,21 +934,23 @@ def test_an_archive_hashed_right_is_refused_where_a_save_could_not_have_stored_i
         assert store.check().ok
 
 
-def _failed_run_archive(thread_id: str, run_id: str = "run-error-1") -> bytes:
+def _failed_run_archive(
+    thread_id: str, run_id: str = "run-error-1", sent_parent: str | None = None
+) -> bytes:
     """An archive of one thread holding one run that failed before it started (a
     ``RUN_ERROR`` alone, a run the store names), hashed right for what it holds."""
     from agui_store.history import hashing
 
     event, at = '{"type":"RUN_ERROR","message":"boom"}', 1_767_225_600_000
     start = hashing.start(thread_id=thread_id, run_id=run_id, lineage="root",
-                          sent_parent_run_id=None, synthetic=True, created_at=at,
+                          sent_parent_run_id=sent_parent, synthetic=True, created_at=at,
                           parent_hash=None, input_hash=None)
     after = hashing.chain(start, hashing.batch_digest([(1, "RUN_ERROR", event, None)], "error", at))
     records = [
         {"record": "header", "format": "agui-store-archive", "version": 1},
         {"record": "thread", "thread_id": thread_id, "owner": None, "created_at": at},
         {"record": "run", "run_id": run_id, "parent_run_id": None, "lineage": "root",
-         "sent_parent_run_id": None, "synthetic": True, "created_at": at, "input": None,
+         "sent_parent_run_id": sent_parent, "synthetic": True, "created_at": at, "input": None,
          "input_refs": None, "parent_hash": None, "hash": start.hex()},
         {"record": "batch", "run_id": run_id, "outcome": "error", "appended_at": at,
          "events": 1, "hash": after.hex()},
@@ -967,8 +969,13 @@ def _failed_run_archive(thread_id: str, run_id: str = "run-error-1") -> bytes:
         (_failed_run_archive("t" * 3000), "line 2: the thread id 'tttt.* is 3,000 bytes long"),
         (_failed_run_archive("t1", run_id=""), "line 3: the run id '' is empty"),
         (_failed_run_archive("t1", run_id="r\x00"), r"line 3: the run id 'r\\x00' holds a NUL"),
+        (_failed_run_archive("t1", sent_parent="p\x00"),
+         "line 3: run 'run-error-1': its sent_parent_run_id holds a NUL"),
+        (_failed_run_archive("t1", sent_parent="p" * 3000),
+         "line 3: run 'run-error-1': its sent_parent_run_id is 3,000 bytes long"),
     ],
-    ids=["empty-thread", "nul-thread", "long-thread", "empty-run", "nul-run"],
+    ids=["empty-thread", "nul-thread", "long-thread", "empty-run", "nul-run", "nul-sent-parent",
+         "long-sent-parent"],
 )
 def test_an_archive_hashed_right_is_refused_by_line_where_append_could_not_have_stored_an_id(
     tmp_path: Path, archive: bytes, words: str, capsys: pytest.CaptureFixture[str]

@@ -690,6 +690,15 @@ class _Reader:
                 raise InvalidArgumentError(
                     f"{where}: run {run_id!r} outside a thread, or twice in it"
                 )
+            unstorable = arguments.first_unstorable(
+                [("parent_run_id", rec.parent_run_id),
+                 ("sent_parent_run_id", rec.sent_parent_run_id)]
+            )  # fmt: skip
+            if unstorable is not None:
+                raise InvalidArgumentError(
+                    f"{where}: run {run_id!r}: its {unstorable[0]} {unstorable[1]}; append "
+                    "refuses such ids, so no store holds one"
+                )
             lineage = _need(rec.lineage, "lineage", where)
             if lineage not in records.LINEAGE_REASONS:
                 raise InvalidArgumentError(
