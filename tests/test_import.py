@@ -873,13 +873,14 @@ MESSAGE = (
 def _conversation_archive(
     cid: str = "c", scope: str | None = None, message: str = MESSAGE, entry_id: str = "e1",
     fields: str = "{}", updated_at: int = 1_767_225_600_000_000, kind: str = "message",
+    revision: str = "r1",
 ) -> bytes:
     """An archive of one conversation of one entry, hashed right for what it holds."""
     from agui_store.engine import conversations
 
     address = conversations.message_hash(message.encode("utf-8", "surrogatepass"))
     record = conversations.Record(conversation_id=cid, head_id=entry_id, scope=scope,
-                                  revision="r1", updated_at=updated_at,
+                                  revision=revision, updated_at=updated_at,
                                   record=fields, branches=())
     records = [
         {"record": "header", "format": "agui-store-archive", "version": 1},
@@ -887,7 +888,7 @@ def _conversation_archive(
          "kind": kind, "conversation": cid, "message_text": message,
          "hash": conversations.entry_hash(entry_id, kind, address, None).hex()},
         {"record": "conversation", "conversation_id": cid, "head_id": entry_id, "scope": scope,
-         "revision": "r1", "updated_at": record.updated_at, "fields_text": fields,
+         "revision": revision, "updated_at": record.updated_at, "fields_text": fields,
          "branches": [], "hash": conversations.record_hash(record).hex()},
         {"record": "end", "counts": {"threads": 0, "runs": 0, "events": 0, "branches": 0,
                                      "conversations": 1}},
@@ -919,10 +920,12 @@ def _conversation_archive(
         (_conversation_archive(kind="mes\x00sage"),
          "line 2: conversation entry 'e1': its kind holds a NUL"),
         (_conversation_archive(kind=""), "line 2: conversation entry 'e1': its kind is empty"),
+        (_conversation_archive(revision="r\x00"),
+         "line 3: conversation 'c': its revision holds a NUL"),
     ],
     ids=["empty-scope", "nul-id", "nul-entry", "message-not-json", "message-not-canonical",
          "fields-not-json", "fields-array", "time-past-year-9999", "time-past-64-bits",
-         "time-before-1970", "nul-kind", "empty-kind"],
+         "time-before-1970", "nul-kind", "empty-kind", "nul-revision"],
 )
 def test_an_archive_hashed_right_is_refused_where_a_save_could_not_have_stored_its_conversation(
     tmp_path: Path, archive: bytes, words: str

@@ -321,7 +321,7 @@ def refuse_unstorable(record: Record, new_entries: Sequence[Entry]) -> None:
     refused on SQLite too, so that any store copies to any other; a scope is an owner's
     name, never empty. A save and an archive's import both ask it."""
     named = [("id", record.conversation_id), ("scope", record.scope),
-             ("head", record.head_id)]
+             ("head", record.head_id), ("revision", record.revision)]
     named += [("branch", b) for b in record.branches]
     for index, entry in enumerate(new_entries):
         named += [(f"new entry {index}'s id", entry.entry_id),
