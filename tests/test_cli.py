@@ -394,6 +394,19 @@ def _two_threads(db: Path) -> None:
         store.append(run("kept", "k1", *say("m2", "keep me")))
 
 
+def test_export_all_with_json_of_a_store_of_threads_says_json_takes_one_thread(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.db"
+    _two_threads(db)
+    refused = cli("export", "--all", "--json", db=db, ok=False)
+    assert refused.returncode == 2 and not refused.stdout
+    assert "--json is --format json, which holds one thread's events" in refused.stderr
+    assert "export --all without --json" in refused.stderr
+    one = cli("export", "--all", "--json", "--thread", "kept", db=db).stdout
+    assert [e["runId"] for e in json.loads(one) if e["type"] == "RUN_STARTED"] == ["k1"]
+
+
 def test_delete_and_prune_refuse_without_yes_and_a_terminal_and_erase_nothing(
     tmp_path: Path,
 ) -> None:

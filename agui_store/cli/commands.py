@@ -1014,6 +1014,11 @@ def cmd_export(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     args.format = fmt
     events: Iterable[dict[str, Any]]
     if args.all:
+        if args.json and args.thread is None and len(store.threads()) > 1:
+            raise UsageError(
+                "--json is --format json, which holds one thread's events: name it with "
+                "--thread T (the archive of every thread is export --all without --json)"
+            )
         thread = _the_thread(store, args)
         sys.stderr.write(
             f"note: --format {fmt} holds the thread's events only, not its runs' inputs, "
