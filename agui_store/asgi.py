@@ -268,17 +268,58 @@ class _Recording:
             )
 
     def _written(self, result: AppendResult, batch: list[bytes]) -> None:
-        if result.new_run_ids:
-            if self.run_id is not None:
-                self._recorder._run_ended(self.thread_id, self.run_id)
-            self.run_id = result.new_run_ids[-1]
-            if not self._ended:
-                self._recorder._run_opened(self.thread_id, self.run_id)
-        live = self._recorder._live.get((self.thread_id, self.run_id or ""))
         first, last = result.first_seq, result.last_seq
         # One append's events have consecutive sequence numbers (one write transaction).
-        if live is not None and first is not None and last == first + len(batch) - 1:
-            live.publish([(first + i, payload) for i, payload in enumerate(batch)])
+        numbered = first is not None and last == first + len(batch) - 1
+        # A batch may hold the end of one run and the start of the next (an app answering
+        # one request with several runs): each run's followers get its own part, and the
+        # run before ends only after its last events went to them.
+        for opened, start, end in _runs_in(batch, result.new_run_ids):
+            if opened is not None:
+                if self.run_id is not None:
+                    self._recorder._run_ended(self.thread_id, self.run_id)
+                self.run_id = opened
+                if not self._ended:
+                    self._recorder._run_opened(self.thread_id, opened)
+            live = self._recorder._live.get((self.thread_id, self.run_id or ""))
+            if live is not None and first is not None and numbered and start < end:
+                live.publish([(first + i, batch[i]) for i in range(start, end)])
+
+
+class _Type(msgspec.Struct):
+    type: str = ""
+
+
+_type_decoder = msgspec.json.Decoder(_Type)
+
+
+def _opens_run(payload: bytes) -> bool:
+    try:
+        return _type_decoder.decode(payload).type == "RUN_STARTED"
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False  # not reached: the store took the batch, every event an object
+
+
+def _runs_in(batch: list[bytes], new_run_ids: tuple[str, ...]) -> list[tuple[str | None, int, int]]:
+    """The parts of a written batch that belong to one run each, as the store split it
+    (every RUN_STARTED opens a run; docs/design/behaviour.md#events): the run a part opens
+    (``None``: it continues the run before) and its bounds in the batch.
+
+    The batch is read only when it opened a run somewhere after its first event.
+    """
+    if not new_run_ids:
+        return [(None, 0, len(batch))]
+    if len(new_run_ids) == 1 and batch and _opens_run(batch[0]):
+        return [(new_run_ids[0], 0, len(batch))]
+    starts = [i for i, payload in enumerate(batch) if _opens_run(payload)]
+    if len(starts) == len(new_run_ids) - 1:
+        starts.insert(0, 0)  # its first events opened a run of their own (a RUN_ERROR's)
+    if len(starts) != len(new_run_ids):  # not how the store split it: nothing is published
+        return [(name, 0, 0) for name in new_run_ids]
+    bounds = [*starts, len(batch)]
+    parts: list[tuple[str | None, int, int]] = [(None, 0, starts[0])] if starts[0] else []
+    parts += [(name, bounds[n], bounds[n + 1]) for n, name in enumerate(new_run_ids)]
+    return parts
 
 
 # --- the middleware ---------------------------------------------------------------------------

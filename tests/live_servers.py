@@ -5,6 +5,8 @@
   small scripted graph at ``/langgraph``, at ``/dropping`` an agent that fails mid-run
   (the server drops its stream), and at ``/chunks`` a run answered in chunk events. No LLM,
   no network beyond 127.0.0.1.
+- :func:`turns_app`: one response holding several runs, one after the other (a recorded
+  conversation's turns), which waits mid-run while the test holds it (:data:`HOLDS`).
 - :func:`serve`: uvicorn on a free port of 127.0.0.1, in a thread, stopped on exit.
 - :class:`LiveClient`: the official ``@ag-ui/client`` 1.0.0 ``HttpAgent`` in node
   (``tests/oracle/live_client.mjs``).
@@ -174,6 +176,68 @@ async def dropped_run(run_input: dict[str, Any]) -> AsyncIterator[bytes]:
         yield f"data: {json.dumps(event)}\n\n".encode()
         await asyncio.sleep(0.005)
     raise RuntimeError("the agent failed mid-run")
+
+
+#: Request run id -> a semaphore the response of :func:`turns_app` acquires in the middle of
+#: each of its runs: the test releases it once it has done what it does there.
+HOLDS: dict[str, threading.Semaphore] = {}
+
+
+def turns_app(recorded: list[dict[str, Any]]) -> Any:
+    """A FastAPI app answering ``POST /turns`` with every run of ``recorded`` in one
+    response (:func:`consecutive_runs`)."""
+    app = FastAPI()
+
+    @app.post("/turns")
+    async def turns_endpoint(request: Request) -> Any:
+        run_input = await request.json()
+        runs = runs_named_for(run_input, recorded)
+        stream = consecutive_runs(runs, held_as=run_input["runId"])
+        return StreamingResponse(stream, media_type="text/event-stream")
+
+    return app
+
+
+def runs_named_for(
+    run_input: dict[str, Any], recorded: list[dict[str, Any]]
+) -> list[list[dict[str, Any]]]:
+    """The runs of ``recorded``, each from its RUN_STARTED, in the request's thread: the first
+    is the request's run, the next ``<runId>-2``, ``<runId>-3``..."""
+    runs: list[list[dict[str, Any]]] = []
+    for event in recorded:
+        if event["type"] == "RUN_STARTED":
+            runs.append([])
+        runs[-1].append(dict(event))
+    for number, run in enumerate(runs, start=1):
+        run_id = run_input["runId"] if number == 1 else f"{run_input['runId']}-{number}"
+        for event in run:
+            if "runId" in event:
+                event.update(threadId=run_input["threadId"], runId=run_id)
+            event.pop("input", None)  # the recording's request, naming its own ids
+    return runs
+
+
+async def consecutive_runs(
+    runs: list[list[dict[str, Any]]], *, held_as: str
+) -> AsyncIterator[bytes]:
+    """``runs``, their events 2 ms apart, each run's last event in one chunk with the next
+    run's RUN_STARTED (as a server writes what it has at once); in the middle of each run it
+    waits for ``HOLDS[held_as]`` when there is one."""
+    hold = HOLDS.get(held_as)
+    ending = b""  # the last event of the run before
+    for run in runs:
+        for at, event in enumerate(run):
+            if hold is not None and at == len(run) // 2:
+                while not hold.acquire(blocking=False):
+                    await asyncio.sleep(0.005)
+            frame = f"data: {json.dumps(event)}\n\n".encode()
+            if at == len(run) - 1:
+                ending = frame
+                continue
+            yield ending + frame
+            ending = b""
+            await asyncio.sleep(0.002)
+    yield ending
 
 
 def add_langgraph(app: Any) -> None:

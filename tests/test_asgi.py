@@ -15,10 +15,13 @@ import inspect
 import json
 import logging
 import subprocess
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -28,6 +31,8 @@ import agui_store
 from agui_store import testing
 from agui_store.aio import AsyncStore
 from agui_store.asgi import Recorder, SSEFramer, encode_sse
+from tests import live_servers
+from tests.conftest import FIXTURES, _skip_or_fail
 
 # --- the framer ---------------------------------------------------------------------------
 
@@ -1456,6 +1461,56 @@ def test_last_event_id_on_a_live_run_resumes_with_every_events_own_cursor(
     seen = store.events("r1", thread_id="t1")
     assert [ev for _, ev in got] == seen[len(seen) - len(got) :]
     assert [i for i, _ in got] == list(range(got[0][0], got[0][0] + len(got)))
+
+
+def until(condition: Callable[[], bool]) -> None:
+    """Wait until ``condition()`` holds (a test server's progress, seen from the test)."""
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, "the server made no progress"
+        time.sleep(0.005)
+
+
+def test_each_run_of_a_response_streaming_several_is_followed_live_with_its_own_events_only(
+    store: Any,
+) -> None:
+    """The retainsMemory recording answers one request with five runs; each run's end comes
+    in one chunk with the next run's start, so one batch holds both."""
+    path = FIXTURES / "dojo_event_traces" / "langgraphPythonTests.retainsMemory.json"
+    if not path.is_file():
+        _skip_or_fail(f"the upstream recording is not at {path}")
+    recorder = Recorder(live_servers.turns_app(json.loads(path.read_text())), store=store)
+    hold = live_servers.HOLDS["a"] = threading.Semaphore(0)  # the server waits mid-run
+    a, b = json.loads(request_body("t1", "a")), json.loads(request_body("t1", "a-2"))
+    try:
+        with live_servers.serve(recorder) as url, httpx.Client(timeout=60) as http:
+            posting = threading.Thread(target=http.post, args=(f"{url}/turns",), kwargs={"json": a})
+            posting.start()
+            until(lambda: store.get_run("a", thread_id="t1") is not None)
+            with http.stream("POST", f"{url}/turns/connect", json=a) as following_a:
+                hold.release()  # a's follower is in: the rest of a, and b up to its middle
+                got_a = read_stream(following_a.read())
+            until(lambda: store.get_run("a-2", thread_id="t1") is not None)
+            resumed = {"json": b, "headers": {"last-event-id": "0"}}
+            with http.stream("POST", f"{url}/turns/connect", **resumed) as following_b:
+                for _ in range(4):  # b's rest and the three runs after it
+                    hold.release()
+                got_b = read_stream(following_b.read())
+            posting.join()
+            until(lambda: recorder.recording == 0)
+    finally:
+        del live_servers.HOLDS["a"]
+    cursor = got_a[0][0]
+    hydration = ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT"]
+    assert [ev["type"] for _, ev in got_a[:3]] == hydration
+    # The live rest of a is every event of a after the hydration's cursor, up to its end.
+    live_rest = [ev for seq, ev in got_a if seq > cursor]
+    assert live_rest == store.events("a", thread_id="t1", after=cursor)
+    assert got_a[-1][1] == {"type": "RUN_FINISHED", "threadId": "t1", "runId": "a"}
+    # Resumed from the start, b is exactly its own events, each with its own cursor.
+    assert [ev for _, ev in got_b] == store.events("a-2", thread_id="t1")
+    assert got_b[0][1]["type"] == "RUN_STARTED" and got_b[-1][1]["type"] == "RUN_FINISHED"
+    assert [seq for seq, _ in got_b] == list(range(got_b[0][0], got_b[0][0] + len(got_b)))
 
 
 def gated_app(chunks: list[bytes], gate: asyncio.Event, held: int) -> Any:
