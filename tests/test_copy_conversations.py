@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
+from collections.abc import Callable
+from pathlib import Path
 
+import apsw
 import pytest
 
 import agui_store
 from agui_store import SyncConflictError, cli
+from agui_store.engine import conversations
 from tests.backends import dump
-from tests.test_sync import conversations_of, locations, pair, src_dst
+from tests.test_sync import _NO_PG, conversations_of, locations, pair, src_dst
 
 __all__ = ["locations", "pair", "src_dst"]  # the fixtures the tests take
 
@@ -38,6 +43,56 @@ async def _save(location: str, cid: str, *turns: int, usage: int | None = None) 
 
 def save(location: str, cid: str, *turns: int, usage: int | None = None) -> None:
     asyncio.run(_save(location, cid, *turns, usage=usage))
+
+
+def _nul_revision(conn: apsw.Connection) -> None:
+    conn.execute("UPDATE conversations SET revision = revision || ?", ("\x00",))
+
+
+def _nul_kind(conn: apsw.Connection) -> None:
+    """The last entry's kind, given a NUL and its hash again, as a release that took such
+    a kind stored it."""
+    ((entry_id, kind, address, parent),) = conn.execute(
+        "SELECT e.entry_id, e.kind, m.hash, p.hash FROM conversation_entries e "
+        "JOIN conversation_messages m ON m.id = e.message "
+        "LEFT JOIN conversation_entries p ON p.id = e.parent "
+        "WHERE e.id = (SELECT max(id) FROM conversation_entries)"
+    )
+    kind += "\x00"
+    conn.execute(
+        "UPDATE conversation_entries SET kind = ?, hash = ? WHERE entry_id = ?",
+        (kind, conversations.entry_hash(entry_id, kind, address, parent), entry_id),
+    )
+
+
+@pytest.mark.pydantic_ai
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [(_nul_revision, "revision"), (_nul_kind, "entry '[^']+''s kind")],
+    ids=["revision", "kind"],
+)
+@pytest.mark.parametrize("dst_kind", ["sqlite", pytest.param("postgres", marks=_NO_PG)])
+def test_a_conversation_holding_a_nul_postgresql_cannot_hold_is_refused_by_name_and_nothing_written(
+    tmp_path: Path,
+    locations: Callable[[str], str],
+    dst_kind: str,
+    edit: Callable[[apsw.Connection], None],
+    field: str,
+) -> None:
+    src = str(tmp_path / "old.db")
+    save(src, "c", 1)
+    with apsw.Connection(src) as conn:  # one turn, then written as an older release held it
+        edit(conn)
+    dst = locations(dst_kind)
+    save(dst, "other", 1)
+    before = dump(dst)
+    with pytest.raises(agui_store.InvalidArgumentError) as refused:
+        agui_store.copy(src, dst)
+    assert re.match(
+        f"conversation 'c' of the source cannot be copied: its {field} holds a NUL character",
+        str(refused.value),
+    )
+    assert dump(dst) == before
 
 
 @pytest.mark.pydantic_ai

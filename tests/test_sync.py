@@ -696,6 +696,55 @@ def test_a_thread_whose_id_is_too_long_to_index_is_refused_by_name_and_check_war
         assert any("3,000 bytes long" in w.detail for w in store.check().warnings)
 
 
+def _with_a_nul_branch(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with agui_store.open(path) as store:
+        record_run(store, "t1", "r1", branch="keep")
+    with apsw.Connection(str(path)) as conn:  # a branch no verb names, set by hand
+        conn.execute("UPDATE branches SET name = ?", ("ke\x00ep",))
+
+
+def _with_a_nul_sent_parent(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agui_store.engine import arguments
+
+    monkeypatch.setattr(arguments, "unstorable", lambda value: None)  # an older release
+    with agui_store.open(path) as store:
+        events = run_events("t1", "r1", "held by an old release")
+        events[0]["parentRunId"] = "p\x00r"
+        store.append(events)
+    monkeypatch.undo()
+
+
+@pytest.mark.parametrize(
+    ("write", "field"),
+    [
+        (_with_a_nul_branch, "its branch 'ke\\x00ep''s name holds a NUL"),
+        (_with_a_nul_sent_parent, "its run 'r1''s sent parentRunId holds a NUL"),
+    ],
+    ids=["branch name", "sent parentRunId"],
+)
+@pytest.mark.parametrize("dst_kind", ["sqlite", pytest.param("postgres", marks=_NO_PG)])
+def test_a_thread_holding_a_nul_postgresql_cannot_hold_is_refused_by_name_and_nothing_written(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    locations: Callable[[str], str],
+    dst_kind: str,
+    write: Callable[[Path, pytest.MonkeyPatch], None],
+    field: str,
+) -> None:
+    src = tmp_path / "old.db"
+    write(src, monkeypatch)
+    dst = locations(dst_kind)
+    with agui_store.open(dst) as store:
+        record_run(store, "other", "r1")
+    before = dump(dst)
+    with pytest.raises(agui_store.InvalidEventError) as refused:
+        agui_store.copy(src, dst)
+    said = str(refused.value)
+    assert said.startswith(f"thread 't1' of the source cannot be copied: {field} character")
+    assert "delete_thread('t1')" in said
+    assert dump(dst) == before
+
+
 def test_check_warns_of_ids_no_copy_carries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

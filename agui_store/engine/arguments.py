@@ -83,16 +83,12 @@ MAX_ID_BYTES = 2048
 
 
 def unstorable(value: str) -> str | None:
-    """Why an id cannot be stored as text on every backend, or ``None``: a lone surrogate
-    (not UTF-8), a NUL character (which PostgreSQL's text cannot hold), or more than
-    :data:`MAX_ID_BYTES` (which its indexes cannot)."""
-    if not storable_text(value):
-        return (
-            "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which cannot be "
-            "stored as text"
-        )
-    if "\x00" in value:
-        return "holds a NUL character (\\u0000), which PostgreSQL's text cannot hold"
+    """Why an id cannot be stored as text on every backend, or ``None``: text no backend
+    holds (:func:`unstorable_text`), or more than :data:`MAX_ID_BYTES` (which PostgreSQL's
+    indexes cannot hold)."""
+    reason = unstorable_text(value)
+    if reason is not None:
+        return reason
     if len(value) > MAX_ID_BYTES // 4 and (size := len(value.encode())) > MAX_ID_BYTES:
         return (
             f"is {size:,} bytes long (UTF-8), and an id may be at most {MAX_ID_BYTES:,}, "
@@ -101,16 +97,32 @@ def unstorable(value: str) -> str | None:
     return None
 
 
-def first_unstorable(named: Iterable[tuple[str, str | None]]) -> tuple[str, str] | None:
+def unstorable_text(value: str) -> str | None:
+    """Why text cannot be stored on every backend, or ``None``: a lone surrogate (not
+    UTF-8), or a NUL character (which PostgreSQL's text cannot hold)."""
+    if not storable_text(value):
+        return (
+            "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which cannot be "
+            "stored as text"
+        )
+    if "\x00" in value:
+        return "holds a NUL character (\\u0000), which PostgreSQL's text cannot hold"
+    return None
+
+
+def first_unstorable(
+    named: Iterable[tuple[str, str | None]], *, text: bool = False
+) -> tuple[str, str] | None:
     """The first ``(what, why)`` among ``(what, value)`` pairs whose value no store can hold
     (:func:`unstorable`, or a value that is not text; a ``None`` value is no value), or
-    ``None``: every one can."""
+    ``None``: every one can. ``text``: the values are text that no index holds, not ids
+    (:func:`unstorable_text`: any length)."""
     for what, value in named:
         if value is None:
             continue
         if not isinstance(value, str):
             return what, f"is {a_kind(value)} ({quote(value)}), not text"
-        reason = unstorable(value)
+        reason = unstorable_text(value) if text else unstorable(value)
         if reason is not None:
             return what, reason
     return None

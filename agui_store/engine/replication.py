@@ -23,7 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agui_store.engine import arguments, checkpoints, clock, conversations, erasure, port
-from agui_store.errors import HashMismatchError, InvalidEventError, SyncConflictError
+from agui_store.errors import (
+    HashMismatchError,
+    InvalidArgumentError,
+    InvalidEventError,
+    SyncConflictError,
+)
 from agui_store.history import hashing
 
 
@@ -262,7 +267,7 @@ def plan_thread(
     assert found is not None
     src_pk, owner = found
     runs = runs_of(src, src_pk)
-    _refuse_unstorable(thread_id, owner, runs)
+    _refuse_unstorable(src, thread_id, src_pk, owner, runs)
     dst_found = dst.thread(thread_id)
     dst_runs: dict[str, _SrcRun] = {}
     if dst_found is not None:
@@ -343,22 +348,54 @@ def _batch_difference(
     return f"its batch {n} " + ", and ".join(said)
 
 
-def _refuse_unstorable(thread_id: str, owner: str | None, runs: list[_SrcRun]) -> None:
-    """A thread whose id, owner or run ids this version refuses on intake (a NUL, which
-    releases before it accepted) is not carried anywhere: PostgreSQL cannot hold it, and a
-    copy is a write like any other. The message names the way out, in Python, since no
-    command line can pass a NUL."""
-    named = [("id", thread_id), ("owner", owner)] + [
-        (f"run {arguments.quote(run.run_id)}'s id", run.run_id) for run in runs
-    ]
-    found = arguments.first_unstorable(named)
+def _refuse_unstorable(
+    src: Source, thread_id: str, src_pk: int, owner: str | None, runs: list[_SrcRun]
+) -> None:
+    """A thread holding a value this version refuses on intake (a NUL, which releases
+    before it accepted, or an edit made outside the store) in its id, owner, a run's
+    record or a branch's name is not carried anywhere: PostgreSQL cannot hold it, and a
+    copy is a write like any other, refused before anything is written (its events are
+    checked as they are read, :func:`refuse_unstorable_event`). The message names the
+    way out, in Python, since no command line can pass a NUL."""
+    ids = [("id", thread_id), ("owner", owner)]
+    texts: list[tuple[str, str | None]] = []
+    for run in runs:
+        named = f"run {arguments.quote(run.run_id)}'s"
+        ids += [(f"{named} id", run.run_id), (f"{named} sent parentRunId", run.sent_parent)]
+        texts += [(f"{named} lineage reason", run.lineage), (f"{named} input", run.input_text),
+                  (f"{named} input references", run.refs_text)]  # fmt: skip
+    ids += [(f"branch {arguments.quote(str(name))}'s name", str(name))
+            for name, _, _ in src.branch_list(src_pk)]  # fmt: skip
+    found = arguments.first_unstorable(ids)
+    if found is None:
+        found = arguments.first_unstorable(texts, text=True)
     if found is not None:
-        raise InvalidEventError(
-            f"thread {arguments.quote(thread_id)} of the source cannot be copied: its "
-            f"{found[0]} {found[1]}, and this version refuses such ids; erase the thread in "
-            f"the source (Store(...).delete_thread({arguments.quote(thread_id)})) or copy "
-            "others by name"
+        _refuse_thread(thread_id, f"its {found[0]} {found[1]}")
+
+
+def refuse_unstorable_event(
+    thread_id: str, run_id: str, n: int, kind: str, payload: str, refs: str | None
+) -> None:
+    """Refuse a thread whose run's event ``n`` holds text no store can hold (a NUL, which
+    PostgreSQL's text cannot: an edit made outside the store), found as the copy reads
+    it, inside the destination's transaction, which then writes nothing."""
+    found = arguments.first_unstorable(
+        [("type", kind), ("payload", payload), ("echo references", refs)], text=True
+    )
+    if found is not None:
+        _refuse_thread(
+            thread_id,
+            f"run {arguments.quote(run_id)}'s event {n} ({arguments.quote(kind)}): its "
+            f"{found[0]} {found[1]}",
         )
+
+
+def _refuse_thread(thread_id: str, why: str) -> None:
+    raise InvalidEventError(
+        f"thread {arguments.quote(thread_id)} of the source cannot be copied: {why}, and "
+        "this version refuses such values; erase the thread in the source "
+        f"(Store(...).delete_thread({arguments.quote(thread_id)})) or copy others by name"
+    )
 
 
 def _compare_events(
@@ -491,6 +528,13 @@ class Writer:
             items += [(run, batch) for batch in run.batches[kept:]]
         items.sort(key=lambda item: item[1][1])
         positions = {(run.pk, b[1]): at for run in plan.runs for at, b in enumerate(run.batches)}
+        # Where each batch's first event stands in its run (events are named by it).
+        starts: dict[tuple[int, int], int] = {}
+        for run in plan.runs:
+            before = 0
+            for b in run.batches:
+                starts[run.pk, b[1]] = before
+                before += _batch_events(b)
         remaining: dict[int, int] = {}
         for run, _ in items:
             remaining[run.pk] = remaining.get(run.pk, 0) + 1
@@ -513,7 +557,8 @@ class Writer:
             at = positions[run.pk, batch[1]]
             self._batch(
                 pks[run.run_id], batch, chains[run.run_id], events[run.pk],
-                _Checked(plan.thread_id, run.run_id, src_chains[run.run_id][at]),
+                _Checked(plan.thread_id, run.run_id, src_chains[run.run_id][at],
+                         starts[run.pk, batch[1]]),
             )
             if batch[3] is not None:
                 underived.add(pks[run.run_id])
@@ -601,6 +646,8 @@ class Writer:
             hashed.append((seq, kind, payload, refs))
             seq += 1
         digest = check_batch(checked.thread_id, checked.run_id, checked.before, hashed, batch)
+        for n, (_, kind, payload, refs) in enumerate(hashed, checked.first):
+            refuse_unstorable_event(checked.thread_id, checked.run_id, n, kind, payload, refs)
         batch_hash = hashing.chain(chain[-1], digest)
         chain.append(batch_hash)
         self._batches.append((run_pk, first_seq, seq - 1, outcome, appended_at, batch_hash))
@@ -625,6 +672,7 @@ class _Checked:
     thread_id: str
     run_id: str
     before: bytes  # the run's hash before it, in the source
+    first: int  # where its first event stands in the run
 
 
 def _edited_in_source(
@@ -741,6 +789,34 @@ def source_entries(tx: Source, record: conversations.Record) -> list[SourceEntry
     return list(out.values())
 
 
+def _refuse_unstorable_conversation(
+    record: conversations.Record, entries: Sequence[SourceEntry]
+) -> None:
+    """A conversation holding a value this version refuses on a save or an import (a NUL,
+    which releases before it accepted in a revision or an entry's kind, or an edit made
+    outside the store) is not carried anywhere, as a thread holding one is not: refused
+    by name before anything is written."""
+    ids = [("id", record.conversation_id), ("scope", record.scope), ("head", record.head_id),
+           ("revision", record.revision)]  # fmt: skip
+    ids += [(f"branch {n}", tip) for n, tip in enumerate(record.branches)]
+    texts: list[tuple[str, str | None]] = [("fields", record.record)]
+    for entry in entries:
+        named = f"entry {arguments.quote(entry.entry_id)}'s"
+        ids += [(f"{named} id", entry.entry_id), (f"{named} parent", entry.parent_id),
+                (f"{named} kind", entry.kind), (f"{named} conversation", entry.conversation)]
+        texts.append((f"{named} message", entry.message))
+    found = arguments.first_unstorable(ids)
+    if found is None:
+        found = arguments.first_unstorable(texts, text=True)
+    if found is not None:
+        cid = arguments.quote(record.conversation_id)
+        raise InvalidArgumentError(
+            f"conversation {cid} of the source cannot be copied: its {found[0]} {found[1]}, "
+            "and this version refuses such values; erase the conversation in the source "
+            f"(ConversationStore(...).delete_record({cid}, ...)) or copy threads by name"
+        )
+
+
 def plan_conversation(
     src: Source, dst: port.Reading, conversation_id: str, thread_id: str | None, force: bool,
     *, forceable: bool = True,
@@ -757,6 +833,7 @@ def plan_conversation(
     assert row is not None
     record = conversations.record_of(row)
     entries = source_entries(src, record)
+    _refuse_unstorable_conversation(record, entries)
     missing: list[SourceEntry] = []
     for entry in entries:
         key = dst.conversation_entry_key(entry.entry_id)
