@@ -354,8 +354,9 @@ def _refuse_unstorable(
     """A thread holding a value this version refuses on intake (a NUL, which releases
     before it accepted, or an edit made outside the store) in its id, owner, a run's
     record or a branch's name is not carried anywhere: PostgreSQL cannot hold it, and a
-    copy is a write like any other, refused before anything is written (its events are
-    checked as they are read, :func:`refuse_unstorable_event`). The message names the
+    copy is a write like any other, refused before anything is written. (An event's
+    payload is JSON, whose text holds neither: a NUL or a lone surrogate is an escape,
+    which every store holds, and the batch's hash covers its bytes.) The message names the
     way out, in Python, since no command line can pass a NUL."""
     ids = [("id", thread_id), ("owner", owner)]
     texts: list[tuple[str, str | None]] = []
@@ -371,23 +372,6 @@ def _refuse_unstorable(
         found = arguments.first_unstorable(texts, text=True)
     if found is not None:
         _refuse_thread(thread_id, f"its {found[0]} {found[1]}")
-
-
-def refuse_unstorable_event(
-    thread_id: str, run_id: str, n: int, kind: str, payload: str, refs: str | None
-) -> None:
-    """Refuse a thread whose run's event ``n`` holds text no store can hold (a NUL, which
-    PostgreSQL's text cannot: an edit made outside the store), found as the copy reads
-    it, inside the destination's transaction, which then writes nothing."""
-    found = arguments.first_unstorable(
-        [("type", kind), ("payload", payload), ("echo references", refs)], text=True
-    )
-    if found is not None:
-        _refuse_thread(
-            thread_id,
-            f"run {arguments.quote(run_id)}'s event {n} ({arguments.quote(kind)}): its "
-            f"{found[0]} {found[1]}",
-        )
 
 
 def _refuse_thread(thread_id: str, why: str) -> None:
@@ -528,13 +512,6 @@ class Writer:
             items += [(run, batch) for batch in run.batches[kept:]]
         items.sort(key=lambda item: item[1][1])
         positions = {(run.pk, b[1]): at for run in plan.runs for at, b in enumerate(run.batches)}
-        # Where each batch's first event stands in its run (events are named by it).
-        starts: dict[tuple[int, int], int] = {}
-        for run in plan.runs:
-            before = 0
-            for b in run.batches:
-                starts[run.pk, b[1]] = before
-                before += _batch_events(b)
         remaining: dict[int, int] = {}
         for run, _ in items:
             remaining[run.pk] = remaining.get(run.pk, 0) + 1
@@ -557,8 +534,7 @@ class Writer:
             at = positions[run.pk, batch[1]]
             self._batch(
                 pks[run.run_id], batch, chains[run.run_id], events[run.pk],
-                _Checked(plan.thread_id, run.run_id, src_chains[run.run_id][at],
-                         starts[run.pk, batch[1]]),
+                _Checked(plan.thread_id, run.run_id, src_chains[run.run_id][at]),
             )
             if batch[3] is not None:
                 underived.add(pks[run.run_id])
@@ -646,8 +622,6 @@ class Writer:
             hashed.append((seq, kind, payload, refs))
             seq += 1
         digest = check_batch(checked.thread_id, checked.run_id, checked.before, hashed, batch)
-        for n, (_, kind, payload, refs) in enumerate(hashed, checked.first):
-            refuse_unstorable_event(checked.thread_id, checked.run_id, n, kind, payload, refs)
         batch_hash = hashing.chain(chain[-1], digest)
         chain.append(batch_hash)
         self._batches.append((run_pk, first_seq, seq - 1, outcome, appended_at, batch_hash))
@@ -672,7 +646,6 @@ class _Checked:
     thread_id: str
     run_id: str
     before: bytes  # the run's hash before it, in the source
-    first: int  # where its first event stands in the run
 
 
 def _edited_in_source(
