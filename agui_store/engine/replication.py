@@ -355,16 +355,15 @@ def _refuse_unstorable(
     before it accepted, or an edit made outside the store) in its id, owner, a run's
     record or a branch's name is not carried anywhere: PostgreSQL cannot hold it, and a
     copy is a write like any other, refused before anything is written. (An event's
-    payload is JSON, whose text holds neither: a NUL or a lone surrogate is an escape,
-    which every store holds, and the batch's hash covers its bytes.) The message names the
+    payload and a run's input are JSON, whose text holds neither: a NUL or a lone surrogate
+    is an escape, which every store holds, and the hashes cover their bytes.) The message names the
     way out, in Python, since no command line can pass a NUL."""
     ids = [("id", thread_id), ("owner", owner)]
     texts: list[tuple[str, str | None]] = []
     for run in runs:
         named = f"run {arguments.quote(run.run_id)}'s"
         ids += [(f"{named} id", run.run_id), (f"{named} sent parentRunId", run.sent_parent)]
-        texts += [(f"{named} lineage reason", run.lineage), (f"{named} input", run.input_text),
-                  (f"{named} input references", run.refs_text)]  # fmt: skip
+        texts.append((f"{named} lineage reason", run.lineage))
     ids += [(f"branch {arguments.quote(str(name))}'s name", str(name))
             for name, _, _ in src.branch_list(src_pk)]  # fmt: skip
     found = arguments.first_unstorable(ids)
