@@ -29,7 +29,14 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from typing import Any, Protocol
 
 import msgspec
@@ -800,6 +807,11 @@ def _check_arguments(
     """Refuse a call whose arguments no event could be recorded with, when it is made: a
     recorder that took them would log the error only once the stream had passed.
     ``asynchronous``: the call is ``AsyncStore.record``'s, which reads ``async for``."""
+    if isinstance(events, Mapping):  # one event: iterated, it would be its keys
+        raise TypeError(
+            f"events must be {'an async' if asynchronous else 'an'} iterable of events, not "
+            "one event (a dict): record a stream of them, or append([event])"
+        )
     if not iterable:
         wanted = "an async iterable" if asynchronous else "an iterable"
         said = f"events must be {wanted} of events, not {type(events).__name__}"

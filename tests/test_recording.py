@@ -830,6 +830,8 @@ def test_a_recording_with_arguments_no_event_could_be_recorded_with_is_refused_w
             store.record(events, **arguments)
         with pytest.raises(TypeError, match="iterable"):
             store.record(None)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"not one event \(a dict\)"):
+            store.record(events[0])  # iterated, a dict is its keys
         stream = agent()
         with pytest.raises(TypeError) as sync_error:  # the other kind names the other record
             store.record(stream)  # type: ignore[arg-type]
