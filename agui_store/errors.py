@@ -175,8 +175,9 @@ class InvalidArgumentError(AguiStoreError, ValueError):
 
 
 class ArgumentTypeError(InvalidArgumentError, TypeError):
-    """An argument of a type no store call takes where Python's own convention is a
-    ``TypeError`` (``scope=7``): one, and a store error like every other bad argument."""
+    """An argument of a type no store call takes, where Python's convention is a
+    ``TypeError`` (``scope=7``): a ``TypeError``, and a store error as every other bad
+    argument is."""
 
 
 class OutOfMemoryError(AguiStoreError, MemoryError):

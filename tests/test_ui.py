@@ -1185,6 +1185,17 @@ def test_with_a_scope_another_owners_thread_is_a_404_on_every_page(
         assert shown.status_code == 200 and "ui.db" not in shown.text, path
 
 
+def test_a_scoped_viewer_says_the_store_for_its_path_alone_not_inside_a_word(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with agui_store.open("db") as short_named:  # a path that is also part of ids
+        short_named.append(one_run("mydb", "db1", said("u", "mine", "user")), scope="alice")
+        short_named.append(one_run("dbx", "x1", said("u", "theirs", "user")), scope="bob")
+        gone = get(client_of(short_named, scope="alice"), "/thread", 404, thread="dbx")
+        assert "no thread 'dbx' in the store" in gone.text
+
+
 @pytest.mark.parametrize(
     "at", ["999999999999999999", "-999999999999999999", "253402300800000"]  # past 9999-12-31
 )

@@ -534,10 +534,15 @@ def build(
         title=title or ("agui-store" if private else f"agui-store · {store.path}"),
     )
 
+    # The store's path as an error names it, whole (a path "db" is not the "db" of "mydb").
+    store_named = re.compile(
+        "|".join(rf"(?<![\w./-]){re.escape(p)}(?![\w./-])"
+                 for p in sorted({_pasted(store.path), store.path}, key=len, reverse=True))
+    )
+
     def error_page(request: Request, status: int, message: str) -> Response:
         if private:
-            for named in (_pasted(store.path), store.path):
-                message = message.replace(named, "the store")
+            message = store_named.sub("the store", message)
         if request.url.path.endswith(JSON_ENDPOINTS):  # a script or a download reads it
             return JSONResponse({"error": text.printable(message)}, status_code=status)
         thread_id = viewer.existing_thread(request)
