@@ -286,20 +286,6 @@ class _Recording:
                 live.publish([(first + i, batch[i]) for i in range(start, end)])
 
 
-class _Type(msgspec.Struct):
-    type: str = ""
-
-
-_type_decoder = msgspec.json.Decoder(_Type)
-
-
-def _opens_run(payload: bytes) -> bool:
-    try:
-        return _type_decoder.decode(payload).type == "RUN_STARTED"
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return False  # not reached: the store took the batch, every event an object
-
-
 def _runs_in(batch: list[bytes], new_run_ids: tuple[str, ...]) -> list[tuple[str | None, int, int]]:
     """The parts of a written batch that belong to one run each, as the store split it
     (every RUN_STARTED opens a run; docs/design/behaviour.md#events): the run a part opens
@@ -309,9 +295,9 @@ def _runs_in(batch: list[bytes], new_run_ids: tuple[str, ...]) -> list[tuple[str
     """
     if not new_run_ids:
         return [(None, 0, len(batch))]
-    if len(new_run_ids) == 1 and batch and _opens_run(batch[0]):
+    if len(new_run_ids) == 1 and batch and recording.opens_run(batch[0]):
         return [(new_run_ids[0], 0, len(batch))]
-    starts = [i for i, payload in enumerate(batch) if _opens_run(payload)]
+    starts = [i for i, payload in enumerate(batch) if recording.opens_run(payload)]
     if len(starts) == len(new_run_ids) - 1:
         starts.insert(0, 0)  # its first events opened a run of their own (a RUN_ERROR's)
     if len(starts) != len(new_run_ids):  # not how the store split it: nothing is published

@@ -61,6 +61,7 @@ __all__ = [
     "PartlyRecorded",
     "append_batch",
     "event_json",
+    "opens_run",
     "record",
     "record_async",
 ]
@@ -549,6 +550,15 @@ class _Type(msgspec.Struct):
 _TYPE = msgspec.json.Decoder(_Type)
 
 
+def opens_run(event: bytes) -> bool:
+    """Whether an event, as JSON, is a RUN_STARTED (which opens a run); ``False`` for what
+    is not JSON, which the store refuses, naming the problem."""
+    try:
+        return bool(_TYPE.decode(event).type == "RUN_STARTED")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+
+
 class PartlyRecorded(AguiStoreError):
     """The store refused an event of a batch: the events before it were written
     (``result``), it and the rest were not. Its message is the refusal's."""
@@ -570,13 +580,8 @@ def append_batch(
     alone (they passed, and they are valid), so that what is recorded does not depend on
     where the batches happened to be cut; :class:`PartlyRecorded` then tells both.
     """
-    if continues is not None and batch:
-        try:
-            opens_run = _TYPE.decode(batch[0]).type == "RUN_STARTED"
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            opens_run = False  # not JSON: the store refuses it, naming the problem
-        if not opens_run:
-            options["run_id"] = continues
+    if continues is not None and batch and not opens_run(batch[0]):
+        options["run_id"] = continues
     try:
         return _append_when_free(store, batch, options)
     except InvalidEventError as exc:

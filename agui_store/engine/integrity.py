@@ -1433,8 +1433,10 @@ def _check_resurrected(ctx: _Context, out: _Collector) -> None:
     erased: dict[int, tuple[str, int]] = {}
     for thread_id in ctx.tx.thread_ids(None):
         erased_at = stones.get(erasure.thread_hash(thread_id))
-        stored = ctx.tx.thread(thread_id) if erased_at is not None else None
-        if erased_at is not None and stored is not None:
+        if erased_at is None:
+            continue
+        stored = ctx.tx.thread(thread_id)
+        if stored is not None:
             erased[stored[0]] = thread_id, erased_at
     for pk, (thread_id, erased_at) in sorted(erased.items()):
         created_at = int(ctx.tx.thread_created_at(pk))

@@ -355,9 +355,9 @@ def _refuse_unstorable(
     before it accepted, or an edit made outside the store) in its id, owner, a run's
     record or a branch's name is not carried anywhere: PostgreSQL cannot hold it, and a
     copy is a write like any other, refused before anything is written. (An event's
-    payload and a run's input are JSON, whose text holds neither: a NUL or a lone surrogate
-    is an escape, which every store holds, and the hashes cover their bytes.) The message names the
-    way out, in Python, since no command line can pass a NUL."""
+    payload and a run's input are JSON, whose text holds neither: a NUL or a lone
+    surrogate is an escape, which every store holds, and the hashes cover their bytes.)
+    The message names the way out, in Python, since no command line can pass a NUL."""
     ids = [("id", thread_id), ("owner", owner)]
     texts: list[tuple[str, str | None]] = []
     for run in runs:
@@ -370,15 +370,12 @@ def _refuse_unstorable(
     if found is None:
         found = arguments.first_unstorable(texts, text=True)
     if found is not None:
-        _refuse_thread(thread_id, f"its {found[0]} {found[1]}")
-
-
-def _refuse_thread(thread_id: str, why: str) -> None:
-    raise InvalidEventError(
-        f"thread {arguments.quote(thread_id)} of the source cannot be copied: {why}, and "
-        "this version refuses such values; erase the thread in the source "
-        f"(Store(...).delete_thread({arguments.quote(thread_id)})) or copy others by name"
-    )
+        raise InvalidEventError(
+            f"thread {arguments.quote(thread_id)} of the source cannot be copied: its "
+            f"{found[0]} {found[1]}, and this version refuses such values; erase the thread "
+            f"in the source (Store(...).delete_thread({arguments.quote(thread_id)})) or copy "
+            "others by name"
+        )
 
 
 def _compare_events(

@@ -489,13 +489,7 @@ def _ascii_term(term_words: tuple[str, ...], prefix: bool) -> re.Pattern[str]:
     search finds where it stands, in C), then each other word after a run of characters
     that are not letters or digits, its last begun for a prefix. What stands before the
     first word is left to the caller to check."""
-    last = len(term_words) - 1
-    return re.compile(
-        "[^a-z0-9]+".join(
-            _ascii_word_pattern(w, prefix and i == last) for i, w in enumerate(term_words)
-        )
-        + "(?![a-z0-9])"
-    )
+    return re.compile(_ascii_words_pattern(term_words, prefix) + "(?![a-z0-9])")
 
 
 def _bad(query: str, why: str) -> InvalidArgumentError:
@@ -1131,17 +1125,21 @@ def _ascii_word_pattern(word: str, prefix: bool = False) -> str:
     return re.escape(word) + ("[a-z0-9]*" if prefix or len(word) >= MAX_WORD else "")
 
 
+def _ascii_words_pattern(term_words: Sequence[str], prefix: bool) -> str:
+    """A term's words as a pattern over lowered ASCII text: each after a run of characters
+    that are not letters or digits, its last begun for a prefix."""
+    last = len(term_words) - 1
+    return "[^a-z0-9]+".join(
+        _ascii_word_pattern(w, prefix and i == last) for i, w in enumerate(term_words)
+    )
+
+
 @functools.lru_cache(maxsize=256)
 def _matched_phrases(phrases: tuple[Term, ...]) -> re.Pattern[str]:
     """A pattern matching, at each place a phrase of ``phrases`` begins in lowered ASCII
     text, an empty string whose group 1 is the phrase (a lookahead, so that one phrase's
     places can overlap)."""
-    alternatives = [
-        "[^a-z0-9]+".join(
-            _ascii_word_pattern(w, prefix and i == len(words) - 1) for i, w in enumerate(words)
-        )
-        for words, prefix in ((t.words, t.prefix) for t in phrases)
-    ]  # a term's words, its last begun for a prefix
+    alternatives = [_ascii_words_pattern(t.words, t.prefix) for t in phrases]
     if not alternatives:
         return re.compile(r"(?!)")
     return re.compile(r"(?<![a-z0-9])(?=((?:" + "|".join(alternatives) + r")(?![a-z0-9])))")
