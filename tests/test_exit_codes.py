@@ -363,7 +363,9 @@ def test_kill_ends_an_export_as_ctrl_c_does_leaving_no_partial_file(
     db: str, tmp_path: Path, signum: signal.Signals
 ) -> None:
     # The analysis database is built in TMPDIR, then copied into the FIFO, whose open waits
-    # for a reader that never comes: the signal finds the command there, or building.
+    # for a reader that never comes: the signal finds the command there, or building. The
+    # wait is for the database's own file: Python's first look at TMPDIR makes and removes
+    # a probe file of its own, which a signal landing within those microseconds leaves.
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     fifo = tmp_path / "fifo"
@@ -372,7 +374,9 @@ def test_kill_ends_an_export_as_ctrl_c_does_leaving_no_partial_file(
                             env={**worker_env(), "TMPDIR": str(scratch)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not os.listdir(scratch) and time.monotonic() < deadline:
+    while time.monotonic() < deadline and not any(
+        name.startswith(".agui-store-analysis.db.") for name in os.listdir(scratch)
+    ):
         time.sleep(0.02)  # the export has begun
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
