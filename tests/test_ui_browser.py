@@ -228,6 +228,20 @@ def test_with_writes_allowed_a_branch_is_created_from_the_fork_page(
     assert {b.name: b.run_id for b in store.branches(thread)}["from-lisbon"] == "run-1"
 
 
+def test_a_branch_form_whose_viewer_stopped_says_no_branch_was_made(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    store, thread = demo
+    with serving(agui_store.ui.app(store, allow_writes=True)) as base:
+        visit(browser, base, "/fork", thread=thread, run="run-1")
+    css(browser, "form.branch-form input[name=name]").send_keys("from-lisbon")
+    css(browser, "form.branch-form button").click()
+    shown = wait_until(browser, lambda d: css(d, ".branch-result").text, "an answer")
+    assert shown.startswith("no branch made: the viewer did not answer"), shown
+    assert "failed" in css(browser, ".branch-result").get_attribute("class")
+    assert "from-lisbon" not in {b.name for b in store.branches(thread)}
+
+
 def test_a_read_only_viewer_offers_no_branch_form(
     browser: Any, demo: tuple[agui_store.Store, str]
 ) -> None:

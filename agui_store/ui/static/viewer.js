@@ -355,10 +355,19 @@ function initForms() {
       event.preventDefault();
       const result = form.querySelector(".branch-result");
       const body = { thread: form.dataset.thread, run: form.dataset.run, name: form.elements.name.value };
-      const response = await fetch(form.dataset.action, {
-        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
-      });
-      const answer = await response.json();
+      let response, answer;
+      try {
+        response = await fetch(form.dataset.action, {
+          method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+        });
+        answer = await response.json();
+      } catch (e) {
+        // No answer (the viewer stopped), or one that is not the viewer's (a proxy's page).
+        result.textContent = "no branch made: the viewer did not answer "
+          + (response ? `(${response.status} ${response.statusText})` : "(is agui-store ui still running?)");
+        result.className = "branch-result failed";
+        return;
+      }
       result.textContent = response.ok ? `branch ${answer.name} → ${answer.runId}` : answer.error;
       result.className = "branch-result " + (response.ok ? "ok" : "failed");
     });
