@@ -129,6 +129,18 @@ def _tell(outcome: asyncio.Future[Any], done: concurrent.futures.Future[Any]) ->
         outcome.set_result(done.result())
 
 
+def _hand_back(
+    loop: asyncio.AbstractEventLoop,
+    outcome: asyncio.Future[Any],
+    done: concurrent.futures.Future[Any],
+) -> None:
+    """On the thread that ran a call: hand its outcome to the loop that waits for it. A loop
+    closed meanwhile (``asyncio.run`` returned, cancelling the caller) waits for nothing; the
+    call has still run to its end."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed
+        loop.call_soon_threadsafe(_tell, outcome, done)
+
+
 def _read_together(
     store: Store, fn: Callable[..., _R], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> _R:
@@ -232,7 +244,7 @@ class AsyncStore:
         loop = asyncio.get_running_loop()
         outcome: asyncio.Future[_R] = loop.create_future()
         work = executor.submit(functools.partial(fn, *args, **kwargs))
-        work.add_done_callback(lambda done: loop.call_soon_threadsafe(_tell, outcome, done))
+        work.add_done_callback(functools.partial(_hand_back, loop, outcome))
         return await outcome
 
     async def in_one_read(self, fn: Callable[..., _R], /, *args: Any, **kwargs: Any) -> _R:

@@ -8,6 +8,7 @@ import datetime
 import gc
 import inspect
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -279,6 +280,31 @@ def test_an_append_whose_task_is_cancelled_while_it_waits_its_turn_is_still_writ
             assert store.get_run("r1", thread_id="t").status == "finished"  # type: ignore[union-attr]
 
     run(main())
+
+
+def test_a_call_still_running_when_its_event_loop_closes_finishes_with_no_error_logged(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    release = threading.Event()
+
+    def read_when_released(store: Store) -> list[str]:
+        release.wait()
+        return store.threads()
+
+    async def main() -> tuple[aio.AsyncStore, asyncio.Task[list[str]]]:
+        astore = await aio.open(db_path, writer="thread")
+        await astore.append(conversation_run("t", "r1", 12, 0))
+        # Left running as asyncio.run returns: the task is cancelled, the loop closed.
+        reading = asyncio.create_task(astore.in_one_read(read_when_released))
+        await asyncio.sleep(0)
+        return astore, reading
+
+    astore, reading = run(main())
+    assert reading.cancelled()
+    release.set()
+    testing.stop_threads(astore)  # waits for the read, and for what its end calls
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    astore.store.close()
 
 
 def test_an_erasure_awaited_erases_what_the_writer_process_appended_and_it_appends_on(
