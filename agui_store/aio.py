@@ -362,7 +362,14 @@ class AsyncStore:
         batches (at the latest every 0.1 s, and at the end). If the producer raises or the
         consumer stops or is cancelled, what passed is recorded and the run is left
         incomplete. ``scope`` names the owner the run is recorded for (``append``'s).
-        See :mod:`agui_store.recording`."""
+        See :mod:`agui_store.recording`.
+
+        Raises:
+            AguiStoreError: the store is closed (when called: a recording's own failures are
+                warnings, and the stream goes on).
+        """
+        if self._closed:
+            raise AguiStoreError("the store is closed")
         return recording.record_async(self, events, input=input, thread_id=thread_id, scope=scope)
 
     # --- lifecycle ------------------------------------------------------------------------

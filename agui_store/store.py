@@ -121,6 +121,7 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
         with self._lock:
             self._backend.close()
             self._writes.close()
+            self._closed = True
 
     def __repr__(self) -> str:
         return f"<agui_store.Store {self.path!r}>"

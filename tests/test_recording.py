@@ -856,6 +856,29 @@ def test_a_recording_with_arguments_no_event_could_be_recorded_with_is_refused_w
         assert store.threads() == []
 
 
+def test_a_recording_on_a_closed_store_is_refused_when_called(tmp_path: Path) -> None:
+    # Once events flow, a store's failure is a warning and the stream goes on; a store
+    # closed before the call is the caller's mistake, said to the caller.
+    events = conversation_run("t", "r1", 12, 0)
+    store = agui_store.open(tmp_path / "s.db")
+    store.close()
+    with pytest.raises(agui_store.AguiStoreError, match="the store is closed"):
+        store.record(events)
+
+    async def main() -> None:
+        astore = await aio.open(tmp_path / "a.db")
+        await astore.close()
+
+        async def agent() -> AsyncIterator[dict[str, Any]]:
+            for event in events:
+                yield event
+
+        with pytest.raises(agui_store.AguiStoreError, match="the store is closed"):
+            astore.record(agent())
+
+    asyncio.run(main())
+
+
 def test_events_iterable_by_index_alone_are_recorded_as_iter_reads_them(tmp_path: Path) -> None:
     events = conversation_run("t", "r1", 12, 0)
 

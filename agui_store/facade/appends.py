@@ -13,6 +13,7 @@ from typing import Any
 
 from agui_store import recording
 from agui_store.engine import arguments, gc_pause, revisions
+from agui_store.errors import AguiStoreError
 from agui_store.facade.base import Facade
 from agui_store.records import AppendResult, ImportResult
 
@@ -121,7 +122,14 @@ class AppendVerbs(Facade):
         (appended by a thread at the latest every 0.1 s, and at the end). If the producer
         raises or the consumer stops, what passed is recorded and the run is left
         incomplete. ``scope`` names the owner the run is recorded for (``append``'s).
-        See :mod:`agui_store.recording`."""
+        See :mod:`agui_store.recording`.
+
+        Raises:
+            AguiStoreError: the store is closed (when called: a recording's own failures are
+                warnings, and the stream goes on).
+        """
+        if self._closed:
+            raise AguiStoreError("the store is closed")
         return recording.record(self, events, input=input, thread_id=thread_id, scope=scope)
 
     def derive(self, thread_id: str | None = None, *, scope: str | None = None) -> int:

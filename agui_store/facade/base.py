@@ -30,6 +30,9 @@ class Facade:
     _lock: threading.RLock
     _backend: port.Backend
     _writes: writes.Writes
+    #: Whether ``close`` ran: asked by a call that would otherwise fail later, away from its
+    #: caller (a recording, whose failures are warnings).
+    _closed: bool = False
 
     if TYPE_CHECKING:
         # Defined by Store (agui_store.store), beside the lifecycle they depend on.
