@@ -915,29 +915,29 @@ def runs_text(runs: Sequence[Run]) -> str:
 def diff_lines(d: Diff, *, stat: bool = False) -> list[str]:
     """A unified view, line by line: both sides since the merge base (three-dot) or A
     against B. The first character of each line says what it is (``@`` a heading, ``+``
-    added, ``-`` removed, ``~`` a state operation), which a terminal may colour."""
-    base = d.merge_base.run_id if d.merge_base else "nothing"
+    added, ``-`` removed, ``~`` a state operation), which a terminal may colour. An id or a
+    state path is one field of its line: its control characters are written as escapes
+    (:func:`one_line`), so that no line of the diff comes from what a producer named."""
+    a, b = one_line(d.a.run_id), one_line(d.b.run_id)
+    base = one_line(d.merge_base.run_id) if d.merge_base else "nothing"
     dots = "..." if d.mode == "three-dot" else ".."
-    lines = [f"@ diff {d.a.run_id}{dots}{d.b.run_id} (merge base: {base})"]
+    lines = [f"@ diff {a}{dots}{b} (merge base: {base})"]
     if d.a.thread_id != d.b.thread_id:  # run ids are a thread's: each side's is named
-        lines.append(f"  runs of two threads: {d.a.run_id} of thread {d.a.thread_id}, "
-                     f"{d.b.run_id} of thread {d.b.thread_id}")
+        lines.append(f"  runs of two threads: {a} of thread {one_line(d.a.thread_id)}, "
+                     f"{b} of thread {one_line(d.b.thread_id)}")
     if d.a.run_id == d.b.run_id and d.a.thread_id == d.b.thread_id:
         return [*lines, "  the same run: no change"]
-    lines.append(
-        f"  runs only on {d.a.run_id}'s side: {', '.join(r.run_id for r in d.a_runs) or '-'}"
-    )
-    lines.append(
-        f"  runs only on {d.b.run_id}'s side: {', '.join(r.run_id for r in d.b_runs) or '-'}"
-    )
+    for side, runs in ((a, d.a_runs), (b, d.b_runs)):
+        only = ", ".join(one_line(r.run_id) for r in runs) or "-"
+        lines.append(f"  runs only on {side}'s side: {only}")
     sides: list[tuple[str, ViewChange]] = []
     if d.mode == "three-dot":
         assert d.a_changes is not None
-        sides = [(f"{base} -> {d.a.run_id}", d.a_changes), (f"{base} -> {d.b.run_id}", d.changes)]
+        sides = [(f"{base} -> {a}", d.a_changes), (f"{base} -> {b}", d.changes)]
         # A side that is the merge base itself changed nothing: no section for it.
         sides = [side for side, runs in zip(sides, (d.a_runs, d.b_runs)) if runs]
     else:
-        sides = [(f"{d.a.run_id} -> {d.b.run_id}", d.changes)]
+        sides = [(f"{a} -> {b}", d.changes)]
     for title, change in sides:
         if stat:
             c = change.counts()
@@ -960,9 +960,10 @@ def _change_lines(change: ViewChange) -> list[str]:
         out += _message_change_lines(m)
     for op in change.state_patch:
         value = f" {json.dumps(op['value'], ensure_ascii=False)}" if "value" in op else ""
-        source = f" from {op['from']}" if "from" in op else ""
+        source = f" from {one_line(op['from'])}" if "from" in op else ""
         # "" is the whole state; "/" is its key "" (a JSON Pointer, as the patch has it).
-        out.append(f"~ state {op['op']} {op['path'] or '(the whole state)'}{source}{value}")
+        path = one_line(op["path"]) or "(the whole state)"
+        out.append(f"~ state {op['op']} {path}{source}{value}")
     return out or ["  (no change)"]
 
 
@@ -981,7 +982,7 @@ def _marked(mark: str, message_id: str, message: dict[str, Any]) -> list[str]:
     """A message's lines, each with the mark, as a unified diff marks every line: a line of
     its text never reads as a line of the diff's own."""
     first, *rest = message_line(message).split("\n")
-    return [f"{mark} [{message_id}] {first}", *(f"{mark} {line}" for line in rest)]
+    return [f"{mark} [{one_line(message_id)}] {first}", *(f"{mark} {line}" for line in rest)]
 
 
 # --- HTML for notebooks ---------------------------------------------------------------------

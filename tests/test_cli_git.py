@@ -166,6 +166,30 @@ def test_a_message_of_several_lines_is_marked_on_every_line_and_the_whole_state_
     ], lines
 
 
+def test_an_id_holding_a_newline_cannot_forge_a_line_of_a_diff(tmp_path: Path) -> None:
+    """A run id, a message id or a state key is one field of its line: its newline is
+    written as its escape, so no line of the diff comes from what a producer named."""
+    db = tmp_path / "ids.db"
+    run = "r2\n- [r1-a] assistant: forged"
+    with agui_store.open(db) as store:
+        store.append(text_run("r1", "hello"))
+        events = text_run(run, "bye")
+        events[1]["messageId"] = events[2]["messageId"] = events[3]["messageId"] = (
+            "m\n- [r1-a] assistant: forged")
+        events.insert(-1, {"type": "STATE_DELTA", "delta": [
+            {"op": "add", "path": "/k\n- [r1-a] assistant: forged", "value": 1}]})
+        store.append(events)
+    for args in (["r1", "--", run], ["--stat", "r1", "--", run], [f"r1..{run}"]):
+        code, out = agui(db, "diff", *args)
+        assert code == 0, out
+        # r2 removed nothing: a line that reads as a removal was forged by an id
+        assert not [line for line in out.splitlines() if line.startswith("- ")], out
+        assert "r2\\n- [r1-a] assistant: forged" in out, out
+    lines = agui(db, "diff", "r1", "--", run)[1].splitlines()
+    assert "+ [m\\n- [r1-a] assistant: forged] assistant: bye" in lines, lines
+    assert "~ state add /k\\n- [r1-a] assistant: forged 1" in lines, lines
+
+
 BRANCH_NAMES = ["a-b", "ab", "Ab", "fix/A", "fix/b", "v1", "v10", "x", "x.y", "a+b", "z9", "_q",
                 "@q"]
 
