@@ -642,6 +642,24 @@ def test_checkout_help_says_it_is_show_and_moves_nothing(
         assert "another name for show" in said and "nothing in the store moves" in said, said
 
 
+@pytest.mark.parametrize("words", [
+    ["checkout", "-b", "idea"], ["checkout", "-b", "idea", "r1"], ["checkout", "-B", "idea"],
+    ["show", "-b", "idea"], ["checkout", "-b"],
+])
+def test_checkout_b_says_that_branch_makes_a_branch_and_leaves_the_store_as_it_was(
+    db: Path, capsys: pytest.CaptureFixture[str], words: list[str]
+) -> None:
+    """git's habit of making a branch as it checks one out: the refusal says what to type."""
+    before = db.read_bytes()
+    assert agui(db, *words) == (2, "")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"agui-store {words[0]}: unrecognized arguments: "), err
+    name = "idea" if "idea" in words else "NAME"
+    assert f"a branch is made with agui-store branch {name}{' r1' if 'r1' in words else ''}" in err
+    assert db.read_bytes() == before
+
+
 def test_a_diff_of_runs_of_two_threads_names_both_and_a_range_across_them_is_refused(
     db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

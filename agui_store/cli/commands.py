@@ -2050,6 +2050,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             word.startswith("-") and not word.startswith("--") for word in extra
         ):  # a word to leave out, not a mistyped --option
             hint = f"a -word to leave out goes after --: {prog} porto -- -hotel"
+        elif args.command in ("show", *ALIASES["show"]) and {"-b", "-B"} & set(extra):
+            hint = f"{_branch_instead(args, extra)}; {hint}"
         else:  # a mistyped --option: the command's options most like it, as git names them
             nearest = [
                 name for word in extra if word.startswith("--")
@@ -2068,6 +2070,18 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         name in WRITES_DATA and not getattr(args, "sqlite", None)
     )):
         return _run(args, name, out)
+
+
+def _branch_instead(args: argparse.Namespace, extra: Sequence[str]) -> str:
+    """What to type for git's ``checkout -b NAME [REV]``, which makes a branch: ``show`` (and
+    ``checkout``, its other name) moves nothing, ``branch NAME REV`` makes one. argparse took
+    NAME for the run to show, and left ``-b`` and REV over."""
+    revs = [word for word in extra if not word.startswith("-")]
+    name = args.ref if args.ref != "HEAD" else revs.pop(0) if revs else None
+    thread = pasted_option("--thread", args.thread) if args.thread is not None else []
+    command = shell_command(["agui-store", "branch", name, *revs[:1], *thread]) if name else (
+        "agui-store branch NAME [REV]")
+    return f"{args.command} moves nothing: a branch is made with {command}"
 
 
 def _before_the_command(words: Sequence[str]) -> tuple[list[str], int]:
