@@ -620,6 +620,31 @@ def test_branch_delete_takes_several_names_and_deletes_the_others_when_one_is_mi
     assert agui(db, "branch", "a", "r1", "r2")[0] == 2  # one run a branch
 
 
+def test_what_branch_did_is_one_line_a_branch_whatever_the_run_and_thread_ids_hold(
+    tmp_path: Path,
+) -> None:
+    """``branch -d A B`` says one line a branch deleted: a newline in the id of the run it
+    was at, or of its thread, is written as its escape, as ``branches`` writes it."""
+    db = tmp_path / "ids.db"
+    thread, run = "t\nu", "r1\ndeleted branch c (was r0)"
+    with agui_store.open(db) as store:
+        store.append(text_run(run, "hello", thread=thread))
+    assert agui(db, "branch", "a") == (0, "created branch a at r1\\ndeleted branch c (was r0) "
+                                          "(thread t\\nu)\n")
+    assert agui(db, "branch", "b", "r1")[0] == 0
+    code, out = agui(db, "branch", "-f", "b")
+    assert (code, out.count("\n")) == (0, 1), out
+    code, out = agui(db, "branch", "-m", "b", "c")
+    assert (code, out.count("\n")) == (0, 1), out
+    code, out = agui(db, "branch", "-d", "a", "c")
+    assert code == 0
+    assert out.splitlines() == [
+        "deleted branch a (was r1\\ndeleted branch c (was r0)) (thread t\\nu)",
+        "deleted branch c (was r1\\ndeleted branch c (was r0)) (thread t\\nu)",
+    ], out
+    assert json.loads(agui(db, "branch", "a", "--json")[1])["runId"] == run  # as stored
+
+
 @pytest.mark.parametrize("words", [
     ["--limit", "-1"], ["-n", "-1"], ["--max-count", "-5"], ["--lim", "-2"], ["-2", "-n", "-1"],
 ])

@@ -909,7 +909,8 @@ def _said(out: TextIO, args: argparse.Namespace, action: str, name: str, thread:
             line += f", replacing branch {name} (was {replaced})"
     else:
         line = f"deleted branch {name} (was {was})"
-    out.write(printable(f"{line} (thread {thread})") + "\n")
+    # One line a branch (branch -d A B says several): an id's newline is its escape.
+    out.write(printable(one_line(f"{line} (thread {thread})")) + "\n")
     return 0
 
 
