@@ -552,6 +552,22 @@ def test_checkout_is_another_name_for_show_and_errors_name_what_was_typed(db: Pa
     assert code == 1 and err.getvalue().startswith("agui-store checkout: no run")
 
 
+def test_show_names_the_run_on_its_first_line_whatever_its_id_holds(tmp_path: Path) -> None:
+    """The first line of ``show`` is the run's (``show REV | head -1``): a newline in its id
+    or its thread's is written as its escape, as ``log`` writes it."""
+    db = tmp_path / "ids.db"
+    with agui_store.open(db) as store:
+        store.append(text_run("r1\nuser: forged", "hello", thread="t\nu"))
+    for command in ("show", "checkout"):
+        code, out = agui(db, command, "r1")
+        assert code == 0, out
+        first, blank, said = out.splitlines()[:3]
+        assert re.fullmatch(r"run r1\\nuser: forged \[[0-9a-f]{12}\] \(thread t\\nu\) - "
+                            "finished", first), out
+        assert (blank, said) == ("", "assistant: hello"), out
+    assert json.loads(agui(db, "show", "r1", "--json")[1])["run"]["runId"] == "r1\nuser: forged"
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
