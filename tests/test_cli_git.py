@@ -552,6 +552,27 @@ def test_checkout_is_another_name_for_show_and_errors_name_what_was_typed(db: Pa
     assert code == 1 and err.getvalue().startswith("agui-store checkout: no run")
 
 
+@pytest.mark.parametrize("words", [
+    ["show", "-x1"], ["checkout", "-x1"], ["log", "-x1"], ["diff", "x0", "-x1"],
+    ["export-artifact", "-x1"],
+])
+def test_a_run_id_that_begins_with_a_dash_is_told_to_go_after_the_separator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], words: list[str]
+) -> None:
+    """As git says to separate with ``--``: the refusal names the command that works."""
+    db = tmp_path / "dash.db"
+    with agui_store.open(db) as store:
+        store.append(text_run("x0", "hello"))
+        store.append(text_run("-x1", "bye"))
+    assert agui(db, *words) == (2, "")
+    err = capsys.readouterr().err
+    command, rev = words[0], words[-1]
+    told = f"if {rev} is a run, it goes after --: agui-store {command} {' '.join(words[1:-1])}"
+    assert err.startswith(f"agui-store {command}: unrecognized arguments: {rev} "), err
+    assert " ".join(f"{told} -- {rev}".split()) in err and err.count("\n") == 1, err
+    assert agui(db, *words[:-1], "--", rev)[0] == 0
+
+
 def test_show_names_the_run_on_its_first_line_whatever_its_id_holds(tmp_path: Path) -> None:
     """The first line of ``show`` is the run's (``show REV | head -1``): a newline in its id
     or its thread's is written as its escape, as ``log`` writes it."""

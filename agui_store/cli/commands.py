@@ -2053,6 +2053,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             hint = f"a -word to leave out goes after --: {prog} porto -- -hotel"
         elif args.command in ("show", *ALIASES["show"]) and {"-b", "-B"} & set(extra):
             hint = f"{_branch_instead(args, extra)}; {hint}"
+        elif (hasattr(args, "ref") or args.command == "diff") and any(
+            re.match(r"-[^-]", word) for word in extra
+        ):  # a run id such as -x1, which argparse took for an option: git's -- separates it
+            hint = f"{_after_the_separator(args.command, words[start + 1:], extra)}; {hint}"
         else:  # a mistyped --option: the command's options most like it, as git names them
             nearest = [
                 name for word in extra if word.startswith("--")
@@ -2083,6 +2087,18 @@ def _branch_instead(args: argparse.Namespace, extra: Sequence[str]) -> str:
     command = shell_command(["agui-store", "branch", name, *revs[:1], *thread]) if name else (
         "agui-store branch NAME [REV]")
     return f"{args.command} moves nothing: a branch is made with {command}"
+
+
+def _after_the_separator(command: str, words: Sequence[str], extra: Sequence[str]) -> str:
+    """Where a run id that begins with ``-`` goes (after ``--``, as git says), with the
+    command that puts it there when the words after it are revisions alone."""
+    first = next(word for word in extra if re.match(r"-[^-]", word))
+    at = words.index(first) if first in words else len(words)
+    rest = words[at:]
+    if "--" in words or any(w.startswith("-") and w not in extra for w in rest):
+        return "a run id that begins with - goes after --"
+    typed = shell_command(["agui-store", command, *words[:at], "--", *rest])
+    return f"if {first} is a run, it goes after --: {typed}"
 
 
 def _before_the_command(words: Sequence[str]) -> tuple[list[str], int]:
