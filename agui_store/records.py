@@ -875,14 +875,15 @@ def _field_text(value: Any) -> str:
 def transcript(co: Checkout, error: RunError | None = None) -> str:
     """A restored run as a readable transcript, then its state; with the ``error`` a failed
     run ended with (:func:`run_error`) under its first line. The first line names the run,
-    its ids on it whole (:func:`one_line`), as ``log`` writes them."""
+    its ids on it whole (:func:`one_line`), as ``log`` writes them; the error is one line
+    too."""
     run = co.run
     label = hash_label(run)
     tag = f" [{label}]" if label else ""
     lines = [one_line(f"run {run.run_id}{tag} (thread {run.thread_id}) - {run.status}")]
     if error is not None:
         code = "" if error.code is None else f" (code {error.code})"
-        lines.append(f"error: {error.message or '(no message)'}{code}")
+        lines.append(one_line(f"error: {error.message or '(no message)'}{code}"))
     lines.append("")
     lines += [message_line(m) for m in co.messages]
     if co.interrupts:

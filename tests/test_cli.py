@@ -183,6 +183,15 @@ def test_show_says_why_a_failed_run_failed_and_json_carries_it(tmp_path: Path) -
     assert failed["runError"] == {"message": "rate limit exceeded", "code": "rate_limited"}
     finished = cli("show", "ok", "--thread", "t", db=db).stdout
     assert "error:" not in finished
+    # An error of several lines stays the one line under the first: its newlines escaped.
+    events.write_text("".join(json.dumps(e) + "\n" for e in [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "worse"},
+        {"type": "RUN_ERROR", "message": "upstream said:\n502 Bad Gateway", "code": "a\tb"},
+    ]))
+    cli("import", str(events), db=db)
+    shown = cli("show", "worse", "--thread", "t", db=db).stdout.splitlines()
+    assert shown[1] == "error: upstream said:\\n502 Bad Gateway (code a\\tb)"
+    assert shown[2] == ""
     assert "runError" not in json.loads(cli("show", "ok", "--thread", "t", "--json", db=db).stdout)
 
 
