@@ -461,6 +461,11 @@ def test_delete_and_prune_refuse_without_yes_and_a_terminal_and_erase_nothing(
         (("threads", "--before", ""), "argument --before: expected a thread id"),
         (("export", "--all", "-o", ""), "expected a file path"),
         (("analyze", ""), "expected a file path"),
+        # argparse takes a value that begins with - for an option: the line says how to give it
+        (("prune", "--older-than", "-5d"), "a value that begins with - goes after =: "
+                                           "--older-than=-5d;"),
+        (("export", "-o", "-x", "--all"), "goes after =: --output=-x;"),
+        (("search", "me", "--thread", "-t"), "goes after =: --thread=-t;"),
     ],
 )
 def test_an_option_value_out_of_range_is_a_usage_error_of_one_line(

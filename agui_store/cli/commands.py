@@ -1671,13 +1671,37 @@ WRITES_THE_STORE = frozenset(
 CREATES_STORE = frozenset({"import", "demo"})
 
 
+class _UsageError(SystemExit):
+    """A usage error argparse found: ``main`` says it in one line, with what the words
+    typed suggest (:func:`_usage_line`), and exits 2."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(EXIT_USAGE)
+        self.prog, self.message = prog, message
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with its usage errors on one line: what is wrong and where to read more."""
 
     def error(self, message: str) -> NoReturn:
-        """Say the usage error in one line on stderr and exit 2."""
-        _say_line(self.prog, f"{message} (usage: {self.prog} --help)")
-        self.exit(EXIT_USAGE)
+        """Raise the usage error for ``main`` to say."""
+        raise _UsageError(self.prog, message)
+
+
+def _usage_line(error: _UsageError, words: Sequence[str]) -> str:
+    """The one line of a usage error: argparse's words, and where to read more. An option
+    whose value begins with ``-`` (``--older-than -5d``, ``--thread -t``) lost it to
+    argparse, which reads it as an option: the line says how to give it."""
+    hint = f"usage: {error.prog} --help"
+    wanted = re.fullmatch(r"argument (\S+): expected one argument", error.message)
+    if wanted:
+        names = wanted.group(1).split("/")
+        long = next((name for name in names if name.startswith("--")), None)
+        after = [words[i + 1] for i, word in enumerate(words[:-1]) if word in names]
+        if long and after and after[0].startswith("-") and after[0] != "--":
+            typed = shell_command([f"{long}={after[0]}"])
+            hint = f"a value that begins with - goes after =: {typed}; {hint}"
+    return f"{error.message} ({hint})"
 
 
 def _moment(text: str) -> datetime.datetime:
@@ -2039,7 +2063,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         args, extra = parser.parse_known_args(
             [w for w in words[:end] if w not in stray] + words[end:]
         )
-    except SystemExit as e:  # a usage error (one line, exit 2), --help or --version (0)
+    except _UsageError as e:
+        _say_line(e.prog, _usage_line(e, words))
+        return EXIT_USAGE
+    except SystemExit as e:  # --help or --version (0)
         return e.code if isinstance(e.code, int) else EXIT_OK if e.code is None else EXIT_USAGE
     extra = [*stray, *extra]
     if extra and args.command == "search":
