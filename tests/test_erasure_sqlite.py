@@ -327,6 +327,39 @@ def test_a_file_written_before_secure_delete_is_rewritten_once_when_it_is_migrat
     conn.close()
 
 
+def test_a_purge_finishes_while_the_cursors_that_opened_the_store_are_still_alive(
+    tmp_path: Path,
+) -> None:
+    """apsw 3.54.0 kept cursors alive past their last reference, as a tracer that holds on
+    to them does: a pragma's unread row, left by opening the file, kept every ``VACUUM``
+    out, so no erasure's purge ever finished."""
+    path = tmp_path / "store.db"
+    with agui_store.open(path) as store:
+        store.append(run("t", "r1", *say("m1", "hello")))
+    held: list[apsw.Cursor] = []
+    opening = True
+
+    def cursor(conn: apsw.Connection) -> apsw.Cursor:
+        made = apsw.Cursor(conn)
+        if opening:
+            held.append(made)
+        return made
+
+    def holding(conn: apsw.Connection) -> None:
+        conn.cursor_factory = cursor
+
+    apsw.connection_hooks.append(holding)
+    try:
+        store = agui_store.open(path)
+    finally:
+        apsw.connection_hooks.remove(holding)
+        opening = False
+    with store:
+        assert held
+        receipt = store.delete_thread("t")
+    assert receipt.purged, receipt
+
+
 @pytest.mark.pydantic_ai
 def test_a_search_index_of_version_15_is_made_again_and_then_forgets_erased_words_at_once(
     tmp_path: Path,

@@ -226,11 +226,13 @@ def connect(path: str, *, busy_timeout_ms: int) -> apsw.Connection:
             cur.execute(sql.mmap_size(MMAP_BYTES))
             # Before any write: a page freed without it keeps its old bytes (erasure).
             cur.execute(sql.SECURE_DELETE_ON)
+            # A pragma's row left unread keeps VACUUM (a purge, a rewrite) out for as long as
+            # the cursor lives, which is not always until this function returns.
+            cur.close()
             found = migrations.schema_version(conn)
             if found != schema.SCHEMA_VERSION:
                 try:
                     if 0 < found < schema.REWRITE_BEFORE:
-                        cur.close()  # a pragma's row left unread would keep VACUUM out
                         migrations.rewrite(conn)
                     # Decided again under the write lock: another process may be creating
                     # or migrating the same file right now. The common case takes no lock.
