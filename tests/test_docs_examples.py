@@ -23,7 +23,9 @@ The TypeScript reconnect code is not copied into the docs: the page includes
 
 from __future__ import annotations
 
+import contextlib
 import doctest
+import importlib.util
 import io
 import json
 import os
@@ -233,6 +235,53 @@ def test_the_error_page_says_when_each_error_is_raised() -> None:
     assert [name for name in errors if f"| `{name}` |" not in page] == []
 
 
+def public_keywords() -> set[str]:
+    """The parameter names of every public callable a page documents: ``Store``'s and
+    ``AsyncStore``'s methods, what ``agui_store`` exports, the recorders, the viewer's app
+    and, where pydantic-ai runs, the ``ConversationStore``."""
+    import inspect
+
+    import agui_store
+    import agui_store.aio
+    import agui_store.asgi
+    import agui_store.recording
+    import agui_store.ui
+
+    callables: list[object] = [
+        agui_store.aio.open, agui_store.asgi.Recorder, agui_store.recording.Batcher,
+        agui_store.recording.AsyncBatcher, agui_store.ui.app,
+        *(getattr(agui_store, name) for name in agui_store.__all__),
+    ]
+    classes: list[type] = [agui_store.Store, agui_store.aio.AsyncStore]
+    with contextlib.suppress(ImportError):  # Python 3.10: no pydantic-ai, nor its pages
+        from agui_store.integrations.pydantic_ai import ConversationStore
+
+        classes.append(ConversationStore)
+    for cls in classes:
+        callables += [cls, *(getattr(cls, n) for n in dir(cls) if not n.startswith("_"))]
+    names: set[str] = set()
+    for obj in callables:
+        if callable(obj):
+            with contextlib.suppress(TypeError, ValueError):  # no signature to read
+                names.update(inspect.signature(obj).parameters)
+    return names
+
+
+def test_every_keyword_a_page_names_is_one_the_api_takes() -> None:
+    """A page that writes `` `after=` `` or `` `scope=` `` in its prose names a keyword some
+    public call takes: a keyword no call has is a promise the code does not keep."""
+    keywords = public_keywords()
+    pydantic_ai = importlib.util.find_spec("pydantic_ai") is not None
+    named = [
+        (str(path.relative_to(ROOT)), keyword)
+        for path in PAGES if path.name != "changelog.md"
+        and (pydantic_ai or not uses_pydantic_ai(path))
+        for keyword in re.findall(r"`([a-z_]+)=`", path.read_text(encoding="utf-8"))
+    ]
+    assert len(named) > 10
+    assert [(where, keyword) for where, keyword in named if keyword not in keywords] == []
+
+
 #: Commands whose help example is not run here: ``ui`` serves until it is stopped (the
 #: viewer's tests run it), and ``copy`` names a PostgreSQL server (the test below runs it).
 NOT_RUN_HERE = {"ui", "copy"}
@@ -378,14 +427,19 @@ PYDANTIC_AI_IMPORT = re.compile(r"^\s*(?:from|import)\s+[\w.]*\bpydantic_ai\b", 
 def skip_where_pydantic_ai_cannot_run(path: Path) -> None:
     """A page that installs pydantic-ai, or whose examples import it, is checked where
     pydantic-ai runs: it needs Python 3.11 (tests/conftest.py), and pip finds none on 3.10."""
+    if uses_pydantic_ai(path):
+        needs_pydantic_ai()
+
+
+def uses_pydantic_ai(path: Path) -> bool:
+    """Whether the page installs pydantic-ai or its examples import it."""
     page = parse(path)
     installs = page_installs(page)
-    if (
+    return (
         any(name == "pydantic-ai-slim" for name, _ in installs)
         or any(name == "agui-store" and "pydantic-ai" in extras for name, extras in installs)
         or any(b.lang == "python" and PYDANTIC_AI_IMPORT.search(b.code) for b in page.blocks)
-    ):
-        needs_pydantic_ai()
+    )
 
 
 #: Servers a page may tell its reader to run its app with: the distribution of each.
