@@ -235,6 +235,27 @@ def test_the_error_page_says_when_each_error_is_raised() -> None:
     assert [name for name in errors if f"| `{name}` |" not in page] == []
 
 
+def test_the_error_page_names_the_error_a_missing_branch_raises(tmp_path: Path) -> None:
+    """A branch the thread does not have is a branch operation refused, not a missing run:
+    the row of the error ``delete_branch`` and ``rename_branch`` raise for it names them."""
+    import agui_store
+
+    page = (ROOT / "docs" / "reference" / "errors.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `(\w+)` \| (.*) \|$", page, re.MULTILINE))
+    with agui_store.open(tmp_path / "chat.db") as store:
+        store.append([
+            {"type": "RUN_STARTED", "threadId": "t1", "runId": "run-1"},
+            {"type": "RUN_FINISHED", "threadId": "t1", "runId": "run-1"},
+        ])
+        for call, verb in (
+            (lambda: store.delete_branch("gone", thread_id="t1"), "delete_branch"),
+            (lambda: store.rename_branch("gone", "new", thread_id="t1"), "rename_branch"),
+        ):
+            with pytest.raises(agui_store.AguiStoreError) as raised:
+                call()
+            assert f"`{verb}`" in rows[type(raised.value).__name__], verb
+
+
 def public_keywords() -> set[str]:
     """The parameter names of every public callable a page documents: ``Store``'s and
     ``AsyncStore``'s methods, what ``agui_store`` exports, the recorders, the viewer's app

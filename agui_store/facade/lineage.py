@@ -48,7 +48,13 @@ class LineageVerbs(Facade):
             return branches.listing(tx, self._require_thread(tx, thread_id, scope), thread_id)
 
     def delete_branch(self, name: str, *, thread_id: str, scope: str | None = None) -> None:
-        """Delete a branch (the runs stay; only the name goes)."""
+        """Delete a branch (the runs stay; only the name goes).
+
+        Raises:
+            BranchError: no branch ``name`` in the thread, or ``name`` is ``main`` (which
+                follows the newest run and is never deleted).
+            RunNotFoundError: no thread ``thread_id`` (in the ``scope``).
+        """
         branches.refuse_reserved(name)
         arguments.check_scope(scope)
         with self.writing() as tx:
@@ -64,8 +70,13 @@ class LineageVerbs(Facade):
         scope: str | None = None,
     ) -> Branch:
         """Rename a branch (its run and ``updated_at``, when it last moved, stay), as ``git
-        branch -m`` does. ``force`` replaces a branch already named ``new`` (otherwise
-        ``BranchError``)."""
+        branch -m`` does. ``force`` replaces a branch already named ``new``.
+
+        Raises:
+            BranchError: no branch ``old`` in the thread, ``old`` is ``main``, ``new`` is not
+                a valid name, or a branch named ``new`` exists and ``force`` is false.
+            RunNotFoundError: no thread ``thread_id`` (in the ``scope``).
+        """
         branches.refuse_reserved(old)
         intake.check_scope(scope)
         with self.writing() as tx:
