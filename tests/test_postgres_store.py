@@ -1547,6 +1547,23 @@ def test_the_commands_the_cli_prints_to_paste_name_the_database_without_its_pass
     assert "s3cret" not in said
 
 
+def test_a_printed_command_keeps_the_urls_escaped_spaces_so_that_it_opens_the_same_store(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # libpq reads "+" as a plus sign: an escaped space printed as "+" makes another URL.
+    url = (store_url + "&password=s3cret&options=-c%20statement_timeout%3D60000"
+           "&application_name=team%20store")  # fmt: skip
+    assert cli.main(["--db", url, "demo"]) == 0
+    said = capsys.readouterr().out
+    shown = said.split("see it in the browser: agui-store ui '", 1)[1].split("'", 1)[0]
+    assert "s3cret" not in shown
+    assert "options=-c%20statement_timeout%3D60000&application_name=team%20store" in shown
+    with agui_store.open(shown) as s:  # the server trusts its socket: no password asked
+        assert len(s.threads()) == 1
+    with psycopg.connect(shown) as conn:
+        assert conn.execute("SHOW application_name").fetchone() == ("team store",)
+
+
 def test_a_writer_waiting_longer_than_its_busy_timeout_gets_a_store_busy_error(
     store_url: str,
 ) -> None:

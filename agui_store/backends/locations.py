@@ -27,13 +27,12 @@ def without_password(url: str) -> str:
     if "@" in netloc:
         userinfo, host = netloc.rsplit("@", 1)
         netloc = userinfo.split(":", 1)[0] + "@" + host
-    query = urllib.parse.urlencode(
-        [
-            (key, value)
-            for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-            if key not in SECRETS
-        ],
-        safe="/",
+    # The other pairs keep their text as written: decoded and encoded again, an escaped
+    # space (%20) would come back as "+", which libpq reads as a plus sign.
+    query = "&".join(
+        pair
+        for pair in parts.query.split("&")
+        if pair and urllib.parse.unquote(pair.partition("=")[0]) not in SECRETS
     )
     # Built by hand: urlunsplit drops the empty authority of postgresql:///db?host=/socket.
     shown = f"{parts.scheme}://{netloc}{parts.path}"
