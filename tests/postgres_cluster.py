@@ -184,6 +184,32 @@ class PostgresCluster:
             raise
         return cluster
 
+    def standby(self) -> PostgresCluster:
+        """A hot standby of this cluster (``pg_basebackup -R``, streaming from it), started:
+        it serves reads of every database the cluster holds now or later, and takes no
+        writes. The caller destroys it."""
+        root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=self.root.parent))
+        standby = PostgresCluster(root=root, bindir=self.bindir, run_as=self.run_as)
+        atexit.register(standby.destroy)
+        try:
+            if self.run_as is not None:
+                record = pwd.getpwnam(self.run_as)
+                os.chown(root, record.pw_uid, record.pw_gid)
+            os.chmod(root, 0o755)
+            standby._start_watchdog()
+            standby._tool(
+                "pg_basebackup",
+                "-h", str(self.socket_dir), "-p", str(PORT), "-U", SUPERUSER,
+                "-D", str(standby.data_dir), "-R", "-X", "stream", "--no-sync", "--checkpoint=fast",
+            )  # fmt: skip
+            with (standby.data_dir / "postgresql.conf").open("a", encoding="utf-8") as handle:
+                handle.write(f"unix_socket_directories = '{standby.socket_dir}'\n")
+            standby.start()
+        except BaseException:
+            standby.destroy()
+            raise
+        return standby
+
     def destroy(self) -> None:
         """Stop the server (immediate: nothing to keep) and remove its directory. Idempotent."""
         _stop_and_remove(self.root, self.bindir, self.run_as)

@@ -1501,6 +1501,41 @@ def test_a_database_that_does_not_exist_is_a_clear_store_error(store_url: str) -
         agui_store.open(missing)
 
 
+def test_a_standby_server_serves_every_read_and_refuses_a_write_naming_itself(
+    store_url: str, postgres_cluster: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    from tests.contract.test_kept_messages import short_turns
+
+    with agui_store.open(store_url) as primary:
+        short_turns(primary, 150)
+        head = primary.checkout("HEAD", thread_id="t")
+    standby = postgres_cluster.standby()
+    try:
+        url = standby.dsn(str(conninfo_to_dict(store_url)["dbname"]))
+        with agui_store.open(url) as s:
+            assert s.threads() == ["t"]
+            for _ in range(3):  # read again and again, as a viewer does
+                assert s.checkout("HEAD", thread_id="t").messages == head.messages
+            assert [hit.run_id for hit in s.search("question 7")][:1] == ["r7"]
+            assert s.check().ok
+            # No notice of the primary's erasures reaches a standby: it keeps no message.
+            assert testing.kept_message_blobs(s) == 0
+            before = s.runs("t")
+            with pytest.raises(StorageError, match="is a standby server, which takes no wri"):
+                s.append(run("t", "r-new"))
+            with pytest.raises(StorageError, match="standby"):
+                s.delete_thread("t")
+            assert s.runs("t") == before
+        assert cli.main(["--db", url, "branch", "b", "HEAD", "--thread", "t"]) == 1
+        said = capsys.readouterr().err
+        assert f"agui-store branch: {url} is a standby server" in said
+        assert "Traceback" not in said and "bug" not in said
+    finally:
+        standby.destroy()
+
+
 @pytest.mark.parametrize(
     ("url", "what"),
     [

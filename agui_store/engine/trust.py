@@ -27,7 +27,9 @@ connection) is never answered from memory. An erasure on this connection forgets
 is kept; so does another connection's: on SQLite the first read after it, whose data
 version tells that another connection wrote (the erasure log's newest key then tells
 whether it erased); on PostgreSQL the notice every erasure sends to the connections that
-listen (as each store's does), which comes with the next answer the connection reads.
+listen (as each store's does), which comes with the next answer the connection reads; a
+connection to a standby server, which can neither listen nor hear of the primary's erasures,
+keeps no message.
 Past
 :data:`KEPT_BYTES` of kept messages in memory (their dicts, keys and values, as
 :func:`sys.getsizeof` counts them: a short message's dict takes several times its text),
@@ -57,10 +59,14 @@ class TrustedBlobs:
     decoded messages of the flat message blobs it read more than once."""
 
     __slots__ = (
-        "_addresses", "_erasures", "_kept", "_kept_bytes", "_seen", "_unchecked", "_version"
+        "_addresses", "_erasures", "_keeps", "_kept", "_kept_bytes", "_seen", "_unchecked",
+        "_version",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, keeps_messages: bool = True) -> None:
+        """``keeps_messages=False``: keep no decoded message, for a connection that no
+        erasure would make forget them (one that cannot listen for them)."""
+        self._keeps = keeps_messages
         self._addresses: set[bytes] = set()
         self._version: int | None = None
         #: address -> (its messages, the memory they take), least recently read first
@@ -117,6 +123,8 @@ class TrustedBlobs:
         (the caller then hands out copies of them, never these). The text of an array of
         objects holds a ``[`` and a ``{`` for each object, and more when a value is nested
         or a string holds one: as many as that means that nothing is nested."""
+        if not self._keeps:
+            return False
         if address not in self._seen:
             if len(self._seen) >= LIMIT:
                 self._seen = set()

@@ -73,6 +73,8 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
         )
         lost.maybe_committed = True
         return lost
+    if isinstance(e, pg_errors.ReadOnlySqlTransaction):  # a standby (hot standby) server
+        return _on_standby(where, f" ({_first_line(e)})")
     if isinstance(e, pg_errors.LockNotAvailable):
         # A lock any session may hold: another writer's, or a LOCK TABLE by hand.
         return errors.StoreBusyError.locked(where, by="another transaction")
@@ -117,6 +119,15 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
     return errors.InternalError(
         f"unexpected PostgreSQL error working on {where}: {type(e).__name__}: "
         f"{_first_line(e)} (a bug in agui-store: please report it with this message)"
+    )
+
+
+def _on_standby(where: str, why: str = "") -> errors.StorageError:
+    """The error of a write sent to a standby server: it reads, and writes go elsewhere."""
+    return errors.StorageError(
+        f"{where} is a standby server, which takes no writes{why}: write to the primary "
+        "server (a standby serves reads only)",
+        path=where,
     )
 
 
@@ -278,8 +289,10 @@ class PostgresBackend:
         self._reading: PostgresTransaction | None = None  # the read under way, if any
         self._prepared_on: Any = None  # the connection the store's statements are prepared on
         self.purge_pending = ""  # why the last purge did not finish (see purge)
+        self._listening = True  # whether the connection hears of erasures (not on a standby)
         self._conn = self._connect()  # errors in the URL, the server or the schema: now
-        self._trusted = TrustedBlobs()  # what the connection verified of its blobs
+        # What the connection verified of its blobs.
+        self._trusted = TrustedBlobs(keeps_messages=self._listening)
 
     # --- connections ------------------------------------------------------------------------
 
@@ -297,8 +310,15 @@ class PostgresBackend:
             # Told of every erasure logged on the database (sql.ERASED), the connection's
             # memory of decoded messages forgets the erased ones (agui_store.engine.trust):
             # the notice comes with the next answer the connection reads, at no round trip.
-            conn.execute(sql.LISTEN_ERASED)
-            conn.add_notify_handler(_forgetting(weakref.ref(self)))
+            try:
+                conn.execute(sql.LISTEN_ERASED)
+            except pg_errors.ReadOnlySqlTransaction:
+                # A hot standby (a server in recovery) takes no LISTEN, and no notice of
+                # the primary's erasures reaches it: the connection keeps no message.
+                self._listening = False
+            else:
+                self._listening = True
+                conn.add_notify_handler(_forgetting(weakref.ref(self)))
         except BaseException as e:
             with contextlib.suppress(Exception):
                 conn.close()
@@ -319,8 +339,13 @@ class PostgresBackend:
             self.after_fork()
         if self._conn is None:
             self._conn = self._connect()
-            self._trusted = TrustedBlobs()
+            self._trusted = TrustedBlobs(keeps_messages=self._listening)
         return self._conn
+
+    def _still_on_standby(self) -> bool:
+        """Whether the store's connection, made to a standby server, still is to one: a
+        lost one is made again first (the standby may have been promoted since)."""
+        return self._db is not None and not self._listening
 
     def connection(self) -> Any:
         """The psycopg connection (for :mod:`agui_store.testing`)."""
@@ -582,6 +607,8 @@ class PostgresBackend:
         opened: list[Any] = []
 
         def begin(query: str | None) -> tuple[Any, Any]:
+            if not self._listening and self._still_on_standby():
+                raise _on_standby(self.where)
             if query is None:
                 conn, rows = self._begin(statement), None
             else:
