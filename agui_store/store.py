@@ -80,7 +80,9 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
     ) -> None:
         self.path = arguments.path_text(path) if path is not None else backends.default_path()
         self.busy_timeout_ms = arguments.positive_int(
-            "busy_timeout_ms", busy_timeout_ms, minimum=0
+            "busy_timeout_ms", busy_timeout_ms, minimum=0,
+            maximum=backends.MAX_BUSY_TIMEOUT_MS,
+            why=" (some 24 days: the longest wait SQLite and PostgreSQL take)",
         )
         self.max_event_bytes = arguments.positive_int("max_event_bytes", max_event_bytes)
         self.max_depth = arguments.positive_int(

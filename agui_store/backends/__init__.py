@@ -12,6 +12,9 @@ from agui_store.errors import InvalidArgumentError
 
 #: How long a writer waits for another writer before giving up (milliseconds).
 DEFAULT_BUSY_TIMEOUT_MS = 30_000
+#: The longest busy timeout: what SQLite's busy timeout and PostgreSQL's ``lock_timeout``
+#: hold (a C ``int`` of milliseconds, some 24 days).
+MAX_BUSY_TIMEOUT_MS = 2**31 - 1
 
 #: The store used when no path is given: ``$AGUI_STORE_DB`` (a file path or a
 #: ``postgresql://`` URL), else ``./agui-store.db``.

@@ -1762,9 +1762,8 @@ def search_cursor(text: str) -> str:
     return text
 
 
-#: The longest ``--busy-timeout``: what SQLite's busy timeout and PostgreSQL's
-#: ``lock_timeout`` hold (a C ``int`` of milliseconds, some 24 days).
-MAX_BUSY_TIMEOUT_MS = 2**31 - 1
+#: The longest ``--busy-timeout`` (some 24 days).
+MAX_BUSY_TIMEOUT_MS = backends.MAX_BUSY_TIMEOUT_MS
 
 
 #: Other names of commands: git's verb for restoring a run.

@@ -179,3 +179,17 @@ def test_a_view_one_store_built_is_not_built_on_after_another_store_continued_a_
             ("m", "first and more"), ("c-q", "second"), ("d-q", "third"),
         ]
         assert checked(a)
+
+
+@pytest.mark.parametrize("busy_timeout_ms", [2**31, 2**40])
+def test_a_busy_timeout_longer_than_the_database_can_wait_is_refused_naming_the_option(
+    store_location: str, busy_timeout_ms: int
+) -> None:
+    with pytest.raises(agui_store.InvalidArgumentError) as caught:
+        agui_store.open(store_location, busy_timeout_ms=busy_timeout_ms)
+    assert str(caught.value).startswith(
+        f"busy_timeout_ms must be at most 2147483647, not {busy_timeout_ms} (some 24 days"
+    )
+    with agui_store.open(store_location, busy_timeout_ms=2**31 - 1) as store:
+        store.append(one_run("r1"))
+        assert [r.run_id for r in store.runs("t")] == ["r1"]
