@@ -1800,3 +1800,19 @@ def test_a_failed_import_or_copy_into_a_new_database_leaves_no_store_schema_behi
     backends.remove_new_store(url)  # as if a failed opening raced this store's first write
     with agui_store.open(url) as s:
         assert s.threads() == ["t"]  # a store holding anything is never dropped
+
+
+def test_a_new_store_open_elsewhere_is_not_dropped_by_a_failed_first_writes_cleanup(
+    postgres_database: str,
+) -> None:
+    from agui_store import backends
+    from tests.postgres_cluster import uri
+
+    url = uri(dict(psycopg.conninfo.conninfo_to_dict(postgres_database)))
+    with agui_store.open(url) as s:  # a new store, open and holding nothing yet
+        # Another process's import that opened the same new database at once, and failed.
+        backends.remove_new_store(url)
+        s.append(run("t", "r1"))
+        assert [r.run_id for r in s.runs("t")] == ["r1"]
+    with psycopg.connect(postgres_database) as conn:
+        assert schema.installed_version(conn) == schema.SCHEMA_VERSION

@@ -224,7 +224,9 @@ def drop_new_store(url: str) -> bool:
     """Drop the store's schema from the database ``url`` names, if it holds nothing: what a
     failed first write into a new database leaves (as SQLite's file is removed). Under the
     installers' lock and the writers' (exclusive), so a store another process has begun to
-    fill is kept. Whether it was dropped."""
+    fill is kept; and only while no other session has the store open, so one that another
+    process opened at the same time, and is about to write, is kept too. Whether it was
+    dropped."""
     where = without_password(url)
     conn = _connection(url, where)
     try:
@@ -235,6 +237,9 @@ def drop_new_store(url: str) -> bool:
             if not schema.installed_version(conn):
                 return False
             row = conn.execute(sql.STORE_HOLDS_NOTHING.format(schema=schema.SCHEMA)).fetchone()
+            if not (row and row[0]):
+                return False
+            row = conn.execute(sql.NO_STORE_OPEN).fetchone()
             if not (row and row[0]):
                 return False
             conn.execute(f"DROP SCHEMA {schema.SCHEMA} CASCADE")
@@ -301,11 +306,14 @@ class PostgresBackend:
         try:
             schema.install(conn, backfill=functools.partial(_backfill, deferred=[]))
             # Session settings: the store's schema first on the path, and a bounded wait for
-            # the write locks (0 would mean "forever" to PostgreSQL: 1 ms is "no wait").
+            # the write locks (0 would mean "forever" to PostgreSQL: 1 ms is "no wait"); and
+            # the lock that says the store is open (sql.STORE_OPEN_LOCK_KEY), shared.
             conn.execute(
                 "SELECT set_config('search_path', %s, false), "
-                "set_config('lock_timeout', %s, false)",
-                (schema._ident(schema.SCHEMA), f"{max(1, self.busy_timeout_ms)}ms"),
+                "set_config('lock_timeout', %s, false), "
+                "pg_advisory_lock_shared(%s, %s)",
+                (schema._ident(schema.SCHEMA), f"{max(1, self.busy_timeout_ms)}ms",
+                 schema.LOCK_CLASS, sql.STORE_OPEN_LOCK_KEY),
             )
             # Told of every erasure logged on the database (sql.ERASED), the connection's
             # memory of decoded messages forgets the erased ones (agui_store.engine.trust):

@@ -40,6 +40,10 @@ from agui_store.backends.postgres.schema import LOCK_CLASS
 EVENT_ORDER_LOCK_KEY = 2
 #: Second advisory-lock key of the writers' lock (``LOCK_CLASS`` is the first).
 WRITERS_LOCK_KEY = 3
+#: Second advisory-lock key every open store's connection holds shared for its session
+#: (``LOCK_CLASS`` is the first): a new store's schema that a failed first write would drop
+#: stays while another session has the store open (:data:`NO_STORE_OPEN`).
+STORE_OPEN_LOCK_KEY = 4
 #: First advisory-lock key of per-thread locks ("AGUT"); the second is
 #: :func:`thread_lock_key`. Two threads whose keys collide share a lock: they take turns,
 #: nothing worse.
@@ -50,6 +54,10 @@ LOCK_EVENT_ORDER = f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, {EVENT_ORDER_LOC
 LOCK_WRITERS_SHARED = f"SELECT pg_advisory_xact_lock_shared({LOCK_CLASS}, {WRITERS_LOCK_KEY})"
 #: What every other write takes first: it waits for the appends under way and runs alone.
 WRITER_LOCK = f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, {WRITERS_LOCK_KEY})"
+
+#: Whether no other session has the store open (taken, the lock is the caller's until its
+#: transaction ends).
+NO_STORE_OPEN = f"SELECT pg_try_advisory_xact_lock({LOCK_CLASS}, {STORE_OPEN_LOCK_KEY})"
 
 #: Whether a store holds nothing a write leaves: no thread, run, blob, conversation,
 #: erasure or tombstone (its meta rows are the schema's own).
