@@ -26,6 +26,7 @@ from typing import Any
 import apsw
 
 import agui_store
+from agui_store import backends
 from agui_store.backends.sqlite import connection
 from agui_store.backends.sqlite import errors as sqlite_errors
 from benchmarks._common import header, median_time, scratch_dir
@@ -67,11 +68,16 @@ def _snapshot_before(conn: Any) -> Iterator[None]:
                     conn.execute("ROLLBACK")
 
 
+def connect(path: str) -> apsw.Connection:
+    """The connection a store opens on ``path``, with the store's default busy timeout."""
+    return connection.connect(path, busy_timeout_ms=backends.DEFAULT_BUSY_TIMEOUT_MS)
+
+
 def main() -> None:
     header("bench_errors: the cost of translating every error")
     folder = scratch_dir("agui-bench-errors-")
     path = os.path.join(folder, "store.db")
-    conn = connection.connect(path)
+    conn = connect(path)
 
     def raw_write() -> None:
         for _ in range(N):
@@ -152,7 +158,7 @@ def main() -> None:
 
     def store_open() -> None:
         for _ in range(opens):
-            connection.connect(path).close()
+            connect(path).close()
 
     bare, ours = median_time(bare_open), median_time(store_open)
     print(f"opening an existing store: bare apsw {bare / opens * 1e6:.0f} us, connect() "

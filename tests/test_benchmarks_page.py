@@ -29,3 +29,13 @@ def test_the_page_is_what_the_script_writes() -> None:
     assert page == run_all.render(), "run: python -m benchmarks.run_all --render"
     for name in run_all.BENCHMARKS:
         assert f"{{ #{name} }}" in page
+
+
+def test_the_error_benchmark_opens_its_store_as_a_store_does(tmp_path: Path) -> None:
+    from benchmarks import bench_errors
+
+    conn = bench_errors.connect(str(tmp_path / "store.db"))
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
