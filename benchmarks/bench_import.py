@@ -79,9 +79,10 @@ RAW_IMPORT = r"""
 import sys
 sys.path.insert(0, sys.argv[3])
 import msgspec
+from agui_store.backends import DEFAULT_BUSY_TIMEOUT_MS
 from agui_store.backends.sqlite import connection
 from agui_store.backends.sqlite.schema import EVENT_TYPE_CODES  # the rows as the store lays out
-conn = connection.connect(sys.argv[2])
+conn = connection.connect(sys.argv[2], busy_timeout_ms=DEFAULT_BUSY_TIMEOUT_MS)
 INSERT = "INSERT INTO event_log(seq, run, type, payload) VALUES (?, ?, ?, ?)"
 types = msgspec.json.Decoder()
 seq, run, runs, batch = 0, 0, {}, []
@@ -127,6 +128,11 @@ def measured(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, flo
     return elapsed, usage.ru_maxrss / 1024  # kilobytes on Linux
 
 
+def raw_import_cmd(recording: Path, db: Path) -> list[str]:
+    """The baseline: :data:`RAW_IMPORT` of a JSON Lines ``recording`` into ``db``."""
+    return [sys.executable, "-c", RAW_IMPORT, str(recording), str(db), str(ROOT)]
+
+
 def import_cmd(recording: Path, db: Path) -> list[str]:
     return [sys.executable, "-m", "agui_store", "--db", str(db), "import", str(recording)]
 
@@ -153,10 +159,7 @@ def main() -> None:
               f"{events // (RUNS_PER_THREAD * EVENTS_PER_RUN)} threads of "
               f"{RUNS_PER_THREAD} runs")
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        raw_s, raw_mb = measured(
-            [sys.executable, "-c", RAW_IMPORT, str(jsonl), str(folder / "raw.db"), str(ROOT)],
-            env, folder,
-        )
+        raw_s, raw_mb = measured(raw_import_cmd(jsonl, folder / "raw.db"), env, folder)
         imp_s, imp_mb = measured(import_cmd(recording, folder / "store.db"), env, folder)
         print(f"{'':34}{'seconds':>9}{'events/s':>11}{'MB/s':>7}{'peak RSS':>10}")
         for name, secs, peak in (("raw apsw executemany (1 tx)", raw_s, raw_mb),

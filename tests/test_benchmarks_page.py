@@ -39,3 +39,22 @@ def test_the_error_benchmark_opens_its_store_as_a_store_does(tmp_path: Path) -> 
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     finally:
         conn.close()
+
+
+def test_the_import_benchmarks_baseline_writes_every_event_of_the_recording(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+
+    import apsw
+
+    from benchmarks import bench_import
+
+    recording = tmp_path / "recording.jsonl"
+    events = bench_import.write_recording(recording, 20_000, "jsonl")
+    subprocess.run(bench_import.raw_import_cmd(recording, tmp_path / "raw.db"), check=True)
+    conn = apsw.Connection(str(tmp_path / "raw.db"))
+    try:
+        assert conn.execute("SELECT count(*) FROM event_log").fetchone()[0] == events
+    finally:
+        conn.close()
