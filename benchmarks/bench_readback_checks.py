@@ -55,7 +55,7 @@ def measure(title: str, batch: list[dict[str, Any]], repeat: int) -> None:
 
     def checks() -> None:  # what Store.append adds
         nesting.refuse_deep_writes(data, types, ingest.DEFAULT_MAX_DEPTH, raws)
-        nesting.deepening_copies(data, types, raws)
+        nesting.replayed_copies(data, types, raws)
 
     stores: list[Any] = []
 

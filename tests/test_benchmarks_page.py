@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from benchmarks import run_all
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,3 +60,12 @@ def test_the_import_benchmarks_baseline_writes_every_event_of_the_recording(
         assert conn.execute("SELECT count(*) FROM event_log").fetchone()[0] == events
     finally:
         conn.close()
+
+
+def test_the_read_back_benchmark_runs_the_checks_append_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmarks import bench_readback_checks
+
+    bench_readback_checks.measure("a deep run", bench_readback_checks.deep_patch_run(5), 1)
+    assert capsys.readouterr().out.startswith("a deep run: nesting checks ")
