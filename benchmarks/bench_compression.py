@@ -13,7 +13,6 @@ from __future__ import annotations
 import bz2
 import json
 import lzma
-import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 import agui_store
 from agui_store.cli.demo import record_demo
 from agui_store.codec.ingest import canonical_bytes
-from benchmarks._common import header
+from benchmarks._common import header, median_time
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 
@@ -50,6 +49,12 @@ def sample_blobs() -> list[bytes]:
     return list(dict.fromkeys(out))  # content addressing: each distinct blob once
 
 
+def plain_copies(blobs: list[bytes]) -> list[bytearray]:
+    """The baseline: every blob's bytes read into a new buffer. (``bytes(b)`` of a bytes
+    object is the object itself, and would read nothing.)"""
+    return [bytearray(b) for b in blobs]
+
+
 def main() -> None:
     header("blob compression on real message and state blobs")
     blobs = sample_blobs()
@@ -63,22 +68,13 @@ def main() -> None:
         "bz2-9": (lambda b: bz2.compress(b, 9), bz2.decompress),
         "lzma": (lzma.compress, lzma.decompress),
     }
-    t0 = time.perf_counter()
-    for _ in range(20):
-        for b in big:
-            bytes(b)
-    copy = (time.perf_counter() - t0) / 20
+    copy = median_time(lambda: plain_copies(big), repeat=20)
     print("| codec | size ratio | compress MB/s | decompress MB/s | decompress / plain copy |")
     print("|---|---|---|---|---|")
     for name, (comp, decomp) in codecs.items():
-        t0 = time.perf_counter()
         packed = [comp(b) for b in big]
-        c = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for _ in range(5):
-            for p in packed:
-                decomp(p)
-        d = (time.perf_counter() - t0) / 5
+        c = median_time(lambda comp=comp: [comp(b) for b in big], repeat=3)
+        d = median_time(lambda decomp=decomp, packed=packed: [decomp(p) for p in packed])
         ratio = sum(len(p) for p in packed) / total
         print(
             f"| {name} | {ratio:.2f} | {total / c / 1e6:.0f} | {total / d / 1e6:.0f} "

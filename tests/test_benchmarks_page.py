@@ -69,3 +69,12 @@ def test_the_read_back_benchmark_runs_the_checks_append_runs(
 
     bench_readback_checks.measure("a deep run", bench_readback_checks.deep_patch_run(5), 1)
     assert capsys.readouterr().out.startswith("a deep run: nesting checks ")
+
+
+def test_the_compression_benchmarks_baseline_reads_every_byte_into_a_new_buffer() -> None:
+    from benchmarks import bench_compression
+
+    blobs = [b"x" * 600, b'{"role": "user"}' * 40]
+    copies = bench_compression.plain_copies(blobs)
+    assert [bytes(c) for c in copies] == blobs
+    assert all(c is not b for c, b in zip(copies, blobs))
