@@ -46,6 +46,8 @@ from benchmarks._common import header, median_time, scratch_dir
 
 RUNS_PER_THREAD = 10
 RARE = "zanzibar"
+#: The thread whose fourth run asks the one question holding :data:`RARE`.
+RARE_THREAD = 17
 #: The owner of two of the store's threads: a search in its scope finds its 20 answers'
 #: ``the`` among every other thread's.
 OWNER = "alice"
@@ -108,7 +110,7 @@ def thread_events(t: int, text: Text) -> list[dict[str, Any]]:
     thread = f"thread-{t:05}"
     return [
         e for r in range(RUNS_PER_THREAD)
-        for e in run_events(thread, r, text, rare=(t == 17 and r == 3))
+        for e in run_events(thread, r, text, rare=(t == RARE_THREAD and r == 3))
     ]
 
 
@@ -306,6 +308,9 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,postgres",
                         help="sqlite, postgres or both (comma-separated)")
     args = parser.parse_args()
+    if args.threads <= RARE_THREAD:
+        parser.error(f"--threads must be at least {RARE_THREAD + 1}: thread {RARE_THREAD} "
+                     f"holds the rare word")
     tmp = scratch_dir("agui-bench-search-")
     made = iter(range(10**6))
     for backend in args.backends.split(","):

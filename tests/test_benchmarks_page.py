@@ -78,3 +78,18 @@ def test_the_compression_benchmarks_baseline_reads_every_byte_into_a_new_buffer(
     copies = bench_compression.plain_copies(blobs)
     assert [bytes(c) for c in copies] == blobs
     assert all(c is not b for c, b in zip(copies, blobs))
+
+
+def test_the_search_benchmark_refuses_a_store_too_small_to_hold_its_rare_word() -> None:
+    import subprocess
+    import sys
+
+    from benchmarks import bench_search
+
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_search", "--threads", "10",
+         "--append-runs", "1", "--repeat", "1", "--backends", "sqlite"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"--threads must be at least {bench_search.RARE_THREAD + 1}" in done.stderr
