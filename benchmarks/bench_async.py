@@ -257,10 +257,10 @@ def main() -> None:
                 f"{rec / base:.2f} | <= 1.5 |",
                 flush=True,
             )
-    conversion_rows(snapshot)
+    conversion_rows(snapshot, args.snapshot_mb)
 
 
-def conversion_rows(snapshot: dict[str, Any]) -> None:
+def conversion_rows(snapshot: dict[str, Any], snapshot_mb: float) -> None:
     """What the recorder spends on the loop per pydantic event: its JSON, against the
     event's own ``model_dump_json`` (what EventEncoder does for the wire)."""
     small = TextMessageContentEvent(message_id="m1", delta="a token ")
@@ -268,7 +268,8 @@ def conversion_rows(snapshot: dict[str, Any]) -> None:
     print()
     print("| pydantic event to JSON | model_dump_json (ms) | event_json (ms) | ratio |")
     print("|---|---|---|---|")
-    for label, event, n in (("a text delta (x1000)", small, 1000), ("the 4 MB snapshot", big, 1)):
+    rows = (("a text delta (x1000)", small, 1000), (f"the {snapshot_mb:g} MB snapshot", big, 1))
+    for label, event, n in rows:
 
         def dump(event: Any = event, n: int = n) -> None:
             for _ in range(n):

@@ -93,3 +93,12 @@ def test_the_search_benchmark_refuses_a_store_too_small_to_hold_its_rare_word() 
     )
     assert done.returncode == 2, done.stderr
     assert f"--threads must be at least {bench_search.RARE_THREAD + 1}" in done.stderr
+
+
+def test_the_async_benchmark_names_the_snapshot_by_the_size_it_was_given(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmarks import bench_async
+
+    bench_async.conversion_rows(bench_async.big_state(20_000), 0.02)
+    assert "| the 0.02 MB snapshot |" in capsys.readouterr().out
