@@ -13,6 +13,7 @@ from __future__ import annotations
 import bz2
 import json
 import lzma
+import os
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +23,10 @@ from agui_store.cli.demo import record_demo
 from agui_store.codec.ingest import canonical_bytes
 from benchmarks._common import header, median_time
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+#: The upstream recordings: ``$AGUI_STORE_SHARED/fixtures``, as the tests read them.
+SHARED = Path(
+    os.environ.get("AGUI_STORE_SHARED", Path(__file__).resolve().parents[2] / "shared")
+) / "fixtures"
 
 
 def _views(store: agui_store.Store) -> list[bytes]:
