@@ -212,7 +212,7 @@ def main() -> None:
         rows.append((f"run page, {count:,} messages", "checkout(run)", run, 2.0))
     with agui_store.open(many_path) as store:
         client = AsgiClient(agui_store.ui.app(store))
-        shown = pages.THREADS_PAGE
+        shown = min(pages.THREADS_PAGE, args.threads)  # the page holds what there is
         listing = in_turns(store, {
             "page": lambda: client.get("/"),
             "rows": lambda: threads_rows(store, shown),
