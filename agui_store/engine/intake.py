@@ -411,16 +411,17 @@ def check_branch_name(name: str) -> None:
     control characters or ``~``), not starting with ``-``, no component starting with ``.``
     or ending with ``.lock``, no ``..``, no empty component, not ending with ``.``, not
     ``@``, and neither ``HEAD`` nor ``main``."""
+    if not isinstance(name, str):
+        raise BranchError(f"a branch name is text, not {arguments.a_kind(name)} ({_quote(name)})")
     if name in RESERVED_REFS:
         raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
     if (
-        not isinstance(name, str)
-        or not _BRANCH_NAME.fullmatch(name)
+        not _BRANCH_NAME.fullmatch(name)
         or name.startswith("-")
         or _BRANCH_NAME_FORBIDDEN.search(name)
     ):
         raise BranchError(
-            f"invalid branch name {_quote(name) if isinstance(name, str) else repr(name)}: use "
+            f"invalid branch name {_quote(name)}: use "
             "1-255 ASCII letters, digits and . _ / @ + - (no spaces or control characters, no '~', "
             "not starting with '-', no '..', '//', component starting with '.' or ending "
             "with '.lock', no '/' or '.' at the end)"

@@ -264,3 +264,33 @@ def test_a_branch_named_like_the_start_of_run_ids_is_made_with_a_warning_naming_
         "branch, so name that run by more of its id\n" in capsys.readouterr().err
     assert cli.main([*argv, "idea", "r3"], out=io.StringIO()) == 0
     assert capsys.readouterr().err == ""
+
+
+# Values a hurried caller passes where a branch name goes: hashable or not, text-like or not.
+NOT_TEXT = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.binary(max_size=8),
+    st.lists(st.text(max_size=4), max_size=3), st.tuples(st.text(max_size=4)),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+    st.datetimes(), st.timedeltas(), st.builds(object),
+)
+
+
+@settings(SOME, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(name=NOT_TEXT)
+def test_a_branch_name_that_is_not_text_is_refused_by_every_verb_that_takes_one(
+    store: Any, store_location: str, name: Any
+) -> None:
+    store.branch("keep", "r1", thread_id="t")
+    before = dump(store_location)
+    for call in (
+        lambda: store.branch(name, "r1", thread_id="t"),
+        lambda: store.delete_branch(name, thread_id="t"),
+        lambda: store.rename_branch(name, "other", thread_id="t"),
+        lambda: store.rename_branch("keep", name, thread_id="t"),
+    ):
+        with pytest.raises(BranchError, match="branch name"):
+            call()
+    if name is not None:  # None is append's default: no branch
+        with pytest.raises(BranchError, match="branch name"):
+            store.append(run("r2"), branch=name)
+    assert dump(store_location) == before
