@@ -46,6 +46,7 @@ from agui_store.codec.sse import MAX_EVENT_BYTES, SSEParser
 from agui_store.engine import arguments
 from agui_store.errors import (
     AguiStoreError,
+    ArgumentTypeError,
     InvalidEventError,
     OpenRunsError,
     StorageError,
@@ -811,20 +812,27 @@ def _check_arguments(
 ) -> None:
     """Refuse a call whose arguments no event could be recorded with, when it is made: a
     recorder that took them would log the error only once the stream had passed.
-    ``asynchronous``: the call is ``AsyncStore.record``'s, which reads ``async for``."""
+    ``asynchronous``: the call is ``AsyncStore.record``'s, which reads ``async for``. The
+    wrong kind of ``events`` is an :class:`ArgumentTypeError`: a ``TypeError`` and a store
+    error."""
+    wanted = "an async iterable" if asynchronous else "an iterable"
     if isinstance(events, Mapping):  # one event: iterated, it would be its keys
-        raise TypeError(
-            f"events must be {'an async' if asynchronous else 'an'} iterable of events, not "
-            "one event (a dict): record a stream of them, or append([event])"
+        raise ArgumentTypeError(
+            f"events must be {wanted} of events, not one event (a dict): record a stream of "
+            "them, or append([event])"
+        )
+    if isinstance(events, (str, bytes, bytearray, memoryview)):  # iterated: its characters
+        raise ArgumentTypeError(
+            f"events must be {wanted} of events, not one text ({arguments.a_kind(events)}): "
+            "record a stream of events, or append(text)"
         )
     if not iterable:
-        wanted = "an async iterable" if asynchronous else "an iterable"
         said = f"events must be {wanted} of events, not {type(events).__name__}"
         if asynchronous and _is_iterable(events):
             said += " (a sync iterable: Store.record records it)"
         elif not asynchronous and isinstance(events, AsyncIterable):
             said += " (an async iterable: AsyncStore.record records it, with async for)"
-        raise TypeError(said)
+        raise ArgumentTypeError(said)
     arguments.check_thread_id(thread_id)
     arguments.check_scope(scope)
 

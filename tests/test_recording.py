@@ -856,6 +856,33 @@ def test_a_recording_with_arguments_no_event_could_be_recorded_with_is_refused_w
         assert store.threads() == []
 
 
+@settings(max_examples=25, deadline=None)
+@given(events=st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.datetimes(),
+    st.text(max_size=40), st.binary(max_size=40), st.binary(max_size=8).map(bytearray),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2), st.builds(object),
+))
+def test_events_that_are_not_a_stream_are_refused_with_a_store_error_that_is_a_type_error(
+    tmp_path_factory: pytest.TempPathFactory, events: Any
+) -> None:
+    # A text is iterated as its characters and a dict as its keys: none is an event.
+    path = tmp_path_factory.mktemp("s") / "s.db"
+    with agui_store.open(path) as store:
+        with pytest.raises(agui_store.AguiStoreError) as error:
+            store.record(events)
+        assert isinstance(error.value, TypeError)
+        assert str(error.value).startswith("events must be an iterable of events, not ")
+
+        async def main() -> None:
+            async with aio.open(path) as astore:
+                with pytest.raises(agui_store.AguiStoreError) as error:
+                    astore.record(events)
+                assert isinstance(error.value, TypeError)
+
+        asyncio.run(main())
+        assert store.threads() == []
+
+
 def test_a_recording_on_a_closed_store_is_refused_when_called(tmp_path: Path) -> None:
     # Once events flow, a store's failure is a warning and the stream goes on; a store
     # closed before the call is the caller's mistake, said to the caller.

@@ -127,6 +127,8 @@ class AppendVerbs(Facade):
         Raises:
             AguiStoreError: the store is closed (when called: a recording's own failures are
                 warnings, and the stream goes on).
+            InvalidArgumentError: ``events`` is not a stream of events (one event, one text,
+                ``None``: also a ``TypeError``), or ``thread_id`` or ``scope`` is refused.
         """
         if self._closed:
             raise AguiStoreError("the store is closed")
