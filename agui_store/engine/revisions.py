@@ -169,14 +169,17 @@ def new_run_id(tx: port.Reading, key: RunKey, run_id: str | None) -> str:
     UUID.
 
     Raises:
-        InvalidArgumentError: ``run_id`` is not an id, is a run of the thread already, or
-            names one of its branches.
+        InvalidArgumentError: ``run_id`` is not an id (or one no backend can store), is a
+            run of the thread already, or names one of its branches.
     """
     quote = arguments.quote
     if run_id is None:
         return str(uuid.uuid4())
-    if not (isinstance(run_id, str) and run_id and arguments.storable_text(run_id)):
+    if not (isinstance(run_id, str) and run_id):
         raise InvalidArgumentError(f"run_id= must be a non-empty id, not {quote(run_id)}")
+    reason = arguments.unstorable(run_id)  # what append refuses in the body's runId
+    if reason is not None:
+        raise InvalidArgumentError(f"run_id= {quote(run_id)} {reason}")
     if run_id in NEWEST_NAMES:
         raise InvalidArgumentError(
             f"run_id= {quote(run_id)} names every thread's newest run (HEAD, @ and main): "

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import agui_store
 from agui_store import AmbiguousRunError, BranchError, InvalidArgumentError, RunNotFoundError
 from agui_store.engine import clock
+from tests.backends import dump
 from tests.streams import run
 from tests.workers.harness import scale
 
@@ -149,6 +150,20 @@ def test_fork_refuses_a_run_id_that_names_a_branch_of_the_thread_as_append_would
         store.fork("r1", run_id="idea")
     body = store.fork("r1", run_id="idea2")
     assert body["runId"] == "idea2"
+
+
+@pytest.mark.parametrize(
+    "run_id", ["a\x00b", "\ud800", "x" * 2049, "é" * 1025], ids=["nul", "surrogate", "long", "wide"]
+)
+def test_fork_refuses_a_run_id_that_append_would_refuse_in_its_body(
+    store: Any, store_location: str, run_id: str
+) -> None:
+    before = dump(store_location)
+    with pytest.raises(InvalidArgumentError, match="run_id= "):
+        store.fork("r1", run_id=run_id)
+    with pytest.raises(agui_store.InvalidEventError):  # what the body would meet
+        store.append(run("t", run_id, parentRunId="r1"))
+    assert dump(store_location) == before
 
 
 @pytest.mark.parametrize(
