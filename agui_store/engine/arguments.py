@@ -273,6 +273,7 @@ def page_before(before: Any) -> str | None:
     """``runs(before=)``: ``None``, or a run id (text)."""
     if before is not None and not (isinstance(before, str) and before):
         raise InvalidArgumentError(f"before= must be None or a run id, not {before!r:.60}")
+    _names_no_run("before=", before)
     return before
 
 
@@ -285,4 +286,13 @@ def page_cursor(cursor: Any) -> str | None:
         raise InvalidArgumentError(
             f"cursor= must be None or a run id (a previous page's Log.next_cursor), not {shown}"
         )
+    _names_no_run("cursor=", cursor)
     return cursor
+
+
+def _names_no_run(name: str, value: str | None) -> None:
+    """Refuse a run id argument that no stored run can have, before any backend sees it
+    (PostgreSQL's driver refuses a NUL character where SQLite would find no run)."""
+    reason = None if value is None else unstorable_text(value)
+    if reason is not None:
+        raise InvalidArgumentError(f"{name} {quote(value)} {reason}: it names no run")

@@ -5,7 +5,7 @@ the thread's newest run."""
 from __future__ import annotations
 
 from agui_store.engine import clock, port
-from agui_store.engine.arguments import a_kind, quote
+from agui_store.engine.arguments import a_kind, quote, unstorable_text
 from agui_store.engine.intake import check_branch_name
 from agui_store.engine.placement import refuse_branch_shadowing_run
 from agui_store.engine.revisions import DEFAULT_BRANCH, RESERVED_REFS, RunKey
@@ -73,9 +73,12 @@ def listing(tx: port.Reading, thread_pk: int, thread_id: str) -> list[Branch]:
 
 def refuse_reserved(name: str) -> None:
     """The default branch's names cannot be deleted: they are not stored. A name that is
-    not text names no branch."""
+    not text, or is text no backend stores, names no branch."""
     if not isinstance(name, str):
         raise BranchError(f"a branch name is text, not {a_kind(name)} ({quote(name)})")
+    reason = unstorable_text(name)  # no branch has it: said before any backend sees it
+    if reason is not None:
+        raise BranchError(f"branch name {quote(name)} {reason}: it names no branch")
     if name in RESERVED_REFS:
         raise BranchError(
             f"{name!r} is the thread's default branch; it cannot be deleted or renamed"

@@ -166,6 +166,24 @@ def test_fork_refuses_a_run_id_that_append_would_refuse_in_its_body(
     assert dump(store_location) == before
 
 
+@pytest.mark.parametrize("name", ["a\x00b", "\ud800"], ids=["nul", "surrogate"])
+def test_a_name_no_backend_stores_names_no_branch_or_run_alike_on_every_backend(
+    store: Any, store_location: str, name: str
+) -> None:
+    store.branch("idea", "r2", thread_id="t")
+    before = dump(store_location)
+    for call, error, said in [
+        (lambda: store.delete_branch(name, thread_id="t"), BranchError, "names no branch"),
+        (lambda: store.rename_branch(name, "x", thread_id="t"), BranchError, "names no branch"),
+        (lambda: store.runs("t", before=name), InvalidArgumentError, "before= .* names no run"),
+        (lambda: store.log("r3", cursor=name), InvalidArgumentError, "cursor= .* names no run"),
+    ]:
+        with pytest.raises(error, match=said) as raised:
+            call()
+        assert store_location not in str(raised.value)  # the argument is named, not the store
+    assert dump(store_location) == before
+
+
 @pytest.mark.parametrize(
     ("call", "said"),
     [
