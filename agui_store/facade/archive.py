@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from agui_store.engine import archive, intake, reads, revisions
-from agui_store.errors import CorruptStoreError, InvalidArgumentError, StorageError
+from agui_store.engine.arguments import a_kind
+from agui_store.errors import (
+    ArgumentTypeError,
+    CorruptStoreError,
+    InvalidArgumentError,
+    StorageError,
+)
 from agui_store.exports.targets import check_source, check_target, write_file
 from agui_store.facade.base import Facade
 
@@ -53,7 +59,16 @@ class ArchiveVerbs(Facade):
 
         Raises:
             RunNotFoundError: no thread ``thread_id`` (in the ``scope``).
+            ArgumentTypeError: ``target`` is neither a path nor a file object, or
+                ``progress`` is not callable (a ``TypeError`` too).
         """
+        if not isinstance(target, (str, os.PathLike)) and not callable(
+            getattr(target, "write", None)
+        ):
+            raise ArgumentTypeError(
+                f"an archive's target is a path or a file object to write, not {a_kind(target)}"
+            )
+        _check_progress(progress)
         intake.check_scope(scope)
         counts = archive.ArchiveResult()
         with self.reading() as tx:
@@ -111,7 +126,16 @@ class ArchiveVerbs(Facade):
                 covers (an edited archive).
             SyncConflictError: the store holds a run, a thread's owner, a branch or a
                 conversation with other content (as :func:`agui_store.copy` refuses it).
+            ArgumentTypeError: ``source`` is neither a path nor a file object, or
+                ``progress`` is not callable (a ``TypeError`` too).
         """
+        if not isinstance(source, (str, os.PathLike)) and not callable(
+            getattr(source, "read", None)
+        ):
+            raise ArgumentTypeError(
+                f"an archive's source is a path or a file object to read, not {a_kind(source)}"
+            )
+        _check_progress(progress)
         with contextlib.ExitStack() as stack:
             if isinstance(source, (str, os.PathLike)):
                 where = os.fspath(source)
@@ -146,3 +170,10 @@ class ArchiveVerbs(Facade):
                             "nothing was imported"
                         ) from None
         return result
+
+
+def _check_progress(progress: Any) -> None:
+    """``progress=`` is ``None`` or a callable: refused at the call, not in the middle of a
+    transaction when it is first called."""
+    if progress is not None and not callable(progress):
+        raise ArgumentTypeError(f"progress= must be None or a callable, not {a_kind(progress)}")

@@ -359,6 +359,39 @@ def test_an_archive_path_that_cannot_be_read_is_the_stores_own_error_naming_it(
     assert dump(target) == before
 
 
+NOT_A_FILE = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.binary(max_size=8),
+    st.lists(st.binary(max_size=4), max_size=2), st.dictionaries(st.text(max_size=2), st.none()),
+    st.builds(object),
+)
+
+
+@settings(
+    max_examples=20, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(value=NOT_A_FILE)
+def test_an_archive_target_source_or_progress_of_the_wrong_type_is_refused_before_any_work(
+    store_location: str, tmp_path: Path, value: Any
+) -> None:
+    with agui_store.open(store_location) as store:
+        if not store.threads():
+            record_run(store, "t1", "r1")
+        before = dump(store_location)
+        calls = [lambda: store.import_archive(value), lambda: store.export_archive(value)]
+        if value is not None:  # progress=None is no progress
+            calls += [
+                lambda: store.import_archive(io.BytesIO(exported(store)), progress=value),
+                lambda: store.export_archive(tmp_path / "a.agui", progress=value),
+            ]
+        for call in calls:
+            with pytest.raises(agui_store.InvalidArgumentError) as refused:
+                call()
+            assert isinstance(refused.value, TypeError), refused.value
+        assert dump(store_location) == before
+        assert not (tmp_path / "a.agui").exists()
+
+
 @pytest.mark.pydantic_ai
 def test_a_thread_exports_alone_with_its_conversation_and_a_scope_exports_its_own(
     store_location: str,
