@@ -753,13 +753,28 @@ def test_a_file_set_back_to_a_version_whose_migrations_repeat_is_left_as_it_was(
     assert dump(path) == before
 
 
-def test_a_file_that_cannot_be_written_says_its_migration_is_what_needs_to_write(
-    tmp_path: Path,
-) -> None:
-    path = _one_message(tmp_path)
+def _as_version(path: Path, version: int) -> None:
+    """Give a file of this version the tables of ``version`` (13: one old enough to be
+    rewritten before its migration), and record that version."""
+    from tests.schema_history import as_version_13
+
     conn = apsw.Connection(str(path))
-    conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION - 1}")
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute("BEGIN")
+    if version == 13:
+        as_version_13(conn)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.execute("COMMIT")
     conn.close()
+
+
+@pytest.mark.parametrize("version", [schema.SCHEMA_VERSION - 1, 13])
+def test_a_file_that_cannot_be_written_says_its_migration_is_what_needs_to_write(
+    tmp_path: Path, version: int
+) -> None:
+    assert 13 < schema.REWRITE_BEFORE <= schema.SCHEMA_VERSION - 1
+    path = _one_message(tmp_path)
+    _as_version(path, version)
     # Immutable: no one may write it, root included (where the file system keeps the flag).
     if shutil.which("chattr") is None or subprocess.run(
         ["chattr", "+i", str(path)], capture_output=True
@@ -774,12 +789,43 @@ def test_a_file_that_cannot_be_written_says_its_migration_is_what_needs_to_write
         subprocess.run(["chattr", "-i", str(path)], check=True)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert (
-        f"is at schema version {schema.SCHEMA_VERSION - 1}, and this release migrates it to "
-        f"{schema.SCHEMA_VERSION}" in proc.stderr
-    )
-    assert "before it reads it, which failed:" in proc.stderr
+        f"{path} is at schema version {version}, and this release migrates it to "
+        f"{schema.SCHEMA_VERSION} before it reads it, which failed:" in proc.stderr
+    ), proc.stderr
     assert "cannot be written" in proc.stderr, proc.stderr
-    assert pragma(path, "user_version") == schema.SCHEMA_VERSION - 1
+    assert pragma(path, "user_version") == version
+
+
+def test_a_disk_that_fills_while_an_old_file_is_rewritten_says_its_migration_needed_the_room(
+    tmp_path: Path,
+) -> None:
+    """A file old enough to be rewritten (VACUUM) before its migration, on a disk with room
+    for a few pages more than the open needs: the rewrite fails, is told as the migration's,
+    and the file migrates once there is room."""
+    import resource
+
+    path = _one_message(tmp_path)
+    _as_version(path, 13)
+    before = dump(path)
+    room = 64 * 1024  # the -shm file's 32 kB fits; the rewrite's copy of the file does not
+    assert path.stat().st_size > room
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (room, room))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "agui_store", "threads", "--db", str(path)],
+        capture_output=True, text=True, env=worker_env(), preexec_fn=limited,
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert (
+        f"{path} is at schema version 13, and this release migrates it to "
+        f"{schema.SCHEMA_VERSION} before it reads it, which failed:" in proc.stderr
+    ), proc.stderr
+    assert "free space and retry" in proc.stderr, proc.stderr
+    assert pragma(path, "user_version") == 13 and dump(path) == before
+    with agui_store.open(path) as store:
+        assert store.check().ok and [h.message_id for h in store.search("hello")] == ["m1"]
 
 
 def test_a_version_20_file_is_indexed_again_so_styled_capitals_are_found_by_plain_words(

@@ -233,7 +233,10 @@ def connect(path: str, *, busy_timeout_ms: int) -> apsw.Connection:
             if found != schema.SCHEMA_VERSION:
                 try:
                     if 0 < found < schema.REWRITE_BEFORE:
-                        migrations.rewrite(conn)
+                        # Outside a transaction: its errors (a read-only file, a full disk)
+                        # come out as the store's here, to be told as the migration's.
+                        with translated(path, conn):
+                            migrations.rewrite(conn)
                     # Decided again under the write lock: another process may be creating
                     # or migrating the same file right now. The common case takes no lock.
                     with immediate(conn):
