@@ -796,6 +796,35 @@ def test_a_file_that_cannot_be_written_says_its_migration_is_what_needs_to_write
     assert pragma(path, "user_version") == version
 
 
+def test_a_disk_without_room_for_the_shm_file_is_told_by_the_read_that_failed(
+    tmp_path: Path,
+) -> None:
+    """The first read of an old file needs its ``-shm`` (32 kB): with no room for it, the
+    read fails, and the error told is that one, not the failure of ending the transaction
+    SQLite had already ended."""
+    import resource
+
+    path = _one_message(tmp_path)
+    _as_version(path, schema.SCHEMA_VERSION - 1)
+    before = dump(path)
+    room = 16 * 1024
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (room, room))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "agui_store", "threads", "--db", str(path)],
+        capture_output=True, text=True, env=worker_env(), preexec_fn=limited,
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{path}: no space left to write" in proc.stderr, proc.stderr
+    assert "free space and retry" in proc.stderr, proc.stderr
+    assert "no transaction is active" not in proc.stderr, proc.stderr
+    assert dump(path) == before
+    with agui_store.open(path) as store:
+        assert store.check().ok and [h.message_id for h in store.search("hello")] == ["m1"]
+
+
 def test_a_disk_that_fills_while_an_old_file_is_rewritten_says_its_migration_needed_the_room(
     tmp_path: Path,
 ) -> None:

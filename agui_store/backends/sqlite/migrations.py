@@ -60,7 +60,10 @@ def refuse_unmigratable(conn: Conn, path: str) -> None:
     try:
         _refuse_unmigratable(conn, schema_version(conn), path)
     finally:
-        conn.execute("COMMIT")
+        # A failed read (an I/O error) may have ended the transaction already: a COMMIT
+        # then fails too, and its error would hide the one that tells what went wrong.
+        if not conn.getautocommit():
+            conn.execute("COMMIT")
 
 
 def _refuse_unmigratable(conn: Conn, version: int, path: str) -> None:
