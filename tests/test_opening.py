@@ -284,6 +284,21 @@ def test_a_nul_byte_in_the_path_is_refused(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_path_that_is_not_utf8_text_is_refused_naming_it_before_any_file_is_made(
+    tmp_path: Path,
+) -> None:
+    """A lone surrogate (typed as an escape, or what undecodable bytes decode to) has no
+    UTF-8 form for SQLite or a URL to take."""
+    for path in (f"{tmp_path}/\ud800.db", os.fsencode(tmp_path) + b"/\xff.db"):
+        with pytest.raises(InvalidArgumentError) as refused:
+            agui_store.open(path)
+        message = str(refused.value)
+        assert "store path" in message and "surrogate" in message
+        assert message.encode("utf-8")  # printable as it is
+        assert "\\ud800.db" in message or "\\udcff.db" in message
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_empty_store_path_is_refused_in_the_api_and_on_the_command_line(
     tmp_path: Path,
 ) -> None:

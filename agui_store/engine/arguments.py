@@ -233,7 +233,7 @@ def _short_int(value: int) -> str:
 
 def path_text(path: Any) -> str:
     """A store path as text: ``str``, ``bytes`` (decoded as the file system does) or any
-    ``os.PathLike``."""
+    ``os.PathLike``, and UTF-8 (no lone surrogate)."""
     try:
         text = os.fsdecode(path)
     except TypeError:
@@ -244,6 +244,13 @@ def path_text(path: Any) -> str:
         # SQLite would open a private temporary database: a store that vanishes on close.
         raise InvalidArgumentError(
             "the store path is empty: give a file path, ':memory:' or a postgresql:// URL"
+        )
+    if not storable_text(text):
+        # SQLite takes a path, and PostgreSQL a URL, as UTF-8: refused before a file is made.
+        raise InvalidArgumentError(
+            f"the store path {quote(text)} holds a lone surrogate (an unpaired "
+            "\\ud800-\\udfff escape, or bytes that are not UTF-8): a store path must be "
+            "UTF-8 text"
         )
     return text
 
