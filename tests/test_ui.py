@@ -8,6 +8,7 @@ drive the same pages in a real Chromium.
 
 from __future__ import annotations
 
+import asyncio
 import email.message
 import email.utils
 import json
@@ -31,7 +32,9 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 import agui_store
+import agui_store.aio
 import agui_store.ui
+from agui_store.errors import ArgumentTypeError
 from agui_store.ui import pages, text
 from tests.conftest import fixture_params
 from tests.ui_pages import (
@@ -1151,6 +1154,28 @@ def test_a_switch_in_a_link_is_on_at_1_and_off_at_0_and_any_other_value_is_refus
     assert get(client, "/thread", thread="t", rows="1").find(tag="h1") is None
     refused = get(client, "/run", 400, thread="t", run="r", all_events="yes")
     assert "all_events= is 1 (on) or 0 (off)" in refused.text
+
+
+def test_the_viewer_refuses_a_store_scope_title_or_flag_it_cannot_take_naming_it(
+    store: agui_store.Store, tmp_path: Path
+) -> None:
+    astore = agui_store.aio.AsyncStore(store, writer="thread")
+    wrong_type: list[tuple[dict[str, Any], str]] = [
+        ({"store": None}, "store="),
+        ({"store": str(tmp_path / "ui.db")}, "agui_store.open"),
+        ({"store": astore}, ".store"),
+        ({"store": store, "scope": 7}, "scope"),
+        ({"store": store, "title": 7}, "title="),
+        ({"store": store, "allow_writes": "no"}, "allow_writes="),
+    ]
+    for arguments, named in wrong_type:
+        store_given = arguments.pop("store")
+        with pytest.raises(ArgumentTypeError, match=re.escape(named)):
+            agui_store.ui.app(store_given, **arguments)
+    asyncio.run(astore.close())
+    with pytest.raises(agui_store.InvalidArgumentError, match="scope") as refused:
+        agui_store.ui.app(store, scope="")
+    assert not isinstance(refused.value, TypeError)
 
 
 def test_with_a_scope_another_owners_thread_is_a_404_on_every_page(

@@ -40,12 +40,16 @@ What it is built with, and why:
 
 from __future__ import annotations
 
+import os
 import threading
 import webbrowser
 from typing import Any
 from urllib.parse import urlencode
 
 from agui_store import Store
+from agui_store.aio import AsyncStore
+from agui_store.engine.arguments import a_kind, check_scope, quote
+from agui_store.errors import ArgumentTypeError
 
 try:
     from agui_store.ui.web import build, served_on
@@ -85,8 +89,34 @@ def app(
         allow_writes: let the pages create and move branches (nothing else is ever
             written). Off by default.
         title: the pages' title (default: the store's path).
+
+    Raises:
+        ArgumentTypeError: ``store`` is not a ``Store``, or ``scope``, ``title`` or
+            ``allow_writes`` is of a type it does not take.
+        InvalidArgumentError: ``scope`` is an empty name, or one no owner can have.
     """
+    _check_viewer_arguments(store, scope, allow_writes, title)
     return build(store, scope=scope, allow_writes=allow_writes, title=title)
+
+
+def _check_viewer_arguments(store: Any, scope: Any, allow_writes: Any, title: Any) -> None:
+    """Refuse, at the call, what the viewer's pages would fail on (or misread) later."""
+    if not isinstance(store, Store):
+        if isinstance(store, AsyncStore):
+            hint = " (the viewer reads a Store: give it astore.store)"
+        elif isinstance(store, (str, bytes, os.PathLike)):
+            hint = " (open the path with agui_store.open() and give the store)"
+        else:
+            hint = ""
+        raise ArgumentTypeError(f"store= takes an agui_store Store, not {a_kind(store)}{hint}")
+    check_scope(scope)
+    if not isinstance(allow_writes, bool):
+        raise ArgumentTypeError(
+            f"allow_writes= must be True or False, not {a_kind(allow_writes)} "
+            f"({quote(allow_writes)})"
+        )
+    if title is not None and not isinstance(title, str):
+        raise ArgumentTypeError(f"title= must be None or text, not {a_kind(title)}")
 
 
 def page_url(base: str, thread_id: str | None = None) -> str:
