@@ -36,7 +36,7 @@ from agui_store import recording
 from agui_store.aio import AsyncStore
 from agui_store.codec.sse import SSEParser, encode_sse
 from agui_store.engine import arguments
-from agui_store.errors import AguiStoreError, InvalidArgumentError
+from agui_store.errors import AguiStoreError, ArgumentTypeError, InvalidArgumentError
 from agui_store.records import AppendResult
 from agui_store.store import Store
 
@@ -146,7 +146,9 @@ def _as_async(store: Any) -> tuple[AsyncStore, bool]:
         return store, False
     if isinstance(store, Store):
         return AsyncStore(store), True
-    raise TypeError(f"store= takes an agui_store Store or AsyncStore, not {type(store).__name__}")
+    raise ArgumentTypeError(
+        f"store= takes an agui_store Store or AsyncStore, not {arguments.a_kind(store)}"
+    )
 
 
 # --- live runs: what a reconnecting client is sent after its hydration ----------------------
@@ -335,6 +337,11 @@ class Recorder:
             silent.
         connect_suffix: the path suffix of the reconnect endpoint (``POST <endpoint>/connect``);
             ``None`` leaves every such request to the app.
+
+    Raises:
+        ArgumentTypeError: ``store`` is neither a ``Store`` nor an ``AsyncStore``,
+            ``scope`` is not callable, or ``connect_suffix`` is not text.
+        InvalidArgumentError: ``unowned`` is none of its three values.
     """
 
     def __init__(
@@ -349,6 +356,16 @@ class Recorder:
         if unowned not in UNOWNED:
             raise InvalidArgumentError(
                 f"unowned= must be one of {', '.join(map(repr, UNOWNED))}, not {unowned!r:.60}"
+            )
+        if scope is not None and not callable(scope):
+            raise ArgumentTypeError(
+                f"scope= takes None or a callable of the request's ASGI scope, not "
+                f"{arguments.a_kind(scope)}"
+            )
+        if connect_suffix is not None and not isinstance(connect_suffix, str):
+            raise ArgumentTypeError(
+                f"connect_suffix= must be None or a path suffix (text), not "
+                f"{arguments.a_kind(connect_suffix)}"
             )
         self.unowned = unowned
         self.app = app

@@ -31,6 +31,7 @@ import agui_store
 from agui_store import testing
 from agui_store.aio import AsyncStore
 from agui_store.asgi import Recorder, SSEFramer, encode_sse
+from agui_store.errors import ArgumentTypeError
 from tests import live_servers
 from tests.conftest import FIXTURES, _skip_or_fail
 
@@ -98,6 +99,23 @@ def test_an_event_the_stream_does_not_end_with_a_blank_line_comes_out_at_its_end
     unterminated = SSEFramer()
     assert unterminated.feed(b'data: {"c":3}') == []
     assert unterminated.finish() == [b'{"c":3}']
+
+
+def test_the_recorder_refuses_a_store_scope_or_suffix_it_cannot_take_naming_it(
+    tmp_path: Path,
+) -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("never called")
+
+    with agui_store.open(tmp_path / "rec.db") as store:
+        for arguments, named in [
+            ({"store": None}, "store="),
+            ({"store": str(tmp_path / "rec.db")}, "store="),
+            ({"store": store, "connect_suffix": 7}, "connect_suffix="),
+            ({"store": store, "scope": "alice"}, "scope="),
+        ]:
+            with pytest.raises(ArgumentTypeError, match=named):
+                Recorder(app, **arguments)
 
 
 def test_an_event_larger_than_the_framer_holds_is_refused_with_its_size() -> None:
