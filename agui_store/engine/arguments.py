@@ -63,7 +63,7 @@ def check_scope(scope: Any) -> None:
         error = InvalidArgumentError if isinstance(scope, str) else ArgumentTypeError
         raise error(
             f"scope must be None (the operator) or an owner's name (a non-empty string), "
-            f"not {scope!r}"
+            f"not {quote(scope)}"
         )
     reason = unstorable(scope)
     if reason is not None:
@@ -74,7 +74,8 @@ def check_scope(scope: Any) -> None:
 def check_thread_id(thread_id: Any) -> None:
     """A ``thread_id=`` argument is ``None`` or a thread's id (a non-empty string)."""
     if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):
-        raise InvalidArgumentError(f"thread_id must be a non-empty string, not {thread_id!r}")
+        error = InvalidArgumentError if isinstance(thread_id, str) else ArgumentTypeError
+        raise error(f"thread_id must be a non-empty string, not {quote(thread_id)}")
 
 
 #: The longest id, in UTF-8 bytes, that every backend indexes: a PostgreSQL B-tree entry

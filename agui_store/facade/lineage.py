@@ -144,7 +144,9 @@ class LineageVerbs(Facade):
                 ``"two-dot"``: the two views compared directly (``changes`` is a -> b).
         """
         if mode not in comparison.MODES:
-            raise InvalidArgumentError(f"mode must be 'three-dot' or 'two-dot', not {mode!r}")
+            raise InvalidArgumentError(
+                f"mode must be 'three-dot' or 'two-dot', not {arguments.quote(mode)}"
+            )
         with self.reading() as tx:
             ka, kb = self._pair(tx, a, b, thread_id, scope)
             return comparison.diff(tx, ka, kb, mode)

@@ -54,7 +54,9 @@ class ReadVerbs(Facade):
         default, is the operator, who sees every thread."""
         arguments.check_scope(scope)
         if after is not None and (not isinstance(after, str) or not after):
-            raise InvalidArgumentError(f"after= must be a thread's id, not {after!r}")
+            raise InvalidArgumentError(
+                f"after= must be a thread's id, not {arguments.quote(after)}"
+            )
         at = None
         if after_updated_at is not None:
             if not recent_first or after is None:

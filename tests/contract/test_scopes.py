@@ -181,6 +181,23 @@ def test_a_scope_is_an_owners_name_or_none(store: Any) -> None:
     assert store.threads() == []
 
 
+def test_a_huge_scope_thread_id_cursor_or_diff_mode_is_named_cut_short(store: Any) -> None:
+    store.append(run("t", "r1"))
+    huge, also_huge = "x" * 100_000, b"y" * 100_000
+    calls: list[tuple[str, Any]] = [
+        ("mode", lambda: store.diff("r1", "r1", mode=huge)),
+        ("scope", lambda: store.threads(scope=also_huge)),
+        ("after=", lambda: store.threads(after=also_huge)),
+        ("thread_id", lambda: store.record([], thread_id=also_huge)),
+    ]
+    for named, call in calls:
+        with pytest.raises(InvalidArgumentError, match=named) as e:
+            call()
+        message = str(e.value)
+        assert len(message) < 300 and "(100000 characters)" in message, message[:300]
+    assert store.threads() == ["t"]
+
+
 def test_a_scope_of_another_type_is_a_type_error_and_a_store_error_in_every_read(
     store: Any,
 ) -> None:
