@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agui_store.engine import archive, intake, reads, revisions
-from agui_store.engine.arguments import a_kind
+from agui_store.engine.arguments import a_kind, quote
 from agui_store.errors import (
     ArgumentTypeError,
     CorruptStoreError,
@@ -59,6 +59,8 @@ class ArchiveVerbs(Facade):
 
         Raises:
             RunNotFoundError: no thread ``thread_id`` (in the ``scope``).
+            InvalidArgumentError: ``target`` is an empty path, or one holding a NUL byte or
+                a lone surrogate.
             ArgumentTypeError: ``target`` is neither a path nor a file object, or
                 ``progress`` is not callable (a ``TypeError`` too).
         """
@@ -68,6 +70,7 @@ class ArchiveVerbs(Facade):
             raise ArgumentTypeError(
                 f"an archive's target is a path or a file object to write, not {a_kind(target)}"
             )
+        _check_path(target, "target")
         _check_progress(progress)
         intake.check_scope(scope)
         counts = archive.ArchiveResult()
@@ -120,7 +123,8 @@ class ArchiveVerbs(Facade):
 
         Raises:
             StorageError: a path that cannot be read (none, a folder, no permission).
-            InvalidArgumentError: a line that is not an archive record, or a cut archive.
+            InvalidArgumentError: a line that is not an archive record, or a cut archive;
+                ``source`` is an empty path, or one holding a NUL byte or a lone surrogate.
             SchemaVersionError: an archive of a newer version.
             HashMismatchError: a record, input or event that is not the one its hash
                 covers (an edited archive).
@@ -135,6 +139,7 @@ class ArchiveVerbs(Facade):
             raise ArgumentTypeError(
                 f"an archive's source is a path or a file object to read, not {a_kind(source)}"
             )
+        _check_path(source, "source")
         _check_progress(progress)
         with contextlib.ExitStack() as stack:
             if isinstance(source, (str, os.PathLike)):
@@ -170,6 +175,27 @@ class ArchiveVerbs(Facade):
                             "nothing was imported"
                         ) from None
         return result
+
+
+def _check_path(path: Any, role: str) -> None:
+    """An archive's path (when it is one) names a file: refused at the call when it is empty
+    or holds what no file name can (a NUL byte, a lone surrogate)."""
+    if not isinstance(path, (str, os.PathLike)):
+        return
+    text = os.fspath(path)
+    if not text:
+        raise InvalidArgumentError(
+            f"an archive's {role} path is empty: a path is needed (or a file object)"
+        )
+    if "\0" in str(text):
+        raise InvalidArgumentError(f"an archive's {role} path {quote(text)} holds a NUL byte")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(
+            f"an archive's {role} path {quote(text)} holds a lone surrogate (an unpaired "
+            "\\ud800-\\udfff escape), which no file name can hold"
+        ) from None
 
 
 def _check_progress(progress: Any) -> None:

@@ -359,6 +359,29 @@ def test_an_archive_path_that_cannot_be_read_is_the_stores_own_error_naming_it(
     assert dump(target) == before
 
 
+def test_an_empty_archive_path_or_one_no_file_can_have_is_refused_naming_what_is_wrong(
+    new_location: Any, tmp_path: Path
+) -> None:
+    target = new_location()
+    with agui_store.open(target) as store:
+        record_run(store, "t1", "r1")
+    before = dump(target)
+    folder = tmp_path / "archives"
+    folder.mkdir()
+    with agui_store.open(target) as store:
+        for path, said in (
+            ("", "a path is needed"),
+            (f"{folder}/a\x00b.jsonl", "NUL"),
+            (f"{folder}/\ud800.jsonl", "lone surrogate"),
+        ):
+            for verb in (store.export_archive, store.import_archive):
+                with pytest.raises(InvalidArgumentError, match=said) as e:
+                    verb(path)
+                assert "archive" in str(e.value) and str(e.value).encode()
+    assert dump(target) == before
+    assert list(folder.iterdir()) == []
+
+
 NOT_A_FILE = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.binary(max_size=8),
     st.lists(st.binary(max_size=4), max_size=2), st.dictionaries(st.text(max_size=2), st.none()),
