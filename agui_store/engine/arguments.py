@@ -71,6 +71,16 @@ def check_scope(scope: Any) -> None:
         raise InvalidArgumentError(f"scope {quote(scope)} {reason}")
 
 
+def flag(name: str, value: Any) -> bool:
+    """A yes-or-no option (``dry_run=``) as a bool: anything else is refused, not read by its
+    truthiness (``dry_run=None`` would erase, ``dry_run="no"`` would not)."""
+    if not isinstance(value, bool):
+        raise ArgumentTypeError(
+            f"{name}= must be True or False, not {a_kind(value)} ({quote(value)})"
+        )
+    return value
+
+
 def check_thread_id(thread_id: Any) -> None:
     """A ``thread_id=`` argument is ``None`` or a thread's id (a non-empty string)."""
     if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):

@@ -13,6 +13,7 @@ import datetime
 from collections.abc import Callable
 
 from agui_store.engine import checkpoints, clock, erasure, intake, port
+from agui_store.engine.arguments import flag as _flag
 from agui_store.engine.arguments import quote as _quote
 from agui_store.errors import AguiStoreError, InvalidArgumentError
 from agui_store.facade.base import Facade
@@ -41,6 +42,7 @@ class ErasureVerbs(Facade):
         back. ``dry_run``: count what would go, erase nothing. With a ``scope``, only a
         thread of that owner (another's is absent: ``RunNotFoundError``). See
         docs/guides/erasure.md."""
+        _flag("dry_run", dry_run)
         intake.check_scope(scope)
         if not isinstance(thread_id, str) or not thread_id:
             raise InvalidArgumentError(
@@ -56,6 +58,7 @@ class ErasureVerbs(Facade):
         """Erase everything one owner has: every thread of the scope (as
         :meth:`delete_thread` erases one) and every pydantic-ai conversation saved under it,
         in one transaction. An owner with nothing stored erases nothing."""
+        _flag("dry_run", dry_run)
         if scope is None:
             raise InvalidArgumentError("delete_owner needs the owner's scope, not None")
         intake.check_scope(scope)
@@ -78,6 +81,7 @@ class ErasureVerbs(Facade):
         A pydantic-ai conversation last saved before ``before`` goes too, unless a thread
         that stays holds it (the thread its id names, or one whose runs announced a save
         of it)."""
+        _flag("dry_run", dry_run)
         intake.check_scope(scope)
         if isinstance(before, datetime.timedelta):
             if before < datetime.timedelta(0):
@@ -146,6 +150,7 @@ class ErasureVerbs(Facade):
         erased bytes; SQLite's purge always rewrites. Called, it first deletes any blob no
         checkpoint refers to, which ``check()`` reports: an erasure follows checkpoints, and
         never reaches one. See docs/guides/erasure.md."""
+        _flag("rewrite", rewrite)
         with self.writing() as tx:
             checkpoints.delete_unreferenced_blobs(tx)
         return self._physical_purge(rewrite)

@@ -14,8 +14,14 @@ from typing import Any
 import pytest
 
 import agui_store
+import agui_store.aio
 from agui_store import testing
-from agui_store.errors import InvalidArgumentError, RunNotFoundError, SyncConflictError
+from agui_store.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    RunNotFoundError,
+    SyncConflictError,
+)
 from agui_store.history import blobs
 from agui_store.sync import copy
 from tests.backends import checked, dump, owner, problems, tamper
@@ -197,6 +203,36 @@ def test_a_dry_run_returns_the_receipt_of_the_erasure_and_changes_nothing(
         done.bytes,
     )
     assert dry[2].threads == 2
+
+
+def test_a_dry_run_flag_that_is_not_a_bool_is_refused_before_anything_is_read_or_erased(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        _thread(store, "a")
+        _thread(store, "b", scope="alice")
+    rows = dump(store_location)
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+        ("delete_thread", ("a",), {}),
+        ("delete_owner", ("alice",), {}),
+        ("prune", (), {"before": datetime.timedelta(0)}),
+    ]
+    with agui_store.open(store_location) as store:
+        for verb, args, kwargs in calls:
+            for flag in (None, "no", 0, 1):
+                with pytest.raises(ArgumentTypeError, match="dry_run= must be True or False"):
+                    getattr(store, verb)(*args, **kwargs, dry_run=flag)
+        with pytest.raises(ArgumentTypeError, match="rewrite= must be True or False"):
+            store.purge(rewrite="no")
+
+    async def through_async_store() -> None:
+        async with agui_store.aio.open(store_location, writer="thread") as astore:
+            for verb, args, kwargs in calls:
+                with pytest.raises(ArgumentTypeError, match="dry_run="):
+                    await getattr(astore, verb)(*args, **kwargs, dry_run=None)
+
+    asyncio.run(through_async_store())
+    assert dump(store_location) == rows
 
 
 def test_content_shared_with_a_kept_thread_stays_and_that_thread_reads_as_before(
