@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from agui_store.engine import arguments, clock, gc_pause, reads
-from agui_store.errors import InvalidArgumentError, RunNotFoundError
+from agui_store.errors import ArgumentTypeError, InvalidArgumentError, RunNotFoundError
 from agui_store.facade.base import Facade
 from agui_store.records import Checkout, Log, Run, Thread
 
@@ -59,14 +59,13 @@ class ReadVerbs(Facade):
             )
         at = None
         if after_updated_at is not None:
+            if not isinstance(after_updated_at, datetime.datetime):
+                kind = arguments.a_kind(after_updated_at)
+                raise ArgumentTypeError(f"after_updated_at= must be a datetime, not {kind}")
             if not recent_first or after is None:
                 raise InvalidArgumentError(
                     "after_updated_at= places after= in the list recent_first= gives: pass "
                     "both with it"
-                )
-            if not isinstance(after_updated_at, datetime.datetime):
-                raise InvalidArgumentError(
-                    f"after_updated_at= must be a datetime, not {type(after_updated_at).__name__}"
                 )
             if after_updated_at.tzinfo is None:
                 after_updated_at = after_updated_at.replace(tzinfo=datetime.timezone.utc)

@@ -277,6 +277,15 @@ def test_pages_of_threads_list_none_twice_and_skip_none_that_stayed_however_othe
         assert {f"t{i}" for i in range(count)} - moved <= set(listed)
 
 
+def test_an_after_updated_at_that_is_not_a_datetime_is_refused_for_its_type_first(
+    store: Any,
+) -> None:
+    store.append(run("t", "r1"))
+    for others in ({}, {"after": "t"}, {"after": "t", "recent_first": True}):
+        with pytest.raises(TypeError, match="after_updated_at= must be a datetime, not a str"):
+            store.threads(after_updated_at="2020-01-01", **others)
+
+
 def test_a_page_of_threads_after_one_that_is_gone_needs_its_time_and_bad_cursors_are_refused(
     store: Any,
 ) -> None:
