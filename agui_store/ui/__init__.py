@@ -48,7 +48,7 @@ from urllib.parse import urlencode
 
 from agui_store import Store
 from agui_store.aio import AsyncStore
-from agui_store.engine.arguments import a_kind, check_scope, quote
+from agui_store.engine.arguments import a_kind, check_scope, flag
 from agui_store.errors import ArgumentTypeError
 
 try:
@@ -110,11 +110,7 @@ def _check_viewer_arguments(store: Any, scope: Any, allow_writes: Any, title: An
             hint = ""
         raise ArgumentTypeError(f"store= takes an agui_store Store, not {a_kind(store)}{hint}")
     check_scope(scope)
-    if not isinstance(allow_writes, bool):
-        raise ArgumentTypeError(
-            f"allow_writes= must be True or False, not {a_kind(allow_writes)} "
-            f"({quote(allow_writes)})"
-        )
+    flag("allow_writes", allow_writes)
     if title is not None and not isinstance(title, str):
         raise ArgumentTypeError(f"title= must be None or text, not {a_kind(title)}")
 
