@@ -38,7 +38,8 @@ import msgspec
 
 from agui_store import recording
 from agui_store._writer import Unsendable, WriterProcess
-from agui_store.errors import AguiStoreError
+from agui_store.engine import arguments
+from agui_store.errors import AguiStoreError, ArgumentTypeError, InvalidArgumentError
 from agui_store.records import AppendResult
 from agui_store.store import Store, renew_after_fork
 
@@ -156,8 +157,16 @@ class AsyncStore:
     closes it on ``close`` only with ``owns=True``)."""
 
     def __init__(self, store: Store, *, owns: bool = False, writer: str = "process") -> None:
+        if not isinstance(store, Store):
+            raise ArgumentTypeError(
+                f"AsyncStore wraps an agui_store Store, not {arguments.a_kind(store)} (open a "
+                "path with agui_store.aio.open())"
+            )
         if writer not in WRITERS:
-            raise ValueError(f"writer must be one of {WRITERS}, not {writer!r}")
+            raise InvalidArgumentError(
+                f"writer= must be one of {', '.join(map(repr, WRITERS))}, not "
+                f"{arguments.quote(writer)}"
+            )
         self._store = store
         self._owns = owns
         memory = store.path == ":memory:" or store.path.startswith("file::memory:")

@@ -22,6 +22,7 @@ import pytest
 
 import agui_store
 from agui_store import aio, testing
+from agui_store.errors import ArgumentTypeError
 from agui_store.store import Store
 from benchmarks._common import conversation_run
 
@@ -73,6 +74,13 @@ def test_async_store_methods_are_coroutines_and_generators_are_async_generators(
             assert inspect.isasyncgenfunction(twin), name
         else:
             assert inspect.iscoroutinefunction(twin), name
+
+
+def test_an_async_store_refuses_to_wrap_what_is_not_a_store_naming_what_it_is(
+    db_path: Path,
+) -> None:
+    with pytest.raises(ArgumentTypeError, match="wraps an agui_store Store, not a str"):
+        aio.AsyncStore(str(db_path))  # type: ignore[arg-type]
 
 
 def test_open_reads_naturally_awaited_and_in_async_with(db_path: Path) -> None:
@@ -508,7 +516,7 @@ def test_an_async_store_made_before_a_fork_writes_and_reads_in_the_child_and_the
 
 def test_an_unknown_writer_is_refused(db_path: Path) -> None:
     async def main() -> None:
-        with pytest.raises(ValueError, match="writer must be one of"):
+        with pytest.raises(agui_store.InvalidArgumentError, match="writer= must be one of"):
             await aio.open(db_path, writer="fork")
 
     run(main())

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agui_store.engine import archive, intake, reads, revisions
-from agui_store.engine.arguments import a_kind, quote
+from agui_store.engine.arguments import a_kind, flag, quote
 from agui_store.errors import (
     ArgumentTypeError,
     CorruptStoreError,
@@ -130,8 +130,9 @@ class ArchiveVerbs(Facade):
                 covers (an edited archive).
             SyncConflictError: the store holds a run, a thread's owner, a branch or a
                 conversation with other content (as :func:`agui_store.copy` refuses it).
-            ArgumentTypeError: ``source`` is neither a path nor a file object, or
-                ``progress`` is not callable (a ``TypeError`` too).
+            ArgumentTypeError: ``source`` is neither a path nor a file object,
+                ``progress`` is not callable, or ``restore_erased`` is not a bool (a
+                ``TypeError`` too).
         """
         if not isinstance(source, (str, os.PathLike)) and not callable(
             getattr(source, "read", None)
@@ -141,6 +142,7 @@ class ArchiveVerbs(Facade):
             )
         _check_path(source, "source")
         _check_progress(progress)
+        flag("restore_erased", restore_erased)  # "no" would bring the erased back
         with contextlib.ExitStack() as stack:
             if isinstance(source, (str, os.PathLike)):
                 where = os.fspath(source)

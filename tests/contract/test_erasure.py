@@ -646,6 +646,32 @@ def test_an_archive_restoring_a_conversation_leaves_the_erased_thread_of_its_nam
         assert store.threads() == []
 
 
+@pytest.mark.parametrize("value", [None, "no", 0, 1])
+def test_a_restore_erased_that_is_not_a_bool_is_refused_before_anything_comes_back(
+    new_location: Any, tmp_path: Any, value: Any
+) -> None:
+    # Read by its truthiness, "no" would bring an erased thread back.
+    here, there = new_location(), new_location()
+    archive = str(tmp_path / "before.jsonl")
+    with agui_store.open(here) as store:
+        _thread(store, "t", 2)
+        store.export_archive(archive)
+    copy(here, there)
+    for place in (here, there):
+        with agui_store.open(place) as store:
+            store.delete_thread("t")
+    with agui_store.open(here) as store:  # "t" is back in here only
+        store.import_archive(archive, restore_erased=True)
+    before = dump(there)
+    with agui_store.open(there) as store, pytest.raises(
+        ArgumentTypeError, match="restore_erased= must be True or False"
+    ):
+        store.import_archive(archive, restore_erased=value)
+    with pytest.raises(ArgumentTypeError, match="restore_erased= must be True or False"):
+        copy(here, there, restore_erased=value)
+    assert dump(there) == before
+
+
 def test_an_archive_refuses_to_restore_an_erased_thread_into_one_written_again_under_its_id(
     new_location: Any, tmp_path: Any
 ) -> None:
