@@ -30,7 +30,7 @@ import itertools
 import uuid
 from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
-from typing import NoReturn, Protocol
+from typing import Any, NoReturn, Protocol
 
 import msgspec
 
@@ -38,6 +38,7 @@ from agui_store.codec import json
 from agui_store.engine import arguments, port
 from agui_store.errors import (
     AguiStoreError,
+    ArgumentTypeError,
     HashMismatchError,
     InvalidArgumentError,
     InvalidEventError,
@@ -326,16 +327,33 @@ def refuse_unstorable(record: Record, new_entries: Sequence[Entry]) -> None:
     for index, entry in enumerate(new_entries):
         named += [(f"new entry {index}'s id", entry.entry_id),
                   (f"new entry {index}'s parent", entry.parent_id)]
-    found = arguments.first_unstorable(named)
-    if found is None and record.scope == "":
-        # As the store's every scope: no erasure verb names an owner "", so its
-        # conversations would outlive delete_owner and the erasure of their thread.
-        found = ("scope", "is empty: a scope is an owner's name (a non-empty string), or None")
-    if found is not None:
-        raise InvalidArgumentError(
-            f"conversation {arguments.quote(record.conversation_id)}: its {found[0]} "
-            f"{found[1]}; nothing was written"
-        )
+    _refuse(record.conversation_id, named)
+
+
+def refuse_saved(conversation_id: Any, scope: Any) -> None:
+    """A save's conversation id and scope, refused at the call as :func:`refuse_unstorable`
+    refuses them in the record: before the save reads the stored record, where a scope no
+    record can have would read as another owner's, a ``ConversationConflict`` that no
+    reload and retry resolves."""
+    _refuse(conversation_id, [("id", conversation_id), ("scope", scope)])
+
+
+def _refuse(conversation_id: Any, named: Sequence[tuple[str, Any]]) -> None:
+    """Raise for the first value of ``named`` no store can hold: an
+    :class:`~agui_store.errors.ArgumentTypeError` for one that is not text, else an
+    :class:`~agui_store.errors.InvalidArgumentError`."""
+    for what, value in named:
+        found = arguments.first_unstorable([(what, value)])
+        if found is None and what == "scope" and value == "":
+            # As the store's every scope: no erasure verb names an owner "", so its
+            # conversations would outlive delete_owner and the erasure of their thread.
+            found = (what, "is empty: a scope is an owner's name (a non-empty string), or None")
+        if found is not None:
+            error = InvalidArgumentError if isinstance(value, str) else ArgumentTypeError
+            raise error(
+                f"conversation {arguments.quote(conversation_id)}: its {found[0]} "
+                f"{found[1]}; nothing was written"
+            )
 
 
 def write_record(tx: port.Writing, prepared: Prepared, expected_revision: str | None) -> None:

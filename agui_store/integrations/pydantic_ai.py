@@ -43,7 +43,9 @@ from typing import Any, TypeVar
 
 try:
     import pydantic
+    from pydantic_ai import AgentRunResult
     from pydantic_ai import conversation_store as _upstream
+    from pydantic_ai.conversation import Conversation
     from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 except ImportError as e:  # pragma: no cover - the message is the point
     raise ImportError(
@@ -63,7 +65,12 @@ from agui_store.engine import conversations as _engine
 from agui_store.engine.arguments import a_kind as _a_kind
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.conversations import Continuation
-from agui_store.errors import AguiStoreError, InvalidArgumentError, RunNotFoundError
+from agui_store.errors import (
+    AguiStoreError,
+    ArgumentTypeError,
+    InvalidArgumentError,
+    RunNotFoundError,
+)
 from agui_store.store import Store, renew_after_fork
 
 __all__ = ["Continuation", "ConversationDiff", "ConversationStore", "SavedRun"]
@@ -197,6 +204,29 @@ class ConversationStore(_upstream.ConversationStore):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    # --- pydantic-ai's save, its arguments checked at the call ----------------------------
+
+    async def save(
+        self, conversation: Conversation | AgentRunResult[Any], *, scope: str | None = None
+    ) -> list[_upstream.ConversationEntry]:
+        """pydantic-ai's ``save``, refusing at the call, having read and written nothing,
+        what no store could save: ``ArgumentTypeError`` (a ``TypeError`` too) for a
+        ``conversation`` that is neither a ``Conversation`` nor a run's result, or an id or
+        scope that is not text; ``InvalidArgumentError`` for an id or scope holding a NUL or
+        half a surrogate pair, or the scope ``""``. Checked before the stored record is read:
+        there, a scope no record can have reads as another owner's, a
+        ``ConversationConflict`` that no reload and retry resolves."""
+        saved = conversation.conversation if isinstance(conversation, AgentRunResult) else (
+            conversation
+        )
+        if not isinstance(saved, Conversation):
+            raise ArgumentTypeError(
+                "ConversationStore.save takes a pydantic-ai Conversation or a run's result "
+                f"(AgentRunResult), not {_a_kind(saved)}; nothing was written"
+            )
+        _engine.refuse_saved(saved.conversation_id, scope)
+        return await super().save(conversation, scope=scope)
 
     # --- the five primitives, and read_history in one statement ---------------------------
 

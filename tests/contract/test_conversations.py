@@ -13,7 +13,7 @@ import pytest
 
 import agui_store
 from agui_store import testing
-from agui_store.errors import HashMismatchError, InvalidArgumentError
+from agui_store.errors import ArgumentTypeError, HashMismatchError, InvalidArgumentError
 from tests.backends import dump, postgres_owner, tamper
 from tests.workers.harness import Worker
 
@@ -422,6 +422,36 @@ def test_a_save_under_an_id_or_scope_no_store_could_hold_is_refused_by_name_and_
                     Conversation(conversation_id=conversation_id, messages=turn(1)), scope=scope
                 )
             assert dump(store_location) == before
+
+    run(scenario())
+
+
+def test_a_stored_conversation_saved_under_a_scope_no_store_holds_is_refused_not_a_conflict(
+    store_location: str,
+) -> None:
+    """A conflict tells the caller to load again and retry, which would conflict forever: the
+    scope is refused by name, nothing is written, and the same conversation saves after."""
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=turn(1)))
+            loaded = await store.load("c")
+            assert loaded is not None
+            loaded.messages.extend(turn(2))
+            before = dump(store_location)
+            for scope, error, said in [
+                (5, ArgumentTypeError, r"its scope is an int \(5\), not text"),
+                ("", InvalidArgumentError, "its scope is empty"),
+                ("a\x00b", InvalidArgumentError, "its scope holds a NUL"),
+            ]:
+                with pytest.raises(error, match=f"conversation 'c': {said}"):
+                    await store.save(loaded, scope=scope)
+            for wrong in (None, "c", turn(2)):
+                with pytest.raises(ArgumentTypeError, match="takes a pydantic-ai Conversation"):
+                    await store.save(wrong)  # type: ignore[arg-type]
+            assert dump(store_location) == before
+            await store.save(loaded)
+            again = await store.load("c")
+            assert again is not None and again.messages == [*turn(1), *turn(2)]
 
     run(scenario())
 
