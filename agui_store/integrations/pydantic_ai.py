@@ -205,7 +205,66 @@ class ConversationStore(_upstream.ConversationStore):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # --- pydantic-ai's save, its arguments checked at the call ----------------------------
+    # --- pydantic-ai's calls, their arguments checked at the call --------------------------
+
+    async def load(
+        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
+    ) -> Conversation | None:
+        """pydantic-ai's ``load``; a ``limit`` that is not an integer is an
+        ``ArgumentTypeError`` (a ``TypeError`` too) naming it."""
+        _count_argument("limit", limit)
+        return await super().load(conversation_id, limit=limit, scope=scope)
+
+    async def load_entries(
+        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
+    ) -> list[_upstream.ConversationEntry] | None:
+        """pydantic-ai's ``load_entries``; a ``limit`` that is not an integer is an
+        ``ArgumentTypeError`` (a ``TypeError`` too) naming it."""
+        _count_argument("limit", limit)
+        return await super().load_entries(conversation_id, limit=limit, scope=scope)
+
+    async def list_conversations(
+        self, *, scope: str | None = None, limit: int | None = None
+    ) -> list[_upstream.ConversationRecord]:
+        """pydantic-ai's ``list_conversations``; a ``limit`` that is not an integer is an
+        ``ArgumentTypeError`` (a ``TypeError`` too) naming it."""
+        _count_argument("limit", limit)
+        return await super().list_conversations(scope=scope, limit=limit)
+
+    async def branch(
+        self,
+        conversation_id: str,
+        *,
+        at: int | None = None,
+        from_entry: str | None = None,
+        expected_revision: str | None,
+        scope: str | None = None,
+    ) -> Conversation:
+        """pydantic-ai's ``branch``; an ``at`` that is not an integer is an
+        ``ArgumentTypeError`` (a ``TypeError`` too) naming it, before anything is read."""
+        _count_argument("at", at)
+        return await super().branch(
+            conversation_id, at=at, from_entry=from_entry,
+            expected_revision=expected_revision, scope=scope,
+        )
+
+    async def fork(
+        self,
+        conversation_id: str,
+        *,
+        at: int | None = None,
+        from_entry: str | None = None,
+        new_conversation_id: str | None = None,
+        scope: str | None = None,
+        source_scope: str | None = None,
+    ) -> Conversation:
+        """pydantic-ai's ``fork``; an ``at`` that is not an integer is an
+        ``ArgumentTypeError`` (a ``TypeError`` too) naming it, before anything is read."""
+        _count_argument("at", at)
+        return await super().fork(
+            conversation_id, at=at, from_entry=from_entry,
+            new_conversation_id=new_conversation_id, scope=scope, source_scope=source_scope,
+        )
 
     async def save(
         self, conversation: Conversation | AgentRunResult[Any], *, scope: str | None = None
@@ -355,6 +414,16 @@ class ConversationStore(_upstream.ConversationStore):
             shared += 1
         base = history_a[shared - 1].id if shared else None
         return ConversationDiff(base, tuple(history_a[shared:]), tuple(history_b[shared:]))
+
+
+def _count_argument(name: str, value: Any) -> None:
+    """A ``limit`` or ``at`` is ``None`` or an integer: another type is refused by name at
+    the call (pydantic-ai's own methods compare it with 0 first, a bare ``TypeError``, or
+    slice with it). A negative one is left to pydantic-ai, which raises ``UserError``."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ArgumentTypeError(
+            f"{name} must be None or an integer >= 0, not {_a_kind(value)} ({_quote(value)})"
+        )
 
 
 def _worker() -> concurrent.futures.ThreadPoolExecutor:

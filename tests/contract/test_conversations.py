@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import pytest
@@ -27,6 +27,7 @@ with contextlib.suppress(ImportError):
         ConversationRecord,
         InMemoryConversationStore,
     )
+    from pydantic_ai.exceptions import UserError
     from pydantic_ai.messages import (
         BinaryImage,
         CompactionPart,
@@ -349,6 +350,36 @@ def test_a_limit_that_is_no_count_is_refused_by_name_on_every_backend(
             everything = await store.read_history(head.id)
             assert await store.read_history(head.id, limit=2**70) == everything
             assert len(await store.read_records(limit=2**70)) == 1
+
+    run(scenario())
+
+
+def test_a_limit_or_at_that_is_no_integer_is_refused_by_name_at_pydantic_ais_own_calls(
+    store_location: str,
+) -> None:
+    """pydantic-ai's load, list_conversations, branch and fork compare a count with 0 (or
+    slice with it) before the store sees it: a bare TypeError that named nothing."""
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=turn(2)))
+            loaded = await store.load("c")
+            assert loaded is not None
+            revision = loaded.revision
+            before = dump(store_location)
+            calls: list[tuple[str, Callable[[Any], Awaitable[object]]]] = [
+                ("limit", lambda wrong: store.load("c", limit=wrong)),
+                ("limit", lambda wrong: store.load_entries("c", limit=wrong)),
+                ("limit", lambda wrong: store.list_conversations(limit=wrong)),
+                ("at", lambda wrong: store.branch("c", at=wrong, expected_revision=revision)),
+                ("at", lambda wrong: store.fork("c", at=wrong, new_conversation_id="f")),
+            ]
+            for wrong in ("2", 1.5, True, [1]):
+                for name, call in calls:
+                    with pytest.raises(ArgumentTypeError, match=f"^{name} must be None or an"):
+                        await call(wrong)
+            assert dump(store_location) == before
+            with pytest.raises(UserError, match="`limit` must not be negative"):
+                await store.load("c", limit=-1)  # as pydantic-ai's own store says it
 
     run(scenario())
 
