@@ -16,7 +16,7 @@ import pytest
 
 import agui_store
 from agui_store import testing
-from agui_store.errors import InvalidArgumentError
+from agui_store.errors import ArgumentTypeError, InvalidArgumentError
 from tests.schema_history import as_version_11
 from tests.workers.harness import ROOT, worker_env
 
@@ -227,6 +227,18 @@ def test_a_conversation_store_given_options_with_an_open_store_says_they_are_not
 ) -> None:
     with agui_store.open(db_path) as store, pytest.raises(InvalidArgumentError, match="busy"):
         ConversationStore(store, busy_timeout_ms=5)
+
+
+@pytest.mark.pydantic_ai
+def test_a_conversation_store_given_no_store_path_or_url_names_what_it_takes(
+    db_path: Any,
+) -> None:
+    with agui_store.open(db_path) as store:
+        conversations = ConversationStore(store)
+        for wrong in (5, [str(db_path)], conversations):
+            with pytest.raises(ArgumentTypeError, match="takes a Store, an AsyncStore, or a path"):
+                ConversationStore(wrong)  # type: ignore[arg-type]
+        run(conversations.close())
 
 
 @pytest.mark.pydantic_ai

@@ -124,6 +124,10 @@ class ConversationStore(_upstream.ConversationStore):
         **options: :func:`agui_store.open`'s options, when ``store`` is a path or URL, or
             ``None``.
 
+    Raises:
+        ArgumentTypeError: ``store`` is none of these (a ``TypeError`` too).
+        InvalidArgumentError: ``options`` given with an open store.
+
     Each call runs on a worker thread of its own, off the event loop. ``delete`` removes
     the record, then every entry no remaining record's head or branches reach and every
     message no remaining entry holds (see ``docs/pydantic-ai.md``).
@@ -136,8 +140,13 @@ class ConversationStore(_upstream.ConversationStore):
             self._store, self._owns = store.store, False
         elif isinstance(store, Store):
             self._store, self._owns = store, False
-        else:
+        elif store is None or isinstance(store, (str, bytes, os.PathLike)):
             self._store, self._owns = Store(store, **options), True
+        else:
+            raise ArgumentTypeError(
+                "ConversationStore takes a Store, an AsyncStore, or a path or URL to open "
+                f"one at, not {_a_kind(store)}"
+            )
         if options and not self._owns:
             raise InvalidArgumentError(
                 "ConversationStore takes store options only with a path or URL, "
