@@ -324,9 +324,20 @@ def refuse_unstorable(record: Record, new_entries: Sequence[Entry]) -> None:
     named = [("id", record.conversation_id), ("scope", record.scope),
              ("head", record.head_id), ("revision", record.revision)]
     named += [("branch", b) for b in record.branches]
+    required = [("id", record.conversation_id), ("revision", record.revision)]
     for index, entry in enumerate(new_entries):
+        # An entry's kind is held as an id is: a copy carries only such kinds.
         named += [(f"new entry {index}'s id", entry.entry_id),
-                  (f"new entry {index}'s parent", entry.parent_id)]
+                  (f"new entry {index}'s parent", entry.parent_id),
+                  (f"new entry {index}'s kind", entry.kind)]
+        required += [(f"new entry {index}'s id", entry.entry_id),
+                     (f"new entry {index}'s kind", entry.kind)]
+    for what, value in required:
+        if value is None:
+            raise ArgumentTypeError(
+                f"conversation {arguments.quote(record.conversation_id)}: its {what} is None, "
+                "not text; nothing was written"
+            )
     _refuse(record.conversation_id, named)
 
 

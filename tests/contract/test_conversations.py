@@ -487,6 +487,36 @@ def test_a_stored_conversation_saved_under_a_scope_no_store_holds_is_refused_not
     run(scenario())
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "error", "said"),
+    [
+        ("kind", "a\x00b", InvalidArgumentError, "kind holds a NUL"),
+        ("kind", "k" * 3000, InvalidArgumentError, "kind is 3,000 bytes long"),
+        ("kind", 5, ArgumentTypeError, r"kind is an int \(5\), not text"),
+        ("kind", None, ArgumentTypeError, "kind is None, not text"),
+        ("id", None, ArgumentTypeError, "id is None, not text"),
+    ],
+    ids=["a NUL in a kind", "a kind longer than an id", "a kind not text", "no kind", "no id"],
+)
+def test_an_entry_whose_id_or_kind_no_store_could_hold_is_refused_by_name_and_writes_nothing(
+    store_location: str, field: str, value: Any, error: type[Exception], said: str
+) -> None:
+    """A kind is held as an id is, on every backend, as a copy holds it: SQLite stored a NUL
+    or a long kind that PostgreSQL and a copy refuse, and a kind or id that was no text
+    failed as a bug or a constraint."""
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=turn(1)))
+            before = dump(store_location)
+            entry = ConversationEntry(parent_id=None, message=user("hello"), **{field: value})
+            record = ConversationRecord(conversation_id="d", head_id=entry.id)
+            with pytest.raises(error, match=f"conversation 'd': its new entry 0's {said}"):
+                await store.write_record(record, new_entries=[entry], expected_revision=None)
+            assert dump(store_location) == before
+
+    run(scenario())
+
+
 def _workers(mode: str, location: str, names: list[str], *args: str) -> list[list[str]]:
     workers = [Worker("pydantic_ai_saver", mode, location, name, *args) for name in names]
     for worker in workers:
