@@ -318,7 +318,19 @@ class ConversationStore(_upstream.ConversationStore):
         expected_revision: str | None,
     ) -> None:
         """Store the record and its new entries in one transaction, or raise
-        ``ConversationConflict`` having written nothing."""
+        ``ConversationConflict`` having written nothing. A ``record`` that is no
+        ``ConversationRecord`` (or whose branches are no list), or new entries that are no
+        ``ConversationEntry``, raise ``ArgumentTypeError`` (a ``TypeError`` too)."""
+        if not isinstance(record, _upstream.ConversationRecord):
+            raise ArgumentTypeError(
+                "write_record takes a pydantic-ai ConversationRecord, not "
+                f"{_a_kind(record)}; nothing was written"
+            )
+        if not isinstance(record.branches, (list, tuple)):
+            raise ArgumentTypeError(
+                f"conversation {_quote(record.conversation_id)}: its branches are "
+                f"{_a_kind(record.branches)}, not a list of entry ids; nothing was written"
+            )
         stored = _record_to(record)
         entries = _entries_to(record.conversation_id, new_entries)
         try:
@@ -534,7 +546,11 @@ def _entries_to(
     if not entries:
         return []
     try:
-        dumped = _written([e.message for e in entries])
+        messages = [e.message for e in entries]
+    except (AttributeError, TypeError):  # no entries, or not iterable
+        raise _not_entries(conversation_id, entries) from None
+    try:
+        dumped = _written(messages)
     except ValueError:  # PydanticSerializationError and ValidationError are ValueErrors
         raise _unwritable(conversation_id, entries) from None
     return [
@@ -543,6 +559,21 @@ def _entries_to(
         )
         for entry, message in zip(entries, dumped)
     ]
+
+
+def _not_entries(conversation_id: str, entries: Any) -> ArgumentTypeError:
+    """The error naming new entries that are no ``ConversationEntry``: the first such one, or
+    the whole argument when it is no sequence of them."""
+    what = f"its new entries are {_a_kind(entries)}, not a list of"
+    if isinstance(entries, (list, tuple)):
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, _upstream.ConversationEntry):
+                what = f"its new entry {index} is {_a_kind(entry)}, not a"
+                break
+    return ArgumentTypeError(
+        f"conversation {_quote(conversation_id)}: {what} pydantic-ai ConversationEntry; "
+        "nothing was written"
+    )
 
 
 def _written(messages: list[ModelMessage]) -> list[Any]:

@@ -517,6 +517,34 @@ def test_an_entry_whose_id_or_kind_no_store_could_hold_is_refused_by_name_and_wr
     run(scenario())
 
 
+def test_a_write_record_given_no_record_or_no_entries_is_refused_by_name_and_writes_nothing(
+    store_location: str,
+) -> None:
+    """An AttributeError or a TypeError from inside the store said neither what nor where."""
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=turn(1)))
+            before = dump(store_location)
+            record = ConversationRecord(conversation_id="d", head_id=None)
+            entry = ConversationEntry(parent_id=None, message=user("hello"))
+            wrong: list[tuple[Any, Any, str]] = [
+                (None, (), "write_record takes a pydantic-ai ConversationRecord, not None"),
+                ({"conversation_id": "d"}, (), "ConversationRecord, not a dict"),
+                (ConversationRecord(conversation_id="d", head_id=None, branches=None), (),
+                 "conversation 'd': its branches are None, not a list of entry ids"),
+                (record, [entry, None], "conversation 'd': its new entry 1 is None, not a "
+                 "pydantic-ai ConversationEntry"),
+                (record, "ab", "conversation 'd': its new entries are a str, not a list of"),
+                (record, 5, "conversation 'd': its new entries are an int, not a list of"),
+            ]
+            for given, entries, said in wrong:
+                with pytest.raises(ArgumentTypeError, match=said):
+                    await store.write_record(given, new_entries=entries, expected_revision=None)
+            assert dump(store_location) == before
+
+    run(scenario())
+
+
 def _workers(mode: str, location: str, names: list[str], *args: str) -> list[list[str]]:
     workers = [Worker("pydantic_ai_saver", mode, location, name, *args) for name in names]
     for worker in workers:
