@@ -1528,10 +1528,15 @@ def test_a_standby_server_serves_every_read_and_refuses_a_write_naming_itself(
             with pytest.raises(StorageError, match="standby"):
                 s.delete_thread("t")
             assert s.runs("t") == before
-        assert cli.main(["--db", url, "branch", "b", "HEAD", "--thread", "t"]) == 1
-        said = capsys.readouterr().err
-        assert f"agui-store branch: {url} is a standby server" in said
-        assert "Traceback" not in said and "bug" not in said
+            assert cli.main(["--db", url, "branch", "b", "HEAD", "--thread", "t"]) == 1
+            said = capsys.readouterr().err
+            assert f"agui-store branch: {url} is a standby server" in said
+            assert "Traceback" not in said and "bug" not in said
+            # Promoted (a failover), the server takes the same open store's writes.
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("SELECT pg_promote(wait => true)")
+            s.append(run("t", "r-new"))
+            assert s.runs("t")[-1].run_id == "r-new"
     finally:
         standby.destroy()
 

@@ -294,10 +294,10 @@ class PostgresBackend:
         self._reading: PostgresTransaction | None = None  # the read under way, if any
         self._prepared_on: Any = None  # the connection the store's statements are prepared on
         self.purge_pending = ""  # why the last purge did not finish (see purge)
-        self._listening = True  # whether the connection hears of erasures (not on a standby)
+        self._hears_erasures = True  # told of every erasure (not on a standby)
         self._conn = self._connect()  # errors in the URL, the server or the schema: now
         # What the connection verified of its blobs.
-        self._trusted = TrustedBlobs(keeps_messages=self._listening)
+        self._trusted = TrustedBlobs(keeps_messages=self._hears_erasures)
 
     # --- connections ------------------------------------------------------------------------
 
@@ -323,9 +323,9 @@ class PostgresBackend:
             except pg_errors.ReadOnlySqlTransaction:
                 # A hot standby (a server in recovery) takes no LISTEN, and no notice of
                 # the primary's erasures reaches it: the connection keeps no message.
-                self._listening = False
+                self._hears_erasures = False
             else:
-                self._listening = True
+                self._hears_erasures = True
                 conn.add_notify_handler(_forgetting(weakref.ref(self)))
         except BaseException as e:
             with contextlib.suppress(Exception):
@@ -347,13 +347,21 @@ class PostgresBackend:
             self.after_fork()
         if self._conn is None:
             self._conn = self._connect()
-            self._trusted = TrustedBlobs(keeps_messages=self._listening)
+            self._trusted = TrustedBlobs(keeps_messages=self._hears_erasures)
         return self._conn
 
-    def _still_on_standby(self) -> bool:
-        """Whether the store's connection, made to a standby server, still is to one: a
-        lost one is made again first (the standby may have been promoted since)."""
-        return self._db is not None and not self._listening
+    def _on_a_standby(self) -> bool:
+        """Whether the server of a connection that could not listen for erasures is a
+        standby still: one promoted since (a failover) is connected to again, to listen from
+        now on. Asked before a write only: a standby refuses one at ``BEGIN``, with an error
+        that names no standby."""
+        try:
+            (recovering,) = self._db.execute("SELECT pg_is_in_recovery()").fetchone()
+        except psycopg.Error as e:
+            raise translate(e, self.where) from e
+        if not recovering:
+            self._drop()
+        return bool(recovering)
 
     def connection(self) -> Any:
         """The psycopg connection (for :mod:`agui_store.testing`)."""
@@ -615,7 +623,7 @@ class PostgresBackend:
         opened: list[Any] = []
 
         def begin(query: str | None) -> tuple[Any, Any]:
-            if not self._listening and self._still_on_standby():
+            if not self._hears_erasures and self._on_a_standby():
                 raise _on_standby(self.where)
             if query is None:
                 conn, rows = self._begin(statement), None
