@@ -435,6 +435,16 @@ def test_log_takes_gits_counts_and_oneline(db: Path) -> None:
     assert agui(db, "log", "-0")[0] == 2  # a count is 1 or more, as --limit's
 
 
+def test_a_count_of_zero_is_refused_by_the_word_typed_not_by_limit(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for word in ("-0", "-00"):
+        capsys.readouterr()
+        assert agui(db, "log", word)[0] == 2
+        err = capsys.readouterr().err
+        assert f"argument {word}: expected a count >= 1" in err and "--limit" not in err, err
+
+
 def test_log_takes_gits_caret_exclusion_as_the_two_dot_range(
     db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2213,16 +2213,24 @@ def _git_counts(words: list[str], start: int) -> list[str]:
     """The words with ``log``'s ``-N`` (git's count: ``log -3``) given as ``--limit=N``,
     where the command starts at ``start``: argparse would read ``-3`` as a negative number,
     the REF. Words after ``--`` stay as they are, and so does the value of an option
-    (``--limit -1``), which its option then says is no count."""
+    (``--limit -1``), which its option then says is no count. ``-0`` is refused here, by
+    the name typed.
+
+    Raises:
+        _UsageError: a count of 0 (``log -0``).
+    """
     if start >= len(words) or ALIAS_OF.get(words[start], words[start]) != "log":
         return words
     end = words.index("--", start) if "--" in words[start:] else len(words)
-    return [
-        f"--limit={word[1:]}"
+    counts = {
+        i for i, word in enumerate(words)
         if start < i < end and re.fullmatch(r"-[0-9]+", word) and not _takes_a_value(words[i - 1])
-        else word
-        for i, word in enumerate(words)
-    ]
+    }
+    for i in sorted(counts):  # said in the words typed: --limit is not one of them
+        if not words[i].strip("-0"):
+            raise _UsageError(f"agui-store {words[start]}",
+                              f"argument {words[i]}: expected a count >= 1 (log -3), not 0")
+    return [f"--limit={word[1:]}" if i in counts else word for i, word in enumerate(words)]
 
 
 def _takes_a_value(word: str) -> bool:
