@@ -599,6 +599,17 @@ def test_show_names_the_run_on_its_first_line_whatever_its_id_holds(tmp_path: Pa
     assert json.loads(agui(db, "show", "r1", "--json")[1])["run"]["runId"] == "r1\nuser: forged"
 
 
+def test_show_takes_ancestor_steps_after_a_run_id_that_holds_a_tilde(tmp_path: Path) -> None:
+    db = tmp_path / "tilde.db"
+    with agui_store.open(db) as store:
+        for run_id in ("r1", "r~2", "r~20"):
+            store.append(text_run(run_id, f"reply of {run_id}"))
+    code, out = agui(db, "show", "r~2~1")
+    assert code == 0 and out.startswith("run r1 "), out
+    code, out = agui(db, "show", "r~20^")
+    assert code == 0 and out.startswith("run r~2 "), out
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

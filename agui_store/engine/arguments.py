@@ -174,6 +174,25 @@ def split_ancestor(ref: str) -> tuple[str, int] | None:
     return match["base"], steps
 
 
+def longer_bases(ref: str) -> list[tuple[str, int]]:
+    """The other readings of ``ref`` as a base and ancestor steps than
+    :func:`split_ancestor`'s, longest base first, as a run id may hold ``~`` or ``^``:
+    ``r~2~1`` is also ``(r~2, 1)``. Empty for one step (``HEAD~1``); a reading whose steps
+    hold ``^n`` with ``n`` above 1 is left out (:func:`split_ancestor` says why)."""
+    match = ANCESTOR_SUFFIX.fullmatch(ref)
+    if not match:
+        return []
+    steps = _STEP.findall(match["steps"])
+    readings = []
+    for k in range(len(steps) - 1, 0, -1):
+        mark, count = steps[k]
+        if mark == "^" and _count(count) > 1:
+            break  # in every shorter reading's steps too
+        base = match["base"] + "".join(m + c for m, c in steps[:k])
+        readings.append((base, min(sum(_count(c) for _, c in steps[k:]), MAX_INT64)))
+    return readings
+
+
 def _count(digits: str) -> int:
     """A step's count: empty is 1, capped at SQLite's largest integer."""
     if not digits:

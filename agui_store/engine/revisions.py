@@ -4,10 +4,12 @@ A revision is what every verb that takes a run accepts, as git's do: a run id, a
 name, ``HEAD``, ``@`` or ``main`` (the thread's newest run), a unique prefix of a run id, or a
 short content hash (at least 4 hex digits of ``Run.hash``, unique in the thread: git's
 abbreviated hashes), each optionally followed by ``~n`` (the n-th lineage ancestor) and
-``^`` (the parent), chained (``HEAD~1^``). Without a thread, a name must be unique in the
-store: a run id that is also another thread's branch name, or a run id of several threads,
-is ambiguous and says which ``thread_id`` to pass. An ambiguous prefix lists the runs it
-fits.
+``^`` (the parent), chained (``HEAD~1^``). A whole run id names its run whatever it holds;
+else the longest name before a chain of steps that is a run id or branch is the base (the
+run ``r~2`` makes ``r~2~1`` its parent), else the name before the first step. Without a
+thread, a name must be unique in the store: a run id that is also another thread's branch
+name, or a run id of several threads, is ambiguous and says which ``thread_id`` to pass. An
+ambiguous prefix lists the runs it fits.
 
 With a ``scope`` (an owner's name), only that owner's threads are searched: another owner's
 thread is absent, not forbidden (docs/design/behaviour.md#live-recording). Written once, over
@@ -108,7 +110,16 @@ def resolve(
         if ancestor is None:
             raise
     base, steps = ancestor
-    key = _resolve_exact(tx, base, thread_pk, scope)
+    key = None
+    for longer, more in arguments.longer_bases(ref):  # a run r~2, as r~2~1 names its parent
+        try:
+            key = _resolve_exact(tx, longer, thread_pk, scope, abbreviations=False)
+        except RunNotFoundError:
+            continue
+        base, steps = longer, more
+        break
+    if key is None:
+        key = _resolve_exact(tx, base, thread_pk, scope)
     for _ in range(steps):
         parent = tx.run_parent(key.pk)
         if parent is None:
@@ -200,8 +211,11 @@ def new_run_id(tx: port.Reading, key: RunKey, run_id: str | None) -> str:
 
 
 def _resolve_exact(
-    tx: port.Reading, ref: str, thread_pk: int | None, scope: str | None
+    tx: port.Reading, ref: str, thread_pk: int | None, scope: str | None,
+    *, abbreviations: bool = True,
 ) -> RunKey:
+    """The run ``ref`` names without ancestor steps: a run id, a branch, a name of the
+    newest run, then (with ``abbreviations``) a unique prefix of a run id or short hash."""
     quote = arguments.quote
     # Within one thread, the scope was checked when it was found.
     owner = scope if thread_pk is None else None
@@ -242,6 +256,8 @@ def _resolve_exact(
         if newest is None:
             raise RunNotFoundError(f"{ref}: the thread has no runs")
         return RunKey(newest, thread_pk)
+    if not abbreviations:
+        raise RunNotFoundError(f"no run or branch {quote(ref)}")
     # Abbreviations: a unique prefix of a run id, or of a run's content hash (within the
     # thread, as git's short hashes are unique within a repository).
     found: dict[int, tuple[int, str, str]] = {}  # pk: (thread pk, run id, what matched)

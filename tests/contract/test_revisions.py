@@ -14,7 +14,7 @@ import agui_store
 from agui_store import AmbiguousRunError, BranchError, InvalidArgumentError, RunNotFoundError
 from agui_store.engine import clock
 from tests.backends import dump
-from tests.streams import run
+from tests.streams import run, say
 from tests.workers.harness import scale
 
 SOME = settings(
@@ -85,6 +85,23 @@ def test_tilde_and_caret_chain_and_at_is_head(store: Any) -> None:
         store.log("r3~1~1~1")
     with pytest.raises(InvalidArgumentError, match="one lineage parent"):
         store.log("r3^2")
+
+
+def test_a_run_id_holding_a_tilde_takes_ancestor_steps_after_it(store: Any) -> None:
+    """The longest name before the steps that is a run's id is the base: ``r~2~1`` is
+    the parent of run ``r~2``, not ``r``'s third ancestor (``r`` begins several ids)."""
+    store.append(run("u", "u1", *say("m1", "one")))
+    store.append(run("u", "r~2", *say("m2", "two")))
+    store.append(run("u", "r~20", *say("m3", "three")))
+    assert store.get_run("r~2~1").run_id == "u1"
+    assert store.get_run("r~20^", thread_id="u").run_id == "r~2"
+    assert store.get_run("r~20~1^").run_id == "u1"
+    assert store.checkout("r~2~1") == store.checkout("u1", thread_id="u")
+    assert store.checkout("r~2~1").messages[-1]["content"] == "one"
+    with pytest.raises(RunNotFoundError, match="no ancestor that far back"):
+        store.checkout("r~2~2")
+    with pytest.raises(InvalidArgumentError, match="one lineage parent"):
+        store.checkout("r~2^2")
 
 
 @SOME
