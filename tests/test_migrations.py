@@ -775,6 +775,7 @@ def test_a_file_that_cannot_be_written_says_its_migration_is_what_needs_to_write
     assert 13 < schema.REWRITE_BEFORE <= schema.SCHEMA_VERSION - 1
     path = _one_message(tmp_path)
     _as_version(path, version)
+    before = sorted(p.name for p in tmp_path.iterdir())
     # Immutable: no one may write it, root included (where the file system keeps the flag).
     if shutil.which("chattr") is None or subprocess.run(
         ["chattr", "+i", str(path)], capture_output=True
@@ -793,6 +794,7 @@ def test_a_file_that_cannot_be_written_says_its_migration_is_what_needs_to_write
         f"{schema.SCHEMA_VERSION} before it reads it, which failed:" in proc.stderr
     ), proc.stderr
     assert "cannot be written" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no -wal, no -shm left
     assert pragma(path, "user_version") == version
 
 

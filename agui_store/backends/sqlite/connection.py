@@ -199,9 +199,11 @@ def connect(path: str, *, busy_timeout_ms: int) -> apsw.Connection:
     if "\0" in path:
         raise errors.InvalidArgumentError(f"the store path {path!r} holds a NUL byte")
     real = store_file(path)
+    absent: list[str] = []  # the -wal and -shm this opening would create
     if real is not None:
         _check_is_store(real, path, busy_timeout_ms)
         _create_private(real, path)
+        absent = [real + end for end in ("-wal", "-shm") if not os.path.lexists(real + end)]
     with translated(path):
         conn = apsw.Connection(
             path,
@@ -254,8 +256,25 @@ def connect(path: str, *, busy_timeout_ms: int) -> apsw.Connection:
         # A refused or failed open leaves no connection behind (nor its -wal and -shm).
         with contextlib.suppress(Exception):
             conn.close()
+        if real is not None:
+            _remove_unwritable_leftovers(real, absent)
         raise
     return conn
+
+
+def _remove_unwritable_leftovers(real: str, created: list[str]) -> None:
+    """Remove the ``-wal`` and ``-shm`` a failed opening created beside a file it could not
+    write (read-only, immutable), which SQLite's last connection leaves there, unable to
+    delete them as it does beside a file it can write. Only an empty ``-wal`` goes: no
+    process can have written to it, the file taking no writes."""
+    if os.access(real, os.W_OK):
+        return  # SQLite removed them on closing, or another connection is using them
+    wal = real + "-wal"
+    if os.path.lexists(wal) and not (os.path.isfile(wal) and os.path.getsize(wal) == 0):
+        return
+    for leftover in created:
+        with contextlib.suppress(OSError):
+            os.unlink(leftover)
 
 
 def close(conn: Conn, where: str) -> None:
