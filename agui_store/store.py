@@ -93,7 +93,7 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
             why=": deeper values could not be read back (JSON encoders recurse once per level)",
         )
         self.checkpoint_events = arguments.positive_int("checkpoint_events", checkpoint_events)
-        self.derive_on_append = bool(derive_on_append)
+        self.derive_on_append = arguments.flag("derive_on_append", derive_on_append)
         self._lock = threading.RLock()
         self._open = _OpenTransaction()
         self._backend: port.Backend = open_backend(self.path, busy_timeout_ms)

@@ -322,6 +322,7 @@ def copy(
     check_scope(scope)
     check_thread_id(thread_id)
     flag("restore_erased", restore_erased)  # "no" would bring the erased back
+    flag("force", force)
     with opened(src, must_exist=True) as source, opened(dst, must_exist=False) as target:
         if _same_store(source, target):
             named = source.path if target.path == source.path else (

@@ -75,6 +75,7 @@ import sqlite_utils
 
 from agui_store.backends.sqlite.files import remove_database
 from agui_store.codec import ingest
+from agui_store.engine import arguments
 from agui_store.errors import AguiStoreError, StorageError
 from agui_store.exports.targets import (
     SIBLINGS,
@@ -330,6 +331,8 @@ def export_sqlite(
             folder, or an existing non-empty file and ``replace`` is false.
         RunNotFoundError: ``thread_id`` names no thread.
     """
+    arguments.flag("replace", replace)
+    arguments.flag("event_counts", event_counts)
     target = _check_target(store, out_path, replace=replace)
     folder, name = os.path.split(target)
     # A device, a FIFO or stdout gets the finished database's bytes: it is built in the

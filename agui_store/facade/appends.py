@@ -74,7 +74,7 @@ class AppendVerbs(Facade):
             input=input,
             parent=parent,
             branch=branch,
-            check_sequence=check_sequence,
+            check_sequence=arguments.flag("check_sequence", check_sequence),
             run_id=run_id,
             scope=scope,
         )
@@ -106,6 +106,7 @@ class AppendVerbs(Facade):
             InvalidEventError: naming the event's index in the file, its type and JSON
                 path; nothing of the file is stored.
         """
+        arguments.flag("check_sequence", check_sequence)
         events = self._writes.read_file(source, thread_id)
         with self.writing() as tx:
             return self._writes.import_events(tx, events, thread_id, check_sequence)

@@ -37,6 +37,7 @@ class LineageVerbs(Facade):
         run of that owner's threads (another owner's are absent: ``RunNotFoundError``).
         ``move=False`` refuses to move a branch that exists (``BranchError``), as git's
         ``branch`` does without ``--force``."""
+        arguments.flag("move", move)
         with self.writing() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             return branches.point(tx, name, key, move=move)
@@ -79,6 +80,7 @@ class LineageVerbs(Facade):
         """
         branches.refuse_reserved(old)
         intake.check_scope(scope)
+        arguments.flag("force", force)
         with self.writing() as tx:
             pk = self._require_thread(tx, thread_id, scope)
             return branches.rename(tx, pk, thread_id, old, new, force=force)

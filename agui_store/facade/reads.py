@@ -53,6 +53,7 @@ class ReadVerbs(Facade):
         then absent, as if it did not exist (docs/design/behaviour.md#live-recording). ``None``, the
         default, is the operator, who sees every thread."""
         arguments.check_scope(scope)
+        arguments.flag("recent_first", recent_first)
         if after is not None and (not isinstance(after, str) or not after):
             raise InvalidArgumentError(
                 f"after= must be a thread's id, not {arguments.quote(after)}"

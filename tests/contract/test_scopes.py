@@ -15,6 +15,7 @@ import agui_store
 from agui_store import testing
 from agui_store.errors import (
     AmbiguousRunError,
+    ArgumentTypeError,
     InvalidArgumentError,
     InvalidEventError,
     RunNotFoundError,
@@ -196,6 +197,37 @@ def test_a_huge_scope_thread_id_cursor_or_diff_mode_is_named_cut_short(store: An
         message = str(e.value)
         assert len(message) < 300 and "(100000 characters)" in message, message[:300]
     assert store.threads() == ["t"]
+
+
+@pytest.mark.parametrize("value", [None, "no", 0, 1])
+def test_every_yes_or_no_option_refuses_what_is_not_a_bool_and_changes_nothing(
+    store: Any, store_location: str, tmp_path: Any, value: Any
+) -> None:
+    # Read by its truthiness, "no" would force, move or replace: each says so instead.
+    from agui_store.exports.analysis import export_sqlite
+
+    store.append(run("t", "r1"))
+    store.append(run("t", "r2", parentRunId="r1"))
+    store.branch("idea", "r1", thread_id="t")
+    before = dump(store_location)
+    events = tmp_path / "events.jsonl"
+    events.write_text("")
+    calls: list[tuple[str, Any]] = [
+        ("move", lambda: store.branch("idea", "r2", thread_id="t", move=value)),
+        ("force", lambda: store.rename_branch("idea", "main2", thread_id="t", force=value)),
+        ("recent_first", lambda: store.threads(recent_first=value)),
+        ("check_sequence", lambda: store.append(run("t", "r3"), check_sequence=value)),
+        ("check_sequence", lambda: store.import_file(events, check_sequence=value)),
+        ("force", lambda: agui_store.copy(store_location, tmp_path / "c.db", force=value)),
+        ("replace", lambda: export_sqlite(store, tmp_path / "a.db", replace=value)),
+        ("event_counts", lambda: export_sqlite(store, tmp_path / "a.db", event_counts=value)),
+        ("derive_on_append", lambda: agui_store.open(store_location, derive_on_append=value)),
+    ]
+    for named, call in calls:
+        with pytest.raises(ArgumentTypeError, match=f"{named}= must be True or False"):
+            call()
+    assert dump(store_location) == before
+    assert not (tmp_path / "c.db").exists() and not (tmp_path / "a.db").exists()
 
 
 def test_a_scope_of_another_type_is_a_type_error_and_a_store_error_in_every_read(
