@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the names as mypy and the API reference read them
     from agui_store.errors import (
         AguiStoreError,
         AmbiguousRunError,
+        ArgumentTypeError,
         BranchError,
         CorruptStoreError,
         HashMismatchError,
@@ -75,7 +76,8 @@ if TYPE_CHECKING:  # the names as mypy and the API reference read them
 _HOMES: dict[str, tuple[str, ...]] = {
     "agui_store.engine.archive": ("ArchiveResult",),
     "agui_store.errors": (
-        "AguiStoreError", "AmbiguousRunError", "BranchError", "CorruptStoreError",
+        "AguiStoreError", "AmbiguousRunError", "ArgumentTypeError", "BranchError",
+        "CorruptStoreError",
         "HashMismatchError", "IntegrityError", "InternalError", "InvalidArgumentError",
         "InvalidEventError", "NotAStoreError", "OpenRunsError", "OutOfMemoryError",
         "RunNotFoundError", "SchemaVersionError", "ScopeError", "SequenceError",
@@ -108,6 +110,7 @@ __all__ = [
     "AmbiguousRunError",
     "AppendResult",
     "ArchiveResult",
+    "ArgumentTypeError",
     "ArtifactError",
     "Branch",
     "BranchError",
