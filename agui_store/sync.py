@@ -61,7 +61,7 @@ from agui_store import backends
 from agui_store.backends import locations
 from agui_store.backends.sqlite import files
 from agui_store.engine import erasure, port, reads, replication
-from agui_store.engine.arguments import check_thread_id, flag, path_text, quote
+from agui_store.engine.arguments import check_thread_id, flag, path_text
 from agui_store.engine.intake import check_scope
 from agui_store.errors import AguiStoreError, InvalidArgumentError, NotAStoreError
 from agui_store.store import Store, is_url
@@ -127,12 +127,7 @@ def opened(
     if isinstance(where, Store):
         yield where
         return
-    path = path_text(where)
-    if not is_url(path) and not _utf8(path):  # SQLite names its files in UTF-8 only
-        raise InvalidArgumentError(
-            f"the store path {quote(path, 300)} is not UTF-8: SQLite opens a file by a UTF-8 "
-            "name only; rename the file or choose another path"
-        )
+    path = path_text(where)  # UTF-8, as SQLite names its files
     # a file: URI names its file after "file:", before any "?mode=ro"
     real = path if is_url(path) or not path.startswith("file:") else files.store_file(path)
     missing = None if not must_exist or real in (None, ":memory:") else (
@@ -175,13 +170,6 @@ def _remove_new_store(where: str) -> None:
                      locations.without_password(where), e)
 
 
-def _utf8(path: str) -> bool:
-    """Whether ``path`` is UTF-8 text (a file name of other bytes decodes to surrogates)."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _holds_nothing(store: Store) -> bool:

@@ -278,9 +278,10 @@ def path_text(path: Any) -> str:
     if not storable_text(text):
         # SQLite takes a path, and PostgreSQL a URL, as UTF-8: refused before a file is made.
         raise InvalidArgumentError(
-            f"the store path {quote(text)} holds a lone surrogate (an unpaired "
-            "\\ud800-\\udfff escape, or bytes that are not UTF-8): a store path must be "
-            "UTF-8 text"
+            f"the store path {quote(text, 300)} is not UTF-8 (it holds a lone surrogate: an "
+            "unpaired \\ud800-\\udfff escape, or bytes of another encoding): SQLite opens a "
+            "file by a UTF-8 name only, and PostgreSQL takes a UTF-8 URL; rename the file or "
+            "choose another path"
         )
     return text
 
