@@ -184,12 +184,12 @@ def _check_path(path: Any, role: str) -> None:
     or holds what no file name can (a NUL byte, a lone surrogate)."""
     if not isinstance(path, (str, os.PathLike)):
         return
-    text = os.fspath(path)
+    text = os.fsdecode(path)  # a path of bytes as the file system reads it
     if not text:
         raise InvalidArgumentError(
             f"an archive's {role} path is empty: a path is needed (or a file object)"
         )
-    if "\0" in str(text):
+    if "\0" in text:
         raise InvalidArgumentError(f"an archive's {role} path {quote(text)} holds a NUL byte")
     try:
         os.fsencode(text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -359,6 +360,16 @@ def test_an_archive_path_that_cannot_be_read_is_the_stores_own_error_naming_it(
     assert dump(target) == before
 
 
+class _BytesPath:
+    """A path object whose path is bytes, as ``os.PathLike`` allows."""
+
+    def __init__(self, path: bytes) -> None:
+        self.path = path
+
+    def __fspath__(self) -> bytes:
+        return self.path
+
+
 def test_an_empty_archive_path_or_one_no_file_can_have_is_refused_naming_what_is_wrong(
     new_location: Any, tmp_path: Path
 ) -> None:
@@ -372,6 +383,7 @@ def test_an_empty_archive_path_or_one_no_file_can_have_is_refused_naming_what_is
         for path, said in (
             ("", "a path is needed"),
             (f"{folder}/a\x00b.jsonl", "NUL"),
+            (_BytesPath(os.fsencode(folder) + b"/a\x00b.jsonl"), "NUL"),
             (f"{folder}/\ud800.jsonl", "lone surrogate"),
         ):
             for verb in (store.export_archive, store.import_archive):
