@@ -32,6 +32,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import functools
+import operator
 import os
 import platform
 import re
@@ -216,67 +217,43 @@ class ConversationStore(_upstream.ConversationStore):
 
     # --- pydantic-ai's calls, their arguments checked at the call --------------------------
 
-    async def load(
-        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
-    ) -> Conversation | None:
+    # Each takes upstream's arguments as they are (**options), so that an argument a later
+    # pydantic-ai adds passes through; the one each checks is read from them.
+
+    async def load(self, conversation_id: str, **options: Any) -> Conversation | None:
         """pydantic-ai's ``load``; a ``limit`` that is not an integer is an
         ``ArgumentTypeError`` (a ``TypeError`` too) naming it."""
-        _count_argument("limit", limit)
-        return await super().load(conversation_id, limit=limit, scope=scope)
+        _count_argument("limit", options.get("limit"))
+        return await super().load(conversation_id, **options)
 
     async def load_entries(
-        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
+        self, conversation_id: str, **options: Any
     ) -> list[_upstream.ConversationEntry] | None:
         """pydantic-ai's ``load_entries``; a ``limit`` that is not an integer is an
         ``ArgumentTypeError`` (a ``TypeError`` too) naming it."""
-        _count_argument("limit", limit)
-        return await super().load_entries(conversation_id, limit=limit, scope=scope)
+        _count_argument("limit", options.get("limit"))
+        return await super().load_entries(conversation_id, **options)
 
-    async def list_conversations(
-        self, *, scope: str | None = None, limit: int | None = None
-    ) -> list[_upstream.ConversationRecord]:
+    async def list_conversations(self, **options: Any) -> list[_upstream.ConversationRecord]:
         """pydantic-ai's ``list_conversations``; a ``limit`` that is not an integer is an
         ``ArgumentTypeError`` (a ``TypeError`` too) naming it."""
-        _count_argument("limit", limit)
-        return await super().list_conversations(scope=scope, limit=limit)
+        _count_argument("limit", options.get("limit"))
+        return await super().list_conversations(**options)
 
-    async def branch(
-        self,
-        conversation_id: str,
-        *,
-        at: int | None = None,
-        from_entry: str | None = None,
-        expected_revision: str | None,
-        scope: str | None = None,
-    ) -> Conversation:
+    async def branch(self, conversation_id: str, **options: Any) -> Conversation:
         """pydantic-ai's ``branch``; an ``at`` that is not an integer is an
         ``ArgumentTypeError`` (a ``TypeError`` too) naming it, before anything is read."""
-        _count_argument("at", at)
-        return await super().branch(
-            conversation_id, at=at, from_entry=from_entry,
-            expected_revision=expected_revision, scope=scope,
-        )
+        _count_argument("at", options.get("at"))
+        return await super().branch(conversation_id, **options)
 
-    async def fork(
-        self,
-        conversation_id: str,
-        *,
-        at: int | None = None,
-        from_entry: str | None = None,
-        new_conversation_id: str | None = None,
-        scope: str | None = None,
-        source_scope: str | None = None,
-    ) -> Conversation:
+    async def fork(self, conversation_id: str, **options: Any) -> Conversation:
         """pydantic-ai's ``fork``; an ``at`` that is not an integer is an
         ``ArgumentTypeError`` (a ``TypeError`` too) naming it, before anything is read."""
-        _count_argument("at", at)
-        return await super().fork(
-            conversation_id, at=at, from_entry=from_entry,
-            new_conversation_id=new_conversation_id, scope=scope, source_scope=source_scope,
-        )
+        _count_argument("at", options.get("at"))
+        return await super().fork(conversation_id, **options)
 
     async def save(
-        self, conversation: Conversation | AgentRunResult[Any], *, scope: str | None = None
+        self, conversation: Conversation | AgentRunResult[Any], **options: Any
     ) -> list[_upstream.ConversationEntry]:
         """pydantic-ai's ``save``, refusing at the call, having read and written nothing,
         what no store could save: ``ArgumentTypeError`` (a ``TypeError`` too) for a
@@ -293,8 +270,8 @@ class ConversationStore(_upstream.ConversationStore):
                 "ConversationStore.save takes a pydantic-ai Conversation or a run's result "
                 f"(AgentRunResult), not {_a_kind(saved)}; nothing was written"
             )
-        _engine.refuse_saved(saved.conversation_id, scope)
-        return await super().save(conversation, scope=scope)
+        _engine.refuse_saved(saved.conversation_id, options.get("scope"))
+        return await super().save(conversation, **options)
 
     # --- the five primitives, and read_history in one statement ---------------------------
 
@@ -441,10 +418,18 @@ def _count_argument(name: str, value: Any) -> None:
     """A ``limit`` or ``at`` is ``None`` or an integer: another type is refused by name at
     the call (pydantic-ai's own methods compare it with 0 first, a bare ``TypeError``, or
     slice with it). A negative one is left to pydantic-ai, which raises ``UserError``."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ArgumentTypeError(
-            f"{name} must be None or an integer >= 0, not {_a_kind(value)} ({_quote(value)})"
-        )
+    if value is None:
+        return
+    try:
+        operator.index(value)  # an int, or what stands for one (numpy's)
+    except TypeError:
+        pass
+    else:
+        if not isinstance(value, bool):
+            return
+    raise ArgumentTypeError(
+        f"{name} must be None or an integer >= 0, not {_a_kind(value)} ({_quote(value)})"
+    )
 
 
 def _worker() -> concurrent.futures.ThreadPoolExecutor:
