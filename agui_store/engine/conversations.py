@@ -321,24 +321,43 @@ def refuse_unstorable(record: Record, new_entries: Sequence[Entry]) -> None:
     """Ids and names are text on every backend: one PostgreSQL cannot hold (a NUL) is
     refused on SQLite too, so that any store copies to any other; a scope is an owner's
     name, never empty. A save and an archive's import both ask it."""
-    named = [("id", record.conversation_id), ("scope", record.scope),
-             ("head", record.head_id), ("revision", record.revision)]
-    named += [("branch", b) for b in record.branches]
-    required = [("id", record.conversation_id), ("revision", record.revision)]
-    for index, entry in enumerate(new_entries):
-        # An entry's kind is held as an id is: a copy carries only such kinds.
-        named += [(f"new entry {index}'s id", entry.entry_id),
-                  (f"new entry {index}'s parent", entry.parent_id),
-                  (f"new entry {index}'s kind", entry.kind)]
-        required += [(f"new entry {index}'s id", entry.entry_id),
-                     (f"new entry {index}'s kind", entry.kind)]
-    for what, value in required:
+    for what, value in (("id", record.conversation_id), ("revision", record.revision)):
         if value is None:
-            raise ArgumentTypeError(
-                f"conversation {arguments.quote(record.conversation_id)}: its {what} is None, "
-                "not text; nothing was written"
-            )
-    _refuse(record.conversation_id, named)
+            _none(record.conversation_id, what)
+    _refuse(record.conversation_id, [
+        ("id", record.conversation_id), ("scope", record.scope), ("head", record.head_id),
+        ("revision", record.revision), *(("branch", b) for b in record.branches),
+    ])
+    # An entry's kind is held as an id is: a copy carries only such kinds. A save's entries
+    # are many: each is looked at, and what is wrong with it is said only when it is refused.
+    unstorable = arguments.unstorable
+    for index, entry in enumerate(new_entries):
+        entry_id, parent, kind = entry.entry_id, entry.parent_id, entry.kind
+        if (
+            type(entry_id) is not str or type(kind) is not str
+            or unstorable(entry_id) is not None or unstorable(kind) is not None
+            or (parent is not None and (type(parent) is not str or unstorable(parent)))
+        ):
+            _refuse_entry(record.conversation_id, index, entry)
+
+
+def _refuse_entry(conversation_id: str, index: int, entry: Entry) -> NoReturn:
+    """Raise for the first field of new entry ``index`` that no store can hold."""
+    for part, value in (("id", entry.entry_id), ("kind", entry.kind)):
+        if value is None:
+            _none(conversation_id, f"new entry {index}'s {part}")
+    _refuse(conversation_id, [(f"new entry {index}'s id", entry.entry_id),
+                              (f"new entry {index}'s parent", entry.parent_id),
+                              (f"new entry {index}'s kind", entry.kind)])
+    raise AssertionError("an entry refused for nothing")  # _refuse found what was wrong
+
+
+def _none(conversation_id: str, what: str) -> NoReturn:
+    """Refuse a value a record or an entry must have."""
+    raise ArgumentTypeError(
+        f"conversation {arguments.quote(conversation_id)}: its {what} is None, not text; "
+        "nothing was written"
+    )
 
 
 def refuse_saved(conversation_id: Any, scope: Any) -> None:
