@@ -328,6 +328,7 @@ def refuse_unstorable(record: Record, new_entries: Sequence[Entry]) -> None:
         ("id", record.conversation_id), ("scope", record.scope), ("head", record.head_id),
         ("revision", record.revision), *(("branch", b) for b in record.branches),
     ])
+    _refuse_empty_scope(record.conversation_id, record.scope)
     # An entry's kind is held as an id is: a copy carries only such kinds. A save's entries
     # are many: each is looked at, and what is wrong with it is said only when it is refused.
     unstorable = arguments.unstorable
@@ -366,6 +367,18 @@ def refuse_saved(conversation_id: Any, scope: Any) -> None:
     record can have would read as another owner's, a ``ConversationConflict`` that no
     reload and retry resolves."""
     _refuse(conversation_id, [("id", conversation_id), ("scope", scope)])
+    _refuse_empty_scope(conversation_id, scope)
+
+
+def _refuse_empty_scope(conversation_id: Any, scope: Any) -> None:
+    """The scope ``""``, which the store's every scope refuses: no erasure verb names an
+    owner ``""``, so its conversations would outlive delete_owner and the erasure of their
+    thread."""
+    if scope == "":
+        raise InvalidArgumentError(
+            f"conversation {arguments.quote(conversation_id)}: its scope is empty: a scope is "
+            "an owner's name (a non-empty string), or None; nothing was written"
+        )
 
 
 def _refuse(conversation_id: Any, named: Sequence[tuple[str, Any]]) -> None:
@@ -374,10 +387,6 @@ def _refuse(conversation_id: Any, named: Sequence[tuple[str, Any]]) -> None:
     :class:`~agui_store.errors.InvalidArgumentError`."""
     for what, value in named:
         found = arguments.first_unstorable([(what, value)])
-        if found is None and what == "scope" and value == "":
-            # As the store's every scope: no erasure verb names an owner "", so its
-            # conversations would outlive delete_owner and the erasure of their thread.
-            found = (what, "is empty: a scope is an owner's name (a non-empty string), or None")
         if found is not None:
             error = InvalidArgumentError if isinstance(value, str) else ArgumentTypeError
             raise error(
