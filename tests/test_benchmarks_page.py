@@ -36,9 +36,12 @@ def test_the_page_is_what_the_script_writes() -> None:
 def test_the_error_benchmark_opens_its_store_as_a_store_does(tmp_path: Path) -> None:
     from benchmarks import bench_errors
 
+    from agui_store.backends import DEFAULT_BUSY_TIMEOUT_MS
+
     conn = bench_errors.connect(str(tmp_path / "store.db"))
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == DEFAULT_BUSY_TIMEOUT_MS
     finally:
         conn.close()
 
