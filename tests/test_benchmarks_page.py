@@ -34,9 +34,8 @@ def test_the_page_is_what_the_script_writes() -> None:
 
 
 def test_the_error_benchmark_opens_its_store_as_a_store_does(tmp_path: Path) -> None:
-    from benchmarks import bench_errors
-
     from agui_store.backends import DEFAULT_BUSY_TIMEOUT_MS
+    from benchmarks import bench_errors
 
     conn = bench_errors.connect(str(tmp_path / "store.db"))
     try:

@@ -330,9 +330,9 @@ def test_a_file_written_before_secure_delete_is_rewritten_once_when_it_is_migrat
 def test_a_purge_finishes_while_the_cursors_that_opened_the_store_are_still_alive(
     tmp_path: Path,
 ) -> None:
-    """apsw 3.54.0 kept cursors alive past their last reference, as a tracer that holds on
-    to them does: a pragma's unread row, left by opening the file, kept every ``VACUUM``
-    out, so no erasure's purge ever finished."""
+    """A cursor may live past its last reference (apsw 3.54.0 keeps them, as a tracer that
+    holds on to them does): a pragma's row left unread by opening the file would keep every
+    ``VACUUM`` out, and no erasure's purge would finish."""
     path = tmp_path / "store.db"
     with agui_store.open(path) as store:
         store.append(run("t", "r1", *say("m1", "hello")))

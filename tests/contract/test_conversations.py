@@ -358,7 +358,8 @@ def test_a_limit_or_at_that_is_no_integer_is_refused_by_name_at_pydantic_ais_own
     store_location: str,
 ) -> None:
     """pydantic-ai's load, list_conversations, branch and fork compare a count with 0 (or
-    slice with it) before the store sees it: a bare TypeError that named nothing."""
+    slice with it) before the store sees it, where a count of another type would be a bare
+    TypeError that names nothing."""
     async def scenario() -> None:
         async with ConversationStore(store_location) as store:
             await store.save(Conversation(conversation_id="c", messages=turn(2)))
@@ -501,9 +502,9 @@ def test_a_stored_conversation_saved_under_a_scope_no_store_holds_is_refused_not
 def test_an_entry_whose_id_or_kind_no_store_could_hold_is_refused_by_name_and_writes_nothing(
     store_location: str, field: str, value: Any, error: type[Exception], said: str
 ) -> None:
-    """A kind is held as an id is, on every backend, as a copy holds it: SQLite stored a NUL
-    or a long kind that PostgreSQL and a copy refuse, and a kind or id that was no text
-    failed as a bug or a constraint."""
+    """A kind is held as an id is, on every backend, as a copy holds it: SQLite alone would
+    store a NUL or a long kind that PostgreSQL and a copy refuse, and a kind or an id that
+    is no text is named, not met as a constraint."""
     async def scenario() -> None:
         async with ConversationStore(store_location) as store:
             await store.save(Conversation(conversation_id="c", messages=turn(1)))
@@ -520,7 +521,8 @@ def test_an_entry_whose_id_or_kind_no_store_could_hold_is_refused_by_name_and_wr
 def test_a_write_record_given_no_record_or_no_entries_is_refused_by_name_and_writes_nothing(
     store_location: str,
 ) -> None:
-    """An AttributeError or a TypeError from inside the store said neither what nor where."""
+    """Each is named at the call, where an AttributeError or a TypeError from inside the
+    store would say neither what nor where."""
     async def scenario() -> None:
         async with ConversationStore(store_location) as store:
             await store.save(Conversation(conversation_id="c", messages=turn(1)))
