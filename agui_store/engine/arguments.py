@@ -247,8 +247,9 @@ def cursor(after: Any) -> int:
     if after is None:
         return 0
     if isinstance(after, bool) or not isinstance(after, int):
-        raise InvalidArgumentError(
-            f"after= must be a sequence number (a non-negative int), not {type(after).__name__}"
+        raise ArgumentTypeError(
+            f"after= must be a sequence number (a non-negative int), not {a_kind(after)} "
+            f"({quote(after)})"
         )
     if after < 0:
         raise InvalidArgumentError(
@@ -310,7 +311,8 @@ def page_size(limit: Any) -> int | None:
 def page_before(before: Any) -> str | None:
     """``runs(before=)``: ``None``, or a run id (text)."""
     if before is not None and not (isinstance(before, str) and before):
-        raise InvalidArgumentError(f"before= must be None or a run id, not {before!r:.60}")
+        error = InvalidArgumentError if isinstance(before, str) else ArgumentTypeError
+        raise error(f"before= must be None or a run id, not {quote(before)}")
     _names_no_run("before=", before)
     return before
 
@@ -320,8 +322,9 @@ def page_cursor(cursor: Any) -> str | None:
     if cursor is None:
         return None
     if not isinstance(cursor, str) or not cursor:
-        shown = repr(cursor)[:60] if isinstance(cursor, str) else type(cursor).__name__
-        raise InvalidArgumentError(
+        error = InvalidArgumentError if isinstance(cursor, str) else ArgumentTypeError
+        shown = quote(cursor) if isinstance(cursor, str) else f"{a_kind(cursor)} ({quote(cursor)})"
+        raise error(
             f"cursor= must be None or a run id (a previous page's Log.next_cursor), not {shown}"
         )
     _names_no_run("cursor=", cursor)

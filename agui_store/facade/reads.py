@@ -55,9 +55,8 @@ class ReadVerbs(Facade):
         arguments.check_scope(scope)
         arguments.flag("recent_first", recent_first)
         if after is not None and (not isinstance(after, str) or not after):
-            raise InvalidArgumentError(
-                f"after= must be a thread's id, not {arguments.quote(after)}"
-            )
+            error = InvalidArgumentError if isinstance(after, str) else ArgumentTypeError
+            raise error(f"after= must be a thread's id, not {arguments.quote(after)}")
         at = None
         if after_updated_at is not None:
             if not isinstance(after_updated_at, datetime.datetime):

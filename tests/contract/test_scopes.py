@@ -230,6 +230,22 @@ def test_every_yes_or_no_option_refuses_what_is_not_a_bool_and_changes_nothing(
     assert not (tmp_path / "c.db").exists() and not (tmp_path / "a.db").exists()
 
 
+def test_a_paging_argument_of_another_type_is_a_type_error_and_a_store_error(
+    store: Any,
+) -> None:
+    store.append(run("t", "r1"))
+    calls = [
+        lambda: store.threads(after=5),
+        lambda: store.events("r1", thread_id="t", after="5"),
+        lambda: store.runs("t", before=5),
+        lambda: store.log("r1", thread_id="t", cursor=5),
+    ]
+    for call in calls:
+        with pytest.raises(ArgumentTypeError) as refused:
+            call()
+        assert isinstance(refused.value, TypeError) and "5" in str(refused.value)
+
+
 def test_a_scope_of_another_type_is_a_type_error_and_a_store_error_in_every_read(
     store: Any,
 ) -> None:
