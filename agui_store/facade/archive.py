@@ -64,13 +64,7 @@ class ArchiveVerbs(Facade):
             ArgumentTypeError: ``target`` is neither a path nor a file object, or
                 ``progress`` is not callable (a ``TypeError`` too).
         """
-        if not isinstance(target, (str, os.PathLike)) and not callable(
-            getattr(target, "write", None)
-        ):
-            raise ArgumentTypeError(
-                f"an archive's target is a path or a file object to write, not {a_kind(target)}"
-            )
-        _check_path(target, "target")
+        _check_file(target, "target", "write")
         _check_progress(progress)
         intake.check_scope(scope)
         counts = archive.ArchiveResult()
@@ -134,13 +128,7 @@ class ArchiveVerbs(Facade):
                 ``progress`` is not callable, or ``restore_erased`` is not a bool (a
                 ``TypeError`` too).
         """
-        if not isinstance(source, (str, os.PathLike)) and not callable(
-            getattr(source, "read", None)
-        ):
-            raise ArgumentTypeError(
-                f"an archive's source is a path or a file object to read, not {a_kind(source)}"
-            )
-        _check_path(source, "source")
+        _check_file(source, "source", "read")
         _check_progress(progress)
         flag("restore_erased", restore_erased)  # "no" would bring the erased back
         with contextlib.ExitStack() as stack:
@@ -179,10 +167,17 @@ class ArchiveVerbs(Facade):
         return result
 
 
-def _check_path(path: Any, role: str) -> None:
-    """An archive's path (when it is one) names a file: refused at the call when it is empty
-    or holds what no file name can (a NUL byte, a lone surrogate)."""
+def _check_file(path: Any, role: str, method: str) -> None:
+    """An archive's ``target`` or ``source`` (its ``role``): a file object with the
+    ``method`` the verb calls (``write``, ``read``), or a path that names a file, refused at
+    the call when it is empty or holds what no file name can (a NUL byte, a lone
+    surrogate)."""
     if not isinstance(path, (str, os.PathLike)):
+        if not callable(getattr(path, method, None)):
+            raise ArgumentTypeError(
+                f"an archive's {role} is a path or a file object to {method}, not "
+                f"{a_kind(path)}"
+            )
         return
     text = os.fsdecode(path)  # a path of bytes as the file system reads it
     if not text:
