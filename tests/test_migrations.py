@@ -798,26 +798,32 @@ def test_a_file_that_cannot_be_written_says_its_migration_is_what_needs_to_write
     assert pragma(path, "user_version") == version
 
 
+def _threads_in_files_of_at_most(path: Path, room: int) -> subprocess.CompletedProcess[str]:
+    """``agui-store threads`` on ``path`` in a process that writes no file past ``room``
+    bytes (a full disk, as the process meets it)."""
+    import resource
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (room, room))
+
+    return subprocess.run(
+        [sys.executable, "-m", "agui_store", "threads", "--db", str(path)],
+        capture_output=True, text=True, env=worker_env(), preexec_fn=limited,
+    )
+
+
 def test_a_disk_without_room_for_the_shm_file_is_told_by_the_read_that_failed(
     tmp_path: Path,
 ) -> None:
     """The first read of an old file needs its ``-shm`` (32 kB): with no room for it, the
     read fails, and the error told is that one, not the failure of ending the transaction
     SQLite had already ended."""
-    import resource
-
     path = _one_message(tmp_path)
     _as_version(path, schema.SCHEMA_VERSION - 1)
     before = dump(path)
     room = 16 * 1024
 
-    def limited() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (room, room))
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "agui_store", "threads", "--db", str(path)],
-        capture_output=True, text=True, env=worker_env(), preexec_fn=limited,
-    )
+    proc = _threads_in_files_of_at_most(path, room)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert f"{path}: no space left to write" in proc.stderr, proc.stderr
     assert "free space and retry" in proc.stderr, proc.stderr
@@ -833,21 +839,13 @@ def test_a_disk_that_fills_while_an_old_file_is_rewritten_says_its_migration_nee
     """A file old enough to be rewritten (VACUUM) before its migration, on a disk with room
     for a few pages more than the open needs: the rewrite fails, is told as the migration's,
     and the file migrates once there is room."""
-    import resource
-
     path = _one_message(tmp_path)
     _as_version(path, 13)
     before = dump(path)
     room = 64 * 1024  # the -shm file's 32 kB fits; the rewrite's copy of the file does not
     assert path.stat().st_size > room
 
-    def limited() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (room, room))
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "agui_store", "threads", "--db", str(path)],
-        capture_output=True, text=True, env=worker_env(), preexec_fn=limited,
-    )
+    proc = _threads_in_files_of_at_most(path, room)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert (
         f"{path} is at schema version 13, and this release migrates it to "
