@@ -304,7 +304,9 @@ class PostgresBackend:
     def _connect(self) -> Any:
         conn = _connection(self.url, self.where)
         try:
-            schema.install(conn, backfill=functools.partial(_backfill, deferred=[]))
+            schema.install(
+                conn, backfill=functools.partial(_backfill, deferred=[], where=self.where)
+            )
             # Session settings: the store's schema first on the path, and a bounded wait for
             # the write locks (0 would mean "forever" to PostgreSQL: 1 ms is "no wait"); and
             # the lock that says the store is open (sql.STORE_OPEN_LOCK_KEY), shared.
@@ -690,18 +692,19 @@ def _lost(conn: Any) -> bool:
     return bool(conn.closed or conn.broken)
 
 
-def _backfill(conn: Any, version: int, deferred: list[int]) -> None:
+def _backfill(conn: Any, version: int, deferred: list[int], where: str) -> None:
     """What a migration computes in Python (see :func:`schema.install`): the steps of
     :mod:`agui_store.backends.postgres.migrations` (version 7 rehashes the log); and
     version 5's index of every complete run's messages for search, with a progress bar on a
     terminal, built after the last migration (``deferred`` notes it is due): indexing reads
-    runs through their hashes, which a later version may recompute."""
+    runs through their hashes, which a later version may recompute. ``where``: the store,
+    as the bar names it (without its password)."""
     if version in migrations.BACKFILLS:
         migrations.BACKFILLS[version](conn)
     if version == schema.SEARCH_INDEX_VERSION:
         deferred.append(version)
     if version == schema.SCHEMA_VERSION and deferred:
-        with progress.on_terminal("indexing the store for search", unit="runs") as shown:
+        with progress.on_terminal(f"indexing {where} for search", unit="runs") as shown:
             tx = PostgresTransaction(conn)
             derivation.index_every_run(tx, shown)
             tx.flush()
