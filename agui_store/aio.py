@@ -379,7 +379,7 @@ class AsyncStore:
             InvalidArgumentError: ``events`` is not a stream of events (one event, one text,
                 ``None``: also a ``TypeError``), or ``thread_id`` or ``scope`` is refused.
         """
-        if self._closed:
+        if self._closed or self._store._closed:  # or the Store it wraps, closed by its owner
             raise AguiStoreError("the store is closed")
         return recording.record_async(self, events, input=input, thread_id=thread_id, scope=scope)
 

@@ -902,6 +902,9 @@ def test_a_recording_on_a_closed_store_is_refused_when_called(tmp_path: Path) ->
 
         with pytest.raises(agui_store.AguiStoreError, match="the store is closed"):
             astore.record(agent())
+        wrapped = aio.AsyncStore(store, writer="thread")  # a Store its owner closed
+        with pytest.raises(agui_store.AguiStoreError, match="the store is closed"):
+            wrapped.record(agent())
 
     asyncio.run(main())
 
