@@ -280,6 +280,12 @@ def public_keywords() -> set[str]:
         classes.append(ConversationStore)
     for cls in classes:
         callables += [cls, *(getattr(cls, n) for n in dir(cls) if not n.startswith("_"))]
+        # A method that passes **options on (the ConversationStore's, to pydantic-ai's)
+        # takes the keywords of the method it overrides.
+        callables += [
+            getattr(base, n) for base in cls.__mro__[1:] for n in vars(base)
+            if not n.startswith("_")
+        ]
     names: set[str] = set()
     for obj in callables:
         if callable(obj):

@@ -223,7 +223,7 @@ def test_huge_and_negative_cursors_are_answered_as_documented(small: agui_store.
     assert small.events("r1", thread_id="t1", after=10**30) == []
     with pytest.raises(InvalidArgumentError, match="non-negative"):
         small.events("r1", thread_id="t1", after=-1)
-    with pytest.raises(InvalidArgumentError, match="not float"):
+    with pytest.raises(InvalidArgumentError, match="not a float"):
         small.events("r1", thread_id="t1", after=1.5)
 
 
