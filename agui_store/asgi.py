@@ -37,7 +37,7 @@ from agui_store.aio import AsyncStore
 from agui_store.codec.sse import SSEParser, encode_sse
 from agui_store.engine import arguments
 from agui_store.errors import AguiStoreError, ArgumentTypeError, InvalidArgumentError
-from agui_store.records import AppendResult
+from agui_store.records import AppendResult, one_line
 from agui_store.store import Store
 
 __all__ = ["Recorder", "SSEFramer", "encode_sse"]
@@ -63,6 +63,13 @@ PROTOBUF_TYPE = b"application/vnd.ag-ui.event+proto"
 def _is_json(content_type: bytes | None) -> bool:
     media = (content_type or b"").partition(b";")[0].strip().lower()
     return media == b"application/json" or media.endswith(b"+json")
+
+
+def _path(scope: Scope) -> str:
+    """A request's path as a log line shows it: the client chose it (``%0A`` arrives as a
+    newline), so its control characters are escapes and it cannot start a line of its own.
+    The thread and run ids a body names are shown the same way (:func:`one_line`)."""
+    return one_line(str(scope.get("path")))
 
 
 def _header(headers: Any, name: bytes) -> bytes | None:
@@ -259,14 +266,14 @@ class _Recording:
         if reason is not None:
             logger.warning(
                 "not recorded: thread %s, run %s: %s: %s",
-                self.thread_id,
-                batcher.run_id or self.requested_run_id,
+                one_line(self.thread_id),
+                one_line(batcher.run_id or self.requested_run_id),
                 recording.counted(
                     batcher.recorded,
                     batcher.dropped + self._framer.dropped,  # the framer's never reached it
                     batcher.uncertain,
                 ),
-                reason,
+                one_line(str(reason)),
             )
 
     def _written(self, result: AppendResult, batch: list[bytes]) -> None:
@@ -457,14 +464,14 @@ class Recorder:
         except Exception:
             logger.exception(
                 "the scope callable raised for %s %s: the request has no owner",
-                scope.get("method"), scope.get("path"),
+                scope.get("method"), _path(scope),
             )
             return None
         try:
             arguments.check_scope(owner)
         except (TypeError, AguiStoreError) as e:
             logger.warning("the scope callable gave no owner's name for %s %s (%s): the "
-                           "request has no owner", scope.get("method"), scope.get("path"), e)
+                           "request has no owner", scope.get("method"), _path(scope), e)
             return None
         return owner
 
@@ -573,7 +580,7 @@ class Recorder:
             logger.warning(
                 "refused: %s %s: the request has no owner (unowned='refuse') and its body is "
                 "larger than the store takes as a run's input (max_event_bytes=%d)",
-                scope.get("method"), scope.get("path"), self._store.store.max_event_bytes,
+                scope.get("method"), _path(scope), self._store.store.max_event_bytes,
             )
             await _reply(send, 401, b"no owner: this request names no user")
             return
@@ -583,7 +590,7 @@ class Recorder:
             return
         logger.warning(
             "refused: thread %s, run %s: the request has no owner (unowned='refuse')",
-            ids.threadId, ids.runId,
+            one_line(ids.threadId), one_line(ids.runId),
         )
         await _reply(send, 401, b"no owner: this request names no user")
 
@@ -607,7 +614,7 @@ class Recorder:
                         "%s); the Recorder records text/event-stream responses only (a client "
                         "that accepts text/event-stream is recorded). Said once: later "
                         "protobuf responses go unrecorded without a word",
-                        scope.get("method"), scope.get("path"), PROTOBUF_TYPE.decode(),
+                        scope.get("method"), _path(scope), PROTOBUF_TYPE.decode(),
                     )
                 return None
             if _header(headers, b"content-encoding") not in (None, b"identity"):
@@ -619,7 +626,7 @@ class Recorder:
                 logger.warning(
                     "not recorded: %s %s answered an event stream, but its request body is "
                     "compressed (Content-Encoding: %s), which the Recorder does not read",
-                    scope.get("method"), scope.get("path"),
+                    scope.get("method"), _path(scope),
                     (encoding or b"").decode("latin-1")[:40],
                 )
                 return None
@@ -627,7 +634,7 @@ class Recorder:
                 logger.warning(
                     "not recorded: %s %s answered an event stream, but its request body is "
                     "larger than the store takes as a run's input (max_event_bytes=%d)",
-                    scope.get("method"), scope.get("path"), self._store.store.max_event_bytes,
+                    scope.get("method"), _path(scope), self._store.store.max_event_bytes,
                 )
                 return None
             body = b"".join(body_parts)
@@ -638,7 +645,7 @@ class Recorder:
                     "not recorded: %s %s answered an event stream, but its request body is "
                     "not a RunAgentInput (%s)",
                     scope.get("method"),
-                    scope.get("path"),
+                    _path(scope),
                     _why_not_ids(body) if body_complete
                     else "the app answered before reading it whole",
                 )
@@ -653,15 +660,15 @@ class Recorder:
                     "not recorded: thread %s, run %s: the request has no owner (the app "
                     "answered it; Recorder(unowned='record') records such runs as the "
                     "operator's, unowned='refuse' refuses them)",
-                    ids.threadId,
-                    ids.runId,
+                    one_line(ids.threadId),
+                    one_line(ids.runId),
                 )
                 return None
             recording = _Recording(self, body, ids.threadId, ids.runId, owner)
             self._unwritten.setdefault(ids.threadId, []).append(recording)
             return recording
         except Exception:
-            logger.exception("not recorded: %s %s", scope.get("method"), scope.get("path"))
+            logger.exception("not recorded: %s %s", scope.get("method"), _path(scope))
             return None
 
     # --- reconnect ----------------------------------------------------------------------
@@ -704,7 +711,9 @@ class Recorder:
         try:
             await self._answer_connect(ids, owner, after, tracked, disconnected)
         except Exception:
-            logger.exception("connect failed: thread %s, run %s", ids.threadId, ids.runId)
+            logger.exception(
+                "connect failed: thread %s, run %s", one_line(ids.threadId), one_line(ids.runId)
+            )
             if not started:
                 await _reply(send, 500, b"the store could not be read")
             else:  # end the stream: the client reconnects with its Last-Event-ID

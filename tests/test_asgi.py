@@ -1706,3 +1706,21 @@ def test_a_run_without_an_owner_is_skipped_with_a_warning_recorded_or_refused_as
     assert owned.body == b"".join(chunks2)
     with pytest.raises(agui_store.InvalidArgumentError, match="unowned="):
         Recorder(streaming_app(chunks), store=astore, unowned="ignore")
+
+
+@pytest.mark.parametrize("unowned", ["skip", "refuse"])
+def test_an_id_a_client_chose_cannot_write_a_log_line_of_its_own(
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture, unowned: str
+) -> None:
+    # A client without an owner names the ids it likes: a newline in them would start a
+    # line of the log that reads as the server's own.
+    thread, run = "t1\nWARNING:agui_store.asgi:forged", "r1\r\x1b[2K"
+    chunks = sse(run_events(thread, run))
+    recorder = Recorder(streaming_app(chunks), store=astore, scope=owner_header,
+                        unowned=unowned)
+    with caplog.at_level("WARNING", logger="agui_store.asgi"):
+        asyncio.run(call(recorder, request_body(thread, run)))
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "agui_store.asgi"]
+    assert "\n" not in said and "\r" not in said and "\x1b" not in said
+    assert "thread t1\\nWARNING:agui_store.asgi:forged, run r1\\r\\x1b[2K" in said
+    assert store.threads() == []
