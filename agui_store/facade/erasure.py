@@ -88,7 +88,7 @@ class ErasureVerbs(Facade):
                 raise InvalidArgumentError(f"before= must not be a negative timedelta: {before}")
             cutoff = clock.now_ms() * 1000 - (before // datetime.timedelta(microseconds=1))
         elif isinstance(before, datetime.datetime):
-            if before.tzinfo is None:
+            if before.utcoffset() is None:  # naive, its zone none or one without an offset
                 before = before.replace(tzinfo=datetime.timezone.utc)
             cutoff = clock.micros(before)
         else:

@@ -296,6 +296,29 @@ def test_prune_takes_a_thread_last_active_any_fraction_of_a_millisecond_before_t
             assert store.prune(before=cutoff, dry_run=True).threads == erased, after
 
 
+class _NoOffset(datetime.tzinfo):
+    """A zone that knows no offset: a datetime in it is naive, as Python counts it."""
+
+    def utcoffset(self, dt: datetime.datetime | None) -> None:
+        return None
+
+    def dst(self, dt: datetime.datetime | None) -> None:
+        return None
+
+
+def test_prune_takes_a_cutoff_whose_zone_gives_no_offset_as_a_naive_one_in_utc(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        _thread(store, "t", 1)
+        last = store.runs("t")[-1].updated_at
+        assert last is not None
+        for after, erased in [(0, 0), (1, 1)]:
+            cutoff = (last + datetime.timedelta(milliseconds=after)).replace(tzinfo=_NoOffset())
+            assert store.prune(before=cutoff, dry_run=True).threads == erased, after
+        assert store.threads() == ["t"]
+
+
 @pytest.mark.pydantic_ai
 def test_prune_keeps_a_thread_whose_conversation_was_saved_after_the_cutoff(
     store_location: str,
