@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agui_store.engine import archive, intake, reads, revisions
-from agui_store.engine.arguments import a_kind, flag, quote
+from agui_store.engine.arguments import a_kind, check_thread_id, flag, quote
 from agui_store.errors import (
     ArgumentTypeError,
     CorruptStoreError,
@@ -60,12 +60,14 @@ class ArchiveVerbs(Facade):
         Raises:
             RunNotFoundError: no thread ``thread_id`` (in the ``scope``).
             InvalidArgumentError: ``target`` is an empty path, or one holding a NUL byte or
-                a lone surrogate.
+                a lone surrogate; ``thread_id`` is not a non-empty string (an
+                ``ArgumentTypeError``, a ``TypeError`` too, when it is no string).
             ArgumentTypeError: ``target`` is neither a path nor a file object, or
                 ``progress`` is not callable (a ``TypeError`` too).
         """
         _check_file(target, "target", "write")
         _check_progress(progress)
+        check_thread_id(thread_id)
         intake.check_scope(scope)
         counts = archive.ArchiveResult()
         with self.reading() as tx:

@@ -427,6 +427,19 @@ def test_an_archive_target_source_or_progress_of_the_wrong_type_is_refused_befor
         assert not (tmp_path / "a.agui").exists()
 
 
+def test_an_export_of_a_thread_id_that_is_no_id_is_refused_as_a_bad_argument(
+    store_location: str, tmp_path: Path
+) -> None:
+    with agui_store.open(store_location) as store:
+        record_run(store, "t1", "r1")
+        for value, wrong_type in ((5, True), (b"t1", True), ("", False)):
+            refusal = "thread_id must be a non-empty string"
+            with pytest.raises(agui_store.InvalidArgumentError, match=refusal) as refused:
+                store.export_archive(tmp_path / "a.agui", thread_id=value)
+            assert isinstance(refused.value, TypeError) == wrong_type, value
+        assert not (tmp_path / "a.agui").exists()
+
+
 @pytest.mark.pydantic_ai
 def test_a_thread_exports_alone_with_its_conversation_and_a_scope_exports_its_own(
     store_location: str,
