@@ -15,7 +15,7 @@ from collections.abc import Callable
 from agui_store.engine import checkpoints, clock, erasure, intake, port
 from agui_store.engine.arguments import flag as _flag
 from agui_store.engine.arguments import quote as _quote
-from agui_store.errors import AguiStoreError, InvalidArgumentError
+from agui_store.errors import AguiStoreError, ArgumentTypeError, InvalidArgumentError
 from agui_store.facade.base import Facade
 from agui_store.records import ErasureReceipt
 
@@ -45,9 +45,9 @@ class ErasureVerbs(Facade):
         _flag("dry_run", dry_run)
         intake.check_scope(scope)
         if not isinstance(thread_id, str) or not thread_id:
-            raise InvalidArgumentError(
-                f"thread_id must be a non-empty string, not {_quote(thread_id)}"
-            )
+            # No string is a TypeError too, as check_thread_id says of every other verb's.
+            error = InvalidArgumentError if isinstance(thread_id, str) else ArgumentTypeError
+            raise error(f"thread_id must be a non-empty string, not {_quote(thread_id)}")
         return self._erase(
             lambda tx: [erasure.thread_to_erase(tx, thread_id, scope, self.path)],
             "delete_thread",

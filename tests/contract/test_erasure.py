@@ -247,6 +247,20 @@ def test_content_shared_with_a_kept_thread_stays_and_that_thread_reads_as_before
         assert store.check().ok
 
 
+def test_a_thread_id_of_the_wrong_type_to_erase_is_a_type_error_and_erases_nothing(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        _thread(store, "5", 1)
+        before = dump(store_location)
+        for value in (5, b"5", None):
+            with pytest.raises(ArgumentTypeError, match="thread_id must be a non-empty string"):
+                store.delete_thread(value)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError, match="thread_id must be a non-empty string"):
+            store.delete_thread("")
+        assert dump(store_location) == before
+
+
 def test_a_scope_erases_only_its_owners_threads(store_location: str) -> None:
     with agui_store.open(store_location) as store:
         _thread(store, "alices", scope="alice")
