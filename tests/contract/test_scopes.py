@@ -5,6 +5,7 @@ nothing, writes are refused and write nothing. ``scope=None`` is the operator.""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
@@ -332,6 +333,30 @@ def test_an_after_updated_at_that_is_not_a_datetime_is_refused_for_its_type_firs
     for others in ({}, {"after": "t"}, {"after": "t", "recent_first": True}):
         with pytest.raises(TypeError, match="after_updated_at= must be a datetime, not a str"):
             store.threads(after_updated_at="2020-01-01", **others)
+
+
+class _NoOffset(datetime.tzinfo):
+    """A zone that knows no offset: a datetime in it is naive, as Python counts it."""
+
+    def utcoffset(self, dt: datetime.datetime | None) -> None:
+        return None
+
+    def dst(self, dt: datetime.datetime | None) -> None:
+        return None
+
+
+def test_a_page_after_an_erased_thread_reads_a_time_whose_zone_gives_no_offset_as_utc(
+    store: Any,
+) -> None:
+    import time
+
+    store.append(run("a", "a1", *say("a-m1", "hi")))
+    time.sleep(0.002)  # a batch's time is its millisecond
+    store.append(run("b", "b1", *say("b-m1", "hi")))
+    at = store.thread("b").updated_at
+    store.delete_thread("b")
+    naive = at.astimezone(datetime.timezone.utc).replace(tzinfo=_NoOffset())
+    assert store.threads(recent_first=True, after="b", after_updated_at=naive) == ["a"]
 
 
 def test_a_page_of_threads_after_one_that_is_gone_needs_its_time_and_bad_cursors_are_refused(
