@@ -424,6 +424,26 @@ def test_a_branch_or_run_that_would_shadow_the_other_is_refused_naming_the_threa
         assert said in err and "this thread" not in err, err
 
 
+def test_at_is_refused_as_a_branch_name_as_head_and_main_are_saying_it_is_reserved(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = agui(db, "branch")
+    capsys.readouterr()
+    for name in ["HEAD", "@", "main"]:
+        for words, said in [
+            (["branch", name], f"'{name}' is reserved (the default branch follows the newest run)"),
+            (["branch", "-m", "side", name],
+             f"'{name}' is reserved (the default branch follows the newest run)"),
+            (["branch", "-d", name],
+             f"'{name}' is the thread's default branch; it cannot be deleted or renamed"),
+            (["branch", "-m", name, "plan"],
+             f"'{name}' is the thread's default branch; it cannot be deleted or renamed"),
+        ]:
+            assert agui(db, *words) == (1, ""), words
+            assert capsys.readouterr().err == f"agui-store branch: {said}\n", words
+    assert agui(db, "branch") == before
+
+
 def test_log_takes_gits_counts_and_oneline(db: Path) -> None:
     assert first_words(agui(db, "log", "--limit", "2")[1]) == ["r4", "r1"]
     for words in (["-2"], ["-n", "2"], ["-n2"], ["--max-count=2"], ["--oneline", "-2"],

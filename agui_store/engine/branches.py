@@ -8,7 +8,7 @@ from agui_store.engine import clock, port
 from agui_store.engine.arguments import a_kind, quote, unstorable_text
 from agui_store.engine.intake import check_branch_name
 from agui_store.engine.placement import refuse_branch_shadowing_run
-from agui_store.engine.revisions import DEFAULT_BRANCH, RESERVED_REFS, RunKey
+from agui_store.engine.revisions import DEFAULT_BRANCH, NEWEST_NAMES, RunKey
 from agui_store.errors import BranchError
 from agui_store.records import Branch, when
 
@@ -79,7 +79,7 @@ def refuse_reserved(name: str) -> None:
     reason = unstorable_text(name)  # no branch has it: said before any backend sees it
     if reason is not None:
         raise BranchError(f"branch name {quote(name)} {reason}: it names no branch")
-    if name in RESERVED_REFS:
+    if name in NEWEST_NAMES:
         raise BranchError(
             f"{name!r} is the thread's default branch; it cannot be deleted or renamed"
         )

@@ -18,7 +18,7 @@ from agui_store.engine import arguments, checkpoints
 from agui_store.engine.arguments import check_scope as check_scope  # copy imports it here
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
-from agui_store.engine.revisions import NEWEST_NAMES, RESERVED_REFS
+from agui_store.engine.revisions import NEWEST_NAMES
 from agui_store.errors import BranchError, InvalidEventError
 from agui_store.history import nesting, resent_bodies
 from agui_store.history.lineage import HASH_MARK, hash_from_marks, hash_marks, lineage_ids
@@ -413,7 +413,7 @@ def check_branch_name(name: str) -> None:
     ``@``, and neither ``HEAD`` nor ``main``."""
     if not isinstance(name, str):
         raise BranchError(f"a branch name is text, not {arguments.a_kind(name)} ({_quote(name)})")
-    if name in RESERVED_REFS:
+    if name in NEWEST_NAMES:  # "@" too: git reads it as HEAD
         raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
     if (
         not _BRANCH_NAME.fullmatch(name)
