@@ -603,6 +603,22 @@ def test_a_run_id_that_begins_with_a_dash_is_told_to_go_after_the_separator(
     assert agui(db, *words[:-1], "--", rev)[0] == 0
 
 
+@pytest.mark.parametrize("words", [
+    ["show", "--", "r1", "--json"], ["diff", "r1", "--", "r3", "--two-dot"],
+])
+def test_an_option_given_after_the_separator_is_told_to_go_before_it(
+    db: Path, capsys: pytest.CaptureFixture[str], words: list[str]
+) -> None:
+    capsys.readouterr()
+    assert agui(db, *words) == (2, "")
+    err = capsys.readouterr().err
+    option = words[-1]
+    assert err == (
+        f"agui-store {words[0]}: unrecognized arguments: {option} ({option} is an option, and "
+        f"after -- every word is a run: give it before --; usage: agui-store {words[0]} "
+        "--help)\n")
+
+
 def test_show_names_the_run_on_its_first_line_whatever_its_id_holds(tmp_path: Path) -> None:
     """The first line of ``show`` is the run's (``show REV | head -1``): a newline in its id
     or its thread's is written as its escape, as ``log`` writes it."""

@@ -2083,6 +2083,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             re.match(r"-[^-]", word) for word in extra
         ):  # a run id such as -x1, which argparse took for an option: git's -- separates it
             hint = f"{_after_the_separator(args.command, words[start + 1:], extra)}; {hint}"
+        elif misplaced := [
+            word for word in extra if word in words[end + 1:]
+            and word.split("=", 1)[0] in args.command_options[args.command]
+        ]:  # an option after --, read as a run: naming it as its own nearest would puzzle
+            hint = (f"{misplaced[0]} is an option, and after -- every word is a run: give it "
+                    f"before --; {hint}")
         else:  # a mistyped --option: the command's options most like it, as git names them
             nearest = [
                 name for word in extra if word.startswith("--")
