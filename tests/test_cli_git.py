@@ -108,9 +108,9 @@ def test_a_limited_listing_no_cursor_pages_says_how_many_runs_it_left_out(
 ) -> None:
     capsys.readouterr()
     assert first_words(agui(db, "log", "--all", "--limit", "1")[1]) == ["r4"]
-    assert capsys.readouterr().err == "3 more runs: raise --limit to list them\n"
+    assert capsys.readouterr().err == "3 more runs: raise the limit (--limit, -n) to list them\n"
     assert first_words(agui(db, "log", "side...tip", "--limit", "2")[1]) == ["r4", "r3"]
-    assert capsys.readouterr().err == "1 more run: raise --limit to list them\n"
+    assert capsys.readouterr().err == "1 more run: raise the limit (--limit, -n) to list them\n"
     assert first_words(agui(db, "log", "--all", "--limit", "4")[1]) == ["r4", "r3", "r2", "r1"]
     assert capsys.readouterr().err == ""
 
@@ -617,6 +617,16 @@ def test_an_option_given_after_the_separator_is_told_to_go_before_it(
         f"agui-store {words[0]}: unrecognized arguments: {option} ({option} is an option, and "
         f"after -- every word is a run: give it before --; usage: agui-store {words[0]} "
         "--help)\n")
+
+
+def test_log_tells_an_option_given_after_the_separator_to_go_before_it(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert agui(db, "log", "--", "r1", "--oneline") == (2, "")
+    assert capsys.readouterr().err == (
+        "agui-store log: '--oneline' names no run, and after -- every word is a REF: give an "
+        "option before -- (usage: agui-store log --help)\n")
 
 
 def test_show_names_the_run_on_its_first_line_whatever_its_id_holds(tmp_path: Path) -> None:

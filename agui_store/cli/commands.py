@@ -594,7 +594,9 @@ def cmd_log(store: Store, args: argparse.Namespace, out: TextIO) -> int:
         command = _next_page_command(args, chain[0].thread_id, next_cursor)
         sys.stderr.write(f"next page: {command}\n")
     if left:  # no cursor pages a merge of lineages: what the limit left out is said
-        sys.stderr.write(f"{counted(left, 'more run')}: raise --limit to list them\n")
+        sys.stderr.write(
+            f"{counted(left, 'more run')}: raise the limit (--limit, -n) to list them\n"
+        )
     return 0
 
 
@@ -608,6 +610,12 @@ def _one_revision(
     excluded = [r for r in refs if r.startswith("^") and store.get_run(r, thread_id=thread) is None]
     included = [r for r in refs if r not in excluded]
     if len(included) > 1 or len(excluded) > 1:
+        for word in included:  # an option after --, which argparse hands on as a REF
+            if word.startswith("-") and store.get_run(word, thread_id=thread) is None:
+                raise UsageError(
+                    f"{arguments.quote(word, 40)} names no run, and after -- every word is a "
+                    "REF: give an option before --"
+                )
         raise UsageError(
             "log takes one REF, and one ^REF to leave out (a run's lineage is one line: "
             "A...B lists both sides since they met, --all every branch's)"
