@@ -28,7 +28,7 @@ from agui_store.backends.sqlite import schema
 from agui_store.protocol import model
 from tests.data.fixtures import read_back_v1, read_back_v9
 from tests.schema_history import as_version_12
-from tests.workers.harness import ROOT, Worker, dump, worker_env
+from tests.workers.harness import ROOT, Worker, dump, search_on_a_terminal, worker_env
 
 DATA = Path(__file__).resolve().parent / "data"
 FIXTURES = sorted(DATA.glob("v*.sqlite"))
@@ -625,22 +625,9 @@ def test_a_version_12_file_is_indexed_for_search_opening_with_a_progress_bar_on_
     as_version_12(conn)
     conn.execute("PRAGMA user_version = 12")
     conn.close()
-    script = (
-        "import sys\n"
-        "import agui_store\n"
-        "with agui_store.open(sys.argv[1]) as store:\n"
-        "    print([h.run_id for h in store.search('porto')])\n"
-    )
     # stderr on a pseudo-terminal: the migration draws its bar there.
-    leader, follower = os.openpty()
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(path)],
-        stdout=subprocess.PIPE, stderr=follower, env=worker_env(), cwd=ROOT, check=True,
-    )
-    os.close(follower)
-    drawn = os.read(leader, 4096).decode()
-    os.close(leader)
-    assert done.stdout.decode().strip() == "['r2', 'r1', 'r0']"
+    drawn, hits = search_on_a_terminal(path, "porto")
+    assert hits == ["r2", "r1", "r0"]
     assert "for search" in drawn and "3/3" in drawn
     assert pragma(path, "user_version") == schema.SCHEMA_VERSION
     with agui_store.open(path) as store:

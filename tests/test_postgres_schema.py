@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -35,7 +34,7 @@ from psycopg.conninfo import make_conninfo  # noqa: E402
 from agui_store.backends.locations import without_password  # noqa: E402
 from agui_store.backends.sqlite import schema as sqlite_schema  # noqa: E402
 from tests.streams import run, say  # noqa: E402
-from tests.workers.harness import worker_env  # noqa: E402
+from tests.workers.harness import search_on_a_terminal  # noqa: E402
 
 SEARCH_PATH = f"-c search_path={pg_schema.SCHEMA}"
 ROOT = Path(__file__).resolve().parents[1]
@@ -1166,22 +1165,9 @@ def test_a_version_4_store_is_indexed_for_search_when_it_is_opened(postgres_data
         conn.execute(UNDO_VERSION_6)
         conn.execute("DROP TABLE search_messages")
         conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
-    script = (
-        "import sys\n"
-        "import agui_store\n"
-        "with agui_store.open(sys.argv[1]) as store:\n"
-        "    print([h.run_id for h in store.search('porto')])\n"
-    )
     # stderr on a pseudo-terminal: the migration draws its bar there, naming the database.
-    leader, follower = os.openpty()
-    done = subprocess.run(
-        [sys.executable, "-c", script, postgres_database],
-        stdout=subprocess.PIPE, stderr=follower, env=worker_env(), check=True,
-    )
-    os.close(follower)
-    drawn = os.read(leader, 4096).decode()
-    os.close(leader)
-    assert done.stdout.decode().strip() == "['r2', 'r1', 'r0']"
+    drawn, hits = search_on_a_terminal(postgres_database, "porto")
+    assert hits == ["r2", "r1", "r0"]
     assert f"indexing {without_password(postgres_database)} for search" in drawn, drawn
     assert "3/3" in drawn
     with agui_store.open(postgres_database) as store:

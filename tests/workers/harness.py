@@ -7,6 +7,7 @@ Real processes only: workers are started with the same interpreter and this chec
 
 from __future__ import annotations
 
+import ast
 import os
 import select
 import signal
@@ -37,6 +38,31 @@ def worker_env() -> dict[str, str]:
     )
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def search_on_a_terminal(location: str | os.PathLike[str], query: str) -> tuple[str, list[str]]:
+    """Open the store at ``location`` in a new process whose stderr is a pseudo-terminal (so a
+    migration draws its progress bar there) and search it for ``query``: ``(what was drawn,
+    the run ids of the hits)``."""
+    script = (
+        "import sys\n"
+        "import agui_store\n"
+        "with agui_store.open(sys.argv[1]) as store:\n"
+        "    print([h.run_id for h in store.search(sys.argv[2])])\n"
+    )
+    leader, follower = os.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script, os.fspath(location), query],
+            stdout=subprocess.PIPE, stderr=follower, env=worker_env(), cwd=ROOT, check=True,
+        )
+    finally:
+        os.close(follower)
+    try:
+        drawn = os.read(leader, 4096).decode()
+    finally:
+        os.close(leader)
+    return drawn, ast.literal_eval(done.stdout.decode().strip())
 
 
 class Worker:
