@@ -23,7 +23,12 @@ import uuid
 from dataclasses import dataclass
 
 from agui_store.engine import arguments, port
-from agui_store.errors import AmbiguousRunError, InvalidArgumentError, RunNotFoundError
+from agui_store.errors import (
+    AmbiguousRunError,
+    ArgumentTypeError,
+    InvalidArgumentError,
+    RunNotFoundError,
+)
 
 #: The implicit branch of every thread: it follows the thread's newest run.
 DEFAULT_BRANCH = "main"
@@ -54,7 +59,7 @@ def require_thread(tx: port.Reading, thread_id: str, scope: str | None, where: s
     ``where`` names the store in the error; an id that is not text is a wrong argument, not
     an absent thread."""
     if not isinstance(thread_id, str):
-        raise InvalidArgumentError(
+        raise ArgumentTypeError(
             f"a thread id is text, not {arguments.a_kind(thread_id)}"
             + ("" if thread_id is None else f" ({thread_id!r:.60})")
         )
@@ -90,7 +95,7 @@ def resolve(
     quote = arguments.quote
     arguments.check_scope(scope)
     if not isinstance(ref, str):
-        raise InvalidArgumentError(
+        raise ArgumentTypeError(
             f"a run id or ref is text, not {arguments.a_kind(ref)}"
             + ("" if ref is None else f" ({ref!r:.60})")
         )

@@ -209,8 +209,12 @@ def test_a_name_no_backend_stores_names_no_branch_or_run_alike_on_every_backend(
         (lambda s: s.runs(None), "a thread id is text, not None"),
         (lambda s: s.events("r1", thread_id=5), "a thread id is text, not an int (5)"),
         (lambda s: s.branch("b", "r1", thread_id=b"t"), "a thread id is text, not a bytes"),
+        (lambda s: s.get_run("r1", thread_id=5), "a thread id is text, not an int (5)"),
     ],
-    ids=["checkout-int", "log-none", "runs-none", "events-int-thread", "branch-bytes-thread"],
+    ids=[
+        "checkout-int", "log-none", "runs-none", "events-int-thread", "branch-bytes-thread",
+        "get-run-int-thread",
+    ],
 )
 def test_an_id_that_is_not_text_is_a_wrong_argument_not_an_absent_run_or_thread(
     store_location: str, call: Any, said: str
@@ -219,7 +223,7 @@ def test_an_id_that_is_not_text_is_a_wrong_argument_not_an_absent_run_or_thread(
     run or thread of that name (which reads as a lookup that could succeed)."""
     with agui_store.open(store_location) as store:
         store.append(run("t", "r1"))
-        with pytest.raises(agui_store.InvalidArgumentError) as refused:
+        with pytest.raises(agui_store.ArgumentTypeError) as refused:
             call(store)
         assert said in str(refused.value)
         assert not isinstance(refused.value, agui_store.RunNotFoundError)
