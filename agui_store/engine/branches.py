@@ -9,7 +9,7 @@ from agui_store.engine.arguments import a_kind, quote, unstorable_text
 from agui_store.engine.intake import check_branch_name
 from agui_store.engine.placement import refuse_branch_shadowing_run
 from agui_store.engine.revisions import DEFAULT_BRANCH, NEWEST_NAMES, RunKey
-from agui_store.errors import BranchError
+from agui_store.errors import ArgumentTypeError, BranchError
 from agui_store.records import Branch, when
 
 
@@ -74,8 +74,8 @@ def listing(tx: port.Reading, thread_pk: int, thread_id: str) -> list[Branch]:
 def refuse_reserved(name: str) -> None:
     """The default branch's names cannot be deleted: they are not stored. A name that is
     not text, or is text no backend stores, names no branch."""
-    if not isinstance(name, str):
-        raise BranchError(f"a branch name is text, not {a_kind(name)} ({quote(name)})")
+    if not isinstance(name, str):  # a programming error (a TypeError), not a bad name
+        raise ArgumentTypeError(f"a branch name is text, not {a_kind(name)} ({quote(name)})")
     reason = unstorable_text(name)  # no branch has it: said before any backend sees it
     if reason is not None:
         raise BranchError(f"branch name {quote(name)} {reason}: it names no branch")

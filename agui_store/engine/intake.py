@@ -19,7 +19,7 @@ from agui_store.engine.arguments import check_scope as check_scope  # copy impor
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
 from agui_store.engine.revisions import NEWEST_NAMES
-from agui_store.errors import BranchError, InvalidEventError
+from agui_store.errors import ArgumentTypeError, BranchError, InvalidEventError
 from agui_store.history import nesting, resent_bodies
 from agui_store.history.lineage import HASH_MARK, hash_from_marks, hash_marks, lineage_ids
 from agui_store.history.normalize import SentChunks, full_chunk_addresses
@@ -410,9 +410,12 @@ def check_branch_name(name: str) -> None:
     check-ref-format: 1-255 ASCII letters, digits and ``. _ / @ + -`` (no whitespace,
     control characters or ``~``), not starting with ``-``, no component starting with ``.``
     or ending with ``.lock``, no ``..``, no empty component, not ending with ``.``, not
-    ``@``, and neither ``HEAD`` nor ``main``."""
-    if not isinstance(name, str):
-        raise BranchError(f"a branch name is text, not {arguments.a_kind(name)} ({_quote(name)})")
+    ``@``, and neither ``HEAD`` nor ``main``. A name that is not text is an
+    :class:`~agui_store.errors.ArgumentTypeError`; a bad one a :class:`BranchError`."""
+    if not isinstance(name, str):  # a programming error (a TypeError), not a bad name
+        raise ArgumentTypeError(
+            f"a branch name is text, not {arguments.a_kind(name)} ({_quote(name)})"
+        )
     if name in NEWEST_NAMES:  # "@" too: git reads it as HEAD
         raise BranchError(f"{name!r} is reserved (the default branch follows the newest run)")
     if (

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import agui_store
 from agui_store import (
     AmbiguousRunError,
+    ArgumentTypeError,
     BranchError,
     InvalidArgumentError,
     InvalidEventError,
@@ -288,9 +289,10 @@ def test_a_branch_name_that_is_not_text_is_refused_by_every_verb_that_takes_one(
         lambda: store.rename_branch(name, "other", thread_id="t"),
         lambda: store.rename_branch("keep", name, thread_id="t"),
     ):
-        with pytest.raises(BranchError, match="branch name"):
+        with pytest.raises(ArgumentTypeError, match="a branch name is text") as refused:
             call()
+        assert not isinstance(refused.value, BranchError)  # a wrong type, not a bad name
     if name is not None:  # None is append's default: no branch
-        with pytest.raises(BranchError, match="branch name"):
+        with pytest.raises(ArgumentTypeError, match="a branch name is text"):
             store.append(run("r2"), branch=name)
     assert dump(store_location) == before
