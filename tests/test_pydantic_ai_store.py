@@ -208,6 +208,60 @@ except ImportError as e:
 
 
 @pytest.mark.pydantic_ai
+def test_a_save_cancelled_while_its_write_waits_lands_whole_and_one_cancelled_before_lands_nothing(
+    tmp_path: Any,
+) -> None:
+    """A save is one transaction on the store's worker thread: cancelling its task cannot
+    stop that thread, so a write already begun commits whole; a save cancelled before it
+    ran writes nothing. Either way, never a part of one."""
+    import apsw
+
+    path = tmp_path / "c.db"
+
+    async def scenario() -> None:
+        # The other writer is released by the test, not by a timeout running out.
+        async with ConversationStore(str(path), busy_timeout_ms=600_000) as store:
+            await store.save(Conversation(conversation_id="c", messages=turn(1)))
+            early = asyncio.create_task(
+                store.save(Conversation(conversation_id="early", messages=turn(1)))
+            )
+            early.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await early
+            other = apsw.Connection(str(path))
+            other.execute("BEGIN IMMEDIATE")  # another process's write in flight
+            saving = asyncio.create_task(
+                store.save(Conversation(conversation_id="d", messages=turn(2)))
+            )
+            while not _running("_in_write"):
+                await asyncio.sleep(0.01)  # until the save waits for the write lock
+            saving.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await saving
+            other.execute("ROLLBACK")
+            other.close()
+            # The worker runs one call at a time: this load runs after the cancelled write.
+            loaded = await store.load("d")
+            assert loaded is not None and len(loaded.messages) == len(turn(2))
+            assert await store.load("early") is None
+        with agui_store.open(path) as opened:
+            assert not opened.check().problems
+
+    run(scenario())
+
+
+def _running(function: str) -> bool:
+    """Whether a thread of this process is running ``function`` (anywhere on its stack)."""
+    for frame in sys._current_frames().values():
+        at: Any = frame
+        while at is not None:
+            if at.f_code.co_name == function:
+                return True
+            at = at.f_back
+    return False
+
+
+@pytest.mark.pydantic_ai
 def test_a_closed_conversation_store_says_so(tmp_path: Any) -> None:
     from agui_store.integrations.pydantic_ai import ConversationStore
 
