@@ -310,7 +310,7 @@ def as_sequence_hashed(location: str) -> int:
             # Version 16 made the full-text table again and added the pending words; version
             # 17 set its page size, which a table made here lacks (18 moved the pending rows,
             # 19 dropped their foreign key; version 16's migration empties search_messages,
-            # as 20's, 21's and 24's do again to index words as they fold and read them).
+            # as 20's, 21's, 24's and 25's do again to index words as they fold and read them).
             conn.execute("DROP TABLE search_pending")
             conn.execute("DROP TABLE search_words")
             conn.execute("CREATE VIRTUAL TABLE search_words USING fts5(words, content='', "
@@ -319,9 +319,9 @@ def as_sequence_hashed(location: str) -> int:
     # PostgreSQL's versions 9 and 10 empty the search index and index every run again; its
     # 11 and SQLite's 22 delete the blobs no checkpoint refers to (no table changes); its 12
     # and SQLite's 23 add an index on the erasure log, which this version has; its 13
-    # narrows what erase_log erases; its 14 and SQLite's 24 empty the search index and index
-    # every run again.
-    assert pg_schema.SCHEMA_VERSION == 14 and sqlite_schema.SCHEMA_VERSION == 24, (
+    # narrows what erase_log erases; its 14 and 15 and SQLite's 24 and 25 empty the search
+    # index and index every run again.
+    assert pg_schema.SCHEMA_VERSION == 15 and sqlite_schema.SCHEMA_VERSION == 25, (
         "a later migration: say here what it undoes"
     )
     return changed

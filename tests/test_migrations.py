@@ -933,3 +933,35 @@ def test_a_store_file_whose_schema_version_was_cleared_is_refused_by_name_and_le
     )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "records no schema version" in proc.stderr
+
+
+def test_a_version_24_file_is_indexed_again_so_korean_is_found_by_whole_syllables(
+    tmp_path: Path,
+) -> None:
+    import unicodedata
+
+    from tests.streams import run, say
+
+    path = tmp_path / "store.db"
+    texts = {"m1": "석사 학위", "m2": "서울에서 만나요", "m3": "서우 친구"}
+    with testing.search_pending_rows(1000), agui_store.open(path) as store:
+        store.append(run("t", "r1", *(e for m, said in texts.items() for e in say(m, said))))
+    conn = apsw.Connection(str(path))
+    conn.execute("BEGIN")
+    # Version 24's words: each syllable taken apart into its letters (jamo).
+    for said in texts.values():
+        conn.execute("UPDATE search_pending SET words = ? WHERE words = ?",
+                     (unicodedata.normalize("NFKD", said), said))
+        assert conn.changes() == 1
+    conn.execute("PRAGMA user_version = 24")
+    conn.execute("COMMIT")
+    conn.close()
+    with agui_store.open(path) as store:
+        assert pragma(path, "user_version") == schema.SCHEMA_VERSION
+
+        def found(query: str) -> list[str]:
+            return sorted(h.message_id for h in store.search(query))
+
+        assert found("서울에서") == ["m2"] and found("석사 학위") == ["m1"]
+        assert found("서우*") == ["m3"] and found("서*") == ["m2", "m3"]
+        assert store.check().ok

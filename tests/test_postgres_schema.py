@@ -1403,3 +1403,29 @@ def test_a_version_10_store_loses_the_blobs_no_checkpoint_refers_to_when_it_is_o
     with connect(postgres_database) as conn:
         assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION
         assert before and conn.execute("SELECT id FROM blobs ORDER BY id").fetchall() == before
+
+
+def test_a_version_14_store_is_indexed_again_so_korean_is_found_by_whole_syllables(
+    postgres_database: str,
+) -> None:
+    texts = {"m1": "석사 학위", "m2": "서울에서 만나요", "m3": "서우 친구"}
+    with agui_store.open(postgres_database) as store:
+        store.append(run("t", "r1", *(e for m, said in texts.items() for e in say(m, said))))
+    with connect(postgres_database) as conn:
+        # Version 14's words: each syllable taken apart into its letters (jamo).
+        changed = conn.execute(
+            "UPDATE search_messages SET words = array_to_tsvector(string_to_array("
+            "normalize(array_to_string(tsvector_to_array(words), ' '), NFKD), ' '))"
+        ).rowcount
+        assert changed == 3
+        conn.execute("UPDATE meta SET value = '14' WHERE key = 'schema_version'")
+    with agui_store.open(postgres_database) as store:
+
+        def found(query: str) -> list[str]:
+            return sorted(h.message_id for h in store.search(query))
+
+        assert found("서울에서") == ["m2"] and found("석사 학위") == ["m1"]
+        assert found("서우*") == ["m3"] and found("서*") == ["m2", "m3"]
+        assert not store.check().problems
+    with connect(postgres_database) as conn:
+        assert pg_schema.installed_version(conn) == pg_schema.SCHEMA_VERSION

@@ -1,7 +1,8 @@
 """The words a message is found by, against the definition written out here on its own:
-case folded, NFKD without combining marks, runs of Unicode letters and digits (``_`` and
-everything else between words), each cut to 64 characters; and what a query's terms match
-and a hit's snippet shows, against definitions written out here a word at a time."""
+case folded, NFKD without combining marks, Hangul syllables composed again, runs of Unicode
+letters and digits (``_`` and everything else between words), each cut to 64 characters;
+and what a query's terms match and a hit's snippet shows, against definitions written out
+here a word at a time."""
 
 from __future__ import annotations
 
@@ -36,11 +37,24 @@ PLAIN = {"ł": "l", "ø": "o", "đ": "d", "ð": "d", "ħ": "h", "ŧ": "t", "ŀ":
          "æ": "ae", "œ": "oe", "þ": "th"}
 
 
+#: A Hangul syllable as NFKD writes it: a leading consonant, a vowel, and maybe a final
+#: consonant (conjoining jamo).
+HANGUL_SYLLABLE = re.compile("([\u1100-\u1112])([\u1161-\u1175])([\u11a8-\u11c2]?)")
+
+
+def hangul_syllable(jamo: re.Match[str]) -> str:
+    """The syllable of U+AC00 to U+D7A3 its jamo spell (Unicode's composition, chapter 3.12)."""
+    lead, vowel, final = jamo.groups()
+    index = (ord(lead) - 0x1100) * 21 + ord(vowel) - 0x1161
+    return chr(0xAC00 + index * 28 + (ord(final) - 0x11A7 if final else 0))
+
+
 def defined_words(text: str) -> list[str]:
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
     kept = "".join(PLAIN.get(c, c) for c in decomposed
                    if not unicodedata.category(c).startswith("M")
                    and (unicodedata.category(c) != "Cf" or c == "\u200b"))
+    kept = HANGUL_SYLLABLE.sub(hangul_syllable, kept)
     words = []
     for run in WORD.findall(kept):
         word = ""
@@ -123,11 +137,12 @@ def test_case_accents_and_underscores_fold_as_a_reader_expects() -> None:
         "cafe", "cafe", "naive", "strasse", "file", "refund", "order", "e", "mail",
         "東", "京", "タ", "ワ", "ー",
     ]
-    # Chinese and Japanese a character a word, beside words of other scripts; Korean whole.
+    # Chinese and Japanese a character a word, beside words of other scripts; Korean whole,
+    # by its syllables, however they are written (decomposed, as macOS writes file names).
     assert found_by("API调用失败了 ｶﾀｶﾅ 々木 서울에서") == [
-        "api", "调", "用", "失", "败", "了", "カ", "タ", "カ", "ナ", "々", "木",
-        unicodedata.normalize("NFKD", "서울에서"),
+        "api", "调", "用", "失", "败", "了", "カ", "タ", "カ", "ナ", "々", "木", "서울에서",
     ]
+    assert found_by(unicodedata.normalize("NFD", "서울에서 석사")) == ["서울에서", "석사"]
     # Letters that decompose to capitals fold as their plain ones.
     assert found_by("𝐇𝐞𝐥𝐥𝐨 ℍotel 25℃ ＡＢＣ Ⅻ ᴴᴵ") == [  # noqa: RUF001
         "hello", "hotel", "25", "c", "abc", "xii", "hi",
@@ -139,6 +154,28 @@ def test_case_accents_and_underscores_fold_as_a_reader_expects() -> None:
     ]
     assert found_by("x" * 70) == ["x" * 64]
     assert given_to_the_index("Word " + "x" * 70 + " y" * 64) == ["word", "x" * 64, *"y" * 64]
+
+
+@given(st.text(alphabet=st.sampled_from(
+    "서울석사우 \u1109\u1165\u110b\u116e\u11af\u11a8\u3145\u3153\u0301\u00adÉa_"
+)))
+def test_korean_is_cut_into_words_of_whole_syllables_however_it_is_written(text: str) -> None:
+    """Syllables (U+AC00 to U+D7A3), their conjoining jamo as NFD writes them, compatibility
+    jamo (which NFKD makes conjoining ones) and a mark or a soft hyphen between them."""
+    assert found_by(text) == defined_words(text)
+    assert given_to_the_index(text) == defined_words(text)
+
+
+def test_a_korean_prefix_finds_the_words_beginning_with_its_syllables() -> None:
+    def matches(query: str, text: str) -> bool:
+        return testing.search_matches(query, {"id": "m", "role": "user", "content": text})
+
+    assert matches("서우*", "서우 친구") and not matches("서우*", "서울에서")
+    assert matches("서*", "서울에서") and not matches("서*", "석사")
+    assert matches("석*", unicodedata.normalize("NFD", "석사 학위"))
+    assert testing.search_snippet("석사 학위, 서울에서 만나요", "서*") == [
+        ("석사 학위, ", False), ("서울에서", True), (" 만나요", False),
+    ]
 
 
 def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
@@ -218,13 +255,14 @@ def defined_snippet(text: str, query: str) -> list[tuple[str, bool]]:
 
 PIECES = [
     "porto", "Porto", "hotel", "HOT", "hotels", "the", "9", "café", "x" * 64, "x" * 70,
-    "東京", "東京タワー", "京",
+    "東京", "東京タワー", "京", "서울에서", "서우", unicodedata.normalize("NFD", "석사"),
 ]
 FILLER = ["w", "zz", "y7", "Q", "z" * 70, "日本", "の", "ホテル"]
 BETWEEN = [" ", "  ", "\n\t", "_", ", ", " (", "-", "é ", "", "_" * 70, " ," * 40, "-\n" * 33]
 QUERIES = [
     "porto", "hotel", "hot*", '"porto hotel"', "cafe", "x" * 64, "x*", "the -porto", "9",
     "東京", "京*", '"porto hot"*', '"the porto" hotel', "東京タワー", '"porto porto"', "京 東京",
+    "서*", "서우*", '"서우 서울에서"', "석사",
 ]
 
 

@@ -9,7 +9,8 @@ database has found the messages holding its words.
 
 **Words.** A message's text is folded (decomposed as NFKD, then case folded as
 :meth:`str.casefold` does, with every combining mark dropped, so ``Café`` and ``CAFE`` are
-both ``cafe``, as are mathematical bold or double-struck letters), then cut into runs of
+both ``cafe``, as are mathematical bold or double-struck letters; Hangul syllables are
+composed again, so Korean is matched a syllable at a time), then cut into runs of
 Unicode letters and digits (``_`` cuts words too, so ``refund`` finds the tool
 ``refund_order``, and ``refund_order`` is the phrase of both).
 In Chinese and Japanese, written without spaces, each Han, Hiragana or Katakana character is
@@ -125,10 +126,17 @@ def _deleted_by_fold(char: str) -> bool:
 _is_left_out = functools.lru_cache(maxsize=65536)(_deleted_by_fold)
 
 
+#: The leading consonants of Hangul's conjoining jamo, with which a syllable NFKD took apart
+#: begins (and one written as jamo, or as the compatibility jamo NFKD makes them).
+_HANGUL_LEADS = frozenset(map(chr, range(0x1100, 0x1113)))
+
+
 def fold(text: str) -> str:
     """``text`` as it is matched: decomposed (NFKD), case folded, without combining marks
     and invisible format characters, and with the Latin letters no decomposition takes
-    apart written plain (:data:`_PLAIN_LETTERS`). Decomposed before it is folded, since a
+    apart written plain (:data:`_PLAIN_LETTERS`); Hangul syllables, which NFKD takes apart
+    into their letters (jamo), composed again, so that Korean is matched a syllable at a
+    time (``서*`` finds ``서울``, not ``석사``). Decomposed before it is folded, since a
     decomposition can give capitals (mathematical and double-struck capitals give plain
     ones, ``℃`` gives ``°C``)."""
     if text.isascii():  # the common case: NFKD leaves ASCII as it is, casefold lowers it
@@ -143,10 +151,16 @@ def fold(text: str) -> str:
     changed = {c: "" for c in held if _is_left_out(c)}
     changed.update((c, _PLAIN_LETTERS[c]) for c in held.intersection(_PLAIN_LETTERS))
     if len(changed) > 8:
-        return decomposed.translate({ord(c): v for c, v in changed.items()})
-    for char, plain in changed.items():
-        decomposed = decomposed.replace(char, plain)
-    return decomposed
+        decomposed = decomposed.translate({ord(c): v for c, v in changed.items()})
+    else:
+        for char, plain in changed.items():
+            decomposed = decomposed.replace(char, plain)
+    if _HANGUL_LEADS.isdisjoint(held):
+        return decomposed
+    # Without marks, the only characters NFC composes are Hangul jamo: it gives back the
+    # syllables NFKD took apart, so a prefix ends on a whole syllable (C code, some fifty
+    # times faster than composing them in Python).
+    return unicodedata.normalize("NFC", decomposed)
 
 
 # ASCII text (most of what agents say): every byte but a letter or a digit becomes a space
@@ -176,7 +190,8 @@ _SPACE = re.compile(r"\s")
 def _word_blocks(text: str) -> Iterator[list[str]]:
     """The words of ``text`` (:func:`words`), a block of about :data:`_BLOCK` characters at a
     time. A block ends before a white space character, which no word holds, so no word
-    spans two; folding reads each character alone, so a block folds as the whole would."""
+    spans two; folding joins no characters across one (only a syllable's jamo), so a block
+    folds as the whole would."""
     seen: set[str] = set()
     total = 0
     start = 0

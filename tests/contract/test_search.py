@@ -582,3 +582,32 @@ def test_a_fullwidth_asterisk_makes_a_prefix_as_the_ascii_one_does(
         assert [h.marked() for h in hits] == [h.marked() for h in store.search(typed)]
         with pytest.raises(InvalidArgumentError, match="'\\*' only ends a word"):
             store.search("po\uff0arto")
+
+
+@pytest.mark.parametrize("pending", [1, 1000], ids=["moved", "pending"])
+def test_a_korean_prefix_matches_whole_syllables_not_the_letters_inside_one(
+    store_location: str, pending: int
+) -> None:
+    import unicodedata
+
+    texts = ["석사 학위", "서울에서 만나요", "서우 친구", unicodedata.normalize("NFD", "서울 시청")]
+    with testing.search_pending_rows(pending), agui_store.open(store_location) as store:
+        store.append(conversation("t", "r1", *texts))
+
+        def found(query: str) -> list[str]:
+            return sorted(h.message_id for h in store.search(query))
+
+        assert found("서우*") == ["r1-m2"]  # not 서울: 울 is no 우 with a final consonant
+        assert found("서*") == ["r1-m1", "r1-m2", "r1-m3"]  # not 석사
+        assert found("석*") == ["r1-m0"] and found("서울*") == ["r1-m1", "r1-m3"]
+        assert found("서울") == ["r1-m3"] and found("서") == []
+        # Text written with its syllables decomposed (as macOS writes file names) reads as
+        # the syllables, and a query typed so finds what the syllables do.
+        assert found(unicodedata.normalize("NFD", "서울*")) == ["r1-m1", "r1-m3"]
+        assert sorted(h.marked() for h in store.search("서*")) == sorted([
+            "[서우] 친구", "[서울에서] 만나요", f"[{texts[3][:5]}] {texts[3][6:]}",
+        ])
+        for query in ("서우*", "서*", "석*", "서울*", "-석사 서*"):
+            assert {(h.thread_id, h.run_id, h.message_id) for h in store.search(query)} == (
+                brute_force(store, query)
+            )

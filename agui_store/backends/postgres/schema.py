@@ -52,10 +52,10 @@ if TYPE_CHECKING:
 SCHEMA = "agui_store"
 
 #: Bumped whenever this schema changes; recorded in ``meta`` under ``schema_version``.
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 #: The SQLite schema version whose tables and columns these mirror (a test compares them).
-MIRRORS_SQLITE_VERSION = 24
+MIRRORS_SQLITE_VERSION = 25
 
 #: ``meta``'s ``application`` row: what marks a PostgreSQL schema as an agui-store.
 APPLICATION = "agui-store"
@@ -490,8 +490,9 @@ CREATE INDEX search_messages_by_words ON search_messages USING gin (words)
 #: The version whose migration also indexes every stored run for search, after its SQL
 #: (the ``backfill`` :func:`install` is given): 5 made the index, 9 indexes Chinese and
 #: Japanese text again, a character a word, 10 folds the capitals a decomposition gives, 14
-#: reads the escapes of JSON tool arguments and results and bounds a message's words.
-SEARCH_INDEX_VERSION = 14
+#: reads the escapes of JSON tool arguments and results and bounds a message's words, 15
+#: matches Hangul by whole syllables.
+SEARCH_INDEX_VERSION = 15
 
 #: The setting :func:`erase_log` turns on, for its own transaction, to let the append-only
 #: guards pass its deletes. Setting it grants nothing: the application's role has no DELETE
@@ -650,11 +651,16 @@ REVOKE ALL ON FUNCTION erase_log(bigint[], bigint[]) FROM PUBLIC;
 #: last words found by no query. Emptied and indexed again, as version 9 does.
 MIGRATE_V14 = MIGRATE_V9
 
+#: Version 15: Hangul matched a syllable at a time, as SQLite's version 25 indexes it
+#: (:func:`agui_store.history.search.fold`): its words were indexed as their letters (jamo),
+#: which a query no longer folds to. Emptied and indexed again, as version 9 does.
+MIGRATE_V15 = MIGRATE_V9
+
 #: Migrations from version N-1 to N, each applied inside :func:`install`'s transaction.
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1, 2: MIGRATE_V2, 3: MIGRATE_V3, 4: MIGRATE_V4, 5: MIGRATE_V5, 6: MIGRATE_V6,
     7: MIGRATE_V7, 8: MIGRATE_V8, 9: MIGRATE_V9, 10: MIGRATE_V10, 11: MIGRATE_V11,
-    12: MIGRATE_V12, 13: MIGRATE_V13, 14: MIGRATE_V14,
+    12: MIGRATE_V12, 13: MIGRATE_V13, 14: MIGRATE_V14, 15: MIGRATE_V15,
 }
 
 READ_META = "SELECT key, value FROM {schema}.meta WHERE key IN ('application', 'schema_version')"

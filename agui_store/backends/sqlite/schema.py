@@ -14,7 +14,7 @@ Invariants the schema itself enforces (not just the library):
 from __future__ import annotations
 
 #: Bumped whenever the schema changes; recorded in ``PRAGMA user_version``.
-SCHEMA_VERSION = 24
+SCHEMA_VERSION = 25
 
 #: Marks a file as an agui-store database (``PRAGMA application_id``), ASCII "AGUI".
 APPLICATION_ID = 0x41475549
@@ -435,8 +435,9 @@ CREATE VIRTUAL TABLE search_words USING fts5(
 #: The version whose migration also indexes every stored run for search, after its SQL (13
 #: made the index; 16 made its FTS5 table again; 20 cuts Chinese and Japanese text into
 #: words of one character; 21 folds the capitals a decomposition gives; 24 reads the escapes
-#: of JSON tool arguments and results, and bounds a message's distinct words).
-SEARCH_INDEX_VERSION = 24
+#: of JSON tool arguments and results, and bounds a message's distinct words; 25 matches
+#: Hangul by whole syllables).
+SEARCH_INDEX_VERSION = 25
 
 # Version 14: erasure (agui_store.engine.erasure). ``erasures`` logs every erasure the store
 # made: when, which verb, how much, and the event sequence numbers it took out of the log, so
@@ -659,6 +660,13 @@ CREATE INDEX IF NOT EXISTS erasures_by_last_seq ON erasures(json_extract(seqs, '
 # again as version 20 does, and every run indexed again.
 CREATE_V24 = CREATE_V20
 
+# Version 25: Hangul is matched a syllable at a time (:func:`agui_store.history.search.fold`
+# composes the syllables NFKD takes apart): a word was indexed as its letters (jamo), so a
+# prefix that ends on a syllable without a final consonant found that syllable with one too
+# (``서*`` found ``석사``), and a store's words are no longer those a query folds to. The
+# index is emptied and made again as version 20 does, and every run indexed again.
+CREATE_V25 = CREATE_V20
+
 MIGRATIONS: dict[int, str] = {
     1: CREATE_V1 + APPEND_ONLY_TRIGGERS,
     2: CREATE_V2,
@@ -684,6 +692,7 @@ MIGRATIONS: dict[int, str] = {
     22: CREATE_V22,
     23: CREATE_V23,
     24: CREATE_V24,
+    25: CREATE_V25,
 }
 
 #: The versions whose migration also computes values in Python, after its SQL.
