@@ -388,6 +388,36 @@ def test_a_conversation_store_given_no_store_opens_the_one_agui_store_open_does(
 
 
 @pytest.mark.pydantic_ai
+def test_a_records_updated_at_in_a_zone_that_gives_no_offset_is_saved_as_a_naive_time(
+    db_path: Any,
+) -> None:
+    """Python counts a time whose zone gives no offset as naive: it is saved as a naive time
+    is, in UTC, not refused with a bare TypeError."""
+    from datetime import datetime, tzinfo
+
+    from pydantic_ai.conversation_store import ConversationRecord
+
+    class NoOffset(tzinfo):
+        def utcoffset(self, moment: datetime | None) -> None:
+            return None
+
+        def dst(self, moment: datetime | None) -> None:
+            return None
+
+    saved = datetime(2026, 1, 1, 12, 0, 0, tzinfo=NoOffset())
+
+    async def scenario() -> None:
+        async with ConversationStore(str(db_path)) as conversations:
+            record = ConversationRecord(conversation_id="c", head_id=None, updated_at=saved)
+            await conversations.write_record(record, expected_revision=None)
+            read = await conversations.read_record("c")
+            assert read is not None
+            assert read.updated_at.replace(tzinfo=None) == datetime(2026, 1, 1, 12, 0, 0)
+
+    run(scenario())
+
+
+@pytest.mark.pydantic_ai
 def test_a_records_updated_at_in_an_offset_with_seconds_reads_back_as_the_same_moment(
     db_path: Any,
 ) -> None:

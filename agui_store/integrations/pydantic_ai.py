@@ -443,8 +443,9 @@ def _worker() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def _micros(moment: datetime) -> int:
-    """Microseconds since the epoch (a naive time is taken as UTC), what listings order by."""
-    if moment.tzinfo is None:
+    """Microseconds since the epoch (a naive time is taken as UTC), what listings order by.
+    A zone that gives no offset leaves the time naive, as Python counts it."""
+    if moment.utcoffset() is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return (moment - _EPOCH) // timedelta(microseconds=1)
 
