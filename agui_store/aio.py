@@ -244,6 +244,17 @@ class AsyncStore:
         *args: Any,
         **kwargs: Any,
     ) -> _R:
+        return await self._start_on(executor, fn, *args, **kwargs)
+
+    def _start_on(
+        self,
+        executor: concurrent.futures.Executor,
+        fn: Callable[..., _R],
+        /,
+        *args: Any,
+        **kwargs: Any,
+    ) -> asyncio.Future[_R]:
+        """Start ``fn(*args, **kwargs)`` on ``executor``; the future that tells its outcome."""
         if self._closed:
             raise AguiStoreError("the store is closed")
         # Not ``run_in_executor``: its future cancels the work item with a cancelled caller,
@@ -254,7 +265,7 @@ class AsyncStore:
         outcome: asyncio.Future[_R] = loop.create_future()
         work = executor.submit(functools.partial(fn, *args, **kwargs))
         work.add_done_callback(functools.partial(_hand_back, loop, outcome))
-        return await outcome
+        return outcome
 
     async def in_one_read(self, fn: Callable[..., _R], /, *args: Any, **kwargs: Any) -> _R:
         """``fn(store, *args, **kwargs)`` on the store's worker thread, inside one read
@@ -262,10 +273,15 @@ class AsyncStore:
         sees the same moment of the store, however fast another writer writes meanwhile."""
         return await self._run(_read_together, self._store, fn, args, kwargs)
 
-    async def append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
-        """Append one recorder's batch (:func:`agui_store.recording.append_batch`'s
-        arguments) where appends run: the writer process, or the worker thread."""
-        result: AppendResult = await self._run_on(
+    def append_batch(
+        self, batch: list[bytes], options: dict[str, Any]
+    ) -> asyncio.Future[AppendResult]:
+        """Start appending one recorder's batch (:func:`agui_store.recording.append_batch`'s
+        arguments) where appends run: the writer process, or the worker thread. Await the
+        future for what was written: a plain future, not a task, so that an event loop
+        shutting down, which cancels every task, does not lose the outcome of an append
+        that runs to its end anyway."""
+        result: asyncio.Future[AppendResult] = self._start_on(
             self._forwarder, self._write, "append_batch", (batch,), options
         )
         return result

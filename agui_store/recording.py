@@ -32,6 +32,7 @@ import time
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
+    Awaitable,
     Callable,
     Iterable,
     Iterator,
@@ -92,8 +93,11 @@ class AsyncAppender(Protocol):
     one): a batch appended off the event loop, and a register of the batchers still open,
     which the appender's ``close`` waits for. A ``max_event_bytes``, as :class:`Appender`'s."""
 
-    async def append_batch(self, batch: list[bytes], options: dict[str, Any]) -> AppendResult:
-        """Append one recorded batch (:func:`append_batch`'s arguments); what was written."""
+    def append_batch(
+        self, batch: list[bytes], options: dict[str, Any]
+    ) -> Awaitable[AppendResult]:
+        """Start appending one recorded batch (:func:`append_batch`'s arguments); awaited,
+        what was written. The batcher waits for it through its own cancellation."""
         ...
 
     def register_batcher(self, batcher: AsyncBatcher) -> None:
@@ -1007,7 +1011,14 @@ class AsyncBatcher:
         try:
             for raw in self._pending.unended():
                 self.add(raw)
-            await self.flush()
+            while True:
+                try:
+                    await self.flush()
+                    break
+                except asyncio.CancelledError:
+                    # The event loop is shutting down (asyncio.run cancels every task left):
+                    # what passed is still appended, as a closing recorder promises.
+                    _uncancel()
         finally:
             self._pending.finish()
             self._astore.unregister_batcher(self)
@@ -1016,33 +1027,66 @@ class AsyncBatcher:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._writer is not None and self._writer.done():
+            self._writer = None  # cancelled before it began: it wrote nothing
         if self._writer is None and self._pending.events:
             self._writer = asyncio.get_running_loop().create_task(self._write())
 
     async def _write(self) -> None:
+        """Append the pending batches, in order. A cancellation (the event loop shutting
+        down cancels every task left) does not stop it: the append in flight runs to its
+        end anyway, and its outcome is needed to append the next batch into the same run;
+        what is pending is then appended at once, as no timer may fire any more."""
         pending = self._pending
+        cancelled = False
         try:
             while pending.events:
                 batch, options = pending.take()
                 outcome: AppendResult | BaseException
                 try:
-                    outcome = await self._astore.append_batch(batch, options)
+                    appending = asyncio.ensure_future(self._astore.append_batch(batch, options))
                 except Exception as exc:  # never into the stream: reported, kept in `failed`
                     outcome = exc
+                else:
+                    while not appending.done():
+                        try:
+                            await asyncio.wait({appending})  # never cancels the append
+                        except asyncio.CancelledError:
+                            cancelled = True
+                            _uncancel()
+                    if appending.cancelled():
+                        outcome = AguiStoreError("the append of the batch was cancelled")
+                    else:
+                        error = appending.exception()
+                        outcome = appending.result() if error is None else error
                 _settle(pending, self._on_written, batch, outcome)
                 if self._settled is not None:
                     self._settled.set()
                 due = pending.due_at()
                 loop_time = asyncio.get_running_loop().time()
-                if due is not None and loop_time < due and pending.size < pending.max_bytes:
+                if (
+                    not cancelled
+                    and due is not None
+                    and loop_time < due
+                    and pending.size < pending.max_bytes
+                ):
                     break  # not due yet: the timer below takes it
         finally:
             self._writer = None
-            if pending.events and self._timer is None:
+            if pending.events and self._timer is None and not cancelled:
                 loop = asyncio.get_running_loop()
                 due = pending.due_at()
                 delay = 0.0 if due is None else max(0.0, due - loop.time())
                 self._timer = loop.call_later(delay, self._start_writer)
+
+
+def _uncancel() -> None:
+    """Take back the cancellation the current task just caught, which it goes on through
+    (Python 3.11 counts them: a pending one would cut a later timeout short)."""
+    task = asyncio.current_task()
+    uncancel = getattr(task, "uncancel", None)
+    if uncancel is not None:
+        uncancel()
 
 
 def record_async(

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
@@ -31,7 +33,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 import agui_store
-from agui_store import aio
+from agui_store import aio, testing
 from agui_store.recording import AsyncBatcher
 from benchmarks._common import conversation_run
 from tests.oracle_client import Oracle, as_js
@@ -382,6 +384,74 @@ def test_a_cancelled_task_leaves_what_passed_recorded_and_the_run_incomplete(
 
     run(main())
     assert recorded(db_path, "t", "r1") == (events[:15], "incomplete")
+
+
+def test_tasks_still_recording_when_asyncio_run_returns_leave_what_they_received_recorded(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The program returns while its recordings run and never closes the AsyncStore:
+    ``asyncio.run`` cancels every task left, the recorder's own writers among them, in the
+    middle of an append. Each run still holds exactly what its consumer received."""
+    runs = [("t0", "r0"), ("t0", "r1"), ("t1", "r2"), ("t1", "r3")]
+    received: dict[str, list[Any]] = {run_id: [] for _, run_id in runs}
+    release = threading.Event()
+
+    def busy_until_released(store: agui_store.Store) -> None:
+        release.wait()  # the store's worker is busy: the first batches wait their turn
+
+    async def main() -> tuple[aio.AsyncStore, list[asyncio.Future[Any]]]:
+        astore = await aio.open(db_path, writer="thread")
+        blocking = asyncio.ensure_future(astore.in_one_read(busy_until_released))
+        real = astore.append_batch
+        appending = asyncio.Event()
+        appends = 0
+
+        def counted(batch: Any, options: Any) -> Any:  # the real append, counted
+            nonlocal appends
+            appends += 1
+            if appends == len(runs):
+                appending.set()
+            return real(batch, options)
+
+        astore.append_batch = counted  # type: ignore[method-assign]
+        stuck = [asyncio.Event() for _ in runs]
+
+        async def producer(thread: str, run_id: str, n: int) -> AsyncIterator[Any]:
+            events = conversation_run(thread, run_id, 40, 0)
+            for event in events[:5]:
+                yield event
+            await appending.wait()  # every first batch is being appended
+            for event in events[5 : 5 + n]:  # and these wait in the next batch
+                yield event
+            stuck[n].set()
+            await asyncio.Event().wait()  # a model that never answers
+            yield events[-1]
+
+        async def consume(thread: str, run_id: str, n: int) -> None:
+            async for event in astore.record(producer(thread, run_id, n)):
+                received[run_id].append(event)
+
+        consumers = [
+            asyncio.ensure_future(consume(thread, run_id, n))
+            for n, (thread, run_id) in enumerate(runs)
+        ]
+        for event in stuck:
+            await event.wait()
+        release.set()
+        # asyncio.run cancels the tasks left, and closes the loop. The program still holds
+        # its tasks (the loop keeps only weak references to them).
+        return astore, [blocking, *consumers]
+
+    astore, tasks = run(main())
+    assert all(task.done() for task in tasks)
+    gc.collect()  # a task destroyed while pending is told as it is collected
+    testing.stop_threads(astore)
+    astore.store.close()
+    for thread, run_id in runs:
+        assert recorded(db_path, thread, run_id) == (received[run_id], "incomplete")
+    with agui_store.open(db_path) as store:
+        assert store.check().ok
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 # --- batches reach the file while the stream runs ---------------------------------------
