@@ -53,7 +53,7 @@ from agui_store.errors import (
     StorageError,
     StoreBusyError,
 )
-from agui_store.records import AppendResult
+from agui_store.records import AppendResult, one_line
 
 __all__ = [
     "Appender",
@@ -457,10 +457,12 @@ class _Pending:
         if self.warn:
             log.warning(
                 "recording of thread %s, run %s stopped: %s: %s",
-                self.thread_id or "?",
-                self.run_id or "(none recorded)",
+                # The ids come from the stream or a client's request: their control
+                # characters as escapes, so that a newline in one cannot forge a log line.
+                one_line(self.thread_id or "?"),
+                one_line(self.run_id or "(none recorded)"),
                 counted(recorded, dropped, self.uncertain),
-                self.failure,
+                one_line(str(self.failure)),
             )
 
     def finish(self) -> None:

@@ -175,6 +175,25 @@ def test_an_event_that_cannot_be_json_stops_recording_and_is_logged(
     assert "nan is not a JSON number" in caplog.text
 
 
+def test_an_id_from_the_stream_cannot_write_a_log_line_of_its_own(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The ids come from the events (or a client's request): a newline in them would start a
+    # line of the log that reads as the application's own.
+    thread, run = "t1\nWARNING:agui_store.recording:forged", "r1\r\x1b[2K"
+    events: list[Any] = conversation_run(thread, run, 10, 0)
+    events.insert(5, {"type": "CUSTOM", "name": "n", "value": float("nan")})
+    with agui_store.open(db_path) as store:
+        with caplog.at_level(logging.WARNING, logger="agui_store.recording"):
+            assert list(store.record(events)) == events
+        assert store.events(run, thread_id=thread) == events[:5]
+    said = [r.getMessage() for r in caplog.records if r.name == "agui_store.recording"]
+    assert said
+    for line in said:
+        assert "\n" not in line and "\r" not in line and "\x1b" not in line
+        assert "thread t1\\nWARNING:agui_store.recording:forged, run r1\\r\\x1b[2K stopped" in line
+
+
 def test_an_event_stream_event_too_large_to_read_keeps_what_its_chunk_completed_before_it(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
