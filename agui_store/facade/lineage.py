@@ -38,6 +38,7 @@ class LineageVerbs(Facade):
         ``move=False`` refuses to move a branch that exists (``BranchError``), as git's
         ``branch`` does without ``--force``."""
         arguments.flag("move", move)
+        intake.check_branch_name(name)  # before the run, as git names a bad name first
         with self.writing() as tx:
             key = self._resolve(tx, run_id, thread_id=thread_id, scope=scope)
             return branches.point(tx, name, key, move=move)

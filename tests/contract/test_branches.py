@@ -215,6 +215,14 @@ def test_an_input_for_another_run_is_refused_as_one_for_another_thread_is(
     assert store.input("r3", thread_id="t") is None
 
 
+@pytest.mark.parametrize("name", [5, "a..b"])
+def test_a_bad_branch_name_is_named_before_a_missing_run_as_git_names_it(
+    store: Any, name: Any
+) -> None:
+    with pytest.raises((ArgumentTypeError, BranchError)):  # not RunNotFoundError
+        store.branch(name, "no-such-run", thread_id="t")
+
+
 # --- the command line -------------------------------------------------------------------
 
 
