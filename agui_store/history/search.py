@@ -508,7 +508,10 @@ def _ascii_term(term_words: tuple[str, ...], prefix: bool) -> re.Pattern[str]:
 
 
 def _bad(query: str, why: str) -> InvalidArgumentError:
-    return InvalidArgumentError(f"search query {query!r}: {why}")
+    """The error for a query that cannot be read: a long query shown by its start, as ids
+    are, so that the message stays one readable line."""
+    shown = query if len(query) <= 60 else query[:40] + "..."
+    return InvalidArgumentError(f"search query {shown!r}: {why}")
 
 
 #: What the query language reads as a quote around a phrase: the ASCII ``"``, the curly and
@@ -556,7 +559,7 @@ def parse(query: str) -> Query:
     if not query.strip():
         raise _bad(query, "it is empty; give one or more words to find")
     if len(query) > MAX_QUERY:
-        raise _bad(query[:40] + "...", f"it is longer than {MAX_QUERY} characters")
+        raise _bad(query, f"it is longer than {MAX_QUERY} characters")
     terms: list[Term] = []
     at = 0
     while at < len(query):

@@ -423,6 +423,18 @@ def test_a_query_of_the_wrong_shape_says_what_is_wrong(
             store.search("porto", cursor="9" * 20)
 
 
+def test_a_long_query_is_named_by_its_start_in_the_error(store_location: str) -> None:
+    """A query too long, or of too many terms, is told in one line: its first words."""
+    many_terms = " ".join(f"word{i:03}" for i in range(100))  # 799 characters, 100 terms
+    with agui_store.open(store_location) as store:
+        for query, says in ((many_terms, "100 terms"), ("porto " * 200, "longer than")):
+            with pytest.raises(InvalidArgumentError, match=says) as refused:
+                store.search(query)
+            shown = query[:40] + "..."
+            assert str(refused.value).startswith(f"search query {shown!r}: "), refused.value
+            assert len(str(refused.value)) < 120, refused.value
+
+
 @pytest.mark.parametrize("pending", [1, 3])
 def test_forgetting_a_thread_takes_it_out_of_the_index(store_location: str, pending: int) -> None:
     with testing.search_pending_rows(pending), agui_store.open(store_location) as store:
