@@ -18,6 +18,12 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def in_utc_if_naive(when: datetime.datetime) -> datetime.datetime:
+    """``when``, aware: a time Python counts as naive (no zone, or a zone that gives no
+    offset) is taken as UTC, as every time the API takes is."""
+    return when.replace(tzinfo=datetime.timezone.utc) if when.utcoffset() is None else when
+
+
 def ms_before(when: datetime.datetime) -> int:
     """The first whole millisecond since the epoch not before ``when`` (an aware datetime):
     a time the store holds (whole milliseconds) is before ``when`` exactly when it is before
@@ -76,4 +82,4 @@ def parse_moment(text: str) -> datetime.datetime:
             int(year), int(month), int(day), int(hour or 0), int(minute or 0),
             int(second or 0), int((fraction or "0").ljust(6, "0")[:6]), zone,
         )
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
+    return in_utc_if_naive(moment)

@@ -67,9 +67,7 @@ class ReadVerbs(Facade):
                     "after_updated_at= places after= in the list recent_first= gives: pass "
                     "both with it"
                 )
-            if after_updated_at.utcoffset() is None:  # naive: no zone, or one with no offset
-                after_updated_at = after_updated_at.replace(tzinfo=datetime.timezone.utc)
-            at = clock.ms_before(after_updated_at)
+            at = clock.ms_before(clock.in_utc_if_naive(after_updated_at))
         with self.reading() as tx:
             ids = tx.thread_ids_by_activity(scope) if recent_first else tx.thread_ids(scope)
             if after is None:

@@ -62,6 +62,7 @@ except ImportError as e:  # pragma: no cover - the message is the point
 
 from agui_store.aio import AsyncStore
 from agui_store.codec import json as _json
+from agui_store.engine import clock as _clock
 from agui_store.engine import conversations as _engine
 from agui_store.engine.arguments import a_kind as _a_kind
 from agui_store.engine.arguments import quote as _quote
@@ -443,11 +444,8 @@ def _worker() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def _micros(moment: datetime) -> int:
-    """Microseconds since the epoch (a naive time is taken as UTC), what listings order by.
-    A zone that gives no offset leaves the time naive, as Python counts it."""
-    if moment.utcoffset() is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return (moment - _EPOCH) // timedelta(microseconds=1)
+    """Microseconds since the epoch (a naive time is taken as UTC), what listings order by."""
+    return _clock.micros(_clock.in_utc_if_naive(moment))
 
 
 def _record_to(record: _upstream.ConversationRecord) -> _engine.Record:
