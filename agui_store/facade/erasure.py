@@ -13,6 +13,7 @@ import datetime
 from collections.abc import Callable
 
 from agui_store.engine import checkpoints, clock, erasure, intake, port
+from agui_store.engine.arguments import check_thread_id
 from agui_store.engine.arguments import flag as _flag
 from agui_store.engine.arguments import quote as _quote
 from agui_store.errors import AguiStoreError, ArgumentTypeError, InvalidArgumentError
@@ -44,10 +45,9 @@ class ErasureVerbs(Facade):
         docs/guides/erasure.md."""
         _flag("dry_run", dry_run)
         intake.check_scope(scope)
-        if not isinstance(thread_id, str) or not thread_id:
-            # No string is a TypeError too, as check_thread_id says of every other verb's.
-            error = InvalidArgumentError if isinstance(thread_id, str) else ArgumentTypeError
-            raise error(f"thread_id must be a non-empty string, not {_quote(thread_id)}")
+        if thread_id is None:  # the one verb that needs its thread named
+            raise ArgumentTypeError("thread_id must be a non-empty string, not None")
+        check_thread_id(thread_id)
         return self._erase(
             lambda tx: [erasure.thread_to_erase(tx, thread_id, scope, self.path)],
             "delete_thread",
@@ -88,9 +88,7 @@ class ErasureVerbs(Facade):
                 raise InvalidArgumentError(f"before= must not be a negative timedelta: {before}")
             cutoff = clock.now_ms() * 1000 - (before // datetime.timedelta(microseconds=1))
         elif isinstance(before, datetime.datetime):
-            if before.utcoffset() is None:  # naive, its zone none or one without an offset
-                before = before.replace(tzinfo=datetime.timezone.utc)
-            cutoff = clock.micros(before)
+            cutoff = clock.micros(clock.in_utc_if_naive(before))
         else:
             raise InvalidArgumentError(
                 f"before= must be a datetime or a timedelta, not {_quote(before)}"
