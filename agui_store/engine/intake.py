@@ -27,8 +27,9 @@ from agui_store.protocol import validate
 
 _BRANCH_NAME = re.compile(r"[A-Za-z0-9._/@+-]{1,255}")  # fullmatch: no trailing newline
 # git check-ref-format's rules on those characters: no component that starts with a dot or
-# ends with ".lock", no "..", no empty component, no "." at the end, not "@" alone.
-_BRANCH_NAME_FORBIDDEN = re.compile(r"(?:^|/)\.|\.lock(?:/|$)|\.\.|//|^/|/$|\.$|^@$")
+# ends with ".lock", no "..", no empty component, no "." at the end ("@" alone is one of
+# the names of the newest run, refused before).
+_BRANCH_NAME_FORBIDDEN = re.compile(r"(?:^|/)\.|\.lock(?:/|$)|\.\.|//|^/|/$|\.$")
 
 
 class Input(NamedTuple):

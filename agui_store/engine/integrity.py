@@ -106,7 +106,7 @@ from agui_store.engine import (
 )
 from agui_store.engine.arguments import quote
 from agui_store.engine.port import IndexedMessage, Inspecting, StoredRun
-from agui_store.engine.revisions import RESERVED_REFS
+from agui_store.engine.revisions import NEWEST_NAMES
 from agui_store.errors import AguiStoreError, HashMismatchError, InvalidEventError
 from agui_store.history import blobs, hashing, normalize
 from agui_store.history.lineage import hash_ids, lineage_ids
@@ -410,7 +410,7 @@ def _check_refs(ctx: _Context, out: _Collector) -> None:
             )
             continue
         where = f"branch {quote(name)} of thread {quote(thread_id)}"
-        if name in RESERVED_REFS:
+        if name in NEWEST_NAMES:
             out.problem(
                 f"{where} shadows the name every thread reserves for its default "
                 "branch (it follows the newest run)"

@@ -53,8 +53,9 @@ class LineageVerbs(Facade):
         """Delete a branch (the runs stay; only the name goes).
 
         Raises:
-            BranchError: no branch ``name`` in the thread, or ``name`` is ``main`` (which
-                follows the newest run and is never deleted).
+            BranchError: no branch ``name`` in the thread, or ``name`` is ``main``, ``HEAD``
+                or ``@`` (which follow the newest run and are never deleted).
+            ArgumentTypeError: ``name`` is not text (a ``TypeError`` too).
             RunNotFoundError: no thread ``thread_id`` (in the ``scope``).
         """
         branches.refuse_reserved(name)
@@ -75,8 +76,10 @@ class LineageVerbs(Facade):
         branch -m`` does. ``force`` replaces a branch already named ``new``.
 
         Raises:
-            BranchError: no branch ``old`` in the thread, ``old`` is ``main``, ``new`` is not
-                a valid name, or a branch named ``new`` exists and ``force`` is false.
+            BranchError: no branch ``old`` in the thread, ``old`` is ``main``, ``HEAD`` or
+                ``@``, ``new`` is not a valid name, or a branch named ``new`` exists and
+                ``force`` is false.
+            ArgumentTypeError: ``old`` or ``new`` is not text (a ``TypeError`` too).
             RunNotFoundError: no thread ``thread_id`` (in the ``scope``).
         """
         branches.refuse_reserved(old)
