@@ -619,13 +619,22 @@ def test_an_option_given_after_the_separator_is_told_to_go_before_it(
         "--help)\n")
 
 
+def test_a_word_after_the_separator_is_not_told_to_go_after_it(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert agui(db, "show", "--", "r1", "-q") == (2, "")
+    assert capsys.readouterr().err == (
+        "agui-store show: unrecognized arguments: -q (usage: agui-store show --help)\n")
+
+
 def test_log_tells_an_option_given_after_the_separator_to_go_before_it(
     db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     capsys.readouterr()
     assert agui(db, "log", "--", "r1", "--oneline") == (2, "")
     assert capsys.readouterr().err == (
-        "agui-store log: '--oneline' names no run, and after -- every word is a REF: give an "
+        "agui-store log: '--oneline' names no run, and after -- every word is a run: give an "
         "option before -- (usage: agui-store log --help)\n")
 
 

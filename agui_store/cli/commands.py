@@ -614,7 +614,7 @@ def _one_revision(
             if word.startswith("-") and store.get_run(word, thread_id=thread) is None:
                 raise UsageError(
                     f"{arguments.quote(word, 40)} names no run, and after -- every word is a "
-                    "REF: give an option before --"
+                    "run: give an option before --"
                 )
         raise UsageError(
             "log takes one REF, and one ^REF to leave out (a run's lineage is one line: "
@@ -2087,16 +2087,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             hint = f"a -word to leave out goes after --: {prog} porto -- -hotel"
         elif args.command in ("show", *ALIASES["show"]) and {"-b", "-B"} & set(extra):
             hint = f"{_branch_instead(args, extra)}; {hint}"
-        elif (hasattr(args, "ref") or args.command == "diff") and any(
-            re.match(r"-[^-]", word) for word in extra
-        ):  # a run id such as -x1, which argparse took for an option: git's -- separates it
-            hint = f"{_after_the_separator(args.command, words[start + 1:], extra)}; {hint}"
         elif misplaced := [
             word for word in extra if word in words[end + 1:]
             and word.split("=", 1)[0] in args.command_options[args.command]
         ]:  # an option after --, read as a run: naming it as its own nearest would puzzle
             hint = (f"{misplaced[0]} is an option, and after -- every word is a run: give it "
                     f"before --; {hint}")
+        elif (hasattr(args, "ref") or args.command == "diff") and any(
+            re.match(r"-[^-]", word) for word in extra if word not in words[end + 1:]
+        ):  # a run id such as -x1, which argparse took for an option: git's -- separates it
+            hint = f"{_after_the_separator(args.command, words[start + 1:], extra)}; {hint}"
         else:  # a mistyped --option: the command's options most like it, as git names them
             nearest = [
                 name for word in extra if word.startswith("--")
