@@ -65,7 +65,7 @@ def _is_json(content_type: bytes | None) -> bool:
     return media == b"application/json" or media.endswith(b"+json")
 
 
-def _path(scope: Scope) -> str:
+def _shown_path(scope: Scope) -> str:
     """A request's path as a log line shows it: the client chose it (``%0A`` arrives as a
     newline), so its control characters are escapes and it cannot start a line of its own.
     The thread and run ids a body names are shown the same way (:func:`one_line`)."""
@@ -464,14 +464,14 @@ class Recorder:
         except Exception:
             logger.exception(
                 "the scope callable raised for %s %s: the request has no owner",
-                scope.get("method"), _path(scope),
+                scope.get("method"), _shown_path(scope),
             )
             return None
         try:
             arguments.check_scope(owner)
         except (TypeError, AguiStoreError) as e:
             logger.warning("the scope callable gave no owner's name for %s %s (%s): the "
-                           "request has no owner", scope.get("method"), _path(scope), e)
+                           "request has no owner", scope.get("method"), _shown_path(scope), e)
             return None
         return owner
 
@@ -580,7 +580,7 @@ class Recorder:
             logger.warning(
                 "refused: %s %s: the request has no owner (unowned='refuse') and its body is "
                 "larger than the store takes as a run's input (max_event_bytes=%d)",
-                scope.get("method"), _path(scope), self._store.store.max_event_bytes,
+                scope.get("method"), _shown_path(scope), self._store.store.max_event_bytes,
             )
             await _reply(send, 401, b"no owner: this request names no user")
             return
@@ -614,7 +614,7 @@ class Recorder:
                         "%s); the Recorder records text/event-stream responses only (a client "
                         "that accepts text/event-stream is recorded). Said once: later "
                         "protobuf responses go unrecorded without a word",
-                        scope.get("method"), _path(scope), PROTOBUF_TYPE.decode(),
+                        scope.get("method"), _shown_path(scope), PROTOBUF_TYPE.decode(),
                     )
                 return None
             if _header(headers, b"content-encoding") not in (None, b"identity"):
@@ -626,7 +626,7 @@ class Recorder:
                 logger.warning(
                     "not recorded: %s %s answered an event stream, but its request body is "
                     "compressed (Content-Encoding: %s), which the Recorder does not read",
-                    scope.get("method"), _path(scope),
+                    scope.get("method"), _shown_path(scope),
                     (encoding or b"").decode("latin-1")[:40],
                 )
                 return None
@@ -634,7 +634,7 @@ class Recorder:
                 logger.warning(
                     "not recorded: %s %s answered an event stream, but its request body is "
                     "larger than the store takes as a run's input (max_event_bytes=%d)",
-                    scope.get("method"), _path(scope), self._store.store.max_event_bytes,
+                    scope.get("method"), _shown_path(scope), self._store.store.max_event_bytes,
                 )
                 return None
             body = b"".join(body_parts)
@@ -645,7 +645,7 @@ class Recorder:
                     "not recorded: %s %s answered an event stream, but its request body is "
                     "not a RunAgentInput (%s)",
                     scope.get("method"),
-                    _path(scope),
+                    _shown_path(scope),
                     _why_not_ids(body) if body_complete
                     else "the app answered before reading it whole",
                 )
@@ -668,7 +668,7 @@ class Recorder:
             self._unwritten.setdefault(ids.threadId, []).append(recording)
             return recording
         except Exception:
-            logger.exception("not recorded: %s %s", scope.get("method"), _path(scope))
+            logger.exception("not recorded: %s %s", scope.get("method"), _shown_path(scope))
             return None
 
     # --- reconnect ----------------------------------------------------------------------

@@ -651,7 +651,10 @@ def _tell(on_written: OnWritten | None, result: AppendResult, batch: list[bytes]
     try:
         on_written(result, batch)
     except Exception:  # the listener's problem: the recording goes on
-        log.exception("on_written raised for thread %s, run %s", result.thread_id, result.run_ids)
+        log.exception(
+            "on_written raised for thread %s, run %s",
+            one_line(result.thread_id), one_line(", ".join(result.run_ids)),
+        )
 
 
 # --------------------------------------------------------------------------------------------
