@@ -39,8 +39,9 @@ settings.register_profile(
     derandomize=True,
     print_blob=True,
 )
-# The second CI pass, on the lowest dependency versions the pyproject allows: every test runs,
-# the properties on fewer (fixed) examples, so that both passes fit CI's time budget.
+# CI's passes on the lowest Python the pyproject allows (with the newest releases, and with
+# the lowest versions it allows): every test runs, the properties on fewer (fixed) examples,
+# so that every pass fits CI's time budget.
 settings.register_profile(
     "ci-lowest",
     max_examples=15,
