@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import subprocess
 import sys
+import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -208,12 +209,15 @@ except ImportError as e:
 
 
 @pytest.mark.pydantic_ai
-def test_a_save_cancelled_while_its_write_waits_lands_whole_and_one_cancelled_before_lands_nothing(
+def test_a_cancelled_save_lands_whole_once_its_write_waits_and_not_at_all_before_it(
     tmp_path: Any,
 ) -> None:
     """A save is one transaction on the store's worker thread: cancelling its task cannot
-    stop that thread, so a write already begun commits whole; a save cancelled before it
-    ran writes nothing. Either way, never a part of one."""
+    stop that thread, so a write already begun commits whole; a save cancelled once it has
+    started, while it waits its turn on the worker, writes nothing. Either way, never a part
+    of one."""
+    import inspect
+
     import apsw
 
     path = tmp_path / "c.db"
@@ -222,24 +226,32 @@ def test_a_save_cancelled_while_its_write_waits_lands_whole_and_one_cancelled_be
         # The other writer is released by the test, not by a timeout running out.
         async with ConversationStore(str(path), busy_timeout_ms=600_000) as store:
             await store.save(Conversation(conversation_id="c", messages=turn(1)))
-            early = asyncio.create_task(
-                store.save(Conversation(conversation_id="early", messages=turn(1)))
-            )
-            early.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await early
             other = apsw.Connection(str(path))
             other.execute("BEGIN IMMEDIATE")  # another process's write in flight
-            saving = asyncio.create_task(
-                store.save(Conversation(conversation_id="d", messages=turn(2)))
-            )
-            while not _running("_in_write"):
-                await asyncio.sleep(0.01)  # until the save waits for the write lock
-            saving.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await saving
-            other.execute("ROLLBACK")
-            other.close()
+            try:
+                saving = asyncio.create_task(
+                    store.save(Conversation(conversation_id="d", messages=turn(2)))
+                )
+                await _until_running("_in_write")  # the save waits for the write lock
+                early = asyncio.create_task(
+                    store.save(Conversation(conversation_id="early", messages=turn(1)))
+                )
+                # One turn of the loop runs the new task up to its first await: its read,
+                # queued on the worker behind the waiting write.
+                await asyncio.sleep(0)
+                assert inspect.getcoroutinestate(early.get_coro()) == inspect.CORO_SUSPENDED
+                assert not early.done()
+                early.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await early
+                saving.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await saving
+            finally:
+                # Released even when a check fails, so that closing the store does not wait
+                # behind the held lock.
+                other.execute("ROLLBACK")
+                other.close()
             # The worker runs one call at a time: this load runs after the cancelled write.
             loaded = await store.load("d")
             assert loaded is not None and len(loaded.messages) == len(turn(2))
@@ -248,6 +260,15 @@ def test_a_save_cancelled_while_its_write_waits_lands_whole_and_one_cancelled_be
             assert not opened.check().problems
 
     run(scenario())
+
+
+async def _until_running(function: str) -> None:
+    """Wait until a thread of this process runs ``function``; a guard against hanging."""
+    deadline = time.monotonic() + 60
+    while not _running(function):
+        if time.monotonic() > deadline:
+            pytest.fail(f"no thread ran {function} within 60 s")
+        await asyncio.sleep(0.01)
 
 
 def _running(function: str) -> bool:
