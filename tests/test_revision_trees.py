@@ -35,17 +35,49 @@ def _trees(draw: st.DrawFn) -> dict[str, Any]:
     return {"parents": parents, "branches": branches}
 
 
+def _run_id(i: int) -> str:
+    """Run ``i``'s id, ``r3-3``: ``r3`` and ``r3-`` begin it and no other run's id."""
+    return f"r{i}-{i}"
+
+
 def _build(path: Path, tree: dict[str, Any]) -> agui_store.Store:
     store = agui_store.open(path)
     for i, parent in enumerate(tree["parents"]):
+        run_id = _run_id(i)
         if parent is None:
-            store.append(text_run(f"r{i}", f"answer {i}", question=f"question {i}"))
+            store.append(text_run(run_id, f"answer {i}", question=f"question {i}"))
         else:
-            body = store.fork(f"r{parent}", thread_id="t", run_id=f"r{i}")
-            store.append(text_run(f"r{i}", f"answer {i}", question=f"question {i}"), input=body)
+            body = store.fork(_run_id(parent), thread_id="t", run_id=run_id)
+            store.append(text_run(run_id, f"answer {i}", question=f"question {i}"), input=body)
     for name, at in tree["branches"].items():
-        store.branch(name, f"r{at}", thread_id="t")
+        store.branch(name, _run_id(at), thread_id="t")
     return store
+
+
+def _names(tree: dict[str, Any]) -> dict[str, int]:
+    """Every name of a run of the tree's thread, and the index of the run it names: each run
+    id, each branch, ``HEAD``, ``@`` and ``main`` (the newest run), and each prefix of a run id
+    that begins no other run's id and is no other name (a branch wins over a prefix). The
+    prefixes begin with ``r``, so none can begin a short content hash (hex digits)."""
+    count = len(tree["parents"])
+    names = {_run_id(i): i for i in range(count)}
+    names.update(tree["branches"])
+    names.update({"HEAD": count - 1, "@": count - 1, "main": count - 1})
+    for i in range(count):
+        for end in range(1, len(_run_id(i))):
+            prefix = _run_id(i)[:end]
+            fits = [j for j in range(count) if _run_id(j).startswith(prefix)]
+            if fits == [i] and prefix not in names:
+                names[prefix] = i
+    return names
+
+
+def _lineage(tree: dict[str, Any], i: int) -> list[int]:
+    """Run ``i`` and its lineage ancestors, by the tree's parents."""
+    chain = [i]
+    while (parent := tree["parents"][chain[-1]]) is not None:
+        chain.append(parent)
+    return chain
 
 
 def _first_parents(store: agui_store.Store, run_id: str) -> list[str]:
@@ -76,15 +108,10 @@ def test_ancestor_steps_after_any_name_of_a_run_climb_that_many_lineage_parents(
     tmp_path_factory: pytest.TempPathFactory, tree: dict[str, Any], data: st.DataObject
 ) -> None:
     with _build(tmp_path_factory.mktemp("rev") / "chat.db", tree) as store:
-        runs = [f"r{i}" for i in range(len(tree["parents"]))]
-        names = {**{r: r for r in runs}, **{b: f"r{i}" for b, i in tree["branches"].items()}}
-        newest = runs[-1]
-        names.update({"HEAD": newest, "@": newest, "main": newest})
-        if len(runs) < 10:  # "r1" is then a run id and no other's prefix
-            names.update({r + "": r for r in runs})
+        names = _names(tree)
         base = data.draw(st.sampled_from(sorted(names)))
         steps, n = _steps(data.draw)
-        chain = _first_parents(store, names[base])
+        chain = _first_parents(store, _run_id(names[base]))
         rev = base + steps
         if n >= len(chain):
             assert store.get_run(rev, thread_id="t") is None
@@ -117,19 +144,22 @@ def test_show_and_log_of_a_revision_print_what_they_print_for_the_run_it_names(
 ) -> None:
     path = tmp_path_factory.mktemp("rev") / "chat.db"
     _build(path, tree).close()
-    runs = [f"r{i}" for i in range(len(tree["parents"]))]
-    base = data.draw(st.sampled_from([*runs, *tree["branches"], "HEAD", "@", "main"]))
-    steps, _ = _steps(data.draw)
+    names = _names(tree)
+    base = data.draw(st.sampled_from(sorted(names)))
+    steps, n = _steps(data.draw)
+    chain = _lineage(tree, names[base])
 
     def agui(*args: str) -> tuple[int, str]:
         out = io.StringIO()
         return cli.main(["--db", str(path), *args], out=out), out.getvalue()
 
     code, shown = agui("show", base + steps)
-    if code:
-        assert shown == ""
+    if n >= len(chain):  # past the root: an error, and nothing on stdout
+        assert code != 0 and shown == ""
         return
+    assert code == 0
     run_id = shown.split()[1]
+    assert run_id == _run_id(chain[n])
     assert agui("show", run_id) == (0, shown)
     assert agui("log", base + steps) == agui("log", run_id)
 
@@ -215,9 +245,6 @@ def test_a_run_id_that_holds_steps_is_named_as_the_reference_says(
             store.append(text_run(run_id, "answer"), input=body)
             parents[run_id] = parent
         rev = data.draw(st.sampled_from(ids)) + _steps(data.draw)[0]
-        try:
-            expected = _documented_run(parents, {}, rev)
-        except KeyError:
-            expected = None
+        expected = _documented_run(parents, {}, rev)
         run = store.get_run(rev, thread_id="t")
         assert (run.run_id if run else None) == expected
