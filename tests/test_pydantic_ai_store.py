@@ -20,6 +20,7 @@ from agui_store import testing
 from agui_store.errors import ArgumentTypeError, InvalidArgumentError
 from tests.schema_history import as_version_11
 from tests.workers.harness import ROOT, worker_env
+from tests.zones import NoOffset
 
 # pydantic-ai needs Python 3.11: without it the tests marked pydantic_ai skip
 # (tests/conftest.py).
@@ -414,16 +415,9 @@ def test_a_records_updated_at_in_a_zone_that_gives_no_offset_is_saved_as_a_naive
 ) -> None:
     """Python counts a time whose zone gives no offset as naive: it is saved as a naive time
     is, in UTC, not refused with a bare TypeError."""
-    from datetime import datetime, tzinfo
+    from datetime import datetime
 
     from pydantic_ai.conversation_store import ConversationRecord
-
-    class NoOffset(tzinfo):
-        def utcoffset(self, moment: datetime | None) -> None:
-            return None
-
-        def dst(self, moment: datetime | None) -> None:
-            return None
 
     saved = datetime(2026, 1, 1, 12, 0, 0, tzinfo=NoOffset())
 

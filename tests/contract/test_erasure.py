@@ -27,6 +27,7 @@ from agui_store.sync import copy
 from tests.backends import checked, dump, owner, problems, tamper
 from tests.streams import run, say
 from tests.workers.harness import Worker
+from tests.zones import NoOffset
 
 # pydantic-ai needs Python 3.11: without it the tests marked pydantic_ai skip
 # (tests/conftest.py).
@@ -310,16 +311,6 @@ def test_prune_takes_a_thread_last_active_any_fraction_of_a_millisecond_before_t
             assert store.prune(before=cutoff, dry_run=True).threads == erased, after
 
 
-class _NoOffset(datetime.tzinfo):
-    """A zone that knows no offset: a datetime in it is naive, as Python counts it."""
-
-    def utcoffset(self, dt: datetime.datetime | None) -> None:
-        return None
-
-    def dst(self, dt: datetime.datetime | None) -> None:
-        return None
-
-
 def test_prune_takes_a_cutoff_whose_zone_gives_no_offset_as_a_naive_one_in_utc(
     store_location: str,
 ) -> None:
@@ -328,7 +319,7 @@ def test_prune_takes_a_cutoff_whose_zone_gives_no_offset_as_a_naive_one_in_utc(
         last = store.runs("t")[-1].updated_at
         assert last is not None
         for after, erased in [(0, 0), (1, 1)]:
-            cutoff = (last + datetime.timedelta(milliseconds=after)).replace(tzinfo=_NoOffset())
+            cutoff = (last + datetime.timedelta(milliseconds=after)).replace(tzinfo=NoOffset())
             assert store.prune(before=cutoff, dry_run=True).threads == erased, after
         assert store.threads() == ["t"]
 

@@ -24,6 +24,7 @@ from agui_store.errors import (
 )
 from tests.backends import dump
 from tests.streams import run, say
+from tests.zones import NoOffset
 
 
 @pytest.fixture
@@ -335,16 +336,6 @@ def test_an_after_updated_at_that_is_not_a_datetime_is_refused_for_its_type_firs
             store.threads(after_updated_at="2020-01-01", **others)
 
 
-class _NoOffset(datetime.tzinfo):
-    """A zone that knows no offset: a datetime in it is naive, as Python counts it."""
-
-    def utcoffset(self, dt: datetime.datetime | None) -> None:
-        return None
-
-    def dst(self, dt: datetime.datetime | None) -> None:
-        return None
-
-
 def test_a_page_after_an_erased_thread_reads_a_time_whose_zone_gives_no_offset_as_utc(
     store: Any,
 ) -> None:
@@ -355,7 +346,7 @@ def test_a_page_after_an_erased_thread_reads_a_time_whose_zone_gives_no_offset_a
     store.append(run("b", "b1", *say("b-m1", "hi")))
     at = store.thread("b").updated_at
     store.delete_thread("b")
-    naive = at.astimezone(datetime.timezone.utc).replace(tzinfo=_NoOffset())
+    naive = at.astimezone(datetime.timezone.utc).replace(tzinfo=NoOffset())
     assert store.threads(recent_first=True, after="b", after_updated_at=naive) == ["a"]
 
 
