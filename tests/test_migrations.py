@@ -965,3 +965,28 @@ def test_a_version_24_file_is_indexed_again_so_korean_is_found_by_whole_syllable
         assert found("서울에서") == ["m2"] and found("석사 학위") == ["m1"]
         assert found("서우*") == ["m3"] and found("서*") == ["m2", "m3"]
         assert store.check().ok
+
+
+def test_a_store_a_newer_release_migrated_while_it_was_open_takes_no_more_writes(
+    tmp_path: Path,
+) -> None:
+    from tests.streams import run, say
+
+    path = tmp_path / "store.db"
+    with agui_store.open(path) as store:
+        store.append(run("t", "r1", *say("m1", "석사 학위")))
+        # What a newer release's migration leaves: its version, recorded while this
+        # process still has the file open (its index words, say, are the newer release's).
+        newer = apsw.Connection(str(path))
+        newer.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")
+        newer.close()
+        with pytest.raises(SchemaVersionError, match=(
+            f"migrated to schema version {schema.SCHEMA_VERSION + 1} by a newer agui-store"
+        )):
+            store.append(run("t", "r2", *say("m2", "서울에서 만나요")))
+    conn = apsw.Connection(str(path))
+    conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION}")
+    conn.close()
+    with agui_store.open(path) as store:
+        assert [r.run_id for r in store.runs("t")] == ["r1"]
+        assert store.check().ok

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from agui_store.backends.sqlite import connection, sql
+from agui_store.backends.sqlite import connection, migrations, sql
 from agui_store.backends.sqlite.errors import translated
 from agui_store.backends.sqlite.files import store_file
 from agui_store.backends.sqlite.transaction import SqliteTransaction
@@ -81,6 +81,7 @@ class SqliteBackend:
         """The write transaction (``BEGIN IMMEDIATE``): one writer at a time on a file."""
         conn = self._db
         with connection.immediate(conn):
+            migrations.refuse_migrated_since(conn, self.where)
             yield SqliteTransaction(conn, self._trusted)
 
     def purge(self, rewrite: bool = False) -> bool:

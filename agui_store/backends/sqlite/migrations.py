@@ -49,6 +49,19 @@ def migrate(conn: Conn, path: str) -> None:
     conn.execute(sql.set_user_version(schema.SCHEMA_VERSION))
 
 
+def refuse_migrated_since(conn: Conn, path: str) -> None:
+    """Refuse, under the write lock, to write to a file a newer release migrated while this
+    connection had it open: what this release writes (the search index's words, for one)
+    would be of the version it left, which the newer one neither finds nor checks clean."""
+    version = schema_version(conn)
+    if version > schema.SCHEMA_VERSION:
+        raise errors.SchemaVersionError(
+            f"{path} was migrated to schema version {version} by a newer agui-store while "
+            f"this one (schema version {schema.SCHEMA_VERSION}) had it open; nothing was "
+            "written: open it with the newer agui-store"
+        )
+
+
 def refuse_unmigratable(conn: Conn, path: str) -> None:
     """Refuse, before anything writes to the file (the switch to WAL, the rewrite of an old
     version, a migration), a file this release cannot migrate: one of a newer version, or
