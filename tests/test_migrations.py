@@ -990,3 +990,33 @@ def test_a_store_a_newer_release_migrated_while_it_was_open_takes_no_more_writes
     with agui_store.open(path) as store:
         assert [r.run_id for r in store.runs("t")] == ["r1"]
         assert store.check().ok
+
+
+def test_a_file_another_process_holds_while_it_is_migrated_is_told_as_the_migration_waited_out(
+    tmp_path: Path,
+) -> None:
+    from agui_store import StoreBusyError
+    from tests.streams import run, say
+
+    path = tmp_path / "store.db"
+    with agui_store.open(path) as store:
+        store.append(run("t", "r1", *say("m1", "석사 학위")))
+    old = schema.SCHEMA_VERSION - 1
+    migrating = apsw.Connection(str(path))
+    migrating.execute(f"PRAGMA user_version = {old}")
+    # Another process opening the same old file first: it holds the write lock while it
+    # indexes every run again, which takes minutes in a large store.
+    migrating.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreBusyError, match=(
+            f"at schema version {old}, and this release migrates it to "
+            f"{schema.SCHEMA_VERSION}.*another process.*open it again once"
+        )) as raised:
+            agui_store.open(path, busy_timeout_ms=50)
+        assert raised.value.waited
+    finally:
+        migrating.execute("ROLLBACK")
+        migrating.close()
+    assert pragma(path, "user_version") == old
+    with agui_store.open(path) as store:
+        assert [h.message_id for h in store.search("석사")] == ["m1"] and store.check().ok

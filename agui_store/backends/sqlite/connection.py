@@ -243,6 +243,19 @@ def connect(path: str, *, busy_timeout_ms: int) -> apsw.Connection:
                     # or migrating the same file right now. The common case takes no lock.
                     with immediate(conn):
                         migrations.migrate(conn, path)
+                except errors.StoreBusyError as e:
+                    if not (e.waited and 0 < found < schema.SCHEMA_VERSION):
+                        raise
+                    # The writer waited out is most likely another process migrating the
+                    # same file, which takes as long as indexing every run for search.
+                    raise errors.StoreBusyError(
+                        f"{path} is at schema version {found}, and this release migrates it "
+                        f"to {schema.SCHEMA_VERSION} before it reads it, which waited longer "
+                        "than the busy timeout for another process holding it (migrating it "
+                        "too, or writing)", waited=True,
+                        advice="open it again once that process is done, or raise "
+                        "busy_timeout_ms; nothing was changed",
+                    ) from None
                 except errors.StorageError as e:
                     if not 0 < found < schema.SCHEMA_VERSION:
                         raise
