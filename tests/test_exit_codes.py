@@ -181,6 +181,16 @@ def test_bad_files_given_to_commands_are_exit_1_in_one_line(
     assert Path(db).read_bytes() == before
 
 
+@pytest.mark.parametrize("command", ["import", "validate-artifact"])
+def test_an_empty_file_argument_is_a_usage_error_naming_it(tmp_path: Path, command: str) -> None:
+    # An unset shell variable ("$FILE"): said as what it is, not as the folder '.' or a
+    # nameless missing file, and no store is created for it.
+    db = tmp_path / "new.db"
+    assert_fails(agui("--db", str(db), command, ""), 2, command, "argument FILE",
+                 "not an empty string")
+    assert not db.exists()
+
+
 def test_a_damaged_file_is_exit_1_and_check_lists_its_problems(db: str) -> None:
     conn = apsw.Connection(db)
     conn.execute("UPDATE blobs SET data = x'789c0badc0ffee', codec = 1")

@@ -1445,6 +1445,16 @@ def output_path(text: str) -> str:
     return text
 
 
+def input_path(text: str) -> str:
+    """A file the command reads (``import FILE``), or ``-`` for stdin; not empty (an unset
+    shell variable, which would read as the folder ``.`` or as a file with no name)."""
+    if not text:
+        raise argparse.ArgumentTypeError(
+            "expected a file path (or - for stdin), not an empty string"
+        )
+    return text
+
+
 def thread_name(text: str) -> str:
     """``--thread``'s value: a thread id, not empty."""
     if not text:
@@ -1838,7 +1848,8 @@ def build_parser() -> argparse.ArgumentParser:
                 epilog=f"example: {EXAMPLES[name].replace(f' {name} ', f' {alias} ', 1)}",
             )
     p = parsers["import"]
-    p.add_argument("file", metavar="FILE", help="a .json, .jsonl or .sse recording (- for stdin)")
+    p.add_argument("file", metavar="FILE", type=input_path,
+                   help="a .json, .jsonl or .sse recording (- for stdin)")
     p.add_argument("--thread", type=thread_name, help="thread id for events that start no run")
     p.add_argument("--no-sequence-check", action="store_true",
                    help="keep well-formed but out-of-sequence streams")
@@ -1944,7 +1955,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
     p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     p.add_argument("--output", "-o", type=output_path, help=_OUTPUT_HELP)
-    parsers["validate-artifact"].add_argument("file", metavar="FILE",
+    parsers["validate-artifact"].add_argument("file", metavar="FILE", type=input_path,
                                               help="the artifact (JSON); - for stdin")
     p = parsers["copy"]
     p.add_argument("src", metavar="SRC", help="the store to copy from (it must exist)")
