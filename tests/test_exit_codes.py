@@ -191,6 +191,16 @@ def test_an_empty_file_argument_is_a_usage_error_naming_it(tmp_path: Path, comma
     assert not db.exists()
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["slim"], ["threads", "--json"], ["export", "r2"]])
+def test_a_full_stdout_is_exit_1_naming_stdout(db: str, args: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([*ENTRY, "--db", db, *args], stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=120, cwd=ROOT, env=worker_env())
+    done.stdout = ""  # it went to /dev/full
+    assert_fails(done, 1, args[0], "cannot write to stdout", "No space left on device")
+
+
 def test_a_damaged_file_is_exit_1_and_check_lists_its_problems(db: str) -> None:
     conn = apsw.Connection(db)
     conn.execute("UPDATE blobs SET data = x'789c0badc0ffee', codec = 1")

@@ -159,11 +159,31 @@ class _Printable:
 
     def write(self, text: str) -> int:
         text = printable(text)
-        return self._stream.write(on_terminal(text) if self._terminal else text)
+        with self._said_where():
+            return self._stream.write(on_terminal(text) if self._terminal else text)
 
     def write_painted(self, text: str) -> int:
         """Write text that holds the CLI's own colours, its stored text already escaped."""
-        return self._stream.write(printable(text))
+        with self._said_where():
+            return self._stream.write(printable(text))
+
+    def flush(self) -> None:
+        with self._said_where():
+            self._stream.flush()
+
+    @contextlib.contextmanager
+    def _said_where(self) -> Iterator[None]:
+        """A failed write to stdout (``> /dev/full``: no space left) says it was stdout, as
+        the error of an output file names the file. A closed pipe stays what it is: the
+        reader went away, which is no error."""
+        try:
+            yield
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            if e.filename is not None or self._stream is not sys.stdout:
+                raise
+            raise OSError(e.errno, f"cannot write to stdout: {e.strerror or e}") from e
 
     def __getattr__(self, name: str) -> Any:  # isatty, flush, buffer, ...
         return getattr(self._stream, name)
