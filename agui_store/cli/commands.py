@@ -159,31 +159,34 @@ class _Printable:
 
     def write(self, text: str) -> int:
         text = printable(text)
-        with self._said_where():
+        try:
             return self._stream.write(on_terminal(text) if self._terminal else text)
+        except OSError as e:
+            self._said_where(e)
 
     def write_painted(self, text: str) -> int:
         """Write text that holds the CLI's own colours, its stored text already escaped."""
-        with self._said_where():
+        try:
             return self._stream.write(printable(text))
+        except OSError as e:
+            self._said_where(e)
 
     def flush(self) -> None:
-        with self._said_where():
-            self._stream.flush()
-
-    @contextlib.contextmanager
-    def _said_where(self) -> Iterator[None]:
-        """A failed write to stdout (``> /dev/full``: no space left) says it was stdout, as
-        the error of an output file names the file. A closed pipe stays what it is: the
-        reader went away, which is no error."""
         try:
-            yield
-        except BrokenPipeError:
-            raise
+            self._stream.flush()
         except OSError as e:
-            if e.filename is not None or self._stream is not sys.stdout:
-                raise
-            raise OSError(e.errno, f"cannot write to stdout: {e.strerror or e}") from e
+            self._said_where(e)
+
+    def _said_where(self, e: OSError) -> NoReturn:
+        """Raise ``e``, a failed write, saying it was stdout (``> /dev/full``: no space left),
+        as the error of an output file names the file. A closed pipe stays what it is: the
+        reader went away, which is no error. (A try in each write, not a context manager:
+        a log writes a line at a time.)"""
+        if isinstance(e, BrokenPipeError) or e.filename is not None:
+            raise e
+        if self._stream is not sys.stdout:
+            raise e
+        raise OSError(e.errno, f"cannot write to stdout: {e.strerror or e}") from e
 
     def __getattr__(self, name: str) -> Any:  # isatty, flush, buffer, ...
         return getattr(self._stream, name)
