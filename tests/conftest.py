@@ -39,9 +39,8 @@ settings.register_profile(
     derandomize=True,
     print_blob=True,
 )
-# CI's passes on the lowest Python the pyproject allows (with the newest releases, and with
-# the lowest versions it allows): every test runs, the properties on fewer (fixed) examples,
-# so that every pass fits CI's time budget.
+# CI's pass on the lowest versions the pyproject allows: every test runs, the properties on
+# fewer (fixed) examples, so that both passes fit CI's time budget.
 settings.register_profile(
     "ci-lowest",
     max_examples=15,
