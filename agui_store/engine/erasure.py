@@ -120,16 +120,25 @@ def conversation_covered(
 def thread_to_erase(tx: port.Reading, thread_id: str, scope: str | None, where: str) -> int:
     """The key of the thread ``delete_thread`` erases. Absent, and erased already (the store
     keeps its tombstone), it is refused saying so: a request to forget it, made again, is
-    told it was carried out, and when. Not with a ``scope``: a tombstone names no owner,
-    and another owner's erased thread is as absent as their live one."""
+    told it was carried out, and when (:func:`absent_thread`)."""
     try:
         return revisions.require_thread(tx, thread_id, scope, where)
     except RunNotFoundError as absent:
-        erased_at = tx.tombstoned([thread_hash(thread_id)]) if scope is None else {}
-        if not erased_at:
-            raise
-        at = clock.shown(next(iter(erased_at.values())))
-        raise RunNotFoundError(f"{absent}: it was erased at {at}") from None
+        raise absent_thread(tx, thread_id, scope, absent) from None
+
+
+def absent_thread(
+    tx: port.Reading, thread_id: str, scope: str | None, absent: RunNotFoundError
+) -> RunNotFoundError:
+    """The error for a thread a verb found absent (``absent``, which names it): when the
+    store keeps its tombstone, one saying when it was erased, so that a request for a
+    thread the store forgot is told so. Not with a ``scope``: a tombstone names no owner,
+    and another owner's erased thread is as absent as their live one."""
+    erased_at = tx.tombstoned([thread_hash(thread_id)]) if scope is None else {}
+    if not erased_at:
+        return absent
+    at = clock.shown(next(iter(erased_at.values())))
+    return RunNotFoundError(f"{absent}: it was erased at {at}")
 
 
 def covers(erased_at: int, created_at: int) -> bool:
@@ -362,5 +371,6 @@ def logged(tx: port.Reading) -> list[tuple[LoggedErasure, list[list[int]], bool]
 
 
 __all__ = [
-    "STEPS", "VERBS", "entry_hash", "erase", "erase_derived", "logged", "step", "thread_hash",
+    "STEPS", "VERBS", "absent_thread", "entry_hash", "erase", "erase_derived", "logged", "step",
+    "thread_hash",
 ]

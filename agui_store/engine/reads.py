@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import arguments, port, revisions, verified
+from agui_store.engine import arguments, erasure, port, revisions, verified
 from agui_store.engine.revisions import DEFAULT_BRANCH, RunKey
 from agui_store.errors import InvalidArgumentError, RunNotFoundError
 from agui_store.history import hashing, resume
@@ -110,13 +110,15 @@ def chosen_threads(
     ``scope`` (``None``: of every owner).
 
     Raises:
-        RunNotFoundError: no thread ``thread_id`` (in ``scope``) in the store at ``where``.
+        RunNotFoundError: no thread ``thread_id`` (in ``scope``) in the store at ``where``;
+            one it erased says when (:func:`erasure.absent_thread`).
     """
     if thread_id is None:
         return list(tx.thread_ids(scope))
     found = tx.thread(thread_id)
     if found is None or (scope is not None and found[1] != scope):
-        raise RunNotFoundError(f"no thread {arguments.quote(thread_id)} in {where}")
+        absent = RunNotFoundError(f"no thread {arguments.quote(thread_id)} in {where}")
+        raise erasure.absent_thread(tx, thread_id, scope, absent)
     return [thread_id]
 
 

@@ -180,6 +180,28 @@ def test_erasing_a_thread_again_says_when_it_was_erased_and_changes_nothing(
     assert dump(store_location) == before
 
 
+def test_an_archive_of_an_erased_thread_says_when_it_was_erased_and_writes_nothing(
+    store_location: str, tmp_path: Any
+) -> None:
+    """An export of one thread the store erased is told, as a second erasure of it is,
+    that it was erased and when; an owner's scope is told nothing of other owners'
+    erasures."""
+    target = tmp_path / "a.jsonl"
+    with agui_store.open(store_location) as store:
+        _thread(store, "a", 1, scope="alice")
+        store.delete_thread("a")
+        with pytest.raises(RunNotFoundError, match=r"no thread 'a' in .*: it was erased at 20"):
+            store.export_archive(target, thread_id="a")
+        for scope in ("alice", "bob"):
+            with pytest.raises(RunNotFoundError) as refused:
+                store.export_archive(target, thread_id="a", scope=scope)
+            assert "was erased" not in str(refused.value)
+        with pytest.raises(RunNotFoundError) as refused:
+            store.export_archive(target, thread_id="never")
+        assert "was erased" not in str(refused.value)
+    assert not target.exists()
+
+
 def test_a_dry_run_returns_the_receipt_of_the_erasure_and_changes_nothing(
     store_location: str,
 ) -> None:
