@@ -498,7 +498,8 @@ class ErasureReceipt:
         threads / runs / events / conversations: how many of each went (conversations:
             the pydantic-ai conversations linked to the threads, or the owner's).
         bytes: the content that went: event payloads, recorded inputs, derived blobs no
-            kept thread shares, conversation records and the histories they held.
+            kept thread shares, conversation records and the entries of their histories no
+            kept conversation reaches (a fork's shared history stays, and is not counted).
         purged: whether the physical purge finished: on SQLite the WAL was copied into the
             file (whose deleted cells ``secure_delete`` zeroed) and emptied; on PostgreSQL
             the touched tables were vacuumed (``True`` when nothing was erased: there is

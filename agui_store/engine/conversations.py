@@ -644,36 +644,59 @@ def erase(
 ) -> tuple[int, int]:
     """Delete these conversations' records and release what nothing else reaches, as
     :func:`delete_record` does, whatever their revision (an erasure is not a save that
-    could conflict): ``(records found, bytes of their records and histories)``. With
-    ``dry_run`` nothing is deleted. ``reached`` is given the ids of the entries each
-    conversation reached (those another conversation reaches too stay, with it). No
-    trace of an erased conversation's id stays: see :func:`forget_erased`."""
-    found = size = 0
-    erased: dict[str, list[str]] = {}
+    could conflict): ``(records found, bytes of their records and of the histories that
+    go with them)``: an entry another conversation reaches (a fork's shared history)
+    stays, and is not counted; one several of them reach counts once. With ``dry_run``
+    nothing is deleted. ``reached`` is given the ids of the entries each conversation
+    reached. No trace of an erased conversation's id stays: see :func:`forget_erased`."""
+    size = 0
+    records: list[tuple[port.ConversationRow, Record]] = []
+    held: dict[str, dict[str, None]] = {}  # by conversation: each entry once
+    sizes: dict[str, int] = {}  # the message bytes of every entry they reach, by id
     for conversation_id in sorted(conversation_ids):
         stored = tx.conversation(conversation_id)
         if stored is None:
             continue
-        found += 1
         record = _record(stored)
+        records.append((stored, record))
         size += len(record.record.encode("utf-8", "surrogatepass"))
-        tips = [t for t in (record.head_id, *record.branches) if t is not None]
-        held: dict[str, None] = {}  # each entry once: branches share the history before them
-        for tip in tips:
+        mine = held[conversation_id] = {}  # branches share the history before them
+        for tip in (t for t in (record.head_id, *record.branches) if t is not None):
             for row in tx.conversation_history(tip, EVERY):
-                if str(row[0]) not in held:
-                    size += len(str(row[3]).encode("utf-8", "surrogatepass"))
-                    held[str(row[0])] = None
-        if dry_run:
-            continue
+                entry_id = str(row[0])
+                if entry_id not in mine:
+                    mine[entry_id] = None
+                    sizes[entry_id] = len(str(row[3]).encode("utf-8", "surrogatepass"))
+    kept = _reached_elsewhere(tx, held.keys(), sizes.keys()) if sizes else set()
+    size += sum(n for entry_id, n in sizes.items() if entry_id not in kept)
+    if dry_run:
+        return len(records), size
+    erased: dict[str, list[str]] = {}
+    for stored, record in records:
         tx.delete_conversation(int(stored[0]))
         release_history(tx, record)
-        erased[conversation_id] = list(held)
+        erased[record.conversation_id] = list(held[record.conversation_id])
         if reached is not None:
-            reached[conversation_id] = list(held)
+            reached[record.conversation_id] = erased[record.conversation_id]
     if erased:
         forget_erased(tx, erased)
-    return found, size
+    return len(records), size
+
+
+def _reached_elsewhere(
+    tx: port.Reading, conversation_ids: Container[str], entry_ids: Container[str]
+) -> set[str]:
+    """The entries of ``entry_ids`` a conversation other than ``conversation_ids`` reaches:
+    what stays when those go."""
+    out: set[str] = set()
+    for row in tx.conversations(None, EVERY):
+        if str(row.conversation_id) in conversation_ids:
+            continue
+        record = _record(row)
+        for tip in (t for t in (record.head_id, *record.branches) if t is not None):
+            history = tx.conversation_history(tip, EVERY)
+            out.update(e for entry in history if (e := str(entry[0])) in entry_ids)
+    return out
 
 
 def forget_erased(tx: port.Writing, erased: dict[str, list[str]]) -> None:

@@ -481,6 +481,37 @@ def test_an_erased_conversations_bytes_count_each_entry_once_however_many_branch
     assert dry.bytes == done.bytes == stored
 
 
+def _stored_conversation_bytes(location: str) -> tuple[int, dict[str, int]]:
+    """The bytes of each stored entry's message, and of each conversation's record."""
+    with agui_store.open(location) as store, testing.reading(store) as tx:
+        texts = {int(pk): str(text) for pk, _hash, text in tx.every_conversation_message()}
+        entries = sum(len(texts[int(e[3])].encode()) for e in tx.every_conversation_entry())
+        records = {str(r.conversation_id): len(str(r.record).encode())
+                   for r in tx.every_conversation()}
+        return entries, records
+
+
+@pytest.mark.pydantic_ai
+def test_an_owners_erasure_counts_the_bytes_that_went_not_the_history_another_owners_fork_keeps(
+    store_location: str,
+) -> None:
+    """Alice's conversation, forked by Bob after two turns, then two forks of her own from
+    it: her erasure takes her records and her third turn; the history Bob's fork keeps
+    stays and is not counted, and what two of her conversations shared counts once."""
+    _saved(store_location, "A", 1, 2, scope="alice")
+    _forked(store_location, "A", "B", scope="bob", source_scope="alice")
+    _saved(store_location, "A", 3, scope="alice")
+    _forked(store_location, "A", "A2", scope="alice", source_scope="alice")
+    entries, records = _stored_conversation_bytes(store_location)
+    with agui_store.open(store_location) as store:
+        dry = store.delete_owner("alice", dry_run=True)
+        done = store.delete_owner("alice")
+    assert _records(store_location) == ["B"]
+    went = entries - _stored_conversation_bytes(store_location)[0] + records["A"] + records["A2"]
+    assert (dry.conversations, done.conversations) == (2, 2)
+    assert dry.bytes == done.bytes == went
+
+
 @pytest.mark.pydantic_ai
 def test_erased_conversations_stay_erased_through_copies_and_archives(
     new_location: Any, tmp_path: Any
