@@ -228,6 +228,36 @@ def test_a_dry_run_returns_the_receipt_of_the_erasure_and_changes_nothing(
     assert dry[2].threads == 2
 
 
+def test_an_erasure_that_finds_nothing_says_there_was_nothing_to_purge_and_a_dry_run_never_purges(
+    store_location: str,
+) -> None:
+    """``purged`` says the physical purge finished: an erasure that erased nothing has
+    nothing to purge, and its line makes no claim about one; a dry run purges nothing."""
+    long_ago = datetime.datetime(2000, 1, 1)
+    with agui_store.open(store_location) as store:
+        _thread(store, "a", 1, scope="alice")
+    before = dump(store_location)
+    with agui_store.open(store_location) as store:
+        nothing = [
+            store.delete_owner("nobody"),
+            store.prune(before=long_ago),
+            store.prune(before=datetime.timedelta(0), scope="nobody"),
+        ]
+        dry = [
+            store.delete_owner("nobody", dry_run=True),
+            store.prune(before=long_ago, dry_run=True),
+            store.delete_owner("alice", dry_run=True),
+        ]
+    assert dump(store_location) == before
+    for receipt in nothing:
+        assert (receipt.threads, receipt.purged, receipt.purge_pending) == (0, True, "")
+        assert str(receipt) == (
+            "erased 0 thread(s), 0 run(s), 0 event(s), 0 conversation(s), 0 bytes"
+        )
+    assert [r.purged for r in dry] == [False, False, False]
+    assert dry[2].threads == 1 and "purge" not in str(dry[2])
+
+
 def test_a_dry_run_flag_that_is_not_a_bool_is_refused_before_anything_is_read_or_erased(
     store_location: str,
 ) -> None:
