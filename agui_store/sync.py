@@ -60,7 +60,7 @@ from typing import Any, cast
 from agui_store import backends
 from agui_store.backends import locations
 from agui_store.backends.sqlite import files
-from agui_store.engine import erasure, port, reads, replication
+from agui_store.engine import erasure, port, reads, replication, tombstones
 from agui_store.engine.arguments import check_thread_id, flag, path_text
 from agui_store.engine.intake import check_scope
 from agui_store.errors import AguiStoreError, InvalidArgumentError, NotAStoreError
@@ -262,7 +262,7 @@ def _chosen(
         thread_id is not None
         and scope is None
         and tx.thread(thread_id) is None
-        and tx.tombstoned([erasure.thread_hash(thread_id)])
+        and tx.tombstoned([tombstones.thread_hash(thread_id)])
     ):
         return [thread_id]
     return reads.chosen_threads(tx, thread_id, scope, where)

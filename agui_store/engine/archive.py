@@ -34,7 +34,14 @@ import msgspec
 
 from agui_store import records
 from agui_store.codec import ingest, json
-from agui_store.engine import arguments, conversations, erasure, intake, port, replication
+from agui_store.engine import (
+    arguments,
+    conversations,
+    intake,
+    port,
+    replication,
+    tombstones,
+)
 from agui_store.errors import (
     BranchError,
     HashMismatchError,
@@ -960,7 +967,7 @@ class _Reader:
 
     def _erased(self, section: _Section) -> bool:
         """Whether the store erased the section's thread (a tombstone covers it,
-        :func:`erasure.covers`), which is then left out with the conversations that follow
+        :func:`tombstones.covers`), which is then left out with the conversations that follow
         it, as ``copy`` leaves it (its tombstone is taken away to import it anew when
         restoring). A conversation of the closing section named by an erased thread's id
         is left out as well."""
@@ -969,7 +976,7 @@ class _Reader:
             # A conversation named by a thread erased here, and last saved before that
             # erasure, went with the thread (stores erasing before conversations had
             # tombstones of their own laid none for it).
-            names = {erasure.thread_hash(cid): cid for cid in section.records}
+            names = {tombstones.thread_hash(cid): cid for cid in section.records}
             stones = dst.tombstoned(sorted(names)) if names else {}
             gone = {
                 stone
@@ -981,12 +988,12 @@ class _Reader:
                 for stone in gone:
                     del section.records[names[stone]]
             return False
-        stone = erasure.thread_hash(section.thread_id)
+        stone = tombstones.thread_hash(section.thread_id)
         at = dst.tombstoned([stone]).get(stone)
         # The thread record's time is not hashed; its runs' times are (a thread whose runs
         # an edit moved past the erasure fails its hashes when it lands).
         created = min([section.created_at, *(r.record.created_at for r in section.runs.values())])
-        if at is None or not erasure.covers(at, created):
+        if at is None or not tombstones.covers(at, created):
             return False
         if self.restore_erased:
             replication.refuse_joining(dst, section.thread_id, at)

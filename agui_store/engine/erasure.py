@@ -13,10 +13,11 @@ What the store keeps of an erasure holds no content and no thread id:
   Each entry's hash covers its fields and the entry before it. ``check()`` reads the log to
   tell a hole an erasure left in the sequence numbers from rows deleted outside the store
   (see :mod:`agui_store.engine.integrity`);
-- a **tombstone** per erased thread: :func:`thread_hash` of its id and when it was erased,
-  so that ``copy`` does not bring the thread back (:mod:`agui_store.sync`). It covers the
-  threads of that id created at or before that time (:func:`covers`): an id written again
-  after its erasure starts a new thread, which copies carry like any other.
+- a **tombstone** per erased thread (:mod:`agui_store.engine.tombstones`): a hash of its id
+  and when it was erased, so that ``copy`` does not bring the thread back
+  (:mod:`agui_store.sync`). It covers the threads of that id created at or before that time
+  (:func:`~agui_store.engine.tombstones.covers`): an id written again after its erasure
+  starts a new thread, which copies carry like any other.
 
 The physical purge (SQLite's WAL emptied into a file written with ``secure_delete``;
 PostgreSQL's touched tables vacuumed) happens after the transaction commits: the store's
@@ -31,8 +32,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from agui_store.engine import checkpoints, clock, conversations, port, revisions
-from agui_store.errors import RunNotFoundError
+from agui_store.engine import checkpoints, clock, conversations, port, tombstones
 from agui_store.records import ErasureReceipt, LoggedErasure, when
 
 #: What each verb is logged as.
@@ -56,49 +56,6 @@ def step(name: str) -> None:
 _ENCODER = msgspec.json.Encoder()
 
 
-def thread_hash(thread_id: str) -> bytes:
-    """A thread's tombstone: the sha256 of its id, tagged. The same in every store, so that
-    two stores compare tombstones without holding the id; a plain hash, so an id that can
-    be guessed can be confirmed by hashing the guess (the docs say so)."""
-    return hashlib.sha256(
-        b"agui-store erased thread 1\x00" + thread_id.encode("utf-8", "surrogatepass")
-    ).digest()
-
-
-def conversation_hash(conversation_id: str) -> bytes:
-    """An erased pydantic-ai conversation's tombstone, tagged apart from a thread's (the
-    two kept in one table, a conversation often named by its thread's id)."""
-    return hashlib.sha256(
-        b"agui-store erased conversation 1\x00"
-        + conversation_id.encode("utf-8", "surrogatepass")
-    ).digest()
-
-
-def entry_stone(conversation_id: str, entry_id: str) -> bytes:
-    """The tombstone of an entry an erased conversation reached: the tagged sha256 of the
-    conversation's id and the entry's. A version of that conversation holding such an
-    entry is the erased one, or one continued from it elsewhere; one saved anew under the
-    id holds none. Another conversation holding the entry (a fork) is not covered: what
-    another conversation reaches stays with it."""
-    named = conversation_id.encode("utf-8", "surrogatepass")
-    return hashlib.sha256(
-        b"agui-store erased conversation entry 1\x00"
-        + len(named).to_bytes(8, "big") + named
-        + entry_id.encode("utf-8", "surrogatepass")
-    ).digest()
-
-
-def entries_stone(conversation_id: str) -> bytes:
-    """Marks an erased conversation whose entries have tombstones (:func:`entry_stone`). A
-    conversation erased before entries had tombstones has its id's alone, which covers the
-    id whatever the time in a store that erased it (:func:`agui_store.engine.replication.
-    leave_erased_conversation`)."""
-    return hashlib.sha256(
-        b"agui-store erased conversation entries 1\x00"
-        + conversation_id.encode("utf-8", "surrogatepass")
-    ).digest()
-
-
 def conversation_covered(
     stones: Mapping[bytes, int], conversation_id: str, entries: Sequence[str], saved_at_us: int
 ) -> tuple[int, list[bytes]] | None:
@@ -107,46 +64,14 @@ def conversation_covered(
     time of the erasure and the tombstones that cover it, or ``None``. It is when it holds
     an entry the erased conversation of its id reached (the erased one, or one continued
     from it), or was saved at or before the erasure of its id."""
-    hit = [s for s in (entry_stone(conversation_id, e) for e in entries) if s in stones]
+    hit = [s for s in (tombstones.entry_stone(conversation_id, e) for e in entries) if s in stones]
     if hit:
         return max(stones[s] for s in hit), hit
-    named = conversation_hash(conversation_id)
+    named = tombstones.conversation_hash(conversation_id)
     at = stones.get(named)
-    if at is not None and covers(at, saved_at_us // 1000):
+    if at is not None and tombstones.covers(at, saved_at_us // 1000):
         return at, [named]
     return None
-
-
-def thread_to_erase(tx: port.Reading, thread_id: str, scope: str | None, where: str) -> int:
-    """The key of the thread ``delete_thread`` erases. Absent, and erased already (the store
-    keeps its tombstone), it is refused saying so: a request to forget it, made again, is
-    told it was carried out, and when (:func:`absent_thread`)."""
-    try:
-        return revisions.require_thread(tx, thread_id, scope, where)
-    except RunNotFoundError as absent:
-        raise absent_thread(tx, thread_id, scope, absent) from None
-
-
-def absent_thread(
-    tx: port.Reading, thread_id: str, scope: str | None, absent: RunNotFoundError
-) -> RunNotFoundError:
-    """The error for a thread a verb found absent (``absent``, which names it): when the
-    store keeps its tombstone, one saying when it was erased, so that a request for a
-    thread the store forgot is told so. Not with a ``scope``: a tombstone names no owner,
-    and another owner's erased thread is as absent as their live one."""
-    erased_at = tx.tombstoned([thread_hash(thread_id)]) if scope is None else {}
-    if not erased_at:
-        return absent
-    at = clock.shown(next(iter(erased_at.values())))
-    return RunNotFoundError(f"{absent}: it was erased at {at}")
-
-
-def covers(erased_at: int, created_at: int) -> bool:
-    """Whether a tombstone laid at ``erased_at`` covers a thread of its id created at
-    ``created_at`` (milliseconds since the epoch, as copies keep it): the thread erased, or
-    a copy of it, was created at or before its erasure; a thread written under the id
-    afterwards is another one."""
-    return created_at <= erased_at
 
 
 def lay_tombstones(tx: port.Writing, stones: Mapping[bytes, int]) -> None:
@@ -277,7 +202,7 @@ def erase(
     ``with_linked=False`` leaves the threads' linked conversations to ``conversation_times``
     (a copy erases those its source's tombstones cover, not those a name links). An erased
     conversation leaves a tombstone of its id, one marking that its entries have their
-    own, and one for each entry it reached (:func:`entry_stone`)."""
+    own, and one for each entry it reached (:func:`~agui_store.engine.tombstones.entry_stone`)."""
     tx.erasing()
     thread_pks = sorted(set(thread_pks))
     thread_ids = [tx.thread_id(pk) for pk in thread_pks]
@@ -316,11 +241,11 @@ def erase(
     times = erased_at or {}
     if thread_pks:
         tx.erase_log(thread_pks, run_pks)
-    stones = {thread_hash(t): times.get(t, now) for t in thread_ids}
+    stones = {tombstones.thread_hash(t): times.get(t, now) for t in thread_ids}
     for c in held:
         at = talk_times.get(c, now)
-        stones[conversation_hash(c)] = stones[entries_stone(c)] = at
-        stones.update((entry_stone(c, e), at) for e in reached.get(c, ()))
+        stones[tombstones.conversation_hash(c)] = stones[tombstones.entries_stone(c)] = at
+        stones.update((tombstones.entry_stone(c, e), at) for e in reached.get(c, ()))
     lay_tombstones(tx, stones)
     seqs = _ENCODER.encode(_ranges(ranges)).decode()
     row = (now, verb, receipt.threads, receipt.runs, events, found, receipt.bytes, seqs)
@@ -371,6 +296,5 @@ def logged(tx: port.Reading) -> list[tuple[LoggedErasure, list[list[int]], bool]
 
 
 __all__ = [
-    "STEPS", "VERBS", "absent_thread", "entry_hash", "erase", "erase_derived", "logged", "step",
-    "thread_hash",
+    "STEPS", "VERBS", "entry_hash", "erase", "erase_derived", "logged", "step",
 ]

@@ -103,6 +103,7 @@ from agui_store.engine import (
     erasure,
     log_hashes,
     search,
+    tombstones,
 )
 from agui_store.engine.arguments import quote
 from agui_store.engine.port import IndexedMessage, Inspecting, StoredRun
@@ -1432,7 +1433,7 @@ def _check_resurrected(ctx: _Context, out: _Collector) -> None:
         return
     erased: dict[int, tuple[str, int]] = {}
     for thread_id in ctx.tx.thread_ids(None):
-        erased_at = stones.get(erasure.thread_hash(thread_id))
+        erased_at = stones.get(tombstones.thread_hash(thread_id))
         if erased_at is None:
             continue
         stored = ctx.tx.thread(thread_id)
@@ -1440,7 +1441,7 @@ def _check_resurrected(ctx: _Context, out: _Collector) -> None:
             erased[stored[0]] = thread_id, erased_at
     for pk, (thread_id, erased_at) in sorted(erased.items()):
         created_at = int(ctx.tx.thread_created_at(pk))
-        if erasure.covers(erased_at, created_at):
+        if tombstones.covers(erased_at, created_at):
             out.problem(
                 f"thread {quote(thread_id)} (#{pk}), created at {clock.shown(created_at)}, was "
                 f"erased at {clock.shown(erased_at)} (its tombstone says so), but the store "
@@ -1455,13 +1456,13 @@ def _check_resurrected_conversations(
     ctx: _Context, out: _Collector, stones: dict[bytes, int]
 ) -> None:
     """An erased pydantic-ai conversation leaves a tombstone for each entry it reached,
-    keyed by its id and the entry's (:func:`erasure.entry_stone`): a conversation of that
+    keyed by its id and the entry's (:func:`tombstones.entry_stone`): a conversation of that
     id holding one of those entries is the erased one, put back outside the store. (One
     saved anew under the id holds none; a fork, under an id of its own, is not keyed so.)
     Only the conversations whose id was erased are read."""
     for row in ctx.tx.conversations(None, conversations.EVERY):
         cid = str(row.conversation_id)
-        if erasure.entries_stone(cid) not in stones:
+        if tombstones.entries_stone(cid) not in stones:
             continue
         record = conversations.record_of(row)
         reached: dict[str, None] = {}
@@ -1469,7 +1470,9 @@ def _check_resurrected_conversations(
             if tip is not None and tip not in reached:
                 history = ctx.tx.conversation_history(tip, conversations.EVERY)
                 reached.update((str(entry.entry_id), None) for entry in history)
-        hit = [at for e in reached if (at := stones.get(erasure.entry_stone(cid, e))) is not None]
+        hit = [
+            at for e in reached if (at := stones.get(tombstones.entry_stone(cid, e))) is not None
+        ]
         if hit:
             out.problem(
                 f"conversation {quote(cid)} was erased at {clock.shown(max(hit))} (its "

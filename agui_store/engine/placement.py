@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import checkpoints, clock, erasure, port, revisions, verified
+from agui_store.engine import checkpoints, clock, port, revisions, tombstones, verified
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.cache import Memory
 from agui_store.engine.derivation import Deriver, RunRow
@@ -125,9 +125,9 @@ class Placement:
                 self._refuse_continuing_erased(tx, thread_id, named_run)
             # A thread written under an erased id is created after the erasure: a
             # tombstone covers the threads of its id created at or before it
-            # (erasure.covers), and one written in its millisecond is another.
+            # (tombstones.covers), and one written in its millisecond is another.
             remembered = remembered or (
-                tx.insert_thread(thread_id, now, scope, erasure.thread_hash(thread_id)),
+                tx.insert_thread(thread_id, now, scope, tombstones.thread_hash(thread_id)),
                 scope,
             )
             memory.remember_thread(thread_id, *remembered)
@@ -393,7 +393,7 @@ class Placement:
         """A batch that starts no run, for a thread the store erased (it keeps a tombstone):
         the run it continues went with the thread. Said as such, rather than as a batch that
         lacks its RUN_STARTED."""
-        erased_at = tx.tombstoned([erasure.thread_hash(thread_id)])
+        erased_at = tx.tombstoned([tombstones.thread_hash(thread_id)])
         if not erased_at:
             return
         run = f"run {_quote(named_run)}" if named_run is not None else "the run it continues"

@@ -807,7 +807,7 @@ class LogWrites(Protocol):
         self, thread_id: str, created_at: int, owner: str | None, tombstone: bytes | None = None
     ) -> int:
         """Create a thread; its key. ``tombstone``: the hash of its id among the tombstones
-        (:func:`agui_store.engine.erasure.thread_hash`); when one says the id was erased at
+        (:func:`agui_store.engine.tombstones.thread_hash`); when one says the id was erased at
         or after ``created_at``, the thread is created the millisecond after the erasure."""
     def insert_run(self, run: NewRun) -> int:
         """Place a run; its key (larger than its parent's)."""

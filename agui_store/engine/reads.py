@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from agui_store.codec import ingest
-from agui_store.engine import arguments, erasure, port, revisions, verified
+from agui_store.engine import arguments, port, revisions, verified
 from agui_store.engine.revisions import DEFAULT_BRANCH, RunKey
-from agui_store.errors import InvalidArgumentError, RunNotFoundError
+from agui_store.errors import InvalidArgumentError
 from agui_store.history import hashing, resume
 from agui_store.history.normalize import expand_input
 from agui_store.records import Checkout, Log, Run, Thread, when
@@ -111,14 +111,11 @@ def chosen_threads(
 
     Raises:
         RunNotFoundError: no thread ``thread_id`` (in ``scope``) in the store at ``where``;
-            one it erased says when (:func:`erasure.absent_thread`).
+            one it erased says when.
     """
     if thread_id is None:
         return list(tx.thread_ids(scope))
-    found = tx.thread(thread_id)
-    if found is None or (scope is not None and found[1] != scope):
-        absent = RunNotFoundError(f"no thread {arguments.quote(thread_id)} in {where}")
-        raise erasure.absent_thread(tx, thread_id, scope, absent)
+    revisions.require_thread(tx, thread_id, scope, where)
     return [thread_id]
 
 

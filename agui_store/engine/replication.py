@@ -22,7 +22,15 @@ from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agui_store.engine import arguments, checkpoints, clock, conversations, erasure, port
+from agui_store.engine import (
+    arguments,
+    checkpoints,
+    clock,
+    conversations,
+    erasure,
+    port,
+    tombstones,
+)
 from agui_store.errors import (
     HashMismatchError,
     InvalidArgumentError,
@@ -866,7 +874,7 @@ def erased_names(dst: port.Reading, plans: Sequence[ConversationPlan]) -> frozen
     named = {entry.conversation for plan in plans for entry in plan.entries}
     named.update(o for plan in plans if (o := conversations.forked_from(plan.record)))
     hashes = {
-        erasure.conversation_hash(cid): cid
+        tombstones.conversation_hash(cid): cid
         for cid in sorted(named - landing)
         if dst.conversation(cid) is None
     }
@@ -975,9 +983,9 @@ def write_conversation(
 
 def _covered(tx: Source, thread_id: str, erased_at: int) -> int | None:
     """The key of ``tx``'s thread ``thread_id`` when a tombstone laid at ``erased_at``
-    covers it (:func:`erasure.covers`), else ``None``."""
+    covers it (:func:`tombstones.covers`), else ``None``."""
     found = tx.thread(thread_id)
-    if found is None or not erasure.covers(erased_at, tx.thread_created_at(found[0])):
+    if found is None or not tombstones.covers(erased_at, tx.thread_created_at(found[0])):
         return None
     return int(found[0])
 
@@ -999,9 +1007,9 @@ def leave_erased(
     src: Source, dst: port.Writing, thread_ids: Sequence[str], restore: bool
 ) -> list[str]:
     """The threads to copy: those the destination erased (a tombstone there covers the
-    source's thread, :func:`erasure.covers`) are left out, unless ``restore``, which takes
+    source's thread, :func:`tombstones.covers`) are left out, unless ``restore``, which takes
     their tombstones away to copy them back."""
-    hashes = {erasure.thread_hash(t): t for t in thread_ids}
+    hashes = {tombstones.thread_hash(t): t for t in thread_ids}
     stones = dst.tombstoned(sorted(hashes)) if hashes else {}
     erased = {h for h, at in stones.items() if _covered(src, hashes[h], at) is not None}
     if restore:
@@ -1039,12 +1047,12 @@ def carry_erasures(
         return 0, 0
     stones = dict(source_stones)
     for thread_id in src.thread_ids(None) if thread_ids is None else thread_ids:
-        stone = erasure.thread_hash(thread_id)
+        stone = tombstones.thread_hash(thread_id)
         at = stones.get(stone)
         if at is not None and _covered(src, thread_id, at) is not None:
             del stones[stone]
     if thread_ids is not None:
-        wanted = {erasure.thread_hash(t) for t in thread_ids}
+        wanted = {tombstones.thread_hash(t) for t in thread_ids}
         stones = {h: at for h, at in stones.items() if h in wanted}
     if not stones and thread_ids is None:
         return 0, 0  # every tombstone covers a thread the source holds
@@ -1054,7 +1062,7 @@ def carry_erasures(
     thread_times: dict[str, int] = {}
     pks: list[int] = []
     for thread_id in dst.thread_ids(None) if thread_ids is None else thread_ids:
-        stone = erasure.thread_hash(thread_id)
+        stone = tombstones.thread_hash(thread_id)
         at = stones.get(stone)
         found = None if at is None else dst.thread(thread_id)
         if at is None or found is None or _covered(dst, thread_id, at) is None:
@@ -1072,7 +1080,7 @@ def carry_erasures(
         rows = [r for c in sorted(named) if (r := dst.conversation(c)) is not None]
     for row in rows:
         cid = str(row.conversation_id)
-        if erasure.conversation_hash(cid) not in source_stones:
+        if tombstones.conversation_hash(cid) not in source_stones:
             continue  # no conversation of its id was erased there: its history is not read
         covered = erasure.conversation_covered(
             source_stones, cid, entry_ids(dst, row), int(row.updated_at)
@@ -1080,7 +1088,8 @@ def carry_erasures(
         if covered is None:
             continue
         if scope is not None and row.scope != scope:
-            for stone in (*covered[1], erasure.conversation_hash(cid), erasure.entries_stone(cid)):
+            stones_of_id = (tombstones.conversation_hash(cid), tombstones.entries_stone(cid))
+            for stone in (*covered[1], *stones_of_id):
                 stones.pop(stone, None)
             continue
         talk_times[cid] = covered[0]
@@ -1111,11 +1120,11 @@ def leave_erased_conversation(
     tombstone covers the id: the source's conversation comes in only when the source
     holds that tombstone too, from its own erasure, and saved the conversation since."""
     cid = str(row.conversation_id)
-    named, marked = erasure.conversation_hash(cid), erasure.entries_stone(cid)
+    named, marked = tombstones.conversation_hash(cid), tombstones.entries_stone(cid)
     if not dst.tombstoned([named]):
         return False  # no conversation of its id was erased here: its history is not read
     entries = entry_ids(src, row)
-    stones = dst.tombstoned([named, marked, *(erasure.entry_stone(cid, e) for e in entries)])
+    stones = dst.tombstoned([named, marked, *(tombstones.entry_stone(cid, e) for e in entries)])
     covered = erasure.conversation_covered(stones, cid, entries, int(row.updated_at))
     if covered is None and named in stones and marked not in stones:
         # An earlier version's erasure: the id alone, whenever the source saved it.

@@ -22,7 +22,7 @@ import sys
 import uuid
 from dataclasses import dataclass
 
-from agui_store.engine import arguments, port
+from agui_store.engine import arguments, clock, port, tombstones
 from agui_store.errors import (
     AmbiguousRunError,
     ArgumentTypeError,
@@ -57,7 +57,9 @@ def require_thread(tx: port.Reading, thread_id: str, scope: str | None, where: s
     """A thread's pk; a thread of another owner than ``scope`` is absent
     (docs/design/behaviour.md#live-recording).
     ``where`` names the store in the error; an id that is not text is a wrong argument, not
-    an absent thread."""
+    an absent thread. An absent thread the store erased is said to be, and when, so that a
+    request for a thread the store forgot is told so; not with a ``scope``: a tombstone
+    names no owner, and another owner's erased thread is as absent as their live one."""
     if not isinstance(thread_id, str):
         raise ArgumentTypeError(
             f"a thread id is text, not {arguments.a_kind(thread_id)}"
@@ -65,7 +67,11 @@ def require_thread(tx: port.Reading, thread_id: str, scope: str | None, where: s
         )
     pk, owner = thread_row(tx, thread_id)
     if not pk or (scope is not None and owner != scope):
-        raise RunNotFoundError(f"no thread {arguments.quote(thread_id)} in {where}")
+        absent = f"no thread {arguments.quote(thread_id)} in {where}"
+        erased_at = tombstones.thread_erased_at(tx, thread_id) if scope is None else None
+        if erased_at is not None:
+            absent += f": it was erased at {clock.shown(erased_at)}"
+        raise RunNotFoundError(absent)
     return pk
 
 

@@ -12,7 +12,7 @@ import dataclasses
 import datetime
 from collections.abc import Callable
 
-from agui_store.engine import checkpoints, clock, erasure, intake, port
+from agui_store.engine import checkpoints, clock, erasure, intake, port, revisions
 from agui_store.engine.arguments import check_thread_id
 from agui_store.engine.arguments import flag as _flag
 from agui_store.engine.arguments import quote as _quote
@@ -49,7 +49,7 @@ class ErasureVerbs(Facade):
             raise ArgumentTypeError("thread_id must be a non-empty string, not None")
         check_thread_id(thread_id)
         return self._erase(
-            lambda tx: [erasure.thread_to_erase(tx, thread_id, scope, self.path)],
+            lambda tx: [revisions.require_thread(tx, thread_id, scope, self.path)],
             "delete_thread",
             dry_run,
         )

@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import io
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -180,26 +182,45 @@ def test_erasing_a_thread_again_says_when_it_was_erased_and_changes_nothing(
     assert dump(store_location) == before
 
 
-def test_an_archive_of_an_erased_thread_says_when_it_was_erased_and_writes_nothing(
-    store_location: str, tmp_path: Any
+#: Every verb given a thread's id to read or write it, as a call on a store.
+_THREAD_VERBS: dict[str, Callable[[agui_store.Store, str, str | None], object]] = {
+    "runs": lambda store, t, scope: store.runs(t, scope=scope),
+    "branches": lambda store, t, scope: store.branches(t, scope=scope),
+    "delete_branch": lambda store, t, scope: store.delete_branch("b", thread_id=t, scope=scope),
+    "log": lambda store, t, scope: store.log("main", thread_id=t, scope=scope),
+    "search": lambda store, t, scope: store.search("hello", thread_id=t, scope=scope),
+    "derive": lambda store, t, scope: store.derive(t, scope=scope),
+    "rebuild": lambda store, t, scope: store.rebuild(t, scope=scope),
+    "compact": lambda store, t, scope: store.compact(thread_id=t, scope=scope),
+    "export_archive": lambda store, t, scope: store.export_archive(
+        io.BytesIO(), thread_id=t, scope=scope
+    ),
+    "delete_thread": lambda store, t, scope: store.delete_thread(t, scope=scope),
+}
+
+
+@pytest.mark.parametrize("verb", sorted(_THREAD_VERBS))
+def test_a_verb_given_an_erased_thread_says_when_it_was_erased_and_changes_nothing(
+    store_location: str, verb: str
 ) -> None:
-    """An export of one thread the store erased is told, as a second erasure of it is,
-    that it was erased and when; an owner's scope is told nothing of other owners'
-    erasures."""
-    target = tmp_path / "a.jsonl"
+    """A thread the store forgot is told so, and when, by every verb that names it, as a
+    second erasure of it is; an owner's scope is told nothing of other owners' erasures,
+    and a thread never written nothing of erasures."""
+    call = _THREAD_VERBS[verb]
     with agui_store.open(store_location) as store:
         _thread(store, "a", 1, scope="alice")
         store.delete_thread("a")
+        before = dump(store_location)
         with pytest.raises(RunNotFoundError, match=r"no thread 'a' in .*: it was erased at 20"):
-            store.export_archive(target, thread_id="a")
+            call(store, "a", None)
         for scope in ("alice", "bob"):
             with pytest.raises(RunNotFoundError) as refused:
-                store.export_archive(target, thread_id="a", scope=scope)
+                call(store, "a", scope)
             assert "was erased" not in str(refused.value)
         with pytest.raises(RunNotFoundError) as refused:
-            store.export_archive(target, thread_id="never")
+            call(store, "never", None)
         assert "was erased" not in str(refused.value)
-    assert not target.exists()
+    assert dump(store_location) == before
 
 
 def test_a_dry_run_returns_the_receipt_of_the_erasure_and_changes_nothing(
