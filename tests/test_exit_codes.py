@@ -201,6 +201,35 @@ def test_a_full_stdout_is_exit_1_naming_stdout(db: str, args: list[str]) -> None
     assert_fails(done, 1, args[0], "cannot write to stdout", "No space left on device")
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(("args", "command"), [
+    (["--help"], ""), (["log", "-h"], " log"), (["help", "show"], " show"), (["--version"], ""),
+])
+def test_help_that_a_full_stdout_cannot_take_is_exit_1_naming_stdout(
+    args: list[str], command: str
+) -> None:
+    # As git log -h > /dev/full fails: exit 0 would say the help was written.
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([*ENTRY, *args], stdout=full, stderr=subprocess.PIPE, text=True,
+                              timeout=120, cwd=ROOT, env=worker_env())
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [
+        f"agui-store{command}: cannot write to stdout: No space left on device"
+    ]
+
+
+def test_help_into_a_closed_pipe_is_exit_0_in_silence() -> None:
+    # agui-store --help | head -1: the reader went away, which is no error.
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run([*ENTRY, "--help"], stdout=writer, stderr=subprocess.PIPE,
+                              text=True, timeout=120, cwd=ROOT, env=worker_env())
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
 def test_a_damaged_file_is_exit_1_and_check_lists_its_problems(db: str) -> None:
     conn = apsw.Connection(db)
     conn.execute("UPDATE blobs SET data = x'789c0badc0ffee', codec = 1")

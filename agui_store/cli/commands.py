@@ -1728,6 +1728,35 @@ class _Parser(argparse.ArgumentParser):
         """Raise the usage error for ``main`` to say."""
         raise _UsageError(self.prog, message)
 
+    def _print_message(self, message: str, file: Any = None) -> None:
+        """argparse's, except that help or a version that stdout cannot take (``--help >
+        /dev/full``, or stdout closed) fails the command, as git's does: argparse ignores
+        the failed write and exits 0 with nothing written. Messages to stderr stay as
+        argparse writes them."""
+        if not message:
+            return
+        if file is None and sys.stdout is None:  # argparse's stdout, closed by the shell
+            file = _ClosedStdout()
+        if file is None or (file is not sys.stdout and not isinstance(file, _ClosedStdout)):
+            super()._print_message(message, file)
+            return
+        printed = _Printable(cast(TextIO, file))
+        try:
+            printed.write(message)
+            printed.flush()
+        except BrokenPipeError:  # the reader went away (--help | head -1): main says nothing
+            raise
+        except OSError as e:
+            raise _Unwritten(self.prog, str(e.strerror or e)) from e
+
+
+class _Unwritten(Exception):
+    """Help or a version that stdout could not take: ``main`` says it and exits 1."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog, self.message = prog, message
+
 
 def _usage_line(error: _UsageError, words: Sequence[str]) -> str:
     """The one line of a usage error: argparse's words, and where to read more. An option
@@ -2107,6 +2136,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except _UsageError as e:
         _say_line(e.prog, _usage_line(e, words))
         return EXIT_USAGE
+    except _Unwritten as e:
+        _say_line(e.prog, e.message)
+        return EXIT_STORE_ERROR
+    except BrokenPipeError:  # help into a reader that went away: not an error of ours
+        sys.stderr.close()
+        return EXIT_OK
     except SystemExit as e:  # --help or --version (0)
         return e.code if isinstance(e.code, int) else EXIT_OK if e.code is None else EXIT_USAGE
     extra = [*stray, *extra]
