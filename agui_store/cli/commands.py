@@ -633,12 +633,6 @@ def _one_revision(
     excluded = [r for r in refs if r.startswith("^") and store.get_run(r, thread_id=thread) is None]
     included = [r for r in refs if r not in excluded]
     if len(included) > 1 or len(excluded) > 1:
-        for word in included:  # an option after --, which argparse hands on as a REF
-            if word.startswith("-") and store.get_run(word, thread_id=thread) is None:
-                raise UsageError(
-                    f"{arguments.quote(word, 40)} names no run, and after -- every word is a "
-                    "run: give an option before --"
-                )
         raise UsageError(
             "log takes one REF, and one ^REF to leave out (a run's lineage is one line: "
             "A...B lists both sides since they met, --all every branch's)"
@@ -2147,7 +2141,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     extra = [*stray, *extra]
     if extra and args.command == "search":
         args.query, extra = _query_words(args.query, extra, words[end + 1:])
-    if extra:  # named after the subcommand they were given to, not the top-level parser
+    # An option after --, where every word is a run: argparse leaves it over, or hands it on
+    # among a command's runs (log's REFs, branch's), which then hold more than the one word
+    # a run id that spells an option would be.
+    listed = [word for name in ("ref", "run") if isinstance(runs := getattr(args, name, None), list)
+              and len(runs) > 1 for word in runs]
+    misplaced = [
+        word for word in words[end + 1:] if (word in extra or word in listed)
+        and word.split("=", 1)[0] in args.command_options.get(args.command, ())
+    ]
+    if extra or misplaced:  # named after the subcommand they were given to, not the top level
         prog = f"agui-store {args.command}"
         hint = f"usage: {prog} --help"
         if args.command == "search" and any(
@@ -2156,10 +2159,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             hint = f"a -word to leave out goes after --: {prog} porto -- -hotel"
         elif args.command in ("show", *ALIASES["show"]) and {"-b", "-B"} & set(extra):
             hint = f"{_branch_instead(args, extra)}; {hint}"
-        elif misplaced := [
-            word for word in extra if word in words[end + 1:]
-            and word.split("=", 1)[0] in args.command_options[args.command]
-        ]:  # an option after --, read as a run: naming it as its own nearest would puzzle
+        elif misplaced:  # read as a run: naming it as its own nearest would puzzle
             hint = (f"{misplaced[0]} is an option, and after -- every word is a run: give it "
                     f"before --; {hint}")
         elif (hasattr(args, "ref") or args.command == "diff") and any(
@@ -2173,7 +2173,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             ]
             if nearest:
                 hint = f"did you mean {' or '.join(dict.fromkeys(nearest))}? {hint}"
-        _say_line(prog, f"unrecognized arguments: {' '.join(extra)} ({hint})")
+        _say_line(prog, f"unrecognized arguments: {' '.join(extra or misplaced)} ({hint})")
         return EXIT_USAGE
     if not hasattr(args, "json"):
         args.json = False
