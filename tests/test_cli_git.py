@@ -911,3 +911,27 @@ def test_a_range_side_that_is_a_run_id_holding_dots_is_that_run(
     # A side that names nothing is still named as the text splits first.
     assert agui(path, "log", "nope..r4")[0] == 1
     assert "'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("words", [
+    ["log", "r1..r3..r4"], ["log", "r1...r3..r4"], ["diff", "r1..r3..r4"],
+    ["diff", "r1..r3..r4", "r2"],
+])
+def test_a_range_with_three_ends_is_a_usage_error_saying_a_range_has_two(
+    db: Path, capsys: pytest.CaptureFixture[str], words: list[str]
+) -> None:
+    capsys.readouterr()
+    assert agui(db, *words) == (2, "")
+    rev = next(word for word in words if word.count("..") > 1)
+    assert capsys.readouterr().err == (
+        f"agui-store {words[0]}: '{rev}' names no run, and a range has two ends: A..B or "
+        f"A...B (usage: agui-store {words[0]} --help)\n")
+
+
+def test_a_run_id_that_holds_two_dots_is_still_a_side_of_a_range(tmp_path: Path) -> None:
+    db = tmp_path / "dots.db"
+    with agui_store.open(db) as store:
+        store.append(text_run("r1", "one"))
+        store.append(text_run("r..2", "two"))
+    code, out = agui(db, "log", "--oneline", "r1..r..2")
+    assert code == 0 and out.startswith("r..2 "), out

@@ -651,7 +651,12 @@ def _range(store: Store, ref: str, thread: str | None) -> tuple[str, str, bool] 
     """``A..B`` / ``A...B`` split, unless the whole text is a run's id. A side may hold
     ``..`` itself (a run id may): of the ways to split the text, the first whose two sides
     both name something is taken, else the first (whose error then names what is
-    missing)."""
+    missing); a text of more ends than two that names nothing is a usage error.
+
+    Raises:
+        UsageError: no way to split the text names both sides, and it has three ends or
+            more (``a..b..c``).
+    """
     spans = arguments.split_ranges(ref)
     if not spans or store.get_run(ref, thread_id=thread) is not None:
         return None
@@ -661,6 +666,9 @@ def _range(store: Store, ref: str, thread: str | None) -> tuple[str, str, bool] 
                 store, span[1], thread
             ):
                 return span
+        if len(re.split(r"\.{2,3}", ref)) > 2:  # git: "ambiguous argument 'a..b..c'"
+            raise UsageError(f"{arguments.quote(ref)} names no run, and a range has two "
+                             "ends: A..B or A...B")
     return spans[0]
 
 
