@@ -935,3 +935,16 @@ def test_a_run_id_that_holds_two_dots_is_still_a_side_of_a_range(tmp_path: Path)
         store.append(text_run("r..2", "two"))
     code, out = agui(db, "log", "--oneline", "r1..r..2")
     assert code == 0 and out.startswith("r..2 "), out
+
+
+@pytest.mark.parametrize("command", ["show", "checkout"])
+def test_show_of_a_range_says_it_shows_one_run_and_what_lists_a_range(
+    db: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    capsys.readouterr()
+    assert agui(db, command, "r1..r3") == (2, "")
+    assert capsys.readouterr().err == (
+        f"agui-store {command}: 'r1..r3' is a range, and {command} shows one run: "
+        "agui-store log r1..r3 lists its runs, agui-store diff r1..r3 compares its ends "
+        f"(usage: agui-store {command} --help)\n")
+    assert agui(db, command, "r9..r3")[0] == 1  # no range: the missing run is named

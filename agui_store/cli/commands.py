@@ -767,7 +767,18 @@ def _next_page_command(args: argparse.Namespace, thread_id: str, cursor: str) ->
 
 def cmd_show(store: Store, args: argparse.Namespace, out: TextIO) -> int:
     """``show REF``: the restored run as a transcript (``--json``: the checkout)."""
-    co = store.checkout(args.ref, thread_id=args.thread)
+    try:
+        co = store.checkout(args.ref, thread_id=args.thread)
+    except RunNotFoundError:
+        span = _range(store, args.ref, args.thread)
+        if span is not None and all(_names_something(store, side, args.thread)
+                                    for side in span[:2]):  # git's show A..B, a log
+            raise UsageError(
+                f"{arguments.quote(args.ref)} is a range, and {args.command} shows one run: "
+                f"{shell_command(['agui-store', 'log', args.ref])} lists its runs, "
+                f"{shell_command(['agui-store', 'diff', args.ref])} compares its ends"
+            ) from None
+        raise
     events = store.events(co.run.run_id, thread_id=co.run.thread_id)
     continued = _model_continued_from(store, co.run, events)
     error = run_error(co.run, events)
