@@ -181,6 +181,17 @@ def test_bad_files_given_to_commands_are_exit_1_in_one_line(
     assert Path(db).read_bytes() == before
 
 
+def test_an_import_file_nested_too_deep_to_decode_is_exit_1_naming_the_file(
+    db: str, tmp_path: Path
+) -> None:
+    # Its first line is read to tell an archive from events: nested that deep, it is neither.
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    before = Path(db).read_bytes()
+    assert_fails(agui("--db", db, "import", str(deep)), 1, "import", str(deep), "event 0")
+    assert Path(db).read_bytes() == before
+
+
 @pytest.mark.parametrize("command", ["import", "validate-artifact"])
 def test_an_empty_file_argument_is_a_usage_error_naming_it(tmp_path: Path, command: str) -> None:
     # An unset shell variable ("$FILE"): said as what it is, not as the folder '.' or a

@@ -411,17 +411,25 @@ def _first_line(handle: BinaryIO) -> bytes:
 
 
 def _starts_an_archive(handle: BinaryIO) -> bool:
-    """Whether the file's first line is an archive's header."""
+    """Whether the file's first line is an archive's header (a line nested deeper than the
+    JSON decoder recurses, ``[[[[...``, is none: the event reader then says what it is)."""
     from agui_store.engine import archive
 
-    return archive.is_archive(_first_line(handle))
+    try:
+        return archive.is_archive(_first_line(handle))
+    except RecursionError:
+        return False
 
 
 def _starts_a_headless_archive(handle: BinaryIO) -> bool:
-    """Whether the file's first line is an archive record other than its header."""
+    """Whether the file's first line is an archive record other than its header (a line
+    nested too deep to decode is none, as for :func:`_starts_an_archive`)."""
     from agui_store.engine import archive
 
-    return archive.is_headless_archive(_first_line(handle))
+    try:
+        return archive.is_headless_archive(_first_line(handle))
+    except RecursionError:
+        return False
 
 
 def _archive_counts(summary: Any) -> str:
