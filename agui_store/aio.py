@@ -145,9 +145,19 @@ def _hand_back(
 def _read_together(
     store: Store, fn: Callable[..., _R], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> _R:
-    """:meth:`AsyncStore.in_one_read`'s work, on the worker thread."""
+    """:meth:`AsyncStore.in_one_read`'s work, on the worker thread. An error ``fn`` raises
+    that is not the store's own is the caller's (the store's reads inside ``fn`` raise the
+    store's): it is raised as it was once the read has ended, where the transaction would
+    report it as a bug in agui-store."""
+    raised: Exception
     with store.reading():
-        return fn(store, *args, **kwargs)
+        try:
+            return fn(store, *args, **kwargs)
+        except AguiStoreError:
+            raise
+        except Exception as e:
+            raised = e
+    raise raised
 
 
 class AsyncStore:
@@ -270,7 +280,8 @@ class AsyncStore:
     async def in_one_read(self, fn: Callable[..., _R], /, *args: Any, **kwargs: Any) -> _R:
         """``fn(store, *args, **kwargs)`` on the store's worker thread, inside one read
         transaction (:meth:`agui_store.Store.reading`): every read ``fn`` makes of ``store``
-        sees the same moment of the store, however fast another writer writes meanwhile."""
+        sees the same moment of the store, however fast another writer writes meanwhile.
+        An error of ``fn``'s own reaches the caller as it was raised."""
         return await self._run(_read_together, self._store, fn, args, kwargs)
 
     def append_batch(

@@ -290,6 +290,27 @@ def test_an_append_whose_task_is_cancelled_while_it_waits_its_turn_is_still_writ
     run(main())
 
 
+def test_an_error_of_the_function_in_one_read_runs_reaches_its_caller_as_it_was_raised(
+    db_path: Path,
+) -> None:
+    class NoSuchUser(LookupError):
+        pass
+
+    def owner_of(store: Store, thread_id: str) -> str:
+        store.threads()  # the store's own reads inside it go on as usual
+        raise NoSuchUser(thread_id)
+
+    async def main() -> None:
+        async with aio.open(db_path, writer="thread") as astore:
+            await astore.append(conversation_run("t", "r1", 12, 0))
+            # The app's own error, not the store's: not reported as a bug in agui-store.
+            with pytest.raises(NoSuchUser, match=r"^t$"):
+                await astore.in_one_read(owner_of, "t")
+            assert await astore.threads() == ["t"]
+
+    run(main())
+
+
 def test_a_call_still_running_when_its_event_loop_closes_finishes_with_no_error_logged(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
