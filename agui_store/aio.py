@@ -281,7 +281,13 @@ class AsyncStore:
         """``fn(store, *args, **kwargs)`` on the store's worker thread, inside one read
         transaction (:meth:`agui_store.Store.reading`): every read ``fn`` makes of ``store``
         sees the same moment of the store, however fast another writer writes meanwhile.
-        An error of ``fn``'s own reaches the caller as it was raised."""
+        An error of ``fn``'s own reaches the caller as it was raised; an ``fn`` that is not
+        callable is an ``ArgumentTypeError`` (a ``TypeError`` too) at the call."""
+        if not callable(fn):
+            raise ArgumentTypeError(
+                "in_one_read takes a function of the store, called as fn(store, *args, "
+                f"**kwargs), not {arguments.a_kind(fn)} ({arguments.quote(fn)})"
+            )
         return await self._run(_read_together, self._store, fn, args, kwargs)
 
     def append_batch(

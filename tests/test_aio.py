@@ -311,6 +311,18 @@ def test_an_error_of_the_function_in_one_read_runs_reaches_its_caller_as_it_was_
     run(main())
 
 
+def test_in_one_read_of_what_is_not_callable_is_refused_at_the_call_naming_it(
+    db_path: Path,
+) -> None:
+    async def main() -> None:
+        async with aio.open(db_path, writer="thread") as astore:
+            with pytest.raises(ArgumentTypeError, match=r"in_one_read.*a str \('threads'\)"):
+                await astore.in_one_read("threads")  # type: ignore[arg-type]
+            assert await astore.threads() == []
+
+    run(main())
+
+
 def test_a_call_still_running_when_its_event_loop_closes_finishes_with_no_error_logged(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
