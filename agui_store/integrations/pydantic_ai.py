@@ -260,7 +260,8 @@ class ConversationStore(_upstream.ConversationStore):
         what no store could save: ``ArgumentTypeError`` (a ``TypeError`` too) for a
         ``conversation`` that is neither a ``Conversation`` nor a run's result, or an id or
         scope that is not text; ``InvalidArgumentError`` for an id or scope holding a NUL or
-        half a surrogate pair, or the scope ``""``. Checked before the stored record is read:
+        half a surrogate pair, or the scope ``""``; ``ArgumentTypeError`` too for messages
+        that are no list. Checked before the stored record is read:
         there, a scope no record can have reads as another owner's, a
         ``ConversationConflict`` that no reload and retry resolves."""
         saved = conversation.conversation if isinstance(conversation, AgentRunResult) else (
@@ -272,6 +273,13 @@ class ConversationStore(_upstream.ConversationStore):
                 f"(AgentRunResult), not {_a_kind(saved)}; nothing was written"
             )
         _engine.refuse_saved(saved.conversation_id, options.get("scope"))
+        messages = saved.messages
+        if not isinstance(messages, Sequence):
+            raise ArgumentTypeError(
+                f"conversation {_quote(saved.conversation_id)}: its messages are "
+                f"{_a_kind(messages)}, not a list of pydantic-ai messages; "
+                "nothing was written"
+            )
         return await super().save(conversation, **options)
 
     # --- the five primitives, and read_history in one statement ---------------------------

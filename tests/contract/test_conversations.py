@@ -488,6 +488,24 @@ def test_a_stored_conversation_saved_under_a_scope_no_store_holds_is_refused_not
     run(scenario())
 
 
+def test_a_conversation_whose_messages_are_no_list_is_refused_by_name_and_nothing_written(
+    store_location: str,
+) -> None:
+    async def scenario() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.save(Conversation(conversation_id="c", messages=turn(1)))
+            before = dump(store_location)
+            for messages, kind in [(None, "None"), (5, "an int")]:
+                with pytest.raises(
+                    ArgumentTypeError, match=f"conversation 'new': its messages are {kind}, not"
+                ):
+                    await store.save(Conversation(conversation_id="new", messages=messages))
+            assert dump(store_location) == before
+            assert await store.load("new") is None
+
+    run(scenario())
+
+
 @pytest.mark.parametrize(
     ("field", "value", "error", "said"),
     [
