@@ -323,6 +323,22 @@ def test_in_one_read_of_what_is_not_callable_is_refused_at_the_call_naming_it(
     run(main())
 
 
+def test_a_close_made_while_another_is_closing_returns_once_the_store_is_closed(
+    db_path: Path,
+) -> None:
+    async def main() -> None:
+        astore = await aio.open(db_path)
+        await astore.append(conversation_run("t", "r1", 12, 0))
+        first = asyncio.create_task(astore.close())
+        await asyncio.sleep(0)  # the first close has begun releasing the store
+        await astore.close()  # an app's shutdown hook beside the lifespan's, say
+        with pytest.raises(agui_store.AguiStoreError, match="the store is closed"):
+            astore.store.threads()
+        await first
+
+    run(main())
+
+
 def test_a_call_still_running_when_its_event_loop_closes_finishes_with_no_error_logged(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
