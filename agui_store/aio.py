@@ -29,6 +29,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import inspect
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Generator
 from pathlib import PurePath
@@ -468,6 +469,7 @@ class _Opening:
         return self._open().__await__()
 
     async def _open(self) -> AsyncStore:
+        arguments.known_options("agui_store.aio.open()", self._options, _OPEN_OPTIONS)
         options = dict(self._options)
         writer = options.pop("writer", "process")
         loop = asyncio.get_running_loop()
@@ -503,10 +505,14 @@ def open(path: str | os.PathLike[str] | None = None, **options: Any) -> _Opening
     ``astore = await agui_store.aio.open(path, **options)``, or
     ``async with agui_store.aio.open(path, **options) as astore:``. The path and options
     are those of :func:`agui_store.open`, plus ``writer``: ``"process"`` (default) or
-    ``"thread"`` (see the module notes).
+    ``"thread"`` (see the module notes). Another option is an ``ArgumentTypeError`` (a
+    ``TypeError`` too) naming it and the options taken.
     """
     return _Opening(path, options)
 
+
+#: The options :func:`open` takes: the ``Store``'s, and ``writer``.
+_OPEN_OPTIONS = (*(p for p in inspect.signature(Store).parameters if p != "path"), "writer")
 
 _PLAIN = (bytes, bytearray, str, dict, msgspec.Struct, PurePath)
 

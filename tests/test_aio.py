@@ -571,6 +571,21 @@ def test_an_unknown_writer_is_refused(db_path: Path) -> None:
     run(main())
 
 
+def test_a_misspelled_option_of_open_is_refused_naming_it_and_the_options_open_takes(
+    db_path: Path,
+) -> None:
+    async def main() -> None:
+        with pytest.raises(
+            ArgumentTypeError,
+            match=r"agui_store\.aio\.open\(\) takes no option 'busy_timeout'; its options are "
+            r"busy_timeout_ms, .*writer",
+        ):
+            await aio.open(db_path, busy_timeout=5000)
+        assert not db_path.exists()
+
+    run(main())
+
+
 # --- many tasks at once -------------------------------------------------------------------
 
 

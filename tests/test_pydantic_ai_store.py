@@ -306,6 +306,18 @@ def test_a_conversation_store_given_options_with_an_open_store_says_they_are_not
 
 
 @pytest.mark.pydantic_ai
+def test_a_conversation_store_given_a_misspelled_option_names_it_and_the_options_it_takes(
+    db_path: Any,
+) -> None:
+    with pytest.raises(
+        ArgumentTypeError,
+        match=r"ConversationStore takes no option 'writer'; its options are busy_timeout_ms, ",
+    ):
+        ConversationStore(db_path, writer="thread")
+    assert not db_path.exists()
+
+
+@pytest.mark.pydantic_ai
 def test_a_conversation_store_given_no_store_path_or_url_names_what_it_takes(
     db_path: Any,
 ) -> None:

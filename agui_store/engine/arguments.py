@@ -43,6 +43,19 @@ def quote(value: object, limit: int = 80) -> str:
     return f"{text[: limit - 1]}…' ({length} characters)"
 
 
+def known_options(caller: str, options: Iterable[str], known: Iterable[str]) -> None:
+    """Refuse an option ``caller`` does not take, naming it and the ones it takes: passed on
+    as they are, a misspelled one would be Python's ``TypeError`` naming the parameters of
+    a function the caller never called (``Store.__init__``)."""
+    taken = list(known)
+    unknown = [name for name in options if name not in taken]
+    if unknown:
+        raise ArgumentTypeError(
+            f"{caller} takes no option {', '.join(map(repr, unknown))}; its options are "
+            f"{', '.join(taken)}"
+        )
+
+
 def a_kind(value: object) -> str:
     """The type of ``value`` with its article, for a message: ``an int``, ``a list``
     (``None`` as itself)."""

@@ -32,6 +32,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import functools
+import inspect
 import operator
 import os
 import platform
@@ -65,6 +66,7 @@ from agui_store.codec import json as _json
 from agui_store.engine import clock as _clock
 from agui_store.engine import conversations as _engine
 from agui_store.engine.arguments import a_kind as _a_kind
+from agui_store.engine.arguments import known_options as _known_options
 from agui_store.engine.arguments import quote as _quote
 from agui_store.engine.conversations import Continuation
 from agui_store.errors import (
@@ -86,6 +88,8 @@ _RECORD = pydantic.TypeAdapter(_upstream.ConversationRecord)
 #: The record's fields kept as columns (the rest is its JSON).
 _COLUMNS = frozenset({"conversation_id", "head_id", "scope", "revision", "branches"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+#: The options a ConversationStore given a path or URL opens its store with.
+_STORE_OPTIONS = tuple(p for p in inspect.signature(Store).parameters if p != "path")
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,8 @@ class ConversationStore(_upstream.ConversationStore):
             ``None``.
 
     Raises:
-        ArgumentTypeError: ``store`` is none of these (a ``TypeError`` too).
+        ArgumentTypeError: ``store`` is none of these, or an option is none of
+            :func:`agui_store.open`'s (a ``TypeError`` too).
         InvalidArgumentError: ``options`` given with an open store.
 
     Each call runs on a worker thread of its own, off the event loop. ``delete`` removes
@@ -143,6 +148,7 @@ class ConversationStore(_upstream.ConversationStore):
         elif isinstance(store, Store):
             self._store, self._owns = store, False
         elif store is None or isinstance(store, (str, bytes, os.PathLike)):
+            _known_options("ConversationStore", options, _STORE_OPTIONS)
             self._store, self._owns = Store(store, **options), True
         else:
             raise ArgumentTypeError(
