@@ -270,7 +270,7 @@ class AsyncStore:
     ) -> asyncio.Future[_R]:
         """Start ``fn(*args, **kwargs)`` on ``executor``; the future that tells its outcome."""
         if self._closed:
-            raise AguiStoreError("the store is closed")
+            raise AguiStoreError(f"{self._store.path}: the store is closed")
         # Not ``run_in_executor``: its future cancels the work item with a cancelled caller,
         # and an append still queued behind another would never be written. This one tells
         # the caller the outcome; the caller's cancellation stops its waiting only, and the
@@ -417,7 +417,7 @@ class AsyncStore:
                 ``None``: also a ``TypeError``), or ``thread_id`` or ``scope`` is refused.
         """
         if self._closed or self._store._closed:  # or the Store it wraps, closed by its owner
-            raise AguiStoreError("the store is closed")
+            raise AguiStoreError(f"{self._store.path}: the store is closed")
         return recording.record_async(self, events, input=input, thread_id=thread_id, scope=scope)
 
     # --- lifecycle ------------------------------------------------------------------------

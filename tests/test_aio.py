@@ -10,6 +10,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -335,6 +336,23 @@ def test_a_close_made_while_another_is_closing_returns_once_the_store_is_closed(
         with pytest.raises(agui_store.AguiStoreError, match="the store is closed"):
             astore.store.threads()
         await first
+
+    run(main())
+
+
+def test_a_call_on_a_closed_async_store_names_the_store(db_path: Path) -> None:
+    closed = f"^{re.escape(str(db_path))}: the store is closed$"
+
+    async def main() -> None:
+        astore = await aio.open(db_path)
+        await astore.close()
+        with pytest.raises(agui_store.AguiStoreError, match=closed):
+            await astore.threads()
+        wrapped = aio.AsyncStore(Store(db_path), writer="thread")
+        wrapped.store.close()  # by its owner
+        with pytest.raises(agui_store.AguiStoreError, match=closed):
+            await wrapped.threads()
+        await wrapped.close()
 
     run(main())
 

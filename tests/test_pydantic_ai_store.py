@@ -290,7 +290,9 @@ def test_a_closed_conversation_store_says_so(tmp_path: Any) -> None:
     async def scenario() -> None:
         store = ConversationStore(str(tmp_path / "c.db"))
         await store.close()
-        with pytest.raises(agui_store.AguiStoreError, match="the conversation store is closed"):
+        with pytest.raises(
+            agui_store.AguiStoreError, match=r"c\.db: the conversation store is closed$"
+        ):
             await store.load("c")
         await store.close()  # closing twice is fine
 

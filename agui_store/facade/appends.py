@@ -132,7 +132,7 @@ class AppendVerbs(Facade):
                 ``None``: also a ``TypeError``), or ``thread_id`` or ``scope`` is refused.
         """
         if self._closed:
-            raise AguiStoreError("the store is closed")
+            raise AguiStoreError(f"{self.path}: the store is closed")
         return recording.record(self, events, input=input, thread_id=thread_id, scope=scope)
 
     def derive(self, thread_id: str | None = None, *, scope: str | None = None) -> int:

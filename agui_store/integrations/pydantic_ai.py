@@ -174,7 +174,7 @@ class ConversationStore(_upstream.ConversationStore):
 
     async def _off_loop(self, fn: Callable[..., _T], /, *args: Any) -> _T:
         if self._closed:
-            raise AguiStoreError("the conversation store is closed")
+            raise AguiStoreError(f"{self._store.path}: the conversation store is closed")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._worker, functools.partial(fn, *args))
 

@@ -344,7 +344,7 @@ class PostgresBackend:
     @property
     def _db(self) -> Any:
         if self._closed:
-            raise errors.AguiStoreError("the store is closed")
+            raise errors.AguiStoreError(f"{self.where}: the store is closed")
         if os.getpid() != self._pid:
             self.after_fork()
         if self._conn is None:

@@ -54,7 +54,7 @@ class SqliteBackend:
     @property
     def _db(self) -> Any:
         if self._conn is None:
-            raise AguiStoreError("the store is closed")
+            raise AguiStoreError(f"{self.where}: the store is closed")
         if os.getpid() != self._pid:
             # A forked child must not use the parent's SQLite handle (after_fork already
             # closed it): open its own, on the file the parent opened whatever the working
