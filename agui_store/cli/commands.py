@@ -411,25 +411,17 @@ def _first_line(handle: BinaryIO) -> bytes:
 
 
 def _starts_an_archive(handle: BinaryIO) -> bool:
-    """Whether the file's first line is an archive's header (a line nested deeper than the
-    JSON decoder recurses, ``[[[[...``, is none: the event reader then says what it is)."""
+    """Whether the file's first line is an archive's header."""
     from agui_store.engine import archive
 
-    try:
-        return archive.is_archive(_first_line(handle))
-    except RecursionError:
-        return False
+    return archive.is_archive(_first_line(handle))
 
 
 def _starts_a_headless_archive(handle: BinaryIO) -> bool:
-    """Whether the file's first line is an archive record other than its header (a line
-    nested too deep to decode is none, as for :func:`_starts_an_archive`)."""
+    """Whether the file's first line is an archive record other than its header."""
     from agui_store.engine import archive
 
-    try:
-        return archive.is_headless_archive(_first_line(handle))
-    except RecursionError:
-        return False
+    return archive.is_headless_archive(_first_line(handle))
 
 
 def _archive_counts(summary: Any) -> str:

@@ -402,7 +402,7 @@ def is_headless_archive(first_line: bytes) -> bool:
     cut at its start, which would otherwise read as AG-UI events without a ``type``."""
     try:
         found = msgspec.json.decode(first_line)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # RecursionError: nested deeper than it reads
         return False
     return isinstance(found, dict) and "type" not in found and found.get("record") in RECORDS
 
@@ -411,7 +411,7 @@ def is_archive(first_line: bytes) -> bool:
     """Whether a file's first line is an archive's header."""
     try:
         found = msgspec.json.decode(first_line)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # RecursionError: nested deeper than it reads
         return False
     return isinstance(found, dict) and found.get("format") == FORMAT
 
