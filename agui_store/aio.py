@@ -148,8 +148,8 @@ def _read_together(
 ) -> _R:
     """:meth:`AsyncStore.in_one_read`'s work, on the worker thread. An error ``fn`` raises
     that is not the store's own is the caller's (the store's reads inside ``fn`` raise the
-    store's): it is raised as it was once the read has ended, where the transaction would
-    report it as a bug in agui-store."""
+    store's): it is raised as it was once the read has ended, where the store's door, whose
+    block is this function of agui-store's, would report it as a bug in agui-store."""
     raised: Exception
     with store.reading():
         try:

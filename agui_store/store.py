@@ -33,7 +33,7 @@ from agui_store.engine.writes import (
     IMPORT_BATCH_EVENTS,
     MAX_DEPTH_LIMIT,
 )
-from agui_store.errors import InvalidArgumentError
+from agui_store.errors import AguiStoreError, InvalidArgumentError
 from agui_store.facade.appends import AppendVerbs
 from agui_store.facade.archive import ArchiveVerbs
 from agui_store.facade.erasure import ErasureVerbs
@@ -156,20 +156,32 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
 
         For code above the verbs that works with the engine's functions, which take the
         transaction first (``conversations.read_record(tx, ...)``); the verbs open their
-        own."""
-        with self._lock, self._backend.reading() as tx:
-            outer = self._open.enter("store.reading()")
+        own. An error the block's own code raises (not the store's, nor the database's
+        through the port) comes out as it was raised, once the transaction has ended."""
+        with self._lock:
             try:
-                yield tx
-            finally:
-                self._open.door = outer
+                with self._backend.reading() as tx:
+                    outer = self._open.enter("store.reading()")
+                    try:
+                        yield tx
+                    except Exception as e:
+                        _pass_the_callers_own(e)
+                        raise
+                    finally:
+                        self._open.door = outer
+            except _CallersOwn as own:
+                raised = own.error
+            else:
+                return
+        raise raised
 
     @contextmanager
     def writing(self, key: str | None = None) -> Iterator[port.Writing]:
         """A write transaction of the store's, yielding the storage port
         (:class:`agui_store.engine.port.Writing`): it commits when the block ends and rolls
         back, leaving the database as it was, when it raises (as sqlite-utils'
-        ``Database.atomic()``).
+        ``Database.atomic()``). An error the block's own code raises (not the store's, nor
+        the database's through the port) comes out as it was raised, after the rollback.
 
         ``key`` narrows it to the writes of one key, which take turns with each other
         alone: an AG-UI thread id (appends to that thread), or another writer's own key
@@ -187,11 +199,19 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
                     outer = self._open.enter("store.writing()")
                     try:
                         yield tx
+                    except Exception as e:
+                        _pass_the_callers_own(e)
+                        raise
                     finally:
                         self._open.door = outer
-            except BaseException:
+            except BaseException as e:
                 self._writes.forget()
-                raise
+                if not isinstance(e, _CallersOwn):
+                    raise
+                raised = e.error
+            else:
+                return
+        raise raised
 
     @contextmanager
     def replicating(self) -> Iterator[port.Writing]:
@@ -212,6 +232,33 @@ class Store(AppendVerbs, ReadVerbs, SearchVerbs, LineageVerbs, ErasureVerbs, Arc
         invariants (see :mod:`agui_store.engine.integrity`). Reports; never repairs."""
         with self._lock, self._backend.reading() as tx:
             return integrity.check(tx)
+
+
+class _CallersOwn(BaseException):
+    """An error of the code in a block of the store's door, on its way out through the
+    backend's transaction: that rolls back on it as on any error, and translates only an
+    ``Exception`` (into the store's errors, a bug in agui-store for one it does not know)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+
+def _pass_the_callers_own(error: Exception) -> None:
+    """Raise ``error`` wrapped in :class:`_CallersOwn` if the code in the door's block
+    raised it itself: not the store's own error, and no frame of agui-store's (a call of the
+    port, of an engine function, of a verb) between the block and where it was raised. The
+    door's own frame, where it is caught, comes first."""
+    if isinstance(error, AguiStoreError):
+        return
+    tb = error.__traceback__
+    frame = None if tb is None else tb.tb_next  # the block's, then what it called
+    while frame is not None:
+        module = frame.tb_frame.f_globals.get("__name__", "")
+        if module == "agui_store" or module.startswith("agui_store."):
+            return
+        frame = frame.tb_next
+    raise _CallersOwn(error) from None
 
 
 class _OpenTransaction(threading.local):

@@ -5,6 +5,7 @@ every backend alike."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -62,6 +63,95 @@ def test_a_write_transaction_that_raises_leaves_the_store_as_it_was(store_locati
         # The store goes on: its next append lands on what it remembered before.
         store.append(run("t", "r2"))
         assert [r.run_id for r in store.runs("t")] == ["r1", "r2"]
+
+
+class _Refused(Exception):
+    """An error of the caller's own, raised inside a block of the store's door."""
+
+
+@pytest.mark.parametrize("raised", [_Refused("changed my mind"), KeyError("t"), ValueError("no")])
+def test_an_error_a_write_block_raises_itself_comes_out_as_raised_after_the_rollback(
+    store_location: str, raised: Exception
+) -> None:
+    """As sqlite-utils' ``atomic()``: the block's own error is the caller's, not a bug in
+    agui-store; the store is left as it was and goes on."""
+    with agui_store.open(store_location) as store:
+        store.append(run("t", "r1"))
+        before = dump(store_location)
+        with pytest.raises(type(raised)) as caught, store.writing() as tx:
+            tx.insert_thread("u", 1, None)
+            raise raised
+        assert caught.value is raised and type(caught.value) is type(raised)
+        assert caught.value.__cause__ is None and caught.value.__context__ is None
+        assert dump(store_location) == before
+        store.append(run("t", "r2"))
+        assert [r.run_id for r in store.runs("t")] == ["r1", "r2"]
+
+
+def test_an_error_a_read_block_raises_itself_comes_out_as_raised(store_location: str) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(run("t", "r1"))
+        raised = _Refused("not this one")
+        with pytest.raises(_Refused) as caught, store.reading() as tx:
+            assert tx.thread("t") is not None and store.threads() == ["t"]
+            raise raised
+        assert caught.value is raised and caught.value.__context__ is None
+        assert store.threads() == ["t"]
+
+
+@pytest.mark.parametrize("door", ["reading", "writing"])
+def test_an_error_of_the_port_inside_a_block_is_still_the_stores_own(
+    store_location: str, door: str
+) -> None:
+    """What the database refuses in a call the block makes of the port is reported by the
+    store, as outside a block."""
+    with agui_store.open(store_location) as store:
+        store.append(run("t", "r1"))
+        before = dump(store_location)
+        refused = pytest.raises(agui_store.InvalidArgumentError, match="a text argument holds")
+        with refused, getattr(store, door)() as tx:
+            tx.threads_of_run_id("r\ud800", None)
+        with pytest.raises(agui_store.IntegrityError, match="refused"), store.writing() as wtx:
+            wtx.insert_thread("u", 1, None)
+            wtx.insert_thread("t", 1, None)
+        assert dump(store_location) == before
+
+
+def test_an_interrupt_inside_a_write_block_rolls_back_and_comes_out_as_raised(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        store.append(run("t", "r1"))
+        before = dump(store_location)
+        interrupt = KeyboardInterrupt()
+        with pytest.raises(KeyboardInterrupt) as caught, store.writing() as tx:
+            tx.insert_thread("u", 1, None)
+            raise interrupt
+        assert caught.value is interrupt
+        assert dump(store_location) == before
+        assert store.threads() == ["t"]
+
+
+def test_a_generator_closed_inside_a_write_block_rolls_back_and_a_break_out_of_a_loop_commits(
+    store_location: str,
+) -> None:
+    with agui_store.open(store_location) as store:
+        before = dump(store_location)
+
+        def inserting() -> Iterator[int]:
+            with store.writing() as tx:
+                yield tx.insert_thread("u", 1, None)
+                yield tx.insert_thread("v", 1, None)
+
+        rows = inserting()
+        next(rows)
+        rows.close()  # GeneratorExit at the yield inside the block
+        assert dump(store_location) == before and store.threads() == []
+        with store.writing() as tx:
+            for thread_id in ["w", "x"]:
+                tx.insert_thread(thread_id, 1, None)
+                break
+        assert store.threads() == ["w"]
 
 
 def test_a_write_transaction_commits_when_its_block_ends(store_location: str) -> None:
