@@ -28,7 +28,7 @@ import dataclasses
 import hashlib
 import itertools
 import uuid
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
@@ -667,8 +667,8 @@ def erase(
                 if entry_id not in mine:
                     mine[entry_id] = None
                     sizes[entry_id] = len(str(row[3]).encode("utf-8", "surrogatepass"))
-    kept = _reached_elsewhere(tx, held.keys(), sizes.keys()) if sizes else set()
-    size += sum(n for entry_id, n in sizes.items() if entry_id not in kept)
+    keepers = _keepers(tx, held.keys(), sizes.keys()) if sizes else {}
+    size += sum(n for entry_id, n in sizes.items() if entry_id not in keepers)
     if dry_run:
         return len(records), size
     erased: dict[str, list[str]] = {}
@@ -679,57 +679,60 @@ def erase(
         if reached is not None:
             reached[record.conversation_id] = erased[record.conversation_id]
     if erased:
-        forget_erased(tx, erased)
+        forget_erased(tx, erased, keepers)
     return len(records), size
 
 
-def _reached_elsewhere(
+def _keepers(
     tx: port.Reading, conversation_ids: Container[str], entry_ids: Container[str]
-) -> set[str]:
-    """The entries of ``entry_ids`` a conversation other than ``conversation_ids`` reaches:
-    what stays when those go."""
-    out: set[str] = set()
-    for row in tx.conversations(None, EVERY):
-        if str(row.conversation_id) in conversation_ids:
+) -> dict[str, str]:
+    """The entries of ``entry_ids`` a conversation other than ``conversation_ids`` reaches
+    (what stays when those go), each with the first such conversation by id, which keeps
+    it. One pass over every other conversation's history: the one an erasure makes."""
+    out: dict[str, str] = {}
+    for row in sorted(tx.conversations(None, EVERY), key=lambda row: str(row.conversation_id)):
+        keeper = str(row.conversation_id)
+        if keeper in conversation_ids:
             continue
         record = _record(row)
         for tip in (t for t in (record.head_id, *record.branches) if t is not None):
-            history = tx.conversation_history(tip, EVERY)
-            out.update(e for entry in history if (e := str(entry[0])) in entry_ids)
+            for entry in tx.conversation_history(tip, EVERY):
+                if (entry_id := str(entry[0])) in entry_ids:
+                    out.setdefault(entry_id, keeper)
     return out
 
 
-def forget_erased(tx: port.Writing, erased: dict[str, list[str]]) -> None:
+def forget_erased(
+    tx: port.Writing, erased: dict[str, list[str]], keepers: Mapping[str, str] | None = None
+) -> None:
     """Take the ids of erased conversations (each with the entries it reached, or stored)
     out of what stays: a fork that names one as the conversation it was forked from names
     none (:func:`without_origin`); an entry the erased conversation stored and another
-    keeps (a fork's shared history) is the keeper's, the first by id that reaches it. An
-    erasure calls it, and a copy or import that lands a fork of a conversation the
-    destination erased."""
+    keeps (a fork's shared history) is the keeper's, the first by id that reaches it
+    (``keepers``, when the caller found them already: :func:`_keepers`). An erasure calls
+    it, and a copy or import that lands a fork of a conversation the destination erased."""
     kept: dict[str, int] = {}  # entry id -> key, of entries an erased conversation stored
     for entry_ids in erased.values():
         for entry_id in entry_ids:
             key = tx.conversation_entry_key(entry_id)
             if key is not None and key[2] in erased:
                 kept[entry_id] = int(key[0])
-    stays = sorted(tx.conversations(None, EVERY), key=lambda row: str(row.conversation_id))
-    for row in stays:
-        record = _record(row)
-        forgotten = without_origin(record, erased)
+    for row in tx.conversations(None, EVERY):
+        forgotten = without_origin(_record(row), erased)
         if forgotten is not None:
-            record = forgotten
-            head = None if record.head_id is None else tx.conversation_entry_key(record.head_id)
+            head = forgotten.head_id
+            head_key = None if head is None else tx.conversation_entry_key(head)
             tx.update_conversation(
-                int(row.pk), None if head is None else int(head[0]), record.scope,
-                record.revision, record.updated_at, record.record, record_hash(record),
+                int(row.pk), None if head_key is None else int(head_key[0]), forgotten.scope,
+                forgotten.revision, forgotten.updated_at, forgotten.record,
+                record_hash(forgotten),
             )
-        for tip in (record.head_id, *record.branches) if kept else ():
-            if tip is None:
-                continue
-            for entry in tx.conversation_history(tip, EVERY):
-                pk = kept.pop(str(entry[0]), None)
-                if pk is not None:
-                    tx.set_entry_conversation(pk, record.conversation_id)
+    if kept and keepers is None:
+        keepers = _keepers(tx, erased, kept)
+    for entry_id, pk in kept.items():
+        keeper = None if keepers is None else keepers.get(entry_id)
+        if keeper is not None:
+            tx.set_entry_conversation(pk, keeper)
 
 
 def _fields(record: Record) -> dict[str, object] | None:
