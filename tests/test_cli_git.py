@@ -635,9 +635,13 @@ def test_log_takes_a_run_whose_id_spells_an_option_after_the_separator(
 ) -> None:
     db = tmp_path / "odd.db"
     with agui_store.open(db) as store:
+        store.append(text_run("r1", "hi"))
         store.append(text_run("--oneline", "hello"))
     code, out = agui(db, "log", "--", "--oneline")
     assert code == 0 and out.startswith("--oneline "), out
+    code, out = agui(db, "log", "--oneline", "--", "--oneline", "^r1")  # one REF, one ^REF
+    assert code == 0 and out.splitlines() == [out.splitlines()[0]], out
+    assert out.split()[0] == "--oneline", out
 
 
 def test_show_names_the_run_on_its_first_line_whatever_its_id_holds(tmp_path: Path) -> None:

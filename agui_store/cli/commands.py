@@ -2161,10 +2161,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     if extra and args.command == "search":
         args.query, extra = _query_words(args.query, extra, words[end + 1:])
     # An option after --, where every word is a run: argparse leaves it over, or hands it on
-    # among a command's runs (log's REFs, branch's), which then hold more than the one word
-    # a run id that spells an option would be.
-    listed = [word for name in ("ref", "run") if isinstance(runs := getattr(args, name, None), list)
-              and len(runs) > 1 for word in runs]
+    # among a command's runs (log's REFs, branch's), which then hold more than the one run
+    # (beside log's one ^REF to leave out) that a run id spelling an option would be.
+    listed = [
+        word for name in ("ref", "run")
+        if isinstance(runs := getattr(args, name, None), list)
+        and len([run for run in runs if not run.startswith("^")]) > 1
+        for word in runs
+    ]
     misplaced = [
         word for word in words[end + 1:] if (word in extra or word in listed)
         and word.split("=", 1)[0] in args.command_options.get(args.command, ())
