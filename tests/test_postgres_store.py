@@ -47,6 +47,7 @@ from agui_store.errors import (
     AguiStoreError,
     InvalidEventError,
     RunNotFoundError,
+    SchemaVersionError,
     StorageError,
     StoreBusyError,
 )
@@ -194,6 +195,84 @@ def test_check_runs_on_postgresql_its_schema_checks_then_the_stores_own(store: A
     assert report.ok, [str(p) for p in report.problems]
     assert report.checked[:3] == ("foreign_keys", "pages", "schema")
     assert "derived" in report.checked
+
+
+def set_schema_version(url: str, version: int) -> None:
+    """Record ``version`` in the store's ``meta``, as a release of that version's migration
+    leaves it, from a connection of its own."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE {schema.SCHEMA}.meta SET value = %s WHERE key = 'schema_version'",
+            (str(version),),
+        )
+
+
+def test_a_store_a_newer_release_migrated_while_it_was_open_takes_no_more_writes(
+    store_url: str,
+) -> None:
+    newer = schema.SCHEMA_VERSION + 1
+    refused = f"migrated to schema version {newer} by a newer agui-store"
+    with agui_store.open(store_url) as store:
+        store.append(run("t", "r1", *say("m1", "석사 학위")))
+        store.append(run("gone", "g1"))
+        set_schema_version(store_url, newer)
+        before = dump(store_url)
+        with pytest.raises(SchemaVersionError, match=refused):
+            store.append(run("t", "r2", *say("m2", "서울에서 만나요")))
+        with pytest.raises(SchemaVersionError, match=refused):
+            store.delete_thread("gone")
+        assert dump(store_url) == before
+        assert [r.run_id for r in store.runs("t")] == ["r1"]  # reads go on
+    with pytest.raises(SchemaVersionError, match=f"schema version {newer}, newer than"):
+        agui_store.open(store_url)
+    set_schema_version(store_url, schema.SCHEMA_VERSION)
+    with agui_store.open(store_url) as store:
+        store.append(run("t", "r2", *say("m2", "서울에서 만나요")))
+        assert [r.run_id for r in store.runs("t")] == ["r1", "r2"]
+        assert store.check().ok
+
+
+def test_a_store_whose_version_was_set_back_while_it_was_open_takes_no_more_writes(
+    store_url: str,
+) -> None:
+    with agui_store.open(store_url) as store:
+        store.append(run("t", "r1"))
+        set_schema_version(store_url, schema.SCHEMA_VERSION - 1)
+        before = dump(store_url)
+        with pytest.raises(SchemaVersionError, match=(
+            f"records schema version {schema.SCHEMA_VERSION - 1}, not the "
+            f"{schema.SCHEMA_VERSION} it was opened at"
+        )):
+            store.append(run("t", "r2"))
+        assert dump(store_url) == before
+
+
+@pytest.mark.pydantic_ai
+def test_a_conversation_store_a_newer_release_migrated_under_saves_nothing_more(
+    store_url: str,
+) -> None:
+    from pydantic_ai.conversation import Conversation
+
+    from agui_store.integrations.pydantic_ai import ConversationStore
+    from tests.pydantic_ai_conversations import turn
+
+    newer = schema.SCHEMA_VERSION + 1
+
+    async def saves() -> None:
+        async with ConversationStore(store_url) as conversations:
+            talk = Conversation(conversation_id="c1")
+            talk.messages.extend(turn(1))
+            await conversations.save(talk)
+            set_schema_version(store_url, newer)
+            before = dump(store_url)
+            talk.messages.extend(turn(2))
+            with pytest.raises(SchemaVersionError, match=(
+                f"migrated to schema version {newer} by a newer agui-store"
+            )):
+                await conversations.save(talk)
+            assert dump(store_url) == before
+
+    asyncio.run(saves())
 
 
 @pytest.mark.parametrize("where", ["authority", "query", "sslpassword"])
@@ -917,6 +996,46 @@ def _waits_on_a_lock(conn: Any, pid: int, seconds: float = 30) -> bool:
             return True
         time.sleep(0.01)
     return False
+
+
+def test_a_migration_waits_for_the_write_under_way_and_indexes_what_it_wrote(
+    store_url: str,
+) -> None:
+    with agui_store.open(store_url) as store:
+        store.append(run("t", "r1", *say("m1", "first words")))
+        hold = HeldWrite(store, lambda: store.append(run("t", "r2", *say("m2", "held words"))))
+        migrated: list[BaseException] = []
+
+        def migrate() -> None:
+            try:
+                agui_store.open(store_url).close()
+            except BaseException as e:  # asserted below
+                migrated.append(e)
+
+        try:
+            # What a store of the version before leaves: this release migrates it on open
+            # (version 15 changed no table, so the tables are already that version's).
+            set_schema_version(store_url, schema.SCHEMA_VERSION - 1)
+            migration = threading.Thread(target=migrate)
+            migration.start()
+            with psycopg.connect(store_url, autocommit=True) as conn:
+                waiting = None
+                while waiting is None and migration.is_alive():
+                    waiting = conn.execute(
+                        "SELECT wait_event FROM pg_stat_activity "
+                        "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                    ).fetchone()
+                    time.sleep(0.01)
+            assert waiting == ("advisory",)  # the writers' lock the held append holds
+        finally:
+            hold.release()
+        migration.join()
+        assert not migrated, migrated
+        store.append(run("t", "r3", *say("m3", "later words")))
+    with agui_store.open(store_url) as store:
+        assert [r.run_id for r in store.runs("t")] == ["r1", "r2", "r3"]
+        assert len(store.search("held")) == 1
+        assert store.check().ok
 
 
 def test_a_connection_terminated_inside_a_write_leaves_the_batch_absent(

@@ -65,6 +65,8 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
     if not isinstance(e, psycopg.Error):
         return backend_errors.translate_common(e, where, database="PostgreSQL")
     state = getattr(getattr(e, "diag", None), "sqlstate", None) or ""
+    if state == sql.MIGRATED_SINCE_STATE:
+        return _migrated_since(where, e.diag.message_detail or "")
     if isinstance(e, _GONE) or (isinstance(e, psycopg.OperationalError) and not state):
         lost = errors.StorageError(
             f"{where}: lost the connection to the PostgreSQL server ({_first_line(e)}); what "
@@ -119,6 +121,24 @@ def translate(e: Exception, where: str) -> errors.AguiStoreError:
     return errors.InternalError(
         f"unexpected PostgreSQL error working on {where}: {type(e).__name__}: "
         f"{_first_line(e)} (a bug in agui-store: please report it with this message)"
+    )
+
+
+def _migrated_since(where: str, found: str) -> errors.SchemaVersionError:
+    """The refusal of a write to a store whose schema version is no longer the one this
+    release opened it at (:data:`sql.REFUSE_MIGRATED_SINCE`; ``found``: the version it
+    records now). What this release writes (the search index's words, for one) would be of
+    its own version, which a newer one neither finds nor checks clean."""
+    if found.isdigit() and int(found) > schema.SCHEMA_VERSION:
+        return errors.SchemaVersionError(
+            f"{where} was migrated to schema version {found} by a newer agui-store while "
+            f"this one (schema version {schema.SCHEMA_VERSION}) had it open; nothing was "
+            "written: upgrade agui-store in this process and restart it"
+        )
+    return errors.SchemaVersionError(
+        f"{where} records schema version {found or '(none)'}, not the "
+        f"{schema.SCHEMA_VERSION} it was opened at: it was changed outside agui-store while "
+        "this process had it open; nothing was written: open the store again"
     )
 
 
@@ -621,7 +641,7 @@ class PostgresBackend:
             locks = sql.WRITER_LOCK
         else:
             locks = sql.LOCK_WRITERS_SHARED + "; " + sql.lock_thread(thread_id)
-        statement = sql.BEGIN_WRITING + "; " + locks
+        statement = sql.BEGIN_WRITING + "; " + locks + "; " + sql.REFUSE_MIGRATED_SINCE
         opened: list[Any] = []
 
         def begin(query: str | None) -> tuple[Any, Any]:

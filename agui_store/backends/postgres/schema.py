@@ -65,6 +65,9 @@ APPLICATION = "agui-store"
 #: same first key with other second keys.
 LOCK_CLASS = 0x41475549
 INSTALL_LOCK_KEY = 1
+#: Second advisory-lock key of the writers' lock (agui_store.backends.postgres.sql's
+#: order of locks), which a migration takes exclusive too.
+WRITERS_LOCK_KEY = 3
 
 META = """
 CREATE TABLE meta (
@@ -746,6 +749,11 @@ def install(
             return found
         if found:  # a store found has its schema (creating one takes a privilege)
             _refuse_another_layout(conn, schema, found)
+            # The writers' lock, exclusive: the writes under way commit first, and each
+            # write after reads the version this migration leaves, under its own locks
+            # (sql.REFUSE_MIGRATED_SINCE), so a process of an older release writes nothing
+            # of its version into the migrated tables.
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, WRITERS_LOCK_KEY))
         else:
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(schema)}")
         for version in range(found + 1, SCHEMA_VERSION + 1):
