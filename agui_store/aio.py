@@ -29,7 +29,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
-import inspect
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Generator
 from pathlib import PurePath
@@ -42,6 +41,7 @@ from agui_store._writer import Unsendable, WriterProcess
 from agui_store.engine import arguments
 from agui_store.errors import AguiStoreError, ArgumentTypeError, InvalidArgumentError
 from agui_store.records import AppendResult
+from agui_store.store import OPTIONS as _STORE_OPTIONS
 from agui_store.store import Store, renew_after_fork
 
 __all__ = ["AsyncStore", "open"]
@@ -51,14 +51,6 @@ _R = TypeVar("_R")
 
 #: Where writes that parse and replay events run: a child process, or the worker thread.
 WRITERS = ("process", "thread")
-#: The Store options a writer process opens its own Store with.
-_STORE_OPTIONS = (
-    "busy_timeout_ms",
-    "max_event_bytes",
-    "max_depth",
-    "checkpoint_events",
-    "derive_on_append",
-)
 
 
 def _off_loop(
@@ -512,7 +504,7 @@ def open(path: str | os.PathLike[str] | None = None, **options: Any) -> _Opening
 
 
 #: The options :func:`open` takes: the ``Store``'s, and ``writer``.
-_OPEN_OPTIONS = (*(p for p in inspect.signature(Store).parameters if p != "path"), "writer")
+_OPEN_OPTIONS = (*_STORE_OPTIONS, "writer")
 
 _PLAIN = (bytes, bytearray, str, dict, msgspec.Struct, PurePath)
 

@@ -312,8 +312,17 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_renew_in_child)
 
 
+#: The options a store opens with (:class:`Store`'s keyword arguments), which
+#: :func:`open`, ``agui_store.aio.open`` and the pydantic-ai ``ConversationStore`` pass on.
+OPTIONS = (
+    "busy_timeout_ms", "max_event_bytes", "max_depth", "checkpoint_events", "derive_on_append",
+)
+
+
 def open(path: str | os.PathLike[str] | None = None, **options: Any) -> Store:
     """Open (creating if needed) a store: an SQLite file, or a PostgreSQL database named by a
     ``postgresql://`` URL. ``None``: ``$AGUI_STORE_DB`` or ``./agui-store.db``;
-    ``":memory:"`` keeps everything in memory."""
+    ``":memory:"`` keeps everything in memory. ``options`` are :class:`Store`'s; another
+    is an ``ArgumentTypeError`` (a ``TypeError`` too) naming it and the options taken."""
+    arguments.known_options("agui_store.open()", options, OPTIONS)
     return Store(path, **options)

@@ -4,6 +4,7 @@ The behaviour every backend shares (append, lineage, refs) is in tests/contract.
 
 from __future__ import annotations
 
+import inspect
 import os
 import stat
 import subprocess
@@ -19,7 +20,7 @@ import agui_store
 from agui_store import testing
 from agui_store.backends.sqlite import schema
 from agui_store.backends.sqlite import sql as statements
-from agui_store.errors import AguiStoreError, SchemaVersionError
+from agui_store.errors import AguiStoreError, ArgumentTypeError, SchemaVersionError
 from tests.strategies import legal_streams
 from tests.streams import run
 
@@ -187,3 +188,22 @@ def test_the_old_name_of_the_reconnect_stream_still_answers_with_a_deprecation_w
         with pytest.warns(DeprecationWarning, match="reconnect_stream"):
             old = store.compacted("r1")
         assert old == store.reconnect_stream("r1")
+
+
+def test_a_misspelled_option_of_open_is_refused_naming_it_and_the_options_open_takes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    with pytest.raises(
+        ArgumentTypeError,
+        match=r"^agui_store\.open\(\) takes no option 'busy_timeout'; its options are "
+        r"busy_timeout_ms, max_event_bytes, max_depth, checkpoint_events, derive_on_append$",
+    ):
+        agui_store.open(path, busy_timeout=5000)
+    assert not path.exists()
+
+
+def test_the_options_open_passes_on_are_the_stores_keyword_arguments() -> None:
+    # The list aio.open and the pydantic-ai ConversationStore check options against too.
+    keywords = inspect.signature(agui_store.Store).parameters
+    assert tuple(name for name in keywords if name != "path") == agui_store.store.OPTIONS

@@ -32,7 +32,6 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import functools
-import inspect
 import operator
 import os
 import platform
@@ -75,6 +74,7 @@ from agui_store.errors import (
     InvalidArgumentError,
     RunNotFoundError,
 )
+from agui_store.store import OPTIONS as _store_options
 from agui_store.store import Store, renew_after_fork
 
 __all__ = ["Continuation", "ConversationDiff", "ConversationStore", "SavedRun"]
@@ -88,8 +88,6 @@ _RECORD = pydantic.TypeAdapter(_upstream.ConversationRecord)
 #: The record's fields kept as columns (the rest is its JSON).
 _COLUMNS = frozenset({"conversation_id", "head_id", "scope", "revision", "branches"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-#: The options a ConversationStore given a path or URL opens its store with.
-_STORE_OPTIONS = tuple(p for p in inspect.signature(Store).parameters if p != "path")
 
 
 @dataclass(frozen=True)
@@ -148,7 +146,7 @@ class ConversationStore(_upstream.ConversationStore):
         elif isinstance(store, Store):
             self._store, self._owns = store, False
         elif store is None or isinstance(store, (str, bytes, os.PathLike)):
-            _known_options("ConversationStore", options, _STORE_OPTIONS)
+            _known_options("ConversationStore", options, _store_options)
             self._store, self._owns = Store(store, **options), True
         else:
             raise ArgumentTypeError(
