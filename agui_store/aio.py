@@ -427,7 +427,12 @@ class AsyncStore:
         # Running: a waiting close that is cancelled cannot cancel it.
         self._released.set_running_or_notify_cancel()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self._shutdown)
+        try:
+            shut = loop.run_in_executor(None, self._shutdown)
+        except RuntimeError:  # the loop's executor is shut down (asyncio.run is ending)
+            self._shutdown()  # here, then: a close waiting on it would wait forever
+            return
+        await shut
 
     def _shutdown(self) -> None:
         try:

@@ -340,6 +340,23 @@ def test_a_close_made_while_another_is_closing_returns_once_the_store_is_closed(
     run(main())
 
 
+def test_a_close_after_the_loops_executor_shut_down_releases_the_store_and_a_second_returns(
+    db_path: Path,
+) -> None:
+    # asyncio.run shuts its default executor down before it returns: a close made after
+    # that (a finalizer's) releases the store itself, and a close after it finds it closed.
+    async def main() -> None:
+        astore = await aio.open(db_path)
+        await astore.append(conversation_run("t", "r1", 12, 0))
+        await asyncio.get_running_loop().shutdown_default_executor()
+        await astore.close()
+        await asyncio.wait_for(astore.close(), timeout=60)
+        with pytest.raises(agui_store.AguiStoreError, match="the store is closed"):
+            astore.store.threads()
+
+    run(main())
+
+
 def test_a_call_on_a_closed_async_store_names_the_store(db_path: Path) -> None:
     closed = f"^{re.escape(str(db_path))}: the store is closed$"
 
