@@ -278,7 +278,7 @@ class ConversationStore(_upstream.ConversationStore):
             )
         _engine.refuse_saved(saved.conversation_id, options.get("scope"))
         messages = saved.messages
-        if not isinstance(messages, Sequence):
+        if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes, bytearray)):
             raise ArgumentTypeError(
                 f"conversation {_quote(saved.conversation_id)}: its messages are "
                 f"{_a_kind(messages)}, not a list of pydantic-ai messages; "

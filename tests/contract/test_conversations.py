@@ -495,7 +495,8 @@ def test_a_conversation_whose_messages_are_no_list_is_refused_by_name_and_nothin
         async with ConversationStore(store_location) as store:
             await store.save(Conversation(conversation_id="c", messages=turn(1)))
             before = dump(store_location)
-            for messages, kind in [(None, "None"), (5, "an int")]:
+            wrong = [(None, "None"), (5, "an int"), ("hi", "a str"), (b"x", "a bytes")]
+            for messages, kind in wrong:
                 with pytest.raises(
                     ArgumentTypeError, match=f"conversation 'new': its messages are {kind}, not"
                 ):
