@@ -262,7 +262,7 @@ def _chosen(
         thread_id is not None
         and scope is None
         and tx.thread(thread_id) is None
-        and tx.tombstoned([tombstones.thread_hash(thread_id)])
+        and tombstones.thread_erased_at(tx, thread_id) is not None
     ):
         return [thread_id]
     return reads.chosen_threads(tx, thread_id, scope, where)

@@ -400,20 +400,24 @@ def first_line(head: bytes) -> bytes:
 def is_headless_archive(first_line: bytes) -> bool:
     """Whether a file's first line is an archive record other than its header: an archive
     cut at its start, which would otherwise read as AG-UI events without a ``type``."""
-    try:
-        found = msgspec.json.decode(first_line)
-    except (msgspec.DecodeError, RecursionError):  # RecursionError: nested deeper than it reads
-        return False
-    return isinstance(found, dict) and "type" not in found and found.get("record") in RECORDS
+    found = _object_of(first_line)
+    return found is not None and "type" not in found and found.get("record") in RECORDS
 
 
 def is_archive(first_line: bytes) -> bool:
     """Whether a file's first line is an archive's header."""
+    found = _object_of(first_line)
+    return found is not None and found.get("format") == FORMAT
+
+
+def _object_of(line: bytes) -> dict[str, Any] | None:
+    """The JSON object a line holds, or ``None``: no JSON (or JSON nested deeper than the
+    decoder recurses, ``[[[[...``), or JSON of another kind."""
     try:
-        found = msgspec.json.decode(first_line)
-    except (msgspec.DecodeError, RecursionError):  # RecursionError: nested deeper than it reads
-        return False
-    return isinstance(found, dict) and found.get("format") == FORMAT
+        found = msgspec.json.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 @dataclass

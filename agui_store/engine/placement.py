@@ -393,11 +393,11 @@ class Placement:
         """A batch that starts no run, for a thread the store erased (it keeps a tombstone):
         the run it continues went with the thread. Said as such, rather than as a batch that
         lacks its RUN_STARTED."""
-        erased_at = tx.tombstoned([tombstones.thread_hash(thread_id)])
-        if not erased_at:
+        erased_at = tombstones.thread_erased_at(tx, thread_id)
+        if erased_at is None:
             return
         run = f"run {_quote(named_run)}" if named_run is not None else "the run it continues"
-        at = clock.shown(next(iter(erased_at.values())))
+        at = clock.shown(erased_at)
         raise RunNotFoundError(
             f"thread {_quote(thread_id)} was erased at {at}: "
             f"{run} went with it; nothing was written (a new run of the thread starts with "

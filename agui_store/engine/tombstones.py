@@ -64,8 +64,8 @@ def covers(erased_at: int, created_at: int) -> bool:
 
 
 def thread_erased_at(tx: port.Reading, thread_id: str) -> int | None:
-    """When the store erased a thread of id ``thread_id`` (milliseconds since the epoch, the
-    its latest erasure), from its tombstone; ``None`` when it keeps none."""
+    """When the store last erased a thread of id ``thread_id`` (milliseconds since the
+    epoch), from its tombstone; ``None`` when it keeps none."""
     stone = thread_hash(thread_id)
     return tx.tombstoned([stone]).get(stone)
 
