@@ -1741,26 +1741,45 @@ class _Parser(argparse.ArgumentParser):
         """Raise the usage error for ``main`` to say."""
         raise _UsageError(self.prog, message)
 
-    def _print_message(self, message: str, file: Any = None) -> None:
-        """argparse's, except that help or a version that stdout cannot take (``--help >
-        /dev/full``, or stdout closed) fails the command, as git's does: argparse ignores
-        the failed write and exits 0 with nothing written. Messages to stderr stay as
-        argparse writes them."""
-        if not message:
-            return
-        if file is None and sys.stdout is None:  # argparse's stdout, closed by the shell
-            file = _ClosedStdout()
-        if file is None or (file is not sys.stdout and not isinstance(file, _ClosedStdout)):
-            super()._print_message(message, file)
-            return
-        printed = _Printable(cast(TextIO, file))
-        try:
-            printed.write(message)
-            printed.flush()
-        except BrokenPipeError:  # the reader went away (--help | head -1): main says nothing
-            raise
-        except OSError as e:
-            raise _Unwritten(self.prog, str(e.strerror or e)) from e
+    def print_help(self, file: Any = None) -> None:
+        """argparse's, except that help stdout cannot take (``--help > /dev/full``, or stdout
+        closed) fails the command, as git's does (argparse ignores the failed write)."""
+        _print_out(self.prog, self.format_help(), file)
+
+    def print_usage(self, file: Any = None) -> None:
+        """argparse's, written as :meth:`print_help` writes."""
+        _print_out(self.prog, self.format_usage(), file)
+
+
+class _Version(argparse.Action):
+    """``--version``: argparse's, written as help is (:func:`_print_out`)."""
+
+    def __init__(self, option_strings: Sequence[str], version: str, dest: str = "version",
+                 help: str = "show program's version number and exit") -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+        self.version = version
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        _print_out(parser.prog, self.version + "\n", None)
+        parser.exit()
+
+
+def _print_out(prog: str, message: str, file: Any) -> None:
+    """Help or a version, on ``file`` (``None``: stdout): one that stdout cannot take fails
+    the command (:class:`_Unwritten`); a reader gone away (``--help | head -1``) is no error
+    (``BrokenPipeError``, which ``main`` ends in silence)."""
+    if file is not None and file is not sys.stdout:
+        file.write(message)
+        return
+    printed = _Printable(cast(TextIO, sys.stdout or _ClosedStdout()))
+    try:
+        printed.write(message)
+        printed.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise _Unwritten(prog, str(e.strerror or e)) from e
 
 
 class _Unwritten(Exception):
@@ -1889,7 +1908,7 @@ def _top_parser(common: argparse.ArgumentParser, *, add_help: bool = True) -> _P
         description="Keep AG-UI conversations in one SQLite file (or PostgreSQL), like git "
         "keeps code.",
     )
-    parser.add_argument("--version", action="version", version=f"agui-store {__version__}")
+    parser.add_argument("--version", action=_Version, version=f"agui-store {__version__}")
     return parser
 
 
