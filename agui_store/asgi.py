@@ -387,6 +387,7 @@ class Recorder:
         self.connect_suffix = connect_suffix
         self._live: dict[tuple[str, str], _LiveRun] = {}
         self._told_protobuf = False  # a protobuf response was said to go unrecorded
+        self._told_compressed = False  # a run compressed below was said to go unrecorded
         # Thread id -> its responses being recorded whose last batch is not yet written.
         self._unwritten: dict[str, list[_Recording]] = {}
 
@@ -617,8 +618,11 @@ class Recorder:
                         scope.get("method"), _shown_path(scope), PROTOBUF_TYPE.decode(),
                     )
                 return None
-            if _header(headers, b"content-encoding") not in (None, b"identity"):
-                return None  # a compressing layer sits below: its bytes are not SSE
+            compressed = _header(headers, b"content-encoding")
+            if compressed not in (None, b"identity"):
+                # A compressing layer sits below: its bytes are not SSE.
+                self._tell_compressed(scope, compressed or b"", body_parts, body_complete)
+                return None
             encoding = _header(scope.get("headers"), b"content-encoding")
             if encoding not in (None, b"identity"):
                 # The run's input would be the compressed bytes: never recorded, said once
@@ -670,6 +674,26 @@ class Recorder:
         except Exception:
             logger.exception("not recorded: %s %s", scope.get("method"), _shown_path(scope))
             return None
+
+    def _tell_compressed(
+        self, scope: Scope, encoding: bytes, body_parts: list[bytes] | None, body_complete: bool
+    ) -> None:
+        """A run's event stream compressed below the Recorder (``Recorder(GZip(app))``): every
+        run is then unrecorded, so the first is named in a WARNING saying where the
+        compressing layer goes, once. A stream answering JSON that names no run is another
+        route's and goes unnamed."""
+        if self._told_compressed or body_parts is None or not body_complete:
+            return
+        if _ids_of(b"".join(body_parts)) is None:
+            return
+        self._told_compressed = True
+        logger.warning(
+            "not recorded: %s %s answered an event stream compressed below the Recorder "
+            "(Content-Encoding: %s), whose bytes it does not read; put the compressing "
+            "middleware outside it (GZipMiddleware(Recorder(app))) to record its runs. Said "
+            "once: later compressed responses go unrecorded without a word",
+            scope.get("method"), _shown_path(scope), one_line(encoding.decode("latin-1")[:40]),
+        )
 
     # --- reconnect ----------------------------------------------------------------------
 

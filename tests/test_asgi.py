@@ -932,6 +932,29 @@ def test_a_response_compressed_below_the_recorder_is_not_recorded(store: Any, as
     assert store.threads() == []
 
 
+@compresses_event_streams
+def test_runs_compressed_below_the_recorder_are_named_once_in_a_warning_saying_where_it_goes(
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    chunks = sse(run_events("t1", "r1"))
+    inner = GZipMiddleware(streaming_app(chunks), minimum_size=1, exclude_content_types=())
+    recorder = Recorder(inner, store=astore)
+    gzipped = [(b"content-type", b"application/json"), (b"accept-encoding", b"gzip")]
+    with caplog.at_level("DEBUG", logger="agui_store.asgi"):
+        responses = [
+            asyncio.run(call(recorder, request_body("t1", run), headers=gzipped))
+            for run in ("r1", "r2")
+        ]
+        # An event stream answering JSON that is no run is another route's: not named.
+        asyncio.run(call(recorder, b'{"query": "x"}', headers=gzipped))
+    assert all(gzip.decompress(r.body) == b"".join(chunks) for r in responses)
+    assert store.threads() == []
+    [said] = [r.getMessage() for r in caplog.records if r.name == "agui_store.asgi"]
+    assert "not recorded: POST /agent" in said
+    assert "compressed below the Recorder (Content-Encoding: gzip)" in said
+    assert "GZipMiddleware(Recorder(app))" in said
+
+
 def test_two_runs_of_one_thread_streaming_at_once_are_recorded_apart(
     store: Any, astore: Any
 ) -> None:
