@@ -479,6 +479,47 @@ def test_the_servers_startup_completes_once_the_writer_process_has_started(store
     ]
 
 
+def test_a_recorder_mounted_under_a_prefix_inside_cors_as_the_guide_shows_records_and_reconnects(
+    store: Any,
+) -> None:
+    """uvicorn serving the arrangement docs/guides/asgi.md shows: the Recorder mounted at
+    /api, CORS and GZip outside it, closed by the outer app's lifespan."""
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.cors import CORSMiddleware
+    from starlette.routing import Mount
+
+    chunks = sse(run_events("t1", "r1"))
+    recorder = Recorder(streaming_app(chunks), store=store)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(site: Any) -> Any:
+        yield
+        await recorder.aclose()
+
+    site = Starlette(
+        routes=[Mount("/api", app=recorder)],
+        middleware=[
+            Middleware(CORSMiddleware, allow_origins=["https://chat.example"]),
+            Middleware(GZipMiddleware, minimum_size=1),
+        ],
+        lifespan=lifespan,
+    )
+    headers = {"origin": "https://chat.example", "accept-encoding": "gzip"}
+    with live_servers.serve(site) as url, httpx.Client(base_url=url, headers=headers) as client:
+        run = client.post("/api/agent", content=request_body("t1", "r1"),
+                          headers={"content-type": "application/json"})
+        reload = client.post("/api/agent/connect", content=request_body("t1", "r2"),
+                             headers={"content-type": "application/json"})
+    assert run.content == b"".join(chunks)
+    assert store.events("r1", thread_id="t1") == run_events("t1", "r1")
+    assert reload.status_code == 200 and b'"MESSAGES_SNAPSHOT"' in reload.content
+    assert {r.headers["access-control-allow-origin"] for r in (run, reload)} == {
+        "https://chat.example"
+    }
+    assert testing.closed(testing.recorder_store(recorder))
+
+
 def test_a_last_event_the_app_does_not_end_with_a_blank_line_is_recorded(
     store: Any, astore: Any
 ) -> None:
