@@ -72,6 +72,12 @@ def _shown_path(scope: Scope) -> str:
     return one_line(str(scope.get("path")))
 
 
+def _identity(content_encoding: bytes | None) -> bool:
+    """Whether a Content-Encoding header leaves the bytes as they are: none, or ``identity``
+    in any case (content codings are case-insensitive, RFC 9110 8.4.1)."""
+    return content_encoding is None or content_encoding.strip().lower() == b"identity"
+
+
 def _header(headers: Any, name: bytes) -> bytes | None:
     for key, value in headers or ():
         if bytes(key).lower() == name:
@@ -619,12 +625,12 @@ class Recorder:
                     )
                 return None
             compressed = _header(headers, b"content-encoding")
-            if compressed not in (None, b"identity"):
+            if not _identity(compressed):
                 # A compressing layer sits below: its bytes are not SSE.
                 self._tell_compressed(scope, compressed or b"", body_parts, body_complete)
                 return None
             encoding = _header(scope.get("headers"), b"content-encoding")
-            if encoding not in (None, b"identity"):
+            if not _identity(encoding):
                 # The run's input would be the compressed bytes: never recorded, said once
                 # a run, as an event stream answering it is most likely a run.
                 logger.warning(

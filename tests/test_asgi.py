@@ -665,6 +665,26 @@ def test_a_run_whose_request_body_is_compressed_passes_through_with_a_warning(
     assert "request body is compressed (Content-Encoding: gzip)" in said
 
 
+@pytest.mark.parametrize("side", ["request", "response"])
+def test_a_content_encoding_of_identity_in_any_case_is_no_compression(
+    store: Any, astore: Any, side: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Content codings are case-insensitive (RFC 9110, 8.4.1): ``Identity`` compresses
+    nothing, so the run is recorded."""
+    identity = [(b"content-encoding", b"Identity")]
+    chunks = sse(run_events("t1", "r1"))
+    app = streaming_app(chunks, extra_headers=identity if side == "response" else None)
+    with caplog.at_level("WARNING", logger="agui_store.asgi"):
+        response = asyncio.run(call(
+            Recorder(app, store=astore), request_body("t1", "r1"),
+            headers=[(b"content-type", b"application/json"), *identity] if side == "request"
+            else None,
+        ))
+    assert response.body == b"".join(chunks)
+    assert store.events("r1", thread_id="t1") == run_events("t1", "r1")
+    assert not [r for r in caplog.records if r.name == "agui_store.asgi"]
+
+
 def test_a_request_that_is_not_json_passes_through_unrecorded(store: Any, astore: Any) -> None:
     chunks = sse(run_events("t1", "r1"))
     response = asyncio.run(
