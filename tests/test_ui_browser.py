@@ -684,6 +684,29 @@ def test_the_live_run_tree_keeps_the_older_runs_loaded_and_their_ticks_as_it_upd
             assert css_all(browser, "button.more") == []
 
 
+def test_the_live_run_tree_names_the_branches_as_they_are_now_in_its_heading_and_compare_form(
+    browser: Any, tmp_path: Path
+) -> None:
+    with agui_store.open(tmp_path / "branches.db") as store:
+        record_empty_runs(store, 3)
+        for name, run_id in (("kept", "r0"), ("erased", "r1"), ("old-name", "r2")):
+            store.branch(name, run_id, thread_id="t")
+        shown = """return [
+          Array.from(document.querySelectorAll('#tree .facts a.ref'), a => a.textContent),
+          Array.from(document.querySelectorAll('#refs option'), o => o.value)]"""
+        with serving(agui_store.ui.app(store)) as base:
+            visit(browser, base, "/thread", thread="t")
+            before = ["main", "erased", "kept", "old-name"]
+            assert browser.execute_script(shown) == [before, before]
+            store.delete_branch("erased", thread_id="t")
+            store.rename_branch("old-name", "new-name", thread_id="t")
+            store.branch("made-since", "r0", thread_id="t")
+            now = ["main", "kept", "made-since", "new-name"]
+            wait_until(browser, lambda d: d.execute_script(shown)[0] == now, "the branches now")
+            assert browser.execute_script(shown) == [now, now]
+            assert css(browser, "#live").is_displayed()
+
+
 def test_a_live_run_page_keeps_the_recorded_delta_the_reader_opened_as_events_arrive(
     browser: Any, tmp_path: Path
 ) -> None:

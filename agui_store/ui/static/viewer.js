@@ -318,11 +318,13 @@ function initTreePage() {
   let token = tree.dataset.token;
   const live = document.getElementById("live");
   // The rows again, as many screens of them as the reader loaded: the older runs stay (a new
-  // run moves each screen's last run onto the next), and so do the runs they ticked.
+  // run moves each screen's last run onto the next), and so do the runs they ticked. The
+  // branches named above the tree and offered in the compare form are those of now too (one
+  // deleted, renamed or made since the page loaded).
   const update = async () => {
     const wanted = screens;
-    const body = document.createElement("tbody");
-    body.innerHTML = await getText(tree.dataset.rows);
+    const fresh = await getPage(tree.dataset.page);
+    const body = fresh.getElementById("tree-rows");
     for (let shown = 1; shown < wanted; shown++) {
       const more = body.querySelector("button.more");
       if (!more) break;
@@ -330,6 +332,9 @@ function initTreePage() {
     }
     if (screens !== wanted) return false; // the reader loaded more meanwhile: read again
     rows.replaceChildren(...body.childNodes);
+    for (const id of ["branches", "refs"]) {
+      document.getElementById(id).replaceChildren(...fresh.getElementById(id).childNodes);
+    }
     syncPicks();
     return true;
   };
