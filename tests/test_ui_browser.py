@@ -707,6 +707,22 @@ def test_the_live_run_tree_names_the_branches_as_they_are_now_in_its_heading_and
             assert css(browser, "#live").is_displayed()
 
 
+def test_the_live_run_tree_keeps_what_the_reader_typed_in_its_compare_form_as_it_updates(
+    browser: Any, tmp_path: Path
+) -> None:
+    with agui_store.open(tmp_path / "typed.db") as store:
+        record_empty_runs(store, 3)
+        store.branch("feature", "r1", thread_id="t")
+        with serving(agui_store.ui.app(store)) as base:
+            visit(browser, base, "/thread", thread="t")
+            css(browser, "#cmp-a").send_keys("feature")
+            css(browser, "#cmp-b").send_keys("r0")
+            store.append([{"type": "RUN_STARTED", "threadId": "t", "runId": "r3"}])
+            wait_until(browser, lambda d: "r3" in rows(d), "the new run")
+            assert css(browser, "#cmp-a").get_attribute("value") == "feature"
+            assert css(browser, "#cmp-b").get_attribute("value") == "r0"
+
+
 def test_a_live_run_page_keeps_the_recorded_delta_the_reader_opened_as_events_arrive(
     browser: Any, tmp_path: Path
 ) -> None:

@@ -279,14 +279,13 @@ function initTreePage() {
   if (!tree) return;
   const rows = document.getElementById("tree-rows");
   const picked = [];
+  // The rows show the runs ticked; the compare form takes them when a tick changes, and
+  // keeps what the reader typed in it while rows are loaded or updated.
   const syncPicks = () => {
     for (const box of rows.querySelectorAll("input.pick-run")) {
       box.checked = picked.includes(box.value);
       box.closest("tr").classList.toggle("picked", box.checked);
     }
-    const [a, b] = picked;
-    document.getElementById("cmp-a").value = a || "";
-    document.getElementById("cmp-b").value = b || "";
   };
   rows.addEventListener("change", (event) => {
     const box = event.target;
@@ -296,6 +295,9 @@ function initTreePage() {
     if (!box.checked && at >= 0) picked.splice(at, 1);
     while (picked.length > 2) picked.shift();
     syncPicks();
+    const [a, b] = picked;
+    document.getElementById("cmp-a").value = a || "";
+    document.getElementById("cmp-b").value = b || "";
   });
   // Puts the page of runs an "Older runs" button loads in place of its row (unless a live
   // update replaced the rows meanwhile: it brings them too).
