@@ -329,6 +329,21 @@ def test_threads_are_listed_with_owner_runs_and_branches_and_found_by_id_or_mess
     assert [r.attrs["data-thread"] for r in found if "data-thread" in r.attrs] == ["recipes"]
 
 
+def test_a_query_that_finds_nothing_is_named_in_a_line_not_in_screens_of_it(
+    store: agui_store.Store,
+) -> None:
+    store.append(one_run("recipes", "c1", said("u", "A soup, please", "user")))
+    client = client_of(store)
+    # Past 1,000 characters the search refuses the query, and only the threads say so.
+    for query, empty in (("x" * 10_000, 1), (" ".join(f"nothing{i:03}" for i in range(30)), 2)):
+        page = get(client, "/", q=query)
+        said_empty = [p.text for p in page.find_all(cls="empty")]
+        assert len(said_empty) == empty, said_empty
+        for line in said_empty:
+            assert len(line) < 140 and "…" in line, line[:200]
+            assert line.split("“")[1].rstrip("…”.") in query
+
+
 def test_each_thread_is_listed_with_the_first_words_agui_store_threads_shows_cut_and_escaped(
     store: agui_store.Store,
 ) -> None:
