@@ -954,6 +954,10 @@ class _Reader:
                 self.result.runs += len(plan.missing)
                 self.result.events += writer.done
                 self.result.branches += len(plan.branches)
+        # The closing section also holds the conversations no thread links to: an error
+        # names the thread of those the thread links to alone.
+        thread_id = section.thread_id
+        linked = set() if thread_id is None else set(conversations.linked(section, thread_id))
         for cid in section.records:
             row = section.conversation(cid)
             if row is not None and replication.leave_erased_conversation(
@@ -962,7 +966,8 @@ class _Reader:
                 continue  # erased here: left out, as copy leaves it
             try:
                 talk = replication.plan_conversation(
-                    section, dst, cid, section.thread_id, False, forceable=False
+                    section, dst, cid, thread_id if cid in linked else None, False,
+                    forceable=False,
                 )
             except HashMismatchError as e:  # in the archive: named there, not in a store
                 raise HashMismatchError(f"{section.where}: {e.what}", advice=_EDITED) from None

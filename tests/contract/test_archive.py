@@ -496,6 +496,41 @@ def test_an_owners_export_and_copy_carry_the_owners_conversations_no_thread_link
 
 
 @pytest.mark.pydantic_ai
+def test_a_diverged_conversation_no_thread_links_to_is_refused_naming_no_thread(
+    new_location: Any,
+) -> None:
+    from pydantic_ai.conversation import Conversation
+
+    from agui_store.integrations.pydantic_ai import ConversationStore
+    from tests.pydantic_ai_conversations import turn
+
+    async def save(location: str, turns: list[int]) -> None:
+        async with ConversationStore(location) as conversations:
+            found = await conversations.load("notes")
+            talk = found or Conversation(conversation_id="notes", messages=[])
+            talk.messages.extend(m for n in turns for m in turn(n))
+            await conversations.save(talk)
+
+    source, target = new_location(), new_location()
+    with agui_store.open(source) as store:
+        record_run(store, "t1", "r1")
+    asyncio.run(save(source, [0]))
+    assert agui_store.copy(source, target).conversations == 1
+    asyncio.run(save(source, [1]))
+    asyncio.run(save(target, [2]))  # both saved since: diverged
+    with agui_store.open(source) as store:
+        archive = exported(store)
+    before = dump(target)
+    with agui_store.open(target) as store, pytest.raises(SyncConflictError) as refused:
+        store.import_archive(io.BytesIO(archive))
+    said = str(refused.value)
+    assert refused.value.conversation_id == "notes" and "both moved on" in said, said
+    # The archive holds it after thread t1's records, but t1 does not link to it.
+    assert refused.value.thread_id is None and "thread" not in said, said
+    assert dump(target) == before
+
+
+@pytest.mark.pydantic_ai
 def test_an_import_leaves_out_the_erased_last_threads_conversation_but_not_those_after_it(
     store_location: str, tmp_path: Path
 ) -> None:
