@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from agui_store.cli import main as cli_main
 from agui_store.cli.demo import record_demo
-from agui_store.errors import AguiStoreError
+from agui_store.errors import AguiStoreError, ArgumentTypeError
 from agui_store.exports import artifact as artifact_module
 from agui_store.exports.artifact import (
     FRAMEWORK,
@@ -483,6 +483,14 @@ def test_every_run_of_the_demo_conversation_exports_a_valid_artifact(demo: Any) 
         artifact = export_run(store, run_id, thread_id=thread)
         validate_artifact(artifact)
         assert load_artifact(dumps_artifact(artifact)) == artifact
+
+
+def test_what_is_no_checkout_is_refused_naming_what_it_is(demo: Any) -> None:
+    store, thread, _ = demo
+    for value in (None, "run-1", store.get_run("run-1", thread_id=thread)):
+        with pytest.raises(ArgumentTypeError, match="export_artifact takes a Checkout") as info:
+            export_artifact(value)
+        assert isinstance(info.value, TypeError)
 
 
 def test_the_demo_artifact_keeps_text_and_tool_results_and_drops_tool_calls(demo: Any) -> None:

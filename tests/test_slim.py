@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agui_store.cli.demo import record_demo
-from agui_store.errors import AguiStoreError
+from agui_store.errors import AguiStoreError, ArgumentTypeError
 from agui_store.exports.slim import (
     PRESETS,
     TRUNCATION_MARKER,
@@ -108,6 +108,14 @@ def test_an_unknown_preset_is_a_slim_error_naming_the_presets(demo: Checkout) ->
 def test_an_unknown_override_is_a_type_error(demo: Checkout) -> None:
     with pytest.raises(TypeError):
         slim(demo, "minimal", lats=3)
+
+
+@pytest.mark.parametrize("value", [None, "hello", 5, {"role": "user"}, [{"role": "user"}, 7]],
+                         ids=["none", "str", "int", "dict", "list-holding-an-int"])
+def test_what_is_neither_a_checkout_nor_messages_is_refused_naming_what_it_is(value: Any) -> None:
+    with pytest.raises(ArgumentTypeError, match="slim takes a Checkout or a list of") as info:
+        slim(value)
+    assert isinstance(info.value, TypeError)
 
 
 # --- last N --------------------------------------------------------------------------------

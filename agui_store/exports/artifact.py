@@ -111,7 +111,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
-from agui_store.errors import AguiStoreError
+from agui_store.engine.arguments import a_kind
+from agui_store.errors import AguiStoreError, ArgumentTypeError
 from agui_store.exports.slim import truncate_text
 from agui_store.protocol.validate import kind_of, render_path
 from agui_store.records import Checkout
@@ -532,7 +533,13 @@ def export_artifact(
     Raises:
         ArtifactError: the run is incomplete, holds no text message, or has an id the
             contract cannot carry.
+        ArgumentTypeError: ``checkout`` is no :class:`Checkout` (a ``TypeError`` too).
     """
+    if not isinstance(checkout, Checkout):
+        raise ArgumentTypeError(
+            "export_artifact takes a Checkout (Store.checkout of the run), not "
+            f"{a_kind(checkout)}"
+        )
     run = checkout.run
     where = f"run {run.run_id!r} of thread {run.thread_id!r}"
     kind = _STATUS_TERMINAL.get(run.status)

@@ -53,7 +53,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from agui_store.errors import AguiStoreError
+from agui_store.engine.arguments import a_kind
+from agui_store.errors import AguiStoreError, ArgumentTypeError
 from agui_store.records import Checkout
 
 __all__ = [
@@ -205,6 +206,21 @@ def slim_messages(
     return [_slim_one(m, max_content, redact_tool_args) for m in kept]
 
 
+def _check_messages(messages: object) -> None:
+    """Refuse, naming it, what is no list of message dicts: slimming it would fail deep
+    inside with Python's own error, which names neither the argument nor the message."""
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes, bytearray)):
+        raise ArgumentTypeError(
+            f"slim takes a Checkout or a list of AG-UI message dicts, not {a_kind(messages)}"
+        )
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise ArgumentTypeError(
+                "slim takes a Checkout or a list of AG-UI message dicts: message "
+                f"{index} is {a_kind(message)}"
+            )
+
+
 def slim(
     checkout_or_messages: Checkout | Sequence[dict[str, Any]],
     preset: str = "standard",
@@ -220,6 +236,8 @@ def slim(
 
     Raises:
         SlimError: for an unknown preset or an out-of-range value.
+        ArgumentTypeError: for what is neither a checkout nor a list of message dicts
+            (a ``TypeError`` too).
         TypeError: for an unknown override name.
     """
     try:
@@ -234,6 +252,7 @@ def slim(
         if isinstance(checkout_or_messages, Checkout)
         else checkout_or_messages
     )
+    _check_messages(messages)
     return slim_messages(
         messages,
         last=options.last,
