@@ -61,7 +61,7 @@ from agui_store import backends
 from agui_store.backends import locations
 from agui_store.backends.sqlite import files
 from agui_store.engine import erasure, port, reads, replication, tombstones
-from agui_store.engine.arguments import check_thread_id, flag, path_text
+from agui_store.engine.arguments import check_progress, check_thread_id, flag, path_text
 from agui_store.engine.intake import check_scope
 from agui_store.errors import AguiStoreError, InvalidArgumentError, NotAStoreError
 from agui_store.store import Store, is_url
@@ -311,6 +311,7 @@ def copy(
     check_thread_id(thread_id)
     flag("restore_erased", restore_erased)  # "no" would bring the erased back
     flag("force", force)
+    check_progress(progress)
     with opened(src, must_exist=True) as source, opened(dst, must_exist=False) as target:
         if _same_store(source, target):
             named = source.path if target.path == source.path else (

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 import agui_store
 from agui_store import Store, SyncConflictError, cli, testing
 from agui_store.engine import clock
-from agui_store.errors import NotAStoreError, RunNotFoundError
+from agui_store.errors import ArgumentTypeError, NotAStoreError, RunNotFoundError
 from tests.backends import checked, dump
 
 try:
@@ -624,6 +624,16 @@ def test_a_missing_source_is_refused_and_no_file_is_made(tmp_path: Path) -> None
             agui_store.copy(tmp_path / source, tmp_path / "dst.db")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db", "link.db"]
     assert (tmp_path / "empty.db").stat().st_size == 0
+
+
+def test_a_progress_that_is_no_callable_is_refused_before_anything_is_copied(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "a.db") as store:
+        record_run(store, "t1", "r1")
+    with pytest.raises(ArgumentTypeError, match="progress= must be None or a callable, not an int"):
+        agui_store.copy(tmp_path / "a.db", tmp_path / "b.db", progress=5)  # type: ignore[arg-type]
+    assert not (tmp_path / "b.db").exists()
 
 
 def test_a_store_is_not_copied_onto_itself(tmp_path: Path) -> None:

@@ -94,6 +94,13 @@ def flag(name: str, value: Any) -> bool:
     return value
 
 
+def check_progress(progress: Any) -> None:
+    """``progress=`` is ``None`` or a callable: refused at the call, not in the middle of a
+    transaction when it is first called."""
+    if progress is not None and not callable(progress):
+        raise ArgumentTypeError(f"progress= must be None or a callable, not {a_kind(progress)}")
+
+
 def check_thread_id(thread_id: Any) -> None:
     """A ``thread_id=`` argument is ``None`` or a thread's id (a non-empty string)."""
     if thread_id is not None and (not isinstance(thread_id, str) or not thread_id):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agui_store.engine import archive, intake, reads, revisions
-from agui_store.engine.arguments import a_kind, check_thread_id, flag, quote
+from agui_store.engine.arguments import a_kind, check_progress, check_thread_id, flag, quote
 from agui_store.errors import (
     ArgumentTypeError,
     CorruptStoreError,
@@ -66,7 +66,7 @@ class ArchiveVerbs(Facade):
                 ``progress`` is not callable (a ``TypeError`` too).
         """
         _check_file(target, "target", "write")
-        _check_progress(progress)
+        check_progress(progress)
         check_thread_id(thread_id)
         intake.check_scope(scope)
         counts = archive.ArchiveResult()
@@ -131,7 +131,7 @@ class ArchiveVerbs(Facade):
                 ``TypeError`` too).
         """
         _check_file(source, "source", "read")
-        _check_progress(progress)
+        check_progress(progress)
         flag("restore_erased", restore_erased)  # "no" would bring the erased back
         with contextlib.ExitStack() as stack:
             if isinstance(source, (str, os.PathLike)):
@@ -195,10 +195,3 @@ def _check_file(path: Any, role: str, method: str) -> None:
             f"an archive's {role} path {quote(text)} holds a lone surrogate (an unpaired "
             "\\ud800-\\udfff escape), which no file name can hold"
         ) from None
-
-
-def _check_progress(progress: Any) -> None:
-    """``progress=`` is ``None`` or a callable: refused at the call, not in the middle of a
-    transaction when it is first called."""
-    if progress is not None and not callable(progress):
-        raise ArgumentTypeError(f"progress= must be None or a callable, not {a_kind(progress)}")
