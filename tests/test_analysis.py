@@ -29,7 +29,7 @@ import agui_store
 from agui_store.cli import cmd_export_sqlite
 from agui_store.cli.demo import record_demo
 from agui_store.engine import clock
-from agui_store.errors import RunNotFoundError
+from agui_store.errors import ArgumentTypeError, InvalidArgumentError, RunNotFoundError
 from agui_store.exports.analysis import ExportTargetError, content_text, export_sqlite, iso
 from tests.conftest import fixture_params
 
@@ -319,6 +319,25 @@ def frontend_tool_thread(store: Any) -> None:
             {"type": "RUN_STARTED", "threadId": "t", "runId": run_id},
             {"type": "RUN_FINISHED", "threadId": "t", "runId": run_id},
         ], input=fork)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "said"),
+    [
+        ({"progress": 5}, ArgumentTypeError, "progress= must be None or a callable, not an int"),
+        ({"batch_size": "x"}, InvalidArgumentError, "batch_size must be an integer >= 1, not 'x'"),
+        ({"batch_size": True}, InvalidArgumentError, "batch_size must be an integer >= 1, not Tr"),
+        ({"batch_size": 0}, InvalidArgumentError, "batch_size must be an integer >= 1, not 0"),
+    ],
+)
+def test_a_progress_or_batch_size_of_the_wrong_kind_is_refused_before_anything_is_written(
+    demo: tuple[Any, str], tmp_path: Path, options: dict[str, Any], error: type, said: str
+) -> None:
+    store, _ = demo
+    before = sorted(tmp_path.iterdir())
+    with pytest.raises(error, match=said):
+        export_sqlite(store, tmp_path / "analysis.db", **options)
+    assert sorted(tmp_path.iterdir()) == before
 
 
 @pytest.mark.parametrize("batch_size", [1, 7, 2000])

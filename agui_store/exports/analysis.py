@@ -330,9 +330,13 @@ def export_sqlite(
         ExportTargetError: ``out_path`` is the store's own file (or a sibling of it), a
             folder, or an existing non-empty file and ``replace`` is false.
         RunNotFoundError: ``thread_id`` names no thread.
+        ArgumentTypeError: ``progress`` is no callable.
+        InvalidArgumentError: ``batch_size`` is no integer of at least 1.
     """
     arguments.flag("replace", replace)
     arguments.flag("event_counts", event_counts)
+    arguments.check_progress(progress)  # not at the first run, with a thread half written
+    arguments.positive_int("batch_size", batch_size)
     target = _check_target(store, out_path, replace=replace)
     folder, name = os.path.split(target)
     # A device, a FIFO or stdout gets the finished database's bytes: it is built in the
