@@ -321,6 +321,17 @@ def frontend_tool_thread(store: Any) -> None:
         ], input=fork)
 
 
+def test_a_store_or_output_path_of_the_wrong_type_is_refused_naming_what_it_is(
+    demo: tuple[Any, str], tmp_path: Path
+) -> None:
+    store, _ = demo
+    with pytest.raises(ArgumentTypeError, match=r"writes to a path .* not None"):
+        export_sqlite(store, None)
+    with pytest.raises(ArgumentTypeError, match=r"reads a Store .* not a str"):
+        export_sqlite(str(store.path), tmp_path / "analysis.db")
+    assert not (tmp_path / "analysis.db").exists()
+
+
 @pytest.mark.parametrize(
     ("options", "error", "said"),
     [

@@ -76,7 +76,7 @@ import sqlite_utils
 from agui_store.backends.sqlite.files import remove_database
 from agui_store.codec import ingest
 from agui_store.engine import arguments
-from agui_store.errors import AguiStoreError, StorageError
+from agui_store.errors import AguiStoreError, ArgumentTypeError, StorageError
 from agui_store.exports.targets import (
     SIBLINGS,
     ExportTargetError,
@@ -330,12 +330,22 @@ def export_sqlite(
         ExportTargetError: ``out_path`` is the store's own file (or a sibling of it), a
             folder, or an existing non-empty file and ``replace`` is false.
         RunNotFoundError: ``thread_id`` names no thread.
-        ArgumentTypeError: ``progress`` is no callable.
+        ArgumentTypeError: ``store`` is no store, ``out_path`` no path, or ``progress``
+            no callable.
         InvalidArgumentError: ``batch_size`` is no integer of at least 1.
     """
     arguments.flag("replace", replace)
     arguments.flag("event_counts", event_counts)
     arguments.check_progress(progress)  # not at the first run, with a thread half written
+    if not isinstance(store, Store):
+        raise ArgumentTypeError(
+            f"export_sqlite reads a Store (agui_store.open), not {arguments.a_kind(store)}"
+        )
+    if not isinstance(out_path, (str, os.PathLike)):
+        raise ArgumentTypeError(
+            "export_sqlite writes to a path (text or a path object), not "
+            f"{arguments.a_kind(out_path)}"
+        )
     arguments.positive_int("batch_size", batch_size)
     target = _check_target(store, out_path, replace=replace)
     folder, name = os.path.split(target)
