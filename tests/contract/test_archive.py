@@ -136,6 +136,72 @@ def test_a_store_copied_to_this_backend_exported_and_imported_into_sqlite_is_the
     assert_same_store(original, back)
 
 
+def _search_hits(store: agui_store.Store, words: list[str]) -> list[Any]:
+    """Every hit of each word, for every owner; a cursor is each store's own."""
+    return [
+        [{k: v for k, v in hit.to_json().items() if k != "cursor"}
+         for hit in store.search(word, scope=scope)]
+        for word in words for scope in (None, "alice", "carol", "eve")
+    ]  # fmt: skip
+
+
+@pytest.mark.pydantic_ai
+def test_a_store_holding_everything_and_erasures_goes_to_this_backend_and_back_the_same(
+    new_location: Any, tmp_path: Path
+) -> None:
+    from tests.streams import run, say
+
+    original = str(tmp_path / "original.db")
+    with agui_store.open(original) as store:
+        steps = [("run", "t1", "r1", None, True, False, "b1", 2, False),
+                 ("run", "t2", "r3", None, True, True, None, 1, False),
+                 ("run", "t1", "r4", "r1", False, True, "b2", 3, False)]  # fmt: skip
+        play(store, steps, lambda: None)
+        for n, (_, events) in enumerate(FIXTURE_STREAMS[:3]):
+            store.append([{**e, "threadId": f"fx{n}"} if "threadId" in e else e
+                          for e in events], scope="carol" if n % 2 else None)  # fmt: skip
+        odd = "é🎉\u202e" * 100_000 + " zebrafish \ud83d"
+        store.append(run("u1", "u1r", *say("u1m", odd, "assistant")), scope="carol")
+        store.append(run("gone", "g1", *say("gm", "secretword", "assistant")))
+        store.append(run("e1", "e1r", *say("em", "evesecret", "assistant")), scope="eve")
+    save_conversations(original, [("t1", 2, True), ("t2", 1, False), ("solo", 2, True)])
+    with agui_store.open(original) as store:
+        before_erasure = exported(store)
+        store.delete_thread("gone")
+        store.delete_owner("eve")
+    here, back, imported = new_location(), str(tmp_path / "back.db"), new_location()
+    agui_store.copy(original, here)
+    agui_store.copy(here, back)
+    with agui_store.open(here) as store:
+        archive = exported(store)
+    with agui_store.open(imported) as store:
+        store.import_archive(io.BytesIO(archive))
+    assert b"secretword" not in archive and b"evesecret" not in archive
+    words = ["zebrafish", "secretword", "evesecret", "hello"]
+    with agui_store.open(original) as store:
+        expected = everything(store), _search_hits(store, words)
+    for location in (here, back, imported):
+        with agui_store.open(location) as store:
+            assert (everything(store), _search_hits(store, words)) == expected
+            assert checked(store)
+        assert conversations_of(location, CONVERSATIONS) == conversations_of(
+            original, CONVERSATIONS
+        )
+    # A backup made before the erasures brings back nothing they erased, where the store
+    # erased them and where a copy carried the erasures to.
+    stale = new_location()
+    with agui_store.open(stale) as store:
+        store.import_archive(io.BytesIO(before_erasure))
+    agui_store.copy(original, stale)
+    for location in (original, stale):
+        with agui_store.open(location) as store:
+            if location == original:
+                assert store.import_archive(io.BytesIO(before_erasure)).left_erased == 2
+            assert "gone" not in store.threads() and "e1" not in store.threads(scope="eve")
+            assert _search_hits(store, ["secretword", "evesecret"]) == [[]] * 8
+            assert checked(store)
+
+
 @pytest.mark.pydantic_ai
 def test_a_thread_holding_half_an_emoji_comes_back_the_same_and_every_line_reads_as_json(
     new_location: Any,
