@@ -76,8 +76,8 @@ class NamedQueries:
         """Run ``statement`` with ``args`` in the open transaction; its cursor."""
         raise NotImplementedError
 
-    def _many(self, keys: Iterable[int]) -> Any:
-        """Many keys as one parameter, as the backend's statements read them."""
+    def _many(self, keys: Iterable[int] | Iterable[str]) -> Any:
+        """Many keys (or ids) as one parameter, as the backend's statements read them."""
         raise NotImplementedError
 
     def _all(self, statement: str, args: Any = ()) -> list[Any]:
@@ -429,6 +429,11 @@ class NamedQueries:
         """The entry ``pk`` is kept by the conversation ``conversation`` (an erasure took
         the one that stored it)."""
         self._execute(self.sql.SET_ENTRY_CONVERSATION, (conversation, pk))
+
+    def entries_stored_by(self, conversation_ids: Sequence[str]) -> list[tuple[int, str]]:
+        """``(pk, entry_id)`` of the entries naming one of these conversations, by pk."""
+        rows = self._all(self.sql.ENTRIES_STORED_BY, (self._many(conversation_ids),))
+        return [(int(pk), str(entry_id)) for pk, entry_id in rows]
 
     def delete_unused_conversation_message(self, pk: int) -> None:
         """Delete the message unless an entry still holds it."""

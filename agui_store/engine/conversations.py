@@ -28,7 +28,7 @@ import dataclasses
 import hashlib
 import itertools
 import uuid
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
@@ -671,15 +671,13 @@ def erase(
     size += sum(n for entry_id, n in sizes.items() if entry_id not in keepers)
     if dry_run:
         return len(records), size
-    erased: dict[str, list[str]] = {}
     for stored, record in records:
         tx.delete_conversation(int(stored[0]))
         release_history(tx, record)
-        erased[record.conversation_id] = list(held[record.conversation_id])
         if reached is not None:
-            reached[record.conversation_id] = erased[record.conversation_id]
-    if erased:
-        forget_erased(tx, erased, keepers)
+            reached[record.conversation_id] = list(held[record.conversation_id])
+    if records:
+        forget_erased(tx, held.keys(), keepers)
     return len(records), size
 
 
@@ -703,20 +701,18 @@ def _keepers(
 
 
 def forget_erased(
-    tx: port.Writing, erased: dict[str, list[str]], keepers: Mapping[str, str] | None = None
+    tx: port.Writing, erased: Collection[str], keepers: Mapping[str, str] | None = None
 ) -> None:
-    """Take the ids of erased conversations (each with the entries it reached, or stored)
-    out of what stays: a fork that names one as the conversation it was forked from names
-    none (:func:`without_origin`); an entry the erased conversation stored and another
-    keeps (a fork's shared history) is the keeper's, the first by id that reaches it
-    (``keepers``, when the caller found them already: :func:`_keepers`). An erasure calls
-    it, and a copy or import that lands a fork of a conversation the destination erased."""
-    kept: dict[str, int] = {}  # entry id -> key, of entries an erased conversation stored
-    for entry_ids in erased.values():
-        for entry_id in entry_ids:
-            key = tx.conversation_entry_key(entry_id)
-            if key is not None and key[2] in erased:
-                kept[entry_id] = int(key[0])
+    """Take the ids of erased conversations out of what stays: a fork that names one as
+    the conversation it was forked from names none (:func:`without_origin`); an entry one
+    of them stored and another keeps (a fork's shared history) is the keeper's, the first
+    by id that reaches it (``keepers``, when the caller found them already:
+    :func:`_keepers`). That includes the entries an earlier conversation of the same id
+    stored, deleted since while a fork kept them, which the erased one never reached. An
+    erasure calls it, and a copy or import that lands a fork of a conversation the
+    destination erased."""
+    # entry id -> key, of the entries that stay and name an erased conversation
+    kept = {entry_id: pk for pk, entry_id in tx.entries_stored_by(sorted(erased))}
     for row in tx.conversations(None, EVERY):
         forgotten = without_origin(_record(row), erased)
         if forgotten is not None:
@@ -727,8 +723,9 @@ def forget_erased(
                 forgotten.revision, forgotten.updated_at, forgotten.record,
                 record_hash(forgotten),
             )
-    if kept and keepers is None:
-        keepers = _keepers(tx, erased, kept)
+    unknown = [entry_id for entry_id in kept if keepers is None or entry_id not in keepers]
+    if unknown:  # the caller's keepers are of the entries the erased reached
+        keepers = {**(keepers or {}), **_keepers(tx, erased, set(unknown))}
     for entry_id, pk in kept.items():
         keeper = None if keepers is None else keepers.get(entry_id)
         if keeper is not None:

@@ -903,6 +903,9 @@ class ConversationWrites(Protocol):
     def set_entry_conversation(self, pk: int, conversation: str) -> None:
         """The entry ``pk`` is kept by the conversation ``conversation`` (an erasure took
         the one that stored it)."""
+    def entries_stored_by(self, conversation_ids: Sequence[str]) -> list[tuple[int, str]]:
+        """``(pk, entry_id)`` of the entries that name one of these conversations as the
+        one that stored them, by pk."""
 
 
 class ErasureWrites(Protocol):

@@ -896,10 +896,7 @@ def write_conversations(
     landed: dict[str, int] = {}
     written = sum(write_conversation(dst, plan, landed, replaced, erased) for plan in plans)
     if erased:
-        conversations.forget_erased(dst, {
-            cid: [e.entry_id for plan in plans for e in plan.entries if e.conversation == cid]
-            for cid in sorted(erased)
-        })  # fmt: skip
+        conversations.forget_erased(dst, erased)
     return written
 
 

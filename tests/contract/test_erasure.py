@@ -895,6 +895,31 @@ def test_an_erased_conversation_whose_messages_a_fork_keeps_stays_erased_and_the
 
 
 @pytest.mark.pydantic_ai
+def test_an_erasure_takes_its_id_off_the_entries_an_earlier_conversation_of_that_id_stored(
+    store_location: str,
+) -> None:
+    """A conversation deleted (not erased) while a fork keeps its history, then saved anew
+    under its id: erasing the new one leaves that id on none of the entries the fork kept."""
+    _saved(store_location, "secret-id", 1, scope="alice")
+    _forked(store_location, "secret-id", "kept", scope="bob", source_scope="alice")
+
+    async def delete() -> None:
+        async with ConversationStore(store_location) as store:
+            await store.delete("secret-id", scope="alice")
+
+    asyncio.run(delete())
+    _saved(store_location, "secret-id", 2, scope="alice")
+    with agui_store.open(store_location) as store:
+        assert store.delete_owner("alice").conversations == 1
+    with agui_store.open(store_location) as store, testing.reading(store) as tx:
+        named = {str(entry[5]) for entry in tx.every_conversation_entry()}
+    assert named == {"kept"}
+    assert _records(store_location) == ["kept"]
+    assert _said(store_location, "kept", scope="bob") == turn(1)
+    assert _erasure_verbs(store_location) == ["delete_owner"]  # check() holds it clean
+
+
+@pytest.mark.pydantic_ai
 def test_a_fork_made_in_the_destination_alone_stays_when_its_origins_erasure_arrives(
     new_location: Any,
 ) -> None:

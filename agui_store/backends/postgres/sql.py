@@ -1059,6 +1059,10 @@ FROM conversation_entries e WHERE e.id = %s
 """
 DELETE_CONVERSATION_ENTRY = "DELETE FROM conversation_entries WHERE id = %s"
 SET_ENTRY_CONVERSATION = "UPDATE conversation_entries SET conversation = %s WHERE id = %s"
+#: ``(pk, entry_id)`` of the entries naming one of the conversations (a text array), by pk.
+ENTRIES_STORED_BY = """
+SELECT id, entry_id FROM conversation_entries WHERE conversation = ANY(%s) ORDER BY id
+"""
 #: Deletes a message (its key given twice) no entry holds any more.
 DELETE_UNUSED_CONVERSATION_MESSAGE = """
 DELETE FROM conversation_messages WHERE id = %s

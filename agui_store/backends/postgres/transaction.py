@@ -232,8 +232,8 @@ class PostgresTransaction(NamedQueries):
     def _execute(self, statement: str, args: Any) -> Any:
         return self._conn.execute(statement, args, binary=True)
 
-    def _many(self, keys: Iterable[int]) -> list[int]:
-        return _keys(keys)
+    def _many(self, keys: Iterable[int] | Iterable[str]) -> list[Any]:
+        return list(keys)  # a bigint or a text array, as the statement reads it
 
     # --- the connection, and what vouches for what the store remembers -----------------------
 

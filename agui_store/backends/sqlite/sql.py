@@ -770,6 +770,11 @@ FROM conversation_entries e WHERE e.id = ?
 """
 DELETE_CONVERSATION_ENTRY = "DELETE FROM conversation_entries WHERE id = ?"
 SET_ENTRY_CONVERSATION = "UPDATE conversation_entries SET conversation = ? WHERE id = ?"
+#: ``(pk, entry_id)`` of the entries naming one of the conversations (a JSON array), by pk.
+ENTRIES_STORED_BY = """
+SELECT id, entry_id FROM conversation_entries
+WHERE conversation IN (SELECT value FROM json_each(?)) ORDER BY id
+"""
 #: Deletes a message (its key given twice) no entry holds any more.
 DELETE_UNUSED_CONVERSATION_MESSAGE = """
 DELETE FROM conversation_messages WHERE id = ?

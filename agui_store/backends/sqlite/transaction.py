@@ -43,7 +43,7 @@ from agui_store.engine.trust import TrustedBlobs
 from agui_store.history.search import Query
 
 
-def _json_keys(keys: Iterable[int]) -> str:
+def _json_keys(keys: Iterable[int] | Iterable[str]) -> str:
     """Many keys as one parameter (a JSON array, read with ``json_each``): a lineage can be
     longer than SQLite takes parameters."""
     return ingest.encode(list(keys)).decode()
@@ -89,7 +89,7 @@ class SqliteTransaction(NamedQueries):
     def _execute(self, statement: str, args: Any) -> Any:
         return self._conn.execute(statement, args)
 
-    def _many(self, keys: Iterable[int]) -> str:
+    def _many(self, keys: Iterable[int] | Iterable[str]) -> str:
         return _json_keys(keys)
 
     # --- the connection, and what vouches for what the store remembers -----------------------
