@@ -616,3 +616,29 @@ def test_a_mistyped_option_names_the_option_most_like_it(
 ) -> None:
     assert cli.main(argv, out=io.StringIO()) == 2
     assert capsys.readouterr().err == said + "\n"
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["delete", "t1"], "agui-store delete: unrecognized arguments: t1 (delete takes the thread "
+                       "as --thread T: agui-store delete --thread t1; usage: agui-store delete "
+                       "--help)"),
+    (["delete", "--", "-t1"], "agui-store delete: unrecognized arguments: -- -t1 (delete takes "
+                              "the thread as --thread T: agui-store delete --thread=-t1; usage: "
+                              "agui-store delete --help)"),
+    (["rebuild", "--json", "-t"], "agui-store rebuild: unrecognized arguments: -t (usage: "
+                                  "agui-store rebuild --help)"),
+    (["rebuild", "--json", "x y"], "agui-store rebuild: unrecognized arguments: x y (rebuild "
+                                   "takes the thread as --thread T: agui-store rebuild --json "
+                                   "--thread 'x y'; usage: agui-store rebuild --help)"),
+    (["delete", "--thread", "t1", "t2"], "agui-store delete: unrecognized arguments: t2 (usage: "
+                                         "agui-store delete --help)"),
+    (["show", "r1", "r2"], "agui-store show: unrecognized arguments: r2 (usage: agui-store show "
+                           "--help)"),
+    (["check", "t1"], "agui-store check: unrecognized arguments: t1 (usage: agui-store check "
+                      "--help)"),
+])
+def test_a_thread_given_as_a_word_to_a_command_that_takes_it_as_an_option_is_told_so(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    assert cli.main(argv, out=io.StringIO()) == 2
+    assert capsys.readouterr().err == said + "\n"

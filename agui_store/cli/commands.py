@@ -1737,6 +1737,19 @@ class _UsageError(SystemExit):
 class _Parser(argparse.ArgumentParser):
     """argparse, with its usage errors on one line: what is wrong and where to read more."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: The destinations of the words the command takes without an option (its REFs, its
+        #: FILE): a command with none reads every other word as a mistake.
+        self.positionals: list[str] = []
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """argparse's, with a positional's destination kept in :attr:`positionals`."""
+        action = super().add_argument(*args, **kwargs)
+        if not action.option_strings:
+            self.positionals.append(action.dest)
+        return action
+
     def error(self, message: str) -> NoReturn:
         """Raise the usage error for ``main`` to say."""
         raise _UsageError(self.prog, message)
@@ -2098,7 +2111,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.set_defaults(command_options={
         name: tuple(re.findall(r"--[a-z][a-z-]*", p.format_usage()))
         for name, p in parsers.items()
-    })
+    }, command_positionals={name: tuple(p.positionals) for name, p in parsers.items()})
     return parser
 
 
@@ -2204,6 +2217,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         elif misplaced:  # read as a run: naming it as its own nearest would puzzle
             hint = (f"{misplaced[0]} is an option, and after -- every word is a run: give it "
                     f"before --; {hint}")
+        elif thread_hint := _thread_as_option(args, words[start + 1:], extra):
+            hint = f"{thread_hint}; {hint}"
         elif (hasattr(args, "ref") or args.command == "diff") and any(
             re.match(r"-[^-]", word) for word in extra if word not in words[end + 1:]
         ):  # a run id such as -x1, which argparse took for an option: git's -- separates it
@@ -2226,6 +2241,29 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         name in WRITES_DATA and not getattr(args, "sqlite", None)
     )):
         return _run(args, name, out)
+
+
+def _thread_as_option(
+    args: argparse.Namespace, words: Sequence[str], extra: Sequence[str]
+) -> str:
+    """What to type when a command that takes no word but its options, and the thread as
+    ``--thread T``, was given one word (``delete t1``); ``""`` for any other mistake (``show
+    r1 r2`` reads its words as revisions and has no such hint)."""
+    # A word after -- is a word whatever it begins with, as git reads it (delete -- -t1).
+    given = [word for word in extra if word != "--"]
+    after = words[words.index("--") + 1:] if "--" in words else []
+    if (
+        args.command_positionals[args.command]
+        or "--thread" not in args.command_options[args.command]
+        or getattr(args, "thread", None) is not None
+        or len(given) != 1 or (given[0].startswith("-") and given[0] not in after)
+    ):
+        return ""
+    rest = [word for word in words if word != "--"]
+    at = rest.index(given[0]) if given[0] in rest else len(rest)
+    typed = shell_command(["agui-store", args.command, *rest[:at],
+                           *pasted_option("--thread", given[0]), *rest[at + 1:]])
+    return f"{args.command} takes the thread as --thread T: {typed}"
 
 
 def _branch_instead(args: argparse.Namespace, extra: Sequence[str]) -> str:
