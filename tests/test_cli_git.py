@@ -952,3 +952,28 @@ def test_show_of_a_range_says_it_shows_one_run_and_what_lists_a_range(
         "agui-store log r1..r3 lists its runs, agui-store diff r1..r3 compares its ends "
         f"(usage: agui-store {command} --help)\n")
     assert agui(db, command, "r9..r3")[0] == 1  # no range: the missing run is named
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="compares with git's branch -d")
+@pytest.mark.parametrize("names", [["side", "side"], ["main", "tip", "main"]])
+def test_branch_delete_of_a_name_given_twice_deletes_nothing_and_says_so_once_as_git_refuses(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], names: list[str]
+) -> None:
+    repo = tmp_path / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", "-b", "trunk", str(repo)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "root"], check=True)
+    for name in ("side", "tip", "main"):
+        subprocess.run([*git, "branch", name], check=True)
+    theirs = subprocess.run([*git, "branch", "-d", *names], capture_output=True, text=True)
+    left = subprocess.run([*git, "branch", "--format=%(refname:short)"], capture_output=True,
+                          text=True, check=True).stdout.split()
+    assert theirs.returncode != 0 and left == ["main", "side", "tip", "trunk"]
+    before = agui(db, "branch")
+    capsys.readouterr()
+    assert agui(db, "branch", "-d", *names) == (2, "")
+    assert capsys.readouterr().err == (
+        f"agui-store branch: branch '{names[0]}' is named twice: -d deletes each branch once; "
+        "nothing was deleted (usage: agui-store branch --help)\n")
+    assert agui(db, "branch") == before
+

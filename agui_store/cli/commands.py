@@ -904,7 +904,12 @@ def _delete_branches(
     """``branch -d NAME...``: each branch deleted in turn, as ``git branch -d`` does; one
     that cannot be (no such branch) is an error line, the others are still deleted, and
     the command then exits 1. ``--json``: the object of a name given alone, else a list of
-    the deleted branches' objects."""
+    the deleted branches' objects. A name given twice deletes nothing, as git refuses two
+    updates of one ref."""
+    twice = next((name for i, name in enumerate(names) if name in names[:i]), None)
+    if twice is not None:
+        raise UsageError(f"branch {arguments.quote(twice)} is named twice: -d deletes each "
+                         "branch once; nothing was deleted")
     thread = _the_thread(store, args)
     deleted: list[dict[str, Any]] = []
     failed = False
