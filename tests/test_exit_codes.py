@@ -108,10 +108,22 @@ def test_bad_revisions_and_names_are_exit_1_in_one_line(
     assert_fails(agui("--db", db, *args), 1, args[0], *words)
 
 
-def test_a_revision_that_is_not_utf8_on_the_command_line_is_exit_1(db: str) -> None:
-    """Linux passes argv as bytes: invalid UTF-8 becomes lone surrogates in Python."""
-    done = agui(b"--db", db.encode(), b"show", b"r\xff\xfe")
-    assert_fails(done, 1, "show", "lone surrogate")
+@pytest.mark.parametrize(("args", "named"), [
+    ([b"show", b"r\xff\xfe"], "argument REF: $'r\\xff\\xfe' is not valid UTF-8 text"),
+    ([b"log", b"main..\xff"], "argument REF: $'main..\\xff' is not valid UTF-8 text"),
+    ([b"diff", b"r1", b"it's\xff"], "argument B: $'it\\'s\\xff' is not valid UTF-8 text"),
+    ([b"branch", b"x\xff"], "argument NAME: $'x\\xff' is not valid UTF-8 text"),
+    ([b"runs", b"--thread", b"\xff"], "argument --thread: $'\\xff' is not valid UTF-8 text"),
+])
+def test_a_word_that_is_not_utf8_on_the_command_line_is_named_as_the_bytes_typed(
+    db: str, args: list[bytes], named: str
+) -> None:
+    """Linux passes argv as bytes: invalid UTF-8 becomes lone surrogates in Python, which a
+    user never typed; the error names the bytes as the shell takes them back."""
+    before = Path(db).read_bytes()
+    line = assert_fails(agui(b"--db", db.encode(), *args), 2, args[0].decode(), named)
+    assert "surrogate" not in line and "udc" not in line, line
+    assert Path(db).read_bytes() == before
 
 
 def test_a_store_path_that_is_not_utf8_is_refused_by_name_and_leaves_no_file(

@@ -1496,18 +1496,42 @@ def input_path(text: str) -> str:
     return text
 
 
+def _utf8_word(text: str) -> str:
+    """``text``, a word of the command line, unless it holds bytes that are not UTF-8 (the
+    shell passes bytes; Python reads each one that is not UTF-8 as a lone surrogate, a
+    thing the user never typed): then a usage error naming the word as bash reads it back
+    (``$'r\\xff'``), since no id a store holds is such text."""
+    if arguments.storable_text(text):
+        return text
+    typed = "".join(
+        f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF  # a byte, escaped
+        else "\\" + c if c in "\\'" else printable(one_line(c)) for c in text[:100]
+    )
+    cut = f"… ({len(text)} characters)" if len(text) > 100 else ""
+    raise argparse.ArgumentTypeError(
+        f"$'{typed}'{cut} is not valid UTF-8 text (bytes of another encoding), which every "
+        "id and name a store holds is"
+    )
+
+
+def revision(text: str) -> str:
+    """A revision given as a word (``show REF``, ``diff A B``, ``branch NAME REV``): UTF-8
+    text."""
+    return _utf8_word(text)
+
+
 def thread_name(text: str) -> str:
     """``--thread``'s value: a thread id, not empty."""
     if not text:
         raise argparse.ArgumentTypeError("expected a thread id, not an empty string")
-    return text
+    return _utf8_word(text)
 
 
 def run_name(text: str) -> str:
     """A run id an option names (``log --cursor``): not empty."""
     if not text:
         raise argparse.ArgumentTypeError("expected a run id, not an empty string")
-    return text
+    return _utf8_word(text)
 
 
 def owner_name(text: str) -> str:
@@ -1515,9 +1539,7 @@ def owner_name(text: str) -> str:
     would refuse it naming its ``scope`` keyword, which the command line does not have)."""
     if not text:
         raise argparse.ArgumentTypeError("expected an owner's name, not an empty string")
-    reason: str | None = "is not UTF-8 text, which an owner's name is"
-    if arguments.storable_text(text):  # else bytes the shell passed that are not UTF-8
-        reason = arguments.unstorable(text)
+    reason = arguments.unstorable(_utf8_word(text))
     if reason is not None:
         raise argparse.ArgumentTypeError(f"{arguments.quote(text)} {reason}")
     return text
@@ -1970,13 +1992,14 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("runs", "branches"):
         parsers[name].add_argument("--thread", type=thread_name, help=_THREAD_HELP)
         # The positional form came first; it still works, with a note on stderr.
-        parsers[name].add_argument("thread_id", nargs="?", help=argparse.SUPPRESS)
+        parsers[name].add_argument("thread_id", nargs="?", metavar="THREAD", type=_utf8_word,
+                                    help=argparse.SUPPRESS)
     for name in ("show", *ALIASES["show"]):
-        parsers[name].add_argument("ref", nargs="?", metavar="REF", default="HEAD",
+        parsers[name].add_argument("ref", type=revision, nargs="?", metavar="REF", default="HEAD",
                                    help=_REV_HELP)
         parsers[name].add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     # log B ^A is git's A..B: a REF and a ^REF, in either order.
-    parsers["log"].add_argument("ref", nargs="*", metavar="REF",
+    parsers["log"].add_argument("ref", type=revision, nargs="*", metavar="REF",
                                 help=_REV_HELP + ", A..B, A...B; B ^A (as A..B)")
     parsers["log"].add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     parsers["log"].add_argument(
@@ -1997,25 +2020,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--cursor", metavar="RUN", type=run_name,
         help="start the page at this run of the thread (the cursor the page before gave)")
     p = parsers["diff"]
-    p.add_argument("a", metavar="A", help=_REV_HELP + "; or a range A..B (two-dot), A...B")
-    p.add_argument("b", metavar="B", nargs="?", help=_REV_HELP)
+    p.add_argument("a", type=revision, metavar="A",
+                   help=_REV_HELP + "; or a range A..B (two-dot), A...B")
+    p.add_argument("b", type=revision, metavar="B", nargs="?", help=_REV_HELP)
     p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     p.add_argument("--stat", action="store_true", help="counts only")
     p.add_argument("--two-dot", action="store_true", help="compare the two views directly")
     p = parsers["fork"]
-    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
+    p.add_argument("ref", type=revision, nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
     p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     p.add_argument("--run-id", type=run_name,
                    help="id for the new run, not one the thread has (default: a new UUID)")
     p = parsers["compact"]
-    p.add_argument("ref", nargs="?", metavar="REF",
+    p.add_argument("ref", type=revision, nargs="?", metavar="REF",
                    help="a run (and its ancestors); default: everything")
     p.add_argument("--thread", type=thread_name, help="only this thread")
     p = parsers["rebuild"]
     p.add_argument("--thread", type=thread_name, help="only this thread (default: every thread)")
     p.add_argument("--owner", metavar="SCOPE", type=owner_name, help="only this owner's threads")
     p = parsers["export"]
-    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
+    p.add_argument("ref", type=revision, nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
     p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     p.add_argument("--all", action="store_true",
                    help="everything of the thread (--thread), or of every thread, as an "
@@ -2033,9 +2057,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(- for stdout)")
     p.add_argument("--replace", action="store_true", help="with --sqlite: overwrite OUT.db")
     p = parsers["branch"]
-    p.add_argument("name", metavar="NAME", nargs="?",
+    p.add_argument("name", type=revision, metavar="NAME", nargs="?",
                    help="the branch name (none: list the branches)")
-    p.add_argument("run", nargs="*", metavar="REV",
+    p.add_argument("run", type=revision, nargs="*", metavar="REV",
                    help="where the branch points: " + _REV_HELP + " (default: HEAD); with -m, "
                    "the new name; with -d, more branches to delete; with --list, more patterns")
     p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
@@ -2054,7 +2078,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--thread", type=thread_name, help="only this thread")
     p.add_argument("--replace", action="store_true", help="overwrite OUT.db if it is not empty")
     p = parsers["export-artifact"]
-    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
+    p.add_argument("ref", type=revision, nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
     p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     p.add_argument("--output", "-o", type=output_path, help=_OUTPUT_HELP)
     parsers["validate-artifact"].add_argument("file", metavar="FILE", type=input_path,
@@ -2102,7 +2126,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--thread", type=thread_name, help="open the browser on this thread's run tree")
     _search_arguments(parsers["search"])
     p = parsers["slim"]
-    p.add_argument("ref", nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
+    p.add_argument("ref", type=revision, nargs="?", metavar="REF", default="HEAD", help=_REV_HELP)
     p.add_argument("--thread", type=thread_name, help=_THREAD_HELP)
     p.add_argument("--preset", choices=("minimal", "standard", "full"), default="standard",
                    help="minimal: last 10, 200 chars, tool args redacted, tool results omitted; "
