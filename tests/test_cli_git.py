@@ -977,3 +977,24 @@ def test_branch_delete_of_a_name_given_twice_deletes_nothing_and_says_so_once_as
         "nothing was deleted (usage: agui-store branch --help)\n")
     assert agui(db, "branch") == before
 
+
+def test_every_word_after_the_first_double_dash_is_a_run_even_another_double_dash_as_git(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``git diff -- -- --`` reads the two words after the first ``--`` as paths named
+    ``--``: after it, every word is a run, a ``--`` too, and none is dropped."""
+    path = tmp_path / "dashes.db"
+    with agui_store.open(path) as store:
+        store.append(text_run("r1", "one"))
+        store.append(text_run("--", "two"))
+    code, out = agui(path, "diff", "--", "--", "--")
+    assert code == 0 and "--" in out and "r1" not in out, out
+    code, out = agui(path, "diff", "--two-dot", "--", "r1", "--")
+    assert code == 0 and out.startswith("@ diff r1..--"), out
+    assert first_words(agui(path, "log", "--", "--")[1]) == ["--", "r1"]
+    capsys.readouterr()
+    assert agui(path, "diff", "--", "r1", "--", "--") == (2, "")
+    assert capsys.readouterr().err == (
+        "agui-store diff: unrecognized arguments: -- (usage: agui-store diff --help)\n")
+    code, out = agui(path, "branch", "x", "--", "--")
+    assert code == 0 and out.startswith("created branch x at --"), out

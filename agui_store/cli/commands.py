@@ -2204,9 +2204,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         # is an unknown one, as -porto is (search's hint says where a -word goes).
         end = words.index("--") if "--" in words else len(words)
         stray = [w for w in words[:end] if w.startswith("-h") and w != "-h"]
+        # After the first --, every word is a run, another -- too (git diff -- -- -- reads
+        # two paths named --); argparse drops such a -- from a positional's words, so it
+        # goes in as a word argparse leaves alone, and comes back out as --.
         args, extra = parser.parse_known_args(
-            [w for w in words[:end] if w not in stray] + words[end:]
+            [w for w in words[:end] if w not in stray] + words[end:end + 1]
+            + [_DASHES if w == "--" else w for w in words[end + 1:]]
         )
+        args, extra = _dashes_back(args), ["--" if w == _DASHES else w for w in extra]
     except _UsageError as e:
         _say_line(e.prog, _usage_line(e, words))
         return EXIT_USAGE
@@ -2254,7 +2259,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             hint = f"{_after_the_separator(args.command, words[start + 1:], extra)}; {hint}"
         else:  # a mistyped --option: the command's options most like it, as git names them
             nearest = [
-                name for word in extra if word.startswith("--")
+                name for word in extra if word.startswith("--") and word != "--"
                 for name in _nearest(word.split("=", 1)[0], args.command_options[args.command])
             ]
             if nearest:
@@ -2293,6 +2298,20 @@ def _thread_as_option(
     typed = shell_command(["agui-store", args.command, *rest[:at],
                            *pasted_option("--thread", given[0]), *rest[at + 1:]])
     return f"{args.command} takes the thread as --thread T: {typed}"
+
+
+#: A ``--`` after the first, as argparse gets it: no word of a command line holds a NUL.
+_DASHES = "\0--"
+
+
+def _dashes_back(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with each :data:`_DASHES` argparse read given back as ``--``."""
+    for name, read in vars(args).items():
+        if isinstance(read, list):
+            setattr(args, name, ["--" if word == _DASHES else word for word in read])
+        elif read == _DASHES:
+            setattr(args, name, "--")
+    return args
 
 
 def _branch_instead(args: argparse.Namespace, extra: Sequence[str]) -> str:
