@@ -623,6 +623,10 @@ class _Reader:
         self.batch_status: str | None = None  # what the batch's last terminal event says
         self.batch_synthetic = False
         self.ended = False
+        # Where each thread's section and each conversation's record began: a store holds
+        # each once, so a file holding one twice (two archives joined) is no store's.
+        self.thread_lines: dict[str, int] = {}
+        self.conversation_lines: dict[str, int] = {}
 
     def at(self, number: int) -> str:
         return f"{self.where}, line {number}"
@@ -692,6 +696,7 @@ class _Reader:
             except (InvalidEventError, InvalidArgumentError, TypeError) as e:
                 raise InvalidArgumentError(f"{where}: the thread's owner: {e}") from None
             thread_id = _id(rec.thread_id, "thread", where)
+            self._once(self.thread_lines, "thread", thread_id, "section", number)
             created_at = _moment(rec.created_at, "created_at", where)
             section = self.section = _Section(where, thread_id, rec.owner, created_at)
             self.seen.threads += 1
@@ -834,6 +839,7 @@ class _Reader:
             section.entries[entry_id] = (rec.parent_id, kind, message, address, own, cid)
         elif kind == "conversation":
             cid = _need(rec.conversation_id, "conversation_id", where)
+            self._once(self.conversation_lines, "conversation", cid, "record", number)
             fields = _text(rec.fields, rec.fields_text)
             stored = _hash(_need(rec.hash, "hash", where), where)
             assert stored is not None
@@ -863,6 +869,17 @@ class _Reader:
                 )
         else:
             raise InvalidArgumentError(f"{where}: unknown record {kind!r}")
+
+    def _once(self, lines: dict[str, int], kind: str, key: str, part: str, number: int) -> None:
+        """Refuse the ``part`` of ``kind`` ``key`` at line ``number`` when an earlier line
+        began one (``lines``: where each began)."""
+        first = lines.setdefault(key, number)
+        if first != number:
+            raise InvalidArgumentError(
+                f"{self.at(number)}: a second {part} of {kind} {key!r} (the first begins on "
+                f"line {first}): an archive holds each {kind} once, as a store does; nothing "
+                "was imported"
+            )
 
     def _event_type(
         self, payload: str, kind: str, where: str, echo_refs: str | None = None

@@ -343,6 +343,73 @@ def test_an_edited_or_cut_archive_is_refused_by_line_and_nothing_is_written(
     assert dump(target) == before
 
 
+def concatenated(*archives: bytes) -> bytes:
+    """The archives' records end to end under one header, their end records' counts summed:
+    a file that holds what its end record counts."""
+    bodies = [archive.splitlines(keepends=True) for archive in archives]
+    counts: dict[str, int] = {}
+    for lines in bodies:
+        for key, n in msgspec.json.decode(lines[-1])["counts"].items():
+            counts[key] = counts.get(key, 0) + n
+    end = msgspec.json.encode({"record": "end", "counts": counts}) + b"\n"
+    return bodies[0][0] + b"".join(b"".join(lines[1:-1]) for lines in bodies) + end
+
+
+@pytest.mark.parametrize("later", [False, True], ids=["same-content", "other-content"])
+def test_an_archive_holding_a_threads_section_twice_is_refused_at_the_line_it_repeats(
+    new_location: Any, later: bool
+) -> None:
+    source, target = new_location(), new_location()
+    with agui_store.open(source) as store:
+        record_run(store, "t1", "r1", with_input=True)
+        record_run(store, "t1", "r2", parent="r1", with_input=True)
+        store.branch("b", "r2", thread_id="t1")
+        record_run(store, "t2", "q1")
+        first = exported(store)
+        if later:  # a backup taken after another run: the same thread, with more in it
+            record_run(store, "t1", "r3", parent="r2", with_input=True)
+        second = exported(store)
+    joined = concatenated(first, second)
+    starts = [n for n, line in enumerate(joined.splitlines(), 1)
+              if line.startswith(b'{"record":"thread","thread_id":"t1"')]  # fmt: skip
+    assert len(starts) == 2
+    before = dump(target)
+    with agui_store.open(target) as store:
+        with pytest.raises(InvalidArgumentError) as refused:
+            store.import_archive(io.BytesIO(joined))
+        said = str(refused.value)
+        assert f"line {starts[1]}: " in said and "thread 't1'" in said, said
+        assert f"line {starts[0]}" in said and "once" in said, said
+    assert dump(target) == before
+
+
+@pytest.mark.pydantic_ai
+@pytest.mark.parametrize("cid", ["t1", "solo"], ids=["a-threads", "no-threads"])
+def test_an_archive_holding_a_conversation_record_twice_is_refused_at_the_line_it_repeats(
+    new_location: Any, cid: str
+) -> None:
+    source, target = new_location(), new_location()
+    with agui_store.open(source) as store:
+        record_run(store, "t1", "r1")
+    save_conversations(source, [("t1", 2, False), ("solo", 2, False)])
+    with agui_store.open(source) as store:
+        lines = exported(store).splitlines(keepends=True)
+    record = next(n for n, line in enumerate(lines) if line.startswith(
+        b'{"record":"conversation","conversation_id":"%s"' % cid.encode()))  # fmt: skip
+    end = msgspec.json.decode(lines[-1])
+    end["counts"]["conversations"] += 1
+    lines[-1] = msgspec.json.encode(end) + b"\n"
+    twice = b"".join(lines[: record + 1] + lines[record:])
+    before = dump(target)
+    with agui_store.open(target) as store:
+        with pytest.raises(InvalidArgumentError) as refused:
+            store.import_archive(io.BytesIO(twice))
+        said = str(refused.value)
+        assert f"line {record + 2}: " in said and f"conversation {cid!r}" in said, said
+        assert f"line {record + 1}" in said and "once" in said, said
+    assert dump(target) == before
+
+
 @pytest.mark.parametrize(
     "moment", [-5, 10**16, 10**19], ids=["before-1970", "year-318857", "past-64-bits"]
 )
