@@ -35,8 +35,13 @@ import msgspec
 from agui_store import recording
 from agui_store.aio import AsyncStore
 from agui_store.codec.sse import SSEParser, encode_sse
-from agui_store.engine import arguments
-from agui_store.errors import AguiStoreError, ArgumentTypeError, InvalidArgumentError
+from agui_store.engine import arguments, placement
+from agui_store.errors import (
+    AguiStoreError,
+    ArgumentTypeError,
+    InvalidArgumentError,
+    InvalidEventError,
+)
 from agui_store.records import AppendResult, one_line
 from agui_store.store import Store
 
@@ -268,7 +273,8 @@ class _Recording:
             if self._leaving is not None:
                 self._leaving.cancel()  # done by now, or moot: the run has ended
         batcher = self._batcher
-        reason = batcher.failure or self._framer.error or self._unreadable
+        reason = self._recorded_already() or batcher.failure or self._framer.error
+        reason = reason or self._unreadable
         if reason is not None:
             logger.warning(
                 "not recorded: thread %s, run %s: %s: %s",
@@ -281,6 +287,24 @@ class _Recording:
                 ),
                 one_line(str(reason)),
             )
+
+    def _recorded_already(self) -> str | None:
+        """The store's refusal of a run id it holds, in the Recorder's words: the store's
+        advice is for code that appends, and a request cannot follow it (``None``: another
+        failure, or none)."""
+        refusal = self._batcher.failed
+        if isinstance(refusal, recording.PartlyRecorded):
+            refusal = refusal.__cause__
+        run_id = self._batcher.run_id or self.requested_run_id
+        if not isinstance(refusal, InvalidEventError) or refusal.reason != (
+            placement.recorded_already(self.thread_id, run_id)
+        ):
+            return None
+        return (
+            f"run {one_line(run_id)} is already recorded in thread {one_line(self.thread_id)} "
+            "(a request with this threadId and runId was recorded before): this response is "
+            "not recorded; a client sends a new runId for each run it starts, a retry too"
+        )
 
     def _written(self, result: AppendResult, batch: list[bytes]) -> None:
         first, last = result.first_seq, result.last_seq

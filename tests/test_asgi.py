@@ -873,6 +873,26 @@ def test_a_run_agent_input_the_store_refuses_leaves_the_store_as_it_was(
     assert "thread t1, run r1" in report and "$.messages" in report
 
 
+def test_a_run_id_posted_twice_is_recorded_once_and_the_warning_says_to_send_a_new_run_id(
+    store: Any, astore: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    events = run_events("t1", "r1")
+    chunks = sse(events)
+    asyncio.run(call(Recorder(streaming_app(chunks), store=astore), request_body("t1", "r1")))
+    with caplog.at_level(logging.WARNING, logger="agui_store.asgi"):
+        response = asyncio.run(
+            call(Recorder(streaming_app(chunks), store=astore), request_body("t1", "r1"))
+        )
+    assert response.body == b"".join(chunks)  # the client has its answer all the same
+    assert [r.run_id for r in store.runs("t1")] == ["r1"]
+    assert store.events("r1", thread_id="t1") == events
+    (report,) = [r.getMessage() for r in caplog.records if r.name == "agui_store.asgi"]
+    assert "thread t1, run r1" in report and "already recorded" in report, report
+    assert "this response is not recorded" in report and "new runId" in report, report
+    # The store's advice is for code that appends: a request cannot follow it.
+    assert "appending" not in report and "without a new RUN_STARTED" not in report, report
+
+
 def test_malformed_sse_is_logged_and_the_response_is_unchanged(
     store: Any, astore: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -416,9 +416,7 @@ class Placement:
         names a branch of the thread."""
         if recorded is not None:
             raise InvalidEventError(
-                f"run {_quote(run_id)} is already recorded in thread {_quote(thread_id)}; a run "
-                "is recorded once (continue a live run by appending events without a new "
-                "RUN_STARTED)",
+                recorded_already(thread_id, run_id),
                 index=segment.first_index,
                 event_type="RUN_STARTED",
                 path="$.runId",
@@ -870,3 +868,13 @@ def refuse_branch_shadowing_run(tx: port.Reading, thread_pk: int, name: str) -> 
             f"{_quote(hidden[0][0].run_id)} of thread {_quote(tx.thread_id(thread_pk))}, and "
             "would hide it as a revision: choose another name"
         )
+
+
+def recorded_already(thread_id: str, run_id: str) -> str:
+    """Why ``append`` refuses a ``RUN_STARTED`` of a run its thread holds, with advice for
+    code that appends (the ASGI Recorder, whose requests cannot follow it, tells this reason
+    by it and words its own)."""
+    return (
+        f"run {_quote(run_id)} is already recorded in thread {_quote(thread_id)}; a run is "
+        "recorded once (continue a live run by appending events without a new RUN_STARTED)"
+    )
