@@ -507,11 +507,17 @@ def _ascii_term(term_words: tuple[str, ...], prefix: bool) -> re.Pattern[str]:
     return re.compile(_ascii_words_pattern(term_words, prefix) + "(?![a-z0-9])")
 
 
-def _bad(query: str, why: str) -> InvalidArgumentError:
+def _bad(query: str, why: str, term: str | None = None) -> InvalidArgumentError:
     """The error for a query that cannot be read: a long query shown by its start, as ids
-    are, so that the message stays one readable line."""
-    shown = query if len(query) <= 60 else query[:40] + "..."
-    return InvalidArgumentError(f"search query {shown!r}: {why}")
+    are, so that the message stays one readable line. The ``term`` that is wrong is named
+    after the query only when the query holds more than it: a query of that term alone is
+    not named twice."""
+    def shown(text: str) -> str:
+        return repr(text if len(text) <= 60 else text[:40] + "...")
+
+    term = None if term is None else term.strip()
+    where = f" at {shown(term)}" if term is not None and term != query.strip() else ""
+    return InvalidArgumentError(f"search query {shown(query)}{where}: {why}")
 
 
 #: What the query language reads as a quote around a phrase: the ASCII ``"``, the curly and
@@ -568,23 +574,26 @@ def parse(query: str) -> Query:
             continue
         found = _TERM.match(query, at)
         if found is None:  # a lone '-' before a space or the end
-            raise _bad(query, "a '-' must be followed by the word or phrase to leave out")
+            raise _bad(
+                query, "a '-' must be followed by the word or phrase to leave out", query[at]
+            )
         minus, double, closing, single, single_closing, bare = found.groups()
         phrase = double if double is not None else single
         closing = closing if double is not None else single_closing
         at = found.end()
         if bare is not None and len(bare) == 1 and bare in MINUS_SIGNS:
-            raise _bad(query, "a '-' must be followed by the word or phrase to leave out")
+            raise _bad(query, "a '-' must be followed by the word or phrase to leave out", bare)
         if phrase is not None:
             if not closing:
-                raise _bad(query, 'a quote is not closed; phrases are written "like this"')
+                raise _bad(
+                    query, 'a quote is not closed; phrases are written "like this"',
+                    query[found.start():at],
+                )
             body, star = phrase, False
             if at < len(query) and query[at] in STARS:
                 star, at = True, at + 1
-            shown = f'"{phrase}"'
         else:
             body = bare
-            shown = bare
             star = body[-1] in STARS
             if star:
                 body = body[:-1]
@@ -592,11 +601,12 @@ def parse(query: str) -> Query:
         if has_star and phrase is not None:
             raise _bad(
                 query,
-                f"{shown}: a phrase holds no '*'; one after its closing quote makes its last "
-                'word a prefix, as in "hotel in port"*',
+                "a phrase holds no '*'; one after its closing quote makes its last word a "
+                'prefix, as in "hotel in port"*',
+                query[found.start():at],
             )
         if has_star or (star and not body):
-            raise _bad(query, f"{shown}: a '*' only ends a word, as in hot*")
+            raise _bad(query, "a '*' only ends a word, as in hot*", query[found.start():at])
         found_words = tuple(words(body))
         if found_words:  # a term of punctuation or emoji alone finds nothing: passed over
             terms.append(Term(found_words, star, bool(minus)))

@@ -435,6 +435,61 @@ def test_a_long_query_is_named_by_its_start_in_the_error(store_location: str) ->
             assert len(str(refused.value)) < 120, refused.value
 
 
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("*", "search query '*': a '*' only ends a word, as in hot*"),
+        ("po*rto", "search query 'po*rto': a '*' only ends a word, as in hot*"),
+        ("porto w*rd", "search query 'porto w*rd' at 'w*rd': a '*' only ends a word, as in hot*"),
+        ("porto -*", "search query 'porto -*' at '-*': a '*' only ends a word, as in hot*"),
+        (
+            '"in p*rt"',
+            "search query '\"in p*rt\"': a phrase holds no '*'; one after its closing quote "
+            'makes its last word a prefix, as in "hotel in port"*',
+        ),
+        (
+            'porto "in p*rt"',
+            "search query 'porto \"in p*rt\"' at '\"in p*rt\"': a phrase holds no '*'; one "
+            'after its closing quote makes its last word a prefix, as in "hotel in port"*',
+        ),
+        (
+            '"porto hotel',
+            "search query '\"porto hotel': a quote is not closed; phrases are written "
+            '"like this"',
+        ),
+        (
+            'river "porto hotel',
+            "search query 'river \"porto hotel' at '\"porto hotel': a quote is not closed; "
+            'phrases are written "like this"',
+        ),
+        ("-", "search query '-': a '-' must be followed by the word or phrase to leave out"),
+        (
+            "porto - hotel",
+            "search query 'porto - hotel' at '-': a '-' must be followed by the word or phrase "
+            "to leave out",
+        ),
+        ("-porto", "search query '-porto': every term excludes; give at least one word to find"),
+    ],
+)
+def test_a_query_of_the_wrong_shape_is_named_once_and_its_wrong_term_only_among_others(
+    store_location: str, query: str, says: str
+) -> None:
+    with agui_store.open(store_location) as store:
+        with pytest.raises(InvalidArgumentError) as refused:
+            store.search(query)
+        assert str(refused.value) == says
+
+
+def test_a_long_wrong_term_is_named_by_its_start_in_the_error(store_location: str) -> None:
+    term = "w*rd" + "x" * 200
+    with agui_store.open(store_location) as store:
+        with pytest.raises(InvalidArgumentError) as refused:
+            store.search(f"porto {term}")
+        shown = term[:40] + "..."
+        assert f" at {shown!r}: a '*' only ends a word" in str(refused.value), refused.value
+        assert len(str(refused.value)) < 160, refused.value
+
+
 @pytest.mark.parametrize("pending", [1, 3])
 def test_forgetting_a_thread_takes_it_out_of_the_index(store_location: str, pending: int) -> None:
     with testing.search_pending_rows(pending), agui_store.open(store_location) as store:
