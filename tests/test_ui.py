@@ -1225,6 +1225,30 @@ def test_with_a_scope_another_owners_thread_is_a_404_on_every_page(
         assert shown.status_code == 200 and "ui.db" not in shown.text, path
 
 
+def test_a_scoped_viewer_counts_the_owners_threads_as_theirs_not_the_stores(
+    store: agui_store.Store,
+) -> None:
+    client = client_of(store, scope="alice")
+    empty = get(client, "/").find("empty")
+    assert empty is not None and empty.text == "Owner 'alice' has no threads yet."
+    store.append(one_run("mine", "m1", said("u", "porto", "user")), scope="alice")
+    store.append(one_run("theirs", "b1", said("u", "porto", "user")), scope="bob")
+    store.append(one_run("nobodys", "n1", said("u", "porto", "user")))
+
+    def counted(page: Element) -> str:
+        pager = page.find("pager")
+        assert pager is not None
+        return " ".join(pager.text.split())
+
+    assert counted(get(client, "/")) == "1 thread of owner 'alice'"
+    assert counted(get(client, "/", q="porto")).startswith("1 thread of owner 'alice'; ")
+    store.append(one_run("mine too", "m2", said("u", "porto", "user")), scope="alice")
+    assert counted(get(client, "/")) == "2 threads of owner 'alice'"
+    assert counted(get(client_of(store), "/")) == "4 threads in the store"
+    other = client_of(store, scope="<b>bob</b>")
+    assert "Owner '<b>bob</b>' has no threads yet." in get(other, "/").text
+
+
 def test_a_scoped_viewer_says_the_store_for_its_path_alone_not_inside_a_word(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
