@@ -1249,6 +1249,30 @@ def test_a_scoped_viewer_counts_the_owners_threads_as_theirs_not_the_stores(
     assert "Owner '<b>bob</b>' has no threads yet." in get(other, "/").text
 
 
+def test_a_page_the_viewer_does_not_have_names_the_path_and_links_to_the_threads(
+    store: agui_store.Store,
+) -> None:
+    client = client_of(store)
+    for path in ["/foo", "/run/nothing", "/static/nothing.css"]:
+        page = get(client, path, 404)
+        assert page.find(tag="h1").text == "Not found"  # type: ignore[union-attr]
+        message = page.find("error-message")
+        assert message is not None and message.text == f"no page at {path}"
+        assert [a.attrs["href"] for a in page.find_all(tag="a") if a.text == "All threads"] == ["/"]
+    assert client.head("/foo").status_code == 404
+    hostile = "/<script>alert(1)</script>" + "x" * 10_000
+    response = client.get(hostile)
+    assert response.status_code == 404
+    assert "<script>alert" not in response.text and "x" * 200 not in response.text
+    message = parse(response.text).find("error-message")
+    assert message is not None
+    assert message.text.startswith("no page at /<script>alert(1)</script>xx")
+    assert message.text.endswith("…") and len(message.text) < 120
+    under_a_root = TestClient(Starlette(routes=[Mount("/viewer", agui_store.ui.app(store))]))
+    message = get(under_a_root, "/viewer/foo", 404).find("error-message")
+    assert message is not None and message.text == "no page at /viewer/foo"
+
+
 def test_a_scoped_viewer_says_the_store_for_its_path_alone_not_inside_a_word(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

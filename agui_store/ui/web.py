@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import re
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -447,6 +448,21 @@ def _attachment(filename: str) -> str:
 _NOT_PLAIN_IN_A_FILENAME = re.compile(r"[^A-Za-z0-9._-]")
 
 
+class _Assets(StaticFiles):
+    """The viewer's stylesheet and scripts. A file it does not have is the viewer's page
+    saying so, its links made from the viewer's root path, not from the mount's below it
+    (which would point them at ``/static/static``)."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except HTTPException as exc:
+            # The error page reads this same scope: the router updates it in place.
+            if exc.status_code == 404:
+                scope["root_path"] = scope["root_path"].removesuffix("/static")
+            raise
+
+
 def routes(viewer: Viewer) -> list[Any]:
     """The viewer's routes, the static assets included."""
     return [
@@ -463,7 +479,7 @@ def routes(viewer: Viewer) -> list[Any]:
         Route("/fork", viewer.fork),
         Route("/fork.json", viewer.fork_json),
         Route("/branch", viewer.branch_async, methods=["POST"]),
-        Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+        Mount("/static", app=_Assets(directory=HERE / "static"), name="static"),
     ]
 
 
@@ -553,6 +569,10 @@ def build(
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
+        if exc.status_code == 404 and exc.detail == HTTPStatus.NOT_FOUND.phrase:
+            # Starlette's own 404, for a path no route or static file serves: the page says
+            # which path, as the viewer's own 404s name what they did not find.
+            return error_page(request, 404, f"no page at {_short(request.url.path, 80)}")
         return error_page(request, exc.status_code, str(exc.detail))
 
     async def store_error(request: Request, exc: Exception) -> Response:
