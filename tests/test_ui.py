@@ -1273,6 +1273,19 @@ def test_a_page_the_viewer_does_not_have_names_the_path_and_links_to_the_threads
     assert message is not None and message.text == "no page at /viewer/foo"
 
 
+def test_a_page_asked_with_a_method_it_does_not_take_says_which_it_takes(
+    store: agui_store.Store,
+) -> None:
+    client = client_of(store)
+    posted = client.post("/thread")
+    assert posted.status_code == 405 and set(posted.headers["allow"].split(", ")) == {"GET", "HEAD"}
+    message = parse(posted.text).find("error-message")
+    assert message is not None and message.text == "/thread takes GET, HEAD, not POST"
+    fetched = client.get("/branch")
+    assert fetched.status_code == 405 and fetched.headers["allow"] == "POST"
+    assert fetched.json() == {"error": "/branch takes POST, not GET"}
+
+
 def test_a_scoped_viewer_says_the_store_for_its_path_alone_not_inside_a_word(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import re
+from collections.abc import Mapping
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -556,16 +557,22 @@ def build(
                  for p in sorted({_pasted(store.path), store.path}, key=len, reverse=True))
     )
 
-    def error_page(request: Request, status: int, message: str) -> Response:
+    def error_page(
+        request: Request, status: int, message: str, headers: Mapping[str, str] | None = None
+    ) -> Response:
         if private:
             message = store_named.sub("the store", message)
         if request.url.path.endswith(JSON_ENDPOINTS):  # a script or a download reads it
-            return JSONResponse({"error": text.printable(message)}, status_code=status)
+            return JSONResponse(
+                {"error": text.printable(message)}, status_code=status, headers=headers
+            )
         thread_id = viewer.existing_thread(request)
-        return viewer.render(
+        page = viewer.render(
             request, "error.html", status=status, status_code=status, message=message,
             thread_id=thread_id, compare=viewer.comparison(request, thread_id),
         )
+        page.headers.update(headers or {})
+        return page
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -573,7 +580,13 @@ def build(
             # Starlette's own 404, for a path no route or static file serves: the page says
             # which path, as the viewer's own 404s name what they did not find.
             return error_page(request, 404, f"no page at {_short(request.url.path, 80)}")
-        return error_page(request, exc.status_code, str(exc.detail))
+        if exc.status_code == 405 and exc.detail == HTTPStatus.METHOD_NOT_ALLOWED.phrase:
+            # Starlette's own 405 names neither the page nor the methods its Allow header
+            # (kept on the answer, as HTTP asks) lists.
+            allowed = ", ".join(sorted((exc.headers or {}).get("Allow", "").split(", ")))
+            message = f"{_short(request.url.path, 80)} takes {allowed}, not {request.method}"
+            return error_page(request, 405, message, exc.headers)
+        return error_page(request, exc.status_code, str(exc.detail), exc.headers)
 
     async def store_error(request: Request, exc: Exception) -> Response:
         # Another owner's thread is absent, as a missing one: the same 404
