@@ -1509,8 +1509,8 @@ def _utf8_word(text: str) -> str:
     )
     cut = f"… ({len(text)} characters)" if len(text) > 100 else ""
     raise argparse.ArgumentTypeError(
-        f"$'{typed}'{cut} is not valid UTF-8 text (bytes of another encoding), which every "
-        "id and name a store holds is"
+        f"$'{typed}'{cut} is not valid UTF-8 text (bytes of another encoding); the ids and "
+        "names a store holds are UTF-8"
     )
 
 
