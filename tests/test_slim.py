@@ -105,6 +105,11 @@ def test_an_unknown_preset_is_a_slim_error_naming_the_presets(demo: Checkout) ->
     assert isinstance(info.value, AguiStoreError) and isinstance(info.value, ValueError)
 
 
+def test_an_iterator_of_messages_slims_as_their_list(demo: Checkout) -> None:
+    assert slim(iter(demo.messages), "minimal") == slim(list(demo.messages), "minimal")
+    assert slim(m for m in demo.messages) == slim(demo)
+
+
 def test_an_unknown_override_is_a_type_error(demo: Checkout) -> None:
     with pytest.raises(TypeError):
         slim(demo, "minimal", lats=3)

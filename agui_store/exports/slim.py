@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -206,23 +206,28 @@ def slim_messages(
     return [_slim_one(m, max_content, redact_tool_args) for m in kept]
 
 
-def _check_messages(messages: object) -> None:
-    """Refuse, naming it, what is no list of message dicts: slimming it would fail deep
-    inside with Python's own error, which names neither the argument nor the message."""
-    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes, bytearray)):
+def _message_list(messages: object) -> list[dict[str, Any]]:
+    """The messages, listed (an iterator of them too); refused, naming it, what is no list
+    of message dicts: slimming it would fail deep inside with Python's own error, which
+    names neither the argument nor the message."""
+    if not isinstance(messages, Iterable) or isinstance(
+        messages, (str, bytes, bytearray, Mapping)
+    ):
         raise ArgumentTypeError(
             f"slim takes a Checkout or a list of AG-UI message dicts, not {a_kind(messages)}"
         )
-    for index, message in enumerate(messages):
+    listed = list(messages)
+    for index, message in enumerate(listed):
         if not isinstance(message, Mapping):
             raise ArgumentTypeError(
                 "slim takes a Checkout or a list of AG-UI message dicts: message "
                 f"{index} is {a_kind(message)}"
             )
+    return listed
 
 
 def slim(
-    checkout_or_messages: Checkout | Sequence[dict[str, Any]],
+    checkout_or_messages: Checkout | Iterable[dict[str, Any]],
     preset: str = "standard",
     **overrides: Any,
 ) -> list[dict[str, Any]]:
@@ -252,9 +257,8 @@ def slim(
         if isinstance(checkout_or_messages, Checkout)
         else checkout_or_messages
     )
-    _check_messages(messages)
     return slim_messages(
-        messages,
+        _message_list(messages),
         last=options.last,
         max_content=options.max_content,
         redact_tool_args=options.redact_tool_args,
