@@ -633,6 +633,9 @@ def test_a_mistyped_option_names_the_option_most_like_it(
                                    "--thread 'x y'; usage: agui-store rebuild --help)"),
     (["delete", "--thread", "t1", "t2"], "agui-store delete: unrecognized arguments: t2 (usage: "
                                          "agui-store delete --help)"),
+    # delete takes --thread or --owner: with --owner, --thread would be refused in turn
+    (["delete", "--owner", "alice", "t1"], "agui-store delete: unrecognized arguments: t1 "
+                                           "(usage: agui-store delete --help)"),
     (["show", "r1", "r2"], "agui-store show: unrecognized arguments: r2 (usage: agui-store show "
                            "--help)"),
     (["check", "t1"], "agui-store check: unrecognized arguments: t1 (usage: agui-store check "

@@ -2290,6 +2290,8 @@ def _thread_as_option(
         args.command_positionals[args.command]
         or "--thread" not in args.command_options[args.command]
         or getattr(args, "thread", None) is not None
+        # delete erases a thread or an owner's everything: with --owner, --thread is refused
+        or (args.command == "delete" and args.owner is not None)
         or len(given) != 1 or (given[0].startswith("-") and given[0] not in after)
     ):
         return ""
