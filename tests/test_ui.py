@@ -1284,6 +1284,10 @@ def test_a_page_asked_with_a_method_it_does_not_take_says_which_it_takes(
     fetched = client.get("/branch")
     assert fetched.status_code == 405 and fetched.headers["allow"] == "POST"
     assert fetched.json() == {"error": "/branch takes POST, not GET"}
+    # A stylesheet posted to: the page's own links go from the viewer's root, as every page's.
+    page = parse(client.post("/static/viewer.css").text)
+    assert [a.attrs["href"] for a in page.find_all(tag="a") if a.text == "All threads"] == ["/"]
+    assert "/static/static" not in client.post("/static/viewer.css").text
 
 
 def test_a_scoped_viewer_says_the_store_for_its_path_alone_not_inside_a_word(

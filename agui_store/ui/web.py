@@ -450,17 +450,16 @@ _NOT_PLAIN_IN_A_FILENAME = re.compile(r"[^A-Za-z0-9._-]")
 
 
 class _Assets(StaticFiles):
-    """The viewer's stylesheet and scripts. A file it does not have is the viewer's page
-    saying so, its links made from the viewer's root path, not from the mount's below it
-    (which would point them at ``/static/static``)."""
+    """The viewer's stylesheet and scripts. A file it does not have (or a method it does not
+    take) is the viewer's page saying so, its links made from the viewer's root path, not
+    from the mount's below it (which would point them at ``/static/static``)."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
             await super().__call__(scope, receive, send)
-        except HTTPException as exc:
+        except HTTPException:
             # The error page reads this same scope: the router updates it in place.
-            if exc.status_code == 404:
-                scope["root_path"] = scope["root_path"].removesuffix("/static")
+            scope["root_path"] = scope["root_path"].removesuffix("/static")
             raise
 
 
