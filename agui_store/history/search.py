@@ -575,14 +575,18 @@ def parse(query: str) -> Query:
         found = _TERM.match(query, at)
         if found is None:  # a lone '-' before a space or the end
             raise _bad(
-                query, "a '-' must be followed by the word or phrase to leave out", query[at]
+                query, "a '-' must be followed by the word or phrase to leave out",
+                query[at:].split(None, 1)[0],  # the minus signs as typed (- or --)
             )
         minus, double, closing, single, single_closing, bare = found.groups()
         phrase = double if double is not None else single
         closing = closing if double is not None else single_closing
         at = found.end()
         if bare is not None and len(bare) == 1 and bare in MINUS_SIGNS:
-            raise _bad(query, "a '-' must be followed by the word or phrase to leave out", bare)
+            raise _bad(
+                query, "a '-' must be followed by the word or phrase to leave out",
+                query[found.start():at],  # the minus signs as typed (- or --)
+            )
         if phrase is not None:
             if not closing:
                 raise _bad(

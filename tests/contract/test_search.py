@@ -468,6 +468,11 @@ def test_a_long_query_is_named_by_its_start_in_the_error(store_location: str) ->
             "search query 'porto - hotel' at '-': a '-' must be followed by the word or phrase "
             "to leave out",
         ),
+        (
+            "porto -- hotel",
+            "search query 'porto -- hotel' at '--': a '-' must be followed by the word or "
+            "phrase to leave out",
+        ),
         ("-porto", "search query '-porto': every term excludes; give at least one word to find"),
     ],
 )
