@@ -293,8 +293,6 @@ class _Recording:
         advice is for code that appends, and a request cannot follow it (``None``: another
         failure, or none)."""
         refusal = self._batcher.failed
-        if isinstance(refusal, recording.PartlyRecorded):
-            refusal = refusal.__cause__
         run_id = self._batcher.run_id or self.requested_run_id
         if not isinstance(refusal, InvalidEventError) or refusal.reason != (
             placement.recorded_already(self.thread_id, run_id)
