@@ -160,11 +160,7 @@ class AsyncStore:
     closes it on ``close`` only with ``owns=True``)."""
 
     def __init__(self, store: Store, *, owns: bool = False, writer: str = "process") -> None:
-        if not isinstance(store, Store):
-            raise ArgumentTypeError(
-                f"AsyncStore wraps an agui_store Store, not {arguments.a_kind(store)} (open a "
-                "path with agui_store.aio.open())"
-            )
+        check_store("AsyncStore", store, path_hint="open a path with agui_store.aio.open()")
         if writer not in WRITERS:
             raise InvalidArgumentError(
                 f"writer= must be one of {', '.join(map(repr, WRITERS))}, not "
@@ -452,6 +448,28 @@ class AsyncStore:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def check_store(
+    call: str,
+    value: object,
+    *,
+    path_hint: str = "open the path with agui_store.open() and give the store",
+) -> None:
+    """Refuse, at ``call``, what is not a :class:`~agui_store.store.Store`, naming what it is
+    and, for an ``AsyncStore`` or a path, what to pass instead: an ``AsyncStore`` is the
+    likeliest mistake in async code, and its own ``Store`` is one attribute away."""
+    if isinstance(value, Store):
+        return
+    if isinstance(value, AsyncStore):
+        hint = " (give it astore.store, the Store the AsyncStore wraps)"
+    elif isinstance(value, (str, bytes, os.PathLike)):
+        hint = f" ({path_hint})"
+    else:
+        hint = ""
+    raise ArgumentTypeError(
+        f"{call} takes an agui_store Store, not {arguments.a_kind(value)}{hint}"
+    )
 
 
 class _Opening:

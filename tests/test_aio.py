@@ -80,7 +80,7 @@ def test_async_store_methods_are_coroutines_and_generators_are_async_generators(
 def test_an_async_store_refuses_to_wrap_what_is_not_a_store_naming_what_it_is(
     db_path: Path,
 ) -> None:
-    with pytest.raises(ArgumentTypeError, match="wraps an agui_store Store, not a str"):
+    with pytest.raises(ArgumentTypeError, match="AsyncStore takes an agui_store Store, not a str"):
         aio.AsyncStore(str(db_path))  # type: ignore[arg-type]
 
 

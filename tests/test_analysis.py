@@ -8,6 +8,7 @@ The store is read through its API (apsw); OUT.db is read here with sqlite-utils 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import re
@@ -327,8 +328,24 @@ def test_a_store_or_output_path_of_the_wrong_type_is_refused_naming_what_it_is(
     store, _ = demo
     with pytest.raises(ArgumentTypeError, match=r"writes to a path .* not None"):
         export_sqlite(store, None)
-    with pytest.raises(ArgumentTypeError, match=r"reads a Store .* not a str"):
+    with pytest.raises(ArgumentTypeError, match=r"export_sqlite .*Store.* not a str"):
         export_sqlite(str(store.path), tmp_path / "analysis.db")
+    assert not (tmp_path / "analysis.db").exists()
+
+
+def test_an_async_store_given_to_export_sqlite_is_refused_saying_to_pass_the_store_it_wraps(
+    demo: tuple[Any, str], tmp_path: Path
+) -> None:
+    store, _ = demo
+    astore = agui_store.aio.AsyncStore(store, writer="thread")
+    try:
+        with pytest.raises(ArgumentTypeError) as refused:
+            export_sqlite(astore, tmp_path / "analysis.db")  # type: ignore[arg-type]
+    finally:
+        asyncio.run(astore.close())
+    said = str(refused.value)
+    assert said.startswith("export_sqlite ") and "not an AsyncStore" in said
+    assert "astore.store" in said
     assert not (tmp_path / "analysis.db").exists()
 
 

@@ -73,6 +73,7 @@ from typing import Any
 import apsw
 import sqlite_utils
 
+from agui_store.aio import check_store
 from agui_store.backends.sqlite.files import remove_database
 from agui_store.codec import ingest
 from agui_store.engine import arguments
@@ -337,10 +338,7 @@ def export_sqlite(
     arguments.flag("replace", replace)
     arguments.flag("event_counts", event_counts)
     arguments.check_progress(progress)  # not at the first run, with a thread half written
-    if not isinstance(store, Store):
-        raise ArgumentTypeError(
-            f"export_sqlite reads a Store (agui_store.open), not {arguments.a_kind(store)}"
-        )
+    check_store("export_sqlite", store)
     if not isinstance(out_path, (str, os.PathLike)):
         raise ArgumentTypeError(
             "export_sqlite writes to a path (text or a path object), not "

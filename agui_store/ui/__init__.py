@@ -40,14 +40,13 @@ What it is built with, and why:
 
 from __future__ import annotations
 
-import os
 import threading
 import webbrowser
 from typing import Any
 from urllib.parse import urlencode
 
 from agui_store import Store
-from agui_store.aio import AsyncStore
+from agui_store.aio import check_store
 from agui_store.engine.arguments import a_kind, check_scope, flag
 from agui_store.errors import ArgumentTypeError
 
@@ -101,14 +100,7 @@ def app(
 
 def _check_viewer_arguments(store: Any, scope: Any, allow_writes: Any, title: Any) -> None:
     """Refuse, at the call, what the viewer's pages would fail on (or misread) later."""
-    if not isinstance(store, Store):
-        if isinstance(store, AsyncStore):
-            hint = " (the viewer reads a Store: give it astore.store)"
-        elif isinstance(store, (str, bytes, os.PathLike)):
-            hint = " (open the path with agui_store.open() and give the store)"
-        else:
-            hint = ""
-        raise ArgumentTypeError(f"store= takes an agui_store Store, not {a_kind(store)}{hint}")
+    check_store("the viewer's store=", store)
     check_scope(scope)
     flag("allow_writes", allow_writes)
     if title is not None and not isinstance(title, str):
