@@ -935,3 +935,30 @@ def test_opening_the_input_of_a_run_erased_since_its_page_loaded_says_the_run_is
     assert "could not load the input" in shown
     assert css(browser, "#gone").text.startswith("This run is no longer in the store")
     assert [e for e in errors if "/run/input" not in e] == []  # the 404 itself is logged
+
+
+def test_a_link_in_the_top_bar_focused_from_the_keyboard_has_a_thick_ring_unlike_the_bar(
+    browser: Any, demo: tuple[agui_store.Store, str]
+) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    store, thread = demo
+    read_ring = """
+        const link = document.activeElement, style = getComputedStyle(link);
+        return [link.matches(':focus-visible') ? link.className || link.textContent : null,
+                style.outlineStyle, parseFloat(style.outlineWidth), style.outlineColor,
+                getComputedStyle(document.querySelector('header.top')).backgroundColor];
+    """
+    with serving(agui_store.ui.app(store)) as base:
+        visit(browser, base, "/run", thread=thread, run="run-2")
+        css(browser, "body").send_keys(Keys.TAB)
+        wait_until(browser, lambda d: d.execute_script(
+            "return document.activeElement.matches('header.top a')"), "the top bar took focus")
+        # Every link of the bar, the brand first and then the crumbs, as Tab reaches them.
+        for _ in css_all(browser, "header.top a"):
+            focused, style, width, colour, bar = browser.execute_script(read_ring)
+            assert focused is not None, "the keyboard's focus is not :focus-visible"
+            assert style not in ("none", "hidden"), focused
+            assert width >= 2, (focused, width)
+            assert colour != bar, (focused, colour)
+            browser.switch_to.active_element.send_keys(Keys.TAB)
