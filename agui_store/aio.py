@@ -42,7 +42,7 @@ from agui_store.engine import arguments
 from agui_store.errors import AguiStoreError, ArgumentTypeError, InvalidArgumentError
 from agui_store.records import AppendResult
 from agui_store.store import OPTIONS as _STORE_OPTIONS
-from agui_store.store import Store, renew_after_fork
+from agui_store.store import Store, check_store, renew_after_fork
 
 __all__ = ["AsyncStore", "open"]
 
@@ -448,28 +448,6 @@ class AsyncStore:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-def check_store(
-    call: str,
-    value: object,
-    *,
-    path_hint: str = "open the path with agui_store.open() and give the store",
-) -> None:
-    """Refuse, at ``call``, what is not a :class:`~agui_store.store.Store`, naming what it is
-    and, for an ``AsyncStore`` or a path, what to pass instead: an ``AsyncStore`` is the
-    likeliest mistake in async code, and its own ``Store`` is one attribute away."""
-    if isinstance(value, Store):
-        return
-    if isinstance(value, AsyncStore):
-        hint = " (give it astore.store, the Store the AsyncStore wraps)"
-    elif isinstance(value, (str, bytes, os.PathLike)):
-        hint = f" ({path_hint})"
-    else:
-        hint = ""
-    raise ArgumentTypeError(
-        f"{call} takes an agui_store Store, not {arguments.a_kind(value)}{hint}"
-    )
 
 
 class _Opening:

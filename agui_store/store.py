@@ -11,6 +11,7 @@ what they stand on: the store's options and lifecycle (its lock, its backend, wh
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ from agui_store.engine.writes import (
     IMPORT_BATCH_EVENTS,
     MAX_DEPTH_LIMIT,
 )
-from agui_store.errors import AguiStoreError, InvalidArgumentError
+from agui_store.errors import AguiStoreError, ArgumentTypeError, InvalidArgumentError
 from agui_store.facade.appends import AppendVerbs
 from agui_store.facade.archive import ArchiveVerbs
 from agui_store.facade.erasure import ErasureVerbs
@@ -294,6 +295,30 @@ class _Renewable(Protocol):
 #: Store's connection, an AsyncStore's and a ConversationStore's threads and writer. Held
 #: weakly: what is garbage-collected is not renewed.
 _RENEWED_AFTER_FORK: weakref.WeakSet[_Renewable] = weakref.WeakSet()
+
+
+def check_store(
+    call: str,
+    value: object,
+    *,
+    path_hint: str = "open the path with agui_store.open() and give the store",
+) -> None:
+    """Refuse, at ``call``, what is not a :class:`Store`, naming what it is and, for an
+    ``AsyncStore`` or a path, what to pass instead: an ``AsyncStore`` is the likeliest
+    mistake in async code, and its own ``Store`` is one attribute away. An ``AsyncStore``
+    exists only once its module is loaded, so a sync caller imports no asyncio for this."""
+    if isinstance(value, Store):
+        return
+    aio = sys.modules.get("agui_store.aio")
+    if aio is not None and isinstance(value, aio.AsyncStore):
+        hint = " (give it astore.store, the Store the AsyncStore wraps)"
+    elif isinstance(value, (str, bytes, os.PathLike)):
+        hint = f" ({path_hint})"
+    else:
+        hint = ""
+    raise ArgumentTypeError(
+        f"{call} takes an agui_store Store, not {arguments.a_kind(value)}{hint}"
+    )
 
 
 def renew_after_fork(owner: _Renewable) -> None:

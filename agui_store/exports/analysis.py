@@ -73,7 +73,6 @@ from typing import Any
 import apsw
 import sqlite_utils
 
-from agui_store.aio import check_store
 from agui_store.backends.sqlite.files import remove_database
 from agui_store.codec import ingest
 from agui_store.engine import arguments
@@ -91,7 +90,7 @@ from agui_store.exports.targets import (
 )
 from agui_store.records import ExportSummary as ExportSummary  # what export_sqlite returns
 from agui_store.records import Run
-from agui_store.store import Store
+from agui_store.store import Store, check_store
 
 #: ``progress(done_runs, total_runs)``: called once with ``done_runs=0``, then after each run.
 ProgressCallback = Callable[[int, int], None]

@@ -46,9 +46,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from agui_store import Store
-from agui_store.aio import check_store
 from agui_store.engine.arguments import a_kind, check_scope, flag
 from agui_store.errors import ArgumentTypeError
+from agui_store.store import check_store
 
 try:
     from agui_store.ui.web import build, served_on
